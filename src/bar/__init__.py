@@ -1,0 +1,7 @@
+"""bar: hand work to AI coding agents without fear.
+
+Every piece of work is a task with its own git worktree; every command run in it is a
+step recorded in an append-only ledger with the exact patch it made and what it printed.
+"""
+
+__version__ = "0.1.0"

@@ -1,0 +1,3 @@
+from bar.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,84 @@
+"""Shared fixtures: every test is sealed off from the machine through its environment.
+
+HOME, XDG_CONFIG_HOME and BAR_HOME live in the test's tmp_path, git reads no system or
+global config, and authors and dates are fixed. Child processes and git hooks inherit all
+of this, so nothing is mocked.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture(autouse=True)
+def hermetic_seal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    home = tmp_path / "home"
+    home.mkdir()
+    for name in list(os.environ):
+        if name.startswith(("GIT_", "BAR_")):
+            monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
+    monkeypatch.setenv("BAR_HOME", str(tmp_path / "barhome"))
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(home / ".gitconfig"))
+    monkeypatch.setenv("GIT_AUTHOR_NAME", "Test Author")
+    monkeypatch.setenv("GIT_AUTHOR_EMAIL", "author@example.com")
+    monkeypatch.setenv("GIT_AUTHOR_DATE", "2024-01-15T10:00:00Z")
+    monkeypatch.setenv("GIT_COMMITTER_NAME", "Test Committer")
+    monkeypatch.setenv("GIT_COMMITTER_EMAIL", "committer@example.com")
+    monkeypatch.setenv("GIT_COMMITTER_DATE", "2024-01-15T10:00:00Z")
+    monkeypatch.setenv("GIT_EDITOR", "false")
+    monkeypatch.setenv("NO_COLOR", "1")
+    (home / ".gitconfig").write_text("[init]\n\tdefaultBranch = main\n")
+    yield
+
+
+def git(repo: Path, *args: str, input: bytes | None = None) -> str:
+    """Run real git in ``repo`` and return its stdout (raises on failure)."""
+    proc = subprocess.run(
+        ["git", *args], cwd=repo, input=input, capture_output=True, check=True
+    )
+    return proc.stdout.decode()
+
+
+MakeRepo = Callable[..., Path]
+
+
+@pytest.fixture
+def make_repo(tmp_path: Path) -> MakeRepo:
+    """Build a real repository with one commit per ``files`` mapping given."""
+    counter = iter(range(1000))
+
+    def factory(
+        files: dict[str, str | bytes] | None = None, name: str | None = None
+    ) -> Path:
+        repo = tmp_path / (name or f"repo{next(counter)}")
+        repo.mkdir(parents=True)
+        git(repo, "init", "-q", "-b", "main")
+        content = files if files is not None else {"README.md": "hello\n"}
+        for rel, data in content.items():
+            path = repo / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            if isinstance(data, bytes):
+                path.write_bytes(data)
+            else:
+                path.write_text(data)
+        git(repo, "add", "-A")
+        git(repo, "commit", "-q", "-m", "initial")
+        return repo
+
+    return factory
+
+
+@pytest.fixture
+def repo(make_repo: MakeRepo, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A fresh repository that is also the current directory."""
+    path = make_repo()
+    monkeypatch.chdir(path)
+    return path
