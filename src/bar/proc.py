@@ -89,8 +89,7 @@ def run(
             env=full_env,
             input=input,
             stdin=None if input is not None else subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
+            capture_output=True,
             check=False,
         )
     except FileNotFoundError as exc:

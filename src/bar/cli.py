@@ -1,0 +1,281 @@
+"""Command-line parsing and dispatch only; the work is done in ``bar.commands``.
+
+Command modules are imported only when their command runs, so ``bar hook`` and
+``bar status`` do not pay for what they do not use. One handler turns a ``BarError`` into
+``bar: <message>`` (+ hint) and its exit code; Ctrl-C exits 130; anything else is a bug:
+one line for the user, the traceback in ``$BAR_HOME/logs/`` (``--debug`` prints it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+from collections.abc import Callable, Sequence
+
+from bar import __version__
+from bar.errors import BarError, ExitCode
+
+EXIT_CODES = """\
+exit codes:
+  0    success (bar run: the command's own exit code)
+  1    error
+  2    bad command line
+  3    task, step or ref not found
+  4    not a git repository, or not registered (run `bar init`)
+  5    unrecorded or uncommitted changes are in the way
+  6    apply would conflict
+  7    another bar process holds the task (see --no-wait)
+  8    a file bar reads is broken or of an unknown version (see `bar doctor`)
+  9    git failed unexpectedly
+  10   a pre_run hook stopped the step
+  70   internal error (traceback in $BAR_HOME/logs)
+  126  blocked by policy
+  130  interrupted (Ctrl-C)
+"""
+
+
+class _Formatter(argparse.RawDescriptionHelpFormatter):
+    def __init__(self, prog: str) -> None:
+        super().__init__(prog, max_help_position=32)
+
+
+def _cmd(parser: argparse.ArgumentParser, target: str) -> None:
+    parser.set_defaults(_target=target)
+
+
+def _task_opt(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--task", "-t", metavar="ID|NAME", help="the task to act on (default: the active task)"
+    )
+
+
+def _json_opt(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", action="store_true", help="print machine-readable JSON")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="bar",
+        formatter_class=_Formatter,
+        description=(
+            "Hand work to AI coding agents without fear.\n\n"
+            "Each task gets its own git worktree and branch; every command run in it is a\n"
+            "step recorded with the exact patch it made and what it printed. Review the\n"
+            "steps, roll back to any of them, and apply the result to a real branch."
+        ),
+        epilog=(
+            "a first session:\n"
+            "  bar init                          register this repository\n"
+            "  bar task new fix-login            new task, worktree and branch\n"
+            "  bar run -- claude                 run an agent as a recorded step\n"
+            "  bar log -p                        review the steps and their patches\n"
+            "  bar rollback                      undo the last step (itself undoable)\n"
+            "  bar apply                         land the work on the base branch\n\n" + EXIT_CODES
+        ),
+    )
+    parser.add_argument("--version", action="version", version=f"bar {__version__}")
+    parser.add_argument("--debug", action="store_true", help="print tracebacks of errors")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    p = sub.add_parser(
+        "init",
+        help="register this repository with bar",
+        formatter_class=_Formatter,
+        description="Register the current git repository (it needs at least one commit).\n"
+        "Creates the project's config.yaml and state.json under $BAR_HOME and, if absent,\n"
+        "a commented default policy at .bar/policy.yaml. Safe to run again.",
+    )
+    _json_opt(p)
+    _cmd(p, "init:init")
+
+    # --- task ---------------------------------------------------------------------
+    task = sub.add_parser(
+        "task", help="create, list, inspect, switch and close tasks", formatter_class=_Formatter
+    )
+    tsub = task.add_subparsers(dest="task_command", metavar="ACTION")
+    task.set_defaults(_help=task)
+
+    p = tsub.add_parser(
+        "new",
+        help="create a task with its own branch and worktree",
+        formatter_class=_Formatter,
+        description="Create a task: a branch <prefix><name>-<id> from the base, a worktree\n"
+        "for it under $BAR_HOME, and an empty ledger. The new task becomes active.",
+    )
+    p.add_argument("name", help="task name: letters, digits, '-', '_', '.'; at most 64")
+    p.add_argument("--base", metavar="REF", help="start from this ref (default: git.default_base)")
+    p.add_argument("-d", "--description", metavar="DESC", help="what the task is for")
+    p.add_argument("--tag", action="append", default=[], metavar="T", help="a tag (repeatable)")
+    _json_opt(p)
+    _cmd(p, "task:new")
+
+    p = tsub.add_parser("list", help="list tasks with status, steps and changes")
+    p.add_argument("--all", "-a", action="store_true", help="include closed tasks")
+    _json_opt(p)
+    _cmd(p, "task:list_")
+
+    p = tsub.add_parser("show", help="show one task in detail")
+    p.add_argument("task_ref", nargs="?", metavar="ID|NAME", help="default: the active task")
+    _json_opt(p)
+    _cmd(p, "task:show")
+
+    p = tsub.add_parser("switch", help="make a task the active one")
+    p.add_argument("task_ref", metavar="ID|NAME")
+    _json_opt(p)
+    _cmd(p, "task:switch")
+
+    p = tsub.add_parser(
+        "close",
+        help="close a task (its worktree is removed; branch and history stay)",
+        formatter_class=_Formatter,
+        description="Close a task. Its worktree is removed unless --keep-worktree; its branch,\n"
+        "ledger and snapshots are kept. Refuses when the worktree holds changes no step\n"
+        "recorded, unless --force, which records them as a manual step first.",
+    )
+    p.add_argument("task_ref", nargs="?", metavar="ID|NAME", help="default: the active task")
+    p.add_argument("--keep-worktree", action="store_true", help="leave the worktree in place")
+    p.add_argument("--force", action="store_true", help="record unrecorded changes and close")
+    _json_opt(p)
+    _cmd(p, "task:close")
+
+    # --- run ----------------------------------------------------------------------
+    p = sub.add_parser(
+        "run",
+        help="run a command in the task's worktree as a recorded step",
+        formatter_class=_Formatter,
+        description="Run CMD in the task's worktree and record it as a step: the patch it\n"
+        "made, what it printed (stdout and stderr apart), how long it took and how it\n"
+        "ended. The policy is checked first and hooks run around it. bar exits with\n"
+        "CMD's exit code (127: not found, 126: blocked or not executable, 128+N: signal N).",
+        epilog="examples:\n"
+        "  bar run -- claude\n"
+        "  bar run -- make test\n"
+        "  bar run --cwd src -e DEBUG=1 -- python -m app\n"
+        "  bar run --agent claude -- claude     # also check the agent's own shell commands",
+    )
+    _task_opt(p)
+    p.add_argument("--cwd", metavar="DIR", help="directory inside the worktree to run in")
+    p.add_argument(
+        "-e", dest="env", action="append", default=[], metavar="K=V", help="set a variable"
+    )
+    pty = p.add_mutually_exclusive_group()
+    pty.add_argument("--pty", dest="pty", action="store_true", default=None,
+                     help="run in a pseudo-terminal (default when on a terminal)")  # fmt: skip
+    pty.add_argument("--no-pty", dest="pty", action="store_false",
+                     help="run with pipes; stdout and stderr recorded apart")  # fmt: skip
+    p.add_argument(
+        "--agent",
+        choices=("claude", "codex", "gemini"),
+        help="install bar's policy hook for this agent in the worktree while it runs",
+    )
+    p.add_argument("--no-wait", action="store_true", help="fail at once if the task is busy")
+    _json_opt(p)
+    p.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- CMD...")
+    _cmd(p, "run:run")
+
+    # --- reading ------------------------------------------------------------------
+    p = sub.add_parser("log", help="list the task's steps, newest last")
+    _task_opt(p)
+    p.add_argument("-n", type=int, metavar="N", help="only the last N steps")
+    p.add_argument("-p", "--patch", action="store_true", help="show each step's patch")
+    _json_opt(p)
+    _cmd(p, "read:log")
+
+    p = sub.add_parser("show", help="show one step in full with its patch and output")
+    _task_opt(p)
+    p.add_argument("step", metavar="STEP", help="step id, e.g. 3 or 0003")
+    _json_opt(p)
+    _cmd(p, "read:show")
+
+    p = sub.add_parser(
+        "diff",
+        help="diff any two recorded states (default: base to now)",
+        formatter_class=_Formatter,
+        description="Diff two recorded states of the task. STEP means the state after that\n"
+        "step; 'base' the task's base commit. Default: from base to the last step.",
+    )
+    _task_opt(p)
+    p.add_argument("--from", dest="from_", metavar="STEP|base", default="base")
+    p.add_argument("--to", metavar="STEP", help="default: the last recorded state")
+    p.add_argument("--stat", action="store_true", help="only a summary of changed files")
+    _json_opt(p)
+    _cmd(p, "read:diff")
+
+    p = sub.add_parser("status", help="project, active task, worktree and unrecorded changes")
+    _task_opt(p)
+    _json_opt(p)
+    _cmd(p, "read:status")
+
+    return parser
+
+
+def _log_traceback() -> str | None:
+    import traceback
+
+    from bar.store import bar_home, ensure_dir, now_iso
+
+    try:
+        logs = ensure_dir(bar_home() / "logs")
+        path = logs / f"crash-{now_iso().replace(':', '')}-{os.getpid()}.log"
+        path.write_text(traceback.format_exc())
+        os.chmod(path, 0o600)
+        return str(path)
+    except OSError:
+        return None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    if args_list[:1] == ["hook"]:
+        # the hot path: before every shell command an agent runs; skip argparse setup
+        from bar.commands.hook import hook_main
+
+        return hook_main(args_list[1:])
+    parser = build_parser()
+    args = parser.parse_args(args_list)
+    debug = bool(getattr(args, "debug", False)) or bool(os.environ.get("BAR_DEBUG"))
+    target = getattr(args, "_target", None)
+    if target is None:
+        help_parser = getattr(args, "_help", parser)
+        help_parser.print_help()
+        return ExitCode.USAGE if args.command else ExitCode.OK
+    module_name, func_name = target.split(":")
+    try:
+        module = importlib.import_module(f"bar.commands.{module_name}")
+        func: Callable[[argparse.Namespace], int] = getattr(module, func_name)
+        return int(func(args))
+    except BarError as exc:
+        if debug:
+            import traceback
+
+            traceback.print_exc()
+        print(f"bar: {exc}", file=sys.stderr)
+        if exc.hint:
+            print(f"hint: {exc.hint}", file=sys.stderr)
+        return int(exc.exit_code)
+    except KeyboardInterrupt:
+        print("bar: interrupted", file=sys.stderr)
+        return ExitCode.INTERRUPTED
+    except BrokenPipeError:
+        # the reader of our output went away (`bar log | head`): not an error
+        try:
+            sys.stdout = open(os.devnull, "w")  # noqa: SIM115
+        except OSError:
+            pass
+        return ExitCode.OK
+    except Exception as exc:
+        where = _log_traceback()
+        if debug:
+            import traceback
+
+            traceback.print_exc()
+        print(f"bar: internal error: {exc.__class__.__name__}: {exc}", file=sys.stderr)
+        if where:
+            print(f"hint: the traceback is in {where}; please report it", file=sys.stderr)
+        return ExitCode.INTERNAL
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,197 @@
+"""config.yaml: the per-project configuration (SPEC §1), validated strictly.
+
+Every key is known; an unknown key, a wrong type or an unknown version is a
+``ConfigError`` that names the key and the file. Missing keys take their defaults, which
+are the original design's (``policy.enabled`` is false when absent; ``bar init`` writes
+it as true). The parsed result is cached as JSON keyed by the file's stat, so the YAML
+parser is imported only when the file has changed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bar.errors import ConfigError
+from bar.migrate import upgrade
+from bar.store import write_bytes_atomic
+
+
+@dataclass(frozen=True)
+class GitConfig:
+    default_base: str = "main"
+    branch_prefix: str = "bar/"
+
+
+@dataclass(frozen=True)
+class PolicyConfig:
+    enabled: bool = False
+    path: str = ".bar/policy.yaml"
+
+
+@dataclass(frozen=True)
+class HooksConfig:
+    pre_run: tuple[str, ...] = ()
+    post_run: tuple[str, ...] = ()
+    timeout: float = 60.0
+
+
+@dataclass(frozen=True)
+class OutputConfig:
+    color: bool = True
+    verbose: bool = False
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    record_env: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Config:
+    version: int = 1
+    git: GitConfig = field(default_factory=GitConfig)
+    policy: PolicyConfig = field(default_factory=PolicyConfig)
+    hooks: HooksConfig = field(default_factory=HooksConfig)
+    output: OutputConfig = field(default_factory=OutputConfig)
+    run: RunConfig = field(default_factory=RunConfig)
+
+
+# section -> key -> expected type ("str", "bool", "strlist", "number")
+_SCHEMA: dict[str, dict[str, str]] = {
+    "git": {"default_base": "str", "branch_prefix": "str"},
+    "policy": {"enabled": "bool", "path": "str"},
+    "hooks": {"pre_run": "strlist", "post_run": "strlist", "timeout": "number"},
+    "output": {"color": "bool", "verbose": "bool"},
+    "run": {"record_env": "strlist"},
+}
+
+
+def _check(value: Any, kind: str, key: str, path: Path) -> Any:
+    if kind == "str":
+        if not isinstance(value, str) or not value:
+            raise ConfigError(f"{key} in {path} must be a non-empty string")
+        return value
+    if kind == "bool":
+        if not isinstance(value, bool):
+            raise ConfigError(f"{key} in {path} must be true or false, not {value!r}")
+        return value
+    if kind == "number":
+        if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+            raise ConfigError(f"{key} in {path} must be a positive number of seconds")
+        return float(value)
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+        raise ConfigError(f"{key} in {path} must be a list of non-empty strings")
+    return tuple(value)
+
+
+def parse_config(data: Any, path: Path) -> Config:
+    if data is None:
+        data = {"version": 1}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path} must hold a mapping of settings")
+    data = upgrade("config", dict(data), path)
+    sections: dict[str, dict[str, Any]] = {}
+    for section, body in data.items():
+        if section == "version":
+            continue
+        if section not in _SCHEMA:
+            raise ConfigError(
+                f"unknown key {section!r} in {path}",
+                hint="known sections: " + ", ".join(sorted(_SCHEMA)),
+            )
+        if body is None:
+            body = {}
+        if not isinstance(body, dict):
+            raise ConfigError(f"{section} in {path} must be a mapping")
+        values: dict[str, Any] = {}
+        for key, value in body.items():
+            kind = _SCHEMA[section].get(str(key))
+            if kind is None:
+                raise ConfigError(
+                    f"unknown key '{section}.{key}' in {path}",
+                    hint=f"known keys of {section}: " + ", ".join(sorted(_SCHEMA[section])),
+                )
+            values[str(key)] = _check(value, kind, f"{section}.{key}", path)
+        sections[section] = values
+    return Config(
+        version=1,
+        git=GitConfig(**sections.get("git", {})),
+        policy=PolicyConfig(**sections.get("policy", {})),
+        hooks=HooksConfig(**sections.get("hooks", {})),
+        output=OutputConfig(**sections.get("output", {})),
+        run=RunConfig(**sections.get("run", {})),
+    )
+
+
+def _stat_key(path: Path) -> list[int]:
+    st = os.stat(path)
+    return [st.st_mtime_ns, st.st_size, st.st_ino]
+
+
+def load_yaml_cached(path: Path, cache: Path | None) -> Any:
+    """Parse the YAML file at ``path``, reusing a JSON copy in ``cache`` if it is current.
+
+    Raises FileNotFoundError when ``path`` is missing.
+    """
+    key = _stat_key(path)
+    if cache is not None:
+        try:
+            cached = json.loads(cache.read_bytes())
+            if cached.get("key") == key:
+                return cached["data"]
+        except (OSError, ValueError, AttributeError, KeyError):
+            pass
+    import yaml  # imported only when the file changed: it costs more than the rest of bar
+
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path} is not valid YAML: {exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path} is not UTF-8 text") from exc
+    if cache is not None:
+        try:
+            cache.parent.mkdir(mode=0o700, exist_ok=True)
+            write_bytes_atomic(cache, json.dumps({"key": key, "data": data}).encode())
+        except (OSError, TypeError, ValueError, Exception):
+            pass  # the cache is an optimisation only
+    return data
+
+
+def load_config(path: Path, cache: Path | None = None) -> Config:
+    try:
+        data = load_yaml_cached(path, cache)
+    except FileNotFoundError:
+        raise ConfigError(
+            f"{path} is missing", hint="run `bar init` in the repository to recreate it"
+        ) from None
+    return parse_config(data, path)
+
+
+def render_default(default_base: str, *, policy_enabled: bool = True) -> str:
+    """The commented config.yaml that ``bar init`` writes."""
+    return f"""\
+# bar project configuration (see `bar --help`). Unknown keys are an error.
+version: 1
+git:
+  default_base: {json.dumps(default_base)}   # branch that `bar apply` lands on by default
+  branch_prefix: bar/        # task branches are <branch_prefix><name>-<id>
+policy:
+  enabled: {"true" if policy_enabled else "false"}              # check every command against the policy file
+  path: .bar/policy.yaml     # relative to the repository root; read from your checkout only
+hooks:
+  pre_run: []                # shell commands run in the worktree before each step
+  post_run: []               # ... and after it (BAR_EXIT_CODE is set)
+  timeout: 60                # seconds before a hook is stopped
+output:
+  color: true
+  verbose: false
+run:
+  record_env: []             # names of variables to record in each step (secrets as ***)
+"""

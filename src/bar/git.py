@@ -1,0 +1,225 @@
+"""Small typed functions over one ``git()`` helper.
+
+Always argument lists, ``-z`` and ``--no-ext-diff`` where output is parsed, never a shell.
+Per-call variables such as ``GIT_INDEX_FILE`` go into a copy of the environment.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from bar.errors import GitError
+from bar.proc import CommandError, Result, run
+
+# Snapshot commits are bar's own records, not the developer's: a fixed identity means a
+# missing user.name never stops a step.
+BAR_IDENTITY = {
+    "GIT_AUTHOR_NAME": "bar",
+    "GIT_AUTHOR_EMAIL": "bar@localhost",
+    "GIT_COMMITTER_NAME": "bar",
+    "GIT_COMMITTER_EMAIL": "bar@localhost",
+}
+
+EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
+
+
+class GitCommandError(CommandError, GitError):
+    exit_code = GitError.exit_code
+
+
+def git(
+    repo: Path | str,
+    *args: str,
+    env: Mapping[str, str] | None = None,
+    check: bool = True,
+    input: bytes | None = None,
+) -> Result:
+    return run(
+        "git", "-C", str(repo), *args, env=env, check=check, input=input, error=GitCommandError
+    )
+
+
+def out(repo: Path | str, *args: str, env: Mapping[str, str] | None = None) -> str:
+    return git(repo, *args, env=env).out.strip()
+
+
+def rev_parse(repo: Path | str, rev: str) -> str | None:
+    """The object id ``rev`` names, or None."""
+    res = git(repo, "rev-parse", "--verify", "--quiet", "--end-of-options", rev, check=False)
+    return res.out.strip() if res.returncode == 0 else None
+
+
+def resolve_commit(repo: Path | str, rev: str) -> str | None:
+    return rev_parse(repo, f"{rev}^{{commit}}")
+
+
+def has_commit(repo: Path | str) -> bool:
+    return rev_parse(repo, "HEAD^{commit}") is not None
+
+
+def current_branch(repo: Path | str) -> str | None:
+    res = git(repo, "symbolic-ref", "--quiet", "--short", "HEAD", check=False)
+    return res.out.strip() if res.returncode == 0 else None
+
+
+def branch_exists(repo: Path | str, branch: str) -> bool:
+    return rev_parse(repo, f"refs/heads/{branch}") is not None
+
+
+def check_branch_name(repo: Path | str, branch: str) -> bool:
+    return git(repo, "check-ref-format", "--branch", branch, check=False).returncode == 0
+
+
+def update_ref(repo: Path | str, ref: str, new: str, old: str | None, message: str) -> None:
+    """Move ``ref`` to ``new`` only if it still points at ``old`` (compare-and-swap).
+
+    ``old=None`` requires that the ref does not exist yet.
+    """
+    expected = old if old is not None else "0" * 40
+    git(repo, "update-ref", "-m", message, ref, new, expected)
+
+
+def delete_ref(repo: Path | str, ref: str) -> None:
+    git(repo, "update-ref", "-d", ref)
+
+
+def tree_of(repo: Path | str, commit: str) -> str:
+    return out(repo, "rev-parse", "--verify", f"{commit}^{{tree}}")
+
+
+def commit_tree(
+    repo: Path | str,
+    tree: str,
+    parents: Sequence[str],
+    message: str,
+    *,
+    identity: Mapping[str, str] | None = None,
+) -> str:
+    args = ["commit-tree", tree]
+    for parent in parents:
+        args += ["-p", parent]
+    return git(repo, *args, env=identity, input=message.encode()).out.strip()
+
+
+@dataclass(frozen=True)
+class FileStat:
+    path: str
+    additions: int
+    deletions: int
+    binary: bool
+
+
+@dataclass(frozen=True)
+class DiffStat:
+    files: int
+    additions: int
+    deletions: int
+    file_list: tuple[str, ...]
+
+    def to_record(self) -> dict[str, object]:
+        return {
+            "files": self.files,
+            "additions": self.additions,
+            "deletions": self.deletions,
+            "file_list": list(self.file_list),
+        }
+
+    @classmethod
+    def empty(cls) -> DiffStat:
+        return cls(0, 0, 0, ())
+
+
+DIFF_FLAGS = ("--no-ext-diff", "--no-textconv", "--no-color", "-M")
+
+
+def numstat(repo: Path | str, a: str, b: str) -> DiffStat:
+    """Files, added and deleted lines between two trees or commits (renames detected)."""
+    raw = git(repo, "diff", *DIFF_FLAGS, "--numstat", "-z", a, b, "--").stdout
+    parts = raw.split(b"\0")
+    files: list[FileStat] = []
+    i = 0
+    while i < len(parts):
+        head = parts[i]
+        if not head:
+            i += 1
+            continue
+        fields = head.split(b"\t", 2)
+        adds, dels = fields[0], fields[1]
+        path_field = fields[2] if len(fields) > 2 else b""
+        if path_field:
+            path = path_field
+            i += 1
+        else:  # a rename: the old and new paths follow as separate fields
+            path = parts[i + 2]
+            i += 3
+        binary = adds == b"-"
+        files.append(
+            FileStat(
+                path.decode("utf-8", "surrogateescape"),
+                0 if binary else int(adds),
+                0 if binary else int(dels),
+                binary,
+            )
+        )
+    return DiffStat(
+        files=len(files),
+        additions=sum(f.additions for f in files),
+        deletions=sum(f.deletions for f in files),
+        file_list=tuple(f.path for f in files),
+    )
+
+
+def diff_patch_args(a: str, b: str) -> list[str]:
+    """The ``git diff`` that makes a replayable patch from ``a`` to ``b``."""
+    return ["diff", *DIFF_FLAGS, "--binary", "--full-index", a, b, "--"]
+
+
+@dataclass(frozen=True)
+class RawChange:
+    status: str  # A, M, D, T (renames are split into D + A: -M is not used here)
+    src_mode: str
+    dst_mode: str
+    dst_blob: str
+    path: str
+
+
+def diff_tree_raw(repo: Path | str, a: str, b: str) -> list[RawChange]:
+    """Every path that differs between two trees, without rename detection."""
+    raw = git(repo, "diff-tree", "-r", "-z", "--no-renames", "--raw", a, b).stdout
+    parts = raw.split(b"\0")
+    changes: list[RawChange] = []
+    i = 0
+    while i + 1 < len(parts):
+        meta = parts[i].decode()
+        if not meta.startswith(":"):
+            i += 1
+            continue
+        src_mode, dst_mode, _src, dst, status = meta[1:].split(" ")
+        path = parts[i + 1].decode("utf-8", "surrogateescape")
+        changes.append(RawChange(status[0], src_mode, dst_mode, dst, path))
+        i += 2
+    return changes
+
+
+def worktree_list(repo: Path | str) -> list[dict[str, str]]:
+    """``git worktree list --porcelain`` as a list of {worktree, HEAD, branch, ...}."""
+    text = git(repo, "worktree", "list", "--porcelain", "-z").out
+    result: list[dict[str, str]] = []
+    current: dict[str, str] = {}
+    for item in text.split("\0"):
+        if not item:
+            if current:
+                result.append(current)
+                current = {}
+            continue
+        key, _, value = item.partition(" ")
+        current[key] = value or "true"
+    if current:
+        result.append(current)
+    return result
+
+
+def is_ancestor(repo: Path | str, a: str, b: str) -> bool:
+    return git(repo, "merge-base", "--is-ancestor", a, b, check=False).returncode == 0

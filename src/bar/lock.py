@@ -1,0 +1,141 @@
+"""Locks that cannot go stale.
+
+A lock is an ``flock`` on a file: the kernel releases it when its holder dies, however it
+dies, so a crashed bar never leaves a task locked. The holder writes its pid and what it is
+doing into the file so that a waiting process can say whom it waits for. A waiter says so
+on stderr after a moment and gives up with ``Locked`` after the timeout (``--no-wait``: at
+once).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from types import TracebackType
+from typing import ClassVar
+
+from bar.errors import Locked
+from bar.store import FILE_MODE
+
+DEFAULT_TIMEOUT = 600.0
+_NOTICE_AFTER = 1.0
+
+
+def lock_timeout() -> float:
+    value = os.environ.get("BAR_LOCK_TIMEOUT")
+    try:
+        return float(value) if value else DEFAULT_TIMEOUT
+    except ValueError:
+        return DEFAULT_TIMEOUT
+
+
+def describe_holder(path: Path) -> str:
+    try:
+        info = json.loads(path.read_text() or "{}")
+    except (OSError, ValueError):
+        return "another bar process"
+    if not isinstance(info, dict):
+        return "another bar process"
+    pid = info.get("pid")
+    what = info.get("what")
+    return f"pid {pid}" + (f" ({what})" if what else "")
+
+
+def is_locked(path: Path) -> bool:
+    """True when some live process holds the lock at ``path``."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
+class FileLock:
+    """``with FileLock(path, "task abc", what="bar run"):`` — exclusive, re-entrant per process."""
+
+    _held: ClassVar[dict[str, int]] = {}
+
+    def __init__(
+        self,
+        path: Path,
+        label: str,
+        *,
+        what: str = "",
+        wait: bool = True,
+        timeout: float | None = None,
+    ) -> None:
+        self.path = path
+        self.label = label
+        self.what = what
+        self.wait = wait
+        self.timeout = lock_timeout() if timeout is None else timeout
+        self._fd: int | None = None
+        self._reentered = False
+
+    def __enter__(self) -> FileLock:
+        key = str(self.path)
+        if key in FileLock._held:
+            self._reentered = True
+            return self
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, FILE_MODE)
+        start = time.monotonic()
+        noticed = False
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                waited = time.monotonic() - start
+                if not self.wait or waited >= self.timeout:
+                    holder = describe_holder(self.path)
+                    os.close(fd)
+                    raise Locked(
+                        f"{self.label} is busy: locked by {holder}",
+                        hint=(
+                            "wait for it to finish, or run again without --no-wait"
+                            if not self.wait
+                            else f"gave up after {self.timeout:.0f} s; "
+                            "set BAR_LOCK_TIMEOUT to wait longer"
+                        ),
+                    ) from None
+                if not noticed and waited >= _NOTICE_AFTER:
+                    noticed = True
+                    print(
+                        f"bar: waiting for {self.label} "
+                        f"(locked by {describe_holder(self.path)})...",
+                        file=sys.stderr,
+                        flush=True,
+                    )
+                time.sleep(0.05)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, json.dumps({"pid": os.getpid(), "what": self.what}).encode(), 0)
+        self._fd = fd
+        FileLock._held[key] = fd
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._reentered or self._fd is None:
+            return
+        FileLock._held.pop(str(self.path), None)
+        try:
+            os.ftruncate(self._fd, 0)
+        except OSError:
+            pass
+        fcntl.flock(self._fd, fcntl.LOCK_UN)
+        os.close(self._fd)
+        self._fd = None

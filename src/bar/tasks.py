@@ -1,0 +1,313 @@
+"""Tasks: a named piece of work with its own branch, worktree, ledger and snapshot chain.
+
+``task.json`` holds the fields of SPEC §1 exactly. A task is created in an order where
+every prefix is recoverable: directory and task.json (status ``active``), then the
+snapshot ref at the base commit, then the branch and worktree, then the side index; a
+failure after the first writes records ``*.failed`` in events.jsonl and removes what was
+made, so no half-made task is left.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bar import git, snapshot, worktree
+from bar.errors import BarError, CorruptFile, TaskNotFound, UsageError
+from bar.events import append_event
+from bar.ledger import Ledger
+from bar.lock import FileLock
+from bar.migrate import upgrade
+from bar.project import Project
+from bar.store import ensure_dir, now_iso, read_json, write_json_atomic
+
+NAME_MAX = 64
+TASK_ID_RE = re.compile(r"^[A-Za-z0-9_-]{8}$")
+
+
+def validate_name(name: str) -> str:
+    """Return ``name`` if it can name a task (and a branch); else say what is wrong."""
+    problem = None
+    if not name:
+        problem = "it is empty"
+    elif len(name) > NAME_MAX:
+        problem = f"it is {len(name)} characters long (at most {NAME_MAX})"
+    elif "/" in name or "\\" in name:
+        problem = "it contains a slash"
+    elif ".." in name:
+        problem = "it contains '..'"
+    elif any(ch.isspace() for ch in name):
+        problem = "it contains whitespace"
+    elif any(unicodedata.category(ch).startswith("C") for ch in name):
+        problem = "it contains a control character"
+    elif name.startswith(("-", ".")):
+        problem = f"it starts with {name[0]!r}"
+    elif name.endswith((".", ".lock")):
+        problem = "it ends with '.' or '.lock'"
+    elif any(ch in name for ch in "~^:?*[@{}"):
+        bad = next(ch for ch in name if ch in "~^:?*[@{}")
+        problem = f"it contains {bad!r}, which git does not allow in branch names"
+    if problem:
+        raise UsageError(
+            f"invalid task name {name!r}: {problem}",
+            hint="use letters, digits, '-', '_' and '.', e.g. fix-login-bug",
+        )
+    return name
+
+
+@dataclass
+class Task:
+    id: str
+    name: str
+    repo_root: str
+    base_ref: str
+    base_commit: str
+    branch: str
+    workspace_path: str
+    status: str
+    created_at: str
+    updated_at: str
+    closed_at: str | None
+    metadata: dict[str, Any]
+    snapshot_ref: str
+    project: Project = field(repr=False, compare=False, default=None)  # type: ignore[assignment]
+
+    @property
+    def dir(self) -> Path:
+        return self.project.tasks_dir / self.id
+
+    @property
+    def worktree(self) -> Path:
+        return self.project.dir / self.workspace_path
+
+    @property
+    def ledger(self) -> Ledger:
+        return Ledger(self.dir / "ledger.jsonl")
+
+    @property
+    def artifacts_dir(self) -> Path:
+        return self.dir / "artifacts"
+
+    @property
+    def index(self) -> Path:
+        return self.dir / "index"
+
+    @property
+    def marker_path(self) -> Path:
+        return self.dir / "running.json"
+
+    @property
+    def json_path(self) -> Path:
+        return self.dir / "task.json"
+
+    @property
+    def active(self) -> bool:
+        return self.status == "active"
+
+    def lock(self, what: str = "", *, wait: bool = True) -> FileLock:
+        return FileLock(
+            self.dir / "task.lock", f"task {self.name} ({self.id})", what=what, wait=wait
+        )
+
+    def to_record(self) -> dict[str, Any]:
+        return {
+            "version": 1,
+            "id": self.id,
+            "name": self.name,
+            "repo_root": self.repo_root,
+            "base_ref": self.base_ref,
+            "base_commit": self.base_commit,
+            "branch": self.branch,
+            "workspace_path": self.workspace_path,
+            "status": self.status,
+            "created_at": self.created_at,
+            "updated_at": self.updated_at,
+            "closed_at": self.closed_at,
+            "metadata": self.metadata,
+            "snapshot_ref": self.snapshot_ref,
+        }
+
+    def save(self) -> None:
+        self.updated_at = now_iso()
+        write_json_atomic(self.json_path, self.to_record())
+
+    def recorded_snapshot(self) -> str:
+        """The last state the ledger knows of (the base commit before any step)."""
+        return self.ledger.last_snapshot() or self.base_commit
+
+
+def _require_str(rec: dict[str, Any], key: str, path: Path) -> str:
+    value = rec.get(key)
+    if not isinstance(value, str) or not value:
+        raise CorruptFile(f"task.json at {path} has no valid {key!r}")
+    return value
+
+
+def load_task(project: Project, task_id: str) -> Task:
+    if not TASK_ID_RE.match(task_id):
+        raise TaskNotFound(f"no task with id {task_id!r}")
+    path = project.tasks_dir / task_id / "task.json"
+    try:
+        rec = read_json(path, "task.json")
+    except FileNotFoundError:
+        raise TaskNotFound(
+            f"no task with id {task_id!r}", hint="`bar task list` shows the tasks"
+        ) from None
+    rec = upgrade("task", rec, path)
+    status = _require_str(rec, "status", path)
+    if status not in ("active", "closed"):
+        raise CorruptFile(f"task.json at {path} has unknown status {status!r}")
+    workspace = _require_str(rec, "workspace_path", path)
+    if workspace != f"workspaces/{task_id}":
+        raise CorruptFile(
+            f"task.json at {path} has workspace_path {workspace!r}; expected 'workspaces/{task_id}'"
+        )
+    if rec.get("id") != task_id:
+        raise CorruptFile(f"task.json at {path} names id {rec.get('id')!r}, not {task_id!r}")
+    metadata = rec.get("metadata")
+    closed_at = rec.get("closed_at")
+    return Task(
+        id=task_id,
+        name=_require_str(rec, "name", path),
+        repo_root=_require_str(rec, "repo_root", path),
+        base_ref=_require_str(rec, "base_ref", path),
+        base_commit=_require_str(rec, "base_commit", path),
+        branch=_require_str(rec, "branch", path),
+        workspace_path=workspace,
+        status=status,
+        created_at=_require_str(rec, "created_at", path),
+        updated_at=_require_str(rec, "updated_at", path),
+        closed_at=closed_at if isinstance(closed_at, str) else None,
+        metadata=metadata if isinstance(metadata, dict) else {},
+        snapshot_ref=rec.get("snapshot_ref") or f"refs/bar/tasks/{task_id}",
+        project=project,
+    )
+
+
+def list_tasks(project: Project) -> list[Task]:
+    tasks: list[Task] = []
+    if not project.tasks_dir.is_dir():
+        return tasks
+    for entry in sorted(project.tasks_dir.iterdir()):
+        if entry.is_dir() and TASK_ID_RE.match(entry.name) and (entry / "task.json").exists():
+            try:
+                tasks.append(load_task(project, entry.name))
+            except BarError as exc:
+                print(f"bar: warning: {exc}", file=__import__("sys").stderr)
+    tasks.sort(key=lambda t: (t.created_at, t.id))
+    return tasks
+
+
+def resolve_task(project: Project, ref: str | None, *, from_cwd: str | None = None) -> Task:
+    """The task named by ``ref`` (id or name), else the one whose worktree we are in,
+    else the active task."""
+    if ref:
+        if TASK_ID_RE.match(ref) and (project.tasks_dir / ref / "task.json").exists():
+            return load_task(project, ref)
+        matches = [t for t in list_tasks(project) if t.name == ref]
+        if not matches:
+            raise TaskNotFound(
+                f"no task named or numbered {ref!r}", hint="`bar task list` shows the tasks"
+            )
+        active = [t for t in matches if t.active]
+        if len(active) == 1:
+            return active[0]
+        if len(matches) == 1:
+            return matches[0]
+        ids = ", ".join(t.id for t in matches)
+        raise UsageError(f"more than one task is named {ref!r} ({ids})", hint="give its id")
+    if from_cwd:
+        return load_task(project, from_cwd)
+    active_id = project.active_task_id()
+    if not active_id:
+        raise TaskNotFound(
+            "there is no active task",
+            hint="create one with `bar task new NAME` or pick one with `bar task switch`",
+        )
+    return load_task(project, active_id)
+
+
+def create_task(
+    project: Project,
+    name: str,
+    *,
+    base: str | None = None,
+    description: str | None = None,
+    tags: list[str] | None = None,
+) -> Task:
+    validate_name(name)
+    config = project.config
+    base_ref = base or config.git.default_base
+    base_commit = git.resolve_commit(project.root, base_ref)
+    if base_commit is None:
+        raise UsageError(
+            f"base {base_ref!r} does not name a commit in {project.root}",
+            hint="give an existing branch, tag or commit with --base",
+        )
+    task_id = _fresh_id(project)
+    branch = f"{config.git.branch_prefix}{name}-{task_id}"
+    if not git.check_branch_name(project.root, branch):
+        raise UsageError(f"{branch!r} is not a valid branch name")
+    now = now_iso()
+    metadata: dict[str, Any] = {}
+    if description:
+        metadata["description"] = description
+    if tags:
+        metadata["tags"] = list(tags)
+    task = Task(
+        id=task_id,
+        name=name,
+        repo_root=str(project.root),
+        base_ref=base_ref,
+        base_commit=base_commit,
+        branch=branch,
+        workspace_path=f"workspaces/{task_id}",
+        status="active",
+        created_at=now,
+        updated_at=now,
+        closed_at=None,
+        metadata=metadata,
+        snapshot_ref=f"refs/bar/tasks/{task_id}",
+        project=project,
+    )
+    ensure_dir(project.workspaces_dir)
+    ensure_dir(task.artifacts_dir)
+    made_ref = made_worktree = False
+    try:
+        write_json_atomic(task.json_path, task.to_record())
+        git.update_ref(
+            project.root, task.snapshot_ref, base_commit, None, f"bar: task {task_id} created"
+        )
+        made_ref = True
+        append_event(project, "task.created", task_id=task_id, name=name, base=base_commit)
+        worktree.create(project.root, task.worktree, branch, base_commit)
+        made_worktree = True
+        snapshot.seed_index(task.worktree, task.index, base_commit)
+        append_event(
+            project, "worktree.created", task_id=task_id, path=str(task.worktree), branch=branch
+        )
+    except BaseException as exc:
+        append_event(project, "task.failed", task_id=task_id, error=str(exc))
+        if made_worktree:
+            worktree.remove(project.root, task.worktree)
+            git.git(project.root, "branch", "-D", branch, check=False)
+        if made_ref:
+            git.git(project.root, "update-ref", "-d", task.snapshot_ref, check=False)
+        import shutil
+
+        shutil.rmtree(task.dir, ignore_errors=True)
+        raise
+    project.set_active_task(task_id)
+    return task
+
+
+def _fresh_id(project: Project) -> str:
+    from bar.store import new_id
+
+    while True:
+        task_id = new_id()
+        if not (project.tasks_dir / task_id).exists():
+            return task_id
