@@ -1,0 +1,651 @@
+"""Interactive steps: run a program in a pseudo-terminal and record what it shows.
+
+The child gets a new session with the pty as its controlling terminal, so full-screen
+agent UIs, job control keys and ``isatty()`` checks behave as in a real terminal. When
+bar's stdin is a terminal it is put in raw mode, so every key (Ctrl-C included, as the
+byte ``\\x03``) reaches the child's line discipline, which turns it into a signal just as
+a real terminal would; the window size follows bar's terminal on every SIGWINCH. Raw mode
+and signal handlers are restored in a ``finally`` whatever happens; SIGTERM and SIGHUP
+are handed on to the child (then SIGKILL after a grace period or a second signal) so
+the step still ends with the child's own exit status.
+
+Everything the child prints goes to bar's stdout unchanged and, as it arrives, to two
+files: an asciinema v2 cast (``bar.cast``) and the step's text output. The text output
+is what a reader of the terminal would have seen, cleaned line by line by
+``TextCleaner``: escape sequences are dropped and carriage-return redraws are collapsed.
+Only the current line is held, so an endless progress bar costs constant memory. Cursor
+movement to another row cannot be followed without a screen model, so it ends the
+current line; full-screen redraws therefore show up as successive frames (the cast has
+the exact picture). Both files are written through a fresh secret scrubber each.
+"""
+
+from __future__ import annotations
+
+import codecs
+import contextlib
+import errno
+import fcntl
+import os
+import re
+import select
+import signal
+import struct
+import subprocess
+import termios
+import threading
+import time
+import tty
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from bar.cast import CastWriter, StreamScrubberLike, create_private, write_all
+from bar.errors import BarError, UsageError
+
+__all__ = ["PtyResult", "StreamScrubberLike", "TextCleaner", "clean_text", "run_in_pty"]
+
+# --------------------------------------------------------------------------- cleaning
+
+_NORMAL, _ESC, _ESC_INTER, _CSI, _STRING, _STRING_ESC = range(6)
+_SPECIAL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+_STRING_END = re.compile(r"[\x07\x1b\x9c]")
+_MAX_LINE = 1 << 20  # cells; a line longer than this is written out as it stands
+_MAX_PARAMS = 64  # a CSI longer than this is garbage, not a command
+
+
+class TextCleaner:
+    """Turn a terminal byte stream into the plain text a reader would have seen.
+
+    ``feed()`` returns the lines completed so far (each ending in ``\\n``), ``finish()``
+    the last one. Emulated: printable text overwrites at the cursor column; CR, BS, TAB;
+    LF/VT/FF end the line; CSI K/J erase, C/D/G/` move within the line, P/X/@ delete,
+    erase and insert; save/restore of the column. Sequences dropped without effect:
+    the rest of CSI (colours, modes), OSC (BEL- or ST-terminated), DCS/SOS/PM/APC,
+    charset selections and other escape sequences. Trailing spaces are trimmed.
+    """
+
+    def __init__(self) -> None:
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._cells: list[str] = []
+        self._col = 0
+        self._saved_col = 0
+        self._state = _NORMAL
+        self._params = ""
+        self._out: list[str] = []
+
+    def feed(self, data: bytes) -> str:
+        self._feed_text(self._decoder.decode(data))
+        return self._take()
+
+    def finish(self) -> str:
+        self._feed_text(self._decoder.decode(b"", final=True))
+        if "".join(self._cells).strip(" "):
+            self._newline()
+        self._cells, self._col = [], 0
+        return self._take()
+
+    def _take(self) -> str:
+        text = "".join(self._out)
+        self._out.clear()
+        return text
+
+    def _feed_text(self, text: str) -> None:
+        i, n = 0, len(text)
+        while i < n:
+            state = self._state
+            if state == _NORMAL:
+                match = _SPECIAL.search(text, i)
+                end = match.start() if match else n
+                if end > i:
+                    self._put(text[i:end])
+                if match is None:
+                    return
+                self._control(text[end])
+                i = end + 1
+            elif state == _STRING:
+                # OSC, DCS and friends: skip to BEL, ST or an ESC (which may start ST).
+                match = _STRING_END.search(text, i)
+                if match is None:
+                    return
+                self._state = _STRING_ESC if match.group() == "\x1b" else _NORMAL
+                i = match.end()
+            elif state == _STRING_ESC:
+                if text[i] == "\\":
+                    self._state = _NORMAL
+                    i += 1
+                else:  # an ESC that is not ST aborts the string and starts a sequence
+                    self._state = _ESC
+            else:
+                self._escape_char(text[i])
+                i += 1
+
+    def _escape_char(self, ch: str) -> None:
+        code = ord(ch)
+        if ch == "\x1b":
+            self._state = _ESC
+        elif code < 0x20:  # controls are executed even inside a sequence
+            self._control(ch)
+        elif self._state == _ESC:
+            self._state = _NORMAL
+            if ch == "[":
+                self._state, self._params = _CSI, ""
+            elif ch in "]PX^_":
+                self._state = _STRING
+            elif 0x20 <= code <= 0x2F:  # intermediates: charset selection, ESC # 8, ...
+                self._state = _ESC_INTER
+            elif ch in "DE":  # index, next line
+                self._newline()
+            elif ch == "M":  # reverse index: another row
+                self._break_line()
+            elif ch == "7":
+                self._saved_col = self._col
+            elif ch == "8":
+                self._col = self._saved_col
+        elif self._state == _ESC_INTER:
+            if not 0x20 <= code <= 0x2F:
+                self._state = _NORMAL
+        elif 0x20 <= code <= 0x3F:  # CSI parameters and intermediates
+            self._params += ch
+            if len(self._params) > _MAX_PARAMS:
+                self._state = _NORMAL
+        else:
+            self._state = _NORMAL
+            if 0x40 <= code <= 0x7E:
+                self._csi(self._params, ch)
+
+    def _control(self, ch: str) -> None:
+        if ch == "\r":
+            self._col = 0
+        elif ch in "\n\x0b\x0c":
+            self._newline()
+        elif ch == "\b":
+            self._col = max(0, self._col - 1)
+        elif ch == "\t":
+            self._col = (self._col // 8 + 1) * 8
+        elif ch == "\x1b":
+            self._state = _ESC
+        elif ch == "\x9b":
+            self._state, self._params = _CSI, ""
+        elif ch in "\x90\x98\x9d\x9e\x9f":
+            self._state = _STRING
+        # Anything else (BEL, SO/SI, NUL, DEL, other C1) shows nothing.
+
+    def _csi(self, params: str, final: str) -> None:
+        private = params[:1] in ("?", ">", "<", "=")
+        body = params.lstrip("?><=")
+        if any(0x20 <= ord(c) <= 0x2F for c in body):
+            return  # intermediates: cursor style and the like
+        args = [int(p) if p.isdigit() else 0 for p in body.replace(":", ";").split(";")]
+        first = args[0]
+        count = max(first, 1)
+        cells = self._cells
+        if final in "KJ":
+            if first == 0:
+                del cells[self._col :]
+            elif first == 1:
+                for k in range(min(self._col + 1, len(cells))):
+                    cells[k] = " "
+            else:
+                cells.clear()
+        elif private:
+            return  # modes, device attributes: no effect on the text
+        elif final == "C":
+            self._col += count
+        elif final == "D":
+            self._col = max(0, self._col - count)
+        elif final in "G`":
+            self._col = count - 1
+        elif final == "P":
+            del cells[self._col : self._col + count]
+        elif final == "X":
+            for k in range(self._col, min(self._col + count, len(cells))):
+                cells[k] = " "
+        elif final == "@":
+            if self._col < len(cells):
+                cells[self._col : self._col] = [" "] * count
+        elif final in "ABEFd":  # to another row: this line is as final as we can know
+            self._break_line()
+            if final in "EF":
+                self._col = 0
+        elif final in "Hf":
+            self._break_line()
+            self._col = max(args[1] if len(args) > 1 else 1, 1) - 1
+        elif final == "s":
+            self._saved_col = self._col
+        elif final == "u":
+            self._col = self._saved_col
+
+    def _put(self, run: str) -> None:
+        cells, col = self._cells, self._col
+        if col > len(cells):
+            cells.extend(" " * (col - len(cells)))
+        cells[col : col + len(run)] = run
+        self._col = col + len(run)
+        if len(cells) > _MAX_LINE:
+            self._newline()
+
+    def _newline(self) -> None:
+        self._out.append("".join(self._cells).rstrip(" ") + "\n")
+        self._cells = []
+        self._col = 0
+
+    def _break_line(self) -> None:
+        if "".join(self._cells).strip(" "):
+            col = self._col
+            self._newline()
+            self._col = col
+        else:
+            self._cells = []
+
+
+def clean_text(data: bytes) -> str:
+    """Clean a whole terminal stream at once (see ``TextCleaner``)."""
+    cleaner = TextCleaner()
+    return cleaner.feed(data) + cleaner.finish()
+
+
+# --------------------------------------------------------------------------- running
+
+_DEFAULT_SIZE = (80, 24)
+_READ_SIZE = 65536
+_PENDING_LIMIT = 65536  # bytes of input queued for the child before we stop reading more
+_POLL = 0.5  # seconds between exit checks when no SIGCHLD handler could be installed
+_DRAIN_QUIET = 0.25  # after the child exits, stop reading once the pty is this quiet...
+_DRAIN_MAX = 5.0  # ...or this long after the exit (a background grandchild may hold it)
+_KILL_GRACE = 5.0  # after passing SIGTERM/SIGHUP on, SIGKILL a child still alive
+_NOT_FOUND = 127
+_Handler = Callable[[int, FrameType | None], Any] | int | signal.Handlers | None
+_CANNOT_EXECUTE = 126
+
+
+@dataclass(frozen=True)
+class PtyResult:
+    """How an interactive step ended. ``width``/``height`` are the starting size."""
+
+    exit_code: int  # the child's code, 128+N if killed by signal N, 127/126 if not run
+    signal: int | None
+    printed: bool  # False: the text output is empty and can be deleted
+    width: int
+    height: int
+
+
+class _TextOutput:
+    """The step's output file for a pty step: one cleaned stream under STDOUT."""
+
+    def __init__(self, path: Path, scrubber: StreamScrubberLike | None) -> None:
+        self._cleaner = TextCleaner()
+        self._scrubber = scrubber
+        self._ends_with_newline = True
+        self.printed = False
+        self._fd: int | None = create_private(path)
+        write_all(self._fd, b"=== STDOUT ===\n")
+
+    def feed(self, data: bytes) -> None:
+        self._write(self._cleaner.feed(data), final=False)
+
+    def close(self) -> None:
+        if self._fd is None:
+            return
+        try:
+            self._write(self._cleaner.finish(), final=True)
+            tail = b"" if self._ends_with_newline else b"\n"
+            write_all(self._fd, tail + b"=== STDERR ===\n")
+        finally:
+            self.abort()
+
+    def abort(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def _write(self, text: str, *, final: bool) -> None:
+        assert self._fd is not None, "output file is closed"
+        data = text.encode("utf-8")
+        self.printed = self.printed or bool(data)
+        if self._scrubber is not None:
+            data = self._scrubber.feed(data)
+            if final:
+                data += self._scrubber.flush()
+        if data:
+            write_all(self._fd, data)
+            self._ends_with_newline = data.endswith(b"\n")
+
+
+def _get_size(fd: int) -> tuple[int, int] | None:
+    try:
+        rows, cols, _, _ = struct.unpack("HHHH", fcntl.ioctl(fd, termios.TIOCGWINSZ, bytes(8)))
+    except OSError:
+        return None
+    return (cols, rows) if cols > 0 and rows > 0 else None
+
+
+def _set_size(fd: int, size: tuple[int, int]) -> None:
+    cols, rows = size
+    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+
+
+def _env_size() -> tuple[int, int]:
+    try:
+        cols, rows = int(os.environ["COLUMNS"]), int(os.environ["LINES"])
+    except (KeyError, ValueError):
+        return _DEFAULT_SIZE
+    return (cols, rows) if 0 < cols < 65536 and 0 < rows < 65536 else _DEFAULT_SIZE
+
+
+def _become_controlling_terminal() -> None:
+    # Runs in the child after setsid() and after the pty slave became fds 0-2.
+    request = getattr(termios, "TIOCSCTTY", None)
+    if request is not None:
+        fcntl.ioctl(0, request, 0)
+    else:  # opening a tty in a new session makes it the controlling terminal
+        os.close(os.open(os.ttyname(0), os.O_RDWR))
+
+
+def _write_blocking(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        try:
+            view = view[os.write(fd, view) :]
+        except BlockingIOError:  # someone made the fd non-blocking; wait instead
+            select.select([], [fd], [])
+
+
+class _Session:
+    """One interactive run: the pty, bar's terminal, signals and the recording."""
+
+    def __init__(self, stdin: int, stdout: int) -> None:
+        self.stdin = stdin
+        self.echo: int | None = stdout
+        self.forward_stdin = True
+        self.saved_attrs: list[Any] | None = None  # termios attributes
+        self.size_fd: int | None = None
+        self.size = _DEFAULT_SIZE
+        self.master = -1
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.status: int | None = None
+        self.pending = bytearray()  # input waiting to be written to the child
+        self.signals: list[int] = []
+        self.previous_handlers: dict[int, _Handler] = {}
+        self.terminated = False
+        self.kill_at: float | None = None
+        self.cast: CastWriter | None = None
+        self.text: _TextOutput | None = None
+        self.wake_r, self.wake_w = os.pipe()
+        for fd in (self.wake_r, self.wake_w):
+            os.set_blocking(fd, False)
+
+    # -- setup and teardown
+
+    def find_size(self) -> tuple[int, int]:
+        for fd in (self.stdin, self.stdout_fd()):
+            if fd is not None and os.isatty(fd):
+                self.size_fd = fd
+                return _get_size(fd) or _env_size()
+        return _env_size()
+
+    def stdout_fd(self) -> int | None:
+        return self.echo
+
+    def install_handlers(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return  # only the main thread may handle signals; fall back to polling
+        wanted = [signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD, signal.SIGCONT]
+        if self.size_fd is not None:
+            wanted.append(signal.SIGWINCH)
+        for sig in wanted:
+            self.previous_handlers[sig] = signal.signal(sig, self._on_signal)
+
+    def restore_handlers(self) -> None:
+        for sig, handler in self.previous_handlers.items():
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+        self.previous_handlers.clear()
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        self.signals.append(signum)
+        with contextlib.suppress(OSError):
+            os.write(self.wake_w, b"\0")
+
+    def enter_raw_mode(self) -> None:
+        if os.isatty(self.stdin):
+            self.saved_attrs = termios.tcgetattr(self.stdin)
+            tty.setraw(self.stdin, termios.TCSANOW)
+
+    def restore_terminal(self) -> None:
+        if self.saved_attrs is not None:
+            # A hung-up terminal cannot be restored, and that must not hide the result.
+            with contextlib.suppress(termios.error, OSError):
+                termios.tcsetattr(self.stdin, termios.TCSADRAIN, self.saved_attrs)
+
+    def spawn(self, argv: list[str], cwd: Path | str, env: dict[str, str]) -> None:
+        master, slave = os.openpty()
+        self.master = master
+        try:
+            _set_size(slave, self.size)
+            if self.saved_attrs is not None:  # the child's terminal starts like ours
+                termios.tcsetattr(slave, termios.TCSANOW, self.saved_attrs)
+            try:
+                self.proc = subprocess.Popen(
+                    argv,
+                    cwd=cwd,
+                    env=env,
+                    stdin=slave,
+                    stdout=slave,
+                    stderr=slave,
+                    start_new_session=True,
+                    preexec_fn=_become_controlling_terminal,
+                )
+            except FileNotFoundError:
+                self._not_run(_NOT_FOUND, f"{argv[0]}: command not found")
+            except OSError as exc:
+                self._not_run(_CANNOT_EXECUTE, f"{argv[0]}: {exc.strerror or exc}")
+            except subprocess.SubprocessError as exc:
+                raise BarError(f"could not start {argv[0]}: {exc}") from exc
+        finally:
+            # Only the child may hold the slave, so its exit reads as EOF on the master.
+            os.close(slave)
+        os.set_blocking(master, False)
+
+    def _not_run(self, code: int, message: str) -> None:
+        self.status = code
+        self.output(f"bar: {message}\r\n".encode())
+
+    def stop_child(self) -> None:
+        """Make sure no child outlives the run (only matters when something failed)."""
+        proc = self.proc
+        if proc is None or self.status is not None:
+            return
+        self.kill(signal.SIGHUP)
+        try:
+            self.status = proc.wait(timeout=1.0)
+        except subprocess.TimeoutExpired:
+            self.kill(signal.SIGKILL)
+            self.status = proc.wait()
+
+    def close(self) -> None:
+        for fd in (self.master, self.wake_r, self.wake_w):
+            if fd >= 0:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        for recorder in (self.cast, self.text):
+            if recorder is not None:
+                recorder.abort()
+
+    # -- the loop
+
+    def output(self, data: bytes) -> None:
+        if self.echo is not None:
+            try:
+                _write_blocking(self.echo, data)
+            except OSError:  # terminal hung up or reader gone: keep recording
+                self.echo = None
+        assert self.cast is not None and self.text is not None
+        self.cast.output(data)
+        self.text.feed(data)
+
+    def kill(self, sig: int) -> None:
+        if self.proc is None or self.status is not None:
+            return  # not started, or already reaped (its pid may belong to another)
+        groups = {self.proc.pid}
+        with contextlib.suppress(OSError):
+            groups.add(os.tcgetpgrp(self.master))  # a job the child's shell put in front
+        for group in groups:
+            with contextlib.suppress(OSError):
+                os.killpg(group, sig)
+
+    def handle_signals(self) -> None:
+        with contextlib.suppress(OSError):
+            while os.read(self.wake_r, 512):
+                pass
+        signals, self.signals = self.signals, []
+        for sig in signals:
+            if sig == signal.SIGWINCH:
+                self.follow_size()
+            elif sig == signal.SIGCONT:
+                if self.saved_attrs is not None:  # a shell may have reset it while stopped
+                    with contextlib.suppress(termios.error):
+                        tty.setraw(self.stdin, termios.TCSANOW)
+                self.follow_size()
+            elif sig == signal.SIGINT:
+                self.pending[:0] = b"\x03"  # what the key would have sent
+            elif sig in (signal.SIGTERM, signal.SIGHUP):
+                if self.terminated:
+                    self.kill(signal.SIGKILL)
+                else:
+                    self.terminated = True
+                    self.kill(sig)
+                    self.kill_at = time.monotonic() + _KILL_GRACE
+
+    def follow_size(self) -> None:
+        if self.size_fd is None:
+            return
+        size = _get_size(self.size_fd)
+        if size is not None and size != self.size:
+            self.size = size
+            with contextlib.suppress(OSError):
+                _set_size(self.master, size)  # the kernel sends the child SIGWINCH
+            assert self.cast is not None
+            self.cast.resize(*size)
+
+    def pump(self) -> None:
+        proc = self.proc
+        assert proc is not None
+        master_open = True
+        exited_at = last_data = 0.0
+        while True:
+            self.handle_signals()
+            now = time.monotonic()
+            if self.status is None:
+                self.status = proc.poll()
+                exited_at = now
+            if self.status is not None:
+                quiet = now - max(exited_at, last_data)
+                if not master_open or quiet >= _DRAIN_QUIET or now - exited_at >= _DRAIN_MAX:
+                    return
+            if self.kill_at is not None and now >= self.kill_at:
+                self.kill(signal.SIGKILL)
+                self.kill_at = None
+
+            readers = [self.wake_r]
+            if master_open:
+                readers.append(self.master)
+            if self.forward_stdin and len(self.pending) < _PENDING_LIMIT:
+                readers.append(self.stdin)
+            writers = [self.master] if self.pending and master_open else []
+            timeout = _POLL if self.status is None else _DRAIN_QUIET
+            if self.kill_at is not None:
+                timeout = min(timeout, max(self.kill_at - now, 0.0))
+            ready_r, ready_w, _ = select.select(readers, writers, [], timeout)
+
+            if self.master in ready_r:
+                try:
+                    data = os.read(self.master, _READ_SIZE)
+                except BlockingIOError:
+                    data = None
+                except OSError as exc:  # Linux: EIO once no process holds the slave
+                    if exc.errno != errno.EIO:
+                        raise
+                    data = b""
+                if data:
+                    last_data = time.monotonic()
+                    self.output(data)
+                elif data is not None:
+                    master_open = False
+            if self.stdin in ready_r:
+                try:
+                    data = os.read(self.stdin, _READ_SIZE)
+                except OSError:  # e.g. EIO from a terminal that hung up
+                    data = b""
+                if data:
+                    self.pending += data
+                else:  # EOF: stop forwarding, but leave the child's terminal open
+                    self.forward_stdin = False
+            if self.master in ready_w:
+                try:
+                    del self.pending[: os.write(self.master, self.pending[:4096])]
+                except BlockingIOError:
+                    pass
+                except OSError:
+                    self.pending.clear()
+
+    def result(self, printed: bool, start_size: tuple[int, int]) -> PtyResult:
+        status = self.status
+        assert status is not None
+        width, height = start_size
+        if status < 0:
+            return PtyResult(128 - status, -status, printed, width, height)
+        return PtyResult(status, None, printed, width, height)
+
+
+def run_in_pty(
+    argv: Sequence[str],
+    *,
+    cwd: Path | str,
+    env: Mapping[str, str] | None,
+    cast_path: Path,
+    output_path: Path,
+    scrub: Callable[[], StreamScrubberLike] | None = None,
+    stdin: int = 0,
+    stdout: int = 1,
+) -> PtyResult:
+    """Run ``argv`` in a new pseudo-terminal, showing and recording what it prints.
+
+    ``env`` is the child's complete environment (None: bar's own). ``cast_path`` gets
+    an asciinema v2 recording, ``output_path`` the cleaned text in bar's output format;
+    both are created 0600 and written through ``scrub()`` scrubbers if given. ``stdin``
+    and ``stdout`` are bar's terminal (file descriptors); if stdin is not a terminal its
+    data is forwarded until EOF. A program that cannot be found or executed yields 127
+    or 126 with a one-line message in the recording, not an exception.
+    """
+    if not argv:
+        raise UsageError("no command to run")
+    if not os.path.isdir(cwd):
+        raise BarError(f"cannot run in {cwd}: no such directory")
+    child_env = dict(os.environ if env is None else env)
+    session = _Session(stdin, stdout)
+    try:
+        start_size = session.size = session.find_size()
+        session.cast = CastWriter(
+            cast_path,
+            width=start_size[0],
+            height=start_size[1],
+            env=child_env,
+            scrubber=scrub() if scrub else None,
+        )
+        session.text = _TextOutput(output_path, scrub() if scrub else None)
+        try:
+            session.install_handlers()
+            session.enter_raw_mode()
+            session.spawn(list(argv), cwd, child_env)
+            if session.status is None:
+                session.pump()
+        finally:
+            session.stop_child()
+            session.restore_terminal()
+            session.restore_handlers()
+        session.cast.close()
+        session.text.close()
+        return session.result(session.text.printed, start_size)
+    finally:
+        session.close()
