@@ -1,0 +1,846 @@
+"""Interactive runs: real pseudo-terminals, real child processes, real signals.
+
+"bar's terminal" is a pty pair the test owns: the runner gets the slave as stdin and
+stdout, and the test plays the user at the master (reading what is shown, typing
+keys). The text cleaner and the cast format are also tested on their own.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import fcntl
+import io
+import itertools
+import json
+import os
+import re
+import signal
+import struct
+import subprocess
+import sys
+import termios
+import textwrap
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from bar.cast import CastWriter, read_cast, replay_cast
+from bar.errors import CorruptFile, NotFound, UnsupportedVersion, UsageError
+from bar.ptyrun import PtyResult, TextCleaner, clean_text, run_in_pty
+
+WAIT = 60.0  # generous: CI machines can be slow and loaded
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+@dataclasses.dataclass
+class Run:
+    result: PtyResult
+    output: str  # the text output file
+    cast_path: Path
+    shown: bytes  # what bar wrote to its stdout
+
+    @property
+    def body(self) -> str:
+        assert self.output.startswith("=== STDOUT ===\n")
+        assert self.output.endswith("=== STDERR ===\n")
+        return self.output[len("=== STDOUT ===\n") : -len("=== STDERR ===\n")]
+
+
+def python(code: str) -> list[str]:
+    return [sys.executable, "-c", textwrap.dedent(code)]
+
+
+def run(
+    tmp_path: Path,
+    argv: list[str],
+    *,
+    stdin: int | None = None,
+    stdout: int | None = None,
+    env: dict[str, str] | None = None,
+    scrub: Callable[[], FakeScrubber] | None = None,
+) -> Run:
+    shown_path = tmp_path / "shown"
+    shown_fd = os.open(shown_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    null = os.open(os.devnull, os.O_RDONLY)
+    try:
+        result = run_in_pty(
+            argv,
+            cwd=tmp_path,
+            env=env,
+            cast_path=tmp_path / "0001.cast",
+            output_path=tmp_path / "0001.output",
+            scrub=scrub,
+            stdin=null if stdin is None else stdin,
+            stdout=shown_fd if stdout is None else stdout,
+        )
+    finally:
+        os.close(shown_fd)
+        os.close(null)
+    return Run(
+        result,
+        (tmp_path / "0001.output").read_text(),
+        tmp_path / "0001.cast",
+        shown_path.read_bytes(),
+    )
+
+
+class Terminal:
+    """A pty pair standing in for the developer's terminal."""
+
+    def __init__(self, cols: int = 120, rows: int = 40) -> None:
+        self.master, self.slave = os.openpty()
+        self.resize(cols, rows)
+        self._seen = bytearray()
+        self._lock = threading.Condition()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def resize(self, cols: int, rows: int) -> None:
+        fcntl.ioctl(self.master, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+
+    def _read(self) -> None:
+        while True:
+            try:
+                data = os.read(self.master, 65536)
+            except OSError:
+                data = b""
+            with self._lock:
+                if not data:
+                    self._lock.notify_all()
+                    return
+                self._seen += data
+                self._lock.notify_all()
+
+    def wait_for(self, text: bytes) -> None:
+        deadline = time.monotonic() + WAIT
+        with self._lock:
+            while text not in self._seen:
+                left = deadline - time.monotonic()
+                assert left > 0, f"{text!r} never shown; got {bytes(self._seen)!r}"
+                self._lock.wait(left)
+
+    def type(self, keys: bytes) -> None:
+        os.write(self.master, keys)
+
+    @property
+    def seen(self) -> bytes:
+        with self._lock:
+            return bytes(self._seen)
+
+    def close(self) -> None:
+        os.close(self.slave)
+        os.close(self.master)
+        self._reader.join(WAIT)
+
+
+@pytest.fixture
+def terminal() -> Iterator[Terminal]:
+    term = Terminal()
+    yield term
+    term.close()
+
+
+def in_background(action: Callable[[], None]) -> threading.Thread:
+    # The runner stays in the main thread (it installs signal handlers); the "user"
+    # acts from here.
+    thread = threading.Thread(target=action, daemon=True)
+    thread.start()
+    return thread
+
+
+class FakeScrubber:
+    """Replaces one secret, holding back a possible partial match between chunks."""
+
+    SECRET = b"hunter2"
+
+    def __init__(self) -> None:
+        self._held = b""
+
+    def feed(self, data: bytes) -> bytes:
+        data = (self._held + data).replace(self.SECRET, b"***")
+        keep = 0
+        for n in range(len(self.SECRET) - 1, 0, -1):
+            if data.endswith(self.SECRET[:n]):
+                keep = n
+                break
+        self._held = data[len(data) - keep :] if keep else b""
+        return data[: len(data) - keep]
+
+    def flush(self) -> bytes:
+        held, self._held = self._held, b""
+        return held
+
+
+# --------------------------------------------------------------------------- the child's terminal
+
+
+def test_child_sees_a_terminal_it_controls(tmp_path: Path) -> None:
+    done = run(
+        tmp_path,
+        python(
+            """
+            import os, sys
+            print(sys.stdout.isatty(), sys.stdin.isatty())
+            os.close(os.open("/dev/tty", os.O_RDWR))  # fails without a controlling tty
+            print("session leader", os.getsid(0) == os.getpid())
+            """
+        ),
+    )
+    assert done.result == PtyResult(0, None, True, 80, 24)
+    assert done.body == "True True\nsession leader True\n"
+
+
+def test_cwd_and_env_reach_the_child(tmp_path: Path) -> None:
+    env = {"PATH": os.environ["PATH"], "FOO": "bar baz"}
+    done = run(
+        tmp_path,
+        python("import os; print(os.getcwd()); print(os.environ['FOO'])"),
+        env=env,
+    )
+    assert done.body == f"{os.path.realpath(tmp_path)}\nbar baz\n"
+
+
+def test_size_from_columns_and_lines_when_stdin_is_not_a_terminal(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "101")
+    monkeypatch.setenv("LINES", "33")
+    done = run(tmp_path, python("import os; print(*os.get_terminal_size())"))
+    assert done.body == "101 33\n"
+    assert (done.result.width, done.result.height) == (101, 33)
+    header = read_cast(done.cast_path).header
+    assert (header.width, header.height) == (101, 33)
+
+
+def test_default_size_without_a_terminal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("COLUMNS", raising=False)
+    monkeypatch.delenv("LINES", raising=False)
+    done = run(tmp_path, ["stty", "size"])
+    assert done.body == "24 80\n"
+
+
+def test_window_size_follows_the_terminal(tmp_path: Path, terminal: Terminal) -> None:
+    child = python(
+        """
+        import os, signal, time
+        resized = []
+        signal.signal(signal.SIGWINCH, lambda *_: resized.append(1))
+        print("size", *os.get_terminal_size(), flush=True)
+        print("ready", flush=True)
+        deadline = time.monotonic() + 60
+        while not resized and time.monotonic() < deadline:
+            time.sleep(0.02)
+        print("resized", *os.get_terminal_size(), flush=True)
+        """
+    )
+
+    def user() -> None:
+        terminal.wait_for(b"ready")
+        terminal.resize(100, 30)
+        os.kill(os.getpid(), signal.SIGWINCH)  # what the kernel does for a real terminal
+
+    in_background(user)
+    done = run(tmp_path, child, stdin=terminal.slave, stdout=terminal.slave)
+    assert done.body == "size 120 40\nready\nresized 100 30\n"
+    assert (done.result.width, done.result.height) == (120, 40)
+    cast = read_cast(done.cast_path)
+    assert (cast.header.width, cast.header.height) == (120, 40)
+    assert [e.data for e in cast.events if e.code == "r"] == ["100x30"]
+
+
+# --------------------------------------------------------------------------- recording
+
+
+def test_escapes_reach_the_cast_and_the_screen_but_not_the_text(tmp_path: Path) -> None:
+    done = run(
+        tmp_path,
+        python(
+            r"""
+            import sys
+            sys.stdout.write("\x1b[1;31mred\x1b[0m \x1b]0;a title\x07plain ")
+            sys.stdout.write("\x1b]8;;https://example.com\x1b\\link\x1b]8;;\x1b\\\n")
+            sys.stdout.write("\x1b(B\x1b[?25l\x1b=menu\x1b[?25h\n")
+            """
+        ),
+    )
+    assert done.body == "red plain link\nmenu\n"
+    assert "\x1b" not in done.output
+    cast = read_cast(done.cast_path)
+    assert "\x1b[1;31mred\x1b[0m" in cast.output
+    assert "\x1b]0;a title\x07" in cast.output
+    assert done.shown == cast.output.encode()  # shown live, byte for byte
+
+
+def test_cast_is_valid_asciinema_v2(tmp_path: Path) -> None:
+    env = {"PATH": os.environ["PATH"], "TERM": "xterm-256color", "SHELL": "/bin/sh"}
+    before = int(time.time())
+    done = run(
+        tmp_path,
+        python(
+            """
+            import sys, time
+            for word in ["one", "two", "three"]:
+                print(word, flush=True)
+                time.sleep(0.05)
+            sys.stdout.buffer.write("caf\\u00e9 \\u20ac\\n".encode())
+            """
+        ),
+        env=env,
+    )
+    lines = done.cast_path.read_text(encoding="utf-8").splitlines()
+    header = json.loads(lines[0])
+    assert header["version"] == 2
+    assert (header["width"], header["height"]) == (80, 24)
+    assert isinstance(header["timestamp"], int) and header["timestamp"] >= before
+    assert header["env"] == {"SHELL": "/bin/sh", "TERM": "xterm-256color"}
+    times = []
+    for line in lines[1:]:
+        event = json.loads(line)
+        assert isinstance(event, list) and len(event) == 3
+        assert isinstance(event[0], float | int) and event[0] >= 0
+        assert event[1] == "o" and isinstance(event[2], str)
+        times.append(event[0])
+    assert times == sorted(times)
+    assert "".join(json.loads(line)[2] for line in lines[1:]) == (
+        "one\r\ntwo\r\nthree\r\ncafé €\r\n"
+    )
+    assert read_cast(done.cast_path).output == "one\r\ntwo\r\nthree\r\ncafé €\r\n"
+
+
+def test_files_are_private(tmp_path: Path) -> None:
+    done = run(tmp_path, ["true"])
+    assert (tmp_path / "0001.output").stat().st_mode & 0o777 == 0o600
+    assert done.cast_path.stat().st_mode & 0o777 == 0o600
+
+
+def test_progress_bar_collapses_to_its_final_text(tmp_path: Path) -> None:
+    done = run(
+        tmp_path,
+        python(
+            r"""
+            import sys, time
+            for pct in range(0, 101, 5):
+                sys.stdout.write(f"\rdownloading {pct:3d}%")
+                sys.stdout.flush()
+                time.sleep(0.005)
+            sys.stdout.write("\r\x1b[2Kdone\n")
+            for pct in range(0, 101, 25):
+                sys.stdout.write(f"\x1b[Gbuilding {pct}%\x1b[K")
+                sys.stdout.flush()
+            print()
+            """
+        ),
+    )
+    assert done.body == "done\nbuilding 100%\n"
+    assert "downloading  50%" in read_cast(done.cast_path).output
+
+
+def test_output_without_final_newline_gets_one(tmp_path: Path) -> None:
+    done = run(tmp_path, python("import sys; sys.stdout.write('no newline')"))
+    assert done.output == "=== STDOUT ===\nno newline\n=== STDERR ===\n"
+    assert done.result.printed
+
+
+@pytest.mark.parametrize("code", ["pass", r"import sys; sys.stdout.write('\x1b[?25l\x1b[0m')"])
+def test_nothing_printed(tmp_path: Path, code: str) -> None:
+    done = run(tmp_path, python(code))
+    assert done.output == "=== STDOUT ===\n=== STDERR ===\n"
+    assert not done.result.printed
+
+
+def test_secrets_never_reach_disk(tmp_path: Path) -> None:
+    made: list[FakeScrubber] = []
+
+    def factory() -> FakeScrubber:
+        made.append(FakeScrubber())
+        return made[-1]
+
+    done = run(
+        tmp_path,
+        python(
+            """
+            import sys, time
+            sys.stdout.write("password: hun"); sys.stdout.flush()
+            time.sleep(0.2)
+            sys.stdout.write("ter2 ok\\nlast hunter2")
+            """
+        ),
+        scrub=factory,
+    )
+    assert len(made) == 2  # one scrubber per file: their states must not mix
+    assert done.body == "password: *** ok\nlast ***\n"
+    cast_bytes = done.cast_path.read_bytes()
+    assert b"hunter2" not in cast_bytes and b"hunter2" not in done.output.encode()
+    assert read_cast(done.cast_path).output == "password: *** ok\r\nlast ***"
+
+
+# --------------------------------------------------------------------------- exit status
+
+
+def test_exit_code_passes_through(tmp_path: Path) -> None:
+    assert run(tmp_path, python("raise SystemExit(3)")).result.exit_code == 3
+
+
+def test_program_not_found_is_127(tmp_path: Path) -> None:
+    done = run(tmp_path, ["bar-no-such-program-here", "--flag"])
+    assert (done.result.exit_code, done.result.signal) == (127, None)
+    assert done.body == "bar: bar-no-such-program-here: command not found\n"
+
+
+def test_program_that_cannot_be_executed_is_126(tmp_path: Path) -> None:
+    script = tmp_path / "script.sh"
+    script.write_text("#!/bin/sh\necho hi\n")
+    script.chmod(0o644)
+    done = run(tmp_path, [str(script)])
+    assert (done.result.exit_code, done.result.signal) == (126, None)
+    assert "Permission denied" in done.body
+
+
+def test_killed_child_reports_128_plus_signal(tmp_path: Path) -> None:
+    done = run(tmp_path, python("import os, signal; os.kill(os.getpid(), signal.SIGKILL)"))
+    assert (done.result.exit_code, done.result.signal) == (137, 9)
+
+
+# --------------------------------------------------------------------------- input and signals
+
+
+def test_stdin_is_forwarded_when_not_a_terminal(tmp_path: Path) -> None:
+    read_end, write_end = os.pipe()
+    os.write(write_end, b"hello\n")
+    os.close(write_end)
+    try:
+        done = run(
+            tmp_path,
+            python(
+                """
+                import sys, time
+                line = sys.stdin.readline()
+                time.sleep(0.2)  # the terminal must stay open after stdin's EOF
+                print("got", line.strip(), sys.stdin.isatty())
+                """
+            ),
+            stdin=read_end,
+        )
+    finally:
+        os.close(read_end)
+    assert done.result.exit_code == 0
+    assert done.body.endswith("got hello True\n")  # after the terminal's echo of it
+
+
+def test_keys_are_forwarded_in_raw_mode(tmp_path: Path, terminal: Terminal) -> None:
+    def user() -> None:
+        terminal.wait_for(b"name?")
+        terminal.type(b"Ada\r")  # Enter sends CR; the child's tty makes it a newline
+
+    in_background(user)
+    done = run(
+        tmp_path,
+        python("print('hello', input('name? '))"),
+        stdin=terminal.slave,
+        stdout=terminal.slave,
+    )
+    assert done.result.exit_code == 0
+    assert done.body == "name? Ada\nhello Ada\n"
+
+
+def test_ctrl_c_reaches_the_child_as_sigint(tmp_path: Path, terminal: Terminal) -> None:
+    child = python(
+        """
+        import signal, time
+        hit = []
+        signal.signal(signal.SIGINT, lambda *_: hit.append(1))
+        print("ready", flush=True)
+        deadline = time.monotonic() + 60
+        while not hit and time.monotonic() < deadline:
+            time.sleep(0.02)
+        print("got SIGINT" if hit else "no signal", flush=True)
+        """
+    )
+
+    def user() -> None:
+        terminal.wait_for(b"ready")
+        terminal.type(b"\x03")
+
+    in_background(user)
+    done = run(tmp_path, child, stdin=terminal.slave, stdout=terminal.slave)
+    assert done.result.exit_code == 0
+    assert "got SIGINT" in done.body
+    terminal.wait_for(b"got SIGINT")  # and it was shown live
+
+
+def test_ctrl_c_kills_a_child_without_a_handler_with_130(
+    tmp_path: Path, terminal: Terminal
+) -> None:
+    child = python(
+        """
+        import signal, time
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        print("ready", flush=True)
+        time.sleep(60)
+        print("not interrupted")
+        """
+    )
+
+    def user() -> None:
+        terminal.wait_for(b"ready")
+        terminal.type(b"\x03")
+
+    in_background(user)
+    done = run(tmp_path, child, stdin=terminal.slave, stdout=terminal.slave)
+    assert (done.result.exit_code, done.result.signal) == (130, 2)
+    assert "not interrupted" not in done.body
+
+
+def test_sigint_to_bar_is_handed_to_the_child(tmp_path: Path) -> None:
+    # Without a terminal on stdin bar itself gets the SIGINT; the child must get it too.
+    child = python(
+        """
+        import signal, time
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        print("ready", flush=True)
+        time.sleep(60)
+        """
+    )
+    shown = tmp_path / "live"
+    shown.write_bytes(b"")
+    out_fd = os.open(shown, os.O_WRONLY | os.O_APPEND)
+
+    def user() -> None:
+        deadline = time.monotonic() + WAIT
+        while b"ready" not in shown.read_bytes() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    in_background(user)
+    try:
+        done = run(tmp_path, child, stdout=out_fd)
+    finally:
+        os.close(out_fd)
+    assert (done.result.exit_code, done.result.signal) == (130, 2)
+
+
+# --------------------------------------------------------------------------- bar's terminal
+
+
+def test_terminal_settings_are_restored(tmp_path: Path, terminal: Terminal) -> None:
+    before = termios.tcgetattr(terminal.slave)
+    during: list[list[object]] = []
+
+    def user() -> None:
+        terminal.wait_for(b"ready")
+        during.append(termios.tcgetattr(terminal.slave))
+        terminal.type(b"\r")
+
+    in_background(user)
+    done = run(tmp_path, python("input('ready')"), stdin=terminal.slave, stdout=terminal.slave)
+    assert done.result.exit_code == 0
+    lflag = during[0][3]
+    assert isinstance(lflag, int) and not lflag & (termios.ECHO | termios.ICANON | termios.ISIG)
+    assert termios.tcgetattr(terminal.slave) == before
+
+
+def test_terminal_restored_when_the_child_is_killed(tmp_path: Path, terminal: Terminal) -> None:
+    before = termios.tcgetattr(terminal.slave)
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGWINCH)}
+    done = run(
+        tmp_path,
+        python("import os, signal; os.kill(os.getpid(), signal.SIGTERM)"),
+        stdin=terminal.slave,
+        stdout=terminal.slave,
+    )
+    assert (done.result.exit_code, done.result.signal) == (143, 15)
+    assert termios.tcgetattr(terminal.slave) == before
+    assert {s: signal.getsignal(s) for s in handlers} == handlers
+
+
+def test_terminal_restored_and_child_stopped_on_an_error(
+    tmp_path: Path, terminal: Terminal
+) -> None:
+    class Exploding:
+        def feed(self, data: bytes) -> bytes:
+            if b"boom" in data:
+                raise RuntimeError("scrubber failed")
+            return data
+
+        def flush(self) -> bytes:
+            return b""
+
+    before = termios.tcgetattr(terminal.slave)
+    child = python(
+        """
+        import os, time
+        print("pid", os.getpid(), flush=True)
+        time.sleep(0.2)
+        print("boom", flush=True)
+        time.sleep(60)
+        """
+    )
+    with pytest.raises(RuntimeError, match="scrubber failed"):
+        run_in_pty(
+            child,
+            cwd=tmp_path,
+            env=None,
+            cast_path=tmp_path / "c.cast",
+            output_path=tmp_path / "c.output",
+            scrub=Exploding,
+            stdin=terminal.slave,
+            stdout=terminal.slave,
+        )
+    assert termios.tcgetattr(terminal.slave) == before
+    terminal.wait_for(b"boom")
+    match = re.search(rb"pid (\d+)", terminal.seen)
+    assert match
+    with pytest.raises(ProcessLookupError):  # stopped and reaped, not left running
+        os.kill(int(match.group(1)), 0)
+
+
+RUNNER = """
+import dataclasses, json, sys
+from pathlib import Path
+from bar.ptyrun import run_in_pty
+
+base = Path(sys.argv[1])
+result = run_in_pty(
+    sys.argv[2:], cwd=base.parent, env=None,
+    cast_path=base.with_suffix(".cast"), output_path=base.with_suffix(".output"),
+)
+base.with_suffix(".json").write_text(json.dumps(dataclasses.asdict(result)))
+"""
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+def test_bar_terminated_restores_terminal_and_hands_the_signal_on(
+    tmp_path: Path, terminal: Terminal, sig: signal.Signals
+) -> None:
+    before = termios.tcgetattr(terminal.slave)
+    base = tmp_path / "step"
+    child = python("import time; print('ready', flush=True); time.sleep(60)")
+    with open(tmp_path / "stderr", "wb") as stderr:
+        bar = subprocess.Popen(
+            [sys.executable, "-c", RUNNER, str(base), *child],
+            stdin=terminal.slave,
+            stdout=terminal.slave,
+            stderr=stderr,
+            start_new_session=True,
+        )
+        try:
+            terminal.wait_for(b"ready")
+            bar.send_signal(sig)
+            assert bar.wait(WAIT) == 0, (tmp_path / "stderr").read_text()
+        finally:
+            if bar.poll() is None:
+                bar.kill()
+                bar.wait()
+    result = json.loads(base.with_suffix(".json").read_text())
+    assert (result["exit_code"], result["signal"]) == (128 + sig, int(sig))
+    assert termios.tcgetattr(terminal.slave) == before
+    assert base.with_suffix(".output").read_text() == "=== STDOUT ===\nready\n=== STDERR ===\n"
+
+
+# --------------------------------------------------------------------------- text cleaner
+
+
+@pytest.mark.parametrize(
+    ("raw", "text"),
+    [
+        (b"plain\n", "plain\n"),
+        (b"\x1b[1;31mred\x1b[0m and \x1b[38;2;1;2;3mrgb\x1b[m\n", "red and rgb\n"),
+        (b"\x1b[?1049h\x1b[?25lscreen\x1b[?25h\n", "screen\n"),
+        (b"a\x1b]0;title\x07b\x1b]2;other\x1b\\c\n", "abc\n"),
+        (b"\x1b]8;;https://example.com\x1b\\link\x1b]8;;\x1b\\\n", "link\n"),
+        (b"\x1bP1$r0m\x1b\\dcs gone\n", "dcs gone\n"),
+        (b"\x1b(B\x1b)0\x1b#8\x1b=\x1b>\x1bMx\n", "x\n"),
+        (b"abc\rX\n", "Xbc\n"),
+        (b"10%\r20%\r100%\r\n", "100%\n"),
+        (b"one\r\ntwo\r\n", "one\ntwo\n"),
+        (b"abc\b\bX\n", "aXc\n"),
+        (b"ab\b \b\n", "a\n"),
+        (b"\b\bstart\n", "start\n"),
+        (b"hello\rhi\x1b[K\n", "hi\n"),
+        (b"hello\x1b[2K\rbye\n", "bye\n"),
+        (b"hello\x1b[3D\x1b[1KX\n", "  Xlo\n"),
+        (b"abcdef\x1b[4G\x1b[2P\n", "abcf\n"),
+        (b"a\tb\n", "a       b\n"),
+        (b"x\x1b[5Cy\n", "x     y\n"),
+        (b"bell\x07 and nul\x00\n", "bell and nul\n"),
+        (b"first\x1b[Asecond\n", "first\n     second\n"),  # same column, row above
+        (b"row\x1b[5;3Hcol\n", "row\n  col\n"),
+        (b"trailing   \n", "trailing\n"),
+        (b"\xff\xfebad\n", "\ufffd\ufffdbad\n"),
+        (b"no newline", "no newline\n"),
+        (b"", ""),
+        (b"\x1b[31m\x1b[0m", ""),
+    ],
+)
+def test_cleaner(raw: bytes, text: str) -> None:
+    assert clean_text(raw) == text
+
+
+def test_cleaner_utf8_split_across_chunks() -> None:
+    raw = "naïve café — 日本 🎉\n".encode()
+    cleaner = TextCleaner()
+    pieces = [cleaner.feed(raw[i : i + 1]) for i in range(len(raw))]
+    assert "".join(pieces) + cleaner.finish() == "naïve café — 日本 🎉\n"
+    assert "\ufffd" not in "".join(pieces)
+
+
+def test_cleaner_escape_split_across_chunks() -> None:
+    cleaner = TextCleaner()
+    out = cleaner.feed(b"\x1b[3") + cleaner.feed(b"1mred\x1b]0;ti") + cleaner.feed(b"tle\x1b")
+    out += cleaner.feed(b"\\x\r\nnext")
+    assert out == "redx\n"
+    assert cleaner.finish() == "next\n"
+
+
+def test_cleaner_holds_only_the_current_line() -> None:
+    cleaner = TextCleaner()
+    for i in range(100_000):
+        assert cleaner.feed(f"\r{i:6d} items".encode()) == ""
+    assert cleaner.finish() == " 99999 items\n"
+
+
+FRAGMENTS = [
+    "a", "word ", "é", "日本", "\r", "\n", "\r\n", "\b", "\t", "\x07", "\x1b[31m", "\x1b[K",
+    "\x1b[2K", "\x1b[1K", "\x1b[3D", "\x1b[2C", "\x1b[G", "\x1b[A", "\x1b[2P", "\x1b[3@",
+    "\x1b]0;t\x07", "\x1b]8;;u\x1b\\", "\x1bP$q\x1b\\", "\x1b(B", "\x1b7", "\x1b8", "\x1b=",
+    "\x9b1m", "\x1b", "\x1b[",
+]  # fmt: skip
+
+
+@given(
+    st.lists(st.sampled_from(FRAGMENTS) | st.binary(max_size=3), max_size=40),
+    st.lists(st.integers(min_value=0, max_value=400), max_size=8),
+)
+def test_cleaner_result_does_not_depend_on_chunking(
+    parts: list[str | bytes], cuts: list[int]
+) -> None:
+    raw = b"".join(p.encode() if isinstance(p, str) else p for p in parts)
+    whole = clean_text(raw)
+    cleaner = TextCleaner()
+    bounds = [0, *sorted(c for c in cuts if c < len(raw)), len(raw)]
+    chunked = "".join(cleaner.feed(raw[a:b]) for a, b in itertools.pairwise(bounds))
+    assert chunked + cleaner.finish() == whole
+    assert not re.search(r"[\x00-\x09\x0b-\x1f\x7f-\x9f]", whole)
+    assert whole == "" or whole.endswith("\n")
+
+
+# --------------------------------------------------------------------------- cast format
+
+
+def write_cast(path: Path, *lines: object) -> Path:
+    """One JSON value per line; a str is written as it is (to make broken lines)."""
+    path.write_text("".join(f"{x if isinstance(x, str) else json.dumps(x)}\n" for x in lines))
+    return path
+
+
+HEADER = {"version": 2, "width": 80, "height": 24, "timestamp": 1700000000, "env": {}}
+
+
+def test_cast_writer_decodes_utf8_across_writes(tmp_path: Path) -> None:
+    writer = CastWriter(tmp_path / "c.cast", width=80, height=24)
+    euro = "€".encode()
+    writer.output(b"price " + euro[:1])
+    writer.output(euro[1:] + b" \xff")
+    writer.resize(100, 30)
+    writer.output(b"\xe2\x82")  # cut short at the end: replaced, not lost
+    writer.close()
+    cast = read_cast(tmp_path / "c.cast")
+    assert cast.output == "price € \ufffd\ufffd"
+    assert [(e.code, e.data) for e in cast.events][-2:] == [("r", "100x30"), ("o", "\ufffd")]
+
+
+@pytest.mark.parametrize(
+    ("lines", "message"),
+    [
+        ([], "is empty"),
+        (["not json"], "line 1: not valid JSON"),
+        ([[2, 80, 24]], "header is not a JSON object"),
+        ([{**HEADER, "width": 0}], "width and height"),
+        ([{**HEADER, "env": {"TERM": 1}}], "env must be"),
+        ([HEADER, {"t": 1}], "line 2: an event must be"),
+        ([HEADER, [0.1, "o"]], "line 2: an event must be"),
+        ([HEADER, [-1, "o", "x"]], "line 2: event time"),
+        ([HEADER, ["1", "o", "x"]], "line 2: event time"),
+        ([HEADER, [1.0, "o", "x"], [0.5, "o", "y"]], "line 3: event time goes backwards"),
+        ([HEADER, [1.0, "", "x"]], "event code"),
+        ([HEADER, [1.0, "o", 5]], "event data"),
+        ([HEADER, [1.0, "r", "wide"]], "resize event"),
+    ],
+)
+def test_read_cast_rejects_bad_files(tmp_path: Path, lines: list[object], message: str) -> None:
+    path = write_cast(tmp_path / "bad.cast", *lines)
+    with pytest.raises(CorruptFile, match=message) as info:
+        read_cast(path)
+    assert str(path) in str(info.value)
+
+
+def test_read_cast_rejects_other_versions(tmp_path: Path) -> None:
+    path = write_cast(tmp_path / "v1.cast", {**HEADER, "version": 1})
+    with pytest.raises(UnsupportedVersion, match=r"unsupported cast version 1 in .*v1\.cast"):
+        read_cast(path)
+
+
+def test_read_cast_torn_last_line(tmp_path: Path) -> None:
+    path = write_cast(tmp_path / "torn.cast", HEADER, [0.5, "o", "ok"])
+    with open(path, "a") as handle:
+        handle.write('[0.7, "o", "cut sh')
+    with pytest.raises(CorruptFile, match="line 3"):
+        read_cast(path)
+
+
+def test_read_cast_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(NotFound, match="does not exist"):
+        read_cast(tmp_path / "nope.cast")
+
+
+def test_replay_instant_plays_output_only(tmp_path: Path) -> None:
+    path = write_cast(
+        tmp_path / "c.cast",
+        HEADER,
+        [0.1, "o", "\x1b[32mhello\x1b[0m"],
+        [0.2, "r", "100x30"],
+        [0.3, "i", "typed"],
+        [5000.0, "o", " wörld\r\n"],
+    )
+    out = io.BytesIO()
+    header = replay_cast(path, out, instant=True)
+    assert out.getvalue() == "\x1b[32mhello\x1b[0m wörld\r\n".encode()
+    assert (header.width, header.height) == (80, 24)
+
+
+def test_replay_caps_idle_time_and_honours_speed(tmp_path: Path) -> None:
+    # Without the cap and the speed-up these would take hours; they must just finish.
+    path = write_cast(tmp_path / "c.cast", HEADER, [0.0, "o", "a"], [3600.0, "o", "b"])
+    out = io.BytesIO()
+    replay_cast(path, out, max_idle=0.01)
+    replay_cast(path, out, max_idle=None, speed=1e6)
+    assert out.getvalue() == b"abab"
+
+
+def test_replay_validates_before_playing(tmp_path: Path) -> None:
+    path = write_cast(tmp_path / "c.cast", HEADER, [0.1, "o", "shown?"], [0.2, "o"])
+    out = io.BytesIO()
+    with pytest.raises(CorruptFile, match="line 3"):
+        replay_cast(path, out, instant=True)
+    assert out.getvalue() == b""
+
+
+@pytest.mark.parametrize(("speed", "max_idle"), [(0.0, 1.0), (-1.0, None), (1.0, -0.5)])
+def test_replay_rejects_bad_options(tmp_path: Path, speed: float, max_idle: float | None) -> None:
+    path = write_cast(tmp_path / "c.cast", HEADER)
+    with pytest.raises(UsageError):
+        replay_cast(path, io.BytesIO(), speed=speed, max_idle=max_idle)
+
+
+def test_recorded_step_replays_to_what_was_shown(tmp_path: Path) -> None:
+    done = run(tmp_path, python("print('\\x1b[1mbold\\x1b[0m', 'text')"))
+    out = io.BytesIO()
+    replay_cast(done.cast_path, out, instant=True)
+    assert out.getvalue() == done.shown
