@@ -208,6 +208,50 @@ def build_parser() -> argparse.ArgumentParser:
     _json_opt(p)
     _cmd(p, "read:status")
 
+    # --- changing the record -------------------------------------------------------
+    p = sub.add_parser(
+        "rollback",
+        help="restore the worktree to an earlier step (undoable)",
+        formatter_class=_Formatter,
+        description="Restore the task's worktree to a recorded state, touching only the files\n"
+        "that differ. Unrecorded changes are recorded first, and the rollback is itself a\n"
+        "step, so nothing is lost: undo it by rolling back to the step before it.",
+        epilog="examples:\n"
+        "  bar rollback                 back to the state before the last step\n"
+        "  bar rollback --to 3          back to the state after step 3\n"
+        "  bar rollback --to base       back to where the task started\n"
+        "  bar rollback --to 3 --hard   ... and reset the task branch to its HEAD then",
+    )
+    _task_opt(p)
+    p.add_argument("--to", metavar="base|STEP", help="default: the state before the last step")
+    p.add_argument(
+        "--hard", action="store_true", help="also reset the task branch to the HEAD at the target"
+    )
+    p.add_argument("--dry-run", action="store_true", help="show what would change; change nothing")
+    p.add_argument("--no-wait", action="store_true", help="fail at once if the task is busy")
+    _json_opt(p)
+    _cmd(p, "rollback:rollback")
+
+    p = sub.add_parser(
+        "apply",
+        help="land the task's work on a branch, as one commit or a merge",
+        formatter_class=_Formatter,
+        description="Land the task's changes (base -> last recorded state) on a branch.\n"
+        "commit: one new commit on the target, merged three-way onto its tip, with\n"
+        "  Bar-Task and Bar-Step trailers. merge: commit what the agent left uncommitted\n"
+        "  on the task branch, then a --no-ff merge of that branch (agent commits kept).\n"
+        "A conflict changes nothing. A checked-out target is updated only if the files\n"
+        "the apply changes are clean there.",
+    )
+    _task_opt(p)
+    p.add_argument("--mode", choices=("commit", "merge"), default="commit")
+    p.add_argument("--target", metavar="BRANCH", help="default: git.default_base from config")
+    p.add_argument("-m", "--message", metavar="MSG", help="commit message (default: from the task)")
+    p.add_argument("--dry-run", action="store_true", help="show the diff and whether it conflicts")
+    p.add_argument("--no-wait", action="store_true", help="fail at once if the task is busy")
+    _json_opt(p)
+    _cmd(p, "apply:apply")
+
     return parser
 
 

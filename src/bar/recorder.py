@@ -135,7 +135,7 @@ def _scrub_step(step: Step) -> Step:
     return Step.from_record(rec, "step")
 
 
-def _append(task: Task, step: Step) -> Step:
+def append_step(task: Task, step: Step) -> Step:
     step = _scrub_step(step)
     task.ledger.append(step)
     return step
@@ -154,9 +154,7 @@ def _check_worktree(task: Task) -> None:
         )
 
 
-def _diff_into_step(
-    task: Task, step_id: str, before: str, after: str
-) -> tuple[DiffStat, Artifacts]:
+def diff_into_step(task: Task, step_id: str, before: str, after: str) -> tuple[DiffStat, Artifacts]:
     artifacts = Artifacts()
     if before == after:
         return DiffStat.empty(), artifacts
@@ -191,7 +189,7 @@ def recover(task: Task) -> Step | None:
         f"step {marker.step_id} (interrupted): {shlex.join(marker.cmd)}",
         marker.excludes,
     )
-    stat, artifacts = _diff_into_step(task, marker.step_id, marker.snapshot_before, snap.commit)
+    stat, artifacts = diff_into_step(task, marker.step_id, marker.snapshot_before, snap.commit)
     out_path, out_rel = _artifact(task, marker.step_id, "output")
     for leftover in task.artifacts_dir.glob(f"{marker.step_id}.output.*.tmp"):
         leftover.unlink(missing_ok=True)
@@ -222,7 +220,7 @@ def recover(task: Task) -> Step | None:
         snapshot=snap.commit,
         hooks=[],
     )
-    _append(task, step)
+    append_step(task, step)
     inner_events_path(task, marker.step_id).unlink(missing_ok=True)
     task.marker_path.unlink(missing_ok=True)
     print(
@@ -244,7 +242,7 @@ def record_manual(task: Task) -> Step | None:
     )
     if not snap.changed:
         return None
-    stat, artifacts = _diff_into_step(task, step_id, before, snap.commit)
+    stat, artifacts = diff_into_step(task, step_id, before, snap.commit)
     step = Step(
         step_id=step_id,
         kind="manual",
@@ -257,7 +255,7 @@ def record_manual(task: Task) -> Step | None:
         snapshot=snap.commit,
         head=git.rev_parse(task.worktree, "HEAD"),
     )
-    step = _append(task, step)
+    step = append_step(task, step)
     print(
         f"bar: recorded step {step_id} (manual): {stat.files} file(s) changed outside bar",
         file=sys.stderr,
@@ -266,15 +264,36 @@ def record_manual(task: Task) -> Step | None:
 
 
 def prepare(task: Task) -> None:
-    """What every writing command does first, under the task lock."""
+    """What every writing command does first, under the task lock: finish what a crashed
+    bar left, then record hand edits."""
+    from bar.rollback import finish_interrupted
+
     _check_worktree(task)
     recover(task)
+    finish_interrupted(task)
     record_manual(task)
 
 
 def has_unrecorded_changes(task: Task) -> bool:
     tree = snapshot.write_tree(task.worktree, task.index)
     return tree != git.tree_of(task.worktree, task.recorded_snapshot())
+
+
+def current_tree_readonly(task: Task) -> str:
+    """The worktree's tree as a snapshot would see it, without touching the task's state.
+
+    Works on a copy of the side index, so it never races a running step.
+    """
+    import shutil
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="bar-peek-", dir=task.dir) as tmp:
+        index = Path(tmp) / "index"
+        try:
+            shutil.copyfile(task.index, index)
+        except FileNotFoundError:
+            pass
+        return snapshot.write_tree(task.worktree, index)
 
 
 # --- run -------------------------------------------------------------------------
@@ -415,7 +434,7 @@ def run_step(task: Task, req: RunRequest, *, wait: bool = True) -> tuple[Step, i
                 snapshot_before=before,
                 **fields,
             )
-            return _append(task, step)
+            return append_step(task, step)
 
         # 1. policy
         if config.policy.enabled:
@@ -531,7 +550,7 @@ def run_step(task: Task, req: RunRequest, *, wait: bool = True) -> tuple[Step, i
             f"step {step_id}: {shlex.join(req.argv)}",
             excludes,
         )
-        stat, patch_artifacts = _diff_into_step(task, step_id, before, snap.commit)
+        stat, patch_artifacts = diff_into_step(task, step_id, before, snap.commit)
         artifacts.patch = patch_artifacts.patch
         policy_events.extend(read_inner_events(task, step_id))
         step = finish(
