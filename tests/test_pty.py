@@ -34,6 +34,7 @@ from bar.errors import CorruptFile, NotFound, UnsupportedVersion, UsageError
 from bar.ptyrun import PtyResult, TextCleaner, clean_text, run_in_pty
 
 WAIT = 60.0  # generous: CI machines can be slow and loaded
+ALARM = "import signal; signal.alarm(60)"  # a child waiting for keys never waits forever
 
 
 # --------------------------------------------------------------------------- helpers
@@ -442,7 +443,7 @@ def test_keys_are_forwarded_in_raw_mode(tmp_path: Path, terminal: Terminal) -> N
     in_background(user)
     done = run(
         tmp_path,
-        python("print('hello', input('name? '))"),
+        python(f"{ALARM}; print('hello', input('name? '))"),
         stdin=terminal.slave,
         stdout=terminal.slave,
     )
@@ -539,7 +540,9 @@ def test_terminal_settings_are_restored(tmp_path: Path, terminal: Terminal) -> N
         terminal.type(b"\r")
 
     in_background(user)
-    done = run(tmp_path, python("input('ready')"), stdin=terminal.slave, stdout=terminal.slave)
+    done = run(
+        tmp_path, python(f"{ALARM}; input('ready')"), stdin=terminal.slave, stdout=terminal.slave
+    )
     assert done.result.exit_code == 0
     lflag = during[0][3]
     assert isinstance(lflag, int) and not lflag & (termios.ECHO | termios.ICANON | termios.ISIG)

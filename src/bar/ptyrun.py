@@ -31,6 +31,7 @@ import select
 import signal
 import struct
 import subprocess
+import sys
 import termios
 import threading
 import time
@@ -256,8 +257,9 @@ _DRAIN_QUIET = 0.25  # after the child exits, stop reading once the pty is this 
 _DRAIN_MAX = 5.0  # ...or this long after the exit (a background grandchild may hold it)
 _KILL_GRACE = 5.0  # after passing SIGTERM/SIGHUP on, SIGKILL a child still alive
 _NOT_FOUND = 127
-_Handler = Callable[[int, FrameType | None], Any] | int | signal.Handlers | None
 _CANNOT_EXECUTE = 126
+
+_Handler = Callable[[int, FrameType | None], Any] | int | signal.Handlers | None
 
 
 @dataclass(frozen=True)
@@ -379,14 +381,11 @@ class _Session:
     # -- setup and teardown
 
     def find_size(self) -> tuple[int, int]:
-        for fd in (self.stdin, self.stdout_fd()):
+        for fd in (self.stdin, self.echo):
             if fd is not None and os.isatty(fd):
                 self.size_fd = fd
                 return _get_size(fd) or _env_size()
         return _env_size()
-
-    def stdout_fd(self) -> int | None:
-        return self.echo
 
     def install_handlers(self) -> None:
         if threading.current_thread() is not threading.main_thread():
@@ -623,6 +622,9 @@ def run_in_pty(
     if not os.path.isdir(cwd):
         raise BarError(f"cannot run in {cwd}: no such directory")
     child_env = dict(os.environ if env is None else env)
+    if stdout == 1:  # what bar printed before must come out before the child's output
+        with contextlib.suppress(Exception):
+            sys.stdout.flush()
     session = _Session(stdin, stdout)
     try:
         start_size = session.size = session.find_size()
