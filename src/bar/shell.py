@@ -154,11 +154,13 @@ def _set(names: str) -> frozenset[str]:
 
 # ---------------------------------------------------------------- the fast path
 
-# A line of only these characters contains no quoting, expansion, globbing that
-# tree-sitter treats specially, redirection, comment or separator: bash splits it on
-# blanks into words and runs one simple command. Reserved words are the only other
-# syntax such a line can hold, and those send it to the parser.
-_PLAIN = re.compile(r"[A-Za-z0-9_\-./:=@%+,~^ \t]*")
+# A line of only these characters holds no quoting, expansion, redirection, comment,
+# brace or separator, so bash splits it on blanks into the words of one simple command.
+# `*` and `?` may glob, `~` may expand, and `%`, `^` and `@` mean nothing to bash
+# outside interactive history and job control; every path here keeps such words as
+# written, so they are the same words either way. Reserved words are the only other
+# syntax such a line can hold, and those lines go to the parser.
+_PLAIN = re.compile(r"[A-Za-z0-9_\-./:=@%+,~^*? \t]*")
 _RESERVED = _set(
     "if then else elif fi case esac for select while until do done in function time "
     "coproc declare typeset export local readonly unset"
@@ -362,6 +364,15 @@ def _apply_program(prog: str, args: list[str], norm: _Norm) -> None:
     elif prog == "eval":
         norm.scripts.append(" ".join(args))
         shown += [PLACEHOLDER] * len(args)
+    elif prog == "alias":  # `alias x='rm -rf /'` defines a script that `x` runs
+        for arg in args:
+            name, eq, value = arg.partition("=")
+            if eq:
+                norm.scripts.append(value)
+            shown.append(name + eq + PLACEHOLDER if eq else arg)
+    elif prog == "trap" and args and not args[0].startswith("-"):
+        norm.scripts.append(args[0])
+        shown += [PLACEHOLDER, *args[1:]]
     elif prog in ("su", "runuser"):
         shown += _take_value(args, ("-c", "--command"), norm.scripts)
     elif prog == "ssh":

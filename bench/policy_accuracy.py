@@ -1,0 +1,92 @@
+"""How well bar's default policy separates dangerous commands from benign ones.
+
+    .venv/bin/python bench/policy_accuracy.py [--misses] [--latency]
+
+Reads tests/data/policy_corpus.yaml (command lines labeled dangerous or benign),
+evaluates each with the default policy and prints:
+
+- dangerous caught: the share of dangerous lines the policy blocks or warns about;
+- benign blocked: the share of benign lines it blocks (warn and log are allowed);
+
+``--misses`` lists the dangerous lines it lets through and the benign lines it blocks.
+``--latency`` also times in-process evaluation (per line, after warm-up) and the first
+evaluation that needs the shell parser.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "src"))
+
+from bar import shell  # noqa: E402
+from bar.policy import default_policy  # noqa: E402
+
+CORPUS = ROOT / "tests" / "data" / "policy_corpus.yaml"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--misses", action="store_true", help="list the misclassified lines")
+    parser.add_argument("--latency", action="store_true", help="time in-process evaluation")
+    args = parser.parse_args()
+
+    corpus = yaml.safe_load(CORPUS.read_text(encoding="utf-8"))
+    dangerous: list[str] = corpus["dangerous"]
+    benign: list[str] = corpus["benign"]
+
+    start = time.perf_counter()
+    policy = default_policy()
+    load_ms = (time.perf_counter() - start) * 1000
+    first = time.perf_counter()
+    policy.evaluate_line('echo "warm up the parser" | cat')
+    first_ms = (time.perf_counter() - first) * 1000
+
+    missed = [
+        line for line in dangerous if policy.evaluate_line(line).action not in ("block", "warn")
+    ]
+    blocked = [line for line in benign if policy.evaluate_line(line).blocked]
+    caught = len(dangerous) - len(missed)
+    print(f"corpus: {len(dangerous)} dangerous, {len(benign)} benign ({CORPUS.relative_to(ROOT)})")
+    print(
+        f"dangerous caught (block or warn): {caught}/{len(dangerous)} = "
+        f"{100 * caught / len(dangerous):.1f}%"
+    )
+    print(f"benign blocked: {len(blocked)}/{len(benign)} = {100 * len(blocked) / len(benign):.1f}%")
+    if args.misses:
+        for line in missed:
+            print(f"  missed:  {line!r}")
+        for line in blocked:
+            events = ", ".join(e.rule for e in policy.evaluate_line(line).events)
+            print(f"  blocked: {line!r} ({events})")
+
+    if args.latency:
+        lines = dangerous + benign
+        timings: dict[bool, list[float]] = {True: [], False: []}
+        for _ in range(20):
+            for line in lines:
+                began = time.perf_counter_ns()
+                policy.evaluate_line(line)
+                timings[shell._is_plain(line)].append((time.perf_counter_ns() - began) / 1000)
+        print(f"policy parse (YAML, no cache): {load_ms:.1f} ms")
+        print(f"first line needing the shell parser (loads tree-sitter): {first_ms:.1f} ms")
+        for plain, label in ((True, "plain lines (no parser)"), (False, "lines parsed")):
+            values = sorted(timings[plain])
+            if values:
+                p99 = values[int(len(values) * 0.99) - 1]
+                print(
+                    f"{label}: median {statistics.median(values):.0f} µs, "
+                    f"p99 {p99:.0f} µs, max {values[-1]:.0f} µs ({len(values) // 20} lines)"
+                )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
