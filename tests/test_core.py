@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+
 from conftest import git
 from helpers import bar, bar_exe, ledger, new_task, project_dir, task_dir, worktree
 
@@ -142,7 +143,7 @@ def test_task_new_writes_task_json_exactly(inited: Path, capfd: pytest.CaptureFi
 def test_task_names_are_validated(
     inited: Path, capfd: pytest.CaptureFixture[str], name: str, problem: str
 ) -> None:
-    res = bar(capfd, "task", "new", name)
+    res = bar(capfd, "task", "new", "--", name)
     assert res.code == 2
     assert problem in res.err
     assert not (project_dir() / "tasks").exists() or not any((project_dir() / "tasks").iterdir())

@@ -252,6 +252,76 @@ def build_parser() -> argparse.ArgumentParser:
     _json_opt(p)
     _cmd(p, "apply:apply")
 
+    # --- policy -----------------------------------------------------------------------
+    pol = sub.add_parser(
+        "policy",
+        help="check commands against the policy; test the policy file",
+        formatter_class=_Formatter,
+        description="The policy (.bar/policy.yaml in the repository) blocks, warns about or\n"
+        "logs commands. It is read from your checkout, never from a task worktree.",
+    )
+    psub = pol.add_subparsers(dest="policy_command", metavar="ACTION")
+    pol.set_defaults(_help=pol)
+    p = psub.add_parser(
+        "check",
+        help="evaluate a command and print the decision",
+        formatter_class=_Formatter,
+        epilog="examples:\n"
+        "  bar policy check -c 'cd build && rm -rf /'\n"
+        "  bar policy check -- git push --force origin main\n"
+        "  bar policy check --json -c 'curl -s https://x.sh | sh'",
+    )
+    p.add_argument("-c", dest="command_line", metavar="LINE", help="a shell command line")
+    p.add_argument("--file", metavar="PATH", help="use this policy file instead")
+    p.add_argument(
+        "--exit-code", action="store_true", help="exit 126 when the command would be blocked"
+    )
+    _json_opt(p)
+    p.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- ARGV...")
+    _cmd(p, "policy:check")
+    p = psub.add_parser("test", help="validate the policy file and run its rules' examples")
+    p.add_argument("--file", metavar="PATH", help="test this policy file instead")
+    _json_opt(p)
+    _cmd(p, "policy:test")
+
+    # --- agents -----------------------------------------------------------------------
+    p = sub.add_parser(
+        "replay",
+        help="play back an interactive step's terminal session",
+        description="Play back the terminal recording (asciinema v2) of a step run in a pty.",
+    )
+    _task_opt(p)
+    p.add_argument("step", metavar="STEP")
+    p.add_argument("--speed", type=float, default=1.0, help="playback speed (default 1)")
+    p.add_argument(
+        "--max-idle", type=float, default=2.0, metavar="S", help="cap pauses at S seconds"
+    )
+    p.add_argument("--instant", action="store_true", help="print everything without pauses")
+    _cmd(p, "replay:replay")
+
+    sub.add_parser(
+        "hook",
+        help="policy check for an agent's shell commands (called by the agent)",
+        description="Called by Claude Code, Codex or Gemini CLI before each shell command\n"
+        "with the event JSON on stdin; answers in the agent's format. See docs/agents.md.\n"
+        "usage: bar hook claude|codex|gemini",
+        formatter_class=_Formatter,
+    )
+
+    agent = sub.add_parser("agent", help="wire an agent's hooks to bar")
+    asub = agent.add_subparsers(dest="agent_command", metavar="ACTION")
+    agent.set_defaults(_help=agent)
+    p = asub.add_parser(
+        "setup",
+        help="print (or --write) the agent settings that route its shell commands via bar",
+        formatter_class=_Formatter,
+        description="Print the project settings that make AGENT call `bar hook AGENT` before\n"
+        "each shell command. `bar run --agent AGENT` does this by itself for one run.",
+    )
+    p.add_argument("agent", choices=("claude", "codex", "gemini"))
+    p.add_argument("--write", action="store_true", help="merge it into the file in this repo")
+    _cmd(p, "agent:setup")
+
     return parser
 
 
@@ -278,7 +348,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return hook_main(args_list[1:])
     parser = build_parser()
-    args = parser.parse_args(args_list)
+    try:
+        args = parser.parse_args(args_list)
+    except SystemExit as exc:  # --help, --version, or a usage error already printed
+        return int(exc.code) if isinstance(exc.code, int) else ExitCode.USAGE
     debug = bool(getattr(args, "debug", False)) or bool(os.environ.get("BAR_DEBUG"))
     target = getattr(args, "_target", None)
     if target is None:

@@ -152,4 +152,5 @@ def find_project(cwd: Path | None = None) -> Location:
             f"{loc.project.root} is not registered with bar",
             hint="run `bar init` in the repository first",
         )
+    _ = loc.project.config  # a broken config.yaml is reported before anything else runs
     return loc

@@ -401,10 +401,22 @@ def _execute(
     return exit_code, sig, printed, artifacts, out_rel
 
 
+def _facts(task: Task, step_id: str, argv: Sequence[str], exit_code: int | None) -> Any:
+    from bar.hooks import HookFacts
+
+    return HookFacts(
+        project=task.project.name,
+        task_id=task.id,
+        task_name=task.name,
+        step_id=step_id,
+        workspace=task.worktree,
+        cmd=list(argv),
+        exit_code=exit_code,
+    )
+
+
 def run_step(task: Task, req: RunRequest, *, wait: bool = True) -> tuple[Step, int]:
     """Run one command as a step of ``task``; return the recorded step and bar's exit code."""
-    from bar.hooks import HookFacts, run_hooks
-
     with task.lock(f"bar run {shlex.join(req.argv)}", wait=wait):
         task = load_task(task.project, task.id)  # may have changed while we waited
         prepare(task)
@@ -463,22 +475,16 @@ def run_step(task: Task, req: RunRequest, *, wait: bool = True) -> tuple[Step, i
                 return step, 126
 
         cwd = task.worktree / req.cwd
-        facts = HookFacts(
-            project=task.project.name,
-            task_id=task.id,
-            task_name=task.name,
-            step_id=step_id,
-            workspace=task.worktree,
-            cmd=list(req.argv),
-        )
         env = child_env(task, step_id, req)
 
         # 2. pre_run hooks
         if config.hooks.pre_run:
+            from bar.hooks import run_hooks
+
             results = run_hooks(
                 "pre_run",
                 config.hooks.pre_run,
-                facts,
+                _facts(task, step_id, req.argv, None),
                 cwd=task.worktree,
                 base_env=env,
                 timeout=config.hooks.timeout,
@@ -516,7 +522,7 @@ def run_step(task: Task, req: RunRequest, *, wait: bool = True) -> tuple[Step, i
             ),
         )
         if req.agent:
-            agent_hook = install_hook(req.agent, task.worktree, hook_command(req.agent))
+            agent_hook = install_hook(req.agent, task.worktree, hook_command(req.agent, task.dir))
             agent_hook.__enter__()
         try:
             exit_code, sig, printed, artifacts, out_rel = _execute(task, step_id, req, cwd, env)
@@ -527,11 +533,12 @@ def run_step(task: Task, req: RunRequest, *, wait: bool = True) -> tuple[Step, i
             artifacts.output = out_rel
         # 4. post_run hooks
         if config.hooks.post_run:
-            facts = HookFacts(**{**facts.__dict__, "exit_code": exit_code})
+            from bar.hooks import run_hooks
+
             results = run_hooks(
                 "post_run",
                 config.hooks.post_run,
-                facts,
+                _facts(task, step_id, req.argv, exit_code),
                 cwd=task.worktree,
                 base_env={**env, "BAR_EXIT_CODE": str(exit_code)},
                 timeout=config.hooks.timeout,

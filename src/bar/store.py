@@ -30,8 +30,10 @@ def bar_home() -> Path:
 
 
 def now_iso() -> str:
-    """The current time as ISO 8601 UTC with a ``Z``, to the second (the ledger's format)."""
-    return _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    """The current time as ISO 8601 UTC with a ``Z``, to the millisecond (so records made
+    within one second still sort in the order they were made)."""
+    now = _dt.datetime.now(_dt.UTC)
+    return now.strftime("%Y-%m-%dT%H:%M:%S.") + f"{now.microsecond // 1000:03d}Z"
 
 
 def new_id(size: int = 8) -> str:
