@@ -68,6 +68,8 @@ def task_dir(task_id: str) -> Path:
 
 def ledger(task_id: str) -> list[dict[str, Any]]:
     path = task_dir(task_id) / "ledger.jsonl"
+    if not path.exists():
+        return []
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
@@ -80,3 +82,56 @@ def new_task(capfd: pytest.CaptureFixture[str], name: str = "t1", *extra: str) -
 
 def worktree(task: dict[str, Any]) -> Path:
     return Path(task["worktree"])
+
+
+def files_on_disk(root: Path) -> dict[str, bytes]:
+    """Every file under ``root`` (but .git) as content, with 'x' for executables and
+    '-> target' for symlinks: what a snapshot should hold, minus ignored files."""
+    files: dict[str, bytes] = {}
+    for p in sorted(root.rglob("*")):
+        rel = p.relative_to(root)
+        if rel.parts[0] == ".git":
+            continue
+        if p.is_symlink():
+            files[rel.as_posix()] = b"-> " + os.readlink(p).encode()
+        elif p.is_file():
+            mode = b"x:" if os.access(p, os.X_OK) else b"-:"
+            files[rel.as_posix()] = mode + p.read_bytes()
+    return files
+
+
+def files_in_commit(repo: Path, commit: str) -> dict[str, bytes]:
+    out = subprocess.run(
+        ["git", "ls-tree", "-r", "-z", commit], cwd=repo, capture_output=True, check=True
+    ).stdout.decode("utf-8", "surrogateescape")
+    files: dict[str, bytes] = {}
+    for item in out.split("\0"):
+        if not item:
+            continue
+        meta, path = item.split("\t", 1)
+        mode, _type, sha = meta.split()
+        data = subprocess.run(
+            ["git", "cat-file", "blob", sha], cwd=repo, capture_output=True, check=True
+        ).stdout
+        if mode == "120000":
+            files[path] = b"-> " + data
+        else:
+            files[path] = (b"x:" if mode == "100755" else b"-:") + data
+    return files
+
+
+def replay_patches(repo: Path, task_id: str, base_commit: str, dest: Path) -> dict[str, bytes]:
+    """Apply every patch of the task in order to ``base_commit`` in ``dest`` with git apply."""
+    dest.mkdir(parents=True)
+    archive = subprocess.run(
+        ["git", "archive", "--format=tar", base_commit], cwd=repo, capture_output=True, check=True
+    ).stdout
+    subprocess.run(["tar", "-x", "-f", "-"], cwd=dest, input=archive, check=True)
+    for step in ledger(task_id):
+        patch = step.get("artifacts", {}).get("patch")
+        if patch:
+            subprocess.run(
+                ["git", "apply", "--binary", "--whitespace=nowarn", str(task_dir(task_id) / patch)],
+                cwd=dest, check=True, capture_output=True,
+            )  # fmt: skip
+    return files_on_disk(dest)
