@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -25,7 +26,9 @@ from bar.policy import (
     default_policy,
     load_policy,
     parse_policy_text,
+    required_literals,
 )
+from bar.shell import analyse_line
 
 CORPUS = Path(__file__).parent / "data" / "policy_corpus.yaml"
 
@@ -443,3 +446,76 @@ def default_policy_cached() -> Policy:
     if not _DEFAULT:
         _DEFAULT.append(default_policy())
     return _DEFAULT[0]
+
+
+# --------------------------------------------------------- the literal shortcut
+
+REGEX_PARTS = st.sampled_from(
+    [
+        "a",
+        "b",
+        "ab",
+        "rm",
+        "\\s",
+        "\\S+",
+        ".*",
+        "(?:a|b)",
+        "(?:rm|mv)",
+        "x?",
+        "(?=a)",
+        "(?!b)",
+        "(?<=a)",
+        "[ab]",
+        "^",
+        "$",
+        "(a)",
+        "\\1",
+        "a{2}",
+        "(?:ab)*",
+        "(?:ab)+",
+        "(?i:rm)",
+        "(?>a+)",
+        "a++",
+        "(?:c|)",
+        "\\b",
+        "-",
+        "/",
+    ]
+)
+REGEXES = st.lists(REGEX_PARTS, min_size=1, max_size=6).map("".join)
+
+
+@settings(max_examples=600, suppress_health_check=[HealthCheck.too_slow])
+@given(REGEXES, st.text(alphabet="abrmvcxAR -/\n", max_size=20))
+def test_literal_shortcut_never_skips_a_match(pattern: str, text: str) -> None:
+    try:
+        compiled = re.compile(pattern)
+    except re.error:
+        return
+    literals = required_literals(pattern)
+    if literals is not None and compiled.search(text):
+        assert any(lit in text for lit in literals), (pattern, text, literals)
+
+
+def test_literal_shortcut_on_the_default_policy_and_corpus() -> None:
+    corpus = yaml.safe_load(CORPUS.read_text(encoding="utf-8"))
+    views = [
+        view
+        for line in corpus["dangerous"] + corpus["benign"]
+        for unit in analyse_line(line).units
+        for view in unit.views
+    ]
+    for rule_ in default_policy().rules:
+        for view in views:
+            assert rule_.search(view) == bool(rule_.regex.search(view)), (rule_.name, view)
+
+
+def test_cache_hit_compiles_patterns_only_when_needed(tmp_path: Path) -> None:
+    path = tmp_path / "policy.yaml"
+    path.write_text(DEFAULT_POLICY_TEXT)
+    load_policy(path, cache_dir=tmp_path)
+    policy = load_policy(path, cache_dir=tmp_path)
+    assert policy.evaluate_line("git status").action == "allow"
+    compiled = [r.name for r in policy.rules if r._regex is not None]
+    assert "rm-recursive-root-or-home" not in compiled
+    assert policy.evaluate_line("rm -rf /").blocked

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shlex
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -159,6 +161,13 @@ def test_deep_nesting_does_not_crash() -> None:
     assert analysis.error is not None
     scripts = "bash -c " + "'eval " * 30 + "x" + "'" * 30
     assert analyse_line(scripts).units
+    deep = "echo " + "$(" * 110 + "rm -rf /" + ")" * 110
+    line = deep
+    for _ in range(8):  # scripts in scripts, each nested close to the limit
+        line = "bash -c " + shlex.quote(line + " ; " + deep)
+    analysis = analyse_line(line)
+    assert analysis.error == "nested too deeply"
+    assert "rm -rf /" in analysis.texts()
 
 
 PLAIN = st.text(alphabet="abcdefrm-_./:=@%+,~^*? \t0123456789ifthendoneAZ", max_size=60)

@@ -27,7 +27,7 @@ from bar.errors import PolicyError
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
-    from typing import Literal, TypeAlias
+    from typing import Any, Literal, TypeAlias
 
     Action: TypeAlias = Literal["block", "warn", "log"]
 else:
@@ -43,7 +43,7 @@ _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 _TOP_KEYS = ("version", "rules", "on_parse_error")
 _RULE_KEYS = ("name", "pattern", "action", "reason", "examples")
 _EXAMPLE_KEYS = ("match", "no_match")
-_CACHE_FORMAT = 1
+_CACHE_FORMAT = 2
 
 
 class PolicyEvent:
@@ -119,14 +119,18 @@ class Decision:
 
 
 class Rule:
-    __slots__ = ("action", "match", "name", "no_match", "pattern", "reason", "regex")
+    """One validated rule. ``literals``, when known, are strings of which every text
+    the pattern can match contains at least one; rules whose literals are absent from a
+    command are skipped without compiling the pattern (see ``required_literals``)."""
+
+    __slots__ = ("_regex", "action", "literals", "match", "name", "no_match", "pattern", "reason")
     name: str
     pattern: str
-    regex: re.Pattern[str]
     action: str
     reason: str
     match: tuple[str, ...]  # examples the rule must match
     no_match: tuple[str, ...]  # examples it must not match
+    literals: tuple[str, ...] | None
 
     def __init__(
         self,
@@ -136,14 +140,34 @@ class Rule:
         reason: str,
         match: Sequence[str] = (),
         no_match: Sequence[str] = (),
+        *,
+        literals: Sequence[str] | None = None,
+        compiled: bool = True,
     ) -> None:
         self.name = name
         self.pattern = pattern
-        self.regex = re.compile(pattern)
         self.action = action
         self.reason = reason
         self.match = tuple(match)
         self.no_match = tuple(no_match)
+        self._regex: re.Pattern[str] | None = re.compile(pattern) if compiled else None
+        if compiled and literals is None:
+            literals = required_literals(pattern)
+        self.literals = tuple(literals) if literals is not None else None
+
+    @property
+    def regex(self) -> re.Pattern[str]:
+        if self._regex is None:
+            try:
+                self._regex = re.compile(self.pattern)
+            except re.error as exc:  # only a hand-edited cache gets here
+                raise PolicyError(f"policy rule {self.name!r}: bad pattern: {exc}") from None
+        return self._regex
+
+    def search(self, text: str) -> bool:
+        if self.literals is not None and not any(lit in text for lit in self.literals):
+            return False
+        return self.regex.search(text) is not None
 
     def __repr__(self) -> str:
         return f"Rule(name={self.name!r}, pattern={self.pattern!r}, action={self.action!r})"
@@ -156,7 +180,60 @@ class Rule:
             "reason": self.reason,
             "match": list(self.match),
             "no_match": list(self.no_match),
+            "literals": list(self.literals) if self.literals is not None else None,
         }
+
+
+def required_literals(pattern: str) -> list[str] | None:
+    """Strings of which any text matching ``pattern`` contains at least one, or None.
+
+    Read from the parsed pattern: a sequence needs each of its parts, so any one part's
+    strings will do (the longest are the most selective); an alternation needs one of
+    its branches; a repeat needs its body only if it must occur; a lookaround needs its
+    body somewhere in the text. Case-insensitive parts give nothing.
+    """
+    import importlib
+
+    try:
+        parser: Any = importlib.import_module("re._parser")
+        consts: Any = importlib.import_module("re._constants")
+        tree = parser.parse(pattern)
+        if tree.state.flags & re.IGNORECASE:
+            return None
+        found = _literals_of(list(tree), consts)
+    except Exception:  # an unexpected pattern shape only costs the shortcut
+        return None
+    return sorted(found) if found else None
+
+
+def _literals_of(items: list[Any], c: Any) -> frozenset[str] | None:
+    candidates: list[frozenset[str]] = []
+    run: list[str] = []
+    for op, av in [*items, (None, None)]:
+        if op is c.LITERAL:
+            run.append(chr(av))
+            continue
+        if run:
+            candidates.append(frozenset(["".join(run)]))
+            run = []
+        found: frozenset[str] | None = None
+        if op is c.SUBPATTERN and not av[1] & re.IGNORECASE:
+            found = _literals_of(list(av[3]), c)
+        elif op is c.ATOMIC_GROUP:
+            found = _literals_of(list(av), c)
+        elif op in (c.MAX_REPEAT, c.MIN_REPEAT, c.POSSESSIVE_REPEAT) and av[0] >= 1:
+            found = _literals_of(list(av[2]), c)
+        elif op is c.ASSERT:
+            found = _literals_of(list(av[1]), c)
+        elif op is c.BRANCH:
+            branches = [_literals_of(list(branch), c) for branch in av[1]]
+            if all(b is not None for b in branches):
+                found = frozenset().union(*(b for b in branches if b is not None))
+        if found:
+            candidates.append(found)
+    if not candidates:
+        return None
+    return max(candidates, key=lambda s: (min(len(x) for x in s), -len(s)))
 
 
 class Policy:
@@ -189,7 +266,7 @@ class Policy:
                 if unit.parts and not hit_units.isdisjoint(unit.parts):
                     continue  # already reported for one of the pipeline's stages
                 for view in unit.views:
-                    if rule.regex.search(view):
+                    if rule.search(view):
                         hit_units.add(index)
                         if (rule.name, view) not in seen:
                             seen.add((rule.name, view))
@@ -448,9 +525,24 @@ def _read_cache(cache: str, name: str, key: list[int]) -> Policy | None:
         if data.get("path") != name or data.get("stat") != key:
             return None
         rules = [
-            Rule(r["name"], r["pattern"], r["action"], r["reason"], r["match"], r["no_match"])
+            Rule(
+                r["name"],
+                r["pattern"],
+                r["action"],
+                r["reason"],
+                r["match"],
+                r["no_match"],
+                literals=r["literals"],
+                compiled=False,
+            )
             for r in data["rules"]
         ]
+        if any(
+            not isinstance(r.pattern, str)
+            or (r.literals is not None and not all(isinstance(x, str) and x for x in r.literals))
+            for r in rules
+        ):
+            return None
         on_error = data["on_parse_error"]
         if on_error not in ACTIONS or any(r.action not in ACTIONS for r in rules):
             return None

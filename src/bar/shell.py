@@ -102,15 +102,23 @@ class Analysis:
 def analyse_line(line: str, *, fast: bool = True) -> Analysis:
     """Units of a shell command line. ``fast=False`` always uses tree-sitter."""
     analyser = _Analyser(fast)
-    analyser.script(line, 0)
+    try:
+        analyser.script(line, 0)
+    except RecursionError:  # scripts within scripts, each nested to the limit
+        analyser.fail("nested too deeply")
+        analyser.raw(line)
     return analyser.result()
 
 
 def analyse_argv(argv: Sequence[str]) -> Analysis:
     """Units of a command given as an argument vector (no shell involved)."""
     analyser = _Analyser(True)
-    if argv:
-        analyser.command(list(argv), [], None, 0)
+    try:
+        if argv:
+            analyser.command(list(argv), [], None, 0)
+    except RecursionError:
+        analyser.fail("nested too deeply")
+        analyser.raw(render(argv))
     return analyser.result()
 
 
