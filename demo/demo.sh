@@ -29,18 +29,23 @@ git add -A && git commit -qm "A tiny shop"
 
 agent="python3 $here/agent.py"
 step bar init
+echo "# bar init wrote a default policy into the repository; the developer commits it."
+git add .bar && git commit -qm "Add bar policy"
 step bar task new add-discounts -d "Add percentage discounts to the cart"
 step bar run --no-pty -- $agent implement
 step bar run --no-pty -- $agent overreach
+echo
+echo "# The policy stops destructive commands before they run (the attempt is recorded)."
+step bar run --no-pty -- sh -c 'cd /tmp && rm -rf / --no-preserve-root' || true
 step bar log
 step bar show 1
 step bar diff --stat
 echo
-echo "# The second turn went too far: roll it back (one step back)."
-step bar rollback
+echo "# The second turn went too far: roll back to the state after step 1."
+step bar rollback --to 2
 echo
 echo "# Changed our mind? A rollback is a step too: undo it, then redo it."
-step bar rollback --to 2
+step bar rollback --to 4
 step bar rollback --to 1
 step bar log
 echo

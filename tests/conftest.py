@@ -41,9 +41,7 @@ def hermetic_seal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[N
 
 def git(repo: Path, *args: str, input: bytes | None = None) -> str:
     """Run real git in ``repo`` and return its stdout (raises on failure)."""
-    proc = subprocess.run(
-        ["git", *args], cwd=repo, input=input, capture_output=True, check=True
-    )
+    proc = subprocess.run(["git", *args], cwd=repo, input=input, capture_output=True, check=True)
     return proc.stdout.decode()
 
 
@@ -55,9 +53,7 @@ def make_repo(tmp_path: Path) -> MakeRepo:
     """Build a real repository with one commit per ``files`` mapping given."""
     counter = iter(range(1000))
 
-    def factory(
-        files: dict[str, str | bytes] | None = None, name: str | None = None
-    ) -> Path:
+    def factory(files: dict[str, str | bytes] | None = None, name: str | None = None) -> Path:
         repo = tmp_path / (name or f"repo{next(counter)}")
         repo.mkdir(parents=True)
         git(repo, "init", "-q", "-b", "main")

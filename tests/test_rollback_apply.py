@@ -166,7 +166,7 @@ def test_apply_commit_onto_checked_out_main(
     assert git(inited, "rev-parse", f"{main_after}^").strip() == main_before
     msg = git(inited, "log", "-1", "--format=%B", "main")
     assert msg.startswith("Add feature\n\nAdds the feature")
-    assert f"Bar-Task: {t['id']}" in msg and "Bar-Step: 0002" in msg
+    assert f"Bar-Task: {t['id']}" in msg and "Bar-Step: 0001" in msg
     assert (inited / "feature.txt").read_text() == "feature\n"
     assert git(inited, "status", "--porcelain") == ""
     changed = git(inited, "diff", "--name-only", main_before, main_after).split()

@@ -124,10 +124,7 @@ def compute(
             hint="give an existing branch with --target",
         )
     result = Result(mode, target_branch, tip, None)
-    if mode == "commit":
-        theirs = state
-    else:
-        theirs = _task_branch_commit(task, state, dry=True)
+    theirs = state if mode == "commit" else _task_branch_commit(task, state, dry=True)
     tree, conflicts = merge_trees(repo, tip, theirs)
     if conflicts:
         result.conflicts = conflicts
@@ -197,8 +194,7 @@ def apply(
             parent = recorded
             state = git.commit_tree(repo, tree, [parent], "bar: dry-run state")
         last = task.ledger.last()
-        next_id = f"{(last.number if last else 0) + 1:04d}"
-        result = compute(task, mode, target, message, state, next_id)
+        result = compute(task, mode, target, message, state, last.step_id if last else "0000")
         if result.conflicts:
             raise ConflictError(result)
         return result
@@ -209,7 +205,9 @@ def apply(
         started = now_iso()
         state = task.recorded_snapshot()
         step_id = task.ledger.next_step_id()
-        result = compute(task, mode, target, message, state, step_id)
+        last = task.ledger.last()
+        # the trailer names the step whose state is applied: `bar show` it to review
+        result = compute(task, mode, target, message, state, last.step_id if last else "0000")
         if result.conflicts:
             raise ConflictError(result)
         if result.nothing_to_do:
