@@ -17,11 +17,12 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bar import git
+from bar import faults, git
 from bar.errors import Conflict, DirtyWorktree, UsageError
 from bar.git import DiffStat
 from bar.ledger import Step
-from bar.store import now_iso
+from bar.render import short
+from bar.store import now_iso, read_json, write_json_atomic
 from bar.tasks import Task
 
 
@@ -217,24 +218,67 @@ def apply(
         if mode == "merge":
             parents.append(_task_branch_commit(task, state, dry=False))
         result.commit = git.commit_tree(repo, result.tree, parents, result.message)
-        _move_target(repo, result)
-        result.step = append_step(
-            task,
-            Step(
-                step_id=step_id,
-                kind="apply",
-                started_at=started,
-                ended_at=now_iso(),
-                duration_ms=int((time.monotonic() - t0) * 1000),
-                mode=mode,
-                commit_sha=result.commit,
-                commit_message=result.message,
-                target_branch=target,
-                snapshot=state,
-                head=git.rev_parse(task.worktree, "HEAD"),
-            ),
+        step = Step(
+            step_id=step_id,
+            kind="apply",
+            started_at=started,
+            ended_at=started,
+            duration_ms=0,
+            mode=mode,
+            commit_sha=result.commit,
+            commit_message=result.message,
+            target_branch=target,
+            snapshot=state,
+            head=git.rev_parse(task.worktree, "HEAD"),
         )
+        # The journal says what is about to land: if bar dies after the target moved but
+        # before the ledger line, the next command records the apply from it.
+        write_json_atomic(journal_path(task), {"version": 1, "step": step.to_record()})
+        try:
+            _move_target(repo, result)
+        except BaseException:
+            if not git.is_ancestor(repo, result.commit, f"refs/heads/{target}"):
+                journal_path(task).unlink(missing_ok=True)
+            raise
+        step.ended_at = now_iso()
+        step.duration_ms = int((time.monotonic() - t0) * 1000)
+        result.step = append_step(task, step)
+        journal_path(task).unlink(missing_ok=True)
         return result
+
+
+def journal_path(task: Task) -> Path:
+    return task.dir / "apply.json"
+
+
+def finish_interrupted(task: Task) -> Step | None:
+    """Record an apply whose target moved before bar died; forget one that never landed."""
+    import sys
+
+    from bar.recorder import append_step
+
+    path = journal_path(task)
+    try:
+        rec = read_json(path, "apply journal")
+    except FileNotFoundError:
+        return None
+    step = Step.from_record(rec.get("step"), f"apply journal at {path}")
+    last = task.ledger.last()
+    landed = (
+        step.commit_sha is not None
+        and step.target_branch is not None
+        and git.is_ancestor(task.project.root, step.commit_sha, f"refs/heads/{step.target_branch}")
+    )
+    if landed and (last is None or last.number < step.number):
+        step.ended_at = now_iso()
+        append_step(task, step)
+        print(
+            f"bar: recorded apply step {step.step_id} ({short(step.commit_sha)} on "
+            f"{step.target_branch}), which bar stopped before recording",
+            file=sys.stderr,
+        )
+    path.unlink(missing_ok=True)
+    return step if landed else None
 
 
 def _move_target(repo: Path, result: Result) -> None:
@@ -264,6 +308,7 @@ def _move_target(repo: Path, result: Result) -> None:
             f"{result.target_branch} moved while applying; nothing was changed",
             hint="run bar apply again",
         )
+    faults.point("before updating the checkout")
     git.git(
         checkout, "-c", "core.hooksPath=/dev/null", "merge", "--ff-only", "--quiet",
         "--no-stat", result.commit,

@@ -284,6 +284,19 @@ def build_parser() -> argparse.ArgumentParser:
     _json_opt(p)
     _cmd(p, "policy:test")
 
+    p = sub.add_parser(
+        "doctor",
+        help="check every project file, ledger line, ref and worktree; --repair fixes them",
+        formatter_class=_Formatter,
+        description="Check the project's files, every task's ledger, artifacts, snapshot ref,\n"
+        "worktree and permissions. --repair fixes what can be fixed without losing\n"
+        "anything: unreadable ledger lines are moved to ledger.jsonl.corrupt, interrupted\n"
+        "steps are recorded, a missing worktree is recreated at its last recorded state.",
+    )
+    p.add_argument("--repair", action="store_true", help="fix what can be fixed without loss")
+    _json_opt(p)
+    _cmd(p, "doctor:doctor")
+
     # --- agents -----------------------------------------------------------------------
     p = sub.add_parser(
         "replay",

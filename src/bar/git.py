@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from bar import faults
 from bar.errors import GitError
 from bar.proc import CommandError, Result, run
 
@@ -78,7 +79,9 @@ def update_ref(repo: Path | str, ref: str, new: str, old: str | None, message: s
     ``old=None`` requires that the ref does not exist yet.
     """
     expected = old if old is not None else "0" * 40
+    faults.point(f"before moving {ref}")
     git(repo, "update-ref", "-m", message, ref, new, expected)
+    faults.point(f"after moving {ref}")
 
 
 def delete_ref(repo: Path | str, ref: str) -> None:

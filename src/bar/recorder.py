@@ -266,11 +266,12 @@ def record_manual(task: Task) -> Step | None:
 def prepare(task: Task) -> None:
     """What every writing command does first, under the task lock: finish what a crashed
     bar left, then record hand edits."""
-    from bar.rollback import finish_interrupted
+    from bar import apply, rollback
 
     _check_worktree(task)
     recover(task)
-    finish_interrupted(task)
+    rollback.finish_interrupted(task)
+    apply.finish_interrupted(task)
     record_manual(task)
 
 

@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from bar import git, snapshot
+from bar import faults, git, snapshot
 from bar.errors import CorruptFile, UsageError
 from bar.ledger import Step, format_step_id, parse_step_ref
 from bar.migrate import upgrade
@@ -77,7 +77,9 @@ def restore(task: Task, target_commit: str) -> None:
     target_tree = git.tree_of(task.worktree, target_commit)
     if now_tree == target_tree:
         return
+    faults.point("before restoring the worktree")
     git.git(task.worktree, "read-tree", "-m", "-u", now_tree, target_tree, env=env)
+    faults.point("after restoring the worktree")
 
 
 def _write_journal(task: Task, target: Target, hard: bool, step_id: str, before: str) -> None:
@@ -132,6 +134,7 @@ def _perform(
     restore(task, target.commit)
     if hard:
         git.git(task.worktree, "reset", "--quiet", "--mixed", target.head)
+        faults.point("after resetting the task branch")
     where = "base" if target.kind == "base" else f"step {target.step_id}"
     snap = snapshot.take(
         task.worktree, task.index, task.snapshot_ref, before, f"step {step_id}: rollback to {where}"

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from bar import git
+from bar import faults, git
 from bar.git import BAR_IDENTITY, DiffStat
 from bar.proc import run_to_file
 
@@ -114,5 +114,7 @@ def chain(worktree: Path, ref: str, tree: str, message: str) -> str:
 
 def write_patch(repo: Path, a: str, b: str, path: Path) -> DiffStat:
     """Write the replayable patch from ``a`` to ``b`` into ``path``; return its stat."""
+    faults.point(f"before writing {path.name}")
     run_to_file(["git", "-C", str(repo), *git.diff_patch_args(a, b)], path)
+    faults.point(f"after writing {path.name}")
     return git.numstat(repo, a, b)

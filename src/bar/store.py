@@ -16,6 +16,7 @@ import secrets
 from pathlib import Path
 from typing import Any
 
+from bar import faults
 from bar.errors import BarError, CorruptFile
 
 DIR_MODE = 0o700
@@ -87,11 +88,13 @@ def write_bytes_atomic(path: Path, data: bytes) -> None:
             os.fsync(fd)
         finally:
             os.close(fd)
+        faults.point(f"before replacing {path.name}")
         os.replace(tmp, path)
     except OSError as exc:
         tmp.unlink(missing_ok=True)
         raise BarError(f"could not write {path}: {exc.strerror or exc}") from exc
     _fsync_dir(path.parent)
+    faults.point(f"after replacing {path.name}")
 
 
 def write_json_atomic(path: Path, obj: Any) -> None:
@@ -121,6 +124,7 @@ def append_line(path: Path, line: bytes) -> None:
         if size and os.pread(fd, 1, size - 1) != b"\n":
             prefix = b"\n"
         data = prefix + line + b"\n"
+        faults.point(f"before appending to {path.name}")
         written = os.write(fd, data)
         if written != len(data):
             raise OSError(28, "short write")
@@ -129,6 +133,7 @@ def append_line(path: Path, line: bytes) -> None:
         raise BarError(f"could not append to {path}: {exc.strerror or exc}") from exc
     finally:
         os.close(fd)
+    faults.point(f"after appending to {path.name}")
 
 
 def create_file(path: Path, data: bytes = b"") -> None:

@@ -1,0 +1,32 @@
+"""Crash points for the fault-injection tests.
+
+``BAR_FAULT_AT=N`` makes bar kill itself with SIGKILL at the Nth crash point it passes;
+``BAR_FAULT_TRACE=FILE`` appends the label of every point passed to FILE, so a test can
+learn how many points a command has and then crash it at each one. A crash point sits
+before and after every write that matters (state files, ledger lines, artifacts, refs,
+worktree restores). Unset, a point costs one comparison.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+
+_AT = int(os.environ.get("BAR_FAULT_AT") or 0)
+_TRACE = os.environ.get("BAR_FAULT_TRACE") or ""
+_passed = 0
+
+
+def point(label: str) -> None:
+    global _passed
+    if not _AT and not _TRACE:
+        return
+    _passed += 1
+    if _TRACE:
+        fd = os.open(_TRACE, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            os.write(fd, f"{_passed} {label}\n".encode())
+        finally:
+            os.close(fd)
+    if _passed == _AT:
+        os.kill(os.getpid(), signal.SIGKILL)
