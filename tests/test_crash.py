@@ -18,13 +18,13 @@ import time
 from pathlib import Path
 
 import pytest
+
 from conftest import git
 from helpers import (
     BAR_EXE,
     bar_exe,
     files_in_commit,
     files_on_disk,
-    ledger,
     project_dir,
     replay_patches,
     task_dir,
