@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import shlex
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -232,3 +236,20 @@ def test_any_text_is_analysed_without_raising(line: str) -> None:
 @given(st.lists(st.text(max_size=20), max_size=8))
 def test_any_argv_is_analysed_without_raising(argv: list[str]) -> None:
     analyse_argv(argv)
+
+
+def test_inputs_that_crash_tree_sitter_bash_are_parsed_safely() -> None:
+    """`{` then a 4-byte character can SIGSEGV tree-sitter-bash 0.25 (upstream #337);
+    run in a child so a regression fails the test instead of killing the test run."""
+    crashers = ["{\U0010363d", "{\U0010ffff}", "{\U00031860", "{\U00080000", "{x \U000fffff"]
+    code = (
+        "import sys; from bar.shell import analyse_line\n"
+        f"for line in {crashers!r}:\n"
+        "    for _ in range(20): analyse_line(line)\n"
+        "print(analyse_line('echo {\\U0001f600,b} > x').texts())\n"
+    )
+    src = str(Path(__file__).parent.parent / "src")
+    env = {**os.environ, "PYTHONPATH": src}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "['echo … … >x']"  # {😀,b} is two words

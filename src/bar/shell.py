@@ -26,7 +26,8 @@ is one more unit whose view joins the views of its stages with `` | `` (so a rul
 see ``curl … | sh``). A function definition is a unit ``name() { body }``.
 
 Lines made only of plain characters skip tree-sitter (see ``_is_plain``); the test
-suite checks that both paths give identical units. When tree-sitter reports a syntax
+suite checks that both paths give identical units wherever tree-sitter accepts the
+line. When tree-sitter reports a syntax
 error, units are still built from what it recovered, the raw text is added as extra
 units (whole, and cut at ``;``, ``&``, ``|``, parentheses and backticks with quotes
 dropped), and ``Analysis.error`` says why, so the caller can apply its own policy.
@@ -434,7 +435,7 @@ def _shell_mode(args: list[str]) -> tuple[str, int]:
             break
     if has_c and j < len(args):
         return "c", j
-    if reads_stdin or j >= len(args):
+    if reads_stdin or j >= len(args) or args[j] == "-":
         return "stdin", -1
     return "file", j
 
@@ -593,7 +594,7 @@ class _Analyser:
             self.raw(text)
             return text
         source = text.encode("utf-8", "surrogatepass")
-        root = parser.parse(source).root_node
+        root = parser.parse(_parser_safe(text, source)).root_node
         walker = _Tree(self, source, depth)
         rendered = walker.seq(root, 0)
         if root.has_error:
@@ -646,6 +647,23 @@ class _Analyser:
         if len(stages) > 1:
             self.add((text,) if wrapped == text else (text, wrapped), parts)
         return text
+
+
+# tree-sitter-bash 0.25 can crash the process (SIGSEGV) on `{` followed by a 4-byte
+# UTF-8 character (tree-sitter/tree-sitter-bash#337). Such characters, and lone
+# surrogates, are parsed as stand-ins of the same byte length that shell syntax treats
+# alike (ordinary word characters), so node offsets still index the original text.
+_UNSAFE_FOR_PARSER = re.compile("[\U00010000-\U0010ffff\ud800-\udfff]")
+
+
+def _parser_safe(text: str, source: bytes) -> bytes:
+    if _UNSAFE_FOR_PARSER.search(text) is None:
+        return source
+    # 4 bytes -> two 2-byte characters; a surrogate (3 bytes) -> U+FFFD (3 bytes)
+    safe = _UNSAFE_FOR_PARSER.sub(
+        lambda m: "\u00a4\u00a4" if ord(m.group()) > 0xFFFF else "\ufffd", text
+    )
+    return safe.encode("utf-8")
 
 
 _RAW_SPLIT = re.compile(r"&&|\|\||\$\(|[;&|()`{}\n]")
