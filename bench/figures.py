@@ -1,0 +1,547 @@
+"""The nine figures. Each builds its own world in a Fixture and returns Rows.
+
+A Row is one ratio (or, for memory, one peak RSS) with its target. Rows without a target
+are context: they help read the others and never pass or miss.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import edits
+from harness import BenchError, Fixture, interleave, log, median, ratio, round_ratios
+
+HERE = Path(__file__).resolve().parent
+
+
+@dataclass(frozen=True)
+class Params:
+    repeat: int
+    warmup: int  # discarded calls of each contender before the measured rounds
+    rollback_steps: tuple[int, ...]
+    ledger_steps: int
+    output_bytes: int
+    many_files: int
+    quick: bool
+
+
+@dataclass
+class Row:
+    key: str
+    label: str
+    value: float | None = None
+    unit: str = "x"  # "x" for a ratio, "MB" for memory
+    op: str = "<="
+    target: float | None = None
+    medians_ms: dict[str, float] = field(default_factory=dict)
+    spread: tuple[float, float] | None = None  # lowest and highest per-round ratio
+    samples: dict[str, list[float]] = field(default_factory=dict)
+    note: str = ""
+    error: str | None = None
+
+    @property
+    def verdict(self) -> str | None:
+        if self.error:
+            return "error"
+        if self.target is None or self.value is None:
+            return None
+        ok = self.value <= self.target if self.op == "<=" else self.value < self.target
+        return "pass" if ok else "miss"
+
+
+def ratio_row(
+    key: str, label: str, samples: dict[str, list[float]], a: str, b: str,
+    target: float | None, op: str = "<=", note: str = "",
+) -> Row:  # fmt: skip
+    per_round = round_ratios(samples, a, b)
+    return Row(
+        key=key,
+        label=label,
+        value=ratio(samples, a, b),
+        op=op,
+        target=target,
+        medians_ms={a: median(samples[a]) * 1000, b: median(samples[b]) * 1000},
+        spread=(min(per_round), max(per_round)),
+        samples={a: samples[a], b: samples[b]},
+        note=note,
+    )
+
+
+class Counter:
+    def __init__(self) -> None:
+        self.n = 0
+
+    def __call__(self) -> int:
+        self.n += 1
+        return self.n
+
+
+def _project(f: Fixture, name: str = "bench") -> tuple[Path, str, Path, list[str]]:
+    """A registered clone with one task; returns repo, task id, worktree and edit pool."""
+    repo = f.clone()
+    f.init(repo)
+    task_id, wt = f.new_task(repo, name)
+    pool = edits.make_pool(wt, f.dir / "pool.txt")
+    return repo, task_id, wt, pool
+
+
+def _sh_step(f: Fixture, wt: Path, task: str, script: str) -> float:
+    return f.t([f.tools.bar, "run", "--task", task, "--no-pty", "--", "sh", "-c", script], wt)
+
+
+# --- 1. bar run -- true vs git status ---------------------------------------------------
+
+
+def fig1(f: Fixture, p: Params) -> list[Row]:
+    _, task, wt, pool = _project(f)
+    bar_true = [f.tools.bar, "run", "--task", task, "--no-pty", "--", "true"]
+    n = Counter()
+
+    def run_after_change() -> float:
+        edits.small_change(wt, pool, n())
+        return f.t(bar_true, wt)
+
+    s = interleave(
+        {
+            "bar run (new change)": run_after_change,
+            "bar run (nothing new)": lambda: f.t(bar_true, wt),
+            "git status": lambda: f.t(["git", "status", "--porcelain"], wt),
+        },
+        p.repeat,
+        p.warmup,
+    )
+    return [
+        ratio_row("1", "`bar run -- true` after a small change ÷ `git status --porcelain`",
+                  s, "bar run (new change)", "git status", 2.0),
+        ratio_row("1b", "`bar run -- true`, nothing new to record ÷ `git status --porcelain`",
+                  s, "bar run (nothing new)", "git status", None),
+    ]  # fmt: skip
+
+
+# --- 2. the snapshot alone --------------------------------------------------------------
+
+
+def fig2(f: Fixture, p: Params) -> list[Row]:
+    _, task, wt, pool = _project(f)
+    f.bar(wt, "run", "--task", task, "--no-pty", "--", "true")  # bar's side index is warm
+    side = f.task_dir(task) / "index"
+    idx_a, idx_b = f.dir / "inproc.index", f.dir / "plumbing.index"
+    shutil.copyfile(side, idx_a)
+    shutil.copyfile(side, idx_b)
+
+    out = f.run(
+        [f.tools.python, HERE / "inproc.py", "bar-snapshot", wt, idx_a, f.dir / "pool.txt",
+         str(p.repeat)], wt, capture=True,
+    ).stdout  # fmt: skip
+    s1 = json.loads(out)
+    rows = [
+        ratio_row("2", "snapshot, in process (`bar.snapshot.take`) ÷ `git status --porcelain`",
+                  s1, "take", "status", 1.5,
+                  note="tree + commit + ref, timed inside bar's interpreter"),
+    ]  # fmt: skip
+
+    env = {**f.env, "GIT_INDEX_FILE": str(idx_b)}
+    add = ["git", "-c", "core.untrackedCache=true", "add", "-A", "--ignore-errors", "--", "."]
+    n = Counter()
+
+    def plumbing() -> float:
+        edits.small_change(wt, pool, 10_000 + n())
+        return f.t(add, wt, env=env) + f.t(["git", "write-tree"], wt, env=env)
+
+    s2 = interleave(
+        {"add+write-tree": plumbing, "git status": lambda: f.t(["git", "status", "--porcelain"], wt)},
+        p.repeat,
+        p.warmup,
+    )  # fmt: skip
+    rows.append(
+        ratio_row("2b", "`git add -A` + `git write-tree` on a side index ÷ `git status --porcelain`",
+                  s2, "add+write-tree", "git status", None,
+                  note="the git work a snapshot cannot avoid")
+    )  # fmt: skip
+    return rows
+
+
+# --- 3. rollback ------------------------------------------------------------------------
+
+
+def fig3(f: Fixture, p: Params) -> list[Row]:
+    repo = f.clone()
+    f.init(repo)
+    tasks: dict[int, tuple[str, Path]] = {}
+    pool: list[str] = []
+    for n_steps in p.rollback_steps:
+        task, wt = f.new_task(repo, f"rollback-{n_steps}")
+        tasks[n_steps] = (task, wt)
+        if not pool:
+            pool = edits.make_pool(wt, f.dir / "pool.txt")
+        log(f"  building a task of {n_steps} steps")
+        for k in range(1, n_steps + 1):
+            _sh_step(f, wt, task, edits.step_script(pool, k))
+            if k % 100 == 0:
+                log(f"    {k}/{n_steps} steps")
+
+    def snapshot_of(task: str, step: int) -> str:
+        if step == 0:
+            return f.git(repo, "rev-parse", "main")
+        rec = json.loads(
+            f.bar(repo, "show", "--task", task, str(step), "--json", capture=True).stdout
+        )
+        return str(rec["snapshot"])
+
+    smallest = min(p.rollback_steps)
+    first_task = tasks[smallest][0]
+    far = snapshot_of(first_task, smallest - 10)
+    near = snapshot_of(first_task, smallest)
+    checkout = f.dir / "checkout"
+    f.git(repo, "worktree", "add", "-q", "--detach", str(checkout), near)
+    import genrepo
+
+    genrepo.populate_ignored(checkout, f.seed)
+
+    def rollback(n_steps: int) -> Callable[[], float]:
+        task, wt = tasks[n_steps]
+        back = "base" if n_steps == 10 else str(n_steps - 10)
+        turn = Counter()
+
+        def go() -> float:
+            to = back if turn() % 2 else str(n_steps)
+            return f.t([f.tools.bar, "rollback", "--task", task, "--to", to], wt)
+
+        return go
+
+    turn = Counter()
+
+    def git_checkout() -> float:
+        to = far if turn() % 2 else near
+        return f.t(["git", "checkout", "-q", "--detach", to], checkout)
+
+    contenders = {f"rollback@{n}": rollback(n) for n in p.rollback_steps}
+    contenders["git checkout"] = git_checkout
+    repeat = p.repeat + p.repeat % 2  # as many rollbacks back as forth
+    s = interleave(contenders, repeat, warmup=2 * p.warmup)
+    label = "`bar rollback` 10 steps back, task of {} steps ÷ `git checkout` of the same trees"
+    rows = [
+        ratio_row(f"3@{n}", label.format(n), s, f"rollback@{n}", "git checkout", 2.0)
+        for n in p.rollback_steps
+    ]
+    lo, hi = min(p.rollback_steps), max(p.rollback_steps)
+    rows.append(
+        ratio_row("3-flat", f"`bar rollback`: task of {hi} steps ÷ task of {lo} steps",
+                  s, f"rollback@{hi}", f"rollback@{lo}", 1.25, note="must stay flat")
+    )  # fmt: skip
+    return rows
+
+
+# --- 4. apply ---------------------------------------------------------------------------
+
+
+def fig4(f: Fixture, p: Params) -> list[Row]:
+    repo, task, wt, pool = _project(f)
+    for k in range(1, 11):
+        _sh_step(f, wt, task, edits.step_script(pool, k))
+    # The target has moved on since the task started (other files changed), so the
+    # three-way merge has real work to do.
+    idx = f.dir / "diverge.index"
+    env = {**f.env, "GIT_INDEX_FILE": str(idx)}
+    f.git(repo, "read-tree", "main", env=env)
+    for path in pool[-5:]:
+        blob = f.run(
+            ["git", "hash-object", "-w", "--stdin"], repo, capture=True,
+            stdin=_write(f.dir / "blob.txt", (repo / path).read_bytes() + b"changed on main\n"),
+        ).stdout.decode().strip()  # fmt: skip
+        f.git(repo, "update-index", "--cacheinfo", f"100644,{blob},{path}", env=env)
+    tree = f.git(repo, "write-tree", env=env)
+    diverged = f.git(repo, "commit-tree", tree, "-p", "main", "-m", "Work on main")
+    state = f.git(repo, "rev-parse", f"refs/bar/tasks/{task}")
+    n = Counter()
+
+    def bar_apply() -> float:
+        branch = f"bench-a-{n()}"
+        f.git(repo, "branch", branch, diverged)
+        return f.t([f.tools.bar, "apply", "--task", task, "--target", branch, "-m", "Apply"], repo)
+
+    def plumbing() -> float:
+        branch = f"bench-b-{n()}"
+        f.git(repo, "branch", branch, diverged)
+        merged = f.run(["git", "merge-tree", "--write-tree", diverged, state], repo, capture=True)
+        tree = merged.stdout.decode().split()[0]
+        made = f.run(
+            ["git", "commit-tree", tree, "-p", diverged, "-m", "Apply"], repo, capture=True
+        )
+        commit = made.stdout.decode().strip()
+        moved = f.run(["git", "update-ref", f"refs/heads/{branch}", commit, diverged], repo)
+        return merged.seconds + made.seconds + moved.seconds
+
+    s = interleave(
+        {"bar apply": bar_apply, "merge-tree+commit-tree+update-ref": plumbing},
+        p.repeat,
+        p.warmup,
+    )
+    return [
+        ratio_row("4", "`bar apply` ÷ `git merge-tree --write-tree` + `commit-tree` + `update-ref`",
+                  s, "bar apply", "merge-tree+commit-tree+update-ref", 1.5)
+    ]  # fmt: skip
+
+
+def _write(path: Path, data: bytes) -> Path:
+    path.write_bytes(data)
+    return path
+
+
+# --- 5. task new ------------------------------------------------------------------------
+
+
+def fig5(f: Fixture, p: Params) -> list[Row]:
+    repo = f.clone()
+    f.init(repo)
+    n = Counter()
+
+    def task_new() -> float:
+        name = f"new-{n()}"
+        seconds = f.t([f.tools.bar, "task", "new", name], repo)
+        f.bar(repo, "task", "close", "--force", name)  # keep the number of worktrees steady
+        return seconds
+
+    def worktree_add() -> float:
+        i = n()
+        path = f.dir / f"wt-{i}"
+        seconds = f.t(["git", "worktree", "add", "-q", "-b", f"wt-{i}", str(path), "main"], repo)
+        f.git(repo, "worktree", "remove", "--force", str(path))
+        return seconds
+
+    s = interleave({"bar task new": task_new, "git worktree add": worktree_add}, p.repeat, p.warmup)
+    return [
+        ratio_row("5", "`bar task new` ÷ `git worktree add` of the same repository",
+                  s, "bar task new", "git worktree add", 1.2)
+    ]  # fmt: skip
+
+
+# --- 6. a long ledger -------------------------------------------------------------------
+
+
+def fig6(f: Fixture, p: Params) -> list[Row]:
+    repo = f.clone()
+    f.init(repo)
+    big, wt_big = f.new_task(repo, "long-ledger")
+    small, wt_small = f.new_task(repo, "short-ledger")
+    pool = edits.make_pool(wt_big, f.dir / "pool.txt")
+    # Each ledger: a real step, synthetic ones, a real step again.
+    log(f"  appending {p.ledger_steps - 2:,} synthetic steps")
+    for task, wt, n in ((big, wt_big, p.ledger_steps), (small, wt_small, 10)):
+        _sh_step(f, wt, task, edits.step_script(pool, 1))
+        _synthesize(f.task_dir(task) / "ledger.jsonl", n - 2)
+        _sh_step(f, wt, task, edits.step_script(pool, 2))
+        lines = sum(1 for _ in (f.task_dir(task) / "ledger.jsonl").open("rb"))
+        if lines != n:
+            raise BenchError(f"a ledger has {lines} lines, expected {n}")
+
+    def cmd(task: str, *args: str) -> list[str | Path]:
+        return [f.tools.bar, *args[:1], "--task", task, *args[1:]]
+
+    s = interleave(
+        {
+            "log big": lambda: f.t(cmd(big, "log", "-n", "20"), wt_big),
+            "log small": lambda: f.t(cmd(small, "log", "-n", "20"), wt_small),
+            "status big": lambda: f.t(cmd(big, "status"), wt_big),
+            "status small": lambda: f.t(cmd(small, "status"), wt_small),
+            "run big": lambda: f.t(cmd(big, "run", "--no-pty", "--", "true"), wt_big),
+            "run small": lambda: f.t(cmd(small, "run", "--no-pty", "--", "true"), wt_small),
+        },
+        p.repeat,
+        p.warmup,
+    )
+    k = f"{p.ledger_steps:,}"
+    return [
+        ratio_row("6-log", f"`bar log -n 20`: {k}-step ledger ÷ 10-step ledger",
+                  s, "log big", "log small", 1.5),
+        ratio_row("6-status", f"`bar status`: {k}-step ledger ÷ 10-step ledger",
+                  s, "status big", "status small", 1.5),
+        ratio_row("6-run", f"step append (`bar run -- true`): {k}-step ledger ÷ 10-step ledger",
+                  s, "run big", "run small", 1.5),
+    ]  # fmt: skip
+
+
+def _synthesize(ledger: Path, count: int) -> None:
+    """Append ``count`` valid steps after the first: commands that changed nothing, so every
+    snapshot stays the one the first step recorded and the task stays consistent."""
+    first = json.loads(ledger.read_bytes().splitlines()[0])
+    number = int(first["step_id"])
+    with ledger.open("ab") as fh:
+        for i in range(count):
+            rec = dict(first)
+            rec.update(
+                step_id=f"{number + 1 + i:04d}",
+                cmd=["make", "test"],
+                exit_code=0,
+                duration_ms=1200 + i % 500,
+                diff_stat={"files": 0, "additions": 0, "deletions": 0, "file_list": []},
+                artifacts={},
+                snapshot_before=first["snapshot"],
+                snapshot=first["snapshot"],
+            )
+            fh.write(json.dumps(rec, separators=(",", ":")).encode() + b"\n")
+
+
+# --- 7. start-up ------------------------------------------------------------------------
+
+CLAUDE_EVENT = {
+    "session_id": "8c5f4a52-3d2b-4b7a-9d0e-bench00000001",
+    "transcript_path": "~/.claude/projects/bench/8c5f4a52.jsonl",
+    "cwd": "",
+    "permission_mode": "default",
+    "hook_event_name": "PreToolUse",
+    "tool_name": "Bash",
+    "tool_input": {
+        "command": "cd src && npm test -- --watch=false 2>&1 | tail -n 50",
+        "description": "Run the unit tests",
+    },
+    "tool_use_id": "toolu_01BenchBenchBenchBench",
+}
+
+
+def fig7(f: Fixture, p: Params) -> list[Row]:
+    _, task, wt, _ = _project(f)
+    task_dir = f.task_dir(task)
+    event = f.dir / "event.json"
+    event.write_text(json.dumps({**CLAUDE_EVENT, "cwd": str(wt)}))
+    # As Claude Code runs it inside `bar run --agent claude`: the hook command bar installs,
+    # with the variables bar gives the agent.
+    hook_env = {
+        **f.env,
+        "BAR_PROJECT": task_dir.parent.parent.name,
+        "BAR_TASK_ID": task,
+        "BAR_WORKSPACE": str(wt),
+    }
+    hook = [f.tools.bar, "hook", "claude", "--task-dir", task_dir]
+    reply = f.run(hook, wt, env=hook_env, stdin=event, capture=True)
+    if b"deny" in reply.stdout or b'"block' in reply.stdout:
+        raise BenchError(f"the hook did not allow the benign command: {reply.stdout!r}")
+    s = interleave(
+        {
+            "bar --version": lambda: f.t([f.tools.bar, "--version"], wt),
+            "bar status": lambda: f.t([f.tools.bar, "status"], wt),
+            "bar hook claude": lambda: f.t(hook, wt, env=hook_env, stdin=event),
+            "python -c pass": lambda: f.t([f.tools.python, "-c", "pass"], wt),
+        },
+        p.repeat,
+        p.warmup,
+    )
+    return [
+        ratio_row("7-version", "`bar --version` ÷ `python -c pass`", s, "bar --version",
+                  "python -c pass", None),
+        ratio_row("7-status", "`bar status` ÷ `python -c pass`", s, "bar status",
+                  "python -c pass", 4.0),
+        ratio_row("7-hook", "`bar hook claude` (Bash event on stdin) ÷ `python -c pass`", s,
+                  "bar hook claude", "python -c pass", 2.5),
+    ]  # fmt: skip
+
+
+# --- 8. memory --------------------------------------------------------------------------
+
+
+def fig8(f: Fixture, p: Params) -> list[Row]:
+    _, task, wt, _ = _project(f)
+    artifacts = f.task_dir(task) / "artifacts"
+    size = p.output_bytes
+    line = "yes 'compiling module 0123456789 with flags -O2 -Wall: ok'"
+    produce = f"{line} | head -c {size}"
+    tee_file = f.dir / "tee.out"
+    runs = 1 if p.quick else 2
+    rss: list[int] = []
+    t_bar: list[float] = []
+    t_tee: list[float] = []
+    for _ in range(runs):
+        out = f.run([f.tools.bar, "run", "--task", task, "--no-pty", "--", "sh", "-c", produce], wt)
+        rss.append(out.maxrss_kb)
+        t_bar.append(out.seconds)
+        for art in artifacts.glob("*.output"):
+            art.unlink()
+        t_tee.append(f.t(["sh", "-c", f"{produce} | tee {tee_file}"], wt))
+        tee_file.unlink()
+    rss_many: list[int] = []
+    for i in range(runs):
+        out = f.run(
+            [f.tools.bar, "run", "--task", task, "--no-pty", "--", f.tools.python,
+             HERE / "edits.py", "many", f.dir / "pool.txt", str(p.many_files), f"run{i}"], wt,
+        )  # fmt: skip
+        rss_many.append(out.maxrss_kb)
+    mb = f"{size / 1e9:g} GB" if size >= 1e9 else f"{size / 1e6:g} MB"
+    return [
+        Row("8-output", f"peak RSS of `bar run` on a command printing {mb}",
+            value=max(rss) / 1024, unit="MB", op="<", target=100.0,
+            note="largest process in bar's tree (bar, git, the command)"),
+        Row("8-files", f"peak RSS of `bar run` on a step changing {p.many_files:,} files",
+            value=max(rss_many) / 1024, unit="MB", op="<", target=100.0),
+        Row("8-speed", f"`bar run` printing {mb} ÷ the same command piped to `tee FILE`",
+            value=median(t_bar) / median(t_tee), target=None,
+            medians_ms={"bar run": median(t_bar) * 1000, "tee": median(t_tee) * 1000},
+            samples={"bar run": t_bar, "tee": t_tee}),
+    ]  # fmt: skip
+
+
+# --- 9. bar vs stepback -----------------------------------------------------------------
+
+
+def fig9(f: Fixture, p: Params) -> list[Row]:
+    if f.tools.stepback is None or f.tools.stepback_python is None:
+        raise BenchError("stepback is not installed")
+    _, task, wt, pool = _project(f)
+    other = f.clone("repo-stepback")
+    ka, kb = Counter(), Counter()
+
+    def bar_step() -> float:
+        return _sh_step(f, wt, task, edits.step_script(pool, ka()))
+
+    def stepback_step() -> float:
+        return f.t(
+            [f.tools.stepback, "run", "--", "sh", "-c", edits.step_script(pool, kb())], other
+        )
+
+    s = interleave({"bar run": bar_step, "stepback run": stepback_step}, p.repeat, p.warmup)
+    rows = [
+        ratio_row("9", "`bar run -- EDIT` ÷ `stepback run -- EDIT` (same repository, same edit)",
+                  s, "bar run", "stepback run", 1.0, op="<",
+                  note="whole command per step: start-up, snapshots, records"),
+    ]  # fmt: skip
+
+    idx = f.dir / "inproc.index"
+    shutil.copyfile(f.task_dir(task) / "index", idx)
+
+    def bar_take() -> float:
+        f.t(["sh", "-c", edits.step_script(pool, ka())], wt)
+        out = f.run([f.tools.python, HERE / "inproc.py", "bar-take", wt, idx], wt, capture=True)
+        return float(json.loads(out.stdout)["seconds"])
+
+    def stepback_checkpoint() -> float:
+        f.t(["sh", "-c", edits.step_script(pool, kb())], other)
+        out = f.run(
+            [f.tools.stepback_python, HERE / "inproc.py", "stepback-checkpoint", other],
+            other, capture=True,
+        )  # fmt: skip
+        return float(json.loads(out.stdout)["seconds"])
+
+    s2 = interleave(
+        {"bar take": bar_take, "stepback checkpoint": stepback_checkpoint}, p.repeat, p.warmup
+    )
+    rows.append(
+        ratio_row("9b", "one checkpoint in process: `bar.snapshot.take` ÷ stepback `Engine.checkpoint`",
+                  s2, "bar take", "stepback checkpoint", 1.0, op="<")
+    )  # fmt: skip
+    return rows
+
+
+FIGURES: dict[int, tuple[str, Callable[[Fixture, Params], list[Row]]]] = {
+    1: ("bar run ÷ git status", fig1),
+    2: ("snapshot ÷ git status", fig2),
+    3: ("rollback ÷ git checkout, and as steps grow", fig3),
+    4: ("apply ÷ git plumbing", fig4),
+    5: ("task new ÷ git worktree add", fig5),
+    6: ("long ledger ÷ short ledger", fig6),
+    7: ("start-up ÷ python -c pass", fig7),
+    8: ("peak memory", fig8),
+    9: ("bar ÷ stepback", fig9),
+}

@@ -1,0 +1,249 @@
+"""Timing machinery shared by the figures: children, fixtures, interleaving, medians.
+
+Machines running this are shared and noisy, so no figure is ever a bare time. Each one is
+a ratio of two medians measured in the same run: a warm-up call of every contender is
+discarded, then the contenders are called in turn (A, B, A, B, ...) so a burst of load from
+a neighbour hits both sides alike.
+
+Children are timed from just before ``Popen`` to ``wait4`` returning, which also gives
+their peak RSS (the largest of the child and every descendant it waited for).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import genrepo  # noqa: E402
+
+IDENTITY = {
+    "GIT_AUTHOR_NAME": "Bench Author",
+    "GIT_AUTHOR_EMAIL": "bench@example.com",
+    "GIT_COMMITTER_NAME": "Bench Author",
+    "GIT_COMMITTER_EMAIL": "bench@example.com",
+}
+
+
+class BenchError(Exception):
+    """A command the benchmark depends on failed: the figure cannot be measured."""
+
+
+def log(msg: str) -> None:
+    print(f"bench: {msg}", file=sys.stderr, flush=True)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    seconds: float
+    maxrss_kb: int
+    returncode: int
+    stdout: bytes
+    stderr: bytes
+
+
+def spawn(
+    argv: Sequence[str],
+    *,
+    cwd: Path,
+    env: Mapping[str, str],
+    stdin: Path | None = None,
+    capture: bool = False,
+    ok: Sequence[int] = (0,),
+    timeout: float = 1800,
+) -> Outcome:
+    """Run one child to completion; time it and measure its peak RSS. Raises BenchError
+    (with the child's stderr) if its exit code is not in ``ok``."""
+    stdin_fh = open(stdin, "rb") if stdin else subprocess.DEVNULL  # noqa: SIM115
+    with tempfile.TemporaryFile() as err:
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(
+            list(argv),
+            cwd=cwd,
+            env=dict(env),
+            stdin=stdin_fh,
+            stdout=subprocess.PIPE if capture else subprocess.DEVNULL,
+            stderr=err,
+            start_new_session=True,
+        )
+        timer = threading.Timer(timeout, _kill_group, (proc.pid,))
+        timer.start()
+        try:
+            out = proc.stdout.read() if proc.stdout else b""
+            _, status, usage = os.wait4(proc.pid, 0)
+            seconds = time.perf_counter() - t0
+        finally:
+            timer.cancel()
+            if proc.stdout:
+                proc.stdout.close()
+            if stdin:
+                stdin_fh.close()  # type: ignore[union-attr]
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        err.seek(0)
+        stderr = err.read()
+    if proc.returncode not in ok:
+        shown = " ".join(str(a) for a in argv)
+        if len(shown) > 300:
+            shown = shown[:300] + "..."
+        raise BenchError(
+            f"`{shown}` (in {cwd}) exited with {proc.returncode}: "
+            f"{stderr.decode(errors='replace').strip()[-2000:]}"
+        )
+    return Outcome(seconds, usage.ru_maxrss, proc.returncode, out, stderr)
+
+
+def _kill_group(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def interleave(
+    contenders: Mapping[str, Callable[[], float]], repeat: int, warmup: int
+) -> dict[str, list[float]]:
+    """Call every contender ``warmup`` times (discarded), then ``repeat`` rounds in turn."""
+    for _ in range(warmup):
+        for fn in contenders.values():
+            fn()
+    samples: dict[str, list[float]] = {name: [] for name in contenders}
+    for _ in range(repeat):
+        for name, fn in contenders.items():
+            samples[name].append(fn())
+    return samples
+
+
+def median(values: Sequence[float]) -> float:
+    return statistics.median(values)
+
+
+def ratio(samples: Mapping[str, Sequence[float]], a: str, b: str) -> float:
+    return median(samples[a]) / median(samples[b])
+
+
+def round_ratios(samples: Mapping[str, Sequence[float]], a: str, b: str) -> list[float]:
+    """The ratio within each round: its spread shows how noisy the machine was."""
+    return [x / y for x, y in zip(samples[a], samples[b], strict=True)]
+
+
+# --- the figure's world: a repository, a BAR_HOME, the tools --------------------------
+
+
+@dataclass
+class Tools:
+    bar: Path
+    python: Path  # the interpreter bar runs on
+    stepback: Path | None = None
+    stepback_python: Path | None = None
+
+
+@dataclass
+class Fixture:
+    """A fresh directory per figure and size: its own clone of the generated repository,
+    its own BAR_HOME, nothing shared with another figure."""
+
+    dir: Path
+    base_repo: Path
+    tools: Tools
+    base_env: dict[str, str]
+    seed: int
+    timeout: float = 1800
+    env: dict[str, str] = field(init=False)
+
+    def __post_init__(self) -> None:
+        if self.dir.exists():
+            shutil.rmtree(self.dir)
+        self.dir.mkdir(parents=True)
+        self.home = self.dir / "bar-home"
+        self.env = {**self.base_env, "BAR_HOME": str(self.home)}
+
+    # running things
+
+    def run(
+        self, argv: Sequence[str | Path], cwd: Path, *, env: Mapping[str, str] | None = None,
+        stdin: Path | None = None, capture: bool = False, ok: Sequence[int] = (0,),
+    ) -> Outcome:  # fmt: skip
+        return spawn(
+            [str(a) for a in argv], cwd=cwd, env=env or self.env, stdin=stdin,
+            capture=capture, ok=ok, timeout=self.timeout,
+        )  # fmt: skip
+
+    def t(self, argv: Sequence[str | Path], cwd: Path, **kw: object) -> float:
+        """Seconds one command took."""
+        return self.run(argv, cwd, **kw).seconds  # type: ignore[arg-type]
+
+    def git(self, cwd: Path, *args: str, env: Mapping[str, str] | None = None) -> str:
+        return self.run(["git", *args], cwd, capture=True, env=env).stdout.decode().strip()
+
+    def bar(self, cwd: Path, *args: str | Path, capture: bool = False) -> Outcome:
+        return self.run([self.tools.bar, *args], cwd, capture=capture)
+
+    # building the world
+
+    def clone(self, name: str = "repo", ignored: bool = True) -> Path:
+        """A private copy of the generated repository (objects hard-linked, files checked
+        out), with the ignored build output written into its checkout."""
+        dest = self.dir / name
+        self.run(["git", "clone", "-q", "--local", self.base_repo, dest], self.dir)
+        self.git(dest, "remote", "remove", "origin")
+        if ignored:
+            genrepo.populate_ignored(dest, self.seed)
+        return dest
+
+    def init(self, repo: Path) -> None:
+        self.bar(repo, "init")
+
+    def new_task(self, repo: Path, name: str) -> tuple[str, Path]:
+        """``bar task new``; returns the task id and its worktree (with ignored files)."""
+        import json
+
+        rec = json.loads(self.bar(repo, "task", "new", name, "--json", capture=True).stdout)
+        worktree = Path(rec["worktree"])
+        genrepo.populate_ignored(worktree, self.seed)
+        return str(rec["id"]), worktree
+
+    def task_dir(self, task_id: str) -> Path:
+        found = list(self.home.glob(f"projects/*/tasks/{task_id}"))
+        if len(found) != 1:
+            raise BenchError(f"cannot find the directory of task {task_id} under {self.home}")
+        return found[0]
+
+    def project_dir(self) -> Path:
+        found = list(self.home.glob("projects/*/config.yaml"))
+        if len(found) != 1:
+            raise BenchError(f"cannot find the project under {self.home}")
+        return found[0].parent
+
+
+def base_env(home: Path) -> dict[str, str]:
+    """The environment of every child: nothing inherited that could change git's or
+    bar's behaviour (no GIT_*, BAR_*, user config), fixed identity, no colour."""
+    home.mkdir(parents=True, exist_ok=True)
+    (home / ".gitconfig").write_text(
+        "[init]\n\tdefaultBranch = main\n[user]\n\tname = Bench Author\n"
+        "\temail = bench@example.com\n[advice]\n\tdetachedHead = false\n"
+    )
+    # PYTHON* too: e.g. PYTHONDONTWRITEBYTECODE would slow every start of bar.
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GIT_", "BAR_", "PYTHON"))}
+    env.update(IDENTITY)
+    env.update(
+        {
+            "HOME": str(home),
+            "XDG_CONFIG_HOME": str(home / ".config"),
+            "GIT_CONFIG_NOSYSTEM": "1",
+            "NO_COLOR": "1",
+        }
+    )
+    return env

@@ -1,0 +1,214 @@
+"""Turning rows into the Markdown table of docs/performance.md and the JSON record."""
+
+from __future__ import annotations
+
+import os
+import platform
+import subprocess
+from collections.abc import Sequence
+from dataclasses import asdict
+from pathlib import Path
+
+from figures import Row
+
+METHOD = """\
+## How each figure is measured
+
+Every contender runs as a child process timed from spawn to exit; a warm-up call of each
+is discarded, then the contenders run in turn (A, B, A, B, ...) and each figure is the
+ratio of their medians. The spread column is the lowest and highest ratio seen within a
+single round, a direct view of how noisy the machine was. Each figure gets a fresh
+`BAR_HOME`, its own clone of the generated repository, and (in a bar task worktree) the
+repository's ignored build output, so `git status` and snapshots must skip it.
+
+1. A small change (one line appended to one tracked file) is made before each `bar run`,
+   which therefore records it. 1b is the same command when there is nothing new to record.
+   `git status --porcelain` runs in the same task worktree.
+2. `bar.snapshot.take` (tree, commit and ref of the worktree) timed inside bar's own
+   interpreter, interleaved there with `git status --porcelain`; a small change precedes
+   each. 2b is the bare git work on a copy of the task's side index.
+3. Tasks of each length are built by real `bar run` steps (three files edited per step,
+   a file added every third step, one removed every fifth). `bar rollback` alternates
+   between the last step and the step ten before it (`base` for a ten-step task);
+   `git checkout --detach` alternates between the same two snapshot commits in a separate
+   worktree of the same repository.
+4. The task holds ten steps; the target branch has a commit of its own, so the merge is
+   three-way. Each apply goes to a fresh branch at that commit, as does each plumbing run
+   (`git merge-tree --write-tree`, `git commit-tree`, `git update-ref`).
+5. Each new task or worktree is removed (`bar task close --force`, `git worktree remove`)
+   outside the timing, so their number stays constant.
+6. Two tasks of the same project. Each ledger is a real step, then valid synthetic
+   steps that changed nothing (SPEC section 1 format), then a real step again.
+7. Same interpreter as bar (`python -c pass`). The hook runs as `bar run --agent claude`
+   installs it, with a Claude Code `PreToolUse` Bash event on stdin and the project's
+   default policy enabled.
+8. `ru_maxrss` from `wait4` on `bar run`: the largest process in its tree (bar, git, the
+   command). 8-speed compares the time with the same output piped through `tee FILE`.
+9. Two clones of the same repository, the same edit script per step, alternating between
+   `bar run` and `stepback run`. 9b times one checkpoint inside each tool's interpreter.
+"""
+
+
+def _git_version() -> str:
+    out = subprocess.run(["git", "--version"], capture_output=True, text=True)
+    return out.stdout.strip().removeprefix("git version ")
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def _memory_gib() -> float | None:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                return round(int(line.split()[1]) / 1024 / 1024, 1)
+    except OSError:
+        pass
+    return None
+
+
+def machine_facts(bar_python: Path, bar: Path) -> dict[str, object]:
+    py = subprocess.run(
+        [str(bar_python), "-c", "import platform; print(platform.python_version())"],
+        capture_output=True, text=True,
+    ).stdout.strip()  # fmt: skip
+    bar_version = subprocess.run([str(bar), "--version"], capture_output=True, text=True)
+    repo = Path(__file__).resolve().parent.parent
+    commit = subprocess.run(
+        ["git", "-C", str(repo), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+    ).stdout.strip()
+    return {
+        "cores": os.cpu_count(),
+        "cpu": _cpu_model(),
+        "memory_gib": _memory_gib(),
+        "os": platform.platform(),
+        "git": _git_version(),
+        "python": py,
+        "bar": bar_version.stdout.strip(),
+        "bar_commit": commit,
+        "load_average_start": [round(x, 2) for x in os.getloadavg()],
+    }
+
+
+def fmt_value(row: Row) -> str:
+    if row.error:
+        return "error"
+    if row.value is None:
+        return "—"
+    if row.unit == "MB":
+        return f"{row.value:.0f} MB"
+    return f"{row.value:.2f}×"
+
+
+def _fmt_target(row: Row) -> str:
+    if row.target is None:
+        return "context"
+    if row.unit == "MB":
+        return f"{row.op} {row.target:g} MB"
+    return f"{row.op} {row.target:g}×"
+
+
+def _judged_size(sizes: Sequence[str]) -> str:
+    return "medium" if "medium" in sizes else sizes[-1]
+
+
+def table(rows: dict[str, list[Row]], sizes: Sequence[str]) -> str:
+    """One line per figure; one column per size; the verdict at the judged size."""
+    judged = _judged_size(sizes)
+    order: list[str] = []
+    by_key: dict[str, dict[str, Row]] = {}
+    for size in sizes:
+        for row in rows.get(size, []):
+            if row.key not in by_key:
+                order.append(row.key)
+                by_key[row.key] = {}
+            by_key[row.key][size] = row
+    head = ["#", "Figure", "Target", *sizes, f"Spread ({judged})", f"Result ({judged})"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for key in order:
+        cells = by_key[key]
+        some = next(iter(cells.values()))
+        verdict_row = cells.get(judged)
+        verdict = "—"
+        spread = "—"
+        if verdict_row is not None:
+            v = verdict_row.verdict
+            verdict = {"pass": "pass", "miss": "**miss**", "error": "**error**"}.get(v or "", "—")
+            if verdict_row.spread:
+                spread = f"{verdict_row.spread[0]:.2f}–{verdict_row.spread[1]:.2f}"
+        values = [fmt_value(cells[s]) if s in cells else "" for s in sizes]
+        lines.append(
+            "| " + " | ".join([key, some.label, _fmt_target(some), *values, spread, verdict]) + " |"
+        )
+    return "\n".join(lines)
+
+
+def medians_table(rows: dict[str, list[Row]], sizes: Sequence[str]) -> str:
+    lines = ["| # | Size | Medians (ms) |", "|---|---|---|"]
+    for size in sizes:
+        for row in rows.get(size, []):
+            if row.medians_ms:
+                text = ", ".join(f"{k}: {v:.1f}" for k, v in row.medians_ms.items())
+                lines.append(f"| {row.key} | {size} | {text} |")
+    return "\n".join(lines)
+
+
+def errors(rows: dict[str, list[Row]]) -> list[str]:
+    return [
+        f"{size} {row.key}: {row.error}" for size, rs in rows.items() for row in rs if row.error
+    ]
+
+
+def markdown(
+    rows: dict[str, list[Row]], sizes: Sequence[str], command: str, facts: dict[str, object],
+    repos: dict[str, dict[str, object]], repeat: int,
+) -> str:  # fmt: skip
+    judged = _judged_size(sizes)
+    repo_lines = [
+        f"- {size}: {info.get('files', '?'):,} tracked files"
+        + (f" ({int(info['bytes']) / 1e6:.0f} MB)" if "bytes" in info else "")
+        + (f", {info['ignored_files']:,} ignored files" if info.get("ignored_files") else "")
+        + (f", cloned from `{info['source']}`" if "source" in info else "")
+        for size, info in repos.items()
+    ]
+    out = [
+        "# Performance",
+        "",
+        "Written by `bench/run.py`; rerun the command below rather than editing by hand.",
+        "Every figure is a ratio of two medians measured in the same run (interleaved, after",
+        "a discarded warm-up), never a bare time: the machines are shared and noisy.",
+        f"Targets are set for the medium repository; the result column judges the {judged} one.",
+        "",
+        "```",
+        command,
+        "```",
+        "",
+        f"- Machine: {facts['cores']} cores ({facts['cpu']}), {facts['memory_gib']} GiB RAM, "
+        f"{facts['os']}",
+        f"- git {facts['git']}, Python {facts['python']}, {facts['bar']} "
+        f"(commit {facts['bar_commit']})",
+        f"- {repeat} interleaved rounds per figure; load average "
+        f"{facts['load_average_start']} at start, {facts.get('load_average_end')} at end",
+        *repo_lines,
+        "",
+        table(rows, sizes),
+        "",
+    ]
+    errs = errors(rows)
+    if errs:
+        out += ["Errors:", "", *[f"- {e}" for e in errs], ""]
+    out += [METHOD, "## Medians behind the ratios", "",
+            "For reading the ratios only; they depend on the machine and its load.", "",
+            medians_table(rows, sizes), ""]  # fmt: skip
+    return "\n".join(out)
+
+
+def as_json(rows: dict[str, list[Row]]) -> dict[str, list[dict[str, object]]]:
+    return {size: [{**asdict(r), "verdict": r.verdict} for r in rs] for size, rs in rows.items()}
