@@ -39,7 +39,7 @@ PARSE_ERROR_RULE = "bar:unparseable"
 _PARSE_ERROR_REASON = (
     "the command line could not be fully parsed ({why}); its raw text was matched too"
 )
-_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+_NAME = r"[A-Za-z0-9][A-Za-z0-9_.-]*"
 _TOP_KEYS = ("version", "rules", "on_parse_error")
 _RULE_KEYS = ("name", "pattern", "action", "reason", "examples")
 _EXAMPLE_KEYS = ("match", "no_match")
@@ -462,7 +462,7 @@ def _build_rule(raw: object, number: int, source: str) -> Rule:
         if not isinstance(raw[field], str):
             raise PolicyError(f"{label}: {field!r} must be a string, not {_kind(raw[field])}")
     assert isinstance(name, str)
-    if not _NAME.fullmatch(name):
+    if not re.fullmatch(_NAME, name):
         raise PolicyError(
             f"{label}: bad name (use letters, digits, '.', '_' and '-', starting with a "
             "letter or digit)"

@@ -608,7 +608,7 @@ class _Analyser:
     def raw(self, text: str) -> None:
         """Add the raw text as units: a conservative view of what was not understood."""
         seen = {view for unit in self.units for view in unit.views}
-        pieces = [text, *_RAW_SPLIT.split(text)]
+        pieces = [text, *re.split(_RAW_SPLIT, text)]
         for k, piece in enumerate(pieces):
             if k:
                 piece = piece.replace('"', "").replace("'", "").replace("\\", "")
@@ -653,20 +653,20 @@ class _Analyser:
 # UTF-8 character (tree-sitter/tree-sitter-bash#337). Such characters, and lone
 # surrogates, are parsed as stand-ins of the same byte length that shell syntax treats
 # alike (ordinary word characters), so node offsets still index the original text.
-_UNSAFE_FOR_PARSER = re.compile("[\U00010000-\U0010ffff\ud800-\udfff]")
+_UNSAFE_FOR_PARSER = "[\U00010000-\U0010ffff\ud800-\udfff]"
 
 
 def _parser_safe(text: str, source: bytes) -> bytes:
-    if _UNSAFE_FOR_PARSER.search(text) is None:
+    if text.isascii() or re.search(_UNSAFE_FOR_PARSER, text) is None:
         return source
     # 4 bytes -> two 2-byte characters; a surrogate (3 bytes) -> U+FFFD (3 bytes)
-    safe = _UNSAFE_FOR_PARSER.sub(
-        lambda m: "\u00a4\u00a4" if ord(m.group()) > 0xFFFF else "\ufffd", text
+    safe = re.sub(
+        _UNSAFE_FOR_PARSER, lambda m: "\u00a4\u00a4" if ord(m.group()) > 0xFFFF else "\ufffd", text
     )
     return safe.encode("utf-8")
 
 
-_RAW_SPLIT = re.compile(r"&&|\|\||\$\(|[;&|()`{}\n]")
+_RAW_SPLIT = r"&&|\|\||\$\(|[;&|()`{}\n]"
 
 _parser_cache: list[Parser] = []
 
@@ -1024,21 +1024,25 @@ def _last_command(node: Node) -> Node | None:
     return node if node.type == "command" else None
 
 
-_ESCAPE = re.compile(r"\\(.)", re.S)
-_ESCAPE_DQ = re.compile(r'\\([$`"\\\n])')
+# Patterns below are kept as strings and compiled by `re` on first use (it caches
+# them): most lines never need them, and compiling costs more than matching.
+_ESCAPE = r"\\(.)"
+_ESCAPE_DQ = r'\\([$`"\\\n])'
 
 
 def _unescape(text: str) -> str:
-    return _ESCAPE.sub(lambda m: "" if m.group(1) == "\n" else m.group(1), text)
+    if "\\" not in text:
+        return text
+    return re.sub(_ESCAPE, lambda m: "" if m.group(1) == "\n" else m.group(1), text, flags=re.S)
 
 
 def _unescape_dq(text: str) -> str:
-    return _ESCAPE_DQ.sub(lambda m: "" if m.group(1) == "\n" else m.group(1), text)
+    if "\\" not in text:
+        return text
+    return re.sub(_ESCAPE_DQ, lambda m: "" if m.group(1) == "\n" else m.group(1), text)
 
 
-_ANSI_C = re.compile(
-    r"\\(x[0-9A-Fa-f]{1,2}|u[0-9A-Fa-f]{1,4}|U[0-9A-Fa-f]{1,8}|[0-7]{1,3}|c.|.)", re.S
-)
+_ANSI_C = r"\\(x[0-9A-Fa-f]{1,2}|u[0-9A-Fa-f]{1,4}|U[0-9A-Fa-f]{1,8}|[0-7]{1,3}|c.|.)"
 _ANSI_SIMPLE = {
     "a": "\a", "b": "\b", "e": "\x1b", "E": "\x1b", "f": "\f", "n": "\n", "r": "\r",
     "t": "\t", "v": "\v",
@@ -1057,10 +1061,10 @@ def _ansi_c(text: str) -> str:
             return chr(ord(esc[1]) & 0x1F)
         return _ANSI_SIMPLE.get(esc, esc)
 
-    return _ANSI_C.sub(one, text)
+    return re.sub(_ANSI_C, one, text, flags=re.S)
 
 
-_BRACE = re.compile(r"\{([^{}]*,[^{}]*)\}")
+_BRACE = r"\{([^{}]*,[^{}]*)\}"
 
 
 def _expand_braces(word: str) -> list[str]:
@@ -1069,7 +1073,7 @@ def _expand_braces(word: str) -> list[str]:
     todo = [word]
     while todo:
         current = todo.pop(0)
-        match = _BRACE.search(current)
+        match = re.search(_BRACE, current)
         if match is None or len(out) + len(todo) > _MAX_BRACE_WORDS:
             out.append(current)
             continue
