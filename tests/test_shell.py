@@ -12,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from bar import shell
 from bar.shell import PLACEHOLDER, Unit, analyse_argv, analyse_line
 
 
@@ -253,3 +254,23 @@ def test_inputs_that_crash_tree_sitter_bash_are_parsed_safely() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "['echo … … >x']"  # {😀,b} is two words
+
+
+def test_parser_falls_back_to_the_package_imports(monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(package: str) -> None:
+        raise ImportError(package)
+
+    monkeypatch.setattr(shell, "_extension", broken)
+    monkeypatch.setattr(shell, "_parser_cache", [])
+    assert "rm -rf /" in analyse_line("echo $(rm -rf /)").texts()
+
+
+def test_a_missing_parser_is_an_error_not_a_crash(monkeypatch: pytest.MonkeyPatch) -> None:
+    def missing() -> None:
+        raise ImportError("no tree_sitter")
+
+    monkeypatch.setattr(shell, "_parser", missing)
+    analysis = analyse_line("echo 'x'; rm -rf /")
+    assert analysis.error == "shell parser unavailable (ImportError)"
+    assert "rm -rf /" in analysis.texts()
+    assert analyse_line("rm -rf /").error is None  # plain lines need no parser

@@ -46,6 +46,7 @@ import re
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Sequence
+    from typing import Any
 
     from tree_sitter import Node, Parser
 
@@ -674,32 +675,43 @@ _parser_cache: list[Parser] = []
 def _parser() -> Parser:
     """The tree-sitter parser, loaded on first use.
 
-    ``import tree_sitter_bash`` spends most of its time importing
-    ``importlib.resources`` for query files we never read, so the compiled grammar is
-    loaded from the package directory directly; any surprise falls back to the import.
+    The two compiled modules are loaded straight from their package directories:
+    ``import tree_sitter`` imports ``typing`` and ``import tree_sitter_bash`` imports
+    ``importlib.resources``, which together cost several times more than the parser
+    itself, for things bar never uses. Anything unexpected falls back to the imports.
     """
     if _parser_cache:
         return _parser_cache[0]
-    import tree_sitter
-
     try:
-        from importlib.machinery import ExtensionFileLoader, ModuleSpec, PathFinder
-
-        spec = PathFinder.find_spec("tree_sitter_bash")
-        assert spec is not None and spec.submodule_search_locations
-        folder = next(iter(spec.submodule_search_locations))
-        name = next(f for f in os.listdir(folder) if f.startswith("_binding."))
-        path = os.path.join(folder, name)
-        loader = ExtensionFileLoader("tree_sitter_bash._binding", path)
-        module = loader.create_module(ModuleSpec(loader.name, loader, origin=path))
-        loader.exec_module(module)
-        language = tree_sitter.Language(module.language())
+        binding = _extension("tree_sitter")
+        parser: Parser = binding.Parser(binding.Language(_extension("tree_sitter_bash").language()))
     except Exception:
+        import tree_sitter
         import tree_sitter_bash
 
-        language = tree_sitter.Language(tree_sitter_bash.language())
-    _parser_cache.append(tree_sitter.Parser(language))
-    return _parser_cache[0]
+        parser = tree_sitter.Parser(tree_sitter.Language(tree_sitter_bash.language()))
+    _parser_cache.append(parser)
+    return parser
+
+
+def _extension(package: str) -> Any:
+    """``package._binding``, without running ``package/__init__.py``."""
+    import sys
+    from importlib.machinery import ExtensionFileLoader, ModuleSpec, PathFinder
+
+    name = package + "._binding"
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = PathFinder.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        raise ImportError(package)
+    folder = next(iter(spec.submodule_search_locations))
+    path = os.path.join(folder, next(f for f in os.listdir(folder) if f.startswith("_binding.")))
+    loader = ExtensionFileLoader(name, path)
+    module = loader.create_module(ModuleSpec(name, loader, origin=path))
+    loader.exec_module(module)
+    sys.modules[name] = module  # a later `import tree_sitter` shares these types
+    return module
 
 
 _STATEMENTS = _set(
