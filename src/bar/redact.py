@@ -1,0 +1,472 @@
+"""Secrets never reach disk: secret-looking names, literal secret values and token shapes.
+
+Three layers, from cheap to thorough:
+
+* ``is_secret_name`` decides from a variable's *name* whether its value is secret, so the
+  ``env`` of a ledger line can record ``"***"`` instead of the value.
+* ``Scrubber`` replaces secret *values* wherever they appear: the values of secret-named
+  variables (given with ``-e`` or inherited), and strings whose shape gives them away as
+  credentials (API keys, access tokens, private key blocks, passwords in URLs).
+* ``StreamScrubber`` does the same to a stream of output chunks, holding back just enough
+  of the tail that a secret split across reads is still caught, in bounded memory.
+
+Speed comes from the regex engine's literal-prefix search. One big alternation of every
+shape would defeat it (the engine would then try every alternative at almost every
+byte, about 35 MB/s); instead each shape, and each literal secret, is its own *pass*
+whose pattern starts with a fixed string, so each pass skims the data at 1-2 GB/s and
+Python code only runs per match. The passes' matches are united: a byte is redacted if
+any pass says so, and every maximal redacted run becomes one ``***``. Because every
+pattern has a bounded width, whether a match starts at a given offset is decided by the
+``window`` bytes after it, which is what lets the stream commit to its output early.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Final, TypeVar, cast
+
+MARK: Final = "***"
+_MARK_BYTES: Final = MARK.encode()
+
+# Shorter values are not scrubbed as literals: a secret variable set to "1", "true" or
+# "admin" would otherwise turn every "1" or "true" in the output into "***" and make it
+# unreadable, while protecting almost nothing (such values are guessable anyway).
+MIN_SECRET_LENGTH: Final = 6
+
+# Longest private key block (between its BEGIN and END lines) recognised as one block.
+# A 4096-bit RSA key in PEM is about 3.3 KiB, a PGP key with subkeys under 10 KiB.
+MAX_KEY_BLOCK: Final = 16 * 1024
+
+# Every shape pattern matches at most this many bytes (checked by the tests) ...
+_SHAPE_WIDTH: Final = 48 * 1024
+# ... and looks, or redacts, at most this many bytes before its start or after its end.
+_CONTEXT: Final = 64
+
+# ---------------------------------------------------------------------------- names
+
+# A name is split into words at non-alphanumerics and camelCase humps ("githubToken",
+# "APIKey"), and it is secret if one word is (or, glued together, ends with) a word
+# below. Matching whole words rather than substrings keeps KEYBOARD, MONKEY, AUTHOR
+# (GIT_AUTHOR_NAME), TOKENIZERS_PARALLELISM and PASSTHROUGH out.
+_SECRET_WORDS: Final = (
+    frozenset({"KEY", "KEYS", "APIKEY", "TOKEN", "TOKENS", "SECRET", "SECRETS"})
+    | {"PASSWORD", "PASSWORDS", "PASSWD", "PASS", "PASSPHRASE", "CREDENTIAL", "CREDENTIALS"}
+    | {"CREDS", "AUTH", "OAUTH", "AUTHORIZATION", "PRIVATE", "COOKIE", "COOKIES", "JWT"}
+    | {"DSN"}  # connection strings carry database passwords and Sentry keys
+)
+# Words glued to a prefix: GHTOKEN, DBPASSWORD, AWSSECRETKEY.
+_SECRET_SUFFIXES: Final = (
+    *("TOKEN", "SECRET", "PASSWORD", "PASSWD", "APIKEY", "ACCESSKEY", "SECRETKEY"),
+    *("PRIVATEKEY", "AUTHKEY", "CREDENTIAL", "CREDENTIALS"),
+)
+# Names that contain a secret word but are well known not to hold a secret.
+# SESSION is deliberately not a secret word: XDG_SESSION_TYPE=wayland and
+# XDG_SESSION_DESKTOP=ubuntu are everywhere, and scrubbing "ubuntu" from every output
+# would be absurd; AWS_SESSION_TOKEN and SESSION_SECRET are caught by their other word.
+_NOT_SECRET: Final = frozenset({"SSH_AUTH_SOCK", "PASSWORD_STORE_DIR"})
+
+_NAME_PARTS = re.compile(r"[^A-Za-z0-9]+")
+_NAME_WORDS = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
+
+
+def is_secret_name(name: str) -> bool:
+    """Whether an environment variable called ``name`` probably holds a secret.
+
+    ``PWD`` counts only as part of a longer name (``MYSQL_PWD``): on its own it is the
+    shell's working directory.
+    """
+    if name.upper() in _NOT_SECRET:
+        return False
+    words = [word.upper() for part in _NAME_PARTS.split(name) for word in _NAME_WORDS.findall(part)]
+    for word in words:
+        if word in _SECRET_WORDS or word.endswith(_SECRET_SUFFIXES):
+            return True
+        if word == "PWD" and len(words) > 1:
+            return True
+    return False
+
+
+def redact_env(env: Mapping[str, str], scrubber: Scrubber | None = None) -> dict[str, str]:
+    """``env`` with the values of secret-looking names replaced by ``***``.
+
+    With a ``scrubber``, the other values are scrubbed too, so a token passed under an
+    innocent name (``-e URL=https://user:pw@host``) is not recorded either.
+    """
+    out: dict[str, str] = {}
+    for name, value in env.items():
+        if is_secret_name(name):
+            out[name] = MARK
+        else:
+            out[name] = scrubber.scrub_text(value) if scrubber is not None else value
+    return out
+
+
+# --------------------------------------------------------------------------- shapes
+
+# A pass's pattern starts with a fixed string, preferably made of rare characters: the
+# engine's search for it is what runs at GB/s, and a common first letter ("e", "s")
+# makes it stop and check at every occurrence. So a shape may be found by a rare letter
+# in its middle, with a lookbehind checking what comes before: "sk-" keys are found by
+# their "k", JWTs by the "J" of "eyJ"; ``back`` then says how many bytes before the
+# match the redaction starts. Boundary lookbehinds ("disk-..." is not a key) also sit
+# after the fixed string. Empty groups named s<N> / e<N> mark where the redaction starts
+# and ends inside a match when context is kept ("Bearer ***", "://user:***@host", the
+# BEGIN and END lines of a key).
+
+# An opaque credential after "Bearer" or in an Authorization header: it must contain a
+# digit or be long, so that prose ("Bearer tokens expire") is left alone.
+_OPAQUE = (
+    r"(?:(?=[A-Za-z0-9._~+/-]{0,2047}[0-9])[A-Za-z0-9._~+/-]{8,2048}"
+    r"|[A-Za-z0-9._~+/-]{24,2048})={0,3}"
+)
+# What follows an AWS secret access key's label in env output, INI files and JSON.
+_AWS_SECRET_VALUE = (
+    r"[\"']?[ \t]{0,8}[:=][ \t]{0,8}[\"']?(?P<s0>)[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+])"
+)
+_KEY_LABEL = r"(?:[A-Z0-9]{1,16} ){0,4}PRIVATE KEY(?: BLOCK)?-----"
+# A whole line of a key block: base64, or a header such as "Proc-Type: 4,ENCRYPTED".
+_KEY_LINE = r"(?:(?:[A-Za-z0-9+/=]{1,100}|[A-Za-z-]{1,32}: [^\r\n]{0,100})(?![^\r\n]))"
+
+# (name, back, pattern)
+_SHAPES: Final[tuple[tuple[str, int, str], ...]] = (
+    (
+        # OpenAI (sk-..., sk-proj-..., sk-svcacct-...), Anthropic (sk-ant-...), Stripe
+        # (sk_live_...); and the lowercase label of an AWS secret access key.
+        "k",
+        1,
+        r"k(?:-(?<=sk-)(?<![A-Za-z0-9_-]sk-)"
+        r"(?:(?:proj|ant|svcacct|admin)-[A-Za-z0-9_-]{32,512}|[A-Za-z0-9]{20,512})"
+        r"|_(?<=sk_)(?<![A-Za-z0-9_-]sk_)(?:live|test)_[A-Za-z0-9]{16,512}"
+        rf"|ey(?<=[Ss]ecret_access_key){_AWS_SECRET_VALUE})",
+    ),
+    (
+        # AWS access key ids (long-term AKIA, temporary ASIA), Google API keys, and the
+        # other spellings of an AWS secret access key's label.
+        "A",
+        0,
+        r"A(?:[KS]IA(?<![A-Za-z0-9]A[KS]IA)[A-Z0-9]{16}(?![A-Za-z0-9])"
+        r"|Iza(?<![A-Za-z0-9_-]AIza)[A-Za-z0-9_-]{35}(?![A-Za-z0-9_-])"
+        rf"|(?:ccessKey(?<=[Ss]ecretAccessKey)|CCESS_KEY(?<=SECRET_ACCESS_KEY))"
+        rf"{_AWS_SECRET_VALUE})",
+    ),
+    (
+        # GitHub classic tokens and fine-grained PATs, GitLab PATs.
+        "g",
+        0,
+        r"g(?:h[pousr]_(?<![A-Za-z0-9_]gh[pousr]_)[A-Za-z0-9]{36,255}"
+        r"|ithub_pat_(?<![A-Za-z0-9_]github_pat_)[A-Za-z0-9_]{22,255}"
+        r"|lpat-(?<![A-Za-z0-9_-]glpat-)[A-Za-z0-9_-]{20,255})",
+    ),
+    ("x", 0, r"xox[abeposr]-(?<![A-Za-z0-9_-]xox[abeposr]-)[A-Za-z0-9-]{10,255}"),
+    (
+        # JSON Web Tokens: header and payload are base64 of '{"'.
+        "J",
+        2,
+        r"J(?<=eyJ)(?<![A-Za-z0-9_-]eyJ)[A-Za-z0-9_-]{8,4096}\.eyJ[A-Za-z0-9_-]{8,4096}"
+        r"\.[A-Za-z0-9_-]{8,4096}",
+    ),
+    (
+        # "Bearer <token>" as HTTP writes it (other casings are caught inside an
+        # Authorization header), and private key blocks, PEM or PGP. The BEGIN and END
+        # lines stay so a reader sees what was there. A block cut short (`head id_rsa`)
+        # has no END line within reach: then the base64 and header lines after BEGIN go.
+        "B",
+        0,
+        rf"B(?:earer(?<![A-Za-z0-9_]Bearer)[ \t]{{1,8}}(?P<s0>){_OPAQUE}"
+        rf"|EGIN (?<=-----BEGIN ){_KEY_LABEL}(?:\r?\n)?(?P<s1>)"
+        rf"(?:[\t\n\r\x20-\x7e]{{0,{MAX_KEY_BLOCK}}}?(?P<e1>)(?:\r?\n)?-----END {_KEY_LABEL}"
+        rf"|{_KEY_LINE}(?:(?:\r?\n){{1,4}}{_KEY_LINE}){{0,256}}))",
+    ),
+    (
+        # "Authorization: Basic dXNlcjpwYXNz", "authorization: token ...": the credential
+        # after the scheme word. "Proxy-Authorization" too.
+        "z",
+        0,
+        r"zation(?<=[Aa]uthorization)[\"']?[ \t]{0,8}[:=][ \t]{0,8}[\"']?"
+        r"(?:(?:Basic|basic|BASIC)[ \t]{1,8}(?P<s0>)[A-Za-z0-9+/]{8,1024}={0,2}"
+        rf"|(?:[A-Za-z][A-Za-z0-9_-]{{0,31}}[ \t]{{1,8}})?(?P<s1>){_OPAQUE})",
+    ),
+    (
+        # The password of scheme://user:password@host; the last "@" before the host
+        # ends it, so an unescaped "@" inside the password is still covered.
+        ":",
+        0,
+        r"://[^\s:/@\"'<>]{1,256}:(?P<s0>)[^\s/\"'<>]{1,256}(?P<e0>)@",
+    ),
+)
+
+
+# A pass yields, for each match from ``pos`` on, leftmost first and not overlapping:
+# (match start, match end, redaction start, redaction end).
+_Hits = Iterator[tuple[int, int, int, int]]
+
+
+@dataclass(frozen=True)
+class _ShapePass:
+    regex: re.Pattern[bytes]
+    back: int
+    starts: tuple[int, ...]  # marker groups: the redaction starts here
+    ends: tuple[int, ...]  # marker groups: the redaction ends here
+
+    @classmethod
+    def compile(cls, pattern: str, back: int) -> _ShapePass:
+        regex = re.compile(pattern.encode())
+        groups = regex.groupindex
+        return cls(
+            regex,
+            back,
+            tuple(index for name, index in groups.items() if name.startswith("s")),
+            tuple(index for name, index in groups.items() if name.startswith("e")),
+        )
+
+    def scan(self, data: bytes | bytearray, pos: int) -> _Hits:
+        for m in self.regex.finditer(data, pos):
+            start, end = m.span()
+            red_start, red_end = start - self.back, end
+            for group in self.starts:
+                if (at := m.start(group)) >= 0:
+                    red_start = at
+                    break
+            for group in self.ends:
+                if (at := m.start(group)) >= 0:
+                    red_end = at
+                    break
+            yield start, end, red_start, red_end
+
+
+@dataclass(frozen=True)
+class _LiteralPass:
+    """A literal secret. ``bytes.find`` skips through the data several times faster
+    than a regex would for a needle of this length."""
+
+    needle: bytes
+
+    def scan(self, data: bytes | bytearray, pos: int) -> _Hits:
+        needle, size = self.needle, len(self.needle)
+        at = data.find(needle, pos)
+        while at >= 0:
+            yield at, at + size, at, at + size
+            at = data.find(needle, at + size)
+
+
+_Pass = _ShapePass | _LiteralPass
+
+_SHAPE_PASSES: Final[tuple[_Pass, ...]] = tuple(
+    _ShapePass.compile(pattern, back) for _, back, pattern in _SHAPES
+)
+
+
+def _encode(value: str, errors: str) -> bytes:
+    try:
+        return value.encode("utf-8", errors)
+    except UnicodeEncodeError:  # a lone surrogate that surrogateescape cannot map
+        return value.encode("utf-8", "surrogatepass")
+
+
+# ------------------------------------------------------------------------ scrubbing
+
+_T = TypeVar("_T")
+
+
+class Scrubber:
+    """Replaces secret values and token-shaped strings by ``***``.
+
+    Each literal secret is its own pass (see the module docstring): scanning cost grows
+    with the number of secrets, which in practice is a handful.
+    """
+
+    def __init__(self, secrets: Iterable[str] = ()) -> None:
+        literals: set[str] = set()
+        for value in secrets:
+            for variant in (value, value.strip()):
+                if len(variant) >= MIN_SECRET_LENGTH:
+                    literals.add(variant)
+        self.secrets: tuple[str, ...] = tuple(sorted(literals, key=lambda s: (-len(s), s)))
+        # Outputs are raw bytes, so secrets are encoded the way the OS encodes
+        # environment values; text is scrubbed through a lossless UTF-8 encoding.
+        self._byte_passes = _SHAPE_PASSES + tuple(
+            _LiteralPass(_encode(s, "surrogateescape")) for s in self.secrets
+        )
+        self._text_passes = _SHAPE_PASSES + tuple(
+            _LiteralPass(_encode(s, "surrogatepass")) for s in self.secrets
+        )
+        longest = max((len(_encode(s, "surrogateescape")) for s in self.secrets), default=0)
+        # How far past a match's start the stream must see before it can decide it.
+        self.window: int = max(_SHAPE_WIDTH, longest) + _CONTEXT
+
+    @classmethod
+    def from_environ(
+        cls, environ: Mapping[str, str], extra: Mapping[str, str] | None = None
+    ) -> Scrubber:
+        """A scrubber for the values of secret-named variables in ``environ`` and
+        ``extra`` (the ``-e K=V`` of a run)."""
+        values = [v for k, v in environ.items() if is_secret_name(k)]
+        if extra:
+            values += [v for k, v in extra.items() if is_secret_name(k)]
+        return cls(values)
+
+    def scrub_bytes(self, data: bytes) -> bytes:
+        spans = [hit[2:] for p in self._byte_passes for hit in p.scan(data, 0)]
+        if not spans:
+            return data
+        return _render(data, 0, 0, _merge(spans), len(data))[0]
+
+    def scrub_text(self, text: str) -> str:
+        # surrogatepass round-trips any str, including the lone surrogates that
+        # surrogateescape-decoded output contains; redactions only cut at ASCII
+        # characters or at the edges of a whole secret, so decoding cannot fail.
+        data = text.encode("utf-8", "surrogatepass")
+        spans = [hit[2:] for p in self._text_passes for hit in p.scan(data, 0)]
+        if not spans:
+            return text
+        out = _render(data, 0, 0, _merge(spans), len(data))[0]
+        return out.decode("utf-8", "surrogatepass")
+
+    def scrub_obj(self, obj: _T) -> _T:
+        """Scrub every string (keys included) in a JSON-like value; lists, tuples and
+        mappings are rebuilt (mappings as dicts), other values are returned as they are."""
+        return cast(_T, self._scrub_any(obj))
+
+    def _scrub_any(self, obj: object) -> object:
+        if isinstance(obj, str):
+            return self.scrub_text(obj)
+        if isinstance(obj, bytes):
+            return self.scrub_bytes(obj)
+        if isinstance(obj, Mapping):
+            return {self._scrub_any(k): self._scrub_any(v) for k, v in obj.items()}
+        if isinstance(obj, list):
+            return [self._scrub_any(v) for v in obj]
+        if isinstance(obj, tuple):
+            return tuple(self._scrub_any(v) for v in obj)
+        return obj
+
+    def stream(self, *, batch: int = 256 * 1024) -> StreamScrubber:
+        return StreamScrubber(self, batch=batch)
+
+
+def _merge(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Sorted union of ``spans``; touching spans merge too, so secrets written back to
+    back become one ``***`` wherever a stream happens to be cut."""
+    merged: list[tuple[int, int]] = []
+    for start, end in sorted(spans):
+        if end <= start:
+            continue
+        if merged and start <= merged[-1][1]:
+            if end > merged[-1][1]:
+                merged[-1] = (merged[-1][0], end)
+        else:
+            merged.append((start, end))
+    return merged
+
+
+def _render(
+    data: bytes | bytearray,
+    base: int,
+    pos: int,
+    spans: list[tuple[int, int]],
+    cut: int,
+    *,
+    open_mark: bool = False,
+) -> tuple[bytes, int, bool]:
+    """Write ``data`` (which starts at offset ``base``) from ``pos`` to ``cut`` with
+    ``spans`` (merged, all starting before ``cut``) replaced by ``***``; a span that
+    reaches past ``cut`` is written whole, so a redaction is never split.
+
+    ``open_mark`` says the output so far ended with a ``***`` that reached ``pos``: a
+    span starting there continues it. Returns the output, the new position and whether
+    it ends in such a mark.
+    """
+    parts: list[bytes | memoryview] = []
+    # Slices of a memoryview are not copies; the view is released before the caller
+    # resizes ``data``.
+    with memoryview(data) as view:
+        for start, end in spans:
+            if start <= pos and open_mark:
+                pos = max(pos, end)
+                continue
+            start = max(start, pos)
+            parts.append(view[pos - base : start - base])
+            parts.append(_MARK_BYTES)
+            pos = end
+            open_mark = True
+        if cut > pos:
+            parts.append(view[pos - base : cut - base])
+            pos = cut
+            open_mark = False
+        out = b"".join(parts)
+        parts.clear()
+    return out, pos, open_mark
+
+
+class StreamScrubber:
+    """Scrubs a byte stream chunk by chunk, giving exactly what ``Scrubber.scrub_bytes``
+    gives for the whole stream.
+
+    A match that starts at offset ``p`` is decided by the bytes up to
+    ``p + scrubber.window``; so once the stream is that far past ``p`` everything before
+    ``p`` is final and can be written. To keep many tiny reads from rescanning the same
+    tail, ``feed`` waits until at least ``batch`` bytes can be released. Memory is
+    bounded by ``window + batch`` (about 300 KiB with the defaults) plus the chunk
+    being fed, whatever the length of the stream. After ``flush`` the object can be
+    used for a new stream.
+    """
+
+    def __init__(self, scrubber: Scrubber, *, batch: int = 256 * 1024) -> None:
+        self._passes = scrubber._byte_passes
+        self._window = scrubber.window
+        self._batch = max(batch, 1)
+        self._reset()
+
+    def _reset(self) -> None:
+        self._buf = bytearray()
+        self._base = 0  # stream offset of _buf[0]
+        self._emitted = 0  # stream offset up to which output has been returned
+        self._open_mark = False  # the output so far ends with a *** reaching _emitted
+        self._resume = [0] * len(self._passes)  # where each pass searches next
+        self._pending: list[tuple[int, int]] = []  # decided spans not yet written
+
+    def feed(self, chunk: bytes) -> bytes:
+        """Take the next chunk; return the scrubbed output that is now final."""
+        self._buf += chunk
+        limit = self._base + len(self._buf) - self._window
+        if limit - _CONTEXT - self._emitted < self._batch:
+            return b""
+        return self._advance(limit)
+
+    def flush(self) -> bytes:
+        """End of stream: return everything still held back."""
+        out = self._advance(None)
+        self._reset()
+        return out
+
+    def _advance(self, limit: int | None) -> bytes:
+        buf, base = self._buf, self._base
+        end = base + len(buf)
+        spans = self._pending
+        for i, p in enumerate(self._passes):
+            resume = self._resume[i]
+            for start, stop, red_start, red_end in p.scan(buf, resume - base):
+                if limit is not None and base + start >= limit:
+                    break
+                spans.append((base + red_start, base + red_end))
+                resume = base + stop
+            # No match of this pass starts before limit beyond those taken.
+            self._resume[i] = resume if limit is None else max(resume, limit)
+        merged = _merge(spans)
+
+        # Matches still to come start at limit or later, and redact from at most
+        # _CONTEXT bytes before their start: everything before that is final.
+        cut = end if limit is None else limit - _CONTEXT
+        ready = [s for s in merged if s[0] < cut]
+        self._pending = [s for s in merged if s[0] >= cut]
+        out, self._emitted, self._open_mark = _render(
+            buf, base, self._emitted, ready, cut, open_mark=self._open_mark
+        )
+        if limit is not None:
+            # Keep what later passes will search, plus context for their lookbehinds.
+            keep_from = max(base, limit - _CONTEXT)
+            del buf[: keep_from - base]
+            self._base = keep_from
+        return out
