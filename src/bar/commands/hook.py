@@ -68,7 +68,8 @@ def _policy_for_cwd(cwd: str | None) -> Any:
     """Outside a bar task: the project's policy if the repository is registered, else
     bar's default policy (an agent wired to bar is never left unchecked)."""
     from bar.errors import BarError
-    from bar.policy import DEFAULT_POLICY_TEXT, parse_policy_text
+    from bar.policy import default_policy
+    from bar.store import bar_home
 
     try:
         from bar.policy_gate import load_project_policy
@@ -79,7 +80,7 @@ def _policy_for_cwd(cwd: str | None) -> Any:
             return load_project_policy(project) if project.config.policy.enabled else None
     except BarError:
         pass
-    return parse_policy_text(DEFAULT_POLICY_TEXT, "the default policy")
+    return default_policy(cache_dir=bar_home() / "cache")
 
 
 def _running_step(task_dir: Path) -> str | None:

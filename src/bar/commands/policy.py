@@ -15,7 +15,8 @@ _EXIT = {"allow": 0, "log": 0, "warn": 0, "block": 126}
 def _policy(args: argparse.Namespace) -> Any:
     """The policy to use: --file, else the project's, else bar's default."""
     from bar.errors import NotARepository, NotInitialized
-    from bar.policy import DEFAULT_POLICY_TEXT, load_policy, parse_policy_text
+    from bar.policy import default_policy, load_policy
+    from bar.store import bar_home
 
     if args.file:
         return load_policy(args.file)
@@ -25,7 +26,7 @@ def _policy(args: argparse.Namespace) -> Any:
 
         return load_project_policy(find_project().project)
     except (NotARepository, NotInitialized):
-        return parse_policy_text(DEFAULT_POLICY_TEXT, "the default policy")
+        return default_policy(cache_dir=bar_home() / "cache")
 
 
 def check(args: argparse.Namespace) -> int:
