@@ -69,7 +69,7 @@ def _policy_for_cwd(cwd: str | None) -> Any:
     bar's default policy (an agent wired to bar is never left unchecked)."""
     from bar.errors import BarError
     from bar.policy import default_policy
-    from bar.store import bar_home
+    from bar.store import bar_home, ensure_dir
 
     try:
         from bar.policy_gate import load_project_policy
@@ -80,7 +80,7 @@ def _policy_for_cwd(cwd: str | None) -> Any:
             return load_project_policy(project) if project.config.policy.enabled else None
     except BarError:
         pass
-    return default_policy(cache_dir=bar_home() / "cache")
+    return default_policy(cache_dir=ensure_dir(bar_home() / "cache"))
 
 
 def _running_step(task_dir: Path) -> str | None:

@@ -16,7 +16,7 @@ def _policy(args: argparse.Namespace) -> Any:
     """The policy to use: --file, else the project's, else bar's default."""
     from bar.errors import NotARepository, NotInitialized
     from bar.policy import default_policy, load_policy
-    from bar.store import bar_home
+    from bar.store import bar_home, ensure_dir
 
     if args.file:
         return load_policy(args.file)
@@ -26,7 +26,7 @@ def _policy(args: argparse.Namespace) -> Any:
 
         return load_project_policy(find_project().project)
     except (NotARepository, NotInitialized):
-        return default_policy(cache_dir=bar_home() / "cache")
+        return default_policy(cache_dir=ensure_dir(bar_home() / "cache"))
 
 
 def check(args: argparse.Namespace) -> int:
