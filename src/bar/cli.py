@@ -355,6 +355,9 @@ def _log_traceback() -> str | None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
+    if args_list == ["--version"]:
+        print(f"bar {__version__}")
+        return ExitCode.OK
     if args_list[:1] == ["hook"]:
         # the hot path: before every shell command an agent runs; skip argparse setup
         from bar.commands.hook import hook_main
