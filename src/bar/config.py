@@ -10,12 +10,13 @@ parser is imported only when the file has changed.
 from __future__ import annotations
 
 import json
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bar.errors import ConfigError
+from bar.errors import ConfigError, CorruptFile
 from bar.migrate import upgrade
 from bar.store import write_bytes_atomic
 
@@ -60,9 +61,9 @@ class Config:
     run: RunConfig = field(default_factory=RunConfig)
 
 
-# section -> key -> expected type ("str", "bool", "strlist", "number")
+# section -> key -> expected type ("str", "ref", "bool", "strlist", "number")
 _SCHEMA: dict[str, dict[str, str]] = {
-    "git": {"default_base": "str", "branch_prefix": "str"},
+    "git": {"default_base": "ref", "branch_prefix": "ref"},
     "policy": {"enabled": "bool", "path": "str"},
     "hooks": {"pre_run": "strlist", "post_run": "strlist", "timeout": "number"},
     "output": {"color": "bool", "verbose": "bool"},
@@ -71,16 +72,26 @@ _SCHEMA: dict[str, dict[str, str]] = {
 
 
 def _check(value: Any, kind: str, key: str, path: Path) -> Any:
-    if kind == "str":
+    if kind in ("str", "ref"):
         if not isinstance(value, str) or not value:
             raise ConfigError(f"{key} in {path} must be a non-empty string")
+        # a ref goes on git's command line: it must never read as an option
+        if kind == "ref" and (
+            value.startswith("-") or any(ch.isspace() or not ch.isprintable() for ch in value)
+        ):
+            raise ConfigError(f"{key} in {path} is not a valid branch name: {value!r}")
         return value
     if kind == "bool":
         if not isinstance(value, bool):
             raise ConfigError(f"{key} in {path} must be true or false, not {value!r}")
         return value
     if kind == "number":
-        if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not math.isfinite(value)  # YAML has .nan and .inf
+            or value <= 0
+        ):
             raise ConfigError(f"{key} in {path} must be a positive number of seconds")
         return float(value)
     if value is None:
@@ -95,7 +106,10 @@ def parse_config(data: Any, path: Path) -> Config:
         data = {"version": 1}
     if not isinstance(data, dict):
         raise ConfigError(f"{path} must hold a mapping of settings")
-    data = upgrade("config", dict(data), path)
+    try:
+        data = upgrade("config", dict(data), path)
+    except CorruptFile as exc:  # callers of parse_config expect ConfigError only
+        raise ConfigError(str(exc), hint=exc.hint) from exc
     sections: dict[str, dict[str, Any]] = {}
     for section, body in data.items():
         if section == "version":
@@ -151,10 +165,17 @@ def load_yaml_cached(path: Path, cache: Path | None) -> Any:
 
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = " ".join(str(exc.problem or "").split()) or "cannot be parsed"
+        raise ConfigError(f"{path} is not valid YAML{where}: {problem}") from exc
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{path} is not valid YAML: {exc}") from exc
+        raise ConfigError(f"{path} is not valid YAML: {' '.join(str(exc).split())}") from exc
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{path} is not UTF-8 text") from exc
+    except OSError as exc:
+        raise ConfigError(f"cannot read {path}: {exc.strerror or exc}") from exc
     if cache is not None:
         try:
             cache.parent.mkdir(mode=0o700, exist_ok=True)
@@ -165,12 +186,21 @@ def load_yaml_cached(path: Path, cache: Path | None) -> Any:
 
 
 def load_config(path: Path, cache: Path | None = None) -> Config:
+    if path.is_symlink():  # bar's own files are never links; one may point anywhere
+        raise ConfigError(
+            f"{path} is a symbolic link; bar does not follow links in its own files",
+            hint="replace it with a copy of the file it points to",
+        )
     try:
         data = load_yaml_cached(path, cache)
     except FileNotFoundError:
         raise ConfigError(
             f"{path} is missing", hint="run `bar init` in the repository to recreate it"
         ) from None
+    if data is None:  # bar init never writes an empty file: this one was cut short
+        raise ConfigError(
+            f"{path} is empty", hint="run `bar init` in the repository to write a fresh one"
+        )
     return parse_config(data, path)
 
 

@@ -6,6 +6,7 @@ Per-call variables such as ``GIT_INDEX_FILE`` go into a copy of the environment.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +25,15 @@ BAR_IDENTITY = {
 }
 
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
+
+
+_OBJECT_ID_RE = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")
+
+
+def is_object_id(value: object) -> bool:
+    """True for a full SHA-1 or SHA-256 object id: what bar's records may hand to git
+    (anything else, such as ``--output=FILE``, could be read by git as an option)."""
+    return isinstance(value, str) and _OBJECT_ID_RE.match(value) is not None
 
 
 class GitCommandError(CommandError, GitError):

@@ -9,6 +9,7 @@ same on a ledger of ten steps or of a hundred thousand.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
@@ -19,12 +20,14 @@ from pathlib import Path
 from typing import Any
 
 from bar.errors import CorruptFile, StepNotFound, UsageError
-from bar.git import DiffStat
+from bar.git import DiffStat, is_object_id
 from bar.migrate import upgrade
 from bar.store import append_line
 
 KINDS = ("run", "apply", "rollback", "manual")
 STEP_ID_RE = re.compile(r"^[0-9]{4,9}$")
+# an artifact is a plain file in the task's artifacts/ directory, nothing else
+ARTIFACT_RE = re.compile(r"^artifacts/(?!\.)[A-Za-z0-9._-]+$")
 _BLOCK = 64 * 1024
 
 
@@ -35,7 +38,8 @@ def format_step_id(number: int) -> str:
 def parse_step_ref(value: str) -> str:
     """Accept ``7``, ``0007`` or ``#7`` and return the canonical ``0007``."""
     text = value.strip().lstrip("#")
-    if not text.isdigit() or len(text) > 9 or int(text) < 1:
+    # isdigit() alone accepts '²' and other digits int() refuses or reads differently
+    if not (text.isascii() and text.isdigit()) or len(text) > 9 or int(text) < 1:
         raise UsageError(f"{value!r} is not a step id", hint="step ids look like 0001 or 1")
     return format_step_id(int(text))
 
@@ -171,6 +175,15 @@ class Step:
             )
         arts = rec.get("artifacts") if isinstance(rec.get("artifacts"), dict) else {}
         assert isinstance(arts, dict)
+        # Values that reach git's command line or the file system are checked here, once,
+        # so that a tampered line can neither pass an option to git nor name a file
+        # outside the task.
+        for key in _OBJECT_ID_FIELDS:
+            if rec.get(key) is not None and not is_object_id(rec[key]):
+                raise CorruptFile(f"{where} has an invalid {key} {rec[key]!r}")
+        for value in arts.values():
+            if value is not None and not (isinstance(value, str) and ARTIFACT_RE.match(value)):
+                raise CorruptFile(f"{where} names an invalid artifact path {value!r}")
         cmd = rec.get("cmd")
         return cls(
             step_id=step_id,
@@ -214,6 +227,7 @@ _FIELDS = [
     "diff_stat", "artifacts", "snapshot_before", "snapshot", "mode", "commit_sha",
     "commit_message", "target_branch", "target", "target_step", "hard",
 ]  # fmt: skip
+_OBJECT_ID_FIELDS = ("snapshot_before", "snapshot", "head", "commit_sha")
 
 
 def _int(value: Any) -> int:
@@ -236,6 +250,21 @@ class BadLine:
     offset: int
     text: bytes
     reason: str
+    claimed_step_id: str | None = None  # the step id the line names, if it names one
+
+
+def _claimed_step_id(line: bytes) -> str | None:
+    """The step id an unreadable line still names (a line of a newer version, say), so
+    that it is never given to a new step. A torn line names none: its step is re-recorded
+    from the running marker."""
+    try:
+        rec = json.loads(line)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    step_id = rec.get("step_id") if isinstance(rec, dict) else None
+    if isinstance(step_id, int) and not isinstance(step_id, bool) and 0 < step_id < 10**9:
+        return format_step_id(step_id)
+    return step_id if isinstance(step_id, str) and STEP_ID_RE.match(step_id) else None
 
 
 def _parse(line: bytes, where: str) -> Step:
@@ -246,21 +275,41 @@ def _parse(line: bytes, where: str) -> Step:
     return Step.from_record(rec, where)
 
 
-def _warn(message: str) -> None:
-    print(f"bar: warning: {message}", file=sys.stderr)
+def _open_no_follow(path: Path) -> int:
+    """Open the ledger for reading; a symbolic link in its place is refused, not followed."""
+    try:
+        return os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise CorruptFile(
+                f"ledger.jsonl at {path} is a symbolic link; bar does not follow links "
+                "in its own files",
+                hint="run `bar doctor` to check the project",
+            ) from None
+        if isinstance(exc, FileNotFoundError):
+            raise
+        raise CorruptFile(f"cannot read ledger.jsonl at {path}: {exc.strerror or exc}") from None
 
 
 class Ledger:
     def __init__(self, path: Path) -> None:
         self.path = path
         self.bad_lines: list[BadLine] = []
+        # byte offsets of the bad lines already reported: a command reads its task's
+        # ledger several times (through one Ledger) and should say so once
+        self._reported: set[int] = set()
+
+    def _warn_once(self, offset: int, message: str) -> None:
+        if offset not in self._reported:
+            self._reported.add(offset)
+            print(f"bar: warning: {message}", file=sys.stderr)
 
     # --- reading from the end -------------------------------------------------
 
     def _reverse_lines(self) -> Iterator[tuple[int, bytes]]:
         """Yield (byte offset, line) from the last line to the first."""
         try:
-            fd = os.open(self.path, os.O_RDONLY)
+            fd = _open_no_follow(self.path)
         except FileNotFoundError:
             return
         try:
@@ -293,9 +342,11 @@ class Ledger:
             try:
                 yield _parse(line, where)
             except CorruptFile as exc:
-                self.bad_lines.append(BadLine(None, offset, line, str(exc)))
+                self.bad_lines.append(BadLine(None, offset, line, str(exc), _claimed_step_id(line)))
                 if warn:
-                    _warn(f"skipping unreadable line at byte {offset} of {self.path}: {exc}")
+                    self._warn_once(
+                        offset, f"skipping unreadable line at byte {offset} of {self.path}: {exc}"
+                    )
 
     def tail(self, n: int) -> list[Step]:
         """The last ``n`` steps, oldest first, reading only the end of the file."""
@@ -315,8 +366,17 @@ class Ledger:
         return None
 
     def next_step_id(self) -> str:
-        last = self.last()
-        return format_step_id(last.number + 1 if last else 1)
+        """One more than the newest step, or than any step id a newer unreadable line
+        still names: an id is never handed out twice."""
+        number = 0
+        seen = len(self.bad_lines)
+        for step in self.iter_reverse():
+            number = step.number
+            break
+        for bad in self.bad_lines[seen:]:
+            if bad.claimed_step_id:
+                number = max(number, int(bad.claimed_step_id))
+        return format_step_id(number + 1)
 
     def last_snapshot(self) -> str | None:
         """The snapshot recorded by the newest step that has one."""
@@ -327,11 +387,18 @@ class Ledger:
 
     def get(self, step_id: str) -> Step:
         wanted = int(step_id)
+        seen = len(self.bad_lines)
         for step in self.iter_reverse():
             if step.number == wanted:
                 return step
             if step.number < wanted:
                 break
+        for bad in self.bad_lines[seen:]:
+            if bad.claimed_step_id and int(bad.claimed_step_id) == wanted:
+                raise CorruptFile(
+                    f"step {step_id} in {self.path} is unreadable: {bad.reason}",
+                    hint="run `bar doctor` to check the task",
+                )
         raise StepNotFound(
             f"no step {step_id} in this task", hint="`bar log` lists the recorded steps"
         )
@@ -341,7 +408,7 @@ class Ledger:
     def read_all(self, *, warn: bool = True) -> list[Step]:
         steps: list[Step] = []
         try:
-            fh = self.path.open("rb")
+            fh = os.fdopen(_open_no_follow(self.path), "rb")
         except FileNotFoundError:
             return steps
         with fh:
@@ -353,9 +420,11 @@ class Ledger:
                     try:
                         steps.append(_parse(stripped, where))
                     except CorruptFile as exc:
-                        self.bad_lines.append(BadLine(lineno, offset, stripped, str(exc)))
+                        self.bad_lines.append(
+                            BadLine(lineno, offset, stripped, str(exc), _claimed_step_id(stripped))
+                        )
                         if warn:
-                            _warn(f"skipping {where}: {exc}")
+                            self._warn_once(offset, f"skipping {where}: {exc}")
                 offset += len(line)
         return steps
 
@@ -363,4 +432,6 @@ class Ledger:
 
     def append(self, step: Step) -> None:
         """Append ``step``; the caller holds the task lock."""
+        if self.path.is_symlink():  # appending would write wherever the link points
+            _open_no_follow(self.path)
         append_line(self.path, step.to_line())

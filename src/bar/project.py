@@ -15,7 +15,7 @@ from functools import cached_property
 from pathlib import Path
 
 from bar.config import Config, load_config
-from bar.errors import NotARepository, NotInitialized
+from bar.errors import ConfigError, CorruptFile, NotARepository, NotInitialized
 from bar.lock import FileLock
 from bar.migrate import upgrade
 from bar.proc import run
@@ -86,7 +86,16 @@ class Project:
             return None
         data = upgrade("state", data, self.state_path)
         value = data.get("active_task_id")
-        return value if isinstance(value, str) and value else None
+        if value is None:
+            return None
+        from bar.tasks import TASK_ID_RE
+
+        if not isinstance(value, str) or not TASK_ID_RE.match(value):
+            raise CorruptFile(
+                f"state.json at {self.state_path} has an invalid active_task_id {value!r}",
+                hint="pick the active task again with `bar task switch`",
+            )
+        return value
 
     def set_active_task(self, task_id: str | None) -> None:
         with self.lock("set active task"):
@@ -147,6 +156,14 @@ def _root_of_common_dir(common: Path, toplevel: Path) -> Path:
 def find_project(cwd: Path | None = None) -> Location:
     """Like ``locate`` but the project must be registered with ``bar init``."""
     loc = locate(cwd)
+    config = loc.project.config_path
+    if not loc.project.initialized and (config.is_symlink() or loc.project.state_path.exists()):
+        # registered once (state.json is there) but config.yaml is gone or not a file
+        what = "missing" if not config.is_symlink() and not config.exists() else "not a file"
+        raise ConfigError(
+            f"config.yaml at {config} is {what}",
+            hint="run `bar init` in the repository to write a fresh one",
+        )
     if not loc.project.initialized:
         raise NotInitialized(
             f"{loc.project.root} is not registered with bar",

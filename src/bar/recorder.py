@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import sys
 import time
@@ -27,7 +28,7 @@ from typing import Any
 from bar import git, snapshot
 from bar.errors import BarError, CorruptFile, DirtyWorktree, NotFound, UsageError
 from bar.git import DiffStat
-from bar.ledger import Artifacts, Step
+from bar.ledger import STEP_ID_RE, Artifacts, Step
 from bar.migrate import upgrade
 from bar.store import now_iso, read_json, write_json_atomic
 from bar.tasks import Task, load_task
@@ -66,6 +67,15 @@ def read_marker(task: Task) -> Marker | None:
     before = rec.get("snapshot_before")
     if not isinstance(step_id, str) or not isinstance(before, str):
         raise CorruptFile(f"running marker at {task.marker_path} lacks step_id or snapshot_before")
+    # the step id names artifact files and the snapshot goes to git: check both
+    if not STEP_ID_RE.match(step_id) or int(step_id) < 1:
+        raise CorruptFile(
+            f"running marker at {task.marker_path} has an invalid step_id {step_id!r}"
+        )
+    if not git.is_object_id(before):
+        raise CorruptFile(
+            f"running marker at {task.marker_path} has an invalid snapshot_before {before!r}"
+        )
     cmd = rec.get("cmd")
     env = rec.get("env")
     excludes = rec.get("excludes")
@@ -154,11 +164,22 @@ def _check_worktree(task: Task) -> None:
         )
 
 
+def _clear_leftover_artifacts(task: Task, step_id: str) -> None:
+    """Remove files already named like the new step's artifacts before it writes them.
+
+    No recorded step owns them (an interrupted one was recorded by ``recover`` first), and
+    writing through one that is a link would write wherever it points.
+    """
+    for leftover in task.artifacts_dir.glob(f"{step_id}.*"):
+        leftover.unlink(missing_ok=True)
+
+
 def diff_into_step(task: Task, step_id: str, before: str, after: str) -> tuple[DiffStat, Artifacts]:
     artifacts = Artifacts()
     if before == after:
         return DiffStat.empty(), artifacts
     path, rel = _artifact(task, step_id, "patch")
+    path.unlink(missing_ok=True)  # a leftover (or a planted link) is replaced, not written through
     stat = snapshot.write_patch(task.worktree, before, after, path)
     artifacts.patch = rel
     return stat, artifacts
@@ -424,6 +445,7 @@ def run_step(task: Task, req: RunRequest, *, wait: bool = True) -> tuple[Step, i
         config = task.project.config
         ledger = task.ledger
         step_id = ledger.next_step_id()
+        _clear_leftover_artifacts(task, step_id)
         before = task.recorded_snapshot()
         started = now_iso()
         t0 = time.monotonic()
@@ -587,11 +609,15 @@ def ensure_clean_or_record(task: Task, *, force: bool) -> None:
     record_manual(task)
 
 
+# POSIX's portable names: str.isalnum() would also let 'é' and '²' through
+_ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
 def env_from_pairs(pairs: Sequence[str]) -> dict[str, str]:
     env: dict[str, str] = {}
     for pair in pairs:
         name, sep, value = pair.partition("=")
-        if not sep or not name or not name.replace("_", "a").isalnum() or name[0].isdigit():
+        if not sep or not _ENV_NAME_RE.fullmatch(name) or "\0" in value:
             raise UsageError(f"-e expects NAME=VALUE, got {pair!r}")
         env[name] = value
     return env

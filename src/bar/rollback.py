@@ -17,10 +17,11 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from bar import faults, git, snapshot
 from bar.errors import CorruptFile, UsageError
-from bar.ledger import Step, format_step_id, parse_step_ref
+from bar.ledger import STEP_ID_RE, Step, format_step_id, parse_step_ref
 from bar.migrate import upgrade
 from bar.store import now_iso, read_json, write_json_atomic
 from bar.tasks import Task
@@ -99,6 +100,36 @@ def _write_journal(task: Task, target: Target, hard: bool, step_id: str, before:
     )
 
 
+def _read_journal(rec: dict[str, Any], path: Path) -> tuple[Target, str, str, bool]:
+    """The journal's fields, each checked: the step id names files, the commits go to git."""
+    missing = [k for k in _JOURNAL_KEYS if k not in rec]
+    if missing:
+        raise CorruptFile(f"rollback journal at {path} lacks {', '.join(missing)}")
+    step_id, kind, target_step = rec["step_id"], rec["target"], rec.get("target_step")
+    problem = None
+    if not isinstance(step_id, str) or not STEP_ID_RE.match(step_id) or int(step_id) < 1:
+        problem = f"an invalid step_id {step_id!r}"
+    elif kind not in ("base", "step"):
+        problem = f"an unknown target {kind!r}"
+    elif kind == "step" and not (isinstance(target_step, str) and STEP_ID_RE.match(target_step)):
+        problem = f"an invalid target_step {target_step!r}"
+    elif not isinstance(rec["hard"], bool):
+        problem = f"a 'hard' that is not true or false: {rec['hard']!r}"
+    else:
+        bad = [k for k in ("target_commit", "target_head", "snapshot_before")
+               if not git.is_object_id(rec[k])]  # fmt: skip
+        if bad:
+            problem = f"an invalid {bad[0]} {rec[bad[0]]!r}"
+    if problem:
+        raise CorruptFile(f"rollback journal at {path} has {problem}")
+    target = Target(kind, target_step if kind == "step" else None, rec["target_commit"],
+                    rec["target_head"])  # fmt: skip
+    return target, step_id, rec["snapshot_before"], rec["hard"]
+
+
+_JOURNAL_KEYS = ("step_id", "target", "target_commit", "target_head", "hard", "snapshot_before")
+
+
 def finish_interrupted(task: Task) -> Step | None:
     """Complete a rollback whose bar process died (the caller holds the task lock)."""
     path = journal_path(task)
@@ -107,14 +138,7 @@ def finish_interrupted(task: Task) -> Step | None:
     except FileNotFoundError:
         return None
     rec = upgrade("rollback-journal", rec, path)
-    try:
-        target = Target(
-            str(rec["target"]), rec.get("target_step"), str(rec["target_commit"]),
-            str(rec["target_head"]),
-        )  # fmt: skip
-        step_id, before, hard = str(rec["step_id"]), str(rec["snapshot_before"]), bool(rec["hard"])
-    except KeyError as exc:
-        raise CorruptFile(f"rollback journal at {path} lacks {exc}") from None
+    target, step_id, before, hard = _read_journal(rec, path)
     last = task.ledger.last()
     if last is not None and last.number >= int(step_id):
         path.unlink(missing_ok=True)  # recorded before the crash

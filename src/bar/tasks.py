@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -83,8 +84,9 @@ class Task:
     def worktree(self) -> Path:
         return self.project.dir / self.workspace_path
 
-    @property
+    @cached_property
     def ledger(self) -> Ledger:
+        # one Ledger per loaded task, so that a bad line is reported once per command
         return Ledger(self.dir / "ledger.jsonl")
 
     @property
@@ -146,13 +148,36 @@ def _require_str(rec: dict[str, Any], key: str, path: Path) -> str:
     return value
 
 
+def _is_branch_name(name: str) -> bool:
+    """A cheap form of `git check-ref-format --branch`: enough that a branch read back
+    from task.json can never be taken by git as an option or a revision expression."""
+    return not (
+        name.startswith(("-", "/", "."))
+        or name.endswith(("/", ".", ".lock"))
+        or ".." in name
+        or "//" in name
+        or "@{" in name
+        or any(ch in name for ch in " ~^:?*[\\")
+        or any(unicodedata.category(ch).startswith("C") for ch in name)
+    )
+
+
 def load_task(project: Project, task_id: str) -> Task:
     if not TASK_ID_RE.match(task_id):
         raise TaskNotFound(f"no task with id {task_id!r}")
     path = project.tasks_dir / task_id / "task.json"
+    if path.is_symlink():  # bar's own files are never links; one may point anywhere
+        raise CorruptFile(
+            f"task.json at {path} is a symbolic link; bar does not follow links in its own files",
+            hint="run `bar doctor` to check the project",
+        )
     try:
         rec = read_json(path, "task.json")
     except FileNotFoundError:
+        if path.parent.is_dir():
+            raise CorruptFile(
+                f"task.json at {path} is missing", hint="run `bar doctor` to check the project"
+            ) from None
         raise TaskNotFound(
             f"no task with id {task_id!r}", hint="`bar task list` shows the tasks"
         ) from None
@@ -167,22 +192,38 @@ def load_task(project: Project, task_id: str) -> Task:
         )
     if rec.get("id") != task_id:
         raise CorruptFile(f"task.json at {path} names id {rec.get('id')!r}, not {task_id!r}")
+    # these reach git's command line: a tampered value must not become an option
+    base_commit = _require_str(rec, "base_commit", path)
+    if not git.is_object_id(base_commit):
+        raise CorruptFile(f"task.json at {path} has an invalid base_commit {base_commit!r}")
+    branch = _require_str(rec, "branch", path)
+    if not _is_branch_name(branch):
+        raise CorruptFile(f"task.json at {path} has an invalid branch {branch!r}")
+    snapshot_ref = rec.get("snapshot_ref") or f"refs/bar/tasks/{task_id}"
+    if snapshot_ref != f"refs/bar/tasks/{task_id}":
+        raise CorruptFile(
+            f"task.json at {path} has snapshot_ref {snapshot_ref!r}; "
+            f"expected 'refs/bar/tasks/{task_id}'"
+        )
+    repo_root = _require_str(rec, "repo_root", path)
+    if not Path(repo_root).is_absolute():
+        raise CorruptFile(f"task.json at {path} has a relative repo_root {repo_root!r}")
     metadata = rec.get("metadata")
     closed_at = rec.get("closed_at")
     return Task(
         id=task_id,
         name=_require_str(rec, "name", path),
-        repo_root=_require_str(rec, "repo_root", path),
+        repo_root=repo_root,
         base_ref=_require_str(rec, "base_ref", path),
-        base_commit=_require_str(rec, "base_commit", path),
-        branch=_require_str(rec, "branch", path),
+        base_commit=base_commit,
+        branch=branch,
         workspace_path=workspace,
         status=status,
         created_at=_require_str(rec, "created_at", path),
         updated_at=_require_str(rec, "updated_at", path),
         closed_at=closed_at if isinstance(closed_at, str) else None,
         metadata=metadata if isinstance(metadata, dict) else {},
-        snapshot_ref=rec.get("snapshot_ref") or f"refs/bar/tasks/{task_id}",
+        snapshot_ref=snapshot_ref,
         project=project,
     )
 
@@ -204,8 +245,10 @@ def list_tasks(project: Project) -> list[Task]:
 def resolve_task(project: Project, ref: str | None, *, from_cwd: str | None = None) -> Task:
     """The task named by ``ref`` (id or name), else the one whose worktree we are in,
     else the active task."""
-    if ref:
-        if TASK_ID_RE.match(ref) and (project.tasks_dir / ref / "task.json").exists():
+    if ref is not None:
+        if not ref:
+            raise UsageError("an empty task name was given", hint="give a task id or name")
+        if TASK_ID_RE.match(ref) and (project.tasks_dir / ref).is_dir():
             return load_task(project, ref)
         matches = [t for t in list_tasks(project) if t.name == ref]
         if not matches:
@@ -283,7 +326,10 @@ def create_task(
         )
         made_ref = True
         append_event(project, "task.created", task_id=task_id, name=name, base=base_commit)
-        worktree.create(project.root, task.worktree, branch, base_commit)
+        # git does not guard `.git/worktrees` against two `worktree add` at once: a
+        # concurrent one reads the other's half-written entry and fails.
+        with project.lock(f"bar task new {name}"):
+            worktree.create(project.root, task.worktree, branch, base_commit)
         made_worktree = True
         snapshot.seed_index(task.worktree, task.index, base_commit)
         append_event(

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from bar import git
-from bar.errors import BarError, UsageError
+from bar.errors import CorruptFile, TaskNotFound, UsageError
 from bar.ledger import Step, parse_step_ref
 from bar.lock import is_locked
 from bar.project import find_project
@@ -79,12 +79,17 @@ def _print_artifact(task: Task, rel: str | None) -> None:
 
 
 def _artifact_path(task: Task, rel: str) -> Path:
-    """Resolve an artifact path from the ledger, refusing anything outside the task."""
+    """Resolve an artifact path from the ledger, refusing anything outside the task (a
+    link planted in the artifacts directory included)."""
     path = (task.dir / rel).resolve()
     try:
         path.relative_to(task.dir.resolve())
     except ValueError:
-        raise BarError(f"the ledger names an artifact outside the task: {rel!r}") from None
+        raise CorruptFile(
+            f"artifact {rel} of task {task.name} ({task.id}) leads outside the task "
+            f"directory {task.dir}",
+            hint="run `bar doctor` to check the task",
+        ) from None
     return path
 
 
@@ -225,7 +230,7 @@ def status(args: argparse.Namespace) -> int:
     }
     try:
         task = resolve_task(project, args.task, from_cwd=loc.task_id)
-    except BarError as exc:
+    except TaskNotFound as exc:  # a broken file is an error here too, not "no task"
         if args.task:
             raise
         task = None

@@ -141,7 +141,9 @@ def close(args: argparse.Namespace) -> int:
             recorder.ensure_clean_or_record(task, force=args.force)
             if not args.keep_worktree:
                 try:
-                    worktree.remove(project.root, task.worktree)
+                    # `worktree prune` must not see a worktree another process is adding
+                    with project.lock("bar task close"):
+                        worktree.remove(project.root, task.worktree)
                 except Exception as exc:
                     append_event(project, "worktree.remove.failed", task_id=task.id,
                                  error=str(exc))  # fmt: skip

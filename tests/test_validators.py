@@ -1,0 +1,414 @@
+"""Property tests for everything that reads untrusted text: the ledger reader, step and
+task names, config.yaml's schema, the migration registry and ``-e NAME=VALUE``.
+
+Each validator either accepts its input and returns something well-formed, or refuses it
+with the one error type its callers expect (which carries the documented exit code); it
+never raises anything else. The ledger reader never fails on bytes it cannot parse: it
+returns every intact step, from the start (``read_all``) and from the end (``tail``) alike.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+import bar.ledger as ledger_module
+from bar import config, migrate, recorder, tasks
+from bar.errors import ConfigError, CorruptFile, UsageError
+from bar.git import DiffStat
+from bar.ledger import Artifacts, Ledger, Step, format_step_id, parse_step_ref
+
+SETTINGS = settings(
+    max_examples=150,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+    derandomize=True,
+)
+
+SHA_A = "0123456789abcdef0123456789abcdef01234567"
+SHA_B = "89abcdef0123456789abcdef0123456789abcdef"
+
+
+def make_step(n: int) -> Step:
+    step_id = format_step_id(n)
+    return Step(
+        step_id=step_id,
+        kind=("run", "manual", "rollback")[n % 3],
+        started_at="2024-01-15T10:00:00.000Z",
+        ended_at="2024-01-15T10:00:01.000Z",
+        duration_ms=n * 7,
+        cmd=["sh", "-c", f"echo {n} > f{n}.txt; echo 'quotes \" and \\\\ and ü'"],
+        cwd=".",
+        env={"N": str(n)},
+        exit_code=n % 4,
+        snapshot_before=SHA_A,
+        snapshot=SHA_B,
+        head=SHA_A,
+        target="step" if n % 3 == 2 else None,
+        target_step="0001" if n % 3 == 2 else None,
+        hard=False if n % 3 == 2 else None,
+        diff_stat=DiffStat(files=1, additions=n, deletions=0, file_list=(f"f{n}.txt",)),
+        artifacts=Artifacts(
+            patch=f"artifacts/{step_id}.patch", output=f"artifacts/{step_id}.output"
+        ),
+    )
+
+
+# Lines a ledger must survive: arbitrary bytes, and JSON that looks like a step but is not
+# one (of a newer version, of an unknown kind, with an id of the wrong type, torn).
+_BAD_WHEN_HOSTILE = st.sampled_from(
+    ["kind", "step_id", "version", "snapshot", "head", "commit_sha"]
+)
+junk_json = st.one_of(
+    st.builds(
+        lambda n: {"step_id": format_step_id(n), "kind": "run", "version": 99}, st.integers(1, 40)
+    ),
+    st.builds(lambda n: {"step_id": format_step_id(n), "kind": "bogus"}, st.integers(1, 40)),
+    st.builds(lambda n: {"step_id": n, "kind": "run"}, st.integers(-5, 40)),
+    st.builds(
+        lambda n, key: {**make_step(n).to_record(), key: "--output=/tmp/x"},
+        st.integers(1, 40),
+        _BAD_WHEN_HOSTILE,
+    ),
+    st.builds(
+        lambda n: {**make_step(n).to_record(), "artifacts": {"patch": "../../x"}},
+        st.integers(1, 40),
+    ),
+    st.lists(st.integers(), max_size=3),
+    st.text(max_size=10),
+    st.integers(),
+    st.none(),
+).map(lambda obj: json.dumps(obj).encode())
+torn = st.builds(
+    lambda n, cut: make_step(n).to_line()[: max(1, cut)], st.integers(1, 40), st.integers(1, 200)
+)
+junk_line = st.one_of(st.binary(max_size=60), junk_json, torn)
+block_sizes = st.sampled_from([5, 97, 64 * 1024])
+
+
+@contextmanager
+def block_size(size: int) -> Iterator[None]:
+    """Read the ledger backwards in blocks of ``size`` bytes, to cross line boundaries."""
+    old = ledger_module._BLOCK
+    ledger_module._BLOCK = size
+    try:
+        yield
+    finally:
+        ledger_module._BLOCK = old
+
+
+def claimed_id(line: bytes) -> int | None:
+    """The step id an unreadable line names (what bar must never reuse), if any."""
+    try:
+        rec = json.loads(line)
+    except ValueError:
+        return None
+    value = rec.get("step_id") if isinstance(rec, dict) else None
+    if isinstance(value, str) and re.fullmatch(r"[0-9]{4,9}", value):
+        return int(value)
+    if isinstance(value, int) and not isinstance(value, bool) and 0 < value < 10**9:
+        return value
+    return None
+
+
+def check_reader_agrees_with_itself(path: Path, expected_min_next: int) -> list[dict[str, Any]]:
+    everything = [s.to_record() for s in Ledger(path).read_all(warn=False)]
+    for k in sorted({0, 1, 2, len(everything) // 2, len(everything), len(everything) + 1}):
+        tail = [s.to_record() for s in Ledger(path).tail(k)]
+        assert tail == (everything[-k:] if k else [])
+    last = Ledger(path).last()
+    assert (last.to_record() if last else None) == (everything[-1] if everything else None)
+    next_id = Ledger(path).next_step_id()
+    assert re.fullmatch(r"[0-9]{4,9}", next_id)
+    assert int(next_id) >= expected_min_next
+    if everything:
+        assert int(next_id) > int(everything[-1]["step_id"])
+    return everything
+
+
+@SETTINGS
+@given(
+    n=st.integers(0, 10),
+    junk=st.lists(st.tuples(st.integers(0, 10), junk_line), max_size=6),
+    final_newline=st.booleans(),
+    block=block_sizes,
+)
+def test_junk_lines_never_hide_a_step_nor_reuse_an_id(
+    tmp_path: Path,
+    n: int,
+    junk: list[tuple[int, bytes]],
+    final_newline: bool,
+    block: int,
+) -> None:
+    steps = [make_step(i) for i in range(1, n + 1)]
+    lines: list[tuple[bytes, bool]] = [(s.to_line(), True) for s in steps]
+    for where, line in junk:
+        lines.insert(min(where, len(lines)), (line, False))
+    content = b"\n".join(line for line, _ in lines) + (b"\n" if final_newline else b"")
+    path = tmp_path / "ledger.jsonl"
+    path.write_bytes(content)
+    # the junk after the last valid line names ids a new step must not take
+    last_valid = max((i for i, (_, ok) in enumerate(lines) if ok), default=-1)
+    claims = [
+        claimed_id(piece)
+        for line, ok in lines[last_valid + 1 :]
+        if not ok
+        for piece in line.split(b"\n")
+    ]
+    with block_size(block):
+        everything = check_reader_agrees_with_itself(path, n + 1)
+        assert everything == [s.to_record() for s in steps]
+        next_id = int(Ledger(path).next_step_id())
+        assert next_id == max([n, *(c for c in claims if c is not None)]) + 1
+        for step in steps:
+            assert Ledger(path).get(step.step_id).to_record() == step.to_record()
+
+
+@SETTINGS
+@given(
+    n=st.integers(1, 8),
+    splices=st.lists(
+        st.tuples(st.integers(0, 10**6), st.binary(min_size=1, max_size=30)), min_size=1, max_size=4
+    ),
+    block=block_sizes,
+)
+def test_bytes_spliced_anywhere_never_crash_and_spare_untouched_lines(
+    tmp_path: Path, n: int, splices: list[tuple[int, bytes]], block: int
+) -> None:
+    steps = [make_step(i) for i in range(1, n + 1)]
+    original = b"".join(s.to_line() + b"\n" for s in steps)
+    spans = []  # (first byte, newline byte) of each line in the original
+    start = 0
+    for s in steps:
+        end = start + len(s.to_line())
+        spans.append((start, end))
+        start = end + 1
+    positions = sorted(((pos % (len(original) + 1), data) for pos, data in splices), reverse=True)
+    content = original
+    touched = set()
+    for pos, data in positions:  # from the end, so positions stay those of the original
+        content = content[:pos] + data + content[pos:]
+        touched |= {i for i, (a, b) in enumerate(spans) if a <= pos <= b}
+    path = tmp_path / "ledger.jsonl"
+    path.write_bytes(content)
+    with block_size(block):
+        everything = check_reader_agrees_with_itself(path, 1)
+    records = [s.to_record() for s in steps]
+    # every untouched step comes back, in order (a touched line may still parse, as
+    # another step: bytes inside a JSON string are just text)
+    untouched = [rec for i, rec in enumerate(records) if i not in touched]
+    assert [r for r in everything if r in untouched] == untouched
+    assert len(everything) <= n
+
+
+@SETTINGS
+@given(rec=st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3)
+    | st.dictionaries(st.sampled_from([*ledger_module._FIELDS, "version", "x"]), inner,
+                      max_size=6),
+    max_leaves=12,
+))  # fmt: skip
+def test_step_from_record_returns_a_step_or_corrupt_file(rec: Any) -> None:
+    try:
+        step = Step.from_record(rec, "a line")
+    except CorruptFile:
+        return
+    assert re.fullmatch(r"[0-9]{4,9}", step.step_id)
+    assert step.kind in ledger_module.KINDS
+    # what was accepted is written back and read again unchanged
+    again = Step.from_record(json.loads(step.to_line()), "again")
+    assert again.to_record() == step.to_record()
+
+
+# --- step ids ------------------------------------------------------------------------------
+
+
+@SETTINGS
+@given(text=st.one_of(st.text(max_size=12), st.from_regex(r"#?0*[0-9]{1,10}", fullmatch=True)))
+def test_parse_step_ref_returns_a_canonical_id_or_usage_error(text: str) -> None:
+    try:
+        step_id = parse_step_ref(text)
+    except UsageError:
+        return
+    assert re.fullmatch(r"[0-9]{4,9}", step_id) and int(step_id) >= 1
+    assert int(step_id) == int(text.strip().lstrip("#"))
+
+
+@SETTINGS
+@given(number=st.integers(1, 10**9 - 1), zeros=st.integers(0, 3), hash_=st.booleans())
+def test_every_way_of_writing_a_step_id_means_the_same_step(
+    number: int, zeros: int, hash_: bool
+) -> None:
+    text = ("#" if hash_ else "") + "0" * zeros + str(number)
+    assume(len(text.lstrip("#")) <= 9)
+    assert parse_step_ref(text) == format_step_id(number)
+
+
+# --- task names ------------------------------------------------------------------------------
+
+name_chars = st.sampled_from(
+    [*"abcXYZ019", *"._-/\\@{}~^:?*[] \t\n", "é", "ß", "\u202e", "\x7f", "\x00", "\u00a0"]
+)
+names = st.one_of(
+    st.from_regex(r"[A-Za-z0-9_][A-Za-z0-9._@{}-]{0,20}", fullmatch=True),  # mostly accepted
+    st.text(name_chars, max_size=12),
+    st.text(max_size=70),
+)
+
+
+@SETTINGS
+@given(name=names)
+def test_accepted_task_names_make_valid_branches(name: str, tmp_path: Path) -> None:
+    try:
+        assert tasks.validate_name(name) == name
+    except UsageError as exc:
+        assert "invalid task name" in str(exc)
+        return
+    for branch in (name, f"bar/{name}-AbCd_-12"):
+        res = subprocess.run(
+            ["git", "check-ref-format", "--branch", branch], cwd=tmp_path, capture_output=True
+        )
+        assert res.returncode == 0, (branch, res.stderr)
+
+
+# --- config.yaml ------------------------------------------------------------------------------
+
+scalars = st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8)
+keys = st.sampled_from(
+    [
+        "version", "git", "policy", "hooks", "output", "run", "default_base", "branch_prefix",
+        "enabled", "path", "pre_run", "post_run", "timeout", "color", "verbose", "record_env",
+        "other",
+    ]
+) | st.integers(0, 3)  # fmt: skip
+config_data = st.recursive(
+    scalars,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(keys, inner, max_size=5),
+    max_leaves=15,
+)
+
+
+@st.composite
+def plausible_configs(draw: st.DrawFn) -> dict[Any, Any]:
+    """Mostly the real shape, with wrong values in places."""
+    data: dict[Any, Any] = {"version": draw(st.sampled_from([1, 1, 1, 2, 0, "1", None, 1.0]))}
+    for section, fields in config._SCHEMA.items():
+        if draw(st.booleans()):
+            data[section] = {k: draw(config_data) for k in fields if draw(st.booleans())}
+    return data
+
+
+@SETTINGS
+@given(data=st.one_of(config_data, plausible_configs()))
+def test_parse_config_returns_config_or_config_error(data: Any) -> None:
+    try:
+        cfg = config.parse_config(data, Path("/p/config.yaml"))
+    except ConfigError as exc:
+        assert "config.yaml" in str(exc)
+        return
+    assert isinstance(cfg, config.Config)
+    for value in (cfg.git.default_base, cfg.git.branch_prefix, cfg.policy.path):
+        assert isinstance(value, str) and value and not value.startswith("-")
+    assert isinstance(cfg.policy.enabled, bool)
+    assert math.isfinite(cfg.hooks.timeout) and cfg.hooks.timeout > 0
+    for hooks in (cfg.hooks.pre_run, cfg.hooks.post_run, cfg.run.record_env):
+        assert isinstance(hooks, tuple) and all(isinstance(h, str) and h for h in hooks)
+
+
+# --- the migration registry -----------------------------------------------------------------
+
+
+@SETTINGS
+@given(
+    kind=st.sampled_from(sorted(migrate.CURRENT)),
+    version=st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers(-3, 200),
+        st.floats(),
+        st.text(max_size=4),
+        st.lists(st.integers(), max_size=2),
+    ),
+    has_version=st.booleans(),
+    default=st.one_of(st.none(), st.integers(0, 3)),
+    rest=st.dictionaries(st.text(max_size=5), scalars, max_size=4),
+)
+def test_upgrade_reaches_the_current_version_or_names_the_file(
+    kind: str, version: Any, has_version: bool, default: int | None, rest: dict[str, Any]
+) -> None:
+    data = {k: v for k, v in rest.items() if k != "version"}
+    if has_version:
+        data["version"] = version
+    current, label = migrate.CURRENT[kind]
+    try:
+        out = migrate.upgrade(kind, dict(data), "/p/file", default=default)
+    except CorruptFile as exc:
+        assert "/p/file" in str(exc) and label in str(exc)
+        return
+    assert out["version"] == current if "version" in out else default == current
+    assert {k: v for k, v in out.items() if k != "version"} == {
+        k: v for k, v in data.items() if k != "version"
+    }
+
+
+# --- -e NAME=VALUE ----------------------------------------------------------------------------
+
+env_chars = st.sampled_from([*"AZaz09_=-. ", "é", "\x00", "²", "\n"])
+pair_text = st.one_of(
+    st.text(env_chars, max_size=10),
+    st.builds(
+        lambda k, v: f"{k}={v}", st.text(env_chars, max_size=4), st.text(env_chars, max_size=4)
+    ),
+)
+
+
+@SETTINGS
+@given(pairs=st.lists(st.one_of(pair_text, st.text(max_size=10)), max_size=4))
+def test_env_pairs_give_usable_variables_or_usage_error(pairs: list[str]) -> None:
+    try:
+        env = recorder.env_from_pairs(pairs)
+    except UsageError as exc:
+        assert "-e" in str(exc)
+        return
+    for name, value in env.items():
+        assert re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name), name
+        assert "\x00" not in value
+    # and a child process really gets them
+    if env:
+        res = subprocess.run(["env", "-0"], env=env, capture_output=True, check=True)
+        got = dict(item.split("=", 1) for item in res.stdout.decode().split("\0") if item)
+        for name, value in env.items():
+            assert got[name] == value
+
+
+@SETTINGS
+@given(
+    name=st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,8}", fullmatch=True),
+    value=st.text(max_size=10).filter(lambda v: "\x00" not in v),
+)
+def test_env_pairs_keep_every_value(name: str, value: str) -> None:
+    assert recorder.env_from_pairs([f"{name}={value}"]) == {name: value}
+
+
+def test_a_ledger_that_is_a_link_is_refused(tmp_path: Path) -> None:
+    real = tmp_path / "elsewhere.jsonl"
+    real.write_bytes(make_step(1).to_line() + b"\n")
+    link = tmp_path / "ledger.jsonl"
+    link.symlink_to(real)
+    for read in (lambda: Ledger(link).read_all(), lambda: Ledger(link).last()):
+        with pytest.raises(CorruptFile, match="symbolic link"):
+            read()
+    with pytest.raises(CorruptFile, match="symbolic link"):
+        Ledger(link).append(make_step(2))
+    assert real.read_bytes() == make_step(1).to_line() + b"\n"
