@@ -424,7 +424,21 @@ def task_cases() -> list[Case]:
         Case(f, "hostile-snapshot-ref", edit("snapshot_ref", "refs/heads/main"), broken),
         Case(f, "relative-repo-root", edit("repo_root", "../../canary"), broken),
         Case(f, "symlink-outside", symlink_to_canary(f), broken),
+        Case(f, "task-dir-symlink", move_to_canary(lambda w: w.tdir), broken, names=("tasks/",)),
     ]
+
+
+def move_to_canary(where: Callable[[World], Path]) -> Breaker:
+    """Move a directory of bar's outside BAR_HOME and leave a link to it in its place."""
+
+    def breaker(w: World) -> None:
+        path = where(w)
+        dest = w.canary / f"moved-{path.name}"
+        shutil.copytree(path, dest, symlinks=True)
+        shutil.rmtree(path)
+        path.symlink_to(dest)
+
+    return breaker
 
 
 def _step_line(w: World, n: int, **changes: Any) -> bytes:
@@ -571,6 +585,13 @@ def artifact_cases() -> list[Case]:
             lambda w: (w.tdir / "artifacts" / "0001.output").unlink(),
             ok,
             names=("0001.output",),
+        ),
+        Case(
+            f,
+            "dir-symlink",
+            move_to_canary(lambda w: w.tdir / "artifacts"),
+            {**ok, "show": 8, "log": 8, "run": 8},
+            names=("artifacts",),
         ),
         Case(
             f,

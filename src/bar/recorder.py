@@ -112,7 +112,7 @@ def write_marker(task: Task, marker: Marker) -> None:
 
 def inner_events_path(task: Task, step_id: str) -> Path:
     """Where ``bar hook`` appends the decisions it took for the running step."""
-    return task.artifacts_dir / f"{step_id}.policy.jsonl"
+    return _artifacts_dir(task) / f"{step_id}.policy.jsonl"
 
 
 def read_inner_events(task: Task, step_id: str) -> list[dict[str, Any]]:
@@ -132,9 +132,21 @@ def read_inner_events(task: Task, step_id: str) -> list[dict[str, Any]]:
     return events
 
 
+def _artifacts_dir(task: Task) -> Path:
+    """The task's artifacts directory, where steps write; never through a link."""
+    path = task.artifacts_dir
+    if path.is_symlink():
+        raise CorruptFile(
+            f"the artifacts directory {path} is a symbolic link; "
+            "bar does not follow links in its own files",
+            hint="run `bar doctor` to check the task",
+        )
+    return path
+
+
 def _artifact(task: Task, step_id: str, suffix: str) -> tuple[Path, str]:
-    rel = f"artifacts/{step_id}.{suffix}"
-    return task.dir / rel, rel
+    name = f"{step_id}.{suffix}"
+    return _artifacts_dir(task) / name, f"artifacts/{name}"
 
 
 def _scrub_step(step: Step) -> Step:
@@ -170,7 +182,7 @@ def _clear_leftover_artifacts(task: Task, step_id: str) -> None:
     No recorded step owns them (an interrupted one was recorded by ``recover`` first), and
     writing through one that is a link would write wherever it points.
     """
-    for leftover in task.artifacts_dir.glob(f"{step_id}.*"):
+    for leftover in _artifacts_dir(task).glob(f"{step_id}.*"):
         leftover.unlink(missing_ok=True)
 
 
@@ -212,7 +224,7 @@ def recover(task: Task) -> Step | None:
     )
     stat, artifacts = diff_into_step(task, marker.step_id, marker.snapshot_before, snap.commit)
     out_path, out_rel = _artifact(task, marker.step_id, "output")
-    for leftover in task.artifacts_dir.glob(f"{marker.step_id}.output.*.tmp"):
+    for leftover in _artifacts_dir(task).glob(f"{marker.step_id}.output.*.tmp"):
         leftover.unlink(missing_ok=True)
     if out_path.exists() and out_path.stat().st_size > len(b"=== STDOUT ===\n"):
         artifacts.output = out_rel

@@ -166,11 +166,12 @@ def load_task(project: Project, task_id: str) -> Task:
     if not TASK_ID_RE.match(task_id):
         raise TaskNotFound(f"no task with id {task_id!r}")
     path = project.tasks_dir / task_id / "task.json"
-    if path.is_symlink():  # bar's own files are never links; one may point anywhere
-        raise CorruptFile(
-            f"task.json at {path} is a symbolic link; bar does not follow links in its own files",
-            hint="run `bar doctor` to check the project",
-        )
+    for own in (path.parent, path):  # bar's own files are never links; one may point anywhere
+        if own.is_symlink():
+            raise CorruptFile(
+                f"{own} is a symbolic link; bar does not follow links in its own files",
+                hint="run `bar doctor` to check the project",
+            )
     try:
         rec = read_json(path, "task.json")
     except FileNotFoundError:
