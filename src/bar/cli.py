@@ -341,13 +341,12 @@ def build_parser() -> argparse.ArgumentParser:
 def _log_traceback() -> str | None:
     import traceback
 
-    from bar.store import bar_home, ensure_dir, now_iso
+    from bar.store import bar_home, create_file, ensure_dir, now_iso
 
     try:
         logs = ensure_dir(bar_home() / "logs")
         path = logs / f"crash-{now_iso().replace(':', '')}-{os.getpid()}.log"
-        path.write_text(traceback.format_exc())
-        os.chmod(path, 0o600)
+        create_file(path, traceback.format_exc().encode())
         return str(path)
     except OSError:
         return None

@@ -295,6 +295,8 @@ def _walk(root: Path, skip: Path) -> Iterator[Path]:
 
 def _bad_lines(path: Path) -> list[tuple[int, bytes]]:
     bad: list[tuple[int, bytes]] = []
+    if path.is_symlink():
+        raise BarError(f"{path} is a symbolic link; bar does not follow links in its files")
     with path.open("rb") as fh:
         for n, line in enumerate(fh, 1):
             text = line.rstrip(b"\n")
@@ -368,8 +370,11 @@ def _reseed_index(task: Task) -> str:
 def _recreate_worktree(task: Task) -> str:
     """Recreate a deleted worktree on its branch and restore the last recorded state."""
     repo = task.project.root
-    git.git(repo, "worktree", "prune")
-    git.git(repo, "worktree", "add", "--quiet", str(task.worktree), task.branch)
+    with task.project.lock(
+        "bar doctor: recreate worktree"
+    ):  # git worktree add is not concurrent-safe
+        git.git(repo, "worktree", "prune")
+        git.git(repo, "worktree", "add", "--quiet", str(task.worktree), task.branch)
     task.index.unlink(missing_ok=True)
     snapshot.seed_index(task.worktree, task.index, task.base_commit)
     from bar.rollback import restore

@@ -69,6 +69,7 @@ def write_tree(worktree: Path, index: Path, excludes: Sequence[str] = ()) -> str
         # the whole step; say which.
         message = res.err.strip() or f"git add exited with {res.returncode}"
         print(f"bar: warning: some files were not recorded: {message}", file=sys.stderr)
+    os.chmod(index, 0o600)  # git rewrites the index with the umask's mode
     return git.out(worktree, "write-tree", env=env)
 
 

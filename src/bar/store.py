@@ -10,6 +10,7 @@ appended with one ``write()`` of a whole line followed by fsync.
 from __future__ import annotations
 
 import datetime as _dt
+import errno
 import json
 import os
 import secrets
@@ -78,7 +79,10 @@ def write_bytes_atomic(path: Path, data: bytes) -> None:
     """Replace ``path`` with ``data`` so readers see the old or the new file, never a mix."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
+        # a leftover of a crashed process of the same pid, or a planted link: never
+        # written through
+        tmp.unlink(missing_ok=True)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, FILE_MODE)
         try:
             os.fchmod(fd, FILE_MODE)
             view = memoryview(data)
@@ -114,7 +118,7 @@ def append_line(path: Path, line: bytes) -> None:
     if b"\n" in line:
         raise ValueError("a ledger line must not contain a newline")
     try:
-        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, FILE_MODE)
+        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, FILE_MODE)
     except OSError as exc:
         raise BarError(f"could not open {path}: {exc.strerror or exc}") from exc
     try:
@@ -138,7 +142,7 @@ def append_line(path: Path, line: bytes) -> None:
 
 def create_file(path: Path, data: bytes = b"") -> None:
     """Create or truncate ``path`` with mode 0600 and write ``data``."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, FILE_MODE)
     try:
         os.fchmod(fd, FILE_MODE)
         if data:
@@ -151,10 +155,21 @@ def read_json(path: Path, what: str | None = None) -> dict[str, Any]:
     """Read a JSON object from ``path``; a broken file is a ``CorruptFile`` naming it."""
     label = what or path.name
     try:
-        raw = path.read_bytes()
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        try:
+            raw = b""
+            while chunk := os.read(fd, 1 << 20):
+                raw += chunk
+        finally:
+            os.close(fd)
     except FileNotFoundError:
         raise
     except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise CorruptFile(
+                f"{label} at {path} is a symbolic link; bar does not follow links in its files",
+                hint="run `bar doctor` to check the project",
+            ) from None
         raise CorruptFile(f"cannot read {label} at {path}: {exc.strerror or exc}") from exc
     if not raw.strip():
         raise CorruptFile(
