@@ -22,7 +22,7 @@ typecheck: $(STAMP)
 	$(VENV)/bin/mypy
 
 unit: $(STAMP)
-	$(PY) -m pytest
+	$(PY) -m pytest -n auto
 
 test: lint typecheck unit
 
