@@ -559,6 +559,15 @@ def run_step(task: Task, req: RunRequest, *, wait: bool = True) -> tuple[Step, i
         if req.agent:
             agent_hook = install_hook(req.agent, task.worktree, hook_command(req.agent, task.dir))
             agent_hook.__enter__()
+            if req.agent == "gemini":
+                # project hooks run only in trusted folders; this one bar made for the task
+                env["GEMINI_CLI_TRUST_WORKSPACE"] = "true"
+            elif req.agent == "codex":
+                print(
+                    "bar: Codex runs bar's hook only once it is trusted: accept it in /hooks "
+                    "(or pass --dangerously-bypass-hook-trust to codex)",
+                    file=sys.stderr,
+                )
         try:
             exit_code, sig, printed, artifacts, out_rel = _execute(task, step_id, req, cwd, env)
         finally:
