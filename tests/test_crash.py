@@ -183,3 +183,32 @@ def test_doctor_fixes_permissions_and_missing_pieces(repo: Path, tmp_path: Path)
     assert bar_exe("doctor", cwd=repo).out.endswith("everything checks out\n")
     assert (tdir / "ledger.jsonl").stat().st_mode & 0o777 == 0o600
     check_consistent(repo, task, tmp_path / "replay")
+
+
+FSIZE_LIMITED = """
+import resource, signal, sys
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)   # a write past the limit fails with EFBIG
+resource.setrlimit(resource.RLIMIT_FSIZE, (200_000, 200_000))
+from bar.cli import main
+raise SystemExit(main(sys.argv[1:]))
+"""
+
+
+def test_a_write_that_fails_says_so_and_keeps_the_record(repo: Path, tmp_path: Path) -> None:
+    """A full disk, simulated by a file-size limit: the big output cannot be written."""
+    import sys
+
+    task = setup_task(repo)
+    before = (task_dir(task["id"]) / "ledger.jsonl").read_bytes()
+    res = subprocess.run(
+        [sys.executable, "-c", FSIZE_LIMITED, "run", "--",
+         sys.executable, "-c", "print('x' * 1_000_000); open('small.txt', 'w').write('ok')"],
+        cwd=repo, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert "Traceback" not in res.stderr
+    assert "could not write" in res.stderr and "File too large" in res.stderr
+    after = (task_dir(task["id"]) / "ledger.jsonl").read_bytes()
+    assert after.startswith(before)  # nothing recorded before was touched
+    assert bar_exe("run", "--", "true", cwd=repo).code == 0
+    steps = check_consistent(repo, task, tmp_path / "replay")
+    assert any("small.txt" in s["diff_stat"]["file_list"] for s in steps)  # type: ignore[index]

@@ -105,6 +105,47 @@ def _write_live(stream: BinaryIO | None, data: bytes) -> BinaryIO | None:
     return stream
 
 
+class _Sink:
+    """An artifact being written. A failed write (disk full, quota, file-size limit) stops
+    the capture, not the command: the command's output keeps reaching the terminal, and
+    bar says what could not be written."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.error: OSError | None = None
+        self._fh: BinaryIO | None = open(path, "ab")  # noqa: SIM115
+
+    def write(self, data: bytes) -> None:
+        if self._fh is None or not data:
+            return
+        try:
+            self._fh.write(data)
+        except OSError as exc:
+            self._fail(exc)
+
+    def close(self) -> None:
+        if self._fh is not None:
+            try:
+                self._fh.close()
+            except OSError as exc:
+                self._fail(exc)
+            self._fh = None
+
+    def _fail(self, exc: OSError) -> None:
+        self.error = exc
+        try:
+            if self._fh is not None:
+                self._fh.close()
+        except OSError:
+            pass
+        self._fh = None
+        print(
+            f"bar: warning: could not write {self.path}: {exc.strerror or exc}; "
+            "the rest of the output is shown but not recorded",
+            file=sys.stderr,
+        )
+
+
 def run_piped(
     argv: Sequence[str],
     *,
@@ -124,11 +165,8 @@ def run_piped(
     printed = False
     proc: subprocess.Popen[bytes] | None = None
     try:
-        with (
-            forwarding_signals(lambda: proc.pid if proc else None),
-            open(output_path, "ab") as out_file,
-            open(err_path, "ab") as err_file,
-        ):
+        out_file, err_file = _Sink(output_path), _Sink(err_path)
+        with forwarding_signals(lambda: proc.pid if proc else None):
             try:
                 proc = subprocess.Popen(
                     list(argv),
@@ -198,25 +236,36 @@ def run_piped(
                     except InterruptedError:
                         continue
                 code, sig = exit_status(returncode)
-            out_file.flush()
-            err_file.flush()
-        if printed:
-            with open(output_path, "r+b") as out_file:
-                out_file.seek(0, os.SEEK_END)
-                size = out_file.tell()
-                if size > len(STDOUT_HEADER):
-                    out_file.seek(size - 1)
-                    if out_file.read(1) != b"\n":
-                        out_file.write(b"\n")
-                out_file.seek(0, os.SEEK_END)
-                out_file.write(STDERR_HEADER)
-                with open(err_path, "rb") as err_file:
-                    while chunk := err_file.read(1024 * 1024):
-                        out_file.write(chunk)
-                out_file.flush()
-                os.fsync(out_file.fileno())
-        else:
+        out_file.close()
+        err_file.close()
+        if printed and out_file.error is None:
+            _assemble(output_path, err_path)
+        elif not printed:
             output_path.unlink(missing_ok=True)
     finally:
         err_path.unlink(missing_ok=True)
     return Outcome(code, sig, printed)
+
+
+def _assemble(output_path: Path, err_path: Path) -> None:
+    """Append ``=== STDERR ===`` and the captured stderr to the artifact."""
+    try:
+        with open(output_path, "r+b") as out_file:
+            out_file.seek(0, os.SEEK_END)
+            size = out_file.tell()
+            if size > len(STDOUT_HEADER):
+                out_file.seek(size - 1)
+                if out_file.read(1) != b"\n":
+                    out_file.write(b"\n")
+            out_file.seek(0, os.SEEK_END)
+            out_file.write(STDERR_HEADER)
+            with open(err_path, "rb") as err_file:
+                while chunk := err_file.read(1024 * 1024):
+                    out_file.write(chunk)
+            out_file.flush()
+            os.fsync(out_file.fileno())
+    except OSError as exc:
+        print(
+            f"bar: warning: could not finish {output_path}: {exc.strerror or exc}",
+            file=sys.stderr,
+        )

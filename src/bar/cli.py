@@ -397,6 +397,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         except OSError:
             pass
         return ExitCode.OK
+    except OSError as exc:
+        # disk full, read-only file system, quota: the failed write was to a temporary
+        # file or an unrecorded step, so what was recorded before is intact
+        what = f" {exc.filename}" if exc.filename else ""
+        print(f"bar: could not write{what}: {exc.strerror or exc}", file=sys.stderr)
+        print("hint: free space (or fix permissions) and run the command again; "
+              "`bar doctor` checks the project", file=sys.stderr)  # fmt: skip
+        return ExitCode.ERROR
     except Exception as exc:
         where = _log_traceback()
         if debug:
