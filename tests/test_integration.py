@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+
 from helpers import BAR_EXE, bar, ledger, new_task, project_dir, task_dir, worktree
 
 FAKE_AGENT = str(Path(__file__).parent / "fake_agent.py")
