@@ -267,6 +267,8 @@ def recover(task: Task) -> Step | None:
 def record_manual(task: Task) -> Step | None:
     """Record changes made in the worktree since the last step (caller holds the lock)."""
     before = task.recorded_snapshot()
+    if snapshot.unchanged_since(task.worktree, task.index, before):
+        return None
     step_id = task.ledger.next_step_id()
     started = now_iso()
     t0 = time.monotonic()
@@ -309,8 +311,11 @@ def prepare(task: Task) -> None:
 
 
 def has_unrecorded_changes(task: Task) -> bool:
+    recorded = task.recorded_snapshot()
+    if snapshot.unchanged_since(task.worktree, task.index, recorded):
+        return False
     tree = snapshot.write_tree(task.worktree, task.index)
-    return tree != git.tree_of(task.worktree, task.recorded_snapshot())
+    return tree != git.tree_of(task.worktree, recorded)
 
 
 def current_tree_readonly(task: Task) -> str:

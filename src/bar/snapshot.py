@@ -15,16 +15,20 @@ first snapshot does not re-hash every file of the repository.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sys
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from bar import faults, git
+from bar.errors import BarError
 from bar.git import BAR_IDENTITY, DiffStat
 from bar.proc import run_to_file
+from bar.store import write_bytes_atomic
 
 # Paths bar writes into a worktree for its own use (agent hook settings while a run
 # lasts): never part of what a step changed.
@@ -94,14 +98,90 @@ def take(
     Otherwise a commit is chained onto the ref's current value (which may be ahead of the
     ledger after a crash: that orphan is kept in the chain, never dropped).
     """
+    started_ns = time.time_ns()
     tree = write_tree(worktree, index, excludes)
     recorded_tree = git.tree_of(worktree, recorded)
     if tree == recorded_tree:
+        _stamp(worktree, index, tree, recorded, started_ns)
         return Snapshot(recorded, tree, False)
     parent = git.rev_parse(worktree, ref) or recorded
     commit = git.commit_tree(worktree, tree, [parent], message, identity=BAR_IDENTITY)
     git.update_ref(worktree, ref, commit, parent, f"bar: {message.splitlines()[0]}")
+    _stamp(worktree, index, tree, commit, started_ns)
     return Snapshot(commit, tree, True)
+
+
+# --- knowing cheaply that nothing changed ----------------------------------------------
+#
+# Before every step bar must know whether someone edited the worktree since the last
+# snapshot. A full `git add -A` answers that but pays git's untracked-file scan, the
+# largest part of a snapshot. Cheaper, and conservative: after each snapshot we note the
+# mtime of every directory of the snapshot's tree. Creating, deleting or renaming a file
+# changes its directory's mtime, and `git diff-files` on the side index (stat of every
+# recorded file) sees any edit of a recorded file. If both say "nothing", nothing
+# changed; anything else, including a directory touched within the racy window of the
+# snapshot (file-system clocks are coarse), falls back to the full scan.
+
+_RACY_NS = 2_000_000_000
+
+
+def _stamps_path(index: Path) -> Path:
+    return index.with_name(index.name + ".stamps")
+
+
+def _stamp(worktree: Path, index: Path, tree: str, commit: str, started_ns: int) -> None:
+    path = _stamps_path(index)
+    dirs: list[str] | None = None
+    try:
+        old = json.loads(path.read_bytes())
+        if old.get("tree") == tree and isinstance(old.get("dirs"), list):
+            dirs = [str(d) for d in old["dirs"]]
+    except (OSError, ValueError, AttributeError):
+        pass
+    if dirs is None:
+        raw = git.git(worktree, "ls-tree", "-r", "-d", "-z", "--name-only", tree).stdout
+        dirs = [""] + [d.decode("utf-8", "surrogateescape") for d in raw.split(b"\0") if d]
+    mtimes: list[int] = []
+    racy = False
+    root = str(worktree)  # plain string joins: pathlib costs more than the lstat here
+    for rel in dirs:
+        try:
+            mtime = os.lstat(os.path.join(root, rel)).st_mtime_ns
+        except OSError:
+            racy = True
+            break
+        if mtime >= started_ns - _RACY_NS:
+            racy = True
+            break
+        mtimes.append(mtime)
+    record = {"version": 1, "tree": tree, "commit": commit, "racy": racy, "dirs": dirs,
+              "mtimes": [] if racy else mtimes}  # fmt: skip
+    try:
+        write_bytes_atomic(path, json.dumps(record).encode())
+    except BarError:
+        path.unlink(missing_ok=True)
+
+
+def unchanged_since(worktree: Path, index: Path, recorded: str) -> bool:
+    """True only when the worktree certainly still equals the snapshot ``recorded``."""
+    try:
+        stamps = json.loads(_stamps_path(index).read_bytes())
+    except (OSError, ValueError):
+        return False
+    if not isinstance(stamps, dict) or stamps.get("commit") != recorded or stamps.get("racy"):
+        return False
+    dirs, mtimes = stamps.get("dirs"), stamps.get("mtimes")
+    if not isinstance(dirs, list) or not isinstance(mtimes, list) or len(dirs) != len(mtimes):
+        return False
+    root = str(worktree)
+    for rel, mtime in zip(dirs, mtimes, strict=True):
+        try:
+            if os.lstat(os.path.join(root, str(rel))).st_mtime_ns != mtime:
+                return False
+        except OSError:
+            return False
+    res = git.git(worktree, "diff-files", "--quiet", env=_env(index), check=False)
+    return res.returncode == 0
 
 
 def chain(worktree: Path, ref: str, tree: str, message: str) -> str:

@@ -309,7 +309,11 @@ def status(args: argparse.Namespace) -> int:
 
 
 def _unrecorded(task: Task) -> bool:
+    from bar import snapshot
     from bar.recorder import current_tree_readonly
 
+    recorded = task.recorded_snapshot()
+    if snapshot.unchanged_since(task.worktree, task.index, recorded):
+        return False
     tree = current_tree_readonly(task)
-    return tree != git.tree_of(task.worktree, task.recorded_snapshot())
+    return tree != git.tree_of(task.worktree, recorded)
