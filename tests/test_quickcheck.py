@@ -8,13 +8,34 @@ racy), then make each kind of edit and require that it is recorded as a manual s
 from __future__ import annotations
 
 import os
+import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from bar.snapshot import unchanged_since
-from helpers import bar, ledger, new_task, project_dir, worktree
+from helpers import bar, files_in_commit, files_on_disk, ledger, new_task, project_dir, worktree
+from test_properties import _check_replay, _run_ops, _start
+
+# edits below the root, so that the root directory's mtime stays put and snapshots take
+# the incremental path (a change of the root itself means a full scan)
+deep = st.sampled_from(
+    ["dir/a.txt", "dir/sub/b.bin", "dir/sub/deep/c", "dir/with space é.txt", "dir/x.sh", "dir/c.md"]
+)
+deep_op = st.one_of(
+    st.builds(
+        lambda p, t: {"op": "write", "path": p, "text": t}, deep, st.sampled_from(["", "x", "y\n"])
+    ),
+    st.builds(lambda p: {"op": "delete", "path": p}, deep),
+    st.builds(lambda p, d: {"op": "rename", "path": p, "dest": d}, deep, deep),
+    st.builds(lambda p, x: {"op": "chmod", "path": p, "exec": x}, deep, st.booleans()),
+    st.builds(lambda p, t: {"op": "symlink", "path": p, "target": t}, deep, deep),
+)
+step_ops = st.lists(deep_op, min_size=1, max_size=6)
 
 
 @pytest.fixture
@@ -75,3 +96,37 @@ def test_every_kind_of_hand_edit_is_seen(
     steps = ledger(settled["id"])
     assert steps[-2]["kind"] == "manual", f"{edit} was not recorded"
     assert steps[-2]["diff_stat"]["files"] >= 1
+
+
+def _backdate(wt: Path) -> None:
+    old = time.time() - 120
+    for path in [wt, *wt.rglob("*")]:
+        if ".git" in path.relative_to(wt).parts and path != wt:
+            continue
+        os.utime(path, (old, old), follow_symlinks=False)
+
+
+@settings(
+    max_examples=10,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+    derandomize=True,
+)
+@given(steps=st.lists(step_ops, min_size=1, max_size=3))
+def test_incremental_snapshots_equal_full_ones(
+    steps: list[list[dict[str, Any]]],
+    capfd: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With trusted stamps, snapshots rescan only what changed; they must still be exact."""
+    with tempfile.TemporaryDirectory() as d:
+        tmp = Path(d)
+        task = _start(tmp, capfd, monkeypatch)
+        repo, wt = Path(task["repo_root"]), worktree(task)
+        for n, ops in enumerate(steps):
+            _backdate(wt)
+            assert bar(capfd, "run", "--", "true").code == 0  # settles trusted stamps
+            _run_ops(capfd, tmp, ops, n)
+            last = ledger(task["id"])[-1]["snapshot"]
+            assert files_on_disk(wt) == files_in_commit(repo, last)
+        _check_replay(tmp, task)

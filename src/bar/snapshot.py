@@ -51,30 +51,38 @@ def seed_index(worktree: Path, index: Path, base_commit: str) -> None:
     os.replace(tmp, index)
 
 
-def write_tree(worktree: Path, index: Path, excludes: Sequence[str] = ()) -> str:
-    """Stage the worktree's full state (tracked + untracked, not ignored) and write a tree."""
-    pathspec = ["--", "."]
-    for path in (*_ALWAYS_EXCLUDED, *excludes):
-        pathspec.append(f":(exclude,literal){path}")
-    env = _env(index)
+def write_tree(
+    worktree: Path, index: Path, excludes: Sequence[str] = (), recorded: str | None = None
+) -> str:
+    """Stage the worktree's full state (tracked + untracked, not ignored) and write a tree.
+
+    With ``recorded`` (the snapshot the side index was last stamped at), only what can
+    have changed since is rescanned: see ``_changed_since``.
+    """
+    scope = _changed_since(worktree, index, recorded) if recorded else None
+    if scope is None:
+        _add(worktree, index, ["."], excludes)
+    elif scope:
+        _add(worktree, index, scope, excludes)
+    os.chmod(index, 0o600)  # git rewrites the index with the umask's mode
+    return git.out(worktree, "write-tree", env=_env(index))
+
+
+def _add(worktree: Path, index: Path, paths: Sequence[str], excludes: Sequence[str]) -> None:
+    specs = [f":(top,literal){p}" if p != "." else ":(top)" for p in paths]
+    specs += [f":(top,exclude,literal){p}" for p in (*_ALWAYS_EXCLUDED, *excludes)]
     res = git.git(
         worktree,
-        "-c",
-        "core.untrackedCache=true",
-        "add",
-        "-A",
-        "--ignore-errors",
-        *pathspec,
-        env=env,
+        "add", "-A", "--ignore-errors", "--pathspec-from-file=-", "--pathspec-file-nul",
+        env=_env(index),
+        input=b"\0".join(s.encode("utf-8", "surrogateescape") for s in specs) + b"\0",
         check=False,
-    )
+    )  # fmt: skip
     if res.returncode != 0:
         # Files that could not be read are left out of the snapshot rather than losing
         # the whole step; say which.
         message = res.err.strip() or f"git add exited with {res.returncode}"
         print(f"bar: warning: some files were not recorded: {message}", file=sys.stderr)
-    os.chmod(index, 0o600)  # git rewrites the index with the umask's mode
-    return git.out(worktree, "write-tree", env=env)
 
 
 @dataclass(frozen=True)
@@ -99,7 +107,7 @@ def take(
     ledger after a crash: that orphan is kept in the chain, never dropped).
     """
     started_ns = time.time_ns()
-    tree = write_tree(worktree, index, excludes)
+    tree = write_tree(worktree, index, excludes, recorded)
     recorded_tree = git.tree_of(worktree, recorded)
     if tree == recorded_tree:
         _stamp(worktree, index, tree, recorded, started_ns)
@@ -111,16 +119,16 @@ def take(
     return Snapshot(commit, tree, True)
 
 
-# --- knowing cheaply that nothing changed ----------------------------------------------
+# --- knowing cheaply what changed ----------------------------------------------------
 #
-# Before every step bar must know whether someone edited the worktree since the last
-# snapshot. A full `git add -A` answers that but pays git's untracked-file scan, the
-# largest part of a snapshot. Cheaper, and conservative: after each snapshot we note the
-# mtime of every directory of the snapshot's tree. Creating, deleting or renaming a file
-# changes its directory's mtime, and `git diff-files` on the side index (stat of every
-# recorded file) sees any edit of a recorded file. If both say "nothing", nothing
-# changed; anything else, including a directory touched within the racy window of the
-# snapshot (file-system clocks are coarse), falls back to the full scan.
+# A full `git add -A` pays git's untracked-file scan, the largest part of a snapshot. But
+# creating, deleting or renaming a file changes its directory's mtime, and `git
+# diff-files` on the side index (a stat of every recorded file) sees every edit of a
+# recorded file. So after each snapshot we note the mtime of every directory of its
+# tree; the next snapshot rescans only the directories whose mtime moved, plus the files
+# diff-files names. A directory touched within the racy window of the snapshot
+# (file-system clocks are coarse) is always rescanned; a moved root directory or an
+# edited .gitignore means a full scan.
 
 _RACY_NS = 2_000_000_000
 
@@ -142,55 +150,56 @@ def _stamp(worktree: Path, index: Path, tree: str, commit: str, started_ns: int)
         raw = git.git(worktree, "ls-tree", "-r", "-d", "-z", "--name-only", tree).stdout
         dirs = [""] + [d.decode("utf-8", "surrogateescape") for d in raw.split(b"\0") if d]
     mtimes: list[int] = []
-    racy = False
     root = str(worktree)  # plain string joins: pathlib costs more than the lstat here
     for rel in dirs:
         try:
             mtime = os.lstat(os.path.join(root, rel)).st_mtime_ns
         except OSError:
-            racy = True
-            break
-        if mtime >= started_ns - _RACY_NS:
-            racy = True
-            break
-        mtimes.append(mtime)
-    record = {"version": 1, "tree": tree, "commit": commit, "racy": racy, "dirs": dirs,
-              "mtimes": [] if racy else mtimes}  # fmt: skip
+            mtime = -1
+        mtimes.append(-1 if mtime >= started_ns - _RACY_NS else mtime)
+    record = {"version": 1, "tree": tree, "commit": commit, "dirs": dirs, "mtimes": mtimes}
     try:
         write_bytes_atomic(path, json.dumps(record).encode())
     except BarError:
         path.unlink(missing_ok=True)
 
 
-def unchanged_since(worktree: Path, index: Path, recorded: str) -> bool:
-    """True only when the worktree certainly still equals the snapshot ``recorded``."""
+def _changed_since(worktree: Path, index: Path, recorded: str) -> list[str] | None:
+    """The paths to rescan since the side index was stamped at ``recorded`` (empty: none
+    changed), or None when only a full scan will do."""
     try:
         stamps = json.loads(_stamps_path(index).read_bytes())
     except (OSError, ValueError):
-        return False
-    if not isinstance(stamps, dict) or stamps.get("commit") != recorded or stamps.get("racy"):
-        return False
+        return None
+    if not isinstance(stamps, dict) or stamps.get("commit") != recorded:
+        return None
     dirs, mtimes = stamps.get("dirs"), stamps.get("mtimes")
     if not isinstance(dirs, list) or not isinstance(mtimes, list) or len(dirs) != len(mtimes):
-        return False
+        return None
     root = str(worktree)
+    scope: list[str] = []
     for rel, mtime in zip(dirs, mtimes, strict=True):
         try:
-            if os.lstat(os.path.join(root, str(rel))).st_mtime_ns != mtime:
-                return False
+            same = mtime != -1 and os.lstat(os.path.join(root, str(rel))).st_mtime_ns == mtime
         except OSError:
-            return False
-    res = git.git(worktree, "diff-files", "--quiet", env=_env(index), check=False)
-    return res.returncode == 0
+            same = False
+        if not same:
+            if rel == "":
+                return None
+            scope.append(str(rel))
+    res = git.git(worktree, "diff-files", "--name-only", "-z", env=_env(index))
+    for item in res.stdout.split(b"\0"):
+        if item:
+            name = item.decode("utf-8", "surrogateescape")
+            if name == ".gitignore" or name.endswith("/.gitignore"):
+                return None  # what is ignored may have changed anywhere
+            scope.append(name)
+    return scope
 
 
-def chain(worktree: Path, ref: str, tree: str, message: str) -> str:
-    """Append a commit for ``tree`` to the ref's chain (used when a state is restored)."""
-    parent = git.rev_parse(worktree, ref)
-    parents = [parent] if parent else []
-    commit = git.commit_tree(worktree, tree, parents, message, identity=BAR_IDENTITY)
-    git.update_ref(worktree, ref, commit, parent, f"bar: {message.splitlines()[0]}")
-    return commit
+def unchanged_since(worktree: Path, index: Path, recorded: str) -> bool:
+    """True only when the worktree certainly still equals the snapshot ``recorded``."""
+    return _changed_since(worktree, index, recorded) == []
 
 
 def write_patch(repo: Path, a: str, b: str, path: Path) -> DiffStat:
