@@ -16,14 +16,13 @@ Two rules shape everything here:
   stdout), replies carry only fields the agent's schema accepts, and an event bar cannot
   read is answered with a block (fail closed), never with silence.
 * This module runs before every shell command an agent issues, so importing it must
-  cost next to nothing: only ``json`` and ``dataclasses`` are imported at module level;
+  cost next to nothing: only ``json`` is imported at module level;
   the file-writing code imports what it needs when it is called.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 
 from bar.errors import BarError, ConfigError, ExitCode, UsageError
 
@@ -41,17 +40,35 @@ ACTIONS = ("allow", "log", "warn", "block")
 _FALLBACK_REASON = "blocked by bar policy"
 
 
-@dataclass(frozen=True)
 class _Protocol:
-    """What differs between the agents. Sources for every value: docs/agents.md."""
+    """What differs between the agents. Sources for every value: docs/agents.md.
 
-    display_name: str
-    event_name: str  # the pre-tool-use event, as named in settings and in the payload
-    shell_tool: str  # tool_name of the agent's shell tool
-    settings_path: str  # project-local file bar installs its hook into
-    matcher: str  # matcher of bar's group: the shell tool, matched exactly
-    timeout: int  # timeout of bar's entry, in the unit the agent reads
-    entry_name: str | None  # Gemini shows a hook's name in its /hooks panel
+    Plain classes rather than dataclasses here and below: ``import dataclasses`` (through
+    ``inspect``) costs more than the rest of this module, on a path run before every shell
+    command an agent issues.
+    """
+
+    __slots__ = ("display_name", "entry_name", "event_name", "matcher", "settings_path",
+                 "shell_tool", "timeout")  # fmt: skip
+
+    def __init__(
+        self,
+        *,
+        display_name: str,
+        event_name: str,  # the pre-tool-use event, as named in settings and in the payload
+        shell_tool: str,  # tool_name of the agent's shell tool
+        settings_path: str,  # project-local file bar installs its hook into
+        matcher: str,  # matcher of bar's group: the shell tool, matched exactly
+        timeout: int,  # timeout of bar's entry, in the unit the agent reads
+        entry_name: str | None,  # Gemini shows a hook's name in its /hooks panel
+    ) -> None:
+        self.display_name = display_name
+        self.event_name = event_name
+        self.shell_tool = shell_tool
+        self.settings_path = settings_path
+        self.matcher = matcher
+        self.timeout = timeout
+        self.entry_name = entry_name
 
 
 _PROTOCOLS = {
@@ -104,26 +121,63 @@ class AgentSettingsError(ConfigError):
     """An agent's settings file cannot be merged safely (not JSON, odd shape, a symlink)."""
 
 
-@dataclass(frozen=True)
 class HookEvent:
     """One pre-tool-use event, whatever agent sent it."""
 
-    agent: str
-    event_name: str
-    tool_name: str | None
-    command: str | None  # None when the tool is not the agent's shell tool
-    session_id: str | None
-    tool_use_id: str | None  # Gemini sends none
-    cwd: str | None
+    __slots__ = ("agent", "command", "cwd", "event_name", "session_id", "tool_name",
+                 "tool_use_id")  # fmt: skip
+
+    def __init__(
+        self,
+        agent: str,
+        event_name: str,
+        tool_name: str | None,
+        command: str | None,  # None when the tool is not the agent's shell tool
+        session_id: str | None,
+        tool_use_id: str | None,  # Gemini sends none
+        cwd: str | None,
+    ) -> None:
+        self.agent = agent
+        self.event_name = event_name
+        self.tool_name = tool_name
+        self.command = command
+        self.session_id = session_id
+        self.tool_use_id = tool_use_id
+        self.cwd = cwd
+
+    def _key(self) -> tuple[str | None, ...]:
+        return (self.agent, self.event_name, self.tool_name, self.command,
+                self.session_id, self.tool_use_id, self.cwd)  # fmt: skip
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, HookEvent) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __repr__(self) -> str:
+        return f"HookEvent{self._key()!r}"
 
 
-@dataclass(frozen=True)
 class HookReply:
     """What ``bar hook AGENT`` writes and how it exits."""
 
-    stdout: str
-    stderr: str
-    exit_code: int
+    __slots__ = ("exit_code", "stderr", "stdout")
+
+    def __init__(self, stdout: str, stderr: str, exit_code: int) -> None:
+        self.stdout = stdout
+        self.stderr = stderr
+        self.exit_code = exit_code
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, HookReply) and (self.stdout, self.stderr, self.exit_code) == (
+            other.stdout, other.stderr, other.exit_code)  # fmt: skip
+
+    def __hash__(self) -> int:
+        return hash((self.stdout, self.stderr, self.exit_code))
+
+    def __repr__(self) -> str:
+        return f"HookReply({self.stdout!r}, {self.stderr!r}, {self.exit_code!r})"
 
 
 def _protocol(agent: str) -> _Protocol:

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
 from typing import Final, TypeVar, cast
 
 MARK: Final = "***"
@@ -203,12 +202,21 @@ _SHAPES: Final[tuple[tuple[str, int, str], ...]] = (
 _Hits = Iterator[tuple[int, int, int, int]]
 
 
-@dataclass(frozen=True)
 class _ShapePass:
-    regex: re.Pattern[bytes]
-    back: int
-    starts: tuple[int, ...]  # marker groups: the redaction starts here
-    ends: tuple[int, ...]  # marker groups: the redaction ends here
+    # a plain class: `import dataclasses` costs more than this module on the hook path
+    __slots__ = ("back", "ends", "regex", "starts")
+
+    def __init__(
+        self,
+        regex: re.Pattern[bytes],
+        back: int,
+        starts: tuple[int, ...],  # marker groups: the redaction starts here
+        ends: tuple[int, ...],  # marker groups: the redaction ends here
+    ) -> None:
+        self.regex = regex
+        self.back = back
+        self.starts = starts
+        self.ends = ends
 
     @classmethod
     def compile(cls, pattern: str, back: int) -> _ShapePass:
@@ -236,12 +244,14 @@ class _ShapePass:
             yield start, end, red_start, red_end
 
 
-@dataclass(frozen=True)
 class _LiteralPass:
     """A literal secret. ``bytes.find`` skips through the data several times faster
     than a regex would for a needle of this length."""
 
-    needle: bytes
+    __slots__ = ("needle",)
+
+    def __init__(self, needle: bytes) -> None:
+        self.needle = needle
 
     def scan(self, data: bytes | bytearray, pos: int) -> _Hits:
         needle, size = self.needle, len(self.needle)

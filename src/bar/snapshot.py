@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 import sys
 import time
 from collections.abc import Sequence
@@ -27,7 +28,7 @@ from pathlib import Path
 from bar import faults, git
 from bar.errors import BarError
 from bar.git import BAR_IDENTITY, DiffStat
-from bar.proc import run_to_file
+from bar.proc import clean_env, run_to_file
 from bar.store import write_bytes_atomic
 
 # Paths bar writes into a worktree for its own use (agent hook settings while a run
@@ -59,7 +60,13 @@ def write_tree(
     With ``recorded`` (the snapshot the side index was last stamped at), only what can
     have changed since is rescanned: see ``_changed_since``.
     """
-    scope = _changed_since(worktree, index, recorded) if recorded else None
+    return _write(
+        worktree, index, excludes, _changed_since(worktree, index, recorded) if recorded else None
+    )
+
+
+def _write(worktree: Path, index: Path, excludes: Sequence[str], scope: list[str] | None) -> str:
+    """Rescan ``scope`` (None: everything) into the side index and write its tree."""
     if scope is None:
         _add(worktree, index, ["."], excludes)
     elif scope:
@@ -107,7 +114,11 @@ def take(
     ledger after a crash: that orphan is kept in the chain, never dropped).
     """
     started_ns = time.time_ns()
-    tree = write_tree(worktree, index, excludes, recorded)
+    scope = _changed_since(worktree, index, recorded)
+    if scope == []:
+        # nothing changed since the last stamps, which therefore still hold
+        return Snapshot(recorded, git.tree_of(worktree, recorded), False)
+    tree = _write(worktree, index, excludes, scope)
     recorded_tree = git.tree_of(worktree, recorded)
     if tree == recorded_tree:
         _stamp(worktree, index, tree, recorded, started_ns)
@@ -150,18 +161,27 @@ def _stamp(worktree: Path, index: Path, tree: str, commit: str, started_ns: int)
         raw = git.git(worktree, "ls-tree", "-r", "-d", "-z", "--name-only", tree).stdout
         dirs = [""] + [d.decode("utf-8", "surrogateescape") for d in raw.split(b"\0") if d]
     mtimes: list[int] = []
-    root = str(worktree)  # plain string joins: pathlib costs more than the lstat here
+    prefix = str(worktree) + os.sep  # plain strings: pathlib costs more than the lstat
     for rel in dirs:
         try:
-            mtime = os.lstat(os.path.join(root, rel)).st_mtime_ns
+            mtime = os.lstat(prefix + rel).st_mtime_ns
         except OSError:
             mtime = -1
         mtimes.append(-1 if mtime >= started_ns - _RACY_NS else mtime)
-    record = {"version": 1, "tree": tree, "commit": commit, "dirs": dirs, "mtimes": mtimes}
+    record = {"version": 1, "tree": tree, "commit": commit, "index": _identity(index),
+              "dirs": dirs, "mtimes": mtimes}  # fmt: skip
     try:
         write_bytes_atomic(path, json.dumps(record).encode())
     except BarError:
         path.unlink(missing_ok=True)
+
+
+def _identity(index: Path) -> list[int]:
+    try:
+        st = os.stat(index)
+    except OSError:
+        return []
+    return [st.st_mtime_ns, st.st_size, st.st_ino]
 
 
 def _changed_since(worktree: Path, index: Path, recorded: str) -> list[str] | None:
@@ -173,22 +193,40 @@ def _changed_since(worktree: Path, index: Path, recorded: str) -> list[str] | No
         return None
     if not isinstance(stamps, dict) or stamps.get("commit") != recorded:
         return None
+    if stamps.get("index") != _identity(index):
+        return None  # someone else wrote the side index (a restore): it is not `recorded`
     dirs, mtimes = stamps.get("dirs"), stamps.get("mtimes")
     if not isinstance(dirs, list) or not isinstance(mtimes, list) or len(dirs) != len(mtimes):
         return None
-    root = str(worktree)
-    scope: list[str] = []
-    for rel, mtime in zip(dirs, mtimes, strict=True):
-        try:
-            same = mtime != -1 and os.lstat(os.path.join(root, str(rel))).st_mtime_ns == mtime
-        except OSError:
-            same = False
-        if not same:
-            if rel == "":
-                return None
-            scope.append(str(rel))
-    res = git.git(worktree, "diff-files", "--name-only", "-z", env=_env(index))
-    for item in res.stdout.split(b"\0"):
+    # git stats the recorded files while we stat the directories
+    diff_files = subprocess.Popen(
+        ["git", "-C", str(worktree), "diff-files", "--name-only", "-z"],
+        env=clean_env(_env(index)),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        prefix = str(worktree) + os.sep
+        lstat = os.lstat
+        scope: list[str] = []
+        for rel, mtime in zip(dirs, mtimes, strict=True):
+            try:
+                same = mtime != -1 and lstat(prefix + rel).st_mtime_ns == mtime
+            except (OSError, TypeError):
+                same = False
+            if not same:
+                if rel == "":
+                    return None
+                scope.append(str(rel))
+        out, _ = diff_files.communicate()
+    finally:
+        if diff_files.returncode is None:
+            diff_files.kill()
+            diff_files.wait()
+    if diff_files.returncode != 0:
+        return None
+    for item in out.split(b"\0"):
         if item:
             name = item.decode("utf-8", "surrogateescape")
             if name == ".gitignore" or name.endswith("/.gitignore"):

@@ -13,7 +13,6 @@ import datetime as _dt
 import errno
 import json
 import os
-import secrets
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +40,8 @@ def now_iso() -> str:
 def new_id(size: int = 8) -> str:
     """An 8-character nanoid. Never starts with ``-`` so it can't be mistaken for a flag."""
     while True:
+        import secrets
+
         value = "".join(secrets.choice(_NANOID_ALPHABET) for _ in range(size))
         if not value.startswith("-"):
             return value

@@ -1,0 +1,331 @@
+"""The command line: every command, option and help text, in one place.
+
+Kept apart from ``bar.cli`` so that the hot paths (``bar hook``, ``bar --version``) never
+import argparse or build the parser.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from bar import __version__
+
+EXIT_CODES = """\
+exit codes:
+  0    success (bar run: the command's own exit code)
+  1    error
+  2    bad command line
+  3    task, step or ref not found
+  4    not a git repository, or not registered (run `bar init`)
+  5    unrecorded or uncommitted changes are in the way
+  6    apply would conflict
+  7    another bar process holds the task (see --no-wait)
+  8    a file bar reads is broken or of an unknown version (see `bar doctor`)
+  9    git failed unexpectedly
+  10   a pre_run hook stopped the step
+  70   internal error (traceback in $BAR_HOME/logs)
+  126  blocked by policy
+  130  interrupted (Ctrl-C)
+"""
+
+
+class _Formatter(argparse.RawDescriptionHelpFormatter):
+    def __init__(self, prog: str) -> None:
+        super().__init__(prog, max_help_position=32)
+
+
+def _cmd(parser: argparse.ArgumentParser, target: str) -> None:
+    parser.set_defaults(_target=target)
+
+
+def _task_opt(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--task", "-t", metavar="ID|NAME", help="the task to act on (default: the active task)"
+    )
+
+
+def _json_opt(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", action="store_true", help="print machine-readable JSON")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="bar",
+        formatter_class=_Formatter,
+        description=(
+            "Hand work to AI coding agents without fear.\n\n"
+            "Each task gets its own git worktree and branch; every command run in it is a\n"
+            "step recorded with the exact patch it made and what it printed. Review the\n"
+            "steps, roll back to any of them, and apply the result to a real branch."
+        ),
+        epilog=(
+            "a first session:\n"
+            "  bar init                          register this repository\n"
+            "  bar task new fix-login            new task, worktree and branch\n"
+            "  bar run -- claude                 run an agent as a recorded step\n"
+            "  bar log -p                        review the steps and their patches\n"
+            "  bar rollback                      undo the last step (itself undoable)\n"
+            "  bar apply                         land the work on the base branch\n\n" + EXIT_CODES
+        ),
+    )
+    parser.add_argument("--version", action="version", version=f"bar {__version__}")
+    parser.add_argument("--debug", action="store_true", help="print tracebacks of errors")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    p = sub.add_parser(
+        "init",
+        help="register this repository with bar",
+        formatter_class=_Formatter,
+        description="Register the current git repository (it needs at least one commit).\n"
+        "Creates the project's config.yaml and state.json under $BAR_HOME and, if absent,\n"
+        "a commented default policy at .bar/policy.yaml. Safe to run again.",
+    )
+    _json_opt(p)
+    _cmd(p, "init:init")
+
+    # --- task ---------------------------------------------------------------------
+    task = sub.add_parser(
+        "task", help="create, list, inspect, switch and close tasks", formatter_class=_Formatter
+    )
+    tsub = task.add_subparsers(dest="task_command", metavar="ACTION")
+    task.set_defaults(_help=task)
+
+    p = tsub.add_parser(
+        "new",
+        help="create a task with its own branch and worktree",
+        formatter_class=_Formatter,
+        description="Create a task: a branch <prefix><name>-<id> from the base, a worktree\n"
+        "for it under $BAR_HOME, and an empty ledger. The new task becomes active.",
+    )
+    p.add_argument("name", help="task name: letters, digits, '-', '_', '.'; at most 64")
+    p.add_argument("--base", metavar="REF", help="start from this ref (default: git.default_base)")
+    p.add_argument("-d", "--description", metavar="DESC", help="what the task is for")
+    p.add_argument("--tag", action="append", default=[], metavar="T", help="a tag (repeatable)")
+    _json_opt(p)
+    _cmd(p, "task:new")
+
+    p = tsub.add_parser("list", help="list tasks with status, steps and changes")
+    p.add_argument("--all", "-a", action="store_true", help="include closed tasks")
+    _json_opt(p)
+    _cmd(p, "task:list_")
+
+    p = tsub.add_parser("show", help="show one task in detail")
+    p.add_argument("task_ref", nargs="?", metavar="ID|NAME", help="default: the active task")
+    _json_opt(p)
+    _cmd(p, "task:show")
+
+    p = tsub.add_parser("switch", help="make a task the active one")
+    p.add_argument("task_ref", metavar="ID|NAME")
+    _json_opt(p)
+    _cmd(p, "task:switch")
+
+    p = tsub.add_parser(
+        "close",
+        help="close a task (its worktree is removed; branch and history stay)",
+        formatter_class=_Formatter,
+        description="Close a task. Its worktree is removed unless --keep-worktree; its branch,\n"
+        "ledger and snapshots are kept. Refuses when the worktree holds changes no step\n"
+        "recorded, unless --force, which records them as a manual step first.",
+    )
+    p.add_argument("task_ref", nargs="?", metavar="ID|NAME", help="default: the active task")
+    p.add_argument("--keep-worktree", action="store_true", help="leave the worktree in place")
+    p.add_argument("--force", action="store_true", help="record unrecorded changes and close")
+    _json_opt(p)
+    _cmd(p, "task:close")
+
+    # --- run ----------------------------------------------------------------------
+    p = sub.add_parser(
+        "run",
+        help="run a command in the task's worktree as a recorded step",
+        formatter_class=_Formatter,
+        description="Run CMD in the task's worktree and record it as a step: the patch it\n"
+        "made, what it printed (stdout and stderr apart), how long it took and how it\n"
+        "ended. The policy is checked first and hooks run around it. bar exits with\n"
+        "CMD's exit code (127: not found, 126: blocked or not executable, 128+N: signal N).",
+        epilog="examples:\n"
+        "  bar run -- claude\n"
+        "  bar run -- make test\n"
+        "  bar run --cwd src -e DEBUG=1 -- python -m app\n"
+        "  bar run --agent claude -- claude     # also check the agent's own shell commands",
+    )
+    _task_opt(p)
+    p.add_argument("--cwd", metavar="DIR", help="directory inside the worktree to run in")
+    p.add_argument(
+        "-e", dest="env", action="append", default=[], metavar="K=V", help="set a variable"
+    )
+    pty = p.add_mutually_exclusive_group()
+    pty.add_argument("--pty", dest="pty", action="store_true", default=None,
+                     help="run in a pseudo-terminal (default when on a terminal)")  # fmt: skip
+    pty.add_argument("--no-pty", dest="pty", action="store_false",
+                     help="run with pipes; stdout and stderr recorded apart")  # fmt: skip
+    p.add_argument(
+        "--agent",
+        choices=("claude", "codex", "gemini"),
+        help="install bar's policy hook for this agent in the worktree while it runs",
+    )
+    p.add_argument("--no-wait", action="store_true", help="fail at once if the task is busy")
+    _json_opt(p)
+    p.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- CMD...")
+    _cmd(p, "run:run")
+
+    # --- reading ------------------------------------------------------------------
+    p = sub.add_parser("log", help="list the task's steps, newest last")
+    _task_opt(p)
+    p.add_argument("-n", type=int, metavar="N", help="only the last N steps")
+    p.add_argument("-p", "--patch", action="store_true", help="show each step's patch")
+    _json_opt(p)
+    _cmd(p, "read:log")
+
+    p = sub.add_parser("show", help="show one step in full with its patch and output")
+    _task_opt(p)
+    p.add_argument("step", metavar="STEP", help="step id, e.g. 3 or 0003")
+    _json_opt(p)
+    _cmd(p, "read:show")
+
+    p = sub.add_parser(
+        "diff",
+        help="diff any two recorded states (default: base to now)",
+        formatter_class=_Formatter,
+        description="Diff two recorded states of the task. STEP means the state after that\n"
+        "step; 'base' the task's base commit. Default: from base to the last step.",
+    )
+    _task_opt(p)
+    p.add_argument("--from", dest="from_", metavar="STEP|base", default="base")
+    p.add_argument("--to", metavar="STEP", help="default: the last recorded state")
+    p.add_argument("--stat", action="store_true", help="only a summary of changed files")
+    _json_opt(p)
+    _cmd(p, "read:diff")
+
+    p = sub.add_parser("status", help="project, active task, worktree and unrecorded changes")
+    _task_opt(p)
+    _json_opt(p)
+    _cmd(p, "read:status")
+
+    # --- changing the record -------------------------------------------------------
+    p = sub.add_parser(
+        "rollback",
+        help="restore the worktree to an earlier step (undoable)",
+        formatter_class=_Formatter,
+        description="Restore the task's worktree to a recorded state, touching only the files\n"
+        "that differ. Unrecorded changes are recorded first, and the rollback is itself a\n"
+        "step, so nothing is lost: undo it by rolling back to the step before it.",
+        epilog="examples:\n"
+        "  bar rollback                 back to the state before the last step\n"
+        "  bar rollback --to 3          back to the state after step 3\n"
+        "  bar rollback --to base       back to where the task started\n"
+        "  bar rollback --to 3 --hard   ... and reset the task branch to its HEAD then",
+    )
+    _task_opt(p)
+    p.add_argument("--to", metavar="base|STEP", help="default: the state before the last step")
+    p.add_argument(
+        "--hard", action="store_true", help="also reset the task branch to the HEAD at the target"
+    )
+    p.add_argument("--dry-run", action="store_true", help="show what would change; change nothing")
+    p.add_argument("--no-wait", action="store_true", help="fail at once if the task is busy")
+    _json_opt(p)
+    _cmd(p, "rollback:rollback")
+
+    p = sub.add_parser(
+        "apply",
+        help="land the task's work on a branch, as one commit or a merge",
+        formatter_class=_Formatter,
+        description="Land the task's changes (base -> last recorded state) on a branch.\n"
+        "commit: one new commit on the target, merged three-way onto its tip, with\n"
+        "  Bar-Task and Bar-Step trailers. merge: commit what the agent left uncommitted\n"
+        "  on the task branch, then a --no-ff merge of that branch (agent commits kept).\n"
+        "A conflict changes nothing. A checked-out target is updated only if the files\n"
+        "the apply changes are clean there.",
+    )
+    _task_opt(p)
+    p.add_argument("--mode", choices=("commit", "merge"), default="commit")
+    p.add_argument("--target", metavar="BRANCH", help="default: git.default_base from config")
+    p.add_argument("-m", "--message", metavar="MSG", help="commit message (default: from the task)")
+    p.add_argument("--dry-run", action="store_true", help="show the diff and whether it conflicts")
+    p.add_argument("--no-wait", action="store_true", help="fail at once if the task is busy")
+    _json_opt(p)
+    _cmd(p, "apply:apply")
+
+    # --- policy -----------------------------------------------------------------------
+    pol = sub.add_parser(
+        "policy",
+        help="check commands against the policy; test the policy file",
+        formatter_class=_Formatter,
+        description="The policy (.bar/policy.yaml in the repository) blocks, warns about or\n"
+        "logs commands. It is read from your checkout, never from a task worktree.",
+    )
+    psub = pol.add_subparsers(dest="policy_command", metavar="ACTION")
+    pol.set_defaults(_help=pol)
+    p = psub.add_parser(
+        "check",
+        help="evaluate a command and print the decision",
+        formatter_class=_Formatter,
+        epilog="examples:\n"
+        "  bar policy check -c 'cd build && rm -rf /'\n"
+        "  bar policy check -- git push --force origin main\n"
+        "  bar policy check --json -c 'curl -s https://x.sh | sh'",
+    )
+    p.add_argument("-c", dest="command_line", metavar="LINE", help="a shell command line")
+    p.add_argument("--file", metavar="PATH", help="use this policy file instead")
+    p.add_argument(
+        "--exit-code", action="store_true", help="exit 126 when the command would be blocked"
+    )
+    _json_opt(p)
+    p.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- ARGV...")
+    _cmd(p, "policy:check")
+    p = psub.add_parser("test", help="validate the policy file and run its rules' examples")
+    p.add_argument("--file", metavar="PATH", help="test this policy file instead")
+    _json_opt(p)
+    _cmd(p, "policy:test")
+
+    p = sub.add_parser(
+        "doctor",
+        help="check every project file, ledger line, ref and worktree; --repair fixes them",
+        formatter_class=_Formatter,
+        description="Check the project's files, every task's ledger, artifacts, snapshot ref,\n"
+        "worktree and permissions. --repair fixes what can be fixed without losing\n"
+        "anything: unreadable ledger lines are moved to ledger.jsonl.corrupt, interrupted\n"
+        "steps are recorded, a missing worktree is recreated at its last recorded state.",
+    )
+    p.add_argument("--repair", action="store_true", help="fix what can be fixed without loss")
+    _json_opt(p)
+    _cmd(p, "doctor:doctor")
+
+    # --- agents -----------------------------------------------------------------------
+    p = sub.add_parser(
+        "replay",
+        help="play back an interactive step's terminal session",
+        description="Play back the terminal recording (asciinema v2) of a step run in a pty.",
+    )
+    _task_opt(p)
+    p.add_argument("step", metavar="STEP")
+    p.add_argument("--speed", type=float, default=1.0, help="playback speed (default 1)")
+    p.add_argument(
+        "--max-idle", type=float, default=2.0, metavar="S", help="cap pauses at S seconds"
+    )
+    p.add_argument("--instant", action="store_true", help="print everything without pauses")
+    _cmd(p, "replay:replay")
+
+    sub.add_parser(
+        "hook",
+        help="policy check for an agent's shell commands (called by the agent)",
+        description="Called by Claude Code, Codex or Gemini CLI before each shell command\n"
+        "with the event JSON on stdin; answers in the agent's format. See docs/agents.md.\n"
+        "usage: bar hook claude|codex|gemini",
+        formatter_class=_Formatter,
+    )
+
+    agent = sub.add_parser("agent", help="wire an agent's hooks to bar")
+    asub = agent.add_subparsers(dest="agent_command", metavar="ACTION")
+    agent.set_defaults(_help=agent)
+    p = asub.add_parser(
+        "setup",
+        help="print (or --write) the agent settings that route its shell commands via bar",
+        formatter_class=_Formatter,
+        description="Print the project settings that make AGENT call `bar hook AGENT` before\n"
+        "each shell command. `bar run --agent AGENT` does this by itself for one run.",
+    )
+    p.add_argument("agent", choices=("claude", "codex", "gemini"))
+    p.add_argument("--write", action="store_true", help="merge it into the file in this repo")
+    _cmd(p, "agent:setup")
+
+    return parser
