@@ -10,6 +10,8 @@ $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "bar needs Python 3.11+"'
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test]'
+	@# bar starts on every agent step: never make it compile its modules at run time
+	$(PY) -m compileall -q src/bar
 	@touch $(STAMP)
 
 install: $(STAMP)
