@@ -248,10 +248,11 @@ def fig4(f: Fixture, p: Params) -> list[Row]:
     idx = f.dir / "diverge.index"
     env = {**f.env, "GIT_INDEX_FILE": str(idx)}
     f.git(repo, "read-tree", "main", env=env)
-    for path in pool[-5:]:
+    for path in pool[-5:]:  # files no step of the task touches
+        before = f.run(["git", "cat-file", "blob", f"main:{path}"], repo, capture=True).stdout
         blob = f.run(
             ["git", "hash-object", "-w", "--stdin"], repo, capture=True,
-            stdin=_write(f.dir / "blob.txt", (repo / path).read_bytes() + b"changed on main\n"),
+            stdin=_write(f.dir / "blob.txt", before + b"changed on main\n"),
         ).stdout.decode().strip()  # fmt: skip
         f.git(repo, "update-index", "--cacheinfo", f"100644,{blob},{path}", env=env)
     tree = f.git(repo, "write-tree", env=env)
@@ -490,7 +491,7 @@ def fig9(f: Fixture, p: Params) -> list[Row]:
     if f.tools.stepback is None or f.tools.stepback_python is None:
         raise BenchError("stepback is not installed")
     _, task, wt, pool = _project(f)
-    other = f.clone("repo-stepback")
+    other = f.clone("repo-stepback", checkout=True)
     ka, kb = Counter(), Counter()
 
     def bar_step() -> float:

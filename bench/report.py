@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import platform
 import subprocess
@@ -74,6 +75,21 @@ def _memory_gib() -> float | None:
     return None
 
 
+def source_digest(bar_python: Path) -> str | None:
+    """A digest of the bar package's sources, to notice when an editable install changes
+    while the benchmark runs (results would then mix two versions)."""
+    where = subprocess.run(
+        [str(bar_python), "-c", "import bar, os; print(os.path.dirname(bar.__file__))"],
+        capture_output=True, text=True,
+    ).stdout.strip()  # fmt: skip
+    if not where:
+        return None
+    digest = hashlib.sha256()
+    for path in sorted(Path(where).rglob("*.py")):
+        digest.update(str(path.relative_to(where)).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
 def machine_facts(bar_python: Path, bar: Path) -> dict[str, object]:
     py = subprocess.run(
         [str(bar_python), "-c", "import platform; print(platform.python_version())"],
@@ -94,6 +110,7 @@ def machine_facts(bar_python: Path, bar: Path) -> dict[str, object]:
         "bar": bar_version.stdout.strip(),
         "bar_commit": commit,
         "load_average_start": [round(x, 2) for x in os.getloadavg()],
+        "bar_source_digest": source_digest(bar_python),
     }
 
 
@@ -197,6 +214,11 @@ def markdown(
         f"- {repeat} interleaved rounds per figure; load average "
         f"{facts['load_average_start']} at start, {facts.get('load_average_end')} at end",
         *repo_lines,
+        *(
+            ["", "**bar's sources changed while this ran: the figures mix two versions.**"]
+            if facts.get("bar_source_digest_end") != facts.get("bar_source_digest")
+            else []
+        ),
         "",
         table(rows, sizes),
         "",

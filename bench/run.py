@@ -229,6 +229,9 @@ def main(argv: list[str] | None = None) -> int:
 
     rows = run_figures(args, p, tools, repos, figures, stepback_problem)
     facts["load_average_end"] = [round(x, 2) for x in os.getloadavg()]
+    facts["bar_source_digest_end"] = report.source_digest(tools.python)
+    if facts["bar_source_digest_end"] != facts["bar_source_digest"]:
+        log("warning: bar's sources changed during the run; the figures mix two versions")
     facts["seconds"] = round(time.monotonic() - t_start)
     sizes = list(repos)
     repo_info = {size: info for size, (_, info) in repos.items()}
