@@ -74,12 +74,16 @@ def restore(task: Task, target_commit: str) -> None:
     env = {"GIT_INDEX_FILE": str(task.index)}
     lock = task.index.with_name(task.index.name + ".lock")
     lock.unlink(missing_ok=True)  # we hold the task lock: a leftover is from a crash
-    now_tree = snapshot.write_tree(task.worktree, task.index)
+    now_tree = snapshot.write_tree(task.worktree, task.index, recorded=task.recorded_snapshot())
     target_tree = git.tree_of(task.worktree, target_commit)
     if now_tree == target_tree:
         return
     faults.point("before restoring the worktree")
+    started_ns = snapshot.now_ns()
     git.git(task.worktree, "read-tree", "-m", "-u", now_tree, target_tree, env=env)
+    # the side index and the worktree now hold exactly the target: note it, so the
+    # snapshot that follows rescans only the directories the restore touched
+    snapshot.restamp(task.worktree, task.index, target_tree, target_commit, started_ns)
     faults.point("after restoring the worktree")
 
 
@@ -161,7 +165,12 @@ def _perform(
         faults.point("after resetting the task branch")
     where = "base" if target.kind == "base" else f"step {target.step_id}"
     snap = snapshot.take(
-        task.worktree, task.index, task.snapshot_ref, before, f"step {step_id}: rollback to {where}"
+        task.worktree,
+        task.index,
+        task.snapshot_ref,
+        before,
+        f"step {step_id}: rollback to {where}",
+        stamped_at=target.commit,
     )
     if snap.tree != git.tree_of(task.worktree, target.commit):
         import sys

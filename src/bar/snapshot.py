@@ -106,6 +106,8 @@ def take(
     recorded: str,
     message: str,
     excludes: Sequence[str] = (),
+    *,
+    stamped_at: str | None = None,
 ) -> Snapshot:
     """Snapshot the worktree against ``recorded`` (the last snapshot the ledger knows).
 
@@ -114,8 +116,9 @@ def take(
     ledger after a crash: that orphan is kept in the chain, never dropped).
     """
     started_ns = time.time_ns()
-    scope = _changed_since(worktree, index, recorded)
-    if scope == []:
+    stamped = stamped_at or recorded  # the state the side index was last noted at
+    scope = _changed_since(worktree, index, stamped)
+    if scope == [] and stamped == recorded:
         # nothing changed since the last stamps, which therefore still hold
         return Snapshot(recorded, git.tree_of(worktree, recorded), False)
     tree = _write(worktree, index, excludes, scope)
@@ -174,6 +177,16 @@ def _stamp(worktree: Path, index: Path, tree: str, commit: str, started_ns: int)
         write_bytes_atomic(path, json.dumps(record).encode())
     except BarError:
         path.unlink(missing_ok=True)
+
+
+def now_ns() -> int:
+    return time.time_ns()
+
+
+def restamp(worktree: Path, index: Path, tree: str, commit: str, started_ns: int) -> None:
+    """Note that the side index and the worktree hold ``tree`` (of ``commit``) as of
+    ``started_ns`` (after a restore wrote them both)."""
+    _stamp(worktree, index, tree, commit, started_ns)
 
 
 def _identity(index: Path) -> list[int]:
