@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from bar import git, snapshot
-from bar.errors import BarError, CorruptFile, DirtyWorktree, NotFound, UsageError
+from bar.errors import CorruptFile, DirtyWorktree, NotFound, UsageError
 from bar.git import DiffStat
 from bar.ledger import STEP_ID_RE, Artifacts, Step
 from bar.migrate import upgrade
@@ -647,15 +647,3 @@ def env_from_pairs(pairs: Sequence[str]) -> dict[str, str]:
             raise UsageError(f"-e expects NAME=VALUE, got {pair!r}")
         env[name] = value
     return env
-
-
-__all__ = [
-    "BarError",
-    "Marker",
-    "RunRequest",
-    "env_from_pairs",
-    "prepare",
-    "record_manual",
-    "recover",
-    "run_step",
-]
