@@ -76,7 +76,11 @@ def _write(worktree: Path, index: Path, excludes: Sequence[str], scope: list[str
 
 
 def _add(worktree: Path, index: Path, paths: Sequence[str], excludes: Sequence[str]) -> None:
-    specs = [f":(top,literal){p}" if p != "." else ":(top)" for p in paths]
+    # "." is everything; "" (never a git path) the root directory's own files only: a
+    # glob `*` does not cross "/", so subdirectories are left to their own stamps
+    specs = [
+        ":(top)" if p == "." else ":(top,glob)*" if p == "" else f":(top,literal){p}" for p in paths
+    ]
     specs += [f":(top,exclude,literal){p}" for p in (*_ALWAYS_EXCLUDED, *excludes)]
     res = git.git(
         worktree,
@@ -229,9 +233,16 @@ def _changed_since(worktree: Path, index: Path, recorded: str) -> list[str] | No
             except (OSError, TypeError):
                 same = False
             if not same:
-                if rel == "":
-                    return None
                 scope.append(str(rel))
+        if "" in scope:
+            # the root moved: rescan its own files ("") and any top-level directory the
+            # stamps do not know (new ones); known ones are judged by their own mtime
+            known = {str(d) for d in dirs if d and "/" not in str(d)}
+            with os.scandir(worktree) as entries:
+                for entry in entries:
+                    if (entry.name != ".git" and entry.name not in known
+                            and entry.is_dir(follow_symlinks=False)):  # fmt: skip
+                        scope.append(entry.name)
         out, _ = diff_files.communicate()
     finally:
         if diff_files.returncode is None:
