@@ -267,8 +267,6 @@ def recover(task: Task) -> Step | None:
 def record_manual(task: Task) -> Step | None:
     """Record changes made in the worktree since the last step (caller holds the lock)."""
     before = task.recorded_snapshot()
-    if snapshot.unchanged_since(task.worktree, task.index, before):
-        return None
     step_id = task.ledger.next_step_id()
     started = now_iso()
     t0 = time.monotonic()

@@ -69,12 +69,19 @@ def changed_paths(task: Task, a: str, b: str) -> list[git.RawChange]:
     return git.diff_tree_raw(task.worktree, a, b)
 
 
-def restore(task: Task, target_commit: str) -> None:
-    """Make the worktree equal ``target_commit``'s tree, touching only differing paths."""
+def restore(task: Task, target_commit: str, *, verified: str | None = None) -> None:
+    """Make the worktree equal ``target_commit``'s tree, touching only differing paths.
+
+    ``verified``: a snapshot the side index and the worktree were just found to equal
+    (by ``prepare``), so they need no rescan first.
+    """
     env = {"GIT_INDEX_FILE": str(task.index)}
     lock = task.index.with_name(task.index.name + ".lock")
     lock.unlink(missing_ok=True)  # we hold the task lock: a leftover is from a crash
-    now_tree = snapshot.write_tree(task.worktree, task.index, recorded=task.recorded_snapshot())
+    if verified is not None:
+        now_tree = git.tree_of(task.worktree, verified)
+    else:
+        now_tree = snapshot.write_tree(task.worktree, task.index, recorded=task.recorded_snapshot())
     target_tree = git.tree_of(task.worktree, target_commit)
     if now_tree == target_tree:
         return
@@ -154,12 +161,19 @@ def finish_interrupted(task: Task) -> Step | None:
 
 
 def _perform(
-    task: Task, target: Target, hard: bool, step_id: str, before: str, started: str
+    task: Task,
+    target: Target,
+    hard: bool,
+    step_id: str,
+    before: str,
+    started: str,
+    *,
+    verified: bool = False,
 ) -> Step:
     from bar.recorder import append_step, diff_into_step
 
     t0 = time.monotonic()
-    restore(task, target.commit)
+    restore(task, target.commit, verified=before if verified else None)
     if hard:
         git.git(task.worktree, "reset", "--quiet", "--mixed", target.head)
         faults.point("after resetting the task branch")
@@ -232,4 +246,5 @@ def rollback(task: Task, to: str | None, *, hard: bool, wait: bool = True) -> St
         before = task.recorded_snapshot()
         started = now_iso()
         _write_journal(task, target, hard, step_id, before)
-        return _perform(task, target, hard, step_id, before, started)
+        # prepare() just found the worktree equal to `before`
+        return _perform(task, target, hard, step_id, before, started, verified=True)
