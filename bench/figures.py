@@ -42,6 +42,7 @@ class Row:
     samples: dict[str, list[float]] = field(default_factory=dict)
     note: str = ""
     error: str | None = None
+    bar_warnings: dict[str, int] = field(default_factory=dict)
 
     @property
     def verdict(self) -> str | None:

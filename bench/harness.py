@@ -168,6 +168,9 @@ class Fixture:
         self.dir.mkdir(parents=True)
         self.home = self.dir / "bar-home"
         self.env = {**self.base_env, "BAR_HOME": str(self.home)}
+        # Warnings bar printed while it was measured: a figure can be right and still
+        # show that bar complained about something a user would see.
+        self.bar_warnings: dict[str, int] = {}
 
     # running things
 
@@ -175,10 +178,16 @@ class Fixture:
         self, argv: Sequence[str | Path], cwd: Path, *, env: Mapping[str, str] | None = None,
         stdin: Path | None = None, capture: bool = False, ok: Sequence[int] = (0,),
     ) -> Outcome:  # fmt: skip
-        return spawn(
+        out = spawn(
             [str(a) for a in argv], cwd=cwd, env=env or self.env, stdin=stdin,
             capture=capture, ok=ok, timeout=self.timeout,
         )  # fmt: skip
+        if argv and Path(argv[0]) == self.tools.bar and b"bar: warning" in out.stderr:
+            for line in out.stderr.decode(errors="replace").splitlines():
+                if line.startswith("bar: warning"):
+                    key = line[:160]
+                    self.bar_warnings[key] = self.bar_warnings.get(key, 0) + 1
+        return out
 
     def t(self, argv: Sequence[str | Path], cwd: Path, **kw: object) -> float:
         """Seconds one command took."""

@@ -226,6 +226,14 @@ def markdown(
     errs = errors(rows)
     if errs:
         out += ["Errors:", "", *[f"- {e}" for e in errs], ""]
+    warned = [
+        f"- {size}, figure {row.key.split('-')[0].split('@')[0]}: `{line}` ({count}×)"
+        for size, rs in rows.items()
+        for row in rs
+        for line, count in row.bar_warnings.items()
+    ]
+    if warned:
+        out += ["Warnings bar printed while being measured:", "", *warned, ""]
     out += [METHOD, "## Medians behind the ratios", "",
             "For reading the ratios only; they depend on the machine and its load.", "",
             medians_table(rows, sizes), ""]  # fmt: skip

@@ -186,6 +186,10 @@ def run_figures(
             try:
                 fixture = Fixture(fixture_dir, repo, tools, env, args.seed, timeout)
                 got = fn(fixture, p)
+                if fixture.bar_warnings and got:
+                    got[0].bar_warnings = dict(fixture.bar_warnings)
+                    for line, count in fixture.bar_warnings.items():
+                        log(f"  bar printed {count}x: {line}")
                 for row in got:
                     verdict = f" ({row.verdict})" if row.verdict else ""
                     log(f"  {row.key}: {report.fmt_value(row)}{verdict}")
