@@ -26,8 +26,8 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
-from bar import shell  # noqa: E402
 from bar.policy import default_policy  # noqa: E402
+from bar.shell.analysis import is_plain  # noqa: E402
 
 CORPUS = ROOT / "tests" / "data" / "policy_corpus.yaml"
 
@@ -79,7 +79,7 @@ def main() -> int:
         print(f"policy parse (YAML, no cache): {load_ms:.1f} ms")
         print(f"first line needing the shell parser (loads tree-sitter): {first_ms:.1f} ms")
         for plain, label in ((True, "plain lines (no parser)"), (False, "lines parsed")):
-            values = sorted(t for line, t in best.items() if shell._is_plain(line) == plain)
+            values = sorted(t for line, t in best.items() if is_plain(line) == plain)
             if values:
                 print(
                     f"{label}: median {statistics.median(values):.0f} µs, "

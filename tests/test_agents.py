@@ -22,21 +22,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bar.agents import (
-    AGENTS,
-    AgentSettingsError,
-    HookEvent,
-    HookInputError,
-    UnknownAgent,
+from bar.agents import AGENTS
+from bar.agents.protocol import HookEvent, parse_event, render_input_error, render_reply
+from bar.agents.settings import (
     install_hook,
     merge_hook_settings,
-    parse_event,
     remove_hook_settings,
-    render_input_error,
-    render_reply,
     settings_path,
     setup_text,
 )
+from bar.errors import AgentSettingsError, HookInputError, UnknownAgent
 
 TESTS = Path(__file__).parent
 EVENTS = TESTS / "data" / "agent_events"
@@ -575,7 +570,8 @@ def test_importing_the_module_stays_cheap() -> None:
 
 HOOK_SCRIPT = """\
 import sys
-from bar.agents import HookInputError, parse_event, render_input_error, render_reply
+from bar.agents.protocol import parse_event, render_input_error, render_reply
+from bar.errors import HookInputError
 
 agent = sys.argv[1]
 try:

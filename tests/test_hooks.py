@@ -114,7 +114,7 @@ def test_failing_pre_run_hook_stops_the_rest(tmp_path: Path) -> None:
     assert failed.describe() == (
         "pre_run hook \"echo 'lint: 2 errors' >&2; exit 2\" failed with exit code 2"
     )
-    assert failed.to_record() == {
+    assert failed.record().to_record() == {
         "phase": "pre_run",
         "cmd": "echo 'lint: 2 errors' >&2; exit 2",
         "exit_code": 2,
@@ -162,7 +162,7 @@ def test_timeout_kills_the_hook_and_its_children(tmp_path: Path) -> None:
         result.describe()
         == "pre_run hook 'sleep 30 & echo $! > child.pid; echo started; sleep 30' timed out after 0.5 s"
     )
-    assert result.to_record()["timed_out"] is True
+    assert result.record().to_record()["timed_out"] is True
     assert result.exit_code >= 128
     assert b"[pre_run] started\n" in stream.getvalue()
     assert not (tmp_path / "never").exists()

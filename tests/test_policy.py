@@ -14,6 +14,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from bar import __version__
 from bar.errors import ExitCode, PolicyError
 from bar.policy import (
     DEFAULT_POLICY_TEXT,
@@ -238,7 +239,9 @@ def test_cache_is_written_reused_and_invalidated(tmp_path: Path) -> None:
     first = load_policy(path, cache_dir=cache)
     (cache_file,) = cache.iterdir()
     assert oct(cache_file.stat().st_mode & 0o777) == "0o600"
-    data = json.loads(cache_file.read_text())
+    entry = json.loads(cache_file.read_text())
+    assert __version__ in entry["tag"]
+    data = entry["data"]
     assert data["path"] == str(path) and [r["name"] for r in data["rules"]] == [
         "no-rm-root",
         "sudo",
@@ -255,6 +258,22 @@ def test_cache_is_written_reused_and_invalidated(tmp_path: Path) -> None:
     # a damaged cache is only a slower load
     cache_file.write_text("{not json")
     assert load_policy(path, cache_dir=cache).evaluate_line("rm -rf /").action == "warn"
+
+
+def test_cache_of_another_format_or_file_is_not_used(tmp_path: Path) -> None:
+    path = tmp_path / "policy.yaml"
+    path.write_text(SMALL)
+    load_policy(path, cache_dir=tmp_path / "cache")
+    (cache_file,) = (tmp_path / "cache").iterdir()
+    entry = json.loads(cache_file.read_text())
+    for rule_ in entry["data"]["rules"]:
+        rule_["action"] = "log"
+    for tag, data_path in ((entry["tag"] + "-old", str(path)), (entry["tag"], "/elsewhere")):
+        forged = {**entry, "tag": tag, "data": {**entry["data"], "path": data_path}}
+        cache_file.write_text(json.dumps(forged))
+        assert load_policy(path, cache_dir=tmp_path / "cache").evaluate_line("rm -rf /").blocked
+    cache_file.write_text(json.dumps(entry))  # the same forgery, current: it is used
+    assert load_policy(path, cache_dir=tmp_path / "cache").evaluate_line("rm -rf /").action == "log"
 
 
 def test_cache_does_not_hide_an_invalid_file(tmp_path: Path) -> None:
@@ -495,6 +514,146 @@ def test_literal_shortcut_never_skips_a_match(pattern: str, text: str) -> None:
     literals = required_literals(pattern)
     if literals is not None and compiled.search(text):
         assert any(lit in text for lit in literals), (pattern, text, literals)
+
+
+@pytest.mark.parametrize(
+    ("pattern", "literals"),
+    [
+        ("rm", ["rm"]),
+        (r"^rm\s+-rf", ["-rf"]),  # the longest of the strings a sequence needs
+        (r"a\.b", ["a.b"]),  # an escaped character is literal
+        (r"\d+\s\w\b.", None),  # classes and anchors are not
+        ("[rm]x", ["x"]),
+        (r"[]x]yz", ["yz"]),  # `]` first in a class is one of its characters
+        (r"[^]x]yz", ["yz"]),
+        (r"[\]]yz", ["yz"]),
+        ("ab?cde", ["cde"]),  # an optional character ends a string
+        ("ab*cd", ["cd"]),
+        ("ab{0,3}cd", ["cd"]),
+        ("xab+cde", ["bcde"]),  # a repeated one ends it and starts the next
+        ("ab{2}cd", ["bcd"]),
+        ("ab{1}cd", ["abcd"]),
+        ("a{x}", ["a{x}"]),  # braces that are no quantifier are literal
+        ("a{}", ["a{}"]),
+        ("x{,}yz", ["yz"]),
+        (r"(?:rm|mv)\s", ["mv", "rm"]),  # an alternation needs one of its branches
+        ("rm|mv", ["mv", "rm"]),
+        (r"rm|\s", None),  # ... so nothing if a branch needs nothing
+        ("(?:rm|)x", ["x"]),
+        ("(?:rm|mv)?", None),
+        ("(?>ab+)c", ["ab"]),
+        ("(?=.*push)git", ["push"]),  # a lookahead's body is in the text
+        ("(?<=sudo )rm", ["sudo "]),
+        ("(?!push)git", ["git"]),  # a negative one gives nothing
+        ("(?i:rm)x", ["x"]),  # nor does a part matched regardless of case
+        ("(?i)rm", None),
+        ("(?s)rm", ["rm"]),
+        ("(?x) r m  # the program\n \\ -f", ["rm -f"]),  # verbose: blanks and comments
+        ("(?x: a b )c", ["ab"]),
+        ("ab(?x: c d)e f", ["e f"]),
+        ("(?x)[ #]z", ["z"]),
+        ("a(?#note)*b", ["b"]),  # the `*` repeats the `a`, as in `re`
+        (r"(\w+)\1 rm", [" rm"]),  # backreferences give nothing
+        ("(?P<n>ab)(?P=n)", ["ab"]),
+        ("(a)?(?(1)a|b)", None),  # conditionals are not read
+        (r"\x41BC", ["BC"]),  # numeric escapes give nothing
+        (r"\101BC", ["BC"]),
+        (r"\N{DIGIT ONE}x", ["x"]),
+        ("", None),
+        ("(", None),  # invalid patterns give nothing
+        ("a)", None),
+        ("*a", None),
+        (r"\e", None),
+    ],
+)
+def test_required_literals(pattern: str, literals: list[str] | None) -> None:
+    assert required_literals(pattern) == literals
+
+
+# patterns from a small grammar of Python's regex syntax, mostly literal characters
+_LITERALS = ["a", "b", "r", "m", "-", "/", " ", "#", "\n", "}", "]", "{", "é"]
+_ESCAPES = ["\\.", "\\ ", "\\#", "\\{", "\\(", "\\\\", "\\n", "\\t", "\\x61", "\\141", "\\0"]
+_CLASSES = [
+    ".",
+    "\\s",
+    "\\S",
+    "\\d",
+    "\\w",
+    "\\1",
+    "[ab]",
+    "[^a]",
+    "[]a]",
+    "[\\]b]",
+    "[a-]",
+    "[#m ]",
+]
+ATOM = st.sampled_from(_LITERALS * 4 + _ESCAPES + _CLASSES)
+ZERO_WIDTH = st.sampled_from(["^", "$", "\\b", "\\B", "\\A", "\\Z", "(?#note)"])  # no repeats
+QUANTIFIER = st.sampled_from(
+    [""] * 20
+    + ["?", "*", "+", "{0}", "{1}", "{2}", "{1,}", "{0,2}", "{,2}", "{,}", "{}", "{x}", "??"]
+    + ["*?", "+?", "?+", "*+", "++", "{2}?"]
+)
+GROUP = st.sampled_from(
+    ["(", "(?:"] * 4
+    + ["(?=", "(?!", "(?<=", "(?<!", "(?>", "(?i:", "(?x:", "(?-x:", "(?s:", "(?P<g>"]
+)
+
+
+def _alternation(piece: st.SearchStrategy[str]) -> st.SearchStrategy[str]:
+    sequence = st.lists(piece, min_size=1, max_size=5).map("".join)
+    return st.lists(sequence, min_size=1, max_size=3).map("|".join)
+
+
+_PIECE = st.tuples(ATOM, QUANTIFIER).map("".join)
+_PIECE = st.one_of(_PIECE, _PIECE, _PIECE, ZERO_WIDTH)
+PATTERN = st.tuples(
+    st.sampled_from(["", "", "", "", "(?x)", "(?s)", "(?x)(?s)", "(?#c)", "(?i)"]),
+    st.recursive(
+        _alternation(_PIECE),
+        lambda inner: _alternation(
+            _PIECE | st.tuples(GROUP, inner, st.just(")"), QUANTIFIER).map("".join)
+        ),
+        max_leaves=10,
+    ),
+).map("".join)
+
+
+@settings(
+    max_examples=1500,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+)
+@given(PATTERN, st.data())
+def test_every_match_contains_a_required_literal(pattern: str, data: st.DataObject) -> None:
+    literals = required_literals(pattern)
+    assert literals is None or (literals and all(isinstance(x, str) and x for x in literals))
+    try:
+        compiled = re.compile(pattern)
+    except (re.error, OverflowError, RecursionError):
+        return
+    if literals is None:
+        return
+    # short texts: nested repeats can make `re` backtrack exponentially in the length
+    letters = "abrm -/#}]{é\n."
+    around = st.text(alphabet=letters, max_size=2)
+    match = st.from_regex(compiled, fullmatch=True).filter(lambda t: len(t) <= 10)
+    text = data.draw(
+        st.tuples(around, match, around).map("".join) | st.text(alphabet=letters, max_size=12)
+    )
+    if compiled.search(text):
+        assert any(lit in text for lit in literals), (pattern, text, literals)
+
+
+@given(st.text(max_size=30))
+def test_required_literals_of_any_text_is_a_list_or_none(pattern: str) -> None:
+    literals = required_literals(pattern)
+    assert literals is None or all(isinstance(x, str) and x for x in literals)
+
+
+def test_every_default_rule_but_the_case_insensitive_one_has_literals() -> None:
+    missing = [r.name for r in default_policy().rules if r.literals is None]
+    assert missing == ["sql-drop"]  # `(?i)`: a literal would have to match any case
 
 
 def test_literal_shortcut_on_the_default_policy_and_corpus() -> None:

@@ -262,7 +262,7 @@ def test_interrupted_rollback_is_finished_by_the_next_command(
 ) -> None:
     import json
 
-    from bar.store import write_json_atomic
+    from bar.store.files import write_json_atomic
 
     t = new_task(capfd)
     wt = worktree(t)

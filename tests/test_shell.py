@@ -12,8 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bar import shell
-from bar.shell import PLACEHOLDER, Unit, analyse_argv, analyse_line
+from bar.shell import PLACEHOLDER, Unit, analyse_argv, analyse_line, tree
 
 
 def texts(line: str) -> list[str]:
@@ -260,8 +259,8 @@ def test_parser_falls_back_to_the_package_imports(monkeypatch: pytest.MonkeyPatc
     def broken(package: str) -> None:
         raise ImportError(package)
 
-    monkeypatch.setattr(shell, "_extension", broken)
-    monkeypatch.setattr(shell, "_parser_cache", [])
+    monkeypatch.setattr(tree, "_extension", broken)
+    monkeypatch.setattr(tree, "_parser_cache", [])
     assert "rm -rf /" in analyse_line("echo $(rm -rf /)").texts()
 
 
@@ -269,7 +268,7 @@ def test_a_missing_parser_is_an_error_not_a_crash(monkeypatch: pytest.MonkeyPatc
     def missing() -> None:
         raise ImportError("no tree_sitter")
 
-    monkeypatch.setattr(shell, "_parser", missing)
+    monkeypatch.setattr(tree, "load_parser", missing)
     analysis = analyse_line("echo 'x'; rm -rf /")
     assert analysis.error == "shell parser unavailable (ImportError)"
     assert "rm -rf /" in analysis.texts()

@@ -23,10 +23,20 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import bar.ledger as ledger_module
-from bar import config, migrate, recorder, tasks
+from bar import config, migrate, records, tasks
+from bar.commands.run import env_from_pairs
 from bar.errors import ConfigError, CorruptFile, UsageError
 from bar.git import DiffStat
-from bar.ledger import Artifacts, Ledger, Step, format_step_id, parse_step_ref
+from bar.ledger import Ledger
+from bar.records import (
+    Artifacts,
+    ManualStep,
+    RollbackStep,
+    RunStep,
+    Step,
+    format_step_id,
+    parse_step_ref,
+)
 
 SETTINGS = settings(
     max_examples=150,
@@ -35,32 +45,38 @@ SETTINGS = settings(
     derandomize=True,
 )
 
+# every field a ledger line of any kind may have
+FIELDS = sorted({*records._COMMON, *(key for keys in records._OWN.values() for key in keys)})
+
 SHA_A = "0123456789abcdef0123456789abcdef01234567"
 SHA_B = "89abcdef0123456789abcdef0123456789abcdef"
 
 
 def make_step(n: int) -> Step:
     step_id = format_step_id(n)
-    return Step(
-        step_id=step_id,
-        kind=("run", "manual", "rollback")[n % 3],
-        started_at="2024-01-15T10:00:00.000Z",
-        ended_at="2024-01-15T10:00:01.000Z",
-        duration_ms=n * 7,
+    common = {
+        "step_id": step_id,
+        "started_at": "2024-01-15T10:00:00.000Z",
+        "ended_at": "2024-01-15T10:00:01.000Z",
+        "duration_ms": n * 7,
+        "snapshot_before": SHA_A,
+        "snapshot": SHA_B,
+        "head": SHA_A,
+        "diff_stat": DiffStat(files=1, additions=n, deletions=0, file_list=(f"f{n}.txt",)),
+        "artifacts": Artifacts(
+            patch=f"artifacts/{step_id}.patch", output=f"artifacts/{step_id}.output"
+        ),
+    }
+    if n % 3 == 1:
+        return ManualStep(**common)
+    if n % 3 == 2:
+        return RollbackStep(**common, target="step", target_step="0001", hard=False)
+    return RunStep(
+        **common,
         cmd=["sh", "-c", f"echo {n} > f{n}.txt; echo 'quotes \" and \\\\ and ü'"],
         cwd=".",
         env={"N": str(n)},
         exit_code=n % 4,
-        snapshot_before=SHA_A,
-        snapshot=SHA_B,
-        head=SHA_A,
-        target="step" if n % 3 == 2 else None,
-        target_step="0001" if n % 3 == 2 else None,
-        hard=False if n % 3 == 2 else None,
-        diff_stat=DiffStat(files=1, additions=n, deletions=0, file_list=(f"f{n}.txt",)),
-        artifacts=Artifacts(
-            patch=f"artifacts/{step_id}.patch", output=f"artifacts/{step_id}.output"
-        ),
     )
 
 
@@ -215,19 +231,19 @@ def test_bytes_spliced_anywhere_never_crash_and_spare_untouched_lines(
 @given(rec=st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
     lambda inner: st.lists(inner, max_size=3)
-    | st.dictionaries(st.sampled_from([*ledger_module._FIELDS, "version", "x"]), inner,
+    | st.dictionaries(st.sampled_from([*FIELDS, "version", "x"]), inner,
                       max_size=6),
     max_leaves=12,
 ))  # fmt: skip
 def test_step_from_record_returns_a_step_or_corrupt_file(rec: Any) -> None:
     try:
-        step = Step.from_record(rec, "a line")
+        step = records.step_from_record(rec, "a line")
     except CorruptFile:
         return
     assert re.fullmatch(r"[0-9]{4,9}", step.step_id)
-    assert step.kind in ledger_module.KINDS
+    assert step.kind in records.KINDS
     # what was accepted is written back and read again unchanged
-    again = Step.from_record(json.loads(step.to_line()), "again")
+    again = records.step_from_record(json.loads(step.to_line()), "again")
     assert again.to_record() == step.to_record()
 
 
@@ -377,7 +393,7 @@ pair_text = st.one_of(
 @given(pairs=st.lists(st.one_of(pair_text, st.text(max_size=10)), max_size=4))
 def test_env_pairs_give_usable_variables_or_usage_error(pairs: list[str]) -> None:
     try:
-        env = recorder.env_from_pairs(pairs)
+        env = env_from_pairs(pairs)
     except UsageError as exc:
         assert "-e" in str(exc)
         return
@@ -398,7 +414,7 @@ def test_env_pairs_give_usable_variables_or_usage_error(pairs: list[str]) -> Non
     value=st.text(max_size=10).filter(lambda v: "\x00" not in v),
 )
 def test_env_pairs_keep_every_value(name: str, value: str) -> None:
-    assert recorder.env_from_pairs([f"{name}={value}"]) == {name: value}
+    assert env_from_pairs([f"{name}={value}"]) == {name: value}
 
 
 def test_a_ledger_that_is_a_link_is_refused(tmp_path: Path) -> None:

@@ -14,20 +14,28 @@ import sys
 from collections.abc import Callable, Sequence
 
 from bar import __version__
-from bar.errors import BarError, ExitCode
+from bar.errors import BarError, ExitCode, WriteFailed
+
+# namespace entries that are the parser's bookkeeping, not arguments of a command
+_INTERNAL = {"_target", "_help", "command", "task_command", "agent_command", "policy_command",
+             "debug"}  # fmt: skip
 
 
 def _log_traceback() -> str | None:
     import traceback
 
-    from bar.store import bar_home, create_file, ensure_dir, now_iso
+    from bar.clock import now_iso
+    from bar.errors import BarError
+    from bar.store.files import create_file, ensure_dir
+    from bar.store.layout import bar_home
 
     try:
-        logs = ensure_dir(bar_home() / "logs")
+        logs = bar_home() / "logs"
+        ensure_dir(logs)
         path = logs / f"crash-{now_iso().replace(':', '')}-{os.getpid()}.log"
         create_file(path, traceback.format_exc().encode())
         return str(path)
-    except OSError:
+    except (OSError, BarError):
         return None
 
 
@@ -52,13 +60,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     target = getattr(args, "_target", None)
     if target is None:
         help_parser = getattr(args, "_help", parser)
-        help_parser.print_help()
-        return ExitCode.USAGE if args.command else ExitCode.OK
+        help_parser.print_help(sys.stderr)
+        return ExitCode.USAGE
     module_name, func_name = target.split(":")
     try:
         module = importlib.import_module(f"bar.commands.{module_name}")
         func: Callable[..., int] = getattr(module, func_name)
-        return int(func(args))
+        return int(func(**{k: v for k, v in vars(args).items() if k not in _INTERNAL}))
     except BarError as exc:
         if debug:
             import traceback
@@ -83,8 +91,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # file or an unrecorded step, so what was recorded before is intact
         what = f" {exc.filename}" if exc.filename else ""
         print(f"bar: could not write{what}: {exc.strerror or exc}", file=sys.stderr)
-        print("hint: free space (or fix permissions) and run the command again; "
-              "`bar doctor` checks the project", file=sys.stderr)  # fmt: skip
+        print(f"hint: {WriteFailed.hint}", file=sys.stderr)
         return ExitCode.ERROR
     except Exception as exc:
         where = _log_traceback()

@@ -18,7 +18,7 @@ from typing import Any
 
 from bar.errors import ConfigError, CorruptFile
 from bar.migrate import upgrade
-from bar.store import write_bytes_atomic
+from bar.store import cache
 
 
 @dataclass(frozen=True)
@@ -143,28 +143,26 @@ def parse_config(data: Any, path: Path) -> Config:
     )
 
 
-def _stat_key(path: Path) -> list[int]:
-    st = os.stat(path)
-    return [st.st_mtime_ns, st.st_size, st.st_ino]
+_CACHE_TAG = "config/1"
 
 
-def load_yaml_cached(path: Path, cache: Path | None) -> Any:
-    """Parse the YAML file at ``path``, reusing a JSON copy in ``cache`` if it is current.
+def load_yaml(path: Path) -> Any:
+    """Parse the YAML file at ``path``; a syntax error is a ``ConfigError`` naming the line.
 
     Raises FileNotFoundError when ``path`` is missing.
     """
-    key = _stat_key(path)
-    if cache is not None:
-        try:
-            cached = json.loads(cache.read_bytes())
-            if cached.get("key") == key:
-                return cached["data"]
-        except (OSError, ValueError, AttributeError, KeyError):
-            pass
-    import yaml  # imported only when the file changed: it costs more than the rest of bar
+    import yaml  # only when the file changed: it costs more than the rest of bar
 
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path} is not UTF-8 text") from exc
+    except OSError as exc:
+        raise ConfigError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    try:
+        return yaml.safe_load(text)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
@@ -172,31 +170,32 @@ def load_yaml_cached(path: Path, cache: Path | None) -> Any:
         raise ConfigError(f"{path} is not valid YAML{where}: {problem}") from exc
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path} is not valid YAML: {' '.join(str(exc).split())}") from exc
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"{path} is not UTF-8 text") from exc
-    except OSError as exc:
-        raise ConfigError(f"cannot read {path}: {exc.strerror or exc}") from exc
-    if cache is not None:
-        try:
-            cache.parent.mkdir(mode=0o700, exist_ok=True)
-            write_bytes_atomic(cache, json.dumps({"key": key, "data": data}).encode())
-        except (OSError, TypeError, ValueError, Exception):
-            pass  # the cache is an optimisation only
-    return data
 
 
-def load_config(path: Path, cache: Path | None = None) -> Config:
+def load_config(path: Path, cache_path: Path | None = None) -> Config:
     if path.is_symlink():  # bar's own files are never links; one may point anywhere
         raise ConfigError(
             f"{path} is a symbolic link; bar does not follow links in its own files",
             hint="replace it with a copy of the file it points to",
         )
     try:
-        data = load_yaml_cached(path, cache)
+        st = os.stat(path)
     except FileNotFoundError:
         raise ConfigError(
             f"{path} is missing", hint="run `bar init` in the repository to recreate it"
         ) from None
+    key = cache.stat_key(st)
+    data = cache.read(cache_path, key, _CACHE_TAG) if cache_path is not None else None
+    if data is None:
+        try:
+            data = load_yaml(path)
+        except FileNotFoundError:
+            raise ConfigError(f"{path} is missing") from None
+        if data is not None:
+            config = parse_config(data, path)  # validate before caching
+            if cache_path is not None:
+                cache.write(cache_path, key, _CACHE_TAG, data)
+            return config
     if data is None:  # bar init never writes an empty file: this one was cut short
         raise ConfigError(
             f"{path} is empty", hint="run `bar init` in the repository to write a fresh one"

@@ -19,13 +19,14 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from bar import git, snapshot, worktree
+from bar import git, recovery, rollback, snapshot, worktree
 from bar.errors import BarError
-from bar.ledger import Step
-from bar.lock import is_locked
 from bar.project import Project
-from bar.store import DIR_MODE, FILE_MODE, write_bytes_atomic
-from bar.tasks import TASK_ID_RE, Task, load_task
+from bar.records import Step, step_from_record
+from bar.store.files import DIR_MODE, FILE_MODE, write_bytes_atomic
+from bar.store.layout import TASK_ID_RE
+from bar.store.lock import is_locked
+from bar.tasks import Task, load_task
 
 
 @dataclass
@@ -65,17 +66,24 @@ class Doctor:
     # --- project-wide ----------------------------------------------------------------
 
     def check(self) -> list[Finding]:
-        p = self.project
+        p = self.project.paths
         self._guard(p.dir, self._check_permissions)
-        self._guard(p.config_path, self._check_config)
-        self._guard(p.state_path, self._check_state)
-        self._guard(p.events_path, lambda: self._check_jsonl(p.events_path, "events.jsonl line"))
-        if p.tasks_dir.is_dir():
-            for entry in sorted(p.tasks_dir.iterdir()):
+        self._guard(p.config, self._check_config)
+        self._guard(p.state, self._check_state)
+        self._guard(p.events, lambda: self._check_jsonl(p.events, "events.jsonl line"))
+        if p.tasks.is_dir():
+            for entry in sorted(p.tasks.iterdir()):
                 if entry.is_dir() and TASK_ID_RE.match(entry.name):
                     self._guard(entry, functools.partial(self._check_task, entry))
         self._guard(p.dir, self._check_workspaces)
         return self.findings
+
+    @property
+    def ok(self) -> bool:
+        """No error left unrepaired and no repair that failed."""
+        return not any(
+            f.repair_error or (f.severity == "error" and not f.repaired) for f in self.findings
+        )
 
     def repair(self) -> list[Finding]:
         for f in self.findings:
@@ -98,14 +106,14 @@ class Doctor:
 
     def _check_state(self) -> None:
         active = self.project.active_task_id()
-        if active and not (self.project.tasks_dir / active / "task.json").exists():
+        if active and not self.project.paths.task(active).task_json.exists():
             self.add(
-                "error", self.project.state_path, f"the active task {active} does not exist",
+                "error", self.project.paths.state, f"the active task {active} does not exist",
                 _then(lambda: self.project.set_active_task(None), "cleared the active task"),
             )  # fmt: skip
 
     def _check_permissions(self) -> None:
-        workspaces = self.project.workspaces_dir
+        workspaces = self.project.paths.workspaces
         for path in _walk(self.project.dir, skip=workspaces):
             want = DIR_MODE if path.is_dir() else FILE_MODE
             have = stat.S_IMODE(path.lstat().st_mode)
@@ -133,7 +141,7 @@ class Doctor:
 
     def _check_task(self, tdir: Path) -> None:
         task = load_task(self.project, tdir.name)
-        busy = is_locked(tdir / "task.lock")
+        busy = is_locked(task.paths.lock)
         where = f"task {task.name} ({task.id})"
         ledger = task.ledger
         bad = _bad_lines(ledger.path) if ledger.path.exists() else []
@@ -149,17 +157,17 @@ class Doctor:
         self._check_snapshots(task, steps, busy)
         if busy:
             return  # a live bar holds the task: the rest would race it
-        if task.marker_path.exists():
+        pending = [
+            (path, what)
+            for path, what in ((task.paths.marker, "step"), (task.paths.rollback_journal,
+                               "rollback"), (task.paths.apply_journal, "apply"))
+            if path.exists()
+        ]  # fmt: skip
+        for path, what in pending:
             self.add(
-                "warning", task.marker_path, f"{where}: a step was interrupted (bar stopped mid-step)",
-                lambda: self._locked(task, lambda: _describe_recovery(task)),
+                "warning", path, f"{where}: an interrupted {what} is pending (bar stopped mid-way)",
+                lambda: self._locked(task, lambda: _finish_pending(task)),
             )  # fmt: skip
-        for name in ("rollback.json", "apply.json"):
-            if (tdir / name).exists():
-                self.add(
-                    "warning", tdir / name, f"{where}: an interrupted {name[:-5]} is pending",
-                    lambda: self._locked(task, lambda: _finish_pending(task)),
-                )  # fmt: skip
         lock = task.index.with_name("index.lock")
         if lock.exists():
             self.add("warning", lock, "a git lock left by a crash",
@@ -256,11 +264,11 @@ class Doctor:
                      lambda: self._locked(task, lambda: _reseed_index(task)))  # fmt: skip
 
     def _check_workspaces(self) -> None:
-        wdir = self.project.workspaces_dir
+        wdir = self.project.paths.workspaces
         if not wdir.is_dir():
             return
         for entry in sorted(wdir.iterdir()):
-            if not (self.project.tasks_dir / entry.name / "task.json").exists():
+            if not self.project.paths.task(entry.name).task_json.exists():
                 self.add("warning", entry, "a worktree directory that belongs to no task")
 
 
@@ -305,7 +313,7 @@ def _bad_lines(path: Path) -> list[tuple[int, bytes]]:
             try:
                 rec = json.loads(text)
                 if path.name == "ledger.jsonl":
-                    Step.from_record(rec, f"line {n}")
+                    step_from_record(rec, f"line {n}")
                 elif not isinstance(rec, dict):
                     raise ValueError("not an object")
             except (ValueError, UnicodeDecodeError, BarError):
@@ -335,22 +343,11 @@ def _quarantine(path: Path, numbers: list[int]) -> str:
     return f"moved {len(moved)} line(s) to {side.name}"
 
 
-def _describe_recovery(task: Task) -> str:
-    from bar.recorder import recover
-
-    step = recover(task)
-    return (
-        f"recorded step {step.step_id} as interrupted"
-        if step
-        else "removed a finished step's marker"
-    )
-
-
 def _finish_pending(task: Task) -> str:
-    from bar import apply, rollback
-
-    done = rollback.finish_interrupted(task) or apply.finish_interrupted(task)
-    return f"recorded step {done.step_id}" if done else "nothing had changed; journal removed"
+    done = recovery.finish_pending(task)
+    if not done:
+        return "nothing had changed; the journal was removed"
+    return "recorded " + ", ".join(f"step {step.step_id} ({step.kind})" for step in done)
 
 
 def _regenerate_patch(task: Task, step: Step, path: Path) -> str:
@@ -361,8 +358,7 @@ def _regenerate_patch(task: Task, step: Step, path: Path) -> str:
 
 
 def _reseed_index(task: Task) -> str:
-    env = {"GIT_INDEX_FILE": str(task.index)}
-    git.git(task.worktree, "read-tree", task.recorded_snapshot(), env=env)
+    git.git(task.worktree, "read-tree", task.recorded_snapshot(), env=git.index_env(task.index))
     os.chmod(task.index, FILE_MODE)
     return "rebuilt it from the last snapshot"
 
@@ -370,16 +366,12 @@ def _reseed_index(task: Task) -> str:
 def _recreate_worktree(task: Task) -> str:
     """Recreate a deleted worktree on its branch and restore the last recorded state."""
     repo = task.project.root
-    with task.project.lock(
-        "bar doctor: recreate worktree"
-    ):  # git worktree add is not concurrent-safe
+    with task.project.lock("bar doctor: recreate worktree"):  # worktree add is not concurrent-safe
         git.git(repo, "worktree", "prune")
         git.git(repo, "worktree", "add", "--quiet", str(task.worktree), task.branch)
     task.index.unlink(missing_ok=True)
     snapshot.seed_index(task.worktree, task.index, task.base_commit)
-    from bar.rollback import restore
-
-    restore(task, task.recorded_snapshot())
+    rollback.restore(task, task.recorded_snapshot())
     return f"recreated it on {task.branch} at the last recorded state"
 
 

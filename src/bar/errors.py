@@ -1,11 +1,14 @@
-"""Errors that carry their own exit code and a hint for what to do next.
+"""Every error a user can meet, each carrying its exit code and a hint for what to do next.
 
 One top-level handler (``bar.cli.main``) turns a ``BarError`` into ``bar: <message>`` on
 stderr plus the hint, and exits with ``exit_code``. Anything that is not a ``BarError`` is a
-bug: it gets ``ExitCode.INTERNAL`` and its traceback goes to a log file.
+bug: it gets ``ExitCode.INTERNAL`` and its traceback goes to a log file. All of bar's
+exception classes live here, so the table of exit codes in the README is this file.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 
 class ExitCode:
@@ -26,8 +29,10 @@ class ExitCode:
     GIT = 9  # git failed in an unexpected way
     HOOK_FAILED = 10  # a pre_run hook stopped the step
     INTERNAL = 70  # a bug in bar (traceback logged)
-    POLICY_BLOCKED = 126  # policy blocked the command (same as "cannot execute")
+    CANNOT_EXECUTE = 126  # policy blocked the command, or it could not be executed
+    NOT_FOUND_COMMAND = 127  # bar run: the command was not found
     INTERRUPTED = 130  # Ctrl-C
+    POLICY_BLOCKED = CANNOT_EXECUTE
 
 
 class BarError(Exception):
@@ -74,6 +79,19 @@ class Conflict(BarError):
     exit_code = ExitCode.CONFLICT
 
 
+class ApplyConflict(Conflict):
+    """Applying would conflict in ``paths``; nothing was changed."""
+
+    def __init__(self, target_branch: str, paths: Sequence[str]) -> None:
+        self.target_branch = target_branch
+        self.paths = list(paths)
+        super().__init__(
+            f"applying onto {target_branch} would conflict in: {', '.join(self.paths)}; "
+            "nothing was changed",
+            hint="roll the task back, or rebase its work by hand, then apply again",
+        )
+
+
 class Locked(BarError):
     exit_code = ExitCode.LOCKED
 
@@ -94,7 +112,44 @@ class PolicyError(CorruptFile):
     pass
 
 
-class GitError(BarError):
+class AgentSettingsError(ConfigError):
+    """An agent's settings file cannot be merged safely (not JSON, odd shape, a symlink)."""
+
+
+class WriteFailed(BarError):
+    """A file of bar's could not be written (disk full, quota, read-only file system)."""
+
+    hint = (
+        "free space (or fix permissions) and run the command again; `bar doctor` checks the project"
+    )
+
+
+class CommandError(BarError):
+    """A child process bar ran for itself failed; ``str()`` shows the command, its exit
+    code and what it said on stderr."""
+
+    def __init__(
+        self, cmd: Sequence[str], returncode: int, stdout: bytes = b"", stderr: bytes = b""
+    ) -> None:
+        self.cmd = tuple(cmd)
+        self.returncode = returncode
+        self.stdout = stdout
+        self.stderr = stderr
+        said = stderr.decode("utf-8", "replace").strip()
+        super().__init__(
+            f"command {' '.join(self.cmd)!r} failed with exit code {returncode}"
+            + (f": {said}" if said else "")
+        )
+
+
+class GitError(CommandError):
+    exit_code = ExitCode.GIT
+
+
+class GitStateError(BarError):
+    """git's state is not what bar needs (a moved ref, a lock file), without a failed
+    command to show."""
+
     exit_code = ExitCode.GIT
 
 
@@ -102,5 +157,17 @@ class HookFailed(BarError):
     exit_code = ExitCode.HOOK_FAILED
 
 
-class PolicyBlocked(BarError):
-    exit_code = ExitCode.POLICY_BLOCKED
+class UnknownAgent(UsageError):
+    pass
+
+
+class HookInputError(BarError):
+    """The event on stdin is not one bar can check (bad JSON, a missing field, another
+    event).
+
+    Its exit code is 2 on purpose: should it ever escape ``bar hook`` uncaught, the
+    top-level handler still exits 2 with the message on stderr, which all three agents
+    read as "block this tool call".
+    """
+
+    exit_code = ExitCode.USAGE

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from bar import faults
 from bar.errors import GitError
-from bar.proc import CommandError, Result, run
+from bar.proc import Result, run
 
 # Snapshot commits are bar's own records, not the developer's: a fixed identity means a
 # missing user.name never stops a step.
@@ -36,10 +36,6 @@ def is_object_id(value: object) -> bool:
     return isinstance(value, str) and _OBJECT_ID_RE.match(value) is not None
 
 
-class GitCommandError(CommandError, GitError):
-    exit_code = GitError.exit_code
-
-
 def git(
     repo: Path | str,
     *args: str,
@@ -47,9 +43,7 @@ def git(
     check: bool = True,
     input: bytes | None = None,
 ) -> Result:
-    return run(
-        "git", "-C", str(repo), *args, env=env, check=check, input=input, error=GitCommandError
-    )
+    return run("git", "-C", str(repo), *args, env=env, check=check, input=input, error=GitError)
 
 
 def out(repo: Path | str, *args: str, env: Mapping[str, str] | None = None) -> str:
@@ -94,8 +88,18 @@ def update_ref(repo: Path | str, ref: str, new: str, old: str | None, message: s
     faults.point(f"after moving {ref}")
 
 
-def delete_ref(repo: Path | str, ref: str) -> None:
-    git(repo, "update-ref", "-d", ref)
+def delete_ref(repo: Path | str, ref: str, *, check: bool = True) -> None:
+    git(repo, "update-ref", "-d", ref, check=check)
+
+
+def index_env(index: Path) -> dict[str, str]:
+    """The environment that makes git use ``index`` instead of the worktree's own."""
+    return {"GIT_INDEX_FILE": str(index)}
+
+
+def short(sha: str | None) -> str:
+    """An object id as people read it."""
+    return sha[:10] if sha else "-"
 
 
 def tree_of(repo: Path | str, commit: str) -> str:

@@ -38,7 +38,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Final, Literal
 
-from bar.proc import clean_env
+from bar.proc import clean_env, exit_status
+from bar.records import HookRecord
 
 Phase = Literal["pre_run", "post_run"]
 PHASES: Final = ("pre_run", "post_run")
@@ -119,16 +120,9 @@ class HookResult:
     def ok(self) -> bool:
         return self.exit_code == 0 and not self.timed_out and self.error is None
 
-    def to_record(self) -> dict[str, object]:
+    def record(self) -> HookRecord:
         """The entry for the ledger's ``hooks`` list."""
-        record: dict[str, object] = {
-            "phase": self.phase,
-            "cmd": self.cmd,
-            "exit_code": self.exit_code,
-        }
-        if self.timed_out:
-            record["timed_out"] = True
-        return record
+        return HookRecord(self.phase, self.cmd, self.exit_code, self.timed_out)
 
     def describe(self) -> str:
         """One sentence for the user."""
@@ -247,12 +241,11 @@ def _run_one(
                     pipe.close()
         printer.finish()
 
-    code = proc.returncode
-    killed_by = -code if code < 0 else None
+    code, killed_by = exit_status(proc.returncode)
     return HookResult(
         phase=phase,
         cmd=command,
-        exit_code=128 + killed_by if killed_by is not None else code,
+        exit_code=code,
         timed_out=timed_out,
         duration_ms=elapsed_ms(),
         timeout=timeout,

@@ -26,6 +26,8 @@ CURRENT: dict[str, tuple[int, str]] = {
     "marker": (1, "running marker"),
     "policy": (1, "policy.yaml"),
     "rollback-journal": (1, "rollback journal"),
+    "cast": (2, "asciinema cast"),
+    "apply-journal": (1, "apply journal"),
 }
 
 # (kind, from_version) -> function producing the record at from_version + 1

@@ -45,7 +45,9 @@ def _task_opt(p: argparse.ArgumentParser) -> None:
 
 
 def _json_opt(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    p.add_argument(
+        "--json", dest="as_json", action="store_true", help="print machine-readable JSON"
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -174,13 +176,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-n", type=int, metavar="N", help="only the last N steps")
     p.add_argument("-p", "--patch", action="store_true", help="show each step's patch")
     _json_opt(p)
-    _cmd(p, "read:log")
+    _cmd(p, "log:log")
 
     p = sub.add_parser("show", help="show one step in full with its patch and output")
     _task_opt(p)
     p.add_argument("step", metavar="STEP", help="step id, e.g. 3 or 0003")
     _json_opt(p)
-    _cmd(p, "read:show")
+    _cmd(p, "show:show")
 
     p = sub.add_parser(
         "diff",
@@ -194,12 +196,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--to", metavar="STEP", help="default: the last recorded state")
     p.add_argument("--stat", action="store_true", help="only a summary of changed files")
     _json_opt(p)
-    _cmd(p, "read:diff")
+    _cmd(p, "diff:diff")
 
     p = sub.add_parser("status", help="project, active task, worktree and unrecorded changes")
     _task_opt(p)
     _json_opt(p)
-    _cmd(p, "read:status")
+    _cmd(p, "status:status")
 
     # --- changing the record -------------------------------------------------------
     p = sub.add_parser(

@@ -1,8 +1,11 @@
 """One way to run a program.
 
 ``run()`` runs a child with an argument list (never a shell), captures its output, and
-raises ``CommandError`` on a non-zero exit unless ``check=False``. ``clean_env()`` strips
-the variables through which an enclosing git hook could redirect our git calls.
+raises ``CommandError`` on a non-zero exit unless ``check=False``. ``clean_env()`` gives
+children the environment minus every ``GIT_*`` variable not on an allow-list: git sets
+some for hooks (``GIT_DIR``, ``GIT_INDEX_FILE``) and an enclosing ``git -c`` passes its
+settings down (``GIT_CONFIG_PARAMETERS``, ``GIT_CONFIG_COUNT``); any of them would make
+bar's git calls act on another repository, index or configuration.
 """
 
 from __future__ import annotations
@@ -13,22 +16,23 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from bar.errors import BarError, ExitCode
+from bar.errors import CommandError
 
-# Variables git sets for hooks or that point git elsewhere; inheriting them would make
-# our git calls act on the wrong repository or index.
-_GIT_REDIRECTS = (
-    "GIT_DIR",
-    "GIT_WORK_TREE",
-    "GIT_INDEX_FILE",
-    "GIT_OBJECT_DIRECTORY",
-    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
-    "GIT_COMMON_DIR",
-    "GIT_NAMESPACE",
-    "GIT_PREFIX",
-    "GIT_QUARANTINE_PATH",
-    "GIT_CEILING_DIRECTORIES",
-)
+# What a developer sets on purpose for every git they run: identity and dates, which
+# configuration files git reads, how it reaches remotes, and tracing. Nothing that
+# names a repository, an index or a configuration value.
+GIT_ENV_ALLOWED = frozenset(
+    {
+        "GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "GIT_AUTHOR_DATE",
+        "GIT_COMMITTER_NAME", "GIT_COMMITTER_EMAIL", "GIT_COMMITTER_DATE",
+        "GIT_CONFIG_NOSYSTEM", "GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM",
+        "GIT_EXEC_PATH", "GIT_TEMPLATE_DIR",
+        "GIT_SSH", "GIT_SSH_COMMAND", "GIT_SSH_VARIANT", "GIT_ASKPASS", "GIT_TERMINAL_PROMPT",
+        "GIT_SSL_CAINFO", "GIT_SSL_NO_VERIFY", "GIT_HTTP_PROXY_AUTHMETHOD", "GIT_ALLOW_PROTOCOL",
+        "GIT_EDITOR", "GIT_PAGER", "GIT_TRACE", "GIT_TRACE2", "GIT_TRACE2_EVENT",
+        "GIT_TRACE2_PERF", "GIT_TRACE_PERFORMANCE",
+    }
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -47,26 +51,20 @@ class Result:
         return self.stderr.decode("utf-8", "surrogateescape")
 
 
-class CommandError(BarError):
-    exit_code = ExitCode.ERROR
-
-    def __init__(self, result: Result) -> None:
-        self.result = result
-        super().__init__(
-            f"command {' '.join(result.cmd)!r} failed with exit code {result.returncode}"
-            + (f": {result.err.strip()}" if result.err.strip() else "")
-        )
-
-    @property
-    def returncode(self) -> int:
-        return self.result.returncode
-
-
 def clean_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in _GIT_REDIRECTS}
+    """bar's environment without the ``GIT_*`` variables that could redirect git, plus
+    ``extra``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_") or k in GIT_ENV_ALLOWED}
     if extra:
         env.update(extra)
     return env
+
+
+def exit_status(returncode: int) -> tuple[int, int | None]:
+    """A ``Popen`` return code as (exit code, signal): 128+N when killed by signal N."""
+    if returncode < 0:
+        return 128 - returncode, -returncode
+    return returncode, None
 
 
 def run(
@@ -81,25 +79,23 @@ def run(
 
     ``env`` is added on top of the cleaned current environment, never replacing it.
     """
-    full_env = clean_env(env)
     try:
         proc = subprocess.run(
             list(cmd),
             cwd=cwd,
-            env=full_env,
+            env=clean_env(env),
             input=input,
             stdin=None if input is not None else subprocess.DEVNULL,
             capture_output=True,
             check=False,
         )
     except FileNotFoundError as exc:
-        result = Result(tuple(cmd), 127, b"", str(exc).encode())
         if check:
-            raise error(result) from exc
-        return result
+            raise error(cmd, 127, b"", str(exc).encode()) from exc
+        return Result(tuple(cmd), 127, b"", str(exc).encode())
     result = Result(tuple(cmd), proc.returncode, proc.stdout, proc.stderr)
     if check and proc.returncode != 0:
-        raise error(result)
+        raise error(cmd, proc.returncode, proc.stdout, proc.stderr)
     return result
 
 
@@ -109,9 +105,11 @@ def run_to_file(
     *,
     cwd: Path | str | None = None,
     env: Mapping[str, str] | None = None,
+    error: type[CommandError] = CommandError,
 ) -> None:
-    """Run ``cmd`` with its stdout written straight into ``path`` (created 0600)."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    """Run ``cmd`` with its stdout written straight into ``path`` (created 0600, never
+    through a link)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
     try:
         proc = subprocess.run(
             list(cmd),
@@ -125,4 +123,4 @@ def run_to_file(
     finally:
         os.close(fd)
     if proc.returncode != 0:
-        raise CommandError(Result(tuple(cmd), proc.returncode, b"", proc.stderr))
+        raise error(cmd, proc.returncode, b"", proc.stderr)

@@ -1,98 +1,96 @@
 """A registered repository and its directory under BAR_HOME.
 
-The project directory is ``<name>-<hash4>``: the repository root's directory name and the
-first 4 hex digits of a SHA-256 of its resolved absolute path, so two clones with the same
-name never share one. A project is found from any directory inside the developer's
-checkout or inside one of its task worktrees (which live under the project directory).
+The project directory is ``<name>-<hash4>`` (``bar.store.layout``). A project is found
+from any directory inside the developer's checkout or inside one of its task worktrees
+(which live under the project directory).
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
-from bar.config import Config, load_config
-from bar.errors import ConfigError, CorruptFile, NotARepository, NotInitialized
-from bar.lock import FileLock
+from bar import events
+from bar.clock import now_iso
+from bar.config import Config, load_config, render_default
+from bar.errors import ConfigError, CorruptFile, NotARepository, NotInitialized, PolicyError
 from bar.migrate import upgrade
+from bar.policy import Policy, load_policy
 from bar.proc import run
-from bar.store import bar_home, now_iso, read_json, write_json_atomic
-
-
-def project_dir_name(root: Path) -> str:
-    resolved = root.resolve()
-    digest = hashlib.sha256(str(resolved).encode()).hexdigest()[:4]
-    return f"{resolved.name}-{digest}"
+from bar.store import layout
+from bar.store.files import ensure_dir, read_json, write_json_atomic, write_text_atomic
+from bar.store.layout import TASK_ID_RE, ProjectPaths
+from bar.store.lock import FileLock
 
 
 @dataclass(frozen=True)
 class Project:
     root: Path  # the developer's checkout (main worktree), resolved
-    dir: Path  # $BAR_HOME/projects/<name>-<hash4>
+    paths: ProjectPaths
+
+    @property
+    def dir(self) -> Path:
+        return self.paths.dir
 
     @property
     def name(self) -> str:
-        return self.dir.name
-
-    @property
-    def config_path(self) -> Path:
-        return self.dir / "config.yaml"
-
-    @property
-    def state_path(self) -> Path:
-        return self.dir / "state.json"
-
-    @property
-    def events_path(self) -> Path:
-        return self.dir / "events.jsonl"
-
-    @property
-    def tasks_dir(self) -> Path:
-        return self.dir / "tasks"
-
-    @property
-    def workspaces_dir(self) -> Path:
-        return self.dir / "workspaces"
-
-    @property
-    def cache_dir(self) -> Path:
-        return self.dir / "cache"
+        return self.paths.dir.name
 
     @property
     def initialized(self) -> bool:
-        return self.config_path.is_file()
+        return self.paths.config.is_file()
 
     @cached_property
     def config(self) -> Config:
-        return load_config(self.config_path, self.cache_dir / "config.json")
+        return load_config(self.paths.config, self.paths.config_cache)
 
     def policy_path(self) -> Path:
         """The policy file in the developer's checkout (never a task worktree's copy)."""
         rel = Path(self.config.policy.path)
         return rel if rel.is_absolute() else self.root / rel
 
+    def policy(self) -> Policy | None:
+        """The policy commands are checked against; None when it is switched off. A
+        missing file while the policy is on is an error (fail closed), not a silent
+        "allow everything"."""
+        return self.policy_file() if self.config.policy.enabled else None
+
+    def policy_file(self) -> Policy:
+        """The project's policy file, loaded whether or not the policy is switched on."""
+        path = self.policy_path()
+        if not path.is_file():
+            raise PolicyError(
+                f"the policy is enabled but {path} does not exist",
+                hint="run `bar init` to write the default policy, "
+                f"or set policy.enabled: false in {self.paths.config}",
+            )
+        return load_policy(path, cache_dir=self.paths.cache)
+
     def lock(self, what: str = "", *, wait: bool = True) -> FileLock:
-        return FileLock(self.dir / "project.lock", f"project {self.name}", what=what, wait=wait)
+        return FileLock(self.paths.lock, f"project {self.name}", what=what, wait=wait)
+
+    def log_event(self, event: str, /, **fields: object) -> None:
+        """Append to the project's lifecycle log (events.jsonl), under the project lock."""
+        with self.lock(f"log {event}"):
+            events.append(self.paths.events, event, **fields)
 
     # --- state.json -------------------------------------------------------------
 
     def active_task_id(self) -> str | None:
+        path = self.paths.state
         try:
-            data = read_json(self.state_path, "state.json")
+            data = read_json(path, "state.json")
         except FileNotFoundError:
             return None
-        data = upgrade("state", data, self.state_path)
+        data = upgrade("state", data, path)
         value = data.get("active_task_id")
         if value is None:
             return None
-        from bar.tasks import TASK_ID_RE
-
         if not isinstance(value, str) or not TASK_ID_RE.match(value):
             raise CorruptFile(
-                f"state.json at {self.state_path} has an invalid active_task_id {value!r}",
+                f"state.json at {path} has an invalid active_task_id {value!r}",
                 hint="pick the active task again with `bar task switch`",
             )
         return value
@@ -100,9 +98,29 @@ class Project:
     def set_active_task(self, task_id: str | None) -> None:
         with self.lock("set active task"):
             write_json_atomic(
-                self.state_path,
+                self.paths.state,
                 {"version": 1, "active_task_id": task_id, "updated_at": now_iso()},
             )
+
+    # --- bar init ---------------------------------------------------------------
+
+    def register(self, default_base: str) -> list[Path]:
+        """Create what ``bar init`` creates and is missing; return what was created.
+        Never overwrites: running it again changes nothing."""
+        created: list[Path] = []
+        for folder in (self.paths.dir, self.paths.tasks, self.paths.workspaces):
+            ensure_dir(folder)
+        with self.lock("bar init"):
+            if not self.paths.config.exists():
+                write_text_atomic(self.paths.config, render_default(default_base))
+                created.append(self.paths.config)
+            if not self.paths.state.exists():
+                write_json_atomic(
+                    self.paths.state,
+                    {"version": 1, "active_task_id": None, "updated_at": now_iso()},
+                )
+                created.append(self.paths.state)
+        return created
 
 
 @dataclass(frozen=True)
@@ -115,15 +133,10 @@ def locate(cwd: Path | None = None) -> Location:
     """Find the project (and task, inside a task worktree) for ``cwd``."""
     here = Path(cwd or os.getcwd())
     res = run(
-        "git",
-        "-C",
-        str(here),
-        "rev-parse",
-        "--path-format=absolute",
-        "--show-toplevel",
-        "--git-common-dir",
+        "git", "-C", str(here), "rev-parse", "--path-format=absolute",
+        "--show-toplevel", "--git-common-dir",
         check=False,
-    )
+    )  # fmt: skip
     if res.returncode != 0:
         raise NotARepository(
             f"{here} is not inside a git repository",
@@ -133,17 +146,15 @@ def locate(cwd: Path | None = None) -> Location:
     if len(lines) < 2:
         raise NotARepository(f"{here} is inside a bare git repository; bar needs a worktree")
     toplevel, common = Path(lines[0]), Path(lines[1])
-    projects = bar_home().resolve() / "projects"
+    projects = layout.projects_dir().resolve()
+    root = _root_of_common_dir(common, toplevel)
     try:
         rel = toplevel.resolve().relative_to(projects)
     except ValueError:
         rel = None
     if rel is not None and len(rel.parts) == 3 and rel.parts[1] == "workspaces":
-        pdir = projects / rel.parts[0]
-        root = _root_of_common_dir(common, toplevel)
-        return Location(Project(root=root, dir=pdir), rel.parts[2])
-    root = _root_of_common_dir(common, toplevel)
-    return Location(Project(root=root, dir=projects / project_dir_name(root)), None)
+        return Location(Project(root, ProjectPaths(projects / rel.parts[0])), rel.parts[2])
+    return Location(Project(root, ProjectPaths(projects / layout.project_dir_name(root))), None)
 
 
 def _root_of_common_dir(common: Path, toplevel: Path) -> Path:
@@ -156,12 +167,16 @@ def _root_of_common_dir(common: Path, toplevel: Path) -> Path:
 def find_project(cwd: Path | None = None) -> Location:
     """Like ``locate`` but the project must be registered with ``bar init``."""
     loc = locate(cwd)
-    config = loc.project.config_path
-    if not loc.project.initialized and (config.is_symlink() or loc.project.state_path.exists()):
+    paths = loc.project.paths
+    if not loc.project.initialized and (paths.config.is_symlink() or paths.state.exists()):
         # registered once (state.json is there) but config.yaml is gone or not a file
-        what = "missing" if not config.is_symlink() and not config.exists() else "not a file"
+        what = (
+            "missing"
+            if not paths.config.is_symlink() and not paths.config.exists()
+            else "not a file"
+        )
         raise ConfigError(
-            f"config.yaml at {config} is {what}",
+            f"config.yaml at {paths.config} is {what}",
             hint="run `bar init` in the repository to write a fresh one",
         )
     if not loc.project.initialized:

@@ -352,9 +352,6 @@ class Scrubber:
             return tuple(self._scrub_any(v) for v in obj)
         return obj
 
-    def stream(self, *, batch: int = 256 * 1024) -> StreamScrubber:
-        return StreamScrubber(self, batch=batch)
-
 
 def _merge(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
     """Sorted union of ``spans``; touching spans merge too, so secrets written back to

@@ -1,11 +1,18 @@
-"""Human output: colour only on a terminal (and never with NO_COLOR), JSON for scripts."""
+"""Human output of the command line: colour only on a terminal (and never with
+NO_COLOR), one-line descriptions of steps, JSON for scripts."""
 
 from __future__ import annotations
 
 import json
 import os
+import shlex
+import shutil
 import sys
+from pathlib import Path
 from typing import Any
+
+from bar.git import DiffStat, short
+from bar.records import ApplyStep, ManualStep, RollbackStep, RunStep, Step
 
 _CODES = {"bold": "1", "dim": "2", "red": "31", "green": "32", "yellow": "33", "cyan": "36"}
 
@@ -34,9 +41,57 @@ def print_json(obj: Any) -> None:
     sys.stdout.write(json.dumps(obj, indent=2, ensure_ascii=False) + "\n")
 
 
-def short(sha: str | None) -> str:
-    return sha[:10] if sha else "-"
-
-
 def plural(n: int, word: str) -> str:
     return f"{n} {word}" + ("" if n == 1 else "s")
+
+
+def describe(step: Step) -> str:
+    """One line saying what a step was."""
+    if isinstance(step, RunStep):
+        text = shlex.join(step.cmd)
+        return text if len(text) <= 72 else text[:69] + "..."
+    if isinstance(step, ManualStep):
+        return "changes made outside bar"
+    if isinstance(step, RollbackStep):
+        where = "base" if step.target == "base" else f"step {step.target_step}"
+        return f"rollback to {where}" + (" (--hard)" if step.hard else "")
+    assert isinstance(step, ApplyStep)
+    return f"apply ({step.mode}) onto {step.target_branch} as {short(step.commit_sha)}"
+
+
+def outcome(step: Step, paint: Painter) -> str:
+    if not isinstance(step, RunStep):
+        return ""
+    if step.blocked:
+        return paint("blocked", "red")
+    if step.interrupted:
+        return paint("interrupted", "yellow")
+    if step.exit_code == 0:
+        return paint("exit 0", "green")
+    return paint(f"exit {step.exit_code}", "red")
+
+
+def stat_text(stat: DiffStat) -> str:
+    if stat.files == 0:
+        return "no changes"
+    return f"{plural(stat.files, 'file')} +{stat.additions} -{stat.deletions}"
+
+
+def duration(ms: int) -> str:
+    if ms < 1000:
+        return f"{ms}ms"
+    if ms < 60_000:
+        return f"{ms / 1000:.1f}s"
+    return f"{ms // 60_000}m{(ms % 60_000) // 1000:02d}s"
+
+
+def copy_file(path: Path) -> bool:
+    """Copy a file to stdout as it is; False if it does not exist."""
+    try:
+        with path.open("rb") as fh:
+            out = sys.stdout.buffer
+            shutil.copyfileobj(fh, out)
+            out.flush()
+    except FileNotFoundError:
+        return False
+    return True

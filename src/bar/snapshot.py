@@ -19,25 +19,19 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from bar import faults, git
-from bar.errors import BarError
+from bar.errors import BarError, GitError
 from bar.git import BAR_IDENTITY, DiffStat
+from bar.notices import warn
 from bar.proc import clean_env, run_to_file
-from bar.store import write_bytes_atomic
+from bar.store.files import write_bytes_atomic
 
-# Paths bar writes into a worktree for its own use (agent hook settings while a run
-# lasts): never part of what a step changed.
-_ALWAYS_EXCLUDED: tuple[str, ...] = ()
-
-
-def _env(index: Path) -> dict[str, str]:
-    return {"GIT_INDEX_FILE": str(index)}
+_env = git.index_env
 
 
 def seed_index(worktree: Path, index: Path, base_commit: str) -> None:
@@ -81,7 +75,7 @@ def _add(worktree: Path, index: Path, paths: Sequence[str], excludes: Sequence[s
     specs = [
         ":(top)" if p == "." else ":(top,glob)*" if p == "" else f":(top,literal){p}" for p in paths
     ]
-    specs += [f":(top,exclude,literal){p}" for p in (*_ALWAYS_EXCLUDED, *excludes)]
+    specs += [f":(top,exclude,literal){p}" for p in excludes]
     res = git.git(
         worktree,
         "add", "-A", "--ignore-errors", "--pathspec-from-file=-", "--pathspec-file-nul",
@@ -93,7 +87,7 @@ def _add(worktree: Path, index: Path, paths: Sequence[str], excludes: Sequence[s
         # Files that could not be read are left out of the snapshot rather than losing
         # the whole step; say which.
         message = res.err.strip() or f"git add exited with {res.returncode}"
-        print(f"bar: warning: some files were not recorded: {message}", file=sys.stderr)
+        warn(f"some files were not recorded: {message}")
 
 
 @dataclass(frozen=True)
@@ -183,10 +177,6 @@ def _stamp(worktree: Path, index: Path, tree: str, commit: str, started_ns: int)
         path.unlink(missing_ok=True)
 
 
-def now_ns() -> int:
-    return time.time_ns()
-
-
 def restamp(worktree: Path, index: Path, tree: str, commit: str, started_ns: int) -> None:
     """Note that the side index and the worktree hold ``tree`` (of ``commit``) as of
     ``started_ns`` (after a restore wrote them both)."""
@@ -267,6 +257,6 @@ def unchanged_since(worktree: Path, index: Path, recorded: str) -> bool:
 def write_patch(repo: Path, a: str, b: str, path: Path) -> DiffStat:
     """Write the replayable patch from ``a`` to ``b`` into ``path``; return its stat."""
     faults.point(f"before writing {path.name}")
-    run_to_file(["git", "-C", str(repo), *git.diff_patch_args(a, b)], path)
+    run_to_file(["git", "-C", str(repo), *git.diff_patch_args(a, b)], path, error=GitError)
     faults.point(f"after writing {path.name}")
     return git.numstat(repo, a, b)

@@ -3,13 +3,14 @@
 ``task.json`` holds the fields of SPEC §1 exactly. A task is created in an order where
 every prefix is recoverable: directory and task.json (status ``active``), then the
 snapshot ref at the base commit, then the branch and worktree, then the side index; a
-failure after the first writes records ``*.failed`` in events.jsonl and removes what was
-made, so no half-made task is left.
+failure after the first writes records ``task.failed`` in events.jsonl and removes what
+was made, so no half-made task is left.
 """
 
 from __future__ import annotations
 
-import re
+import secrets
+import shutil
 import unicodedata
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -17,16 +18,18 @@ from pathlib import Path
 from typing import Any
 
 from bar import git, snapshot, worktree
-from bar.errors import BarError, CorruptFile, TaskNotFound, UsageError
-from bar.events import append_event
+from bar.clock import now_iso
+from bar.errors import BarError, CorruptFile, NotFound, TaskNotFound, UsageError
 from bar.ledger import Ledger
-from bar.lock import FileLock
 from bar.migrate import upgrade
+from bar.notices import warn
 from bar.project import Project
-from bar.store import ensure_dir, now_iso, read_json, write_json_atomic
+from bar.store.files import ensure_dir, read_json, write_json_atomic
+from bar.store.layout import TASK_ID_RE, TaskPaths
+from bar.store.lock import FileLock
 
 NAME_MAX = 64
-TASK_ID_RE = re.compile(r"^[A-Za-z0-9_-]{8}$")
+_ID_ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-"
 
 
 def validate_name(name: str) -> str:
@@ -59,6 +62,14 @@ def validate_name(name: str) -> str:
     return name
 
 
+def new_id(size: int = 8) -> str:
+    """An 8-character nanoid. Never starts with ``-`` so it can't be mistaken for a flag."""
+    while True:
+        value = "".join(secrets.choice(_ID_ALPHABET) for _ in range(size))
+        if not value.startswith("-"):
+            return value
+
+
 @dataclass
 class Task:
     id: str
@@ -74,45 +85,35 @@ class Task:
     closed_at: str | None
     metadata: dict[str, Any]
     snapshot_ref: str
-    project: Project = field(repr=False, compare=False, default=None)  # type: ignore[assignment]
+    project: Project = field(repr=False, compare=False)
+
+    @property
+    def paths(self) -> TaskPaths:
+        return self.project.paths.task(self.id)
 
     @property
     def dir(self) -> Path:
-        return self.project.tasks_dir / self.id
+        return self.paths.dir
 
     @property
     def worktree(self) -> Path:
         return self.project.dir / self.workspace_path
 
+    @property
+    def index(self) -> Path:
+        return self.paths.index
+
     @cached_property
     def ledger(self) -> Ledger:
         # one Ledger per loaded task, so that a bad line is reported once per command
-        return Ledger(self.dir / "ledger.jsonl")
-
-    @property
-    def artifacts_dir(self) -> Path:
-        return self.dir / "artifacts"
-
-    @property
-    def index(self) -> Path:
-        return self.dir / "index"
-
-    @property
-    def marker_path(self) -> Path:
-        return self.dir / "running.json"
-
-    @property
-    def json_path(self) -> Path:
-        return self.dir / "task.json"
+        return Ledger(self.paths.ledger)
 
     @property
     def active(self) -> bool:
         return self.status == "active"
 
     def lock(self, what: str = "", *, wait: bool = True) -> FileLock:
-        return FileLock(
-            self.dir / "task.lock", f"task {self.name} ({self.id})", what=what, wait=wait
-        )
+        return FileLock(self.paths.lock, f"task {self.name} ({self.id})", what=what, wait=wait)
 
     def to_record(self) -> dict[str, Any]:
         return {
@@ -134,11 +135,24 @@ class Task:
 
     def save(self) -> None:
         self.updated_at = now_iso()
-        write_json_atomic(self.json_path, self.to_record())
+        write_json_atomic(self.paths.task_json, self.to_record())
 
     def recorded_snapshot(self) -> str:
         """The last state the ledger knows of (the base commit before any step)."""
         return self.ledger.last_snapshot() or self.base_commit
+
+    def require_worktree(self) -> None:
+        """A command that changes the task needs it open and its worktree present."""
+        if not self.active:
+            raise UsageError(
+                f"task {self.name} ({self.id}) is closed",
+                hint="create a new task with `bar task new NAME`",
+            )
+        if not self.worktree.is_dir():
+            raise NotFound(
+                f"the worktree of task {self.name} is missing: {self.worktree}",
+                hint="run `bar doctor` to check the task",
+            )
 
 
 def _require_str(rec: dict[str, Any], key: str, path: Path) -> str:
@@ -165,8 +179,9 @@ def _is_branch_name(name: str) -> bool:
 def load_task(project: Project, task_id: str) -> Task:
     if not TASK_ID_RE.match(task_id):
         raise TaskNotFound(f"no task with id {task_id!r}")
-    path = project.tasks_dir / task_id / "task.json"
-    for own in (path.parent, path):  # bar's own files are never links; one may point anywhere
+    paths = project.paths.task(task_id)
+    path = paths.task_json
+    for own in (paths.dir, path):  # bar's own files are never links; one may point anywhere
         if own.is_symlink():
             raise CorruptFile(
                 f"{own} is a symbolic link; bar does not follow links in its own files",
@@ -175,7 +190,7 @@ def load_task(project: Project, task_id: str) -> Task:
     try:
         rec = read_json(path, "task.json")
     except FileNotFoundError:
-        if path.parent.is_dir():
+        if paths.dir.is_dir():
             raise CorruptFile(
                 f"task.json at {path} is missing", hint="run `bar doctor` to check the project"
             ) from None
@@ -231,14 +246,14 @@ def load_task(project: Project, task_id: str) -> Task:
 
 def list_tasks(project: Project) -> list[Task]:
     tasks: list[Task] = []
-    if not project.tasks_dir.is_dir():
+    if not project.paths.tasks.is_dir():
         return tasks
-    for entry in sorted(project.tasks_dir.iterdir()):
+    for entry in sorted(project.paths.tasks.iterdir()):
         if entry.is_dir() and TASK_ID_RE.match(entry.name) and (entry / "task.json").exists():
             try:
                 tasks.append(load_task(project, entry.name))
             except BarError as exc:
-                print(f"bar: warning: {exc}", file=__import__("sys").stderr)
+                warn(str(exc))
     tasks.sort(key=lambda t: (t.created_at, t.id))
     return tasks
 
@@ -249,7 +264,7 @@ def resolve_task(project: Project, ref: str | None, *, from_cwd: str | None = No
     if ref is not None:
         if not ref:
             raise UsageError("an empty task name was given", hint="give a task id or name")
-        if TASK_ID_RE.match(ref) and (project.tasks_dir / ref).is_dir():
+        if TASK_ID_RE.match(ref) and project.paths.task(ref).dir.is_dir():
             return load_task(project, ref)
         matches = [t for t in list_tasks(project) if t.name == ref]
         if not matches:
@@ -317,34 +332,33 @@ def create_task(
         snapshot_ref=f"refs/bar/tasks/{task_id}",
         project=project,
     )
-    ensure_dir(project.workspaces_dir)
-    ensure_dir(task.artifacts_dir)
+    ensure_dir(project.paths.workspaces)
+    ensure_dir(task.paths.artifacts)
     made_ref = made_worktree = False
     try:
-        write_json_atomic(task.json_path, task.to_record())
+        write_json_atomic(task.paths.task_json, task.to_record())
         git.update_ref(
             project.root, task.snapshot_ref, base_commit, None, f"bar: task {task_id} created"
         )
         made_ref = True
-        append_event(project, "task.created", task_id=task_id, name=name, base=base_commit)
+        project.log_event("task.created", task_id=task_id, name=name, base=base_commit)
         # git does not guard `.git/worktrees` against two `worktree add` at once: a
         # concurrent one reads the other's half-written entry and fails.
         with project.lock(f"bar task new {name}"):
             worktree.create(project.root, task.worktree, branch, base_commit)
         made_worktree = True
         snapshot.seed_index(task.worktree, task.index, base_commit)
-        append_event(
-            project, "worktree.created", task_id=task_id, path=str(task.worktree), branch=branch
+        project.log_event(
+            "worktree.created", task_id=task_id, path=str(task.worktree), branch=branch
         )
     except BaseException as exc:
-        append_event(project, "task.failed", task_id=task_id, error=str(exc))
+        project.log_event("task.failed", task_id=task_id, error=str(exc))
         if made_worktree:
-            worktree.remove(project.root, task.worktree)
+            with project.lock(f"bar task new {name}: undo"):
+                worktree.remove(project.root, task.worktree)
             git.git(project.root, "branch", "-D", branch, check=False)
         if made_ref:
-            git.git(project.root, "update-ref", "-d", task.snapshot_ref, check=False)
-        import shutil
-
+            git.delete_ref(project.root, task.snapshot_ref, check=False)
         shutil.rmtree(task.dir, ignore_errors=True)
         raise
     project.set_active_task(task_id)
@@ -352,9 +366,7 @@ def create_task(
 
 
 def _fresh_id(project: Project) -> str:
-    from bar.store import new_id
-
     while True:
         task_id = new_id()
-        if not (project.tasks_dir / task_id).exists():
+        if not project.paths.task(task_id).dir.exists():
             return task_id

@@ -29,7 +29,3 @@ def is_registered(repo: Path, path: Path) -> bool:
         if wt and Path(wt).resolve() == target:
             return True
     return False
-
-
-def head(path: Path) -> str | None:
-    return git.rev_parse(path, "HEAD")

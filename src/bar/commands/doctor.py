@@ -2,44 +2,33 @@
 
 from __future__ import annotations
 
-import argparse
-
-from bar.doctor import Doctor
+from bar import api
 from bar.errors import ExitCode
 from bar.project import locate
 from bar.render import Painter, print_json
 
 
-def doctor(args: argparse.Namespace) -> int:
-    from bar.errors import NotInitialized
-
+def doctor(*, repair: bool, as_json: bool) -> int:
     project = locate().project
-    if not project.dir.is_dir():
-        raise NotInitialized(
-            f"{project.root} is not registered with bar", hint="run `bar init` first"
-        )
-    doc = Doctor(project)
-    findings = doc.check()
-    if args.repair:
-        doc.repair()
-    remaining = [f for f in findings if f.severity == "error" and not f.repaired]
-    if args.json:
-        print_json({"project": project.name, "findings": [f.to_json() for f in findings],
-                    "ok": not remaining})  # fmt: skip
-        return ExitCode.CORRUPT if remaining else ExitCode.OK
+    doc = api.doctor(project, repair=repair)
+    code = ExitCode.OK if doc.ok else ExitCode.CORRUPT
+    if as_json:
+        print_json({"project": project.name, "findings": [f.to_json() for f in doc.findings],
+                    "ok": doc.ok})  # fmt: skip
+        return code
     paint = Painter()
-    if not findings:
+    if not doc.findings:
         print(f"{project.name}: everything checks out")
-        return ExitCode.OK
-    for f in findings:
+        return code
+    for f in doc.findings:
         label = paint(f.severity, "red" if f.severity == "error" else "yellow")
         print(f"{label}: {f.where}: {f.message}")
         if f.repaired:
             print(paint(f"  repaired: {f.repaired}", "green"))
         elif f.repair_error:
             print(paint(f"  repair failed: {f.repair_error}", "red"))
-        elif f.repair is not None and not args.repair:
+        elif f.repair is not None and not repair:
             print("  repairable: run `bar doctor --repair`")
-    fixed = sum(1 for f in findings if f.repaired)
-    print(f"{len(findings)} problem(s) found" + (f", {fixed} repaired" if args.repair else ""))
-    return ExitCode.CORRUPT if remaining else ExitCode.OK
+    fixed = sum(1 for f in doc.findings if f.repaired)
+    print(f"{len(doc.findings)} problem(s) found" + (f", {fixed} repaired" if repair else ""))
+    return code

@@ -2,81 +2,62 @@
 
 from __future__ import annotations
 
-import argparse
 import shlex
-from typing import Any
+from pathlib import Path
 
-from bar.errors import UsageError
+from bar import api
+from bar.errors import ExitCode, UsageError
+from bar.policy import Policy, check_examples, load_policy
 from bar.render import Painter, print_json
 
-_EXIT = {"allow": 0, "log": 0, "warn": 0, "block": 126}
+_EXIT = {"allow": 0, "log": 0, "warn": 0, "block": ExitCode.POLICY_BLOCKED}
+_COLOR = {"allow": "green", "log": "cyan", "warn": "yellow", "block": "red"}
 
 
-def _policy(args: argparse.Namespace) -> Any:
-    """The policy to use: --file, else the project's, else bar's default."""
-    from bar.errors import NotARepository, NotInitialized
-    from bar.policy import default_policy, load_policy
-    from bar.store import bar_home, ensure_dir
-
-    if args.file:
-        return load_policy(args.file)
-    try:
-        from bar.policy_gate import load_project_policy
-        from bar.project import find_project
-
-        return load_project_policy(find_project().project)
-    except (NotARepository, NotInitialized):
-        return default_policy(cache_dir=ensure_dir(bar_home() / "cache"))
+def _policy(file: str | None) -> Policy:
+    """The policy to use: --file, else the project's file (even if switched off), else
+    bar's default."""
+    policy = load_policy(Path(file)) if file else api.policy_for(even_if_disabled=True)
+    assert policy is not None
+    return policy
 
 
-def check(args: argparse.Namespace) -> int:
-    argv = list(args.argv)
+def check(
+    *, command_line: str | None, file: str | None, exit_code: bool, as_json: bool, argv: list[str]
+) -> int:
     if argv[:1] == ["--"]:
         argv = argv[1:]
-    if args.command_line is not None and argv:
+    if command_line is not None and argv:
         raise UsageError("give either -c 'SHELL LINE' or -- ARGV..., not both")
-    if args.command_line is None and not argv:
+    if command_line is None and not argv:
         raise UsageError(
             "nothing to check",
             hint="bar policy check -c 'rm -rf /'   or   bar policy check -- rm -rf /",
         )
-    policy = _policy(args)
-    if args.command_line is not None:
-        decision = policy.evaluate_line(args.command_line)
-        shown = args.command_line
-    else:
-        decision = policy.evaluate_argv(argv)
-        shown = shlex.join(argv)
-    if args.json:
+    command: str | list[str] = command_line if command_line is not None else argv
+    decision = api.check_command(command, policy=_policy(file))
+    if as_json:
         print_json(decision.to_json())
     else:
         paint = Painter()
-        color = {"allow": "green", "log": "cyan", "warn": "yellow", "block": "red"}
-        print(f"{paint(decision.action, 'bold', color[decision.action])}  {shown}")
+        shown = command_line if command_line is not None else shlex.join(argv)
+        print(f"{paint(decision.action, 'bold', _COLOR[decision.action])}  {shown}")
         for e in decision.events:
             print(f"  {e.action:<5} {e.rule}: {e.reason}")
             print(f"        matched: {e.matched}")
-    return _EXIT[decision.action] if args.exit_code else 0
+    return _EXIT[decision.action] if exit_code else 0
 
 
-def test(args: argparse.Namespace) -> int:
-    from bar.policy import check_examples
-
-    policy = _policy(args)
+def test(*, file: str | None, as_json: bool) -> int:
+    policy = _policy(file)
     failures = check_examples(policy)
     examples = sum(len(r.match) + len(r.no_match) for r in policy.rules)
-    if args.json:
-        print_json(
-            {
-                "path": str(policy.path),
-                "rules": len(policy.rules),
-                "examples": examples,
-                "failures": [
-                    {"rule": f.rule, "command": f.command, "expected": f.expected, "got": f.got}
-                    for f in failures
-                ],
-            }
-        )
+    if as_json:
+        print_json({
+            "path": str(policy.path), "rules": len(policy.rules), "examples": examples,
+            "failures": [{"rule": f.rule, "command": f.command, "expected": f.expected,
+                          "got": f.got} for f in failures],
+        })  # fmt: skip
     else:
         print(f"{policy.path}: {len(policy.rules)} rules, valid")
         for f in failures:

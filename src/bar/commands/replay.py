@@ -2,32 +2,21 @@
 
 from __future__ import annotations
 
-import argparse
 import sys
 
+from bar import api
 from bar.errors import NotFound
-from bar.ledger import parse_step_ref
-from bar.project import find_project
-from bar.tasks import resolve_task
+from bar.terminal.cast import replay_cast
 
 
-def replay(args: argparse.Namespace) -> int:
-    from bar.cast import replay_cast
-    from bar.commands.read import _artifact_path
-
-    loc = find_project()
-    task = resolve_task(loc.project, args.task, from_cwd=loc.task_id)
-    step = task.ledger.get(parse_step_ref(args.step))
-    if not step.artifacts.cast:
+def replay(*, task: str | None, step: str, speed: float, max_idle: float, instant: bool) -> int:
+    the_task = api.get_task(api.open_project(), task)
+    record = api.show(the_task, step)
+    if not record.artifacts.cast:
         raise NotFound(
-            f"step {step.step_id} was not interactive and has no recording",
-            hint=f"`bar show {step.step_id}` prints its output",
+            f"step {record.step_id} was not interactive and has no recording",
+            hint=f"`bar show {record.step_id}` prints its output",
         )
-    replay_cast(
-        _artifact_path(task, step.artifacts.cast),
-        sys.stdout.buffer,
-        speed=args.speed,
-        max_idle=args.max_idle,
-        instant=args.instant,
-    )
+    replay_cast(api.artifact_path(the_task, record.artifacts.cast), sys.stdout.buffer,
+                speed=speed, max_idle=max_idle, instant=instant)  # fmt: skip
     return 0

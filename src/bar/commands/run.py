@@ -2,39 +2,66 @@
 
 from __future__ import annotations
 
-import argparse
 import os
+import re
 import sys
+from collections.abc import Sequence
 
+from bar import api
 from bar.errors import UsageError
-from bar.project import find_project
-from bar.recorder import RunRequest, env_from_pairs, resolve_cwd, run_step
-from bar.render import print_json
-from bar.tasks import resolve_task
+from bar.render import Painter, print_json, stat_text
+from bar.run import RunRequest, resolve_cwd
+
+# POSIX's portable names: str.isalnum() would also let 'é' and '²' through
+_ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
-def run(args: argparse.Namespace) -> int:
-    argv = list(args.argv)
+def env_from_pairs(pairs: Sequence[str]) -> dict[str, str]:
+    env: dict[str, str] = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep or not _ENV_NAME_RE.fullmatch(name) or "\0" in value:
+            raise UsageError(f"-e expects NAME=VALUE, got {pair!r}")
+        env[name] = value
+    return env
+
+
+def run(
+    *,
+    task: str | None,
+    cwd: str | None,
+    env: list[str],
+    pty: bool | None,
+    agent: str | None,
+    no_wait: bool,
+    as_json: bool,
+    argv: list[str],
+) -> int:
     if argv[:1] == ["--"]:
         argv = argv[1:]
     if not argv:
         raise UsageError("no command given", hint="usage: bar run [options] -- CMD [ARGS...]")
-    loc = find_project()
-    task = resolve_task(loc.project, args.task, from_cwd=loc.task_id)
-    env = env_from_pairs(args.env)
-    cwd = resolve_cwd(task, args.cwd)
-    pty = args.pty
+    loc = api.open_project()
+    the_task = api.get_task(loc, task)
+    variables = env_from_pairs(env)
     if pty is None:
-        pty = sys.stdin.isatty() and sys.stdout.isatty() and not args.json
-    req = RunRequest(argv=argv, cwd=cwd, env=env, pty=pty, live=not args.json, agent=args.agent)
-    step, code = run_step(task, req, wait=not args.no_wait)
-    if args.json:
+        pty = sys.stdin.isatty() and sys.stdout.isatty() and not as_json
+    request = RunRequest(
+        argv=argv, cwd=resolve_cwd(the_task, cwd), env=variables, pty=pty, live=not as_json,
+        agent=agent,
+    )  # fmt: skip
+    step = api.run(the_task, request, wait=not no_wait)
+    code = step.exit_code if step.exit_code is not None else 1
+    if as_json:
         print_json(step.to_record())
+    elif step.blocked:
+        print(f"bar: blocked by policy; nothing ran (step {step.step_id} recorded)",
+              file=sys.stderr)  # fmt: skip
     elif os.environ.get("BAR_QUIET") is None:
-        stat = step.diff_stat
-        changed = f"{stat.files} file(s) +{stat.additions} -{stat.deletions}" if stat else "-"
-        print(
-            f"bar: step {step.step_id} recorded: exit {code}, {changed}",
-            file=sys.stderr,
-        )
+        print(f"bar: step {step.step_id} recorded: exit {code}, {stat_text(step.diff_stat)}",
+              file=sys.stderr)  # fmt: skip
+        if loc.project.config.output.verbose and step.diff_stat.file_list:
+            paint = Painter(loc.project.config.output.color)
+            for name in step.diff_stat.file_list:
+                print(paint(f"  {name}", "dim"), file=sys.stderr)
     return code

@@ -2,7 +2,8 @@
 
 "bar's terminal" is a pty pair the test owns: the runner gets the slave as stdin and
 stdout, and the test plays the user at the master (reading what is shown, typing
-keys). The text cleaner and the cast format are also tested on their own.
+keys). The text cleaner and the cast format on their own are tested in
+``test_terminal_text`` and ``test_terminal_cast``.
 """
 
 from __future__ import annotations
@@ -10,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 import fcntl
 import io
-import itertools
 import json
 import os
 import re
@@ -26,12 +26,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 
-from bar.cast import CastWriter, read_cast, replay_cast
-from bar.errors import CorruptFile, NotFound, UnsupportedVersion, UsageError
-from bar.ptyrun import PtyResult, TextCleaner, clean_text, run_in_pty
+from bar.terminal.cast import read_cast, replay_cast
+from bar.terminal.pty import PtyResult, run_in_pty
 
 WAIT = 60.0  # generous: CI machines can be slow and loaded
 ALARM = "import signal; signal.alarm(60)"  # a child waiting for keys never waits forever
@@ -382,6 +379,13 @@ def test_secrets_never_reach_disk(tmp_path: Path) -> None:
     assert read_cast(done.cast_path).output == "password: *** ok\r\nlast ***"
 
 
+def test_recorded_step_replays_to_what_was_shown(tmp_path: Path) -> None:
+    done = run(tmp_path, python("print('\\x1b[1mbold\\x1b[0m', 'text')"))
+    out = io.BytesIO()
+    replay_cast(done.cast_path, out, instant=True)
+    assert out.getvalue() == done.shown
+
+
 # --------------------------------------------------------------------------- exit status
 
 
@@ -607,7 +611,7 @@ def test_terminal_restored_and_child_stopped_on_an_error(
 RUNNER = """
 import dataclasses, json, sys
 from pathlib import Path
-from bar.ptyrun import run_in_pty
+from bar.terminal.pty import run_in_pty
 
 base = Path(sys.argv[1])
 result = run_in_pty(
@@ -645,205 +649,3 @@ def test_bar_terminated_restores_terminal_and_hands_the_signal_on(
     assert (result["exit_code"], result["signal"]) == (128 + sig, int(sig))
     assert termios.tcgetattr(terminal.slave) == before
     assert base.with_suffix(".output").read_text() == "=== STDOUT ===\nready\n=== STDERR ===\n"
-
-
-# --------------------------------------------------------------------------- text cleaner
-
-
-@pytest.mark.parametrize(
-    ("raw", "text"),
-    [
-        (b"plain\n", "plain\n"),
-        (b"\x1b[1;31mred\x1b[0m and \x1b[38;2;1;2;3mrgb\x1b[m\n", "red and rgb\n"),
-        (b"\x1b[?1049h\x1b[?25lscreen\x1b[?25h\n", "screen\n"),
-        (b"a\x1b]0;title\x07b\x1b]2;other\x1b\\c\n", "abc\n"),
-        (b"\x1b]8;;https://example.com\x1b\\link\x1b]8;;\x1b\\\n", "link\n"),
-        (b"\x1bP1$r0m\x1b\\dcs gone\n", "dcs gone\n"),
-        (b"\x1b(B\x1b)0\x1b#8\x1b=\x1b>\x1bMx\n", "x\n"),
-        (b"abc\rX\n", "Xbc\n"),
-        (b"10%\r20%\r100%\r\n", "100%\n"),
-        (b"one\r\ntwo\r\n", "one\ntwo\n"),
-        (b"abc\b\bX\n", "aXc\n"),
-        (b"ab\b \b\n", "a\n"),
-        (b"\b\bstart\n", "start\n"),
-        (b"hello\rhi\x1b[K\n", "hi\n"),
-        (b"hello\x1b[2K\rbye\n", "bye\n"),
-        (b"hello\x1b[3D\x1b[1KX\n", "  Xlo\n"),
-        (b"abcdef\x1b[4G\x1b[2P\n", "abcf\n"),
-        (b"a\tb\n", "a       b\n"),
-        (b"x\x1b[5Cy\n", "x     y\n"),
-        (b"bell\x07 and nul\x00\n", "bell and nul\n"),
-        (b"first\x1b[Asecond\n", "first\n     second\n"),  # same column, row above
-        (b"row\x1b[5;3Hcol\n", "row\n  col\n"),
-        (b"trailing   \n", "trailing\n"),
-        (b"\xff\xfebad\n", "\ufffd\ufffdbad\n"),
-        (b"no newline", "no newline\n"),
-        (b"", ""),
-        (b"\x1b[31m\x1b[0m", ""),
-    ],
-)
-def test_cleaner(raw: bytes, text: str) -> None:
-    assert clean_text(raw) == text
-
-
-def test_cleaner_utf8_split_across_chunks() -> None:
-    raw = "naïve café — 日本 🎉\n".encode()
-    cleaner = TextCleaner()
-    pieces = [cleaner.feed(raw[i : i + 1]) for i in range(len(raw))]
-    assert "".join(pieces) + cleaner.finish() == "naïve café — 日本 🎉\n"
-    assert "\ufffd" not in "".join(pieces)
-
-
-def test_cleaner_escape_split_across_chunks() -> None:
-    cleaner = TextCleaner()
-    out = cleaner.feed(b"\x1b[3") + cleaner.feed(b"1mred\x1b]0;ti") + cleaner.feed(b"tle\x1b")
-    out += cleaner.feed(b"\\x\r\nnext")
-    assert out == "redx\n"
-    assert cleaner.finish() == "next\n"
-
-
-def test_cleaner_holds_only_the_current_line() -> None:
-    cleaner = TextCleaner()
-    for i in range(100_000):
-        assert cleaner.feed(f"\r{i:6d} items".encode()) == ""
-    assert cleaner.finish() == " 99999 items\n"
-
-
-FRAGMENTS = [
-    "a", "word ", "é", "日本", "\r", "\n", "\r\n", "\b", "\t", "\x07", "\x1b[31m", "\x1b[K",
-    "\x1b[2K", "\x1b[1K", "\x1b[3D", "\x1b[2C", "\x1b[G", "\x1b[A", "\x1b[2P", "\x1b[3@",
-    "\x1b]0;t\x07", "\x1b]8;;u\x1b\\", "\x1bP$q\x1b\\", "\x1b(B", "\x1b7", "\x1b8", "\x1b=",
-    "\x9b1m", "\x1b", "\x1b[",
-]  # fmt: skip
-
-
-@given(
-    st.lists(st.sampled_from(FRAGMENTS) | st.binary(max_size=3), max_size=40),
-    st.lists(st.integers(min_value=0, max_value=400), max_size=8),
-)
-def test_cleaner_result_does_not_depend_on_chunking(
-    parts: list[str | bytes], cuts: list[int]
-) -> None:
-    raw = b"".join(p.encode() if isinstance(p, str) else p for p in parts)
-    whole = clean_text(raw)
-    cleaner = TextCleaner()
-    bounds = [0, *sorted(c for c in cuts if c < len(raw)), len(raw)]
-    chunked = "".join(cleaner.feed(raw[a:b]) for a, b in itertools.pairwise(bounds))
-    assert chunked + cleaner.finish() == whole
-    assert not re.search(r"[\x00-\x09\x0b-\x1f\x7f-\x9f]", whole)
-    assert whole == "" or whole.endswith("\n")
-
-
-# --------------------------------------------------------------------------- cast format
-
-
-def write_cast(path: Path, *lines: object) -> Path:
-    """One JSON value per line; a str is written as it is (to make broken lines)."""
-    path.write_text("".join(f"{x if isinstance(x, str) else json.dumps(x)}\n" for x in lines))
-    return path
-
-
-HEADER = {"version": 2, "width": 80, "height": 24, "timestamp": 1700000000, "env": {}}
-
-
-def test_cast_writer_decodes_utf8_across_writes(tmp_path: Path) -> None:
-    writer = CastWriter(tmp_path / "c.cast", width=80, height=24)
-    euro = "€".encode()
-    writer.output(b"price " + euro[:1])
-    writer.output(euro[1:] + b" \xff")
-    writer.resize(100, 30)
-    writer.output(b"\xe2\x82")  # cut short at the end: replaced, not lost
-    writer.close()
-    cast = read_cast(tmp_path / "c.cast")
-    assert cast.output == "price € \ufffd\ufffd"
-    assert [(e.code, e.data) for e in cast.events][-2:] == [("r", "100x30"), ("o", "\ufffd")]
-
-
-@pytest.mark.parametrize(
-    ("lines", "message"),
-    [
-        ([], "is empty"),
-        (["not json"], "line 1: not valid JSON"),
-        ([[2, 80, 24]], "header is not a JSON object"),
-        ([{**HEADER, "width": 0}], "width and height"),
-        ([{**HEADER, "env": {"TERM": 1}}], "env must be"),
-        ([HEADER, {"t": 1}], "line 2: an event must be"),
-        ([HEADER, [0.1, "o"]], "line 2: an event must be"),
-        ([HEADER, [-1, "o", "x"]], "line 2: event time"),
-        ([HEADER, ["1", "o", "x"]], "line 2: event time"),
-        ([HEADER, [1.0, "o", "x"], [0.5, "o", "y"]], "line 3: event time goes backwards"),
-        ([HEADER, [1.0, "", "x"]], "event code"),
-        ([HEADER, [1.0, "o", 5]], "event data"),
-        ([HEADER, [1.0, "r", "wide"]], "resize event"),
-    ],
-)
-def test_read_cast_rejects_bad_files(tmp_path: Path, lines: list[object], message: str) -> None:
-    path = write_cast(tmp_path / "bad.cast", *lines)
-    with pytest.raises(CorruptFile, match=message) as info:
-        read_cast(path)
-    assert str(path) in str(info.value)
-
-
-def test_read_cast_rejects_other_versions(tmp_path: Path) -> None:
-    path = write_cast(tmp_path / "v1.cast", {**HEADER, "version": 1})
-    with pytest.raises(UnsupportedVersion, match=r"unsupported cast version 1 in .*v1\.cast"):
-        read_cast(path)
-
-
-def test_read_cast_torn_last_line(tmp_path: Path) -> None:
-    path = write_cast(tmp_path / "torn.cast", HEADER, [0.5, "o", "ok"])
-    with open(path, "a") as handle:
-        handle.write('[0.7, "o", "cut sh')
-    with pytest.raises(CorruptFile, match="line 3"):
-        read_cast(path)
-
-
-def test_read_cast_missing_file(tmp_path: Path) -> None:
-    with pytest.raises(NotFound, match="does not exist"):
-        read_cast(tmp_path / "nope.cast")
-
-
-def test_replay_instant_plays_output_only(tmp_path: Path) -> None:
-    path = write_cast(
-        tmp_path / "c.cast",
-        HEADER,
-        [0.1, "o", "\x1b[32mhello\x1b[0m"],
-        [0.2, "r", "100x30"],
-        [0.3, "i", "typed"],
-        [5000.0, "o", " wörld\r\n"],
-    )
-    out = io.BytesIO()
-    header = replay_cast(path, out, instant=True)
-    assert out.getvalue() == "\x1b[32mhello\x1b[0m wörld\r\n".encode()
-    assert (header.width, header.height) == (80, 24)
-
-
-def test_replay_caps_idle_time_and_honours_speed(tmp_path: Path) -> None:
-    # Without the cap and the speed-up these would take hours; they must just finish.
-    path = write_cast(tmp_path / "c.cast", HEADER, [0.0, "o", "a"], [3600.0, "o", "b"])
-    out = io.BytesIO()
-    replay_cast(path, out, max_idle=0.01)
-    replay_cast(path, out, max_idle=None, speed=1e6)
-    assert out.getvalue() == b"abab"
-
-
-def test_replay_validates_before_playing(tmp_path: Path) -> None:
-    path = write_cast(tmp_path / "c.cast", HEADER, [0.1, "o", "shown?"], [0.2, "o"])
-    out = io.BytesIO()
-    with pytest.raises(CorruptFile, match="line 3"):
-        replay_cast(path, out, instant=True)
-    assert out.getvalue() == b""
-
-
-@pytest.mark.parametrize(("speed", "max_idle"), [(0.0, 1.0), (-1.0, None), (1.0, -0.5)])
-def test_replay_rejects_bad_options(tmp_path: Path, speed: float, max_idle: float | None) -> None:
-    path = write_cast(tmp_path / "c.cast", HEADER)
-    with pytest.raises(UsageError):
-        replay_cast(path, io.BytesIO(), speed=speed, max_idle=max_idle)
-
-
-def test_recorded_step_replays_to_what_was_shown(tmp_path: Path) -> None:
-    done = run(tmp_path, python("print('\\x1b[1mbold\\x1b[0m', 'text')"))
-    out = io.BytesIO()
-    replay_cast(done.cast_path, out, instant=True)
-    assert out.getvalue() == done.shown

@@ -23,20 +23,16 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
-from typing import BinaryIO, Protocol
+from typing import IO, BinaryIO
 
-from bar.store import create_file
+from bar.proc import exit_status
+from bar.store.files import create_file
+from bar.terminal.filters import StreamFilter
 
 STDOUT_HEADER = b"=== STDOUT ===\n"
 STDERR_HEADER = b"=== STDERR ===\n"
 _CHUNK = 64 * 1024
 _GRACE = 2.0  # seconds to drain pipes held open by the child's own children
-
-
-class StreamFilter(Protocol):
-    def feed(self, chunk: bytes) -> bytes: ...
-
-    def flush(self) -> bytes: ...
 
 
 class _Identity:
@@ -52,13 +48,6 @@ class Outcome:
     exit_code: int
     signal: int | None
     printed: bool
-
-
-def exit_status(returncode: int) -> tuple[int, int | None]:
-    """Map a Popen return code to (exit code, signal): 128+N when killed by signal N."""
-    if returncode < 0:
-        return 128 - returncode, -returncode
-    return returncode, None
 
 
 @contextmanager
@@ -162,7 +151,6 @@ def run_piped(
     create_file(err_path)
     out_live: BinaryIO | None = sys.stdout.buffer if live else None
     err_live: BinaryIO | None = sys.stderr.buffer if live else None
-    printed = False
     proc: subprocess.Popen[bytes] | None = None
     try:
         out_file, err_file = _Sink(output_path), _Sink(err_path)
@@ -176,75 +164,82 @@ def run_piped(
                     stderr=subprocess.PIPE,
                 )
             except FileNotFoundError:
-                msg = f"bar: command not found: {argv[0]}\n".encode()
-                err_live = _write_live(err_live, msg)
-                err_file.write(msg)
-                printed = True
-                code, sig = 127, None
-            except (PermissionError, OSError) as exc:
-                msg = f"bar: cannot execute {argv[0]}: {exc.strerror or exc}\n".encode()
-                err_live = _write_live(err_live, msg)
-                err_file.write(msg)
-                printed = True
-                code, sig = 126, None
+                outcome = _not_run(127, f"command not found: {argv[0]}", err_file, err_live)
+            except OSError as exc:
+                message = f"cannot execute {argv[0]}: {exc.strerror or exc}"
+                outcome = _not_run(126, message, err_file, err_live)
             else:
                 assert proc.stdout is not None and proc.stderr is not None
-                filters = {proc.stdout.fileno(): new_filter(), proc.stderr.fileno(): new_filter()}
-                files = {proc.stdout.fileno(): out_file, proc.stderr.fileno(): err_file}
-                is_out = proc.stdout.fileno()
-                sel = selectors.DefaultSelector()
-                sel.register(proc.stdout, selectors.EVENT_READ)
-                sel.register(proc.stderr, selectors.EVENT_READ)
-                open_streams = 2
-                exited_at: float | None = None
-                while open_streams:
-                    events = sel.select(timeout=0.25)
-                    if not events and proc.poll() is not None:
-                        # The child is gone but something it started still holds the
-                        # pipes (a server sent to the background): stop waiting soon.
-                        now = time.monotonic()
-                        exited_at = exited_at or now
-                        if now - exited_at > _GRACE:
-                            for key in list(sel.get_map().values()):
-                                sel.unregister(key.fileobj)
-                                files[key.fd].write(filters[key.fd].flush())
-                            break
-                    for key, _ in events:
-                        fd = key.fd
-                        try:
-                            data = os.read(fd, _CHUNK)
-                        except InterruptedError:
-                            continue
-                        if not data:
-                            sel.unregister(key.fileobj)
-                            files[fd].write(filters[fd].flush())
-                            open_streams -= 1
-                            continue
-                        printed = True
-                        if fd == is_out:
-                            out_live = _write_live(out_live, data)
-                        else:
-                            err_live = _write_live(err_live, data)
-                        files[fd].write(filters[fd].feed(data))
-                sel.close()
-                proc.stdout.close()
-                proc.stderr.close()
-                while True:
-                    try:
-                        returncode = proc.wait()
-                        break
-                    except InterruptedError:
-                        continue
-                code, sig = exit_status(returncode)
+                printed = _pump(
+                    proc,
+                    _Stream(proc.stdout, out_file, new_filter(), out_live),
+                    _Stream(proc.stderr, err_file, new_filter(), err_live),
+                )
+                code, sig = exit_status(proc.wait())
+                outcome = Outcome(code, sig, printed)
         out_file.close()
         err_file.close()
-        if printed and out_file.error is None:
+        if outcome.printed and out_file.error is None:
             _assemble(output_path, err_path)
-        elif not printed:
+        elif not outcome.printed:
             output_path.unlink(missing_ok=True)
     finally:
         err_path.unlink(missing_ok=True)
-    return Outcome(code, sig, printed)
+    return outcome
+
+
+def _not_run(code: int, message: str, err_file: _Sink, err_live: BinaryIO | None) -> Outcome:
+    """The command could not be started: say so on stderr and in its capture."""
+    data = f"bar: {message}\n".encode()
+    _write_live(err_live, data)
+    err_file.write(data)
+    return Outcome(code, None, printed=True)
+
+
+@dataclass
+class _Stream:
+    """One of the child's pipes and where what comes out of it goes."""
+
+    pipe: IO[bytes]
+    sink: _Sink
+    filter: StreamFilter
+    live: BinaryIO | None  # bar's own stdout or stderr; None once it stopped taking data
+
+
+def _pump(proc: subprocess.Popen[bytes], *streams: _Stream) -> bool:
+    """Show and record the child's output until its pipes close; True if it printed.
+
+    When the child has exited but something it started still holds the pipes (a server
+    sent to the background), stop ``_GRACE`` seconds later instead of waiting forever.
+    """
+    by_fd = {stream.pipe.fileno(): stream for stream in streams}
+    printed = False
+    exited_at: float | None = None
+    with selectors.DefaultSelector() as sel:
+        for stream in streams:
+            sel.register(stream.pipe, selectors.EVENT_READ)
+        while sel.get_map():
+            events = sel.select(timeout=0.25)
+            if not events and proc.poll() is not None:
+                now = time.monotonic()
+                exited_at = exited_at or now
+                if now - exited_at > _GRACE:
+                    break
+            for key, _ in events:
+                stream = by_fd[key.fd]
+                data = os.read(key.fd, _CHUNK)
+                if not data:
+                    sel.unregister(key.fileobj)
+                    stream.sink.write(stream.filter.flush())
+                    continue
+                printed = True
+                stream.live = _write_live(stream.live, data)
+                stream.sink.write(stream.filter.feed(data))
+        for key in list(sel.get_map().values()):  # only after the grace period
+            by_fd[key.fd].sink.write(by_fd[key.fd].filter.flush())
+    for stream in streams:
+        stream.pipe.close()
+    return printed
 
 
 def _assemble(output_path: Path, err_path: Path) -> None:

@@ -7,7 +7,8 @@ matched in the bytes the program wrote rather than in their JSON escaping, and n
 unscrubbed is ever written. UTF-8 is decoded incrementally: a character split across two
 reads is emitted whole with the second event; invalid bytes become U+FFFD.
 
-The reader validates every line and names the file and line in ``CorruptFile``. Replay
+The reader validates every line and names the file and line in ``CorruptFile``; the
+header's ``version`` goes through ``bar.migrate`` like every versioned file of bar's. Replay
 streams events (a long agent session can be large) after a first validating pass, so a
 broken file fails before anything is played.
 """
@@ -23,20 +24,15 @@ import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO, Protocol, TypeGuard
+from typing import BinaryIO, TypeGuard
 
-from bar.errors import BarError, CorruptFile, NotFound, UnsupportedVersion, UsageError
+from bar.errors import BarError, CorruptFile, NotFound, UsageError
+from bar.migrate import CURRENT, upgrade
+from bar.store.files import create_file
+from bar.terminal.filters import StreamFilter
 
-CAST_VERSION = 2
+CAST_VERSION = CURRENT["cast"][0]
 _RESIZE = re.compile(r"[1-9][0-9]*x[1-9][0-9]*")
-
-
-class StreamScrubberLike(Protocol):
-    """A streaming secret scrubber: may hold back bytes that could start a secret."""
-
-    def feed(self, data: bytes) -> bytes: ...
-
-    def flush(self) -> bytes: ...
 
 
 @dataclass(frozen=True)
@@ -65,18 +61,15 @@ class Cast:
         return "".join(e.data for e in self.events if e.code == "o")
 
 
-def create_private(path: Path) -> int:
-    """Open ``path`` for writing, truncated, readable by the owner only."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        os.fchmod(fd, 0o600)  # the file may have existed with wider permissions
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
+def create_private(path: Path, data: bytes = b"") -> int:
+    """Create or truncate ``path`` (0600, never through a link) holding ``data``, and
+    return a descriptor that appends to it."""
+    create_file(path, data)
+    return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW)
 
 
 def write_all(fd: int, data: bytes) -> None:
+    """Write all of ``data`` to ``fd``, however many ``write()`` calls that takes."""
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view) :]
@@ -92,22 +85,20 @@ class CastWriter:
         width: int,
         height: int,
         env: Mapping[str, str] | None = None,
-        scrubber: StreamScrubberLike | None = None,
+        scrubber: StreamFilter | None = None,
     ) -> None:
-        self.path = path
         self._scrubber = scrubber
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self._last = 0.0
-        self._fd: int | None = create_private(path)
-        self._start = time.monotonic()
-        header: dict[str, object] = {
+        header = {
             "version": CAST_VERSION,
             "width": width,
             "height": height,
             "timestamp": int(time.time()),
             "env": {k: env[k] for k in ("SHELL", "TERM") if env and k in env},
         }
-        self._line(header)
+        self._fd: int | None = create_private(path, _encode(header))
+        self._start = time.monotonic()
 
     def output(self, data: bytes) -> None:
         if self._scrubber is not None:
@@ -145,8 +136,13 @@ class CastWriter:
 
     def _line(self, obj: object) -> None:
         assert self._fd is not None, "cast writer is closed"
-        line = json.dumps(obj, ensure_ascii=False, separators=(", ", ": ")) + "\n"
-        write_all(self._fd, line.encode("utf-8"))
+        write_all(self._fd, _encode(obj))
+
+
+def _encode(obj: object) -> bytes:
+    """One line of the cast, in the spacing asciinema itself writes."""
+    line = json.dumps(obj, ensure_ascii=False, separators=(", ", ": ")) + "\n"
+    return line.encode("utf-8")
 
 
 def _is_int(value: object) -> TypeGuard[int]:
@@ -157,12 +153,11 @@ def _is_number(value: object) -> TypeGuard[int | float]:
     return (_is_int(value) or isinstance(value, float)) and math.isfinite(value)
 
 
-def _parse_header(obj: object, where: str) -> CastHeader:
+def _parse_header(obj: object, path: Path) -> CastHeader:
+    where = f"recording {path}"
     if not isinstance(obj, dict):
         raise CorruptFile(f"{where}: the header is not a JSON object")
-    version = obj.get("version")
-    if version != CAST_VERSION or not _is_int(version):
-        raise UnsupportedVersion(f"unsupported cast version {version!r} in {where}")
+    obj = upgrade("cast", obj, path)
     width, height = obj.get("width"), obj.get("height")
     if not (_is_int(width) and _is_int(height) and width > 0 and height > 0):
         raise CorruptFile(f"{where}: width and height must be positive integers")
@@ -215,7 +210,7 @@ def _iter_cast(path: Path) -> Iterator[CastHeader | CastEvent]:
             except (UnicodeDecodeError, ValueError):
                 raise CorruptFile(f"{where}: not valid JSON") from None
             if number == 1:
-                yield _parse_header(obj, f"recording {path}")
+                yield _parse_header(obj, path)
             else:
                 event = _parse_event(obj, where, previous)
                 previous = event.time

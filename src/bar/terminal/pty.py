@@ -10,23 +10,17 @@ are handed on to the child (then SIGKILL after a grace period or a second signal
 the step still ends with the child's own exit status.
 
 Everything the child prints goes to bar's stdout unchanged and, as it arrives, to two
-files: an asciinema v2 cast (``bar.cast``) and the step's text output. The text output
-is what a reader of the terminal would have seen, cleaned line by line by
-``TextCleaner``: escape sequences are dropped and carriage-return redraws are collapsed.
-Only the current line is held, so an endless progress bar costs constant memory. Cursor
-movement to another row cannot be followed without a screen model, so it ends the
-current line; full-screen redraws therefore show up as successive frames (the cast has
-the exact picture). Both files are written through a fresh secret scrubber each.
+files: an asciinema v2 cast (``bar.terminal.cast``) and the step's text output, cleaned
+by ``bar.terminal.text.TextCleaner``. Both files are written through a fresh filter
+(the secret scrubber) each.
 """
 
 from __future__ import annotations
 
-import codecs
 import contextlib
 import errno
 import fcntl
 import os
-import re
 import select
 import signal
 import struct
@@ -42,212 +36,12 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from bar.cast import CastWriter, StreamScrubberLike, create_private, write_all
 from bar.errors import BarError, UsageError
-
-__all__ = ["PtyResult", "StreamScrubberLike", "TextCleaner", "clean_text", "run_in_pty"]
-
-# --------------------------------------------------------------------------- cleaning
-
-_NORMAL, _ESC, _ESC_INTER, _CSI, _STRING, _STRING_ESC = range(6)
-_SPECIAL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
-_STRING_END = re.compile(r"[\x07\x1b\x9c]")
-_MAX_LINE = 1 << 20  # cells; a line longer than this is written out as it stands
-_MAX_PARAMS = 64  # a CSI longer than this is garbage, not a command
-
-
-class TextCleaner:
-    """Turn a terminal byte stream into the plain text a reader would have seen.
-
-    ``feed()`` returns the lines completed so far (each ending in ``\\n``), ``finish()``
-    the last one. Emulated: printable text overwrites at the cursor column; CR, BS, TAB;
-    LF/VT/FF end the line; CSI K/J erase, C/D/G/` move within the line, P/X/@ delete,
-    erase and insert; save/restore of the column. Sequences dropped without effect:
-    the rest of CSI (colours, modes), OSC (BEL- or ST-terminated), DCS/SOS/PM/APC,
-    charset selections and other escape sequences. Trailing spaces are trimmed.
-    """
-
-    def __init__(self) -> None:
-        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        self._cells: list[str] = []
-        self._col = 0
-        self._saved_col = 0
-        self._state = _NORMAL
-        self._params = ""
-        self._out: list[str] = []
-
-    def feed(self, data: bytes) -> str:
-        self._feed_text(self._decoder.decode(data))
-        return self._take()
-
-    def finish(self) -> str:
-        self._feed_text(self._decoder.decode(b"", final=True))
-        if "".join(self._cells).strip(" "):
-            self._newline()
-        self._cells, self._col = [], 0
-        return self._take()
-
-    def _take(self) -> str:
-        text = "".join(self._out)
-        self._out.clear()
-        return text
-
-    def _feed_text(self, text: str) -> None:
-        i, n = 0, len(text)
-        while i < n:
-            state = self._state
-            if state == _NORMAL:
-                match = _SPECIAL.search(text, i)
-                end = match.start() if match else n
-                if end > i:
-                    self._put(text[i:end])
-                if match is None:
-                    return
-                self._control(text[end])
-                i = end + 1
-            elif state == _STRING:
-                # OSC, DCS and friends: skip to BEL, ST or an ESC (which may start ST).
-                match = _STRING_END.search(text, i)
-                if match is None:
-                    return
-                self._state = _STRING_ESC if match.group() == "\x1b" else _NORMAL
-                i = match.end()
-            elif state == _STRING_ESC:
-                if text[i] == "\\":
-                    self._state = _NORMAL
-                    i += 1
-                else:  # an ESC that is not ST aborts the string and starts a sequence
-                    self._state = _ESC
-            else:
-                self._escape_char(text[i])
-                i += 1
-
-    def _escape_char(self, ch: str) -> None:
-        code = ord(ch)
-        if ch == "\x1b":
-            self._state = _ESC
-        elif code < 0x20:  # controls are executed even inside a sequence
-            self._control(ch)
-        elif self._state == _ESC:
-            self._state = _NORMAL
-            if ch == "[":
-                self._state, self._params = _CSI, ""
-            elif ch in "]PX^_":
-                self._state = _STRING
-            elif 0x20 <= code <= 0x2F:  # intermediates: charset selection, ESC # 8, ...
-                self._state = _ESC_INTER
-            elif ch in "DE":  # index, next line
-                self._newline()
-            elif ch == "M":  # reverse index: another row
-                self._break_line()
-            elif ch == "7":
-                self._saved_col = self._col
-            elif ch == "8":
-                self._col = self._saved_col
-        elif self._state == _ESC_INTER:
-            if not 0x20 <= code <= 0x2F:
-                self._state = _NORMAL
-        elif 0x20 <= code <= 0x3F:  # CSI parameters and intermediates
-            self._params += ch
-            if len(self._params) > _MAX_PARAMS:
-                self._state = _NORMAL
-        else:
-            self._state = _NORMAL
-            if 0x40 <= code <= 0x7E:
-                self._csi(self._params, ch)
-
-    def _control(self, ch: str) -> None:
-        if ch == "\r":
-            self._col = 0
-        elif ch in "\n\x0b\x0c":
-            self._newline()
-        elif ch == "\b":
-            self._col = max(0, self._col - 1)
-        elif ch == "\t":
-            self._col = (self._col // 8 + 1) * 8
-        elif ch == "\x1b":
-            self._state = _ESC
-        elif ch == "\x9b":
-            self._state, self._params = _CSI, ""
-        elif ch in "\x90\x98\x9d\x9e\x9f":
-            self._state = _STRING
-        # Anything else (BEL, SO/SI, NUL, DEL, other C1) shows nothing.
-
-    def _csi(self, params: str, final: str) -> None:
-        private = params[:1] in ("?", ">", "<", "=")
-        body = params.lstrip("?><=")
-        if any(0x20 <= ord(c) <= 0x2F for c in body):
-            return  # intermediates: cursor style and the like
-        args = [int(p) if p.isdigit() else 0 for p in body.replace(":", ";").split(";")]
-        first = args[0]
-        count = max(first, 1)
-        cells = self._cells
-        if final in "KJ":
-            if first == 0:
-                del cells[self._col :]
-            elif first == 1:
-                for k in range(min(self._col + 1, len(cells))):
-                    cells[k] = " "
-            else:
-                cells.clear()
-        elif private:
-            return  # modes, device attributes: no effect on the text
-        elif final == "C":
-            self._col += count
-        elif final == "D":
-            self._col = max(0, self._col - count)
-        elif final in "G`":
-            self._col = count - 1
-        elif final == "P":
-            del cells[self._col : self._col + count]
-        elif final == "X":
-            for k in range(self._col, min(self._col + count, len(cells))):
-                cells[k] = " "
-        elif final == "@":
-            if self._col < len(cells):
-                cells[self._col : self._col] = [" "] * count
-        elif final in "ABEFd":  # to another row: this line is as final as we can know
-            self._break_line()
-            if final in "EF":
-                self._col = 0
-        elif final in "Hf":
-            self._break_line()
-            self._col = max(args[1] if len(args) > 1 else 1, 1) - 1
-        elif final == "s":
-            self._saved_col = self._col
-        elif final == "u":
-            self._col = self._saved_col
-
-    def _put(self, run: str) -> None:
-        cells, col = self._cells, self._col
-        if col > len(cells):
-            cells.extend(" " * (col - len(cells)))
-        cells[col : col + len(run)] = run
-        self._col = col + len(run)
-        if len(cells) > _MAX_LINE:
-            self._newline()
-
-    def _newline(self) -> None:
-        self._out.append("".join(self._cells).rstrip(" ") + "\n")
-        self._cells = []
-        self._col = 0
-
-    def _break_line(self) -> None:
-        if "".join(self._cells).strip(" "):
-            col = self._col
-            self._newline()
-            self._col = col
-        else:
-            self._cells = []
-
-
-def clean_text(data: bytes) -> str:
-    """Clean a whole terminal stream at once (see ``TextCleaner``)."""
-    cleaner = TextCleaner()
-    return cleaner.feed(data) + cleaner.finish()
-
-
-# --------------------------------------------------------------------------- running
+from bar.proc import exit_status
+from bar.terminal.cast import CastWriter, create_private, write_all
+from bar.terminal.filters import StreamFilter
+from bar.terminal.pipes import STDERR_HEADER, STDOUT_HEADER
+from bar.terminal.text import TextCleaner
 
 _DEFAULT_SIZE = (80, 24)
 _READ_SIZE = 65536
@@ -276,13 +70,12 @@ class PtyResult:
 class _TextOutput:
     """The step's output file for a pty step: one cleaned stream under STDOUT."""
 
-    def __init__(self, path: Path, scrubber: StreamScrubberLike | None) -> None:
+    def __init__(self, path: Path, scrubber: StreamFilter | None) -> None:
         self._cleaner = TextCleaner()
         self._scrubber = scrubber
         self._ends_with_newline = True
         self.printed = False
-        self._fd: int | None = create_private(path)
-        write_all(self._fd, b"=== STDOUT ===\n")
+        self._fd: int | None = create_private(path, STDOUT_HEADER)
 
     def feed(self, data: bytes) -> None:
         self._write(self._cleaner.feed(data), final=False)
@@ -293,7 +86,7 @@ class _TextOutput:
         try:
             self._write(self._cleaner.finish(), final=True)
             tail = b"" if self._ends_with_newline else b"\n"
-            write_all(self._fd, tail + b"=== STDERR ===\n")
+            write_all(self._fd, tail + STDERR_HEADER)
         finally:
             self.abort()
 
@@ -591,10 +384,9 @@ class _Session:
     def result(self, printed: bool, start_size: tuple[int, int]) -> PtyResult:
         status = self.status
         assert status is not None
+        code, sig = exit_status(status)
         width, height = start_size
-        if status < 0:
-            return PtyResult(128 - status, -status, printed, width, height)
-        return PtyResult(status, None, printed, width, height)
+        return PtyResult(code, sig, printed, width, height)
 
 
 def run_in_pty(
@@ -604,7 +396,7 @@ def run_in_pty(
     env: Mapping[str, str] | None,
     cast_path: Path,
     output_path: Path,
-    scrub: Callable[[], StreamScrubberLike] | None = None,
+    scrub: Callable[[], StreamFilter] | None = None,
     stdin: int = 0,
     stdout: int = 1,
 ) -> PtyResult:

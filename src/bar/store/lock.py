@@ -19,7 +19,7 @@ from types import TracebackType
 from typing import ClassVar
 
 from bar.errors import Locked
-from bar.store import FILE_MODE
+from bar.store.files import FILE_MODE
 
 DEFAULT_TIMEOUT = 600.0
 _NOTICE_AFTER = 1.0

@@ -1,0 +1,429 @@
+"""bar as a library: the calls every face makes.
+
+The command line, ``bar hook``, and the web page and MCP server to come all drive bar
+through these functions and the records they return (``Task``, the step records of
+``bar.records``, ``ApplyResult``, ``Status``…), never through ``main(argv)`` and never
+through each other. Every call that changes a task takes the task's lock, reloads it,
+finishes what a crashed bar left and records hand edits (``recovery.prepare``) before it
+acts, so no face can forget to.
+
+    loc = api.open_project()                     # the project of the current directory
+    task = api.get_task(loc)                     # the task you are in, else the active one
+    step = api.run(task, RunRequest(["make", "test"]))
+    api.rollback(task, "base")
+    api.apply(task, mode="commit")
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bar import apply as apply_verb
+from bar import git, journals, recovery, steps, worktree
+from bar import rollback as rollback_verb
+from bar import run as run_verb
+from bar.apply import ApplyResult
+from bar.clock import now_iso
+from bar.doctor import Doctor
+from bar.errors import CorruptFile, DirtyWorktree, NotARepository, NotInitialized, UsageError
+from bar.git import DiffStat
+from bar.journals import RunIntent
+from bar.policy import Decision, Policy, default_policy
+from bar.project import Location, Project, find_project, locate
+from bar.records import RollbackStep, RunStep, Step, parse_step_ref
+from bar.rollback import Plan
+from bar.run import RunRequest
+from bar.states import State
+from bar.store.files import ensure_dir, write_text_atomic
+from bar.store.layout import bar_home
+from bar.store.lock import is_locked
+from bar.tasks import Task, create_task, list_tasks, load_task, resolve_task
+
+__all__ = [
+    "ApplyResult", "Location", "Plan", "Project", "RunRequest", "Status", "Task", "TaskSummary",
+    "apply", "artifact_path", "check_command", "close_task", "diff", "doctor", "get_task",
+    "init_project", "log", "new_task", "open_project", "plan_rollback", "read_artifact",
+    "rollback", "run", "show", "status", "summarize", "switch_task", "tasks",
+]  # fmt: skip
+
+
+# --- projects ------------------------------------------------------------------------
+
+
+def open_project(cwd: Path | None = None) -> Location:
+    """The registered project (and the task, inside a task worktree) of ``cwd``."""
+    return find_project(cwd)
+
+
+@dataclass(frozen=True)
+class Initialized:
+    project: Project
+    created: list[Path]
+
+
+def init_project(cwd: Path | None = None) -> Initialized:
+    """Register the repository of ``cwd`` (``bar init``); running it again changes nothing."""
+    from bar.policy import DEFAULT_POLICY_TEXT
+
+    project = locate(cwd).project
+    if not git.has_commit(project.root):
+        raise NotARepository(
+            f"{project.root} has no commit yet",
+            hint="make a first commit (git commit --allow-empty -m init), then run bar init",
+        )
+    base = "main" if git.branch_exists(project.root, "main") else None
+    created = project.register(base or git.current_branch(project.root) or "main")
+    policy_path = project.policy_path()
+    if not policy_path.exists():
+        policy_path.parent.mkdir(parents=True, exist_ok=True)
+        write_text_atomic(policy_path, DEFAULT_POLICY_TEXT)
+        policy_path.chmod(0o644)  # a file of the repository, not one of bar's own
+        created.append(policy_path)
+    if created:
+        project.log_event("project.initialized", root=str(project.root))
+    return Initialized(project, created)
+
+
+def check_command(
+    command: str | Sequence[str], *, policy: Policy | None = None, cwd: Path | None = None
+) -> Decision:
+    """Judge a shell line (str) or an argument vector with ``policy``, else the policy of
+    the project of ``cwd``, else bar's default policy."""
+    chosen = policy if policy is not None else policy_for(cwd)
+    if chosen is None:
+        return Decision("allow")
+    return (
+        chosen.evaluate_line(command)
+        if isinstance(command, str)
+        else chosen.evaluate_argv(list(command))
+    )
+
+
+def policy_for(cwd: Path | None = None, *, even_if_disabled: bool = False) -> Policy | None:
+    """The policy that applies in ``cwd``: its project's (None if switched off there,
+    unless ``even_if_disabled``), or bar's default outside a registered repository."""
+    try:
+        project = find_project(cwd).project
+        return project.policy_file() if even_if_disabled else project.policy()
+    except (NotARepository, NotInitialized):
+        cache = bar_home() / "cache"
+        ensure_dir(cache)
+        return default_policy(cache_dir=cache)
+
+
+def running_socket(cwd: Path | None = None) -> Path | None:
+    """The channel of the step running in the task whose worktree holds ``cwd``, if one
+    is running (for a ``bar hook`` started by an agent that was not started by bar)."""
+    try:
+        loc = find_project(cwd)
+    except (NotARepository, NotInitialized):
+        return None
+    if loc.task_id is None:
+        return None
+    socket = loc.project.paths.task(loc.task_id).socket
+    return socket if socket.exists() else None
+
+
+# --- tasks ---------------------------------------------------------------------------
+
+
+def get_task(loc: Location, ref: str | None = None) -> Task:
+    """The task named ``ref`` (id or name), else the one whose worktree we are in, else
+    the active task."""
+    return resolve_task(loc.project, ref, from_cwd=loc.task_id)
+
+
+@dataclass(frozen=True)
+class TaskSummary:
+    task: Task
+    active: bool  # the project's active task
+    steps: int
+    last_step: str | None
+    diff_stat: DiffStat  # base -> last recorded state
+
+    def to_json(self) -> dict[str, Any]:
+        rec = self.task.to_record()
+        rec.pop("version", None)
+        rec.update(active=self.active, steps=self.steps, last_step=self.last_step,
+                   diff_stat=self.diff_stat.to_record(), worktree=str(self.task.worktree))  # fmt: skip
+        return rec
+
+
+def summarize(task: Task, active_id: str | None = None) -> TaskSummary:
+    last = task.ledger.last()
+    stat = git.numstat(task.project.root, task.base_commit, task.recorded_snapshot())
+    return TaskSummary(task, task.id == active_id, last.number if last else 0,
+                       last.step_id if last else None, stat)  # fmt: skip
+
+
+def tasks(project: Project, *, include_closed: bool = False) -> list[TaskSummary]:
+    active_id = project.active_task_id()
+    return [summarize(t, active_id) for t in list_tasks(project) if include_closed or t.active]
+
+
+def new_task(
+    project: Project,
+    name: str,
+    *,
+    base: str | None = None,
+    description: str | None = None,
+    tags: Sequence[str] = (),
+) -> Task:
+    """Create a task with its branch and worktree; it becomes the active task."""
+    return create_task(project, name, base=base, description=description, tags=list(tags))
+
+
+def switch_task(task: Task) -> Task:
+    if not task.active:
+        raise UsageError(f"task {task.name} ({task.id}) is closed and cannot be made active")
+    task.project.set_active_task(task.id)
+    return task
+
+
+@dataclass(frozen=True)
+class Closed:
+    task: Task
+    worktree_removed: bool
+    recorded: list[Step] = field(default_factory=list)  # what close recorded first
+
+
+def close_task(task: Task, *, keep_worktree: bool = False, force: bool = False) -> Closed:
+    """Close the task; its worktree is removed unless kept, its branch and record stay.
+    Refuses while the worktree holds changes no step recorded, unless ``force``, which
+    records them as a manual step first."""
+    project = task.project
+    recorded: list[Step] = []
+    removed = False
+    with task.lock("bar task close"):
+        task = load_task(project, task.id)
+        if not task.active:
+            raise UsageError(f"task {task.name} ({task.id}) is already closed")
+        if task.worktree.is_dir():
+            recorded += recovery.finish_pending(task)
+            if steps.has_unrecorded_changes(task):
+                if not force:
+                    raise DirtyWorktree(
+                        f"task {task.name} has changes no step recorded",
+                        hint="record them with `bar run`, roll them back, or close with "
+                        "--force (which records them as a manual step first)",
+                    )
+                manual = steps.record_hand_edits(task)
+                recorded += [manual] if manual else []
+            if not keep_worktree:
+                try:
+                    # `worktree prune` must not see a worktree another process is adding
+                    with project.lock("bar task close"):
+                        worktree.remove(project.root, task.worktree)
+                except Exception as exc:
+                    project.log_event("worktree.remove.failed", task_id=task.id, error=str(exc))
+                    raise
+                removed = True
+                project.log_event("worktree.removed", task_id=task.id, path=str(task.worktree))
+        task.status = "closed"
+        task.closed_at = now_iso()
+        task.save()
+        project.log_event("task.closed", task_id=task.id, name=task.name)
+    if project.active_task_id() == task.id:
+        project.set_active_task(None)
+    return Closed(task, removed, recorded)
+
+
+# --- changing a task -----------------------------------------------------------------
+
+
+@contextmanager
+def _changing(task: Task, what: str, *, wait: bool) -> Iterator[Task]:
+    """Hold the task's lock, reload it (it may have changed while we waited) and
+    finish what a crashed bar left, record hand edits: then the caller acts."""
+    with task.lock(what, wait=wait):
+        fresh = load_task(task.project, task.id)
+        recovery.prepare(fresh)
+        yield fresh
+
+
+def run(task: Task, request: RunRequest, *, wait: bool = True) -> RunStep:
+    """Run a command as the task's next step. The step's ``exit_code`` is the command's."""
+    import shlex
+
+    with _changing(task, f"bar run {shlex.join(request.argv)}", wait=wait) as fresh:
+        return run_verb.run_step(fresh, request)
+
+
+def rollback_target(task: Task, to: str | None) -> State:
+    return rollback_verb.target_of(task, to)
+
+
+def plan_rollback(task: Task, to: str | None) -> Plan:
+    """What ``rollback`` would change; writes nothing."""
+    return rollback_verb.plan(task, to)
+
+
+def rollback(
+    task: Task, to: str | None = None, *, hard: bool = False, wait: bool = True
+) -> RollbackStep:
+    """Restore a recorded state (``base``, a step id; None: the state before the last
+    step), as a step of its own that can be undone the same way."""
+    with task.lock("bar rollback", wait=wait):
+        fresh = load_task(task.project, task.id)
+        target = rollback_verb.target_of(fresh, to)  # decided before hand edits are recorded
+        recovery.prepare(fresh)
+        return rollback_verb.rollback(fresh, target, hard=hard)
+
+
+def apply(
+    task: Task,
+    *,
+    mode: str = "commit",
+    target: str | None = None,
+    message: str | None = None,
+    dry_run: bool = False,
+    wait: bool = True,
+) -> ApplyResult:
+    """Land the task's work on ``target`` (default: git.default_base) as one commit or a
+    merge; with ``dry_run``, only say what would happen."""
+    if dry_run:
+        return apply_verb.dry_run(task, mode=mode, target_branch=target, message=message)
+    with _changing(task, "bar apply", wait=wait) as fresh:
+        return apply_verb.apply(fresh, mode=mode, target_branch=target, message=message)
+
+
+# --- reading the record --------------------------------------------------------------
+
+
+def log(task: Task, n: int | None = None) -> list[Step]:
+    """The task's steps, oldest first (the last ``n`` only, read from the end)."""
+    if n is not None and n < 0:
+        raise UsageError("-n takes a positive number")
+    return task.ledger.tail(n) if n is not None else task.ledger.read_all()
+
+
+def show(task: Task, step_ref: str) -> Step:
+    return task.ledger.get(parse_step_ref(step_ref))
+
+
+def artifact_path(task: Task, rel: str) -> Path:
+    """An artifact the ledger names; refused if it leads outside the task directory (a
+    link planted in the artifacts directory included)."""
+    path = (task.dir / rel).resolve()
+    if not path.is_relative_to(task.dir.resolve()):
+        raise CorruptFile(
+            f"artifact {rel} of task {task.name} ({task.id}) leads outside the task "
+            f"directory {task.dir}",
+            hint="run `bar doctor` to check the task",
+        )
+    return path
+
+
+def read_artifact(task: Task, rel: str | None) -> bytes | None:
+    if not rel:
+        return None
+    try:
+        return artifact_path(task, rel).read_bytes()
+    except FileNotFoundError:
+        return None
+
+
+@dataclass(frozen=True)
+class Diff:
+    task: Task
+    from_commit: str
+    to_commit: str
+
+    def stat(self) -> DiffStat:
+        return git.numstat(self.task.project.root, self.from_commit, self.to_commit)
+
+    def patch(self) -> str:
+        """The replayable patch between the two states."""
+        return git.git(self.task.project.root,
+                       *git.diff_patch_args(self.from_commit, self.to_commit)).out  # fmt: skip
+
+
+def state_commit(task: Task, name: str) -> str:
+    from bar.states import resolve
+
+    return resolve(task, name).commit
+
+
+def diff(task: Task, from_: str = "base", to: str | None = None) -> Diff:
+    """Between two recorded states (default: base to the last recorded state)."""
+    return Diff(task, state_commit(task, from_),
+                state_commit(task, to) if to else task.recorded_snapshot())  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Status:
+    project: Project
+    task: Task | None
+    no_task_reason: str | None  # why there is no task, when there is none
+    steps: int = 0
+    last_step: str | None = None
+    running: RunIntent | None = None  # the step running now
+    interrupted: RunIntent | None = None  # a step whose bar died; recorded by the next command
+    unrecorded_changes: bool | None = None  # None: not known (busy, closed, no worktree)
+
+    def to_json(self) -> dict[str, Any]:
+        info: dict[str, Any] = {
+            "project": self.project.name,
+            "root": str(self.project.root),
+            "dir": str(self.project.dir),
+        }
+        if self.task is None:
+            info.update(task=None, message=self.no_task_reason)
+            return info
+        t = self.task
+        info["task"] = {"id": t.id, "name": t.name, "status": t.status, "branch": t.branch,
+                        "worktree": str(t.worktree), "steps": self.steps,
+                        "last_step": self.last_step}  # fmt: skip
+        r = self.running
+        info["running"] = (
+            {"step_id": r.step_id, "pid": r.pid, "cmd": r.cmd, "started_at": r.started_at}
+            if r else None
+        )  # fmt: skip
+        info["interrupted_step"] = self.interrupted.step_id if self.interrupted else None
+        info["unrecorded_changes"] = self.unrecorded_changes
+        return info
+
+
+def status(loc: Location, ref: str | None = None) -> Status:
+    """Where things stand: the task, a running or interrupted step, unrecorded changes.
+    Reads only; never waits for a running step."""
+    from bar.errors import TaskNotFound
+
+    try:
+        task = get_task(loc, ref)
+    except TaskNotFound as exc:  # a broken file is an error here too, not "no task"
+        if ref:
+            raise
+        return Status(loc.project, None, str(exc))
+    last = task.ledger.last()
+    busy = is_locked(task.paths.lock)
+    marker = journals.read_run(task.paths)
+    unrecorded = None
+    if task.active and task.worktree.is_dir() and not busy:
+        unrecorded = steps.has_unrecorded_changes(task)
+    return Status(
+        loc.project, task, None,
+        steps=last.number if last else 0,
+        last_step=last.step_id if last else None,
+        running=marker if marker and busy else None,
+        interrupted=marker if marker and not busy else None,
+        unrecorded_changes=unrecorded,
+    )  # fmt: skip
+
+
+def doctor(project: Project, *, repair: bool = False) -> Doctor:
+    """Check every file, ledger line, ref and worktree; with ``repair``, fix what can be
+    fixed without losing anything. ``Doctor.ok`` says whether anything is left."""
+    if not project.dir.is_dir():
+        raise NotInitialized(
+            f"{project.root} is not registered with bar", hint="run `bar init` first"
+        )
+    doc = Doctor(project)
+    doc.check()
+    if repair:
+        doc.repair()
+    return doc

@@ -1,0 +1,38 @@
+"""``bar status``: project, task, worktree, running step, unrecorded changes."""
+
+from __future__ import annotations
+
+import shlex
+
+from bar import api
+from bar.render import Painter, plural, print_json
+
+
+def status(*, task: str | None, as_json: bool) -> int:
+    loc = api.open_project()
+    info = api.status(loc, task)
+    if as_json:
+        print_json(info.to_json())
+        return 0
+    project = loc.project
+    paint = Painter(project.config.output.color)
+    print(f"project   {project.name}  ({project.root})")
+    t = info.task
+    if t is None:
+        print(f"task      none: {info.no_task_reason}")
+        return 0
+    print(f"task      {paint(t.name, 'bold')} ({t.id}), {t.status}, {plural(info.steps, 'step')}")
+    print(f"branch    {t.branch}")
+    print(f"worktree  {t.worktree}")
+    if info.running:
+        r = info.running
+        print(paint(f"running   step {r.step_id} (pid {r.pid}): {shlex.join(r.cmd)}", "yellow"))
+    if info.interrupted:
+        print(paint(f"note      step {info.interrupted.step_id} was interrupted; "
+                    "the next command records it", "yellow"))  # fmt: skip
+    if info.unrecorded_changes:
+        print(paint("changes   the worktree has changes no step recorded", "yellow")
+              + " (recorded before the next step)")  # fmt: skip
+    elif info.unrecorded_changes is not None:
+        print("changes   none unrecorded")
+    return 0

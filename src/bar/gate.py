@@ -1,0 +1,56 @@
+"""Judging one command an agent is about to run: its event in, the agent's reply out.
+
+``bar run`` calls this for every event its agent's hook hands it (``bar.supervisor``);
+``bar hook`` calls it itself when no ``bar run`` is there to ask. Anything that goes
+wrong while judging blocks the command with a message (fail closed): a policy that cannot
+be read must not become a policy that allows everything without anyone noticing.
+"""
+
+from __future__ import annotations
+
+from bar.agents.protocol import HookEvent, HookReply, parse_event, render_input_error, render_reply
+from bar.errors import HookInputError
+from bar.policy import Policy, PolicyEvent
+from bar.slotted import Slotted
+
+
+class Judgement(Slotted):
+    """The reply to give the agent, and what it was given for (``event`` None: the event
+    could not be read; ``action`` is then ``block``)."""
+
+    __slots__ = ("action", "event", "events", "reply")
+
+    def __init__(
+        self,
+        reply: HookReply,
+        event: HookEvent | None,
+        action: str,
+        events: tuple[PolicyEvent, ...] = (),
+    ) -> None:
+        self.reply = reply
+        self.event = event
+        self.action = action
+        self.events = events
+
+
+def judge(agent: str, payload: bytes, policy: Policy | None) -> Judgement:
+    """Read the agent's pre-tool event and decide with ``policy`` (None: switched off)."""
+    try:
+        event = parse_event(agent, payload)
+    except HookInputError as exc:
+        return Judgement(render_input_error(agent, str(exc)), None, "block")
+    if event.command is None:  # not a shell command: no opinion
+        return Judgement(render_reply(agent, "allow", ""), event, "allow")
+    try:
+        if policy is None:
+            return Judgement(render_reply(agent, "allow", ""), event, "allow")
+        decision = policy.evaluate_line(event.command)
+    except Exception as exc:  # fail closed: never let a broken check allow a command
+        message = f"bar could not check this command ({exc.__class__.__name__}: {exc})"
+        return Judgement(render_input_error(agent, message), event, "block")
+    reasons = [e.reason for e in decision.events if e.action == decision.action]
+    reason = "; ".join(dict.fromkeys(reasons))
+    if decision.action in ("warn", "block"):
+        reason = f"bar policy: {reason}" if reason else "bar policy"
+    reply = render_reply(agent, decision.action, reason)
+    return Judgement(reply, event, decision.action, decision.events)

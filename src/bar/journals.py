@@ -1,0 +1,199 @@
+"""Intent journals: what a verb is about to do, written before it starts changing things.
+
+Three verbs change a task in more than one write, and each writes its intent first:
+``running.json`` (a step's command is running), ``rollback.json`` (the worktree is being
+restored) and ``apply.json`` (a target branch is being moved). Each verb then reads
+"write the intent, act, complete it", where completing appends the ledger line and
+removes the journal. If bar dies in between, the next command that takes the task lock
+finds the journal and calls the same completion (``bar.recovery``): holding the lock
+proves the journal's author is dead, because the kernel drops an ``flock`` with its
+holder. Every field read back is checked: step ids name files, commits go to git.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bar import git
+from bar.clock import now_iso
+from bar.errors import CorruptFile
+from bar.migrate import upgrade
+from bar.records import ApplyStep, step_from_record
+from bar.states import State
+from bar.store.files import read_json, write_json_atomic
+from bar.store.layout import STEP_ID_RE, TaskPaths
+
+
+def _valid_step_id(value: object) -> bool:
+    return isinstance(value, str) and bool(STEP_ID_RE.match(value)) and int(value) >= 1
+
+
+def _remove(path: Path) -> None:
+    path.unlink(missing_ok=True)
+
+
+# --- running.json --------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RunIntent:
+    """A step whose command is running (or was, when bar died)."""
+
+    pid: int
+    step_id: str
+    started_at: str
+    cmd: list[str]
+    cwd: str
+    snapshot_before: str
+    env: dict[str, str] = field(default_factory=dict)  # as recorded (secrets redacted)
+    pty: bool = False
+    excludes: list[str] = field(default_factory=list)  # worktree paths kept out of snapshots
+
+    def to_record(self) -> dict[str, Any]:
+        return {
+            "version": 1,
+            "pid": self.pid,
+            "step_id": self.step_id,
+            "started_at": self.started_at,
+            "cmd": self.cmd,
+            "cwd": self.cwd,
+            "snapshot_before": self.snapshot_before,
+            "env": self.env,
+            "pty": self.pty,
+            "excludes": self.excludes,
+        }
+
+
+def write_run(paths: TaskPaths, intent: RunIntent) -> None:
+    write_json_atomic(paths.marker, intent.to_record())
+
+
+def read_run(paths: TaskPaths) -> RunIntent | None:
+    path = paths.marker
+    try:
+        rec = upgrade("marker", read_json(path, "running marker"), path)
+    except FileNotFoundError:
+        return None
+    step_id, before = rec.get("step_id"), rec.get("snapshot_before")
+    if not isinstance(step_id, str) or not isinstance(before, str):
+        raise CorruptFile(f"running marker at {path} lacks step_id or snapshot_before")
+    if not _valid_step_id(step_id):
+        raise CorruptFile(f"running marker at {path} has an invalid step_id {step_id!r}")
+    if not git.is_object_id(before):
+        raise CorruptFile(f"running marker at {path} has an invalid snapshot_before {before!r}")
+    cmd, env, excludes, pid = rec.get("cmd"), rec.get("env"), rec.get("excludes"), rec.get("pid")
+    return RunIntent(
+        pid=pid if isinstance(pid, int) and not isinstance(pid, bool) else 0,
+        step_id=step_id,
+        started_at=str(rec.get("started_at") or now_iso()),
+        cmd=[str(c) for c in cmd] if isinstance(cmd, list) else [],
+        cwd=str(rec.get("cwd", ".")),
+        snapshot_before=before,
+        env={str(k): str(v) for k, v in env.items()} if isinstance(env, dict) else {},
+        pty=rec.get("pty") is True,
+        excludes=[str(e) for e in excludes] if isinstance(excludes, list) else [],
+    )
+
+
+def clear_run(paths: TaskPaths) -> None:
+    _remove(paths.marker)
+
+
+# --- rollback.json -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RollbackIntent:
+    step_id: str
+    target: State
+    hard: bool
+    snapshot_before: str
+    started_at: str
+
+
+_ROLLBACK_KEYS = ("step_id", "target", "target_commit", "target_head", "hard", "snapshot_before")
+
+
+def write_rollback(paths: TaskPaths, intent: RollbackIntent) -> None:
+    write_json_atomic(
+        paths.rollback_journal,
+        {
+            "version": 1,
+            "step_id": intent.step_id,
+            "target": intent.target.kind,
+            "target_step": intent.target.step_id,
+            "target_commit": intent.target.commit,
+            "target_head": intent.target.head,
+            "hard": intent.hard,
+            "snapshot_before": intent.snapshot_before,
+            "started_at": intent.started_at,
+        },
+    )
+
+
+def read_rollback(paths: TaskPaths) -> RollbackIntent | None:
+    path = paths.rollback_journal
+    try:
+        rec = upgrade("rollback-journal", read_json(path, "rollback journal"), path)
+    except FileNotFoundError:
+        return None
+    missing = [k for k in _ROLLBACK_KEYS if k not in rec]
+    if missing:
+        raise CorruptFile(f"rollback journal at {path} lacks {', '.join(missing)}")
+    step_id, kind, target_step = rec["step_id"], rec["target"], rec.get("target_step")
+    problem = None
+    if not _valid_step_id(step_id):
+        problem = f"an invalid step_id {step_id!r}"
+    elif kind not in ("base", "step"):
+        problem = f"an unknown target {kind!r}"
+    elif kind == "step" and not (isinstance(target_step, str) and STEP_ID_RE.match(target_step)):
+        problem = f"an invalid target_step {target_step!r}"
+    elif not isinstance(rec["hard"], bool):
+        problem = f"a 'hard' that is not true or false: {rec['hard']!r}"
+    else:
+        bad = [k for k in ("target_commit", "target_head", "snapshot_before")
+               if not git.is_object_id(rec[k])]  # fmt: skip
+        if bad:
+            problem = f"an invalid {bad[0]} {rec[bad[0]]!r}"
+    if problem:
+        raise CorruptFile(f"rollback journal at {path} has {problem}")
+    target = State(kind, target_step if kind == "step" else None, rec["target_commit"],
+                   rec["target_head"])  # fmt: skip
+    return RollbackIntent(step_id, target, rec["hard"], rec["snapshot_before"],
+                          str(rec.get("started_at") or now_iso()))  # fmt: skip
+
+
+def clear_rollback(paths: TaskPaths) -> None:
+    _remove(paths.rollback_journal)
+
+
+# --- apply.json ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ApplyIntent:
+    """The apply step about to land: written before the target moves."""
+
+    step: ApplyStep
+
+
+def write_apply(paths: TaskPaths, intent: ApplyIntent) -> None:
+    write_json_atomic(paths.apply_journal, {"version": 1, "step": intent.step.to_record()})
+
+
+def read_apply(paths: TaskPaths) -> ApplyIntent | None:
+    path = paths.apply_journal
+    try:
+        rec = upgrade("apply-journal", read_json(path, "apply journal"), path)
+    except FileNotFoundError:
+        return None
+    step = step_from_record(rec.get("step"), f"apply journal at {path}")
+    if not isinstance(step, ApplyStep) or not git.is_object_id(step.commit_sha):
+        raise CorruptFile(f"apply journal at {path} does not hold an apply step")
+    return ApplyIntent(step)
+
+
+def clear_apply(paths: TaskPaths) -> None:
+    _remove(paths.apply_journal)

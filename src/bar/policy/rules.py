@@ -1,0 +1,227 @@
+"""Judging commands: rules, the policy that holds them, and what it decides.
+
+A command is cut into units by ``bar.shell`` and every rule is ``re.search``-ed
+against every unit's views; the strictest action among the matches is the decision,
+and every match is an event. A rule's pattern is compiled on first use and skipped
+without compiling while none of its required literals is in the text (see
+``bar.policy.literals``).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from bar import shell
+from bar.errors import PolicyError
+from bar.policy.literals import required_literals
+from bar.slotted import Slotted
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+ACTIONS = ("block", "warn", "log")
+_SEVERITY = {"allow": 0, "log": 1, "warn": 2, "block": 3}
+PARSE_ERROR_RULE = "bar:unparseable"
+_PARSE_ERROR_REASON = (
+    "the command line could not be fully parsed ({why}); its raw text was matched too"
+)
+
+
+class PolicyEvent(Slotted):
+    """One rule matching one unit. ``matched`` is the text the pattern matched."""
+
+    __slots__ = ("action", "matched", "reason", "rule")
+    rule: str
+    action: str
+    matched: str
+    reason: str
+
+    def __init__(self, rule: str, action: str, matched: str, reason: str) -> None:
+        object.__setattr__(self, "rule", rule)
+        object.__setattr__(self, "action", action)
+        object.__setattr__(self, "matched", matched)
+        object.__setattr__(self, "reason", reason)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"PolicyEvent is immutable (cannot set {name!r})")
+
+    def to_record(self) -> dict[str, str]:
+        """The ledger's ``policy_events`` entry."""
+        return {"rule": self.rule, "action": self.action, "matched": self.matched}
+
+    def to_json(self) -> dict[str, str]:
+        return {**self.to_record(), "reason": self.reason}
+
+
+class Decision(Slotted):
+    """``action`` is ``allow`` (nothing matched), ``log``, ``warn`` or ``block``."""
+
+    __slots__ = ("action", "events")
+    action: str
+    events: tuple[PolicyEvent, ...]
+
+    def __init__(self, action: str, events: tuple[PolicyEvent, ...] = ()) -> None:
+        object.__setattr__(self, "action", action)
+        object.__setattr__(self, "events", tuple(events))
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"Decision is immutable (cannot set {name!r})")
+
+    @property
+    def blocked(self) -> bool:
+        return self.action == "block"
+
+    def to_json(self) -> dict[str, object]:
+        return {"decision": self.action, "events": [event.to_json() for event in self.events]}
+
+
+class Rule:
+    """One validated rule. ``literals``, when known, are strings of which every text
+    the pattern can match contains at least one; rules whose literals are absent from a
+    command are skipped without compiling the pattern (see ``required_literals``).
+
+    Not a record: its pattern is compiled lazily, so it compares by identity."""
+
+    __slots__ = ("_regex", "action", "literals", "match", "name", "no_match", "pattern", "reason")
+    name: str
+    pattern: str
+    action: str
+    reason: str
+    match: tuple[str, ...]  # examples the rule must match
+    no_match: tuple[str, ...]  # examples it must not match
+    literals: tuple[str, ...] | None
+
+    def __init__(
+        self,
+        name: str,
+        pattern: str,
+        action: str,
+        reason: str,
+        match: Sequence[str] = (),
+        no_match: Sequence[str] = (),
+        *,
+        literals: Sequence[str] | None = None,
+        compiled: bool = True,
+    ) -> None:
+        self.name = name
+        self.pattern = pattern
+        self.action = action
+        self.reason = reason
+        self.match = tuple(match)
+        self.no_match = tuple(no_match)
+        self._regex: re.Pattern[str] | None = re.compile(pattern) if compiled else None
+        if compiled and literals is None:
+            literals = required_literals(pattern)
+        self.literals = tuple(literals) if literals is not None else None
+
+    @property
+    def regex(self) -> re.Pattern[str]:
+        if self._regex is None:
+            try:
+                self._regex = re.compile(self.pattern)
+            except re.error as exc:  # only a hand-edited cache gets here
+                raise PolicyError(f"policy rule {self.name!r}: bad pattern: {exc}") from None
+        return self._regex
+
+    def search(self, text: str) -> bool:
+        if self.literals is not None and not any(lit in text for lit in self.literals):
+            return False
+        return self.regex.search(text) is not None
+
+    def __repr__(self) -> str:
+        return f"Rule(name={self.name!r}, pattern={self.pattern!r}, action={self.action!r})"
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "name": self.name,
+            "pattern": self.pattern,
+            "action": self.action,
+            "reason": self.reason,
+            "match": list(self.match),
+            "no_match": list(self.no_match),
+            "literals": list(self.literals) if self.literals is not None else None,
+        }
+
+
+class Policy:
+    """Validated rules from ``path`` (a file name, or a label for text)."""
+
+    __slots__ = ("on_parse_error", "path", "rules")
+
+    def __init__(self, rules: Sequence[Rule], path: str, on_parse_error: str = "warn") -> None:
+        self.rules = tuple(rules)
+        self.path = path
+        self.on_parse_error = on_parse_error
+
+    def __repr__(self) -> str:
+        return f"Policy(path={self.path!r}, rules={len(self.rules)})"
+
+    def evaluate_line(self, line: str) -> Decision:
+        """Judge a shell command line, as an agent would hand it to ``sh -c``."""
+        return self._decide(shell.analyse_line(line), line)
+
+    def evaluate_argv(self, argv: Sequence[str]) -> Decision:
+        """Judge an argument vector run without a shell (``bar run -- ARGV``)."""
+        return self._decide(shell.analyse_argv(argv), shell.render(argv))
+
+    def _decide(self, analysis: shell.Analysis, source: str) -> Decision:
+        events: list[PolicyEvent] = []
+        seen: set[tuple[str, str]] = set()
+        hit: list[set[int]] = [set() for _ in self.rules]
+        for index, unit in enumerate(analysis.units):
+            for rule, hit_units in zip(self.rules, hit, strict=True):
+                if unit.parts and not hit_units.isdisjoint(unit.parts):
+                    continue  # already reported for one of the pipeline's stages
+                for view in unit.views:
+                    if rule.search(view):
+                        hit_units.add(index)
+                        if (rule.name, view) not in seen:
+                            seen.add((rule.name, view))
+                            events.append(PolicyEvent(rule.name, rule.action, view, rule.reason))
+                        break
+        if analysis.error is not None:
+            reason = _PARSE_ERROR_REASON.format(why=analysis.error)
+            flat = " ".join(source.split())
+            events.append(PolicyEvent(PARSE_ERROR_RULE, self.on_parse_error, flat, reason))
+        action = "allow"
+        for event in events:
+            if _SEVERITY[event.action] > _SEVERITY[action]:
+                action = event.action
+        return Decision(action, tuple(events))
+
+
+class ExampleFailure(Slotted):
+    """A rule's example that did not behave as the rule says it should."""
+
+    __slots__ = ("command", "expected", "got", "rule")
+    rule: str
+    command: str
+    expected: str
+    got: str
+
+    def __init__(self, rule: str, command: str, expected: str, got: str) -> None:
+        self.rule = rule
+        self.command = command
+        self.expected = expected
+        self.got = got
+
+
+def check_examples(policy: Policy) -> list[ExampleFailure]:
+    """Run every rule's ``examples``: each ``match`` line must make that rule report,
+    each ``no_match`` line must not."""
+    failures = []
+    for rule in policy.rules:
+        for command in rule.match:
+            if not _events_of(policy, rule, command):
+                failures.append(ExampleFailure(rule.name, command, "match", "no match"))
+        for command in rule.no_match:
+            events = _events_of(policy, rule, command)
+            if events:
+                got = f"match: {events[0].matched}"
+                failures.append(ExampleFailure(rule.name, command, "no match", got))
+    return failures
+
+
+def _events_of(policy: Policy, rule: Rule, command: str) -> list[PolicyEvent]:
+    return [e for e in policy.evaluate_line(command).events if e.rule == rule.name]

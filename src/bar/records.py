@@ -1,0 +1,381 @@
+"""Typed records of the ledger: one class per step kind, and the entries steps carry.
+
+A ledger line is one of ``RunStep``, ``ManualStep``, ``RollbackStep``, ``ApplyStep``
+(``Step`` is their union). Each knows its own fields and writes them in the seed's line
+format; ``step_from_record`` reads any line back through the migration registry,
+checking every value that could reach git's command line or the file system, so a
+tampered line can neither pass an option to git nor name a file outside the task.
+Fields a newer bar wrote are kept in ``extra`` and written back unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from bar.errors import CorruptFile, UsageError
+from bar.git import DiffStat, is_object_id
+from bar.migrate import upgrade
+from bar.store.layout import ARTIFACT_RE, STEP_ID_RE
+
+KINDS = ("run", "apply", "rollback", "manual")
+
+
+def format_step_id(number: int) -> str:
+    return f"{number:04d}"
+
+
+def parse_step_ref(value: str) -> str:
+    """Accept ``7``, ``0007`` or ``#7`` and return the canonical ``0007``."""
+    text = value.strip().lstrip("#")
+    # isdigit() alone accepts '²' and other digits int() refuses or reads differently
+    if not (text.isascii() and text.isdigit()) or len(text) > 9 or int(text) < 1:
+        raise UsageError(f"{value!r} is not a step id", hint="step ids look like 0001 or 1")
+    return format_step_id(int(text))
+
+
+# --- what steps carry ----------------------------------------------------------------
+
+
+@dataclass
+class Artifacts:
+    """Artifact paths relative to the task directory (``artifacts/0003.patch``)."""
+
+    patch: str | None = None
+    output: str | None = None
+    cast: str | None = None
+
+    def to_record(self) -> dict[str, str]:
+        pairs = (("patch", self.patch), ("output", self.output), ("cast", self.cast))
+        return {key: value for key, value in pairs if value}
+
+    @classmethod
+    def from_record(cls, rec: object, where: str) -> Artifacts:
+        arts = rec if isinstance(rec, dict) else {}
+        for value in arts.values():
+            if value is not None and not (isinstance(value, str) and ARTIFACT_RE.match(value)):
+                raise CorruptFile(f"{where} names an invalid artifact path {value!r}")
+        return cls(_str(arts.get("patch")), _str(arts.get("output")), _str(arts.get("cast")))
+
+
+@dataclass(frozen=True)
+class PolicyEventRecord:
+    """A ``policy_events`` entry: a rule that matched (``rule`` None: nothing matched
+    an inner command, recorded so the decision is on file). Entries that an agent's
+    hook asked for say so in ``source`` (``hook:claude``) with the agent's ids."""
+
+    rule: str | None
+    action: str
+    matched: str
+    source: str | None = None
+    session_id: str | None = None
+    tool_use_id: str | None = None
+    command: str | None = None
+    decision: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    _KEYS: ClassVar[tuple[str, ...]] = (
+        "rule", "action", "matched", "source", "session_id", "tool_use_id", "command", "decision",
+    )  # fmt: skip
+
+    def to_record(self) -> dict[str, Any]:
+        rec: dict[str, Any] = {"rule": self.rule, "action": self.action, "matched": self.matched}
+        for key in self._KEYS[3:]:
+            value = getattr(self, key)
+            if value is not None:
+                rec[key] = value
+        rec.update(self.extra)
+        return rec
+
+    @classmethod
+    def from_record(cls, rec: dict[str, Any]) -> PolicyEventRecord:
+        return cls(
+            rule=_str(rec.get("rule")),
+            action=str(rec.get("action", "")),
+            matched=str(rec.get("matched", "")),
+            source=_str(rec.get("source")),
+            session_id=_str(rec.get("session_id")),
+            tool_use_id=_str(rec.get("tool_use_id")),
+            command=_str(rec.get("command")),
+            decision=_str(rec.get("decision")),
+            extra={k: v for k, v in rec.items() if k not in cls._KEYS},
+        )
+
+
+@dataclass(frozen=True)
+class HookRecord:
+    """A ``hooks`` entry: one pre_run or post_run hook and how it ended."""
+
+    phase: str
+    cmd: str
+    exit_code: int
+    timed_out: bool = False
+
+    def to_record(self) -> dict[str, Any]:
+        rec: dict[str, Any] = {"phase": self.phase, "cmd": self.cmd, "exit_code": self.exit_code}
+        if self.timed_out:
+            rec["timed_out"] = True
+        return rec
+
+    @classmethod
+    def from_record(cls, rec: dict[str, Any]) -> HookRecord:
+        return cls(
+            str(rec.get("phase", "")),
+            str(rec.get("cmd", "")),
+            _int(rec.get("exit_code")),
+            rec.get("timed_out") is True,
+        )
+
+
+# --- steps ---------------------------------------------------------------------------
+
+
+@dataclass(kw_only=True)
+class _Step:
+    step_id: str
+    started_at: str
+    ended_at: str
+    duration_ms: int
+    head: str | None = None  # the task branch's HEAD after the step
+    extra: dict[str, Any] = field(default_factory=dict)  # fields a newer bar wrote
+
+    kind: ClassVar[str]
+
+    @property
+    def number(self) -> int:
+        return int(self.step_id)
+
+    def to_record(self) -> dict[str, Any]:
+        rec: dict[str, Any] = {"step_id": self.step_id, "kind": self.kind}
+        self._head_fields(rec)
+        rec.update(started_at=self.started_at, ended_at=self.ended_at,
+                   duration_ms=self.duration_ms)  # fmt: skip
+        self._body_fields(rec)
+        rec.update(self.extra)
+        rec["version"] = 1
+        return rec
+
+    def to_line(self) -> bytes:
+        return json.dumps(self.to_record(), ensure_ascii=False, separators=(",", ":")).encode()
+
+    def _head_fields(self, rec: dict[str, Any]) -> None:
+        """Fields the seed format puts before the times."""
+
+    def _body_fields(self, rec: dict[str, Any]) -> None:
+        raise NotImplementedError
+
+
+@dataclass(kw_only=True)
+class _Changes(_Step):
+    """A step that moved the worktree from one snapshot to another."""
+
+    snapshot_before: str | None = None
+    snapshot: str | None = None
+    diff_stat: DiffStat = field(default_factory=DiffStat.empty)
+    artifacts: Artifacts = field(default_factory=Artifacts)
+
+    def _changes(self, rec: dict[str, Any]) -> None:
+        rec["diff_stat"] = self.diff_stat.to_record()
+        rec["artifacts"] = self.artifacts.to_record()
+
+    def _snapshots(self, rec: dict[str, Any]) -> None:
+        if self.snapshot_before is not None:
+            rec["snapshot_before"] = self.snapshot_before
+        if self.snapshot is not None:
+            rec["snapshot"] = self.snapshot
+        if self.head is not None:
+            rec["head"] = self.head
+
+
+@dataclass(kw_only=True)
+class RunStep(_Changes):
+    kind: ClassVar[str] = "run"
+    cmd: list[str]
+    cwd: str = "."
+    env: dict[str, str] = field(default_factory=dict)
+    exit_code: int | None = None  # None: bar stopped before the command ended
+    policy_events: list[PolicyEventRecord] = field(default_factory=list)
+    hooks: list[HookRecord] = field(default_factory=list)
+    signal: int | None = None
+    interrupted: bool = False
+    blocked: bool = False
+    pty: bool = False
+
+    def _head_fields(self, rec: dict[str, Any]) -> None:
+        rec.update(cmd=list(self.cmd), cwd=self.cwd, env=dict(self.env))
+
+    def _body_fields(self, rec: dict[str, Any]) -> None:
+        rec["exit_code"] = self.exit_code
+        self._changes(rec)
+        rec["policy_events"] = [e.to_record() for e in self.policy_events]
+        self._snapshots(rec)
+        if self.signal is not None:
+            rec["signal"] = self.signal
+        if self.interrupted:
+            rec["interrupted"] = True
+        if self.blocked:
+            rec["blocked"] = True
+        rec["hooks"] = [h.to_record() for h in self.hooks]
+        if self.pty:
+            rec["pty"] = True
+
+
+@dataclass(kw_only=True)
+class ManualStep(_Changes):
+    """Changes found in the worktree that no step made (hand edits between steps)."""
+
+    kind: ClassVar[str] = "manual"
+
+    def _body_fields(self, rec: dict[str, Any]) -> None:
+        self._changes(rec)
+        self._snapshots(rec)
+
+
+@dataclass(kw_only=True)
+class RollbackStep(_Changes):
+    kind: ClassVar[str] = "rollback"
+    target: str  # "base" | "step"
+    target_step: str | None = None
+    hard: bool = False
+
+    def _body_fields(self, rec: dict[str, Any]) -> None:
+        rec.update(target=self.target, target_step=self.target_step, hard=self.hard)
+        self._changes(rec)
+        self._snapshots(rec)
+
+
+@dataclass(kw_only=True)
+class ApplyStep(_Step):
+    kind: ClassVar[str] = "apply"
+    mode: str  # "commit" | "merge"
+    commit_sha: str
+    commit_message: str
+    target_branch: str
+    snapshot: str | None = None  # the state applied
+
+    # an apply changes no worktree: these read as empty, so every step can be asked
+    @property
+    def snapshot_before(self) -> str | None:
+        return None
+
+    @property
+    def diff_stat(self) -> DiffStat:
+        return DiffStat.empty()
+
+    @property
+    def artifacts(self) -> Artifacts:
+        return Artifacts()
+
+    def _body_fields(self, rec: dict[str, Any]) -> None:
+        rec.update(mode=self.mode, commit_sha=self.commit_sha,
+                   commit_message=self.commit_message, target_branch=self.target_branch)  # fmt: skip
+        if self.snapshot is not None:
+            rec["snapshot"] = self.snapshot
+        if self.head is not None:
+            rec["head"] = self.head
+
+
+Step = RunStep | ManualStep | RollbackStep | ApplyStep
+
+_COMMON = ("step_id", "kind", "started_at", "ended_at", "duration_ms", "head", "version")
+_CHANGES = ("snapshot_before", "snapshot", "diff_stat", "artifacts")
+_OWN: dict[str, tuple[str, ...]] = {
+    "run": (*_CHANGES, "cmd", "cwd", "env", "exit_code", "policy_events", "hooks", "signal",
+            "interrupted", "blocked", "pty"),
+    "manual": _CHANGES,
+    "rollback": (*_CHANGES, "target", "target_step", "hard"),
+    "apply": ("mode", "commit_sha", "commit_message", "target_branch", "snapshot"),
+}  # fmt: skip
+_OBJECT_IDS = ("snapshot_before", "snapshot", "head", "commit_sha")
+
+
+def step_from_record(rec: object, where: str) -> Step:
+    """Read one ledger line's object; ``CorruptFile`` naming ``where`` if it is not a step."""
+    if not isinstance(rec, dict):
+        raise CorruptFile(f"{where} is not a JSON object")
+    rec = upgrade("step", dict(rec), where, default=1)
+    step_id, kind = rec.get("step_id"), rec.get("kind")
+    if not isinstance(step_id, str) or not STEP_ID_RE.match(step_id):
+        raise CorruptFile(f"{where} has no valid step_id")
+    if kind not in KINDS:
+        raise CorruptFile(f"{where} has unknown kind {kind!r}")
+    for key in _OBJECT_IDS:
+        if rec.get(key) is not None and not is_object_id(rec[key]):
+            raise CorruptFile(f"{where} has an invalid {key} {rec[key]!r}")
+    common: dict[str, Any] = {
+        "step_id": step_id,
+        "started_at": str(rec.get("started_at", "")),
+        "ended_at": str(rec.get("ended_at", "")),
+        "duration_ms": _int(rec.get("duration_ms")),
+        "head": _str(rec.get("head")),
+        "extra": {k: v for k, v in rec.items() if k not in _COMMON and k not in _OWN[kind]},
+    }
+    if kind == "apply":
+        return ApplyStep(
+            **common,
+            mode=str(rec.get("mode", "")),
+            commit_sha=str(rec.get("commit_sha", "")),
+            commit_message=str(rec.get("commit_message", "")),
+            target_branch=str(rec.get("target_branch", "")),
+            snapshot=_str(rec.get("snapshot")),
+        )
+    changes: dict[str, Any] = {
+        "snapshot_before": _str(rec.get("snapshot_before")),
+        "snapshot": _str(rec.get("snapshot")),
+        "diff_stat": _diff_stat(rec.get("diff_stat")),
+        "artifacts": Artifacts.from_record(rec.get("artifacts"), where),
+    }
+    if kind == "manual":
+        return ManualStep(**common, **changes)
+    if kind == "rollback":
+        return RollbackStep(
+            **common,
+            **changes,
+            target=str(rec.get("target", "")),
+            target_step=_str(rec.get("target_step")),
+            hard=rec.get("hard") is True,
+        )
+    cmd, env = rec.get("cmd"), rec.get("env")
+    return RunStep(
+        **common,
+        **changes,
+        cmd=[str(c) for c in cmd] if isinstance(cmd, list) else [],
+        cwd=_str(rec.get("cwd")) or ".",
+        env={str(k): str(v) for k, v in env.items()} if isinstance(env, dict) else {},
+        exit_code=_int_or_none(rec.get("exit_code")),
+        policy_events=[PolicyEventRecord.from_record(e) for e in _dicts(rec.get("policy_events"))],
+        hooks=[HookRecord.from_record(h) for h in _dicts(rec.get("hooks"))],
+        signal=_int_or_none(rec.get("signal")),
+        interrupted=rec.get("interrupted") is True,
+        blocked=rec.get("blocked") is True,
+        pty=rec.get("pty") is True,
+    )
+
+
+def _diff_stat(stat: object) -> DiffStat:
+    if not isinstance(stat, dict):
+        return DiffStat.empty()
+    files = stat.get("file_list")
+    return DiffStat(
+        files=_int(stat.get("files")),
+        additions=_int(stat.get("additions")),
+        deletions=_int(stat.get("deletions")),
+        file_list=tuple(str(f) for f in files) if isinstance(files, list) else (),
+    )
+
+
+def _int(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _int_or_none(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _str(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _dicts(value: object) -> list[dict[str, Any]]:
+    return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []

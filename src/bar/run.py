@@ -1,0 +1,274 @@
+"""Running one command as a step: the heart of bar.
+
+The caller holds the task lock and has run ``recovery.prepare`` (crashed work finished,
+hand edits recorded). Then, in an order where every prefix is recoverable
+(docs/internals.md):
+
+1. the policy judges the command (a block is recorded as a ``blocked`` step; nothing runs);
+2. ``pre_run`` hooks (a failure stops the step before anything is written);
+3. the intent (``running.json``) is written, the supervisor starts (``bar.supervisor``:
+   the channel inner ``bar hook`` calls reach, the agent's hook settings), and the
+   command runs with its output shown and streamed, scrubbed, into its artifacts;
+4. ``post_run`` hooks;
+5. ``complete``: snapshot, patch, the ledger line (the commit point), intent removed.
+
+If bar dies during 3–5, ``bar.recovery`` calls the same ``complete`` with no outcome: the
+step is recorded as interrupted, with every change made up to then.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shlex
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bar import git, hooks, journals, snapshot, steps
+from bar.clock import ms_between, ms_since, now_iso
+from bar.errors import ExitCode, HookFailed, UsageError
+from bar.journals import RunIntent
+from bar.notices import warn
+from bar.policy import Decision
+from bar.proc import clean_env
+from bar.records import Artifacts, HookRecord, PolicyEventRecord, RunStep
+from bar.redact import Scrubber, StreamScrubber, redact_env
+from bar.supervisor import Supervisor, read_recorded
+from bar.tasks import Task
+from bar.terminal.pipes import STDOUT_HEADER, run_piped
+from bar.terminal.pty import run_in_pty
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    argv: list[str]
+    cwd: str = "."  # relative to the worktree (see ``resolve_cwd``)
+    env: Mapping[str, str] = field(default_factory=dict)  # from -e K=V
+    pty: bool = False
+    live: bool = True  # show the command's output as it runs
+    agent: str | None = None  # install this agent's hook for the run
+
+
+@dataclass(frozen=True)
+class Executed:
+    """How the command ended, and what it printed."""
+
+    exit_code: int
+    signal: int | None
+    artifacts: Artifacts
+
+
+def resolve_cwd(task: Task, value: str | None, here: Path | None = None) -> str:
+    """The directory to run in, relative to the worktree; never outside it. Without a
+    value: where the developer stands, if that is inside the worktree."""
+    root = task.worktree.resolve()
+    if value is None:
+        current = (here or Path.cwd()).resolve()
+        try:
+            return current.relative_to(root).as_posix() or "."
+        except ValueError:
+            return "."
+    candidate = Path(value)
+    target = (candidate if candidate.is_absolute() else root / candidate).resolve()
+    try:
+        rel = target.relative_to(root)
+    except ValueError:
+        raise UsageError(
+            f"--cwd {value!r} is outside the task worktree",
+            hint=f"give a directory relative to {root}",
+        ) from None
+    if not target.is_dir():
+        raise UsageError(f"--cwd {value!r} is not a directory in the task worktree")
+    return rel.as_posix() or "."
+
+
+def run_step(task: Task, req: RunRequest) -> RunStep:
+    """Run ``req`` as the task's next step and record it (caller holds the lock and ran
+    ``recovery.prepare``)."""
+    config = task.project.config
+    step_id = task.ledger.next_step_id()
+    steps.clear_leftovers(task, step_id)
+    before = task.recorded_snapshot()
+    started = now_iso()
+    t0 = time.monotonic()
+    scrubber = Scrubber.from_environ(os.environ, req.env)
+    env_record = _recorded_env(task, req, scrubber)
+    policy = task.project.policy()
+
+    # 1. policy
+    decision = policy.evaluate_argv(req.argv) if policy is not None else Decision("allow")
+    for event in decision.events:
+        if event.action in ("warn", "block"):
+            warn(f"policy {event.action}: rule {event.rule}: {event.reason}")
+    if decision.blocked:
+        step = RunStep(
+            step_id=step_id, started_at=started, ended_at=now_iso(), duration_ms=ms_since(t0),
+            cmd=list(req.argv), cwd=req.cwd, env=env_record, exit_code=ExitCode.POLICY_BLOCKED,
+            blocked=True, pty=req.pty, snapshot_before=before, snapshot=before,
+            policy_events=_events(decision), head=git.rev_parse(task.worktree, "HEAD"),
+        )  # fmt: skip
+        return steps.append(task, step, scrubber)
+
+    env = clean_env(req.env)
+    env.update(_step_env(task, step_id))
+    facts = hooks.HookFacts(
+        project=task.project.name, task_id=task.id, task_name=task.name, step_id=step_id,
+        workspace=task.worktree, cmd=list(req.argv),
+    )  # fmt: skip
+
+    # 2. pre_run hooks
+    hook_records: list[HookRecord] = []
+    if config.hooks.pre_run:
+        results = hooks.run_hooks("pre_run", config.hooks.pre_run, facts, cwd=task.worktree,
+                                  base_env=env, timeout=config.hooks.timeout)  # fmt: skip
+        hook_records += [r.record() for r in results]
+        failed = next((r for r in results if not r.ok), None)
+        if failed is not None:
+            raise HookFailed(
+                f"{failed.describe()}; the command did not run",
+                hint="fix the hook or remove it from hooks.pre_run in config.yaml",
+            )
+
+    # 3. intent, supervisor, the command
+    supervisor = Supervisor(task, step_id, policy, scrubber, req.agent)
+    intent = RunIntent(
+        pid=os.getpid(), step_id=step_id, started_at=started, cmd=list(req.argv), cwd=req.cwd,
+        snapshot_before=before, env=env_record, pty=req.pty, excludes=supervisor.excludes(),
+    )  # fmt: skip
+    journals.write_run(task.paths, intent)
+    with supervisor:
+        env.update(supervisor.env)
+        executed = _execute(task, step_id, req, env, scrubber)
+
+    # 4. post_run hooks
+    if config.hooks.post_run:
+        results = hooks.run_hooks(
+            "post_run", config.hooks.post_run,
+            dataclasses.replace(facts, exit_code=executed.exit_code),
+            cwd=task.worktree, base_env={**env, "BAR_EXIT_CODE": str(executed.exit_code)},
+            timeout=config.hooks.timeout,
+        )  # fmt: skip
+        hook_records += [r.record() for r in results]
+        for r in results:
+            if not r.ok:
+                warn(r.describe())
+
+    # 5. snapshot, patch, ledger line
+    return complete(task, intent, executed, policy_events=_events(decision),
+                    hooks=hook_records, scrubber=scrubber)  # fmt: skip
+
+
+def complete(
+    task: Task,
+    intent: RunIntent,
+    executed: Executed | None,
+    *,
+    policy_events: Sequence[PolicyEventRecord] = (),
+    hooks: Sequence[HookRecord] = (),
+    scrubber: Scrubber | None = None,
+) -> RunStep:
+    """Record the step ``intent`` announced: its snapshot, patch and ledger line, then
+    remove the intent. ``executed`` None: bar died while the command ran (the step is
+    recorded as interrupted, with the output captured up to then)."""
+    scrub = scrubber or Scrubber.from_environ(os.environ)
+    step_id = intent.step_id
+    label = "" if executed is not None else " (interrupted)"
+    message = scrub.scrub_text(f"step {step_id}{label}: {shlex.join(intent.cmd)}")
+    snap = snapshot.take(task.worktree, task.index, task.snapshot_ref, intent.snapshot_before,
+                         message, intent.excludes)  # fmt: skip
+    stat, patch = steps.record_changes(task, step_id, intent.snapshot_before, snap.commit)
+    artifacts = executed.artifacts if executed is not None else _found_artifacts(task, step_id)
+    artifacts.patch = patch
+    ended = now_iso()
+    step = RunStep(
+        step_id=step_id,
+        started_at=intent.started_at,
+        ended_at=ended,
+        duration_ms=ms_between(intent.started_at, ended),
+        cmd=intent.cmd,
+        cwd=intent.cwd,
+        env=intent.env,
+        exit_code=executed.exit_code if executed is not None else None,
+        signal=executed.signal if executed is not None else None,
+        interrupted=executed is None,
+        pty=intent.pty,
+        policy_events=[*policy_events, *read_recorded(task, step_id)],
+        hooks=list(hooks),
+        diff_stat=stat,
+        artifacts=artifacts,
+        snapshot_before=intent.snapshot_before,
+        snapshot=snap.commit,
+        head=git.rev_parse(task.worktree, "HEAD"),
+    )
+    written = steps.append(task, step, scrub)
+    task.paths.policy_events(step_id).unlink(missing_ok=True)
+    journals.clear_run(task.paths)
+    return written
+
+
+# --- the command -------------------------------------------------------------------
+
+
+def _execute(
+    task: Task, step_id: str, req: RunRequest, env: dict[str, str], scrubber: Scrubber
+) -> Executed:
+    """Run the command (pipes or pty) with its output scrubbed into the artifacts."""
+    out_path, out_rel = steps.artifact(task, step_id, "output")
+    cwd = task.worktree / req.cwd
+    artifacts = Artifacts()
+    if req.pty:
+        cast_path, cast_rel = steps.artifact(task, step_id, "cast")
+        res = run_in_pty(req.argv, cwd=cwd, env=env, cast_path=cast_path, output_path=out_path,
+                         scrub=lambda: StreamScrubber(scrubber))  # fmt: skip
+        code, sig, printed = res.exit_code, res.signal, res.printed
+        artifacts.cast = cast_rel if cast_path.exists() else None
+        if not printed:
+            out_path.unlink(missing_ok=True)
+    else:
+        outcome = run_piped(req.argv, cwd=cwd, env=env, output_path=out_path,
+                            make_filter=lambda: StreamScrubber(scrubber), live=req.live)  # fmt: skip
+        code, sig, printed = outcome.exit_code, outcome.signal, outcome.printed
+    artifacts.output = out_rel if printed else None
+    return Executed(code, sig, artifacts)
+
+
+def _found_artifacts(task: Task, step_id: str) -> Artifacts:
+    """What an interrupted step left in its artifacts directory."""
+    artifacts = Artifacts()
+    out_path, out_rel = steps.artifact(task, step_id, "output")
+    for leftover in task.paths.artifacts.glob(f"{step_id}.output.*.tmp"):
+        leftover.unlink(missing_ok=True)
+    if out_path.exists() and out_path.stat().st_size > len(STDOUT_HEADER):
+        artifacts.output = out_rel
+    else:
+        out_path.unlink(missing_ok=True)
+    cast_path, cast_rel = steps.artifact(task, step_id, "cast")
+    if cast_path.exists():
+        artifacts.cast = cast_rel
+    return artifacts
+
+
+def _step_env(task: Task, step_id: str) -> dict[str, str]:
+    """What the command learns about its step (SPEC §6)."""
+    return {
+        "BAR_PROJECT": task.project.name,
+        "BAR_TASK_ID": task.id,
+        "BAR_TASK_NAME": task.name,
+        "BAR_STEP_ID": step_id,
+        "BAR_WORKSPACE": str(task.worktree),
+    }
+
+
+def _recorded_env(task: Task, req: RunRequest, scrubber: Scrubber) -> dict[str, str]:
+    """The ``env`` of the step: ``-e`` variables and those named in run.record_env, with
+    secret-looking names recorded as ``***``."""
+    chosen = {n: os.environ[n] for n in task.project.config.run.record_env if n in os.environ}
+    chosen.update(req.env)
+    return dict(redact_env(chosen, scrubber))
+
+
+def _events(decision: Decision) -> list[PolicyEventRecord]:
+    return [PolicyEventRecord(rule=e.rule, action=e.action, matched=e.matched)
+            for e in decision.events]  # fmt: skip

@@ -1,0 +1,189 @@
+"""Cutting a command line into units: the words of each command (``words``) found by
+the parse (``tree``), or, for a line of plain words, without the parser."""
+
+from __future__ import annotations
+
+import itertools
+import re
+from typing import TYPE_CHECKING
+
+from bar.shell import tree
+from bar.shell.quoting import render
+from bar.shell.words import PLACEHOLDER, normalise, word_set
+from bar.slotted import Slotted
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+_MAX_SCRIPT_DEPTH = 8  # sh -c inside eval inside …
+
+
+class Unit(Slotted):
+    """One thing rules are matched against: ``views`` are tried in order.
+
+    ``parts`` (pipelines only) are the indexes of the stage units, so a rule that
+    already matched a stage need not report the whole pipeline again.
+    """
+
+    __slots__ = ("parts", "views")
+    views: tuple[str, ...]
+    parts: tuple[int, ...]
+
+    def __init__(self, views: tuple[str, ...], parts: tuple[int, ...] = ()) -> None:
+        self.views = views
+        self.parts = parts
+
+
+class Analysis(Slotted):
+    """The units of a line in execution order, and why the line was not fully
+    understood (``error``), if it was not."""
+
+    __slots__ = ("error", "units")
+    units: tuple[Unit, ...]
+    error: str | None
+
+    def __init__(self, units: tuple[Unit, ...], error: str | None) -> None:
+        self.units = units
+        self.error = error
+
+    def texts(self) -> list[str]:
+        """Every view of every unit, for tests and debugging."""
+        return [view for unit in self.units for view in unit.views]
+
+
+def analyse_line(line: str, *, fast: bool = True) -> Analysis:
+    """Units of a shell command line. ``fast=False`` always uses tree-sitter."""
+    analyser = _Analyser(fast)
+    try:
+        analyser.script(line, 0)
+    except RecursionError:  # scripts within scripts, each nested to the limit
+        analyser.fail("nested too deeply")
+        analyser.raw(line)
+    return analyser.result()
+
+
+def analyse_argv(argv: Sequence[str]) -> Analysis:
+    """Units of a command given as an argument vector (no shell involved)."""
+    analyser = _Analyser(True)
+    try:
+        if argv:
+            analyser.command(list(argv), [], None, 0)
+    except RecursionError:
+        analyser.fail("nested too deeply")
+        analyser.raw(render(argv))
+    return analyser.result()
+
+
+# ---------------------------------------------------------------- the fast path
+
+# A line of only these characters holds no quoting, expansion, redirection, comment,
+# brace or separator, so bash splits it on blanks into the words of one simple command.
+# `*` and `?` may glob, `~` may expand, and `%`, `^` and `@` mean nothing to bash
+# outside interactive history and job control; every path here keeps such words as
+# written, so they are the same words either way. Reserved words are the only other
+# syntax such a line can hold, and those lines go to the parser.
+_PLAIN = re.compile(r"[A-Za-z0-9_\-./:=@%+,~^*? \t]*")
+_RESERVED = word_set(
+    "if then else elif fi case esac for select while until do done in function time "
+    "coproc declare typeset export local readonly unset"
+)
+
+
+def is_plain(text: str) -> bool:
+    return _PLAIN.fullmatch(text) is not None and _RESERVED.isdisjoint(text.split())
+
+
+# ----------------------------------------------------------------- the analyser
+
+
+class _Analyser:
+    """Collects the units of one line or argument vector (a ``tree.Collector``)."""
+
+    def __init__(self, fast: bool) -> None:
+        self.fast = fast
+        self.units: list[Unit] = []
+        self.error: str | None = None
+
+    def result(self) -> Analysis:
+        return Analysis(tuple(self.units), self.error)
+
+    def add(self, views: tuple[str, ...], parts: tuple[int, ...] = ()) -> int:
+        self.units.append(Unit(views, parts))
+        return len(self.units) - 1
+
+    def fail(self, why: str) -> None:
+        if self.error is None:
+            self.error = why
+
+    def script(self, text: str, depth: int) -> str:
+        """Analyse ``text`` as a shell script; return its rendering."""
+        if depth > _MAX_SCRIPT_DEPTH:
+            self.fail("scripts nested too deeply")
+            self.raw(text)
+            return PLACEHOLDER
+        if self.fast and is_plain(text):
+            words = text.split()
+            return self.command(words, [], None, depth).text if words else ""
+        try:
+            parser = tree.load_parser()
+        except Exception as exc:  # a broken install must not disable the policy
+            self.fail(f"shell parser unavailable ({type(exc).__name__})")
+            self.raw(text)
+            return text
+        source = text.encode("utf-8", "surrogatepass")
+        root = parser.parse(tree.parser_safe(text, source)).root_node
+        walker = tree.Tree(self, source, depth)
+        rendered = walker.seq(root, 0)
+        if root.has_error:
+            self.fail("syntax error")
+        if walker.too_deep:
+            self.fail("nested too deeply")
+        if root.has_error or walker.too_deep:
+            self.raw(text)
+        return rendered
+
+    def raw(self, text: str) -> None:
+        """Add the raw text as units: a conservative view of what was not understood."""
+        seen = {view for unit in self.units for view in unit.views}
+        pieces = [text, *re.split(_RAW_SPLIT, text)]
+        for k, piece in enumerate(pieces):
+            if k:
+                piece = piece.replace('"', "").replace("'", "").replace("\\", "")
+            flat = " ".join(piece.split())
+            if flat and flat not in seen:
+                seen.add(flat)
+                self.add((flat,))
+
+    def command(
+        self, words: list[str], redirects: list[str], stdin: str | None, depth: int
+    ) -> tree.Emitted:
+        norm = normalise(words)
+        suffix = "".join(" " + r for r in redirects)
+        text = (render(norm.words) + suffix).strip()
+        views = (text,) if norm.wrapped is None else (text, render(norm.wrapped) + suffix)
+        index = self.add(views) if text else None
+        for script in norm.scripts:
+            self.script(script, depth + 1)
+        for nested in norm.nested:
+            if depth <= _MAX_SCRIPT_DEPTH:
+                self.command(nested, [], None, depth + 1)
+        if norm.stdin_shell and stdin is not None:
+            self.script(stdin, depth + 1)
+        stdout = norm.stdout
+        if norm.words == ["cat"] and stdin is not None:
+            stdout = stdin
+        return tree.Emitted(index, text, stdout, norm.stdin_shell, views[-1])
+
+    def pipeline(self, stages: list[tree.Emitted], depth: int) -> str:
+        for before, stage in itertools.pairwise(stages):
+            if stage.stdin_shell and before.stdout is not None:
+                self.script(before.stdout, depth + 1)
+        text = " | ".join(stage.text for stage in stages)
+        wrapped = " | ".join(stage.wrapped for stage in stages)
+        parts = tuple(stage.index for stage in stages if stage.index is not None)
+        if len(stages) > 1:
+            self.add((text,) if wrapped == text else (text, wrapped), parts)
+        return text
+
+
+_RAW_SPLIT = r"&&|\|\||\$\(|[;&|()`{}\n]"

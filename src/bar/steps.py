@@ -1,0 +1,118 @@
+"""Writing step records: artifacts, patches, and the ledger line that commits a step.
+
+Every verb ends the same way: a patch artifact from the snapshot before to the snapshot
+after (``record_changes``), then one scrubbed ledger line (``append``), the commit point
+of the operation. Hand edits found between steps become a ``manual`` step
+(``record_hand_edits``) before anything else is recorded, so nothing is mis-attributed.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import TypeVar
+
+from bar import git, snapshot
+from bar.clock import ms_since, now_iso
+from bar.errors import CorruptFile
+from bar.git import DiffStat
+from bar.notices import note
+from bar.records import ApplyStep, ManualStep, RollbackStep, RunStep, step_from_record
+from bar.redact import Scrubber
+from bar.tasks import Task
+
+
+def artifact(task: Task, step_id: str, suffix: str) -> tuple[Path, str]:
+    """(path, the name the ledger records) of a step's artifact; never through a link."""
+    if task.paths.artifacts.is_symlink():
+        raise CorruptFile(
+            f"the artifacts directory {task.paths.artifacts} is a symbolic link; "
+            "bar does not follow links in its own files",
+            hint="run `bar doctor` to check the task",
+        )
+    return task.paths.artifact(step_id, suffix)
+
+
+def clear_leftovers(task: Task, step_id: str) -> None:
+    """Remove files already named like a new step's artifacts before it writes them.
+
+    No recorded step owns them (an interrupted one was recorded first), and writing
+    through one that is a link would write wherever it points.
+    """
+    for leftover in task.paths.artifacts.glob(f"{step_id}.*"):
+        leftover.unlink(missing_ok=True)
+
+
+def record_changes(
+    task: Task, step_id: str, before: str, after: str
+) -> tuple[DiffStat, str | None]:
+    """Write the step's patch from ``before`` to ``after``: (its stat, its artifact name)."""
+    if before == after:
+        return DiffStat.empty(), None
+    path, rel = artifact(task, step_id, "patch")
+    path.unlink(missing_ok=True)  # a leftover (or a planted link) is replaced, not written through
+    return snapshot.write_patch(task.worktree, before, after, path), rel
+
+
+_S = TypeVar("_S", RunStep, ManualStep, RollbackStep, ApplyStep)
+
+
+def append(task: Task, step: _S, scrubber: Scrubber | None = None) -> _S:
+    """Append ``step`` to the ledger with every string scrubbed of secrets; the caller
+    holds the task lock. Returns the step as written."""
+    scrub = scrubber or Scrubber.from_environ(os.environ)
+    written = step_from_record(scrub.scrub_obj(step.to_record()), "step")
+    assert isinstance(written, type(step))
+    task.ledger.append(written)
+    return written
+
+
+def record_hand_edits(task: Task) -> ManualStep | None:
+    """Record changes made in the worktree since the last step (caller holds the lock)."""
+    before = task.recorded_snapshot()
+    step_id = task.ledger.next_step_id()
+    started = now_iso()
+    t0 = time.monotonic()
+    snap = snapshot.take(
+        task.worktree, task.index, task.snapshot_ref, before, f"step {step_id} manual: hand edits"
+    )
+    if not snap.changed:
+        return None
+    stat, patch = record_changes(task, step_id, before, snap.commit)
+    step = ManualStep(
+        step_id=step_id,
+        started_at=started,
+        ended_at=now_iso(),
+        duration_ms=ms_since(t0),
+        diff_stat=stat,
+        snapshot_before=before,
+        snapshot=snap.commit,
+        head=git.rev_parse(task.worktree, "HEAD"),
+    )
+    step.artifacts.patch = patch
+    append(task, step)
+    note(f"recorded step {step_id} (manual): {stat.files} file(s) changed outside bar")
+    return step
+
+
+def current_tree(task: Task) -> str:
+    """The worktree's tree as a snapshot would see it, without touching the task's
+    state: built on a copy of the side index, so it never races a running step."""
+    with tempfile.TemporaryDirectory(prefix="bar-peek-", dir=task.dir) as tmp:
+        index = Path(tmp) / "index"
+        try:
+            shutil.copyfile(task.index, index)
+        except FileNotFoundError:
+            pass
+        return snapshot.write_tree(task.worktree, index)
+
+
+def has_unrecorded_changes(task: Task) -> bool:
+    """True when the worktree differs from the last recorded snapshot (read-only)."""
+    recorded = task.recorded_snapshot()
+    if snapshot.unchanged_since(task.worktree, task.index, recorded):
+        return False
+    return current_tree(task) != git.tree_of(task.worktree, recorded)

@@ -1,0 +1,208 @@
+"""How bar writes its files so that a crash never leaves half a file.
+
+Directories are 0700 and files 0600 whatever the umask: outputs can hold secrets. JSON
+state files are replaced atomically (temp file in the same directory, fsync, rename,
+fsync of the directory); line logs are appended with one ``write()`` of a whole line
+followed by fsync. Nothing here follows a symbolic link planted where bar writes: opens
+are no-follow and temp files exclusive. A failed write (disk full, quota, read-only file
+system) is a ``WriteFailed`` naming the file, whose hint says what to do.
+
+Paths are anything ``os.fspath`` takes; only ``os`` is used, so ``bar hook`` can import
+this module without pathlib.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+from typing import TYPE_CHECKING, Any
+
+from bar import faults
+from bar.errors import CorruptFile, WriteFailed
+
+if TYPE_CHECKING:
+    from os import PathLike
+
+    StrPath = str | PathLike[str]
+
+DIR_MODE = 0o700
+FILE_MODE = 0o600
+
+
+def _failed(verb: str, path: str, exc: OSError) -> WriteFailed:
+    return WriteFailed(f"could not {verb} {path}: {exc.strerror or exc}")
+
+
+def ensure_dir(path: StrPath) -> None:
+    """Create ``path`` (and missing parents) with mode 0700."""
+    name = os.fspath(path)
+    if os.path.isdir(name):
+        return
+    parent = os.path.dirname(name)
+    if parent and parent != name and not os.path.exists(parent):
+        ensure_dir(parent)
+    try:
+        os.mkdir(name, DIR_MODE)
+    except FileExistsError:
+        if not os.path.isdir(name):
+            raise WriteFailed(f"{name} exists and is not a directory") from None
+        return
+    except OSError as exc:
+        raise _failed("create", name, exc) from exc
+    os.chmod(name, DIR_MODE)  # mkdir's mode is filtered by the umask
+
+
+def fsync_dir(path: StrPath) -> None:
+    try:
+        fd = os.open(os.fspath(path), os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def write_bytes_atomic(path: StrPath, data: bytes, *, mode: int = FILE_MODE) -> None:
+    """Replace ``path`` with ``data`` so readers see the old or the new file, never a mix."""
+    name = os.fspath(path)
+    folder, base = os.path.split(name)
+    tmp = os.path.join(folder, f".{base}.{os.getpid()}.tmp")
+    try:
+        # a leftover of a crashed process of the same pid, or a planted link: never
+        # written through
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
+        try:
+            os.fchmod(fd, mode)
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        faults.point(f"before replacing {base}")
+        os.replace(tmp, name)
+    except OSError as exc:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise _failed("write", name, exc) from exc
+    fsync_dir(folder or ".")
+    faults.point(f"after replacing {base}")
+
+
+def write_json_atomic(path: StrPath, obj: Any) -> None:
+    write_bytes_atomic(path, (json.dumps(obj, indent=2, ensure_ascii=False) + "\n").encode())
+
+
+def write_text_atomic(path: StrPath, text: str) -> None:
+    write_bytes_atomic(path, text.encode())
+
+
+def append_line(path: StrPath, line: bytes) -> None:
+    """Append one complete line with a single ``write()``, then fsync.
+
+    If the file ends in a torn line (a crash mid-write), a newline is written first so the
+    torn text stays a line of its own that readers skip, instead of corrupting this one.
+    """
+    if b"\n" in line:
+        raise ValueError("a line must not contain a newline")
+    name = os.fspath(path)
+    try:
+        fd = os.open(name, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, FILE_MODE)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise _symlink(name) from None
+        raise _failed("open", name, exc) from exc
+    try:
+        os.fchmod(fd, FILE_MODE)
+        size = os.fstat(fd).st_size
+        prefix = b"\n" if size and os.pread(fd, 1, size - 1) != b"\n" else b""
+        data = prefix + line + b"\n"
+        faults.point(f"before appending to {os.path.basename(name)}")
+        if os.write(fd, data) != len(data):
+            raise OSError(errno.ENOSPC, "short write")
+        os.fsync(fd)
+    except OSError as exc:
+        raise _failed("append to", name, exc) from exc
+    finally:
+        os.close(fd)
+    faults.point(f"after appending to {os.path.basename(name)}")
+
+
+def create_file(path: StrPath, data: bytes = b"") -> None:
+    """Create or truncate ``path`` with mode 0600 (never through a link) and write ``data``."""
+    name = os.fspath(path)
+    try:
+        fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, FILE_MODE)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise _symlink(name) from None
+        raise _failed("create", name, exc) from exc
+    try:
+        os.fchmod(fd, FILE_MODE)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+    except OSError as exc:
+        raise _failed("write", name, exc) from exc
+    finally:
+        os.close(fd)
+
+
+def read_bytes(path: StrPath, what: str | None = None) -> bytes:
+    """A file of bar's, read without following a link. FileNotFoundError passes through."""
+    name = os.fspath(path)
+    label = what or os.path.basename(name)
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW)
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise _symlink(name, label) from None
+        raise CorruptFile(f"cannot read {label} at {name}: {exc.strerror or exc}") from exc
+    try:
+        chunks = []
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def read_json(path: StrPath, what: str | None = None) -> dict[str, Any]:
+    """Read a JSON object from ``path``; a broken file is a ``CorruptFile`` naming it."""
+    name = os.fspath(path)
+    label = what or os.path.basename(name)
+    raw = read_bytes(name, label)
+    if not raw.strip():
+        raise CorruptFile(
+            f"{label} at {name} is empty", hint="run `bar doctor` to check the project"
+        )
+    try:
+        data = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise CorruptFile(
+            f"{label} at {name} is not valid JSON ({exc})",
+            hint="run `bar doctor` to check the project",
+        ) from exc
+    if not isinstance(data, dict):
+        raise CorruptFile(f"{label} at {name} must hold a JSON object")
+    return data
+
+
+def _symlink(name: str, label: str | None = None) -> CorruptFile:
+    what = f"{label} at {name}" if label else name
+    return CorruptFile(
+        f"{what} is a symbolic link; bar does not follow links in its own files",
+        hint="run `bar doctor` to check the project",
+    )

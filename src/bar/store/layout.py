@@ -1,0 +1,140 @@
+"""The whole on-disk layout of bar's data (SPEC §1), in one place.
+
+```
+$BAR_HOME/projects/<name>-<hash4>/
+    config.yaml  state.json  events.jsonl  project.lock  cache/
+    tasks/<id>/  task.json  ledger.jsonl  artifacts/  index  index.stamps  task.lock
+                 running.json  rollback.json  apply.json  (intent journals)
+                 bar.sock  (the channel of the running step)
+    workspaces/<id>/  the task's git worktree
+```
+
+Every other module asks here for a path; none builds one by hand.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+TASK_ID_RE = re.compile(r"^[A-Za-z0-9_-]{8}$")
+STEP_ID_RE = re.compile(r"^[0-9]{4,9}$")
+# an artifact is a plain file in the task's artifacts/ directory, nothing else
+ARTIFACT_RE = re.compile(r"^artifacts/(?!\.)[A-Za-z0-9._-]+$")
+
+
+def bar_home() -> Path:
+    value = os.environ.get("BAR_HOME")
+    return Path(value).expanduser() if value else Path.home() / ".bar"
+
+
+def projects_dir(home: Path | None = None) -> Path:
+    return (home or bar_home()) / "projects"
+
+
+def project_dir_name(root: Path) -> str:
+    """``<name>-<hash4>``: two clones with the same name never share a directory."""
+    resolved = root.resolve()
+    digest = hashlib.sha256(str(resolved).encode()).hexdigest()[:4]
+    return f"{resolved.name}-{digest}"
+
+
+@dataclass(frozen=True)
+class ProjectPaths:
+    dir: Path
+
+    @property
+    def config(self) -> Path:
+        return self.dir / "config.yaml"
+
+    @property
+    def state(self) -> Path:
+        return self.dir / "state.json"
+
+    @property
+    def events(self) -> Path:
+        return self.dir / "events.jsonl"
+
+    @property
+    def tasks(self) -> Path:
+        return self.dir / "tasks"
+
+    @property
+    def workspaces(self) -> Path:
+        return self.dir / "workspaces"
+
+    @property
+    def cache(self) -> Path:
+        return self.dir / "cache"
+
+    @property
+    def config_cache(self) -> Path:
+        return self.cache / "config.json"
+
+    @property
+    def lock(self) -> Path:
+        return self.dir / "project.lock"
+
+    def task(self, task_id: str) -> TaskPaths:
+        return TaskPaths(self.tasks / task_id)
+
+    def workspace(self, task_id: str) -> Path:
+        return self.workspaces / task_id
+
+
+@dataclass(frozen=True)
+class TaskPaths:
+    dir: Path
+
+    @property
+    def task_json(self) -> Path:
+        return self.dir / "task.json"
+
+    @property
+    def ledger(self) -> Path:
+        return self.dir / "ledger.jsonl"
+
+    @property
+    def artifacts(self) -> Path:
+        return self.dir / "artifacts"
+
+    @property
+    def index(self) -> Path:
+        """The side index snapshots are built in (``GIT_INDEX_FILE``)."""
+        return self.dir / "index"
+
+    @property
+    def lock(self) -> Path:
+        return self.dir / "task.lock"
+
+    @property
+    def marker(self) -> Path:
+        """The running step's intent journal."""
+        return self.dir / "running.json"
+
+    @property
+    def rollback_journal(self) -> Path:
+        return self.dir / "rollback.json"
+
+    @property
+    def apply_journal(self) -> Path:
+        return self.dir / "apply.json"
+
+    @property
+    def socket(self) -> Path:
+        """Where the running step's ``bar run`` listens for ``bar hook`` (and later
+        ``bar mcp``); it exists only while a step runs."""
+        return self.dir / "bar.sock"
+
+    def artifact(self, step_id: str, suffix: str) -> tuple[Path, str]:
+        """(path, the relative name the ledger records) of a step's artifact."""
+        name = f"{step_id}.{suffix}"
+        return self.artifacts / name, f"artifacts/{name}"
+
+    def policy_events(self, step_id: str) -> Path:
+        """The decisions taken for a running step by its hooks, appended by ``bar run``
+        as they come, so a crash of bar loses none of them."""
+        return self.artifacts / f"{step_id}.policy.jsonl"

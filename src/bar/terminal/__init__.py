@@ -1,0 +1,9 @@
+"""What a step's command prints: run it, show it live and record it.
+
+``pipes`` runs a command with its stdout and stderr on pipes, ``pty`` runs an interactive
+one in a pseudo-terminal; both pass what they record through a ``filters.StreamFilter``
+(the secret scrubber). ``text`` turns a terminal byte stream into the plain text a reader
+saw, and ``cast`` writes, reads and replays the asciinema v2 recordings of pty steps.
+
+Empty on purpose: importing one of these modules must not pull in the others.
+"""
