@@ -16,6 +16,7 @@ acts, so no face can forget to.
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -23,16 +24,23 @@ from pathlib import Path
 from typing import Any
 
 from bar import apply as apply_verb
-from bar import git, journals, recovery, steps, worktree
+from bar import git, journals, recovery, states, steps, worktree
 from bar import rollback as rollback_verb
 from bar import run as run_verb
 from bar.apply import ApplyResult
 from bar.clock import now_iso
 from bar.doctor import Doctor
-from bar.errors import CorruptFile, DirtyWorktree, NotARepository, NotInitialized, UsageError
+from bar.errors import (
+    CorruptFile,
+    DirtyWorktree,
+    NotARepository,
+    NotInitialized,
+    TaskNotFound,
+    UsageError,
+)
 from bar.git import DiffStat
 from bar.journals import RunIntent
-from bar.policy import Decision, Policy, default_policy
+from bar.policy import DEFAULT_POLICY_TEXT, Decision, Policy, default_policy
 from bar.project import Location, Project, find_project, locate
 from bar.records import RollbackStep, RunStep, Step, parse_step_ref
 from bar.rollback import Plan
@@ -67,8 +75,6 @@ class Initialized:
 
 def init_project(cwd: Path | None = None) -> Initialized:
     """Register the repository of ``cwd`` (``bar init``); running it again changes nothing."""
-    from bar.policy import DEFAULT_POLICY_TEXT
-
     project = locate(cwd).project
     if not git.has_commit(project.root):
         raise NotARepository(
@@ -247,8 +253,6 @@ def _changing(task: Task, what: str, *, wait: bool) -> Iterator[Task]:
 
 def run(task: Task, request: RunRequest, *, wait: bool = True) -> RunStep:
     """Run a command as the task's next step. The step's ``exit_code`` is the command's."""
-    import shlex
-
     with _changing(task, f"bar run {shlex.join(request.argv)}", wait=wait) as fresh:
         return run_verb.run_step(fresh, request)
 
@@ -329,29 +333,42 @@ def read_artifact(task: Task, rel: str | None) -> bytes | None:
 
 @dataclass(frozen=True)
 class Diff:
-    task: Task
+    """The difference between two commits or trees of a task's repository."""
+
+    repo: Path
     from_commit: str
     to_commit: str
 
     def stat(self) -> DiffStat:
-        return git.numstat(self.task.project.root, self.from_commit, self.to_commit)
+        return git.numstat(self.repo, self.from_commit, self.to_commit)
 
     def patch(self) -> str:
         """The replayable patch between the two states."""
-        return git.git(self.task.project.root,
-                       *git.diff_patch_args(self.from_commit, self.to_commit)).out  # fmt: skip
+        return git.git(self.repo, *git.diff_patch_args(self.from_commit, self.to_commit)).out
+
+    def text(self, *, stat_only: bool = False, color: bool = False) -> str:
+        """As people read it: ``git diff -p`` (or ``--stat``), coloured if asked."""
+        return git.git(
+            self.repo, "-c", f"color.ui={'always' if color else 'never'}", "diff",
+            *git.DIFF_FLAGS[:2], "--stat" if stat_only else "-p", self.from_commit,
+            self.to_commit, "--",
+        ).out  # fmt: skip
 
 
 def state_commit(task: Task, name: str) -> str:
-    from bar.states import resolve
-
-    return resolve(task, name).commit
+    return states.resolve(task, name).commit
 
 
 def diff(task: Task, from_: str = "base", to: str | None = None) -> Diff:
     """Between two recorded states (default: base to the last recorded state)."""
-    return Diff(task, state_commit(task, from_),
+    return Diff(task.project.root, state_commit(task, from_),
                 state_commit(task, to) if to else task.recorded_snapshot())  # fmt: skip
+
+
+def apply_diff(task: Task, result: ApplyResult) -> Diff:
+    """What an apply (or its dry run) changes on the target."""
+    assert result.tree is not None
+    return Diff(task.project.root, result.target_before, result.tree)
 
 
 @dataclass(frozen=True)
@@ -391,8 +408,6 @@ class Status:
 def status(loc: Location, ref: str | None = None) -> Status:
     """Where things stand: the task, a running or interrupted step, unrecorded changes.
     Reads only; never waits for a running step."""
-    from bar.errors import TaskNotFound
-
     try:
         task = get_task(loc, ref)
     except TaskNotFound as exc:  # a broken file is an error here too, not "no task"

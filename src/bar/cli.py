@@ -25,7 +25,6 @@ def _log_traceback() -> str | None:
     import traceback
 
     from bar.clock import now_iso
-    from bar.errors import BarError
     from bar.store.files import create_file, ensure_dir
     from bar.store.layout import bar_home
 

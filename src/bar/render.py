@@ -11,7 +11,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from bar.git import DiffStat, short
+from bar.git import DiffStat
+from bar.git import short as short  # the commands read object ids through here
 from bar.records import ApplyStep, ManualStep, RollbackStep, RunStep, Step
 
 _CODES = {"bold": "1", "dim": "2", "red": "31", "green": "32", "yellow": "33", "cyan": "36"}

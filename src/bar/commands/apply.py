@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import sys
 
-from bar import api, git
+from bar import api
 from bar.errors import ApplyConflict
-from bar.git import short
-from bar.render import Painter, plural, print_json
+from bar.render import Painter, plural, print_json, short
 
 
 def apply(
@@ -48,9 +47,8 @@ def apply(
         elif result.checkout:
             print(f"  {result.target_branch} is checked out in {result.checkout}; "
                   "it would be updated")  # fmt: skip
-        assert result.tree is not None
-        sys.stdout.write(git.git(loc.project.root, "diff", "--stat", "-p", "--no-color",
-                                 result.target_before, result.tree, "--").out)  # fmt: skip
+        changes = api.apply_diff(the_task, result)
+        sys.stdout.write(changes.text(stat_only=True) + changes.text())
         print(paint("(dry run: nothing was changed)", "dim"))
         return 0
     print(f"Applied task {the_task.name} to {result.target_branch} as {short(result.commit)} "

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from bar import api, git
+from bar import api
 from bar.render import Painter, print_json
 
 
@@ -20,10 +20,5 @@ def diff(*, task: str | None, from_: str, to: str | None, stat: bool, as_json: b
         print_json(rec)
         return 0
     color = Painter(the_task.project.config.output.color).enabled
-    res = git.git(
-        the_task.project.root, "-c", f"color.ui={'always' if color else 'never'}", "diff",
-        *git.DIFF_FLAGS[:2], "--stat" if stat else "-p", between.from_commit, between.to_commit,
-        "--",
-    )  # fmt: skip
-    sys.stdout.write(res.out)
+    sys.stdout.write(between.text(stat_only=stat, color=color))
     return 0

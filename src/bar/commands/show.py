@@ -6,9 +6,17 @@ import shlex
 import sys
 
 from bar import api
-from bar.git import short
 from bar.records import ApplyStep, RunStep
-from bar.render import Painter, copy_file, describe, duration, outcome, print_json, stat_text
+from bar.render import (
+    Painter,
+    copy_file,
+    describe,
+    duration,
+    outcome,
+    print_json,
+    short,
+    stat_text,
+)
 from bar.tasks import Task
 
 

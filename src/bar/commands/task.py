@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from bar import api
-from bar.git import short
-from bar.render import Painter, plural, print_json
+from bar.render import Painter, plural, print_json, short
 
 
 def new(

@@ -1,12 +1,4 @@
-"""Crashes lose nothing: bar killed with SIGKILL at every write point of run, rollback and
-apply, then `bar doctor --repair` and the next command leave a consistent record.
-
-A crash point sits before and after every write that matters (src/bar/faults.py).
-``BAR_FAULT_TRACE`` lists the points a command passes; ``BAR_FAULT_AT=N`` kills bar at
-the Nth. After each crash we check: every ledger line parses, step ids have no gaps,
-replaying the patches reproduces the last snapshot, the worktree equals it, and the
-change the killed process made is in the record.
-"""
+"""Crash recovery: bar killed at every crash point loses nothing (bar.recovery)."""
 
 from __future__ import annotations
 
@@ -76,6 +68,15 @@ COMMANDS = {
     "rollback": ["rollback", "--to", "1"],
     "apply": ["apply", "-m", "crash test"],
 }
+
+
+FSIZE_LIMITED = """
+import resource, signal, sys
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)   # a write past the limit fails with EFBIG
+resource.setrlimit(resource.RLIMIT_FSIZE, (200_000, 200_000))
+from bar.cli import main
+raise SystemExit(main(sys.argv[1:]))
+"""
 
 
 @pytest.mark.parametrize("command", sorted(COMMANDS))
@@ -183,15 +184,6 @@ def test_doctor_fixes_permissions_and_missing_pieces(repo: Path, tmp_path: Path)
     assert bar_exe("doctor", cwd=repo).out.endswith("everything checks out\n")
     assert (tdir / "ledger.jsonl").stat().st_mode & 0o777 == 0o600
     check_consistent(repo, task, tmp_path / "replay")
-
-
-FSIZE_LIMITED = """
-import resource, signal, sys
-signal.signal(signal.SIGXFSZ, signal.SIG_IGN)   # a write past the limit fails with EFBIG
-resource.setrlimit(resource.RLIMIT_FSIZE, (200_000, 200_000))
-from bar.cli import main
-raise SystemExit(main(sys.argv[1:]))
-"""
 
 
 def test_a_write_that_fails_says_so_and_keeps_the_record(repo: Path, tmp_path: Path) -> None:

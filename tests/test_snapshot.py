@@ -1,9 +1,5 @@
-"""The cheap "nothing changed since the last snapshot" check never misses a hand edit.
-
-Before each step bar compares directory mtimes and the side index's stat data instead of
-rescanning the worktree. These tests backdate every mtime so the check is trusted (not
-racy), then make each kind of edit and require that it is recorded as a manual step.
-"""
+"""bar.snapshot: the cheap change check never misses a hand edit; incremental snapshots
+equal full ones."""
 
 from __future__ import annotations
 
@@ -86,6 +82,14 @@ EDITS = {
 }
 
 
+def _backdate(wt: Path) -> None:
+    old = time.time() - 120
+    for path in [wt, *wt.rglob("*")]:
+        if ".git" in path.relative_to(wt).parts and path != wt:
+            continue
+        os.utime(path, (old, old), follow_symlinks=False)
+
+
 @pytest.mark.parametrize("edit", sorted(EDITS))
 def test_every_kind_of_hand_edit_is_seen(
     edit: str, settled: dict[str, str], capfd: pytest.CaptureFixture[str]
@@ -96,14 +100,6 @@ def test_every_kind_of_hand_edit_is_seen(
     steps = ledger(settled["id"])
     assert steps[-2]["kind"] == "manual", f"{edit} was not recorded"
     assert steps[-2]["diff_stat"]["files"] >= 1
-
-
-def _backdate(wt: Path) -> None:
-    old = time.time() - 120
-    for path in [wt, *wt.rglob("*")]:
-        if ".git" in path.relative_to(wt).parts and path != wt:
-            continue
-        os.utime(path, (old, old), follow_symlinks=False)
 
 
 @settings(

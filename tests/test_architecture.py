@@ -1,0 +1,176 @@
+"""The shape of the code: imports point one way, no circle, no module too long, and
+``bar hook`` stays light on its hot path. These read the sources (and, for the hook,
+run it), so a change that breaks the structure fails here, not in a review."""
+
+from __future__ import annotations
+
+import ast
+import os
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from bar import channel
+
+SRC = Path(__file__).resolve().parent.parent / "src" / "bar"
+FACES = ("bar.cli", "bar.parser", "bar.render", "bar.commands")
+MAX_LINES = 500
+
+
+def modules() -> dict[str, Path]:
+    found = {}
+    for path in sorted(SRC.rglob("*.py")):
+        parts = path.relative_to(SRC.parent).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        found[name] = path
+    return found
+
+
+def _type_checking_only(node: ast.If) -> bool:
+    test = node.test
+    return isinstance(test, ast.Name) and test.id == "TYPE_CHECKING"
+
+
+def module_level_imports(name: str, path: Path, known: set[str]) -> set[str]:
+    """The bar modules ``name`` imports when it is imported (not inside functions, not
+    for the type checker only)."""
+    tree = ast.parse(path.read_text())
+    found: set[str] = set()
+
+    def visit(body: list[ast.stmt]) -> None:
+        for node in body:
+            if isinstance(node, ast.If) and not _type_checking_only(node):
+                visit(node.body)
+                visit(node.orelse)
+            elif isinstance(node, ast.Try):
+                visit(node.body)
+            elif isinstance(node, ast.Import):
+                found.update(a.name for a in node.names if a.name.startswith("bar"))
+            elif (
+                isinstance(node, ast.ImportFrom)
+                and node.module
+                and node.level == 0
+                and node.module.startswith("bar")
+            ):
+                found.add(node.module)
+                found.update(f"{node.module}.{a.name}" for a in node.names
+                             if f"{node.module}.{a.name}" in known)  # fmt: skip
+
+    visit(tree.body)
+    found.discard(name)
+    return {m for m in found if m in known}
+
+
+def import_graph() -> dict[str, set[str]]:
+    mods = modules()
+    known = set(mods)
+    return {name: module_level_imports(name, path, known) for name, path in mods.items()}
+
+
+def test_no_import_circle() -> None:
+    graph = import_graph()
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(graph[node]):
+            # a package's __init__ importing its own submodules is how a package exposes
+            # its surface, not a circle between concepts
+            if node.startswith(nxt + ".") or nxt.startswith(node + "."):
+                continue
+            if state.get(nxt) == 1:
+                cycle = [*stack[stack.index(nxt) :], nxt]
+                pytest.fail("import circle: " + " -> ".join(cycle))
+            if nxt not in state:
+                visit(nxt)
+        stack.pop()
+        state[node] = 2
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node)
+
+
+def test_the_core_never_imports_a_face() -> None:
+    for name, imports in import_graph().items():
+        if name.startswith(FACES) or name in ("bar.__main__",):
+            continue
+        faces = sorted(m for m in imports if m.startswith(FACES))
+        assert not faces, f"{name} (core) imports the face(s) {faces}"
+
+
+def test_commands_hold_no_git_locks_or_file_writes() -> None:
+    forbidden = ("bar.git", "bar.store", "bar.proc", "bar.snapshot", "bar.journals", "bar.steps")
+    for name, imports in import_graph().items():
+        if name.startswith("bar.commands"):
+            used = sorted(m for m in imports if m.startswith(forbidden))
+            assert not used, f"{name} reaches below the library surface: {used}"
+
+
+@pytest.mark.parametrize("name", sorted(modules()))
+def test_no_module_is_too_long(name: str) -> None:
+    lines = len(modules()[name].read_text().splitlines())
+    assert lines <= MAX_LINES, f"{name} has {lines} lines; it probably holds two concepts"
+
+
+def test_no_private_module_of_the_standard_library() -> None:
+    private = ("re._", "sre_", "_socket", "_json", "_pickle", "_sha")
+    for name, path in modules().items():
+        text = path.read_text()
+        for word in private:
+            assert f"import {word}" not in text and f'"{word}' not in text, (name, word)
+
+
+# --- bar hook's hot path ----------------------------------------------------------------
+
+
+@pytest.fixture
+def answering_socket(tmp_path: Path) -> Iterator[Path]:
+    """A stand-in for a running step's ``bar run``: answers every request with a deny."""
+    path = tmp_path / "bar.sock"
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(path))
+    server.listen(1)
+
+    def serve() -> None:
+        conn, _ = server.accept()
+        with conn:
+            while conn.recv(65536):
+                pass
+            conn.sendall(channel.encode_reply(channel.Reply(2, b'{"deny": 1}\n', b"no\n")))
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    yield path
+    thread.join(timeout=10)
+    server.close()
+
+
+def test_the_hook_relays_to_bar_run_importing_almost_nothing(answering_socket: Path) -> None:
+    """Inside a step, ``bar hook`` hands the event to ``bar run`` and prints its reply;
+    it must not pay for JSON, regexes, dataclasses, pathlib or typing on the way."""
+    probe = (
+        "import sys\n"
+        "from bar.cli import main\n"
+        f"code = main(['hook', 'claude', '--socket', {str(answering_socket)!r}])\n"
+        "sys.stdout.flush()\n"
+        "sys.stderr.write('MODULES ' + ' '.join(sorted(sys.modules)) + '\\n')\n"
+        "sys.exit(code)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", probe], input=b'{"hook_event_name": "PreToolUse"}',
+        capture_output=True, timeout=30, env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
+    )  # fmt: skip
+    assert proc.returncode == 2
+    assert proc.stdout == b'{"deny": 1}\n'
+    assert proc.stderr.startswith(b"no\n")
+    loaded = set(proc.stderr.split(b"MODULES ", 1)[1].decode().split())
+    heavy = {"json", "re", "dataclasses", "pathlib", "typing", "subprocess", "yaml", "inspect"}
+    assert not loaded & heavy, f"the relay imported {sorted(loaded & heavy)}"

@@ -1,0 +1,106 @@
+"""The agent's inner commands go through the running step's bar run (bar hook ->
+channel -> supervisor)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from helpers import BAR_EXE, bar, ledger, new_task, project_dir, task_dir, worktree
+
+FAKE_AGENT = str(Path(__file__).parent / "fake_agent.py")
+
+
+@pytest.fixture
+def inited(repo: Path, capfd: pytest.CaptureFixture[str]) -> Path:
+    assert bar(capfd, "init").code == 0
+    return repo
+
+
+def set_config(**sections: dict[str, object]) -> None:
+    path = project_dir() / "config.yaml"
+    data = yaml.safe_load(path.read_text())
+    for name, values in sections.items():
+        data.setdefault(name, {}).update(values)
+    path.write_text(yaml.safe_dump(data))
+
+
+# --- policy in bar run --------------------------------------------------------------
+
+
+def test_agent_inner_commands_go_through_the_policy(
+    inited: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    t = new_task(capfd)
+    wt = worktree(t)
+    res = subprocess.run(
+        [BAR_EXE, "run", "--no-pty", "--agent", "claude", "--",
+         sys.executable, FAKE_AGENT, "--agent", "claude",
+         "echo benign > ok.txt", "rm -rf / --no-preserve-root; touch destroyed.txt"],
+        cwd=inited, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    assert "RAN: echo benign > ok.txt" in res.stdout
+    assert "DENIED: rm -rf /" in res.stdout
+    assert (wt / "ok.txt").exists() and not (wt / "destroyed.txt").exists()
+    (step,) = ledger(t["id"])
+    events = step["policy_events"]
+    sources = {e.get("source") for e in events}
+    assert sources == {"hook:claude"}
+    decisions = {e["command"]: e["decision"] for e in events}
+    assert decisions["echo benign > ok.txt"] == "allow"
+    assert decisions["rm -rf / --no-preserve-root; touch destroyed.txt"] == "block"
+    assert all(e.get("session_id") for e in events)
+    # the hook settings were installed for the run only and never recorded
+    assert not (wt / ".claude").exists()
+    assert step["diff_stat"]["file_list"] == ["ok.txt"]
+    assert not (task_dir(t["id"]) / "artifacts/0001.policy.jsonl").exists()
+
+
+@pytest.mark.parametrize("agent", ["codex", "gemini"])
+def test_other_agents_are_wired_too(
+    agent: str, inited: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    t = new_task(capfd)
+    res = subprocess.run(
+        [BAR_EXE, "run", "--no-pty", "--agent", agent, "--",
+         sys.executable, FAKE_AGENT, "--agent", agent, "git reset --hard HEAD~3", "ls"],
+        cwd=inited, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    assert "DENIED: git reset --hard" in res.stdout and "RAN: ls" in res.stdout
+    (step,) = ledger(t["id"])
+    assert {e["decision"] for e in step["policy_events"]} == {"block", "allow"}
+
+
+def test_hook_outside_a_run_answers_and_records_nothing(inited: Path) -> None:
+    event = {
+        "session_id": "s1", "transcript_path": "/tmp/t", "cwd": str(inited),
+        "hook_event_name": "PreToolUse", "tool_name": "Bash",
+        "tool_input": {"command": "git push --force origin main"}, "tool_use_id": "tu1",
+    }  # fmt: skip
+    res = subprocess.run([BAR_EXE, "hook", "claude"], input=json.dumps(event).encode(),
+                         capture_output=True, cwd=inited, timeout=60)  # fmt: skip
+    assert res.returncode == 2
+    assert json.loads(res.stdout)["hookSpecificOutput"]["permissionDecision"] == "deny"
+    event["tool_input"] = {"command": "ls -la"}
+    res = subprocess.run([BAR_EXE, "hook", "claude"], input=json.dumps(event).encode(),
+                         capture_output=True, cwd=inited, timeout=60)  # fmt: skip
+    assert res.returncode == 0 and res.stdout == b""
+    res = subprocess.run([BAR_EXE, "hook", "claude"], input=b"{not json",
+                         capture_output=True, cwd=inited, timeout=60)  # fmt: skip
+    assert res.returncode == 2 and b"Traceback" not in res.stderr and res.stderr
+
+
+def test_agent_setup_prints_settings(inited: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    res = bar(capfd, "agent", "setup", "claude")
+    assert res.code == 0 and ".claude/settings.local.json" in res.out
+    assert "hook claude" in res.out and "PreToolUse" in res.out
+
+
+# --- interactive ----------------------------------------------------------------------
