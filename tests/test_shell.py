@@ -273,3 +273,12 @@ def test_a_missing_parser_is_an_error_not_a_crash(monkeypatch: pytest.MonkeyPatc
     assert analysis.error == "shell parser unavailable (ImportError)"
     assert "rm -rf /" in analysis.texts()
     assert analyse_line("rm -rf /").error is None  # plain lines need no parser
+
+
+def test_a_lone_dash_reads_the_same_on_both_paths() -> None:
+    """tree-sitter-bash drops a lone ``-`` word without reporting an error (found by
+    ``test_fast_path_is_exact``): such lines never take the fast path, and the text the
+    parser skipped is not counted as a syntax error."""
+    line = "- 1="
+    assert analyse_line(line).units == analyse_line(line, fast=False).units
+    assert analyse_line("python3 - <<'EOF'\nprint(1)\nEOF").error is None

@@ -20,7 +20,9 @@ _NAME = r"[A-Za-z0-9][A-Za-z0-9_.-]*"
 _TOP_KEYS = ("version", "rules", "on_parse_error")
 _RULE_KEYS = ("name", "pattern", "action", "reason", "examples")
 _EXAMPLE_KEYS = ("match", "no_match")
-_CACHE_TAG = f"policy 3, bar {__version__}"  # the format of the cached data
+# The cached rules carry their literals: bump the number whenever what is cached, or
+# how ``required_literals`` reads a pattern, changes.
+_CACHE_TAG = f"policy 3, bar {__version__}"
 
 DEFAULT_POLICY_PATH = os.path.join(
     os.path.dirname(os.path.dirname(__file__)), "data", "default_policy.yaml"

@@ -90,7 +90,11 @@ _RESERVED = word_set(
 
 
 def is_plain(text: str) -> bool:
-    return _PLAIN.fullmatch(text) is not None and _RESERVED.isdisjoint(text.split())
+    """A line of plain words, which needs no parser. A lone ``-`` word is not plain:
+    tree-sitter-bash reads it differently (see ``tree.skipped_text``), and both paths
+    must give the same units."""
+    words = text.split()
+    return _PLAIN.fullmatch(text) is not None and _RESERVED.isdisjoint(words) and "-" not in words
 
 
 # ----------------------------------------------------------------- the analyser
@@ -134,11 +138,12 @@ class _Analyser:
         root = parser.parse(tree.parser_safe(text, source)).root_node
         walker = tree.Tree(self, source, depth)
         rendered = walker.seq(root, 0)
-        if root.has_error:
+        broken = root.has_error or tree.skipped_text(root, source)
+        if broken:
             self.fail("syntax error")
         if walker.too_deep:
             self.fail("nested too deeply")
-        if root.has_error or walker.too_deep:
+        if broken or walker.too_deep:
             self.raw(text)
         return rendered
 

@@ -436,6 +436,32 @@ _WORDS = word_set(
 )
 
 
+def skipped_text(root: Node, source: bytes) -> bool:
+    """True when tree-sitter passed over some of ``source`` without a word for it.
+
+    Text no leaf covers may be a command the walk never saw, so the caller treats it as
+    a syntax error. Blanks and line continuations are not text, and neither is a lone
+    ``-`` word, which tree-sitter-bash drops without a word (``python3 - <<EOF`` is
+    ``python3 <<EOF`` to it); lines with one never take the fast path (``is_plain``).
+    """
+    covered = 0
+    stack = [root]
+    leaves: list[tuple[int, int]] = []
+    while stack:
+        node = stack.pop()
+        if node.child_count == 0 or node.type in ("comment", "heredoc_body", "raw_string"):
+            leaves.append((node.start_byte, node.end_byte))
+        else:
+            stack.extend(node.children)
+    gaps = []
+    for start, end in sorted(leaves):
+        if start > covered:
+            gaps.append(source[covered:start])
+        covered = max(covered, end)
+    gaps.append(source[covered:])
+    return any(set(gap.replace(b"\\\n", b" ").split()) - {b"-"} for gap in gaps)
+
+
 def _named(node: Node) -> list[Node]:
     return [child for child in node.children if child.is_named]
 
