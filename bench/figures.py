@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -410,35 +412,57 @@ def fig7(f: Fixture, p: Params) -> list[Row]:
     task_dir = f.task_dir(task)
     event = f.dir / "event.json"
     event.write_text(json.dumps({**CLAUDE_EVENT, "cwd": str(wt)}))
-    # As Claude Code runs it inside `bar run --agent claude`: the hook command bar installs,
-    # with the variables bar gives the agent.
-    hook_env = {
-        **f.env,
-        "BAR_PROJECT": task_dir.parent.parent.name,
-        "BAR_TASK_ID": task,
-        "BAR_WORKSPACE": str(wt),
-    }
-    hook = [f.tools.bar, "hook", "claude", "--task-dir", task_dir]
-    reply = f.run(hook, wt, env=hook_env, stdin=event, capture=True)
-    if b"deny" in reply.stdout or b'"block' in reply.stdout:
-        raise BenchError(f"the hook did not allow the benign command: {reply.stdout!r}")
-    s = interleave(
-        {
-            "bar --version": lambda: f.t([f.tools.bar, "--version"], wt),
-            "bar status": lambda: f.t([f.tools.bar, "status"], wt),
-            "bar hook claude": lambda: f.t(hook, wt, env=hook_env, stdin=event),
-            "python -c pass": lambda: f.t([f.tools.python, "-c", "pass"], wt),
-        },
-        p.repeat,
-        p.warmup,
+    # Inside `bar run --agent claude`, the agent runs the hook command bar installed,
+    # which hands the event to the running step's bar run over the task's socket.
+    socket_path = task_dir / "bar.sock"
+    step = subprocess.Popen(
+        [str(f.tools.bar), "run", "--task", task, "--no-pty", "--", "sleep", "3600"],
+        cwd=wt, env=f.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while not socket_path.exists():
+            if step.poll() is not None or time.monotonic() > deadline:
+                raise BenchError("bar run did not open its socket")
+            time.sleep(0.05)
+        relay = [f.tools.bar, "hook", "claude", "--socket", socket_path]
+        reply = f.run(relay, wt, stdin=event, capture=True)
+        if b"deny" in reply.stdout or b'"block' in reply.stdout:
+            raise BenchError(f"the hook did not allow the benign command: {reply.stdout!r}")
+        s = interleave(
+            {
+                "bar --version": lambda: f.t([f.tools.bar, "--version"], wt),
+                "bar hook claude (in a run)": lambda: f.t(relay, wt, stdin=event),
+                "python -c pass": lambda: f.t([f.tools.python, "-c", "pass"], wt),
+            },
+            p.repeat,
+            p.warmup,
+        )
+    finally:
+        step.terminate()
+        step.wait(timeout=60)
+    # With no bar run to ask (an agent wired by `bar agent setup`): judged in the hook.
+    alone = [f.tools.bar, "hook", "claude"]
+    s.update(
+        interleave(
+            {
+                "bar hook claude (no run)": lambda: f.t(alone, wt, stdin=event),
+                "bar status": lambda: f.t([f.tools.bar, "status"], wt),
+                "python -c pass (2)": lambda: f.t([f.tools.python, "-c", "pass"], wt),
+            },
+            p.repeat,
+            p.warmup,
+        )
     )
     return [
         ratio_row("7-version", "`bar --version` ÷ `python -c pass`", s, "bar --version",
                   "python -c pass", None),
         ratio_row("7-status", "`bar status` ÷ `python -c pass`", s, "bar status",
-                  "python -c pass", 4.0),
-        ratio_row("7-hook", "`bar hook claude` (Bash event on stdin) ÷ `python -c pass`", s,
-                  "bar hook claude", "python -c pass", 2.5),
+                  "python -c pass (2)", 4.0),
+        ratio_row("7-hook", "`bar hook claude` inside a running step (the agent's case) ÷ "
+                  "`python -c pass`", s, "bar hook claude (in a run)", "python -c pass", 2.5),
+        ratio_row("7-hook-alone", "`bar hook claude` with no `bar run` to ask ÷ "
+                  "`python -c pass`", s, "bar hook claude (no run)", "python -c pass (2)", None),
     ]  # fmt: skip
 
 

@@ -12,6 +12,10 @@ acts, so no face can forget to.
     step = api.run(task, RunRequest(["make", "test"]))
     api.rollback(task, "base")
     api.apply(task, mode="commit")
+
+Each verb's module is imported by the call that uses it: a ``bar log`` must not pay for
+loading the runner, the supervisor, the terminal code and the shell parser. This is the
+one place below the faces where imports sit inside functions.
 """
 
 from __future__ import annotations
@@ -21,15 +25,10 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from bar import apply as apply_verb
-from bar import git, journals, recovery, states, steps, worktree
-from bar import rollback as rollback_verb
-from bar import run as run_verb
-from bar.apply import ApplyResult
+from bar import git, journals, states, steps
 from bar.clock import now_iso
-from bar.doctor import Doctor
 from bar.errors import (
     CorruptFile,
     DirtyWorktree,
@@ -40,19 +39,22 @@ from bar.errors import (
 )
 from bar.git import DiffStat
 from bar.journals import RunIntent
-from bar.policy import DEFAULT_POLICY_TEXT, Decision, Policy, default_policy
 from bar.project import Location, Project, find_project, locate
 from bar.records import RollbackStep, RunStep, Step, parse_step_ref
-from bar.rollback import Plan
-from bar.run import RunRequest
-from bar.states import State
 from bar.store.files import ensure_dir, write_text_atomic
 from bar.store.layout import bar_home
 from bar.store.lock import is_locked
 from bar.tasks import Task, create_task, list_tasks, load_task, resolve_task
 
+if TYPE_CHECKING:
+    from bar.apply import ApplyResult
+    from bar.doctor import Doctor
+    from bar.policy import Decision, Policy
+    from bar.rollback import Plan
+    from bar.run import RunRequest
+
 __all__ = [
-    "ApplyResult", "Location", "Plan", "Project", "RunRequest", "Status", "Task", "TaskSummary",
+    "Location", "Project", "Status", "Task", "TaskSummary",
     "apply", "artifact_path", "check_command", "close_task", "diff", "doctor", "get_task",
     "init_project", "log", "new_task", "open_project", "plan_rollback", "read_artifact",
     "rollback", "run", "show", "status", "summarize", "switch_task", "tasks",
@@ -75,6 +77,8 @@ class Initialized:
 
 def init_project(cwd: Path | None = None) -> Initialized:
     """Register the repository of ``cwd`` (``bar init``); running it again changes nothing."""
+    from bar.policy import DEFAULT_POLICY_TEXT
+
     project = locate(cwd).project
     if not git.has_commit(project.root):
         raise NotARepository(
@@ -99,6 +103,8 @@ def check_command(
 ) -> Decision:
     """Judge a shell line (str) or an argument vector with ``policy``, else the policy of
     the project of ``cwd``, else bar's default policy."""
+    from bar.policy import Decision
+
     chosen = policy if policy is not None else policy_for(cwd)
     if chosen is None:
         return Decision("allow")
@@ -116,6 +122,8 @@ def policy_for(cwd: Path | None = None, *, even_if_disabled: bool = False) -> Po
         project = find_project(cwd).project
         return project.policy_file() if even_if_disabled else project.policy()
     except (NotARepository, NotInitialized):
+        from bar.policy import default_policy
+
         cache = bar_home() / "cache"
         ensure_dir(cache)
         return default_policy(cache_dir=cache)
@@ -201,6 +209,8 @@ def close_task(task: Task, *, keep_worktree: bool = False, force: bool = False) 
     """Close the task; its worktree is removed unless kept, its branch and record stay.
     Refuses while the worktree holds changes no step recorded, unless ``force``, which
     records them as a manual step first."""
+    from bar import recovery, worktree
+
     project = task.project
     recorded: list[Step] = []
     removed = False
@@ -245,6 +255,8 @@ def close_task(task: Task, *, keep_worktree: bool = False, force: bool = False) 
 def _changing(task: Task, what: str, *, wait: bool) -> Iterator[Task]:
     """Hold the task's lock, reload it (it may have changed while we waited) and
     finish what a crashed bar left, record hand edits: then the caller acts."""
+    from bar import recovery
+
     with task.lock(what, wait=wait):
         fresh = load_task(task.project, task.id)
         recovery.prepare(fresh)
@@ -253,17 +265,17 @@ def _changing(task: Task, what: str, *, wait: bool) -> Iterator[Task]:
 
 def run(task: Task, request: RunRequest, *, wait: bool = True) -> RunStep:
     """Run a command as the task's next step. The step's ``exit_code`` is the command's."""
+    from bar.run import run_step
+
     with _changing(task, f"bar run {shlex.join(request.argv)}", wait=wait) as fresh:
-        return run_verb.run_step(fresh, request)
-
-
-def rollback_target(task: Task, to: str | None) -> State:
-    return rollback_verb.target_of(task, to)
+        return run_step(fresh, request)
 
 
 def plan_rollback(task: Task, to: str | None) -> Plan:
     """What ``rollback`` would change; writes nothing."""
-    return rollback_verb.plan(task, to)
+    from bar.rollback import plan
+
+    return plan(task, to)
 
 
 def rollback(
@@ -271,11 +283,14 @@ def rollback(
 ) -> RollbackStep:
     """Restore a recorded state (``base``, a step id; None: the state before the last
     step), as a step of its own that can be undone the same way."""
+    from bar import recovery
+    from bar import rollback as verb
+
     with task.lock("bar rollback", wait=wait):
         fresh = load_task(task.project, task.id)
-        target = rollback_verb.target_of(fresh, to)  # decided before hand edits are recorded
+        target = verb.target_of(fresh, to)  # decided before hand edits are recorded
         recovery.prepare(fresh)
-        return rollback_verb.rollback(fresh, target, hard=hard)
+        return verb.rollback(fresh, target, hard=hard)
 
 
 def apply(
@@ -289,10 +304,12 @@ def apply(
 ) -> ApplyResult:
     """Land the task's work on ``target`` (default: git.default_base) as one commit or a
     merge; with ``dry_run``, only say what would happen."""
+    from bar import apply as verb
+
     if dry_run:
-        return apply_verb.dry_run(task, mode=mode, target_branch=target, message=message)
+        return verb.dry_run(task, mode=mode, target_branch=target, message=message)
     with _changing(task, "bar apply", wait=wait) as fresh:
-        return apply_verb.apply(fresh, mode=mode, target_branch=target, message=message)
+        return verb.apply(fresh, mode=mode, target_branch=target, message=message)
 
 
 # --- reading the record --------------------------------------------------------------
@@ -433,6 +450,8 @@ def status(loc: Location, ref: str | None = None) -> Status:
 def doctor(project: Project, *, repair: bool = False) -> Doctor:
     """Check every file, ledger line, ref and worktree; with ``repair``, fix what can be
     fixed without losing anything. ``Doctor.ok`` says whether anything is left."""
+    from bar.doctor import Doctor
+
     if not project.dir.is_dir():
         raise NotInitialized(
             f"{project.root} is not registered with bar", hint="run `bar init` first"

@@ -11,18 +11,21 @@ import os
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from bar import events
 from bar.clock import now_iso
 from bar.config import Config, load_config, render_default
 from bar.errors import ConfigError, CorruptFile, NotARepository, NotInitialized, PolicyError
 from bar.migrate import upgrade
-from bar.policy import Policy, load_policy
 from bar.proc import run
 from bar.store import layout
 from bar.store.files import ensure_dir, read_json, write_json_atomic, write_text_atomic
 from bar.store.layout import TASK_ID_RE, ProjectPaths
 from bar.store.lock import FileLock
+
+if TYPE_CHECKING:
+    from bar.policy import Policy
 
 
 @dataclass(frozen=True)
@@ -58,7 +61,10 @@ class Project:
         return self.policy_file() if self.config.policy.enabled else None
 
     def policy_file(self) -> Policy:
-        """The project's policy file, loaded whether or not the policy is switched on."""
+        """The project's policy file, loaded whether or not the policy is switched on.
+        (The policy, and the shell parser behind it, load only when a command is judged.)"""
+        from bar.policy import load_policy
+
         path = self.policy_path()
         if not path.is_file():
             raise PolicyError(
