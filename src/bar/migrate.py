@@ -24,7 +24,7 @@ CURRENT: dict[str, tuple[int, str]] = {
     "step": (1, "ledger.jsonl line"),
     "event": (1, "events.jsonl line"),
     "marker": (1, "running marker"),
-    "policy": (1, "policy.yaml"),
+    "policy": (1, "policy"),
     "rollback-journal": (1, "rollback journal"),
     "cast": (2, "asciinema cast"),
     "apply-journal": (1, "apply journal"),

@@ -12,7 +12,8 @@ import re
 import zlib
 
 from bar import __version__
-from bar.errors import PolicyError
+from bar.errors import CorruptFile, PolicyError
+from bar.migrate import upgrade
 from bar.policy.rules import ACTIONS, Policy, Rule
 from bar.store import cache
 
@@ -113,8 +114,10 @@ def _build(data: object, source: str) -> Policy:
         raise PolicyError(f"policy file {source} has no 'version' (expected 'version: 1')")
     if isinstance(version, bool) or not isinstance(version, int):
         raise PolicyError(f"policy file {source}: 'version' must be the number 1, not {version!r}")
-    if version != 1:
-        raise PolicyError(f"unsupported policy version {version} in {source}")
+    try:
+        data = upgrade("policy", dict(data), source)
+    except CorruptFile as exc:  # an unknown version; callers expect PolicyError only
+        raise PolicyError(str(exc), hint=exc.hint) from None
     on_error = data.get("on_parse_error", "warn")
     if on_error not in ACTIONS:
         raise PolicyError(
