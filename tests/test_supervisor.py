@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from helpers import BAR_EXE, bar, ledger, new_task, project_dir, task_dir, worktree
+from helpers import BAR_EXE, bar, bar_exe, ledger, new_task, project_dir, task_dir, worktree
 
 FAKE_AGENT = str(Path(__file__).parent / "fake_agent.py")
 
@@ -104,3 +104,52 @@ def test_agent_setup_prints_settings(inited: Path, capfd: pytest.CaptureFixture[
 
 
 # --- interactive ----------------------------------------------------------------------
+
+
+def test_only_judgements_cross_the_channel(inited: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    """Anything else sent to a running step's socket is dropped; a forged but well-formed
+    event is judged and recorded as coming from inside the step, and nothing else."""
+    t = new_task(capfd)
+    wt = worktree(t)
+    script = (
+        "import socket, sys, json\n"
+        "from bar.channel import Address\n"
+        "def send(data):\n"
+        "    s = socket.socket(socket.AF_UNIX); s.connect(Address(sys.argv[1]).name)\n"
+        "    s.sendall(data)\n"
+        "    s.shutdown(socket.SHUT_WR); out = s.recv(65536); s.close(); return out\n"
+        "assert send(b'garbage') == b''\n"
+        "assert send(b'bar1 ledger append {}\\n{}') == b''\n"
+        "assert send(b'bar1 hook nobody\\n{}') == b''\n"
+        "event = {'hook_event_name': 'PreToolUse', 'tool_name': 'Bash', 'session_id': 's1',\n"
+        "         'tool_input': {'command': 'git push --force origin main'}}\n"
+        "reply = send(b'bar1 hook claude\\n' + json.dumps(event).encode())\n"
+        "assert reply.startswith(b'2\\n'), reply\n"
+    )
+    res = bar_exe("run", "--no-pty", "--", sys.executable, "-c",
+                  script.replace("sys.argv[1]", "__import__('os').environ['BAR_SOCKET']"), cwd=wt)  # fmt: skip
+    assert res.code == 0, res.err
+    (step,) = ledger(t["id"])
+    events = step["policy_events"]
+    assert events and all(e["source"] == "hook:claude" for e in events)
+    assert {e["decision"] for e in events} == {"block"}
+    assert not (task_dir(t["id"]) / "bar.sock").exists()
+
+
+def test_a_supervisor_that_cannot_start_leaves_no_step_behind(
+    inited: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    t = new_task(capfd)
+    wt = worktree(t)
+    (wt / ".claude").mkdir()
+    (wt / ".claude" / "settings.local.json").write_text("{not json")
+    res = bar(capfd, "run", "--no-pty", "--agent", "claude", "--", "true")
+    assert res.code == 8 and "settings.local.json" in res.err
+    assert not (task_dir(t["id"]) / "running.json").exists()
+    (wt / ".claude" / "settings.local.json").unlink()
+    (wt / ".claude").rmdir()
+    assert bar(capfd, "run", "--no-pty", "--", "true").code == 0
+    # the settings file made and removed by hand are manual steps; no run was recorded
+    # for the command that never started, interrupted or otherwise
+    assert [s["kind"] for s in ledger(t["id"])] == ["manual", "manual", "run"]
+    assert not any(s.get("interrupted") for s in ledger(t["id"]))

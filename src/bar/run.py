@@ -138,9 +138,16 @@ def run_step(task: Task, req: RunRequest) -> RunStep:
         snapshot_before=before, env=env_record, pty=req.pty, excludes=supervisor.excludes(),
     )  # fmt: skip
     journals.write_run(task.paths, intent)
-    with supervisor:
+    try:
+        supervisor.start()
+    except BaseException:
+        journals.clear_run(task.paths)  # nothing ran: there is no step to record
+        raise
+    try:
         env.update(supervisor.env)
         executed = _execute(task, step_id, req, env, scrubber)
+    finally:
+        supervisor.close()
 
     # 4. post_run hooks
     if config.hooks.post_run:

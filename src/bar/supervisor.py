@@ -65,6 +65,11 @@ class Supervisor:
     # --- set up and tear down ----------------------------------------------------------
 
     def __enter__(self) -> Supervisor:
+        self.start()
+        return self
+
+    def start(self) -> None:
+        """Listen on the task's socket and, with an agent, install its hook."""
         try:
             self._listen()
             if self.agent is not None:
@@ -79,7 +84,6 @@ class Supervisor:
         except BaseException:
             self.close()
             raise
-        return self
 
     def __exit__(
         self,
@@ -100,12 +104,25 @@ class Supervisor:
                 )
         self._stop.set()
         if self._thread is not None:
+            self._wake()
             self._thread.join()
             self._thread = None
         if self._listener is not None:
             self._listener.close()
             self._listener = None
         self.socket_path.unlink(missing_ok=True)
+
+    def _wake(self) -> None:
+        """Connect once, so the thread's accept() returns now and sees the stop."""
+        address = channel.Address(str(self.socket_path))
+        try:
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as poke:
+                poke.settimeout(1.0)
+                poke.connect(address.name)
+        except OSError:
+            pass  # not listening any more: the thread ends at its next poll
+        finally:
+            address.close()
 
     def excludes(self) -> list[str]:
         """Worktree paths the supervisor writes, which no snapshot may record."""
@@ -137,6 +154,9 @@ class Supervisor:
             except TimeoutError:
                 continue
             except OSError:
+                return
+            if self._stop.is_set():
+                conn.close()
                 return
             with conn:
                 try:
