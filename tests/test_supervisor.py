@@ -153,3 +153,9 @@ def test_a_supervisor_that_cannot_start_leaves_no_step_behind(
     # for the command that never started, interrupted or otherwise
     assert [s["kind"] for s in ledger(t["id"])] == ["manual", "manual", "run"]
     assert not any(s.get("interrupted") for s in ledger(t["id"]))
+
+
+def test_hook_help_is_help_not_a_denial() -> None:
+    res = bar_exe("hook", "claude", "--help")
+    assert res.code == 0 and "deny" not in res.out and "usage: bar hook" in res.out
+    assert bar_exe("hook").code == 2

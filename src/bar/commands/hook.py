@@ -21,11 +21,24 @@ from bar import channel
 from bar.agents import AGENTS
 
 USAGE = "usage: bar hook claude|codex|gemini [--socket PATH]  (reads the agent's event on stdin)"
+HELP = f"""{USAGE}
+
+Called by Claude Code, Codex CLI or Gemini CLI before each shell command, with the
+agent's pre-tool event as JSON on stdin; answers in the agent's own format (JSON on
+stdout, reason on stderr, exit code 2 to block). Inside `bar run`, the running step
+judges and records the command (--socket, or BAR_SOCKET in the step's environment);
+otherwise the policy of the repository the agent works in decides and nothing is
+recorded. `bar run --agent AGENT` installs this hook for a run; `bar agent setup AGENT`
+prints the settings to install it yourself. See docs/agents.md.
+"""
 
 
 def hook_main(argv: list[str]) -> int:
     if not argv or "-h" in argv or "--help" in argv:
-        print(__doc__.strip() if argv else USAGE, file=sys.stdout if argv else sys.stderr)
+        if argv:
+            sys.stdout.write(HELP)
+        else:
+            print(USAGE, file=sys.stderr)
         return 0 if argv else 2
     agent, rest = argv[0], argv[1:]
     if agent not in AGENTS or (rest and (rest[0] != "--socket" or len(rest) != 2)):
