@@ -10,12 +10,10 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import shlex
 import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
-from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -96,128 +94,6 @@ EXPECTED = {
 
 
 printable = st.text(st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=200)
-
-
-def user_settings(agent: str) -> dict[str, Any]:
-    """Settings a developer might already have: other keys, other hooks, other events."""
-    event = "BeforeTool" if agent == "gemini" else "PreToolUse"
-    shell = "run_shell_command" if agent == "gemini" else "Bash"
-    return {
-        "permissions": {"allow": ["Bash(npm test:*)"], "deny": ["Read(.env)"]},
-        "env": {"NODE_ENV": "test"},
-        "hooks": {
-            event: [
-                {"matcher": shell, "hooks": [{"type": "command", "command": "audit-log.sh"}]},
-                {"matcher": "Edit|Write", "hooks": [{"type": "command", "command": "fmt.sh"}]},
-            ],
-            "SessionStart": [{"hooks": [{"type": "command", "command": "hello.sh"}]}],
-        },
-    }
-
-
-json_leaf = st.none() | st.booleans() | st.integers() | st.text(max_size=8)
-
-json_value = st.recursive(
-    json_leaf,
-    lambda inner: (
-        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3)
-    ),
-    max_leaves=10,
-)
-
-other_hook = st.fixed_dictionaries(
-    {
-        "type": st.just("command"),
-        "command": st.text(min_size=1, max_size=10).filter(lambda c: not c.startswith("bar")),
-    },
-    optional={"timeout": st.integers(1, 600)},
-)
-
-group = st.fixed_dictionaries(
-    {"hooks": st.lists(other_hook, min_size=1, max_size=3)},
-    optional={"matcher": st.sampled_from(["Bash", "*", "", "Edit|Write", "run_shell_command"])},
-)
-
-hooks_table = st.dictionaries(
-    st.sampled_from(["PreToolUse", "BeforeTool", "PostToolUse", "SessionStart", "Stop"]),
-    st.lists(group, min_size=1, max_size=3),
-    min_size=1,
-)
-
-settings_files = st.builds(
-    lambda other, hooks: {**other, **({"hooks": hooks} if hooks is not None else {})},
-    st.dictionaries(st.text(max_size=8).filter(lambda k: k != "hooks"), json_value, max_size=4),
-    st.none() | hooks_table,
-)
-
-
-HOOK_SCRIPT = """\
-import sys
-from bar.agents.protocol import parse_event, render_input_error, render_reply
-from bar.errors import HookInputError
-
-agent = sys.argv[1]
-try:
-    event = parse_event(agent, sys.stdin.buffer.read())
-except HookInputError as exc:
-    reply = render_input_error(agent, str(exc))
-else:
-    command = event.command or ""
-    if "rm -rf" in command:
-        reply = render_reply(agent, "block", "recursive deletes are not allowed here")
-    elif command.startswith("chmod"):
-        reply = render_reply(agent, "warn", "permission changes need a human")
-    else:
-        reply = render_reply(agent, "allow", "")
-sys.stdout.write(reply.stdout)
-sys.stderr.write(reply.stderr)
-sys.exit(reply.exit_code)
-"""
-
-
-def run_fake_agent(agent: str, cwd: Path, *commands: str, ask: str = "deny") -> list[str]:
-    proc = subprocess.run(
-        [sys.executable, str(FAKE_AGENT_PATH), "--agent", agent, "--ask-answer", ask, *commands],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return [line for line in proc.stdout.splitlines() if not line.startswith("  | ")]
-
-
-@pytest.fixture
-def hook_script(tmp_path: Path) -> Path:
-    script = tmp_path / "policy_hook.py"
-    script.write_text(HOOK_SCRIPT)
-    return script
-
-
-def hook_command(script: Path, agent: str) -> str:
-    return f"{shlex.quote(sys.executable)} {shlex.quote(str(script))} {agent}"
-
-
-EXPECTED_RUN = {
-    "claude": [
-        "RAN: touch allowed.txt",
-        "DENIED: rm -rf victim: recursive deletes are not allowed here",
-        "ASKED: chmod 600 allowed.txt: permission changes need a human",
-        "DENIED: chmod 600 allowed.txt: declined at the permission prompt",
-    ],
-    "codex": [
-        "RAN: touch allowed.txt",
-        "DENIED: rm -rf victim: recursive deletes are not allowed here",
-        "WARNING: chmod 600 allowed.txt: permission changes need a human",
-        "RAN: chmod 600 allowed.txt",
-    ],
-    "gemini": [
-        "RAN: touch allowed.txt",
-        "DENIED: rm -rf victim: recursive deletes are not allowed here",
-        "WARNING: chmod 600 allowed.txt: permission changes need a human",
-        "ASKED: chmod 600 allowed.txt: permission changes need a human",
-        "DENIED: chmod 600 allowed.txt: declined at the permission prompt",
-    ],
-}
 
 
 @pytest.mark.parametrize(("name", "agent", "tool", "command"), PARSED)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -20,41 +19,6 @@ def inited(repo: Path, capfd: pytest.CaptureFixture[str]) -> Path:
     git(repo, "add", ".bar")
     git(repo, "commit", "-qm", "add bar policy")
     return repo
-
-
-def tree_of_worktree(wt: Path) -> dict[str, bytes]:
-    files = {}
-    for p in sorted(wt.rglob("*")):
-        if ".git" in p.relative_to(wt).parts:
-            continue
-        if p.is_symlink():
-            files[str(p.relative_to(wt))] = b"-> " + os.readlink(p).encode()
-        elif p.is_file():
-            mode = b"x" if os.access(p, os.X_OK) else b""
-            files[str(p.relative_to(wt))] = mode + p.read_bytes()
-    return files
-
-
-def snapshot_files(repo: Path, commit: str) -> dict[str, bytes]:
-    out = git(repo, "ls-tree", "-r", "-z", commit)
-    files = {}
-    for item in out.split("\0"):
-        if not item:
-            continue
-        meta, path = item.split("\t", 1)
-        mode, _type, sha = meta.split()
-        data = subprocess_bytes(repo, "cat-file", "blob", sha)
-        if mode == "120000":
-            files[path] = b"-> " + data
-        else:
-            files[path] = (b"x" if mode == "100755" else b"") + data
-    return files
-
-
-def subprocess_bytes(repo: Path, *args: str) -> bytes:
-    import subprocess
-
-    return subprocess.run(["git", *args], cwd=repo, capture_output=True, check=True).stdout
 
 
 def run(capfd: pytest.CaptureFixture[str], script: str) -> None:

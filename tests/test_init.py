@@ -15,15 +15,6 @@ from helpers import bar, project_dir
 # --- init ----------------------------------------------------------------------------
 
 
-@pytest.fixture
-def inited(repo: Path, capfd: pytest.CaptureFixture[str]) -> Path:
-    assert bar(capfd, "init").code == 0
-    # Policy is exercised in its own tests; keep the core loop independent of it.
-    cfg = project_dir() / "config.yaml"
-    cfg.write_text(cfg.read_text().replace("enabled: true", "enabled: false"))
-    return repo
-
-
 def test_init_creates_the_files_of_the_spec(repo: Path, capfd: pytest.CaptureFixture[str]) -> None:
     res = bar(capfd, "init")
     assert res.code == 0, res.err

@@ -14,7 +14,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import bar.ledger as ledger_module
-from bar import config, records
 from bar.errors import CorruptFile
 from bar.git import DiffStat
 from bar.ledger import Ledger
@@ -35,7 +34,6 @@ SETTINGS = settings(
 )
 
 # every field a ledger line of any kind may have
-FIELDS = sorted({*records._COMMON, *(key for keys in records._OWN.values() for key in keys)})
 
 SHA_A = "0123456789abcdef0123456789abcdef01234567"
 SHA_B = "89abcdef0123456789abcdef0123456789abcdef"
@@ -139,54 +137,6 @@ def check_reader_agrees_with_itself(path: Path, expected_min_next: int) -> list[
     if everything:
         assert int(next_id) > int(everything[-1]["step_id"])
     return everything
-
-
-name_chars = st.sampled_from(
-    [*"abcXYZ019", *"._-/\\@{}~^:?*[] \t\n", "é", "ß", "\u202e", "\x7f", "\x00", "\u00a0"]
-)
-
-names = st.one_of(
-    st.from_regex(r"[A-Za-z0-9_][A-Za-z0-9._@{}-]{0,20}", fullmatch=True),  # mostly accepted
-    st.text(name_chars, max_size=12),
-    st.text(max_size=70),
-)
-
-
-scalars = st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8)
-
-keys = st.sampled_from(
-    [
-        "version", "git", "policy", "hooks", "output", "run", "default_base", "branch_prefix",
-        "enabled", "path", "pre_run", "post_run", "timeout", "color", "verbose", "record_env",
-        "other",
-    ]
-) | st.integers(0, 3)  # fmt: skip
-
-config_data = st.recursive(
-    scalars,
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(keys, inner, max_size=5),
-    max_leaves=15,
-)
-
-
-@st.composite
-def plausible_configs(draw: st.DrawFn) -> dict[Any, Any]:
-    """Mostly the real shape, with wrong values in places."""
-    data: dict[Any, Any] = {"version": draw(st.sampled_from([1, 1, 1, 2, 0, "1", None, 1.0]))}
-    for section, fields in config._SCHEMA.items():
-        if draw(st.booleans()):
-            data[section] = {k: draw(config_data) for k in fields if draw(st.booleans())}
-    return data
-
-
-env_chars = st.sampled_from([*"AZaz09_=-. ", "é", "\x00", "²", "\n"])
-
-pair_text = st.one_of(
-    st.text(env_chars, max_size=10),
-    st.builds(
-        lambda k, v: f"{k}={v}", st.text(env_chars, max_size=4), st.text(env_chars, max_size=4)
-    ),
-)
 
 
 @SETTINGS

@@ -35,28 +35,6 @@ def tree_of_worktree(wt: Path) -> dict[str, bytes]:
     return files
 
 
-def snapshot_files(repo: Path, commit: str) -> dict[str, bytes]:
-    out = git(repo, "ls-tree", "-r", "-z", commit)
-    files = {}
-    for item in out.split("\0"):
-        if not item:
-            continue
-        meta, path = item.split("\t", 1)
-        mode, _type, sha = meta.split()
-        data = subprocess_bytes(repo, "cat-file", "blob", sha)
-        if mode == "120000":
-            files[path] = b"-> " + data
-        else:
-            files[path] = (b"x" if mode == "100755" else b"") + data
-    return files
-
-
-def subprocess_bytes(repo: Path, *args: str) -> bytes:
-    import subprocess
-
-    return subprocess.run(["git", *args], cwd=repo, capture_output=True, check=True).stdout
-
-
 def run(capfd: pytest.CaptureFixture[str], script: str) -> None:
     res = bar(capfd, "run", "--", "sh", "-c", script)
     assert res.code == 0, res.err

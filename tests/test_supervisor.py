@@ -9,9 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
 
-from helpers import BAR_EXE, bar, bar_exe, ledger, new_task, project_dir, task_dir, worktree
+from helpers import BAR_EXE, bar, bar_exe, ledger, new_task, task_dir, worktree
 
 FAKE_AGENT = str(Path(__file__).parent / "fake_agent.py")
 
@@ -20,14 +19,6 @@ FAKE_AGENT = str(Path(__file__).parent / "fake_agent.py")
 def inited(repo: Path, capfd: pytest.CaptureFixture[str]) -> Path:
     assert bar(capfd, "init").code == 0
     return repo
-
-
-def set_config(**sections: dict[str, object]) -> None:
-    path = project_dir() / "config.yaml"
-    data = yaml.safe_load(path.read_text())
-    for name, values in sections.items():
-        data.setdefault(name, {}).update(values)
-    path.write_text(yaml.safe_dump(data))
 
 
 # --- policy in bar run --------------------------------------------------------------

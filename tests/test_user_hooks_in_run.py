@@ -10,8 +10,6 @@ import yaml
 
 from helpers import bar, ledger, new_task, project_dir, worktree
 
-FAKE_AGENT = str(Path(__file__).parent / "fake_agent.py")
-
 
 @pytest.fixture
 def inited(repo: Path, capfd: pytest.CaptureFixture[str]) -> Path:
