@@ -19,13 +19,6 @@ SETTINGS = settings(
     derandomize=True,
 )
 
-# every field a ledger line of any kind may have
-
-
-# Lines a ledger must survive: arbitrary bytes, and JSON that looks like a step but is not
-# one (of a newer version, of an unknown kind, with an id of the wrong type, torn).
-
-
 scalars = st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8)
 
 keys = st.sampled_from(

@@ -33,8 +33,6 @@ SETTINGS = settings(
     derandomize=True,
 )
 
-# every field a ledger line of any kind may have
-
 SHA_A = "0123456789abcdef0123456789abcdef01234567"
 SHA_B = "89abcdef0123456789abcdef0123456789abcdef"
 

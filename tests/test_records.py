@@ -27,10 +27,6 @@ SETTINGS = settings(
 FIELDS = sorted({*records._COMMON, *(key for keys in records._OWN.values() for key in keys)})
 
 
-# Lines a ledger must survive: arbitrary bytes, and JSON that looks like a step but is not
-# one (of a newer version, of an unknown kind, with an id of the wrong type, torn).
-
-
 keys = st.sampled_from(
     [
         "version", "git", "policy", "hooks", "output", "run", "default_base", "branch_prefix",

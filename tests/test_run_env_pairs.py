@@ -18,13 +18,6 @@ SETTINGS = settings(
     derandomize=True,
 )
 
-# every field a ledger line of any kind may have
-
-
-# Lines a ledger must survive: arbitrary bytes, and JSON that looks like a step but is not
-# one (of a newer version, of an unknown kind, with an id of the wrong type, torn).
-
-
 env_chars = st.sampled_from([*"AZaz09_=-. ", "é", "\x00", "²", "\n"])
 
 pair_text = st.one_of(
