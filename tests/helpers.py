@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
+import yaml
 
 from bar.cli import main
 
@@ -135,3 +138,25 @@ def replay_patches(repo: Path, task_id: str, base_commit: str, dest: Path) -> di
                 cwd=dest, check=True, capture_output=True,
             )  # fmt: skip
     return files_on_disk(dest)
+
+
+def set_config(**sections: dict[str, object]) -> None:
+    """Change sections of the project's config.yaml (the one project under BAR_HOME)."""
+    path = project_dir() / "config.yaml"
+    data = yaml.safe_load(path.read_text())
+    for name, values in sections.items():
+        data.setdefault(name, {}).update(values)
+    path.write_text(yaml.safe_dump(data))
+
+
+FAKE_AGENT_PATH = Path(__file__).parent / "fake_agent.py"
+
+
+def load_fake_agent() -> ModuleType:
+    """tests/fake_agent.py as a module, for tests that read its constants and helpers."""
+    spec = importlib.util.spec_from_file_location("fake_agent", FAKE_AGENT_PATH)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["fake_agent"] = module
+    spec.loader.exec_module(module)
+    return module

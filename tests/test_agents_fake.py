@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import shlex
 import subprocess
 import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
@@ -18,22 +16,11 @@ from bar.agents.settings import (
     install_hook,
     settings_path,
 )
+from helpers import FAKE_AGENT_PATH, load_fake_agent
 
 TESTS = Path(__file__).parent
 EVENTS = TESTS / "data" / "agent_events"
-FAKE_AGENT_PATH = TESTS / "fake_agent.py"
-
-
-def _load_fake_agent() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("fake_agent", FAKE_AGENT_PATH)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["fake_agent"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-fake_agent = _load_fake_agent()
+fake_agent = load_fake_agent()
 
 
 def event_bytes(name: str) -> bytes:

@@ -8,12 +8,10 @@ hook script installed with ``install_hook``.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 from hypothesis import given, settings
@@ -22,22 +20,11 @@ from hypothesis import strategies as st
 from bar.agents import AGENTS
 from bar.agents.protocol import HookEvent, parse_event, render_input_error, render_reply
 from bar.errors import HookInputError, UnknownAgent
+from helpers import load_fake_agent
 
 TESTS = Path(__file__).parent
 EVENTS = TESTS / "data" / "agent_events"
-FAKE_AGENT_PATH = TESTS / "fake_agent.py"
-
-
-def _load_fake_agent() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("fake_agent", FAKE_AGENT_PATH)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["fake_agent"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-fake_agent = _load_fake_agent()
+fake_agent = load_fake_agent()
 
 
 def event_bytes(name: str) -> bytes:

@@ -6,23 +6,14 @@ import os
 from pathlib import Path
 
 import pytest
-import yaml
 
-from helpers import bar, ledger, new_task, project_dir, task_dir
+from helpers import bar, ledger, new_task, set_config, task_dir
 
 
 @pytest.fixture
 def inited(repo: Path, capfd: pytest.CaptureFixture[str]) -> Path:
     assert bar(capfd, "init").code == 0
     return repo
-
-
-def set_config(**sections: dict[str, object]) -> None:
-    path = project_dir() / "config.yaml"
-    data = yaml.safe_load(path.read_text())
-    for name, values in sections.items():
-        data.setdefault(name, {}).update(values)
-    path.write_text(yaml.safe_dump(data))
 
 
 # --- policy in bar run --------------------------------------------------------------

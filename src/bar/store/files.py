@@ -34,6 +34,28 @@ def _failed(verb: str, path: str, exc: OSError) -> WriteFailed:
     return WriteFailed(f"could not {verb} {path}: {exc.strerror or exc}")
 
 
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _open_own(name: str, flags: int, verb: str) -> int:
+    """Open one of bar's files for writing, 0600, never through a link."""
+    try:
+        fd = os.open(name, flags | os.O_NOFOLLOW, FILE_MODE)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise _symlink(name) from None
+        raise _failed(verb, name, exc) from exc
+    try:
+        os.fchmod(fd, FILE_MODE)  # an existing file keeps its mode on open
+    except OSError as exc:
+        os.close(fd)
+        raise _failed(verb, name, exc) from exc
+    return fd
+
+
 def ensure_dir(path: StrPath) -> None:
     """Create ``path`` (and missing parents) with mode 0700."""
     name = os.fspath(path)
@@ -81,9 +103,7 @@ def write_bytes_atomic(path: StrPath, data: bytes, *, mode: int = FILE_MODE) -> 
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
         try:
             os.fchmod(fd, mode)
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
+            _write_all(fd, data)
             os.fsync(fd)
         finally:
             os.close(fd)
@@ -116,14 +136,8 @@ def append_line(path: StrPath, line: bytes) -> None:
     if b"\n" in line:
         raise ValueError("a line must not contain a newline")
     name = os.fspath(path)
+    fd = _open_own(name, os.O_RDWR | os.O_APPEND | os.O_CREAT, "open")
     try:
-        fd = os.open(name, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, FILE_MODE)
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise _symlink(name) from None
-        raise _failed("open", name, exc) from exc
-    try:
-        os.fchmod(fd, FILE_MODE)
         size = os.fstat(fd).st_size
         prefix = b"\n" if size and os.pread(fd, 1, size - 1) != b"\n" else b""
         data = prefix + line + b"\n"
@@ -141,17 +155,9 @@ def append_line(path: StrPath, line: bytes) -> None:
 def create_file(path: StrPath, data: bytes = b"") -> None:
     """Create or truncate ``path`` with mode 0600 (never through a link) and write ``data``."""
     name = os.fspath(path)
+    fd = _open_own(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, "create")
     try:
-        fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, FILE_MODE)
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise _symlink(name) from None
-        raise _failed("create", name, exc) from exc
-    try:
-        os.fchmod(fd, FILE_MODE)
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
+        _write_all(fd, data)
     except OSError as exc:
         raise _failed("write", name, exc) from exc
     finally:
