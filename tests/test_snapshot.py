@@ -4,6 +4,7 @@ equal full ones."""
 from __future__ import annotations
 
 import os
+import subprocess
 import tempfile
 import time
 from pathlib import Path
@@ -133,3 +134,31 @@ def test_incremental_snapshots_equal_full_ones(
             last = ledger(task["id"])[-1]["snapshot"]
             assert files_on_disk(wt) == files_in_commit(repo, last)
         _check_replay(tmp, task)
+
+
+def test_the_side_index_stays_private(tmp_path: Path, capfd: pytest.CaptureFixture[str],
+                                      monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """git rewrites an index with the umask's mode; the side index lists every file of the
+    task, so it must stay 0600 after runs, hand edits and rollbacks, and doctor agrees."""
+    import stat as stat_module
+
+    repo = tmp_path / "private"
+    repo.mkdir()
+    monkeypatch.chdir(repo)
+    subprocess.run(["git", "init", "-q", "-b", "main"], check=True)
+    (repo / "a.txt").write_text("a\n")
+    subprocess.run(["git", "add", "-A"], check=True)
+    subprocess.run(["git", "commit", "-qm", "i"], check=True)
+    os.umask(0o022)
+    assert bar(capfd, "init").code == 0
+    t = new_task(capfd)
+    wt = worktree(t)
+    bar(capfd, "run", "--no-pty", "--", "sh", "-c", "echo b > b.txt")
+    (wt / "c.txt").write_text("hand\n")
+    bar(capfd, "status")
+    bar(capfd, "run", "--no-pty", "--", "true")
+    bar(capfd, "rollback", "--to", "base")
+    index = project_dir() / "tasks" / t["id"] / "index"
+    assert stat_module.S_IMODE(index.stat().st_mode) == 0o600
+    res = bar(capfd, "doctor")
+    assert res.code == 0 and "mode" not in res.out, res.out

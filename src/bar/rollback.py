@@ -123,6 +123,7 @@ def restore(task: Task, target_commit: str, *, verified: str | None = None) -> N
     started_ns = time.time_ns()
     git.git(task.worktree, "read-tree", "-m", "-u", now_tree, target_tree,
             env=git.index_env(task.index))  # fmt: skip
+    snapshot.keep_private(task.index)
     # the side index and the worktree now hold exactly the target: note it, so the
     # snapshot that follows rescans only the directories the restore touched
     snapshot.restamp(task.worktree, task.index, target_tree, target_commit, started_ns)

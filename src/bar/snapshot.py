@@ -34,6 +34,15 @@ from bar.store.files import write_bytes_atomic
 _env = git.index_env
 
 
+def keep_private(index: Path) -> None:
+    """git rewrites an index (adding, refreshing stat data, merging) with the umask's
+    mode; the side index names every file of the task, so it stays 0600."""
+    try:
+        os.chmod(index, 0o600)
+    except FileNotFoundError:
+        pass
+
+
 def seed_index(worktree: Path, index: Path, base_commit: str) -> None:
     """Create the side index for a new task worktree."""
     own = Path(git.out(worktree, "rev-parse", "--path-format=absolute", "--git-path", "index"))
@@ -65,8 +74,9 @@ def _write(worktree: Path, index: Path, excludes: Sequence[str], scope: list[str
         _add(worktree, index, ["."], excludes)
     elif scope:
         _add(worktree, index, scope, excludes)
-    os.chmod(index, 0o600)  # git rewrites the index with the umask's mode
-    return git.out(worktree, "write-tree", env=_env(index))
+    tree = git.out(worktree, "write-tree", env=_env(index))  # may store its cache-tree
+    keep_private(index)
+    return tree
 
 
 def _add(worktree: Path, index: Path, paths: Sequence[str], excludes: Sequence[str]) -> None:
@@ -240,6 +250,7 @@ def _changed_since(worktree: Path, index: Path, recorded: str) -> list[str] | No
             diff_files.wait()
     if diff_files.returncode != 0:
         return None
+    keep_private(index)  # diff-files may have refreshed the index's stat data
     for item in out.split(b"\0"):
         if item:
             name = item.decode("utf-8", "surrogateescape")
