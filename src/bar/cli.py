@@ -9,6 +9,7 @@ one line for the user, the traceback in ``$BAR_HOME/logs/`` (``--debug`` prints 
 from __future__ import annotations
 
 import importlib
+import io
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -50,6 +51,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return hook_main(args_list[1:])
     from bar.parser import build_parser
 
+    for stream in (sys.stdout, sys.stderr):  # names and arguments that are not UTF-8
+        if isinstance(stream, io.TextIOWrapper):
+            stream.reconfigure(errors="backslashreplace")
     parser = build_parser()
     try:
         args = parser.parse_args(args_list)

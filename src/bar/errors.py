@@ -124,6 +124,13 @@ class WriteFailed(BarError):
     )
 
 
+class SnapshotFailed(WriteFailed):
+    """The worktree's state could not be stored in git (a full disk, a quota); the step
+    stays pending and is recorded by the next bar command once it can be."""
+
+    hint = "free space and run any bar command: the step is recorded then, nothing is lost"
+
+
 class CommandError(BarError):
     """A child process bar ran for itself failed; ``str()`` shows the command, its exit
     code and what it said on stderr."""

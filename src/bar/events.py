@@ -16,4 +16,5 @@ from bar.store.files import append_line
 def append(log: Path, event: str, /, **fields: object) -> None:
     record: dict[str, object] = {"version": 1, "ts": now_iso(), "event": event}
     record.update(fields)
-    append_line(log, json.dumps(record, ensure_ascii=False, separators=(",", ":")).encode())
+    line = json.dumps(record, ensure_ascii=False, separators=(",", ":"))
+    append_line(log, line.encode("utf-8", "backslashreplace"))

@@ -157,7 +157,9 @@ class _Step:
         return rec
 
     def to_line(self) -> bytes:
-        return json.dumps(self.to_record(), ensure_ascii=False, separators=(",", ":")).encode()
+        return json.dumps(self.to_record(), ensure_ascii=False, separators=(",", ":")).encode(
+            "utf-8", "backslashreplace"
+        )  # a name that is not UTF-8 becomes a JSON \u escape: the same bytes read back
 
     def _head_fields(self, rec: dict[str, Any]) -> None:
         """Fields the seed format puts before the times."""

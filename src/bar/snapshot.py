@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import time
@@ -25,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bar import faults, git
-from bar.errors import BarError, GitError
+from bar.errors import BarError, GitError, SnapshotFailed
 from bar.git import BAR_IDENTITY, DiffStat
 from bar.notices import warn
 from bar.proc import clean_env, run_to_file
@@ -70,18 +71,33 @@ def write_tree(
 
 def _write(worktree: Path, index: Path, excludes: Sequence[str], scope: list[str] | None) -> str:
     """Rescan ``scope`` (None: everything) into the side index and write its tree."""
-    if scope is None:
+    if scope is None or (scope and not _add(worktree, index, scope, excludes)):
         _add(worktree, index, ["."], excludes)
-    elif scope:
-        _add(worktree, index, scope, excludes)
     tree = git.out(worktree, "write-tree", env=_env(index))  # may store its cache-tree
     keep_private(index)
     return tree
 
 
-def _add(worktree: Path, index: Path, paths: Sequence[str], excludes: Sequence[str]) -> None:
-    # "." is everything; "" (never a git path) the root directory's own files only: a
-    # glob `*` does not cross "/", so subdirectories are left to their own stamps
+# What `git add --ignore-errors` says about a file it could not read (and so left out);
+# any other complaint means the snapshot itself could not be written.
+_UNREADABLE = re.compile(
+    rb"^(error: open\(.*\): .*|error: unable to index file .*|error: read error while indexing .*"
+    rb"|error: .*: can only add regular files, symbolic links or git-directories"
+    rb"|error: '.*' does not have a commit checked out"
+    rb"|fatal: adding files failed|warning: .*)$"
+)
+
+
+def _add(worktree: Path, index: Path, paths: Sequence[str], excludes: Sequence[str]) -> bool:
+    """``git add -A`` the given paths ("." everything; "" the root directory's own files
+    only: a glob ``*`` does not cross "/", so subdirectories are left to their own stamps).
+
+    Returns False when a partial scope cannot be added as such (a pathspec matching
+    nothing, a path now beyond a symbolic link): the caller then scans everything. Files
+    that cannot be read are left out with a warning naming them; any other failure (a full
+    disk, an object that cannot be written) raises, so a step is never recorded as "no
+    changes" when its changes simply could not be stored.
+    """
     specs = [
         ":(top)" if p == "." else ":(top,glob)*" if p == "" else f":(top,literal){p}" for p in paths
     ]
@@ -93,11 +109,20 @@ def _add(worktree: Path, index: Path, paths: Sequence[str], excludes: Sequence[s
         input=b"\0".join(s.encode("utf-8", "surrogateescape") for s in specs) + b"\0",
         check=False,
     )  # fmt: skip
-    if res.returncode != 0:
-        # Files that could not be read are left out of the snapshot rather than losing
-        # the whole step; say which.
-        message = res.err.strip() or f"git add exited with {res.returncode}"
-        warn(f"some files were not recorded: {message}")
+    if res.returncode == 0:
+        return True
+    said = [line for line in res.stderr.splitlines() if line.strip()]
+    if paths != ["."] and any(b"pathspec" in line or b"beyond a symbolic link" in line
+                              or b"ignored by one of your .gitignore" in line
+                              for line in said):  # fmt: skip
+        return False
+    if said and all(_UNREADABLE.match(line) for line in said):
+        warn(f"some files were not recorded: {res.err.strip()}")
+        return True
+    raise SnapshotFailed(
+        "the worktree's state could not be stored in git: "
+        + (res.err.strip() or f"git add exited with {res.returncode}"),
+    )
 
 
 @dataclass(frozen=True)

@@ -203,7 +203,7 @@ class Supervisor:
         ]  # fmt: skip
         data = b"".join(
             json.dumps(self.scrubber.scrub_obj(r.to_record()), ensure_ascii=False,
-                       separators=(",", ":")).encode() + b"\n"
+                       separators=(",", ":")).encode("utf-8", "backslashreplace") + b"\n"
             for r in records
         )  # fmt: skip
         path = self.task.paths.policy_events(self.step_id)

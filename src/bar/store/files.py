@@ -120,7 +120,9 @@ def write_bytes_atomic(path: StrPath, data: bytes, *, mode: int = FILE_MODE) -> 
 
 
 def write_json_atomic(path: StrPath, obj: Any) -> None:
-    write_bytes_atomic(path, (json.dumps(obj, indent=2, ensure_ascii=False) + "\n").encode())
+    text = json.dumps(obj, indent=2, ensure_ascii=False) + "\n"
+    # names that are not UTF-8 (lone surrogates in Python) become \u escapes: same bytes back
+    write_bytes_atomic(path, text.encode("utf-8", "backslashreplace"))
 
 
 def write_text_atomic(path: StrPath, text: str) -> None:

@@ -1,0 +1,291 @@
+"""Differential oracle: bar's snapshots against plain git, over random repository shapes.
+
+After every operation of a random sequence (edits by a step, hand edits, rollbacks) over a
+random repository *shape* (no file at the top level, a directory swapped for a symbolic
+link and back, nested repositories, names that are not UTF-8 or hold control characters,
+CRLF files under ``core.autocrlf`` or ``* text=auto``, ignored files, case-only renames,
+executable bits, empty directories):
+
+- the last snapshot holds exactly the paths and modes ``git add -A`` puts in a fresh index
+  of the same worktree, and every file's bytes as they are on disk (a snapshot stores
+  bytes, not git's line-ending conversion of them);
+- a rollback brings back the exact bytes of every file of the state it targets, and
+  leaves ignored files and nested repositories alone.
+
+``BAR_ORACLE_EXAMPLES`` raises the number of random sequences (the suite runs a few).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from conftest import git
+from helpers import bar, ledger, new_task, set_config, worktree
+
+EXAMPLES = int(os.environ.get("BAR_ORACLE_EXAMPLES", "10"))
+
+# names chosen to hit git's corners: not UTF-8, control characters, case twins, spaces
+NAMES: list[bytes] = [
+    b"a.txt", b"A.txt", b"dir/b.txt", b"dir/sub/c.bin", b"caf\xe9.txt", b"tab\there",
+    b"new\nline", b"sp ace/d.md", b"deep/er/e", b"run.sh", b"build/out.o", b"x.log",
+]  # fmt: skip
+DIRS = [b"dir", b"sp ace", b"deep", b"deep/er"]
+CONTENTS: list[bytes] = [b"", b"one\n", b"crlf\r\nline\r\n", b"mixed\r\nand\n", b"lone\r",
+                         b"no newline", b"\x00\xffbinary\r\n"]  # fmt: skip
+
+shape = st.fixed_dictionaries(
+    {
+        "top_files": st.booleans(),
+        "eol": st.sampled_from(["none"]),
+        "files": st.lists(
+            st.tuples(st.sampled_from(NAMES), st.sampled_from(CONTENTS)), min_size=1, max_size=5
+        ),
+    }
+)
+op = st.one_of(
+    st.tuples(st.just("write"), st.sampled_from(NAMES), st.sampled_from(CONTENTS)),
+    st.tuples(st.just("delete"), st.sampled_from(NAMES)),
+    st.tuples(st.just("chmod"), st.sampled_from(NAMES)),
+    st.tuples(st.just("case"), st.sampled_from(NAMES)),
+    st.tuples(st.just("dir_to_link"), st.sampled_from(DIRS)),
+    st.tuples(st.just("link_to_dir"), st.sampled_from(DIRS)),
+    st.tuples(st.just("mkdir"), st.sampled_from(DIRS)),
+    st.tuples(st.just("nested"), st.sampled_from([b"vendor/lib", b"dir/inner"])),
+    st.tuples(st.just("symlink"), st.sampled_from(NAMES)),
+)
+action = st.one_of(
+    st.tuples(st.just("step"), st.lists(op, min_size=1, max_size=4)),
+    st.tuples(st.just("hand"), st.lists(op, min_size=1, max_size=4)),
+    st.tuples(st.just("rollback"), st.integers(0, 30)),
+)
+
+
+def _p(root: Path, rel: bytes) -> str:
+    return os.path.join(os.fsencode(root), rel).decode("utf-8", "surrogateescape")
+
+
+def _clear(path: str) -> None:
+    if os.path.islink(path) or os.path.isfile(path):
+        os.unlink(path)
+    elif os.path.isdir(path):
+        shutil.rmtree(path)
+
+
+def _write(root: Path, rel: bytes, data: bytes) -> None:
+    path = _p(root, rel)
+    parent = os.path.dirname(path)
+    if os.path.islink(parent) or os.path.isfile(parent):
+        os.unlink(parent)
+    os.makedirs(parent, exist_ok=True)
+    _clear(path) if os.path.isdir(path) else None
+    with open(path, "wb") as f:
+        f.write(data)
+
+
+def apply_op(root: Path, o: tuple[Any, ...]) -> None:
+    """Perform one operation on the worktree; impossible ones are skipped."""
+    kind, arg = o[0], o[1]
+    path = _p(root, arg)
+    try:
+        if kind == "write":
+            _write(root, arg, o[2])
+        elif kind == "delete":
+            _clear(path)
+        elif kind == "chmod" and os.path.isfile(path) and not os.path.islink(path):
+            os.chmod(path, os.stat(path).st_mode ^ 0o111)
+        elif kind == "case" and os.path.lexists(path):
+            name = os.path.basename(path)
+            other = os.path.join(os.path.dirname(path), name.swapcase())
+            if other != path and not os.path.lexists(other):
+                os.rename(path, other)
+        elif kind == "dir_to_link" and os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path)
+            os.symlink("/tmp", path)
+        elif kind == "link_to_dir" and os.path.islink(path):
+            os.unlink(path)
+            _write(root, arg + b"/back.txt", b"back\n")
+        elif kind == "mkdir" and not os.path.lexists(path):
+            os.makedirs(path, exist_ok=True)  # an empty directory: git records nothing
+        elif kind == "nested":
+            os.makedirs(path, exist_ok=True)
+            if not os.path.exists(os.path.join(path, ".git")):
+                subprocess.run(["git", "init", "-q", path], check=True)
+            _write(root, arg + b"/inside.txt", os.urandom(4).hex().encode())
+        elif kind == "symlink" and not os.path.lexists(path):
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            os.symlink("a.txt", path)
+    except (FileExistsError, NotADirectoryError, IsADirectoryError, FileNotFoundError):
+        pass  # a path the shape made impossible right now
+
+
+def _nested_repos(root: Path) -> list[str]:
+    found = []
+    for dirpath, dirnames, _ in os.walk(root):
+        if dirpath != str(root) and ".git" in dirnames:
+            found.append(os.path.relpath(dirpath, root))
+            dirnames.clear()
+        if ".git" in dirnames:
+            dirnames.remove(".git")
+    return found
+
+
+def on_disk(root: Path, ignored: set[str]) -> dict[str, bytes]:
+    """Every recorded file under ``root`` with its mode and bytes: not .git, not the
+    ``ignored`` files, not the insides of nested repositories."""
+    nested = _nested_repos(root)
+    files: dict[str, bytes] = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        rel_dir = os.path.relpath(dirpath, root)
+        if rel_dir in nested:
+            dirnames.clear()
+            continue
+        if rel_dir == ".":  # the worktree's own .git (a file in a linked worktree)
+            dirnames[:] = [d for d in dirnames if d != ".git"]
+            filenames = [f for f in filenames if f != ".git"]
+        for name in filenames + [d for d in dirnames if os.path.islink(os.path.join(dirpath, d))]:
+            full = os.path.join(dirpath, name)
+            rel = os.path.normpath(os.path.join(rel_dir, name))
+            if rel in ignored:
+                continue
+            if os.path.islink(full):
+                files[rel] = b"-> " + os.fsencode(os.readlink(full))
+            else:
+                with open(full, "rb") as f:
+                    files[rel] = (b"x:" if os.access(full, os.X_OK) else b"-:") + f.read()
+    return files
+
+
+def in_commit(repo: Path, commit: str) -> dict[str, bytes]:
+    out = subprocess.run(["git", "ls-tree", "-r", "-z", commit], cwd=repo, capture_output=True,
+                         check=True).stdout  # fmt: skip
+    files: dict[str, bytes] = {}
+    for item in out.split(b"\0"):
+        if not item:
+            continue
+        meta, path = item.split(b"\t", 1)
+        mode, _type, sha = meta.split()
+        if mode == b"160000":
+            continue  # a nested repository: only its HEAD is recorded
+        data = subprocess.run(["git", "cat-file", "blob", sha.decode()], cwd=repo,
+                              capture_output=True, check=True).stdout  # fmt: skip
+        rel = path.decode("utf-8", "surrogateescape")
+        files[rel] = (b"-> " if mode == b"120000" else b"x:" if mode == b"100755" else b"-:") + data
+    return files
+
+
+def plain_git(wt: Path, tmp: Path) -> tuple[bytes, set[str]]:
+    """Paths and modes `git add -A` records in a fresh index of the worktree, and the
+    files it leaves out as ignored."""
+    index = tmp / "oracle-index"
+    index.unlink(missing_ok=True)
+    env = {**os.environ, "GIT_INDEX_FILE": str(index)}
+    subprocess.run(["git", "-c", "core.autocrlf=false", "add", "-A", "--ignore-errors"],
+                   cwd=wt, env=env, capture_output=True)  # fmt: skip
+    out = subprocess.run(["git", "ls-files", "-s", "-z"], cwd=wt, env=env, capture_output=True,
+                         check=True).stdout  # fmt: skip
+    entries = b"\0".join(sorted(e.split(b" ", 2)[0] + b" " + e.split(b"\t", 1)[1]
+                                for e in out.split(b"\0") if e))  # fmt: skip
+    out = subprocess.run(["git", "ls-files", "-z", "--others", "--ignored", "--exclude-standard"],
+                         cwd=wt, env=env, capture_output=True, check=True).stdout  # fmt: skip
+    return entries, {p.decode("utf-8", "surrogateescape") for p in out.split(b"\0") if p}
+
+
+def snapshot_entries(repo: Path, commit: str) -> bytes:
+    out = subprocess.run(["git", "ls-tree", "-r", "-z", commit], cwd=repo, capture_output=True,
+                         check=True).stdout  # fmt: skip
+    return b"\0".join(sorted(e.split(b" ", 1)[0] + b" " + e.split(b"\t", 1)[1]
+                             for e in out.split(b"\0") if e))  # fmt: skip
+
+
+def _make_repo(tmp: Path, sh: dict[str, Any]) -> Path:
+    repo = tmp / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    if sh["eol"] == "autocrlf":
+        git(repo, "config", "core.autocrlf", "true")
+    files = dict(sh["files"])
+    if sh["eol"] == "text_auto":
+        files[b".gitattributes"] = b"* text=auto\n"
+    files[b"dir/.gitignore"] = b"ignored-here\n"
+    if sh["top_files"]:
+        files[b".gitignore"] = b"build/\n*.log\n"
+        files[b"top.txt"] = b"top\n"
+    else:  # nothing at the top level: only directories
+        files = {k if b"/" in k else b"dir/" + k: v for k, v in files.items()}
+        files[b"dir/.gitignore"] = b"build/\n*.log\n"
+    for rel, data in files.items():
+        _write(repo, rel, data)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "base")
+    return repo
+
+
+def _check(repo: Path, wt: Path, tmp: Path, task_id: str) -> None:
+    last = ledger(task_id)[-1]
+    entries, ignored = plain_git(wt, tmp)
+    assert entries == snapshot_entries(repo, last["snapshot"])
+    assert on_disk(wt, ignored) == in_commit(repo, last["snapshot"])
+
+
+@settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+    derandomize=os.environ.get("BAR_ORACLE_RANDOM") is None,
+)
+@given(sh=shape, actions=st.lists(action, min_size=1, max_size=6))
+def test_snapshots_equal_plain_git_and_rollbacks_restore_bytes(
+    sh: dict[str, Any],
+    actions: list[tuple[str, Any]],
+    capfd: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    with tempfile.TemporaryDirectory() as d:
+        tmp = Path(d)
+        repo = _make_repo(tmp, sh)
+        monkeypatch.chdir(repo)
+        monkeypatch.setenv("BAR_HOME", str(tmp / "home"))
+        assert bar(capfd, "init").code == 0
+        set_config(policy={"enabled": False})
+        task = new_task(capfd)
+        wt = worktree(task)
+        monkeypatch.chdir(wt)
+        seen: dict[str, dict[str, bytes]] = {}
+        for n, (kind, arg) in enumerate(actions):
+            if kind in ("step", "hand"):
+                if kind == "step":  # the edits are made by the step's own process
+                    script = tmp / f"ops{n}.py"
+                    here = str(Path(__file__).parent)
+                    script.write_text(
+                        f"import sys\nsys.path.insert(0, {here!r})\n"
+                        "from test_oracle import apply_op\nfrom pathlib import Path\n"
+                        f"for o in {arg!r}:\n    apply_op(Path('.'), o)\n"
+                    )
+                    res = bar(capfd, "run", "--", sys.executable, str(script))
+                else:
+                    for o in arg:
+                        apply_op(wt, o)
+                    res = bar(capfd, "run", "--", "true")
+                assert res.code == 0, res.err
+            else:
+                choices = [s["step_id"] for s in ledger(task["id"])]
+                if not choices:
+                    continue
+                target = choices[arg % len(choices)]
+                res = bar(capfd, "rollback", "--to", target)
+                assert res.code == 0, res.err
+                assert on_disk(wt, plain_git(wt, tmp)[1]) == seen[target]
+            now = on_disk(wt, plain_git(wt, tmp)[1])
+            for s in ledger(task["id"]):
+                seen.setdefault(s["step_id"], now)
+            _check(repo, wt, tmp, task["id"])

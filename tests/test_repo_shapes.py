@@ -1,0 +1,106 @@
+"""Repository shapes that once made bar record nothing, or brick a task: a repository with
+no file at its top level, a directory swapped for a symbolic link, a file name that is
+not UTF-8, a full disk."""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import MakeRepo, git
+from helpers import bar, bar_exe, files_in_commit, ledger, new_task, task_dir, worktree
+
+
+def _task(make_repo: MakeRepo, capfd: pytest.CaptureFixture[str], files: dict[str, str],
+          monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path, dict[str, object]]:  # fmt: skip
+    repo = make_repo(files)
+    monkeypatch.chdir(repo)
+    assert bar(capfd, "init").code == 0
+    task = new_task(capfd)
+    wt = worktree(task)
+    monkeypatch.chdir(wt)
+    return repo, wt, task
+
+
+def test_a_repository_with_only_directories_at_its_top_records_every_change(
+    make_repo: MakeRepo, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, _, task = _task(make_repo, capfd, {"pkg/a.txt": "a\n"}, monkeypatch)
+    res = bar(capfd, "run", "--", "sh", "-c",
+              "echo b >> pkg/a.txt; mkdir newpkg; echo n > newpkg/n.txt")  # fmt: skip
+    assert res.code == 0, res.err
+    assert "did not match" not in res.err
+    (step,) = ledger(str(task["id"]))
+    assert sorted(step["diff_stat"]["file_list"]) == ["newpkg/n.txt", "pkg/a.txt"]
+    res = bar(capfd, "run", "--", "sh", "-c", "echo c >> pkg/a.txt")
+    assert ledger(str(task["id"]))[-1]["diff_stat"]["file_list"] == ["pkg/a.txt"]
+
+
+def test_a_directory_swapped_for_a_symlink_and_back_is_recorded_and_rolled_back(
+    make_repo: MakeRepo, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo, wt, task = _task(make_repo, capfd, {"d/a.txt": "a\n", "d/sub/b.txt": "b\n",
+                                              "top.txt": "t\n"}, monkeypatch)  # fmt: skip
+    assert bar(capfd, "run", "--", "sh", "-c", "rm -rf d && ln -s /tmp d").code == 0
+    assert bar(capfd, "run", "--", "sh", "-c", "echo more >> top.txt").code == 0
+    steps = ledger(str(task["id"]))
+    assert [s["diff_stat"]["files"] for s in steps] == [3, 1]  # d/a.txt, d/sub/b.txt, d
+    assert files_in_commit(repo, steps[-1]["snapshot"])["d"] == b"-> /tmp"
+    res = bar(capfd, "rollback", "--to", "base")
+    assert res.code == 0, res.err
+    assert (wt / "d").is_dir() and not (wt / "d").is_symlink()
+    assert (wt / "d" / "sub" / "b.txt").read_text() == "b\n"
+    assert not (task_dir(str(task["id"])) / "rollback.json").exists()
+    assert bar(capfd, "status").code == 0
+
+
+def test_a_file_name_that_is_not_utf8_is_recorded_and_reads_back(
+    make_repo: MakeRepo, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo, wt, task = _task(make_repo, capfd, {"a.txt": "a\n"}, monkeypatch)
+    script = "open(b'caf\\xe9.txt', 'wb').write(b'x')"
+    res = bar_exe("run", "--", sys.executable, "-c", script, cwd=wt)
+    assert res.code == 0, res.err
+    for args in (["log"], ["show", "1"], ["status"], ["log", "--json"], ["doctor"]):
+        res = bar_exe(*args, cwd=wt)
+        assert res.code == 0, (args, res.err)
+    (step,) = ledger(str(task["id"]))
+    assert os.fsencode(step["diff_stat"]["file_list"][0]) == b"caf\xe9.txt"  # same bytes back
+    assert files_in_commit(repo, step["snapshot"])["caf\udce9.txt"] == b"-:x"
+    assert bar(capfd, "rollback", "--to", "base").code == 0
+    assert not os.path.lexists(os.path.join(os.fsencode(wt), b"caf\xe9.txt"))
+
+
+def test_a_step_whose_changes_cannot_be_stored_is_not_recorded_as_no_changes(
+    make_repo: MakeRepo, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A full disk, as git sees it: writing the new object fails. The step must stay
+    pending (not "no changes", not a later "manual" step) and be recorded once it can."""
+    repo, wt, task = _task(make_repo, capfd, {"a.txt": "a\n"}, monkeypatch)
+    big = os.urandom(3 << 20)  # incompressible: its object is ~3 MiB
+
+    def limit() -> None:  # files bar's git writes may not grow past 1 MiB
+        resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, 1 << 20))
+
+    (wt / "big.bin").write_bytes(big)
+    proc = subprocess.run(
+        [str(Path(sys.executable).parent / "bar"), "run", "--", "true"],
+        cwd=wt, capture_output=True, preexec_fn=limit,
+    )  # fmt: skip
+    assert proc.returncode != 0, proc.stderr
+    assert b"could not be stored" in proc.stderr or b"could not write" in proc.stderr
+    assert all(s["diff_stat"]["files"] != 0 for s in ledger(str(task["id"])) if "diff_stat" in s)
+    # space again: the next command records the change, attributed to a step of its own
+    res = bar(capfd, "run", "--", "true")
+    assert res.code == 0, res.err
+    recorded = [s for s in ledger(str(task["id"])) if s["diff_stat"]["files"]]
+    assert [s["diff_stat"]["file_list"] for s in recorded] == [["big.bin"]]
+    assert files_in_commit(repo, recorded[0]["snapshot"])["big.bin"] == b"-:" + big
+    git(repo, "status")  # the repository is sound
+    assert json.loads(json.dumps(ledger(str(task["id"]))))
