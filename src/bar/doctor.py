@@ -1,12 +1,20 @@
 """``bar doctor``: check every file, ledger line, ref and worktree; repair without loss.
 
 Every check reports a ``Finding``. With ``repair=True`` the repairable ones are fixed in a
-way that loses nothing: an unreadable ledger line is moved to ``ledger.jsonl.corrupt``
-(never deleted), a stale ``running`` marker becomes an ``interrupted`` step with the
-changes made up to the crash, an interrupted rollback or apply is finished, a missing
-worktree is recreated at the last recorded state, a missing patch is regenerated from
-its two snapshots, and permissions are tightened to 0700/0600. A task whose lock is held
-by a live bar process is only inspected, never repaired.
+way that loses nothing (``bar.repairs``): an unreadable ledger line is moved to
+``ledger.jsonl.corrupt`` (never deleted), a stale ``running`` marker becomes an
+``interrupted`` step with the changes made up to the crash, an interrupted rollback or
+apply is finished, a journal too garbled to finish is moved aside and the ledger rules, a
+stale git lock on the snapshot ref is removed, a garbled or missing side index is rebuilt,
+a missing worktree is recreated at the last recorded state, a missing patch is
+regenerated from its two snapshots, and permissions are tightened to 0700/0600. The
+developer's policy file is only reported, never rewritten. A task whose lock is held by
+a live bar process is only inspected, never repaired.
+
+``remaining`` is what is left when doctor is done: every error it did not repair and
+every repair that failed, and after repairs every error a fresh check still finds.
+Warnings (a step the next command finishes by itself, a loose file mode) are reported
+but leave the project usable. The CLI exits non-zero while anything remains.
 """
 
 from __future__ import annotations
@@ -19,11 +27,12 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from bar import git, recovery, rollback, snapshot, worktree
-from bar.errors import BarError
+from bar import git, repairs, worktree
+from bar.errors import BarError, PolicyError, UnsupportedVersion
 from bar.project import Project
 from bar.records import Step, step_from_record
-from bar.store.files import DIR_MODE, FILE_MODE, write_bytes_atomic
+from bar.repairs import then
+from bar.store.files import DIR_MODE, FILE_MODE
 from bar.store.layout import TASK_ID_RE
 from bar.store.lock import is_locked
 from bar.tasks import Task, load_task
@@ -37,6 +46,12 @@ class Finding:
     repair: Callable[[], str] | None = None  # returns what it did
     repaired: str | None = None
     repair_error: str | None = None
+    hint: str | None = None  # what the developer can do when bar cannot repair it
+
+    @property
+    def remains(self) -> bool:
+        """Left after doctor ran: a failed repair, or an error not repaired."""
+        return bool(self.repair_error) or (self.severity == "error" and not self.repaired)
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -46,6 +61,7 @@ class Finding:
             "repairable": self.repair is not None,
             "repaired": self.repaired,
             "repair_error": self.repair_error,
+            "hint": self.hint,
         }
 
 
@@ -53,6 +69,7 @@ class Doctor:
     def __init__(self, project: Project) -> None:
         self.project = project
         self.findings: list[Finding] = []
+        self.still: list[Finding] = []  # errors a fresh check finds after the repairs
 
     def add(
         self,
@@ -60,8 +77,10 @@ class Doctor:
         where: Path | str,
         message: str,
         repair: Callable[[], str] | None = None,
+        *,
+        hint: str | None = None,
     ) -> None:
-        self.findings.append(Finding(severity, str(where), message, repair))
+        self.findings.append(Finding(severity, str(where), message, repair, hint=hint))
 
     # --- project-wide ----------------------------------------------------------------
 
@@ -69,6 +88,7 @@ class Doctor:
         p = self.project.paths
         self._guard(p.dir, self._check_permissions)
         self._guard(p.config, self._check_config)
+        self._guard(p.config, self._check_policy)
         self._guard(p.state, self._check_state)
         self._guard(p.events, lambda: self._check_jsonl(p.events, "events.jsonl line"))
         if p.tasks.is_dir():
@@ -79,20 +99,30 @@ class Doctor:
         return self.findings
 
     @property
+    def remaining(self) -> list[Finding]:
+        """The problems left: errors not repaired, failed repairs, and errors that a
+        check after the repairs still finds (a repair that did not hold)."""
+        left = [f for f in self.findings if f.remains]
+        seen = {(f.where, f.message) for f in left}
+        return left + [f for f in self.still if (f.where, f.message) not in seen]
+
+    @property
     def ok(self) -> bool:
-        """No error left unrepaired and no repair that failed."""
-        return not any(
-            f.repair_error or (f.severity == "error" and not f.repaired) for f in self.findings
-        )
+        """Nothing remains: no error left unrepaired and no repair that failed."""
+        return not self.remaining
 
     def repair(self) -> list[Finding]:
+        tried = False
         for f in self.findings:
             if f.repair is None:
                 continue
+            tried = True
             try:
                 f.repaired = f.repair()
             except (BarError, OSError) as exc:
                 f.repair_error = str(exc)
+        if tried:
+            self.still = [f for f in Doctor(self.project).check() if f.severity == "error"]
         return self.findings
 
     def _guard(self, where: Path, check: Callable[[], None]) -> None:
@@ -104,12 +134,34 @@ class Doctor:
     def _check_config(self) -> None:
         _ = self.project.config
 
+    def _check_policy(self) -> None:
+        """The developer's policy file: reported with the parse error and its line, never rewritten."""
+        try:
+            enabled = self.project.config.policy.enabled
+        except (BarError, OSError, ValueError):
+            return  # the config check reports it
+        path = self.project.policy_path()
+        if not enabled and not path.exists():
+            return
+        try:
+            self.project.policy_file()
+        except PolicyError as exc:
+            hint = (
+                exc.hint
+                or "fix the file by hand (bar never rewrites it); `bar policy test` checks it"
+            )
+            if enabled:
+                self.add("error", path, f"{exc}; every `bar run` stops on it", hint=hint)
+            else:
+                self.add("warning", path, f"{exc} (policy.enabled is false: runs do not read it)",
+                         hint=hint)  # fmt: skip
+
     def _check_state(self) -> None:
         active = self.project.active_task_id()
         if active and not self.project.paths.task(active).task_json.exists():
             self.add(
                 "error", self.project.paths.state, f"the active task {active} does not exist",
-                _then(lambda: self.project.set_active_task(None), "cleared the active task"),
+                then(lambda: self.project.set_active_task(None), "cleared the active task"),
             )  # fmt: skip
 
     def _check_permissions(self) -> None:
@@ -120,11 +172,11 @@ class Doctor:
             if have != want:
                 self.add(
                     "warning", path, f"mode {have:04o} should be {want:04o} (outputs can hold secrets)",
-                    _then(functools.partial(os.chmod, path, want), f"set mode {want:04o}"),
+                    then(functools.partial(os.chmod, path, want), f"set mode {want:04o}"),
                 )  # fmt: skip
             if path.is_file() and path.name.startswith(".") and path.name.endswith(".tmp"):
                 self.add("warning", path, "a temporary file left by an interrupted write",
-                         _then(path.unlink, "removed it"))  # fmt: skip
+                         then(path.unlink, "removed it"))  # fmt: skip
 
     def _check_jsonl(self, path: Path, what: str) -> None:
         if not path.exists():
@@ -134,7 +186,7 @@ class Doctor:
             numbers = ", ".join(str(n) for n, _ in bad[:10])
             self.add(
                 "error", path, f"{len(bad)} unreadable {what}(s) (line {numbers})",
-                lambda: _quarantine(path, [n for n, _ in bad]),
+                lambda: repairs.quarantine_lines(path, [n for n, _ in bad]),
             )  # fmt: skip
 
     # --- per task --------------------------------------------------------------------
@@ -149,35 +201,65 @@ class Doctor:
             numbers = ", ".join(str(n) for n, _ in bad[:10])
             self.add(
                 "error", ledger.path, f"{len(bad)} unreadable ledger line(s) (line {numbers})",
-                None if busy else lambda: self._locked(task, lambda: _quarantine(ledger.path, [n for n, _ in bad])),
+                None if busy else self._under_lock(task, lambda: repairs.quarantine_lines(ledger.path, [n for n, _ in bad])),
             )  # fmt: skip
         steps = ledger.read_all(warn=False)
         self._check_numbering(task, steps)
         self._check_artifacts(task, steps, busy)
+        if not busy:  # a live bar may be moving the ref right now
+            self._check_ref_lock(task, where)
         self._check_snapshots(task, steps, busy)
         if busy:
             return  # a live bar holds the task: the rest would race it
-        pending = [
-            (path, what)
-            for path, what in ((task.paths.marker, "step"), (task.paths.rollback_journal,
-                               "rollback"), (task.paths.apply_journal, "apply"))
-            if path.exists()
-        ]  # fmt: skip
-        for path, what in pending:
-            self.add(
-                "warning", path, f"{where}: an interrupted {what} is pending (bar stopped mid-way)",
-                lambda: self._locked(task, lambda: _finish_pending(task)),
-            )  # fmt: skip
         lock = task.index.with_name("index.lock")
         if lock.exists():
             self.add("warning", lock, "a git lock left by a crash",
-                     _then(lambda: lock.unlink(missing_ok=True), "removed it"))  # fmt: skip
+                     self._under_lock(task, then(lambda: lock.unlink(missing_ok=True), "removed it")))  # fmt: skip
         if task.active:
             self._check_worktree(task, where)
+        # after the side index: finishing a step snapshots the worktree through it
+        self._check_journals(task, where)
+
+    def _under_lock(self, task: Task, action: Callable[[], str]) -> Callable[[], str]:
+        return lambda: self._locked(task, action)
 
     def _locked(self, task: Task, action: Callable[[], str]) -> str:
         with task.lock("bar doctor --repair", wait=False):
             return action()
+
+    def _check_ref_lock(self, task: Task, where: str) -> None:
+        lock = git.ref_lock_path(task.project.root, task.snapshot_ref)
+        if lock.exists():
+            self.add(
+                "error", lock,
+                f"{where}: a git lock on {task.snapshot_ref} left by a bar that was stopped "
+                "while moving it; every step of the task fails until it is removed",
+                self._under_lock(task, lambda: repairs.remove_ref_lock(task)),
+            )  # fmt: skip
+
+    def _check_journals(self, task: Task, where: str) -> None:
+        for path, what, read in repairs.journals_of(task):
+            if not path.exists():
+                continue
+            try:
+                problem = repairs.journal_problem(task, read)
+            except UnsupportedVersion as exc:
+                self.add("error", path, f"{where}: {exc}",
+                         hint="finish it with the newer bar that wrote it")  # fmt: skip
+                continue
+            if problem is None:
+                self.add(
+                    "warning", path, f"{where}: an interrupted {what} is pending (bar stopped mid-way)",
+                    self._under_lock(task, lambda: repairs.finish_pending(task)),
+                )  # fmt: skip
+            else:
+                quarantine = functools.partial(repairs.quarantine_journal, task, path, read)
+                self.add(
+                    "error", path,
+                    f"{where}: the interrupted {what} cannot be finished, its journal is garbled "
+                    f"({problem}); every command of the task stops on it",
+                    self._under_lock(task, quarantine),
+                )  # fmt: skip
 
     def _check_numbering(self, task: Task, steps: list[Step]) -> None:
         expected = 1
@@ -211,7 +293,7 @@ class Doctor:
                     and step.snapshot
                     and not busy
                 ):
-                    repair = lambda s=step, p=path: _regenerate_patch(task, s, p)  # noqa: E731
+                    repair = lambda s=step, p=path: repairs.regenerate_patch(task, s, p)  # noqa: E731
                 self.add("warning", path, f"step {step.step_id}: artifact {rel} is missing", repair)
 
     def _check_snapshots(self, task: Task, steps: list[Step], busy: bool) -> None:
@@ -233,8 +315,9 @@ class Doctor:
         if ref_value is None:
             self.add(
                 "error", task.snapshot_ref, "the snapshot ref is missing",
-                None if busy else _then(lambda: git.update_ref(repo, task.snapshot_ref, last, None,
-                                  "bar doctor: restore ref"), f"pointed it at {last[:10]}"),
+                None if busy else self._under_lock(task, then(lambda: git.update_ref(
+                    repo, task.snapshot_ref, last, None, "bar doctor: restore ref"),
+                    f"pointed it at {last[:10]}")),
             )  # fmt: skip
         elif not git.is_ancestor(repo, last, ref_value):
 
@@ -247,7 +330,7 @@ class Doctor:
 
             self.add("error", task.snapshot_ref,
                      "the snapshot ref does not contain the ledger's last snapshot",
-                     None if busy else rejoin)  # fmt: skip
+                     None if busy else self._under_lock(task, rejoin))  # fmt: skip
 
     def _check_worktree(self, task: Task, where: str) -> None:
         repo = task.project.root
@@ -255,13 +338,18 @@ class Doctor:
         registered = worktree.is_registered(repo, task.worktree)
         if not exists:
             self.add("error", task.worktree, f"{where}: the worktree is missing",
-                     lambda: self._locked(task, lambda: _recreate_worktree(task)))  # fmt: skip
+                     self._under_lock(task, lambda: repairs.recreate_worktree(task)))  # fmt: skip
         elif not registered:
             self.add("error", task.worktree, f"{where}: the worktree is not registered with git",
-                     lambda: self._locked(task, lambda: _repair_registration(task)))  # fmt: skip
+                     self._under_lock(task, lambda: repairs.repair_registration(task)))  # fmt: skip
         elif not task.index.exists():
             self.add("warning", task.index, f"{where}: the snapshot index is missing",
-                     lambda: self._locked(task, lambda: _reseed_index(task)))  # fmt: skip
+                     self._under_lock(task, lambda: repairs.reseed_index(task)))  # fmt: skip
+        elif not repairs.index_is_readable(task):
+            self.add("error", task.index,
+                     f"{where}: the snapshot index is unreadable (garbled); no step can be "
+                     "recorded until it is rebuilt",
+                     self._under_lock(task, lambda: repairs.reseed_index(task)))  # fmt: skip
 
     def _check_workspaces(self) -> None:
         wdir = self.project.paths.workspaces
@@ -273,16 +361,6 @@ class Doctor:
 
 
 # --- helpers ------------------------------------------------------------------------
-
-
-def _then(action: Callable[[], object], said: str) -> Callable[[], str]:
-    """A repair that runs ``action`` and says ``said``."""
-
-    def run() -> str:
-        action()
-        return said
-
-    return run
 
 
 def _walk(root: Path, skip: Path) -> Iterator[Path]:
@@ -319,67 +397,6 @@ def _bad_lines(path: Path) -> list[tuple[int, bytes]]:
             except (ValueError, UnicodeDecodeError, BarError):
                 bad.append((n, text))
     return bad
-
-
-def _quarantine(path: Path, numbers: list[int]) -> str:
-    """Move the given lines to ``<file>.corrupt`` (appended) and rewrite the file without them."""
-    drop = set(numbers)
-    keep: list[bytes] = []
-    moved: list[bytes] = []
-    with path.open("rb") as fh:
-        for n, line in enumerate(fh, 1):
-            body = line.rstrip(b"\n")
-            if not body.strip():
-                continue
-            (moved if n in drop else keep).append(body)
-    side = path.with_name(path.name + ".corrupt")
-    fd = os.open(side, os.O_WRONLY | os.O_APPEND | os.O_CREAT, FILE_MODE)
-    try:
-        os.write(fd, b"".join(m + b"\n" for m in moved))
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    write_bytes_atomic(path, b"".join(k + b"\n" for k in keep))
-    return f"moved {len(moved)} line(s) to {side.name}"
-
-
-def _finish_pending(task: Task) -> str:
-    done = recovery.finish_pending(task)
-    if not done:
-        return "nothing had changed; the journal was removed"
-    return "recorded " + ", ".join(f"step {step.step_id} ({step.kind})" for step in done)
-
-
-def _regenerate_patch(task: Task, step: Step, path: Path) -> str:
-    assert step.snapshot_before and step.snapshot
-    snapshot.write_patch(task.worktree if task.worktree.is_dir() else task.project.root,
-                         step.snapshot_before, step.snapshot, path)  # fmt: skip
-    return "regenerated it from the step's snapshots"
-
-
-def _reseed_index(task: Task) -> str:
-    git.git(task.worktree, "read-tree", task.recorded_snapshot(), env=git.index_env(task.index))
-    os.chmod(task.index, FILE_MODE)
-    return "rebuilt it from the last snapshot"
-
-
-def _recreate_worktree(task: Task) -> str:
-    """Recreate a deleted worktree on its branch and restore the last recorded state."""
-    repo = task.project.root
-    with task.project.lock("bar doctor: recreate worktree"):  # worktree add is not concurrent-safe
-        git.git(repo, "worktree", "prune")
-        git.git(repo, "worktree", "add", "--quiet", str(task.worktree), task.branch)
-    task.index.unlink(missing_ok=True)
-    snapshot.seed_index(task.worktree, task.index, task.base_commit)
-    rollback.restore(task, task.recorded_snapshot())
-    return f"recreated it on {task.branch} at the last recorded state"
-
-
-def _repair_registration(task: Task) -> str:
-    res = git.git(task.project.root, "worktree", "repair", str(task.worktree), check=False)
-    if worktree.is_registered(task.project.root, task.worktree):
-        return "re-registered it with git"
-    raise BarError(f"git could not re-register the worktree: {res.err.strip()}")
 
 
 def _missing_objects(repo: Path, shas: list[str]) -> list[str]:

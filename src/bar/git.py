@@ -88,6 +88,12 @@ def update_ref(repo: Path | str, ref: str, new: str, old: str | None, message: s
     faults.point(f"after moving {ref}")
 
 
+def ref_lock_path(repo: Path | str, ref: str) -> Path:
+    """The file git creates to lock ``ref`` while it moves it (``<ref>.lock`` in the
+    repository's common git directory, where refs live)."""
+    return Path(out(repo, "rev-parse", "--path-format=absolute", "--git-path", f"{ref}.lock"))
+
+
 def delete_ref(repo: Path | str, ref: str, *, check: bool = True) -> None:
     git(repo, "update-ref", "-d", ref, check=check)
 

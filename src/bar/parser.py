@@ -283,10 +283,19 @@ def build_parser() -> argparse.ArgumentParser:
         "doctor",
         help="check every project file, ledger line, ref and worktree; --repair fixes them",
         formatter_class=_Formatter,
-        description="Check the project's files, every task's ledger, artifacts, snapshot ref,\n"
-        "worktree and permissions. --repair fixes what can be fixed without losing\n"
-        "anything: unreadable ledger lines are moved to ledger.jsonl.corrupt, interrupted\n"
-        "steps are recorded, a missing worktree is recreated at its last recorded state.",
+        description="Check the project's files, the policy file, every task's ledger, journals,\n"
+        "artifacts, snapshot ref, side index, worktree and permissions. --repair fixes what\n"
+        "can be fixed without losing anything: unreadable ledger lines are moved to\n"
+        "ledger.jsonl.corrupt, interrupted steps are recorded, a journal too garbled to\n"
+        "finish is moved aside (<name>.corrupt), a stale git lock on the snapshot ref is\n"
+        "removed, a garbled side index is rebuilt, a missing worktree is recreated at its\n"
+        "last recorded state. The policy file is yours: a broken one is reported, never\n"
+        "rewritten.\n\n"
+        "exit status:\n"
+        "  0    nothing remains (warnings alone do not count)\n"
+        "  8    a problem remains: check-only, an error was found; with --repair, an error\n"
+        '       it could not repair, or a repair that failed (--json: "ok": false and\n'
+        '       the problems under "remaining")',
     )
     p.add_argument("--repair", action="store_true", help="fix what can be fixed without loss")
     _json_opt(p)

@@ -5,20 +5,63 @@ intents left by a bar that died (``bar.journals``) are completed by the same
 ``complete`` the verb itself would have called, then hand edits made since the last
 step are recorded as a ``manual`` step, so nothing is lost or mis-attributed.
 ``finish_pending`` is the first half alone, for ``bar doctor --repair`` and ``task close``.
+
+A bar killed while git moved the task's snapshot ref leaves git's ``<ref>.lock`` behind,
+and every later move of the ref would fail on it. bar is the only writer of
+``refs/bar/tasks/<id>`` and writes it only under the task lock, so the caller, holding
+that lock, knows such a lock file is stale: ``clear_stale_ref_lock`` removes it first
+(and ``clear_stale_index_lock`` the side index's, which only bar writes).
 """
 
 from __future__ import annotations
 
 import shlex
+import time
 
-from bar import apply, journals, rollback, run, steps
+from bar import apply, git, journals, rollback, run, steps
 from bar.notices import note
 from bar.records import Step
 from bar.tasks import Task
 
+# git itself may lock the ref for a moment (``git gc`` packing refs from another task's
+# worktree): a lock file younger than this gets the time to go away before it is removed.
+_LIVE_REF_LOCK_S = 1.0
+
+
+def clear_stale_ref_lock(task: Task) -> bool:
+    """Remove a ``<snapshot ref>.lock`` left by a killed ``git update-ref`` (the caller
+    holds the task lock). True if there was one."""
+    path = git.ref_lock_path(task.project.root, task.snapshot_ref)
+    deadline = time.monotonic() + _LIVE_REF_LOCK_S
+    while True:
+        try:
+            age = time.time() - path.lstat().st_mtime
+        except FileNotFoundError:
+            return False
+        if age >= _LIVE_REF_LOCK_S or time.monotonic() >= deadline:
+            break
+        time.sleep(0.05)
+    path.unlink(missing_ok=True)
+    note(f"removed {path}: a git lock on {task.snapshot_ref} left by a bar that was stopped")
+    return True
+
+
+def clear_stale_index_lock(task: Task) -> bool:
+    """Remove the side index's ``index.lock`` left by a git that died or failed mid-write
+    (a full disk): only bar writes the side index, under the task lock the caller holds."""
+    path = task.index.with_name(task.index.name + ".lock")
+    try:
+        path.unlink()
+    except FileNotFoundError:
+        return False
+    note(f"removed {path}: a git lock on the side index left by a git that was stopped")
+    return True
+
 
 def finish_pending(task: Task) -> list[Step]:
     """Complete every intent a dead bar left (the caller holds the task lock)."""
+    clear_stale_ref_lock(task)
+    clear_stale_index_lock(task)
     done: list[Step] = []
     last = task.ledger.last()
     run_intent = journals.read_run(task.paths)
@@ -50,6 +93,12 @@ def finish_pending(task: Task) -> list[Step]:
                 f"{landed.target_branch}), which bar stopped before recording"
             )
             done.append(landed)
+        elif landed is None:
+            step = apply_intent.step
+            note(
+                f"apply step {step.step_id} ({step.commit_sha[:10]} onto {step.target_branch}) "
+                f"was interrupted before {step.target_branch} moved; nothing was applied"
+            )
     return done
 
 

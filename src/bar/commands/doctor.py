@@ -1,4 +1,9 @@
-"""``bar doctor [--repair] [--json]``."""
+"""``bar doctor [--repair] [--json]``.
+
+Exits 0 when nothing remains, ``ExitCode.CORRUPT`` (8) while a problem remains: check-only,
+any error found; with ``--repair``, any error it could not repair or whose repair failed.
+The text and the JSON say the same: ``ok``, ``remaining`` and ``exit_code``.
+"""
 
 from __future__ import annotations
 
@@ -11,10 +16,12 @@ from bar.render import Painter, print_json
 def doctor(*, repair: bool, as_json: bool) -> int:
     project = locate().project
     doc = api.doctor(project, repair=repair)
-    code = ExitCode.OK if doc.ok else ExitCode.CORRUPT
+    remaining = doc.remaining
+    code = ExitCode.CORRUPT if remaining else ExitCode.OK
     if as_json:
         print_json({"project": project.name, "findings": [f.to_json() for f in doc.findings],
-                    "ok": doc.ok})  # fmt: skip
+                    "ok": not remaining, "remaining": [f.to_json() for f in remaining],
+                    "exit_code": code})  # fmt: skip
         return code
     paint = Painter()
     if not doc.findings:
@@ -29,6 +36,14 @@ def doctor(*, repair: bool, as_json: bool) -> int:
             print(paint(f"  repair failed: {f.repair_error}", "red"))
         elif f.repair is not None and not repair:
             print("  repairable: run `bar doctor --repair`")
+        if f.hint and not f.repaired:
+            print(f"  hint: {f.hint}")
+    for f in doc.still:
+        if f in remaining:
+            print(paint(f"{f.severity}: {f.where}: {f.message} (still there after the repairs)",
+                        "red"))  # fmt: skip
     fixed = sum(1 for f in doc.findings if f.repaired)
     print(f"{len(doc.findings)} problem(s) found" + (f", {fixed} repaired" if repair else ""))
+    if remaining:
+        print(paint(f"{len(remaining)} problem(s) remain", "red"))
     return code
