@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bar import git, hooks, journals, snapshot, steps
+from bar import git, hooks, journals, known_secrets, snapshot, steps
 from bar.clock import ms_between, ms_since, now_iso
 from bar.errors import ExitCode, HookFailed, UsageError
 from bar.journals import RunIntent
@@ -34,7 +34,8 @@ from bar.notices import warn
 from bar.policy import Decision
 from bar.proc import clean_env
 from bar.records import Artifacts, HookRecord, PolicyEventRecord, RunStep
-from bar.redact import Scrubber, StreamScrubber, redact_env
+from bar.redact import Scrubber, redact_env
+from bar.redact_stream import StreamScrubber
 from bar.supervisor import Supervisor, read_recorded
 from bar.tasks import Task
 from bar.terminal.pipes import STDOUT_HEADER, run_piped
@@ -49,6 +50,11 @@ class RunRequest:
     pty: bool = False
     live: bool = True  # show the command's output as it runs
     agent: str | None = None  # install this agent's hook for the run
+
+    def __post_init__(self) -> None:
+        # The task lock names the command before the step's scrubber exists: from now on
+        # this process scrubs the values of secret-named pairs wherever it writes.
+        known_secrets.learn(self.env)
 
 
 @dataclass(frozen=True)
@@ -134,8 +140,9 @@ def run_step(task: Task, req: RunRequest) -> RunStep:
     # 3. intent, supervisor, the command
     supervisor = Supervisor(task, step_id, policy, scrubber, req.agent)
     intent = RunIntent(
-        pid=os.getpid(), step_id=step_id, started_at=started, cmd=list(req.argv), cwd=req.cwd,
-        snapshot_before=before, env=env_record, pty=req.pty, excludes=supervisor.excludes(),
+        pid=os.getpid(), step_id=step_id, started_at=started,
+        cmd=scrubber.scrub_obj(list(req.argv)), cwd=req.cwd, snapshot_before=before,
+        env=env_record, pty=req.pty, excludes=supervisor.excludes(),
     )  # fmt: skip
     journals.write_run(task.paths, intent)
     try:
@@ -179,7 +186,9 @@ def complete(
     """Record the step ``intent`` announced: its snapshot, patch and ledger line, then
     remove the intent. ``executed`` None: bar died while the command ran (the step is
     recorded as interrupted, with the output captured up to then)."""
-    scrub = scrubber or Scrubber.from_environ(os.environ)
+    # Recovery passes no scrubber: the intent's cmd was scrubbed when it was written, by
+    # the process that knew the run's pairs and environment.
+    scrub = scrubber or known_secrets.scrubber()
     step_id = intent.step_id
     label = "" if executed is not None else " (interrupted)"
     message = scrub.scrub_text(f"step {step_id}{label}: {shlex.join(intent.cmd)}")

@@ -8,14 +8,13 @@ of the operation. Hand edits found between steps become a ``manual`` step
 
 from __future__ import annotations
 
-import os
 import shutil
 import tempfile
 import time
 from pathlib import Path
 from typing import TypeVar
 
-from bar import git, snapshot
+from bar import git, known_secrets, snapshot
 from bar.clock import ms_since, now_iso
 from bar.errors import CorruptFile
 from bar.git import DiffStat
@@ -63,7 +62,7 @@ _S = TypeVar("_S", RunStep, ManualStep, RollbackStep, ApplyStep)
 def append(task: Task, step: _S, scrubber: Scrubber | None = None) -> _S:
     """Append ``step`` to the ledger with every string scrubbed of secrets; the caller
     holds the task lock. Returns the step as written."""
-    scrub = scrubber or Scrubber.from_environ(os.environ)
+    scrub = scrubber or known_secrets.scrubber()
     written = step_from_record(scrub.scrub_obj(step.to_record()), "step")
     assert isinstance(written, type(step))
     task.ledger.append(written)

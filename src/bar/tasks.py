@@ -17,7 +17,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from bar import git, snapshot, worktree
+from bar import git, known_secrets, snapshot, worktree
 from bar.clock import now_iso
 from bar.errors import BarError, CorruptFile, NotFound, TaskNotFound, UsageError
 from bar.ledger import Ledger
@@ -312,10 +312,12 @@ def create_task(
         raise UsageError(f"{branch!r} is not a valid branch name")
     now = now_iso()
     metadata: dict[str, Any] = {}
+    # A description is prose someone typed, and may quote a token or a secret value; it
+    # reaches task.json and, on apply, a commit message: stored scrubbed, like argv.
     if description:
-        metadata["description"] = description
+        metadata["description"] = known_secrets.scrub(description)
     if tags:
-        metadata["tags"] = list(tags)
+        metadata["tags"] = [known_secrets.scrub(tag) for tag in tags]
     task = Task(
         id=task_id,
         name=name,

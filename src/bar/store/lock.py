@@ -4,7 +4,8 @@ A lock is an ``flock`` on a file: the kernel releases it when its holder dies, h
 dies, so a crashed bar never leaves a task locked. The holder writes its pid and what it is
 doing into the file so that a waiting process can say whom it waits for. A waiter says so
 on stderr after a moment and gives up with ``Locked`` after the timeout (``--no-wait``: at
-once).
+once). What it is doing (``bar run`` and the command) is scrubbed of every secret the
+process knows: the file outlives a killed holder.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import ClassVar
 
+from bar import known_secrets
 from bar.errors import Locked
 from bar.store.files import FILE_MODE
 
@@ -118,7 +120,8 @@ class FileLock:
                     )
                 time.sleep(0.05)
         os.ftruncate(fd, 0)
-        os.pwrite(fd, json.dumps({"pid": os.getpid(), "what": self.what}).encode(), 0)
+        what = known_secrets.scrub(self.what) if self.what else ""
+        os.pwrite(fd, json.dumps({"pid": os.getpid(), "what": what}).encode(), 0)
         self._fd = fd
         FileLock._held[key] = fd
         return self
