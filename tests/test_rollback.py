@@ -161,3 +161,40 @@ def test_interrupted_rollback_is_finished_by_the_next_command(
         json.loads((task_dir(t["id"]) / "ledger.jsonl").read_text().splitlines()[2])["target_step"]
         == "0001"
     )
+
+
+def test_a_hard_rollback_keeps_the_agents_commits_through_gc_and_undoes_fully(
+    inited: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    t = new_task(capfd)
+    wt = worktree(t)
+    run(capfd, "echo c > c.txt && git add c.txt && git commit -qm c")
+    run(capfd, "echo d > d.txt && git add d.txt && git commit -qm d")
+    agent_head = git(wt, "rev-parse", "HEAD").strip()
+    res = bar(capfd, "rollback", "--to", "base", "--hard")
+    assert res.code == 0, res.err
+    assert "Undo with: bar rollback --hard --to 2" in res.out
+    # the agent's commits are now on no branch; gc with every reflog expired keeps them
+    git(wt, "reflog", "expire", "--expire=now", "--all")
+    git(wt, "gc", "--quiet", "--prune=now")
+    assert bar(capfd, "status").code == 0
+    res = bar(capfd, "rollback", "--hard", "--to", "2")
+    assert res.code == 0, res.err
+    assert git(wt, "rev-parse", "HEAD").strip() == agent_head
+    assert (wt / "d.txt").read_text() == "d\n"
+    assert git(wt, "status", "--porcelain") == ""
+
+
+def test_an_agent_reset_keeps_the_heads_the_ledger_recorded(
+    inited: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    t = new_task(capfd)
+    wt = worktree(t)
+    run(capfd, "echo c > c.txt && git add c.txt && git commit -qm c")
+    recorded = ledger(t["id"])[-1]["head"]
+    run(capfd, "git reset -q --hard HEAD~1")
+    git(wt, "reflog", "expire", "--expire=now", "--all")
+    git(wt, "gc", "--quiet", "--prune=now")
+    assert git(wt, "cat-file", "-t", recorded).strip() == "commit"
+    assert bar(capfd, "rollback", "--hard", "--to", "1").code == 0
+    assert git(wt, "rev-parse", "HEAD").strip() == recorded

@@ -69,6 +69,9 @@ def complete(task: Task, intent: RollbackIntent, *, verified: bool = False) -> R
     target = intent.target
     restore(task, target.commit, verified=intent.snapshot_before if verified else None)
     if intent.hard:
+        now_head = git.rev_parse(task.worktree, "HEAD")
+        if now_head and now_head != target.head:
+            steps.keep_head(task, now_head, target.head)  # the commits the reset leaves
         git.git(task.worktree, "reset", "--quiet", "--mixed", target.head)
         faults.point("after resetting the task branch")
     snap = snapshot.take(

@@ -65,8 +65,25 @@ def append(task: Task, step: _S, scrubber: Scrubber | None = None) -> _S:
     scrub = scrubber or known_secrets.scrubber()
     written = step_from_record(scrub.scrub_obj(step.to_record()), "step")
     assert isinstance(written, type(step))
+    last = task.ledger.last()
+    if last is not None and last.head and written.head and last.head != written.head:
+        keep_head(task, last.head, written.head)
     task.ledger.append(written)
     return written
+
+
+def keep_head(task: Task, old: str, new: str) -> None:
+    """Keep ``old`` (a HEAD the ledger recorded) reachable when the task branch moved to
+    ``new`` by something other than new commits on top of it (a reset, a rebase, a hard
+    rollback): git's gc would otherwise drop the agent's commits the ledger names, and
+    rolling back to them would fail. The ref lives under ``refs/bar/kept/<task id>/``."""
+    if git.is_ancestor(task.worktree, old, new):
+        return
+    ref = f"{KEPT_REFS}{task.id}/{old}"
+    git.git(task.worktree, "update-ref", "-m", "bar: keep a recorded HEAD", ref, old, check=False)
+
+
+KEPT_REFS = "refs/bar/kept/"
 
 
 def record_hand_edits(task: Task) -> ManualStep | None:

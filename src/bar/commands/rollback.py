@@ -40,5 +40,6 @@ def rollback(
           f"(step {step.step_id})")  # fmt: skip
     if step.hard:
         print(f"  branch {the_task.branch} reset to {short(step.head)}")
-    print(f"Undo with: bar rollback --to {int(step.step_id) - 1}")
+    hard = "--hard " if step.hard else ""  # undo the branch reset too
+    print(f"Undo with: bar rollback {hard}--to {int(step.step_id) - 1}")
     return 0
