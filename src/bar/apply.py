@@ -4,28 +4,32 @@ The new commit is computed entirely in git's object store first (``git merge-tre
 --write-tree`` + ``git commit-tree``), so a conflict changes nothing anywhere. Only then is
 the target moved:
 
-- checked out in a worktree (usually the developer's own checkout): every path the apply
-  changes must be clean there (no staged, unstaged or untracked file in the way), then the
-  checkout is fast-forwarded to the new commit, which updates files, index and branch
-  together and is refused by git itself if the branch moved meanwhile;
+- checked out in a worktree (usually the developer's own checkout): nothing may be in
+  the way there (``bar.checkout``: no changed, staged, untracked or ignored file where
+  the apply writes), then files, index and branch are updated in steps that a crash
+  cannot leave half done;
 - not checked out: the ref is moved with a compare-and-swap ``update-ref``.
+Either way, never while a worktree is mid-rebase (or merge, cherry-pick, ...) of it.
 
 Like every verb: write the intent (``apply.json``, holding the step to record), move the
-target, then ``complete``: the step is recorded if the target has the commit, and the
-intent removed. Recovery after a crash calls the same ``complete``.
+target, then ``complete``: an update of the checkout that had begun is finished, the step
+is recorded if the target has the commit, and the intent removed. Recovery after a crash
+calls the same ``complete``.
 """
 
 from __future__ import annotations
 
+import secrets
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bar import faults, git, journals, steps
+from bar import checkout, git, journals, steps
 from bar.clock import ms_since, now_iso
 from bar.errors import ApplyConflict, Conflict, DirtyWorktree, GitError, UsageError
 from bar.git import DiffStat
 from bar.journals import ApplyIntent
+from bar.notices import note
 from bar.records import ApplyStep
 from bar.tasks import Task
 
@@ -80,7 +84,9 @@ def dry_run(
     if result.conflicts:
         raise ApplyConflict(result.target_branch, result.conflicts)
     if result.checkout is not None and not result.nothing_to_do:
-        result.blocking = blocking_paths(result.checkout, _touched(repo, result))
+        assert result.tree is not None
+        result.blocking = checkout.blocking_paths(result.checkout, result.target_before,
+                                                  result.tree)  # fmt: skip
     return result
 
 
@@ -116,11 +122,13 @@ def apply(task: Task, *, mode: str, target_branch: str | None, message: str | No
             target_branch=target,
             snapshot=state,
             head=git.rev_parse(task.worktree, "HEAD"),
-        )
+        ),
+        target_before=result.target_before,
+        token=secrets.token_hex(16),
     )
     journals.write_apply(task.paths, intent)
     try:
-        _move_target(repo, result)
+        _move_target(repo, result, intent)
     except BaseException:
         complete(task, intent)  # records it if the target moved after all; else forgets it
         raise
@@ -131,9 +139,13 @@ def apply(task: Task, *, mode: str, target_branch: str | None, message: str | No
 def complete(
     task: Task, intent: ApplyIntent, *, duration_ms: int | None = None
 ) -> ApplyStep | None:
-    """Record the apply if its commit landed on the target and is not recorded yet, then
-    remove the intent. Returns the step if it landed."""
+    """Finish an update of the target's checkout that had begun, record the apply if its
+    commit landed on the target and is not recorded yet, then remove the intent. Returns
+    the step if it landed."""
     step = intent.step
+    where = checked_out_in(task.project.root, step.target_branch)
+    if where is not None:
+        _finish_checkout(where, intent)
     landed = git.is_ancestor(task.project.root, step.commit_sha, f"refs/heads/{step.target_branch}")
     last = task.ledger.last()
     recorded = last is not None and last.number >= step.number
@@ -144,6 +156,19 @@ def complete(
         step = steps.append(task, step)
     journals.clear_apply(task.paths)
     return step if landed else None
+
+
+def _finish_checkout(where: Path, intent: ApplyIntent) -> None:
+    """Finish the update of ``where`` if a stopped bar had begun it (``bar.checkout``)."""
+    step, token, before = intent.step, intent.token, intent.target_before
+    if token is None or before is None:
+        return  # an intent written before bar updated checkouts in resumable steps
+    if checkout.resume(where, step.target_branch, before, step.commit_sha, token=token,
+                       reason=_reason(step.mode)):  # fmt: skip
+        note(
+            f"finished the interrupted apply of {git.short(step.commit_sha)} to "
+            f"{step.target_branch}: updated the checkout at {where}"
+        )
 
 
 # --- computing the commit ------------------------------------------------------------
@@ -196,21 +221,6 @@ def checked_out_in(repo: Path, branch: str) -> Path | None:
     return None
 
 
-def blocking_paths(checkout: Path, paths: list[str]) -> list[str]:
-    """Paths among ``paths`` with staged, unstaged or untracked changes in ``checkout``."""
-    if not paths:
-        return []
-    res = git.git(
-        checkout, "status", "--porcelain=v1", "-z", "--untracked-files=all",
-        "--ignored=no", "--no-renames", "--", *[f":(literal){p}" for p in paths],
-    )  # fmt: skip
-    return [
-        item[3:].decode("utf-8", "surrogateescape")
-        for item in res.stdout.split(b"\0")
-        if len(item) > 3
-    ]
-
-
 def _compute(
     task: Task, mode: str, target_branch: str, message: str | None, state: str, step_id: str
 ) -> ApplyResult:
@@ -243,6 +253,7 @@ def _compute(
         else f"Merge task {task.name} ({task.id}) into {target_branch}"
     )
     result.message = with_trailers(text, task, step_id)
+    checkout.refuse_mid_operation(repo, target_branch)
     result.checkout = checked_out_in(repo, target_branch)
     return result
 
@@ -268,39 +279,37 @@ def _task_branch_commit(task: Task, state: str, *, dry: bool) -> str:
     return commit
 
 
-def _touched(repo: Path, result: ApplyResult) -> list[str]:
-    """Every path the apply changes in the target (both sides of a rename included)."""
-    assert result.tree is not None
-    touched = set(git.numstat(repo, result.target_before, result.tree).file_list)
-    touched |= {c.path for c in git.diff_tree_raw(repo, result.target_before, result.tree)}
-    return sorted(touched)
+def _reason(mode: str) -> str:
+    return f"bar: apply ({mode})"
 
 
-def _move_target(repo: Path, result: ApplyResult) -> None:
-    assert result.commit is not None
-    ref = f"refs/heads/{result.target_branch}"
-    checkout = checked_out_in(repo, result.target_branch)
-    if checkout is None:
-        git.update_ref(repo, ref, result.commit, result.target_before,
-                       f"bar: apply ({result.mode})")  # fmt: skip
+def _move_target(repo: Path, result: ApplyResult, intent: ApplyIntent) -> None:
+    assert result.commit is not None and intent.token is not None
+    branch, before, token = result.target_branch, result.target_before, intent.token
+    where = checked_out_in(repo, branch)
+    if where is None:
+        git.update_ref(repo, f"refs/heads/{branch}", result.commit, before, _reason(result.mode))
         return
-    blocked = blocking_paths(checkout, _touched(repo, result))
-    if blocked:
-        shown = ", ".join(blocked[:10]) + (
-            f" and {len(blocked) - 10} more" if len(blocked) > 10 else ""
-        )
-        raise DirtyWorktree(
-            f"{result.target_branch} is checked out in {checkout} and these files have "
-            f"changes the apply would overwrite: {shown}",
-            hint="commit or stash them there, or apply to another branch with --target",
-        )
-    if git.rev_parse(checkout, "HEAD") != result.target_before:
-        raise Conflict(
-            f"{result.target_branch} moved while applying; nothing was changed",
-            hint="run bar apply again",
-        )
-    faults.point("before updating the checkout")
-    git.git(
-        checkout, "-c", "core.hooksPath=/dev/null", "merge", "--ff-only", "--quiet",
-        "--no-stat", result.commit,
-    )  # fmt: skip
+    result.checkout = where
+    checkout.lock(where, token)  # checked under the lock: no git changes the index now
+    try:
+        if git.rev_parse(where, "HEAD") != before:
+            raise Conflict(
+                f"{branch} moved while applying; nothing was changed", hint="run bar apply again"
+            )
+        blocked = checkout.blocking_paths(where, before, result.commit)
+        if blocked:
+            shown = ", ".join(blocked[:10]) + (
+                f" and {len(blocked) - 10} more" if len(blocked) > 10 else ""
+            )
+            raise DirtyWorktree(
+                f"{branch} is checked out in {where}, where the apply would overwrite these "
+                f"files (changed, untracked or ignored there): {shown}; nothing was changed",
+                hint="commit, move or remove them there, or apply to another branch with --target",
+            )
+    except BaseException:
+        checkout.unlock(where, token)
+        raise
+    checkout.advance(where, branch, before, result.commit, token=token,
+                     reason=_reason(result.mode))  # fmt: skip
+    checkout.unlock(where, token)

@@ -12,6 +12,7 @@ holder. Every field read back is checked: step ids name files, commits go to git
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,12 +40,17 @@ def _remove(path: Path) -> None:
 
 @dataclass(frozen=True)
 class RunIntent:
-    """A step whose command is running (or was, when bar died)."""
+    """A step whose command is running (or was, when bar died).
+
+    ``cmd`` and ``env`` are as the ledger records them, secrets already scrubbed: the
+    marker stays on disk if bar is killed, and the process that completes the step then
+    knows neither the run's ``-e`` pairs nor, often, its environment.
+    """
 
     pid: int
     step_id: str
     started_at: str
-    cmd: list[str]
+    cmd: list[str]  # as recorded (secrets scrubbed)
     cwd: str
     snapshot_before: str
     env: dict[str, str] = field(default_factory=dict)  # as recorded (secrets redacted)
@@ -174,13 +180,32 @@ def clear_rollback(paths: TaskPaths) -> None:
 
 @dataclass(frozen=True)
 class ApplyIntent:
-    """The apply step about to land: written before the target moves."""
+    """The apply step about to land: written before the target moves.
+
+    ``target_before`` is the target's commit before the apply. ``token`` names this apply
+    in the lock it holds on the developer's checkout (``bar.checkout``), so recovery can
+    tell its own lock, and an update it must finish, from anyone else's. Journals written
+    before these fields existed read back with both None.
+    """
 
     step: ApplyStep
+    target_before: str | None = None
+    token: str | None = None
+
+
+_TOKEN_RE = re.compile(r"^[0-9a-f]{16,64}$")
 
 
 def write_apply(paths: TaskPaths, intent: ApplyIntent) -> None:
-    write_json_atomic(paths.apply_journal, {"version": 1, "step": intent.step.to_record()})
+    write_json_atomic(
+        paths.apply_journal,
+        {
+            "version": 1,
+            "step": intent.step.to_record(),
+            "target_before": intent.target_before,
+            "token": intent.token,
+        },
+    )
 
 
 def read_apply(paths: TaskPaths) -> ApplyIntent | None:
@@ -192,7 +217,12 @@ def read_apply(paths: TaskPaths) -> ApplyIntent | None:
     step = step_from_record(rec.get("step"), f"apply journal at {path}")
     if not isinstance(step, ApplyStep) or not git.is_object_id(step.commit_sha):
         raise CorruptFile(f"apply journal at {path} does not hold an apply step")
-    return ApplyIntent(step)
+    before, token = rec.get("target_before"), rec.get("token")
+    if before is not None and not git.is_object_id(before):
+        raise CorruptFile(f"apply journal at {path} has an invalid target_before {before!r}")
+    if token is not None and not (isinstance(token, str) and _TOKEN_RE.match(token)):
+        raise CorruptFile(f"apply journal at {path} has an invalid token {token!r}")
+    return ApplyIntent(step, before, token)
 
 
 def clear_apply(paths: TaskPaths) -> None:

@@ -1,0 +1,309 @@
+"""Apply never costs the developer work (SPEC §4): files git does not track are never
+overwritten, a checkout killed mid-update is finished by the next command, and a branch
+in the middle of a rebase, merge, cherry-pick, revert or bisect is left alone."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import git
+from helpers import (
+    BAR_EXE,
+    bar,
+    bar_exe,
+    files_in_commit,
+    files_on_disk,
+    ledger,
+    new_task,
+    project_dir,
+)
+
+
+@pytest.fixture
+def inited(repo: Path, capfd: pytest.CaptureFixture[str]) -> Path:
+    assert bar(capfd, "init").code == 0
+    cfg = project_dir() / "config.yaml"
+    cfg.write_text(cfg.read_text().replace("enabled: true", "enabled: false"))
+    git(repo, "add", ".bar")
+    git(repo, "commit", "-qm", "add bar policy")
+    return repo
+
+
+def run(capfd: pytest.CaptureFixture[str], script: str) -> None:
+    res = bar(capfd, "run", "--", "sh", "-c", script)
+    assert res.code == 0, res.err
+
+
+def commit_files(repo: Path, files: dict[str, str], message: str) -> None:
+    for rel, text in files.items():
+        (repo / rel).parent.mkdir(parents=True, exist_ok=True)
+        (repo / rel).write_text(text)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", message)
+
+
+# --- files git does not track --------------------------------------------------------
+
+
+def assert_refused_and_untouched(
+    repo: Path, capfd: pytest.CaptureFixture[str], task_id: str, blocking: list[str],
+    mine: dict[str, str],
+) -> None:  # fmt: skip
+    main_before = git(repo, "rev-parse", "main").strip()
+    res = bar(capfd, "apply")
+    for rel, text in mine.items():
+        assert (repo / rel).read_text() == text
+    assert res.code == 5, res.out + res.err
+    assert all(path in res.err for path in blocking) and "nothing was changed" in res.err
+    assert git(repo, "rev-parse", "main").strip() == main_before
+    dry = bar(capfd, "apply", "--dry-run", "--json")
+    assert dry.code == 0, dry.err
+    assert dry.json()["blocking_paths"] == blocking
+    assert ledger(task_id)[-1]["kind"] == "run"
+    assert not list(project_dir().rglob("apply.json"))
+
+
+def test_apply_refuses_to_overwrite_an_ignored_file_the_task_unignores(
+    inited: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    commit_files(inited, {".gitignore": ".env\n"}, "ignore .env")
+    (inited / ".env").write_text("API_KEY=the-real-one\n")
+    t = new_task(capfd)
+    run(capfd, ": > .gitignore; echo 'API_KEY=changeme' > .env")
+    assert_refused_and_untouched(inited, capfd, t["id"], [".env"],
+                                 {".env": "API_KEY=the-real-one\n"})  # fmt: skip
+
+
+def test_apply_refuses_a_file_ignored_only_by_an_uncommitted_gitignore(
+    inited: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    (inited / ".gitignore").write_text(".env\n")  # the developer's own, never committed
+    (inited / ".env").write_text("API_KEY=the-real-one\n")
+    t = new_task(capfd)
+    run(capfd, "echo 'API_KEY=changeme' > .env")
+    assert_refused_and_untouched(inited, capfd, t["id"], [".env"],
+                                 {".env": "API_KEY=the-real-one\n"})  # fmt: skip
+    (inited / ".env").rename(inited / ".env.mine")
+    res = bar(capfd, "apply")
+    assert res.code == 0, res.err
+    assert (inited / ".env").read_text() == "API_KEY=changeme\n"
+    assert (inited / ".env.mine").read_text() == "API_KEY=the-real-one\n"
+
+
+def test_apply_refuses_ignored_files_where_it_makes_or_removes_a_directory(
+    inited: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    commit_files(inited, {".gitignore": "build\n*.db\n", "cache/a.txt": "a\n"}, "cache")
+    (inited / "build").write_text("my build output\n")  # ignored file where a dir would go
+    (inited / "cache" / "local.db").write_text("my database\n")  # ignored, in a dir to go
+    t = new_task(capfd)
+    run(capfd, ": > .gitignore; mkdir build; echo o > build/out.txt; rm -r cache; echo f > cache")
+    assert_refused_and_untouched(
+        inited, capfd, t["id"], ["build", "cache/local.db"],
+        {"build": "my build output\n", "cache/local.db": "my database\n"},
+    )  # fmt: skip
+
+
+def test_apply_still_replaces_a_directory_of_tracked_files(
+    inited: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    commit_files(inited, {"cache/a.txt": "a\n", "cache/sub/b.txt": "b\n"}, "cache")
+    new_task(capfd)
+    run(capfd, "rm -r cache; echo now-a-file > cache; ln -s cache link")
+    res = bar(capfd, "apply")
+    assert res.code == 0, res.err
+    assert (inited / "cache").read_text() == "now-a-file\n"
+    assert os.readlink(inited / "link") == "cache"
+    assert git(inited, "status", "--porcelain", "--ignored") == ""
+
+
+# --- killed while updating the checkout ----------------------------------------------
+
+
+def setup_killable(repo: Path, tmp_path: Path, n_files: int) -> tuple[dict[str, str], str]:
+    """A project whose task changes ``n_files`` files of main; main's files pass through a
+    smudge filter, so a test can kill bar in the middle of writing them."""
+    killer = tmp_path / "smudge.sh"
+    killer.write_text(
+        '#!/bin/sh\nif [ -n "$KILL_AT" ]; then\n'
+        '  n=$(( $(cat "$KILL_COUNT" 2>/dev/null || echo 0) + 1 )); echo $n > "$KILL_COUNT"\n'
+        '  if [ "$n" -ge "$KILL_AT" ]; then kill -KILL 0; fi\nfi\nexec cat\n'
+    )  # fmt: skip
+    killer.chmod(0o755)
+    git(repo, "config", "filter.slow.smudge", str(killer))
+    git(repo, "config", "filter.slow.clean", "cat")
+    files = {f"data/{i:03d}.dat": f"old {i}\n" for i in range(n_files)}
+    files |= {"a-flat": "a file\n", "a-swap/f": "in a directory\n"}  # written first
+    commit_files(repo, {".gitattributes": "*.dat filter=slow\n", **files}, "data")
+    assert bar_exe("init", cwd=repo).code == 0
+    git(repo, "add", ".bar")
+    git(repo, "commit", "-qm", "policy")
+    res = bar_exe("task", "new", "rewrite", "--json", cwd=repo)
+    assert res.code == 0, res.err
+    task: dict[str, str] = res.json()
+    script = (
+        f"for i in $(seq 0 {n_files - 1}); do echo new $i > data/$(printf %03d $i).dat; done; "
+        "rm data/000.dat; echo added > data/new.dat; "
+        "rm a-flat; mkdir a-flat; echo inner > a-flat/inner; rm -r a-swap; echo now > a-swap"
+    )
+    assert bar_exe("run", "--", "sh", "-c", script, cwd=repo).code == 0
+    return task, git(repo, "rev-parse", "main").strip()
+
+
+def killed(repo: Path, args: list[str], env: dict[str, str]) -> int:
+    """Run bar in a process group of its own, which the test may kill whole."""
+    proc = subprocess.Popen([BAR_EXE, *args], cwd=repo, env={**os.environ, **env},
+                            start_new_session=True, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)  # fmt: skip
+    return proc.wait(timeout=120)
+
+
+def assert_before_or_after(repo: Path, task_id: str, main_before: str) -> bool:
+    """The checkout is exactly as before the apply or exactly as after it, and the ledger
+    agrees. Returns whether the apply landed."""
+    head = git(repo, "rev-parse", "HEAD").strip()
+    assert git(repo, "symbolic-ref", "HEAD").strip() == "refs/heads/main"
+    assert not (repo / ".git" / "index.lock").exists()
+    assert git(repo, "status", "--porcelain", "--untracked-files=all") == ""
+    assert files_on_disk(repo) == files_in_commit(repo, head)
+    applied = [s for s in ledger(task_id) if s["kind"] == "apply"]
+    if head == main_before:
+        assert not applied
+        return False
+    assert git(repo, "rev-parse", f"{head}^").strip() == main_before
+    assert [s["commit_sha"] for s in applied] == [head]
+    assert sorted(p.name for p in (repo / "data").iterdir())[:2] == ["001.dat", "002.dat"]
+    assert (repo / "data" / "new.dat").read_text() == "added\n"
+    return True
+
+
+def test_killed_while_writing_the_checkout_the_next_command_finishes_the_apply(
+    repo: Path, tmp_path: Path
+) -> None:
+    task, main_before = setup_killable(repo, tmp_path, 40)
+    env = {"KILL_AT": "20", "KILL_COUNT": str(tmp_path / "count")}
+    assert killed(repo, ["apply", "-m", "rewrite data"], env) == -signal.SIGKILL
+    assert (tmp_path / "count").read_text().strip() == "20"  # killed among the files
+    assert git(repo, "rev-parse", "HEAD").strip() == main_before
+    res = bar_exe("run", "--", "true", cwd=repo)
+    assert res.code == 0, res.err
+    assert assert_before_or_after(repo, task["id"], main_before)
+    assert "finished the interrupted apply" in res.err  # the developer is told
+
+
+def test_recovery_never_overwrites_an_edit_made_after_the_crash(repo: Path, tmp_path: Path) -> None:
+    task, main_before = setup_killable(repo, tmp_path, 3)
+    env = {"KILL_AT": "2", "KILL_COUNT": str(tmp_path / "count")}
+    assert killed(repo, ["apply", "-m", "rewrite data"], env) == -signal.SIGKILL
+    (repo / "data" / "002.dat").write_text("the developer's edit\n")
+    res = bar_exe("run", "--", "true", cwd=repo)
+    assert res.code == 5, res.err
+    assert "data/002.dat" in res.err and "changed there since" in res.err
+    assert (repo / "data" / "002.dat").read_text() == "the developer's edit\n"
+    (repo / "data" / "002.dat").rename(tmp_path / "saved.dat")
+    res = bar_exe("run", "--", "true", cwd=repo)
+    assert res.code == 0, res.err
+    assert assert_before_or_after(repo, task["id"], main_before)
+
+
+def test_killed_at_every_point_of_a_checkout_update_ends_before_or_after(
+    make_repo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    probe = make_repo(name="probe")
+    monkeypatch.setenv("BAR_HOME", str(tmp_path / "probe-home"))
+    (tmp_path / "probe-filter").mkdir()
+    setup_killable(probe, tmp_path / "probe-filter", 3)
+    trace = tmp_path / "trace"
+    res = bar_exe("apply", "-m", "probe", cwd=probe, env={"BAR_FAULT_TRACE": str(trace)})
+    assert res.code == 0, res.err
+    points = trace.read_text().splitlines()
+    assert any("after writing the checkout's files" in p for p in points), points
+    first = next(n for n, p in enumerate(points, start=1) if "after replacing apply.json" in p)
+    outcomes = set()
+    for n, label in enumerate(points[first - 1 :], start=first):  # from the intent on
+        monkeypatch.setenv("BAR_HOME", str(tmp_path / f"home{n}"))
+        repo = make_repo(name=f"r{n}")
+        (tmp_path / f"filter{n}").mkdir()
+        task, main_before = setup_killable(repo, tmp_path / f"filter{n}", 3)
+        assert killed(repo, ["apply", "-m", "probe"], {"BAR_FAULT_AT": str(n)}) == -signal.SIGKILL
+        res = bar_exe("run", "--", "true", cwd=repo)
+        assert res.code == 0, f"point {n} ({label}): {res.err}"
+        outcomes.add(assert_before_or_after(repo, task["id"], main_before))
+        assert bar_exe("doctor", cwd=repo).code == 0, f"point {n} ({label})"
+    assert outcomes == {False, True}
+
+
+# --- a git operation in progress on the target -------------------------------------
+
+
+def diverge(repo: Path) -> None:
+    """main and a branch `side` that both change README.md, so rebasing, merging or
+    picking one onto the other stops with a conflict."""
+    git(repo, "branch", "side")
+    commit_files(repo, {"README.md": "main's line\n"}, "main edit")
+    git(repo, "checkout", "-q", "side")
+    commit_files(repo, {"README.md": "side's line\n"}, "side edit")
+    git(repo, "checkout", "-q", "main")
+
+
+OPERATIONS = {
+    "rebase": (["rebase", "side"], ["rebase", "--abort"], "a rebase"),
+    "rebase --apply": (["rebase", "--apply", "side"], ["rebase", "--abort"], "a rebase"),
+    "merge": (["merge", "side"], ["merge", "--abort"], "a merge"),
+    "cherry-pick": (["cherry-pick", "side"], ["cherry-pick", "--abort"], "a cherry-pick"),
+    "revert": (["revert", "HEAD~1"], ["revert", "--abort"], "a revert"),
+    "bisect": (["bisect", "start", "HEAD", "HEAD~2"], ["bisect", "reset"], "a bisect"),
+}
+
+
+@pytest.mark.parametrize("operation", sorted(OPERATIONS))
+def test_apply_refuses_while_the_target_is_mid_operation(
+    operation: str, inited: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    start, abort, named = OPERATIONS[operation]
+    t = new_task(capfd)
+    run(capfd, "echo task > task.txt")
+    diverge(inited)
+    if operation == "revert":  # a revert that conflicts: undo a change made before the last
+        commit_files(inited, {"README.md": "main's line again\n"}, "another main edit")
+    main_before = git(inited, "rev-parse", "main").strip()
+    subprocess.run(["git", *start], cwd=inited, capture_output=True)  # stops mid-way
+    res = bar(capfd, "apply")
+    assert res.code == 9, res.out + res.err
+    assert named in res.err and str(inited) in res.err and "main" in res.err
+    assert bar(capfd, "apply", "--dry-run").code == 9
+    assert ledger(t["id"])[-1]["kind"] == "run"
+    git(inited, *abort)
+    assert git(inited, "rev-parse", "main").strip() == main_before
+    assert git(inited, "symbolic-ref", "HEAD").strip() == "refs/heads/main"
+    res = bar(capfd, "apply")
+    assert res.code == 0, res.err
+    assert ledger(t["id"])[-1]["kind"] == "apply"
+    assert (inited / "task.txt").read_text() == "task\n"
+
+
+def test_apply_refuses_while_the_target_is_rebased_in_another_worktree(
+    inited: Path, capfd: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    t = new_task(capfd)
+    run(capfd, "echo task > task.txt")
+    diverge(inited)
+    git(inited, "checkout", "-q", "side")
+    other = tmp_path / "other-checkout"
+    git(inited, "worktree", "add", "-q", "--detach", str(other), "side")
+    main_before = git(inited, "rev-parse", "main").strip()
+    subprocess.run(["git", "rebase", "side", "main"], cwd=other, capture_output=True)
+    assert git(other, "status").startswith("interactive rebase in progress") or "rebasing" in git(
+        other, "status"
+    )
+    res = bar(capfd, "apply")
+    assert res.code == 9, res.out + res.err
+    assert "a rebase" in res.err and str(other) in res.err
+    git(other, "rebase", "--abort")
+    assert git(inited, "rev-parse", "main").strip() == main_before
+    assert ledger(t["id"])[-1]["kind"] == "run"
