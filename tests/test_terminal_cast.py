@@ -9,6 +9,9 @@ from pathlib import Path
 import pytest
 
 from bar.errors import CorruptFile, NotFound, UnsupportedVersion, UsageError
+from bar.redact import Scrubber
+from bar.redact_stream import StreamScrubber
+from bar.terminal import cast as cast_module
 from bar.terminal.cast import CastWriter, read_cast, replay_cast
 
 
@@ -32,6 +35,67 @@ def test_cast_writer_decodes_utf8_across_writes(tmp_path: Path) -> None:
     cast = read_cast(tmp_path / "c.cast")
     assert cast.output == "price € \ufffd\ufffd"
     assert [(e.code, e.data) for e in cast.events][-2:] == [("r", "100x30"), ("o", "\ufffd")]
+
+
+class Clock:
+    """Stands in for the cast module's ``time``: monotonic seconds set by the test."""
+
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def time(self) -> float:
+        return 1700000000.0
+
+
+def test_cast_events_carry_the_time_their_bytes_were_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clock = Clock()
+    monkeypatch.setattr(cast_module, "time", clock)
+    path = tmp_path / "c.cast"
+    writer = CastWriter(path, width=80, height=24, scrubber=StreamScrubber(Scrubber(["hunter2"])))
+
+    def at(now: float) -> list[list[object]]:
+        clock.now = 100.0 + now
+        return [json.loads(line) for line in path.read_text().splitlines()[1:]]
+
+    at(1.0)
+    writer.output(b"one\r\nhunt")  # "hunt" could begin the secret: held back
+    assert at(2.5) == [[1.0, "o", "one\r\n"]]  # on disk already, at its time
+    writer.output(b"er2 two\r\nsk")
+    assert at(4.0)[1:] == [[1.0, "o", "***"], [2.5, "o", " two\r\n"]]
+    writer.resize(100, 30)  # "sk" (maybe "sk-...") is still held
+    clock.now = 105.0
+    writer.close()
+    assert at(6.0)[3:] == [[4.0, "r", "100x30"], [4.0, "o", "sk"]]  # never back in time
+    assert read_cast(path).output == "one\r\n*** two\r\nsk"
+
+
+def test_cast_writer_stamps_what_a_plain_filter_held_with_its_last_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    class HoldsEverything:
+        def __init__(self) -> None:
+            self.held = b""
+
+        def feed(self, chunk: bytes) -> bytes:
+            self.held += chunk
+            return b""
+
+        def flush(self) -> bytes:
+            return self.held
+
+    clock = Clock()
+    monkeypatch.setattr(cast_module, "time", clock)
+    writer = CastWriter(tmp_path / "c.cast", width=80, height=24, scrubber=HoldsEverything())
+    clock.now = 101.0
+    writer.output(b"a")
+    clock.now = 103.0
+    writer.close()
+    assert [(e.time, e.data) for e in read_cast(tmp_path / "c.cast").events] == [(1.0, "a")]
 
 
 def test_cast_writer_is_private_and_never_writes_through_a_link(tmp_path: Path) -> None:

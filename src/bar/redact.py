@@ -7,8 +7,8 @@ Three layers, from cheap to thorough:
 * ``Scrubber`` replaces secret *values* wherever they appear: the values of secret-named
   variables (given with ``-e`` or inherited), and strings whose shape gives them away as
   credentials (API keys, access tokens, private key blocks, passwords in URLs).
-* ``StreamScrubber`` does the same to a stream of output chunks, holding back just enough
-  of the tail that a secret split across reads is still caught, in bounded memory.
+* ``redact_stream.StreamScrubber`` does the same to a stream of output chunks as they
+  come, holding back only what could still begin a secret, in bounded memory.
 
 Speed comes from the regex engine's literal-prefix search. One big alternation of every
 shape would defeat it (the engine would then try every alternative at almost every
@@ -405,75 +405,3 @@ def _render(
         out = b"".join(parts)
         parts.clear()
     return out, pos, open_mark
-
-
-class StreamScrubber:
-    """Scrubs a byte stream chunk by chunk, giving exactly what ``Scrubber.scrub_bytes``
-    gives for the whole stream.
-
-    A match that starts at offset ``p`` is decided by the bytes up to
-    ``p + scrubber.window``; so once the stream is that far past ``p`` everything before
-    ``p`` is final and can be written. To keep many tiny reads from rescanning the same
-    tail, ``feed`` waits until at least ``batch`` bytes can be released. Memory is
-    bounded by ``window + batch`` (about 300 KiB with the defaults) plus the chunk
-    being fed, whatever the length of the stream. After ``flush`` the object can be
-    used for a new stream.
-    """
-
-    def __init__(self, scrubber: Scrubber, *, batch: int = 256 * 1024) -> None:
-        self._passes = scrubber._byte_passes
-        self._window = scrubber.window
-        self._batch = max(batch, 1)
-        self._reset()
-
-    def _reset(self) -> None:
-        self._buf = bytearray()
-        self._base = 0  # stream offset of _buf[0]
-        self._emitted = 0  # stream offset up to which output has been returned
-        self._open_mark = False  # the output so far ends with a *** reaching _emitted
-        self._resume = [0] * len(self._passes)  # where each pass searches next
-        self._pending: list[tuple[int, int]] = []  # decided spans not yet written
-
-    def feed(self, chunk: bytes) -> bytes:
-        """Take the next chunk; return the scrubbed output that is now final."""
-        self._buf += chunk
-        limit = self._base + len(self._buf) - self._window
-        if limit - _CONTEXT - self._emitted < self._batch:
-            return b""
-        return self._advance(limit)
-
-    def flush(self) -> bytes:
-        """End of stream: return everything still held back."""
-        out = self._advance(None)
-        self._reset()
-        return out
-
-    def _advance(self, limit: int | None) -> bytes:
-        buf, base = self._buf, self._base
-        end = base + len(buf)
-        spans = self._pending
-        for i, p in enumerate(self._passes):
-            resume = self._resume[i]
-            for start, stop, red_start, red_end in p.scan(buf, resume - base):
-                if limit is not None and base + start >= limit:
-                    break
-                spans.append((base + red_start, base + red_end))
-                resume = base + stop
-            # No match of this pass starts before limit beyond those taken.
-            self._resume[i] = resume if limit is None else max(resume, limit)
-        merged = _merge(spans)
-
-        # Matches still to come start at limit or later, and redact from at most
-        # _CONTEXT bytes before their start: everything before that is final.
-        cut = end if limit is None else limit - _CONTEXT
-        ready = [s for s in merged if s[0] < cut]
-        self._pending = [s for s in merged if s[0] >= cut]
-        out, self._emitted, self._open_mark = _render(
-            buf, base, self._emitted, ready, cut, open_mark=self._open_mark
-        )
-        if limit is not None:
-            # Keep what later passes will search, plus context for their lookbehinds.
-            keep_from = max(base, limit - _CONTEXT)
-            del buf[: keep_from - base]
-            self._base = keep_from
-        return out

@@ -40,6 +40,6 @@ def rollback(
           f"(step {step.step_id})")  # fmt: skip
     if step.hard:
         print(f"  branch {the_task.branch} reset to {short(step.head)}")
-    hard = "--hard " if step.hard else ""  # undo the branch reset too
-    print(f"Undo with: bar rollback {hard}--to {int(step.step_id) - 1}")
+    reset = "--hard " if step.hard else ""  # undo the branch reset too
+    print(f"Undo with: bar rollback {reset}--to {int(step.step_id) - 1}")
     return 0

@@ -4,8 +4,11 @@ A cast is JSON lines: a header object, then one ``[seconds, code, data]`` array 
 ("o" output, "r" resize as ``"WxH"``). The writer takes the raw bytes a child printed and
 passes them through a streaming secret scrubber *before* decoding them, so a secret is
 matched in the bytes the program wrote rather than in their JSON escaping, and nothing
-unscrubbed is ever written. UTF-8 is decoded incrementally: a character split across two
-reads is emitted whole with the second event; invalid bytes become U+FFFD.
+unscrubbed is ever written. An event is written (with one ``write()``, so a crash of bar
+loses only what the scrubber still holds) as soon as the scrubber lets its bytes go, and
+carries the time they were read, not the time they were let go. UTF-8 is decoded
+incrementally: a character split across two reads is emitted whole with the second
+event; invalid bytes become U+FFFD.
 
 The reader validates every line and names the file and line in ``CorruptFile``; the
 header's ``version`` goes through ``bar.migrate`` like every versioned file of bar's. Replay
@@ -29,7 +32,7 @@ from typing import BinaryIO, TypeGuard
 from bar.errors import BarError, CorruptFile, NotFound, UsageError
 from bar.migrate import CURRENT, upgrade
 from bar.store.files import create_file
-from bar.terminal.filters import StreamFilter
+from bar.terminal.filters import Stamped, StreamFilter, stamped
 
 CAST_VERSION = CURRENT["cast"][0]
 _RESIZE = re.compile(r"[1-9][0-9]*x[1-9][0-9]*")
@@ -87,7 +90,7 @@ class CastWriter:
         env: Mapping[str, str] | None = None,
         scrubber: StreamFilter | None = None,
     ) -> None:
-        self._scrubber = scrubber
+        self._scrubber = stamped(scrubber) if scrubber is not None else None
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self._last = 0.0
         header = {
@@ -101,20 +104,24 @@ class CastWriter:
         self._start = time.monotonic()
 
     def output(self, data: bytes) -> None:
-        if self._scrubber is not None:
-            data = self._scrubber.feed(data)
-        self._text(self._decoder.decode(data))
+        """Record ``data``, read just now."""
+        now = self._clock()
+        if self._scrubber is None:
+            self._pieces([(now, data)])
+        else:
+            self._pieces(self._scrubber.feed_stamped(data, now))
 
     def resize(self, width: int, height: int) -> None:
-        self._line([self._now(), "r", f"{width}x{height}"])
+        self._line([self._at(self._clock()), "r", f"{width}x{height}"])
 
     def close(self) -> None:
         """Write what the scrubber and decoder still hold, then close the file."""
         if self._fd is None:
             return
         try:
-            tail = self._scrubber.flush() if self._scrubber is not None else b""
-            self._text(self._decoder.decode(tail, final=True))
+            if self._scrubber is not None:
+                self._pieces(self._scrubber.flush_stamped())
+            self._text(self._decoder.decode(b"", final=True), self._last)
         finally:
             os.close(self._fd)
             self._fd = None
@@ -125,13 +132,21 @@ class CastWriter:
             os.close(self._fd)
             self._fd = None
 
-    def _text(self, text: str) -> None:
-        if text:
-            self._line([self._now(), "o", text])
+    def _pieces(self, pieces: Stamped) -> None:
+        for at, data in pieces:
+            self._text(self._decoder.decode(data), at)
 
-    def _now(self) -> float:
-        # Never let rounding or a clock step make times go backwards.
-        self._last = max(self._last, round(time.monotonic() - self._start, 6))
+    def _text(self, text: str, at: float) -> None:
+        if text:
+            self._line([self._at(at), "o", text])
+
+    def _clock(self) -> float:
+        return round(time.monotonic() - self._start, 6)
+
+    def _at(self, at: float) -> float:
+        # Never let times go backwards: bytes held back by the scrubber across a resize
+        # come out after it, and rounding or a clock step must not reorder either.
+        self._last = max(self._last, at)
         return self._last
 
     def _line(self, obj: object) -> None:

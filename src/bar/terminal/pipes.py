@@ -2,7 +2,9 @@
 
 stdout and stderr are read from two pipes as they come, written to the terminal unchanged,
 and streamed through the secret scrubber into two files, so memory does not grow with
-output. The artifact is then ``=== STDOUT ===`` + stdout + ``=== STDERR ===`` + stderr.
+output. Each read is written to its file at once, unbuffered: if bar is killed, stdout is
+in the artifact up to what the scrubber still held back (stderr is in a side file). The
+artifact is then ``=== STDOUT ===`` + stdout + ``=== STDERR ===`` + stderr.
 
 Signals: a Ctrl-C typed at the terminal reaches the child directly (it is in our process
 group), so bar only ignores it and waits for the child to decide. A SIGINT, SIGTERM or
@@ -102,13 +104,15 @@ class _Sink:
     def __init__(self, path: Path) -> None:
         self.path = path
         self.error: OSError | None = None
-        self._fh: BinaryIO | None = open(path, "ab")  # noqa: SIM115
+        self._fh: BinaryIO | None = open(path, "ab", buffering=0)  # noqa: SIM115
 
     def write(self, data: bytes) -> None:
         if self._fh is None or not data:
             return
+        view = memoryview(data)
         try:
-            self._fh.write(data)
+            while view:  # unbuffered: one write() may take only part
+                view = view[self._fh.write(view) :]
         except OSError as exc:
             self._fail(exc)
 

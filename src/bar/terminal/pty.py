@@ -12,7 +12,9 @@ the step still ends with the child's own exit status.
 Everything the child prints goes to bar's stdout unchanged and, as it arrives, to two
 files: an asciinema v2 cast (``bar.terminal.cast``) and the step's text output, cleaned
 by ``bar.terminal.text.TextCleaner``. Both files are written through a fresh filter
-(the secret scrubber) each.
+(the secret scrubber) each, with plain ``write()`` calls as each read is let through: if
+bar is killed, the recording ends where the child was, less what the scrubber held back
+(the few bytes that could begin a secret) and, in the text, the unfinished line.
 """
 
 from __future__ import annotations
