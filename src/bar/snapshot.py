@@ -111,13 +111,17 @@ def _add(worktree: Path, index: Path, paths: Sequence[str], excludes: Sequence[s
     )  # fmt: skip
     if res.returncode == 0:
         return True
-    said = [line for line in res.stderr.splitlines() if line.strip()]
+    # a path of the scope that is ignored is not added (the rest is): git says so in a
+    # closing block of path names and hints, which is no failure
+    said = res.stderr.split(b"The following paths are ignored by one of your .gitignore")[0]
+    said_lines = [line for line in said.splitlines() if line.strip()]
+    if not said_lines and said != res.stderr and res.returncode == 1:
+        return True
     if paths != ["."] and any(b"pathspec" in line or b"beyond a symbolic link" in line
-                              or b"ignored by one of your .gitignore" in line
-                              for line in said):  # fmt: skip
+                              for line in said_lines):  # fmt: skip
         return False
-    if said and all(_UNREADABLE.match(line) for line in said):
-        warn(f"some files were not recorded: {res.err.strip()}")
+    if said_lines and all(_UNREADABLE.match(line) for line in said_lines):
+        warn(f"some files were not recorded: {said.decode('utf-8', 'replace').strip()}")
         return True
     raise SnapshotFailed(
         "the worktree's state could not be stored in git: "
