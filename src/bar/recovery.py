@@ -18,7 +18,7 @@ from __future__ import annotations
 import shlex
 import time
 
-from bar import apply, git, journals, rollback, run, steps
+from bar import apply, git, guard, journals, rollback, run, steps
 from bar.notices import note
 from bar.records import Step
 from bar.tasks import Task
@@ -105,5 +105,6 @@ def finish_pending(task: Task) -> list[Step]:
 def prepare(task: Task) -> None:
     """What every command that changes a task does first, under the task lock."""
     task.require_worktree()
+    guard.check_link(task)  # before any git operation in the worktree
     finish_pending(task)
     steps.record_hand_edits(task)

@@ -29,6 +29,7 @@ from pathlib import Path
 from bar import git, hooks, journals, known_secrets, snapshot, steps
 from bar.clock import ms_between, ms_since, now_iso
 from bar.errors import ExitCode, HookFailed, UsageError
+from bar.guard import Guard
 from bar.journals import RunIntent
 from bar.notices import warn
 from bar.policy import Decision
@@ -137,7 +138,8 @@ def run_step(task: Task, req: RunRequest) -> RunStep:
                 hint="fix the hook or remove it from hooks.pre_run in config.yaml",
             )
 
-    # 3. intent, supervisor, the command
+    # 3. intent, supervisor, the command (with what it must not change noted first)
+    watch = Guard(task)
     supervisor = Supervisor(task, step_id, policy, scrubber, req.agent)
     intent = RunIntent(
         pid=os.getpid(), step_id=step_id, started_at=started,
@@ -155,6 +157,8 @@ def run_step(task: Task, req: RunRequest) -> RunStep:
         executed = _execute(task, step_id, req, env, scrubber)
     finally:
         supervisor.close()
+    guarded = [PolicyEventRecord(rule="bar:guard", action="warn", matched=what)
+               for what in watch.check()]  # fmt: skip
 
     # 4. post_run hooks
     if config.hooks.post_run:
@@ -170,7 +174,7 @@ def run_step(task: Task, req: RunRequest) -> RunStep:
                 warn(r.describe())
 
     # 5. snapshot, patch, ledger line
-    return complete(task, intent, executed, policy_events=_events(decision),
+    return complete(task, intent, executed, policy_events=[*_events(decision), *guarded],
                     hooks=hook_records, scrubber=scrubber)  # fmt: skip
 
 

@@ -149,8 +149,10 @@ def take(
     """Snapshot the worktree against ``recorded`` (the last snapshot the ledger knows).
 
     When the tree equals the recorded one nothing is written and ``recorded`` is returned.
-    Otherwise a commit is chained onto the ref's current value (which may be ahead of the
-    ledger after a crash: that orphan is kept in the chain, never dropped).
+    Otherwise a commit is chained onto the ref's current value when that descends from
+    ``recorded`` (ahead of the ledger after a crash: that orphan is kept in the chain, never
+    dropped), and onto ``recorded`` itself when the ref was moved elsewhere (by a command
+    run in the task): the chain always holds every snapshot the ledger names.
     """
     started_ns = time.time_ns()
     stamped = stamped_at or recorded  # the state the side index was last noted at
@@ -163,9 +165,16 @@ def take(
     if tree == recorded_tree:
         _stamp(worktree, index, tree, recorded, started_ns)
         return Snapshot(recorded, tree, False)
-    parent = git.rev_parse(worktree, ref) or recorded
+    now = git.rev_parse(worktree, ref)
+    parent = recorded
+    if now is not None and now != recorded:
+        if git.is_ancestor(worktree, recorded, now):
+            parent = now  # a snapshot a crash left unrecorded: kept in the chain
+        else:
+            warn(f"{ref} was moved off the task's snapshots (to {now[:10]}); bar chains the "
+                 "new snapshot onto the last one the ledger names")  # fmt: skip
     commit = git.commit_tree(worktree, tree, [parent], message, identity=BAR_IDENTITY)
-    git.update_ref(worktree, ref, commit, parent, f"bar: {message.splitlines()[0]}")
+    git.update_ref(worktree, ref, commit, now, f"bar: {message.splitlines()[0]}")
     _stamp(worktree, index, tree, commit, started_ns)
     return Snapshot(commit, tree, True)
 
