@@ -17,6 +17,7 @@ from helpers import (
     bar_exe,
     files_in_commit,
     files_on_disk,
+    ledger,
     project_dir,
     replay_patches,
     task_dir,
@@ -136,6 +137,32 @@ def test_killed_during_the_command_records_an_interrupted_step(repo: Path, tmp_p
     assert crashed["interrupted"] is True and crashed["exit_code"] is None
     assert crashed["diff_stat"]["file_list"] == ["work.txt"]  # type: ignore[index]
     assert steps[3]["cmd"] == ["true"]
+
+
+def test_an_interrupted_step_lasts_until_bar_died_not_until_it_was_found(
+    repo: Path, tmp_path: Path
+) -> None:
+    task = setup_task(repo)
+    wt = Path(task["worktree"])
+    proc = subprocess.Popen(
+        [BAR_EXE, "run", "--", "sh", "-c", "echo started > work.txt; sleep 60"],
+        cwd=repo, start_new_session=True,
+    )  # fmt: skip
+    deadline = time.time() + 60
+    while not (wt / "work.txt").exists() and time.time() < deadline:
+        time.sleep(0.05)
+    time.sleep(2.5)  # the step runs a while (its heartbeat touches running.json)...
+    killed_at = time.time()
+    os.killpg(proc.pid, signal.SIGKILL)  # ...then bar and its command are killed
+    proc.wait(timeout=30)
+    time.sleep(6)  # and only later does a command find it
+    res = bar_exe("run", "--", "true", cwd=repo)
+    assert res.code == 0 and "interrupted" in res.err
+    crashed = [s for s in ledger(task["id"]) if s.get("interrupted")][-1]
+    found_after = (time.time() - killed_at) * 1000
+    # it ran at least the 2.5 s, and ended near the kill (the heartbeat is 1 s), long
+    # before it was found
+    assert 2000 <= crashed["duration_ms"] < found_after - 3000, crashed
 
 
 def test_doctor_quarantines_bad_lines_and_numbering_continues(repo: Path, tmp_path: Path) -> None:

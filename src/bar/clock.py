@@ -8,7 +8,11 @@ import time
 
 def now_iso() -> str:
     """The current time, so that records made within one second still sort in order."""
-    ns = time.time_ns()
+    return iso_of(time.time_ns())
+
+
+def iso_of(ns: int) -> str:
+    """A ``time.time_ns()`` reading (or a file's ``st_mtime_ns``) as ``now_iso`` writes it."""
     seconds, rest = divmod(ns, 1_000_000_000)
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + f".{rest // 1_000_000:03d}Z"
 

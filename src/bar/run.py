@@ -18,6 +18,7 @@ step is recorded as interrupted, with every change made up to then.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import shlex
@@ -27,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bar import git, hooks, journals, known_secrets, snapshot, steps
-from bar.clock import ms_between, ms_since, now_iso
+from bar.clock import iso_of, ms_between, ms_since, now_iso
 from bar.errors import ExitCode, HookFailed, UsageError
 from bar.guard import Guard
 from bar.journals import RunIntent
@@ -201,7 +202,7 @@ def complete(
     stat, patch = steps.record_changes(task, step_id, intent.snapshot_before, snap.commit)
     artifacts = executed.artifacts if executed is not None else _found_artifacts(task, step_id)
     artifacts.patch = patch
-    ended = now_iso()
+    ended = now_iso() if executed is not None else _last_sign_of_life(task, step_id, intent)
     step = RunStep(
         step_id=step_id,
         started_at=intent.started_at,
@@ -252,6 +253,21 @@ def _execute(
         code, sig, printed = outcome.exit_code, outcome.signal, outcome.printed
     artifacts.output = out_rel if printed else None
     return Executed(code, sig, artifacts)
+
+
+def _last_sign_of_life(task: Task, step_id: str, intent: RunIntent) -> str:
+    """When an interrupted step last ran: the latest of its intent journal's heartbeat
+    (the supervisor touches it every second) and its output files' last writes; not the
+    time a later command found it."""
+    latest = 0
+    candidates = [task.paths.marker, *task.paths.artifacts.glob(f"{step_id}.*")]
+    for path in candidates:
+        if path.suffix == ".patch":
+            continue  # written by this recording, not by the step
+        with contextlib.suppress(OSError):
+            latest = max(latest, path.stat().st_mtime_ns)
+    ended = iso_of(latest) if latest else now_iso()
+    return ended if ended >= intent.started_at else intent.started_at
 
 
 def _found_artifacts(task: Task, step_id: str) -> Artifacts:

@@ -20,6 +20,7 @@ import json
 import os
 import socket
 import threading
+import time
 from types import TracebackType
 
 from bar import channel, notices
@@ -32,6 +33,7 @@ from bar.redact import Scrubber
 from bar.tasks import Task
 
 _ACCEPT_POLL = 0.25  # seconds between checks for the end of the step
+_HEARTBEAT = 1.0  # seconds between touches of running.json while the step runs
 _CLIENT_TIMEOUT = 10.0  # a hook that connects and then says nothing is dropped
 
 
@@ -148,7 +150,11 @@ class Supervisor:
 
     def _serve(self) -> None:
         assert self._listener is not None
+        beat = time.monotonic()
         while not self._stop.is_set():
+            if time.monotonic() - beat >= _HEARTBEAT:
+                beat = time.monotonic()
+                self._heartbeat()
             try:
                 conn, _ = self._listener.accept()
             except TimeoutError:
@@ -163,6 +169,12 @@ class Supervisor:
                     self._answer(conn)
                 except OSError:
                     pass  # the hook went away; it answers its agent itself
+
+    def _heartbeat(self) -> None:
+        """Touch the step's intent journal: if bar is killed, its mtime says until when
+        the step ran (the interrupted step's ``ended_at``)."""
+        with contextlib.suppress(OSError):
+            os.utime(self.task.paths.marker)
 
     def _answer(self, conn: socket.socket) -> None:
         conn.settimeout(_CLIENT_TIMEOUT)
