@@ -9,6 +9,7 @@ import os
 import resource
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -104,3 +105,42 @@ def test_a_step_whose_changes_cannot_be_stored_is_not_recorded_as_no_changes(
     assert files_in_commit(repo, recorded[0]["snapshot"])["big.bin"] == b"-:" + big
     git(repo, "status")  # the repository is sound
     assert json.loads(json.dumps(ledger(str(task["id"]))))
+
+
+def test_a_nested_repository_is_named_loudly_in_the_step_and_in_status(
+    make_repo: MakeRepo, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, _, task = _task(make_repo, capfd, {"a.txt": "a\n"}, monkeypatch)
+    script = ("git init -q vendor/lib && echo x > vendor/lib/x && git -C vendor/lib add x && "
+              "git -C vendor/lib -c user.name=n -c user.email=e commit -qm x")  # fmt: skip
+    res = bar(capfd, "run", "--", "sh", "-c", script)
+    assert res.code == 0, res.err
+    assert "vendor/lib is a git repository of its own" in res.err
+    assert ledger(str(task["id"]))[-1]["nested_repos"] == ["vendor/lib"]
+    res = bar(capfd, "run", "--", "sh", "-c", "echo edit >> vendor/lib/x")
+    assert ledger(str(task["id"]))[-1]["nested_repos"] == ["vendor/lib"]
+    assert "vendor/lib" not in res.err  # said once, when it appeared
+    res = bar(capfd, "status")
+    assert "vendor/lib is a git repository of its own" in res.out
+    assert bar(capfd, "status", "--json").json()["nested_repos"] == ["vendor/lib"]
+
+
+def test_a_change_in_a_directory_the_tree_does_not_hold_is_seen(
+    make_repo: MakeRepo, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Empty directories and ones holding only ignored files are not in any snapshot's
+    tree, yet a file created in one must be recorded (found by the oracle)."""
+    repo, wt, task = _task(make_repo, capfd, {"a.txt": "a\n", ".gitignore": "*.log\n"},
+                           monkeypatch)  # fmt: skip
+    assert (
+        bar(capfd, "run", "--", "sh", "-c", "mkdir -p deep/er logs && touch logs/x.log").code == 0
+    )
+    past = time.time() - 60  # as if the directories were made long ago (no racy window)
+    for d in (wt, wt / "deep", wt / "deep" / "er", wt / "logs"):
+        os.utime(d, (past, past))
+    assert bar(capfd, "run", "--", "true").code == 0  # stamps the settled directories
+    script = "rm -r deep/er && ln -s /tmp deep/er && echo kept > logs/keep.txt"
+    assert bar(capfd, "run", "--", "sh", "-c", script).code == 0
+    step = ledger(str(task["id"]))[-1]
+    assert sorted(step["diff_stat"]["file_list"]) == ["deep/er", "logs/keep.txt"]
+    assert files_in_commit(repo, step["snapshot"])["deep/er"] == b"-> /tmp"

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bar import git, journals, states, steps
+from bar import git, journals, snapshot, states, steps
 from bar.clock import now_iso
 from bar.errors import (
     CorruptFile,
@@ -44,7 +44,7 @@ from bar.records import RollbackStep, RunStep, Step, parse_step_ref
 from bar.store.files import ensure_dir, write_text_atomic
 from bar.store.layout import bar_home
 from bar.store.lock import is_locked
-from bar.tasks import Task, create_task, list_tasks, load_task, resolve_task
+from bar.tasks import Task, list_tasks, load_task, resolve_task
 
 if TYPE_CHECKING:
     from bar.apply import ApplyResult
@@ -188,6 +188,8 @@ def new_task(
     tags: Sequence[str] = (),
 ) -> Task:
     """Create a task with its branch and worktree; it becomes the active task."""
+    from bar.task_new import create_task
+
     return create_task(project, name, base=base, description=description, tags=list(tags))
 
 
@@ -398,6 +400,7 @@ class Status:
     running: RunIntent | None = None  # the step running now
     interrupted: RunIntent | None = None  # a step whose bar died; recorded by the next command
     unrecorded_changes: bool | None = None  # None: not known (busy, closed, no worktree)
+    nested_repos: list[str] = field(default_factory=list)  # their files are not recorded
 
     def to_json(self) -> dict[str, Any]:
         info: dict[str, Any] = {
@@ -419,6 +422,7 @@ class Status:
         )  # fmt: skip
         info["interrupted_step"] = self.interrupted.step_id if self.interrupted else None
         info["unrecorded_changes"] = self.unrecorded_changes
+        info["nested_repos"] = self.nested_repos
         return info
 
 
@@ -444,6 +448,7 @@ def status(loc: Location, ref: str | None = None) -> Status:
         running=marker if marker and busy else None,
         interrupted=marker if marker and not busy else None,
         unrecorded_changes=unrecorded,
+        nested_repos=snapshot.nested_repositories(task.index),
     )  # fmt: skip
 
 

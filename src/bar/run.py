@@ -223,6 +223,7 @@ def complete(
         snapshot=snap.commit,
         head=git.rev_parse(task.worktree, "HEAD"),
     )
+    _say_nested(task, step)
     written = steps.append(task, step, scrub)
     task.paths.policy_events(step_id).unlink(missing_ok=True)
     journals.clear_run(task.paths)
@@ -253,6 +254,23 @@ def _execute(
         code, sig, printed = outcome.exit_code, outcome.signal, outcome.printed
     artifacts.output = out_rel if printed else None
     return Executed(code, sig, artifacts)
+
+
+def _say_nested(task: Task, step: RunStep) -> None:
+    """Nested repositories (a ``git init`` or clone inside the worktree, submodules) are
+    recorded as the commit they are at, never their files: the step lists them
+    (``nested_repos``) and bar says so whenever a new one appears."""
+    nested = snapshot.nested_repositories(task.index)
+    if not nested:
+        return
+    step.extra["nested_repos"] = nested
+    last = task.ledger.last()
+    known = set(getattr(last, "extra", {}).get("nested_repos") or [])
+    for path in nested:
+        if path not in known:
+            warn(f"{path} is a git repository of its own: bar records only the commit it is "
+                 "at, not its files; edits inside it are not recorded and a rollback does "
+                 "not restore them")  # fmt: skip
 
 
 def _last_sign_of_life(task: Task, step_id: str, intent: RunIntent) -> str:

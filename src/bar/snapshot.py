@@ -89,8 +89,7 @@ _UNREADABLE = re.compile(
 
 
 def _add(worktree: Path, index: Path, paths: Sequence[str], excludes: Sequence[str]) -> bool:
-    """``git add -A`` the given paths ("." everything; "" the root directory's own files
-    only: a glob ``*`` does not cross "/", so subdirectories are left to their own stamps).
+    """``git add -A`` the given paths ("." everything).
 
     Returns False when a partial scope cannot be added as such (a pathspec matching
     nothing, a path now beyond a symbolic link): the caller then scans everything. Files
@@ -98,9 +97,7 @@ def _add(worktree: Path, index: Path, paths: Sequence[str], excludes: Sequence[s
     disk, an object that cannot be written) raises, so a step is never recorded as "no
     changes" when its changes simply could not be stored.
     """
-    specs = [
-        ":(top)" if p == "." else ":(top,glob)*" if p == "" else f":(top,literal){p}" for p in paths
-    ]
+    specs = [":(top)" if p == "." else f":(top,literal){p}" for p in paths]
     specs += [f":(top,exclude,literal){p}" for p in excludes]
     res = git.git(
         worktree,
@@ -163,7 +160,7 @@ def take(
     tree = _write(worktree, index, excludes, scope)
     recorded_tree = git.tree_of(worktree, recorded)
     if tree == recorded_tree:
-        _stamp(worktree, index, tree, recorded, started_ns)
+        _stamp(worktree, index, tree, recorded, started_ns, scope)
         return Snapshot(recorded, tree, False)
     now = git.rev_parse(worktree, ref)
     parent = recorded
@@ -175,7 +172,7 @@ def take(
                  "new snapshot onto the last one the ledger names")  # fmt: skip
     commit = git.commit_tree(worktree, tree, [parent], message, identity=BAR_IDENTITY)
     git.update_ref(worktree, ref, commit, now, f"bar: {message.splitlines()[0]}")
-    _stamp(worktree, index, tree, commit, started_ns)
+    _stamp(worktree, index, tree, commit, started_ns, scope)
     return Snapshot(commit, tree, True)
 
 
@@ -197,18 +194,24 @@ def _stamps_path(index: Path) -> Path:
     return index.with_name(index.name + ".stamps")
 
 
-def _stamp(worktree: Path, index: Path, tree: str, commit: str, started_ns: int) -> None:
+def _stamp(worktree: Path, index: Path, tree: str, commit: str, started_ns: int,
+           scope: Sequence[str] | None = ()) -> None:  # fmt: skip
     path = _stamps_path(index)
     dirs: list[str] | None = None
+    nested: list[str] = []
+    extra: list[str] = []
     try:
         old = json.loads(path.read_bytes())
+        extra = [str(d) for d in old.get("extra") or []]
         if old.get("tree") == tree and isinstance(old.get("dirs"), list):
-            dirs = [str(d) for d in old["dirs"]]
-    except (OSError, ValueError, AttributeError):
+            dirs = [str(d) for d in old["dirs"]][: len(old["dirs"]) - len(extra)]
+            nested = [str(n) for n in old.get("nested") or []]
+    except (OSError, ValueError, AttributeError, TypeError):
         pass
     if dirs is None:
-        raw = git.git(worktree, "ls-tree", "-r", "-d", "-z", "--name-only", tree).stdout
-        dirs = [""] + [d.decode("utf-8", "surrogateescape") for d in raw.split(b"\0") if d]
+        dirs, nested = _dirs_and_repos(worktree, tree)
+    extra = _untracked_dirs(worktree, set(dirs), scope, extra)
+    dirs = dirs + extra
     mtimes: list[int] = []
     prefix = str(worktree) + os.sep  # plain strings: pathlib costs more than the lstat
     for rel in dirs:
@@ -218,11 +221,80 @@ def _stamp(worktree: Path, index: Path, tree: str, commit: str, started_ns: int)
             mtime = -1
         mtimes.append(-1 if mtime >= started_ns - _RACY_NS else mtime)
     record = {"version": 1, "tree": tree, "commit": commit, "index": _identity(index),
-              "dirs": dirs, "mtimes": mtimes}  # fmt: skip
+              "dirs": dirs, "mtimes": mtimes, "nested": nested, "extra": extra}  # fmt: skip
     try:
         write_bytes_atomic(path, json.dumps(record).encode())
     except BarError:
         path.unlink(missing_ok=True)
+
+
+_MAX_EXTRA = 2000  # directories outside the tree that are stamped at most
+
+
+def _untracked_dirs(worktree: Path, tree_dirs: set[str], scope: Sequence[str] | None,
+                    old: list[str]) -> list[str]:  # fmt: skip
+    """Directories on disk that the tree does not hold (empty ones, ones holding only
+    ignored files, new ones under them): their mtimes are stamped too, or a file created
+    in one later, under a parent whose mtime did not move, would go unseen. Kept: the
+    ones stamped before that still exist; added: those in or under the rescanned
+    ``scope`` (None, a full scan: under every directory of the tree)."""
+    prefix = str(worktree) + os.sep
+    found = [d for d in old if d not in tree_dirs and os.path.isdir(prefix + d)
+             and not os.path.islink(prefix + d)]  # fmt: skip
+    seen = set(found)
+    stack: list[str] = []
+    for rel in sorted(tree_dirs) if scope is None else scope:
+        if rel not in tree_dirs:
+            stack.append(rel)  # a new directory, or a file: checked below
+            continue
+        for entry in _subdirs(prefix + rel if rel else str(worktree)):
+            child = f"{rel}/{entry.name}" if rel else entry.name
+            if child not in tree_dirs:
+                stack.append(child)
+    while stack and len(found) < _MAX_EXTRA:
+        rel = stack.pop()
+        full = prefix + rel
+        if rel in seen or rel in tree_dirs or not os.path.isdir(full) or os.path.islink(full):
+            continue
+        if os.path.lexists(full + "/.git"):
+            continue  # a nested repository: git records it as one entry
+        seen.add(rel)
+        found.append(rel)
+        stack += [f"{rel}/{e.name}" for e in _subdirs(full)]
+    return found
+
+
+def _subdirs(path: str) -> list[os.DirEntry[str]]:
+    try:
+        with os.scandir(path) as entries:
+            return [e for e in entries if e.name != ".git" and e.is_dir(follow_symlinks=False)]
+    except OSError:
+        return []
+
+
+def _dirs_and_repos(worktree: Path, tree: str) -> tuple[list[str], list[str]]:
+    """The directories of ``tree`` (with "" for the root) and its nested repositories
+    (gitlinks: git records which commit they are at, never their files)."""
+    raw = git.git(worktree, "ls-tree", "-r", "-t", "-z", "--format=%(objectmode) %(path)",
+                  tree).stdout  # fmt: skip
+    dirs, nested = [""], []
+    for item in raw.split(b"\0"):
+        mode, _, name = item.partition(b" ")
+        if mode == b"040000":
+            dirs.append(name.decode("utf-8", "surrogateescape"))
+        elif mode == b"160000":
+            nested.append(name.decode("utf-8", "surrogateescape"))
+    return dirs, nested
+
+
+def nested_repositories(index: Path) -> list[str]:
+    """The nested repositories (and submodules) of the last snapshot stamped on ``index``:
+    their files are not recorded, nor restored by a rollback."""
+    try:
+        stamps = json.loads(_stamps_path(index).read_bytes())
+        return [str(n) for n in stamps.get("nested") or []]
+    except (OSError, ValueError, AttributeError, TypeError):
+        return []
 
 
 def restamp(worktree: Path, index: Path, tree: str, commit: str, started_ns: int) -> None:
@@ -273,13 +345,17 @@ def _changed_since(worktree: Path, index: Path, recorded: str) -> list[str] | No
             if not same:
                 scope.append(str(rel))
         if "" in scope:
-            # the root moved: rescan its own files ("") and any top-level directory the
-            # stamps do not know (new ones); known ones are judged by their own mtime
+            # the root moved: rescan its own files and any top-level directory the stamps
+            # do not know (new ones); known ones are judged by their own mtime. Its files
+            # are named one by one (deleted ones come from diff-files below): a glob
+            # pathspec beside a directory's makes git skip the nested repositories in it
+            scope.remove("")
             known = {str(d) for d in dirs if d and "/" not in str(d)}
             with os.scandir(worktree) as entries:
                 for entry in entries:
-                    if (entry.name != ".git" and entry.name not in known
-                            and entry.is_dir(follow_symlinks=False)):  # fmt: skip
+                    if entry.name == ".git":
+                        continue
+                    if not entry.is_dir(follow_symlinks=False) or entry.name not in known:
                         scope.append(entry.name)
         out, _ = diff_files.communicate()
     finally:

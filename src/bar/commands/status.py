@@ -35,4 +35,8 @@ def status(*, task: str | None, as_json: bool) -> int:
               + " (recorded before the next step)")  # fmt: skip
     elif info.unrecorded_changes is not None:
         print("changes   none unrecorded")
+    for path in info.nested_repos:
+        print(paint(f"nested    {path} is a git repository of its own: bar records only the "
+                    "commit it is at, not its files (edits inside are not recorded or "
+                    "rolled back)", "yellow"))  # fmt: skip
     return 0
