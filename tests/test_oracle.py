@@ -46,7 +46,7 @@ CONTENTS: list[bytes] = [b"", b"one\n", b"crlf\r\nline\r\n", b"mixed\r\nand\n", 
 shape = st.fixed_dictionaries(
     {
         "top_files": st.booleans(),
-        "eol": st.sampled_from(["none"]),
+        "eol": st.sampled_from(["none", "autocrlf", "text_auto"]),
         "files": st.lists(
             st.tuples(st.sampled_from(NAMES), st.sampled_from(CONTENTS)), min_size=1, max_size=5
         ),
@@ -165,9 +165,21 @@ def on_disk(root: Path, ignored: set[str]) -> dict[str, bytes]:
     return files
 
 
-def in_commit(repo: Path, commit: str) -> dict[str, bytes]:
+def in_commit(repo: Path, wt: Path, commit: str) -> dict[str, bytes]:
+    """What the worktree should hold at snapshot ``commit``: git's checkout of each file,
+    or the raw bytes the snapshot carries where they differ from it."""
     out = subprocess.run(["git", "ls-tree", "-r", "-z", commit], cwd=repo, capture_output=True,
                          check=True).stdout  # fmt: skip
+    raw: dict[bytes, bytes] = {}
+    parent = subprocess.run(["git", "rev-parse", "-q", "--verify", f"{commit}^2^{{tree}}"],
+                            cwd=repo, capture_output=True)  # fmt: skip
+    if parent.returncode == 0:
+        listing = subprocess.run(["git", "ls-tree", "-r", "-z", parent.stdout.decode().strip()],
+                                 cwd=repo, capture_output=True, check=True).stdout  # fmt: skip
+        for item in listing.split(b"\0"):
+            if item:
+                meta, path = item.split(b"\t", 1)
+                raw[path] = meta.split()[2]
     files: dict[str, bytes] = {}
     for item in out.split(b"\0"):
         if not item:
@@ -176,8 +188,14 @@ def in_commit(repo: Path, commit: str) -> dict[str, bytes]:
         mode, _type, sha = meta.split()
         if mode == b"160000":
             continue  # a nested repository: only its HEAD is recorded
-        data = subprocess.run(["git", "cat-file", "blob", sha.decode()], cwd=repo,
-                              capture_output=True, check=True).stdout  # fmt: skip
+        if path in raw:
+            cmd = ["git", "cat-file", "blob", raw[path].decode()]
+        elif mode == b"120000":
+            cmd = ["git", "cat-file", "blob", sha.decode()]
+        else:
+            spec = f"{commit}:".encode() + path
+            cmd = ["git", "cat-file", "--filters", spec.decode("utf-8", "surrogateescape")]
+        data = subprocess.run(cmd, cwd=wt, capture_output=True, check=True).stdout
         rel = path.decode("utf-8", "surrogateescape")
         files[rel] = (b"-> " if mode == b"120000" else b"x:" if mode == b"100755" else b"-:") + data
     return files
@@ -189,7 +207,7 @@ def plain_git(wt: Path, tmp: Path) -> tuple[bytes, set[str]]:
     index = tmp / "oracle-index"
     index.unlink(missing_ok=True)
     env = {**os.environ, "GIT_INDEX_FILE": str(index)}
-    subprocess.run(["git", "-c", "core.autocrlf=false", "add", "-A", "--ignore-errors"],
+    subprocess.run(["git", "add", "-A", "--ignore-errors"],
                    cwd=wt, env=env, capture_output=True)  # fmt: skip
     out = subprocess.run(["git", "ls-files", "-s", "-z"], cwd=wt, env=env, capture_output=True,
                          check=True).stdout  # fmt: skip
@@ -234,7 +252,7 @@ def _check(repo: Path, wt: Path, tmp: Path, task_id: str) -> None:
     last = ledger(task_id)[-1]
     entries, ignored = plain_git(wt, tmp)
     assert entries == snapshot_entries(repo, last["snapshot"])
-    assert on_disk(wt, ignored) == in_commit(repo, last["snapshot"])
+    assert on_disk(wt, ignored) == in_commit(repo, wt, last["snapshot"])
 
 
 @settings(

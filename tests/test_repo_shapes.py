@@ -144,3 +144,38 @@ def test_a_change_in_a_directory_the_tree_does_not_hold_is_seen(
     step = ledger(str(task["id"]))[-1]
     assert sorted(step["diff_stat"]["file_list"]) == ["deep/er", "logs/keep.txt"]
     assert files_in_commit(repo, step["snapshot"])["deep/er"] == b"-> /tmp"
+
+
+@pytest.mark.parametrize(
+    ("setup", "written"),
+    [("autocrlf", b"lf only\n"), ("text_auto", b"crlf\r\nfile\r\n")],
+)
+def test_a_rollback_restores_the_bytes_git_would_convert(
+    setup: str, written: bytes, make_repo: MakeRepo, capfd: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    files = (
+        {"a.txt": "a\n"}
+        if setup == "autocrlf"
+        else {"a.txt": "a\n", ".gitattributes": "* text=auto\n"}
+    )
+    repo = make_repo(files)
+    if setup == "autocrlf":
+        git(repo, "config", "core.autocrlf", "true")
+    monkeypatch.chdir(repo)
+    assert bar(capfd, "init").code == 0
+    task = new_task(capfd)
+    wt = worktree(task)
+    monkeypatch.chdir(wt)
+    (wt / "new.txt").write_bytes(written)
+    assert bar(capfd, "run", "--", "true").code == 0
+    assert bar(capfd, "run", "--", "rm", "new.txt").code == 0
+    res = bar(capfd, "rollback")  # back to the state before the rm
+    assert res.code == 0, res.err
+    assert (wt / "new.txt").read_bytes() == written
+    res = bar(capfd, "status", "--json")
+    assert res.json()["unrecorded_changes"] is False
+    # and the snapshot stores what git itself would commit
+    step = next(s for s in ledger(str(task["id"])) if s["kind"] == "manual")
+    blob = git(repo, "cat-file", "-p", f"{step['snapshot']}:new.txt").encode()
+    assert blob == written.replace(b"\r\n", b"\n")

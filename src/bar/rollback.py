@@ -17,7 +17,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from bar import faults, git, journals, snapshot, states, steps
+from bar import exact, faults, git, journals, snapshot, states, steps
 from bar.clock import ms_since, now_iso
 from bar.journals import RollbackIntent
 from bar.notices import warn
@@ -115,10 +115,11 @@ def restore(task: Task, target_commit: str, *, verified: str | None = None) -> N
     """
     lock = task.index.with_name(task.index.name + ".lock")
     lock.unlink(missing_ok=True)  # we hold the task lock: a leftover is from a crash
+    now_commit = verified if verified is not None else task.recorded_snapshot()
     if verified is not None:
         now_tree = git.tree_of(task.worktree, verified)
     else:
-        now_tree = snapshot.write_tree(task.worktree, task.index, recorded=task.recorded_snapshot())
+        now_tree = snapshot.write_tree(task.worktree, task.index, recorded=now_commit)
     target_tree = git.tree_of(task.worktree, target_commit)
     if now_tree == target_tree:
         return
@@ -126,6 +127,11 @@ def restore(task: Task, target_commit: str, *, verified: str | None = None) -> N
     started_ns = time.time_ns()
     git.git(task.worktree, "read-tree", "-m", "-u", now_tree, target_tree,
             env=git.index_env(task.index))  # fmt: skip
+    # where git converts line endings or filters, the exact bytes of both states
+    raw_now = exact.raw_entries(task.worktree, exact.raw_tree_of(task.worktree, now_commit))
+    raw_target = exact.raw_entries(task.worktree, exact.raw_tree_of(task.worktree, target_commit))
+    if raw_now or raw_target:
+        exact.write_raw(task.worktree, task.index, raw_now, raw_target)
     snapshot.keep_private(task.index)
     # the side index and the worktree now hold exactly the target: note it, so the
     # snapshot that follows rescans only the directories the restore touched

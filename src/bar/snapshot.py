@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from bar import faults, git
+from bar import exact, faults, git
 from bar.errors import BarError, GitError, SnapshotFailed
 from bar.git import BAR_IDENTITY, DiffStat
 from bar.notices import warn
@@ -162,6 +162,8 @@ def take(
     if tree == recorded_tree:
         _stamp(worktree, index, tree, recorded, started_ns, scope)
         return Snapshot(recorded, tree, False)
+    listing = _listing(worktree, tree)
+    raw = _raw_parent(worktree, tree, recorded, recorded_tree, listing, scope)
     now = git.rev_parse(worktree, ref)
     parent = recorded
     if now is not None and now != recorded:
@@ -170,9 +172,10 @@ def take(
         else:
             warn(f"{ref} was moved off the task's snapshots (to {now[:10]}); bar chains the "
                  "new snapshot onto the last one the ledger names")  # fmt: skip
-    commit = git.commit_tree(worktree, tree, [parent], message, identity=BAR_IDENTITY)
+    parents = [parent] if raw is None else [parent, raw]
+    commit = git.commit_tree(worktree, tree, parents, message, identity=BAR_IDENTITY)
     git.update_ref(worktree, ref, commit, now, f"bar: {message.splitlines()[0]}")
-    _stamp(worktree, index, tree, commit, started_ns, scope)
+    _stamp(worktree, index, tree, commit, started_ns, scope, listing)
     return Snapshot(commit, tree, True)
 
 
@@ -194,8 +197,19 @@ def _stamps_path(index: Path) -> Path:
     return index.with_name(index.name + ".stamps")
 
 
+def _raw_parent(worktree: Path, tree: str, recorded: str, recorded_tree: str,
+                listing: _Listing, scope: Sequence[str] | None) -> str | None:  # fmt: skip
+    """The raw-bytes parent of a new snapshot (``bar.exact``), where git converts."""
+    before = exact.raw_entries(worktree, exact.raw_tree_of(worktree, recorded))
+    if not before and not exact.converts(worktree, listing.has_attributes):
+        return None
+    changed = [c.path for c in git.diff_tree_raw(worktree, recorded_tree, tree)]
+    candidates = [*changed, *(p for p in scope or () if p in listing.modes)]
+    return exact.next_raw(worktree, tree, listing.modes, before, candidates)
+
+
 def _stamp(worktree: Path, index: Path, tree: str, commit: str, started_ns: int,
-           scope: Sequence[str] | None = ()) -> None:  # fmt: skip
+           scope: Sequence[str] | None = (), listing: _Listing | None = None) -> None:  # fmt: skip
     path = _stamps_path(index)
     dirs: list[str] | None = None
     nested: list[str] = []
@@ -209,7 +223,8 @@ def _stamp(worktree: Path, index: Path, tree: str, commit: str, started_ns: int,
     except (OSError, ValueError, AttributeError, TypeError):
         pass
     if dirs is None:
-        dirs, nested = _dirs_and_repos(worktree, tree)
+        listing = listing or _listing(worktree, tree)
+        dirs, nested = listing.dirs, listing.nested
     extra = _untracked_dirs(worktree, set(dirs), scope, extra)
     dirs = dirs + extra
     mtimes: list[int] = []
@@ -272,19 +287,34 @@ def _subdirs(path: str) -> list[os.DirEntry[str]]:
         return []
 
 
-def _dirs_and_repos(worktree: Path, tree: str) -> tuple[list[str], list[str]]:
-    """The directories of ``tree`` (with "" for the root) and its nested repositories
-    (gitlinks: git records which commit they are at, never their files)."""
+class _Listing:
+    """One walk of a tree: its directories (with "" for the root), its nested
+    repositories (gitlinks: git records which commit they are at, never their files),
+    its files' modes, and whether it holds a ``.gitattributes``."""
+
+    __slots__ = ("dirs", "has_attributes", "modes", "nested")
+
+    def __init__(self, dirs: list[str], nested: list[str], modes: dict[str, str],
+                 has_attributes: bool) -> None:  # fmt: skip
+        self.dirs, self.nested, self.modes = dirs, nested, modes
+        self.has_attributes = has_attributes
+
+
+def _listing(worktree: Path, tree: str) -> _Listing:
     raw = git.git(worktree, "ls-tree", "-r", "-t", "-z", "--format=%(objectmode) %(path)",
                   tree).stdout  # fmt: skip
-    dirs, nested = [""], []
+    dirs, nested, modes = [""], [], {}
     for item in raw.split(b"\0"):
         mode, _, name = item.partition(b" ")
+        path = name.decode("utf-8", "surrogateescape")
         if mode == b"040000":
-            dirs.append(name.decode("utf-8", "surrogateescape"))
+            dirs.append(path)
         elif mode == b"160000":
-            nested.append(name.decode("utf-8", "surrogateescape"))
-    return dirs, nested
+            nested.append(path)
+        elif mode:
+            modes[path] = mode.decode()
+    attributes = any(p == ".gitattributes" or p.endswith("/.gitattributes") for p in modes)
+    return _Listing(dirs, nested, modes, attributes)
 
 
 def nested_repositories(index: Path) -> list[str]:

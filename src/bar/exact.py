@@ -1,0 +1,159 @@
+"""Exact bytes under git's conversions: line endings and filters.
+
+A snapshot's tree holds what ``git add`` stores: with ``core.autocrlf`` or ``text``/
+``eol``/``filter`` attributes, that is not always the bytes on disk (an LF file written
+under ``autocrlf=true`` is stored as is, and git's checkout would write it back CRLF; a
+CRLF file under ``* text=auto`` comes back LF). The tree is right for everything git
+does with it (patches, apply); a rollback must also bring back the bytes.
+
+So a snapshot whose files differ from what git's checkout of its tree would write carries
+those files' raw bytes (stored with ``--no-filters``) in a second tree, the "raw tree",
+reached as the snapshot commit's second parent (a parentless commit, so gc keeps it and
+no history changes meaning). A rollback writes the raw bytes over git's checkout.
+Nothing of this runs in a repository without conversions: ``converts`` is checked first.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterable
+from pathlib import Path
+
+from bar import git
+from bar.git import BAR_IDENTITY
+
+_REGULAR = ("100644", "100755")
+
+
+def converts(worktree: Path, has_attributes: bool) -> bool:
+    """Whether git may store files other than byte for byte here: ``core.autocrlf``,
+    an attributes file (``has_attributes``: the tree holds a ``.gitattributes``), or
+    ``core.attributesFile`` / ``info/attributes``."""
+    if has_attributes:
+        return True
+    res = git.git(worktree, "config", "--get-regexp", r"^core\.(autocrlf|attributesfile)$",
+                  check=False)  # fmt: skip
+    for line in res.out.splitlines():
+        key, _, value = line.partition(" ")
+        if key == "core.attributesfile" or value.lower() in ("true", "input"):
+            return True
+    info = git.out(worktree, "rev-parse", "--path-format=absolute", "--git-path",
+                   "info/attributes")  # fmt: skip
+    return os.path.isfile(info)
+
+
+def raw_tree_of(repo: Path | str, commit: str) -> str | None:
+    """The raw tree a snapshot carries (its second parent's tree), if any."""
+    return git.rev_parse(repo, f"{commit}^2^{{tree}}")
+
+
+def raw_entries(repo: Path | str, raw_tree: str | None) -> dict[str, tuple[str, str]]:
+    """path -> (mode, blob) of a raw tree."""
+    if raw_tree is None:
+        return {}
+    out = git.git(repo, "ls-tree", "-r", "-z", raw_tree).stdout
+    entries: dict[str, tuple[str, str]] = {}
+    for item in out.split(b"\0"):
+        if item:
+            meta, _, path = item.partition(b"\t")
+            mode, _type, sha = meta.decode().split()
+            entries[path.decode("utf-8", "surrogateescape")] = (mode, sha)
+    return entries
+
+
+def _checked_out(worktree: Path, tree: str, paths: list[str]) -> dict[str, bytes | None]:
+    """What git's checkout of ``tree`` would write for each path (None: not a regular
+    file in the tree)."""
+    # each request is "<object> <path>" (the path picks the attributes), NUL-terminated
+    query = b"".join(f"{tree}:{p} {p}\0".encode("utf-8", "surrogateescape") for p in paths)
+    data = git.git(worktree, "cat-file", "--batch", "--filters", "-z", input=query).stdout
+    pos, found = 0, dict[str, bytes | None]()
+    for p in paths:
+        end = data.index(b"\n", pos)
+        header = data[pos:end].split(b" ")
+        pos = end + 1
+        if len(header) != 3 or not header[2].isdigit():  # "<request> missing"
+            found[p] = None
+            continue
+        size = int(header[2])
+        found[p] = data[pos : pos + size] if header[1] == b"blob" else None
+        pos += size + 1
+    return found
+
+
+def raw_differences(worktree: Path, tree: str, paths: Iterable[str]) -> dict[str, str]:
+    """Among ``paths``, the regular files of ``tree`` whose bytes on disk differ from git's
+    checkout of them: path -> the blob of the bytes on disk (written to the store)."""
+    candidates = sorted({p for p in paths if p})
+    if not candidates:
+        return {}
+    expected = _checked_out(worktree, tree, candidates)
+    differ = []
+    prefix = os.fsencode(worktree) + b"/"
+    for p in candidates:
+        want = expected.get(p)
+        full = prefix + p.encode("utf-8", "surrogateescape")
+        if want is None or os.path.islink(full) or not os.path.isfile(full):
+            continue
+        with open(full, "rb") as f:
+            if f.read() != want:
+                differ.append(p)
+    if not differ:
+        return {}
+    shas = git.git(
+        worktree,
+        "hash-object",
+        "-w",
+        "--no-filters",
+        "--stdin-paths",
+        input=b"".join(p.encode("utf-8", "surrogateescape") + b"\n" for p in differ),
+    )
+    return dict(zip(differ, shas.out.split(), strict=True))
+
+
+def raw_parent(worktree: Path, entries: dict[str, tuple[str, str]]) -> str | None:
+    """A parentless commit whose tree holds ``entries`` (None when there are none)."""
+    if not entries:
+        return None
+    with tempfile.TemporaryDirectory(prefix="bar-raw-") as tmp:
+        env = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
+        info = b"".join(f"{mode} {sha}\t".encode() + p.encode("utf-8", "surrogateescape") + b"\0"
+                        for p, (mode, sha) in sorted(entries.items()))  # fmt: skip
+        git.git(worktree, "update-index", "-z", "--index-info", env=env, input=info)
+        tree = git.out(worktree, "write-tree", env=env)
+    return git.commit_tree(worktree, tree, [], "bar: the bytes on disk where git converts",
+                           identity=BAR_IDENTITY)  # fmt: skip
+
+
+def next_raw(worktree: Path, tree: str, tree_modes: dict[str, str],
+             before: dict[str, tuple[str, str]], candidates: Iterable[str]) -> str | None:  # fmt: skip
+    """The raw parent of a new snapshot of ``tree``: the previous raw entries still
+    holding for paths that did not change, plus the differences among ``candidates``."""
+    candidates = set(candidates)
+    entries = {p: e for p, e in before.items() if p not in candidates and p in tree_modes}
+    files = [p for p in candidates if tree_modes.get(p) in _REGULAR]
+    for p, sha in raw_differences(worktree, tree, files).items():
+        entries[p] = (tree_modes.get(p, "100644"), sha)
+    return raw_parent(worktree, entries)
+
+
+def write_raw(worktree: Path, index: Path,
+              now: dict[str, tuple[str, str]], target: dict[str, tuple[str, str]]) -> None:  # fmt: skip
+    """After git's checkout of ``target_tree`` into the worktree: give every file its
+    exact bytes (the target's raw ones; git's checkout where only the current state had
+    raw bytes), then refresh the side index's stat data."""
+    prefix = os.fsencode(worktree) + b"/"
+    for p, (_mode, sha) in target.items():
+        data = git.git(worktree, "cat-file", "blob", sha).stdout
+        full = prefix + p.encode("utf-8", "surrogateescape")
+        if os.path.isfile(full) and not os.path.islink(full):
+            with open(full, "r+b") as f:
+                f.write(data)
+                f.truncate()
+    plain = sorted(p for p in now if p not in target)
+    if plain:  # (a path the target does not hold is not in the index: git skips it)
+        git.git(worktree, "checkout-index", "-f", "-z", "--stdin", env=git.index_env(index),
+                input=b"".join(p.encode("utf-8", "surrogateescape") + b"\0" for p in plain),
+                check=False)  # fmt: skip
+    git.git(worktree, "update-index", "-q", "--refresh", env=git.index_env(index), check=False)
