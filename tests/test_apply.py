@@ -127,3 +127,19 @@ def test_apply_dry_run(inited: Path, capfd: pytest.CaptureFixture[str]) -> None:
     assert bar(capfd, "apply").code == 0
     again = bar(capfd, "apply")
     assert again.code == 0 and "Nothing to apply" in again.out
+
+
+def test_apply_message_is_scrubbed_of_known_secrets(
+    inited: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    secret = "s3cr3t-value-8d1f27c4a9"
+    monkeypatch.setenv("MY_API_TOKEN", secret)
+    t = new_task(capfd)
+    run(capfd, "echo d > d.txt")
+    dry = bar(capfd, "apply", "--dry-run", "--json", "-m", f"use token {secret}")
+    assert dry.code == 0 and secret not in dry.out
+    res = bar(capfd, "apply", "-m", f"Fix the client (token {secret})")
+    assert res.code == 0, res.err
+    msg = git(inited, "log", "-1", "--format=%B", "main")
+    assert secret not in msg and msg.startswith("Fix the client (token ***)")
+    assert secret not in ledger(t["id"])[-1]["commit_message"]

@@ -5,6 +5,7 @@ in the middle of a rebase, merge, cherry-pick, revert or bisect is left alone.""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 from pathlib import Path
@@ -64,6 +65,10 @@ def assert_refused_and_untouched(
     dry = bar(capfd, "apply", "--dry-run", "--json")
     assert dry.code == 0, dry.err
     assert dry.json()["blocking_paths"] == blocking
+    told = bar(capfd, "apply", "--dry-run")
+    assert told.code == 0, told.err
+    said = "would overwrite these files (changed, untracked or ignored there), so it would refuse"
+    assert f"{said}: {', '.join(blocking)}" in told.out
     assert ledger(task_id)[-1]["kind"] == "run"
     assert not list(project_dir().rglob("apply.json"))
 
@@ -125,21 +130,30 @@ def test_apply_still_replaces_a_directory_of_tracked_files(
 # --- killed while updating the checkout ----------------------------------------------
 
 
-def setup_killable(repo: Path, tmp_path: Path, n_files: int) -> tuple[dict[str, str], str]:
-    """A project whose task changes ``n_files`` files of main; main's files pass through a
-    smudge filter, so a test can kill bar in the middle of writing them."""
-    killer = tmp_path / "smudge.sh"
-    killer.write_text(
-        '#!/bin/sh\nif [ -n "$KILL_AT" ]; then\n'
-        '  n=$(( $(cat "$KILL_COUNT" 2>/dev/null || echo 0) + 1 )); echo $n > "$KILL_COUNT"\n'
-        '  if [ "$n" -ge "$KILL_AT" ]; then kill -KILL 0; fi\nfi\nexec cat\n'
+def killing_git(tmp_path: Path, kill_at: int) -> dict[str, str]:
+    """An environment whose ``git`` is real git, except that a ``checkout-index`` given
+    its paths on stdin writes only the first ``kill_at`` of them, then kills its process
+    group (bar included): bar killed in the middle of writing the checkout's files. (apply
+    runs no filter or hook, so git itself is where a test can stop it.)"""
+    wrapper = tmp_path / "killing-git" / "git"
+    wrapper.parent.mkdir()
+    real = shutil.which("git")
+    count = tmp_path / "count"
+    wrapper.write_text(
+        f'#!/bin/sh\ncase " $* " in *" checkout-index "*)\n'
+        f'  head -z -n {kill_at} | {real} "$@"; echo {kill_at} > {count}; kill -KILL 0;;\n'
+        f'esac\nexec {real} "$@"\n'
     )  # fmt: skip
-    killer.chmod(0o755)
-    git(repo, "config", "filter.slow.smudge", str(killer))
-    git(repo, "config", "filter.slow.clean", "cat")
+    wrapper.chmod(0o755)
+    return {"PATH": f"{wrapper.parent}{os.pathsep}{os.environ['PATH']}"}
+
+
+def setup_killable(repo: Path, n_files: int) -> tuple[dict[str, str], str]:
+    """A project whose task changes ``n_files`` files of main (and turns a file into a
+    directory and a directory into a file)."""
     files = {f"data/{i:03d}.dat": f"old {i}\n" for i in range(n_files)}
     files |= {"a-flat": "a file\n", "a-swap/f": "in a directory\n"}  # written first
-    commit_files(repo, {".gitattributes": "*.dat filter=slow\n", **files}, "data")
+    commit_files(repo, files, "data")
     assert bar_exe("init", cwd=repo).code == 0
     git(repo, "add", ".bar")
     git(repo, "commit", "-qm", "policy")
@@ -185,10 +199,12 @@ def assert_before_or_after(repo: Path, task_id: str, main_before: str) -> bool:
 def test_killed_while_writing_the_checkout_the_next_command_finishes_the_apply(
     repo: Path, tmp_path: Path
 ) -> None:
-    task, main_before = setup_killable(repo, tmp_path, 40)
-    env = {"KILL_AT": "20", "KILL_COUNT": str(tmp_path / "count")}
+    task, main_before = setup_killable(repo, 40)
+    env = killing_git(tmp_path, 20)
     assert killed(repo, ["apply", "-m", "rewrite data"], env) == -signal.SIGKILL
     assert (tmp_path / "count").read_text().strip() == "20"  # killed among the files
+    assert (repo / "data" / "001.dat").read_text() == "new 1\n"
+    assert (repo / "data" / "039.dat").read_text() == "old 39\n"
     assert git(repo, "rev-parse", "HEAD").strip() == main_before
     res = bar_exe("run", "--", "true", cwd=repo)
     assert res.code == 0, res.err
@@ -197,9 +213,10 @@ def test_killed_while_writing_the_checkout_the_next_command_finishes_the_apply(
 
 
 def test_recovery_never_overwrites_an_edit_made_after_the_crash(repo: Path, tmp_path: Path) -> None:
-    task, main_before = setup_killable(repo, tmp_path, 3)
-    env = {"KILL_AT": "2", "KILL_COUNT": str(tmp_path / "count")}
+    task, main_before = setup_killable(repo, 3)
+    env = killing_git(tmp_path, 2)
     assert killed(repo, ["apply", "-m", "rewrite data"], env) == -signal.SIGKILL
+    assert (tmp_path / "count").read_text().strip() == "2"
     (repo / "data" / "002.dat").write_text("the developer's edit\n")
     res = bar_exe("run", "--", "true", cwd=repo)
     assert res.code == 5, res.err
@@ -216,8 +233,7 @@ def test_killed_at_every_point_of_a_checkout_update_ends_before_or_after(
 ) -> None:
     probe = make_repo(name="probe")
     monkeypatch.setenv("BAR_HOME", str(tmp_path / "probe-home"))
-    (tmp_path / "probe-filter").mkdir()
-    setup_killable(probe, tmp_path / "probe-filter", 3)
+    setup_killable(probe, 3)
     trace = tmp_path / "trace"
     res = bar_exe("apply", "-m", "probe", cwd=probe, env={"BAR_FAULT_TRACE": str(trace)})
     assert res.code == 0, res.err
@@ -228,8 +244,7 @@ def test_killed_at_every_point_of_a_checkout_update_ends_before_or_after(
     for n, label in enumerate(points[first - 1 :], start=first):  # from the intent on
         monkeypatch.setenv("BAR_HOME", str(tmp_path / f"home{n}"))
         repo = make_repo(name=f"r{n}")
-        (tmp_path / f"filter{n}").mkdir()
-        task, main_before = setup_killable(repo, tmp_path / f"filter{n}", 3)
+        task, main_before = setup_killable(repo, 3)
         assert killed(repo, ["apply", "-m", "probe"], {"BAR_FAULT_AT": str(n)}) == -signal.SIGKILL
         res = bar_exe("run", "--", "true", cwd=repo)
         assert res.code == 0, f"point {n} ({label}): {res.err}"

@@ -11,6 +11,10 @@ the target moved:
 - not checked out: the ref is moved with a compare-and-swap ``update-ref``.
 Either way, never while a worktree is mid-rebase (or merge, cherry-pick, ...) of it.
 
+Nothing an agent could have planted in the repository's shared configuration or hooks
+runs meanwhile: every git command that merges, commits, reads or writes a worktree or
+its index, or moves a ref goes through ``checkout.SafeGit`` (SPEC §8).
+
 Like every verb: write the intent (``apply.json``, holding the step to record), move the
 target, then ``complete``: an update of the checkout that had begun is finished, the step
 is recorded if the target has the commit, and the intent removed. Recovery after a crash
@@ -24,7 +28,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bar import checkout, git, journals, steps
+from bar import checkout, git, journals, known_secrets, steps
+from bar.checkout import SafeGit
 from bar.clock import ms_since, now_iso
 from bar.errors import ApplyConflict, Conflict, DirtyWorktree, GitError, UsageError
 from bar.git import DiffStat
@@ -73,19 +78,22 @@ def dry_run(
     """What ``apply`` would do, from the worktree as it is now; writes only git objects."""
     target = _target(task, mode, target_branch)
     repo = task.project.root
+    safe = _safe_git(task, target)
     recorded = task.recorded_snapshot()
     state = recorded
     tree = steps.current_tree(task)
     if tree != git.tree_of(repo, recorded):  # unrecorded changes: apply records them first
-        state = git.commit_tree(repo, tree, [recorded], "bar: dry-run state",
-                                identity=git.BAR_IDENTITY)  # fmt: skip
+        state = safe.commit_tree(repo, tree, [recorded], "bar: dry-run state",
+                                 identity=git.BAR_IDENTITY)  # fmt: skip
     last = task.ledger.last()
-    result = _compute(task, mode, target, message, state, last.step_id if last else "0000")
+    result = _compute(safe, task, mode, target, message, state,
+                      last.step_id if last else "0000")  # fmt: skip
     if result.conflicts:
         raise ApplyConflict(result.target_branch, result.conflicts)
     if result.checkout is not None and not result.nothing_to_do:
         assert result.tree is not None
-        result.blocking = checkout.blocking_paths(result.checkout, result.target_before,
+        result.blocking = checkout.blocking_paths(safe.including(result.checkout),
+                                                  result.checkout, result.target_before,
                                                   result.tree)  # fmt: skip
     return result
 
@@ -95,12 +103,14 @@ def apply(task: Task, *, mode: str, target_branch: str | None, message: str | No
     ``recovery.prepare``)."""
     target = _target(task, mode, target_branch)
     repo = task.project.root
+    safe = _safe_git(task, target)
     t0 = time.monotonic()
     started = now_iso()
     state = task.recorded_snapshot()
     last = task.ledger.last()
     # the trailer names the step whose state is applied: `bar show` it to review
-    result = _compute(task, mode, target, message, state, last.step_id if last else "0000")
+    result = _compute(safe, task, mode, target, message, state,
+                      last.step_id if last else "0000")  # fmt: skip
     if result.conflicts:
         raise ApplyConflict(result.target_branch, result.conflicts)
     if result.nothing_to_do:
@@ -108,8 +118,8 @@ def apply(task: Task, *, mode: str, target_branch: str | None, message: str | No
     assert result.tree is not None
     parents = [result.target_before]
     if mode == "merge":
-        parents.append(_task_branch_commit(task, state, dry=False))
-    result.commit = git.commit_tree(repo, result.tree, parents, result.message)
+        parents.append(_task_branch_commit(safe, task, state, dry=False))
+    result.commit = safe.commit_tree(repo, result.tree, parents, result.message)
     intent = ApplyIntent(
         ApplyStep(
             step_id=task.ledger.next_step_id(),
@@ -128,7 +138,7 @@ def apply(task: Task, *, mode: str, target_branch: str | None, message: str | No
     )
     journals.write_apply(task.paths, intent)
     try:
-        _move_target(repo, result, intent)
+        _move_target(safe, repo, result, intent)
     except BaseException:
         complete(task, intent)  # records it if the target moved after all; else forgets it
         raise
@@ -143,10 +153,12 @@ def complete(
     commit landed on the target and is not recorded yet, then remove the intent. Returns
     the step if it landed."""
     step = intent.step
-    where = checked_out_in(task.project.root, step.target_branch)
+    repo = task.project.root
+    where = checked_out_in(repo, step.target_branch)
+    safe = SafeGit.read(repo, where)
     if where is not None:
-        _finish_checkout(where, intent)
-    landed = git.is_ancestor(task.project.root, step.commit_sha, f"refs/heads/{step.target_branch}")
+        _finish_checkout(safe, where, intent)
+    landed = safe.is_ancestor(repo, step.commit_sha, f"refs/heads/{step.target_branch}")
     last = task.ledger.last()
     recorded = last is not None and last.number >= step.number
     if landed and not recorded:
@@ -158,12 +170,12 @@ def complete(
     return step if landed else None
 
 
-def _finish_checkout(where: Path, intent: ApplyIntent) -> None:
+def _finish_checkout(safe: SafeGit, where: Path, intent: ApplyIntent) -> None:
     """Finish the update of ``where`` if a stopped bar had begun it (``bar.checkout``)."""
     step, token, before = intent.step, intent.token, intent.target_before
     if token is None or before is None:
         return  # an intent written before bar updated checkouts in resumable steps
-    if checkout.resume(where, step.target_branch, before, step.commit_sha, token=token,
+    if checkout.resume(safe, where, step.target_branch, before, step.commit_sha, token=token,
                        reason=_reason(step.mode)):  # fmt: skip
         note(
             f"finished the interrupted apply of {git.short(step.commit_sha)} to "
@@ -180,9 +192,9 @@ def _target(task: Task, mode: str, target_branch: str | None) -> str:
     return target_branch or task.project.config.git.default_base
 
 
-def merge_trees(repo: Path, ours: str, theirs: str) -> tuple[str | None, list[str]]:
+def merge_trees(safe: SafeGit, repo: Path, ours: str, theirs: str) -> tuple[str | None, list[str]]:
     """Three-way merge of two commits in the object store: (tree, conflicting paths)."""
-    res = git.git(
+    res = safe.git(
         repo, "merge-tree", "--write-tree", "--name-only", "-z", ours, theirs, check=False
     )
     if res.returncode not in (0, 1):
@@ -221,9 +233,17 @@ def checked_out_in(repo: Path, branch: str) -> Path | None:
     return None
 
 
+def _safe_git(task: Task, target_branch: str) -> SafeGit:
+    """Git for this apply, from the configuration seen where it runs git: the repository,
+    the task worktree and the target's checkout."""
+    repo = task.project.root
+    return SafeGit.read(repo, task.worktree, checked_out_in(repo, target_branch))
+
+
 def _compute(
-    task: Task, mode: str, target_branch: str, message: str | None, state: str, step_id: str
-) -> ApplyResult:
+    safe: SafeGit, task: Task, mode: str, target_branch: str, message: str | None, state: str,
+    step_id: str,
+) -> ApplyResult:  # fmt: skip
     """Everything up to (not including) the commit. Writes only git objects."""
     repo = task.project.root
     tip = git.rev_parse(repo, f"refs/heads/{target_branch}")
@@ -233,32 +253,33 @@ def _compute(
             hint="give an existing branch with --target",
         )
     result = ApplyResult(mode, target_branch, tip)
-    theirs = state if mode == "commit" else _task_branch_commit(task, state, dry=True)
-    tree, conflicts = merge_trees(repo, tip, theirs)
+    theirs = state if mode == "commit" else _task_branch_commit(safe, task, state, dry=True)
+    tree, conflicts = merge_trees(safe, repo, tip, theirs)
     if conflicts:
         result.conflicts = conflicts
         return result
     assert tree is not None
     result.tree = tree
-    result.stat = git.numstat(repo, tip, tree)
+    result.stat = git.numstat(repo, tip, tree)  # trees only, --no-ext-diff --no-textconv
     if mode == "commit" and tree == git.tree_of(repo, tip):
         result.nothing_to_do = True
         return result
-    if mode == "merge" and git.is_ancestor(repo, theirs, tip):
+    if mode == "merge" and safe.is_ancestor(repo, theirs, tip):
         result.nothing_to_do = True
         return result
-    text = message or (
-        default_message(task)
-        if mode == "commit"
-        else f"Merge task {task.name} ({task.id}) into {target_branch}"
-    )
+    if message:  # typed on the command line, it may hold a secret (as a description may)
+        text = known_secrets.scrub(message)
+    elif mode == "commit":
+        text = default_message(task)
+    else:
+        text = f"Merge task {task.name} ({task.id}) into {target_branch}"
     result.message = with_trailers(text, task, step_id)
     checkout.refuse_mid_operation(repo, target_branch)
     result.checkout = checked_out_in(repo, target_branch)
     return result
 
 
-def _task_branch_commit(task: Task, state: str, *, dry: bool) -> str:
+def _task_branch_commit(safe: SafeGit, task: Task, state: str, *, dry: bool) -> str:
     """The task branch tip carrying ``state``: the branch itself if it already has that
     tree, else a commit of the uncommitted changes on top of it."""
     wt = task.worktree
@@ -266,16 +287,17 @@ def _task_branch_commit(task: Task, state: str, *, dry: bool) -> str:
     state_tree = git.tree_of(wt, state)
     if git.tree_of(wt, head) == state_tree:
         return head
-    commit = git.commit_tree(
+    commit = safe.commit_tree(
         wt, state_tree, [head], f"Uncommitted changes of task {task.name}\n\nBar-Task: {task.id}\n"
     )
     if not dry:
         ref = f"refs/heads/{task.branch}"
         if git.current_branch(wt) == task.branch:
-            git.update_ref(wt, ref, commit, head, "bar: apply --mode merge")
-            git.git(wt, "reset", "--quiet", "--mixed", commit)
+            safe.update_ref(wt, ref, commit, head, "bar: apply --mode merge")
+            safe.git(wt, "reset", "--quiet", "--mixed", commit)
         else:
-            git.update_ref(wt, ref, commit, git.rev_parse(wt, ref), "bar: apply --mode merge")
+            old = git.rev_parse(wt, ref) or "0" * 40
+            safe.update_ref(wt, ref, commit, old, "bar: apply --mode merge")
     return commit
 
 
@@ -283,21 +305,22 @@ def _reason(mode: str) -> str:
     return f"bar: apply ({mode})"
 
 
-def _move_target(repo: Path, result: ApplyResult, intent: ApplyIntent) -> None:
+def _move_target(safe: SafeGit, repo: Path, result: ApplyResult, intent: ApplyIntent) -> None:
     assert result.commit is not None and intent.token is not None
     branch, before, token = result.target_branch, result.target_before, intent.token
     where = checked_out_in(repo, branch)
     if where is None:
-        git.update_ref(repo, f"refs/heads/{branch}", result.commit, before, _reason(result.mode))
+        safe.update_ref(repo, f"refs/heads/{branch}", result.commit, before, _reason(result.mode))
         return
     result.checkout = where
+    safe = safe.including(where)
     checkout.lock(where, token)  # checked under the lock: no git changes the index now
     try:
         if git.rev_parse(where, "HEAD") != before:
             raise Conflict(
                 f"{branch} moved while applying; nothing was changed", hint="run bar apply again"
             )
-        blocked = checkout.blocking_paths(where, before, result.commit)
+        blocked = checkout.blocking_paths(safe, where, before, result.commit)
         if blocked:
             shown = ", ".join(blocked[:10]) + (
                 f" and {len(blocked) - 10} more" if len(blocked) > 10 else ""
@@ -310,6 +333,6 @@ def _move_target(repo: Path, result: ApplyResult, intent: ApplyIntent) -> None:
     except BaseException:
         checkout.unlock(where, token)
         raise
-    checkout.advance(where, branch, before, result.commit, token=token,
+    checkout.advance(safe, where, branch, before, result.commit, token=token,
                      reason=_reason(result.mode))  # fmt: skip
     checkout.unlock(where, token)

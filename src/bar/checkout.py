@@ -15,6 +15,11 @@ crash the same steps finish the job. Throughout, bar holds the checkout's ``inde
 (so no git command changes the index meanwhile) and writes into it a marker naming the
 apply and its phase: recovery finishes an update only if it finds its own marker saying
 the update had begun.
+
+Every git command here, and every one ``bar.apply`` runs to compute and land its commit,
+goes through ``SafeGit``: the developer's checkout shares ``.git/config`` and
+``.git/hooks`` with the task worktrees, so an agent could have planted a filter, a merge
+driver, an fsmonitor command, a hook or a ``core.worktree`` there, and none of it may run.
 """
 
 from __future__ import annotations
@@ -24,14 +29,15 @@ import hashlib
 import os
 import shutil
 import stat
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from bar import faults, git
-from bar.errors import DirtyWorktree, GitStateError
+from bar.errors import DirtyWorktree, GitError, GitStateError
 from bar.notices import warn
+from bar.proc import Result
 
-NO_HOOKS = ("-c", "core.hooksPath=/dev/null")
 GITLINK = "160000"
 ABSENT = "000000"
 
@@ -45,6 +51,102 @@ _OPERATIONS = (
     ("sequencer", "a cherry-pick or revert", "git cherry-pick (or revert) --continue or --abort"),
     ("BISECT_LOG", "a bisect", "git bisect reset"),
 )
+
+
+# --- git that runs nothing an agent planted -------------------------------------------
+
+# git's own three-way text merge, for a path whose attributes name a merge driver
+_TEXT_MERGE = "git merge-file --marker-size=%L %A %O %B"
+# per driver named in the configuration: what switches it off (an empty command is no
+# filter; ``required`` would make its absence an error)
+_DRIVERS_OFF = {
+    "filter": (("smudge", ""), ("clean", ""), ("process", ""), ("required", "false")),
+    "merge": (("driver", _TEXT_MERGE),),
+}
+_ALWAYS_OFF = (
+    ("core.hooksPath", "/dev/null"),
+    ("core.fsmonitor", "false"),
+    ("merge.default", "text"),
+    ("submodule.recurse", "false"),
+)
+# no transport at all (a lazy fetch of a missing object would run ssh, a remote helper or
+# remote.<name>.uploadpack), no pager, no editor
+_ENV_OFF = {"GIT_ALLOW_PROTOCOL": "", "GIT_PAGER": "cat", "GIT_EDITOR": ":"}
+
+
+@dataclass(frozen=True)
+class SafeGit:
+    """git for the developer's repository with everything an agent could have planted
+    switched off: no hooks, no clean, smudge or process filter, no merge driver (git's
+    text merge instead), no fsmonitor, no transport, no pager or editor; the work tree is
+    always the directory git runs in, whatever ``core.worktree`` says. Files are read and
+    written as git stores them. The overrides go in through ``GIT_CONFIG_COUNT``, not
+    ``-c``: a driver's name may hold a ``=``, which ``-c`` cannot express. The
+    configuration is read once, by ``read``, in every directory git will run in (each
+    worktree may add its own ``config.worktree``); a driver defined after that is not
+    covered, which is why the sandbox keeps ``.git/config`` read-only as well.
+
+    What needs no override: ``diff`` drivers (bar's diffs pass ``--no-ext-diff
+    --no-textconv``) and signing (``commit-tree`` signs only when told with ``-S``)."""
+
+    dirs: tuple[Path, ...]
+    env: Mapping[str, str]
+
+    @classmethod
+    def read(cls, *dirs: Path | None) -> SafeGit:
+        where = tuple(dict.fromkeys(Path(d) for d in dirs if d is not None and Path(d).is_dir()))
+        named = dict.fromkeys(driver for d in where for driver in _drivers(d))
+        pairs = [*_ALWAYS_OFF]
+        for section, name in named:
+            pairs += [(f"{section}.{name}.{var}", value) for var, value in _DRIVERS_OFF[section]]
+        env = {**_ENV_OFF, "GIT_CONFIG_COUNT": str(len(pairs))}
+        for i, (key, value) in enumerate(pairs):
+            env[f"GIT_CONFIG_KEY_{i}"], env[f"GIT_CONFIG_VALUE_{i}"] = key, value
+        return cls(where, env)
+
+    def including(self, where: Path) -> SafeGit:
+        """This one, or one that also covers the configuration seen from ``where``."""
+        return self if Path(where) in self.dirs else SafeGit.read(*self.dirs, where)
+
+    def git(
+        self, where: Path, *args: str, env: Mapping[str, str] | None = None,
+        check: bool = True, input: bytes | None = None,
+    ) -> Result:  # fmt: skip
+        return git.git(where, f"--work-tree={os.path.abspath(where)}", *args,
+                       env={**self.env, **(env or {})}, check=check, input=input)  # fmt: skip
+
+    def update_ref(self, where: Path, ref: str, new: str, old: str, message: str) -> None:
+        """``git.update_ref`` (compare-and-swap, same crash points), with no
+        ``reference-transaction`` hook."""
+        faults.point(f"before moving {ref}")
+        self.git(where, "update-ref", "-m", message, ref, new, old)
+        faults.point(f"after moving {ref}")
+
+    def commit_tree(self, where: Path, tree: str, parents: Sequence[str], message: str,
+                    *, identity: Mapping[str, str] | None = None) -> str:  # fmt: skip
+        args = [arg for parent in parents for arg in ("-p", parent)]
+        res = self.git(where, "commit-tree", tree, *args, env=identity, input=message.encode())
+        return res.out.strip()
+
+    def is_ancestor(self, where: Path, a: str, b: str) -> bool:
+        res = self.git(where, "merge-base", "--is-ancestor", a, b, check=False)
+        return res.returncode == 0
+
+
+def _drivers(where: Path) -> list[tuple[str, str]]:
+    """(section, name) of every filter and merge driver the configuration seen from
+    ``where`` defines (includes followed, as git follows them)."""
+    res = git.git(where, "config", "-z", "--get-regexp", r"^(filter|merge)\.", check=False)
+    if res.returncode not in (0, 1):  # 1: none
+        raise GitError(res.cmd, res.returncode, res.stdout, res.stderr)
+    found: list[tuple[str, str]] = []
+    for item in res.stdout.split(b"\0"):
+        key = item.split(b"\n", 1)[0].decode("utf-8", "surrogateescape")
+        section, _, rest = key.partition(".")
+        name, dot, _var = rest.rpartition(".")
+        if dot and section in _DRIVERS_OFF:  # (merge.default and the like name no driver)
+            found.append((section, name))
+    return found
 
 
 @dataclass(frozen=True)
@@ -66,8 +168,8 @@ class Change:
         return self.new_mode != ABSENT
 
 
-def changes(repo: Path, old: str, new: str) -> list[Change]:
-    raw = git.git(repo, "diff-tree", "-r", "-z", "--no-renames", "--raw", old, new).stdout
+def changes(safe: SafeGit, repo: Path, old: str, new: str) -> list[Change]:
+    raw = safe.git(repo, "diff-tree", "-r", "-z", "--no-renames", "--raw", old, new).stdout
     parts = raw.split(b"\0")
     found: list[Change] = []
     for meta, path in zip(parts[::2], parts[1::2], strict=False):
@@ -120,21 +222,23 @@ def refuse_mid_operation(repo: Path, branch: str) -> None:
 # --- what is in the way --------------------------------------------------------------
 
 
-def blocking_paths(checkout: Path, old: str, new: str) -> list[str]:
+def blocking_paths(safe: SafeGit, checkout: Path, old: str, new: str) -> list[str]:
     """Paths that keep an update of ``checkout`` from ``old`` to ``new`` (commits or
     trees) from being safe: every touched path must be clean there (not changed, staged,
     assumed unchanged or skipped), no unresolved conflict anywhere, and no untracked or
     ignored file where the update writes a file or makes a directory."""
-    found = changes(checkout, old, new)
+    found = changes(safe, checkout, old, new)
     touched = {c.path for c in found}
     blocked: set[str] = set()
-    status = git.git(checkout, "status", "--porcelain=v1", "-z", "--untracked-files=no",
-                     "--no-renames").stdout  # fmt: skip
+    # (a submodule's HEAD is compared, but no git is run inside it: its configuration is
+    # the agent's to plant as well)
+    status = safe.git(checkout, "status", "--porcelain=v1", "-z", "--untracked-files=no",
+                      "--no-renames", "--ignore-submodules=dirty").stdout  # fmt: skip
     for item in status.split(b"\0"):
         xy, path = item[:2].decode(errors="replace"), item[3:].decode("utf-8", "surrogateescape")
         if path in touched or "U" in xy or xy in ("AA", "DD"):
             blocked.add(path)
-    listed = git.git(checkout, "ls-files", "-z", "-v").stdout
+    listed = safe.git(checkout, "ls-files", "-z", "-v").stdout
     for item in listed.split(b"\0"):
         path = item[2:].decode("utf-8", "surrogateescape")
         if (item[:1].islower() or item[:1] == b"S") and path in touched:
@@ -238,7 +342,9 @@ def unlock(checkout: Path, token: str) -> None:
         (_admin(checkout) / "index.lock").unlink()
 
 
-def advance(checkout: Path, branch: str, old: str, new: str, *, token: str, reason: str) -> None:
+def advance(
+    safe: SafeGit, checkout: Path, branch: str, old: str, new: str, *, token: str, reason: str
+) -> None:
     """Bring ``checkout`` (whose lock ``token`` holds, every touched path found clean)
     from ``old`` to ``new``: index, files, then the branch. Running it again after a
     crash at any point between its writes ends in the same state."""
@@ -251,20 +357,20 @@ def advance(checkout: Path, branch: str, old: str, new: str, *, token: str, reas
     if index.exists():
         shutil.copyfile(index, staged)
     env = git.index_env(staged)
-    git.git(checkout, *NO_HOOKS, "read-tree", "-m", "-i", old, new, env=env)
+    safe.git(checkout, "read-tree", "-m", "-i", old, new, env=env)
     faults.point("after writing the checkout's new index")
-    found = changes(checkout, old, new)
+    found = changes(safe, checkout, old, new)
     for c in found:
         if not c.in_new:
             _remove(checkout, c)
     paths = b"".join(c.path.encode("utf-8", "surrogateescape") + b"\0" for c in found if c.in_new)
     if paths:
-        git.git(checkout, *NO_HOOKS, "checkout-index", "-f", "-u", "-z", "--stdin",
-                env=env, input=paths)  # fmt: skip
+        safe.git(checkout, "checkout-index", "-f", "-u", "-z", "--stdin",
+                 env=env, input=paths)  # fmt: skip
     faults.point("after writing the checkout's files")
     os.replace(staged, index)
     faults.point("after replacing the checkout's index")
-    git.update_ref(checkout, f"refs/heads/{branch}", new, old, reason)
+    safe.update_ref(checkout, f"refs/heads/{branch}", new, old, reason)
 
 
 def _remove(checkout: Path, change: Change) -> None:
@@ -287,14 +393,16 @@ def _remove(checkout: Path, change: Change) -> None:
             break
 
 
-def resume(checkout: Path, branch: str, old: str, new: str, *, token: str, reason: str) -> bool:
+def resume(
+    safe: SafeGit, checkout: Path, branch: str, old: str, new: str, *, token: str, reason: str
+) -> bool:
     """Finish an update a dead bar began (its lock says "updating"); release a lock it
     held while still checking. True if an update was finished."""
     phase = lock_phase(checkout, token)
     tip = git.rev_parse(checkout, f"refs/heads/{branch}")
     finished = False
     if phase == "updating" and tip == old:
-        odd = _neither(checkout, changes(checkout, old, new))
+        odd = _neither(safe, checkout, changes(safe, checkout, old, new))
         if odd:
             raise DirtyWorktree(
                 f"bar was stopped while applying {git.short(new)} to {branch} in {checkout}, "
@@ -303,7 +411,7 @@ def resume(checkout: Path, branch: str, old: str, new: str, *, token: str, reaso
                 hint="move them out of the checkout (or undo the changes), then run the "
                 "command again: it finishes the apply",
             )
-        advance(checkout, branch, old, new, token=token, reason=reason)
+        advance(safe, checkout, branch, old, new, token=token, reason=reason)
         finished = True
     elif phase == "updating" and tip != new:
         warn(f"{branch} was moved while bar's interrupted apply held {checkout}; some files "
@@ -312,7 +420,7 @@ def resume(checkout: Path, branch: str, old: str, new: str, *, token: str, reaso
     return finished
 
 
-def _neither(checkout: Path, found: list[Change]) -> list[str]:
+def _neither(safe: SafeGit, checkout: Path, found: list[Change]) -> list[str]:
     """Touched paths whose file is neither absent nor the old or the new version (changed
     since the update was interrupted, so redoing it would lose work)."""
     algo = git.out(checkout, "rev-parse", "--show-object-format")
@@ -335,7 +443,7 @@ def _neither(checkout: Path, found: list[Change]) -> list[str]:
             odd.append(c.path)
     if files:
         listed = "".join(c.path + "\n" for c in files).encode("utf-8", "surrogateescape")
-        blobs = git.git(checkout, "hash-object", "--stdin-paths", input=listed).out.split()
+        blobs = safe.git(checkout, "hash-object", "--stdin-paths", input=listed).out.split()
         odd += [c.path for c, blob in zip(files, blobs, strict=True)
                 if blob not in (c.old_blob, c.new_blob)]  # fmt: skip
     return sorted(odd)

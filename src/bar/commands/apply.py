@@ -42,8 +42,9 @@ def apply(
         print(f"Applying task {the_task.name} to {result.target_branch} ({mode}) would change "
               f"{summary}; no conflicts.")  # fmt: skip
         if result.checkout and result.blocking:
-            print(f"  but {result.target_branch} is checked out in {result.checkout}, where "
-                  f"these files have changes it would overwrite: {', '.join(result.blocking)}")  # fmt: skip
+            print(f"  but {result.target_branch} is checked out in {result.checkout}, where the "
+                  "apply would overwrite these files (changed, untracked or ignored there), so "
+                  f"it would refuse: {', '.join(result.blocking)}")  # fmt: skip
         elif result.checkout:
             print(f"  {result.target_branch} is checked out in {result.checkout}; "
                   "it would be updated")  # fmt: skip
