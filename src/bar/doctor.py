@@ -7,9 +7,10 @@ way that loses nothing (``bar.repairs``): an unreadable ledger line is moved to
 apply is finished, a journal too garbled to finish is moved aside and the ledger rules, a
 stale git lock on the snapshot ref is removed, a garbled or missing side index is rebuilt,
 a missing worktree is recreated at the last recorded state, a missing patch is
-regenerated from its two snapshots, and permissions are tightened to 0700/0600. The
-developer's policy file is only reported, never rewritten. A task whose lock is held by
-a live bar process is only inspected, never repaired.
+regenerated from its two snapshots, a task a killed ``bar task new`` left half-made is
+removed with what it made (``bar.task_new``), and permissions are tightened to
+0700/0600. The developer's policy file is only reported, never rewritten. A task whose
+lock is held by a live bar process is only inspected, never repaired.
 
 ``remaining`` is what is left when doctor is done: every error it did not repair and
 every repair that failed, and after repairs every error a fresh check still finds.
@@ -27,7 +28,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from bar import git, repairs, worktree
+from bar import git, repairs, task_new, worktree
 from bar.errors import BarError, PolicyError, UnsupportedVersion
 from bar.project import Project
 from bar.records import Step, step_from_record
@@ -94,7 +95,7 @@ class Doctor:
         if p.tasks.is_dir():
             for entry in sorted(p.tasks.iterdir()):
                 if entry.is_dir() and TASK_ID_RE.match(entry.name):
-                    self._guard(entry, functools.partial(self._check_task, entry))
+                    self._guard(entry, functools.partial(self._check_creation, entry))
         self._guard(p.dir, self._check_workspaces)
         return self.findings
 
@@ -190,6 +191,16 @@ class Doctor:
             )  # fmt: skip
 
     # --- per task --------------------------------------------------------------------
+
+    def _check_creation(self, tdir: Path) -> None:
+        """A task directory a killed ``bar task new`` left is reported (unless a live bar
+        is still creating it) and cleared by the code the next ``bar task new`` runs."""
+        left = task_new.leftover(self.project, tdir.name)
+        if left is not None and not task_new.being_created(self.project, tdir.name):
+            self.add("warning", tdir, task_new.describe(self.project, tdir.name, left),
+                     lambda: task_new.finish(self.project, tdir.name))  # fmt: skip
+        if left in (None, task_new.UNFINISHED):
+            self._check_task(tdir)
 
     def _check_task(self, tdir: Path) -> None:
         task = load_task(self.project, tdir.name)
@@ -356,7 +367,10 @@ class Doctor:
         if not wdir.is_dir():
             return
         for entry in sorted(wdir.iterdir()):
-            if not self.project.paths.task(entry.name).task_json.exists():
+            half_made = TASK_ID_RE.match(entry.name) and task_new.leftover(
+                self.project, entry.name
+            )  # reported with its task directory
+            if not self.project.paths.task(entry.name).task_json.exists() and not half_made:
                 self.add("warning", entry, "a worktree directory that belongs to no task")
 
 

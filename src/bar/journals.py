@@ -8,6 +8,10 @@ removes the journal. If bar dies in between, the next command that takes the tas
 finds the journal and calls the same completion (``bar.recovery``): holding the lock
 proves the journal's author is dead, because the kernel drops an ``flock`` with its
 holder. Every field read back is checked: step ids name files, commits go to git.
+
+``bar task new`` writes ``creating.json`` before it makes anything outside the new task's
+directory (the snapshot ref, the branch, the worktree): ``bar.task_new`` completes it, or
+undoes what it names if bar died first.
 """
 
 from __future__ import annotations
@@ -56,8 +60,14 @@ class RunIntent:
     env: dict[str, str] = field(default_factory=dict)  # as recorded (secrets redacted)
     pty: bool = False
     excludes: list[str] = field(default_factory=list)  # worktree paths kept out of snapshots
+    # how the command ended, when it did but its recording failed (a full disk)
+    exit_code: int | None = None
+    signal: int | None = None
+    ended_at: str | None = None
 
     def to_record(self) -> dict[str, Any]:
+        ended = {} if self.exit_code is None else {
+            "exit_code": self.exit_code, "signal": self.signal, "ended_at": self.ended_at}  # fmt: skip
         return {
             "version": 1,
             "pid": self.pid,
@@ -69,6 +79,7 @@ class RunIntent:
             "env": self.env,
             "pty": self.pty,
             "excludes": self.excludes,
+            **ended,
         }
 
 
@@ -100,7 +111,14 @@ def read_run(paths: TaskPaths) -> RunIntent | None:
         env={str(k): str(v) for k, v in env.items()} if isinstance(env, dict) else {},
         pty=rec.get("pty") is True,
         excludes=[str(e) for e in excludes] if isinstance(excludes, list) else [],
+        exit_code=_int_or_none(rec.get("exit_code")),
+        signal=_int_or_none(rec.get("signal")),
+        ended_at=str(rec["ended_at"]) if isinstance(rec.get("ended_at"), str) else None,
     )
+
+
+def _int_or_none(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def clear_run(paths: TaskPaths) -> None:
@@ -227,3 +245,70 @@ def read_apply(paths: TaskPaths) -> ApplyIntent | None:
 
 def clear_apply(paths: TaskPaths) -> None:
     _remove(paths.apply_journal)
+
+
+# --- creating.json -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CreateIntent:
+    """A task being created. Besides its directory, ``bar task new`` makes the snapshot
+    ref ``refs/bar/tasks/<id>``, the worktree ``workspaces/<id>`` and ``branch``, which
+    did not exist when the intent was written: if it exists, bar made it."""
+
+    task_id: str
+    name: str
+    branch: str
+    base_commit: str
+    started_at: str
+
+
+_BRANCH_RE = re.compile(r"^(?![-/.])(?!.*(?:\.\.|@\{|//))[^\x00-\x20\x7f~^:?*\[\\]+$")
+
+
+def create_journal(paths: TaskPaths) -> Path:
+    return paths.dir / "creating.json"
+
+
+def write_create(paths: TaskPaths, intent: CreateIntent) -> None:
+    write_json_atomic(
+        create_journal(paths),
+        {
+            "version": 1,
+            "task_id": intent.task_id,
+            "name": intent.name,
+            "branch": intent.branch,
+            "base_commit": intent.base_commit,
+            "started_at": intent.started_at,
+        },
+    )
+
+
+def read_create(paths: TaskPaths) -> CreateIntent | None:
+    path = create_journal(paths)
+    try:
+        rec = upgrade("create-journal", read_json(path, "task creation journal"), path)
+    except FileNotFoundError:
+        return None
+    task_id, name, branch, base = (rec.get(k) for k in ("task_id", "name", "branch", "base_commit"))
+    problem = None
+    if task_id != paths.dir.name:
+        problem = f"names task {task_id!r}, not {paths.dir.name!r}"
+    elif not isinstance(name, str) or not name:
+        problem = f"has an invalid name {name!r}"
+    # the branch is deleted on undo: it must be the one this task would have made
+    elif not (
+        isinstance(branch, str) and _BRANCH_RE.match(branch) and branch.endswith(f"-{task_id}")
+    ):
+        problem = f"has an invalid branch {branch!r}"
+    elif not git.is_object_id(base):
+        problem = f"has an invalid base_commit {base!r}"
+    if problem:
+        raise CorruptFile(f"task creation journal at {path} {problem}")
+    assert isinstance(task_id, str) and isinstance(name, str)
+    assert isinstance(branch, str) and isinstance(base, str)
+    return CreateIntent(task_id, name, branch, base, str(rec.get("started_at") or now_iso()))
+
+
+def clear_create(paths: TaskPaths) -> None:
+    _remove(create_journal(paths))

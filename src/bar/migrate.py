@@ -28,6 +28,7 @@ CURRENT: dict[str, tuple[int, str]] = {
     "rollback-journal": (1, "rollback journal"),
     "cast": (2, "asciinema cast"),
     "apply-journal": (1, "apply journal"),
+    "create-journal": (1, "task creation journal"),
 }
 
 # (kind, from_version) -> function producing the record at from_version + 1

@@ -1,30 +1,27 @@
 """Tasks: a named piece of work with its own branch, worktree, ledger and snapshot chain.
 
-``task.json`` holds the fields of SPEC §1 exactly. A task is created in an order where
-every prefix is recoverable: directory and task.json (status ``active``), then the
-snapshot ref at the base commit, then the branch and worktree, then the side index; a
-failure after the first writes records ``task.failed`` in events.jsonl and removes what
-was made, so no half-made task is left.
+``task.json`` holds the fields of SPEC §1 exactly, and is the last thing ``bar task new``
+writes (``bar.task_new``): a task directory without it is a task bar did not finish
+creating, which no listing or lookup returns.
 """
 
 from __future__ import annotations
 
 import secrets
-import shutil
 import unicodedata
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from bar import git, known_secrets, snapshot, worktree
+from bar import git
 from bar.clock import now_iso
 from bar.errors import BarError, CorruptFile, NotFound, TaskNotFound, UsageError
 from bar.ledger import Ledger
 from bar.migrate import upgrade
 from bar.notices import warn
 from bar.project import Project
-from bar.store.files import ensure_dir, read_json, write_json_atomic
+from bar.store.files import read_json, write_json_atomic
 from bar.store.layout import TASK_ID_RE, TaskPaths
 from bar.store.lock import FileLock
 
@@ -190,6 +187,11 @@ def load_task(project: Project, task_id: str) -> Task:
     try:
         rec = read_json(path, "task.json")
     except FileNotFoundError:
+        if (paths.dir / "creating.json").exists():
+            raise TaskNotFound(
+                f"task {task_id} was never finished: bar stopped while creating it",
+                hint="`bar doctor --repair` or the next `bar task new` clears it",
+            ) from None
         if paths.dir.is_dir():
             raise CorruptFile(
                 f"task.json at {path} is missing", hint="run `bar doctor` to check the project"
@@ -287,88 +289,3 @@ def resolve_task(project: Project, ref: str | None, *, from_cwd: str | None = No
             hint="create one with `bar task new NAME` or pick one with `bar task switch`",
         )
     return load_task(project, active_id)
-
-
-def create_task(
-    project: Project,
-    name: str,
-    *,
-    base: str | None = None,
-    description: str | None = None,
-    tags: list[str] | None = None,
-) -> Task:
-    validate_name(name)
-    config = project.config
-    base_ref = base or config.git.default_base
-    base_commit = git.resolve_commit(project.root, base_ref)
-    if base_commit is None:
-        raise UsageError(
-            f"base {base_ref!r} does not name a commit in {project.root}",
-            hint="give an existing branch, tag or commit with --base",
-        )
-    task_id = _fresh_id(project)
-    branch = f"{config.git.branch_prefix}{name}-{task_id}"
-    if not git.check_branch_name(project.root, branch):
-        raise UsageError(f"{branch!r} is not a valid branch name")
-    now = now_iso()
-    metadata: dict[str, Any] = {}
-    # A description is prose someone typed, and may quote a token or a secret value; it
-    # reaches task.json and, on apply, a commit message: stored scrubbed, like argv.
-    if description:
-        metadata["description"] = known_secrets.scrub(description)
-    if tags:
-        metadata["tags"] = [known_secrets.scrub(tag) for tag in tags]
-    task = Task(
-        id=task_id,
-        name=name,
-        repo_root=str(project.root),
-        base_ref=base_ref,
-        base_commit=base_commit,
-        branch=branch,
-        workspace_path=f"workspaces/{task_id}",
-        status="active",
-        created_at=now,
-        updated_at=now,
-        closed_at=None,
-        metadata=metadata,
-        snapshot_ref=f"refs/bar/tasks/{task_id}",
-        project=project,
-    )
-    ensure_dir(project.paths.workspaces)
-    ensure_dir(task.paths.artifacts)
-    made_ref = made_worktree = False
-    try:
-        write_json_atomic(task.paths.task_json, task.to_record())
-        git.update_ref(
-            project.root, task.snapshot_ref, base_commit, None, f"bar: task {task_id} created"
-        )
-        made_ref = True
-        project.log_event("task.created", task_id=task_id, name=name, base=base_commit)
-        # git does not guard `.git/worktrees` against two `worktree add` at once: a
-        # concurrent one reads the other's half-written entry and fails.
-        with project.lock(f"bar task new {name}"):
-            worktree.create(project.root, task.worktree, branch, base_commit)
-        made_worktree = True
-        snapshot.seed_index(task.worktree, task.index, base_commit)
-        project.log_event(
-            "worktree.created", task_id=task_id, path=str(task.worktree), branch=branch
-        )
-    except BaseException as exc:
-        project.log_event("task.failed", task_id=task_id, error=str(exc))
-        if made_worktree:
-            with project.lock(f"bar task new {name}: undo"):
-                worktree.remove(project.root, task.worktree)
-            git.git(project.root, "branch", "-D", branch, check=False)
-        if made_ref:
-            git.delete_ref(project.root, task.snapshot_ref, check=False)
-        shutil.rmtree(task.dir, ignore_errors=True)
-        raise
-    project.set_active_task(task_id)
-    return task
-
-
-def _fresh_id(project: Project) -> str:
-    while True:
-        task_id = new_id()
-        if not project.paths.task(task_id).dir.exists():
-            return task_id
