@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import resource
+import shlex
 import subprocess
 import sys
 import time
@@ -105,6 +106,33 @@ def test_a_step_whose_changes_cannot_be_stored_is_not_recorded_as_no_changes(
     assert files_in_commit(repo, recorded[0]["snapshot"])["big.bin"] == b"-:" + big
     git(repo, "status")  # the repository is sound
     assert json.loads(json.dumps(ledger(str(task["id"]))))
+
+
+def test_a_step_whose_recording_fails_is_recorded_later_as_the_step_it_was(
+    make_repo: MakeRepo, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The disk fills while the step writes: the file it wrote is the step's (not a later
+    "manual" step's), and so is its exit code."""
+    _, wt, task = _task(make_repo, capfd, {"a.txt": "a\n"}, monkeypatch)
+
+    def limit() -> None:  # bar's git may not write files past 1 MiB; the step lifts it
+        resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, resource.RLIM_INFINITY))
+
+    write = "import os; open('big.bin', 'wb').write(os.urandom(3 << 20))"
+    script = f"ulimit -f unlimited; {shlex.quote(sys.executable)} -c {shlex.quote(write)}; exit 3"
+    proc = subprocess.run(
+        [str(Path(sys.executable).parent / "bar"), "run", "--", "sh", "-c", script],
+        cwd=wt, capture_output=True, preexec_fn=limit,
+    )  # fmt: skip
+    assert proc.returncode != 0
+    assert not ledger(str(task["id"]))  # nothing recorded wrongly
+    res = bar(capfd, "status")
+    assert res.code == 0, res.err
+    res = bar(capfd, "run", "--", "true")
+    assert res.code == 0, res.err
+    first = ledger(str(task["id"]))[0]
+    assert first["kind"] == "run" and first["exit_code"] == 3 and not first.get("interrupted")
+    assert first["diff_stat"]["file_list"] == ["big.bin"]
 
 
 def test_a_nested_repository_is_named_loudly_in_the_step_and_in_status(

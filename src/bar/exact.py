@@ -82,10 +82,25 @@ def _checked_out(worktree: Path, tree: str, paths: list[str]) -> dict[str, bytes
     return found
 
 
+def _unfiltered(worktree: Path, paths: list[str]) -> list[str]:
+    """``paths`` without those a ``filter`` attribute names: their conversion is a
+    program's (LFS, or one planted in the shared config), which bar never runs; only
+    git's own line-ending conversion is undone."""
+    if not paths:
+        return []
+    out = git.git(worktree, "check-attr", "-z", "--stdin", "filter",
+                  input=b"".join(p.encode("utf-8", "surrogateescape") + b"\0" for p in paths)).stdout  # fmt: skip
+    fields = out.split(b"\0")
+    filtered = {fields[i].decode("utf-8", "surrogateescape")
+                for i in range(0, len(fields) - 2, 3)
+                if fields[i + 2] not in (b"unspecified", b"unset")}  # fmt: skip
+    return [p for p in paths if p not in filtered]
+
+
 def raw_differences(worktree: Path, tree: str, paths: Iterable[str]) -> dict[str, str]:
     """Among ``paths``, the regular files of ``tree`` whose bytes on disk differ from git's
     checkout of them: path -> the blob of the bytes on disk (written to the store)."""
-    candidates = sorted({p for p in paths if p})
+    candidates = _unfiltered(worktree, sorted({p for p in paths if p}))
     if not candidates:
         return {}
     expected = _checked_out(worktree, tree, candidates)

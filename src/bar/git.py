@@ -43,7 +43,10 @@ def git(
     check: bool = True,
     input: bytes | None = None,
 ) -> Result:
-    return run("git", "-C", str(repo), *args, env=env, check=check, input=input, error=GitError)
+    # bar's own git work runs no git hooks: a developer's (or a planted) hook must not
+    # fire on bar's plumbing, nor fail it (reference-transaction runs on every update-ref)
+    return run("git", "-c", "core.hooksPath=/dev/null", "-C", str(repo), *args, env=env,
+               check=check, input=input, error=GitError)  # fmt: skip
 
 
 def out(repo: Path | str, *args: str, env: Mapping[str, str] | None = None) -> str:

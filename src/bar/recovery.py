@@ -70,10 +70,11 @@ def finish_pending(task: Task) -> list[Step]:
             journals.clear_run(task.paths)  # the step was recorded before the crash
         else:
             done.append(run.complete(task, run_intent, None))
-            note(
-                f"recorded step {run_intent.step_id} ({shlex.join(run_intent.cmd)}) as "
-                "interrupted: bar stopped before it finished"
-            )
+            what = f"recorded step {run_intent.step_id} ({shlex.join(run_intent.cmd)})"
+            if run_intent.exit_code is not None:
+                note(f"{what}: it exited {run_intent.exit_code}; recording it had failed")
+            else:
+                note(f"{what} as interrupted: bar stopped before it finished")
     rollback_intent = journals.read_rollback(task.paths)
     if rollback_intent is not None:
         last = task.ledger.last()

@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 from bar import exact, faults, git, journals, snapshot, states, steps
 from bar.clock import ms_since, now_iso
 from bar.journals import RollbackIntent
-from bar.notices import warn
+from bar.notices import note, warn
 from bar.records import RollbackStep
 from bar.states import State
 from bar.tasks import Task
@@ -69,6 +70,8 @@ def complete(task: Task, intent: RollbackIntent, *, verified: bool = False) -> R
     target = intent.target
     restore(task, target.commit, verified=intent.snapshot_before if verified else None)
     if intent.hard:
+        if not verified:
+            _clear_own_index_lock(task)
         now_head = git.rev_parse(task.worktree, "HEAD")
         if now_head and now_head != target.head:
             steps.keep_head(task, now_head, target.head)  # the commits the reset leaves
@@ -137,3 +140,20 @@ def restore(task: Task, target_commit: str, *, verified: str | None = None) -> N
     # snapshot that follows rescans only the directories the restore touched
     snapshot.restamp(task.worktree, task.index, target_tree, target_commit, started_ns)
     faults.point("after restoring the worktree")
+
+
+def _clear_own_index_lock(task: Task) -> None:
+    """A hard rollback killed inside its ``git reset`` leaves the worktree's
+    ``index.lock``, and every later reset would fail on it. When finishing such a
+    rollback (its bar is dead; we hold the task lock), a lock made after the rollback's
+    journal was written is that reset's own, and is removed."""
+    lock = Path(git.out(task.worktree, "rev-parse", "--path-format=absolute", "--git-path",
+                        "index.lock"))  # fmt: skip
+    try:
+        made = lock.stat().st_mtime_ns
+        began = task.paths.rollback_journal.stat().st_mtime_ns
+    except FileNotFoundError:
+        return
+    if made >= began:
+        lock.unlink(missing_ok=True)
+        note(f"removed {lock}: left by the interrupted rollback's git reset")

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from bar import git, hooks, journals, known_secrets, snapshot, steps
 from bar.clock import iso_of, ms_between, ms_since, now_iso
-from bar.errors import ExitCode, HookFailed, UsageError
+from bar.errors import BarError, ExitCode, HookFailed, UsageError
 from bar.guard import Guard
 from bar.journals import RunIntent
 from bar.notices import warn
@@ -174,9 +174,17 @@ def run_step(task: Task, req: RunRequest) -> RunStep:
             if not r.ok:
                 warn(r.describe())
 
-    # 5. snapshot, patch, ledger line
-    return complete(task, intent, executed, policy_events=[*_events(decision), *guarded],
-                    hooks=hook_records, scrubber=scrubber)  # fmt: skip
+    # 5. snapshot, patch, ledger line; if they cannot be written (a full disk), the intent
+    # keeps how the command ended, for the command that records the step later
+    try:
+        return complete(task, intent, executed, policy_events=[*_events(decision), *guarded],
+                        hooks=hook_records, scrubber=scrubber)  # fmt: skip
+    except BarError:
+        ended = dataclasses.replace(intent, exit_code=executed.exit_code,
+                                    signal=executed.signal, ended_at=now_iso())  # fmt: skip
+        with contextlib.suppress(BarError, OSError):
+            journals.write_run(task.paths, ended)
+        raise
 
 
 def complete(
@@ -195,6 +203,9 @@ def complete(
     # the process that knew the run's pairs and environment.
     scrub = scrubber or known_secrets.scrubber()
     step_id = intent.step_id
+    if executed is None and intent.exit_code is not None:
+        # the command had ended; only its recording failed: record how it ended
+        executed = Executed(intent.exit_code, intent.signal, _found_artifacts(task, step_id))
     label = "" if executed is not None else " (interrupted)"
     message = scrub.scrub_text(f"step {step_id}{label}: {shlex.join(intent.cmd)}")
     snap = snapshot.take(task.worktree, task.index, task.snapshot_ref, intent.snapshot_before,
@@ -202,7 +213,9 @@ def complete(
     stat, patch = steps.record_changes(task, step_id, intent.snapshot_before, snap.commit)
     artifacts = executed.artifacts if executed is not None else _found_artifacts(task, step_id)
     artifacts.patch = patch
-    ended = now_iso() if executed is not None else _last_sign_of_life(task, step_id, intent)
+    ended = intent.ended_at or (
+        now_iso() if executed is not None else _last_sign_of_life(task, step_id, intent)
+    )
     step = RunStep(
         step_id=step_id,
         started_at=intent.started_at,
