@@ -352,8 +352,10 @@ def advance(
     faults.point("after marking the checkout's update as begun")
     admin = _admin(checkout)
     index, staged = admin / "index", admin / "index.bar-apply"
+    written = admin / "bar-apply-files"  # where files are written before they move in
     for leftover in (staged, staged.with_name(staged.name + ".lock")):
         leftover.unlink(missing_ok=True)  # from an attempt that was killed
+    shutil.rmtree(written, ignore_errors=True)
     if index.exists():
         shutil.copyfile(index, staged)
     env = git.index_env(staged)
@@ -363,14 +365,33 @@ def advance(
     for c in found:
         if not c.in_new:
             _remove(checkout, c)
-    paths = b"".join(c.path.encode("utf-8", "surrogateescape") + b"\0" for c in found if c.in_new)
-    if paths:
-        safe.git(checkout, "checkout-index", "-f", "-u", "-z", "--stdin",
+    landing = [c.path for c in found if c.in_new]
+    if landing:
+        # each file is written aside and renamed into place: a kill leaves every touched
+        # path either the old version or the new one, never half-written
+        paths = b"".join(p.encode("utf-8", "surrogateescape") + b"\0" for p in landing)
+        safe.git(checkout, "checkout-index", "-f", "-z", "--stdin", f"--prefix={written}/",
                  env=env, input=paths)  # fmt: skip
+        for rel in landing:
+            _move_in(written / rel, checkout / rel)
+        shutil.rmtree(written, ignore_errors=True)
+        safe.git(checkout, "update-index", "-q", "--refresh", env=env, check=False)
     faults.point("after writing the checkout's files")
     os.replace(staged, index)
     faults.point("after replacing the checkout's index")
     safe.update_ref(checkout, f"refs/heads/{branch}", new, old, reason)
+
+
+def _move_in(source: Path, dest: Path) -> None:
+    """Rename a written file (or link) over its place in the checkout."""
+    if not os.path.lexists(source):
+        return  # a gitlink: nothing is written for it
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    st = _lstat(dest)
+    if st is not None and stat.S_ISDIR(st.st_mode):
+        with contextlib.suppress(OSError):
+            dest.rmdir()  # emptied by the removals before
+    os.replace(source, dest)
 
 
 def _remove(checkout: Path, change: Change) -> None:
