@@ -205,3 +205,19 @@ def test_executable_end_to_end(inited: Path) -> None:
     assert "0001" in res.out
     help_text = bar_exe("--help").out
     assert "exit codes" in help_text and "bar run -- claude" in help_text
+
+
+@pytest.mark.parametrize("pty", [False, True])
+def test_a_command_killed_by_a_signal_is_recorded_so(
+    pty: bool, inited: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """The command (an agent, say) is killed from outside: the step says so, never
+    "exit 0"."""
+    t = new_task(capfd)
+    mode = "--pty" if pty else "--no-pty"
+    res = bar_exe("run", mode, "--", "python3", "-c",
+                  "import os, signal; os.kill(os.getpid(), signal.SIGKILL)", cwd=worktree(t))  # fmt: skip
+    assert res.code == 137, res.err
+    step = ledger(t["id"])[-1]
+    assert (step["exit_code"], step["signal"]) == (137, 9)
+    assert not step.get("interrupted")
