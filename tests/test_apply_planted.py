@@ -242,11 +242,6 @@ def test_a_worktree_path_the_agent_planted_does_not_redirect_the_apply(
     assert_checkout_is_the_commit(inited)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bar.snapshot records the task worktree (git add, write-tree with the task's "
-    "own index) with the repository's hooks, filters and fsmonitor, outside the sandbox",
-)
 def test_the_snapshot_apply_takes_first_runs_nothing_planted_either(
     inited: Path, capfd: pytest.CaptureFixture[str], ran: Path
 ) -> None:

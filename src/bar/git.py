@@ -43,10 +43,14 @@ def git(
     check: bool = True,
     input: bytes | None = None,
 ) -> Result:
-    # bar's own git work runs no git hooks: a developer's (or a planted) hook must not
-    # fire on bar's plumbing, nor fail it (reference-transaction runs on every update-ref)
-    return run("git", "-c", "core.hooksPath=/dev/null", "-C", str(repo), *args, env=env,
-               check=check, input=input, error=GitError)  # fmt: skip
+    # bar's own git work runs no git hooks and no fsmonitor: a developer's (or a planted)
+    # program must not fire on bar's plumbing, nor fail it (reference-transaction runs
+    # on every update-ref); bar knows what changed by itself
+    return run("git", *NO_PROGRAMS, "-C", str(repo), *args, env=env, check=check,
+               input=input, error=GitError)  # fmt: skip
+
+
+NO_PROGRAMS = ("-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false")
 
 
 def out(repo: Path | str, *args: str, env: Mapping[str, str] | None = None) -> str:

@@ -357,7 +357,7 @@ def _changed_since(worktree: Path, index: Path, recorded: str) -> list[str] | No
         return None
     # git stats the recorded files while we stat the directories
     diff_files = subprocess.Popen(
-        ["git", "-C", str(worktree), "diff-files", "--name-only", "-z"],
+        ["git", *git.NO_PROGRAMS, "-C", str(worktree), "diff-files", "--name-only", "-z"],
         env=clean_env(_env(index)),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
@@ -412,6 +412,8 @@ def unchanged_since(worktree: Path, index: Path, recorded: str) -> bool:
 def write_patch(repo: Path, a: str, b: str, path: Path) -> DiffStat:
     """Write the replayable patch from ``a`` to ``b`` into ``path``; return its stat."""
     faults.point(f"before writing {path.name}")
-    run_to_file(["git", "-C", str(repo), *git.diff_patch_args(a, b)], path, error=GitError)
+    run_to_file(
+        ["git", *git.NO_PROGRAMS, "-C", str(repo), *git.diff_patch_args(a, b)], path, error=GitError
+    )
     faults.point(f"after writing {path.name}")
     return git.numstat(repo, a, b)
