@@ -213,6 +213,29 @@ def test_killed_while_writing_the_checkout_the_next_command_finishes_the_apply(
     assert "finished the interrupted apply" in res.err  # the developer is told
 
 
+def test_killed_inside_the_branch_update_the_next_command_finishes_the_apply(
+    make_repo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """git's update-ref, killed with bar, leaves refs/heads/main.lock: recovery removes the
+    lock its own update made and moves the branch (found by bench/crash_trials)."""
+    probe = make_repo(name="probe")
+    monkeypatch.setenv("BAR_HOME", str(tmp_path / "probe-home"))
+    setup_killable(probe, 3)
+    trace = tmp_path / "trace"
+    assert bar_exe("apply", "-m", "probe", cwd=probe, env={"BAR_FAULT_TRACE": str(trace)}).code == 0
+    labels = [line.split(" ", 1)[1] for line in trace.read_text().splitlines()]
+    n = labels.index("before moving refs/heads/main") + 1
+    monkeypatch.setenv("BAR_HOME", str(tmp_path / "home"))
+    repo = make_repo(name="real")
+    task, main_before = setup_killable(repo, 3)
+    assert killed(repo, ["apply", "-m", "probe"], {"BAR_FAULT_AT": str(n)}) == -signal.SIGKILL
+    (repo / ".git" / "refs" / "heads" / "main.lock").touch()  # what update-ref leaves
+    res = bar_exe("run", "--", "true", cwd=repo)
+    assert res.code == 0, res.err
+    assert assert_before_or_after(repo, task["id"], main_before) is True
+    assert not (repo / ".git" / "refs" / "heads" / "main.lock").exists()
+
+
 def test_recovery_never_overwrites_an_edit_made_after_the_crash(repo: Path, tmp_path: Path) -> None:
     task, main_before = setup_killable(repo, 3)
     env = killing_git(tmp_path, 2)

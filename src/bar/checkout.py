@@ -35,7 +35,7 @@ from pathlib import Path, PurePosixPath
 
 from bar import faults, git
 from bar.errors import DirtyWorktree, GitError, GitStateError
-from bar.notices import warn
+from bar.notices import note, warn
 from bar.proc import Result
 
 GITLINK = "160000"
@@ -432,6 +432,7 @@ def resume(
                 hint="move them out of the checkout (or undo the changes), then run the "
                 "command again: it finishes the apply",
             )
+        _clear_own_ref_lock(checkout, branch)
         advance(safe, checkout, branch, old, new, token=token, reason=reason)
         finished = True
     elif phase == "updating" and tip != new:
@@ -439,6 +440,22 @@ def resume(
              "there may be the apply's: check `git status` there")  # fmt: skip
     unlock(checkout, token)
     return finished
+
+
+def _clear_own_ref_lock(checkout: Path, branch: str) -> None:
+    """A bar killed inside the update's last ``git update-ref`` leaves the branch's
+    ``.lock``: one made after bar marked its own index lock "updating" (still held: it is
+    ours, and its bar is dead) is that update-ref's, and is removed."""
+    ref_lock = Path(git.out(checkout, "rev-parse", "--path-format=absolute", "--git-path",
+                            f"refs/heads/{branch}.lock"))  # fmt: skip
+    try:
+        made = ref_lock.stat().st_mtime_ns
+        marked = (_admin(checkout) / "index.lock").stat().st_mtime_ns
+    except FileNotFoundError:
+        return
+    if made >= marked:
+        ref_lock.unlink(missing_ok=True)
+        note(f"removed {ref_lock}: left by the interrupted apply's git update-ref")
 
 
 def _neither(safe: SafeGit, checkout: Path, found: list[Change]) -> list[str]:
