@@ -101,6 +101,7 @@ def test_a_step_that_switches_the_policy_off_is_undone(
                     "$BAR_HOME/projects/$BAR_PROJECT/config.yaml")  # fmt: skip
     assert "guard" in err and guard_events(task)
     assert config.read_bytes() == before
+    assert config.stat().st_mode & 0o777 == 0o600  # bar's file stays private
     assert list((task_dir(task["id"]) / "tampered").iterdir())  # the step's version is kept
     res = bar(capfd, "run", "--", "rm", "-rf", "/")
     assert res.code == 126  # still blocked

@@ -114,7 +114,7 @@ def _aside(task: Task, name: str) -> Path:
 class Guard:
     """The guarded files as they were before a step; ``check`` after it."""
 
-    __slots__ = ("_common", "_files", "_hooks", "_hooks_dir", "_task")
+    __slots__ = ("_common", "_files", "_hooks", "_hooks_dir", "_modes", "_task")
 
     def __init__(self, task: Task) -> None:
         self._task = task
@@ -130,6 +130,7 @@ class Guard:
         }
         self._hooks_dir = hooks = common / "hooks"
         self._hooks = {name: _read(hooks / name) for name in _names(hooks)}
+        self._modes = {p: _mode(p) for p in [*self._files, *(hooks / n for n in self._hooks)]}
 
     def check(self) -> list[str]:
         """Put back what the step changed; return one line per change."""
@@ -151,13 +152,12 @@ class Guard:
             path = self._hooks_dir / name
             before, now = self._hooks.get(name), _read(path)
             if now != before:
-                found.append(self._put_back(path, before, now, mode=0o755))
+                found.append(self._put_back(path, before, now))
         for f in found:
             warn(f"guard: {f}")
         return found
 
-    def _put_back(self, path: Path, before: bytes | None, now: bytes | None,
-                  mode: int = 0o644) -> str:  # fmt: skip
+    def _put_back(self, path: Path, before: bytes | None, now: bytes | None) -> str:
         kept = ""
         if now is not None or os.path.lexists(path):
             aside = _aside(self._task, path.name)
@@ -165,7 +165,7 @@ class Guard:
             kept = f" (the step's version is in {aside})"
         if before is not None:
             write_bytes_atomic(path, before)
-            os.chmod(path, mode)
+            os.chmod(path, self._modes.get(path) or 0o600)  # as it was
             return f"the step changed {path}; bar put it back{kept}"
         return f"the step created {path}; bar removed it{kept}"
 
@@ -190,6 +190,13 @@ def _git_config(path: Path, *args: str) -> None:
 
     subprocess.run(["git", "config", "--file", str(path), *args], capture_output=True,
                    env=clean_env({}), check=False)  # fmt: skip
+
+
+def _mode(path: Path) -> int | None:
+    try:
+        return os.stat(path).st_mode & 0o777
+    except OSError:
+        return None
 
 
 def _names(hooks: Path) -> list[str]:
