@@ -38,9 +38,22 @@ def converts(worktree: Path, has_attributes: bool) -> bool:
         key, _, value = line.partition(" ")
         if key == "core.attributesfile" or value.lower() in ("true", "input"):
             return True
-    info = git.out(worktree, "rev-parse", "--path-format=absolute", "--git-path",
-                   "info/attributes")  # fmt: skip
-    return os.path.isfile(info)
+    return os.path.isfile(_common_dir(worktree) / "info" / "attributes")
+
+
+def _common_dir(worktree: Path) -> Path:
+    """The repository's git directory, read from the worktree's ``.git`` file and its
+    admin directory's ``commondir`` (git asked only when they are not as git writes them)."""
+    try:
+        with open(worktree / ".git", "rb") as f:
+            admin = Path(
+                f.read().decode("utf-8", "surrogateescape").removeprefix("gitdir:").strip()
+            )
+        with open(admin / "commondir", "rb") as f:
+            return (admin / f.read().decode("utf-8", "surrogateescape").strip()).resolve()
+    except OSError:
+        return Path(git.out(worktree, "rev-parse", "--path-format=absolute",
+                            "--git-common-dir"))  # fmt: skip
 
 
 def raw_tree_of(repo: Path | str, commit: str) -> str | None:

@@ -200,9 +200,9 @@ def _stamps_path(index: Path) -> Path:
 def _raw_parent(worktree: Path, tree: str, recorded: str, recorded_tree: str,
                 listing: _Listing, scope: Sequence[str] | None) -> str | None:  # fmt: skip
     """The raw-bytes parent of a new snapshot (``bar.exact``), where git converts."""
+    if not exact.converts(worktree, listing.has_attributes):
+        return None  # (git stores bytes as they are: no raw bytes to keep)
     before = exact.raw_entries(worktree, exact.raw_tree_of(worktree, recorded))
-    if not before and not exact.converts(worktree, listing.has_attributes):
-        return None
     changed = [c.path for c in git.diff_tree_raw(worktree, recorded_tree, tree)]
     candidates = [*changed, *(p for p in scope or () if p in listing.modes)]
     return exact.next_raw(worktree, tree, listing.modes, before, candidates)
