@@ -175,11 +175,16 @@ def test_a_change_in_a_directory_the_tree_does_not_hold_is_seen(
 
 
 @pytest.mark.parametrize(
-    ("setup", "written"),
-    [("autocrlf", b"lf only\n"), ("text_auto", b"crlf\r\nfile\r\n")],
+    ("setup", "written", "name"),
+    [
+        ("autocrlf", b"lf only\n", "new.txt"),
+        ("text_auto", b"crlf\r\nfile\r\n", "new.txt"),
+        ("autocrlf", b"one\n", "caf\udce9.txt"),  # a name git quotes in some outputs
+    ],
 )
 def test_a_rollback_restores_the_bytes_git_would_convert(
-    setup: str, written: bytes, make_repo: MakeRepo, capfd: pytest.CaptureFixture[str],
+    setup: str, written: bytes, name: str, make_repo: MakeRepo,
+    capfd: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:  # fmt: skip
     files = (
@@ -195,15 +200,15 @@ def test_a_rollback_restores_the_bytes_git_would_convert(
     task = new_task(capfd)
     wt = worktree(task)
     monkeypatch.chdir(wt)
-    (wt / "new.txt").write_bytes(written)
+    (wt / name).write_bytes(written)
     assert bar(capfd, "run", "--", "true").code == 0
-    assert bar(capfd, "run", "--", "rm", "new.txt").code == 0
+    assert bar(capfd, "run", "--", "rm", name).code == 0
     res = bar(capfd, "rollback")  # back to the state before the rm
     assert res.code == 0, res.err
-    assert (wt / "new.txt").read_bytes() == written
+    assert (wt / name).read_bytes() == written
     res = bar(capfd, "status", "--json")
     assert res.json()["unrecorded_changes"] is False
     # and the snapshot stores what git itself would commit
     step = next(s for s in ledger(str(task["id"])) if s["kind"] == "manual")
-    blob = git(repo, "cat-file", "-p", f"{step['snapshot']}:new.txt").encode()
+    blob = git(repo, "cat-file", "-p", f"{step['snapshot']}:{name}").encode()
     assert blob == written.replace(b"\r\n", b"\n")

@@ -125,7 +125,14 @@ class SafeGit:
     def commit_tree(self, where: Path, tree: str, parents: Sequence[str], message: str,
                     *, identity: Mapping[str, str] | None = None) -> str:  # fmt: skip
         args = [arg for parent in parents for arg in ("-p", parent)]
-        res = self.git(where, "commit-tree", tree, *args, env=identity, input=message.encode())
+        res = self.git(
+            where,
+            "commit-tree",
+            tree,
+            *args,
+            env=identity,
+            input=message.encode("utf-8", "backslashreplace"),
+        )
         return res.out.strip()
 
     def is_ancestor(self, where: Path, a: str, b: str) -> bool:

@@ -33,7 +33,7 @@ def _log_traceback() -> str | None:
         logs = bar_home() / "logs"
         ensure_dir(logs)
         path = logs / f"crash-{now_iso().replace(':', '')}-{os.getpid()}.log"
-        create_file(path, traceback.format_exc().encode())
+        create_file(path, traceback.format_exc().encode("utf-8", "backslashreplace"))
         return str(path)
     except (OSError, BarError):
         return None

@@ -75,23 +75,24 @@ def raw_entries(repo: Path | str, raw_tree: str | None) -> dict[str, tuple[str, 
     return entries
 
 
-def _checked_out(worktree: Path, tree: str, paths: list[str]) -> dict[str, bytes | None]:
-    """What git's checkout of ``tree`` would write for each path (None: not a regular
-    file in the tree)."""
-    # each request is "<object> <path>" (the path picks the attributes), NUL-terminated
-    query = b"".join(f"{tree}:{p} {p}\0".encode("utf-8", "surrogateescape") for p in paths)
-    data = git.git(worktree, "cat-file", "--batch", "--filters", "-z", input=query).stdout
-    pos, found = 0, dict[str, bytes | None]()
-    for p in paths:
-        end = data.index(b"\n", pos)
-        header = data[pos:end].split(b" ")
-        pos = end + 1
-        if len(header) != 3 or not header[2].isdigit():  # "<request> missing"
-            found[p] = None
-            continue
-        size = int(header[2])
-        found[p] = data[pos : pos + size] if header[1] == b"blob" else None
-        pos += size + 1
+def _checked_out(worktree: Path, index: Path, paths: list[str]) -> dict[str, bytes | None]:
+    """What git's checkout of the side ``index`` would write for each path (None: not a
+    regular file there). git writes them into a scratch directory (``cat-file --batch
+    --filters`` would be one process, but git 2.39 gives the unconverted size in its
+    header)."""
+    found: dict[str, bytes | None] = {}
+    with tempfile.TemporaryDirectory(prefix="bar-checkout-", dir=index.parent) as tmp:
+        git.git(worktree, "checkout-index", "-f", "-z", "--stdin", f"--prefix={tmp}/",
+                env=git.index_env(index), check=False,
+                input=b"".join(p.encode("utf-8", "surrogateescape") + b"\0" for p in paths))  # fmt: skip
+        base = os.fsencode(tmp) + b"/"
+        for p in paths:
+            full = base + p.encode("utf-8", "surrogateescape")
+            if os.path.islink(full) or not os.path.isfile(full):
+                found[p] = None
+                continue
+            with open(full, "rb") as f:
+                found[p] = f.read()
     return found
 
 
@@ -110,13 +111,13 @@ def _unfiltered(worktree: Path, paths: list[str]) -> list[str]:
     return [p for p in paths if p not in filtered]
 
 
-def raw_differences(worktree: Path, tree: str, paths: Iterable[str]) -> dict[str, str]:
-    """Among ``paths``, the regular files of ``tree`` whose bytes on disk differ from git's
-    checkout of them: path -> the blob of the bytes on disk (written to the store)."""
+def raw_differences(worktree: Path, index: Path, paths: Iterable[str]) -> dict[str, str]:
+    """Among ``paths``, the regular files of the side ``index`` whose bytes on disk differ
+    from git's checkout of them: path -> the blob of the bytes on disk (written to the store)."""
     candidates = _unfiltered(worktree, sorted({p for p in paths if p}))
     if not candidates:
         return {}
-    expected = _checked_out(worktree, tree, candidates)
+    expected = _checked_out(worktree, index, candidates)
     differ = []
     prefix = os.fsencode(worktree) + b"/"
     for p in candidates:
@@ -154,14 +155,15 @@ def raw_parent(worktree: Path, entries: dict[str, tuple[str, str]]) -> str | Non
                            identity=BAR_IDENTITY)  # fmt: skip
 
 
-def next_raw(worktree: Path, tree: str, tree_modes: dict[str, str],
+def next_raw(worktree: Path, index: Path, tree_modes: dict[str, str],
              before: dict[str, tuple[str, str]], candidates: Iterable[str]) -> str | None:  # fmt: skip
-    """The raw parent of a new snapshot of ``tree``: the previous raw entries still
+    """The raw parent of a new snapshot (the tree the side ``index`` holds, whose files'
+    modes are ``tree_modes``): the previous raw entries still
     holding for paths that did not change, plus the differences among ``candidates``."""
     candidates = set(candidates)
     entries = {p: e for p, e in before.items() if p not in candidates and p in tree_modes}
     files = [p for p in candidates if tree_modes.get(p) in _REGULAR]
-    for p, sha in raw_differences(worktree, tree, files).items():
+    for p, sha in raw_differences(worktree, index, files).items():
         entries[p] = (tree_modes.get(p, "100644"), sha)
     return raw_parent(worktree, entries)
 

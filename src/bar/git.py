@@ -130,7 +130,9 @@ def commit_tree(
     args = ["commit-tree", tree]
     for parent in parents:
         args += ["-p", parent]
-    return git(repo, *args, env=identity, input=message.encode()).out.strip()
+    # an argument that is not UTF-8 (a file name) is written as a \x escape
+    data = message.encode("utf-8", "backslashreplace")
+    return git(repo, *args, env=identity, input=data).out.strip()
 
 
 @dataclass(frozen=True)

@@ -163,7 +163,7 @@ def take(
         _stamp(worktree, index, tree, recorded, started_ns, scope)
         return Snapshot(recorded, tree, False)
     listing = _listing(worktree, tree)
-    raw = _raw_parent(worktree, tree, recorded, recorded_tree, listing, scope)
+    raw = _raw_parent(worktree, index, tree, recorded, recorded_tree, listing, scope)
     now = git.rev_parse(worktree, ref)
     parent = recorded
     if now is not None and now != recorded:
@@ -197,7 +197,7 @@ def _stamps_path(index: Path) -> Path:
     return index.with_name(index.name + ".stamps")
 
 
-def _raw_parent(worktree: Path, tree: str, recorded: str, recorded_tree: str,
+def _raw_parent(worktree: Path, index: Path, tree: str, recorded: str, recorded_tree: str,
                 listing: _Listing, scope: Sequence[str] | None) -> str | None:  # fmt: skip
     """The raw-bytes parent of a new snapshot (``bar.exact``), where git converts."""
     if not exact.converts(worktree, listing.has_attributes):
@@ -205,7 +205,7 @@ def _raw_parent(worktree: Path, tree: str, recorded: str, recorded_tree: str,
     before = exact.raw_entries(worktree, exact.raw_tree_of(worktree, recorded))
     changed = [c.path for c in git.diff_tree_raw(worktree, recorded_tree, tree)]
     candidates = [*changed, *(p for p in scope or () if p in listing.modes)]
-    return exact.next_raw(worktree, tree, listing.modes, before, candidates)
+    return exact.next_raw(worktree, index, listing.modes, before, candidates)
 
 
 def _stamp(worktree: Path, index: Path, tree: str, commit: str, started_ns: int,
@@ -301,11 +301,12 @@ class _Listing:
 
 
 def _listing(worktree: Path, tree: str) -> _Listing:
-    raw = git.git(worktree, "ls-tree", "-r", "-t", "-z", "--format=%(objectmode) %(path)",
-                  tree).stdout  # fmt: skip
+    # (not --format: git 2.39 quotes its %(path) even with -z)
+    raw = git.git(worktree, "ls-tree", "-r", "-t", "-z", tree).stdout
     dirs, nested, modes = [""], [], {}
     for item in raw.split(b"\0"):
-        mode, _, name = item.partition(b" ")
+        meta, _, name = item.partition(b"\t")
+        mode = meta.partition(b" ")[0]
         path = name.decode("utf-8", "surrogateescape")
         if mode == b"040000":
             dirs.append(path)

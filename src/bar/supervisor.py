@@ -194,7 +194,11 @@ class Supervisor:
         reply: HookReply = judgement.reply
         conn.sendall(
             channel.encode_reply(
-                channel.Reply(reply.exit_code, reply.stdout.encode(), reply.stderr.encode())
+                channel.Reply(
+                    reply.exit_code,
+                    reply.stdout.encode("utf-8", "backslashreplace"),
+                    reply.stderr.encode("utf-8", "backslashreplace"),
+                )
             )
         )
 
