@@ -130,15 +130,11 @@ def raw_differences(worktree: Path, index: Path, paths: Iterable[str]) -> dict[s
                 differ.append(p)
     if not differ:
         return {}
-    shas = git.git(
-        worktree,
-        "hash-object",
-        "-w",
-        "--no-filters",
-        "--stdin-paths",
-        input=b"".join(p.encode("utf-8", "surrogateescape") + b"\n" for p in differ),
-    )
-    return dict(zip(differ, shas.out.split(), strict=True))
+    shas: list[str] = []
+    for i in range(0, len(differ), 500):  # names as arguments: they may hold newlines
+        chunk = differ[i : i + 500]
+        shas += git.git(worktree, "hash-object", "-w", "--no-filters", "--", *chunk).out.split()
+    return dict(zip(differ, shas, strict=True))
 
 
 def raw_parent(worktree: Path, entries: dict[str, tuple[str, str]]) -> str | None:
@@ -155,17 +151,18 @@ def raw_parent(worktree: Path, entries: dict[str, tuple[str, str]]) -> str | Non
                            identity=BAR_IDENTITY)  # fmt: skip
 
 
-def next_raw(worktree: Path, index: Path, tree_modes: dict[str, str],
-             before: dict[str, tuple[str, str]], candidates: Iterable[str]) -> str | None:  # fmt: skip
-    """The raw parent of a new snapshot (the tree the side ``index`` holds, whose files'
-    modes are ``tree_modes``): the previous raw entries still
-    holding for paths that did not change, plus the differences among ``candidates``."""
+def next_entries(worktree: Path, index: Path, tree_modes: dict[str, str],
+                 before: dict[str, tuple[str, str]], candidates: Iterable[str],
+                 ) -> dict[str, tuple[str, str]]:  # fmt: skip
+    """The raw entries of a new snapshot (the tree the side ``index`` holds, whose files'
+    modes are ``tree_modes``): the previous ones still holding for paths that did not
+    change, plus the differences among ``candidates``."""
     candidates = set(candidates)
     entries = {p: e for p, e in before.items() if p not in candidates and p in tree_modes}
     files = [p for p in candidates if tree_modes.get(p) in _REGULAR]
     for p, sha in raw_differences(worktree, index, files).items():
         entries[p] = (tree_modes.get(p, "100644"), sha)
-    return raw_parent(worktree, entries)
+    return entries
 
 
 def write_raw(worktree: Path, index: Path,

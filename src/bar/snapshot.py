@@ -159,11 +159,12 @@ def take(
         return Snapshot(recorded, git.tree_of(worktree, recorded), False)
     tree = _write(worktree, index, excludes, scope)
     recorded_tree = git.tree_of(worktree, recorded)
-    if tree == recorded_tree:
+    same = tree == recorded_tree
+    listing = None if same else _listing(worktree, tree)
+    raw_changed, raw = _raw_parent(worktree, index, tree, recorded, recorded_tree, listing, scope)
+    if same and not raw_changed:
         _stamp(worktree, index, tree, recorded, started_ns, scope)
         return Snapshot(recorded, tree, False)
-    listing = _listing(worktree, tree)
-    raw = _raw_parent(worktree, index, tree, recorded, recorded_tree, listing, scope)
     now = git.rev_parse(worktree, ref)
     parent = recorded
     if now is not None and now != recorded:
@@ -198,14 +199,35 @@ def _stamps_path(index: Path) -> Path:
 
 
 def _raw_parent(worktree: Path, index: Path, tree: str, recorded: str, recorded_tree: str,
-                listing: _Listing, scope: Sequence[str] | None) -> str | None:  # fmt: skip
-    """The raw-bytes parent of a new snapshot (``bar.exact``), where git converts."""
-    if not exact.converts(worktree, listing.has_attributes):
-        return None  # (git stores bytes as they are: no raw bytes to keep)
+                listing: _Listing | None, scope: Sequence[str] | None,
+                ) -> tuple[bool, str | None]:  # fmt: skip
+    """The raw-bytes parent of a new snapshot (``bar.exact``) where git converts: whether
+    the raw bytes differ from ``recorded``'s (a line-ending change alone leaves the tree
+    as it was, yet must be kept), and the parent (None: no file needs raw bytes)."""
+    attributes = listing.has_attributes if listing else _stamped_attributes(index)
+    if attributes is None:
+        listing = _listing(worktree, tree)
+        attributes = listing.has_attributes
+    if not exact.converts(worktree, attributes):
+        return False, None  # git stores the bytes as they are
+    listing = listing or _listing(worktree, tree)
     before = exact.raw_entries(worktree, exact.raw_tree_of(worktree, recorded))
-    changed = [c.path for c in git.diff_tree_raw(worktree, recorded_tree, tree)]
+    changed = [] if tree == recorded_tree else [
+        c.path for c in git.diff_tree_raw(worktree, recorded_tree, tree)]  # fmt: skip
     candidates = [*changed, *(p for p in scope or () if p in listing.modes)]
-    return exact.next_raw(worktree, index, listing.modes, before, candidates)
+    entries = exact.next_entries(worktree, index, listing.modes, before, candidates)
+    if entries == before:
+        return False, git.rev_parse(worktree, f"{recorded}^2") if before else None
+    return True, exact.raw_parent(worktree, entries)
+
+
+def _stamped_attributes(index: Path) -> bool | None:
+    """Whether the tree last stamped holds a ``.gitattributes`` (None: not known)."""
+    try:
+        value = json.loads(_stamps_path(index).read_bytes()).get("attributes")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return value if isinstance(value, bool) else None
 
 
 def _stamp(worktree: Path, index: Path, tree: str, commit: str, started_ns: int,
@@ -214,17 +236,20 @@ def _stamp(worktree: Path, index: Path, tree: str, commit: str, started_ns: int,
     dirs: list[str] | None = None
     nested: list[str] = []
     extra: list[str] = []
+    attributes: bool | None = None
     try:
         old = json.loads(path.read_bytes())
         extra = [str(d) for d in old.get("extra") or []]
         if old.get("tree") == tree and isinstance(old.get("dirs"), list):
             dirs = [str(d) for d in old["dirs"]][: len(old["dirs"]) - len(extra)]
             nested = [str(n) for n in old.get("nested") or []]
+            was = old.get("attributes")
+            attributes = was if isinstance(was, bool) else None
     except (OSError, ValueError, AttributeError, TypeError):
         pass
     if dirs is None:
         listing = listing or _listing(worktree, tree)
-        dirs, nested = listing.dirs, listing.nested
+        dirs, nested, attributes = listing.dirs, listing.nested, listing.has_attributes
     extra = _untracked_dirs(worktree, set(dirs), scope, extra)
     dirs = dirs + extra
     mtimes: list[int] = []
@@ -236,7 +261,8 @@ def _stamp(worktree: Path, index: Path, tree: str, commit: str, started_ns: int,
             mtime = -1
         mtimes.append(-1 if mtime >= started_ns - _RACY_NS else mtime)
     record = {"version": 1, "tree": tree, "commit": commit, "index": _identity(index),
-              "dirs": dirs, "mtimes": mtimes, "nested": nested, "extra": extra}  # fmt: skip
+              "dirs": dirs, "mtimes": mtimes, "nested": nested, "extra": extra,
+              "attributes": attributes}  # fmt: skip
     try:
         write_bytes_atomic(path, json.dumps(record).encode())
     except BarError:
