@@ -314,34 +314,55 @@ def _subdirs(path: str) -> list[os.DirEntry[str]]:
 
 
 class _Listing:
-    """One walk of a tree: its directories (with "" for the root), its nested
-    repositories (gitlinks: git records which commit they are at, never their files),
-    its files' modes, and whether it holds a ``.gitattributes``."""
+    """One walk of a tree (``git ls-tree -r -t -z``): its directories (with "" for the
+    root), its nested repositories (gitlinks: git records which commit they are at, never
+    their files), whether it holds a ``.gitattributes``, and (parsed only when asked, in
+    a repository where git converts) its files' modes. The walk is searched with regular
+    expressions, not a Python loop: a large tree has tens of thousands of entries."""
 
-    __slots__ = ("dirs", "has_attributes", "modes", "nested")
+    __slots__ = ("_modes", "_raw", "dirs", "has_attributes", "nested")
 
-    def __init__(self, dirs: list[str], nested: list[str], modes: dict[str, str],
-                 has_attributes: bool) -> None:  # fmt: skip
-        self.dirs, self.nested, self.modes = dirs, nested, modes
-        self.has_attributes = has_attributes
+    def __init__(self, raw: bytes) -> None:
+        self._raw = raw = b"\0" + raw  # every entry now starts after a NUL
+        self._modes: dict[str, str] | None = None
+        self.dirs = ["", *_names(_TREES.findall(raw))]
+        self.nested = _names(_GITLINKS.findall(raw))
+        self.has_attributes = _has_attributes(raw)
+
+    @property
+    def modes(self) -> dict[str, str]:
+        if self._modes is None:
+            self._modes = {
+                name.decode("utf-8", "surrogateescape"): mode.decode()
+                for mode, name in _FILES.findall(self._raw)
+            }
+        return self._modes
+
+
+# entries of `ls-tree -z`: "<mode> SP <type> SP <object> TAB <path> NUL"; a pattern that
+# starts with a literal NUL is searched for fast
+_TREES = re.compile(rb"\x00040000 tree [0-9a-f]+\t([^\x00]*)")
+_GITLINKS = re.compile(rb"\x00160000 commit [0-9a-f]+\t([^\x00]*)")
+_FILES = re.compile(rb"\x00(100644|100755|120000) blob [0-9a-f]+\t([^\x00]*)")
+
+
+def _has_attributes(raw: bytes) -> bool:
+    """Whether a file named ``.gitattributes`` is among the entries."""
+    at = raw.find(b".gitattributes\0")
+    while at != -1:
+        if raw[at - 1 : at] in (b"\t", b"/"):
+            return True
+        at = raw.find(b".gitattributes\0", at + 1)
+    return False
+
+
+def _names(raw: list[bytes]) -> list[str]:
+    return [n.decode("utf-8", "surrogateescape") for n in raw]
 
 
 def _listing(worktree: Path, tree: str) -> _Listing:
     # (not --format: git 2.39 quotes its %(path) even with -z)
-    raw = git.git(worktree, "ls-tree", "-r", "-t", "-z", tree).stdout
-    dirs, nested, modes = [""], [], {}
-    for item in raw.split(b"\0"):
-        meta, _, name = item.partition(b"\t")
-        mode = meta.partition(b" ")[0]
-        path = name.decode("utf-8", "surrogateescape")
-        if mode == b"040000":
-            dirs.append(path)
-        elif mode == b"160000":
-            nested.append(path)
-        elif mode:
-            modes[path] = mode.decode()
-    attributes = any(p == ".gitattributes" or p.endswith("/.gitattributes") for p in modes)
-    return _Listing(dirs, nested, modes, attributes)
+    return _Listing(git.git(worktree, "ls-tree", "-r", "-t", "-z", tree).stdout)
 
 
 def nested_repositories(index: Path) -> list[str]:
