@@ -160,3 +160,20 @@ def load_fake_agent() -> ModuleType:
     sys.modules["fake_agent"] = module
     spec.loader.exec_module(module)
     return module
+
+
+def run_sh(capfd: pytest.CaptureFixture[str], script: str) -> Ran:
+    """``bar run -- sh -c SCRIPT``, which must succeed."""
+    res = bar(capfd, "run", "--", "sh", "-c", script)
+    assert res.code == 0, res.err
+    return res
+
+
+def init_clean(repo: Path, capfd: pytest.CaptureFixture[str]) -> Path:
+    """``bar init`` with the policy off; the developer commits the policy file bar init
+    wrote, so the checkout is clean (as apply wants it)."""
+    assert bar(capfd, "init").code == 0
+    set_config(policy={"enabled": False})
+    for args in (["add", ".bar"], ["commit", "-qm", "add bar policy"]):
+        subprocess.run(["git", *args], cwd=repo, capture_output=True, check=True)
+    return repo

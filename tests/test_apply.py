@@ -7,23 +7,16 @@ from pathlib import Path
 import pytest
 
 from conftest import git
-from helpers import bar, ledger, new_task, project_dir, worktree
+from helpers import bar, init_clean, ledger, new_task, run_sh, worktree
 
 
 @pytest.fixture
 def inited(repo: Path, capfd: pytest.CaptureFixture[str]) -> Path:
-    assert bar(capfd, "init").code == 0
-    cfg = project_dir() / "config.yaml"
-    cfg.write_text(cfg.read_text().replace("enabled: true", "enabled: false"))
-    # the developer commits the policy file bar init wrote, so the checkout is clean
-    git(repo, "add", ".bar")
-    git(repo, "commit", "-qm", "add bar policy")
-    return repo
+    return init_clean(repo, capfd)
 
 
 def run(capfd: pytest.CaptureFixture[str], script: str) -> None:
-    res = bar(capfd, "run", "--", "sh", "-c", script)
-    assert res.code == 0, res.err
+    run_sh(capfd, script)
 
 
 def test_apply_commit_onto_checked_out_main(

@@ -24,9 +24,10 @@ from helpers import (
     bar,
     files_in_commit,
     files_on_disk,
+    init_clean,
     ledger,
     new_task,
-    project_dir,
+    run_sh,
     task_dir,
     worktree,
 )
@@ -34,12 +35,7 @@ from helpers import (
 
 @pytest.fixture
 def inited(repo: Path, capfd: pytest.CaptureFixture[str]) -> Path:
-    assert bar(capfd, "init").code == 0
-    cfg = project_dir() / "config.yaml"
-    cfg.write_text(cfg.read_text().replace("enabled: true", "enabled: false"))
-    git(repo, "add", ".bar")
-    git(repo, "commit", "-qm", "add bar policy")
-    return repo
+    return init_clean(repo, capfd)
 
 
 @pytest.fixture
@@ -74,8 +70,7 @@ def runs(ran: Path, task: dict[str, Any], *, snapshots: bool = False) -> list[st
 
 
 def run(capfd: pytest.CaptureFixture[str], script: str) -> None:
-    res = bar(capfd, "run", "--", "sh", "-c", script)
-    assert res.code == 0, res.err
+    run_sh(capfd, script)
 
 
 def plant(where: Path, *pairs: tuple[str, str], worktree_only: bool = False) -> None:

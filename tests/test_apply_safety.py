@@ -19,25 +19,21 @@ from helpers import (
     bar_exe,
     files_in_commit,
     files_on_disk,
+    init_clean,
     ledger,
     new_task,
     project_dir,
+    run_sh,
 )
 
 
 @pytest.fixture
 def inited(repo: Path, capfd: pytest.CaptureFixture[str]) -> Path:
-    assert bar(capfd, "init").code == 0
-    cfg = project_dir() / "config.yaml"
-    cfg.write_text(cfg.read_text().replace("enabled: true", "enabled: false"))
-    git(repo, "add", ".bar")
-    git(repo, "commit", "-qm", "add bar policy")
-    return repo
+    return init_clean(repo, capfd)
 
 
 def run(capfd: pytest.CaptureFixture[str], script: str) -> None:
-    res = bar(capfd, "run", "--", "sh", "-c", script)
-    assert res.code == 0, res.err
+    run_sh(capfd, script)
 
 
 def commit_files(repo: Path, files: dict[str, str], message: str) -> None:

@@ -8,18 +8,12 @@ from pathlib import Path
 import pytest
 
 from conftest import git
-from helpers import bar, ledger, new_task, project_dir, task_dir, worktree
+from helpers import bar, init_clean, ledger, new_task, run_sh, task_dir, worktree
 
 
 @pytest.fixture
 def inited(repo: Path, capfd: pytest.CaptureFixture[str]) -> Path:
-    assert bar(capfd, "init").code == 0
-    cfg = project_dir() / "config.yaml"
-    cfg.write_text(cfg.read_text().replace("enabled: true", "enabled: false"))
-    # the developer commits the policy file bar init wrote, so the checkout is clean
-    git(repo, "add", ".bar")
-    git(repo, "commit", "-qm", "add bar policy")
-    return repo
+    return init_clean(repo, capfd)
 
 
 def tree_of_worktree(wt: Path) -> dict[str, bytes]:
@@ -36,8 +30,7 @@ def tree_of_worktree(wt: Path) -> dict[str, bytes]:
 
 
 def run(capfd: pytest.CaptureFixture[str], script: str) -> None:
-    res = bar(capfd, "run", "--", "sh", "-c", script)
-    assert res.code == 0, res.err
+    run_sh(capfd, script)
 
 
 def test_rollback_one_step_and_undo(inited: Path, capfd: pytest.CaptureFixture[str]) -> None:
