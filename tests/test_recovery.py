@@ -113,8 +113,9 @@ def test_sigkill_at_every_write_point(
                 assert git(repo, "status", "--porcelain") == ""
 
 
-def test_killed_during_the_command_records_an_interrupted_step(repo: Path, tmp_path: Path) -> None:
-    task = setup_task(repo)
+def start_a_long_step(repo: Path, task: dict[str, str]) -> subprocess.Popen[bytes]:
+    """``bar run`` of a step that writes work.txt and then sleeps, in a process group
+    of its own; returns once the file is written."""
     wt = Path(task["worktree"])
     proc = subprocess.Popen(
         [BAR_EXE, "run", "--", "sh", "-c", "echo partial > work.txt; sleep 60"],
@@ -123,6 +124,12 @@ def test_killed_during_the_command_records_an_interrupted_step(repo: Path, tmp_p
     deadline = time.time() + 60
     while not (wt / "work.txt").exists() and time.time() < deadline:
         time.sleep(0.05)
+    return proc
+
+
+def test_killed_during_the_command_records_an_interrupted_step(repo: Path, tmp_path: Path) -> None:
+    task = setup_task(repo)
+    proc = start_a_long_step(repo, task)
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=30)
     os.killpg(proc.pid, signal.SIGKILL)  # the orphaned command too
@@ -142,14 +149,7 @@ def test_an_interrupted_step_lasts_until_bar_died_not_until_it_was_found(
     repo: Path, tmp_path: Path
 ) -> None:
     task = setup_task(repo)
-    wt = Path(task["worktree"])
-    proc = subprocess.Popen(
-        [BAR_EXE, "run", "--", "sh", "-c", "echo started > work.txt; sleep 60"],
-        cwd=repo, start_new_session=True,
-    )  # fmt: skip
-    deadline = time.time() + 60
-    while not (wt / "work.txt").exists() and time.time() < deadline:
-        time.sleep(0.05)
+    proc = start_a_long_step(repo, task)
     time.sleep(2.5)  # the step runs a while (its heartbeat touches running.json)...
     killed_at = time.time()
     os.killpg(proc.pid, signal.SIGKILL)  # ...then bar and its command are killed
