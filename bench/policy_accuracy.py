@@ -1,9 +1,9 @@
 """How well bar's default policy separates dangerous commands from benign ones.
 
-    .venv/bin/python bench/policy_accuracy.py [--misses] [--latency]
+    .venv/bin/python bench/policy_accuracy.py [--misses] [--latency] [--corpus FILE]
 
-Reads tests/data/policy_corpus.yaml (command lines labeled dangerous or benign),
-evaluates each with the default policy and prints:
+Reads tests/data/policy_corpus.yaml (or FILE): command lines labeled dangerous or
+benign. Evaluates each with the default policy and prints:
 
 - dangerous caught: the share of dangerous lines the policy blocks or warns about;
 - benign blocked: the share of benign lines it blocks (warn and log are allowed);
@@ -36,9 +36,11 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--misses", action="store_true", help="list the misclassified lines")
     parser.add_argument("--latency", action="store_true", help="time in-process evaluation")
+    parser.add_argument("--corpus", type=Path, help="read these labeled lines instead")
     args = parser.parse_args()
 
-    corpus = yaml.safe_load(CORPUS.read_text(encoding="utf-8"))
+    source = args.corpus or CORPUS.relative_to(ROOT)
+    corpus = yaml.safe_load((args.corpus or CORPUS).read_text(encoding="utf-8"))
     dangerous: list[str] = corpus["dangerous"]
     benign: list[str] = corpus["benign"]
 
@@ -54,7 +56,7 @@ def main() -> int:
     ]
     blocked = [line for line in benign if policy.evaluate_line(line).blocked]
     caught = len(dangerous) - len(missed)
-    print(f"corpus: {len(dangerous)} dangerous, {len(benign)} benign ({CORPUS.relative_to(ROOT)})")
+    print(f"corpus: {len(dangerous)} dangerous, {len(benign)} benign ({source})")
     print(
         f"dangerous caught (block or warn): {caught}/{len(dangerous)} = "
         f"{100 * caught / len(dangerous):.1f}%"

@@ -340,7 +340,7 @@ def test_default_policy_accuracy_on_the_labeled_corpus() -> None:
     policy = default_policy()
     caught = [c for c in dangerous if policy.evaluate_line(c).action in ("block", "warn")]
     blocked = [c for c in benign if policy.evaluate_line(c).blocked]
-    assert len(caught) / len(dangerous) >= 0.95, sorted(set(dangerous) - set(caught))
+    assert len(caught) / len(dangerous) >= 0.98, sorted(set(dangerous) - set(caught))
     assert len(blocked) / len(benign) <= 0.03, blocked
 
 
@@ -349,6 +349,9 @@ def test_default_policy_accuracy_on_the_labeled_corpus() -> None:
     [
         ("rm -rf /", "block"),
         ("rm -rf ./build", "allow"),
+        ("rm -rf ~/important", "block"),
+        ("rm --rec -f ~", "block"),
+        ("git reset --har", "block"),
         ("git push --force", "block"),
         ("git push origin +main", "block"),
         ("git push --force-with-lease", "log"),

@@ -125,8 +125,12 @@ class Rule:
         return self._regex
 
     def search(self, text: str) -> bool:
-        if self.literals is not None and not any(lit in text for lit in self.literals):
-            return False
+        if self.literals is not None:
+            for literal in self.literals:  # a loop: cheaper than any() on the hot path
+                if literal in text:
+                    break
+            else:
+                return False
         return self.regex.search(text) is not None
 
     def __repr__(self) -> str:

@@ -5,14 +5,20 @@ shell would run is one unit, wherever it sits: in a list (``;``, ``&&``, ``||``)
 pipeline, a subshell, a ``{ }`` group, a function body, ``$(…)``/backticks (also inside
 double quotes and ``${x:-…}``), ``<(…)``, the script of ``sh -c``/``bash -c``/``eval``/
 ``su -c``/``ssh host CMD``/``watch``, a heredoc or here-string fed to a shell, the
-``echo``/``printf``/``cat <<EOF`` output piped into a shell, and ``find -exec``.
+``echo``/``printf``/``cat <<EOF`` output piped into a shell (also through ``base64 -d``,
+``xxd -r -p``, ``rev``), ``find -exec``, and the scripts of programs such as
+``script -c``, ``tmux new``, ``screen -X stuff``, ``parallel``, ``at``, ``expect`` and of
+git aliases and git settings that name a command (``programs``, ``options``).
 
 A command is rendered as its words, unquoted, joined by single spaces, after:
 
 * wrappers are removed (``sudo``/``doas``/``env`` with their options, leading
-  ``VAR=value``, ``nohup``, ``timeout DURATION``, ``nice``, ``command``, ``exec``,
-  ``xargs``, ``time``, ``stdbuf``, ``ionice``, ``chroot DIR``, ``busybox``);
+  ``VAR=value``, ``nohup``, ``setsid``, ``timeout DURATION``, ``nice``, ``command``,
+  ``exec``, ``xargs``, ``flock FILE``, ``taskset MASK``, ``unshare``, ``strace``,
+  ``systemd-run``, ``screen -dm``… (``wrappers``));
 * the program is reduced to its base name (``/usr/bin/rm`` -> ``rm``);
+* abbreviated long options are written out (``rm --rec`` -> ``rm --recursive``,
+  ``options``);
 * words that are only data are replaced by ``…``: the text of ``echo``/``printf``, a
   commit or tag message, a grep pattern, a prompt given to a coding agent, the script
   of ``sh -c`` (its commands are units of their own);
@@ -33,10 +39,12 @@ recovered, the raw text is added as extra units (whole, and cut at ``;``, ``&``,
 why, so the caller can apply its own policy.
 
 The package: ``words`` normalises and masks the words of one command (no parser),
+with what ``wrappers``, ``options`` and ``programs`` know about particular programs;
 ``quoting`` reads and writes shell quoting, ``tree`` loads tree-sitter and walks its
-tree, and ``analysis`` ties them together into units. No dataclasses here: on the
-hook's hot path ``import dataclasses`` costs about as much as the whole rest of this
-package (it imports ``inspect``), so records are ``bar.slotted.Slotted`` classes.
+tree (a ``$(echo …)`` whose output is known is shown as that output), and ``analysis``
+ties them together into units. No dataclasses here: on the hook's hot path ``import
+dataclasses`` costs about as much as the whole rest of this package (it imports
+``inspect``), so records are ``bar.slotted.Slotted`` classes.
 """
 
 from bar.shell.analysis import Analysis, Unit, analyse_argv, analyse_line

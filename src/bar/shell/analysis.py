@@ -3,11 +3,11 @@ the parse (``tree``), or, for a line of plain words, without the parser."""
 
 from __future__ import annotations
 
-import itertools
 import re
 from typing import TYPE_CHECKING
 
 from bar.shell import tree
+from bar.shell.programs import decode
 from bar.shell.quoting import render
 from bar.shell.words import PLACEHOLDER, normalise, word_set
 from bar.slotted import Slotted
@@ -175,14 +175,21 @@ class _Analyser:
         if norm.stdin_shell and stdin is not None:
             self.script(stdin, depth + 1)
         stdout = norm.stdout
-        if norm.words == ["cat"] and stdin is not None:
-            stdout = stdin
-        return tree.Emitted(index, text, stdout, norm.stdin_shell, views[-1])
+        if norm.transform is not None and stdin is not None:
+            stdout = decode(norm.transform, stdin)
+        return tree.Emitted(index, text, stdout, norm.stdin_shell, views[-1], norm.transform)
 
     def pipeline(self, stages: list[tree.Emitted], depth: int) -> str:
-        for before, stage in itertools.pairwise(stages):
-            if stage.stdin_shell and before.stdout is not None:
-                self.script(before.stdout, depth + 1)
+        if any(stage.stdin_shell for stage in stages[1:]):
+            # what each stage prints, where it is known, is the script of a shell after it
+            flowing = stages[0].stdout
+            for stage in stages[1:]:
+                if stage.stdin_shell and flowing is not None:
+                    self.script(flowing, depth + 1)
+                if stage.transform is not None and stage.stdout is None and flowing is not None:
+                    flowing = decode(stage.transform, flowing)
+                else:
+                    flowing = stage.stdout
         text = " | ".join(stage.text for stage in stages)
         wrapped = " | ".join(stage.wrapped for stage in stages)
         parts = tuple(stage.index for stage in stages if stage.index is not None)

@@ -24,12 +24,13 @@ _MAX_NODE_DEPTH = 120  # nesting inside one script; keeps Python's stack safe
 class Emitted(Slotted):
     """What a pipeline needs to know about one of its stages."""
 
-    __slots__ = ("index", "stdin_shell", "stdout", "text", "wrapped")
+    __slots__ = ("index", "stdin_shell", "stdout", "text", "transform", "wrapped")
     index: int | None
     text: str
     wrapped: str
     stdout: str | None
     stdin_shell: bool
+    transform: str | None  # how it turns what it reads into what it prints
 
     def __init__(
         self,
@@ -38,12 +39,14 @@ class Emitted(Slotted):
         stdout: str | None,
         stdin_shell: bool,
         wrapped: str | None = None,
+        transform: str | None = None,
     ) -> None:
         self.index = index
         self.text = text
         self.wrapped = wrapped or text
         self.stdout = stdout
         self.stdin_shell = stdin_shell
+        self.transform = transform
 
 
 class Collector(Protocol):
@@ -359,6 +362,9 @@ class Tree:
     # words --------------------------------------------------------------------
 
     def argument(self, node: Node, level: int) -> list[str]:
+        if node.type == "command_substitution":
+            text, output = self.substitution(node, level)
+            return [text] if output is None else output.split()  # unquoted: split
         value = self.word(node, level)
         if node.type == "concatenation" and "{" in value and "," in value:
             raw = self.text(node)
@@ -390,7 +396,7 @@ class Tree:
         if kind in ("string", "translated_string", "concatenation"):
             return self.joined(node, level)
         if kind == "command_substitution":
-            return "$(" + self.seq(node, level + 1) + ")"
+            return self.substitution(node, level)[0]
         if kind == "process_substitution":
             return self.text(node)[:2] + self.seq(node, level + 1) + ")"
         if kind == "array":
@@ -398,6 +404,18 @@ class Tree:
         for child in _named(node):
             self.any(child, level + 1)
         return self.text(node)
+
+    def substitution(self, node: Node, level: int) -> tuple[str, str | None]:
+        """``$(…)`` as ``$(`` + its commands + ``)``, and its output when that is known:
+        ``$(echo ~)`` is ``~``, shown as such (the command is still a unit)."""
+        named = [child for child in _named(node) if child.type != "comment"]
+        if len(named) == 1 and named[0].type == "command":
+            emitted = self.simple(named[0], [], None, level + 2)
+            if emitted.stdout is not None:
+                output = emitted.stdout.rstrip("\n")
+                return output, output
+            return "$(" + emitted.text + ")", None
+        return "$(" + self.seq(node, level + 1) + ")", None
 
     def joined(self, node: Node, level: int) -> str:
         """A string or concatenation, rebuilt from its byte range so text between

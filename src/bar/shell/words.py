@@ -1,20 +1,21 @@
 """Normalising a simple command's words: what a policy rule is shown of it.
 
 Pure functions over lists of words (no parser): wrappers such as ``sudo``, ``env`` or
-``timeout DURATION`` are removed, the program is reduced to its base name, and words
+``timeout DURATION`` are removed (``bar.shell.wrappers``), the program is reduced to its
+base name, abbreviated long options are written out (``bar.shell.options``), and words
 that are only data (the text of ``echo``, a commit message, a grep pattern, a prompt
 given to a coding agent, the script of ``sh -c``) are replaced by ``PLACEHOLDER``. What
-a command runs besides itself (the script of ``sh -c``, ``find -exec``…) is collected
-for the caller to analyse as commands of their own.
+a command runs besides itself (the script of ``sh -c``, ``find -exec``, a git alias…)
+is collected for the caller to analyse as commands of their own.
 """
 
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable
+from bar.shell.options import LONG_OPTIONS, expand_long, git_config, git_setting
+from bar.shell.programs import RUNNERS, Runs, printed, take_value, transform
+from bar.shell.wrappers import WRAPPERS, skip_options
 
 PLACEHOLDER = "…"
 
@@ -26,6 +27,13 @@ def word_set(names: str) -> frozenset[str]:
 _ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\[[^\]]*\])?\+?=")
 SHELLS = word_set("sh bash zsh dash ksh mksh ash yash posh fish csh tcsh")
 _ECHOES = word_set("echo printf logger notify-send")
+# Variables whose value a program runs through a shell: `GIT_SSH_COMMAND='…' git fetch`
+# (git, and the editor and pager of git and many other programs).
+_COMMAND_VARIABLES = word_set(
+    "GIT_SSH_COMMAND GIT_PROXY_COMMAND GIT_EDITOR GIT_SEQUENCE_EDITOR GIT_PAGER "
+    "GIT_EXTERNAL_DIFF EDITOR VISUAL PAGER"
+)
+_DECLARATIONS = word_set("export declare typeset local readonly")
 _GREPS = word_set("grep egrep fgrep zgrep rg ag ack ack-grep pcregrep pcre2grep ggrep")
 _AGENTS = word_set(
     "claude codex gemini aider opencode cursor-agent amp goose llm copilot qwen crush ollama"
@@ -39,6 +47,18 @@ _MESSAGE_OPTIONS = {
     "svn": word_set("-m --message"),
 }
 _GIT_MESSAGE_COMMANDS = word_set("commit merge tag stash notes")
+# Options whose value is the program git runs at the other end of a transport (through
+# a shell, on this machine for a local remote).
+_GIT_PROGRAM_OPTIONS = {
+    "push": ("--receive-pack", "--exec"),
+    "send-pack": ("--receive-pack", "--exec"),
+    "fetch": ("--upload-pack",),
+    "pull": ("--upload-pack",),
+    "clone": ("--upload-pack", "-u"),
+    "ls-remote": ("--upload-pack",),
+    "fetch-pack": ("--upload-pack", "--exec"),
+    "archive": ("--exec",),
+}
 _GIT_GLOBAL_WITH_VALUE = word_set(
     "-C -c --git-dir --work-tree --namespace --super-prefix --config-env"
 )
@@ -51,161 +71,64 @@ def _program(word: str) -> str:
     return word
 
 
-def _skip_options(
-    words: list[str], i: int, short: str = "", long: frozenset[str] = frozenset()
-) -> int:
-    """Index of the first word after the options of the program at ``i``.
+class Norm(Runs):
+    """A command after normalising: what to show and what else it runs (``Runs``)."""
 
-    ``short`` lists the short options that take a value, ``long`` the long ones that
-    take a separate value (``--user root``; ``--user=root`` is one word anyway).
-    """
-    j = i + 1
-    while j < len(words):
-        word = words[j]
-        if word == "--":
-            return j + 1
-        if word.startswith("--"):
-            j += 2 if ("=" not in word and word in long) else 1
-        elif word.startswith("-") and len(word) > 1:
-            for k, ch in enumerate(word[1:], 1):
-                if ch in short:
-                    if k == len(word) - 1:
-                        j += 1  # the value is the next word
-                    break
-            j += 1
-        else:
-            break
-    return j
-
-
-def _wrap_sudo(words: list[str], i: int) -> int | None:
-    long = word_set("--user --group --prompt --close-from --chdir --host --role --type")
-    return _skip_options(words, i, "ugpCDrtTUR", long | {"--other-user", "--chroot"})
-
-
-def _wrap_doas(words: list[str], i: int) -> int | None:
-    return _skip_options(words, i, "uC")
-
-
-def _wrap_env(words: list[str], i: int) -> int | None:
-    j = i + 1
-    while j < len(words):
-        word = words[j]
-        if word == "--":
-            return j + 1
-        if word in ("-S", "--split-string") and j + 1 < len(words):
-            words[j : j + 2] = words[j + 1].split()  # env splits the string into words
-            continue
-        if word.startswith(("-S", "--split-string=")):
-            value = word[2:] if word.startswith("-S") else word.split("=", 1)[1]
-            words[j : j + 1] = value.split()
-            continue
-        if word in ("-u", "-C", "--unset", "--chdir"):
-            j += 2
-        elif word.startswith("-"):
-            j += 1
-        else:
-            break
-    return j
-
-
-def _wrap_timeout(words: list[str], i: int) -> int | None:
-    j = _skip_options(words, i, "sk", frozenset({"--signal", "--kill-after"}))
-    return j + 1  # the duration
-
-
-def _wrap_nice(words: list[str], i: int) -> int | None:
-    return _skip_options(words, i, "n", frozenset({"--adjustment"}))
-
-
-def _wrap_command(words: list[str], i: int) -> int | None:
-    j = _skip_options(words, i)
-    if any(set(w[1:]) & {"v", "V"} for w in words[i + 1 : j] if w.startswith("-")):
-        return None  # `command -v rm` looks rm up; it does not run it
-    return j
-
-
-def _wrap_xargs(words: list[str], i: int) -> int | None:
-    long = word_set("--arg-file --delimiter --max-args --max-procs --max-chars --process-slot-var")
-    return _skip_options(words, i, "adEILnPs", long)
-
-
-def _wrap_chroot(words: list[str], i: int) -> int | None:
-    return _skip_options(words, i, "", frozenset({"--userspec", "--groups"})) + 1
-
-
-def _wrap_simple(short: str = "", long: Iterable[str] = ()) -> Callable[[list[str], int], int]:
-    frozen = frozenset(long)
-    return lambda words, i: _skip_options(words, i, short, frozen)
-
-
-_WRAPPERS: dict[str, Callable[[list[str], int], int | None]] = {
-    "sudo": _wrap_sudo,
-    "doas": _wrap_doas,
-    "env": _wrap_env,
-    "nohup": _wrap_simple(),
-    "timeout": _wrap_timeout,
-    "gtimeout": _wrap_timeout,
-    "nice": _wrap_nice,
-    "command": _wrap_command,
-    "builtin": _wrap_simple(),
-    "exec": _wrap_simple("a"),
-    "xargs": _wrap_xargs,
-    "time": _wrap_simple("fo", ("--format", "--output")),
-    "stdbuf": _wrap_simple("ioe", ("--input", "--output", "--error")),
-    "ionice": _wrap_simple("cnp", ("--class", "--classdata", "--pid")),
-    "chroot": _wrap_chroot,
-    "busybox": _wrap_simple(),
-    "unbuffer": _wrap_simple(),
-    "caffeinate": _wrap_simple("tw"),
-}
-
-
-class Norm:
-    """A command after normalising: what to show and what else it runs."""
-
-    __slots__ = ("nested", "scripts", "stdin_shell", "stdout", "words", "wrapped")
+    __slots__ = ("stdout", "transform", "words", "wrapped")
 
     def __init__(self, words: list[str], wrapped: list[str] | None) -> None:
+        super().__init__()
         self.words = words
         self.wrapped = wrapped
-        self.scripts: list[str] = []
-        self.nested: list[list[str]] = []
         self.stdout: str | None = None  # what it prints, when known statically
-        self.stdin_shell = False  # a shell that reads its script from stdin
+        self.transform: str | None = None  # how it turns stdin into stdout (programs.decode)
 
 
 def normalise(words: list[str]) -> Norm:
     words = list(words)
-    i, wrappers = 0, []
+    i, wrappers, env = 0, [], {}
     while True:
         while i < len(words) and _ASSIGNMENT.match(words[i]):
+            name, _, value = words[i].partition("=")
+            env[name] = value
             i += 1
         if i >= len(words):
             break
-        skip = _WRAPPERS.get(_program(words[i]))
+        skip = WRAPPERS.get(_program(words[i]))
         j = skip(words, i) if skip is not None else None
         if j is None or j >= len(words):
             break
         wrappers.append(i)
         i = j
     if i >= len(words):  # only assignments
-        return Norm(words, None)
+        norm = Norm(words, None)
+        _command_variables(env, norm.scripts)
+        return norm
     prog = _program(words[i])
     norm = Norm([prog], None)
-    _apply_program(prog, words[i + 1 :], norm)
+    _command_variables(env, norm.scripts)
+    _apply_program(prog, words[i + 1 :], norm, env)
     if i:
         prefix = [_program(w) if k in wrappers else w for k, w in enumerate(words[:i])]
         norm.wrapped = prefix + norm.words
     return norm
 
 
-def _apply_program(prog: str, args: list[str], norm: Norm) -> None:
-    """Mask data arguments and find scripts and nested commands of ``prog``."""
+def _command_variables(env: dict[str, str], scripts: list[str]) -> None:
+    """The values of ``_COMMAND_VARIABLES`` are scripts."""
+    scripts += [value for name, value in env.items() if name in _COMMAND_VARIABLES and value]
+
+
+def _apply_program(prog: str, args: list[str], norm: Norm, env: dict[str, str]) -> None:
+    """Mask data arguments and find scripts and nested commands of ``prog`` (``env``:
+    the variables assigned for it)."""
     shown = norm.words
+    if prog in LONG_OPTIONS:
+        args = expand_long(args, LONG_OPTIONS[prog])
+    norm.transform = transform(prog, args)
     if prog in _ECHOES:
         shown += [PLACEHOLDER] * len(args)
-        norm.stdout = " ".join(a for a in args if prog != "echo" or a not in ("-n", "-e", "-E"))
+        norm.stdout = printed(prog, args)
     elif prog in SHELLS:
         mode, k = _shell_mode(args)
         if mode == "c":
@@ -226,15 +149,17 @@ def _apply_program(prog: str, args: list[str], norm: Norm) -> None:
         norm.scripts.append(args[0])
         shown += [PLACEHOLDER, *args[1:]]
     elif prog in ("su", "runuser"):
-        shown += _take_value(args, ("-c", "--command"), norm.scripts)
+        shown += _masked(args, take_value(args, ("-c", "--command"), norm.scripts))
+    elif prog in RUNNERS:
+        shown += _masked(args, RUNNERS[prog](args, norm))
     elif prog == "ssh":
-        k = _skip_options(["ssh", *args], 0, "BbcDEeFIiJLlmOoPpQRSWw") - 1
+        k = skip_options(["ssh", *args], 0, "BbcDEeFIiJLlmOoPpQRSWw") - 1
         if k + 1 < len(args):
             norm.scripts.append(" ".join(args[k + 1 :]))
             args = [*args[: k + 1], *[PLACEHOLDER] * len(args[k + 1 :])]
         shown += args
     elif prog == "watch":
-        k = _skip_options(["watch", *args], 0, "n", frozenset({"--interval"})) - 1
+        k = skip_options(["watch", *args], 0, "n", frozenset({"--interval"})) - 1
         if k < len(args):
             if any(a in ("-x", "--exec") for a in args[:k]):
                 norm.nested.append(args[k:])
@@ -250,7 +175,11 @@ def _apply_program(prog: str, args: list[str], norm: Norm) -> None:
     elif prog in _AGENTS:
         shown += [_mask_agent_word(a) for a in args]
     elif prog == "git":
-        shown += _mask_git(args)
+        shown += _git(args, norm, env)
+    elif prog in _DECLARATIONS:  # `export GIT_SSH_COMMAND='…'`
+        assigned = (arg.partition("=") for arg in args if "=" in arg)
+        _command_variables({name: value for name, _, value in assigned}, norm.scripts)
+        shown += args
     elif prog in _MESSAGE_OPTIONS:
         shown += _mask_values(args, _MESSAGE_OPTIONS[prog])
     else:
@@ -283,27 +212,13 @@ def _shell_mode(args: list[str]) -> tuple[str, int]:
     return "file", j
 
 
-def _take_value(args: list[str], options: tuple[str, ...], out: list[str]) -> list[str]:
-    """Copy ``args`` with the values of ``options`` moved to ``out`` and masked."""
+def _masked(args: list[str], masked: set[int]) -> list[str]:
+    """``args`` with those at the ``masked`` indexes shown as ``PLACEHOLDER`` (an
+    ``--opt=value`` word keeps its ``--opt=``)."""
     shown = list(args)
-    for k, arg in enumerate(args):
-        for opt in options:
-            if arg == opt and k + 1 < len(args):
-                out.append(args[k + 1])
-                shown[k + 1] = PLACEHOLDER
-            elif opt.startswith("--") and arg.startswith(opt + "="):
-                out.append(arg[len(opt) + 1 :])
-                shown[k] = opt + "=" + PLACEHOLDER
-            elif (
-                len(opt) == 2
-                and arg[:1] == "-"
-                and arg[1:2] != "-"
-                and arg[-1] == opt[1]
-                and arg != opt
-                and k + 1 < len(args)
-            ):
-                out.append(args[k + 1])  # a cluster ending in it: `su -lc CMD`
-                shown[k + 1] = PLACEHOLDER
+    for k in masked:
+        arg = args[k]
+        shown[k] = arg.split("=", 1)[0] + "=" + PLACEHOLDER if arg[:2] == "--" else PLACEHOLDER
     return shown
 
 
@@ -358,13 +273,39 @@ def _mask_values(args: list[str], options: frozenset[str]) -> list[str]:
     return shown
 
 
-def _mask_git(args: list[str]) -> list[str]:
+def _git(args: list[str], norm: Norm, env: dict[str, str]) -> list[str]:
+    """Masks messages and patterns, and finds what git runs: settings that define an
+    alias or a command (``core.sshCommand``…), given with ``-c KEY=VALUE`` or
+    ``GIT_CONFIG_KEY_n``/``GIT_CONFIG_VALUE_n`` or set with ``git config``; a call of
+    such an alias; a transport program (``push --receive-pack=CMD``)."""
+    head, aliases = list(args), {}
+
+    def define(key: str, value: str) -> bool:
+        if key.lower().startswith("alias."):
+            aliases[key[6:].lower()] = value
+        return git_setting(key, value, norm.scripts, norm.nested)
+
+    for name, key in env.items():
+        if name.startswith("GIT_CONFIG_KEY_"):
+            define(key, env.get("GIT_CONFIG_VALUE_" + name[15:], ""))
     k = 0
     while k < len(args) and args[k].startswith("-"):
+        if args[k] == "-c" and k + 1 < len(args):
+            key, eq, value = args[k + 1].partition("=")
+            if eq and define(key, value):
+                head[k + 1] = key + "=" + PLACEHOLDER
         k += 2 if args[k] in _GIT_GLOBAL_WITH_VALUE else 1
     if k >= len(args):
-        return list(args)
-    sub, rest = args[k], args[k + 1 :]
+        return head
+    sub = args[k]
+    alias = aliases.get(sub.lower())
+    # `git -c alias.p=push p --force` runs `git push --force`. The command is still shown
+    # as written: git ignores an alias named like one of its own commands.
+    if alias is not None and alias.startswith("!"):
+        norm.scripts.append(" ".join([alias[1:], *args[k + 1 :]]))
+    elif alias is not None:
+        norm.nested.append(["git", *alias.split(), *args[k + 1 :]])
+    rest = expand_long(args[k + 1 :], LONG_OPTIONS.get("git " + sub))
     if sub == "grep":
         shown = _mask_patterns(rest)
     elif sub in _GIT_MESSAGE_COMMANDS:
@@ -376,6 +317,11 @@ def _mask_git(args: list[str]) -> list[str]:
                     shown[j + 1] = PLACEHOLDER  # `-am MSG`
                 elif at < len(arg) - 1:
                     shown[j] = arg[: at + 1] + PLACEHOLDER  # `-mMSG`
+    elif sub == "config":
+        setting = git_config(rest, norm.scripts, norm.nested)
+        shown = _masked(rest, {setting} if setting is not None else set())
+    elif sub in _GIT_PROGRAM_OPTIONS:
+        shown = _masked(rest, take_value(rest, _GIT_PROGRAM_OPTIONS[sub], norm.scripts))
     else:
         shown = _mask_values(rest, frozenset({"--grep"}))
-    return [*args[: k + 1], *shown]
+    return [*head[: k + 1], *shown]
