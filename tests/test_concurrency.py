@@ -161,8 +161,10 @@ class Holder:
     """A ``bar run`` whose command holds the task until the test releases it."""
 
     def __init__(self, repo: Path, tmp: Path, *extra: str, name: str = "holder") -> None:
-        self.started = tmp / f"{name}.started"
-        self.release = tmp / f"{name}.release"
+        signals = tmp / "signals"  # made before the step: new entries of tmp are not writable
+        signals.mkdir(exist_ok=True)
+        self.started = signals / f"{name}.started"
+        self.release = signals / f"{name}.release"
         self.err_path = tmp / f"{name}.stderr"
         script = (
             f"echo partial > {name}.txt; touch '{self.started}'; "

@@ -1,7 +1,8 @@
 """What a step may not change (SPEC §8, defence in depth): the worktree's .git file, the
 task's snapshot ref, bar's config, the policy file, and the repository's shared config,
 hooks and attributes. Each test is an attack a command run in a task can make without a
-sandbox; bar must notice, put things back and say so."""
+sandbox (so the steps here run with --no-sandbox; tests/test_sandbox.py has the same
+attacks failing under it); bar must notice, put things back and say so."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ def task(repo: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.Monk
 
 
 def sh(capfd: pytest.CaptureFixture[str], script: str) -> str:
-    res = bar(capfd, "run", "--", "sh", "-c", script)
+    res = bar(capfd, "run", "--no-sandbox", "--", "sh", "-c", script)
     assert res.code == 0, res.err
     return res.err
 
@@ -103,7 +104,7 @@ def test_a_step_that_switches_the_policy_off_is_undone(
     assert config.read_bytes() == before
     assert config.stat().st_mode & 0o777 == 0o600  # bar's file stays private
     assert list((task_dir(task["id"]) / "tampered").iterdir())  # the step's version is kept
-    res = bar(capfd, "run", "--", "rm", "-rf", "/")
+    res = bar(capfd, "run", "--", "rm", "-rf", "/")  # confined: a seatbelt, should it run
     assert res.code == 126  # still blocked
 
 

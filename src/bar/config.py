@@ -52,6 +52,17 @@ class RunConfig:
 
 
 @dataclass(frozen=True)
+class SandboxConfig:
+    """SPEC §8: paths are absolute or start with ``~`` (the developer's home)."""
+
+    enabled: bool = True
+    required: bool = False
+    network: bool = True
+    allow_write: tuple[str, ...] = ("~/.cache",)
+    deny_read: tuple[str, ...] = ("~/.ssh", "~/.aws", "~/.gnupg")
+
+
+@dataclass(frozen=True)
 class Config:
     version: int = 1
     git: GitConfig = field(default_factory=GitConfig)
@@ -59,16 +70,19 @@ class Config:
     hooks: HooksConfig = field(default_factory=HooksConfig)
     output: OutputConfig = field(default_factory=OutputConfig)
     run: RunConfig = field(default_factory=RunConfig)
+    sandbox: SandboxConfig = field(default_factory=SandboxConfig)
 
 
-# section -> key -> expected type ("str", "ref", "bool", "strlist", "number")
+# section -> key -> expected type ("str", "ref", "bool", "strlist", "pathlist", "number")
 _SCHEMA: dict[str, dict[str, str]] = {
     "git": {"default_base": "ref", "branch_prefix": "ref"},
     "policy": {"enabled": "bool", "path": "str"},
     "hooks": {"pre_run": "strlist", "post_run": "strlist", "timeout": "number"},
     "output": {"color": "bool", "verbose": "bool"},
     "run": {"record_env": "strlist"},
-}
+    "sandbox": {"enabled": "bool", "required": "bool", "network": "bool",
+                "allow_write": "pathlist", "deny_read": "pathlist"},
+}  # fmt: skip
 
 
 def _check(value: Any, kind: str, key: str, path: Path) -> Any:
@@ -98,6 +112,13 @@ def _check(value: Any, kind: str, key: str, path: Path) -> Any:
         return ()
     if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
         raise ConfigError(f"{key} in {path} must be a list of non-empty strings")
+    if kind == "pathlist":
+        for v in value:
+            if not (v.startswith("/") or v == "~" or v.startswith("~/")):
+                raise ConfigError(
+                    f"{key} in {path} holds {v!r}, which is neither absolute nor in ~",
+                    hint="give paths like /var/cache/pip or ~/.npm",
+                )
     return tuple(value)
 
 
@@ -140,6 +161,7 @@ def parse_config(data: Any, path: Path) -> Config:
         hooks=HooksConfig(**sections.get("hooks", {})),
         output=OutputConfig(**sections.get("output", {})),
         run=RunConfig(**sections.get("run", {})),
+        sandbox=SandboxConfig(**sections.get("sandbox", {})),
     )
 
 
@@ -223,4 +245,10 @@ output:
   verbose: false
 run:
   record_env: []             # names of variables to record in each step (secrets as ***)
+sandbox:                     # what a step's command may touch (docs/sandbox.md)
+  enabled: true              # confine every step (bar run --no-sandbox: one run without)
+  required: false            # true: refuse to run where the kernel cannot confine
+  network: true              # false: no TCP connections or listening
+  allow_write: [~/.cache]    # writable besides the worktree, the task branch and TMPDIR
+  deny_read: [~/.ssh, ~/.aws, ~/.gnupg]   # hidden from the command
 """

@@ -28,6 +28,7 @@ class ExitCode:
     CORRUPT = 8  # a file bar reads is broken or of an unknown version
     GIT = 9  # git failed in an unexpected way
     HOOK_FAILED = 10  # a pre_run hook stopped the step
+    CANNOT_CONFINE = 11  # sandbox.required, and the kernel cannot confine the step
     INTERNAL = 70  # a bug in bar (traceback logged)
     CANNOT_EXECUTE = 126  # policy blocked the command, or it could not be executed
     NOT_FOUND_COMMAND = 127  # bar run: the command was not found
@@ -162,6 +163,10 @@ class GitStateError(BarError):
 
 class HookFailed(BarError):
     exit_code = ExitCode.HOOK_FAILED
+
+
+class CannotConfine(BarError):
+    exit_code = ExitCode.CANNOT_CONFINE
 
 
 class UnknownAgent(UsageError):

@@ -60,6 +60,7 @@ class RunIntent:
     env: dict[str, str] = field(default_factory=dict)  # as recorded (secrets redacted)
     pty: bool = False
     excludes: list[str] = field(default_factory=list)  # worktree paths kept out of snapshots
+    sandbox: dict[str, Any] | None = None  # the step's confinement, as recorded
     # how the command ended, when it did but its recording failed (a full disk)
     exit_code: int | None = None
     signal: int | None = None
@@ -79,6 +80,7 @@ class RunIntent:
             "env": self.env,
             "pty": self.pty,
             "excludes": self.excludes,
+            **({"sandbox": self.sandbox} if self.sandbox is not None else {}),
             **ended,
         }
 
@@ -111,6 +113,7 @@ def read_run(paths: TaskPaths) -> RunIntent | None:
         env={str(k): str(v) for k, v in env.items()} if isinstance(env, dict) else {},
         pty=rec.get("pty") is True,
         excludes=[str(e) for e in excludes] if isinstance(excludes, list) else [],
+        sandbox=rec["sandbox"] if isinstance(rec.get("sandbox"), dict) else None,
         exit_code=_int_or_none(rec.get("exit_code")),
         signal=_int_or_none(rec.get("signal")),
         ended_at=str(rec["ended_at"]) if isinstance(rec.get("ended_at"), str) else None,

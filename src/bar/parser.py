@@ -143,12 +143,16 @@ def build_parser() -> argparse.ArgumentParser:
         description="Run CMD in the task's worktree and record it as a step: the patch it\n"
         "made, what it printed (stdout and stderr apart), how long it took and how it\n"
         "ended. The policy is checked first and hooks run around it. bar exits with\n"
-        "CMD's exit code (127: not found, 126: blocked or not executable, 128+N: signal N).",
+        "CMD's exit code (127: not found, 126: blocked or not executable, 128+N: signal N).\n\n"
+        "CMD and everything it starts are confined by the kernel (Linux Landlock): they\n"
+        "can write the worktree, the task branch, TMPDIR, /tmp and sandbox.allow_write,\n"
+        "and nothing else; ~/.ssh, ~/.aws and ~/.gnupg cannot be read. See docs/sandbox.md.",
         epilog="examples:\n"
         "  bar run -- claude\n"
         "  bar run -- make test\n"
         "  bar run --cwd src -e DEBUG=1 -- python -m app\n"
-        "  bar run --agent claude -- claude     # also check the agent's own shell commands",
+        "  bar run --agent claude -- claude     # also check the agent's own shell commands\n"
+        "  bar run --no-sandbox -- ./deploy.sh  # with your full rights, this once",
     )
     _task_opt(p)
     p.add_argument("--cwd", metavar="DIR", help="directory inside the worktree to run in")
@@ -164,6 +168,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--agent",
         choices=("claude", "codex", "gemini"),
         help="install bar's policy hook for this agent in the worktree while it runs",
+    )
+    p.add_argument(
+        "--no-sandbox",
+        dest="sandbox",
+        action="store_false",
+        help="do not confine this run (it can write anything you can; recorded in the step)",
     )
     p.add_argument("--no-wait", action="store_true", help="fail at once if the task is busy")
     _json_opt(p)

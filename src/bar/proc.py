@@ -12,11 +12,21 @@ from __future__ import annotations
 
 import os
 import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from bar.errors import CommandError
+
+# How a step's command is started: a starter calls the launch it is given, maybe in a
+# confined thread (bar.sandbox), and returns the process it started.
+Launch = Callable[[], "subprocess.Popen[bytes]"]
+Starter = Callable[[Launch], "subprocess.Popen[bytes]"]
+
+
+def start_directly(launch: Launch) -> subprocess.Popen[bytes]:
+    return launch()
+
 
 # What a developer sets on purpose for every git they run: identity and dates, which
 # configuration files git reads, how it reaches remotes, and tracing. Nothing that

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from bar import git, hooks, journals, known_secrets, snapshot, steps
 from bar.clock import iso_of, ms_between, ms_since, now_iso
-from bar.errors import BarError, ExitCode, HookFailed, UsageError
+from bar.errors import BarError, CannotConfine, ExitCode, HookFailed, UsageError
 from bar.guard import Guard
 from bar.journals import RunIntent
 from bar.notices import warn
@@ -38,6 +38,8 @@ from bar.proc import clean_env
 from bar.records import Artifacts, HookRecord, PolicyEventRecord, RunStep
 from bar.redact import Scrubber, redact_env
 from bar.redact_stream import StreamScrubber
+from bar.sandbox import Confinement, Plan, confine, unconfined
+from bar.sandbox import plan as sandbox_plan
 from bar.supervisor import Supervisor, read_recorded
 from bar.tasks import Task
 from bar.terminal.pipes import STDOUT_HEADER, run_piped
@@ -52,6 +54,7 @@ class RunRequest:
     pty: bool = False
     live: bool = True  # show the command's output as it runs
     agent: str | None = None  # install this agent's hook for the run
+    sandbox: bool = True  # False: --no-sandbox (this run only)
 
     def __post_init__(self) -> None:
         # The task lock names the command before the step's scrubber exists: from now on
@@ -140,23 +143,29 @@ def run_step(task: Task, req: RunRequest) -> RunStep:
             )
 
     # 3. intent, supervisor, the command (with what it must not change noted first)
+    confinement = _confinement(task, req)
+    if confinement.enabled:
+        env["TMPDIR"] = str(sandbox_plan.temp_dir(task))
     watch = Guard(task)
     supervisor = Supervisor(task, step_id, policy, scrubber, req.agent)
     intent = RunIntent(
         pid=os.getpid(), step_id=step_id, started_at=started,
         cmd=scrubber.scrub_obj(list(req.argv)), cwd=req.cwd, snapshot_before=before,
         env=env_record, pty=req.pty, excludes=supervisor.excludes(),
+        sandbox=confinement.record(),
     )  # fmt: skip
     journals.write_run(task.paths, intent)
     try:
         supervisor.start()
     except BaseException:
+        confinement.close()
         journals.clear_run(task.paths)  # nothing ran: there is no step to record
         raise
     try:
         env.update(supervisor.env)
-        executed = _execute(task, step_id, req, env, scrubber)
+        executed = _execute(task, step_id, req, env, scrubber, confinement)
     finally:
+        confinement.close()
         supervisor.close()
     guarded = [PolicyEventRecord(rule="bar:guard", action="warn", matched=what)
                for what in watch.check()]  # fmt: skip
@@ -236,6 +245,8 @@ def complete(
         snapshot=snap.commit,
         head=git.rev_parse(task.worktree, "HEAD"),
     )
+    if intent.sandbox is not None:
+        step.extra["sandbox"] = intent.sandbox
     _say_nested(task, step)
     written = steps.append(task, step, scrub)
     task.paths.policy_events(step_id).unlink(missing_ok=True)
@@ -246,8 +257,32 @@ def complete(
 # --- the command -------------------------------------------------------------------
 
 
+def _confinement(task: Task, req: RunRequest) -> Confinement:
+    """How the step's command is confined (SPEC §8); says once why it is not, where the
+    kernel cannot, or fails if the project requires confinement."""
+    settings = task.project.config.sandbox
+    if not req.sandbox or not settings.enabled:
+        why = "--no-sandbox" if not req.sandbox else "sandbox.enabled is false"
+        return unconfined(Plan(()), why)
+    confinement = confine(sandbox_plan.for_step(task, req.agent))
+    if not confinement.enabled:
+        if settings.required:
+            raise CannotConfine(
+                f"the command cannot be confined: {confinement.reason}",
+                hint="run on a kernel with Landlock, or set sandbox.required: false in "
+                f"{task.project.paths.config}",
+            )
+        warn(f"not confined: {confinement.reason}; the command runs with your full rights")
+    return confinement
+
+
 def _execute(
-    task: Task, step_id: str, req: RunRequest, env: dict[str, str], scrubber: Scrubber
+    task: Task,
+    step_id: str,
+    req: RunRequest,
+    env: dict[str, str],
+    scrubber: Scrubber,
+    confinement: Confinement,
 ) -> Executed:
     """Run the command (pipes or pty) with its output scrubbed into the artifacts."""
     out_path, out_rel = steps.artifact(task, step_id, "output")
@@ -256,14 +291,15 @@ def _execute(
     if req.pty:
         cast_path, cast_rel = steps.artifact(task, step_id, "cast")
         res = run_in_pty(req.argv, cwd=cwd, env=env, cast_path=cast_path, output_path=out_path,
-                         scrub=lambda: StreamScrubber(scrubber))  # fmt: skip
+                         scrub=lambda: StreamScrubber(scrubber), start=confinement.start)  # fmt: skip
         code, sig, printed = res.exit_code, res.signal, res.printed
         artifacts.cast = cast_rel if cast_path.exists() else None
         if not printed:
             out_path.unlink(missing_ok=True)
     else:
         outcome = run_piped(req.argv, cwd=cwd, env=env, output_path=out_path,
-                            make_filter=lambda: StreamScrubber(scrubber), live=req.live)  # fmt: skip
+                            make_filter=lambda: StreamScrubber(scrubber), live=req.live,
+                            start=confinement.start)  # fmt: skip
         code, sig, printed = outcome.exit_code, outcome.signal, outcome.printed
     artifacts.output = out_rel if printed else None
     return Executed(code, sig, artifacts)

@@ -36,7 +36,7 @@ class Protocol(Slotted):
     """What differs between the agents. Sources for every value: docs/agents.md."""
 
     __slots__ = ("display_name", "entry_name", "event_name", "matcher", "run_env",
-                 "run_notice", "settings_path", "shell_tool", "timeout")  # fmt: skip
+                 "run_notice", "settings_path", "shell_tool", "state", "timeout")  # fmt: skip
 
     def __init__(
         self,
@@ -50,6 +50,7 @@ class Protocol(Slotted):
         entry_name: str | None,  # Gemini shows a hook's name in its /hooks panel
         run_env: dict[str, str] | None = None,  # what `bar run --agent` adds to its env
         run_notice: str | None = None,  # what `bar run --agent` tells the developer
+        state: tuple[str, ...] = (),  # the agent's own files in ~, writable in its runs
     ) -> None:
         self.display_name = display_name
         self.event_name = event_name
@@ -60,6 +61,7 @@ class Protocol(Slotted):
         self.entry_name = entry_name
         self.run_env = run_env or {}
         self.run_notice = run_notice
+        self.state = state
 
 
 PROTOCOLS = {
@@ -71,6 +73,7 @@ PROTOCOLS = {
         matcher="Bash",
         timeout=60,  # seconds
         entry_name=None,
+        state=("~/.claude", "~/.claude.json", "~/.claude.json.backup"),
     ),
     "codex": Protocol(
         display_name="Codex CLI",
@@ -82,6 +85,7 @@ PROTOCOLS = {
         entry_name=None,
         run_notice="Codex runs bar's hook only once it is trusted: accept it in /hooks "
         "(or pass --dangerously-bypass-hook-trust to codex)",
+        state=("~/.codex",),
     ),
     "gemini": Protocol(
         display_name="Gemini CLI",
@@ -93,6 +97,7 @@ PROTOCOLS = {
         entry_name="bar-policy",
         # project hooks run only in trusted folders; this one bar made for the task
         run_env={"GEMINI_CLI_TRUST_WORKSPACE": "true"},
+        state=("~/.gemini",),
     ),
 }
 

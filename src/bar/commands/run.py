@@ -33,6 +33,7 @@ def run(
     env: list[str],
     pty: bool | None,
     agent: str | None,
+    sandbox: bool,
     no_wait: bool,
     as_json: bool,
     argv: list[str],
@@ -48,7 +49,7 @@ def run(
         pty = sys.stdin.isatty() and sys.stdout.isatty() and not as_json
     request = RunRequest(
         argv=argv, cwd=resolve_cwd(the_task, cwd), env=variables, pty=pty, live=not as_json,
-        agent=agent,
+        agent=agent, sandbox=sandbox,
     )  # fmt: skip
     step = api.run(the_task, request, wait=not no_wait)
     code = step.exit_code if step.exit_code is not None else 1

@@ -27,7 +27,7 @@ from pathlib import Path
 from types import FrameType
 from typing import IO, BinaryIO
 
-from bar.proc import exit_status
+from bar.proc import Starter, exit_status, start_directly
 from bar.store.files import create_file
 from bar.terminal.filters import StreamFilter
 
@@ -147,8 +147,10 @@ def run_piped(
     output_path: Path,
     make_filter: Callable[[], StreamFilter] | None = None,
     live: bool = True,
+    start: Starter = start_directly,
 ) -> Outcome:
-    """Run ``argv`` and capture its output into ``output_path`` (removed if it printed nothing)."""
+    """Run ``argv`` and capture its output into ``output_path`` (removed if it printed
+    nothing); ``start`` starts the process (``bar.sandbox`` confines it there)."""
     new_filter = make_filter or _Identity
     err_path = output_path.with_name(output_path.name + ".stderr.tmp")
     create_file(output_path, STDOUT_HEADER)
@@ -160,12 +162,14 @@ def run_piped(
         out_file, err_file = _Sink(output_path), _Sink(err_path)
         with forwarding_signals(lambda: proc.pid if proc else None):
             try:
-                proc = subprocess.Popen(
-                    list(argv),
-                    cwd=cwd,
-                    env=dict(env),
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.PIPE,
+                proc = start(
+                    lambda: subprocess.Popen(
+                        list(argv),
+                        cwd=cwd,
+                        env=dict(env),
+                        stdout=subprocess.PIPE,
+                        stderr=subprocess.PIPE,
+                    )
                 )
             except FileNotFoundError:
                 outcome = _not_run(127, f"command not found: {argv[0]}", err_file, err_live)

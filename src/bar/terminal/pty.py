@@ -39,7 +39,7 @@ from types import FrameType
 from typing import Any
 
 from bar.errors import BarError, UsageError
-from bar.proc import exit_status
+from bar.proc import Starter, exit_status, start_directly
 from bar.terminal.cast import CastWriter, create_private, write_all
 from bar.terminal.filters import StreamFilter
 from bar.terminal.pipes import STDERR_HEADER, STDOUT_HEADER
@@ -212,7 +212,7 @@ class _Session:
             with contextlib.suppress(termios.error, OSError):
                 termios.tcsetattr(self.stdin, termios.TCSADRAIN, self.saved_attrs)
 
-    def spawn(self, argv: list[str], cwd: Path | str, env: dict[str, str]) -> None:
+    def spawn(self, argv: list[str], cwd: Path | str, env: dict[str, str], start: Starter) -> None:
         master, slave = os.openpty()
         self.master = master
         try:
@@ -220,15 +220,17 @@ class _Session:
             if self.saved_attrs is not None:  # the child's terminal starts like ours
                 termios.tcsetattr(slave, termios.TCSANOW, self.saved_attrs)
             try:
-                self.proc = subprocess.Popen(
-                    argv,
-                    cwd=cwd,
-                    env=env,
-                    stdin=slave,
-                    stdout=slave,
-                    stderr=slave,
-                    start_new_session=True,
-                    preexec_fn=_become_controlling_terminal,
+                self.proc = start(
+                    lambda: subprocess.Popen(
+                        argv,
+                        cwd=cwd,
+                        env=env,
+                        stdin=slave,
+                        stdout=slave,
+                        stderr=slave,
+                        start_new_session=True,
+                        preexec_fn=_become_controlling_terminal,
+                    )
                 )
             except FileNotFoundError:
                 self._not_run(_NOT_FOUND, f"{argv[0]}: command not found")
@@ -401,6 +403,7 @@ def run_in_pty(
     scrub: Callable[[], StreamFilter] | None = None,
     stdin: int = 0,
     stdout: int = 1,
+    start: Starter = start_directly,
 ) -> PtyResult:
     """Run ``argv`` in a new pseudo-terminal, showing and recording what it prints.
 
@@ -409,7 +412,8 @@ def run_in_pty(
     both are created 0600 and written through ``scrub()`` scrubbers if given. ``stdin``
     and ``stdout`` are bar's terminal (file descriptors); if stdin is not a terminal its
     data is forwarded until EOF. A program that cannot be found or executed yields 127
-    or 126 with a one-line message in the recording, not an exception.
+    or 126 with a one-line message in the recording, not an exception. ``start``
+    starts the process (``bar.sandbox`` confines it there).
     """
     if not argv:
         raise UsageError("no command to run")
@@ -433,7 +437,7 @@ def run_in_pty(
         try:
             session.install_handlers()
             session.enter_raw_mode()
-            session.spawn(list(argv), cwd, child_env)
+            session.spawn(list(argv), cwd, child_env, start)
             if session.status is None:
                 session.pump()
         finally:

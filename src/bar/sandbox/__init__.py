@@ -1,0 +1,181 @@
+"""Confinement of a step's command (SPEC §8): what it may write, read and reach.
+
+A ``Plan`` says it in paths: the roots the command may write (and read), the paths it
+must never write even where a writable root holds them (the developer's checkout,
+``$BAR_HOME``, the repository's git directory: a worktree kept in ``/tmp`` must not make
+a checkout that is also in ``/tmp`` writable), the paths it may not read at all, and
+whether it may use the network. Everything else is read-only.
+
+``confine`` turns a plan into a ``Confinement``, which starts the command. On Linux the
+mechanism is Landlock (``bar.sandbox.landlock``), chosen over bubblewrap by measurement
+and by what it needs (docs/sandbox.md): it is in the kernel, needs no helper program and
+no user namespaces (so it also works in containers), and costs well under a millisecond
+per step. What Landlock cannot say, bar says in the plan's terms:
+
+- *read-deny*: Landlock only allows. ``/`` is readable except a hidden path by allowing,
+  one by one, every entry beside each directory on the way down to it; the directories on
+  the way may still be listed, so a hidden directory's names show but nothing in it can
+  be read;
+- *a protected path inside a writable root* is carved out the same way: each other entry
+  of the root is writable, the root itself is not (a new entry cannot be made directly in
+  it; the step's own ``TMPDIR`` is always writable);
+- the worktree's ``.git`` file sits in the writable worktree: bar checks it before every
+  git operation and puts it back (``bar.guard``); nothing a step does to it is ever used.
+
+Where the kernel cannot confine (no Landlock, or not Linux) ``confine`` says why, and the
+step runs unconfined unless ``sandbox.required`` makes that an error.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+MECHANISM = "landlock"
+# set to make bar act as if the kernel could not confine (to try the fallback)
+UNAVAILABLE_ENV = "BAR_SANDBOX_UNAVAILABLE"
+
+# devices any program may open for writing, and directories of terminals and shared memory
+DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty",
+           "/dev/ptmx", "/dev/pts", "/dev/shm")  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Plan:
+    writable: tuple[Path, ...]
+    protected: tuple[Path, ...] = ()
+    deny_read: tuple[Path, ...] = ()
+    network: bool = True
+
+
+@dataclass
+class Confinement:
+    """How a step's command is started: confined when ``mechanism`` is set, else not,
+    for ``reason``."""
+
+    plan: Plan
+    mechanism: str | None
+    reason: str | None = None
+    network_confined: bool = False
+    _ruleset: Any = None
+
+    @property
+    def enabled(self) -> bool:
+        return self.mechanism is not None
+
+    def record(self) -> dict[str, Any]:
+        """The step's ``sandbox`` field."""
+        rec: dict[str, Any] = {"enabled": self.enabled, "mechanism": self.mechanism}
+        if self.enabled:
+            rec["writable"] = [str(p) for p in self.plan.writable]
+            rec["read_denied"] = [str(p) for p in self.plan.deny_read]
+            rec["network"] = not self.network_confined
+        else:
+            rec["reason"] = self.reason
+        return rec
+
+    def start(self, launch: Callable[[], T]) -> T:
+        """Call ``launch`` (which starts the command) in a thread confined for the step,
+        so the command and all it starts are confined and bar's own threads are not."""
+        if self._ruleset is None:
+            return launch()
+        ruleset = self._ruleset
+        outcome: list[tuple[bool, Any]] = []
+
+        def confined() -> None:
+            try:
+                ruleset.restrict_this_thread()
+                outcome.append((True, launch()))
+            except BaseException as exc:  # handed to the caller's thread below
+                outcome.append((False, exc))
+
+        thread = threading.Thread(target=confined, name="bar-confined-start")
+        thread.start()
+        thread.join()
+        ok, value = outcome[0]
+        if not ok:
+            raise value
+        result: T = value
+        return result
+
+    def close(self) -> None:
+        if self._ruleset is not None:
+            self._ruleset.close()
+            self._ruleset = None
+
+
+def unconfined(plan: Plan, reason: str) -> Confinement:
+    return Confinement(plan, None, reason)
+
+
+def confine(plan: Plan) -> Confinement:
+    """A confinement for ``plan``; unconfined (with the reason) where the kernel cannot."""
+    if os.environ.get(UNAVAILABLE_ENV):
+        return unconfined(plan, f"{UNAVAILABLE_ENV} is set")
+    if not sys.platform.startswith("linux"):
+        return unconfined(plan, f"confinement needs Linux's Landlock; this is {sys.platform}")
+    from bar.sandbox import landlock
+
+    abi = landlock.abi_version()
+    if abi < 1:
+        return unconfined(plan, "this kernel offers no Landlock (Linux 5.13 or later, with "
+                                "landlock among its security modules)")  # fmt: skip
+    ruleset = landlock.Ruleset(abi, network=plan.network)
+    try:
+        everything = ruleset.handled
+        _allow_except(ruleset, Path("/"), _real(plan.deny_read), landlock.READ, landlock.READ_DIR)
+        holes = _real((*plan.protected, *plan.deny_read))
+        for root in _real(plan.writable):
+            _allow_except(ruleset, root, holes, everything, 0)
+    except BaseException:
+        ruleset.close()
+        raise
+    return Confinement(plan, MECHANISM, network_confined=ruleset.network_confined,
+                       _ruleset=ruleset)  # fmt: skip
+
+
+def _real(paths: tuple[Path, ...]) -> list[Path]:
+    """The paths as the kernel sees them (links resolved); missing ones left out."""
+    found = []
+    for p in paths:
+        real = Path(os.path.realpath(p))
+        if os.path.lexists(real):
+            found.append(real)
+    return found
+
+
+def _within(path: Path, root: Path) -> bool:
+    return path == root or root in path.parents
+
+
+def _allow_except(ruleset: Any, root: Path, holes: list[Path], rights: int, along: int) -> None:
+    """Allow ``rights`` on ``root`` and everything beneath it except ``holes``: on the way
+    down to a hole each entry beside it is allowed by itself, and the directories on the
+    way get only ``along`` (which covers everything beneath them, holes included)."""
+    inside = [h for h in holes if _within(h, root)]
+    if not inside:
+        ruleset.allow(root, rights)
+        return
+    if root in inside:
+        return
+    if along:
+        ruleset.allow(root, along)
+    try:
+        entries = list(os.scandir(root))
+    except OSError:
+        return
+    for entry in entries:
+        path = Path(entry.path)
+        if path in inside:
+            continue
+        if any(path in h.parents for h in inside) and entry.is_dir(follow_symlinks=False):
+            _allow_except(ruleset, path, inside, rights, along)
+        else:
+            ruleset.allow(path, rights, follow=False)

@@ -1,0 +1,166 @@
+"""Landlock, the Linux kernel's access control for unprivileged processes.
+
+Three system calls: create a ruleset naming the kinds of access it governs, add rules
+(this directory, and everything beneath it, allows these kinds), and restrict the calling
+thread with it. From then on that thread, and every process it starts, can do only what
+the rules allow; the restriction cannot be lifted, only narrowed further.
+
+The restriction applies to the *calling thread* (and its future children), not to the
+whole process. bar uses that: a short-lived thread restricts itself and starts the step's
+command, while ``bar run``'s other threads keep their rights and go on writing the task's
+files. No helper process is executed and no Python code runs between fork and exec.
+
+Rights this module knows depend on the kernel's Landlock ABI version: 1 (Linux 5.13) has
+the file system rights, 2 adds moving files between directories (``REFER``), 3 truncation,
+4 TCP bind and connect, 6 scoping of signals and abstract Unix sockets. A right the
+kernel does not know is neither governed nor granted.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import stat
+from pathlib import Path
+
+# system call numbers: the same on every architecture that uses the generic table
+_SYS_CREATE_RULESET = 444
+_SYS_ADD_RULE = 445
+_SYS_RESTRICT_SELF = 446
+_PR_SET_NO_NEW_PRIVS = 38
+_CREATE_RULESET_VERSION = 1
+_RULE_PATH_BENEATH = 1
+
+# file system rights
+EXECUTE = 1 << 0
+WRITE_FILE = 1 << 1
+READ_FILE = 1 << 2
+READ_DIR = 1 << 3
+REMOVE_DIR = 1 << 4
+REMOVE_FILE = 1 << 5
+MAKE_CHAR = 1 << 6
+MAKE_DIR = 1 << 7
+MAKE_REG = 1 << 8
+MAKE_SOCK = 1 << 9
+MAKE_FIFO = 1 << 10
+MAKE_BLOCK = 1 << 11
+MAKE_SYM = 1 << 12
+REFER = 1 << 13  # ABI 2
+TRUNCATE = 1 << 14  # ABI 3
+
+READ = EXECUTE | READ_FILE | READ_DIR
+_ABI1 = (1 << 13) - 1
+_BY_ABI = {1: _ABI1, 2: _ABI1 | REFER}
+_FILE_ONLY = EXECUTE | WRITE_FILE | READ_FILE | TRUNCATE  # what a rule on a file may grant
+
+# network rights (ABI 4) and scopes (ABI 6)
+_NET_BIND_TCP = 1 << 0
+_NET_CONNECT_TCP = 1 << 1
+_SCOPE_ABSTRACT_UNIX_SOCKET = 1 << 0
+_SCOPE_SIGNAL = 1 << 1
+
+
+class _RulesetAttr(ctypes.Structure):
+    _fields_ = [
+        ("handled_access_fs", ctypes.c_uint64),
+        ("handled_access_net", ctypes.c_uint64),
+        ("scoped", ctypes.c_uint64),
+    ]
+
+
+class _PathBeneathAttr(ctypes.Structure):
+    _pack_ = 1
+    _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
+
+
+_libc: list[ctypes.CDLL] = []
+
+
+def _c() -> ctypes.CDLL:
+    if not _libc:
+        _libc.append(ctypes.CDLL(None, use_errno=True))
+    return _libc[0]
+
+
+def _check(result: int) -> int:
+    if result < 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err))
+    return result
+
+
+def _syscall(*args: object) -> int:
+    return _check(_c().syscall(*args))
+
+
+def abi_version() -> int:
+    """The kernel's Landlock ABI version; 0 where Landlock is missing or switched off."""
+    try:
+        return _syscall(ctypes.c_long(_SYS_CREATE_RULESET), None, ctypes.c_size_t(0),
+                        ctypes.c_uint32(_CREATE_RULESET_VERSION))  # fmt: skip
+    except (OSError, AttributeError):
+        return 0
+
+
+def fs_rights(abi: int) -> int:
+    """Every file system right the kernel of this ABI governs."""
+    return _BY_ABI.get(abi, _ABI1 | REFER | TRUNCATE)
+
+
+class Ruleset:
+    """A ruleset being built: everything governed, nothing allowed until a rule says so."""
+
+    def __init__(self, abi: int, *, network: bool) -> None:
+        self.abi = abi
+        self.handled = fs_rights(abi)
+        attr = _RulesetAttr(self.handled, 0, 0)
+        size = 8  # ABI 1-3 know only the file system field
+        if abi >= 4:
+            size = 16
+            if not network:
+                attr.handled_access_net = _NET_BIND_TCP | _NET_CONNECT_TCP  # no rule: none
+        if abi >= 6:
+            size = 24
+            # a confined process cannot signal bar or anything else outside, and without
+            # network it cannot reach abstract Unix sockets outside either
+            attr.scoped = _SCOPE_SIGNAL | (0 if network else _SCOPE_ABSTRACT_UNIX_SOCKET)
+        self.network_confined = not network and abi >= 4
+        self._fd: int | None = _syscall(ctypes.c_long(_SYS_CREATE_RULESET), ctypes.byref(attr),
+                                        ctypes.c_size_t(size), ctypes.c_uint32(0))  # fmt: skip
+
+    def allow(self, path: Path | str, rights: int, *, follow: bool = True) -> bool:
+        """Allow ``rights`` on ``path`` and everything beneath it. False when the path
+        does not exist (or, with ``follow`` false, is a symbolic link); a file gets only
+        the rights a file can have."""
+        assert self._fd is not None
+        flags = os.O_PATH | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW)
+        try:
+            fd = os.open(path, flags)
+        except OSError:
+            return False
+        try:
+            st = os.fstat(fd)
+            if not follow and stat.S_ISLNK(st.st_mode):
+                return False
+            allowed = rights & self.handled
+            if not stat.S_ISDIR(st.st_mode):
+                allowed &= _FILE_ONLY
+            if not allowed:
+                return False
+            attr = _PathBeneathAttr(allowed, fd)
+            _syscall(ctypes.c_long(_SYS_ADD_RULE), ctypes.c_int(self._fd),
+                     ctypes.c_int(_RULE_PATH_BENEATH), ctypes.byref(attr), ctypes.c_uint32(0))  # fmt: skip
+            return True
+        finally:
+            os.close(fd)
+
+    def restrict_this_thread(self) -> None:
+        """Confine the calling thread and its future children (irreversibly)."""
+        assert self._fd is not None
+        _check(_c().prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))
+        _syscall(ctypes.c_long(_SYS_RESTRICT_SELF), ctypes.c_int(self._fd), ctypes.c_uint32(0))
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None

@@ -1,0 +1,68 @@
+"""What a task's step may write, read and reach (SPEC §8), as a ``bar.sandbox.Plan``.
+
+Writable: the worktree; what git needs to commit on the task branch (the object store,
+the worktree's own admin directory, the directory of the task branch's ref and of its
+reflog); the task's own temporary directory (the step's ``TMPDIR``), ``/tmp`` and
+``/var/tmp``; config ``sandbox.allow_write``; with an agent, its own state in ``~``; the
+devices every program writes (``/dev/null``, terminals). Never writable, whatever holds
+them: the developer's checkout, the repository's git directory (so its config, hooks,
+``info/`` and ``refs/bar/``), ``$BAR_HOME``, the policy file and ``$HOME`` (but for what
+is named above).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bar.agents.protocol import PROTOCOLS
+from bar.guard import admin_dir, common_dir
+from bar.sandbox import DEVICES, Plan
+from bar.store.layout import bar_home
+from bar.tasks import Task
+
+TEMPORARY = ("/tmp", "/var/tmp")
+
+
+def temp_dir(task: Task) -> Path:
+    """The task's own temporary directory (made if missing)."""
+    path = task.dir / "tmp"
+    path.mkdir(mode=0o700, exist_ok=True)
+    return path
+
+
+def for_step(task: Task, agent: str | None) -> Plan:
+    settings = task.project.config.sandbox
+    common = common_dir(task)
+    admin = admin_dir(task, common)
+    ref = Path("refs/heads", task.branch).parent
+    git_dirs = [common / "objects", common / ref, common / "logs" / ref]
+    for folder in git_dirs[1:]:
+        folder.mkdir(parents=True, exist_ok=True)  # git makes them; in a step it cannot
+    agent_state: list[Path] = []
+    if agent is not None:
+        for name in PROTOCOLS[agent].state:
+            path = _home_path(name)
+            if not path.suffix:
+                path.mkdir(mode=0o700, exist_ok=True)  # the agent makes it on first use
+            agent_state.append(path)
+    writable = [
+        task.worktree,
+        *git_dirs,
+        *([admin] if admin is not None else []),
+        temp_dir(task),
+        *(Path(t) for t in TEMPORARY),
+        *(_home_path(p) for p in settings.allow_write),
+        *agent_state,
+        *(Path(d) for d in DEVICES),
+    ]
+    protected = [task.project.root, common, bar_home(), task.project.policy_path(), Path.home()]
+    return Plan(
+        writable=tuple(writable),
+        protected=tuple(protected),
+        deny_read=tuple(_home_path(p) for p in settings.deny_read),
+        network=settings.network,
+    )
+
+
+def _home_path(value: str) -> Path:
+    return Path(value).expanduser()

@@ -1,0 +1,327 @@
+"""Confinement (SPEC §8) with the real kernel: what a step may and may not touch.
+
+Every step here runs under Landlock, as ``bar run`` does by default. The tests that need
+the kernel's confinement are skipped where it cannot confine (they also run with
+``BAR_SANDBOX_UNAVAILABLE`` set, where the fallback tests run instead).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bar.sandbox import UNAVAILABLE_ENV, landlock
+from helpers import bar, bar_exe, ledger, new_task, project_dir, set_config, task_dir, worktree
+
+CONFINES = landlock.abi_version() >= 1 and not os.environ.get(UNAVAILABLE_ENV)
+confined = pytest.mark.skipif(not CONFINES, reason="the kernel cannot confine here")
+
+
+@pytest.fixture
+def inited(repo: Path, capfd: pytest.CaptureFixture[str]) -> Path:
+    assert bar(capfd, "init").code == 0
+    set_config(policy={"enabled": False})  # the kernel, not the policy, is under test
+    return repo
+
+
+def _run(
+    capfd: pytest.CaptureFixture[str], script: str, *opts: str
+) -> tuple[int, str, dict[str, Any]]:
+    res = bar(capfd, "run", "--no-pty", *opts, "--", "sh", "-c", script)
+    steps = ledger(_task_id())
+    return res.code, res.out + res.err, steps[-1]
+
+
+def _task_id() -> str:
+    (tid,) = [p.name for p in (project_dir() / "tasks").iterdir()]
+    return tid
+
+
+# --- what a step cannot touch --------------------------------------------------------
+
+
+@confined
+@pytest.mark.parametrize(
+    "target",
+    ["checkout", "config.yaml", "git config", "git hook", "bar ref", "home", "policy"],
+)
+def test_a_step_cannot_write_outside_what_its_task_owns(
+    target: str, inited: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    t = new_task(capfd)
+    git_dir = inited / ".git"
+    (git_dir / "hooks" / "pre-commit").write_text("#!/bin/sh\nexit 0\n")
+    home = Path(os.environ["HOME"])
+    (home / "important.txt").write_text("keep\n")
+    path = {
+        "checkout": inited / "README.md",
+        "config.yaml": project_dir() / "config.yaml",
+        "git config": git_dir / "config",
+        "git hook": git_dir / "hooks" / "pre-commit",
+        "bar ref": git_dir / "refs" / "bar" / "tasks" / t["id"],
+        "home": home / "important.txt",
+        "policy": inited / ".bar" / "policy.yaml",
+    }[target]
+    before = path.read_bytes()
+    code, said, step = _run(capfd, f"echo planted >> '{path}'")
+    assert code != 0
+    assert "Permission denied" in said or "Read-only" in said
+    assert path.read_bytes() == before
+    assert step["sandbox"]["enabled"] is True and step["sandbox"]["mechanism"] == "landlock"
+    assert not any(e["rule"] == "bar:guard" for e in step["policy_events"])
+
+
+@confined
+def test_the_tamper_moves_of_an_agent_fail(inited: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    t = new_task(capfd)
+    snap_ref = f"refs/bar/tasks/{t['id']}"
+    ref_before = _git(inited, "rev-parse", snap_ref)
+    config_before = (inited / ".git" / "config").read_bytes()
+    attrs = inited / ".git" / "info" / "attributes"
+    script = (
+        f"git update-ref {snap_ref} HEAD~0 2>&1; echo ref=$?;"
+        " git config filter.evil.clean 'touch /tmp/pwned' 2>&1; echo filter=$?;"
+        f" echo '* filter=evil' >> '{attrs}' 2>&1; echo attrs=$?;"
+        " git config core.hooksPath /tmp 2>&1; echo hooks=$?"
+    )
+    _code, said, step = _run(capfd, script)
+    for what in ("ref", "filter", "attrs", "hooks"):
+        assert f"{what}=0" not in said, said
+    assert _git(inited, "rev-parse", snap_ref) == ref_before
+    assert (inited / ".git" / "config").read_bytes() == config_before
+    assert not attrs.exists() or b"evil" not in attrs.read_bytes()
+    assert not any(e["rule"] == "bar:guard" for e in step["policy_events"])
+
+
+@confined
+def test_a_rewritten_git_link_is_put_back_before_git_runs(
+    inited: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """The worktree's ``.git`` file lies in the writable worktree: the kernel lets a step
+    rewrite it; bar puts it back before any git operation and records the attempt."""
+    t = new_task(capfd)
+    link = worktree(t) / ".git"
+    before = link.read_bytes()
+    _code, _said, step = _run(capfd, f"echo 'gitdir: {inited / '.git'}' > .git")
+    assert link.read_bytes() == before
+    assert any(e["rule"] == "bar:guard" for e in step["policy_events"])
+    assert _git(inited, "status", "--porcelain", "--untracked-files=no") == ""
+
+
+@confined
+def test_signals_cannot_reach_bar(inited: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    if landlock.abi_version() < 6:
+        pytest.skip("signal scoping needs Landlock ABI 6")
+    new_task(capfd)
+    _code, said, step = _run(capfd, "kill -TERM $PPID; echo sent=$?")
+    assert "sent=0" not in said
+    assert step["exit_code"] == 0
+
+
+# --- what a step can do --------------------------------------------------------------
+
+
+@confined
+def test_ordinary_work_succeeds_under_confinement(
+    inited: Path, capfd: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    t = new_task(capfd)
+    wheel = _tiny_wheel(tmp_path / "wheels")
+    script = (
+        "mkdir -p src && echo 'print(1)' > src/app.py && "
+        "git add -A && git commit -qm 'work on the task branch' && "
+        'echo scratch > "$TMPDIR/scratch" && cat "$TMPDIR/scratch" && '
+        f"{sys.executable} -m pip install -q --no-index --no-deps --disable-pip-version-check"
+        f" --target vendor '{wheel}' && ls vendor/tinypkg"
+    )
+    code, said, step = _run(capfd, script)
+    assert code == 0, said
+    wt = worktree(t)
+    assert (wt / "vendor" / "tinypkg" / "__init__.py").exists()
+    assert _git(wt, "log", "-1", "--format=%s") == "work on the task branch"
+    assert _git(inited, "rev-parse", t["branch"]) == _git(wt, "rev-parse", "HEAD")
+    tmpdir = task_dir(t["id"]) / "tmp"
+    assert (tmpdir / "scratch").read_text() == "scratch\n"
+    assert str(tmpdir) in step["sandbox"]["writable"]
+    assert "src/app.py" in step["diff_stat"]["file_list"]
+
+
+@confined
+def test_a_hook_decision_from_inside_lands_in_the_step(
+    inited: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    set_config(policy={"enabled": True})
+    t = new_task(capfd)
+    fake_agent = Path(__file__).parent / "fake_agent.py"
+    res = subprocess.run(
+        [str(Path(sys.executable).parent / "bar"), "run", "--no-pty", "--agent", "claude",
+         "--", sys.executable, str(fake_agent), "--agent", "claude", "echo fine > ok.txt",
+         "git push --force origin main"],
+        cwd=inited, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    (step,) = ledger(t["id"])
+    assert step["sandbox"]["enabled"] is True
+    decisions = {e["command"]: e["decision"] for e in step["policy_events"]}
+    assert decisions == {"echo fine > ok.txt": "allow", "git push --force origin main": "block"}
+
+
+@confined
+def test_secrets_in_home_cannot_be_read(inited: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    home = Path(os.environ["HOME"])
+    (home / ".ssh").mkdir()
+    (home / ".ssh" / "id_ed25519").write_text("PRIVATE KEY\n")
+    (home / "notes.txt").write_text("readable\n")
+    new_task(capfd)
+    _code, said, step = _run(capfd, f"cat '{home}/.ssh/id_ed25519'; cat '{home}/notes.txt'")
+    assert "PRIVATE KEY" not in said and "readable" in said
+    assert "Permission denied" in said
+    assert str(home / ".ssh") in step["sandbox"]["read_denied"]
+
+
+@confined
+def test_allow_write_and_agent_state_are_writable(
+    inited: Path, capfd: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    home = Path(os.environ["HOME"])
+    extra = tmp_path / "shared-cache"
+    extra.mkdir()
+    set_config(sandbox={"allow_write": [str(extra), "~/.npm"]})
+    (home / ".npm").mkdir()
+    new_task(capfd)
+    code, said, _ = _run(capfd, f"touch '{extra}/a' '{home}/.npm/b' && echo ok")
+    assert code == 0, said
+    assert (extra / "a").exists() and (home / ".npm" / "b").exists()
+    code, said, _step = _run(capfd, f"touch '{home}/.cache-not-listed' && echo ok")
+    assert code != 0
+
+
+@confined
+def test_without_network_tcp_fails(inited: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    if landlock.abi_version() < 4:
+        pytest.skip("network rules need Landlock ABI 4")
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        port = server.getsockname()[1]
+        accepted = threading.Thread(target=lambda: _accept_all(server), daemon=True)
+        accepted.start()
+        connect = (f"{sys.executable} -c \"import socket; socket.create_connection(("
+                   f"'127.0.0.1', {port}), timeout=5); print('connected')\"")  # fmt: skip
+        new_task(capfd)
+        _, said, step = _run(capfd, connect)
+        assert "connected" in said and step["sandbox"]["network"] is True
+        set_config(sandbox={"network": False})
+        _code, said, step = _run(capfd, connect)
+        assert "connected" not in said and "PermissionError" in said
+        assert step["sandbox"]["network"] is False
+
+
+def _accept_all(server: socket.socket) -> None:
+    server.settimeout(60)
+    try:
+        while True:
+            conn, _ = server.accept()
+            conn.close()
+    except OSError:
+        pass
+
+
+@confined
+def test_a_pty_step_is_confined_too(inited: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    t = new_task(capfd)
+    readme = inited / "README.md"
+    res = bar_exe("run", "--pty", "--", "sh", "-c", f"echo planted >> '{readme}'", cwd=inited)
+    assert res.code != 0
+    assert readme.read_text() == "hello\n"
+    assert ledger(t["id"])[-1]["sandbox"]["enabled"] is True
+
+
+# --- turning it off, and kernels that cannot -----------------------------------------
+
+
+def test_no_sandbox_runs_with_full_rights_and_says_so_in_the_step(
+    inited: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    new_task(capfd)
+    outside = inited.parent / "outside.txt"
+    outside.write_text("")
+    code, said, step = _run(capfd, f"echo written >> '{outside}'", "--no-sandbox")
+    assert code == 0 and outside.read_text() == "written\n"
+    assert step["sandbox"] == {"enabled": False, "mechanism": None, "reason": "--no-sandbox"}
+    set_config(sandbox={"enabled": False})
+    code, said, step = _run(capfd, "true")
+    assert step["sandbox"]["reason"] == "sandbox.enabled is false"
+    assert "not confined" not in said
+
+
+def test_where_the_kernel_cannot_confine_bar_says_so_once_and_records_it(
+    inited: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(UNAVAILABLE_ENV, "1")
+    t = new_task(capfd)
+    code, said, step = _run(capfd, "echo hi")
+    assert code == 0
+    assert said.count("not confined") == 1
+    assert step["sandbox"]["enabled"] is False and UNAVAILABLE_ENV in step["sandbox"]["reason"]
+    set_config(sandbox={"required": True})
+    res = bar(capfd, "run", "--no-pty", "--", "sh", "-c", "touch ran.txt")
+    assert res.code == 11
+    assert "cannot be confined" in res.err and "sandbox.required" in res.err
+    assert not (worktree(t) / "ran.txt").exists()
+    assert len(ledger(t["id"])) == 1
+
+
+def test_sandbox_settings_are_checked(inited: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    new_task(capfd)
+    set_config(sandbox={"allow_write": ["relative/dir"]})
+    res = bar(capfd, "run", "--no-pty", "--", "true")
+    assert res.code == 8 and "sandbox.allow_write" in res.err and "relative/dir" in res.err
+
+
+# --- helpers -------------------------------------------------------------------------
+
+
+def _git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True,
+                          check=True).stdout.strip()  # fmt: skip
+
+
+def _tiny_wheel(folder: Path) -> Path:
+    """A minimal wheel pip installs offline: a package with one module."""
+    folder.mkdir()
+    path = folder / "tinypkg-1.0-py3-none-any.whl"
+    files = {
+        "tinypkg/__init__.py": b"VALUE = 1\n",
+        "tinypkg-1.0.dist-info/METADATA": b"Metadata-Version: 2.1\nName: tinypkg\nVersion: 1.0\n",
+        "tinypkg-1.0.dist-info/WHEEL": b"Wheel-Version: 1.0\nGenerator: test\n"
+        b"Root-Is-Purelib: true\nTag: py3-none-any\n",
+    }
+    record = []
+    for name, data in files.items():
+        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        record.append(f"{name},sha256={digest},{len(data)}")
+    record.append("tinypkg-1.0.dist-info/RECORD,,")
+    with zipfile.ZipFile(path, "w") as zf:
+        for name, data in files.items():
+            zf.writestr(name, data)
+        zf.writestr("tinypkg-1.0.dist-info/RECORD", "\n".join(record) + "\n")
+    return path
+
+
+def test_the_step_record_is_json_all_the_way(
+    inited: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    new_task(capfd)
+    res = bar(capfd, "run", "--no-pty", "--json", "--", "true")
+    assert res.code == 0
+    assert json.loads(res.out)["sandbox"]["enabled"] is CONFINES
