@@ -155,6 +155,17 @@ def test_ordinary_work_succeeds_under_confinement(
     assert (tmpdir / "scratch").read_text() == "scratch\n"
     assert str(tmpdir) in step["sandbox"]["writable"]
     assert "src/app.py" in step["diff_stat"]["file_list"]
+    assert bar(capfd, "task", "close", "--force").code == 0
+    assert not tmpdir.exists()  # a closed task keeps no temporary files
+
+
+@confined
+def test_a_refused_write_gets_a_hint(inited: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    new_task(capfd)
+    code, said, _ = _run(capfd, f"echo x > '{inited}/README.md'")
+    assert code != 0 and "sandbox.allow_write" in said and "--no-sandbox" in said
+    code, said, _ = _run(capfd, "exit 3")
+    assert code == 3 and "sandbox.allow_write" not in said
 
 
 @confined

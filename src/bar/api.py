@@ -212,6 +212,7 @@ def close_task(task: Task, *, keep_worktree: bool = False, force: bool = False) 
     Refuses while the worktree holds changes no step recorded, unless ``force``, which
     records them as a manual step first."""
     from bar import recovery, worktree
+    from bar.sandbox import plan as sandbox_plan
 
     project = task.project
     recorded: list[Step] = []
@@ -245,6 +246,7 @@ def close_task(task: Task, *, keep_worktree: bool = False, force: bool = False) 
         task.closed_at = now_iso()
         task.save()
         project.log_event("task.closed", task_id=task.id, name=task.name)
+        sandbox_plan.remove_temp_dir(task)
     if project.active_task_id() == task.id:
         project.set_active_task(None)
     return Closed(task, removed, recorded)

@@ -169,6 +169,10 @@ def run_step(task: Task, req: RunRequest) -> RunStep:
         supervisor.close()
     guarded = [PolicyEventRecord(rule="bar:guard", action="warn", matched=what)
                for what in watch.check()]  # fmt: skip
+    if confinement.enabled and executed.exit_code != 0 and _refused(task, executed.artifacts):
+        warn("the command ran confined and was refused access (docs/sandbox.md): allow a "
+             f"path in sandbox.allow_write in {task.project.paths.config}, or run once "
+             "with --no-sandbox")  # fmt: skip
 
     # 4. post_run hooks
     if config.hooks.post_run:
@@ -303,6 +307,23 @@ def _execute(
         code, sig, printed = outcome.exit_code, outcome.signal, outcome.printed
     artifacts.output = out_rel if printed else None
     return Executed(code, sig, artifacts)
+
+
+_REFUSED = (b"Permission denied", b"Read-only file system", b"Operation not permitted",
+            b"EACCES", b"EPERM", b"EROFS")  # fmt: skip
+
+
+def _refused(task: Task, artifacts: Artifacts) -> bool:
+    """Whether the end of a failed step's output shows a refused access."""
+    if artifacts.output is None:
+        return False
+    try:
+        with open(task.dir / artifacts.output, "rb") as f:
+            f.seek(max(0, os.fstat(f.fileno()).st_size - 65536))
+            tail = f.read()
+    except OSError:
+        return False
+    return any(word in tail for word in _REFUSED)
 
 
 def _say_nested(task: Task, step: RunStep) -> None:

@@ -43,6 +43,9 @@ def show(*, task: str | None, step: str, as_json: bool) -> int:
             rows.append(("env", " ".join(f"{k}={v}" for k, v in record.env.items())))
         if record.pty:
             rows.append(("terminal", "interactive (pty)"))
+        sandbox = record.extra.get("sandbox")
+        if isinstance(sandbox, dict):
+            rows.append(("sandbox", _sandbox_text(sandbox)))
     if isinstance(record, ApplyStep):
         rows += [("mode", record.mode), ("target", record.target_branch),
                  ("commit", record.commit_sha)]  # fmt: skip
@@ -69,6 +72,13 @@ def show(*, task: str | None, step: str, as_json: bool) -> int:
     if record.artifacts.cast:
         print(paint(f"\n(replay the session with: bar replay {record.step_id})", "dim"))
     return 0
+
+
+def _sandbox_text(rec: dict[str, object]) -> str:
+    if not rec.get("enabled"):
+        return f"off ({rec.get('reason') or 'not confined'})"
+    network = "" if rec.get("network", True) else ", no network"
+    return f"confined ({rec.get('mechanism')}{network})"
 
 
 def _print(task: Task, rel: str) -> None:

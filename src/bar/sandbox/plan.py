@@ -12,6 +12,7 @@ is named above).
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 from bar.agents.protocol import PROTOCOLS
@@ -28,6 +29,11 @@ def temp_dir(task: Task) -> Path:
     path = task.dir / "tmp"
     path.mkdir(mode=0o700, exist_ok=True)
     return path
+
+
+def remove_temp_dir(task: Task) -> None:
+    """A closed task runs no more steps: its temporary files go (links are not followed)."""
+    shutil.rmtree(task.dir / "tmp", ignore_errors=True)
 
 
 def for_step(task: Task, agent: str | None) -> Plan:
