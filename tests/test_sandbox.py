@@ -120,6 +120,31 @@ def test_a_rewritten_git_link_is_put_back_before_git_runs(
 
 
 @confined
+def test_a_repointed_commondir_is_put_back_before_bar_runs_git(
+    inited: Path, capfd: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """The worktree's admin directory is writable (git keeps its index and HEAD there);
+    a ``commondir`` pointed at a repository the step made, with a filter in its config,
+    would make bar's own snapshot run that filter outside the sandbox."""
+    t = new_task(capfd)
+    admin = Path(_git(worktree(t), "rev-parse", "--absolute-git-dir"))
+    marker = tmp_path / "filter-ran"
+    script = (
+        'git init -q --bare "$TMPDIR/fake" && '
+        f"git -C \"$TMPDIR/fake\" config filter.evil.clean 'touch {marker}; cat' && "
+        "echo '* filter=evil' > .gitattributes && echo x > x.txt && "
+        f"printf '%s\\n' \"$TMPDIR/fake\" > '{admin}/commondir'"
+    )
+    code, said, step = _run(capfd, script)
+    assert code == 0, said
+    assert (admin / "commondir").read_text() == "../..\n"
+    assert any("commondir" in e["matched"] for e in step["policy_events"]
+               if e["rule"] == "bar:guard")  # fmt: skip
+    assert not marker.exists()
+    assert "x.txt" in step["diff_stat"]["file_list"]
+
+
+@confined
 def test_signals_cannot_reach_bar(inited: Path, capfd: pytest.CaptureFixture[str]) -> None:
     if landlock.abi_version() < 6:
         pytest.skip("signal scoping needs Landlock ABI 6")

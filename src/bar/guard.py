@@ -21,6 +21,7 @@ a shell command...): an agent setting ``user.name`` or adding a remote is ordina
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import time
@@ -72,12 +73,37 @@ def admin_dir(task: Task, common: Path) -> Path | None:
 
 
 def check_link(task: Task, common: Path | None = None) -> str | None:
-    """Make sure the worktree's ``.git`` file names the task's own admin directory; put
-    it right if not. Returns what was wrong (None: all was well)."""
-    link = task.worktree / ".git"
-    admin = admin_dir(task, common or common_dir(task))
+    """Make sure the worktree's ``.git`` file names the task's own admin directory, and
+    that directory's ``commondir`` the repository; put them right if not. Returns what
+    was wrong (None: all was well)."""
+    common = common or common_dir(task)
+    admin = admin_dir(task, common)
     if admin is None:
         return None  # git itself lost the worktree: doctor's business, not a tamper
+    found = [w for w in (_check_git_file(task, admin), _check_common(task, admin, common)) if w]
+    return "; ".join(found) or None
+
+
+def _check_common(task: Task, admin: Path, common: Path) -> str | None:
+    """The admin directory is writable in a confined step; a ``commondir`` pointed at
+    another repository would make bar's own git commands read *its* config (filters)."""
+    path = admin / "commondir"
+    have = _read(path)
+    said = (have or b"").decode("utf-8", "surrogateescape").strip()
+    if have is not None and not os.path.islink(path) and said:
+        with contextlib.suppress(OSError):
+            if (admin / said).resolve() == common.resolve():
+                return None
+    what = f"the worktree's commondir was changed to {(have or b'')[:200]!r}"
+    if have is not None or os.path.lexists(path):
+        os.replace(path, _aside(task, "commondir"))
+    write_bytes_atomic(path, b"../..\n")
+    warn(f"{what}; bar put it back; the old one is in {task.dir / 'tampered'}")
+    return what
+
+
+def _check_git_file(task: Task, admin: Path) -> str | None:
+    link = task.worktree / ".git"
     want = f"gitdir: {admin}\n".encode()
     try:
         st = os.lstat(link)
