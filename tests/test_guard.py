@@ -134,6 +134,22 @@ def test_planted_filters_and_hooks_are_removed_but_ordinary_config_is_kept(
     assert not hook.exists() and not (repo / ".git" / "info" / "attributes").exists()
 
 
+def test_a_worktree_config_filter_and_an_object_alternate_are_taken_out(
+    repo: Path, task: dict, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """The worktree's admin directory and the object store are writable even in a
+    confined step; bar's own git commands read both."""
+    git(repo, "config", "extensions.worktreeConfig", "true")  # the developer's choice
+    common = repo / ".git"
+    sh(capfd, "git config --worktree filter.y.clean 'touch /tmp/planted; cat' && "
+              f"echo /nonexistent/objects > {common}/objects/info/alternates")  # fmt: skip
+    events = guard_events(task)
+    assert len(events) == 2, events
+    admin = Path(git(worktree(task), "rev-parse", "--absolute-git-dir").strip())
+    assert not (admin / "config.worktree").exists()
+    assert not (common / "objects" / "info" / "alternates").exists()
+
+
 def test_steps_that_touch_nothing_guarded_record_no_guard_event(
     repo: Path, task: dict, capfd: pytest.CaptureFixture[str]
 ) -> None:

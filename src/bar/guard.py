@@ -140,18 +140,23 @@ def _aside(task: Task, name: str) -> Path:
 class Guard:
     """The guarded files as they were before a step; ``check`` after it."""
 
-    __slots__ = ("_common", "_files", "_hooks", "_hooks_dir", "_modes", "_task")
+    __slots__ = ("_common", "_configs", "_files", "_hooks", "_hooks_dir", "_modes", "_task")
 
     def __init__(self, task: Task) -> None:
         self._task = task
         self._common = common = common_dir(task)
+        admin = admin_dir(task, common)
+        # git configs bar's own git commands in the worktree read: the shared one, and
+        # the worktree's own (read when extensions.worktreeConfig is on)
+        self._configs = {common / "config"} | ({admin / "config.worktree"} if admin else set())
         self._files: dict[Path, bytes | None] = {
             p: _read(p)
             for p in (
                 task.project.paths.config,
                 task.project.policy_path(),
-                common / "config",
+                *sorted(self._configs),
                 common / "info" / "attributes",
+                common / "objects" / "info" / "alternates",  # the object store is writable
             )
         }
         self._hooks_dir = hooks = common / "hooks"
@@ -168,10 +173,12 @@ class Guard:
             now = _read(path)
             if now == before:
                 continue
-            if path == self._common / "config" and before is not None and now is not None:
-                planted = _program_entries(now) - _program_entries(before)
-                if planted:
+            if path in self._configs and now is not None:
+                planted = _program_entries(now) - _program_entries(before or b"")
+                if planted and before is not None:
                     found.append(self._unplant(path, before, now, {k for k, _ in planted}))
+                elif planted:
+                    found.append(self._put_back(path, before, now))
                 continue
             found.append(self._put_back(path, before, now))
         for name in sorted(set(self._hooks) | set(_names(self._hooks_dir))):
