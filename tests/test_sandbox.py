@@ -361,3 +361,14 @@ def test_the_step_record_is_json_all_the_way(
     res = bar(capfd, "run", "--no-pty", "--json", "--", "true")
     assert res.code == 0
     assert json.loads(res.out)["sandbox"]["enabled"] is CONFINES
+
+
+def test_status_says_whether_steps_run_confined(
+    inited: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    new_task(capfd)
+    res = bar(capfd, "status", "--json")
+    assert res.json()["sandbox"]["enabled"] is CONFINES
+    set_config(sandbox={"enabled": False})
+    res = bar(capfd, "status")
+    assert "steps run unconfined: sandbox.enabled is false" in res.out

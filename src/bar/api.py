@@ -403,6 +403,7 @@ class Status:
     interrupted: RunIntent | None = None  # a step whose bar died; recorded by the next command
     unrecorded_changes: bool | None = None  # None: not known (busy, closed, no worktree)
     nested_repos: list[str] = field(default_factory=list)  # their files are not recorded
+    sandbox: dict[str, Any] = field(default_factory=dict)  # how steps here are confined
 
     def to_json(self) -> dict[str, Any]:
         info: dict[str, Any] = {
@@ -424,6 +425,7 @@ class Status:
         )  # fmt: skip
         info["interrupted_step"] = self.interrupted.step_id if self.interrupted else None
         info["unrecorded_changes"] = self.unrecorded_changes
+        info["sandbox"] = self.sandbox
         info["nested_repos"] = self.nested_repos
         return info
 
@@ -451,7 +453,20 @@ def status(loc: Location, ref: str | None = None) -> Status:
         interrupted=marker if marker and not busy else None,
         unrecorded_changes=unrecorded,
         nested_repos=snapshot.nested_repositories(task.index),
+        sandbox=_sandbox_status(loc.project),
     )  # fmt: skip
+
+
+def _sandbox_status(project: Project) -> dict[str, Any]:
+    """Whether steps of this project run confined, and how (``bar status``)."""
+    from bar import sandbox
+
+    settings = project.config.sandbox
+    mechanism, detail = sandbox.support()
+    if not settings.enabled:
+        mechanism, detail = None, "sandbox.enabled is false"
+    return {"enabled": mechanism is not None, "mechanism": mechanism, "detail": detail,
+            "required": settings.required, "network": settings.network}  # fmt: skip
 
 
 def doctor(project: Project, *, repair: bool = False) -> Doctor:

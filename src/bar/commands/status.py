@@ -35,6 +35,11 @@ def status(*, task: str | None, as_json: bool) -> int:
               + " (recorded before the next step)")  # fmt: skip
     elif info.unrecorded_changes is not None:
         print("changes   none unrecorded")
+    box = info.sandbox
+    if box.get("enabled"):
+        print(f"sandbox   steps run confined ({box['detail']})")
+    elif box:
+        print(paint(f"sandbox   steps run unconfined: {box['detail']}", "yellow"))
     for path in info.nested_repos:
         print(paint(f"nested    {path} is a git repository of its own: bar records only the "
                     "commit it is at, not its files (edits inside are not recorded or "

@@ -111,22 +111,37 @@ class Confinement:
             self._ruleset = None
 
 
+def support() -> tuple[str | None, str]:
+    """(mechanism, what it offers) where steps can be confined here; (None, why not)."""
+    if os.environ.get(UNAVAILABLE_ENV):
+        return None, f"{UNAVAILABLE_ENV} is set"
+    if not sys.platform.startswith("linux"):
+        return None, f"confinement needs Linux's Landlock; this is {sys.platform}"
+    from bar.sandbox import landlock
+
+    abi = landlock.abi_version()
+    if abi < 1:
+        return None, _NO_LANDLOCK
+    network = "TCP can be switched off" if abi >= 4 else "the network cannot be switched off"
+    return MECHANISM, f"Landlock ABI {abi}: {network}"
+
+
+_NO_LANDLOCK = ("this kernel offers no Landlock (Linux 5.13 or later, with landlock among "
+                "its security modules)")  # fmt: skip
+
+
 def unconfined(plan: Plan, reason: str) -> Confinement:
     return Confinement(plan, None, reason)
 
 
 def confine(plan: Plan) -> Confinement:
     """A confinement for ``plan``; unconfined (with the reason) where the kernel cannot."""
-    if os.environ.get(UNAVAILABLE_ENV):
-        return unconfined(plan, f"{UNAVAILABLE_ENV} is set")
-    if not sys.platform.startswith("linux"):
-        return unconfined(plan, f"confinement needs Linux's Landlock; this is {sys.platform}")
+    mechanism, detail = support()
+    if mechanism is None:
+        return unconfined(plan, detail)
     from bar.sandbox import landlock
 
     abi = landlock.abi_version()
-    if abi < 1:
-        return unconfined(plan, "this kernel offers no Landlock (Linux 5.13 or later, with "
-                                "landlock among its security modules)")  # fmt: skip
     ruleset = landlock.Ruleset(abi, network=plan.network)
     try:
         everything = ruleset.handled
