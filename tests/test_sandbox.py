@@ -372,3 +372,15 @@ def test_status_says_whether_steps_run_confined(
     set_config(sandbox={"enabled": False})
     res = bar(capfd, "status")
     assert "steps run unconfined: sandbox.enabled is false" in res.out
+
+
+@confined
+def test_bar_inside_a_step_reads_but_says_why_it_cannot_write(
+    inited: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    new_task(capfd)
+    res = bar_exe("run", "--no-pty", "--", "sh", "-c",
+                  "bar log -n 1 && bar run --no-wait -- true", cwd=inited,
+                  env={"PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"})  # fmt: skip
+    assert res.code == 1
+    assert "inside step 0001" in res.err and "read-only here" in res.err

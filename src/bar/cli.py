@@ -22,6 +22,15 @@ _INTERNAL = {"_target", "_help", "command", "task_command", "agent_command", "po
              "debug"}  # fmt: skip
 
 
+def _inside_a_step() -> str | None:
+    """Why bar cannot write, when it runs inside a (confined) step of ``bar run``."""
+    step = os.environ.get("BAR_STEP_ID")
+    if not step:
+        return None
+    return (f"this runs inside step {step} of task {os.environ.get('BAR_TASK_NAME')}, which "
+            "is confined: bar's own files are read-only here; run it outside the step")  # fmt: skip
+
+
 def _log_traceback() -> str | None:
     import traceback
 
@@ -76,8 +85,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             traceback.print_exc()
         print(f"bar: {exc}", file=sys.stderr)
-        if exc.hint:
-            print(f"hint: {exc.hint}", file=sys.stderr)
+        hint = (_inside_a_step() if isinstance(exc, WriteFailed) else None) or exc.hint
+        if hint:
+            print(f"hint: {hint}", file=sys.stderr)
         return int(exc.exit_code)
     except KeyboardInterrupt:
         print("bar: interrupted", file=sys.stderr)
@@ -94,7 +104,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # file or an unrecorded step, so what was recorded before is intact
         what = f" {exc.filename}" if exc.filename else ""
         print(f"bar: could not write{what}: {exc.strerror or exc}", file=sys.stderr)
-        print(f"hint: {WriteFailed.hint}", file=sys.stderr)
+        print(f"hint: {_inside_a_step() or WriteFailed.hint}", file=sys.stderr)
         return ExitCode.ERROR
     except Exception as exc:
         where = _log_traceback()
