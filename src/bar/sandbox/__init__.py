@@ -9,8 +9,8 @@ whether it may use the network. Everything else is read-only.
 ``confine`` turns a plan into a ``Confinement``, which starts the command. On Linux the
 mechanism is Landlock (``bar.sandbox.landlock``), chosen over bubblewrap by measurement
 and by what it needs (docs/sandbox.md): it is in the kernel, needs no helper program and
-no user namespaces (so it also works in containers), and costs well under a millisecond
-per step. What Landlock cannot say, bar says in the plan's terms:
+no user namespaces (so it also works in containers), and costs a millisecond or two per
+step (``bench/`` figure 10). What Landlock cannot say, bar says in the plan's terms:
 
 - *read-deny*: Landlock only allows. ``/`` is readable except a hidden path by allowing,
   one by one, every entry beside each directory on the way down to it; the directories on
@@ -145,7 +145,7 @@ def confine(plan: Plan) -> Confinement:
     ruleset = landlock.Ruleset(abi, network=plan.network)
     try:
         everything = ruleset.handled
-        _allow_except(ruleset, Path("/"), _real(plan.deny_read), landlock.READ, landlock.READ_DIR)
+        _allow_except(ruleset, "/", _real(plan.deny_read), landlock.READ, landlock.READ_DIR)
         holes = _real((*plan.protected, *plan.deny_read))
         for root in _real(plan.writable):
             _allow_except(ruleset, root, holes, everything, 0)
@@ -156,41 +156,36 @@ def confine(plan: Plan) -> Confinement:
                        _ruleset=ruleset)  # fmt: skip
 
 
-def _real(paths: tuple[Path, ...]) -> list[Path]:
+def _real(paths: tuple[Path, ...]) -> list[str]:
     """The paths as the kernel sees them (links resolved); missing ones left out."""
-    found = []
-    for p in paths:
-        real = Path(os.path.realpath(p))
-        if os.path.lexists(real):
-            found.append(real)
-    return found
+    return [real for real in map(os.path.realpath, paths) if os.path.lexists(real)]
 
 
-def _within(path: Path, root: Path) -> bool:
-    return path == root or root in path.parents
-
-
-def _allow_except(ruleset: Any, root: Path, holes: list[Path], rights: int, along: int) -> None:
+def _allow_except(ruleset: Any, root: str, holes: list[str], rights: int, along: int) -> None:
     """Allow ``rights`` on ``root`` and everything beneath it except ``holes``: on the way
     down to a hole each entry beside it is allowed by itself, and the directories on the
     way get only ``along`` (which covers everything beneath them, holes included)."""
-    inside = [h for h in holes if _within(h, root)]
+    prefix = root.rstrip("/") + "/"
+    inside = [h for h in holes if h.startswith(prefix)]
+    if root in holes:
+        return
     if not inside:
         ruleset.allow(root, rights)
         return
-    if root in inside:
-        return
     if along:
         ruleset.allow(root, along)
+    # the names in ``root`` that are holes, and those that lead down to one
+    names = {h[len(prefix) :].partition("/") for h in inside}
+    hidden = {name for name, sep, _ in names if not sep}
+    leading = {name for name, sep, _ in names if sep}
     try:
         entries = list(os.scandir(root))
     except OSError:
         return
     for entry in entries:
-        path = Path(entry.path)
-        if path in inside:
+        if entry.name in hidden:
             continue
-        if any(path in h.parents for h in inside) and entry.is_dir(follow_symlinks=False):
-            _allow_except(ruleset, path, inside, rights, along)
+        if entry.name in leading and entry.is_dir(follow_symlinks=False):
+            _allow_except(ruleset, entry.path, inside, rights, along)
         else:
-            ruleset.allow(path, rights, follow=False)
+            ruleset.allow(entry.path, rights, follow=False)
