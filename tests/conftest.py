@@ -40,6 +40,17 @@ def hermetic_seal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[N
     yield
 
 
+@pytest.fixture(autouse=True)
+def short_racy_window(monkeypatch: pytest.MonkeyPatch) -> None:
+    """In-process snapshots distrust a directory changed within 0.1 s of them, not 2 s:
+    a directory's ctime cannot be set back, so tests that want trusted stamps wait
+    ``helpers.SETTLE`` instead of the production window (which covers coarse clocks of
+    other file systems; the local ones here tick in milliseconds)."""
+    from bar import snapshot
+
+    monkeypatch.setattr(snapshot, "_RACY_NS", 100_000_000)
+
+
 def git(repo: Path, *args: str, input: bytes | None = None) -> str:
     """Run real git in ``repo`` and return its stdout (raises on failure)."""
     proc = subprocess.run(["git", *args], cwd=repo, input=input, capture_output=True, check=True)

@@ -18,6 +18,7 @@ import yaml
 from bar.cli import main
 
 BAR_EXE = str(Path(sys.executable).parent / "bar")
+SETTLE = 0.2  # seconds: past the racy window of in-process snapshots (conftest)
 
 
 @dataclass

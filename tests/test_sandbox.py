@@ -15,6 +15,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,17 @@ from typing import Any
 import pytest
 
 from bar.sandbox import UNAVAILABLE_ENV, landlock
-from helpers import bar, bar_exe, ledger, new_task, project_dir, set_config, task_dir, worktree
+from helpers import (
+    SETTLE,
+    bar,
+    bar_exe,
+    ledger,
+    new_task,
+    project_dir,
+    set_config,
+    task_dir,
+    worktree,
+)
 
 CONFINES = landlock.abi_version() >= 1 and not os.environ.get(UNAVAILABLE_ENV)
 confined = pytest.mark.skipif(not CONFINES, reason="the kernel cannot confine here")
@@ -133,15 +144,62 @@ def test_a_repointed_commondir_is_put_back_before_bar_runs_git(
         'git init -q --bare "$TMPDIR/fake" && '
         f"git -C \"$TMPDIR/fake\" config filter.evil.clean 'touch {marker}; cat' && "
         "echo '* filter=evil' > .gitattributes && echo x > x.txt && "
-        f"printf '%s\\n' \"$TMPDIR/fake\" > '{admin}/commondir'"
+        f"printf '%s\\n' \"$TMPDIR/fake\" > '{admin}/commondir' && "
+        f"echo junk > '{admin}/gitdir'"  # so that no gitdir file names the worktree
     )
     code, said, step = _run(capfd, script)
     assert code == 0, said
     assert (admin / "commondir").read_text() == "../..\n"
+    assert (admin / "gitdir").read_text() == f"{worktree(t) / '.git'}\n"
     assert any("commondir" in e["matched"] for e in step["policy_events"]
                if e["rule"] == "bar:guard")  # fmt: skip
     assert not marker.exists()
     assert "x.txt" in step["diff_stat"]["file_list"]
+    # a process the step left behind, putting the commondir back as soon as bar fixes
+    # it, gains nothing: bar's git never reads it
+    racer = f"while :; do printf '%s\\n' \"$TMPDIR/fake\" > '{admin}/commondir'; done"
+    code, said, step = _run(capfd, f"(setsid sh -c \"{racer}\" >/dev/null 2>&1 &); "
+                                   "sleep 0.3; echo y > y.txt")  # fmt: skip
+    assert code == 0, said
+    assert bar(capfd, "run", "--no-pty", "--", "true").code == 0
+    assert not marker.exists()
+
+
+@confined
+def test_a_step_cannot_aim_bars_rollback_at_another_branch(
+    inited: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """HEAD in the worktree's admin directory, and the task branch's ref, are writable in
+    a step; pointed at main, bar's hard rollback would have moved main."""
+    t = new_task(capfd)
+    main_before = _git(inited, "rev-parse", "main")
+    admin = Path(_git(worktree(t), "rev-parse", "--absolute-git-dir"))
+    code, said, _ = _run(capfd, "echo a > a.txt && git add a.txt && git commit -qm a")
+    assert code == 0, said
+    code, said, step = _run(capfd, f"echo 'ref: refs/heads/main' > '{admin}/HEAD'")
+    assert any("HEAD" in e["matched"] for e in step["policy_events"] if e["rule"] == "bar:guard")
+    branch_file = inited / ".git" / "refs" / "heads" / t["branch"]
+    code, said, step = _run(capfd, f"echo 'ref: refs/heads/main' > '{branch_file}'")
+    assert any("link" in e["matched"] for e in step["policy_events"] if e["rule"] == "bar:guard")
+    assert bar(capfd, "rollback", "--hard", "--to", "1").code == 0
+    assert _git(inited, "rev-parse", "main") == main_before
+    assert (admin / "HEAD").read_text() == f"ref: refs/heads/{t['branch']}\n"
+    assert not branch_file.read_text().startswith("ref:")
+
+
+@confined
+def test_a_file_hidden_by_setting_its_directorys_mtime_back_is_recorded(
+    inited: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    new_task(capfd)
+    assert _run(capfd, "mkdir sub && echo a > sub/a.txt")[0] == 0
+    time.sleep(SETTLE)  # out of the racy window: the next step trusts sub's stamp
+    assert _run(capfd, "true")[0] == 0
+    hide = (f"{sys.executable} -c \"import os; st=os.stat('sub'); open('sub/hidden.sh','w').write('x'); "
+            "os.utime('sub', ns=(st.st_atime_ns, st.st_mtime_ns))\"")  # fmt: skip
+    code, said, step = _run(capfd, hide)
+    assert code == 0, said
+    assert step["diff_stat"]["file_list"] == ["sub/hidden.sh"]
 
 
 @confined
@@ -384,3 +442,15 @@ def test_bar_inside_a_step_reads_but_says_why_it_cannot_write(
                   env={"PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"})  # fmt: skip
     assert res.code == 1
     assert "inside step 0001" in res.err and "read-only here" in res.err
+
+
+@confined
+def test_nothing_a_confined_step_starts_outlives_it(
+    inited: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    new_task(capfd)
+    code, said, _ = _run(capfd, '(setsid sleep 300 >/dev/null 2>&1 & echo $! > "$TMPDIR/pid")')
+    assert code == 0
+    assert "stopped 1 process(es) the command left running" in said
+    pid = int((task_dir(_task_id()) / "tmp" / "pid").read_text())
+    assert not Path(f"/proc/{pid}").exists()

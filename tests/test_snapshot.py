@@ -15,7 +15,16 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bar.snapshot import unchanged_since
-from helpers import bar, files_in_commit, files_on_disk, ledger, new_task, project_dir, worktree
+from helpers import (
+    SETTLE,
+    bar,
+    files_in_commit,
+    files_on_disk,
+    ledger,
+    new_task,
+    project_dir,
+    worktree,
+)
 from test_properties import _check_replay, _run_ops, _start
 
 # edits below the root, so that the root directory's mtime stays put and snapshots take
@@ -49,6 +58,7 @@ def settled(repo: Path, capfd: pytest.CaptureFixture[str]) -> dict[str, str]:
     for path in [wt, *wt.rglob("*")]:
         if ".git" not in path.relative_to(wt).parts or path == wt:
             os.utime(path, (old, old), follow_symlinks=False)
+    time.sleep(SETTLE)  # a directory's ctime cannot be set back: wait out the window
     assert bar(capfd, "run", "--", "true").code == 0  # records the files, stamps are trusted
     assert bar(capfd, "run", "--", "true").code == 0
     steps = ledger(t["id"])
@@ -89,6 +99,7 @@ def _backdate(wt: Path) -> None:
         if ".git" in path.relative_to(wt).parts and path != wt:
             continue
         os.utime(path, (old, old), follow_symlinks=False)
+    time.sleep(SETTLE)  # a directory's ctime cannot be set back: wait out the window
 
 
 @pytest.mark.parametrize("edit", sorted(EDITS))

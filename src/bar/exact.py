@@ -42,18 +42,11 @@ def converts(worktree: Path, has_attributes: bool) -> bool:
 
 
 def _common_dir(worktree: Path) -> Path:
-    """The repository's git directory, read from the worktree's ``.git`` file and its
-    admin directory's ``commondir`` (git asked only when they are not as git writes them)."""
-    try:
-        with open(worktree / ".git", "rb") as f:
-            admin = Path(
-                f.read().decode("utf-8", "surrogateescape").removeprefix("gitdir:").strip()
-            )
-        with open(admin / "commondir", "rb") as f:
-            return (admin / f.read().decode("utf-8", "surrogateescape").strip()).resolve()
-    except OSError:
-        return Path(git.out(worktree, "rev-parse", "--path-format=absolute",
-                            "--git-common-dir"))  # fmt: skip
+    """The repository's git directory: as bar pinned it for a task worktree (never read
+    from files a step can write), else as git says."""
+    return git.pinned_common_dir(worktree) or Path(
+        git.out(worktree, "rev-parse", "--path-format=absolute", "--git-common-dir")
+    )
 
 
 def raw_tree_of(repo: Path | str, commit: str) -> str | None:

@@ -36,6 +36,29 @@ def is_object_id(value: object) -> bool:
     return isinstance(value, str) and _OBJECT_ID_RE.match(value) is not None
 
 
+# Task worktrees whose git directories bar names itself (``bar.tasks``): git run there
+# by bar reads neither the worktree's ``.git`` file nor its admin directory's
+# ``commondir``, which a step can write (a commondir pointed at a repository the step
+# made would have bar's git read that repository's config, filters included).
+_PINNED: dict[str, dict[str, str]] = {}
+
+
+def pin(worktree: Path, git_dir: Path, common_dir: Path) -> None:
+    _PINNED[str(worktree)] = {"GIT_DIR": str(git_dir), "GIT_COMMON_DIR": str(common_dir),
+                              "GIT_WORK_TREE": str(worktree)}  # fmt: skip
+
+
+def pinned_env(repo: Path | str, env: Mapping[str, str] | None = None) -> Mapping[str, str] | None:
+    """``env`` plus the git directories bar pinned for ``repo`` (if it is a worktree)."""
+    fixed = _PINNED.get(str(repo))
+    return env if fixed is None else {**fixed, **(env or {})}
+
+
+def pinned_common_dir(repo: Path | str) -> Path | None:
+    fixed = _PINNED.get(str(repo))
+    return Path(fixed["GIT_COMMON_DIR"]) if fixed else None
+
+
 def git(
     repo: Path | str,
     *args: str,
@@ -46,8 +69,8 @@ def git(
     # bar's own git work runs no git hooks and no fsmonitor: a developer's (or a planted)
     # program must not fire on bar's plumbing, nor fail it (reference-transaction runs
     # on every update-ref); bar knows what changed by itself
-    return run("git", *NO_PROGRAMS, "-C", str(repo), *args, env=env, check=check,
-               input=input, error=GitError)  # fmt: skip
+    return run("git", *NO_PROGRAMS, "-C", str(repo), *args, env=pinned_env(repo, env),
+               check=check, input=input, error=GitError)  # fmt: skip
 
 
 NO_PROGRAMS = ("-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false")

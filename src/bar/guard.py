@@ -21,13 +21,13 @@ a shell command...): an agent setting ``user.name`` or adding a remote is ordina
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import time
+from collections.abc import Callable
 from pathlib import Path
 
-from bar import git
+from bar import git, tasks
 from bar.notices import warn
 from bar.store.files import write_bytes_atomic
 from bar.tasks import Task
@@ -52,53 +52,69 @@ def _read(path: Path) -> bytes | None:
 
 def common_dir(task: Task) -> Path:
     """The repository's git directory (shared by every worktree)."""
-    plain = task.project.root / ".git"
-    if plain.is_dir() and not plain.is_symlink():
-        return plain
-    return Path(git.out(task.project.root, "rev-parse", "--path-format=absolute",
-                        "--git-common-dir"))  # fmt: skip
+    return task.project.common_dir
 
 
 def admin_dir(task: Task, common: Path) -> Path | None:
-    """The task worktree's own admin directory in the repository (``<git
-    dir>/worktrees/<name>``): the one whose ``gitdir`` file names the worktree."""
-    expected = str(task.worktree / ".git")
-    first = common / "worktrees" / task.worktree.name
-    candidates = [first, *sorted(p for p in (common / "worktrees").glob("*") if p != first)]
-    for cand in candidates:
-        said = _read(cand / "gitdir")
-        if said is not None and said.decode("utf-8", "surrogateescape").strip() == expected:
-            return cand
-    return None
+    """The task worktree's own admin directory in the repository."""
+    return tasks.admin_dir(common, task.worktree)
 
 
 def check_link(task: Task, common: Path | None = None) -> str | None:
-    """Make sure the worktree's ``.git`` file names the task's own admin directory, and
-    that directory's ``commondir`` the repository; put them right if not. Returns what
-    was wrong (None: all was well)."""
+    """Make sure the worktree is wired to the task as git wired it: its ``.git`` file
+    names the task's own admin directory; that directory's ``commondir`` the repository
+    and its ``gitdir`` the worktree; its ``HEAD`` the task branch (or a commit), and the
+    task branch is no link to another ref. Puts right what is not; returns what was
+    wrong (None: all was well). Runs before bar works on a task and after every step."""
     common = common or common_dir(task)
     admin = admin_dir(task, common)
     if admin is None:
         return None  # git itself lost the worktree: doctor's business, not a tamper
-    found = [w for w in (_check_git_file(task, admin), _check_common(task, admin, common)) if w]
-    return "; ".join(found) or None
+    checks = (
+        _check_git_file(task, admin),
+        _check_file(task, admin / "commondir", b"../..\n",
+                    lambda have: (admin / have.decode("utf-8", "surrogateescape").strip())
+                    .resolve() == common.resolve()),
+        _check_file(task, admin / "gitdir", f"{task.worktree / '.git'}\n".encode(),
+                    lambda have: have.strip() == str(task.worktree / ".git").encode()),
+        _check_file(task, admin / "HEAD", f"ref: refs/heads/{task.branch}\n".encode(),
+                    lambda have: have.strip() == f"ref: refs/heads/{task.branch}".encode()
+                    or git.is_object_id(have.strip().decode("ascii", "replace"))),
+        _check_branch(task, common),
+    )  # fmt: skip
+    return "; ".join(w for w in checks if w) or None
 
 
-def _check_common(task: Task, admin: Path, common: Path) -> str | None:
-    """The admin directory is writable in a confined step; a ``commondir`` pointed at
-    another repository would make bar's own git commands read *its* config (filters)."""
-    path = admin / "commondir"
-    have = _read(path)
-    said = (have or b"").decode("utf-8", "surrogateescape").strip()
-    if have is not None and not os.path.islink(path) and said:
-        with contextlib.suppress(OSError):
-            if (admin / said).resolve() == common.resolve():
-                return None
-    what = f"the worktree's commondir was changed to {(have or b'')[:200]!r}"
-    if have is not None or os.path.lexists(path):
-        os.replace(path, _aside(task, "commondir"))
-    write_bytes_atomic(path, b"../..\n")
+def _check_file(task: Task, path: Path, want: bytes, good: Callable[[bytes], bool]) -> str | None:
+    """A git file of the worktree's admin directory (which a confined step can write) as
+    git wrote it, or put back as git writes it."""
+    have = _read(path) if not os.path.islink(path) else None
+    try:
+        if have is not None and good(have):
+            return None
+    except (OSError, ValueError):
+        pass
+    what = f"the worktree's {path.name} was changed to {(have or b'')[:200]!r}"
+    if os.path.lexists(path):
+        os.replace(path, _aside(task, path.name))
+    write_bytes_atomic(path, want)
     warn(f"{what}; bar put it back; the old one is in {task.dir / 'tampered'}")
+    return what
+
+
+def _check_branch(task: Task, common: Path) -> str | None:
+    """The task branch's ref file (its directory is writable in a step) must hold a
+    commit, not a link to another ref: bar's rollback would move *that* ref."""
+    path = common / "refs" / "heads" / task.branch
+    have = _read(path) if not os.path.islink(path) else b"ref: (a link)"
+    if have is None or not have.startswith(b"ref:"):
+        return None
+    what = f"the task branch {task.branch} was made a link: {have[:200]!r}"
+    os.replace(path, _aside(task, "branch"))
+    last = task.ledger.last()
+    sha = (getattr(last, "head", None) if last else None) or task.base_commit
+    write_bytes_atomic(path, f"{sha}\n".encode())
+    warn(f"{what}; bar set it back to {sha[:10]}, the last commit it recorded")
     return what
 
 

@@ -46,6 +46,16 @@ class Project:
         return self.paths.config.is_file()
 
     @cached_property
+    def common_dir(self) -> Path:
+        """The repository's git directory (shared by every worktree)."""
+        plain = self.root / ".git"
+        if plain.is_dir() and not plain.is_symlink():
+            return plain
+        res = run("git", "-C", str(self.root), "rev-parse", "--path-format=absolute",
+                  "--git-common-dir")  # fmt: skip
+        return Path(res.out.strip())
+
+    @cached_property
     def config(self) -> Config:
         return load_config(self.paths.config, self.paths.config_cache)
 

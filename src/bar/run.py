@@ -38,7 +38,7 @@ from bar.proc import clean_env
 from bar.records import Artifacts, HookRecord, PolicyEventRecord, RunStep
 from bar.redact import Scrubber, redact_env
 from bar.redact_stream import StreamScrubber
-from bar.sandbox import Confinement, Plan, confine, unconfined
+from bar.sandbox import Confinement, Plan, confine, leftovers, unconfined
 from bar.sandbox import plan as sandbox_plan
 from bar.supervisor import Supervisor, read_recorded
 from bar.tasks import Task
@@ -146,6 +146,7 @@ def run_step(task: Task, req: RunRequest) -> RunStep:
     confinement = _confinement(task, req)
     if confinement.enabled:
         env["TMPDIR"] = str(sandbox_plan.temp_dir(task))
+        leftovers.become_subreaper()
     watch = Guard(task)
     supervisor = Supervisor(task, step_id, policy, scrubber, req.agent)
     intent = RunIntent(
@@ -165,6 +166,8 @@ def run_step(task: Task, req: RunRequest) -> RunStep:
         env.update(supervisor.env)
         executed = _execute(task, step_id, req, env, scrubber, confinement)
     finally:
+        if confinement.enabled:
+            _stop_leftovers()
         confinement.close()
         supervisor.close()
     guarded = [PolicyEventRecord(rule="bar:guard", action="warn", matched=what)
@@ -307,6 +310,14 @@ def _execute(
         code, sig, printed = outcome.exit_code, outcome.signal, outcome.printed
     artifacts.output = out_rel if printed else None
     return Executed(code, sig, artifacts)
+
+
+def _stop_leftovers() -> None:
+    stopped = leftovers.stop()
+    if stopped:
+        warn(f"stopped {len(stopped)} process(es) the command left running "
+             f"(pid {', '.join(map(str, stopped[:10]))}): nothing a confined step starts "
+             "outlives it")  # fmt: skip
 
 
 _REFUSED = (b"Permission denied", b"Read-only file system", b"Operation not permitted",

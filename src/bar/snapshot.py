@@ -183,10 +183,11 @@ def take(
 # --- knowing cheaply what changed ----------------------------------------------------
 #
 # A full `git add -A` pays git's untracked-file scan, the largest part of a snapshot. But
-# creating, deleting or renaming a file changes its directory's mtime, and `git
+# creating, deleting or renaming a file changes its directory's ctime, and `git
 # diff-files` on the side index (a stat of every recorded file) sees every edit of a
-# recorded file. So after each snapshot we note the mtime of every directory of its
-# tree; the next snapshot rescans only the directories whose mtime moved, plus the files
+# recorded file. So after each snapshot we note the ctime of every directory of its
+# tree (not the mtime, which a program can set back with utime to hide a file it made);
+# the next snapshot rescans only the directories whose ctime moved, plus the files
 # diff-files names. A directory touched within the racy window of the snapshot
 # (file-system clocks are coarse) is always rescanned; a moved root directory or an
 # edited .gitignore means a full scan.
@@ -256,7 +257,7 @@ def _stamp(worktree: Path, index: Path, tree: str, commit: str, started_ns: int,
     prefix = str(worktree) + os.sep  # plain strings: pathlib costs more than the lstat
     for rel in dirs:
         try:
-            mtime = os.lstat(prefix + rel).st_mtime_ns
+            mtime = os.lstat(prefix + rel).st_ctime_ns
         except OSError:
             mtime = -1
         mtimes.append(-1 if mtime >= started_ns - _RACY_NS else mtime)
@@ -406,7 +407,7 @@ def _changed_since(worktree: Path, index: Path, recorded: str) -> list[str] | No
     # git stats the recorded files while we stat the directories
     diff_files = subprocess.Popen(
         ["git", *git.NO_PROGRAMS, "-C", str(worktree), "diff-files", "--name-only", "-z"],
-        env=clean_env(_env(index)),
+        env=clean_env(git.pinned_env(worktree, _env(index))),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
@@ -417,7 +418,7 @@ def _changed_since(worktree: Path, index: Path, recorded: str) -> list[str] | No
         scope: list[str] = []
         for rel, mtime in zip(dirs, mtimes, strict=True):
             try:
-                same = mtime != -1 and lstat(prefix + rel).st_mtime_ns == mtime
+                same = mtime != -1 and lstat(prefix + rel).st_ctime_ns == mtime
             except (OSError, TypeError):
                 same = False
             if not same:
@@ -460,8 +461,7 @@ def unchanged_since(worktree: Path, index: Path, recorded: str) -> bool:
 def write_patch(repo: Path, a: str, b: str, path: Path) -> DiffStat:
     """Write the replayable patch from ``a`` to ``b`` into ``path``; return its stat."""
     faults.point(f"before writing {path.name}")
-    run_to_file(
-        ["git", *git.NO_PROGRAMS, "-C", str(repo), *git.diff_patch_args(a, b)], path, error=GitError
-    )
+    run_to_file(["git", *git.NO_PROGRAMS, "-C", str(repo), *git.diff_patch_args(a, b)], path,
+                env=git.pinned_env(repo), error=GitError)  # fmt: skip
     faults.point(f"after writing {path.name}")
     return git.numstat(repo, a, b)

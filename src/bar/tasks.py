@@ -228,7 +228,7 @@ def load_task(project: Project, task_id: str) -> Task:
         raise CorruptFile(f"task.json at {path} has a relative repo_root {repo_root!r}")
     metadata = rec.get("metadata")
     closed_at = rec.get("closed_at")
-    return Task(
+    task = Task(
         id=task_id,
         name=_require_str(rec, "name", path),
         repo_root=repo_root,
@@ -244,6 +244,44 @@ def load_task(project: Project, task_id: str) -> Task:
         snapshot_ref=snapshot_ref,
         project=project,
     )
+    if status == "active":
+        _pin(task)
+    return task
+
+
+def admin_dir(common: Path, worktree: Path) -> Path | None:
+    """The worktree's own admin directory in the repository (``<git dir>/worktrees/<name>``).
+
+    git names it after the worktree's directory (with a number added only if that name
+    was taken); a step can write the files in it but cannot rename or make directories
+    beside it, so the name decides. Only when it is missing are the others' ``gitdir``
+    files asked which one names the worktree."""
+    folder = common / "worktrees"
+    first = folder / worktree.name
+    if first.is_dir() and not first.is_symlink():
+        return first
+    expected = str(worktree / ".git").encode()
+    try:
+        candidates = sorted(folder.iterdir())
+    except OSError:
+        return None
+    for cand in candidates:
+        try:
+            said = (cand / "gitdir").read_bytes().strip()
+        except OSError:
+            continue
+        if said == expected and not cand.is_symlink():
+            return cand
+    return None
+
+
+def _pin(task: Task) -> None:
+    """bar's git in the worktree uses the git directories bar found, not those named by
+    files a step can write (``git.pin``)."""
+    common = task.project.common_dir
+    admin = admin_dir(common, task.worktree)
+    if admin is not None:
+        git.pin(task.worktree, admin, common)
 
 
 def list_tasks(project: Project) -> list[Task]:

@@ -93,6 +93,11 @@ def _syscall(*args: object) -> int:
     return _check(_c().syscall(*args))
 
 
+def prctl(option: int, value: int) -> None:
+    """``prctl(option, value)`` for this process (or, for per-thread options, thread)."""
+    _check(_c().prctl(option, value, 0, 0, 0))
+
+
 def abi_version() -> int:
     """The kernel's Landlock ABI version; 0 where Landlock is missing or switched off."""
     try:
@@ -157,7 +162,7 @@ class Ruleset:
     def restrict_this_thread(self) -> None:
         """Confine the calling thread and its future children (irreversibly)."""
         assert self._fd is not None
-        _check(_c().prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))
+        prctl(_PR_SET_NO_NEW_PRIVS, 1)
         _syscall(ctypes.c_long(_SYS_RESTRICT_SELF), ctypes.c_int(self._fd), ctypes.c_uint32(0))
 
     def close(self) -> None:
