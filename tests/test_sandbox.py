@@ -454,3 +454,46 @@ def test_nothing_a_confined_step_starts_outlives_it(
     assert "stopped 1 process(es) the command left running" in said
     pid = int((task_dir(_task_id()) / "tmp" / "pid").read_text())
     assert not Path(f"/proc/{pid}").exists()
+
+
+@confined
+def test_another_tasks_step_cannot_add_records_to_a_running_step(
+    inited: Path, capfd: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    victim = new_task(capfd, "victim")
+    signals = tmp_path / "signals"
+    signals.mkdir()
+    running = subprocess.Popen(
+        [str(Path(sys.executable).parent / "bar"), "run", "--task", "victim", "--no-pty", "--",
+         "sh", "-c", f"touch {signals}/started; while [ ! -e {signals}/done ]; do sleep 0.05; done"],
+        cwd=inited, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while not (signals / "started").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        socket_path = task_dir(victim["id"]) / "bar.sock"
+        assert socket_path.exists()
+        new_task(capfd, "attacker")
+        forge = Path(__file__).parent / "data" / "forge_hook.py"
+        res = bar(capfd, "run", "--task", "attacker", "--no-pty", "--",
+                  sys.executable, str(forge), str(socket_path))  # fmt: skip
+        assert "answered: none" in res.out, res.out + res.err
+    finally:
+        (signals / "done").touch()
+        _, err = running.communicate(timeout=60)
+    assert running.returncode == 0, err
+    (step,) = ledger(victim["id"])
+    assert step["policy_events"] == []
+
+
+@confined
+def test_a_confined_step_has_no_terminal_and_no_agent_sockets(
+    inited: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SSH_AUTH_SOCK", "/tmp/ssh-agent.sock")
+    new_task(capfd)
+    probe = (f"{sys.executable} -c \"import os; print('own session', os.getsid(0) != {os.getsid(0)});"
+             " print('ssh agent', os.environ.get('SSH_AUTH_SOCK'))\"")  # fmt: skip
+    code, said, _ = _run(capfd, probe)
+    assert code == 0 and "own session True" in said and "ssh agent None" in said

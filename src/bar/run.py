@@ -144,9 +144,12 @@ def run_step(task: Task, req: RunRequest) -> RunStep:
 
     # 3. intent, supervisor, the command (with what it must not change noted first)
     confinement = _confinement(task, req)
+    adopted_since = 0.0
     if confinement.enabled:
         env["TMPDIR"] = str(sandbox_plan.temp_dir(task))
-        leftovers.become_subreaper()
+        for name in sandbox_plan.AGENT_SOCKETS:  # the kernel does not confine connect()
+            env.pop(name, None)
+        adopted_since = leftovers.become_subreaper()
     watch = Guard(task)
     supervisor = Supervisor(task, step_id, policy, scrubber, req.agent)
     intent = RunIntent(
@@ -167,7 +170,7 @@ def run_step(task: Task, req: RunRequest) -> RunStep:
         executed = _execute(task, step_id, req, env, scrubber, confinement)
     finally:
         if confinement.enabled:
-            _stop_leftovers()
+            _stop_leftovers(adopted_since)
         confinement.close()
         supervisor.close()
     guarded = [PolicyEventRecord(rule="bar:guard", action="warn", matched=what)
@@ -306,14 +309,14 @@ def _execute(
     else:
         outcome = run_piped(req.argv, cwd=cwd, env=env, output_path=out_path,
                             make_filter=lambda: StreamScrubber(scrubber), live=req.live,
-                            start=confinement.start)  # fmt: skip
+                            start=confinement.start, detach=confinement.enabled)  # fmt: skip
         code, sig, printed = outcome.exit_code, outcome.signal, outcome.printed
     artifacts.output = out_rel if printed else None
     return Executed(code, sig, artifacts)
 
 
-def _stop_leftovers() -> None:
-    stopped = leftovers.stop()
+def _stop_leftovers(since: float) -> None:
+    stopped = leftovers.stop(since)
     if stopped:
         warn(f"stopped {len(stopped)} process(es) the command left running "
              f"(pid {', '.join(map(str, stopped[:10]))}): nothing a confined step starts "

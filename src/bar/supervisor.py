@@ -10,7 +10,8 @@ settings in the worktree for the run, pointing at this socket, and puts them bac
 
 A message on the socket can only ask for a judgement, which is recorded as coming from
 inside the step (``source: hook:<agent>``); nothing on the channel can rewrite the
-ledger. The socket is 0600 in the task's 0700 directory.
+ledger. The socket is 0600 in the task's 0700 directory, and only a process descending
+from this ``bar run`` is answered (its peer credentials say which).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import contextlib
 import json
 import os
 import socket
+import struct
 import threading
 import time
 from types import TracebackType
@@ -177,6 +179,8 @@ class Supervisor:
             os.utime(self.task.paths.marker)
 
     def _answer(self, conn: socket.socket) -> None:
+        if not _from_this_step(conn):
+            return  # another task's step (the socket's path is readable): no answer
         conn.settimeout(_CLIENT_TIMEOUT)
         chunks: list[bytes] = []
         size = 0
@@ -229,6 +233,30 @@ class Supervisor:
                 os.write(fd, data)
             finally:
                 os.close(fd)
+
+
+def _from_this_step(conn: socket.socket) -> bool:
+    """Whether the process at the other end descends from this ``bar run`` (its command,
+    or what the command left behind, re-parented to us): the socket's path can be read
+    by another task's step, which must not add records to this one."""
+    try:
+        creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    except OSError:
+        return True  # no peer credentials on this system: the 0600 socket is the guard
+    pid = struct.unpack("3i", creds)[0]
+    me = os.getpid()
+    for _ in range(256):  # a chain of parents longer than this is not a process tree
+        if pid == me:
+            return True
+        if pid <= 1:
+            return False
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            return False
+        pid = int(stat[stat.rfind(b")") + 2 :].split()[1])
+    return False
 
 
 def read_recorded(task: Task, step_id: str) -> list[PolicyEventRecord]:

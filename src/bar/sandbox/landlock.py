@@ -126,9 +126,9 @@ class Ruleset:
                 attr.handled_access_net = _NET_BIND_TCP | _NET_CONNECT_TCP  # no rule: none
         if abi >= 6:
             size = 24
-            # a confined process cannot signal bar or anything else outside, and without
-            # network it cannot reach abstract Unix sockets outside either
-            attr.scoped = _SCOPE_SIGNAL | (0 if network else _SCOPE_ABSTRACT_UNIX_SOCKET)
+            # a confined process can neither signal nor reach an abstract Unix socket of
+            # anything outside (bar's own channel is a socket with a path)
+            attr.scoped = _SCOPE_SIGNAL | _SCOPE_ABSTRACT_UNIX_SOCKET
         self.network_confined = not network and abi >= 4
         self._fd: int | None = _syscall(ctypes.c_long(_SYS_CREATE_RULESET), ctypes.byref(attr),
                                         ctypes.c_size_t(size), ctypes.c_uint32(0))  # fmt: skip

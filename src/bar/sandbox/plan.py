@@ -22,6 +22,10 @@ from bar.store.layout import bar_home
 from bar.tasks import Task
 
 TEMPORARY = ("/tmp", "/var/tmp")
+# Unix sockets of programs acting with the developer's rights (an ssh agent holds the
+# keys ~/.ssh hides): Landlock does not govern connect(), so a confined step is not
+# told where they are
+AGENT_SOCKETS = ("SSH_AUTH_SOCK", "GPG_AGENT_INFO", "DBUS_SESSION_BUS_ADDRESS", "TMUX", "STY")
 
 
 def temp_dir(task: Task) -> Path:

@@ -53,11 +53,13 @@ class Outcome:
 
 
 @contextmanager
-def forwarding_signals(get_pid: Callable[[], int | None]) -> Iterator[None]:
-    """While the block runs, keep bar alive and pass signals on to the child."""
+def forwarding_signals(get_pid: Callable[[], int | None], *, group: bool = False) -> Iterator[None]:
+    """While the block runs, keep bar alive and pass signals on to the child (``group``:
+    to the child's process group, for a child in a session of its own, which the
+    terminal's Ctrl-C does not reach)."""
     from_terminal = False
     try:
-        from_terminal = os.isatty(0) and os.tcgetpgrp(0) == os.getpgrp()
+        from_terminal = not group and os.isatty(0) and os.tcgetpgrp(0) == os.getpgrp()
     except OSError:
         from_terminal = False
 
@@ -67,7 +69,7 @@ def forwarding_signals(get_pid: Callable[[], int | None]) -> Iterator[None]:
         pid = get_pid()
         if pid is not None:
             try:
-                os.kill(pid, signum)
+                (os.killpg if group else os.kill)(pid, signum)
             except ProcessLookupError:
                 pass
 
@@ -82,6 +84,13 @@ def forwarding_signals(get_pid: Callable[[], int | None]) -> Iterator[None]:
     finally:
         for sig, old in previous.items():
             signal.signal(sig, old)
+
+
+def _is_terminal(fd: int) -> bool:
+    try:
+        return os.isatty(fd)
+    except OSError:
+        return False
 
 
 def _write_live(stream: BinaryIO | None, data: bytes) -> BinaryIO | None:
@@ -148,9 +157,14 @@ def run_piped(
     make_filter: Callable[[], StreamFilter] | None = None,
     live: bool = True,
     start: Starter = start_directly,
+    detach: bool = False,
 ) -> Outcome:
     """Run ``argv`` and capture its output into ``output_path`` (removed if it printed
-    nothing); ``start`` starts the process (``bar.sandbox`` confines it there)."""
+    nothing); ``start`` starts the process (``bar.sandbox`` confines it there).
+
+    ``detach``: the child gets a session of its own and, if bar's stdin is a terminal,
+    no stdin: a confined command must not reach the developer's terminal, where it could
+    push keystrokes into the input of the shell that started bar (``TIOCSTI``)."""
     new_filter = make_filter or _Identity
     err_path = output_path.with_name(output_path.name + ".stderr.tmp")
     create_file(output_path, STDOUT_HEADER)
@@ -160,15 +174,18 @@ def run_piped(
     proc: subprocess.Popen[bytes] | None = None
     try:
         out_file, err_file = _Sink(output_path), _Sink(err_path)
-        with forwarding_signals(lambda: proc.pid if proc else None):
+        stdin = subprocess.DEVNULL if detach and _is_terminal(0) else None
+        with forwarding_signals(lambda: proc.pid if proc else None, group=detach):
             try:
                 proc = start(
                     lambda: subprocess.Popen(
                         list(argv),
                         cwd=cwd,
                         env=dict(env),
+                        stdin=stdin,
                         stdout=subprocess.PIPE,
                         stderr=subprocess.PIPE,
+                        start_new_session=detach,
                     )
                 )
             except FileNotFoundError:
