@@ -55,7 +55,8 @@ def _run(
 
 
 def _task_id() -> str:
-    (tid,) = [p.name for p in (project_dir() / "tasks").iterdir()]
+    """The active task's id."""
+    tid: str = json.loads((project_dir() / "state.json").read_text())["active_task_id"]
     return tid
 
 
@@ -497,3 +498,20 @@ def test_a_confined_step_has_no_terminal_and_no_agent_sockets(
              " print('ssh agent', os.environ.get('SSH_AUTH_SOCK'))\"")  # fmt: skip
     code, said, _ = _run(capfd, probe)
     assert code == 0 and "own session True" in said and "ssh agent None" in said
+
+
+@confined
+def test_a_step_cannot_move_another_tasks_branch(
+    inited: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    other = new_task(capfd, "other")
+    other_ref = inited / ".git" / "refs" / "heads" / other["branch"]
+    before = _git(inited, "rev-parse", other["branch"])
+    new_task(capfd, "mine")
+    code, said, step = _run(
+        capfd, f"git commit -q --allow-empty -m planted && git rev-parse HEAD > '{other_ref}'"
+    )
+    assert code == 0, said
+    assert _git(inited, "rev-parse", other["branch"]) == before
+    assert any(other["branch"] in e["matched"] for e in step["policy_events"]
+               if e["rule"] == "bar:guard")  # fmt: skip

@@ -156,7 +156,8 @@ def _aside(task: Task, name: str) -> Path:
 class Guard:
     """The guarded files as they were before a step; ``check`` after it."""
 
-    __slots__ = ("_common", "_configs", "_files", "_hooks", "_hooks_dir", "_modes", "_task")
+    __slots__ = ("_branches", "_common", "_configs", "_files", "_hooks", "_hooks_dir", "_modes",
+                 "_own", "_refs", "_task")  # fmt: skip
 
     def __init__(self, task: Task) -> None:
         self._task = task
@@ -175,9 +176,15 @@ class Guard:
                 common / "objects" / "info" / "alternates",  # the object store is writable
             )
         }
+        # the directory of the task branch's ref is writable in a step; it holds the other
+        # tasks' branches too, which must stay where their tasks left them
+        self._refs = common / "refs" / "heads" / Path(task.branch).parent
+        self._own = common / "refs" / "heads" / task.branch
+        self._branches = _loose_refs(self._refs, self._own)
         self._hooks_dir = hooks = common / "hooks"
         self._hooks = {name: _read(hooks / name) for name in _names(hooks)}
-        self._modes = {p: _mode(p) for p in [*self._files, *(hooks / n for n in self._hooks)]}
+        self._modes = {p: _mode(p) for p in [*self._files, *(hooks / n for n in self._hooks),
+                                             *self._branches]}  # fmt: skip
 
     def check(self) -> list[str]:
         """Put back what the step changed; return one line per change."""
@@ -197,6 +204,15 @@ class Guard:
                     found.append(self._put_back(path, before, now))
                 continue
             found.append(self._put_back(path, before, now))
+        now_refs = _loose_refs(self._refs, self._own)
+        for path in sorted(set(self._branches) | set(now_refs)):
+            before, now = self._branches.get(path), now_refs.get(path)
+            if (
+                now != before
+                and (before is not None or (now or b"").startswith(b"ref:"))
+                and (before != b"ref: (a link)")
+            ):
+                found.append(self._put_back(path, before, now))
         for name in sorted(set(self._hooks) | set(_names(self._hooks_dir))):
             path = self._hooks_dir / name
             before, now = self._hooks.get(name), _read(path)
@@ -246,6 +262,17 @@ def _mode(path: Path) -> int | None:
         return os.stat(path).st_mode & 0o777
     except OSError:
         return None
+
+
+def _loose_refs(folder: Path, own: Path) -> dict[Path, bytes]:
+    """Every ref file under ``folder`` but ``own`` (links read as links), by path."""
+    found: dict[Path, bytes] = {}
+    for root, _dirs, files in os.walk(folder):
+        for name in files:
+            path = Path(root, name)
+            if path != own and not name.endswith(".lock"):
+                found[path] = (b"ref: (a link)" if os.path.islink(path) else _read(path)) or b""
+    return found
 
 
 def _names(hooks: Path) -> list[str]:
