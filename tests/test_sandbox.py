@@ -515,3 +515,20 @@ def test_a_step_cannot_move_another_tasks_branch(
     assert _git(inited, "rev-parse", other["branch"]) == before
     assert any(other["branch"] in e["matched"] for e in step["policy_events"]
                if e["rule"] == "bar:guard")  # fmt: skip
+
+
+def test_doctor_leaves_a_steps_temporary_files_and_their_links_alone(
+    inited: Path, capfd: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    t = new_task(capfd)
+    secret = tmp_path / "developers-file"
+    secret.write_text("x")
+    secret.chmod(0o644)
+    tmp = task_dir(t["id"]) / "tmp"
+    tmp.mkdir(exist_ok=True)
+    (tmp / "link").symlink_to(tmp_path)
+    (tmp / "file").write_text("a step's")
+    (tmp / "file").chmod(0o644)
+    assert bar(capfd, "doctor", "--repair").code == 0
+    assert secret.stat().st_mode & 0o777 == 0o644
+    assert (tmp / "file").stat().st_mode & 0o777 == 0o644

@@ -378,14 +378,16 @@ class Doctor:
 
 
 def _walk(root: Path, skip: Path) -> Iterator[Path]:
+    """bar's files under ``root``: not ``skip``, not a task's ``tmp`` (the confined steps'
+    own, which may hold links anywhere), never through a link."""
     yield root
     for dirpath, dirnames, filenames in os.walk(root):
         here = Path(dirpath)
-        if here == skip:
+        if here == skip or (here.name == "tmp" and here.parent.parent.name == "tasks"):
             dirnames[:] = []
             continue
         for d in dirnames:
-            if here / d != skip:
+            if here / d != skip and not (here / d).is_symlink():
                 yield here / d
         for f in filenames:
             path = here / f
