@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -157,3 +158,27 @@ def test_steps_that_touch_nothing_guarded_record_no_guard_event(
     assert guard_events(task) == []
     assert not (task_dir(task["id"]) / "tampered").exists()
     assert os.path.isfile(worktree(task) / ".git")
+
+
+def test_objects_changed_in_place_are_found_with_and_without_the_kernels_help(
+    make_repo: Any, tmp_path: Path
+) -> None:
+    import time
+    import zlib
+
+    from bar import object_guard
+    from bar.watch import Watch
+
+    repo = make_repo()
+    blob = git(repo, "hash-object", "-w", "--stdin", input=b"reviewed\n").strip()
+    store = repo / ".git" / "objects"
+    since = time.time_ns() - 50_000_000
+    seen = object_guard.watch(store)
+    path = store / blob[:2] / blob[2:]
+    path.chmod(0o644)
+    path.write_bytes(zlib.compress(b"blob 5\x00evil\n"))
+    for loose, packs in (object_guard.changed(store, seen, since),
+                         object_guard.changed_since(store, since)):  # fmt: skip
+        assert path in loose and packs == []
+        assert object_guard.bad_objects(repo, loose, packs) == [str(path)]
+    assert Watch([str(tmp_path / "missing")]).changes() is None  # cannot say: look at all

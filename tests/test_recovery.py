@@ -115,10 +115,11 @@ def test_sigkill_at_every_write_point(
 
 def start_a_long_step(repo: Path, task: dict[str, str]) -> subprocess.Popen[bytes]:
     """``bar run`` of a step that writes work.txt and then sleeps, in a process group
-    of its own; returns once the file is written."""
+    of its own; returns once the file is written. Unconfined: a confined command has a
+    session of its own, and these tests kill bar's group, command included."""
     wt = Path(task["worktree"])
     proc = subprocess.Popen(
-        [BAR_EXE, "run", "--", "sh", "-c", "echo partial > work.txt; sleep 60"],
+        [BAR_EXE, "run", "--no-sandbox", "--", "sh", "-c", "echo partial > work.txt; sleep 60"],
         cwd=repo, start_new_session=True,
     )  # fmt: skip
     deadline = time.time() + 60

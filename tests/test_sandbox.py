@@ -532,3 +532,24 @@ def test_doctor_leaves_a_steps_temporary_files_and_their_links_alone(
     assert bar(capfd, "doctor", "--repair").code == 0
     assert secret.stat().st_mode & 0o777 == 0o644
     assert (tmp / "file").stat().st_mode & 0o777 == 0o644
+
+
+@confined
+def test_an_object_rewritten_in_place_is_moved_aside_and_never_applied(
+    inited: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """The object store is writable in a step (it commits); an earlier step's blob
+    rewritten there must not reach the developer's checkout as if it were reviewed."""
+    new_task(capfd)
+    assert _run(capfd, "echo 'print(1)' > good.py")[0] == 0
+    blob = _git(inited, "rev-parse", f"{ledger(_task_id())[-1]['snapshot']}:good.py")
+    loose = inited / ".git" / "objects" / blob[:2] / blob[2:]
+    assert loose.exists()
+    evil = Path(__file__).parent / "data" / "rewrite_object.py"
+    code, said, step = _run(capfd, f"{sys.executable} {evil} '{loose}'")
+    assert code == 0, said
+    assert any(blob in e["matched"] for e in step["policy_events"] if e["rule"] == "bar:guard")
+    # the rewritten object was moved aside; the step's snapshot stored the file again
+    assert _git(inited, "cat-file", "blob", blob) == "print(1)"
+    assert bar(capfd, "apply", "-m", "apply").code == 0
+    assert (inited / "good.py").read_text() == "print(1)\n"

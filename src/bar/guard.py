@@ -27,10 +27,14 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from bar import git, tasks
+from bar import git, object_guard, tasks
 from bar.notices import warn
 from bar.store.files import write_bytes_atomic
 from bar.tasks import Task
+
+# file-system clocks are coarse: a file changed just after the step began may carry a
+# slightly earlier time
+_CLOCK_SLACK_NS = 50_000_000
 
 # config entries that make git run something (`git config --list` keys, lower case)
 _RUNS_A_PROGRAM = re.compile(
@@ -157,7 +161,7 @@ class Guard:
     """The guarded files as they were before a step; ``check`` after it."""
 
     __slots__ = ("_branches", "_common", "_configs", "_files", "_hooks", "_hooks_dir", "_modes",
-                 "_own", "_refs", "_task")  # fmt: skip
+                 "_objects", "_own", "_refs", "_since", "_task")  # fmt: skip
 
     def __init__(self, task: Task) -> None:
         self._task = task
@@ -181,6 +185,8 @@ class Guard:
         self._refs = common / "refs" / "heads" / Path(task.branch).parent
         self._own = common / "refs" / "heads" / task.branch
         self._branches = _loose_refs(self._refs, self._own)
+        self._since = time.time_ns() - _CLOCK_SLACK_NS
+        self._objects = object_guard.watch(common / "objects")
         self._hooks_dir = hooks = common / "hooks"
         self._hooks = {name: _read(hooks / name) for name in _names(hooks)}
         self._modes = {p: _mode(p) for p in [*self._files, *(hooks / n for n in self._hooks),
@@ -218,8 +224,26 @@ class Guard:
             before, now = self._hooks.get(name), _read(path)
             if now != before:
                 found.append(self._put_back(path, before, now))
+        found += self._check_objects()
         for f in found:
             warn(f"guard: {f}")
+        return found
+
+    def _check_objects(self) -> list[str]:
+        """Objects the step wrote or touched must hold what their names say
+        (``bar.object_guard``); a loose one that does not is moved aside."""
+        loose, packs = object_guard.changed(self._common / "objects", self._objects, self._since)
+        found = []
+        for bad in object_guard.bad_objects(self._task.worktree, loose, packs):
+            path = Path(bad)
+            if path.suffix == ".pack":
+                found.append(f"the pack {path} fails git's check after the step (rewritten?); "
+                             "run `git fsck` in the repository")  # fmt: skip
+                continue
+            aside = _aside(self._task, "object-" + path.parent.name + path.name)
+            os.replace(path, aside)
+            found.append(f"the object {path.parent.name}{path.name} did not hold what its "
+                         f"name says (rewritten?); bar moved it to {aside}")  # fmt: skip
         return found
 
     def _put_back(self, path: Path, before: bytes | None, now: bytes | None) -> str:
