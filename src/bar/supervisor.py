@@ -32,6 +32,7 @@ from bar.gate import Judgement, judge
 from bar.policy import Policy
 from bar.records import PolicyEventRecord
 from bar.redact import Scrubber
+from bar.sandbox.leftovers import stat_fields
 from bar.tasks import Task
 
 _ACCEPT_POLL = 0.25  # seconds between checks for the end of the step
@@ -248,14 +249,10 @@ def _from_this_step(conn: socket.socket) -> bool:
     for _ in range(256):  # a chain of parents longer than this is not a process tree
         if pid == me:
             return True
-        if pid <= 1:
+        fields = stat_fields(pid) if pid > 1 else None
+        if not fields or len(fields) < 2:
             return False
-        try:
-            with open(f"/proc/{pid}/stat", "rb") as f:
-                stat = f.read()
-        except OSError:
-            return False
-        pid = int(stat[stat.rfind(b")") + 2 :].split()[1])
+        pid = int(fields[1])
     return False
 
 

@@ -61,20 +61,24 @@ def _step_children(since: float) -> list[int]:
     ticks = os.sysconf("SC_CLK_TCK")
     found = []
     for name in os.listdir("/proc"):
-        if not name.isdigit():
+        fields = stat_fields(name) if name.isdigit() else None
+        if fields is None or len(fields) < 20 or int(fields[1]) != me:
             continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        # pid (comm) state ppid ... starttime (22nd); comm may hold spaces and parentheses
-        fields = stat[stat.rfind(b")") + 2 :].split()
-        if len(fields) < 20 or int(fields[1]) != me or int(fields[19]) / ticks < since - 1:
+        if int(fields[19]) / ticks < since - 1:  # started before the step
             continue
         if _confined(name):
             found.append(int(name))
     return found
+
+
+def stat_fields(pid: str | int) -> list[bytes] | None:
+    """``/proc/PID/stat`` after the command name: state, ppid, ... (the 3rd field on)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    return stat[stat.rfind(b")") + 2 :].split()  # the name may hold spaces and parentheses
 
 
 def _confined(pid: str) -> bool:
