@@ -14,6 +14,7 @@ import contextlib
 import ctypes
 import os
 import struct
+import threading
 from collections.abc import Iterable
 
 _IN_NONBLOCK = os.O_NONBLOCK
@@ -77,7 +78,14 @@ class Watch:
         return found if self._complete else None
 
     def close(self) -> None:
+        """Let go of the kernel's watch. Closing an inotify descriptor waits for the
+        kernel's read-side grace period (often over 10 ms here): a thread does it while
+        bar goes on."""
         if self._fd >= 0:
-            with contextlib.suppress(OSError):
-                os.close(self._fd)
+            threading.Thread(target=_close, args=(self._fd,), daemon=True).start()
             self._fd = -1
+
+
+def _close(fd: int) -> None:
+    with contextlib.suppress(OSError):
+        os.close(fd)
