@@ -105,6 +105,9 @@ def sealed_env(work: Path) -> dict[str, str]:
         NO_COLOR="1",
         BAR_HOME=str(work / "t" / "home"),
         BAR_LOCK_TIMEOUT="30",  # a lock still held after the crash fails the trial, not the run
+        # a trial kills bar's process group; a confined command has a session of its own
+        # and would go on writing after its bar died
+        BAR_SANDBOX_UNAVAILABLE="1",
     )
     return env
 

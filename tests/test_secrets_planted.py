@@ -238,8 +238,10 @@ def test_g_a_step_killed_mid_run_and_recovered(
     )
     monkeypatch.setenv("KILL_API_TOKEN", KILL_ENV)
     found: list[str] = []  # every phase is searched, so a failure shows every leak
-    with running(repo, gate, "run", "-e", f"KILL_DB_PASSWORD={KILL_PAIR}", "--",
-                 "sh", "-c", script) as proc:  # fmt: skip
+    # unconfined: a confined command has a session of its own, and this test kills bar's
+    # group, command included
+    with running(repo, gate, "run", "--no-sandbox", "-e", f"KILL_DB_PASSWORD={KILL_PAIR}",
+                 "--", "sh", "-c", script) as proc:  # fmt: skip
         assert (task_dir(task["id"]) / "running.json").exists()
         assert (task_dir(task["id"]) / "task.lock").stat().st_size > 0
         found += [f"while the step runs: {x}" for x in leaks(repo, planted)]
