@@ -28,7 +28,7 @@ typecheck: $(STAMP)
 unit: $(STAMP)
 	$(PY) -m pytest -n auto
 	@# again where the kernel cannot confine a step (simulated): bar must say so and go on
-	BAR_SANDBOX_UNAVAILABLE=1 $(PY) -m pytest -n auto -q -p no:randomly $(UNCONFINED_TESTS)
+	BAR_SANDBOX_UNAVAILABLE=1 $(PY) -m pytest -n auto -p no:randomly $(UNCONFINED_TESTS)
 
 test: lint typecheck unit
 
