@@ -292,8 +292,7 @@ def test_allow_write_and_agent_state_are_writable(
     home = Path(os.environ["HOME"])
     extra = tmp_path / "shared-cache"
     extra.mkdir()
-    set_config(sandbox={"allow_write": [str(extra), "~/.npm"]})
-    (home / ".npm").mkdir()
+    set_config(sandbox={"allow_write": [str(extra), "~/.npm"]})  # ~/.npm is made for the step
     new_task(capfd)
     code, said, _ = _run(capfd, f"touch '{extra}/a' '{home}/.npm/b' && echo ok")
     assert code == 0, said

@@ -12,6 +12,8 @@ is named above).
 
 from __future__ import annotations
 
+import contextlib
+import os
 import shutil
 from pathlib import Path
 
@@ -55,13 +57,18 @@ def for_step(task: Task, agent: str | None) -> Plan:
             if not path.suffix:
                 path.mkdir(mode=0o700, exist_ok=True)  # the agent makes it on first use
             agent_state.append(path)
+    allowed = [_home_path(p) for p in settings.allow_write]
+    for path in allowed:
+        if not os.path.lexists(path):
+            with contextlib.suppress(OSError):  # a directory to write in, as asked
+                path.mkdir(mode=0o700, parents=True)
     writable = [
         task.worktree,
         *git_dirs,
         *([admin] if admin is not None else []),
         temp_dir(task),
         *(Path(t) for t in TEMPORARY),
-        *(_home_path(p) for p in settings.allow_write),
+        *allowed,
         *agent_state,
         *(Path(d) for d in DEVICES),
     ]
