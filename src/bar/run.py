@@ -283,6 +283,9 @@ def _confinement(task: Task, req: RunRequest) -> Confinement:
                 f"{task.project.paths.config}",
             )
         warn(f"not confined: {confinement.reason}; the command runs with your full rights")
+    elif not settings.network and not confinement.network_confined:
+        warn("sandbox.network is false, but this kernel cannot switch the network off "
+             "(Landlock ABI 4 or later is needed); the command can reach it")  # fmt: skip
     return confinement
 
 
