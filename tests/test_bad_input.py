@@ -147,6 +147,8 @@ def world(
     live, stored = world_root / "live", world_root / "stored"
     monkeypatch.setenv("BAR_HOME", str(live / "barhome"))
     w = World(live=live, home=tmp_path / "home")
+    # as on any machine: bar makes a missing sandbox.allow_write directory (~/.cache)
+    (w.home / ".cache").mkdir(exist_ok=True)
     if live.exists():  # set aside the last test's copy (pytest's own clean-up removes it)
         live.rename(world_root / "used" / str(len(list((world_root / "used").iterdir()))))
     if world_root not in _built:
