@@ -547,8 +547,9 @@ def test_an_object_rewritten_in_place_is_moved_aside_and_never_applied(
     evil = Path(__file__).parent / "data" / "rewrite_object.py"
     code, said, step = _run(capfd, f"{sys.executable} {evil} '{loose}'")
     assert code == 0, said
-    assert any(blob in e["matched"] for e in step["policy_events"] if e["rule"] == "bar:guard")
-    # the rewritten object was moved aside; the step's snapshot stored the file again
+    guarded = [e["matched"] for e in step["policy_events"] if e["rule"] == "bar:guard"]
+    assert any(blob in g and "stored it again" in g for g in guarded), guarded
+    # the rewritten object was moved aside and stored again from the worktree's file
     assert _git(inited, "cat-file", "blob", blob) == "print(1)"
     assert bar(capfd, "apply", "-m", "apply").code == 0
     assert (inited / "good.py").read_text() == "print(1)\n"

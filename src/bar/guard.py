@@ -240,11 +240,27 @@ class Guard:
                 found.append(f"the pack {path} fails git's check after the step (rewritten?); "
                              "run `git fsck` in the repository")  # fmt: skip
                 continue
-            aside = _aside(self._task, "object-" + path.parent.name + path.name)
+            name = path.parent.name + path.name
+            aside = _aside(self._task, "object-" + name)
             os.replace(path, aside)
-            found.append(f"the object {path.parent.name}{path.name} did not hold what its "
-                         f"name says (rewritten?); bar moved it to {aside}")  # fmt: skip
+            again = " and stored it again from the worktree" if self._store_again(name) else (
+                "; git will report it missing")  # fmt: skip
+            found.append(f"the object {name} did not hold what its name says (rewritten?); "
+                         f"bar moved it to {aside}{again}")  # fmt: skip
         return found
+
+    def _store_again(self, blob: str) -> bool:
+        """Write ``blob`` again from a worktree file recorded with it, if one still holds
+        it (bar's own index says which)."""
+        env = git.index_env(self._task.index)
+        listed = git.git(self._task.worktree, "ls-files", "-s", "-z", env=env, check=False)
+        for entry in listed.out.split("\0"):
+            meta, _, rel = entry.partition("\t")
+            if blob in meta.split() and rel:
+                res = git.git(self._task.worktree, "hash-object", "-w", "--", rel, check=False)
+                if res.out.strip() == blob:
+                    return True
+        return False
 
     def _put_back(self, path: Path, before: bytes | None, now: bytes | None) -> str:
         kept = ""
