@@ -61,6 +61,7 @@ class RunIntent:
     pty: bool = False
     excludes: list[str] = field(default_factory=list)  # worktree paths kept out of snapshots
     sandbox: dict[str, Any] | None = None  # the step's confinement, as recorded
+    agent: dict[str, Any] | None = None  # with --agent: how it was started (Supervisor)
     # how the command ended, when it did but its recording failed (a full disk)
     exit_code: int | None = None
     signal: int | None = None
@@ -81,6 +82,7 @@ class RunIntent:
             "pty": self.pty,
             "excludes": self.excludes,
             **({"sandbox": self.sandbox} if self.sandbox is not None else {}),
+            **({"agent": self.agent} if self.agent is not None else {}),
             **ended,
         }
 
@@ -114,6 +116,7 @@ def read_run(paths: TaskPaths) -> RunIntent | None:
         pty=rec.get("pty") is True,
         excludes=[str(e) for e in excludes] if isinstance(excludes, list) else [],
         sandbox=rec["sandbox"] if isinstance(rec.get("sandbox"), dict) else None,
+        agent=rec["agent"] if isinstance(rec.get("agent"), dict) else None,
         exit_code=_int_or_none(rec.get("exit_code")),
         signal=_int_or_none(rec.get("signal")),
         ended_at=str(rec["ended_at"]) if isinstance(rec.get("ended_at"), str) else None,

@@ -70,10 +70,16 @@ def clean_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     return env
 
 
-def exit_status(returncode: int) -> tuple[int, int | None]:
-    """A ``Popen`` return code as (exit code, signal): 128+N when killed by signal N."""
+def exit_status(returncode: int, stopped_by: int | None = None) -> tuple[int, int | None]:
+    """A ``Popen`` return code as (exit code, signal): 128+N when killed by signal N.
+
+    ``stopped_by``: the signal bar passed on to end the child (SIGTERM, SIGHUP). A child
+    that catches it and exits 0 (agents shut down cleanly) was still stopped from
+    outside, not done: it is recorded as killed by that signal, never as a success."""
     if returncode < 0:
         return 128 - returncode, -returncode
+    if returncode == 0 and stopped_by is not None:
+        return 128 + stopped_by, stopped_by
     return returncode, None
 
 

@@ -73,10 +73,13 @@ class PolicyEventRecord:
     tool_use_id: str | None = None
     command: str | None = None
     decision: str | None = None
+    answer: str | None = None  # what bar's reply told the agent: deny | ask | warning | none
+    outcome: str | None = None  # what the agent did with the command: ran | failed | refused
     extra: dict[str, Any] = field(default_factory=dict)
 
     _KEYS: ClassVar[tuple[str, ...]] = (
-        "rule", "action", "matched", "source", "session_id", "tool_use_id", "command", "decision",
+        "rule", "action", "matched", "source", "session_id", "tool_use_id", "command",
+        "decision", "answer", "outcome",
     )  # fmt: skip
 
     def to_record(self) -> dict[str, Any]:
@@ -99,6 +102,8 @@ class PolicyEventRecord:
             tool_use_id=_str(rec.get("tool_use_id")),
             command=_str(rec.get("command")),
             decision=_str(rec.get("decision")),
+            answer=_str(rec.get("answer")),
+            outcome=_str(rec.get("outcome")),
             extra={k: v for k, v in rec.items() if k not in cls._KEYS},
         )
 

@@ -40,7 +40,7 @@ from bar.redact import Scrubber, redact_env
 from bar.redact_stream import StreamScrubber
 from bar.sandbox import Confinement, Plan, confine, leftovers, unconfined
 from bar.sandbox import plan as sandbox_plan
-from bar.supervisor import Supervisor, read_recorded
+from bar.supervisor import Recorded, Supervisor, read_recorded
 from bar.tasks import Task
 from bar.terminal.pipes import STDOUT_HEADER, run_piped
 from bar.terminal.pty import run_in_pty
@@ -151,12 +151,13 @@ def run_step(task: Task, req: RunRequest) -> RunStep:
             env.pop(name, None)
         adopted_since = leftovers.become_subreaper()
     watch = Guard(task)
-    supervisor = Supervisor(task, step_id, policy, scrubber, req.agent)
+    supervisor = Supervisor(task, step_id, policy, scrubber, req.agent, list(req.argv),
+                            terminal=req.pty and _is_terminal(0))  # fmt: skip
     intent = RunIntent(
         pid=os.getpid(), step_id=step_id, started_at=started,
         cmd=scrubber.scrub_obj(list(req.argv)), cwd=req.cwd, snapshot_before=before,
         env=env_record, pty=req.pty, excludes=supervisor.excludes(),
-        sandbox=confinement.record(),
+        sandbox=confinement.record(), agent=supervisor.record(),
     )  # fmt: skip
     journals.write_run(task.paths, intent)
     try:
@@ -167,7 +168,7 @@ def run_step(task: Task, req: RunRequest) -> RunStep:
         raise
     try:
         env.update(supervisor.env)
-        executed = _execute(task, step_id, req, env, scrubber, confinement)
+        executed = _execute(task, step_id, supervisor.argv, req, env, scrubber, confinement)
     finally:
         if confinement.enabled:
             _stop_leftovers(adopted_since)
@@ -232,6 +233,8 @@ def complete(
     stat, patch = steps.record_changes(task, step_id, intent.snapshot_before, snap.commit)
     artifacts = executed.artifacts if executed is not None else _found_artifacts(task, step_id)
     artifacts.patch = patch
+    finished = executed is not None and executed.signal is None
+    recorded = read_recorded(task, step_id, finished=finished)
     ended = intent.ended_at or (
         now_iso() if executed is not None else _last_sign_of_life(task, step_id, intent)
     )
@@ -247,7 +250,7 @@ def complete(
         signal=executed.signal if executed is not None else None,
         interrupted=executed is None,
         pty=intent.pty,
-        policy_events=[*policy_events, *read_recorded(task, step_id)],
+        policy_events=[*policy_events, *recorded.events],
         hooks=list(hooks),
         diff_stat=stat,
         artifacts=artifacts,
@@ -257,6 +260,9 @@ def complete(
     )
     if intent.sandbox is not None:
         step.extra["sandbox"] = intent.sandbox
+    if intent.agent is not None:
+        step.extra["agent"] = {**intent.agent, "sessions": len(recorded.sessions)}
+        _say_unhooked(intent.agent, recorded, executed)
     _say_nested(task, step)
     written = steps.append(task, step, scrub)
     task.paths.policy_events(step_id).unlink(missing_ok=True)
@@ -292,6 +298,7 @@ def _confinement(task: Task, req: RunRequest) -> Confinement:
 def _execute(
     task: Task,
     step_id: str,
+    argv: list[str],
     req: RunRequest,
     env: dict[str, str],
     scrubber: Scrubber,
@@ -303,14 +310,14 @@ def _execute(
     artifacts = Artifacts()
     if req.pty:
         cast_path, cast_rel = steps.artifact(task, step_id, "cast")
-        res = run_in_pty(req.argv, cwd=cwd, env=env, cast_path=cast_path, output_path=out_path,
+        res = run_in_pty(argv, cwd=cwd, env=env, cast_path=cast_path, output_path=out_path,
                          scrub=lambda: StreamScrubber(scrubber), start=confinement.start)  # fmt: skip
         code, sig, printed = res.exit_code, res.signal, res.printed
         artifacts.cast = cast_rel if cast_path.exists() else None
         if not printed:
             out_path.unlink(missing_ok=True)
     else:
-        outcome = run_piped(req.argv, cwd=cwd, env=env, output_path=out_path,
+        outcome = run_piped(argv, cwd=cwd, env=env, output_path=out_path,
                             make_filter=lambda: StreamScrubber(scrubber), live=req.live,
                             start=confinement.start, detach=confinement.enabled)  # fmt: skip
         code, sig, printed = outcome.exit_code, outcome.signal, outcome.printed
@@ -341,6 +348,24 @@ def _refused(task: Task, artifacts: Artifacts) -> bool:
     except OSError:
         return False
     return any(word in tail for word in _REFUSED)
+
+
+def _say_unhooked(agent: dict[str, object], recorded: Recorded, executed: Executed | None) -> None:
+    """An agent that ran and never called bar's hooks (not even at its start) ran its
+    commands unchecked: say so rather than let the step look supervised."""
+    if recorded.sessions or recorded.events or executed is None or agent.get("hooks") == "none":
+        return
+    if executed.exit_code in (126, 127):
+        return  # the agent did not start
+    warn(f"{agent.get('name')} never called bar's hooks in this step: the commands it ran "
+         "were not checked by the policy (docs/agents.md lists the versions bar knows)")  # fmt: skip
+
+
+def _is_terminal(fd: int) -> bool:
+    try:
+        return os.isatty(fd)
+    except OSError:
+        return False
 
 
 def _say_nested(task: Task, step: RunStep) -> None:

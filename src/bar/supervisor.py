@@ -2,11 +2,14 @@
 
 While the command runs, ``bar run`` stays the one writer of the task's files and the one
 judge of the commands run inside the step. It listens on the task's channel socket
-(``bar.channel``): each ``bar hook`` the agent starts hands it the agent's pre-tool event;
-the supervisor judges it with the policy it compiled once (``bar.gate``), appends the
-decision to ``artifacts/<step>.policy.jsonl`` at once (so a crash of bar loses none), and
-answers. With ``--agent``, it also installs bar's hook into the agent's project-local
-settings in the worktree for the run, pointing at this socket, and puts them back after.
+(``bar.channel``): each ``bar hook`` the agent starts hands it one of the agent's events.
+Before a shell command, the supervisor judges it with the policy it compiled once
+(``bar.gate``), appends the decision to ``artifacts/<step>.policy.jsonl`` at once (so a
+crash of bar loses none), and answers; after it, it appends what the agent did with it
+(ran, failed), so the ledger says what happened, not only what bar asked for. With
+``--agent``, it also gives the agent bar's hooks for the run, pointing at this socket
+(``bar.agents.launch``: the worktree's settings file, put back after, or Codex's command
+line).
 
 A message on the socket can only ask for a judgement, which is recorded as coming from
 inside the step (``source: hook:<agent>``); nothing on the channel can rewrite the
@@ -17,6 +20,7 @@ from this ``bar run`` is answered (its peer credentials say which).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import socket
@@ -24,15 +28,18 @@ import struct
 import threading
 import time
 from types import TracebackType
+from typing import Any
 
 from bar import channel, notices
+from bar.agents import launch as agent_launch
 from bar.agents import settings as agent_settings
-from bar.agents.protocol import PROTOCOLS, HookReply, protocol
+from bar.agents.protocol import PROTOCOLS, HookEvent, HookReply, protocol
 from bar.gate import Judgement, judge
 from bar.policy import Policy
 from bar.records import PolicyEventRecord
 from bar.redact import Scrubber
 from bar.sandbox.leftovers import stat_fields
+from bar.slotted import Slotted
 from bar.tasks import Task
 
 _ACCEPT_POLL = 0.25  # seconds between checks for the end of the step
@@ -41,8 +48,9 @@ _CLIENT_TIMEOUT = 10.0  # a hook that connects and then says nothing is dropped
 
 
 class Supervisor:
-    """``with Supervisor(task, step_id, policy, scrubber, agent) as sup:`` around the
-    command; ``sup.env`` goes into the command's environment."""
+    """``with Supervisor(task, step_id, policy, scrubber, agent, argv) as sup:`` around
+    the command, which runs as ``sup.argv``; ``sup.env`` goes into its environment.
+    ``terminal``: the agent gets a terminal with a person at it."""
 
     def __init__(
         self,
@@ -51,21 +59,30 @@ class Supervisor:
         policy: Policy | None,
         scrubber: Scrubber,
         agent: str | None = None,
+        argv: list[str] | None = None,
+        terminal: bool = False,
     ) -> None:
-        if agent is not None:
-            protocol(agent)  # an unknown agent fails before anything is set up
         self.task = task
         self.step_id = step_id
         self.policy = policy
         self.scrubber = scrubber
         self.agent = agent
         self.socket_path = task.paths.socket
+        self.argv = list(argv or [])
+        self.launch: agent_launch.Launch | None = None
+        if agent is not None:
+            protocol(agent)  # an unknown agent fails before anything is set up
+            command = agent_settings.hook_command(agent, self.socket_path)
+            self.launch = agent_launch.prepare(agent, self.argv, command, terminal)
+            self.argv = self.launch.argv
         self.env: dict[str, str] = {"BAR_SOCKET": str(self.socket_path)}
         self._listener: socket.socket | None = None
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
         self._record_lock = threading.Lock()
         self._installed: agent_settings.InstalledHook | None = None
+        self._calls = 0
+        self._pending: list[tuple[int, HookEvent]] = []  # shell commands not reported back
 
     # --- set up and tear down ----------------------------------------------------------
 
@@ -77,12 +94,19 @@ class Supervisor:
         """Listen on the task's socket and, with an agent, install its hook."""
         try:
             self._listen()
-            if self.agent is not None:
-                command = agent_settings.hook_command(self.agent, self.socket_path)
-                self._installed = agent_settings.install_hook(
-                    self.agent, self.task.worktree, command
-                )
+            if self.agent is not None and self.launch is not None:
                 proto = PROTOCOLS[self.agent]
+                if self.launch.hooked_by == "settings":
+                    command = agent_settings.hook_command(self.agent, self.socket_path)
+                    self._installed = agent_settings.install_hook(
+                        self.agent, self.task.worktree, command
+                    )
+                elif self.launch.hooked_by == "none":
+                    notices.warn(
+                        f"bar passes its hooks to {proto.display_name} on its command line, "
+                        f"which must start with {self.agent!r}: the commands it runs in "
+                        "this step are not checked by the policy"
+                    )
                 self.env.update(proto.run_env)
                 if proto.run_notice:
                     notices.note(proto.run_notice)
@@ -131,7 +155,17 @@ class Supervisor:
 
     def excludes(self) -> list[str]:
         """Worktree paths the supervisor writes, which no snapshot may record."""
-        return [agent_settings.settings_path(self.agent)] if self.agent else []
+        if self.agent is None or self.launch is None or self.launch.hooked_by != "settings":
+            return []
+        return [agent_settings.settings_path(self.agent)]
+
+    def record(self) -> dict[str, object] | None:
+        """The step's ``agent`` entry: which agent, how bar's hooks reached it, and
+        whether a person could be asked (``warn`` as a question)."""
+        if self.agent is None or self.launch is None:
+            return None
+        return {"name": self.agent, "hooks": self.launch.hooked_by,
+                "interactive": self.launch.interactive}  # fmt: skip
 
     def _listen(self) -> None:
         self.socket_path.unlink(missing_ok=True)  # a crashed run's; we hold the task lock
@@ -194,8 +228,15 @@ class Supervisor:
         if request is None or request[0] != "hook" or request[1] not in PROTOCOLS:
             return
         _, agent, payload = request
-        judgement = judge(agent, payload, self.policy)
-        self._record(agent, judgement)
+        ask = self.launch.interactive if self.launch is not None else False
+        judgement = judge(agent, payload, self.policy, ask=ask)
+        event = judgement.event
+        if event is not None and event.kind == "post":
+            self._record_outcome(event)
+        elif event is not None and event.kind == "start":
+            self._append({"session_start": event.session_id or ""})
+        else:
+            self._record(agent, judgement)
         reply: HookReply = judgement.reply
         conn.sendall(
             channel.encode_reply(
@@ -214,16 +255,41 @@ class Supervisor:
         matches: list[tuple[str | None, str, str]] = [
             (e.rule, e.action, e.matched) for e in judgement.events
         ]
+        with self._record_lock:
+            self._calls += 1
+            call = self._calls
+            self._pending.append((call, event))
         records = [
             PolicyEventRecord(
                 rule=rule, action=action, matched=matched, source=f"hook:{agent}",
                 session_id=event.session_id, tool_use_id=event.tool_use_id,
-                command=event.command, decision=judgement.action,
+                command=event.command, decision=judgement.action, answer=judgement.answer,
             )
             for rule, action, matched in matches or [(None, "allow", event.command)]
         ]  # fmt: skip
+        self._append(*({**r.to_record(), _CALL: call} for r in records))
+
+    def _record_outcome(self, event: HookEvent) -> None:
+        """A shell command the agent reported back: find its decision (by call id, or
+        by command where the agent sends no id) and note what became of it."""
+        if event.command is None or event.outcome is None:
+            return
+        with self._record_lock:
+            found = next(
+                (i for i, (_, pre) in enumerate(self._pending)
+                 if (pre.tool_use_id == event.tool_use_id if event.tool_use_id
+                     else pre.command == event.command and pre.session_id == event.session_id)),
+                None,
+            )  # fmt: skip
+            if found is None:
+                return
+            call, _ = self._pending.pop(found)
+        self._append({_CALL: call, "outcome": event.outcome})
+
+    def _append(self, *records: dict[str, object]) -> None:
+        """Add lines to the step's decision log now (one write, under the lock)."""
         data = b"".join(
-            json.dumps(self.scrubber.scrub_obj(r.to_record()), ensure_ascii=False,
+            json.dumps(self.scrubber.scrub_obj(r), ensure_ascii=False,
                        separators=(",", ":")).encode("utf-8", "backslashreplace") + b"\n"
             for r in records
         )  # fmt: skip
@@ -256,18 +322,55 @@ def _from_this_step(conn: socket.socket) -> bool:
     return False
 
 
-def read_recorded(task: Task, step_id: str) -> list[PolicyEventRecord]:
-    """The decisions a step's supervisor recorded (also after bar died mid-step)."""
+_CALL = "call"  # numbers a step's inner commands in its decision log; not in the ledger
+
+
+class Recorded(Slotted):
+    """What a step's supervisor logged: decisions with what became of them, and the
+    sessions that started (their hooks ran)."""
+
+    __slots__ = ("events", "sessions")
+
+    def __init__(self, events: list[PolicyEventRecord], sessions: list[str]) -> None:
+        self.events = events
+        self.sessions = sessions
+
+
+def read_recorded(task: Task, step_id: str, *, finished: bool = True) -> Recorded:
+    """The decisions a step's supervisor recorded (also after bar died mid-step), each
+    with its ``outcome``: "ran" or "failed" as the agent reported; "refused" when bar
+    denied it and nothing says it ran, or when the agent reports what it runs, ended on
+    its own (``finished``) and never ran this one; none when it cannot be known."""
     try:
         raw = task.paths.policy_events(step_id).read_bytes()
     except FileNotFoundError:
-        return []
-    events: list[PolicyEventRecord] = []
+        return Recorded([], [])
+    lines: list[dict[str, Any]] = []
     for line in raw.splitlines():
         try:
             rec = json.loads(line)
         except ValueError:
             continue  # a line torn by a crash
         if isinstance(rec, dict):
-            events.append(PolicyEventRecord.from_record(rec))
-    return events
+            lines.append(rec)
+    outcomes = {
+        rec[_CALL]: str(rec["outcome"])
+        for rec in lines
+        if "outcome" in rec and "action" not in rec and isinstance(rec.get(_CALL), int)
+    }
+    reported = bool(outcomes)  # the agent sends post-tool events in this step
+    sessions = [str(rec["session_start"]) for rec in lines if "session_start" in rec]
+    events: list[PolicyEventRecord] = []
+    for rec in lines:
+        if "action" not in rec:
+            continue
+        call = rec.pop(_CALL, None)
+        event = PolicyEventRecord.from_record(rec)
+        if isinstance(call, int) and event.source is not None:
+            outcome = outcomes.get(call)
+            if outcome is None and (event.answer == "deny" or (reported and finished)):
+                outcome = "refused"
+            if outcome is not None:
+                event = dataclasses.replace(event, outcome=outcome)
+        events.append(event)
+    return Recorded(events, sessions)

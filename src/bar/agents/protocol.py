@@ -1,11 +1,12 @@
-"""The pre-tool-use hook protocols of the coding agents bar supervises.
+"""The hook protocols of the coding agents bar supervises.
 
 Claude Code, Codex CLI and Gemini CLI can each run a command before every shell command
-the model asks for: the event goes to the hook as JSON on stdin, and the hook answers with
-JSON on stdout and/or its exit code. This module speaks the three dialects: it reads an
-event into one ``HookEvent`` and turns a policy action into each agent's reply. What
-differs between the agents is data, in one table (``PROTOCOLS``). The field names, and why
-each reply looks the way it does, are in docs/agents.md with their sources.
+the model asks for, after it, and when a session starts: the event goes to the hook as
+JSON on stdin, and the hook answers with JSON on stdout and/or its exit code. This module
+speaks the three dialects: it reads an event into one ``HookEvent`` (``kind`` "pre",
+"post" or "start") and turns a policy action into each agent's reply. What differs
+between the agents is data, in one table (``PROTOCOLS``). The field names, and why each
+reply looks the way it does, are in docs/agents.md, as observed with the released CLIs.
 
 Two rules shape everything here:
 
@@ -21,6 +22,7 @@ Two rules shape everything here:
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from bar.agents import AGENTS
@@ -35,14 +37,18 @@ _FALLBACK_REASON = "blocked by bar policy"
 class Protocol(Slotted):
     """What differs between the agents. Sources for every value: docs/agents.md."""
 
-    __slots__ = ("display_name", "entry_name", "event_name", "matcher", "run_env",
-                 "run_notice", "settings_path", "shell_tool", "state", "timeout")  # fmt: skip
+    __slots__ = ("can_ask", "display_name", "entry_name", "event_name", "matcher",
+                 "post_events", "run_env", "run_notice", "settings_path", "shell_tool",
+                 "start_event", "state", "timeout")  # fmt: skip
 
     def __init__(
         self,
         *,
         display_name: str,
         event_name: str,  # the pre-tool-use event, as named in settings and in the payload
+        post_events: tuple[str, ...],  # after a tool call: (succeeded, failed) or one event
+        start_event: str,  # a session starts: proves the agent runs bar's hooks at all
+        can_ask: bool,  # the pre-tool reply can put a question to the person at the prompt
         shell_tool: str,  # tool_name of the agent's shell tool
         settings_path: str,  # project-local file bar installs its hook into
         matcher: str,  # matcher of bar's group: the shell tool, matched exactly
@@ -54,6 +60,9 @@ class Protocol(Slotted):
     ) -> None:
         self.display_name = display_name
         self.event_name = event_name
+        self.post_events = post_events
+        self.start_event = start_event
+        self.can_ask = can_ask
         self.shell_tool = shell_tool
         self.settings_path = settings_path
         self.matcher = matcher
@@ -63,11 +72,23 @@ class Protocol(Slotted):
         self.run_notice = run_notice
         self.state = state
 
+    def events(self) -> tuple[tuple[str, str | None], ...]:
+        """(event, matcher) of every hook bar installs: the shell tool before and after
+        it runs, and session start (no matcher: every start)."""
+        return (
+            (self.event_name, self.matcher),
+            *((name, self.matcher) for name in self.post_events),
+            (self.start_event, None),
+        )
+
 
 PROTOCOLS = {
     "claude": Protocol(
         display_name="Claude Code",
         event_name="PreToolUse",
+        post_events=("PostToolUse", "PostToolUseFailure"),
+        start_event="SessionStart",
+        can_ask=True,
         shell_tool="Bash",
         settings_path=".claude/settings.local.json",
         matcher="Bash",
@@ -78,18 +99,24 @@ PROTOCOLS = {
     "codex": Protocol(
         display_name="Codex CLI",
         event_name="PreToolUse",
+        post_events=("PostToolUse",),
+        start_event="SessionStart",
+        can_ask=False,
         shell_tool="Bash",
         settings_path=".codex/hooks.json",
         matcher="Bash",
         timeout=60,  # seconds
         entry_name=None,
-        run_notice="Codex runs bar's hook only once it is trusted: accept it in /hooks "
-        "(or pass --dangerously-bypass-hook-trust to codex)",
+        # bar run passes its hooks, and their trust, on Codex's command line
+        # (bar.agents.launch): Codex reads no hooks file from a linked worktree
         state=("~/.codex",),
     ),
     "gemini": Protocol(
         display_name="Gemini CLI",
         event_name="BeforeTool",
+        post_events=("AfterTool",),
+        start_event="SessionStart",
+        can_ask=True,
         shell_tool="run_shell_command",
         settings_path=".gemini/settings.json",
         matcher="run_shell_command",
@@ -103,10 +130,11 @@ PROTOCOLS = {
 
 
 class HookEvent(Slotted):
-    """One pre-tool-use event, whatever agent sent it."""
+    """One hook event, whatever agent sent it: before a tool call (``kind`` "pre"), after
+    it ("post", with ``outcome`` "ran" or "failed"), or at a session's start ("start")."""
 
-    __slots__ = ("agent", "command", "cwd", "event_name", "session_id", "tool_name",
-                 "tool_use_id")  # fmt: skip
+    __slots__ = ("agent", "command", "cwd", "event_name", "kind", "outcome", "session_id",
+                 "tool_name", "tool_use_id")  # fmt: skip
 
     def __init__(
         self,
@@ -117,6 +145,8 @@ class HookEvent(Slotted):
         session_id: str | None,
         tool_use_id: str | None,  # Gemini sends none
         cwd: str | None,
+        kind: str = "pre",
+        outcome: str | None = None,
     ) -> None:
         self.agent = agent
         self.event_name = event_name
@@ -125,6 +155,8 @@ class HookEvent(Slotted):
         self.session_id = session_id
         self.tool_use_id = tool_use_id
         self.cwd = cwd
+        self.kind = kind
+        self.outcome = outcome
 
 
 class HookReply(Slotted):
@@ -154,12 +186,59 @@ def protocol(agent: str) -> Protocol:
 def parse_event(agent: str, payload: bytes) -> HookEvent:
     """Read the JSON event an agent wrote to the hook's stdin.
 
-    Strict where a wrong guess would let a command through unchecked (the event name,
-    the tool name, the shell command), lenient about metadata (ids, cwd): a metadata
-    field of an unexpected type reads as None.
+    Strict where a wrong guess would let a command through unchecked (a pre-tool event's
+    name, tool and shell command), lenient about metadata (ids, cwd): a metadata field
+    of an unexpected type reads as None. Post-tool and session events only inform, so
+    they need no more than their event name.
     """
     proto = protocol(agent)
     who = proto.display_name
+    data = _event_object(who, payload)
+    event_name = _required_str(data, "hook_event_name", who)
+    kind = _kind(proto, event_name)
+    if kind is None:
+        handled = ", ".join(repr(name) for name, _ in proto.events())
+        raise HookInputError(f"{who} sent a {event_name!r} event; bar's hook handles {handled}")
+    if kind == "pre":
+        tool_name: str | None = _required_str(data, "tool_name", who)
+    else:
+        tool_name = _optional_str(data, "tool_name")
+
+    command: str | None = None
+    tool_input = data.get("tool_input")
+    if tool_name == proto.shell_tool:
+        if not isinstance(tool_input, dict):
+            if kind == "pre":
+                raise HookInputError(
+                    f"{who} {tool_name} event has no tool_input object"
+                    f" (got {json_type(tool_input)})"
+                )
+        else:
+            raw = tool_input.get("command")
+            if isinstance(raw, str):
+                command = raw
+            elif kind == "pre":
+                raise HookInputError(
+                    f"{who} {tool_name} event has no tool_input.command string"
+                    f" (got {json_type(raw)})"
+                )
+        if command is not None and agent == "codex" and _is_codex_patch(command):
+            command = None  # Codex's file edits come through its shell tool; not run by a shell
+
+    return HookEvent(
+        agent=agent,
+        event_name=event_name,
+        tool_name=tool_name,
+        command=command,
+        session_id=_optional_str(data, "session_id"),
+        tool_use_id=_optional_str(data, "tool_use_id"),
+        cwd=_optional_str(data, "cwd"),
+        kind=kind,
+        outcome=_outcome(agent, event_name, data) if kind == "post" else None,
+    )
+
+
+def _event_object(who: str, payload: bytes) -> dict[str, Any]:
     if not payload.strip():
         raise HookInputError(f"{who} sent an empty hook event (nothing on stdin)")
     try:
@@ -172,37 +251,53 @@ def parse_event(agent: str, payload: bytes) -> HookEvent:
         raise HookInputError(f"{who} hook event is not valid JSON: {exc}") from None
     if not isinstance(data, dict):
         raise HookInputError(f"{who} hook event is a JSON {json_type(data)}, expected an object")
+    return data
 
-    event_name = _required_str(data, "hook_event_name", who)
-    if event_name != proto.event_name:
-        raise HookInputError(
-            f"{who} sent a {event_name!r} event; bar's hook handles only {proto.event_name!r}"
-        )
-    tool_name = _required_str(data, "tool_name", who)
 
-    command: str | None = None
-    if tool_name == proto.shell_tool:
-        tool_input = data.get("tool_input")
-        if not isinstance(tool_input, dict):
-            raise HookInputError(
-                f"{who} {tool_name} event has no tool_input object (got {json_type(tool_input)})"
-            )
-        raw = tool_input.get("command")
-        if not isinstance(raw, str):
-            raise HookInputError(
-                f"{who} {tool_name} event has no tool_input.command string (got {json_type(raw)})"
-            )
-        command = raw
+def _kind(proto: Protocol, event_name: str) -> str | None:
+    if event_name == proto.event_name:
+        return "pre"
+    if event_name in proto.post_events:
+        return "post"
+    if event_name == proto.start_event:
+        return "start"
+    return None
 
-    return HookEvent(
-        agent=agent,
-        event_name=event_name,
-        tool_name=tool_name,
-        command=command,
-        session_id=_optional_str(data, "session_id"),
-        tool_use_id=_optional_str(data, "tool_use_id"),
-        cwd=_optional_str(data, "cwd"),
-    )
+
+# Codex hands apply_patch to the hook as a Bash command: `apply_patch <<'EOF'` followed by
+# a patch that starts with this line. Codex applies it itself; no shell runs it.
+_CODEX_PATCH = re.compile(r"\A\s*apply_patch\s+<<-?\s*(['\"]?)(\w+)\1\s*\n\*\*\* Begin Patch\n")
+_EXIT_CODE = re.compile(r"^Exit Code: (-?\d+)$", re.MULTILINE)
+
+
+def _is_codex_patch(command: str) -> bool:
+    """Whether a Codex shell event is only its built-in patch tool: the heredoc must be
+    all there is (a command after the patch's end would be run by a shell)."""
+    match = _CODEX_PATCH.match(command)
+    if match is None:
+        return False
+    rest = command[match.end() :]
+    end = rest.find("\n*** End Patch\n" + match.group(2))
+    return end >= 0 and not rest[end + len("\n*** End Patch\n" + match.group(2)) :].strip()
+
+
+def _outcome(agent: str, event_name: str, data: dict[str, Any]) -> str:
+    """What a post-tool event says of the call: "ran" (completed) or "failed" (ran and
+    failed: a non-zero exit, an error)."""
+    if agent == "claude":
+        return "failed" if event_name == "PostToolUseFailure" else "ran"
+    if agent == "gemini":
+        response = data.get("tool_response")
+        if isinstance(response, dict):
+            if response.get("error"):
+                return "failed"
+            content = response.get("llmContent")
+            if isinstance(content, str):
+                codes = _EXIT_CODE.findall(content)
+                if codes and codes[-1] != "0":
+                    return "failed"
+    # Codex's post event carries the command's output only, not how it ended
+    return "ran"
 
 
 def _required_str(data: dict[str, Any], key: str, who: str) -> str:
@@ -234,23 +329,44 @@ def json_type(value: object) -> str:
 # --- writing replies ------------------------------------------------------------------
 
 
-def render_reply(agent: str, action: str, reason: str) -> HookReply:
+def answer_for(agent: str, action: str, ask: bool = False) -> str:
+    """What bar's reply to a policy action tells the agent: "deny", "ask" (a question
+    for the person at the prompt), "warning" (the command runs; the warning is shown
+    and, where the agent passes it on, the model is told) or "none" (no opinion)."""
+    if action == "block":
+        return "deny"
+    if action == "warn":
+        return "ask" if ask and protocol(agent).can_ask else "warning"
+    if action in ("allow", "log"):
+        return "none"
+    raise ValueError(f"unknown policy action {action!r}; expected one of {ACTIONS}")
+
+
+def render_reply(agent: str, action: str, reason: str, *, ask: bool = False) -> HookReply:
     """The reply to send for a policy action.
 
-    ``block``: refuse the tool call. ``warn``: the agent's "ask the user" where it has
-    one (Claude Code, Gemini CLI); Codex CLI has none, so the warning is shown and the
-    command runs. ``allow`` and ``log``: no opinion, so the agent's own permission rules
-    still apply (an explicit "allow" would skip the user's permission prompts).
+    ``block``: refuse the tool call. ``warn``: with ``ask`` (a person is at the agent's
+    prompt), the agent's "ask the user" where it has one (Claude Code, Gemini CLI);
+    otherwise, and always for Codex CLI, the command runs with the warning shown. Never
+    a question nobody can answer: Claude Code refuses such a call and Gemini CLI waits
+    for an answer for ever. ``allow`` and ``log``: no opinion, so the agent's own
+    permission rules still apply (an explicit "allow" would skip the user's prompts).
     """
     proto = protocol(agent)
-    if action in ("allow", "log"):
-        # Gemini's docs ask for a JSON object on stdout whenever the hook exits 0.
-        return HookReply("{}\n" if agent == "gemini" else "", "", 0)
-    if action == "warn":
-        return _warn_reply(agent, proto, _clean_reason(reason))
-    if action == "block":
+    answer = answer_for(agent, action, ask)
+    if answer == "none":
+        return render_ack(agent)
+    if answer == "deny":
         return _block_reply(agent, proto, _clean_reason(reason))
-    raise ValueError(f"unknown policy action {action!r}; expected one of {ACTIONS}")
+    if answer == "ask":
+        return _ask_reply(agent, proto, _clean_reason(reason))
+    return _warning_reply(agent, proto, _clean_reason(reason))
+
+
+def render_ack(agent: str) -> HookReply:
+    """No opinion: the reply to an allowed command and to every post-tool or session
+    event. Gemini's docs ask for a JSON object on stdout whenever the hook exits 0."""
+    return HookReply("{}\n" if agent == "gemini" else "", "", 0)
 
 
 def render_input_error(agent: str, message: str) -> HookReply:
@@ -288,7 +404,7 @@ def _block_reply(agent: str, proto: Protocol, reason: str) -> HookReply:
     return HookReply(_json_line(body), reason + "\n", 2)
 
 
-def _warn_reply(agent: str, proto: Protocol, reason: str) -> HookReply:
+def _ask_reply(agent: str, proto: Protocol, reason: str) -> HookReply:
     body: dict[str, Any]
     if agent == "claude":
         body = {
@@ -298,14 +414,21 @@ def _warn_reply(agent: str, proto: Protocol, reason: str) -> HookReply:
                 "permissionDecisionReason": reason,
             }
         }
-    elif agent == "codex":
-        # Codex treats permissionDecision "ask" as an invalid answer; systemMessage is
-        # shown to the user as a warning and the command runs, which is what warn means.
-        body = {"systemMessage": reason}
     else:
-        # "ask" is in Gemini's source (not yet in its reference doc); a version that does
-        # not know it treats it as no objection and shows systemMessage, i.e. a warning.
         body = {"decision": "ask", "reason": reason, "systemMessage": reason}
+    return HookReply(_json_line(body), "", 0)
+
+
+def _warning_reply(agent: str, proto: Protocol, reason: str) -> HookReply:
+    """The command runs; the person sees the warning (``systemMessage``) and, where the
+    agent passes it on, so does the model (``additionalContext``)."""
+    message = f"warning: {reason}"
+    body: dict[str, Any] = {"systemMessage": message}
+    if agent != "gemini":  # Gemini shows the message; its pre-tool context is not read
+        body["hookSpecificOutput"] = {
+            "hookEventName": proto.event_name,
+            "additionalContext": message,
+        }
     return HookReply(_json_line(body), "", 0)
 
 

@@ -75,9 +75,12 @@ def _copy_settings(settings: object, where: str) -> dict[str, Any]:
 def merge_hook_settings(
     agent: str, existing: dict[str, Any] | None, hook_command: str
 ) -> dict[str, Any]:
-    """Settings with bar's hook added; every other key and hook is kept as it was.
+    """Settings with bar's hook added for each of its events (``Protocol.events``: the
+    shell tool before and after it runs, session start); every other key and hook is
+    kept as it was.
 
-    Idempotent: if bar's command is already in a group with bar's matcher, nothing changes.
+    Idempotent: an event whose list already holds bar's command in a group with bar's
+    matcher is left as it is.
     """
     proto = protocol(agent)
     if not hook_command.strip():
@@ -89,22 +92,30 @@ def merge_hook_settings(
         raise AgentSettingsError(
             f"'hooks' in {where} is a JSON {json_type(hooks)}, expected an object"
         )
-    groups = hooks.setdefault(proto.event_name, [])
-    if not isinstance(groups, list):
-        raise AgentSettingsError(
-            f"'hooks.{proto.event_name}' in {where} is a JSON {json_type(groups)},"
-            " expected an array"
-        )
-    for group in groups:
-        if (
-            isinstance(group, dict)
-            and group.get("matcher") == proto.matcher
-            and isinstance(group.get("hooks"), list)
-            and any(_is_bar_entry(entry, hook_command) for entry in group["hooks"])
-        ):
-            return settings
-    groups.append({"matcher": proto.matcher, "hooks": [_bar_entry(proto, hook_command)]})
+    for event, matcher in proto.events():
+        groups = hooks.setdefault(event, [])
+        if not isinstance(groups, list):
+            raise AgentSettingsError(
+                f"'hooks.{event}' in {where} is a JSON {json_type(groups)}, expected an array"
+            )
+        if not any(_is_bar_group(group, matcher, hook_command) for group in groups):
+            groups.append(_bar_group(proto, matcher, hook_command))
     return settings
+
+
+def _bar_group(proto: Protocol, matcher: str | None, hook_command: str) -> dict[str, Any]:
+    group: dict[str, Any] = {} if matcher is None else {"matcher": matcher}
+    group["hooks"] = [_bar_entry(proto, hook_command)]
+    return group
+
+
+def _is_bar_group(group: object, matcher: str | None, hook_command: str) -> bool:
+    return (
+        isinstance(group, dict)
+        and group.get("matcher") == matcher
+        and isinstance(group.get("hooks"), list)
+        and any(_is_bar_entry(entry, hook_command) for entry in group["hooks"])
+    )
 
 
 def remove_hook_settings(
@@ -118,10 +129,14 @@ def remove_hook_settings(
     proto = protocol(agent)
     settings = _copy_settings(current, proto.settings_path)
     hooks = settings.get("hooks")
-    if isinstance(hooks, dict) and isinstance(hooks.get(proto.event_name), list):
+    if not isinstance(hooks, dict):
+        return settings or None
+    for event in dict.fromkeys(name for name, _ in proto.events()):
+        if not isinstance(hooks.get(event), list):
+            continue
         kept_groups: list[Any] = []
         removed = False
-        for group in hooks[proto.event_name]:
+        for group in hooks[event]:
             if isinstance(group, dict) and isinstance(group.get("hooks"), list):
                 entries = group["hooks"]
                 kept = [entry for entry in entries if not _is_bar_entry(entry, hook_command)]
@@ -133,11 +148,11 @@ def remove_hook_settings(
             kept_groups.append(group)
         if removed:
             if kept_groups:
-                hooks[proto.event_name] = kept_groups
+                hooks[event] = kept_groups
             else:
-                del hooks[proto.event_name]
-                if not hooks:
-                    del settings["hooks"]
+                del hooks[event]
+    if not hooks:
+        del settings["hooks"]
     return settings or None
 
 

@@ -53,10 +53,13 @@ class Outcome:
 
 
 @contextmanager
-def forwarding_signals(get_pid: Callable[[], int | None], *, group: bool = False) -> Iterator[None]:
+def forwarding_signals(
+    get_pid: Callable[[], int | None], *, group: bool = False
+) -> Iterator[list[int]]:
     """While the block runs, keep bar alive and pass signals on to the child (``group``:
     to the child's process group, for a child in a session of its own, which the
-    terminal's Ctrl-C does not reach)."""
+    terminal's Ctrl-C does not reach). Yields the list of signals passed on."""
+    passed: list[int] = []
     from_terminal = False
     try:
         from_terminal = not group and os.isatty(0) and os.tcgetpgrp(0) == os.getpgrp()
@@ -68,6 +71,7 @@ def forwarding_signals(get_pid: Callable[[], int | None], *, group: bool = False
             return  # the terminal sent it to the child too
         pid = get_pid()
         if pid is not None:
+            passed.append(signum)
             try:
                 (os.killpg if group else os.kill)(pid, signum)
             except ProcessLookupError:
@@ -80,7 +84,7 @@ def forwarding_signals(get_pid: Callable[[], int | None], *, group: bool = False
         except ValueError:  # not the main thread
             pass
     try:
-        yield
+        yield passed
     finally:
         for sig, old in previous.items():
             signal.signal(sig, old)
@@ -175,7 +179,7 @@ def run_piped(
     try:
         out_file, err_file = _Sink(output_path), _Sink(err_path)
         stdin = subprocess.DEVNULL if detach and _is_terminal(0) else None
-        with forwarding_signals(lambda: proc.pid if proc else None, group=detach):
+        with forwarding_signals(lambda: proc.pid if proc else None, group=detach) as passed:
             try:
                 proc = start(
                     lambda: subprocess.Popen(
@@ -200,7 +204,7 @@ def run_piped(
                     _Stream(proc.stdout, out_file, new_filter(), out_live),
                     _Stream(proc.stderr, err_file, new_filter(), err_live),
                 )
-                code, sig = exit_status(proc.wait())
+                code, sig = exit_status(proc.wait(), passed[0] if passed else None)
                 outcome = Outcome(code, sig, printed)
         out_file.close()
         err_file.close()

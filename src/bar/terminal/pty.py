@@ -166,6 +166,7 @@ class _Session:
         self.signals: list[int] = []
         self.previous_handlers: dict[int, _Handler] = {}
         self.terminated = False
+        self.stopped_by: int | None = None  # the first SIGTERM/SIGHUP passed on
         self.kill_at: float | None = None
         self.cast: CastWriter | None = None
         self.text: _TextOutput | None = None
@@ -310,6 +311,7 @@ class _Session:
                     self.kill(signal.SIGKILL)
                 else:
                     self.terminated = True
+                    self.stopped_by = sig
                     self.kill(sig)
                     self.kill_at = time.monotonic() + _KILL_GRACE
 
@@ -388,7 +390,7 @@ class _Session:
     def result(self, printed: bool, start_size: tuple[int, int]) -> PtyResult:
         status = self.status
         assert status is not None
-        code, sig = exit_status(status)
+        code, sig = exit_status(status, self.stopped_by)
         width, height = start_size
         return PtyResult(code, sig, printed, width, height)
 

@@ -1,0 +1,359 @@
+"""Scripted model servers for the released agent CLIs, on 127.0.0.1.
+
+One HTTP server speaks the three wire protocols the agents use: Anthropic Messages
+(``POST /v1/messages``), OpenAI Responses (``POST /v1/responses``) and Gemini
+(``POST /v1beta/models/<model>:streamGenerateContent`` / ``:generateContent``), all
+streamed as server-sent events. What the "model" does is a script: a list of turns, each
+a shell command, a file write, or a final answer. The server is stateless about the
+conversation: the turn it plays is the number of tool results the request already
+carries, so a retried request gets the same answer and the agent's own side requests
+(titles, routing, next-speaker checks: requests without the agent's tools) get a short
+plain answer and do not advance the script.
+
+It is bounded: after ``max_requests`` it answers 429 to everything, and every request is
+kept (``requests``) for the test to read what the agent sent back (a denial's text, a
+command's output).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Shell:
+    """The model asks the agent's shell tool to run ``command``."""
+
+    command: str
+
+
+@dataclass(frozen=True)
+class WriteFile:
+    """The model asks the agent's file tool to write ``content`` to ``path`` (absolute,
+    or relative to the agent's working directory where the agent's tool allows it)."""
+
+    path: str
+    content: str
+
+
+@dataclass(frozen=True)
+class Answer:
+    """The model ends the turn with ``text``."""
+
+    text: str
+
+
+Turn = Shell | WriteFile | Answer
+
+
+@dataclass
+class Request:
+    dialect: str  # "anthropic" | "openai" | "gemini" | "other"
+    method: str
+    path: str
+    body: dict[str, Any]
+    main: bool  # carried the agent's tools: a turn of the scripted conversation
+
+
+@dataclass
+class MockModel:
+    script: Sequence[Turn]
+    max_requests: int = 60
+    requests: list[Request] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def turn(self, done: int) -> Turn:
+        if done < len(self.script):
+            return self.script[done]
+        return Answer("Done.")
+
+    def tool_results(self, dialect: str) -> list[str]:
+        """The tool results the agent sent back, in order, from its last main request
+        of ``dialect`` (each as the text the model would read)."""
+        for req in reversed(self.requests):
+            if req.main and req.dialect == dialect:
+                return list(_results(dialect, req.body))
+        return []
+
+
+# --- the three dialects ---------------------------------------------------------------
+
+
+def _results(dialect: str, body: dict[str, Any]) -> Iterator[str]:
+    if dialect == "anthropic":
+        for message in body.get("messages", []):
+            content = message.get("content")
+            if not isinstance(content, list):
+                continue
+            for block in content:
+                if block.get("type") == "tool_result":
+                    yield _text_of(block.get("content")) + (
+                        " [is_error]" if block.get("is_error") else ""
+                    )
+    elif dialect == "openai":
+        for item in body.get("input", []):
+            if item.get("type") in ("function_call_output", "custom_tool_call_output"):
+                yield _text_of(item.get("output"))
+    elif dialect == "gemini":
+        for content in body.get("contents", []):
+            for part in content.get("parts", []):
+                if "functionResponse" in part:
+                    yield json.dumps(part["functionResponse"].get("response"))
+
+
+def _text_of(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        return "".join(_text_of(v.get("text", v)) if isinstance(v, dict) else str(v) for v in value)
+    if isinstance(value, dict):
+        return str(value.get("text") or value.get("content") or json.dumps(value))
+    return "" if value is None else str(value)
+
+
+def _sse(event: str | None, data: dict[str, Any]) -> bytes:
+    head = f"event: {event}\n" if event else ""
+    return f"{head}data: {json.dumps(data)}\n\n".encode()
+
+
+def _anthropic(model: MockModel, body: dict[str, Any]) -> tuple[bool, list[bytes]]:
+    tools = {t.get("name") for t in body.get("tools", []) if isinstance(t, dict)}
+    main = "Bash" in tools
+    done = len(list(_results("anthropic", body)))
+    turn = model.turn(done) if main else Answer("ok")
+    msg_id = f"msg_{len(model.requests)}"
+    if isinstance(turn, Answer):
+        block: dict[str, Any] = {"type": "text", "text": ""}
+        delta: dict[str, Any] = {"type": "text_delta", "text": turn.text}
+        stop = "end_turn"
+    else:
+        name, args = ("Bash", {"command": turn.command, "description": "step"}) if isinstance(
+            turn, Shell
+        ) else ("Write", {"file_path": turn.path, "content": turn.content})
+        block = {"type": "tool_use", "id": f"toolu_{done:02d}", "name": name, "input": {}}
+        delta = {"type": "input_json_delta", "partial_json": json.dumps(args)}
+        stop = "tool_use"
+    usage = {"input_tokens": 10, "output_tokens": 5}
+    events = [
+        _sse("message_start", {"type": "message_start", "message": {
+            "id": msg_id, "type": "message", "role": "assistant", "model": body.get("model"),
+            "content": [], "stop_reason": None, "stop_sequence": None, "usage": usage}}),
+        _sse("content_block_start", {"type": "content_block_start", "index": 0,
+                                     "content_block": block}),
+        _sse("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": delta}),
+        _sse("content_block_stop", {"type": "content_block_stop", "index": 0}),
+        _sse("message_delta", {"type": "message_delta",
+                               "delta": {"stop_reason": stop, "stop_sequence": None},
+                               "usage": {"output_tokens": 5}}),
+        _sse("message_stop", {"type": "message_stop"}),
+    ]  # fmt: skip
+    return main, events
+
+
+def _openai(model: MockModel, body: dict[str, Any]) -> tuple[bool, list[bytes]]:
+    tools = {t.get("name") for t in body.get("tools", []) if isinstance(t, dict)}
+    main = bool(tools & {"exec_command", "shell", "shell_command"})
+    done = len(list(_results("openai", body)))
+    turn = model.turn(done) if main else Answer("ok")
+    resp_id = f"resp_{len(model.requests)}"
+    if isinstance(turn, Answer):
+        item: dict[str, Any] = {
+            "type": "message", "role": "assistant", "id": f"msg_{done}",
+            "content": [{"type": "output_text", "text": turn.text, "annotations": []}],
+        }  # fmt: skip
+    elif isinstance(turn, Shell):
+        shell = "exec_command" if "exec_command" in tools else "shell_command"
+        key = "cmd" if shell == "exec_command" else "command"
+        item = {
+            "type": "function_call", "id": f"fc_{done}", "call_id": f"call_{done:02d}",
+            "name": shell, "arguments": json.dumps({key: turn.command}),
+        }  # fmt: skip
+    else:
+        # Codex edits files with apply_patch; this build offers no separate tool for it to
+        # an unknown model, and takes the patch through its shell tool, applying it
+        # itself (the command never reaches a shell)
+        patch = "*** Begin Patch\n*** Add File: {}\n{}\n*** End Patch".format(
+            turn.path, "\n".join("+" + line for line in turn.content.splitlines())
+        )
+        item = {
+            "type": "function_call", "id": f"fc_{done}", "call_id": f"call_{done:02d}",
+            "name": "exec_command",
+            "arguments": json.dumps({"cmd": f"apply_patch <<'PATCH'\n{patch}\nPATCH\n"}),
+        }  # fmt: skip
+    usage = {
+        "input_tokens": 10, "input_tokens_details": {"cached_tokens": 0},
+        "output_tokens": 5, "output_tokens_details": {"reasoning_tokens": 0},
+        "total_tokens": 15,
+    }  # fmt: skip
+    events = [
+        _sse("response.created", {"type": "response.created",
+                                  "response": {"id": resp_id, "status": "in_progress"}}),
+        _sse("response.output_item.done", {"type": "response.output_item.done",
+                                           "output_index": 0, "item": item}),
+        _sse("response.completed", {"type": "response.completed", "response": {
+            "id": resp_id, "status": "completed", "output": [item], "usage": usage}}),
+    ]  # fmt: skip
+    return main, events
+
+
+def _gemini(model: MockModel, body: dict[str, Any]) -> tuple[bool, list[bytes]]:
+    names = {
+        decl.get("name")
+        for tool in body.get("tools", []) or []
+        for decl in tool.get("functionDeclarations", []) or []
+    }
+    main = "run_shell_command" in names
+    done = len(list(_results("gemini", body)))
+    if main:
+        turn = model.turn(done)
+    elif (body.get("generationConfig") or {}).get("responseMimeType") == "application/json":
+        turn = Answer(json.dumps({"reasoning": "done", "next_speaker": "user",
+                                  "model_choice": "flash", "complexity_reasoning": "simple",
+                                  "complexity_score": 1}))  # fmt: skip
+    else:
+        turn = Answer("ok")
+    if isinstance(turn, Answer):
+        part: dict[str, Any] = {"text": turn.text}
+    elif isinstance(turn, Shell):
+        part = {"functionCall": {"name": "run_shell_command",
+                                 "args": {"command": turn.command, "description": "step"}}}  # fmt: skip
+    else:
+        part = {"functionCall": {"name": "write_file",
+                                 "args": {"file_path": turn.path, "content": turn.content}}}  # fmt: skip
+    chunk = {
+        "candidates": [{"content": {"role": "model", "parts": [part]}, "finishReason": "STOP",
+                        "index": 0}],
+        "usageMetadata": {"promptTokenCount": 10, "candidatesTokenCount": 5,
+                          "totalTokenCount": 15},
+        "modelVersion": "gemini-mock",
+    }  # fmt: skip
+    return main, [f"data: {json.dumps(chunk)}\r\n\r\n".encode()]
+
+
+# --- the server -----------------------------------------------------------------------
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _Server
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib name
+        pass
+
+    def do_GET(self) -> None:
+        self._record("other", {}, main=False)
+        if self.path.rstrip("/").endswith("/models"):
+            self._json(200, {"object": "list", "data": [], "models": []})
+        else:
+            self._json(404, {"error": {"message": f"mock model: no {self.path}"}})
+
+    def do_HEAD(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        try:
+            body = json.loads(raw or b"{}")
+        except ValueError:
+            body = {}
+        model = self.server.model
+        with model._lock:
+            if len(model.requests) >= model.max_requests:
+                self._json(429, {"error": {"message": "mock model: request budget spent"}})
+                return
+            path = self.path.split("?")[0]
+            if path.endswith("/messages/count_tokens"):
+                self._record("anthropic", body, main=False)
+                self._json(200, {"input_tokens": 10})
+                return
+            if path.endswith("/messages"):
+                dialect, (main, events) = "anthropic", _anthropic(model, body)
+                content_type = "text/event-stream"
+            elif path.endswith("/responses"):
+                dialect, (main, events) = "openai", _openai(model, body)
+                content_type = "text/event-stream"
+            elif ":streamGenerateContent" in path or ":generateContent" in path:
+                dialect, (main, events) = "gemini", _gemini(model, body)
+                if ":generateContent" in path:
+                    self._record(dialect, body, main)
+                    chunk = json.loads(events[0].decode().removeprefix("data: "))
+                    self._json(200, chunk)
+                    return
+                content_type = "text/event-stream"
+            else:
+                self._record("other", body, main=False)
+                self._json(404, {"error": {"message": f"mock model: no {self.path}"}})
+                return
+            self._record(dialect, body, main)
+        if not body.get("stream", True) and dialect == "anthropic":
+            self._json(200, _anthropic_message(events))
+            return
+        payload = b"".join(events)
+        self.send_response(200)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def _record(self, dialect: str, body: dict[str, Any], main: bool) -> None:
+        self.server.model.requests.append(Request(dialect, self.command, self.path, body, main))
+
+    def _json(self, status: int, data: dict[str, Any]) -> None:
+        payload = json.dumps(data).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+
+def _anthropic_message(events: list[bytes]) -> dict[str, Any]:
+    """The non-streamed form of one scripted Anthropic answer."""
+    datas = [json.loads(e.decode().split("data: ", 1)[1]) for e in events]
+    message = dict(datas[0]["message"])
+    block = dict(datas[1]["content_block"])
+    delta = datas[2]["delta"]
+    if block["type"] == "text":
+        block["text"] = delta["text"]
+    else:
+        block["input"] = json.loads(delta["partial_json"])
+    message["content"] = [block]
+    message["stop_reason"] = datas[4]["delta"]["stop_reason"]
+    return message
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    model: MockModel
+
+
+class MockServer:
+    """``with MockServer(script) as server:`` serves on ``server.url`` until the block ends."""
+
+    def __init__(self, script: Sequence[Turn], max_requests: int = 60) -> None:
+        self.model = MockModel(list(script), max_requests)
+        self._server = _Server(("127.0.0.1", 0), _Handler)
+        self._server.model = self.model
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host!s}:{port}"
+
+    def __enter__(self) -> MockServer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=5)
