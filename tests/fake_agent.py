@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
-"""A stand-in for Claude Code, Codex CLI and Gemini CLI that runs their pre-tool-use hooks.
+"""A stand-in for Claude Code, Codex CLI and Gemini CLI that runs their hooks.
 
     python tests/fake_agent.py --agent claude 'ls' 'rm -rf build'
 
 For each command it does what the real agent does before running a shell command: reads
-the project settings files from the current directory, builds the agent's event payload,
-runs every matching hook with ``sh -c`` (payload on stdin, cwd and environment as the
-agent sets them), reads each reply the way that agent reads it, and runs the command with
-``sh -c`` only if no hook refused it. One line per decision on stdout:
+the project settings files from the current directory (for Codex also ``-c`` options, as
+``bar run`` passes them), builds the agent's event payload, runs every matching hook with
+``sh -c`` (payload on stdin, cwd and environment as the agent sets them), reads each reply
+the way that agent reads it, and runs the command with ``sh -c`` only if no hook refused
+it; then it sends the post-tool event (how the command ended). A session-start event
+comes first. One line per decision on stdout:
 
     RAN: <cmd>                 DENIED: <cmd>: <reason>
     ASKED: <cmd>: <reason>     (then RAN or DENIED, per --ask-answer)
@@ -39,6 +41,8 @@ SETTINGS_FILES = {
     "gemini": (".gemini/settings.json",),
 }
 EVENT_NAME = {"claude": "PreToolUse", "codex": "PreToolUse", "gemini": "BeforeTool"}
+POST_EVENT = {"claude": ("PostToolUse", "PostToolUseFailure"), "codex": ("PostToolUse",) * 2,
+              "gemini": ("AfterTool",) * 2}  # (succeeded, failed)  # fmt: skip
 SHELL_TOOL = {"claude": "Bash", "codex": "Bash", "gemini": "run_shell_command"}
 
 
@@ -79,13 +83,44 @@ def _read_toml(path: Path) -> dict[str, Any]:
         return {}
 
 
-def configured_hooks(agent: str, cwd: Path, tool_name: str) -> list[Hook]:
-    """Every command hook of the pre-tool-use event whose matcher selects ``tool_name``."""
-    event = EVENT_NAME[agent]
+def command_line_config(options: list[str]) -> dict[str, Any]:
+    """Codex's ``-c key=value`` options as one settings layer (values are TOML)."""
+    import tomllib
+
+    layer: dict[str, Any] = {}
+    for option in options:
+        key, _, value = option.partition("=")
+        _merge(layer, tomllib.loads(f"{key.strip()} = {value}"))
+    return layer
+
+
+def _merge(into: dict[str, Any], new: dict[str, Any]) -> None:
+    for key, value in new.items():
+        if isinstance(value, dict) and isinstance(into.get(key), dict):
+            _merge(into[key], value)
+        else:
+            into[key] = value
+
+
+def configured_hooks(
+    agent: str,
+    cwd: Path,
+    tool_name: str | None,
+    event: str | None = None,
+    options: dict[str, Any] | None = None,
+) -> list[Hook]:
+    """Every command hook of ``event`` (default: the pre-tool-use one) whose matcher
+    selects ``tool_name``; ``options``: Codex's command-line layer."""
+    event = event or EVENT_NAME[agent]
     found: list[Hook] = []
-    for rel in SETTINGS_FILES[agent]:
+    layers: list[tuple[str, dict[str, Any] | None]] = [(rel, None) for rel in SETTINGS_FILES[agent]]
+    if options:
+        layers.append(("-c", options))
+    for rel, given in layers:
         path = cwd / rel
-        if agent == "codex" and rel.endswith(".toml"):
+        if given is not None:
+            settings = given
+        elif agent == "codex" and rel.endswith(".toml"):
             settings = _read_toml(path)
             features = settings.get("features", {})
             if features.get("hooks") is False or features.get("codex_hooks") is False:
@@ -104,7 +139,9 @@ def configured_hooks(agent: str, cwd: Path, tool_name: str) -> list[Hook]:
             set(settings.get("hooksConfig", {}).get("disabled", [])) if agent == "gemini" else set()
         )
         for group in groups if isinstance(groups, list) else []:
-            if not isinstance(group, dict) or not _matches(agent, group.get("matcher"), tool_name):
+            if not isinstance(group, dict):
+                continue
+            if tool_name is not None and not _matches(agent, group.get("matcher"), tool_name):
                 continue
             for entry in group.get("hooks", []):
                 if not isinstance(entry, dict) or entry.get("type") != "command":
@@ -183,6 +220,33 @@ def build_payload(agent: str, command: str, cwd: Path, session_id: str) -> dict[
         "tool_name": "run_shell_command",
         "tool_input": {"command": command, "description": "Run a command"},
     }
+
+
+def post_payload(
+    agent: str, pre: dict[str, Any], exit_code: int, output: str
+) -> tuple[str, dict[str, Any]]:
+    """The event after a command ran, as each agent words it: (event name, payload)."""
+    failed = exit_code != 0
+    event = POST_EVENT[agent][failed]
+    payload = {k: v for k, v in pre.items() if k != "hook_event_name"}
+    payload["hook_event_name"] = event
+    if agent == "claude":
+        if failed:
+            payload["error"] = f"Exit code {exit_code}\n{output}"
+        else:
+            payload["tool_response"] = {"stdout": output, "stderr": "", "interrupted": False}
+    elif agent == "codex":
+        payload["tool_response"] = output  # the output only, not how it ended
+    else:
+        code = f"\nExit Code: {exit_code}" if failed else ""
+        payload["tool_response"] = {"llmContent": f"Output: {output or '(empty)'}{code}",
+                                    "returnDisplay": output}  # fmt: skip
+    return event, payload
+
+
+def start_payload(agent: str, cwd: Path, session_id: str) -> dict[str, Any]:
+    return {"session_id": session_id, "cwd": str(cwd), "hook_event_name": "SessionStart",
+            "source": "startup"}  # fmt: skip
 
 
 def hook_environment(agent: str, cwd: Path, session_id: str) -> dict[str, str]:
@@ -447,16 +511,23 @@ def main(argv: list[str] | None = None) -> int:
         default="deny",
         help="what the simulated user answers when a hook asks for confirmation",
     )
+    parser.add_argument("-c", "--config", action="append", default=[],
+                        help="Codex: a configuration value, key=TOML value")  # fmt: skip
     parser.add_argument("commands", nargs="*")
     args = parser.parse_args(argv)
 
     agent: str = args.agent
     cwd = Path.cwd()
     env = hook_environment(agent, cwd, args.session_id)
+    options = command_line_config(args.config) if agent == "codex" else None
     out = sys.stdout
+    start = json.dumps(start_payload(agent, cwd, args.session_id)).encode()
+    for hook in configured_hooks(agent, cwd, None, "SessionStart", options):
+        run_hook(agent, hook, start, cwd, env)
     for command in args.commands:
-        hooks = configured_hooks(agent, cwd, SHELL_TOOL[agent])
-        payload = json.dumps(build_payload(agent, command, cwd, args.session_id)).encode()
+        hooks = configured_hooks(agent, cwd, SHELL_TOOL[agent], None, options)
+        pre = build_payload(agent, command, cwd, args.session_id)
+        payload = json.dumps(pre).encode()
         verdict = combine([run_hook(agent, hook, payload, cwd, env) for hook in hooks])
         for message in verdict.warnings:
             print(f"WARNING: {command}: {_one_line(message)}", file=out)
@@ -476,8 +547,13 @@ def main(argv: list[str] | None = None) -> int:
         out.flush()
         proc = subprocess.run(["sh", "-c", command], cwd=cwd, capture_output=True)
         print(f"RAN: {command}", file=out)
-        for line in (proc.stdout + proc.stderr).decode("utf-8", "replace").splitlines():
+        printed = (proc.stdout + proc.stderr).decode("utf-8", "replace")
+        for line in printed.splitlines():
             print(f"  | {line}", file=out)
+        out.flush()
+        event, after = post_payload(agent, pre, proc.returncode, printed)
+        for hook in configured_hooks(agent, cwd, SHELL_TOOL[agent], event, options):
+            run_hook(agent, hook, json.dumps(after).encode(), cwd, env)
     out.flush()
     return 0
 

@@ -35,7 +35,7 @@ import sys
 from bar.agents.protocol import parse_event, render_input_error, render_reply
 from bar.errors import HookInputError
 
-agent = sys.argv[1]
+agent, ask = sys.argv[1], sys.argv[2:] == ["ask"]
 try:
     event = parse_event(agent, sys.stdin.buffer.read())
 except HookInputError as exc:
@@ -45,7 +45,7 @@ else:
     if "rm -rf" in command:
         reply = render_reply(agent, "block", "recursive deletes are not allowed here")
     elif command.startswith("chmod"):
-        reply = render_reply(agent, "warn", "permission changes need a human")
+        reply = render_reply(agent, "warn", "permission changes need a human", ask=ask)
     else:
         reply = render_reply(agent, "allow", "")
 sys.stdout.write(reply.stdout)
@@ -72,8 +72,10 @@ def hook_script(tmp_path: Path) -> Path:
     return script
 
 
-def hook_command(script: Path, agent: str) -> str:
-    return f"{shlex.quote(sys.executable)} {shlex.quote(str(script))} {agent}"
+def hook_command(script: Path, agent: str, ask: bool = True) -> str:
+    """The test hook; ``ask``: a person is at the prompt, so a warning may be a question."""
+    mode = " ask" if ask else ""
+    return f"{shlex.quote(sys.executable)} {shlex.quote(str(script))} {agent}{mode}"
 
 
 EXPECTED_RUN = {
@@ -86,7 +88,7 @@ EXPECTED_RUN = {
     "codex": [
         "RAN: touch allowed.txt",
         "DENIED: rm -rf victim: recursive deletes are not allowed here",
-        "WARNING: chmod 600 allowed.txt: permission changes need a human",
+        "WARNING: chmod 600 allowed.txt: warning: permission changes need a human",
         "RAN: chmod 600 allowed.txt",
     ],
     "gemini": [
@@ -145,6 +147,20 @@ def test_the_fake_agent_obeys_an_installed_hook(
         "chmod 600 allowed.txt",
     ]
     assert settings_file.read_bytes() == original
+
+
+@pytest.mark.parametrize("agent", AGENTS)
+def test_with_nobody_to_ask_a_warning_is_shown_and_the_command_runs(
+    tmp_path: Path, hook_script: Path, agent: str
+) -> None:
+    (tmp_path / "f").write_text("x")
+    with install_hook(agent, tmp_path, hook_command(hook_script, agent, ask=False)):
+        lines = run_fake_agent(agent, tmp_path, "chmod 600 f")
+    assert lines == [
+        "WARNING: chmod 600 f: warning: permission changes need a human",
+        "RAN: chmod 600 f",
+    ]
+    assert (tmp_path / "f").stat().st_mode & 0o777 == 0o600
 
 
 @pytest.mark.parametrize("agent", ["claude", "gemini"])

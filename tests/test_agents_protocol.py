@@ -12,14 +12,23 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bar.agents import AGENTS
-from bar.agents.protocol import HookEvent, parse_event, render_input_error, render_reply
+from bar.agents.protocol import (
+    HookEvent,
+    answer_for,
+    parse_event,
+    render_input_error,
+    render_reply,
+)
 from bar.errors import HookInputError, UnknownAgent
+from bar.gate import judge
+from bar.policy import default_policy
 from helpers import load_fake_agent
 
 TESTS = Path(__file__).parent
@@ -59,7 +68,6 @@ PARSED = [
 
 MALFORMED = [
     ("claude_malformed_no_command.json", "claude", "no tool_input.command string"),
-    ("codex_malformed_post_tool_use.json", "codex", "'PostToolUse' event"),
     ("gemini_malformed_tool_input.json", "gemini", "no tool_input object (got string)"),
     ("truncated.json", "claude", "not valid JSON"),
     ("truncated.json", "codex", "not valid JSON"),
@@ -74,9 +82,10 @@ EXPECTED = {
     ("claude", "block"): "deny",
     ("codex", "block"): "deny",
     ("gemini", "block"): "deny",
-    ("claude", "warn"): "ask",
-    ("codex", "warn"): "none",  # Codex has no "ask": the warning is shown and it runs
-    ("gemini", "warn"): "ask",
+    # warn: a warning and the command runs, unless a person at the prompt can be asked
+    ("claude", "warn", True): "ask",
+    ("codex", "warn", True): "none",  # Codex has no "ask": the warning is shown and it runs
+    ("gemini", "warn", True): "ask",
 }
 
 
@@ -167,17 +176,87 @@ def test_an_uncaught_input_error_still_blocks() -> None:
 
 @pytest.mark.parametrize("agent", AGENTS)
 @pytest.mark.parametrize("action", ["allow", "log", "warn", "block"])
-def test_replies_as_each_agent_reads_them(agent: str, action: str) -> None:
-    reply = render_reply(agent, action, "rule no-rm-rf-root: recursive delete from root")
+@pytest.mark.parametrize("ask", [False, True])
+def test_replies_as_each_agent_reads_them(agent: str, action: str, ask: bool) -> None:
+    reason = "rule no-rm-rf-root: recursive delete from root"
+    reply = render_reply(agent, action, reason, ask=ask)
     verdict = fake_agent.interpret(agent, reply.exit_code, reply.stdout, reply.stderr)
     assert verdict.errors == []  # an answer the agent rejects would fail open
-    assert verdict.decision == EXPECTED.get((agent, action), "none")
+    expected = EXPECTED.get((agent, action), EXPECTED.get((agent, action, ask), "none"))
+    assert verdict.decision == expected
+    assert answer_for(agent, action, ask) == {"deny": "deny", "ask": "ask"}.get(
+        expected, "warning" if action == "warn" else "none"
+    )
     if action in ("warn", "block"):
         shown = [verdict.reason, *verdict.warnings]
-        assert "rule no-rm-rf-root: recursive delete from root" in shown
+        assert any(reason in text for text in shown)
     else:
         assert verdict.warnings == []
         assert reply.stderr == ""
+
+
+@pytest.mark.parametrize("agent", AGENTS)
+def test_a_warning_tells_the_model_where_the_agent_passes_it_on(agent: str) -> None:
+    reply = render_reply(agent, "warn", "bar policy: risky", ask=False)
+    body = json.loads(reply.stdout)
+    assert reply.exit_code == 0 and "risky" in body["systemMessage"]
+    context = body.get("hookSpecificOutput", {}).get("additionalContext", "")
+    # Claude Code and Codex hand a pre-tool hook's additionalContext to the model;
+    # Gemini CLI shows the message and reads no context from a BeforeTool hook
+    assert ("risky" in context) == (agent != "gemini")
+    assert "permissionDecision" not in body.get("hookSpecificOutput", {})
+
+
+@pytest.mark.parametrize(
+    ("agent", "payload", "outcome"),
+    [
+        ("claude", {"hook_event_name": "PostToolUse", "tool_name": "Bash",
+                    "tool_input": {"command": "ls"}, "tool_use_id": "toolu_1",
+                    "tool_response": {"stdout": "", "stderr": ""}}, "ran"),
+        ("claude", {"hook_event_name": "PostToolUseFailure", "tool_name": "Bash",
+                    "tool_input": {"command": "false"}, "error": "Exit code 1"}, "failed"),
+        ("codex", {"hook_event_name": "PostToolUse", "tool_name": "Bash",
+                   "tool_input": {"command": "false"}, "tool_response": ""}, "ran"),
+        ("gemini", {"hook_event_name": "AfterTool", "tool_name": "run_shell_command",
+                    "tool_input": {"command": "exit 3"},
+                    "tool_response": {"llmContent": "Output: (empty)\nExit Code: 3\n"}},
+         "failed"),
+        ("gemini", {"hook_event_name": "AfterTool", "tool_name": "run_shell_command",
+                    "tool_input": {"command": "ls"},
+                    "tool_response": {"llmContent": "Output: a\nProcess Group PGID: 7"}}, "ran"),
+    ],
+)  # fmt: skip
+def test_post_tool_events_say_what_became_of_the_command(
+    agent: str, payload: dict[str, Any], outcome: str
+) -> None:
+    event = parse_event(agent, json.dumps(payload).encode())
+    assert (event.kind, event.outcome) == ("post", outcome)
+    assert event.command == payload["tool_input"]["command"]
+    # they only inform: no opinion, whatever the policy would say
+    judged = judge(agent, json.dumps(payload).encode(), default_policy())
+    assert judged.reply.exit_code == 0 and judged.answer == "none"
+
+
+@pytest.mark.parametrize("agent", AGENTS)
+def test_session_start_is_read_and_other_events_are_refused(agent: str) -> None:
+    start = parse_event(agent, b'{"hook_event_name": "SessionStart", "session_id": "s1"}')
+    assert (start.kind, start.session_id, start.command) == ("start", "s1", None)
+    with pytest.raises(HookInputError, match="'Stop' event"):
+        parse_event(agent, b'{"hook_event_name": "Stop"}')
+
+
+def test_codex_patches_are_edits_not_shell_commands() -> None:
+    patch = "*** Begin Patch\n*** Add File: /w/a.txt\n+rm -rf /\n*** End Patch"
+    edit = f"apply_patch <<'EOF'\n{patch}\nEOF\n"
+    event = {"hook_event_name": "PreToolUse", "tool_name": "Bash", "tool_input": {}}
+    event["tool_input"] = {"command": edit}
+    assert parse_event("codex", json.dumps(event).encode()).command is None
+    # anything after the patch is a shell command again, and checked whole
+    event["tool_input"] = {"command": edit + "rm -rf ~\n"}
+    assert parse_event("codex", json.dumps(event).encode()).command == edit + "rm -rf ~\n"
+    # only Codex applies patches itself
+    event["tool_input"] = {"command": edit}
+    assert parse_event("claude", json.dumps(event).encode()).command == edit
 
 
 @pytest.mark.parametrize("agent", AGENTS)

@@ -90,7 +90,10 @@ def test_merge_adds_bar_and_keeps_everything_else(agent: str) -> None:
     assert groups[2]["hooks"][0]["type"] == "command"
     for key in ("permissions", "env"):
         assert merged[key] == before[key]
-    assert merged["hooks"]["SessionStart"] == before["hooks"]["SessionStart"]
+    # the developer's session hook stays first; bar's follows, with no matcher
+    starts = merged["hooks"]["SessionStart"]
+    assert starts[0] == before["hooks"]["SessionStart"][0]
+    assert starts[1:] == [{"hooks": [groups[2]["hooks"][0]]}]
 
 
 @pytest.mark.parametrize("agent", AGENTS)
@@ -135,22 +138,24 @@ def test_removing_the_only_hook_leaves_nothing(agent: str) -> None:
 
 
 def test_the_entries_bar_installs() -> None:
+    entry = {"type": "command", "command": "bar hook claude", "timeout": 60}
     assert merge_hook_settings("claude", None, "bar hook claude") == {
         "hooks": {
-            "PreToolUse": [
-                {
-                    "matcher": "Bash",
-                    "hooks": [{"type": "command", "command": "bar hook claude", "timeout": 60}],
-                }
-            ]
+            "PreToolUse": [{"matcher": "Bash", "hooks": [entry]}],
+            "PostToolUse": [{"matcher": "Bash", "hooks": [entry]}],
+            "PostToolUseFailure": [{"matcher": "Bash", "hooks": [entry]}],
+            "SessionStart": [{"hooks": [entry]}],
         }
     }
     codex = merge_hook_settings("codex", None, "bar hook codex")
+    assert sorted(codex["hooks"]) == ["PostToolUse", "PreToolUse", "SessionStart"]
     assert codex["hooks"]["PreToolUse"][0]["hooks"][0]["timeout"] == 60  # seconds
     gemini = merge_hook_settings("gemini", None, "bar hook gemini")
+    assert sorted(gemini["hooks"]) == ["AfterTool", "BeforeTool", "SessionStart"]
     (group,) = gemini["hooks"]["BeforeTool"]
     assert group["matcher"] == "run_shell_command"
     assert group["hooks"][0]["timeout"] == 60_000  # milliseconds
+    assert gemini["hooks"]["AfterTool"] == [group]
     assert [settings_path(a) for a in AGENTS] == [
         ".claude/settings.local.json",
         ".codex/hooks.json",

@@ -221,3 +221,40 @@ def test_a_command_killed_by_a_signal_is_recorded_so(
     step = ledger(t["id"])[-1]
     assert (step["exit_code"], step["signal"]) == (137, 9)
     assert not step.get("interrupted")
+
+
+@pytest.mark.parametrize("pty", [False, True])
+def test_a_command_that_exits_cleanly_when_stopped_is_recorded_as_stopped(
+    pty: bool, inited: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Agents catch SIGTERM and shut down with exit 0: a step ended from outside (a
+    timeout, a CI job cancelled) is recorded as killed by the signal, 128+N."""
+    import signal
+    import sys
+    import time
+
+    from helpers import BAR_EXE
+
+    t = new_task(capfd)
+    ready = tmp_path / "ready"
+    script = (
+        "import signal, sys, time, pathlib\n"
+        "signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))\n"
+        f"pathlib.Path({str(ready)!r}).write_text('x')\n"
+        "time.sleep(60)\n"
+    )
+    mode = "--pty" if pty else "--no-pty"
+    proc = subprocess.Popen([BAR_EXE, "run", mode, "--no-sandbox", "--", sys.executable, "-c",
+                             script], cwd=worktree(t), stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while not ready.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 143, err
+    step = ledger(t["id"])[-1]
+    assert (step["exit_code"], step["signal"]) == (143, 15)

@@ -53,20 +53,54 @@ def test_agent_inner_commands_go_through_the_policy(
     assert not (task_dir(t["id"]) / "artifacts/0001.policy.jsonl").exists()
 
 
-@pytest.mark.parametrize("agent", ["codex", "gemini"])
-def test_other_agents_are_wired_too(
-    agent: str, inited: Path, capfd: pytest.CaptureFixture[str]
+def agent_program(tmp_path: Path, agent: str) -> str:
+    """An executable named like the agent that runs the fake one: bar gives Codex its
+    hooks on the command line, after the program's name."""
+    program = tmp_path / "bin" / agent
+    program.parent.mkdir(exist_ok=True)
+    program.write_text(f'#!/bin/sh\nexec {sys.executable} {FAKE_AGENT} --agent {agent} "$@"\n')
+    program.chmod(0o755)
+    return str(program)
+
+
+@pytest.mark.parametrize("agent", ["claude", "codex", "gemini"])
+def test_each_agent_reports_what_became_of_its_commands(
+    agent: str, inited: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
     t = new_task(capfd)
     res = subprocess.run(
-        [BAR_EXE, "run", "--no-pty", "--agent", agent, "--",
-         sys.executable, FAKE_AGENT, "--agent", agent, "git reset --hard HEAD~3", "ls"],
+        [BAR_EXE, "run", "--no-pty", "--agent", agent, "--", agent_program(tmp_path, agent),
+         "git reset --hard HEAD~3", "ls", "exit 3", "chmod -R 777 ."],
         cwd=inited, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert res.returncode == 0, res.stderr
     assert "DENIED: git reset --hard" in res.stdout and "RAN: ls" in res.stdout
+    assert "RAN: chmod -R 777 ." in res.stdout  # nobody at the prompt: warned, not asked
+    assert "never called bar's hooks" not in res.stderr
     (step,) = ledger(t["id"])
-    assert {e["decision"] for e in step["policy_events"]} == {"block", "allow"}
+    got = {e["command"]: (e["decision"], e["answer"], e["outcome"]) for e in step["policy_events"]}
+    assert got == {
+        "git reset --hard HEAD~3": ("block", "deny", "refused"),
+        "ls": ("allow", "none", "ran"),
+        # Codex's post-tool event does not say how a command ended
+        "exit 3": ("allow", "none", "ran" if agent == "codex" else "failed"),
+        "chmod -R 777 .": ("warn", "warning", "ran"),
+    }
+    hooks = "arguments" if agent == "codex" else "settings"
+    assert step["agent"] == {"name": agent, "hooks": hooks, "interactive": False, "sessions": 1}
+
+
+def test_an_agent_that_never_calls_the_hooks_is_reported(
+    inited: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    new_task(capfd)
+    res = subprocess.run([BAR_EXE, "run", "--no-pty", "--agent", "gemini", "--", "true"],
+                         cwd=inited, capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert res.returncode == 0
+    assert "gemini never called bar's hooks in this step" in res.stderr
+    res = subprocess.run([BAR_EXE, "run", "--no-pty", "--agent", "codex", "--", "true"],
+                         cwd=inited, capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert "must start with 'codex'" in res.stderr
 
 
 def test_hook_outside_a_run_answers_and_records_nothing(inited: Path) -> None:
