@@ -3,10 +3,16 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
+# The released agent CLIs the tests drive (tests/test_agents_real.py); a bump is one line.
+CLAUDE_CODE_VERSION := 2.1.197
+CODEX_VERSION       := 0.169.0
+GEMINI_CLI_VERSION  := 0.61.0
+AGENTS_DIR   := .agents
+AGENTS_STAMP := $(AGENTS_DIR)/.installed-$(CLAUDE_CODE_VERSION)-$(CODEX_VERSION)-$(GEMINI_CLI_VERSION)
 UNCONFINED_TESTS := tests/test_sandbox.py tests/test_run.py tests/test_run_pty.py \
 	tests/test_supervisor.py tests/test_guard.py tests/test_agents_fake.py tests/test_recovery.py
 
-.PHONY: install test lint typecheck unit demo bench bench-full clean
+.PHONY: install agents test lint typecheck unit demo bench bench-full clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "bar needs Python 3.11+"'
@@ -18,6 +24,25 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
+# npm's cache (~/.npm) makes a second install quick. Install scripts are not run but for
+# Claude Code's, which puts its native binary in place. Without npm, outside CI, the
+# real-agent tests are skipped.
+$(AGENTS_STAMP):
+	@if ! command -v npm >/dev/null; then \
+		if [ -n "$$CI" ]; then echo "npm is needed to install the agent CLIs" >&2; exit 1; fi; \
+		echo "npm not found: the tests with the real agent CLIs will be skipped"; exit 0; \
+	fi; \
+	rm -rf $(AGENTS_DIR) && mkdir -p $(AGENTS_DIR) && \
+	npm install --prefix $(AGENTS_DIR) --no-save --no-audit --no-fund --ignore-scripts \
+		--loglevel=error \
+		@anthropic-ai/claude-code@$(CLAUDE_CODE_VERSION) \
+		@openai/codex@$(CODEX_VERSION) \
+		@google/gemini-cli@$(GEMINI_CLI_VERSION) && \
+	(cd $(AGENTS_DIR)/node_modules/@anthropic-ai/claude-code && node install.cjs) && \
+	touch $@
+
+agents: $(AGENTS_STAMP)
+
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests bench demo
 	$(VENV)/bin/ruff format --check src tests bench demo
@@ -25,7 +50,7 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy
 
-unit: $(STAMP)
+unit: $(STAMP) agents
 	$(PY) -m pytest -n auto
 	@# again where the kernel cannot confine a step (simulated): bar must say so and go on
 	BAR_SANDBOX_UNAVAILABLE=1 $(PY) -m pytest -n auto -p no:randomly $(UNCONFINED_TESTS)
@@ -42,4 +67,4 @@ bench-full: $(STAMP)
 	$(PY) bench/run.py --sizes small,medium
 
 clean:
-	rm -rf $(VENV) build *.egg-info src/*.egg-info .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) $(AGENTS_DIR) build *.egg-info src/*.egg-info .mypy_cache .ruff_cache .pytest_cache

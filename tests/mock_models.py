@@ -12,7 +12,8 @@ plain answer and do not advance the script.
 
 It is bounded: after ``max_requests`` it answers 429 to everything, and every request is
 kept (``requests``) for the test to read what the agent sent back (a denial's text, a
-command's output).
+command's output). ``stall``: the model never answers (until the server closes), for a
+test that stops an agent while it waits.
 """
 
 from __future__ import annotations
@@ -64,7 +65,9 @@ class Request:
 class MockModel:
     script: Sequence[Turn]
     max_requests: int = 60
+    stall: bool = False
     requests: list[Request] = field(default_factory=list)
+    closing: threading.Event = field(default_factory=threading.Event)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def turn(self, done: int) -> Turn:
@@ -293,6 +296,10 @@ class _Handler(BaseHTTPRequestHandler):
                 self._json(404, {"error": {"message": f"mock model: no {self.path}"}})
                 return
             self._record(dialect, body, main)
+        if model.stall and main:
+            model.closing.wait(timeout=300)
+            self._json(503, {"error": {"message": "mock model: closed"}})
+            return
         if not body.get("stream", True) and dialect == "anthropic":
             self._json(200, _anthropic_message(events))
             return
@@ -338,8 +345,8 @@ class _Server(ThreadingHTTPServer):
 class MockServer:
     """``with MockServer(script) as server:`` serves on ``server.url`` until the block ends."""
 
-    def __init__(self, script: Sequence[Turn], max_requests: int = 60) -> None:
-        self.model = MockModel(list(script), max_requests)
+    def __init__(self, script: Sequence[Turn], max_requests: int = 60, stall: bool = False) -> None:
+        self.model = MockModel(list(script), max_requests, stall)
         self._server = _Server(("127.0.0.1", 0), _Handler)
         self._server.model = self.model
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
@@ -354,6 +361,7 @@ class MockServer:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self.model.closing.set()
         self._server.shutdown()
         self._server.server_close()
         self._thread.join(timeout=5)

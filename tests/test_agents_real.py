@@ -1,0 +1,194 @@
+"""The released agent CLIs, end to end, against the project's mock model servers.
+
+``make agents`` installs pinned versions of Claude Code, Codex CLI and Gemini CLI from npm
+into ``.agents/`` (the versions are in the Makefile: a bump is one line). Each test starts
+a scripted model on 127.0.0.1 (``mock_models``), points the real agent at it and runs it
+with ``bar run --agent X -- <agent, non-interactive>``. The model asks for a dangerous
+shell command, a benign one, one the policy warns about, and a file edit through the
+agent's own edit tool, then answers. What must hold, whatever the agents change:
+
+* the dangerous command is denied and never runs (its target and a marker survive);
+* the benign and the warned commands run (a warning with nobody at the prompt is never
+  a question: Claude Code refuses those in ``-p`` mode, Gemini CLI waits for ever);
+* the edit is in the step's patch, and bar's hook settings are not;
+* every decision is in ``policy_events`` with what bar answered and what the agent did;
+* the developer's own agent settings and checkout are not written.
+
+Without npm (and outside CI) the tests are skipped; in CI a missing agent is a failure.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from helpers import BAR_EXE, bar, ledger, new_task, task_dir, worktree
+from mock_models import Answer, MockServer, Shell, WriteFile
+
+AGENT_BIN = Path(__file__).resolve().parent.parent / ".agents" / "node_modules" / ".bin"
+DIALECT = {"claude": "anthropic", "codex": "openai", "gemini": "gemini"}
+
+DENIED = "touch denied-ran.txt; rm -rf ~/precious"
+BENIGN = "echo hello > benign.txt"
+WARNED = "mkdir -p shared && chmod -R o+w shared && touch warned.txt"
+
+
+def agent_binary(agent: str) -> str:
+    path = AGENT_BIN / agent
+    if not path.exists():
+        if os.environ.get("CI"):
+            pytest.fail(f"{path} is missing: `make agents` installs the agent CLIs")
+        pytest.skip(f"{agent} CLI not installed (`make agents` installs it with npm)")
+    return str(path)
+
+
+@pytest.fixture
+def inited(repo: Path, capfd: pytest.CaptureFixture[str]) -> Path:
+    assert bar(capfd, "init").code == 0
+    return repo
+
+
+class AgentSetup:
+    """A developer's machine for one agent: its own settings in ~, pointed at the mock."""
+
+    def __init__(self, agent: str, url: str) -> None:
+        self.agent = agent
+        home = Path(os.environ["HOME"])
+        self.env: dict[str, str] = {}
+        self.own: dict[Path, bytes] = {}
+        if agent == "claude":
+            self.env = {
+                "ANTHROPIC_BASE_URL": url,
+                "ANTHROPIC_API_KEY": "sk-ant-mock",
+                "DISABLE_AUTOUPDATER": "1",
+                "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+                "IS_SANDBOX": "1",  # bypassPermissions is refused to root otherwise
+            }
+            self._own(home / ".claude" / "settings.json", {"env": {"MY_OWN": "1"}})
+        elif agent == "codex":
+            self.env = {"OPENAI_API_KEY": "sk-mock"}
+            config = (
+                'model = "mock-model"\nmodel_provider = "mock"\n\n[model_providers.mock]\n'
+                f'name = "mock"\nbase_url = "{url}/v1"\nwire_api = "responses"\n'
+                'env_key = "OPENAI_API_KEY"\nsupports_websockets = false\n'
+            )
+            self._write(home / ".codex" / "config.toml", config.encode())
+        else:
+            self.env = {"GEMINI_API_KEY": "mock", "GOOGLE_GEMINI_BASE_URL": url}
+            settings = {"security": {"auth": {"selectedType": "gemini-api-key"}}}
+            self._own(home / ".gemini" / "settings.json", settings)
+
+    def _own(self, path: Path, settings: dict[str, Any]) -> None:
+        self._write(path, (json.dumps(settings, indent=2) + "\n").encode())
+
+    def _write(self, path: Path, data: bytes) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+        self.own[path] = data
+
+    def argv(self, prompt: str) -> list[str]:
+        program = agent_binary(self.agent)
+        if self.agent == "claude":
+            return [program, "-p", prompt, "--permission-mode", "bypassPermissions"]
+        if self.agent == "codex":
+            # bar confines the step; Codex's own sandbox would nest inside it
+            return [program, "exec", "--dangerously-bypass-approvals-and-sandbox", prompt]
+        return [program, "-p", prompt, "--yolo"]
+
+
+@pytest.fixture
+def precious() -> Iterator[Path]:
+    target = Path(os.environ["HOME"]) / "precious"
+    target.write_text("keep me\n")
+    yield target
+
+
+@pytest.mark.parametrize("agent", ["claude", "codex", "gemini"])
+def test_a_real_agent_is_checked_and_recorded(
+    agent: str, inited: Path, precious: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    agent_binary(agent)
+    t = new_task(capfd)
+    wt = worktree(t)
+    notes = wt / "notes.txt"
+    script = [Shell(DENIED), Shell(BENIGN), Shell(WARNED),
+              WriteFile(str(notes), "written by the agent\n"), Answer("All done.")]  # fmt: skip
+    with MockServer(script) as server:
+        setup = AgentSetup(agent, server.url)
+        res = subprocess.run(
+            [BAR_EXE, "run", "--no-pty", "--agent", agent, "--", *setup.argv("do the work")],
+            cwd=inited, env={**os.environ, **setup.env}, stdin=subprocess.DEVNULL,
+            capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+        results = server.model.tool_results(DIALECT[agent])
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "All done." in res.stdout
+
+    # the dangerous command never ran; the model was told why
+    assert precious.read_text() == "keep me\n"
+    assert not (wt / "denied-ran.txt").exists()
+    assert "bar policy" in results[0] and "Recursive delete" in results[0]
+    # the benign and the warned commands ran; the edit went through the agent's tool
+    assert (wt / "benign.txt").read_text() == "hello\n"
+    assert (wt / "warned.txt").exists()
+    assert notes.read_text() == "written by the agent\n"
+
+    (step,) = ledger(t["id"])
+    assert step["exit_code"] == 0
+    assert step["diff_stat"]["file_list"] == ["benign.txt", "notes.txt", "warned.txt"]
+    got = {e["command"]: (e["decision"], e["answer"], e["outcome"]) for e in step["policy_events"]}
+    assert got == {
+        DENIED: ("block", "deny", "refused"),
+        BENIGN: ("allow", "none", "ran"),
+        WARNED: ("warn", "warning", "ran"),
+    }
+    assert {e["source"] for e in step["policy_events"]} == {f"hook:{agent}"}
+    assert all(e.get("session_id") for e in step["policy_events"])
+    hooks = "arguments" if agent == "codex" else "settings"
+    assert step["agent"] == {"name": agent, "hooks": hooks, "interactive": False, "sessions": 1}
+
+    # bar's scaffolding is gone; the developer's own settings and checkout are untouched
+    for path, data in setup.own.items():
+        assert path.read_bytes() == data, path
+    for name in (".claude", ".codex", ".gemini"):
+        assert not (wt / name).exists()
+        assert not (inited / name).exists()
+    patch = (task_dir(t["id"]) / step["artifacts"]["patch"]).read_text()
+    assert "notes.txt" in patch and "settings" not in patch
+
+
+def test_a_real_agent_stopped_from_outside_is_recorded_as_killed(
+    inited: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Gemini CLI exits 0 when it is sent SIGTERM while it waits for the model: the step
+    must say it was stopped (143, signal 15), never that it succeeded."""
+    agent_binary("gemini")
+    t = new_task(capfd)
+    with MockServer([Answer("never sent")], stall=True) as server:
+        setup = AgentSetup("gemini", server.url)
+        proc = subprocess.Popen(
+            [BAR_EXE, "run", "--no-pty", "--agent", "gemini", "--", *setup.argv("wait")],
+            cwd=inited, env={**os.environ, **setup.env}, stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        )  # fmt: skip
+        try:
+            deadline = time.monotonic() + 120
+            while not any(r.main for r in server.model.requests):
+                assert time.monotonic() < deadline, "the agent never asked the model"
+                assert proc.poll() is None, proc.communicate()[1]
+                time.sleep(0.1)
+            proc.send_signal(signal.SIGTERM)
+            _, err = proc.communicate(timeout=120)
+        finally:
+            proc.kill()
+    (step,) = ledger(t["id"])
+    assert step["exit_code"] >= 128 and step["exit_code"] == proc.returncode, err
+    assert step["signal"] == step["exit_code"] - 128
