@@ -135,9 +135,11 @@ def _anthropic(model: MockModel, body: dict[str, Any]) -> tuple[bool, list[bytes
         delta: dict[str, Any] = {"type": "text_delta", "text": turn.text}
         stop = "end_turn"
     else:
-        name, args = ("Bash", {"command": turn.command, "description": "step"}) if isinstance(
-            turn, Shell
-        ) else ("Write", {"file_path": turn.path, "content": turn.content})
+        name, args = (
+            ("Bash", {"command": turn.command, "description": "step"})
+            if isinstance(turn, Shell)
+            else ("Write", {"file_path": turn.path, "content": turn.content})
+        )
         block = {"type": "tool_use", "id": f"toolu_{done:02d}", "name": name, "input": {}}
         delta = {"type": "input_json_delta", "partial_json": json.dumps(args)}
         stop = "tool_use"
@@ -245,7 +247,7 @@ class _Handler(BaseHTTPRequestHandler):
     server: _Server
     protocol_version = "HTTP/1.1"
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib name
+    def log_message(self, format: str, *args: Any) -> None:
         pass
 
     def do_GET(self) -> None:

@@ -103,7 +103,9 @@ def codex_arguments(hook_command: str) -> list[str]:
         trusted[f"{_CODEX_SOURCE}:{_CODEX_LABELS[event]}:0:0"] = codex_trust_hash(
             event, matcher, hook_command, proto.timeout
         )
-    state = ",".join(f"{json.dumps(k)}={{trusted_hash={json.dumps(v)}}}" for k, v in trusted.items())
+    state = ",".join(
+        f"{json.dumps(k)}={{trusted_hash={json.dumps(v)}}}" for k, v in trusted.items()
+    )
     args += ["-c", f"hooks.state={{{state}}}"]
     return args
 
