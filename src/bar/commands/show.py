@@ -46,6 +46,9 @@ def show(*, task: str | None, step: str, as_json: bool) -> int:
         sandbox = record.extra.get("sandbox")
         if isinstance(sandbox, dict):
             rows.append(("sandbox", _sandbox_text(sandbox)))
+        agent = record.extra.get("agent")
+        if isinstance(agent, dict):
+            rows.append(("agent", _agent_text(agent)))
     if isinstance(record, ApplyStep):
         rows += [("mode", record.mode), ("target", record.target_branch),
                  ("commit", record.commit_sha)]  # fmt: skip
@@ -59,7 +62,8 @@ def show(*, task: str | None, step: str, as_json: bool) -> int:
         for event in record.policy_events:
             source = f" [{event.source}]" if event.source else ""
             rule = event.rule or "no rule matched"
-            rows.append(("policy", f"{event.action} {rule}: {event.matched}{source}"))
+            rows.append(("policy", f"{event.action} {rule}: {event.matched}{source}"
+                                   f"{_fate(event.answer, event.outcome)}"))  # fmt: skip
         for hook in record.hooks:
             rows.append(("hook", f"{hook.phase} {hook.cmd!r} -> exit {hook.exit_code}"))
     for key, value in rows:
@@ -72,6 +76,27 @@ def show(*, task: str | None, step: str, as_json: bool) -> int:
     if record.artifacts.cast:
         print(paint(f"\n(replay the session with: bar replay {record.step_id})", "dim"))
     return 0
+
+
+_ANSWERED = {"deny": "denied", "ask": "asked", "warning": "warned"}
+
+
+def _fate(answer: str | None, outcome: str | None) -> str:
+    """What bar answered an agent's inner command and what the agent then did."""
+    if answer is None and outcome is None:
+        return ""
+    said = _ANSWERED.get(answer or "", "")
+    did = outcome or "outcome unknown"
+    return f" -> {said}, {did}" if said else f" -> {did}"
+
+
+def _agent_text(rec: dict[str, object]) -> str:
+    how = {"settings": "hooks in its settings file", "arguments": "hooks on its command line",
+           "none": "no hooks: commands unchecked"}.get(str(rec.get("hooks")), "hooks")  # fmt: skip
+    sessions = rec.get("sessions")
+    mode = "interactive" if rec.get("interactive") else "non-interactive"
+    count = f", {sessions} session(s)" if isinstance(sessions, int) else ""
+    return f"{rec.get('name')} ({how}, {mode}{count})"
 
 
 def _sandbox_text(rec: dict[str, object]) -> str:
