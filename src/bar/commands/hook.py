@@ -1,7 +1,9 @@
-"""``bar hook AGENT [--socket PATH]``: an agent asks whether it may run a shell command.
+"""``bar hook AGENT [--socket PATH]``: an agent asks whether it may run a shell command,
+or reports what became of one.
 
-Claude Code, Codex and Gemini CLI run this before every shell command, with the event as
-JSON on stdin, and read the answer in their own format (docs/agents.md). Inside a step,
+Claude Code, Codex and Gemini CLI run this before and after every shell command and when
+a session starts, with the event as JSON on stdin, and read the answer in their own
+format (docs/agents.md). Inside a step,
 ``bar run`` is listening on the task's channel (``--socket``, which ``bar run --agent``
 writes into the hook command, or ``BAR_SOCKET``, which it gives the step): the event is
 handed over as it is and the reply printed, so this path imports only ``os``, ``sys`` and
@@ -23,10 +25,11 @@ from bar.agents import AGENTS
 USAGE = "usage: bar hook claude|codex|gemini [--socket PATH]  (reads the agent's event on stdin)"
 HELP = f"""{USAGE}
 
-Called by Claude Code, Codex CLI or Gemini CLI before each shell command, with the
-agent's pre-tool event as JSON on stdin; answers in the agent's own format (JSON on
-stdout, reason on stderr, exit code 2 to block). Inside `bar run`, the running step
-judges and records the command (--socket, or BAR_SOCKET in the step's environment);
+Called by Claude Code, Codex CLI or Gemini CLI before each shell command (and after it,
+and when a session starts), with the agent's event as JSON on stdin; answers in the
+agent's own format (JSON on stdout, reason on stderr, exit code 2 to block). Inside
+`bar run`, the running step judges and records the command and what became of it
+(--socket, or BAR_SOCKET in the step's environment);
 otherwise the policy of the repository the agent works in decides and nothing is
 recorded. `bar run --agent AGENT` installs this hook for a run; `bar agent setup AGENT`
 prints the settings to install it yourself. See docs/agents.md.
