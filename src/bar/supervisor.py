@@ -108,8 +108,6 @@ class Supervisor:
                         "this step are not checked by the policy"
                     )
                 self.env.update(proto.run_env)
-                if proto.run_notice:
-                    notices.note(proto.run_notice)
         except BaseException:
             self.close()
             raise
@@ -275,10 +273,11 @@ class Supervisor:
         if event.command is None or event.outcome is None:
             return
         with self._record_lock:
+            # the latest match: an agent without call ids (Gemini) reports a command right
+            # after it ran, so an earlier one with the same text was not run
             found = next(
-                (i for i, (_, pre) in enumerate(self._pending)
-                 if (pre.tool_use_id == event.tool_use_id if event.tool_use_id
-                     else pre.command == event.command and pre.session_id == event.session_id)),
+                (i for i in reversed(range(len(self._pending)))
+                 if _same_call(self._pending[i][1], event)),
                 None,
             )  # fmt: skip
             if found is None:
@@ -300,6 +299,14 @@ class Supervisor:
                 os.write(fd, data)
             finally:
                 os.close(fd)
+
+
+def _same_call(pre: HookEvent, post: HookEvent) -> bool:
+    """Whether a post-tool event reports the command of a pre-tool one: the same call id,
+    or, from an agent that sends none, the same command in the same session."""
+    if post.tool_use_id:
+        return pre.tool_use_id == post.tool_use_id
+    return pre.command == post.command and pre.session_id == post.session_id
 
 
 def _from_this_step(conn: socket.socket) -> bool:

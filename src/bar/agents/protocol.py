@@ -38,7 +38,7 @@ class Protocol(Slotted):
     """What differs between the agents. Sources for every value: docs/agents.md."""
 
     __slots__ = ("can_ask", "display_name", "entry_name", "event_name", "matcher",
-                 "post_events", "run_env", "run_notice", "settings_path", "shell_tool",
+                 "post_events", "run_env", "settings_path", "shell_tool",
                  "start_event", "state", "timeout")  # fmt: skip
 
     def __init__(
@@ -55,7 +55,6 @@ class Protocol(Slotted):
         timeout: int,  # timeout of bar's entry, in the unit the agent reads
         entry_name: str | None,  # Gemini shows a hook's name in its /hooks panel
         run_env: dict[str, str] | None = None,  # what `bar run --agent` adds to its env
-        run_notice: str | None = None,  # what `bar run --agent` tells the developer
         state: tuple[str, ...] = (),  # the agent's own files in ~, writable in its runs
     ) -> None:
         self.display_name = display_name
@@ -69,7 +68,6 @@ class Protocol(Slotted):
         self.timeout = timeout
         self.entry_name = entry_name
         self.run_env = run_env or {}
-        self.run_notice = run_notice
         self.state = state
 
     def events(self) -> tuple[tuple[str, str | None], ...]:
