@@ -29,10 +29,10 @@ Called by Claude Code, Codex CLI or Gemini CLI before each shell command (and af
 and when a session starts), with the agent's event as JSON on stdin; answers in the
 agent's own format (JSON on stdout, reason on stderr, exit code 2 to block). Inside
 `bar run`, the running step judges and records the command and what became of it
-(--socket, or BAR_SOCKET in the step's environment);
-otherwise the policy of the repository the agent works in decides and nothing is
-recorded. `bar run --agent AGENT` installs this hook for a run; `bar agent setup AGENT`
-prints the settings to install it yourself. See docs/agents.md.
+(--socket, or BAR_SOCKET in the step's environment); otherwise the policy of the
+repository the agent works in decides and nothing is recorded. `bar run --agent AGENT`
+gives the agent this hook for a run; `bar agent setup AGENT` prints the settings to
+install it yourself. See docs/agents.md.
 """
 
 
