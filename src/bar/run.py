@@ -152,7 +152,7 @@ def run_step(task: Task, req: RunRequest) -> RunStep:
         adopted_since = leftovers.become_subreaper()
     watch = Guard(task)
     supervisor = Supervisor(task, step_id, policy, scrubber, req.agent, list(req.argv),
-                            terminal=req.pty and _is_terminal(0))  # fmt: skip
+                            terminal=req.pty and os.isatty(0))  # fmt: skip
     intent = RunIntent(
         pid=os.getpid(), step_id=step_id, started_at=started,
         cmd=scrubber.scrub_obj(list(req.argv)), cwd=req.cwd, snapshot_before=before,
@@ -359,13 +359,6 @@ def _say_unhooked(agent: dict[str, object], recorded: Recorded, executed: Execut
         return  # the agent did not start
     warn(f"{agent.get('name')} never called bar's hooks in this step: the commands it ran "
          "were not checked by the policy (docs/agents.md lists the versions bar knows)")  # fmt: skip
-
-
-def _is_terminal(fd: int) -> bool:
-    try:
-        return os.isatty(fd)
-    except OSError:
-        return False
 
 
 def _say_nested(task: Task, step: RunStep) -> None:
