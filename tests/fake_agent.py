@@ -9,7 +9,10 @@ the project settings files from the current directory (for Codex also ``-c`` opt
 ``sh -c`` (payload on stdin, cwd and environment as the agent sets them), reads each reply
 the way that agent reads it, and runs the command with ``sh -c`` only if no hook refused
 it; then it sends the post-tool event (how the command ended). A session-start event
-comes first. One line per decision on stdout:
+comes first. A command ``write:PATH=TEXT`` is a file edit through the agent's own tool
+instead (Claude Code ``Write``, Codex ``apply_patch`` through its shell tool, Gemini CLI
+``write_file``): the agent writes the file itself and sends the post-tool event. One line
+per decision on stdout:
 
     RAN: <cmd>                 DENIED: <cmd>: <reason>
     ASKED: <cmd>: <reason>     (then RAN or DENIED, per --ask-answer)
@@ -44,6 +47,7 @@ EVENT_NAME = {"claude": "PreToolUse", "codex": "PreToolUse", "gemini": "BeforeTo
 POST_EVENT = {"claude": ("PostToolUse", "PostToolUseFailure"), "codex": ("PostToolUse",) * 2,
               "gemini": ("AfterTool",) * 2}  # (succeeded, failed)  # fmt: skip
 SHELL_TOOL = {"claude": "Bash", "codex": "Bash", "gemini": "run_shell_command"}
+EDIT_TOOL = {"claude": "Write", "codex": "Bash", "gemini": "write_file"}
 
 
 @dataclass
@@ -220,6 +224,18 @@ def build_payload(agent: str, command: str, cwd: Path, session_id: str) -> dict[
         "tool_name": "run_shell_command",
         "tool_input": {"command": command, "description": "Run a command"},
     }
+
+
+def edit_payload(agent: str, path: str, text: str, cwd: Path, session_id: str) -> dict[str, Any]:
+    """The pre-tool event of a file edit through the agent's own tool."""
+    if agent == "codex":  # apply_patch, as Codex hands it to hooks: a Bash heredoc
+        added = "".join(f"+{line}\n" for line in text.splitlines())
+        patch = f"apply_patch <<'EOF'\n*** Begin Patch\n*** Add File: {path}\n{added}*** End Patch\nEOF\n"
+        return build_payload(agent, patch, cwd, session_id)
+    payload = build_payload(agent, "", cwd, session_id)
+    payload["tool_name"] = EDIT_TOOL[agent]
+    payload["tool_input"] = {"file_path": str(cwd / path), "content": text}
+    return payload
 
 
 def post_payload(
@@ -497,6 +513,29 @@ def run_hook(agent: str, hook: Hook, payload: bytes, cwd: Path, env: dict[str, s
     )
 
 
+def edit(agent: str, command: str, cwd: Path, session_id: str, env: dict[str, str],
+         options: dict[str, Any] | None) -> None:  # fmt: skip
+    """``write:PATH=TEXT`` through the agent's edit tool: the pre-tool hooks that match it
+    (Codex's shell matcher does), the write, the post-tool event."""
+    path, _, text = command[len("write:") :].partition("=")
+    pre = edit_payload(agent, path, text, cwd, session_id)
+    tool = str(pre["tool_name"])
+    payload = json.dumps(pre).encode()
+    verdict = combine([run_hook(agent, h, payload, cwd, env)
+                       for h in configured_hooks(agent, cwd, tool, None, options)])  # fmt: skip
+    if verdict.decision in ("deny", "stop"):
+        print(f"DENIED: {command}: {_one_line(verdict.reason)}")
+        return
+    target = cwd / path
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(text + ("\n" if text and not text.endswith("\n") else ""))
+    print(f"WROTE: {path}")
+    sys.stdout.flush()
+    event, after = post_payload(agent, pre, 0, "Success")
+    for hook in configured_hooks(agent, cwd, tool, event, options):
+        run_hook(agent, hook, json.dumps(after).encode(), cwd, env)
+
+
 def _one_line(text: str) -> str:
     return " ".join(text.split())
 
@@ -525,6 +564,9 @@ def main(argv: list[str] | None = None) -> int:
     for hook in configured_hooks(agent, cwd, None, "SessionStart", options):
         run_hook(agent, hook, start, cwd, env)
     for command in args.commands:
+        if command.startswith("write:"):
+            edit(agent, command, cwd, args.session_id, env, options)
+            continue
         hooks = configured_hooks(agent, cwd, SHELL_TOOL[agent], None, options)
         pre = build_payload(agent, command, cwd, args.session_id)
         payload = json.dumps(pre).encode()

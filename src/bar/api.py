@@ -48,6 +48,8 @@ from bar.tasks import Task, list_tasks, load_task, resolve_task
 
 if TYPE_CHECKING:
     from bar.apply import ApplyResult
+    from bar.blame import Blame
+    from bar.checkpoints import Checkpoint
     from bar.doctor import Doctor
     from bar.policy import Decision, Policy
     from bar.rollback import Plan
@@ -55,7 +57,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Location", "Project", "Status", "Task", "TaskSummary",
-    "apply", "artifact_path", "check_command", "close_task", "diff", "doctor", "get_task",
+    "apply", "artifact_path", "blame", "check_command", "checkpoint", "checkpoints",
+    "close_task", "diff", "doctor", "get_task",
     "init_project", "log", "new_task", "open_project", "plan_rollback", "read_artifact",
     "rollback", "run", "show", "status", "summarize", "switch_task", "tasks",
 ]  # fmt: skip
@@ -305,15 +308,19 @@ def apply(
     message: str | None = None,
     dry_run: bool = False,
     wait: bool = True,
+    at: str | None = None,
 ) -> ApplyResult:
     """Land the task's work on ``target`` (default: git.default_base) as one commit or a
-    merge; with ``dry_run``, only say what would happen."""
+    merge; ``at``: a recorded state (``3``, ``3.2``) instead of the last one; with
+    ``dry_run``, only say what would happen."""
     from bar import apply as verb
 
     if dry_run:
-        return verb.dry_run(task, mode=mode, target_branch=target, message=message)
+        state = states.resolve(task, at) if at else None
+        return verb.dry_run(task, mode=mode, target_branch=target, message=message, at=state)
     with _changing(task, "bar apply", wait=wait) as fresh:
-        return verb.apply(fresh, mode=mode, target_branch=target, message=message)
+        state = states.resolve(fresh, at) if at else None
+        return verb.apply(fresh, mode=mode, target_branch=target, message=message, at=state)
 
 
 # --- reading the record --------------------------------------------------------------
@@ -328,6 +335,36 @@ def log(task: Task, n: int | None = None) -> list[Step]:
 
 def show(task: Task, step_ref: str) -> Step:
     return task.ledger.get(parse_step_ref(step_ref))
+
+
+def checkpoints(task: Task, step_id: str) -> list[Checkpoint]:
+    """The checkpoints of a step (of the running one too), in order."""
+    from bar import checkpoints as cps
+
+    return cps.read(task, step_id)
+
+
+def checkpoint(task: Task, name: str) -> Checkpoint:
+    """One checkpoint, named ``STEP.N`` (``3.2``, ``0003.2``)."""
+    from bar import checkpoints as cps
+
+    parsed = cps.parse_name(name)
+    if parsed is None:
+        raise UsageError(
+            f"{name!r} is not a checkpoint", hint="checkpoints look like 3.2 or 0003.2"
+        )
+    step_id, n = parsed
+    if not cps.path(task, step_id).exists():
+        task.ledger.get(step_id)  # says so if there is no such step
+    return cps.get(task, step_id, n)
+
+
+def blame(task: Task, path: str, at: str | None = None) -> Blame:
+    """Each line of ``path`` (relative to the worktree) in a recorded state (default: the
+    last), with the step or checkpoint that last changed it."""
+    from bar.blame import blame as verb
+
+    return verb(task, path, states.resolve(task, at) if at else None)
 
 
 def artifact_path(task: Task, rel: str) -> Path:

@@ -36,6 +36,7 @@ from bar.git import DiffStat
 from bar.journals import ApplyIntent
 from bar.notices import note
 from bar.records import ApplyStep
+from bar.states import State
 from bar.tasks import Task
 
 MODES = ("commit", "merge")
@@ -73,21 +74,30 @@ class ApplyResult:
 
 
 def dry_run(
-    task: Task, *, mode: str, target_branch: str | None, message: str | None
+    task: Task,
+    *,
+    mode: str,
+    target_branch: str | None,
+    message: str | None,
+    at: State | None = None,
 ) -> ApplyResult:
-    """What ``apply`` would do, from the worktree as it is now; writes only git objects."""
-    target = _target(task, mode, target_branch)
+    """What ``apply`` would do, from the worktree as it is now (or from the recorded
+    state ``at``); writes only git objects."""
+    target = _target(task, mode, target_branch, at)
     repo = task.project.root
     safe = _safe_git(task, target)
-    recorded = task.recorded_snapshot()
-    state = recorded
-    tree = steps.current_tree(task)
-    if tree != git.tree_of(repo, recorded):  # unrecorded changes: apply records them first
-        state = safe.commit_tree(repo, tree, [recorded], "bar: dry-run state",
-                                 identity=git.BAR_IDENTITY)  # fmt: skip
-    last = task.ledger.last()
-    result = _compute(safe, task, mode, target, message, state,
-                      last.step_id if last else "0000")  # fmt: skip
+    if at is not None:
+        state, label = at.commit, at.name
+    else:
+        recorded = task.recorded_snapshot()
+        state = recorded
+        tree = steps.current_tree(task)
+        if tree != git.tree_of(repo, recorded):  # unrecorded changes: apply records them first
+            state = safe.commit_tree(repo, tree, [recorded], "bar: dry-run state",
+                                     identity=git.BAR_IDENTITY)  # fmt: skip
+        last = task.ledger.last()
+        label = last.step_id if last else "0000"
+    result = _compute(safe, task, mode, target, message, state, label)
     if result.conflicts:
         raise ApplyConflict(result.target_branch, result.conflicts)
     if result.checkout is not None and not result.nothing_to_do:
@@ -98,19 +108,26 @@ def dry_run(
     return result
 
 
-def apply(task: Task, *, mode: str, target_branch: str | None, message: str | None) -> ApplyResult:
-    """Land the task's last recorded state (caller holds the lock and ran
-    ``recovery.prepare``)."""
-    target = _target(task, mode, target_branch)
+def apply(
+    task: Task,
+    *,
+    mode: str,
+    target_branch: str | None,
+    message: str | None,
+    at: State | None = None,
+) -> ApplyResult:
+    """Land the task's last recorded state, or the recorded state ``at`` (caller holds
+    the lock and ran ``recovery.prepare``)."""
+    target = _target(task, mode, target_branch, at)
     repo = task.project.root
     safe = _safe_git(task, target)
     t0 = time.monotonic()
     started = now_iso()
-    state = task.recorded_snapshot()
     last = task.ledger.last()
-    # the trailer names the step whose state is applied: `bar show` it to review
-    result = _compute(safe, task, mode, target, message, state,
-                      last.step_id if last else "0000")  # fmt: skip
+    state = at.commit if at is not None else task.recorded_snapshot()
+    # the trailer names the step (or checkpoint) whose state is applied: `bar show` it
+    label = at.name if at is not None else last.step_id if last else "0000"
+    result = _compute(safe, task, mode, target, message, state, label)
     if result.conflicts:
         raise ApplyConflict(result.target_branch, result.conflicts)
     if result.nothing_to_do:
@@ -186,9 +203,14 @@ def _finish_checkout(safe: SafeGit, where: Path, intent: ApplyIntent) -> None:
 # --- computing the commit ------------------------------------------------------------
 
 
-def _target(task: Task, mode: str, target_branch: str | None) -> str:
+def _target(task: Task, mode: str, target_branch: str | None, at: State | None = None) -> str:
     if mode not in MODES:
         raise UsageError(f"unknown apply mode {mode!r}", hint="use --mode commit or --mode merge")
+    if at is not None and mode == "merge":
+        raise UsageError(
+            "--at lands a recorded state as one commit; a merge takes the task branch as it is",
+            hint=f"use --mode commit with --at {at.name}",
+        )
     return target_branch or task.project.config.git.default_base
 
 

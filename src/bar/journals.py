@@ -28,7 +28,7 @@ from bar.migrate import upgrade
 from bar.records import ApplyStep, step_from_record
 from bar.states import State
 from bar.store.files import read_json, write_json_atomic
-from bar.store.layout import STEP_ID_RE, TaskPaths
+from bar.store.layout import STATE_ID_RE, STEP_ID_RE, TaskPaths
 
 
 def _valid_step_id(value: object) -> bool:
@@ -178,7 +178,7 @@ def read_rollback(paths: TaskPaths) -> RollbackIntent | None:
         problem = f"an invalid step_id {step_id!r}"
     elif kind not in ("base", "step"):
         problem = f"an unknown target {kind!r}"
-    elif kind == "step" and not (isinstance(target_step, str) and STEP_ID_RE.match(target_step)):
+    elif kind == "step" and not (isinstance(target_step, str) and STATE_ID_RE.match(target_step)):
         problem = f"an invalid target_step {target_step!r}"
     elif not isinstance(rec["hard"], bool):
         problem = f"a 'hard' that is not true or false: {rec['hard']!r}"

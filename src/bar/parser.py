@@ -181,16 +181,31 @@ def build_parser() -> argparse.ArgumentParser:
     _cmd(p, "run:run")
 
     # --- reading ------------------------------------------------------------------
-    p = sub.add_parser("log", help="list the task's steps, newest last")
+    p = sub.add_parser(
+        "log",
+        help="list the task's steps, newest last",
+        formatter_class=_Formatter,
+        description="List the task's steps, newest last. A step run with --agent holds a\n"
+        "checkpoint after each tool call that could change files (STEP.N); they are\n"
+        "counted under their step, and listed one per line with --tools.",
+    )
     _task_opt(p)
     p.add_argument("-n", type=int, metavar="N", help="only the last N steps")
     p.add_argument("-p", "--patch", action="store_true", help="show each step's patch")
+    p.add_argument("--tools", action="store_true", help="list each step's checkpoints")
     _json_opt(p)
     _cmd(p, "log:log")
 
-    p = sub.add_parser("show", help="show one step in full with its patch and output")
+    p = sub.add_parser(
+        "show",
+        help="show one step or checkpoint in full with its patch and output",
+        formatter_class=_Formatter,
+        epilog="examples:\n"
+        "  bar show 3        step 0003: command, result, policy, patch, output\n"
+        "  bar show 3.2      its second checkpoint: the tool call and what it changed",
+    )
     _task_opt(p)
-    p.add_argument("step", metavar="STEP", help="step id, e.g. 3 or 0003")
+    p.add_argument("step", metavar="STEP|STEP.N", help="a step (3, 0003) or a checkpoint (3.2)")
     _json_opt(p)
     _cmd(p, "show:show")
 
@@ -199,11 +214,18 @@ def build_parser() -> argparse.ArgumentParser:
         help="diff any two recorded states (default: base to now)",
         formatter_class=_Formatter,
         description="Diff two recorded states of the task. STEP means the state after that\n"
-        "step; 'base' the task's base commit. Default: from base to the last step.",
+        "step, STEP.N after its Nth checkpoint, 'base' the task's base commit.\n"
+        "Default: from base to the last step.",
+        epilog="examples:\n"
+        "  bar diff --from 2 --to 3        what step 0003 changed\n"
+        "  bar diff --from 3.1 --to 3.2    what the second tool call of step 0003 changed",
     )
     _task_opt(p)
-    p.add_argument("--from", dest="from_", metavar="STEP|base", default="base")
-    p.add_argument("--to", metavar="STEP", help="default: the last recorded state")
+    p.add_argument("--from", dest="from_", metavar="STATE", default="base",
+                   help="base, STEP or STEP.N (default: base)")  # fmt: skip
+    p.add_argument(
+        "--to", metavar="STATE", help="STEP or STEP.N (default: the last recorded state)"
+    )
     p.add_argument("--stat", action="store_true", help="only a summary of changed files")
     _json_opt(p)
     _cmd(p, "diff:diff")
@@ -212,6 +234,23 @@ def build_parser() -> argparse.ArgumentParser:
     _task_opt(p)
     _json_opt(p)
     _cmd(p, "status:status")
+
+    p = sub.add_parser(
+        "blame",
+        help="each line of a file with the step or tool call that last changed it",
+        formatter_class=_Formatter,
+        description="Show each line of FILE with the step or checkpoint that last changed it:\n"
+        "the tool and command (or the files an edit tool named) and the agent session.\n"
+        "Lines the task never changed are marked 'base'.",
+        epilog="examples:\n"
+        "  bar blame src/app.py             as the task's last recorded state has it\n"
+        "  bar blame src/app.py --at 3.2    as it was after step 3's second tool call",
+    )
+    _task_opt(p)
+    p.add_argument("file", metavar="FILE", help="a path in the task's worktree")
+    p.add_argument("--at", metavar="STEP|STEP.N", help="default: the last recorded state")
+    _json_opt(p)
+    _cmd(p, "blame:blame")
 
     # --- changing the record -------------------------------------------------------
     p = sub.add_parser(
@@ -224,11 +263,13 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="examples:\n"
         "  bar rollback                 back to the state before the last step\n"
         "  bar rollback --to 3          back to the state after step 3\n"
+        "  bar rollback --to 3.2        back to the state after step 3's second tool call\n"
         "  bar rollback --to base       back to where the task started\n"
         "  bar rollback --to 3 --hard   ... and reset the task branch to its HEAD then",
     )
     _task_opt(p)
-    p.add_argument("--to", metavar="base|STEP", help="default: the state before the last step")
+    p.add_argument("--to", metavar="base|STEP|STEP.N",
+                   help="default: the state before the last step")  # fmt: skip
     p.add_argument(
         "--hard", action="store_true", help="also reset the task branch to the HEAD at the target"
     )
@@ -246,10 +287,13 @@ def build_parser() -> argparse.ArgumentParser:
         "  Bar-Task and Bar-Step trailers. merge: commit what the agent left uncommitted\n"
         "  on the task branch, then a --no-ff merge of that branch (agent commits kept).\n"
         "A conflict changes nothing. A checked-out target is updated only if the files\n"
-        "the apply changes are clean there.",
+        "the apply changes are clean there. --at lands an earlier recorded state instead\n"
+        "(commit mode), e.g. a checkpoint before the agent went astray.",
     )
     _task_opt(p)
     p.add_argument("--mode", choices=("commit", "merge"), default="commit")
+    p.add_argument("--at", metavar="STEP|STEP.N",
+                   help="apply this recorded state (default: the last one)")  # fmt: skip
     p.add_argument("--target", metavar="BRANCH", help="default: git.default_base from config")
     p.add_argument("-m", "--message", metavar="MSG", help="commit message (default: from the task)")
     p.add_argument("--dry-run", action="store_true", help="show the diff and whether it conflicts")

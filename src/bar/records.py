@@ -45,9 +45,11 @@ class Artifacts:
     patch: str | None = None
     output: str | None = None
     cast: str | None = None
+    checkpoints: str | None = None  # ext: the step's checkpoints (``bar.checkpoints``)
 
     def to_record(self) -> dict[str, str]:
-        pairs = (("patch", self.patch), ("output", self.output), ("cast", self.cast))
+        pairs = (("patch", self.patch), ("output", self.output), ("cast", self.cast),
+                 ("checkpoints", self.checkpoints))  # fmt: skip
         return {key: value for key, value in pairs if value}
 
     @classmethod
@@ -56,7 +58,8 @@ class Artifacts:
         for value in arts.values():
             if value is not None and not (isinstance(value, str) and ARTIFACT_RE.match(value)):
                 raise CorruptFile(f"{where} names an invalid artifact path {value!r}")
-        return cls(_str(arts.get("patch")), _str(arts.get("output")), _str(arts.get("cast")))
+        return cls(_str(arts.get("patch")), _str(arts.get("output")), _str(arts.get("cast")),
+                   _str(arts.get("checkpoints")))  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -208,6 +211,7 @@ class RunStep(_Changes):
     interrupted: bool = False
     blocked: bool = False
     pty: bool = False
+    checkpoints: int = 0  # ext: tool-call checkpoints recorded inside the step
 
     def _head_fields(self, rec: dict[str, Any]) -> None:
         rec.update(cmd=list(self.cmd), cwd=self.cwd, env=dict(self.env))
@@ -226,6 +230,8 @@ class RunStep(_Changes):
         rec["hooks"] = [h.to_record() for h in self.hooks]
         if self.pty:
             rec["pty"] = True
+        if self.checkpoints:
+            rec["checkpoints"] = self.checkpoints
 
 
 @dataclass(kw_only=True)
@@ -289,7 +295,7 @@ _COMMON = ("step_id", "kind", "started_at", "ended_at", "duration_ms", "head", "
 _CHANGES = ("snapshot_before", "snapshot", "diff_stat", "artifacts")
 _OWN: dict[str, tuple[str, ...]] = {
     "run": (*_CHANGES, "cmd", "cwd", "env", "exit_code", "policy_events", "hooks", "signal",
-            "interrupted", "blocked", "pty"),
+            "interrupted", "blocked", "pty", "checkpoints"),
     "manual": _CHANGES,
     "rollback": (*_CHANGES, "target", "target_step", "hard"),
     "apply": ("mode", "commit_sha", "commit_message", "target_branch", "snapshot"),
@@ -330,7 +336,7 @@ def step_from_record(rec: object, where: str) -> Step:
     changes: dict[str, Any] = {
         "snapshot_before": _str(rec.get("snapshot_before")),
         "snapshot": _str(rec.get("snapshot")),
-        "diff_stat": _diff_stat(rec.get("diff_stat")),
+        "diff_stat": diff_stat_of(rec.get("diff_stat")),
         "artifacts": Artifacts.from_record(rec.get("artifacts"), where),
     }
     if kind == "manual":
@@ -357,10 +363,12 @@ def step_from_record(rec: object, where: str) -> Step:
         interrupted=rec.get("interrupted") is True,
         blocked=rec.get("blocked") is True,
         pty=rec.get("pty") is True,
+        checkpoints=_int(rec.get("checkpoints")),
     )
 
 
-def _diff_stat(stat: object) -> DiffStat:
+def diff_stat_of(stat: object) -> DiffStat:
+    """A recorded ``diff_stat`` object (empty if it is not one)."""
     if not isinstance(stat, dict):
         return DiffStat.empty()
     files = stat.get("file_list")

@@ -5,16 +5,21 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import shutil
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bar.git import DiffStat
 from bar.git import short as short  # the commands read object ids through here
 from bar.records import ApplyStep, ManualStep, RollbackStep, RunStep, Step
 
+if TYPE_CHECKING:
+    from bar.checkpoints import Checkpoint
+
+_ESCAPE = re.compile(r"\033\[[0-9;]*m")
 _CODES = {"bold": "1", "dim": "2", "red": "31", "green": "32", "yellow": "33", "cyan": "36"}
 
 
@@ -37,6 +42,14 @@ class Painter:
         codes = ";".join(_CODES[s] for s in styles)
         return f"\033[{codes}m{text}\033[0m"
 
+    @staticmethod
+    def pad(painted: str, width: int) -> str:
+        """``painted`` left-aligned in ``width`` columns, its colour codes not counted."""
+        visible = len(painted)
+        if "\033[" in painted:
+            visible -= sum(len(code) for code in _ESCAPE.findall(painted))
+        return painted + " " * max(0, width - visible)
+
 
 def print_json(obj: Any) -> None:
     sys.stdout.write(json.dumps(obj, indent=2, ensure_ascii=False) + "\n")
@@ -54,10 +67,26 @@ def describe(step: Step) -> str:
     if isinstance(step, ManualStep):
         return "changes made outside bar"
     if isinstance(step, RollbackStep):
-        where = "base" if step.target == "base" else f"step {step.target_step}"
-        return f"rollback to {where}" + (" (--hard)" if step.hard else "")
+        return f"rollback to {rollback_target(step)}" + (" (--hard)" if step.hard else "")
     assert isinstance(step, ApplyStep)
     return f"apply ({step.mode}) onto {step.target_branch} as {short(step.commit_sha)}"
+
+
+def rollback_target(step: RollbackStep) -> str:
+    """``base``, ``step 0003`` or ``checkpoint 0003.2``."""
+    if step.target == "base":
+        return "base"
+    where = step.target_step or "?"
+    return f"checkpoint {where}" if "." in where else f"step {where}"
+
+
+def checkpoint_line(cp: Checkpoint, paint: Painter) -> str:
+    """One line for a checkpoint: its name, tool, diff stat and what it acted on."""
+    tool = cp.tool or cp.kind
+    what = cp.target_text
+    what = what if len(what) <= 60 else what[:57] + "..."
+    fate = paint(" failed", "red") if cp.outcome == "failed" else ""
+    return f"{paint(cp.name, 'dim')}  {tool:<12} {stat_text(cp.diff_stat):<22} {what}{fate}"
 
 
 def outcome(step: Step, paint: Painter) -> str:

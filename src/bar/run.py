@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bar import git, hooks, journals, known_secrets, snapshot, steps
+from bar import checkpoints, git, hooks, journals, known_secrets, snapshot, steps
 from bar.clock import iso_of, ms_between, ms_since, now_iso
 from bar.errors import BarError, CannotConfine, ExitCode, HookFailed, UsageError
 from bar.guard import Guard
@@ -152,7 +152,7 @@ def run_step(task: Task, req: RunRequest) -> RunStep:
         adopted_since = leftovers.become_subreaper()
     watch = Guard(task)
     supervisor = Supervisor(task, step_id, policy, scrubber, req.agent, list(req.argv),
-                            terminal=req.pty and os.isatty(0))  # fmt: skip
+                            terminal=req.pty and os.isatty(0), snapshot_before=before)  # fmt: skip
     intent = RunIntent(
         pid=os.getpid(), step_id=step_id, started_at=started,
         cmd=scrubber.scrub_obj(list(req.argv)), cwd=req.cwd, snapshot_before=before,
@@ -226,18 +226,25 @@ def complete(
     if executed is None and intent.exit_code is not None:
         # the command had ended; only its recording failed: record how it ended
         executed = Executed(intent.exit_code, intent.signal, _found_artifacts(task, step_id))
-    label = "" if executed is not None else " (interrupted)"
-    message = scrub.scrub_text(f"step {step_id}{label}: {shlex.join(intent.cmd)}")
-    snap = snapshot.take(task.worktree, task.index, task.snapshot_ref, intent.snapshot_before,
-                         message, intent.excludes)  # fmt: skip
-    stat, patch = steps.record_changes(task, step_id, intent.snapshot_before, snap.commit)
-    artifacts = executed.artifacts if executed is not None else _found_artifacts(task, step_id)
-    artifacts.patch = patch
-    finished = executed is not None and executed.signal is None
-    recorded = read_recorded(task, step_id, finished=finished)
     ended = intent.ended_at or (
         now_iso() if executed is not None else _last_sign_of_life(task, step_id, intent)
     )
+    label = "" if executed is not None else " (interrupted)"
+    message = scrub.scrub_text(f"step {step_id}{label}: {shlex.join(intent.cmd)}")
+    # chained onto the step's last checkpoint; what no hook saw since is its residual
+    taken = checkpoints.Recorder(task, step_id, intent.snapshot_before, intent.excludes, scrub)
+    last_checkpoint = taken.last
+    snap = snapshot.take(task.worktree, task.index, task.snapshot_ref, last_checkpoint,
+                         message, intent.excludes)  # fmt: skip
+    if taken.count and snap.commit != last_checkpoint:
+        taken.add("residual", snap.commit, started_at=taken.last_ended or ended)
+    stat, patch = steps.record_changes(task, step_id, intent.snapshot_before, snap.commit)
+    artifacts = executed.artifacts if executed is not None else _found_artifacts(task, step_id)
+    artifacts.patch = patch
+    if taken.count:
+        artifacts.checkpoints = checkpoints.artifact_name(step_id)
+    finished = executed is not None and executed.signal is None
+    recorded = read_recorded(task, step_id, finished=finished)
     step = RunStep(
         step_id=step_id,
         started_at=intent.started_at,
@@ -257,6 +264,7 @@ def complete(
         snapshot_before=intent.snapshot_before,
         snapshot=snap.commit,
         head=git.rev_parse(task.worktree, "HEAD"),
+        checkpoints=taken.count,
     )
     if intent.sandbox is not None:
         step.extra["sandbox"] = intent.sandbox

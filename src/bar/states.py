@@ -1,14 +1,17 @@
 """Recorded states of a task, and the names people give them.
 
-A state is the worktree as a snapshot recorded it: ``base`` (the task's base commit) or
-the state after a step (``3``, ``0003``). Rollback targets, ``diff --from/--to`` and
-``show`` all resolve names here, so every command accepts the same ones.
+A state is the worktree as a snapshot recorded it: ``base`` (the task's base commit), the
+state after a step (``3``, ``0003``) or after one of its tool calls (a checkpoint:
+``3.2``, ``0003.2``, ``bar.checkpoints``). Rollback targets, ``diff --from/--to``,
+``apply --at``, ``blame --at`` and ``show`` all resolve names here, so every command
+accepts the same ones.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from bar import checkpoints
 from bar.errors import UsageError
 from bar.records import Step, format_step_id, parse_step_ref
 from bar.tasks import Task
@@ -16,13 +19,22 @@ from bar.tasks import Task
 
 @dataclass(frozen=True)
 class State:
-    kind: str  # "base" | "step"
+    kind: str  # "base" | "step" (a step's state, or a checkpoint's: ``step_id`` "0003.2")
     step_id: str | None
     commit: str  # the snapshot commit
     head: str  # the task branch's HEAD recorded at that state (what --hard resets to)
 
     def describe(self) -> str:
-        return "base" if self.kind == "base" else f"step {self.step_id}"
+        if self.kind == "base":
+            return "base"
+        return (
+            f"checkpoint {self.step_id}" if "." in (self.step_id or "") else f"step {self.step_id}"
+        )
+
+    @property
+    def name(self) -> str:
+        """How a person names it: ``base``, ``0003``, ``0003.2``."""
+        return self.step_id or "base"
 
 
 def base(task: Task) -> State:
@@ -30,9 +42,16 @@ def base(task: Task) -> State:
 
 
 def resolve(task: Task, name: str) -> State:
-    """``base`` or a step id: the state after that step."""
+    """``base``, a step id (the state after that step) or a checkpoint (``3.2``)."""
     if name == "base":
         return base(task)
+    checkpoint = checkpoints.parse_name(name)
+    if checkpoint is not None:
+        step_id, n = checkpoint
+        if not checkpoints.path(task, step_id).exists():
+            task.ledger.get(step_id)  # says so if there is no such step (the running one has)
+        found = checkpoints.get(task, step_id, n)
+        return State("step", found.name, found.snapshot, found.head or _head_before(task, step_id))
     step = task.ledger.get(parse_step_ref(name))
     if not step.snapshot:
         raise UsageError(f"step {step.step_id} recorded no snapshot to return to")
@@ -45,6 +64,14 @@ def before_last(task: Task) -> State:
     if last is None:
         raise UsageError("there are no steps to roll back", hint="the task is at its base")
     return base(task) if last.number == 1 else resolve(task, format_step_id(last.number - 1))
+
+
+def _head_before(task: Task, step_id: str) -> str:
+    """The task branch HEAD recorded before ``step_id``."""
+    for earlier in task.ledger.iter_reverse(warn=False):
+        if earlier.number < int(step_id) and earlier.head:
+            return earlier.head
+    return task.base_commit
 
 
 def _head_at(task: Task, step: Step) -> str:

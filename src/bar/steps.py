@@ -53,7 +53,11 @@ def record_changes(
         return DiffStat.empty(), None
     path, rel = artifact(task, step_id, "patch")
     path.unlink(missing_ok=True)  # a leftover (or a planted link) is replaced, not written through
-    return snapshot.write_patch(task.worktree, before, after, path), rel
+    stat = snapshot.write_patch(task.worktree, before, after, path)
+    if path.stat().st_size == 0:  # the same files (a change undone, or line endings only)
+        path.unlink()
+        return stat, None
+    return stat, rel
 
 
 _S = TypeVar("_S", RunStep, ManualStep, RollbackStep, ApplyStep)

@@ -30,10 +30,12 @@ import time
 from types import TracebackType
 from typing import Any
 
-from bar import channel, notices
+from bar import channel, checkpoints, notices
 from bar.agents import launch as agent_launch
 from bar.agents import settings as agent_settings
 from bar.agents.protocol import PROTOCOLS, HookEvent, HookReply, protocol
+from bar.clock import now_iso
+from bar.errors import BarError
 from bar.gate import Judgement, judge
 from bar.policy import Policy
 from bar.records import PolicyEventRecord
@@ -61,6 +63,7 @@ class Supervisor:
         agent: str | None = None,
         argv: list[str] | None = None,
         terminal: bool = False,
+        snapshot_before: str | None = None,
     ) -> None:
         self.task = task
         self.step_id = step_id
@@ -82,7 +85,10 @@ class Supervisor:
         self._record_lock = threading.Lock()
         self._installed: agent_settings.InstalledHook | None = None
         self._calls = 0
-        self._pending: list[tuple[int, HookEvent]] = []  # shell commands not reported back
+        self._pending: list[_Call] = []  # shell commands not reported back
+        self._snapshot_before = snapshot_before
+        self._checkpoints: checkpoints.Recorder | None = None
+        self._checkpoint_failed = False
 
     # --- set up and tear down ----------------------------------------------------------
 
@@ -93,6 +99,10 @@ class Supervisor:
     def start(self) -> None:
         """Listen on the task's socket and, with an agent, install its hook."""
         try:
+            if self._snapshot_before is not None:
+                self._checkpoints = checkpoints.Recorder(
+                    self.task, self.step_id, self._snapshot_before, self.excludes(), self.scrubber
+                )
             self._listen()
             if self.agent is not None and self.launch is not None:
                 proto = PROTOCOLS[self.agent]
@@ -230,7 +240,9 @@ class Supervisor:
         judgement = judge(agent, payload, self.policy, ask=ask)
         event = judgement.event
         if event is not None and event.kind == "post":
-            self._record_outcome(event)
+            call = self._record_outcome(event)
+            if PROTOCOLS[agent].changes_files(event.tool_name):
+                self._checkpoint(event, call)
         elif event is not None and event.kind == "start":
             self._append({"session_start": event.session_id or ""})
         else:
@@ -256,7 +268,7 @@ class Supervisor:
         with self._record_lock:
             self._calls += 1
             call = self._calls
-            self._pending.append((call, event))
+            self._pending.append(_Call(call, event, judgement.action, judgement.answer))
         records = [
             PolicyEventRecord(
                 rule=rule, action=action, matched=matched, source=f"hook:{agent}",
@@ -267,23 +279,48 @@ class Supervisor:
         ]  # fmt: skip
         self._append(*({**r.to_record(), _CALL: call} for r in records))
 
-    def _record_outcome(self, event: HookEvent) -> None:
+    def _record_outcome(self, event: HookEvent) -> _Call | None:
         """A shell command the agent reported back: find its decision (by call id, or
         by command where the agent sends no id) and note what became of it."""
         if event.command is None or event.outcome is None:
-            return
+            return None
         with self._record_lock:
             # the latest match: an agent without call ids (Gemini) reports a command right
             # after it ran, so an earlier one with the same text was not run
             found = next(
                 (i for i in reversed(range(len(self._pending)))
-                 if _same_call(self._pending[i][1], event)),
+                 if _same_call(self._pending[i].event, event)),
                 None,
             )  # fmt: skip
             if found is None:
-                return
-            call, _ = self._pending.pop(found)
-        self._append({_CALL: call, "outcome": event.outcome})
+                return None
+            call = self._pending.pop(found)
+        self._append({_CALL: call.number, "outcome": event.outcome})
+        return call
+
+    def _checkpoint(self, event: HookEvent, call: _Call | None) -> None:
+        """The state after a tool call that can change files, recorded before the agent
+        hears back (so its next call cannot race it). A checkpoint that cannot be taken
+        (a full disk) is said once; the step's own snapshot still records everything."""
+        if self._checkpoints is None or self._checkpoint_failed:
+            return
+        try:
+            self._checkpoints.take(
+                "tool", started_at=call.started_at if call else None,
+                tool=event.tool_name, call_id=event.tool_use_id, session_id=event.session_id,
+                command=event.command, paths=self._relative(event.paths),
+                decision=call.action if call else None, answer=call.answer if call else None,
+                outcome=event.outcome,
+            )  # fmt: skip
+        except (BarError, OSError) as exc:
+            self._checkpoint_failed = True
+            notices.warn(f"no more checkpoints in this step: {exc}; the step's own record "
+                         "keeps every change")  # fmt: skip
+
+    def _relative(self, paths: tuple[str, ...]) -> tuple[str, ...]:
+        """Edit tools name files by absolute path: those in the worktree, relative to it."""
+        root = str(self.task.worktree) + os.sep
+        return tuple(p[len(root) :] if p.startswith(root) else p for p in paths)
 
     def _append(self, *records: dict[str, object]) -> None:
         """Add lines to the step's decision log now (one write, under the lock)."""
@@ -299,6 +336,19 @@ class Supervisor:
                 os.write(fd, data)
             finally:
                 os.close(fd)
+
+
+class _Call(Slotted):
+    """A shell command the agent was answered about and has not reported back."""
+
+    __slots__ = ("action", "answer", "event", "number", "started_at")
+
+    def __init__(self, number: int, event: HookEvent, action: str, answer: str | None) -> None:
+        self.number = number
+        self.event = event
+        self.action = action
+        self.answer = answer
+        self.started_at = now_iso()
 
 
 def _same_call(pre: HookEvent, post: HookEvent) -> bool:

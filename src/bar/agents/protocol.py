@@ -37,8 +37,8 @@ _FALLBACK_REASON = "blocked by bar policy"
 class Protocol(Slotted):
     """What differs between the agents. Sources for every value: docs/agents.md."""
 
-    __slots__ = ("can_ask", "display_name", "entry_name", "event_name", "matcher",
-                 "post_events", "run_env", "settings_path", "shell_tool",
+    __slots__ = ("can_ask", "display_name", "edit_tools", "entry_name", "event_name",
+                 "matcher", "post_events", "run_env", "settings_path", "shell_tool",
                  "start_event", "state", "timeout")  # fmt: skip
 
     def __init__(
@@ -50,6 +50,7 @@ class Protocol(Slotted):
         start_event: str,  # a session starts: proves the agent runs bar's hooks at all
         can_ask: bool,  # the pre-tool reply can put a question to the person at the prompt
         shell_tool: str,  # tool_name of the agent's shell tool
+        edit_tools: tuple[str, ...],  # its tools that write files (a checkpoint after each)
         settings_path: str,  # project-local file bar installs its hook into
         matcher: str,  # matcher of bar's group: the shell tool, matched exactly
         timeout: int,  # timeout of bar's entry, in the unit the agent reads
@@ -63,6 +64,7 @@ class Protocol(Slotted):
         self.start_event = start_event
         self.can_ask = can_ask
         self.shell_tool = shell_tool
+        self.edit_tools = edit_tools
         self.settings_path = settings_path
         self.matcher = matcher
         self.timeout = timeout
@@ -70,12 +72,22 @@ class Protocol(Slotted):
         self.run_env = run_env or {}
         self.state = state
 
+    @property
+    def post_matcher(self) -> str:
+        """The tools after which bar takes a checkpoint: the shell and the edit tools."""
+        return "|".join((self.matcher, *self.edit_tools))
+
+    def changes_files(self, tool_name: str | None) -> bool:
+        """Whether a call of ``tool_name`` can change files (a checkpoint follows it)."""
+        return tool_name == self.shell_tool or tool_name in self.edit_tools
+
     def events(self) -> tuple[tuple[str, str | None], ...]:
-        """(event, matcher) of every hook bar installs: the shell tool before and after
-        it runs, and session start (no matcher: every start)."""
+        """(event, matcher) of every hook bar installs: the shell tool before it runs,
+        every tool that can change files after it ran, and session start (no matcher:
+        every start)."""
         return (
             (self.event_name, self.matcher),
-            *((name, self.matcher) for name in self.post_events),
+            *((name, self.post_matcher) for name in self.post_events),
             (self.start_event, None),
         )
 
@@ -88,6 +100,7 @@ PROTOCOLS = {
         start_event="SessionStart",
         can_ask=True,
         shell_tool="Bash",
+        edit_tools=("Edit", "Write", "MultiEdit", "NotebookEdit"),
         settings_path=".claude/settings.local.json",
         matcher="Bash",
         timeout=60,  # seconds
@@ -101,6 +114,7 @@ PROTOCOLS = {
         start_event="SessionStart",
         can_ask=False,
         shell_tool="Bash",
+        edit_tools=("apply_patch",),  # which it sends through its shell tool (see below)
         settings_path=".codex/hooks.json",
         matcher="Bash",
         timeout=60,  # seconds
@@ -116,6 +130,7 @@ PROTOCOLS = {
         start_event="SessionStart",
         can_ask=True,
         shell_tool="run_shell_command",
+        edit_tools=("write_file", "replace"),
         settings_path=".gemini/settings.json",
         matcher="run_shell_command",
         timeout=60_000,  # milliseconds
@@ -131,8 +146,8 @@ class HookEvent(Slotted):
     """One hook event, whatever agent sent it: before a tool call (``kind`` "pre"), after
     it ("post", with ``outcome`` "ran" or "failed"), or at a session's start ("start")."""
 
-    __slots__ = ("agent", "command", "cwd", "event_name", "kind", "outcome", "session_id",
-                 "tool_name", "tool_use_id")  # fmt: skip
+    __slots__ = ("agent", "command", "cwd", "event_name", "kind", "outcome", "paths",
+                 "session_id", "tool_name", "tool_use_id")  # fmt: skip
 
     def __init__(
         self,
@@ -145,6 +160,7 @@ class HookEvent(Slotted):
         cwd: str | None,
         kind: str = "pre",
         outcome: str | None = None,
+        paths: tuple[str, ...] = (),  # the files an edit tool names, as the agent gave them
     ) -> None:
         self.agent = agent
         self.event_name = event_name
@@ -155,6 +171,7 @@ class HookEvent(Slotted):
         self.cwd = cwd
         self.kind = kind
         self.outcome = outcome
+        self.paths = paths
 
 
 class HookReply(Slotted):
@@ -203,7 +220,10 @@ def parse_event(agent: str, payload: bytes) -> HookEvent:
         tool_name = _optional_str(data, "tool_name")
 
     command: str | None = None
+    paths: tuple[str, ...] = ()
     tool_input = data.get("tool_input")
+    if tool_name in proto.edit_tools and isinstance(tool_input, dict):
+        paths = tuple(v for k in _PATH_KEYS if isinstance(v := tool_input.get(k), str) and v)
     if tool_name == proto.shell_tool:
         if not isinstance(tool_input, dict):
             if kind == "pre":
@@ -221,7 +241,9 @@ def parse_event(agent: str, payload: bytes) -> HookEvent:
                     f" (got {json_type(raw)})"
                 )
         if command is not None and agent == "codex" and _is_codex_patch(command):
-            command = None  # Codex's file edits come through its shell tool; not run by a shell
+            # Codex's file edits come through its shell tool; no shell runs them
+            paths = tuple(_CODEX_PATCH_PATH.findall(command))
+            tool_name, command = CODEX_PATCH_TOOL, None
 
     return HookEvent(
         agent=agent,
@@ -233,7 +255,12 @@ def parse_event(agent: str, payload: bytes) -> HookEvent:
         cwd=_optional_str(data, "cwd"),
         kind=kind,
         outcome=_outcome(agent, event_name, data) if kind == "post" else None,
+        paths=paths,
     )
+
+
+_PATH_KEYS = ("file_path", "notebook_path", "path")  # where edit tools name their file
+CODEX_PATCH_TOOL = "apply_patch"  # the tool_name bar gives Codex's patches
 
 
 def _event_object(who: str, payload: bytes) -> dict[str, Any]:
@@ -265,6 +292,8 @@ def _kind(proto: Protocol, event_name: str) -> str | None:
 # Codex hands apply_patch to the hook as a Bash command: `apply_patch <<'EOF'` followed by
 # a patch that starts with this line. Codex applies it itself; no shell runs it.
 _CODEX_PATCH = re.compile(r"\A\s*apply_patch\s+<<-?\s*(['\"]?)(\w+)\1\s*\n\*\*\* Begin Patch\n")
+_CODEX_PATCH_PATH = re.compile(r"^\*\*\* (?:Add File|Update File|Delete File|Move to): (.+)$",
+                               re.MULTILINE)  # fmt: skip
 _EXIT_CODE = re.compile(r"^Exit Code: (-?\d+)$", re.MULTILINE)
 
 

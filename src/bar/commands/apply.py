@@ -18,13 +18,14 @@ def apply(
     dry_run: bool,
     no_wait: bool,
     as_json: bool,
+    at: str | None = None,
 ) -> int:
     loc = api.open_project()
     the_task = api.get_task(loc, task)
     paint = Painter(loc.project.config.output.color)
     try:
         result = api.apply(the_task, mode=mode, target=target, message=message,
-                           dry_run=dry_run, wait=not no_wait)  # fmt: skip
+                           dry_run=dry_run, wait=not no_wait, at=at)  # fmt: skip
     except ApplyConflict as exc:
         if as_json:
             print_json({"mode": mode, "target_branch": exc.target_branch,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from bar import api
-from bar.render import Painter, plural, print_json, short
+from bar.render import Painter, plural, print_json, rollback_target, short
 
 _VERB = {"A": "recreate", "M": "restore", "D": "delete", "T": "restore"}
 
@@ -35,8 +35,7 @@ def rollback(
     if as_json:
         print_json(step.to_record())
         return 0
-    where = "base" if step.target == "base" else f"step {step.target_step}"
-    print(f"Rolled back to {where}: {plural(step.diff_stat.files, 'file')} changed "
+    print(f"Rolled back to {rollback_target(step)}: {plural(step.diff_stat.files, 'file')} changed "
           f"(step {step.step_id})")  # fmt: skip
     if step.hard:
         print(f"  branch {the_task.branch} reset to {short(step.head)}")

@@ -9,6 +9,7 @@ from bar import api
 from bar.records import ApplyStep, RunStep
 from bar.render import (
     Painter,
+    checkpoint_line,
     copy_file,
     describe,
     duration,
@@ -22,11 +23,16 @@ from bar.tasks import Task
 
 def show(*, task: str | None, step: str, as_json: bool) -> int:
     the_task = api.get_task(api.open_project(), task)
+    if "." in step:
+        return _show_checkpoint(the_task, step, as_json)
     record = api.show(the_task, step)
+    taken = api.checkpoints(the_task, record.step_id) if isinstance(record, RunStep) else []
     if as_json:
         rec = record.to_record()
         rec["patch_text"] = _text(api.read_artifact(the_task, record.artifacts.patch))
         rec["output_text"] = _text(api.read_artifact(the_task, record.artifacts.output))
+        if taken:
+            rec["checkpoint_list"] = [c.to_record() for c in taken]
         print_json(rec)
         return 0
     paint = Painter(the_task.project.config.output.color)
@@ -68,6 +74,11 @@ def show(*, task: str | None, step: str, as_json: bool) -> int:
             rows.append(("hook", f"{hook.phase} {hook.cmd!r} -> exit {hook.exit_code}"))
     for key, value in rows:
         print(f"  {key:<9} {value}")
+    if taken:
+        print(paint(f"\n--- checkpoints ({len(taken)}; `bar show {record.step_id}.N` for one)",
+                    "cyan"))  # fmt: skip
+        for cp in taken:
+            print(f"  {checkpoint_line(cp, paint)}".rstrip())
     for label, rel in (("patch", record.artifacts.patch), ("output", record.artifacts.output)):
         if rel:
             print(paint(f"\n--- {label} {rel}", "cyan"))
@@ -75,6 +86,52 @@ def show(*, task: str | None, step: str, as_json: bool) -> int:
             _print(the_task, rel)
     if record.artifacts.cast:
         print(paint(f"\n(replay the session with: bar replay {record.step_id})", "dim"))
+    return 0
+
+
+def _show_checkpoint(task: Task, name: str, as_json: bool) -> int:
+    cp = api.checkpoint(task, name)
+    if as_json:
+        rec = cp.to_record()
+        rec["patch_text"] = _text(api.read_artifact(task, cp.patch))
+        print_json(rec)
+        return 0
+    paint = Painter(task.project.config.output.color)
+    kind = {"tool": "tool call", "residual": "residual", "rollback": "rollback"}.get(
+        cp.kind, cp.kind
+    )
+    print(f"{paint('checkpoint ' + cp.name, 'bold')}  {kind}  {cp.tool or ''}".rstrip())
+    rows: list[tuple[str, object]] = []
+    if cp.kind == "residual":
+        rows.append(("what", "changes no hook reported (a subagent, a background process, "
+                             "a hand edit) until the step ended"))  # fmt: skip
+    if cp.command is not None:
+        rows.append(("command", cp.command))
+    if cp.paths:
+        rows.append(("paths", ", ".join(cp.paths)))
+    if cp.target is not None:
+        rows.append(("target", cp.target))
+    if cp.session_id:
+        rows.append(("session", cp.session_id))
+    if cp.call_id:
+        rows.append(("call", cp.call_id))
+    if cp.decision is not None:
+        rows.append(("policy", f"{cp.decision}{_fate(cp.answer, cp.outcome)}"))
+    elif cp.outcome is not None:
+        rows.append(("result", cp.outcome))
+    rows.append(("ended", cp.ended_at))
+    rows.append(("changes", stat_text(cp.diff_stat)))
+    if cp.diff_stat.file_list:
+        rows.append(("files", ", ".join(cp.diff_stat.file_list)))
+    rows.append(("snapshot", f"{short(cp.snapshot_before)} -> {short(cp.snapshot)}"))
+    if cp.head:
+        rows.append(("head", short(cp.head)))
+    for key, value in rows:
+        print(f"  {key:<9} {value}")
+    if cp.patch:
+        print(paint(f"\n--- patch {cp.patch}", "cyan"))
+        sys.stdout.flush()
+        _print(task, cp.patch)
     return 0
 
 

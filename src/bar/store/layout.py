@@ -22,6 +22,7 @@ from pathlib import Path
 
 TASK_ID_RE = re.compile(r"^[A-Za-z0-9_-]{8}$")
 STEP_ID_RE = re.compile(r"^[0-9]{4,9}$")
+STATE_ID_RE = re.compile(r"^[0-9]{4,9}(\.[0-9]{1,9})?$")  # a step or a checkpoint (0003.2)
 # an artifact is a plain file in the task's artifacts/ directory, nothing else
 ARTIFACT_RE = re.compile(r"^artifacts/(?!\.)[A-Za-z0-9._-]+$")
 

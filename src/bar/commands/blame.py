@@ -1,0 +1,45 @@
+"""``bar blame FILE [--at STATE]``: each line with the step or tool call that last changed it."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from bar import api
+from bar.render import Painter, print_json
+from bar.tasks import Task
+
+
+def blame(*, task: str | None, file: str, at: str | None, as_json: bool) -> int:
+    the_task = api.get_task(api.open_project(), task)
+    result = api.blame(the_task, _in_worktree(the_task, file), at)
+    if as_json:
+        print_json(result.to_json())
+        return 0
+    paint = Painter(the_task.project.config.output.color)
+    width = len(str(len(result.lines)))
+    for line in result.lines:
+        o = line.origin
+        what = o.command or ""
+        what = what if len(what) <= 28 else what[:25] + "..."
+        session = (o.session_id or "")[:8]
+        head = f"{o.state:<9} {o.tool or o.kind:<12.12} {session:<8} {what:<28}"
+        print(f"{paint(head, 'dim')} {line.number:>{width}}) {line.text}")
+    return 0
+
+
+def _in_worktree(task: Task, file: str) -> str:
+    """FILE as a path relative to the task's worktree: from where the developer stands
+    when that is inside the worktree, else as given."""
+    path = Path(file)
+    root = os.path.realpath(task.worktree)
+    here = os.path.realpath(Path.cwd())
+    if path.is_absolute():
+        full = os.path.realpath(path)
+    elif here == root or here.startswith(root + os.sep):
+        full = os.path.realpath(Path(here) / path)
+    else:
+        return path.as_posix()
+    if full == root or not full.startswith(root + os.sep):
+        return path.as_posix()  # not in the worktree: said so by the lookup
+    return Path(full).relative_to(root).as_posix()
