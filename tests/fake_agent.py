@@ -11,8 +11,9 @@ the way that agent reads it, and runs the command with ``sh -c`` only if no hook
 it; then it sends the post-tool event (how the command ended). A session-start event
 comes first. A command ``write:PATH=TEXT`` is a file edit through the agent's own tool
 instead (Claude Code ``Write``, Codex ``apply_patch`` through its shell tool, Gemini CLI
-``write_file``): the agent writes the file itself and sends the post-tool event. One line
-per decision on stdout:
+``write_file``): the agent writes the file itself and sends the post-tool event.
+``silent:PATH=TEXT`` writes the file with no hook at all (a subagent that skips hooks). One
+line per decision on stdout:
 
     RAN: <cmd>                 DENIED: <cmd>: <reason>
     ASKED: <cmd>: <reason>     (then RAN or DENIED, per --ask-answer)
@@ -566,6 +567,12 @@ def main(argv: list[str] | None = None) -> int:
     for command in args.commands:
         if command.startswith("write:"):
             edit(agent, command, cwd, args.session_id, env, options)
+            continue
+        if command.startswith("silent:"):
+            path, _, text = command[len("silent:") :].partition("=")
+            (cwd / path).parent.mkdir(parents=True, exist_ok=True)
+            (cwd / path).write_text(text + "\n")
+            print(f"WROTE (no hook): {path}")
             continue
         hooks = configured_hooks(agent, cwd, SHELL_TOOL[agent], None, options)
         pre = build_payload(agent, command, cwd, args.session_id)

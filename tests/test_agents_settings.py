@@ -142,8 +142,13 @@ def test_the_entries_bar_installs() -> None:
     assert merge_hook_settings("claude", None, "bar hook claude") == {
         "hooks": {
             "PreToolUse": [{"matcher": "Bash", "hooks": [entry]}],
-            "PostToolUse": [{"matcher": "Bash", "hooks": [entry]}],
-            "PostToolUseFailure": [{"matcher": "Bash", "hooks": [entry]}],
+            # after every tool that can change files: a checkpoint each
+            "PostToolUse": [
+                {"matcher": "Bash|Edit|Write|MultiEdit|NotebookEdit", "hooks": [entry]}
+            ],
+            "PostToolUseFailure": [
+                {"matcher": "Bash|Edit|Write|MultiEdit|NotebookEdit", "hooks": [entry]}
+            ],
             "SessionStart": [{"hooks": [entry]}],
         }
     }
@@ -155,7 +160,9 @@ def test_the_entries_bar_installs() -> None:
     (group,) = gemini["hooks"]["BeforeTool"]
     assert group["matcher"] == "run_shell_command"
     assert group["hooks"][0]["timeout"] == 60_000  # milliseconds
-    assert gemini["hooks"]["AfterTool"] == [group]
+    (after,) = gemini["hooks"]["AfterTool"]
+    assert after["matcher"] == "run_shell_command|write_file|replace"
+    assert after["hooks"] == group["hooks"]
     assert [settings_path(a) for a in AGENTS] == [
         ".claude/settings.local.json",
         ".codex/hooks.json",

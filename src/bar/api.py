@@ -27,23 +27,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bar import git, journals, snapshot, states, steps
+from bar import git, states, steps
 from bar.clock import now_iso
 from bar.errors import (
     CorruptFile,
     DirtyWorktree,
     NotARepository,
     NotInitialized,
-    TaskNotFound,
     UsageError,
 )
 from bar.git import DiffStat
-from bar.journals import RunIntent
 from bar.project import Location, Project, find_project, locate
 from bar.records import RollbackStep, RunStep, Step, parse_step_ref
+from bar.status import Status, status
 from bar.store.files import ensure_dir, write_text_atomic
 from bar.store.layout import bar_home
-from bar.store.lock import is_locked
 from bar.tasks import Task, list_tasks, load_task, resolve_task
 
 if TYPE_CHECKING:
@@ -348,15 +346,7 @@ def checkpoint(task: Task, name: str) -> Checkpoint:
     """One checkpoint, named ``STEP.N`` (``3.2``, ``0003.2``)."""
     from bar import checkpoints as cps
 
-    parsed = cps.parse_name(name)
-    if parsed is None:
-        raise UsageError(
-            f"{name!r} is not a checkpoint", hint="checkpoints look like 3.2 or 0003.2"
-        )
-    step_id, n = parsed
-    if not cps.path(task, step_id).exists():
-        task.ledger.get(step_id)  # says so if there is no such step
-    return cps.get(task, step_id, n)
+    return cps.lookup(task, name)
 
 
 def blame(task: Task, path: str, at: str | None = None) -> Blame:
@@ -427,83 +417,6 @@ def apply_diff(task: Task, result: ApplyResult) -> Diff:
     """What an apply (or its dry run) changes on the target."""
     assert result.tree is not None
     return Diff(task.project.root, result.target_before, result.tree)
-
-
-@dataclass(frozen=True)
-class Status:
-    project: Project
-    task: Task | None
-    no_task_reason: str | None  # why there is no task, when there is none
-    steps: int = 0
-    last_step: str | None = None
-    running: RunIntent | None = None  # the step running now
-    interrupted: RunIntent | None = None  # a step whose bar died; recorded by the next command
-    unrecorded_changes: bool | None = None  # None: not known (busy, closed, no worktree)
-    nested_repos: list[str] = field(default_factory=list)  # their files are not recorded
-    sandbox: dict[str, Any] = field(default_factory=dict)  # how steps here are confined
-
-    def to_json(self) -> dict[str, Any]:
-        info: dict[str, Any] = {
-            "project": self.project.name,
-            "root": str(self.project.root),
-            "dir": str(self.project.dir),
-        }
-        if self.task is None:
-            info.update(task=None, message=self.no_task_reason)
-            return info
-        t = self.task
-        info["task"] = {"id": t.id, "name": t.name, "status": t.status, "branch": t.branch,
-                        "worktree": str(t.worktree), "steps": self.steps,
-                        "last_step": self.last_step}  # fmt: skip
-        r = self.running
-        info["running"] = (
-            {"step_id": r.step_id, "pid": r.pid, "cmd": r.cmd, "started_at": r.started_at}
-            if r else None
-        )  # fmt: skip
-        info["interrupted_step"] = self.interrupted.step_id if self.interrupted else None
-        info["unrecorded_changes"] = self.unrecorded_changes
-        info["sandbox"] = self.sandbox
-        info["nested_repos"] = self.nested_repos
-        return info
-
-
-def status(loc: Location, ref: str | None = None) -> Status:
-    """Where things stand: the task, a running or interrupted step, unrecorded changes.
-    Reads only; never waits for a running step."""
-    try:
-        task = get_task(loc, ref)
-    except TaskNotFound as exc:  # a broken file is an error here too, not "no task"
-        if ref:
-            raise
-        return Status(loc.project, None, str(exc))
-    last = task.ledger.last()
-    busy = is_locked(task.paths.lock)
-    marker = journals.read_run(task.paths)
-    unrecorded = None
-    if task.active and task.worktree.is_dir() and not busy:
-        unrecorded = steps.has_unrecorded_changes(task)
-    return Status(
-        loc.project, task, None,
-        steps=last.number if last else 0,
-        last_step=last.step_id if last else None,
-        running=marker if marker and busy else None,
-        interrupted=marker if marker and not busy else None,
-        unrecorded_changes=unrecorded,
-        nested_repos=snapshot.nested_repositories(task.index),
-        sandbox=_sandbox_status(loc.project),
-    )  # fmt: skip
-
-
-def _sandbox_status(project: Project) -> dict[str, Any]:
-    """Whether steps of this project run confined, and how (``bar status``)."""
-    from bar import sandbox
-
-    settings = project.config.sandbox
-    mechanism, detail = sandbox.support()
-    if not settings.enabled:
-        mechanism, detail = None, "sandbox.enabled is false"
-    return {"enabled": mechanism is not None, "mechanism": mechanism, "detail": detail,
-            "required": settings.required, "network": settings.network}  # fmt: skip
 
 
 def doctor(project: Project, *, repair: bool = False) -> Doctor:

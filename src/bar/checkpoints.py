@@ -177,6 +177,20 @@ def get(task: Task, step_id: str, n: int) -> Checkpoint:
     )
 
 
+def lookup(task: Task, name: str) -> Checkpoint:
+    """The checkpoint named ``STEP.N`` (``3.2``, ``0003.2``), of a recorded step or of the
+    running one."""
+    parsed = parse_name(name)
+    if parsed is None:
+        raise UsageError(
+            f"{name!r} is not a checkpoint", hint="checkpoints look like 3.2 or 0003.2"
+        )
+    step_id, n = parsed
+    if not path(task, step_id).exists():
+        task.ledger.get(step_id)  # says so if there is no such step
+    return get(task, step_id, n)
+
+
 class Recorder:
     """Takes a running step's checkpoints, one after another (one writer: the caller
     holds the task lock, and calls are serialized)."""

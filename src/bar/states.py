@@ -45,13 +45,10 @@ def resolve(task: Task, name: str) -> State:
     """``base``, a step id (the state after that step) or a checkpoint (``3.2``)."""
     if name == "base":
         return base(task)
-    checkpoint = checkpoints.parse_name(name)
-    if checkpoint is not None:
-        step_id, n = checkpoint
-        if not checkpoints.path(task, step_id).exists():
-            task.ledger.get(step_id)  # says so if there is no such step (the running one has)
-        found = checkpoints.get(task, step_id, n)
-        return State("step", found.name, found.snapshot, found.head or _head_before(task, step_id))
+    if checkpoints.parse_name(name) is not None:
+        found = checkpoints.lookup(task, name)
+        return State("step", found.name, found.snapshot,
+                     found.head or _head_before(task, found.step_id))  # fmt: skip
     step = task.ledger.get(parse_step_ref(name))
     if not step.snapshot:
         raise UsageError(f"step {step.step_id} recorded no snapshot to return to")

@@ -34,7 +34,10 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    from bar.config import SandboxConfig
 
 T = TypeVar("T")
 
@@ -128,6 +131,15 @@ def support() -> tuple[str | None, str]:
 
 _NO_LANDLOCK = ("this kernel offers no Landlock (Linux 5.13 or later, with landlock among "
                 "its security modules)")  # fmt: skip
+
+
+def status(settings: SandboxConfig) -> dict[str, Any]:
+    """Whether steps run confined under ``settings`` (config ``sandbox``), and how."""
+    mechanism, detail = support()
+    if not settings.enabled:
+        mechanism, detail = None, "sandbox.enabled is false"
+    return {"enabled": mechanism is not None, "mechanism": mechanism, "detail": detail,
+            "required": settings.required, "network": settings.network}  # fmt: skip
 
 
 def unconfined(plan: Plan, reason: str) -> Confinement:

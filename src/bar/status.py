@@ -1,0 +1,82 @@
+"""Where a task stands (``bar status``): its steps, a running or interrupted step,
+unrecorded changes, nested repositories and how steps are confined. Reads only; never
+waits for a running step."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from bar import journals, snapshot, steps
+from bar.errors import TaskNotFound
+from bar.journals import RunIntent
+from bar.project import Location, Project
+from bar.store.lock import is_locked
+from bar.tasks import Task, resolve_task
+
+
+@dataclass(frozen=True)
+class Status:
+    project: Project
+    task: Task | None
+    no_task_reason: str | None  # why there is no task, when there is none
+    steps: int = 0
+    last_step: str | None = None
+    running: RunIntent | None = None  # the step running now
+    interrupted: RunIntent | None = None  # a step whose bar died; recorded by the next command
+    unrecorded_changes: bool | None = None  # None: not known (busy, closed, no worktree)
+    nested_repos: list[str] = field(default_factory=list)  # their files are not recorded
+    sandbox: dict[str, Any] = field(default_factory=dict)  # how steps here are confined
+
+    def to_json(self) -> dict[str, Any]:
+        info: dict[str, Any] = {
+            "project": self.project.name,
+            "root": str(self.project.root),
+            "dir": str(self.project.dir),
+        }
+        if self.task is None:
+            info.update(task=None, message=self.no_task_reason)
+            return info
+        t = self.task
+        info["task"] = {"id": t.id, "name": t.name, "status": t.status, "branch": t.branch,
+                        "worktree": str(t.worktree), "steps": self.steps,
+                        "last_step": self.last_step}  # fmt: skip
+        r = self.running
+        info["running"] = (
+            {"step_id": r.step_id, "pid": r.pid, "cmd": r.cmd, "started_at": r.started_at}
+            if r else None
+        )  # fmt: skip
+        info["interrupted_step"] = self.interrupted.step_id if self.interrupted else None
+        info["unrecorded_changes"] = self.unrecorded_changes
+        info["sandbox"] = self.sandbox
+        info["nested_repos"] = self.nested_repos
+        return info
+
+
+def status(loc: Location, ref: str | None = None) -> Status:
+    """Where things stand: the task, a running or interrupted step, unrecorded changes.
+    Reads only; never waits for a running step."""
+    try:
+        task = resolve_task(loc.project, ref, from_cwd=loc.task_id)
+    except TaskNotFound as exc:  # a broken file is an error here too, not "no task"
+        if ref:
+            raise
+        return Status(loc.project, None, str(exc))
+    last = task.ledger.last()
+    busy = is_locked(task.paths.lock)
+    marker = journals.read_run(task.paths)
+    unrecorded = None
+    from bar.sandbox import status as sandbox_status
+
+    if task.active and task.worktree.is_dir() and not busy:
+        unrecorded = steps.has_unrecorded_changes(task)
+    return Status(
+        loc.project, task, None,
+        steps=last.number if last else 0,
+        last_step=last.step_id if last else None,
+        running=marker if marker and busy else None,
+        interrupted=marker if marker and not busy else None,
+        unrecorded_changes=unrecorded,
+        nested_repos=snapshot.nested_repositories(task.index),
+        sandbox=sandbox_status(loc.project.config.sandbox),
+    )  # fmt: skip

@@ -1,0 +1,327 @@
+"""Checkpoints after every tool call (SPEC §9): recorded by the step's supervisor as the
+agent reports its calls, addressed ``STEP.N`` by every command that takes a state, and
+adding up, with the residual, to the step's own patch."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from helpers import (
+    BAR_EXE,
+    bar,
+    files_in_commit,
+    files_on_disk,
+    ledger,
+    new_task,
+    replay_patches,
+    task_dir,
+    worktree,
+)
+
+FAKE_AGENT = str(Path(__file__).parent / "fake_agent.py")
+
+
+@pytest.fixture
+def inited(repo: Path, capfd: pytest.CaptureFixture[str]) -> Path:
+    (repo / "notes.txt").write_text("first\nsecond\n")
+    subprocess.run(["git", "add", "-A"], cwd=repo, check=True)
+    subprocess.run(["git", "commit", "-qm", "notes"], cwd=repo, check=True)
+    assert bar(capfd, "init").code == 0
+    return repo
+
+
+def agent_program(tmp_path: Path, agent: str) -> str:
+    """An executable named like the agent that runs the fake one (bar gives Codex its
+    hooks on the command line, after the program's name)."""
+    program = tmp_path / "bin" / agent
+    program.parent.mkdir(exist_ok=True)
+    program.write_text(f'#!/bin/sh\nexec {sys.executable} {FAKE_AGENT} --agent {agent} "$@"\n')
+    program.chmod(0o755)
+    return str(program)
+
+
+def run_agent(
+    cwd: Path, tmp_path: Path, agent: str, *commands: str
+) -> subprocess.CompletedProcess[str]:
+    res = subprocess.run(
+        [BAR_EXE, "run", "--no-pty", "--agent", agent, "--", agent_program(tmp_path, agent),
+         *commands],
+        cwd=cwd, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stdout + res.stderr
+    return res
+
+
+def checkpoint_lines(task_id: str, step_id: str) -> list[dict[str, Any]]:
+    path = task_dir(task_id) / "artifacts" / f"{step_id}.checkpoints.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def blame(capfd: pytest.CaptureFixture[str], *args: str) -> list[dict[str, Any]]:
+    res = bar(capfd, "blame", *args, "--json")
+    assert res.code == 0, res.err
+    lines: list[dict[str, Any]] = res.json()["lines"]
+    return lines
+
+
+# --- the done-when of the checkpoints: each agent's three edits --------------------
+
+
+@pytest.mark.parametrize("agent", ["claude", "codex", "gemini"])
+def test_three_edits_three_checkpoints_rewind_undo_and_blame(
+    agent: str, inited: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    t = new_task(capfd)
+    wt = worktree(t)
+    run_agent(inited, tmp_path, agent,
+              "write:notes.txt=first\nedited by the tool\nsecond",
+              "echo 'added by the shell' >> notes.txt",
+              "write:new.txt=third edit")  # fmt: skip
+    (step,) = ledger(t["id"])
+    assert step["checkpoints"] == 3
+    assert step["artifacts"]["checkpoints"] == "artifacts/0001.checkpoints.jsonl"
+    cps = checkpoint_lines(t["id"], "0001")
+    edit_tool = {"claude": "Write", "codex": "apply_patch", "gemini": "write_file"}[agent]
+    shell_tool = {"claude": "Bash", "codex": "Bash", "gemini": "run_shell_command"}[agent]
+    assert [c["tool"] for c in cps] == [edit_tool, shell_tool, edit_tool]
+    assert [c["checkpoint"] for c in cps] == ["0001.1", "0001.2", "0001.3"]
+    assert cps[0]["paths"] == ["notes.txt"] and cps[2]["paths"] == ["new.txt"]
+    assert cps[1]["command"] == "echo 'added by the shell' >> notes.txt"
+    assert cps[1]["decision"] == "allow" and cps[1]["outcome"] == "ran"
+    assert all(c["session_id"] for c in cps)
+    assert [c["diff_stat"]["file_list"] for c in cps] == [["notes.txt"], ["notes.txt"], ["new.txt"]]
+    # chained: each starts where the previous ended, the first at the step's start
+    assert cps[0]["snapshot_before"] == step["snapshot_before"]
+    assert all(b["snapshot_before"] == a["snapshot"] for a, b in zip(cps, cps[1:], strict=False))
+    assert cps[-1]["snapshot"] == step["snapshot"]  # nothing was left for a residual
+    after_third = files_on_disk(wt)
+
+    # rewind to the second edit: exactly its state
+    assert bar(capfd, "rollback", "--to", "1.2").code == 0
+    assert (
+        wt / "notes.txt"
+    ).read_text() == "first\nedited by the tool\nsecond\nadded by the shell\n"
+    assert not (wt / "new.txt").exists()
+    assert files_on_disk(wt) == files_in_commit(inited, cps[1]["snapshot"])
+    rollback = ledger(t["id"])[-1]
+    assert (rollback["target"], rollback["target_step"]) == ("step", "0001.2")
+    # and undo the rewind: the third edit is back
+    assert bar(capfd, "rollback", "--to", "1").code == 0
+    assert files_on_disk(wt) == after_third
+
+    # every line blamed on the tool call that wrote it, through the rewind and its undo
+    got = {(b["text"], b["state"], b["tool"]) for b in blame(capfd, "notes.txt")}
+    assert got == {("first", "base", None), ("edited by the tool", "0001.1", edit_tool),
+                   ("second", "base", None),
+                   ("added by the shell", "0001.2", shell_tool)}  # fmt: skip
+    (line,) = blame(capfd, "new.txt")
+    assert (line["state"], line["tool"], line["session_id"]) == ("0001.3", edit_tool,
+                                                                 cps[2]["session_id"])  # fmt: skip
+    # blame of an earlier state
+    assert [b["text"] for b in blame(capfd, "notes.txt", "--at", "1.1")] == [
+        "first", "edited by the tool", "second"]  # fmt: skip
+
+    # the checkpoints' patches replay in order onto the base, to the step's state
+    replayed = _replay_checkpoints(inited, t, cps, tmp_path / "replay")
+    assert replayed == files_in_commit(inited, step["snapshot"])
+
+
+def _replay_checkpoints(repo: Path, t: dict[str, Any], cps: list[dict[str, Any]],
+                        dest: Path) -> dict[str, bytes]:  # fmt: skip
+    dest.mkdir(parents=True)
+    archive = subprocess.run(["git", "archive", "--format=tar", t["base_commit"]], cwd=repo,
+                             capture_output=True, check=True).stdout  # fmt: skip
+    subprocess.run(["tar", "-x", "-f", "-"], cwd=dest, input=archive, check=True)
+    for cp in cps:
+        if cp.get("patch"):
+            subprocess.run(["git", "apply", "--binary", str(task_dir(t["id"]) / cp["patch"])],
+                           cwd=dest, check=True, capture_output=True)  # fmt: skip
+    return files_on_disk(dest)
+
+
+def test_changes_no_hook_saw_are_the_residual_checkpoint(
+    inited: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    t = new_task(capfd)
+    run_agent(inited, tmp_path, "claude", "write:a.txt=one", "silent:sub/agent.txt=unseen",
+              "echo two > b.txt", "ls")  # fmt: skip
+    (step,) = ledger(t["id"])
+    cps = checkpoint_lines(t["id"], "0001")
+    # the silent write happened before the shell command, whose checkpoint took it
+    assert [c["kind"] for c in cps] == ["tool", "tool", "tool"]
+    assert cps[1]["diff_stat"]["file_list"] == ["b.txt", "sub/agent.txt"]
+    assert cps[2]["diff_stat"]["files"] == 0 and "patch" not in cps[2]  # ls changed nothing
+    assert cps[2]["snapshot"] == cps[2]["snapshot_before"]  # and wrote no snapshot
+
+    # a write after the last hook: the residual closes the step
+    run_agent(
+        inited, tmp_path, "claude", "write:a.txt=three", "silent:late.txt=after the last hook"
+    )
+    step2 = ledger(t["id"])[-1]
+    cps2 = checkpoint_lines(t["id"], "0002")
+    assert [c["kind"] for c in cps2] == ["tool", "residual"]
+    assert cps2[1]["diff_stat"]["file_list"] == ["late.txt"]
+    assert cps2[1]["snapshot"] == step2["snapshot"] and step2["checkpoints"] == 2
+    assert replay_patches(inited, t["id"], t["base_commit"], tmp_path / "steps") == (
+        _replay_checkpoints(inited, t, [*cps, *cps2], tmp_path / "checkpoints"))  # fmt: skip
+    shown = bar(capfd, "show", "2.2")
+    assert shown.code == 0 and "changes no hook reported" in shown.out
+
+
+def test_every_command_that_takes_a_state_takes_a_checkpoint(
+    inited: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    t = new_task(capfd)
+    run_agent(inited, tmp_path, "claude", "write:a.txt=one", "write:a.txt=two", "write:b.txt=b")
+    diff = bar(capfd, "diff", "--from", "1.1", "--to", "0001.2")
+    assert diff.code == 0 and "-one" in diff.out and "+two" in diff.out and "b.txt" not in diff.out
+    shown = bar(capfd, "show", "1.3", "--json")
+    assert shown.json()["tool"] == "Write" and "+b" in shown.json()["patch_text"]
+    text = bar(capfd, "show", "1").out
+    assert "0001.2  Write" in text and "--- checkpoints (3" in text
+    log = bar(capfd, "log")
+    assert "3 checkpoints (bar log --tools lists them)" in log.out and "0001.1" not in log.out
+    tools = bar(capfd, "log", "--tools")
+    assert [line.split()[0] for line in tools.out.splitlines()[1:]] == [
+        "0001.1",
+        "0001.2",
+        "0001.3",
+    ]
+    (rec,) = bar(capfd, "log", "--json").json()
+    assert [c["checkpoint"] for c in rec["checkpoint_list"]] == ["0001.1", "0001.2", "0001.3"]
+
+    # apply a checkpoint's state: one commit with exactly its files
+    dry = bar(capfd, "apply", "--at", "1.2", "--dry-run")
+    assert dry.code == 0 and "a.txt" in dry.out and "b.txt" not in dry.out
+    done = bar(capfd, "apply", "--at", "1.2", "--json")
+    assert done.code == 0, done.err
+    commit = done.json()["commit_sha"]
+    assert files_in_commit(inited, commit)["a.txt"] == b"-:two\n"
+    assert "b.txt" not in files_in_commit(inited, commit)
+    message = subprocess.run(["git", "log", "-1", "--format=%B", commit], cwd=inited,
+                             capture_output=True, text=True, check=True).stdout  # fmt: skip
+    assert "Bar-Step: 0001.2" in message
+    refused = bar(capfd, "apply", "--at", "1.2", "--mode", "merge")
+    assert refused.code == 2 and "--at lands a recorded state as one commit" in refused.err
+
+    # names that are not there: one clear sentence each
+    missing = bar(capfd, "rollback", "--to", "1.4")
+    assert missing.code == 2 and "step 0001 has no checkpoint 4: it has 3" in missing.err
+    assert (
+        "no step 0009" in bar(capfd, "show", "9.1").err.lower()
+        or bar(capfd, "show", "9.1").code != 0
+    )
+    assert bar(capfd, "diff", "--to", "1.0").code == 2
+
+
+def test_a_step_without_an_agent_has_no_checkpoints(
+    inited: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    t = new_task(capfd)
+    assert bar(capfd, "run", "--no-pty", "--", "sh", "-c", "echo x > x.txt").code == 0
+    (step,) = ledger(t["id"])
+    assert "checkpoints" not in step and "checkpoints" not in step["artifacts"]
+    res = bar(capfd, "show", "1.1")
+    assert res.code == 2 and "step 0001 has no checkpoint 1: it has none" in res.err
+
+
+def test_an_interrupted_session_keeps_its_checkpoints_and_adds_the_residual(
+    inited: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """bar killed mid-session: the next command records the step as interrupted, with the
+    checkpoints taken until then and what changed after them as the residual."""
+    t = new_task(capfd)
+    wt = worktree(t)
+    proc = subprocess.Popen(
+        [BAR_EXE, "run", "--no-pty", "--agent", "claude", "--", agent_program(tmp_path, "claude"),
+         "write:a.txt=one", "echo two > b.txt", "silent:c.txt=three", "sleep 30"],
+        cwd=inited, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+    )  # fmt: skip
+    cps_file = task_dir(t["id"]) / "artifacts" / "0001.checkpoints.jsonl"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not (wt / "c.txt").exists():
+        time.sleep(0.05)
+    assert (wt / "c.txt").exists(), proc.stderr.read() if proc.stderr else ""
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert len(cps_file.read_text().splitlines()) == 2
+    assert bar(capfd, "run", "--no-pty", "--", "true").code == 0  # records it first
+    step, _ = bar(capfd, "log", "--json").json()
+    assert step["interrupted"] is True and step["checkpoints"] == 3
+    kinds = [c["kind"] for c in step["checkpoint_list"]]
+    assert kinds == ["tool", "tool", "residual"]
+    assert step["checkpoint_list"][2]["diff_stat"]["file_list"] == ["c.txt"]
+    assert step["checkpoint_list"][2]["snapshot"] == step["snapshot"]
+
+
+# --- property: checkpoints add up to their step, whatever the calls did ----------------
+
+_NAMES = st.sampled_from(["a.txt", "b.txt", "dir/c.txt", "dir/sub/d.txt", "e f.txt"])
+_TEXT = st.text(alphabet="xyz \n", min_size=0, max_size=12)
+_CALL = st.one_of(
+    st.tuples(st.just("write"), _NAMES, _TEXT),
+    st.tuples(st.just("shell-append"), _NAMES, _TEXT),
+    st.tuples(st.just("shell-remove"), _NAMES, st.just("")),
+    st.tuples(st.just("silent"), _NAMES, _TEXT),
+    st.tuples(st.just("noop"), st.just(""), st.just("")),
+)
+
+
+def _command(call: tuple[str, str, str]) -> str:
+    kind, name, text = call
+    quoted = "'" + name + "'"
+    if kind == "write":
+        return f"write:{name}={text}"
+    if kind == "silent":
+        return f"silent:{name}={text}"
+    if kind == "shell-append":
+        return f"mkdir -p \"$(dirname {quoted})\" && printf %s '{text}' >> {quoted}"
+    if kind == "shell-remove":
+        return f"rm -f {quoted}"
+    return "true"
+
+
+@settings(max_examples=int(os.environ.get("BAR_CHECKPOINT_EXAMPLES", "4")), deadline=None,
+          derandomize=os.environ.get("BAR_CHECKPOINT_RANDOM") != "1",
+          suppress_health_check=[HealthCheck.function_scoped_fixture])  # fmt: skip
+@given(sessions=st.lists(st.lists(_CALL, min_size=1, max_size=6), min_size=1, max_size=2))
+def test_checkpoint_patches_replay_in_order_onto_the_base(
+    sessions: list[list[tuple[str, str, str]]],
+    make_repo: Any,
+    tmp_path_factory: pytest.TempPathFactory,
+    capfd: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Random sessions of edits, shell commands and writes no hook sees: the checkpoints
+    of every step replay in order onto the base to each step's state, and each
+    checkpoint's snapshot is exactly the tree its patch leads to."""
+    work = tmp_path_factory.mktemp("session")
+    repo = make_repo({"a.txt": "base\n", "dir/c.txt": "c\n"}, name=str(work / "repo"))
+    monkeypatch.setenv("BAR_HOME", str(work / "barhome"))  # one project per example
+    monkeypatch.chdir(repo)
+    assert bar(capfd, "init").code == 0
+    t = new_task(capfd)
+    for session in sessions:
+        run_agent(repo, work, "claude", *map(_command, session))
+    all_cps: list[dict[str, Any]] = []
+    for step in ledger(t["id"]):
+        if step.get("checkpoints"):
+            cps = checkpoint_lines(t["id"], step["step_id"])
+            assert len(cps) == step["checkpoints"]
+            assert cps[0]["snapshot_before"] == step["snapshot_before"]
+            assert cps[-1]["snapshot"] == step["snapshot"]
+            all_cps += cps
+    replayed = _replay_checkpoints(repo, t, all_cps, work / "replay")
+    assert replayed == files_in_commit(repo, ledger(t["id"])[-1]["snapshot"])
+    assert replayed == files_on_disk(worktree(t))
