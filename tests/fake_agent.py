@@ -12,7 +12,8 @@ it; then it sends the post-tool event (how the command ended). A session-start e
 comes first. A command ``write:PATH=TEXT`` is a file edit through the agent's own tool
 instead (Claude Code ``Write``, Codex ``apply_patch`` through its shell tool, Gemini CLI
 ``write_file``): the agent writes the file itself and sends the post-tool event.
-``silent:PATH=TEXT`` writes the file with no hook at all (a subagent that skips hooks). One
+``silent:PATH=TEXT`` writes the file with no hook at all (a subagent that skips hooks);
+``wait:PATH`` waits until PATH exists, as an agent waits for its user between turns. One
 line per decision on stdout:
 
     RAN: <cmd>                 DENIED: <cmd>: <reason>
@@ -34,6 +35,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -532,6 +534,8 @@ def edit(agent: str, command: str, cwd: Path, session_id: str, env: dict[str, st
     target.write_text(text + ("\n" if text and not text.endswith("\n") else ""))
     print(f"WROTE: {path}")
     sys.stdout.flush()
+    if agent == "codex":
+        return  # Codex 0.169 sends no post-tool event for its apply_patch
     event, after = post_payload(agent, pre, 0, "Success")
     for hook in configured_hooks(agent, cwd, tool, event, options):
         run_hook(agent, hook, json.dumps(after).encode(), cwd, env)
@@ -567,6 +571,11 @@ def main(argv: list[str] | None = None) -> int:
     for command in args.commands:
         if command.startswith("write:"):
             edit(agent, command, cwd, args.session_id, env, options)
+            continue
+        if command.startswith("wait:"):
+            print("WAITING", flush=True)
+            while not os.path.exists(command[len("wait:") :]):
+                time.sleep(0.05)
             continue
         if command.startswith("silent:"):
             path, _, text = command[len("silent:") :].partition("=")

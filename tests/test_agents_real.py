@@ -192,3 +192,59 @@ def test_a_real_agent_stopped_from_outside_is_recorded_as_killed(
     (step,) = ledger(t["id"])
     assert step["exit_code"] >= 128 and step["exit_code"] == proc.returncode, err
     assert step["signal"] == step["exit_code"] - 128
+
+
+@pytest.mark.parametrize("agent", ["claude", "codex", "gemini"])
+def test_a_real_agent_session_is_checkpointed_at_every_edit(
+    agent: str, inited: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Three edits, one through the shell: three checkpoints; rewinding to the second
+    gives exactly its state, undoing the rewind brings the third back, blame names the
+    tool call behind each line, and the checkpoints' patches replay onto the base."""
+    agent_binary(agent)
+    t = new_task(capfd)
+    wt = worktree(t)
+    script = [WriteFile(str(wt / "notes.txt"), "alpha\n"), Shell("echo beta >> notes.txt"),
+              WriteFile(str(wt / "more.txt"), "gamma\n"), Answer("Three edits.")]  # fmt: skip
+    with MockServer(script) as server:
+        setup = AgentSetup(agent, server.url)
+        res = subprocess.run(
+            [BAR_EXE, "run", "--no-pty", "--agent", agent, "--", *setup.argv("edit")],
+            cwd=inited, env={**os.environ, **setup.env}, stdin=subprocess.DEVNULL,
+            capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+    assert res.returncode == 0, res.stdout + res.stderr
+    (step,) = ledger(t["id"])
+    cps = [json.loads(line) for line in
+           (task_dir(t["id"]) / "artifacts/0001.checkpoints.jsonl").read_text().splitlines()]  # fmt: skip
+    edit_tool = {"claude": "Write", "codex": "apply_patch", "gemini": "write_file"}[agent]
+    shell_tool = {"claude": "Bash", "codex": "Bash", "gemini": "run_shell_command"}[agent]
+    assert [(c["kind"], c["tool"]) for c in cps] == [
+        ("tool", edit_tool), ("tool", shell_tool), ("tool", edit_tool)]  # fmt: skip
+    assert step["checkpoints"] == 3
+    assert [c["diff_stat"]["file_list"] for c in cps] == [
+        ["notes.txt"],
+        ["notes.txt"],
+        ["more.txt"],
+    ]
+    assert cps[1]["command"] == "echo beta >> notes.txt" and cps[1]["outcome"] == "ran"
+    assert cps[-1]["snapshot"] == step["snapshot"]
+
+    assert bar(capfd, "rollback", "--to", "1.2").code == 0
+    assert (wt / "notes.txt").read_text() == "alpha\nbeta\n" and not (wt / "more.txt").exists()
+    assert bar(capfd, "rollback", "--to", "1").code == 0
+    assert (wt / "more.txt").read_text() == "gamma\n"
+
+    lines = bar(capfd, "blame", "notes.txt", "--json").json()["lines"]
+    assert [(b["text"], b["state"], b["tool"]) for b in lines] == [
+        ("alpha", "0001.1", edit_tool), ("beta", "0001.2", shell_tool)]  # fmt: skip
+    (gamma,) = bar(capfd, "blame", "more.txt", "--json").json()["lines"]
+    assert (gamma["state"], gamma["tool"]) == ("0001.3", edit_tool)
+
+    replay = tmp_path / "replay"
+    replay.mkdir()
+    for cp in cps:
+        subprocess.run(["git", "apply", str(task_dir(t["id"]) / cp["patch"])], cwd=replay,
+                       check=True)  # fmt: skip
+    assert (replay / "notes.txt").read_text() == "alpha\nbeta\n"
+    assert (replay / "more.txt").read_text() == "gamma\n"

@@ -4,6 +4,7 @@ adding up, with the residual, to the step's own patch."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import signal
@@ -103,7 +104,7 @@ def test_three_edits_three_checkpoints_rewind_undo_and_blame(
     assert [c["diff_stat"]["file_list"] for c in cps] == [["notes.txt"], ["notes.txt"], ["new.txt"]]
     # chained: each starts where the previous ended, the first at the step's start
     assert cps[0]["snapshot_before"] == step["snapshot_before"]
-    assert all(b["snapshot_before"] == a["snapshot"] for a, b in zip(cps, cps[1:], strict=False))
+    assert all(b["snapshot_before"] == a["snapshot"] for a, b in itertools.pairwise(cps))
     assert cps[-1]["snapshot"] == step["snapshot"]  # nothing was left for a residual
     after_third = files_on_disk(wt)
 
@@ -156,7 +157,7 @@ def test_changes_no_hook_saw_are_the_residual_checkpoint(
     t = new_task(capfd)
     run_agent(inited, tmp_path, "claude", "write:a.txt=one", "silent:sub/agent.txt=unseen",
               "echo two > b.txt", "ls")  # fmt: skip
-    (step,) = ledger(t["id"])
+    (_step,) = ledger(t["id"])
     cps = checkpoint_lines(t["id"], "0001")
     # the silent write happened before the shell command, whose checkpoint took it
     assert [c["kind"] for c in cps] == ["tool", "tool", "tool"]
@@ -182,7 +183,7 @@ def test_changes_no_hook_saw_are_the_residual_checkpoint(
 def test_every_command_that_takes_a_state_takes_a_checkpoint(
     inited: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
-    t = new_task(capfd)
+    new_task(capfd)
     run_agent(inited, tmp_path, "claude", "write:a.txt=one", "write:a.txt=two", "write:b.txt=b")
     diff = bar(capfd, "diff", "--from", "1.1", "--to", "0001.2")
     assert diff.code == 0 and "-one" in diff.out and "+two" in diff.out and "b.txt" not in diff.out
@@ -325,3 +326,58 @@ def test_checkpoint_patches_replay_in_order_onto_the_base(
     replayed = _replay_checkpoints(repo, t, all_cps, work / "replay")
     assert replayed == files_in_commit(repo, ledger(t["id"])[-1]["snapshot"])
     assert replayed == files_on_disk(worktree(t))
+
+
+def test_a_rollback_while_the_session_waits_is_a_checkpoint_of_the_running_step(
+    inited: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Between turns, `bar rollback --to` is done by the running step's bar run (the one
+    writer of the task's files) and recorded as a checkpoint; while the agent runs a
+    command it is refused, and nothing changes."""
+    t = new_task(capfd)
+    wt = worktree(t)
+    flags = tmp_path / "flags"
+    flags.mkdir()
+    busy = f"touch busy.txt && while [ ! -e {flags}/done ]; do sleep 0.05; done"
+    proc = subprocess.Popen(
+        [BAR_EXE, "run", "--no-pty", "--agent", "claude", "--", agent_program(tmp_path, "claude"),
+         "write:a.txt=one", "write:a.txt=two", busy, f"wait:{flags}/go", "cat a.txt > seen.txt"],
+        cwd=inited, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    cps_file = task_dir(t["id"]) / "artifacts" / "0001.checkpoints.jsonl"
+
+    def wait_for(check: Any) -> None:
+        deadline = time.monotonic() + 60
+        while not check():
+            assert time.monotonic() < deadline and proc.poll() is None
+            time.sleep(0.05)
+
+    try:
+        wait_for(lambda: (wt / "busy.txt").exists())
+        refused = bar(capfd, "rollback", "--to", "1.1")
+        assert refused.code == 7 and "the agent is running a command" in refused.err
+        assert (wt / "a.txt").read_text() == "two\n"
+        (flags / "done").touch()
+        wait_for(lambda: cps_file.exists() and len(cps_file.read_text().splitlines()) == 3)
+        assert bar(capfd, "rollback", "--hard", "--to", "1.1").code == 2  # not under the agent
+        done = bar(capfd, "rollback", "--to", "1.1")
+        assert done.code == 0, done.err
+        assert "inside the running step 0001" in done.out and "(checkpoint 0001.4)" in done.out
+        assert (wt / "a.txt").read_text() == "one\n"
+        (flags / "go").touch()
+        out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, out + err
+    assert (wt / "seen.txt").read_text() == "one\n"  # the agent went on from the rewound state
+    cps = checkpoint_lines(t["id"], "0001")
+    assert [(c["kind"], c.get("tool")) for c in cps] == [
+        ("tool", "Write"), ("tool", "Write"), ("tool", "Bash"),
+        ("rollback", "bar rollback"), ("tool", "Bash")]  # fmt: skip
+    assert cps[3]["target"] == "0001.1"
+    assert cps[3]["diff_stat"]["file_list"] == ["a.txt", "busy.txt"]  # made after 0001.1
+    # undoable like any rollback: back to the state before it
+    assert bar(capfd, "rollback", "--to", "1.3").code == 0
+    assert (wt / "a.txt").read_text() == "two\n"
+    (step, _) = ledger(t["id"])
+    assert cps[-1]["snapshot"] == step["snapshot"]

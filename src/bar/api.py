@@ -20,6 +20,7 @@ one place below the faces where imports sit inside functions.
 
 from __future__ import annotations
 
+import json
 import shlex
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -27,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bar import git, states, steps
+from bar import git, journals, states, steps
 from bar.clock import now_iso
 from bar.errors import (
     CorruptFile,
@@ -42,6 +43,7 @@ from bar.records import RollbackStep, RunStep, Step, parse_step_ref
 from bar.status import Status, status
 from bar.store.files import ensure_dir, write_text_atomic
 from bar.store.layout import bar_home
+from bar.store.lock import is_locked
 from bar.tasks import Task, list_tasks, load_task, resolve_task
 
 if TYPE_CHECKING:
@@ -285,17 +287,48 @@ def plan_rollback(task: Task, to: str | None) -> Plan:
 
 def rollback(
     task: Task, to: str | None = None, *, hard: bool = False, wait: bool = True
-) -> RollbackStep:
-    """Restore a recorded state (``base``, a step id; None: the state before the last
-    step), as a step of its own that can be undone the same way."""
+) -> RollbackStep | Checkpoint:
+    """Restore a recorded state (``base``, a step id, a checkpoint; None: the state before
+    the last step), as a step of its own that can be undone the same way. While a step
+    runs (an agent session between turns), its ``bar run`` does it, as a checkpoint."""
     from bar import recovery
     from bar import rollback as verb
 
+    during = _rollback_in_running_step(task, to, hard)
+    if during is not None:
+        return during
     with task.lock("bar rollback", wait=wait):
         fresh = load_task(task.project, task.id)
         target = verb.target_of(fresh, to)  # decided before hand edits are recorded
         recovery.prepare(fresh)
         return verb.rollback(fresh, target, hard=hard)
+
+
+def _rollback_in_running_step(task: Task, to: str | None, hard: bool) -> Checkpoint | None:
+    """Ask the running step's ``bar run`` to roll back (None: no step is running)."""
+    from bar import channel, checkpoints
+    from bar.errors import StepBusy
+
+    running = journals.read_run(task.paths)
+    if running is None or not task.paths.socket.exists() or not is_locked(task.paths.lock):
+        return None
+    if to is None or hard:
+        raise UsageError(
+            f"step {running.step_id} is running; inside it, name the state to return to "
+            "(bar rollback --to 3.2), without --hard (the agent's branch stays where it is)",
+            hint=f"see its checkpoints with `bar show {running.step_id}`",
+        )
+    reply = channel.request(str(task.paths.socket), "rollback", "-", to.encode())
+    if reply is None:
+        return None  # the step has just ended: roll back as usual
+    if reply.exit_code != 0:
+        message, _, hint = reply.stderr.decode("utf-8", "replace").partition("\nhint: ")
+        error = StepBusy(message, hint=hint or None)
+        error.exit_code = reply.exit_code
+        raise error
+    done = checkpoints.Checkpoint.from_record(running.step_id, json.loads(reply.stdout))
+    assert done is not None
+    return done
 
 
 def apply(

@@ -23,7 +23,6 @@ from typing import Any
 from bar import checkpoints, git, journals
 from bar.errors import NotFound, UsageError
 from bar.records import ManualStep, RollbackStep, RunStep
-from bar.render import rollback_target
 from bar.states import State
 from bar.tasks import Task
 
@@ -166,7 +165,7 @@ def _step_origin(step: RunStep | ManualStep | RollbackStep, commit: str) -> Orig
     if isinstance(step, RunStep):
         return Origin(step.step_id, "run", commit, command=shlex.join(step.cmd))
     if isinstance(step, RollbackStep):
-        return Origin(step.step_id, "rollback", commit, command=rollback_target(step))
+        return Origin(step.step_id, "rollback", commit, command=step.target_text)
     return Origin(step.step_id, "manual", commit, command="changes made outside bar")
 
 

@@ -52,6 +52,12 @@ class UsageError(BarError):
     exit_code = ExitCode.USAGE
 
 
+class StepBusy(BarError):
+    """A running step cannot do what was asked now (its agent is mid-call)."""
+
+    exit_code = ExitCode.LOCKED
+
+
 class NotFound(BarError):
     exit_code = ExitCode.NOT_FOUND
 

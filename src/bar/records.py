@@ -252,6 +252,14 @@ class RollbackStep(_Changes):
     target_step: str | None = None
     hard: bool = False
 
+    @property
+    def target_text(self) -> str:
+        """``base``, ``step 0003`` or ``checkpoint 0003.2``."""
+        if self.target == "base":
+            return "base"
+        where = self.target_step or "?"
+        return f"checkpoint {where}" if "." in where else f"step {where}"
+
     def _body_fields(self, rec: dict[str, Any]) -> None:
         rec.update(target=self.target, target_step=self.target_step, hard=self.hard)
         self._changes(rec)

@@ -67,17 +67,9 @@ def describe(step: Step) -> str:
     if isinstance(step, ManualStep):
         return "changes made outside bar"
     if isinstance(step, RollbackStep):
-        return f"rollback to {rollback_target(step)}" + (" (--hard)" if step.hard else "")
+        return f"rollback to {step.target_text}" + (" (--hard)" if step.hard else "")
     assert isinstance(step, ApplyStep)
     return f"apply ({step.mode}) onto {step.target_branch} as {short(step.commit_sha)}"
-
-
-def rollback_target(step: RollbackStep) -> str:
-    """``base``, ``step 0003`` or ``checkpoint 0003.2``."""
-    if step.target == "base":
-        return "base"
-    where = step.target_step or "?"
-    return f"checkpoint {where}" if "." in where else f"step {where}"
 
 
 def checkpoint_line(cp: Checkpoint, paint: Painter) -> str:

@@ -35,7 +35,7 @@ from bar.agents import launch as agent_launch
 from bar.agents import settings as agent_settings
 from bar.agents.protocol import PROTOCOLS, HookEvent, HookReply, protocol
 from bar.clock import now_iso
-from bar.errors import BarError
+from bar.errors import BarError, StepBusy
 from bar.gate import Judgement, judge
 from bar.policy import Policy
 from bar.records import PolicyEventRecord
@@ -89,6 +89,8 @@ class Supervisor:
         self._snapshot_before = snapshot_before
         self._checkpoints: checkpoints.Recorder | None = None
         self._checkpoint_failed = False
+        self._unreported: list[HookEvent] = []  # edits the agent never reports the end of
+        self._in_flight: set[int] = set()  # shell commands running now (answered, not reported)
 
     # --- set up and tear down ----------------------------------------------------------
 
@@ -148,6 +150,7 @@ class Supervisor:
             self._listener.close()
             self._listener = None
         self.socket_path.unlink(missing_ok=True)
+        self._checkpoint_unreported()  # the session ended after them
 
     def _wake(self) -> None:
         """Connect once, so the thread's accept() returns now and sees the stop."""
@@ -222,8 +225,7 @@ class Supervisor:
             os.utime(self.task.paths.marker)
 
     def _answer(self, conn: socket.socket) -> None:
-        if not _from_this_step(conn):
-            return  # another task's step (the socket's path is readable): no answer
+        inside = _from_this_step(conn)
         conn.settimeout(_CLIENT_TIMEOUT)
         chunks: list[bytes] = []
         size = 0
@@ -233,13 +235,29 @@ class Supervisor:
             if size > channel.MAX_REQUEST:
                 return
         request = channel.decode_request(b"".join(chunks))
-        if request is None or request[0] != "hook" or request[1] not in PROTOCOLS:
+        if request is None:
             return
-        _, agent, payload = request
+        verb, arg, body = request
+        if verb == "hook" and arg in PROTOCOLS and inside:
+            self._answer_hook(conn, arg, body)
+        elif verb == "rollback" and not inside:
+            # the developer's own bar, outside the step; never the agent
+            conn.sendall(channel.encode_reply(self._answer_rollback(body)))
+        # else another task's step (the socket's path is readable): no answer
+
+    def _answer_hook(self, conn: socket.socket, agent: str, payload: bytes) -> None:
         ask = self.launch.interactive if self.launch is not None else False
         judgement = judge(agent, payload, self.policy, ask=ask)
         event = judgement.event
-        if event is not None and event.kind == "post":
+        if event is not None and event.kind == "post":  # reported after all: not twice
+            self._unreported = [e for e in self._unreported if not _same_edit(e, event)]
+        elif event is not None:
+            self._in_flight.clear()  # the agent moved on: its earlier calls have ended
+        self._checkpoint_unreported()  # the agent moved on: the edit before is done
+        if event is not None and event.kind == "pre" and event.command is None:
+            if PROTOCOLS[agent].changes_files(event.tool_name) and judgement.answer != "deny":
+                self._unreported.append(event)  # Codex's apply_patch: no post event follows
+        elif event is not None and event.kind == "post":
             call = self._record_outcome(event)
             if PROTOCOLS[agent].changes_files(event.tool_name):
                 self._checkpoint(event, call)
@@ -269,6 +287,8 @@ class Supervisor:
             self._calls += 1
             call = self._calls
             self._pending.append(_Call(call, event, judgement.action, judgement.answer))
+            if judgement.answer != "deny":
+                self._in_flight.add(call)
         records = [
             PolicyEventRecord(
                 rule=rule, action=action, matched=matched, source=f"hook:{agent}",
@@ -295,6 +315,7 @@ class Supervisor:
             if found is None:
                 return None
             call = self._pending.pop(found)
+            self._in_flight.discard(call.number)
         self._append({_CALL: call.number, "outcome": event.outcome})
         return call
 
@@ -316,6 +337,42 @@ class Supervisor:
             self._checkpoint_failed = True
             notices.warn(f"no more checkpoints in this step: {exc}; the step's own record "
                          "keeps every change")  # fmt: skip
+
+    def _checkpoint_unreported(self) -> None:
+        """Checkpoint the edits whose end the agent does not report (Codex sends no
+        post-tool event for its apply_patch): the agent applies an edit before its next
+        call, so that call's event (or the end of the session) marks the edit's end."""
+        while self._unreported:
+            self._checkpoint(self._unreported.pop(0), None)
+
+    def _answer_rollback(self, body: bytes) -> channel.Reply:
+        """``bar rollback --to STATE`` from the developer while the session runs: done
+        here, by the one writer of the task's files, as a checkpoint of the step. Refused
+        while the agent is running a tool (its files are changing)."""
+        name = body.decode("utf-8", "replace").strip()
+        try:
+            done = self._rollback(name)
+        except BarError as exc:
+            text = str(exc) + (f"\nhint: {exc.hint}" if exc.hint else "")
+            return channel.Reply(exc.exit_code, b"", text.encode("utf-8", "replace"))
+        record = json.dumps(done.to_record(), ensure_ascii=False)
+        return channel.Reply(0, record.encode("utf-8", "backslashreplace"), b"")
+
+    def _rollback(self, name: str) -> checkpoints.Checkpoint:
+        recorder = self._checkpoints
+        if recorder is None or self._checkpoint_failed:
+            raise StepBusy(f"step {self.step_id} is running and takes no checkpoints",
+                           hint="roll back when it has ended")  # fmt: skip
+        with self._record_lock:
+            running = [c for c in self._pending if c.number in self._in_flight]
+        if running:
+            raise StepBusy(
+                f"the agent is running a command ({running[-1].event.command}); the files "
+                "are changing",
+                hint="roll back when it waits for you (between turns)",
+            )
+        self._checkpoint_unreported()
+        return recorder.rollback(name)
 
     def _relative(self, paths: tuple[str, ...]) -> tuple[str, ...]:
         """Edit tools name files by absolute path: those in the worktree, relative to it."""
@@ -357,6 +414,12 @@ def _same_call(pre: HookEvent, post: HookEvent) -> bool:
     if post.tool_use_id:
         return pre.tool_use_id == post.tool_use_id
     return pre.command == post.command and pre.session_id == post.session_id
+
+
+def _same_edit(pre: HookEvent, post: HookEvent) -> bool:
+    if post.tool_use_id:
+        return pre.tool_use_id == post.tool_use_id
+    return pre.tool_name == post.tool_name and pre.paths == post.paths
 
 
 def _from_this_step(conn: socket.socket) -> bool:

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from bar import api
-from bar.render import Painter, plural, print_json, rollback_target, short
+from bar.checkpoints import Checkpoint
+from bar.render import Painter, plural, print_json, short
 
 _VERB = {"A": "recreate", "M": "restore", "D": "delete", "T": "restore"}
 
@@ -32,10 +33,18 @@ def rollback(
         print(paint("(dry run: nothing was changed)", "dim"))
         return 0
     step = api.rollback(the_task, to, hard=hard, wait=not no_wait)
+    if isinstance(step, Checkpoint):  # done inside the running step
+        if as_json:
+            print_json(step.to_record())
+            return 0
+        print(f"Rolled back to {step.target} inside the running step {step.step_id}: "
+              f"{plural(step.diff_stat.files, 'file')} changed (checkpoint {step.name})")  # fmt: skip
+        print(f"Undo with: bar rollback --to {step.step_id}.{step.n - 1}")
+        return 0
     if as_json:
         print_json(step.to_record())
         return 0
-    print(f"Rolled back to {rollback_target(step)}: {plural(step.diff_stat.files, 'file')} changed "
+    print(f"Rolled back to {step.target_text}: {plural(step.diff_stat.files, 'file')} changed "
           f"(step {step.step_id})")  # fmt: skip
     if step.hard:
         print(f"  branch {the_task.branch} reset to {short(step.head)}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shlex
 import sys
 
@@ -23,7 +24,7 @@ from bar.tasks import Task
 
 def show(*, task: str | None, step: str, as_json: bool) -> int:
     the_task = api.get_task(api.open_project(), task)
-    if "." in step:
+    if re.fullmatch(r"#?[0-9]+\.[0-9]+", step.strip()):
         return _show_checkpoint(the_task, step, as_json)
     record = api.show(the_task, step)
     taken = api.checkpoints(the_task, record.step_id) if isinstance(record, RunStep) else []
