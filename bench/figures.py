@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import edits
 from harness import BenchError, Fixture, interleave, log, median, ratio, round_ratios
+from inside import Inside
 
 HERE = Path(__file__).resolve().parent
 
@@ -425,34 +424,20 @@ def fig7(f: Fixture, p: Params) -> list[Row]:
     event = f.dir / "event.json"
     event.write_text(json.dumps({**CLAUDE_EVENT, "cwd": str(wt)}))
     # Inside `bar run --agent claude`, the agent runs the hook command bar installed,
-    # which hands the event to the running step's bar run over the task's socket.
-    socket_path = task_dir / "bar.sock"
-    step = subprocess.Popen(
-        [str(f.tools.bar), "run", "--task", task, "--no-pty", "--", "sleep", "3600"],
-        cwd=wt, env=f.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    try:
-        deadline = time.monotonic() + 60
-        while not socket_path.exists():
-            if step.poll() is not None or time.monotonic() > deadline:
-                raise BenchError("bar run did not open its socket")
-            time.sleep(0.05)
-        relay = [f.tools.bar, "hook", "claude", "--socket", socket_path]
-        reply = f.run(relay, wt, stdin=event, capture=True)
-        if b"deny" in reply.stdout or b'"block' in reply.stdout:
-            raise BenchError(f"the hook did not allow the benign command: {reply.stdout!r}")
+    # which hands the event to the running step's bar run over the task's socket; bar run
+    # answers only its own step's processes, so every contender runs inside the step.
+    with Inside(f.tools.bar, task, wt, f.env) as inside:
+        relay = [f.tools.bar, "hook", "claude", "--socket", task_dir / "bar.sock"]
+        inside.t(relay, wt, stdin=event)
         s = interleave(
             {
-                "bar --version": lambda: f.t([f.tools.bar, "--version"], wt),
-                "bar hook claude (in a run)": lambda: f.t(relay, wt, stdin=event),
-                "python -c pass": lambda: f.t([f.tools.python, "-c", "pass"], wt),
+                "bar --version": lambda: inside.t([f.tools.bar, "--version"], wt),
+                "bar hook claude (in a run)": lambda: inside.t(relay, wt, stdin=event),
+                "python -c pass": lambda: inside.t([f.tools.python, "-c", "pass"], wt),
             },
             p.repeat,
             p.warmup,
         )
-    finally:
-        step.terminate()
-        step.wait(timeout=60)
     # With no bar run to ask (an agent wired by `bar agent setup`): judged in the hook.
     alone = [f.tools.bar, "hook", "claude"]
     s.update(
@@ -681,6 +666,94 @@ def fig10(f: Fixture, p: Params) -> list[Row]:
     return rows
 
 
+# --- 11. checkpoints ----------------------------------------------------------------
+
+
+def _post_event(wt: Path, n: int) -> dict[str, object]:
+    """Claude Code's event after a shell command, as the agent sends it to bar's hook."""
+    return {**CLAUDE_EVENT, "cwd": str(wt), "hook_event_name": "PostToolUse",
+            "tool_use_id": f"toolu_bench{n:08d}",
+            "tool_response": {"stdout": "", "stderr": "", "interrupted": False}}  # fmt: skip
+
+
+def fig11(f: Fixture, p: Params) -> list[Row]:
+    _, task, wt, pool = _project(f)
+    event = f.dir / "post.json"
+    n = Counter()
+    with Inside(f.tools.bar, task, wt, f.env, agent="claude") as inside:
+        relay = [f.tools.bar, "hook", "claude", "--socket", f.task_dir(task) / "bar.sock"]
+
+        def post(change: bool) -> Callable[[], float]:
+            def call() -> float:
+                k = n()
+                if change:
+                    edits.small_change(wt, pool, k)
+                event.write_text(json.dumps(_post_event(wt, k)))
+                return inside.t(relay, wt, stdin=event)
+
+            return call
+
+        s = interleave(
+            {
+                "checkpoint (a file changed)": post(True),
+                "checkpoint (nothing changed)": post(False),
+                "git status": lambda: inside.t(["git", "status", "--porcelain"], wt),
+            },
+            p.repeat,
+            p.warmup,
+        )
+    taken = len(
+        (f.task_dir(task) / "artifacts" / "0001.checkpoints.jsonl").read_text().splitlines()
+    )
+    if taken != n.n:
+        raise BenchError(f"{n.n} post-tool events took {taken} checkpoints")
+    rows = [
+        ratio_row("11-changed", "post-tool hook, a file changed: checkpoint taken ÷ "
+                  "`git status --porcelain`", s, "checkpoint (a file changed)", "git status", 1.5),
+        ratio_row("11-unchanged", "post-tool hook, nothing changed ÷ `git status --porcelain`",
+                  s, "checkpoint (nothing changed)", "git status", 1.2),
+    ]  # fmt: skip
+    return rows + _fig11_log(f, p)
+
+
+def _fig11_log(f: Fixture, p: Params) -> list[Row]:
+    """`bar log` on a 1,000-step task, one of whose steps holds a 500-call session."""
+    repo = f.clone("log-repo")
+    f.init(repo)
+    steps = 50 if p.quick else 1000
+    calls = 25 if p.quick else 500
+    plain, wt_plain = f.new_task(repo, "plain")
+    with_cps, wt_cps = f.new_task(repo, "checkpointed")
+    pool = edits.make_pool(wt_plain, f.dir / "pool2.txt")
+    for task, wt in ((plain, wt_plain), (with_cps, wt_cps)):
+        _sh_step(f, wt, task, edits.step_script(pool, 1))
+        _synthesize(f.task_dir(task) / "ledger.jsonl", steps - 2)
+        _sh_step(f, wt, task, edits.step_script(pool, 2))
+    # the session: an agent step whose hook calls each take a checkpoint
+    event = f.dir / "post2.json"
+    with Inside(f.tools.bar, with_cps, wt_cps, f.env, agent="claude") as inside:
+        relay = [f.tools.bar, "hook", "claude", "--socket", f.task_dir(with_cps) / "bar.sock"]
+        for k in range(calls):
+            edits.small_change(wt_cps, pool, 10_000 + k)
+            event.write_text(json.dumps(_post_event(wt_cps, k)))
+            inside.t(relay, wt_cps, stdin=event)
+    s = interleave(
+        {
+            "log (a session of checkpoints)": lambda: f.t(
+                [f.tools.bar, "log", "--task", with_cps], wt_cps
+            ),
+            "log (no checkpoints)": lambda: f.t([f.tools.bar, "log", "--task", plain], wt_plain),
+        },
+        p.repeat,
+        p.warmup,
+    )
+    return [
+        ratio_row("11-log", f"`bar log` of a {steps:,}-step task with a {calls}-call session ÷ "
+                  "the same task without", s, "log (a session of checkpoints)",
+                  "log (no checkpoints)", 1.1),
+    ]  # fmt: skip
+
+
 FIGURES: dict[int, tuple[str, Callable[[Fixture, Params], list[Row]]]] = {
     1: ("bar run ÷ git status", fig1),
     2: ("snapshot ÷ git status", fig2),
@@ -692,4 +765,5 @@ FIGURES: dict[int, tuple[str, Callable[[Fixture, Params], list[Row]]]] = {
     8: ("peak memory", fig8),
     9: ("bar ÷ stepback", fig9),
     10: ("confined ÷ unconfined start of a step", fig10),
+    11: ("tool-call checkpoints", fig11),
 }

@@ -305,19 +305,16 @@ def rollback(
 
 
 def _rollback_in_running_step(task: Task, to: str | None, hard: bool) -> Checkpoint | None:
-    """Ask the running step's ``bar run`` to roll back (None: no step is running)."""
+    """Ask the running step's ``bar run`` to roll back to ``to`` (None: no step is
+    running; or no target named, or ``--hard``, which wait for the step to end)."""
     from bar import channel, checkpoints
     from bar.errors import StepBusy
 
     running = journals.read_run(task.paths)
-    if running is None or not task.paths.socket.exists() or not is_locked(task.paths.lock):
+    if to is None or hard or running is None or not task.paths.socket.exists():
+        return None  # as usual: wait for the step to end (or fail at once with --no-wait)
+    if not is_locked(task.paths.lock):
         return None
-    if to is None or hard:
-        raise UsageError(
-            f"step {running.step_id} is running; inside it, name the state to return to "
-            "(bar rollback --to 3.2), without --hard (the agent's branch stays where it is)",
-            hint=f"see its checkpoints with `bar show {running.step_id}`",
-        )
     reply = channel.request(str(task.paths.socket), "rollback", "-", to.encode())
     if reply is None:
         return None  # the step has just ended: roll back as usual
