@@ -46,9 +46,9 @@ def short_racy_window(monkeypatch: pytest.MonkeyPatch) -> None:
     a directory's ctime cannot be set back, so tests that want trusted stamps wait
     ``helpers.SETTLE`` instead of the production window (which covers coarse clocks of
     other file systems; the local ones here tick in milliseconds)."""
-    from bar import snapshot
+    from bar import stamps
 
-    monkeypatch.setattr(snapshot, "_RACY_NS", 100_000_000)
+    monkeypatch.setattr(stamps, "RACY_NS", 100_000_000)
 
 
 def git(repo: Path, *args: str, input: bytes | None = None) -> str:

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bar.snapshot import unchanged_since
+from bar.stamps import unchanged_since
 from helpers import (
     SETTLE,
     bar,

@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from bar import exact, faults, git, journals, snapshot, states, steps
+from bar import exact, faults, git, journals, snapshot, stamps, states, steps
 from bar.clock import ms_since, now_iso
 from bar.journals import RollbackIntent
 from bar.notices import note, warn
@@ -135,10 +135,10 @@ def restore(task: Task, target_commit: str, *, verified: str | None = None) -> N
     raw_target = exact.raw_entries(task.worktree, exact.raw_tree_of(task.worktree, target_commit))
     if raw_now or raw_target:
         exact.write_raw(task.worktree, task.index, raw_now, raw_target)
-    snapshot.keep_private(task.index)
+    stamps.keep_private(task.index)
     # the side index and the worktree now hold exactly the target: note it, so the
     # snapshot that follows rescans only the directories the restore touched
-    snapshot.restamp(task.worktree, task.index, target_tree, target_commit, started_ns)
+    stamps.restamp(task.worktree, task.index, target_tree, target_commit, started_ns)
     faults.point("after restoring the worktree")
 
 

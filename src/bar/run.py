@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bar import checkpoints, git, hooks, journals, known_secrets, snapshot, steps
+from bar import checkpoints, git, hooks, journals, known_secrets, snapshot, stamps, steps
 from bar.clock import iso_of, ms_between, ms_since, now_iso
 from bar.errors import BarError, CannotConfine, ExitCode, HookFailed, UsageError
 from bar.guard import Guard
@@ -373,7 +373,7 @@ def _say_nested(task: Task, step: RunStep) -> None:
     """Nested repositories (a ``git init`` or clone inside the worktree, submodules) are
     recorded as the commit they are at, never their files: the step lists them
     (``nested_repos``) and bar says so whenever a new one appears."""
-    nested = snapshot.nested_repositories(task.index)
+    nested = stamps.nested_repositories(task.index)
     if not nested:
         return
     step.extra["nested_repos"] = nested

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from bar import journals, snapshot, steps
+from bar import journals, stamps, steps
 from bar.errors import TaskNotFound
 from bar.journals import RunIntent
 from bar.project import Location, Project
@@ -77,6 +77,6 @@ def status(loc: Location, ref: str | None = None) -> Status:
         running=marker if marker and busy else None,
         interrupted=marker if marker and not busy else None,
         unrecorded_changes=unrecorded,
-        nested_repos=snapshot.nested_repositories(task.index),
+        nested_repos=stamps.nested_repositories(task.index),
         sandbox=sandbox_status(loc.project.config.sandbox),
     )  # fmt: skip
