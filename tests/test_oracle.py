@@ -17,6 +17,7 @@ executable bits, empty directories):
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -29,8 +30,9 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from bar import stamps
 from conftest import git
-from helpers import bar, ledger, new_task, set_config, worktree
+from helpers import bar, ledger, new_task, set_config, task_dir, worktree
 
 EXAMPLES = int(os.environ.get("BAR_ORACLE_EXAMPLES", "10"))
 
@@ -110,7 +112,8 @@ def apply_op(root: Path, o: tuple[Any, ...]) -> None:
                 os.rename(path, other)
         elif kind == "dir_to_link" and os.path.isdir(path) and not os.path.islink(path):
             shutil.rmtree(path)
-            os.symlink("/tmp", path)
+            # a directory of this example's own, writable in a confined step
+            os.symlink(os.environ.get("ORACLE_OUTSIDE", "/tmp"), path)
         elif kind == "link_to_dir" and os.path.islink(path):
             os.unlink(path)
             _write(root, arg + b"/back.txt", b"back\n")
@@ -253,6 +256,13 @@ def _check(repo: Path, wt: Path, tmp: Path, task_id: str) -> None:
     entries, ignored = plain_git(wt, tmp)
     assert entries == snapshot_entries(repo, last["snapshot"])
     assert on_disk(wt, ignored) == in_commit(repo, wt, last["snapshot"])
+    # the stamps' directories, kept up to date from tree differences, are the tree's own
+    stamped = json.loads((task_dir(task_id) / "index.stamps").read_text())
+    tree_dirs = stamped["dirs"][: len(stamped["dirs"]) - len(stamped["extra"])]
+    walked = stamps.list_tree(wt, stamped["tree"])
+    assert sorted(tree_dirs) == sorted(walked.dirs)
+    assert sorted(stamped["nested"]) == sorted(walked.nested)
+    assert stamped["attributes"] == walked.has_attributes
 
 
 @settings(
@@ -276,8 +286,9 @@ def test_snapshots_equal_plain_git_and_rollbacks_restore_bytes(
     capfd: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    with tempfile.TemporaryDirectory() as d:
+    with tempfile.TemporaryDirectory() as d, tempfile.TemporaryDirectory() as outside:
         tmp = Path(d)
+        monkeypatch.setenv("ORACLE_OUTSIDE", outside)  # where a directory turned link points
         repo = _make_repo(tmp, sh)
         monkeypatch.chdir(repo)
         monkeypatch.setenv("BAR_HOME", str(tmp / "home"))

@@ -14,7 +14,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from bar.git import DIFF_FLAGS, numstat
+from bar.snapshot import write_patch
 from bar.stamps import unchanged_since
+from conftest import git
 from helpers import (
     SETTLE,
     bar,
@@ -173,3 +176,28 @@ def test_the_side_index_stays_private(tmp_path: Path, capfd: pytest.CaptureFixtu
     assert stat_module.S_IMODE(index.stat().st_mode) == 0o600
     res = bar(capfd, "doctor")
     assert res.code == 0 and "mode" not in res.out, res.out
+
+
+def test_one_diff_gives_the_patch_and_its_stat_exactly(make_repo: Any, tmp_path: Path) -> None:
+    """The patch artifact is byte for byte git's own patch, and the stat git's numstat,
+    though both come from one `git diff`: renames, binary files, modes, odd names."""
+    repo = make_repo({"a.txt": "one\ntwo\n" * 50, "old name.txt": "moved\n" * 30,
+                      "bin.dat": b"\x00\x01\x02" * 100, "run.sh": "echo\n"})  # fmt: skip
+    a = git(repo, "rev-parse", "HEAD").strip()
+    (repo / "a.txt").write_text("one\nthree\n" * 50)
+    (repo / "old name.txt").rename(repo / "new name \u00e9.txt")
+    (repo / "bin.dat").write_bytes(b"\x00\x09" * 300)
+    (repo / "run.sh").chmod(0o755)
+    (repo / "caf\xe9".encode("latin-1").decode("utf-8", "surrogateescape")).write_text("x\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "change")
+    b = git(repo, "rev-parse", "HEAD").strip()
+    out = tmp_path / "p.patch"
+    stat = write_patch(repo, a, b, out)
+    plain = subprocess.run(["git", "diff", *DIFF_FLAGS, "--binary", "--full-index", a, b, "--"],
+                           cwd=repo, capture_output=True, check=True).stdout  # fmt: skip
+    assert out.read_bytes() == plain
+    assert stat == numstat(repo, a, b)
+    assert stat.files == 5
+    empty = tmp_path / "none.patch"
+    assert write_patch(repo, b, b, empty).files == 0 and empty.read_bytes() == b""

@@ -211,6 +211,7 @@ class Recorder:
         self.count = len(taken)
         self.last = taken[-1].snapshot if taken else snapshot_before
         self.last_ended = taken[-1].ended_at if taken else None
+        self._last_tree: str | None = None  # the tree of `last`, once a take has seen it
 
     def take(self, kind: str, *, started_at: str | None = None, **facts: Any) -> Checkpoint:
         """Snapshot the worktree as the next checkpoint and record it. A call that
@@ -222,8 +223,11 @@ class Recorder:
         if self.scrubber is not None:
             message = self.scrubber.scrub_text(message)
         snap = snapshot.take(self.task.worktree, self.task.index, self.task.snapshot_ref,
-                             self.last, message, self.excludes)  # fmt: skip
-        return self.add(kind, snap.commit, started_at=started, **facts)
+                             self.last, message, self.excludes,
+                             recorded_tree=self._last_tree)  # fmt: skip
+        checkpoint = self.add(kind, snap.commit, started_at=started, **facts)
+        self._last_tree = snap.tree
+        return checkpoint
 
     def rollback(self, name: str) -> Checkpoint:
         """Restore the recorded state ``name`` inside the running step, as a checkpoint
@@ -258,6 +262,7 @@ class Recorder:
             rec = self.scrubber.scrub_obj(rec)
         _append(path(self.task, self.step_id), rec)
         self.count, self.last, self.last_ended = n, commit, checkpoint.ended_at
+        self._last_tree = None
         return checkpoint
 
 

@@ -191,7 +191,11 @@ DIFF_FLAGS = ("--no-ext-diff", "--no-textconv", "--no-color", "-M")
 
 def numstat(repo: Path | str, a: str, b: str) -> DiffStat:
     """Files, added and deleted lines between two trees or commits (renames detected)."""
-    raw = git(repo, "diff", *DIFF_FLAGS, "--numstat", "-z", a, b, "--").stdout
+    return parse_numstat(git(repo, "diff", *DIFF_FLAGS, "--numstat", "-z", a, b, "--").stdout)
+
+
+def parse_numstat(raw: bytes) -> DiffStat:
+    """``git diff --numstat -z`` output as a ``DiffStat``."""
     parts = raw.split(b"\0")
     files: list[FileStat] = []
     i = 0
@@ -226,9 +230,11 @@ def numstat(repo: Path | str, a: str, b: str) -> DiffStat:
     )
 
 
-def diff_patch_args(a: str, b: str) -> list[str]:
-    """The ``git diff`` that makes a replayable patch from ``a`` to ``b``."""
-    return ["diff", *DIFF_FLAGS, "--binary", "--full-index", a, b, "--"]
+def diff_patch_args(a: str, b: str, *, with_numstat: bool = False) -> list[str]:
+    """The ``git diff`` that makes a replayable patch from ``a`` to ``b``; ``with_numstat``:
+    preceded by its ``--numstat -z`` block and a NUL (one diff for both)."""
+    stat = ["--numstat", "-z", "--patch"] if with_numstat else []
+    return ["diff", *DIFF_FLAGS, *stat, "--binary", "--full-index", a, b, "--"]
 
 
 @dataclass(frozen=True)

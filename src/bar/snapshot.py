@@ -18,6 +18,8 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import subprocess
+import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -27,7 +29,7 @@ from bar import exact, faults, git, stamps
 from bar.errors import GitError, SnapshotFailed
 from bar.git import BAR_IDENTITY, DiffStat
 from bar.notices import warn
-from bar.proc import run_to_file
+from bar.proc import clean_env
 from bar.stamps import keep_private
 
 _env = git.index_env
@@ -134,6 +136,7 @@ def take(
     excludes: Sequence[str] = (),
     *,
     stamped_at: str | None = None,
+    recorded_tree: str | None = None,
 ) -> Snapshot:
     """Snapshot the worktree against ``recorded`` (the last snapshot the ledger knows).
 
@@ -142,49 +145,58 @@ def take(
     ``recorded`` (ahead of the ledger after a crash: that orphan is kept in the chain, never
     dropped), and onto ``recorded`` itself when the ref was moved elsewhere (by a command
     run in the task): the chain always holds every snapshot the ledger names.
+    ``recorded_tree``: the tree of ``recorded``, if the caller knows it.
     """
     started_ns = time.time_ns()
     stamped = stamped_at or recorded  # the state the side index was last noted at
-    scope = stamps.changed_since(worktree, index, stamped)
+    found = stamps.scan(worktree, index, stamped)
+    scope, known = found if found is not None else (None, None)
     if scope == [] and stamped == recorded:
         # nothing changed since the last stamps, which therefore still hold
-        return Snapshot(recorded, git.tree_of(worktree, recorded), False)
+        return Snapshot(recorded, recorded_tree or git.tree_of(worktree, recorded), False)
     tree = _write(worktree, index, excludes, scope)
-    recorded_tree = git.tree_of(worktree, recorded)
+    recorded_tree = recorded_tree or git.tree_of(worktree, recorded)
     same = tree == recorded_tree
-    listing = None if same else stamps.list_tree(worktree, tree)
-    raw_changed, raw = _raw_parent(worktree, index, tree, recorded, recorded_tree, listing, scope)
+    shape = None if same else stamps.shape_of(worktree, index, tree)
+    raw_changed, raw = _raw_parent(worktree, index, tree, recorded, recorded_tree, shape, scope)
     if same and not raw_changed:
-        stamps.stamp(worktree, index, tree, recorded, started_ns, scope)
+        stamps.stamp(worktree, index, tree, recorded, started_ns, scope, known=known)
         return Snapshot(recorded, tree, False)
-    now = git.rev_parse(worktree, ref)
-    parent = recorded
-    if now is not None and now != recorded:
-        if git.is_ancestor(worktree, recorded, now):
-            parent = now  # a snapshot a crash left unrecorded: kept in the chain
-        else:
-            warn(f"{ref} was moved off the task's snapshots (to {now[:10]}); bar chains the "
-                 "new snapshot onto the last one the ledger names")  # fmt: skip
-    parents = [parent] if raw is None else [parent, raw]
-    commit = git.commit_tree(worktree, tree, parents, message, identity=BAR_IDENTITY)
-    git.update_ref(worktree, ref, commit, now, f"bar: {message.splitlines()[0]}")
-    stamps.stamp(worktree, index, tree, commit, started_ns, scope, listing)
+    reason = f"bar: {message.splitlines()[0]}"
+    commit = git.commit_tree(worktree, tree, [recorded] if raw is None else [recorded, raw],
+                             message, identity=BAR_IDENTITY)  # fmt: skip
+    try:
+        git.update_ref(worktree, ref, commit, recorded, reason)  # the ref is at `recorded`
+    except GitError:
+        now = git.rev_parse(worktree, ref)
+        parent = recorded
+        if now is not None and now != recorded:
+            if git.is_ancestor(worktree, recorded, now):
+                parent = now  # a snapshot a crash left unrecorded: kept in the chain
+            else:
+                warn(f"{ref} was moved off the task's snapshots (to {now[:10]}); bar chains "
+                     "the new snapshot onto the last one the ledger names")  # fmt: skip
+        if parent != recorded:
+            commit = git.commit_tree(worktree, tree, [parent] if raw is None else [parent, raw],
+                                     message, identity=BAR_IDENTITY)  # fmt: skip
+        git.update_ref(worktree, ref, commit, now, reason)
+    stamps.stamp(worktree, index, tree, commit, started_ns, scope, shape, known)
     return Snapshot(commit, tree, True)
 
 
 def _raw_parent(worktree: Path, index: Path, tree: str, recorded: str, recorded_tree: str,
-                listing: stamps.Listing | None, scope: Sequence[str] | None,
+                shape: stamps.Shape | None, scope: Sequence[str] | None,
                 ) -> tuple[bool, str | None]:  # fmt: skip
     """The raw-bytes parent of a new snapshot (``bar.exact``) where git converts: whether
     the raw bytes differ from ``recorded``'s (a line-ending change alone leaves the tree
     as it was, yet must be kept), and the parent (None: no file needs raw bytes)."""
-    attributes = listing.has_attributes if listing else stamps.stamped_attributes(index)
+    attributes = shape.has_attributes if shape else stamps.stamped_attributes(index)
     if attributes is None:
-        listing = stamps.list_tree(worktree, tree)
-        attributes = listing.has_attributes
+        shape = stamps.list_tree(worktree, tree)
+        attributes = shape.has_attributes
     if not exact.converts(worktree, attributes):
         return False, None  # git stores the bytes as they are
-    listing = listing or stamps.list_tree(worktree, tree)
+    listing = shape if isinstance(shape, stamps.Listing) else stamps.list_tree(worktree, tree)
     before = exact.raw_entries(worktree, exact.raw_tree_of(worktree, recorded))
     changed = [] if tree == recorded_tree else [
         c.path for c in git.diff_tree_raw(worktree, recorded_tree, tree)]  # fmt: skip
@@ -196,9 +208,39 @@ def _raw_parent(worktree: Path, index: Path, tree: str, recorded: str, recorded_
 
 
 def write_patch(repo: Path, a: str, b: str, path: Path) -> DiffStat:
-    """Write the replayable patch from ``a`` to ``b`` into ``path``; return its stat."""
+    """Write the replayable patch from ``a`` to ``b`` into ``path``; return its stat. One
+    ``git diff`` gives both: its numstat block comes first and ends with an empty entry
+    (two NULs, which no path holds), the patch follows and is streamed to the file."""
     faults.point(f"before writing {path.name}")
-    run_to_file(["git", *git.NO_PROGRAMS, "-C", str(repo), *git.diff_patch_args(a, b)], path,
-                env=git.pinned_env(repo), error=GitError)  # fmt: skip
+    cmd = ["git", *git.NO_PROGRAMS, "-C", str(repo), *git.diff_patch_args(a, b, with_numstat=True)]
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    head = b""
+    try:
+        with tempfile.TemporaryFile() as err:
+            proc = subprocess.Popen(cmd, env=clean_env(git.pinned_env(repo)),
+                                    stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                    stderr=err)  # fmt: skip
+            assert proc.stdout is not None
+            in_head = True
+            with proc.stdout:
+                while chunk := proc.stdout.read(1 << 16):
+                    if in_head:
+                        head += chunk
+                        end = head.find(b"\0\0")
+                        if end < 0:
+                            continue
+                        head, chunk, in_head = head[: end + 1], head[end + 2 :], False
+                    _write_all(fd, chunk)
+            if proc.wait() != 0:
+                err.seek(0)
+                raise GitError(cmd, proc.returncode, b"", err.read())
+    finally:
+        os.close(fd)
     faults.point(f"after writing {path.name}")
-    return git.numstat(repo, a, b)
+    return git.parse_numstat(head)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]

@@ -57,7 +57,11 @@ def stamped_attributes(index: Path) -> bool | None:
 
 
 def stamp(worktree: Path, index: Path, tree: str, commit: str, started_ns: int,
-           scope: Sequence[str] | None = (), listing: Listing | None = None) -> None:  # fmt: skip
+          scope: Sequence[str] | None = (), shape: Shape | None = None,
+          known: dict[str, int] | None = None) -> None:  # fmt: skip
+    """Note the ctime of every directory of ``tree`` (and of the untracked ones around
+    it) as of ``started_ns``. ``known``: ctimes the scan before found unchanged, which
+    need no second stat."""
     path = _stamps_path(index)
     dirs: list[str] | None = None
     nested: list[str] = []
@@ -74,17 +78,20 @@ def stamp(worktree: Path, index: Path, tree: str, commit: str, started_ns: int,
     except (OSError, ValueError, AttributeError, TypeError):
         pass
     if dirs is None:
-        listing = listing or list_tree(worktree, tree)
-        dirs, nested, attributes = listing.dirs, listing.nested, listing.has_attributes
+        shape = shape or shape_of(worktree, index, tree)
+        dirs, nested, attributes = shape.dirs, shape.nested, shape.has_attributes
     extra = _untracked_dirs(worktree, set(dirs), scope, extra)
     dirs = dirs + extra
     mtimes: list[int] = []
     prefix = str(worktree) + os.sep  # plain strings: pathlib costs more than the lstat
+    known = known or {}
     for rel in dirs:
-        try:
-            mtime = os.lstat(prefix + rel).st_ctime_ns
-        except OSError:
-            mtime = -1
+        mtime = known.get(rel)
+        if mtime is None:
+            try:
+                mtime = os.lstat(prefix + rel).st_ctime_ns
+            except OSError:
+                mtime = -1
         mtimes.append(-1 if mtime >= started_ns - RACY_NS else mtime)
     record = {"version": 1, "tree": tree, "commit": commit, "index": _identity(index),
               "dirs": dirs, "mtimes": mtimes, "nested": nested, "extra": extra,
@@ -139,21 +146,74 @@ def _subdirs(path: str) -> list[os.DirEntry[str]]:
         return []
 
 
-class Listing:
+class Shape:
+    """What the stamps need of a tree: its directories ("" for the root), its nested
+    repositories, whether it holds a ``.gitattributes``."""
+
+    __slots__ = ("dirs", "has_attributes", "nested")
+
+    def __init__(self, dirs: list[str], nested: list[str], has_attributes: bool) -> None:
+        self.dirs = dirs
+        self.nested = nested
+        self.has_attributes = has_attributes
+
+
+def shape_of(worktree: Path, index: Path, tree: str) -> Shape:
+    """The shape of ``tree``: from the last stamps and ``git diff-tree`` from the tree they
+    describe (walking only the subtrees that differ), else from a walk of the whole tree."""
+    try:
+        old = json.loads(_stamps_path(index).read_bytes())
+        old_tree, dirs, extra = old["tree"], old["dirs"], old.get("extra") or []
+        nested, attributes = list(old.get("nested") or []), old.get("attributes")
+        valid = (isinstance(old_tree, str) and isinstance(dirs, list)
+                 and isinstance(attributes, bool) and len(extra) <= len(dirs))  # fmt: skip
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        valid = False
+    if not valid:
+        return list_tree(worktree, tree)
+    tree_dirs = [str(d) for d in dirs[: len(dirs) - len(extra)]]
+    if old_tree == tree:
+        return Shape(tree_dirs, [str(n) for n in nested], attributes)
+    res = git.git(worktree, "diff-tree", "-r", "-t", "-z", "--no-renames", old_tree, tree,
+                  check=False)  # fmt: skip
+    if res.returncode != 0:
+        return list_tree(worktree, tree)
+    gone: set[str] = set()
+    added: list[str] = []
+    fields = res.stdout.split(b"\0")
+    for head, raw_path in zip(fields[::2], fields[1::2], strict=False):
+        old_mode, new_mode = head[1:7], head[8:14]
+        path = raw_path.decode("utf-8", "surrogateescape")
+        if path == ".gitattributes" or path.endswith("/.gitattributes"):
+            if old_mode != b"000000":
+                return list_tree(worktree, tree)  # one removed or changed: count them again
+            attributes = True
+        if old_mode == b"040000" and new_mode != b"040000":
+            gone.add(path)
+        elif new_mode == b"040000" and old_mode != b"040000":
+            added.append(path)
+        if old_mode == b"160000" and new_mode != b"160000" and path in nested:
+            nested.remove(path)
+        elif new_mode == b"160000" and old_mode != b"160000":
+            nested.append(path)
+    kept = [d for d in tree_dirs if d not in gone] if gone else tree_dirs
+    return Shape(kept + added, [str(n) for n in nested], attributes)
+
+
+class Listing(Shape):
     """One walk of a tree (``git ls-tree -r -t -z``): its directories (with "" for the
     root), its nested repositories (gitlinks: git records which commit they are at, never
     their files), whether it holds a ``.gitattributes``, and (parsed only when asked, in
     a repository where git converts) its files' modes. The walk is searched with regular
     expressions, not a Python loop: a large tree has tens of thousands of entries."""
 
-    __slots__ = ("_modes", "_raw", "dirs", "has_attributes", "nested")
+    __slots__ = ("_modes", "_raw")
 
     def __init__(self, raw: bytes) -> None:
         self._raw = raw = b"\0" + raw  # every entry now starts after a NUL
         self._modes: dict[str, str] | None = None
-        self.dirs = ["", *_names(_TREES.findall(raw))]
-        self.nested = _names(_GITLINKS.findall(raw))
-        self.has_attributes = _has_attributes(raw)
+        super().__init__(["", *_names(_TREES.findall(raw))], _names(_GITLINKS.findall(raw)),
+                         _has_attributes(raw))  # fmt: skip
 
     @property
     def modes(self) -> dict[str, str]:
@@ -218,6 +278,12 @@ def _identity(index: Path) -> list[int]:
 def changed_since(worktree: Path, index: Path, recorded: str) -> list[str] | None:
     """The paths to rescan since the side index was stamped at ``recorded`` (empty: none
     changed), or None when only a full scan will do."""
+    found = scan(worktree, index, recorded)
+    return found[0] if found is not None else None
+
+
+def scan(worktree: Path, index: Path, recorded: str) -> tuple[list[str], dict[str, int]] | None:
+    """``changed_since``, with the ctimes of the directories found unchanged."""
     try:
         stamps = json.loads(_stamps_path(index).read_bytes())
     except (OSError, ValueError):
@@ -241,12 +307,15 @@ def changed_since(worktree: Path, index: Path, recorded: str) -> list[str] | Non
         prefix = str(worktree) + os.sep
         lstat = os.lstat
         scope: list[str] = []
+        unchanged: dict[str, int] = {}
         for rel, mtime in zip(dirs, mtimes, strict=True):
             try:
                 same = mtime != -1 and lstat(prefix + rel).st_ctime_ns == mtime
             except (OSError, TypeError):
                 same = False
-            if not same:
+            if same:
+                unchanged[rel] = mtime
+            else:
                 scope.append(str(rel))
         if "" in scope:
             # the root moved: rescan its own files and any top-level directory the stamps
@@ -275,7 +344,7 @@ def changed_since(worktree: Path, index: Path, recorded: str) -> list[str] | Non
             if name == ".gitignore" or name.endswith("/.gitignore"):
                 return None  # what is ignored may have changed anywhere
             scope.append(name)
-    return scope
+    return scope, unchanged
 
 
 def unchanged_since(worktree: Path, index: Path, recorded: str) -> bool:
