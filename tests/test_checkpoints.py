@@ -279,6 +279,19 @@ _CALL = st.one_of(
 )
 
 
+def _model_call(files: dict[str, str], call: tuple[str, str, str]) -> None:
+    """What a call does to the files, as the fake agent and the shell do it."""
+    kind, name, text = call
+    if kind == "write":
+        files[name] = text + ("\n" if text and not text.endswith("\n") else "")
+    elif kind == "silent":
+        files[name] = text + "\n"
+    elif kind == "shell-append":
+        files[name] = files.get(name, "") + text
+    elif kind == "shell-remove":
+        files.pop(name, None)
+
+
 def _command(call: tuple[str, str, str]) -> str:
     kind, name, text = call
     quoted = "'" + name + "'"
@@ -304,25 +317,34 @@ def test_checkpoint_patches_replay_in_order_onto_the_base(
     capfd: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Random sessions of edits, shell commands and writes no hook sees: the checkpoints
-    of every step replay in order onto the base to each step's state, and each
-    checkpoint's snapshot is exactly the tree its patch leads to."""
+    """Random sessions of edits, shell commands and writes no hook sees: each checkpoint
+    holds exactly the files a model of the calls says existed after its call (edits in
+    place included, which the checkpoints learn of from the kernel, not from git), and the
+    checkpoints of every step replay in order onto the base to each step's state."""
     work = tmp_path_factory.mktemp("session")
-    repo = make_repo({"a.txt": "base\n", "dir/c.txt": "c\n"}, name=str(work / "repo"))
+    base = {"a.txt": "base\n", "dir/c.txt": "c\n"}
+    repo = make_repo(base, name=str(work / "repo"))
     monkeypatch.setenv("BAR_HOME", str(work / "barhome"))  # one project per example
     monkeypatch.chdir(repo)
     assert bar(capfd, "init").code == 0
     t = new_task(capfd)
+    model = dict(base)
+    all_cps: list[dict[str, Any]] = []
     for session in sessions:
         run_agent(repo, work, "claude", *map(_command, session))
-    all_cps: list[dict[str, Any]] = []
-    for step in ledger(t["id"]):
-        if step.get("checkpoints"):
-            cps = checkpoint_lines(t["id"], step["step_id"])
-            assert len(cps) == step["checkpoints"]
-            assert cps[0]["snapshot_before"] == step["snapshot_before"]
-            assert cps[-1]["snapshot"] == step["snapshot"]
-            all_cps += cps
+        step = ledger(t["id"])[-1]
+        cps = checkpoint_lines(t["id"], step["step_id"])
+        assert len(cps) == step["checkpoints"]
+        assert cps[0]["snapshot_before"] == step["snapshot_before"]
+        assert cps[-1]["snapshot"] == step["snapshot"]
+        expected = []
+        for call in session:
+            _model_call(model, call)
+            if call[0] != "silent":  # a call the agent reports: a checkpoint after it
+                expected.append({k: b"-:" + v.encode() for k, v in model.items()})
+        got = [files_in_commit(repo, c["snapshot"]) for c in cps if c["kind"] == "tool"]
+        assert got == expected
+        all_cps += cps
     replayed = _replay_checkpoints(repo, t, all_cps, work / "replay")
     assert replayed == files_in_commit(repo, ledger(t["id"])[-1]["snapshot"])
     assert replayed == files_on_disk(worktree(t))

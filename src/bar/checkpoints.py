@@ -35,6 +35,7 @@ from bar.git import DiffStat
 from bar.records import diff_stat_of, parse_step_ref
 from bar.redact import Scrubber
 from bar.tasks import Task
+from bar.watch import TreeWatch
 
 KINDS = ("tool", "residual", "rollback")
 
@@ -202,8 +203,10 @@ class Recorder:
         snapshot_before: str,
         excludes: list[str] | tuple[str, ...] = (),
         scrubber: Scrubber | None = None,
+        watch: TreeWatch | None = None,
     ) -> None:
         self.task = task
+        self.watch = watch  # says which files were edited in place between two calls
         self.step_id = step_id
         self.excludes = list(excludes)
         self.scrubber = scrubber
@@ -222,9 +225,10 @@ class Recorder:
         message = f"step {self.step_id}.{n}: {facts.get('tool') or kind}: {label}"
         if self.scrubber is not None:
             message = self.scrubber.scrub_text(message)
+        edited = self.watch.drain() if self.watch is not None else None
         snap = snapshot.take(self.task.worktree, self.task.index, self.task.snapshot_ref,
                              self.last, message, self.excludes,
-                             recorded_tree=self._last_tree)  # fmt: skip
+                             recorded_tree=self._last_tree, edited=edited)  # fmt: skip
         checkpoint = self.add(kind, snap.commit, started_at=started, **facts)
         self._last_tree = snap.tree
         return checkpoint

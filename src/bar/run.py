@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bar import checkpoints, git, hooks, journals, known_secrets, snapshot, stamps, steps
+from bar.call_log import Recorded, read_recorded
 from bar.clock import iso_of, ms_between, ms_since, now_iso
 from bar.errors import BarError, CannotConfine, ExitCode, HookFailed, UsageError
 from bar.guard import Guard
@@ -40,7 +41,7 @@ from bar.redact import Scrubber, redact_env
 from bar.redact_stream import StreamScrubber
 from bar.sandbox import Confinement, Plan, confine, leftovers, unconfined
 from bar.sandbox import plan as sandbox_plan
-from bar.supervisor import Recorded, Supervisor, read_recorded
+from bar.supervisor import Supervisor
 from bar.tasks import Task
 from bar.terminal.pipes import STDOUT_HEADER, run_piped
 from bar.terminal.pty import run_in_pty

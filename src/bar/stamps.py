@@ -261,6 +261,15 @@ def nested_repositories(index: Path) -> list[str]:
         return []
 
 
+def stamped_dirs(index: Path) -> list[str] | None:
+    """Every directory the last stamps cover (the tree's and the untracked ones)."""
+    try:
+        dirs = json.loads(_stamps_path(index).read_bytes()).get("dirs")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return [str(d) for d in dirs] if isinstance(dirs, list) else None
+
+
 def restamp(worktree: Path, index: Path, tree: str, commit: str, started_ns: int) -> None:
     """Note that the side index and the worktree hold ``tree`` (of ``commit``) as of
     ``started_ns`` (after a restore wrote them both)."""
@@ -282,8 +291,12 @@ def changed_since(worktree: Path, index: Path, recorded: str) -> list[str] | Non
     return found[0] if found is not None else None
 
 
-def scan(worktree: Path, index: Path, recorded: str) -> tuple[list[str], dict[str, int]] | None:
-    """``changed_since``, with the ctimes of the directories found unchanged."""
+def scan(
+    worktree: Path, index: Path, recorded: str, edited: set[str] | None = None
+) -> tuple[list[str], dict[str, int]] | None:
+    """``changed_since``, with the ctimes of the directories found unchanged.
+    ``edited``: the files edited in place since the stamps, as the kernel reported them
+    (``bar.watch.TreeWatch``), which spares git's stat of every recorded file."""
     try:
         stamps = json.loads(_stamps_path(index).read_bytes())
     except (OSError, ValueError):
@@ -295,6 +308,15 @@ def scan(worktree: Path, index: Path, recorded: str) -> tuple[list[str], dict[st
     dirs, mtimes = stamps.get("dirs"), stamps.get("mtimes")
     if not isinstance(dirs, list) or not isinstance(mtimes, list) or len(dirs) != len(mtimes):
         return None
+    if edited is not None:
+        found = _changed_dirs(worktree, dirs, mtimes)
+        if found is not None:
+            # a file edited and then removed is found through its directory's ctime
+            scope, unchanged = found
+            names = sorted(p for p in edited if os.path.lexists(os.path.join(worktree, p)))
+            full = _with_files(scope, names)
+            return (full, unchanged) if full is not None else None
+        # the root moved: which of its files went away, only git knows
     # git stats the recorded files while we stat the directories
     diff_files = subprocess.Popen(
         ["git", *git.NO_PROGRAMS, "-C", str(worktree), "diff-files", "--name-only", "-z"],
@@ -304,32 +326,7 @@ def scan(worktree: Path, index: Path, recorded: str) -> tuple[list[str], dict[st
         stderr=subprocess.DEVNULL,
     )
     try:
-        prefix = str(worktree) + os.sep
-        lstat = os.lstat
-        scope: list[str] = []
-        unchanged: dict[str, int] = {}
-        for rel, mtime in zip(dirs, mtimes, strict=True):
-            try:
-                same = mtime != -1 and lstat(prefix + rel).st_ctime_ns == mtime
-            except (OSError, TypeError):
-                same = False
-            if same:
-                unchanged[rel] = mtime
-            else:
-                scope.append(str(rel))
-        if "" in scope:
-            # the root moved: rescan its own files and any top-level directory the stamps
-            # do not know (new ones); known ones are judged by their own mtime. Its files
-            # are named one by one (deleted ones come from diff-files below): a glob
-            # pathspec beside a directory's makes git skip the nested repositories in it
-            scope.remove("")
-            known = {str(d) for d in dirs if d and "/" not in str(d)}
-            with os.scandir(worktree) as entries:
-                for entry in entries:
-                    if entry.name == ".git":
-                        continue
-                    if not entry.is_dir(follow_symlinks=False) or entry.name not in known:
-                        scope.append(entry.name)
+        scope, unchanged = _changed_dirs(worktree, dirs, mtimes, root=True) or ([], {})
         out, _ = diff_files.communicate()
     finally:
         if diff_files.returncode is None:
@@ -338,12 +335,51 @@ def scan(worktree: Path, index: Path, recorded: str) -> tuple[list[str], dict[st
     if diff_files.returncode != 0:
         return None
     keep_private(index)  # diff-files may have refreshed the index's stat data
-    for item in out.split(b"\0"):
-        if item:
-            name = item.decode("utf-8", "surrogateescape")
-            if name == ".gitignore" or name.endswith("/.gitignore"):
-                return None  # what is ignored may have changed anywhere
-            scope.append(name)
+    names = [item.decode("utf-8", "surrogateescape") for item in out.split(b"\0") if item]
+    full = _with_files(scope, names)
+    return (full, unchanged) if full is not None else None
+
+
+def _with_files(scope: list[str], names: list[str]) -> list[str] | None:
+    for name in names:
+        if name == ".gitignore" or name.endswith("/.gitignore"):
+            return None  # what is ignored may have changed anywhere
+        scope.append(name)
+    return scope
+
+
+def _changed_dirs(worktree: Path, dirs: list[object], mtimes: list[object], root: bool = False,
+                  ) -> tuple[list[str], dict[str, int]] | None:  # fmt: skip
+    """The stamped directories whose ctime moved (the root as its entries), and the
+    ctimes of those that did not; None if the root moved and not ``root``."""
+    prefix = str(worktree) + os.sep
+    lstat = os.lstat
+    scope: list[str] = []
+    unchanged: dict[str, int] = {}
+    for rel, mtime in zip(dirs, mtimes, strict=True):
+        try:
+            same = mtime != -1 and lstat(prefix + str(rel)).st_ctime_ns == mtime
+        except (OSError, TypeError):
+            same = False
+        if same:
+            unchanged[str(rel)] = int(mtime)  # type: ignore[call-overload]
+        else:
+            scope.append(str(rel))
+    if "" in scope:
+        if not root:
+            return None
+        # the root moved: rescan its own files and any top-level directory the stamps do
+        # not know (new ones); known ones are judged by their own mtime. Its files are
+        # named one by one (deleted ones come from diff-files or the parent's rescan): a
+        # glob pathspec beside a directory's makes git skip the nested repositories in it
+        scope.remove("")
+        known = {str(d) for d in dirs if d and "/" not in str(d)}
+        with os.scandir(worktree) as entries:
+            for entry in entries:
+                if entry.name == ".git":
+                    continue
+                if not entry.is_dir(follow_symlinks=False) or entry.name not in known:
+                    scope.append(entry.name)
     return scope, unchanged
 
 

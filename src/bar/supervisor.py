@@ -4,23 +4,26 @@ While the command runs, ``bar run`` stays the one writer of the task's files and
 judge of the commands run inside the step. It listens on the task's channel socket
 (``bar.channel``): each ``bar hook`` the agent starts hands it one of the agent's events.
 Before a shell command, the supervisor judges it with the policy it compiled once
-(``bar.gate``), appends the decision to ``artifacts/<step>.policy.jsonl`` at once (so a
-crash of bar loses none), and answers; after it, it appends what the agent did with it
-(ran, failed), so the ledger says what happened, not only what bar asked for. With
-``--agent``, it also gives the agent bar's hooks for the run, pointing at this socket
-(``bar.agents.launch``: the worktree's settings file, put back after, or Codex's command
-line).
+(``bar.gate``), appends the decision to the step's call log at once (``bar.call_log``:
+a crash of bar loses none), and answers; after it, it appends what the agent did with it
+(ran, failed), so the ledger says what happened, not only what bar asked for. After every
+tool call that can change files it takes a checkpoint before it answers
+(``bar.checkpoints``), knowing from the kernel which files were edited in place
+(``bar.watch.TreeWatch``). With ``--agent``, it also gives the agent bar's hooks for the
+run, pointing at this socket (``bar.agents.launch``: the worktree's settings file, put
+back after, or Codex's command line).
 
-A message on the socket can only ask for a judgement, which is recorded as coming from
-inside the step (``source: hook:<agent>``); nothing on the channel can rewrite the
-ledger. The socket is 0600 in the task's 0700 directory, and only a process descending
-from this ``bar run`` is answered (its peer credentials say which).
+A process of the step (the agent) can only hand the socket an event of its own, which
+is recorded as coming from inside the step (``source: hook:<agent>``); nothing it sends
+can rewrite the ledger. The developer's own ``bar``, outside the step, can ask for one
+thing: a rollback between the agent's calls, done here as a checkpoint. The socket is
+0600 in the task's 0700 directory, and the peer credentials of each connection say
+which side it comes from.
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import json
 import os
 import socket
@@ -28,9 +31,8 @@ import struct
 import threading
 import time
 from types import TracebackType
-from typing import Any
 
-from bar import channel, checkpoints, notices
+from bar import call_log, channel, checkpoints, notices, stamps
 from bar.agents import launch as agent_launch
 from bar.agents import settings as agent_settings
 from bar.agents.protocol import PROTOCOLS, HookEvent, HookReply, protocol
@@ -43,6 +45,7 @@ from bar.redact import Scrubber
 from bar.sandbox.leftovers import stat_fields
 from bar.slotted import Slotted
 from bar.tasks import Task
+from bar.watch import TreeWatch
 
 _ACCEPT_POLL = 0.25  # seconds between checks for the end of the step
 _HEARTBEAT = 1.0  # seconds between touches of running.json while the step runs
@@ -89,6 +92,7 @@ class Supervisor:
         self._snapshot_before = snapshot_before
         self._checkpoints: checkpoints.Recorder | None = None
         self._checkpoint_failed = False
+        self._watch: TreeWatch | None = None
         self._unreported: list[HookEvent] = []  # edits the agent never reports the end of
         self._in_flight: set[int] = set()  # shell commands running now (answered, not reported)
 
@@ -102,9 +106,12 @@ class Supervisor:
         """Listen on the task's socket and, with an agent, install its hook."""
         try:
             if self._snapshot_before is not None:
+                dirs = stamps.stamped_dirs(self.task.index) if self.agent is not None else None
+                self._watch = TreeWatch(str(self.task.worktree), dirs) if dirs else None
                 self._checkpoints = checkpoints.Recorder(
-                    self.task, self.step_id, self._snapshot_before, self.excludes(), self.scrubber
-                )
+                    self.task, self.step_id, self._snapshot_before, self.excludes(),
+                    self.scrubber, self._watch,
+                )  # fmt: skip
             self._listen()
             if self.agent is not None and self.launch is not None:
                 proto = PROTOCOLS[self.agent]
@@ -151,6 +158,9 @@ class Supervisor:
             self._listener = None
         self.socket_path.unlink(missing_ok=True)
         self._checkpoint_unreported()  # the session ended after them
+        if self._watch is not None:
+            self._watch.close()
+            self._watch = None
 
     def _wake(self) -> None:
         """Connect once, so the thread's accept() returns now and sees the stop."""
@@ -297,7 +307,7 @@ class Supervisor:
             )
             for rule, action, matched in matches or [(None, "allow", event.command)]
         ]  # fmt: skip
-        self._append(*({**r.to_record(), _CALL: call} for r in records))
+        self._append(*({**r.to_record(), call_log.CALL: call} for r in records))
 
     def _record_outcome(self, event: HookEvent) -> _Call | None:
         """A shell command the agent reported back: find its decision (by call id, or
@@ -316,7 +326,7 @@ class Supervisor:
                 return None
             call = self._pending.pop(found)
             self._in_flight.discard(call.number)
-        self._append({_CALL: call.number, "outcome": event.outcome})
+        self._append({call_log.CALL: call.number, "outcome": event.outcome})
         return call
 
     def _checkpoint(self, event: HookEvent, call: _Call | None) -> None:
@@ -440,57 +450,3 @@ def _from_this_step(conn: socket.socket) -> bool:
             return False
         pid = int(fields[1])
     return False
-
-
-_CALL = "call"  # numbers a step's inner commands in its decision log; not in the ledger
-
-
-class Recorded(Slotted):
-    """What a step's supervisor logged: decisions with what became of them, and the
-    sessions that started (their hooks ran)."""
-
-    __slots__ = ("events", "sessions")
-
-    def __init__(self, events: list[PolicyEventRecord], sessions: list[str]) -> None:
-        self.events = events
-        self.sessions = sessions
-
-
-def read_recorded(task: Task, step_id: str, *, finished: bool = True) -> Recorded:
-    """The decisions a step's supervisor recorded (also after bar died mid-step), each
-    with its ``outcome``: "ran" or "failed" as the agent reported; "refused" when bar
-    denied it and nothing says it ran, or when the agent reports what it runs, ended on
-    its own (``finished``) and never ran this one; none when it cannot be known."""
-    try:
-        raw = task.paths.policy_events(step_id).read_bytes()
-    except FileNotFoundError:
-        return Recorded([], [])
-    lines: list[dict[str, Any]] = []
-    for line in raw.splitlines():
-        try:
-            rec = json.loads(line)
-        except ValueError:
-            continue  # a line torn by a crash
-        if isinstance(rec, dict):
-            lines.append(rec)
-    outcomes = {
-        rec[_CALL]: str(rec["outcome"])
-        for rec in lines
-        if "outcome" in rec and "action" not in rec and isinstance(rec.get(_CALL), int)
-    }
-    reported = bool(outcomes)  # the agent sends post-tool events in this step
-    sessions = [str(rec["session_start"]) for rec in lines if "session_start" in rec]
-    events: list[PolicyEventRecord] = []
-    for rec in lines:
-        if "action" not in rec:
-            continue
-        call = rec.pop(_CALL, None)
-        event = PolicyEventRecord.from_record(rec)
-        if isinstance(call, int) and event.source is not None:
-            outcome = outcomes.get(call)
-            if outcome is None and (event.answer == "deny" or (reported and finished)):
-                outcome = "refused"
-            if outcome is not None:
-                event = dataclasses.replace(event, outcome=outcome)
-        events.append(event)
-    return Recorded(events, sessions)

@@ -89,3 +89,121 @@ class Watch:
 def _close(fd: int) -> None:
     with contextlib.suppress(OSError):
         os.close(fd)
+
+
+_IN_ISDIR = 0x40000000
+_IN_IGNORED = 0x8000
+_IN_DELETE_SELF = 0x400
+_IN_MOVE_SELF = 0x800
+_EDITS = _IN_MODIFY | _IN_ATTRIB | _IN_CLOSE_WRITE
+_NEW_DIRS = _IN_CREATE | _IN_MOVED_TO
+_TREE_MASK = _EDITS | _NEW_DIRS | _IN_DELETE_SELF | _IN_MOVE_SELF
+_MAX_NEW_DIRS = 20_000  # watched per appearing tree; beyond, git is asked instead
+
+
+class TreeWatch:
+    """Files edited in place under a worktree's directories, from the kernel.
+
+    An edit in place changes no directory's ctime, so a snapshot that skips ``git
+    diff-files`` (a stat of every recorded file) must learn of edits another way: this
+    watch, started on every directory the last snapshot stamped, collects the names of
+    files written or whose attributes changed. Directories created later are watched as
+    they appear (files made in them before that are found anyway: creating the directory
+    moved its parent's ctime, and the parent is rescanned whole). ``drain`` answers None
+    when the kernel may have missed something (a watch that could not be added, an
+    overflowed queue); the caller then asks git. Nothing here is needed for exactness:
+    the end of every step still compares every file.
+    """
+
+    def __init__(self, root: str, dirs: Iterable[str]) -> None:
+        self._root = root.rstrip(os.sep)
+        self._fd = -1
+        self._dirs: dict[int, str] = {}
+        self._complete = False  # no event was lost since the last drain
+        self._missing = True  # a directory could not be watched: never sure again
+        self._found: set[str] = set()
+        try:
+            self._libc = ctypes.CDLL(None, use_errno=True)
+            fd = self._libc.inotify_init1(_IN_NONBLOCK | _IN_CLOEXEC)
+        except (OSError, AttributeError):
+            return
+        if fd < 0:
+            return
+        self._fd = fd
+        self._complete, self._missing = True, False
+        for rel in dirs:
+            self._add(rel)
+
+    def _add(self, rel: str) -> bool:
+        path = os.path.join(self._root, rel) if rel else self._root
+        wd = self._libc.inotify_add_watch(self._fd, os.fsencode(path), _TREE_MASK)
+        if wd < 0:
+            if os.path.isdir(path) and not os.path.islink(path):
+                self._missing = True  # out of watches: the kernel cannot say
+            return False
+        self._dirs[wd] = rel
+        return True
+
+    def _add_tree(self, rel: str) -> None:
+        """A directory that appeared, and the ones already in it (moved in whole)."""
+        stack, added = [rel], 0
+        while stack:
+            here = stack.pop()
+            if added >= _MAX_NEW_DIRS:
+                self._missing = True
+                return
+            if not self._add(here):
+                continue
+            added += 1
+            try:
+                with os.scandir(os.path.join(self._root, here)) as entries:
+                    stack += [f"{here}/{e.name}" for e in entries
+                              if e.name != ".git" and e.is_dir(follow_symlinks=False)]  # fmt: skip
+            except OSError:
+                continue
+
+    def drain(self) -> set[str] | None:
+        """Files (relative paths) edited in place since the last drain; None if the kernel
+        may have missed one since then. Clears what it returns."""
+        if self._fd < 0:
+            return None
+        while True:
+            try:
+                data = os.read(self._fd, 65536)
+            except BlockingIOError:
+                break
+            except OSError:
+                self._complete = False
+                break
+            offset = 0
+            while offset + _EVENT.size <= len(data):
+                wd, mask, _cookie, size = _EVENT.unpack_from(data, offset)
+                offset += _EVENT.size
+                name = os.fsdecode(data[offset : offset + size].rstrip(b"\0"))
+                offset += size
+                self._event(wd, mask, name)
+        found, complete = self._found, self._complete and not self._missing
+        self._found, self._complete = set(), True
+        return found if complete else None
+
+    def _event(self, wd: int, mask: int, name: str) -> None:
+        if mask & _IN_Q_OVERFLOW:
+            self._complete = False
+            return
+        if mask & _IN_IGNORED:
+            self._dirs.pop(wd, None)  # the directory went away
+            return
+        parent = self._dirs.get(wd)
+        if parent is None or not name:
+            return
+        rel = f"{parent}/{name}" if parent else name
+        if mask & _IN_ISDIR:
+            if mask & _NEW_DIRS:
+                self._add_tree(rel)
+        elif mask & _EDITS:
+            self._found.add(rel)
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            threading.Thread(target=_close, args=(self._fd,), daemon=True).start()
+            self._fd = -1

@@ -1,0 +1,72 @@
+"""The log of a step's inner commands: what bar answered each, and what became of it.
+
+While a step runs, its supervisor (``bar.supervisor``) appends to
+``artifacts/<step>.policy.jsonl``, at once, so a crash of bar loses none: one line per
+decision on a command an agent asked about (numbered by ``call``), one per outcome the
+agent reported back (``{"call": N, "outcome": ...}``) and one per session that started
+(``{"session_start": id}``). When the step is recorded, ``read_recorded`` folds them into
+the step's ``policy_events``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+from bar.records import PolicyEventRecord
+from bar.slotted import Slotted
+from bar.tasks import Task
+
+CALL = "call"  # numbers a step's inner commands in its decision log; not in the ledger
+
+
+class Recorded(Slotted):
+    """What a step's supervisor logged: decisions with what became of them, and the
+    sessions that started (their hooks ran)."""
+
+    __slots__ = ("events", "sessions")
+
+    def __init__(self, events: list[PolicyEventRecord], sessions: list[str]) -> None:
+        self.events = events
+        self.sessions = sessions
+
+
+def read_recorded(task: Task, step_id: str, *, finished: bool = True) -> Recorded:
+    """The decisions a step's supervisor recorded (also after bar died mid-step), each
+    with its ``outcome``: "ran" or "failed" as the agent reported; "refused" when bar
+    denied it and nothing says it ran, or when the agent reports what it runs, ended on
+    its own (``finished``) and never ran this one; none when it cannot be known."""
+    try:
+        raw = task.paths.policy_events(step_id).read_bytes()
+    except FileNotFoundError:
+        return Recorded([], [])
+    lines: list[dict[str, Any]] = []
+    for line in raw.splitlines():
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue  # a line torn by a crash
+        if isinstance(rec, dict):
+            lines.append(rec)
+    outcomes = {
+        rec[CALL]: str(rec["outcome"])
+        for rec in lines
+        if "outcome" in rec and "action" not in rec and isinstance(rec.get(CALL), int)
+    }
+    reported = bool(outcomes)  # the agent sends post-tool events in this step
+    sessions = [str(rec["session_start"]) for rec in lines if "session_start" in rec]
+    events: list[PolicyEventRecord] = []
+    for rec in lines:
+        if "action" not in rec:
+            continue
+        call = rec.pop(CALL, None)
+        event = PolicyEventRecord.from_record(rec)
+        if isinstance(call, int) and event.source is not None:
+            outcome = outcomes.get(call)
+            if outcome is None and (event.answer == "deny" or (reported and finished)):
+                outcome = "refused"
+            if outcome is not None:
+                event = dataclasses.replace(event, outcome=outcome)
+        events.append(event)
+    return Recorded(events, sessions)
