@@ -42,7 +42,9 @@ repository's ignored build output, so `git status` and snapshots must skip it.
    steps that changed nothing (SPEC section 1 format), then a real step again.
 7. Same interpreter as bar (`python -c pass`). The hook runs as `bar run --agent claude`
    installs it, with a Claude Code `PreToolUse` Bash event on stdin and the project's
-   default policy enabled.
+   default policy enabled. A running step answers only its own processes, so 7-version,
+   7-hook and their `python -c pass` are timed from inside a step (`bench/inside.py`: the
+   step's command runs what it is sent and times it).
 8. `ru_maxrss` from `wait4` on `bar run`: the largest process in its tree (bar, git, the
    command). 8-speed compares the time with the same output piped through `tee FILE`.
 9. Two clones of the same repository, the same edit script per step, alternating between
@@ -58,6 +60,13 @@ repository's ignored build output, so `git status` and snapshots must skip it.
     (10-inproc) and with the three directories present (10-carve); and, where `bwrap`
     runs, bubblewrap given the same plan as binds (`--ro-bind / /`, `--dev`, `--proc`,
     `--bind` per writable root, `--tmpfs` per hidden directory).
+11. Inside a running `bar run --agent claude` step (`bench/inside.py`), Claude Code's
+    `PostToolUse` event for a shell command goes to `bar hook claude`, timed from the
+    hook's start to its answer, which comes after the checkpoint is recorded: after a
+    small change (one line appended to one tracked file, 11-changed) and with nothing
+    changed (11-unchanged), against `git status --porcelain` run the same way. 11-log:
+    `bar log` of a 1,000-step task (a real step, synthetic ones, a real step) one of
+    whose steps is a session of 500 checkpointed calls, against the same task without it.
 """
 
 

@@ -27,6 +27,7 @@ class Status:
     unrecorded_changes: bool | None = None  # None: not known (busy, closed, no worktree)
     nested_repos: list[str] = field(default_factory=list)  # their files are not recorded
     sandbox: dict[str, Any] = field(default_factory=dict)  # how steps here are confined
+    checkpoints: int = 0  # taken so far in the running step (an agent session)
 
     def to_json(self) -> dict[str, Any]:
         info: dict[str, Any] = {
@@ -43,7 +44,8 @@ class Status:
                         "last_step": self.last_step}  # fmt: skip
         r = self.running
         info["running"] = (
-            {"step_id": r.step_id, "pid": r.pid, "cmd": r.cmd, "started_at": r.started_at}
+            {"step_id": r.step_id, "pid": r.pid, "cmd": r.cmd, "started_at": r.started_at,
+             "checkpoints": self.checkpoints}
             if r else None
         )  # fmt: skip
         info["interrupted_step"] = self.interrupted.step_id if self.interrupted else None
@@ -75,8 +77,18 @@ def status(loc: Location, ref: str | None = None) -> Status:
         steps=last.number if last else 0,
         last_step=last.step_id if last else None,
         running=marker if marker and busy else None,
+        checkpoints=_taken(task, marker.step_id) if marker and busy else 0,
         interrupted=marker if marker and not busy else None,
         unrecorded_changes=unrecorded,
         nested_repos=stamps.nested_repositories(task.index),
         sandbox=sandbox_status(loc.project.config.sandbox),
     )  # fmt: skip
+
+
+def _taken(task: Task, step_id: str) -> int:
+    """How many checkpoints the running step holds (lines of its checkpoints file)."""
+    try:
+        with open(task.paths.artifacts / f"{step_id}.checkpoints.jsonl", "rb") as fh:
+            return sum(1 for _ in fh)
+    except OSError:
+        return 0

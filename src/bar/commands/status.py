@@ -27,6 +27,11 @@ def status(*, task: str | None, as_json: bool) -> int:
     if info.running:
         r = info.running
         print(paint(f"running   step {r.step_id} (pid {r.pid}): {shlex.join(r.cmd)}", "yellow"))
+        if info.checkpoints:
+            print(
+                f"          {plural(info.checkpoints, 'checkpoint')} so far "
+                f"(bar show {r.step_id}.{info.checkpoints}; rollback --to one between turns)"
+            )
     if info.interrupted:
         print(paint(f"note      step {info.interrupted.step_id} was interrupted; "
                     "the next command records it", "yellow"))  # fmt: skip
