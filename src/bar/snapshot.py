@@ -36,13 +36,16 @@ _env = git.index_env
 
 
 def seed_index(worktree: Path, index: Path, base_commit: str) -> None:
-    """Create the side index for a new task worktree."""
+    """Create the side index for a new task worktree, in git's index format 4 (paths
+    prefix-compressed: about 40% smaller on a large tree, so each snapshot's `git add`
+    and `write-tree` read and write less)."""
     own = Path(git.out(worktree, "rev-parse", "--path-format=absolute", "--git-path", "index"))
     tmp = index.with_name(index.name + ".seed")
     if own.is_file():
         shutil.copyfile(own, tmp)
     else:
         git.git(worktree, "read-tree", base_commit, env=_env(tmp))
+    git.git(worktree, "update-index", "--index-version", "4", env=_env(tmp))
     os.chmod(tmp, 0o600)
     os.replace(tmp, index)
 
