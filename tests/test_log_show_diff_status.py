@@ -105,3 +105,12 @@ def test_unknown_config_key_names_key_and_file(
     )
     res = bar(capfd, "task", "list")
     assert res.code == 8 and "output.loud" in res.err
+
+
+def test_a_command_with_line_breaks_is_one_line_of_the_log(
+    inited: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    new_task(capfd)
+    assert bar(capfd, "run", "--no-pty", "--", "sh", "-c", "echo one\necho\ttwo").code == 0
+    lines = bar(capfd, "log").out.splitlines()
+    assert len(lines) == 1 and "echo one\\necho\\ttwo" in lines[0]

@@ -62,7 +62,7 @@ def plural(n: int, word: str) -> str:
 def describe(step: Step) -> str:
     """One line saying what a step was."""
     if isinstance(step, RunStep):
-        text = shlex.join(step.cmd)
+        text = one_line(shlex.join(step.cmd))
         return text if len(text) <= 72 else text[:69] + "..."
     if isinstance(step, ManualStep):
         return "changes made outside bar"
@@ -72,10 +72,15 @@ def describe(step: Step) -> str:
     return f"apply ({step.mode}) onto {step.target_branch} as {short(step.commit_sha)}"
 
 
+def one_line(text: str) -> str:
+    """``text`` on one line: its line breaks and tabs shown as ``\\n`` and ``\\t``."""
+    return text.replace("\r", "\\r").replace("\n", "\\n").replace("\t", "\\t")
+
+
 def checkpoint_line(cp: Checkpoint, paint: Painter) -> str:
     """One line for a checkpoint: its name, tool, diff stat and what it acted on."""
     tool = cp.tool or cp.kind
-    what = cp.target_text
+    what = one_line(cp.target_text)
     what = what if len(what) <= 60 else what[:57] + "..."
     fate = paint(" failed", "red") if cp.outcome == "failed" else ""
     return f"{paint(cp.name, 'dim')}  {tool:<12} {stat_text(cp.diff_stat):<22} {what}{fate}"

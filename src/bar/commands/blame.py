@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 
 from bar import api
-from bar.render import Painter, print_json
+from bar.render import Painter, one_line, print_json
 from bar.tasks import Task
 
 
@@ -20,10 +20,11 @@ def blame(*, task: str | None, file: str, at: str | None, as_json: bool) -> int:
     width = len(str(len(result.lines)))
     for line in result.lines:
         o = line.origin
-        what = o.command or ""
+        what = one_line(o.command or "")
         what = what if len(what) <= 28 else what[:25] + "..."
         session = (o.session_id or "")[:8]
-        head = f"{o.state:<9} {o.tool or o.kind:<12.12} {session:<8} {what:<28}"
+        tool = o.tool or ("" if o.kind == "base" else o.kind)
+        head = f"{o.state:<9} {tool:<12.12} {session:<8} {what:<28}"
         print(f"{paint(head, 'dim')} {line.number:>{width}}) {line.text}")
     return 0
 
