@@ -10,7 +10,8 @@ GEMINI_CLI_VERSION  := 0.61.0
 AGENTS_DIR   := .agents
 AGENTS_STAMP := $(AGENTS_DIR)/.installed-$(CLAUDE_CODE_VERSION)-$(CODEX_VERSION)-$(GEMINI_CLI_VERSION)
 UNCONFINED_TESTS := tests/test_sandbox.py tests/test_run.py tests/test_run_pty.py \
-	tests/test_supervisor.py tests/test_guard.py tests/test_agents_fake.py tests/test_recovery.py
+	tests/test_supervisor.py tests/test_guard.py tests/test_agents_fake.py tests/test_recovery.py \
+	tests/test_checkpoints.py
 
 .PHONY: install agents test lint typecheck unit demo bench bench-full clean
 
