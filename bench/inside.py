@@ -68,11 +68,27 @@ class Inside:
              __file__, str(self.requests), str(self.replies)],
             cwd=wt, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
         )  # fmt: skip
-        self.socket = None
-        self._out = open(self.requests, "w")  # noqa: SIM115 (blocks until the driver opens it)
+        self._out = os.fdopen(self._open_when_read(), "w")
         self._in = open(self.replies)  # noqa: SIM115
         if self._in.readline().strip() != "ready":
             raise RuntimeError("the step's driver did not start")
+
+    def _open_when_read(self, timeout: float = 120) -> int:
+        """The request pipe, once the step's driver opened it (a step that fails to
+        start never does: say why instead of waiting for ever)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                fd = os.open(self.requests, os.O_WRONLY | os.O_NONBLOCK)
+            except OSError:  # ENXIO: nobody reads it yet
+                if self.step.poll() is not None or time.monotonic() > deadline:
+                    self.step.kill()
+                    err = self.step.communicate()[1].decode(errors="replace")
+                    raise RuntimeError(f"the step did not start its driver: {err}") from None
+                time.sleep(0.02)
+                continue
+            os.set_blocking(fd, True)
+            return fd
 
     def t(self, argv: list[str | Path], cwd: Path, stdin: Path | None = None) -> float:
         self._out.write(json.dumps([[str(a) for a in argv], str(cwd),
