@@ -94,6 +94,14 @@ class AgentSetup:
         path.write_bytes(data)
         self.own[path] = data
 
+    def run_in_bar(self, cwd: Path, prompt: str) -> subprocess.CompletedProcess[str]:
+        """``bar run --agent A -- <the agent, non-interactive>`` with its environment."""
+        return subprocess.run(
+            [BAR_EXE, "run", "--no-pty", "--agent", self.agent, "--", *self.argv(prompt)],
+            cwd=cwd, env={**os.environ, **self.env}, stdin=subprocess.DEVNULL,
+            capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+
     def argv(self, prompt: str) -> list[str]:
         program = agent_binary(self.agent)
         if self.agent == "claude":
@@ -123,11 +131,7 @@ def test_a_real_agent_is_checked_and_recorded(
               WriteFile(str(notes), "written by the agent\n"), Answer("All done.")]  # fmt: skip
     with MockServer(script) as server:
         setup = AgentSetup(agent, server.url)
-        res = subprocess.run(
-            [BAR_EXE, "run", "--no-pty", "--agent", agent, "--", *setup.argv("do the work")],
-            cwd=inited, env={**os.environ, **setup.env}, stdin=subprocess.DEVNULL,
-            capture_output=True, text=True, timeout=300,
-        )  # fmt: skip
+        res = setup.run_in_bar(inited, "do the work")
         results = server.model.tool_results(DIALECT[agent])
     assert res.returncode == 0, res.stdout + res.stderr
     assert "All done." in res.stdout
@@ -207,12 +211,7 @@ def test_a_real_agent_session_is_checkpointed_at_every_edit(
     script = [WriteFile(str(wt / "notes.txt"), "alpha\n"), Shell("echo beta >> notes.txt"),
               WriteFile(str(wt / "more.txt"), "gamma\n"), Answer("Three edits.")]  # fmt: skip
     with MockServer(script) as server:
-        setup = AgentSetup(agent, server.url)
-        res = subprocess.run(
-            [BAR_EXE, "run", "--no-pty", "--agent", agent, "--", *setup.argv("edit")],
-            cwd=inited, env={**os.environ, **setup.env}, stdin=subprocess.DEVNULL,
-            capture_output=True, text=True, timeout=300,
-        )  # fmt: skip
+        res = AgentSetup(agent, server.url).run_in_bar(inited, "edit")
     assert res.returncode == 0, res.stdout + res.stderr
     (step,) = ledger(t["id"])
     cps = [json.loads(line) for line in

@@ -11,11 +11,10 @@ the step's ``policy_events``.
 from __future__ import annotations
 
 import dataclasses
-import json
-from typing import Any
 
 from bar.records import PolicyEventRecord
 from bar.slotted import Slotted
+from bar.store.files import read_json_lines
 from bar.tasks import Task
 
 CALL = "call"  # numbers a step's inner commands in its decision log; not in the ledger
@@ -37,18 +36,7 @@ def read_recorded(task: Task, step_id: str, *, finished: bool = True) -> Recorde
     with its ``outcome``: "ran" or "failed" as the agent reported; "refused" when bar
     denied it and nothing says it ran, or when the agent reports what it runs, ended on
     its own (``finished``) and never ran this one; none when it cannot be known."""
-    try:
-        raw = task.paths.policy_events(step_id).read_bytes()
-    except FileNotFoundError:
-        return Recorded([], [])
-    lines: list[dict[str, Any]] = []
-    for line in raw.splitlines():
-        try:
-            rec = json.loads(line)
-        except ValueError:
-            continue  # a line torn by a crash
-        if isinstance(rec, dict):
-            lines.append(rec)
+    lines = read_json_lines(task.paths.policy_events(step_id))
     outcomes = {
         rec[CALL]: str(rec["outcome"])
         for rec in lines

@@ -34,6 +34,7 @@ from bar.errors import UsageError
 from bar.git import DiffStat
 from bar.records import diff_stat_of, parse_step_ref
 from bar.redact import Scrubber
+from bar.store.files import read_json_lines
 from bar.tasks import Task
 from bar.watch import TreeWatch
 
@@ -149,20 +150,11 @@ def artifact_name(step_id: str) -> str:
 
 def read(task: Task, step_id: str) -> list[Checkpoint]:
     """A step's checkpoints in order (none: a step without an agent, or an old one)."""
-    try:
-        raw = path(task, step_id).read_bytes()
-    except (FileNotFoundError, NotADirectoryError):
-        return []
     found: list[Checkpoint] = []
-    for line in raw.splitlines():
-        try:
-            rec = json.loads(line)
-        except ValueError:
-            continue  # a line torn by a crash
-        if isinstance(rec, dict):
-            checkpoint = Checkpoint.from_record(step_id, rec)
-            if checkpoint is not None and checkpoint.n == len(found) + 1:
-                found.append(checkpoint)
+    for rec in read_json_lines(path(task, step_id)):  # a line torn by a crash is skipped
+        checkpoint = Checkpoint.from_record(step_id, rec)
+        if checkpoint is not None and checkpoint.n == len(found) + 1:
+            found.append(checkpoint)
     return found
 
 

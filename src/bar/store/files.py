@@ -214,3 +214,22 @@ def _symlink(name: str, label: str | None = None) -> CorruptFile:
         f"{what} is a symbolic link; bar does not follow links in its own files",
         hint="run `bar doctor` to check the project",
     )
+
+
+def read_json_lines(path: StrPath) -> list[dict[str, Any]]:
+    """The objects of a file written a JSON line at a time (none if it is missing); a
+    line torn by a crash, or one that is not an object, is skipped."""
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read()
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    found: list[dict[str, Any]] = []
+    for line in raw.splitlines():
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(rec, dict):
+            found.append(rec)
+    return found
