@@ -74,7 +74,8 @@ def blame(task: Task, path: str, at: State | None = None) -> Blame:
         raise NotFound(f"{rel} is not a file of the task in state {name}",
                        hint="give a path relative to the task's worktree")  # fmt: skip
     if kind.out.strip() != "blob":
-        raise UsageError(f"{rel} is a {kind.out.strip()} in state {name}, not a file")
+        what = "directory" if kind.out.strip() == "tree" else kind.out.strip()
+        raise UsageError(f"{rel} is a {what} in state {name}, not a file")
     chain = git.git(repo, "rev-list", "--first-parent",
                     f"{task.base_commit}..{commit}").out.split()  # fmt: skip
     named, restored = _records(task)

@@ -31,7 +31,9 @@ def parse_step_ref(value: str) -> str:
     text = value.strip().lstrip("#")
     # isdigit() alone accepts '²' and other digits int() refuses or reads differently
     if not (text.isascii() and text.isdigit()) or len(text) > 9 or int(text) < 1:
-        raise UsageError(f"{value!r} is not a step id", hint="step ids look like 0001 or 1")
+        raise UsageError(
+            f"{value!r} is not a step id", hint="step ids look like 0001 or 1; checkpoints like 1.2"
+        )
     return format_step_id(int(text))
 
 
