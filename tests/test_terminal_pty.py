@@ -609,8 +609,9 @@ def test_terminal_restored_and_child_stopped_on_an_error(
 
 
 RUNNER = """
-import dataclasses, json, sys
+import json, sys
 from pathlib import Path
+from bar.record import as_dict
 from bar.terminal.pty import run_in_pty
 
 base = Path(sys.argv[1])
@@ -618,7 +619,7 @@ result = run_in_pty(
     sys.argv[2:], cwd=base.parent, env=None,
     cast_path=base.with_suffix(".cast"), output_path=base.with_suffix(".output"),
 )
-base.with_suffix(".json").write_text(json.dumps(dataclasses.asdict(result)))
+base.with_suffix(".json").write_text(json.dumps(as_dict(result)))
 """
 
 

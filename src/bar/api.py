@@ -24,7 +24,6 @@ import json
 import shlex
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -39,6 +38,7 @@ from bar.errors import (
 )
 from bar.git import DiffStat
 from bar.project import Location, Project, find_project, locate
+from bar.record import field, record
 from bar.records import RollbackStep, RunStep, Step, parse_step_ref
 from bar.status import Status, status
 from bar.store.files import ensure_dir, write_text_atomic
@@ -72,7 +72,7 @@ def open_project(cwd: Path | None = None) -> Location:
     return find_project(cwd)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Initialized:
     project: Project
     created: list[Path]
@@ -154,7 +154,7 @@ def get_task(loc: Location, ref: str | None = None) -> Task:
     return resolve_task(loc.project, ref, from_cwd=loc.task_id)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class TaskSummary:
     task: Task
     active: bool  # the project's active task
@@ -203,7 +203,7 @@ def switch_task(task: Task) -> Task:
     return task
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Closed:
     task: Task
     worktree_removed: bool
@@ -409,7 +409,7 @@ def read_artifact(task: Task, rel: str | None) -> bytes | None:
         return None
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Diff:
     """The difference between two commits or trees of a task's repository."""
 

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import secrets
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from bar import checkout, git, journals, known_secrets, steps
@@ -35,6 +34,7 @@ from bar.errors import ApplyConflict, Conflict, DirtyWorktree, GitError, UsageEr
 from bar.git import DiffStat
 from bar.journals import ApplyIntent
 from bar.notices import note
+from bar.record import field, record
 from bar.records import ApplyStep
 from bar.states import State
 from bar.tasks import Task
@@ -42,7 +42,7 @@ from bar.tasks import Task
 MODES = ("commit", "merge")
 
 
-@dataclass
+@record
 class ApplyResult:
     mode: str
     target_branch: str

@@ -17,17 +17,17 @@ from __future__ import annotations
 import shlex
 import string
 import tempfile
-from dataclasses import dataclass, field
 from typing import Any
 
 from bar import checkpoints, git, journals
 from bar.errors import NotFound, UsageError
+from bar.record import field, record
 from bar.records import ManualStep, RollbackStep, RunStep
 from bar.states import State
 from bar.tasks import Task
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Origin:
     """A recorded state that changed lines: a step, a checkpoint, or the base."""
 
@@ -43,14 +43,14 @@ class Origin:
                 "command": self.command, "session_id": self.session_id}  # fmt: skip
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class BlameLine:
     number: int
     text: str
     origin: Origin
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Blame:
     path: str
     at: str  # the state blamed

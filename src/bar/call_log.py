@@ -10,8 +10,7 @@ the step's ``policy_events``.
 
 from __future__ import annotations
 
-import dataclasses
-
+from bar.record import replace
 from bar.records import PolicyEventRecord
 from bar.slotted import Slotted
 from bar.store.files import read_json_lines
@@ -55,6 +54,6 @@ def read_recorded(task: Task, step_id: str, *, finished: bool = True) -> Recorde
             if outcome is None and (event.answer == "deny" or (reported and finished)):
                 outcome = "refused"
             if outcome is not None:
-                event = dataclasses.replace(event, outcome=outcome)
+                event = replace(event, outcome=outcome)
         events.append(event)
     return Recorded(events, sessions)

@@ -30,13 +30,13 @@ import os
 import shutil
 import stat
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from bar import faults, git
 from bar.errors import DirtyWorktree, GitError, GitStateError
 from bar.notices import note, warn
 from bar.proc import Result
+from bar.record import record
 
 GITLINK = "160000"
 ABSENT = "000000"
@@ -74,7 +74,7 @@ _ALWAYS_OFF = (
 _ENV_OFF = {"GIT_ALLOW_PROTOCOL": "", "GIT_PAGER": "cat", "GIT_EDITOR": ":"}
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class SafeGit:
     """git for the developer's repository with everything an agent could have planted
     switched off: no hooks, no clean, smudge or process filter, no merge driver (git's
@@ -156,7 +156,7 @@ def _drivers(where: Path) -> list[tuple[str, str]]:
     return found
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Change:
     """One path that differs between two trees (no rename detection)."""
 

@@ -24,7 +24,6 @@ from __future__ import annotations
 import json
 import os
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +31,7 @@ from bar import git, snapshot, steps
 from bar.clock import now_iso
 from bar.errors import UsageError
 from bar.git import DiffStat
+from bar.record import field, record
 from bar.records import diff_stat_of, parse_step_ref
 from bar.redact import Scrubber
 from bar.store.files import read_json_lines
@@ -54,7 +54,7 @@ def parse_name(value: str) -> tuple[str, int] | None:
     return parse_step_ref(match.group(1)), number
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Checkpoint:
     step_id: str
     n: int

@@ -12,46 +12,46 @@ from __future__ import annotations
 import json
 import math
 import os
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from bar.errors import ConfigError, CorruptFile
 from bar.migrate import upgrade
+from bar.record import field, record
 from bar.store import cache
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class GitConfig:
     default_base: str = "main"
     branch_prefix: str = "bar/"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class PolicyConfig:
     enabled: bool = False
     path: str = ".bar/policy.yaml"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class HooksConfig:
     pre_run: tuple[str, ...] = ()
     post_run: tuple[str, ...] = ()
     timeout: float = 60.0
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class OutputConfig:
     color: bool = True
     verbose: bool = False
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class RunConfig:
     record_env: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class SandboxConfig:
     """SPEC §8: paths are absolute or start with ``~`` (the developer's home)."""
 
@@ -62,7 +62,7 @@ class SandboxConfig:
     deny_read: tuple[str, ...] = ("~/.ssh", "~/.aws", "~/.gnupg")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Config:
     version: int = 1
     git: GitConfig = field(default_factory=GitConfig)

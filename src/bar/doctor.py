@@ -25,12 +25,12 @@ import json
 import os
 import stat
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 from bar import git, repairs, task_new, worktree
 from bar.errors import BarError, PolicyError, UnsupportedVersion
 from bar.project import Project
+from bar.record import record
 from bar.records import Step, step_from_record
 from bar.repairs import then
 from bar.store.files import DIR_MODE, FILE_MODE
@@ -39,7 +39,7 @@ from bar.store.lock import is_locked
 from bar.tasks import Task, load_task
 
 
-@dataclass
+@record
 class Finding:
     severity: str  # "error" | "warning"
     where: str

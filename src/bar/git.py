@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from bar import faults
 from bar.errors import GitError
 from bar.proc import Result, run
+from bar.record import record
 
 # Snapshot commits are bar's own records, not the developer's: a fixed identity means a
 # missing user.name never stops a step.
@@ -158,7 +158,7 @@ def commit_tree(
     return git(repo, *args, env=identity, input=data).out.strip()
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class FileStat:
     path: str
     additions: int
@@ -166,7 +166,7 @@ class FileStat:
     binary: bool
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class DiffStat:
     files: int
     additions: int
@@ -237,7 +237,7 @@ def diff_patch_args(a: str, b: str, *, with_numstat: bool = False) -> list[str]:
     return ["diff", *DIFF_FLAGS, *stat, "--binary", "--full-index", a, b, "--"]
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class RawChange:
     status: str  # A, M, D, T (renames are split into D + A: -M is not used here)
     src_mode: str

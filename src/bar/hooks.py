@@ -34,11 +34,11 @@ import subprocess
 import sys
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Final, Literal
 
 from bar.proc import clean_env, exit_status
+from bar.record import record
 from bar.records import HookRecord
 
 Phase = Literal["pre_run", "post_run"]
@@ -56,7 +56,7 @@ _READ_SIZE: Final = 65536
 _MAX_ENV_CMD: Final = 100 * 1024
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class HookFacts:
     """What a hook is told about the step it runs around."""
 
@@ -98,7 +98,7 @@ class HookFacts:
         return env
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class HookResult:
     """How one hook ended.
 

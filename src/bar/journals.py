@@ -17,7 +17,6 @@ undoes what it names if bar died first.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +24,7 @@ from bar import git
 from bar.clock import now_iso
 from bar.errors import CorruptFile
 from bar.migrate import upgrade
+from bar.record import field, record
 from bar.records import ApplyStep, step_from_record
 from bar.states import State
 from bar.store.files import read_json, write_json_atomic
@@ -42,7 +42,7 @@ def _remove(path: Path) -> None:
 # --- running.json --------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class RunIntent:
     """A step whose command is running (or was, when bar died).
 
@@ -134,7 +134,7 @@ def clear_run(paths: TaskPaths) -> None:
 # --- rollback.json -------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class RollbackIntent:
     step_id: str
     target: State
@@ -202,7 +202,7 @@ def clear_rollback(paths: TaskPaths) -> None:
 # --- apply.json ----------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ApplyIntent:
     """The apply step about to land: written before the target moves.
 
@@ -256,7 +256,7 @@ def clear_apply(paths: TaskPaths) -> None:
 # --- creating.json -------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class CreateIntent:
     """A task being created. Besides its directory, ``bar task new`` makes the snapshot
     ref ``refs/bar/tasks/<id>``, the worktree ``workspaces/<id>`` and ``branch``, which

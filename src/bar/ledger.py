@@ -13,11 +13,11 @@ import errno
 import json
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 from bar import notices
 from bar.errors import CorruptFile, StepNotFound
+from bar.record import record
 from bar.records import Step, format_step_id, step_from_record
 from bar.store.files import append_line
 from bar.store.layout import STEP_ID_RE
@@ -25,7 +25,7 @@ from bar.store.layout import STEP_ID_RE
 _BLOCK = 64 * 1024
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class BadLine:
     lineno: int | None  # None when read from the end (counted from the end in `offset`)
     offset: int

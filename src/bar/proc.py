@@ -13,10 +13,10 @@ from __future__ import annotations
 import os
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from bar.errors import CommandError
+from bar.record import record
 
 # How a step's command is started: a starter calls the launch it is given, maybe in a
 # confined thread (bar.sandbox), and returns the process it started.
@@ -45,7 +45,7 @@ GIT_ENV_ALLOWED = frozenset(
 )  # fmt: skip
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Result:
     cmd: tuple[str, ...]
     returncode: int

@@ -8,7 +8,6 @@ from any directory inside the developer's checkout or inside one of its task wor
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -19,6 +18,7 @@ from bar.config import Config, load_config, render_default
 from bar.errors import ConfigError, CorruptFile, NotARepository, NotInitialized, PolicyError
 from bar.migrate import upgrade
 from bar.proc import run
+from bar.record import record
 from bar.store import layout
 from bar.store.files import ensure_dir, read_json, write_json_atomic, write_text_atomic
 from bar.store.layout import TASK_ID_RE, ProjectPaths
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from bar.policy import Policy
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Project:
     root: Path  # the developer's checkout (main worktree), resolved
     paths: ProjectPaths
@@ -139,7 +139,7 @@ class Project:
         return created
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Location:
     project: Project
     task_id: str | None  # set when the directory is inside a task worktree

@@ -11,12 +11,12 @@ Fields a newer bar wrote are kept in ``extra`` and written back unchanged.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from bar.errors import CorruptFile, UsageError
 from bar.git import DiffStat, is_object_id
 from bar.migrate import upgrade
+from bar.record import field, record
 from bar.store.layout import ARTIFACT_RE, STEP_ID_RE
 
 KINDS = ("run", "apply", "rollback", "manual")
@@ -40,7 +40,7 @@ def parse_step_ref(value: str) -> str:
 # --- what steps carry ----------------------------------------------------------------
 
 
-@dataclass
+@record
 class Artifacts:
     """Artifact paths relative to the task directory (``artifacts/0003.patch``)."""
 
@@ -64,7 +64,7 @@ class Artifacts:
                    _str(arts.get("checkpoints")))  # fmt: skip
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class PolicyEventRecord:
     """A ``policy_events`` entry: a rule that matched (``rule`` None: nothing matched
     an inner command, recorded so the decision is on file). Entries that an agent's
@@ -113,7 +113,7 @@ class PolicyEventRecord:
         )
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class HookRecord:
     """A ``hooks`` entry: one pre_run or post_run hook and how it ended."""
 
@@ -141,7 +141,7 @@ class HookRecord:
 # --- steps ---------------------------------------------------------------------------
 
 
-@dataclass(kw_only=True)
+@record(kw_only=True)
 class _Step:
     step_id: str
     started_at: str
@@ -178,7 +178,7 @@ class _Step:
         raise NotImplementedError
 
 
-@dataclass(kw_only=True)
+@record(kw_only=True)
 class _Changes(_Step):
     """A step that moved the worktree from one snapshot to another."""
 
@@ -200,7 +200,7 @@ class _Changes(_Step):
             rec["head"] = self.head
 
 
-@dataclass(kw_only=True)
+@record(kw_only=True)
 class RunStep(_Changes):
     kind: ClassVar[str] = "run"
     cmd: list[str]
@@ -236,7 +236,7 @@ class RunStep(_Changes):
             rec["checkpoints"] = self.checkpoints
 
 
-@dataclass(kw_only=True)
+@record(kw_only=True)
 class ManualStep(_Changes):
     """Changes found in the worktree that no step made (hand edits between steps)."""
 
@@ -247,7 +247,7 @@ class ManualStep(_Changes):
         self._snapshots(rec)
 
 
-@dataclass(kw_only=True)
+@record(kw_only=True)
 class RollbackStep(_Changes):
     kind: ClassVar[str] = "rollback"
     target: str  # "base" | "step"
@@ -268,7 +268,7 @@ class RollbackStep(_Changes):
         self._snapshots(rec)
 
 
-@dataclass(kw_only=True)
+@record(kw_only=True)
 class ApplyStep(_Step):
     kind: ClassVar[str] = "apply"
     mode: str  # "commit" | "merge"

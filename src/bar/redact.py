@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Final, TypeVar, cast
+from typing import Any, Final, TypeVar, cast
 
 MARK: Final = "***"
 _MARK_BYTES: Final = MARK.encode()
@@ -288,6 +288,7 @@ class Scrubber:
     """
 
     def __init__(self, secrets: Iterable[str] = ()) -> None:
+        self._stream_watches: tuple[Any, ...] | None = None  # bar.redact_stream's
         literals: set[str] = set()
         for value in secrets:
             for variant in (value, value.strip()):

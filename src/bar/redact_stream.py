@@ -62,6 +62,15 @@ class _Watch:
         self.ends = (tuple(g + shift for g in p.ends), p.ends)
 
 
+def watches_of(scrubber: Scrubber) -> tuple[_Watch, ...]:
+    """The stream passes of ``scrubber``, made once per scrubber."""
+    made: tuple[_Watch, ...] | None = getattr(scrubber, "_stream_watches", None)
+    if made is None:
+        made = tuple(_Watch(p) for p in scrubber._byte_passes)
+        scrubber._stream_watches = made
+    return made
+
+
 class StreamScrubber:
     """Scrubs a byte stream chunk by chunk (see the module docstring).
 
@@ -71,16 +80,24 @@ class StreamScrubber:
     """
 
     def __init__(self, scrubber: Scrubber) -> None:
-        self._watches = tuple(_Watch(p) for p in scrubber._byte_passes)
+        self._scrubber = scrubber
+        self._passes = len(scrubber._byte_passes)
         self._window = scrubber.window
         self._reset()
+
+    @property
+    def _watches(self) -> tuple[_Watch, ...]:
+        """The passes as a stream runs them, made when the first byte arrives: their
+        regexes take some 20 ms to compile, which a silent command should not pay. A
+        scrubber's streams (stdout, stderr) share them."""
+        return watches_of(self._scrubber)
 
     def _reset(self) -> None:
         self._buf = bytearray()
         self._base = 0  # stream offset of _buf[0]
         self._emitted = 0  # stream offset up to which output has been returned
         self._open_mark = False  # the output so far ends with a *** reaching _emitted
-        self._resume = [0] * len(self._watches)  # where each pass searches next
+        self._resume = [0] * self._passes  # where each pass searches next
         self._pending: list[tuple[int, int]] = []  # decided spans not yet written
         self._stamps: deque[tuple[int, float]] = deque()  # (chunk's stream offset, tag)
 
@@ -106,6 +123,8 @@ class StreamScrubber:
         return pieces
 
     def _advance(self, *, final: bool) -> _Pieces:
+        if not self._buf and not self._pending:
+            return []
         buf, base, n = self._buf, self._base, len(self._buf)
         floor = n - self._window  # attempts before this are final whatever comes
         spans, cut = self._pending, base + n

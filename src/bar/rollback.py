@@ -15,19 +15,19 @@ recovery after a crash calls the same ``complete`` from wherever the files were 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 from bar import exact, faults, git, journals, snapshot, stamps, states, steps
 from bar.clock import ms_since, now_iso
 from bar.journals import RollbackIntent
 from bar.notices import note, warn
+from bar.record import record
 from bar.records import RollbackStep
 from bar.states import State
 from bar.tasks import Task
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Plan:
     """What a rollback to ``target`` would change, from the worktree as it is now."""
 

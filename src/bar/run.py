@@ -19,12 +19,10 @@ step is recorded as interrupted, with every change made up to then.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import os
 import shlex
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from bar import checkpoints, git, hooks, journals, known_secrets, snapshot, stamps, steps
@@ -36,6 +34,7 @@ from bar.journals import RunIntent
 from bar.notices import warn
 from bar.policy import Decision
 from bar.proc import clean_env
+from bar.record import field, record, replace
 from bar.records import Artifacts, HookRecord, PolicyEventRecord, RunStep
 from bar.redact import Scrubber, redact_env
 from bar.redact_stream import StreamScrubber
@@ -47,7 +46,7 @@ from bar.terminal.pipes import STDOUT_HEADER, run_piped
 from bar.terminal.pty import run_in_pty
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class RunRequest:
     argv: list[str]
     cwd: str = "."  # relative to the worktree (see ``resolve_cwd``)
@@ -63,7 +62,7 @@ class RunRequest:
         known_secrets.learn(self.env)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Executed:
     """How the command ended, and what it printed."""
 
@@ -186,7 +185,7 @@ def run_step(task: Task, req: RunRequest) -> RunStep:
     if config.hooks.post_run:
         results = hooks.run_hooks(
             "post_run", config.hooks.post_run,
-            dataclasses.replace(facts, exit_code=executed.exit_code),
+            replace(facts, exit_code=executed.exit_code),
             cwd=task.worktree, base_env={**env, "BAR_EXIT_CODE": str(executed.exit_code)},
             timeout=config.hooks.timeout,
         )  # fmt: skip
@@ -201,7 +200,7 @@ def run_step(task: Task, req: RunRequest) -> RunStep:
         return complete(task, intent, executed, policy_events=[*_events(decision), *guarded],
                         hooks=hook_records, scrubber=scrubber)  # fmt: skip
     except BarError:
-        ended = dataclasses.replace(intent, exit_code=executed.exit_code,
+        ended = replace(intent, exit_code=executed.exit_code,
                                     signal=executed.signal, ended_at=now_iso())  # fmt: skip
         with contextlib.suppress(BarError, OSError):
             journals.write_run(task.paths, ended)

@@ -22,7 +22,6 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from bar import exact, faults, git, stamps
@@ -30,6 +29,7 @@ from bar.errors import GitError, SnapshotFailed
 from bar.git import BAR_IDENTITY, DiffStat
 from bar.notices import warn
 from bar.proc import clean_env
+from bar.record import record
 from bar.stamps import keep_private
 
 _env = git.index_env
@@ -123,7 +123,7 @@ def _add(worktree: Path, index: Path, paths: Sequence[str], excludes: Sequence[s
     )
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Snapshot:
     commit: str  # the snapshot commit (== previous when nothing changed)
     tree: str

@@ -9,15 +9,14 @@ accepts the same ones.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from bar import checkpoints
 from bar.errors import UsageError
+from bar.record import record
 from bar.records import Step, format_step_id, parse_step_ref
 from bar.tasks import Task
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class State:
     kind: str  # "base" | "step" (a step's state, or a checkpoint's: ``step_id`` "0003.2")
     step_id: str | None

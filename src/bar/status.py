@@ -4,18 +4,18 @@ waits for a running step."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 from bar import journals, stamps, steps
 from bar.errors import TaskNotFound
 from bar.journals import RunIntent
 from bar.project import Location, Project
+from bar.record import field, record
 from bar.store.lock import is_locked
 from bar.tasks import Task, resolve_task
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Status:
     project: Project
     task: Task | None

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import secrets
 import unicodedata
-from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ from bar.ledger import Ledger
 from bar.migrate import upgrade
 from bar.notices import warn
 from bar.project import Project
+from bar.record import field, record
 from bar.store.files import read_json, write_json_atomic
 from bar.store.layout import TASK_ID_RE, TaskPaths
 from bar.store.lock import FileLock
@@ -67,7 +67,7 @@ def new_id(size: int = 8) -> str:
             return value
 
 
-@dataclass
+@record
 class Task:
     id: str
     name: str

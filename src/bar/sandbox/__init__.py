@@ -32,9 +32,10 @@ import os
 import sys
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
+
+from bar.record import record
 
 if TYPE_CHECKING:
     from bar.config import SandboxConfig
@@ -50,7 +51,7 @@ DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom",
            "/dev/ptmx", "/dev/pts", "/dev/shm")  # fmt: skip
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Plan:
     writable: tuple[Path, ...]
     protected: tuple[Path, ...] = ()
@@ -58,7 +59,7 @@ class Plan:
     network: bool = True
 
 
-@dataclass
+@record
 class Confinement:
     """How a step's command is started: confined when ``mechanism`` is set, else not,
     for ``reason``."""

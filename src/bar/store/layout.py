@@ -17,8 +17,9 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-from dataclasses import dataclass
 from pathlib import Path
+
+from bar.record import record
 
 TASK_ID_RE = re.compile(r"^[A-Za-z0-9_-]{8}$")
 STEP_ID_RE = re.compile(r"^[0-9]{4,9}$")
@@ -43,7 +44,7 @@ def project_dir_name(root: Path) -> str:
     return f"{resolved.name}-{digest}"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ProjectPaths:
     dir: Path
 
@@ -86,7 +87,7 @@ class ProjectPaths:
         return self.workspaces / task_id
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class TaskPaths:
     dir: Path
 

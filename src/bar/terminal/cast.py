@@ -25,12 +25,12 @@ import os
 import re
 import time
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO, TypeGuard
 
 from bar.errors import BarError, CorruptFile, NotFound, UsageError
 from bar.migrate import CURRENT, upgrade
+from bar.record import field, record
 from bar.store.files import create_file
 from bar.terminal.filters import Stamped, StreamFilter, stamped
 
@@ -38,7 +38,7 @@ CAST_VERSION = CURRENT["cast"][0]
 _RESIZE = re.compile(r"[1-9][0-9]*x[1-9][0-9]*")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class CastHeader:
     width: int
     height: int
@@ -46,14 +46,14 @@ class CastHeader:
     env: Mapping[str, str] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class CastEvent:
     time: float
     code: str
     data: str
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Cast:
     header: CastHeader
     events: tuple[CastEvent, ...]

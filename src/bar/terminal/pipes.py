@@ -22,12 +22,12 @@ import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 from typing import IO, BinaryIO
 
 from bar.proc import Starter, exit_status, start_directly
+from bar.record import record
 from bar.store.files import create_file
 from bar.terminal.filters import StreamFilter
 
@@ -45,7 +45,7 @@ class _Identity:
         return b""
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Outcome:
     exit_code: int
     signal: int | None
@@ -225,7 +225,7 @@ def _not_run(code: int, message: str, err_file: _Sink, err_live: BinaryIO | None
     return Outcome(code, None, printed=True)
 
 
-@dataclass
+@record
 class _Stream:
     """One of the child's pipes and where what comes out of it goes."""
 

@@ -33,13 +33,13 @@ import threading
 import time
 import tty
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 from typing import Any
 
 from bar.errors import BarError, UsageError
 from bar.proc import Starter, exit_status, start_directly
+from bar.record import record
 from bar.terminal.cast import CastWriter, create_private, write_all
 from bar.terminal.filters import StreamFilter
 from bar.terminal.pipes import STDERR_HEADER, STDOUT_HEADER
@@ -58,7 +58,7 @@ _CANNOT_EXECUTE = 126
 _Handler = Callable[[int, FrameType | None], Any] | int | signal.Handlers | None
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class PtyResult:
     """How an interactive step ended. ``width``/``height`` are the starting size."""
 
