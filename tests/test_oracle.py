@@ -64,6 +64,9 @@ op = st.one_of(
     st.tuples(st.just("mkdir"), st.sampled_from(DIRS)),
     st.tuples(st.just("nested"), st.sampled_from([b"vendor/lib", b"dir/inner"])),
     st.tuples(st.just("symlink"), st.sampled_from(NAMES)),
+    st.tuples(st.just("move"), st.sampled_from(NAMES), st.sampled_from(NAMES)),
+    st.tuples(st.just("move_dir"), st.sampled_from(DIRS), st.sampled_from([b"moved", b"dir/m"])),
+    st.tuples(st.just("temp"), st.sampled_from(NAMES)),
 )
 action = st.one_of(
     st.tuples(st.just("step"), st.lists(op, min_size=1, max_size=4)),
@@ -124,10 +127,19 @@ def apply_op(root: Path, o: tuple[Any, ...]) -> None:
             if not os.path.exists(os.path.join(path, ".git")):
                 subprocess.run(["git", "init", "-q", path], check=True)
             _write(root, arg + b"/inside.txt", os.urandom(4).hex().encode())
+        elif kind == "move" and os.path.lexists(path):
+            _clear(_p(root, o[2])) if os.path.lexists(_p(root, o[2])) else None
+            os.makedirs(os.path.dirname(_p(root, o[2])), exist_ok=True)
+            os.rename(path, _p(root, o[2]))
+        elif kind == "move_dir" and os.path.isdir(path) and not os.path.lexists(_p(root, o[2])):
+            os.rename(path, _p(root, o[2]))  # a whole directory, files and all, moves
+        elif kind == "temp":  # made and gone within the step: nothing to record
+            _write(root, arg + b".tmp", b"scratch\n")
+            os.unlink(_p(root, arg + b".tmp"))
         elif kind == "symlink" and not os.path.lexists(path):
             os.makedirs(os.path.dirname(path), exist_ok=True)
             os.symlink("a.txt", path)
-    except (FileExistsError, NotADirectoryError, IsADirectoryError, FileNotFoundError):
+    except OSError:
         pass  # a path the shape made impossible right now
 
 

@@ -1,9 +1,15 @@
-"""What the kernel says about a worktree between two checkpoints (``bar.watch``)."""
+"""What the kernel says about a worktree during a step and between two checkpoints
+(``bar.watch``), and snapshots taken from it (``bar.stamps.scan`` with ``changed``)."""
 
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from bar.watch import TreeWatch
 
@@ -29,6 +35,19 @@ def test_edits_in_place_are_reported_once(tmp_path: Path) -> None:
         watch.close()
 
 
+def test_entries_made_removed_and_moved_are_reported(tmp_path: Path) -> None:
+    watch = TreeWatch(str(tmp_path), _tree(tmp_path))
+    try:
+        (tmp_path / "made.txt").write_text("new\n")
+        (tmp_path / "src/a.py").unlink()
+        os.rename(tmp_path / "src/deep", tmp_path / "renamed")  # a directory, whole
+        (tmp_path / "scratch").write_text("gone soon\n")
+        (tmp_path / "scratch").unlink()
+        assert watch.drain() == {"made.txt", "src/a.py", "src/deep", "renamed", "scratch"}
+    finally:
+        watch.close()
+
+
 def test_new_directories_are_watched_with_what_they_hold(tmp_path: Path) -> None:
     watch = TreeWatch(str(tmp_path), _tree(tmp_path))
     outside = tmp_path.parent / (tmp_path.name + "-outside")
@@ -43,6 +62,10 @@ def test_new_directories_are_watched_with_what_they_hold(tmp_path: Path) -> None
         (tmp_path / "new" / "g.txt").write_text("edited\n")
         (tmp_path / "moved" / "inner" / "f.txt").write_text("2\n")
         assert watch.drain() == {"new/g.txt", "moved/inner/f.txt"}
+        (tmp_path / "later").mkdir()
+        assert watch.drain(last=True) == {"later"}
+        (tmp_path / "later" / "x").write_text("unwatched\n")  # the last drain added no watch
+        assert watch.drain() == set()
     finally:
         watch.close()
 
@@ -62,3 +85,57 @@ def test_a_directory_that_cannot_be_watched_means_not_known(tmp_path: Path) -> N
     finally:
         unreadable.close()
         (tmp_path / "locked").chmod(0o755)
+
+
+def test_a_step_recorded_from_the_watch_equals_plain_git(
+    repo: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every kind of change a command can make, recorded with no stat pass (the step's
+    watch says what moved), gives the tree ``git add -A`` gives on a fresh index."""
+    from bar import stamps
+    from conftest import git
+    from helpers import bar, ledger, new_task, worktree
+
+    assert bar(capfd, "init").code == 0
+    task = new_task(capfd)
+    wt = worktree(task)
+    (wt / "keep" / "deep").mkdir(parents=True)
+    for rel in ("keep/a.txt", "keep/deep/b.txt", "gone.txt", "edit.txt", "moveme/c.txt"):
+        (wt / rel).parent.mkdir(parents=True, exist_ok=True)
+        (wt / rel).write_text(rel + "\n")
+    (wt / ".gitignore").write_text("*.o\n")
+    bar(capfd, "run", "--task", "t1", "--", "true")  # records them as a hand edit; stamps every directory
+    script = (
+        "import os, shutil\n"
+        "open('edit.txt', 'a').write('more\\n')\n"
+        "os.unlink('gone.txt')\n"
+        "os.rename('moveme', 'moved')\n"
+        "os.makedirs('new/inner'); open('new/inner/n.txt', 'w').write('n\\n')\n"
+        "open('x.o', 'w').write('ignored\\n')\n"
+        "open('tmp.swp', 'w').write('scratch'); os.unlink('tmp.swp')\n"
+        "os.chmod('keep/a.txt', 0o755)\n"
+        "os.symlink('keep/a.txt', 'link')\n"
+        "shutil.rmtree('keep/deep')\n"
+    )
+    calls = [0]
+    real = stamps._changed_dirs
+
+    def counted(*args: Any) -> Any:
+        calls[0] += 1
+        return real(*args)
+
+    monkeypatch.setattr(stamps, "_changed_dirs", counted)
+    bar(capfd, "run", "--task", "t1", "--", "true")
+    scans = [calls[0]]
+    res = bar(capfd, "run", "--task", "t1", "--cwd", str(wt), "--", sys.executable, "-c", script)
+    scans.append(calls[0] - scans[0])
+    assert res.code == 0, res.err
+    assert "warning" not in res.err
+    step = ledger(task["id"])[-1]
+    oracle_index = tmp_path / "oracle-index"
+    env = {**os.environ, "GIT_INDEX_FILE": str(oracle_index)}
+    subprocess.run(["git", "-C", str(wt), "add", "-A"], env=env, check=True)
+    expected = subprocess.run(["git", "-C", str(wt), "write-tree"], env=env, check=True,
+                              capture_output=True, text=True).stdout.strip()  # fmt: skip
+    assert git(wt, "rev-parse", step["snapshot"] + "^{tree}").strip() == expected
+    assert scans == [1, 1]  # each step statted once: its look for hand edits

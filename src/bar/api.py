@@ -272,10 +272,20 @@ def _changing(task: Task, what: str, *, wait: bool) -> Iterator[Task]:
 
 def run(task: Task, request: RunRequest, *, wait: bool = True) -> RunStep:
     """Run a command as the task's next step. The step's ``exit_code`` is the command's."""
-    from bar.run import run_step
+    from bar import recovery
+    from bar.run import run_step, watch_worktree
 
-    with _changing(task, f"bar run {shlex.join(request.argv)}", wait=wait) as fresh:
-        return run_step(fresh, request)
+    with task.lock(f"bar run {shlex.join(request.argv)}", wait=wait):
+        fresh = load_task(task.project, task.id)
+        fresh.require_worktree()
+        # watching from before hand edits are looked for, nothing escapes both
+        watch = watch_worktree(fresh)
+        try:
+            recovery.prepare(fresh)
+            return run_step(fresh, request, watch)
+        finally:
+            if watch is not None:
+                watch.close()
 
 
 def plan_rollback(task: Task, to: str | None) -> Plan:

@@ -198,7 +198,7 @@ class Recorder:
         watch: TreeWatch | None = None,
     ) -> None:
         self.task = task
-        self.watch = watch  # says which files were edited in place between two calls
+        self.watch = watch  # says which paths changed between two calls
         self.step_id = step_id
         self.excludes = list(excludes)
         self.scrubber = scrubber
@@ -217,10 +217,10 @@ class Recorder:
         message = f"step {self.step_id}.{n}: {facts.get('tool') or kind}: {label}"
         if self.scrubber is not None:
             message = self.scrubber.scrub_text(message)
-        edited = self.watch.drain() if self.watch is not None else None
+        changed = self.watch.drain() if self.watch is not None else None
         snap = snapshot.take(self.task.worktree, self.task.index, self.task.snapshot_ref,
                              self.last, message, self.excludes,
-                             recorded_tree=self._last_tree, edited=edited)  # fmt: skip
+                             recorded_tree=self._last_tree, changed=changed)  # fmt: skip
         checkpoint = self.add(kind, snap.commit, started_at=started, **facts)
         self._last_tree = snap.tree
         return checkpoint

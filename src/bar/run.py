@@ -44,6 +44,7 @@ from bar.supervisor import Supervisor
 from bar.tasks import Task
 from bar.terminal.pipes import STDOUT_HEADER, run_piped
 from bar.terminal.pty import run_in_pty
+from bar.watch import TreeWatch
 
 
 @record(frozen=True)
@@ -95,9 +96,21 @@ def resolve_cwd(task: Task, value: str | None, here: Path | None = None) -> str:
     return rel.as_posix() or "."
 
 
-def run_step(task: Task, req: RunRequest) -> RunStep:
+def watch_worktree(task: Task) -> TreeWatch | None:
+    """A watch on the directories of the task's last snapshot, which lets the step's
+    snapshots look only at the paths that changed (``bar.watch``); None without stamps."""
+    dirs = stamps.stamped_dirs(task.index)
+    if dirs is None:
+        return None
+    watch = TreeWatch(str(task.worktree), dirs)
+    watch.snapshot = task.recorded_snapshot()
+    return watch
+
+
+def run_step(task: Task, req: RunRequest, watch: TreeWatch | None = None) -> RunStep:
     """Run ``req`` as the task's next step and record it (caller holds the lock and ran
-    ``recovery.prepare``)."""
+    ``recovery.prepare``). ``watch``: started before hand edits were looked for (else the
+    step's snapshots stat everything)."""
     config = task.project.config
     step_id = task.ledger.next_step_id()
     steps.clear_leftovers(task, step_id)
@@ -150,9 +163,12 @@ def run_step(task: Task, req: RunRequest) -> RunStep:
         for name in sandbox_plan.AGENT_SOCKETS:  # the kernel does not confine connect()
             env.pop(name, None)
         adopted_since = leftovers.become_subreaper()
-    watch = Guard(task)
+    guard = Guard(task)
+    if watch is not None and watch.snapshot != before:
+        watch.cover(stamps.stamped_dirs(task.index) or ())  # directories hand edits made
     supervisor = Supervisor(task, step_id, policy, scrubber, req.agent, list(req.argv),
-                            terminal=req.pty and os.isatty(0), snapshot_before=before)  # fmt: skip
+                            terminal=req.pty and os.isatty(0), snapshot_before=before,
+                            watch=watch)  # fmt: skip
     intent = RunIntent(
         pid=os.getpid(), step_id=step_id, started_at=started,
         cmd=scrubber.scrub_obj(list(req.argv)), cwd=req.cwd, snapshot_before=before,
@@ -175,7 +191,7 @@ def run_step(task: Task, req: RunRequest) -> RunStep:
         confinement.close()
         supervisor.close()
     guarded = [PolicyEventRecord(rule="bar:guard", action="warn", matched=what)
-               for what in watch.check()]  # fmt: skip
+               for what in guard.check()]  # fmt: skip
     if confinement.enabled and executed.exit_code != 0 and _refused(task, executed.artifacts):
         warn("the command ran confined and was refused access (docs/sandbox.md): allow a "
              f"path in sandbox.allow_write in {task.project.paths.config}, or run once "
@@ -197,8 +213,9 @@ def run_step(task: Task, req: RunRequest) -> RunStep:
     # 5. snapshot, patch, ledger line; if they cannot be written (a full disk), the intent
     # keeps how the command ended, for the command that records the step later
     try:
+        changed = watch.drain(last=True) if watch is not None else None
         return complete(task, intent, executed, policy_events=[*_events(decision), *guarded],
-                        hooks=hook_records, scrubber=scrubber)  # fmt: skip
+                        hooks=hook_records, scrubber=scrubber, changed=changed)  # fmt: skip
     except BarError:
         ended = replace(intent, exit_code=executed.exit_code,
                                     signal=executed.signal, ended_at=now_iso())  # fmt: skip
@@ -215,10 +232,12 @@ def complete(
     policy_events: Sequence[PolicyEventRecord] = (),
     hooks: Sequence[HookRecord] = (),
     scrubber: Scrubber | None = None,
+    changed: set[str] | None = None,
 ) -> RunStep:
     """Record the step ``intent`` announced: its snapshot, patch and ledger line, then
     remove the intent. ``executed`` None: bar died while the command ran (the step is
-    recorded as interrupted, with the output captured up to then)."""
+    recorded as interrupted, with the output captured up to then). ``changed``: the
+    paths changed since the step's last snapshot, as its watch saw them."""
     # Recovery passes no scrubber: the intent's cmd was scrubbed when it was written, by
     # the process that knew the run's pairs and environment.
     scrub = scrubber or known_secrets.scrubber()
@@ -235,7 +254,7 @@ def complete(
     taken = checkpoints.Recorder(task, step_id, intent.snapshot_before, intent.excludes, scrub)
     last_checkpoint = taken.last
     snap = snapshot.take(task.worktree, task.index, task.snapshot_ref, last_checkpoint,
-                         message, intent.excludes)  # fmt: skip
+                         message, intent.excludes, changed=changed)  # fmt: skip
     if taken.count and snap.commit != last_checkpoint:
         taken.add("residual", snap.commit, started_at=taken.last_ended or ended)
     stat, patch = steps.record_changes(task, step_id, intent.snapshot_before, snap.commit)

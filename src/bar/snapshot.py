@@ -140,7 +140,7 @@ def take(
     *,
     stamped_at: str | None = None,
     recorded_tree: str | None = None,
-    edited: set[str] | None = None,
+    changed: set[str] | None = None,
 ) -> Snapshot:
     """Snapshot the worktree against ``recorded`` (the last snapshot the ledger knows).
 
@@ -149,12 +149,12 @@ def take(
     ``recorded`` (ahead of the ledger after a crash: that orphan is kept in the chain, never
     dropped), and onto ``recorded`` itself when the ref was moved elsewhere (by a command
     run in the task): the chain always holds every snapshot the ledger names.
-    ``recorded_tree``: the tree of ``recorded``, if the caller knows it; ``edited``: the
-    files edited in place since the stamps, if the kernel said (``stamps.scan``).
+    ``recorded_tree``: the tree of ``recorded``, if the caller knows it; ``changed``: the
+    paths changed since the stamps, if the kernel said (``stamps.scan``).
     """
     started_ns = time.time_ns()
     stamped = stamped_at or recorded  # the state the side index was last noted at
-    found = stamps.scan(worktree, index, stamped, edited)
+    found = stamps.scan(worktree, index, stamped, changed)
     scope, known = found if found is not None else (None, None)
     if scope == [] and stamped == recorded:
         # nothing changed since the last stamps, which therefore still hold

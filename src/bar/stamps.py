@@ -16,6 +16,7 @@ the two trees (cheap for a small change) rather than a walk of the whole tree.
 
 from __future__ import annotations
 
+import bisect
 import json
 import os
 import re
@@ -292,11 +293,12 @@ def changed_since(worktree: Path, index: Path, recorded: str) -> list[str] | Non
 
 
 def scan(
-    worktree: Path, index: Path, recorded: str, edited: set[str] | None = None
+    worktree: Path, index: Path, recorded: str, changed: set[str] | None = None
 ) -> tuple[list[str], dict[str, int]] | None:
     """``changed_since``, with the ctimes of the directories found unchanged.
-    ``edited``: the files edited in place since the stamps, as the kernel reported them
-    (``bar.watch.TreeWatch``), which spares git's stat of every recorded file."""
+    ``changed``: every path that changed since the stamps were written, as the kernel
+    reported them (``bar.watch.TreeWatch``, watching since then): then neither a file nor
+    a directory is statted."""
     try:
         stamps = json.loads(_stamps_path(index).read_bytes())
     except (OSError, ValueError):
@@ -308,15 +310,8 @@ def scan(
     dirs, mtimes = stamps.get("dirs"), stamps.get("mtimes")
     if not isinstance(dirs, list) or not isinstance(mtimes, list) or len(dirs) != len(mtimes):
         return None
-    if edited is not None:
-        found = _changed_dirs(worktree, dirs, mtimes)
-        if found is not None:
-            # a file edited and then removed is found through its directory's ctime
-            scope, unchanged = found
-            names = sorted(p for p in edited if os.path.lexists(os.path.join(worktree, p)))
-            full = _with_files(scope, names)
-            return (full, unchanged) if full is not None else None
-        # the root moved: which of its files went away, only git knows
+    if changed is not None:
+        return _watched(worktree, index, dirs, mtimes, changed)
     # git stats the recorded files while we stat the directories
     diff_files = subprocess.Popen(
         ["git", *git.NO_PROGRAMS, "-C", str(worktree), "diff-files", "--name-only", "-z"],
@@ -326,7 +321,7 @@ def scan(
         stderr=subprocess.DEVNULL,
     )
     try:
-        scope, unchanged = _changed_dirs(worktree, dirs, mtimes, root=True) or ([], {})
+        scope, unchanged = _changed_dirs(worktree, dirs, mtimes)
         out, _ = diff_files.communicate()
     finally:
         if diff_files.returncode is None:
@@ -340,6 +335,91 @@ def scan(
     return (full, unchanged) if full is not None else None
 
 
+_MAX_PATHS = 1000  # more changed paths than this are rescanned as their directories
+
+
+def _watched(worktree: Path, index: Path, dirs: list[object], mtimes: list[object],
+             changed: set[str]) -> tuple[list[str], dict[str, int]] | None:  # fmt: skip
+    """The scope of a scan from the paths the kernel reported: those that exist, those
+    gone that the side index holds (or under which it holds files), and nothing else
+    (a pathspec matching nothing would make git fail). The directories that held none of
+    them keep their stamped ctimes; a directory stamped within the racy window is
+    rescanned, as a scan that stats would."""
+    paths = _collapse(changed)
+    if paths is None:
+        return None
+    prefix = str(worktree) + os.sep
+    lexists = os.path.lexists
+    present = [p for p in paths if lexists(prefix + p)]
+    gone = [p for p in paths if not lexists(prefix + p)]
+    if gone:
+        held = _held(worktree, index, gone)
+        if held is None:
+            return None
+        present += held
+    touched = {p.rpartition("/")[0] for p in changed}  # their ctimes moved
+    scope: list[str] = []
+    unchanged: dict[str, int] = {}
+    for rel, mtime in zip(dirs, mtimes, strict=True):
+        name = str(rel)
+        if mtime == -1:
+            scope.append(name) if name else scope.extend(_root_entries(worktree, dirs))
+        elif name not in touched and isinstance(mtime, int):
+            unchanged[name] = mtime
+    full = _with_files(scope, sorted(present))
+    return (full, unchanged) if full is not None else None
+
+
+def _collapse(changed: set[str]) -> list[str] | None:
+    """Fewer than ``_MAX_PATHS`` paths covering ``changed`` (a path under another is
+    left out); None when only the whole worktree would cover them."""
+    paths = set(changed)
+    while len(paths) > _MAX_PATHS:
+        paths = {p.rpartition("/")[0] for p in paths}
+        if "" in paths:
+            return None
+    ordered = sorted(paths)
+    kept: list[str] = []
+    for p in ordered:  # sorted: a directory comes right before what is under it
+        if kept and p.startswith(kept[-1] + "/"):
+            continue
+        kept.append(p)
+    return kept
+
+
+def _held(worktree: Path, index: Path, gone: list[str]) -> list[str] | None:
+    """Of paths no longer on disk, those the side index holds a file at or under."""
+    specs = b"".join(f":(top,literal){p}".encode("utf-8", "surrogateescape") + b"\0"
+                     for p in gone)  # fmt: skip
+    res = git.git(worktree, "ls-files", "-z", "--pathspec-from-file=-", "--pathspec-file-nul",
+                  env=_env(index), input=specs, check=False)  # fmt: skip
+    if res.returncode != 0:
+        return None
+    files = [f.decode("utf-8", "surrogateescape") for f in res.stdout.split(b"\0") if f]
+    return [p for p in gone if _holds(files, p)]
+
+
+def _holds(files: list[str], path: str) -> bool:
+    """Whether the sorted list ``files`` has ``path`` or something under it."""
+    at = bisect.bisect_left(files, path)
+    return at < len(files) and (files[at] == path or files[at].startswith(path + "/"))
+
+
+def _root_entries(worktree: Path, dirs: list[object]) -> list[str]:
+    """The root's own entries and any top-level directory the stamps do not know: how a
+    moved root is rescanned (its files one by one: a glob pathspec beside a directory's
+    makes git skip the nested repositories in it)."""
+    known = {str(d) for d in dirs if d and "/" not in str(d)}
+    found: list[str] = []
+    with os.scandir(worktree) as entries:
+        for entry in entries:
+            if entry.name == ".git":
+                continue
+            if not entry.is_dir(follow_symlinks=False) or entry.name not in known:
+                found.append(entry.name)
+    return found
+
+
 def _with_files(scope: list[str], names: list[str]) -> list[str] | None:
     for name in names:
         if name == ".gitignore" or name.endswith("/.gitignore"):
@@ -348,10 +428,10 @@ def _with_files(scope: list[str], names: list[str]) -> list[str] | None:
     return scope
 
 
-def _changed_dirs(worktree: Path, dirs: list[object], mtimes: list[object], root: bool = False,
-                  ) -> tuple[list[str], dict[str, int]] | None:  # fmt: skip
+def _changed_dirs(worktree: Path, dirs: list[object], mtimes: list[object]
+                  ) -> tuple[list[str], dict[str, int]]:  # fmt: skip
     """The stamped directories whose ctime moved (the root as its entries), and the
-    ctimes of those that did not; None if the root moved and not ``root``."""
+    ctimes of those that did not."""
     prefix = str(worktree) + os.sep
     lstat = os.lstat
     scope: list[str] = []
@@ -366,20 +446,10 @@ def _changed_dirs(worktree: Path, dirs: list[object], mtimes: list[object], root
         else:
             scope.append(str(rel))
     if "" in scope:
-        if not root:
-            return None
-        # the root moved: rescan its own files and any top-level directory the stamps do
-        # not know (new ones); known ones are judged by their own mtime. Its files are
-        # named one by one (deleted ones come from diff-files or the parent's rescan): a
-        # glob pathspec beside a directory's makes git skip the nested repositories in it
+        # the root moved: its files are named one by one (deleted ones come from
+        # diff-files or the parent's rescan); known directories by their own ctime
         scope.remove("")
-        known = {str(d) for d in dirs if d and "/" not in str(d)}
-        with os.scandir(worktree) as entries:
-            for entry in entries:
-                if entry.name == ".git":
-                    continue
-                if not entry.is_dir(follow_symlinks=False) or entry.name not in known:
-                    scope.append(entry.name)
+        scope += _root_entries(worktree, dirs)
     return scope, unchanged
 
 

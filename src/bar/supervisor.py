@@ -8,8 +8,8 @@ Before a shell command, the supervisor judges it with the policy it compiled onc
 a crash of bar loses none), and answers; after it, it appends what the agent did with it
 (ran, failed), so the ledger says what happened, not only what bar asked for. After every
 tool call that can change files it takes a checkpoint before it answers
-(``bar.checkpoints``), knowing from the kernel which files were edited in place
-(``bar.watch.TreeWatch``). With ``--agent``, it also gives the agent bar's hooks for the
+(``bar.checkpoints``), knowing from the kernel which paths changed
+(``bar.watch.TreeWatch``, which the step's owner started). With ``--agent``, it also gives the agent bar's hooks for the
 run, pointing at this socket (``bar.agents.launch``: the worktree's settings file, put
 back after, or Codex's command line).
 
@@ -32,7 +32,7 @@ import threading
 import time
 from types import TracebackType
 
-from bar import call_log, channel, checkpoints, notices, stamps
+from bar import call_log, channel, checkpoints, notices
 from bar.agents import launch as agent_launch
 from bar.agents import settings as agent_settings
 from bar.agents.protocol import PROTOCOLS, HookEvent, HookReply, protocol
@@ -67,6 +67,7 @@ class Supervisor:
         argv: list[str] | None = None,
         terminal: bool = False,
         snapshot_before: str | None = None,
+        watch: TreeWatch | None = None,
     ) -> None:
         self.task = task
         self.step_id = step_id
@@ -92,7 +93,7 @@ class Supervisor:
         self._snapshot_before = snapshot_before
         self._checkpoints: checkpoints.Recorder | None = None
         self._checkpoint_failed = False
-        self._watch: TreeWatch | None = None
+        self._watch = watch  # the step's, started and closed by its owner (bar.run)
         self._unreported: list[HookEvent] = []  # edits the agent never reports the end of
         self._in_flight: set[int] = set()  # shell commands running now (answered, not reported)
 
@@ -106,8 +107,6 @@ class Supervisor:
         """Listen on the task's socket and, with an agent, install its hook."""
         try:
             if self._snapshot_before is not None:
-                dirs = stamps.stamped_dirs(self.task.index) if self.agent is not None else None
-                self._watch = TreeWatch(str(self.task.worktree), dirs) if dirs else None
                 self._checkpoints = checkpoints.Recorder(
                     self.task, self.step_id, self._snapshot_before, self.excludes(),
                     self.scrubber, self._watch,
@@ -158,9 +157,6 @@ class Supervisor:
             self._listener = None
         self.socket_path.unlink(missing_ok=True)
         self._checkpoint_unreported()  # the session ended after them
-        if self._watch is not None:
-            self._watch.close()
-            self._watch = None
 
     def _wake(self) -> None:
         """Connect once, so the thread's accept() returns now and sees the stop."""

@@ -93,35 +93,42 @@ def _close(fd: int) -> None:
 
 _IN_ISDIR = 0x40000000
 _IN_IGNORED = 0x8000
+_IN_MOVED_FROM = 0x040
+_IN_DELETE = 0x200
 _IN_DELETE_SELF = 0x400
 _IN_MOVE_SELF = 0x800
 _EDITS = _IN_MODIFY | _IN_ATTRIB | _IN_CLOSE_WRITE
 _NEW_DIRS = _IN_CREATE | _IN_MOVED_TO
-_TREE_MASK = _EDITS | _NEW_DIRS | _IN_DELETE_SELF | _IN_MOVE_SELF
+_ENTRIES = _IN_CREATE | _IN_MOVED_TO | _IN_DELETE | _IN_MOVED_FROM
+_TREE_MASK = _EDITS | _ENTRIES | _IN_DELETE_SELF | _IN_MOVE_SELF
 _MAX_NEW_DIRS = 20_000  # watched per appearing tree; beyond, git is asked instead
 
 
 class TreeWatch:
-    """Files edited in place under a worktree's directories, from the kernel.
+    """The paths that changed under a worktree, from the kernel: what a snapshot needs to
+    look at, so that it need not stat every file (``git diff-files``) nor every directory.
 
-    An edit in place changes no directory's ctime, so a snapshot that skips ``git
-    diff-files`` (a stat of every recorded file) must learn of edits another way: this
-    watch, started on every directory the last snapshot stamped, collects the names of
-    files written or whose attributes changed. Directories created later are watched as
-    they appear (files made in them before that are found anyway: creating the directory
-    moved its parent's ctime, and the parent is rescanned whole). ``drain`` answers None
-    when the kernel may have missed something (a watch that could not be added, an
-    overflowed queue); the caller then asks git. Nothing here is needed for exactness:
-    the end of every step still compares every file.
+    Started on every directory the last snapshot stamped (``bar.stamps``), it collects the
+    relative path of every entry created, deleted, moved, written or whose attributes
+    changed in them. A directory that appears is one path (git rescans it whole); it is
+    watched from the next ``drain`` on, before the snapshot that follows looks at it, so
+    nothing written in it later goes unseen. ``drain`` answers None when the kernel may
+    have missed something (a watch that could not be added, an overflowed queue): the
+    caller then stats everything. What inotify cannot see (a write through a memory map
+    of a file never closed, a write through a hard link from outside the worktree) is
+    found by the next command's look for hand edits, which stats every file.
     """
 
     def __init__(self, root: str, dirs: Iterable[str]) -> None:
         self._root = root.rstrip(os.sep)
         self._fd = -1
         self._dirs: dict[int, str] = {}
+        self._watched: set[str] = set()
         self._complete = False  # no event was lost since the last drain
         self._missing = True  # a directory could not be watched: never sure again
         self._found: set[str] = set()
+        self._new_dirs: list[str] = []
+        self.snapshot: str | None = None  # the recorded state it began watching at
         try:
             self._libc = ctypes.CDLL(None, use_errno=True)
             fd = self._libc.inotify_init1(_IN_NONBLOCK | _IN_CLOEXEC)
@@ -129,19 +136,28 @@ class TreeWatch:
             return
         if fd < 0:
             return
+        add = self._libc.inotify_add_watch
+        add.argtypes = (ctypes.c_int, ctypes.c_char_p, ctypes.c_uint32)
         self._fd = fd
         self._complete, self._missing = True, False
-        for rel in dirs:
-            self._add(rel)
+        self.cover(dirs)
+
+    def cover(self, dirs: Iterable[str]) -> None:
+        """Watch these directories too (those a snapshot just stamped, say)."""
+        if self._fd >= 0:
+            for rel in dirs:
+                if rel not in self._watched:
+                    self._add(rel)
 
     def _add(self, rel: str) -> bool:
-        path = os.path.join(self._root, rel) if rel else self._root
+        path = f"{self._root}/{rel}" if rel else self._root
         wd = self._libc.inotify_add_watch(self._fd, os.fsencode(path), _TREE_MASK)
         if wd < 0:
             if os.path.isdir(path) and not os.path.islink(path):
                 self._missing = True  # out of watches: the kernel cannot say
             return False
         self._dirs[wd] = rel
+        self._watched.add(rel)
         return True
 
     def _add_tree(self, rel: str) -> None:
@@ -162,9 +178,10 @@ class TreeWatch:
             except OSError:
                 continue
 
-    def drain(self) -> set[str] | None:
-        """Files (relative paths) edited in place since the last drain; None if the kernel
-        may have missed one since then. Clears what it returns."""
+    def drain(self, *, last: bool = False) -> set[str] | None:
+        """Paths (relative) that changed since the last drain; None if the kernel may have
+        missed one since then. Clears what it returns. Unless ``last``, directories that
+        appeared are watched from now on (the caller looks at them after this)."""
         if self._fd < 0:
             return None
         while True:
@@ -182,6 +199,10 @@ class TreeWatch:
                 name = os.fsdecode(data[offset : offset + size].rstrip(b"\0"))
                 offset += size
                 self._event(wd, mask, name)
+        new_dirs, self._new_dirs = self._new_dirs, []
+        if not last:
+            for rel in new_dirs:
+                self._add_tree(rel)
         found, complete = self._found, self._complete and not self._missing
         self._found, self._complete = set(), True
         return found if complete else None
@@ -191,16 +212,20 @@ class TreeWatch:
             self._complete = False
             return
         if mask & _IN_IGNORED:
-            self._dirs.pop(wd, None)  # the directory went away
+            gone = self._dirs.pop(wd, None)  # the directory went away
+            if gone is not None:
+                self._watched.discard(gone)
             return
         parent = self._dirs.get(wd)
         if parent is None or not name:
-            return
+            return  # the directory itself: its parent has the event too
         rel = f"{parent}/{name}" if parent else name
         if mask & _IN_ISDIR:
-            if mask & _NEW_DIRS:
-                self._add_tree(rel)
-        elif mask & _EDITS:
+            if mask & _ENTRIES:
+                self._found.add(rel)
+                if mask & _NEW_DIRS:
+                    self._new_dirs.append(rel)
+        else:
             self._found.add(rel)
 
     def close(self) -> None:
