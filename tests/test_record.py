@@ -10,10 +10,6 @@ import pytest
 from bar.record import FrozenError, as_dict, field, is_record, record, replace
 
 
-
-
-
-
 def _factory_pair() -> tuple[type, type]:
     @dataclasses.dataclass
     class A:

@@ -104,7 +104,9 @@ def test_a_step_recorded_from_the_watch_equals_plain_git(
         (wt / rel).parent.mkdir(parents=True, exist_ok=True)
         (wt / rel).write_text(rel + "\n")
     (wt / ".gitignore").write_text("*.o\n")
-    bar(capfd, "run", "--task", "t1", "--", "true")  # records them as a hand edit; stamps every directory
+    bar(
+        capfd, "run", "--task", "t1", "--", "true"
+    )  # records them as a hand edit; stamps every directory
     script = (
         "import os, shutil\n"
         "open('edit.txt', 'a').write('more\\n')\n"
