@@ -63,7 +63,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     for stream in (sys.stdout, sys.stderr):  # names and arguments that are not UTF-8
         if isinstance(stream, io.TextIOWrapper):
             stream.reconfigure(errors="backslashreplace")
-    parser = build_parser()
+    first = args_list[0] if args_list else ""
+    parser = build_parser(None if first.startswith("-") or not first else first)
     try:
         args = parser.parse_args(args_list)
     except SystemExit as exc:  # --help, --version, or a usage error already printed

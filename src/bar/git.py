@@ -121,6 +121,9 @@ def update_ref(repo: Path | str, ref: str, new: str, old: str | None, message: s
 def ref_lock_path(repo: Path | str, ref: str) -> Path:
     """The file git creates to lock ``ref`` while it moves it (``<ref>.lock`` in the
     repository's common git directory, where refs live)."""
+    dot_git = Path(repo) / ".git"
+    if dot_git.is_dir() and not dot_git.is_symlink():
+        return dot_git / f"{ref}.lock"  # a main worktree's .git is the common directory
     return Path(out(repo, "rev-parse", "--path-format=absolute", "--git-path", f"{ref}.lock"))
 
 

@@ -7,6 +7,7 @@ import argparse or build the parser.
 from __future__ import annotations
 
 import argparse
+from typing import Any, cast
 
 from bar import __version__
 
@@ -50,7 +51,32 @@ def _json_opt(p: argparse.ArgumentParser) -> None:
     )
 
 
-def build_parser() -> argparse.ArgumentParser:
+class _Skipped:
+    """Stands for the parser of a command that is not the one being run: building every
+    command's options costs more than running ``bar run -- true`` does in Python."""
+
+    def __getattr__(self, name: str) -> Any:
+        return lambda *args, **kwargs: self
+
+
+class _Commands:
+    """``add_subparsers()``, building only the parser of ``only`` (None: all of them)."""
+
+    def __init__(self, real: Any, only: str | None) -> None:
+        self._real, self._only = real, only
+        self.built: list[str] = []
+
+    def add_parser(self, name: str, **kwargs: Any) -> argparse.ArgumentParser:
+        if self._only is not None and name != self._only:
+            return cast(argparse.ArgumentParser, _Skipped())
+        self.built.append(name)
+        parser: argparse.ArgumentParser = self._real.add_parser(name, **kwargs)
+        return parser
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The whole command line; with ``only``, just that command's part of it (when
+    ``only`` names no command, the whole, so that the error lists them)."""
     parser = argparse.ArgumentParser(
         prog="bar",
         formatter_class=_Formatter,
@@ -72,7 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"bar {__version__}")
     parser.add_argument("--debug", action="store_true", help="print tracebacks of errors")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub = _Commands(parser.add_subparsers(dest="command", metavar="COMMAND"), only)
 
     p = sub.add_parser(
         "init",
@@ -393,4 +419,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--write", action="store_true", help="merge it into the file in this repo")
     _cmd(p, "agent:setup")
 
+    if only is not None and not sub.built:
+        return build_parser()
+    if only is not None and not sub.built:
+        return build_parser()
     return parser

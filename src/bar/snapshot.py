@@ -29,7 +29,6 @@ from bar.errors import GitError, SnapshotFailed
 from bar.git import BAR_IDENTITY, DiffStat
 from bar.notices import warn
 from bar.proc import clean_env
-from bar.record import record
 from bar.stamps import keep_private
 
 _env = git.index_env
@@ -123,11 +122,21 @@ def _add(worktree: Path, index: Path, paths: Sequence[str], excludes: Sequence[s
     )
 
 
-@record(frozen=True)
 class Snapshot:
-    commit: str  # the snapshot commit (== previous when nothing changed)
-    tree: str
-    changed: bool
+    """A snapshot taken: its commit (the previous one when nothing changed) and tree,
+    which is asked of git only if someone wants it."""
+
+    __slots__ = ("_tree", "_worktree", "changed", "commit")
+
+    def __init__(self, commit: str, tree: str | None, changed: bool, worktree: Path) -> None:
+        self.commit, self.changed = commit, changed
+        self._tree, self._worktree = tree, worktree
+
+    @property
+    def tree(self) -> str:
+        if self._tree is None:
+            self._tree = git.tree_of(self._worktree, self.commit)
+        return self._tree
 
 
 def take(
@@ -158,7 +167,7 @@ def take(
     scope, known = found if found is not None else (None, None)
     if scope == [] and stamped == recorded:
         # nothing changed since the last stamps, which therefore still hold
-        return Snapshot(recorded, recorded_tree or git.tree_of(worktree, recorded), False)
+        return Snapshot(recorded, recorded_tree, False, worktree)
     tree = _write(worktree, index, excludes, scope)
     recorded_tree = recorded_tree or git.tree_of(worktree, recorded)
     same = tree == recorded_tree
@@ -166,7 +175,7 @@ def take(
     raw_changed, raw = _raw_parent(worktree, index, tree, recorded, recorded_tree, shape, scope)
     if same and not raw_changed:
         stamps.stamp(worktree, index, tree, recorded, started_ns, scope, known=known)
-        return Snapshot(recorded, tree, False)
+        return Snapshot(recorded, tree, False, worktree)
     reason = f"bar: {message.splitlines()[0]}"
     commit = git.commit_tree(worktree, tree, [recorded] if raw is None else [recorded, raw],
                              message, identity=BAR_IDENTITY)  # fmt: skip
@@ -186,7 +195,7 @@ def take(
                                      message, identity=BAR_IDENTITY)  # fmt: skip
         git.update_ref(worktree, ref, commit, now, reason)
     stamps.stamp(worktree, index, tree, commit, started_ns, scope, shape, known)
-    return Snapshot(commit, tree, True)
+    return Snapshot(commit, tree, True, worktree)
 
 
 def _raw_parent(worktree: Path, index: Path, tree: str, recorded: str, recorded_tree: str,
