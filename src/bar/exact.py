@@ -16,7 +16,6 @@ Nothing of this runs in a repository without conversions: ``converts`` is checke
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -73,6 +72,8 @@ def _checked_out(worktree: Path, index: Path, paths: list[str]) -> dict[str, byt
     regular file there). git writes them into a scratch directory (``cat-file --batch
     --filters`` would be one process, but git 2.39 gives the unconverted size in its
     header)."""
+    import tempfile
+
     found: dict[str, bytes | None] = {}
     with tempfile.TemporaryDirectory(prefix="bar-checkout-", dir=index.parent) as tmp:
         git.git(worktree, "checkout-index", "-f", "-z", "--stdin", f"--prefix={tmp}/",
@@ -134,6 +135,8 @@ def raw_parent(worktree: Path, entries: dict[str, tuple[str, str]]) -> str | Non
     """A parentless commit whose tree holds ``entries`` (None when there are none)."""
     if not entries:
         return None
+    import tempfile
+
     with tempfile.TemporaryDirectory(prefix="bar-raw-") as tmp:
         env = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
         info = b"".join(f"{mode} {sha}\t".encode() + p.encode("utf-8", "surrogateescape") + b"\0"

@@ -14,7 +14,6 @@ where it cannot is every object file's ctime read.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import zlib
 from pathlib import Path
@@ -92,6 +91,8 @@ def bad_objects(repo: Path, loose: list[Path], packs: list[Path]) -> list[str]:
 
 
 def _matches(path: Path, name: str) -> bool:
+    import hashlib
+
     try:
         if path.is_symlink():
             return False

@@ -7,7 +7,6 @@ import json
 import os
 import re
 import shlex
-import shutil
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -114,6 +113,8 @@ def duration(ms: int) -> str:
 
 def copy_file(path: Path) -> bool:
     """Copy a file to stdout as it is; False if it does not exist."""
+    import shutil
+
     try:
         with path.open("rb") as fh:
             out = sys.stdout.buffer

@@ -43,7 +43,6 @@ from bar.sandbox import plan as sandbox_plan
 from bar.supervisor import Supervisor
 from bar.tasks import Task
 from bar.terminal.pipes import STDOUT_HEADER, run_piped
-from bar.terminal.pty import run_in_pty
 from bar.watch import TreeWatch
 
 
@@ -336,6 +335,8 @@ def _execute(
     cwd = task.worktree / req.cwd
     artifacts = Artifacts()
     if req.pty:
+        from bar.terminal.pty import run_in_pty  # termios and the cast writer: --pty only
+
         cast_path, cast_rel = steps.artifact(task, step_id, "cast")
         res = run_in_pty(argv, cwd=cwd, env=env, cast_path=cast_path, output_path=out_path,
                          scrub=lambda: StreamScrubber(scrubber), start=confinement.start)  # fmt: skip

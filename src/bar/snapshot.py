@@ -17,12 +17,11 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
-import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import BinaryIO
 
 from bar import exact, faults, git, stamps
 from bar.errors import GitError, SnapshotFailed
@@ -38,6 +37,8 @@ def seed_index(worktree: Path, index: Path, base_commit: str) -> None:
     """Create the side index for a new task worktree, in git's index format 4 (paths
     prefix-compressed: about 40% smaller on a large tree, so each snapshot's `git add`
     and `write-tree` read and write less)."""
+    import shutil
+
     own = Path(git.out(worktree, "rev-parse", "--path-format=absolute", "--git-path", "index"))
     tmp = index.with_name(index.name + ".seed")
     if own.is_file():
@@ -230,7 +231,7 @@ def write_patch(repo: Path, a: str, b: str, path: Path) -> DiffStat:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
     head = b""
     try:
-        with tempfile.TemporaryFile() as err:
+        with _scratch_file() as err:
             proc = subprocess.Popen(cmd, env=clean_env(git.pinned_env(repo)),
                                     stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                     stderr=err)  # fmt: skip
@@ -252,6 +253,17 @@ def write_patch(repo: Path, a: str, b: str, path: Path) -> DiffStat:
         os.close(fd)
     faults.point(f"after writing {path.name}")
     return git.parse_numstat(head)
+
+
+def _scratch_file() -> BinaryIO:
+    """An unnamed file for a child's stderr (``tempfile`` costs more to import than the
+    whole diff takes on a small change)."""
+    try:
+        return open(os.memfd_create("bar-stderr", os.MFD_CLOEXEC), "w+b")
+    except (AttributeError, OSError):
+        import tempfile
+
+        return tempfile.TemporaryFile()
 
 
 def _write_all(fd: int, data: bytes) -> None:

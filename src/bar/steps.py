@@ -8,8 +8,6 @@ of the operation. Hand edits found between steps become a ``manual`` step
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 import time
 from pathlib import Path
 from typing import TypeVar
@@ -121,6 +119,9 @@ def record_hand_edits(task: Task) -> ManualStep | None:
 def current_tree(task: Task) -> str:
     """The worktree's tree as a snapshot would see it, without touching the task's
     state: built on a copy of the side index, so it never races a running step."""
+    import shutil
+    import tempfile
+
     with tempfile.TemporaryDirectory(prefix="bar-peek-", dir=task.dir) as tmp:
         index = Path(tmp) / "index"
         try:

@@ -7,7 +7,6 @@ creating, which no listing or lookup returns.
 
 from __future__ import annotations
 
-import secrets
 import unicodedata
 from functools import cached_property
 from pathlib import Path
@@ -61,6 +60,8 @@ def validate_name(name: str) -> str:
 
 def new_id(size: int = 8) -> str:
     """An 8-character nanoid. Never starts with ``-`` so it can't be mistaken for a flag."""
+    import secrets  # only a new task needs it
+
     while True:
         value = "".join(secrets.choice(_ID_ALPHABET) for _ in range(size))
         if not value.startswith("-"):

@@ -16,7 +16,6 @@ What had to be found out with the released CLIs (docs/agents.md):
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from collections.abc import Sequence
@@ -113,6 +112,8 @@ def codex_arguments(hook_command: str) -> list[str]:
 def codex_trust_hash(event: str, matcher: str | None, command: str, timeout: int) -> str:
     """The hash Codex records when a person trusts this hook in its /hooks panel: SHA-256
     of the entry's normalised identity as JSON with sorted keys, unset fields left out."""
+    import hashlib
+
     handler = {"type": "command", "command": command, "timeout": timeout, "async": False}
     identity: dict[str, object] = {"event_name": _CODEX_LABELS[event], "hooks": [handler]}
     if matcher is not None:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import shlex
-import shutil
 import stat
 import sys
 from pathlib import Path
@@ -26,6 +25,8 @@ from bar.store.files import write_bytes_atomic
 
 def bar_executable() -> str:
     """An absolute command that runs this bar, whatever PATH the agent has."""
+    import shutil
+
     argv0 = Path(sys.argv[0])
     if argv0.name == "bar" and argv0.exists():
         return shlex.quote(str(argv0.resolve()))

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 from pathlib import Path
 
 from bar.agents.protocol import PROTOCOLS
@@ -39,6 +38,8 @@ def temp_dir(task: Task) -> Path:
 
 def remove_temp_dir(task: Task) -> None:
     """A closed task runs no more steps: its temporary files go (links are not followed)."""
+    import shutil
+
     shutil.rmtree(task.dir / "tmp", ignore_errors=True)
 
 

@@ -14,7 +14,6 @@ Every other module asks here for a path; none builds one by hand.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 from pathlib import Path
@@ -39,6 +38,8 @@ def projects_dir(home: Path | None = None) -> Path:
 
 def project_dir_name(root: Path) -> str:
     """``<name>-<hash4>``: two clones with the same name never share a directory."""
+    import hashlib  # not on the paths that run inside a task worktree
+
     resolved = root.resolve()
     digest = hashlib.sha256(str(resolved).encode()).hexdigest()[:4]
     return f"{resolved.name}-{digest}"
