@@ -174,3 +174,36 @@ def test_the_hook_relays_to_bar_run_importing_almost_nothing(answering_socket: P
     loaded = set(proc.stderr.split(b"MODULES ", 1)[1].decode().split())
     heavy = {"json", "re", "dataclasses", "pathlib", "typing", "subprocess", "yaml", "inspect"}
     assert not loaded & heavy, f"the relay imported {sorted(loaded & heavy)}"
+
+
+# What `bar run -- true` must not import (docs/performance.md, "Start-up"): each costs
+# milliseconds on every step, for work a plain step does not do.
+RUN_PATH_DENIED = {
+    "dataclasses", "inspect", "yaml", "tempfile", "shutil", "hashlib", "secrets", "random",
+    "calendar", "datetime", "_strptime", "termios", "tty", "asyncio", "email", "http",
+    "urllib.request", "bar.apply", "bar.rollback", "bar.checkout", "bar.doctor",
+    "bar.blame", "bar.terminal.pty", "bar.task_new", "bar.migrate_all",
+}  # fmt: skip
+
+
+def test_a_plain_step_imports_nothing_on_the_deny_list(
+    repo: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """``bar run -- true`` in a task, in a fresh interpreter: the modules it loaded."""
+    from helpers import bar, new_task
+
+    assert bar(capfd, "init").code == 0
+    wt = Path(new_task(capfd)["worktree"])
+    probe = (
+        "import sys\n"
+        "from bar.cli import main\n"
+        "code = main(['run', '--no-pty', '--', 'true'])\n"
+        "sys.stderr.write('MODULES ' + ' '.join(sorted(sys.modules)) + '\\n')\n"
+        "sys.exit(code)\n"
+    )
+    for _ in range(2):  # the second step is the usual one: stamps, a watch, no hand edits
+        proc = subprocess.run([sys.executable, "-c", probe], cwd=wt, capture_output=True,
+                              timeout=60)  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+    loaded = set(proc.stderr.split(b"MODULES ", 1)[1].decode().split())
+    assert not loaded & RUN_PATH_DENIED, f"bar run imported {sorted(loaded & RUN_PATH_DENIED)}"

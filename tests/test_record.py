@@ -89,12 +89,3 @@ def test_a_default_before_a_required_field_is_refused() -> None:
 
     with pytest.raises(TypeError, match="follows a default"):
         Bad(1, 2)
-
-
-def test_bar_does_not_import_dataclasses_on_the_run_path() -> None:
-    import subprocess
-    import sys
-
-    code = "import sys, bar.run, bar.api; print('dataclasses' in sys.modules)"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "False"

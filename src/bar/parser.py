@@ -7,6 +7,8 @@ import argparse or build the parser.
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 from typing import Any, cast
 
 from bar import __version__
@@ -32,7 +34,20 @@ exit codes:
 
 class _Formatter(argparse.RawDescriptionHelpFormatter):
     def __init__(self, prog: str) -> None:
-        super().__init__(prog, max_help_position=32)
+        # argparse would import shutil for the width each time an option is added
+        super().__init__(prog, max_help_position=32, width=_width())
+
+
+def _width() -> int:
+    """What argparse would wrap help at: the terminal's width less two."""
+    try:
+        columns = int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns or 80  # type: ignore[union-attr]
+        except (AttributeError, ValueError, OSError):
+            columns = 80
+    return max(columns - 2, 11)
 
 
 def _cmd(parser: argparse.ArgumentParser, target: str) -> None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import shlex
 import time
 
-from bar import apply, git, guard, journals, rollback, run, steps
+from bar import git, guard, journals, steps
 from bar.notices import note
 from bar.records import Step
 from bar.tasks import Task
@@ -69,6 +69,8 @@ def finish_pending(task: Task) -> list[Step]:
         if last is not None and last.number >= int(run_intent.step_id):
             journals.clear_run(task.paths)  # the step was recorded before the crash
         else:
+            from bar import run
+
             done.append(run.complete(task, run_intent, None))
             what = f"recorded step {run_intent.step_id} ({shlex.join(run_intent.cmd)})"
             if run_intent.exit_code is not None:
@@ -81,10 +83,14 @@ def finish_pending(task: Task) -> list[Step]:
         if last is not None and last.number >= int(rollback_intent.step_id):
             journals.clear_rollback(task.paths)
         else:
+            from bar import rollback
+
             note(f"finishing rollback step {rollback_intent.step_id}, which was interrupted")
             done.append(rollback.complete(task, rollback_intent))
     apply_intent = journals.read_apply(task.paths)
     if apply_intent is not None:
+        from bar import apply
+
         last = task.ledger.last()
         recorded = last is not None and last.number >= apply_intent.step.number
         landed = apply.complete(task, apply_intent)
