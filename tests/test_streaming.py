@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bar.partial_match import lead_in, prefix_at, unfinished
-from bar.redact import _SHAPE_PASSES
+from bar.redact import shape_passes
 from helpers import BAR_EXE, bar, new_task, task_dir
 
 # --------------------------------------------------------------------------- partial match
@@ -103,7 +103,7 @@ FRAGMENTS = [
 PATTERNS = [
     *(rb"ab{2,4}c?", rb"a(?:bc|b)+(?!c)", rb"a(?=b{2})b", rb"b(?<=ab)a{1,2}", rb"a[^b]{0,3}?b"),
     *(rb"a.{1,4}?(?:bc|d)", rb"a(?:-|-a)*?a(?!Z)", rb"a(?:[0-9]{0,2}?_|b)+?9"),
-    *(p.regex.pattern for p in _SHAPE_PASSES),
+    *(p.regex.pattern for p in shape_passes()),
 ]
 TEXT = st.lists(st.sampled_from(FRAGMENTS), max_size=12).map(b"".join)
 

@@ -263,9 +263,16 @@ class _LiteralPass:
 
 _Pass = _ShapePass | _LiteralPass
 
-_SHAPE_PASSES: Final[tuple[_Pass, ...]] = tuple(
-    _ShapePass.compile(pattern, back) for _, back, pattern in _SHAPES
-)
+_shape_passes: tuple[_Pass, ...] = ()
+
+
+def shape_passes() -> tuple[_Pass, ...]:
+    """The shapes' passes, compiled when the first scrubber is made (not on import:
+    ``bar status`` and ``bar log`` scrub nothing)."""
+    global _shape_passes
+    if not _shape_passes:
+        _shape_passes = tuple(_ShapePass.compile(pattern, back) for _, back, pattern in _SHAPES)
+    return _shape_passes
 
 
 def _encode(value: str, errors: str) -> bytes:
@@ -297,10 +304,10 @@ class Scrubber:
         self.secrets: tuple[str, ...] = tuple(sorted(literals, key=lambda s: (-len(s), s)))
         # Outputs are raw bytes, so secrets are encoded the way the OS encodes
         # environment values; text is scrubbed through a lossless UTF-8 encoding.
-        self._byte_passes = _SHAPE_PASSES + tuple(
+        self._byte_passes = shape_passes() + tuple(
             _LiteralPass(_encode(s, "surrogateescape")) for s in self.secrets
         )
-        self._text_passes = _SHAPE_PASSES + tuple(
+        self._text_passes = shape_passes() + tuple(
             _LiteralPass(_encode(s, "surrogatepass")) for s in self.secrets
         )
         longest = max((len(_encode(s, "surrogateescape")) for s in self.secrets), default=0)
