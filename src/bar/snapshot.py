@@ -173,9 +173,11 @@ def take(
     recorded_tree = recorded_tree or git.tree_of(worktree, recorded)
     same = tree == recorded_tree
     shape = None if same else stamps.shape_of(worktree, index, tree)
-    raw_changed, raw = _raw_parent(worktree, index, tree, recorded, recorded_tree, shape, scope)
+    converts, raw_changed, raw = _raw_parent(worktree, index, tree, recorded, recorded_tree,
+                                             shape, scope)  # fmt: skip
     if same and not raw_changed:
-        stamps.stamp(worktree, index, tree, recorded, started_ns, scope, known=known)
+        stamps.stamp(worktree, index, tree, recorded, started_ns, scope, known=known,
+                     converts=converts)  # fmt: skip
         return Snapshot(recorded, tree, False, worktree)
     reason = f"bar: {message.splitlines()[0]}"
     commit = git.commit_tree(worktree, tree, [recorded] if raw is None else [recorded, raw],
@@ -195,31 +197,35 @@ def take(
             commit = git.commit_tree(worktree, tree, [parent] if raw is None else [parent, raw],
                                      message, identity=BAR_IDENTITY)  # fmt: skip
         git.update_ref(worktree, ref, commit, now, reason)
-    stamps.stamp(worktree, index, tree, commit, started_ns, scope, shape, known)
+    stamps.stamp(worktree, index, tree, commit, started_ns, scope, shape, known, converts)
     return Snapshot(commit, tree, True, worktree)
 
 
 def _raw_parent(worktree: Path, index: Path, tree: str, recorded: str, recorded_tree: str,
                 shape: stamps.Shape | None, scope: Sequence[str] | None,
-                ) -> tuple[bool, str | None]:  # fmt: skip
+                ) -> tuple[bool, bool, str | None]:  # fmt: skip
     """The raw-bytes parent of a new snapshot (``bar.exact``) where git converts: whether
-    the raw bytes differ from ``recorded``'s (a line-ending change alone leaves the tree
-    as it was, yet must be kept), and the parent (None: no file needs raw bytes)."""
+    git converts here, whether the raw bytes differ from ``recorded``'s (a line-ending
+    change alone leaves the tree as it was, yet must be kept), and the parent (None: no
+    file needs raw bytes)."""
     attributes = shape.has_attributes if shape else stamps.stamped_attributes(index)
     if attributes is None:
         shape = stamps.list_tree(worktree, tree)
         attributes = shape.has_attributes
     if not exact.converts(worktree, attributes):
-        return False, None  # git stores the bytes as they are
+        return False, False, None  # git stores the bytes as they are
     listing = shape if isinstance(shape, stamps.Listing) else stamps.list_tree(worktree, tree)
     before = exact.raw_entries(worktree, exact.raw_tree_of(worktree, recorded))
     changed = [] if tree == recorded_tree else [
         c.path for c in git.diff_tree_raw(worktree, recorded_tree, tree)]  # fmt: skip
-    candidates = [*changed, *(p for p in scope or () if p in listing.modes)]
+    # a full rescan (no scope) may hide a change of line endings alone anywhere: git
+    # found the file's converted contents unchanged, so every file is a candidate
+    rescanned = listing.modes if scope is None else (p for p in scope if p in listing.modes)
+    candidates = [*changed, *rescanned]
     entries = exact.next_entries(worktree, index, listing.modes, before, candidates)
     if entries == before:
-        return False, git.rev_parse(worktree, f"{recorded}^2") if before else None
-    return True, exact.raw_parent(worktree, entries)
+        return True, False, git.rev_parse(worktree, f"{recorded}^2") if before else None
+    return True, True, exact.raw_parent(worktree, entries)
 
 
 def write_patch(repo: Path, a: str, b: str, path: Path) -> DiffStat:

@@ -41,7 +41,12 @@ def keep_private(index: Path) -> None:
         pass
 
 
+# A directory changed this close to a snapshot may have changed after the snapshot
+# looked at it without its ctime showing it: it is rescanned next time. File systems
+# that keep times to the second (or two, FAT) need the wide window; those that keep
+# finer times are only as coarse as the kernel's clock tick, a few milliseconds.
 RACY_NS = 2_000_000_000
+FINE_RACY_NS = 50_000_000
 
 
 def _stamps_path(index: Path) -> Path:
@@ -59,10 +64,14 @@ def stamped_attributes(index: Path) -> bool | None:
 
 def stamp(worktree: Path, index: Path, tree: str, commit: str, started_ns: int,
           scope: Sequence[str] | None = (), shape: Shape | None = None,
-          known: dict[str, int] | None = None) -> None:  # fmt: skip
+          known: dict[str, int] | None = None, converts: bool | None = None,
+          ) -> None:  # fmt: skip
     """Note the ctime of every directory of ``tree`` (and of the untracked ones around
     it) as of ``started_ns``. ``known``: ctimes the scan before found unchanged, which
-    need no second stat."""
+    need no second stat. ``converts``: whether git converts files here (None: not known).
+    Where it does, the wide racy window holds whatever the file system: git's own check
+    of a file written in the second its index was (a racily clean entry) compares
+    converted contents, so a change of line endings alone would go unseen."""
     path = _stamps_path(index)
     dirs: list[str] | None = None
     nested: list[str] = []
@@ -93,8 +102,11 @@ def stamp(worktree: Path, index: Path, tree: str, commit: str, started_ns: int,
                 mtime = os.lstat(prefix + rel).st_ctime_ns
             except OSError:
                 mtime = -1
-        mtimes.append(-1 if mtime >= started_ns - RACY_NS else mtime)
-    record = {"version": 1, "tree": tree, "commit": commit, "index": _identity(index),
+        mtimes.append(mtime)
+    fine = converts is False and any(m % 1_000_000_000 for m in mtimes if m > 0)
+    since = started_ns - (min(FINE_RACY_NS, RACY_NS) if fine else RACY_NS)
+    mtimes = [-1 if m >= since else m for m in mtimes]
+    record = {"version": 1, "tree": tree, "commit": commit, "index": _identity(index), "at": started_ns,
               "dirs": dirs, "mtimes": mtimes, "nested": nested, "extra": extra,
               "attributes": attributes}  # fmt: skip
     try:
@@ -320,9 +332,13 @@ def scan(
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
     )
+    since = stamps.get("at")
     try:
-        scope, unchanged = _changed_dirs(worktree, dirs, mtimes)
+        since_ns = since - RACY_NS if isinstance(since, int) else 0
+        scope, unchanged = _changed_dirs(worktree, dirs, mtimes, since_ns)
         out, _ = diff_files.communicate()
+    except _Rescan:
+        return None
     finally:
         if diff_files.returncode is None:
             diff_files.kill()
@@ -358,12 +374,13 @@ def _watched(worktree: Path, index: Path, dirs: list[object], mtimes: list[objec
             return None
         present += held
     touched = {p.rpartition("/")[0] for p in changed}  # their ctimes moved
+    stamped = {str(d) for d in dirs}
     scope: list[str] = []
     unchanged: dict[str, int] = {}
     for rel, mtime in zip(dirs, mtimes, strict=True):
         name = str(rel)
         if mtime == -1:
-            scope.append(name) if name else scope.extend(_root_entries(worktree, dirs))
+            scope += _dir_entries(worktree, name, stamped)
         elif name not in touched and isinstance(mtime, int):
             unchanged[name] = mtime
     full = _with_files(scope, sorted(present))
@@ -405,18 +422,41 @@ def _holds(files: list[str], path: str) -> bool:
     return at < len(files) and (files[at] == path or files[at].startswith(path + "/"))
 
 
-def _root_entries(worktree: Path, dirs: list[object]) -> list[str]:
-    """The root's own entries and any top-level directory the stamps do not know: how a
-    moved root is rescanned (its files one by one: a glob pathspec beside a directory's
-    makes git skip the nested repositories in it)."""
-    known = {str(d) for d in dirs if d and "/" not in str(d)}
+_MAX_ENTRIES = 2000  # a changed directory holding more is rescanned whole
+
+
+class _Rescan(Exception):
+    """A ``.gitignore`` changed: what is ignored may have changed anywhere."""
+
+
+def _dir_entries(worktree: Path, rel: str, stamped: set[str], since: int | None = None,
+                 ) -> list[str]:  # fmt: skip
+    """What to rescan of a directory whose ctime moved: its own entries, one by one, but
+    not its subdirectories the stamps know (each is judged by its own ctime). Naming the
+    directory would make git walk everything under it; a glob pathspec would too, and
+    would skip the nested repositories in it. A directory that is gone (or is no longer
+    one), or that holds very many entries, is named as a whole. ``since``: when the
+    stamps were taken; a ``.gitignore`` changed after raises ``_Rescan``."""
+    path = f"{worktree}/{rel}" if rel else str(worktree)
+    if rel and (os.path.islink(path) or not os.path.isdir(path)):
+        return [rel]
     found: list[str] = []
-    with os.scandir(worktree) as entries:
-        for entry in entries:
-            if entry.name == ".git":
-                continue
-            if not entry.is_dir(follow_symlinks=False) or entry.name not in known:
-                found.append(entry.name)
+    try:
+        with os.scandir(path) as entries:
+            for entry in entries:
+                if entry.name == ".git":
+                    continue
+                child = f"{rel}/{entry.name}" if rel else entry.name
+                if child in stamped and entry.is_dir(follow_symlinks=False):
+                    continue
+                if (since is not None and entry.name == ".gitignore"
+                        and entry.stat(follow_symlinks=False).st_ctime_ns >= since):  # fmt: skip
+                    raise _Rescan
+                found.append(child)
+                if len(found) > _MAX_ENTRIES and rel:
+                    return [rel]
+    except OSError:
+        return [rel] if rel else []
     return found
 
 
@@ -428,13 +468,13 @@ def _with_files(scope: list[str], names: list[str]) -> list[str] | None:
     return scope
 
 
-def _changed_dirs(worktree: Path, dirs: list[object], mtimes: list[object]
+def _changed_dirs(worktree: Path, dirs: list[object], mtimes: list[object], since: int
                   ) -> tuple[list[str], dict[str, int]]:  # fmt: skip
-    """The stamped directories whose ctime moved (the root as its entries), and the
-    ctimes of those that did not."""
+    """What to rescan of the stamped directories whose ctime moved (their entries, see
+    ``_dir_entries``), and the ctimes of those that did not."""
     prefix = str(worktree) + os.sep
     lstat = os.lstat
-    scope: list[str] = []
+    moved: list[str] = []
     unchanged: dict[str, int] = {}
     for rel, mtime in zip(dirs, mtimes, strict=True):
         try:
@@ -444,12 +484,13 @@ def _changed_dirs(worktree: Path, dirs: list[object], mtimes: list[object]
         if same:
             unchanged[str(rel)] = int(mtime)  # type: ignore[call-overload]
         else:
-            scope.append(str(rel))
-    if "" in scope:
-        # the root moved: its files are named one by one (deleted ones come from
-        # diff-files or the parent's rescan); known directories by their own ctime
-        scope.remove("")
-        scope += _root_entries(worktree, dirs)
+            moved.append(str(rel))
+    if not moved:
+        return [], unchanged
+    stamped = {str(d) for d in dirs}
+    scope: list[str] = []
+    for rel in moved:
+        scope += _dir_entries(worktree, rel, stamped, since)
     return scope, unchanged
 
 
