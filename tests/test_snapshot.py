@@ -15,8 +15,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bar.git import DIFF_FLAGS, numstat
+from bar.rescan import unchanged_since
 from bar.snapshot import write_patch
-from bar.stamps import unchanged_since
 from conftest import git
 from helpers import (
     SETTLE,

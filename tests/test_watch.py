@@ -1,5 +1,5 @@
 """What the kernel says about a worktree during a step and between two checkpoints
-(``bar.watch``), and snapshots taken from it (``bar.stamps.scan`` with ``changed``)."""
+(``bar.watch``), and snapshots taken from it (``bar.rescan.scan`` with ``changed``)."""
 
 from __future__ import annotations
 
@@ -92,7 +92,7 @@ def test_a_step_recorded_from_the_watch_equals_plain_git(
 ) -> None:
     """Every kind of change a command can make, recorded with no stat pass (the step's
     watch says what moved), gives the tree ``git add -A`` gives on a fresh index."""
-    from bar import stamps
+    from bar import rescan
     from conftest import git
     from helpers import bar, ledger, new_task, worktree
 
@@ -120,13 +120,13 @@ def test_a_step_recorded_from_the_watch_equals_plain_git(
         "shutil.rmtree('keep/deep')\n"
     )
     calls = [0]
-    real = stamps._changed_dirs
+    real = rescan._changed_dirs
 
     def counted(*args: Any) -> Any:
         calls[0] += 1
         return real(*args)
 
-    monkeypatch.setattr(stamps, "_changed_dirs", counted)
+    monkeypatch.setattr(rescan, "_changed_dirs", counted)
     bar(capfd, "run", "--task", "t1", "--", "true")
     scans = [calls[0]]
     res = bar(capfd, "run", "--task", "t1", "--cwd", str(wt), "--", sys.executable, "-c", script)

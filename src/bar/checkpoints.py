@@ -236,10 +236,11 @@ class Recorder:
                              f"step {self.step_id}: before a rollback", self.excludes)  # fmt: skip
         if snap.commit != self.last:
             self.add("residual", snap.commit, started_at=started)
-        rollback.restore(task, target.commit, verified=self.last)
+        restored = rollback.restore(task, target.commit, verified=self.last)
         message = f"step {self.step_id}.{self.count + 1}: rollback to {target.describe()}"
         after = snapshot.take(task.worktree, task.index, task.snapshot_ref, self.last, message,
-                              self.excludes, stamped_at=target.commit)  # fmt: skip
+                              self.excludes, stamped_at=target.commit,
+                              restored_tree=restored)  # fmt: skip
         return self.add("rollback", after.commit, started_at=started, tool="bar rollback",
                         target=target.name)  # fmt: skip
 

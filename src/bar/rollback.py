@@ -68,7 +68,8 @@ def complete(task: Task, intent: RollbackIntent, *, verified: bool = False) -> R
     equal to ``intent.snapshot_before``, so it needs no rescan first."""
     t0 = time.monotonic()
     target = intent.target
-    restore(task, target.commit, verified=intent.snapshot_before if verified else None)
+    restored = restore(task, target.commit,
+                       verified=intent.snapshot_before if verified else None)  # fmt: skip
     if intent.hard:
         if not verified:
             _clear_own_index_lock(task)
@@ -84,6 +85,7 @@ def complete(task: Task, intent: RollbackIntent, *, verified: bool = False) -> R
         intent.snapshot_before,
         f"step {intent.step_id}: rollback to {target.describe()}",
         stamped_at=target.commit,
+        restored_tree=None if intent.hard else restored,
     )
     if snap.tree != git.tree_of(task.worktree, target.commit):
         warn(
@@ -110,11 +112,13 @@ def complete(task: Task, intent: RollbackIntent, *, verified: bool = False) -> R
     return written
 
 
-def restore(task: Task, target_commit: str, *, verified: str | None = None) -> None:
+def restore(task: Task, target_commit: str, *, verified: str | None = None) -> str | None:
     """Make the worktree equal ``target_commit``'s tree, touching only differing paths.
 
     ``verified``: a snapshot the side index and the worktree were just found to equal,
-    so they need no rescan first.
+    so they need no rescan first. Returns the target's tree when git's checkout wrote
+    the side index and the worktree to hold exactly it (no file needed its raw bytes put
+    back), so that the snapshot that follows need not look at the worktree; else None.
     """
     lock = task.index.with_name(task.index.name + ".lock")
     lock.unlink(missing_ok=True)  # we hold the task lock: a leftover is from a crash
@@ -125,7 +129,7 @@ def restore(task: Task, target_commit: str, *, verified: str | None = None) -> N
         now_tree = snapshot.write_tree(task.worktree, task.index, recorded=now_commit)
     target_tree = git.tree_of(task.worktree, target_commit)
     if now_tree == target_tree:
-        return
+        return target_tree if verified is not None else None
     faults.point("before restoring the worktree")
     started_ns = time.time_ns()
     git.git(task.worktree, "read-tree", "-m", "-u", now_tree, target_tree,
@@ -140,6 +144,8 @@ def restore(task: Task, target_commit: str, *, verified: str | None = None) -> N
     # snapshot that follows rescans only the directories the restore touched
     stamps.restamp(task.worktree, task.index, target_tree, target_commit, started_ns)
     faults.point("after restoring the worktree")
+    exact_as_git = not raw_now and not raw_target
+    return target_tree if exact_as_git and verified is not None else None
 
 
 def _clear_own_index_lock(task: Task) -> None:

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import BinaryIO
 
-from bar import exact, faults, git, stamps
+from bar import exact, faults, git, rescan, stamps
 from bar.errors import GitError, SnapshotFailed
 from bar.git import BAR_IDENTITY, DiffStat
 from bar.notices import warn
@@ -56,13 +56,13 @@ def write_tree(
     """Stage the worktree's full state (tracked + untracked, not ignored) and write a tree.
 
     With ``recorded`` (the snapshot the side index was last stamped at), only what can
-    have changed since is rescanned: see ``stamps.changed_since``.
+    have changed since is rescanned: see ``rescan.changed_since``.
     """
     return _write(
         worktree,
         index,
         excludes,
-        stamps.changed_since(worktree, index, recorded) if recorded else None,
+        rescan.changed_since(worktree, index, recorded) if recorded else None,
     )
 
 
@@ -151,6 +151,7 @@ def take(
     stamped_at: str | None = None,
     recorded_tree: str | None = None,
     changed: set[str] | None = None,
+    restored_tree: str | None = None,
 ) -> Snapshot:
     """Snapshot the worktree against ``recorded`` (the last snapshot the ledger knows).
 
@@ -160,24 +161,32 @@ def take(
     dropped), and onto ``recorded`` itself when the ref was moved elsewhere (by a command
     run in the task): the chain always holds every snapshot the ledger names.
     ``recorded_tree``: the tree of ``recorded``, if the caller knows it; ``changed``: the
-    paths changed since the stamps, if the kernel said (``stamps.scan``).
+    paths changed since the stamps, if the kernel said (``rescan.scan``);
+    ``restored_tree``: git just wrote the side index and the worktree to hold exactly
+    this tree (of ``stamped_at``), so there is nothing to look at.
     """
     started_ns = time.time_ns()
     stamped = stamped_at or recorded  # the state the side index was last noted at
-    found = stamps.scan(worktree, index, stamped, changed)
-    scope, known = found if found is not None else (None, None)
-    if scope == [] and stamped == recorded:
-        # nothing changed since the last stamps, which therefore still hold
-        return Snapshot(recorded, recorded_tree, False, worktree)
-    tree = _write(worktree, index, excludes, scope)
+    if restored_tree is not None:
+        scope: list[str] | None = []
+        known = None
+        tree = restored_tree
+    else:
+        found = rescan.scan(worktree, index, stamped, changed)
+        scope, known = found if found is not None else (None, None)
+        if scope == [] and stamped == recorded:
+            # nothing changed since the last stamps, which therefore still hold
+            return Snapshot(recorded, recorded_tree, False, worktree)
+        tree = _write(worktree, index, excludes, scope)
     recorded_tree = recorded_tree or git.tree_of(worktree, recorded)
     same = tree == recorded_tree
     shape = None if same else stamps.shape_of(worktree, index, tree)
     converts, raw_changed, raw = _raw_parent(worktree, index, tree, recorded, recorded_tree,
                                              shape, scope)  # fmt: skip
     if same and not raw_changed:
-        stamps.stamp(worktree, index, tree, recorded, started_ns, scope, known=known,
-                     converts=converts)  # fmt: skip
+        if restored_tree is None or not stamps.recommit(index, tree, recorded):
+            stamps.stamp(worktree, index, tree, recorded, started_ns, scope, known=known,
+                         converts=converts)  # fmt: skip
         return Snapshot(recorded, tree, False, worktree)
     reason = f"bar: {message.splitlines()[0]}"
     commit = git.commit_tree(worktree, tree, [recorded] if raw is None else [recorded, raw],
@@ -197,7 +206,8 @@ def take(
             commit = git.commit_tree(worktree, tree, [parent] if raw is None else [parent, raw],
                                      message, identity=BAR_IDENTITY)  # fmt: skip
         git.update_ref(worktree, ref, commit, now, reason)
-    stamps.stamp(worktree, index, tree, commit, started_ns, scope, shape, known, converts)
+    if restored_tree is None or not stamps.recommit(index, tree, commit):
+        stamps.stamp(worktree, index, tree, commit, started_ns, scope, shape, known, converts)
     return Snapshot(commit, tree, True, worktree)
 
 

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import TypeVar
 
-from bar import git, known_secrets, snapshot, stamps
+from bar import git, known_secrets, rescan, snapshot
 from bar.clock import ms_since, now_iso
 from bar.errors import CorruptFile
 from bar.git import DiffStat
@@ -134,6 +134,6 @@ def current_tree(task: Task) -> str:
 def has_unrecorded_changes(task: Task) -> bool:
     """True when the worktree differs from the last recorded snapshot (read-only)."""
     recorded = task.recorded_snapshot()
-    if stamps.unchanged_since(task.worktree, task.index, recorded):
+    if rescan.unchanged_since(task.worktree, task.index, recorded):
         return False
     return current_tree(task) != git.tree_of(task.worktree, recorded)

@@ -1,0 +1,226 @@
+"""What a snapshot must look at: the paths that may have changed since the last stamps.
+
+Three ways to know, cheapest first. The step's watch (``bar.watch.TreeWatch``) names
+every path that moved, and nothing is statted. Without one, the stamped directories'
+ctimes say which directories gained, lost or renamed an entry (each is rescanned as its
+own entries, not everything under it), while ``git diff-files`` on the side index stats
+every recorded file for edits in place. When neither can be trusted (no stamps, a
+``.gitignore`` changed, the root's stamps are of another index), the answer is None: a
+full rescan.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import os
+import subprocess
+from pathlib import Path
+
+from bar import git, stamps
+from bar.proc import clean_env
+from bar.stamps import keep_private
+
+_env = git.index_env
+
+
+def changed_since(worktree: Path, index: Path, recorded: str) -> list[str] | None:
+    """The paths to rescan since the side index was stamped at ``recorded`` (empty: none
+    changed), or None when only a full scan will do."""
+    found = scan(worktree, index, recorded)
+    return found[0] if found is not None else None
+
+
+def scan(
+    worktree: Path, index: Path, recorded: str, changed: set[str] | None = None
+) -> tuple[list[str], dict[str, int]] | None:
+    """``changed_since``, with the ctimes of the directories found unchanged.
+    ``changed``: every path that changed since the stamps were written, as the kernel
+    reported them (``bar.watch.TreeWatch``, watching since then): then neither a file nor
+    a directory is statted."""
+    try:
+        noted = json.loads(stamps.stamps_path(index).read_bytes())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(noted, dict) or noted.get("commit") != recorded:
+        return None
+    if noted.get("index") != stamps.identity(index):
+        return None  # someone else wrote the side index (a restore): it is not `recorded`
+    dirs, mtimes = noted.get("dirs"), noted.get("mtimes")
+    if not isinstance(dirs, list) or not isinstance(mtimes, list) or len(dirs) != len(mtimes):
+        return None
+    if changed is not None:
+        return _watched(worktree, index, dirs, mtimes, changed)
+    # git stats the recorded files while we stat the directories
+    diff_files = subprocess.Popen(
+        ["git", *git.NO_PROGRAMS, "-C", str(worktree), "diff-files", "--name-only", "-z"],
+        env=clean_env(git.pinned_env(worktree, _env(index))),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+    since = noted.get("at")
+    try:
+        since_ns = since - stamps.RACY_NS if isinstance(since, int) else 0
+        scope, unchanged = _changed_dirs(worktree, dirs, mtimes, since_ns)
+        out, _ = diff_files.communicate()
+    except _Rescan:
+        return None
+    finally:
+        if diff_files.returncode is None:
+            diff_files.kill()
+            diff_files.wait()
+    if diff_files.returncode != 0:
+        return None
+    keep_private(index)  # diff-files may have refreshed the index's stat data
+    names = [item.decode("utf-8", "surrogateescape") for item in out.split(b"\0") if item]
+    full = _with_files(scope, names)
+    return (full, unchanged) if full is not None else None
+
+
+_MAX_PATHS = 1000  # more changed paths than this are rescanned as their directories
+
+
+def _watched(worktree: Path, index: Path, dirs: list[object], mtimes: list[object],
+             changed: set[str]) -> tuple[list[str], dict[str, int]] | None:  # fmt: skip
+    """The scope of a scan from the paths the kernel reported: those that exist, those
+    gone that the side index holds (or under which it holds files), and nothing else
+    (a pathspec matching nothing would make git fail). The directories that held none of
+    them keep their stamped ctimes; a directory stamped within the racy window is
+    rescanned, as a scan that stats would."""
+    paths = _collapse(changed)
+    if paths is None:
+        return None
+    prefix = str(worktree) + os.sep
+    lexists = os.path.lexists
+    present = [p for p in paths if lexists(prefix + p)]
+    gone = [p for p in paths if not lexists(prefix + p)]
+    if gone:
+        held = _held(worktree, index, gone)
+        if held is None:
+            return None
+        present += held
+    touched = {p.rpartition("/")[0] for p in changed}  # their ctimes moved
+    stamped = {str(d) for d in dirs}
+    scope: list[str] = []
+    unchanged: dict[str, int] = {}
+    for rel, mtime in zip(dirs, mtimes, strict=True):
+        name = str(rel)
+        if mtime == -1:
+            scope += _dir_entries(worktree, name, stamped)
+        elif name not in touched and isinstance(mtime, int):
+            unchanged[name] = mtime
+    full = _with_files(scope, sorted(present))
+    return (full, unchanged) if full is not None else None
+
+
+def _collapse(changed: set[str]) -> list[str] | None:
+    """Fewer than ``_MAX_PATHS`` paths covering ``changed`` (a path under another is
+    left out); None when only the whole worktree would cover them."""
+    paths = set(changed)
+    while len(paths) > _MAX_PATHS:
+        paths = {p.rpartition("/")[0] for p in paths}
+        if "" in paths:
+            return None
+    ordered = sorted(paths)
+    kept: list[str] = []
+    for p in ordered:  # sorted: a directory comes right before what is under it
+        if kept and p.startswith(kept[-1] + "/"):
+            continue
+        kept.append(p)
+    return kept
+
+
+def _held(worktree: Path, index: Path, gone: list[str]) -> list[str] | None:
+    """Of paths no longer on disk, those the side index holds a file at or under."""
+    specs = b"".join(f":(top,literal){p}".encode("utf-8", "surrogateescape") + b"\0"
+                     for p in gone)  # fmt: skip
+    res = git.git(worktree, "ls-files", "-z", "--pathspec-from-file=-", "--pathspec-file-nul",
+                  env=_env(index), input=specs, check=False)  # fmt: skip
+    if res.returncode != 0:
+        return None
+    files = [f.decode("utf-8", "surrogateescape") for f in res.stdout.split(b"\0") if f]
+    return [p for p in gone if _holds(files, p)]
+
+
+def _holds(files: list[str], path: str) -> bool:
+    """Whether the sorted list ``files`` has ``path`` or something under it."""
+    at = bisect.bisect_left(files, path)
+    return at < len(files) and (files[at] == path or files[at].startswith(path + "/"))
+
+
+_MAX_ENTRIES = 2000  # a changed directory holding more is rescanned whole
+
+
+class _Rescan(Exception):
+    """A ``.gitignore`` changed: what is ignored may have changed anywhere."""
+
+
+def _dir_entries(worktree: Path, rel: str, stamped: set[str], since: int | None = None,
+                 ) -> list[str]:  # fmt: skip
+    """What to rescan of a directory whose ctime moved: its own entries, one by one, but
+    not its subdirectories the stamps know (each is judged by its own ctime). Naming the
+    directory would make git walk everything under it; a glob pathspec would too, and
+    would skip the nested repositories in it. A directory that is gone (or is no longer
+    one), or that holds very many entries, is named as a whole. ``since``: when the
+    stamps were taken; a ``.gitignore`` changed after raises ``_Rescan``."""
+    path = f"{worktree}/{rel}" if rel else str(worktree)
+    if rel and (os.path.islink(path) or not os.path.isdir(path)):
+        return [rel]
+    found: list[str] = []
+    try:
+        with os.scandir(path) as entries:
+            for entry in entries:
+                if entry.name == ".git":
+                    continue
+                child = f"{rel}/{entry.name}" if rel else entry.name
+                if child in stamped and entry.is_dir(follow_symlinks=False):
+                    continue
+                if (since is not None and entry.name == ".gitignore"
+                        and entry.stat(follow_symlinks=False).st_ctime_ns >= since):  # fmt: skip
+                    raise _Rescan
+                found.append(child)
+                if len(found) > _MAX_ENTRIES and rel:
+                    return [rel]
+    except OSError:
+        return [rel] if rel else []
+    return found
+
+
+def _with_files(scope: list[str], names: list[str]) -> list[str] | None:
+    for name in names:
+        if name == ".gitignore" or name.endswith("/.gitignore"):
+            return None  # what is ignored may have changed anywhere
+        scope.append(name)
+    return scope
+
+
+def _changed_dirs(worktree: Path, dirs: list[object], mtimes: list[object], since: int
+                  ) -> tuple[list[str], dict[str, int]]:  # fmt: skip
+    """What to rescan of the stamped directories whose ctime moved (their entries, see
+    ``_dir_entries``), and the ctimes of those that did not."""
+    prefix = str(worktree) + os.sep
+    lstat = os.lstat
+    moved: list[str] = []
+    unchanged: dict[str, int] = {}
+    for rel, mtime in zip(dirs, mtimes, strict=True):
+        try:
+            same = mtime != -1 and lstat(prefix + str(rel)).st_ctime_ns == mtime
+        except (OSError, TypeError):
+            same = False
+        if same:
+            unchanged[str(rel)] = int(mtime)  # type: ignore[call-overload]
+        else:
+            moved.append(str(rel))
+    if not moved:
+        return [], unchanged
+    stamped = {str(d) for d in dirs}
+    scope: list[str] = []
+    for rel in moved:
+        scope += _dir_entries(worktree, rel, stamped, since)
+    return scope, unchanged
+
+
+def unchanged_since(worktree: Path, index: Path, recorded: str) -> bool:
+    """True only when the worktree certainly still equals the snapshot ``recorded``."""
+    return changed_since(worktree, index, recorded) == []
