@@ -22,7 +22,7 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
-from bar import git
+from bar import exact, git
 from bar.errors import BarError
 from bar.store.files import write_bytes_atomic
 
@@ -100,6 +100,8 @@ def stamp(worktree: Path, index: Path, tree: str, commit: str, started_ns: int,
             except OSError:
                 mtime = -1
         mtimes.append(mtime)
+    if converts is None and attributes is not None:
+        converts = exact.converts(worktree, attributes)
     fine = converts is False and any(m % 1_000_000_000 for m in mtimes if m > 0)
     since = started_ns - (min(FINE_RACY_NS, RACY_NS) if fine else RACY_NS)
     mtimes = [-1 if m >= since else m for m in mtimes]
