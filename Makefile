@@ -57,6 +57,8 @@ unit: $(STAMP) agents
 	BAR_SANDBOX_UNAVAILABLE=1 $(PY) -m pytest -n auto -p no:randomly $(UNCONFINED_TESTS)
 
 test: lint typecheck unit
+	@# the quick benchmark as a smoke test: fails only when a command fails, never on timing
+	$(PY) bench/run.py --quick --sizes small
 
 demo: $(STAMP)
 	@PATH="$(CURDIR)/$(VENV)/bin:$$PATH" bash demo/demo.sh

@@ -193,6 +193,17 @@ class Fixture:
         """Seconds one command took."""
         return self.run(argv, cwd, **kw).seconds  # type: ignore[arg-type]
 
+    def git_processes(self, argv: Sequence[str | Path], cwd: Path) -> int:
+        """How many git processes one run of ``argv`` starts (git's own trace of every
+        process it begins, children included), outside any timing."""
+        trace = self.dir / "git-trace.jsonl"
+        trace.unlink(missing_ok=True)
+        self.run(argv, cwd, env={**self.env, "GIT_TRACE2_EVENT": str(trace)})
+        if not trace.exists():
+            return 0
+        with trace.open("rb") as fh:
+            return sum(1 for line in fh if b'"event":"start"' in line)
+
     def git(self, cwd: Path, *args: str, env: Mapping[str, str] | None = None) -> str:
         return self.run(["git", *args], cwd, capture=True, env=env).stdout.decode().strip()
 

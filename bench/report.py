@@ -35,7 +35,10 @@ repository's ignored build output, so `git status` and snapshots must skip it.
    worktree of the same repository.
 4. The task holds ten steps; the target branch has a commit of its own, so the merge is
    three-way. Each apply goes to a fresh branch at that commit, as does each plumbing run
-   (`git merge-tree --write-tree`, `git commit-tree`, `git update-ref`).
+   (`git merge-tree --write-tree`, `git commit-tree`, `git update-ref`). 4-dry: `bar apply
+   --dry-run` against `merge-tree` + `commit-tree`. Like every command that changes a task,
+   apply first looks for hand edits (a stat of every file, as `git status` does), which
+   the plumbing does not.
 5. Each new task or worktree is removed (`bar task close --force`, `git worktree remove`)
    outside the timing, so their number stays constant.
 6. Two tasks of the same project. Each ledger is a real step, then valid synthetic
@@ -44,7 +47,10 @@ repository's ignored build output, so `git status` and snapshots must skip it.
    installs it, with a Claude Code `PreToolUse` Bash event on stdin and the project's
    default policy enabled. A running step answers only its own processes, so 7-version,
    7-hook and their `python -c pass` are timed from inside a step (`bench/inside.py`: the
-   step's command runs what it is sent and times it).
+   step's command runs what it is sent and times it). `bar status` stats every file for
+   unrecorded changes, so 7-status compares it with `git status --porcelain`; its start-up
+   alone shows on the small repository (7-status-start). 7-imports: `python -c "import
+   ..."` of the modules `bar run -- true` loads.
 8. `ru_maxrss` from `wait4` on `bar run`: the largest process in its tree (bar, git, the
    command). 8-speed compares the time with the same output piped through `tee FILE`.
 9. Two clones of the same repository, the same edit script per step, alternating between
@@ -67,6 +73,11 @@ repository's ignored build output, so `git status` and snapshots must skip it.
     changed (11-unchanged), against `git status --porcelain` run the same way. 11-log:
     `bar log` of a 1,000-step task (a real step, synthetic ones, a real step) one of
     whose steps is a session of 500 checkpointed calls, against the same task without it.
+12. One run of each command with `GIT_TRACE2_EVENT` set, counting the git processes it
+    started (git's trace names each one, children included), outside any timing: in a
+    task of ten steps, `bar run -- true` with nothing new and after a small change, a
+    step changing three files, a rollback ten steps back, `bar apply --dry-run`, `bar
+    apply`, `bar status`.
 """
 
 
@@ -141,6 +152,8 @@ def fmt_value(row: Row) -> str:
         return "—"
     if row.unit == "MB":
         return f"{row.value:.0f} MB"
+    if row.unit == "git":
+        return f"{row.value:.0f} git"
     if row.extra_ms is not None:
         return f"{row.value:.2f}× ({row.extra_ms:+.1f} ms)"
     return f"{row.value:.2f}×"
@@ -151,6 +164,8 @@ def _fmt_target(row: Row) -> str:
         return "context"
     if row.unit == "MB":
         return f"{row.op} {row.target:g} MB"
+    if row.unit == "git":
+        return f"{row.op} {row.target:g} git"
     if row.extra_ms_target is not None:
         return f"{row.op} {row.target:g}× or {row.op} +{row.extra_ms_target:g} ms"
     return f"{row.op} {row.target:g}×"
