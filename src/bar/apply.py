@@ -91,7 +91,7 @@ def dry_run(
     else:
         recorded = task.recorded_snapshot()
         state = recorded
-        tree = steps.current_tree(task)
+        tree = steps.current_tree(task, recorded)
         if tree != git.tree_of(repo, recorded):  # unrecorded changes: apply records them first
             state = safe.commit_tree(repo, tree, [recorded], "bar: dry-run state",
                                      identity=git.BAR_IDENTITY)  # fmt: skip

@@ -161,10 +161,13 @@ def _dir_entries(worktree: Path, rel: str, stamped: set[str], since: int | None 
     """What to rescan of a directory whose ctime moved: its own entries, one by one, but
     not its subdirectories the stamps know (each is judged by its own ctime). Naming the
     directory would make git walk everything under it; a glob pathspec would too, and
-    would skip the nested repositories in it. A directory that is gone (or is no longer
-    one), or that holds very many entries, is named as a whole. ``since``: when the
+    would skip the nested repositories in it. A directory that is no longer one, or that
+    holds very many entries, is named as a whole; one that is gone, not at all (the
+    recorded files it held are found missing one by one: by diff-files or the watch). ``since``: when the
     stamps were taken; a ``.gitignore`` changed after raises ``_Rescan``."""
     path = f"{worktree}/{rel}" if rel else str(worktree)
+    if rel and not os.path.lexists(path):
+        return []  # gone: the files the side index holds there are found missing by name
     if rel and (os.path.islink(path) or not os.path.isdir(path)):
         return [rel]
     found: list[str] = []

@@ -44,7 +44,9 @@ def plan(task: Task, to: str | None) -> Plan:
     """What a rollback would do, computed without writing anything of the task's."""
     target = target_of(task, to)
     changes = git.diff_tree_raw(
-        task.worktree, steps.current_tree(task), git.tree_of(task.worktree, target.commit)
+        task.worktree,
+        steps.current_tree(task, task.recorded_snapshot()),
+        git.tree_of(task.worktree, target.commit),
     )
     return Plan(target, changes)
 

@@ -66,6 +66,11 @@ def write_tree(
     )
 
 
+def write_scope(worktree: Path, index: Path, scope: list[str] | None) -> str:
+    """The tree of ``index`` once ``scope`` (None: everything) is rescanned into it."""
+    return _write(worktree, index, (), scope)
+
+
 def _write(worktree: Path, index: Path, excludes: Sequence[str], scope: list[str] | None) -> str:
     """Rescan ``scope`` (None: everything) into the side index and write its tree."""
     if scope is None or (scope and not _add(worktree, index, scope, excludes)):

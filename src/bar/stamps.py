@@ -74,9 +74,14 @@ def stamp(worktree: Path, index: Path, tree: str, commit: str, started_ns: int,
     nested: list[str] = []
     extra: list[str] = []
     attributes: bool | None = None
+    before: dict[str, int] = {}  # the ctimes stamped last time (not racy)
     try:
         old = json.loads(path.read_bytes())
         extra = [str(d) for d in old.get("extra") or []]
+        old_dirs, old_mtimes = old.get("dirs"), old.get("mtimes")
+        if isinstance(old_dirs, list) and isinstance(old_mtimes, list):
+            before = {str(d): m for d, m in zip(old_dirs, old_mtimes, strict=False)
+                      if isinstance(m, int) and m != -1}  # fmt: skip
         if old.get("tree") == tree and isinstance(old.get("dirs"), list):
             dirs = [str(d) for d in old["dirs"]][: len(old["dirs"]) - len(extra)]
             nested = [str(n) for n in old.get("nested") or []]
@@ -87,13 +92,18 @@ def stamp(worktree: Path, index: Path, tree: str, commit: str, started_ns: int,
     if dirs is None:
         shape = shape or shape_of(worktree, index, tree)
         dirs, nested, attributes = shape.dirs, shape.nested, shape.has_attributes
-    extra = _untracked_dirs(worktree, set(dirs), scope, extra)
+    fresh = _looked_at(scope, shape)
+    extra = _untracked_dirs(worktree, set(dirs), scope, extra, fresh)
     dirs = dirs + extra
     mtimes: list[int] = []
     prefix = str(worktree) + os.sep  # plain strings: pathlib costs more than the lstat
     known = known or {}
     for rel in dirs:
         mtime = known.get(rel)
+        if mtime is None and fresh is not None and rel not in fresh:
+            # nothing looked at it: its last ctime stands (if it moved since, the next
+            # scan sees that and rescans it, so an old ctime is never a risk)
+            mtime = before.get(rel)
         if mtime is None:
             try:
                 mtime = os.lstat(prefix + rel).st_ctime_ns
@@ -114,19 +124,37 @@ def stamp(worktree: Path, index: Path, tree: str, commit: str, started_ns: int,
         path.unlink(missing_ok=True)
 
 
+def _looked_at(scope: Sequence[str] | None, shape: Shape | None) -> set[str] | None:
+    """The directories a snapshot rescanned or changed, whose ctimes must be read again
+    (None: all of them, after a full scan or a walk of the whole tree)."""
+    if scope is None or (shape is not None and shape.touched is None):
+        return None
+    fresh = set(scope) | {p.rpartition("/")[0] for p in scope}
+    if shape is not None and shape.touched is not None:
+        fresh |= shape.touched
+    return fresh
+
+
 _MAX_EXTRA = 2000  # directories outside the tree that are stamped at most
 
 
 def _untracked_dirs(worktree: Path, tree_dirs: set[str], scope: Sequence[str] | None,
-                    old: list[str]) -> list[str]:  # fmt: skip
+                    old: list[str], fresh: set[str] | None = None) -> list[str]:  # fmt: skip
     """Directories on disk that the tree does not hold (empty ones, ones holding only
     ignored files, new ones under them): their mtimes are stamped too, or a file created
     in one later, under a parent whose mtime did not move, would go unseen. Kept: the
     ones stamped before that still exist; added: those in or under the rescanned
-    ``scope`` (None, a full scan: under every directory of the tree)."""
+    ``scope`` (None, a full scan: under every directory of the tree). One that went away
+    moved its parent's ctime; only those under a directory in ``fresh`` (what the
+    snapshot looked at; None: every one) are checked."""
     prefix = str(worktree) + os.sep
-    found = [d for d in old if d not in tree_dirs and os.path.isdir(prefix + d)
-             and not os.path.islink(prefix + d)]  # fmt: skip
+
+    def still(d: str) -> bool:
+        if fresh is not None and d not in fresh and d.rpartition("/")[0] not in fresh:
+            return True
+        return os.path.isdir(prefix + d) and not os.path.islink(prefix + d)
+
+    found = [d for d in old if d not in tree_dirs and still(d)]
     seen = set(found)
     stack: list[str] = []
     for rel in sorted(tree_dirs) if scope is None else scope:
@@ -162,12 +190,14 @@ class Shape:
     """What the stamps need of a tree: its directories ("" for the root), its nested
     repositories, whether it holds a ``.gitattributes``."""
 
-    __slots__ = ("dirs", "has_attributes", "nested")
+    __slots__ = ("dirs", "has_attributes", "nested", "touched")
 
-    def __init__(self, dirs: list[str], nested: list[str], has_attributes: bool) -> None:
+    def __init__(self, dirs: list[str], nested: list[str], has_attributes: bool,
+                 touched: set[str] | None = None) -> None:  # fmt: skip
         self.dirs = dirs
         self.nested = nested
         self.has_attributes = has_attributes
+        self.touched = touched  # directories whose entries changed (None: not known)
 
 
 def shape_of(worktree: Path, index: Path, tree: str) -> Shape:
@@ -185,17 +215,19 @@ def shape_of(worktree: Path, index: Path, tree: str) -> Shape:
         return list_tree(worktree, tree)
     tree_dirs = [str(d) for d in dirs[: len(dirs) - len(extra)]]
     if old_tree == tree:
-        return Shape(tree_dirs, [str(n) for n in nested], attributes)
+        return Shape(tree_dirs, [str(n) for n in nested], attributes, set())
     res = git.git(worktree, "diff-tree", "-r", "-t", "-z", "--no-renames", old_tree, tree,
                   check=False)  # fmt: skip
     if res.returncode != 0:
         return list_tree(worktree, tree)
     gone: set[str] = set()
     added: list[str] = []
+    touched: set[str] = set()
     fields = res.stdout.split(b"\0")
     for head, raw_path in zip(fields[::2], fields[1::2], strict=False):
         old_mode, new_mode = head[1:7], head[8:14]
         path = raw_path.decode("utf-8", "surrogateescape")
+        touched.add(path.rpartition("/")[0])
         if path == ".gitattributes" or path.endswith("/.gitattributes"):
             if old_mode != b"000000":
                 return list_tree(worktree, tree)  # one removed or changed: count them again
@@ -209,7 +241,7 @@ def shape_of(worktree: Path, index: Path, tree: str) -> Shape:
         elif new_mode == b"160000" and old_mode != b"160000":
             nested.append(path)
     kept = [d for d in tree_dirs if d not in gone] if gone else tree_dirs
-    return Shape(kept + added, [str(n) for n in nested], attributes)
+    return Shape(kept + added, [str(n) for n in nested], attributes, touched)
 
 
 class Listing(Shape):

@@ -116,24 +116,27 @@ def record_hand_edits(task: Task) -> ManualStep | None:
     return step
 
 
-def current_tree(task: Task) -> str:
+def current_tree(task: Task, recorded: str | None = None) -> str:
     """The worktree's tree as a snapshot would see it, without touching the task's
-    state: built on a copy of the side index, so it never races a running step."""
+    state. ``recorded``: the task's recorded snapshot, whose stamps say what to look at
+    (nothing at all when nothing changed: its own tree). What changed is added to a copy
+    of the side index, so it never races a running step."""
     import shutil
     import tempfile
 
+    scope = rescan.changed_since(task.worktree, task.index, recorded) if recorded else None
+    if scope == [] and recorded is not None:
+        return git.tree_of(task.worktree, recorded)
     with tempfile.TemporaryDirectory(prefix="bar-peek-", dir=task.dir) as tmp:
         index = Path(tmp) / "index"
         try:
             shutil.copyfile(task.index, index)
         except FileNotFoundError:
-            pass
-        return snapshot.write_tree(task.worktree, index)
+            scope = None
+        return snapshot.write_scope(task.worktree, index, scope)
 
 
 def has_unrecorded_changes(task: Task) -> bool:
     """True when the worktree differs from the last recorded snapshot (read-only)."""
     recorded = task.recorded_snapshot()
-    if rescan.unchanged_since(task.worktree, task.index, recorded):
-        return False
-    return current_tree(task) != git.tree_of(task.worktree, recorded)
+    return current_tree(task, recorded) != git.tree_of(task.worktree, recorded)

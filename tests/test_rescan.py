@@ -1,0 +1,45 @@
+"""What a read-only look at the worktree (``apply --dry-run``, ``status``, a rollback's
+plan) sees: the tree a snapshot would record, from the stamps, without a full rescan."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from bar import api, steps
+from helpers import bar, new_task, worktree
+
+
+def _plain_git_tree(wt: Path, tmp: Path) -> str:
+    env = {**os.environ, "GIT_INDEX_FILE": str(tmp / "oracle-index")}
+    subprocess.run(["git", "add", "-A"], cwd=wt, env=env, check=True)
+    return subprocess.run(["git", "write-tree"], cwd=wt, env=env, check=True,
+                          capture_output=True, text=True).stdout.strip()  # fmt: skip
+
+
+def test_the_current_tree_from_the_stamps_equals_plain_git(
+    repo: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    assert bar(capfd, "init").code == 0
+    wt = worktree(new_task(capfd))
+    (wt / "docs").mkdir()
+    (wt / "docs" / "a.md").write_text("a\n")
+    assert bar(capfd, "run", "--", "true").code == 0  # recorded; the stamps are written
+    task = api.get_task(api.open_project(), "t1")
+    recorded = task.recorded_snapshot()
+    assert steps.current_tree(task, recorded) == _plain_git_tree(wt, tmp_path)
+    assert not steps.has_unrecorded_changes(task)
+
+    (wt / "README.md").write_text("changed by hand\n")
+    (wt / "docs" / "a.md").unlink()
+    (wt / "docs" / "new").mkdir()
+    (wt / "docs" / "new" / "b.md").write_text("b\n")
+    (wt / "tool.sh").write_text("#!/bin/sh\n")
+    (wt / "tool.sh").chmod(0o755)
+    expected = _plain_git_tree(wt, tmp_path)
+    assert steps.current_tree(task, recorded) == expected == steps.current_tree(task)
+    assert steps.has_unrecorded_changes(task)
+    assert task.recorded_snapshot() == recorded  # looking recorded nothing
