@@ -104,12 +104,17 @@ def _watched(worktree: Path, index: Path, dirs: list[object], mtimes: list[objec
     stamped = {str(d) for d in dirs}
     scope: list[str] = []
     unchanged: dict[str, int] = {}
+    racy: list[str] = []
     for rel, mtime in zip(dirs, mtimes, strict=True):
         name = str(rel)
         if mtime == -1:
-            scope += _dir_entries(worktree, name, stamped)
+            racy.append(name)
         elif name not in touched and isinstance(mtime, int):
             unchanged[name] = mtime
+    listed = [_dir_entries(worktree, rel, stamped) for rel in racy]
+    if sum(map(len, listed)) > _MAX_SPECS:
+        listed = [found if not rel else [rel] for rel, found in zip(racy, listed, strict=True)]
+    scope += [p for found in listed for p in found]
     full = _with_files(scope, sorted(present))
     return (full, unchanged) if full is not None else None
 
@@ -150,6 +155,7 @@ def _holds(files: list[str], path: str) -> bool:
 
 
 _MAX_ENTRIES = 2000  # a changed directory holding more is rescanned whole
+_MAX_SPECS = 256  # entries of changed directories named one by one, at most
 
 
 class _Rescan(Exception):
@@ -159,9 +165,10 @@ class _Rescan(Exception):
 def _dir_entries(worktree: Path, rel: str, stamped: set[str], since: int | None = None,
                  ) -> list[str]:  # fmt: skip
     """What to rescan of a directory whose ctime moved: its own entries, one by one, but
-    not its subdirectories the stamps know (each is judged by its own ctime). Naming the
-    directory would make git walk everything under it; a glob pathspec would too, and
-    would skip the nested repositories in it. A directory that is no longer one, or that
+    not its subdirectories the stamps know (each is judged by its own ctime). Naming a
+    directory that holds stamped ones would make git walk everything under it; a glob
+    pathspec would too, and would skip the nested repositories in it. One that holds
+    none is named as a whole. A directory that is no longer one, or that
     holds very many entries, is named as a whole; one that is gone, not at all (the
     recorded files it held are found missing one by one: by diff-files or the watch). ``since``: when the
     stamps were taken; a ``.gitignore`` changed after raises ``_Rescan``."""
@@ -171,6 +178,7 @@ def _dir_entries(worktree: Path, rel: str, stamped: set[str], since: int | None 
     if rel and (os.path.islink(path) or not os.path.isdir(path)):
         return [rel]
     found: list[str] = []
+    parent = False  # it holds stamped directories, which must not be rescanned with it
     try:
         with os.scandir(path) as entries:
             for entry in entries:
@@ -178,6 +186,7 @@ def _dir_entries(worktree: Path, rel: str, stamped: set[str], since: int | None 
                     continue
                 child = f"{rel}/{entry.name}" if rel else entry.name
                 if child in stamped and entry.is_dir(follow_symlinks=False):
+                    parent = True
                     continue
                 if (since is not None and entry.name == ".gitignore"
                         and entry.stat(follow_symlinks=False).st_ctime_ns >= since):  # fmt: skip
@@ -187,7 +196,9 @@ def _dir_entries(worktree: Path, rel: str, stamped: set[str], since: int | None 
                     return [rel]
     except OSError:
         return [rel] if rel else []
-    return found
+    # a directory holding none is named whole: one pathspec, where its entries one by
+    # one would be many (git matches every index entry against every pathspec)
+    return found if parent or not rel else [rel]
 
 
 def _with_files(scope: list[str], names: list[str]) -> list[str] | None:
@@ -218,10 +229,12 @@ def _changed_dirs(worktree: Path, dirs: list[object], mtimes: list[object], sinc
     if not moved:
         return [], unchanged
     stamped = {str(d) for d in dirs}
-    scope: list[str] = []
-    for rel in moved:
-        scope += _dir_entries(worktree, rel, stamped, since)
-    return scope, unchanged
+    listed = [_dir_entries(worktree, rel, stamped, since) for rel in moved]
+    if sum(map(len, listed)) > _MAX_SPECS:
+        # git matches every index entry against every pathspec: past a few hundred,
+        # naming the directories whole (all but the root) costs less
+        listed = [found if not rel else [rel] for rel, found in zip(moved, listed, strict=True)]
+    return [p for found in listed for p in found], unchanged
 
 
 def unchanged_since(worktree: Path, index: Path, recorded: str) -> bool:
