@@ -259,13 +259,19 @@ def close_task(task: Task, *, keep_worktree: bool = False, force: bool = False) 
 
 
 @contextmanager
+def _locked(task: Task, what: str, *, wait: bool) -> Iterator[Task]:
+    """Hold the task's lock and reload it (it may have changed while we waited)."""
+    with task.lock(what, wait=wait):
+        yield load_task(task.project, task.id)
+
+
+@contextmanager
 def _changing(task: Task, what: str, *, wait: bool) -> Iterator[Task]:
-    """Hold the task's lock, reload it (it may have changed while we waited) and
-    finish what a crashed bar left, record hand edits: then the caller acts."""
+    """``_locked``, then finish what a crashed bar left and record hand edits: then the
+    caller acts."""
     from bar import recovery
 
-    with task.lock(what, wait=wait):
-        fresh = load_task(task.project, task.id)
+    with _locked(task, what, wait=wait) as fresh:
         recovery.prepare(fresh)
         yield fresh
 
@@ -275,8 +281,7 @@ def run(task: Task, request: RunRequest, *, wait: bool = True) -> RunStep:
     from bar import recovery
     from bar.run import run_step, watch_worktree
 
-    with task.lock(f"bar run {shlex.join(request.argv)}", wait=wait):
-        fresh = load_task(task.project, task.id)
+    with _locked(task, f"bar run {shlex.join(request.argv)}", wait=wait) as fresh:
         fresh.require_worktree()
         # watching from before hand edits are looked for, nothing escapes both
         watch = watch_worktree(fresh)
@@ -307,8 +312,7 @@ def rollback(
     during = _rollback_in_running_step(task, to, hard)
     if during is not None:
         return during
-    with task.lock("bar rollback", wait=wait):
-        fresh = load_task(task.project, task.id)
+    with _locked(task, "bar rollback", wait=wait) as fresh:
         target = verb.target_of(fresh, to)  # decided before hand edits are recorded
         recovery.prepare(fresh)
         return verb.rollback(fresh, target, hard=hard)
