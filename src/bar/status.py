@@ -34,6 +34,10 @@ class Status:
             "project": self.project.name,
             "root": str(self.project.root),
             "dir": str(self.project.dir),
+            "config": str(self.project.paths.config),
+            "shared_config": (
+                str(shared) if (shared := self.project.shared_config_path()).is_file() else None
+            ),
         }
         if self.task is None:
             info.update(task=None, message=self.no_task_reason)

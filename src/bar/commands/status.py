@@ -17,6 +17,10 @@ def status(*, task: str | None, as_json: bool) -> int:
     project = loc.project
     paint = Painter(project.config.output.color)
     print(f"project   {project.name}  ({project.root})")
+    print(f"config    {project.paths.config}  (yours)")
+    shared = project.shared_config_path()
+    if shared.is_file():
+        print(f"          {shared}  (the repository's, added to yours)")
     t = info.task
     if t is None:
         print(f"task      none: {info.no_task_reason}")
