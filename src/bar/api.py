@@ -44,6 +44,7 @@ from bar.status import Status, status
 from bar.store.files import ensure_dir, write_text_atomic
 from bar.store.layout import bar_home
 from bar.store.lock import is_locked
+from bar.task_state import TaskState, state_of
 from bar.tasks import Task, list_tasks, load_task, resolve_task
 
 if TYPE_CHECKING:
@@ -161,12 +162,14 @@ class TaskSummary:
     steps: int
     last_step: str | None
     diff_stat: DiffStat  # base -> last recorded state
+    state: TaskState  # running, applied, active, closed, missing-worktree
 
     def to_json(self) -> dict[str, Any]:
         rec = self.task.to_record()
         rec.pop("version", None)
         rec.update(active=self.active, steps=self.steps, last_step=self.last_step,
                    diff_stat=self.diff_stat.to_record(), worktree=str(self.task.worktree))  # fmt: skip
+        rec.update(self.state.to_json())
         return rec
 
 
@@ -174,7 +177,7 @@ def summarize(task: Task, active_id: str | None = None) -> TaskSummary:
     last = task.ledger.last()
     stat = git.numstat(task.project.root, task.base_commit, task.recorded_snapshot())
     return TaskSummary(task, task.id == active_id, last.number if last else 0,
-                       last.step_id if last else None, stat)  # fmt: skip
+                       last.step_id if last else None, stat, state_of(task))  # fmt: skip
 
 
 def tasks(project: Project, *, include_closed: bool = False) -> list[TaskSummary]:
