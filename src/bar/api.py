@@ -48,6 +48,7 @@ from bar.task_state import TaskState, state_of
 from bar.tasks import Task, list_tasks, load_task, resolve_task
 
 if TYPE_CHECKING:
+    from bar.adopt import Adopted, Moved
     from bar.apply import ApplyResult
     from bar.blame import Blame
     from bar.checkpoints import Checkpoint
@@ -58,7 +59,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Location", "Project", "Status", "Task", "TaskSummary",
-    "apply", "artifact_path", "blame", "check_command", "checkpoint", "checkpoints",
+    "adopt_project", "apply", "artifact_path", "blame", "check_command", "checkpoint", "checkpoints",
     "close_task", "diff", "doctor", "get_task",
     "init_project", "log", "new_task", "open_project", "plan_rollback", "read_artifact",
     "rollback", "run", "show", "status", "summarize", "switch_task", "tasks",
@@ -70,17 +71,25 @@ __all__ = [
 
 def open_project(cwd: Path | None = None) -> Location:
     """The registered project (and the task, inside a task worktree) of ``cwd``."""
-    return find_project(cwd)
+    try:
+        return find_project(cwd)
+    except NotInitialized as exc:
+        from bar.adopt import hint_if_moved
+
+        raise hint_if_moved(exc, locate(cwd).project) from None
 
 
 @record(frozen=True)
 class Initialized:
     project: Project
     created: list[Path]
+    moved: list[Moved] = field(default_factory=list)  # its tasks left at an old path
 
 
 def init_project(cwd: Path | None = None) -> Initialized:
-    """Register the repository of ``cwd`` (``bar init``); running it again changes nothing."""
+    """Register the repository of ``cwd`` (``bar init``); running it again changes nothing.
+    A repository that moved is not registered anew (``adopt_project``)."""
+    from bar.adopt import refuse_if_moved
     from bar.policy import DEFAULT_POLICY_TEXT
 
     project = locate(cwd).project
@@ -89,6 +98,7 @@ def init_project(cwd: Path | None = None) -> Initialized:
             f"{project.root} has no commit yet",
             hint="make a first commit (git commit --allow-empty -m init), then run bar init",
         )
+    moved = refuse_if_moved(project)
     base = "main" if git.branch_exists(project.root, "main") else None
     created = project.register(base or git.current_branch(project.root) or "main")
     policy_path = project.policy_path()
@@ -99,7 +109,14 @@ def init_project(cwd: Path | None = None) -> Initialized:
         created.append(policy_path)
     if created:
         project.log_event("project.initialized", root=str(project.root))
-    return Initialized(project, created)
+    return Initialized(project, created, moved)
+
+
+def adopt_project(cwd: Path | None = None, which: str | None = None) -> Adopted:
+    """Re-attach the tasks a moved repository left at its old path (``bar init --adopt``)."""
+    from bar.adopt import adopt
+
+    return adopt(locate(cwd).project, which or None)
 
 
 def check_command(

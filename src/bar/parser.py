@@ -123,8 +123,25 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         formatter_class=_Formatter,
         description="Register the current git repository (it needs at least one commit).\n"
         "Creates the project's config.yaml and state.json under $BAR_HOME and, if absent,\n"
-        "a commented default policy at .bar/policy.yaml. Safe to run again.",
+        "a commented default policy at .bar/policy.yaml. Safe to run again.\n\n"
+        "A project is found by the repository's path, so a repository moved (mv repo\n"
+        "repo2) seems new to bar. Its tasks' snapshot refs (refs/bar/tasks/<id>) move\n"
+        "with it, though, and bar init finds the project that holds those tasks under\n"
+        "the old path: it then registers nothing and names that project. --adopt\n"
+        "re-attaches it here: the project directory takes the new path's name, each\n"
+        "task.json the new repository root, and `git worktree repair` relinks the task\n"
+        "worktrees; an empty project registered here since the move is replaced. Run\n"
+        "it again to finish an adoption that was stopped.",
+        epilog="examples:\n"
+        "  bar init                       register this repository\n"
+        "  bar init --adopt               after a move: take its tasks along\n"
+        "  bar init --adopt shop-1e49     the same, when several projects hold its tasks",
     )
+    p.add_argument(
+        "--adopt", nargs="?", const="", metavar="PROJECT",
+        help="re-attach the tasks this repository left at its old path (the project's\n"
+        "directory name is needed only when more than one holds them)",
+    )  # fmt: skip
     _json_opt(p)
     _cmd(p, "init:init")
 
