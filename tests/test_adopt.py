@@ -60,13 +60,15 @@ def test_a_moved_repository_gets_its_tasks_back(
     repo = move(old_root, old_root.parent / "shop2", monkeypatch)
 
     # any command says where the tasks are and what to run
-    res = bar(capfd, "task", "list")
-    assert res.code == 4 and "not registered" in res.err
-    assert f"moved from {old_root}" in res.err and "`bar init --adopt`" in res.err
+    for cmd in (("task", "list"), ("log",), ("doctor",), ("run", "--", "true")):
+        res = bar(capfd, *cmd)
+        assert res.code == 4 and "not registered" in res.err, cmd
+        assert f"moved from {old_root}" in res.err and "`bar init --adopt`" in res.err, cmd
     # bar init names what it found and registers nothing
     res = bar(capfd, "init")
     assert res.code == 4
-    assert f"project {worked['project']} (3 tasks), registered at {old_root}" in res.err
+    assert f"project {worked['project']} (3 tasks) at {old_root}" in res.err
+    assert "bar init registered nothing" in res.err
     assert "hint:" in res.err and "bar init --adopt" in res.err
     assert projects() == [worked["project"]]
 

@@ -48,7 +48,7 @@ class Moved:
 
     def describe(self) -> str:
         many = f"{self.tasks} task" + ("" if self.tasks == 1 else "s")
-        return f"project {self.name} ({many}), registered at {self.old_root}"
+        return f"project {self.name} ({many}) at {self.old_root}"
 
 
 @record(frozen=True)
@@ -126,19 +126,22 @@ def refuse_if_moved(project: Project) -> list[Moved]:
     moved = find_moved(project)
     if moved and not project.initialized:
         raise NotInitialized(
-            f"{project.root} holds tasks of bar made where it was before: "
-            + "; ".join(m.describe() for m in moved),
+            "this repository was registered with bar where it was before: "
+            + "; ".join(m.describe() for m in moved)
+            + "; bar init registered nothing",
             hint=hint_for(moved),
         )
     return moved
 
 
-def hint_if_moved(exc: NotInitialized, project: Project) -> NotInitialized:
-    """``exc`` (the repository is not registered), told how to adopt the tasks it left."""
+def not_registered(project: Project) -> NotInitialized:
+    """The error of a repository bar does not know here, told how to adopt the tasks it
+    left behind if it moved."""
     moved = find_moved(project)
-    if moved:
-        exc.hint = hint_for(moved)
-    return exc
+    return NotInitialized(
+        f"{project.root} is not registered with bar",
+        hint=hint_for(moved) if moved else "run `bar init` in the repository first",
+    )
 
 
 def adopt(project: Project, which: str | None = None) -> Adopted:

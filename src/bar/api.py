@@ -73,10 +73,10 @@ def open_project(cwd: Path | None = None) -> Location:
     """The registered project (and the task, inside a task worktree) of ``cwd``."""
     try:
         return find_project(cwd)
-    except NotInitialized as exc:
-        from bar.adopt import hint_if_moved
+    except NotInitialized:
+        from bar.adopt import not_registered
 
-        raise hint_if_moved(exc, locate(cwd).project) from None
+        raise not_registered(locate(cwd).project) from None
 
 
 @record(frozen=True)
@@ -489,9 +489,9 @@ def doctor(project: Project, *, repair: bool = False) -> Doctor:
     from bar.doctor import Doctor
 
     if not project.dir.is_dir():
-        raise NotInitialized(
-            f"{project.root} is not registered with bar", hint="run `bar init` first"
-        )
+        from bar.adopt import not_registered
+
+        raise not_registered(project)
     doc = Doctor(project)
     doc.check()
     if repair:

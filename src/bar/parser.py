@@ -131,7 +131,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         "re-attaches it here: the project directory takes the new path's name, each\n"
         "task.json the new repository root, and `git worktree repair` relinks the task\n"
         "worktrees; an empty project registered here since the move is replaced. Run\n"
-        "it again to finish an adoption that was stopped.",
+        "it again to finish an adoption that was stopped. See docs/tasks.md.",
         epilog="examples:\n"
         "  bar init                       register this repository\n"
         "  bar init --adopt               after a move: take its tasks along\n"
