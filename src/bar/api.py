@@ -58,8 +58,8 @@ if TYPE_CHECKING:
     from bar.run import RunRequest
 
 __all__ = [
-    "Location", "Project", "Status", "Task", "TaskSummary",
-    "adopt_project", "apply", "artifact_path", "blame", "check_command", "checkpoint", "checkpoints",
+    "Location", "Project", "Status", "Task", "TaskSummary", "adopt_project",
+    "apply", "artifact_path", "blame", "check_command", "checkpoint", "checkpoints",
     "close_task", "diff", "doctor", "get_task",
     "init_project", "log", "new_task", "open_project", "plan_rollback", "read_artifact",
     "rollback", "run", "show", "status", "summarize", "switch_task", "tasks",
