@@ -4,11 +4,17 @@ found by its id, its name or the first characters of its id."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from helpers import bar, init_clean, new_task, task_dir
+from bar import journals
+from bar.journals import CreateIntent
+from bar.store.layout import TaskPaths
+from conftest import git
+from helpers import bar, init_clean, new_task, project_dir, task_dir
 
 
 @pytest.fixture
@@ -141,3 +147,35 @@ def test_a_name_wins_over_an_id_prefix(inited: Path, capfd: pytest.CaptureFixtur
     named = new_task(capfd, t["id"][:5])  # a task named like the start of another's id
     assert bar(capfd, "task", "show", t["id"][:5], "--json").json()["id"] == named["id"]
     assert bar(capfd, "task", "show", t["id"], "--json").json()["id"] == t["id"]
+
+
+def test_a_name_a_live_task_new_is_making_is_taken(
+    inited: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Two `bar task new` of one name at once: the second sees the first's intent (its
+    task.json is not written yet) while the first holds the task's lock."""
+
+    paths = TaskPaths(project_dir() / "tasks" / "Mk1ngAbC")
+    paths.dir.mkdir(parents=True)
+    base = git(inited, "rev-parse", "HEAD").strip()
+    journals.write_create(
+        paths,
+        CreateIntent("Mk1ngAbC", "racing", "bar/racing-Mk1ngAbC", base, "2024-01-15T10:00:00Z"),
+    )
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import fcntl, sys, time\n"
+         f"f = open({str(paths.lock)!r}, 'a'); fcntl.flock(f, fcntl.LOCK_EX)\n"
+         "print('held', flush=True); time.sleep(120)"],
+        stdout=subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == b"held\n"
+        res = bar(capfd, "task", "new", "racing")
+        assert res.code == 2
+        assert "an open task is already named 'racing' (Mk1ngAbC)" in res.err
+    finally:
+        holder.kill()
+        holder.wait()
+    # its maker died: the half-made task is cleared and the name is free
+    made = new_task(capfd, "racing")
+    assert made["id"] != "Mk1ngAbC" and not paths.dir.exists()
