@@ -154,7 +154,6 @@ def test_a_name_a_live_task_new_is_making_is_taken(
 ) -> None:
     """Two `bar task new` of one name at once: the second sees the first's intent (its
     task.json is not written yet) while the first holds the task's lock."""
-
     paths = TaskPaths(project_dir() / "tasks" / "Mk1ngAbC")
     paths.dir.mkdir(parents=True)
     base = git(inited, "rev-parse", "HEAD").strip()
