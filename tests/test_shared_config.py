@@ -165,5 +165,5 @@ def test_the_shared_file_only_adds_and_tightens(own: config.Config, data: dict[s
 
 
 def test_unknown_keys_are_named() -> None:
-    with pytest.raises(ConfigError, match="unknown key 'hooks.pre'"):
+    with pytest.raises(ConfigError, match=r"unknown key 'hooks\.pre'"):
         config.combine(config.Config(), {"version": 1, "hooks": {"pre": []}}, SHARED)
