@@ -122,7 +122,8 @@ def sync(task: Task, onto: str | None, *, allow_conflicts: bool = False) -> Sync
     assert result.tree is not None
     repo = task.project.root
     safe = SafeGit.read(repo, task.worktree)
-    merged = safe.commit_tree(repo, result.tree, [result.state, result.tip],
+    # one parent: a second one would read as the raw bytes of the state (``bar.exact``)
+    merged = safe.commit_tree(repo, result.tree, [result.tip],
                               f"bar: {task.name} synced onto {result.onto}",
                               identity=git.BAR_IDENTITY)  # fmt: skip
     head_before = git.rev_parse(task.worktree, "HEAD")
