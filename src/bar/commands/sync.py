@@ -24,9 +24,16 @@ def sync(
             plan = api.sync(the_task, onto, dry_run=True)
             print_json({**plan.to_json(), "conflict": True, "dry_run": dry_run})
         raise
+    refused = Conflict(
+        f"syncing onto {result.onto} would conflict in: {', '.join(result.conflicts)}",
+        hint="--allow-conflicts records the merge with conflict markers in those files",
+    )
     if as_json:
         rec = result.step.to_record() if result.step else None
-        print_json({**result.to_json(), "dry_run": dry_run, "step": rec})
+        print_json({**result.to_json(), "dry_run": dry_run, "step": rec,
+                    "conflict": bool(result.conflicts)})  # fmt: skip
+        if dry_run and result.conflicts:
+            raise refused
         return 0
     if result.up_to_date:
         print(f"Task {the_task.name} is up to date with {result.onto} "
@@ -43,8 +50,7 @@ def sync(
                   "--allow-conflicts records the conflict markers)")  # fmt: skip
         print(paint("(dry run: nothing was changed)", "dim"))
         if result.conflicts:
-            raise Conflict(f"syncing onto {result.onto} would conflict in: "
-                           f"{', '.join(result.conflicts)}")  # fmt: skip
+            raise refused
         return 0
     step = result.step
     assert step is not None
