@@ -231,3 +231,19 @@ def test_sync_onto_another_branch_and_bad_names(
     assert missing.code == 2 and "names no branch or commit" in missing.err
     helped = bar(capfd, "task", "sync", "--help")
     assert helped.code == 0 and "examples:" in helped.out
+
+
+def test_blame_after_a_sync_names_the_sync_for_upstream_lines(
+    inited: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    new_task(capfd)
+    run_sh(capfd, "sed -i 's/line 2$/line 2 by the task/' a.txt")
+    upstream(inited, {"a.txt": LINES.replace("line 9\n", "line 9 upstream\n")})
+    assert bar(capfd, "task", "sync").code == 0
+    res = bar(capfd, "blame", "a.txt", "--json")
+    assert res.code == 0, res.err
+    by_text = {line["text"]: line for line in res.json()["lines"]}
+    assert by_text["line 2 by the task"]["state"] == "0001"
+    assert by_text["line 9 upstream"]["state"] == "0002"
+    assert by_text["line 9 upstream"]["kind"] == "sync"
+    assert by_text["line 1"]["state"] == "base"

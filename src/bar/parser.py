@@ -21,7 +21,7 @@ exit codes:
   3    task, step or ref not found
   4    not a git repository, or not registered (run `bar init`)
   5    unrecorded or uncommitted changes are in the way
-  6    apply would conflict
+  6    apply or sync would conflict
   7    another bar process holds the task (see --no-wait)
   8    a file bar reads is broken or of an unknown version (see `bar doctor`)
   9    git failed unexpectedly
