@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import time
 
-from bar import bases, git, journals, rollback, snapshot, steps
+from bar import bases, faults, git, journals, rollback, snapshot, steps
 from bar.apply import merge_with_markers, on_base
 from bar.checkout import SafeGit
 from bar.clock import ms_since, now_iso
@@ -172,6 +172,7 @@ def complete(task: Task, intent: SyncIntent, *, verified: bool = False) -> SyncS
         # the worktree's own index follows the branch, so `git status` there shows only
         # the task's changes; its files are the merged ones already
         git.git(task.worktree, "reset", "--quiet", "--mixed", intent.head_after)
+        faults.point("after moving the task branch")
     snap = snapshot.take(
         task.worktree,
         task.index,
@@ -199,6 +200,7 @@ def complete(task: Task, intent: SyncIntent, *, verified: bool = False) -> SyncS
     )
     step.artifacts.patch = patch
     written = steps.append(task, step)
+    faults.point("after recording the sync")
     bases.settle(task, intent.base_after)
     journals.clear_sync(task.paths)
     return written
