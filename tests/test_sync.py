@@ -247,3 +247,18 @@ def test_blame_after_a_sync_names_the_sync_for_upstream_lines(
     assert by_text["line 9 upstream"]["state"] == "0002"
     assert by_text["line 9 upstream"]["kind"] == "sync"
     assert by_text["line 1"]["state"] == "base"
+
+
+def test_show_and_rollback_say_how_the_base_moves(
+    inited: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    t = new_task(capfd)
+    run_sh(capfd, "echo mine > mine.txt")
+    tip = upstream(inited, {"up.txt": "up\n"})
+    assert bar(capfd, "task", "sync").code == 0
+    shown = bar(capfd, "show", "2").out
+    assert "onto      main" in shown and f"{t['base_commit'][:10]} -> {tip[:10]}" in shown
+    dry = bar(capfd, "rollback", "--to", "1", "--dry-run")
+    assert f"make {t['base_commit'][:10]} the task's base again" in dry.out
+    done = bar(capfd, "rollback", "--to", "1")
+    assert f"the task's base is {t['base_commit'][:10]} again" in done.out
