@@ -56,13 +56,15 @@ if TYPE_CHECKING:
     from bar.policy import Decision, Policy
     from bar.rollback import Plan
     from bar.run import RunRequest
+    from bar.sync import SyncPlan
+    from bar.undo import Plan as UndoPlan
 
 __all__ = [
     "Location", "Project", "Status", "Task", "TaskSummary", "adopt_project",
     "apply", "artifact_path", "blame", "check_command", "checkpoint", "checkpoints",
     "close_task", "diff", "doctor", "get_task",
     "init_project", "log", "new_task", "open_project", "plan_rollback", "read_artifact",
-    "rollback", "run", "show", "status", "summarize", "switch_task", "tasks",
+    "rollback", "run", "show", "status", "summarize", "switch_task", "sync", "tasks", "undo",
 ]  # fmt: skip
 
 
@@ -362,6 +364,28 @@ def _rollback_in_running_step(task: Task, to: str | None, hard: bool) -> Checkpo
     return done
 
 
+def sync(task: Task, onto: str | None = None, *, allow_conflicts: bool = False,
+         dry_run: bool = False, wait: bool = True) -> SyncPlan:  # fmt: skip
+    """Merge branch ``onto`` (default: the base branch) into the task; its tip is the new base."""
+    from bar import sync as verb
+
+    if dry_run:
+        return verb.plan(task, onto, dry=True)
+    with _changing(task, "bar task sync", wait=wait) as fresh:
+        return verb.sync(fresh, onto, allow_conflicts=allow_conflicts)
+
+
+def undo(task: Task, *, redo: bool = False, dry_run: bool = False,
+         wait: bool = True) -> tuple[UndoPlan, RollbackStep | None]:  # fmt: skip
+    """Undo the last step not undone (``redo``: redo the last undone one) as a rollback."""
+    from bar import undo as verb
+
+    if dry_run:
+        return verb.plan(task, redo=redo), None
+    with _changing(task, "bar redo" if redo else "bar undo", wait=wait) as fresh:
+        return verb.undo(fresh, redo=redo)
+
+
 def apply(
     task: Task,
     *,
@@ -467,14 +491,11 @@ class Diff:
         ).out  # fmt: skip
 
 
-def state_commit(task: Task, name: str) -> str:
-    return states.resolve(task, name).commit
-
-
 def diff(task: Task, from_: str = "base", to: str | None = None) -> Diff:
-    """Between two recorded states (default: base to the last recorded state)."""
-    return Diff(task.project.root, state_commit(task, from_),
-                state_commit(task, to) if to else task.recorded_snapshot())  # fmt: skip
+    """Between two recorded states (default: base to the last); ``base``: that of ``to``."""
+    end = states.resolve(task, to) if to else None
+    start = end.base if from_ == "base" and end and end.base else states.resolve(task, from_).commit
+    return Diff(task.project.root, start, end.commit if end else task.recorded_snapshot())
 
 
 def apply_diff(task: Task, result: ApplyResult) -> Diff:

@@ -30,7 +30,15 @@ from pathlib import Path
 from bar import checkout, git, journals, known_secrets, steps
 from bar.checkout import SafeGit
 from bar.clock import ms_since, now_iso
-from bar.errors import ApplyConflict, Conflict, DirtyWorktree, GitError, UsageError
+from bar.errors import (
+    ApplyConflict,
+    BarError,
+    Conflict,
+    DirtyWorktree,
+    GitError,
+    GitStateError,
+    UsageError,
+)
 from bar.git import DiffStat
 from bar.journals import ApplyIntent
 from bar.notices import note
@@ -56,6 +64,7 @@ class ApplyResult:
     blocking: list[str] = field(default_factory=list)  # dirty paths there in the way
     nothing_to_do: bool = False
     step: ApplyStep | None = None
+    refusal: BarError | None = None  # a dry run: why the apply would refuse (blocking...)
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -70,6 +79,7 @@ class ApplyResult:
             "blocking_paths": self.blocking,
             "nothing_to_do": self.nothing_to_do,
             "step_id": self.step.step_id if self.step else None,
+            "refusal": str(self.refusal) if self.refusal else None,
         }
 
 
@@ -82,7 +92,8 @@ def dry_run(
     at: State | None = None,
 ) -> ApplyResult:
     """What ``apply`` would do, from the worktree as it is now (or from the recorded
-    state ``at``); writes only git objects."""
+    state ``at``); writes only git objects. It makes the checks the apply makes: a
+    conflict raises as it would, and ``refusal`` says why a clean merge would be refused."""
     target = _target(task, mode, target_branch, at)
     repo = task.project.root
     safe = _safe_git(task, target)
@@ -97,14 +108,18 @@ def dry_run(
                                      identity=git.BAR_IDENTITY)  # fmt: skip
         last = task.ledger.last()
         label = last.step_id if last else "0000"
-    result = _compute(safe, task, mode, target, message, state, label)
+    base = at.base if at is not None and at.base else task.base_commit
+    result = _compute(safe, task, mode, target, message, state, label, base)
     if result.conflicts:
         raise ApplyConflict(result.target_branch, result.conflicts)
     if result.checkout is not None and not result.nothing_to_do:
         assert result.tree is not None
-        result.blocking = checkout.blocking_paths(safe.including(result.checkout),
-                                                  result.checkout, result.target_before,
-                                                  result.tree)  # fmt: skip
+        where = result.checkout
+        busy = Path(git.out(where, "rev-parse", "--absolute-git-dir")) / "index.lock"
+        if busy.exists():
+            result.refusal = _locked_checkout(where, busy)
+        else:
+            result.refusal = refusal(safe.including(where), result, where, result.tree)
     return result
 
 
@@ -125,9 +140,10 @@ def apply(
     started = now_iso()
     last = task.ledger.last()
     state = at.commit if at is not None else task.recorded_snapshot()
+    base = at.base if at is not None and at.base else task.base_commit
     # the trailer names the step (or checkpoint) whose state is applied: `bar show` it
     label = at.name if at is not None else last.step_id if last else "0000"
-    result = _compute(safe, task, mode, target, message, state, label)
+    result = _compute(safe, task, mode, target, message, state, label, base)
     if result.conflicts:
         raise ApplyConflict(result.target_branch, result.conflicts)
     if result.nothing_to_do:
@@ -216,22 +232,36 @@ def _target(task: Task, mode: str, target_branch: str | None, at: State | None =
 
 def merge_trees(safe: SafeGit, repo: Path, ours: str, theirs: str) -> tuple[str | None, list[str]]:
     """Three-way merge of two commits in the object store: (tree, conflicting paths)."""
+    tree, conflicts = merge_with_markers(safe, repo, ours, theirs)
+    return (None, conflicts) if conflicts else (tree, [])
+
+
+def merge_with_markers(safe: SafeGit, repo: Path, ours: str, theirs: str) -> tuple[str, list[str]]:
+    """Three-way merge of two commits in the object store: the merged tree (with conflict
+    markers in the conflicting files) and the conflicting paths."""
     res = safe.git(
         repo, "merge-tree", "--write-tree", "--name-only", "-z", ours, theirs, check=False
     )
     if res.returncode not in (0, 1):
         raise GitError(res.cmd, res.returncode, res.stdout, res.stderr)
     fields = res.stdout.split(b"\0")
-    if res.returncode == 0:
-        return fields[0].decode().strip(), []
+    tree = fields[0].decode().strip()
     conflicts: list[str] = []
-    for item in fields[1:]:
+    for item in fields[1:] if res.returncode == 1 else []:
         if not item:
             break
         path = item.decode("utf-8", "surrogateescape")
         if path not in conflicts:
             conflicts.append(path)
-    return None, conflicts
+    return tree, conflicts
+
+
+def on_base(safe: SafeGit, repo: Path, state: str, base: str) -> str:
+    """A commit of ``state``'s tree whose only parent is ``base``: merged with a branch,
+    its changes are taken against the base the state was recorded on (git 2.38's
+    merge-tree has no --merge-base), whatever the snapshot chain descends from."""
+    return safe.commit_tree(repo, git.tree_of(repo, state), [base], "bar: a state on its base",
+                            identity=git.BAR_IDENTITY)  # fmt: skip
 
 
 def default_message(task: Task) -> str:
@@ -264,7 +294,7 @@ def _safe_git(task: Task, target_branch: str) -> SafeGit:
 
 def _compute(
     safe: SafeGit, task: Task, mode: str, target_branch: str, message: str | None, state: str,
-    step_id: str,
+    step_id: str, base: str,
 ) -> ApplyResult:  # fmt: skip
     """Everything up to (not including) the commit. Writes only git objects."""
     repo = task.project.root
@@ -275,7 +305,10 @@ def _compute(
             hint="give an existing branch with --target",
         )
     result = ApplyResult(mode, target_branch, tip)
-    theirs = state if mode == "commit" else _task_branch_commit(safe, task, state, dry=True)
+    if mode == "commit":
+        theirs = on_base(safe, repo, state, base)
+    else:
+        theirs = _task_branch_commit(safe, task, state, dry=True)
     tree, conflicts = merge_trees(safe, repo, tip, theirs)
     if conflicts:
         result.conflicts = conflicts
@@ -338,23 +371,42 @@ def _move_target(safe: SafeGit, repo: Path, result: ApplyResult, intent: ApplyIn
     safe = safe.including(where)
     checkout.lock(where, token)  # checked under the lock: no git changes the index now
     try:
-        if git.rev_parse(where, "HEAD") != before:
-            raise Conflict(
-                f"{branch} moved while applying; nothing was changed", hint="run bar apply again"
-            )
-        blocked = checkout.blocking_paths(safe, where, before, result.commit)
-        if blocked:
-            shown = ", ".join(blocked[:10]) + (
-                f" and {len(blocked) - 10} more" if len(blocked) > 10 else ""
-            )
-            raise DirtyWorktree(
-                f"{branch} is checked out in {where}, where the apply would overwrite these "
-                f"files (changed, untracked or ignored there): {shown}; nothing was changed",
-                hint="commit, move or remove them there, or apply to another branch with --target",
-            )
+        refused = refusal(safe, result, where, result.commit)
+        if refused is not None:
+            raise refused
     except BaseException:
         checkout.unlock(where, token)
         raise
     checkout.advance(safe, where, branch, before, result.commit, token=token,
                      reason=_reason(result.mode))  # fmt: skip
     checkout.unlock(where, token)
+
+
+def refusal(safe: SafeGit, result: ApplyResult, where: Path, new: str) -> BarError | None:
+    """Why the checkout ``where`` of the target may not be updated to ``new`` (None: it
+    may). The apply asks under the checkout's lock; its dry run asks the same."""
+    branch = result.target_branch
+    if git.rev_parse(where, "HEAD") != result.target_before:
+        return Conflict(
+            f"{branch} moved while applying; nothing was changed", hint="run bar apply again"
+        )
+    blocked = checkout.blocking_paths(safe, where, result.target_before, new)
+    if not blocked:
+        return None
+    result.blocking = blocked
+    shown = ", ".join(blocked[:10]) + (
+        f" and {len(blocked) - 10} more" if len(blocked) > 10 else ""
+    )
+    return DirtyWorktree(
+        f"{branch} is checked out in {where}, where the apply would overwrite these "
+        f"files (changed, untracked or ignored there): {shown}; nothing was changed",
+        hint="commit, move or remove them there, or apply to another branch with --target",
+    )
+
+
+def _locked_checkout(where: Path, lock: Path) -> BarError:
+    """What ``checkout.lock`` would raise: another git holds the checkout's index."""
+    return GitStateError(
+        f"{lock} exists: another git command is running in {where}; nothing was changed",
+        hint="apply again when it has finished (if no git is running, remove that file)",
+    )

@@ -19,10 +19,10 @@ import string
 import tempfile
 from typing import Any
 
-from bar import checkpoints, git, journals
+from bar import bases, checkpoints, git, journals
 from bar.errors import NotFound, UsageError
 from bar.record import field, record
-from bar.records import ManualStep, RollbackStep, RunStep
+from bar.records import ManualStep, RollbackStep, RunStep, SyncStep
 from bar.states import State
 from bar.tasks import Task
 
@@ -76,13 +76,13 @@ def blame(task: Task, path: str, at: State | None = None) -> Blame:
     if kind.out.strip() != "blob":
         what = "directory" if kind.out.strip() == "tree" else kind.out.strip()
         raise UsageError(f"{rel} is a {what} in state {name}, not a file")
-    chain = git.git(repo, "rev-list", "--first-parent",
-                    f"{task.base_commit}..{commit}").out.split()  # fmt: skip
+    first = bases.first(task)  # the chain's root, whatever base a sync moved to since
+    chain = git.git(repo, "rev-list", "--first-parent", f"{first}..{commit}").out.split()
     named, restored = _records(task)
     origins = _origins(chain, named)
-    base = Origin("base", "base", task.base_commit)
+    base = Origin("base", "base", first)
     with tempfile.NamedTemporaryFile("w", prefix="bar-blame-", dir=task.dir) as revs:
-        revs.write(_history(task.base_commit, chain, restored))
+        revs.write(_history(first, chain, restored))
         revs.flush()
         raw = git.git(
             repo, "blame", "--porcelain", "--no-textconv", "--ignore-revs-file=",
@@ -119,19 +119,24 @@ def _records(task: Task) -> tuple[dict[str, Origin], dict[str, str]]:
     it restored."""
     named: dict[str, Origin] = {}
     restored: dict[str, str] = {}
-    states: dict[str, str] = {"base": task.base_commit}
+    states: dict[str, str] = {"base": bases.first(task)}
     step_ids: list[str] = []
     running = journals.read_run(task.paths)
+    now_base = states["base"]  # the base in effect (a sync moves it)
     for step in task.ledger.read_all(warn=False):
         step_ids.append(step.step_id)
-        if not isinstance(step, RunStep | ManualStep | RollbackStep) or not step.snapshot:
+        if not isinstance(step, RunStep | ManualStep | RollbackStep | SyncStep) or (
+            not step.snapshot
+        ):
             continue
         states[step.step_id] = step.snapshot
         if isinstance(step, RollbackStep) and step.snapshot != step.snapshot_before:
             target = states.get(step.target_step or "base") if step.target != "base" else (
-                task.base_commit)  # fmt: skip
+                now_base)  # fmt: skip
             if target is not None:
                 restored[step.snapshot] = target
+        if not isinstance(step, RunStep | ManualStep) and step.base_after:
+            now_base = step.base_after
         named.setdefault(step.snapshot, _step_origin(step, step.snapshot))
         if isinstance(step, RunStep) and step.checkpoints:
             _add_checkpoints(task, step.step_id, named, restored, states)
@@ -162,7 +167,9 @@ def _origins(chain: list[str], named: dict[str, Origin]) -> dict[str, Origin]:
     return origins
 
 
-def _step_origin(step: RunStep | ManualStep | RollbackStep, commit: str) -> Origin:
+def _step_origin(step: RunStep | ManualStep | RollbackStep | SyncStep, commit: str) -> Origin:
+    if isinstance(step, SyncStep):
+        return Origin(step.step_id, "sync", commit, command=f"sync onto {step.onto}")
     if isinstance(step, RunStep):
         return Origin(step.step_id, "run", commit, command=shlex.join(step.cmd))
     if isinstance(step, RollbackStep):

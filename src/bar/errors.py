@@ -99,8 +99,13 @@ class ApplyConflict(Conflict):
         super().__init__(
             f"applying onto {target_branch} would conflict in: {', '.join(self.paths)}; "
             "nothing was changed",
-            hint="roll the task back, or rebase its work by hand, then apply again",
+            hint=f"bring the task up to date with `bar task sync --onto {target_branch}` "
+            "(it merges the branch into the task's worktree), then apply again",
         )
+
+
+class NothingToUndo(BarError):
+    """``bar undo`` / ``bar redo`` found no step to undo or redo."""
 
 
 class Locked(BarError):

@@ -1,8 +1,9 @@
 """Intent journals: what a verb is about to do, written before it starts changing things.
 
-Three verbs change a task in more than one write, and each writes its intent first:
+Four verbs change a task in more than one write, and each writes its intent first:
 ``running.json`` (a step's command is running), ``rollback.json`` (the worktree is being
-restored) and ``apply.json`` (a target branch is being moved). Each verb then reads
+restored), ``apply.json`` (a target branch is being moved) and ``sync.json`` (the task is
+being brought up to date with a branch). Each verb then reads
 "write the intent, act, complete it", where completing appends the ledger line and
 removes the journal. If bar dies in between, the next command that takes the task lock
 finds the journal and calls the same completion (``bar.recovery``): holding the lock
@@ -141,6 +142,8 @@ class RollbackIntent:
     hard: bool
     snapshot_before: str
     started_at: str
+    undo_of: str | None = None  # ``bar undo`` of this step
+    redo_of: str | None = None  # ``bar redo`` of this step
 
 
 _ROLLBACK_KEYS = ("step_id", "target", "target_commit", "target_head", "hard", "snapshot_before")
@@ -159,6 +162,9 @@ def write_rollback(paths: TaskPaths, intent: RollbackIntent) -> None:
             "hard": intent.hard,
             "snapshot_before": intent.snapshot_before,
             "started_at": intent.started_at,
+            "target_base": intent.target.base,
+            "undo_of": intent.undo_of,
+            "redo_of": intent.redo_of,
         },
     )
 
@@ -185,14 +191,19 @@ def read_rollback(paths: TaskPaths) -> RollbackIntent | None:
     else:
         bad = [k for k in ("target_commit", "target_head", "snapshot_before")
                if not git.is_object_id(rec[k])]  # fmt: skip
+        bad += [k for k in ("target_base",) if rec.get(k) is not None
+                and not git.is_object_id(rec[k])]  # fmt: skip
+        bad += [k for k in ("undo_of", "redo_of") if rec.get(k) is not None
+                and not _valid_step_id(rec[k])]  # fmt: skip
         if bad:
             problem = f"an invalid {bad[0]} {rec[bad[0]]!r}"
     if problem:
         raise CorruptFile(f"rollback journal at {path} has {problem}")
     target = State(kind, target_step if kind == "step" else None, rec["target_commit"],
-                   rec["target_head"])  # fmt: skip
+                   rec["target_head"], rec.get("target_base"))  # fmt: skip
     return RollbackIntent(step_id, target, rec["hard"], rec["snapshot_before"],
-                          str(rec.get("started_at") or now_iso()))  # fmt: skip
+                          str(rec.get("started_at") or now_iso()), rec.get("undo_of"),
+                          rec.get("redo_of"))  # fmt: skip
 
 
 def clear_rollback(paths: TaskPaths) -> None:
@@ -251,6 +262,76 @@ def read_apply(paths: TaskPaths) -> ApplyIntent | None:
 
 def clear_apply(paths: TaskPaths) -> None:
     _remove(paths.apply_journal)
+
+
+# --- sync.json ----------------------------------------------------------------------
+
+
+@record(frozen=True)
+class SyncIntent:
+    """A sync about to be made (``bar.sync``): the worktree goes from ``snapshot_before``
+    to the tree of ``merged``, the task branch from ``head_before`` to ``head_after`` (if
+    it moves), and the task's base from ``base_before`` to ``base_after``."""
+
+    step_id: str
+    onto: str
+    snapshot_before: str
+    merged: str  # a commit holding the merged tree
+    base_before: str
+    base_after: str
+    head_before: str | None
+    head_after: str | None
+    conflicts: list[str]
+    started_at: str
+
+
+_SYNC_IDS = ("snapshot_before", "merged", "base_before", "base_after")
+
+
+def write_sync(paths: TaskPaths, intent: SyncIntent) -> None:
+    write_json_atomic(
+        paths.sync_journal,
+        {
+            "version": 1,
+            "step_id": intent.step_id,
+            "onto": intent.onto,
+            **{key: getattr(intent, key) for key in _SYNC_IDS},
+            "head_before": intent.head_before,
+            "head_after": intent.head_after,
+            "conflicts": intent.conflicts,
+            "started_at": intent.started_at,
+        },
+    )
+
+
+def read_sync(paths: TaskPaths) -> SyncIntent | None:
+    path = paths.sync_journal
+    try:
+        rec = upgrade("sync-journal", read_json(path, "sync journal"), path)
+    except FileNotFoundError:
+        return None
+    if not _valid_step_id(rec.get("step_id")):
+        raise CorruptFile(f"sync journal at {path} has an invalid step_id {rec.get('step_id')!r}")
+    for key in _SYNC_IDS:
+        if not git.is_object_id(rec.get(key)):
+            raise CorruptFile(f"sync journal at {path} has an invalid {key} {rec.get(key)!r}")
+    for key in ("head_before", "head_after"):
+        if rec.get(key) is not None and not git.is_object_id(rec[key]):
+            raise CorruptFile(f"sync journal at {path} has an invalid {key} {rec[key]!r}")
+    conflicts = rec.get("conflicts")
+    return SyncIntent(
+        step_id=str(rec["step_id"]),
+        onto=str(rec.get("onto", "")),
+        **{key: str(rec[key]) for key in _SYNC_IDS},
+        head_before=rec.get("head_before"),
+        head_after=rec.get("head_after"),
+        conflicts=[str(c) for c in conflicts] if isinstance(conflicts, list) else [],
+        started_at=str(rec.get("started_at") or now_iso()),
+    )
+
+
+def clear_sync(paths: TaskPaths) -> None:
+    _remove(paths.sync_journal)
 
 
 # --- creating.json -------------------------------------------------------------------

@@ -21,7 +21,7 @@ exit codes:
   3    task, step or ref not found
   4    not a git repository, or not registered (run `bar init`)
   5    unrecorded or uncommitted changes are in the way
-  6    apply would conflict
+  6    apply or sync would conflict
   7    another bar process holds the task (see --no-wait)
   8    a file bar reads is broken or of an unknown version (see `bar doctor`)
   9    git failed unexpectedly
@@ -224,6 +224,35 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     _json_opt(p)
     _cmd(p, "task:close")
 
+    p = tsub.add_parser(
+        "sync",
+        help="bring the task up to date with its base branch (or another)",
+        formatter_class=_Formatter,
+        description="Merge the branch's new commits into the task: the task's last state is\n"
+        "merged three-way onto the branch tip (merge base: the task's base), the worktree\n"
+        "gets the result (only differing files are touched), and the tip becomes the task's\n"
+        "base, so `bar apply` lands just the task's changes again. Unrecorded changes are\n"
+        "recorded first; the sync is a step (undo it with `bar undo`). The task branch\n"
+        "follows if it can (moved to the tip, or a clean merge commit of it). A conflict\n"
+        "changes nothing unless --allow-conflicts, which records the merge with conflict\n"
+        "markers in the files, to resolve in the worktree. Earlier states keep the base\n"
+        "they were recorded against: diff, apply --at and rollback use it.",
+        epilog="examples:\n"
+        "  bar task sync                        onto the task's base branch\n"
+        "  bar task sync --onto release-2.1     onto another branch (or commit)\n"
+        "  bar task sync --dry-run              what would change, and any conflict\n"
+        "  bar task sync --allow-conflicts      record conflict markers to fix by hand",
+    )
+    _task_opt(p)
+    p.add_argument("--onto", metavar="BRANCH",
+                   help="default: the task's base branch, else git.default_base")  # fmt: skip
+    p.add_argument("--allow-conflicts", action="store_true",
+                   help="on conflict, record the merge with conflict markers in the files")  # fmt: skip
+    p.add_argument("--dry-run", action="store_true", help="show what would change; change nothing")
+    p.add_argument("--no-wait", action="store_true", help="fail at once if the task is busy")
+    _json_opt(p)
+    _cmd(p, "sync:sync")
+
     # --- run ----------------------------------------------------------------------
     p = sub.add_parser(
         "run",
@@ -366,6 +395,32 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("--no-wait", action="store_true", help="fail at once if the task is busy")
     _json_opt(p)
     _cmd(p, "rollback:rollback")
+
+    for verb, text in (("undo", "undo the last step not undone yet"),
+                       ("redo", "redo the step undone last")):  # fmt: skip
+        p = sub.add_parser(
+            verb,
+            help=text + " (itself a step)",
+            formatter_class=_Formatter,
+            description="An editor's undo over the task's steps. `bar undo` returns the worktree\n"
+            "to the state before the latest step not undone yet (a run, hand edits, a\n"
+            "rollback, a sync); again, and it walks further back. `bar redo` brings back the\n"
+            "step undone last; any new step that changes the worktree ends what can be\n"
+            "redone. Each is a rollback step marked as an undo or redo, so nothing is lost.\n"
+            "Unrecorded changes are recorded first, and are then what undo undoes. Steps\n"
+            "that changed nothing (a test run, an apply) are passed over.",
+            epilog="examples:\n"
+            "  bar undo               back to before the last step\n"
+            "  bar undo; bar undo     two steps back\n"
+            "  bar redo               forward again\n"
+            f"  bar {verb} --dry-run     what would change",
+        )
+        _task_opt(p)
+        p.add_argument("--dry-run", action="store_true",
+                       help="show what would change; change nothing")  # fmt: skip
+        p.add_argument("--no-wait", action="store_true", help="fail at once if the task is busy")
+        _json_opt(p)
+        _cmd(p, f"undo:{verb}")
 
     p = sub.add_parser(
         "apply",

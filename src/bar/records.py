@@ -1,7 +1,7 @@
 """Typed records of the ledger: one class per step kind, and the entries steps carry.
 
-A ledger line is one of ``RunStep``, ``ManualStep``, ``RollbackStep``, ``ApplyStep``
-(``Step`` is their union). Each knows its own fields and writes them in the seed's line
+A ledger line is one of ``RunStep``, ``ManualStep``, ``RollbackStep``, ``ApplyStep``,
+``SyncStep`` (``Step`` is their union). Each knows its own fields and writes them in the seed's line
 format; ``step_from_record`` reads any line back through the migration registry,
 checking every value that could reach git's command line or the file system, so a
 tampered line can neither pass an option to git nor name a file outside the task.
@@ -19,7 +19,7 @@ from bar.migrate import upgrade
 from bar.record import field, record
 from bar.store.layout import ARTIFACT_RE, STEP_ID_RE
 
-KINDS = ("run", "apply", "rollback", "manual")
+KINDS = ("run", "apply", "rollback", "manual", "sync")
 
 
 def format_step_id(number: int) -> str:
@@ -248,11 +248,25 @@ class ManualStep(_Changes):
 
 
 @record(kw_only=True)
-class RollbackStep(_Changes):
+class _Rebased(_Changes):
+    """A step that may move the task's base (ext): ``base_before`` -> ``base_after``."""
+
+    base_before: str | None = None
+    base_after: str | None = None
+
+    def _bases(self, rec: dict[str, Any]) -> None:
+        if self.base_before is not None and self.base_after is not None:
+            rec.update(base_before=self.base_before, base_after=self.base_after)
+
+
+@record(kw_only=True)
+class RollbackStep(_Rebased):
     kind: ClassVar[str] = "rollback"
     target: str  # "base" | "step"
     target_step: str | None = None
     hard: bool = False
+    undo_of: str | None = None  # ext: ``bar undo`` of this step
+    redo_of: str | None = None  # ext: ``bar redo`` of this step
 
     @property
     def target_text(self) -> str:
@@ -266,6 +280,29 @@ class RollbackStep(_Changes):
         rec.update(target=self.target, target_step=self.target_step, hard=self.hard)
         self._changes(rec)
         self._snapshots(rec)
+        self._bases(rec)
+        if self.undo_of is not None:
+            rec["undo_of"] = self.undo_of
+        if self.redo_of is not None:
+            rec["redo_of"] = self.redo_of
+
+
+@record(kw_only=True)
+class SyncStep(_Rebased):
+    """The task brought up to date (ext): its last state merged three-way onto ``onto``'s
+    tip, with ``base_before`` as the merge base; its base is ``base_after`` from then on.
+    ``conflicts``: paths recorded with conflict markers, left to resolve in the worktree."""
+
+    kind: ClassVar[str] = "sync"
+    onto: str
+    conflicts: list[str] = field(default_factory=list)
+
+    def _body_fields(self, rec: dict[str, Any]) -> None:
+        rec["onto"] = self.onto
+        self._changes(rec)
+        self._snapshots(rec)
+        self._bases(rec)
+        rec["conflicts"] = list(self.conflicts)
 
 
 @record(kw_only=True)
@@ -299,7 +336,7 @@ class ApplyStep(_Step):
             rec["head"] = self.head
 
 
-Step = RunStep | ManualStep | RollbackStep | ApplyStep
+Step = RunStep | ManualStep | RollbackStep | ApplyStep | SyncStep
 
 _COMMON = ("step_id", "kind", "started_at", "ended_at", "duration_ms", "head", "version")
 _CHANGES = ("snapshot_before", "snapshot", "diff_stat", "artifacts")
@@ -307,10 +344,12 @@ _OWN: dict[str, tuple[str, ...]] = {
     "run": (*_CHANGES, "cmd", "cwd", "env", "exit_code", "policy_events", "hooks", "signal",
             "interrupted", "blocked", "pty", "checkpoints"),
     "manual": _CHANGES,
-    "rollback": (*_CHANGES, "target", "target_step", "hard"),
+    "rollback": (*_CHANGES, "target", "target_step", "hard", "base_before", "base_after",
+                 "undo_of", "redo_of"),
+    "sync": (*_CHANGES, "onto", "base_before", "base_after", "conflicts"),
     "apply": ("mode", "commit_sha", "commit_message", "target_branch", "snapshot"),
 }  # fmt: skip
-_OBJECT_IDS = ("snapshot_before", "snapshot", "head", "commit_sha")
+_OBJECT_IDS = ("snapshot_before", "snapshot", "head", "commit_sha", "base_before", "base_after")
 
 
 def step_from_record(rec: object, where: str) -> Step:
@@ -351,13 +390,29 @@ def step_from_record(rec: object, where: str) -> Step:
     }
     if kind == "manual":
         return ManualStep(**common, **changes)
+    bases: dict[str, Any] = {"base_before": _str(rec.get("base_before")),
+                             "base_after": _str(rec.get("base_after"))}  # fmt: skip
+    if kind == "sync":
+        conflicts = rec.get("conflicts")
+        return SyncStep(
+            **common, **changes, **bases, onto=str(rec.get("onto", "")),
+            conflicts=[str(c) for c in conflicts] if isinstance(conflicts, list) else [],
+        )  # fmt: skip
     if kind == "rollback":
+        for key in ("undo_of", "redo_of"):
+            if rec.get(key) is not None and not (
+                isinstance(rec[key], str) and STEP_ID_RE.match(rec[key])
+            ):
+                raise CorruptFile(f"{where} has an invalid {key} {rec[key]!r}")
         return RollbackStep(
             **common,
             **changes,
+            **bases,
             target=str(rec.get("target", "")),
             target_step=_str(rec.get("target_step")),
             hard=rec.get("hard") is True,
+            undo_of=_str(rec.get("undo_of")),
+            redo_of=_str(rec.get("redo_of")),
         )
     cmd, env = rec.get("cmd"), rec.get("env")
     return RunStep(

@@ -18,7 +18,7 @@ from __future__ import annotations
 import shlex
 import time
 
-from bar import git, guard, journals, steps
+from bar import bases, git, guard, journals, steps
 from bar.notices import note
 from bar.records import Step
 from bar.tasks import Task
@@ -81,12 +81,24 @@ def finish_pending(task: Task) -> list[Step]:
     if rollback_intent is not None:
         last = task.ledger.last()
         if last is not None and last.number >= int(rollback_intent.step_id):
+            bases.settle(task, bases.base_at(task, last.number))  # task.json may lag the ledger
             journals.clear_rollback(task.paths)
         else:
             from bar import rollback
 
             note(f"finishing rollback step {rollback_intent.step_id}, which was interrupted")
             done.append(rollback.complete(task, rollback_intent))
+    sync_intent = journals.read_sync(task.paths)
+    if sync_intent is not None:
+        from bar import sync
+
+        last = task.ledger.last()
+        if last is not None and last.number >= int(sync_intent.step_id):
+            bases.settle(task, bases.base_at(task, last.number))
+            journals.clear_sync(task.paths)
+        else:
+            note(f"finishing sync step {sync_intent.step_id}, which was interrupted")
+            done.append(sync.complete(task, sync_intent))
     apply_intent = journals.read_apply(task.paths)
     if apply_intent is not None:
         from bar import apply

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from bar.git import DiffStat
 from bar.git import short as short  # the commands read object ids through here
-from bar.records import ApplyStep, ManualStep, RollbackStep, RunStep, Step
+from bar.records import ApplyStep, ManualStep, RollbackStep, RunStep, Step, SyncStep
 
 if TYPE_CHECKING:
     from bar.checkpoints import Checkpoint
@@ -66,7 +66,13 @@ def describe(step: Step) -> str:
     if isinstance(step, ManualStep):
         return "changes made outside bar"
     if isinstance(step, RollbackStep):
+        if step.undo_of or step.redo_of:
+            return f"{'undo' if step.undo_of else 'redo'} of step {step.undo_of or step.redo_of}"
         return f"rollback to {step.target_text}" + (" (--hard)" if step.hard else "")
+    if isinstance(step, SyncStep):
+        moved = f" ({short(step.base_before)} -> {short(step.base_after)})"
+        clash = f", conflict markers in {len(step.conflicts)} file(s)" if step.conflicts else ""
+        return f"sync onto {step.onto}{moved}{clash}"
     assert isinstance(step, ApplyStep)
     return f"apply ({step.mode}) onto {step.target_branch} as {short(step.commit_sha)}"
 

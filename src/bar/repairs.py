@@ -28,7 +28,8 @@ def journals_of(task: Task) -> list[tuple[Path, str, JournalReader]]:
     paths = task.paths
     return [(paths.marker, "step", journals.read_run),
             (paths.rollback_journal, "rollback", journals.read_rollback),
-            (paths.apply_journal, "apply", journals.read_apply)]  # fmt: skip
+            (paths.apply_journal, "apply", journals.read_apply),
+            (paths.sync_journal, "sync", journals.read_sync)]  # fmt: skip
 
 
 def then(action: Callable[[], object], said: str) -> Callable[[], str]:

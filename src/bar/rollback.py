@@ -7,6 +7,12 @@ leaves every other file alone, ignored ones included. The agent's own index and 
 not touched (unless ``--hard``, which resets the task branch to the HEAD recorded at the
 target).
 
+A state carries the base it was recorded against (``bar.bases``): a rollback to a state
+recorded before a ``sync`` moves the task's base back with it, so that the task's changes
+are again what they were then (``base_before``/``base_after`` on the step).
+``bar undo`` and ``bar redo`` are rollbacks too (``bar.undo``), marked ``undo_of`` /
+``redo_of``.
+
 Like every verb: write the intent (``rollback.json``), then ``complete`` it — restore,
 snapshot, patch, ledger line, intent removed. Restoring to a tree is idempotent, so
 recovery after a crash calls the same ``complete`` from wherever the files were left.
@@ -17,7 +23,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from bar import exact, faults, git, journals, snapshot, stamps, states, steps
+from bar import bases, exact, faults, git, journals, snapshot, stamps, states, steps
 from bar.clock import ms_since, now_iso
 from bar.journals import RollbackIntent
 from bar.notices import note, warn
@@ -51,15 +57,21 @@ def plan(task: Task, to: str | None) -> Plan:
     return Plan(target, changes)
 
 
-def rollback(task: Task, target: State, *, hard: bool) -> RollbackStep:
+def rollback(
+    task: Task, target: State, *, hard: bool, undo_of: str | None = None,
+    redo_of: str | None = None,
+) -> RollbackStep:  # fmt: skip
     """Roll back to ``target`` (caller holds the lock and ran ``recovery.prepare``, which
-    left the worktree equal to the last recorded snapshot)."""
+    left the worktree equal to the last recorded snapshot). ``undo_of``/``redo_of``: the
+    step this rollback undoes or redoes (``bar.undo``)."""
     intent = RollbackIntent(
         step_id=task.ledger.next_step_id(),
         target=target,
         hard=hard,
         snapshot_before=task.recorded_snapshot(),
         started_at=now_iso(),
+        undo_of=undo_of,
+        redo_of=redo_of,
     )
     journals.write_rollback(task.paths, intent)
     return complete(task, intent, verified=True)
@@ -95,6 +107,10 @@ def complete(task: Task, intent: RollbackIntent, *, verified: bool = False) -> R
             "written?); the difference is recorded"
         )
     stat, patch = steps.record_changes(task, intent.step_id, intent.snapshot_before, snap.commit)
+    base_before, base_after = task.base_commit, target.base or task.base_commit
+    moves = base_after != base_before
+    if moves:
+        bases.will_move(task)
     step = RollbackStep(
         step_id=intent.step_id,
         started_at=intent.started_at,
@@ -107,9 +123,14 @@ def complete(task: Task, intent: RollbackIntent, *, verified: bool = False) -> R
         snapshot=snap.commit,
         diff_stat=stat,
         head=git.rev_parse(task.worktree, "HEAD"),
+        base_before=base_before if moves else None,
+        base_after=base_after if moves else None,
+        undo_of=intent.undo_of,
+        redo_of=intent.redo_of,
     )
     step.artifacts.patch = patch
     written = steps.append(task, step)
+    bases.settle(task, base_after)
     journals.clear_rollback(task.paths)
     return written
 

@@ -4,12 +4,13 @@ A state is the worktree as a snapshot recorded it: ``base`` (the task's base com
 state after a step (``3``, ``0003``) or after one of its tool calls (a checkpoint:
 ``3.2``, ``0003.2``, ``bar.checkpoints``). Rollback targets, ``diff --from/--to``,
 ``apply --at``, ``blame --at`` and ``show`` all resolve names here, so every command
-accepts the same ones.
+accepts the same ones. A state carries the base it was recorded against (``bar.bases``):
+what its changes are measured from, and what a rollback to it makes the task's base again.
 """
 
 from __future__ import annotations
 
-from bar import checkpoints
+from bar import bases, checkpoints
 from bar.errors import UsageError
 from bar.record import record
 from bar.records import Step, format_step_id, parse_step_ref
@@ -22,6 +23,7 @@ class State:
     step_id: str | None
     commit: str  # the snapshot commit
     head: str  # the task branch's HEAD recorded at that state (what --hard resets to)
+    base: str | None = None  # the task's base then (None: read before bar knew it)
 
     def describe(self) -> str:
         if self.kind == "base":
@@ -37,7 +39,7 @@ class State:
 
 
 def base(task: Task) -> State:
-    return State("base", None, task.base_commit, task.base_commit)
+    return State("base", None, task.base_commit, task.base_commit, task.base_commit)
 
 
 def resolve(task: Task, name: str) -> State:
@@ -47,11 +49,23 @@ def resolve(task: Task, name: str) -> State:
     if checkpoints.parse_name(name) is not None:
         found = checkpoints.lookup(task, name)
         return State("step", found.name, found.snapshot,
-                     found.head or _head_before(task, found.step_id))  # fmt: skip
+                     found.head or _head_before(task, found.step_id),
+                     bases.base_at(task, int(found.step_id)))  # fmt: skip
     step = task.ledger.get(parse_step_ref(name))
     if not step.snapshot:
         raise UsageError(f"step {step.step_id} recorded no snapshot to return to")
-    return State("step", step.step_id, step.snapshot, _head_at(task, step))
+    return State("step", step.step_id, step.snapshot, _head_at(task, step),
+                 bases.base_at(task, step.number))  # fmt: skip
+
+
+def before(task: Task, step: Step) -> State:
+    """The state just before ``step``: the last state recorded by a step before it that
+    changed the worktree (an apply records the state it landed, not a new one)."""
+    for earlier in task.ledger.iter_reverse(warn=False):
+        if earlier.number < step.number and earlier.kind != "apply" and earlier.snapshot:
+            return resolve(task, earlier.step_id)
+    start = bases.first(task)
+    return State("base", None, step.snapshot_before or start, start, start)
 
 
 def before_last(task: Task) -> State:

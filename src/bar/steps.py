@@ -17,7 +17,7 @@ from bar.clock import ms_since, now_iso
 from bar.errors import CorruptFile
 from bar.git import DiffStat
 from bar.notices import note
-from bar.records import ApplyStep, ManualStep, RollbackStep, RunStep, step_from_record
+from bar.records import ApplyStep, ManualStep, RollbackStep, RunStep, SyncStep, step_from_record
 from bar.redact import Scrubber
 from bar.tasks import Task
 
@@ -58,7 +58,7 @@ def record_changes(
     return stat, rel
 
 
-_S = TypeVar("_S", RunStep, ManualStep, RollbackStep, ApplyStep)
+_S = TypeVar("_S", RunStep, ManualStep, RollbackStep, ApplyStep, SyncStep)
 
 
 def append(task: Task, step: _S, scrubber: Scrubber | None = None) -> _S:

@@ -84,6 +84,8 @@ class Task:
     metadata: dict[str, Any]
     snapshot_ref: str
     project: Project = field(repr=False, compare=False)
+    # ext: the base the task started from, set once its base first moves (``bar.bases``)
+    first_base: str | None = None
 
     @property
     def paths(self) -> TaskPaths:
@@ -129,6 +131,7 @@ class Task:
             "closed_at": self.closed_at,
             "metadata": self.metadata,
             "snapshot_ref": self.snapshot_ref,
+            **({"first_base": self.first_base} if self.first_base else {}),
         }
 
     def save(self) -> None:
@@ -224,6 +227,9 @@ def load_task(project: Project, task_id: str) -> Task:
             f"task.json at {path} has snapshot_ref {snapshot_ref!r}; "
             f"expected 'refs/bar/tasks/{task_id}'"
         )
+    first_base = rec.get("first_base")
+    if first_base is not None and not git.is_object_id(first_base):
+        raise CorruptFile(f"task.json at {path} has an invalid first_base {first_base!r}")
     repo_root = _require_str(rec, "repo_root", path)
     if not Path(repo_root).is_absolute():
         raise CorruptFile(f"task.json at {path} has a relative repo_root {repo_root!r}")
@@ -244,6 +250,7 @@ def load_task(project: Project, task_id: str) -> Task:
         metadata=metadata if isinstance(metadata, dict) else {},
         snapshot_ref=snapshot_ref,
         project=project,
+        first_base=first_base,
     )
     if status == "active":
         _pin(task)

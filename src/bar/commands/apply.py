@@ -33,6 +33,8 @@ def apply(
         raise
     if as_json:
         print_json({**result.to_json(), "dry_run": dry_run})
+        if result.refusal is not None:
+            raise result.refusal  # the dry run fails as the apply would
         return 0
     stat = result.stat
     summary = f"{plural(stat.files, 'file')} +{stat.additions} -{stat.deletions}"
@@ -46,12 +48,16 @@ def apply(
             print(f"  but {result.target_branch} is checked out in {result.checkout}, where the "
                   "apply would overwrite these files (changed, untracked or ignored there), so "
                   f"it would refuse: {', '.join(result.blocking)}")  # fmt: skip
+        elif result.refusal is not None:
+            print(f"  but the apply would refuse: {result.refusal}")
         elif result.checkout:
             print(f"  {result.target_branch} is checked out in {result.checkout}; "
                   "it would be updated")  # fmt: skip
         changes = api.apply_diff(the_task, result)
         sys.stdout.write(changes.text(stat_only=True) + changes.text())
         print(paint("(dry run: nothing was changed)", "dim"))
+        if result.refusal is not None:
+            raise result.refusal  # the dry run fails as the apply would
         return 0
     print(f"Applied task {the_task.name} to {result.target_branch} as {short(result.commit)} "
           f"({mode}): {summary}")  # fmt: skip

@@ -30,6 +30,8 @@ def rollback(
             print(f"  {_VERB[c.status]:<9} {c.path}")
         if hard:
             print(f"  and reset branch {the_task.branch} to {short(plan.target.head)}")
+        if plan.target.base and plan.target.base != the_task.base_commit:
+            print(f"  and make {short(plan.target.base)} the task's base again (as it was then)")
         print(paint("(dry run: nothing was changed)", "dim"))
         return 0
     step = api.rollback(the_task, to, hard=hard, wait=not no_wait)
@@ -48,6 +50,8 @@ def rollback(
           f"(step {step.step_id})")  # fmt: skip
     if step.hard:
         print(f"  branch {the_task.branch} reset to {short(step.head)}")
+    if step.base_after:
+        print(f"  the task's base is {short(step.base_after)} again (as it was then)")
     reset = "--hard " if step.hard else ""  # undo the branch reset too
     print(f"Undo with: bar rollback {reset}--to {int(step.step_id) - 1}")
     return 0

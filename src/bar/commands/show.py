@@ -7,7 +7,7 @@ import shlex
 import sys
 
 from bar import api
-from bar.records import ApplyStep, RunStep
+from bar.records import ApplyStep, RollbackStep, RunStep, SyncStep
 from bar.render import (
     Painter,
     checkpoint_line,
@@ -59,6 +59,12 @@ def show(*, task: str | None, step: str, as_json: bool) -> int:
     if isinstance(record, ApplyStep):
         rows += [("mode", record.mode), ("target", record.target_branch),
                  ("commit", record.commit_sha)]  # fmt: skip
+    if isinstance(record, SyncStep):
+        rows.append(("onto", record.onto))
+        if record.conflicts:
+            rows.append(("conflicts", ", ".join(record.conflicts) + " (conflict markers)"))
+    if isinstance(record, SyncStep | RollbackStep) and record.base_after:
+        rows.append(("base", f"{short(record.base_before)} -> {short(record.base_after)}"))
     rows.append(("changes", stat_text(record.diff_stat)))
     if record.diff_stat.file_list:
         rows.append(("files", ", ".join(record.diff_stat.file_list)))

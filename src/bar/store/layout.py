@@ -4,7 +4,7 @@
 $BAR_HOME/projects/<name>-<hash4>/
     config.yaml  state.json  events.jsonl  project.lock  cache/
     tasks/<id>/  task.json  ledger.jsonl  artifacts/  index  index.stamps  task.lock
-                 running.json  rollback.json  apply.json  (intent journals)
+                 running.json  rollback.json  apply.json  sync.json  (intent journals)
                  bar.sock  (the channel of the running step)
     workspaces/<id>/  the task's git worktree
 ```
@@ -129,6 +129,10 @@ class TaskPaths:
     @property
     def apply_journal(self) -> Path:
         return self.dir / "apply.json"
+
+    @property
+    def sync_journal(self) -> Path:
+        return self.dir / "sync.json"
 
     @property
     def socket(self) -> Path:

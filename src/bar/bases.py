@@ -1,0 +1,56 @@
+"""The base each recorded state was recorded against.
+
+A task's changes are its last state against its base (``base_commit`` in task.json). A
+``sync`` step moves the base to the tip of a branch it merged in, and a rollback to a
+state recorded before that moves it back, so that every state keeps the base it was
+recorded against: diffs, applies and undos of an earlier state use that base, never
+today's. The ledger is the truth: a step that moved the base carries ``base_before`` and
+``base_after``; ``base_commit`` in task.json caches the last one. ``first_base`` in
+task.json (set before the first move is recorded) is both the base the task started from
+and the sign that the ledger needs reading at all: a task whose base never moved answers
+from task.json alone, however long its ledger.
+"""
+
+from __future__ import annotations
+
+from bar import git
+from bar.tasks import Task
+
+
+def first(task: Task) -> str:
+    """The base the task started from: the root of its snapshot chain."""
+    return task.first_base or task.base_commit
+
+
+def base_at(task: Task, number: int) -> str:
+    """The base in effect after step ``number`` (0: before the first step)."""
+    if task.first_base is None:
+        return task.base_commit
+    for step in task.ledger.iter_reverse(warn=False):
+        after = getattr(step, "base_after", None)
+        if step.number <= number and after:
+            return str(after)
+    return task.first_base
+
+
+def will_move(task: Task) -> None:
+    """Note the first base before a step that moves it is recorded (the caller holds the
+    task lock), so that readers look for the move in the ledger from then on."""
+    if task.first_base is None:
+        task.first_base = task.base_commit
+        task.save()
+
+
+def settle(task: Task, base: str) -> None:
+    """Make task.json name ``base``, the base the last recorded step left (a step that
+    moved it is recorded first, then task.json follows; recovery finishes the second
+    half). The new base is kept reachable, as the snapshots of the states on it are."""
+    if task.base_commit == base:
+        return
+    git.git(task.project.root, "update-ref", "-m", "bar: keep a base", f"{KEPT_BASES}{task.id}/{base}",
+            base, check=False)  # fmt: skip
+    task.base_commit = base
+    task.save()
+
+
+KEPT_BASES = "refs/bar/bases/"

@@ -1,0 +1,54 @@
+"""``bar apply --dry-run`` makes the checks the apply makes, and fails as it would."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from conftest import git
+from helpers import bar, init_clean, ledger, new_task, run_sh
+
+
+@pytest.fixture
+def inited(repo: Path, capfd: pytest.CaptureFixture[str]) -> Path:
+    return init_clean(repo, capfd)
+
+
+def test_dry_run_and_apply_agree_on_a_dirty_checkout(
+    inited: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    t = new_task(capfd)
+    run_sh(capfd, "echo task > README.md")
+    (inited / "README.md").write_text("my own edit\n")
+    dry = bar(capfd, "apply", "--dry-run")
+    real = bar(capfd, "apply")
+    assert dry.code == real.code == 5, dry.out + dry.err + real.err
+    assert "it would be updated" not in dry.out and "it would refuse: README.md" in dry.out
+    assert dry.err.splitlines()[0] == real.err.splitlines()[0]
+    assert "README.md" in real.err and "nothing was changed" in real.err
+    as_json = bar(capfd, "apply", "--dry-run", "--json")
+    assert as_json.code == 5 and as_json.json()["blocking_paths"] == ["README.md"]
+    assert "nothing was changed" in as_json.json()["refusal"]
+    assert (inited / "README.md").read_text() == "my own edit\n"
+    assert [s["kind"] for s in ledger(t["id"])] == ["run"]
+    # clean again: both say yes
+    git(inited, "checkout", "README.md")
+    dry = bar(capfd, "apply", "--dry-run")
+    assert dry.code == 0 and "it would be updated" in dry.out
+    assert bar(capfd, "apply").code == 0
+
+
+def test_dry_run_and_apply_agree_while_another_git_holds_the_checkout(
+    inited: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    new_task(capfd)
+    run_sh(capfd, "echo task > new.txt")
+    lock = inited / ".git" / "index.lock"
+    lock.write_text("")
+    dry = bar(capfd, "apply", "--dry-run")
+    real = bar(capfd, "apply")
+    assert dry.code == real.code == 9, dry.err + real.err
+    assert "another git command is running" in dry.err and "would refuse" in dry.out
+    lock.unlink()
+    assert bar(capfd, "apply", "--dry-run").code == 0

@@ -1,0 +1,164 @@
+"""``bar undo`` / ``bar redo``: an editor's undo over the steps, recorded as rollback steps,
+checked against a list-and-cursor model of what the worktree should hold."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from conftest import git
+from helpers import bar, files_on_disk, init_clean, ledger, new_task, run_sh, worktree
+
+
+@pytest.fixture
+def inited(repo: Path, capfd: pytest.CaptureFixture[str]) -> Path:
+    return init_clean(repo, capfd)
+
+
+def test_undo_undo_redo_redo_returns_to_after_the_second_run(
+    inited: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    t = new_task(capfd)
+    wt = worktree(t)
+    start = files_on_disk(wt)
+    run_sh(capfd, "echo one > f.txt")
+    after_one = files_on_disk(wt)
+    run_sh(capfd, "echo two > f.txt && echo x > g.txt")
+    after_two = files_on_disk(wt)
+
+    first = bar(capfd, "undo")
+    assert first.code == 0, first.err
+    assert "Undid step 0002" in first.out and files_on_disk(wt) == after_one
+    assert bar(capfd, "undo").code == 0 and files_on_disk(wt) == start
+    again = bar(capfd, "redo")
+    assert again.code == 0 and "Redid step 0001" in again.out and files_on_disk(wt) == after_one
+    assert bar(capfd, "redo").code == 0 and files_on_disk(wt) == after_two
+
+    steps = ledger(t["id"])
+    assert [(s["kind"], s.get("undo_of"), s.get("redo_of")) for s in steps[2:]] == [
+        ("rollback", "0002", None), ("rollback", "0001", None),
+        ("rollback", None, "0001"), ("rollback", None, "0002"),
+    ]  # fmt: skip
+    log = bar(capfd, "log").out
+    assert "undo of step 0002" in log and "redo of step 0001" in log
+    nothing = bar(capfd, "redo")
+    assert nothing.code == 1 and "nothing to redo" in nothing.err
+
+
+def test_a_new_step_ends_the_redo_chain(inited: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    t = new_task(capfd)
+    run_sh(capfd, "echo one > f.txt")
+    run_sh(capfd, "echo two > f.txt")
+    assert bar(capfd, "undo").code == 0
+    run_sh(capfd, "echo three > h.txt")
+    res = bar(capfd, "redo")
+    assert res.code == 1
+    assert "nothing to redo: step 0004" in res.err and "came after the last undo" in res.err
+    assert "hint: " in res.err
+    assert (worktree(t) / "h.txt").exists() and len(ledger(t["id"])) == 4
+
+
+def test_nothing_to_undo_and_no_op_steps_are_passed_over(
+    inited: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    t = new_task(capfd)
+    res = bar(capfd, "undo")
+    assert res.code == 1 and "nothing to undo" in res.err
+    assert bar(capfd, "redo").code == 1
+    run_sh(capfd, "echo one > f.txt")
+    run_sh(capfd, "true")  # changed nothing: undo skips it
+    assert bar(capfd, "undo").code == 0
+    assert not (worktree(t) / "f.txt").exists()
+    assert ledger(t["id"])[-1]["undo_of"] == "0001"
+
+
+def test_undo_records_hand_edits_first_and_undoes_them(
+    inited: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    t = new_task(capfd)
+    run_sh(capfd, "echo one > f.txt")
+    (worktree(t) / "f.txt").write_text("edited by hand\n")
+    res = bar(capfd, "undo")
+    assert res.code == 0, res.err
+    assert [s["kind"] for s in ledger(t["id"])] == ["run", "manual", "rollback"]
+    assert ledger(t["id"])[-1]["undo_of"] == "0002"
+    assert (worktree(t) / "f.txt").read_text() == "one\n"
+    assert bar(capfd, "redo").code == 0
+    assert (worktree(t) / "f.txt").read_text() == "edited by hand\n"
+
+
+def test_dry_run_and_json(inited: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    t = new_task(capfd)
+    run_sh(capfd, "echo one > f.txt")
+    dry = bar(capfd, "undo", "--dry-run")
+    assert dry.code == 0 and "A f.txt" not in dry.out and "f.txt" in dry.out
+    assert "dry run" in dry.out and len(ledger(t["id"])) == 1
+    res = bar(capfd, "undo", "--json")
+    data = res.json()
+    assert res.code == 0 and data["action"] == "undo" and data["step_id"] == "0001"
+    assert data["step"]["undo_of"] == "0001" and data["target"] == "base"
+    dry_redo = bar(capfd, "redo", "--dry-run", "--json")
+    assert dry_redo.json()["action"] == "redo" and dry_redo.json()["step"] is None
+    assert bar(capfd, "undo", "--help").out.count("examples:") == 1
+
+
+def test_undo_of_a_sync_restores_the_base_and_the_branch(
+    inited: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    t = new_task(capfd)
+    run_sh(capfd, "echo mine > mine.txt")
+    (inited / "up.txt").write_text("up\n")
+    git(inited, "add", "up.txt")
+    git(inited, "commit", "-qm", "upstream")
+    assert bar(capfd, "task", "sync").code == 0
+    res = bar(capfd, "undo")
+    assert res.code == 0, res.err
+    assert "base is" in res.out
+    assert not (worktree(t) / "up.txt").exists()
+    assert git(worktree(t), "rev-parse", "HEAD").strip() == t["base_commit"]
+    assert bar(capfd, "redo").code == 0
+    assert (worktree(t) / "up.txt").exists()
+    assert git(worktree(t), "rev-parse", "HEAD").strip() == git(inited, "rev-parse", "main").strip()
+
+
+# --- property: any sequence of run / undo / redo, against a model -------------------
+
+actions = st.lists(st.sampled_from(["run", "run", "undo", "redo"]), min_size=1, max_size=9)
+
+
+@settings(
+    max_examples=10,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+    derandomize=True,
+)
+@given(seq=actions)
+def test_any_sequence_matches_a_list_and_cursor(
+    make_repo: object, capfd: pytest.CaptureFixture[str], seq: list[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    repo = make_repo()  # type: ignore[operator]
+    monkeypatch.chdir(repo)
+    monkeypatch.setenv("BAR_HOME", str(repo.parent / f"home-{repo.name}"))  # one per example
+    init_clean(repo, capfd)
+    t = new_task(capfd, "p")
+    wt = worktree(t)
+    # the model: states[0..cursor] are done, states[cursor+1..] can be redone
+    states = [files_on_disk(wt)]
+    cursor = 0
+    for n, action in enumerate(seq):
+        if action == "run":
+            run_sh(capfd, f"echo {n} > f{n % 3}.txt")
+            del states[cursor + 1 :]
+            states.append(files_on_disk(wt))
+            cursor += 1
+            continue
+        res = bar(capfd, action)
+        possible = cursor > 0 if action == "undo" else cursor < len(states) - 1
+        assert res.code == (0 if possible else 1), (seq, n, res.err)
+        if possible:
+            cursor += -1 if action == "undo" else 1
+        assert files_on_disk(wt) == states[cursor], (seq, n)
