@@ -60,7 +60,7 @@ __all__ = [
     "apply", "artifact_path", "blame", "check_command", "checkpoint", "checkpoints",
     "close_task", "diff", "doctor", "get_task",
     "init_project", "log", "new_task", "open_project", "plan_rollback", "read_artifact",
-    "rollback", "run", "show", "status", "summarize", "switch_task", "tasks",
+    "rollback", "run", "show", "status", "summarize", "switch_task", "tasks", "unrecorded",
 ]  # fmt: skip
 
 
@@ -215,17 +215,19 @@ def close_task(task: Task, *, keep_worktree: bool = False, force: bool = False) 
     Refuses while the worktree holds changes no step recorded, unless ``force``, which
     records them as a manual step first."""
     from bar import recovery, worktree
+    from bar.progress import Progress
     from bar.sandbox import plan as sandbox_plan
 
     project = task.project
     recorded: list[Step] = []
     removed = False
-    with task.lock("bar task close"):
+    with task.lock("bar task close"), Progress("task close:") as shown:
         task = load_task(project, task.id)
         if not task.active:
             raise UsageError(f"task {task.name} ({task.id}) is already closed")
         if task.worktree.is_dir():
             recorded += recovery.finish_pending(task)
+            shown.update(detail="looking for changes no step recorded")
             if steps.has_unrecorded_changes(task):
                 if not force:
                     raise DirtyWorktree(
@@ -236,6 +238,7 @@ def close_task(task: Task, *, keep_worktree: bool = False, force: bool = False) 
                 manual = steps.record_hand_edits(task)
                 recorded += [manual] if manual else []
             if not keep_worktree:
+                shown.update(detail=f"removing the worktree {task.worktree}")
                 try:
                     # `worktree prune` must not see a worktree another process is adding
                     with project.lock("bar task close"):
@@ -455,6 +458,15 @@ def diff(task: Task, from_: str = "base", to: str | None = None) -> Diff:
     """Between two recorded states (default: base to the last recorded state)."""
     return Diff(task.project.root, state_commit(task, from_),
                 state_commit(task, to) if to else task.recorded_snapshot())  # fmt: skip
+
+
+def unrecorded(task: Task, from_: str | None = None) -> Diff:
+    """From a recorded state (default: the last) to the worktree as it is now: the changes
+    no step recorded yet. Records nothing; the side index is read through a copy."""
+    task.require_worktree()
+    recorded = task.recorded_snapshot()
+    now = steps.current_tree(task, recorded)
+    return Diff(task.project.root, state_commit(task, from_) if from_ else recorded, now)
 
 
 def apply_diff(task: Task, result: ApplyResult) -> Diff:

@@ -30,10 +30,11 @@ from pathlib import Path
 from bar import checkout, git, journals, known_secrets, steps
 from bar.checkout import SafeGit
 from bar.clock import ms_since, now_iso
-from bar.errors import ApplyConflict, Conflict, DirtyWorktree, GitError, UsageError
+from bar.errors import ApplyConflict, Conflict, DirtyWorktree, GitError, NotFound, UsageError
 from bar.git import DiffStat
 from bar.journals import ApplyIntent
 from bar.notices import note
+from bar.progress import Progress
 from bar.record import field, record
 from bar.records import ApplyStep
 from bar.states import State
@@ -127,7 +128,9 @@ def apply(
     state = at.commit if at is not None else task.recorded_snapshot()
     # the trailer names the step (or checkpoint) whose state is applied: `bar show` it
     label = at.name if at is not None else last.step_id if last else "0000"
-    result = _compute(safe, task, mode, target, message, state, label)
+    with Progress(f"apply: merging the task's work onto {target}") as shown:
+        shown.update()
+        result = _compute(safe, task, mode, target, message, state, label)
     if result.conflicts:
         raise ApplyConflict(result.target_branch, result.conflicts)
     if result.nothing_to_do:
@@ -270,7 +273,7 @@ def _compute(
     repo = task.project.root
     tip = git.rev_parse(repo, f"refs/heads/{target_branch}")
     if tip is None:
-        raise UsageError(
+        raise NotFound(
             f"target branch {target_branch!r} does not exist",
             hint="give an existing branch with --target",
         )
