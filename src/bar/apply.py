@@ -273,7 +273,9 @@ def _compute(
     repo = task.project.root
     tip = git.rev_parse(repo, f"refs/heads/{target_branch}")
     if tip is None:
-        raise NotFound(
+        # a name that cannot be a branch is a bad command line; a valid one is not there
+        valid = git.check_branch_name(repo, target_branch)
+        raise (NotFound if valid else UsageError)(
             f"target branch {target_branch!r} does not exist",
             hint="give an existing branch with --target",
         )
