@@ -61,10 +61,8 @@ def on_terminal(
                 if not chunk:
                     break
                 screen += chunk
-            elif proc.poll() is not None and pipe is None:
-                # the process is gone; whatever it left is read above
-                if not select.select([master], [], [], 0.2)[0]:
-                    break
+            elif proc.poll() is not None and not select.select([master], [], [], 0.2)[0]:
+                break  # bar is gone and nothing is left to read (a child may hold the pty)
         if pipe is not None:
             out = proc.stdout if pipe == "stdout" else proc.stderr
             assert out is not None

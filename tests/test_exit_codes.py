@@ -62,7 +62,9 @@ def test_hook_help_is_help(args: tuple[str, ...]) -> None:
     assert res.code == 0 and res.out.startswith("usage: bar hook") and res.err == ""
 
 
-def test_policy_check_exits_with_its_decision(inited: Path, capfd: pytest.CaptureFixture[str]) -> None:
+def test_policy_check_exits_with_its_decision(
+    inited: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
     assert bar(capfd, "policy", "check", "-c", "rm -rf /").code == ExitCode.POLICY_BLOCKED
     assert bar(capfd, "policy", "check", "--", "git", "status").code == 0
     assert bar(capfd, "policy", "check", "-c", "git push --force-with-lease").code == 0

@@ -155,7 +155,9 @@ def test_colour_on_a_terminal_follows_the_config_and_no_color(
     assert "\x1b[" in on_terminal("--color=always", "-P", "log", cwd=inited).text
 
 
-def test_a_bad_color_value_is_a_usage_error(inited: Path, capfd: pytest.CaptureFixture[str]) -> None:
+def test_a_bad_color_value_is_a_usage_error(
+    inited: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
     res = bar(capfd, "--color", "sometimes", "log")
     assert res.code == 2 and "sometimes" in res.err
 

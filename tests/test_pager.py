@@ -73,7 +73,9 @@ def test_a_pager_that_cannot_start_leaves_plain_output(stepped: Path) -> None:
     assert "0001" in shown.text and "0002" in shown.text
 
 
-def test_a_pager_that_quits_early_is_not_an_error(stepped: Path, capfd: pytest.CaptureFixture[str]) -> None:
+def test_a_pager_that_quits_early_is_not_an_error(
+    stepped: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
     for i in range(30):
         run_sh(capfd, f"echo {i} >> many.txt")
     shown = on_terminal("log", "-p", cwd=stepped, env={"BAR_PAGER": "head -n 1"})
