@@ -89,12 +89,14 @@ def test_broken_policy_names_rule_and_file(inited: Path, capfd: pytest.CaptureFi
 
 def test_policy_check_command(inited: Path, capfd: pytest.CaptureFixture[str]) -> None:
     res = bar(capfd, "policy", "check", "--json", "-c", "echo hi && git push --force origin main")
-    assert res.code == 0
+    assert res.code == 126  # the exit status is the decision
     data = res.json()
     assert data["decision"] == "block" and data["events"]
     res = bar(capfd, "policy", "check", "--json", "--", "git", "push", "--force-with-lease")
-    assert res.json()["decision"] in ("allow", "log")
+    assert res.code == 0 and res.json()["decision"] in ("allow", "log")
+    # --exit-code is what old scripts asked for: still accepted, the same status
     assert bar(capfd, "policy", "check", "--exit-code", "-c", "rm -rf ~").code == 126
+    assert bar(capfd, "policy", "check", "--exit-code", "-c", "ls").code == 0
     res = bar(capfd, "policy", "test")
     assert res.code == 0 and "examples pass" in res.out
 

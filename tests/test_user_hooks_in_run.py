@@ -48,6 +48,21 @@ def test_failing_pre_run_hook_stops_the_step(
     assert res.code == 10
     assert "pre_run hook" in res.err and "did not run" in res.err
     assert not (worktree(t) / "should-not-exist").exists()
+    # recorded like a blocked step: nothing ran, the failing hook and its exit code kept
+    (step,) = ledger(t["id"])
+    assert step["cmd"] == ["touch", "should-not-exist"] and step["exit_code"] == 10
+    assert step["stopped_by"] == "pre_run" and "blocked" not in step
+    assert [(h["phase"], h["exit_code"]) for h in step["hooks"]] == [("pre_run", 3)]
+    assert step["snapshot"] == step["snapshot_before"] and step["diff_stat"]["files"] == 0
+    assert "step 0001 recorded" in res.err
+    (line,) = bar(capfd, "log").out.splitlines()
+    assert " stopped " in line and "touch should-not-exist" in line
+    shown = bar(capfd, "show", "1").out
+    assert "by a failing pre_run hook" in shown and "-> exit 3" in shown
+    # --json: the record on stdout, the exit status still says the hook stopped it
+    res = bar(capfd, "run", "--json", "--", "true")
+    assert res.code == 10 and res.json()["stopped_by"] == "pre_run"
+    assert res.json()["step_id"] == "0002"
 
 
 def test_failing_post_run_hook_keeps_the_step(

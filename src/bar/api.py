@@ -65,6 +65,7 @@ __all__ = [
     "close_task", "diff", "doctor", "get_task",
     "init_project", "log", "new_task", "open_project", "plan_rollback", "read_artifact",
     "rollback", "run", "show", "status", "summarize", "switch_task", "sync", "tasks", "undo",
+    "unrecorded",
 ]  # fmt: skip
 
 
@@ -237,17 +238,19 @@ def close_task(task: Task, *, keep_worktree: bool = False, force: bool = False) 
     Refuses while the worktree holds changes no step recorded, unless ``force``, which
     records them as a manual step first."""
     from bar import recovery, worktree
+    from bar.progress import Progress
     from bar.sandbox import plan as sandbox_plan
 
     project = task.project
     recorded: list[Step] = []
     removed = False
-    with task.lock("bar task close"):
+    with task.lock("bar task close"), Progress("task close:") as shown:
         task = load_task(project, task.id)
         if not task.active:
             raise UsageError(f"task {task.name} ({task.id}) is already closed")
         if task.worktree.is_dir():
             recorded += recovery.finish_pending(task)
+            shown.update(detail="looking for changes no step recorded")
             if steps.has_unrecorded_changes(task):
                 if not force:
                     raise DirtyWorktree(
@@ -258,6 +261,7 @@ def close_task(task: Task, *, keep_worktree: bool = False, force: bool = False) 
                 manual = steps.record_hand_edits(task)
                 recorded += [manual] if manual else []
             if not keep_worktree:
+                shown.update(detail=f"removing the worktree {task.worktree}")
                 try:
                     # `worktree prune` must not see a worktree another process is adding
                     with project.lock("bar task close"):
@@ -496,6 +500,16 @@ def diff(task: Task, from_: str = "base", to: str | None = None) -> Diff:
     end = states.resolve(task, to) if to else None
     start = end.base if from_ == "base" and end and end.base else states.resolve(task, from_).commit
     return Diff(task.project.root, start, end.commit if end else task.recorded_snapshot())
+
+
+def unrecorded(task: Task, from_: str | None = None) -> Diff:
+    """From a recorded state (default: the last) to the worktree as it is now: the changes
+    no step recorded yet. Records nothing; the side index is read through a copy."""
+    task.require_worktree()
+    recorded = task.recorded_snapshot()
+    now = steps.current_tree(task, recorded)
+    start = states.resolve(task, from_).commit if from_ else recorded
+    return Diff(task.project.root, start, now)
 
 
 def apply_diff(task: Task, result: ApplyResult) -> Diff:

@@ -37,11 +37,13 @@ from bar.errors import (
     DirtyWorktree,
     GitError,
     GitStateError,
+    NotFound,
     UsageError,
 )
 from bar.git import DiffStat
 from bar.journals import ApplyIntent
 from bar.notices import note
+from bar.progress import Progress
 from bar.record import field, record
 from bar.records import ApplyStep
 from bar.states import State
@@ -143,7 +145,9 @@ def apply(
     base = at.base if at is not None and at.base else task.base_commit
     # the trailer names the step (or checkpoint) whose state is applied: `bar show` it
     label = at.name if at is not None else last.step_id if last else "0000"
-    result = _compute(safe, task, mode, target, message, state, label, base)
+    with Progress(f"apply: merging the task's work onto {target}") as shown:
+        shown.update()
+        result = _compute(safe, task, mode, target, message, state, label, base)
     if result.conflicts:
         raise ApplyConflict(result.target_branch, result.conflicts)
     if result.nothing_to_do:
@@ -300,7 +304,9 @@ def _compute(
     repo = task.project.root
     tip = git.rev_parse(repo, f"refs/heads/{target_branch}")
     if tip is None:
-        raise UsageError(
+        # a name that cannot be a branch is a bad command line; a valid one is not there
+        valid = git.check_branch_name(repo, target_branch)
+        raise (NotFound if valid else UsageError)(
             f"target branch {target_branch!r} does not exist",
             hint="give an existing branch with --target",
         )

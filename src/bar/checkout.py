@@ -36,6 +36,7 @@ from bar import faults, git
 from bar.errors import DirtyWorktree, GitError, GitStateError
 from bar.notices import note, warn
 from bar.proc import Result
+from bar.progress import Progress
 from bar.record import record
 
 GITLINK = "160000"
@@ -377,10 +378,12 @@ def advance(
         # each file is written aside and renamed into place: a kill leaves every touched
         # path either the old version or the new one, never half-written
         paths = b"".join(p.encode("utf-8", "surrogateescape") + b"\0" for p in landing)
-        safe.git(checkout, "checkout-index", "-f", "-z", "--stdin", f"--prefix={written}/",
-                 env=env, input=paths)  # fmt: skip
-        for rel in landing:
-            _move_in(written / rel, checkout / rel)
+        with Progress(f"apply: writing {len(landing)} file(s) into {checkout}") as shown:
+            shown.update()
+            safe.git(checkout, "checkout-index", "-f", "-z", "--stdin", f"--prefix={written}/",
+                     env=env, input=paths)  # fmt: skip
+            for rel in landing:
+                _move_in(written / rel, checkout / rel)
         shutil.rmtree(written, ignore_errors=True)
         safe.git(checkout, "update-index", "-q", "--refresh", env=env, check=False)
     faults.point("after writing the checkout's files")

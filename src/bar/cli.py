@@ -19,7 +19,22 @@ from bar.errors import BarError, ExitCode, WriteFailed
 
 # namespace entries that are the parser's bookkeeping, not arguments of a command
 _INTERNAL = {"_target", "_help", "command", "task_command", "agent_command", "policy_command",
-             "debug"}  # fmt: skip
+             "debug", "color", "no_pager"}  # fmt: skip
+_GLOBAL_FLAGS = {"--debug", "--no-pager", "-P"}  # global options that take no value
+
+
+def _command_word(args: list[str]) -> str:
+    """The command's name: the first argument after the global options ("" if none)."""
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg == "--color":
+            i += 2
+        elif arg in _GLOBAL_FLAGS or arg.startswith("--color="):
+            i += 1
+        else:
+            return arg
+    return ""
 
 
 def _inside_a_step() -> str | None:
@@ -48,6 +63,15 @@ def _log_traceback() -> str | None:
         return None
 
 
+def _configure_output(args: object) -> None:
+    """This command line's colour, pager and progress choices (reset on every call)."""
+    from bar import pager, progress, render
+
+    render.set_color(str(getattr(args, "color", "auto")))
+    pager.configure(enabled=not getattr(args, "no_pager", False))
+    progress.configure(enabled=not getattr(args, "as_json", False))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     if args_list == ["--version"]:
@@ -63,12 +87,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     for stream in (sys.stdout, sys.stderr):  # names and arguments that are not UTF-8
         if isinstance(stream, io.TextIOWrapper):
             stream.reconfigure(errors="backslashreplace")
-    first = args_list[0] if args_list else ""
+    first = _command_word(args_list)
     parser = build_parser(None if first.startswith("-") or not first else first)
     try:
         args = parser.parse_args(args_list)
     except SystemExit as exc:  # --help, --version, or a usage error already printed
         return int(exc.code) if isinstance(exc.code, int) else ExitCode.USAGE
+    _configure_output(args)
     debug = bool(getattr(args, "debug", False)) or bool(os.environ.get("BAR_DEBUG"))
     target = getattr(args, "_target", None)
     if target is None:

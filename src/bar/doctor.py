@@ -29,6 +29,7 @@ from pathlib import Path
 
 from bar import git, repairs, task_new, worktree
 from bar.errors import BarError, PolicyError, UnsupportedVersion
+from bar.progress import Progress
 from bar.project import Project
 from bar.record import record
 from bar.records import Step, step_from_record
@@ -93,8 +94,11 @@ class Doctor:
         self._guard(p.state, self._check_state)
         self._guard(p.events, lambda: self._check_jsonl(p.events, "events.jsonl line"))
         if p.tasks.is_dir():
-            for entry in sorted(p.tasks.iterdir()):
-                if entry.is_dir() and TASK_ID_RE.match(entry.name):
+            entries = [e for e in sorted(p.tasks.iterdir())
+                       if e.is_dir() and TASK_ID_RE.match(e.name)]  # fmt: skip
+            with Progress("doctor: checking task", len(entries)) as shown:
+                for i, entry in enumerate(entries, 1):
+                    shown.update(i, _task_name(entry))
                     self._guard(entry, functools.partial(self._check_creation, entry))
         self._guard(p.dir, self._check_workspaces)
         return self.findings
@@ -114,14 +118,16 @@ class Doctor:
 
     def repair(self) -> list[Finding]:
         tried = False
-        for f in self.findings:
-            if f.repair is None:
-                continue
-            tried = True
-            try:
-                f.repaired = f.repair()
-            except (BarError, OSError) as exc:
-                f.repair_error = str(exc)
+        todo = [f for f in self.findings if f.repair is not None]
+        with Progress("doctor: repairing", len(todo)) as shown:
+            for i, f in enumerate(todo, 1):
+                assert f.repair is not None
+                shown.update(i, f.where)
+                tried = True
+                try:
+                    f.repaired = f.repair()
+                except (BarError, OSError) as exc:
+                    f.repair_error = str(exc)
         if tried:
             self.still = [f for f in Doctor(self.project).check() if f.severity == "error"]
         return self.findings
@@ -375,6 +381,14 @@ class Doctor:
 
 
 # --- helpers ------------------------------------------------------------------------
+
+
+def _task_name(tdir: Path) -> str:
+    """A task's name for the progress line (its id if task.json cannot be read)."""
+    try:
+        return str(json.loads((tdir / "task.json").read_text()).get("name") or tdir.name)
+    except (OSError, ValueError, AttributeError):
+        return tdir.name
 
 
 def _walk(root: Path, skip: Path) -> Iterator[Path]:

@@ -178,6 +178,7 @@ class GitStateError(BarError):
 
 class HookFailed(BarError):
     exit_code = ExitCode.HOOK_FAILED
+    step: object = None  # the step recorded as stopped by the hook (a ``RunStep``)
 
 
 class CannotConfine(BarError):

@@ -11,11 +11,14 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
+from bar import progress
+
 Sink = Callable[[str, str], None]  # (level, message); level is "warning" or "note"
 
 
 def _stderr(level: str, message: str) -> None:
     prefix = "bar: warning: " if level == "warning" else "bar: "
+    progress.clear()  # a progress line is rewritten in place: not under this one
     print(prefix + message, file=sys.stderr, flush=True)
 
 

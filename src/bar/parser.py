@@ -26,9 +26,23 @@ exit codes:
   8    a file bar reads is broken or of an unknown version (see `bar doctor`)
   9    git failed unexpectedly
   10   a pre_run hook stopped the step
+  11   sandbox.required is set and the kernel cannot confine the step
   70   internal error (traceback in $BAR_HOME/logs)
-  126  blocked by policy
+  126  blocked by policy (also: the command could not be executed)
+  127  bar run: command not found
+  128+N bar run: the command was killed by signal N
   130  interrupted (Ctrl-C)
+"""
+
+OUTPUT = """\
+output:
+  On a terminal, log, show, diff and blame go through a pager: BAR_PAGER, else
+  PAGER, else less (LESS=FRX unless LESS is set); `cat` or an empty value, or
+  --no-pager, prints straight. Nothing is paged when stdout is not a terminal.
+  Colour, the first rule that applies: --color always|never; NO_COLOR set and
+  not empty (never); FORCE_COLOR set and not 0 (always); output.color: false in
+  config.yaml (never); else colour only on a terminal (the pager's included).
+  Global options go before the command: bar --no-pager log, bar --color never show 3.
 """
 
 
@@ -110,11 +124,19 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
             "  bar run -- claude                 run an agent as a recorded step\n"
             "  bar log -p                        review the steps and their patches\n"
             "  bar rollback                      undo the last step (itself undoable)\n"
-            "  bar apply                         land the work on the base branch\n\n" + EXIT_CODES
+            "  bar apply                         land the work on the base branch\n\n"
+            + OUTPUT
+            + "\n"
+            + EXIT_CODES
         ),
     )
     parser.add_argument("--version", action="version", version=f"bar {__version__}")
     parser.add_argument("--debug", action="store_true", help="print tracebacks of errors")
+    parser.add_argument("--color", choices=("auto", "always", "never"), default="auto",
+                        metavar="WHEN", help="colour: auto (default: on a terminal), always "
+                        "or never; see 'output' below")  # fmt: skip
+    parser.add_argument("-P", "--no-pager", action="store_true",
+                        help="print straight to the terminal, not through a pager")  # fmt: skip
     sub = _Commands(parser.add_subparsers(dest="command", metavar="COMMAND"), only)
 
     p = sub.add_parser(
@@ -264,13 +286,17 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         "CMD's exit code (127: not found, 126: blocked or not executable, 128+N: signal N).\n\n"
         "CMD and everything it starts are confined by the kernel (Linux Landlock): they\n"
         "can write the worktree, the task branch, TMPDIR, /tmp and sandbox.allow_write,\n"
-        "and nothing else; ~/.ssh, ~/.aws and ~/.gnupg cannot be read. See docs/sandbox.md.",
+        "and nothing else; ~/.ssh, ~/.aws and ~/.gnupg cannot be read. See docs/sandbox.md.\n\n"
+        "A policy block and a failing pre_run hook are recorded as steps too (nothing ran:\n"
+        "'blocked' or 'stopped' in bar log). With --json, stdout carries only the step's\n"
+        "record, printed when it ends; the command's own output is shown live on stderr.",
         epilog="examples:\n"
         "  bar run -- claude\n"
         "  bar run -- make test\n"
         "  bar run --cwd src -e DEBUG=1 -- python -m app\n"
         "  bar run --agent claude -- claude     # also check the agent's own shell commands\n"
-        "  bar run --no-sandbox -- ./deploy.sh  # with your full rights, this once",
+        "  bar run --no-sandbox -- ./deploy.sh  # with your full rights, this once\n"
+        "  bar run --json -- make test > step.json   # make's output still shows",
     )
     _task_opt(p)
     p.add_argument("--cwd", metavar="DIR", help="directory inside the worktree to run in")
@@ -294,7 +320,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         help="do not confine this run (it can write anything you can; recorded in the step)",
     )
     p.add_argument("--no-wait", action="store_true", help="fail at once if the task is busy")
-    _json_opt(p)
+    p.add_argument("--json", dest="as_json", action="store_true",
+                   help="print the step's record as JSON on stdout when it ends "
+                   "(the command's output goes to stderr)")  # fmt: skip
     p.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- CMD...")
     _cmd(p, "run:run")
 
@@ -305,11 +333,21 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         formatter_class=_Formatter,
         description="List the task's steps, newest last. A step run with --agent holds a\n"
         "checkpoint after each tool call that could change files (STEP.N); they are\n"
-        "counted under their step, and listed one per line with --tools.",
+        "counted under their step, and listed one per line with --tools.\n\n"
+        "Columns: step, kind, outcome (exit N, blocked by policy, stopped by a pre_run\n"
+        "hook, interrupted), changes, duration, command. Printed straight to a terminal,\n"
+        "the command is cut at its width; through the pager or into a file, it is whole.",
+        epilog="examples:\n"
+        "  bar log                    every step\n"
+        "  bar log -n 5 -p            the last five, each with its patch\n"
+        "  bar log --tools            each tool call of an agent's steps\n"
+        "  bar log -p --json          records with patch_text; task_dir is where the\n"
+        "                             artifacts' relative paths point",
     )
     _task_opt(p)
-    p.add_argument("-n", type=int, metavar="N", help="only the last N steps")
-    p.add_argument("-p", "--patch", action="store_true", help="show each step's patch")
+    p.add_argument("-n", type=int, metavar="N", help="only the last N steps (0: none)")
+    p.add_argument("-p", "--patch", action="store_true",
+                   help="show each step's patch (--json: as patch_text)")  # fmt: skip
     p.add_argument("--tools", action="store_true", help="list each step's checkpoints")
     _json_opt(p)
     _cmd(p, "log:log")
@@ -333,22 +371,38 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         formatter_class=_Formatter,
         description="Diff two recorded states of the task. STEP means the state after that\n"
         "step, STEP.N after its Nth checkpoint, 'base' the task's base commit.\n"
-        "Default: from base to the last step.",
+        "Default: from base to the last step.\n\n"
+        "--unrecorded shows what the worktree holds that no step recorded yet (hand edits,\n"
+        "what `bar status` reports), from the last recorded state or --from STATE to the\n"
+        "files as they are now. It records nothing; the next step records them.",
         epilog="examples:\n"
         "  bar diff --from 2 --to 3        what step 0003 changed\n"
-        "  bar diff --from 3.1 --to 3.2    what the second tool call of step 0003 changed",
+        "  bar diff --from 3.1 --to 3.2    what the second tool call of step 0003 changed\n"
+        "  bar diff --unrecorded           changes made since the last step, not recorded\n"
+        "  bar diff --unrecorded --stat    ... only which files\n"
+        "  bar diff --from base --unrecorded   everything since base, recorded or not",
     )
     _task_opt(p)
-    p.add_argument("--from", dest="from_", metavar="STATE", default="base",
-                   help="base, STEP or STEP.N (default: base)")  # fmt: skip
+    p.add_argument("--from", dest="from_", metavar="STATE",
+                   help="base, STEP or STEP.N (default: base; with --unrecorded: the last "
+                   "recorded state)")  # fmt: skip
     p.add_argument(
         "--to", metavar="STATE", help="STEP or STEP.N (default: the last recorded state)"
     )
+    p.add_argument("--unrecorded", action="store_true",
+                   help="to the worktree as it is now: changes no step recorded yet")  # fmt: skip
     p.add_argument("--stat", action="store_true", help="only a summary of changed files")
     _json_opt(p)
     _cmd(p, "diff:diff")
 
-    p = sub.add_parser("status", help="project, active task, worktree and unrecorded changes")
+    p = sub.add_parser(
+        "status",
+        help="project, active task, worktree and unrecorded changes",
+        formatter_class=_Formatter,
+        description="Where the task stands: its steps, a running or interrupted step, and\n"
+        "whether the worktree holds changes no step recorded (see them with\n"
+        "`bar diff --unrecorded`; the next step records them).",
+    )
     _task_opt(p)
     _json_opt(p)
     _cmd(p, "status:status")
@@ -459,6 +513,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         "check",
         help="evaluate a command and print the decision",
         formatter_class=_Formatter,
+        description="Evaluate a command with the policy and print the decision and the rules\n"
+        "that matched. The exit status is the decision: 126 when the command would be\n"
+        "blocked, 0 when it would run (allow, log or warn), so scripts can test it.",
         epilog="examples:\n"
         "  bar policy check -c 'cd build && rm -rf /'\n"
         "  bar policy check -- git push --force origin main\n"
@@ -467,7 +524,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("-c", dest="command_line", metavar="LINE", help="a shell command line")
     p.add_argument("--file", metavar="PATH", help="use this policy file instead")
     p.add_argument(
-        "--exit-code", action="store_true", help="exit 126 when the command would be blocked"
+        "--exit-code",
+        action="store_true",
+        help="accepted for old scripts; the exit status is always the decision now",
     )
     _json_opt(p)
     p.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- ARGV...")
@@ -488,7 +547,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         "finish is moved aside (<name>.corrupt), a stale git lock on the snapshot ref is\n"
         "removed, a garbled side index is rebuilt, a missing worktree is recreated at its\n"
         "last recorded state. The policy file is yours: a broken one is reported, never\n"
-        "rewritten.\n\n"
+        "rewritten. On a terminal, it says on stderr which task it is checking.\n\n"
         "exit status:\n"
         "  0    nothing remains (warnings alone do not count)\n"
         "  8    a problem remains: check-only, an error was found; with --repair, an error\n"

@@ -1,5 +1,11 @@
-"""Human output of the command line: colour only on a terminal (and never with
-NO_COLOR), one-line descriptions of steps, JSON for scripts."""
+"""Human output of the command line: colour, column layout, one-line descriptions of
+steps, JSON for scripts.
+
+Whether to colour, first rule that applies: ``--color always|never``; ``NO_COLOR`` set
+to anything but the empty string (never); ``FORCE_COLOR`` set to anything but ``""`` or
+``0`` (always); config ``output.color: false`` (never); else only when stdout is a
+terminal (or a pager showing on one) whose ``TERM`` is not ``dumb``.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +17,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from bar import pager
 from bar.git import DiffStat
 from bar.git import short as short  # the commands read object ids through here
 from bar.records import ApplyStep, ManualStep, RollbackStep, RunStep, Step, SyncStep
@@ -22,13 +29,63 @@ _ESCAPE = re.compile(r"\033\[[0-9;]*m")
 _CODES = {"bold": "1", "dim": "2", "red": "31", "green": "32", "yellow": "33", "cyan": "36"}
 
 
+COLOR_CHOICES = ("auto", "always", "never")
+_flag = {"color": "auto"}
+
+
+def set_color(when: str) -> None:
+    """The ``--color`` of this command line: auto, always or never."""
+    _flag["color"] = when if when in COLOR_CHOICES else "auto"
+
+
 def use_color(enabled: bool = True) -> bool:
-    return (
-        enabled
-        and "NO_COLOR" not in os.environ
-        and os.environ.get("TERM") != "dumb"
-        and sys.stdout.isatty()
-    )
+    """Whether to colour stdout; ``enabled``: the project's ``output.color``."""
+    when = _flag["color"]
+    if when != "auto":
+        return when == "always"
+    if os.environ.get("NO_COLOR"):
+        return False
+    if os.environ.get("FORCE_COLOR", "0") not in ("", "0"):
+        return True
+    return enabled and os.environ.get("TERM") != "dumb" and on_terminal()
+
+
+def on_terminal() -> bool:
+    """Whether stdout is seen on a terminal: directly, or through the pager."""
+    if pager.active():
+        return True
+    try:
+        return sys.stdout.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def terminal_width() -> int | None:
+    """The width to fit lines to: the terminal's when stdout is one (COLUMNS wins), None
+    when stdout goes to a pager (which wraps or scrolls) or to a file or pipe."""
+    if pager.active() or not on_terminal():
+        return None
+    try:
+        return max(int(os.environ["COLUMNS"]), 20)
+    except (KeyError, ValueError):
+        pass
+    try:
+        columns = os.get_terminal_size(sys.stdout.fileno()).columns
+    except (AttributeError, ValueError, OSError):
+        columns = 0
+    return max(columns, 20) if columns else 80  # 0: a terminal that does not say
+
+
+def visible_len(text: str) -> int:
+    """How many columns ``text`` takes: its colour codes not counted."""
+    return len(_ESCAPE.sub("", text)) if "\033[" in text else len(text)
+
+
+def fit(text: str, width: int | None) -> str:
+    """``text`` cut with "..." to ``width`` columns (None: whole)."""
+    if width is None or len(text) <= width:
+        return text
+    return text[: max(width - 3, 0)] + "..."
 
 
 class Painter:
@@ -44,10 +101,7 @@ class Painter:
     @staticmethod
     def pad(painted: str, width: int) -> str:
         """``painted`` left-aligned in ``width`` columns, its colour codes not counted."""
-        visible = len(painted)
-        if "\033[" in painted:
-            visible -= sum(len(code) for code in _ESCAPE.findall(painted))
-        return painted + " " * max(0, width - visible)
+        return painted + " " * max(0, width - visible_len(painted))
 
 
 def print_json(obj: Any) -> None:
@@ -61,8 +115,7 @@ def plural(n: int, word: str) -> str:
 def describe(step: Step) -> str:
     """One line saying what a step was."""
     if isinstance(step, RunStep):
-        text = one_line(shlex.join(step.cmd))
-        return text if len(text) <= 72 else text[:69] + "..."
+        return one_line(shlex.join(step.cmd))
     if isinstance(step, ManualStep):
         return "changes made outside bar"
     if isinstance(step, RollbackStep):
@@ -82,13 +135,14 @@ def one_line(text: str) -> str:
     return text.replace("\r", "\\r").replace("\n", "\\n").replace("\t", "\\t")
 
 
-def checkpoint_line(cp: Checkpoint, paint: Painter) -> str:
-    """One line for a checkpoint: its name, tool, diff stat and what it acted on."""
+def checkpoint_line(cp: Checkpoint, paint: Painter, width: int | None = None) -> str:
+    """One line for a checkpoint: its name, tool, diff stat and what it acted on, cut to
+    ``width`` columns (None: whole)."""
     tool = cp.tool or cp.kind
-    what = one_line(cp.target_text)
-    what = what if len(what) <= 60 else what[:57] + "..."
-    fate = paint(" failed", "red") if cp.outcome == "failed" else ""
-    return f"{paint(cp.name, 'dim')}  {tool:<12} {stat_text(cp.diff_stat):<22} {what}{fate}"
+    head = f"{paint(cp.name, 'dim')}  {tool:<12} {stat_text(cp.diff_stat):<22} "
+    fate = " failed" if cp.outcome == "failed" else ""
+    room = None if width is None else max(width - visible_len(head) - len(fate), 10)
+    return head + fit(one_line(cp.target_text), room) + (paint(fate, "red") if fate else "")
 
 
 def outcome(step: Step, paint: Painter) -> str:
@@ -96,6 +150,8 @@ def outcome(step: Step, paint: Painter) -> str:
         return ""
     if step.blocked:
         return paint("blocked", "red")
+    if step.extra.get("stopped_by"):
+        return paint("stopped", "red")
     if step.interrupted:
         return paint("interrupted", "yellow")
     if step.exit_code == 0:
@@ -123,6 +179,7 @@ def copy_file(path: Path) -> bool:
 
     try:
         with path.open("rb") as fh:
+            sys.stdout.flush()  # what was printed before it comes first
             out = sys.stdout.buffer
             shutil.copyfileobj(fh, out)
             out.flush()

@@ -5,7 +5,8 @@ hand edits recorded). Then, in an order where every prefix is recoverable
 (docs/internals.md):
 
 1. the policy judges the command (a block is recorded as a ``blocked`` step; nothing runs);
-2. ``pre_run`` hooks (a failure stops the step before anything is written);
+2. ``pre_run`` hooks (a failure is recorded as a step ``stopped_by`` ``pre_run``, with the
+   hooks' results; nothing runs);
 3. the intent (``running.json``) is written, the supervisor starts (``bar.supervisor``:
    the channel inner ``bar hook`` calls reach, the agent's hook settings), and the
    command runs with its output shown and streamed, scrubbed, into its artifacts;
@@ -149,10 +150,20 @@ def run_step(task: Task, req: RunRequest, watch: TreeWatch | None = None) -> Run
         hook_records += [r.record() for r in results]
         failed = next((r for r in results if not r.ok), None)
         if failed is not None:
-            raise HookFailed(
-                f"{failed.describe()}; the command did not run",
+            # recorded like a blocked step (nothing ran), with the hooks that did run
+            step = RunStep(
+                step_id=step_id, started_at=started, ended_at=now_iso(), duration_ms=ms_since(t0),
+                cmd=list(req.argv), cwd=req.cwd, env=env_record, exit_code=ExitCode.HOOK_FAILED,
+                pty=req.pty, snapshot_before=before, snapshot=before, hooks=hook_records,
+                policy_events=_events(decision), head=git.rev_parse(task.worktree, "HEAD"),
+            )  # fmt: skip
+            step.extra["stopped_by"] = "pre_run"
+            error = HookFailed(
+                f"{failed.describe()}; the command did not run (step {step_id} recorded)",
                 hint="fix the hook or remove it from hooks.pre_run in config.yaml",
             )
+            error.step = steps.append(task, step, scrubber)
+            raise error
 
     # 3. intent, supervisor, the command (with what it must not change noted first)
     confinement = _confinement(task, req)

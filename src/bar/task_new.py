@@ -27,7 +27,7 @@ from typing import Any
 
 from bar import faults, git, journals, known_secrets, snapshot
 from bar.clock import now_iso
-from bar.errors import AlreadyExists, BarError, Locked, UsageError
+from bar.errors import AlreadyExists, BarError, Locked, NotFound, UsageError
 from bar.journals import CreateIntent
 from bar.notices import note, warn
 from bar.proc import Result
@@ -60,7 +60,8 @@ def create_task(
     base_ref = base or config.git.default_base
     base_commit = git.resolve_commit(project.root, base_ref)
     if base_commit is None:
-        raise UsageError(
+        # an option-like name is a bad command line; any other is a ref that is not there
+        raise (UsageError if base_ref.startswith("-") else NotFound)(
             f"base {base_ref!r} does not name a commit in {project.root}",
             hint="give an existing branch, tag or commit with --base",
         )

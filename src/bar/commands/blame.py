@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from bar import api
+from bar.pager import paging
 from bar.render import Painter, one_line, print_json
 from bar.tasks import Task
+
+if TYPE_CHECKING:
+    from bar.blame import Blame
 
 
 def blame(*, task: str | None, file: str, at: str | None, as_json: bool) -> int:
@@ -16,6 +21,12 @@ def blame(*, task: str | None, file: str, at: str | None, as_json: bool) -> int:
     if as_json:
         print_json(result.to_json())
         return 0
+    with paging():
+        _print_lines(the_task, result)
+    return 0
+
+
+def _print_lines(the_task: Task, result: Blame) -> None:
     paint = Painter(the_task.project.config.output.color)
     width = len(str(len(result.lines)))
     for line in result.lines:
@@ -26,7 +37,6 @@ def blame(*, task: str | None, file: str, at: str | None, as_json: bool) -> int:
         tool = o.tool or ("" if o.kind == "base" else o.kind)
         head = f"{o.state:<9} {tool:<12.12} {session:<8} {what:<28}"
         print(f"{paint(head, 'dim')} {line.number:>{width}}) {line.text}")
-    return 0
 
 
 def _in_worktree(task: Task, file: str) -> str:

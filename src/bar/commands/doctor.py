@@ -8,7 +8,7 @@ The text and the JSON say the same: ``ok``, ``remaining`` and ``exit_code``.
 from __future__ import annotations
 
 from bar import api
-from bar.errors import ExitCode
+from bar.errors import BarError, ExitCode
 from bar.project import locate
 from bar.render import Painter, print_json
 
@@ -23,7 +23,10 @@ def doctor(*, repair: bool, as_json: bool) -> int:
                     "ok": not remaining, "remaining": [f.to_json() for f in remaining],
                     "exit_code": code})  # fmt: skip
         return code
-    paint = Painter()
+    try:
+        paint = Painter(project.config.output.color)
+    except BarError:  # a broken config.yaml is one of the findings
+        paint = Painter()
     if not doc.findings:
         print(f"{project.name}: everything checks out")
         return code

@@ -1,58 +1,85 @@
-"""``bar log [-n N] [-p] [--tools]``: the task's steps, newest last."""
+"""``bar log [-n N] [-p] [--tools]``: the task's steps, newest last.
+
+Each column is as wide as its widest cell in the steps shown, measured without colour
+codes, so the columns line up whatever the outcomes. The command takes the rest of the
+line: cut with "..." at the terminal's width when printed straight to a terminal, whole
+through the pager (which wraps or scrolls) or into a file or pipe.
+"""
 
 from __future__ import annotations
 
+from typing import Any
+
 from bar import api
-from bar.records import RunStep
+from bar.pager import paging
+from bar.records import RunStep, Step
 from bar.render import (
     Painter,
     checkpoint_line,
     copy_file,
     describe,
     duration,
+    fit,
     outcome,
     plural,
     print_json,
     stat_text,
+    terminal_width,
+    visible_len,
 )
+from bar.tasks import Task
 
 
 def log(*, task: str | None, n: int | None, patch: bool, as_json: bool, tools: bool = False) -> int:
     the_task = api.get_task(api.open_project(), task)
     steps = api.log(the_task, n)
     if as_json:
-        records = []
-        for s in steps:
-            rec = s.to_record()
-            if isinstance(s, RunStep) and s.checkpoints:
-                rec["checkpoint_list"] = [
-                    c.to_record() for c in api.checkpoints(the_task, s.step_id)
-                ]
-            records.append(rec)
-        print_json(records)
+        print_json([_record(the_task, s, patch) for s in steps])
         return 0
-    paint = Painter(the_task.project.config.output.color)
     if not steps:
-        print(f"Task {the_task.name} ({the_task.id}) has no steps yet. "
-              "Record one with: bar run -- CMD")  # fmt: skip
+        if n != 0:
+            print(f"Task {the_task.name} ({the_task.id}) has no steps yet. "
+                  "Record one with: bar run -- CMD")  # fmt: skip
         return 0
-    for step in steps:
-        # padded before painting: colour codes must not count as width
-        line = (
-            f"{paint(step.step_id, 'bold')}  {step.kind:<8} "
-            f"{paint.pad(outcome(step, paint), 8)}  "
-            f"{stat_text(step.diff_stat):<22} {duration(step.duration_ms):>7}  {describe(step)}"
-        )
-        print(line.rstrip())
+    with paging():
+        _print_steps(the_task, steps, patch=patch, tools=tools)
+    return 0
+
+
+def _record(task: Task, step: Step, patch: bool) -> dict[str, Any]:
+    rec = step.to_record()
+    rec["task_dir"] = str(task.dir)  # what the artifacts' paths are relative to
+    if isinstance(step, RunStep) and step.checkpoints:
+        rec["checkpoint_list"] = [c.to_record() for c in api.checkpoints(task, step.step_id)]
+    if patch:
+        data = api.read_artifact(task, step.artifacts.patch)
+        rec["patch_text"] = data.decode("utf-8", "replace") if data is not None else None
+    return rec
+
+
+def _print_steps(task: Task, steps: list[Step], *, patch: bool, tools: bool) -> None:
+    paint = Painter(task.project.config.output.color)
+    rows = [
+        (paint(s.step_id, "bold"), s.kind, outcome(s, paint), stat_text(s.diff_stat),
+         duration(s.duration_ms))
+        for s in steps
+    ]  # fmt: skip
+    widths = [max(visible_len(row[i]) for row in rows) for i in range(5)]
+    width = terminal_width()
+    for step, row in zip(steps, rows, strict=True):
+        cells = [paint.pad(cell, w) for cell, w in zip(row[:4], widths, strict=False)]
+        head = "  ".join(cells) + "  " + row[4].rjust(widths[4]) + "  "
+        room = None if width is None else max(width - visible_len(head), 10)
+        print((head + fit(describe(step), room)).rstrip())
         if isinstance(step, RunStep) and step.checkpoints:
             if tools:
-                for cp in api.checkpoints(the_task, step.step_id):
-                    print(f"  {checkpoint_line(cp, paint)}".rstrip())
+                for cp in api.checkpoints(task, step.step_id):
+                    line = checkpoint_line(cp, paint, None if width is None else width - 2)
+                    print(f"  {line}".rstrip())
             else:
                 print(paint(f"      {plural(step.checkpoints, 'checkpoint')} "
                             "(bar log --tools lists them)", "dim"))  # fmt: skip
         if patch and step.artifacts.patch:
-            if not copy_file(api.artifact_path(the_task, step.artifacts.patch)):
+            if not copy_file(api.artifact_path(task, step.artifacts.patch)):
                 print(f"bar: warning: artifact {step.artifacts.patch} is missing")
             print()
-    return 0

@@ -6,7 +6,7 @@ import shlex
 from pathlib import Path
 
 from bar import api
-from bar.errors import ExitCode, UsageError
+from bar.errors import BarError, ExitCode, UsageError
 from bar.policy import Policy, check_examples, load_policy
 from bar.render import Painter, print_json
 
@@ -20,6 +20,14 @@ def _policy(file: str | None) -> Policy:
     policy = load_policy(Path(file)) if file else api.policy_for(even_if_disabled=True)
     assert policy is not None
     return policy
+
+
+def _color() -> bool:
+    """The project's output.color, where there is a project."""
+    try:
+        return api.open_project().project.config.output.color
+    except BarError:
+        return True
 
 
 def check(
@@ -39,13 +47,13 @@ def check(
     if as_json:
         print_json(decision.to_json())
     else:
-        paint = Painter()
+        paint = Painter(_color())
         shown = command_line if command_line is not None else shlex.join(argv)
         print(f"{paint(decision.action, 'bold', _COLOR[decision.action])}  {shown}")
         for e in decision.events:
             print(f"  {e.action:<5} {e.rule}: {e.reason}")
             print(f"        matched: {e.matched}")
-    return _EXIT[decision.action] if exit_code else 0
+    return _EXIT[decision.action]  # --exit-code: accepted for old scripts, now the default
 
 
 def test(*, file: str | None, as_json: bool) -> int:

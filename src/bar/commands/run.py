@@ -5,12 +5,16 @@ from __future__ import annotations
 import os
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
 
 from bar import api
-from bar.errors import UsageError
+from bar.errors import HookFailed, UsageError
+from bar.records import RunStep
 from bar.render import Painter, print_json, stat_text
 from bar.run import RunRequest, resolve_cwd
+from bar.tasks import Task
 
 # POSIX's portable names: str.isalnum() would also let 'é' and '²' through
 _ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -48,13 +52,19 @@ def run(
     if pty is None:
         pty = sys.stdin.isatty() and sys.stdout.isatty() and not as_json
     request = RunRequest(
-        argv=argv, cwd=resolve_cwd(the_task, cwd), env=variables, pty=pty, live=not as_json,
+        argv=argv, cwd=resolve_cwd(the_task, cwd), env=variables, pty=pty, live=True,
         agent=agent, sandbox=sandbox,
     )  # fmt: skip
-    step = api.run(the_task, request, wait=not no_wait)
+    try:
+        with _stdout_on_stderr(as_json):
+            step = api.run(the_task, request, wait=not no_wait)
+    except HookFailed as exc:
+        if as_json and isinstance(exc.step, RunStep):
+            print_json(_json(the_task, exc.step))
+        raise
     code = step.exit_code if step.exit_code is not None else 1
     if as_json:
-        print_json(step.to_record())
+        print_json(_json(the_task, step))
     elif step.blocked:
         print(f"bar: blocked by policy; nothing ran (step {step.step_id} recorded)",
               file=sys.stderr)  # fmt: skip
@@ -66,3 +76,27 @@ def run(
             for name in step.diff_stat.file_list:
                 print(paint(f"  {name}", "dim"), file=sys.stderr)
     return code
+
+
+def _json(task: Task, step: RunStep) -> dict[str, Any]:
+    rec = step.to_record()
+    rec["task_dir"] = str(task.dir)  # what the artifacts' paths are relative to
+    return rec
+
+
+@contextmanager
+def _stdout_on_stderr(active: bool) -> Iterator[None]:
+    """With --json, stdout is the record's alone: what the command prints while it runs
+    (it writes to bar's file descriptor 1, directly or through a pty) goes to stderr."""
+    if not active:
+        yield
+        return
+    sys.stdout.flush()
+    saved = os.dup(1)
+    os.dup2(2, 1)
+    try:
+        yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)

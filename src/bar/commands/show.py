@@ -5,9 +5,11 @@ from __future__ import annotations
 import re
 import shlex
 import sys
+from typing import TYPE_CHECKING
 
 from bar import api
-from bar.records import ApplyStep, RollbackStep, RunStep, SyncStep
+from bar.pager import paging
+from bar.records import ApplyStep, RollbackStep, RunStep, Step, SyncStep
 from bar.render import (
     Painter,
     checkpoint_line,
@@ -21,6 +23,9 @@ from bar.render import (
 )
 from bar.tasks import Task
 
+if TYPE_CHECKING:
+    from bar.checkpoints import Checkpoint
+
 
 def show(*, task: str | None, step: str, as_json: bool) -> int:
     the_task = api.get_task(api.open_project(), task)
@@ -30,12 +35,19 @@ def show(*, task: str | None, step: str, as_json: bool) -> int:
     taken = api.checkpoints(the_task, record.step_id) if isinstance(record, RunStep) else []
     if as_json:
         rec = record.to_record()
+        rec["task_dir"] = str(the_task.dir)  # what the artifacts' paths are relative to
         rec["patch_text"] = _text(api.read_artifact(the_task, record.artifacts.patch))
         rec["output_text"] = _text(api.read_artifact(the_task, record.artifacts.output))
         if taken:
             rec["checkpoint_list"] = [c.to_record() for c in taken]
         print_json(rec)
         return 0
+    with paging():
+        _show_step(the_task, record, taken)
+    return 0
+
+
+def _show_step(the_task: Task, record: Step, taken: list[Checkpoint]) -> None:
     paint = Painter(the_task.project.config.output.color)
     print(f"{paint('step ' + record.step_id, 'bold')}  {record.kind}  {describe(record)}")
     rows: list[tuple[str, object]] = [
@@ -46,6 +58,9 @@ def show(*, task: str | None, step: str, as_json: bool) -> int:
         rows += [("command", shlex.join(record.cmd)), ("cwd", record.cwd)]
         signal = f" (signal {record.signal})" if record.signal else ""
         rows.append(("result", outcome(record, paint) + signal))
+        if record.extra.get("stopped_by"):
+            rows.append(("stopped", f"by a failing {record.extra['stopped_by']} hook; "
+                                    "the command did not run"))  # fmt: skip
         if record.env:
             rows.append(("env", " ".join(f"{k}={v}" for k, v in record.env.items())))
         if record.pty:
@@ -74,7 +89,7 @@ def show(*, task: str | None, step: str, as_json: bool) -> int:
     if isinstance(record, RunStep):
         for event in record.policy_events:
             source = f" [{event.source}]" if event.source else ""
-            rule = event.rule or "no rule matched"
+            rule = event.rule or "(no rule)"
             rows.append(("policy", f"{event.action} {rule}: {event.matched}{source}"
                                    f"{_fate(event.answer, event.outcome)}"))  # fmt: skip
         for hook in record.hooks:
@@ -93,16 +108,22 @@ def show(*, task: str | None, step: str, as_json: bool) -> int:
             _print(the_task, rel)
     if record.artifacts.cast:
         print(paint(f"\n(replay the session with: bar replay {record.step_id})", "dim"))
-    return 0
 
 
 def _show_checkpoint(task: Task, name: str, as_json: bool) -> int:
     cp = api.checkpoint(task, name)
     if as_json:
         rec = cp.to_record()
+        rec["task_dir"] = str(task.dir)
         rec["patch_text"] = _text(api.read_artifact(task, cp.patch))
         print_json(rec)
         return 0
+    with paging():
+        _show_checkpoint_text(task, cp)
+    return 0
+
+
+def _show_checkpoint_text(task: Task, cp: Checkpoint) -> None:
     paint = Painter(task.project.config.output.color)
     kind = {"tool": "tool call", "residual": "residual", "rollback": "rollback"}.get(
         cp.kind, cp.kind
@@ -139,7 +160,6 @@ def _show_checkpoint(task: Task, name: str, as_json: bool) -> int:
         print(paint(f"\n--- patch {cp.patch}", "cyan"))
         sys.stdout.flush()
         _print(task, cp.patch)
-    return 0
 
 
 _ANSWERED = {"deny": "denied", "ask": "asked", "warning": "warned"}

@@ -47,6 +47,7 @@ def status(*, task: str | None, as_json: bool) -> int:
     if info.unrecorded_changes:
         print(paint("changes   the worktree has changes no step recorded", "yellow")
               + " (recorded before the next step)")  # fmt: skip
+        print("          see them with: bar diff --unrecorded")
     elif info.unrecorded_changes is not None:
         print("changes   none unrecorded")
     box = info.sandbox

@@ -1,0 +1,76 @@
+"""The installed ``bar`` run on a real pseudo-terminal, as a developer's shell runs it."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import pty
+import select
+import struct
+import subprocess
+import termios
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from helpers import BAR_EXE
+
+
+@dataclass
+class Shown:
+    code: int
+    screen: bytes  # what reached the terminal
+    piped: bytes  # what went to the stream that was not the terminal (if one was piped)
+
+    @property
+    def text(self) -> str:
+        return self.screen.decode(errors="replace").replace("\r\n", "\n")
+
+
+def on_terminal(
+    *args: str,
+    cwd: Path | None = None,
+    env: dict[str, str] | None = None,
+    columns: int = 100,
+    pipe: str | None = None,
+    timeout: float = 120,
+) -> Shown:
+    """Run ``bar ARGS`` with stdin, stdout and stderr on a pty of ``columns`` columns;
+    ``pipe``: "stdout" or "stderr" goes to a pipe instead."""
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, columns, 0, 0))
+    full_env = {**os.environ, "TERM": "xterm", **(env or {})}
+    full_env.pop("COLUMNS", None)
+    streams = {"stdout": slave, "stderr": slave}
+    if pipe is not None:
+        streams[pipe] = subprocess.PIPE  # type: ignore[assignment]
+    proc = subprocess.Popen([BAR_EXE, *args], cwd=cwd, env=full_env, stdin=slave,
+                            start_new_session=True, **streams)  # type: ignore[arg-type]  # fmt: skip
+    os.close(slave)
+    screen = bytearray()
+    deadline = time.monotonic() + timeout
+    piped = b""
+    try:
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([master], [], [], 0.2)
+            if ready:
+                try:
+                    chunk = os.read(master, 65536)
+                except OSError:  # EIO: every writer of the terminal is gone
+                    break
+                if not chunk:
+                    break
+                screen += chunk
+            elif proc.poll() is not None and not select.select([master], [], [], 0.2)[0]:
+                break  # bar is gone and nothing is left to read (a child may hold the pty)
+        if pipe is not None:
+            out = proc.stdout if pipe == "stdout" else proc.stderr
+            assert out is not None
+            piped = out.read()
+        code = proc.wait(timeout=max(deadline - time.monotonic(), 1))
+    finally:
+        os.close(master)
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return Shown(code, bytes(screen), piped)
