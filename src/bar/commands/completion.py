@@ -1,0 +1,97 @@
+"""``bar completion bash|zsh|fish`` and the hidden ``bar __complete KIND`` it calls.
+
+The script is made from the parser itself (``describe`` reads its commands, options,
+choices and the kinds ``parser._values`` gave), so every command is completed as it is
+defined. ``bar __complete`` runs on each Tab press: ``bar.cli`` hands it over before any
+parser is built, and it imports ``bar.candidates`` alone.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import argparse
+
+    from bar.completion import Command, Values
+
+
+def completion(*, shell: str) -> int:
+    from bar.completion import render
+    from bar.parser import build_parser
+
+    sys.stdout.write(render(shell, describe(build_parser())))
+    return 0
+
+
+def describe(parser: argparse.ArgumentParser) -> list[Command]:
+    """Every command path of ``parser`` with what completes there."""
+    import argparse
+
+    from bar.completion import Command, Option
+
+    found: list[Command] = []
+
+    def walk(p: argparse.ArgumentParser, path: tuple[str, ...]) -> None:
+        subcommands: list[tuple[str, str]] = []
+        children: list[tuple[str, argparse.ArgumentParser]] = []
+        options: list[Option] = []
+        positionals: list[Values] = []
+        rest: Values | None = None
+        for action in p._actions:
+            if action.help == argparse.SUPPRESS:
+                continue
+            if isinstance(action, argparse._SubParsersAction):
+                about = {a.dest: a.help or "" for a in action._choices_actions}
+                for name, child in action.choices.items():
+                    subcommands.append((name, about.get(name, "")))
+                    children.append((name, child))
+            elif action.option_strings:
+                takes = None if action.nargs == 0 else _values(action)
+                options.append(Option(tuple(action.option_strings), action.help or "", takes))
+            elif action.nargs in (argparse.REMAINDER, "*", "+"):
+                rest = _values(action)
+            else:
+                count = action.nargs if isinstance(action.nargs, int) else 1
+                positionals += [_values(action)] * count
+        found.append(Command(path, tuple(subcommands), tuple(options), tuple(positionals), rest))
+        for name, child in children:
+            walk(child, (*path, name))
+
+    walk(parser, ())
+    return found
+
+
+def _values(action: argparse.Action) -> Values:
+    from bar.completion import Values
+
+    kind = getattr(action, "completer", None)
+    if isinstance(kind, str):
+        return Values(kind)
+    if action.choices is not None:
+        return Values("choices", tuple(str(choice) for choice in action.choices))
+    return Values("none")
+
+
+def complete_main(argv: list[str]) -> int:
+    """``bar __complete KIND [--task T] [-- WORD]``: one candidate a line, as
+    ``value<TAB>what it is``; nothing, and exit 0, whatever goes wrong."""
+    kind, task, word = (argv[0] if argv else ""), None, ""
+    rest = argv[1:]
+    try:
+        while rest:
+            if rest[0] == "--task" and len(rest) > 1:
+                task, rest = rest[1], rest[2:]
+            elif rest[0] == "--":
+                word, rest = (rest[1] if len(rest) > 1 else ""), []
+            else:
+                return 0
+        from bar.candidates import candidates
+
+        lines = [c.line() for c in candidates(kind, word, task)]
+        sys.stdout.write("".join(f"{line}\n" for line in lines))
+        sys.stdout.flush()
+    except Exception:  # a Tab press must never print a traceback into the command line
+        return 0
+    return 0
