@@ -49,7 +49,7 @@ def describe(parser: argparse.ArgumentParser) -> list[Command]:
                     children.append((name, child))
             elif action.option_strings:
                 takes = None if action.nargs == 0 else _values(action)
-                options.append(Option(tuple(action.option_strings), action.help or "", takes))
+                options.append(Option(tuple(action.option_strings), _about(action), takes))
             elif action.nargs in (argparse.REMAINDER, "*", "+"):
                 rest = _values(action)
             else:
@@ -61,6 +61,15 @@ def describe(parser: argparse.ArgumentParser) -> list[Command]:
 
     walk(parser, ())
     return found
+
+
+def _about(action: argparse.Action) -> str:
+    """The option's help, else what it takes (``commit|merge``)."""
+    if action.help:
+        return action.help
+    if action.choices is not None:
+        return "|".join(str(choice) for choice in action.choices)
+    return str(action.metavar or "")
 
 
 def _values(action: argparse.Action) -> Values:
