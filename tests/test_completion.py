@@ -19,6 +19,7 @@ from conftest import MakeRepo
 from helpers import BAR_EXE, bar, bar_exe, new_task, project_dir, run_sh, set_config
 
 BIN = str(Path(BAR_EXE).parent)
+FAKE_AGENT = str(Path(__file__).parent / "fake_agent.py")
 
 
 def shell_env() -> dict[str, str]:
@@ -204,6 +205,25 @@ def test_bash_completes_step_ids_of_the_task_the_line_names(project: Path) -> No
     assert complete_bash("bar rollback -t alpha --to b", cwd=project) == ["base"]
     assert complete_bash("bar apply -t alpha --at 0", cwd=project) == ["0001", "0002"]
     assert complete_bash("bar blame --task alpha x --at ", cwd=project) == ["0001", "0002"]
+
+
+def test_bash_completes_checkpoints_once_a_step_and_a_dot_are_typed(
+    project: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A step run with --agent has a checkpoint after each tool call: ``3.`` lists them."""
+    program = tmp_path / "bin" / "claude"
+    program.parent.mkdir()
+    program.write_text(f'#!/bin/sh\nexec {sys.executable} {FAKE_AGENT} --agent claude "$@"\n')
+    program.chmod(0o755)
+    res = bar_exe("run", "--no-pty", "--agent", "claude", "--", str(program),
+                  "write:a.txt=one", "echo two > b.txt", cwd=project)  # fmt: skip
+    assert res.code == 0, res.err
+    assert complete_bash("bar show ", cwd=project) == ["0001"]  # not its checkpoints
+    assert complete_bash("bar show 1.", cwd=project) == ["1.1", "1.2"]
+    assert complete_bash("bar rollback --to 0001.", cwd=project) == ["0001.1", "0001.2"]
+    assert complete_bash("bar apply --at=0001.2", cwd=project) == ["0001.2"]
+    shown = bar_exe("__complete", "step", "--", "1.", cwd=project).out.splitlines()
+    assert shown == ["1.1\tWrite: a.txt", "1.2\tBash: echo two > b.txt"]
 
 
 def test_bash_completes_the_steps_of_the_worktree_it_is_in(
