@@ -168,7 +168,7 @@ def test_fish_shows_what_each_candidate_is(project: Path) -> None:
                           cwd=project, env=shell_env(), capture_output=True, text=True,
                           check=True)  # fmt: skip
     shown = dict(line.split("\t", 1) for line in proc.stdout.splitlines())
-    assert shown["alpha"].startswith("active: the first one")
+    assert shown["alpha"].startswith("open: the first one")
     assert shown["beta"].startswith("active task")
 
 

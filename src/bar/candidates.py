@@ -47,6 +47,8 @@ def candidates(kind: str, word: str = "", task: str | None = None,
                cwd: Path | None = None) -> list[Candidate]:  # fmt: skip
     """What ``word`` could become where a value of ``kind`` is due; ``task`` is the task
     the command line names (default: the one we are in, else the active one)."""
+    if kind not in KINDS:
+        return []
     try:
         place = _locate(cwd or Path.cwd())
         if place is None:
@@ -55,17 +57,15 @@ def candidates(kind: str, word: str = "", task: str | None = None,
             return list(_tasks(place.project))
         if kind in ("ref", "branch"):
             return _refs(place.root, tags=kind == "ref")
-        if kind in ("step", "state"):
-            task_dir = _task_dir(place, task)
-            if task_dir is None:
-                return [Candidate("base", "where the task started")] if kind == "state" else []
-            found = list(_states(task_dir, word))
-            if kind == "state" and "." not in word:
-                found.insert(0, Candidate("base", "where the task started"))
-            return found
+        task_dir = _task_dir(place, task)
+        if task_dir is None:
+            return []
+        found = list(_states(task_dir, word))
+        if kind == "state" and "." not in word:
+            found.insert(0, Candidate("base", "where the task started"))
+        return found
     except (OSError, ValueError, UnicodeError):
-        pass  # half-written files, a directory gone in between: offer what was found
-    return []
+        return []  # a file half written or gone in between: no candidates, no traceback
 
 
 def _locate(cwd: Path) -> _Place | None:
@@ -107,7 +107,7 @@ def _tasks(project: layout.ProjectPaths) -> Iterator[Candidate]:
         for rec in records:
             if (rec.get("status") == "closed") != closed:
                 continue
-            about = "active task" if rec["id"] == active else str(rec.get("status"))
+            about = "active task" if rec["id"] == active else ("closed" if closed else "open")
             meta = rec.get("metadata")
             description = meta.get("description") if isinstance(meta, dict) else None
             if isinstance(description, str) and description:

@@ -467,17 +467,18 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         formatter_class=_Formatter,
         description="Print a script that makes SHELL complete bar's commands, options and\n"
         "their values as you type: task names for --task, step ids and checkpoints\n"
-        "(3, 3.2) for show, diff, rollback, apply and blame, branches, refs and files.\n"
-        "The script asks `bar __complete` for the task and step names on each Tab, in\n"
-        "the directory you are in; it prints nothing outside a project.",
+        "(3, then 3.2 after '3.') where a state is named, branches, refs and files. On\n"
+        "each Tab where a task or step is due, the script asks `bar __complete` in the\n"
+        "directory you are in; outside a project it offers none.",
         epilog="install:\n"
-        '  bash   eval "$(bar completion bash)"          add this line to ~/.bashrc\n'
-        '  zsh    bar completion zsh > "${fpath[1]}/_bar"  then start a new shell\n'
+        '  bash   eval "$(bar completion bash)"             add this line to ~/.bashrc\n'
+        '  zsh    bar completion zsh > "${fpath[1]}/_bar"   then start a new shell\n'
         "         (or add `source <(bar completion zsh)` to ~/.zshrc, after compinit)\n"
         "  fish   bar completion fish > ~/.config/fish/completions/bar.fish\n\n"
-        "Run it again after upgrading bar: the script lists the commands of this version.",
+        "Run it again after upgrading bar: the script holds this version's commands.",
     )
-    p.add_argument("shell", choices=("bash", "zsh", "fish"), help="the shell to complete in")
+    p.add_argument("shell", metavar="SHELL", choices=("bash", "zsh", "fish"),
+                   help="bash, zsh or fish")  # fmt: skip
     _cmd(p, "completion:completion")
 
     if only is not None and not sub.built:
