@@ -125,6 +125,36 @@ def test_every_command_and_option_name_is_in_each_script(
         assert set(options) <= entries, (shell, path, set(options) - entries)
 
 
+def test_every_task_step_and_state_argument_completes_as_one() -> None:
+    """What each argument takes is read from its metavar: a metavar changed in the parser
+    without a word in parser.COMPLETES would silently complete nothing."""
+    from bar.commands.completion import describe
+    from bar.parser import build_parser
+
+    kinds: dict[str, str] = {}
+    for command in describe(build_parser()):
+        path = " ".join(command.path)
+        for option in command.options:
+            for name in option.names:
+                kinds[f"{path} {name}"] = option.values.kind if option.values else "flag"
+        for n, values in enumerate(command.positionals):
+            kinds[f"{path} #{n}"] = values.kind
+        if command.rest is not None:
+            kinds[f"{path} ..."] = command.rest.kind
+    with_task = [key for key in kinds if key.endswith((" --task", " -t"))]
+    assert len(with_task) >= 18 and {kinds[key] for key in with_task} == {"task"}
+    expected = {
+        "task show #0": "task", "task switch #0": "task", "task close #0": "task",
+        "show #0": "step", "replay #0": "step", "apply --at": "step", "blame --at": "step",
+        "diff --from": "state", "diff --to": "state", "rollback --to": "state",
+        "blame #0": "file", "policy check --file": "file", "run --cwd": "dir",
+        "task new --base": "ref", "apply --target": "branch", "run ...": "command",
+        "policy check ...": "command", "apply --mode": "choices", "run --agent": "choices",
+        "completion #0": "choices", "log -n": "none", "log --json": "flag",
+    }  # fmt: skip
+    assert {key: kinds.get(key) for key in expected} == expected
+
+
 def test_the_bash_script_is_valid_bash(capfd: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     path = tmp_path / "bar.bash"
     path.write_text(script(capfd, "bash"))
@@ -134,11 +164,11 @@ def test_the_bash_script_is_valid_bash(capfd: pytest.CaptureFixture[str], tmp_pa
 def test_a_command_added_to_the_parser_is_completed_without_more(
     project: Path, tmp_path: Path
 ) -> None:
-    """Completion is read from the parser: a new command, its choices and a value kind
-    given with ``parser._values`` need nothing else."""
+    """Completion is read from the parser: a new command, its choices and the values its
+    metavars name need nothing else."""
     from bar.commands.completion import describe
     from bar.completion import render
-    from bar.parser import _values, build_parser
+    from bar.parser import build_parser
 
     parser = build_parser()
     (sub,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
@@ -146,8 +176,7 @@ def test_a_command_added_to_the_parser_is_completed_without_more(
     frob.add_argument("--colour", choices=("red", "green"))
     frob.add_argument("--task", "-t")
     frob.add_argument("target", choices=("here", "there"))
-    frob.add_argument("--since")
-    _values(frob, since="state")
+    frob.add_argument("--since", metavar="STATE")  # a metavar parser.COMPLETES knows
     path = tmp_path / "bar.bash"
     path.write_text(render("bash", describe(parser)))
     assert complete_bash("bar frob", source=str(path)) == ["frobnicate"]
@@ -174,7 +203,6 @@ def test_a_command_added_to_the_parser_is_completed_without_more(
         ("bar run --agent ", ["claude", "codex", "gemini"]),
         ("bar agent setup c", ["claude", "codex"]),
         ("bar completion ", ["bash", "fish", "zsh"]),
-        ("bar hook ", ["claude", "codex", "gemini"]),
         ("bar apply -m msg --dry", ["--dry-run"]),
         ("bar log -n ", []),  # a number: nothing to offer
         (

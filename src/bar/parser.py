@@ -32,6 +32,13 @@ exit codes:
 """
 
 
+# What a value shown as each metavar is, for the scripts of `bar completion` (which asks
+# `bar __complete` for tasks, steps, states, refs and branches); choices complete as such.
+COMPLETES = {"ID|NAME": "task", "STEP": "step", "STEP|STEP.N": "step", "STATE": "state",
+             "base|STEP|STEP.N": "state", "REF": "ref", "BRANCH": "branch", "FILE": "file",
+             "PATH": "file", "DIR": "dir", "-- CMD...": "command", "-- ARGV...": "command"}  # fmt: skip
+
+
 class _Formatter(argparse.RawDescriptionHelpFormatter):
     def __init__(self, prog: str) -> None:
         # argparse would import shutil for the width each time an option is added
@@ -54,22 +61,10 @@ def _cmd(parser: argparse.ArgumentParser, target: str) -> None:
     parser.set_defaults(_target=target)
 
 
-def _values(parser: argparse.ArgumentParser, **kinds: str) -> None:
-    """Say what arguments (by dest) take where argparse's ``choices`` cannot, for the
-    scripts `bar completion` generates from this parser: ``task``, ``step`` (steps and
-    checkpoints), ``state`` (those and ``base``), ``ref``, ``branch`` (asked of
-    `bar __complete` on each Tab), ``file``, ``dir`` or ``command`` (a command line)."""
-    if isinstance(parser, argparse.ArgumentParser):  # not a _Skipped command
-        for action in parser._actions:
-            if action.dest in kinds:
-                action.completer = kinds[action.dest]  # type: ignore[attr-defined]
-
-
 def _task_opt(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--task", "-t", metavar="ID|NAME", help="the task to act on (default: the active task)"
     )
-    _values(p, task="task")
 
 
 def _json_opt(p: argparse.ArgumentParser) -> None:
@@ -156,7 +151,6 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("--base", metavar="REF", help="start from this ref (default: git.default_base)")
     p.add_argument("-d", "--description", metavar="DESC", help="what the task is for")
     p.add_argument("--tag", action="append", default=[], metavar="T", help="a tag (repeatable)")
-    _values(p, base="ref")
     _json_opt(p)
     _cmd(p, "task:new")
 
@@ -167,13 +161,11 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
     p = tsub.add_parser("show", help="show one task in detail")
     p.add_argument("task_ref", nargs="?", metavar="ID|NAME", help="default: the active task")
-    _values(p, task_ref="task")
     _json_opt(p)
     _cmd(p, "task:show")
 
     p = tsub.add_parser("switch", help="make a task the active one")
     p.add_argument("task_ref", metavar="ID|NAME")
-    _values(p, task_ref="task")
     _json_opt(p)
     _cmd(p, "task:switch")
 
@@ -186,7 +178,6 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         "recorded, unless --force, which records them as a manual step first.",
     )
     p.add_argument("task_ref", nargs="?", metavar="ID|NAME", help="default: the active task")
-    _values(p, task_ref="task")
     p.add_argument("--keep-worktree", action="store_true", help="leave the worktree in place")
     p.add_argument("--force", action="store_true", help="record unrecorded changes and close")
     _json_opt(p)
@@ -235,7 +226,6 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("--no-wait", action="store_true", help="fail at once if the task is busy")
     _json_opt(p)
     p.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- CMD...")
-    _values(p, cwd="dir", argv="command")
     _cmd(p, "run:run")
 
     # --- reading ------------------------------------------------------------------
@@ -264,7 +254,6 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     )
     _task_opt(p)
     p.add_argument("step", metavar="STEP|STEP.N", help="a step (3, 0003) or a checkpoint (3.2)")
-    _values(p, step="step")
     _json_opt(p)
     _cmd(p, "show:show")
 
@@ -286,7 +275,6 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         "--to", metavar="STATE", help="STEP or STEP.N (default: the last recorded state)"
     )
     p.add_argument("--stat", action="store_true", help="only a summary of changed files")
-    _values(p, from_="state", to="state")
     _json_opt(p)
     _cmd(p, "diff:diff")
 
@@ -309,7 +297,6 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     _task_opt(p)
     p.add_argument("file", metavar="FILE", help="a path in the task's worktree")
     p.add_argument("--at", metavar="STEP|STEP.N", help="default: the last recorded state")
-    _values(p, file="file", at="step")
     _json_opt(p)
     _cmd(p, "blame:blame")
 
@@ -335,7 +322,6 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         "--hard", action="store_true", help="also reset the task branch to the HEAD at the target"
     )
     p.add_argument("--dry-run", action="store_true", help="show what would change; change nothing")
-    _values(p, to="state")
     p.add_argument("--no-wait", action="store_true", help="fail at once if the task is busy")
     _json_opt(p)
     _cmd(p, "rollback:rollback")
@@ -357,7 +343,6 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("--at", metavar="STEP|STEP.N",
                    help="apply this recorded state (default: the last one)")  # fmt: skip
     p.add_argument("--target", metavar="BRANCH", help="default: git.default_base from config")
-    _values(p, at="step", target="branch")
     p.add_argument("-m", "--message", metavar="MSG", help="commit message (default: from the task)")
     p.add_argument("--dry-run", action="store_true", help="show the diff and whether it conflicts")
     p.add_argument("--no-wait", action="store_true", help="fail at once if the task is busy")
@@ -390,11 +375,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     )
     _json_opt(p)
     p.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- ARGV...")
-    _values(p, file="file", argv="command")
     _cmd(p, "policy:check")
     p = psub.add_parser("test", help="validate the policy file and run its rules' examples")
     p.add_argument("--file", metavar="PATH", help="test this policy file instead")
-    _values(p, file="file")
     _json_opt(p)
     _cmd(p, "policy:test")
 
@@ -428,7 +411,6 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     )
     _task_opt(p)
     p.add_argument("step", metavar="STEP")
-    _values(p, step="step")
     p.add_argument("--speed", type=float, default=1.0, help="playback speed (default 1)")
     p.add_argument(
         "--max-idle", type=float, default=2.0, metavar="S", help="cap pauses at S seconds"
@@ -436,7 +418,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("--instant", action="store_true", help="print everything without pauses")
     _cmd(p, "replay:replay")
 
-    p = sub.add_parser(
+    sub.add_parser(
         "hook",
         help="policy check for an agent's shell commands (called by the agent)",
         description="Called by Claude Code, Codex or Gemini CLI before each shell command\n"
@@ -444,7 +426,6 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         "usage: bar hook claude|codex|gemini",
         formatter_class=_Formatter,
     )
-    p.add_argument("agent", choices=("claude", "codex", "gemini"))  # read by completion only
 
     agent = sub.add_parser("agent", help="wire an agent's hooks to bar")
     asub = agent.add_subparsers(dest="agent_command", metavar="ACTION")
@@ -460,25 +441,19 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("--write", action="store_true", help="merge it into the file in this repo")
     _cmd(p, "agent:setup")
 
-    # --- shell completion -------------------------------------------------------------
     p = sub.add_parser(
         "completion",
         help="print the shell completion script for bash, zsh or fish",
         formatter_class=_Formatter,
-        description="Print a script that makes SHELL complete bar's commands, options and\n"
-        "their values as you type: task names for --task, step ids and checkpoints\n"
-        "(3, then 3.2 after '3.') where a state is named, branches, refs and files. On\n"
-        "each Tab where a task or step is due, the script asks `bar __complete` in the\n"
-        "directory you are in; outside a project it offers none.",
+        description="Print a script that completes bar's commands, options, choices, task names,\n"
+        "step ids (3, and 3.2 once '3.' is typed), refs and files in SHELL.",
         epilog="install:\n"
-        '  bash   eval "$(bar completion bash)"             add this line to ~/.bashrc\n'
-        '  zsh    bar completion zsh > "${fpath[1]}/_bar"   then start a new shell\n'
-        "         (or add `source <(bar completion zsh)` to ~/.zshrc, after compinit)\n"
-        "  fish   bar completion fish > ~/.config/fish/completions/bar.fish\n\n"
+        '  bash  add to ~/.bashrc: eval "$(bar completion bash)"\n'
+        '  zsh   bar completion zsh > "${fpath[1]}/_bar"   (or source <(bar completion zsh))\n'
+        "  fish  bar completion fish > ~/.config/fish/completions/bar.fish\n"
         "Run it again after upgrading bar: the script holds this version's commands.",
     )
-    p.add_argument("shell", metavar="SHELL", choices=("bash", "zsh", "fish"),
-                   help="bash, zsh or fish")  # fmt: skip
+    p.add_argument("shell", metavar="SHELL", choices=("bash", "zsh", "fish"))
     _cmd(p, "completion:completion")
 
     if only is not None and not sub.built:

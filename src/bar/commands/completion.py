@@ -1,8 +1,8 @@
 """``bar completion bash|zsh|fish`` and the hidden ``bar __complete KIND`` it calls.
 
 The script is made from the parser itself (``describe`` reads its commands, options,
-choices and the kinds ``parser._values`` gave), so every command is completed as it is
-defined. ``bar __complete`` runs on each Tab press: ``bar.cli`` hands it over before any
+choices, and metavars, which ``parser.COMPLETES`` says the kind of), so every command is
+completed as it is defined. ``bar __complete`` runs on each Tab press: ``bar.cli`` hands it over before any
 parser is built, and it imports ``bar.candidates`` alone.
 """
 
@@ -74,10 +74,10 @@ def _about(action: argparse.Action) -> str:
 
 def _values(action: argparse.Action) -> Values:
     from bar.completion import Values
+    from bar.parser import COMPLETES
 
-    kind = getattr(action, "completer", None)
-    if isinstance(kind, str):
-        return Values(kind)
+    if isinstance(action.metavar, str) and action.metavar in COMPLETES:
+        return Values(COMPLETES[action.metavar])
     if action.choices is not None:
         return Values("choices", tuple(str(choice) for choice in action.choices))
     return Values("none")
