@@ -14,7 +14,19 @@ git config --file "$GIT_CONFIG_GLOBAL" user.name "Demo Developer"
 git config --file "$GIT_CONFIG_GLOBAL" user.email "dev@example.com"
 git config --file "$GIT_CONFIG_GLOBAL" init.defaultBranch main
 
-step() { printf '\n\033[1m$ %s\033[0m\n' "$*"; "$@"; }
+# each word shell-quoted, so that a printed line pasted into a shell runs what the demo ran
+quoted() {
+    local word out=()
+    for word in "$@"; do
+        if [[ $word =~ ^[A-Za-z0-9_./=:@%+,-]+$ ]]; then
+            out+=("$word")
+        else
+            out+=("'${word//\'/\'\\\'\'}'")
+        fi
+    done
+    printf '%s' "${out[*]}"
+}
+step() { printf '\n\033[1m$ %s\033[0m\n' "$(quoted "$@")"; "$@"; }
 
 repo="$work/shop"
 mkdir -p "$repo/shop"

@@ -136,3 +136,17 @@ def test_apply_message_is_scrubbed_of_known_secrets(
     msg = git(inited, "log", "-1", "--format=%B", "main")
     assert secret not in msg and msg.startswith("Fix the client (token ***)")
     assert secret not in ledger(t["id"])[-1]["commit_message"]
+
+
+def test_applying_an_earlier_state_leaves_the_worktree_recorded_as_it_is(
+    inited: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    t = new_task(capfd)
+    run(capfd, "echo 1 > one")
+    run(capfd, "echo 2 > two")
+    assert bar(capfd, "apply", "--at", "1", "-m", "first half").code == 0
+    # the worktree still holds step 2's state, as recorded: nothing is unrecorded
+    assert bar(capfd, "status", "--json").json()["unrecorded_changes"] is False
+    run(capfd, "true")
+    assert [s["kind"] for s in ledger(t["id"])] == ["run", "run", "apply", "run"]
+    assert (worktree(t) / "two").exists()

@@ -44,9 +44,11 @@ from bar.status import Status, status
 from bar.store.files import ensure_dir, write_text_atomic
 from bar.store.layout import bar_home
 from bar.store.lock import is_locked
+from bar.task_state import TaskState, state_of
 from bar.tasks import Task, list_tasks, load_task, resolve_task
 
 if TYPE_CHECKING:
+    from bar.adopt import Adopted, Moved
     from bar.apply import ApplyResult
     from bar.blame import Blame
     from bar.checkpoints import Checkpoint
@@ -56,7 +58,7 @@ if TYPE_CHECKING:
     from bar.run import RunRequest
 
 __all__ = [
-    "Location", "Project", "Status", "Task", "TaskSummary",
+    "Location", "Project", "Status", "Task", "TaskSummary", "adopt_project",
     "apply", "artifact_path", "blame", "check_command", "checkpoint", "checkpoints",
     "close_task", "diff", "doctor", "get_task",
     "init_project", "log", "new_task", "open_project", "plan_rollback", "read_artifact",
@@ -69,17 +71,25 @@ __all__ = [
 
 def open_project(cwd: Path | None = None) -> Location:
     """The registered project (and the task, inside a task worktree) of ``cwd``."""
-    return find_project(cwd)
+    try:
+        return find_project(cwd)
+    except NotInitialized:
+        from bar.adopt import not_registered
+
+        raise not_registered(locate(cwd).project) from None
 
 
 @record(frozen=True)
 class Initialized:
     project: Project
     created: list[Path]
+    moved: list[Moved] = field(default_factory=list)  # its tasks left at an old path
 
 
 def init_project(cwd: Path | None = None) -> Initialized:
-    """Register the repository of ``cwd`` (``bar init``); running it again changes nothing."""
+    """Register the repository of ``cwd`` (``bar init``); running it again changes nothing.
+    A repository that moved is not registered anew (``adopt_project``)."""
+    from bar.adopt import refuse_if_moved
     from bar.policy import DEFAULT_POLICY_TEXT
 
     project = locate(cwd).project
@@ -88,6 +98,7 @@ def init_project(cwd: Path | None = None) -> Initialized:
             f"{project.root} has no commit yet",
             hint="make a first commit (git commit --allow-empty -m init), then run bar init",
         )
+    moved = refuse_if_moved(project)
     base = "main" if git.branch_exists(project.root, "main") else None
     created = project.register(base or git.current_branch(project.root) or "main")
     policy_path = project.policy_path()
@@ -98,7 +109,14 @@ def init_project(cwd: Path | None = None) -> Initialized:
         created.append(policy_path)
     if created:
         project.log_event("project.initialized", root=str(project.root))
-    return Initialized(project, created)
+    return Initialized(project, created, moved)
+
+
+def adopt_project(cwd: Path | None = None, which: str | None = None) -> Adopted:
+    """Re-attach the tasks a moved repository left at its old path (``bar init --adopt``)."""
+    from bar.adopt import adopt
+
+    return adopt(locate(cwd).project, which or None)
 
 
 def check_command(
@@ -161,12 +179,14 @@ class TaskSummary:
     steps: int
     last_step: str | None
     diff_stat: DiffStat  # base -> last recorded state
+    state: TaskState  # running, applied, active, closed, missing-worktree
 
     def to_json(self) -> dict[str, Any]:
         rec = self.task.to_record()
         rec.pop("version", None)
         rec.update(active=self.active, steps=self.steps, last_step=self.last_step,
                    diff_stat=self.diff_stat.to_record(), worktree=str(self.task.worktree))  # fmt: skip
+        rec.update(self.state.to_json())
         return rec
 
 
@@ -174,7 +194,7 @@ def summarize(task: Task, active_id: str | None = None) -> TaskSummary:
     last = task.ledger.last()
     stat = git.numstat(task.project.root, task.base_commit, task.recorded_snapshot())
     return TaskSummary(task, task.id == active_id, last.number if last else 0,
-                       last.step_id if last else None, stat)  # fmt: skip
+                       last.step_id if last else None, stat, state_of(task))  # fmt: skip
 
 
 def tasks(project: Project, *, include_closed: bool = False) -> list[TaskSummary]:
@@ -469,9 +489,9 @@ def doctor(project: Project, *, repair: bool = False) -> Doctor:
     from bar.doctor import Doctor
 
     if not project.dir.is_dir():
-        raise NotInitialized(
-            f"{project.root} is not registered with bar", hint="run `bar init` first"
-        )
+        from bar.adopt import not_registered
+
+        raise not_registered(project)
     doc = Doctor(project)
     doc.check()
     if repair:

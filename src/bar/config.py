@@ -17,7 +17,7 @@ from typing import Any
 
 from bar.errors import ConfigError, CorruptFile
 from bar.migrate import upgrade
-from bar.record import field, record
+from bar.record import field, record, replace
 from bar.store import cache
 
 
@@ -122,7 +122,10 @@ def _check(value: Any, kind: str, key: str, path: Path) -> Any:
     return tuple(value)
 
 
-def parse_config(data: Any, path: Path) -> Config:
+def _sections(
+    data: Any, path: Path, allowed: dict[str, set[str]] | None = None
+) -> dict[str, dict[str, Any]]:
+    """The validated settings of ``data`` by section; ``allowed`` limits the keys."""
     if data is None:
         data = {"version": 1}
     if not isinstance(data, dict):
@@ -152,8 +155,19 @@ def parse_config(data: Any, path: Path) -> Config:
                     f"unknown key '{section}.{key}' in {path}",
                     hint=f"known keys of {section}: " + ", ".join(sorted(_SCHEMA[section])),
                 )
+            if allowed is not None and str(key) not in allowed.get(section, ()):
+                raise ConfigError(
+                    f"'{section}.{key}' cannot be set in {path}, the repository's file",
+                    hint="set it in your own config.yaml under $BAR_HOME (see `bar status`); "
+                    "the repository's file may hold " + ", ".join(_REPO_KEY_NAMES),
+                )
             values[str(key)] = _check(value, kind, f"{section}.{key}", path)
         sections[section] = values
+    return sections
+
+
+def parse_config(data: Any, path: Path) -> Config:
+    sections = _sections(data, path)
     return Config(
         version=1,
         git=GitConfig(**sections.get("git", {})),
@@ -162,6 +176,51 @@ def parse_config(data: Any, path: Path) -> Config:
         output=OutputConfig(**sections.get("output", {})),
         run=RunConfig(**sections.get("run", {})),
         sandbox=SandboxConfig(**sections.get("sandbox", {})),
+    )
+
+
+# --- the repository's own .bar/config.yaml ------------------------------------------------
+
+REPO_CONFIG = ".bar/config.yaml"
+
+# What a team may share in the repository. Each of these adds to the developer's own
+# settings and none can loosen them: the file is in the repository, so any commit (an
+# agent's, once applied) can change it. Everything else is the developer's alone.
+_REPO_KEYS: dict[str, set[str]] = {
+    "hooks": {"pre_run", "post_run", "timeout"},
+    "run": {"record_env"},
+    "sandbox": {"required", "network", "deny_read"},
+}
+_REPO_KEY_NAMES = sorted(f"{s}.{k}" for s, keys in _REPO_KEYS.items() for k in keys)
+
+
+def _union(first: tuple[str, ...], then: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys((*first, *then)))
+
+
+def combine(own: Config, data: Any, path: Path) -> Config:
+    """``own`` with the repository's settings ``data`` (from ``path``) added: its hooks
+    run before the developer's, its lists join theirs, and its sandbox settings can only
+    tighten (``required: true``, ``network: false``); a hook timeout is the longer one."""
+    shared = _sections(data, path, _REPO_KEYS)
+    hooks = shared.get("hooks", {})
+    run_ = shared.get("run", {})
+    box = shared.get("sandbox", {})
+    return replace(
+        own,
+        hooks=replace(
+            own.hooks,
+            pre_run=(*hooks.get("pre_run", ()), *own.hooks.pre_run),
+            post_run=(*hooks.get("post_run", ()), *own.hooks.post_run),
+            timeout=max(own.hooks.timeout, hooks.get("timeout", 0.0)),
+        ),
+        run=replace(own.run, record_env=_union(own.run.record_env, run_.get("record_env", ()))),
+        sandbox=replace(
+            own.sandbox,
+            required=own.sandbox.required or box.get("required", False),
+            network=own.sandbox.network and box.get("network", True),
+            deny_read=_union(own.sandbox.deny_read, box.get("deny_read", ())),
+        ),
     )
 
 
@@ -194,15 +253,37 @@ def load_yaml(path: Path) -> Any:
         raise ConfigError(f"{path} is not valid YAML: {' '.join(str(exc).split())}") from exc
 
 
-def load_config(path: Path, cache_path: Path | None = None) -> Config:
-    if path.is_symlink():  # bar's own files are never links; one may point anywhere
+def load_config(
+    path: Path,
+    cache_path: Path | None = None,
+    *,
+    shared: Path | None = None,
+    shared_cache: Path | None = None,
+) -> Config:
+    """The developer's config.yaml at ``path``, with the repository's file ``shared``
+    (``.bar/config.yaml`` in the checkout; may be absent) added to it (``combine``)."""
+    own = parse_config(
+        _load(path, cache_path, lambda data: parse_config(data, path), required=True), path
+    )
+    if shared is None:
+        return own
+    data = _load(shared, shared_cache, lambda data: combine(own, data, shared))
+    return own if data is None else combine(own, data, shared)
+
+
+def _load(path: Path, cache_path: Path | None, check: Any, *, required: bool = False) -> Any:
+    """The YAML data of ``path``, validated by ``check`` before it is cached; None when an
+    optional file is absent."""
+    if path.is_symlink():  # bar's config files are never links; one may point anywhere
         raise ConfigError(
-            f"{path} is a symbolic link; bar does not follow links in its own files",
+            f"{path} is a symbolic link; bar does not follow links in its config files",
             hint="replace it with a copy of the file it points to",
         )
     try:
         st = os.stat(path)
     except FileNotFoundError:
+        if not required:
+            return None
         raise ConfigError(
             f"{path} is missing", hint="run `bar init` in the repository to recreate it"
         ) from None
@@ -213,16 +294,17 @@ def load_config(path: Path, cache_path: Path | None = None) -> Config:
             data = load_yaml(path)
         except FileNotFoundError:
             raise ConfigError(f"{path} is missing") from None
-        if data is not None:
-            config = parse_config(data, path)  # validate before caching
-            if cache_path is not None:
-                cache.write(cache_path, key, _CACHE_TAG, data)
-            return config
-    if data is None:  # bar init never writes an empty file: this one was cut short
-        raise ConfigError(
-            f"{path} is empty", hint="run `bar init` in the repository to write a fresh one"
-        )
-    return parse_config(data, path)
+        if data is None:  # bar init never writes an empty file: this one was cut short
+            raise ConfigError(
+                f"{path} is empty",
+                hint="run `bar init` in the repository to write a fresh one"
+                if required
+                else "write `version: 1` and the settings, or remove it",
+            )
+        check(data)  # validate before caching
+        if cache_path is not None:
+            cache.write(cache_path, key, _CACHE_TAG, data)
+    return data
 
 
 def render_default(default_base: str, *, policy_enabled: bool = True) -> str:

@@ -52,6 +52,10 @@ class UsageError(BarError):
     exit_code = ExitCode.USAGE
 
 
+class AlreadyExists(UsageError):
+    """The name (of a task) is already taken by something that must stay unique."""
+
+
 class StepBusy(BarError):
     """A running step cannot do what was asked now (its agent is mid-call)."""
 

@@ -175,6 +175,7 @@ class Guard:
             for p in (
                 task.project.paths.config,
                 task.project.policy_path(),
+                task.project.shared_config_path(),
                 *sorted(self._configs),
                 common / "info" / "attributes",
                 common / "objects" / "info" / "alternates",  # the object store is writable

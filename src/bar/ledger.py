@@ -160,9 +160,10 @@ class Ledger:
         return format_step_id(number + 1)
 
     def last_snapshot(self) -> str | None:
-        """The snapshot recorded by the newest step that has one."""
+        """The state the worktree was left in by the newest step that recorded one (an
+        apply's snapshot is the state it landed, which may be an earlier one: ``--at``)."""
         for step in self.iter_reverse():
-            if step.snapshot:
+            if step.snapshot and step.kind != "apply":
                 return step.snapshot
         return None
 

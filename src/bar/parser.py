@@ -63,8 +63,10 @@ def _cmd(parser: argparse.ArgumentParser, target: str) -> None:
 
 def _task_opt(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "--task", "-t", metavar="ID|NAME", help="the task to act on (default: the active task)"
-    )
+        "--task", "-t", metavar="ID|NAME",
+        help="the task to act on: its id, the id's first 4+ characters, or its name "
+        "(default: the task whose worktree you are in, else the active task)",
+    )  # fmt: skip
 
 
 def _json_opt(p: argparse.ArgumentParser) -> None:
@@ -128,8 +130,25 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         formatter_class=_Formatter,
         description="Register the current git repository (it needs at least one commit).\n"
         "Creates the project's config.yaml and state.json under $BAR_HOME and, if absent,\n"
-        "a commented default policy at .bar/policy.yaml. Safe to run again.",
+        "a commented default policy at .bar/policy.yaml. Safe to run again.\n\n"
+        "A project is found by the repository's path, so a repository moved (mv repo\n"
+        "repo2) seems new to bar. Its tasks' snapshot refs (refs/bar/tasks/<id>) move\n"
+        "with it, though, and bar init finds the project that holds those tasks under\n"
+        "the old path: it then registers nothing and names that project. --adopt\n"
+        "re-attaches it here: the project directory takes the new path's name, each\n"
+        "task.json the new repository root, and `git worktree repair` relinks the task\n"
+        "worktrees; an empty project registered here since the move is replaced. Run\n"
+        "it again to finish an adoption that was stopped. See docs/tasks.md.",
+        epilog="examples:\n"
+        "  bar init                       register this repository\n"
+        "  bar init --adopt               after a move: take its tasks along\n"
+        "  bar init --adopt shop-1e49     the same, when several projects hold its tasks",
     )
+    p.add_argument(
+        "--adopt", nargs="?", const="", metavar="PROJECT",
+        help="re-attach the tasks this repository left at its old path (the project's\n"
+        "directory name is needed only when more than one holds them)",
+    )  # fmt: skip
     _json_opt(p)
     _cmd(p, "init:init")
 
@@ -145,7 +164,12 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         help="create a task with its own branch and worktree",
         formatter_class=_Formatter,
         description="Create a task: a branch <prefix><name>-<id> from the base, a worktree\n"
-        "for it under $BAR_HOME, and an empty ledger. The new task becomes active.",
+        "for it under $BAR_HOME, and an empty ledger. The new task becomes active.\n"
+        "No two open tasks share a name (a closed task's name can be used again), so\n"
+        "--task NAME always finds one task.",
+        epilog="examples:\n"
+        "  bar task new fix-login\n"
+        "  bar task new fix-login --base release-2.1 -d 'Fix the login redirect' --tag bug",
     )
     p.add_argument("name", help="task name: letters, digits, '-', '_', '.'; at most 64")
     p.add_argument("--base", metavar="REF", help="start from this ref (default: git.default_base)")
@@ -154,12 +178,36 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     _json_opt(p)
     _cmd(p, "task:new")
 
-    p = tsub.add_parser("list", help="list tasks with status, steps and changes")
+    p = tsub.add_parser(
+        "list",
+        help="list tasks with their state, steps and changes",
+        formatter_class=_Formatter,
+        description="List the open tasks (--all: closed ones too), the active one marked '*',\n"
+        "each with its state, its number of steps and its changes since the base:\n"
+        "  active            open, nothing under way\n"
+        "  running           a `bar run` is recording a step of it now\n"
+        "  applied           its last step applied its last recorded state (bar apply)\n"
+        "  missing worktree  open, but its worktree directory is gone: `bar doctor\n"
+        "                    --repair` recreates it at its last recorded state\n"
+        "  closed            closed with `bar task close`\n"
+        "--json gives the same as fields: state (missing-worktree with a dash), running,\n"
+        "applied and worktree_missing, beside task.json's own.",
+        epilog="examples:\n  bar task list\n  bar task list --all --json",
+    )
     p.add_argument("--all", "-a", action="store_true", help="include closed tasks")
     _json_opt(p)
     _cmd(p, "task:list_")
 
-    p = tsub.add_parser("show", help="show one task in detail")
+    p = tsub.add_parser(
+        "show",
+        help="show one task in detail",
+        formatter_class=_Formatter,
+        description="Show a task: status and state (see `bar task list --help`), base,\n"
+        "branch, worktree, snapshots, steps and changes since the base. A task is named by\n"
+        "its id, the first 4 or more characters of its id, or its name (an open task\n"
+        "before closed ones of the same name).",
+        epilog="examples:\n  bar task show\n  bar task show fix-login\n  bar task show gVXs",
+    )
     p.add_argument("task_ref", nargs="?", metavar="ID|NAME", help="default: the active task")
     _json_opt(p)
     _cmd(p, "task:show")

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from bar import events
 from bar.clock import now_iso
-from bar.config import Config, load_config, render_default
+from bar.config import REPO_CONFIG, Config, load_config, render_default
 from bar.errors import ConfigError, CorruptFile, NotARepository, NotInitialized, PolicyError
 from bar.migrate import upgrade
 from bar.proc import run
@@ -57,7 +57,17 @@ class Project:
 
     @cached_property
     def config(self) -> Config:
-        return load_config(self.paths.config, self.paths.config_cache)
+        return load_config(
+            self.paths.config,
+            self.paths.config_cache,
+            shared=self.shared_config_path(),
+            shared_cache=self.paths.shared_config_cache,
+        )
+
+    def shared_config_path(self) -> Path:
+        """The repository's own settings, shared by the team (``.bar/config.yaml``), read
+        from the developer's checkout like the policy, never from a task worktree."""
+        return self.root / REPO_CONFIG
 
     def policy_path(self) -> Path:
         """The policy file in the developer's checkout (never a task worktree's copy)."""

@@ -12,6 +12,7 @@ from bar.journals import RunIntent
 from bar.project import Location, Project
 from bar.record import field, record
 from bar.store.lock import is_locked
+from bar.task_state import TaskState, state_of
 from bar.tasks import Task, resolve_task
 
 
@@ -28,12 +29,17 @@ class Status:
     nested_repos: list[str] = field(default_factory=list)  # their files are not recorded
     sandbox: dict[str, Any] = field(default_factory=dict)  # how steps here are confined
     checkpoints: int = 0  # taken so far in the running step (an agent session)
+    state: TaskState | None = None  # running, applied, active, closed, missing-worktree
 
     def to_json(self) -> dict[str, Any]:
         info: dict[str, Any] = {
             "project": self.project.name,
             "root": str(self.project.root),
             "dir": str(self.project.dir),
+            "config": str(self.project.paths.config),
+            "shared_config": (
+                str(shared) if (shared := self.project.shared_config_path()).is_file() else None
+            ),
         }
         if self.task is None:
             info.update(task=None, message=self.no_task_reason)
@@ -42,6 +48,8 @@ class Status:
         info["task"] = {"id": t.id, "name": t.name, "status": t.status, "branch": t.branch,
                         "worktree": str(t.worktree), "steps": self.steps,
                         "last_step": self.last_step}  # fmt: skip
+        if self.state is not None:
+            info["task"].update(self.state.to_json())
         r = self.running
         info["running"] = (
             {"step_id": r.step_id, "pid": r.pid, "cmd": r.cmd, "started_at": r.started_at,
@@ -82,6 +90,7 @@ def status(loc: Location, ref: str | None = None) -> Status:
         unrecorded_changes=unrecorded,
         nested_repos=stamps.nested_repositories(task.index),
         sandbox=sandbox_status(loc.project.config.sandbox),
+        state=state_of(task),
     )  # fmt: skip
 
 

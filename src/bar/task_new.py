@@ -27,7 +27,7 @@ from typing import Any
 
 from bar import faults, git, journals, known_secrets, snapshot
 from bar.clock import now_iso
-from bar.errors import BarError, Locked, UsageError
+from bar.errors import AlreadyExists, BarError, Locked, UsageError
 from bar.journals import CreateIntent
 from bar.notices import note, warn
 from bar.proc import Result
@@ -35,7 +35,7 @@ from bar.project import Project
 from bar.store.files import ensure_dir, write_json_atomic
 from bar.store.layout import TASK_ID_RE, TaskPaths
 from bar.store.lock import FileLock, is_locked
-from bar.tasks import Task, load_task, new_id, validate_name
+from bar.tasks import Task, load_task, new_id, open_task_named, validate_name
 
 # every git bar runs here, none of the developer's hooks (a `post-checkout` from
 # `worktree add`, a `reference-transaction` from each ref it moves)
@@ -76,6 +76,7 @@ def create_task(
     with contextlib.ExitStack() as held:
         with project.lock(f"bar task new {name}"):
             clear_leftovers(project)
+            _refuse_taken(project, name)
             task = _new_task(project, name, base_ref, base_commit, metadata)
             ensure_dir(task.dir)
             intent = CreateIntent(task.id, name, task.branch, base_commit, task.created_at)
@@ -96,6 +97,31 @@ def create_task(
     )
     project.set_active_task(task.id)
     return task
+
+
+def _refuse_taken(project: Project, name: str) -> None:
+    """One open task per name, so that the name alone always finds it. Counted under the
+    project lock, with the tasks a live ``bar task new`` is still making (which hold
+    their intent, not yet task.json); a closed task's name is free again."""
+    other = open_task_named(project, name)
+    other_id = other.id if other else _being_made_as(project, name)
+    if other_id is not None:
+        raise AlreadyExists(
+            f"an open task is already named {name!r} ({other_id})",
+            hint=f"pick another name, or close that task first (`bar task close {other_id}`)",
+        )
+
+
+def _being_made_as(project: Project, name: str) -> str | None:
+    """The id of a task called ``name`` that a live ``bar task new`` is making."""
+    for entry in sorted(project.paths.tasks.iterdir()):
+        if not TASK_ID_RE.match(entry.name) or entry.joinpath("task.json").exists():
+            continue
+        with contextlib.suppress(BarError):
+            intent = journals.read_create(project.paths.task(entry.name))
+            if intent is not None and intent.name == name:
+                return intent.task_id
+    return None
 
 
 def _new_task(

@@ -299,26 +299,19 @@ def list_tasks(project: Project) -> list[Task]:
     return tasks
 
 
+ID_PREFIX_MIN = 4  # like git's shortest abbreviation of an object id
+
+
 def resolve_task(project: Project, ref: str | None, *, from_cwd: str | None = None) -> Task:
-    """The task named by ``ref`` (id or name), else the one whose worktree we are in,
-    else the active task."""
+    """The task named by ``ref``, else the one whose worktree we are in, else the active
+    task. ``ref`` is tried as a whole id, then as a name (an open task before closed
+    ones), then as the start of an id (at least ``ID_PREFIX_MIN`` characters)."""
     if ref is not None:
         if not ref:
             raise UsageError("an empty task name was given", hint="give a task id or name")
         if TASK_ID_RE.match(ref) and project.paths.task(ref).dir.is_dir():
             return load_task(project, ref)
-        matches = [t for t in list_tasks(project) if t.name == ref]
-        if not matches:
-            raise TaskNotFound(
-                f"no task named or numbered {ref!r}", hint="`bar task list` shows the tasks"
-            )
-        active = [t for t in matches if t.active]
-        if len(active) == 1:
-            return active[0]
-        if len(matches) == 1:
-            return matches[0]
-        ids = ", ".join(t.id for t in matches)
-        raise UsageError(f"more than one task is named {ref!r} ({ids})", hint="give its id")
+        return _by_name_or_prefix(project, ref)
     if from_cwd:
         return load_task(project, from_cwd)
     active_id = project.active_task_id()
@@ -328,3 +321,43 @@ def resolve_task(project: Project, ref: str | None, *, from_cwd: str | None = No
             hint="create one with `bar task new NAME` or pick one with `bar task switch`",
         )
     return load_task(project, active_id)
+
+
+def _listed(found: list[Task]) -> str:
+    return ", ".join(f"{t.id} ({t.name}, {t.status})" for t in found)
+
+
+def _by_name_or_prefix(project: Project, ref: str) -> Task:
+    every = list_tasks(project)
+    named = [t for t in every if t.name == ref]
+    open_ = [t for t in named if t.active]
+    if len(open_) == 1:
+        return open_[0]
+    if len(named) == 1:
+        return named[0]
+    if named:
+        which = "open tasks are" if open_ else "closed tasks are"
+        raise UsageError(
+            f"{len(open_ or named)} {which} named {ref!r}: {_listed(open_ or named)}",
+            hint="give the task's id (or its first characters) instead of the name",
+        )
+    starting = [t for t in every if t.id.startswith(ref)]
+    if len(starting) == 1 and len(ref) >= ID_PREFIX_MIN:
+        return starting[0]
+    if len(starting) > 1 and len(ref) >= ID_PREFIX_MIN:
+        raise UsageError(
+            f"{len(starting)} task ids start with {ref!r}: {_listed(starting)}",
+            hint="give more characters of the id",
+        )
+    hint = "`bar task list --all` shows every task, closed ones too"
+    if starting:
+        hint = (
+            f"an id is found by its first {ID_PREFIX_MIN} characters or more "
+            f"({ref!r} starts {_listed(starting)}); " + hint
+        )
+    raise TaskNotFound(f"no task with id or name {ref!r}", hint=hint)
+
+
+def open_task_named(project: Project, name: str) -> Task | None:
+    """The open task called ``name``, if there is one."""
+    return next((t for t in list_tasks(project) if t.active and t.name == name), None)

@@ -17,13 +17,22 @@ def status(*, task: str | None, as_json: bool) -> int:
     project = loc.project
     paint = Painter(project.config.output.color)
     print(f"project   {project.name}  ({project.root})")
+    print(f"config    {project.paths.config}  (yours)")
+    shared = project.shared_config_path()
+    if shared.is_file():
+        print(f"          {shared}  (the repository's, added to yours)")
     t = info.task
     if t is None:
         print(f"task      none: {info.no_task_reason}")
         return 0
-    print(f"task      {paint(t.name, 'bold')} ({t.id}), {t.status}, {plural(info.steps, 'step')}")
+    state = info.state.label if info.state else t.status
+    print(f"task      {paint(t.name, 'bold')} ({t.id}), {state}, {plural(info.steps, 'step')}")
     print(f"branch    {t.branch}")
-    print(f"worktree  {t.worktree}")
+    if info.state is not None and info.state.worktree_missing:
+        print(paint(f"worktree  {t.worktree} is missing", "red"))
+        print("          hint: `bar doctor --repair` recreates it at the last recorded state")
+    else:
+        print(f"worktree  {t.worktree}")
     if info.running:
         r = info.running
         print(paint(f"running   step {r.step_id} (pid {r.pid}): {shlex.join(r.cmd)}", "yellow"))

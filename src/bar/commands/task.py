@@ -34,16 +34,24 @@ def list_(*, all: bool, as_json: bool) -> int:
         return 0
     paint = Painter(project.config.output.color)
     width = max(len(r.task.name) for r in rows)
+    state_width = max(len(r.state.label) for r in rows)
     for r in rows:
         mark = paint("*", "green") if r.active else " "
         stat = r.diff_stat
         changes = f"{plural(stat.files, 'file')} +{stat.additions} -{stat.deletions}"
-        status = r.task.status if r.task.active else paint(r.task.status, "dim")
+        label = f"{r.state.label:<{state_width}}"
+        state = paint(label, _STATE_COLOURS[r.state.state]) if r.state.state != "active" else label
         print(
-            f"{mark} {r.task.id}  {r.task.name:<{width}}  {status:<6}  "
+            f"{mark} {r.task.id}  {r.task.name:<{width}}  {state}  "
             f"{plural(r.steps, 'step'):>9}  {changes}"
         )
+    if any(r.state.worktree_missing for r in rows):
+        print("A missing worktree is recreated at its last recorded state by: bar doctor --repair")
     return 0
+
+
+_STATE_COLOURS = {"running": "yellow", "applied": "green", "closed": "dim",
+                  "missing-worktree": "red"}  # fmt: skip
 
 
 def show(*, task_ref: str | None, as_json: bool) -> int:
@@ -60,9 +68,11 @@ def show(*, task_ref: str | None, as_json: bool) -> int:
         print(f"  {desc}")
     closed = f" (closed {task.closed_at})" if task.closed_at else ""
     print(f"  status      {task.status}{closed}")
+    print(f"  state       {summary.state.label}")
     print(f"  base        {task.base_ref} at {short(task.base_commit)}")
     print(f"  branch      {task.branch}")
-    print(f"  worktree    {task.worktree}" + ("" if task.worktree.exists() else " (removed)"))
+    gone = " (missing: `bar doctor --repair` recreates it)" if task.active else " (removed)"
+    print(f"  worktree    {task.worktree}" + ("" if task.worktree.exists() else gone))
     print(f"  snapshots   {task.snapshot_ref}")
     tags = task.metadata.get("tags")
     if tags:

@@ -94,6 +94,10 @@ class ProjectPaths:
         return self.cache / "config.json"
 
     @property
+    def shared_config_cache(self) -> Path:
+        return self.cache / "repo-config.json"
+
+    @property
     def lock(self) -> Path:
         return self.dir / "project.lock"
 

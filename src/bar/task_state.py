@@ -1,0 +1,78 @@
+"""Where a task stands, in one word: ``running``, ``applied``, ``active``, ``closed`` or
+``missing-worktree``.
+
+``bar task list`` asks this of every task, so it reads only what is cheap: whether the
+worktree directory is there (one stat, no scan of its files), whether a step's intent
+journal exists and a live process holds the task lock (the test ``bar status`` makes),
+and the newest lines of the ledger. "Applied" means the newest step is an ``apply`` of
+the last recorded state: nothing was recorded since. Changes nobody recorded yet are not
+looked for here; ``bar status`` says whether there are any.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bar.record import record
+from bar.records import ApplyStep
+from bar.store.lock import is_locked
+from bar.tasks import Task
+
+RUNNING = "running"
+APPLIED = "applied"
+ACTIVE = "active"
+CLOSED = "closed"
+MISSING_WORKTREE = "missing-worktree"
+
+
+@record(frozen=True)
+class TaskState:
+    state: str  # one of the words above
+    running: bool  # a `bar run` holds the task now
+    applied: bool  # the newest step applied the last recorded state
+    worktree_missing: bool  # an open task whose worktree directory is gone
+
+    @property
+    def label(self) -> str:
+        """As people read it (``missing worktree``)."""
+        return self.state.replace("-", " ")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"state": self.state, "running": self.running, "applied": self.applied,
+                "worktree_missing": self.worktree_missing}  # fmt: skip
+
+
+def is_running(task: Task) -> bool:
+    """A ``bar run`` is recording a step of the task right now."""
+    return task.paths.marker.exists() and is_locked(task.paths.lock)
+
+
+def is_applied(task: Task) -> bool:
+    """The newest step is an apply of the state recorded before it (or of the base)."""
+    newest = True
+    applied: str | None = None
+    for step in task.ledger.iter_reverse(warn=False):
+        if newest:
+            if not isinstance(step, ApplyStep) or not step.snapshot:
+                return False
+            applied, newest = step.snapshot, False
+        elif step.snapshot and not isinstance(step, ApplyStep):
+            return step.snapshot == applied
+    return applied is not None and applied == task.base_commit
+
+
+def state_of(task: Task) -> TaskState:
+    running = task.active and is_running(task)
+    missing = task.active and not task.worktree.is_dir()
+    applied = is_applied(task)
+    if not task.active:
+        word = CLOSED
+    elif running:
+        word = RUNNING
+    elif missing:
+        word = MISSING_WORKTREE
+    elif applied:
+        word = APPLIED
+    else:
+        word = ACTIVE
+    return TaskState(word, running, applied, missing)

@@ -1,0 +1,131 @@
+"""What `bar task list`, `task show` and `bar status` say a task's state is: running,
+applied, active, closed, or missing its worktree."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from helpers import BAR_EXE, bar, init_clean, new_task, run_sh, worktree
+
+
+@pytest.fixture
+def inited(repo: Path, capfd: pytest.CaptureFixture[str]) -> Path:
+    return init_clean(repo, capfd)
+
+
+def listed(capfd: pytest.CaptureFixture[str]) -> dict[str, dict[str, Any]]:
+    res = bar(capfd, "task", "list", "--all", "--json")
+    assert res.code == 0, res.err
+    return {row["name"]: row for row in res.json()}
+
+
+def test_a_new_task_is_active_and_its_json_keeps_the_old_fields(
+    inited: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    new_task(capfd, "plain")
+    run_sh(capfd, "echo hi > a.txt")
+    row = listed(capfd)["plain"]
+    assert row["status"] == "active" and row["active"] is True and row["steps"] == 1
+    assert row["state"] == "active"
+    assert row["running"] is False and row["applied"] is False
+    assert row["worktree_missing"] is False
+    line = next(x for x in bar(capfd, "task", "list").out.splitlines() if "plain" in x)
+    assert " active " in line and "1 step" in line
+
+
+def test_an_applied_task_says_so_until_the_next_step(
+    inited: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    new_task(capfd, "landing")
+    run_sh(capfd, "echo feature > feature.txt")
+    assert bar(capfd, "apply", "-m", "Add the feature").code == 0
+    row = listed(capfd)["landing"]
+    assert (row["state"], row["applied"]) == ("applied", True)
+    assert "applied" in bar(capfd, "task", "list").out
+    assert "state       applied" in bar(capfd, "task", "show").out
+    status = bar(capfd, "status")
+    assert ", applied, 2 steps" in status.out  # the apply is a step of its own
+    assert bar(capfd, "status", "--json").json()["task"]["state"] == "applied"
+    run_sh(capfd, "echo more >> feature.txt")
+    row = listed(capfd)["landing"]
+    assert (row["state"], row["applied"]) == ("active", False)
+
+
+def test_applying_an_earlier_state_is_not_applied(
+    inited: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    new_task(capfd, "partial")
+    run_sh(capfd, "echo one > one.txt")
+    run_sh(capfd, "echo two > two.txt")
+    res = bar(capfd, "apply", "--at", "1", "-m", "Only the first step")
+    assert res.code == 0, res.err
+    assert listed(capfd)["partial"]["state"] == "active"
+
+
+def test_a_closed_task_is_closed(inited: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    new_task(capfd, "done")
+    assert bar(capfd, "task", "close").code == 0
+    row = listed(capfd)["done"]
+    assert (row["state"], row["status"]) == ("closed", "closed")
+    assert row["worktree_missing"] is False  # a closed task has no worktree to miss
+    assert "closed" in bar(capfd, "task", "list", "--all").out
+
+
+def test_a_missing_worktree_is_said_everywhere_with_the_repair(
+    inited: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    t = new_task(capfd, "lost")
+    run_sh(capfd, "echo kept > kept.txt")
+    shutil.rmtree(worktree(t))
+    row = listed(capfd)["lost"]
+    assert (row["state"], row["worktree_missing"]) == ("missing-worktree", True)
+    human = bar(capfd, "task", "list")
+    assert "missing worktree" in human.out and "bar doctor --repair" in human.out
+    shown = bar(capfd, "task", "show", "lost").out
+    assert "state       missing worktree" in shown and "bar doctor --repair" in shown
+    status = bar(capfd, "status")
+    assert status.code == 0
+    assert f"worktree  {worktree(t)} is missing" in status.out
+    assert "`bar doctor --repair`" in status.out
+    assert bar(capfd, "status", "--json").json()["task"]["worktree_missing"] is True
+    assert bar(capfd, "doctor", "--repair").code == 0
+    assert (worktree(t) / "kept.txt").read_text() == "kept\n"
+    assert listed(capfd)["lost"]["state"] == "active"
+
+
+def test_a_task_with_a_step_under_way_is_running(
+    inited: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    t = new_task(capfd, "busy")
+    new_task(capfd, "idle")
+    wt = worktree(t)
+    script = "touch started; while [ ! -e go ]; do sleep 0.05; done"
+    proc = subprocess.Popen(
+        [BAR_EXE, "run", "--no-pty", "--task", "busy", "--", "sh", "-c", script],
+        cwd=inited, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=dict(os.environ),
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120
+        while not (wt / "started").exists():
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "the step never started"
+            time.sleep(0.05)
+        rows = listed(capfd)
+        assert (rows["busy"]["state"], rows["busy"]["running"]) == ("running", True)
+        assert rows["idle"]["state"] == "active"
+        line = next(x for x in bar(capfd, "task", "list").out.splitlines() if "busy" in x)
+        assert "running" in line
+        status = bar(capfd, "status", "--task", "busy")
+        assert ", running, " in status.out and "running   step 0001" in status.out
+    finally:
+        (wt / "go").touch()
+        _out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    assert listed(capfd)["busy"]["state"] == "active"
