@@ -127,7 +127,7 @@ def test_every_command_and_option_name_is_in_each_script(
 
 def test_every_task_step_and_state_argument_completes_as_one() -> None:
     """What each argument takes is read from its metavar: a metavar changed in the parser
-    without a word in parser.COMPLETES would silently complete nothing."""
+    the completion does not know would silently complete nothing."""
     from bar.commands.completion import describe
     from bar.parser import build_parser
 
@@ -176,7 +176,7 @@ def test_a_command_added_to_the_parser_is_completed_without_more(
     frob.add_argument("--colour", choices=("red", "green"))
     frob.add_argument("--task", "-t")
     frob.add_argument("target", choices=("here", "there"))
-    frob.add_argument("--since", metavar="STATE")  # a metavar parser.COMPLETES knows
+    frob.add_argument("--since", metavar="STATE")  # as diff --from shows it
     path = tmp_path / "bar.bash"
     path.write_text(render("bash", describe(parser)))
     assert complete_bash("bar frob", source=str(path)) == ["frobnicate"]
@@ -308,13 +308,24 @@ def test_bar_complete_prints_one_candidate_a_line_with_what_it_is(project: Path)
     assert "echo two > two.txt" in steps.splitlines()[2]
 
 
-def test_bar_complete_names_a_task_by_id_where_two_share_a_name(
+def test_a_task_is_offered_as_the_name_or_id_prefix_that_finds_it(
     project: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
+    """`--task NAME` finds the open task of that name: a closed one of the same name is
+    offered by its id; and the steps of a task named by the start of its id complete."""
+    from bar import candidates, tasks
+
+    assert candidates.ID_PREFIX_MIN == tasks.ID_PREFIX_MIN
+    old = next(r for r in bar(capfd, "task", "list", "--json").json() if r["name"] == "alpha")
     assert bar(capfd, "task", "close", "alpha").code == 0
     again = new_task(capfd, "alpha")
-    values = [line.split("\t")[0] for line in bar_exe("__complete", "task").out.splitlines()]
-    assert again["id"] in values and "alpha" not in values and "beta" in values
+    lines = bar_exe("__complete", "task").out.splitlines()
+    values = [line.split("\t")[0] for line in lines]
+    assert values == ["beta", "alpha", old["id"]]  # open ones first
+    assert complete_bash("bar show --task alpha ", cwd=project) == []  # the new one: no steps
+    assert complete_bash(f"bar show --task {old['id']} ", cwd=project) == ["0001", "0002"]
+    assert complete_bash(f"bar show --task {old['id'][:5]} ", cwd=project) == ["0001", "0002"]
+    assert again["id"] not in values
 
 
 @pytest.mark.parametrize(

@@ -24,6 +24,7 @@ from bar.record import record
 from bar.store import layout
 
 KINDS = ("task", "step", "state", "ref", "branch")
+ID_PREFIX_MIN = 4  # as tasks.ID_PREFIX_MIN: the shortest start of an id that names a task
 
 
 @record(frozen=True)
@@ -99,10 +100,9 @@ def _task_records(project: layout.ProjectPaths) -> list[dict[str, Any]]:
 
 
 def _tasks(project: layout.ProjectPaths) -> Iterator[Candidate]:
-    """Each task by name (and by id where two share a name), open ones first."""
+    """Each task by name, or by id where ``--task NAME`` would find another; open first."""
     active = _read(project.state).get("active_task_id")
     records = _task_records(project)
-    names = [rec["name"] for rec in records]
     for closed in (False, True):
         for rec in records:
             if (rec.get("status") == "closed") != closed:
@@ -112,10 +112,20 @@ def _tasks(project: layout.ProjectPaths) -> Iterator[Candidate]:
             description = meta.get("description") if isinstance(meta, dict) else None
             if isinstance(description, str) and description:
                 about += f": {description}"
-            if names.count(rec["name"]) == 1:
+            if _by_name(records, rec["name"]) is rec:
                 yield Candidate(rec["name"], f"{about} ({rec['id']})")
-            else:  # `--task NAME` would be ambiguous
+            else:
                 yield Candidate(rec["id"], f"{rec['name']}, {about}")
+
+
+def _by_name(records: list[dict[str, Any]], name: str) -> dict[str, Any] | None:
+    """The task ``--task NAME`` finds (``tasks.resolve_task``): the one open task of that
+    name, else the one task of that name."""
+    named = [rec for rec in records if rec["name"] == name]
+    open_ = [rec for rec in named if rec.get("status") != "closed"]
+    if len(open_) == 1:
+        return open_[0]
+    return named[0] if len(named) == 1 else None
 
 
 def _task_dir(place: _Place, ref: str | None) -> layout.TaskPaths | None:
@@ -124,9 +134,12 @@ def _task_dir(place: _Place, ref: str | None) -> layout.TaskPaths | None:
     if ref:
         if layout.TASK_ID_RE.match(ref) and project.task(ref).dir.is_dir():
             return project.task(ref)
-        named = [rec for rec in _task_records(project) if rec["name"] == ref]
-        named.sort(key=lambda rec: rec.get("status") != "closed")  # open ones first
-        return project.task(named[0]["id"]) if named else None
+        records = _task_records(project)
+        found = _by_name(records, ref)
+        starting = [rec for rec in records if rec["id"].startswith(ref)]
+        if found is None and len(ref) >= ID_PREFIX_MIN and len(starting) == 1:
+            found = starting[0]
+        return project.task(found["id"]) if found else None
     task_id = place.task_id or _read(project.state).get("active_task_id")
     if isinstance(task_id, str) and layout.TASK_ID_RE.match(task_id):
         return project.task(task_id)

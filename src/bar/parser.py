@@ -32,13 +32,6 @@ exit codes:
 """
 
 
-# What a value shown as each metavar is, for the scripts of `bar completion` (which asks
-# `bar __complete` for tasks, steps, states, refs and branches); choices complete as such.
-COMPLETES = {"ID|NAME": "task", "STEP": "step", "STEP|STEP.N": "step", "STATE": "state",
-             "base|STEP|STEP.N": "state", "REF": "ref", "BRANCH": "branch", "FILE": "file",
-             "PATH": "file", "DIR": "dir", "-- CMD...": "command", "-- ARGV...": "command"}  # fmt: skip
-
-
 class _Formatter(argparse.RawDescriptionHelpFormatter):
     def __init__(self, prog: str) -> None:
         # argparse would import shutil for the width each time an option is added
@@ -490,22 +483,18 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     _cmd(p, "agent:setup")
 
     p = sub.add_parser(
-        "completion",
-        help="print the shell completion script for bash, zsh or fish",
+        "completion", help="print the shell completion script for bash, zsh or fish",
         formatter_class=_Formatter,
-        description="Print a script that completes bar's commands, options, choices, task names,\n"
-        "step ids (3, and 3.2 once '3.' is typed), refs and files in SHELL.",
+        description="Print a script that completes bar's commands, options, task names, step\n"
+        "ids (3, then 3.2 after '3.'), refs and files in SHELL. Run it again after an upgrade.",
         epilog="install:\n"
-        '  bash  add to ~/.bashrc: eval "$(bar completion bash)"\n'
-        '  zsh   bar completion zsh > "${fpath[1]}/_bar"   (or source <(bar completion zsh))\n'
-        "  fish  bar completion fish > ~/.config/fish/completions/bar.fish\n"
-        "Run it again after upgrading bar: the script holds this version's commands.",
-    )
+        '  bash  eval "$(bar completion bash)"           (add this line to ~/.bashrc)\n'
+        '  zsh   bar completion zsh > "${fpath[1]}/_bar"  (or: source <(bar completion zsh))\n'
+        "  fish  bar completion fish > ~/.config/fish/completions/bar.fish",
+    )  # fmt: skip
     p.add_argument("shell", metavar="SHELL", choices=("bash", "zsh", "fish"))
     _cmd(p, "completion:completion")
 
-    if only is not None and not sub.built:
-        return build_parser()
     if only is not None and not sub.built:
         return build_parser()
     return parser

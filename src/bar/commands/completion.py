@@ -1,9 +1,11 @@
 """``bar completion bash|zsh|fish`` and the hidden ``bar __complete KIND`` it calls.
 
-The script is made from the parser itself (``describe`` reads its commands, options,
-choices, and metavars, which ``parser.COMPLETES`` says the kind of), so every command is
-completed as it is defined. ``bar __complete`` runs on each Tab press: ``bar.cli`` hands it over before any
-parser is built, and it imports ``bar.candidates`` alone.
+The script is made from the parser itself: ``describe`` reads its commands, options and
+choices, and what a value is from the metavar its help shows (``BY_METAVAR``), so a
+command added to parser.py is completed as it is defined, with nothing added here unless
+it shows a kind of value no command showed before. ``bar __complete`` runs on each Tab
+press: ``bar.cli`` hands it over before any parser is built, and it imports
+``bar.candidates`` alone.
 """
 
 from __future__ import annotations
@@ -15,6 +17,13 @@ if TYPE_CHECKING:
     import argparse
 
     from bar.completion import Command, Values
+
+# What a value is, by the metavar parser.py shows it as: a task, a step or checkpoint, a
+# state (those and base), a ref or branch (asked of `bar __complete` on each Tab), a file,
+# a directory, or a command line of its own. Choices complete as themselves.
+BY_METAVAR = {"ID|NAME": "task", "STEP": "step", "STEP|STEP.N": "step", "STATE": "state",
+              "base|STEP|STEP.N": "state", "REF": "ref", "BRANCH": "branch", "FILE": "file",
+              "PATH": "file", "DIR": "dir", "-- CMD...": "command", "-- ARGV...": "command"}  # fmt: skip
 
 
 def completion(*, shell: str) -> int:
@@ -74,10 +83,9 @@ def _about(action: argparse.Action) -> str:
 
 def _values(action: argparse.Action) -> Values:
     from bar.completion import Values
-    from bar.parser import COMPLETES
 
-    if isinstance(action.metavar, str) and action.metavar in COMPLETES:
-        return Values(COMPLETES[action.metavar])
+    if isinstance(action.metavar, str) and action.metavar in BY_METAVAR:
+        return Values(BY_METAVAR[action.metavar])
     if action.choices is not None:
         return Values("choices", tuple(str(choice) for choice in action.choices))
     return Values("none")
