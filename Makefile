@@ -13,7 +13,7 @@ UNCONFINED_TESTS := tests/test_sandbox.py tests/test_run.py tests/test_run_pty.p
 	tests/test_supervisor.py tests/test_guard.py tests/test_agents_fake.py tests/test_recovery.py \
 	tests/test_checkpoints.py
 
-.PHONY: install agents test lint typecheck unit demo bench bench-full clean
+.PHONY: install agents shells test lint typecheck unit demo bench bench-full clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "bar needs Python 3.11+"'
@@ -44,6 +44,15 @@ $(AGENTS_STAMP):
 
 agents: $(AGENTS_STAMP)
 
+# zsh and fish for the completion tests (tests/test_completion_shells.py). CI installs
+# them with apt; elsewhere, without them, those tests are skipped.
+shells:
+	@if [ -n "$$CI" ] && ! { command -v zsh && command -v fish; } >/dev/null; then \
+		if ! command -v apt-get >/dev/null; then echo "zsh and fish are needed" >&2; exit 1; fi; \
+		apt-get install -y -qq zsh fish >/dev/null 2>&1 || \
+		{ apt-get update -qq && apt-get install -y -qq zsh fish >/dev/null; }; \
+	fi
+
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests bench demo
 	$(VENV)/bin/ruff format --check src tests bench demo
@@ -51,7 +60,7 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy
 
-unit: $(STAMP) agents
+unit: $(STAMP) agents shells
 	$(PY) -m pytest -n auto
 	@# again where the kernel cannot confine a step (simulated): bar must say so and go on
 	BAR_SANDBOX_UNAVAILABLE=1 $(PY) -m pytest -n auto -p no:randomly $(UNCONFINED_TESTS)

@@ -82,6 +82,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         from bar.commands.hook import hook_main
 
         return hook_main(args_list[1:])
+    if args_list[:1] == ["__complete"]:
+        # run by the shell completion scripts on each Tab press: as light as the hook
+        from bar.commands.completion import complete_main
+
+        return complete_main(args_list[1:])
     from bar.parser import build_parser
 
     for stream in (sys.stdout, sys.stderr):  # names and arguments that are not UTF-8

@@ -596,8 +596,19 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("--write", action="store_true", help="merge it into the file in this repo")
     _cmd(p, "agent:setup")
 
-    if only is not None and not sub.built:
-        return build_parser()
+    p = sub.add_parser(
+        "completion", help="print the shell completion script for bash, zsh or fish",
+        formatter_class=_Formatter,
+        description="Print a script that completes bar's commands, options, task names, step\n"
+        "ids (3, or 3.2 after '3.'), refs and files. Run it again after upgrading bar.",
+        epilog="install:\n"
+        '  bash  eval "$(bar completion bash)"           (add this line to ~/.bashrc)\n'
+        '  zsh   bar completion zsh > "${fpath[1]}/_bar"  (or: source <(bar completion zsh))\n'
+        "  fish  bar completion fish > ~/.config/fish/completions/bar.fish",
+    )  # fmt: skip
+    p.add_argument("shell", choices=("bash", "zsh", "fish"), help="the shell to complete in")
+    _cmd(p, "completion:completion")
+
     if only is not None and not sub.built:
         return build_parser()
     return parser

@@ -171,23 +171,8 @@ def locate(cwd: Path | None = None) -> Location:
     lines = res.out.splitlines()
     if len(lines) < 2:
         raise NotARepository(f"{here} is inside a bare git repository; bar needs a worktree")
-    toplevel, common = Path(lines[0]), Path(lines[1])
-    projects = layout.projects_dir().resolve()
-    root = _root_of_common_dir(common, toplevel)
-    try:
-        rel = toplevel.resolve().relative_to(projects)
-    except ValueError:
-        rel = None
-    if rel is not None and len(rel.parts) == 3 and rel.parts[1] == "workspaces":
-        return Location(Project(root, ProjectPaths(projects / rel.parts[0])), rel.parts[2])
-    return Location(Project(root, ProjectPaths(projects / layout.project_dir_name(root))), None)
-
-
-def _root_of_common_dir(common: Path, toplevel: Path) -> Path:
-    # The developer's checkout is the main worktree: the parent of the common .git dir.
-    if common.name == ".git":
-        return common.parent.resolve()
-    return toplevel.resolve()
+    root, project_dir, task_id = layout.place(Path(lines[0]), Path(lines[1]))
+    return Location(Project(root, ProjectPaths(project_dir)), task_id)
 
 
 def find_project(cwd: Path | None = None) -> Location:

@@ -45,6 +45,22 @@ def project_dir_name(root: Path) -> str:
     return f"{resolved.name}-{digest}"
 
 
+def place(toplevel: Path, common: Path) -> tuple[Path, Path, str | None]:
+    """The developer's checkout, the project directory and (in a task worktree) the task
+    id of the git worktree at ``toplevel`` whose common git directory is ``common``: the
+    paths ``git rev-parse --show-toplevel --git-common-dir`` gives, absolute."""
+    projects = projects_dir().resolve()
+    # the developer's checkout is the main worktree: the parent of the common .git dir
+    root = common.parent.resolve() if common.name == ".git" else toplevel.resolve()
+    try:
+        rel = toplevel.resolve().relative_to(projects)
+    except ValueError:
+        rel = None
+    if rel is not None and len(rel.parts) == 3 and rel.parts[1] == "workspaces":
+        return root, projects / rel.parts[0], rel.parts[2]
+    return root, projects / project_dir_name(root), None
+
+
 @record(frozen=True)
 class ProjectPaths:
     dir: Path
