@@ -49,8 +49,9 @@ agents: $(AGENTS_STAMP)
 shells:
 	@if [ -n "$$CI" ] && ! { command -v zsh && command -v fish; } >/dev/null; then \
 		if ! command -v apt-get >/dev/null; then echo "zsh and fish are needed" >&2; exit 1; fi; \
-		apt-get install -y -qq zsh fish >/dev/null 2>&1 || \
-		{ apt-get update -qq && apt-get install -y -qq zsh fish >/dev/null; }; \
+		sudo=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+		$$sudo apt-get install -y -qq zsh fish >/dev/null 2>&1 || \
+		{ $$sudo apt-get update -qq && $$sudo apt-get install -y -qq zsh fish >/dev/null; }; \
 	fi
 
 lint: $(STAMP)
