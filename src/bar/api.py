@@ -360,7 +360,8 @@ def apply(
     if dry_run:
         state = states.resolve(task, at) if at else None
         return verb.dry_run(task, mode=mode, target_branch=target, message=message, at=state)
-    with _changing(task, "bar apply", wait=wait) as fresh:
+    with _locked(task, "bar apply", wait=wait) as fresh:
+        verb.prepare(fresh)  # a closed task is applied from its record, without a worktree
         state = states.resolve(fresh, at) if at else None
         return verb.apply(fresh, mode=mode, target_branch=target, message=message, at=state)
 

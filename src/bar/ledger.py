@@ -160,9 +160,10 @@ class Ledger:
         return format_step_id(number + 1)
 
     def last_snapshot(self) -> str | None:
-        """The snapshot recorded by the newest step that has one."""
+        """The snapshot recorded by the newest step that has one. An apply's is the state
+        it landed (``--at`` an earlier one), not a state of the worktree: skipped."""
         for step in self.iter_reverse():
-            if step.snapshot:
+            if step.snapshot and step.kind != "apply":
                 return step.snapshot
         return None
 

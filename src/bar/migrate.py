@@ -29,6 +29,7 @@ CURRENT: dict[str, tuple[int, str]] = {
     "cast": (2, "asciinema cast"),
     "apply-journal": (1, "apply journal"),
     "create-journal": (1, "task creation journal"),
+    "delete-journal": (1, "task deletion journal"),
 }
 
 # (kind, from_version) -> function producing the record at from_version + 1

@@ -139,6 +139,12 @@ class Task:
         """The last state the ledger knows of (the base commit before any step)."""
         return self.ledger.last_snapshot() or self.base_commit
 
+    @property
+    def git_cwd(self) -> Path:
+        """Where bar runs git for this task: its worktree, or the repository once the
+        worktree was removed (a closed task's record is all in the shared object store)."""
+        return self.worktree if self.worktree.is_dir() else self.project.root
+
     def require_worktree(self) -> None:
         """A command that changes the task needs it open and its worktree present."""
         if not self.active:
@@ -299,9 +305,12 @@ def list_tasks(project: Project) -> list[Task]:
     return tasks
 
 
-def resolve_task(project: Project, ref: str | None, *, from_cwd: str | None = None) -> Task:
+def resolve_task(
+    project: Project, ref: str | None, *, from_cwd: str | None = None, closed: bool = False
+) -> Task:
     """The task named by ``ref`` (id or name), else the one whose worktree we are in,
-    else the active task."""
+    else the active task. Of several tasks of one name, the one open (``closed``: the one
+    closed) is meant."""
     if ref is not None:
         if not ref:
             raise UsageError("an empty task name was given", hint="give a task id or name")
@@ -312,9 +321,9 @@ def resolve_task(project: Project, ref: str | None, *, from_cwd: str | None = No
             raise TaskNotFound(
                 f"no task named or numbered {ref!r}", hint="`bar task list` shows the tasks"
             )
-        active = [t for t in matches if t.active]
-        if len(active) == 1:
-            return active[0]
+        preferred = [t for t in matches if t.active != closed]
+        if len(preferred) == 1:
+            return preferred[0]
         if len(matches) == 1:
             return matches[0]
         ids = ", ".join(t.id for t in matches)
