@@ -132,8 +132,9 @@ def apply(
     message: str | None,
     at: State | None = None,
 ) -> ApplyResult:
-    """Land the task's last recorded state, or the recorded state ``at`` (caller holds
-    the lock and ran ``recovery.prepare``)."""
+    """Land the task's last recorded state, or the recorded state ``at`` (the caller
+    holds the lock; ``prepare`` runs first)."""
+    prepare(task)
     target = _target(task, mode, target_branch, at)
     repo = task.project.root
     safe = _safe_git(task, target)
