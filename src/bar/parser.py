@@ -175,6 +175,11 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("--force", action="store_true", help="record unrecorded changes and close")
     _json_opt(p)
     _cmd(p, "task:close")
+    if only in (None, "task", "shell"):  # path, reopen, delete, prune; and bar shell
+        from bar import parser_lifecycle
+
+        parser_lifecycle.task_actions(tsub)
+        parser_lifecycle.shell(sub)
 
     # --- run ----------------------------------------------------------------------
     p = sub.add_parser(
