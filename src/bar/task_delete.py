@@ -70,7 +70,7 @@ class Pruned:
 def delete(project: Project, ref: str, *, force: bool = False, dry_run: bool = False) -> Deletion:
     """Delete the closed task ``ref`` (id or name; of several of one name, the closed
     one). Refuses (``DirtyWorktree``) when work would be lost, unless ``force``."""
-    if ref in being_deleted(project):
+    if is_being_deleted(project, ref):
         return _resume(project, ref, dry_run=dry_run)
     task = resolve_task(project, ref, closed=True)
     done = _delete(task, force=force, dry_run=dry_run, wait=True)
@@ -109,8 +109,21 @@ def being_deleted(project: Project) -> list[str]:
     if not project.paths.tasks.is_dir():
         return []
     return [entry.name for entry in sorted(project.paths.tasks.iterdir())
-            if TASK_ID_RE.match(entry.name)
-            and journals.delete_journal(project.paths.task(entry.name)).exists()]  # fmt: skip
+            if is_being_deleted(project, entry.name)]  # fmt: skip
+
+
+def is_being_deleted(project: Project, task_id: str) -> bool:
+    return (
+        bool(TASK_ID_RE.match(task_id))
+        and journals.delete_journal(project.paths.task(task_id)).exists()
+    )
+
+
+def finish(project: Project, task_id: str) -> str:
+    """Finish the deletion a stopped bar left (``bar doctor --repair``); say what it did."""
+    done = _resume(project, task_id, dry_run=False)
+    kept = f"; kept {', '.join(done.kept)}" if done.kept else ""
+    return f"finished deleting task {done.name} ({task_id}){kept}"
 
 
 # --- what would be lost ----------------------------------------------------------------
