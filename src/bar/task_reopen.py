@@ -10,7 +10,8 @@ step by the next command, like any hand edit.
 A stopped reopen must not leave a half-restored worktree that the next command would
 take for hand edits, so ``reopening.json`` is written before the worktree is made and
 removed once it is whole; a reopen that finds it throws the worktree away and makes it
-again (it holds nothing but what the snapshots hold). The task is marked active last.
+again (it holds nothing but what the snapshots hold). It becomes the active task, and
+then is marked active: a reopen stopped in between is run again.
 """
 
 from __future__ import annotations
@@ -54,11 +55,12 @@ def reopen(project: Project, ref: str) -> Reopened:
                 f"`bar apply --task {task.id}` lands it; or start anew with `bar task new`",
             )
         recreated = _make_worktree(task)
+        # active task first: a reopen stopped before the save is simply run again
+        project.set_active_task(task.id)
         task.status = "active"
         task.closed_at = None
         task.save()
         project.log_event("task.reopened", task_id=task.id, name=task.name)
-    project.set_active_task(task.id)
     return Reopened(task, recreated)
 
 
