@@ -48,6 +48,7 @@ from bar.task_state import TaskState, state_of
 from bar.tasks import Task, list_tasks, load_task, resolve_task
 
 if TYPE_CHECKING:
+    from bar import task_delete, task_reopen
     from bar.adopt import Adopted, Moved
     from bar.apply import ApplyResult
     from bar.blame import Blame
@@ -62,8 +63,8 @@ if TYPE_CHECKING:
 __all__ = [
     "Location", "Project", "Status", "Task", "TaskSummary", "adopt_project",
     "apply", "artifact_path", "blame", "check_command", "checkpoint", "checkpoints",
-    "close_task", "diff", "doctor", "get_task",
-    "init_project", "log", "new_task", "open_project", "plan_rollback", "read_artifact",
+    "close_task", "delete_task", "diff", "doctor", "get_task", "init_project", "log",
+    "new_task", "open_project", "plan_rollback", "prune_tasks", "read_artifact", "reopen_task",
     "rollback", "run", "show", "status", "summarize", "switch_task", "sync", "tasks", "undo",
     "unrecorded",
 ]  # fmt: skip
@@ -281,6 +282,25 @@ def close_task(task: Task, *, keep_worktree: bool = False, force: bool = False) 
     return Closed(task, removed, recorded)
 
 
+# a closed task reopened, deleted, or every closed task pruned: see those modules
+def reopen_task(project: Project, ref: str) -> task_reopen.Reopened:
+    from bar.task_reopen import reopen
+
+    return reopen(project, ref)
+
+
+def delete_task(project: Project, ref: str, *, force: bool = False, dry_run: bool = False) -> task_delete.Deletion:  # fmt: skip
+    from bar.task_delete import delete
+
+    return delete(project, ref, force=force, dry_run=dry_run)
+
+
+def prune_tasks(project: Project, *, force: bool = False, dry_run: bool = False) -> task_delete.Pruned:  # fmt: skip
+    from bar.task_delete import prune
+
+    return prune(project, force=force, dry_run=dry_run)
+
+
 # --- changing a task -----------------------------------------------------------------
 
 
@@ -408,7 +428,7 @@ def apply(
     if dry_run:
         state = states.resolve(task, at) if at else None
         return verb.dry_run(task, mode=mode, target_branch=target, message=message, at=state)
-    with _changing(task, "bar apply", wait=wait) as fresh:
+    with _locked(task, "bar apply", wait=wait) as fresh:  # verb.apply prepares it
         state = states.resolve(fresh, at) if at else None
         return verb.apply(fresh, mode=mode, target_branch=target, message=message, at=state)
 

@@ -11,6 +11,9 @@ the target moved:
 - not checked out: the ref is moved with a compare-and-swap ``update-ref``.
 Either way, never while a worktree is mid-rebase (or merge, cherry-pick, ...) of it.
 
+A closed task is applied from its record alone: its last snapshot (commit mode) or its
+branch (merge mode), so it needs no worktree.
+
 Nothing an agent could have planted in the repository's shared configuration or hooks
 runs meanwhile: every git command that merges, commits, reads or writes a worktree or
 its index, or moves a ref goes through ``checkout.SafeGit`` (SPEC §8).
@@ -27,7 +30,7 @@ import secrets
 import time
 from pathlib import Path
 
-from bar import checkout, git, journals, known_secrets, steps
+from bar import checkout, git, journals, known_secrets, recovery, steps
 from bar.checkout import SafeGit
 from bar.clock import ms_since, now_iso
 from bar.errors import (
@@ -85,6 +88,18 @@ class ApplyResult:
         }
 
 
+def prepare(task: Task) -> None:
+    """What apply does first, under the task lock. An open task is brought up to date as
+    by every command (``recovery.prepare``: hand edits recorded first). A closed one is
+    applied from its record: only an apply a stopped bar left is finished."""
+    if task.active:
+        recovery.prepare(task)
+        return
+    intent = journals.read_apply(task.paths)
+    if intent is not None:
+        complete(task, intent)
+
+
 def dry_run(
     task: Task,
     *,
@@ -104,7 +119,8 @@ def dry_run(
     else:
         recorded = task.recorded_snapshot()
         state = recorded
-        tree = steps.current_tree(task, recorded)
+        # a closed task's work is what it recorded, whatever its kept worktree holds now
+        tree = steps.current_tree(task, recorded) if task.active else git.tree_of(repo, recorded)
         if tree != git.tree_of(repo, recorded):  # unrecorded changes: apply records them first
             state = safe.commit_tree(repo, tree, [recorded], "bar: dry-run state",
                                      identity=git.BAR_IDENTITY)  # fmt: skip
@@ -133,8 +149,9 @@ def apply(
     message: str | None,
     at: State | None = None,
 ) -> ApplyResult:
-    """Land the task's last recorded state, or the recorded state ``at`` (caller holds
-    the lock and ran ``recovery.prepare``)."""
+    """Land the task's last recorded state, or the recorded state ``at`` (the caller
+    holds the lock; ``prepare`` runs first)."""
+    prepare(task)
     target = _target(task, mode, target_branch, at)
     repo = task.project.root
     safe = _safe_git(task, target)
@@ -168,7 +185,7 @@ def apply(
             commit_message=result.message,
             target_branch=target,
             snapshot=state,
-            head=git.rev_parse(task.worktree, "HEAD"),
+            head=_task_head(task),
         ),
         target_before=result.target_before,
         token=secrets.token_hex(16),
@@ -291,9 +308,17 @@ def checked_out_in(repo: Path, branch: str) -> Path | None:
 
 def _safe_git(task: Task, target_branch: str) -> SafeGit:
     """Git for this apply, from the configuration seen where it runs git: the repository,
-    the task worktree and the target's checkout."""
+    the task worktree (unless removed) and the target's checkout."""
     repo = task.project.root
-    return SafeGit.read(repo, task.worktree, checked_out_in(repo, target_branch))
+    worktree = task.worktree if task.worktree.is_dir() else None
+    return SafeGit.read(repo, worktree, checked_out_in(repo, target_branch))
+
+
+def _task_head(task: Task) -> str | None:
+    """The task branch's HEAD: its worktree's, or the branch's tip once it was removed."""
+    if task.worktree.is_dir():
+        return git.rev_parse(task.worktree, "HEAD")
+    return git.rev_parse(task.project.root, f"refs/heads/{task.branch}")
 
 
 def _compute(
@@ -343,17 +368,31 @@ def _compute(
 def _task_branch_commit(safe: SafeGit, task: Task, state: str, *, dry: bool) -> str:
     """The task branch tip carrying ``state``: the branch itself if it already has that
     tree, else a commit of the uncommitted changes on top of it."""
-    wt = task.worktree
-    head = git.rev_parse(wt, "HEAD") or task.base_commit
+    wt = task.git_cwd
+    head = _task_head(task)
+    if head is None and not task.worktree.is_dir():
+        raise NotFound(
+            f"--mode merge merges the branch {task.branch} of task {task.name}, which was deleted",
+            hint="land the task's recorded state as one commit with --mode commit",
+        )
+    head = head or task.base_commit
     state_tree = git.tree_of(wt, state)
     if git.tree_of(wt, head) == state_tree:
         return head
+    in_worktree = task.worktree.is_dir() and git.current_branch(wt) == task.branch
+    elsewhere = None if in_worktree else checked_out_in(task.project.root, task.branch)
+    if elsewhere is not None:
+        raise DirtyWorktree(
+            f"--mode merge would commit the task's uncommitted changes on {task.branch}, "
+            f"which is checked out in {elsewhere}; nothing was changed",
+            hint="switch that checkout to another branch, or apply with --mode commit",
+        )
     commit = safe.commit_tree(
         wt, state_tree, [head], f"Uncommitted changes of task {task.name}\n\nBar-Task: {task.id}\n"
     )
     if not dry:
         ref = f"refs/heads/{task.branch}"
-        if git.current_branch(wt) == task.branch:
+        if in_worktree:
             safe.update_ref(wt, ref, commit, head, "bar: apply --mode merge")
             safe.git(wt, "reset", "--quiet", "--mixed", commit)
         else:

@@ -8,8 +8,8 @@ apply is finished, a journal too garbled to finish is moved aside and the ledger
 stale git lock on the snapshot ref is removed, a garbled or missing side index is rebuilt,
 a missing worktree is recreated at the last recorded state, a missing patch is
 regenerated from its two snapshots, a task a killed ``bar task new`` left half-made is
-removed with what it made (``bar.task_new``), and permissions are tightened to
-0700/0600. The developer's policy file is only reported, never rewritten. A task whose
+removed with what it made (``bar.task_new``), a deletion that was interrupted is finished
+(``bar.task_delete``), and permissions are tightened to 0700/0600. The developer's policy file is only reported, never rewritten. A task whose
 lock is held by a live bar process is only inspected, never repaired.
 
 ``remaining`` is what is left when doctor is done: every error it did not repair and
@@ -27,7 +27,7 @@ import stat
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from bar import git, repairs, task_new, worktree
+from bar import git, repairs, task_delete, task_new, worktree
 from bar.errors import BarError, PolicyError, UnsupportedVersion
 from bar.progress import Progress
 from bar.project import Project
@@ -200,7 +200,12 @@ class Doctor:
 
     def _check_creation(self, tdir: Path) -> None:
         """A task directory a killed ``bar task new`` left is reported (unless a live bar
-        is still creating it) and cleared by the code the next ``bar task new`` runs."""
+        is still creating it) and cleared by the code the next ``bar task new`` runs; one a
+        stopped ``bar task delete`` left is finished, as the next delete or prune would."""
+        if task_delete.is_being_deleted(self.project, tdir.name):
+            self.add("warning", tdir, "a task whose deletion was interrupted",
+                     lambda: task_delete.finish(self.project, tdir.name))  # fmt: skip
+            return
         left = task_new.leftover(self.project, tdir.name)
         if left is not None and not task_new.being_created(self.project, tdir.name):
             self.add("warning", tdir, task_new.describe(self.project, tdir.name, left),

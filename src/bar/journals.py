@@ -12,7 +12,8 @@ holder. Every field read back is checked: step ids name files, commits go to git
 
 ``bar task new`` writes ``creating.json`` before it makes anything outside the new task's
 directory (the snapshot ref, the branch, the worktree): ``bar.task_new`` completes it, or
-undoes what it names if bar died first.
+undoes what it names if bar died first. ``bar task delete`` writes ``deleting.json``
+before it removes anything: ``bar.task_delete`` finishes the removal it names.
 """
 
 from __future__ import annotations
@@ -399,3 +400,69 @@ def read_create(paths: TaskPaths) -> CreateIntent | None:
 
 def clear_create(paths: TaskPaths) -> None:
     _remove(create_journal(paths))
+
+
+# --- deleting.json -------------------------------------------------------------------
+
+
+@record(frozen=True)
+class DeleteIntent:
+    """A closed task being deleted. ``branch_tip`` is where its branch pointed when the
+    deletion was decided (None: it had none): a branch that moved since holds commits
+    nobody decided to drop, and is kept."""
+
+    task_id: str
+    name: str
+    branch: str
+    branch_tip: str | None
+    forced: bool
+    started_at: str
+
+
+def delete_journal(paths: TaskPaths) -> Path:
+    return paths.dir / "deleting.json"
+
+
+def write_delete(paths: TaskPaths, intent: DeleteIntent) -> None:
+    write_json_atomic(
+        delete_journal(paths),
+        {
+            "version": 1,
+            "task_id": intent.task_id,
+            "name": intent.name,
+            "branch": intent.branch,
+            "branch_tip": intent.branch_tip,
+            "forced": intent.forced,
+            "started_at": intent.started_at,
+        },
+    )
+
+
+def read_delete(paths: TaskPaths) -> DeleteIntent | None:
+    path = delete_journal(paths)
+    try:
+        rec = upgrade("delete-journal", read_json(path, "task deletion journal"), path)
+    except FileNotFoundError:
+        return None
+    task_id, name, branch, tip = (rec.get(k) for k in ("task_id", "name", "branch", "branch_tip"))
+    problem = None
+    if task_id != paths.dir.name:
+        problem = f"names task {task_id!r}, not {paths.dir.name!r}"
+    elif not isinstance(name, str) or not name:
+        problem = f"has an invalid name {name!r}"
+    # the branch is deleted: it must be one bar made for this task
+    elif not (
+        isinstance(branch, str) and _BRANCH_RE.match(branch) and branch.endswith(f"-{task_id}")
+    ):
+        problem = f"has an invalid branch {branch!r}"
+    elif tip is not None and not git.is_object_id(tip):
+        problem = f"has an invalid branch_tip {tip!r}"
+    if problem:
+        raise CorruptFile(f"task deletion journal at {path} {problem}")
+    assert isinstance(task_id, str) and isinstance(name, str) and isinstance(branch, str)
+    return DeleteIntent(task_id, name, branch, tip, rec.get("forced") is True,
+                        str(rec.get("started_at") or now_iso()))  # fmt: skip
+
+
+def clear_delete(paths: TaskPaths) -> None:
+    _remove(delete_journal(paths))

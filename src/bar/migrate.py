@@ -30,6 +30,7 @@ CURRENT: dict[str, tuple[int, str]] = {
     "apply-journal": (1, "apply journal"),
     "create-journal": (1, "task creation journal"),
     "sync-journal": (1, "sync journal"),
+    "delete-journal": (1, "task deletion journal"),
 }
 
 # (kind, from_version) -> function producing the record at from_version + 1

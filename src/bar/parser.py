@@ -245,6 +245,11 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("--force", action="store_true", help="record unrecorded changes and close")
     _json_opt(p)
     _cmd(p, "task:close")
+    if only in (None, "task", "shell"):  # path, reopen, delete, prune; and bar shell
+        from bar import parser_lifecycle
+
+        parser_lifecycle.task_actions(tsub)
+        parser_lifecycle.shell(sub)
 
     p = tsub.add_parser(
         "sync",
@@ -486,7 +491,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         "  on the task branch, then a --no-ff merge of that branch (agent commits kept).\n"
         "A conflict changes nothing. A checked-out target is updated only if the files\n"
         "the apply changes are clean there. --at lands an earlier recorded state instead\n"
-        "(commit mode), e.g. a checkpoint before the agent went astray.",
+        "(commit mode), e.g. a checkpoint before the agent went astray. A closed task is\n"
+        "applied from its record: it needs no worktree (merge mode needs its branch).",
     )
     _task_opt(p)
     p.add_argument("--mode", choices=("commit", "merge"), default="commit")

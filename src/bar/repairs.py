@@ -162,7 +162,9 @@ def recreate_worktree(task: Task) -> str:
     repo = task.project.root
     with task.project.lock("bar doctor: recreate worktree"):  # worktree add is not concurrent-safe
         git.git(repo, "worktree", "prune")
-        git.git(repo, "worktree", "add", "--quiet", str(task.worktree), task.branch)
+        # none of the developer's hooks (`post-checkout`), as `bar task new` runs none
+        git.git(repo, "-c", "core.hooksPath=/dev/null", "worktree", "add", "--quiet",
+                str(task.worktree), task.branch)  # fmt: skip
     task.index.unlink(missing_ok=True)
     snapshot.seed_index(task.worktree, task.index, task.base_commit)
     rollback.restore(task, task.recorded_snapshot())

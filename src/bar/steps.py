@@ -79,10 +79,10 @@ def keep_head(task: Task, old: str, new: str) -> None:
     ``new`` by something other than new commits on top of it (a reset, a rebase, a hard
     rollback): git's gc would otherwise drop the agent's commits the ledger names, and
     rolling back to them would fail. The ref lives under ``refs/bar/kept/<task id>/``."""
-    if git.is_ancestor(task.worktree, old, new):
+    if git.is_ancestor(task.git_cwd, old, new):
         return
     ref = f"{KEPT_REFS}{task.id}/{old}"
-    git.git(task.worktree, "update-ref", "-m", "bar: keep a recorded HEAD", ref, old, check=False)
+    git.git(task.git_cwd, "update-ref", "-m", "bar: keep a recorded HEAD", ref, old, check=False)
 
 
 KEPT_REFS = "refs/bar/kept/"

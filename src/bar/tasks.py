@@ -142,6 +142,12 @@ class Task:
         """The last state the ledger knows of (the base commit before any step)."""
         return self.ledger.last_snapshot() or self.base_commit
 
+    @property
+    def git_cwd(self) -> Path:
+        """Where bar runs git for this task: its worktree, or the repository once the
+        worktree was removed (a closed task's record is all in the shared object store)."""
+        return self.worktree if self.worktree.is_dir() else self.project.root
+
     def require_worktree(self) -> None:
         """A command that changes the task needs it open and its worktree present."""
         if not self.active:
@@ -309,16 +315,19 @@ def list_tasks(project: Project) -> list[Task]:
 ID_PREFIX_MIN = 4  # like git's shortest abbreviation of an object id
 
 
-def resolve_task(project: Project, ref: str | None, *, from_cwd: str | None = None) -> Task:
+def resolve_task(
+    project: Project, ref: str | None, *, from_cwd: str | None = None, closed: bool = False
+) -> Task:
     """The task named by ``ref``, else the one whose worktree we are in, else the active
     task. ``ref`` is tried as a whole id, then as a name (an open task before closed
-    ones), then as the start of an id (at least ``ID_PREFIX_MIN`` characters)."""
+    ones; ``closed``: a closed one before open ones), then as the start of an id (at
+    least ``ID_PREFIX_MIN`` characters)."""
     if ref is not None:
         if not ref:
             raise UsageError("an empty task name was given", hint="give a task id or name")
         if TASK_ID_RE.match(ref) and project.paths.task(ref).dir.is_dir():
             return load_task(project, ref)
-        return _by_name_or_prefix(project, ref)
+        return _by_name_or_prefix(project, ref, closed=closed)
     if from_cwd:
         return load_task(project, from_cwd)
     active_id = project.active_task_id()
@@ -334,16 +343,16 @@ def _listed(found: list[Task]) -> str:
     return ", ".join(f"{t.id} ({t.name}, {t.status})" for t in found)
 
 
-def _by_name_or_prefix(project: Project, ref: str) -> Task:
+def _by_name_or_prefix(project: Project, ref: str, *, closed: bool = False) -> Task:
     every = list_tasks(project)
     named = [t for t in every if t.name == ref]
-    open_ = [t for t in named if t.active]
+    open_ = [t for t in named if t.active != closed]
     if len(open_) == 1:
         return open_[0]
     if len(named) == 1:
         return named[0]
     if named:
-        which = "open tasks are" if open_ else "closed tasks are"
+        which = "open tasks are" if bool(open_) != closed else "closed tasks are"
         raise UsageError(
             f"{len(open_ or named)} {which} named {ref!r}: {_listed(open_ or named)}",
             hint="give the task's id (or its first characters) instead of the name",

@@ -6,6 +6,7 @@ entry under ``.git/worktrees``, and checks out into the project directory under 
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 from bar import git
@@ -29,3 +30,29 @@ def is_registered(repo: Path, path: Path) -> bool:
         if wt and Path(wt).resolve() == target:
             return True
     return False
+
+
+def discard(repo: Path, path: Path) -> None:
+    """Remove the worktree at ``path`` and its registration, whatever a stopped git or
+    bar left: a checkout cut short, an entry ``worktree add`` left locked, a directory
+    git no longer knows. Only for a worktree whose content is recorded or derived."""
+    registered = is_registered(repo, path)
+    if registered:
+        git.git(repo, "worktree", "unlock", str(path), check=False)
+        git.git(repo, "worktree", "remove", "--force", "--force", str(path), check=False)
+    if path.is_symlink():
+        path.unlink()
+    elif path.exists():
+        shutil.rmtree(path)
+    git.git(repo, "worktree", "prune", check=False)
+
+
+def holding(repo: Path, branch: str, other_than: Path) -> str | None:
+    """Where ``branch`` is checked out in a worktree other than ``other_than``, if it is."""
+    ref = f"refs/heads/{branch}"
+    own = other_than.resolve()
+    for entry in git.worktree_list(repo):
+        path = entry.get("worktree")
+        if entry.get("branch") == ref and path and Path(path).resolve() != own:
+            return path
+    return None

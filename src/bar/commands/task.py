@@ -1,9 +1,15 @@
-"""``bar task new|list|show|switch|close``."""
+"""``bar task new|list|show|switch|close|path|reopen|delete|prune``."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from bar import api
+from bar.errors import BarError
 from bar.render import Painter, plural, print_json, short
+
+if TYPE_CHECKING:
+    from bar.task_delete import Deletion
 
 
 def new(
@@ -110,3 +116,82 @@ def close(*, task_ref: str | None, keep_worktree: bool, force: bool, as_json: bo
     elif task.worktree.exists():
         print(f"  worktree kept at {task.worktree}")
     return 0
+
+
+def path(*, task_ref: str | None, as_json: bool) -> int:
+    task = api.get_task(api.open_project(), task_ref)
+    exists = task.worktree.is_dir()
+    if as_json:
+        print_json({"task_id": task.id, "name": task.name, "worktree": str(task.worktree),
+                    "exists": exists})  # fmt: skip
+    else:
+        print(task.worktree)
+    if exists:
+        return 0
+    hint = (
+        "`bar doctor --repair` recreates it at the last recorded state"
+        if task.active
+        else f"`bar task reopen {task.id}` recreates it and makes the task active again"
+    )
+    raise BarError(f"the worktree of task {task.name} ({task.id}) is gone", hint=hint)
+
+
+def reopen(*, task_ref: str, as_json: bool) -> int:
+    loc = api.open_project()
+    reopened = api.reopen_task(loc.project, task_ref)
+    task = reopened.task
+    if as_json:
+        print_json({**api.summarize(task, task.id).to_json(), "recreated": reopened.recreated})
+        return 0
+    print(f"Reopened task {task.name} ({task.id}), now active")
+    how = "recreated at the last recorded state" if reopened.recreated else "kept since closing"
+    print(f"  worktree  {task.worktree}  ({how})")
+    print(f"  branch    {task.branch}")
+    return 0
+
+
+def delete(*, task_ref: str, force: bool, dry_run: bool, as_json: bool) -> int:
+    loc = api.open_project()
+    done = api.delete_task(loc.project, task_ref, force=force, dry_run=dry_run)
+    if as_json:
+        print_json(done.to_json())
+        return 0
+    paint = Painter(loc.project.config.output.color)
+    _print_deletion(done, paint)
+    if dry_run:
+        if done.lost and not force:
+            print("It would refuse without --force.")
+        print(paint("(dry run: nothing was deleted)", "dim"))
+    return 0
+
+
+def prune(*, force: bool, dry_run: bool, as_json: bool) -> int:
+    loc = api.open_project()
+    pruned = api.prune_tasks(loc.project, force=force, dry_run=dry_run)
+    if as_json:
+        print_json(pruned.to_json())
+        return 0
+    paint = Painter(loc.project.config.output.color)
+    if not pruned.deleted:
+        print("No closed task to delete.")
+    for done in pruned.deleted:
+        _print_deletion(done, paint)
+    for kept in pruned.skipped:
+        print(f"Kept task {kept.name} ({kept.task_id}): " + "; ".join(kept.lost))
+    if pruned.skipped and not force:
+        print(paint("(--force deletes these too)", "dim"))
+    if dry_run:
+        print(paint("(dry run: nothing was deleted)", "dim"))
+    return 0
+
+
+def _print_deletion(done: Deletion, paint: Painter) -> None:
+    verb = "Deleted" if done.deleted else "Would delete"
+    print(f"{verb} task {paint(done.name, 'bold')} ({done.task_id})")
+    for item in done.removed:
+        print(f"  {item}")
+    for item in done.kept:
+        print(f"  kept {item}")
+    if done.lost:
+        lost = "lost" if done.deleted else "would be lost"
+        print(f"  {lost}: " + "; ".join(done.lost))

@@ -1,0 +1,312 @@
+"""``bar task delete`` and ``bar task prune``: the end of a closed task's life.
+
+Deleting a task removes everything bar made for it: its worktree (and git's entry for
+it), its branch, its snapshot ref ``refs/bar/tasks/<id>`` and the refs that keep its
+branch's old commits (``refs/bar/kept/<id>/``), and its directory under ``$BAR_HOME``.
+An open task is never touched. A closed one is deleted only when nothing would be
+lost (``at_risk``): its last recorded state was landed by an ``apply`` step (or equals
+its base), its branch holds no commit bar did not record that no other branch has, and
+a worktree kept on closing holds no change made since. ``force`` deletes it anyway.
+
+Like every verb: the intent first (``deleting.json``, naming the branch and where it
+pointed when the deletion was decided), then the removals, each of which can run again,
+in an order where the task directory, which holds the intent, goes last and the intent
+last within it. A bar stopped partway leaves a task that reads as being deleted: the
+next ``bar task delete`` of it, ``bar task prune`` or ``bar doctor --repair`` finish it
+through the same ``complete`` (the decision was taken: nothing is checked again). A
+branch that moved since the decision holds commits nobody decided to drop, and is kept.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+from bar import faults, git, journals, steps, worktree
+from bar.clock import now_iso
+from bar.errors import BarError, DirtyWorktree, TaskNotFound, UsageError
+from bar.journals import DeleteIntent
+from bar.project import Project
+from bar.record import field, record
+from bar.records import ApplyStep
+from bar.store.layout import TASK_ID_RE, TaskPaths
+from bar.store.lock import FileLock
+from bar.tasks import Task, list_tasks, load_task, resolve_task
+
+# none of the developer's hooks (`reference-transaction`) while bar deletes its refs
+_NO_HOOKS = ("-c", "core.hooksPath=/dev/null")
+
+
+@record(frozen=True)
+class Deletion:
+    """One task deleted, or (``dry_run``, or refused) what deleting it would do."""
+
+    task_id: str
+    name: str
+    removed: list[str]  # what was (would be) removed, one phrase each
+    lost: list[str] = field(default_factory=list)  # work nothing else holds
+    kept: list[str] = field(default_factory=list)  # found moved since, so kept
+    deleted: bool = False
+    dry_run: bool = False
+
+    def to_json(self) -> dict[str, object]:
+        return {"task_id": self.task_id, "name": self.name, "deleted": self.deleted,
+                "dry_run": self.dry_run, "removed": self.removed, "lost": self.lost,
+                "kept": self.kept}  # fmt: skip
+
+
+@record(frozen=True)
+class Pruned:
+    deleted: list[Deletion]  # deleted (dry run: would be)
+    skipped: list[Deletion]  # closed tasks kept, with what deleting them would lose
+    dry_run: bool = False
+
+    def to_json(self) -> dict[str, object]:
+        return {"dry_run": self.dry_run, "deleted": [d.to_json() for d in self.deleted],
+                "skipped": [d.to_json() for d in self.skipped]}  # fmt: skip
+
+
+def delete(project: Project, ref: str, *, force: bool = False, dry_run: bool = False) -> Deletion:
+    """Delete the closed task ``ref`` (id or name; of several of one name, the closed
+    one). Refuses (``DirtyWorktree``) when work would be lost, unless ``force``."""
+    if is_being_deleted(project, ref):
+        return _resume(project, ref, dry_run=dry_run)
+    task = resolve_task(project, ref, closed=True)
+    done = _delete(task, force=force, dry_run=dry_run, wait=True)
+    if done.lost and not done.deleted and not dry_run:
+        raise DirtyWorktree(
+            f"deleting task {task.name} ({task.id}) would lose work: " + "; ".join(done.lost),
+            hint=f"land it first (`bar apply --task {task.id}`), or delete it anyway with --force",
+        )
+    return done
+
+
+def prune(project: Project, *, force: bool = False, dry_run: bool = False) -> Pruned:
+    """Delete every closed task that loses nothing (``force``: every closed task), and
+    finish deletions a stopped bar left. A busy or broken task is skipped, and said."""
+    deleted: list[Deletion] = []
+    skipped: list[Deletion] = []
+    for task_id in being_deleted(project):
+        deleted.append(_resume(project, task_id, dry_run=dry_run))
+    for task in list_tasks(project):
+        if task.active or any(d.task_id == task.id for d in deleted):
+            continue
+        try:
+            done = _delete(task, force=force, dry_run=dry_run, wait=False)
+        except BarError as exc:
+            skipped.append(Deletion(task.id, task.name, [], lost=[str(exc)], dry_run=dry_run))
+            continue
+        if done.deleted or (dry_run and (force or not done.lost)):
+            deleted.append(done)
+        else:
+            skipped.append(done)
+    return Pruned(deleted, skipped, dry_run)
+
+
+def being_deleted(project: Project) -> list[str]:
+    """The ids of tasks a stopped bar left half-deleted."""
+    if not project.paths.tasks.is_dir():
+        return []
+    return [entry.name for entry in sorted(project.paths.tasks.iterdir())
+            if is_being_deleted(project, entry.name)]  # fmt: skip
+
+
+def is_being_deleted(project: Project, task_id: str) -> bool:
+    return (
+        bool(TASK_ID_RE.match(task_id))
+        and journals.delete_journal(project.paths.task(task_id)).exists()
+    )
+
+
+def finish(project: Project, task_id: str) -> str:
+    """Finish the deletion a stopped bar left (``bar doctor --repair``); say what it did."""
+    done = _resume(project, task_id, dry_run=False)
+    kept = f"; kept {', '.join(done.kept)}" if done.kept else ""
+    return f"finished deleting task {done.name} ({task_id}){kept}"
+
+
+# --- what would be lost ----------------------------------------------------------------
+
+
+def at_risk(task: Task) -> list[str]:
+    """What deleting ``task`` would lose that nothing else holds, one sentence each."""
+    repo = task.project.root
+    lost: list[str] = []
+    final = task.recorded_snapshot()
+    tree = git.tree_of(repo, final)
+    if tree != git.tree_of(repo, task.base_commit) and not _applied(task, final, tree):
+        stat = git.numstat(repo, task.base_commit, final)
+        lost.append(
+            f"its changes ({stat.files} file(s) +{stat.additions} -{stat.deletions}) were "
+            "never applied"
+        )
+    commits = _unrecorded_commits(task)
+    if commits:
+        lost.append(
+            f"its branch {task.branch} holds {commits} commit(s) no step recorded and no "
+            "other branch has"
+        )
+    if task.worktree.is_dir():
+        try:
+            edited = steps.has_unrecorded_changes(task)
+        except BarError:
+            edited = True  # cannot tell: count it as a loss
+        if edited:
+            lost.append(f"its kept worktree {task.worktree} holds changes made after closing")
+    return lost
+
+
+def _applied(task: Task, final: str, tree: str) -> bool:
+    """True if an ``apply`` step landed ``final`` (or a state with its tree)."""
+    repo = task.project.root
+    for step in task.ledger.iter_reverse(warn=False):
+        if (
+            isinstance(step, ApplyStep)
+            and step.snapshot
+            and (step.snapshot == final or git.tree_of(repo, step.snapshot) == tree)
+        ):
+            return True
+    return False
+
+
+def _unrecorded_commits(task: Task) -> int:
+    """How many commits of the task branch neither a step recorded (as the branch's
+    HEAD, or before it) nor another branch holds."""
+    repo = task.project.root
+    tip = git.rev_parse(repo, f"refs/heads/{task.branch}")
+    if tip is None:
+        return 0
+    known = {task.base_commit} | {s.head for s in task.ledger.read_all(warn=False) if s.head}
+    if tip in known:
+        return 0
+    res = git.git(repo, "rev-list", "--count", tip, "--not", *sorted(known),
+                  f"--exclude={task.branch}", "--branches", check=False)  # fmt: skip
+    if res.returncode != 0:  # a recorded HEAD git no longer has: at least the tip is new
+        return 1
+    return int(res.out.strip() or 0)
+
+
+# --- deleting ------------------------------------------------------------------------
+
+
+def _delete(task: Task, *, force: bool, dry_run: bool, wait: bool) -> Deletion:
+    project = task.project
+    with task.lock("bar task delete", wait=wait):
+        task = load_task(project, task.id)
+        if journals.delete_journal(task.paths).exists():  # begun by another bar meanwhile
+            return _resume(project, task.id, dry_run=dry_run)
+        if task.active:
+            raise UsageError(
+                f"task {task.name} ({task.id}) is open; only a closed task can be deleted",
+                hint=f"close it first: `bar task close {task.id}`",
+            )
+        repo = project.root
+        where = worktree.holding(repo, task.branch, task.worktree)
+        if where is not None:
+            raise BarError(
+                f"the branch {task.branch} of task {task.name} is checked out in {where}",
+                hint="switch that checkout to another branch, then delete the task",
+            )
+        lost = at_risk(task)
+        removed = inventory(project, task.id, task.branch)
+        if dry_run or (lost and not force):
+            return Deletion(task.id, task.name, removed, lost, dry_run=dry_run)
+        intent = DeleteIntent(task.id, task.name, task.branch,
+                              git.rev_parse(repo, f"refs/heads/{task.branch}"), bool(lost),
+                              now_iso())  # fmt: skip
+        journals.write_delete(task.paths, intent)
+        project.log_event("task.deleting", task_id=task.id, name=task.name, lost=lost)
+        kept = complete(project, intent)
+    return Deletion(task.id, task.name, removed, lost, kept, deleted=True)
+
+
+def _resume(project: Project, task_id: str, *, dry_run: bool) -> Deletion:
+    """Finish (``dry_run``: describe) the deletion a stopped bar left of ``task_id``."""
+    paths = project.paths.task(task_id)
+    gone = TaskNotFound(f"task {task_id} was deleted by another bar meanwhile")
+    if not paths.dir.is_dir():
+        raise gone
+    with FileLock(paths.lock, f"task {task_id}", what="bar task delete"):
+        intent = journals.read_delete(paths)
+        if intent is None:
+            raise gone
+        removed = inventory(project, task_id, intent.branch)
+        if dry_run:
+            return Deletion(task_id, intent.name, removed, dry_run=True)
+        kept = complete(project, intent)
+    return Deletion(task_id, intent.name, removed, kept=kept, deleted=True)
+
+
+def inventory(project: Project, task_id: str, branch: str) -> list[str]:
+    """What of the task is there to remove, as a deletion would name it."""
+    repo = project.root
+    found: list[str] = []
+    path = project.paths.workspace(task_id)
+    if os.path.lexists(path) or worktree.is_registered(repo, path):
+        found.append(f"worktree {path}")
+    tip = git.rev_parse(repo, f"refs/heads/{branch}")
+    if tip is not None:
+        found.append(f"branch {branch} (at {git.short(tip)})")
+    refs = _refs(repo, f"refs/bar/tasks/{task_id}") + _refs(repo, f"refs/bar/kept/{task_id}/")
+    if refs:
+        found.append(f"snapshot refs {', '.join(refs)}")
+    if project.paths.task(task_id).dir.is_dir():
+        found.append(f"task directory {project.paths.task(task_id).dir} (ledger, artifacts)")
+    return found
+
+
+def complete(project: Project, intent: DeleteIntent) -> list[str]:
+    """Remove what ``intent`` names, the task directory last (the caller holds the task
+    lock). Every part can run again. Returns what was kept, and why."""
+    repo, task_id = project.root, intent.task_id
+    kept: list[str] = []
+    # `worktree prune` must not see a worktree another process is adding
+    with project.lock(f"bar task delete {task_id}"):
+        worktree.discard(repo, project.paths.workspace(task_id))
+    faults.point("delete: after removing the worktree")
+    branch_ref = f"refs/heads/{intent.branch}"
+    tip = git.rev_parse(repo, branch_ref)
+    if tip is not None:
+        where = worktree.holding(repo, intent.branch, project.paths.workspace(task_id))
+        # compare-and-delete: a branch that moved since the decision holds new commits
+        if (
+            where is not None
+            or tip != intent.branch_tip
+            or git.git(repo, *_NO_HOOKS, "update-ref", "-d", branch_ref, tip,
+                       check=False).returncode != 0
+        ):  # fmt: skip
+            why = f"it is checked out in {where}" if where else "it moved since"
+            kept.append(f"branch {intent.branch}: {why}")
+    faults.point("delete: after deleting the branch")
+    for ref in _refs(repo, f"refs/bar/kept/{task_id}/") + _refs(repo, f"refs/bar/tasks/{task_id}"):
+        git.git(repo, *_NO_HOOKS, "update-ref", "-d", ref)
+    faults.point("delete: after deleting the snapshot refs")
+    if project.active_task_id() == task_id:
+        project.set_active_task(None)
+    project.log_event("task.deleted", task_id=task_id, name=intent.name, forced=intent.forced,
+                      kept=kept)  # fmt: skip
+    _remove_task_dir(project.paths.task(task_id))
+    return kept
+
+
+def _remove_task_dir(paths: TaskPaths) -> None:
+    """task.json goes after everything but the intent and the lock, and the intent after
+    it: a stop at any point leaves a directory that still reads as being deleted."""
+    journal = journals.delete_journal(paths)
+    for entry in paths.dir.iterdir():
+        if entry in (journal, paths.lock, paths.task_json):
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry)
+        else:
+            entry.unlink()
+    faults.point("delete: after emptying the task directory")
+    paths.task_json.unlink(missing_ok=True)
+    journals.clear_delete(paths)
+    shutil.rmtree(paths.dir, ignore_errors=True)
+
+
+def _refs(repo: Path, prefix: str) -> list[str]:
+    res = git.git(repo, "for-each-ref", "--format=%(refname)", prefix)
+    return [line for line in res.out.splitlines() if line == prefix or prefix.endswith("/")]
