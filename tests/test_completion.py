@@ -145,6 +145,8 @@ def test_every_task_step_and_state_argument_completes_as_one() -> None:
     assert len(with_task) >= 18 and {kinds[key] for key in with_task} == {"task"}
     expected = {
         "task show #0": "task", "task switch #0": "task", "task close #0": "task",
+        "task path #0": "task", "task reopen #0": "task", "task delete #0": "task",
+        "task sync --onto": "branch", "undo --task": "task",
         "show #0": "step", "replay #0": "step", "apply --at": "step", "blame --at": "step",
         "diff --from": "state", "diff --to": "state", "rollback --to": "state",
         "blame #0": "file", "policy check --file": "file", "run --cwd": "dir",
@@ -193,10 +195,13 @@ def test_a_command_added_to_the_parser_is_completed_without_more(
     ("line", "expected"),
     [
         ("bar ta", ["task"]),
-        ("bar r", ["replay", "rollback", "run"]),
-        ("bar task ", ["close", "list", "new", "show", "switch"]),
+        ("bar r", ["redo", "replay", "rollback", "run"]),
+        (
+            "bar task ",
+            ["close", "delete", "list", "new", "path", "prune", "reopen", "show", "switch", "sync"],
+        ),  # fmt: skip
         ("bar policy ", ["check", "test"]),
-        ("bar --", ["--debug", "--help", "--version"]),
+        ("bar --", ["--color", "--debug", "--help", "--no-pager", "--version"]),
         ("bar task close --", ["--force", "--help", "--json", "--keep-worktree"]),
         ("bar apply --mode ", ["commit", "merge"]),
         ("bar apply --mode=m", ["merge"]),
@@ -207,7 +212,17 @@ def test_a_command_added_to_the_parser_is_completed_without_more(
         ("bar log -n ", []),  # a number: nothing to offer
         (
             "bar diff --stat ",
-            ["--from", "--help", "--json", "--stat", "--task", "--to", "-h", "-t"],
+            [
+                "--from",
+                "--help",
+                "--json",
+                "--stat",
+                "--task",
+                "--to",
+                "--unrecorded",
+                "-h",
+                "-t",
+            ],  # fmt: skip
         ),
     ],
 )

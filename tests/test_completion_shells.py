@@ -77,11 +77,15 @@ def complete_zsh(line: str, cwd: Path, load: str = SOURCED) -> list[str]:
     return sorted(set(lines) - {"<done>", ""})
 
 
+TASK_ACTIONS = ["close", "delete", "list", "new", "path", "prune", "reopen", "show", "switch",
+                "sync"]  # fmt: skip
+
+
 @pytest.mark.parametrize(
     ("line", "expected"),
     [
         ("bar ta", ["task"]),
-        ("bar task ", ["close", "list", "new", "show", "switch"]),
+        ("bar task ", TASK_ACTIONS),
         ("bar task close --", ["--force", "--help", "--json", "--keep-worktree"]),
         ("bar apply --mode ", ["commit", "merge"]),
         ("bar apply --mode=", ["commit", "merge"]),
@@ -145,7 +149,7 @@ def complete_fish(line: str, cwd: Path, installed: bool = False) -> list[str]:
     ("line", "expected"),
     [
         ("bar ta", ["task"]),
-        ("bar task ", ["close", "list", "new", "show", "switch"]),
+        ("bar task ", TASK_ACTIONS),
         ("bar task close --", ["--force", "--help", "--json", "--keep-worktree"]),
         ("bar apply --mode ", ["commit", "merge"]),
         ("bar apply --mode=m", ["--mode=merge"]),

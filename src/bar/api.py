@@ -25,10 +25,11 @@ import shlex
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from bar import git, journals, states, steps
 from bar.clock import now_iso
+from bar.diffs import Diff, apply_diff, diff, unrecorded
 from bar.errors import (
     CorruptFile,
     DirtyWorktree,
@@ -36,7 +37,6 @@ from bar.errors import (
     NotInitialized,
     UsageError,
 )
-from bar.git import DiffStat
 from bar.project import Location, Project, find_project, locate
 from bar.record import field, record
 from bar.records import RollbackStep, RunStep, Step, parse_step_ref
@@ -44,7 +44,7 @@ from bar.status import Status, status
 from bar.store.files import ensure_dir, write_text_atomic
 from bar.store.layout import bar_home
 from bar.store.lock import is_locked
-from bar.task_state import TaskState, state_of
+from bar.task_state import TaskSummary, summarize
 from bar.tasks import Task, list_tasks, load_task, resolve_task
 
 if TYPE_CHECKING:
@@ -61,8 +61,8 @@ if TYPE_CHECKING:
     from bar.undo import Plan as UndoPlan
 
 __all__ = [
-    "Location", "Project", "Status", "Task", "TaskSummary", "adopt_project",
-    "apply", "artifact_path", "blame", "check_command", "checkpoint", "checkpoints",
+    "Diff", "Location", "Project", "Status", "Task", "TaskSummary", "adopt_project", "apply",
+    "apply_diff", "artifact_path", "blame", "check_command", "checkpoint", "checkpoints",
     "close_task", "delete_task", "diff", "doctor", "get_task", "init_project", "log",
     "new_task", "open_project", "plan_rollback", "prune_tasks", "read_artifact", "reopen_task",
     "rollback", "run", "show", "status", "summarize", "switch_task", "sync", "tasks", "undo",
@@ -174,31 +174,6 @@ def get_task(loc: Location, ref: str | None = None) -> Task:
     """The task named ``ref`` (id or name), else the one whose worktree we are in, else
     the active task."""
     return resolve_task(loc.project, ref, from_cwd=loc.task_id)
-
-
-@record(frozen=True)
-class TaskSummary:
-    task: Task
-    active: bool  # the project's active task
-    steps: int
-    last_step: str | None
-    diff_stat: DiffStat  # base -> last recorded state
-    state: TaskState  # running, applied, active, closed, missing-worktree
-
-    def to_json(self) -> dict[str, Any]:
-        rec = self.task.to_record()
-        rec.pop("version", None)
-        rec.update(active=self.active, steps=self.steps, last_step=self.last_step,
-                   diff_stat=self.diff_stat.to_record(), worktree=str(self.task.worktree))  # fmt: skip
-        rec.update(self.state.to_json())
-        return rec
-
-
-def summarize(task: Task, active_id: str | None = None) -> TaskSummary:
-    last = task.ledger.last()
-    stat = git.numstat(task.project.root, task.base_commit, task.recorded_snapshot())
-    return TaskSummary(task, task.id == active_id, last.number if last else 0,
-                       last.step_id if last else None, stat, state_of(task))  # fmt: skip
 
 
 def tasks(project: Project, *, include_closed: bool = False) -> list[TaskSummary]:
@@ -489,53 +464,6 @@ def read_artifact(task: Task, rel: str | None) -> bytes | None:
         return artifact_path(task, rel).read_bytes()
     except FileNotFoundError:
         return None
-
-
-@record(frozen=True)
-class Diff:
-    """The difference between two commits or trees of a task's repository."""
-
-    repo: Path
-    from_commit: str
-    to_commit: str
-
-    def stat(self) -> DiffStat:
-        return git.numstat(self.repo, self.from_commit, self.to_commit)
-
-    def patch(self) -> str:
-        """The replayable patch between the two states."""
-        return git.git(self.repo, *git.diff_patch_args(self.from_commit, self.to_commit)).out
-
-    def text(self, *, stat_only: bool = False, color: bool = False) -> str:
-        """As people read it: ``git diff -p`` (or ``--stat``), coloured if asked."""
-        return git.git(
-            self.repo, "-c", f"color.ui={'always' if color else 'never'}", "diff",
-            *git.DIFF_FLAGS[:2], "--stat" if stat_only else "-p", self.from_commit,
-            self.to_commit, "--",
-        ).out  # fmt: skip
-
-
-def diff(task: Task, from_: str = "base", to: str | None = None) -> Diff:
-    """Between two recorded states (default: base to the last); ``base``: that of ``to``."""
-    end = states.resolve(task, to) if to else None
-    start = end.base if from_ == "base" and end and end.base else states.resolve(task, from_).commit
-    return Diff(task.project.root, start, end.commit if end else task.recorded_snapshot())
-
-
-def unrecorded(task: Task, from_: str | None = None) -> Diff:
-    """From a recorded state (default: the last) to the worktree as it is now: the changes
-    no step recorded yet. Records nothing; the side index is read through a copy."""
-    task.require_worktree()
-    recorded = task.recorded_snapshot()
-    now = steps.current_tree(task, recorded)
-    start = states.resolve(task, from_).commit if from_ else recorded
-    return Diff(task.project.root, start, now)
-
-
-def apply_diff(task: Task, result: ApplyResult) -> Diff:
-    """What an apply (or its dry run) changes on the target."""
-    assert result.tree is not None
-    return Diff(task.project.root, result.target_before, result.tree)
 
 
 def doctor(project: Project, *, repair: bool = False) -> Doctor:

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from bar import git
+from bar.git import DiffStat
 from bar.record import record
 from bar.records import ApplyStep
 from bar.store.lock import is_locked
@@ -76,3 +78,28 @@ def state_of(task: Task) -> TaskState:
     else:
         word = ACTIVE
     return TaskState(word, running, applied, missing)
+
+
+@record(frozen=True)
+class TaskSummary:
+    task: Task
+    active: bool  # the project's active task
+    steps: int
+    last_step: str | None
+    diff_stat: DiffStat  # base -> last recorded state
+    state: TaskState  # running, applied, active, closed, missing-worktree
+
+    def to_json(self) -> dict[str, Any]:
+        rec = self.task.to_record()
+        rec.pop("version", None)
+        rec.update(active=self.active, steps=self.steps, last_step=self.last_step,
+                   diff_stat=self.diff_stat.to_record(), worktree=str(self.task.worktree))  # fmt: skip
+        rec.update(self.state.to_json())
+        return rec
+
+
+def summarize(task: Task, active_id: str | None = None) -> TaskSummary:
+    last = task.ledger.last()
+    stat = git.numstat(task.project.root, task.base_commit, task.recorded_snapshot())
+    return TaskSummary(task, task.id == active_id, last.number if last else 0,
+                       last.step_id if last else None, stat, state_of(task))  # fmt: skip
