@@ -3,7 +3,7 @@
 A shape is written as JSON: a type name (``"str"``, ``"int"``, ``"num"``, ``"bool"``,
 ``"null"``, ``"any"``, ``"$name"`` for a named shape; alternatives joined by ``|``), a
 one-element list (a list of that), or an object (its keys; ``"key?"`` may be absent;
-``"*"`` stands for any other key). Each shape in the document is a fenced ``json`` block
+``"*"`` stands for any other key; ``"$extends": "$name"`` takes in that shape's keys). Each shape in the document is a fenced ``json`` block
 right after a heading: `` ### `bar log --json` `` documents a command, ``### $step-run``
 a named shape.
 """
@@ -16,14 +16,18 @@ from pathlib import Path
 from typing import Any
 
 DOC = Path(__file__).parent.parent / "docs" / "json.md"
-_BLOCK = re.compile(r"^###\s+(.+?)\s*\n(?:(?!###).*\n)*?```json\n(.*?)```", re.M | re.S)
+_BLOCK = re.compile(r"^```json\n(.*?)^```", re.M | re.S)
 
 
 def shapes(doc: Path = DOC) -> dict[str, Any]:
-    """Heading (`` `bar log --json` `` without the backticks, or ``$name``) -> shape."""
+    """Heading (`` `bar log --json` `` without the backticks, or ``$name``) -> shape: the
+    first ``json`` block of each ``###`` section."""
     found: dict[str, Any] = {}
-    for heading, body in _BLOCK.findall(doc.read_text()):
-        found[heading.strip("`")] = json.loads(body)
+    for section in re.split(r"^### ", doc.read_text(), flags=re.M)[1:]:
+        heading, _, body = section.partition("\n")
+        block = _BLOCK.search(body)
+        if block:
+            found[heading.strip().strip("`")] = json.loads(block.group(1))
     return found
 
 
@@ -50,6 +54,8 @@ def check(value: Any, shape: Any, defs: dict[str, Any], where: str = "$") -> Non
         return
     if not isinstance(value, dict):
         raise Mismatch(f"{where}: an object was documented, got {value!r:.80}")
+    if "$extends" in shape:
+        shape = {**defs[shape["$extends"]], **{k: v for k, v in shape.items() if k != "$extends"}}
     keys = {k.rstrip("?"): k for k in shape if k != "*"}
     for key, spec in keys.items():
         if key in value:

@@ -199,7 +199,7 @@ def test_a_command_added_to_the_parser_is_completed_without_more(
         (
             "bar task ",
             ["close", "delete", "list", "new", "path", "prune", "reopen", "show", "switch", "sync"],
-        ),  # fmt: skip
+        ),
         ("bar policy ", ["check", "test"]),
         ("bar --", ["--color", "--debug", "--help", "--no-pager", "--version"]),
         ("bar task close --", ["--force", "--help", "--json", "--keep-worktree"]),
@@ -222,7 +222,7 @@ def test_a_command_added_to_the_parser_is_completed_without_more(
                 "--unrecorded",
                 "-h",
                 "-t",
-            ],  # fmt: skip
+            ],
         ),
     ],
 )

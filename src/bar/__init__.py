@@ -5,3 +5,7 @@ step recorded in an append-only ledger with the exact patch it made and what it 
 """
 
 __version__ = "0.1.0"
+# the version of what --json prints (docs/json.md): raised only by a change that would
+# break a reader (a key removed, renamed or retyped), never for a key added
+JSON_VERSION = 1
+VERSION_LINE = f"bar {__version__} (json {JSON_VERSION})"

@@ -14,7 +14,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 
-from bar import __version__
+from bar import VERSION_LINE
 from bar.errors import BarError, ExitCode, WriteFailed
 
 # namespace entries that are the parser's bookkeeping, not arguments of a command
@@ -75,7 +75,7 @@ def _configure_output(args: object) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     if args_list == ["--version"]:
-        print(f"bar {__version__}")
+        print(VERSION_LINE)
         return ExitCode.OK
     if args_list[:1] == ["hook"]:
         # the hot path: before every shell command an agent runs; skip argparse setup

@@ -12,7 +12,7 @@ import os
 import sys
 from typing import Any, cast
 
-from bar import __version__
+from bar import VERSION_LINE
 
 EXIT_CODES = """\
 exit codes:
@@ -131,7 +131,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
             + EXIT_CODES
         ),
     )
-    parser.add_argument("--version", action="version", version=f"bar {__version__}")
+    parser.add_argument("--version", action="version", version=VERSION_LINE)
     parser.add_argument("--debug", action="store_true", help="print tracebacks of errors")
     parser.add_argument("--color", choices=("auto", "always", "never"), default="auto",
                         metavar="WHEN", help="colour: auto (default: on a terminal), always "

@@ -1,0 +1,141 @@
+"""Every ``--json`` output is the shape docs/json.md documents: a real session runs each
+command that prints JSON, and each output is checked key by key against the document
+(a key the document does not name fails too), so the document cannot fall behind."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import jsonshape
+from conftest import git
+from helpers import bar, bar_exe, set_config, worktree
+
+FAKE_AGENT = Path(__file__).parent / "fake_agent.py"
+
+
+class Session:
+    def __init__(self, capfd: pytest.CaptureFixture[str]) -> None:
+        self.capfd = capfd
+        self.seen: dict[str, list[Any]] = defaultdict(list)
+
+    def json(self, heading: str, *args: str, code: int = 0) -> Any:
+        """Run ``bar ARGS`` and keep its JSON under the document's heading for it. (A step
+        runs in a child: in-process, what the command prints would land on stdout too.)"""
+        res = bar_exe(*args) if args[0] == "run" else bar(self.capfd, *args)
+        assert res.code == code, (args, res.err)
+        value = json.loads(res.out)
+        self.seen[heading].append(value)
+        return value
+
+
+def agent_program(tmp_path: Path) -> str:
+    program = tmp_path / "bin" / "claude"
+    program.parent.mkdir(exist_ok=True)
+    program.write_text(f'#!/bin/sh\nexec {sys.executable} {FAKE_AGENT} --agent claude "$@"\n')
+    program.chmod(0o755)
+    return str(program)
+
+
+def session(s: Session, repo: Path, tmp_path: Path) -> None:
+    """Every command that prints JSON, in the states a script meets them in."""
+    s.json("bar init --json", "init", "--json")
+    t = s.json("bar task new --json", "task", "new", "first", "-d", "what it is for", "--json")
+    s.json("bar run --json", "run", "--no-pty", "--json", "--", "sh", "-c",
+           "echo out; echo err >&2; echo change >> README.md")  # fmt: skip
+    s.json("bar run --json", "run", "--no-pty", "--json", "--", "rm", "-rf", "/", code=126)
+    set_config(hooks={"pre_run": ["exit 3"]})
+    s.json("bar run --json", "run", "--no-pty", "--json", "--", "true", code=10)
+    set_config(hooks={"pre_run": []})
+    s.json("bar run --json", "run", "--no-pty", "--agent", "claude", "--json", "--",
+           agent_program(tmp_path), "write:new.txt=made by a tool", "echo more >> new.txt")  # fmt: skip
+    for args in (["log", "--json"], ["log", "--json", "-p"], ["log", "--json", "--tools"]):
+        s.json("bar log --json", *args)
+    for ref in ("1", "2", "3", "4", "4.1"):
+        s.json("bar show --json", "show", ref, "--json")
+    s.json("bar diff --json", "diff", "--json")
+    s.json("bar diff --json", "diff", "--stat", "--json")
+    (worktree(t) / "README.md").write_text("edited by hand\n")
+    s.json("bar diff --json", "diff", "--unrecorded", "--json")
+    s.json("bar status --json", "status", "--json")
+    s.json("bar blame --json", "blame", "new.txt", "--json")
+    s.json("bar task path --json", "task", "path", "--json")
+    s.json("bar rollback --json", "rollback", "--to", "1", "--dry-run", "--json")
+    s.json("bar rollback --json", "rollback", "--to", "1", "--json")
+    s.json("bar undo --json", "undo", "--dry-run", "--json")
+    s.json("bar undo --json", "undo", "--json")
+    s.json("bar redo --json", "redo", "--json")
+    (repo / "upstream.txt").write_text("from upstream\n")
+    git(repo, "add", "upstream.txt")
+    git(repo, "commit", "-qm", "upstream")
+    s.json("bar task sync --json", "task", "sync", "--dry-run", "--json")
+    s.json("bar task sync --json", "task", "sync", "--json")
+    s.json("bar apply --json", "apply", "--dry-run", "--json")
+    s.json("bar apply --json", "apply", "-m", "The first task", "--json")
+    s.json("bar task list --json", "task", "list", "--all", "--json")
+    s.json("bar task show --json", "task", "show", "--json")
+    second = s.json("bar task new --json", "task", "new", "second", "--json")
+    s.json("bar task switch --json", "task", "switch", "first", "--json")
+    s.json("bar task close --json", "task", "close", "second", "--json")
+    s.json("bar task reopen --json", "task", "reopen", "second", "--json")
+    s.json("bar task close --json", "task", "close", "second", "--json")
+    s.json("bar task delete --json", "task", "delete", second["id"], "--dry-run", "--json")
+    s.json("bar task delete --json", "task", "delete", second["id"], "--json")
+    s.json("bar task prune --json", "task", "prune", "--dry-run", "--json")
+    s.json("bar policy check --json", "policy", "check", "--json", "-c", "ls -la")
+    s.json("bar policy check --json", "policy", "check", "--json", "-c", "rm -rf ~", code=126)
+    s.json("bar policy test --json", "policy", "test", "--json")
+    s.json("bar doctor --json", "doctor", "--json")
+    moved = repo.rename(repo.parent / "moved")
+    os.chdir(moved)
+    s.json("bar init --json", "init", "--adopt", "--json")
+
+
+def test_every_json_output_is_as_documented(
+    repo: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    s = Session(capfd)
+    session(s, repo, tmp_path)
+    if os.environ.get("JSON_SHAPES_DUMP"):  # to write the document from
+        Path(os.environ["JSON_SHAPES_DUMP"]).write_text(json.dumps(s.seen, indent=1))
+    shapes = jsonshape.shapes()
+    defs = {name: shape for name, shape in shapes.items() if name.startswith("$")}
+    for heading, outputs in s.seen.items():
+        assert heading in shapes, f"docs/json.md has no section `{heading}`"
+        for value in outputs:
+            jsonshape.check(value, shapes[heading], defs, heading)
+    documented = {name for name in shapes if not name.startswith("$")}
+    assert documented <= set(s.seen), f"documented, never checked: {documented - set(s.seen)}"
+
+
+def test_every_command_with_json_has_a_section() -> None:
+    from bar.parser import build_parser
+
+    def walk(parser: argparse.ArgumentParser, path: list[str]) -> list[str]:
+        found = []
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, child in action.choices.items():
+                    found += walk(child, [*path, name])
+            elif "--json" in action.option_strings:
+                found.append(" ".join(["bar", *path, "--json"]))
+        return found
+
+    headings = set(jsonshape.shapes())
+    missing = [c for c in walk(build_parser(), []) if c not in headings]
+    assert not missing, f"commands with --json that docs/json.md does not document: {missing}"
+
+
+def test_the_json_version_is_the_documents(capfd: pytest.CaptureFixture[str]) -> None:
+    from bar import JSON_VERSION
+
+    assert f"(json {JSON_VERSION})" in bar(capfd, "--version").out
+    assert f"(json {JSON_VERSION})" in bar_exe("--version").out
+    assert f"**JSON output version {JSON_VERSION}**" in jsonshape.DOC.read_text()
