@@ -57,8 +57,8 @@ echo "# The second turn went too far: roll back to the state after step 1."
 step bar rollback --to 1
 echo
 echo "# Changed our mind? A rollback is a step too: undo it, then redo it."
-step bar rollback --to 3
-step bar rollback --to 4
+step bar undo
+step bar redo
 step bar log
 echo
 echo "# Land the work on main as one commit."

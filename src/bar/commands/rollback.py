@@ -52,6 +52,8 @@ def rollback(
         print(f"  branch {the_task.branch} reset to {short(step.head)}")
     if step.base_after:
         print(f"  the task's base is {short(step.base_after)} again (as it was then)")
-    reset = "--hard " if step.hard else ""  # undo the branch reset too
-    print(f"Undo with: bar rollback {reset}--to {int(step.step_id) - 1}")
+    if step.hard:  # undo the branch reset too
+        print(f"Undo with: bar rollback --hard --to {int(step.step_id) - 1}")
+    else:
+        print(f"Undo with: bar undo  (or: bar rollback --to {int(step.step_id) - 1})")
     return 0
