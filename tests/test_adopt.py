@@ -199,7 +199,7 @@ def test_two_projects_with_its_tasks_need_a_name_and_are_never_merged(
     assert bar(capfd, "init", "--adopt", first).code == 0
     assert set(tasks_json(capfd)) == {"kept", "gone", "open"}
     res = bar(capfd, "init", "--adopt", second)
-    assert res.code == 2 and "does not merge two projects" in res.err
+    assert res.code == 1 and "does not merge two projects" in res.err
     assert second in projects()  # left as it was
     assert (bar_home() / "projects" / second / "tasks" / second_task["id"]).is_dir()
     assert project_dir_name(repo) in projects()

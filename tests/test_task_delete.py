@@ -83,7 +83,7 @@ def test_delete_refuses_an_open_task_and_touches_nothing(
     t = new_task(capfd, "open")
     before = traces_of(inited, t)
     res = bar(capfd, "task", "delete", "open", "--force")
-    assert res.code == 2 and "is open" in res.err and "bar task close" in res.err
+    assert res.code == 1 and "is open" in res.err and "bar task close" in res.err
     assert traces_of(inited, t) == before and worktree(t).is_dir()
 
 

@@ -141,7 +141,7 @@ def test_reopen_refuses_an_open_task_and_a_deleted_branch(
 ) -> None:
     t = new_task(capfd, "open")
     res = bar(capfd, "task", "reopen", "open")
-    assert res.code == 2 and "is open" in res.err and "bar task switch" in res.err
+    assert res.code == 1 and "is open" in res.err and "bar task switch" in res.err
     assert bar(capfd, "task", "close").code == 0
     git(inited, "branch", "-D", t["branch"])
     res = bar(capfd, "task", "reopen", "open")
@@ -166,9 +166,12 @@ def test_reopen_picks_the_closed_task_of_a_shared_name(
 ) -> None:
     old = new_task(capfd, "same")
     assert bar(capfd, "task", "close").code == 0
-    new_task(capfd, "same")
-    assert bar(capfd, "task", "reopen", "same").code == 0
-    assert task_json(old["id"])["status"] == "active"
+    fresh = new_task(capfd, "same")
+    # the name picks the closed one, whose name the open one holds now: refused
+    res = bar(capfd, "task", "reopen", "same")
+    assert res.code == 1 and f"task {old['id']} cannot be reopened" in res.err
+    assert task_json(old["id"])["status"] == "closed"
+    assert task_json(fresh["id"])["status"] == "active"
 
 
 def test_a_reopen_stopped_anywhere_is_finished_by_running_it_again(
@@ -187,7 +190,7 @@ def test_a_reopen_stopped_anywhere_is_finished_by_running_it_again(
         killed = bar_exe("task", "reopen", t["id"], cwd=inited, env={"BAR_FAULT_AT": str(n)})
         assert killed.code == -9, (n, killed.err)
         again = bar(capfd, "task", "reopen", t["id"])
-        if again.code == 2:  # stopped after the task was marked active: it was done
+        if again.code == 1:  # stopped after the task was marked active: it was done
             assert "is open" in again.err
         else:
             assert again.code == 0, (n, again.err)

@@ -31,6 +31,7 @@ from bar import git, journals, states, steps
 from bar.clock import now_iso
 from bar.diffs import Diff, apply_diff, diff, unrecorded
 from bar.errors import (
+    BarError,
     CorruptFile,
     DirtyWorktree,
     NotARepository,
@@ -197,7 +198,8 @@ def new_task(
 
 def switch_task(task: Task) -> Task:
     if not task.active:
-        raise UsageError(f"task {task.name} ({task.id}) is closed and cannot be made active")
+        raise BarError(f"task {task.name} ({task.id}) is closed and cannot be made active",
+                       hint=f"`bar task reopen {task.id}` makes it active again")  # fmt: skip
     task.project.set_active_task(task.id)
     return task
 

@@ -52,8 +52,9 @@ class UsageError(BarError):
     exit_code = ExitCode.USAGE
 
 
-class AlreadyExists(UsageError):
-    """The name (of a task) is already taken by something that must stay unique."""
+class AlreadyExists(BarError):
+    """The name (of a task) is already taken by something that must stay unique. Not a
+    bad command line: the same command works once the other one is closed."""
 
 
 class StepBusy(BarError):

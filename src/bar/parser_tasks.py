@@ -175,7 +175,8 @@ def task_actions(tsub: Any) -> None:
         description="Reopen a closed task: it is active again and becomes the active task.\n"
         "A worktree removed on closing is recreated on the task branch at the last\n"
         "recorded state, uncommitted changes included; a kept one is used as it is.\n"
-        "Refuses when the task is open, or when its branch was deleted.",
+        "Refuses when the task is open, when its branch was deleted, or when an open\n"
+        "task has taken its name since (one open task per name: close that one first).",
         epilog="examples:\n"
         "  bar task reopen fix-login\n"
         "  bar task reopen gVXsTb7x         by id, when several tasks share the name",

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from bar import faults, git, journals, steps, worktree
 from bar.clock import now_iso
-from bar.errors import BarError, DirtyWorktree, TaskNotFound, UsageError
+from bar.errors import BarError, DirtyWorktree, TaskNotFound
 from bar.journals import DeleteIntent
 from bar.project import Project
 from bar.record import field, record
@@ -197,7 +197,7 @@ def _delete(task: Task, *, force: bool, dry_run: bool, wait: bool) -> Deletion:
         if journals.delete_journal(task.paths).exists():  # begun by another bar meanwhile
             return _resume(project, task.id, dry_run=dry_run)
         if task.active:
-            raise UsageError(
+            raise BarError(
                 f"task {task.name} ({task.id}) is open; only a closed task can be deleted",
                 hint=f"close it first: `bar task close {task.id}`",
             )

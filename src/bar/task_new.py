@@ -113,6 +113,16 @@ def _refuse_taken(project: Project, name: str) -> None:
         )
 
 
+def name_holder(project: Project, name: str) -> str | None:
+    """The id of the open task called ``name``, or of one a live ``bar task new`` is
+    making under it (the caller holds the project lock)."""
+    other = open_task_named(project, name)
+    if other is not None:
+        return other.id
+    made = _being_made_as(project, name)
+    return made if made is not None and is_locked(project.paths.task(made).lock) else None
+
+
 def _being_made_as(project: Project, name: str) -> str | None:
     """The id of a task called ``name`` that a live ``bar task new`` is making."""
     for entry in sorted(project.paths.tasks.iterdir()):

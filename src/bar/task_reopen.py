@@ -12,13 +12,17 @@ take for hand edits, so ``reopening.json`` is written before the worktree is mad
 removed once it is whole; a reopen that finds it throws the worktree away and makes it
 again (it holds nothing but what the snapshots hold). It becomes the active task, and
 then is marked active: a reopen stopped in between is run again.
+
+A closed task's name may have been taken by a new task since; reopening it then would
+leave two open tasks of one name, which the name finds neither of, so it is refused
+until the other one is closed.
 """
 
 from __future__ import annotations
 
-from bar import git, journals, repairs, worktree
+from bar import git, journals, repairs, task_new, worktree
 from bar.clock import now_iso
-from bar.errors import BarError, NotFound, UsageError
+from bar.errors import AlreadyExists, BarError, NotFound
 from bar.project import Project
 from bar.record import record
 from bar.store.files import write_json_atomic
@@ -38,12 +42,12 @@ def reopen(project: Project, ref: str) -> Reopened:
     with task.lock("bar task reopen"):
         task = load_task(project, task.id)
         if task.active:
-            raise UsageError(
+            raise BarError(
                 f"task {task.name} ({task.id}) is open",
                 hint=f"`bar task switch {task.id}` makes it the active task",
             )
         if journals.delete_journal(task.paths).exists():
-            raise UsageError(
+            raise BarError(
                 f"task {task.name} ({task.id}) was being deleted",
                 hint=f"`bar task delete {task.id}` finishes deleting it",
             )
@@ -54,14 +58,30 @@ def reopen(project: Project, ref: str) -> Reopened:
                 hint=f"its record stays: `bar diff --task {task.id}` shows the work, "
                 f"`bar apply --task {task.id}` lands it; or start anew with `bar task new`",
             )
-        recreated = _make_worktree(task)
-        # active task first: a reopen stopped before the save is simply run again
-        project.set_active_task(task.id)
-        task.status = "active"
-        task.closed_at = None
-        task.save()
+        # the name is claimed under the project lock, as `bar task new` claims one
+        with project.lock(f"bar task reopen {task.name}"):
+            _refuse_taken(task)
+            recreated = _make_worktree(task)
+            # active task first: a reopen stopped before the save is simply run again
+            project.set_active_task(task.id)
+            task.status = "active"
+            task.closed_at = None
+            task.save()
         project.log_event("task.reopened", task_id=task.id, name=task.name)
     return Reopened(task, recreated)
+
+
+def _refuse_taken(task: Task) -> None:
+    """One open task per name, as ``bar task new`` keeps it: two open tasks of one name
+    would leave the name finding neither (the caller holds the project lock)."""
+    other = task_new.name_holder(task.project, task.name)
+    if other is not None:
+        raise AlreadyExists(
+            f"an open task is already named {task.name!r} ({other}), so task "
+            f"{task.id} cannot be reopened under that name",
+            hint=f"close that task first (`bar task close {other}`), then run "
+            f"`bar task reopen {task.id}` again",
+        )
 
 
 def _make_worktree(task: Task) -> bool:
