@@ -105,6 +105,66 @@ def test_dry_run_and_json(inited: Path, capfd: pytest.CaptureFixture[str]) -> No
     assert bar(capfd, "undo", "--help").out.count("examples:") == 1
 
 
+def _predicted(capfd: pytest.CaptureFixture[str], verb: str) -> None:
+    """The oracle: ``VERB --dry-run --json`` says what ``VERB --json`` then does."""
+    dry = bar(capfd, verb, "--dry-run", "--json")
+    real = bar(capfd, verb, "--json")
+    assert dry.code == real.code == 0, (dry.err, real.err)
+    same = ("action", "step_id", "kind", "target", "target_step", "snapshot", "changes")
+    assert {k: dry.json()[k] for k in same} == {k: real.json()[k] for k in same}
+    assert real.json()["unrecorded"] == []
+
+
+def test_dry_run_of_undo_with_hand_edits_says_they_would_be_recorded_and_undone(
+    inited: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    t = new_task(capfd)
+    wt = worktree(t)
+    run_sh(capfd, "echo one > f.txt && echo keep > k.txt")
+    after_run = files_on_disk(wt)
+    (wt / "f.txt").write_text("edited by hand\n")
+    (wt / "g.txt").write_text("new by hand\n")
+    (wt / "k.txt").unlink()
+    edited = files_on_disk(wt)
+    dry = bar(capfd, "undo", "--dry-run")
+    assert dry.code == 0, dry.err
+    assert dry.out.splitlines()[:4] == [
+        "Your unrecorded changes (3 files) would be recorded as a manual step (0002) and undone:",
+        "  M f.txt", "  A g.txt", "  D k.txt",
+    ]  # fmt: skip
+    assert "dry run" in dry.out
+    assert len(ledger(t["id"])) == 1 and files_on_disk(wt) == edited  # nothing was changed
+    data = bar(capfd, "undo", "--dry-run", "--json").json()
+    assert (data["step_id"], data["kind"], data["target_step"]) == ("0002", "manual", "0001")
+    assert [(c["status"], c["path"]) for c in data["unrecorded"]] == [
+        ("M", "f.txt"), ("A", "g.txt"), ("D", "k.txt")]  # fmt: skip
+    assert [(c["status"], c["path"]) for c in data["changes"]] == [
+        ("M", "f.txt"), ("D", "g.txt"), ("A", "k.txt")]  # fmt: skip
+    _predicted(capfd, "undo")
+    assert files_on_disk(wt) == after_run
+    assert [s["kind"] for s in ledger(t["id"])] == ["run", "manual", "rollback"]
+    _predicted(capfd, "redo")  # without hand edits, the dry run still predicts
+    assert files_on_disk(wt) == edited
+
+
+def test_dry_run_of_redo_with_hand_edits_says_they_would_end_the_redo(
+    inited: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    t = new_task(capfd)
+    wt = worktree(t)
+    run_sh(capfd, "echo one > f.txt")
+    assert bar(capfd, "undo").code == 0
+    (wt / "h.txt").write_text("by hand\n")
+    dry = bar(capfd, "redo", "--dry-run")
+    assert dry.code == 1
+    assert "would be nothing to redo" in dry.err and "unrecorded changes (1 file)" in dry.err
+    assert "as step 0003" in dry.err and "bar diff --unrecorded" in dry.err
+    assert len(ledger(t["id"])) == 2 and (wt / "h.txt").exists()
+    real = bar(capfd, "redo")  # as foretold: the hand edits become step 0003, and end it
+    assert real.code == 1 and "nothing to redo: step 0003" in real.err
+    assert [s["kind"] for s in ledger(t["id"])] == ["run", "rollback", "manual"]
+
+
 def test_undo_of_a_sync_restores_the_base_and_the_branch(
     inited: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:

@@ -382,7 +382,7 @@ def undo(task: Task, *, redo: bool = False, dry_run: bool = False,
     from bar import undo as verb
 
     if dry_run:
-        return verb.plan(task, redo=redo), None
+        return verb.plan(task, redo=redo, dry_run=True), None
     with _changing(task, "bar redo" if redo else "bar undo", wait=wait) as fresh:
         return verb.undo(fresh, redo=redo)
 

@@ -198,8 +198,9 @@ def commands(sub: Any) -> None:
             "rollback, a sync); again, and it walks further back. `bar redo` brings back the\n"
             "step undone last; any new step that changes the worktree ends what can be\n"
             "redone. Each is a rollback step marked as an undo or redo, so nothing is lost.\n"
-            "Unrecorded changes are recorded first, and are then what undo undoes. Steps\n"
-            "that changed nothing (a test run, an apply) are passed over.",
+            "Unrecorded changes are recorded first, and are then what undo undoes (and\n"
+            "they end what redo could redo); --dry-run says so. Steps that changed\n"
+            "nothing (a test run, an apply) are passed over.",
             epilog="examples:\n"
             "  bar undo               back to before the last step\n"
             "  bar undo; bar undo     two steps back\n"

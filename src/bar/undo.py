@@ -11,14 +11,20 @@ nothing (a test run, an apply) are left out: undoing them would do nothing to un
 
 An undo or redo of a sync moves the task's base with it (a state keeps its base,
 ``bar.bases``), and moves the task branch back too if it is still where the sync left it.
+
+Like every command that changes a task, an undo first records the worktree's unrecorded
+changes as a ``manual`` step, which is then the step it undoes: the hand edits go. A dry
+run records nothing, so it looks for them itself and says so; a redo would end on them
+(a new step ends what can be redone), and its dry run says that.
 """
 
 from __future__ import annotations
 
-from bar import git, rollback, states
+from bar import git, rollback, states, steps
+from bar.clock import now_iso
 from bar.errors import NothingToUndo
 from bar.record import field, record
-from bar.records import RollbackStep, RunStep, Step, SyncStep
+from bar.records import ManualStep, RollbackStep, RunStep, Step, SyncStep
 from bar.states import State
 from bar.tasks import Task
 
@@ -59,10 +65,12 @@ class Plan:
     """What an undo (or redo) would do, from the worktree as it is now."""
 
     redo: bool
-    step: Step  # the step undone or redone
+    step: Step  # the step undone or redone (a dry run: maybe the hand edits, unrecorded yet)
     target: State
     hard: bool  # the task branch goes back too (a sync's move of it)
     changes: list[git.RawChange]
+    # a dry run: the hand edits the undo would record first as ``step``, and then undo
+    unrecorded: list[git.RawChange] = field(default_factory=list)
 
     @property
     def verb(self) -> str:
@@ -78,12 +86,22 @@ class Plan:
             "snapshot": self.target.commit,
             "base": self.target.base,
             "changes": [{"status": c.status, "path": c.path} for c in self.changes],
+            "unrecorded": [{"status": c.status, "path": c.path} for c in self.unrecorded],
         }
 
 
-def plan(task: Task, *, redo: bool) -> Plan:
-    """What ``undo`` (``redo``) would do; writes nothing. Raises ``NothingToUndo``."""
+def plan(task: Task, *, redo: bool, dry_run: bool = False) -> Plan:
+    """What ``undo`` (``redo``) would do; writes nothing. Raises ``NothingToUndo``.
+    ``dry_run``: the worktree may hold hand edits the real one would record first."""
     stacks = chain(task)
+    edits = _hand_edits(task) if dry_run else None
+    if edits is not None:
+        manual, now, changes = edits
+        if redo:
+            raise _ended_by_edits(task, stacks, manual, changes)
+        target = states.before(task, manual)
+        back = git.diff_tree_raw(task.worktree, now, git.tree_of(task.worktree, target.commit))
+        return Plan(redo, manual, target, False, back, changes)
     stack = stacks.undone if redo else stacks.done
     if not stack:
         raise _nothing(task, redo)
@@ -96,6 +114,42 @@ def plan(task: Task, *, redo: bool) -> Plan:
     changes = git.diff_tree_raw(task.worktree, git.tree_of(task.worktree, task.recorded_snapshot()),
                                 git.tree_of(task.worktree, target.commit))  # fmt: skip
     return Plan(redo, step, target, hard, changes)
+
+
+def _hand_edits(task: Task) -> tuple[ManualStep, str, list[git.RawChange]] | None:
+    """The manual step an undo or redo would record first, unrecorded yet, the tree it
+    would record and its changes; None when there are none. A task a live bar holds is
+    not looked at: what that bar changes, it records itself."""
+    from bar.store.lock import is_locked
+
+    if is_locked(task.paths.lock):
+        return None
+    task.require_worktree()
+    recorded = task.recorded_snapshot()
+    was = git.tree_of(task.worktree, recorded)
+    now = steps.current_tree(task, recorded)
+    if now == was:
+        return None
+    stamp = now_iso()
+    manual = ManualStep(step_id=task.ledger.next_step_id(), started_at=stamp, ended_at=stamp,
+                        duration_ms=0, diff_stat=git.numstat(task.worktree, was, now),
+                        snapshot_before=recorded, head=git.rev_parse(task.worktree, "HEAD"))  # fmt: skip
+    return manual, now, git.diff_tree_raw(task.worktree, was, now)
+
+
+def _ended_by_edits(
+    task: Task, stacks: Chain, manual: ManualStep, changes: list[git.RawChange]
+) -> NothingToUndo:
+    """A redo records the hand edits first, and that new step ends what can be redone."""
+    if not stacks.undone:
+        return _nothing(task, True)
+    files = f"{len(changes)} file" + ("" if len(changes) == 1 else "s")
+    return NothingToUndo(
+        f"there would be nothing to redo: `bar redo` first records your unrecorded changes "
+        f"({files}) as step {manual.step_id}, and a new step ends what can be redone",
+        hint="`bar diff --unrecorded` shows them; `bar redo` can redo while the worktree "
+        "holds no change that no step recorded",
+    )
 
 
 def undo(task: Task, *, redo: bool) -> tuple[Plan, RollbackStep]:

@@ -25,6 +25,13 @@ def _act(task: str | None, *, redo: bool, dry_run: bool, no_wait: bool, as_json:
         print_json({**plan.to_json(), "dry_run": dry_run,
                     "step": step.to_record() if step else None})  # fmt: skip
         return 0
+    if step is None and plan.unrecorded:
+        print(f"Your unrecorded changes ({plural(len(plan.unrecorded), 'file')}) would be "
+              f"recorded as a manual step ({plan.step.step_id}) and undone:")  # fmt: skip
+        for c in plan.unrecorded:
+            print(f"  {c.status} {c.path}")
+        print(paint("(dry run: nothing was changed)", "dim"))
+        return 0
     if step is None:
         print(f"{verb.capitalize()} of {what} would change "
               f"{plural(len(plan.changes), 'path')}:")  # fmt: skip
