@@ -19,10 +19,12 @@ from conftest import git
 from helpers import (
     bar,
     bar_exe,
+    bar_home,
     files_in_commit,
     files_on_disk,
     ledger,
     new_task,
+    project_dir,
     task_dir,
     worktree,
 )
@@ -308,3 +310,34 @@ def test_warnings_alone_do_not_fail_doctor(
     data = res.json()
     assert res.code == 0 and data["ok"] is True and data["remaining"] == []
     assert [f["severity"] for f in data["findings"]] == ["warning"]
+
+
+# --- refs of tasks that no project has ---------------------------------------------------
+
+
+def test_refs_of_a_task_no_project_has_are_reported_and_deleted_on_repair(
+    repo: Path, task: dict[str, Any], capfd: pytest.CaptureFixture[str]
+) -> None:
+    head = git(repo, "rev-parse", "HEAD").strip()
+    events_path = project_dir() / "events.jsonl"
+    orphan = ["refs/bar/tasks/Gone1234", f"refs/bar/bases/Gone1234/{head}"]
+    moved = "refs/bar/tasks/Moved123"  # its task is in another project (a moved repository)
+    for ref in [*orphan, moved]:
+        git(repo, "update-ref", ref, head)
+    (bar_home() / "projects" / "elsewhere-0000" / "tasks" / "Moved123").mkdir(parents=True)
+    code, out, data = doctor(capfd)
+    assert code == 0  # a warning: nothing is broken
+    found = [f for f in data["findings"] if "no project has" in f["message"]]
+    assert [(f["severity"], f["where"], f["repairable"]) for f in found] == [
+        ("warning", "refs/bar/*/Gone1234", True)]  # fmt: skip
+    assert "2 ref(s) of task Gone1234" in out and orphan[1] in out
+    res = bar(capfd, "doctor", "--repair")
+    assert res.code == 0, res.err
+    refs = git(repo, "for-each-ref", "--format=%(refname)", "refs/bar/").split()
+    assert not set(orphan) & set(refs)
+    assert moved in refs and task["snapshot_ref"] in refs  # a task's own refs stay
+    events = [json.loads(line) for line in events_path.read_text().splitlines()]
+    assert events[-1]["event"] == "refs.deleted" and events[-1]["refs"] == dict.fromkeys(
+        orphan, head
+    )
+    assert "no project has" not in bar(capfd, "doctor").out

@@ -243,3 +243,32 @@ def test_a_delete_stopped_anywhere_is_finished_later(
     assert [r["name"] for r in bar(capfd, "task", "list", "--all", "--json").json()] == [
         "bystander"
     ]
+
+
+def test_delete_removes_every_ref_of_the_task_under_refs_bar(
+    inited: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    t = new_task(capfd, "synced")
+    run_sh(capfd, "echo mine > mine.txt")
+    (inited / "up.txt").write_text("up\n")
+    git(inited, "add", "up.txt")
+    git(inited, "commit", "-qm", "upstream")
+    assert bar(capfd, "task", "sync").code == 0  # keeps the old base under refs/bar/bases/
+    assert bar(capfd, "rollback", "--to", "1", "--hard").code == 0  # keeps the branch's tip
+    head = git(inited, "rev-parse", "HEAD").strip()
+    git(inited, "update-ref", f"refs/bar/notes/{t['id']}/x", head)  # a kind bar may add later
+    refs = git(inited, "for-each-ref", "--format=%(refname)", "refs/bar/").split()
+    kinds = {r.split("/")[2] for r in refs if t["id"] in r}
+    assert kinds == {"tasks", "kept", "bases", "notes"}
+    bystander = new_task(capfd, "bystander")
+    git(inited, "update-ref", f"refs/bar/notes/{bystander['id']}/x", head)
+    kept = traces_of(inited, bystander)
+    assert bar(capfd, "task", "close", "synced").code == 0
+    dry = bar(capfd, "task", "delete", "synced", "--dry-run", "--json")
+    removed = " ".join(dry.json()["removed"])
+    assert all(r in removed for r in refs if t["id"] in r)
+    res = bar(capfd, "task", "delete", "synced", "--force")
+    assert res.code == 0, res.err
+    assert traces_of(inited, t) == []
+    assert traces_of(inited, bystander) == kept
+    assert bar(capfd, "doctor").code == 0

@@ -9,7 +9,9 @@ stale git lock on the snapshot ref is removed, a garbled or missing side index i
 a missing worktree is recreated at the last recorded state, a missing patch is
 regenerated from its two snapshots, a task a killed ``bar task new`` left half-made is
 removed with what it made (``bar.task_new``), a deletion that was interrupted is finished
-(``bar.task_delete``), and permissions are tightened to 0700/0600. The developer's policy file is only reported, never rewritten. A task whose
+(``bar.task_delete``), refs under ``refs/bar/`` of a task no project has are deleted
+(events.jsonl keeps where they pointed),
+and permissions are tightened to 0700/0600. The developer's policy file is only reported, never rewritten. A task whose
 lock is held by a live bar process is only inspected, never repaired.
 
 ``remaining`` is what is left when doctor is done: every error it did not repair and
@@ -101,6 +103,7 @@ class Doctor:
                     shown.update(i, _task_name(entry))
                     self._guard(entry, functools.partial(self._check_creation, entry))
         self._guard(p.dir, self._check_workspaces)
+        self._guard(p.dir, self._check_refs)
         return self.findings
 
     @property
@@ -383,6 +386,15 @@ class Doctor:
             )  # reported with its task directory
             if not self.project.paths.task(entry.name).task_json.exists() and not half_made:
                 self.add("warning", entry, "a worktree directory that belongs to no task")
+
+    def _check_refs(self) -> None:
+        for task_id, refs in task_delete.orphaned_refs(self.project).items():
+            shown = ", ".join(refs[:3]) + (f" and {len(refs) - 3} more" if len(refs) > 3 else "")
+            self.add(
+                "warning", f"refs/bar/*/{task_id}",
+                f"{len(refs)} ref(s) of task {task_id}, which no project has: {shown}",
+                functools.partial(task_delete.remove_orphaned_refs, self.project, task_id),
+            )  # fmt: skip
 
 
 # --- helpers ------------------------------------------------------------------------

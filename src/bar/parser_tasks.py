@@ -189,13 +189,13 @@ def task_actions(tsub: Any) -> None:
         "delete",
         help="delete a closed task: its worktree, branch, snapshots and record",
         formatter_class=_Formatter,
-        description="Delete a closed task for good: its worktree, its branch, its snapshot\n"
-        "refs (refs/bar/tasks/<id>, refs/bar/kept/<id>/) and its directory under\n"
-        "$BAR_HOME (ledger, outputs, patches). An open task is never deleted: close it\n"
-        "first. Refuses (exit 5) when work would be lost: changes no `bar apply` landed,\n"
-        "commits on the branch no step recorded and no other branch has, or edits in a\n"
-        "kept worktree; --force deletes it anyway. A deletion that was interrupted is\n"
-        "finished by running the command again.",
+        description="Delete a closed task for good: its worktree, its branch, every ref of\n"
+        "it under refs/bar/ (refs/bar/tasks/<id>, refs/bar/kept/<id>/, refs/bar/bases/<id>/)\n"
+        "and its directory under $BAR_HOME (ledger, outputs, patches). An open task is\n"
+        "never deleted (exit 1): close it first. Refuses (exit 5) when work would be\n"
+        "lost: changes no `bar apply` landed, commits on the branch no step recorded and\n"
+        "no other branch has, or edits in a kept worktree; --force deletes it anyway. A\n"
+        "deletion that was interrupted is finished by running the command again.",
         epilog="examples:\n"
         "  bar task delete fix-login --dry-run   what would go, and what would be lost\n"
         "  bar task delete fix-login\n"

@@ -1,8 +1,11 @@
 """``bar task delete`` and ``bar task prune``: the end of a closed task's life.
 
 Deleting a task removes everything bar made for it: its worktree (and git's entry for
-it), its branch, its snapshot ref ``refs/bar/tasks/<id>`` and the refs that keep its
-branch's old commits (``refs/bar/kept/<id>/``), and its directory under ``$BAR_HOME``.
+it), its branch, every ref of it under ``refs/bar/`` (its snapshot ref
+``refs/bar/tasks/<id>``, the refs that keep its branch's old commits
+``refs/bar/kept/<id>/`` and its old bases ``refs/bar/bases/<id>/``, and any other kind
+a newer bar keeps as ``refs/bar/<kind>/<id>``), and its directory under ``$BAR_HOME``.
+``orphaned_refs`` finds such refs of a task that no project has (``bar doctor``).
 An open task is never touched. A closed one is deleted only when nothing would be
 lost (``at_risk``): its last recorded state was landed by an ``apply`` step (or equals
 its base), its branch holds no commit bar did not record that no other branch has, and
@@ -30,7 +33,7 @@ from bar.journals import DeleteIntent
 from bar.project import Project
 from bar.record import field, record
 from bar.records import ApplyStep
-from bar.store.layout import TASK_ID_RE, TaskPaths
+from bar.store.layout import TASK_ID_RE, TaskPaths, projects_dir
 from bar.store.lock import FileLock
 from bar.tasks import Task, list_tasks, load_task, resolve_task
 
@@ -248,7 +251,7 @@ def inventory(project: Project, task_id: str, branch: str) -> list[str]:
     tip = git.rev_parse(repo, f"refs/heads/{branch}")
     if tip is not None:
         found.append(f"branch {branch} (at {git.short(tip)})")
-    refs = _refs(repo, f"refs/bar/tasks/{task_id}") + _refs(repo, f"refs/bar/kept/{task_id}/")
+    refs = refs_of(repo, task_id)
     if refs:
         found.append(f"snapshot refs {', '.join(refs)}")
     if project.paths.task(task_id).dir.is_dir():
@@ -279,7 +282,7 @@ def complete(project: Project, intent: DeleteIntent) -> list[str]:
             why = f"it is checked out in {where}" if where else "it moved since"
             kept.append(f"branch {intent.branch}: {why}")
     faults.point("delete: after deleting the branch")
-    for ref in _refs(repo, f"refs/bar/kept/{task_id}/") + _refs(repo, f"refs/bar/tasks/{task_id}"):
+    for ref in refs_of(repo, task_id):  # the snapshot ref last: `inventory` finds it
         git.git(repo, *_NO_HOOKS, "update-ref", "-d", ref)
     faults.point("delete: after deleting the snapshot refs")
     if project.active_task_id() == task_id:
@@ -307,6 +310,50 @@ def _remove_task_dir(paths: TaskPaths) -> None:
     shutil.rmtree(paths.dir, ignore_errors=True)
 
 
-def _refs(repo: Path, prefix: str) -> list[str]:
-    res = git.git(repo, "for-each-ref", "--format=%(refname)", prefix)
-    return [line for line in res.out.splitlines() if line == prefix or prefix.endswith("/")]
+def refs_of(repo: Path, task_id: str) -> list[str]:
+    """Every ref of the task under ``refs/bar/``, its snapshot ref last."""
+    found = _bar_refs(repo).get(task_id, [])
+    return sorted(found, key=lambda ref: (ref == f"{_SNAPSHOTS}{task_id}", ref))
+
+
+def orphaned_refs(project: Project) -> dict[str, list[str]]:
+    """The refs under ``refs/bar/`` of tasks that have no directory, here or in any other
+    project under ``$BAR_HOME`` (a repository that moved keeps its tasks' refs for
+    ``bar init --adopt``), by task id: left by a deletion older bars did not finish, or
+    by hand."""
+    home = projects_dir()
+    projects = [project.dir, *(home.iterdir() if home.is_dir() else [])]
+    return {
+        task_id: refs
+        for task_id, refs in _bar_refs(project.root).items()
+        if not any(os.path.lexists(d / "tasks" / task_id) for d in projects)
+    }
+
+
+def remove_orphaned_refs(project: Project, task_id: str) -> str:
+    """Delete the refs of ``task_id`` if no project has the task still (looked at again
+    under the project lock, which ``bar task new`` holds while it claims an id). Each is
+    deleted only if it still points where it did; events.jsonl keeps where they pointed."""
+    repo = project.root
+    with project.lock(f"bar doctor --repair: refs of task {task_id}"):
+        refs = orphaned_refs(project).get(task_id, [])
+        gone = {ref: git.rev_parse(repo, ref) for ref in refs}
+        for ref, sha in gone.items():
+            if sha is not None:
+                git.git(repo, *_NO_HOOKS, "update-ref", "-d", ref, sha)
+    project.log_event("refs.deleted", task_id=task_id, refs=gone)
+    return f"deleted {len(gone)} ref(s)"
+
+
+_SNAPSHOTS = "refs/bar/tasks/"
+
+
+def _bar_refs(repo: Path) -> dict[str, list[str]]:
+    """The refs ``refs/bar/<kind>/<task id>[/...]``, by task id."""
+    res = git.git(repo, "for-each-ref", "--format=%(refname)", "refs/bar/")
+    found: dict[str, list[str]] = {}
+    for ref in res.out.splitlines():
+        parts = ref.split("/")
+        if len(parts) >= 4 and TASK_ID_RE.match(parts[3]):
+            found.setdefault(parts[3], []).append(ref)
+    return found
