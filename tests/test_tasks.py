@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from conftest import git
-from helpers import bar, ledger, new_task, project_dir, task_dir, worktree
+from helpers import bar, bar_exe, ledger, new_task, project_dir, task_dir, worktree
 
 # --- init ----------------------------------------------------------------------------
 
@@ -115,3 +115,25 @@ def test_close_removes_worktree_keeps_branch_and_history(
 
 
 # --- run -----------------------------------------------------------------------------
+
+
+def test_switch_inside_another_tasks_worktree_says_which_task_commands_there_act_on(
+    inited: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    a = new_task(capfd, "alpha")
+    b = new_task(capfd, "beta")
+    inside = worktree(a)
+    res = bar_exe("task", "switch", "beta", cwd=inside)
+    assert res.code == 0 and res.out.startswith("Active task: beta")
+    assert res.err == (
+        f"note: you are in the worktree of task alpha ({a['id']}); commands here act on it, "
+        "not on beta (cd elsewhere, or pass --task beta)\n"
+    )
+    # as the note says: alpha here, beta from the checkout
+    assert bar_exe("status", "--json", cwd=inside).json()["task"]["id"] == a["id"]
+    assert bar_exe("status", "--json", cwd=inited).json()["task"]["id"] == b["id"]
+    # no note where the active task is the one you are in, or in the checkout
+    assert bar_exe("task", "switch", "alpha", cwd=inside).err == ""
+    assert bar_exe("task", "switch", "beta", cwd=inited).err == ""
+    made = bar_exe("task", "new", "gamma", "--json", cwd=inside)
+    assert made.code == 0 and "commands here act on it, not on gamma" in made.err

@@ -99,7 +99,19 @@ def commands(sub: Any) -> None:
     _json_opt(p)
     _cmd(p, "task:show")
 
-    p = tsub.add_parser("switch", help="make a task the active one")
+    p = tsub.add_parser(
+        "switch",
+        help="make a task the active one",
+        formatter_class=_Formatter,
+        description="Make an open task the active one: the task commands act on when run\n"
+        "outside every task's worktree and without --task. Inside a task's worktree,\n"
+        "commands act on that task whichever is active; switching from there says so\n"
+        "(a note on stderr). A closed task is made active with `bar task reopen`.",
+        epilog="examples:\n"
+        "  bar task switch fix-login\n"
+        "  bar task switch gVXs             by the first characters of its id\n"
+        '  cd "$(bar task path)"            then into its worktree',
+    )
     p.add_argument("task_ref", metavar="ID|NAME")
     _json_opt(p)
     _cmd(p, "task:switch")

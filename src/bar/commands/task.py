@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import TYPE_CHECKING
 
 from bar import api
@@ -9,14 +10,33 @@ from bar.errors import BarError
 from bar.render import Painter, plural, print_json, short
 
 if TYPE_CHECKING:
+    from bar.project import Location
     from bar.task_delete import Deletion
+    from bar.tasks import Task
+
+
+def _note_where_you_are(loc: Location, active: Task) -> None:
+    """Inside a task's worktree, that task wins over the active one (``--task`` aside):
+    a task just made active elsewhere is not the one the next command here acts on."""
+    if loc.task_id is None or loc.task_id == active.id:
+        return
+    try:
+        here = api.get_task(loc)
+        name = f"{here.name} ({here.id})"
+    except BarError:
+        name = loc.task_id
+    print(f"note: you are in the worktree of task {name}; commands here act on it, "
+          f"not on {active.name} (cd elsewhere, or pass --task {active.name})",
+          file=sys.stderr)  # fmt: skip
 
 
 def new(
     *, name: str, base: str | None, description: str | None, tag: list[str], as_json: bool
 ) -> int:
-    project = api.open_project().project
+    loc = api.open_project()
+    project = loc.project
     task = api.new_task(project, name, base=base, description=description, tags=tag)
+    _note_where_you_are(loc, task)
     if as_json:
         print_json(api.summarize(task, task.id).to_json())
         return 0
@@ -95,6 +115,7 @@ def show(*, task_ref: str | None, as_json: bool) -> int:
 def switch(*, task_ref: str, as_json: bool) -> int:
     loc = api.open_project()
     task = api.switch_task(api.get_task(loc, task_ref))
+    _note_where_you_are(loc, task)
     if as_json:
         print_json(api.summarize(task, task.id).to_json())
     else:
@@ -140,6 +161,7 @@ def reopen(*, task_ref: str, as_json: bool) -> int:
     loc = api.open_project()
     reopened = api.reopen_task(loc.project, task_ref)
     task = reopened.task
+    _note_where_you_are(loc, task)
     if as_json:
         print_json({**api.summarize(task, task.id).to_json(), "recreated": reopened.recreated})
         return 0
