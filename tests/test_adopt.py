@@ -126,7 +126,7 @@ def test_a_copy_is_not_a_move(
     assert "Registered" in res.out and "adopt" not in res.out
     assert len(projects()) == 2
     res = bar(capfd, "init", "--adopt")
-    assert res.code == 3 and "no project under" in res.err
+    assert res.code == 3 and "no other project under" in res.err and "nothing to adopt" in res.err
 
 
 def test_an_empty_project_made_after_the_move_is_replaced(

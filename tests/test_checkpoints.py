@@ -218,7 +218,8 @@ def test_every_command_that_takes_a_state_takes_a_checkpoint(
 
     # names that are not there: one clear sentence each
     missing = bar(capfd, "rollback", "--to", "1.4")
-    assert missing.code == 2 and "step 0001 has no checkpoint 4: it has 3" in missing.err
+    assert missing.code == 3 and "step 0001 has no checkpoint 4: it has 3" in missing.err
+    assert "list them with `bar show 0001`" in missing.err
     assert (
         "no step 0009" in bar(capfd, "show", "9.1").err.lower()
         or bar(capfd, "show", "9.1").code != 0
@@ -233,8 +234,12 @@ def test_a_step_without_an_agent_has_no_checkpoints(
     assert bar(capfd, "run", "--no-pty", "--", "sh", "-c", "echo x > x.txt").code == 0
     (step,) = ledger(t["id"])
     assert "checkpoints" not in step and "checkpoints" not in step["artifacts"]
-    res = bar(capfd, "show", "1.1")
-    assert res.code == 2 and "step 0001 has no checkpoint 1: it has none" in res.err
+    for cmd in (("show", "1.1"), ("rollback", "--to", "1.1"), ("diff", "--to", "1.2")):
+        res = bar(capfd, *cmd)
+        assert res.code == 3, (cmd, res.err)  # not found, as a step that is not there
+        assert res.err.startswith("bar: step 0001 has no checkpoints\n"), cmd
+        assert "list them" not in res.err and "bar run --agent" in res.err
+    assert len(ledger(t["id"])) == 1  # the rollback changed nothing
 
 
 def test_an_interrupted_session_keeps_its_checkpoints_and_adds_the_residual(

@@ -46,6 +46,18 @@ def test_init_is_idempotent(repo: Path, capfd: pytest.CaptureFixture[str]) -> No
     assert (project_dir() / "config.yaml").read_bytes() == before
 
 
+def test_init_adopt_in_a_registered_repository_says_there_is_nothing_to_adopt(
+    repo: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    assert bar(capfd, "init").code == 0
+    res = bar(capfd, "init", "--adopt")
+    assert res.code == 3 and res.out == ""
+    assert f"{repo.resolve()} is registered as project {project_dir().name}" in res.err
+    assert "nothing to adopt" in res.err and "bar task list --all" in res.err
+    assert "registers it as a new project" not in res.err
+    assert bar(capfd, "status").code == 0  # still registered, nothing changed
+
+
 def test_init_refuses_outside_a_repository(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
 ) -> None:

@@ -45,6 +45,18 @@ def test_pty_step_records_cast_and_clean_text(
     assert replay.returncode == 0 and b"red" in replay.stdout
 
 
+def test_replay_of_a_step_run_without_a_terminal_says_so_and_exits_1(
+    inited: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    new_task(capfd)
+    assert bar(capfd, "run", "--no-pty", "--", "sh", "-c", "echo plain").code == 0
+    res = bar(capfd, "replay", "1")
+    assert res.code == 1 and res.out == ""  # the step is there: not "not found" (3)
+    assert "step 0001 was not run on a terminal, so it has no terminal recording" in res.err
+    assert "hint: `bar show 0001` prints its output" in res.err and "--pty" in res.err
+    assert bar(capfd, "replay", "2").code == 3  # a step that is not there
+
+
 # --- output reaches disk as it comes ------------------------------------------------
 
 

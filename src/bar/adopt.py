@@ -165,6 +165,14 @@ def adopt(project: Project, which: str | None = None) -> Adopted:
         adopted = reattach(project, None, False)
         if adopted.rewritten or adopted.repaired:
             return adopted
+        if project.initialized:
+            raise NotFound(
+                f"{project.root} is registered as project {project.name}, and no other "
+                f"project under {projects_dir()} holds tasks it left behind: there is "
+                "nothing to adopt",
+                hint="`bar task list --all` lists its tasks; `bar init --adopt` is for a "
+                "repository that was moved after its tasks were made",
+            )
         raise NotFound(
             f"no project under {projects_dir()} holds tasks this repository left behind",
             hint="`bar init` registers it as a new project",

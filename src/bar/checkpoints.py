@@ -29,7 +29,7 @@ from typing import Any
 
 from bar import git, snapshot, steps
 from bar.clock import now_iso
-from bar.errors import UsageError
+from bar.errors import NotFound, UsageError
 from bar.git import DiffStat
 from bar.record import field, record
 from bar.records import diff_stat_of, parse_step_ref
@@ -163,9 +163,14 @@ def get(task: Task, step_id: str, n: int) -> Checkpoint:
     found = read(task, step_id)
     if n <= len(found):
         return found[n - 1]
-    have = f"it has {len(found)}" if found else "it has none"
-    raise UsageError(
-        f"step {step_id} has no checkpoint {n}: {have}",
+    if not found:
+        raise NotFound(
+            f"step {step_id} has no checkpoints",
+            hint="a step records one after each tool call of its agent (`bar run --agent`); "
+            f"`bar show {step_id}` shows the step as a whole",
+        )
+    raise NotFound(
+        f"step {step_id} has no checkpoint {n}: it has {len(found)}",
         hint=f"list them with `bar show {step_id}`",
     )
 

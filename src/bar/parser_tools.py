@@ -76,7 +76,14 @@ def commands(sub: Any) -> None:
     p = sub.add_parser(
         "replay",
         help="play back an interactive step's terminal session",
-        description="Play back the terminal recording (asciinema v2) of a step run in a pty.",
+        formatter_class=_Formatter,
+        description="Play back the terminal recording (asciinema v2) of a step run in a pty\n"
+        "(on a terminal, or with `bar run --pty`). A step run without one has no\n"
+        "recording: replay exits 1, and `bar show STEP` prints its output.",
+        epilog="examples:\n"
+        "  bar replay 3\n"
+        "  bar replay 3 --speed 4 --max-idle 0.5\n"
+        "  bar replay 3 --instant | less -R",
     )
     _task_opt(p)
     p.add_argument("step", metavar="STEP")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 
 from bar import api
-from bar.errors import NotFound
+from bar.errors import BarError
 from bar.terminal.cast import replay_cast
 
 
@@ -13,9 +13,11 @@ def replay(*, task: str | None, step: str, speed: float, max_idle: float, instan
     the_task = api.get_task(api.open_project(), task)
     record = api.show(the_task, step)
     if not record.artifacts.cast:
-        raise NotFound(
-            f"step {record.step_id} was not interactive and has no recording",
-            hint=f"`bar show {record.step_id}` prints its output",
+        raise BarError(
+            f"step {record.step_id} was not run on a terminal, so it has no terminal "
+            "recording to replay",
+            hint=f"`bar show {record.step_id}` prints its output; a step run on a terminal "
+            "(or with `bar run --pty`) is recorded for replay",
         )
     replay_cast(api.artifact_path(the_task, record.artifacts.cast), sys.stdout.buffer,
                 speed=speed, max_idle=max_idle, instant=instant)  # fmt: skip
