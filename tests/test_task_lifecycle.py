@@ -255,7 +255,8 @@ def test_shell_in_a_closed_task_is_refused_without_a_banner(
     new_task(capfd, "shut")
     assert bar(capfd, "task", "close").code == 0
     res = bar(capfd, "shell", "--task", "shut")
-    assert res.code == 2 and "closed" in res.err and "shell in task" not in res.err
+    assert res.code == 1 and "closed" in res.err and "shell in task" not in res.err
+    assert "bar task reopen" in res.err
 
 
 # --- apply from a closed task ----------------------------------------------------------

@@ -151,9 +151,10 @@ class Task:
     def require_worktree(self) -> None:
         """A command that changes the task needs it open and its worktree present."""
         if not self.active:
-            raise UsageError(
+            raise BarError(
                 f"task {self.name} ({self.id}) is closed",
-                hint="create a new task with `bar task new NAME`",
+                hint=f"`bar task reopen {self.id}` makes it active again, or start a new "
+                "task with `bar task new NAME`",
             )
         if not self.worktree.is_dir():
             raise NotFound(
