@@ -30,7 +30,7 @@ import secrets
 import time
 from pathlib import Path
 
-from bar import checkout, git, journals, known_secrets, recovery, steps
+from bar import bases, checkout, git, journals, known_secrets, recovery, steps
 from bar.checkout import SafeGit
 from bar.clock import ms_since, now_iso
 from bar.errors import (
@@ -248,7 +248,7 @@ def _target(task: Task, mode: str, target_branch: str | None, at: State | None =
             "--at lands a recorded state as one commit; a merge takes the task branch as it is",
             hint=f"use --mode commit with --at {at.name}",
         )
-    return target_branch or task.project.config.git.default_base
+    return target_branch or bases.branch(task)
 
 
 def merge_trees(safe: SafeGit, repo: Path, ours: str, theirs: str) -> tuple[str | None, list[str]]:
