@@ -395,9 +395,9 @@ def apply(
     wait: bool = True,
     at: str | None = None,
 ) -> ApplyResult:
-    """Land the task's work on ``target`` (default: git.default_base) as one commit or a
-    merge; ``at``: a recorded state (``3``, ``3.2``) instead of the last one; with
-    ``dry_run``, only say what would happen."""
+    """Land the task's work on ``target`` (default: the branch it was created from,
+    ``bases.branch``) as one commit or a merge; ``at``: a recorded state (``3``, ``3.2``)
+    instead of the last one; with ``dry_run``, only say what would happen."""
     from bar import apply as verb
 
     if dry_run:

@@ -191,9 +191,10 @@ def task_actions(tsub: Any) -> None:
         description="Delete a closed task for good: its worktree, its branch, its snapshot\n"
         "refs (refs/bar/tasks/<id>, refs/bar/kept/<id>/) and its directory under\n"
         "$BAR_HOME (ledger, outputs, patches). An open task is never deleted: close it\n"
-        "first. Refuses (exit 5) when work would be lost: changes no `bar apply` landed,\n"
-        "commits on the branch no step recorded and no other branch has, or edits in a\n"
-        "kept worktree; --force deletes it anyway. A deletion that was interrupted is\n"
+        "first. Refuses (exit 5) when work would be lost: changes no `bar apply` landed\n"
+        "(or whose applied commit its branch no longer has: someone reset it), commits\n"
+        "on the task branch no step recorded and no other branch has, or edits in a kept\n"
+        "worktree; --force deletes it anyway. A deletion that was interrupted is\n"
         "finished by running the command again.",
         epilog="examples:\n"
         "  bar task delete fix-login --dry-run   what would go, and what would be lost\n"

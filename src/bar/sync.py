@@ -64,17 +64,15 @@ class SyncPlan:
 
 
 def onto_of(task: Task, onto: str | None) -> tuple[str, str]:
-    """(name, commit) of what to sync onto: ``onto``, else the task's base ref when it
-    names a branch, else git.default_base."""
+    """(name, commit) of what to sync onto: ``onto``, else the task's branch
+    (``bases.branch``: the one ``bar apply`` lands on)."""
     repo = task.project.root
     if onto is not None:
         if not onto or onto.startswith("-"):
             raise UsageError(f"{onto!r} is not a branch or commit", hint="give --onto BRANCH")
         name = onto
-    elif git.branch_exists(repo, task.base_ref):
-        name = task.base_ref
     else:
-        name = task.project.config.git.default_base
+        name = bases.branch(task)
     branch = f"refs/heads/{name}"
     tip = git.resolve_commit(repo, branch if git.rev_parse(repo, branch) else name)
     if tip is None:

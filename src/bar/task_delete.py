@@ -4,8 +4,8 @@ Deleting a task removes everything bar made for it: its worktree (and git's entr
 it), its branch, its snapshot ref ``refs/bar/tasks/<id>`` and the refs that keep its
 branch's old commits (``refs/bar/kept/<id>/``), and its directory under ``$BAR_HOME``.
 An open task is never touched. A closed one is deleted only when nothing would be
-lost (``at_risk``): its last recorded state was landed by an ``apply`` step (or equals
-its base), its branch holds no commit bar did not record that no other branch has, and
+lost (``at_risk``): its last recorded state was landed by an ``apply`` step whose commit
+the target branch still has (or equals its base), its branch holds no commit bar did not record that no other branch has, and
 a worktree kept on closing holds no change made since. ``force`` deletes it anyway.
 
 Like every verb: the intent first (``deleting.json``, naming the branch and where it
@@ -23,7 +23,7 @@ import os
 import shutil
 from pathlib import Path
 
-from bar import faults, git, journals, steps, worktree
+from bar import bases, faults, git, journals, steps, worktree
 from bar.clock import now_iso
 from bar.errors import BarError, DirtyWorktree, TaskNotFound, UsageError
 from bar.journals import DeleteIntent
@@ -32,6 +32,7 @@ from bar.record import field, record
 from bar.records import ApplyStep
 from bar.store.layout import TASK_ID_RE, TaskPaths
 from bar.store.lock import FileLock
+from bar.task_state import still_landed
 from bar.tasks import Task, list_tasks, load_task, resolve_task
 
 # none of the developer's hooks (`reference-transaction`) while bar deletes its refs
@@ -135,12 +136,12 @@ def at_risk(task: Task) -> list[str]:
     lost: list[str] = []
     final = task.recorded_snapshot()
     tree = git.tree_of(repo, final)
-    if tree != git.tree_of(repo, task.base_commit) and not _applied(task, final, tree):
-        stat = git.numstat(repo, task.base_commit, final)
-        lost.append(
-            f"its changes ({stat.files} file(s) +{stat.additions} -{stat.deletions}) were "
-            "never applied"
-        )
+    if tree != git.tree_of(repo, task.base_commit):
+        missing = _not_landed(task, final, tree)
+        if missing is not None:
+            stat = git.numstat(repo, task.base_commit, final)
+            lost.append(f"its work ({stat.files} file(s) +{stat.additions} -{stat.deletions}) "
+                        f"is not on {missing}")  # fmt: skip
     commits = _unrecorded_commits(task)
     if commits:
         lost.append(
@@ -157,17 +158,25 @@ def at_risk(task: Task) -> list[str]:
     return lost
 
 
-def _applied(task: Task, final: str, tree: str) -> bool:
-    """True if an ``apply`` step landed ``final`` (or a state with its tree)."""
+def _not_landed(task: Task, final: str, tree: str) -> str | None:
+    """None if an ``apply`` step landed ``final`` (or a state with its tree) on a branch
+    that still has its commit; else where the work is missing, as a phrase: the branch
+    it was applied to (which no longer has it) or the one it would land on."""
     repo = task.project.root
+    gone: ApplyStep | None = None
     for step in task.ledger.iter_reverse(warn=False):
         if (
             isinstance(step, ApplyStep)
             and step.snapshot
             and (step.snapshot == final or git.tree_of(repo, step.snapshot) == tree)
         ):
-            return True
-    return False
+            if still_landed(task, step):
+                return None
+            gone = gone or step
+    if gone is not None:
+        return (f"{gone.target_branch}: it was applied as {git.short(gone.commit_sha)}, which "
+                f"{gone.target_branch} no longer has")  # fmt: skip
+    return f"{bases.branch(task)}: it was never applied"
 
 
 def _unrecorded_commits(task: Task) -> int:
