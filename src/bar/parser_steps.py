@@ -93,6 +93,10 @@ def commands(sub: Any) -> None:
         "show",
         help="show one step or checkpoint in full with its patch and output",
         formatter_class=_Formatter,
+        description="Show one step in full: its command, how it ended, the policy rules and\n"
+        "hooks that ran, its patch and what it printed (for a step a pre_run hook\n"
+        "stopped, what the hook printed). STEP.N shows a checkpoint: the tool call and\n"
+        "what it changed.",
         epilog="examples:\n"
         "  bar show 3        step 0003: command, result, policy, patch, output\n"
         "  bar show 3.2      its second checkpoint: the tool call and what it changed",
@@ -139,6 +143,10 @@ def commands(sub: Any) -> None:
         description="Where the task stands: its steps, a running or interrupted step, and\n"
         "whether the worktree holds changes no step recorded (see them with\n"
         "`bar diff --unrecorded`; the next step records them).",
+        epilog="examples:\n"
+        "  bar status                  the task you are in, else the active one\n"
+        "  bar status --task fix-login\n"
+        "  bar status --json           for scripts: the same as fields",
     )
     _task_opt(p)
     _json_opt(p)
@@ -225,9 +233,18 @@ def commands(sub: Any) -> None:
         "the apply changes are clean there. --at lands an earlier recorded state instead\n"
         "(commit mode), e.g. a checkpoint before the agent went astray. A closed task is\n"
         "applied from its record: it needs no worktree (merge mode needs its branch).",
+        epilog="examples:\n"
+        "  bar apply --dry-run                 the diff, and whether it would conflict\n"
+        "  bar apply -m 'Fix the login redirect'\n"
+        "  bar apply --target release-2.1      onto another branch\n"
+        "  bar apply --at 3.2                  only up to step 3's second tool call\n"
+        "  bar apply --mode merge              keep the agent's own commits",
     )
     _task_opt(p)
-    p.add_argument("--mode", choices=("commit", "merge"), default="commit")
+    p.add_argument("--mode", choices=("commit", "merge"), default="commit",
+                   help="commit (default): the task's changes as one new commit on the "
+                   "target; merge: a --no-ff merge of the task branch, its commits "
+                   "kept")  # fmt: skip
     p.add_argument("--at", metavar="STEP|STEP.N",
                    help="apply this recorded state (default: the last one)")  # fmt: skip
     p.add_argument("--target", metavar="BRANCH", help="default: git.default_base from config")
