@@ -32,13 +32,14 @@ from bar.clock import iso_of, ms_between, ms_since, now_iso
 from bar.errors import BarError, CannotConfine, ExitCode, HookFailed, UsageError
 from bar.guard import Guard
 from bar.journals import RunIntent
-from bar.notices import warn
+from bar.notices import note, warn
 from bar.policy import Decision
 from bar.proc import clean_env
 from bar.record import field, record, replace
 from bar.records import Artifacts, HookRecord, PolicyEventRecord, RunStep
 from bar.redact import Scrubber, redact_env
 from bar.redact_stream import StreamScrubber
+from bar.run_hints import not_executable, refused_access
 from bar.sandbox import Confinement, Plan, confine, leftovers, unconfined
 from bar.sandbox import plan as sandbox_plan
 from bar.supervisor import Supervisor
@@ -202,7 +203,15 @@ def run_step(task: Task, req: RunRequest, watch: TreeWatch | None = None) -> Run
         supervisor.close()
     guarded = [PolicyEventRecord(rule="bar:guard", action="warn", matched=what)
                for what in guard.check()]  # fmt: skip
-    if confinement.enabled and executed.exit_code != 0 and _refused(task, executed.artifacts):
+    output = task.dir / executed.artifacts.output if executed.artifacts.output else None
+    unrunnable = (
+        not_executable(req.argv[0], task.worktree / req.cwd, env)
+        if executed.exit_code == ExitCode.CANNOT_EXECUTE
+        else None
+    )
+    if unrunnable is not None:
+        note(unrunnable)
+    elif confinement.enabled and executed.exit_code != 0 and refused_access(output):
         warn("the command ran confined and was refused access (docs/sandbox.md): allow a "
              f"path in sandbox.allow_write in {task.project.paths.config}, or run once "
              "with --no-sandbox")  # fmt: skip
@@ -370,23 +379,6 @@ def _stop_leftovers(since: float) -> None:
         warn(f"stopped {len(stopped)} process(es) the command left running "
              f"(pid {', '.join(map(str, stopped[:10]))}): nothing a confined step starts "
              "outlives it")  # fmt: skip
-
-
-_REFUSED = (b"Permission denied", b"Read-only file system", b"Operation not permitted",
-            b"EACCES", b"EPERM", b"EROFS")  # fmt: skip
-
-
-def _refused(task: Task, artifacts: Artifacts) -> bool:
-    """Whether the end of a failed step's output shows a refused access."""
-    if artifacts.output is None:
-        return False
-    try:
-        with open(task.dir / artifacts.output, "rb") as f:
-            f.seek(max(0, os.fstat(f.fileno()).st_size - 65536))
-            tail = f.read()
-    except OSError:
-        return False
-    return any(word in tail for word in _REFUSED)
 
 
 def _say_unhooked(agent: dict[str, object], recorded: Recorded, executed: Executed | None) -> None:
