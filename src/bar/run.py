@@ -42,9 +42,10 @@ from bar.redact_stream import StreamScrubber
 from bar.run_hints import not_executable, refused_access
 from bar.sandbox import Confinement, Plan, confine, leftovers, unconfined
 from bar.sandbox import plan as sandbox_plan
+from bar.store.files import create_file
 from bar.supervisor import Supervisor
 from bar.tasks import Task
-from bar.terminal.pipes import STDOUT_HEADER, run_piped
+from bar.terminal.pipes import STDERR_HEADER, STDOUT_HEADER, run_piped
 from bar.watch import TreeWatch
 
 
@@ -159,9 +160,12 @@ def run_step(task: Task, req: RunRequest, watch: TreeWatch | None = None) -> Run
                 policy_events=_events(decision), head=git.rev_parse(task.worktree, "HEAD"),
             )  # fmt: skip
             step.extra["stopped_by"] = "pre_run"
+            step.artifacts.output = _hooks_output(task, step_id, results, scrubber)
+            source = (task.project.shared_config_path()
+                      if len(results) <= config.hooks.pre_run_shared else task.project.paths.config)  # fmt: skip
             error = HookFailed(
                 f"{failed.describe()}; the command did not run (step {step_id} recorded)",
-                hint="fix the hook or remove it from hooks.pre_run in config.yaml",
+                hint=f"fix the hook or remove it from hooks.pre_run in {source}",
             )
             error.step = steps.append(task, step, scrubber)
             raise error
@@ -371,6 +375,19 @@ def _execute(
         code, sig, printed = outcome.exit_code, outcome.signal, outcome.printed
     artifacts.output = out_rel if printed else None
     return Executed(code, sig, artifacts)
+
+
+def _hooks_output(
+    task: Task, step_id: str, results: Sequence[hooks.HookResult], scrubber: Scrubber
+) -> str | None:
+    """The output artifact of a step the pre_run hooks stopped: what they printed (on
+    bar's stderr, as shown), scrubbed like any step's output; None if they printed nothing."""
+    said = b"".join(r.output for r in results)
+    if not said:
+        return None
+    path, rel = steps.artifact(task, step_id, "output")
+    create_file(path, STDOUT_HEADER + STDERR_HEADER + scrubber.scrub_bytes(said))
+    return rel
 
 
 def _stop_leftovers(since: float) -> None:
