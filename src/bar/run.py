@@ -126,8 +126,10 @@ def run_step(task: Task, req: RunRequest, watch: TreeWatch | None = None) -> Run
     # 1. policy
     decision = policy.evaluate_argv(req.argv) if policy is not None else Decision("allow")
     for event in decision.events:
-        if event.action in ("warn", "block"):
-            warn(f"policy {event.action}: rule {event.rule}: {event.reason}")
+        if event.action == "block":  # said as what it is, not as a warning
+            note(f"blocked by rule {event.rule}: {event.reason}")
+        elif event.action == "warn":
+            warn(f"policy warn: rule {event.rule}: {event.reason}")
     if decision.blocked:
         step = RunStep(
             step_id=step_id, started_at=started, ended_at=now_iso(), duration_ms=ms_since(t0),

@@ -27,6 +27,7 @@ from bar import faults, git, journals, steps, worktree
 from bar.clock import now_iso
 from bar.errors import BarError, DirtyWorktree, TaskNotFound, UsageError
 from bar.journals import DeleteIntent
+from bar.notices import plural
 from bar.project import Project
 from bar.record import field, record
 from bar.records import ApplyStep
@@ -138,13 +139,13 @@ def at_risk(task: Task) -> list[str]:
     if tree != git.tree_of(repo, task.base_commit) and not _applied(task, final, tree):
         stat = git.numstat(repo, task.base_commit, final)
         lost.append(
-            f"its changes ({stat.files} file(s) +{stat.additions} -{stat.deletions}) were "
+            f"its changes ({plural(stat.files, 'file')} +{stat.additions} -{stat.deletions}) were "
             "never applied"
         )
     commits = _unrecorded_commits(task)
     if commits:
         lost.append(
-            f"its branch {task.branch} holds {commits} commit(s) no step recorded and no "
+            f"its branch {task.branch} holds {plural(commits, 'commit')} no step recorded and no "
             "other branch has"
         )
     if task.worktree.is_dir():
