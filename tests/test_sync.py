@@ -143,8 +143,11 @@ def test_allow_conflicts_records_markers_and_the_resolution_applies(
     text = (worktree(t) / "a.txt").read_text()
     assert "<<<<<<<" in text and "line 5 upstream" in text and "line 5 by the task" in text
     assert "line 10 upstream" in text
+    # the markers name the two sides, as a merge in git would, not by their commit ids
+    markers = [line for line in text.splitlines() if line[:7] in ("<" * 7, ">" * 7)]
+    assert markers == ["<<<<<<< main", ">>>>>>> task t1"]
     assert ledger(t["id"])[-1]["conflicts"] == ["a.txt"]
-    assert "conflict markers in 1 file(s)" in bar(capfd, "log").out
+    assert "conflict markers in 1 file" in bar(capfd, "log").out
 
     resolved = LINES.replace("line 5\n", "line 5 both\n").replace("line 10\n", "line 10 upstream\n")
     (worktree(t) / "a.txt").write_text(resolved)

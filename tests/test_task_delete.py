@@ -94,8 +94,8 @@ def test_unapplied_work_is_refused_said_and_deleted_only_with_force(
     before = traces_of(inited, t)
     dry = bar(capfd, "task", "delete", "wip", "--dry-run")
     assert dry.code == 0 and "Would delete" in dry.out
-    assert "its work (2 file(s) +2 -0) is not on main: it was never applied" in dry.out
-    assert "2 file(s) +2 -0" in dry.out and "--force" in dry.out
+    assert "its work (2 files +2 -0) is not on main: it was never applied" in dry.out
+    assert "2 files +2 -0" in dry.out and "--force" in dry.out
     res = bar(capfd, "task", "delete", "wip")
     assert res.code == 5 and "would lose work" in res.err and "never applied" in res.err
     assert "bar apply --task" in res.err and "--force" in res.err
@@ -162,7 +162,7 @@ def test_commits_made_on_the_branch_after_closing_are_not_dropped_silently(
     assert res.code == 1 and "checked out in" in res.err  # first: the checkout holds it
     git(other, "switch", "-q", "--detach")
     res = bar(capfd, "task", "delete", "late")
-    assert res.code == 5 and "1 commit(s) no step recorded" in res.err
+    assert res.code == 5 and "1 commit no step recorded" in res.err
     git(inited, "branch", "keep-late", t["branch"])  # another branch holds them: safe
     assert bar(capfd, "task", "delete", "late").code == 0
     assert git(inited, "log", "-1", "--format=%s", "keep-late").strip() == "made after closing"

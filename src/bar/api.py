@@ -414,7 +414,7 @@ def apply(
 def log(task: Task, n: int | None = None) -> list[Step]:
     """The task's steps, oldest first (the last ``n`` only, read from the end)."""
     if n is not None and n < 0:
-        raise UsageError("-n takes a positive number")
+        raise UsageError("-n takes a number of steps, 0 or more")
     return task.ledger.tail(n) if n is not None else task.ledger.read_all()
 
 

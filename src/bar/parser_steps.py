@@ -93,6 +93,10 @@ def commands(sub: Any) -> None:
         "show",
         help="show one step or checkpoint in full with its patch and output",
         formatter_class=_Formatter,
+        description="Show one step in full: its command, how it ended, the policy rules and\n"
+        "hooks that ran, its patch and what it printed (for a step a pre_run hook\n"
+        "stopped, what the hook printed). STEP.N shows a checkpoint: the tool call and\n"
+        "what it changed.",
         epilog="examples:\n"
         "  bar show 3        step 0003: command, result, policy, patch, output\n"
         "  bar show 3.2      its second checkpoint: the tool call and what it changed",
@@ -139,6 +143,10 @@ def commands(sub: Any) -> None:
         description="Where the task stands: its steps, a running or interrupted step, and\n"
         "whether the worktree holds changes no step recorded (see them with\n"
         "`bar diff --unrecorded`; the next step records them).",
+        epilog="examples:\n"
+        "  bar status                  the task you are in, else the active one\n"
+        "  bar status --task fix-login\n"
+        "  bar status --json           for scripts: the same as fields",
     )
     _task_opt(p)
     _json_opt(p)
@@ -238,7 +246,10 @@ def commands(sub: Any) -> None:
         "  bar apply --at 3.2                  an earlier state (a checkpoint)",
     )
     _task_opt(p)
-    p.add_argument("--mode", choices=("commit", "merge"), default="commit")
+    p.add_argument("--mode", choices=("commit", "merge"), default="commit",
+                   help="commit (default): the task's changes as one new commit on the "
+                   "target; merge: a --no-ff merge of the task branch, its commits "
+                   "kept")  # fmt: skip
     p.add_argument("--at", metavar="STEP|STEP.N",
                    help="apply this recorded state (default: the last one)")  # fmt: skip
     p.add_argument("--target", metavar="BRANCH", help="default: the branch the task was created "

@@ -99,7 +99,18 @@ def commands(sub: Any) -> None:
     _json_opt(p)
     _cmd(p, "task:show")
 
-    p = tsub.add_parser("switch", help="make a task the active one")
+    p = tsub.add_parser(
+        "switch",
+        help="make a task the active one",
+        formatter_class=_Formatter,
+        description="Make a task the active one: the task bar acts on (run, log, apply ...)\n"
+        "when you are not inside a task's worktree and give no --task. Nothing in any\n"
+        "worktree changes; inside a task's worktree, that task still comes first.",
+        epilog="examples:\n"
+        "  bar task switch fix-login      by name\n"
+        "  bar task switch gVXs           by the first characters of its id\n"
+        '  cd "$(bar task path)"          then into its worktree',
+    )
     p.add_argument("task_ref", metavar="ID|NAME")
     _json_opt(p)
     _cmd(p, "task:switch")
@@ -111,6 +122,11 @@ def commands(sub: Any) -> None:
         description="Close a task. Its worktree is removed unless --keep-worktree; its branch,\n"
         "ledger and snapshots are kept. Refuses when the worktree holds changes no step\n"
         "recorded, unless --force, which records them as a manual step first.",
+        epilog="examples:\n"
+        "  bar task close                    the active task\n"
+        "  bar task close fix-login --keep-worktree\n"
+        "  bar task close --force            record hand edits as a step, then close\n"
+        "  bar task reopen fix-login         changed your mind: active again",
     )
     p.add_argument("task_ref", nargs="?", metavar="ID|NAME", help="default: the active task")
     p.add_argument("--keep-worktree", action="store_true", help="leave the worktree in place")

@@ -27,6 +27,7 @@ from bar import bases, faults, git, journals, steps, worktree
 from bar.clock import now_iso
 from bar.errors import BarError, DirtyWorktree, TaskNotFound, UsageError
 from bar.journals import DeleteIntent
+from bar.notices import plural
 from bar.project import Project
 from bar.record import field, record
 from bar.records import ApplyStep
@@ -140,12 +141,12 @@ def at_risk(task: Task) -> list[str]:
         missing = _not_landed(task, final, tree)
         if missing is not None:
             stat = git.numstat(repo, task.base_commit, final)
-            lost.append(f"its work ({stat.files} file(s) +{stat.additions} -{stat.deletions}) "
+            lost.append(f"its work ({plural(stat.files, 'file')} +{stat.additions} -{stat.deletions}) "
                         f"is not on {missing}")  # fmt: skip
     commits = _unrecorded_commits(task)
     if commits:
         lost.append(
-            f"its branch {task.branch} holds {commits} commit(s) no step recorded and no "
+            f"its branch {task.branch} holds {plural(commits, 'commit')} no step recorded and no "
             "other branch has"
         )
     if task.worktree.is_dir():
