@@ -140,7 +140,7 @@ def test_work_whose_apply_was_reset_away_is_not_on_the_branch(
     git(inited, "reset", "-q", "--hard", before)  # someone took it back off main
     res = bar(capfd, "task", "delete", "undone")
     assert res.code == 5 and "would lose work" in res.err, res.err
-    assert f"its work (1 file(s) +1 -0) is not on main: it was applied as {applied}" in res.err
+    assert f"its work (1 file +1 -0) is not on main: it was applied as {applied}" in res.err
     assert "main no longer has" in res.err
     assert traces_of(inited, t)
     kept = bar(capfd, "task", "prune", "--json").json()
