@@ -150,3 +150,54 @@ def test_applying_an_earlier_state_leaves_the_worktree_recorded_as_it_is(
     run(capfd, "true")
     assert [s["kind"] for s in ledger(t["id"])] == ["run", "run", "apply", "run"]
     assert (worktree(t) / "two").exists()
+
+
+def test_a_task_from_a_feature_branch_lands_on_it_by_default(
+    inited: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    git(inited, "checkout", "-qb", "feature")
+    (inited / "f.txt").write_text("feature's own work\n")
+    git(inited, "add", "f.txt")
+    git(inited, "commit", "-qm", "feature commit")
+    feature = git(inited, "rev-parse", "feature").strip()
+    git(inited, "checkout", "-q", "main")
+    main = git(inited, "rev-parse", "main").strip()
+    new_task(capfd, "x", "--base", "feature")
+    run(capfd, "echo task > t.txt")
+    dry = bar(capfd, "apply", "--dry-run", "--json")
+    assert dry.code == 0 and dry.json()["target_branch"] == "feature"
+    assert bar(capfd, "task", "sync", "--dry-run", "--json").json()["onto"] == "feature"
+    res = bar(capfd, "apply", "-m", "On feature")
+    assert res.code == 0 and "to feature as" in res.out, res.err
+    assert git(inited, "rev-parse", "feature^").strip() == feature
+    assert git(inited, "show", "feature:t.txt") == "task\n"
+    assert git(inited, "rev-parse", "main").strip() == main  # feature's commit stays off main
+    assert not (inited / "t.txt").exists()
+    # a base that is no branch (a commit): git.default_base, as before
+    new_task(capfd, "y", "--base", main)
+    run(capfd, "echo y > y.txt")
+    assert bar(capfd, "apply", "--dry-run", "--json").json()["target_branch"] == "main"
+
+
+def test_the_trailer_names_the_step_whose_state_lands_never_an_apply(
+    inited: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    git(inited, "branch", "release")
+    new_task(capfd)
+    run(capfd, "echo one > one.txt")
+    run(capfd, "echo two > two.txt")
+    assert bar(capfd, "apply", "--at", "1", "-m", "first").code == 0  # step 0003
+    assert "Bar-Step: 0001" in git(inited, "log", "-1", "--format=%B", "main")
+    assert bar(capfd, "apply", "--target", "release", "-m", "all").code == 0  # step 0004
+    assert "Bar-Step: 0002" in git(inited, "log", "-1", "--format=%B", "release")
+    run(capfd, "echo three > three.txt")  # step 0005
+    assert bar(capfd, "apply", "-m", "rest").code == 0  # step 0006, after two applies
+    msg = git(inited, "log", "-1", "--format=%B", "main")
+    assert "Bar-Step: 0005" in msg and "Bar-Step: 0004" not in msg
+    assert bar(capfd, "show", "5").out.count("three.txt") >= 1  # what the trailer points at
+    # a dry run with a hand edit names the step the apply will record it as
+    (worktree(new_task(capfd, "t2")) / "hand.txt").write_text("by hand\n")
+    dry = bar(capfd, "apply", "--target", "release", "--dry-run", "--json")
+    assert "Bar-Step: 0001" in dry.json()["commit_message"]
+    assert bar(capfd, "apply", "--target", "release", "-m", "hand").code == 0
+    assert "Bar-Step: 0001" in git(inited, "log", "-1", "--format=%B", "release")

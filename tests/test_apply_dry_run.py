@@ -24,8 +24,12 @@ def test_dry_run_and_apply_agree_on_a_dirty_checkout(
     dry = bar(capfd, "apply", "--dry-run")
     real = bar(capfd, "apply")
     assert dry.code == real.code == 5, dry.out + dry.err + real.err
-    assert "it would be updated" not in dry.out and "it would refuse: README.md" in dry.out
-    assert dry.err.splitlines()[0] == real.err.splitlines()[0]
+    # said once, on stderr as the apply says it; stdout's summary says it would be refused
+    first = dry.out.splitlines()[0]
+    assert "would be refused" in first and "no conflicts" not in first
+    assert "it would be updated" not in dry.out and "README.md (" not in dry.out
+    assert "would overwrite" not in dry.out and dry.err.count("would overwrite") == 1
+    assert dry.err == real.err
     assert "README.md" in real.err and "nothing was changed" in real.err
     as_json = bar(capfd, "apply", "--dry-run", "--json")
     assert as_json.code == 5 and as_json.json()["blocking_paths"] == ["README.md"]
@@ -49,6 +53,7 @@ def test_dry_run_and_apply_agree_while_another_git_holds_the_checkout(
     dry = bar(capfd, "apply", "--dry-run")
     real = bar(capfd, "apply")
     assert dry.code == real.code == 9, dry.err + real.err
-    assert "another git command is running" in dry.err and "would refuse" in dry.out
+    assert "another git command is running" in dry.err and "would be refused" in dry.out
+    assert "another git command" not in dry.out
     lock.unlink()
     assert bar(capfd, "apply", "--dry-run").code == 0

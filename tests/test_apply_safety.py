@@ -63,8 +63,9 @@ def assert_refused_and_untouched(
     assert dry.json()["blocking_paths"] == blocking
     told = bar(capfd, "apply", "--dry-run")
     assert told.code == 5, told.err
-    said = "would overwrite these files (changed, untracked or ignored there), so it would refuse"
-    assert f"{said}: {', '.join(blocking)}" in told.out
+    assert "would be refused" in told.out.splitlines()[0]
+    said = "would overwrite these files (changed, untracked or ignored there)"
+    assert f"{said}: {', '.join(blocking)}" in told.err and said not in told.out
     assert ledger(task_id)[-1]["kind"] == "run"
     assert not list(project_dir().rglob("apply.json"))
 

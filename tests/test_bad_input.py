@@ -834,7 +834,7 @@ USER_INPUT: list[tuple[str, tuple[str, ...], int, str]] = [
     ("env-no-equals", ("run", "-e", "NAME", "--", "true"), 2, "NAME=VALUE"),
     ("env-bad-name", ("run", "-e", "1X=y", "--", "true"), 2, "'1X=y'"),
     ("env-empty-name", ("run", "-e", "=y", "--", "true"), 2, "'=y'"),
-    ("log-negative", ("log", "-n", "-1"), 2, "positive"),
+    ("log-negative", ("log", "-n", "-1"), 2, "0 or more"),
     ("run-nothing", ("run", "--"), 2, "no command"),
 ]
 

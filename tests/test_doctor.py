@@ -330,7 +330,7 @@ def test_refs_of_a_task_no_project_has_are_reported_and_deleted_on_repair(
     found = [f for f in data["findings"] if "no project has" in f["message"]]
     assert [(f["severity"], f["where"], f["repairable"]) for f in found] == [
         ("warning", "refs/bar/*/Gone1234", True)]  # fmt: skip
-    assert "2 ref(s) of task Gone1234" in out and orphan[1] in out
+    assert "2 refs of task Gone1234" in out and orphan[1] in out
     res = bar(capfd, "doctor", "--repair")
     assert res.code == 0, res.err
     refs = git(repo, "for-each-ref", "--format=%(refname)", "refs/bar/").split()

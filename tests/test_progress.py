@@ -45,7 +45,7 @@ def test_apply_and_close_say_what_they_are_doing(three_tasks: Path) -> None:
     assert shown.code == 0, shown.text
     err = shown.screen.decode()
     assert "apply: merging the task's work onto main" in err
-    assert "apply: writing 1 file(s) into" in err and err.endswith(CLEAR)
+    assert "apply: writing 1 file into" in err and err.endswith(CLEAR)
     assert "Applied task docs" in shown.piped.decode()
     shown = on_terminal("task", "close", "fix-login", cwd=three_tasks, pipe="stdout")
     assert shown.code == 0, shown.text

@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bar import config
-from bar.errors import ConfigError
-from helpers import bar, ledger, new_task, set_config, worktree
+from bar.errors import ConfigError, ExitCode
+from helpers import bar, ledger, new_task, project_dir, set_config, worktree
 
 SHARED = Path("/repo/.bar/config.yaml")
 
@@ -42,6 +42,41 @@ def test_the_repositorys_hooks_run_before_the_developers(
         "echo team >> ../hooks.log",
         "echo mine >> ../hooks.log",
     ]
+
+
+def test_a_failing_hook_of_the_repository_is_named_in_its_file(
+    inited: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    share(inited, hooks={"pre_run": ["echo team; exit 4"]})
+    set_config(hooks={"pre_run": ["echo mine"]})
+    new_task(capfd)
+    res = bar(capfd, "run", "--", "true")
+    assert res.code == ExitCode.HOOK_FAILED
+    assert (
+        f"hint: fix the hook or remove it from hooks.pre_run in {inited / '.bar/config.yaml'}\n"
+        in res.err
+    )
+    share(inited, hooks={"pre_run": ["echo team"]})
+    set_config(hooks={"pre_run": ["echo mine; exit 4"]})
+    res = bar(capfd, "run", "--", "true")
+    assert res.code == ExitCode.HOOK_FAILED
+    assert f"hooks.pre_run in {project_dir() / 'config.yaml'}\n" in res.err
+
+
+def test_a_broken_shared_file_says_how_to_get_going_again(
+    inited: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    (inited / ".bar").mkdir(exist_ok=True)
+    (inited / ".bar" / "config.yaml").write_text("version: 1\nhooks: [\n")
+    res = bar(capfd, "status")
+    assert res.code == ExitCode.CORRUPT
+    assert res.err.splitlines() == [
+        f"bar: {inited / '.bar/config.yaml'} is not valid YAML at line 3, column 1: "
+        "expected the node content, but found '<stream end>'",
+        "hint: fix it, or move it away to use only your own settings",
+    ]
+    (inited / ".bar" / "config.yaml").rename(inited / "config.yaml.broken")
+    assert bar(capfd, "status").code == 0
 
 
 def test_a_copy_in_the_task_worktree_is_never_read(

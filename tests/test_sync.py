@@ -143,8 +143,11 @@ def test_allow_conflicts_records_markers_and_the_resolution_applies(
     text = (worktree(t) / "a.txt").read_text()
     assert "<<<<<<<" in text and "line 5 upstream" in text and "line 5 by the task" in text
     assert "line 10 upstream" in text
+    # the markers name the two sides, as a merge in git would, not by their commit ids
+    markers = [line for line in text.splitlines() if line[:7] in ("<" * 7, ">" * 7)]
+    assert markers == ["<<<<<<< main", ">>>>>>> task t1"]
     assert ledger(t["id"])[-1]["conflicts"] == ["a.txt"]
-    assert "conflict markers in 1 file(s)" in bar(capfd, "log").out
+    assert "conflict markers in 1 file" in bar(capfd, "log").out
 
     resolved = LINES.replace("line 5\n", "line 5 both\n").replace("line 10\n", "line 10 upstream\n")
     (worktree(t) / "a.txt").write_text(resolved)
@@ -153,6 +156,45 @@ def test_allow_conflicts_records_markers_and_the_resolution_applies(
     assert applied.code == 0, applied.err
     assert (inited / "a.txt").read_text() == resolved
     assert git(inited, "rev-parse", "HEAD^").strip() == tip
+
+
+def test_apply_refuses_markers_a_sync_left_until_a_step_resolves_them(
+    inited: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    t = new_task(capfd)
+    run_sh(capfd, "sed -i 's/line 5$/line 5 by the task/' a.txt && echo mine > mine.txt")
+    upstream(inited, {"a.txt": LINES.replace("line 5\n", "line 5 upstream\n")})
+    assert bar(capfd, "task", "sync", "--allow-conflicts").code == 0
+    main = git(inited, "rev-parse", "main").strip()
+    status = bar(capfd, "status", "--json").json()
+    assert status["unresolved_conflicts"] == ["a.txt"]
+    assert "a.txt still holds the conflict markers of a sync" in bar(capfd, "status").out
+
+    dry = bar(capfd, "apply", "--dry-run")
+    real = bar(capfd, "apply", "-m", "with markers")
+    assert dry.code == real.code == 6, dry.out + dry.err + real.out + real.err
+    assert "no conflicts" not in dry.out
+    assert dry.err == real.err
+    assert "a.txt still holds the conflict markers" in real.err
+    assert 'cd "$(bar task path t1)"' in real.err and "bar run" in real.err
+    assert git(inited, "rev-parse", "main").strip() == main  # nothing landed
+    assert [s["kind"] for s in ledger(t["id"])] == ["run", "sync"]
+    # the state before the sync has no markers: it may land (on a branch at the old base)
+    git(inited, "branch", "old", t["base_commit"])
+    assert bar(capfd, "apply", "--at", "1", "--target", "old", "-m", "before").code == 0
+
+    # half resolved (the closing marker still there) is still refused
+    text = (worktree(t) / "a.txt").read_text()
+    (worktree(t) / "a.txt").write_text(text.replace("<<<<<<< ", "(was a marker) "))
+    assert bar(capfd, "apply", "--dry-run").code == 6
+    (worktree(t) / "a.txt").write_text(LINES.replace("line 5\n", "line 5 both\n"))
+    assert bar(capfd, "apply", "--dry-run").code == 0  # unrecorded, but the apply records it
+    run_sh(capfd, "true")
+    assert bar(capfd, "status", "--json").json()["unresolved_conflicts"] == []
+    assert "conflict markers" not in bar(capfd, "status").out
+    applied = bar(capfd, "apply", "-m", "resolved")
+    assert applied.code == 0, applied.err
+    assert "<<<<<<<" not in git(inited, "show", "main:a.txt")
 
 
 def test_earlier_states_keep_their_base(inited: Path, capfd: pytest.CaptureFixture[str]) -> None:

@@ -93,8 +93,9 @@ def test_unapplied_work_is_refused_said_and_deleted_only_with_force(
     t = closed(capfd, "wip", "echo one > one && echo two > two")
     before = traces_of(inited, t)
     dry = bar(capfd, "task", "delete", "wip", "--dry-run")
-    assert dry.code == 0 and "Would delete" in dry.out and "never applied" in dry.out
-    assert "2 file(s) +2 -0" in dry.out and "--force" in dry.out
+    assert dry.code == 0 and "Would delete" in dry.out
+    assert "its work (2 files +2 -0) is not on main: it was never applied" in dry.out
+    assert "2 files +2 -0" in dry.out and "--force" in dry.out
     res = bar(capfd, "task", "delete", "wip")
     assert res.code == 5 and "would lose work" in res.err and "never applied" in res.err
     assert "bar apply --task" in res.err and "--force" in res.err
@@ -130,6 +131,24 @@ def test_work_applied_then_continued_counts_as_unapplied(
     assert traces_of(inited, t) == []
 
 
+def test_work_whose_apply_was_reset_away_is_not_on_the_branch(
+    inited: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    before = git(inited, "rev-parse", "main").strip()
+    t = closed(capfd, "undone", "echo one > one", apply=True)
+    applied = git(inited, "rev-parse", "--short=10", "main").strip()
+    git(inited, "reset", "-q", "--hard", before)  # someone took it back off main
+    res = bar(capfd, "task", "delete", "undone")
+    assert res.code == 5 and "would lose work" in res.err, res.err
+    assert f"its work (1 file +1 -0) is not on main: it was applied as {applied}" in res.err
+    assert "main no longer has" in res.err
+    assert traces_of(inited, t)
+    kept = bar(capfd, "task", "prune", "--json").json()
+    assert [d["name"] for d in kept["skipped"]] == ["undone"] and kept["deleted"] == []
+    assert bar(capfd, "apply", "--task", "undone").code == 0  # landed again
+    assert bar(capfd, "task", "delete", "undone").code == 0
+
+
 def test_commits_made_on_the_branch_after_closing_are_not_dropped_silently(
     inited: Path, capfd: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
@@ -143,7 +162,7 @@ def test_commits_made_on_the_branch_after_closing_are_not_dropped_silently(
     assert res.code == 1 and "checked out in" in res.err  # first: the checkout holds it
     git(other, "switch", "-q", "--detach")
     res = bar(capfd, "task", "delete", "late")
-    assert res.code == 5 and "1 commit(s) no step recorded" in res.err
+    assert res.code == 5 and "1 commit no step recorded" in res.err
     git(inited, "branch", "keep-late", t["branch"])  # another branch holds them: safe
     assert bar(capfd, "task", "delete", "late").code == 0
     assert git(inited, "log", "-1", "--format=%s", "keep-late").strip() == "made after closing"

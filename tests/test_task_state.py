@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from conftest import git
 from helpers import BAR_EXE, bar, init_clean, new_task, run_sh, worktree
 
 
@@ -56,6 +57,22 @@ def test_an_applied_task_says_so_until_the_next_step(
     run_sh(capfd, "echo more >> feature.txt")
     row = listed(capfd)["landing"]
     assert (row["state"], row["applied"]) == ("active", False)
+
+
+def test_an_apply_undone_by_a_reset_of_the_target_is_not_applied(
+    inited: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    new_task(capfd, "reset")
+    run_sh(capfd, "echo feature > feature.txt")
+    before = git(inited, "rev-parse", "main").strip()
+    assert bar(capfd, "apply", "-m", "Add the feature").code == 0
+    assert listed(capfd)["reset"]["state"] == "applied"
+    git(inited, "reset", "-q", "--hard", before)  # someone takes it back off main
+    row = listed(capfd)["reset"]
+    assert (row["state"], row["applied"]) == ("active", False)
+    assert "applied" not in bar(capfd, "status").out
+    assert bar(capfd, "apply", "-m", "Again").code == 0  # lands again, and says so again
+    assert listed(capfd)["reset"]["state"] == "applied"
 
 
 def test_applying_an_earlier_state_is_not_applied(

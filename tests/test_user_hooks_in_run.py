@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import bar, ledger, new_task, set_config, worktree
+from helpers import bar, ledger, new_task, project_dir, set_config, worktree
 
 
 @pytest.fixture
@@ -63,6 +63,28 @@ def test_failing_pre_run_hook_stops_the_step(
     res = bar(capfd, "run", "--json", "--", "true")
     assert res.code == 10 and res.json()["stopped_by"] == "pre_run"
     assert res.json()["step_id"] == "0002"
+
+
+def test_what_a_failing_pre_run_hook_printed_is_kept_with_the_step(
+    inited: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    token = "ghp_" + "k" * 36  # the shape of a GitHub token: scrubbed like any output
+    set_config(hooks={"pre_run": ["echo checking", f"echo lint: 2 errors {token} >&2; exit 1"]})
+    new_task(capfd)
+    res = bar(capfd, "run", "--", "true")
+    assert res.code == 10 and "[pre_run] lint: 2 errors" in res.err
+    # the hint names the file the hook is in: the developer's own config.yaml
+    assert f"hooks.pre_run in {project_dir() / 'config.yaml'}" in res.err
+    js = bar(capfd, "show", "1", "--json").json()
+    assert js["output_text"] == (
+        "=== STDOUT ===\n=== STDERR ===\n[pre_run] checking\n[pre_run] lint: 2 errors ***\n"
+    )
+    shown = bar(capfd, "show", "1").out
+    assert "[pre_run] lint: 2 errors ***" in shown and token not in shown
+    # a hook that printed nothing leaves no output artifact
+    set_config(hooks={"pre_run": ["exit 1"]})
+    assert bar(capfd, "run", "--", "true").code == 10
+    assert bar(capfd, "show", "2", "--json").json()["output_text"] is None
 
 
 def test_failing_post_run_hook_keeps_the_step(

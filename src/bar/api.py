@@ -397,9 +397,9 @@ def apply(
     wait: bool = True,
     at: str | None = None,
 ) -> ApplyResult:
-    """Land the task's work on ``target`` (default: git.default_base) as one commit or a
-    merge; ``at``: a recorded state (``3``, ``3.2``) instead of the last one; with
-    ``dry_run``, only say what would happen."""
+    """Land the task's work on ``target`` (default: the branch it was created from,
+    ``bases.branch``) as one commit or a merge; ``at``: a recorded state (``3``, ``3.2``)
+    instead of the last one; with ``dry_run``, only say what would happen."""
     from bar import apply as verb
 
     if dry_run:
@@ -416,7 +416,7 @@ def apply(
 def log(task: Task, n: int | None = None) -> list[Step]:
     """The task's steps, oldest first (the last ``n`` only, read from the end)."""
     if n is not None and n < 0:
-        raise UsageError("-n takes a positive number")
+        raise UsageError("-n takes a number of steps, 0 or more")
     return task.ledger.tail(n) if n is not None else task.ledger.read_all()
 
 

@@ -30,7 +30,7 @@ import secrets
 import time
 from pathlib import Path
 
-from bar import checkout, git, journals, known_secrets, recovery, steps
+from bar import bases, checkout, conflict_markers, git, journals, known_secrets, recovery, steps
 from bar.checkout import SafeGit
 from bar.clock import ms_since, now_iso
 from bar.errors import (
@@ -41,6 +41,7 @@ from bar.errors import (
     GitError,
     GitStateError,
     NotFound,
+    UnresolvedConflicts,
     UsageError,
 )
 from bar.git import DiffStat
@@ -124,10 +125,11 @@ def dry_run(
         if tree != git.tree_of(repo, recorded):  # unrecorded changes: apply records them first
             state = safe.commit_tree(repo, tree, [recorded], "bar: dry-run state",
                                      identity=git.BAR_IDENTITY)  # fmt: skip
-        last = task.ledger.last()
-        label = last.step_id if last else "0000"
+            label = task.ledger.next_step_id()  # the step that will record them
+        else:
+            label = state_step(task)
     base = at.base if at is not None and at.base else task.base_commit
-    result = _compute(safe, task, mode, target, message, state, label, base)
+    result = _compute(safe, task, mode, target, message, state, label, base, _upto(at))
     if result.conflicts:
         raise ApplyConflict(result.target_branch, result.conflicts)
     if result.checkout is not None and not result.nothing_to_do:
@@ -157,14 +159,13 @@ def apply(
     safe = _safe_git(task, target)
     t0 = time.monotonic()
     started = now_iso()
-    last = task.ledger.last()
     state = at.commit if at is not None else task.recorded_snapshot()
     base = at.base if at is not None and at.base else task.base_commit
     # the trailer names the step (or checkpoint) whose state is applied: `bar show` it
-    label = at.name if at is not None else last.step_id if last else "0000"
+    label = at.name if at is not None else state_step(task)
     with Progress(f"apply: merging the task's work onto {target}") as shown:
         shown.update()
-        result = _compute(safe, task, mode, target, message, state, label, base)
+        result = _compute(safe, task, mode, target, message, state, label, base, _upto(at))
     if result.conflicts:
         raise ApplyConflict(result.target_branch, result.conflicts)
     if result.nothing_to_do:
@@ -248,7 +249,7 @@ def _target(task: Task, mode: str, target_branch: str | None, at: State | None =
             "--at lands a recorded state as one commit; a merge takes the task branch as it is",
             hint=f"use --mode commit with --at {at.name}",
         )
-    return target_branch or task.project.config.git.default_base
+    return target_branch or bases.branch(task)
 
 
 def merge_trees(safe: SafeGit, repo: Path, ours: str, theirs: str) -> tuple[str | None, list[str]]:
@@ -283,6 +284,16 @@ def on_base(safe: SafeGit, repo: Path, state: str, base: str) -> str:
     merge-tree has no --merge-base), whatever the snapshot chain descends from."""
     return safe.commit_tree(repo, git.tree_of(repo, state), [base], "bar: a state on its base",
                             identity=git.BAR_IDENTITY)  # fmt: skip
+
+
+def state_step(task: Task) -> str:
+    """The id of the step that recorded the task's last state: the newest step with a
+    snapshot that is not an apply (an apply lands a state, it records none); ``0000``
+    for the base."""
+    for step in task.ledger.iter_reverse(warn=False):
+        if step.snapshot and not isinstance(step, ApplyStep):
+            return step.step_id
+    return "0000"
 
 
 def default_message(task: Task) -> str:
@@ -321,11 +332,19 @@ def _task_head(task: Task) -> str | None:
     return git.rev_parse(task.project.root, f"refs/heads/{task.branch}")
 
 
+def _upto(at: State | None) -> int | None:
+    """The number of the step whose state ``at`` is (None: the last state)."""
+    if at is None:
+        return None
+    return int(at.step_id.split(".")[0]) if at.step_id else 0
+
+
 def _compute(
     safe: SafeGit, task: Task, mode: str, target_branch: str, message: str | None, state: str,
-    step_id: str, base: str,
+    step_id: str, base: str, upto: int | None,
 ) -> ApplyResult:  # fmt: skip
-    """Everything up to (not including) the commit. Writes only git objects."""
+    """Everything up to (not including) the commit. Writes only git objects. ``upto``:
+    the step whose state this is (None: the last one), for the syncs that led to it."""
     repo = task.project.root
     tip = git.rev_parse(repo, f"refs/heads/{target_branch}")
     if tip is None:
@@ -335,6 +354,9 @@ def _compute(
             f"target branch {target_branch!r} does not exist",
             hint="give an existing branch with --target",
         )
+    held = conflict_markers.unresolved(task, state, upto)
+    if held:
+        raise UnresolvedConflicts(target_branch, held, task.name if task.active else task.id)
     result = ApplyResult(mode, target_branch, tip)
     if mode == "commit":
         theirs = on_base(safe, repo, state, base)

@@ -17,6 +17,15 @@ from bar import git
 from bar.tasks import Task
 
 
+def branch(task: Task) -> str:
+    """The branch the task's work goes back to: the ref it was created from when that
+    names a local branch (``bar task new --base feature``), else git.default_base. What
+    ``bar apply`` lands on and ``bar task sync`` merges in when given no branch."""
+    if git.branch_exists(task.project.root, task.base_ref):
+        return task.base_ref
+    return task.project.config.git.default_base
+
+
 def first(task: Task) -> str:
     """The base the task started from: the root of its snapshot chain."""
     return task.first_base or task.base_commit

@@ -34,7 +34,7 @@ from pathlib import Path, PurePosixPath
 
 from bar import faults, git
 from bar.errors import DirtyWorktree, GitError, GitStateError
-from bar.notices import note, warn
+from bar.notices import note, plural, warn
 from bar.proc import Result
 from bar.progress import Progress
 from bar.record import record
@@ -378,7 +378,7 @@ def advance(
         # each file is written aside and renamed into place: a kill leaves every touched
         # path either the old version or the new one, never half-written
         paths = b"".join(p.encode("utf-8", "surrogateescape") + b"\0" for p in landing)
-        with Progress(f"apply: writing {len(landing)} file(s) into {checkout}") as shown:
+        with Progress(f"apply: writing {plural(len(landing), 'file')} into {checkout}") as shown:
             shown.update()
             safe.git(checkout, "checkout-index", "-f", "-z", "--stdin", f"--prefix={written}/",
                      env=env, input=paths)  # fmt: skip

@@ -38,6 +38,9 @@ class HooksConfig:
     pre_run: tuple[str, ...] = ()
     post_run: tuple[str, ...] = ()
     timeout: float = 60.0
+    # how many hooks at the start of pre_run came from the repository's .bar/config.yaml
+    # (``combine``), so that a message can name the file the failing one is in
+    pre_run_shared: int = 0
 
 
 @record(frozen=True)
@@ -212,6 +215,7 @@ def combine(own: Config, data: Any, path: Path) -> Config:
             own.hooks,
             pre_run=(*hooks.get("pre_run", ()), *own.hooks.pre_run),
             post_run=(*hooks.get("post_run", ()), *own.hooks.post_run),
+            pre_run_shared=len(hooks.get("pre_run", ())),
             timeout=max(own.hooks.timeout, hooks.get("timeout", 0.0)),
         ),
         run=replace(own.run, record_env=_union(own.run.record_env, run_.get("record_env", ()))),
@@ -267,8 +271,13 @@ def load_config(
     )
     if shared is None:
         return own
-    data = _load(shared, shared_cache, lambda data: combine(own, data, shared))
-    return own if data is None else combine(own, data, shared)
+    try:
+        data = _load(shared, shared_cache, lambda data: combine(own, data, shared))
+        return own if data is None else combine(own, data, shared)
+    except ConfigError as exc:
+        if exc.hint is None:  # every command reads it: say how to get going again
+            exc.hint = "fix it, or move it away to use only your own settings"
+        raise
 
 
 def _load(path: Path, cache_path: Path | None, check: Any, *, required: bool = False) -> Any:

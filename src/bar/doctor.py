@@ -31,6 +31,7 @@ from pathlib import Path
 
 from bar import git, repairs, task_delete, task_new, worktree
 from bar.errors import BarError, PolicyError, UnsupportedVersion
+from bar.notices import plural
 from bar.progress import Progress
 from bar.project import Project
 from bar.record import record
@@ -392,7 +393,7 @@ class Doctor:
             shown = ", ".join(refs[:3]) + (f" and {len(refs) - 3} more" if len(refs) > 3 else "")
             self.add(
                 "warning", f"refs/bar/*/{task_id}",
-                f"{len(refs)} ref(s) of task {task_id}, which no project has: {shown}",
+                f"{plural(len(refs), 'ref')} of task {task_id}, which no project has: {shown}",
                 functools.partial(task_delete.remove_orphaned_refs, self.project, task_id),
             )  # fmt: skip
 

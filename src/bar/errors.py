@@ -105,6 +105,21 @@ class ApplyConflict(Conflict):
         )
 
 
+class UnresolvedConflicts(Conflict):
+    """The state to apply still holds conflict markers a sync left in ``paths``."""
+
+    def __init__(self, target_branch: str, paths: Sequence[str], task: str) -> None:
+        self.target_branch = target_branch
+        self.paths = list(paths)
+        holds = "holds" if len(self.paths) == 1 else "hold"
+        super().__init__(
+            f"{', '.join(self.paths)} still {holds} the conflict markers `bar task sync` left; "
+            f"applying would commit them to {target_branch}, so nothing was changed",
+            hint=f'resolve them in the task\'s worktree (cd "$(bar task path {task})"), '
+            "record that with any `bar run` (bar run -- true), then apply again",
+        )
+
+
 class NothingToUndo(BarError):
     """``bar undo`` / ``bar redo`` found no step to undo or redo."""
 

@@ -13,7 +13,9 @@ that long); stdin always has the whole command.
 
 Its stdout and stderr go through one pipe, in the order written, to bar's stderr, never
 to bar's stdout, which belongs to the wrapped command. Each line is prefixed with
-``[pre_run]`` or ``[post_run]`` so hook output cannot be mistaken for the step's.
+``[pre_run]`` or ``[post_run]`` so hook output cannot be mistaken for the step's. What was
+shown is also kept (``HookResult.output``, its first MiB), so that a step a hook stopped
+can record why.
 
 The shell exiting ends the hook. Background processes it left behind are not killed;
 bar only stops waiting for their output shortly after the shell exits.
@@ -54,6 +56,7 @@ _DRAIN_GRACE: Final = 0.2
 _POLL: Final = 0.05
 _READ_SIZE: Final = 65536
 _MAX_ENV_CMD: Final = 100 * 1024
+_MAX_KEPT: Final = 1024 * 1024  # of a hook's output, kept for the record
 
 
 @record(frozen=True)
@@ -115,6 +118,7 @@ class HookResult:
     error: str | None = None
     timeout: float = DEFAULT_TIMEOUT
     signal: int | None = None  # the signal that ended it, if one did
+    output: bytes = b""  # what it printed, as shown (prefixed), up to _MAX_KEPT
 
     @property
     def ok(self) -> bool:
@@ -250,6 +254,7 @@ def _run_one(
         duration_ms=elapsed_ms(),
         timeout=timeout,
         signal=killed_by,
+        output=bytes(printer.kept),
     )
 
 
@@ -317,6 +322,7 @@ class _LinePrefixer:
         self._prefix = prefix
         self._line_start = True
         self._broken = False
+        self.kept = bytearray()  # what was written, up to _MAX_KEPT
 
     def write(self, data: bytes) -> None:
         body, newline = (data[:-1], b"\n") if data.endswith(b"\n") else (data, b"")
@@ -333,6 +339,10 @@ class _LinePrefixer:
             self._line_start = True
 
     def _emit(self, data: bytes) -> None:
+        if len(self.kept) < _MAX_KEPT:
+            self.kept += data[: _MAX_KEPT - len(self.kept)]
+            if len(self.kept) == _MAX_KEPT:
+                self.kept += b"\n" + self._prefix + b"(the rest is not recorded)\n"
         if self._broken:
             return
         try:

@@ -25,6 +25,11 @@ def _stderr(level: str, message: str) -> None:
 _sinks: list[Sink] = [_stderr]
 
 
+def plural(n: int, word: str) -> str:
+    """``1 file``, ``2 files``: a count and its noun, for a message."""
+    return f"{n} {word}" + ("" if n == 1 else "s")
+
+
 def warn(message: str) -> None:
     _sinks[-1]("warning", message)
 

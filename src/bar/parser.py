@@ -10,7 +10,8 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import Any, cast
+from collections.abc import Sequence
+from typing import Any, ClassVar, NoReturn, cast
 
 from bar import VERSION_LINE
 
@@ -65,6 +66,101 @@ def _width() -> int:
     return max(columns - 2, 11)
 
 
+# global options that take no value, and the one that takes a value (`--color WHEN`)
+_GLOBAL_FLAGS = ("--debug", "--no-pager", "-P")
+_GLOBAL_VALUED = "--color"
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser with bar's errors: ``bar: <message>`` and a ``hint:`` line
+    (a command or option close to a mistyped one, a global option moved before the
+    command), not argparse's usage line and ``bar log: error: ...``."""
+
+    innermost: ClassVar[_Parser | None] = None  # the (sub)command parser that parsed last
+    argv: ClassVar[list[str]] = []  # the command line being parsed, for the hints
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: Any = None
+    ) -> tuple[Any, list[str]]:
+        if self.prog == "bar":
+            _Parser.argv = list(sys.argv[1:] if args is None else args)
+        _Parser.innermost = self
+        self._bad_choice: tuple[argparse.Action, Any] | None = None
+        return super().parse_known_args(args, namespace)
+
+    def _check_value(self, action: argparse.Action, value: Any) -> None:
+        try:
+            super()._check_value(action, value)
+        except argparse.ArgumentError:
+            self._bad_choice = (action, value)
+            raise
+
+    def error(self, message: str) -> NoReturn:
+        message, hint = _explain(self, message)
+        self.exit(2, f"bar: {message}\n" + (f"hint: {hint}\n" if hint else ""))
+
+
+def _explain(parser: _Parser, message: str) -> tuple[str, str | None]:
+    """The message and hint for argparse's ``message`` from ``parser``."""
+    import difflib  # only when there is an error to explain
+
+    bad = getattr(parser, "_bad_choice", None)
+    if bad is not None and isinstance(bad[0], argparse._SubParsersAction):
+        choices = list(bad[0].choices)
+        what = "a command" if parser.prog == "bar" else f"an action of {parser.prog}"
+        close = difflib.get_close_matches(str(bad[1]), choices, n=1)
+        if close:
+            return f"{bad[1]!r} is not {what}", f"did you mean `{parser.prog} {close[0]}`?"
+        return f"{bad[1]!r} is not {what}", f"`{parser.prog} --help` lists them"
+    if bad is not None and bad[0].choices is not None:
+        close = difflib.get_close_matches(str(bad[1]), [str(c) for c in bad[0].choices], n=1)
+        return message, (f"did you mean `{close[0]}`?" if close else None)
+    inner = _Parser.innermost or parser
+    prefix = "unrecognized arguments: "
+    if message.startswith(prefix):
+        moved = _moved_globals(_Parser.argv)
+        if moved is not None:
+            return message, f"global options go before the command: {moved}"
+        options = list(inner._option_string_actions)
+        unknown = [w for w in message[len(prefix) :].split() if w.startswith("-")]
+        close = difflib.get_close_matches(unknown[0].split("=")[0], options, n=1) if unknown else []
+        if close:
+            return message, f"did you mean {close[0]}? (see `{inner.prog} --help`)"
+        return message, f"see `{inner.prog} --help`"
+    return message, f"see `{parser.prog} --help`"
+
+
+def _moved_globals(argv: list[str]) -> str | None:
+    """``argv`` with the global options given after the command moved before it, as a
+    command line to copy; None when there are none."""
+    import shlex
+
+    head: list[str] = []
+    i = 0
+    while i < len(argv) and argv[i].startswith("-"):  # the global options already in place
+        i += 2 if argv[i] == _GLOBAL_VALUED else 1
+    head, rest = argv[:i], argv[i:]
+    moved: list[str] = []
+    kept: list[str] = []
+    j = 0
+    while j < len(rest):
+        word = rest[j]
+        if word == "--":
+            kept += rest[j:]
+            break
+        if word in _GLOBAL_FLAGS or word.startswith(_GLOBAL_VALUED + "="):
+            moved.append(word)
+        elif word == _GLOBAL_VALUED:
+            moved += rest[j : j + 2]
+            j += 1
+        else:
+            kept.append(word)
+        j += 1
+    if not moved:
+        return None
+    return shlex.join(["bar", *head, *moved, *kept])
+
+
 def _cmd(parser: argparse.ArgumentParser, target: str) -> None:
     parser.set_defaults(_target=target)
 
@@ -109,7 +205,8 @@ class _Commands:
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The whole command line; with ``only``, just that command's part of it (when
     ``only`` names no command, the whole, so that the error lists them)."""
-    parser = argparse.ArgumentParser(
+    _Parser.innermost = None
+    parser = _Parser(
         prog="bar",
         formatter_class=_Formatter,
         description=(

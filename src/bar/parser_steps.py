@@ -93,6 +93,10 @@ def commands(sub: Any) -> None:
         "show",
         help="show one step or checkpoint in full with its patch and output",
         formatter_class=_Formatter,
+        description="Show one step in full: its command, how it ended, the policy rules and\n"
+        "hooks that ran, its patch and what it printed (for a step a pre_run hook\n"
+        "stopped, what the hook printed). STEP.N shows a checkpoint: the tool call and\n"
+        "what it changed.",
         epilog="examples:\n"
         "  bar show 3        step 0003: command, result, policy, patch, output\n"
         "  bar show 3.2      its second checkpoint: the tool call and what it changed",
@@ -139,6 +143,10 @@ def commands(sub: Any) -> None:
         description="Where the task stands: its steps, a running or interrupted step, and\n"
         "whether the worktree holds changes no step recorded (see them with\n"
         "`bar diff --unrecorded`; the next step records them).",
+        epilog="examples:\n"
+        "  bar status                  the task you are in, else the active one\n"
+        "  bar status --task fix-login\n"
+        "  bar status --json           for scripts: the same as fields",
     )
     _task_opt(p)
     _json_opt(p)
@@ -218,20 +226,35 @@ def commands(sub: Any) -> None:
         "apply",
         help="land the task's work on a branch, as one commit or a merge",
         formatter_class=_Formatter,
-        description="Land the task's changes (base -> last recorded state) on a branch.\n"
+        description="Land the task's changes (base -> last recorded state) on a branch: by default\n"
+        "the branch the task was created from (task new --base) if it is a local branch,\n"
+        "else git.default_base (the branch task sync merges in, too).\n"
         "commit: one new commit on the target, merged three-way onto its tip, with\n"
-        "  Bar-Task and Bar-Step trailers. merge: commit what the agent left uncommitted\n"
-        "  on the task branch, then a --no-ff merge of that branch (agent commits kept).\n"
-        "A conflict changes nothing. A checked-out target is updated only if the files\n"
-        "the apply changes are clean there. --at lands an earlier recorded state instead\n"
-        "(commit mode), e.g. a checkpoint before the agent went astray. A closed task is\n"
-        "applied from its record: it needs no worktree (merge mode needs its branch).",
+        "  Bar-Task and Bar-Step trailers (Bar-Step: the step whose state it lands).\n"
+        "merge: commit what the agent left uncommitted on the task branch, then a\n"
+        "  --no-ff merge of that branch (agent commits kept).\n"
+        "A conflict changes nothing (exit 6), nor do conflict markers that a task sync\n"
+        "--allow-conflicts left and no step resolved yet. A checked-out target is\n"
+        "updated only if the files the apply changes are clean there (else exit 5).\n"
+        "--at lands an earlier recorded state instead (commit mode), e.g. a checkpoint\n"
+        "before the agent went astray. A closed task is applied from its record: it needs\n"
+        "no worktree (merge mode needs its branch).",
+        epilog="examples:\n"
+        "  bar apply --dry-run                 where it would land, the diff, whether it can\n"
+        "  bar apply -m 'Add discounts'        one commit on the branch the task came from\n"
+        "  bar apply --target release          onto another branch\n"
+        "  bar apply --mode merge              keep the agent's own commits\n"
+        "  bar apply --at 3.2                  an earlier state (a checkpoint)",
     )
     _task_opt(p)
-    p.add_argument("--mode", choices=("commit", "merge"), default="commit")
+    p.add_argument("--mode", choices=("commit", "merge"), default="commit",
+                   help="commit (default): the task's changes as one new commit on the "
+                   "target; merge: a --no-ff merge of the task branch, its commits "
+                   "kept")  # fmt: skip
     p.add_argument("--at", metavar="STEP|STEP.N",
                    help="apply this recorded state (default: the last one)")  # fmt: skip
-    p.add_argument("--target", metavar="BRANCH", help="default: git.default_base from config")
+    p.add_argument("--target", metavar="BRANCH", help="default: the branch the task was created "
+                   "from, else git.default_base")  # fmt: skip
     p.add_argument("-m", "--message", metavar="MSG", help="commit message (default: from the task)")
     p.add_argument("--dry-run", action="store_true", help="show the diff and whether it conflicts")
     p.add_argument("--no-wait", action="store_true", help="fail at once if the task is busy")

@@ -103,14 +103,15 @@ def commands(sub: Any) -> None:
         "switch",
         help="make a task the active one",
         formatter_class=_Formatter,
-        description="Make an open task the active one: the task commands act on when run\n"
-        "outside every task's worktree and without --task. Inside a task's worktree,\n"
-        "commands act on that task whichever is active; switching from there says so\n"
-        "(a note on stderr). A closed task is made active with `bar task reopen`.",
+        description="Make a task the active one: the task bar acts on (run, log, apply ...)\n"
+        "when you are not inside a task's worktree and give no --task. Nothing in any\n"
+        "worktree changes; inside a task's worktree, that task still comes first, and\n"
+        "switching from there says so (a note on stderr). A closed task is made active\n"
+        "with `bar task reopen`.",
         epilog="examples:\n"
-        "  bar task switch fix-login\n"
-        "  bar task switch gVXs             by the first characters of its id\n"
-        '  cd "$(bar task path)"            then into its worktree',
+        "  bar task switch fix-login      by name\n"
+        "  bar task switch gVXs           by the first characters of its id\n"
+        '  cd "$(bar task path)"          then into its worktree',
     )
     p.add_argument("task_ref", metavar="ID|NAME")
     _json_opt(p)
@@ -123,6 +124,11 @@ def commands(sub: Any) -> None:
         description="Close a task. Its worktree is removed unless --keep-worktree; its branch,\n"
         "ledger and snapshots are kept. Refuses when the worktree holds changes no step\n"
         "recorded, unless --force, which records them as a manual step first.",
+        epilog="examples:\n"
+        "  bar task close                    the active task\n"
+        "  bar task close fix-login --keep-worktree\n"
+        "  bar task close --force            record hand edits as a step, then close\n"
+        "  bar task reopen fix-login         changed your mind: active again",
     )
     p.add_argument("task_ref", nargs="?", metavar="ID|NAME", help="default: the active task")
     p.add_argument("--keep-worktree", action="store_true", help="leave the worktree in place")
@@ -205,9 +211,10 @@ def task_actions(tsub: Any) -> None:
         "it under refs/bar/ (refs/bar/tasks/<id>, refs/bar/kept/<id>/, refs/bar/bases/<id>/)\n"
         "and its directory under $BAR_HOME (ledger, outputs, patches). An open task is\n"
         "never deleted (exit 1): close it first. Refuses (exit 5) when work would be\n"
-        "lost: changes no `bar apply` landed, commits on the branch no step recorded and\n"
-        "no other branch has, or edits in a kept worktree; --force deletes it anyway. A\n"
-        "deletion that was interrupted is finished by running the command again.",
+        "lost: changes no `bar apply` landed (or whose applied commit its branch no longer\n"
+        "has: someone reset it), commits on the task branch no step recorded and no other\n"
+        "branch has, or edits in a kept worktree; --force deletes it anyway. A deletion\n"
+        "that was interrupted is finished by running the command again.",
         epilog="examples:\n"
         "  bar task delete fix-login --dry-run   what would go, and what would be lost\n"
         "  bar task delete fix-login\n"

@@ -43,7 +43,19 @@ def commands(sub: Any) -> None:
     _json_opt(p)
     p.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- ARGV...")
     _cmd(p, "policy:check")
-    p = psub.add_parser("test", help="validate the policy file and run its rules' examples")
+    p = psub.add_parser(
+        "test",
+        help="validate the policy file and run its rules' examples",
+        formatter_class=_Formatter,
+        description="Check that the policy file is valid, then evaluate each rule's examples:\n"
+        "every command under a rule's match: must meet that rule, none under no_match:\n"
+        "may. Each failing example is printed; the exit status is 1 if any fails, 0 if\n"
+        "all pass (8 if the file itself is broken). Run it after editing the policy.",
+        epilog="examples:\n"
+        "  bar policy test                          .bar/policy.yaml of this repository\n"
+        "  bar policy test --file new-policy.yaml   a draft, before it replaces it\n"
+        "  bar policy test --json                   failures as fields, for CI",
+    )
     p.add_argument("--file", metavar="PATH", help="test this policy file instead")
     _json_opt(p)
     _cmd(p, "policy:test")
@@ -67,6 +79,10 @@ def commands(sub: Any) -> None:
         "  8    a problem remains: check-only, an error was found; with --repair, an error\n"
         '       it could not repair, or a repair that failed (--json: "ok": false and\n'
         '       the problems under "remaining")',
+        epilog="examples:\n"
+        "  bar doctor                 check; change nothing\n"
+        "  bar doctor --repair        fix what can be fixed without loss\n"
+        "  bar doctor --json          the problems as fields",
     )
     p.add_argument("--repair", action="store_true", help="fix what can be fixed without loss")
     _json_opt(p)
@@ -81,9 +97,9 @@ def commands(sub: Any) -> None:
         "(on a terminal, or with `bar run --pty`). A step run without one has no\n"
         "recording: replay exits 1, and `bar show STEP` prints its output.",
         epilog="examples:\n"
-        "  bar replay 3\n"
-        "  bar replay 3 --speed 4 --max-idle 0.5\n"
-        "  bar replay 3 --instant | less -R",
+        "  bar replay 3                 as fast as it happened, pauses cut to 2 s\n"
+        "  bar replay 3 --speed 4\n"
+        "  bar replay 3 --instant       the whole screen output at once",
     )
     _task_opt(p)
     p.add_argument("step", metavar="STEP")
@@ -112,6 +128,9 @@ def commands(sub: Any) -> None:
         formatter_class=_Formatter,
         description="Print the project settings that make AGENT call `bar hook AGENT` before\n"
         "each shell command. `bar run --agent AGENT` does this by itself for one run.",
+        epilog="examples:\n"
+        "  bar agent setup claude            print the settings to merge by hand\n"
+        "  bar agent setup codex --write     merge them into this repository's file",
     )
     p.add_argument("agent", choices=("claude", "codex", "gemini"))
     p.add_argument("--write", action="store_true", help="merge it into the file in this repo")

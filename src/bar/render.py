@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from bar import pager
 from bar.git import DiffStat
 from bar.git import short as short  # the commands read object ids through here
+from bar.notices import plural as plural  # the core words its notices with it too
 from bar.records import ApplyStep, ManualStep, RollbackStep, RunStep, Step, SyncStep
 
 if TYPE_CHECKING:
@@ -108,10 +109,6 @@ def print_json(obj: Any) -> None:
     sys.stdout.write(json.dumps(obj, indent=2, ensure_ascii=False) + "\n")
 
 
-def plural(n: int, word: str) -> str:
-    return f"{n} {word}" + ("" if n == 1 else "s")
-
-
 def describe(step: Step) -> str:
     """One line saying what a step was."""
     if isinstance(step, RunStep):
@@ -124,7 +121,9 @@ def describe(step: Step) -> str:
         return f"rollback to {step.target_text}" + (" (--hard)" if step.hard else "")
     if isinstance(step, SyncStep):
         moved = f" ({short(step.base_before)} -> {short(step.base_after)})"
-        clash = f", conflict markers in {len(step.conflicts)} file(s)" if step.conflicts else ""
+        clash = (
+            f", conflict markers in {plural(len(step.conflicts), 'file')}" if step.conflicts else ""
+        )
         return f"sync onto {step.onto}{moved}{clash}"
     assert isinstance(step, ApplyStep)
     return f"apply ({step.mode}) onto {step.target_branch} as {short(step.commit_sha)}"

@@ -32,18 +32,20 @@ from bar.clock import iso_of, ms_between, ms_since, now_iso
 from bar.errors import BarError, CannotConfine, ExitCode, HookFailed, UsageError
 from bar.guard import Guard
 from bar.journals import RunIntent
-from bar.notices import warn
+from bar.notices import note, warn
 from bar.policy import Decision
 from bar.proc import clean_env
 from bar.record import field, record, replace
 from bar.records import Artifacts, HookRecord, PolicyEventRecord, RunStep
 from bar.redact import Scrubber, redact_env
 from bar.redact_stream import StreamScrubber
+from bar.run_hints import not_executable, refused_access
 from bar.sandbox import Confinement, Plan, confine, leftovers, unconfined
 from bar.sandbox import plan as sandbox_plan
+from bar.store.files import create_file
 from bar.supervisor import Supervisor
 from bar.tasks import Task
-from bar.terminal.pipes import STDOUT_HEADER, run_piped
+from bar.terminal.pipes import STDERR_HEADER, STDOUT_HEADER, run_piped
 from bar.watch import TreeWatch
 
 
@@ -124,8 +126,10 @@ def run_step(task: Task, req: RunRequest, watch: TreeWatch | None = None) -> Run
     # 1. policy
     decision = policy.evaluate_argv(req.argv) if policy is not None else Decision("allow")
     for event in decision.events:
-        if event.action in ("warn", "block"):
-            warn(f"policy {event.action}: rule {event.rule}: {event.reason}")
+        if event.action == "block":  # said as what it is, not as a warning
+            note(f"blocked by rule {event.rule}: {event.reason}")
+        elif event.action == "warn":
+            warn(f"policy warn: rule {event.rule}: {event.reason}")
     if decision.blocked:
         step = RunStep(
             step_id=step_id, started_at=started, ended_at=now_iso(), duration_ms=ms_since(t0),
@@ -158,9 +162,12 @@ def run_step(task: Task, req: RunRequest, watch: TreeWatch | None = None) -> Run
                 policy_events=_events(decision), head=git.rev_parse(task.worktree, "HEAD"),
             )  # fmt: skip
             step.extra["stopped_by"] = "pre_run"
+            step.artifacts.output = _hooks_output(task, step_id, results, scrubber)
+            source = (task.project.shared_config_path()
+                      if len(results) <= config.hooks.pre_run_shared else task.project.paths.config)  # fmt: skip
             error = HookFailed(
                 f"{failed.describe()}; the command did not run (step {step_id} recorded)",
-                hint="fix the hook or remove it from hooks.pre_run in config.yaml",
+                hint=f"fix the hook or remove it from hooks.pre_run in {source}",
             )
             error.step = steps.append(task, step, scrubber)
             raise error
@@ -202,7 +209,15 @@ def run_step(task: Task, req: RunRequest, watch: TreeWatch | None = None) -> Run
         supervisor.close()
     guarded = [PolicyEventRecord(rule="bar:guard", action="warn", matched=what)
                for what in guard.check()]  # fmt: skip
-    if confinement.enabled and executed.exit_code != 0 and _refused(task, executed.artifacts):
+    output = task.dir / executed.artifacts.output if executed.artifacts.output else None
+    unrunnable = (
+        not_executable(req.argv[0], task.worktree / req.cwd, env)
+        if executed.exit_code == ExitCode.CANNOT_EXECUTE
+        else None
+    )
+    if unrunnable is not None:
+        note(unrunnable)
+    elif confinement.enabled and executed.exit_code != 0 and refused_access(output):
         warn("the command ran confined and was refused access (docs/sandbox.md): allow a "
              f"path in sandbox.allow_write in {task.project.paths.config}, or run once "
              "with --no-sandbox")  # fmt: skip
@@ -364,29 +379,25 @@ def _execute(
     return Executed(code, sig, artifacts)
 
 
+def _hooks_output(
+    task: Task, step_id: str, results: Sequence[hooks.HookResult], scrubber: Scrubber
+) -> str | None:
+    """The output artifact of a step the pre_run hooks stopped: what they printed (on
+    bar's stderr, as shown), scrubbed like any step's output; None if they printed nothing."""
+    said = b"".join(r.output for r in results)
+    if not said:
+        return None
+    path, rel = steps.artifact(task, step_id, "output")
+    create_file(path, STDOUT_HEADER + STDERR_HEADER + scrubber.scrub_bytes(said))
+    return rel
+
+
 def _stop_leftovers(since: float) -> None:
     stopped = leftovers.stop(since)
     if stopped:
         warn(f"stopped {len(stopped)} process(es) the command left running "
              f"(pid {', '.join(map(str, stopped[:10]))}): nothing a confined step starts "
              "outlives it")  # fmt: skip
-
-
-_REFUSED = (b"Permission denied", b"Read-only file system", b"Operation not permitted",
-            b"EACCES", b"EPERM", b"EROFS")  # fmt: skip
-
-
-def _refused(task: Task, artifacts: Artifacts) -> bool:
-    """Whether the end of a failed step's output shows a refused access."""
-    if artifacts.output is None:
-        return False
-    try:
-        with open(task.dir / artifacts.output, "rb") as f:
-            f.seek(max(0, os.fstat(f.fileno()).st_size - 65536))
-            tail = f.read()
-    except OSError:
-        return False
-    return any(word in tail for word in _REFUSED)
 
 
 def _say_unhooked(agent: dict[str, object], recorded: Recorded, executed: Executed | None) -> None:

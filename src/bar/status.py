@@ -1,12 +1,13 @@
 """Where a task stands (``bar status``): its steps, a running or interrupted step,
-unrecorded changes, nested repositories and how steps are confined. Reads only; never
+unrecorded changes, conflict markers a sync left unresolved, nested repositories and how
+steps are confined. Reads only; never
 waits for a running step."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from bar import journals, stamps, steps
+from bar import conflict_markers, journals, stamps, steps
 from bar.errors import TaskNotFound
 from bar.journals import RunIntent
 from bar.project import Location, Project
@@ -30,6 +31,8 @@ class Status:
     sandbox: dict[str, Any] = field(default_factory=dict)  # how steps here are confined
     checkpoints: int = 0  # taken so far in the running step (an agent session)
     state: TaskState | None = None  # running, applied, active, closed, missing-worktree
+    # files where the last recorded state still holds the conflict markers a sync left
+    unresolved_conflicts: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         info: dict[str, Any] = {
@@ -58,6 +61,7 @@ class Status:
         )  # fmt: skip
         info["interrupted_step"] = self.interrupted.step_id if self.interrupted else None
         info["unrecorded_changes"] = self.unrecorded_changes
+        info["unresolved_conflicts"] = self.unresolved_conflicts
         info["sandbox"] = self.sandbox
         info["nested_repos"] = self.nested_repos
         return info
@@ -91,6 +95,7 @@ def status(loc: Location, ref: str | None = None) -> Status:
         nested_repos=stamps.nested_repositories(task.index),
         sandbox=sandbox_status(loc.project.config.sandbox),
         state=state_of(task),
+        unresolved_conflicts=conflict_markers.unresolved(task, task.recorded_snapshot()),
     )  # fmt: skip
 
 

@@ -16,7 +16,7 @@ from bar import git, known_secrets, rescan, snapshot
 from bar.clock import ms_since, now_iso
 from bar.errors import CorruptFile
 from bar.git import DiffStat
-from bar.notices import note
+from bar.notices import note, plural
 from bar.records import ApplyStep, ManualStep, RollbackStep, RunStep, SyncStep, step_from_record
 from bar.redact import Scrubber
 from bar.tasks import Task
@@ -112,7 +112,7 @@ def record_hand_edits(task: Task) -> ManualStep | None:
     )
     step.artifacts.patch = patch
     append(task, step)
-    note(f"recorded step {step_id} (manual): {stat.files} file(s) changed outside bar")
+    note(f"recorded step {step_id} (manual): {plural(stat.files, 'file')} changed outside bar")
     return step
 
 

@@ -20,7 +20,10 @@ again, so recovery after a crash calls the same ``complete``.
 
 from __future__ import annotations
 
+import re
+import tempfile
 import time
+from pathlib import Path
 
 from bar import bases, faults, git, journals, rollback, snapshot, steps
 from bar.apply import merge_with_markers, on_base
@@ -64,17 +67,15 @@ class SyncPlan:
 
 
 def onto_of(task: Task, onto: str | None) -> tuple[str, str]:
-    """(name, commit) of what to sync onto: ``onto``, else the task's base ref when it
-    names a branch, else git.default_base."""
+    """(name, commit) of what to sync onto: ``onto``, else the task's branch
+    (``bases.branch``: the one ``bar apply`` lands on)."""
     repo = task.project.root
     if onto is not None:
         if not onto or onto.startswith("-"):
             raise UsageError(f"{onto!r} is not a branch or commit", hint="give --onto BRANCH")
         name = onto
-    elif git.branch_exists(repo, task.base_ref):
-        name = task.base_ref
     else:
-        name = task.project.config.git.default_base
+        name = bases.branch(task)
     branch = f"refs/heads/{name}"
     tip = git.resolve_commit(repo, branch if git.rev_parse(repo, branch) else name)
     if tip is None:
@@ -100,11 +101,44 @@ def plan(task: Task, onto: str | None, *, dry: bool = False) -> SyncPlan:
     if tip == base or git.is_ancestor(repo, tip, base):
         result.up_to_date = True
         return result
-    result.tree, result.conflicts = merge_with_markers(safe, repo, tip, on_base(safe, repo, state,
-                                                                                base))  # fmt: skip
+    task_side = on_base(safe, repo, state, base)
+    result.tree, result.conflicts = merge_with_markers(safe, repo, tip, task_side)
+    if result.conflicts:
+        result.tree = _named_markers(safe, repo, result.tree, result.conflicts,
+                                     {tip: name, task_side: f"task {task.name}"})  # fmt: skip
     result.changes = git.diff_tree_raw(repo, git.tree_of(repo, state), result.tree)
     result.stat = git.numstat(repo, state, result.tree)
     return result
+
+
+def _named_markers(
+    safe: SafeGit, repo: Path, tree: str, paths: list[str], names: dict[str, str]
+) -> str:
+    """``tree`` with its conflict markers in ``paths`` labelled by ``names`` (commit id:
+    name) rather than the 40 hex digits ``git merge-tree`` writes: ``<<<<<<< main``."""
+    ids = "|".join(re.escape(commit) for commit in names)
+    marker = re.compile(rb"^(<{7}|\|{7}|>{7}) (" + ids.encode() + rb")(?=:|\r?$)", re.M)
+    entries = b""
+    for path in paths:
+        listed = safe.git(repo, "ls-tree", "-z", tree, "--", path).stdout.split(b"\0")[0]
+        if not listed.startswith((b"100644 blob ", b"100755 blob ")):
+            continue  # gone on one side, a link or a submodule: no markers to name
+        mode, _, rest = listed.partition(b" blob ")
+        blob = rest.split(b"\t", 1)[0].decode()
+        data = safe.git(repo, "cat-file", "blob", blob).stdout
+        named = marker.sub(lambda m: m[1] + b" " + names[m[2].decode()].encode(), data)
+        if named != data:
+            new = safe.git(repo, "hash-object", "-w", "--stdin", input=named).out.strip()
+            entries += (
+                mode + b" " + new.encode() + b"\t" + path.encode("utf-8", "surrogateescape") + b"\0"
+            )
+    if not entries:
+        return tree
+    with tempfile.TemporaryDirectory(prefix="bar-sync-") as tmp:
+        env = git.index_env(Path(tmp) / "index")
+        safe.git(repo, "read-tree", tree, env=env)
+        safe.git(repo, "update-index", "-z", "--index-info", env=env, input=entries)
+        return safe.git(repo, "write-tree", env=env).out.strip()
 
 
 def sync(task: Task, onto: str | None, *, allow_conflicts: bool = False) -> SyncPlan:

@@ -7,8 +7,8 @@ it), its branch, every ref of it under ``refs/bar/`` (its snapshot ref
 a newer bar keeps as ``refs/bar/<kind>/<id>``), and its directory under ``$BAR_HOME``.
 ``orphaned_refs`` finds such refs of a task that no project has (``bar doctor``).
 An open task is never touched. A closed one is deleted only when nothing would be
-lost (``at_risk``): its last recorded state was landed by an ``apply`` step (or equals
-its base), its branch holds no commit bar did not record that no other branch has, and
+lost (``at_risk``): its last recorded state was landed by an ``apply`` step whose commit
+the target branch still has (or equals its base), its branch holds no commit bar did not record that no other branch has, and
 a worktree kept on closing holds no change made since. ``force`` deletes it anyway.
 
 Like every verb: the intent first (``deleting.json``, naming the branch and where it
@@ -26,15 +26,17 @@ import os
 import shutil
 from pathlib import Path
 
-from bar import faults, git, journals, steps, worktree
+from bar import bases, faults, git, journals, steps, worktree
 from bar.clock import now_iso
 from bar.errors import BarError, DirtyWorktree, TaskNotFound
 from bar.journals import DeleteIntent
+from bar.notices import plural
 from bar.project import Project
 from bar.record import field, record
 from bar.records import ApplyStep
 from bar.store.layout import TASK_ID_RE, TaskPaths, projects_dir
 from bar.store.lock import FileLock
+from bar.task_state import still_landed
 from bar.tasks import Task, list_tasks, load_task, resolve_task
 
 # none of the developer's hooks (`reference-transaction`) while bar deletes its refs
@@ -138,16 +140,16 @@ def at_risk(task: Task) -> list[str]:
     lost: list[str] = []
     final = task.recorded_snapshot()
     tree = git.tree_of(repo, final)
-    if tree != git.tree_of(repo, task.base_commit) and not _applied(task, final, tree):
-        stat = git.numstat(repo, task.base_commit, final)
-        lost.append(
-            f"its changes ({stat.files} file(s) +{stat.additions} -{stat.deletions}) were "
-            "never applied"
-        )
+    if tree != git.tree_of(repo, task.base_commit):
+        missing = _not_landed(task, final, tree)
+        if missing is not None:
+            stat = git.numstat(repo, task.base_commit, final)
+            lost.append(f"its work ({plural(stat.files, 'file')} +{stat.additions} -{stat.deletions}) "
+                        f"is not on {missing}")  # fmt: skip
     commits = _unrecorded_commits(task)
     if commits:
         lost.append(
-            f"its branch {task.branch} holds {commits} commit(s) no step recorded and no "
+            f"its branch {task.branch} holds {plural(commits, 'commit')} no step recorded and no "
             "other branch has"
         )
     if task.worktree.is_dir():
@@ -160,17 +162,25 @@ def at_risk(task: Task) -> list[str]:
     return lost
 
 
-def _applied(task: Task, final: str, tree: str) -> bool:
-    """True if an ``apply`` step landed ``final`` (or a state with its tree)."""
+def _not_landed(task: Task, final: str, tree: str) -> str | None:
+    """None if an ``apply`` step landed ``final`` (or a state with its tree) on a branch
+    that still has its commit; else where the work is missing, as a phrase: the branch
+    it was applied to (which no longer has it) or the one it would land on."""
     repo = task.project.root
+    gone: ApplyStep | None = None
     for step in task.ledger.iter_reverse(warn=False):
         if (
             isinstance(step, ApplyStep)
             and step.snapshot
             and (step.snapshot == final or git.tree_of(repo, step.snapshot) == tree)
         ):
-            return True
-    return False
+            if still_landed(task, step):
+                return None
+            gone = gone or step
+    if gone is not None:
+        return (f"{gone.target_branch}: it was applied as {git.short(gone.commit_sha)}, which "
+                f"{gone.target_branch} no longer has")  # fmt: skip
+    return f"{bases.branch(task)}: it was never applied"
 
 
 def _unrecorded_commits(task: Task) -> int:
@@ -342,7 +352,7 @@ def remove_orphaned_refs(project: Project, task_id: str) -> str:
             if sha is not None:
                 git.git(repo, *_NO_HOOKS, "update-ref", "-d", ref, sha)
     project.log_event("refs.deleted", task_id=task_id, refs=gone)
-    return f"deleted {len(gone)} ref(s)"
+    return f"deleted {plural(len(gone), 'ref')}"
 
 
 _SNAPSHOTS = "refs/bar/tasks/"

@@ -5,8 +5,10 @@
 worktree directory is there (one stat, no scan of its files), whether a step's intent
 journal exists and a live process holds the task lock (the test ``bar status`` makes),
 and the newest lines of the ledger. "Applied" means the newest step is an ``apply`` of
-the last recorded state: nothing was recorded since. Changes nobody recorded yet are not
-looked for here; ``bar status`` says whether there are any.
+the last recorded state (nothing was recorded since) whose commit the branch it landed on
+still has (one ``git merge-base --is-ancestor``, for such a task only: a reset of that
+branch undoes the apply). Changes nobody recorded yet are not looked for here; ``bar
+status`` says whether there are any.
 """
 
 from __future__ import annotations
@@ -50,17 +52,24 @@ def is_running(task: Task) -> bool:
 
 
 def is_applied(task: Task) -> bool:
-    """The newest step is an apply of the state recorded before it (or of the base)."""
-    newest = True
-    applied: str | None = None
+    """The newest step is an apply of the state recorded before it (or of the base), and
+    its commit is still on the branch it landed on."""
+    apply: ApplyStep | None = None
     for step in task.ledger.iter_reverse(warn=False):
-        if newest:
+        if apply is None:
             if not isinstance(step, ApplyStep) or not step.snapshot:
                 return False
-            applied, newest = step.snapshot, False
+            apply = step
         elif step.snapshot and not isinstance(step, ApplyStep):
-            return step.snapshot == applied
-    return applied is not None and applied == task.base_commit
+            return step.snapshot == apply.snapshot and still_landed(task, apply)
+    return apply is not None and apply.snapshot == task.base_commit and still_landed(task, apply)
+
+
+def still_landed(task: Task, step: ApplyStep) -> bool:
+    """The commit ``step`` made is still on its target branch (nobody reset it away)."""
+    if not git.is_object_id(step.commit_sha):
+        return False
+    return git.is_ancestor(task.project.root, step.commit_sha, f"refs/heads/{step.target_branch}")
 
 
 def state_of(task: Task) -> TaskState:

@@ -23,6 +23,7 @@ from __future__ import annotations
 from bar import git, rollback, states, steps
 from bar.clock import now_iso
 from bar.errors import NothingToUndo
+from bar.notices import plural
 from bar.record import field, record
 from bar.records import ManualStep, RollbackStep, RunStep, Step, SyncStep
 from bar.states import State
@@ -143,10 +144,9 @@ def _ended_by_edits(
     """A redo records the hand edits first, and that new step ends what can be redone."""
     if not stacks.undone:
         return _nothing(task, True)
-    files = f"{len(changes)} file" + ("" if len(changes) == 1 else "s")
     return NothingToUndo(
         f"there would be nothing to redo: `bar redo` first records your unrecorded changes "
-        f"({files}) as step {manual.step_id}, and a new step ends what can be redone",
+        f"({plural(len(changes), 'file')}) as step {manual.step_id}, and a new step ends what can be redone",
         hint="`bar diff --unrecorded` shows them; `bar redo` can redo while the worktree "
         "holds no change that no step recorded",
     )

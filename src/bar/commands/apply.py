@@ -42,15 +42,15 @@ def apply(
         print(f"Nothing to apply: {result.target_branch} already has the task's changes.")
         return 0
     if dry_run:
-        print(f"Applying task {the_task.name} to {result.target_branch} ({mode}) would change "
-              f"{summary}; no conflicts.")  # fmt: skip
-        if result.checkout and result.blocking:
-            print(f"  but {result.target_branch} is checked out in {result.checkout}, where the "
-                  "apply would overwrite these files (changed, untracked or ignored there), so "
-                  f"it would refuse: {', '.join(result.blocking)}")  # fmt: skip
-        elif result.refusal is not None:
-            print(f"  but the apply would refuse: {result.refusal}")
-        elif result.checkout:
+        if result.refusal is not None:
+            # why it would refuse goes to stderr once, as the apply itself would say it
+            print(f"Applying task {the_task.name} to {result.target_branch} ({mode}) would "
+                  f"merge without conflicts ({summary}), but the apply would be refused "
+                  "(why: the error below).")  # fmt: skip
+        else:
+            print(f"Applying task {the_task.name} to {result.target_branch} ({mode}) would "
+                  f"change {summary}; no conflicts.")  # fmt: skip
+        if result.checkout and result.refusal is None:
             print(f"  {result.target_branch} is checked out in {result.checkout}; "
                   "it would be updated")  # fmt: skip
         changes = api.apply_diff(the_task, result)

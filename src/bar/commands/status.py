@@ -50,6 +50,13 @@ def status(*, task: str | None, as_json: bool) -> int:
         print("          see them with: bar diff --unrecorded")
     elif info.unrecorded_changes is not None:
         print("changes   none unrecorded")
+    if info.unresolved_conflicts:
+        held = info.unresolved_conflicts
+        holds = "holds" if len(held) == 1 else "hold"
+        print(paint(f"conflicts {', '.join(held)} still {holds} the conflict markers of a sync",
+                    "red"))  # fmt: skip
+        print("          resolve them in the worktree, record with any bar run; "
+              "bar apply refuses until then")  # fmt: skip
     box = info.sandbox
     if box.get("enabled"):
         print(f"sandbox   steps run confined ({box['detail']})")
