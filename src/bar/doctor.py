@@ -391,10 +391,15 @@ class Doctor:
     def _check_refs(self) -> None:
         for task_id, refs in task_delete.orphaned_refs(self.project).items():
             shown = ", ".join(refs[:3]) + (f" and {len(refs) - 3} more" if len(refs) > 3 else "")
+            # never deleted by --repair: the task may live under another BAR_HOME, and
+            # its snapshots would be lost with them
             self.add(
                 "warning", f"refs/bar/*/{task_id}",
-                f"{plural(len(refs), 'ref')} of task {task_id}, which no project has: {shown}",
-                functools.partial(task_delete.remove_orphaned_refs, self.project, task_id),
+                f"{plural(len(refs), 'ref')} of task {task_id}, which no project here has: "
+                f"{shown}",
+                hint="if no other BAR_HOME of yours holds the task, delete them: git "
+                f"for-each-ref --format='delete %(refname)' 'refs/bar/*/{task_id}' "
+                f"'refs/bar/*/{task_id}/*' | git update-ref --stdin",
             )  # fmt: skip
 
 

@@ -340,21 +340,6 @@ def orphaned_refs(project: Project) -> dict[str, list[str]]:
     }
 
 
-def remove_orphaned_refs(project: Project, task_id: str) -> str:
-    """Delete the refs of ``task_id`` if no project has the task still (looked at again
-    under the project lock, which ``bar task new`` holds while it claims an id). Each is
-    deleted only if it still points where it did; events.jsonl keeps where they pointed."""
-    repo = project.root
-    with project.lock(f"bar doctor --repair: refs of task {task_id}"):
-        refs = orphaned_refs(project).get(task_id, [])
-        gone = {ref: git.rev_parse(repo, ref) for ref in refs}
-        for ref, sha in gone.items():
-            if sha is not None:
-                git.git(repo, *_NO_HOOKS, "update-ref", "-d", ref, sha)
-    project.log_event("refs.deleted", task_id=task_id, refs=gone)
-    return f"deleted {plural(len(gone), 'ref')}"
-
-
 _SNAPSHOTS = "refs/bar/tasks/"
 
 
