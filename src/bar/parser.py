@@ -221,7 +221,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
             "  bar task new fix-login            new task, worktree and branch\n"
             "  bar run -- claude                 run an agent as a recorded step\n"
             "  bar log -p                        review the steps and their patches\n"
-            "  bar rollback                      undo the last step (itself undoable)\n"
+            "  bar undo                          undo the last step (bar redo: again)\n"
             "  bar apply                         land the work on the base branch\n\n"
             + OUTPUT
             + "\n"
