@@ -100,3 +100,15 @@ def test_failing_post_run_hook_keeps_the_step(
 
 
 # --- secrets ------------------------------------------------------------------------
+
+
+def test_a_secret_in_a_failing_hooks_command_is_hidden_before_it_is_cut_short(
+    inited: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    token = "sk-" + "a1B2c3D4e5F6g7H8i9J0" * 3
+    # cut at 60 characters, the token would keep only its first few, too few to be known
+    set_config(hooks={"pre_run": [f"echo {'x' * 44} {token} >/dev/null; exit 3"]})
+    new_task(capfd)
+    res = bar(capfd, "run", "--", "true")
+    assert res.code == 10 and "pre_run hook" in res.err
+    assert token[:6] not in res.err and "***" in res.err

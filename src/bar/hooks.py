@@ -35,7 +35,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import BinaryIO, Final, Literal
 
@@ -128,9 +128,10 @@ class HookResult:
         """The entry for the ledger's ``hooks`` list."""
         return HookRecord(self.phase, self.cmd, self.exit_code, self.timed_out)
 
-    def describe(self) -> str:
-        """One sentence for the user."""
-        what = f"{self.phase} hook {_abbreviate(self.cmd)!r}"
+    def describe(self, scrub: Callable[[str], str] = str) -> str:
+        """One sentence for the user; ``scrub`` hides secrets in the hook's command before
+        it is cut short (a secret cut in two would no longer be recognised)."""
+        what = f"{self.phase} hook {_abbreviate(scrub(self.cmd))!r}"
         if self.error is not None:
             return f"{what} could not start: {self.error}"
         if self.timed_out:

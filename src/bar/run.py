@@ -166,7 +166,7 @@ def run_step(task: Task, req: RunRequest, watch: TreeWatch | None = None) -> Run
             source = (task.project.shared_config_path()
                       if len(results) <= config.hooks.pre_run_shared else task.project.paths.config)  # fmt: skip
             error = HookFailed(
-                f"{failed.describe()}; the command did not run (step {step_id} recorded)",
+                f"{failed.describe(scrubber.scrub_text)}; the command did not run (step {step_id} recorded)",
                 hint=f"fix the hook or remove it from hooks.pre_run in {source}",
             )
             error.step = steps.append(task, step, scrubber)
@@ -233,7 +233,7 @@ def run_step(task: Task, req: RunRequest, watch: TreeWatch | None = None) -> Run
         hook_records += [r.record() for r in results]
         for r in results:
             if not r.ok:
-                warn(r.describe())
+                warn(r.describe(scrubber.scrub_text))
 
     # 5. snapshot, patch, ledger line; if they cannot be written (a full disk), the intent
     # keeps how the command ended, for the command that records the step later
