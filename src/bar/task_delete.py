@@ -7,9 +7,11 @@ it), its branch, every ref of it under ``refs/bar/`` (its snapshot ref
 a newer bar keeps as ``refs/bar/<kind>/<id>``), and its directory under ``$BAR_HOME``.
 ``orphaned_refs`` finds such refs of a task that no project has (``bar doctor``).
 An open task is never touched. A closed one is deleted only when nothing would be
-lost (``at_risk``): its last recorded state was landed by an ``apply`` step whose commit
-the target branch still has (or equals its base), its branch holds no commit bar did not record that no other branch has, and
-a worktree kept on closing holds no change made since. ``force`` deletes it anyway.
+lost (``bar.task_risk``): its work was landed by an ``apply`` that still stands, no
+commit of its branch is left that no step recorded and no other ref keeps, and a
+worktree kept on closing holds nothing made since. ``force`` deletes it anyway. A prune
+judges each task against the refs the tasks it deleted before (dry run: would have
+deleted) leave standing, so that two tasks never each count on the other for a commit.
 
 Like every verb: the intent first (``deleting.json``, naming the branch and where it
 pointed when the deletion was decided), then the removals, each of which can run again,
@@ -26,17 +28,15 @@ import os
 import shutil
 from pathlib import Path
 
-from bar import bases, faults, git, journals, steps, worktree
+from bar import faults, git, journals, worktree
 from bar.clock import now_iso
 from bar.errors import BarError, DirtyWorktree, TaskNotFound
 from bar.journals import DeleteIntent
-from bar.notices import plural
 from bar.project import Project
 from bar.record import field, record
-from bar.records import ApplyStep
 from bar.store.layout import TASK_ID_RE, TaskPaths, projects_dir
 from bar.store.lock import FileLock
-from bar.task_state import still_landed
+from bar.task_risk import at_risk, owner
 from bar.tasks import Task, list_tasks, load_task, resolve_task
 
 # none of the developer's hooks (`reference-transaction`) while bar deletes its refs
@@ -92,21 +92,31 @@ def prune(project: Project, *, force: bool = False, dry_run: bool = False) -> Pr
     finish deletions a stopped bar left. A busy or broken task is skipped, and said."""
     deleted: list[Deletion] = []
     skipped: list[Deletion] = []
+    gone: set[str] = set()  # dry run: the refs of the tasks it would have deleted
     for task_id in being_deleted(project):
         deleted.append(_resume(project, task_id, dry_run=dry_run))
+        if dry_run:
+            intent = journals.read_delete(project.paths.task(task_id))
+            gone.update(_refs_going(project, task_id, intent.branch if intent else None))
     for task in list_tasks(project):
         if task.active or any(d.task_id == task.id for d in deleted):
             continue
         try:
-            done = _delete(task, force=force, dry_run=dry_run, wait=False)
+            done = _delete(task, force=force, dry_run=dry_run, wait=False, gone=gone)
         except BarError as exc:
             skipped.append(Deletion(task.id, task.name, [], lost=[str(exc)], dry_run=dry_run))
             continue
         if done.deleted or (dry_run and (force or not done.lost)):
             deleted.append(done)
+            gone.update(_refs_going(project, task.id, task.branch) if dry_run else ())
         else:
             skipped.append(done)
     return Pruned(deleted, skipped, dry_run)
+
+
+def _refs_going(project: Project, task_id: str, branch: str | None = None) -> list[str]:
+    """The refs a deletion of the task removes."""
+    return [*refs_of(project.root, task_id), *([f"refs/heads/{branch}"] if branch else [])]
 
 
 def being_deleted(project: Project) -> list[str]:
@@ -131,79 +141,12 @@ def finish(project: Project, task_id: str) -> str:
     return f"finished deleting task {done.name} ({task_id}){kept}"
 
 
-# --- what would be lost ----------------------------------------------------------------
-
-
-def at_risk(task: Task) -> list[str]:
-    """What deleting ``task`` would lose that nothing else holds, one sentence each."""
-    repo = task.project.root
-    lost: list[str] = []
-    final = task.recorded_snapshot()
-    tree = git.tree_of(repo, final)
-    if tree != git.tree_of(repo, task.base_commit):
-        missing = _not_landed(task, final, tree)
-        if missing is not None:
-            stat = git.numstat(repo, task.base_commit, final)
-            lost.append(f"its work ({plural(stat.files, 'file')} +{stat.additions} -{stat.deletions}) "
-                        f"is not on {missing}")  # fmt: skip
-    commits = _unrecorded_commits(task)
-    if commits:
-        lost.append(
-            f"its branch {task.branch} holds {plural(commits, 'commit')} no step recorded and no "
-            "other branch has"
-        )
-    if task.worktree.is_dir():
-        try:
-            edited = steps.has_unrecorded_changes(task)
-        except BarError:
-            edited = True  # cannot tell: count it as a loss
-        if edited:
-            lost.append(f"its kept worktree {task.worktree} holds changes made after closing")
-    return lost
-
-
-def _not_landed(task: Task, final: str, tree: str) -> str | None:
-    """None if an ``apply`` step landed ``final`` (or a state with its tree) on a branch
-    that still has its commit; else where the work is missing, as a phrase: the branch
-    it was applied to (which no longer has it) or the one it would land on."""
-    repo = task.project.root
-    gone: ApplyStep | None = None
-    for step in task.ledger.iter_reverse(warn=False):
-        if (
-            isinstance(step, ApplyStep)
-            and step.snapshot
-            and (step.snapshot == final or git.tree_of(repo, step.snapshot) == tree)
-        ):
-            if still_landed(task, step):
-                return None
-            gone = gone or step
-    if gone is not None:
-        return (f"{gone.target_branch}: it was applied as {git.short(gone.commit_sha)}, which "
-                f"{gone.target_branch} no longer has")  # fmt: skip
-    return f"{bases.branch(task)}: it was never applied"
-
-
-def _unrecorded_commits(task: Task) -> int:
-    """How many commits of the task branch neither a step recorded (as the branch's
-    HEAD, or before it) nor another branch holds."""
-    repo = task.project.root
-    tip = git.rev_parse(repo, f"refs/heads/{task.branch}")
-    if tip is None:
-        return 0
-    known = {task.base_commit} | {s.head for s in task.ledger.read_all(warn=False) if s.head}
-    if tip in known:
-        return 0
-    res = git.git(repo, "rev-list", "--count", tip, "--not", *sorted(known),
-                  f"--exclude={task.branch}", "--branches", check=False)  # fmt: skip
-    if res.returncode != 0:  # a recorded HEAD git no longer has: at least the tip is new
-        return 1
-    return int(res.out.strip() or 0)
-
-
 # --- deleting ------------------------------------------------------------------------
 
 
-def _delete(task: Task, *, force: bool, dry_run: bool, wait: bool) -> Deletion:
+def _delete(
+    task: Task, *, force: bool, dry_run: bool, wait: bool, gone: set[str] | None = None
+) -> Deletion:
     project = task.project
     with task.lock("bar task delete", wait=wait):
         task = load_task(project, task.id)
@@ -221,7 +164,7 @@ def _delete(task: Task, *, force: bool, dry_run: bool, wait: bool) -> Deletion:
                 f"the branch {task.branch} of task {task.name} is checked out in {where}",
                 hint="switch that checkout to another branch, then delete the task",
             )
-        lost = at_risk(task)
+        lost = at_risk(task, gone or ())
         removed = inventory(project, task.id, task.branch)
         if dry_run or (lost and not force):
             return Deletion(task.id, task.name, removed, lost, dry_run=dry_run)
@@ -348,7 +291,7 @@ def _bar_refs(repo: Path) -> dict[str, list[str]]:
     res = git.git(repo, "for-each-ref", "--format=%(refname)", "refs/bar/")
     found: dict[str, list[str]] = {}
     for ref in res.out.splitlines():
-        parts = ref.split("/")
-        if len(parts) >= 4 and TASK_ID_RE.match(parts[3]):
-            found.setdefault(parts[3], []).append(ref)
+        task_id = owner(ref)
+        if task_id is not None:
+            found.setdefault(task_id, []).append(ref)
     return found

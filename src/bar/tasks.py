@@ -322,7 +322,8 @@ def resolve_task(
     """The task named by ``ref``, else the one whose worktree we are in, else the active
     task. ``ref`` is tried as a whole id, then as a name (an open task before closed
     ones; ``closed``: a closed one before open ones), then as the start of an id (at
-    least ``ID_PREFIX_MIN`` characters)."""
+    least ``ID_PREFIX_MIN`` characters). A name that also starts another task's id is
+    refused as ambiguous (``UsageError``)."""
     if ref is not None:
         if not ref:
             raise UsageError("an empty task name was given", hint="give a task id or name")
@@ -347,6 +348,16 @@ def _listed(found: list[Task]) -> str:
 def _by_name_or_prefix(project: Project, ref: str, *, closed: bool = False) -> Task:
     every = list_tasks(project)
     named = [t for t in every if t.name == ref]
+    if named and len(ref) >= ID_PREFIX_MIN:
+        # `bar task list` shows ids: whoever typed the start of one may not know of a
+        # task that happens to be named so, and must not get that one silently
+        ids = {t.id for t in named}
+        others = [t for t in every if t.id.startswith(ref) and t.id not in ids]
+        if others:
+            raise UsageError(
+                f"{ref!r} names {_listed(named)} and starts the id of {_listed(others)}",
+                hint="give the full id of the task you mean",
+            )
     open_ = [t for t in named if t.active != closed]
     if len(open_) == 1:
         return open_[0]
