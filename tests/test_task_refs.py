@@ -170,10 +170,14 @@ def test_an_unknown_reference_names_what_is_accepted(
     assert "hint: `bar task list --all` shows every task" in res.err
 
 
-def test_a_name_wins_over_an_id_prefix(inited: Path, capfd: pytest.CaptureFixture[str]) -> None:
+def test_a_name_that_is_another_tasks_id_prefix_is_ambiguous_and_a_full_id_wins(
+    inited: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
     t = new_task(capfd, "first")
     named = new_task(capfd, t["id"][:5])  # a task named like the start of another's id
-    assert bar(capfd, "task", "show", t["id"][:5], "--json").json()["id"] == named["id"]
+    res = bar(capfd, "task", "show", t["id"][:5], "--json")
+    assert res.code == 2 and t["id"] in res.err and named["id"] in res.err
+    assert bar(capfd, "task", "show", named["id"], "--json").json()["id"] == named["id"]
     assert bar(capfd, "task", "show", t["id"], "--json").json()["id"] == t["id"]
 
 
