@@ -212,9 +212,12 @@ def task_actions(tsub: Any) -> None:
         "and its directory under $BAR_HOME (ledger, outputs, patches). An open task is\n"
         "never deleted (exit 1): close it first. Refuses (exit 5) when work would be\n"
         "lost: changes no `bar apply` landed (or whose applied commit its branch no longer\n"
-        "has: someone reset it), commits on the task branch no step recorded and no other\n"
-        "branch has, or edits in a kept worktree; --force deletes it anyway. A deletion\n"
-        "that was interrupted is finished by running the command again.",
+        "has: someone reset it); changes its steps recorded when it ends back at its base\n"
+        "(a rollback to base, an undo), which only it can return to; commits of its branch\n"
+        "no step recorded and no other branch or ref keeps (its base too, when that was\n"
+        "another task's branch since deleted); edits or ignored files (.env, local data) in\n"
+        "a kept worktree. --force deletes it anyway. A deletion that was interrupted is\n"
+        "finished by running the command again.",
         epilog="examples:\n"
         "  bar task delete fix-login --dry-run   what would go, and what would be lost\n"
         "  bar task delete fix-login\n"
@@ -232,7 +235,9 @@ def task_actions(tsub: Any) -> None:
         formatter_class=_Formatter,
         description="Delete every closed task that is safe to delete, as `bar task delete`\n"
         "would: its work was applied, or it changed nothing. Lists what it deleted and\n"
-        "the closed tasks it kept, with why. Open tasks are never touched. --force also\n"
+        "the closed tasks it kept, with why. Each task is judged against what the tasks\n"
+        "deleted before it leave (of two tasks that alone hold a commit, one is kept);\n"
+        "--dry-run judges as the prune will. Open tasks are never touched. --force also\n"
         "deletes closed tasks whose work would be lost.",
         epilog="examples:\n"
         "  bar task prune --dry-run   what would be deleted and what kept\n"
