@@ -29,6 +29,7 @@ from pathlib import Path
 
 from bar import git
 from bar.errors import AlreadyExists, BarError, Locked, NotFound, NotInitialized, UsageError
+from bar.journals import delete_journal
 from bar.ledger import Ledger
 from bar.notices import plural, warn
 from bar.project import Project
@@ -180,6 +181,8 @@ class _Recorded:
 
 
 def _recorded(task: TaskPaths) -> _Recorded | None:
+    if delete_journal(task).exists():  # being deleted: its refs may be gone already
+        return None
     try:
         rec = read_json(task.task_json, "task.json")
     except (BarError, OSError):
