@@ -203,3 +203,118 @@ def test_two_projects_with_its_tasks_need_a_name_and_are_never_merged(
     assert second in projects()  # left as it was
     assert (bar_home() / "projects" / second / "tasks" / second_task["id"]).is_dir()
     assert project_dir_name(repo) in projects()
+
+
+def stale_copy(worked: dict[str, Any], capfd: pytest.CaptureFixture[str]) -> tuple[Path, Path]:
+    """`cp -a` of the repository, then more work in the original (new snapshots and an
+    agent's commit on the task branch), then the original moved away with `mv`."""
+    repo = worked["repo"]
+    bak = repo.parent / "shop.bak"
+    subprocess.run(["cp", "-a", str(repo), str(bak)], check=True)
+    run_sh(capfd, "echo later > later.txt")
+    run_sh(capfd, "git add -A && git commit -qm c2")
+    return bak, repo.parent / "shop-new"
+
+
+def test_an_older_copy_never_adopts_and_the_moved_repository_still_can(
+    worked: dict[str, Any], monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    bak, new = stale_copy(worked, capfd)
+    opened = worked["tasks"]["open"]
+    c2 = git(worktree(opened), "rev-parse", "HEAD").strip()
+    before = {name: ledger(t["id"]) for name, t in worked["tasks"].items()}
+    assert [s["step_id"] for s in before["open"]] == ["0001", "0002", "0003", "0004"]
+    move(worked["repo"], new, monkeypatch)
+    home = bar_home() / "projects" / worked["project"]
+    recorded = (home / "tasks" / opened["id"] / "task.json").read_text()
+
+    monkeypatch.chdir(bak)
+    res = bar(capfd, "init", "--adopt")
+    assert res.code == 1
+    assert f"{bak} is an older copy of the repository the tasks of project {worked['project']} were recorded in: it has no snapshot" in res.err  # fmt: skip
+    assert f"of task open ({opened['id']}); bar adopted nothing" in res.err
+    assert f"hint: run `bar init --adopt` in the repository that holds their latest state (the one that was at {worked['repo'].resolve()})" in res.err  # fmt: skip
+    assert projects() == [worked["project"]]  # nothing moved, nothing rewritten
+    assert (home / "tasks" / opened["id"] / "task.json").read_text() == recorded
+    assert bar(capfd, "init", "--adopt", worked["project"]).code == 1  # named: the same
+    status = bar(capfd, "status")
+    assert status.code == 4 and "not registered" in status.err
+    assert f"older copy of the repository of project {worked['project']}" in status.err
+
+    monkeypatch.chdir(new)
+    res = bar(capfd, "init", "--adopt")
+    assert res.code == 0, res.err
+    assert f"Adopted project {worked['project']} (3 tasks)" in res.out
+    for name, t in worked["tasks"].items():
+        assert ledger(t["id"]) == before[name]
+    assert tasks_json(capfd)["open"]["repo_root"] == str(new.resolve())
+    assert bar(capfd, "status").code == 0
+    assert git(new, "rev-parse", opened["branch"]).strip() == c2
+    assert (Path(tasks_json(capfd)["open"]["worktree"]) / "later.txt").read_text() == "later\n"
+    assert bar(capfd, "rollback", "--to", "1").code == 0
+    assert bar(capfd, "doctor").code == 0
+
+    # the copy now sees the tasks at home in the moved repository: nothing to take
+    monkeypatch.chdir(bak)
+    res = bar(capfd, "init", "--adopt")
+    assert res.code == 3 and "no project under" in res.err
+
+
+def test_a_copy_missing_only_the_agents_last_commit_is_older_too(
+    worked: dict[str, Any], monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """The last step changed no file, so its snapshot is one the copy has: the commit the
+    task branch moved to tells the copy is older."""
+    run_sh(capfd, "git add -A")
+    bak = worked["repo"].parent / "shop.bak"
+    subprocess.run(["cp", "-a", str(worked["repo"]), str(bak)], check=True)
+    run_sh(capfd, "git commit -qm c2")
+    steps = ledger(worked["tasks"]["open"]["id"])
+    assert steps[-1].get("snapshot", steps[-2]["snapshot"]) == steps[-2]["snapshot"]
+    assert steps[-1]["head"] != steps[-2]["head"]
+    move(worked["repo"], worked["repo"].parent / "shop-new", monkeypatch)
+
+    monkeypatch.chdir(bak)
+    res = bar(capfd, "init", "--adopt")
+    assert res.code == 1 and "older copy" in res.err
+    assert (
+        f"it has no branch commit {steps[-1]['head'][:10]} (step {steps[-1]['step_id']}) of task open"
+        in res.err
+    )
+    monkeypatch.chdir(worked["repo"].parent / "shop-new")
+    assert bar(capfd, "init", "--adopt").code == 0
+
+
+def test_tasks_an_older_copy_adopted_are_taken_back(
+    worked: dict[str, Any], monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """As an older bar did: the stale copy took the project; the moved repository, which
+    holds what the ledgers recorded, takes it back."""
+    bak, new = stale_copy(worked, capfd)
+    before = {name: ledger(t["id"]) for name, t in worked["tasks"].items()}
+    move(worked["repo"], new, monkeypatch)
+    home = bar_home() / "projects"
+    taken = home / project_dir_name(bak)
+    os.rename(home / worked["project"], taken)
+    for task_json in taken.glob("tasks/*/task.json"):
+        rec = json.loads(task_json.read_text())
+        task_json.write_text(json.dumps({**rec, "repo_root": str(bak.resolve())}))
+    for wt in (taken / "workspaces").iterdir():
+        git(bak, "worktree", "repair", str(wt))
+
+    res = bar(capfd, "status")
+    assert res.code == 4
+    assert f"adopted at {bak.resolve()}, an older copy" in res.err and "takes them back" in res.err
+    res = bar(capfd, "init", "--adopt")
+    assert res.code == 0, res.err
+    assert f"Adopted project {taken.name} (3 tasks) at {bak.resolve()}" in res.out
+    assert projects() == [project_dir_name(new)]
+    for name, t in worked["tasks"].items():
+        assert ledger(t["id"]) == before[name]
+    open_wt = Path(tasks_json(capfd)["open"]["worktree"])
+    assert f"worktree {open_wt}\n" in git(new, "worktree", "list", "--porcelain")
+    done = bar_exe("run", "--no-pty", "--", "sh", "-c", "echo back > back.txt", cwd=open_wt)
+    assert done.code == 0, done.err
+    assert bar(capfd, "doctor").code == 0
+    monkeypatch.chdir(bak)
+    assert bar(capfd, "init", "--adopt").code == 3  # the copy cannot take them again

@@ -25,7 +25,10 @@ def commands(sub: Any) -> None:
         "re-attaches it here: the project directory takes the new path's name, each\n"
         "task.json the new repository root, and `git worktree repair` relinks the task\n"
         "worktrees; an empty project registered here since the move is replaced. Run\n"
-        "it again to finish an adoption that was stopped. See docs/tasks.md.",
+        "it again to finish an adoption that was stopped. A repository that lacks what\n"
+        "the tasks' ledgers last recorded (an older copy, cp -a before the last steps)\n"
+        "adopts nothing (exit 1); the one that has it adopts, even tasks such a copy\n"
+        "took before. See docs/tasks.md.",
         epilog="examples:\n"
         "  bar init                       register this repository\n"
         "  bar init --adopt               after a move: take its tasks along\n"
