@@ -356,6 +356,7 @@ def _compute(
             f"target branch {target_branch!r} does not exist",
             hint="give an existing branch with --target",
         )
+    bases.refuse_task_worktree(task.project, target_branch)
     held = conflict_markers.unresolved(task, state, upto)
     if held:
         raise UnresolvedConflicts(target_branch, held, task.name if task.active else task.id)
