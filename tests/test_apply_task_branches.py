@@ -85,7 +85,7 @@ def test_a_task_branch_no_worktree_holds_may_still_be_named(
 ) -> None:
     """Once task a is closed (its worktree removed), its branch is a branch like any
     other: named with --target it is moved by compare-and-swap; never by default."""
-    a, b = stacked(capfd)
+    a, _b = stacked(capfd)
     assert bar(capfd, "task", "close", a["id"]).code == 0
     assert not worktree(a).exists()
     assert bar(capfd, "apply", "--dry-run", "--json").json()["target_branch"] == "main"
