@@ -32,16 +32,16 @@ def share(repo: Path, **sections: Any) -> None:
 def test_the_repositorys_hooks_run_before_the_developers(
     inited: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
-    share(inited, hooks={"pre_run": ["echo team >> ../hooks.log"]})
-    set_config(hooks={"pre_run": ["echo mine >> ../hooks.log"]})
+    # a log outside the checkout, $HOME and $BAR_HOME: the team's hook runs confined
+    (inited.parent / "logs").mkdir()
+    log = inited.parent / "logs" / "hooks.log"
+    share(inited, hooks={"pre_run": [f"echo team >> {log}"]})
+    set_config(hooks={"pre_run": [f"echo mine >> {log}"]})
     t = new_task(capfd)
     assert bar(capfd, "run", "--", "true").code == 0
-    assert (worktree(t).parent / "hooks.log").read_text() == "team\nmine\n"
+    assert log.read_text() == "team\nmine\n"
     (step,) = ledger(t["id"])
-    assert [h["cmd"] for h in step["hooks"]] == [
-        "echo team >> ../hooks.log",
-        "echo mine >> ../hooks.log",
-    ]
+    assert [h["cmd"] for h in step["hooks"]] == [f"echo team >> {log}", f"echo mine >> {log}"]
 
 
 def test_a_failing_hook_of_the_repository_is_named_in_its_file(

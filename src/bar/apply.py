@@ -71,6 +71,7 @@ class ApplyResult:
     nothing_to_do: bool = False
     step: ApplyStep | None = None
     refusal: BarError | None = None  # a dry run: why the apply would refuse (blocking...)
+    settings: list[str] = field(default_factory=list)  # bar's own files it changes
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -86,6 +87,7 @@ class ApplyResult:
             "nothing_to_do": self.nothing_to_do,
             "step_id": self.step.step_id if self.step else None,
             "refusal": str(self.refusal) if self.refusal else None,
+            "changes_bar_settings": self.settings,
         }
 
 
@@ -354,6 +356,7 @@ def _compute(
             f"target branch {target_branch!r} does not exist",
             hint="give an existing branch with --target",
         )
+    bases.refuse_task_worktree(task.project, target_branch)
     held = conflict_markers.unresolved(task, state, upto)
     if held:
         raise UnresolvedConflicts(target_branch, held, task.name if task.active else task.id)
@@ -369,6 +372,7 @@ def _compute(
     assert tree is not None
     result.tree = tree
     result.stat = git.numstat(repo, tip, tree)  # trees only, --no-ext-diff --no-textconv
+    result.settings = git.changed_paths(repo, tip, tree, list(task.project.settings_files()))
     if mode == "commit" and tree == git.tree_of(repo, tip):
         result.nothing_to_do = True
         return result

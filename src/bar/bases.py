@@ -13,17 +13,48 @@ from task.json alone, however long its ledger.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from bar import git
-from bar.tasks import Task
+from bar.errors import BarError
+from bar.project import Project
+from bar.tasks import Task, list_tasks
 
 
 def branch(task: Task) -> str:
     """The branch the task's work goes back to: the ref it was created from when that
     names a local branch (``bar task new --base feature``), else git.default_base. What
-    ``bar apply`` lands on and ``bar task sync`` merges in when given no branch."""
-    if git.branch_exists(task.project.root, task.base_ref):
-        return task.base_ref
-    return task.project.config.git.default_base
+    ``bar apply`` lands on and ``bar task sync`` merges in when given no branch (so that
+    a sync prepares the apply). Never another task's branch: it is checked out in that
+    task's worktree, where its agent works, and bar writes into no task's worktree; a
+    task created from one (``--base bar/a-<id>``) goes back to git.default_base."""
+    base, default = task.base_ref, task.project.config.git.default_base
+    if (
+        base != default
+        and git.branch_exists(task.project.root, base)
+        and not any(other.branch == base for other in list_tasks(task.project))
+    ):
+        return base
+    return default
+
+
+def refuse_task_worktree(project: Project, branch: str) -> None:
+    """Raise if ``branch`` is checked out in a task's worktree under $BAR_HOME: landing
+    on it would write that task's files, maybe while its agent runs a step there."""
+    ref = f"refs/heads/{branch}"
+    for entry in git.worktree_list(project.root):
+        where = Path(entry["worktree"])
+        if entry.get("branch") != ref or not where.is_relative_to(project.paths.workspaces):
+            continue
+        task_id = where.relative_to(project.paths.workspaces).parts[0]
+        owner = next((t for t in list_tasks(project) if t.id == task_id), None)
+        named = f"task {owner.name} ({task_id})" if owner is not None else f"task {task_id}"
+        raise BarError(
+            f"{branch} is checked out in the worktree of {named} at {where}; bar never "
+            "writes into another task's worktree; nothing was changed",
+            hint="land it on another branch with --target BRANCH (your checkout's, e.g. "
+            f"{project.config.git.default_base}), or apply {named} first and then this one",
+        )
 
 
 def first(task: Task) -> str:

@@ -38,9 +38,11 @@ class HooksConfig:
     pre_run: tuple[str, ...] = ()
     post_run: tuple[str, ...] = ()
     timeout: float = 60.0
-    # how many hooks at the start of pre_run came from the repository's .bar/config.yaml
-    # (``combine``), so that a message can name the file the failing one is in
+    # how many hooks at the start of pre_run (post_run) came from the repository's
+    # .bar/config.yaml (``combine``): they run confined like the step, and a message can
+    # name the file the failing one is in
     pre_run_shared: int = 0
+    post_run_shared: int = 0
 
 
 @record(frozen=True)
@@ -216,6 +218,7 @@ def combine(own: Config, data: Any, path: Path) -> Config:
             pre_run=(*hooks.get("pre_run", ()), *own.hooks.pre_run),
             post_run=(*hooks.get("post_run", ()), *own.hooks.post_run),
             pre_run_shared=len(hooks.get("pre_run", ())),
+            post_run_shared=len(hooks.get("post_run", ())),
             timeout=max(own.hooks.timeout, hooks.get("timeout", 0.0)),
         ),
         run=replace(own.run, record_env=_union(own.run.record_env, run_.get("record_env", ()))),

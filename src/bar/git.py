@@ -197,6 +197,17 @@ def numstat(repo: Path | str, a: str, b: str) -> DiffStat:
     return parse_numstat(git(repo, "diff", *DIFF_FLAGS, "--numstat", "-z", a, b, "--").stdout)
 
 
+def changed_paths(repo: Path | str, a: str, b: str, paths: Sequence[str]) -> list[str]:
+    """Which of ``paths`` (taken literally) differ between two trees or commits; a
+    rename counts for both of its names."""
+    if not paths:
+        return []
+    res = git(repo, "diff", "--no-ext-diff", "--no-textconv", "--no-renames", "--name-only",
+              "-z", a, b, "--", *(f":(literal){p}" for p in paths))  # fmt: skip
+    found = {p.decode("utf-8", "surrogateescape") for p in res.stdout.split(b"\0") if p}
+    return [p for p in paths if p in found]
+
+
 def parse_numstat(raw: bytes) -> DiffStat:
     """``git diff --numstat -z`` output as a ``DiffStat``."""
     parts = raw.split(b"\0")

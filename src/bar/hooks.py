@@ -23,6 +23,10 @@ bar only stops waiting for their output shortly after the shell exits.
 Hook failures are results, not exceptions: ``pre_run`` stops at the first failure and
 the caller refuses the step with ``HookResult.describe()``; ``post_run`` runs every
 hook and the failures are reported and recorded.
+
+``run_hooks(start=...)`` starts each hook's shell through a given function: ``bar run``
+passes the step's ``Confinement.start`` for the repository's hooks (``bar.step_hooks``),
+so the shell and all it starts are confined like the step.
 """
 
 from __future__ import annotations
@@ -37,7 +41,7 @@ import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import BinaryIO, Final, Literal
+from typing import Any, BinaryIO, Final, Literal
 
 from bar.proc import clean_env, exit_status
 from bar.record import record
@@ -45,6 +49,8 @@ from bar.records import HookRecord
 
 Phase = Literal["pre_run", "post_run"]
 PHASES: Final = ("pre_run", "post_run")
+# starts a hook's process: calls the given function (which does) in some context
+Starter = Callable[[Callable[[], Any]], Any]
 
 DEFAULT_TIMEOUT: Final = 60.0
 # Between SIGTERM and SIGKILL: time for a hook to clean up after itself.
@@ -157,13 +163,15 @@ def run_hooks(
     base_env: Mapping[str, str] | None = None,
     timeout: float = DEFAULT_TIMEOUT,
     stream: BinaryIO | None = None,
+    start: Starter | None = None,
 ) -> list[HookResult]:
     """Run the ``phase`` hooks ``commands`` in ``cwd``; never raises for a hook failure.
 
     ``pre_run`` stops at the first hook that fails, so the last result is the one that
     refused the step; ``post_run`` runs them all. The environment is ``base_env`` as
     given (default: bar's own, cleaned by ``bar.proc.clean_env``) plus the ``BAR_*``
-    facts. Hook output goes to ``stream`` (default: bar's stderr).
+    facts. Hook output goes to ``stream`` (default: bar's stderr). ``start``: what each
+    hook's process is started through (a confinement's ``start``).
     """
     if phase not in PHASES:
         raise ValueError(f"unknown hook phase {phase!r}")
@@ -177,9 +185,8 @@ def run_hooks(
 
     results: list[HookResult] = []
     for command in commands:
-        result = _run_one(
-            phase, command, cwd=cwd, env=env, payload=payload, timeout=timeout, out=out
-        )
+        result = _run_one(phase, command, cwd=cwd, env=env, payload=payload,
+                          timeout=timeout, out=out, start=start)  # fmt: skip
         results.append(result)
         if phase == "pre_run" and not result.ok:
             break
@@ -195,14 +202,15 @@ def _run_one(
     payload: bytes,
     timeout: float,
     out: BinaryIO,
+    start: Starter | None = None,
 ) -> HookResult:
     started = time.monotonic()
 
     def elapsed_ms() -> int:
         return int((time.monotonic() - started) * 1000)
 
-    try:
-        proc = subprocess.Popen(
+    def launch() -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
             ["/bin/sh", "-c", command],
             cwd=cwd,
             env=env,
@@ -212,6 +220,9 @@ def _run_one(
             start_new_session=True,
             bufsize=0,
         )
+
+    try:
+        proc: subprocess.Popen[bytes] = start(launch) if start is not None else launch()
     except OSError as exc:
         reason = exc.strerror or str(exc)
         if exc.filename is not None:

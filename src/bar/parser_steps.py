@@ -227,8 +227,10 @@ def commands(sub: Any) -> None:
         help="land the task's work on a branch, as one commit or a merge",
         formatter_class=_Formatter,
         description="Land the task's changes (base -> last recorded state) on a branch: by default\n"
-        "the branch the task was created from (task new --base) if it is a local branch,\n"
-        "else git.default_base (the branch task sync merges in, too).\n"
+        "the branch the task was created from (task new --base) if it is a local branch\n"
+        "and not another task's, else git.default_base (the branch task sync merges in,\n"
+        "too). A target checked out in a task's worktree is refused (exit 1): bar never\n"
+        "writes into another task's worktree.\n"
         "commit: one new commit on the target, merged three-way onto its tip, with\n"
         "  Bar-Task and Bar-Step trailers (Bar-Step: the step whose state it lands).\n"
         "merge: commit what the agent left uncommitted on the task branch, then a\n"
@@ -238,7 +240,10 @@ def commands(sub: Any) -> None:
         "updated only if the files the apply changes are clean there (else exit 5).\n"
         "--at lands an earlier recorded state instead (commit mode), e.g. a checkpoint\n"
         "before the agent went astray. A closed task is applied from its record: it needs\n"
-        "no worktree (merge mode needs its branch).",
+        "no worktree (merge mode needs its branch).\n"
+        "An apply that changes bar's own files in the repository (.bar/config.yaml: the\n"
+        "hooks of every step of every task; the policy file) says so on stderr (JSON:\n"
+        "changes_bar_settings): review them before the next step.",
         epilog="examples:\n"
         "  bar apply --dry-run                 where it would land, the diff, whether it can\n"
         "  bar apply -m 'Add discounts'        one commit on the branch the task came from\n"
@@ -254,7 +259,7 @@ def commands(sub: Any) -> None:
     p.add_argument("--at", metavar="STEP|STEP.N",
                    help="apply this recorded state (default: the last one)")  # fmt: skip
     p.add_argument("--target", metavar="BRANCH", help="default: the branch the task was created "
-                   "from, else git.default_base")  # fmt: skip
+                   "from, unless another task's, else git.default_base")  # fmt: skip
     p.add_argument("-m", "--message", metavar="MSG", help="commit message (default: from the task)")
     p.add_argument("--dry-run", action="store_true", help="show the diff and whether it conflicts")
     p.add_argument("--no-wait", action="store_true", help="fail at once if the task is busy")

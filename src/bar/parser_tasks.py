@@ -162,7 +162,8 @@ def commands(sub: Any) -> None:
     )
     _task_opt(p)
     p.add_argument("--onto", metavar="BRANCH",
-                   help="default: the task's base branch, else git.default_base")  # fmt: skip
+                   help="default: the task's base branch (unless another task's), "
+                   "else git.default_base: where bar apply lands")  # fmt: skip
     p.add_argument("--allow-conflicts", action="store_true",
                    help="on conflict, record the merge with conflict markers in the files")  # fmt: skip
     p.add_argument("--dry-run", action="store_true", help="show what would change; change nothing")

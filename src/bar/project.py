@@ -7,6 +7,7 @@ from any directory inside the developer's checkout or inside one of its task wor
 
 from __future__ import annotations
 
+import contextlib
 import os
 from functools import cached_property
 from pathlib import Path
@@ -68,6 +69,16 @@ class Project:
         """The repository's own settings, shared by the team (``.bar/config.yaml``), read
         from the developer's checkout like the policy, never from a task worktree."""
         return self.root / REPO_CONFIG
+
+    def settings_files(self) -> dict[str, str]:
+        """bar's own files in the repository (paths relative to its root), each with what
+        it decides: a commit that changes one changes how bar treats every task."""
+        files = {REPO_CONFIG: "hooks that run on every step of every task",
+                 ".bar/policy.yaml": "the policy every command is checked against"}  # fmt: skip
+        with contextlib.suppress(ValueError):  # a policy outside the repository
+            rel = self.policy_path().relative_to(self.root).as_posix()
+            files.setdefault(rel, files[".bar/policy.yaml"])
+        return files
 
     def policy_path(self) -> Path:
         """The policy file in the developer's checkout (never a task worktree's copy)."""

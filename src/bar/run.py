@@ -5,12 +5,14 @@ hand edits recorded). Then, in an order where every prefix is recoverable
 (docs/internals.md):
 
 1. the policy judges the command (a block is recorded as a ``blocked`` step; nothing runs);
-2. ``pre_run`` hooks (a failure is recorded as a step ``stopped_by`` ``pre_run``, with the
-   hooks' results; nothing runs);
+2. the confinement is made (the repository's hooks run inside it, ``bar.step_hooks``;
+   it holds no state, so a crash leaves nothing behind), then ``pre_run`` hooks (a
+   failure is recorded as a step ``stopped_by`` ``pre_run``, with the hooks' results;
+   nothing runs);
 3. the intent (``running.json``) is written, the supervisor starts (``bar.supervisor``:
    the channel inner ``bar hook`` calls reach, the agent's hook settings), and the
    command runs with its output shown and streamed, scrubbed, into its artifacts;
-4. ``post_run`` hooks;
+4. ``post_run`` hooks, then what the step's processes left running is stopped;
 5. ``complete``: snapshot, patch, the ledger line (the commit point), intent removed.
 
 If bar dies during 3–5, ``bar.recovery`` calls the same ``complete`` with no outcome: the
@@ -26,11 +28,12 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from bar import checkpoints, git, hooks, journals, known_secrets, snapshot, stamps, steps
+from bar import checkpoints, git, journals, known_secrets, snapshot, stamps, step_hooks, steps
 from bar.call_log import Recorded, read_recorded
 from bar.clock import iso_of, ms_between, ms_since, now_iso
 from bar.errors import BarError, CannotConfine, ExitCode, HookFailed, UsageError
 from bar.guard import Guard
+from bar.hooks import HookFacts, HookResult
 from bar.journals import RunIntent
 from bar.notices import note, warn
 from bar.policy import Decision
@@ -113,7 +116,6 @@ def run_step(task: Task, req: RunRequest, watch: TreeWatch | None = None) -> Run
     """Run ``req`` as the task's next step and record it (caller holds the lock and ran
     ``recovery.prepare``). ``watch``: started before hand edits were looked for (else the
     step's snapshots stat everything)."""
-    config = task.project.config
     step_id = task.ledger.next_step_id()
     steps.clear_leftovers(task, step_id)
     before = task.recorded_snapshot()
@@ -141,16 +143,20 @@ def run_step(task: Task, req: RunRequest, watch: TreeWatch | None = None) -> Run
 
     env = clean_env(req.env)
     env.update(_step_env(task, step_id))
-    facts = hooks.HookFacts(
+    facts = HookFacts(
         project=task.project.name, task_id=task.id, task_name=task.name, step_id=step_id,
         workspace=task.worktree, cmd=list(req.argv),
     )  # fmt: skip
 
-    # 2. pre_run hooks
+    # 2. pre_run hooks; the repository's run confined like the step, so the confinement
+    # is made first (and closed on every way out before the step's own try)
+    confinement = _confinement(task, req)
+    boxed = sandbox_plan.step_env(task, env) if confinement.enabled else env
+    adopted_since = leftovers.become_subreaper() if confinement.enabled else 0.0
     hook_records: list[HookRecord] = []
-    if config.hooks.pre_run:
-        results = hooks.run_hooks("pre_run", config.hooks.pre_run, facts, cwd=task.worktree,
-                                  base_env=env, timeout=config.hooks.timeout)  # fmt: skip
+    try:
+        results = step_hooks.run("pre_run", task, facts, env=env, boxed=boxed,
+                                 confinement=confinement)  # fmt: skip
         hook_records += [r.record() for r in results]
         failed = next((r for r in results if not r.ok), None)
         if failed is not None:
@@ -163,23 +169,21 @@ def run_step(task: Task, req: RunRequest, watch: TreeWatch | None = None) -> Run
             )  # fmt: skip
             step.extra["stopped_by"] = "pre_run"
             step.artifacts.output = _hooks_output(task, step_id, results, scrubber)
-            source = (task.project.shared_config_path()
-                      if len(results) <= config.hooks.pre_run_shared else task.project.paths.config)  # fmt: skip
+            index = len(results) - 1
+            said = step_hooks.describe(task, failed, index, confinement, scrubber.scrub_text)
             error = HookFailed(
-                f"{failed.describe(scrubber.scrub_text)}; the command did not run (step {step_id} recorded)",
-                hint=f"fix the hook or remove it from hooks.pre_run in {source}",
+                f"{said}; the command did not run (step {step_id} recorded)",
+                hint="fix the hook or remove it from hooks.pre_run in "
+                f"{step_hooks.source(task, 'pre_run', index)}",
             )
             error.step = steps.append(task, step, scrubber)
             raise error
+    except BaseException:
+        _close(confinement, adopted_since)
+        raise
+    env = boxed
 
     # 3. intent, supervisor, the command (with what it must not change noted first)
-    confinement = _confinement(task, req)
-    adopted_since = 0.0
-    if confinement.enabled:
-        env["TMPDIR"] = str(sandbox_plan.temp_dir(task))
-        for name in sandbox_plan.AGENT_SOCKETS:  # the kernel does not confine connect()
-            env.pop(name, None)
-        adopted_since = leftovers.become_subreaper()
     guard = Guard(task)
     if watch is not None and watch.snapshot != before:
         watch.cover(stamps.stamped_dirs(task.index) or ())  # directories hand edits made
@@ -196,16 +200,18 @@ def run_step(task: Task, req: RunRequest, watch: TreeWatch | None = None) -> Run
     try:
         supervisor.start()
     except BaseException:
-        confinement.close()
+        _close(confinement, adopted_since)
         journals.clear_run(task.paths)  # nothing ran: there is no step to record
         raise
     try:
         env.update(supervisor.env)
         executed = _execute(task, step_id, supervisor.argv, req, env, scrubber, confinement)
-    finally:
         if confinement.enabled:
             _stop_leftovers(adopted_since)
-        confinement.close()
+    except BaseException:
+        _close(confinement, adopted_since, "the command")
+        raise
+    finally:
         supervisor.close()
     guarded = [PolicyEventRecord(rule="bar:guard", action="warn", matched=what)
                for what in guard.check()]  # fmt: skip
@@ -222,18 +228,17 @@ def run_step(task: Task, req: RunRequest, watch: TreeWatch | None = None) -> Run
              f"path in sandbox.allow_write in {task.project.paths.config}, or run once "
              "with --no-sandbox")  # fmt: skip
 
-    # 4. post_run hooks
-    if config.hooks.post_run:
-        results = hooks.run_hooks(
-            "post_run", config.hooks.post_run,
-            replace(facts, exit_code=executed.exit_code),
-            cwd=task.worktree, base_env={**env, "BAR_EXIT_CODE": str(executed.exit_code)},
-            timeout=config.hooks.timeout,
-        )  # fmt: skip
-        hook_records += [r.record() for r in results]
-        for r in results:
-            if not r.ok:
-                warn(r.describe(scrubber.scrub_text))
+    # 4. post_run hooks (the repository's still confined), then their leftovers stopped
+    try:
+        results = step_hooks.run("post_run", task, replace(facts, exit_code=executed.exit_code),
+                                 env=env, boxed=env, confinement=confinement)  # fmt: skip
+    finally:
+        shared = step_hooks.shared_count(task, "post_run")
+        _close(confinement, adopted_since, "a post_run hook" if shared else None)
+    hook_records += [r.record() for r in results]
+    for index, r in enumerate(results):
+        if not r.ok:
+            warn(step_hooks.describe(task, r, index, confinement, scrubber.scrub_text))
 
     # 5. snapshot, patch, ledger line; if they cannot be written (a full disk), the intent
     # keeps how the command ended, for the command that records the step later
@@ -380,7 +385,7 @@ def _execute(
 
 
 def _hooks_output(
-    task: Task, step_id: str, results: Sequence[hooks.HookResult], scrubber: Scrubber
+    task: Task, step_id: str, results: Sequence[HookResult], scrubber: Scrubber
 ) -> str | None:
     """The output artifact of a step the pre_run hooks stopped: what they printed (on
     bar's stderr, as shown), scrubbed like any step's output; None if they printed nothing."""
@@ -392,10 +397,18 @@ def _hooks_output(
     return rel
 
 
-def _stop_leftovers(since: float) -> None:
+def _close(confinement: Confinement, since: float, what: str | None = "a pre_run hook") -> None:
+    """End the step's confinement: stop what ``what``, the last to run in it, left running
+    (None: nothing ran in it since the last stop), then release it. Twice is harmless."""
+    if confinement.enabled and confinement.open and what is not None:
+        _stop_leftovers(since, what)
+    confinement.close()
+
+
+def _stop_leftovers(since: float, what: str = "the command") -> None:
     stopped = leftovers.stop(since)
     if stopped:
-        warn(f"stopped {len(stopped)} process(es) the command left running "
+        warn(f"stopped {len(stopped)} process(es) {what} left running "
              f"(pid {', '.join(map(str, stopped[:10]))}): nothing a confined step starts "
              "outlives it")  # fmt: skip
 

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import shlex
 import sys
+from typing import TYPE_CHECKING
 
 from bar import api
 from bar.errors import ApplyConflict
 from bar.render import Painter, plural, print_json, short
+
+if TYPE_CHECKING:
+    from bar.apply import ApplyResult
 
 
 def apply(
@@ -31,6 +36,7 @@ def apply(
             print_json({"mode": mode, "target_branch": exc.target_branch,
                         "conflicts": exc.paths, "conflict": True})  # fmt: skip
         raise
+    _say_settings(loc.project.settings_files(), result, dry_run=dry_run, as_json=as_json)
     if as_json:
         print_json({**result.to_json(), "dry_run": dry_run})
         if result.refusal is not None:
@@ -64,3 +70,23 @@ def apply(
     if result.checkout:
         print(f"  updated the checkout at {result.checkout}")
     return 0
+
+
+def _say_settings(
+    what: dict[str, str], result: ApplyResult, *, dry_run: bool, as_json: bool
+) -> None:
+    """Say on stderr that the apply changes bar's own files in the repository: from the
+    next step on, every task runs under what they now say."""
+    if not result.settings:
+        return
+    listed = ", ".join(f"{path} ({what.get(path, 'bar settings')})" for path in result.settings)
+    if not dry_run:
+        paths = " ".join(shlex.quote(p) for p in result.settings)
+        review = f"review them before the next step: git show {short(result.commit)} -- {paths}"
+    elif as_json:
+        review = "review them with bar apply --dry-run"
+    else:
+        review = "review them in the diff below"
+    verb = "would change" if dry_run else "changes"
+    print(f"bar: note: this {verb} bar's settings for the repository: {listed}; {review}",
+          file=sys.stderr)  # fmt: skip

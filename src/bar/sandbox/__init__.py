@@ -74,6 +74,11 @@ class Confinement:
     def enabled(self) -> bool:
         return self.mechanism is not None
 
+    @property
+    def open(self) -> bool:
+        """Whether it can still start something confined (not closed yet)."""
+        return self._ruleset is not None
+
     def record(self) -> dict[str, Any]:
         """The step's ``sandbox`` field."""
         rec: dict[str, Any] = {"enabled": self.enabled, "mechanism": self.mechanism}

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Mapping
 from pathlib import Path
 
 from bar.agents.protocol import PROTOCOLS
@@ -34,6 +35,15 @@ def temp_dir(task: Task) -> Path:
     path = task.dir / "tmp"
     path.mkdir(mode=0o700, exist_ok=True)
     return path
+
+
+def step_env(task: Task, env: Mapping[str, str]) -> dict[str, str]:
+    """``env`` as a confined step gets it (and the repository's hooks, which run confined
+    like it): its own ``TMPDIR``, and no agent socket."""
+    boxed = {**env, "TMPDIR": str(temp_dir(task))}
+    for name in AGENT_SOCKETS:
+        boxed.pop(name, None)
+    return boxed
 
 
 def remove_temp_dir(task: Task) -> None:
