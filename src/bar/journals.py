@@ -358,6 +358,20 @@ def create_journal(paths: TaskPaths) -> Path:
     return paths.dir / "creating.json"
 
 
+def _task_problem(paths: TaskPaths, task_id: object, name: object, branch: object) -> str | None:
+    """What is wrong with a journal's task id, name and branch (a branch bar made for
+    this task: journals name branches that get deleted), if anything."""
+    if task_id != paths.dir.name:
+        return f"names task {task_id!r}, not {paths.dir.name!r}"
+    if not isinstance(name, str) or not name:
+        return f"has an invalid name {name!r}"
+    if not (
+        isinstance(branch, str) and _BRANCH_RE.match(branch) and branch.endswith(f"-{task_id}")
+    ):
+        return f"has an invalid branch {branch!r}"
+    return None
+
+
 def write_create(paths: TaskPaths, intent: CreateIntent) -> None:
     write_json_atomic(
         create_journal(paths),
@@ -379,17 +393,9 @@ def read_create(paths: TaskPaths) -> CreateIntent | None:
     except FileNotFoundError:
         return None
     task_id, name, branch, base = (rec.get(k) for k in ("task_id", "name", "branch", "base_commit"))
-    problem = None
-    if task_id != paths.dir.name:
-        problem = f"names task {task_id!r}, not {paths.dir.name!r}"
-    elif not isinstance(name, str) or not name:
-        problem = f"has an invalid name {name!r}"
     # the branch is deleted on undo: it must be the one this task would have made
-    elif not (
-        isinstance(branch, str) and _BRANCH_RE.match(branch) and branch.endswith(f"-{task_id}")
-    ):
-        problem = f"has an invalid branch {branch!r}"
-    elif not git.is_object_id(base):
+    problem = _task_problem(paths, task_id, name, branch)
+    if problem is None and not git.is_object_id(base):
         problem = f"has an invalid base_commit {base!r}"
     if problem:
         raise CorruptFile(f"task creation journal at {path} {problem}")
@@ -445,17 +451,9 @@ def read_delete(paths: TaskPaths) -> DeleteIntent | None:
     except FileNotFoundError:
         return None
     task_id, name, branch, tip = (rec.get(k) for k in ("task_id", "name", "branch", "branch_tip"))
-    problem = None
-    if task_id != paths.dir.name:
-        problem = f"names task {task_id!r}, not {paths.dir.name!r}"
-    elif not isinstance(name, str) or not name:
-        problem = f"has an invalid name {name!r}"
     # the branch is deleted: it must be one bar made for this task
-    elif not (
-        isinstance(branch, str) and _BRANCH_RE.match(branch) and branch.endswith(f"-{task_id}")
-    ):
-        problem = f"has an invalid branch {branch!r}"
-    elif tip is not None and not git.is_object_id(tip):
+    problem = _task_problem(paths, task_id, name, branch)
+    if problem is None and tip is not None and not git.is_object_id(tip):
         problem = f"has an invalid branch_tip {tip!r}"
     if problem:
         raise CorruptFile(f"task deletion journal at {path} {problem}")
