@@ -270,7 +270,7 @@ def test_sync_onto_another_branch_and_bad_names(
     assert task_json(t["id"])["base_commit"] == tip
     assert task_json(t["id"])["base_ref"] == "main"
     missing = bar(capfd, "task", "sync", "--onto", "no-such-branch")
-    assert missing.code == 2 and "names no branch or commit" in missing.err
+    assert missing.code == 3 and "names no branch or commit" in missing.err
     helped = bar(capfd, "task", "sync", "--help")
     assert helped.code == 0 and "examples:" in helped.out
 

@@ -29,7 +29,7 @@ from bar import bases, faults, git, journals, rollback, snapshot, steps
 from bar.apply import merge_with_markers, on_base
 from bar.checkout import SafeGit
 from bar.clock import ms_since, now_iso
-from bar.errors import Conflict, UsageError
+from bar.errors import Conflict, NotFound, UsageError
 from bar.git import DiffStat
 from bar.journals import SyncIntent
 from bar.record import field, record
@@ -79,8 +79,8 @@ def onto_of(task: Task, onto: str | None) -> tuple[str, str]:
     branch = f"refs/heads/{name}"
     tip = git.resolve_commit(repo, branch if git.rev_parse(repo, branch) else name)
     if tip is None:
-        raise UsageError(f"{name!r} names no branch or commit",
-                         hint="give an existing branch with --onto")  # fmt: skip
+        raise NotFound(f"{name!r} names no branch or commit",
+                       hint="give an existing branch with --onto")  # fmt: skip
     return name, tip
 
 

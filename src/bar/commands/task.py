@@ -195,7 +195,7 @@ def prune(*, force: bool, dry_run: bool, as_json: bool) -> int:
         return 0
     paint = Painter(loc.project.config.output.color)
     if not pruned.deleted:
-        print("No closed task to delete.")
+        print("No closed task to delete." if not pruned.skipped else "Nothing deleted.")
     for done in pruned.deleted:
         _print_deletion(done, paint)
     for kept in pruned.skipped:
