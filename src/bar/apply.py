@@ -116,7 +116,8 @@ def dry_run(
     conflict raises as it would, and ``refusal`` says why a clean merge would be refused."""
     target = _target(task, mode, target_branch, at)
     repo = task.project.root
-    safe = _safe_git(task, target)
+    listed = git.worktree_list(repo)
+    safe = _safe_git(task, target, listed)
     if at is not None:
         state, label = at.commit, at.name
     else:
@@ -131,7 +132,7 @@ def dry_run(
         else:
             label = state_step(task)
     base = at.base if at is not None and at.base else task.base_commit
-    result = _compute(safe, task, mode, target, message, state, label, base, _upto(at))
+    result = _compute(safe, task, mode, target, message, state, label, base, _upto(at), listed)
     if result.conflicts:
         raise ApplyConflict(result.target_branch, result.conflicts)
     if result.checkout is not None and not result.nothing_to_do:
@@ -158,7 +159,8 @@ def apply(
     prepare(task)
     target = _target(task, mode, target_branch, at)
     repo = task.project.root
-    safe = _safe_git(task, target)
+    listed = git.worktree_list(repo)
+    safe = _safe_git(task, target, listed)
     t0 = time.monotonic()
     started = now_iso()
     state = at.commit if at is not None else task.recorded_snapshot()
@@ -167,7 +169,7 @@ def apply(
     label = at.name if at is not None else state_step(task)
     with Progress(f"apply: merging the task's work onto {target}") as shown:
         shown.update()
-        result = _compute(safe, task, mode, target, message, state, label, base, _upto(at))
+        result = _compute(safe, task, mode, target, message, state, label, base, _upto(at), listed)
     if result.conflicts:
         raise ApplyConflict(result.target_branch, result.conflicts)
     if result.nothing_to_do:
@@ -311,20 +313,24 @@ def with_trailers(message: str, task: Task, step_id: str) -> str:
     return f"{message.rstrip()}\n\nBar-Task: {task.id}\nBar-Step: {step_id}\n"
 
 
-def checked_out_in(repo: Path, branch: str) -> Path | None:
+def checked_out_in(
+    repo: Path, branch: str, listed: list[dict[str, str]] | None = None
+) -> Path | None:
+    """The checkout where ``branch`` is checked out (``listed``: ``git.worktree_list``
+    of ``repo`` if the caller has it)."""
     ref = f"refs/heads/{branch}"
-    for entry in git.worktree_list(repo):
+    for entry in git.worktree_list(repo) if listed is None else listed:
         if entry.get("branch") == ref and "bare" not in entry:
             return Path(entry["worktree"])
     return None
 
 
-def _safe_git(task: Task, target_branch: str) -> SafeGit:
+def _safe_git(task: Task, target_branch: str, listed: list[dict[str, str]]) -> SafeGit:
     """Git for this apply, from the configuration seen where it runs git: the repository,
     the task worktree (unless removed) and the target's checkout."""
     repo = task.project.root
     worktree = task.worktree if task.worktree.is_dir() else None
-    return SafeGit.read(repo, worktree, checked_out_in(repo, target_branch))
+    return SafeGit.read(repo, worktree, checked_out_in(repo, target_branch, listed))
 
 
 def _task_head(task: Task) -> str | None:
@@ -343,7 +349,7 @@ def _upto(at: State | None) -> int | None:
 
 def _compute(
     safe: SafeGit, task: Task, mode: str, target_branch: str, message: str | None, state: str,
-    step_id: str, base: str, upto: int | None,
+    step_id: str, base: str, upto: int | None, listed: list[dict[str, str]],
 ) -> ApplyResult:  # fmt: skip
     """Everything up to (not including) the commit. Writes only git objects. ``upto``:
     the step whose state this is (None: the last one), for the syncs that led to it."""
@@ -356,7 +362,7 @@ def _compute(
             f"target branch {target_branch!r} does not exist",
             hint="give an existing branch with --target",
         )
-    bases.refuse_task_worktree(task.project, target_branch)
+    bases.refuse_task_worktree(task.project, target_branch, listed)
     held = conflict_markers.unresolved(task, state, upto)
     if held:
         raise UnresolvedConflicts(target_branch, held, task.name if task.active else task.id)
@@ -371,8 +377,10 @@ def _compute(
         return result
     assert tree is not None
     result.tree = tree
-    result.stat = git.numstat(repo, tip, tree)  # trees only, --no-ext-diff --no-textconv
-    result.settings = git.changed_paths(repo, tip, tree, list(task.project.settings_files()))
+    # trees only, --no-ext-diff --no-textconv; one diff for the stat and the settings
+    result.stat, result.settings = git.numstat_touching(
+        repo, tip, tree, list(task.project.settings_files())
+    )
     if mode == "commit" and tree == git.tree_of(repo, tip):
         result.nothing_to_do = True
         return result
@@ -386,8 +394,8 @@ def _compute(
     else:
         text = f"Merge task {task.name} ({task.id}) into {target_branch}"
     result.message = with_trailers(text, task, step_id)
-    checkout.refuse_mid_operation(repo, target_branch)
-    result.checkout = checked_out_in(repo, target_branch)
+    checkout.refuse_mid_operation(task.project.common_dir, target_branch)
+    result.checkout = checked_out_in(repo, target_branch, listed)
     return result
 
 

@@ -38,11 +38,14 @@ def branch(task: Task) -> str:
     return default
 
 
-def refuse_task_worktree(project: Project, branch: str) -> None:
+def refuse_task_worktree(
+    project: Project, branch: str, listed: list[dict[str, str]] | None = None
+) -> None:
     """Raise if ``branch`` is checked out in a task's worktree under $BAR_HOME: landing
-    on it would write that task's files, maybe while its agent runs a step there."""
+    on it would write that task's files, maybe while its agent runs a step there.
+    ``listed``: ``git.worktree_list`` of the repository if the caller has it."""
     ref = f"refs/heads/{branch}"
-    for entry in git.worktree_list(project.root):
+    for entry in git.worktree_list(project.root) if listed is None else listed:
         where = Path(entry["worktree"])
         if entry.get("branch") != ref or not where.is_relative_to(project.paths.workspaces):
             continue

@@ -197,11 +197,11 @@ def _read(path: Path) -> str:
         return ""
 
 
-def refuse_mid_operation(repo: Path, branch: str) -> None:
+def refuse_mid_operation(common: Path, branch: str) -> None:
     """Raise if ``branch`` is checked out, rebased or bisected in a worktree where a git
-    operation is under way. Read from each worktree's admin directory as git does: during
-    a rebase or bisect HEAD is detached, and only these files name the branch."""
-    common = Path(git.out(repo, "rev-parse", "--path-format=absolute", "--git-common-dir"))
+    operation is under way. Read from each worktree's admin directory (under the
+    repository's ``common`` git directory) as git does: during a rebase or bisect HEAD
+    is detached, and only these files name the branch."""
     ref = f"refs/heads/{branch}"
     linked = common / "worktrees"
     admins = [common, *sorted(linked.iterdir() if linked.is_dir() else [])]
@@ -219,7 +219,7 @@ def refuse_mid_operation(repo: Path, branch: str) -> None:
             what, end = "a git am", "git am --continue or git am --abort"
         gitdir_file = _read(admin / "gitdir")  # a linked worktree names its .git file
         where = gitdir_file and str(Path(gitdir_file).parent)
-        where = where or git.worktree_list(repo)[0]["worktree"]
+        where = where or git.worktree_list(common)[0]["worktree"]
         raise GitStateError(
             f"{branch} is in the middle of {what} in {where}; applying now would move the "
             f"branch under git's feet; nothing was changed",
@@ -302,7 +302,7 @@ def _files_under(checkout: Path, rel: str) -> list[str]:
 
 
 def _admin(checkout: Path) -> Path:
-    return Path(git.out(checkout, "rev-parse", "--absolute-git-dir"))
+    return git.admin_dir(checkout)
 
 
 def _marker(token: str, phase: str) -> bytes:

@@ -6,6 +6,7 @@ Per-call variables such as ``GIT_INDEX_FILE`` go into a copy of the environment.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -141,8 +142,20 @@ def short(sha: str | None) -> str:
     return sha[:10] if sha else "-"
 
 
+_TREES: dict[str, str] = {}  # commit id -> its tree: an object never changes
+_TREES_KEPT = 4096  # a long-lived process (``bar ui``) starts over past this many
+
+
 def tree_of(repo: Path | str, commit: str) -> str:
-    return out(repo, "rev-parse", "--verify", f"{commit}^{{tree}}")
+    known = _TREES.get(commit)
+    if known is not None:
+        return known
+    tree = out(repo, "rev-parse", "--verify", f"{commit}^{{tree}}")
+    if is_object_id(commit):  # a name (HEAD, a branch) can move; an object id cannot
+        if len(_TREES) >= _TREES_KEPT:
+            _TREES.clear()
+        _TREES[commit] = tree
+    return tree
 
 
 def commit_tree(
@@ -197,15 +210,26 @@ def numstat(repo: Path | str, a: str, b: str) -> DiffStat:
     return parse_numstat(git(repo, "diff", *DIFF_FLAGS, "--numstat", "-z", a, b, "--").stdout)
 
 
-def changed_paths(repo: Path | str, a: str, b: str, paths: Sequence[str]) -> list[str]:
-    """Which of ``paths`` (taken literally) differ between two trees or commits; a
-    rename counts for both of its names."""
-    if not paths:
-        return []
-    res = git(repo, "diff", "--no-ext-diff", "--no-textconv", "--no-renames", "--name-only",
-              "-z", a, b, "--", *(f":(literal){p}" for p in paths))  # fmt: skip
-    found = {p.decode("utf-8", "surrogateescape") for p in res.stdout.split(b"\0") if p}
-    return [p for p in paths if p in found]
+def numstat_touching(
+    repo: Path | str, a: str, b: str, paths: Sequence[str]
+) -> tuple[DiffStat, list[str]]:
+    """``numstat`` and, from the same diff, which of ``paths`` (taken literally) differ
+    between the two trees or commits; a rename counts for both of its names."""
+    raw = git(repo, "diff", *DIFF_FLAGS, "--numstat", "-z", a, b, "--").stdout
+    parts = raw.split(b"\0")
+    names: set[str] = set()
+    i = 0
+    while i < len(parts):
+        fields = parts[i].split(b"\t", 2)
+        if len(fields) < 3:  # the empty field at the end
+            i += 1
+        elif fields[2]:
+            names.add(fields[2].decode("utf-8", "surrogateescape"))
+            i += 1
+        else:  # a rename: its old and new names follow as fields of their own
+            names.update(p.decode("utf-8", "surrogateescape") for p in parts[i + 1 : i + 3])
+            i += 3
+    return parse_numstat(raw), [p for p in paths if p in names]
 
 
 def parse_numstat(raw: bytes) -> DiffStat:
@@ -276,6 +300,30 @@ def diff_tree_raw(repo: Path | str, a: str, b: str) -> list[RawChange]:
         changes.append(RawChange(status[0], src_mode, dst_mode, dst, path))
         i += 2
     return changes
+
+
+def admin_dir(checkout: Path | str) -> Path:
+    """A checkout's own git directory, as ``git rev-parse --absolute-git-dir`` names it,
+    read from its ``.git`` as git reads it (a directory, or a file ``gitdir: PATH`` in a
+    linked worktree) without starting git; git answers when it is anything else. A task
+    worktree's is the one bar pinned (its ``.git`` file is the step's to write)."""
+    fixed = _PINNED.get(str(checkout))
+    if fixed is not None:
+        return Path(out(checkout, "rev-parse", "--absolute-git-dir"))
+    dot = os.path.join(checkout, ".git")
+    if os.path.isdir(dot):
+        return Path(os.path.realpath(dot))
+    try:
+        with open(dot, "rb") as f:
+            head = f.read(4097)
+    except OSError:
+        head = b""
+    if head.startswith(b"gitdir: ") and head.count(b"\n") <= 1 and len(head) <= 4096:
+        named = os.fsdecode(head[8:].rstrip(b"\r\n"))
+        found = os.path.realpath(os.path.join(checkout, named))
+        if os.path.isfile(os.path.join(found, "HEAD")):
+            return Path(found)
+    return Path(out(checkout, "rev-parse", "--absolute-git-dir"))
 
 
 def worktree_list(repo: Path | str) -> list[dict[str, str]]:

@@ -60,7 +60,7 @@ def apply(
             print(f"  {result.target_branch} is checked out in {result.checkout}; "
                   "it would be updated")  # fmt: skip
         changes = api.apply_diff(the_task, result)
-        sys.stdout.write(changes.text(stat_only=True) + changes.text())
+        sys.stdout.write(changes.text(with_stat=True))
         print(paint("(dry run: nothing was changed)", "dim"))
         if result.refusal is not None:
             raise result.refusal  # the dry run fails as the apply would
