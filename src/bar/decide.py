@@ -295,19 +295,28 @@ def answer(task: Task, decisions: list[dict[str, Any]], *, session_id: str | Non
            wait: bool = True) -> dict[str, Any]:  # fmt: skip
     """Answer the pending decision (``session_id``: only if it is still that one); the
     DecisionRecord written."""
+    rec = answered(task, decisions, session_id=session_id, wait=wait)["record"]
+    assert isinstance(rec, dict)
+    return rec
+
+
+def answered(task: Task, decisions: list[dict[str, Any]], *, session_id: str | None = None,
+             wait: bool = True) -> dict[str, object]:  # fmt: skip
+    """``answer``, with the order's whole result: ``{"session_id", "record", "step"
+    (the decision step, None while another step runs), "queued"}``."""
     args: dict[str, object] = {"decisions": decisions}
     if session_id is not None:
         args["session_id"] = session_id
-    done = orders.order(task, "decide.answer", args, wait=wait)
-    rec = done["record"]
-    assert isinstance(rec, dict)
-    return rec
+    return orders.order(task, "decide.answer", args, wait=wait)
 
 
 def _session_id(task: Task) -> str:
     """``YYYY-MM-DDTHH-mm-ss`` now, later by a second while one is taken."""
     moment = dt.datetime.now().astimezone().replace(microsecond=0)
     taken = set(sessions(task))
+    waiting = pending(task)
+    if waiting is not None:  # a replaced one too: its waiter must not take the new answer
+        taken.add(str(waiting.get("_meta", {}).get("session_id")))
     while moment.strftime("%Y-%m-%dT%H-%M-%S") in taken:
         moment += dt.timedelta(seconds=1)
     return moment.strftime("%Y-%m-%dT%H-%M-%S")
