@@ -135,7 +135,7 @@ def commands(sub: Any) -> None:
     for action, (helped, example) in _FLOW_ACTIONS.items():
         p = fsub.add_parser(action, help=helped, formatter_class=_Formatter,
                             description=helped[0].upper() + helped[1:] + ".",
-                            epilog=f"example:\n  {example}")  # fmt: skip
+                            epilog=f"examples:\n  {example}")  # fmt: skip
         p.add_argument("summary", metavar="SUMMARY", help="what was done, or why")
         if action in ("back-step", "back-part"):
             p.add_argument("--rollback", action="store_true",
