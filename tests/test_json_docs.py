@@ -93,9 +93,36 @@ def session(s: Session, repo: Path, tmp_path: Path) -> None:
     s.json("bar policy check --json", "policy", "check", "--json", "-c", "rm -rf ~", code=126)
     s.json("bar policy test --json", "policy", "test", "--json")
     s.json("bar doctor --json", "doctor", "--json")
+    assert bar(s.capfd, "task", "switch", "first").code == 0
+    agents_drive(s)
     moved = repo.rename(repo.parent / "moved")
     os.chdir(moved)
     s.json("bar init --json", "init", "--adopt", "--json")
+
+
+def agents_drive(s: Session) -> None:
+    """bar flow and bar decide (docs/decide-flow.md) on the active task."""
+    s.json("bar flow status --json", "flow", "status", "--json")  # null: not started
+    for action in ("start", "next-step", "issue", "error", "next-part", "next-step"):
+        s.json(f"bar flow {action} --json", "flow", action, f"{action} done", "--json")
+    s.json("bar flow back-step --json", "flow", "back-step", "--rollback", "undo", "--json")
+    s.json("bar flow back-part --json", "flow", "back-part", "--rollback", "again", "--json")
+    s.json("bar flow status --json", "flow", "status", "--json")
+    s.json("bar log --json", "log", "--json")  # each step with its phase
+    item = {"id": 1, "title": "which", "location": {"file": "a.md", "start": 1, "end": 2},
+            "context": "why", "recommend": "a",
+            "options": [{"value": "a", "label": "A", "score": 90, "pros": ["p"], "cons": ["c"]},
+                        {"value": "b", "label": "B"}]}  # fmt: skip
+    question = json.dumps({"task": "t", "source": "s", "items": [item]})
+    s.json("bar decide submit --json", "decide", "submit", question, "--json")
+    s.json("bar decide submit --json", "decide", "submit", question, "--json")  # replaces
+    s.json("bar decide list --json", "decide", "list", "--json")
+    done = s.json("bar decide answer --json", "decide", "answer", "--choose", "1=a", "--note",
+                  "1=why not", "--json")  # fmt: skip
+    s.json("bar decide result --json", "decide", "result", "--json")
+    s.json("bar decide show --json", "decide", "show", "--json")
+    s.json("bar decide list --json", "decide", "list", "--json")
+    s.json("bar show --json", "show", done["step"]["step_id"], "--json")
 
 
 def test_every_json_output_is_as_documented(

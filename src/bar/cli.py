@@ -19,7 +19,7 @@ from bar.errors import BarError, ExitCode, WriteFailed
 
 # namespace entries that are the parser's bookkeeping, not arguments of a command
 _INTERNAL = {"_target", "_help", "command", "task_command", "agent_command", "policy_command",
-             "debug", "color", "no_pager"}  # fmt: skip
+             "debug", "color", "no_pager", "decide_command", "flow_command"}  # fmt: skip
 _GLOBAL_FLAGS = {"--debug", "--no-pager", "-P"}  # global options that take no value
 
 

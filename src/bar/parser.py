@@ -29,6 +29,8 @@ exit codes:
   9    git failed unexpectedly
   10   a pre_run hook stopped the step
   11   sandbox.required is set and the kernel cannot confine the step
+  20   bar decide: no pending decision (nothing submitted, or nothing answered)
+  21   bar decide: the pending decision is not decided yet (submit --wait: in time)
   70   internal error (traceback in $BAR_HOME/logs)
   126  blocked by policy (also: the command could not be executed)
   127  bar run: command not found
@@ -237,11 +239,12 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
                         help="print straight to the terminal, not through a pager")  # fmt: skip
     sub = _Commands(parser.add_subparsers(dest="command", metavar="COMMAND"), only)
 
-    from bar import parser_steps, parser_tasks, parser_tools
+    from bar import parser_agents, parser_steps, parser_tasks, parser_tools
 
     parser_tasks.commands(sub)
     parser_steps.commands(sub)
     parser_tools.commands(sub)
+    parser_agents.commands(sub)
 
     if only is not None and not sub.built:
         return build_parser()

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bar import api
+from bar import api, flow
 from bar.pager import paging
 from bar.records import RunStep, Step
 from bar.render import (
@@ -33,8 +33,13 @@ from bar.tasks import Task
 def log(*, task: str | None, n: int | None, patch: bool, as_json: bool, tools: bool = False) -> int:
     the_task = api.get_task(api.open_project(), task)
     steps = api.log(the_task, n)
+    history = _flow_history(the_task)
     if as_json:
-        print_json([_record(the_task, s, patch) for s in steps])
+        records = [_record(the_task, s, patch) for s in steps]
+        if history is not None:  # the phase current when each step started
+            for rec in records:
+                rec["phase"] = flow.phase_of(history, rec["started_at"])
+        print_json(records)
         return 0
     if not steps:
         if n != 0:
@@ -42,8 +47,14 @@ def log(*, task: str | None, n: int | None, patch: bool, as_json: bool, tools: b
                   "Record one with: bar run -- CMD")  # fmt: skip
         return 0
     with paging():
-        _print_steps(the_task, steps, patch=patch, tools=tools)
+        _print_steps(the_task, steps, patch=patch, tools=tools, history=history)
     return 0
+
+
+def _flow_history(task: Task) -> list[dict[str, Any]] | None:
+    """The history of the task's flow (None: it has none)."""
+    current = flow.status(task)
+    return list(current["history"]) if current is not None else None
 
 
 def _record(task: Task, step: Step, patch: bool) -> dict[str, Any]:
@@ -57,7 +68,8 @@ def _record(task: Task, step: Step, patch: bool) -> dict[str, Any]:
     return rec
 
 
-def _print_steps(task: Task, steps: list[Step], *, patch: bool, tools: bool) -> None:
+def _print_steps(task: Task, steps: list[Step], *, patch: bool, tools: bool,
+                 history: list[dict[str, Any]] | None = None) -> None:  # fmt: skip
     paint = Painter(task.project.config.output.color)
     rows = [
         (paint(s.step_id, "bold"), s.kind, outcome(s, paint), stat_text(s.diff_stat),
@@ -66,7 +78,13 @@ def _print_steps(task: Task, steps: list[Step], *, patch: bool, tools: bool) -> 
     ]  # fmt: skip
     widths = [max(visible_len(row[i]) for row in rows) for i in range(5)]
     width = terminal_width()
+    shown_phase: object = ""  # a header line each time the phase changes
     for step, row in zip(steps, rows, strict=True):
+        if history is not None:
+            phase = flow.phase_of(history, step.started_at)
+            if phase != shown_phase:
+                print(paint(f"phase {phase}" if phase else "before the flow started", "cyan"))
+                shown_phase = phase
         cells = [paint.pad(cell, w) for cell, w in zip(row[:4], widths, strict=False)]
         head = "  ".join(cells) + "  " + row[4].rjust(widths[4]) + "  "
         room = None if width is None else max(width - visible_len(head), 10)
