@@ -8,9 +8,7 @@ through the pager (which wraps or scrolls) or into a file or pipe.
 
 from __future__ import annotations
 
-from typing import Any
-
-from bar import api
+from bar import api, shapes
 from bar.pager import paging
 from bar.records import RunStep, Step
 from bar.render import (
@@ -34,7 +32,7 @@ def log(*, task: str | None, n: int | None, patch: bool, as_json: bool, tools: b
     the_task = api.get_task(api.open_project(), task)
     steps = api.log(the_task, n)
     if as_json:
-        print_json([_record(the_task, s, patch) for s in steps])
+        print_json([shapes.log_entry(the_task, s, patch) for s in steps])
         return 0
     if not steps:
         if n != 0:
@@ -44,17 +42,6 @@ def log(*, task: str | None, n: int | None, patch: bool, as_json: bool, tools: b
     with paging():
         _print_steps(the_task, steps, patch=patch, tools=tools)
     return 0
-
-
-def _record(task: Task, step: Step, patch: bool) -> dict[str, Any]:
-    rec = step.to_record()
-    rec["task_dir"] = str(task.dir)  # what the artifacts' paths are relative to
-    if isinstance(step, RunStep) and step.checkpoints:
-        rec["checkpoint_list"] = [c.to_record() for c in api.checkpoints(task, step.step_id)]
-    if patch:
-        data = api.read_artifact(task, step.artifacts.patch)
-        rec["patch_text"] = data.decode("utf-8", "replace") if data is not None else None
-    return rec
 
 
 def _print_steps(task: Task, steps: list[Step], *, patch: bool, tools: bool) -> None:
