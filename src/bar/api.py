@@ -27,7 +27,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from bar import git, journals, states, steps
+from bar import git, journals, queued_steps, states, steps
 from bar.clock import now_iso
 from bar.diffs import Diff, apply_diff, diff, unrecorded
 from bar.errors import (
@@ -310,7 +310,9 @@ def run(task: Task, request: RunRequest, *, wait: bool = True) -> RunStep:
         watch = watch_worktree(fresh)
         try:
             recovery.prepare(fresh)
-            return run_step(fresh, request, watch)
+            step = run_step(fresh, request, watch)
+            queued_steps.flush(fresh)  # what orders asked for while it ran
+            return step
         finally:
             if watch is not None:
                 watch.close()

@@ -72,6 +72,7 @@ class Checkpoint:
     answer: str | None = None  # what bar told the agent (none, warning, ask)
     outcome: str | None = None  # what the agent reported: ran | failed
     target: str | None = None  # a rollback's: the state it returned to
+    label: str | None = None  # an order's: what the agent (or ``bar flow``) called the state
     head: str | None = None  # the task branch's HEAD then
     diff_stat: DiffStat = field(default_factory=DiffStat.empty)
     patch: str | None = None  # artifacts/<step>.<n>.patch, when it changed something
@@ -87,6 +88,8 @@ class Checkpoint:
             return "changes no hook reported"
         if self.kind == "rollback":
             return f"rollback to {self.target}"
+        if self.label is not None:
+            return self.label
         if self.command is not None:
             return self.command
         return ", ".join(self.paths) or "-"
@@ -98,7 +101,7 @@ class Checkpoint:
                 rec[key] = getattr(self, key)
         if self.paths:
             rec["paths"] = list(self.paths)
-        for key in ("decision", "answer", "outcome", "target"):
+        for key in ("decision", "answer", "outcome", "target", "label"):
             if getattr(self, key) is not None:
                 rec[key] = getattr(self, key)
         rec.update(started_at=self.started_at, ended_at=self.ended_at,
@@ -135,7 +138,7 @@ class Checkpoint:
             paths=tuple(str(p) for p in paths) if isinstance(paths, list) else (),
             decision=_str(rec.get("decision")), answer=_str(rec.get("answer")),
             outcome=_str(rec.get("outcome")), target=_str(rec.get("target")),
-            head=_str(rec.get("head")), diff_stat=diff_stat_of(rec.get("diff_stat")), patch=patch,
+            label=_str(rec.get("label")), head=_str(rec.get("head")), diff_stat=diff_stat_of(rec.get("diff_stat")), patch=patch,
         )  # fmt: skip
 
 
@@ -213,13 +216,15 @@ class Recorder:
         self.last_ended = taken[-1].ended_at if taken else None
         self._last_tree: str | None = None  # the tree of `last`, once a take has seen it
 
-    def take(self, kind: str, *, started_at: str | None = None, **facts: Any) -> Checkpoint:
+    def take(self, kind: str, *, started_at: str | None = None, message: str | None = None,
+             **facts: Any) -> Checkpoint:  # fmt: skip
         """Snapshot the worktree as the next checkpoint and record it. A call that
-        changed nothing costs a stat pass: its checkpoint names the previous snapshot."""
+        changed nothing costs a stat pass: its checkpoint names the previous snapshot.
+        ``message``: the snapshot commit's, if it is a new one (default: the call's)."""
         started = started_at or now_iso()
         n = self.count + 1
         label = facts.get("command") or ", ".join(facts.get("paths") or ()) or kind
-        message = f"step {self.step_id}.{n}: {facts.get('tool') or kind}: {label}"
+        message = message or f"step {self.step_id}.{n}: {facts.get('tool') or kind}: {label}"
         if self.scrubber is not None:
             message = self.scrubber.scrub_text(message)
         changed = self.watch.drain() if self.watch is not None else None

@@ -68,6 +68,13 @@ class SandboxConfig:
 
 
 @record(frozen=True)
+class FlowConfig:
+    """``bar flow``'s phases, in order; empty: the default ones (``bar.flow.PHASES``)."""
+
+    phases: tuple[str, ...] = ()
+
+
+@record(frozen=True)
 class Config:
     version: int = 1
     git: GitConfig = field(default_factory=GitConfig)
@@ -76,6 +83,7 @@ class Config:
     output: OutputConfig = field(default_factory=OutputConfig)
     run: RunConfig = field(default_factory=RunConfig)
     sandbox: SandboxConfig = field(default_factory=SandboxConfig)
+    flow: FlowConfig = field(default_factory=FlowConfig)
 
 
 # section -> key -> expected type ("str", "ref", "bool", "strlist", "pathlist", "number")
@@ -87,6 +95,7 @@ _SCHEMA: dict[str, dict[str, str]] = {
     "run": {"record_env": "strlist"},
     "sandbox": {"enabled": "bool", "required": "bool", "network": "bool",
                 "allow_write": "pathlist", "deny_read": "pathlist"},
+    "flow": {"phases": "phases"},
 }  # fmt: skip
 
 
@@ -117,6 +126,14 @@ def _check(value: Any, kind: str, key: str, path: Path) -> Any:
         return ()
     if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
         raise ConfigError(f"{key} in {path} must be a list of non-empty strings")
+    if kind == "phases":
+        bad = next((v for v in value if not v.isprintable() or any(c.isspace() for c in v)), None)
+        if bad is not None or len(set(value)) != len(value) or not value:
+            raise ConfigError(
+                f"{key} in {path} must list one or more different phase names, without spaces"
+                + (f" (not {bad!r})" if bad is not None else ""),
+                hint="like [flow-design, impl, verify, docs, finish]",
+            )
     if kind == "pathlist":
         for v in value:
             if not (v.startswith("/") or v == "~" or v.startswith("~/")):
@@ -181,6 +198,7 @@ def parse_config(data: Any, path: Path) -> Config:
         output=OutputConfig(**sections.get("output", {})),
         run=RunConfig(**sections.get("run", {})),
         sandbox=SandboxConfig(**sections.get("sandbox", {})),
+        flow=FlowConfig(**sections.get("flow", {})),
     )
 
 
@@ -195,6 +213,7 @@ _REPO_KEYS: dict[str, set[str]] = {
     "hooks": {"pre_run", "post_run", "timeout"},
     "run": {"record_env"},
     "sandbox": {"required", "network", "deny_read"},
+    "flow": {"phases"},  # names only: a team's shared way of working, loosening nothing
 }
 _REPO_KEY_NAMES = sorted(f"{s}.{k}" for s, keys in _REPO_KEYS.items() for k in keys)
 
@@ -211,6 +230,7 @@ def combine(own: Config, data: Any, path: Path) -> Config:
     hooks = shared.get("hooks", {})
     run_ = shared.get("run", {})
     box = shared.get("sandbox", {})
+    phases = own.flow.phases or shared.get("flow", {}).get("phases", ())  # yours win
     return replace(
         own,
         hooks=replace(
@@ -228,6 +248,7 @@ def combine(own: Config, data: Any, path: Path) -> Config:
             network=own.sandbox.network and box.get("network", True),
             deny_read=_union(own.sandbox.deny_read, box.get("deny_read", ())),
         ),
+        flow=FlowConfig(phases=phases),
     )
 
 

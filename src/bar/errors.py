@@ -29,6 +29,8 @@ class ExitCode:
     GIT = 9  # git failed in an unexpected way
     HOOK_FAILED = 10  # a pre_run hook stopped the step
     CANNOT_CONFINE = 11  # sandbox.required, and the kernel cannot confine the step
+    NO_DECISION = 20  # bar decide: nothing was submitted (no pending decision, none answered)
+    NOT_DECIDED = 21  # bar decide: the pending decision is not answered yet (--wait: in time)
     INTERNAL = 70  # a bug in bar (traceback logged)
     CANNOT_EXECUTE = 126  # policy blocked the command, or it could not be executed
     NOT_FOUND_COMMAND = 127  # bar run: the command was not found

@@ -29,6 +29,8 @@ exit codes:
   9    git failed unexpectedly
   10   a pre_run hook stopped the step
   11   sandbox.required is set and the kernel cannot confine the step
+  20   bar decide: no pending decision (nothing submitted, or nothing answered)
+  21   bar decide: the pending decision is not decided yet (submit --wait: in time)
   70   internal error (traceback in $BAR_HOME/logs)
   126  blocked by policy (also: the command could not be executed)
   127  bar run: command not found

@@ -1,7 +1,7 @@
 """Typed records of the ledger: one class per step kind, and the entries steps carry.
 
 A ledger line is one of ``RunStep``, ``ManualStep``, ``RollbackStep``, ``ApplyStep``,
-``SyncStep`` (``Step`` is their union). Each knows its own fields and writes them in the seed's line
+``SyncStep``, ``DecisionStep`` (``Step`` is their union). Each knows its own fields and writes them in the seed's line
 format; ``step_from_record`` reads any line back through the migration registry,
 checking every value that could reach git's command line or the file system, so a
 tampered line can neither pass an option to git nor name a file outside the task.
@@ -19,7 +19,7 @@ from bar.migrate import upgrade
 from bar.record import field, record
 from bar.store.layout import ARTIFACT_RE, STEP_ID_RE
 
-KINDS = ("run", "apply", "rollback", "manual", "sync")
+KINDS = ("run", "apply", "rollback", "manual", "sync", "decision")
 
 
 def format_step_id(number: int) -> str:
@@ -336,7 +336,23 @@ class ApplyStep(_Step):
             rec["head"] = self.head
 
 
-Step = RunStep | ManualStep | RollbackStep | ApplyStep | SyncStep
+@record(kw_only=True)
+class DecisionStep(_Changes):
+    """A person answered the agent's questions (ext, ``bar decide``): the session they
+    answered and each choice. It changes no file: its snapshot is the state it was
+    recorded in, so undo and rollback pass over it."""
+
+    kind: ClassVar[str] = "decision"
+    session_id: str
+    decisions: list[dict[str, Any]] = field(default_factory=list)  # {id, chosen, note?}
+
+    def _body_fields(self, rec: dict[str, Any]) -> None:
+        rec.update(session_id=self.session_id, decisions=[dict(d) for d in self.decisions])
+        self._changes(rec)
+        self._snapshots(rec)
+
+
+Step = RunStep | ManualStep | RollbackStep | ApplyStep | SyncStep | DecisionStep
 
 _COMMON = ("step_id", "kind", "started_at", "ended_at", "duration_ms", "head", "version")
 _CHANGES = ("snapshot_before", "snapshot", "diff_stat", "artifacts")
@@ -348,6 +364,7 @@ _OWN: dict[str, tuple[str, ...]] = {
                  "undo_of", "redo_of"),
     "sync": (*_CHANGES, "onto", "base_before", "base_after", "conflicts"),
     "apply": ("mode", "commit_sha", "commit_message", "target_branch", "snapshot"),
+    "decision": (*_CHANGES, "session_id", "decisions"),
 }  # fmt: skip
 _OBJECT_IDS = ("snapshot_before", "snapshot", "head", "commit_sha", "base_before", "base_after")
 
@@ -390,6 +407,9 @@ def step_from_record(rec: object, where: str) -> Step:
     }
     if kind == "manual":
         return ManualStep(**common, **changes)
+    if kind == "decision":
+        return DecisionStep(**common, **changes, session_id=str(rec.get("session_id", "")),
+                            decisions=_dicts(rec.get("decisions")))  # fmt: skip
     bases: dict[str, Any] = {"base_before": _str(rec.get("base_before")),
                              "base_after": _str(rec.get("base_after"))}  # fmt: skip
     if kind == "sync":

@@ -18,7 +18,7 @@ from __future__ import annotations
 import shlex
 import time
 
-from bar import bases, git, guard, journals, steps
+from bar import bases, git, guard, journals, queued_steps, steps
 from bar.notices import note
 from bar.records import Step
 from bar.tasks import Task
@@ -118,6 +118,7 @@ def finish_pending(task: Task) -> list[Step]:
                 f"apply step {step.step_id} ({step.commit_sha[:10]} onto {step.target_branch}) "
                 f"was interrupted before {step.target_branch} moved; nothing was applied"
             )
+    done += queued_steps.flush(task)  # orders a step answered while it ran
     return done
 
 

@@ -21,7 +21,7 @@ from bar import pager
 from bar.git import DiffStat
 from bar.git import short as short  # the commands read object ids through here
 from bar.notices import plural as plural  # the core words its notices with it too
-from bar.records import ApplyStep, ManualStep, RollbackStep, RunStep, Step, SyncStep
+from bar.records import ApplyStep, DecisionStep, ManualStep, RollbackStep, RunStep, Step, SyncStep
 
 if TYPE_CHECKING:
     from bar.checkpoints import Checkpoint
@@ -125,6 +125,9 @@ def describe(step: Step) -> str:
             f", conflict markers in {plural(len(step.conflicts), 'file')}" if step.conflicts else ""
         )
         return f"sync onto {step.onto}{moved}{clash}"
+    if isinstance(step, DecisionStep):
+        chosen = ", ".join(f"{d.get('id')}={d.get('chosen')}" for d in step.decisions)
+        return one_line(f"decision {step.session_id}: {chosen}")
     assert isinstance(step, ApplyStep)
     return f"apply ({step.mode}) onto {step.target_branch} as {short(step.commit_sha)}"
 

@@ -17,7 +17,15 @@ from bar.clock import ms_since, now_iso
 from bar.errors import CorruptFile
 from bar.git import DiffStat
 from bar.notices import note, plural
-from bar.records import ApplyStep, ManualStep, RollbackStep, RunStep, SyncStep, step_from_record
+from bar.records import (
+    ApplyStep,
+    DecisionStep,
+    ManualStep,
+    RollbackStep,
+    RunStep,
+    SyncStep,
+    step_from_record,
+)
 from bar.redact import Scrubber
 from bar.tasks import Task
 
@@ -58,7 +66,7 @@ def record_changes(
     return stat, rel
 
 
-_S = TypeVar("_S", RunStep, ManualStep, RollbackStep, ApplyStep, SyncStep)
+_S = TypeVar("_S", RunStep, ManualStep, RollbackStep, ApplyStep, SyncStep, DecisionStep)
 
 
 def append(task: Task, step: _S, scrubber: Scrubber | None = None) -> _S:

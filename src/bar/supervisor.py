@@ -15,8 +15,9 @@ back after, or Codex's command line).
 
 A process of the step (the agent) can only hand the socket an event of its own, which
 is recorded as coming from inside the step (``source: hook:<agent>``); nothing it sends
-can rewrite the ledger. The developer's own ``bar``, outside the step, can ask for one
-thing: a rollback between the agent's calls, done here as a checkpoint. The socket is
+can rewrite the ledger. The developer's own ``bar``, outside the step, can ask for a
+rollback between the agent's calls, done here as a checkpoint; and either side can give
+the orders of ``bar.orders`` (``bar decide``, ``bar flow``), done by ``bar.order_server``. The socket is
 0600 in the task's 0700 directory, and the peer credentials of each connection say
 which side it comes from.
 """
@@ -252,6 +253,10 @@ class Supervisor:
         elif verb == "rollback" and not inside:
             # the developer's own bar, outside the step; never the agent
             conn.sendall(channel.encode_reply(self._answer_rollback(body)))
+        elif verb == "order":  # bar decide, bar flow, bar mcp: who may is the op's (orders)
+            from bar import order_server
+
+            conn.sendall(channel.encode_reply(order_server.answer(self, arg, body, inside=inside)))
         # else another task's step (the socket's path is readable): no answer
 
     def _answer_hook(self, conn: socket.socket, agent: str, payload: bytes) -> None:
