@@ -21,7 +21,7 @@ import re
 from typing import Any
 
 from bar import api, shapes
-from bar.errors import UsageError
+from bar.errors import NotFound, UsageError
 from bar.records import RunStep
 from bar.tasks import Task, load_task
 
@@ -87,7 +87,12 @@ class OwnTask:
     def flow_status(self) -> dict[str, Any]:
         from bar import flow
 
-        return flow.status(self.task).to_record()
+        task = self.task
+        found = flow.status(task)
+        if found is None:
+            raise NotFound(f"task {task.name} has no flow yet",
+                           hint="start it with the flow tool: action start")  # fmt: skip
+        return found
 
     # --- orders --------------------------------------------------------------------------
 
@@ -154,4 +159,3 @@ def _capped(text: object, limit: int, rec: dict[str, Any], key: str) -> Any:
         f"\n[bar: truncated: {len(shown.encode())} of {len(data)} bytes shown; ask with a "
         "larger max_bytes, stat: true, or a narrower pair of states]\n"
     )
-
