@@ -79,9 +79,9 @@ class Supervisor:
         self.socket_path = task.paths.socket
         self.argv = list(argv or [])
         self.launch: agent_launch.Launch | None = None
-        # `bar mcp` for this task, registered with the agent next to bar's hooks
-        self.mcp = mcp_entry.server_argv(agent_settings.bar_executable(), task.id)
+        self.mcp: list[str] | None = None  # `bar mcp` for this task, next to bar's hooks
         if agent is not None:
+            self.mcp = mcp_entry.server_argv(agent_settings.bar_executable(), task.id)
             protocol(agent)  # an unknown agent fails before anything is set up
             command = agent_settings.hook_command(agent, self.socket_path)
             self.launch = agent_launch.prepare(agent, self.argv, command, terminal, self.mcp)
