@@ -29,7 +29,7 @@ def commands(sub: Any) -> None:
         epilog="examples:\n"
         "  bar run --agent claude -- claude      registered for the run: nothing to do\n"
         "  bar mcp --task fix-login              serve a task (a client starts this)\n"
-        "  claude mcp add bar -- \"$(command -v bar)\" mcp --task fix-login\n"
+        '  claude mcp add bar -- "$(command -v bar)" mcp --task fix-login\n'
         "                                        register it by hand with Claude Code\n"
         "  bar agent setup gemini                the settings entry, with bar's hooks",
     )
