@@ -557,6 +557,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("-c", "--config", action="append", default=[],
                         help="Codex: a configuration value, key=TOML value")  # fmt: skip
+    parser.add_argument("--mcp-config", action="append", default=[],
+                        help="Claude Code: MCP servers (accepted; no model calls their tools)")  # fmt: skip
     parser.add_argument("commands", nargs="*")
     args = parser.parse_args(argv)
 

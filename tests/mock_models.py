@@ -4,7 +4,8 @@ One HTTP server speaks the three wire protocols the agents use: Anthropic Messag
 (``POST /v1/messages``), OpenAI Responses (``POST /v1/responses``) and Gemini
 (``POST /v1beta/models/<model>:streamGenerateContent`` / ``:generateContent``), all
 streamed as server-sent events. What the "model" does is a script: a list of turns, each
-a shell command, a file write, or a final answer. The server is stateless about the
+a shell command, a file write, a call of another of the agent's tools (an MCP
+server's), or a final answer. The server is stateless about the
 conversation: the turn it plays is the number of tool results the request already
 carries, so a retried request gets the same answer and the agent's own side requests
 (titles, routing, next-speaker checks: requests without the agent's tools) get a short
@@ -49,7 +50,16 @@ class Answer:
     text: str
 
 
-Turn = Shell | WriteFile | Answer
+@dataclass(frozen=True)
+class Tool:
+    """The model calls the agent's tool ``name`` with ``args``: an MCP server's tool, as
+    the agent names it (Claude Code: ``mcp__bar__status``)."""
+
+    name: str
+    args: dict[str, Any] = field(default_factory=dict)
+
+
+Turn = Shell | WriteFile | Tool | Answer
 
 
 @dataclass
@@ -135,11 +145,12 @@ def _anthropic(model: MockModel, body: dict[str, Any]) -> tuple[bool, list[bytes
         delta: dict[str, Any] = {"type": "text_delta", "text": turn.text}
         stop = "end_turn"
     else:
-        name, args = (
-            ("Bash", {"command": turn.command, "description": "step"})
-            if isinstance(turn, Shell)
-            else ("Write", {"file_path": turn.path, "content": turn.content})
-        )
+        if isinstance(turn, Tool):
+            name, args = turn.name, turn.args
+        elif isinstance(turn, Shell):
+            name, args = "Bash", {"command": turn.command, "description": "step"}
+        else:
+            name, args = "Write", {"file_path": turn.path, "content": turn.content}
         block = {"type": "tool_use", "id": f"toolu_{done:02d}", "name": name, "input": {}}
         delta = {"type": "input_json_delta", "partial_json": json.dumps(args)}
         stop = "tool_use"
@@ -170,6 +181,11 @@ def _openai(model: MockModel, body: dict[str, Any]) -> tuple[bool, list[bytes]]:
         item: dict[str, Any] = {
             "type": "message", "role": "assistant", "id": f"msg_{done}",
             "content": [{"type": "output_text", "text": turn.text, "annotations": []}],
+        }  # fmt: skip
+    elif isinstance(turn, Tool):
+        item = {
+            "type": "function_call", "id": f"fc_{done}", "call_id": f"call_{done:02d}",
+            "name": turn.name, "arguments": json.dumps(turn.args),
         }  # fmt: skip
     elif isinstance(turn, Shell):
         shell = "exec_command" if "exec_command" in tools else "shell_command"
@@ -224,6 +240,8 @@ def _gemini(model: MockModel, body: dict[str, Any]) -> tuple[bool, list[bytes]]:
         turn = Answer("ok")
     if isinstance(turn, Answer):
         part: dict[str, Any] = {"text": turn.text}
+    elif isinstance(turn, Tool):
+        part = {"functionCall": {"name": turn.name, "args": turn.args}}
     elif isinstance(turn, Shell):
         part = {"functionCall": {"name": "run_shell_command",
                                  "args": {"command": turn.command, "description": "step"}}}  # fmt: skip

@@ -172,7 +172,8 @@ def test_the_hook_relays_to_bar_run_importing_almost_nothing(answering_socket: P
     assert proc.stdout == b'{"deny": 1}\n'
     assert proc.stderr.startswith(b"no\n")
     loaded = set(proc.stderr.split(b"MODULES ", 1)[1].decode().split())
-    heavy = {"json", "re", "dataclasses", "pathlib", "typing", "subprocess", "yaml", "inspect"}
+    heavy = {"json", "re", "dataclasses", "pathlib", "typing", "subprocess", "yaml", "inspect",
+             "mcp", "bar.mcp_server"}  # fmt: skip
     assert not loaded & heavy, f"the relay imported {sorted(loaded & heavy)}"
 
 
@@ -183,6 +184,7 @@ RUN_PATH_DENIED = {
     "calendar", "datetime", "_strptime", "termios", "tty", "asyncio", "email", "http",
     "urllib.request", "bar.apply", "bar.rollback", "bar.checkout", "bar.doctor",
     "bar.blame", "bar.terminal.pty", "bar.task_new", "bar.migrate_all",
+    "mcp", "pydantic", "bar.mcp_server", "bar.mcp_tools",
 }  # fmt: skip
 
 
@@ -207,3 +209,19 @@ def test_a_plain_step_imports_nothing_on_the_deny_list(
         assert proc.returncode == 0, proc.stderr
     loaded = set(proc.stderr.split(b"MODULES ", 1)[1].decode().split())
     assert not loaded & RUN_PATH_DENIED, f"bar run imported {sorted(loaded & RUN_PATH_DENIED)}"
+
+
+def test_only_bar_mcp_loads_the_mcp_sdk() -> None:
+    """``bar --version`` and the parser of every command never import the SDK."""
+    probe = (
+        "import sys\n"
+        "from bar.cli import main\n"
+        "main(['--version'])\n"
+        "from bar.parser import build_parser\n"
+        "build_parser()\n"
+        "sys.stderr.write('MODULES ' + ' '.join(sorted(sys.modules)) + '\\n')\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, timeout=30)
+    assert proc.returncode == 0, proc.stderr
+    loaded = set(proc.stderr.split(b"MODULES ", 1)[1].decode().split())
+    assert not loaded & {"mcp", "pydantic", "bar.mcp_server", "bar.mcp_tools"}

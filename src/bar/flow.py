@@ -66,6 +66,12 @@ def status(task: Task) -> dict[str, Any] | None:
     return data
 
 
+def history(task: Task) -> list[dict[str, Any]] | None:
+    """The history of the task's flow (None: it has none)."""
+    current = status(task)
+    return list(current["history"]) if current is not None else None
+
+
 def _moment(text: str) -> dt.datetime | None:
     try:
         moment = dt.datetime.fromisoformat(text)

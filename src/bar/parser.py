@@ -239,12 +239,13 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
                         help="print straight to the terminal, not through a pager")  # fmt: skip
     sub = _Commands(parser.add_subparsers(dest="command", metavar="COMMAND"), only)
 
-    from bar import parser_agents, parser_steps, parser_tasks, parser_tools
+    from bar import parser_agents, parser_mcp, parser_steps, parser_tasks, parser_tools
 
     parser_tasks.commands(sub)
     parser_steps.commands(sub)
     parser_tools.commands(sub)
     parser_agents.commands(sub)
+    parser_mcp.commands(sub)
 
     if only is not None and not sub.built:
         return build_parser()

@@ -35,6 +35,7 @@ from types import TracebackType
 
 from bar import call_log, channel, checkpoints, notices
 from bar.agents import launch as agent_launch
+from bar.agents import mcp_entry
 from bar.agents import settings as agent_settings
 from bar.agents.protocol import PROTOCOLS, HookEvent, HookReply, protocol
 from bar.clock import now_iso
@@ -78,10 +79,12 @@ class Supervisor:
         self.socket_path = task.paths.socket
         self.argv = list(argv or [])
         self.launch: agent_launch.Launch | None = None
+        self.mcp: list[str] | None = None  # `bar mcp` for this task, next to bar's hooks
         if agent is not None:
+            self.mcp = mcp_entry.server_argv(agent_settings.bar_executable(), task.id)
             protocol(agent)  # an unknown agent fails before anything is set up
             command = agent_settings.hook_command(agent, self.socket_path)
-            self.launch = agent_launch.prepare(agent, self.argv, command, terminal)
+            self.launch = agent_launch.prepare(agent, self.argv, command, terminal, self.mcp)
             self.argv = self.launch.argv
         self.env: dict[str, str] = {"BAR_SOCKET": str(self.socket_path)}
         self._listener: socket.socket | None = None
@@ -118,7 +121,7 @@ class Supervisor:
                 if self.launch.hooked_by == "settings":
                     command = agent_settings.hook_command(self.agent, self.socket_path)
                     self._installed = agent_settings.install_hook(
-                        self.agent, self.task.worktree, command
+                        self.agent, self.task.worktree, command, self.mcp
                     )
                 elif self.launch.hooked_by == "none":
                     notices.warn(

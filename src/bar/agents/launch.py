@@ -20,6 +20,7 @@ import json
 import os
 from collections.abc import Sequence
 
+from bar.agents import mcp_entry
 from bar.agents.protocol import protocol
 from bar.slotted import Slotted
 
@@ -44,17 +45,26 @@ class Launch(Slotted):
         self.interactive = interactive
 
 
-def prepare(agent: str, argv: Sequence[str], hook_command: str, terminal: bool) -> Launch:
+def prepare(agent: str, argv: Sequence[str], hook_command: str, terminal: bool,
+            mcp: list[str] | None = None) -> Launch:  # fmt: skip
     """How to start ``argv`` as ``agent`` with bar's hook ``hook_command``; ``terminal``:
-    the agent gets a terminal with a person at it."""
+    the agent gets a terminal with a person at it. ``mcp``: the command of ``bar mcp``,
+    given to Claude Code and Codex on their command line (``mcp_entry``; Gemini CLI reads
+    it from the settings file)."""
     interactive = terminal and is_interactive(agent, argv)
+    if agent == "claude":
+        at = _position(argv, "claude", "claude-code")
+        if mcp is None or at is None:
+            return Launch(list(argv), "settings", interactive)
+        added = mcp_entry.claude_arguments(mcp)
+        return Launch([*argv[: at + 1], *added, *argv[at + 1 :]], "settings", interactive)
     if agent != "codex":
         return Launch(list(argv), "settings", interactive)
-    at = _codex_position(argv)
+    at = _position(argv, "codex", "codex")
     if at is None:
         return Launch(list(argv), "none", interactive)
-    return Launch([*argv[: at + 1], *codex_arguments(hook_command), *argv[at + 1 :]],
-                  "arguments", interactive)  # fmt: skip
+    added = codex_arguments(hook_command) + (mcp_entry.codex_arguments(mcp) if mcp else [])
+    return Launch([*argv[: at + 1], *added, *argv[at + 1 :]], "arguments", interactive)
 
 
 def is_interactive(agent: str, argv: Sequence[str]) -> bool:
@@ -75,17 +85,18 @@ def is_interactive(agent: str, argv: Sequence[str]) -> bool:
     return not any(not a.startswith("-") for a in args)  # a positional prompt
 
 
-def _codex_position(argv: Sequence[str]) -> int | None:
-    """Where Codex's own program name is in ``argv`` (its options go right after it)."""
+def _position(argv: Sequence[str], program: str, package_name: str) -> int | None:
+    """Where the agent's own program name is in ``argv`` (its options go right after
+    it): ``program`` itself, or npm package ``package_name`` run by ``npx``."""
     if not argv:
         return None
-    if os.path.basename(argv[0]) == "codex":
+    if os.path.basename(argv[0]) == program:
         return 0
     if os.path.basename(argv[0]) in _LAUNCHERS:
         for i, arg in enumerate(argv[1:], 1):
             if not arg.startswith("-"):
                 package = arg.rsplit("@", 1)[0] if arg.rfind("@") > 0 else arg
-                return i if package.rsplit("/", 1)[-1] == "codex" else None
+                return i if package.rsplit("/", 1)[-1] == package_name else None
     return None
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from bar.agents import mcp_entry
 from bar.agents.protocol import Protocol, json_type, protocol
 from bar.errors import AgentSettingsError
 from bar.store.files import write_bytes_atomic
@@ -74,11 +75,15 @@ def _copy_settings(settings: object, where: str) -> dict[str, Any]:
 
 
 def merge_hook_settings(
-    agent: str, existing: dict[str, Any] | None, hook_command: str
+    agent: str,
+    existing: dict[str, Any] | None,
+    hook_command: str,
+    mcp: list[str] | None = None,
 ) -> dict[str, Any]:
     """Settings with bar's hook added for each of its events (``Protocol.events``: the
     shell tool before and after it runs, session start); every other key and hook is
-    kept as it was.
+    kept as it was. ``mcp``: the command of ``bar mcp``, whose entries the file gets too
+    (``mcp_entry.settings_entries``).
 
     Idempotent: an event whose list already holds bar's command in a group with bar's
     matcher is left as it is.
@@ -101,6 +106,8 @@ def merge_hook_settings(
             )
         if not any(_is_bar_group(group, matcher, hook_command) for group in groups):
             groups.append(_bar_group(proto, matcher, hook_command))
+    if mcp is not None:
+        mcp_entry.merge(settings, agent, mcp)
     return settings
 
 
@@ -120,7 +127,7 @@ def _is_bar_group(group: object, matcher: str | None, hook_command: str) -> bool
 
 
 def remove_hook_settings(
-    agent: str, current: dict[str, Any], hook_command: str
+    agent: str, current: dict[str, Any], hook_command: str, mcp: list[str] | None = None
 ) -> dict[str, Any] | None:
     """Settings with bar's hook entries removed; None when nothing else is left.
 
@@ -129,6 +136,8 @@ def remove_hook_settings(
     """
     proto = protocol(agent)
     settings = _copy_settings(current, proto.settings_path)
+    if mcp is not None:
+        mcp_entry.remove(settings, agent, mcp)
     hooks = settings.get("hooks")
     if not isinstance(hooks, dict):
         return settings or None
@@ -177,13 +186,14 @@ def _load(data: bytes, where: str) -> dict[str, Any]:
     return value
 
 
-def setup_text(agent: str, hook_command: str) -> tuple[str, str]:
-    """(relative path, content) of a settings file holding only bar's hook."""
-    content = _dump(merge_hook_settings(agent, None, hook_command)).decode("utf-8")
+def setup_text(agent: str, hook_command: str, mcp: list[str] | None = None) -> tuple[str, str]:
+    """(relative path, content) of a settings file holding only bar's hook (and the
+    entries of ``bar mcp``)."""
+    content = _dump(merge_hook_settings(agent, None, hook_command, mcp)).decode("utf-8")
     return settings_path(agent), content
 
 
-def write_setup(agent: str, root: Path, hook_command: str) -> Path:
+def write_setup(agent: str, root: Path, hook_command: str, mcp: list[str] | None = None) -> Path:
     """Merge bar's hook into the agent's settings file under ``root`` for good (``bar
     agent setup --write``); returns the file. Refuses links and unreadable files, as
     ``install_hook`` does."""
@@ -195,10 +205,31 @@ def write_setup(agent: str, root: Path, hook_command: str) -> Path:
     except FileNotFoundError:
         prior = None
     existing = _load(prior, str(path)) if prior is not None else None
-    merged = merge_hook_settings(agent, existing, hook_command)
+    merged = merge_hook_settings(agent, existing, hook_command, mcp)
     if merged != existing:
         mode = stat.S_IMODE(path.stat().st_mode) if prior is not None else 0o644
         _write_atomic(path, _dump(merged), mode)
+    return path
+
+
+def write_claude_mcp(root: Path, mcp: list[str]) -> Path:
+    """Merge ``bar mcp`` into the repository's ``.mcp.json`` for Claude Code (``bar agent
+    setup claude --write``); links refused, other servers kept."""
+    _refuse_symlinks(root, ".mcp.json")
+    path = root / ".mcp.json"
+    try:
+        prior: bytes | None = path.read_bytes()
+    except FileNotFoundError:
+        prior = None
+    existing = _load(prior, str(path)) if prior is not None else {}
+    servers = existing.setdefault("mcpServers", {})
+    if not isinstance(servers, dict):
+        raise AgentSettingsError(
+            f"'mcpServers' in {path} is a JSON {json_type(servers)}, expected an object"
+        )
+    servers.update(mcp_entry.claude_config(mcp)["mcpServers"])
+    mode = stat.S_IMODE(path.stat().st_mode) if prior is not None else 0o644
+    _write_atomic(path, _dump(existing), mode)
     return path
 
 
@@ -226,8 +257,10 @@ class InstalledHook:
         written: bytes,
         added: bool,
         created_dirs: list[Path],
+        mcp: list[str] | None = None,
     ) -> None:
         self.agent = agent
+        self.mcp = mcp
         self.worktree = worktree
         self.relative_path = settings_path(agent)
         self.path = worktree / self.relative_path
@@ -278,7 +311,7 @@ class InstalledHook:
             self.discarded = current
             self._put_back_prior("replaced-unreadable")
             return
-        cleaned = remove_hook_settings(self.agent, edited, self.hook_command)
+        cleaned = remove_hook_settings(self.agent, edited, self.hook_command, self.mcp)
         if self._prior is not None and (cleaned or {}) == _load(self._prior, self.relative_path):
             self._put_back_prior("restored")
         elif self._prior is None and cleaned is None:
@@ -305,7 +338,9 @@ class InstalledHook:
         self.outcome = outcome
 
 
-def install_hook(agent: str, worktree: Path, hook_command: str) -> InstalledHook:
+def install_hook(
+    agent: str, worktree: Path, hook_command: str, mcp: list[str] | None = None
+) -> InstalledHook:
     """Add bar's hook to the agent's project-local settings in ``worktree`` now.
 
     Use the result as a context manager around the agent's run. Refuses (before writing
@@ -322,7 +357,7 @@ def install_hook(agent: str, worktree: Path, hook_command: str) -> InstalledHook
     except FileNotFoundError:
         prior, prior_mode = None, None
     existing = _load(prior, rel) if prior is not None else None
-    merged = merge_hook_settings(agent, existing, hook_command)
+    merged = merge_hook_settings(agent, existing, hook_command, mcp)
     if existing is not None and merged == existing:
         return InstalledHook(
             agent,
@@ -333,6 +368,7 @@ def install_hook(agent: str, worktree: Path, hook_command: str) -> InstalledHook
             written=prior or b"",
             added=False,
             created_dirs=[],
+            mcp=mcp,
         )
     created = _make_dirs(worktree, rel)
     written = _dump(merged)
@@ -346,6 +382,7 @@ def install_hook(agent: str, worktree: Path, hook_command: str) -> InstalledHook
         written=written,
         added=True,
         created_dirs=created,
+        mcp=mcp,
     )
 
 

@@ -4,9 +4,8 @@ states, or what the worktree holds that no step recorded yet."""
 from __future__ import annotations
 
 import sys
-from typing import Any
 
-from bar import api
+from bar import api, shapes
 from bar.errors import UsageError
 from bar.pager import paging
 from bar.render import Painter, print_json
@@ -32,13 +31,7 @@ def diff(
     else:
         between = api.diff(the_task, from_ or "base", to)
     if as_json:
-        rec: dict[str, Any] = {"from": between.from_commit, "to": between.to_commit,
-                               "diff_stat": between.stat().to_record()}  # fmt: skip
-        if unrecorded:
-            rec["unrecorded"] = True  # "to" is the tree of the worktree, not a snapshot
-        if not stat:
-            rec["patch"] = between.patch()
-        print_json(rec)
+        print_json(shapes.diff_entry(between, stat=stat, unrecorded=unrecorded))
         return 0
     with paging():
         color = Painter(the_task.project.config.output.color).enabled

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bar import api, flow
+from bar import api, flow, shapes
 from bar.pager import paging
 from bar.records import RunStep, Step
 from bar.render import (
@@ -33,13 +33,9 @@ from bar.tasks import Task
 def log(*, task: str | None, n: int | None, patch: bool, as_json: bool, tools: bool = False) -> int:
     the_task = api.get_task(api.open_project(), task)
     steps = api.log(the_task, n)
-    history = _flow_history(the_task)
+    history = flow.history(the_task)
     if as_json:
-        records = [_record(the_task, s, patch) for s in steps]
-        if history is not None:  # the phase current when each step started
-            for rec in records:
-                rec["phase"] = flow.phase_of(history, rec["started_at"])
-        print_json(records)
+        print_json([shapes.log_entry(the_task, s, patch, history) for s in steps])
         return 0
     if not steps:
         if n != 0:
@@ -49,23 +45,6 @@ def log(*, task: str | None, n: int | None, patch: bool, as_json: bool, tools: b
     with paging():
         _print_steps(the_task, steps, patch=patch, tools=tools, history=history)
     return 0
-
-
-def _flow_history(task: Task) -> list[dict[str, Any]] | None:
-    """The history of the task's flow (None: it has none)."""
-    current = flow.status(task)
-    return list(current["history"]) if current is not None else None
-
-
-def _record(task: Task, step: Step, patch: bool) -> dict[str, Any]:
-    rec = step.to_record()
-    rec["task_dir"] = str(task.dir)  # what the artifacts' paths are relative to
-    if isinstance(step, RunStep) and step.checkpoints:
-        rec["checkpoint_list"] = [c.to_record() for c in api.checkpoints(task, step.step_id)]
-    if patch:
-        data = api.read_artifact(task, step.artifacts.patch)
-        rec["patch_text"] = data.decode("utf-8", "replace") if data is not None else None
-    return rec
 
 
 def _print_steps(task: Task, steps: list[Step], *, patch: bool, tools: bool,

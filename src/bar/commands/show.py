@@ -7,7 +7,7 @@ import shlex
 import sys
 from typing import TYPE_CHECKING
 
-from bar import api
+from bar import api, shapes
 from bar.pager import paging
 from bar.records import ApplyStep, RollbackStep, RunStep, Step, SyncStep
 from bar.render import (
@@ -34,13 +34,7 @@ def show(*, task: str | None, step: str, as_json: bool) -> int:
     record = api.show(the_task, step)
     taken = api.checkpoints(the_task, record.step_id) if isinstance(record, RunStep) else []
     if as_json:
-        rec = record.to_record()
-        rec["task_dir"] = str(the_task.dir)  # what the artifacts' paths are relative to
-        rec["patch_text"] = _text(api.read_artifact(the_task, record.artifacts.patch))
-        rec["output_text"] = _text(api.read_artifact(the_task, record.artifacts.output))
-        if taken:
-            rec["checkpoint_list"] = [c.to_record() for c in taken]
-        print_json(rec)
+        print_json(shapes.step_entry(the_task, record, taken))
         return 0
     with paging():
         _show_step(the_task, record, taken)
@@ -113,10 +107,7 @@ def _show_step(the_task: Task, record: Step, taken: list[Checkpoint]) -> None:
 def _show_checkpoint(task: Task, name: str, as_json: bool) -> int:
     cp = api.checkpoint(task, name)
     if as_json:
-        rec = cp.to_record()
-        rec["task_dir"] = str(task.dir)
-        rec["patch_text"] = _text(api.read_artifact(task, cp.patch))
-        print_json(rec)
+        print_json(shapes.checkpoint_entry(task, cp))
         return 0
     with paging():
         _show_checkpoint_text(task, cp)
@@ -193,7 +184,3 @@ def _sandbox_text(rec: dict[str, object]) -> str:
 def _print(task: Task, rel: str) -> None:
     if not copy_file(api.artifact_path(task, rel)):
         print(f"bar: warning: artifact {rel} is missing", file=sys.stderr)
-
-
-def _text(data: bytes | None) -> str | None:
-    return data.decode("utf-8", "replace") if data is not None else None

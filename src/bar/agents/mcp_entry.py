@@ -1,0 +1,93 @@
+"""``bar mcp`` registered with each agent, next to bar's hooks (docs/mcp.md).
+
+Found out with the released CLIs (the versions in the Makefile):
+
+* Claude Code reads no MCP server from its settings files, only from ``.mcp.json`` (which
+  it asks a person to approve), ``~/.claude.json`` or ``--mcp-config``. ``bar run`` passes
+  ``--mcp-config=JSON`` right after the program name (the ``=`` form: the option takes
+  several values, and a prompt given next would be read as one). Claude Code starts a
+  conversation before slow servers connect unless the entry says ``alwaysLoad``; and a
+  non-interactive run may call an MCP tool only if its permissions allow it, so the
+  settings file bar installs its hooks into also allows ``mcp__bar``.
+* Codex CLI takes ``-c mcp_servers.bar.command=…`` and ``-c mcp_servers.bar.args=[…]``.
+* Gemini CLI reads ``mcpServers`` from ``.gemini/settings.json``, the file that holds
+  bar's hooks; ``trust`` spares the person a confirmation for each call of bar's tools.
+
+The server's command is absolute (as the hook's is) and names the task.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from typing import Any
+
+NAME = "bar"
+CLAUDE_PERMISSION = f"mcp__{NAME}"  # every tool of the server
+
+
+def server_argv(bar_command: str, task_id: str | None) -> list[str]:
+    """``bar mcp [--task ID]`` as an argument vector, ``bar_command`` being how to run bar
+    (``settings.bar_executable``)."""
+    argv = [*shlex.split(bar_command), "mcp"]
+    return [*argv, "--task", task_id] if task_id else argv
+
+
+def claude_config(argv: list[str]) -> dict[str, Any]:
+    """The ``mcpServers`` object of ``--mcp-config`` or ``.mcp.json``."""
+    return {"mcpServers": {NAME: {"type": "stdio", "command": argv[0], "args": argv[1:],
+                                  "alwaysLoad": True}}}  # fmt: skip
+
+
+def claude_arguments(argv: list[str]) -> list[str]:
+    return ["--mcp-config=" + json.dumps(claude_config(argv), ensure_ascii=False)]
+
+
+def codex_arguments(argv: list[str]) -> list[str]:
+    """``-c`` options that give Codex the server for one run (TOML values; a JSON string
+    is a TOML basic string)."""
+    args = ",".join(json.dumps(a, ensure_ascii=False) for a in argv[1:])
+    return ["-c", f"mcp_servers.{NAME}.command={json.dumps(argv[0], ensure_ascii=False)}",
+            "-c", f"mcp_servers.{NAME}.args=[{args}]"]  # fmt: skip
+
+
+def settings_entries(agent: str, argv: list[str]) -> dict[str, Any]:
+    """What the agent's settings file (the one with bar's hooks) gets for the server."""
+    if agent == "claude":
+        return {"permissions": {"allow": [CLAUDE_PERMISSION]}}
+    if agent == "gemini":
+        return {"mcpServers": {NAME: {"command": argv[0], "args": argv[1:], "trust": True}}}
+    return {}
+
+
+def merge(settings: dict[str, Any], agent: str, argv: list[str]) -> None:
+    """Add the server's entries to ``settings`` (a copy the caller owns), in place;
+    entries already there are kept as they are."""
+    for key, value in settings_entries(agent, argv).items():
+        current = settings.setdefault(key, {})
+        if not isinstance(current, dict):
+            continue  # not ours to fix: the agent reports its own settings errors
+        for inner, entry in value.items():
+            if isinstance(entry, list):
+                listed = current.setdefault(inner, [])
+                if isinstance(listed, list):
+                    listed += [e for e in entry if e not in listed]
+            else:
+                current.setdefault(inner, entry)
+
+
+def remove(settings: dict[str, Any], agent: str, argv: list[str]) -> None:
+    """Take out what ``merge`` added (and what it emptied), in place."""
+    for key, value in settings_entries(agent, argv).items():
+        current = settings.get(key)
+        if not isinstance(current, dict):
+            continue
+        for inner, entry in value.items():
+            if isinstance(entry, list) and isinstance(current.get(inner), list):
+                current[inner] = [e for e in current[inner] if e not in entry]
+                if not current[inner]:
+                    del current[inner]
+            elif current.get(inner) == entry:
+                del current[inner]
+        if not current:
+            del settings[key]
