@@ -11,10 +11,10 @@ from collections.abc import Iterator
 from urllib.parse import urlsplit
 
 import pytest
-from helpers import BAR_EXE
-from ui_session import Session, base_of, serving, session
 
 from bar.ui.security import SECURITY_HEADERS
+from helpers import BAR_EXE
+from ui_session import Session, base_of, serving, session
 
 
 @pytest.fixture(scope="module")
@@ -145,8 +145,8 @@ def test_sigterm_and_ctrl_c_stop_it_cleanly(served: tuple[Session, str]) -> None
 def test_a_taken_port_is_one_clear_error(served: tuple[Session, str]) -> None:
     s, url = served
     port = str(urlsplit(url).port)
-    proc = subprocess.run([BAR_EXE, "ui", "--no-open", "--port", port], cwd=s.repo,
-                              env=s.env, capture_output=True, text=True, timeout=30)  # fmt: skip
+    proc = subprocess.run([BAR_EXE, "ui", "--no-open", "--port", port], cwd=s.repo, env=s.env,
+                          capture_output=True, text=True, timeout=30)  # fmt: skip
     assert proc.returncode == 1
     assert proc.stderr.startswith(f"bar: bar ui cannot listen on 127.0.0.1:{port}")
     assert "hint: pick another port" in proc.stderr
