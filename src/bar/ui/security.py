@@ -30,12 +30,12 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 CSRF_HEADER = "x-bar-csrf"
 CSRF_FIELD = "csrf"
-# what every answer carries: no framing, no sniffing, no referrer, nothing cached, and
-# scripts only from this server (the terminal player compiles WebAssembly)
+# what every answer carries: no framing, no sniffing, no referrer to other sites, nothing
+# cached, and scripts only from this server (the terminal player compiles WebAssembly)
 SECURITY_HEADERS: list[tuple[bytes, bytes]] = [
     (b"x-frame-options", b"DENY"),
     (b"x-content-type-options", b"nosniff"),
-    (b"referrer-policy", b"no-referrer"),
+    (b"referrer-policy", b"same-origin"),  # "no-referrer" makes a form's Origin "null"
     (b"cache-control", b"no-store"),
     (
         b"content-security-policy",
