@@ -167,7 +167,7 @@ def apply_preview(task: Task, form: dict[str, str], csrf: str) -> str:
         return _page(task, "apply preview", f"<h1>Apply: preview</h1><p>{esc(text)}</p>", csrf)
     parts = [f"<p>Applying task {esc(task.name)} to <code>{esc(result.target_branch)}</code> "
              f"({esc(result.mode)}) would change {esc(summary)}; no conflicts.</p>",
-             f"<p>commit message: <code>{esc(result.message)}</code></p>"]  # fmt: skip
+             f"<p>commit message:</p><pre class=\"message\">{esc(result.message)}</pre>"]  # fmt: skip
     if result.checkout and result.refusal is None:
         parts.append(f"<p>{esc(result.target_branch)} is checked out in "
                      f"<code>{esc(result.checkout)}</code>; it would be updated.</p>")  # fmt: skip

@@ -8,6 +8,7 @@ the live timeline, the lazy diffs, colours and the terminal player.
 from __future__ import annotations
 
 import shlex
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from html import escape
 from typing import TYPE_CHECKING
@@ -71,7 +72,7 @@ def elapsed_since(iso: str) -> str:
     return duration(max(0, int((datetime.now(UTC) - then).total_seconds() * 1000)))
 
 
-def layout(title: str, body: str, *, csrf: str, crumbs: list[tuple[str, str]] = (),  # type: ignore[assignment]
+def layout(title: str, body: str, *, csrf: str, crumbs: Sequence[tuple[str, str]] = (),
            task: Task | None = None, current: str = "") -> str:  # fmt: skip
     rich = assets.present()
     styles = "".join(f'<link rel="stylesheet" href="/static/vendor/{n}">'
