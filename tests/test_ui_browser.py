@@ -149,6 +149,7 @@ def test_rollback_and_apply_need_a_preview_and_a_confirmation(
     page.fill("input[name=message]", "Add discounts")
     page.click("text=Preview apply")
     sync_api.expect(page.locator(".preview")).to_contain_text("Applying task add-discounts to main")
+    sync_api.expect(page.locator(".preview .d2h-wrapper")).to_be_visible()
     shot(page, "apply-preview")
     assert s.git("log", "-1", "--format=%s", "main").strip() == "bar policy"
     page.click("text=Confirm: apply to main")

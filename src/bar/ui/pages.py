@@ -95,6 +95,7 @@ def layout(title: str, body: str, *, csrf: str, crumbs: Sequence[tuple[str, str]
     return (
         "<!doctype html><html lang=en><head><meta charset=utf-8>"
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        '<link rel="icon" href="data:,">'
         f'<meta name="bar-csrf" content="{esc(csrf)}">'
         f'<meta name="bar-rich" content="{"1" if rich else "0"}">'
         f"<title>{esc(title)} · bar</title>{styles}"
