@@ -12,10 +12,14 @@ AGENTS_STAMP := $(AGENTS_DIR)/.installed-$(CLAUDE_CODE_VERSION)-$(CODEX_VERSION)
 UNCONFINED_TESTS := tests/test_sandbox.py tests/test_run.py tests/test_run_pty.py \
 	tests/test_supervisor.py tests/test_guard.py tests/test_agents_fake.py tests/test_recovery.py \
 	tests/test_checkpoints.py
+# bar ui's browser libraries (ui/package.json, pinned): only their dist files and licences
+# are copied into the package, where `bar ui` serves them (never from a CDN)
+UI_VENDOR := src/bar/ui/static/vendor
+UI_STAMP  := $(UI_VENDOR)/.installed
 
-.PHONY: install agents shells test lint typecheck unit demo bench bench-full clean
+.PHONY: install agents shells browser ui-assets test lint typecheck unit demo bench bench-full clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml | $(UI_STAMP)
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "bar needs Python 3.11+"'
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test]'
@@ -44,6 +48,28 @@ $(AGENTS_STAMP):
 
 agents: $(AGENTS_STAMP)
 
+# Without npm, outside CI, `bar ui` serves plain-text diffs and outputs and says so.
+$(UI_STAMP): ui/package.json ui/package-lock.json
+	@if ! command -v npm >/dev/null; then \
+		if [ -n "$$CI" ]; then echo "npm is needed for bar ui's browser libraries" >&2; exit 1; fi; \
+		echo "npm not found: bar ui will show plain-text diffs (make ui-assets later)"; exit 0; \
+	fi; \
+	npm ci --prefix ui --no-audit --no-fund --ignore-scripts --loglevel=error && \
+	rm -rf $(UI_VENDOR) && mkdir -p $(UI_VENDOR)/licenses && \
+	m=ui/node_modules && \
+	cp $$m/diff2html/bundles/js/diff2html-ui-slim.min.js $$m/diff2html/bundles/css/diff2html.min.css \
+		$$m/highlight.js/styles/github.min.css \
+		$$m/asciinema-player/dist/bundle/asciinema-player.min.js \
+		$$m/asciinema-player/dist/bundle/asciinema-player.css \
+		$$m/ansi_up/ansi_up.js $(UI_VENDOR)/ && \
+	cp $$m/diff2html/LICENSE.md $(UI_VENDOR)/licenses/diff2html.LICENSE.md && \
+	cp $$m/highlight.js/LICENSE $(UI_VENDOR)/licenses/highlight.js.LICENSE && \
+	cp $$m/asciinema-player/LICENSE $(UI_VENDOR)/licenses/asciinema-player.LICENSE && \
+	cp $$m/ansi_up/LICENSE $(UI_VENDOR)/licenses/ansi_up.LICENSE && \
+	touch $@
+
+ui-assets: $(UI_STAMP)
+
 # zsh and fish for the completion tests (tests/test_completion_shells.py). CI installs
 # them with apt; elsewhere, without them, those tests are skipped.
 shells:
@@ -54,6 +80,16 @@ shells:
 		{ $$sudo apt-get update -qq && $$sudo apt-get install -y -qq zsh fish >/dev/null; }; \
 	fi
 
+# Debian's chromium for bar ui's browser tests (tests/test_ui_browser.py): Playwright drives
+# it at /usr/bin/chromium. CI installs it with apt; elsewhere, without it, they are skipped.
+browser:
+	@if [ -n "$$CI" ] && [ ! -x /usr/bin/chromium ]; then \
+		if ! command -v apt-get >/dev/null; then echo "chromium is needed" >&2; exit 1; fi; \
+		sudo=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+		$$sudo apt-get install -y -qq chromium >/dev/null 2>&1 || \
+		{ $$sudo apt-get update -qq && $$sudo apt-get install -y -qq chromium >/dev/null; }; \
+	fi
+
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests bench demo
 	$(VENV)/bin/ruff format --check src tests bench demo
@@ -61,7 +97,7 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy
 
-unit: $(STAMP) agents shells
+unit: $(STAMP) agents shells browser
 	$(PY) -m pytest -n auto
 	@# again where the kernel cannot confine a step (simulated): bar must say so and go on
 	BAR_SANDBOX_UNAVAILABLE=1 $(PY) -m pytest -n auto -p no:randomly $(UNCONFINED_TESTS)
@@ -80,4 +116,4 @@ bench-full: $(STAMP)
 	$(PY) bench/run.py --sizes small,medium
 
 clean:
-	rm -rf $(VENV) $(AGENTS_DIR) build *.egg-info src/*.egg-info .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) $(AGENTS_DIR) ui/node_modules $(UI_VENDOR) build *.egg-info src/*.egg-info .mypy_cache .ruff_cache .pytest_cache

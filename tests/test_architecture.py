@@ -18,7 +18,7 @@ import pytest
 from bar import channel
 
 SRC = Path(__file__).resolve().parent.parent / "src" / "bar"
-FACES = ("bar.cli", "bar.parser", "bar.render", "bar.commands")
+FACES = ("bar.cli", "bar.parser", "bar.render", "bar.commands", "bar.ui")
 MAX_LINES = 500
 
 
@@ -185,6 +185,7 @@ RUN_PATH_DENIED = {
     "urllib.request", "bar.apply", "bar.rollback", "bar.checkout", "bar.doctor",
     "bar.blame", "bar.terminal.pty", "bar.task_new", "bar.migrate_all",
     "mcp", "pydantic", "bar.mcp_server", "bar.mcp_tools",
+    "starlette", "uvicorn", "bar.ui",
 }  # fmt: skip
 
 
@@ -225,3 +226,24 @@ def test_only_bar_mcp_loads_the_mcp_sdk() -> None:
     assert proc.returncode == 0, proc.stderr
     loaded = set(proc.stderr.split(b"MODULES ", 1)[1].decode().split())
     assert not loaded & {"mcp", "pydantic", "bar.mcp_server", "bar.mcp_tools"}
+
+
+@pytest.mark.parametrize("argv", [["--version"], ["hook", "claude"], ["log", "--help"]])
+def test_only_bar_ui_loads_the_web_server(argv: list[str]) -> None:
+    """starlette, uvicorn and bar.ui load when ``bar ui`` runs, never for another command."""
+    probe = (
+        "import sys\n"
+        "from bar.cli import main\n"
+        "try:\n"
+        f"    main({argv!r})\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "sys.stderr.write('MODULES ' + ' '.join(sorted(sys.modules)) + '\\n')\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", probe], input=b"{}", capture_output=True,
+                          timeout=30)  # fmt: skip
+    loaded = set(proc.stderr.split(b"MODULES ", 1)[1].decode().split())
+    web = {
+        m for m in loaded if m.split(".")[0] in ("starlette", "uvicorn") or m.startswith("bar.ui")
+    }
+    assert not web, f"bar {' '.join(argv)} imported {sorted(web)}"

@@ -45,7 +45,7 @@ from bar.status import Status, status
 from bar.store.files import ensure_dir, write_text_atomic
 from bar.store.layout import bar_home
 from bar.store.lock import is_locked
-from bar.task_state import TaskSummary, summarize
+from bar.task_state import TaskSummary, is_running, summarize
 from bar.tasks import Task, list_tasks, load_task, resolve_task
 
 if TYPE_CHECKING:
@@ -484,3 +484,18 @@ def doctor(project: Project, *, repair: bool = False) -> Doctor:
     if repair:
         doc.repair()
     return doc
+
+
+def projects() -> list[Project]:
+    """Every project registered under ``$BAR_HOME``, by name (what ``bar ui`` lists)."""
+    from bar.registry import registered
+
+    return registered()
+
+
+def running(task: Task) -> journals.RunIntent | None:
+    """The step a ``bar run`` is recording in the task right now, if one is."""
+    return journals.read_run(task.paths) if task.active and is_running(task) else None
+
+
+__all__ += ["projects", "running"]

@@ -111,6 +111,8 @@ def _explain(parser: _Parser, message: str) -> tuple[str, str | None]:
         choices = list(bad[0].choices)
         what = "a command" if parser.prog == "bar" else f"an action of {parser.prog}"
         close = difflib.get_close_matches(str(bad[1]), choices, n=1)
+        # two letters swapped in a short name (`iu`) are too far apart for difflib
+        close = close or [c for c in choices if sorted(c) == sorted(str(bad[1]))][:1]
         if close:
             return f"{bad[1]!r} is not {what}", f"did you mean `{parser.prog} {close[0]}`?"
         return f"{bad[1]!r} is not {what}", f"`{parser.prog} --help` lists them"

@@ -1,5 +1,5 @@
 """The command line of the rest: ``bar policy``, ``doctor``, ``replay``, ``hook``,
-``agent`` and ``completion``. Part of ``bar.parser``, kept apart for length."""
+``agent``, ``completion`` and ``ui``. Part of ``bar.parser``, kept apart for length."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from bar.parser import _cmd, _Formatter, _json_opt, _task_opt
 
 
 def commands(sub: Any) -> None:
-    """Add ``policy``, ``doctor``, ``replay``, ``hook``, ``agent`` and ``completion`` to ``sub``, the commands of ``bar``."""
+    """Add ``policy``, ``doctor``, ``replay``, ``hook``, ``agent``, ``completion`` and ``ui`` to ``sub``, the commands of ``bar``."""
     # --- policy -----------------------------------------------------------------------
     pol = sub.add_parser(
         "policy",
@@ -148,3 +148,30 @@ def commands(sub: Any) -> None:
     )  # fmt: skip
     p.add_argument("shell", choices=("bash", "zsh", "fish"), help="the shell to complete in")
     _cmd(p, "completion:completion")
+
+    # --- the browser -------------------------------------------------------------------
+    p = sub.add_parser(
+        "ui",
+        help="review every project's tasks in the browser: steps, diffs, rollback, apply",
+        formatter_class=_Formatter,
+        description="Serve a review page on this machine and open it in the browser: every\n"
+        "registered project and its tasks; a task's timeline of steps, checkpoints, policy\n"
+        "decisions and hooks, live while a step runs; a step's diff file by file (unified\n"
+        "or side by side), its output in colour and its terminal recording played back;\n"
+        "the diff between any two states; rollback, undo and apply, each previewed (as\n"
+        "--dry-run) before you confirm it.\n\n"
+        "It listens on 127.0.0.1 only, and prints a URL carrying a secret made for this\n"
+        "launch: only a browser that opened it gets in (see docs/ui.md). It runs until\n"
+        "Ctrl-C. Everything it serves comes from bar's package: it works offline.",
+        epilog="examples:\n"
+        "  bar ui                        on port 8765, and open the browser\n"
+        "  bar ui --port 0 --no-open     any free port; print the URL, open nothing\n"
+        "  bar ui --port 9000            another port (when 8765 is taken)",
+    )
+    p.add_argument("--port", type=int, default=8765, metavar="N",
+                   help="the port to listen on (default 8765; 0: any free port)")  # fmt: skip
+    p.add_argument("--no-open", action="store_true",
+                   help="print the URL but do not open a browser")  # fmt: skip
+    p.add_argument("--host", default="127.0.0.1", metavar="ADDR",
+                   help="the address to listen on (default 127.0.0.1, this machine only)")  # fmt: skip
+    _cmd(p, "ui:ui")

@@ -1,0 +1,215 @@
+"""The routes of ``bar ui``: URLs to pages, file diffs, artifacts, live updates, actions.
+
+Every request has passed ``security.Guard`` (host, token, and for a POST the CSRF token
+and origin) before it gets here. Library calls are blocking (git, file reads): Starlette
+runs these plain functions in its thread pool. A ``BarError`` becomes a page with bar's
+own message and hint; a name in a URL that names nothing is a 404.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable
+from urllib.parse import parse_qsl
+
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, PlainTextResponse, Response, StreamingResponse
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from bar.checkpoints import Checkpoint
+from bar.errors import BarError, NotFound
+from bar.tasks import Task
+from bar.ui import actions, assets, pages, patches, step_pages, views
+from bar.ui.security import Guard, Secrets
+
+POLL = 0.5  # seconds between looks at a live task's ledger
+FILE_SHOWN = 2 << 20  # bytes of one file's diff sent to the page
+
+
+def build(keys: Secrets) -> Starlette:
+    csrf = keys.csrf
+
+    def page(render: Callable[[Request], str]) -> Callable[[Request], Response]:
+        def endpoint(request: Request) -> Response:
+            try:
+                return HTMLResponse(render(request))
+            except NotFound as exc:
+                return _error(exc, 404, csrf)
+            except BarError as exc:
+                return _error(exc, 400 if exc.exit_code == 2 else 409, csrf)
+
+        return endpoint
+
+    def the_task(request: Request) -> Task:
+        return views.task(request.path_params["project"], request.path_params["task"])
+
+    def timeline(request: Request) -> str:
+        try:
+            number = int(request.query_params.get("page", "1"))
+        except ValueError:
+            number = 1
+        return pages.timeline(the_task(request), number, csrf)
+
+    def step(request: Request) -> str:
+        task = the_task(request)
+        found = views.step_or_checkpoint(task, request.path_params["step"])
+        if isinstance(found, Checkpoint):
+            return step_pages.checkpoint_page(task, found, csrf)
+        return step_pages.step_page(task, found, csrf)
+
+    def step_file(request: Request) -> Response:
+        task = the_task(request)
+        found = views.step_or_checkpoint(task, request.path_params["step"])
+        rel = found.patch if isinstance(found, Checkpoint) else found.artifacts.patch
+        return _section(views.patch_of(task, rel), request.path_params["n"])
+
+    def compare(request: Request) -> str:
+        q = request.query_params
+        return step_pages.compare_page(the_task(request), q.get("from", "base"), q.get("to", ""),
+                                       csrf)  # fmt: skip
+
+    def compare_file(request: Request) -> Response:
+        q = request.query_params
+        _, index = views.compare(the_task(request), q.get("from", "base"), q.get("to", ""))
+        return _section(index, q.get("n", ""))
+
+    def artifact(request: Request) -> Response:
+        path = views.artifact(the_task(request), request.path_params["name"])
+        try:
+            data = patches.read_regular(path)
+        except (FileNotFoundError, IsADirectoryError):
+            raise views.PageNotFound(f"no artifact {request.path_params['name']}") from None
+        except OSError:  # a link where the file should be (O_NOFOLLOW)
+            raise views.PageNotFound(f"artifact {request.path_params['name']} is not a plain "
+                                     "file") from None  # fmt: skip
+        return Response(data, media_type="text/plain; charset=utf-8")
+
+    def action_page(request: Request) -> str:
+        return actions.actions_page(the_task(request), csrf, request.query_params.get("to", ""))
+
+    def posted(
+        act: Callable[[Task, dict[str, str], str], str],
+    ) -> Callable[[Request], Awaitable[Response]]:
+        async def endpoint(request: Request) -> Response:
+            form = dict(parse_qsl((await request.body()).decode("utf-8", "replace")))
+
+            def run() -> Response:
+                try:
+                    task = the_task(request)
+                except NotFound as exc:
+                    return _error(exc, 404, csrf)
+                try:
+                    return HTMLResponse(act(task, form, csrf))
+                except BarError as exc:
+                    body = actions.actions_page(task, csrf, form.get("to", ""), exc)
+                    return HTMLResponse(body, status_code=409)
+
+            return await run_in_threadpool(run)
+
+        return endpoint
+
+    async def events(request: Request) -> Response:
+        task = await run_in_threadpool(the_task, request)
+        try:
+            last = int(request.query_params.get("last", "0"))
+        except ValueError:
+            last = 0
+        return StreamingResponse(_live(request, task, last), media_type="text/event-stream",
+                                 headers={"x-accel-buffering": "no"})  # fmt: skip
+
+    routes = [
+        Route("/", page(lambda r: pages.overview(csrf))),
+        Route("/p/{project}/t/{task}", page(timeline)),
+        Route("/p/{project}/t/{task}/events", events),
+        Route("/p/{project}/t/{task}/s/{step}", page(step)),
+        Route("/p/{project}/t/{task}/s/{step}/file/{n}", _plain(step_file)),
+        Route("/p/{project}/t/{task}/compare", page(compare)),
+        Route("/p/{project}/t/{task}/compare/file", _plain(compare_file)),
+        Route("/p/{project}/t/{task}/artifacts/{name:path}", _plain(artifact)),
+        Route("/p/{project}/t/{task}/actions", page(action_page)),
+        Route("/p/{project}/t/{task}/rollback/preview", posted(actions.rollback_preview),
+              methods=["POST"]),
+        Route("/p/{project}/t/{task}/rollback", posted(actions.rollback), methods=["POST"]),
+        Route("/p/{project}/t/{task}/apply/preview", posted(actions.apply_preview),
+              methods=["POST"]),
+        Route("/p/{project}/t/{task}/apply", posted(actions.apply), methods=["POST"]),
+        Route("/p/{project}/t/{task}/undo/preview", posted(
+            lambda t, f, c: actions.undo_preview(t, c)), methods=["POST"]),
+        Route("/p/{project}/t/{task}/undo", posted(actions.undo), methods=["POST"]),
+        Mount("/static", StaticFiles(directory=assets.STATIC, follow_symlink=False)),
+    ]  # fmt: skip
+    return Starlette(routes=routes, middleware=[Middleware(Guard, keys=keys)])
+
+
+def _plain(endpoint: Callable[[Request], Response]) -> Callable[[Request], Response]:
+    """A text endpoint: a name that names nothing is a bare 404, an error its sentence."""
+
+    def wrapped(request: Request) -> Response:
+        try:
+            return endpoint(request)
+        except NotFound as exc:
+            return PlainTextResponse(f"bar: {exc}\n", status_code=404)
+        except BarError as exc:
+            return PlainTextResponse(f"bar: {exc}\n", status_code=400)
+
+    return wrapped
+
+
+def _section(index: patches.PatchIndex, n: str) -> Response:
+    if not (n.isascii() and n.isdigit()) or int(n) >= len(index.files):
+        raise views.PageNotFound(f"the patch has no file {n}")
+    data = index.section(int(n))
+    cut = len(data) > FILE_SHOWN
+    return Response(data[:FILE_SHOWN], media_type="text/plain; charset=utf-8",
+                    headers={"x-bar-cut": "1" if cut else "0"})  # fmt: skip
+
+
+def _error(exc: BarError, status: int, csrf: str) -> HTMLResponse:
+    body = f"<h1>{'Not found' if status == 404 else 'Error'}</h1>{actions.error_html(exc)}"
+    return HTMLResponse(pages.layout("error", body, csrf=csrf), status_code=status)
+
+
+async def _live(request: Request, task: Task, last: int) -> AsyncIterator[str]:
+    """Server-sent events for a timeline: the steps recorded after ``last`` and the running
+    step, each time the ledger or the running marker changes (looked at every ``POLL``)."""
+    seen: tuple[object, ...] | None = None
+    running = ""
+    quiet = 0.0
+    while not await request.is_disconnected():
+        now = await run_in_threadpool(_stamp, task)
+        if now != seen:
+            seen = now
+            rows, newest, banner = await run_in_threadpool(_fresh, task, last)
+            if rows or banner != running:
+                last, running = max(last, newest), banner
+                yield f"event: update\ndata: {json.dumps({'rows': rows, 'last': last, 'running': banner})}\n\n"
+                quiet = 0.0
+        quiet += POLL
+        if quiet >= 15:  # a comment now and then keeps proxies and the browser patient
+            yield ": still here\n\n"
+            quiet = 0.0
+        await asyncio.sleep(POLL)
+
+
+def _stamp(task: Task) -> tuple[object, ...]:
+    """What changes when a step starts, takes a checkpoint or ends."""
+    out: list[object] = []
+    for path in (task.paths.ledger, task.paths.marker, task.paths.artifacts):
+        try:
+            info = os.stat(path)
+            out += [info.st_size, info.st_mtime_ns]
+        except OSError:
+            out += [None, None]
+    return tuple(out)
+
+
+def _fresh(task: Task, last: int) -> tuple[str, int, str]:
+    newer = views.steps_after(task, last)
+    rows = "".join(pages.step_row(task, s) for s in newer)
+    return rows, newer[0].number if newer else last, pages.running_html(task)

@@ -1,0 +1,291 @@
+"""The HTML of the overview and the timeline, and the frame every page shares.
+
+Written by hand and escaped at every value (``esc``): no template engine, no script of
+anyone else's in the markup. Each page works without JavaScript; ``static/ui.js`` adds
+the live timeline, the lazy diffs, colours and the terminal player.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from html import escape
+from typing import TYPE_CHECKING
+from urllib.parse import quote, urlencode
+
+from bar import api
+from bar.records import ApplyStep, RollbackStep, RunStep, Step, SyncStep
+from bar.tasks import Task
+from bar.ui import assets, views
+
+if TYPE_CHECKING:
+    from bar.checkpoints import Checkpoint
+
+# The pages of a task, as its navigation lists them: (label, path below the task's URL).
+# A new page of a task is one more entry here and one more route in ``app``.
+TASK_PAGES: tuple[tuple[str, str], ...] = (
+    ("Timeline", ""),
+    ("Compare", "/compare"),
+    ("Actions", "/actions"),
+)
+
+
+def esc(value: object) -> str:
+    return escape(str(value), quote=True)
+
+
+def task_url(task: Task, rest: str = "") -> str:
+    return f"/p/{quote(task.project.name)}/t/{quote(task.id)}{rest}"
+
+
+def short(commit: str | None) -> str:
+    return commit[:10] if commit else "-"
+
+
+def plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def duration(ms: int) -> str:
+    if ms < 1000:
+        return f"{ms}ms"
+    if ms < 60_000:
+        return f"{ms / 1000:.1f}s"
+    return f"{ms // 60_000}m{(ms // 1000) % 60:02d}s"
+
+
+def stat_text(stat: object) -> str:
+    files = getattr(stat, "files", 0)
+    if not files:
+        return "no changes"
+    return (
+        f"{plural(files, 'file')} +{getattr(stat, 'additions', 0)} -{getattr(stat, 'deletions', 0)}"
+    )
+
+
+def elapsed_since(iso: str) -> str:
+    try:
+        then = datetime.fromisoformat(iso.replace("Z", "+00:00"))
+    except ValueError:
+        return "-"
+    return duration(max(0, int((datetime.now(UTC) - then).total_seconds() * 1000)))
+
+
+def layout(title: str, body: str, *, csrf: str, crumbs: Sequence[tuple[str, str]] = (),
+           task: Task | None = None, current: str = "") -> str:  # fmt: skip
+    rich = assets.present()
+    styles = "".join(f'<link rel="stylesheet" href="/static/vendor/{n}">'
+                     for n in assets.STYLES) if rich else ""  # fmt: skip
+    scripts = (
+        '<script src="/static/vendor/diff2html-ui-slim.min.js" defer></script>'
+        '<script src="/static/vendor/asciinema-player.min.js" defer></script>'
+        if rich else ""
+    )  # fmt: skip
+    trail = " / ".join(f'<a href="{esc(href)}">{esc(label)}</a>' if href else esc(label)
+                       for label, href in [("bar", "/"), *crumbs])  # fmt: skip
+    nav = ""
+    if task is not None:
+        nav = "".join(
+            f'<a href="{esc(task_url(task, rest))}"'
+            f"{' aria-current=page' if rest == current else ''}>{esc(label)}</a>"
+            for label, rest in TASK_PAGES
+        )
+        nav = f'<nav class="task-nav">{nav}</nav>'
+    return (
+        "<!doctype html><html lang=en><head><meta charset=utf-8>"
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        '<link rel="icon" href="data:,">'
+        f'<meta name="bar-csrf" content="{esc(csrf)}">'
+        f'<meta name="bar-rich" content="{"1" if rich else "0"}">'
+        f"<title>{esc(title)} · bar</title>{styles}"
+        '<link rel="stylesheet" href="/static/ui.css">'
+        f'{scripts}<script type="module" src="/static/ui.js"></script></head><body>'
+        f'<header class="top"><div class="crumbs">{trail}</div>{nav}</header>'
+        f"<main>{body}</main></body></html>"
+    )
+
+
+# --- the overview ------------------------------------------------------------------
+
+
+def overview(csrf: str) -> str:
+    parts = ["<h1>Projects</h1>"]
+    shown = views.overview()
+    if not shown:
+        parts.append("<p class=empty>No project is registered here yet: run <code>bar init"
+                     "</code> in a repository.</p>")  # fmt: skip
+    for project, summaries, error in shown:
+        parts.append(f'<section class="project"><h2>{esc(project.name)} '
+                     f'<small>{esc(project.root)}</small></h2>')  # fmt: skip
+        if error:
+            parts.append(f'<p class="error">{esc(error)}</p></section>')
+            continue
+        if not summaries:
+            parts.append("<p class=empty>No tasks yet: <code>bar task new NAME</code>.</p>")
+        else:
+            parts.append(
+                "<table class=tasks><thead><tr><th>task</th><th>status</th><th>running now"
+                "</th><th>steps</th><th>changes</th><th>applied</th><th>last activity</th>"
+                "</tr></thead><tbody>"
+            )
+            parts += [_task_row(s) for s in summaries]
+            parts.append("</tbody></table>")
+        parts.append("</section>")
+    return layout("Projects", "".join(parts), csrf=csrf)
+
+
+def _task_row(s: api.TaskSummary) -> str:
+    t = s.task
+    running = api.running(t)
+    now = (
+        f'<code>{esc(shlex.join(running.cmd))}</code> <span class="elapsed" '
+        f'data-since="{esc(running.started_at)}">{esc(elapsed_since(running.started_at))}'
+        "</span>"
+        if running else "-"
+    )  # fmt: skip
+    active = ' <span class="badge">active</span>' if s.active else ""
+    return (
+        f'<tr class="state-{esc(s.state.state)}"><td><a href="{esc(task_url(t))}">'
+        f"{esc(t.name)}</a> <small>{esc(t.id)}</small>{active}</td>"
+        f'<td><span class="state">{esc(s.state.label)}</span></td><td>{now}</td>'
+        f"<td>{s.steps}</td><td>{esc(stat_text(s.diff_stat))}</td>"
+        f"<td>{'yes' if s.state.applied else 'no'}</td>"
+        f"<td><time>{esc(views.last_activity(s))}</time></td></tr>"
+    )
+
+
+# --- the timeline ------------------------------------------------------------------
+
+
+def timeline(task: Task, page: int, csrf: str) -> str:
+    pages = views.page_count(task)
+    page = min(max(1, page), pages)
+    shown = views.steps_page(task, page)
+    newest = shown[0].number if shown and page == 1 else 0
+    live = ' data-live="' + esc(task_url(task, "/events")) + f'" data-last="{newest}"'
+    head = (
+        f"<h1>{esc(task.name)} <small>{esc(task.id)}</small></h1>"
+        f'<p class="meta">branch <code>{esc(task.branch)}</code> from '
+        f"<code>{esc(task.base_ref)}</code> at <code>{short(task.base_commit)}</code>"
+        f" · {esc(task.status)}</p>"
+    )
+    running = running_html(task) if page == 1 else ""
+    rows = "".join(step_row(task, s) for s in shown)
+    empty = "" if shown else "<p class=empty>No steps yet: <code>bar run -- CMD</code>.</p>"
+    body = (
+        f'{head}<div id="running">{running}</div>'
+        f'<table class="timeline"{live if page == 1 else ""}><thead><tr><th>step</th>'
+        "<th>kind</th><th>what</th><th>result</th><th>duration</th><th>changes</th>"
+        f'</tr></thead><tbody id="steps">{rows}</tbody></table>{empty}'
+        f"{_pager(task, page, pages)}"
+    )
+    return layout(f"{task.name}: timeline", body, csrf=csrf, task=task, current="",
+                  crumbs=[(task.project.name, "/"), (task.name, "")])  # fmt: skip
+
+
+def _pager(task: Task, page: int, pages: int) -> str:
+    if pages == 1:
+        return ""
+    links = []
+    if page > 1:
+        links.append(f'<a href="{esc(task_url(task))}?page={page - 1}" rel=prev>newer</a>')
+    links.append(f"page {page} of {pages}")
+    if page < pages:
+        links.append(f'<a href="{esc(task_url(task))}?page={page + 1}" rel=next>older</a>')
+    return f'<nav class="pager">{" · ".join(links)}</nav>'
+
+
+def running_html(task: Task) -> str:
+    """The step running now, with its checkpoints so far (empty when none runs)."""
+    running = api.running(task)
+    if running is None:
+        return ""
+    taken = api.checkpoints(task, running.step_id)
+    cps = "".join(_checkpoint_item(task, cp) for cp in taken)
+    return (
+        f'<div class="running-step" data-step="{esc(running.step_id)}"><strong>step '
+        f"{esc(running.step_id)} running</strong> <code>{esc(shlex.join(running.cmd))}</code>"
+        f' for <span class="elapsed" data-since="{esc(running.started_at)}">'
+        f"{esc(elapsed_since(running.started_at))}</span>"
+        f"{f'<ol class=checkpoints>{cps}</ol>' if cps else ''}</div>"
+    )
+
+
+def describe(step: Step) -> str:
+    """What the step did, in a few words (a run: its command)."""
+    if isinstance(step, RunStep):
+        return shlex.join(step.cmd)
+    if isinstance(step, RollbackStep):
+        what = f"rollback to {step.target_text}" + (" (hard)" if step.hard else "")
+        if step.undo_of:
+            what = f"undo of step {step.undo_of} ({what})"
+        elif step.redo_of:
+            what = f"redo of step {step.redo_of} ({what})"
+        return what
+    if isinstance(step, ApplyStep):
+        return (f"applied to {step.target_branch} as {short(step.commit_sha)} ({step.mode}): "
+                f"{step.commit_message.splitlines()[0] if step.commit_message else ''}")  # fmt: skip
+    if isinstance(step, SyncStep):
+        return f"sync onto {step.onto}" + (f", {len(step.conflicts)} conflicts" if step.conflicts else "")  # fmt: skip
+    return "changes made by hand between steps"
+
+
+def result(step: Step) -> tuple[str, str]:
+    """The result column's text and its class."""
+    if not isinstance(step, RunStep):
+        return "done", "ok"
+    if step.blocked:
+        return "blocked", "blocked"
+    if step.interrupted:
+        return "interrupted", "bad"
+    if step.signal:
+        return f"signal {step.signal}", "bad"
+    if step.exit_code is None:
+        return "no exit", "bad"
+    return f"exit {step.exit_code}", "ok" if step.exit_code == 0 else "bad"
+
+
+def step_row(task: Task, step: Step) -> str:
+    text, cls = result(step)
+    link = task_url(task, f"/s/{step.step_id}")
+    extra: list[str] = []
+    if isinstance(step, RunStep):
+        for event in step.policy_events:
+            blocked = event.action == "block"
+            extra.append(
+                f'<li class="policy{" blocked" if blocked else ""}">policy <b>{esc(event.action)}'
+                f"</b> {esc(event.rule or '(no rule)')}: <code>{esc(event.matched)}</code>"
+                f"{' [' + esc(event.source) + ']' if event.source else ''}</li>"
+            )
+        for hook in step.hooks:
+            extra.append(
+                f'<li class="hook{" bad" if hook.exit_code else ""}">hook {esc(hook.phase)} '
+                f"<code>{esc(hook.cmd)}</code> exit {hook.exit_code}</li>"
+            )
+        if step.pty:
+            extra.append('<li class="pty">interactive (pty): terminal recording</li>')
+    cps = "".join(_checkpoint_item(task, cp) for cp in views.checkpoints_of(task, step))
+    details = (f'<ul class="facts">{"".join(extra)}</ul>' if extra else "") + (
+        f"<ol class=checkpoints>{cps}</ol>" if cps else ""
+    )
+    return (
+        f'<tr class="step kind-{esc(step.kind)} {cls}" id="step-{esc(step.step_id)}" '
+        f'data-step="{step.number}"><td><a href="{esc(link)}">{esc(step.step_id)}</a></td>'
+        f"<td>{esc(step.kind)}</td><td><code>{esc(describe(step))}</code>{details}</td>"
+        f'<td class="result {cls}">{esc(text)}</td><td>{esc(duration(step.duration_ms))}</td>'
+        f"<td>{esc(stat_text(step.diff_stat))}</td></tr>"
+    )
+
+
+def _checkpoint_item(task: Task, cp: Checkpoint) -> str:
+    decision = f' <span class="policy">{esc(cp.decision)}</span>' if cp.decision else ""
+    return (
+        f'<li><a href="{esc(task_url(task, "/s/" + cp.name))}">{esc(cp.name)}</a> '
+        f"{esc(cp.tool or cp.kind)} <code>{esc(cp.target_text)}</code>{decision} "
+        f"<span class=stat>{esc(stat_text(cp.diff_stat))}</span></li>"
+    )
+
+
+def query(**values: str) -> str:
+    return urlencode({k: v for k, v in values.items() if v})

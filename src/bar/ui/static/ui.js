@@ -1,0 +1,138 @@
+// bar ui: the live timeline, lazy diffs, colours, the terminal player, a few keys.
+// Plain script of bar's own; the libraries it uses (diff2html, ansi_up, asciinema-player)
+// are served from /static/vendor when `make ui-assets` installed them.
+const rich = document.querySelector('meta[name="bar-rich"]')?.content === "1";
+const FORMAT_KEY = "bar-diff-format";
+let format = localStorage.getItem(FORMAT_KEY) || "line-by-line";
+const loaded = new Map(); // .diff element -> its patch text
+
+// --- elapsed times of running steps ---------------------------------------------------
+function since(iso) {
+  const ms = Math.max(0, Date.now() - Date.parse(iso));
+  if (ms < 60000) return (ms / 1000).toFixed(1) + "s";
+  return Math.floor(ms / 60000) + "m" + String(Math.floor(ms / 1000) % 60).padStart(2, "0") + "s";
+}
+setInterval(() => {
+  for (const el of document.querySelectorAll(".elapsed[data-since]")) el.textContent = since(el.dataset.since);
+}, 1000);
+
+// --- the live timeline: server-sent events -------------------------------------------
+const live = document.querySelector("table[data-live]");
+if (live) {
+  const source = new EventSource(live.dataset.live + "?last=" + encodeURIComponent(live.dataset.last));
+  source.addEventListener("update", (event) => {
+    const data = JSON.parse(event.data);
+    if (data.rows) {
+      const body = document.getElementById("steps");
+      const holder = document.createElement("tbody");
+      holder.innerHTML = data.rows;
+      for (const row of [...holder.children].reverse()) {
+        document.getElementById(row.id)?.remove();
+        body.prepend(row);
+      }
+      document.querySelector("p.empty")?.remove();
+    }
+    live.dataset.last = data.last;
+    document.getElementById("running").innerHTML = data.running;
+  });
+}
+
+// --- diffs, loaded when shown ---------------------------------------------------------
+function plainDiff(el, text) {
+  const pre = document.createElement("pre");
+  pre.className = "plain-diff";
+  for (const line of text.split("\n")) {
+    const span = document.createElement("span");
+    const c = line[0];
+    span.className = line.startsWith("@@") ? "hunk" : c === "+" ? "add" : c === "-" ? "del" : "";
+    span.textContent = line + "\n";
+    pre.append(span);
+  }
+  el.replaceChildren(pre);
+}
+
+function draw(el, text) {
+  if (!text.trim() || !text.includes("@@")) {
+    el.innerHTML = '<p class="plain">No change of content (a rename or a mode change only).</p>';
+    return;
+  }
+  if (rich && window.Diff2HtmlUI) {
+    const ui = new window.Diff2HtmlUI(el, text, {
+      drawFileList: false, outputFormat: format, matching: "lines", highlight: true,
+      fileContentToggle: false, stickyFileHeaders: false,
+    });
+    ui.draw();
+  } else {
+    plainDiff(el, text);
+  }
+}
+
+async function load(el) {
+  if (loaded.has(el) || el.dataset.loading) return;
+  el.dataset.loading = "1";
+  const reply = await fetch(el.dataset.src, { credentials: "same-origin" });
+  const text = await reply.text();
+  if (!reply.ok) {
+    el.textContent = text;
+    return;
+  }
+  loaded.set(el, text);
+  draw(el, text);
+  if (reply.headers.get("x-bar-cut") === "1") el.insertAdjacentHTML("beforeend", '<p class="meta">This file\'s diff is too long to show whole.</p>');
+}
+
+const seen = new IntersectionObserver((entries) => {
+  for (const entry of entries) if (entry.isIntersecting) { seen.unobserve(entry.target); load(entry.target); }
+}, { rootMargin: "400px" });
+for (const el of document.querySelectorAll(".diff[data-src]")) seen.observe(el);
+for (const d of document.querySelectorAll("details.file")) {
+  d.addEventListener("toggle", () => { const el = d.querySelector(".diff[data-src]"); if (d.open && el) load(el); });
+}
+
+function setFormat(value) {
+  format = value;
+  localStorage.setItem(FORMAT_KEY, value);
+  for (const b of document.querySelectorAll(".view-toggle button")) b.setAttribute("aria-pressed", String(b.dataset.format === value));
+  for (const [el, text] of loaded) draw(el, text);
+  for (const pre of document.querySelectorAll("[data-diff-drawn]")) draw(pre, pre.dataset.text);
+}
+for (const b of document.querySelectorAll(".view-toggle button")) b.addEventListener("click", () => setFormat(b.dataset.format));
+setFormat(format);
+
+// an apply's preview: the whole patch in one piece
+for (const pre of document.querySelectorAll("pre[data-diff]")) {
+  if (!rich || pre.textContent.length > 200000) continue;
+  const div = document.createElement("div");
+  div.dataset.diffDrawn = "1";
+  div.dataset.text = pre.textContent;
+  pre.replaceWith(div);
+  window.addEventListener("load", () => draw(div, div.dataset.text));
+}
+
+// --- output in colour -----------------------------------------------------------------
+const outputs = document.querySelectorAll("pre[data-ansi]");
+if (rich && outputs.length) {
+  import("/static/vendor/ansi_up.js").then(({ AnsiUp }) => {
+    const up = new AnsiUp();
+    for (const pre of outputs) pre.innerHTML = up.ansi_to_html(pre.textContent);
+  });
+}
+
+// --- the terminal recording -----------------------------------------------------------
+window.addEventListener("load", () => {
+  const cast = document.getElementById("cast");
+  if (cast && window.AsciinemaPlayer) {
+    cast.replaceChildren();
+    window.barPlayer = window.AsciinemaPlayer.create(cast.dataset.src, cast, { fit: "width", idleTimeLimit: 2 });
+  }
+});
+
+// --- keys: t timeline, c compare, a actions, u unified, s side by side ----------------
+document.addEventListener("keydown", (event) => {
+  if (event.ctrlKey || event.metaKey || event.altKey || /INPUT|SELECT|TEXTAREA/.test(event.target.tagName)) return;
+  const nav = [...document.querySelectorAll(".task-nav a")];
+  const go = { t: 0, c: 1, a: 2 }[event.key];
+  if (go !== undefined && nav[go]) location.href = nav[go].href;
+  if (event.key === "u") setFormat("line-by-line");
+  if (event.key === "s") setFormat("side-by-side");
+});

@@ -1,0 +1,202 @@
+"""The HTML of a step (or checkpoint) and of a comparison between two states.
+
+A patch is listed file by file with its stats; each file's diff is fetched by the page
+when the file is opened or scrolled into view (``data-src``), so a patch of thousands of
+files shows at once. Binary files, renames and mode changes are said in words.
+"""
+
+from __future__ import annotations
+
+import shlex
+from typing import TYPE_CHECKING
+
+from bar.records import ApplyStep, RollbackStep, RunStep, Step, SyncStep
+from bar.tasks import Task
+from bar.ui import patches, views
+from bar.ui.pages import (
+    describe,
+    duration,
+    esc,
+    layout,
+    query,
+    result,
+    short,
+    stat_text,
+    task_url,
+)
+
+if TYPE_CHECKING:
+    from bar.checkpoints import Checkpoint
+
+# files opened (their diffs fetched as they come into view) on a page of at most this many
+OPEN_UP_TO = 50
+
+
+def file_list(index: patches.PatchIndex, src: str) -> str:
+    """The files of a patch; ``src``: the URL a file's diff is fetched from, ``{n}`` standing
+    for its number."""
+    if not index.files:
+        return "<p class=empty>No changes.</p>"
+    opened = " open" if len(index.files) <= OPEN_UP_TO else ""
+    items = []
+    for i, f in enumerate(index.files):
+        name = esc(f.path)
+        if f.old_path and f.old_path != f.path:
+            name = f"{esc(f.old_path)} → {name}"
+        notes = [f.status] if f.status != "modified" else []
+        if f.binary:
+            notes.append("binary")
+        if f.mode_text:
+            notes.append(f"mode {f.mode_text}")
+        note = "".join(f'<span class="badge">{esc(n)}</span>' for n in notes)
+        body = (
+            '<p class="plain">Binary file: its contents are not shown.</p>'
+            if f.binary
+            else f'<div class="diff" data-src="{esc(src.replace("{n}", str(i)))}"><p class="loading">'
+            "diff loads when shown</p></div>"
+        )
+        items.append(
+            f'<details class="file" data-path="{esc(f.path)}"{opened}><summary>'
+            f'<span class="path">{name}</span> {note} <span class="add">+{f.additions}</span>'
+            f' <span class="del">-{f.deletions}</span></summary>{body}</details>'
+        )
+    total = (f'<p class="meta">{len(index.files)} files, <span class="add">+{index.additions}'
+             f'</span> <span class="del">-{index.deletions}</span></p>')  # fmt: skip
+    toggle = (
+        '<div class="view-toggle" role="group" aria-label="diff layout">'
+        '<button type="button" data-format="line-by-line" aria-pressed="true">unified</button>'
+        '<button type="button" data-format="side-by-side" aria-pressed="false">side by side'
+        "</button></div>"
+    )
+    return f'{toggle}{total}<div class="files">{"".join(items)}</div>'
+
+
+def _rows(rows: list[tuple[str, str]]) -> str:
+    return "<table class=facts>" + "".join(
+        f"<tr><th>{esc(k)}</th><td>{v}</td></tr>" for k, v in rows
+    ) + "</table>"  # fmt: skip
+
+
+def step_page(task: Task, step: Step, csrf: str) -> str:
+    text, cls = result(step)
+    rows: list[tuple[str, str]] = [
+        ("kind", esc(step.kind)),
+        ("started", esc(step.started_at)),
+        ("duration", esc(duration(step.duration_ms))),
+    ]
+    if isinstance(step, RunStep):
+        rows += [("command", f"<code>{esc(shlex.join(step.cmd))}</code>"),
+                 ("cwd", esc(step.cwd)), ("result", f'<span class="{cls}">{esc(text)}</span>')]  # fmt: skip
+        if step.pty:
+            rows.append(("terminal", "interactive (pty)"))
+        for event in step.policy_events:
+            blocked = " blocked" if event.action == "block" else ""
+            rows.append(("policy", f'<span class="policy{blocked}"><b>{esc(event.action)}</b> '
+                         f"{esc(event.rule or '(no rule)')}: <code>{esc(event.matched)}</code>"
+                         "</span>"))  # fmt: skip
+        for hook in step.hooks:
+            rows.append(("hook", f"{esc(hook.phase)} <code>{esc(hook.cmd)}</code> exit "
+                                 f"{hook.exit_code}"))  # fmt: skip
+    else:
+        rows.append(("what", f"<code>{esc(describe(step))}</code>"))
+    if isinstance(step, ApplyStep):
+        rows += [("target", esc(step.target_branch)), ("commit", esc(step.commit_sha))]
+    if isinstance(step, SyncStep | RollbackStep) and step.base_after:
+        rows.append(("base", f"{short(step.base_before)} → {short(step.base_after)}"))
+    rows.append(("changes", esc(stat_text(step.diff_stat))))
+    rows.append(("snapshot", f"{short(step.snapshot_before)} → {short(step.snapshot)}"))
+    parts = [f"<h1>Step {esc(step.step_id)} <small>{esc(step.kind)}</small></h1>", _rows(rows)]
+    if step.snapshot:
+        back = task_url(task, f"/actions?to={step.step_id}")
+        parts.append(f'<p><a class="button" href="{esc(back)}">Roll back to this step…</a></p>')
+    taken = views.checkpoints_of(task, step)
+    if taken:
+        items = "".join(
+            f'<li><a href="{esc(task_url(task, "/s/" + cp.name))}">{esc(cp.name)}</a> '
+            f"{esc(cp.tool or cp.kind)} <code>{esc(cp.target_text)}</code> "
+            f"{esc(stat_text(cp.diff_stat))}</li>"
+            for cp in taken
+        )
+        parts.append(f"<h2>Checkpoints</h2><ol class=checkpoints>{items}</ol>")
+    index = views.patch_of(task, step.artifacts.patch)
+    parts.append(
+        "<h2>Patch</h2>" + file_list(index, task_url(task, f"/s/{step.step_id}/file/{{n}}"))
+    )
+    if step.artifacts.cast:
+        name = step.artifacts.cast.removeprefix("artifacts/")
+        parts.append(
+            '<h2>Terminal</h2><div class="cast" id="cast" '
+            f'data-src="{esc(task_url(task, "/artifacts/" + name))}"><p class="plain">'
+            "The terminal player needs the page's libraries (make ui-assets).</p></div>"
+        )
+    if step.artifacts.output:
+        out, cut = views.output_of(task, step.artifacts.output)
+        name = step.artifacts.output.removeprefix("artifacts/")
+        more = (f'<p class="meta">Only the first part is shown: <a href="'
+                f'{esc(task_url(task, "/artifacts/" + name))}">the whole output</a>.</p>'
+                if cut else "")  # fmt: skip
+        parts.append(f'<h2>Output</h2>{more}<pre class="output" data-ansi>{esc(_plain(out))}</pre>')
+    return layout(f"{task.name}: step {step.step_id}", "".join(parts), csrf=csrf, task=task,
+                  crumbs=[(task.project.name, "/"), (task.name, task_url(task)),
+                          (f"step {step.step_id}", "")])  # fmt: skip
+
+
+def _plain(text: str) -> str:
+    """Without the colour library, escapes are noise: strip them."""
+    from bar.ui import assets
+
+    if assets.present():
+        return text
+    from bar.terminal.text import clean_text
+
+    return clean_text(text.encode("utf-8", "replace"))
+
+
+def checkpoint_page(task: Task, cp: Checkpoint, csrf: str) -> str:
+    rows: list[tuple[str, str]] = [
+        ("kind", esc(cp.kind)),
+        ("tool", esc(cp.tool or "-")),
+        ("what", f"<code>{esc(cp.target_text)}</code>"),
+        ("policy", esc(cp.decision or "-")),
+        ("ended", esc(cp.ended_at)),
+        ("changes", esc(stat_text(cp.diff_stat))),
+        ("snapshot", f"{short(cp.snapshot_before)} → {short(cp.snapshot)}"),
+    ]
+    step_link = task_url(task, f"/s/{cp.step_id}")
+    back = task_url(task, f"/actions?to={cp.name}")
+    index = views.patch_of(task, cp.patch)
+    body = (
+        f'<h1>Checkpoint {esc(cp.name)} <small>of <a href="{esc(step_link)}">step '
+        f"{esc(cp.step_id)}</a></small></h1>{_rows(rows)}"
+        f'<p><a class="button" href="{esc(back)}">Roll back to this checkpoint…</a></p>'
+        f"<h2>Patch</h2>{file_list(index, task_url(task, f'/s/{cp.name}/file/{{n}}'))}"
+    )
+    return layout(f"{task.name}: checkpoint {cp.name}", body, csrf=csrf, task=task,
+                  crumbs=[(task.project.name, "/"), (task.name, task_url(task)),
+                          (f"checkpoint {cp.name}", "")])  # fmt: skip
+
+
+def state_picker(task: Task, name: str, value: str) -> str:
+    options = "".join(f'<option value="{esc(s)}">' for s in views.states(task))
+    return (f'<input name="{esc(name)}" value="{esc(value)}" list="states-{esc(name)}" '
+            f'size="10" placeholder="base, 3, 3.2"><datalist id="states-{esc(name)}">'
+            f"{options}</datalist>")  # fmt: skip
+
+
+def compare_page(task: Task, start: str, end: str, csrf: str) -> str:
+    form = (
+        f'<form class="compare" method="get" action="{esc(task_url(task, "/compare"))}">'
+        f"<label>from {state_picker(task, 'from', start or 'base')}</label> "
+        f"<label>to {state_picker(task, 'to', end)}</label> "
+        '<button type="submit">Compare</button> <small>states: <code>base</code>, a step '
+        "(<code>3</code>), a checkpoint (<code>3.2</code>); an empty “to” is the last "
+        "recorded state</small></form>"
+    )
+    diff, index = views.compare(task, start, end)
+    src = task_url(task, "/compare/file?" + query(**{"from": start or "base", "to": end}))
+    src += "&n={n}"
+    title = (f'<p class="meta">{short(diff.from_commit)} → {short(diff.to_commit)}</p>')  # fmt: skip
+    body = f"<h1>Compare</h1>{form}{title}{file_list(index, src)}"
+    return layout(f"{task.name}: compare", body, csrf=csrf, task=task, current="/compare",
+                  crumbs=[(task.project.name, "/"), (task.name, task_url(task)),
+                          ("compare", "")])  # fmt: skip

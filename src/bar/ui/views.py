@@ -1,0 +1,175 @@
+"""What each page shows, read through the library (``bar.api``) and nothing else.
+
+Pages read only what they show: the timeline reads its hundred steps from the end of the
+ledger (and the checkpoints of those steps that have any), never the artifacts; a step's
+page reads its patch once to list its files, and each file's diff is fetched on its own.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from bar import api
+from bar.errors import BarError, NotFound
+from bar.records import Step, parse_step_ref
+from bar.store.layout import TASK_ID_RE
+from bar.tasks import Task
+from bar.ui import patches
+
+if TYPE_CHECKING:
+    from bar.checkpoints import Checkpoint
+
+PER_PAGE = 100
+OUTPUT_LIMIT = 2 << 20  # bytes of a step's output shown in the page; the rest by link
+# artifact names a URL may ask for: a step's or a checkpoint's patch, output or recording
+ARTIFACT_NAME = re.compile(r"^[0-9]{4,9}(\.[0-9]{1,9})?\.(patch|output|cast)$")
+
+
+class PageNotFound(NotFound):
+    """A project, task, step or file the URL names does not exist."""
+
+
+def project(name: str) -> api.Project:
+    for found in api.projects():
+        if found.name == name:
+            return found
+    raise PageNotFound(f"no project {name!r} is registered under this BAR_HOME")
+
+
+def task(project_name: str, task_id: str) -> Task:
+    if not TASK_ID_RE.match(task_id):
+        raise PageNotFound(f"{task_id!r} is not a task id")
+    the_project = project(project_name)
+    if not the_project.paths.task(task_id).task_json.is_file():
+        raise PageNotFound(f"project {project_name} has no task {task_id}")
+    return api.get_task(api.Location(the_project, None), task_id)
+
+
+# --- the overview ------------------------------------------------------------------
+
+
+def overview() -> list[tuple[api.Project, list[api.TaskSummary], str | None]]:
+    """Each project with its tasks (newest first), or why they could not be read."""
+    shown: list[tuple[api.Project, list[api.TaskSummary], str | None]] = []
+    for found in api.projects():
+        try:
+            listed = api.tasks(found, include_closed=True)
+        except BarError as exc:
+            shown.append((found, [], str(exc)))
+            continue
+        listed.sort(key=lambda s: s.task.created_at, reverse=True)
+        shown.append((found, listed, None))
+    return shown
+
+
+def last_activity(summary: api.TaskSummary) -> str:
+    last = summary.task.ledger.last() if summary.steps else None
+    return last.ended_at if last is not None else summary.task.updated_at
+
+
+# --- the timeline ------------------------------------------------------------------
+
+
+def page_count(the_task: Task) -> int:
+    last = the_task.ledger.last()
+    return max(1, -(-(last.number if last else 0) // PER_PAGE))
+
+
+def steps_page(the_task: Task, page: int) -> list[Step]:
+    """Page ``page`` (from 1) of the steps, newest first, read from the end of the ledger."""
+    skip = (page - 1) * PER_PAGE
+    shown: list[Step] = []
+    for i, step in enumerate(the_task.ledger.iter_reverse(warn=False)):
+        if i < skip:
+            continue
+        shown.append(step)
+        if len(shown) >= PER_PAGE:
+            break
+    return shown
+
+
+def steps_after(the_task: Task, number: int) -> list[Step]:
+    """The steps newer than step ``number``, newest first (what a live page lacks)."""
+    newer: list[Step] = []
+    for step in the_task.ledger.iter_reverse(warn=False):
+        if step.number <= number:
+            break
+        newer.append(step)
+        if len(newer) >= PER_PAGE:
+            break
+    return newer
+
+
+def checkpoints_of(the_task: Task, step: Step) -> list[Checkpoint]:
+    if step.kind != "run" or not getattr(step, "checkpoints", 0):
+        return []
+    return api.checkpoints(the_task, step.step_id)
+
+
+# --- a step ------------------------------------------------------------------------
+
+
+def step_or_checkpoint(the_task: Task, ref: str) -> Step | Checkpoint:
+    if "." in ref:
+        return api.checkpoint(the_task, ref)
+    return api.show(the_task, parse_step_ref(ref))
+
+
+def patch_of(the_task: Task, rel: str | None) -> patches.PatchIndex:
+    """The files of a recorded patch (none when the step changed nothing)."""
+    if not rel:
+        return patches.PatchIndex(b"")
+    try:
+        return patches.of_file(artifact(the_task, rel.removeprefix("artifacts/")))
+    except FileNotFoundError:
+        return patches.PatchIndex(b"")
+
+
+def output_of(the_task: Task, rel: str | None) -> tuple[str, bool]:
+    """The step's output as text (the first ``OUTPUT_LIMIT`` bytes), and whether it was cut."""
+    if not rel:
+        return "", False
+    try:
+        data = patches.read_regular(artifact(the_task, rel.removeprefix("artifacts/")),
+                                    OUTPUT_LIMIT + 1)  # fmt: skip
+    except FileNotFoundError:
+        return "", False
+    return data[:OUTPUT_LIMIT].decode("utf-8", "replace"), len(data) > OUTPUT_LIMIT
+
+
+def artifact(the_task: Task, name: str) -> Path:
+    """The file of artifact ``name`` (``0003.output``): a plain name of the task's
+    artifacts directory that resolves inside it, never a path a URL made up."""
+    if not ARTIFACT_NAME.match(name):
+        raise PageNotFound(f"{name!r} is not an artifact of a step")
+    path = api.artifact_path(the_task, f"artifacts/{name}")
+    if path.parent != (the_task.dir / "artifacts").resolve():
+        raise PageNotFound(f"artifact {name} is not in the task's artifacts directory")
+    return the_task.dir / "artifacts" / name
+
+
+# --- comparing two states -----------------------------------------------------------
+
+
+def compare(the_task: Task, start: str, end: str) -> tuple[api.Diff, patches.PatchIndex]:
+    """The diff between two recorded states, as ``bar diff --from START --to END``."""
+    diff = api.diff(the_task, start or "base", end or None)
+    key = (str(diff.repo), diff.from_commit, diff.to_commit)
+    found = patches.of_commits(key)
+    if found is None:
+        text = diff.patch()
+        try:
+            data = text.encode("utf-8", "surrogateescape")
+        except UnicodeEncodeError:
+            data = text.encode("utf-8", "replace")
+        found = patches.of_commits(key, data)
+        assert found is not None
+    return diff, found
+
+
+def states(the_task: Task, limit: int = 200) -> list[str]:
+    """Names of recent states for the compare form: base, then steps newest first."""
+    names = [s.step_id for s in the_task.ledger.tail(limit) if s.snapshot and s.kind != "apply"]
+    return ["base", *reversed(names)]
