@@ -25,7 +25,7 @@ from starlette.staticfiles import StaticFiles
 from bar.checkpoints import Checkpoint
 from bar.errors import BarError, NotFound
 from bar.tasks import Task
-from bar.ui import actions, assets, pages, patches, step_pages, views
+from bar.ui import actions, assets, decisions, pages, patches, step_pages, views
 from bar.ui.security import Guard, Secrets
 
 POLL = 0.5  # seconds between looks at a live task's ledger
@@ -95,6 +95,7 @@ def build(keys: Secrets) -> Starlette:
 
     def posted(
         act: Callable[[Task, dict[str, str], str], str],
+        failed: Callable[[Task, dict[str, str], str, BarError], str] | None = None,
     ) -> Callable[[Request], Awaitable[Response]]:
         async def endpoint(request: Request) -> Response:
             form = dict(parse_qsl((await request.body()).decode("utf-8", "replace")))
@@ -107,8 +108,11 @@ def build(keys: Secrets) -> Starlette:
                 try:
                     return HTMLResponse(act(task, form, csrf))
                 except BarError as exc:
-                    body = actions.actions_page(task, csrf, form.get("to", ""), exc)
-                    return HTMLResponse(body, status_code=409)
+                    if failed is not None:
+                        body = failed(task, form, csrf, exc)
+                    else:
+                        body = actions.actions_page(task, csrf, form.get("to", ""), exc)
+                    return HTMLResponse(body, status_code=400 if exc.exit_code == 2 else 409)
 
             return await run_in_threadpool(run)
 
@@ -142,6 +146,12 @@ def build(keys: Secrets) -> Starlette:
         Route("/p/{project}/t/{task}/undo/preview", posted(
             lambda t, f, c: actions.undo_preview(t, c)), methods=["POST"]),
         Route("/p/{project}/t/{task}/undo", posted(actions.undo), methods=["POST"]),
+        Route("/p/{project}/t/{task}/decisions", page(
+            lambda r: decisions.decisions_page(the_task(r), csrf))),
+        Route("/p/{project}/t/{task}/decisions/answer", posted(decisions.answer,
+              decisions.failed), methods=["POST"]),
+        Mount("/static/vendor", StaticFiles(directory=assets.vendor(), check_dir=False,
+                                            follow_symlink=False)),
         Mount("/static", StaticFiles(directory=assets.STATIC, follow_symlink=False)),
     ]  # fmt: skip
     return Starlette(routes=routes, middleware=[Middleware(Guard, keys=keys)])

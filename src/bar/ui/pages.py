@@ -11,11 +11,11 @@ import shlex
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from html import escape
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlencode
 
 from bar import api
-from bar.records import ApplyStep, RollbackStep, RunStep, Step, SyncStep
+from bar.records import ApplyStep, DecisionStep, RollbackStep, RunStep, Step, SyncStep
 from bar.tasks import Task
 from bar.ui import assets, views
 
@@ -28,6 +28,7 @@ TASK_PAGES: tuple[tuple[str, str], ...] = (
     ("Timeline", ""),
     ("Compare", "/compare"),
     ("Actions", "/actions"),
+    ("Decisions", "/decisions"),
 )
 
 
@@ -86,9 +87,11 @@ def layout(title: str, body: str, *, csrf: str, crumbs: Sequence[tuple[str, str]
                        for label, href in [("bar", "/"), *crumbs])  # fmt: skip
     nav = ""
     if task is not None:
+        waiting = views.pending_decisions(task)
         nav = "".join(
             f'<a href="{esc(task_url(task, rest))}"'
-            f"{' aria-current=page' if rest == current else ''}>{esc(label)}</a>"
+            f"{' aria-current=page' if rest == current else ''}>{esc(label)}"
+            f"{_waiting_badge(waiting) if rest == '/decisions' else ''}</a>"
             for label, rest in TASK_PAGES
         )
         nav = f'<nav class="task-nav">{nav}</nav>'
@@ -104,6 +107,13 @@ def layout(title: str, body: str, *, csrf: str, crumbs: Sequence[tuple[str, str]
         f'<header class="top"><div class="crumbs">{trail}</div>{nav}</header>'
         f"<main>{body}</main></body></html>"
     )
+
+
+def _waiting_badge(count: int) -> str:
+    if not count:
+        return ""
+    return (f' <span class="badge waiting" title="{esc(plural(count, "question"))} waiting for '
+            f'an answer">{count}</span>')  # fmt: skip
 
 
 # --- the overview ------------------------------------------------------------------
@@ -145,6 +155,10 @@ def _task_row(s: api.TaskSummary) -> str:
         if running else "-"
     )  # fmt: skip
     active = ' <span class="badge">active</span>' if s.active else ""
+    waiting = views.pending_decisions(t)
+    if waiting:
+        active += (f' <a class="badge waiting" href="{esc(task_url(t, "/decisions"))}">'
+                   f"{esc(plural(waiting, 'decision'))} waiting</a>")  # fmt: skip
     return (
         f'<tr class="state-{esc(s.state.state)}"><td><a href="{esc(task_url(t))}">'
         f"{esc(t.name)}</a> <small>{esc(t.id)}</small>{active}</td>"
@@ -170,8 +184,17 @@ def timeline(task: Task, page: int, csrf: str) -> str:
         f"<code>{esc(task.base_ref)}</code> at <code>{short(task.base_commit)}</code>"
         f" · {esc(task.status)}</p>"
     )
+    flow = views.flow_status(task)
+    if flow is not None:
+        head += (f'<p class="meta">flow: phase <span class="flow-now">'
+                 f"{esc(flow.get('current_phase'))}</span>, step "
+                 f"{esc(flow.get('current_step'))}</p>")  # fmt: skip
+        history = [e for e in flow.get("history", []) if isinstance(e, dict)]
+        entries = views.flow_entries(task, history, page, pages, shown)
+        rows = _phased_rows(task, shown, history, entries)
+    else:
+        rows = "".join(step_row(task, s) for s in shown)
     running = running_html(task) if page == 1 else ""
-    rows = "".join(step_row(task, s) for s in shown)
     empty = "" if shown else "<p class=empty>No steps yet: <code>bar run -- CMD</code>.</p>"
     body = (
         f'{head}<div id="running">{running}</div>'
@@ -182,6 +205,54 @@ def timeline(task: Task, page: int, csrf: str) -> str:
     )
     return layout(f"{task.name}: timeline", body, csrf=csrf, task=task, current="",
                   crumbs=[(task.project.name, "/"), (task.name, "")])  # fmt: skip
+
+
+def _phased_rows(task: Task, shown: list[Step], history: list[dict[str, Any]],
+                 entries: list[dict[str, Any]]) -> str:  # fmt: skip
+    """The steps under a header per flow phase (each in the phase current when it started),
+    with the flow's entries between them where they were made; all newest first."""
+    from bar.flow import phase_of
+
+    out: list[str] = []
+    group: list[str | None] = []  # the phase whose rows are being written, once there is one
+
+    def under(phase: str | None) -> None:
+        if not group or group[0] != phase:
+            group[:] = [phase]
+            label = f"phase {phase}" if phase else "before the flow started"
+            out.append(f'<tr class="phase-head" data-phase="{esc(phase or "")}"><th colspan=6>'
+                       f"{esc(label)}</th></tr>")  # fmt: skip
+
+    waiting = list(entries)
+    for step in shown:
+        start = views.moment(step.started_at)
+        while waiting and start is not None and (views.moment(str(waiting[0]["timestamp"]))
+                                                 or start) > start:  # fmt: skip
+            entry = waiting.pop(0)
+            under(str(entry.get("phase")))
+            out.append(_flow_row(task, entry))
+        under(phase_of(history, step.started_at))
+        out.append(step_row(task, step))
+    for entry in waiting:
+        under(str(entry.get("phase")))
+        out.append(_flow_row(task, entry))
+    return "".join(out)
+
+
+def _flow_row(task: Task, entry: dict[str, Any]) -> str:
+    state = str(entry.get("state") or "")
+    commit = short(str(entry.get("git_commit") or "") or None)
+    snap = f"<code>{esc(commit)}</code>"
+    if state and state != "base":
+        snap = f'<a href="{esc(task_url(task, "/s/" + state))}">state {esc(state)}</a> {snap}'
+    elif state:
+        snap = f"state base {snap}"
+    return (
+        f'<tr class="flow-entry" data-flow-step="{esc(entry.get("step"))}"><td>flow</td>'
+        f'<td class="action">{esc(entry.get("action"))}</td><td>{esc(entry.get("summary"))}'
+        f"</td><td>{esc(entry.get('phase'))} · step {esc(entry.get('step'))}</td>"
+        f"<td><time>{esc(entry.get('timestamp'))}</time></td><td>{snap}</td></tr>"
+    )
 
 
 def _pager(task: Task, page: int, pages: int) -> str:
@@ -228,6 +299,9 @@ def describe(step: Step) -> str:
                 f"{step.commit_message.splitlines()[0] if step.commit_message else ''}")  # fmt: skip
     if isinstance(step, SyncStep):
         return f"sync onto {step.onto}" + (f", {len(step.conflicts)} conflicts" if step.conflicts else "")  # fmt: skip
+    if isinstance(step, DecisionStep):
+        chosen = ", ".join(f"{d.get('id')}={d.get('chosen')}" for d in step.decisions)
+        return f"decision {step.session_id} answered: {chosen}"
     return "changes made by hand between steps"
 
 

@@ -8,8 +8,9 @@ page reads its patch once to list its files, and each file's diff is fetched on 
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from bar import api
 from bar.errors import BarError, NotFound
@@ -69,6 +70,19 @@ def last_activity(summary: api.TaskSummary) -> str:
     return last.ended_at if last is not None else summary.task.updated_at
 
 
+def pending_decisions(the_task: Task) -> int:
+    """How many of the agent's questions wait for an answer (``bar decide submit``): the
+    items of the pending submission."""
+    from bar import decide
+
+    try:
+        waiting = decide.pending(the_task)
+    except BarError:
+        return 0
+    items = waiting.get("items") if waiting is not None else None
+    return len(items) if isinstance(items, list) else 0
+
+
 # --- the timeline ------------------------------------------------------------------
 
 
@@ -88,6 +102,47 @@ def steps_page(the_task: Task, page: int) -> list[Step]:
         if len(shown) >= PER_PAGE:
             break
     return shown
+
+
+def flow_status(the_task: Task) -> dict[str, Any] | None:
+    """The task's flow (``bar flow``), or None: it has none, or its file cannot be read."""
+    from bar import flow
+
+    try:
+        return flow.status(the_task)
+    except BarError:
+        return None
+
+
+def moment(text: str) -> datetime | None:
+    try:
+        found = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except (ValueError, AttributeError):
+        return None
+    return found if found.tzinfo is not None else found.replace(tzinfo=UTC)
+
+
+def flow_entries(the_task: Task, history: list[dict[str, Any]], page: int, pages: int,
+                 shown: list[Step]) -> list[dict[str, Any]]:  # fmt: skip
+    """The flow's history entries made in the time of page ``page``'s steps, newest first:
+    after the oldest step shown started (on the last page: any time before too) and, on a
+    page after the first, at or before the step just newer than the page started."""
+    low = moment(shown[-1].started_at) if shown and page < pages else None
+    high = None
+    if page > 1:
+        skip = (page - 1) * PER_PAGE
+        for i, step in enumerate(the_task.ledger.iter_reverse(warn=False)):
+            if i == skip - 1:
+                high = moment(step.started_at)
+                break
+    found = []
+    for entry in history:
+        at = moment(str(entry.get("timestamp", "")))
+        if at is None or (low is not None and at <= low) or (high is not None and at > high):
+            continue
+        found.append(entry)
+    found.reverse()
+    return found
 
 
 def steps_after(the_task: Task, number: int) -> list[Step]:

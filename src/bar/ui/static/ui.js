@@ -127,11 +127,11 @@ window.addEventListener("load", () => {
   }
 });
 
-// --- keys: t timeline, c compare, a actions, u unified, s side by side ----------------
+// --- keys: t timeline, c compare, a actions, d decisions, u unified, s side by side ----------------
 document.addEventListener("keydown", (event) => {
   if (event.ctrlKey || event.metaKey || event.altKey || /INPUT|SELECT|TEXTAREA/.test(event.target.tagName)) return;
   const nav = [...document.querySelectorAll(".task-nav a")];
-  const go = { t: 0, c: 1, a: 2 }[event.key];
+  const go = { t: 0, c: 1, a: 2, d: 3 }[event.key];
   if (go !== undefined && nav[go]) location.href = nav[go].href;
   if (event.key === "u") setFormat("line-by-line");
   if (event.key === "s") setFormat("side-by-side");
