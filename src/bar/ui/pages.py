@@ -241,6 +241,9 @@ def _phased_rows(task: Task, shown: list[Step], history: list[dict[str, Any]],
 
 def _flow_row(task: Task, entry: dict[str, Any]) -> str:
     state = str(entry.get("state") or "")
+    when = str(entry.get("timestamp", ""))
+    at = views.moment(when)
+    shown = at.strftime("%Y-%m-%d %H:%M:%S") if at is not None else when
     commit = short(str(entry.get("git_commit") or "") or None)
     snap = f"<code>{esc(commit)}</code>"
     if state and state != "base":
@@ -251,7 +254,7 @@ def _flow_row(task: Task, entry: dict[str, Any]) -> str:
         f'<tr class="flow-entry" data-flow-step="{esc(entry.get("step"))}"><td>flow</td>'
         f'<td class="action">{esc(entry.get("action"))}</td><td>{esc(entry.get("summary"))}'
         f"</td><td>{esc(entry.get('phase'))} · step {esc(entry.get('step'))}</td>"
-        f"<td><time>{esc(entry.get('timestamp'))}</time></td><td>{snap}</td></tr>"
+        f'<td><time datetime="{esc(when)}">{esc(shown)}</time></td><td>{snap}</td></tr>'
     )
 
 
