@@ -816,6 +816,8 @@ def fig12(f: Fixture, p: Params) -> list[Row]:
     ]  # fmt: skip
 
 
+from ui_figures import fig13  # noqa: E402  (it uses the helpers above)
+
 FIGURES: dict[int, tuple[str, Callable[[Fixture, Params], list[Row]]]] = {
     1: ("bar run ÷ git status", fig1),
     2: ("snapshot ÷ git status", fig2),
@@ -829,4 +831,7 @@ FIGURES: dict[int, tuple[str, Callable[[Fixture, Params], list[Row]]]] = {
     10: ("confined ÷ unconfined start of a step", fig10),
     11: ("tool-call checkpoints", fig11),
     12: ("git processes per command", fig12),
+    13: ("bar ui pages", fig13),
 }
+# left out of --quick (unless named with --only): their set-up alone takes over ten seconds
+FULL_ONLY = frozenset({13})

@@ -78,6 +78,12 @@ repository's ignored build output, so `git status` and snapshots must skip it.
     task of ten steps, `bar run -- true` with nothing new and after a small change, a
     step changing three files, a rollback ten steps back, `bar apply --dry-run`, `bar
     apply`, `bar status`.
+13. A `bar ui` child serving over HTTP, each page fetched by a logged-in client: the
+    first timeline page of a 10,000-step task (a real step, synthetic ones, a real step)
+    against the same page of a 100-step task, both a hundred rows (13-timeline-10: of a
+    10-step task); the page of a step changing 5,000 files, its file list without the
+    diffs the page fetches later, against `git diff --numstat` of the same two trees. Not
+    in `--quick`: its set-up alone takes over ten seconds.
 """
 
 

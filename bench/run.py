@@ -31,7 +31,7 @@ sys.path.insert(0, str(HERE))
 
 import genrepo  # noqa: E402
 import report  # noqa: E402
-from figures import FIGURES, Params, Row  # noqa: E402
+from figures import FIGURES, FULL_ONLY, Params, Row  # noqa: E402
 from harness import BenchError, Fixture, Tools, base_env, log  # noqa: E402
 
 ROOT = HERE.parent
@@ -216,6 +216,8 @@ def main(argv: list[str] | None = None) -> int:
     WORK.mkdir(parents=True, exist_ok=True)
     tools = find_bar(args.bar)
     figures = sorted(args.only) if args.only else sorted(FIGURES)
+    if args.quick and not args.only:  # those whose set-up alone takes more than ~10 s
+        figures = [n for n in figures if n not in FULL_ONLY]
     bad = [n for n in figures if n not in FIGURES]
     if bad:
         raise SystemExit(f"bench: no figure {bad[0]} (figures are 1-{max(FIGURES)})")
