@@ -142,7 +142,7 @@ def test_seed_004_answered_in_the_page_reads_back_as_decide_output(
     shot(page, "decisions", full=True)
     page.click("button:text('Answer')")
     sync_api.expect(page.locator(".done")).to_contain_text("Answered decision")
-    past = page.locator("ol.past li.answered").first
+    past = page.locator("ul.past li.answered").first
     sync_api.expect(past).to_contain_text("Session 认证")
     sync_api.expect(past).to_contain_text("not the recommendation")
     sync_api.expect(past.locator("q.note")).to_have_text(NOTE)
@@ -206,7 +206,7 @@ def test_an_agent_waiting_inside_a_running_step_gets_the_pages_answer(
         sync_api.expect(page.locator(".running-step")).to_have_count(0)  # not on this page
         page.check("input[name=chosen-2][value=argon2]")
         page.fill("input[name=note-1]", "stateless is fine")
-        shot(page, "decisions-agent", full=True)
+        shot(page, "decisions-agent")
         page.click("button:text('Answer')")
         done = page.locator(".done")
         sync_api.expect(done).to_contain_text("A step is running")
@@ -255,4 +255,4 @@ def test_the_timeline_groups_steps_under_the_flows_phases(
     sync_api.expect(rows.nth(4).locator(".action")).to_have_text("start")
     entry = flow["history"][-1]
     sync_api.expect(rows.nth(0)).to_contain_text(entry["git_commit"][:10])
-    shot(page, "timeline-phases", full=True)
+    shot(page, "timeline-phases")

@@ -123,7 +123,7 @@ def _past_html(task: Task) -> str:
             f"{esc(rec.get('completed_at', ''))}</small><ul>{''.join(chosen)}</ul></li>"
         )
     more = f" <small>(the {PAST_SHOWN} newest)</small>" if len(done) > PAST_SHOWN else ""
-    return f'<h2>Answered{more}</h2><ol class="past">{"".join(rows)}</ol>'
+    return f'<h2>Answered{more}</h2><ul class="past">{"".join(rows)}</ul>'
 
 
 def decisions_page(task: Task, csrf: str, *, form: dict[str, str] | None = None,
