@@ -106,3 +106,40 @@ def test_another_tasks_step_cannot_give_orders_or_roll_back_a_running_step(
     assert not (task_dir(victim["id"]) / "flow-status.json").exists()
     pending = json.loads((task_dir(victim["id"]) / "decisions" / "pending.json").read_text())
     assert pending["items"][0]["title"] == "which"
+
+
+def _queue_two(capfd: pytest.CaptureFixture[str], name: str) -> dict[str, Any]:
+    from bar import api, queued_steps
+    from bar.records import DecisionStep
+
+    t = new_task(capfd, name)
+    task = api.get_task(api.open_project(), name)
+    for sid in ("2025-01-15T10-00-00", "2025-01-15T10-00-01"):
+        step = DecisionStep(step_id="0001", started_at="2025-01-15T10:00:00.000Z",
+                            ended_at="2025-01-15T10:00:00.000Z", duration_ms=0,
+                            session_id=sid, decisions=[{"id": 1, "chosen": "a"}])  # fmt: skip
+        queued_steps.queue(task, step.to_record())
+    return t
+
+
+def test_queued_steps_are_appended_once_whatever_point_bar_is_killed_at(
+    inited: Path, capfd: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    trace = tmp_path / "trace"
+    t = _queue_two(capfd, "traced")
+    assert bar_exe("run", "--task", "traced", "--", "true",
+                   env={"BAR_FAULT_TRACE": str(trace)}).code == 0  # fmt: skip
+    labels = trace.read_text().splitlines()
+    flushed = max(i for i, line in enumerate(labels, 1) if "queued-steps.jsonl" in line)
+    assert [s["kind"] for s in ledger(t["id"])] == ["decision", "decision", "run"]
+    for at in range(1, flushed + 1):
+        name = f"crash{at}"
+        t = _queue_two(capfd, name)
+        killed = bar_exe("run", "--task", name, "--", "true", env={"BAR_FAULT_AT": str(at)})
+        assert killed.code == -9, (at, labels[at - 1], killed.err)
+        again = bar_exe("run", "--task", name, "--", "true")
+        assert again.code == 0, (at, labels[at - 1], again.err)
+        decided = [s for s in ledger(t["id"]) if s["kind"] == "decision"]
+        assert [s["session_id"] for s in decided] == [
+            "2025-01-15T10-00-00", "2025-01-15T10-00-01"], (at, labels[at - 1])  # fmt: skip
+        assert not (task_dir(t["id"]) / "queued-steps.jsonl").exists()
