@@ -6,7 +6,8 @@ answering the agent's questions, say) that wants a step of its own writes it her
 JSON line each, in the task directory. The line is appended to the ledger right after
 the running step's own line (``flush``, called by ``api.run``), or, if bar died first, by
 the next command that changes the task (``recovery.finish_pending``). Each line carries
-an ``order_id``, written into the step, so a flush cut short is never appended twice.
+an ``order_id``, written into the step, so a line of a flush cut short is never
+appended twice.
 """
 
 from __future__ import annotations
@@ -48,11 +49,13 @@ def flush(task: Task) -> list[Step]:
     if not file.exists():
         return []
     lines = read_json_lines(file)
+    # appended before bar stopped (any of them, not only the last: a crash after the
+    # second of two lines is appended leaves the first one behind the last)
+    appended = {step.extra.get("order_id") for step in task.ledger.iter_reverse()} - {None}
     done: list[Step] = []
     for i, rec in enumerate(lines):
-        last = task.ledger.last()
-        if last is not None and last.extra.get("order_id") == rec.get("order_id"):
-            continue  # appended before bar stopped
+        if rec.get("order_id") in appended:
+            continue
         state = task.recorded_snapshot()
         rec = {**rec, "step_id": task.ledger.next_step_id(), "snapshot_before": state,
                "snapshot": state, "head": git.rev_parse(task.worktree, "HEAD")}  # fmt: skip

@@ -248,7 +248,9 @@ class Supervisor:
         if request is None:
             return
         verb, arg, body = request
-        if verb == "hook" and arg in PROTOCOLS and inside:
+        if verb in ("rollback", "order") and not inside and _another_steps(conn):
+            conn.sendall(channel.encode_reply(self._refuse_other_step(verb, arg)))
+        elif verb == "hook" and arg in PROTOCOLS and inside:
             self._answer_hook(conn, arg, body)
         elif verb == "rollback" and not inside:
             # the developer's own bar, outside the step; never the agent
@@ -258,6 +260,19 @@ class Supervisor:
 
             conn.sendall(channel.encode_reply(order_server.answer(self, arg, body, inside=inside)))
         # else another task's step (the socket's path is readable): no answer
+
+    def _refuse_other_step(self, verb: str, arg: str) -> channel.Reply:
+        from bar.orders import NotInsideStep
+
+        what = arg if verb == "order" else "rollback"
+        error = NotInsideStep(
+            f"{what} comes from a process of another task's step; only task {self.task.name}'s "
+            "own step and the developer may change it",
+            hint=f"give it from your own terminal, outside every step (`bar --task "
+            f"{self.task.name} ...`)",
+        )
+        text = f"{error}\nhint: {error.hint}"
+        return channel.Reply(error.exit_code, b"", text.encode("utf-8", "replace"))
 
     def _answer_hook(self, conn: socket.socket, agent: str, payload: bytes) -> None:
         ask = self.launch.interactive if self.launch is not None else False
@@ -436,15 +451,39 @@ def _same_edit(pre: HookEvent, post: HookEvent) -> bool:
     return pre.tool_name == post.tool_name and pre.paths == post.paths
 
 
+def _peer(conn: socket.socket) -> int | None:
+    """The pid of the process at the other end (None: the system does not say)."""
+    try:
+        creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    except OSError:
+        return None
+    return int(struct.unpack("3i", creds)[0])
+
+
+def _another_steps(conn: socket.socket) -> bool:
+    """Whether the process at the other end, not one of this step's, is confined while
+    this ``bar run`` is not: a process of another task's step (whose agent can reach this
+    socket's path) or one it left behind. Such a process is neither this step's agent
+    nor the developer, and may give no orders here."""
+    pid = _peer(conn)
+    return pid is not None and _no_new_privs(pid) and not _no_new_privs(os.getpid())
+
+
+def _no_new_privs(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/status", "rb") as f:
+            return b"\nNoNewPrivs:\t1" in f.read()
+    except OSError:
+        return True  # gone, or hidden from us: not to be trusted
+
+
 def _from_this_step(conn: socket.socket) -> bool:
     """Whether the process at the other end descends from this ``bar run`` (its command,
     or what the command left behind, re-parented to us): the socket's path can be read
     by another task's step, which must not add records to this one."""
-    try:
-        creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-    except OSError:
+    pid = _peer(conn)
+    if pid is None:
         return True  # no peer credentials on this system: the 0600 socket is the guard
-    pid = struct.unpack("3i", creds)[0]
     me = os.getpid()
     for _ in range(256):  # a chain of parents longer than this is not a process tree
         if pid == me:

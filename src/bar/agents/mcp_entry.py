@@ -62,7 +62,9 @@ def settings_entries(agent: str, argv: list[str]) -> dict[str, Any]:
 
 def merge(settings: dict[str, Any], agent: str, argv: list[str]) -> None:
     """Add the server's entries to ``settings`` (a copy the caller owns), in place;
-    entries already there are kept as they are."""
+    entries already there are kept as they are, but a server already named ``bar`` (one
+    the repository planted) gives way to bar's own: the agent must not take another
+    program's answers for bar's."""
     for key, value in settings_entries(agent, argv).items():
         current = settings.setdefault(key, {})
         if not isinstance(current, dict):
@@ -72,6 +74,8 @@ def merge(settings: dict[str, Any], agent: str, argv: list[str]) -> None:
                 listed = current.setdefault(inner, [])
                 if isinstance(listed, list):
                     listed += [e for e in entry if e not in listed]
+            elif key == "mcpServers":
+                current[inner] = entry
             else:
                 current.setdefault(inner, entry)
 

@@ -292,10 +292,11 @@ class InstalledHook:
             # bar's entry was there before the run (``bar agent setup``): nothing to undo.
             self.outcome = "untouched"
             return
-        if self.path.is_symlink():
-            # Never follow a link the agent may have planted: it could point at the
-            # developer's own settings.
-            self.path.unlink()
+        link = _first_link(self.worktree, self.relative_path)
+        if link is not None:
+            # Never follow a link the agent may have planted, the file's or a directory's
+            # on the way: it could point at the developer's own settings.
+            link.unlink()
             self._put_back_prior("replaced-unreadable")
             return
         try:
@@ -387,14 +388,22 @@ def install_hook(
 
 
 def _refuse_symlinks(worktree: Path, rel: str) -> None:
+    link = _first_link(worktree, rel)
+    if link is not None:
+        raise AgentSettingsError(
+            f"refusing to install bar's hook: {link} is a symbolic link",
+            hint="bar writes agent settings only inside the task worktree",
+        )
+
+
+def _first_link(worktree: Path, rel: str) -> Path | None:
+    """The first symbolic link on the way from ``worktree`` to ``rel`` (None: none)."""
     current = worktree
     for part in rel.split("/"):
         current = current / part
         if current.is_symlink():
-            raise AgentSettingsError(
-                f"refusing to install bar's hook: {current} is a symbolic link",
-                hint="bar writes agent settings only inside the task worktree",
-            )
+            return current
+    return None
 
 
 def _make_dirs(worktree: Path, rel: str) -> list[Path]:
