@@ -12,6 +12,7 @@ import pytest
 from bar.errors import ExitCode
 from helpers import bar, ledger, new_task, worktree
 from test_decide import answer_on_terminal
+from test_mcp import calls
 
 QUESTIONS = {
     "task": "Add percentage discounts to the cart",
@@ -114,3 +115,15 @@ def test_a_flow_rollback_names_the_state_the_files_return_to(
     assert "state step" not in res.out
     assert bar(capfd, "undo").code == 0
     assert (wt / "discount.py").read_text() == "RATE = 15\n"
+
+
+def test_an_mcp_tool_error_reads_as_docs_mcp_md_shows_it(
+    task: dict[str, Any], capfd: pytest.CaptureFixture[str]
+) -> None:
+    (bad,) = calls(worktree(task), ("show", {"step": "zz"}))
+    assert bad.is_error
+    documented = (Path(__file__).parents[1] / "docs" / "mcp.md").read_text()
+    text = bad.content[0].text
+    assert text == ("Error executing tool show: bar: 'zz' is not a step id\n"
+                    "hint: step ids look like 0001 or 1; checkpoints like 1.2")  # fmt: skip
+    assert f"```\n{text}\n```" in documented
