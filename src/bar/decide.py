@@ -226,15 +226,24 @@ def sessions(task: Task) -> list[str]:
 
 def record(task: Task, session_id: str | None = None) -> dict[str, Any]:
     """The DecisionRecord of ``session_id`` (None: the latest answered)."""
+    waiting = pending(task)
+    waiting_sid = waiting.get("_meta", {}).get("session_id") if waiting is not None else None
     if session_id is None:
         done = sessions(task)
-        if not done:
-            raise NoPendingDecision(f"task {task.name} has no answered decisions",
-                                    hint="the agent asks with `bar decide submit`")  # fmt: skip
-        session_id = done[-1]
+        if not done and waiting_sid:
+            session_id = str(waiting_sid)  # said below: not answered yet
+        elif not done:
+            raise NoPendingDecision(f"task {task.name} has no decisions yet: nothing was "
+                                    "submitted", hint="the agent asks with `bar decide submit`")  # fmt: skip
+        else:
+            session_id = done[-1]
     if "/" in session_id or session_id.startswith("."):
         raise UsageError(f"{session_id!r} is not a session id", hint="like 2025-01-15T10-30-00")
     found = _read(directory(task) / f"{session_id}.json")
+    if found is None and session_id == waiting_sid:
+        raise NotDecidedYet(f"decision {session_id} is not answered yet",
+                            hint="`bar decide answer` shows its questions and asks for your "
+                            "choices")  # fmt: skip
     if found is None:
         raise NotFound(f"task {task.name} has no decision {session_id}",
                        hint="`bar decide list` lists them")  # fmt: skip
@@ -254,7 +263,7 @@ def result(task: Task) -> dict[str, Any]:
                                 "`bar decide submit --wait` waits for it")  # fmt: skip
         return dict(done["output"])
     if not sessions(task):
-        raise NoPendingDecision(f"task {task.name} has no pending decisions",
+        raise NoPendingDecision(f"task {task.name} has no decisions yet: nothing was submitted",
                                 hint="ask with `bar decide submit JSON`")  # fmt: skip
     return dict(record(task)["output"])
 
@@ -277,8 +286,8 @@ def wait(task: Task, session_id: str, timeout: float | None = None) -> dict[str,
             )
         if deadline is not None and time.monotonic() >= deadline:
             raise NotDecidedYet(f"decision {session_id} is not decided yet ({timeout:g} s "
-                                "waited)", hint="wait again with `bar decide result`, or "
-                                "ask the person to run `bar decide answer`")  # fmt: skip
+                                "waited)", hint="`bar decide result` prints the answer once there is one "
+                                "(exit 21 until then); the person runs `bar decide answer`")  # fmt: skip
         time.sleep(0.2)
 
 

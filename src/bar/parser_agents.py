@@ -109,7 +109,8 @@ def commands(sub: Any) -> None:
         help="one answered decision: its questions and the choices (default: the latest)",
         formatter_class=_Formatter,
         description="Show an answered decision (a DecisionRecord): each question, its options\n"
-        "and what was chosen, with the notes.",
+        "and what was chosen, with the notes. The pending decision is not answered yet:\n"
+        "exit 21 (`bar decide answer` shows its questions).",
         epilog="examples:\n  bar decide show\n  bar decide show 2025-01-15T10-30-00 --json",
     )
     p.add_argument("session_id", nargs="?", metavar="SESSION_ID", help="default: the latest")

@@ -19,12 +19,17 @@ def _read_input(text: str) -> object:
         try:
             raw = Path(text[1:]).read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
-            raise UsageError(f"cannot read {text[1:]}: {exc}") from None
+            why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            raise UsageError(f"cannot read {text[1:]}: {why}",
+                             hint="@FILE names a file of JSON; - reads it from stdin") from None  # fmt: skip
     else:
         raw = text
     try:
         return json.loads(raw)
     except ValueError as exc:
+        if raw is text and not text.lstrip().startswith(("{", "[")) and Path(text).is_file():
+            raise UsageError(f"{text} is a file name, not JSON text",
+                             hint=f"to read the file, give @{text}") from None  # fmt: skip
         raise UsageError(f"the input is not JSON: {exc}",
                          hint="give JSON text, - (stdin) or @FILE") from None  # fmt: skip
 
@@ -67,8 +72,11 @@ def answer(*, choose: list[str], note: list[str], task: str | None, as_json: boo
     the_task = api.get_task(api.open_project(), task)
     waiting = decide.pending(the_task)
     if waiting is None:
-        raise decide.NoPendingDecision(f"task {the_task.name} has no pending decisions",
-                                       hint="the agent asks with `bar decide submit`")  # fmt: skip
+        earlier = decide.sessions(the_task)
+        hint = (f"the last one is answered: `bar decide show {earlier[-1]}`" if earlier
+                else "the agent asks with `bar decide submit`")  # fmt: skip
+        raise decide.NoPendingDecision(f"task {the_task.name} has no pending decision",
+                                       hint=hint)  # fmt: skip
     sid = str(waiting.get("_meta", {}).get("session_id", ""))
     if choose:
         chosen, notes = _pairs(choose, "--choose"), _pairs(note, "--note")
@@ -105,7 +113,9 @@ def _ask(waiting: dict[str, Any], paint: Painter) -> list[dict[str, Any]]:
         print(paint(f"[{number}/{len(items)}] {item['title']}", "bold") + f"  (id {item['id']})")
         loc = item.get("location")
         if loc:
-            print(f"  where: {loc['file']} lines {loc['start']}-{loc['end']}")
+            lines = (f"line {loc['start']}" if loc["start"] == loc["end"]
+                     else f"lines {loc['start']}-{loc['end']}")  # fmt: skip
+            print(f"  where: {loc['file']} {lines}")
         if item.get("context"):
             print(f"  {item['context']}")
         options = item["options"]

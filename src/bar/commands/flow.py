@@ -20,8 +20,10 @@ def act(*, action: str, summary: str, task: str | None, as_json: bool,
     rolled = done.get("rollback")
     if isinstance(rolled, dict):
         name = rolled.get("checkpoint") or rolled.get("step_id")
-        print(f"  files restored to state {rolled.get('target') or rolled.get('target_step')} "
-              f"(rollback {name}; undo with bar undo or bar rollback)")  # fmt: skip
+        # a rollback step names its state in target_step (its target is the kind, "step")
+        state = rolled.get("target_step") or rolled.get("target")
+        undo = "bar undo takes it back" if rolled.get("step_id") else "roll back again to undo it"
+        print(f"  files restored to state {state} (rollback {name}; {undo})")
     return 0
 
 
