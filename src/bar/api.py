@@ -65,9 +65,9 @@ __all__ = [
     "Diff", "Location", "Project", "Status", "Task", "TaskSummary", "adopt_project", "apply",
     "apply_diff", "artifact_path", "blame", "check_command", "checkpoint", "checkpoints",
     "close_task", "delete_task", "diff", "doctor", "get_task", "init_project", "log",
-    "new_task", "open_project", "plan_rollback", "prune_tasks", "read_artifact", "reopen_task",
-    "rollback", "run", "show", "status", "summarize", "switch_task", "sync", "tasks", "undo",
-    "unrecorded",
+    "new_task", "open_project", "plan_rollback", "projects", "prune_tasks", "read_artifact",
+    "reopen_task", "rollback", "run", "running", "show", "status", "summarize", "switch_task",
+    "sync", "tasks", "undo", "unrecorded",
 ]  # fmt: skip
 
 
@@ -496,6 +496,3 @@ def projects() -> list[Project]:
 def running(task: Task) -> journals.RunIntent | None:
     """The step a ``bar run`` is recording in the task right now, if one is."""
     return journals.read_run(task.paths) if task.active and is_running(task) else None
-
-
-__all__ += ["projects", "running"]
