@@ -4,13 +4,14 @@ see when they get a step slightly wrong, and the words bar answers with."""
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from bar.errors import ExitCode
-from helpers import bar, ledger, new_task, worktree
+from helpers import BAR_EXE, bar, ledger, new_task, worktree
 from test_decide import answer_on_terminal
 from test_mcp import calls
 
@@ -127,3 +128,28 @@ def test_an_mcp_tool_error_reads_as_docs_mcp_md_shows_it(
     assert text == ("Error executing tool show: bar: 'zz' is not a step id\n"
                     "hint: step ids look like 0001 or 1; checkpoints like 1.2")  # fmt: skip
     assert f"```\n{text}\n```" in documented
+
+
+def test_after_a_timed_out_wait_the_agent_can_wait_again(
+    task: dict[str, Any], capfd: pytest.CaptureFixture[str]
+) -> None:
+    """`submit --wait` gave up; `result --wait` (and the MCP tool's wait_seconds) waits for
+    the same decision and prints the answer given meanwhile."""
+    assert bar(capfd, "decide", "submit", json.dumps(QUESTIONS)).code == 0
+    short = bar(capfd, "decide", "result", "--wait", "--timeout", "0.2")
+    assert short.code == ExitCode.NOT_DECIDED and "waiting for an answer" in short.err
+    (tool_timeout,) = calls(worktree(task), ("decide_result", {"wait_seconds": 0.2}))
+    assert tool_timeout.is_error and "not decided yet" in tool_timeout.content[0].text
+    assert bar(capfd, "decide", "result", "--timeout", "1").code == ExitCode.USAGE
+    waiter = subprocess.Popen([BAR_EXE, "decide", "result", "--wait", "--timeout", "60", "--json"],
+                              cwd=worktree(task), stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    try:
+        assert bar(capfd, "decide", "answer", "--choose", "1=floor").code == 0
+        out, err = waiter.communicate(timeout=60)
+    finally:
+        waiter.kill()
+    assert waiter.returncode == 0, err
+    expected = {"decisions": [{"id": 1, "chosen": "floor"}]}
+    assert json.loads(out) == expected
+    (tool,) = calls(worktree(task), ("decide_result", {"wait_seconds": 5}))
+    assert json.loads(tool.content[0].text) == expected

@@ -268,6 +268,17 @@ def result(task: Task) -> dict[str, Any]:
     return dict(record(task)["output"])
 
 
+def awaited(task: Task, timeout: float | None = None) -> tuple[str | None, dict[str, Any]]:
+    """``result``, after waiting (up to ``timeout`` seconds; None: for as long as it takes)
+    for the pending decision's answer if one is pending: (the session waited for, or
+    None, and the DecideOutput)."""
+    waiting = pending(task)
+    sid = str(waiting.get("_meta", {}).get("session_id", "")) if waiting is not None else ""
+    if not sid:
+        return None, result(task)
+    return sid, wait(task, sid, timeout)
+
+
 def wait(task: Task, session_id: str, timeout: float | None = None) -> dict[str, Any]:
     """Block until ``session_id`` is answered; its DecideOutput."""
     deadline = None if timeout is None else time.monotonic() + timeout

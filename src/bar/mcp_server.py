@@ -98,8 +98,11 @@ def build(own: OwnTask) -> MCPServer[Any]:
     ) -> dict[str, Any]:  # fmt: skip
         return own.decide_submit(input)
 
-    def decide_result() -> dict[str, Any]:
-        return own.decide_result()
+    def decide_result(
+        wait_seconds: Annotated[float, Field(ge=0, le=3600, description="wait up to this "
+                                             "many seconds for the answer (0: do not wait)")] = 0,
+    ) -> dict[str, Any]:  # fmt: skip
+        return own.decide_result(wait_seconds)
 
     def flow(
         action: Literal["start", "next-step", "back-step", "next-part", "back-part", "issue",
@@ -128,7 +131,7 @@ def build(own: OwnTask) -> MCPServer[Any]:
     add(decide_submit, "Ask the developer to decide: submit questions with options; the "
         "answer comes later (decide_result).", False)  # fmt: skip
     add(decide_result, "The developer's answer to the latest submitted decision, or an "
-        "error saying it is not answered yet.", True)  # fmt: skip
+        "error saying it is not answered yet; wait_seconds waits for the answer.", True)  # fmt: skip
     add(flow, "Record a move in the task's flow of phases (start, next-step, back-step, "
         "next-part, back-part, issue, error) with a summary.", False)  # fmt: skip
     add(flow_status, "The task's flow: current phase and step, and its history.", True)

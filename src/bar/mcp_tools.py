@@ -83,10 +83,12 @@ class OwnTask:
             rec["patch"] = _capped(rec["patch"], max_bytes, rec, "patch")
         return rec
 
-    def decide_result(self) -> dict[str, Any]:
+    def decide_result(self, wait_seconds: float = 0) -> dict[str, Any]:
         from bar import decide
 
-        return decide.result(self.task)
+        if wait_seconds <= 0:
+            return decide.result(self.task)
+        return decide.awaited(self.task, wait_seconds)[1]
 
     def flow_status(self) -> dict[str, Any]:
         from bar import flow

@@ -88,9 +88,14 @@ def commands(sub: Any) -> None:
         help="print the answer to the latest decision (a DecideOutput)",
         formatter_class=_Formatter,
         description="Print the choices made for the latest submitted decision. Exit 21 when it\n"
-        "is not answered yet, 20 when nothing was ever submitted.",
-        epilog="examples:\n  bar decide result --json",
+        "is not answered yet, 20 when nothing was ever submitted. With --wait, a pending\n"
+        "decision is waited for (after a `submit --wait` that timed out, say).",
+        epilog="examples:\n  bar decide result --json\n  bar decide result --wait --timeout 600 --json",
     )
+    p.add_argument("--wait", action="store_true",
+                   help="wait for the pending decision's answer and print it")  # fmt: skip
+    p.add_argument("--timeout", type=float, metavar="SECONDS",
+                   help="with --wait: give up after SECONDS (exit 21)")  # fmt: skip
     _task_opt(p)
     _json_opt(p)
     _cmd(p, "decide:result")

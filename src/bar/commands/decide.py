@@ -164,9 +164,17 @@ def _line(prompt: str) -> str:
                          hint="answer in a terminal, or give --choose ID=VALUE for each item") from None  # fmt: skip
 
 
-def result(*, task: str | None, as_json: bool) -> int:
+def result(*, task: str | None, as_json: bool, wait: bool = False,
+           timeout: float | None = None) -> int:  # fmt: skip
+    if timeout is not None and not wait:
+        raise UsageError("--timeout goes with --wait")
     the_task = api.get_task(api.open_project(), task)
-    output = decide.result(the_task)
+    waiting = decide.pending(the_task) if wait else None
+    if waiting is not None:
+        sid = waiting.get("_meta", {}).get("session_id")
+        print(f"bar: waiting for an answer to decision {sid} (bar decide answer)",
+              file=sys.stderr, flush=True)  # fmt: skip
+    output = decide.awaited(the_task, timeout)[1] if wait else decide.result(the_task)
     if as_json:
         print_json(output)
         return 0

@@ -80,6 +80,8 @@ def serve(*, host: str, port: int, open_browser: bool) -> int:
         print(f"bar ui: warning: listening on {host}, not only this machine's loopback "
               "address; the token is all that keeps others out", file=sys.stderr)  # fmt: skip
     print(f"bar ui: {keys.url()}", flush=True)
+    print("bar ui: open that address (it holds this launch's key); Ctrl-C stops the server",
+          file=sys.stderr, flush=True)  # fmt: skip
     if open_browser:
         import webbrowser
 

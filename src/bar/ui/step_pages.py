@@ -18,6 +18,7 @@ from bar.ui.pages import (
     duration,
     esc,
     layout,
+    plural,
     query,
     result,
     short,
@@ -60,7 +61,7 @@ def file_list(index: patches.PatchIndex, src: str) -> str:
             f'<span class="path">{name}</span> {note} <span class="add">+{f.additions}</span>'
             f' <span class="del">-{f.deletions}</span></summary>{body}</details>'
         )
-    total = (f'<p class="meta">{len(index.files)} files, <span class="add">+{index.additions}'
+    total = (f'<p class="meta">{plural(len(index.files), "file")}, <span class="add">+{index.additions}'
              f'</span> <span class="del">-{index.deletions}</span></p>')  # fmt: skip
     toggle = (
         '<div class="view-toggle" role="group" aria-label="diff layout">'
