@@ -117,6 +117,6 @@ def test_a_url_names_only_this_tasks_states_steps_and_files(
         status, _, _ = request(s.task_url(base, "/rollback/preview"), "POST", cookie=cookie,
                                headers={"Origin": base},
                                body=f"csrf={token}&to={quote(state)}")  # fmt: skip
-        assert status == 409, state
+        assert status in (400, 409), state  # refused with bar's sentence
     assert not planted.exists()
     assert [st["kind"] for st in s.ledger()] == ["run"]
