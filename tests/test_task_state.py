@@ -146,3 +146,18 @@ def test_a_task_with_a_step_under_way_is_running(
         _out, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, err
     assert listed(capfd)["busy"]["state"] == "active"
+
+
+def test_a_decision_answered_after_an_apply_leaves_it_applied(
+    inited: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A `decision` step changes no file: the task still holds what it applied."""
+    new_task(capfd, "asked")
+    run_sh(capfd, "echo feature > feature.txt")
+    assert bar(capfd, "apply", "-m", "Add the feature").code == 0
+    question = ('{"task": "t", "source": "s", "items": [{"id": 1, "title": "next?", '
+                '"options": [{"value": "a", "label": "A"}, {"value": "b", "label": "B"}]}]}')  # fmt: skip
+    assert bar(capfd, "decide", "submit", question).code == 0
+    assert bar(capfd, "decide", "answer", "--choose", "1=a").code == 0
+    row = listed(capfd)["asked"]
+    assert (row["state"], row["applied"], row["steps"]) == ("applied", True, 3)

@@ -18,7 +18,7 @@ from typing import Any
 from bar import git
 from bar.git import DiffStat
 from bar.record import record
-from bar.records import ApplyStep
+from bar.records import ApplyStep, DecisionStep
 from bar.store.lock import is_locked
 from bar.tasks import Task
 
@@ -52,11 +52,14 @@ def is_running(task: Task) -> bool:
 
 
 def is_applied(task: Task) -> bool:
-    """The newest step is an apply of the state recorded before it (or of the base), and
-    its commit is still on the branch it landed on."""
+    """The newest step (decisions aside: they change no file) is an apply of the state
+    recorded before it (or of the base), and its commit is still on the branch it landed
+    on."""
     apply: ApplyStep | None = None
     for step in task.ledger.iter_reverse(warn=False):
         if apply is None:
+            if isinstance(step, DecisionStep):
+                continue
             if not isinstance(step, ApplyStep) or not step.snapshot:
                 return False
             apply = step
