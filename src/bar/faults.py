@@ -1,7 +1,8 @@
 """Crash points for the fault-injection tests.
 
-``BAR_FAULT_AT=N`` makes bar kill itself with SIGKILL at the Nth crash point it passes;
-``BAR_FAULT_TRACE=FILE`` appends the label of every point passed to FILE, so a test can
+``BAR_FAULT_AT=N`` makes bar kill itself with SIGKILL at the Nth crash point it passes
+(``BAR_FAULT_AT=LABEL``: at the first point of that label, for a test whose earlier
+points vary with timing, such as a rescan's stamps); ``BAR_FAULT_TRACE=FILE`` appends the label of every point passed to FILE, so a test can
 learn how many points a command has and then crash it at each one. A crash point sits
 before and after every write that matters (state files, ledger lines, artifacts, refs,
 worktree restores). Unset, a point costs one comparison.
@@ -12,7 +13,8 @@ from __future__ import annotations
 import os
 import signal
 
-_AT = int(os.environ.get("BAR_FAULT_AT") or 0)
+_AT_TEXT = os.environ.get("BAR_FAULT_AT") or ""
+_AT = int(_AT_TEXT) if _AT_TEXT.isdigit() else -1 if _AT_TEXT else 0  # -1: at a label
 _TRACE = os.environ.get("BAR_FAULT_TRACE") or ""
 _passed = 0
 
@@ -28,5 +30,5 @@ def point(label: str) -> None:
             os.write(fd, f"{_passed} {label}\n".encode())
         finally:
             os.close(fd)
-    if _passed == _AT:
+    if _passed == _AT or (_AT == -1 and label == _AT_TEXT):
         os.kill(os.getpid(), signal.SIGKILL)
