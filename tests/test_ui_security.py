@@ -150,3 +150,11 @@ def test_a_taken_port_is_one_clear_error(served: tuple[Session, str]) -> None:
     assert proc.returncode == 1
     assert proc.stderr.startswith(f"bar: bar ui cannot listen on 127.0.0.1:{port}")
     assert "hint: pick another port" in proc.stderr
+
+
+@pytest.mark.parametrize("port", ["99999", "-1", "http"])
+def test_a_port_that_is_no_port_is_a_usage_error(port: str) -> None:
+    proc = subprocess.run([BAR_EXE, "ui", "--no-open", "--port", port], capture_output=True,
+                          text=True, timeout=30)  # fmt: skip
+    assert proc.returncode == 2, proc.stderr
+    assert "is not a port number" in proc.stderr and "internal error" not in proc.stderr

@@ -168,10 +168,21 @@ def commands(sub: Any) -> None:
         "  bar ui --port 0 --no-open     any free port; print the URL, open nothing\n"
         "  bar ui --port 9000            another port (when 8765 is taken)",
     )
-    p.add_argument("--port", type=int, default=8765, metavar="N",
+    p.add_argument("--port", type=_port, default=8765, metavar="N",
                    help="the port to listen on (default 8765; 0: any free port)")  # fmt: skip
     p.add_argument("--no-open", action="store_true",
                    help="print the URL but do not open a browser")  # fmt: skip
     p.add_argument("--host", default="127.0.0.1", metavar="ADDR",
                    help="the address to listen on (default 127.0.0.1, this machine only)")  # fmt: skip
     _cmd(p, "ui:ui")
+
+
+def _port(text: str) -> int:
+    """A TCP port number, 0 (any free one) to 65535."""
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{port} is not a port number (0 to 65535)")
+    return port
