@@ -14,9 +14,8 @@ from urllib.parse import quote
 import pytest
 
 from test_ui_security import csrf_of, login, request
-from ui_session import Session, base_of, sealed_env, serving
+from ui_session import CHROMIUM, NO_CHROMIUM, Session, base_of, chromium, sealed_env, serving
 
-CHROMIUM = Path("/usr/bin/chromium")
 PWN = "<img src=x onerror=window.__pwned=1>"
 SCRIPT = "<script>window.__pwned=2</script>"
 
@@ -54,35 +53,31 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Session, 
         yield s, url
 
 
-@pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium at /usr/bin/chromium")
+@pytest.mark.skipif(not CHROMIUM.exists(), reason=NO_CHROMIUM)
 def test_what_an_agent_wrote_is_inert_text_in_the_browser(served: tuple[Session, str]) -> None:
-    sync_api = pytest.importorskip("playwright.sync_api")
+    pytest.importorskip("playwright.sync_api")
     s, url = served
     base = base_of(url)
     pages = ["/", s.task_url(base)[len(base):], s.task_url(base, "/s/1")[len(base):],
              s.task_url(base, "/compare?from=base&to=1")[len(base):],
              s.task_url(base, "/actions")[len(base):]]  # fmt: skip
-    with sync_api.sync_playwright() as play:
-        browser = play.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
-        try:
-            tab = browser.new_context().new_page()
-            dialogs: list[str] = []
-            tab.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
-            tab.goto(url)
-            for path in pages:
-                tab.goto(base + path)
-                tab.wait_for_load_state("networkidle")
-                for link in tab.locator("a").all():  # follow no link the agent planted
-                    assert not (link.get_attribute("href") or "").startswith("javascript"), path
-                html = tab.content()
-                assert tab.evaluate("window.__pwned") is None, path
-                assert tab.locator("img[onerror]").count() == 0, path
-                assert tab.locator("script:not([src])").count() == 0, path
-                if "/s/" in path or "/compare" in path:
-                    assert "onerror=window.__pwned=1" in html, path  # shown, as text
-            assert dialogs == []
-        finally:
-            browser.close()
+    with chromium() as browser:
+        tab = browser.new_context().new_page()
+        dialogs: list[str] = []
+        tab.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+        tab.goto(url)
+        for path in pages:
+            tab.goto(base + path)
+            tab.wait_for_load_state("networkidle")
+            for link in tab.locator("a").all():  # follow no link the agent planted
+                assert not (link.get_attribute("href") or "").startswith("javascript"), path
+            html = tab.content()
+            assert tab.evaluate("window.__pwned") is None, path
+            assert tab.locator("img[onerror]").count() == 0, path
+            assert tab.locator("script:not([src])").count() == 0, path
+            if "/s/" in path or "/compare" in path:
+                assert "onerror=window.__pwned=1" in html, path  # shown, as text
+        assert dialogs == []
 
 
 def test_a_url_names_only_this_tasks_states_steps_and_files(

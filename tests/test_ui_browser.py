@@ -11,14 +11,20 @@ from pathlib import Path
 import pytest
 
 from helpers import BAR_EXE
-from ui_session import Session, base_of, serving, session, wait_until
+from ui_session import (
+    CHROMIUM,
+    NO_CHROMIUM,
+    Session,
+    base_of,
+    chromium,
+    serving,
+    session,
+    wait_until,
+)
 
-CHROMIUM = Path("/usr/bin/chromium")
 SHOTS = Path(__file__).resolve().parent.parent / "build" / "ui-screenshots"
 
-pytestmark = pytest.mark.skipif(
-    not CHROMIUM.exists(), reason="needs Debian's chromium at /usr/bin/chromium (make browser)"
-)
+pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason=NO_CHROMIUM)
 
 sync_api = pytest.importorskip("playwright.sync_api")
 
@@ -32,10 +38,8 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Session, 
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[object]:
-    with sync_api.sync_playwright() as play:
-        launched = play.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
+    with chromium() as launched:
         yield launched
-        launched.close()
 
 
 @pytest.fixture

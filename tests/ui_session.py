@@ -23,6 +23,23 @@ from typing import Any
 
 from helpers import BAR_EXE
 
+# Debian's chromium (`make browser`): Playwright's own browser download is not reachable
+CHROMIUM = Path("/usr/bin/chromium")
+NO_CHROMIUM = "needs Debian's chromium at /usr/bin/chromium (make browser)"
+
+
+@contextmanager
+def chromium() -> Iterator[Any]:
+    """Chromium launched by Playwright (headless), closed after."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as play:
+        launched = play.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
+        try:
+            yield launched
+        finally:
+            launched.close()
+
 
 @dataclass
 class Session:
