@@ -181,8 +181,13 @@ def _judged_size(sizes: Sequence[str]) -> str:
     return "medium" if "medium" in sizes else sizes[-1]
 
 
+def _verdict_cell(row: Row) -> str:
+    return {"pass": "pass", "miss": "**miss**", "error": "**error**"}.get(row.verdict or "", "—")
+
+
 def table(rows: dict[str, list[Row]], sizes: Sequence[str]) -> str:
-    """One line per figure; one column per size; the verdict at the judged size."""
+    """One line per figure; one column per size; the verdict at the judged size, and at
+    any other size that has a target of its own."""
     judged = _judged_size(sizes)
     order: list[str] = []
     by_key: dict[str, dict[str, Row]] = {}
@@ -196,19 +201,20 @@ def table(rows: dict[str, list[Row]], sizes: Sequence[str]) -> str:
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for key in order:
         cells = by_key[key]
-        some = next(iter(cells.values()))
-        verdict_row = cells.get(judged)
-        verdict = "—"
-        spread = "—"
-        if verdict_row is not None:
-            v = verdict_row.verdict
-            verdict = {"pass": "pass", "miss": "**miss**", "error": "**error**"}.get(v or "", "—")
-            if verdict_row.spread:
-                spread = f"{verdict_row.spread[0]:.2f}–{verdict_row.spread[1]:.2f}"
+        some = cells.get(judged) or next(iter(cells.values()))
+        target = _fmt_target(some)
+        verdict, spread = "—", "—"
+        if judged in cells:
+            verdict = _verdict_cell(cells[judged])
+            if cells[judged].spread:
+                low, high = cells[judged].spread
+                spread = f"{low:.2f}–{high:.2f}"
+        for size, row in cells.items():
+            if size != judged and size in row.size_targets:
+                target += f" ({size}: {_fmt_target(row)})"
+                verdict += f"; {size}: {_verdict_cell(row)}"
         values = [fmt_value(cells[s]) if s in cells else "" for s in sizes]
-        lines.append(
-            "| " + " | ".join([key, some.label, _fmt_target(some), *values, spread, verdict]) + " |"
-        )
+        lines.append("| " + " | ".join([key, some.label, target, *values, spread, verdict]) + " |")
     return "\n".join(lines)
 
 
@@ -246,7 +252,8 @@ def markdown(
         "Written by `bench/run.py`; rerun the command below rather than editing by hand.",
         "Every figure is a ratio of two medians measured in the same run (interleaved, after",
         "a discarded warm-up), never a bare time: the machines are shared and noisy.",
-        f"Targets are set for the medium repository; the result column judges the {judged} one.",
+        f"Targets are set for the medium repository; the result column judges the {judged} one",
+        "(and the small one where a figure has a target of its own for it).",
         "",
         "```",
         command,

@@ -185,7 +185,7 @@ def run_figures(
             fixture_dir = WORK / "run" / size.replace(":", "-") / f"fig{number}"
             try:
                 fixture = Fixture(fixture_dir, repo, tools, env, args.seed, timeout)
-                got = fn(fixture, p)
+                got = [row.at_size(size) for row in fn(fixture, p)]
                 if fixture.bar_warnings and got:
                     got[0].bar_warnings = dict(fixture.bar_warnings)
                     for line, count in fixture.bar_warnings.items():
@@ -269,9 +269,14 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     if args.strict and not p.quick:
         judged = "medium" if "medium" in rows else sizes[-1]
-        misses = [r.key for r in rows.get(judged, []) if r.verdict == "miss"]
+        misses = [
+            f"{r.key} ({size})"
+            for size, rs in rows.items()
+            for r in rs
+            if r.verdict == "miss" and (size == judged or size in r.size_targets)
+        ]
         if misses:
-            log(f"missed targets at {judged}: {', '.join(misses)}")
+            log(f"missed targets: {', '.join(misses)}")
             return 1
     return 0
 
