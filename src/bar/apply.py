@@ -73,6 +73,7 @@ class ApplyResult:
     step: ApplyStep | None = None
     refusal: BarError | None = None  # a dry run: why the apply would refuse (blocking...)
     settings: list[str] = field(default_factory=list)  # bar's own files it changes
+    preview: str | None = None  # a dry run's `git diff --stat -p` of the change, if asked
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -112,21 +113,23 @@ def dry_run(
     target_branch: str | None,
     message: str | None,
     at: State | None = None,
+    preview: bool = False,
 ) -> ApplyResult:
     """What ``apply`` would do, from the worktree as it is now (or from the recorded
     state ``at``); writes only git objects. It makes the checks the apply makes: a
-    conflict raises as it would, and ``refusal`` says why a clean merge would be refused."""
+    conflict raises as it would, and ``refusal`` says why a clean merge would be refused.
+    ``preview``: also the text of the change (``preview``), from the diff of the stat."""
     target = _target(task, mode, target_branch, at)
     repo = task.project.root
     base = at.base if at is not None and at.base else task.base_commit
     if at is not None:
         state, label = at.commit, at.name
-        ahead = _ahead(task, mode, target, state, base)
+        ahead = None
     else:
         recorded = task.recorded_snapshot()
         state = recorded
         # the merge of the recorded state, while the worktree is looked at
-        ahead = _ahead(task, mode, target, state, base) if task.active else None
+        ahead = _ahead(task, mode, target, state, base, preview) if task.active else None
         # a closed task's work is what it recorded, whatever its kept worktree holds now
         tree = steps.current_tree(task, recorded) if task.active else git.tree_of(repo, recorded)
         if tree != git.tree_of(repo, recorded):  # unrecorded changes: apply records them first
@@ -136,9 +139,9 @@ def dry_run(
             label = task.ledger.next_step_id()  # the step that will record them
         else:
             label = state_step(task)
-    listed, safe, merged = _ahead_result(task, ahead, mode, target, state, base)
+    listed, safe, merged = _ahead_result(task, ahead, mode, target, state, base, preview)
     result = _compute(safe, task, mode, target, message, state, label, base, _upto(at), listed,
-                      merged)  # fmt: skip
+                      merged, preview)  # fmt: skip
     if result.conflicts:
         raise ApplyConflict(result.target_branch, result.conflicts)
     if result.checkout is not None and not result.nothing_to_do:
@@ -307,25 +310,28 @@ def _safe_git(task: Task, target_branch: str, listed: list[dict[str, str]]) -> S
     return SafeGit.read(repo, worktree, checked_out_in(repo, target_branch, listed))
 
 
-def _ahead(task: Task, mode: str, target: str, state: str, base: str) -> Ahead | None:
+def _ahead(task: Task, mode: str, target: str, state: str, base: str, preview: bool = False,
+           ) -> Ahead | None:  # fmt: skip
     """The commit mode's merge of ``state`` onto ``target``, started in a thread
     (``bar.apply_merge``) while the caller looks at the worktree."""
     if mode != "commit":
         return None
     worktree = task.worktree if task.worktree.is_dir() else None
-    return Ahead(task.project.root, _plan(task, target, state, base), task.project.root, worktree)
+    plan = _plan(task, target, state, base, preview)
+    return Ahead(task.project.root, plan, task.project.root, worktree)
 
 
-def _plan(task: Task, target: str, state: str, base: str) -> Plan:
-    return Plan(target, state, base, tuple(task.project.settings_files()))
+def _plan(task: Task, target: str, state: str, base: str, preview: bool) -> Plan:
+    return Plan(target, state, base, tuple(task.project.settings_files()), preview)
 
 
 def _ahead_result(
-    task: Task, ahead: Ahead | None, mode: str, target: str, state: str, base: str
-) -> tuple[list[dict[str, str]], SafeGit, Merged | None]:
+    task: Task, ahead: Ahead | None, mode: str, target: str, state: str, base: str,
+    preview: bool = False,
+) -> tuple[list[dict[str, str]], SafeGit, Merged | None]:  # fmt: skip
     """(the worktree list, the git to use, the merge if computed ahead for this state)."""
     if ahead is not None:
-        done = ahead.result(_plan(task, target, state, base))
+        done = ahead.result(_plan(task, target, state, base, preview))
         if done is not None:
             return done
     listed = git.worktree_list(task.project.root)
@@ -349,7 +355,7 @@ def _upto(at: State | None) -> int | None:
 def _compute(
     safe: SafeGit, task: Task, mode: str, target_branch: str, message: str | None, state: str,
     step_id: str, base: str, upto: int | None, listed: list[dict[str, str]],
-    merged: Merged | None = None,
+    merged: Merged | None = None, preview: bool = False,
 ) -> ApplyResult:  # fmt: skip
     """Everything up to (not including) the commit. Writes only git objects. ``upto``:
     the step whose state this is (None: the last one), for the syncs that led to it.
@@ -373,11 +379,13 @@ def _compute(
             theirs = on_base(safe, repo, state, base)
         else:
             theirs = _task_branch_commit(safe, task, state, dry=True)
-        merged = merge(safe, repo, tip, theirs, list(task.project.settings_files()))
+        merged = merge(safe, repo, tip, theirs, list(task.project.settings_files()),
+                       preview=preview)  # fmt: skip
     if merged.tree is None:
         result.conflicts = merged.conflicts
         return result
     result.tree, result.stat, result.settings = merged.tree, merged.stat, merged.settings
+    result.preview = merged.preview
     if mode == "commit" and merged.tree == git.tree_of(repo, tip):
         result.nothing_to_do = True
         return result

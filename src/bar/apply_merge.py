@@ -16,6 +16,7 @@ ahead is not reported: the caller computes again and meets it in its own order.
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -37,6 +38,7 @@ class Merged:
     conflicts: list[str] = field(default_factory=list)
     stat: DiffStat = field(default_factory=DiffStat.empty)
     settings: list[str] = field(default_factory=list)  # of the given paths, those it changes
+    preview: str | None = None  # `git diff --stat -p` of tip to tree, if asked
 
 
 def merge_trees(safe: SafeGit, repo: Path, ours: str, theirs: str) -> tuple[str | None, list[str]]:
@@ -73,14 +75,41 @@ def on_base(safe: SafeGit, repo: Path, state: str, base: str) -> str:
                             identity=git.BAR_IDENTITY)  # fmt: skip
 
 
-def merge(safe: SafeGit, repo: Path, tip: str, theirs: str, settings: Sequence[str]) -> Merged:
+def merge(safe: SafeGit, repo: Path, tip: str, theirs: str, settings: Sequence[str],
+          *, preview: bool = False) -> Merged:  # fmt: skip
     """``tip`` merged with ``theirs``; the stat and the ``settings`` paths it changes come
-    from one diff of trees (--no-ext-diff, --no-textconv)."""
+    from one diff of trees (--no-ext-diff, --no-textconv), and with ``preview`` so does
+    the text a dry run shows (``diffs.Diff.text(with_stat=True)``)."""
     tree, conflicts = merge_trees(safe, repo, tip, theirs)
     if tree is None:
         return Merged(tip, theirs, None, conflicts)
-    stat, touched = git.numstat_touching(repo, tip, tree, list(settings))
-    return Merged(tip, theirs, tree, [], stat, touched)
+    if not preview:
+        stat, touched = git.numstat_touching(repo, tip, tree, list(settings))
+        return Merged(tip, theirs, tree, [], stat, touched)
+    raw = git.git(repo, "-c", "color.ui=never", "diff", *git.DIFF_FLAGS, "--numstat", "-z",
+                  "--stat", "-p", tip, tree, "--").stdout  # fmt: skip
+    end = _numstat_end(raw)
+    numstat, text = raw[:end], raw[end:]
+    # -z ends the stat with a NUL where the patch follows; the stat itself holds none
+    # (it quotes names), nor does a patch of text files
+    text = text.replace(b"\0", b"\n", 1)
+    return Merged(tip, theirs, tree, [], git.parse_numstat(numstat), git.touching(numstat, settings),
+                  text.decode("utf-8", "surrogateescape"))  # fmt: skip
+
+
+_NUMSTAT_ENTRY = re.compile(rb"(?:\d+|-)\t(?:\d+|-)\t")
+
+
+def _numstat_end(raw: bytes) -> int:
+    """Where the ``--numstat -z`` block at the start of ``raw`` ends (a ``--stat`` follows:
+    its lines start with a space, an entry with its counts)."""
+    pos = 0
+    while (entry := _NUMSTAT_ENTRY.match(raw, pos)) is not None:
+        end = raw.index(b"\0", pos)
+        if end == entry.end():  # a rename: its old and new names follow, NUL-terminated
+            end = raw.index(b"\0", raw.index(b"\0", end + 1) + 1)
+        pos = end + 1
+    return pos
 
 
 def checked_out_in(
@@ -103,6 +132,7 @@ class Plan:
     state: str
     base: str
     settings: tuple[str, ...]
+    preview: bool = False  # the dry run's text too
 
 
 class Ahead:
@@ -126,7 +156,7 @@ class Ahead:
                 self._done = listed, safe, Merged(None)
                 return
             theirs = on_base(safe, repo, plan.state, plan.base)
-            merged = merge(safe, repo, tip, theirs, plan.settings)
+            merged = merge(safe, repo, tip, theirs, plan.settings, preview=plan.preview)
             if merged.tree is not None:
                 git.tree_of(repo, tip)  # asked next (nothing to do?): cached
             self._done = listed, safe, merged
