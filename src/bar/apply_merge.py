@@ -149,6 +149,7 @@ class Ahead:
     def _run(self) -> None:
         try:
             repo, plan = self._repo, self.plan
+            git.tree_of(repo, plan.state)  # first: the caller asks it too when the scan ends
             listed = git.worktree_list(repo)
             safe = SafeGit.read(*self._dirs, checked_out_in(repo, plan.target, listed))
             tip = git.rev_parse(repo, f"refs/heads/{plan.target}")
