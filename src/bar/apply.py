@@ -118,7 +118,7 @@ def dry_run(
     """What ``apply`` would do, from the worktree as it is now (or from the recorded
     state ``at``); writes only git objects. It makes the checks the apply makes: a
     conflict raises as it would, and ``refusal`` says why a clean merge would be refused.
-    ``preview``: also the text of the change (``preview``), from the diff of the stat."""
+    ``preview``: with the text of the change (``ApplyResult.preview``), from one diff."""
     target = _target(task, mode, target_branch, at)
     repo = task.project.root
     base = at.base if at is not None and at.base else task.base_commit
