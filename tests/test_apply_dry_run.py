@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from conftest import git
-from helpers import bar, init_clean, ledger, new_task, run_sh
+from helpers import bar, init_clean, ledger, new_task, run_sh, worktree
 
 
 @pytest.fixture
@@ -57,3 +57,49 @@ def test_dry_run_and_apply_agree_while_another_git_holds_the_checkout(
     assert "another git command" not in dry.out
     lock.unlink()
     assert bar(capfd, "apply", "--dry-run").code == 0
+
+
+def test_the_dry_run_shows_the_diff_git_shows_of_what_lands(
+    inited: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """The dry run's stat and patch are git's `diff --stat -p` of the target to the
+    commit the apply then makes: renames, odd names, a binary file, a three-way merge."""
+    (inited / "big.txt").write_text("".join(f"line {i}\n" for i in range(40)))
+    (inited / "other.txt").write_text("other\n")
+    git(inited, "add", "-A")
+    git(inited, "commit", "-qm", "two files")
+    new_task(capfd)
+    run_sh(capfd, "git mv big.txt renamed.txt && echo more >> renamed.txt; "
+                  "printf 'x\\n' > \"$(printf 'tab\\tand é.txt')\"; printf '\\0\\1\\2' > bin.dat; "
+                  "echo s > 'with space.txt'")  # fmt: skip
+    (inited / "other.txt").write_text("changed on main\n")  # the target moves on
+    git(inited, "commit", "-qam", "main moves on")
+    before = git(inited, "rev-parse", "main").strip()
+    dry = bar(capfd, "apply", "--dry-run")
+    assert dry.code == 0, dry.err
+    assert git(inited, "rev-parse", "main").strip() == before
+    assert bar(capfd, "apply").code == 0
+    after = git(inited, "rev-parse", "main").strip()
+    shown = git(inited, "-c", "color.ui=never", "diff", "--no-ext-diff", "--no-textconv",
+                "--stat", "-p", before, after, "--")  # fmt: skip
+    assert "renamed.txt" in shown and "Bin" in shown and "\\t" in shown
+    assert shown in dry.out
+    assert "4 files +3 -0" in dry.out.splitlines()[0], dry.out
+
+
+def test_a_hand_edit_shows_in_the_dry_run_and_lands_with_the_apply(
+    inited: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Edits made by hand after the last step are part of what an apply lands (recorded
+    first as a manual step); its dry run shows them, records nothing."""
+    t = new_task(capfd)
+    run_sh(capfd, "echo step > step.txt")
+    (worktree(t) / "step.txt").write_text("by hand\n")
+    (worktree(t) / "hand.txt").write_text("new by hand\n")
+    dry = bar(capfd, "apply", "--dry-run")
+    assert dry.code == 0 and "+by hand" in dry.out and "+new by hand" in dry.out, dry.out
+    assert [s["kind"] for s in ledger(t["id"])] == ["run"]
+    assert bar(capfd, "apply").code == 0
+    assert [s["kind"] for s in ledger(t["id"])] == ["run", "manual", "apply"]
+    assert (inited / "step.txt").read_text() == "by hand\n"
+    assert (inited / "hand.txt").read_text() == "new by hand\n"

@@ -398,15 +398,17 @@ def apply(
     dry_run: bool = False,
     wait: bool = True,
     at: str | None = None,
+    preview: bool = False,
 ) -> ApplyResult:
     """Land the task's work on ``target`` (default: the branch it was created from,
-    ``bases.branch``) as one commit or a merge; ``at``: a recorded state (``3``, ``3.2``)
-    instead of the last one; with ``dry_run``, only say what would happen."""
+    ``bases.branch``) as one commit or a merge; ``at``: a recorded state (``3``, ``3.2``);
+    ``dry_run``: only say what would happen (``preview``: with the text of the change)."""
     from bar import apply as verb
 
     if dry_run:
         state = states.resolve(task, at) if at else None
-        return verb.dry_run(task, mode=mode, target_branch=target, message=message, at=state)
+        return verb.dry_run(task, mode=mode, target_branch=target, message=message, at=state,
+                            preview=preview)  # fmt: skip
     with _locked(task, "bar apply", wait=wait) as fresh:  # verb.apply prepares it
         state = states.resolve(fresh, at) if at else None
         return verb.apply(fresh, mode=mode, target_branch=target, message=message, at=state)

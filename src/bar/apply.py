@@ -26,11 +26,13 @@ calls the same ``complete``.
 
 from __future__ import annotations
 
-import secrets
+import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from bar import bases, checkout, conflict_markers, git, journals, known_secrets, recovery, steps
+from bar.apply_merge import Ahead, Merged, Plan, checked_out_in, merge, on_base
 from bar.checkout import SafeGit
 from bar.clock import ms_since, now_iso
 from bar.errors import (
@@ -38,7 +40,6 @@ from bar.errors import (
     BarError,
     Conflict,
     DirtyWorktree,
-    GitError,
     GitStateError,
     NotFound,
     UnresolvedConflicts,
@@ -72,6 +73,7 @@ class ApplyResult:
     step: ApplyStep | None = None
     refusal: BarError | None = None  # a dry run: why the apply would refuse (blocking...)
     settings: list[str] = field(default_factory=list)  # bar's own files it changes
+    preview: str | None = None  # a dry run's `git diff --stat -p` of the change, if asked
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -91,12 +93,13 @@ class ApplyResult:
         }
 
 
-def prepare(task: Task) -> None:
+def prepare(task: Task, meanwhile: Callable[[], object] | None = None) -> None:
     """What apply does first, under the task lock. An open task is brought up to date as
-    by every command (``recovery.prepare``: hand edits recorded first). A closed one is
-    applied from its record: only an apply a stopped bar left is finished."""
+    by every command (``recovery.prepare``: hand edits recorded first; ``meanwhile`` is
+    called just before it looks for them). A closed one is applied from its record: only
+    an apply a stopped bar left is finished."""
     if task.active:
-        recovery.prepare(task)
+        recovery.prepare(task, meanwhile)
         return
     intent = journals.read_apply(task.paths)
     if intent is not None:
@@ -110,29 +113,35 @@ def dry_run(
     target_branch: str | None,
     message: str | None,
     at: State | None = None,
+    preview: bool = False,
 ) -> ApplyResult:
     """What ``apply`` would do, from the worktree as it is now (or from the recorded
     state ``at``); writes only git objects. It makes the checks the apply makes: a
-    conflict raises as it would, and ``refusal`` says why a clean merge would be refused."""
+    conflict raises as it would, and ``refusal`` says why a clean merge would be refused.
+    ``preview``: with the text of the change (``ApplyResult.preview``), from one diff."""
     target = _target(task, mode, target_branch, at)
     repo = task.project.root
-    listed = git.worktree_list(repo)
-    safe = _safe_git(task, target, listed)
+    base = at.base if at is not None and at.base else task.base_commit
     if at is not None:
         state, label = at.commit, at.name
+        ahead = None
     else:
         recorded = task.recorded_snapshot()
         state = recorded
+        # the merge of the recorded state, while the worktree is looked at
+        ahead = _ahead(task, mode, target, state, base, preview) if task.active else None
         # a closed task's work is what it recorded, whatever its kept worktree holds now
         tree = steps.current_tree(task, recorded) if task.active else git.tree_of(repo, recorded)
         if tree != git.tree_of(repo, recorded):  # unrecorded changes: apply records them first
+            safe = _safe_git(task, target, git.worktree_list(repo))
             state = safe.commit_tree(repo, tree, [recorded], "bar: dry-run state",
                                      identity=git.BAR_IDENTITY)  # fmt: skip
             label = task.ledger.next_step_id()  # the step that will record them
         else:
             label = state_step(task)
-    base = at.base if at is not None and at.base else task.base_commit
-    result = _compute(safe, task, mode, target, message, state, label, base, _upto(at), listed)
+    listed, safe, merged = _ahead_result(task, ahead, mode, target, state, base, preview)
+    result = _compute(safe, task, mode, target, message, state, label, base, _upto(at), listed,
+                      merged, preview)  # fmt: skip
     if result.conflicts:
         raise ApplyConflict(result.target_branch, result.conflicts)
     if result.checkout is not None and not result.nothing_to_do:
@@ -156,20 +165,31 @@ def apply(
 ) -> ApplyResult:
     """Land the task's last recorded state, or the recorded state ``at`` (the caller
     holds the lock; ``prepare`` runs first)."""
-    prepare(task)
+    ahead: list[Ahead | None] = []
+
+    def merge_ahead() -> None:  # the merge of the recorded state, while hand edits are sought
+        state = at.commit if at is not None else task.recorded_snapshot()
+        base = at.base if at is not None and at.base else task.base_commit
+        try:
+            ahead.append(_ahead(task, mode, _target(task, mode, target_branch, at), state, base))
+        except BarError:
+            pass  # said again below, in its turn
+
+    prepare(task, merge_ahead)
     target = _target(task, mode, target_branch, at)
     repo = task.project.root
-    listed = git.worktree_list(repo)
-    safe = _safe_git(task, target, listed)
     t0 = time.monotonic()
     started = now_iso()
     state = at.commit if at is not None else task.recorded_snapshot()
     base = at.base if at is not None and at.base else task.base_commit
+    listed, safe, merged = _ahead_result(task, ahead[0] if ahead else None, mode, target, state,
+                                         base)  # fmt: skip
     # the trailer names the step (or checkpoint) whose state is applied: `bar show` it
     label = at.name if at is not None else state_step(task)
     with Progress(f"apply: merging the task's work onto {target}") as shown:
         shown.update()
-        result = _compute(safe, task, mode, target, message, state, label, base, _upto(at), listed)
+        result = _compute(safe, task, mode, target, message, state, label, base, _upto(at), listed,
+                          merged)  # fmt: skip
     if result.conflicts:
         raise ApplyConflict(result.target_branch, result.conflicts)
     if result.nothing_to_do:
@@ -193,7 +213,7 @@ def apply(
             head=_task_head(task),
         ),
         target_before=result.target_before,
-        token=secrets.token_hex(16),
+        token=os.urandom(16).hex(),
     )
     journals.write_apply(task.paths, intent)
     try:
@@ -201,23 +221,26 @@ def apply(
     except BaseException:
         complete(task, intent)  # records it if the target moved after all; else forgets it
         raise
-    result.step = complete(task, intent, duration_ms=ms_since(t0))
+    result.step = complete(task, intent, duration_ms=ms_since(t0), moved=True)
     return result
 
 
 def complete(
-    task: Task, intent: ApplyIntent, *, duration_ms: int | None = None
+    task: Task, intent: ApplyIntent, *, duration_ms: int | None = None, moved: bool = False
 ) -> ApplyStep | None:
     """Finish an update of the target's checkout that had begun, record the apply if its
     commit landed on the target and is not recorded yet, then remove the intent. Returns
-    the step if it landed."""
+    the step if it landed. ``moved``: the caller has just moved the target to the commit
+    (and updated its checkout) itself, so there is nothing to finish or to ask git."""
     step = intent.step
     repo = task.project.root
-    where = checked_out_in(repo, step.target_branch)
-    safe = SafeGit.read(repo, where)
-    if where is not None:
-        _finish_checkout(safe, where, intent)
-    landed = safe.is_ancestor(repo, step.commit_sha, f"refs/heads/{step.target_branch}")
+    landed = moved
+    if not moved:
+        where = checked_out_in(repo, step.target_branch)
+        safe = SafeGit.read(repo, where)
+        if where is not None:
+            _finish_checkout(safe, where, intent)
+        landed = safe.is_ancestor(repo, step.commit_sha, f"refs/heads/{step.target_branch}")
     last = task.ledger.last()
     recorded = last is not None and last.number >= step.number
     if landed and not recorded:
@@ -256,40 +279,6 @@ def _target(task: Task, mode: str, target_branch: str | None, at: State | None =
     return target_branch or bases.branch(task)
 
 
-def merge_trees(safe: SafeGit, repo: Path, ours: str, theirs: str) -> tuple[str | None, list[str]]:
-    """Three-way merge of two commits in the object store: (tree, conflicting paths)."""
-    tree, conflicts = merge_with_markers(safe, repo, ours, theirs)
-    return (None, conflicts) if conflicts else (tree, [])
-
-
-def merge_with_markers(safe: SafeGit, repo: Path, ours: str, theirs: str) -> tuple[str, list[str]]:
-    """Three-way merge of two commits in the object store: the merged tree (with conflict
-    markers in the conflicting files) and the conflicting paths."""
-    res = safe.git(
-        repo, "merge-tree", "--write-tree", "--name-only", "-z", ours, theirs, check=False
-    )
-    if res.returncode not in (0, 1):
-        raise GitError(res.cmd, res.returncode, res.stdout, res.stderr)
-    fields = res.stdout.split(b"\0")
-    tree = fields[0].decode().strip()
-    conflicts: list[str] = []
-    for item in fields[1:] if res.returncode == 1 else []:
-        if not item:
-            break
-        path = item.decode("utf-8", "surrogateescape")
-        if path not in conflicts:
-            conflicts.append(path)
-    return tree, conflicts
-
-
-def on_base(safe: SafeGit, repo: Path, state: str, base: str) -> str:
-    """A commit of ``state``'s tree whose only parent is ``base``: merged with a branch,
-    its changes are taken against the base the state was recorded on (git 2.38's
-    merge-tree has no --merge-base), whatever the snapshot chain descends from."""
-    return safe.commit_tree(repo, git.tree_of(repo, state), [base], "bar: a state on its base",
-                            identity=git.BAR_IDENTITY)  # fmt: skip
-
-
 def state_step(task: Task) -> str:
     """The id of the step that recorded the task's last state: the newest step with a
     snapshot that is not an apply (an apply lands a state, it records none); ``0000``
@@ -313,24 +302,40 @@ def with_trailers(message: str, task: Task, step_id: str) -> str:
     return f"{message.rstrip()}\n\nBar-Task: {task.id}\nBar-Step: {step_id}\n"
 
 
-def checked_out_in(
-    repo: Path, branch: str, listed: list[dict[str, str]] | None = None
-) -> Path | None:
-    """The checkout where ``branch`` is checked out (``listed``: ``git.worktree_list``
-    of ``repo`` if the caller has it)."""
-    ref = f"refs/heads/{branch}"
-    for entry in git.worktree_list(repo) if listed is None else listed:
-        if entry.get("branch") == ref and "bare" not in entry:
-            return Path(entry["worktree"])
-    return None
-
-
 def _safe_git(task: Task, target_branch: str, listed: list[dict[str, str]]) -> SafeGit:
     """Git for this apply, from the configuration seen where it runs git: the repository,
     the task worktree (unless removed) and the target's checkout."""
     repo = task.project.root
     worktree = task.worktree if task.worktree.is_dir() else None
     return SafeGit.read(repo, worktree, checked_out_in(repo, target_branch, listed))
+
+
+def _ahead(task: Task, mode: str, target: str, state: str, base: str, preview: bool = False,
+           ) -> Ahead | None:  # fmt: skip
+    """The commit mode's merge of ``state`` onto ``target``, started in a thread
+    (``bar.apply_merge``) while the caller looks at the worktree."""
+    if mode != "commit":
+        return None
+    worktree = task.worktree if task.worktree.is_dir() else None
+    plan = _plan(task, target, state, base, preview)
+    return Ahead(task.project.root, plan, task.project.root, worktree)
+
+
+def _plan(task: Task, target: str, state: str, base: str, preview: bool) -> Plan:
+    return Plan(target, state, base, tuple(task.project.settings_files()), preview)
+
+
+def _ahead_result(
+    task: Task, ahead: Ahead | None, mode: str, target: str, state: str, base: str,
+    preview: bool = False,
+) -> tuple[list[dict[str, str]], SafeGit, Merged | None]:  # fmt: skip
+    """(the worktree list, the git to use, the merge if computed ahead for this state)."""
+    if ahead is not None:
+        done = ahead.result(_plan(task, target, state, base, preview))
+        if done is not None:
+            return done
+    listed = git.worktree_list(task.project.root)
+    return listed, _safe_git(task, target, listed), None
 
 
 def _task_head(task: Task) -> str | None:
@@ -350,11 +355,13 @@ def _upto(at: State | None) -> int | None:
 def _compute(
     safe: SafeGit, task: Task, mode: str, target_branch: str, message: str | None, state: str,
     step_id: str, base: str, upto: int | None, listed: list[dict[str, str]],
+    merged: Merged | None = None, preview: bool = False,
 ) -> ApplyResult:  # fmt: skip
     """Everything up to (not including) the commit. Writes only git objects. ``upto``:
-    the step whose state this is (None: the last one), for the syncs that led to it."""
+    the step whose state this is (None: the last one), for the syncs that led to it.
+    ``merged``: the merge, computed ahead for this state, base and target."""
     repo = task.project.root
-    tip = git.rev_parse(repo, f"refs/heads/{target_branch}")
+    tip = merged.tip if merged is not None else git.rev_parse(repo, f"refs/heads/{target_branch}")
     if tip is None:
         # a name that cannot be a branch is a bad command line; a valid one is not there
         valid = git.check_branch_name(repo, target_branch)
@@ -367,24 +374,22 @@ def _compute(
     if held:
         raise UnresolvedConflicts(target_branch, held, task.name if task.active else task.id)
     result = ApplyResult(mode, target_branch, tip)
-    if mode == "commit":
-        theirs = on_base(safe, repo, state, base)
-    else:
-        theirs = _task_branch_commit(safe, task, state, dry=True)
-    tree, conflicts = merge_trees(safe, repo, tip, theirs)
-    if conflicts:
-        result.conflicts = conflicts
+    if merged is None:
+        if mode == "commit":
+            theirs = on_base(safe, repo, state, base)
+        else:
+            theirs = _task_branch_commit(safe, task, state, dry=True)
+        merged = merge(safe, repo, tip, theirs, list(task.project.settings_files()),
+                       preview=preview)  # fmt: skip
+    if merged.tree is None:
+        result.conflicts = merged.conflicts
         return result
-    assert tree is not None
-    result.tree = tree
-    # trees only, --no-ext-diff --no-textconv; one diff for the stat and the settings
-    result.stat, result.settings = git.numstat_touching(
-        repo, tip, tree, list(task.project.settings_files())
-    )
-    if mode == "commit" and tree == git.tree_of(repo, tip):
+    result.tree, result.stat, result.settings = merged.tree, merged.stat, merged.settings
+    result.preview = merged.preview
+    if mode == "commit" and merged.tree == git.tree_of(repo, tip):
         result.nothing_to_do = True
         return result
-    if mode == "merge" and safe.is_ancestor(repo, theirs, tip):
+    if mode == "merge" and safe.is_ancestor(repo, merged.theirs, tip):
         result.nothing_to_do = True
         return result
     if message:  # typed on the command line, it may hold a secret (as a description may)

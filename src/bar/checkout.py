@@ -25,9 +25,7 @@ driver, an fsmonitor command, a hook or a ``core.worktree`` there, and none of i
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
-import shutil
 import stat
 from collections.abc import Mapping, Sequence
 from pathlib import Path, PurePosixPath
@@ -356,6 +354,8 @@ def advance(
     """Bring ``checkout`` (whose lock ``token`` holds, every touched path found clean)
     from ``old`` to ``new``: index, files, then the branch. Running it again after a
     crash at any point between its writes ends in the same state."""
+    import shutil  # only where an apply writes a checkout
+
     _mark_updating(checkout, token)
     faults.point("after marking the checkout's update as begun")
     admin = _admin(checkout)
@@ -485,6 +485,8 @@ def _neither(safe: SafeGit, checkout: Path, found: list[Change]) -> list[str]:
             files.append(c)
         elif stat.S_ISLNK(st.st_mode):
             target = os.readlink(os.fsencode(checkout / c.path))
+            import hashlib  # only for a symbolic link
+
             blob = hashlib.new(algo, b"blob %d\0" % len(target) + target).hexdigest()
             odd += [c.path] if blob not in (c.old_blob, c.new_blob) else []
         else:

@@ -216,6 +216,12 @@ def numstat_touching(
     """``numstat`` and, from the same diff, which of ``paths`` (taken literally) differ
     between the two trees or commits; a rename counts for both of its names."""
     raw = git(repo, "diff", *DIFF_FLAGS, "--numstat", "-z", a, b, "--").stdout
+    return parse_numstat(raw), touching(raw, paths)
+
+
+def touching(raw: bytes, paths: Sequence[str]) -> list[str]:
+    """Which of ``paths`` a ``git diff --numstat -z`` output names (both names of a
+    rename)."""
     parts = raw.split(b"\0")
     names: set[str] = set()
     i = 0
@@ -229,7 +235,7 @@ def numstat_touching(
         else:  # a rename: its old and new names follow as fields of their own
             names.update(p.decode("utf-8", "surrogateescape") for p in parts[i + 1 : i + 3])
             i += 3
-    return parse_numstat(raw), [p for p in paths if p in names]
+    return [p for p in paths if p in names]
 
 
 def parse_numstat(raw: bytes) -> DiffStat:

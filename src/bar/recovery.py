@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import shlex
 import time
+from collections.abc import Callable
 
 from bar import bases, git, guard, journals, queued_steps, steps
 from bar.notices import note
@@ -122,9 +123,13 @@ def finish_pending(task: Task) -> list[Step]:
     return done
 
 
-def prepare(task: Task) -> None:
-    """What every command that changes a task does first, under the task lock."""
+def prepare(task: Task, meanwhile: Callable[[], object] | None = None) -> None:
+    """What every command that changes a task does first, under the task lock.
+    ``meanwhile``: called once the intents are finished, before the worktree is looked
+    at for hand edits (work that may overlap that look, such as apply's merge)."""
     task.require_worktree()
     guard.check_link(task)  # before any git operation in the worktree
     finish_pending(task)
+    if meanwhile is not None:
+        meanwhile()
     steps.record_hand_edits(task)

@@ -129,12 +129,12 @@ def current_tree(task: Task, recorded: str | None = None) -> str:
     state. ``recorded``: the task's recorded snapshot, whose stamps say what to look at
     (nothing at all when nothing changed: its own tree). What changed is added to a copy
     of the side index, so it never races a running step."""
-    import shutil
-    import tempfile
-
     scope = rescan.changed_since(task.worktree, task.index, recorded) if recorded else None
     if scope == [] and recorded is not None:
         return git.tree_of(task.worktree, recorded)
+    import shutil
+    import tempfile
+
     with tempfile.TemporaryDirectory(prefix="bar-peek-", dir=task.dir) as tmp:
         index = Path(tmp) / "index"
         try:

@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 from bar import bases, faults, git, journals, rollback, snapshot, steps
-from bar.apply import merge_with_markers, on_base
+from bar.apply_merge import merge_with_markers, on_base
 from bar.checkout import SafeGit
 from bar.clock import ms_since, now_iso
 from bar.errors import Conflict, NotFound, UsageError

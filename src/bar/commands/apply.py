@@ -30,7 +30,8 @@ def apply(
     paint = Painter(loc.project.config.output.color)
     try:
         result = api.apply(the_task, mode=mode, target=target, message=message,
-                           dry_run=dry_run, wait=not no_wait, at=at)  # fmt: skip
+                           dry_run=dry_run, wait=not no_wait, at=at,
+                           preview=dry_run and not as_json)  # fmt: skip
     except ApplyConflict as exc:
         if as_json:
             print_json({"mode": mode, "target_branch": exc.target_branch,
@@ -59,8 +60,10 @@ def apply(
         if result.checkout and result.refusal is None:
             print(f"  {result.target_branch} is checked out in {result.checkout}; "
                   "it would be updated")  # fmt: skip
-        changes = api.apply_diff(the_task, result)
-        sys.stdout.write(changes.text(with_stat=True))
+        text = result.preview
+        if text is None:
+            text = api.apply_diff(the_task, result).text(with_stat=True)
+        sys.stdout.write(text)
         print(paint("(dry run: nothing was changed)", "dim"))
         if result.refusal is not None:
             raise result.refusal  # the dry run fails as the apply would
