@@ -12,7 +12,6 @@ full rescan.
 from __future__ import annotations
 
 import bisect
-import json
 import os
 import subprocess
 from pathlib import Path
@@ -38,11 +37,8 @@ def scan(
     ``changed``: every path that changed since the stamps were written, as the kernel
     reported them (``bar.watch.TreeWatch``, watching since then): then neither a file nor
     a directory is statted."""
-    try:
-        noted = json.loads(stamps.stamps_path(index).read_bytes())
-    except (OSError, ValueError):
-        return None
-    if not isinstance(noted, dict) or noted.get("commit") != recorded:
+    noted = stamps.noted(index)
+    if noted is None or noted.get("commit") != recorded:
         return None
     if noted.get("index") != stamps.identity(index):
         return None  # someone else wrote the side index (a restore): it is not `recorded`

@@ -137,7 +137,7 @@ def run_step(task: Task, req: RunRequest, watch: TreeWatch | None = None) -> Run
             step_id=step_id, started_at=started, ended_at=now_iso(), duration_ms=ms_since(t0),
             cmd=list(req.argv), cwd=req.cwd, env=env_record, exit_code=ExitCode.POLICY_BLOCKED,
             blocked=True, pty=req.pty, snapshot_before=before, snapshot=before,
-            policy_events=_events(decision), head=git.rev_parse(task.worktree, "HEAD"),
+            policy_events=_events(decision), head=git.head(task.worktree),
         )  # fmt: skip
         return steps.append(task, step, scrubber)
 
@@ -165,7 +165,7 @@ def run_step(task: Task, req: RunRequest, watch: TreeWatch | None = None) -> Run
                 step_id=step_id, started_at=started, ended_at=now_iso(), duration_ms=ms_since(t0),
                 cmd=list(req.argv), cwd=req.cwd, env=env_record, exit_code=ExitCode.HOOK_FAILED,
                 pty=req.pty, snapshot_before=before, snapshot=before, hooks=hook_records,
-                policy_events=_events(decision), head=git.rev_parse(task.worktree, "HEAD"),
+                policy_events=_events(decision), head=git.head(task.worktree),
             )  # fmt: skip
             step.extra["stopped_by"] = "pre_run"
             step.artifacts.output = _hooks_output(task, step_id, results, scrubber)
@@ -312,7 +312,7 @@ def complete(
         artifacts=artifacts,
         snapshot_before=intent.snapshot_before,
         snapshot=snap.commit,
-        head=git.rev_parse(task.worktree, "HEAD"),
+        head=git.head(task.worktree),
         checkpoints=taken.count,
     )
     if intent.sandbox is not None:

@@ -183,7 +183,8 @@ def take(
             # nothing changed since the last stamps, which therefore still hold
             return Snapshot(recorded, recorded_tree, False, worktree)
         tree = _write(worktree, index, excludes, scope)
-    recorded_tree = recorded_tree or git.tree_of(worktree, recorded)
+    recorded_tree = (recorded_tree or stamps.tree_of(index, recorded)
+                     or git.tree_of(worktree, recorded))  # fmt: skip
     same = tree == recorded_tree
     shape = None if same else stamps.shape_of(worktree, index, tree)
     converts, raw_changed, raw = _raw_parent(worktree, index, tree, recorded, recorded_tree,

@@ -21,6 +21,7 @@ import os
 import re
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from bar import exact, git
 from bar.errors import BarError
@@ -50,12 +51,54 @@ def stamps_path(index: Path) -> Path:
     return index.with_name(index.name + ".stamps")
 
 
+# The stamps of a large tree are a large JSON document that one step reads several
+# times (its watch, the look for hand edits, each snapshot's stamping): parsed once per
+# version of the file. Callers must not change what ``noted`` returns.
+_NOTED: dict[str, tuple[tuple[int, int, int, int], dict[str, Any]]] = {}
+
+
+def noted(index: Path) -> dict[str, Any] | None:
+    """The last stamps written for ``index`` (None: none, or not readable)."""
+    path = str(stamps_path(index))
+    try:
+        with open(path, "rb") as f:
+            st = os.fstat(f.fileno())
+            key = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+            known = _NOTED.get(path)
+            if known is not None and known[0] == key:
+                return known[1]
+            record = json.loads(f.read())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(record, dict):
+        return None
+    _NOTED[path] = (key, record)
+    return record
+
+
+def _write(index: Path, record: dict[str, Any]) -> None:
+    """Replace the stamps of ``index`` by ``record`` (removed if that fails)."""
+    path = stamps_path(index)
+    _NOTED.pop(str(path), None)
+    try:
+        write_bytes_atomic(path, json.dumps(record).encode())
+        st = os.stat(path)
+    except (BarError, OSError):
+        path.unlink(missing_ok=True)
+        return
+    _NOTED[str(path)] = ((st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns), record)
+
+
+def tree_of(index: Path, commit: str) -> str | None:
+    """The tree of ``commit``, if the stamps of ``index`` were taken of it."""
+    record = noted(index)
+    tree = record.get("tree") if record is not None and record.get("commit") == commit else None
+    return tree if isinstance(tree, str) and git.is_object_id(tree) else None
+
+
 def stamped_attributes(index: Path) -> bool | None:
     """Whether the tree last stamped holds a ``.gitattributes`` (None: not known)."""
-    try:
-        value = json.loads(stamps_path(index).read_bytes()).get("attributes")
-    except (OSError, ValueError, AttributeError):
-        return None
+    value = (noted(index) or {}).get("attributes")
     return value if isinstance(value, bool) else None
 
 
@@ -69,14 +112,13 @@ def stamp(worktree: Path, index: Path, tree: str, commit: str, started_ns: int,
     Where it does, the wide racy window holds whatever the file system: git's own check
     of a file written in the second its index was (a racily clean entry) compares
     converted contents, so a change of line endings alone would go unseen."""
-    path = stamps_path(index)
     dirs: list[str] | None = None
     nested: list[str] = []
     extra: list[str] = []
     attributes: bool | None = None
     before: dict[str, int] = {}  # the ctimes stamped last time (not racy)
     try:
-        old = json.loads(path.read_bytes())
+        old = noted(index) or {}
         extra = [str(d) for d in old.get("extra") or []]
         old_dirs, old_mtimes = old.get("dirs"), old.get("mtimes")
         if isinstance(old_dirs, list) and isinstance(old_mtimes, list):
@@ -87,7 +129,7 @@ def stamp(worktree: Path, index: Path, tree: str, commit: str, started_ns: int,
             nested = [str(n) for n in old.get("nested") or []]
             was = old.get("attributes")
             attributes = was if isinstance(was, bool) else None
-    except (OSError, ValueError, AttributeError, TypeError):
+    except (AttributeError, TypeError):
         pass
     if dirs is None:
         shape = shape or shape_of(worktree, index, tree)
@@ -118,10 +160,7 @@ def stamp(worktree: Path, index: Path, tree: str, commit: str, started_ns: int,
     record = {"version": 1, "tree": tree, "commit": commit, "index": identity(index), "at": started_ns,
               "dirs": dirs, "mtimes": mtimes, "nested": nested, "extra": extra,
               "attributes": attributes}  # fmt: skip
-    try:
-        write_bytes_atomic(path, json.dumps(record).encode())
-    except BarError:
-        path.unlink(missing_ok=True)
+    _write(index, record)
 
 
 def _looked_at(scope: Sequence[str] | None, shape: Shape | None) -> set[str] | None:
@@ -204,12 +243,12 @@ def shape_of(worktree: Path, index: Path, tree: str) -> Shape:
     """The shape of ``tree``: from the last stamps and ``git diff-tree`` from the tree they
     describe (walking only the subtrees that differ), else from a walk of the whole tree."""
     try:
-        old = json.loads(stamps_path(index).read_bytes())
+        old: Any = noted(index) or {}
         old_tree, dirs, extra = old["tree"], old["dirs"], old.get("extra") or []
         nested, attributes = list(old.get("nested") or []), old.get("attributes")
         valid = (isinstance(old_tree, str) and isinstance(dirs, list)
                  and isinstance(attributes, bool) and len(extra) <= len(dirs))  # fmt: skip
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+    except (KeyError, TypeError, AttributeError):
         valid = False
     if not valid:
         return list_tree(worktree, tree)
@@ -299,18 +338,14 @@ def nested_repositories(index: Path) -> list[str]:
     """The nested repositories (and submodules) of the last snapshot stamped on ``index``:
     their files are not recorded, nor restored by a rollback."""
     try:
-        stamps = json.loads(stamps_path(index).read_bytes())
-        return [str(n) for n in stamps.get("nested") or []]
-    except (OSError, ValueError, AttributeError, TypeError):
+        return [str(n) for n in (noted(index) or {}).get("nested") or []]
+    except TypeError:
         return []
 
 
 def stamped_dirs(index: Path) -> list[str] | None:
     """Every directory the last stamps cover (the tree's and the untracked ones)."""
-    try:
-        dirs = json.loads(stamps_path(index).read_bytes()).get("dirs")
-    except (OSError, ValueError, AttributeError):
-        return None
+    dirs = (noted(index) or {}).get("dirs")
     return [str(d) for d in dirs] if isinstance(dirs, list) else None
 
 
@@ -323,22 +358,13 @@ def restamp(worktree: Path, index: Path, tree: str, commit: str, started_ns: int
 def recommit(index: Path, tree: str, commit: str) -> bool:
     """The stamps, taken of ``tree`` (after a restore), now stand for the snapshot
     ``commit`` of that tree: True once noted, False if they are of something else."""
-    path = stamps_path(index)
-    try:
-        record = json.loads(path.read_bytes())
-    except (OSError, ValueError):
-        return False
-    if not isinstance(record, dict) or record.get("tree") != tree:
+    record = noted(index)
+    if record is None or record.get("tree") != tree:
         return False
     if record.get("index") != identity(index):
         return False
-    record["commit"] = commit
-    try:
-        write_bytes_atomic(path, json.dumps(record).encode())
-    except BarError:
-        path.unlink(missing_ok=True)
-        return False
-    return True
+    _write(index, {**record, "commit": commit})
+    return stamps_path(index).exists()
 
 
 def identity(index: Path) -> list[int]:

@@ -116,7 +116,7 @@ def record_hand_edits(task: Task) -> ManualStep | None:
         diff_stat=stat,
         snapshot_before=before,
         snapshot=snap.commit,
-        head=git.rev_parse(task.worktree, "HEAD"),
+        head=git.head(task.worktree),
     )
     step.artifacts.patch = patch
     append(task, step)
