@@ -244,12 +244,20 @@ def _raw_parent(worktree: Path, index: Path, tree: str, recorded: str, recorded_
     return True, True, exact.raw_parent(worktree, entries)
 
 
+# git reads blobs through maps of the pack file, by default as much of it as it touches:
+# a step changing 10,000 files of a 40,000-file repository had its diff map 85 MB of an
+# 84 MB pack (counted in the process's resident memory). Small windows, and a bound on
+# what stays mapped, keep that near 30 MB, the diff no slower.
+_SMALL_PACK_WINDOWS = ("-c", "core.packedGitWindowSize=4m", "-c", "core.packedGitLimit=16m")
+
+
 def write_patch(repo: Path, a: str, b: str, path: Path) -> DiffStat:
     """Write the replayable patch from ``a`` to ``b`` into ``path``; return its stat. One
     ``git diff`` gives both: its numstat block comes first and ends with an empty entry
     (two NULs, which no path holds), the patch follows and is streamed to the file."""
     faults.point(f"before writing {path.name}")
-    cmd = ["git", *git.NO_PROGRAMS, "-C", str(repo), *git.diff_patch_args(a, b, with_numstat=True)]
+    cmd = ["git", *git.NO_PROGRAMS, *_SMALL_PACK_WINDOWS, "-C", str(repo),
+           *git.diff_patch_args(a, b, with_numstat=True)]  # fmt: skip
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
     head = b""
     try:
