@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import shlex
 import time
+from collections.abc import Callable
 
 from bar import bases, git, guard, journals, queued_steps, steps
 from bar.notices import note
@@ -122,9 +123,10 @@ def finish_pending(task: Task) -> list[Step]:
     return done
 
 
-def prepare(task: Task) -> None:
-    """What every command that changes a task does first, under the task lock."""
+def prepare(task: Task, before_look: Callable[[], None] | None = None) -> None:
+    """What every command that changes a task does first, under the task lock.
+    ``before_look``: called when the look for hand edits begins (``snapshot.take``)."""
     task.require_worktree()
     guard.check_link(task)  # before any git operation in the worktree
     finish_pending(task)
-    steps.record_hand_edits(task)
+    steps.record_hand_edits(task, before_look)

@@ -103,11 +103,13 @@ def resolve_cwd(task: Task, value: str | None, here: Path | None = None) -> str:
 
 def watch_worktree(task: Task) -> TreeWatch | None:
     """A watch on the directories of the task's last snapshot, which lets the step's
-    snapshots look only at the paths that changed (``bar.watch``); None without stamps."""
+    snapshots look only at the paths that changed (``bar.watch``); None without stamps.
+    It is not yet begun: the look for hand edits begins it (``snapshot.take``'s
+    ``before_look``), or at the latest the step, before its command runs."""
     dirs = stamps.stamped_dirs(task.index)
     if dirs is None:
         return None
-    watch = TreeWatch(str(task.worktree), dirs)
+    watch = TreeWatch(str(task.worktree), dirs, begin=False)
     watch.snapshot = task.recorded_snapshot()
     return watch
 
@@ -185,6 +187,8 @@ def run_step(task: Task, req: RunRequest, watch: TreeWatch | None = None) -> Run
 
     # 3. intent, supervisor, the command (with what it must not change noted first)
     guard = Guard(task)
+    if watch is not None:
+        watch.begin()  # if no look for hand edits began it
     if watch is not None and watch.snapshot != before:
         watch.cover(stamps.stamped_dirs(task.index) or ())  # directories hand edits made
     supervisor = Supervisor(task, step_id, policy, scrubber, req.agent, list(req.argv),

@@ -19,7 +19,7 @@ import os
 import re
 import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import BinaryIO
 
@@ -157,6 +157,7 @@ def take(
     recorded_tree: str | None = None,
     changed: set[str] | None = None,
     restored_tree: str | None = None,
+    before_look: Callable[[], None] | None = None,
 ) -> Snapshot:
     """Snapshot the worktree against ``recorded`` (the last snapshot the ledger knows).
 
@@ -169,6 +170,9 @@ def take(
     paths changed since the stamps, if the kernel said (``rescan.scan``);
     ``restored_tree``: git just wrote the side index and the worktree to hold exactly
     this tree (of ``stamped_at``), so there is nothing to look at.
+    ``before_look``: called once git has begun statting the recorded files, before any
+    directory is looked at (``rescan.scan``): the step's watch begins there, so that it
+    costs no time of its own (its kernel calls run while git stats).
     """
     started_ns = time.time_ns()
     stamped = stamped_at or recorded  # the state the side index was last noted at
@@ -177,8 +181,10 @@ def take(
         known = None
         tree = restored_tree
     else:
-        found = rescan.scan(worktree, index, stamped, changed)
+        found = rescan.scan(worktree, index, stamped, changed, before_look)
         scope, known = found if found is not None else (None, None)
+        if before_look is not None:
+            before_look()  # (a full rescan follows: before it)
         if scope == [] and stamped == recorded:
             # nothing changed since the last stamps, which therefore still hold
             return Snapshot(recorded, recorded_tree, False, worktree)
