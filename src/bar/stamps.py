@@ -115,11 +115,13 @@ def stamp(worktree: Path, index: Path, tree: str, commit: str, started_ns: int,
     dirs: list[str] | None = None
     nested: list[str] = []
     extra: list[str] = []
+    ignored: list[str] = []
     attributes: bool | None = None
     before: dict[str, int] = {}  # the ctimes stamped last time (not racy)
     try:
         old = noted(index) or {}
         extra = [str(d) for d in old.get("extra") or []]
+        ignored = [str(d) for d in old.get("ignored") or []]
         old_dirs, old_mtimes = old.get("dirs"), old.get("mtimes")
         if isinstance(old_dirs, list) and isinstance(old_mtimes, list):
             before = {str(d): m for d, m in zip(old_dirs, old_mtimes, strict=False)
@@ -135,7 +137,7 @@ def stamp(worktree: Path, index: Path, tree: str, commit: str, started_ns: int,
         shape = shape or shape_of(worktree, index, tree)
         dirs, nested, attributes = shape.dirs, shape.nested, shape.has_attributes
     fresh = _looked_at(scope, shape)
-    extra = _untracked_dirs(worktree, set(dirs), scope, extra, fresh)
+    extra, ignored = _untracked_dirs(worktree, set(dirs), scope, extra, fresh, ignored)
     dirs = dirs + extra
     mtimes: list[int] = []
     prefix = str(worktree) + os.sep  # plain strings: pathlib costs more than the lstat
@@ -159,7 +161,7 @@ def stamp(worktree: Path, index: Path, tree: str, commit: str, started_ns: int,
     mtimes = [-1 if m >= since else m for m in mtimes]
     record = {"version": 1, "tree": tree, "commit": commit, "index": identity(index), "at": started_ns,
               "dirs": dirs, "mtimes": mtimes, "nested": nested, "extra": extra,
-              "attributes": attributes}  # fmt: skip
+              "ignored": ignored, "attributes": attributes}  # fmt: skip
     _write(index, record)
 
 
@@ -178,14 +180,21 @@ _MAX_EXTRA = 2000  # directories outside the tree that are stamped at most
 
 
 def _untracked_dirs(worktree: Path, tree_dirs: set[str], scope: Sequence[str] | None,
-                    old: list[str], fresh: set[str] | None = None) -> list[str]:  # fmt: skip
+                    old: list[str], fresh: set[str] | None = None, old_ignored: Sequence[str] = (),
+                    ) -> tuple[list[str], list[str]]:  # fmt: skip
     """Directories on disk that the tree does not hold (empty ones, ones holding only
     ignored files, new ones under them): their mtimes are stamped too, or a file created
     in one later, under a parent whose mtime did not move, would go unseen. Kept: the
     ones stamped before that still exist; added: those in or under the rescanned
     ``scope`` (None, a full scan: under every directory of the tree). One that went away
     moved its parent's ctime; only those under a directory in ``fresh`` (what the
-    snapshot looked at; None: every one) are checked."""
+    snapshot looked at; None: every one) are checked.
+
+    A directory git ignores is not stamped, nor anything under it: whatever is made in
+    it is ignored too (git never takes back a file whose directory it ignores), so it
+    would only cost a watch and a stat per step (build output, caches, dependencies:
+    thousands of directories). Those found are the second list, kept like the first
+    until a full scan (a ``.gitignore`` changed) asks git again."""
     prefix = str(worktree) + os.sep
 
     def still(d: str) -> bool:
@@ -194,7 +203,8 @@ def _untracked_dirs(worktree: Path, tree_dirs: set[str], scope: Sequence[str] | 
         return os.path.isdir(prefix + d) and not os.path.islink(prefix + d)
 
     found = [d for d in old if d not in tree_dirs and still(d)]
-    seen = set(found)
+    ignored = [] if scope is None else [d for d in old_ignored if d not in tree_dirs and still(d)]
+    seen = set(found) | set(ignored)
     stack: list[str] = []
     for rel in sorted(tree_dirs) if scope is None else scope:
         if rel not in tree_dirs:
@@ -205,16 +215,34 @@ def _untracked_dirs(worktree: Path, tree_dirs: set[str], scope: Sequence[str] | 
             if child not in tree_dirs:
                 stack.append(child)
     while stack and len(found) < _MAX_EXTRA:
-        rel = stack.pop()
-        full = prefix + rel
-        if rel in seen or rel in tree_dirs or not os.path.isdir(full) or os.path.islink(full):
-            continue
-        if os.path.lexists(full + "/.git"):
-            continue  # a nested repository: git records it as one entry
-        seen.add(rel)
-        found.append(rel)
-        stack += [f"{rel}/{e.name}" for e in _subdirs(full)]
-    return found
+        level: list[str] = []  # one level at a time: one question to git per level
+        for rel in stack:
+            full = prefix + rel
+            if rel in seen or rel in tree_dirs or not os.path.isdir(full) or os.path.islink(full):
+                continue
+            if os.path.lexists(full + "/.git"):
+                continue  # a nested repository: git records it as one entry
+            seen.add(rel)
+            level.append(rel)
+        stack = []
+        said = _ignored(worktree, level) if level else set()
+        for rel in level:
+            if rel in said:
+                ignored.append(rel)
+            elif len(found) < _MAX_EXTRA:
+                found.append(rel)
+                stack += [f"{rel}/{e.name}" for e in _subdirs(prefix + rel)]
+    return found, ignored
+
+
+def _ignored(worktree: Path, paths: list[str]) -> set[str]:
+    """Which of ``paths`` git ignores (by the ignore files alone: none is tracked). Where
+    git cannot say, none: they are stamped, which costs time, never a change."""
+    res = git.git(worktree, "check-ignore", "--no-index", "-z", "--stdin", check=False,
+                  input=b"".join(p.encode("utf-8", "surrogateescape") + b"\0" for p in paths))  # fmt: skip
+    if res.returncode not in (0, 1):
+        return set()
+    return {p.decode("utf-8", "surrogateescape") for p in res.stdout.split(b"\0") if p}
 
 
 def _subdirs(path: str) -> list[os.DirEntry[str]]:
