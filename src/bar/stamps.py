@@ -184,8 +184,8 @@ def _untracked_dirs(worktree: Path, tree_dirs: set[str], scope: Sequence[str] | 
                     ) -> tuple[list[str], list[str]]:  # fmt: skip
     """Directories on disk that the tree does not hold (empty ones, ones holding only
     ignored files, new ones under them): their mtimes are stamped too, or a file created
-    in one later, under a parent whose mtime did not move, would go unseen. Kept: the
-    ones stamped before that still exist; added: those in or under the rescanned
+    in one later, under a parent whose mtime did not move, would go unseen. Kept (unless
+    ``scope`` is None): the ones stamped before that still exist; added: those in or under the rescanned
     ``scope`` (None, a full scan: under every directory of the tree). One that went away
     moved its parent's ctime; only those under a directory in ``fresh`` (what the
     snapshot looked at; None: every one) are checked.
@@ -202,7 +202,8 @@ def _untracked_dirs(worktree: Path, tree_dirs: set[str], scope: Sequence[str] | 
             return True
         return os.path.isdir(prefix + d) and not os.path.islink(prefix + d)
 
-    found = [d for d in old if d not in tree_dirs and still(d)]
+    # after a full scan every one is found again (what git ignores may have changed)
+    found = [] if scope is None else [d for d in old if d not in tree_dirs and still(d)]
     ignored = [] if scope is None else [d for d in old_ignored if d not in tree_dirs and still(d)]
     seen = set(found) | set(ignored)
     stack: list[str] = []
