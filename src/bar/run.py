@@ -189,8 +189,8 @@ def run_step(task: Task, req: RunRequest, watch: TreeWatch | None = None) -> Run
     guard = Guard(task)
     if watch is not None:
         watch.begin()  # if no look for hand edits began it
-    if watch is not None and watch.snapshot != before:
-        watch.cover(stamps.stamped_dirs(task.index) or ())  # directories hand edits made
+        if watch.snapshot != before:
+            watch.cover(stamps.stamped_dirs(task.index) or ())  # directories hand edits made
     supervisor = Supervisor(task, step_id, policy, scrubber, req.agent, list(req.argv),
                             terminal=req.pty and os.isatty(0), snapshot_before=before,
                             watch=watch)  # fmt: skip
