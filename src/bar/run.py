@@ -187,10 +187,8 @@ def run_step(task: Task, req: RunRequest, watch: TreeWatch | None = None) -> Run
 
     # 3. intent, supervisor, the command (with what it must not change noted first)
     guard = Guard(task)
-    if watch is not None:
-        watch.begin()  # if no look for hand edits began it
-        if watch.snapshot != before:
-            watch.cover(stamps.stamped_dirs(task.index) or ())  # directories hand edits made
+    if watch is not None:  # (begun here if no look for hand edits began it)
+        watch.cover(stamps.stamped_dirs(task.index) or () if watch.snapshot != before else ())
     supervisor = Supervisor(task, step_id, policy, scrubber, req.agent, list(req.argv),
                             terminal=req.pty and os.isatty(0), snapshot_before=before,
                             watch=watch)  # fmt: skip

@@ -153,7 +153,9 @@ class TreeWatch:
             self.cover(pending)
 
     def cover(self, dirs: Iterable[str]) -> None:
-        """Watch these directories too (those a snapshot just stamped, say)."""
+        """Watch these directories too (those a snapshot just stamped, say); begins the
+        watch if it was not."""
+        self.begin()
         if self._fd >= 0:
             for rel in dirs:
                 if rel not in self._watched:
