@@ -43,3 +43,43 @@ def test_the_current_tree_from_the_stamps_equals_plain_git(
     assert steps.current_tree(task, recorded) == expected == steps.current_tree(task)
     assert steps.has_unrecorded_changes(task)
     assert task.recorded_snapshot() == recorded  # looking recorded nothing
+
+
+def test_ignored_directories_are_not_stamped_and_hide_nothing(
+    repo: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Build output and caches git ignores are neither stamped nor watched (thousands of
+    directories on a large repository); directories holding only ignored files, or
+    nothing, still are, so a file made in one later is recorded."""
+    from bar import stamps
+
+    assert bar(capfd, "init").code == 0
+    wt = worktree(new_task(capfd))
+    (wt / ".gitignore").write_text("/build/\n__pycache__/\n*.log\n")
+    (wt / "build" / "a" / "b").mkdir(parents=True)
+    (wt / "build" / "a" / "b" / "out.o").write_text("o\n")
+    (wt / "pkg" / "__pycache__").mkdir(parents=True)
+    (wt / "pkg" / "m.py").write_text("x = 1\n")
+    (wt / "logs").mkdir()
+    (wt / "logs" / "run.log").write_text("log\n")
+    (wt / "empty").mkdir()
+    assert bar(capfd, "run", "--", "true").code == 0  # a full scan: .gitignore is new
+    task = api.get_task(api.open_project(), "t1")
+    stamped = set(stamps.stamped_dirs(task.index) or ())
+    assert {"", "pkg", "logs", "empty"} <= stamped
+    assert not stamped & {"build", "build/a", "build/a/b", "pkg/__pycache__"}
+
+    (wt / "logs" / "notes.txt").write_text("kept\n")
+    (wt / "empty" / "e.txt").write_text("e\n")
+    (wt / "build" / "a" / "b" / "more.o").write_text("o\n")
+    (wt / "pkg" / "__pycache__" / "m.pyc").write_text("c\n")
+    expected = _plain_git_tree(wt, tmp_path)
+    recorded = task.recorded_snapshot()
+    assert steps.current_tree(task, recorded) == expected
+    res = bar(capfd, "run", "--", "true")
+    assert res.code == 0 and "warning" not in res.err
+    task = api.get_task(api.open_project(), "t1")
+    snapshot = task.recorded_snapshot()
+    tree = subprocess.run(["git", "-C", str(wt), "rev-parse", snapshot + "^{tree}"],
+                          check=True, capture_output=True, text=True).stdout.strip()  # fmt: skip
+    assert tree == expected

@@ -309,7 +309,7 @@ def run(task: Task, request: RunRequest, *, wait: bool = True) -> RunStep:
         # watching from before hand edits are looked for, nothing escapes both
         watch = watch_worktree(fresh)
         try:
-            recovery.prepare(fresh)
+            recovery.prepare(fresh, before_look=watch.begin if watch is not None else None)
             step = run_step(fresh, request, watch)
             queued_steps.flush(fresh)  # what orders asked for while it ran
             return step

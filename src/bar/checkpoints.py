@@ -261,7 +261,7 @@ class Recorder:
         checkpoint = Checkpoint(
             step_id=self.step_id, n=n, kind=kind, snapshot_before=self.last, snapshot=commit,
             started_at=started_at, ended_at=now_iso(),
-            head=git.rev_parse(self.task.worktree, "HEAD"), diff_stat=stat, patch=patch,
+            head=git.head(self.task.worktree), diff_stat=stat, patch=patch,
             **facts,
         )  # fmt: skip
         rec = checkpoint.to_record()

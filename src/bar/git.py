@@ -87,6 +87,55 @@ def rev_parse(repo: Path | str, rev: str) -> str | None:
     return res.out.strip() if res.returncode == 0 else None
 
 
+def head(repo: Path | str) -> str | None:
+    """``rev_parse(repo, "HEAD")``. In a worktree whose git directories bar pinned, read
+    from the files git would read (``HEAD``, then the branch's loose ref or its line in
+    ``packed-refs``) without starting git, which costs more than the answer on every
+    step; git is asked whenever they hold anything else (a symbolic ref to a symbolic
+    ref, a branch found nowhere, another ref storage)."""
+    fixed = _PINNED.get(str(repo))
+    if fixed is not None:
+        found = _read_head(fixed["GIT_DIR"], fixed["GIT_COMMON_DIR"])
+        if found is not None:
+            return found
+    return rev_parse(repo, "HEAD")
+
+
+_BRANCH_RE = re.compile(rb"^ref: (refs/heads/[^\x00-\x20\x7f~^:?*\[\\]+)\n?$")
+
+
+def _read_head(git_dir: str, common_dir: str) -> str | None:
+    try:
+        with open(os.path.join(git_dir, "HEAD"), "rb") as f:
+            said = f.read(4097)
+    except OSError:
+        return None
+    if is_object_id(said.rstrip(b"\n").decode("ascii", "replace")):
+        return said.rstrip(b"\n").decode()  # detached
+    named = _BRANCH_RE.match(said)
+    ref = named.group(1) if named is not None else b".."
+    if any(bad in ref for bad in (b"..", b"/.", b"@{", b"//")) or ref.endswith((b".lock", b"/")):
+        return None  # no name git would give a branch: let git say what it makes of it
+    try:
+        with open(os.path.join(os.fsencode(common_dir), ref), "rb") as f:
+            value = f.read(4097).rstrip(b"\n").decode("ascii", "replace")
+        return value if is_object_id(value) else None
+    except (FileNotFoundError, NotADirectoryError):
+        pass
+    except OSError:
+        return None
+    try:
+        with open(os.path.join(common_dir, "packed-refs"), "rb") as f:
+            for line in f:
+                sha, _, name = line.rstrip(b"\n").partition(b" ")
+                if name == ref:
+                    value = sha.decode("ascii", "replace")
+                    return value if is_object_id(value) else None
+    except OSError:
+        pass
+    return None
+
+
 def resolve_commit(repo: Path | str, rev: str) -> str | None:
     return rev_parse(repo, f"{rev}^{{commit}}")
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -169,21 +170,90 @@ class Location:
 def locate(cwd: Path | None = None) -> Location:
     """Find the project (and task, inside a task worktree) for ``cwd``."""
     here = Path(cwd or os.getcwd())
-    res = run(
-        "git", "-C", str(here), "rev-parse", "--path-format=absolute",
-        "--show-toplevel", "--git-common-dir",
-        check=False,
-    )  # fmt: skip
-    if res.returncode != 0:
-        raise NotARepository(
-            f"{here} is not inside a git repository",
-            hint="run bar from a git checkout (or `git init` one first)",
-        )
-    lines = res.out.splitlines()
-    if len(lines) < 2:
-        raise NotARepository(f"{here} is inside a bare git repository; bar needs a worktree")
-    root, project_dir, task_id = layout.place(Path(lines[0]), Path(lines[1]))
+    found = discover(here)
+    if found is None:
+        res = run(
+            "git", "-C", str(here), "rev-parse", "--path-format=absolute",
+            "--show-toplevel", "--git-common-dir",
+            check=False,
+        )  # fmt: skip
+        if res.returncode != 0:
+            raise NotARepository(
+                f"{here} is not inside a git repository",
+                hint="run bar from a git checkout (or `git init` one first)",
+            )
+        lines = res.out.splitlines()
+        if len(lines) < 2:
+            raise NotARepository(f"{here} is inside a bare git repository; bar needs a worktree")
+        found = Path(lines[0]), Path(lines[1])
+    root, project_dir, task_id = layout.place(*found)
     return Location(Project(root, ProjectPaths(project_dir)), task_id)
+
+
+def discover(here: Path) -> tuple[Path, Path] | None:
+    """The top of the worktree holding ``here`` and the repository's common git
+    directory, as ``git rev-parse --show-toplevel --git-common-dir`` gives them, read from
+    the ``.git`` found walking up, which saves starting git for every command. None
+    (ask git) in anything but the plain cases: a directory that may be a git directory
+    itself, another file system on the way, a file not owned by this user (git's
+    ``safe.directory``), settings that move or remove the worktree, discovery limits."""
+    if "GIT_CEILING_DIRECTORIES" in os.environ or "GIT_DISCOVERY_ACROSS_FILESYSTEM" in os.environ:
+        return None
+    uid = os.geteuid()
+    try:
+        top = os.path.realpath(here)
+        device = os.stat(top).st_dev
+        while True:
+            dot = os.path.join(top, ".git")
+            if os.path.lexists(dot):
+                return _from_dot_git(top, dot, uid)
+            if os.path.lexists(os.path.join(top, "HEAD")):
+                return None  # git would look at this as a git directory
+            parent = os.path.dirname(top)
+            if parent == top or os.stat(parent).st_dev != device:
+                return None
+            top = parent
+    except OSError:
+        return None
+
+
+def _from_dot_git(top: str, dot: str, uid: int) -> tuple[Path, Path] | None:
+    import stat
+
+    st = os.lstat(dot)
+    if stat.S_ISDIR(st.st_mode):
+        admin = common = dot
+    elif stat.S_ISREG(st.st_mode):
+        with open(dot, "rb") as f:
+            said = f.read(4097)
+        if not said.startswith(b"gitdir: ") or said.count(b"\n") > 1 or len(said) > 4096:
+            return None
+        admin = os.path.realpath(os.path.join(top, os.fsdecode(said[8:].rstrip(b"\r\n"))))
+        try:
+            with open(os.path.join(admin, "commondir"), "rb") as f:
+                named = os.fsdecode(f.read(4097).rstrip(b"\r\n"))
+            common = os.path.realpath(os.path.join(admin, named))
+        except FileNotFoundError:
+            common = admin
+    else:
+        return None
+    if admin == dot and os.path.lexists(os.path.join(dot, "commondir")):
+        return None
+    if any(os.stat(p).st_uid != uid for p in (top, dot, admin)):
+        return None
+    if not os.path.isfile(os.path.join(admin, "HEAD")):
+        return None
+    if os.path.lexists(os.path.join(admin, "config.worktree")):
+        return None
+    with open(os.path.join(common, "config"), "rb") as f:
+        config = f.read().lower()
+    if b"worktree" in config or b"include" in config or _BARE.search(config):
+        return None  # the worktree is elsewhere, or there is none: git knows
+    return Path(top), Path(common)
+
+
+# a line setting core.bare to anything but false (a bare name means true)
+_BARE = re.compile(rb"^[ \t]*bare\b(?![ \t]*=[ \t]*false[ \t]*\r?$)", re.MULTILINE)
 
 
 def find_project(cwd: Path | None = None) -> Location:

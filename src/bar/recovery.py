@@ -123,13 +123,18 @@ def finish_pending(task: Task) -> list[Step]:
     return done
 
 
-def prepare(task: Task, meanwhile: Callable[[], object] | None = None) -> None:
+def prepare(
+    task: Task,
+    meanwhile: Callable[[], object] | None = None,
+    before_look: Callable[[], None] | None = None,
+) -> None:
     """What every command that changes a task does first, under the task lock.
     ``meanwhile``: called once the intents are finished, before the worktree is looked
-    at for hand edits (work that may overlap that look, such as apply's merge)."""
+    at for hand edits (work that may overlap that look, such as apply's merge);
+    ``before_look``: called when the look for hand edits begins (``snapshot.take``)."""
     task.require_worktree()
     guard.check_link(task)  # before any git operation in the worktree
     finish_pending(task)
     if meanwhile is not None:
         meanwhile()
-    steps.record_hand_edits(task)
+    steps.record_hand_edits(task, before_look)

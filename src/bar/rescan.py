@@ -12,9 +12,9 @@ full rescan.
 from __future__ import annotations
 
 import bisect
-import json
 import os
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 from bar import git, stamps
@@ -32,17 +32,19 @@ def changed_since(worktree: Path, index: Path, recorded: str) -> list[str] | Non
 
 
 def scan(
-    worktree: Path, index: Path, recorded: str, changed: set[str] | None = None
+    worktree: Path,
+    index: Path,
+    recorded: str,
+    changed: set[str] | None = None,
+    before_dirs: Callable[[], None] | None = None,
 ) -> tuple[list[str], dict[str, int]] | None:
     """``changed_since``, with the ctimes of the directories found unchanged.
     ``changed``: every path that changed since the stamps were written, as the kernel
     reported them (``bar.watch.TreeWatch``, watching since then): then neither a file nor
-    a directory is statted."""
-    try:
-        noted = json.loads(stamps.stamps_path(index).read_bytes())
-    except (OSError, ValueError):
-        return None
-    if not isinstance(noted, dict) or noted.get("commit") != recorded:
+    a directory is statted. ``before_dirs``: called while git stats the recorded files,
+    before the first directory is statted."""
+    noted = stamps.noted(index)
+    if noted is None or noted.get("commit") != recorded:
         return None
     if noted.get("index") != stamps.identity(index):
         return None  # someone else wrote the side index (a restore): it is not `recorded`
@@ -61,6 +63,8 @@ def scan(
     )
     since = noted.get("at")
     try:
+        if before_dirs is not None:
+            before_dirs()
         since_ns = since - stamps.RACY_NS if isinstance(since, int) else 0
         scope, unchanged = _changed_dirs(worktree, dirs, mtimes, since_ns)
         out, _ = diff_files.communicate()

@@ -103,11 +103,13 @@ def resolve_cwd(task: Task, value: str | None, here: Path | None = None) -> str:
 
 def watch_worktree(task: Task) -> TreeWatch | None:
     """A watch on the directories of the task's last snapshot, which lets the step's
-    snapshots look only at the paths that changed (``bar.watch``); None without stamps."""
+    snapshots look only at the paths that changed (``bar.watch``); None without stamps.
+    It is not yet begun: the look for hand edits begins it (``snapshot.take``'s
+    ``before_look``), or at the latest the step, before its command runs."""
     dirs = stamps.stamped_dirs(task.index)
     if dirs is None:
         return None
-    watch = TreeWatch(str(task.worktree), dirs)
+    watch = TreeWatch(str(task.worktree), dirs, begin=False)
     watch.snapshot = task.recorded_snapshot()
     return watch
 
@@ -137,7 +139,7 @@ def run_step(task: Task, req: RunRequest, watch: TreeWatch | None = None) -> Run
             step_id=step_id, started_at=started, ended_at=now_iso(), duration_ms=ms_since(t0),
             cmd=list(req.argv), cwd=req.cwd, env=env_record, exit_code=ExitCode.POLICY_BLOCKED,
             blocked=True, pty=req.pty, snapshot_before=before, snapshot=before,
-            policy_events=_events(decision), head=git.rev_parse(task.worktree, "HEAD"),
+            policy_events=_events(decision), head=git.head(task.worktree),
         )  # fmt: skip
         return steps.append(task, step, scrubber)
 
@@ -165,7 +167,7 @@ def run_step(task: Task, req: RunRequest, watch: TreeWatch | None = None) -> Run
                 step_id=step_id, started_at=started, ended_at=now_iso(), duration_ms=ms_since(t0),
                 cmd=list(req.argv), cwd=req.cwd, env=env_record, exit_code=ExitCode.HOOK_FAILED,
                 pty=req.pty, snapshot_before=before, snapshot=before, hooks=hook_records,
-                policy_events=_events(decision), head=git.rev_parse(task.worktree, "HEAD"),
+                policy_events=_events(decision), head=git.head(task.worktree),
             )  # fmt: skip
             step.extra["stopped_by"] = "pre_run"
             step.artifacts.output = _hooks_output(task, step_id, results, scrubber)
@@ -185,8 +187,8 @@ def run_step(task: Task, req: RunRequest, watch: TreeWatch | None = None) -> Run
 
     # 3. intent, supervisor, the command (with what it must not change noted first)
     guard = Guard(task)
-    if watch is not None and watch.snapshot != before:
-        watch.cover(stamps.stamped_dirs(task.index) or ())  # directories hand edits made
+    if watch is not None:  # (begun here if no look for hand edits began it)
+        watch.cover(stamps.stamped_dirs(task.index) or () if watch.snapshot != before else ())
     supervisor = Supervisor(task, step_id, policy, scrubber, req.agent, list(req.argv),
                             terminal=req.pty and os.isatty(0), snapshot_before=before,
                             watch=watch)  # fmt: skip
@@ -312,7 +314,7 @@ def complete(
         artifacts=artifacts,
         snapshot_before=intent.snapshot_before,
         snapshot=snap.commit,
-        head=git.rev_parse(task.worktree, "HEAD"),
+        head=git.head(task.worktree),
         checkpoints=taken.count,
     )
     if intent.sandbox is not None:

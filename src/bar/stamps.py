@@ -21,6 +21,7 @@ import os
 import re
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from bar import exact, git
 from bar.errors import BarError
@@ -50,12 +51,54 @@ def stamps_path(index: Path) -> Path:
     return index.with_name(index.name + ".stamps")
 
 
+# The stamps of a large tree are a large JSON document that one step reads several
+# times (its watch, the look for hand edits, each snapshot's stamping): parsed once per
+# version of the file. Callers must not change what ``noted`` returns.
+_NOTED: dict[str, tuple[tuple[int, int, int, int], dict[str, Any]]] = {}
+
+
+def noted(index: Path) -> dict[str, Any] | None:
+    """The last stamps written for ``index`` (None: none, or not readable)."""
+    path = str(stamps_path(index))
+    try:
+        with open(path, "rb") as f:
+            st = os.fstat(f.fileno())
+            key = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+            known = _NOTED.get(path)
+            if known is not None and known[0] == key:
+                return known[1]
+            record = json.loads(f.read())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(record, dict):
+        return None
+    _NOTED[path] = (key, record)
+    return record
+
+
+def _write(index: Path, record: dict[str, Any]) -> None:
+    """Replace the stamps of ``index`` by ``record`` (removed if that fails)."""
+    path = stamps_path(index)
+    _NOTED.pop(str(path), None)
+    try:
+        write_bytes_atomic(path, json.dumps(record).encode())
+        st = os.stat(path)
+    except (BarError, OSError):
+        path.unlink(missing_ok=True)
+        return
+    _NOTED[str(path)] = ((st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns), record)
+
+
+def tree_of(index: Path, commit: str) -> str | None:
+    """The tree of ``commit``, if the stamps of ``index`` were taken of it."""
+    record = noted(index)
+    tree = record.get("tree") if record is not None and record.get("commit") == commit else None
+    return tree if isinstance(tree, str) and git.is_object_id(tree) else None
+
+
 def stamped_attributes(index: Path) -> bool | None:
     """Whether the tree last stamped holds a ``.gitattributes`` (None: not known)."""
-    try:
-        value = json.loads(stamps_path(index).read_bytes()).get("attributes")
-    except (OSError, ValueError, AttributeError):
-        return None
+    value = (noted(index) or {}).get("attributes")
     return value if isinstance(value, bool) else None
 
 
@@ -69,15 +112,16 @@ def stamp(worktree: Path, index: Path, tree: str, commit: str, started_ns: int,
     Where it does, the wide racy window holds whatever the file system: git's own check
     of a file written in the second its index was (a racily clean entry) compares
     converted contents, so a change of line endings alone would go unseen."""
-    path = stamps_path(index)
     dirs: list[str] | None = None
     nested: list[str] = []
     extra: list[str] = []
+    ignored: list[str] = []
     attributes: bool | None = None
     before: dict[str, int] = {}  # the ctimes stamped last time (not racy)
     try:
-        old = json.loads(path.read_bytes())
+        old = noted(index) or {}
         extra = [str(d) for d in old.get("extra") or []]
+        ignored = [str(d) for d in old.get("ignored") or []]
         old_dirs, old_mtimes = old.get("dirs"), old.get("mtimes")
         if isinstance(old_dirs, list) and isinstance(old_mtimes, list):
             before = {str(d): m for d, m in zip(old_dirs, old_mtimes, strict=False)
@@ -87,13 +131,13 @@ def stamp(worktree: Path, index: Path, tree: str, commit: str, started_ns: int,
             nested = [str(n) for n in old.get("nested") or []]
             was = old.get("attributes")
             attributes = was if isinstance(was, bool) else None
-    except (OSError, ValueError, AttributeError, TypeError):
+    except (AttributeError, TypeError):
         pass
     if dirs is None:
         shape = shape or shape_of(worktree, index, tree)
         dirs, nested, attributes = shape.dirs, shape.nested, shape.has_attributes
     fresh = _looked_at(scope, shape)
-    extra = _untracked_dirs(worktree, set(dirs), scope, extra, fresh)
+    extra, ignored = _untracked_dirs(worktree, set(dirs), scope, extra, fresh, ignored)
     dirs = dirs + extra
     mtimes: list[int] = []
     prefix = str(worktree) + os.sep  # plain strings: pathlib costs more than the lstat
@@ -117,11 +161,8 @@ def stamp(worktree: Path, index: Path, tree: str, commit: str, started_ns: int,
     mtimes = [-1 if m >= since else m for m in mtimes]
     record = {"version": 1, "tree": tree, "commit": commit, "index": identity(index), "at": started_ns,
               "dirs": dirs, "mtimes": mtimes, "nested": nested, "extra": extra,
-              "attributes": attributes}  # fmt: skip
-    try:
-        write_bytes_atomic(path, json.dumps(record).encode())
-    except BarError:
-        path.unlink(missing_ok=True)
+              "ignored": ignored, "attributes": attributes}  # fmt: skip
+    _write(index, record)
 
 
 def _looked_at(scope: Sequence[str] | None, shape: Shape | None) -> set[str] | None:
@@ -139,14 +180,21 @@ _MAX_EXTRA = 2000  # directories outside the tree that are stamped at most
 
 
 def _untracked_dirs(worktree: Path, tree_dirs: set[str], scope: Sequence[str] | None,
-                    old: list[str], fresh: set[str] | None = None) -> list[str]:  # fmt: skip
+                    old: list[str], fresh: set[str] | None = None, old_ignored: Sequence[str] = (),
+                    ) -> tuple[list[str], list[str]]:  # fmt: skip
     """Directories on disk that the tree does not hold (empty ones, ones holding only
     ignored files, new ones under them): their mtimes are stamped too, or a file created
-    in one later, under a parent whose mtime did not move, would go unseen. Kept: the
-    ones stamped before that still exist; added: those in or under the rescanned
+    in one later, under a parent whose mtime did not move, would go unseen. Kept (unless
+    ``scope`` is None): the ones stamped before that still exist; added: those in or under the rescanned
     ``scope`` (None, a full scan: under every directory of the tree). One that went away
     moved its parent's ctime; only those under a directory in ``fresh`` (what the
-    snapshot looked at; None: every one) are checked."""
+    snapshot looked at; None: every one) are checked.
+
+    A directory git ignores is not stamped, nor anything under it: whatever is made in
+    it is ignored too (git never takes back a file whose directory it ignores), so it
+    would only cost a watch and a stat per step (build output, caches, dependencies:
+    thousands of directories). Those found are the second list, kept like the first
+    until a full scan (a ``.gitignore`` changed) asks git again."""
     prefix = str(worktree) + os.sep
 
     def still(d: str) -> bool:
@@ -154,8 +202,10 @@ def _untracked_dirs(worktree: Path, tree_dirs: set[str], scope: Sequence[str] | 
             return True
         return os.path.isdir(prefix + d) and not os.path.islink(prefix + d)
 
-    found = [d for d in old if d not in tree_dirs and still(d)]
-    seen = set(found)
+    # after a full scan every one is found again (what git ignores may have changed)
+    found = [] if scope is None else [d for d in old if d not in tree_dirs and still(d)]
+    ignored = [] if scope is None else [d for d in old_ignored if d not in tree_dirs and still(d)]
+    seen = set(found) | set(ignored)
     stack: list[str] = []
     for rel in sorted(tree_dirs) if scope is None else scope:
         if rel not in tree_dirs:
@@ -166,16 +216,34 @@ def _untracked_dirs(worktree: Path, tree_dirs: set[str], scope: Sequence[str] | 
             if child not in tree_dirs:
                 stack.append(child)
     while stack and len(found) < _MAX_EXTRA:
-        rel = stack.pop()
-        full = prefix + rel
-        if rel in seen or rel in tree_dirs or not os.path.isdir(full) or os.path.islink(full):
-            continue
-        if os.path.lexists(full + "/.git"):
-            continue  # a nested repository: git records it as one entry
-        seen.add(rel)
-        found.append(rel)
-        stack += [f"{rel}/{e.name}" for e in _subdirs(full)]
-    return found
+        level: list[str] = []  # one level at a time: one question to git per level
+        for rel in stack:
+            full = prefix + rel
+            if rel in seen or rel in tree_dirs or not os.path.isdir(full) or os.path.islink(full):
+                continue
+            if os.path.lexists(full + "/.git"):
+                continue  # a nested repository: git records it as one entry
+            seen.add(rel)
+            level.append(rel)
+        stack = []
+        said = _ignored(worktree, level) if level else set()
+        for rel in level:
+            if rel in said:
+                ignored.append(rel)
+            elif len(found) < _MAX_EXTRA:
+                found.append(rel)
+                stack += [f"{rel}/{e.name}" for e in _subdirs(prefix + rel)]
+    return found, ignored
+
+
+def _ignored(worktree: Path, paths: list[str]) -> set[str]:
+    """Which of ``paths`` git ignores (by the ignore files alone: none is tracked). Where
+    git cannot say, none: they are stamped, which costs time, never a change."""
+    res = git.git(worktree, "check-ignore", "--no-index", "-z", "--stdin", check=False,
+                  input=b"".join(p.encode("utf-8", "surrogateescape") + b"\0" for p in paths))  # fmt: skip
+    if res.returncode not in (0, 1):
+        return set()
+    return {p.decode("utf-8", "surrogateescape") for p in res.stdout.split(b"\0") if p}
 
 
 def _subdirs(path: str) -> list[os.DirEntry[str]]:
@@ -204,12 +272,12 @@ def shape_of(worktree: Path, index: Path, tree: str) -> Shape:
     """The shape of ``tree``: from the last stamps and ``git diff-tree`` from the tree they
     describe (walking only the subtrees that differ), else from a walk of the whole tree."""
     try:
-        old = json.loads(stamps_path(index).read_bytes())
+        old: Any = noted(index) or {}
         old_tree, dirs, extra = old["tree"], old["dirs"], old.get("extra") or []
         nested, attributes = list(old.get("nested") or []), old.get("attributes")
         valid = (isinstance(old_tree, str) and isinstance(dirs, list)
                  and isinstance(attributes, bool) and len(extra) <= len(dirs))  # fmt: skip
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+    except (KeyError, TypeError, AttributeError):
         valid = False
     if not valid:
         return list_tree(worktree, tree)
@@ -299,18 +367,14 @@ def nested_repositories(index: Path) -> list[str]:
     """The nested repositories (and submodules) of the last snapshot stamped on ``index``:
     their files are not recorded, nor restored by a rollback."""
     try:
-        stamps = json.loads(stamps_path(index).read_bytes())
-        return [str(n) for n in stamps.get("nested") or []]
-    except (OSError, ValueError, AttributeError, TypeError):
+        return [str(n) for n in (noted(index) or {}).get("nested") or []]
+    except TypeError:
         return []
 
 
 def stamped_dirs(index: Path) -> list[str] | None:
     """Every directory the last stamps cover (the tree's and the untracked ones)."""
-    try:
-        dirs = json.loads(stamps_path(index).read_bytes()).get("dirs")
-    except (OSError, ValueError, AttributeError):
-        return None
+    dirs = (noted(index) or {}).get("dirs")
     return [str(d) for d in dirs] if isinstance(dirs, list) else None
 
 
@@ -323,22 +387,13 @@ def restamp(worktree: Path, index: Path, tree: str, commit: str, started_ns: int
 def recommit(index: Path, tree: str, commit: str) -> bool:
     """The stamps, taken of ``tree`` (after a restore), now stand for the snapshot
     ``commit`` of that tree: True once noted, False if they are of something else."""
-    path = stamps_path(index)
-    try:
-        record = json.loads(path.read_bytes())
-    except (OSError, ValueError):
-        return False
-    if not isinstance(record, dict) or record.get("tree") != tree:
+    record = noted(index)
+    if record is None or record.get("tree") != tree:
         return False
     if record.get("index") != identity(index):
         return False
-    record["commit"] = commit
-    try:
-        write_bytes_atomic(path, json.dumps(record).encode())
-    except BarError:
-        path.unlink(missing_ok=True)
-        return False
-    return True
+    _write(index, {**record, "commit": commit})
+    return stamps_path(index).exists()
 
 
 def identity(index: Path) -> list[int]:

@@ -9,6 +9,7 @@ of the operation. Hand edits found between steps become a ``manual`` step
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
@@ -96,14 +97,22 @@ def keep_head(task: Task, old: str, new: str) -> None:
 KEPT_REFS = "refs/bar/kept/"
 
 
-def record_hand_edits(task: Task) -> ManualStep | None:
-    """Record changes made in the worktree since the last step (caller holds the lock)."""
+def record_hand_edits(
+    task: Task, before_look: Callable[[], None] | None = None
+) -> ManualStep | None:
+    """Record changes made in the worktree since the last step (caller holds the lock).
+    ``before_look``: see ``snapshot.take``."""
     before = task.recorded_snapshot()
     step_id = task.ledger.next_step_id()
     started = now_iso()
     t0 = time.monotonic()
     snap = snapshot.take(
-        task.worktree, task.index, task.snapshot_ref, before, f"step {step_id} manual: hand edits"
+        task.worktree,
+        task.index,
+        task.snapshot_ref,
+        before,
+        f"step {step_id} manual: hand edits",
+        before_look=before_look,
     )
     if not snap.changed:
         return None
@@ -116,7 +125,7 @@ def record_hand_edits(task: Task) -> ManualStep | None:
         diff_stat=stat,
         snapshot_before=before,
         snapshot=snap.commit,
-        head=git.rev_parse(task.worktree, "HEAD"),
+        head=git.head(task.worktree),
     )
     step.artifacts.patch = patch
     append(task, step)

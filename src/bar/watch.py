@@ -119,8 +119,9 @@ class TreeWatch:
     found by the next command's look for hand edits, which stats every file.
     """
 
-    def __init__(self, root: str, dirs: Iterable[str]) -> None:
+    def __init__(self, root: str, dirs: Iterable[str], *, begin: bool = True) -> None:
         self._root = root.rstrip(os.sep)
+        self._pending: Iterable[str] | None = dirs
         self._fd = -1
         self._dirs: dict[int, str] = {}
         self._watched: set[str] = set()
@@ -140,10 +141,21 @@ class TreeWatch:
         add.argtypes = (ctypes.c_int, ctypes.c_char_p, ctypes.c_uint32)
         self._fd = fd
         self._complete, self._missing = True, False
-        self.cover(dirs)
+        if begin:
+            self.begin()
+
+    def begin(self) -> None:
+        """Watch the directories it was made for (once): what changes in them from now
+        on is reported. Made with ``begin=False``, the watch can start at the moment the
+        caller chooses (after it has started a child that stats files, say)."""
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            self.cover(pending)
 
     def cover(self, dirs: Iterable[str]) -> None:
-        """Watch these directories too (those a snapshot just stamped, say)."""
+        """Watch these directories too (those a snapshot just stamped, say); begins the
+        watch if it was not."""
+        self.begin()
         if self._fd >= 0:
             for rel in dirs:
                 if rel not in self._watched:
