@@ -192,7 +192,9 @@ RUN_PATH_DENIED = {
 def test_a_plain_step_imports_nothing_on_the_deny_list(
     repo: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
-    """``bar run -- true`` in a task, in a fresh interpreter: the modules it loaded."""
+    """``bar run -- true`` in a task, in a fresh interpreter: the modules it loaded, and
+    what it compiled at run time (a record's ``__init__``, a secret shape's regex: each
+    a fraction of a millisecond that a plain step does not need)."""
     from helpers import bar, new_task
 
     assert bar(capfd, "init").code == 0
@@ -201,6 +203,11 @@ def test_a_plain_step_imports_nothing_on_the_deny_list(
         "import sys\n"
         "from bar.cli import main\n"
         "code = main(['run', '--no-pty', '--', 'true'])\n"
+        "from bar import redact\n"
+        "inits = [c for m in list(sys.modules.values()) for c in vars(m).values()\n"
+        "         if isinstance(c, type) and '__record_fields__' in c.__dict__\n"
+        "         and c.__dict__['__init__'].__code__.co_filename == '<string>']\n"
+        "sys.stderr.write('COMPILED %d %d\\n' % (len(redact._compiled), len(inits)))\n"
         "sys.stderr.write('MODULES ' + ' '.join(sorted(sys.modules)) + '\\n')\n"
         "sys.exit(code)\n"
     )
@@ -210,6 +217,7 @@ def test_a_plain_step_imports_nothing_on_the_deny_list(
         assert proc.returncode == 0, proc.stderr
     loaded = set(proc.stderr.split(b"MODULES ", 1)[1].decode().split())
     assert not loaded & RUN_PATH_DENIED, f"bar run imported {sorted(loaded & RUN_PATH_DENIED)}"
+    assert b"COMPILED 0 0\n" in proc.stderr  # no shape regex, no record __init__
 
 
 def test_only_bar_mcp_loads_the_mcp_sdk() -> None:
