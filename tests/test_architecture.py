@@ -186,6 +186,10 @@ RUN_PATH_DENIED = {
     "bar.blame", "bar.terminal.pty", "bar.task_new", "bar.migrate_all",
     "mcp", "pydantic", "bar.mcp_server", "bar.mcp_tools",
     "starlette", "uvicorn", "bar.ui",
+    # an agent's protocol, settings files and launch, and the gate of its hook events:
+    # for a step with an agent (--agent) or when its first hook event arrives
+    "bar.agents.protocol", "bar.agents.settings", "bar.agents.launch", "bar.agents.mcp_entry",
+    "bar.gate",
 }  # fmt: skip
 
 
