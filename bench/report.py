@@ -50,7 +50,8 @@ repository's ignored build output, so `git status` and snapshots must skip it.
    step's command runs what it is sent and times it). `bar status` stats every file for
    unrecorded changes, so 7-status compares it with `git status --porcelain`; its start-up
    alone shows on the small repository (7-status-start). 7-imports: `python -c "import
-   ..."` of the modules `bar run -- true` loads.
+   ..."` of every module a `bar run -- true` in the task loaded that `python -c pass`
+   does not (bar's and the standard library's, listed by a probe before the timing).
 8. `ru_maxrss` from `wait4` on `bar run`: the largest process in its tree (bar, git, the
    command). 8-speed compares the time with the same output piped through `tee FILE`.
 9. Two clones of the same repository, the same edit script per step, alternating between

@@ -186,13 +186,21 @@ RUN_PATH_DENIED = {
     "bar.blame", "bar.terminal.pty", "bar.task_new", "bar.migrate_all",
     "mcp", "pydantic", "bar.mcp_server", "bar.mcp_tools",
     "starlette", "uvicorn", "bar.ui",
+    # an agent's protocol, settings files and launch, and the gate of its hook events:
+    # for a step with an agent (--agent) or when its first hook event arrives
+    "bar.agents.protocol", "bar.agents.settings", "bar.agents.launch", "bar.agents.mcp_entry",
+    "bar.gate",
+    # the command line's other parts: only bar run's is built
+    "bar.parser_tasks", "bar.parser_tools", "bar.parser_agents", "bar.parser_mcp",
 }  # fmt: skip
 
 
 def test_a_plain_step_imports_nothing_on_the_deny_list(
     repo: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
-    """``bar run -- true`` in a task, in a fresh interpreter: the modules it loaded."""
+    """``bar run -- true`` in a task, in a fresh interpreter: the modules it loaded, and
+    what it compiled at run time (a record's ``__init__``, a secret shape's regex: each
+    a fraction of a millisecond that a plain step does not need)."""
     from helpers import bar, new_task
 
     assert bar(capfd, "init").code == 0
@@ -201,6 +209,11 @@ def test_a_plain_step_imports_nothing_on_the_deny_list(
         "import sys\n"
         "from bar.cli import main\n"
         "code = main(['run', '--no-pty', '--', 'true'])\n"
+        "from bar import redact\n"
+        "inits = [c for m in list(sys.modules.values()) for c in vars(m).values()\n"
+        "         if isinstance(c, type) and '__record_fields__' in c.__dict__\n"
+        "         and c.__dict__['__init__'].__code__.co_filename == '<string>']\n"
+        "sys.stderr.write('COMPILED %d %d\\n' % (len(redact._compiled), len(inits)))\n"
         "sys.stderr.write('MODULES ' + ' '.join(sorted(sys.modules)) + '\\n')\n"
         "sys.exit(code)\n"
     )
@@ -210,6 +223,43 @@ def test_a_plain_step_imports_nothing_on_the_deny_list(
         assert proc.returncode == 0, proc.stderr
     loaded = set(proc.stderr.split(b"MODULES ", 1)[1].decode().split())
     assert not loaded & RUN_PATH_DENIED, f"bar run imported {sorted(loaded & RUN_PATH_DENIED)}"
+    assert b"COMPILED 0 0\n" in proc.stderr  # no shape regex, no record __init__
+
+
+def test_the_hook_with_no_step_to_ask_loads_no_verb(
+    repo: Path, capfd: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """``bar hook`` in a task with no running step (an agent wired by ``bar agent setup``)
+    judges the command itself: one look for the project (one git process), the policy,
+    the gate; not ``bar.api`` and the verbs' modules behind it."""
+    import json
+
+    from helpers import bar, new_task
+
+    assert bar(capfd, "init").code == 0
+    wt = Path(new_task(capfd)["worktree"])
+    event = {"session_id": "s1", "hook_event_name": "PreToolUse", "tool_name": "Bash",
+             "tool_input": {"command": "rm -rf /"}, "cwd": str(wt)}  # fmt: skip
+    probe = (
+        "import sys\n"
+        "from bar.cli import main\n"
+        "code = main(['hook', 'claude'])\n"
+        "sys.stdout.flush()\n"
+        "sys.stderr.write('MODULES ' + ' '.join(sorted(sys.modules)) + '\\n')\n"
+        "sys.exit(code)\n"
+    )
+    trace = tmp_path / "trace.json"
+    proc = subprocess.run(
+        [sys.executable, "-c", probe], cwd=wt, input=json.dumps(event).encode(),
+        capture_output=True, timeout=60, env={**os.environ, "GIT_TRACE2_EVENT": str(trace)},
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stderr  # the default policy blocks it
+    assert proc.stderr.startswith(b"bar policy: Recursive delete")
+    loaded = set(proc.stderr.split(b"MODULES ", 1)[1].decode().split())
+    heavy = {"bar.api", "bar.journals", "bar.snapshot", "bar.checkpoints", "ctypes"}
+    assert not loaded & heavy, f"the hook imported {sorted(loaded & heavy)}"
+    starts = [line for line in trace.read_text().splitlines() if '"event":"start"' in line]
+    assert len(starts) == 1, starts
 
 
 def test_only_bar_mcp_loads_the_mcp_sdk() -> None:

@@ -1,4 +1,5 @@
-"""``bar.record`` against ``dataclasses``: the same class declared both ways behaves alike."""
+"""``bar.record`` against ``dataclasses``: the same class declared both ways behaves alike,
+whether its instances are made by the shared ``__init__`` or by its compiled one."""
 
 from __future__ import annotations
 
@@ -7,7 +8,17 @@ from typing import Any, ClassVar
 
 import pytest
 
+from bar import record as record_module
 from bar.record import FrozenError, as_dict, field, is_record, record, replace
+
+
+@pytest.fixture(autouse=True, params=["shared", "compiled"])
+def init_kind(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every test twice: records made before their class compiles its ``__init__``, and
+    after (from the first instance on)."""
+    if request.param == "compiled":
+        monkeypatch.setattr(record_module, "_COMPILE_AFTER", 0)
+    return str(request.param)
 
 
 def _factory_pair() -> tuple[type, type]:
@@ -89,3 +100,28 @@ def test_a_default_before_a_required_field_is_refused() -> None:
 
     with pytest.raises(TypeError, match="follows a default"):
         Bad(1, 2)
+
+
+def test_argument_errors_are_type_errors_either_way() -> None:
+    @record
+    class P:
+        x: int
+        y: int = 0
+        z: list[int] = field(default_factory=list)
+
+    for call in (lambda: P(), lambda: P(1, 2, [], 4), lambda: P(1, x=1), lambda: P(1, w=2)):
+        with pytest.raises(TypeError):
+            call()
+    assert P(1, z=[2]) == P(x=1, y=0, z=[2]) and P(1).z is not P(1).z
+
+
+def test_a_class_made_many_times_compiles_its_own_init() -> None:
+    @record(frozen=True)
+    class Q:
+        x: int
+
+    first = Q.__init__
+    made = [Q(i) for i in range(40)]
+    assert Q.__init__ is not first and [q.x for q in made] == list(range(40))
+    with pytest.raises(FrozenError):
+        made[-1].x = 1  # type: ignore[misc]

@@ -38,12 +38,11 @@ from bar.errors import (
     NotInitialized,
     UsageError,
 )
-from bar.project import Location, Project, find_project, locate
+from bar.project import Location, Project, find_project, locate, policy_for, running_socket
 from bar.record import field, record
 from bar.records import RollbackStep, RunStep, Step, parse_step_ref
 from bar.status import Status, status
-from bar.store.files import ensure_dir, write_text_atomic
-from bar.store.layout import bar_home
+from bar.store.files import write_text_atomic
 from bar.store.lock import is_locked
 from bar.task_state import TaskSummary, is_running, summarize
 from bar.tasks import Task, list_tasks, load_task, resolve_task
@@ -65,8 +64,9 @@ __all__ = [
     "Diff", "Location", "Project", "Status", "Task", "TaskSummary", "adopt_project", "apply",
     "apply_diff", "artifact_path", "blame", "check_command", "checkpoint", "checkpoints",
     "close_task", "delete_task", "diff", "doctor", "get_task", "init_project", "log",
-    "new_task", "open_project", "plan_rollback", "projects", "prune_tasks", "read_artifact",
-    "reopen_task", "rollback", "run", "running", "show", "status", "summarize", "switch_task",
+    "new_task", "open_project", "plan_rollback", "policy_for", "projects", "prune_tasks",
+    "read_artifact", "reopen_task", "rollback", "run", "running", "running_socket", "show",
+    "status", "summarize", "switch_task",
     "sync", "tasks", "undo", "unrecorded",
 ]  # fmt: skip
 
@@ -139,33 +139,6 @@ def check_command(
         if isinstance(command, str)
         else chosen.evaluate_argv(list(command))
     )
-
-
-def policy_for(cwd: Path | None = None, *, even_if_disabled: bool = False) -> Policy | None:
-    """The policy that applies in ``cwd``: its project's (None if switched off there,
-    unless ``even_if_disabled``), or bar's default outside a registered repository."""
-    try:
-        project = find_project(cwd).project
-        return project.policy_file() if even_if_disabled else project.policy()
-    except (NotARepository, NotInitialized):
-        from bar.policy import default_policy
-
-        cache = bar_home() / "cache"
-        ensure_dir(cache)
-        return default_policy(cache_dir=cache)
-
-
-def running_socket(cwd: Path | None = None) -> Path | None:
-    """The channel of the step running in the task whose worktree holds ``cwd``, if one
-    is running (for a ``bar hook`` started by an agent that was not started by bar)."""
-    try:
-        loc = find_project(cwd)
-    except (NotARepository, NotInitialized):
-        return None
-    if loc.task_id is None:
-        return None
-    socket = loc.project.paths.task(loc.task_id).socket
-    return socket if socket.exists() else None
 
 
 # --- tasks ---------------------------------------------------------------------------

@@ -206,6 +206,9 @@ class _Commands:
         return parser
 
 
+_PARTS = ("steps", "tasks", "tools", "agents", "mcp")
+
+
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The whole command line; with ``only``, just that command's part of it (when
     ``only`` names no command, the whole, so that the error lists them)."""
@@ -241,14 +244,15 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
                         help="print straight to the terminal, not through a pager")  # fmt: skip
     sub = _Commands(parser.add_subparsers(dest="command", metavar="COMMAND"), only)
 
-    from bar import parser_agents, parser_mcp, parser_steps, parser_tasks, parser_tools
+    import importlib
 
-    parser_tasks.commands(sub)
-    parser_steps.commands(sub)
-    parser_tools.commands(sub)
-    parser_agents.commands(sub)
-    parser_mcp.commands(sub)
-
+    # in the order of `bar --help`; for one command, its part first (bar run's, most
+    # often) and the rest not even imported once it is built
+    parts = ("tasks", "steps", "tools", "agents", "mcp") if only is None else _PARTS
+    for part in parts:
+        importlib.import_module(f"bar.parser_{part}").commands(sub)
+        if only is not None and sub.built:
+            break
     if only is not None and not sub.built:
         return build_parser()
     return parser

@@ -278,3 +278,43 @@ def find_project(cwd: Path | None = None) -> Location:
         )
     _ = loc.project.config  # a broken config.yaml is reported before anything else runs
     return loc
+
+
+def policy_for(cwd: Path | None = None, *, even_if_disabled: bool = False) -> Policy | None:
+    """The policy that applies in ``cwd``: its project's (None if switched off there,
+    unless ``even_if_disabled``), or bar's default outside a registered repository."""
+    return policy_and_channel(cwd, even_if_disabled=even_if_disabled)[0]
+
+
+def running_socket(cwd: Path | None = None) -> Path | None:
+    """The channel of the step running in the task whose worktree holds ``cwd``, if one
+    is running (for a ``bar hook`` started by an agent that was not started by bar)."""
+    try:
+        loc = find_project(cwd)
+    except (NotARepository, NotInitialized):
+        return None
+    return _channel(loc)
+
+
+def policy_and_channel(
+    cwd: Path | None = None, *, even_if_disabled: bool = False
+) -> tuple[Policy | None, Path | None]:
+    """``policy_for`` and ``running_socket`` of ``cwd`` from one look for the project
+    (``bar hook`` asks both before every command of an agent bar did not start)."""
+    try:
+        loc = find_project(cwd)
+        policy = loc.project.policy_file() if even_if_disabled else loc.project.policy()
+    except (NotARepository, NotInitialized):
+        from bar.policy import default_policy
+
+        cache = layout.bar_home() / "cache"
+        ensure_dir(cache)
+        return default_policy(cache_dir=cache), None
+    return policy, _channel(loc)
+
+
+def _channel(loc: Location) -> Path | None:
+    if loc.task_id is None:
+        return None
+    socket = loc.project.paths.task(loc.task_id).socket
+    return socket if socket.exists() else None

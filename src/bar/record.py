@@ -6,8 +6,9 @@ import pulls in ``inspect``: about 1 ms per class and 10 ms for the import on th
 project's machines, some 60 ms of every ``bar run`` before it did anything
 (docs/internals.md, "Start-up"). ``@record`` gives the same classes — fields from the
 annotations, defaults, ``field(default_factory=...)``, ``kw_only``, ``frozen``,
-inheritance, ``__post_init__`` — but compiles a class's ``__init__`` the first time one
-is made, and shares one ``__repr__``, ``__eq__`` and ``__hash__`` among all of them.
+inheritance, ``__post_init__`` — but makes a class's first instances with one shared
+``__init__`` and compiles the class's own only when it is made often, and shares one
+``__repr__``, ``__eq__`` and ``__hash__`` among all of them.
 Type checkers read it as a dataclass (``dataclass_transform``, PEP 681).
 
     @record(frozen=True)
@@ -140,10 +141,24 @@ def _is_class_var(annotation: object) -> bool:
     return text.startswith(("ClassVar", "typing.ClassVar"))
 
 
+# Instances of a class made by the shared ``__init__`` before its own is compiled. Compiling
+# costs about 0.2 ms a class, and a command makes most of its records only a few times
+# (``bar run`` some 25 classes), while reading a ledger makes thousands of a few: those
+# classes get their own ``__init__`` after this many.
+_COMPILE_AFTER = 32
+
+
 def _lazy_init(cls: type) -> Callable[..., None]:
-    """An ``__init__`` that compiles the real one on first use and puts it in its place."""
+    """An ``__init__`` that binds arguments itself for a class's first instances, then
+    compiles the class's own and puts it in its place."""
+    made = 0
 
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        nonlocal made
+        made += 1
+        if made <= _COMPILE_AFTER:
+            _init_slowly(cls, self, args, kwargs)
+            return
         real = _compile_init(cls)
         if cls.__dict__.get("__init__") is __init__:
             setattr(cls, "__init__", real)  # noqa: B010 - it replaces itself
@@ -151,6 +166,43 @@ def _lazy_init(cls: type) -> Callable[..., None]:
 
     __init__.__qualname__ = f"{cls.__qualname__}.__init__"
     return __init__
+
+
+def _init_slowly(cls: type, obj: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    """What the compiled ``__init__`` of ``cls`` does, argument errors included."""
+    fields: tuple[Field, ...] = cls.__record_fields__  # type: ignore[attr-defined]
+    where = f"{cls.__qualname__}.__init__()"
+    positional = [f for f in fields if not f.kw_only]
+    seen_default = False
+    for f in positional:
+        required = f.factory is None and f.default is _MISSING
+        if required and seen_default:
+            raise TypeError(f"{cls.__name__}: non-default field {f.name!r} follows a default")
+        seen_default = seen_default or not required
+    if len(args) > len(positional):
+        raise TypeError(f"{where} takes {len(positional) + 1} positional arguments but "
+                        f"{len(args) + 1} were given")  # fmt: skip
+    given = {f.name: value for f, value in zip(positional, args, strict=False)}
+    names = {f.name for f in fields}
+    for name, value in kwargs.items():
+        if name not in names:
+            raise TypeError(f"{where} got an unexpected keyword argument {name!r}")
+        if name in given:
+            raise TypeError(f"{where} got multiple values for argument {name!r}")
+        given[name] = value
+    missing = [f.name for f in fields if f.name not in given and f.factory is None
+               and f.default is _MISSING]  # fmt: skip
+    if missing:
+        raise TypeError(f"{where} missing {len(missing)} required argument(s): "
+                        + ", ".join(repr(name) for name in missing))  # fmt: skip
+    put = object.__setattr__ if cls.__record_frozen__ else setattr  # type: ignore[attr-defined]
+    for f in fields:
+        value = given.get(f.name, _MISSING)
+        if value is _MISSING:
+            value = f.factory() if f.factory is not None else f.default
+        put(obj, f.name, value)
+    if hasattr(cls, "__post_init__"):
+        obj.__post_init__()
 
 
 def _compile_init(cls: type) -> Callable[..., None]:

@@ -263,16 +263,46 @@ class _LiteralPass:
 
 _Pass = _ShapePass | _LiteralPass
 
-_shape_passes: tuple[_Pass, ...] = ()
+# What a shape's match cannot do without: every match (with what its lookbehinds read
+# before it) contains one of its shape's strings here. Data holding none of them cannot
+# hold that shape, so a one-shot scrub compiles and runs only the shapes that may be
+# there: a step's ledger line usually needs none, and their regexes take some 10 ms to
+# compile (tests/test_redact_lazy.py checks each string against its pattern).
+_NEEDLES: Final[dict[str, tuple[bytes, ...]]] = {
+    "k": (b"sk-", b"sk_", b"ecret_access_key"),
+    "A": (b"AKIA", b"ASIA", b"AIza", b"ecretAccessKey", b"SECRET_ACCESS_KEY"),
+    "g": (b"ghp_", b"gho_", b"ghu_", b"ghs_", b"ghr_", b"github_pat_", b"glpat-"),
+    "x": (b"xox",),
+    "J": (b"eyJ",),
+    "B": (b"Bearer", b"-----BEGIN "),
+    "z": (b"uthorization",),
+    ":": (b"://",),
+}
+
+_compiled: dict[int, _ShapePass] = {}
+
+
+def _shape_pass(index: int) -> _ShapePass:
+    made = _compiled.get(index)
+    if made is None:
+        _, back, pattern = _SHAPES[index]
+        made = _compiled[index] = _ShapePass.compile(pattern, back)
+    return made
 
 
 def shape_passes() -> tuple[_Pass, ...]:
-    """The shapes' passes, compiled when the first scrubber is made (not on import:
+    """Every shape's pass, compiled the first time a stream needs them (not on import:
     ``bar status`` and ``bar log`` scrub nothing)."""
-    global _shape_passes
-    if not _shape_passes:
-        _shape_passes = tuple(_ShapePass.compile(pattern, back) for _, back, pattern in _SHAPES)
-    return _shape_passes
+    return tuple(_shape_pass(index) for index in range(len(_SHAPES)))
+
+
+def _shape_passes_for(data: bytes | bytearray) -> tuple[_Pass, ...]:
+    """The passes of the shapes ``data`` may hold (see ``_NEEDLES``)."""
+    return tuple(
+        _shape_pass(index)
+        for index, (name, _, _) in enumerate(_SHAPES)
+        if any(needle in data for needle in _NEEDLES[name])
+    )
 
 
 def _encode(value: str, errors: str) -> bytes:
@@ -304,15 +334,23 @@ class Scrubber:
         self.secrets: tuple[str, ...] = tuple(sorted(literals, key=lambda s: (-len(s), s)))
         # Outputs are raw bytes, so secrets are encoded the way the OS encodes
         # environment values; text is scrubbed through a lossless UTF-8 encoding.
-        self._byte_passes = shape_passes() + tuple(
+        self._byte_literals = tuple(
             _LiteralPass(_encode(s, "surrogateescape")) for s in self.secrets
         )
-        self._text_passes = shape_passes() + tuple(
-            _LiteralPass(_encode(s, "surrogatepass")) for s in self.secrets
-        )
+        self._text_literals = tuple(_LiteralPass(_encode(s, "surrogatepass")) for s in self.secrets)
         longest = max((len(_encode(s, "surrogateescape")) for s in self.secrets), default=0)
         # How far past a match's start the stream must see before it can decide it.
         self.window: int = max(_SHAPE_WIDTH, longest) + _CONTEXT
+
+    @property
+    def pass_count(self) -> int:
+        """How many passes a stream runs: one per shape and one per literal secret."""
+        return len(_SHAPES) + len(self._byte_literals)
+
+    @property
+    def _byte_passes(self) -> tuple[_Pass, ...]:
+        """Every pass, as a stream runs them (``bar.redact_stream``)."""
+        return shape_passes() + self._byte_literals
 
     @classmethod
     def from_environ(
@@ -326,7 +364,8 @@ class Scrubber:
         return cls(values)
 
     def scrub_bytes(self, data: bytes) -> bytes:
-        spans = [hit[2:] for p in self._byte_passes for hit in p.scan(data, 0)]
+        passes = _shape_passes_for(data) + self._byte_literals
+        spans = [hit[2:] for p in passes for hit in p.scan(data, 0)]
         if not spans:
             return data
         return _render(data, 0, 0, _merge(spans), len(data))[0]
@@ -336,7 +375,8 @@ class Scrubber:
         # surrogateescape-decoded output contains; redactions only cut at ASCII
         # characters or at the edges of a whole secret, so decoding cannot fail.
         data = text.encode("utf-8", "surrogatepass")
-        spans = [hit[2:] for p in self._text_passes for hit in p.scan(data, 0)]
+        passes = _shape_passes_for(data) + self._text_literals
+        spans = [hit[2:] for p in passes for hit in p.scan(data, 0)]
         if not spans:
             return text
         out = _render(data, 0, 0, _merge(spans), len(data))[0]

@@ -81,7 +81,7 @@ class StreamScrubber:
 
     def __init__(self, scrubber: Scrubber) -> None:
         self._scrubber = scrubber
-        self._passes = len(scrubber._byte_passes)
+        self._passes = scrubber.pass_count
         self._window = scrubber.window
         self._reset()
 

@@ -32,15 +32,11 @@ import struct
 import threading
 import time
 from types import TracebackType
+from typing import TYPE_CHECKING
 
 from bar import call_log, channel, checkpoints, notices
-from bar.agents import launch as agent_launch
-from bar.agents import mcp_entry
-from bar.agents import settings as agent_settings
-from bar.agents.protocol import PROTOCOLS, HookEvent, HookReply, protocol
 from bar.clock import now_iso
 from bar.errors import BarError, StepBusy
-from bar.gate import Judgement, judge
 from bar.policy import Policy
 from bar.records import PolicyEventRecord
 from bar.redact import Scrubber
@@ -48,6 +44,12 @@ from bar.sandbox.leftovers import stat_fields
 from bar.slotted import Slotted
 from bar.tasks import Task
 from bar.watch import TreeWatch
+
+if TYPE_CHECKING:  # the agents' code loads for a step with an agent or a hook event only
+    from bar.agents import launch as agent_launch
+    from bar.agents import settings as agent_settings
+    from bar.agents.protocol import HookEvent
+    from bar.gate import Judgement
 
 _ACCEPT_POLL = 0.25  # seconds between checks for the end of the step
 _HEARTBEAT = 1.0  # seconds between touches of running.json while the step runs
@@ -81,10 +83,9 @@ class Supervisor:
         self.launch: agent_launch.Launch | None = None
         self.mcp: list[str] | None = None  # `bar mcp` for this task, next to bar's hooks
         if agent is not None:
-            self.mcp = mcp_entry.server_argv(agent_settings.bar_executable(), task.id)
-            protocol(agent)  # an unknown agent fails before anything is set up
-            command = agent_settings.hook_command(agent, self.socket_path)
-            self.launch = agent_launch.prepare(agent, self.argv, command, terminal, self.mcp)
+            from bar.agents.launch import for_step
+
+            self.launch, self.mcp = for_step(agent, self.argv, self.socket_path, task.id, terminal)
             self.argv = self.launch.argv
         self.env: dict[str, str] = {"BAR_SOCKET": str(self.socket_path)}
         self._listener: socket.socket | None = None
@@ -117,19 +118,11 @@ class Supervisor:
                 )  # fmt: skip
             self._listen()
             if self.agent is not None and self.launch is not None:
-                proto = PROTOCOLS[self.agent]
-                if self.launch.hooked_by == "settings":
-                    command = agent_settings.hook_command(self.agent, self.socket_path)
-                    self._installed = agent_settings.install_hook(
-                        self.agent, self.task.worktree, command, self.mcp
-                    )
-                elif self.launch.hooked_by == "none":
-                    notices.warn(
-                        f"bar passes its hooks to {proto.display_name} on its command line, "
-                        f"which must start with {self.agent!r}: the commands it runs in "
-                        "this step are not checked by the policy"
-                    )
-                self.env.update(proto.run_env)
+                from bar.agents.launch import hook_up
+
+                self._installed, env = hook_up(self.launch, self.agent, self.task.worktree,
+                                               self.socket_path, self.mcp)  # fmt: skip
+                self.env.update(env)
         except BaseException:
             self.close()
             raise
@@ -178,6 +171,8 @@ class Supervisor:
         """Worktree paths the supervisor writes, which no snapshot may record."""
         if self.agent is None or self.launch is None or self.launch.hooked_by != "settings":
             return []
+        from bar.agents import settings as agent_settings
+
         return [agent_settings.settings_path(self.agent)]
 
     def record(self) -> dict[str, object] | None:
@@ -250,7 +245,7 @@ class Supervisor:
         verb, arg, body = request
         if verb in ("rollback", "order") and not inside and _another_steps(conn):
             conn.sendall(channel.encode_reply(self._refuse_other_step(verb, arg)))
-        elif verb == "hook" and arg in PROTOCOLS and inside:
+        elif verb == "hook" and inside:  # an agent bar knows: see _answer_hook
             self._answer_hook(conn, arg, body)
         elif verb == "rollback" and not inside:
             # the developer's own bar, outside the step; never the agent
@@ -275,6 +270,11 @@ class Supervisor:
         return channel.Reply(error.exit_code, b"", text.encode("utf-8", "replace"))
 
     def _answer_hook(self, conn: socket.socket, agent: str, payload: bytes) -> None:
+        from bar.agents.protocol import PROTOCOLS
+        from bar.gate import judge
+
+        if agent not in PROTOCOLS:
+            return  # no answer, as to anything that is not a request
         ask = self.launch.interactive if self.launch is not None else False
         judgement = judge(agent, payload, self.policy, ask=ask)
         event = judgement.event
@@ -294,7 +294,7 @@ class Supervisor:
             self._append({"session_start": event.session_id or ""})
         else:
             self._record(agent, judgement)
-        reply: HookReply = judgement.reply
+        reply = judgement.reply
         conn.sendall(
             channel.encode_reply(
                 channel.Reply(

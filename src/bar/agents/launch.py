@@ -19,10 +19,16 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from bar.agents import mcp_entry
 from bar.agents.protocol import protocol
 from bar.slotted import Slotted
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from bar.agents.settings import InstalledHook
 
 # Codex keys a hook's trust by its source, its event's label and its place in the list
 # (hooks/src/engine/discovery.rs in openai/codex); hooks given with -c come from here.
@@ -43,6 +49,41 @@ class Launch(Slotted):
         # "none": bar found no way to reach the agent (its commands go unchecked)
         self.hooked_by = hooked_by
         self.interactive = interactive
+
+
+def for_step(agent: str, argv: Sequence[str], socket: Path, task_id: str,
+             terminal: bool) -> tuple[Launch, list[str]]:  # fmt: skip
+    """How ``argv`` starts as ``agent`` in a step of task ``task_id`` whose ``bar run``
+    listens at ``socket``: its launch with bar's hook, and the command of its ``bar mcp``.
+    An unknown agent fails here, before anything is set up."""
+    from bar.agents import settings
+
+    mcp = mcp_entry.server_argv(settings.bar_executable(), task_id)
+    protocol(agent)
+    launch = prepare(agent, argv, settings.hook_command(agent, socket), terminal, mcp)
+    return launch, mcp
+
+
+def hook_up(launch: Launch, agent: str, worktree: Path, socket: Path,
+            mcp: list[str] | None) -> tuple[InstalledHook | None, dict[str, str]]:  # fmt: skip
+    """Give ``agent`` bar's hook the way ``launch`` says: its settings file in
+    ``worktree`` (the installed hook is returned, to be restored), its command line, or
+    none (said as a warning). Returns too what the agent's environment gets."""
+    from bar.agents import settings
+    from bar.notices import warn
+
+    proto = protocol(agent)
+    installed = None
+    if launch.hooked_by == "settings":
+        command = settings.hook_command(agent, socket)
+        installed = settings.install_hook(agent, worktree, command, mcp)
+    elif launch.hooked_by == "none":
+        warn(
+            f"bar passes its hooks to {proto.display_name} on its command line, "
+            f"which must start with {agent!r}: the commands it runs in "
+            "this step are not checked by the policy"
+        )
+    return installed, dict(proto.run_env)
 
 
 def prepare(agent: str, argv: Sequence[str], hook_command: str, terminal: bool,

@@ -65,9 +65,10 @@ def _judge_here(agent: str, payload: bytes) -> int:
     any, else judge with the policy of its project."""
     from pathlib import Path
 
-    from bar import api, gate
+    from bar import gate
     from bar.agents.protocol import parse_event
     from bar.errors import BarError, HookInputError
+    from bar.project import policy_and_channel  # not bar.api: all the verbs' modules
 
     try:
         cwd = parse_event(agent, payload).cwd
@@ -75,8 +76,7 @@ def _judge_here(agent: str, payload: bytes) -> int:
         cwd = None  # judge() answers an unreadable event itself
     try:
         where = Path(cwd) if cwd and os.path.isdir(cwd) else None
-        policy = api.policy_for(where)
-        running = api.running_socket(where)
+        policy, running = policy_and_channel(where)
         if running is not None:
             reply = channel.request(str(running), "hook", agent, payload)
             if reply is not None:

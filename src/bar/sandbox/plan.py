@@ -17,7 +17,6 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from bar.agents.protocol import PROTOCOLS
 from bar.guard import admin_dir, common_dir
 from bar.sandbox import DEVICES, Plan
 from bar.store.layout import bar_home
@@ -63,6 +62,8 @@ def for_step(task: Task, agent: str | None) -> Plan:
         folder.mkdir(parents=True, exist_ok=True)  # git makes them; in a step it cannot
     agent_state: list[Path] = []
     if agent is not None:
+        from bar.agents.protocol import PROTOCOLS  # a plain step does not load the agents'
+
         for name in PROTOCOLS[agent].state:
             path = _home_path(name)
             if not path.suffix:
