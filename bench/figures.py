@@ -319,9 +319,21 @@ def fig4(f: Fixture, p: Params) -> list[Row]:
         )
         return merged.seconds + made.seconds
 
+    # bar looks for hand edits before it applies (a stat of every file of the task
+    # worktree); these contenders do the same look with git's own `git status`
+    status = ["git", "status", "--porcelain"]
+
+    def look_and_plumbing() -> float:
+        return f.t(status, wt) + plumbing()
+
+    def look_and_dry_plumbing() -> float:
+        return f.t(status, wt) + dry_plumbing()
+
     s = interleave(
         {"bar apply": bar_apply, "merge-tree+commit-tree+update-ref": plumbing,
-         "bar apply --dry-run": bar_dry_run, "merge-tree+commit-tree": dry_plumbing},
+         "bar apply --dry-run": bar_dry_run, "merge-tree+commit-tree": dry_plumbing,
+         "status+merge-tree+commit-tree+update-ref": look_and_plumbing,
+         "status+merge-tree+commit-tree": look_and_dry_plumbing},
         p.repeat,
         p.warmup,
     )  # fmt: skip
@@ -330,6 +342,12 @@ def fig4(f: Fixture, p: Params) -> list[Row]:
                   s, "bar apply", "merge-tree+commit-tree+update-ref", 8.0),
         ratio_row("4-dry", "`bar apply --dry-run` ÷ `git merge-tree --write-tree` + "
                   "`commit-tree`", s, "bar apply --dry-run", "merge-tree+commit-tree", 10.0),
+        ratio_row("4-look", "`bar apply` ÷ `git status --porcelain` of the task worktree + the "
+                  "plumbing of 4", s, "bar apply", "status+merge-tree+commit-tree+update-ref",
+                  None),
+        ratio_row("4-dry-look", "`bar apply --dry-run` ÷ `git status --porcelain` of the task "
+                  "worktree + the plumbing of 4-dry", s, "bar apply --dry-run",
+                  "status+merge-tree+commit-tree", None),
     ]  # fmt: skip
 
 
@@ -487,7 +505,10 @@ def fig7(f: Fixture, p: Params) -> list[Row]:
         )
     # With no bar run to ask (an agent wired by `bar agent setup`): judged in the hook.
     alone = [f.tools.bar, "hook", "claude"]
-    imports = [f.tools.python, "-c", f"import {', '.join(_run_path_modules(f, wt))}"]
+    loaded = _run_path_modules(f, wt)
+    imports = [f.tools.python, "-c", f"import {', '.join(loaded)}"]
+    stdlib = [m for m in loaded if m.split(".")[0] != "bar"]
+    floor = [f.tools.python, "-c", f"import {', '.join(stdlib)}"]
     s.update(
         interleave(
             {
@@ -495,6 +516,7 @@ def fig7(f: Fixture, p: Params) -> list[Row]:
                 "bar status": lambda: f.t([f.tools.bar, "status"], wt),
                 "git status": lambda: f.t(["git", "status", "--porcelain"], wt),
                 "imports of bar run": lambda: f.t(imports, wt),
+                "its standard library": lambda: f.t(floor, wt),
                 "python -c pass (2)": lambda: f.t([f.tools.python, "-c", "pass"], wt),
             },
             p.repeat,
@@ -510,6 +532,9 @@ def fig7(f: Fixture, p: Params) -> list[Row]:
                   "python -c pass (2)", None),
         ratio_row("7-imports", "the modules `bar run` imports ÷ `python -c pass`", s,
                   "imports of bar run", "python -c pass (2)", 2.5),
+        ratio_row("7-imports-stdlib", "of those, the standard library's and other packages' "
+                  "alone ÷ `python -c pass`", s, "its standard library", "python -c pass (2)",
+                  None),
         ratio_row("7-hook", "`bar hook claude` inside a running step (the agent's case) ÷ "
                   "`python -c pass`", s, "bar hook claude (in a run)", "python -c pass", 2.5),
         ratio_row("7-hook-alone", "`bar hook claude` with no `bar run` to ask ÷ "

@@ -38,7 +38,8 @@ repository's ignored build output, so `git status` and snapshots must skip it.
    (`git merge-tree --write-tree`, `git commit-tree`, `git update-ref`). 4-dry: `bar apply
    --dry-run` against `merge-tree` + `commit-tree`. Like every command that changes a task,
    apply first looks for hand edits (a stat of every file, as `git status` does), which
-   the plumbing does not.
+   the plumbing does not: 4-look and 4-dry-look add a `git status --porcelain` of the task
+   worktree to the plumbing, the same work done with git's own commands.
 5. Each new task or worktree is removed (`bar task close --force`, `git worktree remove`)
    outside the timing, so their number stays constant.
 6. Two tasks of the same project. Each ledger is a real step, then valid synthetic
@@ -51,7 +52,9 @@ repository's ignored build output, so `git status` and snapshots must skip it.
    unrecorded changes, so 7-status compares it with `git status --porcelain`; its start-up
    alone shows on the small repository (7-status-start). 7-imports: `python -c "import
    ..."` of every module a `bar run -- true` in the task loaded that `python -c pass`
-   does not (bar's and the standard library's, listed by a probe before the timing).
+   does not (bar's and the standard library's, listed by a probe before the timing);
+   7-imports-stdlib imports only those that are not bar's, the floor bar's own cannot
+   go under.
 8. `ru_maxrss` from `wait4` on `bar run`: the largest process in its tree (bar, git, the
    command). 8-speed compares the time with the same output piped through `tee FILE`.
 9. Two clones of the same repository, the same edit script per step, alternating between
