@@ -80,6 +80,11 @@ def rollback(
 def complete(task: Task, intent: RollbackIntent, *, verified: bool = False) -> RollbackStep:
     """Restore, record and remove the intent. ``verified``: the worktree was just found
     equal to ``intent.snapshot_before``, so it needs no rescan first."""
+    with exact.configuration_read_once():
+        return _complete(task, intent, verified)
+
+
+def _complete(task: Task, intent: RollbackIntent, verified: bool) -> RollbackStep:
     t0 = time.monotonic()
     target = intent.target
     restored_tree = restore(task, target.commit,
@@ -146,6 +151,10 @@ def restore(task: Task, target_commit: str, *, verified: str | None = None) -> s
     lock = task.index.with_name(task.index.name + ".lock")
     lock.unlink(missing_ok=True)  # we hold the task lock: a leftover is from a crash
     now_commit = verified if verified is not None else task.recorded_snapshot()
+    known = stamps.stamped_tree(task.index, verified) if verified is not None else None
+    if known is not None:
+        git.note_tree(now_commit, known)  # (the stamps were just found to be of it)
+    exact.look_up_trees(task.worktree, [now_commit, target_commit])  # one git for all four
     if verified is not None:
         now_tree = git.tree_of(task.worktree, verified)
     else:

@@ -337,6 +337,16 @@ def restamp(worktree: Path, index: Path, tree: str, commit: str, started_ns: int
     stamp(worktree, index, tree, commit, started_ns, shape=shape, settled=settled)
 
 
+def stamped_tree(index: Path, commit: str) -> str | None:
+    """The tree the stamps name for the snapshot ``commit`` (None: they are of another)."""
+    try:
+        record = json.loads(stamps_path(index).read_bytes())
+        tree = record.get("tree") if record.get("commit") == commit else None
+    except (OSError, ValueError, AttributeError):
+        return None
+    return tree if git.is_object_id(tree) else None
+
+
 def settled_ctimes(index: Path, tree: str) -> dict[str, int]:
     """The ctimes the stamps hold for ``tree``'s directories, the racy ones left out
     (empty: the stamps are of another tree, or of an index written since)."""
