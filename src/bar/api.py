@@ -319,14 +319,14 @@ def rollback(
 def _rollback_in_running_step(task: Task, to: str | None, hard: bool) -> Checkpoint | None:
     """Ask the running step's ``bar run`` to roll back to ``to`` (None: no step is
     running; or no target named, or ``--hard``, which wait for the step to end)."""
-    from bar import channel, checkpoints
-    from bar.errors import StepBusy
-
     running = journals.read_run(task.paths)
     if to is None or hard or running is None or not task.paths.socket.exists():
         return None  # as usual: wait for the step to end (or fail at once with --no-wait)
     if not is_locked(task.paths.lock):
         return None
+    from bar import channel, checkpoints  # (only when a step runs: not on a plain rollback)
+    from bar.errors import StepBusy
+
     reply = channel.request(str(task.paths.socket), "rollback", "-", to.encode())
     if reply is None:
         return None  # the step has just ended: roll back as usual

@@ -15,8 +15,9 @@ Nothing of this runs in a repository without conversions: ``converts`` is checke
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 from bar import git
@@ -25,19 +26,40 @@ from bar.git import BAR_IDENTITY
 _REGULAR = ("100644", "100755")
 
 
+# worktree -> whether its configuration converts, while ``configuration_read_once`` holds
+_CONFIGURED: dict[str, bool] | None = None
+
+
 def converts(worktree: Path, has_attributes: bool) -> bool:
     """Whether git may store files other than byte for byte here: ``core.autocrlf``,
     an attributes file (``has_attributes``: the tree holds a ``.gitattributes``), or
     ``core.attributesFile`` / ``info/attributes``."""
     if has_attributes:
         return True
+    if _CONFIGURED is not None and str(worktree) in _CONFIGURED:
+        return _CONFIGURED[str(worktree)]
     res = git.git(worktree, "config", "--get-regexp", r"^core\.(autocrlf|attributesfile)$",
                   check=False)  # fmt: skip
-    for line in res.out.splitlines():
-        key, _, value = line.partition(" ")
-        if key == "core.attributesfile" or value.lower() in ("true", "input"):
-            return True
-    return os.path.isfile(_common_dir(worktree) / "info" / "attributes")
+    found = any(key == "core.attributesfile" or value.lower() in ("true", "input")
+                for key, _, value in (line.partition(" ") for line in res.out.splitlines()))  # fmt: skip
+    found = found or os.path.isfile(_common_dir(worktree) / "info" / "attributes")
+    if _CONFIGURED is not None:
+        _CONFIGURED[str(worktree)] = found
+    return found
+
+
+@contextlib.contextmanager
+def configuration_read_once() -> Iterator[None]:
+    """Within: ``converts`` reads a worktree's configuration once. For one operation
+    under the task lock (a rollback reads it for the stamps and for the snapshot), not
+    across them: a long-lived process must see a configuration changed in between."""
+    global _CONFIGURED
+    outer = _CONFIGURED
+    _CONFIGURED = {} if outer is None else outer
+    try:
+        yield
+    finally:
+        _CONFIGURED = outer
 
 
 def _common_dir(worktree: Path) -> Path:
@@ -48,9 +70,40 @@ def _common_dir(worktree: Path) -> Path:
     )
 
 
+_RAW_TREES: dict[str, str | None] = {}  # commit -> its raw tree: a commit never changes
+_RAW_KEPT = 4096  # a long-lived process starts over past this many
+
+
 def raw_tree_of(repo: Path | str, commit: str) -> str | None:
     """The raw tree a snapshot carries (its second parent's tree), if any."""
-    return git.rev_parse(repo, f"{commit}^2^{{tree}}")
+    if commit in _RAW_TREES:
+        return _RAW_TREES[commit]
+    raw = git.rev_parse(repo, f"{commit}^2^{{tree}}")
+    return _remember(commit, raw) if raw is not None else None  # (None: or no such commit)
+
+
+def _remember(commit: str, raw: str | None) -> str | None:
+    if git.is_object_id(commit):
+        if len(_RAW_TREES) >= _RAW_KEPT:
+            _RAW_TREES.clear()
+        _RAW_TREES[commit] = raw
+    return raw
+
+
+def look_up_trees(repo: Path | str, commits: Sequence[str]) -> None:
+    """Find the tree and the raw tree of each of ``commits`` (snapshot ids) with one git
+    process, for ``git.tree_of`` and ``raw_tree_of`` to answer from memory."""
+    revs = [rev for c in commits for rev in (f"{c}^{{tree}}", f"{c}^2^{{tree}}")]
+    res = git.git(repo, "cat-file", "--batch-check=%(objectname)", check=False,
+                  input="".join(rev + "\n" for rev in revs).encode())  # fmt: skip
+    found = res.out.split("\n")
+    if res.returncode != 0 or len(found) < len(revs):
+        return  # each is then asked for on its own
+    for i, commit in enumerate(commits):
+        tree, raw = found[2 * i].strip(), found[2 * i + 1].strip()
+        if git.is_object_id(tree):  # the commit exists: whether it has a raw tree is known
+            git.note_tree(commit, tree)
+            _remember(commit, raw if git.is_object_id(raw) else None)
 
 
 def raw_entries(repo: Path | str, raw_tree: str | None) -> dict[str, tuple[str, str]]:

@@ -207,6 +207,14 @@ def tree_of(repo: Path | str, commit: str) -> str:
     return tree
 
 
+def note_tree(commit: str, tree: str) -> None:
+    """Remember ``commit``'s tree, learnt without asking ``tree_of`` (one lookup of many)."""
+    if is_object_id(commit) and is_object_id(tree):
+        if len(_TREES) >= _TREES_KEPT:
+            _TREES.clear()
+        _TREES[commit] = tree
+
+
 def commit_tree(
     repo: Path | str,
     tree: str,

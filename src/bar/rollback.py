@@ -23,7 +23,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from bar import bases, exact, faults, git, journals, snapshot, stamps, states, steps
+from bar import bases, exact, faults, git, journals, restored, snapshot, stamps, states, steps
 from bar.clock import ms_since, now_iso
 from bar.journals import RollbackIntent
 from bar.notices import note, warn
@@ -80,10 +80,15 @@ def rollback(
 def complete(task: Task, intent: RollbackIntent, *, verified: bool = False) -> RollbackStep:
     """Restore, record and remove the intent. ``verified``: the worktree was just found
     equal to ``intent.snapshot_before``, so it needs no rescan first."""
+    with exact.configuration_read_once():
+        return _complete(task, intent, verified)
+
+
+def _complete(task: Task, intent: RollbackIntent, verified: bool) -> RollbackStep:
     t0 = time.monotonic()
     target = intent.target
-    restored = restore(task, target.commit,
-                       verified=intent.snapshot_before if verified else None)  # fmt: skip
+    restored_tree = restore(task, target.commit,
+                            verified=intent.snapshot_before if verified else None)  # fmt: skip
     if intent.hard:
         if not verified:
             _clear_own_index_lock(task)
@@ -99,7 +104,7 @@ def complete(task: Task, intent: RollbackIntent, *, verified: bool = False) -> R
         intent.snapshot_before,
         f"step {intent.step_id}: rollback to {target.describe()}",
         stamped_at=target.commit,
-        restored_tree=None if intent.hard else restored,
+        restored_tree=None if intent.hard else restored_tree,
     )
     if snap.tree != git.tree_of(task.worktree, target.commit):
         warn(
@@ -146,6 +151,10 @@ def restore(task: Task, target_commit: str, *, verified: str | None = None) -> s
     lock = task.index.with_name(task.index.name + ".lock")
     lock.unlink(missing_ok=True)  # we hold the task lock: a leftover is from a crash
     now_commit = verified if verified is not None else task.recorded_snapshot()
+    known = stamps.tree_of(task.index, verified) if verified is not None else None
+    if known is not None:
+        git.note_tree(now_commit, known)  # (the stamps were just found to be of it)
+    exact.look_up_trees(task.worktree, [now_commit, target_commit])  # one git for all four
     if verified is not None:
         now_tree = git.tree_of(task.worktree, verified)
     else:
@@ -155,6 +164,9 @@ def restore(task: Task, target_commit: str, *, verified: str | None = None) -> s
         return target_tree if verified is not None else None
     faults.point("before restoring the worktree")
     started_ns = time.time_ns()
+    # the directories the restore will write, and what each must hold after it
+    writes = restored.before(task.worktree, now_tree, target_tree,
+                             stamps.settled_ctimes(task.index, now_tree))  # fmt: skip
     git.git(task.worktree, "read-tree", "-m", "-u", now_tree, target_tree,
             env=git.index_env(task.index))  # fmt: skip
     # where git converts line endings or filters, the exact bytes of both states
@@ -165,7 +177,9 @@ def restore(task: Task, target_commit: str, *, verified: str | None = None) -> s
     stamps.keep_private(task.index)
     # the side index and the worktree now hold exactly the target: note it, so the
     # snapshot that follows rescans only the directories the restore touched
-    stamps.restamp(task.worktree, task.index, target_tree, target_commit, started_ns)
+    settled = restored.after(task.worktree, writes) if not raw_now and not raw_target else {}
+    stamps.restamp(task.worktree, task.index, target_tree, target_commit, started_ns,
+                   None if writes.diff is None else (now_tree, writes.diff), settled)  # fmt: skip
     faults.point("after restoring the worktree")
     exact_as_git = not raw_now and not raw_target
     return target_tree if exact_as_git and verified is not None else None

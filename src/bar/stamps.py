@@ -105,13 +105,15 @@ def stamped_attributes(index: Path) -> bool | None:
 def stamp(worktree: Path, index: Path, tree: str, commit: str, started_ns: int,
           scope: Sequence[str] | None = (), shape: Shape | None = None,
           known: dict[str, int] | None = None, converts: bool | None = None,
-          ) -> None:  # fmt: skip
+          settled: dict[str, int] | None = None) -> None:  # fmt: skip
     """Note the ctime of every directory of ``tree`` (and of the untracked ones around
     it) as of ``started_ns``. ``known``: ctimes the scan before found unchanged, which
     need no second stat. ``converts``: whether git converts files here (None: not known).
     Where it does, the wide racy window holds whatever the file system: git's own check
     of a file written in the second its index was (a racily clean entry) compares
-    converted contents, so a change of line endings alone would go unseen."""
+    converted contents, so a change of line endings alone would go unseen.
+    ``settled``: ctimes found to hold however recent (``bar.restored``), on a file
+    system with fine times where git does not convert."""
     dirs: list[str] | None = None
     nested: list[str] = []
     extra: list[str] = []
@@ -141,7 +143,7 @@ def stamp(worktree: Path, index: Path, tree: str, commit: str, started_ns: int,
     dirs = dirs + extra
     mtimes: list[int] = []
     prefix = str(worktree) + os.sep  # plain strings: pathlib costs more than the lstat
-    known = known or {}
+    known = {**(known or {}), **(settled or {})}
     for rel in dirs:
         mtime = known.get(rel)
         if mtime is None and fresh is not None and rel not in fresh:
@@ -158,7 +160,11 @@ def stamp(worktree: Path, index: Path, tree: str, commit: str, started_ns: int,
         converts = exact.converts(worktree, attributes)
     fine = converts is False and any(m % 1_000_000_000 for m in mtimes if m > 0)
     since = started_ns - (min(FINE_RACY_NS, RACY_NS) if fine else RACY_NS)
-    mtimes = [-1 if m >= since else m for m in mtimes]
+    if fine and settled:
+        mtimes = [-1 if m >= since and settled.get(d) != m else m
+                  for d, m in zip(dirs, mtimes, strict=True)]  # fmt: skip
+    else:
+        mtimes = [-1 if m >= since else m for m in mtimes]
     record = {"version": 1, "tree": tree, "commit": commit, "index": identity(index), "at": started_ns,
               "dirs": dirs, "mtimes": mtimes, "nested": nested, "extra": extra,
               "ignored": ignored, "attributes": attributes}  # fmt: skip
@@ -268,9 +274,12 @@ class Shape:
         self.touched = touched  # directories whose entries changed (None: not known)
 
 
-def shape_of(worktree: Path, index: Path, tree: str) -> Shape:
+def shape_of(worktree: Path, index: Path, tree: str,
+             diff: tuple[str, bytes] | None = None) -> Shape:  # fmt: skip
     """The shape of ``tree``: from the last stamps and ``git diff-tree`` from the tree they
-    describe (walking only the subtrees that differ), else from a walk of the whole tree."""
+    describe (walking only the subtrees that differ), else from a walk of the whole tree.
+    ``diff``: a tree and the output of ``diff-tree -r -t -z --no-renames`` from it to
+    ``tree``, if the caller has it."""
     try:
         old: Any = noted(index) or {}
         old_tree, dirs, extra = old["tree"], old["dirs"], old.get("extra") or []
@@ -284,14 +293,18 @@ def shape_of(worktree: Path, index: Path, tree: str) -> Shape:
     tree_dirs = [str(d) for d in dirs[: len(dirs) - len(extra)]]
     if old_tree == tree:
         return Shape(tree_dirs, [str(n) for n in nested], attributes, set())
-    res = git.git(worktree, "diff-tree", "-r", "-t", "-z", "--no-renames", old_tree, tree,
-                  check=False)  # fmt: skip
-    if res.returncode != 0:
-        return list_tree(worktree, tree)
+    if diff is not None and diff[0] == old_tree:
+        raw = diff[1]
+    else:
+        res = git.git(worktree, "diff-tree", "-r", "-t", "-z", "--no-renames", old_tree, tree,
+                      check=False)  # fmt: skip
+        if res.returncode != 0:
+            return list_tree(worktree, tree)
+        raw = res.stdout
     gone: set[str] = set()
     added: list[str] = []
     touched: set[str] = set()
-    fields = res.stdout.split(b"\0")
+    fields = raw.split(b"\0")
     for head, raw_path in zip(fields[::2], fields[1::2], strict=False):
         old_mode, new_mode = head[1:7], head[8:14]
         path = raw_path.decode("utf-8", "surrogateescape")
@@ -378,10 +391,27 @@ def stamped_dirs(index: Path) -> list[str] | None:
     return [str(d) for d in dirs] if isinstance(dirs, list) else None
 
 
-def restamp(worktree: Path, index: Path, tree: str, commit: str, started_ns: int) -> None:
+def restamp(worktree: Path, index: Path, tree: str, commit: str, started_ns: int,
+            diff: tuple[str, bytes] | None = None, settled: dict[str, int] | None = None,
+            ) -> None:  # fmt: skip
     """Note that the side index and the worktree hold ``tree`` (of ``commit``) as of
-    ``started_ns`` (after a restore wrote them both)."""
-    stamp(worktree, index, tree, commit, started_ns)
+    ``started_ns`` (after a restore wrote them both). ``diff``: as for ``shape_of``;
+    ``settled``: as for ``stamp``."""
+    shape = shape_of(worktree, index, tree, diff) if diff is not None else None
+    stamp(worktree, index, tree, commit, started_ns, shape=shape, settled=settled)
+
+
+def settled_ctimes(index: Path, tree: str) -> dict[str, int]:
+    """The ctimes the stamps hold for ``tree``'s directories, the racy ones left out
+    (empty: the stamps are of another tree, or of an index written since)."""
+    record = noted(index)
+    if record is None or record.get("tree") != tree or record.get("index") != identity(index):
+        return {}
+    dirs, mtimes = record.get("dirs"), record.get("mtimes")
+    if not isinstance(dirs, list) or not isinstance(mtimes, list):
+        return {}
+    return {str(d): m for d, m in zip(dirs, mtimes, strict=False)
+            if isinstance(m, int) and m != -1}  # fmt: skip
 
 
 def recommit(index: Path, tree: str, commit: str) -> bool:
