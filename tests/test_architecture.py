@@ -230,7 +230,7 @@ def test_the_hook_with_no_step_to_ask_loads_no_verb(
     repo: Path, capfd: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     """``bar hook`` in a task with no running step (an agent wired by ``bar agent setup``)
-    judges the command itself: one look for the project (one git process), the policy,
+    judges the command itself: one look for the project (at most one git process), the policy,
     the gate; not ``bar.api`` and the verbs' modules behind it."""
     import json
 
@@ -258,8 +258,9 @@ def test_the_hook_with_no_step_to_ask_loads_no_verb(
     loaded = set(proc.stderr.split(b"MODULES ", 1)[1].decode().split())
     heavy = {"bar.api", "bar.journals", "bar.snapshot", "bar.checkpoints", "ctypes"}
     assert not loaded & heavy, f"the hook imported {sorted(loaded & heavy)}"
-    starts = [line for line in trace.read_text().splitlines() if '"event":"start"' in line]
-    assert len(starts) == 1, starts
+    lines = trace.read_text().splitlines() if trace.exists() else []  # none: no git at all
+    starts = [line for line in lines if '"event":"start"' in line]
+    assert len(starts) <= 1, starts
 
 
 def test_only_bar_mcp_loads_the_mcp_sdk() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -22,6 +23,11 @@ def setup(repo: Path) -> tuple[dict[str, str], str]:
     assert res.code == 0, res.err
     task: dict[str, str] = res.json()
     assert bar_exe("run", "--", "sh", "-c", "echo mine > mine.txt", cwd=repo).code == 0
+    # the step wrote the worktree's top directory just before its snapshot, so it is in
+    # the racy window and the next command would rescan it, or not, by the clock; one
+    # more command, later, settles it: the sync then passes the same crash points always
+    time.sleep(0.1)
+    assert bar_exe("run", "--", "true", cwd=repo).code == 0
     (repo / "up.txt").write_text("up\n")
     git(repo, "add", "up.txt")
     git(repo, "commit", "-qm", "upstream")

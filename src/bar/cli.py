@@ -21,6 +21,8 @@ from bar.errors import BarError, ExitCode, WriteFailed
 _INTERNAL = {"_target", "_help", "command", "task_command", "agent_command", "policy_command",
              "debug", "color", "no_pager", "decide_command", "flow_command"}  # fmt: skip
 _GLOBAL_FLAGS = {"--debug", "--no-pager", "-P"}  # global options that take no value
+# commands that begin by looking for hand edits in a task's worktree (``bar.prescan``)
+_LOOKS_FOR_HAND_EDITS = {"run", "shell", "apply", "rollback", "undo", "redo", "status"}
 
 
 def _command_word(args: list[str]) -> str:
@@ -98,6 +100,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(args_list)
     except SystemExit as exc:  # --help, --version, or a usage error already printed
         return int(exc.code) if isinstance(exc.code, int) else ExitCode.USAGE
+    early = getattr(args, "command", None) in _LOOKS_FOR_HAND_EDITS
+    if early:
+        from bar import prescan
+
+        prescan.begin(getattr(args, "task", None))  # while the command's code loads
     _configure_output(args)
     debug = bool(getattr(args, "debug", False)) or bool(os.environ.get("BAR_DEBUG"))
     target = getattr(args, "_target", None)
@@ -147,6 +154,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if where:
             print(f"hint: the traceback is in {where}; please report it", file=sys.stderr)
         return ExitCode.INTERNAL
+    finally:
+        if early:
+            prescan.discard()
 
 
 if __name__ == "__main__":

@@ -13,12 +13,10 @@ from __future__ import annotations
 
 import bisect
 import os
-import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
-from bar import git, stamps
-from bar.proc import clean_env
+from bar import git, prescan, stamps
 from bar.stamps import keep_private
 
 _env = git.index_env
@@ -53,14 +51,9 @@ def scan(
         return None
     if changed is not None:
         return _watched(worktree, index, dirs, mtimes, changed)
-    # git stats the recorded files while we stat the directories
-    diff_files = subprocess.Popen(
-        ["git", *git.NO_PROGRAMS, "-C", str(worktree), "diff-files", "--name-only", "-z"],
-        env=clean_env(git.pinned_env(worktree, _env(index))),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-    )
+    # git stats the recorded files while we stat the directories (it may have begun
+    # while the command was loading: ``bar.prescan``)
+    diff_files = prescan.claim(worktree, index) or prescan.diff_files(worktree, index)
     since = noted.get("at")
     try:
         if before_dirs is not None:
