@@ -183,6 +183,7 @@ def run_figures(
             log(f"[{size}] figure {number}: {title}")
             t0 = time.monotonic()
             fixture_dir = WORK / "run" / size.replace(":", "-") / f"fig{number}"
+            fixture: Fixture | None = None
             try:
                 fixture = Fixture(fixture_dir, repo, tools, env, args.seed, timeout)
                 got = [row.at_size(size) for row in fn(fixture, p)]
@@ -201,6 +202,8 @@ def run_figures(
                 log(f"  figure {number} crashed:\n{traceback.format_exc()}")
                 rows[size].append(Row(str(number), title, error=f"{exc.__class__.__name__}: {exc}"))
             finally:
+                if fixture is not None:
+                    fixture.stop_lookouts()
                 if not args.keep:
                     shutil.rmtree(fixture_dir, ignore_errors=True)
             log(f"  figure {number} took {time.monotonic() - t0:.0f} s")

@@ -37,7 +37,13 @@ def hermetic_seal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[N
     monkeypatch.setenv("GIT_EDITOR", "false")
     monkeypatch.setenv("NO_COLOR", "1")
     (home / ".gitconfig").write_text("[init]\n\tdefaultBranch = main\n")
+    # a task's lookout outlives the commands (``bar.lookout``): the test's are stopped
+    # when it ends, and would give up on their own after a minute
+    monkeypatch.setenv("BAR_LOOKOUT_IDLE", "60")
     yield
+    from bar import lookout
+
+    lookout.stop_all(tmp_path / "barhome")
 
 
 @pytest.fixture(autouse=True)

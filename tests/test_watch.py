@@ -87,12 +87,18 @@ def test_a_directory_that_cannot_be_watched_means_not_known(tmp_path: Path) -> N
         (tmp_path / "locked").chmod(0o755)
 
 
+@pytest.mark.parametrize("lookout", [True, False], ids=["lookout", "step-watch"])
 def test_a_step_recorded_from_the_watch_equals_plain_git(
-    repo: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
-) -> None:
+    repo: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+    lookout: bool,
+) -> None:  # fmt: skip
     """Every kind of change a command can make, recorded with no stat pass (the step's
-    watch says what moved), gives the tree ``git add -A`` gives on a fresh index."""
+    watch, or the task's lookout, says what moved), gives the tree ``git add -A`` gives
+    on a fresh index."""
     from bar import rescan
+
+    if not lookout:
+        monkeypatch.setenv("BAR_LOOKOUT_IDLE", "0")
     from conftest import git
     from helpers import bar, ledger, new_task, worktree
 
@@ -140,4 +146,6 @@ def test_a_step_recorded_from_the_watch_equals_plain_git(
     expected = subprocess.run(["git", "-C", str(wt), "write-tree"], env=env, check=True,
                               capture_output=True, text=True).stdout.strip()  # fmt: skip
     assert git(wt, "rev-parse", step["snapshot"] + "^{tree}").strip() == expected
-    assert scans == [1, 1]  # each step statted once: its look for hand edits
+    # each step statted once (its look for hand edits); but the step that ended first
+    # with a watch handed it to the task's lookout, which knows what changed since
+    assert scans == ([1, 0] if lookout else [1, 1])

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import shlex
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -188,7 +189,7 @@ def close_task(task: Task, *, keep_worktree: bool = False, force: bool = False) 
     """Close the task; its worktree is removed unless kept, its branch and record stay.
     Refuses while the worktree holds changes no step recorded, unless ``force``, which
     records them as a manual step first."""
-    from bar import recovery, worktree
+    from bar import lookout, recovery, worktree
     from bar.progress import Progress
     from bar.sandbox import plan as sandbox_plan
 
@@ -225,6 +226,7 @@ def close_task(task: Task, *, keep_worktree: bool = False, force: bool = False) 
         task.status = "closed"
         task.closed_at = now_iso()
         task.save()
+        lookout.stop(task.index)  # no step will ask it again
         project.log_event("task.closed", task_id=task.id, name=task.name)
         sandbox_plan.remove_temp_dir(task)
     if project.active_task_id() == task.id:
@@ -274,17 +276,21 @@ def _changing(task: Task, what: str, *, wait: bool) -> Iterator[Task]:
 
 def run(task: Task, request: RunRequest, *, wait: bool = True) -> RunStep:
     """Run a command as the task's next step. The step's ``exit_code`` is the command's."""
-    from bar import recovery
+    from bar import lookout, recovery
     from bar.run import run_step, watch_worktree
 
     with _locked(task, f"bar run {shlex.join(request.argv)}", wait=wait) as fresh:
         fresh.require_worktree()
-        # watching from before hand edits are looked for, nothing escapes both
-        watch = watch_worktree(fresh)
+        # the task's lookout has watched since the last command (``bar.lookout``); else
+        # the step watches from before hand edits are looked for: nothing escapes both
+        watch = None if lookout.running(fresh.index) else watch_worktree(fresh)
+        began = time.monotonic()
         try:
             recovery.prepare(fresh, before_look=watch.begin if watch is not None else None)
             step = run_step(fresh, request, watch)
             queued_steps.flush(fresh)  # what orders asked for while it ran
+            if watch is not None and lookout.keep_watching(fresh, watch, time.monotonic() - began):
+                watch = None  # the lookout watches from here
             return step
         finally:
             if watch is not None:

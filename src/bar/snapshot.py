@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import BinaryIO
 
-from bar import exact, faults, git, rescan, stamps
+from bar import exact, faults, git, lookout, rescan, stamps
 from bar.errors import GitError, SnapshotFailed
 from bar.git import BAR_IDENTITY, DiffStat
 from bar.notices import warn
@@ -176,19 +176,38 @@ def take(
     """
     started_ns = time.time_ns()
     stamped = stamped_at or recorded  # the state the side index was last noted at
+    sight = None  # what the task's lookout saw since ``stamped``, if it was asked
     if restored_tree is not None:
         scope: list[str] | None = []
         known = None
         tree = restored_tree
     else:
+        if changed is None and lookout.running(index):
+            sight = lookout.look(index, stamped)
+            changed = sight.paths if sight is not None else None
         found = rescan.scan(worktree, index, stamped, changed, before_look)
         scope, known = found if found is not None else (None, None)
         if before_look is not None:
             before_look()  # (a full rescan follows: before it)
         if scope == [] and stamped == recorded:
             # nothing changed since the last stamps, which therefore still hold
+            if sight is not None and sight.paths != set():
+                lookout.settle(sight, recorded, full=sight.paths is None)
             return Snapshot(recorded, recorded_tree, False, worktree)
         tree = _write(worktree, index, excludes, scope)
+    snap = _record(worktree, index, ref, recorded, message, tree, recorded_tree, scope, known,
+                   started_ns, restored_tree)  # fmt: skip
+    if sight is not None:
+        lookout.settle(sight, snap.commit, full=sight.paths is None)
+    elif restored_tree is not None:
+        lookout.rebase(index, recorded, snap.commit)
+    return snap
+
+
+def _record(worktree: Path, index: Path, ref: str, recorded: str, message: str, tree: str,
+            recorded_tree: str | None, scope: list[str] | None, known: dict[str, int] | None,
+            started_ns: int, restored_tree: str | None) -> Snapshot:  # fmt: skip
+    """``take``, once the worktree's tree is written: the commit and the stamps."""
     recorded_tree = (recorded_tree or stamps.tree_of(index, recorded)
                      or git.tree_of(worktree, recorded))  # fmt: skip
     same = tree == recorded_tree

@@ -28,13 +28,12 @@ import contextlib
 import json
 import os
 import socket
-import struct
 import threading
 import time
 from types import TracebackType
 from typing import TYPE_CHECKING
 
-from bar import call_log, channel, checkpoints, notices
+from bar import call_log, channel, checkpoints, notices, peers
 from bar.clock import now_iso
 from bar.errors import BarError, StepBusy
 from bar.policy import Policy
@@ -451,37 +450,19 @@ def _same_edit(pre: HookEvent, post: HookEvent) -> bool:
     return pre.tool_name == post.tool_name and pre.paths == post.paths
 
 
-def _peer(conn: socket.socket) -> int | None:
-    """The pid of the process at the other end (None: the system does not say)."""
-    try:
-        creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-    except OSError:
-        return None
-    return int(struct.unpack("3i", creds)[0])
-
-
 def _another_steps(conn: socket.socket) -> bool:
     """Whether the process at the other end, not one of this step's, is confined while
     this ``bar run`` is not: a process of another task's step (whose agent can reach this
     socket's path) or one it left behind. Such a process is neither this step's agent
     nor the developer, and may give no orders here."""
-    pid = _peer(conn)
-    return pid is not None and _no_new_privs(pid) and not _no_new_privs(os.getpid())
-
-
-def _no_new_privs(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/status", "rb") as f:
-            return b"\nNoNewPrivs:\t1" in f.read()
-    except OSError:
-        return True  # gone, or hidden from us: not to be trusted
+    return peers.confined_caller(conn)
 
 
 def _from_this_step(conn: socket.socket) -> bool:
     """Whether the process at the other end descends from this ``bar run`` (its command,
     or what the command left behind, re-parented to us): the socket's path can be read
     by another task's step, which must not add records to this one."""
-    pid = _peer(conn)
+    pid = peers.peer_pid(conn)
     if pid is None:
         return True  # no peer credentials on this system: the 0600 socket is the guard
     me = os.getpid()

@@ -28,7 +28,7 @@ import os
 import shutil
 from pathlib import Path
 
-from bar import faults, git, journals, worktree
+from bar import faults, git, journals, lookout, worktree
 from bar.clock import now_iso
 from bar.errors import BarError, DirtyWorktree, TaskNotFound
 from bar.journals import DeleteIntent
@@ -217,6 +217,7 @@ def complete(project: Project, intent: DeleteIntent) -> list[str]:
     lock). Every part can run again. Returns what was kept, and why."""
     repo, task_id = project.root, intent.task_id
     kept: list[str] = []
+    lookout.stop(project.paths.task(task_id).index)
     # `worktree prune` must not see a worktree another process is adding
     with project.lock(f"bar task delete {task_id}"):
         worktree.discard(repo, project.paths.workspace(task_id))

@@ -240,6 +240,45 @@ class TreeWatch:
         else:
             self._found.add(rel)
 
+    @property
+    def sure(self) -> bool:
+        """Whether every directory it was given is watched (it can still say None when
+        the kernel's queue overflows)."""
+        return self._fd >= 0 and not self._missing
+
+    @property
+    def watched(self) -> set[str]:
+        return self._watched
+
+    def fileno(self) -> int:
+        return self._fd
+
+    def hand_over(self) -> tuple[int, dict[int, str]] | None:
+        """Give up the kernel's watch to another process (``bar.lookout``): its
+        descriptor and what each watch number stands for; None if it is not sure. The
+        events not yet drained stay queued for the new owner."""
+        if not self.sure:
+            return None
+        fd, dirs = self._fd, self._dirs
+        self._fd, self._dirs, self._watched = -1, {}, set()
+        return fd, dirs
+
+    @classmethod
+    def adopt(cls, root: str, fd: int, dirs: dict[int, str]) -> TreeWatch:
+        """The watch another process handed over (``hand_over``)."""
+        watch = cls(root, (), begin=False)
+        if watch._fd >= 0:
+            _close(watch._fd)
+        watch._fd, watch._pending = fd, None
+        watch._dirs, watch._watched = dict(dirs), set(dirs.values())
+        watch._complete, watch._missing = True, False
+        return watch
+
+    def add(self, rel: str) -> bool:
+        """Watch one more directory (its subdirectories are not): False if it could not
+        be (gone, or the kernel is out of watches: then it is no longer sure)."""
+        return rel in self._watched or self._add(rel)
+
     def close(self) -> None:
         if self._fd >= 0:
             threading.Thread(target=_close, args=(self._fd,), daemon=True).start()

@@ -1,0 +1,219 @@
+"""The lookout process (``bar.lookout``): collects the paths that change in a task's
+worktree between bar commands, and answers the commands that ask.
+
+Started by ``bar.lookout.hand_over`` as ``python -m bar.lookout_daemon FD``, with the
+step's inotify descriptor, its listening socket and its state (a memory file, ``FD``)
+inherited. It runs outside any
+sandbox, writes nothing in the worktree and runs no git: it reads the kernel's events
+and the side index's stamps, and answers on its socket.
+
+Each path it collects is tagged with a generation: a ``look`` answers every path
+collected since the side index was last settled at the state asked about, then starts a
+new generation; the ``settle`` that follows clears only the paths of the generations
+that look answered, so a path that changed again meanwhile is kept.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import select
+import socket
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from bar import peers, stamps
+from bar.watch import TreeWatch
+
+_MAX_PATHS = 200_000  # more changed paths than this: a full look is cheaper
+_WAKE_MS = 5_000  # how often it checks that its worktree and socket are still there
+
+
+class Lookout:
+    def __init__(self, state: dict[str, Any]) -> None:
+        self.root = str(state["root"])
+        self.index = Path(str(state["index"]))
+        self.socket_file = str(state["socket"])
+        self.idle = float(state["idle"])
+        self.verify = float(state["verify"])
+        dirs = {int(wd): str(rel) for wd, rel in dict(state["dirs"]).items()}
+        self.watch = TreeWatch.adopt(self.root, int(state["fd"]), dirs)
+        self.listener = socket.socket(fileno=int(state["listener"]))
+        self.base: str | None = str(state["base"])
+        self.found: dict[str, int] = {}
+        self.gen = 0
+        self.lost_gen = -1  # the generation in which the kernel last lost events
+        self.sure = True  # every change since ``base`` was stamped is in ``found``
+        # the last full look: the step's, which began ``age`` seconds before the hand-over
+        self.verified = time.monotonic() - float(state.get("age", 0.0))
+        self.last_question = time.monotonic()
+        self.socket_id: tuple[int, int] | None = None
+        self.root_id = _identity(self.root)
+
+    def serve(self) -> None:
+        self._cover(self.base)
+        self.socket_id = self._socket_id()
+        poll = select.poll()
+        poll.register(self.watch.fileno(), select.POLLIN)
+        poll.register(self.listener.fileno(), select.POLLIN)
+        while True:
+            left = self.idle - (time.monotonic() - self.last_question)
+            if left <= 0:
+                return
+            ready = {fd for fd, _ in poll.poll(int(min(left * 1000, _WAKE_MS)) + 1)}
+            if self.watch.fileno() in ready:
+                self._collect()
+            if not self.watch.sure or not self._still_here():
+                return
+            if self.listener.fileno() in ready and not self._answer_one():
+                return
+
+    def _collect(self) -> None:
+        changed = self.watch.drain()
+        if changed is None:
+            self._lose()
+            return
+        for path in changed:
+            self.found[path] = self.gen
+        if len(self.found) > _MAX_PATHS:
+            self._lose()
+
+    def _lose(self) -> None:
+        self.sure, self.lost_gen = False, self.gen
+        self.found.clear()
+
+    def _still_here(self) -> bool:
+        """Its worktree's root is still watched and still at its path, and its socket is
+        still the one it listens on (not removed, nor replaced by another's)."""
+        return (
+            "" in self.watch.watched
+            and self._socket_id() == self.socket_id
+            and _identity(self.root) == self.root_id
+        )
+
+    def _socket_id(self) -> tuple[int, int] | None:
+        return _identity(self.socket_file)
+
+    def _answer_one(self) -> bool:
+        """Answer one connection; False when asked to exit."""
+        try:
+            conn, _ = self.listener.accept()
+        except OSError:
+            return True
+        with conn:
+            conn.settimeout(2.0)
+            if peers.confined_caller(conn):
+                return self._reply(conn, {"error": "refused"})
+            try:
+                request = json.loads(_read_line(conn))
+            except (OSError, ValueError):
+                return True
+            if not isinstance(request, dict):
+                return True
+            self.last_question = time.monotonic()
+            op = request.get("op")
+            if op == "look":
+                self._collect()
+                return self._reply(conn, self._look(request.get("base")))
+            if op == "settle":
+                self._collect()
+                self._settle(request.get("from"), request.get("gen"), request.get("base"))
+                return True
+            if op == "status":
+                return self._reply(conn, self._status())
+            if op == "exit":
+                self._reply(conn, {"ok": True})
+                return False
+            return self._reply(conn, {"error": f"unknown request {op!r}"})
+
+    def _look(self, base: object) -> dict[str, Any]:
+        gen, self.gen = self.gen, self.gen + 1
+        fresh = time.monotonic() - self.verified < self.verify
+        if self.sure and fresh and base is not None and base == self.base:
+            return {"gen": gen, "paths": sorted(self.found)}
+        return {"gen": gen, "paths": None}
+
+    def _settle(self, was: object, gen: object, base: object) -> None:
+        if not isinstance(gen, int) or not isinstance(base, str):
+            return
+        if was is None:  # a full look, begun after ``gen`` was answered
+            if self.lost_gen <= gen:
+                self.sure = True
+            self.verified = time.monotonic()
+        elif was != self.base:
+            self.sure = False  # settled from a state it did not hold: not sure of it
+        self.found = {path: g for path, g in self.found.items() if g > gen}
+        self.base = base
+        self._cover(base)
+
+    def _cover(self, base: str | None) -> None:
+        """Watch every directory the stamps of ``base`` cover. One it was not watching
+        may have changed before its watch began: if its ctime is not the stamped one, it
+        is reported whole."""
+        record = stamps.noted(self.index)
+        if record is None or record.get("commit") != base:
+            return
+        dirs, ctimes = record.get("dirs"), record.get("mtimes")
+        if not isinstance(dirs, list) or not isinstance(ctimes, list):
+            return
+        for rel, ctime in zip(dirs, ctimes, strict=False):
+            name = str(rel)
+            if name in self.watch.watched or not self.watch.add(name):
+                continue
+            try:
+                now = os.lstat(os.path.join(self.root, name)).st_ctime_ns
+            except OSError:
+                now = -1
+            if now != ctime or ctime == -1:
+                self.found[name] = self.gen
+
+    def _status(self) -> dict[str, Any]:
+        return {"pid": os.getpid(), "base": self.base, "sure": self.sure, "gen": self.gen,
+                "watched": len(self.watch.watched), "paths": len(self.found),
+                "idle": self.idle, "verify": self.verify}  # fmt: skip
+
+    @staticmethod
+    def _reply(conn: socket.socket, reply: dict[str, Any]) -> bool:
+        with contextlib.suppress(OSError):
+            conn.sendall(json.dumps(reply).encode() + b"\n")
+        return True
+
+
+def _identity(path: str) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def _read_line(conn: socket.socket) -> bytes:
+    chunks: list[bytes] = []
+    while True:
+        chunk = conn.recv(1 << 16)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        if chunk.endswith(b"\n"):
+            break
+    return b"".join(chunks)
+
+
+def main(argv: list[str]) -> int:
+    with open(int(argv[1]), encoding="utf-8") as f:  # the state, in memory (memfd)
+        state = json.load(f)
+    lookout = Lookout(state)
+    try:
+        lookout.serve()
+    finally:
+        with contextlib.suppress(OSError):
+            if lookout._socket_id() == lookout.socket_id:
+                os.unlink(lookout.socket_file)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,298 @@
+"""The task's lookout (``bar.lookout``): the step's watch kept between commands.
+
+A step that ends with a watch hands it to a lookout process; the commands that follow ask
+it what changed instead of statting every file. These tests drive real ``bar`` commands
+against a real lookout process and compare every snapshot with plain git's, and check
+that the lookout is never trusted where it cannot know: a state recorded behind its back,
+a confined caller, a killed or hung lookout, a write inotify cannot see.
+"""
+
+from __future__ import annotations
+
+import json
+import mmap
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from bar import lookout
+from conftest import git
+from helpers import SETTLE, bar, init_clean, ledger, new_task, task_dir, worktree
+
+
+def _index(task: dict[str, object]) -> Path:
+    return task_dir(str(task["id"])) / "index"
+
+
+def _started(capfd: pytest.CaptureFixture[str], repo: Path) -> tuple[dict[str, object], Path]:
+    """A task whose second step handed its watch to a lookout."""
+    init_clean(repo, capfd)
+    task = new_task(capfd)
+    for _ in range(2):  # the first step stamps; the second watches, then hands over
+        assert bar(capfd, "run", "--", "true").code == 0
+    assert lookout.status(_index(task)) is not None
+    return task, worktree(task)
+
+
+def _plain_git_tree(wt: Path, tmp: Path) -> str:
+    index = tmp / "oracle-index"
+    index.unlink(missing_ok=True)
+    env = {**os.environ, "GIT_INDEX_FILE": str(index)}
+    subprocess.run(["git", "add", "-A"], cwd=wt, env=env, check=True)
+    return subprocess.run(["git", "write-tree"], cwd=wt, env=env, check=True,
+                          capture_output=True, text=True).stdout.strip()  # fmt: skip
+
+
+def _recorded_tree(repo: Path, task: dict[str, object]) -> str:
+    return git(repo, "rev-parse", ledger(str(task["id"]))[-1]["snapshot"] + "^{tree}").strip()
+
+
+def _git_ran(trace: Path) -> list[str]:
+    return [json.loads(line)["name"] for line in trace.read_text().splitlines()
+            if json.loads(line)["event"] == "cmd_name"]  # fmt: skip
+
+
+def _alive(pid: int) -> bool:
+    """Running (a lookout the test process started and never waits for is a zombie
+    once it exits)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except OSError:
+        return False
+
+
+def _wait_gone(pid: int, seconds: float = 10.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if not _alive(pid):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def _pid(task: dict[str, object]) -> int:
+    said = lookout.status(_index(task))
+    assert said is not None
+    return int(said["pid"])
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_what_the_lookout_says_gives_the_tree_plain_git_gives(
+    repo: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch, seed: int,
+) -> None:  # fmt: skip
+    """Random hand edits between steps and random edits by steps, each step recorded
+    from what the lookout reported (no file statted): every snapshot equals the tree
+    ``git add -A`` writes from a fresh index."""
+    task, wt = _started(capfd, repo)
+    rng = random.Random(seed)
+    names = ["a.txt", "d/b.txt", "d/e/c.txt", "f/g/h/i.txt", "x.log", "d/e/y.log", "top.md"]
+    (wt / ".gitignore").write_text("*.log\n")
+
+    def edit() -> str:
+        rel = rng.choice(names)
+        path = wt / rel
+        what = rng.choice(["write", "write", "delete", "chmod", "rmdir", "rename", "link"])
+        if what == "write":
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(f"{rng.random()}\n")
+        elif what == "delete" and path.exists():
+            path.unlink()
+        elif what == "chmod" and path.is_file():
+            path.chmod(path.stat().st_mode ^ 0o111)
+        elif what == "rmdir" and path.parent != wt and path.parent.is_dir():
+            subprocess.run(["rm", "-rf", str(path.parent)], check=True)
+        elif what == "rename" and path.exists():
+            other = wt / rng.choice(names)
+            other.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(path, other)
+        elif what == "link" and not path.is_symlink() and not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.symlink_to("a.txt")
+        return f"{what} {rel}"
+
+    pid = _pid(task)
+    for n in range(8):
+        for _ in range(rng.randint(1, 4)):
+            edit()
+        script = "; ".join(f"echo {n} > {rng.choice(names)}" for _ in range(2))
+        script = f"mkdir -p d/e f/g/h; {script}"
+        trace = tmp_path / f"trace-{n}.json"
+        monkeypatch.setenv("GIT_TRACE2_EVENT", str(trace))
+        argv = ["sh", "-c", script] if n % 2 else ["true"]
+        res = bar(capfd, "run", "--", *argv)
+        monkeypatch.delenv("GIT_TRACE2_EVENT")
+        assert res.code == 0, res.err
+        assert "diff-files" not in _git_ran(trace)  # the lookout said what changed
+        assert _recorded_tree(repo, task) == _plain_git_tree(wt, tmp_path)
+    assert _pid(task) == pid  # one lookout all along
+
+
+def test_a_change_is_reported_until_a_snapshot_has_it(
+    repo: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Asking is not forgetting: a command that asked and died before its snapshot
+    leaves the path to the next one; a path changed again after the question is kept."""
+    task, wt = _started(capfd, repo)
+    index = _index(task)
+    base = ledger(str(task["id"]))[-1]["snapshot"]
+    (wt / "one.txt").write_text("1\n")
+    first = lookout.look(index, base)
+    assert first is not None and first.paths == {"one.txt"}
+    again = lookout.look(index, base)  # (the first asker died)
+    assert again is not None and again.paths == {"one.txt"}
+    (wt / "one.txt").write_text("2\n")  # changed after the question
+    lookout.settle(again, base, full=False)  # as if a snapshot had taken "1"
+    after = lookout.look(index, base)
+    assert after is not None and after.paths == {"one.txt"}
+    assert lookout.look(index, "0" * 40) is not None
+    other = lookout.look(index, "0" * 40)
+    assert other is not None and other.paths is None  # not the state it watches from
+    assert bar(capfd, "run", "--", "true").code == 0
+    assert (wt / "one.txt").read_text() == "2\n"
+    assert ledger(str(task["id"]))[-2]["kind"] == "manual"
+
+
+def test_a_state_recorded_behind_its_back_makes_it_unsure_until_a_full_look(
+    repo: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    task, wt = _started(capfd, repo)
+    index = _index(task)
+    base = ledger(str(task["id"]))[-1]["snapshot"]
+    sight = lookout.look(index, base)
+    assert sight is not None
+    lookout.settle(sight, "f" * 40, full=False)  # someone else's state
+    assert bar(capfd, "run", "--", "sh", "-c", "echo x > made.txt").code == 0
+    assert _recorded_tree(repo, task) == _plain_git_tree(wt, tmp_path)  # a full look
+    said = lookout.status(index)
+    assert said is not None and said["sure"] is True  # ... which made it sure again
+    (wt / "made.txt").write_text("y\n")
+    trace = tmp_path / "trace.json"
+    monkeypatch.setenv("GIT_TRACE2_EVENT", str(trace))
+    assert bar(capfd, "run", "--", "true").code == 0
+    assert "diff-files" not in _git_ran(trace)
+    assert _recorded_tree(repo, task) == _plain_git_tree(wt, tmp_path)
+
+
+def test_a_write_inotify_cannot_see_is_found_by_the_next_full_look(
+    repo: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    """A write through a memory map whose file was closed makes no inotify event: the
+    lookout cannot report it, and asks for a full look every VERIFY seconds."""
+    monkeypatch.setenv("BAR_LOOKOUT_VERIFY", "1")
+    init_clean(repo, capfd)
+    task = new_task(capfd)
+    wt = worktree(task)
+    (wt / "mapped.bin").write_bytes(b"a" * 4096)
+    for _ in range(2):
+        assert bar(capfd, "run", "--", "true").code == 0
+    with open(wt / "mapped.bin", "r+b") as f:
+        view = mmap.mmap(f.fileno(), 4096)
+    view[:4] = b"bbbb"  # after the close: no event
+    view.flush()
+    view.close()
+    time.sleep(1.2)
+    assert bar(capfd, "run", "--", "true").code == 0
+    assert _recorded_tree(repo, task) == _plain_git_tree(wt, tmp_path)
+
+
+def test_a_killed_or_hung_lookout_is_not_waited_for(
+    repo: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    task, wt = _started(capfd, repo)
+    os.kill(_pid(task), signal.SIGKILL)
+    (wt / "after-kill.txt").write_text("k\n")
+    assert bar(capfd, "run", "--", "true").code == 0  # its socket is left: refused
+    assert _recorded_tree(repo, task) == _plain_git_tree(wt, tmp_path)
+    assert bar(capfd, "run", "--", "true").code == 0  # (this one handed over anew)
+    pid = _pid(task)
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        (wt / "after-stop.txt").write_text("s\n")
+        assert bar(capfd, "run", "--", "true").code == 0  # waits TIMEOUT, then looks
+        assert _recorded_tree(repo, task) == _plain_git_tree(wt, tmp_path)
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    assert _wait_gone(pid)  # woken, it finds its socket gone and exits
+
+
+def test_it_answers_no_confined_process(repo: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    """A command confined by a step (no_new_privs) reaches the socket's path but gets no
+    answer: it could otherwise make the lookout forget a change it made."""
+    task, _ = _started(capfd, repo)
+    probe = (
+        "import ctypes, json, socket, sys\n"
+        "ctypes.CDLL(None).prctl(38, 1, 0, 0, 0)  # PR_SET_NO_NEW_PRIVS\n"
+        "s = socket.socket(socket.AF_UNIX)\n"
+        "s.connect(sys.argv[1])\n"
+        's.sendall(b\'{"op": "exit"}\\n\')\n'
+        "s.shutdown(socket.SHUT_WR)\n"
+        "print(s.recv(1000).decode())\n"
+    )
+    pid = _pid(task)
+    out = subprocess.run([sys.executable, "-c", probe, "lookout.sock"], capture_output=True,
+                         text=True, check=True, cwd=task_dir(str(task["id"]))).stdout  # fmt: skip
+    assert json.loads(out) == {"error": "refused"}
+    assert _alive(pid)
+
+
+def test_it_exits_when_idle_when_asked_and_when_its_task_goes(
+    repo: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("BAR_LOOKOUT_IDLE", "1")
+    task, _ = _started(capfd, repo)
+    assert _wait_gone(_pid(task))
+    assert not (task_dir(str(task["id"])) / "lookout.sock").exists()
+    monkeypatch.setenv("BAR_LOOKOUT_IDLE", "60")
+    for _ in range(2):
+        assert bar(capfd, "run", "--", "true").code == 0
+    pid = _pid(task)
+    lookout.stop(_index(task))
+    assert _wait_gone(pid)
+    for _ in range(2):
+        assert bar(capfd, "run", "--", "true").code == 0
+    pid = _pid(task)
+    assert bar(capfd, "task", "close", str(task["id"])).code == 0
+    assert _wait_gone(pid)
+    assert _wait_gone(pid)
+
+
+def test_no_lookout_is_started_when_the_idle_time_is_zero(
+    repo: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("BAR_LOOKOUT_IDLE", "0")
+    init_clean(repo, capfd)
+    task = new_task(capfd)
+    for _ in range(3):
+        assert bar(capfd, "run", "--", "true").code == 0
+    assert not lookout.running(_index(task))
+
+
+def test_a_rollback_leaves_it_sure(
+    repo: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    """A restore writes the side index, the stamps and the files together: the lookout
+    moves to the restored state, keeping the paths the restore wrote (it saw them)."""
+    task, wt = _started(capfd, repo)
+    assert bar(capfd, "run", "--", "sh", "-c", "mkdir -p n/m && echo 1 > n/m/f").code == 0
+    assert bar(capfd, "run", "--", "sh", "-c", "echo 2 > n/m/f && echo 3 > g").code == 0
+    time.sleep(SETTLE)
+    assert bar(capfd, "rollback").code == 0
+    said = lookout.status(_index(task))
+    assert said is not None and said["sure"] is True
+    (wt / "n" / "m" / "f").write_text("hand\n")
+    trace = tmp_path / "trace.json"
+    monkeypatch.setenv("GIT_TRACE2_EVENT", str(trace))
+    assert bar(capfd, "run", "--", "true").code == 0
+    assert "diff-files" not in _git_ran(trace)
+    assert _recorded_tree(repo, task) == _plain_git_tree(wt, tmp_path)
