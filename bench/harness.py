@@ -28,6 +28,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import genrepo  # noqa: E402
+
 from bar import lookout  # noqa: E402
 
 IDENTITY = {

@@ -34,9 +34,12 @@ def _started(capfd: pytest.CaptureFixture[str], repo: Path) -> tuple[dict[str, o
     """A task whose second step handed its watch to a lookout."""
     init_clean(repo, capfd)
     task = new_task(capfd)
-    for _ in range(2):  # the first step stamps; the second watches, then hands over
+    # the first step stamps; the second watches, then hands over; the third makes the
+    # lookout sure (a full look)
+    for _ in range(3):
         assert bar(capfd, "run", "--", "true").code == 0
-    assert lookout.status(_index(task)) is not None
+    said = lookout.status(_index(task))
+    assert said is not None and said["sure"] is True
     return task, worktree(task)
 
 
@@ -193,8 +196,10 @@ def test_a_write_inotify_cannot_see_is_found_by_the_next_full_look(
     task = new_task(capfd)
     wt = worktree(task)
     (wt / "mapped.bin").write_bytes(b"a" * 4096)
-    for _ in range(2):
+    for _ in range(3):
         assert bar(capfd, "run", "--", "true").code == 0
+    said = lookout.status(_index(task))
+    assert said is not None and said["sure"] is True
     with open(wt / "mapped.bin", "r+b") as f:
         view = mmap.mmap(f.fileno(), 4096)
     view[:4] = b"bbbb"  # after the close: no event
@@ -239,9 +244,10 @@ def test_it_answers_no_confined_process(repo: Path, capfd: pytest.CaptureFixture
         "print(s.recv(1000).decode())\n"
     )
     pid = _pid(task)
-    out = subprocess.run([sys.executable, "-c", probe, "lookout.sock"], capture_output=True,
-                         text=True, check=True, cwd=task_dir(str(task["id"]))).stdout  # fmt: skip
-    assert json.loads(out) == {"error": "refused"}
+    ran = subprocess.run([sys.executable, "-c", probe, "lookout.sock"], capture_output=True,
+                         text=True, cwd=task_dir(str(task["id"])))  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    assert json.loads(ran.stdout) == {"error": "refused"}
     assert _alive(pid)
 
 
@@ -296,3 +302,16 @@ def test_a_rollback_leaves_it_sure(
     assert bar(capfd, "run", "--", "true").code == 0
     assert "diff-files" not in _git_ran(trace)
     assert _recorded_tree(repo, task) == _plain_git_tree(wt, tmp_path)
+
+
+def test_lookouts_leave_the_user_inotify_room(
+    repo: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Editors need inotify too: past ``MAX_RUNNING`` lookouts in a bar home, a step
+    keeps its watch to itself (and its task looks by statting, as without one)."""
+    monkeypatch.setattr(lookout, "MAX_RUNNING", 1)
+    first, _ = _started(capfd, repo)
+    second = new_task(capfd, "t2")
+    for _ in range(3):
+        assert bar(capfd, "run", "--task", "t2", "--", "true").code == 0
+    assert lookout.running(_index(first)) and not lookout.running(_index(second))

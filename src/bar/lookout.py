@@ -46,6 +46,7 @@ if TYPE_CHECKING:
 
 IDLE_S = 900  # seconds without a question before a lookout exits
 VERIFY_S = 300  # seconds after which a lookout asks for a full look again
+MAX_RUNNING = 8  # lookouts per bar home at once
 TIMEOUT = 2.0  # seconds a command waits for an answer (a lookout just started included)
 SOCKET = "lookout.sock"
 
@@ -136,6 +137,8 @@ def keep_watching(task: Task, watch: TreeWatch, age: float) -> bool:
 
     if idle_seconds() == 0 or os.environ.get("BAR_STEP_ID") or not watch.sure:
         return False
+    if not _room_for(len(watch.watched), task.index):
+        return False
     record = stamps.noted(task.index)
     if record is None or record.get("index") != stamps.identity(task.index):
         return False
@@ -151,6 +154,24 @@ def keep_watching(task: Task, watch: TreeWatch, age: float) -> bool:
         return False
     os.close(fd)  # the lookout has its own copy
     return True
+
+
+def _room_for(watches: int, index: Path) -> bool:
+    """Whether a lookout holding ``watches`` watches leaves the user's editors and other
+    tools theirs: the kernel counts inotify instances (128 by default) and watches per
+    user, and a lookout holds its own for minutes. At most ``MAX_RUNNING`` lookouts per
+    bar home, each with at most a quarter of the user's watches."""
+    from bar.store.layout import projects_dir
+
+    try:
+        with open("/proc/sys/fs/inotify/max_user_watches", "rb") as f:
+            limit = int(f.read())
+    except (OSError, ValueError):
+        return False
+    if watches > limit // 4:
+        return False
+    others = [p for p in projects_dir().glob(f"*/tasks/*/{SOCKET}") if p != socket_path(index)]
+    return len(others) < MAX_RUNNING
 
 
 def hand_over(index: Path, worktree: Path, base: str, fd: int, dirs: dict[int, str],

@@ -46,7 +46,10 @@ class Lookout:
         self.found: dict[str, int] = {}
         self.gen = 0
         self.lost_gen = -1  # the generation in which the kernel last lost events
-        self.sure = True  # every change since ``base`` was stamped is in ``found``
+        # every change since ``base`` was stamped is in ``found``: not to begin with,
+        # since the step's watch began after its look for hand edits had begun to stat
+        # (an edit in between is in neither), so the first command asked looks by itself
+        self.sure = False
         # the last full look: the step's, which began ``age`` seconds before the hand-over
         self.verified = time.monotonic() - float(state.get("age", 0.0))
         self.last_question = time.monotonic()
@@ -105,11 +108,15 @@ class Lookout:
             return True
         with conn:
             conn.settimeout(2.0)
+            try:
+                line = _read_line(conn)  # (read first: unread, a reply would be reset)
+            except OSError:
+                return True
             if peers.confined_caller(conn):
                 return self._reply(conn, {"error": "refused"})
             try:
-                request = json.loads(_read_line(conn))
-            except (OSError, ValueError):
+                request = json.loads(line)
+            except ValueError:
                 return True
             if not isinstance(request, dict):
                 return True

@@ -87,7 +87,7 @@ class Task:
     # ext: the base the task started from, set once its base first moves (``bar.bases``)
     first_base: str | None = None
 
-    @property
+    @cached_property
     def paths(self) -> TaskPaths:
         return self.project.paths.task(self.id)
 
