@@ -131,8 +131,9 @@ def dry_run(
         # the merge of the recorded state, while the worktree is looked at
         ahead = _ahead(task, mode, target, state, base, preview) if task.active else None
         # a closed task's work is what it recorded, whatever its kept worktree holds now
-        tree = steps.current_tree(task, recorded) if task.active else git.tree_of(repo, recorded)
-        if tree != git.tree_of(repo, recorded):  # unrecorded changes: apply records them first
+        recorded_tree = steps.tree_of(task, recorded)
+        tree = steps.current_tree(task, recorded) if task.active else recorded_tree
+        if tree != recorded_tree:  # unrecorded changes: apply records them first
             safe = _safe_git(task, target, git.worktree_list(repo))
             state = safe.commit_tree(repo, tree, [recorded], "bar: dry-run state",
                                      identity=git.BAR_IDENTITY)  # fmt: skip

@@ -16,7 +16,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from bar import git, prescan, stamps
+from bar import git, lookout, prescan, stamps
 from bar.stamps import keep_private
 
 _env = git.index_env
@@ -24,8 +24,10 @@ _env = git.index_env
 
 def changed_since(worktree: Path, index: Path, recorded: str) -> list[str] | None:
     """The paths to rescan since the side index was stamped at ``recorded`` (empty: none
-    changed), or None when only a full scan will do."""
-    found = scan(worktree, index, recorded)
+    changed), or None when only a full scan will do. The task's lookout is asked first
+    (``bar.lookout``); this only reads, so it tells the lookout nothing back."""
+    sight = lookout.look(index, recorded) if lookout.running(index) else None
+    found = scan(worktree, index, recorded, sight.paths if sight is not None else None)
     return found[0] if found is not None else None
 
 

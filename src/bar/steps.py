@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from bar import git, known_secrets, rescan, snapshot
+from bar import git, known_secrets, rescan, snapshot, stamps
 from bar.clock import ms_since, now_iso
 from bar.errors import CorruptFile
 from bar.git import DiffStat
@@ -140,7 +140,7 @@ def current_tree(task: Task, recorded: str | None = None) -> str:
     of the side index, so it never races a running step."""
     scope = rescan.changed_since(task.worktree, task.index, recorded) if recorded else None
     if scope == [] and recorded is not None:
-        return git.tree_of(task.worktree, recorded)
+        return tree_of(task, recorded)
     import shutil
     import tempfile
 
@@ -153,7 +153,12 @@ def current_tree(task: Task, recorded: str | None = None) -> str:
         return snapshot.write_scope(task.worktree, index, scope)
 
 
+def tree_of(task: Task, state: str) -> str:
+    """The tree of the recorded state ``state`` (from the stamps when they are of it)."""
+    return stamps.tree_of(task.index, state) or git.tree_of(task.project.root, state)
+
+
 def has_unrecorded_changes(task: Task) -> bool:
     """True when the worktree differs from the last recorded snapshot (read-only)."""
     recorded = task.recorded_snapshot()
-    return current_tree(task, recorded) != git.tree_of(task.worktree, recorded)
+    return current_tree(task, recorded) != tree_of(task, recorded)
