@@ -315,3 +315,82 @@ def test_lookouts_leave_the_user_inotify_room(
     for _ in range(3):
         assert bar(capfd, "run", "--task", "t2", "--", "true").code == 0
     assert lookout.running(_index(first)) and not lookout.running(_index(second))
+
+
+def test_a_commit_in_a_nested_repository_is_recorded_by_the_next_command(
+    repo: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A nested repository's commit writes only under its own .git, which nothing
+    watches: the lookout reads its HEAD at every question."""
+    init_clean(repo, capfd)
+    task = new_task(capfd)
+    wt = worktree(task)
+    sub = wt / "sub"
+    sub.mkdir()
+    git(sub, "init", "-q", "-b", "main")
+    (sub / "f").write_text("1\n")
+    git(sub, "add", "f")
+    git(sub, "commit", "-qm", "one")
+    for _ in range(3):
+        assert bar(capfd, "run", "--", "true").code == 0
+    said = lookout.status(_index(task))
+    assert said is not None and said["sure"] is True
+    (sub / "f").write_text("2\n")
+    git(sub, "commit", "-qam", "two")
+    assert bar(capfd, "run", "--", "true").code == 0
+    assert _recorded_tree(repo, task) == _plain_git_tree(wt, tmp_path)
+
+
+def test_a_write_through_a_hard_link_is_recorded_under_both_names(
+    repo: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """The kernel reports the name written through, not the file's other names."""
+    task, wt = _started(capfd, repo)
+    (wt / "one.txt").write_text("1\n")
+    os.link(wt / "one.txt", wt / "two.txt")
+    assert bar(capfd, "run", "--", "true").code == 0
+    assert bar(capfd, "run", "--", "sh", "-c", "echo more >> one.txt").code == 0
+    assert _recorded_tree(repo, task) == _plain_git_tree(wt, tmp_path)
+    assert ledger(str(task["id"]))[-1]["diff_stat"]["files"] == 2
+
+
+def test_what_a_snapshot_leaves_out_is_reported_again(
+    repo: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A path a step excludes (an agent's settings file bar restores) is not taken as
+    looked at: the next look names it again."""
+    from bar import api, snapshot
+
+    task, wt = _started(capfd, repo)
+    (wt / "kept").mkdir()
+    (wt / "kept" / "settings.json").write_text("{}\n")
+    (wt / "other.txt").write_text("o\n")
+    the_task = api.get_task(api.open_project(), str(task["id"]))
+    before = the_task.recorded_snapshot()
+    snap = snapshot.take(the_task.worktree, the_task.index, the_task.snapshot_ref, before,
+                         "a checkpoint", ["kept"])  # fmt: skip
+    sight = lookout.look(_index(task), snap.commit)
+    assert sight is not None and sight.paths is not None
+    assert "kept" in sight.paths or "kept/settings.json" in sight.paths
+    assert "other.txt" not in sight.paths
+
+
+def test_bar_without_new_privileges_starts_no_lookout(
+    repo: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Where bar itself runs with no_new_privs (a container that sets it), a confined
+    command cannot be told from bar: no lookout is started."""
+    init_clean(repo, capfd)
+    task = new_task(capfd)
+    wrapper = (
+        "import ctypes, os, sys\n"
+        "ctypes.CDLL(None).prctl(38, 1, 0, 0, 0)\n"
+        "os.execv(sys.argv[1], sys.argv[1:])\n"
+    )
+    from helpers import BAR_EXE
+
+    for _ in range(3):
+        ran = subprocess.run([sys.executable, "-c", wrapper, BAR_EXE, "run", "--", "true"],
+                             cwd=worktree(task), capture_output=True, text=True)  # fmt: skip
+        assert ran.returncode == 0, ran.stderr
+    assert not lookout.running(_index(task))

@@ -35,6 +35,7 @@ import os
 import socket
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -83,10 +84,13 @@ def running(index: Path) -> bool:
     return os.path.exists(socket_path(index))
 
 
-def look(index: Path, base: str) -> Sight | None:
+def look(index: Path, base: str, *, stale_ok: bool = False) -> Sight | None:
     """What changed in the worktree since the side index was stamped at ``base``, as
-    its lookout saw it; None when no lookout answers."""
-    reply = _ask(index, {"op": "look", "base": base})
+    its lookout saw it; None when no lookout answers. ``stale_ok``: the paths even if
+    the lookout's last full look is older than ``BAR_LOOKOUT_VERIFY`` (a step's own
+    snapshots and checkpoints: what inotify cannot see is then found by the next
+    command's look for hand edits, and recorded as one)."""
+    reply = _ask(index, {"op": "look", "base": base, "stale_ok": stale_ok})
     if reply is None or not isinstance(reply.get("gen"), int):
         return None
     paths = reply.get("paths")
@@ -94,11 +98,13 @@ def look(index: Path, base: str) -> Sight | None:
     return Sight(index, base, reply["gen"], found)
 
 
-def settle(sight: Sight, base: str, *, full: bool) -> None:
+def settle(sight: Sight, base: str, *, full: bool, keep: Sequence[str] = ()) -> None:
     """Tell the lookout that the side index now holds ``base``, taken by a snapshot that
-    looked at the paths ``sight`` named (``full``: at every file, whatever it named)."""
+    looked at the paths ``sight`` named (``full``: at every file, whatever it named);
+    ``keep``: paths it named that the snapshot left out (excluded, or unreadable): they
+    are reported again."""
     _tell(sight.index, {"op": "settle", "from": None if full else sight.base,
-                        "gen": sight.gen, "base": base})  # fmt: skip
+                        "gen": sight.gen, "base": base, "keep": list(keep)})  # fmt: skip
 
 
 def rebase(index: Path, was: str, base: str) -> None:
@@ -133,10 +139,12 @@ def keep_watching(task: Task, watch: TreeWatch, age: float) -> bool:
     what it saw and the side index holds the state the ledger recorded last (``age``:
     seconds since the step's look for hand edits, its last full look). True if the
     lookout took it (the caller no longer owns the watch)."""
-    from bar import stamps
+    from bar import peers, stamps
 
     if idle_seconds() == 0 or os.environ.get("BAR_STEP_ID") or not watch.sure:
         return False
+    if peers.no_new_privs(os.getpid()):
+        return False  # it could not tell a confined caller from this one (``bar.peers``)
     if not _room_for(len(watch.watched), task.index):
         return False
     record = stamps.noted(task.index)
@@ -156,6 +164,15 @@ def keep_watching(task: Task, watch: TreeWatch, age: float) -> bool:
     return True
 
 
+def _budget() -> int:
+    """The most watches a lookout may hold: a quarter of the user's."""
+    try:
+        with open("/proc/sys/fs/inotify/max_user_watches", "rb") as f:
+            return int(f.read()) // 4
+    except (OSError, ValueError):
+        return 0
+
+
 def _room_for(watches: int, index: Path) -> bool:
     """Whether a lookout holding ``watches`` watches leaves the user's editors and other
     tools theirs: the kernel counts inotify instances (128 by default) and watches per
@@ -163,12 +180,7 @@ def _room_for(watches: int, index: Path) -> bool:
     bar home, each with at most a quarter of the user's watches."""
     from bar.store.layout import projects_dir
 
-    try:
-        with open("/proc/sys/fs/inotify/max_user_watches", "rb") as f:
-            limit = int(f.read())
-    except (OSError, ValueError):
-        return False
-    if watches > limit // 4:
+    if watches > _budget():
         return False
     others = [p for p in projects_dir().glob(f"*/tasks/*/{SOCKET}") if p != socket_path(index)]
     return len(others) < MAX_RUNNING
@@ -182,6 +194,7 @@ def hand_over(index: Path, worktree: Path, base: str, fd: int, dirs: dict[int, s
     here, so that it exists as soon as this returns (a question asked before the
     lookout has started waits in the socket's queue). False if it could not start."""
     folder = index.parent
+    budget = _budget()
     sock_file = folder / SOCKET
     spare = folder / f".{SOCKET}.{os.getpid()}"
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -202,12 +215,13 @@ def hand_over(index: Path, worktree: Path, base: str, fd: int, dirs: dict[int, s
         state = {"root": str(worktree), "index": str(index), "socket": str(sock_file),
                  "base": base, "fd": fd, "listener": listener.fileno(),
                  "idle": idle_seconds(), "verify": verify_seconds(), "age": age,
-                 "dirs": dirs}  # fmt: skip
+                 "budget": budget, "dirs": dirs}  # fmt: skip
         # handed over in memory, not in a file: nothing of it is left in the task
         # directory for a copy of it to trip on, whatever happens to either process
         state_fd = os.memfd_create("bar-lookout-state")
         os.write(state_fd, json.dumps(state).encode())
         os.lseek(state_fd, 0, os.SEEK_SET)
+        os.replace(spare, sock_file)  # listening already: a question waits for it
         flags = ["-E", "-P"] if sys.version_info >= (3, 11) else ["-E"]
         subprocess.Popen(
             [sys.executable, *flags, "-m", "bar.lookout_daemon", str(state_fd)],
@@ -219,11 +233,11 @@ def hand_over(index: Path, worktree: Path, base: str, fd: int, dirs: dict[int, s
             pass_fds=(fd, listener.fileno(), state_fd),
             start_new_session=True,
         )
-        os.replace(spare, sock_file)  # the lookout is there: commands may ask it
         return True
     except (OSError, AttributeError):  # (AttributeError: no memfd_create here)
-        with contextlib.suppress(OSError):
-            os.unlink(spare)
+        for leftover in (spare, sock_file):
+            with contextlib.suppress(OSError):
+                os.unlink(leftover)
         return False
     finally:
         listener.close()

@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bar import peers, stamps
+from bar import git, peers, stamps
 from bar.watch import TreeWatch
 
 _MAX_PATHS = 200_000  # more changed paths than this: a full look is cheaper
@@ -39,6 +39,7 @@ class Lookout:
         self.socket_file = str(state["socket"])
         self.idle = float(state["idle"])
         self.verify = float(state["verify"])
+        self.budget = int(state.get("budget", 0))
         dirs = {int(wd): str(rel) for wd, rel in dict(state["dirs"]).items()}
         self.watch = TreeWatch.adopt(self.root, int(state["fd"]), dirs)
         self.listener = socket.socket(fileno=int(state["listener"]))
@@ -55,6 +56,7 @@ class Lookout:
         self.last_question = time.monotonic()
         self.socket_id: tuple[int, int] | None = None
         self.root_id = _identity(self.root)
+        self.heads: dict[str, str | None] = {}  # of the nested repositories
 
     def serve(self) -> None:
         self._cover(self.base)
@@ -71,6 +73,8 @@ class Lookout:
                 self._collect()
             if not self.watch.sure or not self._still_here():
                 return
+            if len(self.watch.watched) > self.budget:
+                return  # (new directories by the thousand): the user's watches come first
             if self.listener.fileno() in ready and not self._answer_one():
                 return
 
@@ -124,10 +128,13 @@ class Lookout:
             op = request.get("op")
             if op == "look":
                 self._collect()
-                return self._reply(conn, self._look(request.get("base")))
+                return self._reply(conn, self._look(request.get("base"),
+                                                    request.get("stale_ok") is True))  # fmt: skip
             if op == "settle":
                 self._collect()
-                self._settle(request.get("from"), request.get("gen"), request.get("base"))
+                keep = request.get("keep")
+                self._settle(request.get("from"), request.get("gen"), request.get("base"),
+                             keep if isinstance(keep, list) else [])  # fmt: skip
                 return True
             if op == "status":
                 return self._reply(conn, self._status())
@@ -136,14 +143,15 @@ class Lookout:
                 return False
             return self._reply(conn, {"error": f"unknown request {op!r}"})
 
-    def _look(self, base: object) -> dict[str, Any]:
+    def _look(self, base: object, stale_ok: bool) -> dict[str, Any]:
+        self._nested_moved()
         gen, self.gen = self.gen, self.gen + 1
-        fresh = time.monotonic() - self.verified < self.verify
+        fresh = stale_ok or time.monotonic() - self.verified < self.verify
         if self.sure and fresh and base is not None and base == self.base:
             return {"gen": gen, "paths": sorted(self.found)}
         return {"gen": gen, "paths": None}
 
-    def _settle(self, was: object, gen: object, base: object) -> None:
+    def _settle(self, was: object, gen: object, base: object, keep: list[object]) -> None:
         if not isinstance(gen, int) or not isinstance(base, str):
             return
         if was is None:  # a full look, begun after ``gen`` was answered
@@ -153,29 +161,36 @@ class Lookout:
         elif was != self.base:
             self.sure = False  # settled from a state it did not hold: not sure of it
         self.found = {path: g for path, g in self.found.items() if g > gen}
+        for path in keep:
+            self.found.setdefault(str(path), self.gen)
         self.base = base
         self._cover(base)
 
     def _cover(self, base: str | None) -> None:
         """Watch every directory the stamps of ``base`` cover. One it was not watching
-        may have changed before its watch began: if its ctime is not the stamped one, it
-        is reported whole."""
+        may have changed before its watch began: it is reported whole."""
         record = stamps.noted(self.index)
         if record is None or record.get("commit") != base:
             return
-        dirs, ctimes = record.get("dirs"), record.get("mtimes")
-        if not isinstance(dirs, list) or not isinstance(ctimes, list):
+        dirs = record.get("dirs")
+        if not isinstance(dirs, list):
             return
-        for rel, ctime in zip(dirs, ctimes, strict=False):
+        for rel in dirs:
             name = str(rel)
-            if name in self.watch.watched or not self.watch.add(name):
-                continue
-            try:
-                now = os.lstat(os.path.join(self.root, name)).st_ctime_ns
-            except OSError:
-                now = -1
-            if now != ctime or ctime == -1:
+            if name not in self.watch.watched and self.watch.add(name):
                 self.found[name] = self.gen
+
+    def _nested_moved(self) -> None:
+        """A commit in a nested repository (or submodule) writes nothing the watch
+        covers, only its own git directory: its HEAD is read at every question, and the
+        repository reported when it moved (or cannot be read; and all of them at the
+        first question, since the step that handed over)."""
+        heads = {n: _nested_head(os.path.join(self.root, n))
+                 for n in stamps.nested_repositories(self.index)}  # fmt: skip
+        for name, head in heads.items():
+            if head is None or self.heads.get(name) != head:
+                self.found[name] = self.gen
+        self.heads = heads
 
     def _status(self) -> dict[str, Any]:
         return {"pid": os.getpid(), "base": self.base, "sure": self.sure, "gen": self.gen,
@@ -187,6 +202,31 @@ class Lookout:
         with contextlib.suppress(OSError):
             conn.sendall(json.dumps(reply).encode() + b"\n")
         return True
+
+
+def _nested_head(path: str) -> str | None:
+    """The commit a nested repository's HEAD names, read from its files (None: not
+    read that way)."""
+    dot_git = os.path.join(path, ".git")
+    git_dir = dot_git
+    if os.path.isfile(dot_git):  # a submodule's: "gitdir: PATH"
+        try:
+            with open(dot_git, encoding="utf-8") as f:
+                said = f.read(4097).strip()
+        except (OSError, UnicodeDecodeError):
+            return None
+        if not said.startswith("gitdir: "):
+            return None
+        git_dir = os.path.join(path, said[len("gitdir: ") :])
+    common = git_dir
+    try:
+        with open(os.path.join(git_dir, "commondir"), encoding="utf-8") as f:
+            common = os.path.join(git_dir, f.read(4097).strip())
+    except FileNotFoundError:
+        pass
+    except (OSError, UnicodeDecodeError):
+        return None
+    return git._read_head(git_dir, common)
 
 
 def _identity(path: str) -> tuple[int, int] | None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import bisect
 import os
+import stat
 from collections.abc import Callable
 from pathlib import Path
 
@@ -91,9 +92,16 @@ def _watched(worktree: Path, index: Path, dirs: list[object], mtimes: list[objec
     if paths is None:
         return None
     prefix = str(worktree) + os.sep
-    lexists = os.path.lexists
-    present = [p for p in paths if lexists(prefix + p)]
-    gone = [p for p in paths if not lexists(prefix + p)]
+    present, gone = [], []
+    for p in paths:
+        try:
+            st = os.lstat(prefix + p)
+        except OSError:
+            gone.append(p)
+            continue
+        if st.st_nlink > 1 and stat.S_ISREG(st.st_mode):
+            return None  # a write through it changed its other names too, unreported
+        present.append(p)
     if gone:
         held = _held(worktree, index, gone)
         if held is None:

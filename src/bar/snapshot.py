@@ -73,11 +73,23 @@ def write_scope(worktree: Path, index: Path, scope: list[str] | None) -> str:
 
 def _write(worktree: Path, index: Path, excludes: Sequence[str], scope: list[str] | None) -> str:
     """Rescan ``scope`` (None: everything) into the side index and write its tree."""
-    if scope is None or (scope and not _add(worktree, index, scope, excludes)):
-        _add(worktree, index, ["."], excludes)
+    return _write_whole(worktree, index, excludes, scope)[0]
+
+
+def _write_whole(worktree: Path, index: Path, excludes: Sequence[str], scope: list[str] | None,
+                 ) -> tuple[str, bool]:  # fmt: skip
+    """``_write``, and whether every file of the scope could be read (``_add``)."""
+    added = True if scope == [] else _add(worktree, index, scope or ["."], excludes)
+    if added is False and scope:
+        added = _add(worktree, index, ["."], excludes)
     tree = git.out(worktree, "write-tree", env=_env(index))  # may store its cache-tree
     keep_private(index)
-    return tree
+    return tree, added is not None
+
+
+def _excluded(paths: set[str] | None, excludes: Sequence[str]) -> set[str]:
+    """Of ``paths``, those at or under one of ``excludes``."""
+    return {p for p in paths or () for e in excludes if p == e or p.startswith(e + "/")}
 
 
 # What `git add --ignore-errors` says about a file it could not read (and so left out);
@@ -90,14 +102,15 @@ _UNREADABLE = re.compile(
 )
 
 
-def _add(worktree: Path, index: Path, paths: Sequence[str], excludes: Sequence[str]) -> bool:
+def _add(worktree: Path, index: Path, paths: Sequence[str], excludes: Sequence[str]
+         ) -> bool | None:  # fmt: skip
     """``git add -A`` the given paths ("." everything).
 
     Returns False when a partial scope cannot be added as such (a pathspec matching
     nothing, a path now beyond a symbolic link): the caller then scans everything. Files
-    that cannot be read are left out with a warning naming them; any other failure (a full
-    disk, an object that cannot be written) raises, so a step is never recorded as "no
-    changes" when its changes simply could not be stored.
+    that cannot be read are left out with a warning naming them (None is returned); any
+    other failure (a full disk, an object that cannot be written) raises, so a step is
+    never recorded as "no changes" when its changes simply could not be stored.
     """
     specs = [":(top)" if p == "." else f":(top,literal){p}" for p in paths]
     specs += [f":(top,exclude,literal){p}" for p in excludes]
@@ -121,7 +134,7 @@ def _add(worktree: Path, index: Path, paths: Sequence[str], excludes: Sequence[s
         return False
     if said_lines and all(_UNREADABLE.match(line) for line in said_lines):
         warn(f"some files were not recorded: {said.decode('utf-8', 'replace').strip()}")
-        return True
+        return None
     raise SnapshotFailed(
         "the worktree's state could not be stored in git: "
         + (res.err.strip() or f"git add exited with {res.returncode}"),
@@ -158,6 +171,7 @@ def take(
     changed: set[str] | None = None,
     restored_tree: str | None = None,
     before_look: Callable[[], None] | None = None,
+    hand_edits: bool = False,
 ) -> Snapshot:
     """Snapshot the worktree against ``recorded`` (the last snapshot the ledger knows).
 
@@ -173,6 +187,8 @@ def take(
     ``before_look``: called once git has begun statting the recorded files, before any
     directory is looked at (``rescan.scan``): the step's watch begins there, so that it
     costs no time of its own (its kernel calls run while git stats).
+    ``hand_edits``: this is a command's look for hand edits, where what the task's
+    lookout cannot see is looked for too (``bar.lookout``), every so often.
     """
     started_ns = time.time_ns()
     stamped = stamped_at or recorded  # the state the side index was last noted at
@@ -183,7 +199,7 @@ def take(
         tree = restored_tree
     else:
         if changed is None and lookout.running(index):
-            sight = lookout.look(index, stamped)
+            sight = lookout.look(index, stamped, stale_ok=not hand_edits)
             changed = sight.paths if sight is not None else None
         found = rescan.scan(worktree, index, stamped, changed, before_look)
         scope, known = found if found is not None else (None, None)
@@ -194,11 +210,13 @@ def take(
             if sight is not None and sight.paths != set():
                 lookout.settle(sight, recorded, full=sight.paths is None)
             return Snapshot(recorded, recorded_tree, False, worktree)
-        tree = _write(worktree, index, excludes, scope)
+        tree, whole = _write_whole(worktree, index, excludes, scope)
     snap = _record(worktree, index, ref, recorded, message, tree, recorded_tree, scope, known,
                    started_ns, restored_tree)  # fmt: skip
     if sight is not None:
-        lookout.settle(sight, snap.commit, full=sight.paths is None)
+        # what it named and this snapshot left out is named again next time
+        left_out = (sight.paths or set()) if not whole else _excluded(sight.paths, excludes)
+        lookout.settle(sight, snap.commit, full=sight.paths is None, keep=sorted(left_out))
     elif restored_tree is not None:
         lookout.rebase(index, recorded, snap.commit)
     return snap

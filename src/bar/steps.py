@@ -113,6 +113,7 @@ def record_hand_edits(
         before,
         f"step {step_id} manual: hand edits",
         before_look=before_look,
+        hand_edits=True,
     )
     if not snap.changed:
         return None
