@@ -114,6 +114,12 @@ def rebase(index: Path, was: str, base: str) -> None:
         _tell(index, {"op": "settle", "from": was, "gen": -1, "base": base})
 
 
+def forget(index: Path, sight: Sight, paths: Sequence[str]) -> None:
+    """Tell the lookout to drop these paths if nothing changed them after ``sight``
+    (bar's own writes, checked: ``bar.restored.forget_written``)."""
+    _tell(index, {"op": "forget", "gen": sight.gen, "paths": list(paths)})
+
+
 def stop(index: Path) -> None:
     """Ask the lookout of this side index to exit (if one runs)."""
     if running(index):

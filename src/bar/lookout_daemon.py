@@ -136,6 +136,10 @@ class Lookout:
                 self._settle(request.get("from"), request.get("gen"), request.get("base"),
                              keep if isinstance(keep, list) else [])  # fmt: skip
                 return True
+            if op == "forget":
+                self._collect()
+                self._forget(request.get("gen"), request.get("paths"))
+                return True
             if op == "status":
                 return self._reply(conn, self._status())
             if op == "exit":
@@ -165,6 +169,13 @@ class Lookout:
             self.found.setdefault(str(path), self.gen)
         self.base = base
         self._cover(base)
+
+    def _forget(self, gen: object, paths: object) -> None:
+        if not isinstance(gen, int) or not isinstance(paths, list):
+            return
+        for path in paths:
+            if self.found.get(str(path), gen + 1) <= gen:
+                del self.found[str(path)]
 
     def _cover(self, base: str | None) -> None:
         """Watch every directory the stamps of ``base`` cover. One it was not watching

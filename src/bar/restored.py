@@ -28,7 +28,7 @@ import sys
 import time
 from pathlib import Path
 
-from bar import git
+from bar import git, lookout, stamps
 
 # how much older than the clock a ctime must be (file systems that keep times coarser
 # than the nanosecond round them down)
@@ -125,3 +125,50 @@ def after(worktree: Path, restore: Restore) -> dict[str, int]:
             break
         time.sleep(max(wait, 1_000_000) / 1e9)
     return found
+
+
+_MAX_FORGET = 2000  # written paths checked one by one at most; beyond, the lookout keeps them
+
+
+def forget_written(worktree: Path, index: Path, restore: Restore, settled: dict[str, int],
+                   sight: lookout.Sight) -> None:  # fmt: skip
+    """Tell the task's lookout which of the paths the restore wrote it need not report:
+    its own writes are not changes to record. ``sight``: a question asked right after
+    the restore (its events collected, its new directories watched from then on),
+    before ``after`` listed them. A file counts only if ``git diff-files`` (run now, on
+    the side index the restore wrote) finds it as written; a path removed, only if it is
+    still gone; a directory it made, only if ``after`` found it holding exactly what was
+    written. Anything changed since the question is reported anyway (a later
+    generation)."""
+    if restore.diff is None or sight.paths is None:
+        return
+    files: list[str] = []
+    others: list[str] = []
+    fields = restore.diff.split(b"\0")
+    for head, raw_path in zip(fields[::2], fields[1::2], strict=False):
+        path = raw_path.decode("utf-8", "surrogateescape")
+        if path not in sight.paths:
+            continue
+        new_mode = head[8:14]
+        if new_mode == b"000000":
+            if not os.path.lexists(os.path.join(worktree, path)):
+                others.append(path)
+        elif new_mode == b"040000":
+            if path in settled:
+                others.append(path)
+        elif new_mode != b"160000":
+            files.append(path)
+    if len(files) > _MAX_FORGET:
+        files = []
+    if files:
+        res = git.git(worktree, "diff-files", "--name-only", "-z", "--",
+                      *[f":(top,literal){f}" for f in files],
+                      env=git.index_env(index), check=False)  # fmt: skip
+        if res.returncode != 0:
+            files = []
+        else:
+            differ = {p.decode("utf-8", "surrogateescape") for p in res.stdout.split(b"\0") if p}
+            files = [f for f in files if f not in differ]
+        stamps.keep_private(index)
+    if files or others:
+        lookout.forget(index, sight, files + others)

@@ -23,7 +23,19 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from bar import bases, exact, faults, git, journals, restored, snapshot, stamps, states, steps
+from bar import (
+    bases,
+    exact,
+    faults,
+    git,
+    journals,
+    lookout,
+    restored,
+    snapshot,
+    stamps,
+    states,
+    steps,
+)
 from bar.clock import ms_since, now_iso
 from bar.journals import RollbackIntent
 from bar.notices import note, warn
@@ -169,6 +181,10 @@ def restore(task: Task, target_commit: str, *, verified: str | None = None) -> s
                              stamps.settled_ctimes(task.index, now_tree))  # fmt: skip
     git.git(task.worktree, "read-tree", "-m", "-u", now_tree, target_tree,
             env=git.index_env(task.index))  # fmt: skip
+    # the task's lookout collects the restore's writes (and watches the directories it
+    # made) before they are listed below: see ``restored.forget_written``
+    sight = (lookout.look(task.index, now_commit, stale_ok=True)
+             if lookout.running(task.index) else None)  # fmt: skip
     # where git converts line endings or filters, the exact bytes of both states
     raw_now = exact.raw_entries(task.worktree, exact.raw_tree_of(task.worktree, now_commit))
     raw_target = exact.raw_entries(task.worktree, exact.raw_tree_of(task.worktree, target_commit))
@@ -180,8 +196,10 @@ def restore(task: Task, target_commit: str, *, verified: str | None = None) -> s
     settled = restored.after(task.worktree, writes) if not raw_now and not raw_target else {}
     stamps.restamp(task.worktree, task.index, target_tree, target_commit, started_ns,
                    None if writes.diff is None else (now_tree, writes.diff), settled)  # fmt: skip
-    faults.point("after restoring the worktree")
     exact_as_git = not raw_now and not raw_target
+    if sight is not None and exact_as_git:
+        restored.forget_written(task.worktree, task.index, writes, settled, sight)
+    faults.point("after restoring the worktree")
     return target_tree if exact_as_git and verified is not None else None
 
 
