@@ -12,14 +12,14 @@ The question is always relative to a recorded state: "what changed since the sid
 index was stamped at ``base``?" (``look``). The lookout answers with every path changed
 since it last heard that the side index holds ``base``, or with "not known" when it
 cannot be sure (another state was recorded behind its back, the kernel's queue
-overflowed, its last full look is older than ``BAR_LOOKOUT_VERIFY`` seconds, default
-``VERIFY_S``): the command then stats
-everything, as without a lookout, and says so (``settle`` with ``full``), which makes the
-lookout sure again. Nothing is forgotten on a question: the paths are cleared only by
-the ``settle`` that follows the snapshot that looked at them, so a command that dies
-halfway loses nothing. What inotify cannot see (a write through a memory map, through a
-hard link from outside the worktree, by another machine on a network file system) is
-found by the full look the lookout asks for at least that often.
+overflowed; for a look for hand edits, its last full look is older than
+``BAR_LOOKOUT_VERIFY`` seconds, default ``VERIFY_S``): the command then stats everything,
+as without a lookout, and says so (``settle`` with ``full``), which makes the lookout
+sure again. Nothing is forgotten on a question: the paths are cleared only by the
+``settle`` that follows the snapshot that looked at them, so a command that dies halfway
+loses nothing. What inotify cannot see (a write through a memory map, through a hard
+link from outside the worktree, by another machine on a network file system) is found
+by that periodic full look, and recorded as a hand edit.
 
 The lookout listens on ``lookout.sock`` in the task directory (0600 in a 0700
 directory), answers no process confined by a step (``bar.peers``), and exits when it
