@@ -46,6 +46,17 @@ def hermetic_seal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[N
     lookout.stop_all(tmp_path / "barhome")
 
 
+@pytest.fixture(scope="session", autouse=True)
+def no_lookout_left(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """The lookouts of homes a test made on its own (module fixtures, a test's own
+    BAR_HOME) are stopped when the run ends, not left to their idle time."""
+    yield
+    from bar import lookout
+
+    for sock in tmp_path_factory.getbasetemp().rglob(lookout.SOCKET):
+        lookout.stop(sock.parent / "index")
+
+
 @pytest.fixture(autouse=True)
 def short_racy_window(monkeypatch: pytest.MonkeyPatch) -> None:
     """In-process snapshots distrust a directory changed within 0.1 s of them, not 2 s:
