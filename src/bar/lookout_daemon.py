@@ -3,9 +3,9 @@ worktree between bar commands, and answers the commands that ask.
 
 Started by ``bar.lookout.hand_over`` as ``python -m bar.lookout_daemon FD``, with the
 step's inotify descriptor, its listening socket and its state (a memory file, ``FD``)
-inherited. It runs outside any
-sandbox, writes nothing in the worktree and runs no git: it reads the kernel's events
-and the side index's stamps, and answers on its socket.
+inherited. It runs outside any sandbox, writes nothing in the worktree and runs no git:
+it reads the kernel's events, the side index's stamps and the HEADs of nested
+repositories, and answers on its socket.
 
 Each path it collects is tagged with a generation: a ``look`` answers every path
 collected since the side index was last settled at the state asked about, then starts a
