@@ -57,8 +57,24 @@ def _recorded_tree(repo: Path, task: dict[str, object]) -> str:
 
 
 def _git_ran(trace: Path) -> list[str]:
-    return [json.loads(line)["name"] for line in trace.read_text().splitlines()
+    """The git subcommands a GIT_TRACE2_EVENT file saw start (none: no file)."""
+    lines = trace.read_text().splitlines() if trace.exists() else []
+    return [json.loads(line)["name"] for line in lines
             if json.loads(line)["event"] == "cmd_name"]  # fmt: skip
+
+
+def _recorded_without_a_stat(capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+                             tmp_path: Path, repo: Path, task: dict[str, object], wt: Path,
+                             ) -> None:  # fmt: skip
+    """``bar run -- true`` records the worktree as plain git sees it, and statted
+    nothing (no ``git diff-files``): the lookout said what changed."""
+    trace = tmp_path / "trace.json"
+    trace.unlink(missing_ok=True)
+    monkeypatch.setenv("GIT_TRACE2_EVENT", str(trace))
+    assert bar(capfd, "run", "--", "true").code == 0
+    monkeypatch.delenv("GIT_TRACE2_EVENT")
+    assert "diff-files" not in _git_ran(trace)
+    assert _recorded_tree(repo, task) == _plain_git_tree(wt, tmp_path)
 
 
 def _alive(pid: int) -> bool:
@@ -178,11 +194,7 @@ def test_a_state_recorded_behind_its_back_makes_it_unsure_until_a_full_look(
     said = lookout.status(index)
     assert said is not None and said["sure"] is True  # ... which made it sure again
     (wt / "made.txt").write_text("y\n")
-    trace = tmp_path / "trace.json"
-    monkeypatch.setenv("GIT_TRACE2_EVENT", str(trace))
-    assert bar(capfd, "run", "--", "true").code == 0
-    assert "diff-files" not in _git_ran(trace)
-    assert _recorded_tree(repo, task) == _plain_git_tree(wt, tmp_path)
+    _recorded_without_a_stat(capfd, monkeypatch, tmp_path, repo, task, wt)
 
 
 def test_a_write_inotify_cannot_see_is_found_by_the_next_full_look(
@@ -297,11 +309,7 @@ def test_a_rollback_leaves_it_sure(
     said = lookout.status(_index(task))
     assert said is not None and said["sure"] is True
     (wt / "n" / "m" / "f").write_text("hand\n")
-    trace = tmp_path / "trace.json"
-    monkeypatch.setenv("GIT_TRACE2_EVENT", str(trace))
-    assert bar(capfd, "run", "--", "true").code == 0
-    assert "diff-files" not in _git_ran(trace)
-    assert _recorded_tree(repo, task) == _plain_git_tree(wt, tmp_path)
+    _recorded_without_a_stat(capfd, monkeypatch, tmp_path, repo, task, wt)
 
 
 def test_lookouts_leave_the_user_inotify_room(
