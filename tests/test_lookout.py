@@ -17,6 +17,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -30,10 +31,15 @@ def _index(task: dict[str, object]) -> Path:
     return task_dir(str(task["id"])) / "index"
 
 
-def _started(capfd: pytest.CaptureFixture[str], repo: Path) -> tuple[dict[str, object], Path]:
-    """A task whose second step handed its watch to a lookout."""
+def _started(capfd: pytest.CaptureFixture[str], repo: Path,
+             prepare: Callable[[Path], object] | None = None,
+             ) -> tuple[dict[str, object], Path]:  # fmt: skip
+    """A task whose second step handed its watch to a lookout, now sure of what it saw
+    (``prepare``: called with the worktree before the first step)."""
     init_clean(repo, capfd)
     task = new_task(capfd)
+    if prepare is not None:
+        prepare(worktree(task))
     # the first step stamps; the second watches, then hands over; the third makes the
     # lookout sure (a full look)
     for _ in range(3):
@@ -204,14 +210,7 @@ def test_a_write_inotify_cannot_see_is_found_by_the_next_full_look(
     """A write through a memory map whose file was closed makes no inotify event: the
     lookout cannot report it, and asks for a full look every VERIFY seconds."""
     monkeypatch.setenv("BAR_LOOKOUT_VERIFY", "1")
-    init_clean(repo, capfd)
-    task = new_task(capfd)
-    wt = worktree(task)
-    (wt / "mapped.bin").write_bytes(b"a" * 4096)
-    for _ in range(3):
-        assert bar(capfd, "run", "--", "true").code == 0
-    said = lookout.status(_index(task))
-    assert said is not None and said["sure"] is True
+    task, wt = _started(capfd, repo, lambda wt: (wt / "mapped.bin").write_bytes(b"a" * 4096))
     with open(wt / "mapped.bin", "r+b") as f:
         view = mmap.mmap(f.fileno(), 4096)
     view[:4] = b"bbbb"  # after the close: no event
@@ -330,19 +329,16 @@ def test_a_commit_in_a_nested_repository_is_recorded_by_the_next_command(
 ) -> None:
     """A nested repository's commit writes only under its own .git, which nothing
     watches: the lookout reads its HEAD at every question."""
-    init_clean(repo, capfd)
-    task = new_task(capfd)
-    wt = worktree(task)
+
+    def nested(wt: Path) -> None:
+        (wt / "sub").mkdir()
+        git(wt / "sub", "init", "-q", "-b", "main")
+        (wt / "sub" / "f").write_text("1\n")
+        git(wt / "sub", "add", "f")
+        git(wt / "sub", "commit", "-qm", "one")
+
+    task, wt = _started(capfd, repo, nested)
     sub = wt / "sub"
-    sub.mkdir()
-    git(sub, "init", "-q", "-b", "main")
-    (sub / "f").write_text("1\n")
-    git(sub, "add", "f")
-    git(sub, "commit", "-qm", "one")
-    for _ in range(3):
-        assert bar(capfd, "run", "--", "true").code == 0
-    said = lookout.status(_index(task))
-    assert said is not None and said["sure"] is True
     (sub / "f").write_text("2\n")
     git(sub, "commit", "-qam", "two")
     assert bar(capfd, "run", "--", "true").code == 0
