@@ -40,21 +40,26 @@ def hermetic_seal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[N
     # a task's lookout outlives the commands (``bar.lookout``): the test's are stopped
     # when it ends, and would give up on their own after a minute
     monkeypatch.setenv("BAR_LOOKOUT_IDLE", "60")
+    # so does the bar home's resident (``bar.resident``): the same for it
+    monkeypatch.setenv("BAR_RESIDENT_IDLE", "60")
     yield
-    from bar import lookout
+    from bar import lookout, resident
 
     lookout.stop_all(tmp_path / "barhome")
+    resident.stop(str(tmp_path / "barhome"))
 
 
 @pytest.fixture(scope="session", autouse=True)
 def no_lookout_left(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """The lookouts of homes a test made on its own (module fixtures, a test's own
+    """The lookouts and residents of homes a test made on its own (module fixtures, a test's own
     BAR_HOME) are stopped when the run ends, not left to their idle time."""
     yield
-    from bar import lookout
+    from bar import lookout, resident
 
     for sock in tmp_path_factory.getbasetemp().rglob(lookout.SOCKET):
         lookout.stop(sock.parent / "index")
+    for sock in tmp_path_factory.getbasetemp().rglob(resident.SOCKET):
+        resident.stop(str(sock.parent))
 
 
 @pytest.fixture(autouse=True)

@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from bar import lookout
+from bar import lookout, resident
 from conftest import git
 from helpers import Ran, bar
 
@@ -157,6 +157,7 @@ def world(
         monkeypatch.chdir(live)  # restored after the test
         _build(w, capfd)
         lookout.stop_all(live / "barhome")  # (a copy has none: its socket is not copied)
+        resident.stop(str(live / "barhome"))
         shutil.copytree(live, stored, symlinks=True, ignore=shutil.ignore_patterns("*.sock"))
         _built[world_root] = (w.tid, w.other)
     else:

@@ -1,3 +1,3 @@
 from bar.cli import main
 
-raise SystemExit(main())
+raise SystemExit(main(resident=True))

@@ -77,6 +77,12 @@ __all__ = [
 
 def open_project(cwd: Path | None = None) -> Location:
     """The registered project (and the task, inside a task worktree) of ``cwd``."""
+    if cwd is None:
+        from bar import prescan
+
+        found = prescan.location()  # (found while the command's code loaded)
+        if found is not None:
+            return found
     try:
         return find_project(cwd)
     except NotInitialized:

@@ -8,14 +8,14 @@ one line for the user, the traceback in ``$BAR_HOME/logs/`` (``--debug`` prints 
 
 from __future__ import annotations
 
-import importlib
-import io
 import os
 import sys
-from collections.abc import Callable, Sequence
 
-from bar import VERSION_LINE
-from bar.errors import BarError, ExitCode, WriteFailed
+# (the names of annotations only: ``collections`` and ``typing`` cost more than a command
+# the resident serves, which this module must start first; ``bar.resident``)
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
 
 # namespace entries that are the parser's bookkeeping, not arguments of a command
 _INTERNAL = {"_target", "_help", "command", "task_command", "agent_command", "policy_command",
@@ -52,6 +52,7 @@ def _log_traceback() -> str | None:
     import traceback
 
     from bar.clock import now_iso
+    from bar.errors import BarError
     from bar.store.files import create_file, ensure_dir
     from bar.store.layout import bar_home
 
@@ -74,8 +75,32 @@ def _configure_output(args: object) -> None:
     progress.configure(enabled=not getattr(args, "as_json", False))
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, *, resident: bool = False) -> int:
+    """Run one bar command line. ``resident``: a warm bar may run it (``bar.resident``;
+    the ``bar`` command's own process only: a caller that patched bar's code in memory
+    would not see its patch there)."""
     args_list = list(sys.argv[1:] if argv is None else argv)
+    if resident and args_list[:1] == ["run"]:
+        from bar import resident as warm
+
+        code = warm.serve(args_list)
+        if code is not None:
+            return code
+        try:
+            return _main(args_list)
+        finally:
+            if warm.may_serve(args_list):
+                warm.start()  # for the next one
+    return _main(args_list)
+
+
+def _main(args_list: list[str]) -> int:
+    import importlib
+    import io
+
+    from bar import VERSION_LINE
+    from bar.errors import BarError, ExitCode, WriteFailed
+
     if args_list == ["--version"]:
         print(VERSION_LINE)
         return ExitCode.OK

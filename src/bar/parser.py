@@ -209,10 +209,22 @@ class _Commands:
 _PARTS = ("steps", "tasks", "tools", "agents", "mcp")
 
 
+_prebuilt: dict[str | None, argparse.ArgumentParser] = {}
+
+
+def prebuild(only: str | None) -> None:
+    """Build ``build_parser(only)`` now, for the next call to take (the resident's forks,
+    ``bar.resident_daemon``: each takes it once)."""
+    _prebuilt[only] = build_parser(only)
+
+
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The whole command line; with ``only``, just that command's part of it (when
     ``only`` names no command, the whole, so that the error lists them)."""
     _Parser.innermost = None
+    ready = _prebuilt.pop(only, None)
+    if ready is not None:
+        return ready
     parser = _Parser(
         prog="bar",
         formatter_class=_Formatter,

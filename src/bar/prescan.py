@@ -21,6 +21,10 @@ import os
 import subprocess
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from bar.project import Location
 
 _MAX_AGE = 5.0  # seconds: an answer older than this (a wait for the lock) is asked again
 
@@ -36,6 +40,7 @@ class _Early:
 
 
 _early: _Early | None = None
+_found: tuple[str, Location] | None = None  # (the directory, the project found there)
 
 
 def diff_files(worktree: Path, index: Path) -> subprocess.Popen[bytes]:
@@ -74,6 +79,8 @@ def begin(task_ref: str | None) -> None:
         from bar.tasks import load_task
 
         loc = find_project()
+        global _found
+        _found = (os.getcwd(), loc)
         task_id = task_ref if task_ref is not None else loc.task_id
         task_id = task_id if task_id is not None else loc.project.active_task_id()
         if not task_id or not TASK_ID_RE.match(task_id):
@@ -115,10 +122,17 @@ def claim(worktree: Path, index: Path) -> subprocess.Popen[bytes] | None:
     return None
 
 
+def location() -> Location | None:
+    """The project (and task) ``begin`` found for the current directory, if it did."""
+    found = _found
+    return found[1] if found is not None and found[0] == os.getcwd() else None
+
+
 def discard() -> None:
-    """Stop the early diff-files nobody claimed (the command ended without a look)."""
-    global _early
-    early, _early = _early, None
+    """Stop the early diff-files nobody claimed (the command ended without a look), and
+    forget the project found."""
+    global _early, _found
+    early, _early, _found = _early, None, None
     if early is not None:
         _stop(early.proc)
 

@@ -1,0 +1,286 @@
+"""A warm bar: ``bar run`` served by a process that has already loaded bar.
+
+Python's start-up and bar's imports are most of what ``bar run`` costs on a small
+repository (150 ms against 9 ms of ``git status``). So after a ``bar run`` a process of
+the developer's own stays behind, the resident (``bar.resident_daemon``): it has imported
+everything ``bar run`` uses and waits on ``resident.sock`` in the bar home. The next
+``bar run`` (this module, loaded before anything else) sends it its command line,
+environment, umask, working directory and standard streams (the descriptors themselves);
+the resident forks, and the fork becomes that ``bar run``: same arguments, environment,
+directory, streams, umask and limits, bar's code already loaded. This process waits, passes
+on the signals it receives, and exits with the fork's exit code.
+
+The fork is the child of the resident, not of this process, so it is served only where
+that makes no difference:
+
+- the command line is ``bar run``, not inside a step, with no Python options or
+  ``PYTHON*`` variables that change how bar's code loads, and bar's fault injection off;
+- this process has no controlling terminal (agents, scripts, CI), or its stdin and stdout
+  are terminals and the step gets a pty of its own (``--pty``, the default there), whose
+  controlling terminal the command gets as it would here;
+- the resident is the same program (bar's files unchanged since it loaded them, the same
+  interpreter) and the caller could have been it: the same user, groups, capabilities,
+  ``no_new_privs``, seccomp, namespaces, cgroup, root directory and resource limits
+  (``bar.resident_daemon`` compares them; a confined process is never served).
+
+Anything else, or no answer within ``TIMEOUT``: bar runs here, as it always did, and
+starts a resident for next time. ``BAR_RESIDENT_IDLE`` is how many seconds one waits for a
+command before it exits (default ``IDLE_S``; 0: none is started or used).
+"""
+
+from __future__ import annotations
+
+import _signal  # type: ignore[import-not-found]  # (``signal`` loads ``enum``: 7 ms)
+import _socket
+import os
+import sys
+
+SOCKET = "resident.sock"
+IDLE_S = 900  # seconds without a command before the resident exits
+TIMEOUT = 2.0  # seconds to wait for the resident to take the command
+MAGIC = b"bar-resident/1"
+# the signals this process passes on to the fork running the command
+FORWARDED = ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGWINCH", "SIGCONT",
+             "SIGUSR1", "SIGUSR2")  # fmt: skip
+# variables that change nothing in how bar's code loads
+_HARMLESS_PYTHON = {"PYTHONDONTWRITEBYTECODE", "PYTHONUNBUFFERED"}
+_RUN_OPTIONS_HERE = {"--no-pty", "--json"}  # with a terminal: the command must be ours
+
+
+def idle_seconds() -> int:
+    """How long the resident waits for a command (``BAR_RESIDENT_IDLE``; 0: none)."""
+    value = os.environ.get("BAR_RESIDENT_IDLE", "")
+    return int(value) if value.isdigit() else IDLE_S
+
+
+def socket_path() -> str:
+    """Where the resident of this bar home listens (``bar.store.layout.bar_home``)."""
+    home = os.environ.get("BAR_HOME")
+    folder = os.path.expanduser(home) if home else os.path.join(os.path.expanduser("~"), ".bar")
+    return os.path.join(folder, SOCKET)
+
+
+def may_serve(args: list[str]) -> bool:
+    """Whether this command line may be served by a resident (see the module's text)."""
+    if args[:1] != ["run"] or idle_seconds() == 0 or os.environ.get("BAR_STEP_ID"):
+        return False
+    flags = sys.flags
+    if flags.dev_mode or flags.optimize or flags.verbose or flags.inspect or sys.warnoptions:
+        return False
+    if getattr(sys, "_xoptions", None):
+        return False
+    for name in os.environ:
+        if name.startswith("BAR_FAULT") or (name.startswith("PYTHON")
+                                            and name not in _HARMLESS_PYTHON):  # fmt: skip
+            return False
+    for stream in (sys.stdin, sys.stdout, sys.stderr):
+        if stream is None or not hasattr(stream, "line_buffering"):
+            return False
+    if _has_terminal():
+        options = args[1 : args.index("--")] if "--" in args else args[1:]
+        if not (os.isatty(0) and os.isatty(1)) or _RUN_OPTIONS_HERE & set(options):
+            return False
+    return True
+
+
+def _has_terminal() -> bool:
+    """Whether this process has a controlling terminal."""
+    try:
+        fd = os.open("/dev/tty", os.O_RDONLY | os.O_NOCTTY | os.O_CLOEXEC)
+    except OSError:
+        return False
+    os.close(fd)
+    return True
+
+
+def request(args: list[str]) -> bytes:
+    """The request for ``bar ARGS``: what the fork needs to be this process."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    from bar import __file__ as package
+
+    fields = [MAGIC, os.fsencode(os.path.dirname(package)), os.fsencode(sys.executable),
+              sys.getfilesystemencoding().encode(), b"%d" % mask]  # fmt: skip
+    for stream in (sys.stdin, sys.stdout, sys.stderr):
+        fields.append(b"%s:%s:%d:%d" % (
+            str(stream.encoding).encode(), str(stream.errors).encode(),
+            stream.line_buffering, getattr(stream, "write_through", False)))  # fmt: skip
+    fields.append(b"%d" % (len(args) + 1))
+    fields += [os.fsencode(a) for a in (sys.argv[0] if sys.argv else "bar", *args)]
+    fields += [k + b"=" + v for k, v in os.environb.items()]
+    body = b"\0".join(fields)
+    return b"%d\n" % len(body) + body
+
+
+def serve(args: list[str]) -> int | None:
+    """Have the resident run ``bar ARGS``: its exit code; None if it did not take it
+    (then the caller runs it, and ``start``s one)."""
+    if not may_serve(args):
+        return None
+    try:
+        sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+    except OSError:
+        return None
+    try:
+        here = os.open(".", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        sock.close()
+        return None
+    try:
+        sock.settimeout(TIMEOUT)
+        sock.connect(_address(socket_path()))
+        data = request(args)
+        sent = sock.sendmsg([data[:65536]], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS,
+                                              _fds(here, 0, 1, 2))])  # fmt: skip
+        sock.sendall(data[sent:])
+        first = _line(sock)
+    except OSError:
+        sock.close()
+        return None
+    finally:
+        os.close(here)
+    if not first.startswith(b"pid "):
+        sock.close()
+        return None  # refused: the reason is the resident's (``no ...``)
+    sock.settimeout(None)  # from here the command runs: as long as it takes
+    return _wait(sock, int(first[4:]))
+
+
+def _address(path: str) -> str:
+    if len(path.encode()) < 100:
+        return path
+    folder, name = os.path.split(path)  # too long for a socket address: through /proc
+    fd = os.open(folder, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    return f"/proc/self/fd/{fd}/{name}"  # (closed at exit: this process is short-lived)
+
+
+def _fds(*fds: int) -> bytes:
+    return b"".join(fd.to_bytes(4, sys.byteorder, signed=True) for fd in fds)
+
+
+def _line(sock: _socket.socket) -> bytes:
+    """One line from the resident (without its newline; b"" at the end)."""
+    got = b""
+    while not got.endswith(b"\n"):
+        chunk = sock.recv(256)
+        if not chunk:
+            return b""
+        got += chunk
+    return got[:-1]
+
+
+def _wait(sock: _socket.socket, pid: int) -> int:
+    """Pass signals on to the fork ``pid`` until it says how it exited."""
+    passed: list[int] = []
+
+    def forward(signum: int, frame: object) -> None:
+        passed.append(signum)
+        try:
+            os.kill(pid, signum)
+        except OSError:
+            pass
+
+    for name in FORWARDED:
+        _signal.signal(getattr(_signal, name), forward)
+    said = _line(sock)
+    sock.close()
+    if said.startswith(b"exit "):
+        return int(said[5:])
+    # it died without a word: as it was killed (by what this process passed on, most
+    # likely), so is this process, for the shell to see the same
+    fatal = {_signal.SIGINT, _signal.SIGTERM, _signal.SIGHUP, _signal.SIGQUIT}
+    if passed and passed[-1] in fatal:
+        _signal.signal(passed[-1], _signal.SIG_DFL)
+        os.kill(os.getpid(), passed[-1])
+    print(f"bar: the process running this command (pid {pid}) died; run `bar status` to "
+          "see what was recorded", file=sys.stderr)  # fmt: skip
+    return 1
+
+
+def start() -> None:
+    """Start a resident for this bar home, if none listens and one may run here. Never
+    fails: a resident is only ever a way to start faster."""
+    if idle_seconds() == 0 or os.environ.get("BAR_STEP_ID"):
+        return
+    path = socket_path()
+    if os.path.exists(path):
+        return
+    import socket
+    import subprocess
+
+    from bar import peers
+
+    if peers.no_new_privs(os.getpid()):
+        return  # it could not tell a confined caller from this one (``bar.peers``)
+    folder = os.path.dirname(path)
+    spare = os.path.join(folder, f".{SOCKET}.{os.getpid()}")
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        if not os.path.isdir(folder):
+            return
+        with _suppress():
+            os.unlink(spare)
+        old = os.umask(0o177)
+        try:
+            listener.bind(_address(spare))
+        finally:
+            os.umask(old)
+        listener.listen(16)
+        os.replace(spare, path)  # listening already: a command waits for it to load
+        flags = ["-E", "-P"] if sys.version_info >= (3, 11) else ["-E"]
+        command = [sys.executable, *flags, "-m", "bar.resident_daemon",
+                   str(listener.fileno()), path, str(idle_seconds())]  # fmt: skip
+        subprocess.Popen(
+            command,
+            cwd="/",
+            env={"PATH": os.environ.get("PATH", os.defpath), "LC_ALL": "C.UTF-8"},
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            pass_fds=(listener.fileno(),),
+            start_new_session=True,
+        )
+    except OSError:
+        for leftover in (spare, path):
+            with _suppress():
+                os.unlink(leftover)
+    finally:
+        listener.close()
+
+
+def stop(home: str | None = None) -> bool:
+    """Ask the resident of this bar home (``home``: of that one) to exit; whether one
+    was listening."""
+    return _ask(home, b"exit") == b"bye"
+
+
+def ready(home: str | None = None) -> bool:
+    """Wait until the resident of this bar home (``home``: of that one) has loaded bar;
+    whether one answered."""
+    return _ask(home, b"ping") == b"pong"
+
+
+def _ask(home: str | None, word: bytes) -> bytes | None:
+    path = os.path.join(home, SOCKET) if home else socket_path()
+    if not os.path.exists(path):
+        return None
+    sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+    try:
+        sock.settimeout(10 * TIMEOUT)  # (a resident that has only just started loads first)
+        sock.connect(_address(path))
+        sock.sendall(b"%d\n%s" % (len(word), word))
+        return _line(sock)
+    except OSError:
+        return None
+    finally:
+        sock.close()
+
+
+class _suppress:
+    """``contextlib.suppress(OSError)``, without loading contextlib."""
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: object, value: object, tb: object) -> bool:
+        return isinstance(value, OSError)

@@ -1,0 +1,320 @@
+"""The resident (``bar.resident``): a bar with its code loaded, which forks to run a
+``bar run`` sent to it.
+
+Started by ``bar.resident.start`` as ``python -m bar.resident_daemon FD SOCKET IDLE``,
+with its listening socket (``FD``, bound at ``SOCKET``) inherited, in a session of its
+own, its directory ``/`` and its environment empty but for ``PATH`` and the locale. It
+runs nothing itself: for each request from a caller it may serve (``_refusal``), it
+forks; the fork takes the caller's descriptors, directory, umask, environment, locale
+and standard streams, says its pid, runs ``bar.cli.main`` and says its exit code. The
+resident exits after ``IDLE`` seconds without a request, when its socket is removed or
+replaced, when one of bar's files it loaded has changed (an upgrade: the next command
+runs the new code and starts a new resident), or when asked (``exit``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import importlib
+import io
+import os
+import select
+import signal
+import socket
+import sys
+import time
+from typing import NoReturn
+
+from bar import peers
+from bar.resident import MAGIC
+
+_WAKE_S = 5.0  # how often it checks that its socket and its code are still its own
+_MAX_REQUEST = 4 << 20  # bytes: an environment and command line larger than any exec takes
+# what ``bar run`` loads, so that a fork has nothing left to import (anything missing is
+# imported by the fork itself: slower, never wrong)
+_PRELOAD = ("bar.cli", "bar.parser", "bar.commands.run", "bar.api", "bar.run",
+            "bar.prescan", "bar.recovery", "bar.lookout", "bar.queued_steps", "bar.status",
+            "bar.terminal.pty", "bar.terminal.pipes", "bar.sandbox.landlock",
+            "bar.sandbox.leftovers", "bar.sandbox.plan", "bar.supervisor", "locale")  # fmt: skip
+# what a caller must share with the resident to be served by a fork of it
+_STATUS_KEYS = (b"Uid:", b"Gid:", b"Groups:", b"CapInh:", b"CapPrm:", b"CapEff:", b"CapBnd:",
+                b"CapAmb:", b"NoNewPrivs:", b"Seccomp:", b"Seccomp_filters:",
+                b"Cpus_allowed_list:", b"Mems_allowed_list:")  # fmt: skip
+_NAMESPACES = ("mnt", "pid", "net", "user", "uts", "ipc", "cgroup", "time")
+
+
+def identity(pid: int | str) -> list[bytes] | None:
+    """What a process shares with those it could have been forked from: credentials,
+    capabilities, confinement, namespaces, cgroup, root, limits, nice value (None: not
+    readable, so not the same)."""
+    proc = f"/proc/{pid}"
+    try:
+        with open(f"{proc}/status", "rb") as f:
+            status = f.read().splitlines()
+        said = [line for line in status if line.startswith(_STATUS_KEYS)]
+        said += [os.readlink(f"{proc}/ns/{ns}").encode() for ns in _NAMESPACES
+                 if os.path.exists(f"/proc/self/ns/{ns}")]  # fmt: skip
+        said.append(os.readlink(f"{proc}/root").encode())
+        for name in ("cgroup", "limits", "oom_score_adj"):
+            with open(f"{proc}/{name}", "rb") as f:
+                said.append(f.read())
+        with open(f"{proc}/stat", "rb") as f:
+            said.append(f.read().rpartition(b")")[2].split()[16])  # (its nice value)
+    except (OSError, IndexError):
+        return None
+    return said
+
+
+class Resident:
+    def __init__(self, listener_fd: int, socket_file: str, idle: float) -> None:
+        self.listener = socket.socket(fileno=listener_fd)
+        self.socket_file = socket_file
+        self.idle = idle
+        self.socket_id = _identity(socket_file)
+        self.package = os.path.dirname(sys.modules["bar"].__file__ or "")
+        self.loaded: dict[str, int] = {}
+        self.me: list[bytes] | None = None
+        self.pid = os.getpid()
+        self.news, self.tell = os.pipe()  # what a spare says: ``t``: taken; ``x``: exit
+
+    def load(self) -> None:
+        for name in _PRELOAD:
+            importlib.import_module(name)
+        from bar import parser
+
+        parser.build_parser("run").parse_args(["run", "--", "true"])  # (argparse's caches)
+        parser.prebuild("run")
+        for module in list(sys.modules.values()):
+            path = getattr(module, "__file__", None)
+            if path and path.startswith(self.package):
+                with contextlib.suppress(OSError):
+                    self.loaded[path] = os.stat(path).st_mtime_ns
+        self.me = identity("self")
+        gc.freeze()  # what is loaded stays shared with the forks: no collection touches it
+
+    def serve(self) -> None:
+        """Keep one fork (the spare) waiting for the next command; fork the next when it
+        takes one."""
+        spare = self._fork_spare()
+        last = time.monotonic()
+        try:
+            while True:
+                _reap()
+                left = self.idle - (time.monotonic() - last)
+                if left <= 0 or not self._still_here():
+                    return
+                ready, _, _ = select.select([self.news], [], [], min(left, _WAKE_S))
+                if not ready:
+                    continue
+                said = os.read(self.news, 64)
+                if b"x" in said or not said:
+                    return
+                last = time.monotonic()
+                spare = self._fork_spare()
+        finally:
+            with contextlib.suppress(OSError):
+                os.kill(spare, signal.SIGTERM)
+
+    def _fork_spare(self) -> int:
+        pid = os.fork()
+        if pid == 0:
+            try:
+                self._wait_as_spare()
+            finally:
+                os._exit(0)
+        return pid
+
+    def _still_here(self) -> bool:
+        """Its socket is its own still, and bar's files are those it loaded."""
+        if _identity(self.socket_file) != self.socket_id:
+            return False
+        for path, mtime in self.loaded.items():
+            try:
+                if os.stat(path).st_mtime_ns != mtime:
+                    return False
+            except OSError:
+                return False
+        return True
+
+    def _wait_as_spare(self) -> None:
+        """In the spare: take the next connection, tell the resident, then serve it."""
+        os.close(self.news)
+        os.setpgid(0, 0)  # (a signal to the resident's group is not one to this command)
+        for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD, signal.SIGQUIT):
+            signal.signal(sig, signal.SIG_DFL)
+        self.listener.settimeout(_WAKE_S)
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+                break
+            except TimeoutError:
+                if os.getppid() != self.pid:
+                    return  # the resident is gone
+            except OSError:
+                return
+        self.listener.close()
+        with conn:
+            conn.settimeout(2.0)
+            try:
+                data, fds = _receive(conn)
+            except (OSError, ValueError):
+                os.write(self.tell, b"t")
+                return
+            try:
+                if data in (b"exit", b"ping"):
+                    os.write(self.tell, b"x" if data == b"exit" else b"t")
+                    _say(conn, b"bye" if data == b"exit" else b"pong")
+                    return
+                why = self._refusal(conn, data, fds)
+                os.write(self.tell, b"x" if why == "stale" else b"t")
+                os.close(self.tell)
+                if why is not None:
+                    _say(conn, b"no " + why.encode())
+                    return
+                _become(conn, data, fds)
+            finally:
+                for fd in fds:
+                    with contextlib.suppress(OSError):
+                        os.close(fd)
+
+    def _refusal(self, conn: socket.socket, data: bytes, fds: list[int]) -> str | None:
+        """Why this request is not served here (None: it is)."""
+        if not self._still_here():
+            return "stale"
+        if len(fds) != 4:
+            return "descriptors"
+        pid = peers.peer_pid(conn)
+        if pid is None or self.me is None or identity(pid) != self.me:
+            return "caller"  # (a confined caller among them: no_new_privs differs)
+        fields = data.split(b"\0", 5)
+        if len(fields) < 6 or fields[0] != MAGIC:
+            return "request"
+        if os.fsdecode(fields[1]) != self.package or os.fsdecode(fields[2]) != sys.executable:
+            return "program"
+        if fields[3].decode("ascii", "replace") != sys.getfilesystemencoding():
+            return "encoding"
+        return None
+
+
+def _become(conn: socket.socket, data: bytes, fds: list[int]) -> NoReturn:
+    """In the fork: become the caller's ``bar``, run its command line, say how it ended."""
+    code = 1
+    try:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        fields = data.split(b"\0")
+        umask, streams = int(fields[4]), fields[5:8]
+        argc = int(fields[8])
+        argv = [os.fsdecode(a) for a in fields[9 : 9 + argc]]
+        environ = [e.partition(b"=") for e in fields[9 + argc :]]
+        here, *std = fds
+        for target, fd in enumerate(std):
+            os.dup2(fd, target)
+        os.fchdir(here)
+        for fd in fds:
+            if fd > 2:
+                os.close(fd)
+        os.umask(umask)
+        os.environb.clear()
+        os.environb.update({k: v for k, sep, v in environ if sep and k})
+        time.tzset()
+        import locale
+
+        with contextlib.suppress(locale.Error):
+            locale.setlocale(locale.LC_CTYPE, "")
+        sys.stdin, sys.stdout, sys.stderr = (_stream(fd, spec) for fd, spec in enumerate(streams))
+        for name in ("__stdin__", "__stdout__", "__stderr__"):  # (what faulthandler and
+            setattr(sys, name, getattr(sys, name.strip("_")))  # the like fall back on)
+        sys.argv = argv
+        conn.settimeout(None)
+        _say(conn, b"pid %d" % os.getpid())
+    except BaseException:
+        with contextlib.suppress(OSError):
+            _say(conn, b"no fork")
+        os._exit(1)
+    try:
+        from bar import cli
+
+        code = cli.main(argv[1:], resident=False)
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except BaseException:
+        code = 70
+    finally:
+        with contextlib.suppress(BaseException):
+            import atexit
+
+            atexit._run_exitfuncs()
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(BaseException):
+                stream.flush()
+        with contextlib.suppress(BaseException):
+            _say(conn, b"exit %d" % code)
+        os._exit(code & 0xFF)
+
+
+def _stream(fd: int, spec: bytes) -> io.TextIOWrapper:
+    """A standard stream on ``fd`` like the caller's (``encoding:errors:line:through``)."""
+    encoding, errors, line, through = spec.decode("ascii", "replace").split(":")
+    raw = io.FileIO(fd, "r" if fd == 0 else "w", closefd=False)
+    buffered = io.BufferedReader(raw) if fd == 0 else io.BufferedWriter(raw)
+    return io.TextIOWrapper(buffered, encoding=encoding, errors=errors,
+                            line_buffering=line == "1", write_through=through == "1")  # fmt: skip
+
+
+def _receive(conn: socket.socket) -> tuple[bytes, list[int]]:
+    """A request: ``LENGTH\\n`` and that many bytes, the descriptors with its first part."""
+    data, fds, _flags, _addr = socket.recv_fds(conn, 1 << 16, 8)
+    try:
+        head, sep, rest = data.partition(b"\n")
+        size = int(head) if sep and head.isdigit() else -1
+        if not 0 <= size <= _MAX_REQUEST:
+            raise ValueError("not a request")
+        chunks = [rest]
+        got = len(rest)
+        while got < size:
+            chunk = conn.recv(min(1 << 16, size - got))
+            if not chunk:
+                raise ValueError("cut short")
+            chunks.append(chunk)
+            got += len(chunk)
+    except BaseException:
+        for fd in fds:
+            os.close(fd)
+        raise
+    return b"".join(chunks), fds
+
+
+def _say(conn: socket.socket, line: bytes) -> None:
+    conn.sendall(line + b"\n")
+
+
+def _reap() -> None:
+    """Collect the forks that have ended (each has told its caller how)."""
+    with contextlib.suppress(ChildProcessError):
+        while os.waitpid(-1, os.WNOHANG)[0] > 0:
+            pass
+
+
+def _identity(path: str) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def main(argv: list[str]) -> int:
+    resident = Resident(int(argv[1]), argv[2], float(argv[3]))
+    try:
+        resident.load()
+        resident.serve()
+    finally:
+        with contextlib.suppress(OSError):
+            if _identity(resident.socket_file) == resident.socket_id:
+                os.unlink(resident.socket_file)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
