@@ -474,8 +474,11 @@ CLAUDE_EVENT = {
 _LOADED = "import sys\n{before}open({out!r}, 'w').write(' '.join(sys.modules))\n"
 
 
-def _run_path_modules(f: Fixture, wt: Path) -> list[str]:
-    step = "from bar.cli import main\nmain(['run', '--no-pty', '--', 'true'])\n"
+def _run_path_modules(f: Fixture, wt: Path, *, served: bool) -> list[str]:
+    """What the ``bar`` command loads for ``bar run -- true`` (``served``: with the bar
+    home's resident running it, as ``bin/bar`` calls it; else doing the step itself)."""
+    step = ("import sys\nsys.argv = ['bar', 'run', '--no-pty', '--', 'true']\n"
+            f"from bar.cli import main\nmain(resident={served})\n")  # fmt: skip
     listing, plain = f.dir / "run-modules.txt", f.dir / "python-modules.txt"
     f.run([f.tools.python, "-c", _LOADED.format(before=step, out=str(listing))], wt)
     f.run([f.tools.python, "-c", _LOADED.format(before="", out=str(plain))], wt)
@@ -505,8 +508,11 @@ def fig7(f: Fixture, p: Params) -> list[Row]:
         )
     # With no bar run to ask (an agent wired by `bar agent setup`): judged in the hook.
     alone = [f.tools.bar, "hook", "claude"]
-    loaded = _run_path_modules(f, wt)
+    f.run([f.tools.bar, "run", "--", "true"], wt)  # (the resident is loaded: f.run waits)
+    served = _run_path_modules(f, wt, served=True)
+    loaded = _run_path_modules(f, wt, served=False)
     imports = [f.tools.python, "-c", f"import {', '.join(loaded)}"]
+    client = [f.tools.python, "-c", f"import {', '.join(served)}"]
     stdlib = [m for m in loaded if m.split(".")[0] != "bar"]
     floor = [f.tools.python, "-c", f"import {', '.join(stdlib)}"]
     s.update(
@@ -515,7 +521,8 @@ def fig7(f: Fixture, p: Params) -> list[Row]:
                 "bar hook claude (no run)": lambda: f.t(alone, wt, stdin=event),
                 "bar status": lambda: f.t([f.tools.bar, "status"], wt),
                 "git status": lambda: f.t(["git", "status", "--porcelain"], wt),
-                "imports of bar run": lambda: f.t(imports, wt),
+                "imports of bar run": lambda: f.t(client, wt),
+                "imports of bar run, unserved": lambda: f.t(imports, wt),
                 "its standard library": lambda: f.t(floor, wt),
                 "python -c pass (2)": lambda: f.t([f.tools.python, "-c", "pass"], wt),
             },
@@ -530,8 +537,12 @@ def fig7(f: Fixture, p: Params) -> list[Row]:
                   "--porcelain`", s, "bar status", "git status", 1.5),
         ratio_row("7-status-start", "`bar status` ÷ `python -c pass`", s, "bar status",
                   "python -c pass (2)", None),
-        ratio_row("7-imports", "the modules `bar run` imports ÷ `python -c pass`", s,
+        ratio_row("7-imports", "the modules the `bar` command imports for `bar run`, the "
+                  "resident doing the step (`bar.resident`) ÷ `python -c pass`", s,
                   "imports of bar run", "python -c pass (2)", 2.5),
+        ratio_row("7-imports-here", "the modules `bar run` imports doing the step itself "
+                  "(the first, or with `BAR_RESIDENT_IDLE=0`) ÷ `python -c pass`", s,
+                  "imports of bar run, unserved", "python -c pass (2)", None),
         ratio_row("7-imports-stdlib", "of those, the standard library's and other packages' "
                   "alone ÷ `python -c pass`", s, "its standard library", "python -c pass (2)",
                   None),
@@ -556,8 +567,12 @@ def fig8(f: Fixture, p: Params) -> list[Row]:
     rss: list[int] = []
     t_bar: list[float] = []
     t_tee: list[float] = []
+    # measured in a bar that does the step itself: a step the resident serves is done by
+    # a fork of it, which is not this process's child (``bar.resident``)
+    here = {**f.env, "BAR_RESIDENT_IDLE": "0"}
     for _ in range(runs):
-        out = f.run([f.tools.bar, "run", "--task", task, "--no-pty", "--", "sh", "-c", produce], wt)
+        out = f.run([f.tools.bar, "run", "--task", task, "--no-pty", "--", "sh", "-c", produce],
+                    wt, env=here)  # fmt: skip
         rss.append(out.maxrss_kb)
         t_bar.append(out.seconds)
         for art in artifacts.glob("*.output"):
@@ -569,6 +584,7 @@ def fig8(f: Fixture, p: Params) -> list[Row]:
         out = f.run(
             [f.tools.bar, "run", "--task", task, "--no-pty", "--", f.tools.python,
              HERE / "edits.py", "many", f.dir / "pool.txt", str(p.many_files), f"run{i}"], wt,
+            env=here,
         )  # fmt: skip
         rss_many.append(out.maxrss_kb)
     mb = f"{size / 1e9:g} GB" if size >= 1e9 else f"{size / 1e6:g} MB"

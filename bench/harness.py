@@ -29,7 +29,7 @@ sys.path.insert(0, str(HERE))
 
 import genrepo  # noqa: E402
 
-from bar import lookout  # noqa: E402
+from bar import lookout, resident  # noqa: E402
 
 IDENTITY = {
     "GIT_AUTHOR_NAME": "Bench Author",
@@ -194,19 +194,20 @@ class Fixture:
         return out
 
     def await_lookouts(self) -> None:
-        """A step that handed its watch to a new lookout (``bar.lookout``) returns
-        before that process has started: wait for it here, outside any timing, so that
-        its start-up does not land in the next contender's time."""
+        """A step that handed its watch to a new lookout (``bar.lookout``), or started
+        the bar home's resident (``bar.resident``), returns before that process has
+        loaded: wait for it here, outside any timing, so that its start-up does not land
+        in the next contender's time."""
         for sock in self.home.glob("projects/*/tasks/*/lookout.sock"):
-            try:
-                new = time.time() - sock.lstat().st_mtime < 10
-            except OSError:
-                continue
-            if new:
+            if _new(sock):
                 lookout.status(sock.parent / "index")
+        if _new(self.home / resident.SOCKET):
+            resident.ready(str(self.home))
 
     def stop_lookouts(self) -> None:
+        """Stop the lookouts and the resident of this figure's bar home."""
         lookout.stop_all(self.home)
+        resident.stop(str(self.home))
 
     def t(self, argv: Sequence[str | Path], cwd: Path, **kw: object) -> float:
         """Seconds one command took."""
@@ -291,3 +292,11 @@ def base_env(home: Path) -> dict[str, str]:
         }
     )
     return env
+
+
+def _new(sock: Path) -> bool:
+    """Whether the socket ``sock`` was made in the last few seconds."""
+    try:
+        return time.time() - sock.lstat().st_mtime < 10
+    except OSError:
+        return False

@@ -120,11 +120,19 @@ def test_no_module_is_too_long(name: str) -> None:
     assert lines <= MAX_LINES, f"{name} has {lines} lines; it probably holds two concepts"
 
 
+# The one exception: the client of the resident (``bar.resident``) runs before anything
+# else on every ``bar run``, and the public ``socket`` and ``signal`` load ``enum``, which
+# costs more than all the rest of it; ``_socket`` and ``_signal`` are what they wrap.
+_PRIVATE_ALLOWED = {"bar.resident": ("_socket", "_signal")}
+
+
 def test_no_private_module_of_the_standard_library() -> None:
-    private = ("re._", "sre_", "_socket", "_json", "_pickle", "_sha")
+    private = ("re._", "sre_", "_socket", "_signal", "_json", "_pickle", "_sha")
     for name, path in modules().items():
         text = path.read_text()
         for word in private:
+            if word in _PRIVATE_ALLOWED.get(name, ()):
+                continue
             assert f"import {word}" not in text and f'"{word}' not in text, (name, word)
 
 

@@ -118,9 +118,11 @@ def start_a_long_step(repo: Path, task: dict[str, str]) -> subprocess.Popen[byte
     of its own; returns once the file is written. Unconfined: a confined command has a
     session of its own, and these tests kill bar's group, command included."""
     wt = Path(task["worktree"])
+    # bar itself runs the step, to be killed with it (a step the resident serves dies
+    # with its caller a moment later: tests/test_resident.py)
     proc = subprocess.Popen(
         [BAR_EXE, "run", "--no-sandbox", "--", "sh", "-c", "echo partial > work.txt; sleep 60"],
-        cwd=repo, start_new_session=True,
+        cwd=repo, start_new_session=True, env={**os.environ, "BAR_RESIDENT_IDLE": "0"},
     )  # fmt: skip
     deadline = time.time() + 60
     while not (wt / "work.txt").exists() and time.time() < deadline:

@@ -21,6 +21,8 @@ if TYPE_CHECKING:
 _INTERNAL = {"_target", "_help", "command", "task_command", "agent_command", "policy_command",
              "debug", "color", "no_pager", "decide_command", "flow_command"}  # fmt: skip
 _GLOBAL_FLAGS = {"--debug", "--no-pager", "-P"}  # global options that take no value
+# the commands the bar home's resident may run (``bar.resident.SERVED``)
+_SERVED = ("run", "apply", "rollback", "undo", "redo")
 # commands that begin by looking for hand edits in a task's worktree (``bar.prescan``)
 _LOOKS_FOR_HAND_EDITS = {"run", "shell", "apply", "rollback", "undo", "redo", "status"}
 
@@ -80,7 +82,7 @@ def main(argv: Sequence[str] | None = None, *, resident: bool = False) -> int:
     the ``bar`` command's own process only: a caller that patched bar's code in memory
     would not see its patch there)."""
     args_list = list(sys.argv[1:] if argv is None else argv)
-    if resident and args_list[:1] == ["run"]:
+    if resident and args_list[:1] and args_list[0] in _SERVED:
         from bar import resident as warm
 
         code = warm.serve(args_list)

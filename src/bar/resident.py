@@ -1,4 +1,5 @@
-"""A warm bar: ``bar run`` served by a process that has already loaded bar.
+"""A warm bar: ``bar run`` (and ``apply``, ``rollback``, ``undo``, ``redo``) served by a
+process that has already loaded bar.
 
 Python's start-up and bar's imports are most of what ``bar run`` costs on a small
 repository (150 ms against 9 ms of ``git status``). So after a ``bar run`` a process of
@@ -13,10 +14,12 @@ on the signals it receives, and exits with the fork's exit code.
 The fork is the child of the resident, not of this process, so it is served only where
 that makes no difference:
 
-- the command line is ``bar run``, not inside a step, with no Python options or
-  ``PYTHON*`` variables that change how bar's code loads, and bar's fault injection off;
-- this process has no controlling terminal (agents, scripts, CI), or its stdin and stdout
-  are terminals and the step gets a pty of its own (``--pty``, the default there), whose
+- the command is one of ``SERVED``, none of which needs a terminal of its own; not
+  inside a step, with no Python options or ``PYTHON*`` variables that change how bar's
+  code loads, and bar's fault injection off;
+- for ``bar run``, whose command may want the controlling terminal: this process has none
+  (agents, scripts, CI), or it is in the terminal's foreground, its stdin and stdout are
+  terminals and the step gets a pty of its own (``--pty``, the default there), whose
   controlling terminal the command gets as it would here;
 - the resident is the same program (bar's files unchanged since it loaded them, the same
   interpreter) and the caller could have been it: the same user, groups, capabilities,
@@ -30,8 +33,6 @@ command before it exits (default ``IDLE_S``; 0: none is started or used).
 
 from __future__ import annotations
 
-import _signal  # type: ignore[import-not-found]  # (``signal`` loads ``enum``: 7 ms)
-import _socket
 import os
 import sys
 
@@ -39,6 +40,12 @@ SOCKET = "resident.sock"
 IDLE_S = 900  # seconds without a command before the resident exits
 TIMEOUT = 2.0  # seconds to wait for the resident to take the command
 MAGIC = b"bar-resident/1"
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from _socket import socket as _Socket
+# the commands it serves: those that change a task and need no terminal of their own (no
+# pager, editor or prompt), whose start-up is most of what they cost
+SERVED = ("run", "apply", "rollback", "undo", "redo")
 # the signals this process passes on to the fork running the command
 FORWARDED = ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGWINCH", "SIGCONT",
              "SIGUSR1", "SIGUSR2")  # fmt: skip
@@ -62,7 +69,7 @@ def socket_path() -> str:
 
 def may_serve(args: list[str]) -> bool:
     """Whether this command line may be served by a resident (see the module's text)."""
-    if args[:1] != ["run"] or idle_seconds() == 0 or os.environ.get("BAR_STEP_ID"):
+    if not args or args[0] not in SERVED or idle_seconds() == 0 or os.environ.get("BAR_STEP_ID"):
         return False
     flags = sys.flags
     if flags.dev_mode or flags.optimize or flags.verbose or flags.inspect or sys.warnoptions:
@@ -76,9 +83,14 @@ def may_serve(args: list[str]) -> bool:
     for stream in (sys.stdin, sys.stdout, sys.stderr):
         if stream is None or not hasattr(stream, "line_buffering"):
             return False
-    if _has_terminal():
+    if args[0] == "run" and _has_terminal():
         options = args[1 : args.index("--")] if "--" in args else args[1:]
         if not (os.isatty(0) and os.isatty(1)) or _RUN_OPTIONS_HERE & set(options):
+            return False
+        try:  # in the background, the terminal is not ours to set raw (job control)
+            if os.tcgetpgrp(0) != os.getpgrp():
+                return False
+        except OSError:
             return False
     return True
 
@@ -117,6 +129,8 @@ def serve(args: list[str]) -> int | None:
     (then the caller runs it, and ``start``s one)."""
     if not may_serve(args):
         return None
+    import _socket  # (``socket`` loads ``enum``, which costs more than all the rest here)
+
     try:
         sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     except OSError:
@@ -158,7 +172,7 @@ def _fds(*fds: int) -> bytes:
     return b"".join(fd.to_bytes(4, sys.byteorder, signed=True) for fd in fds)
 
 
-def _line(sock: _socket.socket) -> bytes:
+def _line(sock: _Socket) -> bytes:
     """One line from the resident (without its newline; b"" at the end)."""
     got = b""
     while not got.endswith(b"\n"):
@@ -169,8 +183,10 @@ def _line(sock: _socket.socket) -> bytes:
     return got[:-1]
 
 
-def _wait(sock: _socket.socket, pid: int) -> int:
+def _wait(sock: _Socket, pid: int) -> int:
     """Pass signals on to the fork ``pid`` until it says how it exited."""
+    import _signal  # type: ignore[import-not-found]  # (``signal`` loads ``enum``: 7 ms)
+
     passed: list[int] = []
 
     def forward(signum: int, frame: object) -> None:
@@ -180,8 +196,19 @@ def _wait(sock: _socket.socket, pid: int) -> int:
         except OSError:
             pass
 
+    def stop(signum: int, frame: object) -> None:
+        # Ctrl-Z: the fork stops with this process, and goes on with it (SIGCONT is passed)
+        try:
+            os.kill(pid, _signal.SIGSTOP)
+        except OSError:
+            pass
+        _signal.signal(_signal.SIGTSTP, _signal.SIG_DFL)
+        os.kill(os.getpid(), _signal.SIGTSTP)
+        _signal.signal(_signal.SIGTSTP, stop)
+
     for name in FORWARDED:
         _signal.signal(getattr(_signal, name), forward)
+    _signal.signal(_signal.SIGTSTP, stop)
     said = _line(sock)
     sock.close()
     if said.startswith(b"exit "):
@@ -261,6 +288,8 @@ def ready(home: str | None = None) -> bool:
 
 
 def _ask(home: str | None, word: bytes) -> bytes | None:
+    import _socket
+
     path = os.path.join(home, SOCKET) if home else socket_path()
     if not os.path.exists(path):
         return None

@@ -23,6 +23,7 @@ import select
 import signal
 import socket
 import sys
+import threading
 import time
 from typing import NoReturn
 
@@ -36,7 +37,9 @@ _MAX_REQUEST = 4 << 20  # bytes: an environment and command line larger than any
 _PRELOAD = ("bar.cli", "bar.parser", "bar.commands.run", "bar.api", "bar.run",
             "bar.prescan", "bar.recovery", "bar.lookout", "bar.queued_steps", "bar.status",
             "bar.terminal.pty", "bar.terminal.pipes", "bar.sandbox.landlock",
-            "bar.sandbox.leftovers", "bar.sandbox.plan", "bar.supervisor", "locale")  # fmt: skip
+            "bar.sandbox.leftovers", "bar.sandbox.plan", "bar.supervisor", "bar.commands.apply",
+            "bar.apply", "bar.apply_merge", "bar.checkout", "bar.commands.rollback",
+            "bar.commands.undo", "bar.rollback", "bar.restored", "bar.undo", "locale")  # fmt: skip
 # what a caller must share with the resident to be served by a fork of it
 _STATUS_KEYS = (b"Uid:", b"Gid:", b"Groups:", b"CapInh:", b"CapPrm:", b"CapEff:", b"CapBnd:",
                 b"CapAmb:", b"NoNewPrivs:", b"Seccomp:", b"Seccomp_filters:",
@@ -82,9 +85,11 @@ class Resident:
         for name in _PRELOAD:
             importlib.import_module(name)
         from bar import parser
+        from bar.resident import SERVED
 
         parser.build_parser("run").parse_args(["run", "--", "true"])  # (argparse's caches)
-        parser.prebuild("run")
+        for command in SERVED:
+            parser.prebuild(command)
         for module in list(sys.modules.values()):
             path = getattr(module, "__file__", None)
             if path and path.startswith(self.package):
@@ -232,6 +237,8 @@ def _become(conn: socket.socket, data: bytes, fds: list[int]) -> NoReturn:
         with contextlib.suppress(OSError):
             _say(conn, b"no fork")
         os._exit(1)
+    done = threading.Event()
+    threading.Thread(target=_die_with_caller, args=(conn, done), daemon=True).start()
     try:
         from bar import cli
 
@@ -248,9 +255,21 @@ def _become(conn: socket.socket, data: bytes, fds: list[int]) -> NoReturn:
         for stream in (sys.stdout, sys.stderr):
             with contextlib.suppress(BaseException):
                 stream.flush()
+        done.set()
         with contextlib.suppress(BaseException):
             _say(conn, b"exit %d" % code)
         os._exit(code & 0xFF)
+
+
+def _die_with_caller(conn: socket.socket, done: threading.Event) -> None:
+    """A caller killed where it cannot pass the signal on (SIGKILL) leaves: die as its
+    ``bar`` would have, with what runs in this process group (a command that is not in a
+    session of its own), and leave the step to recovery, as a killed ``bar`` does."""
+    with contextlib.suppress(OSError):
+        while conn.recv(1024):
+            pass
+    if not done.is_set():
+        os.killpg(0, signal.SIGKILL)
 
 
 def _stream(fd: int, spec: bytes) -> io.TextIOWrapper:

@@ -1,0 +1,335 @@
+"""The resident (``bar.resident``): ``bar run`` served by a fork of a warm process.
+
+Every test drives the installed ``bar`` against a real resident process. The main one is
+an oracle: each command line, run by a fork of the resident, must print, exit and be
+recorded exactly as the same command line run by ``bar`` itself. The others check that a
+fork is used only where it may be (a caller it could not have been, a confined one, a
+changed bar), that signals reach the command as they would, and the resident's lifecycle.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import re
+import resource
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bar import resident
+from bar.resident_daemon import Resident
+from helpers import BAR_EXE, bar_home, init_clean, ledger, new_task, worktree
+
+_STEP = re.compile(r"step \d{4}")
+
+
+def _home() -> str:
+    return str(bar_home())
+
+
+def _run(wt: Path, *args: str, cwd: Path | None = None, input: bytes | None = None,
+         env: dict[str, str] | None = None, preexec: Callable[[], None] | None = None,
+         ) -> subprocess.CompletedProcess[bytes]:  # fmt: skip
+    return subprocess.run([BAR_EXE, "run", *args], cwd=cwd or wt, input=input,
+                          capture_output=True, env={**os.environ, **(env or {})},
+                          preexec_fn=preexec, timeout=120)  # fmt: skip
+
+
+def _started(capfd: pytest.CaptureFixture[str], repo: Path) -> tuple[dict[str, Any], Path]:
+    """A task whose first step (run by bar itself) started a resident, now loaded."""
+    init_clean(repo, capfd)
+    task = new_task(capfd)
+    wt = worktree(task)
+    assert _run(wt, "--", "true").returncode == 0
+    assert resident.ready(_home())
+    return task, wt
+
+
+def _served(wt: Path, **kw: Any) -> bool:
+    """Whether a ``bar run`` here is served by a fork of the resident: the command's
+    parent is then not the ``bar`` process this test started."""
+    env = {**os.environ, **kw.pop("env", {})}
+    proc = subprocess.Popen([BAR_EXE, "run", "--", "sh", "-c", "echo $PPID"], cwd=wt, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kw)  # fmt: skip
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 0
+    return int(out) != proc.pid
+
+
+def _seen(done: subprocess.CompletedProcess[bytes]) -> tuple[int, bytes, bytes]:
+    return done.returncode, done.stdout, _STEP.sub("step N", done.stderr.decode()).encode()
+
+
+_KEPT = ("cmd", "cwd", "env", "exit_code", "signal", "diff_stat", "pty", "interrupted",
+         "policy_events", "blocked")  # fmt: skip
+
+
+def test_a_served_run_is_the_run_bar_makes_itself(
+    repo: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    task, wt = _started(capfd, repo)
+    (wt / "sub").mkdir()
+    weird = os.fsdecode(b"caf\xc3\xa9-\xff")  # not UTF-8 throughout: bytes both ways
+
+    def umask_027() -> None:
+        os.umask(0o027)
+
+    cases: list[tuple[tuple[str, ...], dict[str, Any]]] = [
+        (("--", "sh", "-c", "echo out; echo err >&2; exit 3"), {}),
+        (("-e", "FOO=bar", "--", "sh", "-c", 'printf "%s|" "$FOO" "$MINE"; pwd'),
+         {"env": {"MINE": "from the caller"}}),
+        (("--", "sh", "-c", "pwd; echo made > here.txt"), {"cwd": wt / "sub"}),
+        (("--", "sh", "-c", "umask; echo x > masked.txt; stat -c %a masked.txt"),
+         {"preexec": umask_027}),
+        (("--", "cat"), {"input": b"fed on stdin\n"}),
+        (("--", "printf", "%s\n", weird), {}),
+        (("--", "no-such-command-here"), {}),
+        (("--", "sh", "-c", "kill -TERM $$"), {}),
+        (("--json", "--", "sh", "-c", "echo in json"), {}),
+    ]  # fmt: skip
+    for args, kw in cases:
+        # each run begins with no hand edit to record (what the last one made is removed,
+        # and that recorded by a step of its own)
+        _undo_files(wt)
+        assert _run(wt, "--", "true", env={"BAR_RESIDENT_IDLE": "0"}).returncode == 0
+        here = _seen(_run(wt, *args, env={**kw.get("env", {}), "BAR_RESIDENT_IDLE": "0"},
+                          **{k: v for k, v in kw.items() if k != "env"}))  # fmt: skip
+        mine = ledger(task["id"])[-1]
+        _undo_files(wt)
+        assert _served(wt), "the resident did not serve"
+        there = _seen(_run(wt, *args, **kw))
+        theirs = ledger(task["id"])[-1]
+        if "--json" in args:  # (times and step ids differ: the record's fields compared)
+            said = [json.loads(seen[1]) for seen in (here, there)]
+            expected = {k: mine.get(k) for k in _KEPT}
+            assert [{k: s.get(k) for k in _KEPT} for s in said] == [expected, expected]
+            here, there = here[::2], there[::2]
+        assert there == here, args
+        assert {k: theirs.get(k) for k in _KEPT} == {k: mine.get(k) for k in _KEPT}, args
+
+
+def _undo_files(wt: Path) -> None:
+    for name in ("sub/here.txt", "masked.txt"):
+        (wt / name).unlink(missing_ok=True)
+
+
+def test_a_signal_to_bar_reaches_the_command_as_it_would(
+    repo: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    task, wt = _started(capfd, repo)
+    codes = []
+    for idle in ("0", "60"):
+        if idle == "60":
+            assert _served(wt)
+        proc = subprocess.Popen(
+            [BAR_EXE, "run", "--", "sh", "-c", "trap 'echo got TERM; exit 7' TERM; "
+             "echo ready; while :; do sleep 0.05; done"],
+            cwd=wt, env={**os.environ, "BAR_RESIDENT_IDLE": idle},
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        )  # fmt: skip
+        assert proc.stdout is not None
+        assert proc.stdout.readline() == b"ready\n"
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=60)
+        codes.append((proc.returncode, out, ledger(task["id"])[-1]["exit_code"]))
+    assert codes[0] == codes[1] == (7, b"got TERM\n", 7)
+
+
+def test_a_served_bar_killed_with_its_caller_leaves_an_interrupted_step(
+    repo: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    task, wt = _started(capfd, repo)
+    script = "echo $PPID > ../bar.pid; echo partial > work.txt; sleep 60"
+    proc = subprocess.Popen([BAR_EXE, "run", "--no-sandbox", "--", "sh", "-c", script],
+                            cwd=wt, start_new_session=True)  # fmt: skip
+    _wait(lambda: (wt / "work.txt").exists())
+    fork = int((wt.parent / "bar.pid").read_text())
+    assert fork != proc.pid  # (served)
+    proc.send_signal(signal.SIGKILL)  # (no signal to pass on: the fork sees its caller go)
+    proc.wait(timeout=30)
+    _wait(lambda: not _cmdline(fork) or _zombie(fork))
+    res = _run(wt, "--", "true")
+    assert res.returncode == 0 and b"interrupted" in res.stderr, res.stderr
+    assert ledger(task["id"])[-2]["interrupted"] is True
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+def test_a_caller_it_could_not_have_been_is_not_served(
+    repo: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    _, wt = _started(capfd, repo)
+    assert _served(wt)
+
+    def fewer_files() -> None:
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(soft, 512), hard))
+
+    def no_new_privs() -> None:
+        libc = ctypes.CDLL(None, use_errno=True)
+        assert libc.prctl(38, 1, 0, 0, 0) == 0  # PR_SET_NO_NEW_PRIVS
+
+    assert not _served(wt, preexec_fn=fewer_files)  # other limits
+    assert not _served(wt, preexec_fn=no_new_privs)  # a confined process's mark
+    assert not _served(wt, env={"PYTHONPATH": "/nowhere"})  # bar's code may load otherwise
+    assert not _served(wt, env={"BAR_RESIDENT_IDLE": "0"})
+    assert _served(wt)  # and it still serves the caller it can
+
+
+def _forks() -> set[int]:
+    """The resident's children: its spare, and the forks running commands."""
+    socket_path = os.fsencode(Path(_home()) / resident.SOCKET)
+    for proc in Path("/proc").iterdir():
+        try:
+            cmdline = (proc / "cmdline").read_bytes().split(b"\0")
+            if b"bar.resident_daemon" in cmdline and socket_path in cmdline:
+                stat = (proc / "stat").read_text().rpartition(")")[2].split()
+                if int(stat[1]) == 1 or "bar.resident_daemon" not in _cmdline(int(stat[1])):
+                    children = (proc / "task" / proc.name / "children").read_text()
+                    return {int(pid) for pid in children.split()}
+        except (OSError, ValueError):
+            continue
+    return set()
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def test_the_commands_that_change_a_task_act_alike_served_or_not(
+    repo: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """``rollback``, ``undo``, ``redo`` and ``apply`` on two tasks made alike, one by
+    bar itself and one served: the same output, records, files and landed tree."""
+    _started(capfd, repo)
+    ids = {}
+    for name in ("here", "there"):
+        ids[name] = new_task(capfd, name)["id"]
+        subprocess.run(["git", "branch", f"land-{name}", "main"], cwd=repo, check=True)
+    steps = [
+        ("run", "--", "sh", "-c", "echo one > a.txt"),
+        ("run", "--", "sh", "-c", "echo two >> a.txt; echo b > b.txt; rm -f README.md"),
+        ("rollback", "--to", "1", "--dry-run"),
+        ("rollback", "--to", "1"),
+        ("undo",),
+        ("redo",),
+        ("apply", "--dry-run"),
+        ("apply", "--target", "land-{name}", "-m", "landed"),
+    ]
+
+    def same(text: bytes, name: str) -> str:
+        said = text.decode().replace(ids[name], "ID").replace(name, "NAME")
+        return re.sub(r"\b[0-9a-f]{7,40}\b", "SHA", _STEP.sub("step N", said))
+
+    seen: dict[str, list[Any]] = {"here": [], "there": []}
+    for name, idle in (("here", "0"), ("there", "60")):
+        wt = Path(json.loads(_bar_json("task", "show", ids[name]))["worktree"])
+        for argv in steps:
+            args = [a.format(name=name) for a in argv]
+            before = _forks()
+            done = subprocess.run([BAR_EXE, args[0], "--task", ids[name], *args[1:]], cwd=repo,
+                                  capture_output=True, env={**os.environ, "BAR_RESIDENT_IDLE": idle},
+                                  timeout=120)  # fmt: skip
+            assert (_forks() - before != set()) == (name == "there"), (name, args)
+            files = sorted(p.name for p in wt.iterdir() if p.name != ".git")
+            seen[name].append((done.returncode, same(done.stdout, name), same(done.stderr, name),
+                               files))  # fmt: skip
+        kept = [{k: s.get(k) for k in ("kind", "exit_code", "diff_stat", "cmd", "to")}
+                for s in ledger(ids[name])]  # fmt: skip
+        seen[name].append(kept)
+    assert seen["there"] == seen["here"]
+    trees = {git_tree(repo, f"land-{name}") for name in ("here", "there")}
+    assert len(trees) == 1
+
+
+def _bar_json(*args: str) -> str:
+    return subprocess.run([BAR_EXE, *args, "--json"], capture_output=True, check=True,
+                          text=True, timeout=60).stdout  # fmt: skip
+
+
+def git_tree(repo: Path, ref: str) -> str:
+    return subprocess.run(["git", "rev-parse", f"{ref}^{{tree}}"], cwd=repo, check=True,
+                          capture_output=True, text=True).stdout.strip()  # fmt: skip
+
+
+def test_only_the_commands_that_need_no_terminal_of_their_own(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from bar import cli
+
+    assert cli._SERVED == resident.SERVED
+    for command in resident.SERVED:
+        assert resident.may_serve([command])
+    assert not resident.may_serve(["status"])
+    assert not resident.may_serve(["log"])  # (a pager)
+    assert not resident.may_serve(["--debug", "run", "--", "true"])
+    monkeypatch.setenv("BAR_STEP_ID", "0003")
+    assert not resident.may_serve(["run", "--", "true"])
+    monkeypatch.delenv("BAR_STEP_ID")
+    monkeypatch.setenv("BAR_FAULT_AT", "somewhere")
+    assert not resident.may_serve(["run", "--", "true"])
+
+
+def test_a_resident_whose_code_changed_serves_no_more(tmp_path: Path) -> None:
+    module = tmp_path / "module.py"
+    module.write_text("x = 1\n")
+    listener = tmp_path / "listener"
+    import socket
+
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.bind(str(listener))
+    try:
+        warm = Resident(sock.fileno(), str(listener), 60)
+        warm.loaded = {str(module): module.stat().st_mtime_ns}
+        assert warm._still_here()
+        module.write_text("x = 2\n")
+        os.utime(module, ns=(1, 1))
+        assert not warm._still_here()
+    finally:
+        sock.detach()
+        sock.close()
+
+
+def test_it_exits_when_idle_and_when_asked(repo: Path, capfd: pytest.CaptureFixture[str],
+                                           monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    _, wt = _started(capfd, repo)
+    path = Path(_home()) / resident.SOCKET
+    assert resident.stop(_home())
+    _wait(lambda: not path.exists())
+    assert _run(wt, "--", "true", env={"BAR_RESIDENT_IDLE": "1"}).returncode == 0
+    assert path.exists()  # (started, listening at once)
+    _wait(lambda: not path.exists())  # and gone after a second without a command
+    assert _run(wt, "--", "true", env={"BAR_RESIDENT_IDLE": "0"}).returncode == 0
+    time.sleep(0.2)
+    assert not path.exists()  # none started
+
+
+def _wait(done: Callable[[], bool], seconds: float = 15.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not done():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+def test_the_bar_command_loads_no_more_than_it_needs_to_be_served() -> None:
+    probe = ("import sys\nbefore = set(sys.modules)\nfrom bar import cli, resident\n"
+             "print(' '.join(sorted(set(sys.modules) - before)))")  # fmt: skip
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                         check=True).stdout.split()  # fmt: skip
+    assert set(out) <= {"__future__", "_socket", "bar", "bar.cli", "bar.resident"}, out
