@@ -161,6 +161,17 @@ def test_a_served_bar_killed_with_its_caller_leaves_an_interrupted_step(
     assert ledger(task["id"])[-2]["interrupted"] is True
 
 
+def test_a_fork_killed_takes_its_caller_with_it(
+    repo: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    _, wt = _started(capfd, repo)
+    assert _served(wt)
+    done = _run(wt, "--no-sandbox", "--", "sh", "-c", "kill -KILL $PPID")
+    assert done.returncode == -signal.SIGKILL  # (as a bar killed so would have ended)
+    res = _run(wt, "--", "true")
+    assert res.returncode == 0 and b"interrupted" in res.stderr, res.stderr
+
+
 def _zombie(pid: int) -> bool:
     try:
         return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] == "Z"

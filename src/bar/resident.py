@@ -147,7 +147,8 @@ def serve(args: list[str]) -> int | None:
         sent = sock.sendmsg([data[:65536]], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS,
                                               _fds(here, 0, 1, 2))])  # fmt: skip
         sock.sendall(data[sent:])
-        first = _line(sock)
+        lines = _Lines(sock)
+        first = lines.next()
     except OSError:
         sock.close()
         return None
@@ -157,7 +158,7 @@ def serve(args: list[str]) -> int | None:
         sock.close()
         return None  # refused: the reason is the resident's (``no ...``)
     sock.settimeout(None)  # from here the command runs: as long as it takes
-    return _wait(sock, int(first[4:]))
+    return _wait(sock, lines, int(first[4:]))
 
 
 def _address(path: str) -> str:
@@ -172,25 +173,27 @@ def _fds(*fds: int) -> bytes:
     return b"".join(fd.to_bytes(4, sys.byteorder, signed=True) for fd in fds)
 
 
-def _line(sock: _Socket) -> bytes:
-    """One line from the resident (without its newline; b"" at the end)."""
-    got = b""
-    while not got.endswith(b"\n"):
-        chunk = sock.recv(256)
-        if not chunk:
-            return b""
-        got += chunk
-    return got[:-1]
+class _Lines:
+    """The lines the resident and its fork send (without their newlines; b"" at the end)."""
+
+    def __init__(self, sock: _Socket) -> None:
+        self.sock, self.held = sock, b""
+
+    def next(self) -> bytes:
+        while b"\n" not in self.held:
+            chunk = self.sock.recv(256)
+            if not chunk:
+                return b""
+            self.held += chunk
+        line, _, self.held = self.held.partition(b"\n")
+        return line
 
 
-def _wait(sock: _Socket, pid: int) -> int:
+def _wait(sock: _Socket, lines: _Lines, pid: int) -> int:
     """Pass signals on to the fork ``pid`` until it says how it exited."""
     import _signal  # type: ignore[import-not-found]  # (``signal`` loads ``enum``: 7 ms)
 
-    passed: list[int] = []
-
     def forward(signum: int, frame: object) -> None:
-        passed.append(signum)
         try:
             os.kill(pid, signum)
         except OSError:
@@ -209,19 +212,22 @@ def _wait(sock: _Socket, pid: int) -> int:
     for name in FORWARDED:
         _signal.signal(getattr(_signal, name), forward)
     _signal.signal(_signal.SIGTSTP, stop)
-    said = _line(sock)
+    said = lines.next()
     sock.close()
     if said.startswith(b"exit "):
         return int(said[5:])
-    # it died without a word: as it was killed (by what this process passed on, most
-    # likely), so is this process, for the shell to see the same
-    fatal = {_signal.SIGINT, _signal.SIGTERM, _signal.SIGHUP, _signal.SIGQUIT}
-    if passed and passed[-1] in fatal:
-        _signal.signal(passed[-1], _signal.SIG_DFL)
-        os.kill(os.getpid(), passed[-1])
-    print(f"bar: the process running this command (pid {pid}) died; run `bar status` to "
-          "see what was recorded", file=sys.stderr)  # fmt: skip
-    return 1
+    # it ended without a word: the resident says how (``ended`` and its wait status);
+    # killed, this process dies of the same signal, for its own caller to see the same
+    status = int(said[6:]) if said.startswith(b"ended ") else None
+    if status is not None and os.WIFSIGNALED(status):
+        try:
+            _signal.signal(os.WTERMSIG(status), _signal.SIG_DFL)
+        except (OSError, ValueError):
+            pass  # (SIGKILL: always the default)
+        os.kill(os.getpid(), os.WTERMSIG(status))
+    print(f"bar: the process running this command (pid {pid}) ended without saying how; "
+          "run `bar status` to see what was recorded", file=sys.stderr)  # fmt: skip
+    return os.WEXITSTATUS(status) if status is not None and os.WIFEXITED(status) else 1
 
 
 def start() -> None:
@@ -298,7 +304,7 @@ def _ask(home: str | None, word: bytes) -> bytes | None:
         sock.settimeout(10 * TIMEOUT)  # (a resident that has only just started loads first)
         sock.connect(_address(path))
         sock.sendall(b"%d\n%s" % (len(word), word))
-        return _line(sock)
+        return _Lines(sock).next()
     except OSError:
         return None
     finally:

@@ -79,7 +79,11 @@ class Resident:
         self.loaded: dict[str, int] = {}
         self.me: list[bytes] | None = None
         self.pid = os.getpid()
-        self.news, self.tell = os.pipe()  # what a spare says: ``t``: taken; ``x``: exit
+        # what a spare tells the resident: ``t PID`` (taken; with the connection when it
+        # runs a command), ``x`` (exit)
+        self.news, self.tell = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.running: dict[int, socket.socket] = {}  # pid -> its caller's connection
+        self.woken, self.wake = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)  # (SIGCHLD)
 
     def load(self) -> None:
         for name in _PRELOAD:
@@ -100,26 +104,51 @@ class Resident:
 
     def serve(self) -> None:
         """Keep one fork (the spare) waiting for the next command; fork the next when it
-        takes one."""
+        takes one. Exit when idle with no command running, or told to."""
+        signal.signal(signal.SIGCHLD, lambda signum, frame: None)
+        signal.set_wakeup_fd(self.wake)
         spare = self._fork_spare()
         last = time.monotonic()
         try:
             while True:
-                _reap()
+                self._reap()
                 left = self.idle - (time.monotonic() - last)
-                if left <= 0 or not self._still_here():
+                if (left <= 0 and not self.running) or not self._still_here():
                     return
-                ready, _, _ = select.select([self.news], [], [], min(left, _WAKE_S))
-                if not ready:
+                wait = min(max(left, 0.0), _WAKE_S)
+                ready, _, _ = select.select([self.news.fileno(), self.woken], [], [], wait)
+                if self.woken in ready:
+                    with contextlib.suppress(OSError):
+                        os.read(self.woken, 512)
+                if self.news.fileno() not in ready:
                     continue
-                said = os.read(self.news, 64)
-                if b"x" in said or not said:
+                said, fds, _flags, _addr = socket.recv_fds(self.news, 64, 1)
+                if said.startswith(b"x"):
                     return
                 last = time.monotonic()
+                if fds and said.startswith(b"t "):
+                    self.running[int(said[2:])] = socket.socket(fileno=fds[0])
                 spare = self._fork_spare()
         finally:
             with contextlib.suppress(OSError):
                 os.kill(spare, signal.SIGTERM)
+
+    def _reap(self) -> None:
+        """Collect the forks that ended; a fork that ran a command has said how it
+        exited, unless it was killed: its caller is told how it ended (``ended``)."""
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            conn = self.running.pop(pid, None)
+            if conn is not None:
+                with contextlib.suppress(OSError):
+                    conn.settimeout(1.0)
+                    _say(conn, b"ended %d" % status)
+                conn.close()
 
     def _fork_spare(self) -> int:
         pid = os.fork()
@@ -144,7 +173,12 @@ class Resident:
 
     def _wait_as_spare(self) -> None:
         """In the spare: take the next connection, tell the resident, then serve it."""
-        os.close(self.news)
+        signal.set_wakeup_fd(-1)
+        for fd in (self.woken, self.wake):
+            os.close(fd)
+        self.news.close()
+        for conn in self.running.values():
+            conn.close()
         os.setpgid(0, 0)  # (a signal to the resident's group is not one to this command)
         for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD, signal.SIGQUIT):
             signal.signal(sig, signal.SIG_DFL)
@@ -164,24 +198,31 @@ class Resident:
             try:
                 data, fds = _receive(conn)
             except (OSError, ValueError):
-                os.write(self.tell, b"t")
+                self._tell(b"t")
                 return
             try:
                 if data in (b"exit", b"ping"):
-                    os.write(self.tell, b"x" if data == b"exit" else b"t")
+                    self._tell(b"x" if data == b"exit" else b"t")
                     _say(conn, b"bye" if data == b"exit" else b"pong")
                     return
                 why = self._refusal(conn, data, fds)
-                os.write(self.tell, b"x" if why == "stale" else b"t")
-                os.close(self.tell)
                 if why is not None:
+                    self._tell(b"x" if why == "stale" else b"t")
                     _say(conn, b"no " + why.encode())
                     return
+                # the resident keeps the connection, to tell the caller how this fork
+                # ended if it cannot say so itself (killed)
+                self._tell(b"t %d" % os.getpid(), conn.fileno())
+                self.tell.close()
                 _become(conn, data, fds)
             finally:
                 for fd in fds:
                     with contextlib.suppress(OSError):
                         os.close(fd)
+
+    def _tell(self, word: bytes, fd: int | None = None) -> None:
+        with contextlib.suppress(OSError):
+            socket.send_fds(self.tell, [word], [fd] if fd is not None else [])
 
     def _refusal(self, conn: socket.socket, data: bytes, fds: list[int]) -> str | None:
         """Why this request is not served here (None: it is)."""
@@ -306,13 +347,6 @@ def _receive(conn: socket.socket) -> tuple[bytes, list[int]]:
 
 def _say(conn: socket.socket, line: bytes) -> None:
     conn.sendall(line + b"\n")
-
-
-def _reap() -> None:
-    """Collect the forks that have ended (each has told its caller how)."""
-    with contextlib.suppress(ChildProcessError):
-        while os.waitpid(-1, os.WNOHANG)[0] > 0:
-            pass
 
 
 def _identity(path: str) -> tuple[int, int] | None:
