@@ -202,18 +202,11 @@ def test_a_caller_it_could_not_have_been_is_not_served(
 
 def _forks() -> set[int]:
     """The resident's children: its spare, and the forks running commands."""
-    socket_path = os.fsencode(Path(_home()) / resident.SOCKET)
-    for proc in Path("/proc").iterdir():
-        try:
-            cmdline = (proc / "cmdline").read_bytes().split(b"\0")
-            if b"bar.resident_daemon" in cmdline and socket_path in cmdline:
-                stat = (proc / "stat").read_text().rpartition(")")[2].split()
-                if int(stat[1]) == 1 or "bar.resident_daemon" not in _cmdline(int(stat[1])):
-                    children = (proc / "task" / proc.name / "children").read_text()
-                    return {int(pid) for pid in children.split()}
-        except (OSError, ValueError):
-            continue
-    return set()
+    pid = _resident_pid()
+    try:
+        return {int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()}
+    except OSError:
+        return set()
 
 
 def _cmdline(pid: int) -> str:
@@ -329,6 +322,35 @@ def test_it_exits_when_idle_and_when_asked(repo: Path, capfd: pytest.CaptureFixt
     assert _run(wt, "--", "true", env={"BAR_RESIDENT_IDLE": "0"}).returncode == 0
     time.sleep(0.2)
     assert not path.exists()  # none started
+
+
+def test_a_dead_resident_is_replaced(repo: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    _, wt = _started(capfd, repo)
+    spare = _forks()
+    resident_pid = _resident_pid()
+    os.kill(resident_pid, signal.SIGKILL)  # (its socket is left, with no one listening)
+    for pid in spare:
+        os.kill(pid, signal.SIGKILL)
+    _wait(lambda: not _cmdline(resident_pid))
+    assert (Path(_home()) / resident.SOCKET).exists()
+    assert _run(wt, "--", "true").returncode == 0  # run here; a new resident started
+    assert resident.ready(_home())
+    assert _resident_pid() != resident_pid
+    assert _served(wt)
+
+
+def _resident_pid() -> int:
+    socket_path = os.fsencode(Path(_home()) / resident.SOCKET)
+    for proc in Path("/proc").iterdir():
+        try:
+            cmdline = (proc / "cmdline").read_bytes().split(b"\0")
+            stat = (proc / "stat").read_text().rpartition(")")[2].split()
+        except OSError:
+            continue
+        ours = b"bar.resident_daemon" in cmdline and socket_path in cmdline
+        if ours and "bar.resident_daemon" not in _cmdline(int(stat[1])):
+            return int(proc.name)  # (not a fork of it: the resident itself)
+    return 0
 
 
 def _wait(done: Callable[[], bool], seconds: float = 15.0) -> None:

@@ -86,8 +86,10 @@ def main(argv: Sequence[str] | None = None, *, resident: bool = False) -> int:
         from bar import resident as warm
 
         code = warm.serve(args_list)
-        if code is not None:
-            return code
+        if code is not None:  # served: this process made nothing that needs finalizing
+            for stream in (sys.stdout, sys.stderr):
+                stream.flush()
+            os._exit(code & 0xFF)
         try:
             return _main(args_list)
         finally:

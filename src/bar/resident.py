@@ -142,7 +142,12 @@ def serve(args: list[str]) -> int | None:
         return None
     try:
         sock.settimeout(TIMEOUT)
-        sock.connect(_address(socket_path()))
+        try:
+            sock.connect(_address(socket_path()))
+        except ConnectionRefusedError:  # its resident died (or never started): a new one
+            with _suppress():
+                os.unlink(socket_path())
+            raise
         data = request(args)
         sent = sock.sendmsg([data[:65536]], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS,
                                               _fds(here, 0, 1, 2))])  # fmt: skip

@@ -161,8 +161,8 @@ class Resident:
 
     def _still_here(self) -> bool:
         """Its socket is its own still, and bar's files are those it loaded."""
-        if _identity(self.socket_file) != self.socket_id:
-            return False
+        if self.socket_id is None or _identity(self.socket_file) != self.socket_id:
+            return False  # (gone before it started: its home was removed at once)
         for path, mtime in self.loaded.items():
             try:
                 if os.stat(path).st_mtime_ns != mtime:
