@@ -20,7 +20,10 @@ is discarded, then the contenders run in turn (A, B, A, B, ...) and each figure 
 ratio of their medians. The spread column is the lowest and highest ratio seen within a
 single round, a direct view of how noisy the machine was. Each figure gets a fresh
 `BAR_HOME`, its own clone of the generated repository, and (in a bar task worktree) the
-repository's ignored build output, so `git status` and snapshots must skip it.
+repository's ignored build output, so `git status` and snapshots must skip it. bar runs
+as a user's does: a task's lookout (`bar.lookout`) and the bar home's resident
+(`bar.resident`), once a first command has started them, serve the commands that follow;
+each is waited for outside any timing when it starts, and stopped after each figure.
 
 1. A small change (one line appended to one tracked file) is made before each `bar run`,
    which therefore records it. 1b is the same command when there is nothing new to record.
@@ -51,12 +54,17 @@ repository's ignored build output, so `git status` and snapshots must skip it.
    step's command runs what it is sent and times it). `bar status` stats every file for
    unrecorded changes, so 7-status compares it with `git status --porcelain`; its start-up
    alone shows on the small repository (7-status-start). 7-imports: `python -c "import
-   ..."` of every module a `bar run -- true` in the task loaded that `python -c pass`
-   does not (bar's and the standard library's, listed by a probe before the timing);
-   7-imports-stdlib imports only those that are not bar's, the floor bar's own cannot
-   go under.
-8. `ru_maxrss` from `wait4` on `bar run`: the largest process in its tree (bar, git, the
-   command). 8-speed compares the time with the same output piped through `tee FILE`.
+   ..."` of every module the `bar` command loaded for a `bar run -- true` in the task that
+   `python -c pass` does not (bar's and the standard library's, listed by a probe before
+   the timing), with the bar home's resident running the step (`bar.resident`: what
+   every `bar run` but the first in 15 minutes loads); 7-imports-here: the same for a
+   `bar run` that does the step itself (the first one, or `BAR_RESIDENT_IDLE=0`);
+   7-imports-stdlib imports only those of 7-imports-here that are not bar's, the floor
+   bar's own cannot go under.
+8. `ru_maxrss` from `wait4` on `bar run` doing the step itself (`BAR_RESIDENT_IDLE=0`:
+   a step the resident runs is not a child of the `bar` process): the largest process in
+   its tree (bar, git, the command). 8-speed compares the time with the same output
+   piped through `tee FILE`.
 9. Two clones of the same repository, the same edit script per step, alternating between
    `bar run` and `stepback run`. 9b times one checkpoint inside each tool's interpreter.
 10. `bar run -- true` with nothing new to record, confined (Landlock) and with
