@@ -82,6 +82,13 @@ def test_a_served_run_is_the_run_bar_makes_itself(
     def umask_027() -> None:
         os.umask(0o027)
 
+    def nohup_and_blocked() -> None:  # (what nohup and a shell's `&` leave, and a mask)
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+        signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGUSR1])
+
+    show_signals = ("import signal; print(signal.getsignal(signal.SIGHUP), "
+                    "sorted(signal.pthread_sigmask(signal.SIG_BLOCK, [])))")  # fmt: skip
+
     cases: list[tuple[tuple[str, ...], dict[str, Any]]] = [
         (("--", "sh", "-c", "echo out; echo err >&2; exit 3"), {}),
         (("-e", "FOO=bar", "--", "sh", "-c", 'printf "%s|" "$FOO" "$MINE"; pwd'),
@@ -90,6 +97,7 @@ def test_a_served_run_is_the_run_bar_makes_itself(
         (("--", "sh", "-c", "umask; echo x > masked.txt; stat -c %a masked.txt"),
          {"preexec": umask_027}),
         (("--", "cat"), {"input": b"fed on stdin\n"}),
+        (("--", sys.executable, "-c", show_signals), {"preexec": nohup_and_blocked}),
         (("--", "printf", "%s\n", weird), {}),
         (("--", "no-such-command-here"), {}),
         (("--", "sh", "-c", "kill -TERM $$"), {}),
@@ -197,7 +205,45 @@ def test_a_caller_it_could_not_have_been_is_not_served(
     assert not _served(wt, preexec_fn=no_new_privs)  # a confined process's mark
     assert not _served(wt, env={"PYTHONPATH": "/nowhere"})  # bar's code may load otherwise
     assert not _served(wt, env={"BAR_RESIDENT_IDLE": "0"})
+    assert not _served(wt, env={"LC_ALL": "C"})  # (Python's UTF-8 mode: strings decode so)
     assert _served(wt)  # and it still serves the caller it can
+
+
+def test_the_caller_is_the_process_that_connected(tmp_path: Path) -> None:
+    """A caller that connected and is gone is not served, whatever has its pid now."""
+    import socket
+
+    from bar.resident_daemon import _caller_still_there
+
+    path = str(tmp_path / "s")
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    listener.listen(1)
+    child = subprocess.Popen([sys.executable, "-c", "import socket, sys; "
+                              "socket.socket(socket.AF_UNIX).connect(sys.argv[1]); "
+                              "sys.stdin.read()", path], stdin=subprocess.PIPE)  # fmt: skip
+    conn, _ = listener.accept()
+    try:
+        assert _caller_still_there(conn) is True
+        child.communicate(b"", timeout=30)  # (it exits)
+        assert _caller_still_there(conn) is False
+    finally:
+        conn.close()
+        listener.close()
+
+
+def test_a_spare_that_died_is_replaced(repo: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    _, wt = _started(capfd, repo)
+    (spare,) = _forks()
+    os.kill(spare, signal.SIGKILL)
+    _wait(lambda: bool(_forks() - {spare}))
+    assert _served(wt)
+
+
+def test_an_abbreviated_option_is_read_as_argparse_reads_it() -> None:
+    assert resident._run_here("--no-p") and resident._run_here("--js")
+    assert resident._run_here("--json") and not resident._run_here("--no-wait")
+    assert not resident._run_here("--") and not resident._run_here("-e")
 
 
 def _forks() -> set[int]:

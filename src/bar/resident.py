@@ -43,6 +43,7 @@ MAGIC = b"bar-resident/1"
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from _socket import socket as _Socket
+    from typing import Any
 # the commands it serves: those that change a task and need no terminal of their own (no
 # pager, editor or prompt), whose start-up is most of what they cost
 SERVED = ("run", "apply", "rollback", "undo", "redo")
@@ -85,7 +86,7 @@ def may_serve(args: list[str]) -> bool:
             return False
     if args[0] == "run" and _has_terminal():
         options = args[1 : args.index("--")] if "--" in args else args[1:]
-        if not (os.isatty(0) and os.isatty(1)) or _RUN_OPTIONS_HERE & set(options):
+        if not (os.isatty(0) and os.isatty(1)) or any(map(_run_here, options)):
             return False
         try:  # in the background, the terminal is not ours to set raw (job control)
             if os.tcgetpgrp(0) != os.getpgrp():
@@ -93,6 +94,13 @@ def may_serve(args: list[str]) -> bool:
         except OSError:
             return False
     return True
+
+
+def _run_here(option: str) -> bool:
+    """Whether ``option`` is one of ``_RUN_OPTIONS_HERE`` (or what argparse reads as one:
+    an abbreviation)."""
+    name = option.partition("=")[0]
+    return len(name) > 2 and any(full.startswith(name) for full in _RUN_OPTIONS_HERE)
 
 
 def _has_terminal() -> bool:
@@ -109,10 +117,16 @@ def request(args: list[str]) -> bytes:
     """The request for ``bar ARGS``: what the fork needs to be this process."""
     mask = os.umask(0o022)
     os.umask(mask)
+    import _signal  # type: ignore[import-not-found]  # (``signal`` loads ``enum``: 7 ms)
+
     from bar import __file__ as package
 
+    ignored = [n for n in range(1, _signal.NSIG) if _ignored(_signal, n)]
+    blocked = sorted(int(n) for n in _signal.pthread_sigmask(_signal.SIG_BLOCK, []))
     fields = [MAGIC, os.fsencode(os.path.dirname(package)), os.fsencode(sys.executable),
-              sys.getfilesystemencoding().encode(), b"%d" % mask]  # fmt: skip
+              sys.getfilesystemencoding().encode(), b"%d" % sys.flags.utf8_mode,
+              b"%d" % mask, ",".join(map(str, ignored)).encode(),
+              ",".join(map(str, blocked)).encode()]  # fmt: skip
     for stream in (sys.stdin, sys.stdout, sys.stderr):
         fields.append(b"%s:%s:%d:%d" % (
             str(stream.encoding).encode(), str(stream.errors).encode(),
@@ -122,6 +136,14 @@ def request(args: list[str]) -> bytes:
     fields += [k + b"=" + v for k, v in os.environb.items()]
     body = b"\0".join(fields)
     return b"%d\n" % len(body) + body
+
+
+def _ignored(signals: Any, number: int) -> bool:
+    """Whether signal ``number`` is ignored here (``nohup``, a shell's ``&``)."""
+    try:
+        return bool(signals.getsignal(number) == signals.SIG_IGN)
+    except (OSError, ValueError):
+        return False
 
 
 def serve(args: list[str]) -> int | None:
@@ -140,13 +162,14 @@ def serve(args: list[str]) -> int | None:
     except OSError:
         sock.close()
         return None
+    path = socket_path()
+    known = _identity(path)
     try:
         sock.settimeout(TIMEOUT)
         try:
-            sock.connect(_address(socket_path()))
+            sock.connect(_address(path))
         except ConnectionRefusedError:  # its resident died (or never started): a new one
-            with _suppress():
-                os.unlink(socket_path())
+            _forget(path, known)
             raise
         data = request(args)
         sent = sock.sendmsg([data[:65536]], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS,
@@ -154,6 +177,12 @@ def serve(args: list[str]) -> int | None:
         sock.sendall(data[sent:])
         lines = _Lines(sock)
         first = lines.next()
+        if first.startswith(b"pid "):
+            sock.sendall(b"go\n")  # (a fork told nothing runs nothing: never twice)
+    except TimeoutError:  # a resident that does not answer (stopped, or stuck)
+        sock.close()
+        _forget(path, known)
+        return None
     except OSError:
         sock.close()
         return None
@@ -164,6 +193,22 @@ def serve(args: list[str]) -> int | None:
         return None  # refused: the reason is the resident's (``no ...``)
     sock.settimeout(None)  # from here the command runs: as long as it takes
     return _wait(sock, lines, int(first[4:]))
+
+
+def _identity(path: str) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def _forget(path: str, known: tuple[int, int] | None) -> None:
+    """Remove the socket of a resident that is not there, if it is still that socket
+    (not one a new resident has made since)."""
+    if known is not None and _identity(path) == known:
+        with _suppress():
+            os.unlink(path)
 
 
 def _address(path: str) -> str:
@@ -196,18 +241,26 @@ class _Lines:
 
 def _wait(sock: _Socket, lines: _Lines, pid: int) -> int:
     """Pass signals on to the fork ``pid`` until it says how it exited."""
-    import _signal  # type: ignore[import-not-found]  # (``signal`` loads ``enum``: 7 ms)
+    import _signal  # (see ``request``)
+
+    # passed to the fork's process group, which holds what would have shared this
+    # process's group (a command not in a session of its own, git), as from a terminal
+    fatal = {_signal.SIGINT, _signal.SIGTERM, _signal.SIGHUP, _signal.SIGQUIT}
 
     def forward(signum: int, frame: object) -> None:
         try:
-            os.kill(pid, signum)
+            os.killpg(pid, signum)
+        except ProcessLookupError:  # nothing left to pass it to: it is this process's
+            if signum in fatal:
+                _signal.signal(signum, _signal.SIG_DFL)
+                os.kill(os.getpid(), signum)
         except OSError:
             pass
 
     def stop(signum: int, frame: object) -> None:
         # Ctrl-Z: the fork stops with this process, and goes on with it (SIGCONT is passed)
         try:
-            os.kill(pid, _signal.SIGSTOP)
+            os.killpg(pid, _signal.SIGSTOP)
         except OSError:
             pass
         _signal.signal(_signal.SIGTSTP, _signal.SIG_DFL)
@@ -215,8 +268,11 @@ def _wait(sock: _Socket, lines: _Lines, pid: int) -> int:
         _signal.signal(_signal.SIGTSTP, stop)
 
     for name in FORWARDED:
-        _signal.signal(getattr(_signal, name), forward)
-    _signal.signal(_signal.SIGTSTP, stop)
+        number = getattr(_signal, name)
+        if not _ignored(_signal, number):  # (ignored here, so it is in the fork)
+            _signal.signal(number, forward)
+    if not _ignored(_signal, _signal.SIGTSTP):
+        _signal.signal(_signal.SIGTSTP, stop)
     said = lines.next()
     sock.close()
     if said.startswith(b"exit "):

@@ -41,8 +41,9 @@ _PRELOAD = ("bar.cli", "bar.parser", "bar.commands.run", "bar.api", "bar.run",
             "bar.apply", "bar.apply_merge", "bar.checkout", "bar.commands.rollback",
             "bar.commands.undo", "bar.rollback", "bar.restored", "bar.undo", "locale")  # fmt: skip
 # what a caller must share with the resident to be served by a fork of it
+# (one thread, as both are: a thread of its own confined, as Landlock can, is not)
 _STATUS_KEYS = (b"Uid:", b"Gid:", b"Groups:", b"CapInh:", b"CapPrm:", b"CapEff:", b"CapBnd:",
-                b"CapAmb:", b"NoNewPrivs:", b"Seccomp:", b"Seccomp_filters:",
+                b"CapAmb:", b"NoNewPrivs:", b"Seccomp:", b"Seccomp_filters:", b"Threads:",
                 b"Cpus_allowed_list:", b"Mems_allowed_list:")  # fmt: skip
 _NAMESPACES = ("mnt", "pid", "net", "user", "uts", "ipc", "cgroup", "time")
 
@@ -66,7 +67,31 @@ def identity(pid: int | str) -> list[bytes] | None:
             said.append(f.read().rpartition(b")")[2].split()[16])  # (its nice value)
     except (OSError, IndexError):
         return None
+    try:  # the security module's label (AppArmor, SELinux), where there is one
+        with open(f"{proc}/attr/current", "rb") as f:
+            said.append(f.read())
+    except OSError as exc:
+        said.append(b"(%d)" % (exc.errno or 0))
     return said
+
+
+_SO_PEERPIDFD = 77  # (Linux 6.5; not named by Python 3.11's socket module)
+
+
+def _caller_still_there(conn: socket.socket) -> bool | None:
+    """Whether the process that connected is still the one alive (a pidfd of it says so
+    whatever became of its pid since); None where the kernel cannot say."""
+    try:
+        pidfd = int.from_bytes(conn.getsockopt(socket.SOL_SOCKET, _SO_PEERPIDFD, 4),
+                               sys.byteorder)  # fmt: skip
+    except OSError:
+        return None
+    try:
+        poll = select.poll()
+        poll.register(pidfd, select.POLLIN)
+        return not poll.poll(0)  # (readable: it has exited)
+    finally:
+        os.close(pidfd)
 
 
 class Resident:
@@ -82,7 +107,11 @@ class Resident:
         # what a spare tells the resident: ``t PID`` (taken; with the connection when it
         # runs a command), ``x`` (exit)
         self.news, self.tell = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.news.setblocking(False)  # (read until empty: ``_hear``)
         self.running: dict[int, socket.socket] = {}  # pid -> its caller's connection
+        self.spare = 0
+        self.heard = False
+        self.others: dict[str, int] = {}  # the other files it loaded (libraries, stdlib)
         self.woken, self.wake = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)  # (SIGCHLD)
 
     def load(self) -> None:
@@ -96,46 +125,63 @@ class Resident:
             parser.prebuild(command)
         for module in list(sys.modules.values()):
             path = getattr(module, "__file__", None)
-            if path and path.startswith(self.package):
+            if path:
                 with contextlib.suppress(OSError):
-                    self.loaded[path] = os.stat(path).st_mtime_ns
+                    mine = self.loaded if path.startswith(self.package) else self.others
+                    mine[path] = os.stat(path).st_mtime_ns
         self.me = identity("self")
         gc.freeze()  # what is loaded stays shared with the forks: no collection touches it
 
     def serve(self) -> None:
         """Keep one fork (the spare) waiting for the next command; fork the next when it
-        takes one. Exit when idle with no command running, or told to."""
+        takes one. Exit when idle with no command running, or told to. (The spare is not
+        killed on the way out: it may have just taken a command; it leaves by itself
+        once it finds the resident gone.)"""
         signal.signal(signal.SIGCHLD, lambda signum, frame: None)
         signal.set_wakeup_fd(self.wake)
-        spare = self._fork_spare()
-        last = time.monotonic()
-        try:
-            while True:
-                self._reap()
-                left = self.idle - (time.monotonic() - last)
-                if (left <= 0 and not self.running) or not self._still_here():
+        self.spare = self._fork_spare()
+        last = checked = time.monotonic()
+        while True:
+            if not self._hear():
+                return
+            if self.heard:
+                last, self.heard = time.monotonic(), False
+            self._reap()
+            now = time.monotonic()
+            if now - checked >= _WAKE_S:  # (every file it loaded, not only bar's)
+                checked = now
+                if not self._unchanged(self.others):
                     return
-                wait = min(max(left, 0.0), _WAKE_S)
-                ready, _, _ = select.select([self.news.fileno(), self.woken], [], [], wait)
-                if self.woken in ready:
-                    with contextlib.suppress(OSError):
-                        os.read(self.woken, 512)
-                if self.news.fileno() not in ready:
-                    continue
-                said, fds, _flags, _addr = socket.recv_fds(self.news, 64, 1)
-                if said.startswith(b"x"):
-                    return
-                last = time.monotonic()
-                if fds and said.startswith(b"t "):
-                    self.running[int(said[2:])] = socket.socket(fileno=fds[0])
-                spare = self._fork_spare()
-        finally:
+            left = self.idle - (now - last)
+            if (left <= 0 and not self.running) or not self._still_here():
+                return
+            wait = min(max(left, 0.0), _WAKE_S)
+            select.select([self.news.fileno(), self.woken], [], [], wait)
             with contextlib.suppress(OSError):
-                os.kill(spare, signal.SIGTERM)
+                os.read(self.woken, 512)
+
+    def _hear(self) -> bool:
+        """Take what the spares said (before any fork is reaped: a fork that ran a
+        command is known as such before its end is collected); False: exit."""
+        while True:
+            try:
+                said, fds, _flags, _addr = socket.recv_fds(self.news, 64, 1)
+            except BlockingIOError:
+                return True
+            if said.startswith(b"x"):
+                return False
+            self.heard = True
+            if said.startswith(b"t "):
+                if fds:
+                    self.running[int(said[2:])] = socket.socket(fileno=fds[0])
+                self.spare = self._fork_spare()
+            elif said.startswith(b"t"):
+                self.spare = self._fork_spare()
 
     def _reap(self) -> None:
         """Collect the forks that ended; a fork that ran a command has said how it
-        exited, unless it was killed: its caller is told how it ended (``ended``)."""
+        exited, unless it was killed: its caller is told how it ended (``ended``). A
+        spare that died waiting is replaced."""
         while True:
             try:
                 pid, status = os.waitpid(-1, os.WNOHANG)
@@ -149,6 +195,8 @@ class Resident:
                     conn.settimeout(1.0)
                     _say(conn, b"ended %d" % status)
                 conn.close()
+            elif pid == self.spare:
+                self.spare = self._fork_spare()
 
     def _fork_spare(self) -> int:
         pid = os.fork()
@@ -163,7 +211,11 @@ class Resident:
         """Its socket is its own still, and bar's files are those it loaded."""
         if self.socket_id is None or _identity(self.socket_file) != self.socket_id:
             return False  # (gone before it started: its home was removed at once)
-        for path, mtime in self.loaded.items():
+        return self._unchanged(self.loaded)
+
+    @staticmethod
+    def _unchanged(files: dict[str, int]) -> bool:
+        for path, mtime in files.items():
             try:
                 if os.stat(path).st_mtime_ns != mtime:
                     return False
@@ -201,6 +253,10 @@ class Resident:
                 self._tell(b"t")
                 return
             try:
+                if data == b"exit" and peers.confined_caller(conn):
+                    _say(conn, b"no caller")  # (as the lookout: no confined one stops it)
+                    self._tell(b"t")
+                    return
                 if data in (b"exit", b"ping"):
                     self._tell(b"x" if data == b"exit" else b"t")
                     _say(conn, b"bye" if data == b"exit" else b"pong")
@@ -224,21 +280,30 @@ class Resident:
         with contextlib.suppress(OSError):
             socket.send_fds(self.tell, [word], [fd] if fd is not None else [])
 
+    def _other_caller(self, conn: socket.socket) -> bool:
+        """Whether the process at the other end is not one this could have been (a
+        confined one among them: its no_new_privs differs), or no longer the one that
+        connected (its pid taken by another process since)."""
+        pid = peers.peer_pid(conn)
+        if pid is None or self.me is None or identity(pid) != self.me:
+            return True
+        return not _caller_still_there(conn)
+
     def _refusal(self, conn: socket.socket, data: bytes, fds: list[int]) -> str | None:
         """Why this request is not served here (None: it is)."""
         if not self._still_here():
             return "stale"
         if len(fds) != 4:
             return "descriptors"
-        pid = peers.peer_pid(conn)
-        if pid is None or self.me is None or identity(pid) != self.me:
-            return "caller"  # (a confined caller among them: no_new_privs differs)
+        if self._other_caller(conn):
+            return "caller"
         fields = data.split(b"\0", 5)
         if len(fields) < 6 or fields[0] != MAGIC:
             return "request"
         if os.fsdecode(fields[1]) != self.package or os.fsdecode(fields[2]) != sys.executable:
             return "program"
-        if fields[3].decode("ascii", "replace") != sys.getfilesystemencoding():
+        mine = (sys.getfilesystemencoding().encode(), b"%d" % sys.flags.utf8_mode)
+        if (fields[3], fields[4]) != mine:
             return "encoding"
         return None
 
@@ -247,12 +312,20 @@ def _become(conn: socket.socket, data: bytes, fds: list[int]) -> NoReturn:
     """In the fork: become the caller's ``bar``, run its command line, say how it ended."""
     code = 1
     try:
-        signal.signal(signal.SIGINT, signal.default_int_handler)
         fields = data.split(b"\0")
-        umask, streams = int(fields[4]), fields[5:8]
-        argc = int(fields[8])
-        argv = [os.fsdecode(a) for a in fields[9 : 9 + argc]]
-        environ = [e.partition(b"=") for e in fields[9 + argc :]]
+        umask, streams = int(fields[5]), fields[8:11]
+        ignored = [int(n) for n in fields[6].split(b",") if n]
+        blocked = [int(n) for n in fields[7].split(b",") if n]
+        argc = int(fields[11])
+        argv = [os.fsdecode(a) for a in fields[12 : 12 + argc]]
+        environ = [e.partition(b"=") for e in fields[12 + argc :]]
+        # the caller's signal dispositions and mask: as Python starts, but what it ignored
+        # stays ignored (``nohup``, a shell's ``&``) and what it blocked stays blocked
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        for number in ignored:
+            with contextlib.suppress(OSError, ValueError):
+                signal.signal(number, signal.SIG_IGN)
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
         here, *std = fds
         for target, fd in enumerate(std):
             os.dup2(fd, target)
@@ -272,20 +345,28 @@ def _become(conn: socket.socket, data: bytes, fds: list[int]) -> NoReturn:
         for name in ("__stdin__", "__stdout__", "__stderr__"):  # (what faulthandler and
             setattr(sys, name, getattr(sys, name.strip("_")))  # the like fall back on)
         sys.argv = argv
-        conn.settimeout(None)
         _say(conn, b"pid %d" % os.getpid())
+        if conn.recv(3) != b"go\n":  # (a caller that gave up waiting runs it itself)
+            os._exit(1)
+        conn.settimeout(None)
     except BaseException:
         with contextlib.suppress(OSError):
             _say(conn, b"no fork")
         os._exit(1)
+    interrupted = False
     done = threading.Event()
     threading.Thread(target=_die_with_caller, args=(conn, done), daemon=True).start()
     try:
         from bar import cli
 
         code = cli.main(argv[1:], resident=False)
-    except SystemExit as exc:
+    except SystemExit as exc:  # (as the interpreter ends on one)
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        if exc.code is not None and not isinstance(exc.code, int):
+            print(exc.code, file=sys.stderr)
+    except KeyboardInterrupt:  # as an interpreter ends on one: killed by SIGINT
+        interrupted = True
+        code = 130
     except BaseException:
         code = 70
     finally:
@@ -297,6 +378,9 @@ def _become(conn: socket.socket, data: bytes, fds: list[int]) -> NoReturn:
             with contextlib.suppress(BaseException):
                 stream.flush()
         done.set()
+        if interrupted:
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGINT)  # (the resident tells the caller: ``ended``)
         with contextlib.suppress(BaseException):
             _say(conn, b"exit %d" % code)
         os._exit(code & 0xFF)
@@ -324,6 +408,7 @@ def _stream(fd: int, spec: bytes) -> io.TextIOWrapper:
 
 def _receive(conn: socket.socket) -> tuple[bytes, list[int]]:
     """A request: ``LENGTH\\n`` and that many bytes, the descriptors with its first part."""
+    deadline = time.monotonic() + 2.0  # (a caller that sends slowly holds the spare)
     data, fds, _flags, _addr = socket.recv_fds(conn, 1 << 16, 8)
     try:
         head, sep, rest = data.partition(b"\n")
@@ -333,6 +418,10 @@ def _receive(conn: socket.socket) -> tuple[bytes, list[int]]:
         chunks = [rest]
         got = len(rest)
         while got < size:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise ValueError("too slow")
+            conn.settimeout(left)
             chunk = conn.recv(min(1 << 16, size - got))
             if not chunk:
                 raise ValueError("cut short")
