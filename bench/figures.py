@@ -477,9 +477,12 @@ _LOADED = "import sys\n{before}open({out!r}, 'w').write(' '.join(sys.modules))\n
 def _run_path_modules(f: Fixture, wt: Path, *, served: bool) -> list[str]:
     """What the ``bar`` command loads for ``bar run -- true`` (``served``: with the bar
     home's resident running it, as ``bin/bar`` calls it; else doing the step itself)."""
-    step = ("import sys\nsys.argv = ['bar', 'run', '--no-pty', '--', 'true']\n"
-            f"from bar.cli import main\nmain(resident={served})\n")  # fmt: skip
     listing, plain = f.dir / "run-modules.txt", f.dir / "python-modules.txt"
+    # (served, the bar command ends with os._exit: the listing is written on the way)
+    step = ("import os, sys\nsys.argv = ['bar', 'run', '--no-pty', '--', 'true']\n"
+            f"_exit = os._exit\nos._exit = lambda code: (open({str(listing)!r}, 'w').write("
+            "' '.join(sys.modules)), _exit(code))\n"
+            f"from bar.cli import main\nmain(resident={served})\n")  # fmt: skip
     f.run([f.tools.python, "-c", _LOADED.format(before=step, out=str(listing))], wt)
     f.run([f.tools.python, "-c", _LOADED.format(before="", out=str(plain))], wt)
     already = set(plain.read_text().split()) | {"__main__"}
