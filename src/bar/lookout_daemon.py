@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from bar import git, peers, stamps
+from bar.resident import file_id
 from bar.watch import TreeWatch
 
 _MAX_PATHS = 200_000  # more changed paths than this: a full look is cheaper
@@ -55,7 +56,7 @@ class Lookout:
         self.verified = time.monotonic() - float(state.get("age", 0.0))
         self.last_question = time.monotonic()
         self.socket_id: tuple[int, int] | None = None
-        self.root_id = _identity(self.root)
+        self.root_id = file_id(self.root)
         self.heads: dict[str, str | None] = {}  # of the nested repositories
 
     def serve(self) -> None:
@@ -98,11 +99,11 @@ class Lookout:
         return (
             "" in self.watch.watched
             and self._socket_id() == self.socket_id
-            and _identity(self.root) == self.root_id
+            and file_id(self.root) == self.root_id
         )
 
     def _socket_id(self) -> tuple[int, int] | None:
-        return _identity(self.socket_file)
+        return file_id(self.socket_file)
 
     def _answer_one(self) -> bool:
         """Answer one connection; False when asked to exit."""
@@ -238,14 +239,6 @@ def _nested_head(path: str) -> str | None:
     except (OSError, UnicodeDecodeError):
         return None
     return git._read_head(git_dir, common)
-
-
-def _identity(path: str) -> tuple[int, int] | None:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return st.st_dev, st.st_ino
 
 
 def _read_line(conn: socket.socket) -> bytes:

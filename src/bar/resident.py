@@ -163,7 +163,7 @@ def serve(args: list[str]) -> int | None:
         sock.close()
         return None
     path = socket_path()
-    known = _identity(path)
+    known = file_id(path)
     try:
         sock.settimeout(TIMEOUT)
         try:
@@ -195,7 +195,9 @@ def serve(args: list[str]) -> int | None:
     return _wait(sock, lines, int(first[4:]))
 
 
-def _identity(path: str) -> tuple[int, int] | None:
+def file_id(path: str) -> tuple[int, int] | None:
+    """Which file ``path`` is now (device, inode); None if there is none (the daemons'
+    check that their socket, or a worktree's root, is still the one they know)."""
     try:
         st = os.stat(path)
     except OSError:
@@ -206,7 +208,7 @@ def _identity(path: str) -> tuple[int, int] | None:
 def _forget(path: str, known: tuple[int, int] | None) -> None:
     """Remove the socket of a resident that is not there, if it is still that socket
     (not one a new resident has made since)."""
-    if known is not None and _identity(path) == known:
+    if known is not None and file_id(path) == known:
         with _suppress():
             os.unlink(path)
 

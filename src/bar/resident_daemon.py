@@ -28,7 +28,7 @@ import time
 from typing import NoReturn
 
 from bar import peers
-from bar.resident import MAGIC
+from bar.resident import MAGIC, file_id
 
 _WAKE_S = 5.0  # how often it checks that its socket and its code are still its own
 _MAX_REQUEST = 4 << 20  # bytes: an environment and command line larger than any exec takes
@@ -99,7 +99,7 @@ class Resident:
         self.listener = socket.socket(fileno=listener_fd)
         self.socket_file = socket_file
         self.idle = idle
-        self.socket_id = _identity(socket_file)
+        self.socket_id = file_id(socket_file)
         self.package = os.path.dirname(sys.modules["bar"].__file__ or "")
         self.loaded: dict[str, int] = {}
         self.me: list[bytes] | None = None
@@ -209,7 +209,7 @@ class Resident:
 
     def _still_here(self) -> bool:
         """Its socket is its own still, and bar's files are those it loaded."""
-        if self.socket_id is None or _identity(self.socket_file) != self.socket_id:
+        if self.socket_id is None or file_id(self.socket_file) != self.socket_id:
             return False  # (gone before it started: its home was removed at once)
         return self._unchanged(self.loaded)
 
@@ -438,14 +438,6 @@ def _say(conn: socket.socket, line: bytes) -> None:
     conn.sendall(line + b"\n")
 
 
-def _identity(path: str) -> tuple[int, int] | None:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return st.st_dev, st.st_ino
-
-
 def main(argv: list[str]) -> int:
     resident = Resident(int(argv[1]), argv[2], float(argv[3]))
     try:
@@ -453,7 +445,7 @@ def main(argv: list[str]) -> int:
         resident.serve()
     finally:
         with contextlib.suppress(OSError):
-            if _identity(resident.socket_file) == resident.socket_id:
+            if file_id(resident.socket_file) == resident.socket_id:
                 os.unlink(resident.socket_file)
     return 0
 
