@@ -125,3 +125,21 @@ def test_a_class_made_many_times_compiles_its_own_init() -> None:
     assert Q.__init__ is not first and [q.x for q in made] == list(range(40))
     with pytest.raises(FrozenError):
         made[-1].x = 1  # type: ignore[misc]
+
+
+def test_compile_all_gives_every_class_its_own_init() -> None:
+    @record(frozen=True)
+    class Point:
+        x: int
+        y: int = 0
+        tags: list[str] = field(default_factory=list)
+
+    before = Point(1)
+    record_module.compile_all()
+    init = Point.__dict__["__init__"]
+    assert not getattr(init, "__record_lazy__", False)
+    assert Point(1) == before and Point(1).tags is not before.tags
+    with pytest.raises(TypeError):
+        Point()  # type: ignore[call-arg]
+    record_module.compile_all()  # again: nothing left to do
+    assert Point.__dict__["__init__"] is init

@@ -508,3 +508,42 @@ def test_throughput_is_far_from_per_byte_python() -> None:
     stream.flush()
     rate = len(data) / (time.process_time() - started) / 1e6
     assert rate > 15, f"{rate:.0f} MB/s"
+
+
+# strings of a ledger line: mostly plain, some holding a secret or a shape's prefix alone
+_LINE_TEXT = st.one_of(
+    st.text(max_size=30),
+    st.sampled_from(["s3cr3t-value", "sk-", "ghp_", "Bearer ", "x" * 40, "eyJ", "\udcff"]),
+    st.tuples(st.text(max_size=10), st.sampled_from(LITERALS), st.text(max_size=10)).map("".join),
+    st.sampled_from([s.decode("utf-8", "surrogateescape") for s in PLANTED]),
+)
+_LINE_VALUE = st.recursive(
+    st.one_of(_LINE_TEXT, st.integers(), st.none(), st.booleans(),
+              _LINE_TEXT.map(lambda t: t.encode("utf-8", "surrogateescape"))),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=5),
+        st.dictionaries(_LINE_TEXT, inner, max_size=5),
+        st.lists(inner, max_size=3).map(tuple),
+    ),
+    max_leaves=30,
+)  # fmt: skip
+
+
+@settings(max_examples=300, deadline=None)
+@given(_LINE_VALUE)
+def test_scrub_obj_equals_scrubbing_each_string(value: object) -> None:
+    # the oracle: every string (key or value, text or bytes) scrubbed on its own
+    def each(obj: object) -> object:
+        if isinstance(obj, str):
+            return SCRUBBER.scrub_text(obj)
+        if isinstance(obj, bytes):
+            return SCRUBBER.scrub_bytes(obj)
+        if isinstance(obj, dict):
+            return {each(k): each(v) for k, v in obj.items()}
+        if isinstance(obj, list):
+            return [each(v) for v in obj]
+        if isinstance(obj, tuple):
+            return tuple(each(v) for v in obj)
+        return obj
+
+    assert SCRUBBER.scrub_obj(value) == each(value)

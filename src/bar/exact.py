@@ -22,6 +22,7 @@ from pathlib import Path
 
 from bar import git
 from bar.git import BAR_IDENTITY
+from bar.proc import Started
 
 _REGULAR = ("100644", "100755")
 
@@ -30,16 +31,30 @@ _REGULAR = ("100644", "100755")
 _CONFIGURED: dict[str, bool] | None = None
 
 
-def converts(worktree: Path, has_attributes: bool) -> bool:
+_CONFIG_KEYS = ("config", "--get-regexp", r"^core\.(autocrlf|attributesfile)$")
+
+
+def ask(worktree: Path) -> Started | None:
+    """Begin reading the configuration ``converts`` needs, for it to be answered later
+    without waiting for git (None: nothing to read, known within
+    ``configuration_read_once``)."""
+    if _CONFIGURED is not None and str(worktree) in _CONFIGURED:
+        return None
+    return git.start(worktree, *_CONFIG_KEYS, check=False)
+
+
+def converts(worktree: Path, has_attributes: bool, asked: Started | None = None) -> bool:
     """Whether git may store files other than byte for byte here: ``core.autocrlf``,
     an attributes file (``has_attributes``: the tree holds a ``.gitattributes``), or
-    ``core.attributesFile`` / ``info/attributes``."""
+    ``core.attributesFile`` / ``info/attributes``. ``asked``: ``ask(worktree)``, begun
+    before."""
+    res = asked.result() if asked is not None else None  # (reaped in any case)
     if has_attributes:
         return True
     if _CONFIGURED is not None and str(worktree) in _CONFIGURED:
         return _CONFIGURED[str(worktree)]
-    res = git.git(worktree, "config", "--get-regexp", r"^core\.(autocrlf|attributesfile)$",
-                  check=False)  # fmt: skip
+    if res is None:
+        res = git.git(worktree, *_CONFIG_KEYS, check=False)
     found = any(key == "core.attributesfile" or value.lower() in ("true", "input")
                 for key, _, value in (line.partition(" ") for line in res.out.splitlines()))  # fmt: skip
     found = found or os.path.isfile(_common_dir(worktree) / "info" / "attributes")

@@ -13,7 +13,8 @@ from pathlib import Path
 
 from bar import faults
 from bar.errors import GitError
-from bar.proc import Result, run
+from bar.proc import Result, Started, run
+from bar.proc import start as start_child
 from bar.record import record
 
 # Snapshot commits are bar's own records, not the developer's: a fixed identity means a
@@ -75,6 +76,14 @@ def git(
 
 
 NO_PROGRAMS = ("-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false")
+
+
+def start(repo: Path | str, *args: str, env: Mapping[str, str] | None = None,
+          check: bool = True) -> Started:  # fmt: skip
+    """``git`` started now, its result read later (``Started.result()``): for a question
+    whose answer is needed only after other work, which it then runs beside."""
+    return start_child("git", *NO_PROGRAMS, "-C", str(repo), *args, env=pinned_env(repo, env),
+                       check=check, error=GitError)  # fmt: skip
 
 
 def out(repo: Path | str, *args: str, env: Mapping[str, str] | None = None) -> str:

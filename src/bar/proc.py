@@ -115,6 +115,46 @@ def run(
     return result
 
 
+class Started:
+    """A child started by ``start``, running while the caller does something else;
+    ``result()`` waits for it and reads what it printed (for small outputs: it is read
+    only then, so what it prints must fit in the pipes meanwhile)."""
+
+    __slots__ = ("_check", "_error", "_proc", "_result", "cmd")
+
+    def __init__(self, cmd: tuple[str, ...], proc: subprocess.Popen[bytes] | None,
+                 check: bool, error: type[CommandError]) -> None:  # fmt: skip
+        self.cmd, self._proc, self._check, self._error = cmd, proc, check, error
+        self._result: Result | None = None if proc is not None else Result(cmd, 127, b"", b"")
+
+    def result(self) -> Result:
+        if self._result is None:
+            assert self._proc is not None
+            stdout, stderr = self._proc.communicate()
+            self._result = Result(self.cmd, self._proc.returncode, stdout, stderr)
+        if self._check and self._result.returncode != 0:
+            res = self._result
+            raise self._error(self.cmd, res.returncode, res.stdout, res.stderr)
+        return self._result
+
+
+def start(
+    *cmd: str,
+    cwd: Path | str | None = None,
+    env: Mapping[str, str] | None = None,
+    check: bool = True,
+    error: type[CommandError] = CommandError,
+) -> Started:
+    """``run`` begun now and finished by ``Started.result()``: the caller's own work (or
+    other children) meanwhile. A program that cannot be started is found by ``result``."""
+    try:
+        proc = subprocess.Popen(list(cmd), cwd=cwd, env=clean_env(env), stdin=subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    except FileNotFoundError:
+        proc = None
+    return Started(tuple(cmd), proc, check, error)
+
+
 def run_to_file(
     cmd: Sequence[str],
     path: Path,

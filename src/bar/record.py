@@ -133,7 +133,25 @@ def _make(klass: type[_T], *, frozen: bool, kw_only: bool) -> type[_T]:
     if frozen:
         cls.__setattr__ = _frozen_setattr
         cls.__delattr__ = _frozen_delattr
+    _MADE.append(cls)
     return klass
+
+
+# Every record class made, for ``compile_all``.
+_MADE: list[type] = []
+
+
+def compile_all() -> None:
+    """Give every record class made so far its own compiled ``__init__`` now. For a
+    process that forks commands (``bar.resident_daemon``): its forks then make their
+    records at full speed from the first one, and share the code."""
+    for cls in _MADE:
+        init = cls.__dict__.get("__init__")
+        if getattr(init, "__record_lazy__", False):
+            try:
+                setattr(cls, "__init__", _compile_init(cls))  # noqa: B010 - in place
+            except TypeError:
+                continue  # a declaration error: the shared __init__ reports it when called
 
 
 def _is_class_var(annotation: object) -> bool:
@@ -165,6 +183,7 @@ def _lazy_init(cls: type) -> Callable[..., None]:
         real(self, *args, **kwargs)
 
     __init__.__qualname__ = f"{cls.__qualname__}.__init__"
+    __init__.__record_lazy__ = True  # type: ignore[attr-defined]
     return __init__
 
 

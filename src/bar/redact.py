@@ -384,8 +384,25 @@ class Scrubber:
 
     def scrub_obj(self, obj: _T) -> _T:
         """Scrub every string (keys included) in a JSON-like value; lists, tuples and
-        mappings are rebuilt (mappings as dicts), other values are returned as they are."""
+        mappings are rebuilt (mappings as dicts), other values are returned as they are.
+
+        A ledger line holds a hundred short strings and, almost always, no secret: their
+        text is first searched as one for anything a pass could match (a shape's needle,
+        a literal secret), and only if something is found is each string scrubbed. The
+        strings are joined with NULs, which no needle holds, so a needle found in the
+        whole is in one of them or straddles two (then each is scrubbed: nothing lost)."""
+        pieces: list[bytes] = []
+        _texts(obj, pieces)
+        whole = b"\0".join(pieces)
+        if not any(needle in whole for needle in self._needles):
+            return cast(_T, _rebuilt(obj))
         return cast(_T, self._scrub_any(obj))
+
+    @property
+    def _needles(self) -> tuple[bytes, ...]:
+        """Every string a pass needs to find before it can match anything."""
+        literals = (p.needle for p in (*self._text_literals, *self._byte_literals))
+        return (*_ALL_NEEDLES, *literals)
 
     def _scrub_any(self, obj: object) -> object:
         if isinstance(obj, str):
@@ -399,6 +416,35 @@ class Scrubber:
         if isinstance(obj, tuple):
             return tuple(self._scrub_any(v) for v in obj)
         return obj
+
+
+_ALL_NEEDLES: Final = tuple(needle for needles in _NEEDLES.values() for needle in needles)
+
+
+def _texts(obj: object, into: list[bytes]) -> None:
+    """The strings of a JSON-like value (keys included) as ``Scrubber`` scans them."""
+    if isinstance(obj, str):
+        into.append(obj.encode("utf-8", "surrogatepass"))
+    elif isinstance(obj, bytes):
+        into.append(obj)
+    elif isinstance(obj, Mapping):
+        for key, value in obj.items():
+            _texts(key, into)
+            _texts(value, into)
+    elif isinstance(obj, list | tuple):
+        for value in obj:
+            _texts(value, into)
+
+
+def _rebuilt(obj: object) -> object:
+    """``Scrubber._scrub_any`` of a value that holds nothing to scrub."""
+    if isinstance(obj, Mapping):
+        return {_rebuilt(k): _rebuilt(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_rebuilt(v) for v in obj]
+    if isinstance(obj, tuple):
+        return tuple(_rebuilt(v) for v in obj)
+    return obj
 
 
 def _merge(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:

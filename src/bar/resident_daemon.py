@@ -117,10 +117,11 @@ class Resident:
     def load(self) -> None:
         for name in _PRELOAD:
             importlib.import_module(name)
-        from bar import parser
+        from bar import parser, record
         from bar.resident import SERVED
 
         parser.build_parser("run").parse_args(["run", "--", "true"])  # (argparse's caches)
+        record.compile_all()  # (what its forks make, they make at full speed)
         for command in SERVED:
             parser.prebuild(command)
         for module in list(sys.modules.values()):

@@ -27,7 +27,7 @@ from bar import exact, faults, git, lookout, rescan, stamps
 from bar.errors import GitError, SnapshotFailed
 from bar.git import BAR_IDENTITY, DiffStat
 from bar.notices import warn
-from bar.proc import clean_env
+from bar.proc import Started, clean_env
 from bar.stamps import keep_private
 
 _env = git.index_env
@@ -77,14 +77,16 @@ def _write(worktree: Path, index: Path, excludes: Sequence[str], scope: list[str
 
 
 def _write_whole(worktree: Path, index: Path, excludes: Sequence[str], scope: list[str] | None,
-                 ) -> tuple[str, bool]:  # fmt: skip
-    """``_write``, and whether every file of the scope could be read (``_add``)."""
+                 ) -> tuple[str, bool, list[str] | None]:  # fmt: skip
+    """``_write``, whether every file of the scope could be read (``_add``), and the
+    scope rescanned (None: everything, also when the given one could not be added as
+    such)."""
     added = True if scope == [] else _add(worktree, index, scope or ["."], excludes)
     if added is False and scope:
-        added = _add(worktree, index, ["."], excludes)
+        added, scope = _add(worktree, index, ["."], excludes), None
     tree = git.out(worktree, "write-tree", env=_env(index))  # may store its cache-tree
     keep_private(index)
-    return tree, added is not None
+    return tree, added is not None, scope
 
 
 def _excluded(paths: set[str] | None, excludes: Sequence[str]) -> set[str]:
@@ -193,6 +195,7 @@ def take(
     started_ns = time.time_ns()
     stamped = stamped_at or recorded  # the state the side index was last noted at
     sight = None  # what the task's lookout saw since ``stamped``, if it was asked
+    asked: Started | None = None
     if restored_tree is not None:
         scope: list[str] | None = []
         known = None
@@ -210,9 +213,11 @@ def take(
             if sight is not None and sight.paths != set():
                 lookout.settle(sight, recorded, full=sight.paths is None)
             return Snapshot(recorded, recorded_tree, False, worktree)
-        tree, whole = _write_whole(worktree, index, excludes, scope)
+        # whether git converts here, read while git adds (asked after the tree is known)
+        asked = None if stamps.stamped_attributes(index) else exact.ask(worktree)
+        tree, whole, scope = _write_whole(worktree, index, excludes, scope)
     snap = _record(worktree, index, ref, recorded, message, tree, recorded_tree, scope, known,
-                   started_ns, restored_tree)  # fmt: skip
+                   started_ns, restored_tree, asked)  # fmt: skip
     if sight is not None:
         # what it named and this snapshot left out is named again next time
         left_out = (sight.paths or set()) if not whole else _excluded(sight.paths, excludes)
@@ -224,14 +229,16 @@ def take(
 
 def _record(worktree: Path, index: Path, ref: str, recorded: str, message: str, tree: str,
             recorded_tree: str | None, scope: list[str] | None, known: dict[str, int] | None,
-            started_ns: int, restored_tree: str | None) -> Snapshot:  # fmt: skip
-    """``take``, once the worktree's tree is written: the commit and the stamps."""
+            started_ns: int, restored_tree: str | None, asked: Started | None,
+            ) -> Snapshot:  # fmt: skip
+    """``take``, once the worktree's tree is written: the commit and the stamps.
+    ``asked``: ``exact.ask``, begun before."""
     recorded_tree = (recorded_tree or stamps.tree_of(index, recorded)
                      or git.tree_of(worktree, recorded))  # fmt: skip
     same = tree == recorded_tree
-    shape = None if same else stamps.shape_of(worktree, index, tree)
+    shape = None if same else stamps.shape_of(worktree, index, tree, scope=scope)
     converts, raw_changed, raw = _raw_parent(worktree, index, tree, recorded, recorded_tree,
-                                             shape, scope)  # fmt: skip
+                                             shape, scope, asked)  # fmt: skip
     if same and not raw_changed:
         if restored_tree is None or not stamps.recommit(index, tree, recorded):
             stamps.stamp(worktree, index, tree, recorded, started_ns, scope, known=known,
@@ -261,7 +268,7 @@ def _record(worktree: Path, index: Path, ref: str, recorded: str, message: str, 
 
 
 def _raw_parent(worktree: Path, index: Path, tree: str, recorded: str, recorded_tree: str,
-                shape: stamps.Shape | None, scope: Sequence[str] | None,
+                shape: stamps.Shape | None, scope: Sequence[str] | None, asked: Started | None,
                 ) -> tuple[bool, bool, str | None]:  # fmt: skip
     """The raw-bytes parent of a new snapshot (``bar.exact``) where git converts: whether
     git converts here, whether the raw bytes differ from ``recorded``'s (a line-ending
@@ -271,7 +278,7 @@ def _raw_parent(worktree: Path, index: Path, tree: str, recorded: str, recorded_
     if attributes is None:
         shape = stamps.list_tree(worktree, tree)
         attributes = shape.has_attributes
-    if not exact.converts(worktree, attributes):
+    if not exact.converts(worktree, attributes, asked):
         return False, False, None  # git stores the bytes as they are
     listing = shape if isinstance(shape, stamps.Listing) else stamps.list_tree(worktree, tree)
     before = exact.raw_entries(worktree, exact.raw_tree_of(worktree, recorded))

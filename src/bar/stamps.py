@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -274,12 +275,15 @@ class Shape:
         self.touched = touched  # directories whose entries changed (None: not known)
 
 
-def shape_of(worktree: Path, index: Path, tree: str,
-             diff: tuple[str, bytes] | None = None) -> Shape:  # fmt: skip
+def shape_of(worktree: Path, index: Path, tree: str, diff: tuple[str, bytes] | None = None,
+             scope: Sequence[str] | None = None) -> Shape:  # fmt: skip
     """The shape of ``tree``: from the last stamps and ``git diff-tree`` from the tree they
     describe (walking only the subtrees that differ), else from a walk of the whole tree.
     ``diff``: a tree and the output of ``diff-tree -r -t -z --no-renames`` from it to
-    ``tree``, if the caller has it."""
+    ``tree``, if the caller has it. ``scope``: the paths rescanned into the side index
+    since it held the stamped tree (``tree`` differs from it there alone), if known:
+    when they are all files in the stamped directories, the directories stand as they
+    are (``_files_in_place``) and git is not asked."""
     try:
         old: Any = noted(index) or {}
         old_tree, dirs, extra = old["tree"], old["dirs"], old.get("extra") or []
@@ -293,6 +297,10 @@ def shape_of(worktree: Path, index: Path, tree: str,
     tree_dirs = [str(d) for d in dirs[: len(dirs) - len(extra)]]
     if old_tree == tree:
         return Shape(tree_dirs, [str(n) for n in nested], attributes, set())
+    if scope is not None and diff is None:
+        in_place = _files_in_place(worktree, set(tree_dirs), set(nested), scope)
+        if in_place is not None:
+            return Shape(tree_dirs, [str(n) for n in nested], attributes, in_place)
     if diff is not None and diff[0] == old_tree:
         raw = diff[1]
     else:
@@ -323,6 +331,31 @@ def shape_of(worktree: Path, index: Path, tree: str,
             nested.append(path)
     kept = [d for d in tree_dirs if d not in gone] if gone else tree_dirs
     return Shape(kept + added, [str(n) for n in nested], attributes, touched)
+
+
+def _files_in_place(worktree: Path, dirs: set[str], nested: set[str], scope: Sequence[str],
+                    ) -> set[str] | None:  # fmt: skip
+    """The directories whose entries may have changed, when no directory of the tree can
+    have come or gone: every rescanned path is now a file or a symbolic link, in a
+    directory of the tree, where the tree held no directory, nested repository or
+    ``.gitattributes`` (each of those could change the shape: a file gone may leave its
+    directory empty, a new one may be in a new directory). None: not so."""
+    prefix = str(worktree) + os.sep
+    touched: set[str] = set()
+    for path in scope:
+        parent, _, name = path.rpartition("/")
+        if not name or name in (".", "..", ".gitattributes") or parent not in dirs:
+            return None
+        if path in dirs or path in nested:
+            return None
+        try:
+            mode = os.lstat(prefix + path).st_mode
+        except OSError:
+            return None  # gone
+        if not (stat.S_ISREG(mode) or stat.S_ISLNK(mode)):
+            return None
+        touched.add(parent)
+    return touched
 
 
 class Listing(Shape):
