@@ -285,11 +285,12 @@ def complete(
     # chained onto the step's last checkpoint; what no hook saw since is its residual
     taken = checkpoints.Recorder(task, step_id, intent.snapshot_before, intent.excludes, scrub)
     last_checkpoint = taken.last
+    job = steps.PatchJob(task, step_id, intent.snapshot_before)
     snap = snapshot.take(task.worktree, task.index, task.snapshot_ref, last_checkpoint,
-                         message, intent.excludes, changed=changed)  # fmt: skip
+                         message, intent.excludes, changed=changed, on_tree=job.begin)  # fmt: skip
     if taken.count and snap.commit != last_checkpoint:
         taken.add("residual", snap.commit, started_at=taken.last_ended or ended)
-    stat, patch = steps.record_changes(task, step_id, intent.snapshot_before, snap.commit)
+    stat, patch = job.finish(snap.commit)
     artifacts = executed.artifacts if executed is not None else _found_artifacts(task, step_id)
     artifacts.patch = patch
     if taken.count:

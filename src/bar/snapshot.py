@@ -174,6 +174,7 @@ def take(
     restored_tree: str | None = None,
     before_look: Callable[[], None] | None = None,
     hand_edits: bool = False,
+    on_tree: Callable[[str], None] | None = None,
 ) -> Snapshot:
     """Snapshot the worktree against ``recorded`` (the last snapshot the ledger knows).
 
@@ -191,6 +192,9 @@ def take(
     costs no time of its own (its kernel calls run while git stats).
     ``hand_edits``: this is a command's look for hand edits, where what the task's
     lookout cannot see is looked for too (``bar.lookout``), every so often.
+    ``on_tree``: called with the new tree once it is written, if it differs from the
+    recorded one, before the commit is made (the caller's patch is written meanwhile:
+    ``steps.PatchJob``).
     """
     started_ns = time.time_ns()
     stamped = stamped_at or recorded  # the state the side index was last noted at
@@ -217,7 +221,7 @@ def take(
         asked = None if stamps.stamped_attributes(index) else exact.ask(worktree)
         tree, whole, scope = _write_whole(worktree, index, excludes, scope)
     snap = _record(worktree, index, ref, recorded, message, tree, recorded_tree, scope, known,
-                   started_ns, restored_tree, asked)  # fmt: skip
+                   started_ns, restored_tree, asked, on_tree)  # fmt: skip
     if sight is not None:
         # what it named and this snapshot left out is named again next time
         left_out = (sight.paths or set()) if not whole else _excluded(sight.paths, excludes)
@@ -230,12 +234,14 @@ def take(
 def _record(worktree: Path, index: Path, ref: str, recorded: str, message: str, tree: str,
             recorded_tree: str | None, scope: list[str] | None, known: dict[str, int] | None,
             started_ns: int, restored_tree: str | None, asked: Started | None,
-            ) -> Snapshot:  # fmt: skip
+            on_tree: Callable[[str], None] | None) -> Snapshot:  # fmt: skip
     """``take``, once the worktree's tree is written: the commit and the stamps.
-    ``asked``: ``exact.ask``, begun before."""
+    ``asked``: ``exact.ask``, begun before; ``on_tree``: as for ``take``."""
     recorded_tree = (recorded_tree or stamps.tree_of(index, recorded)
                      or git.tree_of(worktree, recorded))  # fmt: skip
     same = tree == recorded_tree
+    if not same and on_tree is not None:
+        on_tree(tree)
     shape = None if same else stamps.shape_of(worktree, index, tree, scope=scope)
     converts, raw_changed, raw = _raw_parent(worktree, index, tree, recorded, recorded_tree,
                                              shape, scope, asked)  # fmt: skip
@@ -301,11 +307,14 @@ def _raw_parent(worktree: Path, index: Path, tree: str, recorded: str, recorded_
 _SMALL_PACK_WINDOWS = ("-c", "core.packedGitWindowSize=4m", "-c", "core.packedGitLimit=16m")
 
 
-def write_patch(repo: Path, a: str, b: str, path: Path) -> DiffStat:
+def write_patch(repo: Path, a: str, b: str, path: Path, *, points: bool = True) -> DiffStat:
     """Write the replayable patch from ``a`` to ``b`` into ``path``; return its stat. One
     ``git diff`` gives both: its numstat block comes first and ends with an empty entry
-    (two NULs, which no path holds), the patch follows and is streamed to the file."""
-    faults.point(f"before writing {path.name}")
+    (two NULs, which no path holds), the patch follows and is streamed to the file.
+    ``points``: pass the crash points around the write (not from a thread, whose points
+    would fall in an order of the scheduler's: ``steps.PatchJob`` passes them itself)."""
+    if points:
+        faults.point(f"before writing {path.name}")
     cmd = ["git", *git.NO_PROGRAMS, *_SMALL_PACK_WINDOWS, "-C", str(repo),
            *git.diff_patch_args(a, b, with_numstat=True)]  # fmt: skip
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
@@ -331,7 +340,8 @@ def write_patch(repo: Path, a: str, b: str, path: Path) -> DiffStat:
                 raise GitError(cmd, proc.returncode, b"", err.read())
     finally:
         os.close(fd)
-    faults.point(f"after writing {path.name}")
+    if points:
+        faults.point(f"after writing {path.name}")
     return git.parse_numstat(head)
 
 

@@ -8,12 +8,13 @@ of the operation. Hand edits found between steps become a ``manual`` step
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from bar import git, known_secrets, rescan, snapshot, stamps
+from bar import faults, git, known_secrets, rescan, snapshot, stamps
 from bar.clock import ms_since, now_iso
 from bar.errors import CorruptFile
 from bar.git import DiffStat
@@ -60,11 +61,60 @@ def record_changes(
         return DiffStat.empty(), None
     path, rel = artifact(task, step_id, "patch")
     path.unlink(missing_ok=True)  # a leftover (or a planted link) is replaced, not written through
-    stat = snapshot.write_patch(task.worktree, before, after, path)
+    return _kept(path, rel, snapshot.write_patch(task.worktree, before, after, path))
+
+
+def _kept(path: Path, rel: str, stat: DiffStat) -> tuple[DiffStat, str | None]:
+    """A patch just written: (its stat, its artifact name), or no artifact if empty."""
     if path.stat().st_size == 0:  # the same files (a change undone, or line endings only)
         path.unlink()
         return stat, None
     return stat, rel
+
+
+class PatchJob:
+    """A step's patch, written while its snapshot is committed: ``begin`` (given to
+    ``snapshot.take`` as its ``on_tree``) starts the diff from ``before`` to the new tree
+    in a thread, so that git writes the patch while other gits write the commit and move
+    the ref; ``finish`` waits for it. When the snapshot found no new tree, ``finish``
+    writes the patch as ``record_changes`` does."""
+
+    __slots__ = ("_error", "_stat", "_thread", "before", "path", "rel", "step_id", "task")
+
+    def __init__(self, task: Task, step_id: str, before: str) -> None:
+        self.task, self.step_id, self.before = task, step_id, before
+        self.path: Path | None = None
+        self.rel = ""
+        self._thread: threading.Thread | None = None
+        self._stat: DiffStat | None = None
+        self._error: BaseException | None = None
+
+    def begin(self, tree: str) -> None:
+        self.path, self.rel = artifact(self.task, self.step_id, "patch")
+        self.path.unlink(missing_ok=True)  # a leftover (or a planted link) is replaced
+        faults.point(f"before writing {self.path.name}")
+        self._thread = threading.Thread(target=self._write, args=(tree,), daemon=True,
+                                        name="bar-patch")  # fmt: skip
+        self._thread.start()
+
+    def _write(self, tree: str) -> None:
+        assert self.path is not None
+        try:
+            self._stat = snapshot.write_patch(self.task.worktree, self.before, tree, self.path,
+                                              points=False)  # fmt: skip
+        except BaseException as exc:  # (raised again by ``finish``, in the caller's thread)
+            self._error = exc
+
+    def finish(self, after: str) -> tuple[DiffStat, str | None]:
+        """(the patch's stat, its artifact name) from ``before`` to ``after``."""
+        if self._thread is None or self.path is None:
+            return record_changes(self.task, self.step_id, self.before, after)
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        assert self._stat is not None
+        faults.point(f"after writing {self.path.name}")
+        return _kept(self.path, self.rel, self._stat)
 
 
 _S = TypeVar("_S", RunStep, ManualStep, RollbackStep, ApplyStep, SyncStep, DecisionStep)
@@ -106,6 +156,7 @@ def record_hand_edits(
     step_id = task.ledger.next_step_id()
     started = now_iso()
     t0 = time.monotonic()
+    job = PatchJob(task, step_id, before)
     snap = snapshot.take(
         task.worktree,
         task.index,
@@ -114,10 +165,11 @@ def record_hand_edits(
         f"step {step_id} manual: hand edits",
         before_look=before_look,
         hand_edits=True,
+        on_tree=job.begin,
     )
     if not snap.changed:
         return None
-    stat, patch = record_changes(task, step_id, before, snap.commit)
+    stat, patch = job.finish(snap.commit)
     step = ManualStep(
         step_id=step_id,
         started_at=started,
