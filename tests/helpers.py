@@ -178,3 +178,13 @@ def init_clean(repo: Path, capfd: pytest.CaptureFixture[str]) -> Path:
     for args in (["add", ".bar"], ["commit", "-qm", "add bar policy"]):
         subprocess.run(["git", *args], cwd=repo, capture_output=True, check=True)
     return repo
+
+
+def git_commands(trace: Path) -> list[str]:
+    """The git subcommands a ``GIT_TRACE2_EVENT`` file saw start (none: no file)."""
+    names = []
+    for line in trace.read_text().splitlines() if trace.exists() else ():
+        event = json.loads(line)
+        if event["event"] == "cmd_name":
+            names.append(event["name"])
+    return names

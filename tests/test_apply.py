@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from conftest import git
-from helpers import bar, init_clean, ledger, new_task, run_sh, worktree
+from helpers import bar, git_commands, init_clean, ledger, new_task, run_sh, worktree
 
 
 @pytest.fixture
@@ -54,6 +54,30 @@ def test_apply_to_branch_not_checked_out_moves_only_the_ref(
     assert git(inited, "show", "release:r.txt") == "r\n"
     assert git(inited, "rev-parse", "HEAD").strip() == head_before
     assert not (inited / "r.txt").exists()
+
+
+def test_apply_merges_once_and_asks_git_nothing_twice(
+    inited: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    git(inited, "branch", "release")
+    new_task(capfd)
+    run(capfd, "echo r > r.txt")
+    for n, extra in enumerate((["--dry-run"], [])):
+        trace = tmp_path / f"apply-{n}.json"
+        monkeypatch.setenv("GIT_TRACE2_EVENT", str(trace))
+        res = bar(capfd, "apply", "--target", "release", "-m", "Release change", *extra)
+        monkeypatch.delenv("GIT_TRACE2_EVENT")
+        assert res.code == 0, res.err
+        ran = git_commands(trace)
+        # the merge computed ahead (while hand edits are looked for) is the one used; the
+        # target's tip and tree come from one cat-file, the task's state's tree from the
+        # stamps, the task's HEAD from its files
+        assert ran.count("merge-tree") == 1 and ran.count("cat-file") == 1, ran
+        assert "rev-parse" not in ran, ran
+        assert ran.count("worktree") == 1, ran  # (release is checked out nowhere)
+        assert ran.count("commit-tree") == (1 if extra else 2), ran
+    assert git(inited, "show", "release:r.txt") == "r\n"
 
 
 def test_conflicting_apply_changes_nothing(inited: Path, capfd: pytest.CaptureFixture[str]) -> None:

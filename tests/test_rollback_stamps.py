@@ -3,7 +3,6 @@ directories), and still sees every change made by hand right after it."""
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import time
@@ -12,22 +11,12 @@ from pathlib import Path
 import pytest
 
 from bar import api, steps
-from helpers import SETTLE, bar, init_clean, ledger, new_task, run_sh, worktree
+from helpers import SETTLE, bar, git_commands, init_clean, ledger, new_task, run_sh, worktree
 
 
 @pytest.fixture
 def inited(repo: Path, capfd: pytest.CaptureFixture[str]) -> Path:
     return init_clean(repo, capfd)
-
-
-def _git_commands(trace: Path) -> list[str]:
-    """The git subcommands a GIT_TRACE2_EVENT file saw start (none: no file)."""
-    names = []
-    for line in trace.read_text().splitlines() if trace.exists() else ():
-        event = json.loads(line)
-        if event["event"] == "cmd_name":
-            names.append(event["name"])
-    return names
 
 
 def _plain_git_tree(wt: Path, tmp: Path) -> str:
@@ -62,7 +51,7 @@ def test_the_command_after_a_rollback_rescans_nothing(
         trace = tmp_path / f"rollback-{i}.json"
         monkeypatch.setenv("GIT_TRACE2_EVENT", str(trace))
         assert bar(capfd, "rollback", "--to", to).code == 0
-        ran = _git_commands(trace)
+        ran = git_commands(trace)
         # the look for hand edits (diff-files) finds none: nothing is added; the
         # configuration is read once, the trees looked up together
         assert "add" not in ran and "write-tree" not in ran
@@ -73,9 +62,9 @@ def test_the_command_after_a_rollback_rescans_nothing(
         res = bar(capfd, "run", "--", "true")  # right after: well inside the racy window
         monkeypatch.delenv("GIT_TRACE2_EVENT")
         assert res.code == 0, res.err
-        assert "add" not in _git_commands(trace) and "write-tree" not in _git_commands(trace)
+        assert "add" not in git_commands(trace) and "write-tree" not in git_commands(trace)
         if lookout:
-            assert "diff-files" not in _git_commands(trace)
+            assert "diff-files" not in git_commands(trace)
         last = ledger(t["id"])[-1]
         assert last["kind"] == "run" and last["diff_stat"]["files"] == 0
         task = api.get_task(api.open_project(), t["id"])

@@ -23,6 +23,7 @@ from helpers import (
     bar,
     files_in_commit,
     files_on_disk,
+    git_commands,
     ledger,
     new_task,
     project_dir,
@@ -115,6 +116,27 @@ def test_every_kind_of_hand_edit_is_seen(
     steps = ledger(settled["id"])
     assert steps[-2]["kind"] == "manual", f"{edit} was not recorded"
     assert steps[-2]["diff_stat"]["files"] >= 1
+
+
+@pytest.mark.parametrize("edit", ["modify", "modify keeping size and mtime", "chmod"])
+def test_a_hand_edit_that_keeps_the_directories_asks_git_for_no_tree_shape(
+    edit: str, settled: dict[str, str], tmp_path: Path, capfd: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    # files of the tree changed in place: its directories stand, so the stamps need no
+    # diff of the trees (``stamps.shape_of``); git adds, writes the tree, commits, moves
+    # the ref and writes the patch, once each
+    EDITS[edit](worktree(settled))
+    trace = tmp_path / "trace.json"
+    monkeypatch.setenv("GIT_TRACE2_EVENT", str(trace))
+    assert bar(capfd, "run", "--", "true").code == 0
+    monkeypatch.delenv("GIT_TRACE2_EVENT")
+    ran = git_commands(trace)
+    assert "diff-tree" not in ran and "ls-tree" not in ran, ran
+    for name in ("add", "write-tree", "commit-tree", "update-ref", "diff"):
+        assert ran.count(name) == 1, ran
+    assert ran.count("config") <= 1, ran
+    assert ledger(settled["id"])[-2]["kind"] == "manual"
 
 
 @settings(

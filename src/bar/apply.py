@@ -16,7 +16,7 @@ branch (merge mode), so it needs no worktree.
 
 Nothing an agent could have planted in the repository's shared configuration or hooks
 runs meanwhile: every git command that merges, commits, reads or writes a worktree or
-its index, or moves a ref goes through ``checkout.SafeGit`` (SPEC §8).
+its index, or moves a ref goes through ``safe_git.SafeGit`` (SPEC §8).
 
 Like every verb: write the intent (``apply.json``, holding the step to record), move the
 target, then ``complete``: an update of the checkout that had begun is finished, the step
@@ -33,7 +33,6 @@ from pathlib import Path
 
 from bar import bases, checkout, conflict_markers, git, journals, known_secrets, recovery, steps
 from bar.apply_merge import Ahead, Merged, Plan, checked_out_in, merge, on_base
-from bar.checkout import SafeGit
 from bar.clock import ms_since, now_iso
 from bar.errors import (
     ApplyConflict,
@@ -51,6 +50,7 @@ from bar.notices import note
 from bar.progress import Progress
 from bar.record import field, record
 from bar.records import ApplyStep
+from bar.safe_git import SafeGit
 from bar.states import State
 from bar.tasks import Task
 
@@ -318,6 +318,7 @@ def _ahead(task: Task, mode: str, target: str, state: str, base: str, preview: b
     if mode != "commit":
         return None
     worktree = task.worktree if task.worktree.is_dir() else None
+    steps.note_tree(task, state)  # (asked in the thread: known without git if noted)
     plan = _plan(task, target, state, base, preview)
     return Ahead(task.project.root, plan, task.project.root, worktree)
 
@@ -342,7 +343,7 @@ def _ahead_result(
 def _task_head(task: Task) -> str | None:
     """The task branch's HEAD: its worktree's, or the branch's tip once it was removed."""
     if task.worktree.is_dir():
-        return git.rev_parse(task.worktree, "HEAD")
+        return git.head(task.worktree)
     return git.rev_parse(task.project.root, f"refs/heads/{task.branch}")
 
 

@@ -22,10 +22,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from bar import git
-from bar.checkout import SafeGit
 from bar.errors import GitError
 from bar.git import DiffStat
+from bar.proc import Started
 from bar.record import field, record
+from bar.safe_git import SafeGit
 
 
 @record
@@ -118,6 +119,8 @@ def checked_out_in(
     """The checkout where ``branch`` is checked out (``listed``: ``git.worktree_list``
     of ``repo`` if the caller has it)."""
     ref = f"refs/heads/{branch}"
+    if listed is None and not git.may_be_checked_out(repo, branch):
+        return None
     for entry in git.worktree_list(repo) if listed is None else listed:
         if entry.get("branch") == ref and "bare" not in entry:
             return Path(entry["worktree"])
@@ -149,17 +152,24 @@ class Ahead:
     def _run(self) -> None:
         try:
             repo, plan = self._repo, self.plan
-            git.tree_of(repo, plan.state)  # first: the caller asks it too when the scan ends
-            listed = git.worktree_list(repo)
-            safe = SafeGit.read(*self._dirs, checked_out_in(repo, plan.target, listed))
-            tip = git.rev_parse(repo, f"refs/heads/{plan.target}")
+            # what does not depend on another answer is asked at once: the worktrees, the
+            # configuration seen from each directory, the target's tip and its tree
+            listing = git.start(repo, *git.WORKTREE_LIST)
+            asked = SafeGit.ask(*self._dirs)
+            ref = f"refs/heads/{plan.target}"
+            tips = git.start(repo, "cat-file", "--batch-check=%(objectname) %(objecttype)",
+                             input=f"{ref}\n{ref}^{{tree}}\n".encode(), check=False,
+                             ) if "\n" not in ref else None  # fmt: skip
+            # the task's state on its base: a commit-tree, which no driver takes part in
+            theirs = on_base(SafeGit.read(), repo, plan.state, plan.base)
+            listed = git.worktree_list(repo, listing)
+            safe = SafeGit.read(*self._dirs, checked_out_in(repo, plan.target, listed),
+                                asked=asked)  # fmt: skip
+            tip = _tip(tips, repo, ref)
             if tip is None:
                 self._done = listed, safe, Merged(None)
                 return
-            theirs = on_base(safe, repo, plan.state, plan.base)
             merged = merge(safe, repo, tip, theirs, plan.settings, preview=plan.preview)
-            if merged.tree is not None:
-                git.tree_of(repo, tip)  # asked next (nothing to do?): cached
             self._done = listed, safe, merged
         except Exception:  # the caller computes again and meets it
             self._done = None
@@ -168,3 +178,19 @@ class Ahead:
         """(the worktree list, the git to use, the merge) if done for ``plan``, else None."""
         self._thread.join()
         return self._done if plan == self.plan else None
+
+
+def _tip(asked: Started | None, repo: Path, ref: str) -> str | None:
+    """The commit ``ref`` names (None: none), from ``cat-file --batch-check`` asked for it
+    and its tree (the tree is noted for ``git.tree_of``); git is asked again, on its own,
+    for any other answer (a ref naming something other than a commit)."""
+    res = asked.result() if asked is not None else None
+    said = [line.split() for line in res.out.splitlines()] if res is not None else []
+    if res is not None and res.returncode == 0 and len(said) == 2:
+        if said[0][1:] == ["commit"]:
+            if said[1][1:] == ["tree"]:
+                git.note_tree(said[0][0], said[1][0])
+            return said[0][0]
+        if said[0][1:] == ["missing"]:
+            return None
+    return git.rev_parse(repo, ref)

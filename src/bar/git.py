@@ -79,11 +79,11 @@ NO_PROGRAMS = ("-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false")
 
 
 def start(repo: Path | str, *args: str, env: Mapping[str, str] | None = None,
-          check: bool = True) -> Started:  # fmt: skip
+          check: bool = True, input: bytes | None = None) -> Started:  # fmt: skip
     """``git`` started now, its result read later (``Started.result()``): for a question
     whose answer is needed only after other work, which it then runs beside."""
     return start_child("git", *NO_PROGRAMS, "-C", str(repo), *args, env=pinned_env(repo, env),
-                       check=check, error=GitError)  # fmt: skip
+                       check=check, input=input, error=GitError)  # fmt: skip
 
 
 def out(repo: Path | str, *args: str, env: Mapping[str, str] | None = None) -> str:
@@ -398,9 +398,13 @@ def admin_dir(checkout: Path | str) -> Path:
     return Path(out(checkout, "rev-parse", "--absolute-git-dir"))
 
 
-def worktree_list(repo: Path | str) -> list[dict[str, str]]:
-    """``git worktree list --porcelain`` as a list of {worktree, HEAD, branch, ...}."""
-    text = git(repo, "worktree", "list", "--porcelain", "-z").out
+WORKTREE_LIST = ("worktree", "list", "--porcelain", "-z")
+
+
+def worktree_list(repo: Path | str, asked: Started | None = None) -> list[dict[str, str]]:
+    """``git worktree list --porcelain`` as a list of {worktree, HEAD, branch, ...}
+    (``asked``: ``start(repo, *WORKTREE_LIST)``, begun before)."""
+    text = (asked.result() if asked is not None else git(repo, *WORKTREE_LIST)).out
     result: list[dict[str, str]] = []
     current: dict[str, str] = {}
     for item in text.split("\0"):
@@ -414,6 +418,34 @@ def worktree_list(repo: Path | str) -> list[dict[str, str]]:
     if current:
         result.append(current)
     return result
+
+
+def may_be_checked_out(repo: Path | str, branch: str) -> bool:
+    """False when no worktree of ``repo`` (a main checkout) can have ``branch`` checked
+    out: no worktree's ``HEAD`` names it, read as git reads them (the main one's in
+    ``.git``, the others' under ``.git/worktrees``); True when one does, or when that
+    cannot be told from files alone (another ref storage, a ``HEAD`` that is a link, a
+    ``.git`` that is a file): then ask ``worktree_list``."""
+    common = Path(repo) / ".git"
+    if not common.is_dir() or common.is_symlink() or (common / "reftable").exists():
+        return True
+    wanted = f"ref: refs/heads/{branch}".encode()
+    linked = common / "worktrees"
+    try:
+        admins = [common, *(e for e in linked.iterdir())] if linked.is_dir() else [common]
+        for admin in admins:
+            head = admin / "HEAD"
+            if head.is_symlink():
+                return True
+            try:
+                with open(head, "rb") as f:
+                    if f.read(4097).rstrip(b"\n") == wanted:
+                        return True
+            except FileNotFoundError:
+                continue  # (an admin directory git is making or removing)
+    except OSError:
+        return True
+    return False
 
 
 def is_ancestor(repo: Path | str, a: str, b: str) -> bool:

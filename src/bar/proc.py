@@ -130,7 +130,7 @@ class Started:
     def result(self) -> Result:
         if self._result is None:
             assert self._proc is not None
-            stdout, stderr = self._proc.communicate()
+            stdout, stderr = self._proc.communicate()  # (its stdin is closed already)
             self._result = Result(self.cmd, self._proc.returncode, stdout, stderr)
         if self._check and self._result.returncode != 0:
             res = self._result
@@ -138,20 +138,36 @@ class Started:
         return self._result
 
 
+_PIPE_HOLDS = 4096  # bytes a pipe always takes without blocking the writer (PIPE_BUF)
+
+
 def start(
     *cmd: str,
     cwd: Path | str | None = None,
     env: Mapping[str, str] | None = None,
     check: bool = True,
+    input: bytes | None = None,
     error: type[CommandError] = CommandError,
 ) -> Started:
     """``run`` begun now and finished by ``Started.result()``: the caller's own work (or
-    other children) meanwhile. A program that cannot be started is found by ``result``."""
+    other children) meanwhile. A program that cannot be started is found by ``result``.
+    ``input``: a few bytes for its stdin (at most a pipe's guaranteed buffer, so that
+    writing them never waits for the child)."""
+    if input is not None and len(input) > _PIPE_HOLDS:
+        raise ValueError(f"start() takes at most {_PIPE_HOLDS} bytes of input")
     try:
-        proc = subprocess.Popen(list(cmd), cwd=cwd, env=clean_env(env), stdin=subprocess.DEVNULL,
+        proc = subprocess.Popen(list(cmd), cwd=cwd, env=clean_env(env),
+                                stdin=subprocess.DEVNULL if input is None else subprocess.PIPE,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
     except FileNotFoundError:
-        proc = None
+        return Started(tuple(cmd), None, check, error)
+    if proc.stdin is not None:
+        with proc.stdin:
+            try:
+                proc.stdin.write(input or b"")
+            except BrokenPipeError:
+                pass  # it exited without reading: its result says why
+        proc.stdin = None  # (written and closed: ``communicate`` has none to send)
     return Started(tuple(cmd), proc, check, error)
 
 

@@ -394,9 +394,7 @@ class Scrubber:
         pieces: list[bytes] = []
         _texts(obj, pieces)
         whole = b"\0".join(pieces)
-        if not any(needle in whole for needle in self._needles):
-            return cast(_T, _rebuilt(obj))
-        return cast(_T, self._scrub_any(obj))
+        return cast(_T, self._scrub_any(obj, any(n in whole for n in self._needles)))
 
     @property
     def _needles(self) -> tuple[bytes, ...]:
@@ -404,17 +402,18 @@ class Scrubber:
         literals = (p.needle for p in (*self._text_literals, *self._byte_literals))
         return (*_ALL_NEEDLES, *literals)
 
-    def _scrub_any(self, obj: object) -> object:
+    def _scrub_any(self, obj: object, scan: bool = True) -> object:
+        """``obj`` rebuilt, its strings scrubbed (``scan``: else left as they are)."""
         if isinstance(obj, str):
-            return self.scrub_text(obj)
+            return self.scrub_text(obj) if scan else obj
         if isinstance(obj, bytes):
-            return self.scrub_bytes(obj)
+            return self.scrub_bytes(obj) if scan else obj
         if isinstance(obj, Mapping):
-            return {self._scrub_any(k): self._scrub_any(v) for k, v in obj.items()}
+            return {self._scrub_any(k, scan): self._scrub_any(v, scan) for k, v in obj.items()}
         if isinstance(obj, list):
-            return [self._scrub_any(v) for v in obj]
+            return [self._scrub_any(v, scan) for v in obj]
         if isinstance(obj, tuple):
-            return tuple(self._scrub_any(v) for v in obj)
+            return tuple(self._scrub_any(v, scan) for v in obj)
         return obj
 
 
@@ -434,17 +433,6 @@ def _texts(obj: object, into: list[bytes]) -> None:
     elif isinstance(obj, list | tuple):
         for value in obj:
             _texts(value, into)
-
-
-def _rebuilt(obj: object) -> object:
-    """``Scrubber._scrub_any`` of a value that holds nothing to scrub."""
-    if isinstance(obj, Mapping):
-        return {_rebuilt(k): _rebuilt(v) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [_rebuilt(v) for v in obj]
-    if isinstance(obj, tuple):
-        return tuple(_rebuilt(v) for v in obj)
-    return obj
 
 
 def _merge(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:

@@ -206,6 +206,14 @@ def current_tree(task: Task, recorded: str | None = None) -> str:
         return snapshot.write_scope(task.worktree, index, scope)
 
 
+def note_tree(task: Task, state: str) -> None:
+    """Have ``git.tree_of`` answer for the recorded state ``state`` without git, if the
+    stamps are of it."""
+    known = stamps.tree_of(task.index, state)
+    if known is not None:
+        git.note_tree(state, known)
+
+
 def tree_of(task: Task, state: str) -> str:
     """The tree of the recorded state ``state`` (from the stamps when they are of it)."""
     return stamps.tree_of(task.index, state) or git.tree_of(task.project.root, state)

@@ -27,13 +27,13 @@ from pathlib import Path
 
 from bar import bases, faults, git, journals, rollback, snapshot, steps
 from bar.apply_merge import merge_with_markers, on_base
-from bar.checkout import SafeGit
 from bar.clock import ms_since, now_iso
 from bar.errors import Conflict, NotFound, UsageError
 from bar.git import DiffStat
 from bar.journals import SyncIntent
 from bar.record import field, record
 from bar.records import SyncStep
+from bar.safe_git import SafeGit
 from bar.tasks import Task
 
 
