@@ -179,8 +179,11 @@ def restore(task: Task, target_commit: str, *, verified: str | None = None) -> s
     # the directories the restore will write, and what each must hold after it
     writes = restored.before(task.worktree, now_tree, target_tree,
                              stamps.settled_ctimes(task.index, now_tree))  # fmt: skip
-    git.git(task.worktree, "read-tree", "-m", "-u", now_tree, target_tree,
-            env=git.index_env(task.index))  # fmt: skip
+    if verified is not None:
+        _checkout(task, verified, target_commit)
+    else:
+        git.git(task.worktree, "read-tree", "-m", "-u", now_tree, target_tree,
+                env=git.index_env(task.index))  # fmt: skip
     # the task's lookout collects the restore's writes (and watches the directories it
     # made) before they are listed below: see ``restored.forget_written``
     sight = (lookout.look(task.index, now_commit, stale_ok=True)
@@ -201,6 +204,30 @@ def restore(task: Task, target_commit: str, *, verified: str | None = None) -> s
         restored.forget_written(task.worktree, task.index, writes, settled, sight)
     faults.point("after restoring the worktree")
     return target_tree if exact_as_git and verified is not None else None
+
+
+def _checkout(task: Task, now_commit: str, target_commit: str) -> None:
+    """git's own two-tree checkout of ``target_commit`` over ``now_commit``, which the
+    side index and the worktree hold: exactly ``read-tree -m -u`` of their trees, but
+    from a ``HEAD`` (that of ``restore.git``, a git directory of the task's own), so that
+    git walks only the directories that differ, knowing the others from the side index's
+    cache of its trees, and updates that cache rather than rebuilding it. (read-tree drops
+    it: on a 40,000-file repository it walked every directory and rebuilt the cache,
+    150-215 ms of a 10-step rollback, more the more the task's tree differs from its
+    base.) Nothing of the worktree's own git directory is used: its HEAD, index and
+    configuration stay the agent's."""
+    gitdir = task.paths.restore_git_dir
+    gitdir.mkdir(mode=0o700, exist_ok=True)
+    (gitdir / "HEAD").write_text(now_commit + "\n")
+    env = {
+        **git.index_env(task.index),
+        "GIT_DIR": str(gitdir),
+        "GIT_COMMON_DIR": str(task.project.common_dir),
+        "GIT_WORK_TREE": str(task.worktree),
+    }
+    git.git(task.worktree, "-c", "core.logAllRefUpdates=false", "-c", "submodule.recurse=false",
+            "-c", "core.sparseCheckout=false", "checkout", "--quiet", "--detach", target_commit,
+            env=env)  # fmt: skip
 
 
 def _clear_own_index_lock(task: Task) -> None:

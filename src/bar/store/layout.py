@@ -6,6 +6,7 @@ $BAR_HOME/projects/<name>-<hash4>/
     tasks/<id>/  task.json  ledger.jsonl  artifacts/  index  index.stamps  task.lock
                  running.json  rollback.json  apply.json  sync.json  (intent journals)
                  bar.sock  (the channel of the running step)
+                 restore.git/HEAD  (where a rollback's checkout starts from)
     workspaces/<id>/  the task's git worktree
 ```
 
@@ -149,6 +150,12 @@ class TaskPaths:
     @property
     def sync_journal(self) -> Path:
         return self.dir / "sync.json"
+
+    @property
+    def restore_git_dir(self) -> Path:
+        """A git directory of the task's own, holding only a ``HEAD``: a rollback checks
+        out one recorded state from another there (``bar.rollback``)."""
+        return self.dir / "restore.git"
 
     @property
     def socket(self) -> Path:
