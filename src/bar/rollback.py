@@ -21,6 +21,7 @@ recovery after a crash calls the same ``complete`` from wherever the files were 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from bar import (
@@ -99,7 +100,8 @@ def complete(task: Task, intent: RollbackIntent, *, verified: bool = False) -> R
 def _complete(task: Task, intent: RollbackIntent, verified: bool) -> RollbackStep:
     t0 = time.monotonic()
     target = intent.target
-    restored_tree = restore(task, target.commit,
+    job = steps.PatchJob(task, intent.step_id, intent.snapshot_before)  # (beside the checkout)
+    restored_tree = restore(task, target.commit, on_tree=job.begin,
                             verified=intent.snapshot_before if verified else None)  # fmt: skip
     if intent.hard:
         if not verified:
@@ -123,7 +125,7 @@ def _complete(task: Task, intent: RollbackIntent, verified: bool) -> RollbackSte
             "the restored worktree differs from the target state (a file could not be "
             "written?); the difference is recorded"
         )
-    stat, patch = steps.record_changes(task, intent.step_id, intent.snapshot_before, snap.commit)
+    stat, patch = job.finish(snap.commit, snap.tree)
     base_before, base_after = task.base_commit, target.base or task.base_commit
     moves = base_after != base_before
     if moves:
@@ -152,13 +154,16 @@ def _complete(task: Task, intent: RollbackIntent, verified: bool) -> RollbackSte
     return written
 
 
-def restore(task: Task, target_commit: str, *, verified: str | None = None) -> str | None:
+def restore(task: Task, target_commit: str, *, verified: str | None = None,
+            on_tree: Callable[[str], None] | None = None) -> str | None:  # fmt: skip
     """Make the worktree equal ``target_commit``'s tree, touching only differing paths.
 
     ``verified``: a snapshot the side index and the worktree were just found to equal,
     so they need no rescan first. Returns the target's tree when git's checkout wrote
     the side index and the worktree to hold exactly it (no file needed its raw bytes put
     back), so that the snapshot that follows need not look at the worktree; else None.
+    ``on_tree``: called with the target's tree just before git writes it, if it differs
+    from the worktree's (the caller's patch is written meanwhile: ``steps.PatchJob``).
     """
     lock = task.index.with_name(task.index.name + ".lock")
     lock.unlink(missing_ok=True)  # we hold the task lock: a leftover is from a crash
@@ -179,6 +184,8 @@ def restore(task: Task, target_commit: str, *, verified: str | None = None) -> s
     # the directories the restore will write, and what each must hold after it
     writes = restored.before(task.worktree, now_tree, target_tree,
                              stamps.settled_ctimes(task.index, now_tree))  # fmt: skip
+    if on_tree is not None:
+        on_tree(target_tree)
     if verified is not None:
         _checkout(task, verified, target_commit)
     else:

@@ -58,9 +58,20 @@ def stamps_path(index: Path) -> Path:
 _NOTED: dict[str, tuple[tuple[int, int, int, int], dict[str, Any]]] = {}
 
 
+# Stamps a restore took, held in memory until the snapshot recording it names its commit
+# (``recommit``), then written once: a large tree's stamps cost milliseconds to write, and
+# a restore and its snapshot would write them twice. If they are never written (the
+# command stops first), the stamps on disk name another state of the side index than
+# its own, and the next look stats everything (``rescan.scan``).
+_HELD: dict[str, dict[str, Any]] = {}
+
+
 def noted(index: Path) -> dict[str, Any] | None:
-    """The last stamps written for ``index`` (None: none, or not readable)."""
+    """The last stamps written for ``index`` (None: none, or not readable), or held."""
     path = str(stamps_path(index))
+    held = _HELD.get(path)
+    if held is not None:
+        return held
     try:
         with open(path, "rb") as f:
             st = os.fstat(f.fileno())
@@ -77,10 +88,15 @@ def noted(index: Path) -> dict[str, Any] | None:
     return record
 
 
-def _write(index: Path, record: dict[str, Any]) -> None:
-    """Replace the stamps of ``index`` by ``record`` (removed if that fails)."""
+def _write(index: Path, record: dict[str, Any], *, hold: bool = False) -> None:
+    """Replace the stamps of ``index`` by ``record`` (removed if that fails); ``hold``:
+    in memory only, until the next write (see ``_HELD``)."""
     path = stamps_path(index)
     _NOTED.pop(str(path), None)
+    if hold:
+        _HELD[str(path)] = record
+        return
+    _HELD.pop(str(path), None)
     try:
         write_bytes_atomic(path, json.dumps(record).encode())
         st = os.stat(path)
@@ -106,7 +122,7 @@ def stamped_attributes(index: Path) -> bool | None:
 def stamp(worktree: Path, index: Path, tree: str, commit: str, started_ns: int,
           scope: Sequence[str] | None = (), shape: Shape | None = None,
           known: dict[str, int] | None = None, converts: bool | None = None,
-          settled: dict[str, int] | None = None) -> None:  # fmt: skip
+          settled: dict[str, int] | None = None, hold: bool = False) -> None:  # fmt: skip
     """Note the ctime of every directory of ``tree`` (and of the untracked ones around
     it) as of ``started_ns``. ``known``: ctimes the scan before found unchanged, which
     need no second stat. ``converts``: whether git converts files here (None: not known).
@@ -114,7 +130,7 @@ def stamp(worktree: Path, index: Path, tree: str, commit: str, started_ns: int,
     of a file written in the second its index was (a racily clean entry) compares
     converted contents, so a change of line endings alone would go unseen.
     ``settled``: ctimes found to hold however recent (``bar.restored``), on a file
-    system with fine times where git does not convert."""
+    system with fine times where git does not convert. ``hold``: see ``_HELD``."""
     dirs: list[str] | None = None
     nested: list[str] = []
     extra: list[str] = []
@@ -169,7 +185,7 @@ def stamp(worktree: Path, index: Path, tree: str, commit: str, started_ns: int,
     record = {"version": 1, "tree": tree, "commit": commit, "index": identity(index), "at": started_ns,
               "dirs": dirs, "mtimes": mtimes, "nested": nested, "extra": extra,
               "ignored": ignored, "attributes": attributes}  # fmt: skip
-    _write(index, record)
+    _write(index, record, hold=hold)
 
 
 def _looked_at(scope: Sequence[str] | None, shape: Shape | None) -> set[str] | None:
@@ -429,9 +445,10 @@ def restamp(worktree: Path, index: Path, tree: str, commit: str, started_ns: int
             ) -> None:  # fmt: skip
     """Note that the side index and the worktree hold ``tree`` (of ``commit``) as of
     ``started_ns`` (after a restore wrote them both). ``diff``: as for ``shape_of``;
-    ``settled``: as for ``stamp``."""
+    ``settled``: as for ``stamp``. Held until the snapshot that records the restore
+    (``recommit``, or its ``stamp``) writes them."""
     shape = shape_of(worktree, index, tree, diff) if diff is not None else None
-    stamp(worktree, index, tree, commit, started_ns, shape=shape, settled=settled)
+    stamp(worktree, index, tree, commit, started_ns, shape=shape, settled=settled, hold=True)
 
 
 def settled_ctimes(index: Path, tree: str) -> dict[str, int]:
@@ -454,6 +471,7 @@ def recommit(index: Path, tree: str, commit: str) -> bool:
     if record is None or record.get("tree") != tree:
         return False
     if record.get("index") != identity(index):
+        _HELD.pop(str(stamps_path(index)), None)
         return False
     _write(index, {**record, "commit": commit})
     return stamps_path(index).exists()

@@ -79,17 +79,19 @@ class PatchJob:
     the ref; ``finish`` waits for it. When the snapshot found no new tree, ``finish``
     writes the patch as ``record_changes`` does."""
 
-    __slots__ = ("_error", "_stat", "_thread", "before", "path", "rel", "step_id", "task")
+    __slots__ = ("_error", "_stat", "_thread", "before", "path", "rel", "step_id", "task", "tree")
 
     def __init__(self, task: Task, step_id: str, before: str) -> None:
         self.task, self.step_id, self.before = task, step_id, before
         self.path: Path | None = None
         self.rel = ""
+        self.tree = ""  # the tree its patch goes to
         self._thread: threading.Thread | None = None
         self._stat: DiffStat | None = None
         self._error: BaseException | None = None
 
     def begin(self, tree: str) -> None:
+        self.tree = tree
         self.path, self.rel = artifact(self.task, self.step_id, "patch")
         self.path.unlink(missing_ok=True)  # a leftover (or a planted link) is replaced
         faults.point(f"before writing {self.path.name}")
@@ -105,11 +107,14 @@ class PatchJob:
         except BaseException as exc:  # (raised again by ``finish``, in the caller's thread)
             self._error = exc
 
-    def finish(self, after: str) -> tuple[DiffStat, str | None]:
-        """(the patch's stat, its artifact name) from ``before`` to ``after``."""
+    def finish(self, after: str, tree: str | None = None) -> tuple[DiffStat, str | None]:
+        """(the patch's stat, its artifact name) from ``before`` to ``after``; ``tree``:
+        ``after``'s, if the patch was begun towards a tree it may not be."""
         if self._thread is None or self.path is None:
             return record_changes(self.task, self.step_id, self.before, after)
         self._thread.join()
+        if tree is not None and tree != self.tree:  # (a restore that came out otherwise)
+            return record_changes(self.task, self.step_id, self.before, after)
         if self._error is not None:
             raise self._error
         assert self._stat is not None
