@@ -23,6 +23,7 @@ from helpers import (
     bar,
     files_in_commit,
     files_on_disk,
+    git_commands,
     ledger,
     new_task,
     replay_patches,
@@ -149,6 +150,22 @@ def _replay_checkpoints(repo: Path, t: dict[str, Any], cps: list[dict[str, Any]]
             subprocess.run(["git", "apply", "--binary", str(task_dir(t["id"]) / cp["patch"])],
                            cwd=dest, check=True, capture_output=True)  # fmt: skip
     return files_on_disk(dest)
+
+
+def test_checkpoints_of_edits_in_place_ask_git_for_no_tree_shape(
+    inited: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    # the agent's settings bar installs (excluded from every snapshot, so named again at
+    # each checkpoint) change no tree: edits in place keep its directories as they are
+    new_task(capfd)
+    trace = tmp_path / "trace.json"
+    monkeypatch.setenv("GIT_TRACE2_EVENT", str(trace))
+    run_agent(inited, tmp_path, "claude", "write:notes.txt=one", "write:notes.txt=two",
+              "echo three >> notes.txt")  # fmt: skip
+    monkeypatch.delenv("GIT_TRACE2_EVENT")
+    ran = git_commands(trace)
+    assert ran.count("commit-tree") == 3 and "diff-tree" not in ran, " ".join(ran)
 
 
 def test_changes_no_hook_saw_are_the_residual_checkpoint(

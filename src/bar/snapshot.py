@@ -94,6 +94,22 @@ def _excluded(paths: set[str] | None, excludes: Sequence[str]) -> set[str]:
     return {p for p in paths or () for e in excludes if p == e or p.startswith(e + "/")}
 
 
+def _only_excluded(worktree: Path, path: str, excludes: Sequence[str]) -> bool:
+    """Whether ``path`` holds nothing a snapshot takes: it is at or under one of
+    ``excludes``, or a directory holding only such paths (the agent's settings bar
+    installs for a step: rescanned, never in the tree)."""
+    if _excluded({path}, excludes):
+        return True
+    inside = [e for e in excludes if e.startswith(path + "/")]
+    if not inside:
+        return False
+    try:
+        names = os.listdir(os.path.join(worktree, path))
+    except OSError:
+        return False
+    return all(f"{path}/{name}" in inside for name in names)
+
+
 # What `git add --ignore-errors` says about a file it could not read (and so left out);
 # any other complaint means the snapshot itself could not be written.
 _UNREADABLE = re.compile(
@@ -221,7 +237,7 @@ def take(
         asked = None if stamps.stamped_attributes(index) else exact.ask(worktree)
         tree, whole, scope = _write_whole(worktree, index, excludes, scope)
     snap = _record(worktree, index, ref, recorded, message, tree, recorded_tree, scope, known,
-                   started_ns, restored_tree, asked, on_tree)  # fmt: skip
+                   started_ns, restored_tree, asked, on_tree, excludes)  # fmt: skip
     if sight is not None:
         # what it named and this snapshot left out is named again next time
         left_out = (sight.paths or set()) if not whole else _excluded(sight.paths, excludes)
@@ -234,7 +250,7 @@ def take(
 def _record(worktree: Path, index: Path, ref: str, recorded: str, message: str, tree: str,
             recorded_tree: str | None, scope: list[str] | None, known: dict[str, int] | None,
             started_ns: int, restored_tree: str | None, asked: Started | None,
-            on_tree: Callable[[str], None] | None) -> Snapshot:  # fmt: skip
+            on_tree: Callable[[str], None] | None, excludes: Sequence[str]) -> Snapshot:  # fmt: skip
     """``take``, once the worktree's tree is written: the commit and the stamps.
     ``asked``: ``exact.ask``, begun before; ``on_tree``: as for ``take``."""
     recorded_tree = (recorded_tree or stamps.tree_of(index, recorded)
@@ -242,7 +258,10 @@ def _record(worktree: Path, index: Path, ref: str, recorded: str, message: str, 
     same = tree == recorded_tree
     if not same and on_tree is not None:
         on_tree(tree)
-    shape = None if same else stamps.shape_of(worktree, index, tree, scope=scope)
+    kept = (
+        None if scope is None else [p for p in scope if not _only_excluded(worktree, p, excludes)]
+    )
+    shape = None if same else stamps.shape_of(worktree, index, tree, scope=kept)
     converts, raw_changed, raw = _raw_parent(worktree, index, tree, recorded, recorded_tree,
                                              shape, scope, asked)  # fmt: skip
     if same and not raw_changed:
