@@ -43,6 +43,7 @@ from bar.notices import note, warn
 from bar.record import record
 from bar.records import RollbackStep
 from bar.states import State
+from bar.store.files import ensure_dir, write_text_atomic
 from bar.tasks import Task
 
 
@@ -224,17 +225,18 @@ def _checkout(task: Task, now_commit: str, target_commit: str) -> None:
     base.) Nothing of the worktree's own git directory is used: its HEAD, index and
     configuration stay the agent's."""
     gitdir = task.paths.restore_git_dir
-    gitdir.mkdir(mode=0o700, exist_ok=True)
-    (gitdir / "HEAD").write_text(now_commit + "\n")
-    env = {
-        **git.index_env(task.index),
-        "GIT_DIR": str(gitdir),
-        "GIT_COMMON_DIR": str(task.project.common_dir),
-        "GIT_WORK_TREE": str(task.worktree),
-    }
-    git.git(task.worktree, "-c", "core.logAllRefUpdates=false", "-c", "submodule.recurse=false",
-            "-c", "core.sparseCheckout=false", "checkout", "--quiet", "--detach", target_commit,
-            env=env)  # fmt: skip
+    ensure_dir(gitdir)
+    head = gitdir / "HEAD"
+    write_text_atomic(head, now_commit + "\n")
+    env = {**git.index_env(task.index), "GIT_DIR": str(gitdir),
+           "GIT_COMMON_DIR": str(task.project.common_dir),
+           "GIT_WORK_TREE": str(task.worktree)}  # fmt: skip
+    try:
+        git.git(task.worktree, "-c", "core.logAllRefUpdates=false", "-c",
+                "submodule.recurse=false", "-c", "core.sparseCheckout=false", "checkout",
+                "--quiet", "--detach", target_commit, env=env)  # fmt: skip
+    finally:
+        stamps.keep_private(head)  # (git rewrote it with the umask's mode)
 
 
 def _clear_own_index_lock(task: Task) -> None:
