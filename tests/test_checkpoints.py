@@ -18,6 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from bar import stamps
 from helpers import (
     BAR_EXE,
     bar,
@@ -166,6 +167,22 @@ def test_checkpoints_of_edits_in_place_ask_git_for_no_tree_shape(
     monkeypatch.delenv("GIT_TRACE2_EVENT")
     ran = git_commands(trace)
     assert ran.count("commit-tree") == 3 and "diff-tree" not in ran, " ".join(ran)
+
+
+def test_the_stamps_checkpoints_hold_are_written_by_the_step(
+    inited: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    # each checkpoint keeps its stamps in memory; the step's own snapshot (which here
+    # finds nothing new: the last call's checkpoint took it all) writes them: the next
+    # command trusts them (they name the step's state and the side index as it is)
+    t = new_task(capfd)
+    stamps_file = task_dir(t["id"]) / "index.stamps"
+    run_agent(inited, tmp_path, "claude", "write:notes.txt=one", "write:notes.txt=two")
+    (step,) = ledger(t["id"])
+    assert step["checkpoints"] == 2
+    written = json.loads(stamps_file.read_text())
+    assert written["commit"] == step["snapshot"]
+    assert written["index"] == stamps.identity(task_dir(t["id"]) / "index")
 
 
 def test_changes_no_hook_saw_are_the_residual_checkpoint(

@@ -229,8 +229,8 @@ class Recorder:
             message = self.scrubber.scrub_text(message)
         changed = self.watch.drain() if self.watch is not None else None
         snap = snapshot.take(self.task.worktree, self.task.index, self.task.snapshot_ref,
-                             self.last, message, self.excludes,
-                             recorded_tree=self._last_tree, changed=changed)  # fmt: skip
+                             self.last, message, self.excludes, recorded_tree=self._last_tree,
+                             changed=changed, hold_stamps=True)  # fmt: skip
         checkpoint = self.add(kind, snap.commit, started_at=started, **facts)
         self._last_tree = snap.tree
         return checkpoint

@@ -191,6 +191,7 @@ def take(
     before_look: Callable[[], None] | None = None,
     hand_edits: bool = False,
     on_tree: Callable[[str], None] | None = None,
+    hold_stamps: bool = False,
 ) -> Snapshot:
     """Snapshot the worktree against ``recorded`` (the last snapshot the ledger knows).
 
@@ -210,7 +211,8 @@ def take(
     lookout cannot see is looked for too (``bar.lookout``), every so often.
     ``on_tree``: called with the new tree once it is written, if it differs from the
     recorded one, before the commit is made (the caller's patch is written meanwhile:
-    ``steps.PatchJob``).
+    ``steps.PatchJob``). ``hold_stamps``: the new stamps are kept in memory, not written
+    (``stamps._HELD``): a checkpoint's, which the step's own snapshot writes.
     """
     started_ns = time.time_ns()
     stamped = stamped_at or recorded  # the state the side index was last noted at
@@ -232,12 +234,14 @@ def take(
             # nothing changed since the last stamps, which therefore still hold
             if sight is not None and sight.paths != set():
                 lookout.settle(sight, recorded, full=sight.paths is None)
+            if not hold_stamps:
+                stamps.flush(index)  # (a checkpoint's, held until now)
             return Snapshot(recorded, recorded_tree, False, worktree)
         # whether git converts here, read while git adds (asked after the tree is known)
         asked = None if stamps.stamped_attributes(index) else exact.ask(worktree)
         tree, whole, scope = _write_whole(worktree, index, excludes, scope)
     snap = _record(worktree, index, ref, recorded, message, tree, recorded_tree, scope, known,
-                   started_ns, restored_tree, asked, on_tree, excludes)  # fmt: skip
+                   started_ns, restored_tree, asked, on_tree, excludes, hold_stamps)  # fmt: skip
     if sight is not None:
         # what it named and this snapshot left out is named again next time
         left_out = (sight.paths or set()) if not whole else _excluded(sight.paths, excludes)
@@ -250,7 +254,8 @@ def take(
 def _record(worktree: Path, index: Path, ref: str, recorded: str, message: str, tree: str,
             recorded_tree: str | None, scope: list[str] | None, known: dict[str, int] | None,
             started_ns: int, restored_tree: str | None, asked: Started | None,
-            on_tree: Callable[[str], None] | None, excludes: Sequence[str]) -> Snapshot:  # fmt: skip
+            on_tree: Callable[[str], None] | None, excludes: Sequence[str],
+            hold: bool) -> Snapshot:  # fmt: skip
     """``take``, once the worktree's tree is written: the commit and the stamps.
     ``asked``: ``exact.ask``, begun before; ``on_tree``: as for ``take``."""
     recorded_tree = (recorded_tree or stamps.tree_of(index, recorded)
@@ -267,7 +272,7 @@ def _record(worktree: Path, index: Path, ref: str, recorded: str, message: str, 
     if same and not raw_changed:
         if restored_tree is None or not stamps.recommit(index, tree, recorded):
             stamps.stamp(worktree, index, tree, recorded, started_ns, scope, known=known,
-                         converts=converts)  # fmt: skip
+                         converts=converts, hold=hold)  # fmt: skip
         return Snapshot(recorded, tree, False, worktree)
     reason = f"bar: {message.splitlines()[0]}"
     commit = git.commit_tree(worktree, tree, [recorded] if raw is None else [recorded, raw],
@@ -288,7 +293,9 @@ def _record(worktree: Path, index: Path, ref: str, recorded: str, message: str, 
                                      message, identity=BAR_IDENTITY)  # fmt: skip
         git.update_ref(worktree, ref, commit, now, reason)
     if restored_tree is None or not stamps.recommit(index, tree, commit):
-        stamps.stamp(worktree, index, tree, commit, started_ns, scope, shape, known, converts)
+        stamps.stamp(
+            worktree, index, tree, commit, started_ns, scope, shape, known, converts, hold=hold
+        )
     return Snapshot(commit, tree, True, worktree)
 
 

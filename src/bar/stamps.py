@@ -58,12 +58,20 @@ def stamps_path(index: Path) -> Path:
 _NOTED: dict[str, tuple[tuple[int, int, int, int], dict[str, Any]]] = {}
 
 
-# Stamps a restore took, held in memory until the snapshot recording it names its commit
-# (``recommit``), then written once: a large tree's stamps cost milliseconds to write, and
-# a restore and its snapshot would write them twice. If they are never written (the
-# command stops first), the stamps on disk name another state of the side index than
-# its own, and the next look stats everything (``rescan.scan``).
+# Stamps held in memory, not yet written: a restore's, until the snapshot recording it
+# names its commit (``recommit``), and a checkpoint's, until the step's own snapshot
+# writes them (or ``flush``): a large tree's stamps cost milliseconds to write, and would
+# be written at every tool call of a session. If they are never written (bar stops
+# first), the stamps on disk name another state of the side index than its own, and the
+# next look stats everything (``rescan.scan``), as after any crash.
 _HELD: dict[str, dict[str, Any]] = {}
+
+
+def flush(index: Path) -> None:
+    """Write the stamps held for ``index``, if any."""
+    held = _HELD.get(str(stamps_path(index)))
+    if held is not None:
+        _write(index, held)
 
 
 def noted(index: Path) -> dict[str, Any] | None:
