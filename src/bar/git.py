@@ -50,6 +50,25 @@ def pin(worktree: Path, git_dir: Path, common_dir: Path) -> None:
                               "GIT_WORK_TREE": str(worktree)}  # fmt: skip
 
 
+# Task directories whose indexes (the side index, and copies of it made there) git reads
+# and writes with the task's own git directory (``bar.tasks``): the side index is split,
+# its shared part kept there, where no step can write (``store.layout.TaskPaths.git_dir``).
+_OWN: dict[str, tuple[str, str, str]] = {}
+
+
+def pin_own(task_dir: Path, own: Path, common: Path, worktree: Path) -> None:
+    _OWN[str(task_dir)] = (str(own), str(common), str(worktree))
+
+
+def own_git_dir(index: Path) -> Path | None:
+    """The git directory of the task whose directory holds ``index`` (made or not)."""
+    for folder in (index.parent, index.parent.parent):
+        found = _OWN.get(str(folder))
+        if found is not None:
+            return Path(found[0])
+    return None
+
+
 def pinned_env(repo: Path | str, env: Mapping[str, str] | None = None) -> Mapping[str, str] | None:
     """``env`` plus the git directories bar pinned for ``repo`` (if it is a worktree)."""
     fixed = _PINNED.get(str(repo))
@@ -191,8 +210,22 @@ def delete_ref(repo: Path | str, ref: str, *, check: bool = True) -> None:
 
 
 def index_env(index: Path) -> dict[str, str]:
-    """The environment that makes git use ``index`` instead of the worktree's own."""
-    return {"GIT_INDEX_FILE": str(index)}
+    """The environment that makes git use ``index`` instead of the worktree's own; for an
+    index in a task's directory, with the task's own git directory once it is made
+    (``pin_own``), which holds the shared part of a split index. The side index is
+    written split; a copy of it (in a folder of the task's directory: a look that must
+    write nothing of the task's) is written whole, so that no shared part is written
+    for it."""
+    env = {"GIT_INDEX_FILE": str(index)}
+    for folder, split in ((index.parent, "true"), (index.parent.parent, "false")):
+        found = _OWN.get(str(folder))
+        if found is not None:
+            if os.path.isdir(found[0]):
+                env["GIT_DIR"], env["GIT_COMMON_DIR"], env["GIT_WORK_TREE"] = found
+                env.update(GIT_CONFIG_COUNT="1", GIT_CONFIG_KEY_0="core.splitIndex",
+                           GIT_CONFIG_VALUE_0=split)  # fmt: skip
+            break
+    return env
 
 
 def short(sha: str | None) -> str:

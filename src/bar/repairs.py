@@ -166,7 +166,8 @@ def recreate_worktree(task: Task) -> str:
         git.git(repo, "-c", "core.hooksPath=/dev/null", "worktree", "add", "--quiet",
                 str(task.worktree), task.branch)  # fmt: skip
     task.index.unlink(missing_ok=True)
-    snapshot.seed_index(task.worktree, task.index, task.base_commit)
+    snapshot.seed_index(task.worktree, task.index, task.base_commit, task.paths.git_dir,
+                        task.project.common_dir)  # fmt: skip
     rollback.restore(task, task.recorded_snapshot())
     return f"recreated it on {task.branch} at the last recorded state"
 

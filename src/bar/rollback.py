@@ -43,7 +43,7 @@ from bar.notices import note, warn
 from bar.record import record
 from bar.records import RollbackStep
 from bar.states import State
-from bar.store.files import ensure_dir, write_text_atomic
+from bar.store.files import write_text_atomic
 from bar.tasks import Task
 
 
@@ -217,15 +217,15 @@ def restore(task: Task, target_commit: str, *, verified: str | None = None,
 def _checkout(task: Task, now_commit: str, target_commit: str) -> None:
     """git's own two-tree checkout of ``target_commit`` over ``now_commit``, which the
     side index and the worktree hold: exactly ``read-tree -m -u`` of their trees, but
-    from a ``HEAD`` (that of ``restore.git``, a git directory of the task's own), so that
+    from a ``HEAD`` (that of the task's own git directory, ``TaskPaths.git_dir``), so that
     git walks only the directories that differ, knowing the others from the side index's
     cache of its trees, and updates that cache rather than rebuilding it. (read-tree drops
     it: on a 40,000-file repository it walked every directory and rebuilt the cache,
     150-215 ms of a 10-step rollback, more the more the task's tree differs from its
     base.) Nothing of the worktree's own git directory is used: its HEAD, index and
     configuration stay the agent's."""
-    gitdir = task.paths.restore_git_dir
-    ensure_dir(gitdir)
+    gitdir = task.paths.git_dir
+    snapshot.make_git_dir(gitdir, now_commit)
     head = gitdir / "HEAD"
     write_text_atomic(head, now_commit + "\n")
     env = {**git.index_env(task.index), "GIT_DIR": str(gitdir),
@@ -237,6 +237,7 @@ def _checkout(task: Task, now_commit: str, target_commit: str) -> None:
                 "--quiet", "--detach", target_commit, env=env)  # fmt: skip
     finally:
         stamps.keep_private(head)  # (git rewrote it with the umask's mode)
+        stamps.keep_private(task.index)
 
 
 def _clear_own_index_lock(task: Task) -> None:

@@ -83,6 +83,8 @@ class SafeGit:
         self, where: Path, *args: str, env: Mapping[str, str] | None = None,
         check: bool = True, input: bytes | None = None,
     ) -> Result:  # fmt: skip
+        # (its overrides are GIT_CONFIG_COUNT's: none may come with ``env``)
+        assert "GIT_CONFIG_COUNT" not in (env or {}), "SafeGit's configuration overridden"
         return git.git(where, f"--work-tree={os.path.abspath(where)}", *args,
                        env={**self.env, **(env or {})}, check=check, input=input)  # fmt: skip
 

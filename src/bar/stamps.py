@@ -16,6 +16,7 @@ the two trees (cheap for a small change) rather than a walk of the whole tree.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -33,11 +34,21 @@ _env = git.index_env
 
 def keep_private(index: Path) -> None:
     """git rewrites an index (adding, refreshing stat data, merging) with the umask's
-    mode; the side index names every file of the task, so it stays 0600."""
+    mode; the side index names every file of the task, so it stays 0600, and so does
+    its shared part, which git writes anew from time to time (``snapshot.seed_index``)."""
     try:
         os.chmod(index, 0o600)
     except FileNotFoundError:
         pass
+    own = git.own_git_dir(index)
+    try:
+        entries = list(os.scandir(own)) if own is not None else []
+    except OSError:
+        entries = []
+    for entry in entries:
+        if entry.name.startswith("sharedindex.") and entry.stat().st_mode & 0o077:
+            with contextlib.suppress(OSError):
+                os.chmod(entry.path, 0o600)
 
 
 # A directory changed this close to a snapshot may have changed after the snapshot

@@ -176,7 +176,8 @@ def _make(task: Task) -> None:
         _git(repo, "worktree", "add", "--quiet", "-b", task.branch, str(task.worktree),
              task.base_commit)  # fmt: skip
         faults.point("after adding the worktree")
-    snapshot.seed_index(task.worktree, task.index, task.base_commit)
+    snapshot.seed_index(task.worktree, task.index, task.base_commit, task.paths.git_dir,
+                        project.common_dir)  # fmt: skip
     faults.point("after seeding the side index")
     write_json_atomic(task.paths.task_json, task.to_record())
     journals.clear_create(task.paths)

@@ -297,6 +297,7 @@ def _pin(task: Task) -> None:
     admin = admin_dir(common, task.worktree)
     if admin is not None:
         git.pin(task.worktree, admin, common)
+    git.pin_own(task.dir, task.paths.git_dir, common, task.worktree)
 
 
 def list_tasks(project: Project) -> list[Task]:

@@ -6,7 +6,7 @@ $BAR_HOME/projects/<name>-<hash4>/
     tasks/<id>/  task.json  ledger.jsonl  artifacts/  index  index.stamps  task.lock
                  running.json  rollback.json  apply.json  sync.json  (intent journals)
                  bar.sock  (the channel of the running step)
-                 restore.git/HEAD  (where a rollback's checkout starts from)
+                 git/  (the task's own git directory: HEAD, the side index's shared part)
     workspaces/<id>/  the task's git worktree
 ```
 
@@ -152,10 +152,12 @@ class TaskPaths:
         return self.dir / "sync.json"
 
     @property
-    def restore_git_dir(self) -> Path:
-        """A git directory of the task's own, holding only a ``HEAD``: a rollback checks
-        out one recorded state from another there (``bar.rollback``)."""
-        return self.dir / "restore.git"
+    def git_dir(self) -> Path:
+        """The task's own git directory (``bar.git.pin_own``): git run on the side index
+        uses it, with the repository's common directory. It holds a ``HEAD`` (a rollback
+        checks out one recorded state from another there) and the shared part of the
+        side index, which is split: an edit rewrites a small file, not the whole index."""
+        return self.dir / "git"
 
     @property
     def socket(self) -> Path:
