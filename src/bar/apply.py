@@ -317,10 +317,11 @@ def _ahead(task: Task, mode: str, target: str, state: str, base: str, preview: b
     (``bar.apply_merge``) while the caller looks at the worktree."""
     if mode != "commit":
         return None
-    worktree = task.worktree if task.worktree.is_dir() else None
     steps.note_tree(task, state)  # (asked in the thread: known without git if noted)
     plan = _plan(task, target, state, base, preview)
-    return Ahead(task.project.root, plan, task.project.root, worktree)
+    # the configuration seen from the repository and the target's checkout: a commit-mode
+    # apply runs no git in the task worktree (a merge-mode one does: ``_safe_git``)
+    return Ahead(task.project.root, plan, task.project.root)
 
 
 def _plan(task: Task, target: str, state: str, base: str, preview: bool) -> Plan:

@@ -154,7 +154,10 @@ class Ahead:
             repo, plan = self._repo, self.plan
             # what does not depend on another answer is asked at once: the worktrees, the
             # configuration seen from each directory, the target's tip and its tree
-            listing = git.start(repo, *git.WORKTREE_LIST)
+            # (no worktree's HEAD names the target: none has it checked out, nor needs
+            # to be listed)
+            listing = (git.start(repo, *git.WORKTREE_LIST)
+                       if git.may_be_checked_out(repo, plan.target) else None)  # fmt: skip
             asked = SafeGit.ask(*self._dirs)
             ref = f"refs/heads/{plan.target}"
             tips = git.start(repo, "cat-file", "--batch-check=%(objectname) %(objecttype)",
@@ -162,7 +165,7 @@ class Ahead:
                              ) if "\n" not in ref else None  # fmt: skip
             # the task's state on its base: a commit-tree, which no driver takes part in
             theirs = on_base(SafeGit.read(), repo, plan.state, plan.base)
-            listed = git.worktree_list(repo, listing)
+            listed = git.worktree_list(repo, listing) if listing is not None else []
             safe = SafeGit.read(*self._dirs, checked_out_in(repo, plan.target, listed),
                                 asked=asked)  # fmt: skip
             tip = _tip(tips, repo, ref)
