@@ -39,7 +39,6 @@ from bar.errors import (
     BarError,
     Conflict,
     DirtyWorktree,
-    GitStateError,
     NotFound,
     UnresolvedConflicts,
     UsageError,
@@ -66,14 +65,22 @@ class ApplyResult:
     conflicts: list[str] = field(default_factory=list)
     commit: str | None = None
     message: str = ""
-    stat: DiffStat = field(default_factory=DiffStat.empty)
+    merged: Merged | None = None  # the merge of the task's work onto the target
     checkout: Path | None = None  # the worktree where the target is checked out
     blocking: list[str] = field(default_factory=list)  # dirty paths there in the way
     nothing_to_do: bool = False
     step: ApplyStep | None = None
     refusal: BarError | None = None  # a dry run: why the apply would refuse (blocking...)
-    settings: list[str] = field(default_factory=list)  # bar's own files it changes
     preview: str | None = None  # a dry run's `git diff --stat -p` of the change, if asked
+
+    @property
+    def stat(self) -> DiffStat:  # (read from the merge's diff when first asked)
+        return self.merged.stat if self.merged is not None else DiffStat.empty()
+
+    @property
+    def settings(self) -> list[str]:
+        """bar's own files it changes."""
+        return self.merged.settings if self.merged is not None else []
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -148,11 +155,8 @@ def dry_run(
     if result.checkout is not None and not result.nothing_to_do:
         assert result.tree is not None
         where = result.checkout
-        busy = Path(git.out(where, "rev-parse", "--absolute-git-dir")) / "index.lock"
-        if busy.exists():
-            result.refusal = _locked_checkout(where, busy)
-        else:
-            result.refusal = refusal(safe.including(where), result, where, result.tree)
+        result.refusal = checkout.busy(where) or refusal(safe.including(where), result, where,
+                                                         result.tree)  # fmt: skip
     return result
 
 
@@ -387,7 +391,7 @@ def _compute(
     if merged.tree is None:
         result.conflicts = merged.conflicts
         return result
-    result.tree, result.stat, result.settings = merged.tree, merged.stat, merged.settings
+    result.tree, result.merged = merged.tree, merged
     result.preview = merged.preview
     if mode == "commit" and merged.tree == git.tree_of(repo, tip):
         result.nothing_to_do = True
@@ -488,12 +492,4 @@ def refusal(safe: SafeGit, result: ApplyResult, where: Path, new: str) -> BarErr
         f"{branch} is checked out in {where}, where the apply would overwrite these "
         f"files (changed, untracked or ignored there): {shown}; nothing was changed",
         hint="commit, move or remove them there, or apply to another branch with --target",
-    )
-
-
-def _locked_checkout(where: Path, lock: Path) -> BarError:
-    """What ``checkout.lock`` would raise: another git holds the checkout's index."""
-    return GitStateError(
-        f"{lock} exists: another git command is running in {where}; nothing was changed",
-        hint="apply again when it has finished (if no git is running, remove that file)",
     )

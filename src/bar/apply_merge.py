@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from bar import git
@@ -29,6 +29,26 @@ from bar.record import field, record
 from bar.safe_git import SafeGit
 
 
+class Counted:
+    """The stat of what a merge changes on the target, and which of the given paths (bar's
+    settings files) it changes: from one ``git diff --numstat``, begun with the merge and
+    read when first asked (an apply moves the target meanwhile)."""
+
+    __slots__ = ("_asked", "_paths", "_value")
+
+    def __init__(self, asked: Started | None = None, paths: Sequence[str] = (),
+                 value: tuple[DiffStat, list[str]] | None = None) -> None:  # fmt: skip
+        self._asked, self._paths = asked, list(paths)
+        self._value = value if value is not None or asked is not None else (DiffStat.empty(), [])
+
+    def value(self) -> tuple[DiffStat, list[str]]:
+        if self._value is None:
+            assert self._asked is not None
+            raw = self._asked.result().stdout
+            self._value = git.parse_numstat(raw), git.touching(raw, self._paths)
+        return self._value
+
+
 @record
 class Merged:
     """The target's tip merged with ``theirs`` (the task's work as a commit)."""
@@ -37,9 +57,17 @@ class Merged:
     theirs: str = ""
     tree: str | None = None  # None: it conflicts
     conflicts: list[str] = field(default_factory=list)
-    stat: DiffStat = field(default_factory=DiffStat.empty)
-    settings: list[str] = field(default_factory=list)  # of the given paths, those it changes
+    counted: Counted = field(default_factory=Counted)
     preview: str | None = None  # `git diff --stat -p` of tip to tree, if asked
+
+    @property
+    def stat(self) -> DiffStat:
+        return self.counted.value()[0]
+
+    @property
+    def settings(self) -> list[str]:
+        """Of the settings paths the merge was given, those it changes."""
+        return self.counted.value()[1]
 
 
 def merge_trees(safe: SafeGit, repo: Path, ours: str, theirs: str) -> tuple[str | None, list[str]]:
@@ -72,8 +100,13 @@ def on_base(safe: SafeGit, repo: Path, state: str, base: str) -> str:
     """A commit of ``state``'s tree whose only parent is ``base``: merged with a branch,
     its changes are taken against the base the state was recorded on (git 2.38's
     merge-tree has no --merge-base), whatever the snapshot chain descends from."""
-    return safe.commit_tree(repo, git.tree_of(repo, state), [base], "bar: a state on its base",
-                            identity=git.BAR_IDENTITY)  # fmt: skip
+    return start_on_base(safe, repo, state, base)()
+
+
+def start_on_base(safe: SafeGit, repo: Path, state: str, base: str) -> Callable[[], str]:
+    """``on_base`` begun now; the returned function waits for the commit's id."""
+    return safe.start_commit_tree(repo, git.tree_of(repo, state), [base],
+                                  "bar: a state on its base", identity=git.BAR_IDENTITY)  # fmt: skip
 
 
 def merge(safe: SafeGit, repo: Path, tip: str, theirs: str, settings: Sequence[str],
@@ -85,8 +118,8 @@ def merge(safe: SafeGit, repo: Path, tip: str, theirs: str, settings: Sequence[s
     if tree is None:
         return Merged(tip, theirs, None, conflicts)
     if not preview:
-        stat, touched = git.numstat_touching(repo, tip, tree, list(settings))
-        return Merged(tip, theirs, tree, [], stat, touched)
+        asked = git.start(repo, "diff", *git.DIFF_FLAGS, "--numstat", "-z", tip, tree, "--")
+        return Merged(tip, theirs, tree, [], Counted(asked, settings))
     raw = git.git(repo, "-c", "color.ui=never", "diff", *git.DIFF_FLAGS, "--numstat", "-z",
                   "--stat", "-p", tip, tree, "--").stdout  # fmt: skip
     end = _numstat_end(raw)
@@ -94,8 +127,8 @@ def merge(safe: SafeGit, repo: Path, tip: str, theirs: str, settings: Sequence[s
     # -z ends the stat with a NUL where the patch follows; the stat itself holds none
     # (it quotes names), nor does a patch of text files
     text = text.replace(b"\0", b"\n", 1)
-    return Merged(tip, theirs, tree, [], git.parse_numstat(numstat), git.touching(numstat, settings),
-                  text.decode("utf-8", "surrogateescape"))  # fmt: skip
+    counted = Counted(value=(git.parse_numstat(numstat), git.touching(numstat, settings)))
+    return Merged(tip, theirs, tree, [], counted, text.decode("utf-8", "surrogateescape"))
 
 
 _NUMSTAT_ENTRY = re.compile(rb"(?:\d+|-)\t(?:\d+|-)\t")
@@ -164,11 +197,12 @@ class Ahead:
                              input=f"{ref}\n{ref}^{{tree}}\n".encode(), check=False,
                              ) if "\n" not in ref else None  # fmt: skip
             # the task's state on its base: a commit-tree, which no driver takes part in
-            theirs = on_base(SafeGit.read(), repo, plan.state, plan.base)
+            theirs_made = start_on_base(SafeGit.read(), repo, plan.state, plan.base)
             listed = git.worktree_list(repo, listing) if listing is not None else []
             safe = SafeGit.read(*self._dirs, checked_out_in(repo, plan.target, listed),
                                 asked=asked)  # fmt: skip
             tip = _tip(tips, repo, ref)
+            theirs = theirs_made()
             if tip is None:
                 self._done = listed, safe, Merged(None)
                 return

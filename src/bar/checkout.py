@@ -208,15 +208,26 @@ def lock(checkout: Path, token: str) -> None:
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
     except FileExistsError:
-        raise GitStateError(
-            f"{path} exists: another git command is running in {checkout}; nothing was changed",
-            hint="apply again when it has finished (if no git is running, remove that file)",
-        ) from None
+        raise _busy(checkout, path) from None
     try:
         os.write(fd, _marker(token, "checking"))
     finally:
         os.close(fd)
     faults.point("after locking the checkout's index")
+
+
+def busy(checkout: Path) -> GitStateError | None:
+    """What ``lock`` would raise now: another git holds the checkout's index (None: no
+    one does)."""
+    path = _admin(checkout) / "index.lock"
+    return _busy(checkout, path) if os.path.lexists(path) else None
+
+
+def _busy(checkout: Path, lock: Path) -> GitStateError:
+    return GitStateError(
+        f"{lock} exists: another git command is running in {checkout}; nothing was changed",
+        hint="apply again when it has finished (if no git is running, remove that file)",
+    )
 
 
 def _mark_updating(checkout: Path, token: str) -> None:

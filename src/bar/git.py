@@ -309,15 +309,6 @@ def numstat(repo: Path | str, a: str, b: str) -> DiffStat:
     return parse_numstat(git(repo, "diff", *DIFF_FLAGS, "--numstat", "-z", a, b, "--").stdout)
 
 
-def numstat_touching(
-    repo: Path | str, a: str, b: str, paths: Sequence[str]
-) -> tuple[DiffStat, list[str]]:
-    """``numstat`` and, from the same diff, which of ``paths`` (taken literally) differ
-    between the two trees or commits; a rename counts for both of its names."""
-    raw = git(repo, "diff", *DIFF_FLAGS, "--numstat", "-z", a, b, "--").stdout
-    return parse_numstat(raw), touching(raw, paths)
-
-
 def touching(raw: bytes, paths: Sequence[str]) -> list[str]:
     """Which of ``paths`` a ``git diff --numstat -z`` output names (both names of a
     rename)."""

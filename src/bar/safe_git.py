@@ -11,7 +11,7 @@ read at once, by one git each, begun together (``SafeGit.ask``, ``SafeGit.read``
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from bar import faults, git
@@ -97,16 +97,22 @@ class SafeGit:
 
     def commit_tree(self, where: Path, tree: str, parents: Sequence[str], message: str,
                     *, identity: Mapping[str, str] | None = None) -> str:  # fmt: skip
-        args = [arg for parent in parents for arg in ("-p", parent)]
-        res = self.git(
-            where,
-            "commit-tree",
-            tree,
-            *args,
-            env=identity,
-            input=message.encode("utf-8", "backslashreplace"),
-        )
-        return res.out.strip()
+        return self.start_commit_tree(where, tree, parents, message, identity=identity)()
+
+    def start_commit_tree(self, where: Path, tree: str, parents: Sequence[str], message: str,
+                          *, identity: Mapping[str, str] | None = None,
+                          ) -> Callable[[], str]:  # fmt: skip
+        """``commit_tree`` begun now: the returned function waits for the commit's id
+        (a message longer than a pipe holds at once is written before it returns)."""
+        args = ["commit-tree", tree, *(a for parent in parents for a in ("-p", parent))]
+        data = message.encode("utf-8", "backslashreplace")
+        if len(data) > 4096:
+            done = self.git(where, *args, env=identity, input=data).out.strip()
+            return lambda: done
+        assert "GIT_CONFIG_COUNT" not in (identity or {})
+        started = git.start(where, f"--work-tree={os.path.abspath(where)}", *args,
+                            env={**self.env, **(identity or {})}, input=data)  # fmt: skip
+        return lambda: started.result().out.strip()
 
     def is_ancestor(self, where: Path, a: str, b: str) -> bool:
         res = self.git(where, "merge-base", "--is-ancestor", a, b, check=False)
