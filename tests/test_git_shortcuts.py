@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bar import git as bargit
+from bar.apply_merge import Counted
 from conftest import MakeRepo, git
 
 
@@ -79,7 +80,9 @@ def test_the_settings_a_diff_touches_equal_plain_gits_name_only(
 ) -> None:
     repo = make_repo()
     a, b = _commit(repo, before), _commit(repo, after)
-    stat, touched = bargit.numstat_touching(repo, a, b, asked)
+    # as an apply counts its merge (``apply_merge.Counted``): one numstat diff, begun
+    asked_diff = bargit.start(repo, "diff", *bargit.DIFF_FLAGS, "--numstat", "-z", a, b, "--")
+    stat, touched = Counted(asked_diff, asked).value()
     plain = git(repo, "diff", "--no-renames", "--name-only", "-z", a, b).split("\0")
     assert touched == [p for p in asked if p in plain]
     assert stat == bargit.numstat(repo, a, b)

@@ -30,7 +30,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from bar import stamps
+from bar import tree_shape
 from conftest import git
 from helpers import bar, ledger, new_task, set_config, task_dir, worktree
 
@@ -271,7 +271,7 @@ def _check(repo: Path, wt: Path, tmp: Path, task_id: str) -> None:
     # the stamps' directories, kept up to date from tree differences, are the tree's own
     stamped = json.loads((task_dir(task_id) / "index.stamps").read_text())
     tree_dirs = stamped["dirs"][: len(stamped["dirs"]) - len(stamped["extra"])]
-    walked = stamps.list_tree(wt, stamped["tree"])
+    walked = tree_shape.list_tree(wt, stamped["tree"])
     assert sorted(tree_dirs) == sorted(walked.dirs)
     assert sorted(stamped["nested"]) == sorted(walked.nested)
     assert stamped["attributes"] == walked.has_attributes

@@ -29,6 +29,7 @@ from bar.git import BAR_IDENTITY, DiffStat
 from bar.notices import warn
 from bar.proc import Started, clean_env
 from bar.stamps import keep_private
+from bar.tree_shape import Listing, Shape, list_tree
 
 _env = git.index_env
 
@@ -323,7 +324,7 @@ def _record(worktree: Path, index: Path, ref: str, recorded: str, message: str, 
 
 
 def _raw_parent(worktree: Path, index: Path, tree: str, recorded: str, recorded_tree: str,
-                shape: stamps.Shape | None, scope: Sequence[str] | None, asked: Started | None,
+                shape: Shape | None, scope: Sequence[str] | None, asked: Started | None,
                 ) -> tuple[bool, bool, str | None]:  # fmt: skip
     """The raw-bytes parent of a new snapshot (``bar.exact``) where git converts: whether
     git converts here, whether the raw bytes differ from ``recorded``'s (a line-ending
@@ -331,11 +332,11 @@ def _raw_parent(worktree: Path, index: Path, tree: str, recorded: str, recorded_
     file needs raw bytes)."""
     attributes = shape.has_attributes if shape else stamps.stamped_attributes(index)
     if attributes is None:
-        shape = stamps.list_tree(worktree, tree)
+        shape = list_tree(worktree, tree)
         attributes = shape.has_attributes
     if not exact.converts(worktree, attributes, asked):
         return False, False, None  # git stores the bytes as they are
-    listing = shape if isinstance(shape, stamps.Listing) else stamps.list_tree(worktree, tree)
+    listing = shape if isinstance(shape, Listing) else list_tree(worktree, tree)
     before = exact.raw_entries(worktree, exact.raw_tree_of(worktree, recorded))
     changed = [] if tree == recorded_tree else [
         c.path for c in git.diff_tree_raw(worktree, recorded_tree, tree)]  # fmt: skip

@@ -19,8 +19,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
-import stat
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -28,6 +26,7 @@ from typing import Any
 from bar import exact, git
 from bar.errors import BarError
 from bar.store.files import write_bytes_atomic
+from bar.tree_shape import Shape, files_in_place, list_tree
 
 _env = git.index_env
 
@@ -296,20 +295,6 @@ def _subdirs(path: str) -> list[os.DirEntry[str]]:
         return []
 
 
-class Shape:
-    """What the stamps need of a tree: its directories ("" for the root), its nested
-    repositories, whether it holds a ``.gitattributes``."""
-
-    __slots__ = ("dirs", "has_attributes", "nested", "touched")
-
-    def __init__(self, dirs: list[str], nested: list[str], has_attributes: bool,
-                 touched: set[str] | None = None) -> None:  # fmt: skip
-        self.dirs = dirs
-        self.nested = nested
-        self.has_attributes = has_attributes
-        self.touched = touched  # directories whose entries changed (None: not known)
-
-
 def shape_of(worktree: Path, index: Path, tree: str, diff: tuple[str, bytes] | None = None,
              scope: Sequence[str] | None = None) -> Shape:  # fmt: skip
     """The shape of ``tree``: from the last stamps and ``git diff-tree`` from the tree they
@@ -318,7 +303,7 @@ def shape_of(worktree: Path, index: Path, tree: str, diff: tuple[str, bytes] | N
     ``tree``, if the caller has it. ``scope``: the paths rescanned into the side index
     since it held the stamped tree (``tree`` differs from it there alone), if known:
     when they are all files in the stamped directories, the directories stand as they
-    are (``_files_in_place``) and git is not asked."""
+    are (``tree_shape.files_in_place``) and git is not asked."""
     try:
         old: Any = noted(index) or {}
         old_tree, dirs, extra = old["tree"], old["dirs"], old.get("extra") or []
@@ -333,7 +318,7 @@ def shape_of(worktree: Path, index: Path, tree: str, diff: tuple[str, bytes] | N
     if old_tree == tree:
         return Shape(tree_dirs, [str(n) for n in nested], attributes, set())
     if scope is not None and diff is None:
-        in_place = _files_in_place(worktree, set(tree_dirs), set(nested), scope)
+        in_place = files_in_place(worktree, set(tree_dirs), set(nested), scope)
         if in_place is not None:
             return Shape(tree_dirs, [str(n) for n in nested], attributes, in_place)
     if diff is not None and diff[0] == old_tree:
@@ -366,82 +351,6 @@ def shape_of(worktree: Path, index: Path, tree: str, diff: tuple[str, bytes] | N
             nested.append(path)
     kept = [d for d in tree_dirs if d not in gone] if gone else tree_dirs
     return Shape(kept + added, [str(n) for n in nested], attributes, touched)
-
-
-def _files_in_place(worktree: Path, dirs: set[str], nested: set[str], scope: Sequence[str],
-                    ) -> set[str] | None:  # fmt: skip
-    """The directories whose entries may have changed, when no directory of the tree can
-    have come or gone: every rescanned path is now a file or a symbolic link, in a
-    directory of the tree, where the tree held no directory, nested repository or
-    ``.gitattributes`` (each of those could change the shape: a file gone may leave its
-    directory empty, a new one may be in a new directory). None: not so."""
-    prefix = str(worktree) + os.sep
-    touched: set[str] = set()
-    for path in scope:
-        parent, _, name = path.rpartition("/")
-        if not name or name in (".", "..", ".gitattributes") or parent not in dirs:
-            return None
-        if path in dirs or path in nested:
-            return None
-        try:
-            mode = os.lstat(prefix + path).st_mode
-        except OSError:
-            return None  # gone
-        if not (stat.S_ISREG(mode) or stat.S_ISLNK(mode)):
-            return None
-        touched.add(parent)
-    return touched
-
-
-class Listing(Shape):
-    """One walk of a tree (``git ls-tree -r -t -z``): its directories (with "" for the
-    root), its nested repositories (gitlinks: git records which commit they are at, never
-    their files), whether it holds a ``.gitattributes``, and (parsed only when asked, in
-    a repository where git converts) its files' modes. The walk is searched with regular
-    expressions, not a Python loop: a large tree has tens of thousands of entries."""
-
-    __slots__ = ("_modes", "_raw")
-
-    def __init__(self, raw: bytes) -> None:
-        self._raw = raw = b"\0" + raw  # every entry now starts after a NUL
-        self._modes: dict[str, str] | None = None
-        super().__init__(["", *_names(_TREES.findall(raw))], _names(_GITLINKS.findall(raw)),
-                         _has_attributes(raw))  # fmt: skip
-
-    @property
-    def modes(self) -> dict[str, str]:
-        if self._modes is None:
-            self._modes = {
-                name.decode("utf-8", "surrogateescape"): mode.decode()
-                for mode, name in _FILES.findall(self._raw)
-            }
-        return self._modes
-
-
-# entries of `ls-tree -z`: "<mode> SP <type> SP <object> TAB <path> NUL"; a pattern that
-# starts with a literal NUL is searched for fast
-_TREES = re.compile(rb"\x00040000 tree [0-9a-f]+\t([^\x00]*)")
-_GITLINKS = re.compile(rb"\x00160000 commit [0-9a-f]+\t([^\x00]*)")
-_FILES = re.compile(rb"\x00(100644|100755|120000) blob [0-9a-f]+\t([^\x00]*)")
-
-
-def _has_attributes(raw: bytes) -> bool:
-    """Whether a file named ``.gitattributes`` is among the entries."""
-    at = raw.find(b".gitattributes\0")
-    while at != -1:
-        if raw[at - 1 : at] in (b"\t", b"/"):
-            return True
-        at = raw.find(b".gitattributes\0", at + 1)
-    return False
-
-
-def _names(raw: list[bytes]) -> list[str]:
-    return [n.decode("utf-8", "surrogateescape") for n in raw]
-
-
-def list_tree(worktree: Path, tree: str) -> Listing:
-    # (not --format: git 2.39 quotes its %(path) even with -z)
-    return Listing(git.git(worktree, "ls-tree", "-r", "-t", "-z", tree).stdout)
 
 
 def nested_repositories(index: Path) -> list[str]:
