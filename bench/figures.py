@@ -153,13 +153,23 @@ def fig1(f: Fixture, p: Params) -> list[Row]:
 # --- 2. the snapshot alone --------------------------------------------------------------
 
 
+def _side_index(f: Fixture, task: str, name: str) -> Path:
+    """A copy of the task's side index in a directory of its own, as bar keeps it: the
+    index, and beside it ``git/``, the task's git directory holding its shared part
+    (``bar.store.layout.TaskPaths.git_dir``)."""
+    folder = f.dir / name
+    if folder.exists():
+        shutil.rmtree(folder)
+    folder.mkdir()
+    shutil.copyfile(f.task_dir(task) / "index", folder / "index")
+    shutil.copytree(f.task_dir(task) / "git", folder / "git")
+    return folder / "index"
+
+
 def fig2(f: Fixture, p: Params) -> list[Row]:
-    _, task, wt, pool = _project(f)
+    repo, task, wt, pool = _project(f)
     f.bar(wt, "run", "--task", task, "--no-pty", "--", "true")  # bar's side index is warm
-    side = f.task_dir(task) / "index"
-    idx_a, idx_b = f.dir / "inproc.index", f.dir / "plumbing.index"
-    shutil.copyfile(side, idx_a)
-    shutil.copyfile(side, idx_b)
+    idx_a, idx_b = _side_index(f, task, "inproc"), _side_index(f, task, "plumbing")
 
     out = f.run(
         [f.tools.python, HERE / "inproc.py", "bar-snapshot", wt, idx_a, f.dir / "pool.txt",
@@ -172,8 +182,10 @@ def fig2(f: Fixture, p: Params) -> list[Row]:
                   note="tree + commit + ref, timed inside bar's interpreter"),
     ]  # fmt: skip
 
-    env = {**f.env, "GIT_INDEX_FILE": str(idx_b)}
-    add = ["git", "-c", "core.untrackedCache=true", "add", "-A", "--ignore-errors", "--", "."]
+    env = {**f.env, "GIT_INDEX_FILE": str(idx_b), "GIT_DIR": str(idx_b.parent / "git"),
+           "GIT_COMMON_DIR": str(repo / ".git"), "GIT_WORK_TREE": str(wt)}  # fmt: skip
+    add = ["git", "-c", "core.untrackedCache=true", "-c", "core.splitIndex=true", "add", "-A",
+           "--ignore-errors", "--", "."]  # fmt: skip
     n = Counter()
 
     def plumbing() -> float:
@@ -629,8 +641,7 @@ def fig9(f: Fixture, p: Params) -> list[Row]:
                   note="whole command per step: start-up, snapshots, records"),
     ]  # fmt: skip
 
-    idx = f.dir / "inproc.index"
-    shutil.copyfile(f.task_dir(task) / "index", idx)
+    idx = _side_index(f, task, "inproc")
 
     def bar_take() -> float:
         f.t(["sh", "-c", edits.step_script(pool, ka())], wt)

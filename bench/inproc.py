@@ -35,6 +35,9 @@ BENCH_REF = "refs/bench/snapshots"
 def _take(worktree: Path, index: Path) -> tuple[float, bool]:
     from bar import git, snapshot
 
+    # the index's own git directory beside it, as a task's is (``figures._side_index``)
+    common = Path(git.out(worktree, "rev-parse", "--path-format=absolute", "--git-common-dir"))
+    git.pin_own(index.parent, index.parent / "git", common, worktree)
     recorded = git.rev_parse(worktree, BENCH_REF)
     if recorded is None:  # take() chains onto an existing ref, as a task's always is
         recorded = git.out(worktree, "rev-parse", "HEAD")

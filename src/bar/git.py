@@ -450,25 +450,31 @@ def may_be_checked_out(repo: Path | str, branch: str) -> bool:
     ``.git``, the others' under ``.git/worktrees``); True when one does, or when that
     cannot be told from files alone (another ref storage, a ``HEAD`` that is a link, a
     ``.git`` that is a file): then ask ``worktree_list``."""
-    common = Path(repo) / ".git"
-    if not common.is_dir() or common.is_symlink() or (common / "reftable").exists():
+    common = os.path.join(repo, ".git")
+    if not os.path.isdir(common) or os.path.islink(common):
+        return True
+    if os.path.lexists(os.path.join(common, "reftable")):
         return True
     wanted = f"ref: refs/heads/{branch}".encode()
-    linked = common / "worktrees"
     try:
-        admins = [common, *(e for e in linked.iterdir())] if linked.is_dir() else [common]
-        for admin in admins:
-            head = admin / "HEAD"
-            if head.is_symlink():
-                return True
-            try:
-                with open(head, "rb") as f:
-                    if f.read(4097).rstrip(b"\n") == wanted:
-                        return True
-            except FileNotFoundError:
-                continue  # (an admin directory git is making or removing)
+        with os.scandir(os.path.join(common, "worktrees")) as entries:
+            admins = [common, *(e.path for e in entries)]
+    except FileNotFoundError:
+        admins = [common]
     except OSError:
         return True
+    for admin in admins:
+        head = os.path.join(admin, "HEAD")
+        try:
+            if os.path.islink(head):
+                return True
+            with open(head, "rb") as f:
+                if f.read(4097).rstrip(b"\n") == wanted:
+                    return True
+        except FileNotFoundError:
+            continue  # (an admin directory git is making or removing)
+        except OSError:
+            return True
     return False
 
 
