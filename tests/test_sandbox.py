@@ -553,3 +553,36 @@ def test_an_object_rewritten_in_place_is_moved_aside_and_never_applied(
     assert _git(inited, "cat-file", "blob", blob) == "print(1)"
     assert bar(capfd, "apply", "-m", "apply").code == 0
     assert (inited / "good.py").read_text() == "print(1)\n"
+
+
+_LINKS = ["a", "a/b", "a/b/c", "d", "d/e", "l1", "a/l2", "loop1", "loop2", "dangling"]
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_the_paths_a_confinement_resolves_are_realpaths(tmp_path: Path, seed: int) -> None:
+    # the kernel's resolution (an O_PATH descriptor's name) against os.path.realpath, on
+    # random trees of directories, files, relative and absolute links, loops and danglers;
+    # a link loop is left out (the kernel cannot resolve it, nor allow or hide it)
+    import random
+
+    from bar.sandbox import _real
+
+    rng = random.Random(seed)
+    for name in ("a/b/c", "d/e"):
+        (tmp_path / name).mkdir(parents=True, exist_ok=True)
+    (tmp_path / "a" / "f").write_text("x")
+    targets = ["a", "a/b", "d/e", "a/f", "../d", "nowhere", str(tmp_path / "a" / "b")]
+    for name in ("l1", "a/l2", "d/l3"):
+        os.symlink(rng.choice(targets), tmp_path / name)
+    os.symlink("loop2", tmp_path / "loop1")
+    os.symlink("loop1", tmp_path / "loop2")
+    os.symlink("missing/x", tmp_path / "dangling")
+    asked = [tmp_path / rng.choice([*_LINKS, "l1/c", "a/l2/x", "d/l3/..", "a/f"])
+             for _ in range(8)]  # fmt: skip
+    expected = []
+    for path in asked:
+        try:  # (strict: a loop, like a missing path, resolves to nothing)
+            expected.append(os.path.realpath(path, strict=True))
+        except OSError:
+            continue
+    assert _real(tuple(asked)) == expected

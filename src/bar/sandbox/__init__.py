@@ -175,8 +175,24 @@ def confine(plan: Plan) -> Confinement:
 
 
 def _real(paths: tuple[Path, ...]) -> list[str]:
-    """The paths as the kernel sees them (links resolved); missing ones left out."""
-    return [real for real in map(os.path.realpath, paths) if os.path.lexists(real)]
+    """The paths as the kernel sees them (links resolved); missing ones left out. The
+    kernel resolves each (an O_PATH descriptor names the file it reached): a few calls
+    a path, where ``os.path.realpath`` makes one per component, in Python."""
+    found = []
+    for path in paths:
+        try:
+            fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+        except OSError:
+            continue
+        try:
+            found.append(os.readlink(f"/proc/self/fd/{fd}"))
+        except OSError:  # (no /proc: resolved the slow way)
+            real = os.path.realpath(path)
+            if os.path.lexists(real):
+                found.append(real)
+        finally:
+            os.close(fd)
+    return found
 
 
 def _allow_except(ruleset: Any, root: str, holes: list[str], rights: int, along: int) -> None:
