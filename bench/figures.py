@@ -587,7 +587,7 @@ def fig8(f: Fixture, p: Params) -> list[Row]:
     here = {**f.env, "BAR_RESIDENT_IDLE": "0"}
     for _ in range(runs):
         out = f.run([f.tools.bar, "run", "--task", task, "--no-pty", "--", "sh", "-c", produce],
-                    wt, env=here)  # fmt: skip
+                    wt, env=here, peak=True)  # fmt: skip
         rss.append(out.maxrss_kb)
         t_bar.append(out.seconds)
         for art in artifacts.glob("*.output"):
@@ -599,7 +599,7 @@ def fig8(f: Fixture, p: Params) -> list[Row]:
         out = f.run(
             [f.tools.bar, "run", "--task", task, "--no-pty", "--", f.tools.python,
              HERE / "edits.py", "many", f.dir / "pool.txt", str(p.many_files), f"run{i}"], wt,
-            env=here,
+            env=here, peak=True,
         )  # fmt: skip
         rss_many.append(out.maxrss_kb)
     mb = f"{size / 1e9:g} GB" if size >= 1e9 else f"{size / 1e6:g} MB"

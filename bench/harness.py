@@ -5,8 +5,9 @@ a ratio of two medians measured in the same run: a warm-up call of every contend
 discarded, then the contenders are called in turn (A, B, A, B, ...) so a burst of load from
 a neighbour hits both sides alike.
 
-Children are timed from just before ``Popen`` to ``wait4`` returning, which also gives
-their peak RSS (the largest of the child and every descendant it waited for).
+Children are timed from just before ``Popen`` to ``wait4`` returning. A peak RSS is
+measured through ``peak.py`` (``Fixture.run(peak=True)``): the ``wait4`` of a child forked
+from this process would count this process's own memory too.
 """
 
 from __future__ import annotations
@@ -50,10 +51,10 @@ def log(msg: str) -> None:
 @dataclass(frozen=True)
 class Outcome:
     seconds: float
-    maxrss_kb: int
     returncode: int
     stdout: bytes
     stderr: bytes
+    maxrss_kb: int = 0  # measured only with ``Fixture.run(peak=True)``
 
 
 def spawn(
@@ -66,8 +67,8 @@ def spawn(
     ok: Sequence[int] = (0,),
     timeout: float = 1800,
 ) -> Outcome:
-    """Run one child to completion; time it and measure its peak RSS. Raises BenchError
-    (with the child's stderr) if its exit code is not in ``ok``."""
+    """Run one child to completion and time it. Raises BenchError (with the child's
+    stderr) if its exit code is not in ``ok``."""
     stdin_fh = open(stdin, "rb") if stdin else subprocess.DEVNULL  # noqa: SIM115
     with tempfile.TemporaryFile() as err:
         t0 = time.perf_counter()
@@ -84,7 +85,7 @@ def spawn(
         timer.start()
         try:
             out = proc.stdout.read() if proc.stdout else b""
-            _, status, usage = os.wait4(proc.pid, 0)
+            _, status, _usage = os.wait4(proc.pid, 0)
             seconds = time.perf_counter() - t0
         finally:
             timer.cancel()
@@ -103,7 +104,7 @@ def spawn(
             f"`{shown}` (in {cwd}) exited with {proc.returncode}: "
             f"{stderr.decode(errors='replace').strip()[-2000:]}"
         )
-    return Outcome(seconds, usage.ru_maxrss, proc.returncode, out, stderr)
+    return Outcome(seconds, proc.returncode, out, stderr)
 
 
 def _kill_group(pid: int) -> None:
@@ -179,11 +180,21 @@ class Fixture:
     def run(
         self, argv: Sequence[str | Path], cwd: Path, *, env: Mapping[str, str] | None = None,
         stdin: Path | None = None, capture: bool = False, ok: Sequence[int] = (0,),
+        peak: bool = False,
     ) -> Outcome:  # fmt: skip
+        """Run ``argv``; ``peak``: also measure its peak RSS, through ``peak.py`` (whose
+        figures, time included, are then the command's own)."""
+        command = [str(a) for a in argv]
+        measured = self.dir / "peak.out"
+        if peak:
+            command = [str(self.tools.python), str(HERE / "peak.py"), str(measured), *command]
         out = spawn(
-            [str(a) for a in argv], cwd=cwd, env=env or self.env, stdin=stdin,
+            command, cwd=cwd, env=env or self.env, stdin=stdin,
             capture=capture, ok=ok, timeout=self.timeout,
         )  # fmt: skip
+        if peak:
+            rss, seconds = measured.read_text(encoding="ascii").split()
+            out = Outcome(float(seconds), out.returncode, out.stdout, out.stderr, int(rss))
         if argv and Path(argv[0]) == self.tools.bar:
             self.await_lookouts()
         if argv and Path(argv[0]) == self.tools.bar and b"bar: warning" in out.stderr:

@@ -63,8 +63,11 @@ each is waited for outside any timing when it starts, and stopped after each fig
    bar's own cannot go under.
 8. `ru_maxrss` from `wait4` on `bar run` doing the step itself (`BAR_RESIDENT_IDLE=0`:
    a step the resident runs is not a child of the `bar` process): the largest process in
-   its tree (bar, git, the command). 8-speed compares the time with the same output
-   piped through `tee FILE`.
+   its tree (bar, git, the command). It is forked from a small interpreter
+   (`bench/peak.py`, ~10 MB, the floor): a child's `ru_maxrss` counts the memory of the
+   process it was forked from until it execs, so forked from the benchmark itself any
+   command would look as large as the benchmark. 8-speed compares the time with the same
+   output piped through `tee FILE`.
 9. Two clones of the same repository, the same edit script per step, alternating between
    `bar run` and `stepback run`. 9b times one checkpoint inside each tool's interpreter.
 10. `bar run -- true` with nothing new to record, confined (Landlock) and with
