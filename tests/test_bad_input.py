@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from bar import lookout, resident
+from bar import lookout, resident, steps
 from conftest import git
 from helpers import Ran, bar
 
@@ -573,6 +573,7 @@ def artifact_cases() -> list[Case]:
         assert not out.is_symlink() and "printed" in out.read_text()
         patch = w.tdir / step["artifacts"]["patch"]
         assert not patch.is_symlink() and "z.txt" in patch.read_text()
+        assert not [p.name for p in (w.tdir / "artifacts").glob("0004.*") if p.is_symlink()]
 
     ok = all_cmds(0, "status", "log", "show", "tasks", "run")
     return [
@@ -601,7 +602,7 @@ def artifact_cases() -> list[Case]:
         Case(
             f,
             "planted-for-next-step",
-            plant("0004.output", "0004.patch", "0004.output.stderr.tmp", target="target.txt"),
+            plant(*(f"0004.{suffix}" for suffix in steps.WRITTEN), target="target.txt"),
             ok,
             after=next_step_is_real,
         ),

@@ -43,14 +43,21 @@ def artifact(task: Task, step_id: str, suffix: str) -> tuple[Path, str]:
     return task.paths.artifact(step_id, suffix)
 
 
+# The artifacts a step writes under fixed names (``<step>.<suffix>``); its checkpoints'
+# patches (``<step>.<n>.patch``) are each removed just before they are written.
+WRITTEN = ("output", "output.stderr.tmp", "cast", "patch", "policy.jsonl", "checkpoints.jsonl")
+
+
 def clear_leftovers(task: Task, step_id: str) -> None:
     """Remove files already named like a new step's artifacts before it writes them.
 
     No recorded step owns them (an interrupted one was recorded first), and writing
-    through one that is a link would write wherever it points.
+    through one that is a link would write wherever it points. Only the names the step
+    writes are tried: listing the directory would read every earlier step's artifacts
+    at each step (~23 ms at 20,000 files).
     """
-    for leftover in task.paths.artifacts.glob(f"{step_id}.*"):
-        leftover.unlink(missing_ok=True)
+    for suffix in WRITTEN:
+        (task.paths.artifacts / f"{step_id}.{suffix}").unlink(missing_ok=True)
 
 
 def record_changes(
