@@ -5,7 +5,7 @@ a ratio of two medians measured in the same run: a warm-up call of every contend
 discarded, then the contenders are called in turn (A, B, A, B, ...) so a burst of load from
 a neighbour hits both sides alike.
 
-Children are timed from just before ``Popen`` to ``wait4`` returning. A peak RSS is
+Children are timed from just before ``Popen`` to ``waitpid`` returning. A peak RSS is
 measured through ``peak.py`` (``Fixture.run(peak=True)``): the ``wait4`` of a child forked
 from this process would count this process's own memory too.
 """
@@ -85,7 +85,7 @@ def spawn(
         timer.start()
         try:
             out = proc.stdout.read() if proc.stdout else b""
-            _, status, _usage = os.wait4(proc.pid, 0)
+            _, status = os.waitpid(proc.pid, 0)
             seconds = time.perf_counter() - t0
         finally:
             timer.cancel()
@@ -185,7 +185,7 @@ class Fixture:
         """Run ``argv``; ``peak``: also measure its peak RSS, through ``peak.py`` (whose
         figures, time included, are then the command's own)."""
         command = [str(a) for a in argv]
-        measured = self.dir / "peak.out"
+        measured = self.dir / "peak.out"  # (written by peak.py)
         if peak:
             command = [str(self.tools.python), str(HERE / "peak.py"), str(measured), *command]
         out = spawn(
