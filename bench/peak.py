@@ -19,14 +19,18 @@ import time
 
 
 def main(argv: list[str]) -> int:
+    if len(argv) < 2:
+        print("usage: peak.py OUT COMMAND [ARG...]", file=sys.stderr)
+        return 2
     out, command = argv[0], argv[1:]
     started = time.perf_counter()
     pid = os.fork()
     if pid == 0:
         try:
             os.execvp(command[0], command)
-        finally:
-            os._exit(127)
+        except OSError as exc:
+            print(f"peak.py: {command[0]}: {exc.strerror}", file=sys.stderr)
+        os._exit(127)
     _, status, usage = os.wait4(pid, 0)
     seconds = time.perf_counter() - started
     with open(out, "w", encoding="ascii") as fh:
