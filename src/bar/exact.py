@@ -22,6 +22,7 @@ from pathlib import Path
 
 from bar import git
 from bar.git import BAR_IDENTITY
+from bar.loose import CONFIG_PATTERN
 from bar.proc import Started
 
 _REGULAR = ("100644", "100755")
@@ -31,7 +32,8 @@ _REGULAR = ("100644", "100755")
 _CONFIGURED: dict[str, bool] | None = None
 
 
-_CONFIG_KEYS = ("config", "--get-regexp", r"^core\.(autocrlf|attributesfile)$")
+# (with what the snapshot's commit and ref need, read in the same process: ``bar.loose``)
+_CONFIG_KEYS = ("config", "--get-regexp", r"^core\.(autocrlf|attributesfile)$|" + CONFIG_PATTERN)
 
 
 def ask(worktree: Path) -> Started | None:
@@ -55,7 +57,8 @@ def converts(worktree: Path, has_attributes: bool, asked: Started | None = None)
         return _CONFIGURED[str(worktree)]
     if res is None:
         res = git.git(worktree, *_CONFIG_KEYS, check=False)
-    found = any(key == "core.attributesfile" or value.lower() in ("true", "input")
+    found = any(key == "core.attributesfile"
+                or (key == "core.autocrlf" and value.lower() in ("true", "input"))
                 for key, _, value in (line.partition(" ") for line in res.out.splitlines()))  # fmt: skip
     found = found or os.path.isfile(_common_dir(worktree) / "info" / "attributes")
     if _CONFIGURED is not None:

@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import BinaryIO
 
-from bar import exact, faults, git, lookout, rescan, stamps
+from bar import exact, faults, git, lookout, loose, rescan, stamps
 from bar.errors import GitError, SnapshotFailed
 from bar.git import BAR_IDENTITY, DiffStat
 from bar.notices import warn
@@ -261,8 +261,9 @@ def take(
         own = git.own_git_dir(index)
         if own is not None:
             make_git_dir(own, recorded)  # (a task from before there was one)
-        # whether git converts here, read while git adds (asked after the tree is known)
-        asked = None if stamps.stamped_attributes(index) else exact.ask(worktree)
+        # whether git converts here, and how the commit may be written (``bar.loose``),
+        # read while git adds (asked after the tree is known)
+        asked = exact.ask(worktree)
         tree, whole, scope = _write_whole(worktree, index, excludes, scope)
     snap = _record(worktree, index, ref, recorded, message, tree, recorded_tree, scope, known,
                    started_ns, restored_tree, asked, on_tree, excludes, hold_stamps)  # fmt: skip
@@ -299,10 +300,14 @@ def _record(worktree: Path, index: Path, ref: str, recorded: str, message: str, 
                          converts=converts, hold=hold)  # fmt: skip
         return Snapshot(recorded, tree, False, worktree)
     reason = f"bar: {message.splitlines()[0]}"
-    commit = git.commit_tree(worktree, tree, [recorded] if raw is None else [recorded, raw],
-                             message, identity=BAR_IDENTITY)  # fmt: skip
+    writer = _writer(worktree, asked)
+    parents = [recorded] if raw is None else [recorded, raw]
+    commit = (writer.commit(tree, parents, message) if writer is not None else None) or (
+        git.commit_tree(worktree, tree, parents, message, identity=BAR_IDENTITY)
+    )
     try:
-        git.update_ref(worktree, ref, commit, recorded, reason)  # the ref is at `recorded`
+        if writer is None or not writer.move(ref, commit, recorded):
+            git.update_ref(worktree, ref, commit, recorded, reason)  # the ref is at `recorded`
     except GitError:
         now = git.rev_parse(worktree, ref)
         parent = recorded
@@ -321,6 +326,17 @@ def _record(worktree: Path, index: Path, ref: str, recorded: str, message: str, 
             worktree, index, tree, commit, started_ns, scope, shape, known, converts, hold=hold
         )
     return Snapshot(commit, tree, True, worktree)
+
+
+def _writer(worktree: Path, asked: Started | None) -> loose.Writer | None:
+    """What writes the snapshot's commit and moves its ref without git, given the
+    configuration read beside ``git add`` (None: git does)."""
+    if asked is None:
+        return None
+    said = asked.result()
+    if said.returncode not in (0, 1):  # (1: none of the keys is set)
+        return None
+    return loose.Writer.for_repository(git.pinned_common_dir(worktree), said.out)
 
 
 def _raw_parent(worktree: Path, index: Path, tree: str, recorded: str, recorded_tree: str,
