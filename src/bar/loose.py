@@ -205,6 +205,8 @@ class Writer:
                 os.rename(lock, path)
                 moved = True
                 faults.point(f"after moving {ref}")
+        except OSError:
+            pass  # (a full disk: git tries, and says what failed)
         finally:
             if fd >= 0:
                 os.close(fd)
