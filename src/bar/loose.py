@@ -26,7 +26,6 @@ which does it, or refuses it, as it always did. The configuration comes from the
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import re
 import time
@@ -48,7 +47,7 @@ _HARMLESS = {("extensions.refstorage", "files"), ("i18n.commitencoding", "utf-8"
 # extensions that change nothing in how a commit or a loose ref is written
 _HARMLESS_EXTENSIONS = ("extensions.worktreeconfig", "extensions.preciousobjects",
                         "extensions.partialclone", "extensions.noop")  # fmt: skip
-_HASHES = {"sha1": (hashlib.sha1, 40), "sha256": (hashlib.sha256, 64)}
+_HASHES = {"sha1": 40, "sha256": 64}  # digits of an object id
 # what git takes from the environment when it writes a commit, other than the identity
 # bar sets (``git.BAR_IDENTITY``)
 _DATES = ("GIT_AUTHOR_DATE", "GIT_COMMITTER_DATE")
@@ -58,12 +57,12 @@ class Writer:
     """Writes commits and moves refs in the repository whose common git directory is
     ``common``, as git would (see the module's text); built by ``for_repository``."""
 
-    __slots__ = ("_digits", "_hash", "_level", "common", "objects")
+    __slots__ = ("_digits", "_format", "_level", "common", "objects")
 
     def __init__(self, common: Path, object_format: str, level: int) -> None:
         self.common = common
         self.objects = common / "objects"
-        self._hash, self._digits = _HASHES[object_format]
+        self._format, self._digits = object_format, _HASHES[object_format]
         self._level = level
 
     @classmethod
@@ -133,8 +132,10 @@ class Writer:
         return False
 
     def _write_object(self, kind: bytes, body: bytes) -> str | None:
+        import hashlib  # (when a commit is written: a step that changes nothing has none)
+
         data = kind + b" %d\0" % len(body) + body
-        oid = self._hash(data).hexdigest()
+        oid = (hashlib.sha1 if self._format == "sha1" else hashlib.sha256)(data).hexdigest()
         folder = self.objects / oid[:2]
         final = folder / oid[2:]
         if os.path.lexists(final):

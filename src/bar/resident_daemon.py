@@ -39,7 +39,8 @@ _PRELOAD = ("bar.cli", "bar.parser", "bar.commands.run", "bar.api", "bar.run",
             "bar.terminal.pty", "bar.terminal.pipes", "bar.sandbox.landlock",
             "bar.sandbox.leftovers", "bar.sandbox.plan", "bar.supervisor", "bar.commands.apply",
             "bar.apply", "bar.apply_merge", "bar.checkout", "bar.commands.rollback",
-            "bar.commands.undo", "bar.rollback", "bar.restored", "bar.undo", "locale")  # fmt: skip
+            "bar.commands.undo", "bar.rollback", "bar.restored", "bar.undo", "locale",
+            "hashlib")  # fmt: skip
 # what a caller must share with the resident to be served by a fork of it
 # (one thread, as both are: a thread of its own confined, as Landlock can, is not)
 _STATUS_KEYS = (b"Uid:", b"Gid:", b"Groups:", b"CapInh:", b"CapPrm:", b"CapEff:", b"CapBnd:",
