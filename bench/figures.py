@@ -441,21 +441,30 @@ def fig6(f: Fixture, p: Params) -> list[Row]:
     ]  # fmt: skip
 
 
+# what a synthetic step printed, as bar stores a step's output (``bar.terminal.pipes``)
+_SYNTHETIC_OUTPUT = b"=== STDOUT ===\nok: 412 passed\n=== STDERR ===\n"
+
+
 def _synthesize(ledger: Path, count: int) -> None:
     """Append ``count`` valid steps after the first: commands that changed nothing, so every
-    snapshot stays the one the first step recorded and the task stays consistent."""
+    snapshot stays the one the first step recorded and the task stays consistent. Each
+    printed something, so its output artifact is there, as a long task's are: a command
+    that lists or globs the artifacts directory pays for them."""
     first = json.loads(ledger.read_bytes().splitlines()[0])
     number = int(first["step_id"])
+    artifacts = ledger.parent / "artifacts"
     with ledger.open("ab") as fh:
         for i in range(count):
+            step_id = f"{number + 1 + i:04d}"
+            (artifacts / f"{step_id}.output").write_bytes(_SYNTHETIC_OUTPUT)
             rec = dict(first)
             rec.update(
-                step_id=f"{number + 1 + i:04d}",
+                step_id=step_id,
                 cmd=["make", "test"],
                 exit_code=0,
                 duration_ms=1200 + i % 500,
                 diff_stat={"files": 0, "additions": 0, "deletions": 0, "file_list": []},
-                artifacts={},
+                artifacts={"output": f"artifacts/{step_id}.output"},
                 snapshot_before=first["snapshot"],
                 snapshot=first["snapshot"],
             )

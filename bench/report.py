@@ -46,7 +46,8 @@ each is waited for outside any timing when it starts, and stopped after each fig
 5. Each new task or worktree is removed (`bar task close --force`, `git worktree remove`)
    outside the timing, so their number stays constant.
 6. Two tasks of the same project. Each ledger is a real step, then valid synthetic
-   steps that changed nothing (SPEC section 1 format), then a real step again.
+   steps that changed nothing (SPEC section 1 format), each with the output artifact
+   of a command that printed a line, then a real step again.
 7. Same interpreter as bar (`python -c pass`). The hook runs as `bar run --agent claude`
    installs it, with a Claude Code `PreToolUse` Bash event on stdin and the project's
    default policy enabled. A running step answers only its own processes, so 7-version,
