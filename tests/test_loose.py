@@ -277,3 +277,34 @@ def test_a_step_writes_its_snapshot_without_git(
     assert git(wt, "show", f"{ref}:b.txt") == "b\n"
     git(wt, "fsck", "--no-dangling")
     assert task_dir(task["id"]).is_dir()
+
+
+def test_a_sha256_repository_is_recorded_rolled_back_and_applied(
+    capfd: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In a repository of SHA-256 objects: a task is made (its ref created with an empty
+    old value, not SHA-1's forty zeros), steps and a hand edit are recorded by the
+    writer, a rollback and an apply work, and git checks the whole store."""
+    repo = _repo(tmp_path, "sha256")
+    monkeypatch.chdir(repo)
+    assert bar(capfd, "init").code == 0
+    for args in (
+        ["add", ".bar"],
+        ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "bar"],
+    ):
+        subprocess.run(["git", *args], cwd=repo, capture_output=True, check=True)
+    task = new_task(capfd)
+    wt = worktree(task)
+    monkeypatch.chdir(wt)
+    assert bar(capfd, "run", "--", "sh", "-c", "echo b > b.txt").code == 0
+    (wt / "f").write_text("by hand\n")
+    assert bar(capfd, "run", "--", "sh", "-c", "echo c > c.txt").code == 0
+    steps = ledger(task["id"])
+    assert [s.get("kind", "run") for s in steps] == ["run", "manual", "run"]
+    assert all(len(s["snapshot"]) == 64 for s in steps)
+    assert bar(capfd, "rollback", "--to", "0001").code == 0
+    assert not (wt / "c.txt").exists() and (wt / "f").read_text() == "one\n"
+    monkeypatch.chdir(repo)
+    assert bar(capfd, "apply", "--task", task["id"]).code == 0
+    assert (repo / "b.txt").read_text() == "b\n"
+    git(repo, "fsck", "--no-dangling")

@@ -442,7 +442,7 @@ def _task_branch_commit(safe: SafeGit, task: Task, state: str, *, dry: bool) -> 
             safe.update_ref(wt, ref, commit, head, "bar: apply --mode merge")
             safe.git(wt, "reset", "--quiet", "--mixed", commit)
         else:
-            old = git.rev_parse(wt, ref) or "0" * 40
+            old = git.rev_parse(wt, ref) or ""  # ("": must not exist)
             safe.update_ref(wt, ref, commit, old, "bar: apply --mode merge")
     return commit
 

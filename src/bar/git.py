@@ -190,7 +190,7 @@ def update_ref(repo: Path | str, ref: str, new: str, old: str | None, message: s
 
     ``old=None`` requires that the ref does not exist yet.
     """
-    expected = old if old is not None else "0" * 40
+    expected = old if old is not None else ""  # (empty: must not exist, in any object format)
     faults.point(f"before moving {ref}")
     git(repo, "update-ref", "-m", message, ref, new, expected)
     faults.point(f"after moving {ref}")

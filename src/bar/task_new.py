@@ -166,8 +166,9 @@ def _make(task: Task) -> None:
     project, repo = task.project, task.project.root
     ensure_dir(task.paths.artifacts)
     faults.point(f"before moving {task.snapshot_ref}")
+    # ("": the ref must not exist yet, whatever the repository's object format)
     _git(repo, "update-ref", "-m", f"bar: task {task.id} created", task.snapshot_ref,
-         task.base_commit, "0" * 40)  # fmt: skip
+         task.base_commit, "")  # fmt: skip
     faults.point(f"after moving {task.snapshot_ref}")
     # git does not guard `.git/worktrees` against two `worktree add` at once: a
     # concurrent one reads the other's half-written entry and fails.
