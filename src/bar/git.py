@@ -224,6 +224,11 @@ def index_env(index: Path) -> dict[str, str]:
                 env["GIT_DIR"], env["GIT_COMMON_DIR"], env["GIT_WORK_TREE"] = found
                 env.update(GIT_CONFIG_COUNT="1", GIT_CONFIG_KEY_0="core.splitIndex",
                            GIT_CONFIG_VALUE_0=split)  # fmt: skip
+                if split == "true" and index.name.startswith("index.staged."):
+                    # a copy the lookout may throw away (``bar.staging``): git must not
+                    # remove an old shared part the side index still uses
+                    env.update(GIT_CONFIG_COUNT="2", GIT_CONFIG_KEY_1="splitIndex.sharedIndexExpire",
+                               GIT_CONFIG_VALUE_1="never")  # fmt: skip
             break
     return env
 

@@ -54,12 +54,15 @@ SOCKET = "lookout.sock"
 
 class Sight:
     """A lookout's answer: ``paths`` changed since ``base`` (None: not known), as of
-    the moment ``gen`` (what ``settle`` clears up to)."""
+    the moment ``gen`` (what ``settle`` clears up to); ``staged``: those paths already
+    added to a copy of the side index (``bar.staging``), if asked for and done."""
 
-    __slots__ = ("base", "gen", "index", "paths")
+    __slots__ = ("base", "gen", "index", "paths", "staged")
 
-    def __init__(self, index: Path, base: str, gen: int, paths: set[str] | None) -> None:
+    def __init__(self, index: Path, base: str, gen: int, paths: set[str] | None,
+                 staged: dict[str, Any] | None = None) -> None:  # fmt: skip
         self.index, self.base, self.gen, self.paths = index, base, gen, paths
+        self.staged = staged
 
 
 def socket_path(index: Path) -> Path:
@@ -73,6 +76,11 @@ def idle_seconds() -> int:
     return int(value) if value.isdigit() else IDLE_S
 
 
+def stages() -> bool:
+    """Whether a lookout stages the hand edits it sees (``BAR_LOOKOUT_STAGE=0``: not)."""
+    return os.environ.get("BAR_LOOKOUT_STAGE", "1") != "0"
+
+
 def verify_seconds() -> int:
     """How old a lookout's last full look may be (``BAR_LOOKOUT_VERIFY``)."""
     value = os.environ.get("BAR_LOOKOUT_VERIFY", "")
@@ -84,18 +92,26 @@ def running(index: Path) -> bool:
     return os.path.exists(socket_path(index))
 
 
-def look(index: Path, base: str, *, stale_ok: bool = False) -> Sight | None:
+def look(index: Path, base: str, *, stale_ok: bool = False, staged: bool = False,
+         ) -> Sight | None:  # fmt: skip
     """What changed in the worktree since the side index was stamped at ``base``, as
     its lookout saw it; None when no lookout answers. ``stale_ok``: the paths even if
     the lookout's last full look is older than ``BAR_LOOKOUT_VERIFY`` (a step's own
     snapshots and checkpoints: what inotify cannot see is then found by the next
-    command's look for hand edits, and recorded as one)."""
-    reply = _ask(index, {"op": "look", "base": base, "stale_ok": stale_ok})
+    command's look for hand edits, and recorded as one). ``staged``: and the staging of
+    those paths, if the lookout made one with git in this process's environment."""
+    request: dict[str, Any] = {"op": "look", "base": base, "stale_ok": stale_ok}
+    if staged:
+        from bar.staging import git_env
+
+        request["env"] = git_env()
+    reply = _ask(index, request)
     if reply is None or not isinstance(reply.get("gen"), int):
         return None
     paths = reply.get("paths")
     found = {str(p) for p in paths} if isinstance(paths, list) else None
-    return Sight(index, base, reply["gen"], found)
+    done = reply.get("staged")
+    return Sight(index, base, reply["gen"], found, done if isinstance(done, dict) else None)
 
 
 def settle(sight: Sight, base: str, *, full: bool, keep: Sequence[str] = ()) -> None:
@@ -221,7 +237,7 @@ def hand_over(index: Path, worktree: Path, base: str, fd: int, dirs: dict[int, s
         state = {"root": str(worktree), "index": str(index), "socket": str(sock_file),
                  "base": base, "fd": fd, "listener": listener.fileno(),
                  "idle": idle_seconds(), "verify": verify_seconds(), "age": age,
-                 "budget": budget, "dirs": dirs}  # fmt: skip
+                 "budget": budget, "dirs": dirs, **_staging_state(index, worktree)}  # fmt: skip
         # handed over in memory, not in a file: nothing of it is left in the task
         # directory for a copy of it to trip on, whatever happens to either process
         state_fd = os.memfd_create("bar-lookout-state")
@@ -249,6 +265,20 @@ def hand_over(index: Path, worktree: Path, base: str, fd: int, dirs: dict[int, s
         listener.close()
         if state_fd >= 0:
             os.close(state_fd)
+
+
+def _staging_state(index: Path, worktree: Path) -> dict[str, Any]:
+    """What a lookout needs to stage hand edits as a command would (``bar.staging``):
+    the git directories bar pinned for the task, the environment its git runs with."""
+    from bar import git
+    from bar.staging import git_env
+
+    pinned = git.pinned_env(worktree) or {}
+    own = git.index_env(index)  # (its own git directory, once made: ``git.pin_own``)
+    dirs = [own["GIT_DIR"], own["GIT_COMMON_DIR"]] if "GIT_DIR" in own else None
+    return {"stage": stages() and dirs is not None,
+            "pinned": [pinned["GIT_DIR"], pinned["GIT_COMMON_DIR"]] if pinned else None,
+            "own": dirs, "env": git_env()}  # fmt: skip
 
 
 def _connect(index: Path) -> socket.socket | None:

@@ -3,9 +3,11 @@ worktree between bar commands, and answers the commands that ask.
 
 Started by ``bar.lookout.hand_over`` as ``python -m bar.lookout_daemon FD``, with the
 step's inotify descriptor, its listening socket and its state (a memory file, ``FD``)
-inherited. It runs outside any sandbox, writes nothing in the worktree and runs no git:
-it reads the kernel's events, the side index's stamps and the HEADs of nested
-repositories, and answers on its socket.
+inherited. It runs outside any sandbox and writes nothing in the worktree: it reads the
+kernel's events, the side index's stamps and the HEADs of nested repositories, and
+answers on its socket. While no command asks, it stages the hand edits it saw into a
+copy of the side index (``bar.staging``), with the git directories bar pinned for the
+task and the environment of the ``bar run`` that handed the watch over.
 
 Each path it collects is tagged with a generation: a ``look`` answers every path
 collected since the side index was last settled at the state asked about, then starts a
@@ -25,7 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bar import git, peers, stamps
+from bar import git, peers, staging, stamps
 from bar.resident import file_id
 from bar.watch import TreeWatch
 
@@ -58,6 +60,23 @@ class Lookout:
         self.socket_id: tuple[int, int] | None = None
         self.root_id = file_id(self.root)
         self.heads: dict[str, str | None] = {}  # of the nested repositories
+        self.folder = self.index.parent
+        self.env = {str(k): str(v) for k, v in dict(state.get("env") or {}).items()}
+        os.environ.clear()
+        os.environ.update(self.env)  # (what its git runs with: the command's own)
+        pinned, own = state.get("pinned"), state.get("own")
+        if isinstance(pinned, list) and len(pinned) == 2:
+            git.pin(Path(self.root), Path(pinned[0]), Path(pinned[1]))
+        if isinstance(own, list) and len(own) == 2:
+            git.pin_own(self.folder, Path(own[0]), Path(own[1]), Path(self.root))
+        self.stages = bool(state.get("stage")) and bool(self.env)
+        self.moved = 0  # how many times ``found`` grew from the kernel's events
+        self.quiet = staging.QUIET_MS / 1000  # the stillness asked for before staging
+        self.stage_at: float | None = None  # when to stage, if it stays still
+        self.staged: dict[str, Any] | None = None
+        self.staged_paths: frozenset[str] = frozenset()
+        self.stagings = 0
+        staging.leftovers(self.folder, keep=f"{staging.PREFIX}{os.getpid()}.")
 
     def serve(self) -> None:
         self._cover(self.base)
@@ -66,12 +85,18 @@ class Lookout:
         poll.register(self.watch.fileno(), select.POLLIN)
         poll.register(self.listener.fileno(), select.POLLIN)
         while True:
-            left = self.idle - (time.monotonic() - self.last_question)
+            now = time.monotonic()
+            left = self.idle - (now - self.last_question)
             if left <= 0:
                 return
-            ready = {fd for fd, _ in poll.poll(int(min(left * 1000, _WAKE_MS)) + 1)}
+            wait = min(left * 1000, _WAKE_MS)
+            if self.stage_at is not None:
+                wait = min(wait, max(0.0, (self.stage_at - now) * 1000))
+            ready = {fd for fd, _ in poll.poll(int(wait) + 1)}
             if self.watch.fileno() in ready:
                 self._collect()
+            elif not ready and self.stage_at is not None and time.monotonic() >= self.stage_at:
+                self._stage()
             if not self.watch.sure or not self._still_here():
                 return
             if len(self.watch.watched) > self.budget:
@@ -84,6 +109,11 @@ class Lookout:
         if changed is None:
             self._lose()
             return
+        if changed:
+            self.moved += 1
+            self._unstage()  # (of the paths as they were)
+            if self.stages:
+                self.stage_at = time.monotonic() + self.quiet
         for path in changed:
             self.found[path] = self.gen
         if len(self.found) > _MAX_PATHS:
@@ -91,7 +121,41 @@ class Lookout:
 
     def _lose(self) -> None:
         self.sure, self.lost_gen = False, self.gen
+        self.moved += 1
+        self._unstage()
         self.found.clear()
+
+    def _stage(self) -> None:
+        """Stage what changed since ``base`` (``bar.staging``), if the worktree stayed
+        still while it was staged; a staging thrown away by a change makes the lookout
+        wait longer before the next."""
+        self.stage_at = None
+        self._unstage()
+        base, paths, moved = self.base, frozenset(self.found), self.moved
+        if (not self.sure or base is None or not paths or len(paths) > staging.MAX_PATHS
+                or time.monotonic() - self.verified >= self.verify
+                or staging.busy(self.folder)):  # fmt: skip
+            return
+        self.stagings += 1
+        name = f"{staging.PREFIX}{os.getpid()}.{self.stagings}"
+        try:
+            staged = staging.stage(Path(self.root), self.index, base, set(paths), name)
+        except Exception:  # (whatever it was, the command adds by itself)
+            staging.discard(self.folder / name)
+            return
+        if staged is None:
+            return
+        self._collect()
+        if self.moved != moved or frozenset(self.found) != paths or self.base != base:
+            staging.discard(self.folder / name)
+            self.quiet = min(self.quiet * 4, staging.MAX_QUIET_MS / 1000)
+            return
+        self.staged, self.staged_paths = staged, paths
+
+    def _unstage(self) -> None:
+        if self.staged is not None:
+            staging.discard(self.folder / str(self.staged["file"]))
+            self.staged = None
 
     def _still_here(self) -> bool:
         """Its worktree's root is still watched and still at its path, and its socket is
@@ -130,7 +194,8 @@ class Lookout:
             if op == "look":
                 self._collect()
                 return self._reply(conn, self._look(request.get("base"),
-                                                    request.get("stale_ok") is True))  # fmt: skip
+                                                    request.get("stale_ok") is True,
+                                                    request.get("env")))  # fmt: skip
             if op == "settle":
                 self._collect()
                 keep = request.get("keep")
@@ -148,17 +213,23 @@ class Lookout:
                 return False
             return self._reply(conn, {"error": f"unknown request {op!r}"})
 
-    def _look(self, base: object, stale_ok: bool) -> dict[str, Any]:
+    def _look(self, base: object, stale_ok: bool, env: object = None) -> dict[str, Any]:
         self._nested_moved()
         gen, self.gen = self.gen, self.gen + 1
         fresh = stale_ok or time.monotonic() - self.verified < self.verify
         if self.sure and fresh and base is not None and base == self.base:
-            return {"gen": gen, "paths": sorted(self.found)}
+            reply: dict[str, Any] = {"gen": gen, "paths": sorted(self.found)}
+            if (self.staged is not None and env == self.env
+                    and frozenset(self.found) == self.staged_paths):  # fmt: skip
+                reply["staged"] = self.staged
+            return reply
         return {"gen": gen, "paths": None}
 
     def _settle(self, was: object, gen: object, base: object, keep: list[object]) -> None:
         if not isinstance(gen, int) or not isinstance(base, str):
             return
+        self._unstage()  # (taken by the command, or of a state no longer the side index's)
+        self.quiet = staging.QUIET_MS / 1000
         if was is None:  # a full look, begun after ``gen`` was answered
             if self.lost_gen <= gen:
                 self.sure = True
@@ -202,12 +273,14 @@ class Lookout:
         for name, head in heads.items():
             if head is None or self.heads.get(name) != head:
                 self.found[name] = self.gen
+                self._unstage()  # (it holds the commit the repository was at)
         self.heads = heads
 
     def _status(self) -> dict[str, Any]:
         return {"pid": os.getpid(), "base": self.base, "sure": self.sure, "gen": self.gen,
                 "watched": len(self.watch.watched), "paths": len(self.found),
-                "idle": self.idle, "verify": self.verify}  # fmt: skip
+                "idle": self.idle, "verify": self.verify, "stagings": self.stagings,
+                "staged": self.staged is not None}  # fmt: skip
 
     @staticmethod
     def _reply(conn: socket.socket, reply: dict[str, Any]) -> bool:
@@ -260,6 +333,7 @@ def main(argv: list[str]) -> int:
     try:
         lookout.serve()
     finally:
+        lookout._unstage()
         with contextlib.suppress(OSError):
             if lookout._socket_id() == lookout.socket_id:
                 os.unlink(lookout.socket_file)

@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import BinaryIO
 
-from bar import exact, faults, git, lookout, loose, rescan, stamps
+from bar import exact, faults, git, lookout, loose, rescan, staging, stamps
 from bar.errors import GitError, SnapshotFailed
 from bar.git import BAR_IDENTITY, DiffStat
 from bar.notices import warn
@@ -94,11 +94,11 @@ def write_scope(worktree: Path, index: Path, scope: list[str] | None) -> str:
 
 def _write(worktree: Path, index: Path, excludes: Sequence[str], scope: list[str] | None) -> str:
     """Rescan ``scope`` (None: everything) into the side index and write its tree."""
-    return _write_whole(worktree, index, excludes, scope)[0]
+    return write_whole(worktree, index, scope, excludes)[0]
 
 
-def _write_whole(worktree: Path, index: Path, excludes: Sequence[str], scope: list[str] | None,
-                 ) -> tuple[str, bool, list[str] | None]:  # fmt: skip
+def write_whole(worktree: Path, index: Path, scope: list[str] | None,
+                excludes: Sequence[str] = ()) -> tuple[str, bool, list[str] | None]:  # fmt: skip
     """``_write``, whether every file of the scope could be read (``_add``), and the
     scope rescanned (None: everything, also when the given one could not be added as
     such)."""
@@ -245,7 +245,7 @@ def take(
         tree = restored_tree
     else:
         if changed is None and lookout.running(index):
-            sight = lookout.look(index, stamped, stale_ok=not hand_edits)
+            sight = lookout.look(index, stamped, stale_ok=not hand_edits, staged=not excludes)
             changed = sight.paths if sight is not None else None
         found = rescan.scan(worktree, index, stamped, changed, before_look)
         scope, known = found if found is not None else (None, None)
@@ -264,7 +264,13 @@ def take(
         # whether git converts here, and how the commit may be written (``bar.loose``),
         # read while git adds (asked after the tree is known)
         asked = exact.ask(worktree)
-        tree, whole, scope = _write_whole(worktree, index, excludes, scope)
+        # the lookout may have added these very paths already (``bar.staging``)
+        adopted = (staging.adopt(index, sight.staged, scope)
+                   if sight is not None and sight.staged is not None and not excludes else None)  # fmt: skip
+        if adopted is not None:
+            (tree, started_ns), whole = adopted, True
+        else:
+            tree, whole, scope = write_whole(worktree, index, scope, excludes)
     snap = _record(worktree, index, ref, recorded, message, tree, recorded_tree, scope, known,
                    started_ns, restored_tree, asked, on_tree, excludes, hold_stamps)  # fmt: skip
     if sight is not None:

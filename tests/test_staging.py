@@ -1,0 +1,240 @@
+"""Hand edits staged ahead by the task's lookout (``bar.staging``).
+
+Between commands the lookout adds the paths a hand edit touched to a copy of the side
+index; the next command renames that copy into place instead of running ``git add`` and
+``git write-tree`` itself. These tests drive real commands against a real lookout and
+check the one thing that matters: the recorded tree is always the one plain git writes
+from a fresh index, whether the staging was taken or thrown away (a change after it
+began, a commit in a nested repository, another environment, a command holding the
+lock), and a copy thrown away never takes the side index's shared part with it.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from bar import lookout, staging
+from bar.store.lock import FileLock
+from conftest import git
+from helpers import bar, init_clean, ledger, new_task, task_dir, worktree
+
+
+def _index(task: dict[str, object]) -> Path:
+    return task_dir(str(task["id"])) / "index"
+
+
+def _started(capfd: pytest.CaptureFixture[str], repo: Path) -> tuple[dict[str, object], Path]:
+    """A task whose lookout is sure of what it saw (see test_lookout)."""
+    init_clean(repo, capfd)
+    task = new_task(capfd)
+    for _ in range(3):
+        assert bar(capfd, "run", "--", "true").code == 0
+    said = lookout.status(_index(task))
+    assert said is not None and said["sure"] is True
+    return task, worktree(task)
+
+
+def _plain_git_tree(wt: Path, tmp: Path) -> str:
+    index = tmp / "oracle-index"
+    index.unlink(missing_ok=True)
+    env = {**os.environ, "GIT_INDEX_FILE": str(index)}
+    subprocess.run(["git", "add", "-A"], cwd=wt, env=env, check=True)
+    return subprocess.run(["git", "write-tree"], cwd=wt, env=env, check=True,
+                          capture_output=True, text=True).stdout.strip()  # fmt: skip
+
+
+def _recorded_tree(repo: Path, task: dict[str, object]) -> str:
+    return git(repo, "rev-parse", ledger(str(task["id"]))[-1]["snapshot"] + "^{tree}").strip()
+
+
+def _staged(task: dict[str, object], seconds: float = 5.0) -> Path | None:
+    """The copy the lookout staged, once it has (None: it did not within ``seconds``)."""
+    folder = task_dir(str(task["id"]))
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        said = lookout.status(_index(task))
+        if said is not None and said.get("staged"):
+            copies = [p for p in folder.iterdir() if p.name.startswith(staging.PREFIX)
+                      and not p.name.endswith(".lock")]  # fmt: skip
+            if len(copies) == 1:
+                return copies[0]
+        time.sleep(0.02)
+    return None
+
+
+def _copies(task: dict[str, object]) -> list[str]:
+    return [p.name for p in task_dir(str(task["id"])).iterdir()
+            if p.name.startswith(staging.PREFIX)]  # fmt: skip
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_staged_hand_edit_is_taken_and_recorded_as_plain_git_writes_it(
+    repo: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str], seed: int,
+) -> None:  # fmt: skip
+    """Random hand edits, each staged by the lookout and taken by the next command (the
+    side index is the staged file itself, renamed): every recorded tree equals the one
+    ``git add -A`` writes from a fresh index, and no copy is left behind."""
+    task, wt = _started(capfd, repo)
+    rng = random.Random(seed)
+    names = ["a.txt", "d/b.txt", "d/e/c.txt", "new/n.txt", "x.log", "top.md", "exe.sh"]
+    (wt / ".gitignore").write_text("*.log\n")
+    assert bar(capfd, "run", "--", "true").code == 0
+    taken = 0
+    for n in range(8):
+        for _ in range(rng.randint(1, 3)):
+            rel = rng.choice(names)
+            path = wt / rel
+            what = rng.choice(["write", "write", "delete", "chmod", "link"])
+            if what == "write":
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(f"{n} {rng.random()}\n")
+            elif what == "delete" and path.exists():
+                path.unlink()
+            elif what == "chmod" and path.is_file():
+                path.chmod(path.stat().st_mode ^ 0o111)
+            elif what == "link" and not path.exists() and not path.is_symlink():
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.symlink_to("a.txt")
+        copy = _staged(task)
+        inode = copy.stat().st_ino if copy is not None else None
+        assert bar(capfd, "run", "--", "true").code == 0
+        assert _recorded_tree(repo, task) == _plain_git_tree(wt, tmp_path)
+        if inode is not None and _index(task).stat().st_ino == inode:
+            taken += 1
+    assert taken >= 4  # (an edit that changes nothing git sees leaves nothing to stage)
+    assert not _copies(task)
+
+
+def test_a_change_after_the_staging_began_throws_it_away(
+    repo: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """The file changes again once staged: the lookout never answers the staging of
+    what it was, however soon it is asked."""
+    task, wt = _started(capfd, repo)
+    index = _index(task)
+    base = ledger(str(task["id"]))[-1]["snapshot"]
+    (wt / "one.txt").write_text("1\n")
+    assert _staged(task) is not None
+    (wt / "one.txt").write_text("2\n")
+    sight = lookout.look(index, base, staged=True)
+    assert sight is not None and sight.paths == {"one.txt"}
+    if sight.staged is not None:  # (staged again, after the second write)
+        assert sight.staged["tree"] == _plain_git_tree(wt, tmp_path)
+    assert bar(capfd, "run", "--", "true").code == 0
+    assert _recorded_tree(repo, task) == _plain_git_tree(wt, tmp_path)
+
+
+def test_a_staging_is_answered_only_to_a_command_in_the_same_environment(
+    repo: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:  # fmt: skip
+    """Another ``HOME`` may name other ignore files: git must have run as the command's
+    own would."""
+    task, wt = _started(capfd, repo)
+    index = _index(task)
+    base = ledger(str(task["id"]))[-1]["snapshot"]
+    (wt / "one.txt").write_text("1\n")
+    assert _staged(task) is not None
+    monkeypatch.setenv("PWD", "/somewhere/else")  # (a shell's: not git's)
+    same = lookout.look(index, base, staged=True)
+    assert same is not None and same.staged is not None
+    monkeypatch.setenv("HOME", str(tmp_path))
+    other = lookout.look(index, base, staged=True)
+    assert other is not None and other.paths == {"one.txt"} and other.staged is None
+    assert lookout.look(index, base) is not None  # (not asked for: not answered)
+    assert bar(capfd, "run", "--", "true").code == 0
+    assert _recorded_tree(repo, task) == _plain_git_tree(wt, tmp_path)
+
+
+def test_nothing_is_staged_while_a_command_holds_the_task(
+    repo: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """While a step runs, what it writes is its own to record: the lookout stages only
+    between commands."""
+    task, wt = _started(capfd, repo)
+    folder = task_dir(str(task["id"]))
+    with FileLock(folder / "task.lock", "task", what="bar run -- make"):
+        assert staging.busy(folder)
+        (wt / "during.txt").write_text("d\n")
+        assert _staged(task, seconds=0.5) is None
+    assert not staging.busy(folder)
+    (wt / "after.txt").write_text("a\n")
+    assert _staged(task) is not None
+    assert bar(capfd, "run", "--", "true").code == 0
+    assert _recorded_tree(repo, task) == _plain_git_tree(wt, tmp_path)
+
+
+def test_a_commit_in_a_nested_repository_throws_the_staging_away(
+    repo: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A commit in a nested repository whose git directory lies elsewhere makes no event
+    in the worktree: the staging made before it is not answered (the repository's HEAD
+    is read at every question), and the commit is recorded."""
+    task, wt = _started(capfd, repo)
+    nested = wt / "sub"
+    subprocess.run(["git", "init", "-q", f"--separate-git-dir={tmp_path / 'sub.git'}",
+                    str(nested)], check=True)  # fmt: skip
+    (nested / "f").write_text("1\n")
+    subprocess.run(["git", "add", "f"], cwd=nested, check=True)
+    subprocess.run(["git", "commit", "-qm", "one"], cwd=nested, check=True)
+    for _ in range(2):
+        assert bar(capfd, "run", "--", "true").code == 0
+    (wt / "touch.txt").write_text("t\n")
+    assert _staged(task) is not None
+    subprocess.run(["git", "commit", "-q", "--allow-empty", "-m", "two"], cwd=nested, check=True)
+    sight = lookout.look(_index(task), ledger(str(task["id"]))[-1]["snapshot"], staged=True)
+    assert sight is not None and sight.staged is None and "sub" in (sight.paths or ())
+    assert bar(capfd, "run", "--", "true").code == 0
+    assert _recorded_tree(repo, task) == _plain_git_tree(wt, tmp_path)
+
+
+def test_a_copy_thrown_away_keeps_the_shared_index_the_side_index_uses(
+    repo: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Staging most files makes git write a new shared part for the copy; git removes
+    old shared parts past their expiry when it does, unless told not to. The copy is
+    then thrown away (a change after it): the side index's shared part must be there."""
+    task, wt = _started(capfd, repo)
+    own = task_dir(str(task["id"])) / "git"
+    shared = [p for p in own.iterdir() if p.name.startswith("sharedindex.")]
+    old = time.time() - 60 * 86400
+    for p in shared:
+        os.utime(p, (old, old))
+    for p in sorted(wt.rglob("*")):
+        if p.is_file() and ".git" not in p.parts:
+            p.write_text(p.read_text() + "more\n")
+    for n in range(10):
+        (wt / f"added-{n}.txt").write_text(f"{n}\n")
+    assert _staged(task) is not None
+    assert all(p.exists() for p in shared)
+    (wt / "added-0.txt").write_text("changed again\n")  # the staging is thrown away
+    time.sleep(0.1)
+    assert all(p.exists() for p in shared)
+    assert bar(capfd, "run", "--", "true").code == 0
+    assert _recorded_tree(repo, task) == _plain_git_tree(wt, tmp_path)
+    assert subprocess.run(["git", "fsck"], cwd=repo, capture_output=True).returncode == 0
+
+
+def test_copies_are_removed_when_the_lookout_exits_or_was_killed(
+    repo: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    task, wt = _started(capfd, repo)
+    (wt / "one.txt").write_text("1\n")
+    assert _staged(task) is not None
+    leftover = task_dir(str(task["id"])) / f"{staging.PREFIX}1.1"
+    leftover.write_bytes(b"a killed lookout's")
+    lookout.stop(_index(task))
+    deadline = time.monotonic() + 5
+    while _copies(task) != [leftover.name] and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert _copies(task) == [leftover.name]  # its own removed as it exited
+    assert bar(capfd, "run", "--", "true").code == 0  # (a step hands over to a new one)
+    assert bar(capfd, "run", "--", "true").code == 0
+    assert lookout.running(_index(task))
+    assert not _copies(task)  # the new lookout removed what the killed one left
