@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
 
 from bar import api, steps
-from helpers import bar, new_task, worktree
+from helpers import SETTLE, bar, new_task, worktree
 
 
 def _plain_git_tree(wt: Path, tmp: Path) -> str:
@@ -83,3 +84,40 @@ def test_ignored_directories_are_not_stamped_and_hide_nothing(
     tree = subprocess.run(["git", "-C", str(wt), "rev-parse", snapshot + "^{tree}"],
                           check=True, capture_output=True, text=True).stdout.strip()  # fmt: skip
     assert tree == expected
+
+
+@pytest.mark.parametrize("left", ["empty", "cut", "index older"])
+def test_stamps_a_crash_of_the_machine_left_behind_are_found_out(
+    repo: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str], left: str
+) -> None:
+    """The stamps are written without fsync: after a crash of the machine they may be
+    empty, cut short, or newer than the side index beside them (its rename lost). None
+    of these can hide a change: the next snapshot rescans everything."""
+    monkeypatch = pytest.MonkeyPatch()
+    monkeypatch.setenv("BAR_LOOKOUT_IDLE", "0")  # (the stamps alone say what to look at)
+    try:
+        assert bar(capfd, "init").code == 0
+        wt = worktree(new_task(capfd))
+        assert bar(capfd, "run", "--", "sh", "-c", "mkdir d && echo 0 > d/zero.txt").code == 0
+        task = api.get_task(api.open_project(), "t1")
+        stamps_file = task.index.with_name("index.stamps")
+        older_index = task.index.read_bytes()
+        # a new file in a directory the stamps then note as unchanged since (its ctime
+        # past the racy window): only the side index it was added to holds it
+        (wt / "d" / "one.txt").write_text("one\n")
+        time.sleep(SETTLE)
+        assert bar(capfd, "run", "--", "true").code == 0
+        if left == "empty":
+            stamps_file.write_bytes(b"")
+        elif left == "cut":
+            stamps_file.write_bytes(stamps_file.read_bytes()[:-7])
+        else:  # the stamps of the last snapshot beside the index of the one before
+            task.index.write_bytes(older_index)
+        (wt / "two.txt").write_text("by hand\n")
+        assert bar(capfd, "run", "--", "true").code == 0
+        last = api.get_task(api.open_project(), "t1").recorded_snapshot()
+        tree = subprocess.run(["git", "rev-parse", f"{last}^{{tree}}"], cwd=wt, check=True,
+                              capture_output=True, text=True).stdout.strip()  # fmt: skip
+        assert tree == _plain_git_tree(wt, tmp_path)
+    finally:
+        monkeypatch.undo()

@@ -247,6 +247,8 @@ def take(
         if changed is None and lookout.running(index):
             sight = lookout.look(index, stamped, stale_ok=not hand_edits, staged=not excludes)
             changed = sight.paths if sight is not None else None
+            if sight is not None and sight.staged is not None:
+                asked = exact.ask(worktree)  # (below) there is a tree to record: begun now
         found = rescan.scan(worktree, index, stamped, changed, before_look)
         scope, known = found if found is not None else (None, None)
         if before_look is not None:
@@ -257,13 +259,15 @@ def take(
                 lookout.settle(sight, recorded, full=sight.paths is None)
             if not hold_stamps:
                 stamps.flush(index)  # (a checkpoint's, held until now)
+            if asked is not None:
+                asked.result()  # (reaped)
             return Snapshot(recorded, recorded_tree, False, worktree)
         own = git.own_git_dir(index)
         if own is not None:
             make_git_dir(own, recorded)  # (a task from before there was one)
         # whether git converts here, and how the commit may be written (``bar.loose``),
         # read while git adds (asked after the tree is known)
-        asked = exact.ask(worktree)
+        asked = asked or exact.ask(worktree)
         # the lookout may have added these very paths already (``bar.staging``)
         adopted = (staging.adopt(index, sight.staged, scope)
                    if sight is not None and sight.staged is not None and not excludes else None)  # fmt: skip

@@ -116,7 +116,10 @@ def _write(index: Path, record: dict[str, Any], *, hold: bool = False) -> None:
         return
     _HELD.pop(str(path), None)
     try:
-        write_bytes_atomic(path, json.dumps(record).encode())
+        # not synced to disk: stamps that a crash of the machine lost, emptied or left
+        # older than the side index are found out by the index's identity they hold
+        # (``rescan.scan``), and everything is rescanned
+        write_bytes_atomic(path, json.dumps(record).encode(), durable=False)
         st = os.stat(path)
     except (BarError, OSError):
         path.unlink(missing_ok=True)

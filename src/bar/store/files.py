@@ -88,8 +88,11 @@ def fsync_dir(path: StrPath) -> None:
         os.close(fd)
 
 
-def write_bytes_atomic(path: StrPath, data: bytes, *, mode: int = FILE_MODE) -> None:
-    """Replace ``path`` with ``data`` so readers see the old or the new file, never a mix."""
+def write_bytes_atomic(path: StrPath, data: bytes, *, mode: int = FILE_MODE,
+                       durable: bool = True) -> None:  # fmt: skip
+    """Replace ``path`` with ``data`` so readers see the old or the new file, never a mix.
+    ``durable``: on disk before this returns (else a crash of the machine may leave the
+    old file, or an empty or unreadable one: for a cache its reader checks)."""
     name = os.fspath(path)
     folder, base = os.path.split(name)
     tmp = os.path.join(folder, f".{base}.{os.getpid()}.tmp")
@@ -104,7 +107,8 @@ def write_bytes_atomic(path: StrPath, data: bytes, *, mode: int = FILE_MODE) -> 
         try:
             os.fchmod(fd, mode)
             _write_all(fd, data)
-            os.fsync(fd)
+            if durable:
+                os.fsync(fd)
         finally:
             os.close(fd)
         faults.point(f"before replacing {base}")
@@ -115,7 +119,8 @@ def write_bytes_atomic(path: StrPath, data: bytes, *, mode: int = FILE_MODE) -> 
         except OSError:
             pass
         raise _failed("write", name, exc) from exc
-    fsync_dir(folder or ".")
+    if durable:
+        fsync_dir(folder or ".")
     faults.point(f"after replacing {base}")
 
 
