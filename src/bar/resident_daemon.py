@@ -32,6 +32,7 @@ from bar.resident import MAGIC, file_id
 
 _WAKE_S = 5.0  # how often it checks that its socket and its code are still its own
 _MAX_REQUEST = 4 << 20  # bytes: an environment and command line larger than any exec takes
+_SPARES = 2  # forks waiting for a command while none runs
 # what ``bar run`` loads, so that a fork has nothing left to import (anything missing is
 # imported by the fork itself: slower, never wrong)
 _PRELOAD = ("bar.cli", "bar.parser", "bar.commands.run", "bar.api", "bar.run",
@@ -110,7 +111,7 @@ class Resident:
         self.news, self.tell = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
         self.news.setblocking(False)  # (read until empty: ``_hear``)
         self.running: dict[int, socket.socket] = {}  # pid -> its caller's connection
-        self.spare = 0
+        self.spares: set[int] = set()
         self.heard = False
         self.others: dict[str, int] = {}  # the other files it loaded (libraries, stdlib)
         self.woken, self.wake = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)  # (SIGCHLD)
@@ -135,13 +136,14 @@ class Resident:
         gc.freeze()  # what is loaded stays shared with the forks: no collection touches it
 
     def serve(self) -> None:
-        """Keep one fork (the spare) waiting for the next command; fork the next when it
-        takes one. Exit when idle with no command running, or told to. (The spare is not
-        killed on the way out: it may have just taken a command; it leaves by itself
-        once it finds the resident gone.)"""
+        """Keep forks (the spares) waiting for the next commands: two while no command
+        runs, so that the one a command takes is replaced once it ends, not while it
+        runs (a fork of the resident takes milliseconds of a core the command could
+        use); at least one at all times. Exit when idle with no command running, or
+        told to. (A spare is not killed on the way out: it may have just taken a
+        command; it leaves by itself once it finds the resident gone.)"""
         signal.signal(signal.SIGCHLD, lambda signum, frame: None)
         signal.set_wakeup_fd(self.wake)
-        self.spare = self._fork_spare()
         last = checked = time.monotonic()
         while True:
             if not self._hear():
@@ -149,6 +151,8 @@ class Resident:
             if self.heard:
                 last, self.heard = time.monotonic(), False
             self._reap()
+            while len(self.spares) < (1 if self.running else _SPARES):
+                self.spares.add(self._fork_spare())
             now = time.monotonic()
             if now - checked >= _WAKE_S:  # (every file it loaded, not only bar's)
                 checked = now
@@ -174,11 +178,12 @@ class Resident:
                 return False
             self.heard = True
             if said.startswith(b"t "):
+                pid = int(said[2:])
+                self.spares.discard(pid)
                 if fds:
-                    self.running[int(said[2:])] = socket.socket(fileno=fds[0])
-                self.spare = self._fork_spare()
-            elif said.startswith(b"t"):
-                self.spare = self._fork_spare()
+                    self.running[pid] = socket.socket(fileno=fds[0])
+                if not self.spares:
+                    self.spares.add(self._fork_spare())
 
     def _reap(self) -> None:
         """Collect the forks that ended; a fork that ran a command has said how it
@@ -197,8 +202,7 @@ class Resident:
                     conn.settimeout(1.0)
                     _say(conn, b"ended %d" % status)
                 conn.close()
-            elif pid == self.spare:
-                self.spare = self._fork_spare()
+            self.spares.discard(pid)  # (one that died waiting: replaced by ``serve``)
 
     def _fork_spare(self) -> int:
         pid = os.fork()
@@ -252,20 +256,20 @@ class Resident:
             try:
                 data, fds = _receive(conn)
             except (OSError, ValueError):
-                self._tell(b"t")
+                self._tell(b"t %d" % os.getpid())
                 return
             try:
                 if data == b"exit" and peers.confined_caller(conn):
                     _say(conn, b"no caller")  # (as the lookout: no confined one stops it)
-                    self._tell(b"t")
+                    self._tell(b"t %d" % os.getpid())
                     return
                 if data in (b"exit", b"ping"):
-                    self._tell(b"x" if data == b"exit" else b"t")
+                    self._tell(b"x" if data == b"exit" else b"t %d" % os.getpid())
                     _say(conn, b"bye" if data == b"exit" else b"pong")
                     return
                 why = self._refusal(conn, data, fds)
                 if why is not None:
-                    self._tell(b"x" if why == "stale" else b"t")
+                    self._tell(b"x" if why == "stale" else b"t %d" % os.getpid())
                     _say(conn, b"no " + why.encode())
                     return
                 # the resident keeps the connection, to tell the caller how this fork

@@ -5,10 +5,11 @@ Between bar commands the lookout (``bar.lookout_daemon``) knows from the kernel 
 paths a hand edit touched, well before the next command asks: a developer saves a
 file, then types ``bar run``, whose Python alone takes longer to start than git takes
 to add the file. So once the worktree has been quiet for a moment (``QUIET_MS``), for at
-most ``MAX_PATHS`` changed paths, and while no bar command holds the task's lock, the
-lookout copies the side index to a file of its own in the task's directory
-(``index.staged.<pid>.<n>``), adds those paths to the copy and writes its tree, as the
-command would (``snapshot.write_scope``: bar's pinned git directories, no hooks, the
+most ``MAX_PATHS`` changed paths that are files (``MAX_BYTES`` in all), while no bar
+command holds the task's lock, the lookout copies the side index to a file of its own in
+the task's directory (``index.staged.<pid>.<n>``), adds those paths to the copy and
+writes its tree, as the command would (``snapshot.write_whole``: bar's pinned git
+directories, no hooks, the
 environment of the ``bar run`` that handed the watch over). The next look for hand edits
 is told of it; the command takes it in place of its own ``git add`` and ``git
 write-tree`` (``adopt``) only if:
@@ -45,6 +46,7 @@ from bar import stamps
 QUIET_MS = 2  # how long the worktree must be still before the lookout stages
 MAX_QUIET_MS = 2_000  # after stagings thrown away by new changes, it waits up to this
 MAX_PATHS = 64  # more changed paths than this: the command adds them itself
+MAX_BYTES = 16 << 20  # files larger than this in all: the command adds them itself
 PREFIX = "index.staged."
 
 # variables a shell changes between commands, which git does not read
@@ -73,7 +75,7 @@ def stage(worktree: Path, index: Path, base: str, paths: set[str], name: str
 
     started_ns = time.time_ns()
     found = rescan.scan(worktree, index, base, paths)
-    if found is None or not found[0]:
+    if found is None or not found[0] or not _small(worktree, found[0]):
         return None
     scope = found[0]
     copy = index.with_name(name)
@@ -92,6 +94,24 @@ def stage(worktree: Path, index: Path, base: str, paths: set[str], name: str
         return None
     return {"file": name, "tree": tree, "scope": scope, "at": started_ns, "index": was,
             "copy": stamps.identity(copy)}  # fmt: skip
+
+
+def _small(worktree: Path, scope: list[str]) -> bool:
+    """Whether adding ``scope`` is quick: no directory (a new tree, of any size), at
+    most ``MAX_BYTES`` of files. While git adds, the lookout answers no one: a command
+    asking meanwhile waits for it (``lookout.TIMEOUT`` at most, then looks by itself)."""
+    import stat
+
+    total = 0
+    for rel in scope:
+        try:
+            st = os.lstat(os.path.join(worktree, rel))
+        except OSError:
+            continue  # (gone: its entries leave the index)
+        if stat.S_ISDIR(st.st_mode):
+            return False
+        total += st.st_size
+    return total <= MAX_BYTES
 
 
 def adopt(index: Path, staged: dict[str, Any], scope: list[str] | None) -> tuple[str, int] | None:
