@@ -62,7 +62,7 @@ def _staged(task: dict[str, object], seconds: float = 5.0) -> Path | None:
         said = lookout.status(_index(task))
         if said is not None and said.get("staged"):
             copies = [p for p in folder.iterdir() if p.name.startswith(staging.PREFIX)
-                      and not p.name.endswith(".lock")]  # fmt: skip
+                      and not p.name.endswith((".lock", staging.PATCH))]  # fmt: skip
             if len(copies) == 1:
                 return copies[0]
         time.sleep(0.02)
@@ -106,8 +106,16 @@ def test_a_staged_hand_edit_is_taken_and_recorded_as_plain_git_writes_it(
             added.append(args)
         return write_whole(*args, **kwargs)
 
+    patched: list[object] = []  # the patches the command wrote itself
+    write_patch = snapshot.write_patch
+
+    def patching(*args: Any, **kwargs: Any) -> Any:
+        patched.append(args)
+        return write_patch(*args, **kwargs)
+
     monkeypatch.setattr(snapshot, "take", taking)
     monkeypatch.setattr(snapshot, "write_whole", adding)
+    monkeypatch.setattr(snapshot, "write_patch", patching)
     for n in range(8):
         for _ in range(rng.randint(1, 3)):
             rel = rng.choice(names)
@@ -125,11 +133,21 @@ def test_a_staged_hand_edit_is_taken_and_recorded_as_plain_git_writes_it(
                 path.symlink_to("a.txt")
         copy = _staged(task, seconds=1.0)  # (an edit may change nothing git sees)
         added.clear()
+        patched.clear()
+        before = len(ledger(str(task["id"])))
         assert bar(capfd, "run", "--", "true").code == 0
         assert _recorded_tree(repo, task) == _plain_git_tree(wt, tmp_path)
         if copy is not None:
             staged += 1
-            taken += not added  # (the command added nothing itself)
+            taken += not added and not patched  # (the command added nothing itself)
+            for manual in ledger(str(task["id"]))[before:]:
+                if manual["kind"] != "manual" or not manual["artifacts"].get("patch"):
+                    continue  # (an ignored file alone changed: nothing recorded)
+                # its patch, written by the lookout, is the one the command would write
+                mine = tmp_path / "patch"
+                write_patch(wt, manual["snapshot_before"], manual["snapshot"], mine)
+                written = task_dir(str(task["id"])) / manual["artifacts"]["patch"]
+                assert written.read_bytes() == mine.read_bytes()
     assert taken == staged >= 3
     assert not _copies(task)
 

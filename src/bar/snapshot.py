@@ -21,7 +21,7 @@ import subprocess
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO, Protocol
 
 from bar import exact, faults, git, lookout, loose, rescan, staging, stamps
 from bar.errors import GitError, SnapshotFailed
@@ -197,6 +197,13 @@ class Snapshot:
         return self._tree
 
 
+class OnTree(Protocol):
+    """Called with a snapshot's new tree before its commit is written (``take``);
+    ``ready``: the patch to it the task's lookout wrote, if it staged that tree."""
+
+    def __call__(self, tree: str, ready: dict[str, Any] | None = None) -> None: ...
+
+
 def take(
     worktree: Path,
     index: Path,
@@ -211,7 +218,7 @@ def take(
     restored_tree: str | None = None,
     before_look: Callable[[], None] | None = None,
     hand_edits: bool = False,
-    on_tree: Callable[[str], None] | None = None,
+    on_tree: OnTree | None = None,
     hold_stamps: bool = False,
 ) -> Snapshot:
     """Snapshot the worktree against ``recorded`` (the last snapshot the ledger knows).
@@ -239,6 +246,7 @@ def take(
     stamped = stamped_at or recorded  # the state the side index was last noted at
     sight = None  # what the task's lookout saw since ``stamped``, if it was asked
     asked: Started | None = None
+    ready = None  # the patch to the tree the lookout staged, if it was taken
     if restored_tree is not None:
         scope: list[str] | None = []
         known = None
@@ -273,10 +281,12 @@ def take(
                    if sight is not None and sight.staged is not None and not excludes else None)  # fmt: skip
         if adopted is not None:
             (tree, started_ns), whole = adopted, True
+            ready = sight.staged.get("patch") if sight is not None and sight.staged else None
         else:
             tree, whole, scope = write_whole(worktree, index, scope, excludes)
     snap = _record(worktree, index, ref, recorded, message, tree, recorded_tree, scope, known,
-                   started_ns, restored_tree, asked, on_tree, excludes, hold_stamps)  # fmt: skip
+                   started_ns, restored_tree, asked, on_tree, excludes, hold_stamps,
+                   ready if isinstance(ready, dict) else None)  # fmt: skip
     if sight is not None:
         # what it named and this snapshot left out is named again next time
         left_out = (sight.paths or set()) if not whole else _excluded(sight.paths, excludes)
@@ -289,15 +299,15 @@ def take(
 def _record(worktree: Path, index: Path, ref: str, recorded: str, message: str, tree: str,
             recorded_tree: str | None, scope: list[str] | None, known: dict[str, int] | None,
             started_ns: int, restored_tree: str | None, asked: Started | None,
-            on_tree: Callable[[str], None] | None, excludes: Sequence[str],
-            hold: bool) -> Snapshot:  # fmt: skip
+            on_tree: OnTree | None, excludes: Sequence[str], hold: bool,
+            ready: dict[str, Any] | None = None) -> Snapshot:  # fmt: skip
     """``take``, once the worktree's tree is written: the commit and the stamps.
     ``asked``: ``exact.ask``, begun before; ``on_tree``: as for ``take``."""
     recorded_tree = (recorded_tree or stamps.tree_of(index, recorded)
                      or git.tree_of(worktree, recorded))  # fmt: skip
     same = tree == recorded_tree
     if not same and on_tree is not None:
-        on_tree(tree)
+        on_tree(tree, ready)
     kept = (
         None if scope is None else [p for p in scope if not _only_excluded(worktree, p, excludes)]
     )

@@ -42,12 +42,14 @@ from pathlib import Path
 from typing import Any
 
 from bar import stamps
+from bar.git import DiffStat
 
 QUIET_MS = 2  # how long the worktree must be still before the lookout stages
 MAX_QUIET_MS = 2_000  # after stagings thrown away by new changes, it waits up to this
 MAX_PATHS = 64  # more changed paths than this: the command adds them itself
 MAX_BYTES = 16 << 20  # files larger than this in all: the command adds them itself
 PREFIX = "index.staged."
+PATCH = ".patch"  # (beside the copy: ``index.staged.<pid>.<n>.patch``)
 
 # variables a shell changes between commands, which git does not read
 _VOLATILE = frozenset({"PWD", "OLDPWD", "SHLVL", "_"})
@@ -92,8 +94,20 @@ def stage(worktree: Path, index: Path, base: str, paths: set[str], name: str
     if not whole or added != scope:
         discard(copy)
         return None
-    return {"file": name, "tree": tree, "scope": scope, "at": started_ns, "index": was,
-            "copy": stamps.identity(copy)}  # fmt: skip
+    staged: dict[str, Any] = {"file": name, "tree": tree, "scope": scope, "at": started_ns,
+                              "index": was, "copy": stamps.identity(copy)}  # fmt: skip
+    # and the patch the command's step would write (``steps.PatchJob``), from the state
+    # the side index was stamped at
+    patch = copy.with_name(name + PATCH)
+    try:
+        stat = snapshot.write_patch(worktree, base, tree, patch, points=False)
+    except (OSError, BarError):
+        with contextlib.suppress(OSError):
+            os.unlink(patch)
+        return staged
+    staged["patch"] = {"file": patch.name, "base": base, "tree": tree,
+                       "stat": stat.to_record(), "ident": stamps.identity(patch)}  # fmt: skip
+    return staged
 
 
 def _small(worktree: Path, scope: list[str]) -> bool:
@@ -135,9 +149,32 @@ def adopt(index: Path, staged: dict[str, Any], scope: list[str] | None) -> tuple
     return tree, at
 
 
+def take_patch(index: Path, ready: dict[str, Any], before: str, tree: str, path: Path,
+               ) -> DiffStat | None:  # fmt: skip
+    """Move the patch a staging wrote (``ready``, beside the side index ``index``) to
+    ``path`` if it goes from ``before`` to ``tree`` and is still the file the lookout
+    wrote; its stat, or None (the caller then writes the patch itself)."""
+    name, stat = ready.get("file"), ready.get("stat")
+    if (not isinstance(name, str) or not name.startswith(PREFIX) or "/" in name
+            or ready.get("base") != before or ready.get("tree") != tree
+            or not isinstance(stat, dict)):  # fmt: skip
+        return None
+    source = index.with_name(name)
+    try:
+        found = DiffStat(int(stat["files"]), int(stat["additions"]), int(stat["deletions"]),
+                         tuple(str(p) for p in stat["file_list"]))  # fmt: skip
+        if stamps.identity(source) != ready.get("ident"):
+            return None
+        os.replace(source, path)
+    except (OSError, KeyError, TypeError, ValueError):
+        return None
+    return found
+
+
 def discard(copy: Path) -> None:
-    """Remove a staged copy (and git's lock beside it, if git was killed)."""
-    for leftover in (copy, copy.with_name(copy.name + ".lock")):
+    """Remove a staged copy, the patch beside it, and git's lock (if git was killed)."""
+    for leftover in (copy, copy.with_name(copy.name + ".lock"),
+                     copy.with_name(copy.name + PATCH)):  # fmt: skip
         with contextlib.suppress(OSError):
             os.unlink(leftover)
 

@@ -12,9 +12,9 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
-from bar import faults, git, known_secrets, rescan, snapshot, stamps
+from bar import faults, git, known_secrets, rescan, snapshot, staging, stamps
 from bar.clock import ms_since, now_iso
 from bar.errors import CorruptFile
 from bar.git import DiffStat
@@ -97,11 +97,17 @@ class PatchJob:
         self._stat: DiffStat | None = None
         self._error: BaseException | None = None
 
-    def begin(self, tree: str) -> None:
+    def begin(self, tree: str, ready: dict[str, Any] | None = None) -> None:
+        """``ready``: the patch to ``tree`` the task's lookout wrote while it staged the
+        hand edits (``bar.staging``), taken if it is the one this job would write."""
         self.tree = tree
         self.path, self.rel = artifact(self.task, self.step_id, "patch")
         self.path.unlink(missing_ok=True)  # a leftover (or a planted link) is replaced
         faults.point(f"before writing {self.path.name}")
+        if ready is not None:
+            self._stat = staging.take_patch(self.task.index, ready, self.before, tree, self.path)
+            if self._stat is not None:
+                return
         self._thread = threading.Thread(target=self._write, args=(tree,), daemon=True,
                                         name="bar-patch")  # fmt: skip
         self._thread.start()
@@ -117,9 +123,10 @@ class PatchJob:
     def finish(self, after: str, tree: str | None = None) -> tuple[DiffStat, str | None]:
         """(the patch's stat, its artifact name) from ``before`` to ``after``; ``tree``:
         ``after``'s, if the patch was begun towards a tree it may not be."""
-        if self._thread is None or self.path is None:
+        if self.path is None or (self._thread is None and self._stat is None):
             return record_changes(self.task, self.step_id, self.before, after)
-        self._thread.join()
+        if self._thread is not None:
+            self._thread.join()
         if tree is not None and tree != self.tree:  # (a restore that came out otherwise)
             return record_changes(self.task, self.step_id, self.before, after)
         if self._error is not None:
