@@ -73,6 +73,9 @@ class _PathBeneathAttr(ctypes.Structure):
     _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
 
 
+_FOLLOW = os.O_PATH | os.O_CLOEXEC
+_NO_FOLLOW = _FOLLOW | os.O_NOFOLLOW
+
 _libc: list[ctypes.CDLL] = []
 
 
@@ -132,29 +135,35 @@ class Ruleset:
         self.network_confined = not network and abi >= 4
         self._fd: int | None = _syscall(ctypes.c_long(_SYS_CREATE_RULESET), ctypes.byref(attr),
                                         ctypes.c_size_t(size), ctypes.c_uint32(0))  # fmt: skip
+        # one rule's arguments, made once: a step's ruleset has a rule per entry beside
+        # each path it protects (hundreds), and ctypes' conversions cost more than the call
+        self._rule = _PathBeneathAttr(0, -1)
+        self._add_rule = _c().syscall
+        self._rule_args = (ctypes.c_long(_SYS_ADD_RULE), ctypes.c_int(self._fd),
+                           ctypes.c_int(_RULE_PATH_BENEATH), ctypes.byref(self._rule),
+                           ctypes.c_uint32(0))  # fmt: skip
 
     def allow(self, path: Path | str, rights: int, *, follow: bool = True) -> bool:
         """Allow ``rights`` on ``path`` and everything beneath it. False when the path
         does not exist (or, with ``follow`` false, is a symbolic link); a file gets only
         the rights a file can have."""
         assert self._fd is not None
-        flags = os.O_PATH | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW)
         try:
-            fd = os.open(path, flags)
+            fd = os.open(path, _FOLLOW if follow else _NO_FOLLOW)
         except OSError:
             return False
         try:
-            st = os.fstat(fd)
-            if not follow and stat.S_ISLNK(st.st_mode):
+            mode = os.fstat(fd).st_mode
+            if not follow and stat.S_ISLNK(mode):
                 return False
             allowed = rights & self.handled
-            if not stat.S_ISDIR(st.st_mode):
+            if not stat.S_ISDIR(mode):
                 allowed &= _FILE_ONLY
             if not allowed:
                 return False
-            attr = _PathBeneathAttr(allowed, fd)
-            _syscall(ctypes.c_long(_SYS_ADD_RULE), ctypes.c_int(self._fd),
-                     ctypes.c_int(_RULE_PATH_BENEATH), ctypes.byref(attr), ctypes.c_uint32(0))  # fmt: skip
+            rule = self._rule
+            rule.allowed_access, rule.parent_fd = allowed, fd
+            _check(self._add_rule(*self._rule_args))
             return True
         finally:
             os.close(fd)
