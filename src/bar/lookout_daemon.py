@@ -75,6 +75,7 @@ class Lookout:
         self.stage_at: float | None = None  # when to stage, if it stays still
         self.staged: dict[str, Any] | None = None
         self.staged_paths: frozenset[str] = frozenset()
+        self.staged_heads: dict[str, str | None] = {}  # of the nested repositories, then
         self.stagings = 0
         staging.leftovers(self.folder, keep=f"{staging.PREFIX}{os.getpid()}.")
 
@@ -138,6 +139,7 @@ class Lookout:
             return
         self.stagings += 1
         name = f"{staging.PREFIX}{os.getpid()}.{self.stagings}"
+        heads = self._nested_heads()
         try:
             staged = staging.stage(Path(self.root), self.index, base, set(paths), name)
         except Exception:  # (whatever it was, the command adds by itself)
@@ -146,11 +148,12 @@ class Lookout:
         if staged is None:
             return
         self._collect()
-        if self.moved != moved or frozenset(self.found) != paths or self.base != base:
+        if (self.moved != moved or frozenset(self.found) != paths or self.base != base
+                or self._nested_heads() != heads):  # fmt: skip
             staging.discard(self.folder / name)
             self.quiet = min(self.quiet * 4, staging.MAX_QUIET_MS / 1000)
             return
-        self.staged, self.staged_paths = staged, paths
+        self.staged, self.staged_paths, self.staged_heads = staged, paths, heads
 
     def _unstage(self) -> None:
         if self.staged is not None:
@@ -268,13 +271,17 @@ class Lookout:
         covers, only its own git directory: its HEAD is read at every question, and the
         repository reported when it moved (or cannot be read; and all of them at the
         first question, since the step that handed over)."""
-        heads = {n: _nested_head(os.path.join(self.root, n))
-                 for n in stamps.nested_repositories(self.index)}  # fmt: skip
+        heads = self._nested_heads()
         for name, head in heads.items():
             if head is None or self.heads.get(name) != head:
                 self.found[name] = self.gen
-                self._unstage()  # (it holds the commit the repository was at)
+        if heads != self.staged_heads:
+            self._unstage()  # (it holds the commits the repositories were at then)
         self.heads = heads
+
+    def _nested_heads(self) -> dict[str, str | None]:
+        return {n: _nested_head(os.path.join(self.root, n))
+                for n in stamps.nested_repositories(self.index)}  # fmt: skip
 
     def _status(self) -> dict[str, Any]:
         return {"pid": os.getpid(), "base": self.base, "sure": self.sure, "gen": self.gen,
