@@ -188,3 +188,44 @@ def git_commands(trace: Path) -> list[str]:
         if event["event"] == "cmd_name":
             names.append(event["name"])
     return names
+
+
+def side_index(task: dict[str, Any]) -> Path:
+    """The task's side index (``tasks/<id>/index``), by which its lookout is asked."""
+    return task_dir(str(task["id"])) / "index"
+
+
+def lookout_started(capfd: pytest.CaptureFixture[str], repo: Path,
+                    prepare: Any = None) -> tuple[dict[str, Any], Path]:  # fmt: skip
+    """A task whose second step handed its watch to a lookout, now sure of what it saw
+    (``prepare``: called with the worktree before the first step)."""
+    from bar import lookout
+
+    init_clean(repo, capfd)
+    task = new_task(capfd)
+    if prepare is not None:
+        prepare(worktree(task))
+    # the first step stamps; the second watches, then hands over; the third makes the
+    # lookout sure (a full look)
+    for _ in range(3):
+        assert bar(capfd, "run", "--", "true").code == 0
+    said = lookout.status(side_index(task))
+    assert said is not None and said["sure"] is True
+    return task, worktree(task)
+
+
+def plain_git_tree(wt: Path, tmp: Path) -> str:
+    """The tree plain git writes of ``wt`` from a fresh index (the oracle)."""
+    index = tmp / "oracle-index"
+    index.unlink(missing_ok=True)
+    env = {**os.environ, "GIT_INDEX_FILE": str(index)}
+    subprocess.run(["git", "add", "-A"], cwd=wt, env=env, check=True)
+    return subprocess.run(["git", "write-tree"], cwd=wt, env=env, check=True,
+                          capture_output=True, text=True).stdout.strip()  # fmt: skip
+
+
+def recorded_tree(repo: Path, task: dict[str, Any]) -> str:
+    """The tree of the last state the task's ledger recorded."""
+    last = ledger(str(task["id"]))[-1]["snapshot"]
+    return subprocess.run(["git", "rev-parse", f"{last}^{{tree}}"], cwd=repo, check=True,
+                          capture_output=True, text=True).stdout.strip()  # fmt: skip

@@ -17,49 +17,25 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from bar import lookout
 from conftest import git
-from helpers import SETTLE, bar, init_clean, ledger, new_task, task_dir, worktree
-
-
-def _index(task: dict[str, object]) -> Path:
-    return task_dir(str(task["id"])) / "index"
-
-
-def _started(capfd: pytest.CaptureFixture[str], repo: Path,
-             prepare: Callable[[Path], object] | None = None,
-             ) -> tuple[dict[str, object], Path]:  # fmt: skip
-    """A task whose second step handed its watch to a lookout, now sure of what it saw
-    (``prepare``: called with the worktree before the first step)."""
-    init_clean(repo, capfd)
-    task = new_task(capfd)
-    if prepare is not None:
-        prepare(worktree(task))
-    # the first step stamps; the second watches, then hands over; the third makes the
-    # lookout sure (a full look)
-    for _ in range(3):
-        assert bar(capfd, "run", "--", "true").code == 0
-    said = lookout.status(_index(task))
-    assert said is not None and said["sure"] is True
-    return task, worktree(task)
-
-
-def _plain_git_tree(wt: Path, tmp: Path) -> str:
-    index = tmp / "oracle-index"
-    index.unlink(missing_ok=True)
-    env = {**os.environ, "GIT_INDEX_FILE": str(index)}
-    subprocess.run(["git", "add", "-A"], cwd=wt, env=env, check=True)
-    return subprocess.run(["git", "write-tree"], cwd=wt, env=env, check=True,
-                          capture_output=True, text=True).stdout.strip()  # fmt: skip
-
-
-def _recorded_tree(repo: Path, task: dict[str, object]) -> str:
-    return git(repo, "rev-parse", ledger(str(task["id"]))[-1]["snapshot"] + "^{tree}").strip()
+from helpers import (
+    SETTLE,
+    bar,
+    init_clean,
+    ledger,
+    lookout_started,
+    new_task,
+    plain_git_tree,
+    recorded_tree,
+    side_index,
+    task_dir,
+    worktree,
+)
 
 
 def _git_ran(trace: Path) -> list[str]:
@@ -80,7 +56,7 @@ def _recorded_without_a_stat(capfd: pytest.CaptureFixture[str], monkeypatch: pyt
     assert bar(capfd, "run", "--", "true").code == 0
     monkeypatch.delenv("GIT_TRACE2_EVENT")
     assert "diff-files" not in _git_ran(trace)
-    assert _recorded_tree(repo, task) == _plain_git_tree(wt, tmp_path)
+    assert recorded_tree(repo, task) == plain_git_tree(wt, tmp_path)
 
 
 def _alive(pid: int) -> bool:
@@ -103,7 +79,7 @@ def _wait_gone(pid: int, seconds: float = 10.0) -> bool:
 
 
 def _pid(task: dict[str, object]) -> int:
-    said = lookout.status(_index(task))
+    said = lookout.status(side_index(task))
     assert said is not None
     return int(said["pid"])
 
@@ -116,7 +92,7 @@ def test_what_the_lookout_says_gives_the_tree_plain_git_gives(
     """Random hand edits between steps and random edits by steps, each step recorded
     from what the lookout reported (no file statted): every snapshot equals the tree
     ``git add -A`` writes from a fresh index."""
-    task, wt = _started(capfd, repo)
+    task, wt = lookout_started(capfd, repo)
     rng = random.Random(seed)
     names = ["a.txt", "d/b.txt", "d/e/c.txt", "f/g/h/i.txt", "x.log", "d/e/y.log", "top.md"]
     (wt / ".gitignore").write_text("*.log\n")
@@ -156,7 +132,7 @@ def test_what_the_lookout_says_gives_the_tree_plain_git_gives(
         monkeypatch.delenv("GIT_TRACE2_EVENT")
         assert res.code == 0, res.err
         assert "diff-files" not in _git_ran(trace)  # the lookout said what changed
-        assert _recorded_tree(repo, task) == _plain_git_tree(wt, tmp_path)
+        assert recorded_tree(repo, task) == plain_git_tree(wt, tmp_path)
     assert _pid(task) == pid  # one lookout all along
 
 
@@ -165,8 +141,8 @@ def test_a_change_is_reported_until_a_snapshot_has_it(
 ) -> None:
     """Asking is not forgetting: a command that asked and died before its snapshot
     leaves the path to the next one; a path changed again after the question is kept."""
-    task, wt = _started(capfd, repo)
-    index = _index(task)
+    task, wt = lookout_started(capfd, repo)
+    index = side_index(task)
     base = ledger(str(task["id"]))[-1]["snapshot"]
     (wt / "one.txt").write_text("1\n")
     first = lookout.look(index, base)
@@ -189,14 +165,14 @@ def test_a_state_recorded_behind_its_back_makes_it_unsure_until_a_full_look(
     repo: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:  # fmt: skip
-    task, wt = _started(capfd, repo)
-    index = _index(task)
+    task, wt = lookout_started(capfd, repo)
+    index = side_index(task)
     base = ledger(str(task["id"]))[-1]["snapshot"]
     sight = lookout.look(index, base)
     assert sight is not None
     lookout.settle(sight, "f" * 40, full=False)  # someone else's state
     assert bar(capfd, "run", "--", "sh", "-c", "echo x > made.txt").code == 0
-    assert _recorded_tree(repo, task) == _plain_git_tree(wt, tmp_path)  # a full look
+    assert recorded_tree(repo, task) == plain_git_tree(wt, tmp_path)  # a full look
     said = lookout.status(index)
     assert said is not None and said["sure"] is True  # ... which made it sure again
     (wt / "made.txt").write_text("y\n")
@@ -210,7 +186,7 @@ def test_a_write_inotify_cannot_see_is_found_by_the_next_full_look(
     """A write through a memory map whose file was closed makes no inotify event: the
     lookout cannot report it, and asks for a full look every VERIFY seconds."""
     monkeypatch.setenv("BAR_LOOKOUT_VERIFY", "1")
-    task, wt = _started(capfd, repo, lambda wt: (wt / "mapped.bin").write_bytes(b"a" * 4096))
+    task, wt = lookout_started(capfd, repo, lambda wt: (wt / "mapped.bin").write_bytes(b"a" * 4096))
     with open(wt / "mapped.bin", "r+b") as f:
         view = mmap.mmap(f.fileno(), 4096)
     view[:4] = b"bbbb"  # after the close: no event
@@ -218,24 +194,24 @@ def test_a_write_inotify_cannot_see_is_found_by_the_next_full_look(
     view.close()
     time.sleep(1.2)
     assert bar(capfd, "run", "--", "true").code == 0
-    assert _recorded_tree(repo, task) == _plain_git_tree(wt, tmp_path)
+    assert recorded_tree(repo, task) == plain_git_tree(wt, tmp_path)
 
 
 def test_a_killed_or_hung_lookout_is_not_waited_for(
     repo: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
-    task, wt = _started(capfd, repo)
+    task, wt = lookout_started(capfd, repo)
     os.kill(_pid(task), signal.SIGKILL)
     (wt / "after-kill.txt").write_text("k\n")
     assert bar(capfd, "run", "--", "true").code == 0  # its socket is left: refused
-    assert _recorded_tree(repo, task) == _plain_git_tree(wt, tmp_path)
+    assert recorded_tree(repo, task) == plain_git_tree(wt, tmp_path)
     assert bar(capfd, "run", "--", "true").code == 0  # (this one handed over anew)
     pid = _pid(task)
     os.kill(pid, signal.SIGSTOP)
     try:
         (wt / "after-stop.txt").write_text("s\n")
         assert bar(capfd, "run", "--", "true").code == 0  # waits TIMEOUT, then looks
-        assert _recorded_tree(repo, task) == _plain_git_tree(wt, tmp_path)
+        assert recorded_tree(repo, task) == plain_git_tree(wt, tmp_path)
     finally:
         os.kill(pid, signal.SIGCONT)
     assert _wait_gone(pid)  # woken, it finds its socket gone and exits
@@ -244,7 +220,7 @@ def test_a_killed_or_hung_lookout_is_not_waited_for(
 def test_it_answers_no_confined_process(repo: Path, capfd: pytest.CaptureFixture[str]) -> None:
     """A command confined by a step (no_new_privs) reaches the socket's path but gets no
     answer: it could otherwise make the lookout forget a change it made."""
-    task, _ = _started(capfd, repo)
+    task, _ = lookout_started(capfd, repo)
     probe = (
         "import ctypes, json, socket, sys\n"
         "ctypes.CDLL(None).prctl(38, 1, 0, 0, 0)  # PR_SET_NO_NEW_PRIVS\n"
@@ -266,14 +242,14 @@ def test_it_exits_when_idle_when_asked_and_when_its_task_goes(
     repo: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("BAR_LOOKOUT_IDLE", "1")
-    task, _ = _started(capfd, repo)
+    task, _ = lookout_started(capfd, repo)
     assert _wait_gone(_pid(task))
     assert not (task_dir(str(task["id"])) / "lookout.sock").exists()
     monkeypatch.setenv("BAR_LOOKOUT_IDLE", "60")
     for _ in range(2):
         assert bar(capfd, "run", "--", "true").code == 0
     pid = _pid(task)
-    lookout.stop(_index(task))
+    lookout.stop(side_index(task))
     assert _wait_gone(pid)
     for _ in range(2):
         assert bar(capfd, "run", "--", "true").code == 0
@@ -291,7 +267,7 @@ def test_no_lookout_is_started_when_the_idle_time_is_zero(
     task = new_task(capfd)
     for _ in range(3):
         assert bar(capfd, "run", "--", "true").code == 0
-    assert not lookout.running(_index(task))
+    assert not lookout.running(side_index(task))
 
 
 def test_a_rollback_leaves_it_sure(
@@ -300,12 +276,12 @@ def test_a_rollback_leaves_it_sure(
 ) -> None:  # fmt: skip
     """A restore writes the side index, the stamps and the files together: the lookout
     moves to the restored state, keeping the paths the restore wrote (it saw them)."""
-    task, wt = _started(capfd, repo)
+    task, wt = lookout_started(capfd, repo)
     assert bar(capfd, "run", "--", "sh", "-c", "mkdir -p n/m && echo 1 > n/m/f").code == 0
     assert bar(capfd, "run", "--", "sh", "-c", "echo 2 > n/m/f && echo 3 > g").code == 0
     time.sleep(SETTLE)
     assert bar(capfd, "rollback").code == 0
-    said = lookout.status(_index(task))
+    said = lookout.status(side_index(task))
     assert said is not None and said["sure"] is True
     (wt / "n" / "m" / "f").write_text("hand\n")
     _recorded_without_a_stat(capfd, monkeypatch, tmp_path, repo, task, wt)
@@ -317,11 +293,11 @@ def test_lookouts_leave_the_user_inotify_room(
     """Editors need inotify too: past ``MAX_RUNNING`` lookouts in a bar home, a step
     keeps its watch to itself (and its task looks by statting, as without one)."""
     monkeypatch.setattr(lookout, "MAX_RUNNING", 1)
-    first, _ = _started(capfd, repo)
+    first, _ = lookout_started(capfd, repo)
     second = new_task(capfd, "t2")
     for _ in range(3):
         assert bar(capfd, "run", "--task", "t2", "--", "true").code == 0
-    assert lookout.running(_index(first)) and not lookout.running(_index(second))
+    assert lookout.running(side_index(first)) and not lookout.running(side_index(second))
 
 
 def test_a_commit_in_a_nested_repository_is_recorded_by_the_next_command(
@@ -337,24 +313,24 @@ def test_a_commit_in_a_nested_repository_is_recorded_by_the_next_command(
         git(wt / "sub", "add", "f")
         git(wt / "sub", "commit", "-qm", "one")
 
-    task, wt = _started(capfd, repo, nested)
+    task, wt = lookout_started(capfd, repo, nested)
     sub = wt / "sub"
     (sub / "f").write_text("2\n")
     git(sub, "commit", "-qam", "two")
     assert bar(capfd, "run", "--", "true").code == 0
-    assert _recorded_tree(repo, task) == _plain_git_tree(wt, tmp_path)
+    assert recorded_tree(repo, task) == plain_git_tree(wt, tmp_path)
 
 
 def test_a_write_through_a_hard_link_is_recorded_under_both_names(
     repo: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
     """The kernel reports the name written through, not the file's other names."""
-    task, wt = _started(capfd, repo)
+    task, wt = lookout_started(capfd, repo)
     (wt / "one.txt").write_text("1\n")
     os.link(wt / "one.txt", wt / "two.txt")
     assert bar(capfd, "run", "--", "true").code == 0
     assert bar(capfd, "run", "--", "sh", "-c", "echo more >> one.txt").code == 0
-    assert _recorded_tree(repo, task) == _plain_git_tree(wt, tmp_path)
+    assert recorded_tree(repo, task) == plain_git_tree(wt, tmp_path)
     assert ledger(str(task["id"]))[-1]["diff_stat"]["files"] == 2
 
 
@@ -365,7 +341,7 @@ def test_what_a_snapshot_leaves_out_is_reported_again(
     looked at: the next look names it again."""
     from bar import api, snapshot
 
-    task, wt = _started(capfd, repo)
+    task, wt = lookout_started(capfd, repo)
     (wt / "kept").mkdir()
     (wt / "kept" / "settings.json").write_text("{}\n")
     (wt / "other.txt").write_text("o\n")
@@ -373,7 +349,7 @@ def test_what_a_snapshot_leaves_out_is_reported_again(
     before = the_task.recorded_snapshot()
     snap = snapshot.take(the_task.worktree, the_task.index, the_task.snapshot_ref, before,
                          "a checkpoint", ["kept"])  # fmt: skip
-    sight = lookout.look(_index(task), snap.commit)
+    sight = lookout.look(side_index(task), snap.commit)
     assert sight is not None and sight.paths is not None
     assert "kept" in sight.paths or "kept/settings.json" in sight.paths
     assert "other.txt" not in sight.paths
@@ -397,4 +373,4 @@ def test_bar_without_new_privileges_starts_no_lookout(
         ran = subprocess.run([sys.executable, "-c", wrapper, BAR_EXE, "run", "--", "true"],
                              cwd=worktree(task), capture_output=True, text=True)  # fmt: skip
         assert ran.returncode == 0, ran.stderr
-    assert not lookout.running(_index(task))
+    assert not lookout.running(side_index(task))

@@ -22,36 +22,15 @@ import pytest
 
 from bar import lookout, snapshot, staging
 from bar.store.lock import FileLock
-from conftest import git
-from helpers import bar, init_clean, ledger, new_task, task_dir, worktree
-
-
-def _index(task: dict[str, object]) -> Path:
-    return task_dir(str(task["id"])) / "index"
-
-
-def _started(capfd: pytest.CaptureFixture[str], repo: Path) -> tuple[dict[str, object], Path]:
-    """A task whose lookout is sure of what it saw (see test_lookout)."""
-    init_clean(repo, capfd)
-    task = new_task(capfd)
-    for _ in range(3):
-        assert bar(capfd, "run", "--", "true").code == 0
-    said = lookout.status(_index(task))
-    assert said is not None and said["sure"] is True
-    return task, worktree(task)
-
-
-def _plain_git_tree(wt: Path, tmp: Path) -> str:
-    index = tmp / "oracle-index"
-    index.unlink(missing_ok=True)
-    env = {**os.environ, "GIT_INDEX_FILE": str(index)}
-    subprocess.run(["git", "add", "-A"], cwd=wt, env=env, check=True)
-    return subprocess.run(["git", "write-tree"], cwd=wt, env=env, check=True,
-                          capture_output=True, text=True).stdout.strip()  # fmt: skip
-
-
-def _recorded_tree(repo: Path, task: dict[str, object]) -> str:
-    return git(repo, "rev-parse", ledger(str(task["id"]))[-1]["snapshot"] + "^{tree}").strip()
+from helpers import (
+    bar,
+    ledger,
+    lookout_started,
+    plain_git_tree,
+    recorded_tree,
+    side_index,
+    task_dir,
+)
 
 
 def _staged(task: dict[str, object], seconds: float = 5.0) -> Path | None:
@@ -59,7 +38,7 @@ def _staged(task: dict[str, object], seconds: float = 5.0) -> Path | None:
     folder = task_dir(str(task["id"]))
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
-        said = lookout.status(_index(task))
+        said = lookout.status(side_index(task))
         if said is not None and said.get("staged"):
             copies = [p for p in folder.iterdir() if p.name.startswith(staging.PREFIX)
                       and not p.name.endswith((".lock", staging.PATCH))]  # fmt: skip
@@ -82,7 +61,7 @@ def test_a_staged_hand_edit_is_taken_and_recorded_as_plain_git_writes_it(
     """Random hand edits, each staged by the lookout and taken by the next command (which
     adds nothing itself): every recorded tree equals the one
     ``git add -A`` writes from a fresh index, and no copy is left behind."""
-    task, wt = _started(capfd, repo)
+    task, wt = lookout_started(capfd, repo)
     rng = random.Random(seed)
     names = ["a.txt", "d/b.txt", "d/e/c.txt", "d/n.txt", "x.log", "top.md", "exe.sh"]
     (wt / ".gitignore").write_text("*.log\n")
@@ -136,7 +115,7 @@ def test_a_staged_hand_edit_is_taken_and_recorded_as_plain_git_writes_it(
         patched.clear()
         before = len(ledger(str(task["id"])))
         assert bar(capfd, "run", "--", "true").code == 0
-        assert _recorded_tree(repo, task) == _plain_git_tree(wt, tmp_path)
+        assert recorded_tree(repo, task) == plain_git_tree(wt, tmp_path)
         if copy is not None:
             staged += 1
             taken += not added and not patched  # (the command added nothing itself)
@@ -157,8 +136,8 @@ def test_a_change_after_the_staging_began_throws_it_away(
 ) -> None:
     """The file changes again once staged: the lookout never answers the staging of
     what it was, however soon it is asked."""
-    task, wt = _started(capfd, repo)
-    index = _index(task)
+    task, wt = lookout_started(capfd, repo)
+    index = side_index(task)
     base = ledger(str(task["id"]))[-1]["snapshot"]
     (wt / "one.txt").write_text("1\n")
     assert _staged(task) is not None
@@ -166,9 +145,9 @@ def test_a_change_after_the_staging_began_throws_it_away(
     sight = lookout.look(index, base, staged=True)
     assert sight is not None and sight.paths == {"one.txt"}
     if sight.staged is not None:  # (staged again, after the second write)
-        assert sight.staged["tree"] == _plain_git_tree(wt, tmp_path)
+        assert sight.staged["tree"] == plain_git_tree(wt, tmp_path)
     assert bar(capfd, "run", "--", "true").code == 0
-    assert _recorded_tree(repo, task) == _plain_git_tree(wt, tmp_path)
+    assert recorded_tree(repo, task) == plain_git_tree(wt, tmp_path)
 
 
 def test_a_staging_is_answered_only_to_a_command_in_the_same_environment(
@@ -177,8 +156,8 @@ def test_a_staging_is_answered_only_to_a_command_in_the_same_environment(
 ) -> None:  # fmt: skip
     """Another ``HOME`` may name other ignore files: git must have run as the command's
     own would."""
-    task, wt = _started(capfd, repo)
-    index = _index(task)
+    task, wt = lookout_started(capfd, repo)
+    index = side_index(task)
     base = ledger(str(task["id"]))[-1]["snapshot"]
     (wt / "one.txt").write_text("1\n")
     assert _staged(task) is not None
@@ -190,7 +169,7 @@ def test_a_staging_is_answered_only_to_a_command_in_the_same_environment(
     assert other is not None and other.paths == {"one.txt"} and other.staged is None
     assert lookout.look(index, base) is not None  # (not asked for: not answered)
     assert bar(capfd, "run", "--", "true").code == 0
-    assert _recorded_tree(repo, task) == _plain_git_tree(wt, tmp_path)
+    assert recorded_tree(repo, task) == plain_git_tree(wt, tmp_path)
 
 
 def test_nothing_is_staged_while_a_command_holds_the_task(
@@ -198,7 +177,7 @@ def test_nothing_is_staged_while_a_command_holds_the_task(
 ) -> None:
     """While a step runs, what it writes is its own to record: the lookout stages only
     between commands."""
-    task, wt = _started(capfd, repo)
+    task, wt = lookout_started(capfd, repo)
     folder = task_dir(str(task["id"]))
     with FileLock(folder / "task.lock", "task", what="bar run -- make"):
         assert staging.busy(folder)
@@ -208,7 +187,7 @@ def test_nothing_is_staged_while_a_command_holds_the_task(
     (wt / "after.txt").write_text("a\n")
     assert _staged(task) is not None
     assert bar(capfd, "run", "--", "true").code == 0
-    assert _recorded_tree(repo, task) == _plain_git_tree(wt, tmp_path)
+    assert recorded_tree(repo, task) == plain_git_tree(wt, tmp_path)
 
 
 def test_a_commit_in_a_nested_repository_throws_the_staging_away(
@@ -217,7 +196,7 @@ def test_a_commit_in_a_nested_repository_throws_the_staging_away(
     """A commit in a nested repository whose git directory lies elsewhere makes no event
     in the worktree: the staging made before it is not answered (the repository's HEAD
     is read at every question), and the commit is recorded."""
-    task, wt = _started(capfd, repo)
+    task, wt = lookout_started(capfd, repo)
     nested = wt / "sub"
     subprocess.run(["git", "init", "-q", f"--separate-git-dir={tmp_path / 'sub.git'}",
                     str(nested)], check=True)  # fmt: skip
@@ -229,10 +208,10 @@ def test_a_commit_in_a_nested_repository_throws_the_staging_away(
     (wt / "touch.txt").write_text("t\n")
     assert _staged(task) is not None
     subprocess.run(["git", "commit", "-q", "--allow-empty", "-m", "two"], cwd=nested, check=True)
-    sight = lookout.look(_index(task), ledger(str(task["id"]))[-1]["snapshot"], staged=True)
+    sight = lookout.look(side_index(task), ledger(str(task["id"]))[-1]["snapshot"], staged=True)
     assert sight is not None and sight.staged is None and "sub" in (sight.paths or ())
     assert bar(capfd, "run", "--", "true").code == 0
-    assert _recorded_tree(repo, task) == _plain_git_tree(wt, tmp_path)
+    assert recorded_tree(repo, task) == plain_git_tree(wt, tmp_path)
 
 
 def test_a_copy_thrown_away_keeps_the_shared_index_the_side_index_uses(
@@ -241,7 +220,7 @@ def test_a_copy_thrown_away_keeps_the_shared_index_the_side_index_uses(
     """Staging most files makes git write a new shared part for the copy; git removes
     old shared parts past their expiry when it does, unless told not to. The copy is
     then thrown away (a change after it): the side index's shared part must be there."""
-    task, wt = _started(capfd, repo)
+    task, wt = lookout_started(capfd, repo)
     own = task_dir(str(task["id"])) / "git"
     shared = [p for p in own.iterdir() if p.name.startswith("sharedindex.")]
     old = time.time() - 60 * 86400
@@ -258,24 +237,24 @@ def test_a_copy_thrown_away_keeps_the_shared_index_the_side_index_uses(
     time.sleep(0.1)
     assert all(p.exists() for p in shared)
     assert bar(capfd, "run", "--", "true").code == 0
-    assert _recorded_tree(repo, task) == _plain_git_tree(wt, tmp_path)
+    assert recorded_tree(repo, task) == plain_git_tree(wt, tmp_path)
     assert subprocess.run(["git", "fsck"], cwd=repo, capture_output=True).returncode == 0
 
 
 def test_copies_are_removed_when_the_lookout_exits_or_was_killed(
     repo: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
-    task, wt = _started(capfd, repo)
+    task, wt = lookout_started(capfd, repo)
     (wt / "one.txt").write_text("1\n")
     assert _staged(task) is not None
     leftover = task_dir(str(task["id"])) / f"{staging.PREFIX}1.1"
     leftover.write_bytes(b"a killed lookout's")
-    lookout.stop(_index(task))
+    lookout.stop(side_index(task))
     deadline = time.monotonic() + 5
     while _copies(task) != [leftover.name] and time.monotonic() < deadline:
         time.sleep(0.02)
     assert _copies(task) == [leftover.name]  # its own removed as it exited
     assert bar(capfd, "run", "--", "true").code == 0  # (a step hands over to a new one)
     assert bar(capfd, "run", "--", "true").code == 0
-    assert lookout.running(_index(task))
+    assert lookout.running(side_index(task))
     assert not _copies(task)  # the new lookout removed what the killed one left
