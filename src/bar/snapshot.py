@@ -246,14 +246,18 @@ def take(
     stamped = stamped_at or recorded  # the state the side index was last noted at
     sight = None  # what the task's lookout saw since ``stamped``, if it was asked
     asked: Started | None = None
-    ready = None  # the patch to the tree the lookout staged, if it was taken
+    ready: dict[str, Any] | None = None  # the patch to the tree the lookout staged, if taken
     if restored_tree is not None:
         scope: list[str] | None = []
         known = None
         tree = restored_tree
     else:
         if changed is None and lookout.running(index):
-            sight = lookout.look(index, stamped, stale_ok=not hand_edits, staged=not excludes)
+            # (a staging is made only while no command holds the task: never during a
+            # step, so only a command's look for hand edits may find one)
+            sight = lookout.look(
+                index, stamped, stale_ok=not hand_edits, staged=hand_edits and not excludes
+            )
             changed = sight.paths if sight is not None else None
             if sight is not None and sight.staged is not None:
                 asked = exact.ask(worktree)  # (below) there is a tree to record: begun now
@@ -281,12 +285,13 @@ def take(
                    if sight is not None and sight.staged is not None and not excludes else None)  # fmt: skip
         if adopted is not None:
             (tree, started_ns), whole = adopted, True
-            ready = sight.staged.get("patch") if sight is not None and sight.staged else None
+            patch = sight.staged.get("patch") if sight is not None and sight.staged else None
+            ready = patch if isinstance(patch, dict) else None
         else:
             tree, whole, scope = write_whole(worktree, index, scope, excludes)
     snap = _record(worktree, index, ref, recorded, message, tree, recorded_tree, scope, known,
                    started_ns, restored_tree, asked, on_tree, excludes, hold_stamps,
-                   ready if isinstance(ready, dict) else None)  # fmt: skip
+                   ready)  # fmt: skip
     if sight is not None:
         # what it named and this snapshot left out is named again next time
         left_out = (sight.paths or set()) if not whole else _excluded(sight.paths, excludes)

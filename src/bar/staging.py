@@ -9,10 +9,10 @@ most ``MAX_PATHS`` changed paths that are files (``MAX_BYTES`` in all), while no
 command holds the task's lock, the lookout copies the side index to a file of its own in
 the task's directory (``index.staged.<pid>.<n>``), adds those paths to the copy and
 writes its tree, as the command would (``snapshot.write_whole``: bar's pinned git
-directories, no hooks, the
-environment of the ``bar run`` that handed the watch over). The next look for hand edits
-is told of it; the command takes it in place of its own ``git add`` and ``git
-write-tree`` (``adopt``) only if:
+directories, no hooks, the environment of the ``bar run`` that handed the watch over),
+and writes the patch the step would (``snapshot.write_patch``). The next look for hand
+edits is told of it; the command takes it in place of its own ``git add``, ``git
+write-tree`` and ``git diff`` (``adopt``, ``take_patch``) only if:
 
 - nothing changed in the worktree after the staging began: the lookout drains the
   kernel's queue before it answers, and an event throws the staging away;
