@@ -27,7 +27,7 @@ import threading
 import time
 from typing import NoReturn
 
-from bar import peers
+from bar import own_pages, peers
 from bar.resident import MAGIC, file_id
 
 _WAKE_S = 5.0  # how often it checks that its socket and its code are still its own
@@ -240,6 +240,7 @@ class Resident:
         os.setpgid(0, 0)  # (a signal to the resident's group is not one to this command)
         for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD, signal.SIGQUIT):
             signal.signal(sig, signal.SIG_DFL)
+        own_pages.copy_shared_pages()  # (the copies its command's writes would make: now)
         self.listener.settimeout(_WAKE_S)
         while True:
             try:

@@ -156,7 +156,7 @@ def _add(worktree: Path, index: Path, paths: Sequence[str], excludes: Sequence[s
     res = git.git(
         worktree,
         "add", "-A", "--ignore-errors", "--pathspec-from-file=-", "--pathspec-file-nul",
-        env=_env(index),
+        env=_env(index, reshare=git.crowded(index)),
         input=b"\0".join(s.encode("utf-8", "surrogateescape") for s in specs) + b"\0",
         check=False,
     )  # fmt: skip
