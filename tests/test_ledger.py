@@ -100,12 +100,12 @@ block_sizes = st.sampled_from([5, 97, 64 * 1024])
 @contextmanager
 def block_size(size: int) -> Iterator[None]:
     """Read the ledger backwards in blocks of ``size`` bytes, to cross line boundaries."""
-    old = ledger_module._BLOCK
-    ledger_module._BLOCK = size
+    old = ledger_module._FIRST_BLOCK, ledger_module._BLOCK
+    ledger_module._FIRST_BLOCK = ledger_module._BLOCK = size
     try:
         yield
     finally:
-        ledger_module._BLOCK = old
+        ledger_module._FIRST_BLOCK, ledger_module._BLOCK = old
 
 
 def claimed_id(line: bytes) -> int | None:
@@ -210,6 +210,49 @@ def test_bytes_spliced_anywhere_never_crash_and_spare_untouched_lines(
     untouched = [rec for i, rec in enumerate(records) if i not in touched]
     assert [r for r in everything if r in untouched] == untouched
     assert len(everything) <= n
+
+
+@SETTINGS
+@given(
+    actions=st.lists(
+        st.one_of(st.just("append"), st.just("append elsewhere"), st.just("junk"),
+                  st.just("rewrite"), st.just("read")),
+        max_size=12,
+    )
+)
+def test_a_ledger_read_again_and_again_answers_as_a_fresh_reader(
+    tmp_path: Path, actions: list[str]
+) -> None:
+    """One reader, asked again and again while steps are appended (through it or another
+    reader), junk is appended, or the file is rewritten in place with the newest step
+    changed (same size): its newest step, next id and recorded state are always those a
+    new reader finds."""
+    path = tmp_path / f"ledger-{len(list(tmp_path.iterdir()))}.jsonl"
+    path.write_bytes(b"")
+    kept = Ledger(path)
+    n = 0
+    for action in ["read", *actions, "read"]:
+        if action in ("append", "append elsewhere"):
+            n += 1
+            (kept if action == "append" else Ledger(path)).append(make_step(n))
+        elif action == "junk":
+            with path.open("ab") as f:
+                f.write(b'{"step_id": "0999", "kind": "bogus"}\n')
+        elif action == "rewrite" and n:
+            lines = path.read_bytes().split(b"\n")
+            newest = max(i for i, line in enumerate(lines) if line and b"bogus" not in line)
+            other = make_step(n).to_line().replace(SHA_B.encode(), SHA_A.encode())
+            assert len(other) == len(lines[newest])
+            lines[newest] = other
+            path.write_bytes(b"\n".join(lines))
+        fresh = Ledger(path)
+        newest_step = kept.last()
+        expected = fresh.last()
+        assert (newest_step.to_record() if newest_step else None) == (
+            expected.to_record() if expected else None
+        )
+        assert kept.next_step_id() == Ledger(path).next_step_id()
+        assert kept.last_snapshot() == Ledger(path).last_snapshot()
 
 
 def test_a_ledger_that_is_a_link_is_refused(tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ same on a ledger of ten steps or of a hundred thousand.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
@@ -22,6 +23,9 @@ from bar.records import Step, format_step_id, step_from_record
 from bar.store.files import append_line
 from bar.store.layout import STEP_ID_RE
 
+# read from the end in blocks: a first small one (the newest steps, which is what most
+# reads want: a line is ~1 KB), then large ones
+_FIRST_BLOCK = 8 * 1024
 _BLOCK = 64 * 1024
 
 
@@ -79,6 +83,11 @@ class Ledger:
         # byte offsets of the bad lines already reported: a command reads its task's
         # ledger several times (through one Ledger) and should say so once
         self._reported: set[int] = set()
+        # the newest step with its line (offset and bytes): a command asks for it a dozen
+        # times (the next step id, the recorded state, ...); reading the end of the file
+        # costs little, parsing the line more (callers treat what the ledger gives as
+        # read-only)
+        self._newest: tuple[tuple[int, bytes], Step] | None = None
 
     def _warn_once(self, offset: int, message: str) -> None:
         if offset not in self._reported:
@@ -96,8 +105,10 @@ class Ledger:
         try:
             pos = os.fstat(fd).st_size
             tail = b""
+            block = _FIRST_BLOCK
             while pos > 0:
-                start = max(0, pos - _BLOCK)
+                start = max(0, pos - block)
+                block = _BLOCK
                 chunk = os.pread(fd, pos - start, start)
                 data = chunk + tail
                 lines = data.split(b"\n")
@@ -142,6 +153,19 @@ class Ledger:
         return steps
 
     def last(self) -> Step | None:
+        """The newest step (its line parsed again only once it is another line)."""
+        with contextlib.closing(self._reverse_lines()) as lines:
+            first = next(lines, None)
+        if first is not None:
+            if self._newest is not None and self._newest[0] == first:
+                return self._newest[1]
+            try:
+                step = _parse(first[1], f"{self.path} at byte {first[0]}")
+            except CorruptFile:
+                pass  # (read on, reported as every unreadable line is)
+            else:
+                self._newest = (first, step)
+                return step
         for step in self.iter_reverse():
             return step
         return None
@@ -149,11 +173,9 @@ class Ledger:
     def next_step_id(self) -> str:
         """One more than the newest step, or than any step id a newer unreadable line
         still names: an id is never handed out twice."""
-        number = 0
         seen = len(self.bad_lines)
-        for step in self.iter_reverse():
-            number = step.number
-            break
+        newest = self.last()
+        number = newest.number if newest is not None else 0
         for bad in self.bad_lines[seen:]:
             if bad.claimed_step_id:
                 number = max(number, int(bad.claimed_step_id))
@@ -162,6 +184,9 @@ class Ledger:
     def last_snapshot(self) -> str | None:
         """The state the worktree was left in by the newest step that recorded one (an
         apply's snapshot is the state it landed, which may be an earlier one: ``--at``)."""
+        newest = self.last()
+        if newest is not None and newest.snapshot and newest.kind != "apply":
+            return newest.snapshot
         for step in self.iter_reverse():
             if step.snapshot and step.kind != "apply":
                 return step.snapshot
