@@ -13,7 +13,7 @@ import contextlib
 import errno
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 
 from bar import notices
@@ -96,7 +96,7 @@ class Ledger:
 
     # --- reading from the end -------------------------------------------------
 
-    def _reverse_lines(self) -> Iterator[tuple[int, bytes]]:
+    def _reverse_lines(self) -> Generator[tuple[int, bytes], None, None]:
         """Yield (byte offset, line) from the last line to the first."""
         try:
             fd = _open_no_follow(self.path)
