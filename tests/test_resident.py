@@ -414,3 +414,35 @@ def test_the_bar_command_loads_no_more_than_it_needs_to_be_served() -> None:
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                          check=True).stdout.split()  # fmt: skip
     assert set(out) <= {"__future__", "_socket", "bar", "bar.cli", "bar.resident"}, out
+
+
+def test_it_compiles_the_patterns_of_its_projects_policies_ahead(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The patterns the bar home's projects' policies hold (their caches) are compiled
+    before the spares fork, each once; a cache it cannot read, or a pattern that does
+    not compile, is passed over."""
+    from bar import resident_daemon
+
+    def cache(project: str, name: str, data: object) -> None:
+        folder = tmp_path / "projects" / project / "cache"
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_text(json.dumps(data) if not isinstance(data, str) else data)
+
+    rules = [{"name": "a", "pattern": r"^rm\s+-rf\b"}, {"name": "b", "pattern": r"curl\s.*\|"}]
+    cache("one", "policy-00000001.json", {"data": {"rules": rules}})
+    cache("two", "policy-00000002.json", {"data": {"rules": [*rules, {"pattern": "(unclosed"}]}})
+    cache("two", "policy-00000003.json", "{torn")
+    cache("three", "config.json", {"data": {"rules": [{"pattern": "not a policy"}]}})
+    compiled: list[str] = []
+    real = re.compile
+
+    def compiling(pattern: str, flags: int = 0) -> re.Pattern[str]:
+        compiled.append(pattern)
+        return real(pattern, flags)
+
+    monkeypatch.setattr(re, "compile", compiling)
+    resident_daemon._compile_policies(str(tmp_path))
+    wanted = [r"^rm\s+-rf\b", r"curl\s.*\|", "(unclosed"]
+    assert sorted(p for p in compiled if p in wanted) == sorted(wanted)  # (glob's own aside)
+    assert "not a policy" not in compiled
