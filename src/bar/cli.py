@@ -21,8 +21,6 @@ if TYPE_CHECKING:
 _INTERNAL = {"_target", "_help", "command", "task_command", "agent_command", "policy_command",
              "debug", "color", "no_pager", "decide_command", "flow_command"}  # fmt: skip
 _GLOBAL_FLAGS = {"--debug", "--no-pager", "-P"}  # global options that take no value
-# the commands the bar home's resident may run (``bar.resident.SERVED``)
-_SERVED = ("run", "apply", "rollback", "undo", "redo")
 # commands that begin by looking for hand edits in a task's worktree (``bar.prescan``)
 _LOOKS_FOR_HAND_EDITS = {"run", "shell", "apply", "rollback", "undo", "redo", "status"}
 
@@ -82,19 +80,15 @@ def main(argv: Sequence[str] | None = None, *, resident: bool = False) -> int:
     the ``bar`` command's own process only: a caller that patched bar's code in memory
     would not see its patch there)."""
     args_list = list(sys.argv[1:] if argv is None else argv)
-    if resident and args_list[:1] and args_list[0] in _SERVED:
+    if resident:
         from bar import resident as warm
 
-        code = warm.serve(args_list)
-        if code is not None:  # served: this process made nothing that needs finalizing
-            for stream in (sys.stdout, sys.stderr):
-                stream.flush()
-            os._exit(code & 0xFF)
-        try:
-            return _main(args_list)
-        finally:
-            if warm.may_serve(args_list):
-                warm.start()  # for the next one
+        return warm.main(args_list)
+    return _main(args_list)
+
+
+def run_here(args_list: list[str]) -> int:
+    """Run ``bar ARGS`` in this process (what the resident did not take)."""
     return _main(args_list)
 
 

@@ -31,8 +31,6 @@ starts a resident for next time. ``BAR_RESIDENT_IDLE`` is how many seconds one w
 command before it exits (default ``IDLE_S``; 0: none is started or used).
 """
 
-from __future__ import annotations
-
 import os
 import sys
 
@@ -53,6 +51,25 @@ FORWARDED = ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGWINCH", "SIGCONT",
 # variables that change nothing in how bar's code loads
 _HARMLESS_PYTHON = {"PYTHONDONTWRITEBYTECODE", "PYTHONUNBUFFERED"}
 _RUN_OPTIONS_HERE = {"--no-pty", "--json"}  # with a terminal: the command must be ours
+
+
+def main(args: list[str]) -> int:
+    """The ``bar`` command (``bin/bar``): served by the resident where it may be, else
+    run here (``bar.cli``), and a resident started for next time. Only this module, small
+    and with no ``__future__`` import, is loaded before the command is sent."""
+    if args[:1] and args[0] in SERVED:
+        code = serve(args)
+        if code is not None:  # served: this process made nothing that needs finalizing
+            for stream in (sys.stdout, sys.stderr):
+                stream.flush()
+            os._exit(code & 0xFF)
+    from bar.cli import run_here
+
+    try:
+        return run_here(args)
+    finally:
+        if may_serve(args):
+            start()  # for the next one
 
 
 def idle_seconds() -> int:
@@ -138,7 +155,7 @@ def request(args: list[str]) -> bytes:
     return b"%d\n" % len(body) + body
 
 
-def _ignored(signals: Any, number: int) -> bool:
+def _ignored(signals: "Any", number: int) -> bool:
     """Whether signal ``number`` is ignored here (``nohup``, a shell's ``&``)."""
     try:
         return bool(signals.getsignal(number) == signals.SIG_IGN)
@@ -228,7 +245,7 @@ def _fds(*fds: int) -> bytes:
 class _Lines:
     """The lines the resident and its fork send (without their newlines; b"" at the end)."""
 
-    def __init__(self, sock: _Socket) -> None:
+    def __init__(self, sock: "_Socket") -> None:
         self.sock, self.held = sock, b""
 
     def next(self) -> bytes:
@@ -241,7 +258,7 @@ class _Lines:
         return line
 
 
-def _wait(sock: _Socket, lines: _Lines, pid: int) -> int:
+def _wait(sock: "_Socket", lines: "_Lines", pid: int) -> int:
     """Pass signals on to the fork ``pid`` until it says how it exited."""
     import _signal  # (see ``request``)
 
