@@ -117,7 +117,12 @@ def _kill_group(pid: int) -> None:
 def interleave(
     contenders: Mapping[str, Callable[[], float]], repeat: int, warmup: int
 ) -> dict[str, list[float]]:
-    """Call every contender ``warmup`` times (discarded), then ``repeat`` rounds in turn."""
+    """Call every contender ``warmup`` times (discarded), then ``repeat`` rounds in turn.
+    What the set-up wrote (a generated repository, a clone: hundreds of megabytes) is
+    flushed first: the kernel writing it back while the rounds run would slow every
+    fsync of the contenders (bar makes a few in each command) by what the benchmark
+    itself did, not by what they do."""
+    os.sync()
     for _ in range(warmup):
         for fn in contenders.values():
             fn()

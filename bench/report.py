@@ -15,7 +15,8 @@ from figures import Row
 METHOD = """\
 ## How each figure is measured
 
-Every contender runs as a child process timed from spawn to exit; a warm-up call of each
+Every contender runs as a child process timed from spawn to exit; what the figure's set-up
+wrote is flushed to disk first (`sync`), a warm-up call of each
 is discarded, then the contenders run in turn (A, B, A, B, ...) and each figure is the
 ratio of their medians. The spread column is the lowest and highest ratio seen within a
 single round, a direct view of how noisy the machine was. Each figure gets a fresh
