@@ -92,7 +92,7 @@ def write_bytes_atomic(path: StrPath, data: bytes, *, mode: int = FILE_MODE,
                        durable: bool = True) -> None:  # fmt: skip
     """Replace ``path`` with ``data`` so readers see the old or the new file, never a mix.
     ``durable``: on disk before this returns (else a crash of the machine may leave the
-    old file, or an empty or unreadable one: for a cache its reader checks)."""
+    old file, or an empty or unreadable one: for a cache its reader checks; ``_swap_in``)."""
     name = os.fspath(path)
     folder, base = os.path.split(name)
     tmp = os.path.join(folder, f".{base}.{os.getpid()}.tmp")
@@ -112,7 +112,10 @@ def write_bytes_atomic(path: StrPath, data: bytes, *, mode: int = FILE_MODE,
         finally:
             os.close(fd)
         faults.point(f"before replacing {base}")
-        os.replace(tmp, name)
+        if durable:
+            os.replace(tmp, name)
+        else:
+            _swap_in(tmp, name)
     except OSError as exc:
         try:
             os.unlink(tmp)
@@ -122,6 +125,39 @@ def write_bytes_atomic(path: StrPath, data: bytes, *, mode: int = FILE_MODE,
     if durable:
         fsync_dir(folder or ".")
     faults.point(f"after replacing {base}")
+
+
+_AT_FDCWD = -100
+_RENAME_EXCHANGE = 2
+_exchange: list[Any] = []  # libc's renameat2, once looked up (None: there is none)
+
+
+def _swap_in(tmp: str, name: str) -> None:
+    """Put ``tmp`` at ``name`` as ``os.replace`` does (a reader sees the old file or the
+    new one), for a file written without fsync: exchanged with the old file, which is
+    then removed. Renaming over a file makes ext4 start writing the new one out at once
+    (``auto_da_alloc``, its guard for programs that do not fsync: ~0.18 ms against
+    ~0.02 here); a file whose reader checks what it finds needs no such guard. Where the
+    kernel or the file system cannot exchange, or there is no old file: a rename."""
+    if not _exchange:
+        try:
+            import ctypes
+
+            function = ctypes.CDLL(None, use_errno=True).renameat2
+            function.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p,
+                                 ctypes.c_uint]  # fmt: skip
+            _exchange.append(function)
+        except (OSError, AttributeError):
+            _exchange.append(None)
+    function = _exchange[0]
+    if function is not None and function(_AT_FDCWD, os.fsencode(tmp), _AT_FDCWD,
+                                         os.fsencode(name), _RENAME_EXCHANGE) == 0:  # fmt: skip
+        try:
+            os.unlink(tmp)  # (the old file, under the temporary name now)
+        except OSError:
+            pass  # (a leftover like a crashed writer's: the next write of this pid removes it)
+        return
+    os.replace(tmp, name)
 
 
 def write_json_atomic(path: StrPath, obj: Any) -> None:

@@ -1,0 +1,63 @@
+"""bar.store.files: a file replaced without fsync (the stamps) is exchanged with the old
+one, so that a reader always finds the old file or the new one, whole."""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+import pytest
+
+from bar.store import files
+
+
+def _replaced_while_read(path: Path) -> tuple[set[bytes], list[str]]:
+    """Write ``path`` 300 times (no fsync) while a thread reads it; what the reader
+    found, and what went wrong for it."""
+    path.parent.mkdir()
+    path.write_bytes(b"0" * 100)
+    contents = [str(n).encode() * 100 for n in range(300)]
+    seen: set[bytes] = set()
+    problems: list[str] = []
+    done = threading.Event()
+
+    def read() -> None:
+        while not done.is_set():
+            try:
+                seen.add(path.read_bytes())
+            except OSError as exc:
+                problems.append(repr(exc))
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    try:
+        for data in contents:
+            files.write_bytes_atomic(path, data, durable=False)
+    finally:
+        done.set()
+        reader.join()
+    assert path.read_bytes() == contents[-1]
+    assert sorted(p.name for p in path.parent.iterdir()) == [path.name]  # (no temp file left)
+    assert seen <= {b"0" * 100, *contents}
+    return seen, problems
+
+
+def test_a_file_written_without_fsync_is_never_missing_nor_torn(tmp_path: Path) -> None:
+    _, problems = _replaced_while_read(tmp_path / "task" / "index.stamps")
+    assert problems == []
+
+
+def test_without_an_exchange_it_is_renamed_over(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(files, "_exchange", [None])
+    _, problems = _replaced_while_read(tmp_path / "task" / "index.stamps")
+    assert problems == []
+
+
+def test_a_new_file_is_made(tmp_path: Path) -> None:
+    path = tmp_path / "new"
+    files.write_bytes_atomic(path, b"first", durable=False)
+    assert path.read_bytes() == b"first"
+    assert os.stat(path).st_mode & 0o777 == files.FILE_MODE
