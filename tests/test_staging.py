@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from bar import lookout, snapshot, staging
+from bar import exact, lookout, snapshot, staging
 from bar.store.lock import FileLock
 from helpers import (
     bar,
@@ -87,6 +87,15 @@ def test_a_staged_hand_edit_is_taken_and_recorded_as_plain_git_writes_it(
 
     patched: list[object] = []  # the patches the command wrote itself
     write_patch = snapshot.write_patch
+    asked: list[object] = []  # the configurations the command read itself (git config)
+    ask = exact.ask
+
+    def asking(*args: Any, **kwargs: Any) -> Any:
+        if looking[0]:
+            asked.append(args)
+        return ask(*args, **kwargs)
+
+    monkeypatch.setattr(exact, "ask", asking)
 
     def patching(*args: Any, **kwargs: Any) -> Any:
         patched.append(args)
@@ -110,15 +119,19 @@ def test_a_staged_hand_edit_is_taken_and_recorded_as_plain_git_writes_it(
             elif what == "link" and not path.exists() and not path.is_symlink():
                 path.parent.mkdir(parents=True, exist_ok=True)
                 path.symlink_to("a.txt")
-        copy = _staged(task, seconds=1.0)  # (an edit may change nothing git sees)
+        # (an edit may change nothing git sees; a staging thrown away makes the next
+        # wait longer, up to ``MAX_QUIET_MS``)
+        copy = _staged(task, seconds=staging.MAX_QUIET_MS / 1000 + 0.5)
         added.clear()
         patched.clear()
+        asked.clear()
         before = len(ledger(str(task["id"])))
         assert bar(capfd, "run", "--", "true").code == 0
         assert recorded_tree(repo, task) == plain_git_tree(wt, tmp_path)
         if copy is not None:
             staged += 1
-            taken += not added and not patched  # (the command added nothing itself)
+            # (the command added nothing itself, nor read the configuration)
+            taken += not added and not patched and not asked
             for manual in ledger(str(task["id"]))[before:]:
                 if manual["kind"] != "manual" or not manual["artifacts"].get("patch"):
                     continue  # (an ignored file alone changed: nothing recorded)
@@ -258,3 +271,29 @@ def test_copies_are_removed_when_the_lookout_exits_or_was_killed(
     assert bar(capfd, "run", "--", "true").code == 0
     assert lookout.running(side_index(task))
     assert not _copies(task)  # the new lookout removed what the killed one left
+
+
+def test_a_staging_carries_the_configuration_its_tree_was_written_with(
+    repo: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What the command reads of git's configuration to record a hand edit (conversions,
+    how to write the commit) comes with the staging it takes, read as the staging's tree
+    was written: what the command would have read itself."""
+    task, wt = lookout_started(capfd, repo)
+    subprocess.run(["git", "config", "core.autocrlf", "input"], cwd=repo, check=True)
+    (wt / "a.txt").write_text("one\n")
+    assert _staged(task) is not None
+    carried: list[object] = []
+    answered = exact.answered
+
+    def taking(said: object) -> Any:
+        carried.append(said)
+        return answered(said)
+
+    monkeypatch.setattr(exact, "answered", taking)
+    assert bar(capfd, "run", "--", "true").code == 0
+    assert carried == [exact.read(wt)]
+    answer = answered(carried[0])
+    assert answer is not None and "core.autocrlf input" in answer.result().out
+    assert exact.converts(wt, False, answer)
+    assert answered(["not", "an answer"]) is None and answered(None) is None

@@ -23,7 +23,7 @@ from pathlib import Path
 from bar import git
 from bar.git import BAR_IDENTITY
 from bar.loose import CONFIG_PATTERN
-from bar.proc import Started
+from bar.proc import Result, Started
 
 _REGULAR = ("100644", "100755")
 
@@ -43,6 +43,22 @@ def ask(worktree: Path) -> Started | None:
     if _CONFIGURED is not None and str(worktree) in _CONFIGURED:
         return None
     return git.start(worktree, *_CONFIG_KEYS, check=False)
+
+
+def read(worktree: Path) -> list[object]:
+    """What ``ask`` reads, read now, as JSON carries it: what a task's lookout hands the
+    command with a staging (``bar.staging``), read as the staging's tree was written."""
+    res = git.git(worktree, *_CONFIG_KEYS, check=False)
+    return [res.returncode, res.out]
+
+
+def answered(said: object) -> Started | None:
+    """``ask``'s answer from what ``read`` returned (None: it is not one)."""
+    if not (isinstance(said, list) and len(said) == 2 and type(said[0]) is int
+            and isinstance(said[1], str)):  # fmt: skip
+        return None
+    out = said[1].encode("utf-8", "surrogateescape")
+    return Started.finished(Result(("git", *_CONFIG_KEYS), said[0], out, b""))
 
 
 def converts(worktree: Path, has_attributes: bool, asked: Started | None = None) -> bool:

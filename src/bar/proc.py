@@ -127,6 +127,13 @@ class Started:
         self.cmd, self._proc, self._check, self._error = cmd, proc, check, error
         self._result: Result | None = None if proc is not None else Result(cmd, 127, b"", b"")
 
+    @classmethod
+    def finished(cls, result: Result) -> Started:
+        """One whose child ran elsewhere (a lookout's, say): ``result()`` is ``result``."""
+        done = cls(result.cmd, None, False, CommandError)
+        done._result = result
+        return done
+
     def result(self) -> Result:
         if self._result is None:
             assert self._proc is not None

@@ -259,7 +259,7 @@ def take(
                 index, stamped, stale_ok=not hand_edits, staged=hand_edits and not excludes
             )
             changed = sight.paths if sight is not None else None
-            if sight is not None and sight.staged is not None:
+            if sight is not None and sight.staged is not None and "config" not in sight.staged:
                 asked = exact.ask(worktree)  # (below) there is a tree to record: begun now
         found = rescan.scan(worktree, index, stamped, changed, before_look)
         scope, known = found if found is not None else (None, None)
@@ -277,12 +277,15 @@ def take(
         own = git.own_git_dir(index)
         if own is not None:
             make_git_dir(own, recorded)  # (a task from before there was one)
-        # whether git converts here, and how the commit may be written (``bar.loose``),
-        # read while git adds (asked after the tree is known)
-        asked = asked or exact.ask(worktree)
         # the lookout may have added these very paths already (``bar.staging``)
         adopted = (staging.adopt(index, sight.staged, scope)
                    if sight is not None and sight.staged is not None and not excludes else None)  # fmt: skip
+        if adopted is not None and sight is not None and sight.staged is not None:
+            # with the configuration read as its tree was written
+            asked = asked or exact.answered(sight.staged.get("config"))
+        # whether git converts here, and how the commit may be written (``bar.loose``),
+        # read while git adds (asked after the tree is known)
+        asked = asked or exact.ask(worktree)
         if adopted is not None:
             (tree, started_ns), whole = adopted, True
             patch = sight.staged.get("patch") if sight is not None and sight.staged else None

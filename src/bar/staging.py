@@ -41,7 +41,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bar import stamps
+from bar import exact, stamps
 from bar.git import DiffStat
 
 QUIET_MS = 2  # how long the worktree must be still before the lookout stages
@@ -96,6 +96,8 @@ def stage(worktree: Path, index: Path, base: str, paths: set[str], name: str
         return None
     staged: dict[str, Any] = {"file": name, "tree": tree, "scope": scope, "at": started_ns,
                               "index": was, "copy": stamps.identity(copy)}  # fmt: skip
+    # the configuration the command reads to record it (``exact.ask``), as of this tree
+    staged["config"] = exact.read(worktree)
     # and the patch the command's step would write (``steps.PatchJob``), from the state
     # the side index was stamped at
     patch = copy.with_name(name + PATCH)
