@@ -11,8 +11,8 @@ from __future__ import annotations
 import os
 import sys
 
-# (the names of annotations only: ``collections`` and ``typing`` cost more than a command
-# the resident serves, which this module must start first; ``bar.resident``)
+# (the names of annotations only: ``collections`` and ``typing`` cost more than the
+# start of a command, which ``bar.resident`` runs here when no resident serves it)
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
