@@ -364,6 +364,37 @@ def test_a_resident_whose_code_changed_serves_no_more(tmp_path: Path) -> None:
         sock.close()
 
 
+def test_a_resident_whose_code_is_quiet_stats_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With its directories watched since it loaded, a spare need not stat each file
+    while nothing happened there; once something did, it compares them as before."""
+    from bar.watch import ANY_CHANGE, Watch
+
+    module = tmp_path / "code" / "module.py"
+    module.parent.mkdir()
+    module.write_text("x = 1\n")
+    listener = tmp_path / "listener"
+    import socket
+
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.bind(str(listener))
+    try:
+        warm = Resident(sock.fileno(), str(listener), 60)
+        warm.code = Watch([str(module.parent)], ANY_CHANGE)
+        warm.loaded = {str(module): module.stat().st_mtime_ns}
+        statted: list[object] = []
+        unchanged = warm._unchanged
+        monkeypatch.setattr(warm, "_unchanged", lambda files: statted.append(1) or unchanged(files))
+        assert warm._still_here() and statted == []
+        module.write_text("x = 2\n")
+        os.utime(module, ns=(1, 1))
+        assert not warm._still_here() and statted == [1]
+    finally:
+        sock.detach()
+        sock.close()
+
+
 def test_it_exits_when_idle_and_when_asked(repo: Path, capfd: pytest.CaptureFixture[str],
                                            monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
     _, wt = _started(capfd, repo)

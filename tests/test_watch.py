@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from bar.watch import TreeWatch
+from bar.watch import ANY_CHANGE, TreeWatch, Watch
 
 
 def _tree(root: Path) -> list[str]:
@@ -151,3 +151,29 @@ def test_a_step_recorded_from_the_watch_equals_plain_git(
     assert git(wt, "rev-parse", step["snapshot"] + "^{tree}").strip() == expected
     # each step statted once (its look for hand edits), or none: the lookout knew
     assert scans == ([0, 0] if lookout else [1, 1])
+
+
+def test_quiet_until_anything_happens_and_then_for_good(tmp_path: Path) -> None:
+    """``quiet`` reads nothing: once an entry changed, it says so to every process that
+    shares the watch, for as long as it lives; an entry removed or moved away counts."""
+    for change in ("write", "remove", "move away", "touch"):
+        folder = tmp_path / change.replace(" ", "-")
+        folder.mkdir()
+        (folder / "m.py").write_text("x = 1\n")
+        watch = Watch([str(folder)], ANY_CHANGE)
+        assert watch.quiet() and watch.quiet()
+        if change == "write":
+            (folder / "m.py").write_text("x = 2\n")
+        elif change == "remove":
+            (folder / "m.py").unlink()
+        elif change == "move away":
+            (folder / "m.py").rename(tmp_path / f"{folder.name}.py")
+        else:
+            os.utime(folder / "m.py", ns=(1, 1))
+        assert not watch.quiet() and not watch.quiet()
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover (reports by its exit code)
+            os._exit(0 if not watch.quiet() else 1)
+        assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
+        watch.close()
+    assert not Watch([str(tmp_path / "missing")], ANY_CHANGE).quiet()  # (cannot say)

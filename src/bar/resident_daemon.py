@@ -29,6 +29,7 @@ from typing import NoReturn
 
 from bar import own_pages, peers
 from bar.resident import MAGIC, file_id
+from bar.watch import ANY_CHANGE, Watch
 
 _WAKE_S = 5.0  # how often it checks that its socket and its code are still its own
 _MAX_REQUEST = 4 << 20  # bytes: an environment and command line larger than any exec takes
@@ -78,6 +79,15 @@ def identity(pid: int | str) -> list[bytes] | None:
 
 
 _SO_PEERPIDFD = 77  # (Linux 6.5; not named by Python 3.11's socket module)
+
+
+def _code_dirs(package: str) -> list[str]:
+    """The directories of bar's code and data (not the byte-code caches)."""
+    found = []
+    for folder, subdirs, _ in os.walk(package):
+        subdirs[:] = [d for d in subdirs if d != "__pycache__"]
+        found.append(folder)
+    return found
 
 
 # patterns compiled ahead at most (``re`` keeps the last 512 it compiled)
@@ -132,6 +142,7 @@ class Resident:
         self.socket_id = file_id(socket_file)
         self.package = os.path.dirname(sys.modules["bar"].__file__ or "")
         self.loaded: dict[str, int] = {}
+        self.code: Watch | None = None
         self.me: list[bytes] | None = None
         self.pid = os.getpid()
         # what a spare tells the resident: ``t PID`` (taken; with the connection when it
@@ -145,6 +156,9 @@ class Resident:
         self.woken, self.wake = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)  # (SIGCHLD)
 
     def load(self) -> None:
+        # bar's directories, watched from before it loads: a spare then knows at once
+        # that none of its files changed (~10 µs, where statting each one takes ~0.5 ms)
+        self.code = Watch(_code_dirs(self.package), ANY_CHANGE)
         for name in _PRELOAD:
             importlib.import_module(name)
         from bar import parser, record
@@ -246,6 +260,8 @@ class Resident:
         """Its socket is its own still, and bar's files are those it loaded."""
         if self.socket_id is None or file_id(self.socket_file) != self.socket_id:
             return False  # (gone before it started: its home was removed at once)
+        if self.code is not None and self.code.quiet():
+            return True  # (nothing happened in bar's directories since it loaded)
         return self._unchanged(self.loaded)
 
     @staticmethod

@@ -26,13 +26,16 @@ _IN_MOVED_TO = 0x080
 _IN_CREATE = 0x100
 _IN_Q_OVERFLOW = 0x4000
 _MASK = _IN_MODIFY | _IN_ATTRIB | _IN_CLOSE_WRITE | _IN_MOVED_TO | _IN_CREATE
+# every change of an entry, the directory's own included (``Watch.quiet``)
+ANY_CHANGE = _MASK | 0x040 | 0x200 | 0x400 | 0x800  # (moved from, deleted, itself too)
 _EVENT = struct.Struct("iIII")
 
 
 class Watch:
-    """``Watch(dirs)`` starts watching; ``changes()`` says what changed since (or None)."""
+    """``Watch(dirs)`` starts watching; ``changes()`` says what changed since (or None).
+    ``mask``: which events count (inotify's)."""
 
-    def __init__(self, dirs: Iterable[str]) -> None:
+    def __init__(self, dirs: Iterable[str], mask: int = _MASK) -> None:
         self._fd = -1
         self._dirs: dict[int, str] = {}
         self._complete = False
@@ -46,11 +49,23 @@ class Watch:
         self._fd = fd
         self._complete = True
         for path in dirs:
-            wd = libc.inotify_add_watch(fd, os.fsencode(path), _MASK)
+            wd = libc.inotify_add_watch(fd, os.fsencode(path), mask)
             if wd < 0:
                 self._complete = False
                 break
             self._dirs[wd] = path
+
+    def quiet(self) -> bool:
+        """Whether nothing has happened in its directories since it began; False if it
+        cannot say. Nothing is read: it stays so for every process sharing the watch
+        (the forks of the resident)."""
+        if self._fd < 0 or not self._complete:
+            return False
+        import select
+
+        poll = select.poll()
+        poll.register(self._fd, select.POLLIN)
+        return not poll.poll(0)
 
     def changes(self) -> set[str] | None:
         """Paths (``dir/name``) changed since the watch began; None if not known."""
