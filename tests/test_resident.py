@@ -463,7 +463,7 @@ def test_it_compiles_the_patterns_of_its_projects_policies_ahead(
     """The patterns the bar home's projects' policies hold (their caches) are compiled
     before the spares fork, each once; a cache it cannot read, or a pattern that does
     not compile, is passed over."""
-    from bar import resident_daemon
+    from bar.policy import loader
 
     def cache(project: str, name: str, data: object) -> None:
         folder = tmp_path / "projects" / project / "cache"
@@ -483,7 +483,7 @@ def test_it_compiles_the_patterns_of_its_projects_policies_ahead(
         return real(pattern, flags)
 
     monkeypatch.setattr(re, "compile", compiling)
-    resident_daemon._compile_policies(str(tmp_path))
+    loader.compile_cached(str(tmp_path))
     wanted = [r"^rm\s+-rf\b", r"curl\s.*\|", "(unclosed"]
     assert sorted(p for p in compiled if p in wanted) == sorted(wanted)  # (glob's own aside)
     assert "not a policy" not in compiled

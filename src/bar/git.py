@@ -209,28 +209,6 @@ def delete_ref(repo: Path | str, ref: str, *, check: bool = True) -> None:
     git(repo, "update-ref", "-d", ref, check=check)
 
 
-# entries the written part of a split side index may hold before its next write starts
-# a new shared part (``crowded``)
-CROWDED = 256
-
-
-def crowded(index: Path) -> bool:
-    """Whether the written part of the split index ``index`` holds ``CROWDED`` entries or
-    more. Git starts a new shared part once a fifth of the entries are new, but never for
-    entries that replace shared ones; and it writes in the split part, as replacements,
-    the entries that are racily clean when it splits (a task's side index is seeded right
-    after ``git reset --hard`` wrote every file; a rollback writes the worktree and the
-    index together). Those stay there on every later write, which then writes the whole
-    index on top of the shared part it reads: the next write starts a new shared part
-    instead. (Its header only: 12 bytes read.)"""
-    try:
-        with open(index, "rb") as f:
-            head = f.read(12)
-    except OSError:
-        return False
-    return len(head) == 12 and head[:4] == b"DIRC" and int.from_bytes(head[8:], "big") >= CROWDED
-
-
 def index_env(index: Path, *, reshare: bool = False) -> dict[str, str]:
     """The environment that makes git use ``index`` instead of the worktree's own; for an
     index in a task's directory, with the task's own git directory once it is made
@@ -238,7 +216,7 @@ def index_env(index: Path, *, reshare: bool = False) -> dict[str, str]:
     written split; a copy of it (in a folder of the task's directory: a look that must
     write nothing of the task's) is written whole, so that no shared part is written
     for it. ``reshare``: a split index's next write starts a new shared part
-    (``crowded``)."""
+    (``snapshot.crowded``)."""
     env = {"GIT_INDEX_FILE": str(index)}
     for folder, split in ((index.parent, "true"), (index.parent.parent, "false")):
         found = _OWN.get(str(folder))

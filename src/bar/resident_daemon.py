@@ -28,6 +28,7 @@ import time
 from typing import NoReturn
 
 from bar import own_pages, peers
+from bar.policy.loader import compile_cached
 from bar.resident import MAGIC, file_id
 from bar.watch import ANY_CHANGE, Watch
 
@@ -90,34 +91,6 @@ def _code_dirs(package: str) -> list[str]:
     return found
 
 
-# patterns compiled ahead at most (``re`` keeps the last 512 it compiled)
-_MAX_PATTERNS = 256
-
-
-def _compile_policies(home: str) -> None:
-    """Compile the patterns of the policies the bar home's projects use, as their caches
-    hold them (``bar.policy.loader``): a fork finds them in ``re``'s cache, where its
-    command would compile the rule it needs (~0.7 ms). A pattern changed since is
-    compiled by the fork, as before."""
-    import glob
-    import json
-    import re
-
-    found = glob.glob(os.path.join(glob.escape(home), "projects", "*", "cache", "policy-*.json"))
-    patterns: dict[str, None] = {}
-    for path in sorted(found):
-        try:
-            with open(path, "rb") as f:
-                rules = json.load(f)["data"]["rules"]
-            patterns.update((rule["pattern"], None) for rule in rules
-                            if isinstance(rule["pattern"], str))  # fmt: skip
-        except (OSError, ValueError, KeyError, TypeError):
-            continue  # (a cache being written, or another bar's: the fork compiles)
-    for pattern in list(patterns)[:_MAX_PATTERNS]:
-        with contextlib.suppress(re.error, RecursionError, OverflowError):
-            re.compile(pattern)
-
-
 def _caller_still_there(conn: socket.socket) -> bool | None:
     """Whether the process that connected is still the one alive (a pidfd of it says so
     whatever became of its pid since); None where the kernel cannot say."""
@@ -166,7 +139,7 @@ class Resident:
 
         parser.build_parser("run").parse_args(["run", "--", "true"])  # (argparse's caches)
         record.compile_all()  # (what its forks make, they make at full speed)
-        _compile_policies(os.path.dirname(self.socket_file))
+        compile_cached(os.path.dirname(self.socket_file))
         for command in SERVED:
             parser.prebuild(command)
         for module in list(sys.modules.values()):

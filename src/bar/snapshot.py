@@ -59,6 +59,28 @@ def seed_index(worktree: Path, index: Path, base_commit: str, git_dir: Path, com
     os.replace(tmp, index)
 
 
+# entries the written part of a split side index may hold before its next write starts
+# a new shared part (``crowded``)
+CROWDED = 256
+
+
+def crowded(index: Path) -> bool:
+    """Whether the written part of the split index ``index`` holds ``CROWDED`` entries or
+    more. Git starts a new shared part once a fifth of the entries are new, but never for
+    entries that replace shared ones; and it writes in the split part, as replacements,
+    the entries that are racily clean when it splits (a task's side index is seeded right
+    after ``git reset --hard`` wrote every file; a rollback writes the worktree and the
+    index together). Those stay there on every later write, which then writes the whole
+    index on top of the shared part it reads: the next write starts a new shared part
+    instead. (Its header only: 12 bytes read.)"""
+    try:
+        with open(index, "rb") as f:
+            head = f.read(12)
+    except OSError:
+        return False
+    return len(head) == 12 and head[:4] == b"DIRC" and int.from_bytes(head[8:], "big") >= CROWDED
+
+
 def make_git_dir(git_dir: Path, head: str) -> None:
     """Make the task's own git directory (``store.layout.TaskPaths.git_dir``), if it is
     not there: a ``HEAD`` at the commit ``head`` is all git needs to take it for one,
@@ -156,7 +178,7 @@ def _add(worktree: Path, index: Path, paths: Sequence[str], excludes: Sequence[s
     res = git.git(
         worktree,
         "add", "-A", "--ignore-errors", "--pathspec-from-file=-", "--pathspec-file-nul",
-        env=_env(index, reshare=git.crowded(index)),
+        env=_env(index, reshare=crowded(index)),
         input=b"\0".join(s.encode("utf-8", "surrogateescape") for s in specs) + b"\0",
         check=False,
     )  # fmt: skip

@@ -249,3 +249,31 @@ def _from_cache(data: object, name: str) -> Policy | None:
         return Policy(rules, name, on_error)
     except (ValueError, KeyError, TypeError, AttributeError, re.error):
         return None  # a damaged cache is only a slower load
+
+
+# patterns compiled ahead at most (``re`` keeps the last 512 it compiled)
+_MAX_PATTERNS = 256
+
+
+def compile_cached(home: str) -> None:
+    """Compile the patterns of the policies the bar home's projects use, as their caches
+    hold them: the resident does, so that its forks find them in ``re``'s cache, where
+    their command would compile the rule it needs (~0.7 ms; ``bar.resident_daemon``). A
+    pattern changed since is compiled by the fork, as before."""
+    import contextlib
+    import glob
+    import json
+
+    found = glob.glob(os.path.join(glob.escape(home), "projects", "*", "cache", "policy-*.json"))
+    patterns: dict[str, None] = {}
+    for path in sorted(found):
+        try:
+            with open(path, "rb") as f:
+                rules = json.load(f)["data"]["rules"]
+            patterns.update((rule["pattern"], None) for rule in rules
+                            if isinstance(rule["pattern"], str))  # fmt: skip
+        except (OSError, ValueError, KeyError, TypeError):
+            continue  # (a cache being written, or another bar's: the fork compiles)
+    for pattern in list(patterns)[:_MAX_PATTERNS]:
+        with contextlib.suppress(re.error, RecursionError, OverflowError):
+            re.compile(pattern)
