@@ -18,7 +18,8 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -344,24 +345,30 @@ def test_only_the_commands_that_need_no_terminal_of_their_own(
     assert not resident.may_serve(["run", "--", "true"])
 
 
-def test_a_resident_whose_code_changed_serves_no_more(tmp_path: Path) -> None:
-    module = tmp_path / "module.py"
-    module.write_text("x = 1\n")
-    listener = tmp_path / "listener"
+@contextmanager
+def _resident(tmp_path: Path, module: Path) -> Iterator[Resident]:
+    """A resident (not serving) on a socket of its own, that loaded ``module``."""
     import socket
 
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    sock.bind(str(listener))
+    sock.bind(str(tmp_path / "listener"))
     try:
-        warm = Resident(sock.fileno(), str(listener), 60)
+        warm = Resident(sock.fileno(), str(tmp_path / "listener"), 60)
         warm.loaded = {str(module): module.stat().st_mtime_ns}
+        yield warm
+    finally:
+        sock.detach()
+        sock.close()
+
+
+def test_a_resident_whose_code_changed_serves_no_more(tmp_path: Path) -> None:
+    module = tmp_path / "module.py"
+    module.write_text("x = 1\n")
+    with _resident(tmp_path, module) as warm:
         assert warm._still_here()
         module.write_text("x = 2\n")
         os.utime(module, ns=(1, 1))
         assert not warm._still_here()
-    finally:
-        sock.detach()
-        sock.close()
 
 
 def test_a_resident_whose_code_is_quiet_stats_nothing(
@@ -374,15 +381,8 @@ def test_a_resident_whose_code_is_quiet_stats_nothing(
     module = tmp_path / "code" / "module.py"
     module.parent.mkdir()
     module.write_text("x = 1\n")
-    listener = tmp_path / "listener"
-    import socket
-
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    sock.bind(str(listener))
-    try:
-        warm = Resident(sock.fileno(), str(listener), 60)
+    with _resident(tmp_path, module) as warm:
         warm.code = Watch([str(module.parent)], ANY_CHANGE)
-        warm.loaded = {str(module): module.stat().st_mtime_ns}
         statted: list[object] = []
         unchanged = warm._unchanged
         monkeypatch.setattr(warm, "_unchanged", lambda files: statted.append(1) or unchanged(files))
@@ -390,9 +390,6 @@ def test_a_resident_whose_code_is_quiet_stats_nothing(
         module.write_text("x = 2\n")
         os.utime(module, ns=(1, 1))
         assert not warm._still_here() and statted == [1]
-    finally:
-        sock.detach()
-        sock.close()
 
 
 def test_it_exits_when_idle_and_when_asked(repo: Path, capfd: pytest.CaptureFixture[str],
