@@ -77,7 +77,7 @@ def is_secret_name(name: str) -> bool:
 
     ``PWD`` counts only as part of a longer name (``MYSQL_PWD``): on its own it is the
     shell's working directory. (Remembered: a command asks of its whole environment
-    several times, ~6 µs a name; the resident asks of its own before it forks.)
+    several times, ~6 µs a name.)
     """
     if name.upper() in _NOT_SECRET:
         return False
