@@ -134,7 +134,8 @@ def test_an_edit_made_after_the_early_look_is_recorded_never_lost(
 def test_a_plain_step_runs_one_diff_files(
     task: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The early look is the step's look: diff-files runs once, not twice."""
+    """The early look is the look for hand edits: diff-files runs once for it, not
+    twice (and once more for the step's own snapshot, after its command)."""
     trace = tmp_path / "trace.json"
     wt = Path(task["worktree"])
     (wt / "new.txt").write_text("hand edit\n")
@@ -145,6 +146,6 @@ def test_a_plain_step_runs_one_diff_files(
         for line in trace.read_text().splitlines()
         if '"event":"start"' in line
     ]
-    assert sum("diff-files" in a for a in argvs) == 1, argvs
+    assert sum("diff-files" in a for a in argvs) == 2, argvs
     assert any(s["kind"] == "manual" for s in ledger(task["id"]))
     assert os.path.exists(wt / "new.txt")

@@ -64,6 +64,10 @@ def settled(repo: Path, capfd: pytest.CaptureFixture[str]) -> dict[str, str]:
             os.utime(path, (old, old), follow_symlinks=False)
     time.sleep(SETTLE)  # a directory's ctime cannot be set back: wait out the window
     assert bar(capfd, "run", "--", "true").code == 0  # records the files, stamps are trusted
+    # their ctimes fell in the second of that record (utime moves them): git could not
+    # tell an edit in that second from them, so they are looked at again once it is over
+    # (``bar.racy``)
+    time.sleep(1.05 - time.time() % 1)
     assert bar(capfd, "run", "--", "true").code == 0
     steps = ledger(t["id"])
     assert [s["kind"] for s in steps] == ["manual", "run", "run"]
@@ -133,10 +137,15 @@ def test_a_hand_edit_that_keeps_the_directories_asks_git_for_no_tree_shape(
     monkeypatch.delenv("GIT_TRACE2_EVENT")
     ran = git_commands(trace)
     assert "diff-tree" not in ran and "ls-tree" not in ran, ran
-    for name in ("add", "write-tree", "diff"):
-        assert ran.count(name) == 1, ran
+    # a file whose ctime moved in the second of the record while its mtime stayed older
+    # (a chmod, a ``touch -r``) has its noted stat cleared (``bar.racy``), and the step's
+    # own snapshot adds it again
+    smudged = "update-index" in ran
+    assert not smudged or edit != "modify", ran
+    assert ran.count("add") == ran.count("write-tree") == (2 if smudged else 1), ran
+    assert ran.count("diff") == 1, ran
     assert "commit-tree" not in ran and "update-ref" not in ran, ran
-    assert ran.count("config") <= 1, ran
+    assert ran.count("config") <= (2 if smudged else 1), ran
     assert ledger(settled["id"])[-2]["kind"] == "manual"
 
 

@@ -27,7 +27,7 @@ import os
 import stat
 from pathlib import Path, PurePosixPath
 
-from bar import faults, git
+from bar import faults, git, racy
 from bar.errors import DirtyWorktree, GitStateError
 from bar.notices import note, plural, warn
 from bar.progress import Progress
@@ -271,6 +271,7 @@ def advance(
     shutil.rmtree(written, ignore_errors=True)
     if index.exists():
         shutil.copyfile(index, staged)
+        racy.keep_time(index, staged)
     env = git.index_env(staged)
     safe.git(checkout, "read-tree", "-m", "-i", old, new, env=env)
     faults.point("after writing the checkout's new index")

@@ -75,6 +75,13 @@ class FlowConfig:
 
 
 @record(frozen=True)
+class SpeedConfig:
+    """The speed layer (``bar.speed``): ``fast: false`` turns every shortcut off."""
+
+    fast: bool = True
+
+
+@record(frozen=True)
 class Config:
     version: int = 1
     git: GitConfig = field(default_factory=GitConfig)
@@ -84,6 +91,7 @@ class Config:
     run: RunConfig = field(default_factory=RunConfig)
     sandbox: SandboxConfig = field(default_factory=SandboxConfig)
     flow: FlowConfig = field(default_factory=FlowConfig)
+    speed: SpeedConfig = field(default_factory=SpeedConfig)
 
 
 # section -> key -> expected type ("str", "ref", "bool", "strlist", "pathlist", "number")
@@ -96,6 +104,7 @@ _SCHEMA: dict[str, dict[str, str]] = {
     "sandbox": {"enabled": "bool", "required": "bool", "network": "bool",
                 "allow_write": "pathlist", "deny_read": "pathlist"},
     "flow": {"phases": "phases"},
+    "speed": {"fast": "bool"},
 }  # fmt: skip
 
 
@@ -199,6 +208,7 @@ def parse_config(data: Any, path: Path) -> Config:
         run=RunConfig(**sections.get("run", {})),
         sandbox=SandboxConfig(**sections.get("sandbox", {})),
         flow=FlowConfig(**sections.get("flow", {})),
+        speed=SpeedConfig(**sections.get("speed", {})),
     )
 
 
@@ -366,4 +376,6 @@ sandbox:                     # what a step's command may touch (docs/sandbox.md)
   network: true              # false: no TCP connections or listening
   allow_write: [~/.cache]    # writable besides the worktree, the task branch and TMPDIR
   deny_read: [~/.ssh, ~/.aws, ~/.gnupg]   # hidden from the command
+speed:
+  fast: true                 # false: no shortcuts (watches, stamps, resident); slower, same records
 """

@@ -33,7 +33,8 @@ _CONFIGURED: dict[str, bool] | None = None
 
 
 # (with what the snapshot's commit and ref need, read in the same process: ``bar.loose``)
-_CONFIG_KEYS = ("config", "--get-regexp", r"^core\.(autocrlf|attributesfile)$|" + CONFIG_PATTERN)
+_CONFIG_KEYS = ("config", "--get-regexp",
+                r"^core\.(autocrlf|attributesfile|excludesfile)$|" + CONFIG_PATTERN)  # fmt: skip
 
 
 def ask(worktree: Path) -> Started | None:
@@ -80,6 +81,22 @@ def converts(worktree: Path, has_attributes: bool, asked: Started | None = None)
     if _CONFIGURED is not None:
         _CONFIGURED[str(worktree)] = found
     return found
+
+
+def ignore_sources(worktree: Path, asked: Started | None) -> list[str]:
+    """The files outside the worktree that decide what git ignores in it: the
+    repository's ``info/exclude`` and the file ``core.excludesFile`` names (git's
+    default one where ``asked``, the configuration read beside the snapshot, is not
+    given; a snapshot that records a change reads it again). A look that found a
+    file's directory unchanged can only trust that the file is still ignored while
+    neither changed (``bar.rescan``)."""
+    out = asked.result().out if asked is not None else ""
+    named = next((value for key, _, value in (line.partition(" ") for line in out.splitlines())
+                  if key == "core.excludesfile"), None)  # fmt: skip
+    xdg = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    common = _common_dir(worktree)
+    return [str(common / "info" / "exclude"),
+            os.path.expanduser(named) if named else os.path.join(xdg, "git", "ignore")]  # fmt: skip
 
 
 @contextlib.contextmanager

@@ -39,6 +39,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from bar import speed
 from bar.channel import Address
 
 if TYPE_CHECKING:
@@ -88,8 +89,9 @@ def verify_seconds() -> int:
 
 
 def running(index: Path) -> bool:
-    """Whether a lookout may be listening for this side index (its socket exists)."""
-    return os.path.exists(socket_path(index))
+    """Whether a lookout may be listening for this side index (its socket exists) and
+    may be asked (the speed layer is on: ``bar.speed``)."""
+    return os.path.exists(socket_path(index)) and speed.fast()
 
 
 def look(index: Path, base: str, *, stale_ok: bool = False, staged: bool = False,
@@ -138,7 +140,7 @@ def forget(index: Path, sight: Sight, paths: Sequence[str]) -> None:
 
 def stop(index: Path) -> None:
     """Ask the lookout of this side index to exit (if one runs)."""
-    if running(index):
+    if os.path.exists(socket_path(index)):
         _tell(index, {"op": "exit"})
 
 
@@ -163,7 +165,7 @@ def keep_watching(task: Task, watch: TreeWatch, age: float) -> bool:
     lookout took it (the caller no longer owns the watch)."""
     from bar import peers, stamps
 
-    if idle_seconds() == 0 or os.environ.get("BAR_STEP_ID") or not watch.sure:
+    if idle_seconds() == 0 or os.environ.get("BAR_STEP_ID") or not watch.sure or not speed.fast():
         return False
     if peers.no_new_privs(os.getpid()):
         return False  # it could not tell a confined caller from this one (``bar.peers``)

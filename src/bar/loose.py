@@ -47,6 +47,8 @@ _HARMLESS = {("extensions.refstorage", "files"), ("i18n.commitencoding", "utf-8"
 # extensions that change nothing in how a commit or a loose ref is written
 _HARMLESS_EXTENSIONS = ("extensions.worktreeconfig", "extensions.preciousobjects",
                         "extensions.partialclone", "extensions.noop")  # fmt: skip
+# read with these keys for the snapshot's other needs (``bar.exact``): no part of a commit
+_READ_BESIDE = ("core.autocrlf", "core.attributesfile", "core.excludesfile")
 _HASHES = {"sha1": 40, "sha256": 64}  # digits of an object id
 # what git takes from the environment when it writes a commit, other than the identity
 # bar sets (``git.BAR_IDENTITY``)
@@ -81,7 +83,7 @@ class Writer:
         for key, value in settings.items():
             if key == "extensions.objectformat" and value in _HASHES:
                 object_format = value
-            elif (key, value) in _HARMLESS or key in _HARMLESS_EXTENSIONS:
+            elif (key, value) in _HARMLESS or key in _HARMLESS_EXTENSIONS or key in _READ_BESIDE:
                 pass
             elif key in ("commit.gpgsign", "core.sharedrepository", "core.fsyncobjectfiles"):
                 if value not in _FALSE:

@@ -90,10 +90,10 @@ def begin(task_ref: str | None) -> None:
         key = _key(index)
         if key is None or not task.active or not os.path.isdir(worktree):
             return
-        from bar import lookout
+        from bar import speed
 
-        if lookout.running(index):
-            return  # its lookout knows what changed (``bar.lookout``): nothing to stat
+        if not speed.fast():
+            return  # no stamps: the look for hand edits adds everything
         proc = diff_files(worktree, index)
     except Exception:  # an optimisation only: the command finds and reports any error
         return

@@ -11,13 +11,11 @@ full rescan.
 
 from __future__ import annotations
 
-import bisect
 import os
-import stat
 from collections.abc import Callable
 from pathlib import Path
 
-from bar import git, lookout, prescan, stamps
+from bar import git, lookout, prescan, speed, stamps
 from bar.stamps import keep_private
 
 _env = git.index_env
@@ -41,9 +39,13 @@ def scan(
 ) -> tuple[list[str], dict[str, int]] | None:
     """``changed_since``, with the ctimes of the directories found unchanged.
     ``changed``: every path that changed since the stamps were written, as the kernel
-    reported them (``bar.watch.TreeWatch``, watching since then): then neither a file nor
-    a directory is statted. ``before_dirs``: called while git stats the recorded files,
-    before the first directory is statted."""
+    reported them (``bar.watch.TreeWatch``, watching since then): then no directory is
+    statted. Every recorded file is statted whatever the kernel said (``git
+    diff-files``): a write through a hard link made from outside the worktree, or
+    through a memory map, reaches no watch of the worktree's. ``before_dirs``: called
+    while git stats the recorded files, before the first directory is statted."""
+    if not speed.fast():
+        return None
     noted = stamps.noted(index)
     if noted is None or noted.get("commit") != recorded:
         return None
@@ -52,17 +54,24 @@ def scan(
     dirs, mtimes = noted.get("dirs"), noted.get("mtimes")
     if not isinstance(dirs, list) or not isinstance(mtimes, list) or len(dirs) != len(mtimes):
         return None
-    if changed is not None:
-        return _watched(worktree, index, dirs, mtimes, changed)
-    # git stats the recorded files while we stat the directories (it may have begun
+    if stamps.rules_moved(noted):
+        speed.fallback("the repository's own ignore rules changed")
+        return None
+    # git stats the recorded files while we look at the directories (it may have begun
     # while the command was loading: ``bar.prescan``)
     diff_files = prescan.claim(worktree, index) or prescan.diff_files(worktree, index)
     since = noted.get("at")
     try:
-        if before_dirs is not None:
-            before_dirs()
-        since_ns = since - stamps.RACY_NS if isinstance(since, int) else 0
-        scope, unchanged = _changed_dirs(worktree, dirs, mtimes, since_ns)
+        if changed is not None:
+            found = _watched(worktree, dirs, mtimes, changed)
+            if found is None:
+                return None
+            scope, unchanged = found
+        else:
+            if before_dirs is not None:
+                before_dirs()
+            since_ns = since - stamps.RACY_NS if isinstance(since, int) else 0
+            scope, unchanged = _changed_dirs(worktree, dirs, mtimes, since_ns)
         out, _ = diff_files.communicate()
     except _Rescan:
         return None
@@ -71,42 +80,31 @@ def scan(
             diff_files.kill()
             diff_files.wait()
     if diff_files.returncode != 0:
+        speed.fallback("git diff-files failed on the side index", unexpected=True)
         return None
-    keep_private(index)  # diff-files may have refreshed the index's stat data
+    keep_private(index)
     names = [item.decode("utf-8", "surrogateescape") for item in out.split(b"\0") if item]
     full = _with_files(scope, names)
-    return (full, unchanged) if full is not None else None
+    return (sorted(set(full)), unchanged) if full is not None else None
 
 
 _MAX_PATHS = 1000  # more changed paths than this are rescanned as their directories
 
 
-def _watched(worktree: Path, index: Path, dirs: list[object], mtimes: list[object],
-             changed: set[str]) -> tuple[list[str], dict[str, int]] | None:  # fmt: skip
-    """The scope of a scan from the paths the kernel reported: those that exist, those
-    gone that the side index holds (or under which it holds files), and nothing else
-    (a pathspec matching nothing would make git fail). The directories that held none of
-    them keep their stamped ctimes; a directory stamped within the racy window is
-    rescanned, as a scan that stats would."""
+def _watched(worktree: Path, dirs: list[object], mtimes: list[object], changed: set[str]
+             ) -> tuple[list[str], dict[str, int]] | None:  # fmt: skip
+    """The scope of a scan from the paths the kernel reported: those that exist (a
+    recorded file that is gone is named by diff-files, which stats them all; an
+    unrecorded one that is gone leaves nothing to record), and nothing else (a pathspec
+    matching nothing would make git fail). The directories that held none of them keep
+    their stamped ctimes; a directory stamped within the racy window is rescanned, as a
+    scan that stats would."""
     paths = _collapse(changed)
     if paths is None:
+        speed.fallback("more paths changed than are rescanned one by one")
         return None
     prefix = str(worktree) + os.sep
-    present, gone = [], []
-    for p in paths:
-        try:
-            st = os.lstat(prefix + p)
-        except OSError:
-            gone.append(p)
-            continue
-        if st.st_nlink > 1 and stat.S_ISREG(st.st_mode):
-            return None  # a write through it changed its other names too, unreported
-        present.append(p)
-    if gone:
-        held = _held(worktree, index, gone)
-        if held is None:
-            return None
-        present += held
+    present = [p for p in paths if os.path.lexists(prefix + p)]
     touched = {p.rpartition("/")[0] for p in changed}  # their ctimes moved
     stamped = {str(d) for d in dirs}
     scope: list[str] = []
@@ -122,8 +120,8 @@ def _watched(worktree: Path, index: Path, dirs: list[object], mtimes: list[objec
     if sum(map(len, listed)) > _MAX_SPECS:
         listed = [found if not rel else [rel] for rel, found in zip(racy, listed, strict=True)]
     scope += [p for found in listed for p in found]
-    full = _with_files(scope, sorted(present))
-    return (full, unchanged) if full is not None else None
+    scope += sorted(present)
+    return scope, unchanged
 
 
 def _collapse(changed: set[str]) -> list[str] | None:
@@ -141,24 +139,6 @@ def _collapse(changed: set[str]) -> list[str] | None:
             continue
         kept.append(p)
     return kept
-
-
-def _held(worktree: Path, index: Path, gone: list[str]) -> list[str] | None:
-    """Of paths no longer on disk, those the side index holds a file at or under."""
-    specs = b"".join(f":(top,literal){p}".encode("utf-8", "surrogateescape") + b"\0"
-                     for p in gone)  # fmt: skip
-    res = git.git(worktree, "ls-files", "-z", "--pathspec-from-file=-", "--pathspec-file-nul",
-                  env=_env(index), input=specs, check=False)  # fmt: skip
-    if res.returncode != 0:
-        return None
-    files = [f.decode("utf-8", "surrogateescape") for f in res.stdout.split(b"\0") if f]
-    return [p for p in gone if _holds(files, p)]
-
-
-def _holds(files: list[str], path: str) -> bool:
-    """Whether the sorted list ``files`` has ``path`` or something under it."""
-    at = bisect.bisect_left(files, path)
-    return at < len(files) and (files[at] == path or files[at].startswith(path + "/"))
 
 
 _MAX_ENTRIES = 2000  # a changed directory holding more is rescanned whole

@@ -72,6 +72,12 @@ def main(args: list[str]) -> int:
             start()  # for the next one
 
 
+def _speed_off() -> bool:
+    """``BAR_FAST=0``: no shortcut at all, the resident among them (``bar.speed``, which
+    this module does not import: it is all the client loads)."""
+    return os.environ.get("BAR_FAST", "").strip().lower() in ("0", "false", "no", "off")
+
+
 def idle_seconds() -> int:
     """How long the resident waits for a command (``BAR_RESIDENT_IDLE``; 0: none)."""
     value = os.environ.get("BAR_RESIDENT_IDLE", "")
@@ -88,6 +94,8 @@ def socket_path() -> str:
 def may_serve(args: list[str]) -> bool:
     """Whether this command line may be served by a resident (see the module's text)."""
     if not args or args[0] not in SERVED or idle_seconds() == 0 or os.environ.get("BAR_STEP_ID"):
+        return False
+    if _speed_off():
         return False
     flags = sys.flags
     if flags.dev_mode or flags.optimize or flags.verbose or flags.inspect or sys.warnoptions:
@@ -313,8 +321,12 @@ def _wait(sock: "_Socket", lines: "_Lines", pid: int) -> int:
 def start() -> None:
     """Start a resident for this bar home, if none listens and one may run here. Never
     fails: a resident is only ever a way to start faster."""
-    if idle_seconds() == 0 or os.environ.get("BAR_STEP_ID"):
+    if idle_seconds() == 0 or os.environ.get("BAR_STEP_ID") or _speed_off():
         return
+    from bar import speed
+
+    if not speed.fast():
+        return  # (the project's speed.fast: false, read by the command just run)
     path = socket_path()
     if os.path.exists(path):
         return

@@ -370,6 +370,9 @@ def _become(conn: socket.socket, data: bytes, fds: list[int]) -> NoReturn:
         for name in ("__stdin__", "__stdout__", "__stderr__"):  # (what faulthandler and
             setattr(sys, name, getattr(sys, name.strip("_")))  # the like fall back on)
         sys.argv = argv
+        if _slow_project():
+            _say(conn, b"no speed")  # (the caller runs it itself)
+            os._exit(1)
         _say(conn, b"pid %d" % os.getpid())
         if conn.recv(3) != b"go\n":  # (a caller that gave up waiting runs it itself)
             os._exit(1)
@@ -409,6 +412,17 @@ def _become(conn: socket.socket, data: bytes, fds: list[int]) -> NoReturn:
         with contextlib.suppress(BaseException):
             _say(conn, b"exit %d" % code)
         os._exit(code & 0xFF)
+
+
+def _slow_project() -> bool:
+    """Whether the project the caller stands in wants no shortcut (``speed.fast: false``
+    in its config.yaml, ``bar.speed``): then no resident serves it."""
+    try:
+        from bar.project import find_project
+
+        return find_project().project.config.speed.fast is False
+    except Exception:  # (no project here, or one whose config the command will report)
+        return False
 
 
 def _die_with_caller(conn: socket.socket, done: threading.Event) -> None:

@@ -28,7 +28,17 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from bar import checkpoints, git, journals, known_secrets, snapshot, stamps, step_hooks, steps
+from bar import (
+    checkpoints,
+    git,
+    journals,
+    known_secrets,
+    snapshot,
+    speed,
+    stamps,
+    step_hooks,
+    steps,
+)
 from bar.call_log import Recorded, read_recorded
 from bar.clock import iso_of, ms_between, ms_since, now_iso
 from bar.errors import BarError, CannotConfine, ExitCode, HookFailed, UsageError
@@ -107,7 +117,7 @@ def watch_worktree(task: Task) -> TreeWatch | None:
     It is not yet begun: the look for hand edits begins it (``snapshot.take``'s
     ``before_look``), or at the latest the step, before its command runs."""
     dirs = stamps.stamped_dirs(task.index)
-    if dirs is None:
+    if dirs is None or not speed.fast():
         return None
     watch = TreeWatch(str(task.worktree), dirs, begin=False)
     watch.snapshot = task.recorded_snapshot()

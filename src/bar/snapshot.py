@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, BinaryIO, Protocol
 
-from bar import exact, faults, git, lookout, loose, rescan, staging, stamps
+from bar import exact, faults, git, lookout, loose, racy, rescan, speed, staging, stamps
 from bar.errors import GitError, SnapshotFailed
 from bar.git import BAR_IDENTITY, DiffStat
 from bar.notices import warn
@@ -50,6 +50,7 @@ def seed_index(worktree: Path, index: Path, base_commit: str, git_dir: Path, com
     tmp = index.with_name(index.name + ".seed")
     if own.is_file():
         shutil.copyfile(own, tmp)
+        racy.keep_time(own, tmp)
     else:
         git.git(worktree, "read-tree", base_commit, env=_env(tmp))
     git.git(worktree, "update-index", "--index-version", "4", env=_env(tmp))
@@ -124,10 +125,14 @@ def write_whole(worktree: Path, index: Path, scope: list[str] | None,
     """``_write``, whether every file of the scope could be read (``_add``), and the
     scope rescanned (None: everything, also when the given one could not be added as
     such)."""
+    since = time.time_ns()  # (before git looks at any file: see ``bar.racy``)
     added = True if scope == [] else _add(worktree, index, scope or ["."], excludes)
     if added is False and scope:
+        speed.fallback("a scope git could not add as such")
         added, scope = _add(worktree, index, ["."], excludes), None
     tree = git.out(worktree, "write-tree", env=_env(index))  # may store its cache-tree
+    if scope != []:
+        racy.smudge(worktree, index, since, len(tree))
     keep_private(index)
     return tree, added is not None, scope
 
@@ -344,10 +349,11 @@ def _record(worktree: Path, index: Path, ref: str, recorded: str, message: str, 
     shape = None if same else stamps.shape_of(worktree, index, tree, scope=kept)
     converts, raw_changed, raw = _raw_parent(worktree, index, tree, recorded, recorded_tree,
                                              shape, scope, asked)  # fmt: skip
+    rules = exact.ignore_sources(worktree, asked) if asked is not None else None
     if same and not raw_changed:
         if restored_tree is None or not stamps.recommit(index, tree, recorded):
             stamps.stamp(worktree, index, tree, recorded, started_ns, scope, known=known,
-                         converts=converts, hold=hold)  # fmt: skip
+                         converts=converts, hold=hold, ignore_sources=rules)  # fmt: skip
         return Snapshot(recorded, tree, False, worktree)
     reason = f"bar: {message.splitlines()[0]}"
     writer = _writer(worktree, asked)
@@ -372,16 +378,15 @@ def _record(worktree: Path, index: Path, ref: str, recorded: str, message: str, 
                                      message, identity=BAR_IDENTITY)  # fmt: skip
         git.update_ref(worktree, ref, commit, now, reason)
     if restored_tree is None or not stamps.recommit(index, tree, commit):
-        stamps.stamp(
-            worktree, index, tree, commit, started_ns, scope, shape, known, converts, hold=hold
-        )
+        stamps.stamp(worktree, index, tree, commit, started_ns, scope, shape, known, converts,
+                     hold=hold, ignore_sources=rules)  # fmt: skip
     return Snapshot(commit, tree, True, worktree)
 
 
 def _writer(worktree: Path, asked: Started | None) -> loose.Writer | None:
     """What writes the snapshot's commit and moves its ref without git, given the
     configuration read beside ``git add`` (None: git does)."""
-    if asked is None:
+    if asked is None or not speed.fast():
         return None
     said = asked.result()
     if said.returncode not in (0, 1):  # (1: none of the keys is set)

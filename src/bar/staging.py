@@ -41,7 +41,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bar import exact, stamps
+from bar import exact, racy, stamps
 from bar.git import DiffStat
 
 QUIET_MS = 2  # how long the worktree must be still before the lookout stages
@@ -84,6 +84,7 @@ def stage(worktree: Path, index: Path, base: str, paths: set[str], name: str
     was = stamps.identity(index)
     try:
         shutil.copyfile(index, copy)
+        racy.keep_time(index, copy)
         stamps.keep_private(copy)
         if stamps.identity(index) != was:
             raise OSError("the side index changed while it was copied")

@@ -77,6 +77,14 @@ _NOTED: dict[str, tuple[tuple[int, int, int, int], dict[str, Any]]] = {}
 _HELD: dict[str, dict[str, Any]] = {}
 
 
+def forget(index: Path) -> None:
+    """Drop the stamps of ``index`` (held or written): the next look scans everything."""
+    path = stamps_path(index)
+    _HELD.pop(str(path), None)
+    _NOTED.pop(str(path), None)
+    path.unlink(missing_ok=True)
+
+
 def flush(index: Path) -> None:
     """Write the stamps held for ``index``, if any."""
     held = _HELD.get(str(stamps_path(index)))
@@ -143,9 +151,12 @@ def stamped_attributes(index: Path) -> bool | None:
 def stamp(worktree: Path, index: Path, tree: str, commit: str, started_ns: int,
           scope: Sequence[str] | None = (), shape: Shape | None = None,
           known: dict[str, int] | None = None, converts: bool | None = None,
-          settled: dict[str, int] | None = None, hold: bool = False) -> None:  # fmt: skip
+          settled: dict[str, int] | None = None, hold: bool = False,
+          ignore_sources: Sequence[str] | None = None) -> None:  # fmt: skip
     """Note the ctime of every directory of ``tree`` (and of the untracked ones around
-    it) as of ``started_ns``. ``known``: ctimes the scan before found unchanged, which
+    it) as of ``started_ns``, and the identity of the files outside the worktree that
+    decide what git ignores in it (``ignore_sources``, ``exact.ignore_sources``; None:
+    those the last stamps named). ``known``: ctimes the scan before found unchanged, which
     need no second stat. ``converts``: whether git converts files here (None: not known).
     Where it does, the wide racy window holds whatever the file system: git's own check
     of a file written in the second its index was (a racily clean entry) compares
@@ -203,9 +214,15 @@ def stamp(worktree: Path, index: Path, tree: str, commit: str, started_ns: int,
                   for d, m in zip(dirs, mtimes, strict=True)]  # fmt: skip
     else:
         mtimes = [-1 if m >= since else m for m in mtimes]
+    if ignore_sources is None:
+        was = (noted(index) or {}).get("ignore_rules")
+        ignore_sources = ([str(p[0]) for p in was if isinstance(p, list) and p]
+                          if isinstance(was, list) and was
+                          else exact.ignore_sources(worktree, None))  # fmt: skip
     record = {"version": 1, "tree": tree, "commit": commit, "index": identity(index), "at": started_ns,
               "dirs": dirs, "mtimes": mtimes, "nested": nested, "extra": extra,
-              "ignored": ignored, "attributes": attributes}  # fmt: skip
+              "ignored": ignored, "attributes": attributes,
+              "ignore_rules": [[p, *_rules_id(p, since)] for p in ignore_sources]}  # fmt: skip
     _write(index, record, hold=hold)
 
 
@@ -406,6 +423,33 @@ def recommit(index: Path, tree: str, commit: str) -> bool:
         return False
     _write(index, {**record, "commit": commit})
     return stamps_path(index).exists()
+
+
+def _rules_id(path: str, since: int | None) -> list[int]:
+    """What says a file of ignore rules (``stamp``'s ``ignore_sources``) is still as
+    it was: its ctime, size and inode (``[-1]`` if it changed within the racy window, so
+    the next look trusts nothing; empty if there is none)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return []
+    if since is not None and st.st_ctime_ns >= since:
+        return [-1]
+    return [st.st_ctime_ns, st.st_size, st.st_ino]
+
+
+def rules_moved(record: dict[str, Any]) -> bool:
+    """Whether a file of ignore rules outside the worktree changed since ``record`` (a
+    stamps record) was taken: what git ignores may have changed anywhere."""
+    rules = record.get("ignore_rules")
+    if not isinstance(rules, list):
+        return True  # stamps from before they were noted: trust nothing
+    for item in rules:
+        if not isinstance(item, list) or not item or not isinstance(item[0], str):
+            return True
+        if item[1:] == [-1] or _rules_id(item[0], None) != item[1:]:
+            return True
+    return False
 
 
 def identity(index: Path) -> list[int]:

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from bar import faults, git, known_secrets, rescan, snapshot, staging, stamps
+from bar import faults, git, known_secrets, racy, rescan, snapshot, staging, stamps
 from bar.clock import ms_since, now_iso
 from bar.errors import CorruptFile
 from bar.git import DiffStat
@@ -220,6 +220,7 @@ def current_tree(task: Task, recorded: str | None = None) -> str:
         index = Path(tmp) / "index"
         try:
             shutil.copyfile(task.index, index)
+            racy.keep_time(task.index, index)
         except FileNotFoundError:
             scope = None
         return snapshot.write_scope(task.worktree, index, scope)

@@ -12,7 +12,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from bar import git
+from bar import git, speed
 from bar.clock import now_iso
 from bar.errors import BarError, CorruptFile, NotFound, TaskNotFound, UsageError
 from bar.ledger import Ledger
@@ -261,7 +261,17 @@ def load_task(project: Project, task_id: str) -> Task:
     )
     if status == "active":
         _pin(task)
+    _configure_speed(project)
     return task
+
+
+def _configure_speed(project: Project) -> None:
+    """Tell the speed layer whether this project wants it (``speed.fast``); a config
+    that cannot be read leaves it as it was: the command that reads it says why."""
+    try:
+        speed.configure(project.config.speed.fast)
+    except BarError:
+        pass
 
 
 def admin_dir(common: Path, worktree: Path) -> Path | None:
