@@ -36,6 +36,9 @@ def hermetic_seal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[N
     monkeypatch.setenv("GIT_COMMITTER_DATE", "2024-01-15T10:00:00Z")
     monkeypatch.setenv("GIT_EDITOR", "false")
     monkeypatch.setenv("NO_COLOR", "1")
+    # a shortcut of the speed layer that breaks (a git command it relies on fails) raises
+    # instead of falling back in silence (``bar.speed.fallback``)
+    monkeypatch.setenv("BAR_STRICT_FALLBACK", "1")
     (home / ".gitconfig").write_text("[init]\n\tdefaultBranch = main\n")
     # a task's lookout outlives the commands (``bar.lookout``): the test's are stopped
     # when it ends, and would give up on their own after a minute

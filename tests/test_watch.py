@@ -177,3 +177,120 @@ def test_quiet_until_anything_happens_and_then_for_good(tmp_path: Path) -> None:
         assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
         watch.close()
     assert not Watch([str(tmp_path / "missing")], ANY_CHANGE).quiet()  # (cannot say)
+
+
+_SHUFFLES = ["swap", "to_link_inside", "to_link_outside", "back", "move_in", "move_out", "rmdir",
+             "mkdir"]  # fmt: skip
+
+
+def _real_dirs(root: Path) -> list[str]:
+    """Every directory under ``root`` reached without following a link, relative."""
+    found = [""]
+    for dirpath, dirnames, _ in os.walk(root):
+        dirnames[:] = [d for d in dirnames if not os.path.islink(os.path.join(dirpath, d))]
+        found += [os.path.relpath(os.path.join(dirpath, d), root) for d in dirnames]
+    return found
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_no_directory_goes_unwatched_while_the_watch_is_sure(tmp_path: Path, seed: int) -> None:
+    """Directories swapped with each other, for links (to a directory inside or outside
+    the tree) and back, moved in, out and away: after each shuffle a file is written in
+    every directory of the tree, and the watch names every one of them, or says it does
+    not know (never a name it did not see while sure)."""
+    import random
+
+    rng = random.Random(seed)
+    root = tmp_path / "wt"
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    for rel in ("a/x", "b/y", "c"):
+        (root / rel).mkdir(parents=True)
+    watch = TreeWatch(str(root), _real_dirs(root))
+    parked: list[Path] = []
+    try:
+        for n in range(10):
+            dirs = [d for d in _real_dirs(root) if d]
+            kind = rng.choice(_SHUFFLES)
+            one = root / rng.choice(dirs) if dirs else None
+            two = root / rng.choice(dirs) if dirs else None
+            if kind == "swap" and one and two and one != two and not (
+                str(one).startswith(str(two) + "/") or str(two).startswith(str(one) + "/")
+            ):
+                tmp = root / f"swap-{n}"
+                os.rename(one, tmp)
+                os.rename(two, one)
+                os.rename(tmp, two)
+            elif kind in ("to_link_inside", "to_link_outside") and one:
+                aside = root / f"aside-{n}"
+                os.rename(one, aside)
+                target = aside if kind == "to_link_inside" else outside
+                os.symlink(target, one)
+                parked.append(one)
+            elif kind == "back" and parked:
+                link = parked.pop()
+                if link.is_symlink():
+                    target = Path(os.readlink(link))
+                    link.unlink()
+                    if target != outside and target.is_dir():
+                        os.rename(target, link)
+            elif kind == "move_in":
+                made = outside / f"in-{n}" / "deeper"
+                made.mkdir(parents=True)
+                os.rename(made.parent, root / f"in-{n}")
+            elif kind == "move_out" and one:
+                os.rename(one, outside / f"out-{n}")
+                # written to after it left: nothing in the tree changed
+                (outside / f"out-{n}" / "late.txt").write_text("x\n")
+            elif kind == "rmdir" and one and not any(one.iterdir()):
+                one.rmdir()
+            elif kind == "mkdir" and one:
+                (one / f"new-{n}").mkdir()
+            if watch.drain() is None:
+                return  # it said it does not know: the caller stats everything
+            expected = set()
+            for rel in _real_dirs(root):
+                name = f"{rel}/probe-{n}" if rel else f"probe-{n}"
+                (root / name).write_text("p\n")
+                expected.add(name)
+            seen = watch.drain()
+            if seen is None:
+                return
+            assert expected <= seen, (kind, sorted(expected - seen))
+            # nothing outside the tree is reported under a name inside it
+            assert not any(p.endswith("late.txt") for p in seen), seen
+    finally:
+        watch.close()
+
+
+def test_a_directory_replaced_by_a_link_before_it_is_watched_is_not_followed(
+    tmp_path: Path,
+) -> None:
+    """A directory made and at once replaced by a link to another watched directory (before
+    the watch got to it): the link is not followed, so the other directory keeps its
+    name, and what is written in it later is reported under that name."""
+    root = tmp_path / "wt"
+    (root / "e").mkdir(parents=True)
+    watch = TreeWatch(str(root), ["", "e"])
+    try:
+        (root / "d").mkdir()
+        (root / "d").rmdir()
+        os.symlink("e", root / "d")
+        assert watch.drain() is not None
+        (root / "d").unlink()
+        (root / "d").mkdir()
+        assert watch.drain() is not None
+        (root / "e" / "later.txt").write_text("x\n")
+        seen = watch.drain()
+        assert seen is None or "e/later.txt" in seen, seen
+        outside = tmp_path / "outside"
+        outside.mkdir()
+        (root / "f").mkdir()
+        (root / "f").rmdir()
+        os.symlink(outside, root / "f")
+        assert watch.drain() is not None
+        (outside / "far.txt").write_text("x\n")  # not in the worktree at all
+        seen = watch.drain()
+        assert seen is None or not any(p.startswith("f/") for p in seen), seen
+    finally:
+        watch.close()

@@ -1,0 +1,184 @@
+"""The record never lies (SPEC §3): attacks on the shortcuts, each run for real.
+
+Every test here makes the worktree change in a way one of bar's shortcuts (the side
+index's stat cache, the watches, the stamps, the resident process) could miss, then
+checks that the ledger's last state is what ``git add -A`` writes from a fresh index of
+the worktree, and that a rollback says nothing that is not so. Each runs with the speed
+layer on and with ``BAR_FAST=0``, in-process and through the installed executable (which
+a resident process may serve).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from helpers import (
+    SETTLE,
+    bar,
+    bar_exe,
+    init_clean,
+    ledger,
+    lookout_started,
+    new_task,
+    plain_git_tree,
+    recorded_tree,
+    worktree,
+)
+
+Bar = Callable[..., Any]
+
+
+@pytest.fixture(params=["fast", "slow"])
+def speed(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Both ways: the speed layer on (the default) and off (``BAR_FAST=0``)."""
+    if request.param == "slow":
+        monkeypatch.setenv("BAR_FAST", "0")
+    return str(request.param)
+
+
+@pytest.fixture(params=["in-process", "executable"])
+def run(request: pytest.FixtureRequest, capfd: pytest.CaptureFixture[str]) -> Bar:
+    """``bar ARGS`` in this process, or through the installed ``bar`` (served by the bar
+    home's resident process once one runs)."""
+    if request.param == "in-process":
+        return lambda *args, cwd=None: bar(capfd, *args)
+    return lambda *args, cwd=None: bar_exe(*args, cwd=cwd or Path.cwd())
+
+
+def _task(repo: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+          run: Bar) -> tuple[dict[str, Any], Path]:  # fmt: skip
+    """A task three steps in (with the speed layer on, its lookout is watching)."""
+    if os.environ.get("BAR_FAST") == "0":
+        init_clean(repo, capfd)
+        task = new_task(capfd)
+        wt = worktree(task)
+        for _ in range(3):
+            assert bar(capfd, "run", "--", "true").code == 0
+    else:
+        task, wt = lookout_started(capfd, repo)
+    monkeypatch.chdir(wt)
+    return task, wt
+
+
+def _start_of_a_second() -> None:
+    """Wait until a second has just begun: what follows runs within it."""
+    time.sleep(1.0 - time.time() % 1 + 0.01)
+
+
+def _check(repo: Path, task: dict[str, Any], wt: Path, tmp: Path) -> None:
+    assert recorded_tree(repo, task) == plain_git_tree(wt, tmp)
+
+
+def test_a_same_size_rewrite_in_the_second_of_the_record_with_its_mtime_set_back(
+    repo: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch, speed: str, run: Bar,
+) -> None:  # fmt: skip
+    """A step writes ``f`` and sets its mtime back (its ctime is then in the second of the
+    step's record, its mtime long before); in that same second the file is rewritten
+    with as many bytes and its mtime set back again. git, which compares times to the
+    second, sees no change: the next record must."""
+    task, wt = _task(repo, capfd, monkeypatch, run)
+    for _attempt in range(5):
+        _start_of_a_second()
+        began = int(time.time())
+        res = run("run", "--", "sh", "-c", "printf aaaa > f; touch -d @1000000000 f", cwd=wt)
+        assert res.code == 0, res.err
+        (wt / "f").write_text("bbbb")
+        os.utime(wt / "f", (1_000_000_000, 1_000_000_000))
+        if int(time.time()) == began:
+            break  # (else the second ran out: again)
+    res = run("run", "--", "true", cwd=wt)
+    assert res.code == 0, res.err
+    _check(repo, task, wt, tmp_path)
+    assert ledger(task["id"])[-2]["kind"] == "manual"
+    # a rollback over it first records it; undoing the rollback brings it back
+    assert run("rollback", "--to", "base", cwd=wt).code == 0
+    assert not (wt / "f").exists()
+    assert run("undo", cwd=wt).code == 0
+    assert (wt / "f").read_text() == "bbbb"
+
+
+def test_a_write_through_a_hard_link_from_outside_is_recorded(
+    repo: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch, speed: str, run: Bar,
+) -> None:  # fmt: skip
+    """A file of the worktree has a second name outside it: writes through that name
+    reach no watch of the worktree's, between steps and during one (a confined step may
+    write ``/tmp``). Each is recorded, and a rollback never overwrites one unrecorded."""
+    task, wt = _task(repo, capfd, monkeypatch, run)
+    (wt / "f.txt").write_text("one\n")
+    assert run("run", "--", "true", cwd=wt).code == 0
+    outside = tmp_path / "outside-name"
+    os.link(wt / "f.txt", outside)
+    time.sleep(SETTLE)
+    assert run("run", "--", "true", cwd=wt).code == 0
+    outside.write_text("two\n")  # a hand edit, through the other name
+    assert run("run", "--", "true", cwd=wt).code == 0
+    _check(repo, task, wt, tmp_path)
+    assert (wt / "f.txt").read_text() == "two\n"
+    # a step that writes through it
+    res = run("run", "--", "sh", "-c", f"printf 'three\\n' > {outside}", cwd=wt)
+    assert res.code == 0, res.err
+    _check(repo, task, wt, tmp_path)
+    assert ledger(task["id"])[-1]["diff_stat"]["files"] == 1
+    # a hand edit, then a rollback: the edit is recorded first, and comes back with undo
+    outside.write_text("four\n")
+    first = ledger(task["id"])[0]["step_id"]
+    assert run("rollback", "--to", first, cwd=wt).code == 0
+    assert run("undo", cwd=wt).code == 0
+    assert (wt / "f.txt").read_text() == "four\n"
+
+
+def test_a_rollback_across_a_gitignore_change_records_what_it_unignores(
+    repo: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch, speed: str, run: Bar,
+) -> None:  # fmt: skip
+    """A step ignores ``*.log`` and makes logs; a rollback to before it brings back a
+    ``.gitignore`` that does not ignore them: they are part of the state the rollback
+    leaves, recorded as such (bar status is clean, closing keeps nothing unrecorded).
+    Undoing the rollback ignores them again, and leaves them where they are."""
+    task, wt = _task(repo, capfd, monkeypatch, run)
+    before = ledger(task["id"])[-1]["step_id"]
+    res = run("run", "--", "sh", "-c", "echo '*.log' > .gitignore; echo made > build.log",
+              cwd=wt)  # fmt: skip
+    assert res.code == 0, res.err
+    (wt / "hand.log").write_text("by hand\n")
+    assert run("run", "--", "true", cwd=wt).code == 0
+    assert run("rollback", "--to", before, cwd=wt).code == 0
+    _check(repo, task, wt, tmp_path)
+    assert (wt / "build.log").exists() and (wt / "hand.log").exists()
+    status = bar(capfd, "status", "--json")
+    assert status.code == 0 and status.json()["unrecorded_changes"] is False, status.out
+    assert run("undo", cwd=wt).code == 0
+    _check(repo, task, wt, tmp_path)
+    assert (wt / "build.log").read_text() == "made\n"  # ignored again, and untouched
+    assert (wt / "hand.log").read_text() == "by hand\n"
+
+
+def test_an_ignore_rule_outside_the_worktree_that_changes_is_seen(
+    repo: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch, speed: str, run: Bar,
+) -> None:  # fmt: skip
+    """The repository's ``info/exclude`` ignores a file; then it stops ignoring it: the
+    file is recorded at the next step, though no directory of the worktree changed."""
+    exclude = repo / ".git" / "info" / "exclude"
+    exclude.parent.mkdir(exist_ok=True)
+    exclude.write_text("secret-notes.txt\n")
+    task, wt = _task(repo, capfd, monkeypatch, run)
+    (wt / "secret-notes.txt").write_text("notes\n")
+    assert run("run", "--", "true", cwd=wt).code == 0
+    time.sleep(SETTLE)
+    assert run("run", "--", "true", cwd=wt).code == 0
+    assert "secret-notes.txt" not in subprocess.run(
+        ["git", "ls-tree", "-r", "--name-only", ledger(task["id"])[-1]["snapshot"]],
+        cwd=repo, capture_output=True, text=True, check=True).stdout  # fmt: skip
+    exclude.write_text("")
+    assert run("run", "--", "true", cwd=wt).code == 0
+    _check(repo, task, wt, tmp_path)
