@@ -214,8 +214,12 @@ def test_no_directory_goes_unwatched_while_the_watch_is_sure(tmp_path: Path, see
             kind = rng.choice(_SHUFFLES)
             one = root / rng.choice(dirs) if dirs else None
             two = root / rng.choice(dirs) if dirs else None
-            if kind == "swap" and one and two and one != two and not (
-                str(one).startswith(str(two) + "/") or str(two).startswith(str(one) + "/")
+            if (
+                kind == "swap"
+                and one
+                and two
+                and one != two
+                and not (str(one).startswith(str(two) + "/") or str(two).startswith(str(one) + "/"))
             ):
                 tmp = root / f"swap-{n}"
                 os.rename(one, tmp)
