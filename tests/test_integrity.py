@@ -29,6 +29,7 @@ from helpers import (
     new_task,
     plain_git_tree,
     recorded_tree,
+    task_dir,
     worktree,
 )
 
@@ -182,3 +183,123 @@ def test_an_ignore_rule_outside_the_worktree_that_changes_is_seen(
     exclude.write_text("")
     assert run("run", "--", "true", cwd=wt).code == 0
     _check(repo, task, wt, tmp_path)
+
+
+def _points(wt: Path, tmp: Path, *args: str) -> list[str]:
+    """The crash points ``bar ARGS`` passes, in order (it runs, to learn them)."""
+    trace = tmp / "points.txt"
+    trace.unlink(missing_ok=True)
+    assert bar_exe(*args, cwd=wt, env={"BAR_FAULT_TRACE": str(trace)}).code == 0
+    return [line.split(" ", 1)[1] for line in trace.read_text().splitlines()]
+
+
+def _killed(wt: Path, at: str, *args: str) -> bool:
+    """``bar ARGS`` killed (SIGKILL) at the first crash point named ``at``; False if it
+    passed none of that name this time (it then ran to its end)."""
+    res = bar_exe(*args, cwd=wt, env={"BAR_FAULT_AT": at})
+    assert res.code in (0, -9), (res.code, res.err)
+    return res.code == -9
+
+
+def test_an_interrupted_rollback_is_finished_only_once_a_hand_edit_is_recorded(
+    repo: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch, speed: str,
+) -> None:  # fmt: skip
+    """``bar rollback`` killed at each of its crash points, then files edited by hand
+    (one the rollback changes, one it does not know): the next command records the
+    edits as a manual step before it finishes the rollback, so undoing the rollback
+    brings them back."""
+    init_clean(repo, capfd)
+    task = new_task(capfd)
+    wt = worktree(task)
+    monkeypatch.chdir(wt)
+    journal = task_dir(task["id"]) / "rollback.json"
+    assert bar(capfd, "run", "--", "sh", "-c", "echo 1 > a.txt").code == 0
+    assert bar(capfd, "run", "--", "sh", "-c", "echo 2 > a.txt; echo b > b.txt").code == 0
+    points = _points(wt, tmp_path, "rollback", "--to", "1")
+    assert bar(capfd, "undo").code == 0  # (back to the second state)
+    for label in dict.fromkeys(points):  # (each at its first passing)
+        steps_before = len(ledger(task["id"]))
+        if not _killed(wt, label, "rollback", "--to", "1"):
+            assert bar(capfd, "undo").code == 0
+            continue
+        # begun (its journal written), not yet recorded (no ledger line)
+        began = journal.exists() and len(ledger(task["id"])) == steps_before
+        (wt / "a.txt").write_text(f"hand {label}\n")
+        (wt / "c.txt").write_text(f"hand {label}\n")
+        res = bar(capfd, "status")
+        assert res.code == 0, res.err
+        assert bar(capfd, "run", "--", "true").code == 0
+        _check(repo, task, wt, tmp_path)
+        kinds = [s["kind"] for s in ledger(task["id"])]
+        assert "manual" in kinds[-4:], (label, kinds)
+        if not began:  # killed before it began or once recorded: nothing to finish
+            assert (wt / "a.txt").read_text() == f"hand {label}\n"
+            assert bar(capfd, "rollback", "--to", "2").code == 0
+            continue
+        # the rollback was finished: the state of step 1
+        assert (wt / "a.txt").read_text() == "1\n", label
+        assert not (wt / "b.txt").exists() and not (wt / "c.txt").exists()
+        rollback = next(s for s in reversed(ledger(task["id"])) if s["kind"] == "rollback")
+        assert bar(capfd, "rollback", "--to", str(int(rollback["step_id"]) - 1)).code == 0
+        assert (wt / "a.txt").read_text() == f"hand {label}\n", label
+        assert (wt / "c.txt").read_text() == f"hand {label}\n"
+        assert bar(capfd, "rollback", "--to", "2").code == 0  # (for the next round)
+
+
+def test_an_interrupted_step_is_credited_only_with_what_it_made(
+    repo: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch, speed: str,
+) -> None:  # fmt: skip
+    """``bar run`` killed while its command runs; then a file is edited by hand. The
+    step is recorded as interrupted with what its command made, the hand edit as a
+    manual step of its own."""
+    init_clean(repo, capfd)
+    task = new_task(capfd)
+    wt = worktree(task)
+    monkeypatch.chdir(wt)
+    assert bar(capfd, "run", "--", "true").code == 0
+    proc = subprocess.Popen(
+        [str(Path(os.sys.executable).parent / "bar"), "run", "--", "sh", "-c",
+         "echo step > by-step.txt; echo edited > README.md; sleep 60"],
+        cwd=wt, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    deadline = time.monotonic() + 30
+    while not (wt / "README.md").read_text().startswith("edited") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.3)  # (a sign of life after the command's writes)
+    os.killpg(proc.pid, 9)  # bar and its command, all at once
+    proc.wait()
+    time.sleep(0.05)
+    (wt / "by-hand.txt").write_text("hand\n")
+    assert bar(capfd, "run", "--", "true").code == 0
+    steps = ledger(task["id"])
+    interrupted = next(s for s in steps if s.get("interrupted"))
+    assert sorted(interrupted["diff_stat"]["file_list"]) == ["README.md", "by-step.txt"]
+    manual = steps[steps.index(interrupted) + 1]
+    assert manual["kind"] == "manual" and manual["diff_stat"]["file_list"] == ["by-hand.txt"]
+    _check(repo, task, wt, tmp_path)
+
+
+def test_a_step_killed_after_its_command_ended_keeps_its_exit_code(
+    repo: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch, speed: str,
+) -> None:  # fmt: skip
+    """bar killed at each crash point after its command ended: the step is recorded with
+    the command's exit code, not as interrupted, and what bar says of it is so."""
+    init_clean(repo, capfd)
+    task = new_task(capfd)
+    wt = worktree(task)
+    monkeypatch.chdir(wt)
+    ref = f"refs/bar/tasks/{task['id']}"
+    for n in range(4):
+        step = f"{len(ledger(task['id'])) + 1:04d}"
+        label = [f"before writing {step}.patch", f"before moving {ref}",
+                 "before appending to ledger.jsonl", "after appending to ledger.jsonl"][n]  # fmt: skip
+        assert _killed(wt, label, "run", "--", "sh", "-c", f"echo {n} > f.txt; exit 3")
+        res = bar(capfd, "run", "--", "true")
+        assert res.code == 0, res.err
+        recorded = next(s for s in ledger(task["id"]) if s["step_id"] == step)
+        assert recorded["exit_code"] == 3 and not recorded.get("interrupted"), (label, recorded)
+        assert (n == 3) != ("exited 3" in res.err), res.err  # (3: it was recorded)
+        _check(repo, task, wt, tmp_path)

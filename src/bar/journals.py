@@ -18,6 +18,7 @@ before it removes anything: ``bar.task_delete`` finishes the removal it names.
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -91,6 +92,15 @@ class RunIntent:
 
 def write_run(paths: TaskPaths, intent: RunIntent) -> None:
     write_json_atomic(paths.marker, intent.to_record())
+
+
+def touch_run(paths: TaskPaths) -> None:
+    """A sign of life of the running step's ``bar run``: its intent journal's mtime says
+    until when the step ran, if bar is killed (``bar.interrupted``)."""
+    try:
+        os.utime(paths.marker)
+    except OSError:
+        pass
 
 
 def read_run(paths: TaskPaths) -> RunIntent | None:

@@ -18,9 +18,11 @@ from __future__ import annotations
 import shlex
 import time
 from collections.abc import Callable
+from typing import TypeVar
 
 from bar import bases, git, guard, journals, queued_steps, steps
-from bar.notices import note
+from bar.notices import note, plural
+from bar.record import replace
 from bar.records import Step
 from bar.tasks import Task
 
@@ -75,11 +77,14 @@ def finish_pending(task: Task) -> list[Step]:
             done.append(run.complete(task, run_intent, None))
             what = f"recorded step {run_intent.step_id} ({shlex.join(run_intent.cmd)})"
             if run_intent.exit_code is not None:
-                note(f"{what}: it exited {run_intent.exit_code}; recording it had failed")
+                note(f"{what}: it exited {run_intent.exit_code}; bar stopped (or failed) "
+                     "before it was recorded")  # fmt: skip
             else:
                 note(f"{what} as interrupted: bar stopped before it finished")
     rollback_intent = journals.read_rollback(task.paths)
     if rollback_intent is not None:
+        rollback_intent = _hand_edits_first(task, rollback_intent, rollback_intent.target.commit,
+                                            done, "rollback")  # fmt: skip
         last = task.ledger.last()
         if last is not None and last.number >= int(rollback_intent.step_id):
             bases.settle(task, bases.base_at(task, last.number))  # task.json may lag the ledger
@@ -93,6 +98,7 @@ def finish_pending(task: Task) -> list[Step]:
     if sync_intent is not None:
         from bar import sync
 
+        sync_intent = _hand_edits_first(task, sync_intent, sync_intent.merged, done, "sync")
         last = task.ledger.last()
         if last is not None and last.number >= int(sync_intent.step_id):
             bases.settle(task, bases.base_at(task, last.number))
@@ -121,6 +127,54 @@ def finish_pending(task: Task) -> list[Step]:
             )
     done += queued_steps.flush(task)  # orders a step answered while it ran
     return done
+
+
+_Restoring = TypeVar("_Restoring", journals.RollbackIntent, journals.SyncIntent)
+
+
+def _hand_edits_first(task: Task, intent: _Restoring, target: str, done: list[Step],
+                      verb: str) -> _Restoring:  # fmt: skip
+    """Before an interrupted restore (a rollback, a sync) is finished over the worktree,
+    record what it cannot account for: a path that holds neither what it held before the
+    restore began nor what the restore writes there was edited since (by hand, after
+    bar was killed). That state is recorded as a ``manual`` step first, so finishing
+    the restore destroys nothing unrecorded; the restore then goes on from it, as the
+    step after. (A ``manual`` step already in the restore's place is one such, recorded
+    by a recovery that was itself stopped before it rewrote the intent.)"""
+    last = task.ledger.last()
+    if (last is not None and last.number == int(intent.step_id) and last.kind == "manual"
+            and last.snapshot is not None):  # fmt: skip
+        return _moved_after(task, intent, last.snapshot)
+    if last is not None and last.number >= int(intent.step_id):
+        return intent  # the restore was recorded: nothing to finish
+    before_tree = steps.tree_of(task, intent.snapshot_before)
+    target_tree = steps.tree_of(task, target)
+    now_tree = steps.current_tree(task)
+    if now_tree in (before_tree, target_tree):
+        return intent
+    changed_since = {c.path for c in git.diff_tree_raw(task.worktree, before_tree, now_tree)}
+    unlike_target = {c.path for c in git.diff_tree_raw(task.worktree, target_tree, now_tree)}
+    edited = sorted(changed_since & unlike_target)
+    if not edited:
+        return intent  # only the restore's own writes: it goes on from there
+    manual = steps.record_hand_edits(task)
+    if manual is None or manual.snapshot is None:
+        return intent
+    done.append(manual)
+    note(f"{verb} step {intent.step_id} was interrupted and {plural(len(edited), 'file')} "
+         f"changed since ({', '.join(edited[:5])}{', ...' if len(edited) > 5 else ''}): "
+         f"recorded as step {manual.step_id} before the {verb} goes on")  # fmt: skip
+    return _moved_after(task, intent, manual.snapshot)
+
+
+def _moved_after(task: Task, intent: _Restoring, snapshot: str) -> _Restoring:
+    """``intent`` as the step after the last one, from the state ``snapshot``."""
+    moved = replace(intent, step_id=task.ledger.next_step_id(), snapshot_before=snapshot)
+    if isinstance(moved, journals.RollbackIntent):
+        journals.write_rollback(task.paths, moved)
+    else:
+        journals.write_sync(task.paths, moved)
+    return moved
 
 
 def prepare(

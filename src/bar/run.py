@@ -31,6 +31,7 @@ from pathlib import Path
 from bar import (
     checkpoints,
     git,
+    interrupted,
     journals,
     known_secrets,
     snapshot,
@@ -225,6 +226,11 @@ def run_step(task: Task, req: RunRequest, watch: TreeWatch | None = None) -> Run
         raise
     finally:
         supervisor.close()
+    # how it ended, kept with the intent at once: a bar killed from here on leaves a
+    # step that is recorded with its exit code, not as interrupted
+    intent = replace(intent, exit_code=executed.exit_code, signal=executed.signal,
+                     ended_at=now_iso())  # fmt: skip
+    journals.write_run(task.paths, intent)
     guarded = [PolicyEventRecord(rule="bar:guard", action="warn", matched=what)
                for what in guard.check()]  # fmt: skip
     output = task.dir / executed.artifacts.output if executed.artifacts.output else None
@@ -251,6 +257,10 @@ def run_step(task: Task, req: RunRequest, watch: TreeWatch | None = None) -> Run
     for index, r in enumerate(results):
         if not r.ok:
             warn(step_hooks.describe(task, r, index, confinement, scrubber.scrub_text))
+    if results:
+        journals.touch_run(
+            task.paths
+        )  # (what the hooks changed is the step's: ``bar.interrupted``)
 
     # 5. snapshot, patch, ledger line; if they cannot be written (a full disk), the intent
     # keeps how the command ended, for the command that records the step later
@@ -259,11 +269,7 @@ def run_step(task: Task, req: RunRequest, watch: TreeWatch | None = None) -> Run
         return complete(task, intent, executed, policy_events=[*_events(decision), *guarded],
                         hooks=hook_records, scrubber=scrubber, changed=changed)  # fmt: skip
     except BarError:
-        ended = replace(intent, exit_code=executed.exit_code,
-                                    signal=executed.signal, ended_at=now_iso())  # fmt: skip
-        with contextlib.suppress(BarError, OSError):
-            journals.write_run(task.paths, ended)
-        raise
+        raise  # (the intent knows how the command ended: the next command records it)
 
 
 def complete(
@@ -284,6 +290,7 @@ def complete(
     # the process that knew the run's pairs and environment.
     scrub = scrubber or known_secrets.scrubber()
     step_id = intent.step_id
+    recovering = executed is None
     if executed is None and intent.exit_code is not None:
         # the command had ended; only its recording failed: record how it ended
         executed = Executed(intent.exit_code, intent.signal, _found_artifacts(task, step_id))
@@ -296,8 +303,15 @@ def complete(
     taken = checkpoints.Recorder(task, step_id, intent.snapshot_before, intent.excludes, scrub)
     last_checkpoint = taken.last
     job = steps.PatchJob(task, step_id, intent.snapshot_before)
-    snap = snapshot.take(task.worktree, task.index, task.snapshot_ref, last_checkpoint,
-                         message, intent.excludes, changed=changed, on_tree=job.begin)  # fmt: skip
+    # recorded after bar died: what was made after its last sign of life is not the step's
+    made = (interrupted.split(task, last_checkpoint, interrupted.alive_until(task, step_id))
+            if recovering else None)  # fmt: skip
+    if made is not None:
+        snap = snapshot.take_tree(task.worktree, task.index, task.snapshot_ref, last_checkpoint,
+                                  message, made)  # fmt: skip
+    else:
+        snap = snapshot.take(task.worktree, task.index, task.snapshot_ref, last_checkpoint,
+                             message, intent.excludes, changed=changed, on_tree=job.begin)  # fmt: skip
     if taken.count and snap.commit != last_checkpoint:
         taken.add("residual", snap.commit, started_at=taken.last_ended or ended)
     stat, patch = job.finish(snap.commit)
@@ -456,7 +470,7 @@ def _say_nested(task: Task, step: RunStep) -> None:
 
 def _last_sign_of_life(task: Task, step_id: str, intent: RunIntent) -> str:
     """When an interrupted step last ran: the latest of its intent journal's heartbeat
-    (the supervisor touches it every second) and its output files' last writes; not the
+    (the supervisor touches it four times a second) and its output files' last writes; not the
     time a later command found it."""
     latest = 0
     candidates = [task.paths.marker, *task.paths.artifacts.glob(f"{step_id}.*")]

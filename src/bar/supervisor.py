@@ -33,7 +33,7 @@ import time
 from types import TracebackType
 from typing import TYPE_CHECKING
 
-from bar import call_log, channel, checkpoints, notices, peers
+from bar import call_log, channel, checkpoints, journals, notices, peers
 from bar.clock import now_iso
 from bar.errors import BarError, StepBusy
 from bar.policy import Policy
@@ -51,7 +51,7 @@ if TYPE_CHECKING:  # the agents' code loads for a step with an agent or a hook e
     from bar.gate import Judgement
 
 _ACCEPT_POLL = 0.25  # seconds between checks for the end of the step
-_HEARTBEAT = 1.0  # seconds between touches of running.json while the step runs
+_HEARTBEAT = 0.25  # seconds between touches of running.json while the step runs
 _CLIENT_TIMEOUT = 10.0  # a hook that connects and then says nothing is dropped
 
 
@@ -225,8 +225,7 @@ class Supervisor:
     def _heartbeat(self) -> None:
         """Touch the step's intent journal: if bar is killed, its mtime says until when
         the step ran (the interrupted step's ``ended_at``)."""
-        with contextlib.suppress(OSError):
-            os.utime(self.task.paths.marker)
+        journals.touch_run(self.task.paths)
 
     def _answer(self, conn: socket.socket) -> None:
         inside = _from_this_step(conn)

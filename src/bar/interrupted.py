@@ -1,0 +1,82 @@
+"""What an interrupted step made, told apart from what was made after it stopped.
+
+When ``bar run`` is killed, its step is recorded by the next command that takes the
+task (``bar.recovery``). By then the developer may have edited files by hand: those are
+not the step's, and must not be recorded as its work. Every process of a step dies with
+its ``bar run`` (``bar.sandbox.leftovers``), so nothing the step started writes after
+bar's last sign of life: the supervisor touches the step's intent journal while the
+command runs, and after the command and its hooks end (``alive_until``). A file the
+kernel changed later than that (its ctime, which no program can set back) is not the
+step's; a path that is gone is judged by the ctime of the nearest directory still
+there. What cannot be attributed to the step is left to a ``manual`` step.
+
+``split`` returns the tree of what the step made (the state before it, with its own
+changes on top) when some change on disk is not the step's; the caller records the
+step with that tree, and the look for hand edits that follows records the rest.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from bar import git, steps
+from bar.tasks import Task
+
+
+def alive_until(task: Task, step_id: str) -> int:
+    """When the step's ``bar run`` last showed it was alive (ns, the kernel's clock):
+    the latest change of its intent journal and of the output files it was writing."""
+    latest = 0
+    for path in (task.paths.marker, *task.paths.artifacts.glob(f"{step_id}.output*")):
+        try:
+            latest = max(latest, os.lstat(path).st_mtime_ns)
+        except OSError:
+            continue
+    return latest
+
+
+def _made_by_then(worktree: Path, rel: str, until_ns: int) -> bool:
+    """Whether the change at ``rel`` was made no later than ``until_ns``: the path's own
+    ctime, or for one that is gone, that of the nearest directory still there."""
+    path = os.path.join(os.fsencode(worktree), os.fsencode(rel))
+    while True:
+        try:
+            return os.lstat(path).st_ctime_ns <= until_ns
+        except FileNotFoundError:
+            parent = os.path.dirname(path)
+            if parent == path or len(parent) < len(os.fsencode(worktree)):
+                return False
+            path = parent
+        except OSError:
+            return False
+
+
+def split(task: Task, before: str, until_ns: int) -> str | None:
+    """The tree of what the step made since the recorded state ``before``, if some of
+    what changed on disk since was made after ``until_ns`` (None: all of it is the
+    step's, or nothing changed)."""
+    worktree = task.worktree
+    before_tree = steps.tree_of(task, before)
+    now_tree = steps.current_tree(task)
+    if now_tree == before_tree or until_ns <= 0:
+        return None
+    changes = git.diff_tree_raw(worktree, before_tree, now_tree)
+    mine = [c for c in changes if _made_by_then(worktree, c.path, until_ns)]
+    if len(mine) == len(changes):
+        return None
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="bar-interrupted-", dir=task.dir) as tmp:
+        env = git.index_env(Path(tmp) / "index")  # (a copy's place: written whole)
+        git.git(worktree, "read-tree", before_tree, env=env)
+        if mine:
+            null = "0" * len(before_tree)
+            lines = [
+                (f"0 {null}" if c.status == "D" else f"{c.dst_mode} {c.dst_blob}")
+                .encode() + b"\t" + c.path.encode("utf-8", "surrogateescape")
+                for c in mine
+            ]  # fmt: skip
+            git.git(worktree, "update-index", "-z", "--replace", "--index-info", env=env,
+                    input=b"\0".join(lines) + b"\0")  # fmt: skip
+        return git.out(worktree, "write-tree", env=env)
