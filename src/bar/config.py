@@ -377,5 +377,5 @@ sandbox:                     # what a step's command may touch (docs/sandbox.md)
   allow_write: [~/.cache]    # writable besides the worktree, the task branch and TMPDIR
   deny_read: [~/.ssh, ~/.aws, ~/.gnupg]   # hidden from the command
 speed:
-  fast: true                 # false: no shortcuts (watches, stamps, resident); slower, same records
+  fast: true                 # false: every shortcut off (watches, stamps, resident): slower
 """

@@ -10,19 +10,26 @@ rewritten with as many bytes in that same second, its mtime set back, and git wo
 see nothing: bar would record "no changes" and a rollback would overwrite the edit.
 
 After every write of a side index that refreshed entries (``git add``, a staging's add,
-a restore), ``smudge`` reads the entries the write left in the index file (the written
-part of a split index is small; a new shared part is read only when git wrote one) and,
-for every entry whose ctime falls at or after ``since`` while its mtime is older, clears
-the stat data git noted (``git update-index --index-info`` with the same mode and object,
-as ``read-tree`` leaves an entry): the next look re-hashes that file. Files written the
-ordinary way (mtime and ctime in the same second) are left to git's own rule, so a step
-pays this only after a chmod, a rename or a ``touch -r`` in the second of its snapshot.
+a restore), ``note`` reads the entries the write left in the index file (the written
+part of a split index is small; a new shared part is read only when git wrote one) and
+keeps, beside the index (``<index>.racy``), the paths of those whose ctime falls at or
+after the moment the write began while their mtime is older. The next look at the
+worktree treats them as changed whatever their stat says (``suspects``): it clears the
+stat git noted for them just before it adds (``force``: ``git update-index
+--index-info`` with the same mode and object, as ``read-tree`` leaves an entry), so git
+hashes them again, and notes the suspects of that write in turn. The entries are never
+left without their stat between commands: git's own checkout, which a rollback uses,
+refuses to touch an entry whose stat does not match its file. Files written the
+ordinary way (mtime and ctime in the same second) are left to git's own rule, so this
+costs nothing but after a chmod, a rename or a ``touch -r`` in the second of a record.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import struct
+from collections.abc import Sequence
 from pathlib import Path
 
 from bar import git
@@ -33,7 +40,7 @@ _TIMES = struct.Struct(">IIII")  # ctime s, ns, mtime s, ns
 _EXTENDED = 0x4000
 
 
-def _suspects(data: bytes, since_s: int, oid_size: int) -> bool | None:
+def _has_racy(data: bytes, since_s: int, oid_size: int) -> bool | None:
     """Whether the index file ``data`` holds an entry whose ctime second is at or after
     ``since_s`` and whose mtime second is older; None if it cannot be read as one."""
     if len(data) < _HEADER.size:
@@ -80,14 +87,14 @@ def _shared_part(data: bytes, own: Path | None, oid_size: int) -> Path | None:
 
 
 def needed(index: Path, since_ns: int, oid_size: int = 20) -> bool:
-    """Whether ``smudge`` would have anything to do for ``index`` (read only)."""
+    """Whether ``index`` may hold an entry ``note`` keeps (read only, no git)."""
     try:
         with open(index, "rb") as f:
             data = f.read()
     except OSError:
         return False
     since_s = since_ns // 1_000_000_000
-    found = _suspects(data, since_s, oid_size)
+    found = _has_racy(data, since_s, oid_size)
     if found is None:
         return True  # not read: ask git
     if found:
@@ -96,24 +103,71 @@ def needed(index: Path, since_ns: int, oid_size: int = 20) -> bool:
     if shared is not None:
         try:
             if shared.stat().st_mtime_ns >= since_ns:  # written by this very write
-                return _suspects(shared.read_bytes(), since_s, oid_size) is not False
+                return _has_racy(shared.read_bytes(), since_s, oid_size) is not False
         except OSError:
             return True
     return False
 
 
-def smudge(worktree: Path, index: Path, since_ns: int, digits: int = 40) -> list[str]:
-    """Clear the noted stat data of every entry of ``index`` whose ctime second is at or
-    after ``since_ns`` while its mtime second is older: those files are re-hashed at the
-    next look. ``digits``: how long the repository's object ids are (40, or 64 for
-    SHA-256). Returns the paths smudged."""
-    if not needed(index, since_ns, digits // 2):
+def _racy_file(index: Path) -> Path:
+    return index.with_name(index.name + ".racy")
+
+
+def suspects(index: Path) -> list[str]:
+    """The paths the next look must hash again whatever their stat (see the module's
+    text); empty when none."""
+    try:
+        with open(_racy_file(index), "rb") as f:
+            said = json.loads(f.read())
+    except (OSError, ValueError):
         return []
+    paths = said.get("paths") if isinstance(said, dict) else None
+    return [str(p) for p in paths] if isinstance(paths, list) else []
+
+
+def force(worktree: Path, index: Path, paths: Sequence[str]) -> None:
+    """Clear the stat git noted for the entries of ``index`` at ``paths`` (those it
+    holds): the add that follows hashes those files again."""
+    if not paths:
+        return
+    env = _env(index)
+    listed = git.git(worktree, "ls-files", "-s", "-z", "--",
+                     *(f":(top,literal){p}" for p in paths), env=env, check=False)  # fmt: skip
+    lines = []
+    for item in listed.stdout.split(b"\0"):
+        meta, _, path = item.partition(b"\t")
+        fields = meta.split(b" ")
+        if len(fields) == 3 and fields[2] == b"0":
+            lines.append(fields[0] + b" " + fields[1] + b"\t" + path)
+    if lines:
+        git.git(worktree, "update-index", "-z", "--index-info", env=env,
+                input=b"\0".join(lines) + b"\0")  # fmt: skip
+
+
+def note(worktree: Path, index: Path, since_ns: int, digits: int = 40) -> list[str]:
+    """After a write of ``index`` that began at ``since_ns``: keep as suspects (see
+    ``suspects``) the entries whose ctime second is at or after it while their mtime
+    second is older, or forget the suspects if there are none. ``digits``: how long the
+    repository's object ids are (40, or 64 for SHA-256). Returns the suspects."""
+    found = _racy_entries(worktree, index, since_ns) if needed(index, since_ns, digits // 2) else []
+    path = _racy_file(index)
+    if not found:
+        path.unlink(missing_ok=True)
+        return []
+    from bar.store.files import write_bytes_atomic
+
+    write_bytes_atomic(path, json.dumps({"version": 1, "paths": found}).encode())
+    return found
+
+
+def _racy_entries(worktree: Path, index: Path, since_ns: int) -> list[str]:
+    """The paths of ``index``'s entries whose ctime second is at or after ``since_ns``'s
+    while their mtime second is older, as git reads them (``ls-files --debug``)."""
     res = git.git(worktree, "ls-files", "-s", "--debug", "-z", env=_env(index), check=False)
     if res.returncode != 0:
         return []
     since_s = since_ns // 1_000_000_000
-    lines: list[bytes] = []
+    found: list[str] = []
     chunks = res.stdout.split(b"\0")
     # "<mode> <oid> <stage>\t<path>" NUL, then its stat lines, the next entry right after
     head = chunks[0]
@@ -122,16 +176,9 @@ def smudge(worktree: Path, index: Path, since_ns: int, digits: int = 40) -> list
         block, following = chunk[: block_end + 1], chunk[block_end + 1 :]
         times = _debug_times(block)
         if times is not None and times[0] >= since_s and times[1] < times[0]:
-            meta, _, path = head.partition(b"\t")
-            mode, oid, stage = meta.split(b" ")
-            if stage == b"0":
-                lines.append(mode + b" " + oid + b"\t" + path)
+            found.append(head.partition(b"\t")[2].decode("utf-8", "surrogateescape"))
         head = following
-    if not lines:
-        return []
-    git.git(worktree, "update-index", "-z", "--index-info", env=_env(index),
-            input=b"\0".join(lines) + b"\0")  # fmt: skip
-    return [line.partition(b"\t")[2].decode("utf-8", "surrogateescape") for line in lines]
+    return found
 
 
 def _debug_times(block: bytes) -> tuple[int, int] | None:

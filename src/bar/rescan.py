@@ -15,7 +15,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from bar import git, lookout, prescan, speed, stamps
+from bar import git, lookout, prescan, racy, speed, stamps
 from bar.stamps import keep_private
 
 _env = git.index_env
@@ -84,6 +84,7 @@ def scan(
         return None
     keep_private(index)
     names = [item.decode("utf-8", "surrogateescape") for item in out.split(b"\0") if item]
+    names += racy.suspects(index)  # (their stat cannot tell: hashed whatever it says)
     full = _with_files(scope, names)
     return (sorted(set(full)), unchanged) if full is not None else None
 

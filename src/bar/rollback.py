@@ -197,7 +197,7 @@ def restore(task: Task, target_commit: str, *, verified: str | None = None,
     else:
         git.git(task.worktree, "read-tree", "-m", "-u", now_tree, target_tree,
                 env=git.index_env(task.index))  # fmt: skip
-    racy.smudge(task.worktree, task.index, started_ns, len(target_tree))
+    racy.note(task.worktree, task.index, started_ns, len(target_tree))
     if rules:
         keep_ignored(task, now_tree, rules)
         stamps.forget(task.index)  # what is ignored changed: the snapshot looks at all

@@ -121,10 +121,17 @@ def _write(worktree: Path, index: Path, excludes: Sequence[str], scope: list[str
 
 
 def write_whole(worktree: Path, index: Path, scope: list[str] | None,
-                excludes: Sequence[str] = ()) -> tuple[str, bool, list[str] | None]:  # fmt: skip
+                excludes: Sequence[str] = (), suspects: Sequence[str] | None = None,
+                ) -> tuple[str, bool, list[str] | None]:  # fmt: skip
     """``_write``, whether every file of the scope could be read (``_add``), and the
     scope rescanned (None: everything, also when the given one could not be added as
-    such)."""
+    such). ``suspects``: files to hash whatever their stat (``bar.racy``; default: those
+    noted for ``index``), added to the scope."""
+    suspects = racy.suspects(index) if suspects is None else suspects
+    if suspects:
+        racy.force(worktree, index, suspects)
+        if scope is not None:
+            scope = sorted({*scope, *suspects})
     since = time.time_ns()  # (before git looks at any file: see ``bar.racy``)
     added = True if scope == [] else _add(worktree, index, scope or ["."], excludes)
     if added is False and scope:
@@ -132,7 +139,7 @@ def write_whole(worktree: Path, index: Path, scope: list[str] | None,
         added, scope = _add(worktree, index, ["."], excludes), None
     tree = git.out(worktree, "write-tree", env=_env(index))  # may store its cache-tree
     if scope != []:
-        racy.smudge(worktree, index, since, len(tree))
+        racy.note(worktree, index, since, len(tree))
     keep_private(index)
     return tree, added is not None, scope
 

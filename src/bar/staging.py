@@ -76,6 +76,8 @@ def stage(worktree: Path, index: Path, base: str, paths: set[str], name: str
     from bar.errors import BarError
 
     started_ns = time.time_ns()
+    if racy.suspects(index):
+        return None  # (files to hash whatever their stat: the command adds them)
     found = rescan.scan(worktree, index, base, paths)
     if found is None or not found[0] or not _small(worktree, found[0]):
         return None
@@ -92,8 +94,8 @@ def stage(worktree: Path, index: Path, base: str, paths: set[str], name: str
     except (OSError, BarError):
         discard(copy)
         return None
-    if not whole or added != scope:
-        discard(copy)
+    if not whole or added != scope or racy.suspects(copy):
+        discard(copy)  # (or it left files its next look must hash: ``bar.racy``)
         return None
     staged: dict[str, Any] = {"file": name, "tree": tree, "scope": scope, "at": started_ns,
                               "index": was, "copy": stamps.identity(copy)}  # fmt: skip
@@ -175,9 +177,10 @@ def take_patch(index: Path, ready: dict[str, Any], before: str, tree: str, path:
 
 
 def discard(copy: Path) -> None:
-    """Remove a staged copy, the patch beside it, and git's lock (if git was killed)."""
+    """Remove a staged copy, the patch beside it, its suspects (``bar.racy``) and git's
+    lock (if git was killed)."""
     for leftover in (copy, copy.with_name(copy.name + ".lock"),
-                     copy.with_name(copy.name + PATCH)):  # fmt: skip
+                     copy.with_name(copy.name + PATCH), copy.with_name(copy.name + ".racy")):  # fmt: skip
         with contextlib.suppress(OSError):
             os.unlink(leftover)
 

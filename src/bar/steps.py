@@ -212,7 +212,7 @@ def current_tree(task: Task, recorded: str | None = None) -> str:
     of the side index, so it never races a running step."""
     scope = rescan.changed_since(task.worktree, task.index, recorded) if recorded else None
     if scope == [] and recorded is not None:
-        return tree_of(task, recorded)
+        return tree_of(task, recorded)  # (``bar.racy``'s suspects count as changed there)
     import shutil
     import tempfile
 
@@ -223,7 +223,8 @@ def current_tree(task: Task, recorded: str | None = None) -> str:
             racy.keep_time(task.index, index)
         except FileNotFoundError:
             scope = None
-        return snapshot.write_scope(task.worktree, index, scope)
+        return snapshot.write_whole(task.worktree, index, scope,
+                                    suspects=racy.suspects(task.index))[0]  # fmt: skip
 
 
 def note_tree(task: Task, state: str) -> None:

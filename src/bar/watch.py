@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import errno
 import os
 import struct
 import threading
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 
 _IN_NONBLOCK = os.O_NONBLOCK
 _IN_CLOEXEC = os.O_CLOEXEC
@@ -112,6 +113,14 @@ _IN_MOVED_FROM = 0x040
 _IN_DELETE = 0x200
 _IN_DELETE_SELF = 0x400
 _IN_MOVE_SELF = 0x800
+# how a watch is added: never through a symbolic link (a directory swapped for a link
+# would have the link's target watched under the directory's name), only on a directory,
+# and only if the directory is not watched already (under another name: a directory that
+# moved, whose old watch must go first)
+_IN_ONLYDIR = 0x01000000
+_IN_DONT_FOLLOW = 0x02000000
+_IN_MASK_CREATE = 0x10000000
+_ADD_FLAGS = _IN_ONLYDIR | _IN_DONT_FOLLOW | _IN_MASK_CREATE
 _EDITS = _IN_MODIFY | _IN_ATTRIB | _IN_CLOSE_WRITE
 _NEW_DIRS = _IN_CREATE | _IN_MOVED_TO
 _ENTRIES = _IN_CREATE | _IN_MOVED_TO | _IN_DELETE | _IN_MOVED_FROM
@@ -121,17 +130,20 @@ _MAX_NEW_DIRS = 20_000  # watched per appearing tree; beyond, git is asked inste
 
 class TreeWatch:
     """The paths that changed under a worktree, from the kernel: what a snapshot needs to
-    look at, so that it need not stat every file (``git diff-files``) nor every directory.
+    look at, so that it need not list every directory (every recorded file is statted
+    all the same: ``bar.rescan``).
 
     Started on every directory the last snapshot stamped (``bar.stamps``), it collects the
     relative path of every entry created, deleted, moved, written or whose attributes
     changed in them. A directory that appears is one path (git rescans it whole); it is
     watched from the next ``drain`` on, before the snapshot that follows looks at it, so
-    nothing written in it later goes unseen. ``drain`` answers None when the kernel may
-    have missed something (a watch that could not be added, an overflowed queue): the
-    caller then stats everything. What inotify cannot see (a write through a memory map
-    of a file never closed, a write through a hard link from outside the worktree) is
-    found by the next command's look for hand edits, which stats every file.
+    nothing written in it later goes unseen. A watched directory that moves away or is
+    deleted has its watch, and those of the directories under it, dropped (their names
+    would be wrong from then on); where it moved to, if inside the worktree, is a new
+    directory. A watch is never added through a symbolic link nor on a directory already
+    watched under another name: where that is refused for any reason but the directory
+    being gone, and where the kernel's queue overflows, ``drain`` answers None and the
+    caller stats everything.
     """
 
     def __init__(self, root: str, dirs: Iterable[str], *, begin: bool = True) -> None:
@@ -139,7 +151,7 @@ class TreeWatch:
         self._pending: Iterable[str] | None = dirs
         self._fd = -1
         self._dirs: dict[int, str] = {}
-        self._watched: set[str] = set()
+        self._watched: dict[str, int] = {}
         self._complete = False  # no event was lost since the last drain
         self._missing = True  # a directory could not be watched: never sure again
         self._found: set[str] = set()
@@ -154,6 +166,7 @@ class TreeWatch:
             return
         add = self._libc.inotify_add_watch
         add.argtypes = (ctypes.c_int, ctypes.c_char_p, ctypes.c_uint32)
+        self._libc.inotify_rm_watch.argtypes = (ctypes.c_int, ctypes.c_int)
         self._fd = fd
         self._complete, self._missing = True, False
         if begin:
@@ -178,14 +191,24 @@ class TreeWatch:
 
     def _add(self, rel: str) -> bool:
         path = f"{self._root}/{rel}" if rel else self._root
-        wd = self._libc.inotify_add_watch(self._fd, os.fsencode(path), _TREE_MASK)
+        wd = self._libc.inotify_add_watch(self._fd, os.fsencode(path), _TREE_MASK | _ADD_FLAGS)
         if wd < 0:
-            if os.path.isdir(path) and not os.path.islink(path):
-                self._missing = True  # out of watches: the kernel cannot say
+            err = ctypes.get_errno()
+            if err not in (errno.ENOENT, errno.ENOTDIR):
+                self._missing = True  # out of watches, or watched under another name
             return False
         self._dirs[wd] = rel
-        self._watched.add(rel)
+        self._watched[rel] = wd
         return True
+
+    def _drop(self, rel: str) -> None:
+        """Stop watching ``rel`` and every directory watched under it: they moved away
+        or went, and their watches' names no longer say where they are."""
+        under = rel + "/"
+        for name in [n for n in self._watched if n == rel or n.startswith(under) or not rel]:
+            wd = self._watched.pop(name)
+            self._dirs.pop(wd, None)
+            self._libc.inotify_rm_watch(self._fd, wd)  # (its IN_IGNORED is not ours now)
 
     def _add_tree(self, rel: str) -> None:
         """A directory that appeared, and the ones already in it (moved in whole)."""
@@ -195,6 +218,8 @@ class TreeWatch:
             if added >= _MAX_NEW_DIRS:
                 self._missing = True
                 return
+            if here in self._watched:
+                self._drop(here)  # a stale name: the directory there is another one now
             if not self._add(here):
                 continue
             added += 1
@@ -240,20 +265,24 @@ class TreeWatch:
             return
         if mask & _IN_IGNORED:
             gone = self._dirs.pop(wd, None)  # the directory went away
-            if gone is not None:
-                self._watched.discard(gone)
+            if gone is not None and self._watched.get(gone) == wd:
+                del self._watched[gone]
             return
         parent = self._dirs.get(wd)
-        if parent is None or not name:
-            return  # the directory itself: its parent has the event too
+        if parent is None:
+            return  # a watch dropped since (its queued events are of a stale name)
+        if not name:  # the directory itself
+            if mask & (_IN_MOVE_SELF | _IN_DELETE_SELF):
+                self._found.add(parent)
+                self._drop(parent)  # where it went (if in the worktree) is a new directory
+            return
         rel = f"{parent}/{name}" if parent else name
+        self._found.add(rel)
         if mask & _IN_ISDIR:
-            if mask & _ENTRIES:
-                self._found.add(rel)
-                if mask & _NEW_DIRS:
-                    self._new_dirs.append(rel)
-        else:
-            self._found.add(rel)
+            if mask & _NEW_DIRS:
+                self._new_dirs.append(rel)
+        elif mask & _NEW_DIRS and rel in self._watched:
+            self._drop(rel)  # a directory replaced by a file or a link: its watch is stale
 
     @property
     def sure(self) -> bool:
@@ -262,8 +291,8 @@ class TreeWatch:
         return self._fd >= 0 and not self._missing
 
     @property
-    def watched(self) -> set[str]:
-        return self._watched
+    def watched(self) -> Collection[str]:
+        return self._watched.keys()
 
     def fileno(self) -> int:
         return self._fd
@@ -275,7 +304,7 @@ class TreeWatch:
         if not self.sure:
             return None
         fd, dirs = self._fd, self._dirs
-        self._fd, self._dirs, self._watched = -1, {}, set()
+        self._fd, self._dirs, self._watched = -1, {}, {}
         return fd, dirs
 
     @classmethod
@@ -285,7 +314,7 @@ class TreeWatch:
         if watch._fd >= 0:
             _close(watch._fd)
         watch._fd, watch._pending = fd, None
-        watch._dirs, watch._watched = dict(dirs), set(dirs.values())
+        watch._dirs, watch._watched = dict(dirs), {rel: wd for wd, rel in dirs.items()}
         watch._complete, watch._missing = True, False
         return watch
 
