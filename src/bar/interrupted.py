@@ -20,20 +20,70 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from bar import git, steps
+from bar import git, stamps, steps
+from bar.clock import iso_of, now_iso
+from bar.git import BAR_IDENTITY
+from bar.journals import RunIntent
+from bar.records import Artifacts
+from bar.snapshot import Snapshot
 from bar.tasks import Task
+from bar.terminal.pipes import STDOUT_HEADER
 
 
 def alive_until(task: Task, step_id: str) -> int:
     """When the step's ``bar run`` last showed it was alive (ns, the kernel's clock):
-    the latest change of its intent journal and of the output files it was writing."""
+    the latest change of its intent journal (the supervisor touches it twenty times a
+    second, and bar once the command ended) and of the artifacts it was writing (not a patch: the recording's own)."""
     latest = 0
-    for path in (task.paths.marker, *task.paths.artifacts.glob(f"{step_id}.output*")):
+    for path in (task.paths.marker, *task.paths.artifacts.glob(f"{step_id}.*")):
+        if path.suffix == ".patch":
+            continue
         try:
             latest = max(latest, os.lstat(path).st_mtime_ns)
         except OSError:
             continue
     return latest
+
+
+def last_sign_of_life(task: Task, step_id: str, intent: RunIntent) -> str:
+    """When an interrupted step last ran (``alive_until``), not the time a later
+    command found it."""
+    latest = alive_until(task, step_id)
+    ended = iso_of(latest) if latest else now_iso()
+    return ended if ended >= intent.started_at else intent.started_at
+
+
+def found_artifacts(task: Task, step_id: str) -> Artifacts:
+    """What an interrupted step left in its artifacts directory."""
+    artifacts = Artifacts()
+    out_path, out_rel = steps.artifact(task, step_id, "output")
+    for leftover in task.paths.artifacts.glob(f"{step_id}.output.*.tmp"):
+        leftover.unlink(missing_ok=True)
+    if out_path.exists() and out_path.stat().st_size > len(STDOUT_HEADER):
+        artifacts.output = out_rel
+    else:
+        out_path.unlink(missing_ok=True)
+    cast_path, cast_rel = steps.artifact(task, step_id, "cast")
+    if cast_path.exists():
+        artifacts.cast = cast_rel
+    return artifacts
+
+
+def take_tree(task: Task, recorded: str, message: str, tree: str) -> Snapshot:
+    """Record ``tree`` (``split``'s, made rather than read from the worktree) as the
+    snapshot after ``recorded``. The side index's stamps are dropped: the next look
+    adds everything, and finds what the worktree holds besides."""
+    worktree, ref = task.worktree, task.snapshot_ref
+    stamps.forget(task.index)
+    if tree == steps.tree_of(task, recorded):
+        return Snapshot(recorded, tree, False, worktree)
+    now = git.rev_parse(worktree, ref)
+    parent = recorded
+    if now is not None and now != recorded and git.is_ancestor(worktree, recorded, now):
+        parent = now  # a snapshot a crash left unrecorded: kept in the chain
+    commit = git.commit_tree(worktree, tree, [parent], message, identity=BAR_IDENTITY)
+    git.update_ref(worktree, ref, commit, now, f"bar: {message.splitlines()[0]}")
+    return Snapshot(commit, tree, True, worktree)
 
 
 def _made_by_then(worktree: Path, rel: str, until_ns: int) -> bool:

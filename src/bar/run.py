@@ -21,7 +21,6 @@ step is recorded as interrupted, with every change made up to then.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shlex
 import time
@@ -41,7 +40,7 @@ from bar import (
     steps,
 )
 from bar.call_log import Recorded, read_recorded
-from bar.clock import iso_of, ms_between, ms_since, now_iso
+from bar.clock import ms_between, ms_since, now_iso
 from bar.errors import BarError, CannotConfine, ExitCode, HookFailed, UsageError
 from bar.guard import Guard
 from bar.hooks import HookFacts, HookResult
@@ -219,6 +218,7 @@ def run_step(task: Task, req: RunRequest, watch: TreeWatch | None = None) -> Run
     try:
         env.update(supervisor.env)
         executed = _execute(task, step_id, supervisor.argv, req, env, scrubber, confinement)
+        journals.touch_run(task.paths)  # (everything the command wrote is the step's)
         if confinement.enabled:
             _stop_leftovers(adopted_since)
     except BaseException:
@@ -293,9 +293,11 @@ def complete(
     recovering = executed is None
     if executed is None and intent.exit_code is not None:
         # the command had ended; only its recording failed: record how it ended
-        executed = Executed(intent.exit_code, intent.signal, _found_artifacts(task, step_id))
+        executed = Executed(
+            intent.exit_code, intent.signal, interrupted.found_artifacts(task, step_id)
+        )
     ended = intent.ended_at or (
-        now_iso() if executed is not None else _last_sign_of_life(task, step_id, intent)
+        now_iso() if executed is not None else interrupted.last_sign_of_life(task, step_id, intent)
     )
     label = "" if executed is not None else " (interrupted)"
     message = scrub.scrub_text(f"step {step_id}{label}: {shlex.join(intent.cmd)}")
@@ -307,15 +309,16 @@ def complete(
     made = (interrupted.split(task, last_checkpoint, interrupted.alive_until(task, step_id))
             if recovering else None)  # fmt: skip
     if made is not None:
-        snap = snapshot.take_tree(task.worktree, task.index, task.snapshot_ref, last_checkpoint,
-                                  message, made)  # fmt: skip
+        snap = interrupted.take_tree(task, last_checkpoint, message, made)
     else:
         snap = snapshot.take(task.worktree, task.index, task.snapshot_ref, last_checkpoint,
                              message, intent.excludes, changed=changed, on_tree=job.begin)  # fmt: skip
     if taken.count and snap.commit != last_checkpoint:
         taken.add("residual", snap.commit, started_at=taken.last_ended or ended)
     stat, patch = job.finish(snap.commit)
-    artifacts = executed.artifacts if executed is not None else _found_artifacts(task, step_id)
+    artifacts = (
+        executed.artifacts if executed is not None else interrupted.found_artifacts(task, step_id)
+    )
     artifacts.patch = patch
     if taken.count:
         artifacts.checkpoints = checkpoints.artifact_name(step_id)
@@ -466,37 +469,6 @@ def _say_nested(task: Task, step: RunStep) -> None:
             warn(f"{path} is a git repository of its own: bar records only the commit it is "
                  "at, not its files; edits inside it are not recorded and a rollback does "
                  "not restore them")  # fmt: skip
-
-
-def _last_sign_of_life(task: Task, step_id: str, intent: RunIntent) -> str:
-    """When an interrupted step last ran: the latest of its intent journal's heartbeat
-    (the supervisor touches it four times a second) and its output files' last writes; not the
-    time a later command found it."""
-    latest = 0
-    candidates = [task.paths.marker, *task.paths.artifacts.glob(f"{step_id}.*")]
-    for path in candidates:
-        if path.suffix == ".patch":
-            continue  # written by this recording, not by the step
-        with contextlib.suppress(OSError):
-            latest = max(latest, path.stat().st_mtime_ns)
-    ended = iso_of(latest) if latest else now_iso()
-    return ended if ended >= intent.started_at else intent.started_at
-
-
-def _found_artifacts(task: Task, step_id: str) -> Artifacts:
-    """What an interrupted step left in its artifacts directory."""
-    artifacts = Artifacts()
-    out_path, out_rel = steps.artifact(task, step_id, "output")
-    for leftover in task.paths.artifacts.glob(f"{step_id}.output.*.tmp"):
-        leftover.unlink(missing_ok=True)
-    if out_path.exists() and out_path.stat().st_size > len(STDOUT_HEADER):
-        artifacts.output = out_rel
-    else:
-        out_path.unlink(missing_ok=True)
-    cast_path, cast_rel = steps.artifact(task, step_id, "cast")
-    if cast_path.exists():
-        artifacts.cast = cast_rel
-    return artifacts
 
 
 def _step_env(task: Task, step_id: str) -> dict[str, str]:

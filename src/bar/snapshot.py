@@ -338,24 +338,6 @@ def take(
     return snap
 
 
-def take_tree(worktree: Path, index: Path, ref: str, recorded: str, message: str, tree: str,
-              ) -> Snapshot:  # fmt: skip
-    """Record ``tree``, made elsewhere rather than read from the worktree (what an
-    interrupted step made: ``bar.interrupted``), as the snapshot after ``recorded``. The
-    side index's stamps are dropped: the next look adds everything, and finds what the
-    worktree holds besides."""
-    stamps.forget(index)
-    if tree == (stamps.tree_of(index, recorded) or git.tree_of(worktree, recorded)):
-        return Snapshot(recorded, tree, False, worktree)
-    now = git.rev_parse(worktree, ref)
-    parent = recorded
-    if now is not None and now != recorded and git.is_ancestor(worktree, recorded, now):
-        parent = now  # a snapshot a crash left unrecorded: kept in the chain
-    commit = git.commit_tree(worktree, tree, [parent], message, identity=BAR_IDENTITY)
-    git.update_ref(worktree, ref, commit, now, f"bar: {message.splitlines()[0]}")
-    return Snapshot(commit, tree, True, worktree)
-
-
 def _record(worktree: Path, index: Path, ref: str, recorded: str, message: str, tree: str,
             recorded_tree: str | None, scope: list[str] | None, known: dict[str, int] | None,
             started_ns: int, restored_tree: str | None, asked: Started | None,
