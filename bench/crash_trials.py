@@ -21,9 +21,12 @@ The operation first runs to completion on a copy of the trial, to measure how lo
 takes; the copy sits at the trial's own path (bar's files name absolute paths) while the
 original waits aside, so the killed run then meets exactly the files, inodes and stat data
 the setup left. The original is given the same command and its process group is sent
-SIGKILL after a delay drawn uniformly from [0, that duration]. Then come `bar doctor` (its
-findings are reported), in half of the trials `bar doctor --repair`, `bar status`,
-`bar run -- true`, a final `bar doctor`, and the invariants below are checked.
+SIGKILL after a delay drawn uniformly from [0, that duration]. In most trials the
+developer then edits files by hand at once (new files and files the operation touches),
+before any bar command; in some, the first command after the crash (the one that finishes
+what bar left) is itself killed at a random moment, and edits made by hand again. Then come
+`bar doctor` (its findings are reported), in half of the trials `bar doctor --repair`,
+`bar status`, `bar run -- true`, a final `bar doctor`, and the invariants below are checked.
 
 bar's own code does all the work in every step, through ``bar.cli.main`` in this process
 for the setup and the commands after the crash (an interpreter start for each of those
@@ -78,7 +81,9 @@ INVARIANTS = {
     "worktree": "the task worktree, hashed afresh, is exactly the last snapshot's tree",
     "snapshot-ref": "refs/bar/tasks/<id> contains the ledger's last snapshot",
     "journals": "no running.json, rollback.json or apply.json is left",
-    "attribution": "the steps added are [manual] (if hand edits were pending), the op's, `true`",
+    "attribution": "the steps added are the op's and `true`, with manual steps only for edits "
+    "nobody recorded (pending, made after a kill, or an interrupted run's last instant)",
+    "hand-edits": "every edit made by hand after a kill is in a recorded state, never in the op's",
     "rollback-state": "a recorded rollback reached its target's tree and HEAD; else nothing moved",
     "apply-checkout": "the developer's checkout is exactly as before the apply or exactly after",
     "apply-ledger": "an apply step is recorded iff main moved, and names main's new commit",
@@ -552,6 +557,20 @@ def wait_for_group(pgid: int, limit: float = 10.0) -> bool:
     return True
 
 
+def remove_tree(path: Path) -> None:
+    """Remove a trial's copy, once the lookouts of its tasks (which remove their own
+    sockets as they exit) are gone."""
+    from bar import lookout
+
+    lookout.stop_all(path / "home")
+    for _ in range(50):
+        shutil.rmtree(path, ignore_errors=True)
+        if not path.exists():
+            return
+        time.sleep(0.05)
+    shutil.rmtree(path)
+
+
 def json_of(ran: Ran) -> dict[str, Any]:
     try:
         data = json.loads(ran.out)
@@ -577,6 +596,7 @@ class Trial:
     failures: list[tuple[str, str]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     phases: dict[str, float] = field(default_factory=dict)  # seconds
+    recoveries: int = 0  # recovering commands killed before the one that finished
 
     @property
     def ok(self) -> bool:
@@ -653,10 +673,17 @@ class Runner:
         calibrated = self.calibrate(setup, result)
         phase("calibrate")
         self.kill(setup, fraction, result)
+        hand: dict[str, bytes] = {}
+        if rng.random() < self.args.hand_edits:
+            hand.update(self.edit_by_hand(rng, setup, number, "after the kill"))
+        if rng.random() < self.args.kill_recovery:
+            result.recoveries += 1
+            self.kill_recovery(rng.random(), result)
+            hand.update(self.edit_by_hand(rng, setup, number, "after the recovery's kill"))
         phase("kill")
         self.recover(repair_first, result)
         phase("recover")
-        self.check(setup, result, before, calibrated)
+        self.check(setup, result, before, calibrated, hand)
         phase("check")
         return result
 
@@ -752,7 +779,7 @@ class Runner:
         if ran.code != 0:
             result.fail("uncrashed-op", f"bar {result.op} exited {ran.code}: {ran.tail()}")
         main_tree = rev(self.repo, "refs/heads/main^{tree}")
-        shutil.rmtree(self.trial_dir)
+        remove_tree(self.trial_dir)
         (self.work / "t.orig").rename(self.trial_dir)
         return main_tree
 
@@ -798,6 +825,42 @@ class Runner:
         if self.args.keep_failures:
             subprocess.run(["cp", "-a", str(self.trial_dir), str(self.work / "t.crashed")])
 
+    def edit_by_hand(self, rng: random.Random, setup: Setup, number: int, when: str,
+                     ) -> dict[str, bytes]:  # fmt: skip
+        """Edit files by hand, as a developer would right after a crash: one the operation
+        may write and a new one, each with bytes no step writes. Returns what was written."""
+        wt = Path(setup.task["worktree"])
+        files = [p for p in Files.scan(wt).texts() if not p.startswith(DEV_DIR)]
+        written: dict[str, bytes] = {}
+        for rel in ([rng.choice(files)] if files else []) + [f"by hand {rng.randint(0, 99)}.txt"]:
+            path = wt / rel
+            if path.is_symlink() or path.is_dir():
+                continue
+            data = f"edited by hand {when}, trial {number}: {rng.random()}\n".encode()
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(data)
+            written[rel] = data
+        return written
+
+    def kill_recovery(self, fraction: float, result: Trial) -> None:
+        """Kill the first command after the crash (which finishes what bar left) at a
+        random moment of the time the crashed operation took."""
+        delay = fraction * max(result.duration_ms, 50.0) / 1000
+        proc = subprocess.Popen(
+            [str(self.args.bar), "run", "--no-pty", "--", "true"], cwd=self.repo,
+            env=self.bar.env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL, start_new_session=True,
+        )  # fmt: skip
+        time.sleep(delay)
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            result.kill_point += "; recovery killed too"
+        try:
+            proc.wait(timeout=TIMEOUT)
+        except subprocess.TimeoutExpired:
+            result.fail("hang", "the killed recovery did not exit")
+        wait_for_group(proc.pid)
+
     def recover(self, repair_first: bool, result: Trial) -> None:
         doc = self.bar.run("doctor", "--json")
         if doc.code not in (0, 8):
@@ -818,7 +881,8 @@ class Runner:
 
     # -- the invariants
 
-    def check(self, setup: Setup, result: Trial, before: Checkout | None, main_tree: str) -> None:
+    def check(self, setup: Setup, result: Trial, before: Checkout | None, main_tree: str,
+              hand: dict[str, bytes]) -> None:  # fmt: skip
         task, tdir, repo = setup.task, setup.tdir, self.repo
         # first, so that the files checked below are also those a check-only doctor left
         final = self.bar.run("doctor", "--json")
@@ -855,26 +919,58 @@ class Runner:
             result.notes.append(f"temporary file left: {stray.name}")
         new = steps[len(setup.steps) :]
         self.check_attribution(setup, new, result)
+        self.check_hand_edits(new, hand, result)
         if result.op == "rollback":
             self.check_rollback(setup, new, result)
         if result.op == "apply" and before is not None:
             self.check_apply(new, before, main_tree, result)
 
     def check_attribution(self, setup: Setup, new: list[dict[str, Any]], result: Trial) -> None:
-        at = 0
-        if at < len(new) and new[at].get("kind") == "manual" and setup.pending:
-            at += 1
+        """The op's step (if it was recorded) and `true`, in that order, and manual steps
+        only where edits were left unrecorded: pending before the op, made by hand after a
+        kill, or written by an interrupted run in the instant before it died."""
         op_cmd = setup.argv[3:] if result.op == "run" else None
-        if (
-            at < len(new)
-            and new[at].get("kind") == result.op
-            and (op_cmd is None or new[at].get("cmd") == op_cmd)
-        ):
-            at += 1
-        rest = new[at:]
-        if len(rest) != 1 or rest[0].get("kind") != "run" or rest[0].get("cmd") != ["true"]:
+        kinds = [
+            "op" if s.get("kind") == result.op and (op_cmd is None or s.get("cmd") == op_cmd)
+            else "true" if s.get("kind") == "run" and s.get("cmd") == ["true"]
+            else str(s.get("kind"))
+            for s in new
+        ]  # fmt: skip
+        # a recovery that was killed may have recorded its own `true` before it died
+        trues = kinds.count("true")
+        ok = (
+            kinds.count("op") <= 1
+            and kinds[-1:] == ["true"]
+            and 1 <= trues <= 1 + result.recoveries
+        )
+        ok = ok and all(k in ("op", "manual", "true") for k in kinds) and kinds.count("manual") <= 4
+        if ok and kinds[:1] == ["manual"] and not setup.pending and result.op != "rollback":
+            ok = "op" not in kinds  # (a manual before the op: edits the op's look found)
+        if not ok:
             shown = [f"{s.get('step_id')} {s.get('kind')} {s.get('cmd', '')}"[:60] for s in new]
             result.fail("attribution", f"steps added: {shown}, hand edits pending: {setup.pending}")
+
+    def check_hand_edits(self, new: list[dict[str, Any]], hand: dict[str, bytes],
+                         result: Trial) -> None:  # fmt: skip
+        """What was edited by hand after a kill is in a recorded state (the last one, or
+        one a rollback went on from), and in none of the op's own steps."""
+        repo = self.repo
+        for rel, data in hand.items():
+            holders = []
+            for step in new:
+                if not step.get("snapshot"):
+                    continue
+                held = subprocess.run(["git", "cat-file", "blob", f"{step['snapshot']}:{rel}"],
+                                      cwd=repo, capture_output=True)  # fmt: skip
+                if held.returncode == 0 and held.stdout == data:
+                    holders.append(step)
+            if not holders:
+                result.fail("hand-edits", f"{rel!r}, edited by hand after the kill, is in no "
+                                          "recorded state")  # fmt: skip
+            for step in holders:
+                if step.get("kind") == result.op and result.op == "run" and step.get("interrupted"):
+                    result.fail("hand-edits", f"{rel!r}, edited by hand after the kill, is "
+                                              f"credited to the interrupted step {step['step_id']}")  # fmt: skip
 
     def check_rollback(self, setup: Setup, new: list[dict[str, Any]], result: Trial) -> None:
         head = rev(Path(setup.task["worktree"]), "HEAD")
@@ -1020,6 +1116,20 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
                    help="the operations to draw from (default run,rollback,apply)")  # fmt: skip
     p.add_argument("--keep-failures", type=Path, metavar="DIR", help="copy failed trials here")
     p.add_argument("--json", action="store_true", help="print every trial as JSON")
+    p.add_argument(
+        "--hand-edits",
+        type=float,
+        default=0.7,
+        metavar="P",
+        help="how often files are edited by hand right after the kill (default 0.7)",
+    )
+    p.add_argument(
+        "--kill-recovery",
+        type=float,
+        default=0.25,
+        metavar="P",
+        help="how often the command that recovers is killed too (default 0.25)",
+    )
     p.add_argument("--processes", action="store_true",
                    help="run the commands after the crash as processes of their own")  # fmt: skip
     p.add_argument("--workdir", type=Path, metavar="DIR",

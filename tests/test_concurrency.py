@@ -179,6 +179,9 @@ class Holder:
                 stderr=err,
             )
         wait_until("the holder's command to start", self.started.exists)
+        # what a step writes before bar's next sign of life (a hundred a second) is its
+        # own if bar is killed (``bar.interrupted``)
+        time.sleep(0.1)
 
     def finish(self) -> int:
         self.release.touch()

@@ -108,8 +108,9 @@ def test_a_fresh_stale_ref_lock_is_removed_too(
 def test_a_kill_while_moving_the_ref_is_recorded_then_runs_continue(
     repo: Path, task: dict[str, Any], tmp_path: Path
 ) -> None:
-    """bar killed while git held the ref's lock: the step is recorded as interrupted (it
-    was) with its changes, and the next step is recorded normally."""
+    """bar killed while git held the ref's lock, its command done: the step is recorded
+    with its changes and its exit code (the command had ended), and the next step is
+    recorded normally."""
     cmd = ["run", "--", "sh", "-c", "echo killed > k.txt"]
     trace = tmp_path / "trace"
     probe = bar_exe("run", "--", "sh", "-c", "echo probe > p.txt", cwd=repo,
@@ -122,9 +123,10 @@ def test_a_kill_while_moving_the_ref_is_recorded_then_runs_continue(
     lock = leave_ref_lock(repo, task)
     res = bar_exe("run", "--", "sh", "-c", "echo after > a.txt", cwd=repo)
     assert res.code == 0, res.err
-    assert "interrupted" in res.err and "lock" in res.err
+    assert "it exited 0; bar stopped" in res.err and "lock" in res.err
     *_, crashed, after = ledger(task["id"])
-    assert crashed["interrupted"] is True and crashed["diff_stat"]["file_list"] == ["k.txt"]
+    assert not crashed.get("interrupted") and crashed["exit_code"] == 0
+    assert crashed["diff_stat"]["file_list"] == ["k.txt"]
     assert after["cmd"] == ["sh", "-c", "echo after > a.txt"] and not after.get("interrupted")
     assert after["diff_stat"]["file_list"] == ["a.txt"]
     assert not lock.exists()

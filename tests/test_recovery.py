@@ -127,7 +127,7 @@ def start_a_long_step(repo: Path, task: dict[str, str]) -> subprocess.Popen[byte
     deadline = time.time() + 60
     while not (wt / "work.txt").exists() and time.time() < deadline:
         time.sleep(0.05)
-    # bar shows it is alive 20 times a second: what the step wrote before that is its own
+    # bar shows it is alive 100 times a second: what the step wrote before that is its own
     # (a write in the last instant before bar was killed is credited to no step:
     # ``bar.interrupted``)
     time.sleep(0.2)

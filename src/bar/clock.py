@@ -29,6 +29,11 @@ def ms_between(start_iso: str, end_iso: str) -> int:
         return 0
 
 
+def seconds_of(iso: str) -> float:
+    """Seconds since the epoch of a time bar wrote (``ValueError`` if it is not one)."""
+    return _seconds(iso)
+
+
 def _seconds(iso: str) -> float:
     """Seconds since the epoch of ``YYYY-MM-DDTHH:MM:SS[.fff]Z`` (UTC). Read by hand:
     ``time.strptime`` imports ``_strptime``, ``calendar``, ``datetime`` and ``locale``,

@@ -178,12 +178,18 @@ class Doctor:
     def _check_permissions(self) -> None:
         workspaces = self.project.paths.workspaces
         for path in _walk(self.project.dir, skip=workspaces):
-            want = DIR_MODE if path.is_dir() else FILE_MODE
-            have = stat.S_IMODE(path.lstat().st_mode)
+            if path.name.startswith("index") and path.name.endswith(".lock"):
+                continue  # git's, while it writes a side index or a copy (a lookout's)
+            try:
+                st = path.lstat()
+            except FileNotFoundError:
+                continue  # (gone while looked at: a lookout's staging thrown away)
+            want = DIR_MODE if stat.S_ISDIR(st.st_mode) else FILE_MODE
+            have = stat.S_IMODE(st.st_mode)
             if have != want:
                 self.add(
                     "warning", path, f"mode {have:04o} should be {want:04o} (outputs can hold secrets)",
-                    then(functools.partial(os.chmod, path, want), f"set mode {want:04o}"),
+                    then(functools.partial(_chmod_if_there, path, want), f"set mode {want:04o}"),
                 )  # fmt: skip
             if path.is_file() and path.name.startswith(".") and path.name.endswith(".tmp"):
                 self.add("warning", path, "a temporary file left by an interrupted write",
@@ -412,6 +418,13 @@ def _task_name(tdir: Path) -> str:
         return str(json.loads((tdir / "task.json").read_text()).get("name") or tdir.name)
     except (OSError, ValueError, AttributeError):
         return tdir.name
+
+
+def _chmod_if_there(path: Path, mode: int) -> None:
+    try:
+        os.chmod(path, mode)
+    except FileNotFoundError:
+        pass  # (a file a lookout stages into, thrown away since)
 
 
 def _walk(root: Path, skip: Path) -> Iterator[Path]:

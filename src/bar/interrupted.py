@@ -32,8 +32,8 @@ from bar.terminal.pipes import STDOUT_HEADER
 
 def alive_until(task: Task, step_id: str) -> int:
     """When the step's ``bar run`` last showed it was alive (ns, the kernel's clock):
-    the latest change of its intent journal (the supervisor touches it twenty times a
-    second, and bar once the command ended) and of the artifacts it was writing (not a patch: the recording's own)."""
+    the latest change of its intent journal (the supervisor touches it a hundred times
+    a second, and bar once the command ended) and of the artifacts it was writing (not a patch: the recording's own)."""
     latest = 0
     for path in (task.paths.marker, *task.paths.artifacts.glob(f"{step_id}.*")):
         if path.suffix == ".patch":
@@ -92,7 +92,9 @@ def _made_by_then(worktree: Path, rel: str, until_ns: int) -> bool:
     path = os.path.join(os.fsencode(worktree), os.fsencode(rel))
     while True:
         try:
-            return os.lstat(path).st_ctime_ns <= until_ns
+            # strictly before: the kernel's clock ticks in milliseconds, and an edit in
+            # the tick of the last sign of life may have come after it
+            return os.lstat(path).st_ctime_ns < until_ns
         except FileNotFoundError:
             parent = os.path.dirname(path)
             if parent == path or len(parent) < len(os.fsencode(worktree)):

@@ -334,6 +334,7 @@ def _read_line(conn: socket.socket) -> bytes:
 
 
 def main(argv: list[str]) -> int:
+    os.umask(0o077)  # what its git writes in the task's directory names the task's files
     with open(int(argv[1]), encoding="utf-8") as f:  # the state, in memory (memfd)
         state = json.load(f)
     lookout = Lookout(state)

@@ -40,7 +40,7 @@ from bar import (
     states,
     steps,
 )
-from bar.clock import ms_since, now_iso
+from bar.clock import ms_since, now_iso, seconds_of
 from bar.journals import RollbackIntent
 from bar.notices import note, plural, warn
 from bar.record import record
@@ -109,7 +109,7 @@ def _complete(task: Task, intent: RollbackIntent, verified: bool) -> RollbackSte
                             verified=intent.snapshot_before if verified else None)  # fmt: skip
     if intent.hard:
         if not verified:
-            _clear_own_index_lock(task)
+            _clear_own_index_lock(task, intent.started_at)
         now_head = git.rev_parse(task.worktree, "HEAD")
         if now_head and now_head != target.head:
             steps.keep_head(task, now_head, target.head)  # the commits the reset leaves
@@ -300,17 +300,18 @@ def _checkout(task: Task, now_commit: str, target_commit: str) -> None:
         stamps.keep_private(task.index)
 
 
-def _clear_own_index_lock(task: Task) -> None:
+def _clear_own_index_lock(task: Task, started_at: str) -> None:
     """A hard rollback killed inside its ``git reset`` leaves the worktree's
     ``index.lock``, and every later reset would fail on it. When finishing such a
-    rollback (its bar is dead; we hold the task lock), a lock made after the rollback's
-    journal was written is that reset's own, and is removed."""
+    rollback (its bar is dead; we hold the task lock), a lock made after the rollback
+    began (``started_at``, kept when recovery moves the rollback after a manual step) is
+    that reset's own, and is removed."""
     lock = Path(git.out(task.worktree, "rev-parse", "--path-format=absolute", "--git-path",
                         "index.lock"))  # fmt: skip
     try:
         made = lock.stat().st_mtime_ns
-        began = task.paths.rollback_journal.stat().st_mtime_ns
-    except FileNotFoundError:
+        began = seconds_of(started_at) * 1_000_000_000 - 1_000_000  # (kept to the ms)
+    except (FileNotFoundError, ValueError):
         return
     if made >= began:
         lock.unlink(missing_ok=True)

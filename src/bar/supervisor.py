@@ -50,10 +50,10 @@ if TYPE_CHECKING:  # the agents' code loads for a step with an agent or a hook e
     from bar.agents.protocol import HookEvent
     from bar.gate import Judgement
 
-_ACCEPT_POLL = 0.05  # seconds between checks for the end of the step
+_ACCEPT_POLL = 0.01  # seconds between checks for the end of the step
 # seconds between touches of running.json while the step runs: what the step wrote later
 # than the last one is not credited to it if bar is killed (``bar.interrupted``)
-_HEARTBEAT = 0.05
+_HEARTBEAT = 0.01
 _CLIENT_TIMEOUT = 10.0  # a hook that connects and then says nothing is dropped
 
 
