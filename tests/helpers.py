@@ -215,10 +215,12 @@ def lookout_started(capfd: pytest.CaptureFixture[str], repo: Path,
 
 
 def plain_git_tree(wt: Path, tmp: Path) -> str:
-    """The tree plain git writes of ``wt`` from a fresh index (the oracle)."""
+    """The tree plain git writes of ``wt`` from a fresh index holding its HEAD (the
+    oracle: a file HEAD holds is kept, ignored or not, as git keeps a tracked file)."""
     index = tmp / "oracle-index"
     index.unlink(missing_ok=True)
     env = {**os.environ, "GIT_INDEX_FILE": str(index)}
+    subprocess.run(["git", "read-tree", "HEAD"], cwd=wt, env=env, check=True)
     subprocess.run(["git", "add", "-A"], cwd=wt, env=env, check=True)
     return subprocess.run(["git", "write-tree"], cwd=wt, env=env, check=True,
                           capture_output=True, text=True).stdout.strip()  # fmt: skip

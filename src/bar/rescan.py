@@ -85,6 +85,8 @@ def scan(
     keep_private(index)
     names = [item.decode("utf-8", "surrogateescape") for item in out.split(b"\0") if item]
     names += racy.suspects(index)  # (their stat cannot tell: hashed whatever it says)
+    if any(_is_ignore_file(p) for p in scope):
+        return None  # what is ignored may have changed anywhere
     full = _with_files(scope, names)
     return (sorted(set(full)), unchanged) if full is not None else None
 
@@ -189,9 +191,13 @@ def _dir_entries(worktree: Path, rel: str, stamped: set[str], since: int | None 
     return found if parent or not rel else [rel]
 
 
+def _is_ignore_file(path: str) -> bool:
+    return path == ".gitignore" or path.endswith("/.gitignore")
+
+
 def _with_files(scope: list[str], names: list[str]) -> list[str] | None:
     for name in names:
-        if name == ".gitignore" or name.endswith("/.gitignore"):
+        if _is_ignore_file(name):
             return None  # what is ignored may have changed anywhere
         scope.append(name)
     return scope

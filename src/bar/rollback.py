@@ -20,7 +20,6 @@ recovery after a crash calls the same ``complete`` from wherever the files were 
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -30,6 +29,7 @@ from bar import (
     exact,
     faults,
     git,
+    ignored,
     journals,
     lookout,
     racy,
@@ -42,7 +42,7 @@ from bar import (
 )
 from bar.clock import ms_since, now_iso, seconds_of
 from bar.journals import RollbackIntent
-from bar.notices import note, plural, warn
+from bar.notices import note, warn
 from bar.record import record
 from bar.records import RollbackStep
 from bar.states import State
@@ -189,7 +189,7 @@ def restore(task: Task, target_commit: str, *, verified: str | None = None,
     # the directories the restore will write, and what each must hold after it
     writes = restored.before(task.worktree, now_tree, target_tree,
                              stamps.settled_ctimes(task.index, now_tree) if fast else {})  # fmt: skip
-    rules = ignore_rules_change(task.worktree, now_tree, target_tree)
+    rules = ignored.rules_change(task.worktree, now_tree, target_tree)
     if on_tree is not None:
         on_tree(target_tree)
     if verified is not None:
@@ -198,22 +198,20 @@ def restore(task: Task, target_commit: str, *, verified: str | None = None,
         git.git(task.worktree, "read-tree", "-m", "-u", now_tree, target_tree,
                 env=git.index_env(task.index))  # fmt: skip
     racy.note(task.worktree, task.index, started_ns, len(target_tree))
-    if rules:
-        keep_ignored(task, now_tree, rules)
-        stamps.forget(task.index)  # what is ignored changed: the snapshot looks at all
-        faults.point("after restoring the worktree")
-        return None
     # the task's lookout collects the restore's writes (and watches the directories it
     # made) before they are listed below: see ``restored.forget_written``
     sight = (lookout.look(task.index, now_commit, stale_ok=True)
-             if lookout.running(task.index) else None)  # fmt: skip
+             if lookout.running(task.index) and not rules else None)  # fmt: skip
     # where git converts line endings or filters, the exact bytes of both states
     raw_now = exact.raw_entries(task.worktree, exact.raw_tree_of(task.worktree, now_commit))
     raw_target = exact.raw_entries(task.worktree, exact.raw_tree_of(task.worktree, target_commit))
     if raw_now or raw_target:
         exact.write_raw(task.worktree, task.index, raw_now, raw_target)
     stamps.keep_private(task.index)
-    if not fast:  # nothing trusted: the snapshot that follows looks at everything
+    if rules:
+        ignored.keep_ignored(task.worktree, now_tree, rules)
+        stamps.forget(task.index)  # what is ignored changed: the snapshot looks at all
+    if rules or not fast:  # nothing trusted: the snapshot that follows looks at everything
         faults.point("after restoring the worktree")
         return None
     # the side index and the worktree now hold exactly the target: note it, so the
@@ -226,52 +224,6 @@ def restore(task: Task, target_commit: str, *, verified: str | None = None,
         restored.forget_written(task.worktree, task.index, writes, settled, sight)
     faults.point("after restoring the worktree")
     return target_tree if exact_as_git and verified is not None else None
-
-
-def ignore_rules_change(worktree: Path, now_tree: str, target_tree: str) -> list[str]:
-    """The paths the restore from ``now_tree`` to ``target_tree`` deletes, if it changes
-    a ``.gitignore`` (what git ignores then changes: files on disk that no state holds
-    may stop being ignored, files a state holds may start being); empty if it changes
-    none."""
-    changes = git.diff_tree_raw(worktree, now_tree, target_tree)
-    if not any(c.path == ".gitignore" or c.path.endswith("/.gitignore") for c in changes):
-        return []
-    return [c.path for c in changes if c.status == "D"] or [".gitignore"]
-
-
-def keep_ignored(task: Task, now_tree: str, deleted: list[str]) -> None:
-    """Of the files the restore just deleted, write back those the target's ignore rules
-    ignore: a rollback never touches an ignored file, and under the rules it restored,
-    these are (build output a step recorded before a ``.gitignore`` named it). They
-    are written from ``now_tree``, which holds them."""
-    worktree = task.worktree
-    res = git.git(worktree, "check-ignore", "--no-index", "-z", "--stdin", check=False,
-                  input=b"".join(p.encode("utf-8", "surrogateescape") + b"\0" for p in deleted))  # fmt: skip
-    ignored = [p for p in res.stdout.split(b"\0") if p] if res.returncode in (0, 1) else []
-    if not ignored:
-        return
-    # the side index no longer holds them (the target does not): read them from the tree
-    listing = git.git(worktree, "ls-tree", "-z", now_tree, "--",
-                      *(p.decode("utf-8", "surrogateescape") for p in ignored)).stdout  # fmt: skip
-    for item in listing.split(b"\0"):
-        if not item:
-            continue
-        meta, rel = item.split(b"\t", 1)
-        mode, _kind, oid = meta.split(b" ")
-        path = os.path.join(os.fsencode(worktree), rel)
-        if os.path.lexists(path):
-            continue  # something is there already: never overwritten
-        data = git.git(worktree, "cat-file", "blob", oid.decode()).stdout
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        if mode == b"120000":
-            os.symlink(data, path)
-            continue
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW,
-                     0o777 if mode == b"100755" else 0o666)  # fmt: skip
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-    note(f"kept {plural(len(ignored), 'file')} the restored .gitignore ignores "
-         "(a rollback never touches ignored files)")  # fmt: skip
 
 
 def _checkout(task: Task, now_commit: str, target_commit: str) -> None:

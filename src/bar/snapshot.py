@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, BinaryIO, Protocol
 
-from bar import exact, faults, git, lookout, loose, racy, rescan, speed, staging, stamps
+from bar import exact, faults, git, ignored, lookout, loose, racy, rescan, speed, staging, stamps
 from bar.errors import GitError, SnapshotFailed
 from bar.git import BAR_IDENTITY, DiffStat
 from bar.notices import warn
@@ -137,6 +137,8 @@ def write_whole(worktree: Path, index: Path, scope: list[str] | None,
     if added is False and scope:
         speed.fallback("a scope git could not add as such")
         added, scope = _add(worktree, index, ["."], excludes), None
+    if scope is None:
+        ignored.drop_newly_ignored(worktree, index)
     tree = git.out(worktree, "write-tree", env=_env(index))  # may store its cache-tree
     if scope != []:
         racy.note(worktree, index, since, len(tree))
