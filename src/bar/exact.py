@@ -279,6 +279,12 @@ def write_raw(worktree: Path, index: Path,
                 f.write(data)
                 f.truncate()
     plain = sorted(p for p in now if p not in target)
+    for p in plain:
+        # git's checkout skips a file whose stat its index holds (the raw one it was
+        # refreshed against, when only the line endings differ): written anew
+        full = prefix + p.encode("utf-8", "surrogateescape")
+        if os.path.isfile(full) and not os.path.islink(full):
+            os.unlink(full)
     if plain:  # (a path the target does not hold is not in the index: git skips it)
         git.git(worktree, "checkout-index", "-f", "-z", "--stdin", env=git.index_env(index),
                 input=b"".join(p.encode("utf-8", "surrogateescape") + b"\0" for p in plain),

@@ -182,7 +182,15 @@ def restore(task: Task, target_commit: str, *, verified: str | None = None,
         now_tree = snapshot.write_tree(task.worktree, task.index, recorded=now_commit)
     target_tree = git.tree_of(task.worktree, target_commit)
     if now_tree == target_tree:
-        return target_tree if verified is not None else None
+        # the same tree; where git converts, the bytes may still differ (line endings)
+        raw_now = exact.raw_entries(task.worktree, exact.raw_tree_of(task.worktree, now_commit))
+        raw_target = exact.raw_entries(task.worktree,
+                                       exact.raw_tree_of(task.worktree, target_commit))  # fmt: skip
+        if raw_now == raw_target:
+            return target_tree if verified is not None else None
+        exact.write_raw(task.worktree, task.index, raw_now, raw_target)
+        stamps.keep_private(task.index)
+        return None  # (the snapshot that follows looks at what was written)
     faults.point("before restoring the worktree")
     started_ns = time.time_ns()
     fast = speed.fast()
