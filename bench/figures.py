@@ -906,6 +906,51 @@ def fig12(f: Fixture, p: Params) -> list[Row]:
     ]  # fmt: skip
 
 
+# --- 14. the speed layer on and off ----------------------------------------------------
+
+
+def fig14(f: Fixture, p: Params) -> list[Row]:
+    """``bar run -- true`` with the speed layer on (the default) and off (``BAR_FAST=0``:
+    no resident, watches or stamps), after a small edit and with nothing to record, each
+    against ``git status`` in the same rounds. The two tasks are of one repository."""
+    repo = f.clone()
+    f.init(repo)
+    fast_task, fast_wt = f.new_task(repo, "fast")
+    slow_task, slow_wt = f.new_task(repo, "slow")
+    pool = edits.make_pool(fast_wt, f.dir / "pool.txt")
+    slow_env = {**f.env, "BAR_FAST": "0"}
+    n = Counter()
+
+    def bar_true(task: str) -> list[str | Path]:
+        return [f.tools.bar, "run", "--task", task, "--no-pty", "--", "true"]
+
+    def after_change(task: str, wt: Path, slow: bool) -> float:
+        edits.small_change(wt, pool, n())
+        return f.t(bar_true(task), wt, env=slow_env) if slow else f.t(bar_true(task), wt)
+
+    s = interleave(
+        {
+            "fast, after a change": lambda: after_change(fast_task, fast_wt, False),
+            "fast, nothing new": lambda: f.t(bar_true(fast_task), fast_wt),
+            "slow, after a change": lambda: after_change(slow_task, slow_wt, True),
+            "slow, nothing new": lambda: f.t(bar_true(slow_task), slow_wt, env=slow_env),
+            "git status": lambda: f.t(["git", "status", "--porcelain"], fast_wt),
+        },
+        p.repeat,
+        p.warmup,
+    )
+    return [
+        ratio_row("14", "speed layer on: `bar run -- true` after a small change ÷ `git status`",
+                  s, "fast, after a change", "git status", None),
+        ratio_row("14b", "speed layer on: `bar run -- true`, nothing new ÷ `git status`",
+                  s, "fast, nothing new", "git status", None),
+        ratio_row("14c", "`BAR_FAST=0`: `bar run -- true` after a small change ÷ `git status`",
+                  s, "slow, after a change", "git status", None),
+        ratio_row("14d", "`BAR_FAST=0`: `bar run -- true`, nothing new ÷ `git status`",
+                  s, "slow, nothing new", "git status", None),
+    ]  # fmt: skip
+
+
 from ui_figures import fig13  # noqa: E402  (it uses the helpers above)
 
 FIGURES: dict[int, tuple[str, Callable[[Fixture, Params], list[Row]]]] = {
@@ -922,6 +967,7 @@ FIGURES: dict[int, tuple[str, Callable[[Fixture, Params], list[Row]]]] = {
     11: ("tool-call checkpoints", fig11),
     12: ("git processes per command", fig12),
     13: ("bar ui pages", fig13),
+    14: ("the speed layer on and off", fig14),
 }
 # left out of --quick (unless named with --only): their set-up alone takes over ten seconds
 FULL_ONLY = frozenset({13})

@@ -38,7 +38,7 @@ from pathlib import Path
 # Bump when the layout or content changes, so cached repositories are rebuilt.
 GENERATOR_VERSION = 3
 
-SIZES = {"small": 1_000, "medium": 40_000, "large": 150_000}
+SIZES = {"small": 1_000, "medium": 40_000, "large": 200_000}
 DEFAULT_SEED = 20240115
 
 # Fixed identity and date: the commit id depends only on size and seed.
