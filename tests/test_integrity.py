@@ -285,8 +285,10 @@ def test_a_step_killed_after_its_command_ended_keeps_its_exit_code(
     repo: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch, speed: str,
 ) -> None:  # fmt: skip
-    """bar killed at each crash point after its command ended: the step is recorded with
-    the command's exit code, not as interrupted, and what bar says of it is so."""
+    """bar killed at each crash point after its command ended, then a file edited by
+    hand at once: the step is recorded with the command's exit code, not as interrupted,
+    and with what its command made (the edit goes to a manual step), and what bar says
+    of it is so."""
     init_clean(repo, capfd)
     task = new_task(capfd)
     wt = worktree(task)
@@ -297,9 +299,16 @@ def test_a_step_killed_after_its_command_ended_keeps_its_exit_code(
         label = [f"before writing {step}.patch", f"before moving {ref}",
                  "before appending to ledger.jsonl", "after appending to ledger.jsonl"][n]  # fmt: skip
         assert _killed(wt, label, "run", "--", "sh", "-c", f"echo {n} > f.txt; exit 3")
+        (wt / "by-hand.txt").write_text(f"{n}\n")
         res = bar(capfd, "run", "--", "true")
         assert res.code == 0, res.err
-        recorded = next(s for s in ledger(task["id"]) if s["step_id"] == step)
+        steps = ledger(task["id"])
+        recorded = next(s for s in steps if s["step_id"] == step)
         assert recorded["exit_code"] == 3 and not recorded.get("interrupted"), (label, recorded)
+        if n < 3:  # (3: recorded before the edit was made)
+            assert recorded["diff_stat"]["file_list"] == ["f.txt"], (label, recorded)
+        manual = steps[steps.index(recorded) + 1]
+        assert manual["kind"] == "manual", (label, manual)
+        assert manual["diff_stat"]["file_list"] == ["by-hand.txt"], (label, manual)
         assert (n == 3) != ("exited 3" in res.err), res.err  # (3: it was recorded)
         _check(repo, task, wt, tmp_path)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from bar import git, stamps, steps
+from bar import git, journals, stamps, steps
 from bar.clock import iso_of, now_iso
 from bar.git import BAR_IDENTITY
 from bar.journals import RunIntent
@@ -35,7 +35,9 @@ def alive_until(task: Task, step_id: str) -> int:
     the latest change of its intent journal (the supervisor touches it a hundred times
     a second, and bar once the command ended) and of the artifacts it was writing (not a patch: the recording's own)."""
     latest = 0
-    for path in (task.paths.marker, *task.paths.artifacts.glob(f"{step_id}.*")):
+    signs = (task.paths.marker, journals.outcome_path(task.paths),
+             *task.paths.artifacts.glob(f"{step_id}.*"))  # fmt: skip
+    for path in signs:
         if path.suffix == ".patch":
             continue
         try:
@@ -43,6 +45,41 @@ def alive_until(task: Task, step_id: str) -> int:
         except OSError:
             continue
     return latest
+
+
+class Bound:
+    """Up to when a change on disk is the interrupted step's: made before ``until_ns``,
+    or at it too when ``inclusive``."""
+
+    __slots__ = ("inclusive", "until_ns")
+
+    def __init__(self, until_ns: int, inclusive: bool) -> None:
+        self.until_ns, self.inclusive = until_ns, inclusive
+
+    def holds(self, ctime_ns: int) -> bool:
+        return ctime_ns <= self.until_ns if self.inclusive else ctime_ns < self.until_ns
+
+
+def bound(task: Task, step_id: str) -> Bound:
+    """What the interrupted step ``step_id`` can have made. While its command ran, the
+    last sign of life (``alive_until``) bounds it strictly: the kernel's clock ticks in
+    milliseconds, and an edit in the tick of the last sign may have come after bar died.
+    Once the command had ended, every process of the step was gone when bar kept how it
+    ended (``journals.write_outcome``): what changed no later than that file's mtime is
+    the step's, that tick included, if bar is seen alive in a later tick (a file it
+    wrote while it recorded the step), since an edit made after bar died is later still."""
+    try:
+        ended = os.lstat(journals.outcome_path(task.paths)).st_mtime_ns
+    except OSError:
+        return Bound(alive_until(task, step_id), inclusive=False)
+    later = (task.paths.artifact(step_id, "patch")[0], task.index, stamps.stamps_path(task.index))
+    for path in later:
+        try:
+            if os.lstat(path).st_mtime_ns > ended:
+                return Bound(ended, inclusive=True)
+        except OSError:
+            continue
+    return Bound(max(ended, alive_until(task, step_id)), inclusive=False)
 
 
 def last_sign_of_life(task: Task, step_id: str, intent: RunIntent) -> str:
@@ -86,15 +123,13 @@ def take_tree(task: Task, recorded: str, message: str, tree: str) -> Snapshot:
     return Snapshot(commit, tree, True, worktree)
 
 
-def _made_by_then(worktree: Path, rel: str, until_ns: int) -> bool:
-    """Whether the change at ``rel`` was made no later than ``until_ns``: the path's own
-    ctime, or for one that is gone, that of the nearest directory still there."""
+def _made_by_then(worktree: Path, rel: str, until: Bound) -> bool:
+    """Whether the change at ``rel`` was made within ``until``: the path's own ctime,
+    or for one that is gone, that of the nearest directory still there."""
     path = os.path.join(os.fsencode(worktree), os.fsencode(rel))
     while True:
         try:
-            # strictly before: the kernel's clock ticks in milliseconds, and an edit in
-            # the tick of the last sign of life may have come after it
-            return os.lstat(path).st_ctime_ns < until_ns
+            return until.holds(os.lstat(path).st_ctime_ns)
         except FileNotFoundError:
             parent = os.path.dirname(path)
             if parent == path or len(parent) < len(os.fsencode(worktree)):
@@ -104,17 +139,17 @@ def _made_by_then(worktree: Path, rel: str, until_ns: int) -> bool:
             return False
 
 
-def split(task: Task, before: str, until_ns: int) -> str | None:
+def split(task: Task, before: str, until: Bound) -> str | None:
     """The tree of what the step made since the recorded state ``before``, if some of
-    what changed on disk since was made after ``until_ns`` (None: all of it is the
-    step's, or nothing changed)."""
+    what changed on disk since was made after ``until`` (None: all of it is the step's,
+    or nothing changed)."""
     worktree = task.worktree
     before_tree = steps.tree_of(task, before)
     now_tree = steps.current_tree(task)
-    if now_tree == before_tree or until_ns <= 0:
+    if now_tree == before_tree or until.until_ns <= 0:
         return None
     changes = git.diff_tree_raw(worktree, before_tree, now_tree)
-    mine = [c for c in changes if _made_by_then(worktree, c.path, until_ns)]
+    mine = [c for c in changes if _made_by_then(worktree, c.path, until)]
     if len(mine) == len(changes):
         return None
     import tempfile

@@ -27,7 +27,7 @@ from bar import git
 from bar.clock import now_iso
 from bar.errors import CorruptFile
 from bar.migrate import upgrade
-from bar.record import field, record
+from bar.record import field, record, replace
 from bar.records import ApplyStep, step_from_record
 from bar.states import State
 from bar.store.files import read_json, write_json_atomic
@@ -117,7 +117,7 @@ def read_run(paths: TaskPaths) -> RunIntent | None:
     if not git.is_object_id(before):
         raise CorruptFile(f"running marker at {path} has an invalid snapshot_before {before!r}")
     cmd, env, excludes, pid = rec.get("cmd"), rec.get("env"), rec.get("excludes"), rec.get("pid")
-    return RunIntent(
+    intent = RunIntent(
         pid=pid if isinstance(pid, int) and not isinstance(pid, bool) else 0,
         step_id=step_id,
         started_at=str(rec.get("started_at") or now_iso()),
@@ -133,14 +133,52 @@ def read_run(paths: TaskPaths) -> RunIntent | None:
         signal=_int_or_none(rec.get("signal")),
         ended_at=str(rec["ended_at"]) if isinstance(rec.get("ended_at"), str) else None,
     )
+    if intent.exit_code is None:
+        intent = _with_outcome(paths, intent)
+    return intent
 
 
 def _int_or_none(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
+def outcome_path(paths: TaskPaths) -> Path:
+    """How the running step's command ended, written beside its intent once it has."""
+    return paths.marker.with_name("running.ended")
+
+
+def write_outcome(paths: TaskPaths, exit_code: int, signal: int | None, ended_at: str) -> None:
+    """Keep how the command ended, as soon as it has: a bar killed while it records the
+    step leaves a step recorded with this exit code, not an interrupted one. Not synced
+    to disk (it is written at every step): after a crash of the machine it may be lost
+    or unreadable, and the step is then recorded as interrupted."""
+    import json
+
+    from bar.store.files import write_bytes_atomic
+
+    data = {"exit_code": exit_code, "signal": signal, "ended_at": ended_at}
+    write_bytes_atomic(outcome_path(paths), json.dumps(data).encode(), durable=False)
+
+
+def _with_outcome(paths: TaskPaths, intent: RunIntent) -> RunIntent:
+    """``intent`` with the outcome ``write_outcome`` kept, if it can be read."""
+    import json
+
+    try:
+        said = json.loads(outcome_path(paths).read_bytes())
+    except (OSError, ValueError):
+        return intent
+    code = _int_or_none(said.get("exit_code")) if isinstance(said, dict) else None
+    if code is None:
+        return intent
+    ended = said.get("ended_at")
+    return replace(intent, exit_code=code, signal=_int_or_none(said.get("signal")),
+                   ended_at=ended if isinstance(ended, str) else None)  # fmt: skip
+
+
 def clear_run(paths: TaskPaths) -> None:
     _remove(paths.marker)
+    _remove(outcome_path(paths))
 
 
 # --- rollback.json -------------------------------------------------------------------

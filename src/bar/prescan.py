@@ -104,6 +104,22 @@ def begin(task_ref: str | None) -> None:
     atexit.register(discard)
 
 
+def start(worktree: Path, index: Path) -> None:
+    """Start diff-files for a snapshot about to be taken (a step whose command just
+    ended, with no hook to run after it): it stats while bar records how the command
+    ended. Never fails."""
+    discard()
+    key = _key(index)
+    if key is None:
+        return
+    try:
+        proc = diff_files(worktree, index)
+    except OSError:
+        return
+    global _early
+    _early = _Early(str(worktree), str(index), key, proc)
+
+
 def claim(worktree: Path, index: Path) -> subprocess.Popen[bytes] | None:
     """The early diff-files, if it answers for ``worktree`` and ``index`` as they are
     now (call it under the task's lock); else None, and it is stopped."""

@@ -33,6 +33,7 @@ from bar import (
     interrupted,
     journals,
     known_secrets,
+    prescan,
     snapshot,
     speed,
     stamps,
@@ -221,16 +222,18 @@ def run_step(task: Task, req: RunRequest, watch: TreeWatch | None = None) -> Run
         journals.touch_run(task.paths)  # (everything the command wrote is the step's)
         if confinement.enabled:
             _stop_leftovers(adopted_since)
+        if watch is not None and not task.project.config.hooks.post_run:
+            prescan.start(task.worktree, task.index)  # (the snapshot's stat, begun now)
     except BaseException:
         _close(confinement, adopted_since, "the command")
         raise
     finally:
         supervisor.close()
-    # how it ended, kept with the intent at once: a bar killed from here on leaves a
+    # how it ended, kept beside the intent at once: a bar killed from here on leaves a
     # step that is recorded with its exit code, not as interrupted
     intent = replace(intent, exit_code=executed.exit_code, signal=executed.signal,
                      ended_at=now_iso())  # fmt: skip
-    journals.write_run(task.paths, intent)
+    journals.write_outcome(task.paths, executed.exit_code, executed.signal, intent.ended_at or "")
     guarded = [PolicyEventRecord(rule="bar:guard", action="warn", matched=what)
                for what in guard.check()]  # fmt: skip
     output = task.dir / executed.artifacts.output if executed.artifacts.output else None
@@ -306,7 +309,7 @@ def complete(
     last_checkpoint = taken.last
     job = steps.PatchJob(task, step_id, intent.snapshot_before)
     # recorded after bar died: what was made after its last sign of life is not the step's
-    made = (interrupted.split(task, last_checkpoint, interrupted.alive_until(task, step_id))
+    made = (interrupted.split(task, last_checkpoint, interrupted.bound(task, step_id))
             if recovering else None)  # fmt: skip
     if made is not None:
         snap = interrupted.take_tree(task, last_checkpoint, message, made)
