@@ -23,6 +23,8 @@ _INTERNAL = {"_target", "_help", "command", "task_command", "agent_command", "po
 _GLOBAL_FLAGS = {"--debug", "--no-pager", "-P"}  # global options that take no value
 # commands that begin by looking for hand edits in a task's worktree (``bar.prescan``)
 _LOOKS_FOR_HAND_EDITS = {"run", "shell", "apply", "rollback", "undo", "redo", "status"}
+# the commands that record: their standard streams never stop them (``bar.terminal.stdio``)
+_RECORDS = _LOOKS_FOR_HAND_EDITS | {"sync"}
 
 
 def _command_word(args: list[str]) -> str:
@@ -139,7 +141,12 @@ def _main(args_list: list[str]) -> int:
     try:
         module = importlib.import_module(f"bar.commands.{module_name}")
         func: Callable[..., int] = getattr(module, func_name)
-        return int(func(**{k: v for k, v in vars(args).items() if k not in _INTERNAL}))
+        if getattr(args, "command", None) not in _RECORDS:
+            return int(func(**{k: v for k, v in vars(args).items() if k not in _INTERNAL}))
+        from bar.terminal.stdio import keep_recording
+
+        with keep_recording():  # (a reader gone mid-record must not stop it: ``| head -1``)
+            return int(func(**{k: v for k, v in vars(args).items() if k not in _INTERNAL}))
     except BarError as exc:
         if debug:
             import traceback

@@ -57,6 +57,8 @@ def main(args: list[str]) -> int:
     """The ``bar`` command (``bin/bar``): served by the resident where it may be, else
     run here (``bar.cli``), and a resident started for next time. Only this module, small
     and with no ``__future__`` import, is loaded before the command is sent."""
+    _standard_descriptors()
+    _absolute_home()
     if args[:1] and args[0] in SERVED:
         code = serve(args)
         if code is not None:  # served: this process made nothing that needs finalizing
@@ -70,6 +72,28 @@ def main(args: list[str]) -> int:
     finally:
         if may_serve(args):
             start()  # for the next one
+
+
+def _standard_descriptors() -> None:
+    """Descriptors 0, 1 and 2 open, on ``/dev/null`` where the caller closed them
+    (``2>&-``), as git does for its own: else the first file bar opens would take the
+    place of a standard stream. Python gives no stream for one closed at its start: one
+    is made here (``bar.terminal.stdio`` explains why a recording command needs them)."""
+    for fd, name in enumerate(("stdin", "stdout", "stderr")):
+        try:
+            os.fstat(fd)
+        except OSError:
+            null = os.open(os.devnull, os.O_RDWR)  # (the lowest free number: ``fd`` or below)
+            if null != fd:
+                os.dup2(null, fd)
+                os.close(null)
+            else:  # (the command inherits it, as it would have the caller's)
+                os.set_inheritable(fd, True)
+        if getattr(sys, name) is None:
+            errors = "backslashreplace" if fd else "strict"
+            stream = open(fd, "w" if fd else "r", encoding="utf-8", errors=errors, closefd=False)  # noqa: SIM115
+            setattr(sys, name, stream)
+            setattr(sys, f"__{name}__", stream)
 
 
 def _speed_off() -> bool:
@@ -87,8 +111,23 @@ def idle_seconds() -> int:
 def socket_path() -> str:
     """Where the resident of this bar home listens (``bar.store.layout.bar_home``)."""
     home = os.environ.get("BAR_HOME")
-    folder = os.path.expanduser(home) if home else os.path.join(os.path.expanduser("~"), ".bar")
-    return os.path.join(folder, SOCKET)
+    if home:
+        return os.path.join(home, SOCKET)  # (absolute: ``_absolute_home``)
+    user = os.environ.get("HOME", "")
+    if not os.path.isabs(user):
+        import pwd
+
+        user = pwd.getpwuid(os.getuid()).pw_dir
+    return os.path.join(user, ".bar", SOCKET)
+
+
+def _absolute_home() -> None:
+    """A relative ``BAR_HOME`` made absolute from where bar was started, for bar and
+    every process it starts (a step's ``bar hook`` runs elsewhere; the resident in
+    ``/``): one bar home, whatever the working directory."""
+    home = os.environ.get("BAR_HOME")
+    if home and not os.path.isabs(home):
+        os.environ["BAR_HOME"] = os.path.abspath(os.path.expanduser(home))
 
 
 def may_serve(args: list[str]) -> bool:

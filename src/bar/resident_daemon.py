@@ -477,7 +477,20 @@ def _say(conn: socket.socket, line: bytes) -> None:
     conn.sendall(line + b"\n")
 
 
+def _nowhere(folder: str) -> None:
+    """Work in a directory that no longer exists: a path built from an empty or relative
+    value then fails (ENOENT) rather than writing where the resident happens to stand.
+    A spare moves to its caller's directory before it runs a command."""
+    import tempfile
+
+    with contextlib.suppress(OSError):
+        place = tempfile.mkdtemp(prefix=".resident-cwd-", dir=folder)
+        os.chdir(place)
+        os.rmdir(place)
+
+
 def main(argv: list[str]) -> int:
+    _nowhere(os.path.dirname(argv[2]))
     resident = Resident(int(argv[1]), argv[2], float(argv[3]))
     try:
         resident.load()

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from bar.guard import admin_dir, common_dir
 from bar.sandbox import DEVICES, Plan
-from bar.store.layout import bar_home
+from bar.store.layout import bar_home, home_dir
 from bar.tasks import Task
 
 TEMPORARY = ("/tmp", "/var/tmp")
@@ -84,7 +84,7 @@ def for_step(task: Task, agent: str | None) -> Plan:
         *agent_state,
         *(Path(d) for d in DEVICES),
     ]
-    protected = [task.project.root, common, bar_home(), task.project.policy_path(), Path.home()]
+    protected = [task.project.root, common, bar_home(), task.project.policy_path(), home_dir()]
     return Plan(
         writable=tuple(writable),
         protected=tuple(protected),
@@ -94,4 +94,6 @@ def for_step(task: Task, agent: str | None) -> Plan:
 
 
 def _home_path(value: str) -> Path:
+    if value == "~" or value.startswith("~/"):
+        return home_dir() / value[2:]
     return Path(value).expanduser()

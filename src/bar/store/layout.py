@@ -28,9 +28,25 @@ STATE_ID_RE = re.compile(r"^[0-9]{4,9}(\.[0-9]{1,9})?$")  # a step or a checkpoi
 ARTIFACT_RE = re.compile(r"^artifacts/(?!\.)[A-Za-z0-9._-]+$")
 
 
+def home_dir() -> Path:
+    """The user's home, always absolute: ``HOME`` where it names one, else the password
+    database's (an empty or relative ``HOME`` would name a different place in every
+    directory, and ``/`` in bar's own processes)."""
+    value = os.environ.get("HOME", "")
+    if os.path.isabs(value):
+        return Path(value)
+    import pwd
+
+    return Path(pwd.getpwuid(os.getuid()).pw_dir)
+
+
 def bar_home() -> Path:
+    """``BAR_HOME``, else ``~/.bar``; absolute (a relative value is taken from where the
+    command was started, and every process it starts is handed the absolute one)."""
     value = os.environ.get("BAR_HOME")
-    return Path(value).expanduser() if value else Path.home() / ".bar"
+    if not value:
+        return home_dir() / ".bar"
+    return Path(os.path.abspath(os.path.expanduser(value)))
 
 
 def projects_dir(home: Path | None = None) -> Path:
