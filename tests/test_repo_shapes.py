@@ -16,7 +16,17 @@ from pathlib import Path
 import pytest
 
 from conftest import MakeRepo, git
-from helpers import SETTLE, bar, bar_exe, files_in_commit, ledger, new_task, task_dir, worktree
+from helpers import (
+    SETTLE,
+    bar,
+    bar_exe,
+    files_in_commit,
+    ledger,
+    new_task,
+    replay_patches,
+    task_dir,
+    worktree,
+)
 
 
 def _task(make_repo: MakeRepo, capfd: pytest.CaptureFixture[str], files: dict[str, str],
@@ -60,6 +70,31 @@ def test_a_directory_swapped_for_a_symlink_and_back_is_recorded_and_rolled_back(
     assert (wt / "d" / "sub" / "b.txt").read_text() == "b\n"
     assert not (task_dir(str(task["id"])) / "rollback.json").exists()
     assert bar(capfd, "status").code == 0
+
+
+@pytest.mark.parametrize(
+    "script",
+    [
+        "rm x && mkdir x && ln -s a x/y",  # a symbolic link moved under a directory of its name
+        "rm x && mkdir x && mv d/f x/f",  # a link swapped for a directory a file moved into
+        "mkdir x2 && mv d x2/ && rm x && mv x2 x",  # a link swapped for a directory holding one
+    ],
+)
+def test_every_step_patch_replays_across_a_change_of_shape(
+    make_repo: MakeRepo, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path, script: str,
+) -> None:  # fmt: skip
+    """Recorded patches carry no renames: git pairs ``x`` and ``x/y`` as a rename when the
+    link ``x`` became a directory, and ``git apply`` refuses such a patch. Each step's
+    patch, forwards, replays onto the state before it, and the last state is rebuilt."""
+    repo, _, task = _task(make_repo, capfd, {"a": "a\n", "d/f": "f\nff\nfff\n"}, monkeypatch)
+    assert bar(capfd, "run", "--", "ln", "-s", "d", "x").code == 0
+    assert bar(capfd, "run", "--", "sh", "-c", script).code == 0
+    assert bar(capfd, "rollback", "--to", "1").code == 0  # (and back: the reverse shape)
+    steps = ledger(str(task["id"]))
+    rebuilt = replay_patches(repo, str(task["id"]), str(task["base_commit"]), tmp_path / "re")
+    assert rebuilt == files_in_commit(repo, steps[-1]["snapshot"])
+    assert "rename" not in (task_dir(str(task["id"])) / steps[1]["artifacts"]["patch"]).read_text()
 
 
 def test_a_file_name_that_is_not_utf8_is_recorded_and_reads_back(

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bar.git import DIFF_FLAGS, numstat
+from bar.git import DIFF_FLAGS, parse_numstat
 from bar.rescan import unchanged_since
 from bar.snapshot import write_patch
 from conftest import git
@@ -212,7 +212,8 @@ def test_the_side_index_stays_private(tmp_path: Path, capfd: pytest.CaptureFixtu
 
 def test_one_diff_gives_the_patch_and_its_stat_exactly(make_repo: Any, tmp_path: Path) -> None:
     """The patch artifact is byte for byte git's own patch, and the stat git's numstat,
-    though both come from one `git diff`: renames, binary files, modes, odd names."""
+    though both come from one `git diff`: renames (as a deletion and an addition, which
+    replay whatever the shapes), binary files, modes, odd names."""
     repo = make_repo({"a.txt": "one\ntwo\n" * 50, "old name.txt": "moved\n" * 30,
                       "bin.dat": b"\x00\x01\x02" * 100, "run.sh": "echo\n"})  # fmt: skip
     a = git(repo, "rev-parse", "HEAD").strip()
@@ -226,10 +227,13 @@ def test_one_diff_gives_the_patch_and_its_stat_exactly(make_repo: Any, tmp_path:
     b = git(repo, "rev-parse", "HEAD").strip()
     out = tmp_path / "p.patch"
     stat = write_patch(repo, a, b, out)
-    plain = subprocess.run(["git", "diff", *DIFF_FLAGS, "--binary", "--full-index", a, b, "--"],
+    flags = [*DIFF_FLAGS[:3], "--no-renames"]
+    plain = subprocess.run(["git", "diff", *flags, "--binary", "--full-index", a, b, "--"],
                            cwd=repo, capture_output=True, check=True).stdout  # fmt: skip
     assert out.read_bytes() == plain
-    assert stat == numstat(repo, a, b)
-    assert stat.files == 5
+    listed = subprocess.run(["git", "diff", *flags, "--numstat", "-z", a, b, "--"],
+                            cwd=repo, capture_output=True, check=True).stdout  # fmt: skip
+    assert stat == parse_numstat(listed)
+    assert stat.files == 6 and "old name.txt" in stat.file_list
     empty = tmp_path / "none.patch"
     assert write_patch(repo, b, b, empty).files == 0 and empty.read_bytes() == b""

@@ -377,9 +377,12 @@ def parse_numstat(raw: bytes) -> DiffStat:
 
 def diff_patch_args(a: str, b: str, *, with_numstat: bool = False) -> list[str]:
     """The ``git diff`` that makes a replayable patch from ``a`` to ``b``; ``with_numstat``:
-    preceded by its ``--numstat -z`` block and a NUL (one diff for both)."""
+    preceded by its ``--numstat -z`` block and a NUL (one diff for both). Without rename
+    detection: a rename git pairs across a change of shape (a symbolic link ``x`` that
+    became ``x/y``) is a patch ``git apply`` refuses ("beyond a symbolic link"), while a
+    deletion and an addition replay whatever the shapes."""
     stat = ["--numstat", "-z", "--patch"] if with_numstat else []
-    return ["diff", *DIFF_FLAGS, *stat, "--binary", "--full-index", a, b, "--"]
+    return ["diff", *DIFF_FLAGS[:3], "--no-renames", *stat, "--binary", "--full-index", a, b, "--"]
 
 
 @record(frozen=True)
