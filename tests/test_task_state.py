@@ -41,7 +41,7 @@ def test_a_new_task_is_active_and_its_json_keeps_the_old_fields(
     assert " active " in line and "1 step" in line
 
 
-def test_an_applied_task_says_so_until_the_next_step(
+def test_an_applied_task_says_so_until_a_step_changes_a_file(
     inited: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
     new_task(capfd, "landing")
@@ -54,6 +54,9 @@ def test_an_applied_task_says_so_until_the_next_step(
     status = bar(capfd, "status")
     assert ", applied, 2 steps" in status.out  # the apply is a step of its own
     assert bar(capfd, "status", "--json").json()["task"]["state"] == "applied"
+    assert bar(capfd, "run", "--", "true").code == 0  # (changes nothing: still applied)
+    assert bar(capfd, "run", "--", "sh", "-c", "echo feature > feature.txt").code == 0
+    assert listed(capfd)["landing"]["state"] == "applied"
     run_sh(capfd, "echo more >> feature.txt")
     row = listed(capfd)["landing"]
     assert (row["state"], row["applied"]) == ("active", False)

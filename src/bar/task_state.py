@@ -4,11 +4,11 @@
 ``bar task list`` asks this of every task, so it reads only what is cheap: whether the
 worktree directory is there (one stat, no scan of its files), whether a step's intent
 journal exists and a live process holds the task lock (the test ``bar status`` makes),
-and the newest lines of the ledger. "Applied" means the newest step is an ``apply`` of
-the last recorded state (nothing was recorded since) whose commit the branch it landed on
-still has (one ``git merge-base --is-ancestor``, for such a task only: a reset of that
-branch undoes the apply). Changes nobody recorded yet are not looked for here; ``bar
-status`` says whether there are any.
+and the newest lines of the ledger. "Applied" means an ``apply`` of the last recorded
+state is newer than every step that changed files (steps that changed nothing since keep
+it so), and the branch it landed on still has its commit (one ``git merge-base
+--is-ancestor``, for such a task only: a reset of that branch undoes the apply). Changes
+nobody recorded yet are not looked for here; ``bar status`` says whether there are any.
 """
 
 from __future__ import annotations
@@ -52,20 +52,27 @@ def is_running(task: Task) -> bool:
 
 
 def is_applied(task: Task) -> bool:
-    """The newest step (decisions aside: they change no file) is an apply of the state
-    recorded before it (or of the base), and its commit is still on the branch it landed
-    on."""
+    """The last recorded state is applied: an apply of it is newer than every step that
+    changed the worktree (a step that changed nothing, or a decision, keeps it applied),
+    and its commit is still on the branch it landed on."""
     apply: ApplyStep | None = None
+    state: str | None = None  # the last recorded state
     for step in task.ledger.iter_reverse(warn=False):
-        if apply is None:
-            if isinstance(step, DecisionStep):
-                continue
-            if not isinstance(step, ApplyStep) or not step.snapshot:
-                return False
-            apply = step
-        elif step.snapshot and not isinstance(step, ApplyStep):
-            return step.snapshot == apply.snapshot and still_landed(task, apply)
-    return apply is not None and apply.snapshot == task.base_commit and still_landed(task, apply)
+        if isinstance(step, DecisionStep):
+            continue
+        if isinstance(step, ApplyStep):
+            if apply is None:
+                if not step.snapshot:
+                    return False
+                apply = step
+            continue
+        if not step.snapshot:
+            continue
+        state = state or step.snapshot
+        if step.snapshot_before != step.snapshot:  # the newest step that changed files
+            return apply is not None and apply.snapshot == state and still_landed(task, apply)
+    return (apply is not None and apply.snapshot == (state or task.base_commit)
+            and still_landed(task, apply))  # fmt: skip
 
 
 def still_landed(task: Task, step: ApplyStep) -> bool:
