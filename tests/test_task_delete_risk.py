@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from conftest import git
-from helpers import bar, init_clean, new_task, run_sh, task_dir, worktree
+from helpers import bar, bar_exe, init_clean, new_task, run_sh, task_dir, worktree
 
 
 @pytest.fixture
@@ -197,6 +197,28 @@ def test_a_kept_worktree_without_ignored_files_is_prunable(
     assert bar(capfd, "task", "close", "--keep-worktree").code == 0
     assert [d["name"] for d in prune_plan(capfd)["deleted"]] == ["clean"]
     assert not worktree(t).exists()
+
+
+def test_a_kept_worktree_of_applied_work_is_prunable_and_a_later_edit_is_not_lost(
+    inited: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Steps recorded, applied, the worktree kept: a closed task's git is pinned as an
+    active one's, so its kept worktree is compared with its record (it was counted as
+    lost work); an edit made there after closing is found and kept."""
+    for name in ("landed", "edited"):
+        t = new_task(capfd, name)
+        run_sh(capfd, f"echo {name} > {name}.txt")
+        assert bar(capfd, "apply", "-m", f"land {name}").code == 0
+        assert bar(capfd, "task", "close", "--keep-worktree").code == 0
+    (worktree(t) / "edited.txt").write_text("after closing\n")
+    plan = bar_exe("task", "prune", "--json", cwd=inited)
+    assert plan.code == 0, plan.err
+    assert [d["name"] for d in plan.json()["deleted"]] == ["landed"]
+    [skipped] = plan.json()["skipped"]
+    assert skipped["lost"] == [f"its kept worktree {worktree(t)} holds changes made after closing"]
+    refused = bar_exe("task", "delete", "edited", cwd=inited)
+    assert refused.code == 5 and "changes made after closing" in refused.err
+    assert (worktree(t) / "edited.txt").read_text() == "after closing\n"
 
 
 # --- a name that starts another task's id ------------------------------------------------

@@ -259,7 +259,7 @@ def load_task(project: Project, task_id: str) -> Task:
         project=project,
         first_base=first_base,
     )
-    if status == "active":
+    if status == "active" or task.worktree.is_dir():  # (a closed task's kept worktree too)
         _pin(task)
     _configure_speed(project)
     return task
