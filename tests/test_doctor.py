@@ -341,3 +341,67 @@ def test_refs_of_a_task_no_project_has_are_reported_never_deleted(
     subprocess.run(["sh", "-c", command], cwd=repo, check=True)
     refs = git(repo, "for-each-ref", "--format=%(refname)", "refs/bar/").split()
     assert not set(orphan) & set(refs) and moved in refs and task["snapshot_ref"] in refs
+
+
+def _admin(task: dict[str, Any]) -> Path:
+    return Path(git(worktree(task), "rev-parse", "--absolute-git-dir").strip())
+
+
+def test_a_git_lock_a_killed_git_left_in_the_worktree_is_removed(
+    repo: Path, task: dict[str, Any], capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A step's git committed; a hard rollback's reset was killed holding ``HEAD.lock``
+    (left unreadable, as a killed git may leave it). Doctor names it and its repair
+    removes it; a command that takes the task removes it too, and the rollback runs."""
+    wt = worktree(task)
+    res = bar(capfd, "run", "--", "sh", "-c", "echo c > c.txt && git add c.txt && "
+              "git -c user.name=a -c user.email=a@b commit -qm c")  # fmt: skip
+    assert res.code == 0, res.err
+    for repair in (True, False):
+        lock = _admin(task) / "HEAD.lock"
+        lock.write_text("")
+        lock.chmod(0)
+        code, text, _ = doctor(capfd)
+        assert code == PROBLEMS_REMAIN and "HEAD.lock" in text and "a git that was stopped" in text
+        if repair:
+            fixed = bar(capfd, "doctor", "--repair")
+            assert fixed.code == 0, fixed.out + fixed.err
+            assert not lock.exists()
+            continue
+        done = bar(capfd, "rollback", "--to", "2", "--hard")
+        assert done.code == 0, done.err
+        assert not lock.exists() and "removed" in done.err and "HEAD.lock" in done.err
+    assert not (wt / "c.txt").exists()
+    assert bar(capfd, "doctor").code == 0
+
+
+def test_a_git_lock_a_live_git_holds_in_the_worktree_is_left_to_it(
+    repo: Path, task: dict[str, Any], capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A git of the developer's own holds ``HEAD.lock`` in the worktree (a transaction
+    ``git update-ref --stdin`` prepared and keeps open): bar leaves it, and doctor says
+    which process holds it; once that git is killed, the next command removes it."""
+    wt = worktree(task)
+    head = git(wt, "rev-parse", "HEAD").strip()
+    holder = subprocess.Popen(["git", "update-ref", "--stdin"], cwd=wt, stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE)  # fmt: skip
+    assert holder.stdin is not None and holder.stdout is not None
+    try:
+        holder.stdin.write(f"start\nupdate HEAD {head}\nprepare\n".encode())
+        holder.stdin.flush()
+        assert holder.stdout.readline() == b"start: ok\n"
+        assert holder.stdout.readline() == b"prepare: ok\n"
+        lock = _admin(task) / "HEAD.lock"
+        assert lock.exists()
+        _, text, _ = doctor(capfd)
+        assert f"held by a running git (pid {holder.pid})" in text
+        assert bar(capfd, "run", "--", "true").code == 0
+        assert lock.exists()
+    finally:
+        holder.kill()
+        holder.wait()
+    assert lock.exists()  # (killed: git's own clean-up never ran)
+    res = bar(capfd, "run", "--", "true")
+    assert res.code == 0, res.err
+    assert not lock.exists() and "HEAD.lock" in res.err
+    assert bar(capfd, "doctor").code == 0

@@ -27,9 +27,10 @@ import json
 import os
 import stat
 from collections.abc import Callable, Iterator
+from functools import partial
 from pathlib import Path
 
-from bar import git, repairs, task_delete, task_new, worktree
+from bar import git, git_locks, repairs, task_delete, task_new, worktree
 from bar.errors import BarError, PolicyError, UnsupportedVersion
 from bar.notices import plural
 from bar.progress import Progress
@@ -247,6 +248,7 @@ class Doctor:
         if lock.exists():
             self.add("warning", lock, "a git lock left by a crash",
                      self._under_lock(task, then(lambda: lock.unlink(missing_ok=True), "removed it")))  # fmt: skip
+        self._check_git_locks(task, where)
         if task.active:
             self._check_worktree(task, where)
         # after the side index: finishing a step snapshots the worktree through it
@@ -267,6 +269,20 @@ class Doctor:
                 f"{where}: a git lock on {task.snapshot_ref} left by a bar that was stopped "
                 "while moving it; every step of the task fails until it is removed",
                 self._under_lock(task, lambda: repairs.remove_ref_lock(task)),
+            )  # fmt: skip
+
+    def _check_git_locks(self, task: Task, where: str) -> None:
+        for lock in git_locks.lock_files(task):
+            pid = git_locks.holder(task, lock)
+            if pid is not None:
+                self.add("warning", lock, f"{where}: a git lock held by a running git "
+                         f"(pid {pid}); bar leaves it to finish")  # fmt: skip
+                continue
+            self.add(
+                "error", lock,
+                f"{where}: a git lock left by a git that was stopped; every git in the "
+                "task's worktree fails until it is removed",
+                self._under_lock(task, then(partial(lock.unlink, missing_ok=True), "removed it")),
             )  # fmt: skip
 
     def _check_journals(self, task: Task, where: str) -> None:

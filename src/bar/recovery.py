@@ -10,7 +10,9 @@ A bar killed while git moved the task's snapshot ref leaves git's ``<ref>.lock``
 and every later move of the ref would fail on it. bar is the only writer of
 ``refs/bar/tasks/<id>`` and writes it only under the task lock, so the caller, holding
 that lock, knows such a lock file is stale: ``clear_stale_ref_lock`` removes it first
-(and ``clear_stale_index_lock`` the side index's, which only bar writes).
+(and ``clear_stale_index_lock`` the side index's, which only bar writes). The locks of
+the worktree's own git (``HEAD.lock``, ``index.lock``, the branch's) are removed once no
+live git holds them (``clear_stale_git_locks``, ``bar.git_locks``).
 """
 
 from __future__ import annotations
@@ -18,9 +20,10 @@ from __future__ import annotations
 import shlex
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import TypeVar
 
-from bar import bases, git, guard, journals, queued_steps, steps
+from bar import bases, git, git_locks, guard, journals, queued_steps, steps
 from bar.notices import note, plural
 from bar.record import replace
 from bar.records import Step
@@ -61,10 +64,21 @@ def clear_stale_index_lock(task: Task) -> bool:
     return True
 
 
+def clear_stale_git_locks(task: Task) -> list[Path]:
+    """Remove the lock files a killed git left in the task's worktree's git directory
+    and on its branch (``bar.git_locks``); those removed."""
+    removed = git_locks.clear(task)
+    for lock in removed:
+        note(f"removed {lock}: a git lock in task {task.name}'s worktree left by a git "
+             "that was stopped")  # fmt: skip
+    return removed
+
+
 def finish_pending(task: Task) -> list[Step]:
     """Complete every intent a dead bar left (the caller holds the task lock)."""
     clear_stale_ref_lock(task)
     clear_stale_index_lock(task)
+    clear_stale_git_locks(task)
     done: list[Step] = []
     last = task.ledger.last()
     run_intent = journals.read_run(task.paths)
