@@ -63,7 +63,7 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-OPS = ("run", "rollback", "apply")
+OPS = ("run", "rollback", "undo", "apply")
 JOURNALS = ("running.json", "rollback.json", "apply.json")
 TIMEOUT = 120  # seconds a bar process may take before the trial counts it as hung
 
@@ -738,6 +738,14 @@ class Runner:
             else:
                 step = next(s for s in steps if s["step_id"] == to)
                 setup.target = (step["snapshot"], step["head"])
+        elif op == "undo":  # a hard rollback done, then its undo is the one killed
+            to = rng.choice(["base"] + [s["step_id"] for s in steps[:-1]])
+            self.ok(bar.inproc("rollback", "--hard", "--to", to), "bar rollback")
+            before, undone = setup.task_head, read_ledger(tdir)[0][-1]
+            setup.steps, setup.pending = read_ledger(tdir)[0], False
+            setup.task_head = rev(wt, "HEAD")
+            setup.argv = ["undo"]
+            setup.target = (str(undone["snapshot_before"]), before)
         else:
             setup.argv = ["apply", "-m", f"crash trial {rng.randint(0, 10**6)}"]
         return setup
@@ -920,7 +928,7 @@ class Runner:
         new = steps[len(setup.steps) :]
         self.check_attribution(setup, new, result)
         self.check_hand_edits(new, hand, result)
-        if result.op == "rollback":
+        if result.op in ("rollback", "undo"):
             self.check_rollback(setup, new, result)
         if result.op == "apply" and before is not None:
             self.check_apply(new, before, main_tree, result)
@@ -930,8 +938,9 @@ class Runner:
         only where edits were left unrecorded: pending before the op, made by hand after a
         kill, or written by an interrupted run in the instant before it died."""
         op_cmd = setup.argv[3:] if result.op == "run" else None
+        op_kind = "rollback" if result.op == "undo" else result.op
         kinds = [
-            "op" if s.get("kind") == result.op and (op_cmd is None or s.get("cmd") == op_cmd)
+            "op" if s.get("kind") == op_kind and (op_cmd is None or s.get("cmd") == op_cmd)
             else "true" if s.get("kind") == "run" and s.get("cmd") == ["true"]
             else str(s.get("kind"))
             for s in new
@@ -944,7 +953,7 @@ class Runner:
             and 1 <= trues <= 1 + result.recoveries
         )
         ok = ok and all(k in ("op", "manual", "true") for k in kinds) and kinds.count("manual") <= 4
-        if ok and kinds[:1] == ["manual"] and not setup.pending and result.op != "rollback":
+        if ok and kinds[:1] == ["manual"] and not setup.pending and op_kind != "rollback":
             ok = "op" not in kinds  # (a manual before the op: edits the op's look found)
         if not ok:
             shown = [f"{s.get('step_id')} {s.get('kind')} {s.get('cmd', '')}"[:60] for s in new]

@@ -189,6 +189,32 @@ def test_undo_of_a_sync_restores_the_base_and_the_branch(
 actions = st.lists(st.sampled_from(["run", "run", "undo", "redo"]), min_size=1, max_size=9)
 
 
+def test_undo_of_a_hard_rollback_moves_the_branch_back_and_redo_forth(
+    inited: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """``rollback --hard`` moved the task branch to the HEAD at its target: its undo puts
+    the branch back where it was (it is still where the rollback left it), its redo
+    moves it again; a branch someone moved since is left alone."""
+    t = new_task(capfd)
+    wt = worktree(t)
+    run_sh(capfd, "echo one > f.txt")
+    run_sh(capfd, "echo two > f.txt && git add -A && git -c user.name=a -c user.email=a@b "
+                  "commit -qm two")  # fmt: skip
+    committed = git(wt, "rev-parse", "HEAD").strip()
+    assert bar(capfd, "rollback", "--hard", "--to", "1").code == 0
+    assert git(wt, "rev-parse", "HEAD").strip() == t["base_commit"]
+    assert bar(capfd, "undo").code == 0
+    assert git(wt, "rev-parse", "HEAD").strip() == committed
+    assert (wt / "f.txt").read_text() == "two\n"
+    assert bar(capfd, "redo").code == 0
+    assert git(wt, "rev-parse", "HEAD").strip() == t["base_commit"]
+    assert (wt / "f.txt").read_text() == "one\n"
+    git(wt, "commit", "-q", "--allow-empty", "-m", "moved by hand")
+    moved = git(wt, "rev-parse", "HEAD").strip()
+    assert bar(capfd, "undo").code == 0  # (the redo undone: the branch was moved since)
+    assert git(wt, "rev-parse", "HEAD").strip() == moved
+
+
 @settings(
     max_examples=10,
     deadline=None,

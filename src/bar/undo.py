@@ -10,7 +10,8 @@ the top of the done stack to the redo stack; a redo moves it back. Steps that ch
 nothing (a test run, an apply) are left out: undoing them would do nothing to undo.
 
 An undo or redo of a sync moves the task's base with it (a state keeps its base,
-``bar.bases``), and moves the task branch back too if it is still where the sync left it.
+``bar.bases``), and moves the task branch back too if it is still where the sync left it;
+so does an undo or redo of a hard rollback (``--hard``), which moved the branch.
 
 Like every command that changes a task, an undo first records the worktree's unrecorded
 changes as a ``manual`` step, which is then the step it undoes: the hand edits go. A dry
@@ -68,7 +69,7 @@ class Plan:
     redo: bool
     step: Step  # the step undone or redone (a dry run: maybe the hand edits, unrecorded yet)
     target: State
-    hard: bool  # the task branch goes back too (a sync's move of it)
+    hard: bool  # the task branch goes back too (a sync's or a hard rollback's move of it)
     changes: list[git.RawChange]
     # a dry run: the hand edits the undo would record first as ``step``, and then undo
     unrecorded: list[git.RawChange] = field(default_factory=list)
@@ -109,7 +110,8 @@ def plan(task: Task, *, redo: bool, dry_run: bool = False) -> Plan:
     step = stack[-1]
     target = states.resolve(task, step.step_id) if redo else states.before(task, step)
     hard = False
-    if isinstance(step, SyncStep) and step.head:  # the branch goes back if nothing moved it
+    moved = isinstance(step, SyncStep) or (isinstance(step, RollbackStep) and step.hard)
+    if moved and step.head:  # the branch goes back (or forth) if nothing moved it since
         leaving = step.head if not redo else states.before(task, step).head
         hard = git.rev_parse(task.worktree, "HEAD") == leaving != target.head
     changes = git.diff_tree_raw(task.worktree, git.tree_of(task.worktree, task.recorded_snapshot()),
