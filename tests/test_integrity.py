@@ -10,6 +10,7 @@ a resident process may serve).
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import time
@@ -259,6 +260,9 @@ def test_an_interrupted_step_is_credited_only_with_what_it_made(
     wt = worktree(task)
     monkeypatch.chdir(wt)
     assert bar(capfd, "run", "--", "true").code == 0
+    # how an earlier step ended, left by a bar killed while it cleared it: not this one's
+    stale = {"step_id": "0001", "exit_code": 7, "signal": None, "ended_at": "2026-01-01T00:00:00Z"}
+    (task_dir(task["id"]) / "running.ended").write_text(json.dumps(stale))
     proc = subprocess.Popen(
         [str(Path(os.sys.executable).parent / "bar"), "run", "--", "sh", "-c",
          "echo step > by-step.txt; echo edited > README.md; sleep 60"],
@@ -275,6 +279,7 @@ def test_an_interrupted_step_is_credited_only_with_what_it_made(
     assert bar(capfd, "run", "--", "true").code == 0
     steps = ledger(task["id"])
     interrupted = next(s for s in steps if s.get("interrupted"))
+    assert interrupted.get("exit_code") is None
     assert sorted(interrupted["diff_stat"]["file_list"]) == ["README.md", "by-step.txt"]
     manual = steps[steps.index(interrupted) + 1]
     assert manual["kind"] == "manual" and manual["diff_stat"]["file_list"] == ["by-hand.txt"]

@@ -60,7 +60,7 @@ class Bound:
         return ctime_ns <= self.until_ns if self.inclusive else ctime_ns < self.until_ns
 
 
-def bound(task: Task, step_id: str) -> Bound:
+def bound(task: Task, intent: RunIntent) -> Bound:
     """What the interrupted step ``step_id`` can have made. While its command ran, the
     last sign of life (``alive_until``) bounds it strictly: the kernel's clock ticks in
     milliseconds, and an edit in the tick of the last sign may have come after bar died.
@@ -68,9 +68,12 @@ def bound(task: Task, step_id: str) -> Bound:
     ended (``journals.write_outcome``): what changed no later than that file's mtime is
     the step's, that tick included, if bar is seen alive in a later tick (a file it
     wrote while it recorded the step), since an edit made after bar died is later still."""
+    step_id = intent.step_id
+    if intent.exit_code is None:  # (``journals.read_run`` read no outcome of this step's)
+        return Bound(alive_until(task, step_id), inclusive=False)
     try:
         ended = os.lstat(journals.outcome_path(task.paths)).st_mtime_ns
-    except OSError:
+    except OSError:  # (kept in the intent itself, by an older bar)
         return Bound(alive_until(task, step_id), inclusive=False)
     later = (task.paths.artifact(step_id, "patch")[0], task.index, stamps.stamps_path(task.index))
     for path in later:

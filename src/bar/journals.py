@@ -147,7 +147,8 @@ def outcome_path(paths: TaskPaths) -> Path:
     return paths.marker.with_name("running.ended")
 
 
-def write_outcome(paths: TaskPaths, exit_code: int, signal: int | None, ended_at: str) -> None:
+def write_outcome(paths: TaskPaths, step_id: str, exit_code: int, signal: int | None,
+                  ended_at: str) -> None:  # fmt: skip
     """Keep how the command ended, as soon as it has: a bar killed while it records the
     step leaves a step recorded with this exit code, not an interrupted one. Not synced
     to disk (it is written at every step): after a crash of the machine it may be lost
@@ -156,7 +157,7 @@ def write_outcome(paths: TaskPaths, exit_code: int, signal: int | None, ended_at
 
     from bar.store.files import write_bytes_atomic
 
-    data = {"exit_code": exit_code, "signal": signal, "ended_at": ended_at}
+    data = {"step_id": step_id, "exit_code": exit_code, "signal": signal, "ended_at": ended_at}
     write_bytes_atomic(outcome_path(paths), json.dumps(data).encode(), durable=False)
 
 
@@ -168,7 +169,9 @@ def _with_outcome(paths: TaskPaths, intent: RunIntent) -> RunIntent:
         said = json.loads(outcome_path(paths).read_bytes())
     except (OSError, ValueError):
         return intent
-    code = _int_or_none(said.get("exit_code")) if isinstance(said, dict) else None
+    if not isinstance(said, dict) or said.get("step_id") != intent.step_id:
+        return intent  # (another step's, left by a bar killed while it cleared them)
+    code = _int_or_none(said.get("exit_code"))
     if code is None:
         return intent
     ended = said.get("ended_at")
@@ -177,8 +180,8 @@ def _with_outcome(paths: TaskPaths, intent: RunIntent) -> RunIntent:
 
 
 def clear_run(paths: TaskPaths) -> None:
-    _remove(paths.marker)
     _remove(outcome_path(paths))
+    _remove(paths.marker)
 
 
 # --- rollback.json -------------------------------------------------------------------

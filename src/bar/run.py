@@ -233,7 +233,8 @@ def run_step(task: Task, req: RunRequest, watch: TreeWatch | None = None) -> Run
     # step that is recorded with its exit code, not as interrupted
     intent = replace(intent, exit_code=executed.exit_code, signal=executed.signal,
                      ended_at=now_iso())  # fmt: skip
-    journals.write_outcome(task.paths, executed.exit_code, executed.signal, intent.ended_at or "")
+    journals.write_outcome(task.paths, step_id, executed.exit_code, executed.signal,
+                           intent.ended_at or "")  # fmt: skip
     guarded = [PolicyEventRecord(rule="bar:guard", action="warn", matched=what)
                for what in guard.check()]  # fmt: skip
     output = task.dir / executed.artifacts.output if executed.artifacts.output else None
@@ -309,7 +310,7 @@ def complete(
     last_checkpoint = taken.last
     job = steps.PatchJob(task, step_id, intent.snapshot_before)
     # recorded after bar died: what was made after its last sign of life is not the step's
-    made = (interrupted.split(task, last_checkpoint, interrupted.bound(task, step_id))
+    made = (interrupted.split(task, last_checkpoint, interrupted.bound(task, intent))
             if recovering else None)  # fmt: skip
     if made is not None:
         snap = interrupted.take_tree(task, last_checkpoint, message, made)
