@@ -260,11 +260,12 @@ def test_killed_at_every_point_of_a_checkout_update_ends_before_or_after(
     assert any("after writing the checkout's files" in p for p in points), points
     first = next(n for n, p in enumerate(points, start=1) if "after replacing apply.json" in p)
     outcomes = set()
-    for n, label in enumerate(points[first - 1 :], start=first):  # from the intent on
+    for n, point in enumerate(points[first - 1 :], start=first):  # from the intent on
+        label = point.split(" ", 1)[1]  # (by name: the look before it may write stamps or not)
         monkeypatch.setenv("BAR_HOME", str(tmp_path / f"home{n}"))
         repo = make_repo(name=f"r{n}")
         task, main_before = setup_killable(repo, 3)
-        assert killed(repo, ["apply", "-m", "probe"], {"BAR_FAULT_AT": str(n)}) == -signal.SIGKILL
+        assert killed(repo, ["apply", "-m", "probe"], {"BAR_FAULT_AT": label}) == -signal.SIGKILL
         res = bar_exe("run", "--", "true", cwd=repo)
         assert res.code == 0, f"point {n} ({label}): {res.err}"
         outcomes.add(assert_before_or_after(repo, task["id"], main_before))

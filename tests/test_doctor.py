@@ -393,9 +393,10 @@ def test_a_git_lock_a_live_git_holds_in_the_worktree_is_left_to_it(
         assert holder.stdout.readline() == b"prepare: ok\n"
         lock = _admin(task) / "HEAD.lock"
         assert lock.exists()
-        _, text, _ = doctor(capfd)
-        assert f"held by a running git (pid {holder.pid})" in text
-        assert bar(capfd, "run", "--", "true").code == 0
+        # (as processes of their own: the git of this test's process would be theirs)
+        checked = bar_exe("doctor", cwd=repo)
+        assert f"held by a running git (pid {holder.pid})" in checked.out + checked.err
+        assert bar_exe("run", "--", "true", cwd=repo).code == 0
         assert lock.exists()
     finally:
         holder.kill()

@@ -120,8 +120,9 @@ def test_a_staged_hand_edit_is_taken_and_recorded_as_plain_git_writes_it(
                 path.parent.mkdir(parents=True, exist_ok=True)
                 path.symlink_to("a.txt")
         # (an edit may change nothing git sees; a staging thrown away makes the next
-        # wait longer, up to ``MAX_QUIET_MS``)
-        copy = _staged(task, seconds=staging.MAX_QUIET_MS / 1000 + 0.5)
+        # wait longer, up to ``MAX_QUIET_MS``; the lookout's git may be slow on a busy
+        # machine)
+        copy = _staged(task, seconds=staging.MAX_QUIET_MS / 1000 + 2.0)
         added.clear()
         patched.clear()
         asked.clear()

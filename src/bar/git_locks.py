@@ -5,9 +5,9 @@ the step's command. A git killed with its bar leaves ``HEAD.lock``, ``index.lock
 branch's ``<ref>.lock`` behind, and every later git there fails ("Unable to create
 '.../HEAD.lock': File exists"): every rollback of the task would exit 9. The caller holds
 the task lock, so no step runs; a lock is stale when no live git holds it open or works
-in the worktree. Such a lock is removed, and said so; one a live git holds (the
-developer's own ``git commit`` waiting for its editor in the worktree) is left, and named
-with its process. Only Linux's ``/proc`` tells; elsewhere nothing is removed.
+in the worktree (bar's own gits, which never take these locks, aside). Such a lock is
+removed, and said so; one a live git holds (a transaction the developer's own ``git
+update-ref --stdin`` prepared in the worktree) is left, and named with its process. Only Linux's ``/proc`` tells; elsewhere nothing is removed.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ def holder(task: Task, lock: Path) -> int | None:
     except OSError:
         return 0  # (cannot tell: treat it as held)
     for pid in pids:
-        if pid == me or not _is_git(pid):
+        if pid == me or not _is_git(pid) or _is_bars(pid, me):
             continue
         try:
             cwd = os.readlink(f"/proc/{pid}/cwd".encode())
@@ -71,6 +71,20 @@ def _is_git(pid: int) -> bool:
     except OSError:
         return False
     return name == b"git" or name.startswith(b"git-")
+
+
+def _is_bars(pid: int, me: int) -> bool:
+    """Whether the git ``pid`` is one bar started for itself: this process's (the early
+    ``git diff-files`` of ``bar.prescan``) or a lookout's, which never take these locks."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            parent = int(f.read().rpartition(b")")[2].split()[1])
+        if parent == me:
+            return True
+        with open(f"/proc/{parent}/cmdline", "rb") as f:
+            return b"bar.lookout_daemon" in f.read()
+    except (OSError, ValueError, IndexError):
+        return False
 
 
 def stale(task: Task) -> list[Path]:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from bar import git, journals, stamps, steps
+from bar import git, outcome, stamps, steps
 from bar.clock import iso_of, now_iso
 from bar.git import BAR_IDENTITY
 from bar.journals import RunIntent
@@ -35,7 +35,7 @@ def alive_until(task: Task, step_id: str) -> int:
     the latest change of its intent journal (the supervisor touches it a hundred times
     a second, and bar once the command ended) and of the artifacts it was writing (not a patch: the recording's own)."""
     latest = 0
-    signs = (task.paths.marker, journals.outcome_path(task.paths),
+    signs = (task.paths.marker, outcome.path(task.paths),
              *task.paths.artifacts.glob(f"{step_id}.*"))  # fmt: skip
     for path in signs:
         if path.suffix == ".patch":
@@ -65,14 +65,14 @@ def bound(task: Task, intent: RunIntent) -> Bound:
     last sign of life (``alive_until``) bounds it strictly: the kernel's clock ticks in
     milliseconds, and an edit in the tick of the last sign may have come after bar died.
     Once the command had ended, every process of the step was gone when bar kept how it
-    ended (``journals.write_outcome``): what changed no later than that file's mtime is
+    ended (``bar.outcome``): what changed no later than that file's mtime is
     the step's, that tick included, if bar is seen alive in a later tick (a file it
     wrote while it recorded the step), since an edit made after bar died is later still."""
     step_id = intent.step_id
-    if intent.exit_code is None:  # (``journals.read_run`` read no outcome of this step's)
+    if intent.exit_code is None:  # (``journals.read_run`` found no outcome of this step)
         return Bound(alive_until(task, step_id), inclusive=False)
     try:
-        ended = os.lstat(journals.outcome_path(task.paths)).st_mtime_ns
+        ended = os.lstat(outcome.path(task.paths)).st_mtime_ns
     except OSError:  # (kept in the intent itself, by an older bar)
         return Bound(alive_until(task, step_id), inclusive=False)
     later = (task.paths.artifact(step_id, "patch")[0], task.index, stamps.stamps_path(task.index))

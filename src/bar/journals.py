@@ -23,7 +23,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from bar import git
+from bar import git, outcome
 from bar.clock import now_iso
 from bar.errors import CorruptFile
 from bar.migrate import upgrade
@@ -133,8 +133,10 @@ def read_run(paths: TaskPaths) -> RunIntent | None:
         signal=_int_or_none(rec.get("signal")),
         ended_at=str(rec["ended_at"]) if isinstance(rec.get("ended_at"), str) else None,
     )
-    if intent.exit_code is None:
-        intent = _with_outcome(paths, intent)
+    ended = outcome.read(paths, step_id) if intent.exit_code is None else None
+    if ended is not None:
+        intent = replace(intent, exit_code=ended.exit_code, signal=ended.signal,
+                         ended_at=ended.ended_at)  # fmt: skip
     return intent
 
 
@@ -142,45 +144,8 @@ def _int_or_none(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def outcome_path(paths: TaskPaths) -> Path:
-    """How the running step's command ended, written beside its intent once it has."""
-    return paths.marker.with_name("running.ended")
-
-
-def write_outcome(paths: TaskPaths, step_id: str, exit_code: int, signal: int | None,
-                  ended_at: str) -> None:  # fmt: skip
-    """Keep how the command ended, as soon as it has: a bar killed while it records the
-    step leaves a step recorded with this exit code, not an interrupted one. Not synced
-    to disk (it is written at every step): after a crash of the machine it may be lost
-    or unreadable, and the step is then recorded as interrupted."""
-    import json
-
-    from bar.store.files import write_bytes_atomic
-
-    data = {"step_id": step_id, "exit_code": exit_code, "signal": signal, "ended_at": ended_at}
-    write_bytes_atomic(outcome_path(paths), json.dumps(data).encode(), durable=False)
-
-
-def _with_outcome(paths: TaskPaths, intent: RunIntent) -> RunIntent:
-    """``intent`` with the outcome ``write_outcome`` kept, if it can be read."""
-    import json
-
-    try:
-        said = json.loads(outcome_path(paths).read_bytes())
-    except (OSError, ValueError):
-        return intent
-    if not isinstance(said, dict) or said.get("step_id") != intent.step_id:
-        return intent  # (another step's, left by a bar killed while it cleared them)
-    code = _int_or_none(said.get("exit_code"))
-    if code is None:
-        return intent
-    ended = said.get("ended_at")
-    return replace(intent, exit_code=code, signal=_int_or_none(said.get("signal")),
-                   ended_at=ended if isinstance(ended, str) else None)  # fmt: skip
-
-
 def clear_run(paths: TaskPaths) -> None:
-    _remove(outcome_path(paths))
+    outcome.remove(paths)  # (first: ``bar.outcome``)
     _remove(paths.marker)
 
 

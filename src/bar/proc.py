@@ -203,3 +203,17 @@ def run_to_file(
         os.close(fd)
     if proc.returncode != 0:
         raise error(cmd, proc.returncode, b"", proc.stderr)
+
+
+def work_nowhere(folder: str) -> None:
+    """Make the working directory one that no longer exists (made in ``folder`` and
+    removed): a path a daemon builds from an empty or relative value then fails (ENOENT)
+    rather than writing wherever it happens to stand (``/`` for the resident)."""
+    import tempfile
+
+    try:
+        place = tempfile.mkdtemp(prefix=".cwd-", dir=folder)
+        os.chdir(place)
+        os.rmdir(place)
+    except OSError:
+        pass

@@ -29,6 +29,7 @@ from typing import NoReturn
 
 from bar import own_pages, peers
 from bar.policy.loader import compile_cached
+from bar.proc import work_nowhere
 from bar.resident import MAGIC, file_id
 from bar.watch import ANY_CHANGE, Watch
 
@@ -477,20 +478,8 @@ def _say(conn: socket.socket, line: bytes) -> None:
     conn.sendall(line + b"\n")
 
 
-def _nowhere(folder: str) -> None:
-    """Work in a directory that no longer exists: a path built from an empty or relative
-    value then fails (ENOENT) rather than writing where the resident happens to stand.
-    A spare moves to its caller's directory before it runs a command."""
-    import tempfile
-
-    with contextlib.suppress(OSError):
-        place = tempfile.mkdtemp(prefix=".resident-cwd-", dir=folder)
-        os.chdir(place)
-        os.rmdir(place)
-
-
 def main(argv: list[str]) -> int:
-    _nowhere(os.path.dirname(argv[2]))
+    work_nowhere(os.path.dirname(argv[2]))  # (a spare moves to its caller's directory)
     resident = Resident(int(argv[1]), argv[2], float(argv[3]))
     try:
         resident.load()

@@ -33,6 +33,7 @@ from bar import (
     interrupted,
     journals,
     known_secrets,
+    outcome,
     prescan,
     snapshot,
     speed,
@@ -233,7 +234,7 @@ def run_step(task: Task, req: RunRequest, watch: TreeWatch | None = None) -> Run
     # step that is recorded with its exit code, not as interrupted
     intent = replace(intent, exit_code=executed.exit_code, signal=executed.signal,
                      ended_at=now_iso())  # fmt: skip
-    journals.write_outcome(task.paths, step_id, executed.exit_code, executed.signal,
+    outcome.write(task.paths, step_id, executed.exit_code, executed.signal,
                            intent.ended_at or "")  # fmt: skip
     guarded = [PolicyEventRecord(rule="bar:guard", action="warn", matched=what)
                for what in guard.check()]  # fmt: skip
@@ -410,10 +411,10 @@ def _execute(
         if not printed:
             out_path.unlink(missing_ok=True)
     else:
-        outcome = run_piped(argv, cwd=cwd, env=env, output_path=out_path,
-                            make_filter=lambda: StreamScrubber(scrubber), live=req.live,
-                            start=confinement.start, detach=confinement.enabled)  # fmt: skip
-        code, sig, printed = outcome.exit_code, outcome.signal, outcome.printed
+        piped = run_piped(argv, cwd=cwd, env=env, output_path=out_path,
+                          make_filter=lambda: StreamScrubber(scrubber), live=req.live,
+                          start=confinement.start, detach=confinement.enabled)  # fmt: skip
+        code, sig, printed = piped.exit_code, piped.signal, piped.printed
     artifacts.output = out_rel if printed else None
     return Executed(code, sig, artifacts)
 
