@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Final, TypeVar, cast
 
 MARK: Final = "***"
@@ -131,6 +131,28 @@ _KEY_LABEL = r"(?:[A-Z0-9]{1,16} ){0,4}PRIVATE KEY(?: BLOCK)?-----"
 # A whole line of a key block: base64, or a header such as "Proc-Type: 4,ENCRYPTED".
 _KEY_LINE = r"(?:(?:[A-Za-z0-9+/=]{1,100}|[A-Za-z-]{1,32}: [^\r\n]{0,100})(?![^\r\n]))"
 
+
+def _anycase(word: str) -> str:
+    """``word`` as a pattern in any case, without an inline flag (``partial_match``
+    reads only plain syntax)."""
+    return "".join(f"[{c.upper()}{c.lower()}]" if c.isalpha() else re.escape(c) for c in word)
+
+
+# the last word of an option whose value is a secret
+_OPTION_WORDS: Final = ("password", "passwd", "pass", "passphrase", "token", "secret",
+                        "api-key", "api_key", "apikey", "access-key", "secret-key",
+                        "private-key", "credentials", "credential")  # fmt: skip
+# the last word of a secret-looking name, as ``is_secret_name`` has it
+_NAME_WORDS_AT_END: Final = ("key", "keys", "token", "tokens", "secret", "secrets", "password",
+                             "passwords", "passwd", "pass", "passphrase", "credential",
+                             "credentials", "creds", "auth", "pwd", "dsn", "cookie",
+                             "cookies", "jwt")  # fmt: skip
+# a value: quoted (the quotes stay), or a run of what a shell word or URL value holds
+_VALUE = (r"(?:\"(?P<s1>)[^\"\r\n]{1,1024}(?P<e1>)\"|'(?P<s2>)[^'\r\n]{1,1024}(?P<e2>)'"
+          r"|(?P<s3>)[^\s\"'&;|<>,)\]}]{1,1024})")  # fmt: skip
+# from a mysql-style client's name to its glued password, on the same line
+_TO_P = r"[^\r\n]{0,256}?[ \t]-p(?P<s0>)[^\s\"';|&<>]{1,256}"
+
 # (name, back, pattern)
 _SHAPES: Final[tuple[tuple[str, int, str], ...]] = (
     (
@@ -197,6 +219,36 @@ _SHAPES: Final[tuple[tuple[str, int, str], ...]] = (
         0,
         r"://[^\s:/@\"'<>]{1,256}:(?P<s0>)[^\s/\"'<>]{1,256}(?P<e0>)@",
     ),
+    (
+        # The value of an option named for a secret: --password=..., --token ...,
+        # --api-key, --client-secret (a value that is another option is not one).
+        "-",
+        0,
+        r"--(?<![A-Za-z0-9_-]--)(?:[A-Za-z0-9]{1,24}[-_]){0,3}"
+        rf"(?:{'|'.join(_anycase(w) for w in _OPTION_WORDS)})(?:=|[ \t]{{1,8}})"
+        rf"(?![-<>|;&]){_VALUE}",
+    ),
+    (
+        # mysql-style clients take the password glued to -p: mysql -uroot -phunter2
+        "y",
+        0,
+        r"y(?<=my)(?<![A-Za-z0-9_-]my)sql(?:dump|admin|import|show|check|slap|binlog|sh)?"
+        rf"(?![A-Za-z0-9_]){_TO_P}",
+    ),
+    (
+        "r",
+        0,
+        r"r(?<=mar)(?<![A-Za-z0-9_-]mar)iadb(?:-?(?:dump|admin|import|show|check|slap))?"
+        rf"(?![A-Za-z0-9_]){_TO_P}",
+    ),
+    (
+        # NAME=value where NAME looks secret (``_secret_assignment`` checks the whole
+        # name): API_KEY=... in a script, export DB_PASSWORD=..., ?token=... in a URL.
+        "=",
+        0,
+        "=(?:" + "|".join(f"(?<={_anycase(w)}=)" for w in _NAME_WORDS_AT_END) + ")"
+        rf"(?![=\s]){_VALUE}",
+    ),
 )
 
 
@@ -205,9 +257,13 @@ _SHAPES: Final[tuple[tuple[str, int, str], ...]] = (
 _Hits = Iterator[tuple[int, int, int, int]]
 
 
+# A check a shape's match must also pass, given the data and where the match starts.
+_Check = Callable[[bytes | bytearray, int], bool]
+
+
 class _ShapePass:
     # a plain class: `import dataclasses` costs more than this module on the hook path
-    __slots__ = ("back", "ends", "regex", "starts")
+    __slots__ = ("back", "check", "ends", "regex", "starts")
 
     def __init__(
         self,
@@ -215,14 +271,16 @@ class _ShapePass:
         back: int,
         starts: tuple[int, ...],  # marker groups: the redaction starts here
         ends: tuple[int, ...],  # marker groups: the redaction ends here
+        check: _Check | None = None,
     ) -> None:
         self.regex = regex
         self.back = back
         self.starts = starts
         self.ends = ends
+        self.check = check
 
     @classmethod
-    def compile(cls, pattern: str, back: int) -> _ShapePass:
+    def compile(cls, pattern: str, back: int, check: _Check | None = None) -> _ShapePass:
         regex = re.compile(pattern.encode())
         groups = regex.groupindex
         return cls(
@@ -230,11 +288,15 @@ class _ShapePass:
             back,
             tuple(index for name, index in groups.items() if name.startswith("s")),
             tuple(index for name, index in groups.items() if name.startswith("e")),
+            check,
         )
 
     def scan(self, data: bytes | bytearray, pos: int) -> _Hits:
+        check = self.check
         for m in self.regex.finditer(data, pos):
             start, end = m.span()
+            if check is not None and not check(data, start):
+                continue
             red_start, red_end = start - self.back, end
             for group in self.starts:
                 if (at := m.start(group)) >= 0:
@@ -266,6 +328,27 @@ class _LiteralPass:
 
 _Pass = _ShapePass | _LiteralPass
 
+# the casings of NAME= a one-shot scrub looks for before it runs the assignment shape
+_ASSIGNED: Final = tuple(
+    f"{spelt}=".encode()
+    for word in _NAME_WORDS_AT_END
+    for spelt in (word, word.upper(), word.capitalize())
+)
+_NAME_BYTES: Final = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
+# names whose last word is secret but which are mostly not: sorted(key=len), a dict's keys
+_PLAIN_NAMES: Final = frozenset({"key", "keys", "pass"})
+
+
+def _secret_assignment(data: bytes | bytearray, at: int) -> bool:
+    """Whether the name before the ``=`` at ``at`` looks secret (what a lookbehind reads:
+    at most ``_CONTEXT`` bytes)."""
+    start = at
+    while start > 0 and at - start < _CONTEXT and data[start - 1] in _NAME_BYTES:
+        start -= 1
+    name = bytes(data[start:at]).decode("ascii").lstrip("-.")
+    return name.lower() not in _PLAIN_NAMES and is_secret_name(name)
+
+
 # What a shape's match cannot do without: every match (with what its lookbehinds read
 # before it) contains one of its shape's strings here. Data holding none of them cannot
 # hold that shape, so a one-shot scrub compiles and runs only the shapes that may be
@@ -280,7 +363,13 @@ _NEEDLES: Final[dict[str, tuple[bytes, ...]]] = {
     "B": (b"Bearer", b"-----BEGIN "),
     "z": (b"uthorization",),
     ":": (b"://",),
+    "-": (b"--",),
+    "y": (b"mysql",),
+    "r": (b"mariadb",),
+    "=": _ASSIGNED,
 }
+
+_CHECKS: Final[dict[str, _Check]] = {"=": _secret_assignment}
 
 _compiled: dict[int, _ShapePass] = {}
 
@@ -288,8 +377,8 @@ _compiled: dict[int, _ShapePass] = {}
 def _shape_pass(index: int) -> _ShapePass:
     made = _compiled.get(index)
     if made is None:
-        _, back, pattern = _SHAPES[index]
-        made = _compiled[index] = _ShapePass.compile(pattern, back)
+        name, back, pattern = _SHAPES[index]
+        made = _compiled[index] = _ShapePass.compile(pattern, back, _CHECKS.get(name))
     return made
 
 
@@ -414,10 +503,33 @@ class Scrubber:
         if isinstance(obj, Mapping):
             return {self._scrub_any(k, scan): self._scrub_any(v, scan) for k, v in obj.items()}
         if isinstance(obj, list):
-            return [self._scrub_any(v, scan) for v in obj]
+            items = [self._scrub_any(v, scan) for v in obj]
+            return _scrub_argv(items) if scan and obj and isinstance(obj[0], str) else items
         if isinstance(obj, tuple):
             return tuple(self._scrub_any(v, scan) for v in obj)
         return obj
+
+
+_OPTION_NAME: Final = re.compile(
+    rf"--(?:[A-Za-z0-9]{{1,24}}[-_]){{0,3}}(?:{'|'.join(_anycase(w) for w in _OPTION_WORDS)})"
+)
+_GLUED_P_CLIENT: Final = re.compile(r"(?:mysql[a-z]*|mariadb(?:-?[a-z]+)?)")
+
+
+def _scrub_argv(argv: list[Any]) -> list[Any]:
+    """A command line's words, where a secret is the word after its option's (``--token
+    VALUE``) or glued to ``-p`` of a mysql-style client: what the shapes find in a line,
+    found across words."""
+    glued = _GLUED_P_CLIENT.fullmatch(str(argv[0]).rpartition("/")[2]) is not None
+    out = list(argv)
+    for i, word in enumerate(argv):
+        if not isinstance(word, str):
+            continue
+        if i and _OPTION_NAME.fullmatch(str(argv[i - 1])) and word and word[0] != "-":
+            out[i] = MARK
+        elif glued and i and word.startswith("-p") and len(word) > 2:
+            out[i] = "-p" + MARK
+    return out
 
 
 _ALL_NEEDLES: Final = tuple(needle for needles in _NEEDLES.values() for needle in needles)

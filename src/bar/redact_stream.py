@@ -25,7 +25,7 @@ import re
 from collections import deque
 
 from bar.partial_match import lead_in, prefix_at, unfinished
-from bar.redact import _CONTEXT, Scrubber, _merge, _Pass, _render, _ShapePass
+from bar.redact import _CONTEXT, Scrubber, _Check, _merge, _Pass, _render, _ShapePass
 
 _Pieces = list[tuple[float, bytes]]
 
@@ -36,17 +36,19 @@ class _Watch:
     groups, which say where a redaction starts and ends, one up), or alone once the
     stream has ended: ``search``, ``starts`` and ``ends`` are indexed by that."""
 
-    __slots__ = ("back", "ends", "lead_in", "marked", "needle", "search", "starts", "windowed")
+    __slots__ = ("back", "check", "ends", "lead_in", "marked", "needle", "search", "starts",
+                 "windowed")  # fmt: skip
 
     def __init__(self, p: _Pass) -> None:
         self.back = 0
+        self.check: _Check | None = None
         self.needle: bytes | None = None
         self.lead_in: re.Pattern[bytes] | None = None  # what a match redacts before it
         self.windowed = self.marked = False
         if not isinstance(p, _ShapePass):
             self.needle = p.needle
             return
-        self.back, regex, both = p.back, p.regex, p.regex
+        self.back, regex, both, self.check = p.back, p.regex, p.regex, p.check
         shift = 0
         try:
             partial = unfinished(regex.pattern, regex.flags)
@@ -169,6 +171,10 @@ class StreamScrubber:
         m = search(buf, pos)
         while m is not None and m.start() < busy:
             start, stop = m.span()
+            if watch.check is not None and not watch.check(buf, start):
+                pos = start + 1  # (a check reads only what is before the match)
+                m = search(buf, pos)
+                continue
             if watch.marked and not final and m.start(1) >= 0:
                 return pos, start  # the marker: an attempt more data could change
             red_start, red_end = start - watch.back, stop
