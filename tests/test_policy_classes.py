@@ -195,7 +195,8 @@ def test_a_substitution_with_a_known_output_is_shown_as_that_output() -> None:
     assert views("rm -rf `printf '%s/x' ~`")[-1] == "rm -rf ~/x"
     assert views("rm -rf $(echo a b)")[-1] == "rm -rf a b"  # unquoted: split
     assert views('rm -rf "$(echo a b)"')[-1] == "rm -rf 'a b'"
-    assert views("rm -rf $(pwd)/x")[-1] == "rm -rf $(pwd)/x"  # not known
+    assert views("rm -rf $(pwd)/x")[-1] == "rm -rf $PWD/x"  # where it is, as a path
+    assert views("rm -rf $(id -u)/x")[-1] == "rm -rf $(id -u)/x"  # not known
 
 
 # ---------------------------------------------- 4. git configuration that runs code

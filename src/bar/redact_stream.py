@@ -25,7 +25,8 @@ import re
 from collections import deque
 
 from bar.partial_match import lead_in, prefix_at, unfinished
-from bar.redact import _CONTEXT, Scrubber, _Check, _merge, _Pass, _render, _ShapePass
+from bar.redact import Scrubber, _merge, _Pass, _render, _ShapePass
+from bar.secret_shapes import _CONTEXT, _Check
 
 _Pieces = list[tuple[float, bytes]]
 

@@ -7,9 +7,9 @@ import re
 from typing import TYPE_CHECKING
 
 from bar.shell import tree
-from bar.shell.programs import decode
+from bar.shell.programs import decode, printed
 from bar.shell.quoting import render
-from bar.shell.words import PLACEHOLDER, normalise, word_set
+from bar.shell.words import PLACEHOLDER, normalise, positional, word_set
 from bar.slotted import Slotted
 
 if TYPE_CHECKING:
@@ -107,6 +107,9 @@ class _Analyser:
         self.fast = fast
         self.units: list[Unit] = []
         self.error: str | None = None
+        self.known: dict[str, str] = {"IFS": " "}  # variables the line set to plain words
+        self.outside: str | None = None  # where a `cd` out of the worktree went
+        self.functions: dict[str, str] = {}  # the line's own functions, by name
 
     def result(self) -> Analysis:
         return Analysis(tuple(self.units), self.error)
@@ -167,19 +170,103 @@ class _Analyser:
         text = (render(norm.words) + suffix).strip()
         views = (text,) if norm.wrapped is None else (text, render(norm.wrapped) + suffix)
         index = self.add(views) if text else None
+        if depth <= _MAX_SCRIPT_DEPTH:
+            self._as_it_runs(words, norm.words, norm.wrapped, stdin, depth)
         for script in norm.scripts:
             self.script(script, depth + 1)
         for nested in norm.nested:
             if depth <= _MAX_SCRIPT_DEPTH:
                 self.command(nested, [], None, depth + 1)
+        if norm.stdin_code is not None and stdin is not None:
+            self._code(norm.stdin_code, stdin, depth)
         if norm.stdin_shell and stdin is not None:
             self.script(stdin, depth + 1)
         stdout = norm.stdout
         if norm.transform is not None and stdin is not None:
             stdout = decode(norm.transform, stdin)
-        return tree.Emitted(index, text, stdout, norm.stdin_shell, views[-1], norm.transform)
+        return tree.Emitted(index, text, stdout, norm.stdin_shell, views[-1], norm.transform,
+                            norm.stdin_code)  # fmt: skip
+
+    def define(self, name: str, body: str) -> None:
+        self.functions[name] = body
+
+    def _as_it_runs(self, words: list[str], shown: list[str], wrapped: list[str] | None,
+                    stdin: str | None, depth: int) -> None:  # fmt: skip
+        """Units for what the command does that its words do not say: with the line's
+        own variables (``a=rm; $a -rf ~``, ``rm${IFS}-rf``) put in, with the words
+        ``xargs`` reads from a known input after it, and with relative paths taken from
+        where a ``cd`` out of the worktree went (``cd .. && rm -rf *``)."""
+        if shown[:2] == ["set", "--"]:  # set -- a b: the positional parameters
+            self.known.update({str(k): w for k, w in enumerate(words[2:], 1)})
+            return
+        if shown[:1] == ["printf"] and len(words) > 3 and words[1] == "-v":  # printf -v NAME
+            said = printed("printf", words[3:])
+            if said is not None:
+                self.known[words[2]] = said
+            return
+        assigned = [w for w in words if _ASSIGNED.match(w)]
+        if len(assigned) == len(words) or (shown[:1] in (["export"], ["declare"], ["local"])):
+            for word in assigned if len(assigned) == len(words) else words[1:]:
+                name, eq, value = word.partition("=")
+                if eq and value.startswith("(") and value.endswith(")"):  # an array
+                    items = value[1:-1].split()
+                    self.known.update({f"{name}[{k}]": item for k, item in enumerate(items)})
+                    self.known[name] = items[0] if items else ""
+                elif eq and "$(" not in value and "`" not in value:
+                    self.known[name.rstrip("+")] = value
+            return
+        body = self.functions.pop(shown[0], None) if shown else None
+        if body is not None:  # a call of the line's own function: its body, with its arguments
+            self.script(positional(body, shown[0], shown[1:]), depth + 1)
+            self.functions[shown[0]] = body
+        if any("$" in w for w in words):
+            put, separators = [], self.known.get("IFS", " ")
+            for word in words:
+                value = _VARIABLE.sub(self._value, word)
+                if value != word:  # (unquoted: split where IFS says)
+                    put += [w for w in re.split(f"[{re.escape(separators)}\\s]+", value) if w]
+                else:
+                    put.append(word)
+            if put != words and put:
+                self.command(put, [], stdin, depth + 1)
+                return
+        if wrapped and wrapped[0] == "xargs" and stdin is not None and stdin.split():
+            self.add((render([*shown, *stdin.split()]),))
+        if shown[:1] in (["cd"], ["pushd"]):
+            operands = [w for w in shown[1:] if not w.startswith("-") or w == "-"]
+            if len(operands) == 1 and _OUTSIDE.match(operands[0]):
+                self.outside = operands[0].rstrip("/")
+            return
+        if self.outside is not None and len(shown) > 1:
+            moved = [shown[0], *(_from(self.outside, w) for w in shown[1:])]
+            if moved != shown:
+                self.add((render(moved),))
+
+    def _code(self, language: str, code: str, depth: int) -> None:
+        """What an interpreter's code runs and deletes (``bar.shell.interpreters``)."""
+        from bar.shell.interpreters import runs  # (only when an interpreter reads code)
+
+        scripts, commands = runs(language, code)
+        for script in scripts:
+            self.script(script, depth + 1)
+        for nested in commands:
+            self.command(nested, [], None, depth + 1)
+
+    def _value(self, m: re.Match[str]) -> str:
+        if m.group(4) is not None:  # ${NAME%/*}: the directory NAME is in
+            return f"${m.group(4)}/.."
+        name = m.group(1) or m.group(3)
+        value = self.known.get(name + (f"[{m.group(2)}]" if m.group(2) else ""))
+        return m.group(0) if value is None else value
 
     def pipeline(self, stages: list[tree.Emitted], depth: int) -> str:
+        flowing = stages[0].stdout
+        for stage in stages[1:]:  # `echo ~ | xargs rm -rf`, `echo '…' | python3`
+            if flowing is not None and flowing.split() and stage.wrapped.startswith("xargs "):
+                self.add((stage.text.split(" <", 1)[0] + " " + " ".join(flowing.split()),))
+            if flowing is not None and stage.stdin_code is not None:
+                self._code(stage.stdin_code, flowing, depth)
+            flowing = stage.stdout
         if any(stage.stdin_shell for stage in stages[1:]):
             # what each stage prints, where it is known, is the script of a shell after it
             flowing = stages[0].stdout
@@ -199,3 +286,18 @@ class _Analyser:
 
 
 _RAW_SPLIT = r"&&|\|\||\$\(|[;&|()`{}\n]"
+_ASSIGNED = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\+?=")
+_VARIABLE = re.compile(
+    r"\$\{([A-Za-z_][A-Za-z0-9_]*|[0-9])(?:\[([0-9]+)\])?\}|\$([A-Za-z_][A-Za-z0-9_]*|[0-9])"
+    r"|\$\{([A-Za-z_][A-Za-z0-9_]*)%%?/\*\}"
+)
+# a `cd` that leaves the worktree: up, home, an absolute path, back (`cd -`)
+_OUTSIDE = re.compile(r"\.\.(?:/|$)|~|\$HOME\b|\$\{HOME\}|/")
+
+
+def _from(where: str, word: str) -> str:
+    """``word`` as a path from the working directory ``where`` (if it is a relative
+    path: an option, an absolute path or an expansion stays as it is)."""
+    if not word or word[0] in "-/~$" or word == PLACEHOLDER:
+        return word
+    return f"{where}/{word}"

@@ -23,12 +23,13 @@ if TYPE_CHECKING:
 class Runs:
     """What a command runs besides itself."""
 
-    __slots__ = ("nested", "scripts", "stdin_shell")
+    __slots__ = ("nested", "scripts", "stdin_code", "stdin_shell")
 
     def __init__(self) -> None:
         self.scripts: list[str] = []
         self.nested: list[list[str]] = []
         self.stdin_shell = False  # it reads a script from stdin
+        self.stdin_code: str | None = None  # ... or code in this language
 
 
 def _rest(args: list[str], start: int, runs: Runs) -> set[int]:
@@ -291,3 +292,42 @@ def decode(kind: str, text: str) -> str | None:
     except (binascii.Error, ValueError):
         return None
     return data.decode("utf-8", "replace")
+
+
+_PATH_PRINTERS = frozenset({"pwd", "dirname", "realpath", "readlink", "basename"})
+
+
+def path_printed(prog: str, args: list[str]) -> str | None:
+    """What a program that prints a path prints, as a path a rule can read: ``pwd`` is
+    ``$PWD``; ``dirname X`` is X's directory (``X/..`` where X is the working or home
+    directory, or ends in ``..``); ``realpath X`` and ``readlink -f X`` are X."""
+    if prog == "git" and args == ["rev-parse", "--show-toplevel"]:
+        return "$PWD"  # (a step runs at the top of its worktree)
+    if prog not in _PATH_PRINTERS:
+        return None
+    operands = [a for a in args if not a.startswith("-")]
+    if prog == "pwd":
+        return "$PWD" if not operands else None
+    if len(operands) != 1 or prog == "basename":
+        return None
+    path = operands[0]
+    if prog == "readlink" and not any(a in ("-f", "-e", "-m", "--canonicalize") for a in args):
+        return None
+    if prog != "dirname":
+        return path
+    stripped = path.rstrip("/") or "/"
+    if stripped in ("~", ".", "..", "$PWD", "${PWD}", "$HOME", "${HOME}", "$OLDPWD") or \
+            stripped.endswith(("/..", "/.")):  # fmt: skip
+        return stripped + "/.."
+    if "$" in stripped:
+        return None  # the directory of a path only known when it runs
+    return stripped.rsplit("/", 1)[0] or "/" if "/" in stripped else "."
+
+
+# a pipeline that prints a home directory: getent passwd NAME | cut -d: -f6
+_HOME_LOOKUP = re.compile(r"getent passwd(?: \S+)? \| cut (?:-d ?: -f ?6|-f ?6 -d ?:)")
+
+
+def pipeline_printed(text: str) -> str | None:
+    """What a pipeline (as rendered) prints, where that is a path a rule should see."""
+    return "~" if _HOME_LOOKUP.fullmatch(text) else None

@@ -11,6 +11,7 @@ import os
 import re
 from typing import TYPE_CHECKING, Any, Protocol
 
+from bar.shell.programs import pipeline_printed
 from bar.shell.quoting import ansi_c, expand_braces, quote, unescape, unescape_dq
 from bar.shell.words import PLACEHOLDER, word_set
 from bar.slotted import Slotted
@@ -24,13 +25,14 @@ _MAX_NODE_DEPTH = 120  # nesting inside one script; keeps Python's stack safe
 class Emitted(Slotted):
     """What a pipeline needs to know about one of its stages."""
 
-    __slots__ = ("index", "stdin_shell", "stdout", "text", "transform", "wrapped")
+    __slots__ = ("index", "stdin_code", "stdin_shell", "stdout", "text", "transform", "wrapped")
     index: int | None
     text: str
     wrapped: str
     stdout: str | None
     stdin_shell: bool
     transform: str | None  # how it turns what it reads into what it prints
+    stdin_code: str | None  # the language of the code it reads, if an interpreter does
 
     def __init__(
         self,
@@ -40,13 +42,11 @@ class Emitted(Slotted):
         stdin_shell: bool,
         wrapped: str | None = None,
         transform: str | None = None,
+        stdin_code: str | None = None,
     ) -> None:
-        self.index = index
-        self.text = text
-        self.wrapped = wrapped or text
-        self.stdout = stdout
-        self.stdin_shell = stdin_shell
-        self.transform = transform
+        self.index, self.text, self.wrapped = index, text, wrapped or text
+        self.stdout, self.stdin_shell = stdout, stdin_shell
+        self.transform, self.stdin_code = transform, stdin_code
 
 
 class Collector(Protocol):
@@ -61,6 +61,8 @@ class Collector(Protocol):
     ) -> Emitted: ...
 
     def pipeline(self, stages: list[Emitted], depth: int) -> str: ...
+
+    def define(self, name: str, body: str) -> None: ...  # a function of the line's
 
 
 # ----------------------------------------------------------------- the parser
@@ -224,6 +226,7 @@ class Tree:
         name = self.word(name_node, level) if name_node is not None else ""
         text = f"{name}() " + (self.stmt(body, level + 1) if body is not None else "")
         self.an.add((text.strip(),))
+        self.an.define(name, self.text(body) if body is not None else "")
         return text.strip()
 
     def simple(self, node: Node, redirects: list[str], stdin: str | None, level: int) -> Emitted:
@@ -415,7 +418,9 @@ class Tree:
                 output = emitted.stdout.rstrip("\n")
                 return output, output
             return "$(" + emitted.text + ")", None
-        return "$(" + self.seq(node, level + 1) + ")", None
+        inner = self.seq(node, level + 1)
+        known = pipeline_printed(inner)  # (getent passwd me | cut -d: -f6)
+        return ("$(" + inner + ")", None) if known is None else (known, known)
 
     def joined(self, node: Node, level: int) -> str:
         """A string or concatenation, rebuilt from its byte range so text between

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 
 from bar.shell.options import LONG_OPTIONS, expand_long, git_config, git_setting
-from bar.shell.programs import RUNNERS, Runs, printed, take_value, transform
+from bar.shell.programs import RUNNERS, Runs, path_printed, printed, take_value, transform
 from bar.shell.wrappers import WRAPPERS, skip_options
 
 PLACEHOLDER = "…"
@@ -32,6 +32,10 @@ _ECHOES = word_set("echo printf logger notify-send")
 _COMMAND_VARIABLES = word_set(
     "GIT_SSH_COMMAND GIT_PROXY_COMMAND GIT_EDITOR GIT_SEQUENCE_EDITOR GIT_PAGER "
     "GIT_EXTERNAL_DIFF EDITOR VISUAL PAGER"
+)
+# interpreters whose one-liners ``bar.shell.interpreters`` reads
+_INTERPRETER = re.compile(
+    r"(?:python|pypy|perl|php)[0-9.]*|ruby|node|nodejs|bun|deno|lua(?:jit|[0-9.]*)|[gmn]?awk"
 )
 _DECLARATIONS = word_set("export declare typeset local readonly")
 _GREPS = word_set("grep egrep fgrep zgrep rg ag ack ack-grep pcregrep pcre2grep ggrep")
@@ -126,6 +130,7 @@ def _apply_program(prog: str, args: list[str], norm: Norm, env: dict[str, str]) 
     if prog in LONG_OPTIONS:
         args = expand_long(args, LONG_OPTIONS[prog])
     norm.transform = transform(prog, args)
+    norm.stdout = path_printed(prog, args)
     if prog in _ECHOES:
         shown += [PLACEHOLDER] * len(args)
         norm.stdout = printed(prog, args)
@@ -133,6 +138,8 @@ def _apply_program(prog: str, args: list[str], norm: Norm, env: dict[str, str]) 
         mode, k = _shell_mode(args)
         if mode == "c":
             norm.scripts.append(args[k])
+            if k + 1 < len(args):  # sh -c 'SCRIPT' $0 $1…: the script with them put in
+                norm.scripts.append(positional(args[k], args[k + 1], args[k + 2 :]))
             args = [*args[:k], PLACEHOLDER, *args[k + 1 :]]
         norm.stdin_shell = mode == "stdin"
         shown += args
@@ -170,6 +177,18 @@ def _apply_program(prog: str, args: list[str], norm: Norm, env: dict[str, str]) 
     elif prog == "find":
         shown += args
         _find_exec(args, norm.nested)
+    elif _INTERPRETER.fullmatch(prog):
+        from bar.shell.interpreters import code_of, language, runs  # (only when one runs)
+
+        shown += args
+        lang = language(prog)
+        code = code_of(lang, args) if lang is not None else None
+        if lang is not None and code is not None:
+            scripts, commands = runs(lang, code)
+            norm.scripts += scripts
+            norm.nested += commands
+        elif lang is not None and all(a.startswith("-") for a in args):  # code on stdin
+            norm.stdin_code = lang
     elif prog in _GREPS:
         shown += _mask_patterns(args)
     elif prog in _AGENTS:
@@ -231,6 +250,10 @@ def _find_exec(args: list[str], nested: list[list[str]]) -> None:
                 end += 1
             if end > k + 1:
                 nested.append(args[k + 1 : end])
+                roots = [a for a in args[:k] if not a.startswith(("-", "(", "!"))][:1]
+                if roots and "{}" in args[k + 1 : end]:  # {} is a path under the root
+                    nested.append([f"{roots[0].rstrip('/')}/{{}}" if a == "{}" else a
+                                   for a in args[k + 1 : end]])  # fmt: skip
             k = end
         k += 1
 
@@ -325,3 +348,16 @@ def _git(args: list[str], norm: Norm, env: dict[str, str]) -> list[str]:
     else:
         shown = _mask_values(rest, frozenset({"--grep"}))
     return [*head[: k + 1], *shown]
+
+
+def positional(script: str, zero: str, args: list[str]) -> str:
+    """``script`` with its positional parameters (``$0``, ``$1``…, ``$@``) put in."""
+
+    def value(m: re.Match[str]) -> str:
+        name = m.group(1) or m.group(2)
+        if name in ("@", "*"):
+            return " ".join(args)
+        k = int(name)
+        return zero if k == 0 else args[k - 1] if k <= len(args) else ""
+
+    return re.sub(r"\$\{([0-9]+|[@*])\}|\$([0-9]|[@*])", value, script)
