@@ -210,6 +210,37 @@ def test_a_caller_it_could_not_have_been_is_not_served(
     assert _served(wt)  # and it still serves the caller it can
 
 
+def test_a_confined_step_cannot_take_the_spares(
+    repo: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A confined process that opens connections and holds them takes no spare: each is
+    refused at once, and the developer's next bar is served as before."""
+    _, wt = _started(capfd, repo)
+    other = worktree(new_task(capfd, "t2"))  # (the held task's lock is taken by its step)
+    _wait(lambda: len(_forks()) == 2)
+    holder = (
+        "import socket, sys, time\n"
+        "held = []\n"
+        "for _ in range(40):\n"
+        "    s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); held.append(s)\n"
+        "print('holding', flush=True); time.sleep(60)\n"
+    )
+    proc = subprocess.Popen(
+        [BAR_EXE, "run", "--", sys.executable, "-c", holder, resident.socket_path()],
+        cwd=wt, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == b"holding\n"
+        started = time.monotonic()
+        assert _served(other)
+        assert time.monotonic() - started < 30  # (not behind 40 held connections)
+        # the fork running the holder's bar, and spares: none made per connection
+        assert len(_forks()) <= 3
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
 def test_the_caller_is_the_process_that_connected(tmp_path: Path) -> None:
     """A caller that connected and is gone is not served, whatever has its pid now."""
     import socket

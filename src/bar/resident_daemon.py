@@ -264,12 +264,19 @@ class Resident:
         while True:
             try:
                 conn, _ = self.listener.accept()
-                break
             except TimeoutError:
                 if os.getppid() != self.pid:
                     return  # the resident is gone
+                continue
             except OSError:
                 return
+            if not peers.confined_caller(conn):
+                break
+            # a process of a confined step is never served, and never holds a spare
+            # (holding connections open would leave none for the developer's bar)
+            with conn, contextlib.suppress(OSError):
+                conn.settimeout(0.5)
+                _say(conn, b"no caller")
         self.listener.close()
         with conn:
             conn.settimeout(2.0)
@@ -279,10 +286,6 @@ class Resident:
                 self._tell(b"t %d" % os.getpid())
                 return
             try:
-                if data == b"exit" and peers.confined_caller(conn):
-                    _say(conn, b"no caller")  # (as the lookout: no confined one stops it)
-                    self._tell(b"t %d" % os.getpid())
-                    return
                 if data in (b"exit", b"ping"):
                     self._tell(b"x" if data == b"exit" else b"t %d" % os.getpid())
                     _say(conn, b"bye" if data == b"exit" else b"pong")
