@@ -28,10 +28,11 @@ def commands(sub: Any) -> None:
         "'blocked' or 'stopped' in bar log). With --json, stdout carries only the step's\n"
         "record, printed when it ends; the command's own output is shown live on stderr.",
         epilog="examples:\n"
-        "  bar run -- claude\n"
+        "  bar run -- claude                   # supervised as --agent claude\n"
         "  bar run -- make test\n"
         "  bar run --cwd src -e DEBUG=1 -- python -m app\n"
-        "  bar run --agent claude -- claude     # also check the agent's own shell commands\n"
+        "  bar run --agent codex -- ./my-codex-wrapper.sh   # an agent bar cannot see\n"
+        "  bar run --no-agent -- claude --version           # a plain command\n"
         "  bar run --no-sandbox -- ./deploy.sh  # with your full rights, this once\n"
         "  bar run --json -- make test > step.json   # make's output still shows",
     )
@@ -45,10 +46,17 @@ def commands(sub: Any) -> None:
                      help="run in a pseudo-terminal (default when on a terminal)")  # fmt: skip
     pty.add_argument("--no-pty", dest="pty", action="store_false",
                      help="run with pipes; stdout and stderr recorded apart")  # fmt: skip
-    p.add_argument(
+    agents = p.add_mutually_exclusive_group()
+    agents.add_argument(
         "--agent",
         choices=("claude", "codex", "gemini"),
-        help="install bar's policy hook for this agent in the worktree while it runs",
+        help="supervise CMD as this agent: its hooks check and checkpoint every tool call "
+        "(the default when CMD is claude, codex or gemini, also through env, npx or a path)",
+    )
+    agents.add_argument(
+        "--no-agent",
+        action="store_true",
+        help="run CMD as a plain command even if it starts a known agent",
     )
     p.add_argument(
         "--no-sandbox",

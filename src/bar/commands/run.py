@@ -41,6 +41,7 @@ def run(
     no_wait: bool,
     as_json: bool,
     argv: list[str],
+    no_agent: bool = False,
 ) -> int:
     if argv[:1] == ["--"]:
         argv = argv[1:]
@@ -51,6 +52,13 @@ def run(
     variables = env_from_pairs(env)
     if pty is None:
         pty = sys.stdin.isatty() and sys.stdout.isatty() and not as_json
+    if agent is None and not no_agent:
+        from bar.agents.detect import agent_of
+
+        agent = agent_of(argv)
+        if agent is not None and os.environ.get("BAR_QUIET") is None:
+            print(f"bar: {argv[0]} runs {agent}: supervised as --agent {agent} "
+                  "(--no-agent: run it as a plain command)", file=sys.stderr)  # fmt: skip
     request = RunRequest(
         argv=argv, cwd=resolve_cwd(the_task, cwd), env=variables, pty=pty, live=True,
         agent=agent, sandbox=sandbox,
