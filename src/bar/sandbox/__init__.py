@@ -153,7 +153,8 @@ def unconfined(plan: Plan, reason: str) -> Confinement:
 
 
 def confine(plan: Plan) -> Confinement:
-    """A confinement for ``plan``; unconfined (with the reason) where the kernel cannot."""
+    """A confinement for ``plan``; unconfined (with the reason) where the kernel cannot;
+    ``CannotConfine`` where bar's own files are hard links (``own_code``)."""
     mechanism, detail = support()
     if mechanism is None:
         return unconfined(plan, detail)
@@ -170,8 +171,12 @@ def confine(plan: Plan) -> Confinement:
     except BaseException:
         ruleset.close()
         raise
-    return Confinement(plan, MECHANISM, network_confined=ruleset.network_confined,
+    made = Confinement(plan, MECHANISM, network_confined=ruleset.network_confined,
                        _ruleset=ruleset)  # fmt: skip
+    from bar.sandbox import own_code
+
+    own_code.refuse_if_linked(made)  # (what no rule of the kernel's can keep read-only)
+    return made
 
 
 def _real(paths: tuple[Path, ...]) -> list[str]:

@@ -6,8 +6,8 @@ reflog); the task's own temporary directory (the step's ``TMPDIR``), ``/tmp`` an
 ``/var/tmp``; config ``sandbox.allow_write``; with an agent, its own state in ``~``; the
 devices every program writes (``/dev/null``, terminals). Never writable, whatever holds
 them: the developer's checkout, the repository's git directory (so its config, hooks,
-``info/`` and ``refs/bar/``), ``$BAR_HOME``, the policy file and ``$HOME`` (but for what
-is named above).
+``info/`` and ``refs/bar/``), ``$BAR_HOME``, the policy file, ``$HOME`` (but for what is
+named above) and bar's own code, environment and interpreter (``own_code``).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from bar.guard import admin_dir, common_dir
-from bar.sandbox import DEVICES, Plan
+from bar.sandbox import DEVICES, Plan, own_code
 from bar.store.layout import bar_home, home_dir
 from bar.tasks import Task
 
@@ -84,7 +84,8 @@ def for_step(task: Task, agent: str | None) -> Plan:
         *agent_state,
         *(Path(d) for d in DEVICES),
     ]
-    protected = [task.project.root, common, bar_home(), task.project.policy_path(), home_dir()]
+    protected = [task.project.root, common, bar_home(), task.project.policy_path(), home_dir(),
+                 *own_code.places()]  # fmt: skip
     return Plan(
         writable=tuple(writable),
         protected=tuple(protected),

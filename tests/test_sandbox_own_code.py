@@ -1,0 +1,59 @@
+"""bar's own code is never writable from a step (SPEC §8, round two): not where a
+writable root holds it (an install under /tmp, or named in sandbox.allow_write), and a
+hard link no rule can make read-only refuses the step."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+import bar as bar_package
+from bar.errors import CannotConfine
+from bar.sandbox import Plan, confine, own_code
+from helpers import bar, set_config
+from test_sandbox import _run, confined
+from test_sandbox import inited as inited  # (a fixture)
+
+
+@confined
+def test_a_step_cannot_write_bar_even_where_it_may_write(
+    inited: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    package = Path(bar_package.__file__).parent
+    script = Path(sys.executable).parent / "bar"
+    # every place bar lives made writable by the project's own settings: the kernel must
+    # still keep bar's files out of reach (opened for appending: nothing is written
+    # should the rule fail)
+    set_config(sandbox={"allow_write": [str(package.parent), sys.prefix]})
+    assert bar(capfd, "task", "new", "own").code == 0
+    for target in (package / "__init__.py", script, Path(sys.prefix) / "pyvenv.cfg"):
+        if not target.exists():
+            continue
+        code, out, _ = _run(capfd, f': >> "{target}"')
+        assert code != 0 and "ermission denied" in out, (target, out)
+
+
+def test_hard_links_are_found(tmp_path: Path) -> None:
+    root = tmp_path / "pkg"
+    (root / "sub").mkdir(parents=True)
+    (root / "a.py").write_text("a")
+    (root / "sub" / "b.py").write_text("b")
+    assert own_code.linked([root]) == []
+    os.link(root / "sub" / "b.py", tmp_path / "cache-copy")
+    assert own_code.linked([root / "sub"]) == [str(root / "sub" / "b.py")]
+
+
+@confined
+def test_a_step_is_refused_while_bars_files_are_hard_links(tmp_path: Path) -> None:
+    linked = tmp_path / "site" / "bar"
+    linked.mkdir(parents=True)
+    (linked / "cli.py").write_text("")
+    os.link(linked / "cli.py", tmp_path / "uv-cache-entry")
+    confinement = confine(Plan((tmp_path,)))
+    with pytest.raises(CannotConfine) as caught:
+        own_code.refuse_if_linked(confinement, [linked])
+    assert "hard links" in str(caught.value) and "--link-mode=copy" in (caught.value.hint or "")
+    assert not confinement.open  # (released)
