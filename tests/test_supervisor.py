@@ -133,7 +133,7 @@ def test_agent_setup_prints_settings(inited: Path, capfd: pytest.CaptureFixture[
 
 def test_only_judgements_cross_the_channel(inited: Path, capfd: pytest.CaptureFixture[str]) -> None:
     """Anything else sent to a running step's socket is dropped; a forged but well-formed
-    event is judged and recorded as coming from inside the step, and nothing else."""
+    event is judged (and, with no agent in the step, recorded nowhere)."""
     t = new_task(capfd)
     wt = worktree(t)
     script = (
@@ -155,9 +155,7 @@ def test_only_judgements_cross_the_channel(inited: Path, capfd: pytest.CaptureFi
                   script.replace("sys.argv[1]", "__import__('os').environ['BAR_SOCKET']"), cwd=wt)  # fmt: skip
     assert res.code == 0, res.err
     (step,) = ledger(t["id"])
-    events = step["policy_events"]
-    assert events and all(e["source"] == "hook:claude" for e in events)
-    assert {e["decision"] for e in events} == {"block"}
+    assert step["policy_events"] == []
     assert not (task_dir(t["id"]) / "bar.sock").exists()
 
 
@@ -184,3 +182,24 @@ def test_hook_help_is_help_not_a_denial() -> None:
     res = bar_exe("hook", "claude", "--help")
     assert res.code == 0 and "deny" not in res.out and "usage: bar hook" in res.out
     assert bar_exe("hook").code == 2
+
+
+def test_a_step_without_an_agent_takes_no_hook_events_into_its_record(inited: Path) -> None:
+    """Any process of a step can reach its socket: with no agent running there, an event
+    is a made-up one. It is answered (the policy still judges it) and recorded nowhere."""
+    task = new_task_json(inited)
+    forge = Path(__file__).parent / "data" / "forge_hook.py"
+    script = (f'{sys.executable} {forge} "$BAR_SOCKET" "rm -rf /"; '
+              f'{sys.executable} {forge} "$BAR_SOCKET" "echo made-up"')  # fmt: skip
+    res = bar_exe("run", "--no-pty", "--", "sh", "-c", script, cwd=inited)
+    assert res.code == 0 and "answered: 2" in res.out, res.out + res.err
+    (step,) = ledger(task)
+    assert step["policy_events"] == [] and "agent" not in step
+    assert not list(task_dir(task).glob("artifacts/*.checkpoints.jsonl"))
+
+
+def new_task_json(repo: Path) -> str:
+    res = bar_exe("task", "new", "plain", "--json", cwd=repo)
+    assert res.code == 0, res.err
+    task_id: str = res.json()["id"]
+    return task_id

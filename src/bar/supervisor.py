@@ -47,7 +47,7 @@ from bar.watch import TreeWatch
 if TYPE_CHECKING:  # the agents' code loads for a step with an agent or a hook event only
     from bar.agents import launch as agent_launch
     from bar.agents import settings as agent_settings
-    from bar.agents.protocol import HookEvent
+    from bar.agents.protocol import HookEvent, HookReply
     from bar.gate import Judgement
 
 _ACCEPT_POLL = 0.01  # seconds between checks for the end of the step
@@ -277,6 +277,9 @@ class Supervisor:
             return  # no answer, as to anything that is not a request
         ask = self.launch.interactive if self.launch is not None else False
         judgement = judge(agent, payload, self.policy, ask=ask)
+        if self.agent is None:  # no agent runs here: a made-up event, answered, not recorded
+            self._reply(conn, judgement.reply)
+            return
         event = judgement.event
         if event is not None and event.kind == "post":  # reported after all: not twice
             self._unreported = [e for e in self._unreported if not _same_edit(e, event)]
@@ -294,7 +297,10 @@ class Supervisor:
             self._append({"session_start": event.session_id or ""})
         else:
             self._record(agent, judgement)
-        reply = judgement.reply
+        self._reply(conn, judgement.reply)
+
+    @staticmethod
+    def _reply(conn: socket.socket, reply: HookReply) -> None:
         conn.sendall(
             channel.encode_reply(
                 channel.Reply(

@@ -1,5 +1,6 @@
-"""Run inside one task's step: hand a made-up agent event to another task's running
-step over its socket, as a hostile command would (tests/test_sandbox.py)."""
+"""Run inside a step: hand a made-up agent event (``echo forged``, or the command given
+second) to a running step over its socket, as a hostile command would
+(tests/test_sandbox.py, tests/test_supervisor.py)."""
 
 import json
 import sys
@@ -10,7 +11,7 @@ event = {
     "session_id": "FORGED-SESSION",
     "hook_event_name": "PreToolUse",
     "tool_name": "Bash",
-    "tool_input": {"command": "echo forged"},
+    "tool_input": {"command": sys.argv[2] if len(sys.argv) > 2 else "echo forged"},
     "tool_use_id": "forged-1",
     "cwd": "/",
 }
