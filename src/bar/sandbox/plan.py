@@ -6,7 +6,7 @@ reflog); the task's own temporary directory (the step's ``TMPDIR``), ``/tmp`` an
 ``/var/tmp``; config ``sandbox.allow_write``; with an agent, its own state in ``~``; the
 devices every program writes (``/dev/null``, terminals). Never writable, whatever holds
 them: the developer's checkout, the repository's git directory (so its config, hooks,
-``info/`` and ``refs/bar/``), ``$BAR_HOME``, the policy file, ``$HOME`` (but for what is
+``info/`` and ``refs/bar/``), ``objects/info`` (commit graph, alternates), ``$BAR_HOME``, the policy file, ``$HOME`` (but for what is
 named above) and bar's own code, environment and interpreter (``own_code``).
 """
 
@@ -84,14 +84,37 @@ def for_step(task: Task, agent: str | None) -> Plan:
         *agent_state,
         *(Path(d) for d in DEVICES),
     ]
+    # what git reads as the truth about the objects, which a commit never writes: the
+    # commit graph (parents and dates of commits), alternates (where else objects are),
+    # the list of packs
+    object_info = _object_dirs(common / "objects")
     protected = [task.project.root, common, bar_home(), task.project.policy_path(), home_dir(),
-                 *own_code.places()]  # fmt: skip
+                 object_info, *own_code.places()]  # fmt: skip
     return Plan(
         writable=tuple(writable),
         protected=tuple(protected),
         deny_read=tuple(_home_path(p) for p in settings.deny_read),
         network=settings.network,
     )
+
+
+_FANOUT = tuple(f"{n:02x}" for n in range(256))
+
+
+def _object_dirs(store: Path) -> Path:
+    """Make every directory a new object goes in (the 256 fan-out directories, ``pack``)
+    and ``info``; return ``info``. Keeping ``info`` read-only makes the store itself a
+    directory where nothing new can be made (``bar.sandbox``), so git must find those
+    ready."""
+    try:
+        present = set(os.listdir(store))
+    except OSError:
+        present = set()
+    for name in (*_FANOUT, "pack", "info"):
+        if name not in present:
+            with contextlib.suppress(OSError):
+                (store / name).mkdir()
+    return store / "info"
 
 
 def _home_path(value: str) -> Path:

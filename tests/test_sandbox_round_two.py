@@ -1,6 +1,7 @@
-"""bar's own code is never writable from a step (SPEC §8, round two): not where a
-writable root holds it (an install under /tmp, or named in sandbox.allow_write), and a
-hard link no rule can make read-only refuses the step."""
+"""Confinement, round two (SPEC §8): bar's own code is never writable from a step (not
+where a writable root holds it: an install under /tmp, or named in sandbox.allow_write;
+a hard link no rule can make read-only refuses the step), and a step cannot plant what
+git believes about the objects (a commit graph, alternates)."""
 
 from __future__ import annotations
 
@@ -57,3 +58,18 @@ def test_a_step_is_refused_while_bars_files_are_hard_links(tmp_path: Path) -> No
         own_code.refuse_if_linked(confinement, [linked])
     assert "hard links" in str(caught.value) and "--link-mode=copy" in (caught.value.hint or "")
     assert not confinement.open  # (released)
+
+
+@confined
+@pytest.mark.parametrize("name", ["commit-graph", "commit-graphs/graph-x.graph", "alternates"])
+def test_a_step_cannot_plant_what_git_believes_about_its_objects(
+    name: str, inited: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A forged commit graph makes git show other parents and dates for commits;
+    alternates make objects appear from elsewhere: a commit writes neither."""
+    assert bar(capfd, "task", "new", "graph").code == 0
+    target = inited / ".git" / "objects" / "info" / name
+    script = (f'mkdir -p "$(dirname "{target}")" 2>&1; echo planted > "{target}" 2>&1; '
+              "echo c > c.txt && git add c.txt && git commit -qm c && echo committed")  # fmt: skip
+    code, out, _ = _run(capfd, script)
+    assert "committed" in out and not target.exists(), out
