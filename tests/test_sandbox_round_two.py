@@ -72,4 +72,5 @@ def test_a_step_cannot_plant_what_git_believes_about_its_objects(
     script = (f'mkdir -p "$(dirname "{target}")" 2>&1; echo planted > "{target}" 2>&1; '
               "echo c > c.txt && git add c.txt && git commit -qm c && echo committed")  # fmt: skip
     code, out, _ = _run(capfd, script)
+    assert code == 0, out
     assert "committed" in out and not target.exists(), out
