@@ -454,6 +454,9 @@ def test_nothing_a_confined_step_starts_outlives_it(
     assert "stopped 1 process(es) the command left running" in said
     pid = int((task_dir(_task_id()) / "tmp" / "pid").read_text())
     assert not Path(f"/proc/{pid}").exists()
+    # one that ended before the step did is no process stopped (a zombie to reap)
+    code, said, _ = _run(capfd, "(setsid true &); sleep 1")
+    assert code == 0 and "stopped" not in said, said
 
 
 @confined

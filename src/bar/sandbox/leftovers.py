@@ -43,7 +43,11 @@ def stop(since: float) -> list[int]:
             os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
         except ChildProcessError:
             return stopped
-        alive = _step_children(since)
+        children = _step_children(since)
+        alive = [pid for pid, state in children if state != b"Z"]
+        for pid in (p for p, state in children if state == b"Z"):  # ended already: reaped,
+            with contextlib.suppress(ChildProcessError):  # not counted as stopped
+                os.waitpid(pid, 0)
         if not alive:
             return stopped
         for child in alive:
@@ -56,7 +60,9 @@ def stop(since: float) -> list[int]:
     return stopped
 
 
-def _step_children(since: float) -> list[int]:
+def _step_children(since: float) -> list[tuple[int, bytes]]:
+    """The step's processes that are children of this one, with their state (``Z``: a
+    zombie, ended and not reaped yet)."""
     me = os.getpid()
     ticks = os.sysconf("SC_CLK_TCK")
     found = []
@@ -66,8 +72,8 @@ def _step_children(since: float) -> list[int]:
             continue
         if int(fields[19]) / ticks < since - 1:  # started before the step
             continue
-        if _confined(name):
-            found.append(int(name))
+        if _confined(name) or fields[0] == b"Z":  # (a zombie's status is no longer read)
+            found.append((int(name), fields[0]))
     return found
 
 
