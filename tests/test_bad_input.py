@@ -271,6 +271,17 @@ def truncate(file: str) -> Breaker:
     return breaker
 
 
+def truncate_in_a_string(file: str) -> Breaker:
+    """Cut the file at its first quote past the middle: whatever the cut rules were, the
+    text ends inside a quoted string (a cut between whole rules would be a valid policy)."""
+
+    def breaker(w: World) -> None:
+        data = w.path(file).read_bytes()
+        w.path(file).write_bytes(data[: data.index(b"'", len(data) // 2) + 1])
+
+    return breaker
+
+
 def json_edit(file: str, edit: Callable[[World, dict[str, Any]], None]) -> Breaker:
     def breaker(w: World) -> None:
         rec = json.loads(w.path(file).read_text())
@@ -355,7 +366,7 @@ def policy_cases() -> list[Case]:
     return [
         Case(f, "missing", remove(f), broken),
         Case(f, "empty", write(f, ""), broken),
-        Case(f, "truncated", truncate(f), broken),
+        Case(f, "truncated", truncate_in_a_string(f), broken),
         Case(f, "yaml-scalar", write(f, "block everything\n"), broken),
         Case(f, "yaml-list", write(f, "- version: 1\n"), broken),
         Case(f, "rules-not-list", write(f, "version: 1\nrules: 5\n"), broken),
