@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import os
 import re
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -94,9 +96,25 @@ def write_run(paths: TaskPaths, intent: RunIntent) -> None:
     write_json_atomic(paths.marker, intent.to_record())
 
 
-def touch_run(paths: TaskPaths) -> None:
+# the clock file times are taken from on Linux (CLOCK_REALTIME_COARSE: a tick of a few ms)
+_FILE_CLOCK = 5 if sys.platform.startswith("linux") else time.CLOCK_REALTIME
+
+
+def clock_tick() -> int:
+    """The current tick of the clock file times are taken from."""
+    return time.clock_gettime_ns(_FILE_CLOCK)
+
+
+def touch_run(paths: TaskPaths, *, after_tick: int | None = None) -> None:
     """A sign of life of the running step's ``bar run``: its intent journal's mtime says
-    until when the step ran, if bar is killed (``bar.interrupted``)."""
+    until when the step ran, if bar is killed (``bar.interrupted``). With ``after_tick``
+    (taken once what it vouches for was done), in a later tick than that: a file written
+    in the tick of the last sign of life is not credited to the step, since bar may have
+    died within that tick."""
+    if after_tick is not None:
+        deadline = time.monotonic() + 0.05
+        while clock_tick() <= after_tick and time.monotonic() < deadline:
+            time.sleep(0.0005)
     try:
         os.utime(paths.marker)
     except OSError:

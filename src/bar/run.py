@@ -220,7 +220,7 @@ def run_step(task: Task, req: RunRequest, watch: TreeWatch | None = None) -> Run
     try:
         env.update(supervisor.env)
         executed = _execute(task, step_id, supervisor.argv, req, env, scrubber, confinement)
-        journals.touch_run(task.paths)  # (everything the command wrote is the step's)
+        ended_tick = journals.clock_tick()  # (everything the command wrote is the step's)
         if confinement.enabled:
             _stop_leftovers(adopted_since)
         if watch is not None and not task.project.config.hooks.post_run:
@@ -231,7 +231,9 @@ def run_step(task: Task, req: RunRequest, watch: TreeWatch | None = None) -> Run
     finally:
         supervisor.close()
     # how it ended, kept beside the intent at once: a bar killed from here on leaves a
-    # step that is recorded with its exit code, not as interrupted
+    # step that is recorded with its exit code, not as interrupted (and before it, a sign
+    # of life in a later clock tick than anything the command wrote)
+    journals.touch_run(task.paths, after_tick=ended_tick)
     intent = replace(intent, exit_code=executed.exit_code, signal=executed.signal,
                      ended_at=now_iso())  # fmt: skip
     outcome.write(task.paths, step_id, executed.exit_code, executed.signal,
@@ -262,10 +264,8 @@ def run_step(task: Task, req: RunRequest, watch: TreeWatch | None = None) -> Run
     for index, r in enumerate(results):
         if not r.ok:
             warn(step_hooks.describe(task, r, index, confinement, scrubber.scrub_text))
-    if results:
-        journals.touch_run(
-            task.paths
-        )  # (what the hooks changed is the step's: ``bar.interrupted``)
+    if results:  # (what the hooks changed is the step's: ``bar.interrupted``)
+        journals.touch_run(task.paths, after_tick=journals.clock_tick())
 
     # 5. snapshot, patch, ledger line; if they cannot be written (a full disk), the intent
     # keeps how the command ended, for the command that records the step later
