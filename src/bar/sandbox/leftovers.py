@@ -22,6 +22,10 @@ import time
 
 _PR_SET_CHILD_SUBREAPER = 36
 _ROUNDS = 50  # a process that forks as fast as it is killed is stopped in time anyway
+# seconds: /proc counts start times in clock ticks (10 ms), floored; a process that
+# started earlier than that before the step (one another step left, in bar used as a
+# library, a long-lived process) is not the step's
+_SLACK = 0.05
 
 
 def become_subreaper() -> float:
@@ -70,7 +74,7 @@ def _step_children(since: float) -> list[tuple[int, bytes]]:
         fields = stat_fields(name) if name.isdigit() else None
         if fields is None or len(fields) < 20 or int(fields[1]) != me:
             continue
-        if int(fields[19]) / ticks < since - 1:  # started before the step
+        if int(fields[19]) / ticks < since - _SLACK:  # started before the step
             continue
         if _confined(name) or fields[0] == b"Z":  # (a zombie's status is no longer read)
             found.append((int(name), fields[0]))
