@@ -190,6 +190,9 @@ class _Analyser:
     def define(self, name: str, body: str) -> None:
         self.functions[name] = body
 
+    def assign(self, name: str, value: str) -> None:
+        self.known[name] = value
+
     def _as_it_runs(self, words: list[str], shown: list[str], wrapped: list[str] | None,
                     stdin: str | None, depth: int) -> None:  # fmt: skip
         """Units for what the command does that its words do not say: with the line's

@@ -34,16 +34,9 @@ class Emitted(Slotted):
     transform: str | None  # how it turns what it reads into what it prints
     stdin_code: str | None  # the language of the code it reads, if an interpreter does
 
-    def __init__(
-        self,
-        index: int | None,
-        text: str,
-        stdout: str | None,
-        stdin_shell: bool,
-        wrapped: str | None = None,
-        transform: str | None = None,
-        stdin_code: str | None = None,
-    ) -> None:
+    def __init__(self, index: int | None, text: str, stdout: str | None, stdin_shell: bool,
+                 wrapped: str | None = None, transform: str | None = None,
+                 stdin_code: str | None = None) -> None:  # fmt: skip
         self.index, self.text, self.wrapped = index, text, wrapped or text
         self.stdout, self.stdin_shell = stdout, stdin_shell
         self.transform, self.stdin_code = transform, stdin_code
@@ -63,6 +56,8 @@ class Collector(Protocol):
     def pipeline(self, stages: list[Emitted], depth: int) -> str: ...
 
     def define(self, name: str, body: str) -> None: ...  # a function of the line's
+
+    def assign(self, name: str, value: str) -> None: ...  # a variable the line sets
 
 
 # ----------------------------------------------------------------- the parser
@@ -212,10 +207,15 @@ class Tree:
         return self.generic(node, level)
 
     def generic(self, node: Node, level: int) -> str:
-        """Unknown or compound syntax (if, for, case, [[ ]]…): visit what is inside."""
+        """Unknown or compound syntax (if, for, case, [[ ]]…): visit what is inside (a
+        ``for`` loop's variable holds all its words at once, as every turn is run)."""
         if level > _MAX_NODE_DEPTH:
             self.too_deep = True
             return PLACEHOLDER
+        variable = node.child_by_field_name("variable") if node.type == "for_statement" else None
+        if variable is not None:
+            values = node.children_by_field_name("value")
+            self.an.assign(self.text(variable), " ".join(self.word(v, level + 1) for v in values))
         for child in _named(node):
             self.any(child, level + 1)
         return " ".join(self.text(node).split())
