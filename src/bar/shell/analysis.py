@@ -195,9 +195,10 @@ class _Analyser:
 
     def _as_it_runs(self, words: list[str], shown: list[str], wrapped: list[str] | None,
                     stdin: str | None, depth: int) -> None:  # fmt: skip
-        """Units for what the command does that its words do not say: with the line's
-        own variables (``a=rm; $a -rf ~``, ``rm${IFS}-rf``) put in, with the words
-        ``xargs`` reads from a known input after it, and with relative paths taken from
+        """Units for what the command does that its words do not say: the body of the
+        line's own function it calls, with its arguments; the command with the line's
+        own variables (``a=rm; $a -rf ~``, ``rm${IFS}-rf``) put in; with the words
+        ``xargs`` reads from a known input after it; and with relative paths taken from
         where a ``cd`` out of the worktree went (``cd .. && rm -rf *``)."""
         if shown[:2] == ["set", "--"]:  # set -- a b: the positional parameters
             self.known.update({str(k): w for k, w in enumerate(words[2:], 1)})
@@ -294,7 +295,7 @@ _VARIABLE = re.compile(
     r"\$\{([A-Za-z_][A-Za-z0-9_]*|[0-9])(?:\[([0-9]+)\])?\}|\$([A-Za-z_][A-Za-z0-9_]*|[0-9])"
     r"|\$\{([A-Za-z_][A-Za-z0-9_]*)%%?/\*\}"
 )
-# a `cd` that leaves the worktree: up, home, an absolute path, back (`cd -`)
+# a `cd` that leaves the worktree: up, home, an absolute path
 _OUTSIDE = re.compile(r"\.\.(?:/|$)|~|\$HOME\b|\$\{HOME\}|/")
 
 
