@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from bar.agents.detect import agent_of
+from bar.agents.detect import agent_of, locate
 from helpers import BAR_EXE, ledger
 from test_checkpoints import agent_program
 from test_checkpoints import inited as inited  # (a fixture)
@@ -34,6 +34,23 @@ from test_checkpoints import inited as inited  # (a fixture)
 )  # fmt: skip
 def test_the_agent_a_command_line_starts(argv: list[str], agent: str | None) -> None:
     assert agent_of(argv) == agent
+
+
+@pytest.mark.parametrize(
+    "argv, at",
+    [
+        (["env", "X=1", "codex", "exec", "p"], 2),
+        (["timeout", "60", "/opt/bin/claude", "-p", "x"], 2),
+        (["npx", "-y", "@openai/codex@0.5", "exec"], 2),
+        (["npx", "-p", "@openai/codex", "codex", "exec"], 3),
+        (["node", "--no-warnings", "/x/@openai/codex/bin/codex.js", "exec"], 2),
+    ],
+)  # fmt: skip
+def test_where_the_agents_own_options_go(argv: list[str], at: int) -> None:
+    """bar's hooks for Codex and its MCP server for Claude Code go on the agent's command
+    line right after this word, whatever wraps it."""
+    found = locate(argv)
+    assert found is not None and found[1] == at
 
 
 def _run(cwd: Path, *argv: str) -> subprocess.CompletedProcess[str]:

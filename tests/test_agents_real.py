@@ -94,10 +94,14 @@ class AgentSetup:
         path.write_bytes(data)
         self.own[path] = data
 
-    def run_in_bar(self, cwd: Path, prompt: str) -> subprocess.CompletedProcess[str]:
-        """``bar run --agent A -- <the agent, non-interactive>`` with its environment."""
+    def run_in_bar(
+        self, cwd: Path, prompt: str, *, named: bool = True
+    ) -> subprocess.CompletedProcess[str]:
+        """``bar run --agent A -- <the agent, non-interactive>`` with its environment
+        (``named`` false: ``bar run -- env <the agent>``, which bar must recognise)."""
+        how = ["--agent", self.agent, "--"] if named else ["--", "env"]
         return subprocess.run(
-            [BAR_EXE, "run", "--no-pty", "--agent", self.agent, "--", *self.argv(prompt)],
+            [BAR_EXE, "run", "--no-pty", *how, *self.argv(prompt)],
             cwd=cwd, env={**os.environ, **self.env}, stdin=subprocess.DEVNULL,
             capture_output=True, text=True, timeout=300,
         )  # fmt: skip
@@ -119,9 +123,10 @@ def precious() -> Iterator[Path]:
     yield target
 
 
+@pytest.mark.parametrize("named", [True, False], ids=["--agent", "recognised"])
 @pytest.mark.parametrize("agent", ["claude", "codex", "gemini"])
 def test_a_real_agent_is_checked_and_recorded(
-    agent: str, inited: Path, precious: Path, capfd: pytest.CaptureFixture[str]
+    agent: str, named: bool, inited: Path, precious: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
     agent_binary(agent)
     t = new_task(capfd)
@@ -131,9 +136,10 @@ def test_a_real_agent_is_checked_and_recorded(
               WriteFile(str(notes), "written by the agent\n"), Answer("All done.")]  # fmt: skip
     with MockServer(script) as server:
         setup = AgentSetup(agent, server.url)
-        res = setup.run_in_bar(inited, "do the work")
+        res = setup.run_in_bar(inited, "do the work", named=named)
         results = server.model.tool_results(DIALECT[agent])
     assert res.returncode == 0, res.stdout + res.stderr
+    assert named or f"supervised as --agent {agent}" in res.stderr
     assert "All done." in res.stdout
 
     # the dangerous command never ran; the model was told why

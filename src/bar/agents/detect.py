@@ -23,6 +23,13 @@ _VERSIONED = re.compile(r"(@?[^@]+(?:/[^@]+)?)(?:@.*)?")
 
 def agent_of(argv: list[str]) -> str | None:
     """The agent ``argv`` starts ("claude", "codex", "gemini"), or None."""
+    found = locate(argv)
+    return found[0] if found is not None else None
+
+
+def locate(argv: list[str]) -> tuple[str, int] | None:
+    """The agent ``argv`` starts and the index of the word its own options follow (its
+    program, the package a runner runs, the script node runs); None if none."""
     from bar.shell.wrappers import WRAPPERS
 
     i = 0
@@ -31,42 +38,56 @@ def agent_of(argv: list[str]) -> str | None:
             i += 1  # VAR=value before the program
         if i >= len(argv):
             return None
-        name = argv[i].rstrip("/").rsplit("/", 1)[-1]
-        skip = WRAPPERS.get(name)
+        skip = WRAPPERS.get(_base(argv[i]))
         after = skip(argv, i) if skip is not None else None
         if after is None or after >= len(argv):
             break
         i = after
     if i >= len(argv):
         return None
-    name = argv[i].rstrip("/").rsplit("/", 1)[-1]
-    rest = argv[i + 1 :]
+    name, rest = _base(argv[i]), argv[i + 1 :]
     if name in _RUNNERS or (name in _DLX and rest[:1] in (["dlx"], ["x"])):
-        return _package(rest[1:] if name in _DLX else rest)
-    if name in ("node", "nodejs") and rest:
-        return _script(rest)
-    return _PROGRAMS.get(re.sub(r"\.(?:js|mjs|cjs|exe)$", "", name))
+        start = i + 1 + (name in _DLX)
+        return _package(argv, start)
+    if name in ("node", "nodejs"):
+        return _script(argv, i + 1)
+    agent = _PROGRAMS.get(re.sub(r"\.(?:js|mjs|cjs|exe)$", "", name))
+    return (agent, i) if agent is not None else None
 
 
-def _package(args: list[str]) -> str | None:
-    """The agent a package runner runs: its first operand, or its ``-p``/``--package``."""
-    k = 0
-    while k < len(args):
-        arg = args[k]
-        if arg in ("-p", "--package") and k + 1 < len(args):
-            found = _named(args[k + 1])
-            if found is not None:
-                return found
+def _base(word: str) -> str:
+    return word.rstrip("/").rsplit("/", 1)[-1]
+
+
+def _package(argv: list[str], k: int) -> tuple[str, int] | None:
+    """The agent a package runner runs: its first operand, or its ``-p``/``--package``
+    (then the program named after the options)."""
+    while k < len(argv):
+        arg = argv[k]
+        if arg in ("-p", "--package") and k + 1 < len(argv):
+            agent = _named(argv[k + 1])
+            if agent is not None:
+                return agent, k + 1 if k + 2 >= len(argv) else _operand(argv, k + 2)
             k += 2
             continue
         if arg.startswith("--package="):
-            found = _named(arg.partition("=")[2])
-            if found is not None:
-                return found
+            agent = _named(arg.partition("=")[2])
+            if agent is not None:
+                return agent, _operand(argv, k + 1)
         elif not arg.startswith("-"):
-            return _named(arg)
+            agent = _named(arg)
+            return (agent, k) if agent is not None else None
         k += 1
     return None
+
+
+def _operand(argv: list[str], k: int) -> int:
+    """The first word from ``k`` on that is not an option (the program ``npx -p PKG``
+    runs); ``k - 1`` if there is none."""
+    for j in range(k, len(argv)):
+        if not argv[j].startswith("-"):
+            return j
+    return k - 1
 
 
 def _named(spec: str) -> str | None:
@@ -76,13 +97,14 @@ def _named(spec: str) -> str | None:
     return _PACKAGES.get(base) or _PROGRAMS.get(base)
 
 
-def _script(args: list[str]) -> str | None:
+def _script(argv: list[str], k: int) -> tuple[str, int] | None:
     """The agent whose script ``node`` runs (``node …/@openai/codex/bin/codex.js``)."""
-    script = next((a for a in args if not a.startswith("-")), None)
-    if script is None:
+    at = next((j for j in range(k, len(argv)) if not argv[j].startswith("-")), None)
+    if at is None:
         return None
-    for package, agent in _PACKAGES.items():
+    script = argv[at]
+    for package, name in _PACKAGES.items():
         if f"/{package}/" in script:
-            return agent
-    name = script.rsplit("/", 1)[-1]
-    return _PROGRAMS.get(re.sub(r"\.(?:js|mjs|cjs)$", "", name))
+            return name, at
+    agent = _PROGRAMS.get(re.sub(r"\.(?:js|mjs|cjs)$", "", _base(script)))
+    return (agent, at) if agent is not None else None

@@ -17,7 +17,6 @@ What had to be found out with the released CLIs (docs/agents.md):
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -35,7 +34,6 @@ if TYPE_CHECKING:
 _CODEX_SOURCE = "/<session-flags>/config.toml"
 _CODEX_LABELS = {"PreToolUse": "pre_tool_use", "PostToolUse": "post_tool_use",
                  "SessionStart": "session_start"}  # fmt: skip
-_LAUNCHERS = ("npx", "bunx", "pnpx")  # `npx @openai/codex exec …`
 
 
 class Launch(Slotted):
@@ -92,16 +90,15 @@ def prepare(agent: str, argv: Sequence[str], hook_command: str, terminal: bool,
     the agent gets a terminal with a person at it. ``mcp``: the command of ``bar mcp``,
     given to Claude Code and Codex on their command line (``mcp_entry``; Gemini CLI reads
     it from the settings file)."""
-    interactive = terminal and is_interactive(agent, argv)
+    at = _position(argv, agent)
+    interactive = terminal and is_interactive(agent, argv[at if at is not None else 0 :])
     if agent == "claude":
-        at = _position(argv, "claude", "claude-code")
         if mcp is None or at is None:
             return Launch(list(argv), "settings", interactive)
         added = mcp_entry.claude_arguments(mcp)
         return Launch([*argv[: at + 1], *added, *argv[at + 1 :]], "settings", interactive)
     if agent != "codex":
         return Launch(list(argv), "settings", interactive)
-    at = _position(argv, "codex", "codex")
     if at is None:
         return Launch(list(argv), "none", interactive)
     added = codex_arguments(hook_command) + (mcp_entry.codex_arguments(mcp) if mcp else [])
@@ -126,19 +123,14 @@ def is_interactive(agent: str, argv: Sequence[str]) -> bool:
     return not any(not a.startswith("-") for a in args)  # a positional prompt
 
 
-def _position(argv: Sequence[str], program: str, package_name: str) -> int | None:
-    """Where the agent's own program name is in ``argv`` (its options go right after
-    it): ``program`` itself, or npm package ``package_name`` run by ``npx``."""
-    if not argv:
-        return None
-    if os.path.basename(argv[0]) == program:
-        return 0
-    if os.path.basename(argv[0]) in _LAUNCHERS:
-        for i, arg in enumerate(argv[1:], 1):
-            if not arg.startswith("-"):
-                package = arg.rsplit("@", 1)[0] if arg.rfind("@") > 0 else arg
-                return i if package.rsplit("/", 1)[-1] == package_name else None
-    return None
+def _position(argv: Sequence[str], agent: str) -> int | None:
+    """Where the agent's own program is in ``argv`` (its options go right after it):
+    behind wrappers (``env``, ``timeout``), as a path, or run by ``npx``
+    (``bar.agents.detect``)."""
+    from bar.agents.detect import locate
+
+    found = locate(list(argv))
+    return found[1] if found is not None and found[0] == agent else None
 
 
 def codex_arguments(hook_command: str) -> list[str]:
