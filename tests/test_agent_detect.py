@@ -30,6 +30,8 @@ from test_checkpoints import inited as inited  # (a fixture)
         (["python", "claude.py"], None),
         (["npx", "prettier", "--write", "."], None),
         (["grep", "-r", "claude", "."], None),
+        (["claude", "--version"], None),  # no session to supervise
+        (["npx", "@openai/codex", "--help"], None),
     ],
 )  # fmt: skip
 def test_the_agent_a_command_line_starts(argv: list[str], agent: str | None) -> None:
@@ -65,10 +67,10 @@ def test_a_known_agent_is_supervised_without_being_named(
     claude = agent_program(tmp_path, "claude")
     assert subprocess.run([BAR_EXE, "task", "new", "auto"], cwd=inited).returncode == 0
     res = _run(inited, "--", "env", "X=1", claude, "echo hi > a.txt", "rm -rf /")
-    assert "supervised as --agent claude" in res.stderr
+    assert "supervising claude as --agent claude" in res.stderr
     assert "RAN: echo hi > a.txt" in res.stdout and "DENIED: rm -rf /" in res.stdout
     res = _run(inited, "--no-agent", "--", claude, "rm -rf ./b")
-    assert "supervised" not in res.stderr and "RAN: rm -rf ./b" in res.stdout
+    assert "supervising" not in res.stderr and "RAN: rm -rf ./b" in res.stdout
     supervised, plain = ledger_of(inited)
     assert supervised["agent"]["name"] == "claude" and "agent" not in plain
 

@@ -139,7 +139,7 @@ def test_a_real_agent_is_checked_and_recorded(
         res = setup.run_in_bar(inited, "do the work", named=named)
         results = server.model.tool_results(DIALECT[agent])
     assert res.returncode == 0, res.stdout + res.stderr
-    assert named or f"supervised as --agent {agent}" in res.stderr
+    assert named or f"supervising {agent} as --agent {agent}" in res.stderr
     assert "All done." in res.stdout
 
     # the dangerous command never ran; the model was told why

@@ -18,13 +18,17 @@ _PACKAGES = {
 }
 _RUNNERS = frozenset({"npx", "bunx", "pnpx"})
 _DLX = frozenset({"pnpm", "yarn", "bun"})  # pnpm dlx PKG, yarn dlx PKG, bun x PKG
+_ASKS_ONLY = frozenset({"--version", "-v", "-V", "--help", "-h"})
 _VERSIONED = re.compile(r"(@?[^@]+(?:/[^@]+)?)(?:@.*)?")
 
 
 def agent_of(argv: list[str]) -> str | None:
-    """The agent ``argv`` starts ("claude", "codex", "gemini"), or None."""
+    """The agent ``argv`` starts a session of ("claude", "codex", "gemini"), or None (also
+    for ``claude --version``, ``codex --help``: no session, nothing to supervise)."""
     found = locate(argv)
-    return found[0] if found is not None else None
+    if found is None or (argv[found[1] + 1 :] and set(argv[found[1] + 1 :]) <= _ASKS_ONLY):
+        return None
+    return found[0]
 
 
 def locate(argv: list[str]) -> tuple[str, int] | None:

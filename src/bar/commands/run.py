@@ -57,7 +57,7 @@ def run(
 
         agent = agent_of(argv)
         if agent is not None and os.environ.get("BAR_QUIET") is None:
-            print(f"bar: {argv[0]} runs {agent}: supervised as --agent {agent} "
+            print(f"bar: supervising {agent} as --agent {agent} would "
                   "(--no-agent: run it as a plain command)", file=sys.stderr)  # fmt: skip
     request = RunRequest(
         argv=argv, cwd=resolve_cwd(the_task, cwd), env=variables, pty=pty, live=True,
