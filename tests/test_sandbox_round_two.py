@@ -6,6 +6,7 @@ git believes about the objects (a commit graph, alternates)."""
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -74,3 +75,23 @@ def test_a_step_cannot_plant_what_git_believes_about_its_objects(
     code, out, _ = _run(capfd, script)
     assert code == 0, out
     assert "committed" in out and not target.exists(), out
+
+
+@confined
+def test_indexes_git_trusts_about_packs_do_not_outlive_the_step(
+    inited: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A multi-pack index says which pack and offset holds an object, and git reads it
+    without checking: one a step wrote (it could name other objects' offsets) is moved
+    aside, and the repository stays whole."""
+    assert bar(capfd, "task", "new", "midx").code == 0
+    pack = inited / ".git" / "objects" / "pack"
+    script = ("echo c > c.txt && git add c.txt && git commit -qm c && git repack -q -d && "
+              "git multi-pack-index write && ls \"$(git rev-parse --git-common-dir)/objects/pack\"")  # fmt: skip
+    code, out, step = _run(capfd, script)
+    assert code == 0 and "multi-pack-index" in out, out
+    assert not (pack / "multi-pack-index").exists()
+    assert any(e["rule"] == "bar:guard" and "multi-pack-index" in e["matched"]
+               for e in step["policy_events"])  # fmt: skip
+    fsck = subprocess.run(["git", "fsck", "--strict"], cwd=inited, capture_output=True, text=True)
+    assert fsck.returncode == 0, fsck.stdout + fsck.stderr

@@ -71,6 +71,23 @@ def changed_since(store: Path, since_ns: int) -> tuple[list[Path], list[Path]]:
     return loose, sorted(set(packs))
 
 
+# what git reads as the truth about packed objects without checking it against them: a
+# multi-pack index (which pack and offset holds an object), reachability bitmaps and
+# reverse indexes. A step's commit never writes them; gc and repack do, and make them again.
+_PACK_CACHES = (".bitmap", ".rev")
+
+
+def planted_caches(store: Path, since_ns: int) -> list[Path]:
+    """Files of ``_PACK_CACHES`` and multi-pack indexes in ``store/pack`` changed at or
+    after ``since_ns``."""
+    found = []
+    for entry in _entries(str(store / "pack")):
+        cache = entry.name.startswith("multi-pack-index") or entry.name.endswith(_PACK_CACHES)
+        if cache and _ctime(entry) >= since_ns:
+            found.append(Path(entry.path))
+    return found
+
+
 def bad_objects(repo: Path, loose: list[Path], packs: list[Path]) -> list[str]:
     """What fails: loose objects whose content does not hash to their name, packs that
     ``git verify-pack`` rejects."""
