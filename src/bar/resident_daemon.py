@@ -31,6 +31,7 @@ from bar import own_pages, peers
 from bar.policy.loader import compile_cached
 from bar.proc import work_nowhere
 from bar.resident import MAGIC, file_id
+from bar.sandbox import own_code
 from bar.watch import ANY_CHANGE, Watch
 
 _WAKE_S = 5.0  # how often it checks that its socket and its code are still its own
@@ -140,6 +141,7 @@ class Resident:
 
         parser.build_parser("run").parse_args(["run", "--", "true"])  # (argparse's caches)
         record.compile_all()  # (what its forks make, they make at full speed)
+        own_code.linked()  # (the walk of bar's files a confined step needs, made once)
         compile_cached(os.path.dirname(self.socket_file))
         for command in SERVED:
             parser.prebuild(command)
