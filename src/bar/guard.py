@@ -242,6 +242,8 @@ class Guard:
             try:
                 os.replace(cache, aside)
             except OSError:  # (another file system): gone, then
+                import shutil  # (not loaded by a plain step)
+
                 shutil.rmtree(cache, ignore_errors=True) if cache.is_dir() else cache.unlink()
             found.append(f"the step wrote {cache.name}, which git would trust about the "
                          f"packs without checking it; bar moved it to {aside} (git makes it "
