@@ -452,7 +452,7 @@ def test_a_dead_resident_is_replaced(repo: Path, capfd: pytest.CaptureFixture[st
     _wait(lambda: not _cmdline(resident_pid))
     assert (Path(_home()) / resident.SOCKET).exists()
     assert _run(wt, "--", "true").returncode == 0  # run here; a new resident started
-    assert resident.ready(_home())
+    _wait(lambda: resident.ready(_home()))  # (once it has taken the socket over)
     assert _resident_pid() != resident_pid
     assert _served(wt)
 

@@ -138,6 +138,7 @@ class Resident:
             importlib.import_module(name)
         from bar import parser, record
         from bar.resident import SERVED
+        from bar.sandbox import own_code  # (loaded here: the socket is taken before)
 
         parser.build_parser("run").parse_args(["run", "--", "true"])  # (argparse's caches)
         record.compile_all()  # (what its forks make, they make at full speed)
