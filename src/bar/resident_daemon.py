@@ -31,7 +31,6 @@ from bar import own_pages, peers
 from bar.policy.loader import compile_cached
 from bar.proc import work_nowhere
 from bar.resident import MAGIC, file_id
-from bar.sandbox import own_code
 from bar.watch import ANY_CHANGE, Watch
 
 _WAKE_S = 5.0  # how often it checks that its socket and its code are still its own
