@@ -160,7 +160,10 @@ def sandbox_setup(
             t0 = time.perf_counter()
             confinement = confine(for_step(task, None))
             try:
-                checked(confinement.start(lambda: subprocess.Popen(["true"])), "confined true")
+                started = confinement.start(
+                    lambda prepare: subprocess.Popen(["true"], preexec_fn=prepare)
+                )
+                checked(started, "confined true")
             finally:
                 confinement.close()
             return time.perf_counter() - t0

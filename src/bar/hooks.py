@@ -41,16 +41,14 @@ import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, BinaryIO, Final, Literal
+from typing import BinaryIO, Final, Literal
 
-from bar.proc import clean_env, exit_status
+from bar.proc import Prepare, Starter, clean_env, exit_status
 from bar.record import record
 from bar.records import HookRecord
 
 Phase = Literal["pre_run", "post_run"]
 PHASES: Final = ("pre_run", "post_run")
-# starts a hook's process: calls the given function (which does) in some context
-Starter = Callable[[Callable[[], Any]], Any]
 
 DEFAULT_TIMEOUT: Final = 60.0
 # Between SIGTERM and SIGKILL: time for a hook to clean up after itself.
@@ -209,7 +207,7 @@ def _run_one(
     def elapsed_ms() -> int:
         return int((time.monotonic() - started) * 1000)
 
-    def launch() -> subprocess.Popen[bytes]:
+    def launch(prepare: Prepare = None) -> subprocess.Popen[bytes]:
         return subprocess.Popen(
             ["/bin/sh", "-c", command],
             cwd=cwd,
@@ -219,10 +217,11 @@ def _run_one(
             stderr=subprocess.STDOUT,
             start_new_session=True,
             bufsize=0,
+            preexec_fn=prepare,
         )
 
     try:
-        proc: subprocess.Popen[bytes] = start(launch) if start is not None else launch()
+        proc: subprocess.Popen[bytes] = start(launch) if start is not None else launch(None)
     except OSError as exc:
         reason = exc.strerror or str(exc)
         if exc.filename is not None:

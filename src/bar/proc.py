@@ -19,13 +19,16 @@ from bar.errors import CommandError
 from bar.record import record
 
 # How a step's command is started: a starter calls the launch it is given, maybe in a
-# confined thread (bar.sandbox), and returns the process it started.
-Launch = Callable[[], "subprocess.Popen[bytes]"]
+# confined thread (bar.sandbox), and returns the process it started. The launch passes
+# what it is given (``Prepare``: to run in the child before exec, or None) to ``Popen``
+# as ``preexec_fn``, after its own (``bar.sandbox.holder`` makes the holder there).
+Prepare = Callable[[], None] | None
+Launch = Callable[[Prepare], "subprocess.Popen[bytes]"]
 Starter = Callable[[Launch], "subprocess.Popen[bytes]"]
 
 
 def start_directly(launch: Launch) -> subprocess.Popen[bytes]:
-    return launch()
+    return launch(None)
 
 
 # What a developer sets on purpose for every git they run: identity and dates, which

@@ -222,7 +222,7 @@ def run_step(task: Task, req: RunRequest, watch: TreeWatch | None = None) -> Run
         executed = _execute(task, step_id, supervisor.argv, req, env, scrubber, confinement)
         ended_tick = journals.clock_tick()  # (everything the command wrote is the step's)
         if confinement.enabled:
-            _stop_leftovers(adopted_since)
+            _stop_leftovers(confinement, adopted_since)
         if watch is not None and not task.project.config.hooks.post_run:
             prescan.start(task.worktree, task.index)  # (the snapshot's stat, begun now)
     except BaseException:
@@ -436,12 +436,12 @@ def _close(confinement: Confinement, since: float, what: str | None = "a pre_run
     """End the step's confinement: stop what ``what``, the last to run in it, left running
     (None: nothing ran in it since the last stop), then release it. Twice is harmless."""
     if confinement.enabled and confinement.open and what is not None:
-        _stop_leftovers(since, what)
+        _stop_leftovers(confinement, since, what)
     confinement.close()
 
 
-def _stop_leftovers(since: float, what: str = "the command") -> None:
-    stopped = leftovers.stop(since)
+def _stop_leftovers(confinement: Confinement, since: float, what: str = "the command") -> None:
+    stopped = confinement.stopped() + leftovers.stop(since)  # (its holder's, and any missed)
     if stopped:
         warn(f"stopped {len(stopped)} process(es) {what} left running "
              f"(pid {', '.join(map(str, stopped[:10]))}): nothing a confined step starts "

@@ -30,15 +30,15 @@ from __future__ import annotations
 
 import os
 import sys
-import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from bar.record import record
+from bar.record import field, record
 
 if TYPE_CHECKING:
     from bar.config import SandboxConfig
+    from bar.proc import Prepare
 
 T = TypeVar("T")
 
@@ -69,6 +69,7 @@ class Confinement:
     reason: str | None = None
     network_confined: bool = False
     _ruleset: Any = None
+    _holders: list[Any] = field(default_factory=list)
 
     @property
     def enabled(self) -> bool:
@@ -90,31 +91,29 @@ class Confinement:
             rec["reason"] = self.reason
         return rec
 
-    def start(self, launch: Callable[[], T]) -> T:
-        """Call ``launch`` (which starts the command) in a thread confined for the step,
-        so the command and all it starts are confined and bar's own threads are not."""
-        if self._ruleset is None:
-            return launch()
-        ruleset = self._ruleset
-        outcome: list[tuple[bool, Any]] = []
+    def start(self, launch: Callable[[Prepare], T]) -> T:
+        """Call ``launch`` (which starts the command) so that the command and all it starts
+        are confined, and held (``bar.sandbox.holder``: they die with bar). The command
+        confines itself, in its process before exec: its holder is not confined, so the
+        command can neither signal nor trace it."""
+        from bar.sandbox.holder import Holder
 
-        def confined() -> None:
-            try:
-                ruleset.restrict_this_thread()
-                outcome.append((True, launch()))
-            except BaseException as exc:  # handed to the caller's thread below
-                outcome.append((False, exc))
+        confining = self._ruleset.restrict_this_thread if self._ruleset is not None else None
+        holder = Holder(stop_leftovers=self.enabled, confine=confining)
+        self._holders.append(holder)
+        try:
+            return launch(holder.prepare)
+        finally:
+            holder.started()
 
-        thread = threading.Thread(target=confined, name="bar-confined-start")
-        thread.start()
-        thread.join()
-        ok, value = outcome[0]
-        if not ok:
-            raise value
-        result: T = value
-        return result
+    def stopped(self) -> list[int]:
+        """The pids of what the commands started through ``start`` left running and their
+        holders stopped when they ended (call once they have)."""
+        holders, self._holders = self._holders, []
+        return [pid for holder in holders for pid in holder.stopped()]
 
     def close(self) -> None:
+        self.stopped()  # (the reports not read yet are closed)
         if self._ruleset is not None:
             self._ruleset.close()
             self._ruleset = None

@@ -6,7 +6,9 @@ worktree between steps (which would then read as the developer's hand edits) or 
 bar's checks of the files it may write. So ``bar run`` makes itself a *child subreaper*
 before a confined step: whatever the command leaves behind is re-parented to ``bar run``
 rather than to init, and when the command ends, ``stop`` kills it (and what it started),
-as a container's processes end with the container.
+as a container's processes end with the container. Each command's holder
+(``bar.sandbox.holder``) does so first, and also when bar dies; this is what is left when
+the holder itself was killed.
 
 Only the step's own processes are stopped: children of this process that started after
 the step did and carry the confinement's ``no_new_privs`` mark. bar used as a library

@@ -182,7 +182,7 @@ def run_piped(
         with forwarding_signals(lambda: proc.pid if proc else None, group=detach) as passed:
             try:
                 proc = start(
-                    lambda: subprocess.Popen(
+                    lambda prepare: subprocess.Popen(
                         list(argv),
                         cwd=cwd,
                         env=dict(env),
@@ -190,6 +190,7 @@ def run_piped(
                         stdout=subprocess.PIPE,
                         stderr=subprocess.PIPE,
                         start_new_session=detach,
+                        preexec_fn=prepare,
                     )
                 )
             except FileNotFoundError:

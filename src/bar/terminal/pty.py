@@ -38,7 +38,7 @@ from types import FrameType
 from typing import Any
 
 from bar.errors import BarError, UsageError
-from bar.proc import Starter, exit_status, start_directly
+from bar.proc import Prepare, Starter, exit_status, start_directly
 from bar.record import record
 from bar.terminal.cast import CastWriter, create_private, write_all
 from bar.terminal.filters import StreamFilter
@@ -131,13 +131,16 @@ def _env_size() -> tuple[int, int]:
     return (cols, rows) if 0 < cols < 65536 and 0 < rows < 65536 else _DEFAULT_SIZE
 
 
-def _become_controlling_terminal() -> None:
-    # Runs in the child after setsid() and after the pty slave became fds 0-2.
+def _become_controlling_terminal(then: Prepare) -> None:
+    # Runs in the child after setsid() and after the pty slave became fds 0-2; ``then``
+    # (the holder) after it, so the holder leads the session and the command inherits it.
     request = getattr(termios, "TIOCSCTTY", None)
     if request is not None:
         fcntl.ioctl(0, request, 0)
     else:  # opening a tty in a new session makes it the controlling terminal
         os.close(os.open(os.ttyname(0), os.O_RDWR))
+    if then is not None:
+        then()
 
 
 def _write_blocking(fd: int, data: bytes) -> None:
@@ -222,7 +225,7 @@ class _Session:
                 termios.tcsetattr(slave, termios.TCSANOW, self.saved_attrs)
             try:
                 self.proc = start(
-                    lambda: subprocess.Popen(
+                    lambda prepare: subprocess.Popen(
                         argv,
                         cwd=cwd,
                         env=env,
@@ -230,7 +233,7 @@ class _Session:
                         stdout=slave,
                         stderr=slave,
                         start_new_session=True,
-                        preexec_fn=_become_controlling_terminal,
+                        preexec_fn=lambda: _become_controlling_terminal(prepare),
                     )
                 )
             except FileNotFoundError:

@@ -1,0 +1,201 @@
+"""A step's processes die with the ``bar`` that supervises them (SPEC §8).
+
+A ``bar run`` killed by SIGKILL cannot stop anything itself: the step's processes would go
+on, and what they write afterwards would read as the developer's hand edit. So a step's
+command is not bar's child but its grandchild. Between the two sits a *holder*: a copy
+of bar made by ``fork`` in the command's ``preexec_fn`` (no program is started for it,
+so it costs one fork). The holder
+
+- is a child subreaper: whatever the command starts, however it detaches (``setsid``,
+  a double fork), is re-parented to the holder when its parent ends;
+- watches bar: once bar is gone (its parent is no longer bar) it kills the command and
+  everything it holds, within ``_WATCH`` seconds;
+- when the command ends, kills what it left running (``stop_leftovers``: a confined step)
+  and reports their pids to bar through a pipe;
+- then ends as the command ended (its exit code, or the same signal), so bar records the
+  command's own outcome;
+- passes on the signals bar sends to it alone. Those sent to the whole process group, or
+  by the terminal (Ctrl-C), reached the command already and are not sent twice.
+
+The command is killed when its holder dies (``PR_SET_PDEATHSIG``), so even a holder
+killed by SIGKILL does not leave the command running.
+
+The holder runs Python in a forked child of a process that may have threads: it imports
+nothing, takes no lock and touches nothing but system calls.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import resource
+import signal
+from collections.abc import Callable
+
+from bar.sandbox import landlock
+
+_PR_SET_PDEATHSIG = 1
+_PR_SET_CHILD_SUBREAPER = 36
+_WATCH = 0.2  # seconds between two looks at whether bar is still there
+_ROUNDS = 200  # a process that forks as fast as it is killed is stopped in time anyway
+# what would end the holder before it can pass the command's outcome on (all waited for)
+_HELD = frozenset({signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT,
+                   signal.SIGUSR1, signal.SIGUSR2, signal.SIGALRM, signal.SIGPIPE,
+                   signal.SIGCHLD})  # fmt: skip
+_SI_KERNEL_LOWEST = 1  # si_code above 0: sent by the kernel (a terminal), not by a process
+
+
+class Holder:
+    """One command's holder: ``prepare`` goes in its ``preexec_fn``; after the command
+    ended, ``stopped`` gives the pids of what the holder stopped."""
+
+    def __init__(self, *, stop_leftovers: bool, confine: Callable[[], None] | None) -> None:
+        self.stop_leftovers = stop_leftovers
+        self.confine = confine
+        self._report, self._to_report = os.pipe()  # (neither is inherited by a program)
+
+    def prepare(self) -> None:
+        """In the child, before exec: become the holder and return only in the command,
+        confined by ``confine`` (an error there reaches ``Popen``: the command never runs
+        unconfined)."""
+        hold(self._to_report, stop_leftovers=self.stop_leftovers)
+        if self.confine is not None:
+            self.confine()
+
+    def started(self) -> None:
+        """In bar, once the child is made: only the holder writes the report."""
+        if self._to_report >= 0:
+            os.close(self._to_report)
+            self._to_report = -1
+
+    def stopped(self) -> list[int]:
+        """The pids the holder reported it stopped (none while it still runs); closes the
+        report. Twice is harmless."""
+        self.started()
+        if self._report < 0:
+            return []
+        os.set_blocking(self._report, False)
+        data = b""
+        with contextlib.suppress(BlockingIOError, OSError):
+            while chunk := os.read(self._report, 65536):
+                data += chunk
+        os.close(self._report)
+        self._report = -1
+        return [int(word) for word in data.split() if word.isdigit()]
+
+
+def hold(report: int, *, stop_leftovers: bool) -> None:
+    """Fork the command's process off this one and stay behind as its holder: returns in
+    the command only; the holder itself ends in ``os._exit`` or by the command's signal."""
+    bar = os.getppid()
+    with contextlib.suppress(OSError):
+        landlock.prctl(_PR_SET_CHILD_SUBREAPER, 1)
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, _HELD)
+    command = os.fork()
+    if command == 0:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
+        os.close(report)
+        holder = os.getppid()
+        with contextlib.suppress(OSError):
+            landlock.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != holder:  # the holder died before the line above
+            os._exit(137)
+        return
+    try:
+        _serve(bar, command, report, stop_leftovers)
+    finally:
+        os._exit(70)  # (only if serving failed: never back into the caller's code)
+
+
+def _serve(bar: int, command: int, report: int, stop_leftovers: bool) -> None:
+    # the command keeps the descriptors it was given; the holder needs none of them
+    os.closerange(3, report)
+    os.closerange(report + 1, 1 << 20)
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+    os.close(null)
+    group = os.getpgrp() == os.getpid()  # bar signals the whole group, never the holder alone
+    me = os.getpid()
+    status: int | None = None
+    while status is None:
+        info = signal.sigtimedwait(_HELD, _WATCH)
+        if os.getppid() != bar:  # bar is gone: so is everything of its step
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(command, signal.SIGKILL)
+            _stop_children(me)
+            os._exit(137)
+        if info is not None and info.si_signo != signal.SIGCHLD:
+            from_process = info.si_code < _SI_KERNEL_LOWEST and info.si_pid != me
+            if from_process and not (group and info.si_pid == bar):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(command, info.si_signo)
+        status = _reap(command)
+    stopped = _stop_children(me) if stop_leftovers else []
+    with contextlib.suppress(OSError):
+        os.write(report, " ".join(map(str, stopped)).encode())
+    os.close(report)
+    _end_as(status)
+
+
+def _reap(command: int) -> int | None:
+    """Reap every child that ended; the command's wait status once it has."""
+    found = None
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return found
+        if pid == 0:
+            return found
+        if pid == command:
+            found = status
+
+
+def _stop_children(me: int) -> list[int]:
+    """Kill every process this one holds; each round the next generation is re-parented
+    here. Returns their pids."""
+    stopped: list[int] = []
+    for _ in range(_ROUNDS):
+        children = _children(me)
+        if not children:
+            break
+        for child in children:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(child, signal.SIGKILL)
+        for child in children:
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(child, 0)
+        stopped += children
+    with contextlib.suppress(ChildProcessError):
+        while os.waitpid(-1, os.WNOHANG)[0]:
+            pass
+    return stopped
+
+
+def _children(me: int) -> list[int]:
+    try:
+        with open(f"/proc/{me}/task/{me}/children", "rb") as f:
+            return [int(pid) for pid in f.read().split()]
+    except OSError:  # (a kernel without the list: read every process's parent)
+        found = []
+        for name in os.listdir("/proc"):
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                with open(f"/proc/{name}/stat", "rb") as f:
+                    stat = f.read()
+                if int(stat[stat.rfind(b")") + 2 :].split()[1]) == me:
+                    found.append(int(name))
+        return found
+
+
+def _end_as(status: int) -> None:
+    """End this process the way the command ended: its exit code, or its signal."""
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        with contextlib.suppress(OSError, ValueError):
+            resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # (its core was the command's)
+            signal.signal(sig, signal.SIG_DFL)
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {sig})
+            os.kill(os.getpid(), sig)
+        os._exit(128 + sig)
+    os._exit(os.waitstatus_to_exitcode(status))
