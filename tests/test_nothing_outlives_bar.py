@@ -122,7 +122,10 @@ def test_the_command_s_own_outcome_is_recorded_through_its_holder(how: str, repo
     sandbox = ["--no-sandbox"] if how == "unconfined" else []
     res = bar_exe("run", *sandbox, "--json", "--", "sh", "-c", "exit 7", cwd=repo)
     assert res.json()["exit_code"] == 7
-    res = bar_exe("run", *sandbox, "--json", "--", "sh", "-c", "kill -USR1 $$", cwd=repo)
-    assert (res.json()["exit_code"], res.json()["signal"]) == (128 + signal.SIGUSR1, signal.SIGUSR1)
+    for sig in (signal.SIGUSR1, signal.SIGKILL):
+        res = bar_exe(
+            "run", *sandbox, "--json", "--", "sh", "-c", f"kill -{sig.name[3:]} $$", cwd=repo
+        )
+        assert (res.json()["exit_code"], res.json()["signal"]) == (128 + sig, sig)
     res = bar_exe("run", *sandbox, "--json", "--", "no-such-program-here", cwd=repo)
     assert res.json()["exit_code"] == 127 and "command not found" in res.err

@@ -194,7 +194,9 @@ def _end_as(status: int) -> None:
         sig = os.WTERMSIG(status)
         with contextlib.suppress(OSError, ValueError):
             resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # (its core was the command's)
+        with contextlib.suppress(OSError, ValueError):  # (SIGKILL's cannot be set: none is)
             signal.signal(sig, signal.SIG_DFL)
+        with contextlib.suppress(OSError, ValueError):
             signal.pthread_sigmask(signal.SIG_UNBLOCK, {sig})
             os.kill(os.getpid(), sig)
         os._exit(128 + sig)
