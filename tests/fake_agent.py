@@ -109,6 +109,16 @@ def _merge(into: dict[str, Any], new: dict[str, Any]) -> None:
             into[key] = value
 
 
+def user_settings(agent: str) -> Path:
+    """The agent's own settings file in its home, as the real agent finds it."""
+    home = Path(os.environ.get("HOME", "~")).expanduser()
+    if agent == "claude":
+        return Path(os.environ.get("CLAUDE_CONFIG_DIR") or home / ".claude") / "settings.json"
+    if agent == "codex":
+        return Path(os.environ.get("CODEX_HOME") or home / ".codex") / "config.toml"
+    return Path(os.environ.get("GEMINI_CLI_HOME") or home) / ".gemini" / "settings.json"
+
+
 def configured_hooks(
     agent: str,
     cwd: Path,
@@ -120,7 +130,8 @@ def configured_hooks(
     selects ``tool_name``; ``options``: Codex's command-line layer."""
     event = event or EVENT_NAME[agent]
     found: list[Hook] = []
-    layers: list[tuple[str, dict[str, Any] | None]] = [(rel, None) for rel in SETTINGS_FILES[agent]]
+    layers: list[tuple[str, dict[str, Any] | None]] = [(str(user_settings(agent)), None)]
+    layers += [(rel, None) for rel in SETTINGS_FILES[agent]]
     if options:
         layers.append(("-c", options))
     for rel, given in layers:

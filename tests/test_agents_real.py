@@ -162,8 +162,7 @@ def test_a_real_agent_is_checked_and_recorded(
     }
     assert {e["source"] for e in step["policy_events"]} == {f"hook:{agent}"}
     assert all(e.get("session_id") for e in step["policy_events"])
-    hooks = "arguments" if agent == "codex" else "settings"
-    assert step["agent"] == {"name": agent, "hooks": hooks, "interactive": False, "sessions": 1}
+    assert step["agent"] == {"name": agent, "hooks": "home", "interactive": False, "sessions": 1}
 
     # bar's scaffolding is gone; the developer's own settings and checkout are untouched
     for path, data in setup.own.items():

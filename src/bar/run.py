@@ -207,7 +207,7 @@ def run_step(task: Task, req: RunRequest, watch: TreeWatch | None = None) -> Run
     intent = RunIntent(
         pid=os.getpid(), step_id=step_id, started_at=started,
         cmd=scrubber.scrub_obj(list(req.argv)), cwd=req.cwd, snapshot_before=before,
-        env=env_record, pty=req.pty, excludes=supervisor.excludes(),
+        env=env_record, pty=req.pty,
         sandbox=confinement.record(), agent=supervisor.record(),
     )  # fmt: skip
     journals.write_run(task.paths, intent)

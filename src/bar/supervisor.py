@@ -46,7 +46,6 @@ from bar.watch import TreeWatch
 
 if TYPE_CHECKING:  # the agents' code loads for a step with an agent or a hook event only
     from bar.agents import launch as agent_launch
-    from bar.agents import settings as agent_settings
     from bar.agents.protocol import HookEvent, HookReply
     from bar.gate import Judgement
 
@@ -93,7 +92,6 @@ class Supervisor:
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
         self._record_lock = threading.Lock()
-        self._installed: agent_settings.InstalledHook | None = None
         self._calls = 0
         self._pending: list[_Call] = []  # shell commands not reported back
         self._snapshot_before = snapshot_before
@@ -110,19 +108,20 @@ class Supervisor:
         return self
 
     def start(self) -> None:
-        """Listen on the task's socket and, with an agent, install its hook."""
+        """Listen on the task's socket and, with an agent, bring its home up to date
+        (bar's hooks and ``bar mcp`` in it: ``bar.agents.homes``)."""
         try:
             if self._snapshot_before is not None:
                 self._checkpoints = checkpoints.Recorder(
-                    self.task, self.step_id, self._snapshot_before, self.excludes(),
-                    self.scrubber, self._watch,
+                    self.task, self.step_id, self._snapshot_before, (), self.scrubber,
+                    self._watch,
                 )  # fmt: skip
             self._listen()
             if self.agent is not None and self.launch is not None:
                 from bar.agents.launch import hook_up
 
-                self._installed, env = hook_up(self.launch, self.agent, self.task.worktree,
-                                               self.socket_path, self.mcp)  # fmt: skip
+                assert self.mcp is not None
+                env = hook_up(self.agent, self.task, self.socket_path, self.mcp, self.step_id)
                 self.env.update(env)
         except BaseException:
             self.close()
@@ -137,14 +136,6 @@ class Supervisor:
         self.close()
 
     def close(self) -> None:
-        if self._installed is not None:
-            installed, self._installed = self._installed, None
-            installed.restore()
-            if installed.discarded is not None:
-                notices.warn(
-                    f"{installed.relative_path} was left unreadable by the agent; "
-                    "its earlier content was put back"
-                )
         self._stop.set()
         if self._thread is not None:
             self._wake()
@@ -167,14 +158,6 @@ class Supervisor:
             pass  # not listening any more: the thread ends at its next poll
         finally:
             address.close()
-
-    def excludes(self) -> list[str]:
-        """Worktree paths the supervisor writes, which no snapshot may record."""
-        if self.agent is None or self.launch is None or self.launch.hooked_by != "settings":
-            return []
-        from bar.agents import settings as agent_settings
-
-        return [agent_settings.settings_path(self.agent)]
 
     def record(self) -> dict[str, object] | None:
         """The step's ``agent`` entry: which agent, how bar's hooks reached it, and

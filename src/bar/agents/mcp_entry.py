@@ -1,24 +1,24 @@
 """``bar mcp`` registered with each agent, next to bar's hooks (docs/mcp.md).
 
-Found out with the released CLIs (the versions in the Makefile):
+``bar run`` puts the server in the agent's home for the task (``bar.agents.homes``), with
+the environment it needs to find the task. Found out with the released CLIs (the
+versions in the Makefile):
 
 * Claude Code reads no MCP server from its settings files, only from ``.mcp.json`` (which
-  it asks a person to approve), ``~/.claude.json`` or ``--mcp-config``. ``bar run`` passes
-  ``--mcp-config=JSON`` right after the program name (the ``=`` form: the option takes
-  several values, and a prompt given next would be read as one). Claude Code starts a
-  conversation before slow servers connect unless the entry says ``alwaysLoad``; and a
-  non-interactive run may call an MCP tool only if its permissions allow it, so the
-  settings file bar installs its hooks into also allows ``mcp__bar``.
-* Codex CLI takes ``-c mcp_servers.bar.command=…`` and ``-c mcp_servers.bar.args=[…]``.
-* Gemini CLI reads ``mcpServers`` from ``.gemini/settings.json``, the file that holds
-  bar's hooks; ``trust`` spares the person a confirmation for each call of bar's tools.
+  it asks a person to approve), ``.claude.json`` (in its home) or ``--mcp-config``. It
+  starts a conversation before slow servers connect unless the entry says ``alwaysLoad``;
+  and a non-interactive run may call an MCP tool only if its permissions allow it, so
+  the settings file with bar's hooks also allows ``mcp__bar``.
+* Codex CLI reads ``[mcp_servers.bar]`` from its ``config.toml`` and starts the server
+  with a clean environment: only what the entry's ``env`` names reaches it.
+* Gemini CLI reads ``mcpServers`` from its ``settings.json``, the file that holds bar's
+  hooks; ``trust`` spares the person a confirmation for each call of bar's tools.
 
 The server's command is absolute (as the hook's is) and names the task.
 """
 
 from __future__ import annotations
 
-import json
 import shlex
 from typing import Any
 
@@ -37,18 +37,6 @@ def claude_config(argv: list[str]) -> dict[str, Any]:
     """The ``mcpServers`` object of ``--mcp-config`` or ``.mcp.json``."""
     return {"mcpServers": {NAME: {"type": "stdio", "command": argv[0], "args": argv[1:],
                                   "alwaysLoad": True}}}  # fmt: skip
-
-
-def claude_arguments(argv: list[str]) -> list[str]:
-    return ["--mcp-config=" + json.dumps(claude_config(argv), ensure_ascii=False)]
-
-
-def codex_arguments(argv: list[str]) -> list[str]:
-    """``-c`` options that give Codex the server for one run (TOML values; a JSON string
-    is a TOML basic string)."""
-    args = ",".join(json.dumps(a, ensure_ascii=False) for a in argv[1:])
-    return ["-c", f"mcp_servers.{NAME}.command={json.dumps(argv[0], ensure_ascii=False)}",
-            "-c", f"mcp_servers.{NAME}.args=[{args}]"]  # fmt: skip
 
 
 def settings_entries(agent: str, argv: list[str]) -> dict[str, Any]:

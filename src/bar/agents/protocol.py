@@ -39,7 +39,7 @@ class Protocol(Slotted):
 
     __slots__ = ("can_ask", "display_name", "edit_tools", "entry_name", "event_name",
                  "matcher", "post_events", "run_env", "settings_path", "shell_tool",
-                 "start_event", "state", "timeout")  # fmt: skip
+                 "start_event", "timeout")  # fmt: skip
 
     def __init__(
         self,
@@ -56,7 +56,6 @@ class Protocol(Slotted):
         timeout: int,  # timeout of bar's entry, in the unit the agent reads
         entry_name: str | None,  # Gemini shows a hook's name in its /hooks panel
         run_env: dict[str, str] | None = None,  # what `bar run --agent` adds to its env
-        state: tuple[str, ...] = (),  # the agent's own files in ~, writable in its runs
     ) -> None:
         self.display_name = display_name
         self.event_name = event_name
@@ -70,7 +69,6 @@ class Protocol(Slotted):
         self.timeout = timeout
         self.entry_name = entry_name
         self.run_env = run_env or {}
-        self.state = state
 
     @property
     def post_matcher(self) -> str:
@@ -105,7 +103,6 @@ PROTOCOLS = {
         matcher="Bash",
         timeout=60,  # seconds
         entry_name=None,
-        state=("~/.claude", "~/.claude.json", "~/.claude.json.backup"),
     ),
     "codex": Protocol(
         display_name="Codex CLI",
@@ -119,9 +116,6 @@ PROTOCOLS = {
         matcher="Bash",
         timeout=60,  # seconds
         entry_name=None,
-        # bar run passes its hooks, and their trust, on Codex's command line
-        # (bar.agents.launch): Codex reads no hooks file from a linked worktree
-        state=("~/.codex",),
     ),
     "gemini": Protocol(
         display_name="Gemini CLI",
@@ -137,7 +131,6 @@ PROTOCOLS = {
         entry_name="bar-policy",
         # project hooks run only in trusted folders; this one bar made for the task
         run_env={"GEMINI_CLI_TRUST_WORKSPACE": "true"},
-        state=("~/.gemini",),
     ),
 }
 

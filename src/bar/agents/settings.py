@@ -166,7 +166,7 @@ def remove_hook_settings(
     return settings or None
 
 
-def _dump(settings: dict[str, Any]) -> bytes:
+def dump(settings: dict[str, Any]) -> bytes:
     return (json.dumps(settings, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
 
 
@@ -189,7 +189,7 @@ def _load(data: bytes, where: str) -> dict[str, Any]:
 def setup_text(agent: str, hook_command: str, mcp: list[str] | None = None) -> tuple[str, str]:
     """(relative path, content) of a settings file holding only bar's hook (and the
     entries of ``bar mcp``)."""
-    content = _dump(merge_hook_settings(agent, None, hook_command, mcp)).decode("utf-8")
+    content = dump(merge_hook_settings(agent, None, hook_command, mcp)).decode("utf-8")
     return settings_path(agent), content
 
 
@@ -208,7 +208,7 @@ def write_setup(agent: str, root: Path, hook_command: str, mcp: list[str] | None
     merged = merge_hook_settings(agent, existing, hook_command, mcp)
     if merged != existing:
         mode = stat.S_IMODE(path.stat().st_mode) if prior is not None else 0o644
-        _write_atomic(path, _dump(merged), mode)
+        _write_atomic(path, dump(merged), mode)
     return path
 
 
@@ -229,7 +229,7 @@ def write_claude_mcp(root: Path, mcp: list[str]) -> Path:
         )
     servers.update(mcp_entry.claude_config(mcp)["mcpServers"])
     mode = stat.S_IMODE(path.stat().st_mode) if prior is not None else 0o644
-    _write_atomic(path, _dump(existing), mode)
+    _write_atomic(path, dump(existing), mode)
     return path
 
 
@@ -319,7 +319,7 @@ class InstalledHook:
             self._put_back_prior("removed")
         else:
             mode = self._prior_mode if self._prior_mode is not None else 0o600
-            _write_atomic(self.path, _dump(cleaned or {}), mode)
+            _write_atomic(self.path, dump(cleaned or {}), mode)
             self.outcome = "merged"
 
     def _put_back_prior(self, outcome: str) -> None:
@@ -372,7 +372,7 @@ def install_hook(
             mcp=mcp,
         )
     created = _make_dirs(worktree, rel)
-    written = _dump(merged)
+    written = dump(merged)
     _write_atomic(path, written, prior_mode if prior_mode is not None else 0o600)
     return InstalledHook(
         agent,

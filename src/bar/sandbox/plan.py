@@ -3,7 +3,8 @@
 Writable: the worktree; what git needs to commit on the task branch (the object store,
 the worktree's own admin directory, the directory of the task branch's ref and of its
 reflog); the task's own temporary directory (the step's ``TMPDIR``), ``/tmp`` and
-``/var/tmp``; config ``sandbox.allow_write``; with an agent, its own state in ``~``; the
+``/var/tmp``; config ``sandbox.allow_write``; with an agent, its home for the task
+(``bar.agents.homes``, never the developer's own ``~/.claude`` and the like); the
 devices every program writes (``/dev/null``, terminals). Never writable, whatever holds
 them: the developer's checkout, the repository's git directory (so its config, hooks,
 ``info/`` and ``refs/bar/``), ``objects/info`` (commit graph, alternates), ``$BAR_HOME``, the policy file, ``$HOME`` (but for what is
@@ -62,13 +63,9 @@ def for_step(task: Task, agent: str | None) -> Plan:
         folder.mkdir(parents=True, exist_ok=True)  # git makes them; in a step it cannot
     agent_state: list[Path] = []
     if agent is not None:
-        from bar.agents.protocol import PROTOCOLS  # a plain step does not load the agents'
+        from bar.agents import homes  # a plain step does not load the agents'
 
-        for name in PROTOCOLS[agent].state:
-            path = _home_path(name)
-            if not path.suffix:
-                path.mkdir(mode=0o700, exist_ok=True)  # the agent makes it on first use
-            agent_state.append(path)
+        agent_state.append(homes.path(task, agent))
     allowed = [_home_path(p) for p in settings.allow_write]
     for path in allowed:
         if not os.path.lexists(path):

@@ -1,0 +1,255 @@
+"""Each agent session's own home, made for the task from the developer's (SPEC §8).
+
+An agent keeps its settings, hooks, MCP servers, credentials and transcripts in a
+directory of its own in ``~`` (``~/.claude`` with ``~/.claude.json``, ``~/.codex``,
+``~/.gemini``). A step that could write there could plant a hook or an MCP server that
+the developer's next session, unconfined, would run. So an agent that ``bar run`` starts
+gets a home of its own, ``TASK_DIR/agents/AGENT``, named by the variable the agent reads
+(``CLAUDE_CONFIG_DIR``, ``CODEX_HOME``, ``GEMINI_CLI_HOME``); the developer's own stay
+read-only, like the rest of ``~``.
+
+Before each step bar brings the home up to date:
+
+- the settings file is the developer's, with bar's hooks and ``bar mcp`` merged in (the
+  server's entry carries the environment it needs: Codex starts MCP servers with a clean
+  one). What the agent changed in it during the last step is replaced: the hooks in a
+  home are the developer's and bar's, never the agent's own. Hooks and server live in
+  the home, not on the command line, so they hold however the agent is started (a
+  wrapper script, ``npx``, an alias);
+- the developer's credentials and instructions (``.credentials.json``, ``auth.json``,
+  ``oauth_creds.json``, ``CLAUDE.md``, ...) are copied when they changed since the last
+  copy: a token the agent refreshed in the home is kept until the developer's changes.
+  They live in the task's directory, never in the ledger or a snapshot;
+- what the agent keeps there itself (transcripts, history, caches) stays from one step to
+  the next, so a session can be resumed in the task.
+
+Confined steps write the home. bar reads from it only with ``O_NOFOLLOW`` and writes by
+renaming a new file over the old, so a link the agent leaves there never makes bar read
+or write anything else.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+from typing import Any
+
+from bar.agents.protocol import protocol
+from bar.errors import AgentSettingsError
+from bar.record import record
+from bar.store.files import write_bytes_atomic
+from bar.store.layout import bar_home, home_dir
+from bar.tasks import Task
+
+_STAMPS = ".bar-copied.json"  # what was copied from the developer's, and when
+
+
+@record(frozen=True)
+class Kind:
+    variable: str  # what names the home to the agent
+    inner: str  # where in the home the agent keeps what it keeps in its own directory
+    settings: str  # the settings file (in ``inner``) with bar's hooks
+    copied: tuple[str, ...]  # the developer's files copied in, when they changed
+
+
+KINDS = {
+    "claude": Kind("CLAUDE_CONFIG_DIR", "", "settings.json", (".credentials.json", "CLAUDE.md")),
+    "codex": Kind("CODEX_HOME", "", "config.toml", ("auth.json", "AGENTS.md")),
+    "gemini": Kind("GEMINI_CLI_HOME", ".gemini", "settings.json",
+                   ("oauth_creds.json", "google_accounts.json", "GEMINI.md", ".env")),
+}  # fmt: skip
+
+
+def path(task: Task, agent: str) -> Path:
+    """The agent's home in ``task`` (made, private, if missing)."""
+    home = task.dir / "agents" / agent
+    if not home.is_dir():
+        home.mkdir(mode=0o700, parents=True, exist_ok=True)
+    return home
+
+
+def developers(agent: str) -> Path:
+    """The developer's own directory of ``agent`` (as the agent itself would find it)."""
+    if agent == "claude":
+        return Path(os.environ.get("CLAUDE_CONFIG_DIR") or home_dir() / ".claude")
+    if agent == "codex":
+        return Path(os.environ.get("CODEX_HOME") or home_dir() / ".codex")
+    return Path(os.environ.get("GEMINI_CLI_HOME") or home_dir()) / ".gemini"
+
+
+def prepare(task: Task, agent: str, hook_command: str, mcp: list[str],
+            step_id: str) -> dict[str, str]:  # fmt: skip
+    """Bring the task's home of ``agent`` up to date for step ``step_id`` with bar's hook
+    ``hook_command`` and ``bar mcp`` (``mcp``); returns what the agent's environment
+    gets (the variable that names the home, and the agent's own run settings)."""
+    kind = KINDS[agent]
+    home = path(task, agent)
+    inside = _directory(home, kind.inner)
+    mine = developers(agent)
+    server = {"argv": mcp, "env": _server_env(task, step_id)}
+    if agent == "codex":
+        data = _codex_config(mine / kind.settings, inside / kind.settings, hook_command, server)
+    else:
+        from bar.agents import settings
+
+        own = _read_json(mine / kind.settings, what=f"your {mine / kind.settings}")
+        merged = settings.merge_hook_settings(agent, own, hook_command, mcp)
+        if agent == "gemini":
+            merged["mcpServers"]["bar"]["env"] = server["env"]
+        data = settings.dump(merged)
+    write_bytes_atomic(inside / kind.settings, data, mode=0o600)
+    _copy_changed(mine, inside, kind.copied)
+    if agent == "claude":
+        _claude_state(mine, inside, server)
+    return {kind.variable: str(home), **protocol(agent).run_env}
+
+
+def _server_env(task: Task, step_id: str) -> dict[str, str]:
+    """What ``bar mcp`` needs to find the task, whatever environment the agent gives it."""
+    return {"BAR_HOME": str(bar_home()), "BAR_PROJECT": task.project.name,
+            "BAR_TASK_ID": task.id, "BAR_TASK_NAME": task.name, "BAR_STEP_ID": step_id,
+            "BAR_WORKSPACE": str(task.worktree)}  # fmt: skip
+
+
+def _directory(home: Path, inner: str) -> Path:
+    """``home/inner``, a real directory: a link the agent put in its place is removed."""
+    if not inner:
+        return home
+    inside = home / inner
+    if inside.is_symlink() or (inside.exists() and not inside.is_dir()):
+        inside.unlink()
+    inside.mkdir(mode=0o700, exist_ok=True)
+    return inside
+
+
+def _claude_state(mine: Path, inside: Path, server: dict[str, Any]) -> None:
+    """Claude Code's ``.claude.json`` (its account, what it was told, MCP servers): the
+    developer's at first, then the agent's own, with bar's server put in each step."""
+    own = Path(os.environ["CLAUDE_CONFIG_DIR"]) if os.environ.get("CLAUDE_CONFIG_DIR") else None
+    source = (own or home_dir()) / ".claude.json"
+    target = inside / ".claude.json"
+    state = _read_json(target, what=None) if _lexists(target) else None
+    if state is None:
+        state = _read_json(source, what=f"your {source}") or {}
+    servers = state.get("mcpServers")
+    if not isinstance(servers, dict):
+        servers = state["mcpServers"] = {}
+    argv = server["argv"]
+    servers["bar"] = {"type": "stdio", "command": argv[0], "args": argv[1:],
+                      "env": server["env"], "alwaysLoad": True}  # fmt: skip
+    write_bytes_atomic(target, (json.dumps(state, indent=2) + "\n").encode(), mode=0o600)
+
+
+def _codex_config(mine: Path, target: Path, hook_command: str, server: dict[str, Any]) -> bytes:
+    """The developer's ``config.toml`` with bar's hooks (trusted, as a person trusts them
+    in Codex's /hooks panel: by the hash of each entry, keyed by the file that holds it)
+    and ``bar mcp``. The developer's own trusted hooks stay trusted in the home."""
+    import tomllib
+
+    import tomli_w
+
+    from bar.agents.launch import codex_label, codex_trust_hash
+
+    raw = _read_bytes(mine)
+    try:
+        config: dict[str, Any] = tomllib.loads(raw.decode("utf-8")) if raw is not None else {}
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise AgentSettingsError(f"your {mine} is not valid TOML: {exc}",
+                                 hint="fix it, then run again") from None  # fmt: skip
+    hooks = config.setdefault("hooks", {})
+    if not isinstance(hooks, dict):
+        raise AgentSettingsError(f"'hooks' in your {mine} is not a table")
+    source, theirs = os.path.realpath(target), os.path.realpath(mine)
+    trust = {}
+    for key, value in (hooks.pop("state", None) or {}).items():
+        if isinstance(key, str) and key.startswith(theirs + ":"):
+            trust[source + key[len(theirs) :]] = value
+    proto = protocol("codex")
+    for event, matcher in proto.events():
+        groups = hooks.setdefault(event, [])
+        if not isinstance(groups, list):
+            raise AgentSettingsError(f"'hooks.{event}' in your {mine} is not an array")
+        group: dict[str, Any] = {} if matcher is None else {"matcher": matcher}
+        group["hooks"] = [{"type": "command", "command": hook_command, "timeout": proto.timeout}]
+        trust[f"{source}:{codex_label(event)}:{len(groups)}:0"] = {
+            "trusted_hash": codex_trust_hash(event, matcher, hook_command, proto.timeout)
+        }
+        groups.append(group)
+    hooks["state"] = trust
+    servers = config.setdefault("mcp_servers", {})
+    if isinstance(servers, dict):
+        argv = server["argv"]
+        servers["bar"] = {"command": argv[0], "args": argv[1:], "env": server["env"]}
+    return tomli_w.dumps(config).encode("utf-8")
+
+
+def _copy_changed(mine: Path, inside: Path, names: tuple[str, ...]) -> None:
+    """Copy each of the developer's files ``names`` into the home when it changed since
+    bar last copied it (or is missing there); one the developer removed goes too."""
+    stamps_path = inside / _STAMPS
+    stamps = _read_json(stamps_path, what=None) or {}
+    changed = False
+    for name in names:
+        try:
+            st = os.stat(mine / name)
+        except OSError:
+            if name in stamps:
+                (inside / name).unlink(missing_ok=True)
+                del stamps[name]
+                changed = True
+            continue
+        seen = [st.st_size, st.st_mtime_ns, st.st_ino]
+        if stamps.get(name) == seen and _lexists(inside / name):
+            continue
+        data = _read_bytes(mine / name)
+        if data is None:
+            continue
+        write_bytes_atomic(inside / name, data, mode=0o600)
+        stamps[name] = seen
+        changed = True
+    if changed:
+        write_bytes_atomic(stamps_path, json.dumps(stamps).encode(), mode=0o600)
+
+
+def _lexists(p: Path) -> bool:
+    return os.path.lexists(p)
+
+
+def _read_bytes(p: Path) -> bytes | None:
+    """The bytes of the regular file ``p``; None if it is missing, or a link or anything
+    but a file (never followed)."""
+    try:
+        fd = os.open(p, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        chunks = []
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def _read_json(p: Path, *, what: str | None) -> dict[str, Any] | None:
+    """The JSON object in ``p`` (None: missing). Not an object: an error naming ``what``
+    (the developer's file), or None (a file of the home, made again)."""
+    raw = _read_bytes(p)
+    if raw is None:
+        return None
+    try:
+        value = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        if what is None:
+            return None
+        raise AgentSettingsError(f"{what} is not valid JSON: {exc}",
+                                 hint="fix it, then run again") from None  # fmt: skip
+    if not isinstance(value, dict):
+        if what is None:
+            return None
+        raise AgentSettingsError(f"{what} holds no JSON object", hint="fix it, then run again")
+    return value
