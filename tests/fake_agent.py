@@ -268,9 +268,10 @@ def post_payload(
     elif agent == "codex":
         payload["tool_response"] = output  # the output only, not how it ended
     else:
+        # as Gemini CLI 0.61 writes it: a command that ran names its process group
         code = f"\nExit Code: {exit_code}" if failed else ""
-        payload["tool_response"] = {"llmContent": f"Output: {output or '(empty)'}{code}",
-                                    "returnDisplay": output}  # fmt: skip
+        content = f"Output: {output or '(empty)'}{code}\nProcess Group PGID: {os.getpid()}"
+        payload["tool_response"] = {"llmContent": content, "returnDisplay": output}
     return event, payload
 
 

@@ -111,6 +111,7 @@ def test_event_metadata_is_kept() -> None:
         session_id="6c0f7a3e-2d4b-4f7e-9a51-0b8e1f3c2d90",
         tool_use_id="toolu_01HbXk3P9sQz7VwYt2m4Lr8N",
         cwd="/home/dev/app",
+        transcript="/home/dev/.claude/projects/-home-dev-app/6c0f7a3e-2d4b-4f7e-9a51-0b8e1f3c2d90.jsonl",
     )
     gemini = parse_event("gemini", event_bytes("gemini_shell_destructive.json"))
     assert gemini.event_name == "BeforeTool"
@@ -224,6 +225,11 @@ def test_a_warning_tells_the_model_where_the_agent_passes_it_on(agent: str) -> N
         ("gemini", {"hook_event_name": "AfterTool", "tool_name": "run_shell_command",
                     "tool_input": {"command": "ls"},
                     "tool_response": {"llmContent": "Output: a\nProcess Group PGID: 7"}}, "ran"),
+        # blocked by Gemini CLI itself: no process ran, only its reason is reported
+        ("gemini", {"hook_event_name": "AfterTool", "tool_name": "run_shell_command",
+                    "tool_input": {"command": "echo $(id)"},
+                    "tool_response": {"llmContent": "Command injection detected: ... the "
+                                                    "command was blocked."}}, "refused"),
     ],
 )  # fmt: skip
 def test_post_tool_events_say_what_became_of_the_command(

@@ -146,6 +146,7 @@ class Supervisor:
             self._listener = None
         self.socket_path.unlink(missing_ok=True)
         self._checkpoint_unreported()  # the session ended after them
+        self._settle_unreported()
 
     def _wake(self) -> None:
         """Connect once, so the thread's accept() returns now and sees the stop."""
@@ -334,8 +335,36 @@ class Supervisor:
                 return None
             call = self._pending.pop(found)
             self._in_flight.discard(call.number)
+        if event.agent == "codex":  # (its event does not say how the command ended)
+            said = self._codex_said([event], recent=True)
+            event.outcome = said.get(event.tool_use_id or "", event.outcome)
         self._append({call_log.CALL: call.number, "outcome": event.outcome})
         return call
+
+    def _codex_said(self, events: list[HookEvent], *, recent: bool = False) -> dict[str, str]:
+        """How Codex's own rollout says its calls ended (``bar.agents.rollout``): only
+        a rollout in its home for the task is read."""
+        from bar.agents import homes, rollout
+
+        home = homes.path(self.task, "codex")
+        said: dict[str, str] = {}
+        for path in {e.transcript for e in events}:
+            if (found := rollout.within(home, path)) is not None:
+                ids = [e.tool_use_id or "" for e in events if e.transcript == path]
+                said.update(rollout.outcomes(found, ids, recent=recent))
+        return said
+
+    def _settle_unreported(self) -> None:
+        """Codex sends no post-tool event for a command the model left running
+        (``yield_time_ms``): what its rollout says of such calls, once the session ended."""
+        with self._record_lock:
+            left = [c for c in self._pending if c.event.agent == "codex" and c.answer != "deny"]
+        said = self._codex_said([c.event for c in left]) if left else {}
+        for call in left:
+            if (outcome := said.get(call.event.tool_use_id or "")) is not None:
+                with self._record_lock:
+                    self._pending.remove(call)
+                self._append({call_log.CALL: call.number, "outcome": outcome})
 
     def _checkpoint(self, event: HookEvent, call: _Call | None) -> None:
         """The state after a tool call that can change files, recorded before the agent

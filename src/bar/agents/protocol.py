@@ -140,7 +140,7 @@ class HookEvent(Slotted):
     it ("post", with ``outcome`` "ran" or "failed"), or at a session's start ("start")."""
 
     __slots__ = ("agent", "command", "cwd", "event_name", "kind", "outcome", "paths",
-                 "session_id", "tool_name", "tool_use_id")  # fmt: skip
+                 "session_id", "tool_name", "tool_use_id", "transcript")  # fmt: skip
 
     def __init__(
         self,
@@ -154,6 +154,7 @@ class HookEvent(Slotted):
         kind: str = "pre",
         outcome: str | None = None,
         paths: tuple[str, ...] = (),  # the files an edit tool names, as the agent gave them
+        transcript: str | None = None,  # the agent's own record of the session (a path)
     ) -> None:
         self.agent = agent
         self.event_name = event_name
@@ -165,6 +166,7 @@ class HookEvent(Slotted):
         self.kind = kind
         self.outcome = outcome
         self.paths = paths
+        self.transcript = transcript
 
 
 class HookReply(Slotted):
@@ -247,8 +249,9 @@ def parse_event(agent: str, payload: bytes) -> HookEvent:
         tool_use_id=_optional_str(data, "tool_use_id"),
         cwd=_optional_str(data, "cwd"),
         kind=kind,
-        outcome=_outcome(agent, event_name, data) if kind == "post" else None,
+        outcome=_outcome(agent, event_name, tool_name, data) if kind == "post" else None,
         paths=paths,
+        transcript=_optional_str(data, "transcript_path"),
     )
 
 
@@ -301,9 +304,9 @@ def _is_codex_patch(command: str) -> bool:
     return end >= 0 and not rest[end + len("\n*** End Patch\n" + match.group(2)) :].strip()
 
 
-def _outcome(agent: str, event_name: str, data: dict[str, Any]) -> str:
-    """What a post-tool event says of the call: "ran" (completed) or "failed" (ran and
-    failed: a non-zero exit, an error)."""
+def _outcome(agent: str, event_name: str, tool_name: str | None, data: dict[str, Any]) -> str:
+    """What a post-tool event says of the call: "ran" (completed), "failed" (ran and
+    failed: a non-zero exit, an error) or "refused" (the agent itself would not run it)."""
     if agent == "claude":
         return "failed" if event_name == "PostToolUseFailure" else "ran"
     if agent == "gemini":
@@ -316,8 +319,20 @@ def _outcome(agent: str, event_name: str, data: dict[str, Any]) -> str:
                 codes = _EXIT_CODE.findall(content)
                 if codes and codes[-1] != "0":
                     return "failed"
-    # Codex's post event carries the command's output only, not how it ended
+                # a command Gemini CLI ran reports its process group; one it blocked
+                # itself (command substitution, its own policy) reports only why
+                if (
+                    tool_name == PROTOCOLS[agent].shell_tool
+                    and not codes
+                    and (_GEMINI_RAN not in content)
+                ):
+                    return "refused"
+    # Codex's post event carries the command's output only: its rollout says how it ended
+    # (``bar.agents.rollout``, read by the supervisor)
     return "ran"
+
+
+_GEMINI_RAN = "Process Group PGID:"
 
 
 def _required_str(data: dict[str, Any], key: str, who: str) -> str:

@@ -1,0 +1,98 @@
+"""How a Codex tool call ended, as Codex's own record of the session says.
+
+Codex's post-tool event carries a command's output only, not how it ended, and a command
+the model leaves running (``exec_command`` with ``yield_time_ms``: it returns while the
+process goes on) gets no post-tool event at all. Codex writes both to its *rollout*, the
+session's JSONL in its home (``CODEX_HOME/sessions/…``, named in each event's
+``transcript_path``), before the hook runs: an ``item_completed`` event with the command's
+``exit_code``, and a ``function_call_output`` whose text starts ``Process exited with code
+N`` or ``Process running with session ID …``. Observed with Codex CLI 0.169.0.
+
+Only a rollout inside the agent's home for the task is read (``within``), without
+following links; what it cannot tell is None, and the caller keeps what it knew.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import stat
+from collections.abc import Iterable
+from pathlib import Path
+
+_TAIL = 1 << 20  # bytes read from the end first: a post-tool event's call is recent
+_EXITED = re.compile(r"^Process exited with code (-?\d+)$", re.M)
+_RUNNING = re.compile(r"^Process running with session ID ", re.M)
+
+
+def within(home: Path, path: str | None) -> Path | None:
+    """``path`` if it is a file under ``home`` (links resolved); else None."""
+    if not path:
+        return None
+    real = os.path.realpath(path)
+    root = os.path.realpath(home) + os.sep
+    return Path(real) if real.startswith(root) else None
+
+
+def outcomes(rollout: Path, call_ids: Iterable[str], *, recent: bool = False) -> dict[str, str]:
+    """For each call the rollout tells about: "ran" (it ended with 0, was left running by
+    the model's choice, or was still running when Codex stopped it) or "failed" (a
+    non-zero exit code). ``recent``: look only at the rollout's last mebibyte."""
+    wanted = {i for i in call_ids if i}
+    if not wanted:
+        return {}
+    data = _read(rollout, _TAIL if recent else None)
+    found: dict[str, str] = {}
+    for line in data.splitlines():
+        if not any(i.encode() in line for i in wanted):
+            continue
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue  # (the first line of a tail, cut, or one being written)
+        payload = rec.get("payload") if isinstance(rec, dict) else None
+        if isinstance(payload, dict):
+            _note(payload, wanted, found)
+    return found
+
+
+def _note(payload: dict[str, object], wanted: set[str], found: dict[str, str]) -> None:
+    item = payload.get("item")
+    if payload.get("type") == "item_completed" and isinstance(item, dict):
+        code = item.get("exit_code")
+        if item.get("id") in wanted and isinstance(code, int) and not isinstance(code, bool):
+            # -1: no exit status, Codex stopped it (a command left running when the
+            # session ended): it ran, and did not fail on its own
+            found[str(item["id"])] = "failed" if code > 0 else "ran"
+    elif payload.get("type") == "function_call_output" and payload.get("call_id") in wanted:
+        call = str(payload["call_id"])
+        output = payload.get("output")
+        text = output if isinstance(output, str) else json.dumps(output)
+        exited = _EXITED.search(text)
+        if exited is not None:
+            found.setdefault(call, "ran" if exited.group(1) == "0" else "failed")
+        elif _RUNNING.search(text):
+            found.setdefault(call, "ran")
+
+
+def _read(path: Path, tail: int | None) -> bytes:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+    except OSError:
+        return b""
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return b""
+        size = st.st_size
+        start = max(0, size - tail) if tail is not None else 0
+        chunks = []
+        while chunk := os.pread(fd, 1 << 20, start):
+            chunks.append(chunk)
+            start += len(chunk)
+        return b"".join(chunks)
+    except OSError:
+        return b""
+    finally:
+        os.close(fd)

@@ -1,0 +1,62 @@
+"""The ledger says what became of each command an agent ran, never what bar asked for
+(SPEC §10), with the released CLIs against the mock models: a Codex command that failed
+is "failed" (its post-tool event carries no exit code: its rollout does), one the model
+left running is "ran" (no post-tool event follows it at all), and a command Gemini CLI
+blocked itself is "refused"."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from helpers import bar, ledger, new_task, worktree
+from mock_models import Answer, MockServer, Shell, Tool
+from test_agents_real import AgentSetup, agent_binary
+
+
+@pytest.fixture
+def inited(repo: Path, capfd: pytest.CaptureFixture[str]) -> Path:
+    assert bar(capfd, "init").code == 0
+    return repo
+
+
+def _outcomes(task_id: str) -> dict[str, str | None]:
+    (step,) = ledger(task_id)
+    return {e["command"]: e.get("outcome") for e in step["policy_events"]}
+
+
+def test_codex_outcomes_come_from_its_rollout(
+    inited: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    agent_binary("codex")
+    t = new_task(capfd)
+    failing = "sh -c 'echo out; exit 3'"
+    left = "sleep 1; echo later > later.txt"
+    script = [
+        Shell(failing),
+        Tool("exec_command", {"cmd": left, "yield_time_ms": 250}),  # returns while it runs
+        Shell("echo fine > fine.txt"),
+        Answer("Done."),
+    ]
+    with MockServer(script) as server:
+        res = AgentSetup("codex", server.url).run_in_bar(inited, "work")
+        results = server.model.tool_results("openai")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "Process running with session ID" in results[1], results
+    assert _outcomes(t["id"]) == {failing: "failed", left: "ran", "echo fine > fine.txt": "ran"}
+
+
+def test_a_command_gemini_blocked_itself_is_refused(
+    inited: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    agent_binary("gemini")
+    t = new_task(capfd)
+    blocked = "echo $(whoami) > who.txt"  # Gemini CLI refuses command substitution
+    failing = "sh -c 'exit 3'"
+    script = [Shell(blocked), Shell(failing), Shell("echo hi > hi.txt"), Answer("Done.")]
+    with MockServer(script) as server:
+        res = AgentSetup("gemini", server.url).run_in_bar(inited, "work")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert not (worktree(t) / "who.txt").exists()
+    assert _outcomes(t["id"]) == {blocked: "refused", failing: "failed", "echo hi > hi.txt": "ran"}
