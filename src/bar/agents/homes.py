@@ -66,7 +66,8 @@ def path(task: Task, agent: str) -> Path:
     """The agent's home in ``task`` (made, private, if missing)."""
     home = task.dir / "agents" / agent
     if not home.is_dir():
-        home.mkdir(mode=0o700, parents=True, exist_ok=True)
+        home.parent.mkdir(mode=0o700, exist_ok=True)  # (private all the way: credentials)
+        home.mkdir(mode=0o700, exist_ok=True)
     return home
 
 
