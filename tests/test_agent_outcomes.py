@@ -2,15 +2,16 @@
 (SPEC §10), with the released CLIs against the mock models: a Codex command that failed
 is "failed" (its post-tool event carries no exit code: its rollout does), one the model
 left running is "ran" (no post-tool event follows it at all), and a command Gemini CLI
-blocked itself is "refused"."""
+blocked itself is "refused". A call made in a subagent names it."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
-from helpers import bar, ledger, new_task, worktree
+from helpers import BAR_EXE, bar, bar_exe, ledger, new_task, task_dir, worktree
 from mock_models import Answer, MockServer, Shell, Tool
 from test_agents_real import AgentSetup, agent_binary
 
@@ -60,3 +61,33 @@ def test_a_command_gemini_blocked_itself_is_refused(
     assert res.returncode == 0, res.stdout + res.stderr
     assert not (worktree(t) / "who.txt").exists()
     assert _outcomes(t["id"]) == {blocked: "refused", failing: "failed", "echo hi > hi.txt": "ran"}
+
+
+def test_a_call_made_in_a_subagent_names_it(
+    inited: Path, capfd: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Claude Code sends ``agent_id`` and ``agent_type`` in the hook events of a call
+    made in a subagent (its Task tool): the policy event and the checkpoint keep them."""
+    t = new_task(capfd)
+    base = {"session_id": "s1", "transcript_path": str(tmp_path / "t.jsonl"),
+            "cwd": str(worktree(t)), "tool_name": "Bash", "tool_use_id": "toolu_7",
+            "agent_id": "a3f", "agent_type": "Explore",
+            "tool_input": {"command": "echo sub > sub.txt"}}  # fmt: skip
+    pre = json.dumps({**base, "hook_event_name": "PreToolUse"})
+    post = json.dumps({**base, "hook_event_name": "PostToolUse",
+                       "tool_response": {"stdout": "", "stderr": ""}})  # fmt: skip
+    agent = tmp_path / "claude"
+    agent.write_text(
+        f"#!/bin/sh\nprintf '%s' '{pre}' | {BAR_EXE} hook claude\n"
+        f"echo sub > sub.txt\nprintf '%s' '{post}' | {BAR_EXE} hook claude\n"
+    )
+    agent.chmod(0o755)
+    res = bar_exe("run", "--no-pty", "--agent", "claude", "--", str(agent), cwd=inited)
+    assert res.code == 0, res.err
+    (step,) = ledger(t["id"])
+    (event,) = step["policy_events"]
+    assert (event["agent_id"], event["agent_type"], event["outcome"]) == ("a3f", "Explore", "ran")
+    lines = (task_dir(t["id"]) / "artifacts" / "0001.checkpoints.jsonl").read_text().splitlines()
+    (checkpoint,) = [json.loads(line) for line in lines]
+    assert (checkpoint["agent_id"], checkpoint["agent_type"]) == ("a3f", "Explore")
+    assert checkpoint["diff_stat"]["file_list"] == ["sub.txt"]

@@ -70,7 +70,9 @@ class Checkpoint:
     paths: tuple[str, ...] = ()  # the files an edit tool named
     decision: str | None = None  # the policy's action on the command (allow, warn, ...)
     answer: str | None = None  # what bar told the agent (none, warning, ask)
-    outcome: str | None = None  # what the agent reported: ran | failed
+    outcome: str | None = None  # what the agent reported: ran | failed | refused
+    agent_id: str | None = None  # the subagent that made the call (Claude Code's), its kind
+    agent_type: str | None = None
     target: str | None = None  # a rollback's: the state it returned to
     label: str | None = None  # an order's: what the agent (or ``bar flow``) called the state
     head: str | None = None  # the task branch's HEAD then
@@ -101,7 +103,7 @@ class Checkpoint:
                 rec[key] = getattr(self, key)
         if self.paths:
             rec["paths"] = list(self.paths)
-        for key in ("decision", "answer", "outcome", "target", "label"):
+        for key in ("decision", "answer", "outcome", "agent_id", "agent_type", "target", "label"):
             if getattr(self, key) is not None:
                 rec[key] = getattr(self, key)
         rec.update(started_at=self.started_at, ended_at=self.ended_at,
@@ -138,6 +140,7 @@ class Checkpoint:
             paths=tuple(str(p) for p in paths) if isinstance(paths, list) else (),
             decision=_str(rec.get("decision")), answer=_str(rec.get("answer")),
             outcome=_str(rec.get("outcome")), target=_str(rec.get("target")),
+            agent_id=_str(rec.get("agent_id")), agent_type=_str(rec.get("agent_type")),
             label=_str(rec.get("label")), head=_str(rec.get("head")), diff_stat=diff_stat_of(rec.get("diff_stat")), patch=patch,
         )  # fmt: skip
 

@@ -80,11 +80,13 @@ class PolicyEventRecord:
     decision: str | None = None
     answer: str | None = None  # what bar's reply told the agent: deny | ask | warning | none
     outcome: str | None = None  # what the agent did with the command: ran | failed | refused
+    agent_id: str | None = None  # the subagent that asked (Claude Code's), and its kind
+    agent_type: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     _KEYS: ClassVar[tuple[str, ...]] = (
         "rule", "action", "matched", "source", "session_id", "tool_use_id", "command",
-        "decision", "answer", "outcome",
+        "decision", "answer", "outcome", "agent_id", "agent_type",
     )  # fmt: skip
 
     def to_record(self) -> dict[str, Any]:
@@ -109,6 +111,8 @@ class PolicyEventRecord:
             decision=_str(rec.get("decision")),
             answer=_str(rec.get("answer")),
             outcome=_str(rec.get("outcome")),
+            agent_id=_str(rec.get("agent_id")),
+            agent_type=_str(rec.get("agent_type")),
             extra={k: v for k, v in rec.items() if k not in cls._KEYS},
         )
 

@@ -313,6 +313,7 @@ class Supervisor:
                 rule=rule, action=action, matched=matched, source=f"hook:{agent}",
                 session_id=event.session_id, tool_use_id=event.tool_use_id,
                 command=event.command, decision=judgement.action, answer=judgement.answer,
+                agent_id=event.agent_id, agent_type=event.agent_type,
             )
             for rule, action, matched in matches or [(None, "allow", event.command)]
         ]  # fmt: skip
@@ -336,30 +337,21 @@ class Supervisor:
             call = self._pending.pop(found)
             self._in_flight.discard(call.number)
         if event.agent == "codex":  # (its event does not say how the command ended)
-            said = self._codex_said([event], recent=True)
+            from bar.agents import rollout
+
+            said = rollout.said(self.task, [event], recent=True)
             event.outcome = said.get(event.tool_use_id or "", event.outcome)
         self._append({call_log.CALL: call.number, "outcome": event.outcome})
         return call
 
-    def _codex_said(self, events: list[HookEvent], *, recent: bool = False) -> dict[str, str]:
-        """How Codex's own rollout says its calls ended (``bar.agents.rollout``): only
-        a rollout in its home for the task is read."""
-        from bar.agents import homes, rollout
-
-        home = homes.path(self.task, "codex")
-        said: dict[str, str] = {}
-        for path in {e.transcript for e in events}:
-            if (found := rollout.within(home, path)) is not None:
-                ids = [e.tool_use_id or "" for e in events if e.transcript == path]
-                said.update(rollout.outcomes(found, ids, recent=recent))
-        return said
-
     def _settle_unreported(self) -> None:
         """Codex sends no post-tool event for a command the model left running
         (``yield_time_ms``): what its rollout says of such calls, once the session ended."""
+        from bar.agents import rollout
+
         with self._record_lock:
             left = [c for c in self._pending if c.event.agent == "codex" and c.answer != "deny"]
-        said = self._codex_said([c.event for c in left]) if left else {}
+        said = rollout.said(self.task, [c.event for c in left]) if left else {}
         for call in left:
             if (outcome := said.get(call.event.tool_use_id or "")) is not None:
                 with self._record_lock:
@@ -378,7 +370,7 @@ class Supervisor:
                 tool=event.tool_name, call_id=event.tool_use_id, session_id=event.session_id,
                 command=event.command, paths=self._relative(event.paths),
                 decision=call.action if call else None, answer=call.answer if call else None,
-                outcome=event.outcome,
+                outcome=event.outcome, agent_id=event.agent_id, agent_type=event.agent_type,
             )  # fmt: skip
         except (BarError, OSError) as exc:
             self._checkpoint_failed = True

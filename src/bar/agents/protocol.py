@@ -139,8 +139,9 @@ class HookEvent(Slotted):
     """One hook event, whatever agent sent it: before a tool call (``kind`` "pre"), after
     it ("post", with ``outcome`` "ran" or "failed"), or at a session's start ("start")."""
 
-    __slots__ = ("agent", "command", "cwd", "event_name", "kind", "outcome", "paths",
-                 "session_id", "tool_name", "tool_use_id", "transcript")  # fmt: skip
+    __slots__ = ("agent", "agent_id", "agent_type", "command", "cwd", "event_name", "kind",
+                 "outcome", "paths", "session_id", "tool_name", "tool_use_id",
+                 "transcript")  # fmt: skip
 
     def __init__(
         self,
@@ -155,6 +156,8 @@ class HookEvent(Slotted):
         outcome: str | None = None,
         paths: tuple[str, ...] = (),  # the files an edit tool names, as the agent gave them
         transcript: str | None = None,  # the agent's own record of the session (a path)
+        agent_id: str | None = None,  # a subagent's (Claude Code's Task tool), and its kind
+        agent_type: str | None = None,
     ) -> None:
         self.agent = agent
         self.event_name = event_name
@@ -167,6 +170,8 @@ class HookEvent(Slotted):
         self.outcome = outcome
         self.paths = paths
         self.transcript = transcript
+        self.agent_id = agent_id
+        self.agent_type = agent_type
 
 
 class HookReply(Slotted):
@@ -252,6 +257,9 @@ def parse_event(agent: str, payload: bytes) -> HookEvent:
         outcome=_outcome(agent, event_name, tool_name, data) if kind == "post" else None,
         paths=paths,
         transcript=_optional_str(data, "transcript_path"),
+        # Claude Code names the subagent a call is made in; its main session has no id
+        agent_id=_optional_str(data, "agent_id"),
+        agent_type=_optional_str(data, "agent_type") if data.get("agent_id") else None,
     )
 
 

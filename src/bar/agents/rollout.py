@@ -20,10 +20,29 @@ import re
 import stat
 from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from bar.agents.protocol import HookEvent
+    from bar.tasks import Task
 
 _TAIL = 1 << 20  # bytes read from the end first: a post-tool event's call is recent
 _EXITED = re.compile(r"^Process exited with code (-?\d+)$", re.M)
 _RUNNING = re.compile(r"^Process running with session ID ", re.M)
+
+
+def said(task: Task, events: list[HookEvent], *, recent: bool = False) -> dict[str, str]:
+    """What Codex's rollouts say of the calls ``events`` name, by call id: only a rollout
+    in its home for ``task`` is read."""
+    from bar.agents import homes
+
+    home = homes.path(task, "codex")
+    found: dict[str, str] = {}
+    for path in {e.transcript for e in events}:
+        if (rollout := within(home, path)) is not None:
+            ids = [e.tool_use_id or "" for e in events if e.transcript == path]
+            found.update(outcomes(rollout, ids, recent=recent))
+    return found
 
 
 def within(home: Path, path: str | None) -> Path | None:
