@@ -67,7 +67,9 @@ def test_a_call_made_in_a_subagent_names_it(
     inited: Path, capfd: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     """Claude Code sends ``agent_id`` and ``agent_type`` in the hook events of a call
-    made in a subagent (its Task tool): the policy event and the checkpoint keep them."""
+    made in a subagent (its Task tool): the policy event and the checkpoint keep them.
+    Events any process can send: one whose call is in no transcript of the agent's is
+    marked unverified."""
     t = new_task(capfd)
     base = {"session_id": "s1", "transcript_path": str(tmp_path / "t.jsonl"),
             "cwd": str(worktree(t)), "tool_name": "Bash", "tool_use_id": "toolu_7",
@@ -91,3 +93,7 @@ def test_a_call_made_in_a_subagent_names_it(
     (checkpoint,) = [json.loads(line) for line in lines]
     assert (checkpoint["agent_id"], checkpoint["agent_type"]) == ("a3f", "Explore")
     assert checkpoint["diff_stat"]["file_list"] == ["sub.txt"]
+    # no agent wrote a transcript with this call: a process made it up, and it shows
+    assert checkpoint["verified"] is False
+    log = bar(capfd, "log", "--tools")
+    assert "unverified" in log.out, log.out

@@ -226,6 +226,8 @@ def test_a_real_agent_session_is_checkpointed_at_every_edit(
     assert [(c["kind"], c["tool"]) for c in cps] == [
         ("tool", edit_tool), ("tool", shell_tool), ("tool", edit_tool)]  # fmt: skip
     assert step["checkpoints"] == 3
+    # each call is in the agent's own transcript (Gemini CLI's events carry no call id)
+    assert [c.get("verified") for c in cps] == [None if agent == "gemini" else True] * 3
     assert [c["diff_stat"]["file_list"] for c in cps] == [
         ["notes.txt"],
         ["notes.txt"],

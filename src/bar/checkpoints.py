@@ -73,6 +73,7 @@ class Checkpoint:
     outcome: str | None = None  # what the agent reported: ran | failed | refused
     agent_id: str | None = None  # the subagent that made the call (Claude Code's), its kind
     agent_type: str | None = None
+    verified: bool | None = None  # the call is in the agent's transcript (None: cannot say)
     target: str | None = None  # a rollback's: the state it returned to
     label: str | None = None  # an order's: what the agent (or ``bar flow``) called the state
     head: str | None = None  # the task branch's HEAD then
@@ -103,7 +104,16 @@ class Checkpoint:
                 rec[key] = getattr(self, key)
         if self.paths:
             rec["paths"] = list(self.paths)
-        for key in ("decision", "answer", "outcome", "agent_id", "agent_type", "target", "label"):
+        for key in (
+            "decision",
+            "answer",
+            "outcome",
+            "agent_id",
+            "agent_type",
+            "verified",
+            "target",
+            "label",
+        ):
             if getattr(self, key) is not None:
                 rec[key] = getattr(self, key)
         rec.update(started_at=self.started_at, ended_at=self.ended_at,
@@ -141,6 +151,7 @@ class Checkpoint:
             decision=_str(rec.get("decision")), answer=_str(rec.get("answer")),
             outcome=_str(rec.get("outcome")), target=_str(rec.get("target")),
             agent_id=_str(rec.get("agent_id")), agent_type=_str(rec.get("agent_type")),
+            verified=v if isinstance(v := rec.get("verified"), bool) else None,
             label=_str(rec.get("label")), head=_str(rec.get("head")), diff_stat=diff_stat_of(rec.get("diff_stat")), patch=patch,
         )  # fmt: skip
 

@@ -364,6 +364,8 @@ class Supervisor:
         (a full disk) is said once; the step's own snapshot still records everything."""
         if self._checkpoints is None or self._checkpoint_failed:
             return
+        from bar.agents.transcripts import verified
+
         try:
             self._checkpoints.take(
                 "tool", started_at=call.started_at if call else None,
@@ -371,6 +373,7 @@ class Supervisor:
                 command=event.command, paths=self._relative(event.paths),
                 decision=call.action if call else None, answer=call.answer if call else None,
                 outcome=event.outcome, agent_id=event.agent_id, agent_type=event.agent_type,
+                verified=verified(self.task, event),
             )  # fmt: skip
         except (BarError, OSError) as exc:
             self._checkpoint_failed = True

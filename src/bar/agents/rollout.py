@@ -61,7 +61,7 @@ def outcomes(rollout: Path, call_ids: Iterable[str], *, recent: bool = False) ->
     wanted = {i for i in call_ids if i}
     if not wanted:
         return {}
-    data = _read(rollout, _TAIL if recent else None)
+    data = read(rollout, _TAIL if recent else None)
     found: dict[str, str] = {}
     for line in data.splitlines():
         if not any(i.encode() in line for i in wanted):
@@ -95,7 +95,8 @@ def _note(payload: dict[str, object], wanted: set[str], found: dict[str, str]) -
             found.setdefault(call, "ran")
 
 
-def _read(path: Path, tail: int | None) -> bytes:
+def read(path: Path, tail: int | None) -> bytes:
+    """The bytes of the regular file ``path`` (its last ``tail``; links not followed)."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
     except OSError:

@@ -115,7 +115,7 @@ def step_page(task: Task, step: Step, csrf: str) -> str:
         items = "".join(
             f'<li><a href="{esc(task_url(task, "/s/" + cp.name))}">{esc(cp.name)}</a> '
             f"{esc(cp.tool or cp.kind)} <code>{esc(cp.target_text)}</code> "
-            f"{esc(stat_text(cp.diff_stat))}</li>"
+            f"{esc(stat_text(cp.diff_stat))}{_unverified(cp)}</li>"
             for cp in taken
         )
         parts.append(f"<h2>Checkpoints</h2><ol class=checkpoints>{items}</ol>")
@@ -153,12 +153,22 @@ def _plain(text: str) -> str:
     return clean_text(text.encode("utf-8", "replace"))
 
 
+def _unverified(cp: Checkpoint) -> str:
+    """A mark for a checkpoint whose call is not in the agent's own transcript."""
+    return ' <span class="unverified">unverified</span>' if cp.verified is False else ""
+
+
+def _said(verified: bool | None) -> str:
+    return "-" if verified is None else "yes" if verified else "no: unverified"
+
+
 def checkpoint_page(task: Task, cp: Checkpoint, csrf: str) -> str:
     rows: list[tuple[str, str]] = [
         ("kind", esc(cp.kind)),
         ("tool", esc(cp.tool or "-")),
         ("what", f"<code>{esc(cp.target_text)}</code>"),
         ("policy", esc(cp.decision or "-")),
+        ("in the agent's transcript", _said(cp.verified)),
         ("ended", esc(cp.ended_at)),
         ("changes", esc(stat_text(cp.diff_stat))),
         ("snapshot", f"{short(cp.snapshot_before)} → {short(cp.snapshot)}"),

@@ -1,0 +1,69 @@
+"""Whether a tool call bar heard of is in the agent's own record of its session.
+
+Any process in a step can run ``bar hook`` or talk to the step's socket, and so make up
+a tool call that never happened: a checkpoint and blame for it. What the agent itself
+writes is its transcript, in its home for the task (``bar.agents.homes``), before the
+call runs: Claude Code's ``projects/…/SESSION.jsonl`` (an assistant message with a
+``tool_use`` of that id), Codex's rollout (a ``function_call`` with that ``call_id``). A
+checkpoint is ``verified`` when its call is found there; Gemini CLI's events carry no
+call id (and its chat file gets a call only after its hooks ran), so its checkpoints say
+nothing either way. Observed with the versions pinned in the Makefile.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from bar.agents import rollout
+
+if TYPE_CHECKING:
+    from bar.agents.protocol import HookEvent
+    from bar.tasks import Task
+
+_TAIL = 4 << 20  # bytes read from the end first: the call was just made
+
+
+def verified(task: Task, event: HookEvent) -> bool | None:
+    """True when the agent's transcript (in its home for ``task``) has the call of
+    ``event``, False when it has not (or the event names no transcript there), None
+    where the agent's events cannot be checked so (no call id)."""
+    from bar.agents import homes
+
+    call = event.tool_use_id
+    if event.agent not in ("claude", "codex") or not call:
+        return None
+    path = rollout.within(homes.path(task, event.agent), event.transcript)
+    if path is None:
+        return False
+    for tail in (_TAIL, None):
+        data = rollout.read(path, tail)
+        if any(_names_call(event.agent, line, call) for line in data.splitlines()
+               if call.encode() in line):  # fmt: skip
+            return True
+        if tail is not None and len(data) < tail:
+            break  # (the whole file was read)
+    return False
+
+
+def _names_call(agent: str, line: bytes, call: str) -> bool:
+    try:
+        rec: Any = json.loads(line)
+    except ValueError:
+        return False
+    if not isinstance(rec, dict):
+        return False
+    if agent == "codex":
+        payload = rec.get("payload")
+        return (isinstance(payload, dict) and payload.get("type") == "function_call"
+                and payload.get("call_id") == call)  # fmt: skip
+    message = rec.get("message")
+    content = message.get("content") if isinstance(message, dict) else None
+    return (
+        rec.get("type") == "assistant"
+        and isinstance(content, list)
+        and any(
+            isinstance(c, dict) and c.get("type") == "tool_use" and c.get("id") == call
+            for c in content
+        )
+    )
