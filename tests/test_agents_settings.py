@@ -141,7 +141,9 @@ def test_the_entries_bar_installs() -> None:
     entry = {"type": "command", "command": "bar hook claude", "timeout": 60}
     assert merge_hook_settings("claude", None, "bar hook claude") == {
         "hooks": {
-            "PreToolUse": [{"matcher": "Bash", "hooks": [entry]}],
+            # before every tool that can change files: the policy judges the shell's
+            # commands, and what changed before an edit is not the edit's
+            "PreToolUse": [{"matcher": "Bash|Edit|Write|MultiEdit|NotebookEdit", "hooks": [entry]}],
             # after every tool that can change files: a checkpoint each
             "PostToolUse": [
                 {"matcher": "Bash|Edit|Write|MultiEdit|NotebookEdit", "hooks": [entry]}
@@ -158,7 +160,7 @@ def test_the_entries_bar_installs() -> None:
     gemini = merge_hook_settings("gemini", None, "bar hook gemini")
     assert sorted(gemini["hooks"]) == ["AfterTool", "BeforeTool", "SessionStart"]
     (group,) = gemini["hooks"]["BeforeTool"]
-    assert group["matcher"] == "run_shell_command"
+    assert group["matcher"] == "run_shell_command|write_file|replace"
     assert group["hooks"][0]["timeout"] == 60_000  # milliseconds
     (after,) = gemini["hooks"]["AfterTool"]
     assert after["matcher"] == "run_shell_command|write_file|replace"

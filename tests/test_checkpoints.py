@@ -194,11 +194,13 @@ def test_changes_no_hook_saw_are_the_residual_checkpoint(
               "echo two > b.txt", "ls")  # fmt: skip
     (_step,) = ledger(t["id"])
     cps = checkpoint_lines(t["id"], "0001")
-    # the silent write happened before the shell command, whose checkpoint took it
-    assert [c["kind"] for c in cps] == ["tool", "tool", "tool"]
-    assert cps[1]["diff_stat"]["file_list"] == ["b.txt", "sub/agent.txt"]
-    assert cps[2]["diff_stat"]["files"] == 0 and "patch" not in cps[2]  # ls changed nothing
-    assert cps[2]["snapshot"] == cps[2]["snapshot_before"]  # and wrote no snapshot
+    # the silent write happened before the shell command: a residual of its own, taken
+    # when the command began, so the command's checkpoint holds only what it did
+    assert [c["kind"] for c in cps] == ["tool", "residual", "tool", "tool"]
+    assert cps[1]["diff_stat"]["file_list"] == ["sub/agent.txt"]
+    assert cps[2]["diff_stat"]["file_list"] == ["b.txt"]
+    assert cps[3]["diff_stat"]["files"] == 0 and "patch" not in cps[3]  # ls changed nothing
+    assert cps[3]["snapshot"] == cps[3]["snapshot_before"]  # and wrote no snapshot
 
     # a write after the last hook: the residual closes the step
     run_agent(
@@ -286,7 +288,8 @@ def test_an_interrupted_session_keeps_its_checkpoints_and_adds_the_residual(
     wt = worktree(t)
     proc = subprocess.Popen(
         [BAR_EXE, "run", "--no-pty", "--agent", "claude", "--", agent_program(tmp_path, "claude"),
-         "write:a.txt=one", "echo two > b.txt", "silent:c.txt=three", "sleep 30"],
+         "write:a.txt=one", "echo two > b.txt", "silent:c.txt=three",
+         f"wait:{tmp_path / 'never'}"],  # (waits for its user: no call, no hook event)
         cwd=inited, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
     )  # fmt: skip
     cps_file = task_dir(t["id"]) / "artifacts" / "0001.checkpoints.jsonl"
@@ -454,3 +457,21 @@ def test_a_rollback_while_the_session_waits_is_a_checkpoint_of_the_running_step(
     assert (wt / "a.txt").read_text() == "two\n"
     (step, _) = ledger(t["id"])
     assert cps[-1]["snapshot"] == step["snapshot"]
+
+
+def test_a_background_write_between_calls_is_no_calls_doing(
+    inited: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A file written while none of the agent's calls ran (a process it left in the
+    background, a subagent that skips hooks) is a residual of its own: the next call's
+    checkpoint, and blame, hold only what that call did."""
+    t = new_task(capfd)
+    run_agent(inited, tmp_path, "claude", "write:a.txt=one", "silent:bg.txt=from the background",
+              "write:b.txt=two")  # fmt: skip
+    cps = checkpoint_lines(t["id"], "0001")
+    assert [(c["kind"], c["diff_stat"]["file_list"]) for c in cps] == [
+        ("tool", ["a.txt"]), ("residual", ["bg.txt"]), ("tool", ["b.txt"])]  # fmt: skip
+    (line,) = bar(capfd, "blame", "bg.txt", "--json").json()["lines"]
+    assert line["state"] == "0001.2" and line["kind"] == "residual"
+    (line,) = bar(capfd, "blame", "b.txt", "--json").json()["lines"]
+    assert line["state"] == "0001.3" and line["tool"] == "Write"

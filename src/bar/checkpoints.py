@@ -31,7 +31,7 @@ from bar import git, snapshot, steps
 from bar.clock import now_iso
 from bar.errors import NotFound, UsageError
 from bar.git import DiffStat
-from bar.record import field, record
+from bar.record import field, record, replace
 from bar.records import diff_stat_of, parse_step_ref
 from bar.redact import Scrubber
 from bar.store.files import read_json_lines
@@ -169,6 +169,11 @@ def read(task: Task, step_id: str) -> list[Checkpoint]:
     """A step's checkpoints in order (none: a step without an agent, or an old one)."""
     found: list[Checkpoint] = []
     for rec in read_json_lines(path(task, step_id)):  # a line torn by a crash is skipped
+        amends = rec.get("amends")
+        if isinstance(amends, int) and 0 < amends <= len(found):  # (what was learnt later)
+            if isinstance(rec.get("verified"), bool):
+                found[amends - 1] = replace(found[amends - 1], verified=rec["verified"])
+            continue
         checkpoint = Checkpoint.from_record(step_id, rec)
         if checkpoint is not None and checkpoint.n == len(found) + 1:
             found.append(checkpoint)
@@ -246,6 +251,29 @@ class Recorder:
                              self.last, message, self.excludes, recorded_tree=self._last_tree,
                              changed=changed, hold_stamps=True)  # fmt: skip
         checkpoint = self.add(kind, snap.commit, started_at=started, **facts)
+        self._last_tree = snap.tree
+        return checkpoint
+
+    def amend(self, n: int, *, verified: bool) -> None:
+        """What was learnt of checkpoint ``n`` after it was recorded, as one more line
+        (the file stays append-only): whether its call is in the agent's transcript."""
+        _append(path(self.task, self.step_id), {"amends": n, "verified": verified})
+
+    def catch_up(self) -> Checkpoint | None:
+        """What changed since the last checkpoint, as a residual one, before the agent's
+        next call; None when nothing did. Where the kernel says what changed (a watch),
+        nothing changed costs nothing; else a stat pass."""
+        changed = self.watch.drain() if self.watch is not None else None
+        if changed is not None and not changed:
+            return None
+        snap = snapshot.take(self.task.worktree, self.task.index, self.task.snapshot_ref,
+                             self.last, f"step {self.step_id}: changes no call made",
+                             self.excludes, recorded_tree=self._last_tree, changed=changed,
+                             hold_stamps=True)  # fmt: skip
+        if snap.commit == self.last:
+            self._last_tree = snap.tree
+            return None
+        checkpoint = self.add("residual", snap.commit, started_at=now_iso())
         self._last_tree = snap.tree
         return checkpoint
 

@@ -103,6 +103,6 @@ def _taken(task: Task, step_id: str) -> int:
     """How many checkpoints the running step holds (lines of its checkpoints file)."""
     try:
         with open(task.paths.artifacts / f"{step_id}.checkpoints.jsonl", "rb") as fh:
-            return sum(1 for _ in fh)
+            return sum(1 for line in fh if line.startswith(b'{"checkpoint"'))  # (not amends)
     except OSError:
         return 0

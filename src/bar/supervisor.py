@@ -47,6 +47,7 @@ from bar.watch import TreeWatch
 if TYPE_CHECKING:  # the agents' code loads for a step with an agent or a hook event only
     from bar.agents import launch as agent_launch
     from bar.agents.protocol import HookEvent, HookReply
+    from bar.agents.transcripts import Verifier
     from bar.gate import Judgement
 
 _ACCEPT_POLL = 0.01  # seconds between checks for the end of the step
@@ -82,9 +83,12 @@ class Supervisor:
         self.argv = list(argv or [])
         self.launch: agent_launch.Launch | None = None
         self.mcp: list[str] | None = None  # `bar mcp` for this task, next to bar's hooks
+        self._verify: Verifier | None = None  # is each call in the agent's transcript?
         if agent is not None:
             from bar.agents.launch import for_step
+            from bar.agents.transcripts import Verifier
 
+            self._verify = Verifier(task)
             self.launch, self.mcp = for_step(agent, self.argv, self.socket_path, task.id, terminal)
             self.argv = self.launch.argv
         self.env: dict[str, str] = {"BAR_SOCKET": str(self.socket_path)}
@@ -267,9 +271,15 @@ class Supervisor:
         event = judgement.event
         if event is not None and event.kind == "post":  # reported after all: not twice
             self._unreported = [e for e in self._unreported if not _same_edit(e, event)]
-        elif event is not None:
+        idle = event is not None and event.kind == "pre" and not self._in_flight
+        if event is not None and event.kind != "post":
             self._in_flight.clear()  # the agent moved on: its earlier calls have ended
         self._checkpoint_unreported()  # the agent moved on: the edit before is done
+        if idle and self._checkpoints is not None and not self._checkpoint_failed:
+            # what changed while none of its calls ran (a background process, a subagent
+            # that skips hooks) is a residual of its own, never the next call's
+            with contextlib.suppress(BarError, OSError):
+                self._checkpoints.catch_up()
         if event is not None and event.kind == "pre" and event.command is None:
             if PROTOCOLS[agent].changes_files(event.tool_name) and judgement.answer != "deny":
                 self._unreported.append(event)  # Codex's apply_patch: no post event follows
@@ -345,18 +355,18 @@ class Supervisor:
         return call
 
     def _settle_unreported(self) -> None:
-        """Codex sends no post-tool event for a command the model left running
-        (``yield_time_ms``): what its rollout says of such calls, once the session ended."""
+        """Once the session ended, what the agent's own records say: how the Codex calls
+        it sent no post-tool event for ended (``bar.agents.rollout``), and whether the
+        calls not found in its transcript when checkpointed are there now."""
         from bar.agents import rollout
 
         with self._record_lock:
             left = [c for c in self._pending if c.event.agent == "codex" and c.answer != "deny"]
-        said = rollout.said(self.task, [c.event for c in left]) if left else {}
-        for call in left:
-            if (outcome := said.get(call.event.tool_use_id or "")) is not None:
-                with self._record_lock:
-                    self._pending.remove(call)
-                self._append({call_log.CALL: call.number, "outcome": outcome})
+            self._pending = [c for c in self._pending if c not in left]
+        for number, outcome in rollout.settle(self.task, [(c.number, c.event) for c in left]):
+            self._append({call_log.CALL: number, "outcome": outcome})
+        if self._verify and self._checkpoints is not None and not self._checkpoint_failed:
+            self._verify.settle(self._checkpoints)
 
     def _checkpoint(self, event: HookEvent, call: _Call | None) -> None:
         """The state after a tool call that can change files, recorded before the agent
@@ -364,8 +374,6 @@ class Supervisor:
         (a full disk) is said once; the step's own snapshot still records everything."""
         if self._checkpoints is None or self._checkpoint_failed:
             return
-        from bar.agents.transcripts import verified
-
         try:
             self._checkpoints.take(
                 "tool", started_at=call.started_at if call else None,
@@ -373,7 +381,7 @@ class Supervisor:
                 command=event.command, paths=self._relative(event.paths),
                 decision=call.action if call else None, answer=call.answer if call else None,
                 outcome=event.outcome, agent_id=event.agent_id, agent_type=event.agent_type,
-                verified=verified(self.task, event),
+                verified=self._verify and self._verify.check(event, self._checkpoints.count + 1),
             )  # fmt: skip
         except (BarError, OSError) as exc:
             self._checkpoint_failed = True

@@ -80,11 +80,12 @@ class Protocol(Slotted):
         return tool_name == self.shell_tool or tool_name in self.edit_tools
 
     def events(self) -> tuple[tuple[str, str | None], ...]:
-        """(event, matcher) of every hook bar installs: the shell tool before it runs,
-        every tool that can change files after it ran, and session start (no matcher:
-        every start)."""
+        """(event, matcher) of every hook bar installs: every tool that can change files
+        before it runs (the policy judges the shell's commands; an edit's start marks what
+        changed before it as no call's: ``Recorder.catch_up``) and after it ran, and
+        session start (no matcher: every start)."""
         return (
-            (self.event_name, self.matcher),
+            (self.event_name, self.post_matcher),
             *((name, self.post_matcher) for name in self.post_events),
             (self.start_event, None),
         )

@@ -45,6 +45,13 @@ def said(task: Task, events: list[HookEvent], *, recent: bool = False) -> dict[s
     return found
 
 
+def settle(task: Task, calls: list[tuple[int, HookEvent]]) -> list[tuple[int, str]]:
+    """(number, outcome) of each call the rollout says ended or was left running: the
+    calls Codex sent no post-tool event for (the model left them running)."""
+    found = said(task, [event for _, event in calls]) if calls else {}
+    return [(n, found[e.tool_use_id or ""]) for n, e in calls if (e.tool_use_id or "") in found]
+
+
 def within(home: Path, path: str | None) -> Path | None:
     """``path`` if it is a file under ``home`` (links resolved); else None."""
     if not path:

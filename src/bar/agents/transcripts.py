@@ -19,9 +19,35 @@ from bar.agents import rollout
 
 if TYPE_CHECKING:
     from bar.agents.protocol import HookEvent
+    from bar.checkpoints import Recorder
     from bar.tasks import Task
 
 _TAIL = 4 << 20  # bytes read from the end first: the call was just made
+
+
+class Verifier:
+    """Whether each checkpoint's call is in the agent's transcript: looked up when the
+    checkpoint is taken, and those not found then looked up again once the session
+    ended (Claude Code writes a call to its transcript a moment after it started it, not
+    always before its hooks run); one found then is amended (``Recorder.amend``)."""
+
+    def __init__(self, task: Task) -> None:
+        self.task = task
+        self._later: list[tuple[int, HookEvent]] = []
+
+    def check(self, event: HookEvent, n: int) -> bool | None:
+        """For checkpoint ``n``, taken for ``event``."""
+        found = verified(self.task, event)
+        if found is False:
+            self._later.append((n, event))
+        return found
+
+    def settle(self, recorder: Recorder) -> None:
+        """Look again for the calls not found (once the session ended)."""
+        later, self._later = self._later, []
+        for n, event in later:
+            if verified(self.task, event):
+                recorder.amend(n, verified=True)
 
 
 def verified(task: Task, event: HookEvent) -> bool | None:
