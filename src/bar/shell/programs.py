@@ -295,6 +295,8 @@ def decode(kind: str, text: str) -> str | None:
 
 
 _PATH_PRINTERS = frozenset({"pwd", "dirname", "realpath", "readlink", "basename"})
+_GIT_DIRS = frozenset({"--git-dir", "--git-common-dir", "--absolute-git-dir",
+                       "--show-superproject-working-tree"})  # fmt: skip
 
 
 def path_printed(prog: str, args: list[str]) -> str | None:
@@ -303,6 +305,8 @@ def path_printed(prog: str, args: list[str]) -> str | None:
     directory, or ends in ``..``); ``realpath X`` and ``readlink -f X`` are X."""
     if prog == "git" and args == ["rev-parse", "--show-toplevel"]:
         return "$PWD"  # (a step runs at the top of its worktree)
+    if prog == "git" and len(args) == 2 and args[0] == "rev-parse" and args[1] in _GIT_DIRS:
+        return "$PWD/../.git"  # (a worktree's git directories are the repository's, outside)
     if prog not in _PATH_PRINTERS:
         return None
     operands = [a for a in args if not a.startswith("-")]
