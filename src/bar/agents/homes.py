@@ -128,8 +128,8 @@ def _directory(home: Path, inner: str) -> Path:
 def _claude_state(mine: Path, inside: Path, server: dict[str, Any]) -> None:
     """Claude Code's ``.claude.json`` (its account, what it was told, MCP servers): the
     developer's at first, then the agent's own, with bar's server put in each step."""
-    own = Path(os.environ["CLAUDE_CONFIG_DIR"]) if os.environ.get("CLAUDE_CONFIG_DIR") else None
-    source = (own or home_dir()) / ".claude.json"
+    # (beside the settings where CLAUDE_CONFIG_DIR names them, else in ~ itself)
+    source = (mine if os.environ.get("CLAUDE_CONFIG_DIR") else home_dir()) / ".claude.json"
     target = inside / ".claude.json"
     state = _read_json(target, what=None) if _lexists(target) else None
     if state is None:

@@ -91,11 +91,11 @@ def hold(report: int, *, stop_leftovers: bool) -> None:
     with contextlib.suppress(OSError):
         landlock.prctl(_PR_SET_CHILD_SUBREAPER, 1)
     before = signal.pthread_sigmask(signal.SIG_BLOCK, _HELD)
+    holder = os.getpid()
     command = os.fork()
     if command == 0:
         signal.pthread_sigmask(signal.SIG_SETMASK, before)
         os.close(report)
-        holder = os.getppid()
         with contextlib.suppress(OSError):
             landlock.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
         if os.getppid() != holder:  # the holder died before the line above
