@@ -86,12 +86,16 @@ MakeRepo = Callable[..., Path]
 
 
 @pytest.fixture
-def make_repo(tmp_path: Path) -> MakeRepo:
-    """Build a real repository with one commit per ``files`` mapping given."""
+def make_repo(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[MakeRepo]:
+    """Build a real repository with one commit per ``files`` mapping given. When the
+    test ends, ``git fsck`` of each must be clean (SPEC §8: nothing a step does breaks
+    the developer's history), unless the test breaks it on purpose (``breaks_history``)."""
     counter = iter(range(1000))
+    made: list[Path] = []
 
     def factory(files: dict[str, str | bytes] | None = None, name: str | None = None) -> Path:
         repo = tmp_path / (name or f"repo{next(counter)}")
+        made.append(repo)
         repo.mkdir(parents=True)
         git(repo, "init", "-q", "-b", "main")
         content = files if files is not None else {"README.md": "hello\n"}
@@ -106,7 +110,16 @@ def make_repo(tmp_path: Path) -> MakeRepo:
         git(repo, "commit", "-q", "-m", "initial")
         return repo
 
-    return factory
+    yield factory
+    if request.node.get_closest_marker("breaks_history") is not None:
+        return
+    for repo in made:
+        if (repo / ".git").is_dir():
+            checked = subprocess.run(["git", "fsck", "--no-progress", "--no-dangling"],
+                                     cwd=repo, capture_output=True, text=True)  # fmt: skip
+            assert checked.returncode == 0 and not checked.stdout.strip(), (
+                f"git fsck of {repo.name} after the test: {checked.stdout}{checked.stderr}"
+            )
 
 
 @pytest.fixture

@@ -163,6 +163,7 @@ def test_steps_that_touch_nothing_guarded_record_no_guard_event(
     assert os.path.isfile(worktree(task) / ".git")
 
 
+@pytest.mark.breaks_history  # (an object rewritten in place, by the test itself)
 def test_objects_changed_in_place_are_found_with_and_without_the_kernels_help(
     make_repo: Any, tmp_path: Path
 ) -> None:
