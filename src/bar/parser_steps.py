@@ -50,8 +50,9 @@ def commands(sub: Any) -> None:
     agents.add_argument(
         "--agent",
         choices=("claude", "codex", "gemini"),
-        help="supervise CMD as this agent: its hooks check and checkpoint every tool call "
-        "(the default when CMD is claude, codex or gemini, also through env, npx or a path)",
+        help="supervise CMD as this agent: its hooks check and checkpoint every tool call, "
+        "from a home of its own for the task (never your ~/.claude, ~/.codex, ~/.gemini); "
+        "the default when CMD is claude, codex or gemini, also through env, npx or a path",
     )
     agents.add_argument(
         "--no-agent",
