@@ -32,14 +32,13 @@ from __future__ import annotations
 
 import json
 import os
-import stat
 from pathlib import Path
 from typing import Any
 
 from bar.agents.protocol import protocol
 from bar.errors import AgentSettingsError
 from bar.record import record
-from bar.store.files import write_bytes_atomic
+from bar.store.files import read_regular, write_bytes_atomic
 from bar.store.layout import bar_home, home_dir
 from bar.tasks import Task
 
@@ -153,7 +152,7 @@ def _codex_config(mine: Path, target: Path, hook_command: str, server: dict[str,
 
     from bar.agents.launch import codex_label, codex_trust_hash
 
-    raw = _read_bytes(mine)
+    raw = read_regular(mine)
     try:
         config: dict[str, Any] = tomllib.loads(raw.decode("utf-8")) if raw is not None else {}
     except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
@@ -204,7 +203,7 @@ def _copy_changed(mine: Path, inside: Path, names: tuple[str, ...]) -> None:
         seen = [st.st_size, st.st_mtime_ns, st.st_ino]
         if stamps.get(name) == seen and _lexists(inside / name):
             continue
-        data = _read_bytes(mine / name)
+        data = read_regular(mine / name)
         if data is None:
             continue
         write_bytes_atomic(inside / name, data, mode=0o600)
@@ -218,28 +217,10 @@ def _lexists(p: Path) -> bool:
     return os.path.lexists(p)
 
 
-def _read_bytes(p: Path) -> bytes | None:
-    """The bytes of the regular file ``p``; None if it is missing, or a link or anything
-    but a file (never followed)."""
-    try:
-        fd = os.open(p, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
-    except OSError:
-        return None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        chunks = []
-        while chunk := os.read(fd, 1 << 20):
-            chunks.append(chunk)
-        return b"".join(chunks)
-    finally:
-        os.close(fd)
-
-
 def _read_json(p: Path, *, what: str | None) -> dict[str, Any] | None:
     """The JSON object in ``p`` (None: missing). Not an object: an error naming ``what``
     (the developer's file), or None (a file of the home, made again)."""
-    raw = _read_bytes(p)
+    raw = read_regular(p)
     if raw is None:
         return None
     try:

@@ -17,10 +17,11 @@ from __future__ import annotations
 import json
 import os
 import re
-import stat
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from bar.store.files import read_regular
 
 if TYPE_CHECKING:
     from bar.agents.protocol import HookEvent
@@ -68,7 +69,7 @@ def outcomes(rollout: Path, call_ids: Iterable[str], *, recent: bool = False) ->
     wanted = {i for i in call_ids if i}
     if not wanted:
         return {}
-    data = read(rollout, _TAIL if recent else None)
+    data = read_regular(rollout, _TAIL if recent else None) or b""
     found: dict[str, str] = {}
     for line in data.splitlines():
         if not any(i.encode() in line for i in wanted):
@@ -100,26 +101,3 @@ def _note(payload: dict[str, object], wanted: set[str], found: dict[str, str]) -
             found.setdefault(call, "ran" if exited.group(1) == "0" else "failed")
         elif _RUNNING.search(text):
             found.setdefault(call, "ran")
-
-
-def read(path: Path, tail: int | None) -> bytes:
-    """The bytes of the regular file ``path`` (its last ``tail``; links not followed)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
-    except OSError:
-        return b""
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            return b""
-        size = st.st_size
-        start = max(0, size - tail) if tail is not None else 0
-        chunks = []
-        while chunk := os.pread(fd, 1 << 20, start):
-            chunks.append(chunk)
-            start += len(chunk)
-        return b"".join(chunks)
-    except OSError:
-        return b""
-    finally:
-        os.close(fd)

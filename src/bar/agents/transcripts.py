@@ -16,6 +16,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from bar.agents import rollout
+from bar.store.files import read_regular
 
 if TYPE_CHECKING:
     from bar.agents.protocol import HookEvent
@@ -63,7 +64,7 @@ def verified(task: Task, event: HookEvent) -> bool | None:
     if path is None:
         return False
     for tail in (_TAIL, None):
-        data = rollout.read(path, tail)
+        data = read_regular(path, tail) or b""
         if any(_names_call(event.agent, line, call) for line in data.splitlines()
                if call.encode() in line):  # fmt: skip
             return True

@@ -16,6 +16,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import stat
 from typing import TYPE_CHECKING, Any
 
 from bar import faults
@@ -224,6 +225,30 @@ def read_bytes(path: StrPath, what: str | None = None) -> bytes:
         while chunk := os.read(fd, 1 << 20):
             chunks.append(chunk)
         return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def read_regular(path: StrPath, tail: int | None = None) -> bytes | None:
+    """The bytes of ``path`` if it is a regular file (its last ``tail`` bytes, if given);
+    None if it is missing, unreadable, a link (never followed), a FIFO or anything else:
+    for files a step may have planted something in place of."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        at = max(0, st.st_size - tail) if tail is not None else 0
+        chunks = []
+        while chunk := os.pread(fd, 1 << 20, at):
+            chunks.append(chunk)
+            at += len(chunk)
+        return b"".join(chunks)
+    except OSError:
+        return None
     finally:
         os.close(fd)
 
