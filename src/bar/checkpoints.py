@@ -27,7 +27,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from bar import git, snapshot, steps
+from bar import git, quarantine, snapshot, steps
 from bar.clock import now_iso
 from bar.errors import NotFound, UsageError
 from bar.git import DiffStat
@@ -299,6 +299,7 @@ class Recorder:
     def add(self, kind: str, commit: str, *, started_at: str, **facts: Any) -> Checkpoint:
         """Record ``commit`` (a snapshot chained onto the last one) as the next checkpoint."""
         n = self.count + 1
+        quarantine.settle(self.task, final=False)  # (the step's commits: ``head`` below)
         stat, patch = steps.record_changes(self.task, f"{self.step_id}.{n}", self.last, commit)
         checkpoint = Checkpoint(
             step_id=self.step_id, n=n, kind=kind, snapshot_before=self.last, snapshot=commit,

@@ -19,15 +19,10 @@ from bar.record import record
 
 # Snapshot commits are bar's own records, not the developer's: a fixed identity means a
 # missing user.name never stops a step.
-BAR_IDENTITY = {
-    "GIT_AUTHOR_NAME": "bar",
-    "GIT_AUTHOR_EMAIL": "bar@localhost",
-    "GIT_COMMITTER_NAME": "bar",
-    "GIT_COMMITTER_EMAIL": "bar@localhost",
-}
+BAR_IDENTITY = {"GIT_AUTHOR_NAME": "bar", "GIT_AUTHOR_EMAIL": "bar@localhost",
+                "GIT_COMMITTER_NAME": "bar", "GIT_COMMITTER_EMAIL": "bar@localhost"}  # fmt: skip
 
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
-
 
 _OBJECT_ID_RE = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")
 
@@ -144,6 +139,12 @@ def _read_head(git_dir: str, common_dir: str) -> str | None:
     ref = named.group(1) if named is not None else b".."
     if any(bad in ref for bad in (b"..", b"/.", b"@{", b"//")) or ref.endswith((b".lock", b"/")):
         return None  # no name git would give a branch: let git say what it makes of it
+    return read_ref(common_dir, ref)
+
+
+def read_ref(common_dir: str | Path, ref: bytes) -> str | None:
+    """The commit a branch's loose ref, else its line in ``packed-refs``, names; None when
+    neither holds one (git may still know better: another ref storage, a symbolic ref)."""
     try:
         with open(os.path.join(os.fsencode(common_dir), ref), "rb") as f:
             value = f.read(4097).rstrip(b"\n").decode("ascii", "replace")

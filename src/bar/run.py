@@ -35,6 +35,7 @@ from bar import (
     known_secrets,
     outcome,
     prescan,
+    quarantine,
     snapshot,
     speed,
     stamps,
@@ -43,7 +44,7 @@ from bar import (
 )
 from bar.call_log import Recorded, read_recorded
 from bar.clock import ms_between, ms_since, now_iso
-from bar.errors import BarError, CannotConfine, ExitCode, HookFailed, UsageError
+from bar.errors import BarError, ExitCode, HookFailed, UsageError
 from bar.guard import Guard
 from bar.hooks import HookFacts, HookResult
 from bar.journals import RunIntent
@@ -55,7 +56,7 @@ from bar.records import Artifacts, HookRecord, PolicyEventRecord, RunStep
 from bar.redact import Scrubber, redact_env
 from bar.redact_stream import StreamScrubber
 from bar.run_hints import not_executable, refused_access
-from bar.sandbox import Confinement, Plan, confine, leftovers, unconfined
+from bar.sandbox import Confinement, leftovers
 from bar.sandbox import plan as sandbox_plan
 from bar.store.files import create_file
 from bar.supervisor import Supervisor
@@ -164,7 +165,7 @@ def run_step(task: Task, req: RunRequest, watch: TreeWatch | None = None) -> Run
 
     # 2. pre_run hooks; the repository's run confined like the step, so the confinement
     # is made first (and closed on every way out before the step's own try)
-    confinement = _confinement(task, req)
+    confinement = sandbox_plan.confinement(task, req.agent, asked=req.sandbox)
     boxed = sandbox_plan.step_env(task, env) if confinement.enabled else env
     adopted_since = leftovers.become_subreaper() if confinement.enabled else 0.0
     hook_records: list[HookRecord] = []
@@ -295,6 +296,7 @@ def complete(
     # the process that knew the run's pairs and environment.
     scrub = scrubber or known_secrets.scrubber()
     step_id = intent.step_id
+    policy_events = [*policy_events, *quarantine.settle_step(task)]  # (before the branch is read)
     recovering = executed is None
     if executed is None and intent.exit_code is not None:
         # the command had ended; only its recording failed: record how it ended
@@ -363,28 +365,6 @@ def complete(
 
 
 # --- the command -------------------------------------------------------------------
-
-
-def _confinement(task: Task, req: RunRequest) -> Confinement:
-    """How the step's command is confined (SPEC §8); says once why it is not, where the
-    kernel cannot, or fails if the project requires confinement."""
-    settings = task.project.config.sandbox
-    if not req.sandbox or not settings.enabled:
-        why = "--no-sandbox" if not req.sandbox else "sandbox.enabled is false"
-        return unconfined(Plan(()), why)
-    confinement = confine(sandbox_plan.for_step(task, req.agent))
-    if not confinement.enabled:
-        if settings.required:
-            raise CannotConfine(
-                f"the command cannot be confined: {confinement.reason}",
-                hint="run on a kernel with Landlock, or set sandbox.required: false in "
-                f"{task.project.paths.config}",
-            )
-        warn(f"not confined: {confinement.reason}; the command runs with your full rights")
-    elif not settings.network and not confinement.network_confined:
-        warn("sandbox.network is false, but this kernel cannot switch the network off "
-             "(Landlock ABI 4 or later is needed); the command can reach it")  # fmt: skip
-    return confinement
 
 
 def _execute(

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from bar.record import field, record
+from bar.sandbox.namespace import Bind
 
 if TYPE_CHECKING:
     from bar.config import SandboxConfig
@@ -57,6 +58,10 @@ class Plan:
     protected: tuple[Path, ...] = ()
     deny_read: tuple[Path, ...] = ()
     network: bool = True
+    # the step's own view of directories (``bar.sandbox.namespace``): the object store
+    # in quarantine; else why the step writes the shared store itself
+    binds: tuple[Bind, ...] = ()
+    shared_objects: str = ""
 
 
 @record
@@ -87,6 +92,7 @@ class Confinement:
             rec["writable"] = [str(p) for p in self.plan.writable]
             rec["read_denied"] = [str(p) for p in self.plan.deny_read]
             rec["network"] = not self.network_confined
+            rec["objects"] = "quarantine" if self.plan.binds else "shared"
         else:
             rec["reason"] = self.reason
         return rec
@@ -96,9 +102,18 @@ class Confinement:
         are confined, and held (``bar.sandbox.holder``: they die with bar). The command
         confines itself, in its process before exec: its holder is not confined, so the
         command can neither signal nor trace it."""
+        from bar.sandbox import namespace
         from bar.sandbox.holder import Holder
 
-        confining = self._ruleset.restrict_this_thread if self._ruleset is not None else None
+        ruleset, binds = self._ruleset, self.plan.binds if self.enabled else ()
+        ids = os.getuid(), os.getgid()
+
+        def confining() -> None:
+            if binds:
+                namespace.enter(binds, *ids)
+            if ruleset is not None:
+                ruleset.restrict_this_thread()
+
         holder = Holder(stop_leftovers=self.enabled, confine=confining)
         self._holders.append(holder)
         try:

@@ -1,8 +1,9 @@
 """What a task's step may write, read and reach (SPEC §8), as a ``bar.sandbox.Plan``.
 
-Writable: the worktree; what git needs to commit on the task branch (the object store,
-the worktree's own admin directory, the directory of the task branch's ref and of its
-reflog); the task's own temporary directory (the step's ``TMPDIR``), ``/tmp`` and
+Writable: the worktree; what git needs to commit on the task branch (the quarantine
+the step sees as the object store and as the directory of the task branch's ref and of
+its reflog, ``bar.quarantine``; where the kernel cannot give the step that view, the
+store and those directories themselves), the worktree's own admin directory; the task's own temporary directory (the step's ``TMPDIR``), ``/tmp`` and
 ``/var/tmp``; config ``sandbox.allow_write``; with an agent, its home for the task
 (``bar.agents.homes``, never the developer's own ``~/.claude`` and the like); the
 devices every program writes (``/dev/null``, terminals). Never writable, whatever holds
@@ -18,8 +19,11 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
+from bar import quarantine
+from bar.errors import CannotConfine
 from bar.guard import admin_dir, common_dir
-from bar.sandbox import DEVICES, Plan, own_code
+from bar.notices import warn
+from bar.sandbox import DEVICES, Confinement, Plan, confine, own_code, support, unconfined
 from bar.store.layout import bar_home, home_dir
 from bar.tasks import Task
 
@@ -53,14 +57,47 @@ def remove_temp_dir(task: Task) -> None:
     shutil.rmtree(task.dir / "tmp", ignore_errors=True)
 
 
+def confinement(task: Task, agent: str | None, *, asked: bool) -> Confinement:
+    """How a step's command is confined (``asked``: not ``--no-sandbox``); says once why
+    it is not, where the kernel cannot, or fails if the project requires confinement."""
+    settings = task.project.config.sandbox
+    if not asked or not settings.enabled:
+        why = "--no-sandbox" if not asked else "sandbox.enabled is false"
+        return unconfined(Plan(()), why)
+    made = confine(for_step(task, agent))
+    if not made.enabled:
+        if settings.required:
+            raise CannotConfine(
+                f"the command cannot be confined: {made.reason}",
+                hint="run on a kernel with Landlock, or set sandbox.required: false in "
+                f"{task.project.paths.config}",
+            )
+        warn(f"not confined: {made.reason}; the command runs with your full rights")
+    elif not settings.network and not made.network_confined:
+        warn("sandbox.network is false, but this kernel cannot switch the network off "
+             "(Landlock ABI 4 or later is needed); the command can reach it")  # fmt: skip
+    return made
+
+
 def for_step(task: Task, agent: str | None) -> Plan:
     settings = task.project.config.sandbox
     common = common_dir(task)
     admin = admin_dir(task, common)
-    ref = Path("refs/heads", task.branch).parent
-    git_dirs = [common / "objects", common / ref, common / "logs" / ref]
-    for folder in git_dirs[1:]:
-        folder.mkdir(parents=True, exist_ok=True)  # git makes them; in a step it cannot
+    setup = quarantine.prepare(task)
+    if isinstance(setup, quarantine.Setup):
+        git_dirs, binds, shared = list(setup.writable), setup.binds, ""
+    else:
+        ref = Path("refs/heads", task.branch).parent
+        git_dirs, binds, shared = (
+            [common / "objects", common / ref, common / "logs" / ref],
+            (),
+            setup,
+        )
+        for folder in git_dirs[1:]:
+            folder.mkdir(parents=True, exist_ok=True)  # git makes them; in a step it cannot
+        _object_dirs(common / "objects")
+        if support()[0] is not None:
+            warn(f"the step can change the repository's existing objects: {setup}")
     agent_state: list[Path] = []
     if agent is not None:
         from bar.agents import homes  # a plain step does not load the agents'
@@ -84,7 +121,7 @@ def for_step(task: Task, agent: str | None) -> Plan:
     # what git reads as the truth about the objects, which a commit never writes: the
     # commit graph (parents and dates of commits), alternates (where else objects are),
     # the list of packs
-    object_info = _object_dirs(common / "objects")
+    object_info = common / "objects" / "info"
     protected = [task.project.root, common, bar_home(), task.project.policy_path(), home_dir(),
                  object_info, *own_code.places()]  # fmt: skip
     return Plan(
@@ -92,17 +129,19 @@ def for_step(task: Task, agent: str | None) -> Plan:
         protected=tuple(protected),
         deny_read=tuple(_home_path(p) for p in settings.deny_read),
         network=settings.network,
+        binds=binds,
+        shared_objects=shared,
     )
 
 
 _FANOUT = tuple(f"{n:02x}" for n in range(256))
 
 
-def _object_dirs(store: Path) -> Path:
+def _object_dirs(store: Path) -> None:
     """Make every directory a new object goes in (the 256 fan-out directories, ``pack``)
-    and ``info``; return ``info``. Keeping ``info`` read-only makes the store itself a
-    directory where nothing new can be made (``bar.sandbox``), so git must find those
-    ready."""
+    and ``info``, where a step writes the store itself. Keeping ``info`` read-only makes
+    the store a directory where nothing new can be made (``bar.sandbox``), so git must
+    find those ready."""
     try:
         present = set(os.listdir(store))
     except OSError:
@@ -111,7 +150,6 @@ def _object_dirs(store: Path) -> Path:
         if name not in present:
             with contextlib.suppress(OSError):
                 (store / name).mkdir()
-    return store / "info"
 
 
 def _home_path(value: str) -> Path:
