@@ -103,7 +103,9 @@ def prepare(task: Task) -> Setup | str:
         _put(root / "logs" / own, reflog)
     state = {"ref": _real_ref(task), "log": len(reflog or b""), "others": others}
     _put(task.dir / STATE, json.dumps(state).encode())
+    # (what git believes about the objects, the quarantine's ``info``, read-only too)
     binds = (Bind(str(store), str(view), read_only=True), Bind(str(root), str(store)),
+             Bind(str(root / "info"), str(store / "info"), read_only=True),
              Bind(str(root / "refs"), str(refs)), Bind(str(root / "logs"), str(logs)))  # fmt: skip
     return Setup(root, binds, (root, root / "refs", root / "logs"))
 
