@@ -107,3 +107,39 @@ def test_indexes_git_trusts_about_packs_do_not_outlive_the_step(
                    for e in step["policy_events"])  # fmt: skip
     fsck = subprocess.run(["git", "fsck", "--strict"], cwd=inited, capture_output=True, text=True)
     assert fsck.returncode == 0, fsck.stdout + fsck.stderr
+
+
+@confined
+def test_the_worktrees_own_git_files_name_only_objects_in_the_repository(
+    objects: str, inited: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A reflog entry, a detached HEAD or an index entry naming an object the store does
+    not hold breaks ``git fsck`` (the fixture checks it after the test): whether the step
+    wrote them by hand or its git wrote them through a repointed ``commondir``."""
+    assert bar(capfd, "task", "new", "own").code == 0
+    wt = Path(_git_out(inited, "worktree", "list", "--porcelain").split("worktree ")[2].split()[0])
+    admin = Path(_git_out(wt, "rev-parse", "--absolute-git-dir"))
+    ghost = "3" * 40
+    script = (
+        f"git update-index --add --info-only --cacheinfo 100644,{ghost},ghost.txt && "
+        f"printf '%s %s x <x> 1 +0000\\tplanted\\n' {'0' * 40} {'4' * 40} >> '{admin}/logs/HEAD' && "
+        'git init -q --bare "$TMPDIR/fake" && '
+        f"printf '%s\\n' \"$TMPDIR/fake\" > '{admin}/commondir' && "
+        "git commit -q --allow-empty -m 'into the fake' ; echo done"
+    )
+    code, out, step = _run(capfd, script)
+    assert code == 0 and "done" in out, out
+    matched = " ".join(e["matched"] for e in step["policy_events"] if e["rule"] == "bar:guard")
+    assert "reflog logs/HEAD" in matched and "index" in matched, matched
+    fsck = subprocess.run(["git", "fsck", "--no-dangling"], cwd=inited, capture_output=True,
+                          text=True)  # fmt: skip
+    assert fsck.returncode == 0, fsck.stdout + fsck.stderr
+    # a HEAD detached onto a missing commit is put back on the task branch
+    code, out, step = _run(capfd, f"echo {ghost} > '{admin}/HEAD'")
+    assert (admin / "HEAD").read_text().startswith("ref: refs/heads/")
+    assert bar(capfd, "run", "--no-pty", "--", "true").code == 0
+
+
+def _git_out(where: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(where), *args], capture_output=True, text=True,
+                          check=True).stdout.strip()  # fmt: skip

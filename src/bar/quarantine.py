@@ -129,8 +129,6 @@ def settle(task: Task, *, final: bool) -> list[str]:
             found += _bring_objects(task, fd, final)
             found += _bring_packs(task, fd, final)
             found += _bring_branch(task, fd, _state(state_path), final)
-        if final:
-            found += _worktree_logs(task)
     finally:
         if fd >= 0:
             os.close(fd)
@@ -147,9 +145,12 @@ def _state(path: Path) -> dict[str, object]:
 
 
 def settle_step(task: Task) -> list[PolicyEventRecord]:
-    """``settle`` once a step has ended: each refusal said, and recorded in the step as a
-    ``bar:guard`` policy event."""
-    found = settle(task, final=True)
+    """``settle`` once a step has ended (confined or not), and the worktree's own git
+    files checked (``bar.worktree_state``): each refusal said, and recorded in the step as
+    a ``bar:guard`` policy event."""
+    from bar import worktree_state
+
+    found = settle(task, final=True) + worktree_state.check(task)
     for what in found:
         warn(f"guard: {what}")
     return [PolicyEventRecord(rule="bar:guard", action="warn", matched=what) for what in found]
@@ -360,39 +361,6 @@ def _put(path: Path, data: bytes) -> None:
     """Replace a file bar can make again (not made durable: a crash of the machine
     leaves the old one at worst)."""
     write_bytes_atomic(path, data, durable=False)
-
-
-def _worktree_logs(task: Task) -> list[str]:
-    """The worktree's own reflogs (``HEAD``'s, in its admin directory, which a step
-    writes) keep only entries naming objects in the store: ``git fsck`` checks them."""
-    admin = admin_dir(task, common_dir(task))
-    if admin is None:
-        return []
-    logs = [(rel, data) for rel, data in below.tree(admin / "logs")]
-    named = {word for _, data in logs for line in data.splitlines()
-             for word in line.split(b"\t")[0].split()[:2]}  # fmt: skip
-    asked = b"".join(
-        w + b"\n" for w in named if git.is_object_id(w.decode(errors="replace")) and w.strip(b"0")
-    )  # (not the null id: no object)
-    if not asked:
-        return []
-    res = git.git(
-        task.worktree, "cat-file", "--batch-check=%(objectname)", input=asked, check=False
-    )
-    missing = {line.split()[0] for line in res.stdout.splitlines() if line.endswith(b" missing")}
-    found: list[str] = []
-    for rel, data in logs:
-        lines = data.splitlines(keepends=True)
-        kept = [ln for ln in lines if not set(ln.split(b"\t")[0].split()[:2]) & missing]
-        if len(kept) != len(lines):
-            aside = task.dir / "tampered" / f"reflog-{rel.replace('/', '_')}"
-            aside.parent.mkdir(mode=0o700, exist_ok=True)
-            write_bytes_atomic(aside, data)
-            write_bytes_atomic(admin / "logs" / rel, b"".join(kept))
-            found.append(f"the worktree's reflog logs/{rel} named {len(lines) - len(kept)} "
-                         f"object(s) not in the repository; bar took those entries out (all "
-                         f"of it is in {aside})")  # fmt: skip
-    return found
 
 
 def _whole(task: Task, commit: str, base: str | None) -> bool:
