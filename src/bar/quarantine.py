@@ -254,7 +254,8 @@ def _pack(objects: list[_Loose]) -> bytes:
         head.append(byte)
         parts += [bytes(head), zlib.compress(o.body, 1)]
     data = b"".join(parts)
-    return data + hashlib.sha1(data).digest()
+    long_ids = any(len(o.name) == 62 for o in objects)  # (a SHA-256 repository's pack)
+    return data + (hashlib.sha256 if long_ids else hashlib.sha1)(data).digest()
 
 
 def _forget(root: int, objects: list[_Loose]) -> None:
