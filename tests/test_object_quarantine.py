@@ -200,3 +200,14 @@ def test_without_namespaces_the_step_writes_the_store_and_says_so(
     assert step["sandbox"]["objects"] == "shared"
     assert "can change the repository's existing objects" in said
     assert _git(inited, "log", "-1", "--format=%s", t["branch"]) == "x"
+
+
+def test_status_says_whether_new_objects_wait_in_a_quarantine(
+    inited: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    new_task(capfd)
+    res = bar(capfd, "status", "--json")
+    assert json.loads(res.out)["sandbox"]["objects"] == "quarantine"
+    monkeypatch.setenv(namespace.UNAVAILABLE_ENV, "1")
+    res = bar(capfd, "status")
+    assert "steps write the object store itself" in res.out

@@ -158,8 +158,18 @@ def status(settings: SandboxConfig) -> dict[str, Any]:
     mechanism, detail = support()
     if not settings.enabled:
         mechanism, detail = None, "sandbox.enabled is false"
+    objects = None
+    if mechanism is not None:  # (whether a step's new objects can wait in a quarantine)
+        from bar.sandbox import namespace
+        from bar.store.layout import bar_home
+
+        why = namespace.available(str(bar_home()))
+        objects = "quarantine" if why is None else "shared"
+        detail += "; new objects wait in a quarantine" if why is None else (
+            f"; steps write the object store itself ({why})")  # fmt: skip
     return {"enabled": mechanism is not None, "mechanism": mechanism, "detail": detail,
-            "required": settings.required, "network": settings.network}  # fmt: skip
+            "required": settings.required, "network": settings.network,
+            "objects": objects}  # fmt: skip
 
 
 def unconfined(plan: Plan, reason: str) -> Confinement:
