@@ -82,7 +82,8 @@ def prepare(task: Task) -> Setup | str:
     store = common / "objects"
     if _relative_alternates(store):
         return f"{store}/info/alternates names a store by a relative path"
-    settle(task, final=True)
+    for what in settle(task, final=True):  # (left by a step bar did not record: a hook's)
+        warn(f"guard: {what}")
     view = task.dir / VIEW
     for folder in (root, view, root / "info", root / "refs", root / "logs"):
         below.real_dir(folder)
