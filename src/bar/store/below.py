@@ -15,6 +15,8 @@ import stat
 from collections.abc import Iterator
 from pathlib import Path
 
+from bar.store.files import read_regular
+
 READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
 DIR = READ | os.O_DIRECTORY
 
@@ -116,19 +118,7 @@ def read_at(root: int, rel: str) -> bytes | None:
             if fd != root:
                 os.close(fd)
             fd = nxt
-        try:
-            leaf = os.open(parts[-1], READ | os.O_NONBLOCK, dir_fd=fd)
-        except OSError:
-            return None
-        try:
-            if not stat.S_ISREG(os.fstat(leaf).st_mode):
-                return None
-            chunks = []
-            while chunk := os.read(leaf, 1 << 20):
-                chunks.append(chunk)
-            return b"".join(chunks)
-        finally:
-            os.close(leaf)
+        return read_regular(parts[-1], dir_fd=fd)
     except OSError:
         return None
     finally:

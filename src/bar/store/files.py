@@ -229,12 +229,16 @@ def read_bytes(path: StrPath, what: str | None = None) -> bytes:
         os.close(fd)
 
 
-def read_regular(path: StrPath, tail: int | None = None) -> bytes | None:
-    """The bytes of ``path`` if it is a regular file (its last ``tail`` bytes, if given);
-    None if it is missing, unreadable, a link (never followed), a FIFO or anything else:
-    for files a step may have planted something in place of."""
+def read_regular(
+    path: StrPath, tail: int | None = None, *, dir_fd: int | None = None
+) -> bytes | None:
+    """The bytes of ``path`` (relative to ``dir_fd`` if given) if it is a regular file (its
+    last ``tail`` bytes, if given); None if it is missing, unreadable, a link (never
+    followed), a FIFO or anything else: for files a step may have planted something in
+    place of."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK,
+                     dir_fd=dir_fd)  # fmt: skip
     except OSError:
         return None
     try:
