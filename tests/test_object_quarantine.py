@@ -211,3 +211,19 @@ def test_status_says_whether_new_objects_wait_in_a_quarantine(
     monkeypatch.setenv(namespace.UNAVAILABLE_ENV, "1")
     res = bar(capfd, "status")
     assert "steps write the object store itself" in res.out
+
+
+def test_a_store_that_borrows_objects_by_a_relative_path_is_quarantined_too(
+    inited: Path, capfd: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """``git clone --shared`` with a relative path: the view of the store is mounted
+    elsewhere, so it names the borrowed store by an absolute path."""
+    lender = tmp_path / "lender.git"
+    subprocess.run(["git", "clone", "-q", "--bare", str(inited), str(lender)], check=True)
+    store = inited / ".git" / "objects"
+    (store / "info" / "alternates").write_text(os.path.relpath(lender / "objects", store) + "\n")
+    t = new_task(capfd)
+    code, said, step = _run(capfd, "sh", "-c", "git commit -q --allow-empty -m borrowed")
+    assert code == 0 and "does not exist" not in said, said
+    assert step["sandbox"]["objects"] == "quarantine"
+    assert _git(inited, "log", "-1", "--format=%s", t["branch"]) == "borrowed"

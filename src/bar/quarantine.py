@@ -80,8 +80,6 @@ def prepare(task: Task) -> Setup | str:
     if root is None:
         return "the worktree has no admin directory of its own"
     store = common / "objects"
-    if _relative_alternates(store):
-        return f"{store}/info/alternates names a store by a relative path"
     for what in settle(task, final=True):  # (left by a step bar did not record: a hook's)
         warn(f"guard: {what}")
     view = task.dir / VIEW
@@ -99,13 +97,14 @@ def prepare(task: Task) -> Setup | str:
     others = {rel: data.decode(errors="replace") for rel, data in _copy_refs(refs, root / "refs")
               if rel != own}  # fmt: skip
     below.empty(root / "logs")
-    reflog = _read(logs / own)
+    reflog = read_regular(logs / own)
     if reflog is not None:
         _put(root / "logs" / own, reflog)
     state = {"ref": _real_ref(task), "log": len(reflog or b""), "others": others}
     _put(task.dir / STATE, json.dumps(state).encode())
     # (what git believes about the objects, the quarantine's ``info``, read-only too)
-    binds = (Bind(str(store), str(view), read_only=True), Bind(str(root), str(store)),
+    binds = (Bind(str(store), str(view), read_only=True), *_absolute_alternates(task, store, view),
+             Bind(str(root), str(store)),
              Bind(str(root / "info"), str(store / "info"), read_only=True),
              Bind(str(root / "refs"), str(refs)), Bind(str(root / "logs"), str(logs)))  # fmt: skip
     return Setup(root, binds, (root, root / "refs", root / "logs"))
@@ -411,10 +410,6 @@ def _copy_refs(source: Path, target: Path) -> list[tuple[str, bytes]]:
     return copied
 
 
-def _read(path: Path) -> bytes | None:
-    return read_regular(path)
-
-
 def _refuse(task: Task, root: int, folder: str, name: str, data: bytes, why: str) -> list[str]:
     """Put a file of the quarantine aside in the task's ``tampered/``; say it."""
     with contextlib.suppress(OSError):
@@ -428,7 +423,16 @@ def _refuse(task: Task, root: int, folder: str, name: str, data: bytes, why: str
             "and not in the repository"]  # fmt: skip
 
 
-def _relative_alternates(store: Path) -> bool:
-    data = _read(store / "info" / "alternates") or b""
-    return any(line.strip() and not line.strip().startswith((b"/", b"#"))
-               for line in data.splitlines())  # fmt: skip
+def _absolute_alternates(task: Task, store: Path, view: Path) -> tuple[Bind, ...]:
+    """Where the store names other stores by relative paths (``git clone --shared`` with a
+    relative path), the view must name them from where it is mounted: a copy of its
+    ``alternates`` with every path made absolute is mounted over it."""
+    data = read_regular(store / "info" / "alternates") or b""
+    lines = [ln.strip() for ln in data.splitlines()]
+    if not any(ln and not ln.startswith((b"/", b"#")) for ln in lines):
+        return ()
+    fixed = [ln if not ln or ln.startswith((b"/", b"#")) else os.fsencode(os.path.normpath(
+             os.path.join(os.fsencode(store), ln))) for ln in lines]  # fmt: skip
+    copy = task.dir / "objects-alternates"
+    _put(copy, b"".join(ln + b"\n" for ln in fixed))
+    return (Bind(str(copy), str(view / "info" / "alternates"), read_only=True),)
