@@ -256,3 +256,29 @@ def test_a_real_agent_session_is_checkpointed_at_every_edit(
                        check=True)  # fmt: skip
     assert (replay / "notes.txt").read_text() == "alpha\nbeta\n"
     assert (replay / "more.txt").read_text() == "gamma\n"
+
+
+@pytest.mark.parametrize("agent", ["claude", "codex", "gemini"])
+def test_a_real_agents_commit_reaches_the_repository_at_its_checkpoint(
+    agent: str, inited: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """The agent commits through its shell: the commit waits in the step's quarantine
+    (docs/sandbox.md) and is in the repository, with the task branch on it, by the
+    checkpoint of that tool call; the next edit's checkpoint names the same head."""
+    agent_binary(agent)
+    t = new_task(capfd)
+    wt = worktree(t)
+    commit = "echo one > one.txt && git add one.txt && git -c user.name=a -c user.email=a@x commit -qm one"
+    script = [Shell(commit), WriteFile(str(wt / "two.txt"), "two\n"), Answer("Committed.")]
+    with MockServer(script) as server:
+        res = AgentSetup(agent, server.url).run_in_bar(inited, "commit")
+    assert res.returncode == 0, res.stdout + res.stderr
+    (step,) = ledger(t["id"])
+    lines = (task_dir(t["id"]) / "artifacts/0001.checkpoints.jsonl").read_text().splitlines()
+    cps = [cp for cp in map(json.loads, lines) if "checkpoint" in cp]
+    branch = subprocess.run(["git", "-C", str(inited), "rev-parse", t["branch"]],
+                            capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+    subject = subprocess.run(["git", "-C", str(inited), "log", "-1", "--format=%s", branch],
+                             capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+    assert subject == "one"
+    assert [c["head"] for c in cps] == [branch, branch] and step["head"] == branch
