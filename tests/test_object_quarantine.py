@@ -117,6 +117,7 @@ def test_objects_that_lie_or_break_links_never_reach_the_store(
     assert _git(inited, "rev-parse", t["branch"]) == base
     guarded = " ".join(_guarded(step))
     assert "fails git's checks" in guarded and "not all in the repository" in guarded
+    assert f"{forged['bomb'][:2]}/{forged['bomb'][2:]} the step wrote is no git object" in guarded
     assert list((task_dir(t["id"]) / "tampered").glob("object-*"))
 
 

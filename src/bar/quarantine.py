@@ -54,6 +54,7 @@ STATE = "quarantine.json"  # in the task's directory: the branch as last brought
 _HEX = frozenset("0123456789abcdef")
 _TYPES = {b"commit": 1, b"tree": 2, b"blob": 3, b"tag": 4}
 _BATCH = 64 << 20  # bytes of objects given to one ``unpack-objects``
+_LARGEST = 1 << 30  # bytes of one object bar brings in from a quarantine
 
 
 @record(frozen=True)
@@ -178,7 +179,9 @@ def _bring_objects(task: Task, root: int, final: bool) -> list[str]:
             parsed = _parse(data) if len(name) in (38, 62) and set(name) <= _HEX else None
             if parsed is None:
                 if final:  # a temporary file git left, or no object at all
-                    found += _refuse(task, root, folder, name, data, "is no git object")
+                    found += _refuse(
+                        task, root, folder, name, data, "is no git object (or one over 1 GiB)"
+                    )
                 continue
             batch.append(_Loose(folder, name, *parsed))
             size += len(parsed[1])
@@ -196,14 +199,21 @@ def _bring_objects(task: Task, root: int, final: bool) -> list[str]:
 
 
 def _parse(data: bytes) -> tuple[bytes, bytes] | None:
-    """A loose object file's (type, content); None if it is not one."""
+    """A loose object file's (type, content); None if it is not one, or if its content
+    is over ``_LARGEST`` (a few kilobytes of a step's can claim gigabytes)."""
     try:
-        raw = zlib.decompress(data)
+        inflate = zlib.decompressobj()
+        head = inflate.decompress(data, 64)
+        header, sep, rest = head.partition(b"\0")
+        kind, _, size = header.partition(b" ")
+        if not sep or kind not in _TYPES or not size.isdigit() or int(size) > _LARGEST:
+            return None
+        if len(rest) > int(size):
+            return None
+        body = rest + inflate.decompress(inflate.unconsumed_tail, int(size) - len(rest) + 1)
     except zlib.error:
         return None
-    header, sep, body = raw.partition(b"\0")
-    kind, _, size = header.partition(b" ")
-    if not sep or kind not in _TYPES or not size.isdigit() or int(size) != len(body):
+    if int(size) != len(body) or not inflate.eof:
         return None
     return kind, body
 
@@ -347,7 +357,7 @@ def _bring_branch(task: Task, root: int, state: dict[str, object], final: bool) 
     if found:  # (found again, and said, when the step has ended)
         return []
     if real is not None and new == base != real:  # bar moved it: the step sees it
-        _put(Path(str(place(task))) / "refs" / own, f"{real}\n".encode())
+        _put_at(root, f"refs/{own}", f"{real}\n".encode())
     _put(task.dir / STATE, json.dumps({**state, "ref": real, "log": len(log)}).encode())
     return []
 
@@ -356,6 +366,25 @@ def _real_ref(task: Task) -> str | None:
     return git.read_ref(common_dir(task), _ref(task).encode()) or git.rev_parse(
         task.worktree, _ref(task)
     )
+
+
+def _put_at(root: int, rel: str, data: bytes) -> None:
+    """``_put`` below the quarantine held open as ``root``: while the step runs it can
+    swap a directory there for a link, and bar writes nothing through one."""
+    folder, _, name = rel.rpartition("/")
+    with contextlib.suppress(OSError):
+        fd = os.open(folder, below.DIR, dir_fd=root)
+        try:
+            tmp = f".{name}.{os.getpid()}.tmp"
+            out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600,
+                          dir_fd=fd)  # fmt: skip
+            try:
+                os.write(out, data)
+            finally:
+                os.close(out)
+            os.replace(tmp, name, src_dir_fd=fd, dst_dir_fd=fd)
+        finally:
+            os.close(fd)
 
 
 def _put(path: Path, data: bytes) -> None:

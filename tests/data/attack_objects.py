@@ -85,6 +85,10 @@ def forge() -> None:
     os.makedirs(os.path.join(store, lying[:2]), exist_ok=True)
     with open(os.path.join(store, lying[:2], lying[2:]), "wb") as f:
         f.write(zlib.compress(other))
+    bomb = "b" * 40  # claims 5 GiB: its ten kilobytes would inflate to that
+    os.makedirs(os.path.join(store, bomb[:2]), exist_ok=True)
+    with open(os.path.join(store, bomb[:2], bomb[2:]), "wb") as f:
+        f.write(zlib.compress(b"blob %d\0" % (5 << 30) + bytes(10 << 20)))
     malformed = git(
         "hash-object", "-t", "commit", "--literally", "-w", "--stdin", data=b"not a commit"
     )
@@ -92,7 +96,11 @@ def forge() -> None:
     commit = git("commit-tree", tree, "-p", "HEAD", "-m", "onto a ghost")
     branch = git("symbolic-ref", "HEAD")
     git("update-ref", branch, commit)
-    print(json.dumps({"lying": lying, "malformed": malformed, "tree": tree, "commit": commit}))
+    print(
+        json.dumps(
+            {"bomb": bomb, "lying": lying, "malformed": malformed, "tree": tree, "commit": commit}
+        )
+    )
 
 
 if __name__ == "__main__":
