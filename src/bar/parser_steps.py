@@ -23,7 +23,9 @@ def commands(sub: Any) -> None:
         "CMD's exit code (127: not found, 126: blocked or not executable, 128+N: signal N).\n\n"
         "CMD and everything it starts are confined by the kernel (Linux Landlock): they\n"
         "can write the worktree, the task branch, TMPDIR, /tmp and sandbox.allow_write,\n"
-        "and nothing else; ~/.ssh, ~/.aws and ~/.gnupg cannot be read. See docs/sandbox.md.\n\n"
+        "and nothing else; ~/.ssh, ~/.aws and ~/.gnupg cannot be read. Its new git objects\n"
+        "wait in a quarantine until git has checked them: no existing one can change, and\n"
+        "no other branch can move. See docs/sandbox.md.\n\n"
         "A policy block and a failing pre_run hook are recorded as steps too (nothing ran:\n"
         "'blocked' or 'stopped' in bar log). With --json, stdout carries only the step's\n"
         "record, printed when it ends; the command's own output is shown live on stderr.",
