@@ -28,7 +28,7 @@ what bar left) is itself killed at a random moment, and edits made by hand again
 `bar doctor` (its findings are reported), in half of the trials `bar doctor --repair`,
 `bar status`, `bar run -- true`, a final `bar doctor`, and the invariants below are checked.
 
-bar's own code does all the work in every step, through ``bar.cli.main`` in this process
+bar's own code does all the work in every step, through ``bar.cli.main.main`` in this process
 for the setup and the commands after the crash (an interpreter start for each of those
 adds about half to a trial's time; --processes starts one anyway), and as a process of its
 own for the measured and the killed operation. Everything a trial draws comes from one generator
@@ -129,10 +129,10 @@ class Ran:
 
 
 class Bar:
-    """bar as a process of its own, or through ``bar.cli.main`` in this one."""
+    """bar as a process of its own, or through ``bar.cli.main.main`` in this one."""
 
     def __init__(self, exe: Path, env: dict[str, str], repo: Path, processes: bool) -> None:
-        from bar.cli import main
+        from bar.cli.main import main
 
         self.exe = exe
         self.env = env
@@ -560,9 +560,9 @@ def wait_for_group(pgid: int, limit: float = 10.0) -> bool:
 def remove_tree(path: Path) -> None:
     """Remove a trial's copy, once the lookouts of its tasks (which remove their own
     sockets as they exit) are gone."""
-    from bar import lookout
+    from bar.changes.fast import watcher
 
-    lookout.stop_all(path / "home")
+    watcher.stop_all(path / "home")
     for _ in range(50):
         shutil.rmtree(path, ignore_errors=True)
         if not path.exists():

@@ -177,7 +177,7 @@ def fig2(f: Fixture, p: Params) -> list[Row]:
     ).stdout  # fmt: skip
     s1 = json.loads(out)
     rows = [
-        ratio_row("2", "snapshot, in process (`bar.snapshot.take`) ÷ `git status --porcelain`",
+        ratio_row("2", "snapshot, in process (`bar.history.snapshot.take`) ÷ `git status --porcelain`",
                   s1, "take", "status", 1.5,
                   note="tree + commit + ref, timed inside bar's interpreter"),
     ]  # fmt: skip
@@ -503,7 +503,7 @@ def _run_path_modules(f: Fixture, wt: Path, *, served: bool) -> list[str]:
     step = ("import os, sys\nsys.argv = ['bar', 'run', '--no-pty', '--', 'true']\n"
             f"_exit = os._exit\nos._exit = lambda code: (open({str(listing)!r}, 'w').write("
             "' '.join(sys.modules)), _exit(code))\n"
-            f"from bar.cli import main\nmain(resident={served})\n")  # fmt: skip
+            f"from bar.cli.main import main\nmain(resident={served})\n")  # fmt: skip
     f.run([f.tools.python, "-c", _LOADED.format(before=step, out=str(listing))], wt)
     f.run([f.tools.python, "-c", _LOADED.format(before="", out=str(plain))], wt)
     already = set(plain.read_text().split()) | {"__main__"}
@@ -562,7 +562,7 @@ def fig7(f: Fixture, p: Params) -> list[Row]:
         ratio_row("7-status-start", "`bar status` ÷ `python -c pass`", s, "bar status",
                   "python -c pass (2)", None),
         ratio_row("7-imports", "the modules the `bar` command imports for `bar run`, the "
-                  "resident doing the step (`bar.resident`) ÷ `python -c pass`", s,
+                  "resident doing the step (`bar.changes.fast.resident`) ÷ `python -c pass`", s,
                   "imports of bar run", "python -c pass (2)", 2.5),
         ratio_row("7-imports-here", "the modules `bar run` imports doing the step itself "
                   "(the first, or with `BAR_RESIDENT_IDLE=0`) ÷ `python -c pass`", s,
@@ -592,7 +592,7 @@ def fig8(f: Fixture, p: Params) -> list[Row]:
     t_bar: list[float] = []
     t_tee: list[float] = []
     # measured in a bar that does the step itself: a step the resident serves is done by
-    # a fork of it, which is not this process's child (``bar.resident``)
+    # a fork of it, which is not this process's child (``bar.changes.fast.resident``)
     here = {**f.env, "BAR_RESIDENT_IDLE": "0"}
     for _ in range(runs):
         out = f.run([f.tools.bar, "run", "--task", task, "--no-pty", "--", "sh", "-c", produce],
@@ -669,7 +669,7 @@ def fig9(f: Fixture, p: Params) -> list[Row]:
         {"bar take": bar_take, "stepback checkpoint": stepback_checkpoint}, p.repeat, p.warmup
     )
     rows.append(
-        ratio_row("9b", "one checkpoint in process: `bar.snapshot.take` ÷ stepback `Engine.checkpoint`",
+        ratio_row("9b", "one checkpoint in process: `bar.history.snapshot.take` ÷ stepback `Engine.checkpoint`",
                   s2, "bar take", "stepback checkpoint", 1.0, op="<")
     )  # fmt: skip
     return rows

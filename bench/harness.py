@@ -30,7 +30,7 @@ sys.path.insert(0, str(HERE))
 
 import genrepo  # noqa: E402
 
-from bar import lookout, resident  # noqa: E402
+from bar.changes.fast import resident, watcher  # noqa: E402
 
 IDENTITY = {
     "GIT_AUTHOR_NAME": "Bench Author",
@@ -210,19 +210,19 @@ class Fixture:
         return out
 
     def await_lookouts(self) -> None:
-        """A step that handed its watch to a new lookout (``bar.lookout``), or started
-        the bar home's resident (``bar.resident``), returns before that process has
+        """A step that handed its watch to a new lookout (``bar.changes.fast.watcher``), or started
+        the bar home's resident (``bar.changes.fast.resident``), returns before that process has
         loaded: wait for it here, outside any timing, so that its start-up does not land
         in the next contender's time."""
         for sock in self.home.glob("projects/*/tasks/*/lookout.sock"):
             if _new(sock):
-                lookout.status(sock.parent / "index")
+                watcher.status(sock.parent / "index")
         if _new(self.home / resident.SOCKET):
             resident.ready(str(self.home))
 
     def stop_lookouts(self) -> None:
         """Stop the lookouts and the resident of this figure's bar home."""
-        lookout.stop_all(self.home)
+        watcher.stop_all(self.home)
         resident.stop(str(self.home))
 
     def t(self, argv: Sequence[str | Path], cwd: Path, **kw: object) -> float:

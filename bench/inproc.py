@@ -5,9 +5,9 @@ function under test is timed without the interpreter's start-up, the way the too
 calls it. Results are printed as one JSON object on stdout.
 
     python bench/inproc.py bar-snapshot WORKTREE INDEX POOL ROUNDS
-        interleaved: [small change, bar.snapshot.take()] and [small change, git status]
+        interleaved: [small change, bar.history.snapshot.take()] and [small change, git status]
     python bench/inproc.py bar-take WORKTREE INDEX
-        one bar.snapshot.take() of the worktree as it is
+        one bar.history.snapshot.take() of the worktree as it is
     python bench/inproc.py stepback-checkpoint WORKTREE
         one stepback Engine.checkpoint() of the worktree as it is
     python bench/inproc.py sandbox WORKTREE PLAIN_HOME HOME ROUNDS CALLS WARMUP BWRAP|-
@@ -33,7 +33,8 @@ BENCH_REF = "refs/bench/snapshots"
 
 
 def _take(worktree: Path, index: Path) -> tuple[float, bool]:
-    from bar import git, snapshot
+    from bar import git
+    from bar.history import snapshot
 
     # the index's own git directory beside it, as a task's is (``figures._side_index``)
     common = Path(git.out(worktree, "rev-parse", "--path-format=absolute", "--git-common-dir"))

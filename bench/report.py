@@ -22,14 +22,14 @@ ratio of their medians. The spread column is the lowest and highest ratio seen w
 single round, a direct view of how noisy the machine was. Each figure gets a fresh
 `BAR_HOME`, its own clone of the generated repository, and (in a bar task worktree) the
 repository's ignored build output, so `git status` and snapshots must skip it. bar runs
-as a user's does: a task's lookout (`bar.lookout`) and the bar home's resident
-(`bar.resident`), once a first command has started them, serve the commands that follow;
+as a user's does: a task's lookout (`bar.changes.fast.watcher`) and the bar home's resident
+(`bar.changes.fast.resident`), once a first command has started them, serve the commands that follow;
 each is waited for outside any timing when it starts, and stopped after each figure.
 
 1. A small change (one line appended to one tracked file) is made before each `bar run`,
    which therefore records it. 1b is the same command when there is nothing new to record.
    `git status --porcelain` runs in the same task worktree.
-2. `bar.snapshot.take` (tree, commit and ref of the worktree) timed inside bar's own
+2. `bar.history.snapshot.take` (tree, commit and ref of the worktree) timed inside bar's own
    interpreter, interleaved there with `git status --porcelain`; a small change precedes
    each. 2b is the bare git work on a copy of the task's side index.
 3. Tasks of each length are built by real `bar run` steps (three files edited per step,
@@ -58,7 +58,7 @@ each is waited for outside any timing when it starts, and stopped after each fig
    alone shows on the small repository (7-status-start). 7-imports: `python -c "import
    ..."` of every module the `bar` command loaded for a `bar run -- true` in the task that
    `python -c pass` does not (bar's and the standard library's, listed by a probe before
-   the timing), with the bar home's resident running the step (`bar.resident`: what
+   the timing), with the bar home's resident running the step (`bar.changes.fast.resident`: what
    every `bar run` but the first in 15 minutes loads); 7-imports-here: the same for a
    `bar run` that does the step itself (the first one, or `BAR_RESIDENT_IDLE=0`);
    7-imports-stdlib imports only those of 7-imports-here that are not bar's, the floor

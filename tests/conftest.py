@@ -37,18 +37,18 @@ def hermetic_seal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[N
     monkeypatch.setenv("GIT_EDITOR", "false")
     monkeypatch.setenv("NO_COLOR", "1")
     # a shortcut of the speed layer that breaks (a git command it relies on fails) raises
-    # instead of falling back in silence (``bar.speed.fallback``)
+    # instead of falling back in silence (``bar.changes.fast.speed.fallback``)
     monkeypatch.setenv("BAR_STRICT_FALLBACK", "1")
     (home / ".gitconfig").write_text("[init]\n\tdefaultBranch = main\n")
-    # a task's lookout outlives the commands (``bar.lookout``): the test's are stopped
+    # a task's lookout outlives the commands (``bar.changes.fast.watcher``): the test's are stopped
     # when it ends, and would give up on their own after a minute
     monkeypatch.setenv("BAR_LOOKOUT_IDLE", "60")
-    # so does the bar home's resident (``bar.resident``): the same for it
+    # so does the bar home's resident (``bar.changes.fast.resident``): the same for it
     monkeypatch.setenv("BAR_RESIDENT_IDLE", "60")
     yield
-    from bar import lookout, resident
+    from bar.changes.fast import resident, watcher
 
-    lookout.stop_all(tmp_path / "barhome")
+    watcher.stop_all(tmp_path / "barhome")
     resident.stop(str(tmp_path / "barhome"))
 
 
@@ -57,10 +57,10 @@ def no_lookout_left(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """The lookouts and residents of homes a test made on its own (module fixtures, a test's own
     BAR_HOME) are stopped when the run ends, not left to their idle time."""
     yield
-    from bar import lookout, resident
+    from bar.changes.fast import resident, watcher
 
-    for sock in tmp_path_factory.getbasetemp().rglob(lookout.SOCKET):
-        lookout.stop(sock.parent / "index")
+    for sock in tmp_path_factory.getbasetemp().rglob(watcher.SOCKET):
+        watcher.stop(sock.parent / "index")
     for sock in tmp_path_factory.getbasetemp().rglob(resident.SOCKET):
         resident.stop(str(sock.parent))
 
@@ -71,7 +71,7 @@ def short_racy_window(monkeypatch: pytest.MonkeyPatch) -> None:
     a directory's ctime cannot be set back, so tests that want trusted stamps wait
     ``helpers.SETTLE`` instead of the production window (which covers coarse clocks of
     other file systems; the local ones here tick in milliseconds)."""
-    from bar import stamps
+    from bar.changes.fast import stamps
 
     monkeypatch.setattr(stamps, "RACY_NS", 100_000_000)
 

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
-from bar.cli import main
+from bar.cli.main import main
 
 BAR_EXE = str(Path(sys.executable).parent / "bar")
 SETTLE = 0.2  # seconds: past the racy window of in-process snapshots (conftest)
@@ -199,7 +199,7 @@ def lookout_started(capfd: pytest.CaptureFixture[str], repo: Path,
                     prepare: Any = None) -> tuple[dict[str, Any], Path]:  # fmt: skip
     """A task whose second step handed its watch to a lookout, now sure of what it saw
     (``prepare``: called with the worktree before the first step)."""
-    from bar import lookout
+    from bar.changes.fast import watcher
 
     init_clean(repo, capfd)
     task = new_task(capfd)
@@ -209,7 +209,7 @@ def lookout_started(capfd: pytest.CaptureFixture[str], repo: Path,
     # lookout sure (a full look)
     for _ in range(3):
         assert bar(capfd, "run", "--", "true").code == 0
-    said = lookout.status(side_index(task))
+    said = watcher.status(side_index(task))
     assert said is not None and said["sure"] is True
     return task, worktree(task)
 

@@ -27,8 +27,8 @@ from bar.agents.protocol import (
     render_reply,
 )
 from bar.errors import HookInputError, UnknownAgent
-from bar.gate import judge
 from bar.policy import default_policy
+from bar.step.gate import judge
 from helpers import load_fake_agent
 
 TESTS = Path(__file__).parent

@@ -8,7 +8,7 @@ and the files are written as git stores them.
 
 Each planted program notes where it ran (its directory, the index git used and the git
 command that ran it), so a test can tell apply's own git from the snapshot of the task
-worktree that every bar command takes first (``bar.snapshot``, see the last test).
+worktree that every bar command takes first (``bar.history.snapshot``, see the last test).
 """
 
 from __future__ import annotations

@@ -26,7 +26,8 @@ from typing import Any
 
 import pytest
 
-from bar import lookout, resident, steps
+from bar.changes.fast import resident, watcher
+from bar.ledger import steps
 from conftest import git
 from helpers import Ran, bar
 
@@ -156,7 +157,7 @@ def world(
         live.mkdir()
         monkeypatch.chdir(live)  # restored after the test
         _build(w, capfd)
-        lookout.stop_all(live / "barhome")  # (a copy has none: its socket is not copied)
+        watcher.stop_all(live / "barhome")  # (a copy has none: its socket is not copied)
         resident.stop(str(live / "barhome"))
         shutil.copytree(live, stored, symlinks=True, ignore=shutil.ignore_patterns("*.sock"))
         _built[world_root] = (w.tid, w.other)

@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bar import stamps
+from bar.changes.fast import stamps
 from helpers import (
     BAR_EXE,
     bar,
@@ -166,7 +166,7 @@ def test_checkpoints_of_edits_in_place_ask_git_for_no_tree_shape(
               "echo three >> notes.txt")  # fmt: skip
     monkeypatch.delenv("GIT_TRACE2_EVENT")
     ran = git_commands(trace)
-    # (and no commit-tree: bar writes the checkpoints' commits itself, ``bar.loose``)
+    # (and no commit-tree: bar writes the checkpoints' commits itself, ``bar.changes.fast.object_writer``)
     assert "diff-tree" not in ran and "commit-tree" not in ran, " ".join(ran)
 
 
@@ -298,7 +298,7 @@ def test_an_interrupted_session_keeps_its_checkpoints_and_adds_the_residual(
         time.sleep(0.05)
     assert (wt / "c.txt").exists(), proc.stderr.read() if proc.stderr else ""
     time.sleep(0.2)  # (a sign of life after it: a write in the kill's last instant is not
-    # the step's, ``bar.interrupted``)
+    # the step's, ``bar.step.interrupted``)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     assert len(cps_file.read_text().splitlines()) == 2

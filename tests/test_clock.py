@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bar.clock import iso_of, ms_between
+from bar.base.clock import iso_of, ms_between
 
 
 @given(st.integers(-2_208_988_800_000, 253_402_300_799_999))

@@ -75,7 +75,7 @@ def project(repo: Path, capfd: pytest.CaptureFixture[str]) -> Path:
 
 def parser_tree() -> dict[str, tuple[list[str], list[str]]]:
     """Each command path of the real parser: its sub-commands and its option strings."""
-    from bar.parser import build_parser
+    from bar.cli.parser import build_parser
 
     tree: dict[str, tuple[list[str], list[str]]] = {}
 
@@ -128,8 +128,8 @@ def test_every_command_and_option_name_is_in_each_script(
 def test_every_task_step_and_state_argument_completes_as_one() -> None:
     """What each argument takes is read from its metavar: a metavar changed in the parser
     the completion does not know would silently complete nothing."""
-    from bar.commands.completion import describe
-    from bar.parser import build_parser
+    from bar.cli.commands.completion import describe
+    from bar.cli.parser import build_parser
 
     kinds: dict[str, str] = {}
     for command in describe(build_parser()):
@@ -168,9 +168,9 @@ def test_a_command_added_to_the_parser_is_completed_without_more(
 ) -> None:
     """Completion is read from the parser: a new command, its choices and the values its
     metavars name need nothing else."""
-    from bar.commands.completion import describe
-    from bar.completion import render
-    from bar.parser import build_parser
+    from bar.cli.commands.completion import describe
+    from bar.cli.completion import render
+    from bar.cli.parser import build_parser
 
     parser = build_parser()
     (sub,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
@@ -328,7 +328,8 @@ def test_a_task_is_offered_as_the_name_or_id_prefix_that_finds_it(
 ) -> None:
     """`--task NAME` finds the open task of that name: a closed one of the same name is
     offered by its id; and the steps of a task named by the start of its id complete."""
-    from bar import candidates, tasks
+    from bar.cli import candidates
+    from bar.task import tasks
 
     assert candidates.ID_PREFIX_MIN == tasks.ID_PREFIX_MIN
     old = next(r for r in bar(capfd, "task", "list", "--json").json() if r["name"] == "alpha")
@@ -375,15 +376,15 @@ def test_bar_complete_imports_neither_the_parser_nor_the_core() -> None:
     """It runs on every Tab press: no argparse, no parser, no config, no api."""
     probe = (
         "import sys\n"
-        "from bar.cli import main\n"
+        "from bar.cli.main import main\n"
         "main(['__complete', 'step'])\n"
         "print('MODULES', ' '.join(sorted(sys.modules)))\n"
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                          check=True).stdout  # fmt: skip
     loaded = set(out.split("MODULES ", 1)[1].split())
-    heavy = {"argparse", "yaml", "bar.parser", "bar.api", "bar.tasks", "bar.config",
-             "bar.project", "bar.ledger", "bar.policy", "dataclasses", "inspect"}  # fmt: skip
+    heavy = {"argparse", "yaml", "bar.cli.parser", "bar.api", "bar.task.tasks", "bar.project.config",
+             "bar.project.project", "bar.ledger.jsonl", "bar.policy", "dataclasses", "inspect"}  # fmt: skip
     assert not loaded & heavy, sorted(loaded & heavy)
 
 

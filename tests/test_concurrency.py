@@ -180,7 +180,7 @@ class Holder:
             )
         wait_until("the holder's command to start", self.started.exists)
         # what a step writes before bar's next sign of life (a hundred a second) is its
-        # own if bar is killed (``bar.interrupted``)
+        # own if bar is killed (``bar.step.interrupted``)
         time.sleep(0.1)
 
     def finish(self) -> int:

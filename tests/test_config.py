@@ -1,4 +1,4 @@
-"""bar.config: any YAML value either parses to a Config or is a ConfigError naming the key."""
+"""bar.project.config: any YAML value either parses to a Config or is a ConfigError naming the key."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bar import config
 from bar.errors import ConfigError
+from bar.project import config
 
 SETTINGS = settings(
     max_examples=150,

@@ -18,7 +18,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bar import api, decide
+from bar import api
+from bar.aide import decide
 from bar.errors import ExitCode
 from helpers import BAR_EXE, bar, bar_exe, ledger, new_task, task_dir, worktree
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from bar.cli.parser import EXIT_CODES
 from bar.errors import ExitCode
-from bar.parser import EXIT_CODES
 from helpers import bar, bar_exe, new_task
 
 README = Path(__file__).resolve().parent.parent / "README.md"

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from bar import flow
+from bar.aide import flow
 from bar.errors import ExitCode
 from conftest import git
 from helpers import (

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from bar import api, git
-from bar.project import discover
+from bar.project.project import discover
 from conftest import git as run_git
 from helpers import bar, ledger, new_task, worktree
 

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bar import git as bargit
-from bar.apply_merge import Counted
+from bar.changes.merge import Counted
 from conftest import MakeRepo, git
 
 

@@ -170,8 +170,8 @@ def test_objects_changed_in_place_are_found_with_and_without_the_kernels_help(
     import time
     import zlib
 
-    from bar import object_guard
-    from bar.watch import Watch
+    from bar.base.inotify import Watch
+    from bar.git import object_guard
 
     repo = make_repo()
     blob = git(repo, "hash-object", "-w", "--stdin", input=b"reviewed\n").strip()

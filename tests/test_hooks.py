@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from bar.hooks import HookFacts, HookResult, run_hooks
+from bar.step.user_hooks import HookFacts, HookResult, run_hooks
 
 FACTS = HookFacts(
     project="demo-a3f2",

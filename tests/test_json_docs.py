@@ -143,7 +143,7 @@ def test_every_json_output_is_as_documented(
 
 
 def test_every_command_with_json_has_a_section() -> None:
-    from bar.parser import build_parser
+    from bar.cli.parser import build_parser
 
     def walk(parser: argparse.ArgumentParser, path: list[str]) -> list[str]:
         found = []

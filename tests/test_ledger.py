@@ -1,4 +1,4 @@
-"""bar.ledger: reading a ledger that holds junk, torn lines and hostile values."""
+"""bar.ledger.jsonl: reading a ledger that holds junk, torn lines and hostile values."""
 
 from __future__ import annotations
 
@@ -13,11 +13,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import bar.ledger as ledger_module
+import bar.ledger.jsonl as ledger_module
 from bar.errors import CorruptFile
 from bar.git import DiffStat
-from bar.ledger import Ledger
-from bar.records import (
+from bar.ledger.jsonl import Ledger
+from bar.ledger.records import (
     Artifacts,
     ManualStep,
     RollbackStep,

@@ -1,4 +1,4 @@
-"""The task's lookout (``bar.lookout``): the step's watch kept between commands.
+"""The task's lookout (``bar.changes.fast.watcher``): the step's watch kept between commands.
 
 A step that ends with a watch hands it to a lookout process; the commands that follow ask
 it what changed instead of statting every file. These tests drive real ``bar`` commands
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from bar import lookout, rescan
+from bar.changes.fast import rescan, watcher
 from conftest import git
 from helpers import (
     SETTLE,
@@ -81,7 +81,7 @@ def _wait_gone(pid: int, seconds: float = 10.0) -> bool:
 
 
 def _pid(task: dict[str, object]) -> int:
-    said = lookout.status(side_index(task))
+    said = watcher.status(side_index(task))
     assert said is not None
     return int(said["pid"])
 
@@ -147,16 +147,16 @@ def test_a_change_is_reported_until_a_snapshot_has_it(
     index = side_index(task)
     base = ledger(str(task["id"]))[-1]["snapshot"]
     (wt / "one.txt").write_text("1\n")
-    first = lookout.look(index, base)
+    first = watcher.look(index, base)
     assert first is not None and first.paths == {"one.txt"}
-    again = lookout.look(index, base)  # (the first asker died)
+    again = watcher.look(index, base)  # (the first asker died)
     assert again is not None and again.paths == {"one.txt"}
     (wt / "one.txt").write_text("2\n")  # changed after the question
-    lookout.settle(again, base, full=False)  # as if a snapshot had taken "1"
-    after = lookout.look(index, base)
+    watcher.settle(again, base, full=False)  # as if a snapshot had taken "1"
+    after = watcher.look(index, base)
     assert after is not None and after.paths == {"one.txt"}
-    assert lookout.look(index, "0" * 40) is not None
-    other = lookout.look(index, "0" * 40)
+    assert watcher.look(index, "0" * 40) is not None
+    other = watcher.look(index, "0" * 40)
     assert other is not None and other.paths is None  # not the state it watches from
     assert bar(capfd, "run", "--", "true").code == 0
     assert (wt / "one.txt").read_text() == "2\n"
@@ -170,12 +170,12 @@ def test_a_state_recorded_behind_its_back_makes_it_unsure_until_a_full_look(
     task, wt = lookout_started(capfd, repo)
     index = side_index(task)
     base = ledger(str(task["id"]))[-1]["snapshot"]
-    sight = lookout.look(index, base)
+    sight = watcher.look(index, base)
     assert sight is not None
-    lookout.settle(sight, "f" * 40, full=False)  # someone else's state
+    watcher.settle(sight, "f" * 40, full=False)  # someone else's state
     assert bar(capfd, "run", "--", "sh", "-c", "echo x > made.txt").code == 0
     assert recorded_tree(repo, task) == plain_git_tree(wt, tmp_path)  # a full look
-    said = lookout.status(index)
+    said = watcher.status(index)
     assert said is not None and said["sure"] is True  # ... which made it sure again
     (wt / "made.txt").write_text("y\n")
     _recorded_without_a_stat(capfd, monkeypatch, tmp_path, repo, task, wt)
@@ -251,7 +251,7 @@ def test_it_exits_when_idle_when_asked_and_when_its_task_goes(
     for _ in range(2):
         assert bar(capfd, "run", "--", "true").code == 0
     pid = _pid(task)
-    lookout.stop(side_index(task))
+    watcher.stop(side_index(task))
     assert _wait_gone(pid)
     for _ in range(2):
         assert bar(capfd, "run", "--", "true").code == 0
@@ -269,7 +269,7 @@ def test_no_lookout_is_started_when_the_idle_time_is_zero(
     task = new_task(capfd)
     for _ in range(3):
         assert bar(capfd, "run", "--", "true").code == 0
-    assert not lookout.running(side_index(task))
+    assert not watcher.running(side_index(task))
 
 
 def test_a_rollback_leaves_it_sure(
@@ -283,7 +283,7 @@ def test_a_rollback_leaves_it_sure(
     assert bar(capfd, "run", "--", "sh", "-c", "echo 2 > n/m/f && echo 3 > g").code == 0
     time.sleep(SETTLE)
     assert bar(capfd, "rollback").code == 0
-    said = lookout.status(side_index(task))
+    said = watcher.status(side_index(task))
     assert said is not None and said["sure"] is True
     (wt / "n" / "m" / "f").write_text("hand\n")
     _recorded_without_a_stat(capfd, monkeypatch, tmp_path, repo, task, wt)
@@ -294,12 +294,12 @@ def test_lookouts_leave_the_user_inotify_room(
 ) -> None:
     """Editors need inotify too: past ``MAX_RUNNING`` lookouts in a bar home, a step
     keeps its watch to itself (and its task looks by statting, as without one)."""
-    monkeypatch.setattr(lookout, "MAX_RUNNING", 1)
+    monkeypatch.setattr(watcher, "MAX_RUNNING", 1)
     first, _ = lookout_started(capfd, repo)
     second = new_task(capfd, "t2")
     for _ in range(3):
         assert bar(capfd, "run", "--task", "t2", "--", "true").code == 0
-    assert lookout.running(side_index(first)) and not lookout.running(side_index(second))
+    assert watcher.running(side_index(first)) and not watcher.running(side_index(second))
 
 
 def test_a_commit_in_a_nested_repository_is_recorded_by_the_next_command(
@@ -341,7 +341,8 @@ def test_what_a_snapshot_leaves_out_is_reported_again(
 ) -> None:
     """A path a step excludes (an agent's settings file bar restores) is not taken as
     looked at: the next look names it again."""
-    from bar import api, snapshot
+    from bar import api
+    from bar.history import snapshot
 
     task, wt = lookout_started(capfd, repo)
     (wt / "kept").mkdir()
@@ -351,7 +352,7 @@ def test_what_a_snapshot_leaves_out_is_reported_again(
     before = the_task.recorded_snapshot()
     snap = snapshot.take(the_task.worktree, the_task.index, the_task.snapshot_ref, before,
                          "a checkpoint", ["kept"])  # fmt: skip
-    sight = lookout.look(side_index(task), snap.commit)
+    sight = watcher.look(side_index(task), snap.commit)
     assert sight is not None and sight.paths is not None
     assert "kept" in sight.paths or "kept/settings.json" in sight.paths
     assert "other.txt" not in sight.paths
@@ -375,4 +376,4 @@ def test_bar_without_new_privileges_starts_no_lookout(
         ran = subprocess.run([sys.executable, "-c", wrapper, BAR_EXE, "run", "--", "true"],
                              cwd=worktree(task), capture_output=True, text=True)  # fmt: skip
         assert ran.returncode == 0, ran.stderr
-    assert not lookout.running(side_index(task))
+    assert not watcher.running(side_index(task))

@@ -1,4 +1,4 @@
-"""bar.loose against git: the commits it writes are the ones ``git commit-tree`` writes
+"""bar.changes.fast.object_writer against git: the commits it writes are the ones ``git commit-tree`` writes
 (same bytes, so the same id) on random messages, parents and time zones, in SHA-1 and
 SHA-256 repositories; it moves a loose ref as ``git update-ref`` does, and leaves to git
 every case it does not reproduce (a packed ref, a reflog, a lock held, a value that is
@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bar import loose
+from bar.changes.fast import object_writer
 from bar.git import BAR_IDENTITY
 from conftest import git
 from helpers import bar, ledger, new_task, task_dir, worktree
@@ -35,10 +35,10 @@ def _repo(root: Path, object_format: str = "sha1") -> Path:
     return repo
 
 
-def _writer(repo: Path, config: str = "") -> loose.Writer:
+def _writer(repo: Path, config: str = "") -> object_writer.Writer:
     if not config and (repo / ".git" / "config").read_text().count("sha256"):
         config = "extensions.objectformat sha256"
-    writer = loose.Writer.for_repository(repo / ".git", config)
+    writer = object_writer.Writer.for_repository(repo / ".git", config)
     assert writer is not None
     return writer
 
@@ -208,7 +208,7 @@ def test_what_git_does_otherwise_is_left_to_git(tmp_path: Path, case: str) -> No
 def test_a_configuration_that_changes_what_git_writes_is_left_to_git(
     tmp_path: Path, config: str
 ) -> None:
-    assert loose.Writer.for_repository(tmp_path, config) is None
+    assert object_writer.Writer.for_repository(tmp_path, config) is None
 
 
 @pytest.mark.parametrize(
@@ -218,7 +218,7 @@ def test_a_configuration_that_changes_what_git_writes_is_left_to_git(
      "core.compression 9\ncore.loosecompression 0"],
 )  # fmt: skip
 def test_a_configuration_that_changes_nothing_keeps_the_writer(tmp_path: Path, config: str) -> None:
-    assert loose.Writer.for_repository(tmp_path, config) is not None
+    assert object_writer.Writer.for_repository(tmp_path, config) is not None
 
 
 @pytest.mark.parametrize(
@@ -234,7 +234,7 @@ def test_a_date_from_the_environment_is_read_as_git_reads_it(
     tree = git(repo, "rev-parse", "HEAD^{tree}").strip()
     monkeypatch.setenv("GIT_AUTHOR_DATE", value)
     monkeypatch.setenv("GIT_COMMITTER_DATE", value)
-    writer = loose.Writer.for_repository(repo / ".git", "")
+    writer = object_writer.Writer.for_repository(repo / ".git", "")
     if writer is None:  # (a form it leaves to git)
         assert value in ("2024-02-30T10:00:00Z", "2024-01-15T24:00:00Z", "yesterday",
                          "2024-01-15 10:00:00", "Mon, 15 Jan 2024 10:00:00 +0000")  # fmt: skip
@@ -247,7 +247,7 @@ def test_a_date_from_the_environment_is_left_to_git(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("GIT_COMMITTER_DATE", "last tuesday")
-    assert loose.Writer.for_repository(tmp_path, "") is None
+    assert object_writer.Writer.for_repository(tmp_path, "") is None
 
 
 def test_a_step_writes_its_snapshot_without_git(

@@ -66,7 +66,7 @@ def test_a_step_dies_with_a_bar_killed_by_sigkill(how: str, repo: Path, tmp_path
     )  # fmt: skip
     _wait_for(spot / "late.pid")
     _wait_for(wt / "work.txt")
-    time.sleep(0.2)  # (what a step wrote in bar's last instant is no step's: bar.interrupted)
+    time.sleep(0.2)  # (what a step wrote in bar's last instant is no step's: bar.step.interrupted)
     late = int((spot / "late.pid").read_text())
     assert _alive(late)
     proc.send_signal(signal.SIGKILL)

@@ -30,7 +30,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from bar import tree_shape
+from bar.changes.fast import tree_shape
 from conftest import git
 from helpers import bar, ledger, new_task, set_config, task_dir, worktree
 
@@ -149,7 +149,7 @@ def apply_op(root: Path, o: tuple[Any, ...]) -> None:
             os.makedirs(os.path.dirname(path), exist_ok=True)
             os.symlink("a.txt", path)
         elif kind == "rewrite_keep" and os.path.isfile(path) and not os.path.islink(path):
-            # as many other bytes, the mtime set back: only the ctime tells (``bar.racy``)
+            # as many other bytes, the mtime set back: only the ctime tells (``bar.changes.fast.racy``)
             st_before = os.stat(path)
             with open(path, "rb") as f:
                 data = f.read()

@@ -1,4 +1,4 @@
-"""Orders (bar.orders): a change to a task's files from inside a running step is done by
+"""Orders (bar.step.orders): a change to a task's files from inside a running step is done by
 that step's bar run, the one writer; with no step running, by the caller under the lock.
 Real steps, real confinement, real sockets."""
 
@@ -14,13 +14,15 @@ from typing import Any
 
 import pytest
 
-from bar import api, orders
+from bar import api
 from bar.errors import ExitCode
+from bar.step import orders
 from helpers import BAR_EXE, bar, bar_exe, ledger, new_task, task_dir, worktree
 
 ORDER = """\
 import json, sys
-from bar import api, orders
+from bar import api
+from bar.step import orders
 from bar.errors import BarError
 task = api.get_task(api.open_project())
 try:
@@ -164,8 +166,8 @@ def test_an_unknown_order_is_a_bad_command_line(
 def test_a_queued_step_left_by_a_crash_is_appended_by_the_next_command(
     inited: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
-    from bar import queued_steps
-    from bar.records import DecisionStep
+    from bar.ledger.records import DecisionStep
+    from bar.step import queued as queued_steps
 
     t = new_task(capfd)
     task = api.get_task(api.open_project())

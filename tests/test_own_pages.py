@@ -1,4 +1,4 @@
-"""bar.own_pages: a fork makes its own copies of the pages it shares with its parent
+"""bar.changes.fast.own_pages: a fork makes its own copies of the pages it shares with its parent
 before it needs them, so that writing to them later costs no copy-on-write fault."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import resource
 
 import pytest
 
-from bar import own_pages
+from bar.changes.fast import own_pages
 
 PAGES = 2048  # 8 MB of pages written by the parent before it forks
 

@@ -1,4 +1,4 @@
-"""The look for hand edits begun while the command loads (``bar.prescan``): its answer is
+"""The look for hand edits begun while the command loads (``bar.changes.fast.prescan``): its answer is
 taken only while it still answers the question, and nothing is lost when it is late."""
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ def _index(task: dict[str, str]) -> Path:
 
 
 def _started(monkeypatch: pytest.MonkeyPatch, task: dict[str, str]) -> object:
-    from bar import prescan
+    from bar.changes.fast import prescan
 
     monkeypatch.chdir(task["worktree"])
     prescan.begin(None)
@@ -45,7 +45,7 @@ def _started(monkeypatch: pytest.MonkeyPatch, task: dict[str, str]) -> object:
 def test_the_answer_is_taken_for_the_same_worktree_and_side_index(
     task: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from bar import prescan
+    from bar.changes.fast import prescan
 
     early = _started(monkeypatch, task)
     proc = prescan.claim(Path(task["worktree"]), _index(task))
@@ -58,7 +58,7 @@ def test_the_answer_is_taken_for_the_same_worktree_and_side_index(
 def test_a_side_index_written_since_makes_it_ask_again(
     task: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from bar import prescan
+    from bar.changes.fast import prescan
 
     early = _started(monkeypatch, task)
     index = _index(task)
@@ -72,7 +72,7 @@ def test_a_side_index_written_since_makes_it_ask_again(
 def test_another_task_or_an_old_answer_is_not_taken(
     task: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from bar import prescan
+    from bar.changes.fast import prescan
 
     _started(monkeypatch, task)
     assert prescan.claim(Path(task["worktree"]).parent, _index(task)) is None
@@ -85,7 +85,7 @@ def test_another_task_or_an_old_answer_is_not_taken(
 def test_an_unclaimed_look_is_stopped(
     task: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from bar import prescan
+    from bar.changes.fast import prescan
 
     early = _started(monkeypatch, task)
     prescan.discard()
@@ -96,7 +96,7 @@ def test_an_unclaimed_look_is_stopped(
 def test_inside_a_step_or_for_a_name_nothing_starts(
     task: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from bar import prescan
+    from bar.changes.fast import prescan
 
     monkeypatch.chdir(task["worktree"])
     prescan.begin(task["name"])  # a name is resolved (and reported) by the command
@@ -111,8 +111,9 @@ def test_an_edit_made_after_the_early_look_is_recorded_never_lost(
 ) -> None:
     """The early diff-files has answered; then a file is edited in place before the
     step's watch begins. The step may not see it, but the next command's look does."""
-    from bar import api, prescan
-    from bar.run import RunRequest
+    from bar import api
+    from bar.changes.fast import prescan
+    from bar.step.run import RunRequest
 
     wt = Path(task["worktree"])
     early = _started(monkeypatch, task)

@@ -1,4 +1,4 @@
-"""bar.proc: children get bar's environment minus every git variable that could point
+"""bar.base.proc: children get bar's environment minus every git variable that could point
 git elsewhere; an enclosing `git -c` (a hook, an alias) cannot change what bar records."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bar.proc import clean_env, exit_status
+from bar.base.proc import clean_env, exit_status
 from helpers import bar, ledger, new_task, replay_patches, worktree
 
 

@@ -1,4 +1,4 @@
-"""``bar.record`` against ``dataclasses``: the same class declared both ways behaves alike,
+"""``bar.base.record`` against ``dataclasses``: the same class declared both ways behaves alike,
 whether its instances are made by the shared ``__init__`` or by its compiled one."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from typing import Any, ClassVar
 
 import pytest
 
-from bar import record as record_module
-from bar.record import FrozenError, as_dict, field, is_record, record, replace
+from bar.base import record as record_module
+from bar.base.record import FrozenError, as_dict, field, is_record, record, replace
 
 
 @pytest.fixture(autouse=True, params=["shared", "compiled"])

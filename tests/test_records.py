@@ -1,4 +1,4 @@
-"""bar.records: any JSON either reads as a step or is a CorruptFile; step ids."""
+"""bar.ledger.records: any JSON either reads as a step or is a CorruptFile; step ids."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from typing import Any
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from bar import records
 from bar.errors import CorruptFile, UsageError
-from bar.records import (
+from bar.ledger import records
+from bar.ledger.records import (
     format_step_id,
     parse_step_ref,
 )

@@ -1,4 +1,4 @@
-"""Crash recovery: bar killed at every crash point loses nothing (bar.recovery)."""
+"""Crash recovery: bar killed at every crash point loses nothing (bar.changes.recovery)."""
 
 from __future__ import annotations
 
@@ -75,7 +75,7 @@ FSIZE_LIMITED = """
 import resource, signal, sys
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)   # a write past the limit fails with EFBIG
 resource.setrlimit(resource.RLIMIT_FSIZE, (200_000, 200_000))
-from bar.cli import main
+from bar.cli.main import main
 raise SystemExit(main(sys.argv[1:]))
 """
 
@@ -129,7 +129,7 @@ def start_a_long_step(repo: Path, task: dict[str, str]) -> subprocess.Popen[byte
         time.sleep(0.05)
     # bar shows it is alive 100 times a second: what the step wrote before that is its own
     # (a write in the last instant before bar was killed is credited to no step:
-    # ``bar.interrupted``)
+    # ``bar.step.interrupted``)
     time.sleep(0.2)
     return proc
 

@@ -21,7 +21,8 @@ from helpers import BAR_EXE, bar, bar_exe, ledger, new_task, task_dir, worktree
 # tries every order and the developer's rollback verb on task argv[2].
 CROSS = """\
 import json, sys
-from bar import api, channel, orders
+from bar import api
+from bar.step import channel, orders
 from bar.errors import BarError
 victim = api.get_task(api.open_project(), sys.argv[1])
 tries = [("decide.answer", {"decisions": [{"id": 1, "chosen": "b"}]}),
@@ -46,7 +47,8 @@ SUBMIT = json.dumps({"input": {"task": "t", "source": "s", "items": [
 
 ORDER = """\
 import json, sys
-from bar import api, orders
+from bar import api
+from bar.step import orders
 print(json.dumps(orders.order(api.get_task(api.open_project()), sys.argv[1],
                               json.loads(sys.argv[2]))))
 """
@@ -109,8 +111,9 @@ def test_another_tasks_step_cannot_give_orders_or_roll_back_a_running_step(
 
 
 def _queue_two(capfd: pytest.CaptureFixture[str], name: str) -> dict[str, Any]:
-    from bar import api, queued_steps
-    from bar.records import DecisionStep
+    from bar import api
+    from bar.ledger.records import DecisionStep
+    from bar.step import queued as queued_steps
 
     t = new_task(capfd, name)
     task = api.get_task(api.open_project(), name)

@@ -10,7 +10,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bar import redact_stream
 from bar.redact import (
     _CONTEXT,
     _SHAPE_WIDTH,
@@ -21,7 +20,8 @@ from bar.redact import (
     is_secret_name,
     redact_env,
 )
-from bar.redact_stream import StreamScrubber
+from bar.redact import stream as redact_stream
+from bar.redact.stream import StreamScrubber
 
 # ----------------------------------------------------------------------------- names
 

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from bar import api, steps
+from bar import api
+from bar.ledger import steps
 from helpers import SETTLE, bar, new_task, worktree
 
 
@@ -52,7 +53,7 @@ def test_ignored_directories_are_not_stamped_and_hide_nothing(
     """Build output and caches git ignores are neither stamped nor watched (thousands of
     directories on a large repository); directories holding only ignored files, or
     nothing, still are, so a file made in one later is recorded."""
-    from bar import stamps
+    from bar.changes.fast import stamps
 
     assert bar(capfd, "init").code == 0
     wt = worktree(new_task(capfd))

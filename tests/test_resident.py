@@ -1,4 +1,4 @@
-"""The resident (``bar.resident``): ``bar run`` served by a fork of a warm process.
+"""The resident (``bar.changes.fast.resident``): ``bar run`` served by a fork of a warm process.
 
 Every test drives the installed ``bar`` against a real resident process. The main one is
 an oracle: each command line, run by a fork of the resident, must print, exit and be
@@ -25,8 +25,8 @@ from typing import Any
 
 import pytest
 
-from bar import resident
-from bar.resident_daemon import Resident
+from bar.changes.fast import resident
+from bar.changes.fast.resident_daemon import Resident
 from helpers import BAR_EXE, bar_home, init_clean, ledger, new_task, worktree
 
 _STEP = re.compile(r"step \d{4}")
@@ -163,7 +163,7 @@ def test_a_served_bar_killed_with_its_caller_leaves_an_interrupted_step(
     _wait(lambda: (wt / "work.txt").exists())
     fork = int((wt.parent / "bar.pid").read_text())
     assert fork != proc.pid  # (served)
-    time.sleep(0.2)  # (a write in bar's last instant is no step's: bar.interrupted)
+    time.sleep(0.2)  # (a write in bar's last instant is no step's: bar.step.interrupted)
     proc.send_signal(signal.SIGKILL)  # (no signal to pass on: the fork sees its caller go)
     proc.wait(timeout=30)
     _wait(lambda: not _cmdline(fork) or _zombie(fork))
@@ -249,7 +249,7 @@ def test_the_caller_is_the_process_that_connected(tmp_path: Path) -> None:
     """A caller that connected and is gone is not served, whatever has its pid now."""
     import socket
 
-    from bar.resident_daemon import _caller_still_there
+    from bar.changes.fast.resident_daemon import _caller_still_there
 
     path = str(tmp_path / "s")
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -415,7 +415,7 @@ def test_a_resident_whose_code_is_quiet_stats_nothing(
 ) -> None:
     """With its directories watched since it loaded, a spare need not stat each file
     while nothing happened there; once something did, it compares them as before."""
-    from bar.watch import ANY_CHANGE, Watch
+    from bar.base.inotify import ANY_CHANGE, Watch
 
     module = tmp_path / "code" / "module.py"
     module.parent.mkdir()
@@ -469,8 +469,8 @@ def _resident_pid() -> int:
             stat = (proc / "stat").read_text().rpartition(")")[2].split()
         except OSError:
             continue
-        ours = b"bar.resident_daemon" in cmdline and socket_path in cmdline
-        if ours and "bar.resident_daemon" not in _cmdline(int(stat[1])):
+        ours = b"bar.changes.fast.resident_daemon" in cmdline and socket_path in cmdline
+        if ours and "bar.changes.fast.resident_daemon" not in _cmdline(int(stat[1])):
             return int(proc.name)  # (not a fork of it: the resident itself)
     return 0
 
@@ -483,15 +483,15 @@ def _wait(done: Callable[[], bool], seconds: float = 15.0) -> None:
 
 
 def test_the_bar_command_loads_no_more_than_it_needs_to_be_served() -> None:
-    """``bin/bar`` loads ``bar.resident`` alone (``_socket`` once it sends), and that
+    """``bin/bar`` loads ``bar.changes.fast.resident`` alone (``_socket`` once it sends), and that
     module no ``__future__`` (0.3 ms of a command that takes some 50)."""
-    probe = ("import sys\nbefore = set(sys.modules)\nfrom bar import resident\n"
+    probe = ("import sys\nbefore = set(sys.modules)\nfrom bar.changes.fast import resident\n"
              "print(' '.join(sorted(set(sys.modules) - before)))")  # fmt: skip
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                          check=True).stdout.split()  # fmt: skip
-    assert set(out) <= {"bar", "bar.resident"}, out
+    assert set(out) <= {"bar", "bar.changes.fast.resident"}, out
     script = Path(BAR_EXE).read_text()
-    assert "from bar.resident import main" in script and "bar.cli" not in script
+    assert "from bar.changes.fast.resident import main" in script and "bar.cli.main" not in script
 
 
 def test_it_compiles_the_patterns_of_its_projects_policies_ahead(

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from bar import api, steps
+from bar import api
+from bar.ledger import steps
 from helpers import SETTLE, bar, git_commands, init_clean, ledger, new_task, run_sh, worktree
 
 

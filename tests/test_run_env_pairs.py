@@ -8,7 +8,7 @@ import subprocess
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bar.commands.run import env_from_pairs
+from bar.cli.commands.run import env_from_pairs
 from bar.errors import UsageError
 
 SETTINGS = settings(

@@ -11,8 +11,8 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bar import config
 from bar.errors import ConfigError, ExitCode
+from bar.project import config
 from helpers import bar, ledger, new_task, project_dir, set_config, worktree
 
 SHARED = Path("/repo/.bar/config.yaml")

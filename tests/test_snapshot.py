@@ -1,4 +1,4 @@
-"""bar.snapshot: the cheap change check never misses a hand edit; incremental snapshots
+"""bar.history.snapshot: the cheap change check never misses a hand edit; incremental snapshots
 equal full ones."""
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from bar.changes.fast.rescan import unchanged_since
 from bar.git import DIFF_FLAGS, parse_numstat
-from bar.rescan import unchanged_since
-from bar.snapshot import write_patch
+from bar.history.snapshot import write_patch
 from conftest import git
 from helpers import (
     SETTLE,
@@ -66,7 +66,7 @@ def settled(repo: Path, capfd: pytest.CaptureFixture[str]) -> dict[str, str]:
     assert bar(capfd, "run", "--", "true").code == 0  # records the files, stamps are trusted
     # their ctimes fell in the second of that record (utime moves them): git could not
     # tell an edit in that second from them, so they are looked at again once it is over
-    # (``bar.racy``)
+    # (``bar.changes.fast.racy``)
     time.sleep(1.05 - time.time() % 1)
     assert bar(capfd, "run", "--", "true").code == 0
     steps = ledger(t["id"])
@@ -129,7 +129,7 @@ def test_a_hand_edit_that_keeps_the_directories_asks_git_for_no_tree_shape(
 ) -> None:  # fmt: skip
     # files of the tree changed in place: its directories stand, so the stamps need no
     # diff of the trees (``stamps.shape_of``); git adds, writes the tree and writes the
-    # patch, once each (bar writes the commit and moves the ref itself: ``bar.loose``)
+    # patch, once each (bar writes the commit and moves the ref itself: ``bar.changes.fast.object_writer``)
     EDITS[edit](worktree(settled))
     trace = tmp_path / "trace.json"
     monkeypatch.setenv("GIT_TRACE2_EVENT", str(trace))
@@ -138,7 +138,7 @@ def test_a_hand_edit_that_keeps_the_directories_asks_git_for_no_tree_shape(
     ran = git_commands(trace)
     assert "diff-tree" not in ran and "ls-tree" not in ran, ran
     # a file whose ctime moved in the second of the record while its mtime stayed older
-    # (a chmod, a ``touch -r``) has its noted stat cleared (``bar.racy``), and the step's
+    # (a chmod, a ``touch -r``) has its noted stat cleared (``bar.changes.fast.racy``), and the step's
     # own snapshot adds it again
     smudged = "update-index" in ran
     assert not smudged or edit != "modify", ran

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from bar import snapshot
+from bar.history import snapshot
 from helpers import (
     bar,
     init_clean,

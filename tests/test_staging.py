@@ -1,4 +1,4 @@
-"""Hand edits staged ahead by the task's lookout (``bar.staging``).
+"""Hand edits staged ahead by the task's lookout (``bar.changes.fast.staging``).
 
 Between commands the lookout adds the paths a hand edit touched to a copy of the side
 index; the next command renames that copy into place instead of running ``git add`` and
@@ -20,7 +20,9 @@ from typing import Any
 
 import pytest
 
-from bar import exact, lookout, snapshot, staging
+from bar.changes.fast import staging, watcher
+from bar.git import exact
+from bar.history import snapshot
 from bar.store.lock import FileLock
 from helpers import (
     bar,
@@ -38,7 +40,7 @@ def _staged(task: dict[str, object], seconds: float = 5.0) -> Path | None:
     folder = task_dir(str(task["id"]))
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
-        said = lookout.status(side_index(task))
+        said = watcher.status(side_index(task))
         if said is not None and said.get("staged"):
             copies = [p for p in folder.iterdir() if p.name.startswith(staging.PREFIX)
                       and not p.name.endswith((".lock", staging.PATCH))]  # fmt: skip
@@ -156,7 +158,7 @@ def test_a_change_after_the_staging_began_throws_it_away(
     (wt / "one.txt").write_text("1\n")
     assert _staged(task) is not None
     (wt / "one.txt").write_text("2\n")
-    sight = lookout.look(index, base, staged=True)
+    sight = watcher.look(index, base, staged=True)
     assert sight is not None and sight.paths == {"one.txt"}
     if sight.staged is not None:  # (staged again, after the second write)
         assert sight.staged["tree"] == plain_git_tree(wt, tmp_path)
@@ -176,12 +178,12 @@ def test_a_staging_is_answered_only_to_a_command_in_the_same_environment(
     (wt / "one.txt").write_text("1\n")
     assert _staged(task) is not None
     monkeypatch.setenv("PWD", "/somewhere/else")  # (a shell's: not git's)
-    same = lookout.look(index, base, staged=True)
+    same = watcher.look(index, base, staged=True)
     assert same is not None and same.staged is not None
     monkeypatch.setenv("HOME", str(tmp_path))
-    other = lookout.look(index, base, staged=True)
+    other = watcher.look(index, base, staged=True)
     assert other is not None and other.paths == {"one.txt"} and other.staged is None
-    assert lookout.look(index, base) is not None  # (not asked for: not answered)
+    assert watcher.look(index, base) is not None  # (not asked for: not answered)
     assert bar(capfd, "run", "--", "true").code == 0
     assert recorded_tree(repo, task) == plain_git_tree(wt, tmp_path)
 
@@ -222,7 +224,7 @@ def test_a_commit_in_a_nested_repository_throws_the_staging_away(
     (wt / "touch.txt").write_text("t\n")
     assert _staged(task) is not None
     subprocess.run(["git", "commit", "-q", "--allow-empty", "-m", "two"], cwd=nested, check=True)
-    sight = lookout.look(side_index(task), ledger(str(task["id"]))[-1]["snapshot"], staged=True)
+    sight = watcher.look(side_index(task), ledger(str(task["id"]))[-1]["snapshot"], staged=True)
     assert sight is not None and sight.staged is None and "sub" in (sight.paths or ())
     assert bar(capfd, "run", "--", "true").code == 0
     assert recorded_tree(repo, task) == plain_git_tree(wt, tmp_path)
@@ -263,14 +265,14 @@ def test_copies_are_removed_when_the_lookout_exits_or_was_killed(
     assert _staged(task) is not None
     leftover = task_dir(str(task["id"])) / f"{staging.PREFIX}1.1"
     leftover.write_bytes(b"a killed lookout's")
-    lookout.stop(side_index(task))
+    watcher.stop(side_index(task))
     deadline = time.monotonic() + 5
     while _copies(task) != [leftover.name] and time.monotonic() < deadline:
         time.sleep(0.02)
     assert _copies(task) == [leftover.name]  # its own removed as it exited
     assert bar(capfd, "run", "--", "true").code == 0  # (a step hands over to a new one)
     assert bar(capfd, "run", "--", "true").code == 0
-    assert lookout.running(side_index(task))
+    assert watcher.running(side_index(task))
     assert not _copies(task)  # the new lookout removed what the killed one left
 
 

@@ -1,5 +1,5 @@
 """Output reaches disk as it comes: where a match could still be under way at the end of
-a stream (``bar.partial_match``), and a piped step's output surviving a crash of bar."""
+a stream (``bar.redact.partial_match``), and a piped step's output surviving a crash of bar."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bar.partial_match import lead_in, prefix_at, unfinished
 from bar.redact import shape_passes
+from bar.redact.partial_match import lead_in, prefix_at, unfinished
 from helpers import BAR_EXE, bar, new_task, task_dir
 
 # --------------------------------------------------------------------------- partial match

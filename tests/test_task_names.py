@@ -8,8 +8,8 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bar import tasks
 from bar.errors import UsageError
+from bar.task import tasks
 
 SETTINGS = settings(
     max_examples=150,

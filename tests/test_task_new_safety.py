@@ -125,8 +125,9 @@ def test_a_checkout_that_fails_leaves_no_branch_worktree_or_task(
 def test_a_failure_after_the_worktree_is_made_undoes_it(
     inited: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, failure: str
 ) -> None:
-    from bar import snapshot, task_new
     from bar.errors import GitError, WriteFailed
+    from bar.history import snapshot
+    from bar.task import new as task_new
 
     expected = leftovers(inited)
     with monkeypatch.context() as patch:

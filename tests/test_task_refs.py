@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from bar import journals
-from bar.journals import CreateIntent
+from bar.changes import journals
+from bar.changes.journals import CreateIntent
 from bar.store.layout import TaskPaths
 from conftest import git
 from helpers import bar, init_clean, new_task, project_dir, task_dir

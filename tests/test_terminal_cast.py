@@ -10,7 +10,7 @@ import pytest
 
 from bar.errors import CorruptFile, NotFound, UnsupportedVersion, UsageError
 from bar.redact import Scrubber
-from bar.redact_stream import StreamScrubber
+from bar.redact.stream import StreamScrubber
 from bar.terminal import cast as cast_module
 from bar.terminal.cast import CastWriter, read_cast, replay_cast
 

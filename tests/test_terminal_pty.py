@@ -611,7 +611,7 @@ def test_terminal_restored_and_child_stopped_on_an_error(
 RUNNER = """
 import json, sys
 from pathlib import Path
-from bar.record import as_dict
+from bar.base.record import as_dict
 from bar.terminal.pty import run_in_pty
 
 base = Path(sys.argv[1])

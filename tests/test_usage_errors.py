@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from bar.cli.parser import build_parser
 from bar.errors import ExitCode
-from bar.parser import build_parser
 from helpers import bar, bar_exe, new_task
 
 

@@ -1,5 +1,5 @@
 """What the kernel says about a worktree during a step and between two checkpoints
-(``bar.watch``), and snapshots taken from it (``bar.rescan.scan`` with ``changed``)."""
+(``bar.base.inotify``), and snapshots taken from it (``bar.changes.fast.rescan.scan`` with ``changed``)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from bar.watch import ANY_CHANGE, TreeWatch, Watch
+from bar.base.inotify import ANY_CHANGE, TreeWatch, Watch
 
 
 def _tree(root: Path) -> list[str]:
@@ -95,7 +95,7 @@ def test_a_step_recorded_from_the_watch_equals_plain_git(
     """Every kind of change a command can make, recorded with no stat pass (the step's
     watch, or the task's lookout, says what moved), gives the tree ``git add -A`` gives
     on a fresh index."""
-    from bar import rescan
+    from bar.changes.fast import rescan
 
     if not lookout:
         monkeypatch.setenv("BAR_LOOKOUT_IDLE", "0")

@@ -1,3 +1,3 @@
-from bar.cli import main
+from bar.cli.main import main
 
 raise SystemExit(main(resident=True))

@@ -1,6 +1,6 @@
 """Every error a user can meet, each carrying its exit code and a hint for what to do next.
 
-One top-level handler (``bar.cli.main``) turns a ``BarError`` into ``bar: <message>`` on
+One top-level handler (``bar.cli.main.main``) turns a ``BarError`` into ``bar: <message>`` on
 stderr plus the hint, and exits with ``exit_code``. Anything that is not a ``BarError`` is a
 bug: it gets ``ExitCode.INTERNAL`` and its traceback goes to a log file. All of bar's
 exception classes live here, so the table of exit codes in the README is this file.

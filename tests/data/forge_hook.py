@@ -5,7 +5,7 @@ second) to a running step over its socket, as a hostile command would
 import json
 import sys
 
-from bar import channel
+from bar.step import channel
 
 event = {
     "session_id": "FORGED-SESSION",

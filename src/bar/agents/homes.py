@@ -36,11 +36,11 @@ from pathlib import Path
 from typing import Any
 
 from bar.agents.protocol import protocol
+from bar.base.record import record
 from bar.errors import AgentSettingsError
-from bar.record import record
 from bar.store.files import read_regular, write_bytes_atomic
 from bar.store.layout import bar_home, home_dir
-from bar.tasks import Task
+from bar.task.tasks import Task
 
 _STAMPS = ".bar-copied.json"  # what was copied from the developer's, and when
 

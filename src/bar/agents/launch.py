@@ -23,12 +23,12 @@ from typing import TYPE_CHECKING
 
 from bar.agents import mcp_entry
 from bar.agents.protocol import protocol
-from bar.slotted import Slotted
+from bar.base.slotted import Slotted
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from bar.tasks import Task
+    from bar.task.tasks import Task
 
 # Codex keys a hook's trust by its source, its event's label and its place in the list
 # (hooks/src/engine/discovery.rs in openai/codex)

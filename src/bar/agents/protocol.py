@@ -26,8 +26,8 @@ import re
 from typing import Any
 
 from bar.agents import AGENTS
+from bar.base.slotted import Slotted
 from bar.errors import HookInputError, UnknownAgent
-from bar.slotted import Slotted
 
 ACTIONS = ("allow", "log", "warn", "block")
 

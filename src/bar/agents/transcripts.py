@@ -20,8 +20,8 @@ from bar.store.files import read_regular
 
 if TYPE_CHECKING:
     from bar.agents.protocol import HookEvent
-    from bar.checkpoints import Recorder
-    from bar.tasks import Task
+    from bar.history.checkpoints import Recorder
+    from bar.task.tasks import Task
 
 _TAIL = 4 << 20  # bytes read from the end first: the call was just made
 

@@ -13,7 +13,7 @@ import zlib
 
 from bar import __version__
 from bar.errors import CorruptFile, PolicyError
-from bar.migrate import upgrade
+from bar.ledger.migrate import upgrade
 from bar.policy.rules import ACTIONS, Policy, Rule
 from bar.store import cache
 
@@ -258,7 +258,7 @@ _MAX_PATTERNS = 256
 def compile_cached(home: str) -> None:
     """Compile the patterns of the policies the bar home's projects use, as their caches
     hold them: the resident does, so that its forks find them in ``re``'s cache, where
-    their command would compile the rule it needs (~0.7 ms; ``bar.resident_daemon``). A
+    their command would compile the rule it needs (~0.7 ms; ``bar.changes.fast.resident_daemon``). A
     pattern changed since is compiled by the fork, as before."""
     import contextlib
     import glob

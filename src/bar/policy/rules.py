@@ -13,9 +13,9 @@ import re
 from typing import TYPE_CHECKING
 
 from bar import shell
+from bar.base.slotted import Slotted
 from bar.errors import PolicyError
 from bar.policy.literals import required_literals
-from bar.slotted import Slotted
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

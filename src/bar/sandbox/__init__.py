@@ -20,7 +20,7 @@ step (``bench/`` figure 10). What Landlock cannot say, bar says in the plan's te
   of the root is writable, the root itself is not (a new entry cannot be made directly in
   it; the step's own ``TMPDIR`` is always writable);
 - the worktree's ``.git`` file sits in the writable worktree: bar checks it before every
-  git operation and puts it back (``bar.guard``); nothing a step does to it is ever used.
+  git operation and puts it back (``bar.git.guard``); nothing a step does to it is ever used.
 
 Where the kernel cannot confine (no Landlock, or not Linux) ``confine`` says why, and the
 step runs unconfined unless ``sandbox.required`` makes that an error.
@@ -34,12 +34,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from bar.record import field, record
+from bar.base.record import field, record
 from bar.sandbox.namespace import Bind
 
 if TYPE_CHECKING:
-    from bar.config import SandboxConfig
-    from bar.proc import Prepare
+    from bar.base.proc import Prepare
+    from bar.project.config import SandboxConfig
 
 T = TypeVar("T")
 

@@ -7,7 +7,7 @@ repository's git directory, in a user and mount namespace of its own: ``objects`
 quarantine directory of the task's (whatever git writes lands there), with the real store
 mounted read-only beside it as an alternate (git finds every existing object, and can
 change none); the directory of the task branch's ref, and of its reflog, are copies
-(``bar.quarantine`` brings back what the step did to its own branch, and nothing else).
+(``bar.sandbox.quarantine`` brings back what the step did to its own branch, and nothing else).
 
 The views are made in the command's process, after its holder is forked off and before
 Landlock confines it: Landlock then forbids any change of the mounts (``mount``,
@@ -23,7 +23,7 @@ from __future__ import annotations
 import ctypes
 import os
 
-from bar.record import record
+from bar.base.record import record
 
 # set to make bar act as if the kernel offered no namespaces (to try the fallback)
 UNAVAILABLE_ENV = "BAR_NAMESPACES_UNAVAILABLE"

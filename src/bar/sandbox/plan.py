@@ -2,7 +2,7 @@
 
 Writable: the worktree; what git needs to commit on the task branch (the quarantine
 the step sees as the object store and as the directory of the task branch's ref and of
-its reflog, ``bar.quarantine``; where the kernel cannot give the step that view, the
+its reflog, ``bar.sandbox.quarantine``; where the kernel cannot give the step that view, the
 store and those directories themselves), the worktree's own admin directory; the task's own temporary directory (the step's ``TMPDIR``), ``/tmp`` and
 ``/var/tmp``; config ``sandbox.allow_write``; with an agent, its home for the task
 (``bar.agents.homes``, never the developer's own ``~/.claude`` and the like); the
@@ -19,13 +19,21 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from bar import quarantine
+from bar.base.notices import warn
 from bar.errors import CannotConfine
-from bar.guard import admin_dir, common_dir
-from bar.notices import warn
-from bar.sandbox import DEVICES, Confinement, Plan, confine, own_code, support, unconfined
+from bar.git.guard import admin_dir, common_dir
+from bar.sandbox import (
+    DEVICES,
+    Confinement,
+    Plan,
+    confine,
+    own_code,
+    quarantine,
+    support,
+    unconfined,
+)
 from bar.store.layout import bar_home, home_dir
-from bar.tasks import Task
+from bar.task.tasks import Task
 
 TEMPORARY = ("/tmp", "/var/tmp")
 # Unix sockets of programs acting with the developer's rights (an ssh agent holds the

@@ -6,11 +6,11 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
+from bar.base.slotted import Slotted
 from bar.shell import tree
 from bar.shell.programs import decode, printed
 from bar.shell.quoting import render
 from bar.shell.words import PLACEHOLDER, normalise, positional, word_set
-from bar.slotted import Slotted
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

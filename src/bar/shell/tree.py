@@ -11,10 +11,10 @@ import os
 import re
 from typing import TYPE_CHECKING, Any, Protocol
 
+from bar.base.slotted import Slotted
 from bar.shell.programs import pipeline_printed
 from bar.shell.quoting import ansi_c, expand_braces, quote, unescape, unescape_dq
 from bar.shell.words import PLACEHOLDER, word_set
-from bar.slotted import Slotted
 
 if TYPE_CHECKING:
     from tree_sitter import Node, Parser

@@ -1,7 +1,7 @@
 """Files below a directory bar holds open: read, listed and emptied without following
 a link anywhere on the way.
 
-For directories a confined step can write (a step's quarantine, ``bar.quarantine``):
+For directories a confined step can write (a step's quarantine, ``bar.sandbox.quarantine``):
 whatever it left there, a link to the developer's files in place of a directory or a
 file, bar neither reads nor removes anything through it. Each component is opened with
 ``O_NOFOLLOW`` relative to the directory above it.

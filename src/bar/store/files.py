@@ -19,7 +19,7 @@ import os
 import stat
 from typing import TYPE_CHECKING, Any
 
-from bar import faults
+from bar.base import faults
 from bar.errors import CorruptFile, WriteFailed
 
 if TYPE_CHECKING:

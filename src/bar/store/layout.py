@@ -19,7 +19,7 @@ import os
 import re
 from pathlib import Path
 
-from bar.record import record
+from bar.base.record import record
 
 TASK_ID_RE = re.compile(r"^[A-Za-z0-9_-]{8}$")
 STEP_ID_RE = re.compile(r"^[0-9]{4,9}$")

@@ -19,8 +19,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import ClassVar
 
-from bar import known_secrets
 from bar.errors import Locked
+from bar.redact import known as known_secrets
 from bar.store.files import FILE_MODE
 
 DEFAULT_TIMEOUT = 600.0

@@ -11,7 +11,7 @@ incrementally: a character split across two reads is emitted whole with the seco
 event; invalid bytes become U+FFFD.
 
 The reader validates every line and names the file and line in ``CorruptFile``; the
-header's ``version`` goes through ``bar.migrate`` like every versioned file of bar's. Replay
+header's ``version`` goes through ``bar.ledger.migrate`` like every versioned file of bar's. Replay
 streams events (a long agent session can be large) after a first validating pass, so a
 broken file fails before anything is played.
 """
@@ -28,9 +28,9 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import BinaryIO, TypeGuard
 
+from bar.base.record import field, record
 from bar.errors import BarError, CorruptFile, NotFound, UsageError
-from bar.migrate import CURRENT, upgrade
-from bar.record import field, record
+from bar.ledger.migrate import CURRENT, upgrade
 from bar.store.files import create_file
 from bar.terminal.filters import Stamped, StreamFilter, stamped
 

@@ -26,8 +26,8 @@ from pathlib import Path
 from types import FrameType
 from typing import IO, BinaryIO
 
-from bar.proc import Starter, exit_status, start_directly
-from bar.record import record
+from bar.base.proc import Starter, exit_status, start_directly
+from bar.base.record import record
 from bar.store.files import create_file
 from bar.terminal.filters import StreamFilter
 

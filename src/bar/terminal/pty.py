@@ -37,9 +37,9 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from bar.base.proc import Prepare, Starter, exit_status, start_directly
+from bar.base.record import record
 from bar.errors import BarError, UsageError
-from bar.proc import Prepare, Starter, exit_status, start_directly
-from bar.record import record
 from bar.terminal.cast import CastWriter, create_private, write_all
 from bar.terminal.filters import StreamFilter
 from bar.terminal.pipes import STDERR_HEADER, STDOUT_HEADER

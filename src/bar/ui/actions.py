@@ -14,15 +14,15 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from bar import api
-from bar.checkpoints import Checkpoint
 from bar.errors import ApplyConflict, BarError
-from bar.tasks import Task
+from bar.history.checkpoints import Checkpoint
+from bar.task.tasks import Task
 from bar.ui.pages import esc, layout, plural, short, stat_text, task_url
 from bar.ui.security import CSRF_FIELD
 from bar.ui.step_pages import state_picker
 
 if TYPE_CHECKING:
-    from bar.apply import ApplyResult
+    from bar.changes.apply import ApplyResult
 
 _VERB = {"A": "recreate", "M": "restore", "D": "delete", "T": "restore"}
 PATCH_SHOWN = 512 * 1024  # characters of an apply's patch put in its preview

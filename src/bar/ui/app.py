@@ -22,9 +22,9 @@ from starlette.responses import HTMLResponse, PlainTextResponse, Response, Strea
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from bar.checkpoints import Checkpoint
 from bar.errors import BarError, NotFound
-from bar.tasks import Task
+from bar.history.checkpoints import Checkpoint
+from bar.task.tasks import Task
 from bar.ui import actions, assets, decisions, pages, patches, step_pages, views
 from bar.ui.security import Guard, Secrets
 

@@ -3,7 +3,7 @@ answer them, and the decisions answered before.
 
 Each item shows its title, location, context and options with their scores, pros and
 cons; the recommendation is chosen to begin with and a note may go with each choice. The
-answer is a POST (with the CSRF token) that goes through ``bar.decide.answer``, so through
+answer is a POST (with the CSRF token) that goes through ``bar.aide.decide.answer``, so through
 the orders layer: while a step runs, that step's ``bar run`` records it. It names the
 session it answers, so a submission that replaced the one on screen is not answered by
 mistake. A refused answer is shown as bar's own sentence above the form.
@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from bar import decide
+from bar.aide import decide
 from bar.errors import BarError
-from bar.tasks import Task
+from bar.task.tasks import Task
 from bar.ui.pages import esc, layout, plural, task_url
 from bar.ui.security import CSRF_FIELD
 

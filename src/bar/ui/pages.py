@@ -15,12 +15,12 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlencode
 
 from bar import api
-from bar.records import ApplyStep, DecisionStep, RollbackStep, RunStep, Step, SyncStep
-from bar.tasks import Task
+from bar.ledger.records import ApplyStep, DecisionStep, RollbackStep, RunStep, Step, SyncStep
+from bar.task.tasks import Task
 from bar.ui import assets, views
 
 if TYPE_CHECKING:
-    from bar.checkpoints import Checkpoint
+    from bar.history.checkpoints import Checkpoint
 
 # The pages of a task, as its navigation lists them: (label, path below the task's URL).
 # A new page of a task is one more entry here and one more route in ``app``.
@@ -211,7 +211,7 @@ def _phased_rows(task: Task, shown: list[Step], history: list[dict[str, Any]],
                  entries: list[dict[str, Any]]) -> str:  # fmt: skip
     """The steps under a header per flow phase (each in the phase current when it started),
     with the flow's entries between them where they were made; all newest first."""
-    from bar.flow import phase_of
+    from bar.aide.flow import phase_of
 
     out: list[str] = []
     group: list[str | None] = []  # the phase whose rows are being written, once there is one

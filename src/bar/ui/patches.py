@@ -16,7 +16,7 @@ import stat
 from collections import OrderedDict
 from pathlib import Path
 
-from bar.record import field, record
+from bar.base.record import field, record
 
 _QUOTED = {ord("a"): 7, ord("b"): 8, ord("t"): 9, ord("n"): 10, ord("v"): 11, ord("f"): 12,
            ord("r"): 13, ord('"'): 34, ord("\\"): 92}  # fmt: skip

@@ -10,8 +10,8 @@ from __future__ import annotations
 import shlex
 from typing import TYPE_CHECKING
 
-from bar.records import ApplyStep, RollbackStep, RunStep, Step, SyncStep
-from bar.tasks import Task
+from bar.ledger.records import ApplyStep, RollbackStep, RunStep, Step, SyncStep
+from bar.task.tasks import Task
 from bar.ui import patches, views
 from bar.ui.pages import (
     describe,
@@ -27,7 +27,7 @@ from bar.ui.pages import (
 )
 
 if TYPE_CHECKING:
-    from bar.checkpoints import Checkpoint
+    from bar.history.checkpoints import Checkpoint
 
 # files opened (their diffs fetched as they come into view) on a page of at most this many
 OPEN_UP_TO = 50

@@ -14,13 +14,13 @@ from typing import TYPE_CHECKING, Any
 
 from bar import api
 from bar.errors import BarError, NotFound
-from bar.records import Step, parse_step_ref
+from bar.ledger.records import Step, parse_step_ref
 from bar.store.layout import TASK_ID_RE
-from bar.tasks import Task
+from bar.task.tasks import Task
 from bar.ui import patches
 
 if TYPE_CHECKING:
-    from bar.checkpoints import Checkpoint
+    from bar.history.checkpoints import Checkpoint
 
 PER_PAGE = 100
 OUTPUT_LIMIT = 2 << 20  # bytes of a step's output shown in the page; the rest by link
@@ -73,7 +73,7 @@ def last_activity(summary: api.TaskSummary) -> str:
 def pending_decisions(the_task: Task) -> int:
     """How many of the agent's questions wait for an answer (``bar decide submit``): the
     items of the pending submission."""
-    from bar import decide
+    from bar.aide import decide
 
     try:
         waiting = decide.pending(the_task)
@@ -106,7 +106,7 @@ def steps_page(the_task: Task, page: int) -> list[Step]:
 
 def flow_status(the_task: Task) -> dict[str, Any] | None:
     """The task's flow (``bar flow``), or None: it has none, or its file cannot be read."""
-    from bar import flow
+    from bar.aide import flow
 
     try:
         return flow.status(the_task)

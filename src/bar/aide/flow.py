@@ -1,0 +1,224 @@
+"""``bar flow``: where the work of a task stands, in phases and steps, with a snapshot each.
+
+The format is aide flow's FlowStatus (SPEC §12; its field names are fixed), kept as
+``flow-status.json`` in the task directory: ``task_id``, ``current_phase``,
+``current_step``, ``started_at`` and ``history[]`` of {``timestamp``, ``action``,
+``phase``, ``step``, ``summary``, ``git_commit?``}, plus ``state`` (ext) in each entry:
+bar's name of the state ``git_commit`` holds (``3``, ``3.2``, ``base``), which
+``--rollback`` returns to. Phases come from ``flow.phases`` (default ``PHASES``).
+
+``step`` counts the entries (every action is one more, as in the seed's example).
+``back-step`` returns to the state before the last ``next-step`` of the current phase that
+no ``back-step`` took back yet; ``back-part`` to the state in which a phase (by default the
+one before) was last entered. Each entry's ``git_commit`` is a snapshot commit whose
+message follows the seed: ``[bar] impl: finished the user model``, ``[bar] verify issue:
+...``, ``[bar] impl back-step: ...``; where the snapshot already existed with another
+message, a commit of the same tree and parents with the flow's message is made and kept
+under ``refs/bar/flow/<task id>/``.
+
+Every change goes through an order (``bar.step.orders``), so an agent inside a running step
+can move its own flow: its ``bar run`` takes the snapshot as a checkpoint of the step.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from bar import git
+from bar.errors import BarError, CorruptFile, UsageError
+from bar.git import BAR_IDENTITY
+from bar.history.checkpoints import Checkpoint
+from bar.step import orders
+from bar.store.files import write_bytes_atomic
+from bar.task.tasks import Task
+
+PHASES = ("flow-design", "impl", "verify", "docs", "finish")
+ACTIONS = ("start", "next-step", "back-step", "next-part", "back-part", "issue", "error")
+FILE = "flow-status.json"
+REFS = "refs/bar/flow/"
+
+
+class FlowError(BarError):
+    """An action the flow's state does not allow (nothing was changed)."""
+
+
+def path(task: Task) -> Path:
+    return task.dir / FILE
+
+
+def phases(task: Task) -> tuple[str, ...]:
+    return task.project.config.flow.phases or PHASES
+
+
+def status(task: Task) -> dict[str, Any] | None:
+    """The task's FlowStatus, or None before ``bar flow start``."""
+    try:
+        data = json.loads(path(task).read_bytes())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        raise CorruptFile(f"cannot read {path(task)}: {exc}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("history"), list):
+        raise CorruptFile(f"{path(task)} is not a flow status (no history)")
+    return data
+
+
+def history(task: Task) -> list[dict[str, Any]] | None:
+    """The history of the task's flow (None: it has none)."""
+    current = status(task)
+    return list(current["history"]) if current is not None else None
+
+
+def _moment(text: str) -> dt.datetime | None:
+    try:
+        moment = dt.datetime.fromisoformat(text)
+    except (TypeError, ValueError):
+        return None
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=dt.UTC)
+
+
+def phase_of(history: Sequence[Mapping[str, Any]], started_at: str) -> str | None:
+    """The phase current at ``started_at`` (a step's start): the phase of the last entry
+    of ``history`` made at or before it; None before the flow started."""
+    when = _moment(started_at)
+    if when is None:
+        return None
+    found: str | None = None
+    for entry in history:
+        at = _moment(str(entry.get("timestamp", "")))
+        if at is not None and at <= when:
+            found = str(entry.get("phase"))
+    return found
+
+
+def message(action: str, phase: str, summary: str) -> str:
+    """The snapshot commit's message (seed §5, with ``bar`` for ``aide``)."""
+    if action in ("issue", "error", "back-step", "back-part"):
+        return f"[bar] {phase} {action}: {summary}"
+    return f"[bar] {phase}: {summary}"
+
+
+def plan(current: Mapping[str, Any] | None, action: str, names: Sequence[str],
+         to: str | None = None) -> tuple[str, int, int | None]:  # fmt: skip
+    """(the phase after ``action``, its step, the index of the history entry it returns
+    to, if it goes back); a ``FlowError`` when the flow's state does not allow it."""
+    if action not in ACTIONS:
+        raise UsageError(f"{action!r} is not a flow action", hint="one of " + ", ".join(ACTIONS))
+    if current is None:
+        if action != "start":
+            raise FlowError("the task's flow has not started",
+                            hint='start it: bar flow start "SUMMARY"')  # fmt: skip
+        return names[0], 1, None
+    if action == "start":
+        raise FlowError(f"the task's flow has started already (phase {current['current_phase']}, "
+                        f"step {current['current_step']})",
+                        hint="go on with next-step, next-part, issue, ...")  # fmt: skip
+    phase, history = str(current["current_phase"]), list(current["history"])
+    step = int(current["current_step"]) + 1
+    where = names.index(phase) if phase in names else -1
+    if where < 0:
+        raise FlowError(f"the flow's phase {phase} is not one of flow.phases ({', '.join(names)})",
+                        hint="put it back in flow.phases in your config.yaml")  # fmt: skip
+    if action == "next-part":
+        if where + 1 >= len(names):
+            raise FlowError(f"{phase} is the last phase: there is no next part",
+                            hint="record the end with next-step, or go back with back-part")  # fmt: skip
+        return names[where + 1], step, None
+    if action == "back-part":
+        target = to if to is not None else (names[where - 1] if where > 0 else None)
+        if target is None:
+            raise FlowError(f"{phase} is the first phase: there is no part before it")
+        if target not in names[:where]:
+            raise FlowError(f"{target} is not a phase before {phase}",
+                            hint="the phases before it: " + (", ".join(names[:where]) or "none"))  # fmt: skip
+        return target, step, _entered(history, target)
+    if action == "back-step":
+        return phase, step, _step_back(history, phase)
+    return phase, step, None
+
+
+def _entered(history: list[Mapping[str, Any]], phase: str) -> int:
+    """The index of the entry that last entered ``phase``."""
+    for i in range(len(history) - 1, -1, -1):
+        if history[i].get("phase") == phase and (i == 0 or history[i - 1].get("phase") != phase):
+            return i
+    raise FlowError(f"the flow was never in phase {phase}")
+
+
+def _step_back(history: list[Mapping[str, Any]], phase: str) -> int:
+    """The index of the entry before the last ``next-step`` of ``phase`` (in its latest
+    stretch) that no ``back-step`` took back."""
+    owed = 0
+    for i in range(len(history) - 1, 0, -1):
+        entry = history[i]
+        if entry.get("phase") != phase or history[i - 1].get("phase") != phase:
+            break
+        if entry.get("action") == "back-step":
+            owed += 1
+        elif entry.get("action") == "next-step":
+            if owed == 0:
+                return i - 1
+            owed -= 1
+    raise FlowError(f"there is no step to go back to in phase {phase}",
+                    hint="back-part returns to an earlier phase")  # fmt: skip
+
+
+def keep_commit(task: Task, commit: str, text: str) -> str:
+    """``commit`` if its message is ``text``; else a commit of its tree and parents with
+    that message, kept under ``refs/bar/flow/<task id>/``."""
+    cwd = task.git_cwd
+    if git.out(cwd, "log", "-1", "--format=%B", commit).strip() == text.strip():
+        return commit
+    parents = git.out(cwd, "rev-parse", f"{commit}^@").split()
+    made = git.commit_tree(cwd, git.tree_of(cwd, commit), parents, text, identity=BAR_IDENTITY)
+    git.git(cwd, "update-ref", "-m", "bar: flow", f"{REFS}{task.id}/{made}", made)
+    return made
+
+
+def _now() -> str:
+    return dt.datetime.now().astimezone().isoformat(timespec="milliseconds")
+
+
+@orders.register("flow", "any")
+def _act(ctx: orders.Context, args: Mapping[str, object]) -> dict[str, object]:
+    action, summary = orders.require_args(args, "action", "summary")
+    to = args.get("phase")
+    current = status(ctx.task)
+    names = phases(ctx.task)
+    phase, step, back_to = plan(current, action, names, str(to) if isinstance(to, str) else None)
+    rolled: dict[str, Any] | None = None
+    if args.get("rollback"):
+        if back_to is None or current is None:
+            raise UsageError("--rollback goes with back-step and back-part")
+        state = current["history"][back_to].get("state")
+        if not isinstance(state, str):
+            raise FlowError(f"entry {back_to + 1} of the flow names no state to return to")
+        done = ctx.rollback(state)
+        rolled = done.to_record()
+    text = message(action, phase, summary)
+    name, commit = ctx.state(f"flow {action}: {summary}", text)
+    now = _now()
+    entry = {"timestamp": now, "action": action, "phase": phase, "step": step,
+             "summary": summary, "git_commit": keep_commit(ctx.task, commit, text),
+             "state": name}  # fmt: skip
+    new = {"task_id": ctx.task.id, "current_phase": phase, "current_step": step,
+           "started_at": current["started_at"] if current else now,
+           "history": [*(current["history"] if current else []), entry]}  # fmt: skip
+    data = json.dumps(new, indent=2, ensure_ascii=False) + "\n"
+    write_bytes_atomic(path(ctx.task), data.encode("utf-8", "backslashreplace"))
+    taken = ctx.last_checkpoint()
+    return {"flow": new, "entry": entry, "rollback": rolled,
+            "checkpoint": taken.to_record() if isinstance(taken, Checkpoint) else None}  # fmt: skip
+
+
+def act(task: Task, action: str, summary: str, *, rollback: bool = False,
+        phase: str | None = None, wait: bool = True) -> dict[str, object]:  # fmt: skip
+    """Record a flow action (``start``, ``next-step``, ...) as the task's one writer."""
+    args: dict[str, object] = {"action": action, "summary": summary, "rollback": rollback}
+    if phase is not None:
+        args["phase"] = phase
+    return orders.order(task, "flow", args, wait=wait)

@@ -1,0 +1,494 @@
+"""bar as a library: the calls every face makes.
+
+The command line, ``bar hook``, and the web page and MCP server to come all drive bar
+through these functions and the records they return (``Task``, the step records of
+``bar.ledger.records``, ``ApplyResult``, ``Status``…), never through ``main(argv)`` and never
+through each other. Every call that changes a task takes the task's lock, reloads it,
+finishes what a crashed bar left and records hand edits (``recovery.prepare``) before it
+acts, so no face can forget to.
+
+    loc = api.open_project()                     # the project of the current directory
+    task = api.get_task(loc)                     # the task you are in, else the active one
+    step = api.run(task, RunRequest(["make", "test"]))
+    api.rollback(task, "base")
+    api.apply(task, mode="commit")
+
+Each verb's module is imported by the call that uses it: a ``bar log`` must not pay for
+loading the runner, the supervisor, the terminal code and the shell parser. This is the
+one place below the faces where imports sit inside functions.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from bar import git
+from bar.base.clock import now_iso
+from bar.base.record import field, record
+from bar.changes import journals
+from bar.errors import (
+    BarError,
+    CorruptFile,
+    DirtyWorktree,
+    NotARepository,
+    NotInitialized,
+    UsageError,
+)
+from bar.history import states
+from bar.history.diffs import Diff, apply_diff, diff, unrecorded
+from bar.ledger import steps
+from bar.ledger.records import RollbackStep, RunStep, Step, parse_step_ref
+from bar.project.project import Location, Project, find_project, locate, policy_for, running_socket
+from bar.step import queued as queued_steps
+from bar.store.files import write_text_atomic
+from bar.store.lock import is_locked
+from bar.task.state import TaskSummary, is_running, summarize
+from bar.task.status import Status, status
+from bar.task.tasks import Task, list_tasks, load_task, resolve_task
+
+if TYPE_CHECKING:
+    from bar.changes.apply import ApplyResult
+    from bar.changes.rollback import Plan
+    from bar.changes.sync import SyncPlan
+    from bar.changes.undo import Plan as UndoPlan
+    from bar.history.blame import Blame
+    from bar.history.checkpoints import Checkpoint
+    from bar.policy import Decision, Policy
+    from bar.project.adopt import Adopted, Moved
+    from bar.project.doctor import Doctor
+    from bar.step.run import RunRequest
+    from bar.task import delete as task_delete
+    from bar.task import reopen as task_reopen
+
+__all__ = [
+    "Diff", "Location", "Project", "Status", "Task", "TaskSummary", "adopt_project", "apply",
+    "apply_diff", "artifact_path", "blame", "check_command", "checkpoint", "checkpoints",
+    "close_task", "delete_task", "diff", "doctor", "get_task", "init_project", "log",
+    "new_task", "open_project", "plan_rollback", "policy_for", "projects", "prune_tasks",
+    "read_artifact", "reopen_task", "rollback", "run", "running", "running_socket", "show",
+    "status", "summarize", "switch_task",
+    "sync", "tasks", "undo", "unrecorded",
+]  # fmt: skip
+
+
+# --- projects ------------------------------------------------------------------------
+
+
+def open_project(cwd: Path | None = None) -> Location:
+    """The registered project (and the task, inside a task worktree) of ``cwd``."""
+    if cwd is None:
+        from bar.changes.fast import prescan
+
+        found = prescan.location()  # (found while the command's code loaded)
+        if found is not None:
+            return found
+    try:
+        return find_project(cwd)
+    except NotInitialized:
+        from bar.project.adopt import not_registered
+
+        raise not_registered(locate(cwd).project) from None
+
+
+@record(frozen=True)
+class Initialized:
+    project: Project
+    created: list[Path]
+    moved: list[Moved] = field(default_factory=list)  # its tasks left at an old path
+
+
+def init_project(cwd: Path | None = None) -> Initialized:
+    """Register the repository of ``cwd`` (``bar init``); running it again changes nothing.
+    A repository that moved is not registered anew (``adopt_project``)."""
+    from bar.policy import DEFAULT_POLICY_TEXT
+    from bar.project.adopt import refuse_if_moved
+
+    project = locate(cwd).project
+    if not git.has_commit(project.root):
+        raise NotARepository(
+            f"{project.root} has no commit yet",
+            hint="make a first commit (git commit --allow-empty -m init), then run bar init",
+        )
+    moved = refuse_if_moved(project)
+    base = "main" if git.branch_exists(project.root, "main") else None
+    created = project.register(base or git.current_branch(project.root) or "main")
+    policy_path = project.policy_path()
+    if not policy_path.exists():
+        policy_path.parent.mkdir(parents=True, exist_ok=True)
+        write_text_atomic(policy_path, DEFAULT_POLICY_TEXT)
+        policy_path.chmod(0o644)  # a file of the repository, not one of bar's own
+        created.append(policy_path)
+    if created:
+        project.log_event("project.initialized", root=str(project.root))
+    return Initialized(project, created, moved)
+
+
+def adopt_project(cwd: Path | None = None, which: str | None = None) -> Adopted:
+    """Re-attach the tasks a moved repository left at its old path (``bar init --adopt``)."""
+    from bar.project.adopt import adopt
+
+    return adopt(locate(cwd).project, which or None)
+
+
+def check_command(
+    command: str | Sequence[str], *, policy: Policy | None = None, cwd: Path | None = None
+) -> Decision:
+    """Judge a shell line (str) or an argument vector with ``policy``, else the policy of
+    the project of ``cwd``, else bar's default policy."""
+    from bar.policy import Decision
+
+    chosen = policy if policy is not None else policy_for(cwd)
+    if chosen is None:
+        return Decision("allow")
+    return (
+        chosen.evaluate_line(command)
+        if isinstance(command, str)
+        else chosen.evaluate_argv(list(command))
+    )
+
+
+# --- tasks ---------------------------------------------------------------------------
+
+
+def get_task(loc: Location, ref: str | None = None) -> Task:
+    """The task named ``ref`` (id or name), else the one whose worktree we are in, else
+    the active task."""
+    return resolve_task(loc.project, ref, from_cwd=loc.task_id)
+
+
+def tasks(project: Project, *, include_closed: bool = False) -> list[TaskSummary]:
+    active_id = project.active_task_id()
+    return [summarize(t, active_id) for t in list_tasks(project) if include_closed or t.active]
+
+
+def new_task(
+    project: Project,
+    name: str,
+    *,
+    base: str | None = None,
+    description: str | None = None,
+    tags: Sequence[str] = (),
+) -> Task:
+    """Create a task with its branch and worktree; it becomes the active task."""
+    from bar.task.new import create_task
+
+    return create_task(project, name, base=base, description=description, tags=list(tags))
+
+
+def switch_task(task: Task) -> Task:
+    if not task.active:
+        raise BarError(f"task {task.name} ({task.id}) is closed and cannot be made active",
+                       hint=f"`bar task reopen {task.id}` makes it active again")  # fmt: skip
+    task.project.set_active_task(task.id)
+    return task
+
+
+@record(frozen=True)
+class Closed:
+    task: Task
+    worktree_removed: bool
+    recorded: list[Step] = field(default_factory=list)  # what close recorded first
+
+
+def close_task(task: Task, *, keep_worktree: bool = False, force: bool = False) -> Closed:
+    """Close the task; its worktree is removed unless kept, its branch and record stay.
+    Refuses while the worktree holds changes no step recorded, unless ``force``, which
+    records them as a manual step first."""
+    from bar.changes import recovery
+    from bar.changes.fast import watcher
+    from bar.cli.progress import Progress
+    from bar.sandbox import plan as sandbox_plan
+    from bar.task import worktree
+
+    project = task.project
+    recorded: list[Step] = []
+    removed = False
+    with task.lock("bar task close"), Progress("task close:") as shown:
+        task = load_task(project, task.id)
+        if not task.active:
+            raise UsageError(f"task {task.name} ({task.id}) is already closed")
+        if task.worktree.is_dir():
+            recorded += recovery.finish_pending(task)
+            shown.update(detail="looking for changes no step recorded")
+            if steps.has_unrecorded_changes(task):
+                if not force:
+                    raise DirtyWorktree(
+                        f"task {task.name} has changes no step recorded",
+                        hint="record them with `bar run`, roll them back, or close with "
+                        "--force (which records them as a manual step first)",
+                    )
+                manual = steps.record_hand_edits(task)
+                recorded += [manual] if manual else []
+            if not keep_worktree:
+                shown.update(detail=f"removing the worktree {task.worktree}")
+                try:
+                    # `worktree prune` must not see a worktree another process is adding
+                    with project.lock("bar task close"):
+                        worktree.remove(project.root, task.worktree)
+                except Exception as exc:
+                    project.log_event("worktree.remove.failed", task_id=task.id, error=str(exc))
+                    raise
+                removed = True
+                project.log_event("worktree.removed", task_id=task.id, path=str(task.worktree))
+        task.status = "closed"
+        task.closed_at = now_iso()
+        task.save()
+        watcher.stop(task.index)  # no step will ask it again
+        project.log_event("task.closed", task_id=task.id, name=task.name)
+        sandbox_plan.remove_temp_dir(task)
+    if project.active_task_id() == task.id:
+        project.set_active_task(None)
+    return Closed(task, removed, recorded)
+
+
+# a closed task reopened, deleted, or every closed task pruned: see those modules
+def reopen_task(project: Project, ref: str) -> task_reopen.Reopened:
+    from bar.task.reopen import reopen
+
+    return reopen(project, ref)
+
+
+def delete_task(project: Project, ref: str, *, force: bool = False, dry_run: bool = False) -> task_delete.Deletion:  # fmt: skip
+    from bar.task.delete import delete
+
+    return delete(project, ref, force=force, dry_run=dry_run)
+
+
+def prune_tasks(project: Project, *, force: bool = False, dry_run: bool = False) -> task_delete.Pruned:  # fmt: skip
+    from bar.task.delete import prune
+
+    return prune(project, force=force, dry_run=dry_run)
+
+
+# --- changing a task -----------------------------------------------------------------
+
+
+@contextmanager
+def _locked(task: Task, what: str, *, wait: bool) -> Iterator[Task]:
+    """Hold the task's lock and reload it (it may have changed while we waited)."""
+    with task.lock(what, wait=wait):
+        yield load_task(task.project, task.id)
+
+
+@contextmanager
+def _changing(task: Task, what: str, *, wait: bool) -> Iterator[Task]:
+    """``_locked``, then finish what a crashed bar left and record hand edits: then the
+    caller acts."""
+    from bar.changes import recovery
+
+    with _locked(task, what, wait=wait) as fresh:
+        recovery.prepare(fresh)
+        yield fresh
+
+
+def run(task: Task, request: RunRequest, *, wait: bool = True) -> RunStep:
+    """Run a command as the task's next step. The step's ``exit_code`` is the command's."""
+    from bar.changes import recovery
+    from bar.changes.fast import watcher
+    from bar.step.run import run_step, watch_worktree
+
+    with _locked(task, f"bar run {shlex.join(request.argv)}", wait=wait) as fresh:
+        fresh.require_worktree()
+        # the task's lookout has watched since the last command (``bar.changes.fast.watcher``); else
+        # the step watches from before hand edits are looked for: nothing escapes both
+        watch = None if watcher.running(fresh.index) else watch_worktree(fresh)
+        began = time.monotonic()
+        try:
+            recovery.prepare(fresh, before_look=watch.begin if watch is not None else None)
+            step = run_step(fresh, request, watch)
+            queued_steps.flush(fresh)  # what orders asked for while it ran
+            if watch is not None and watcher.keep_watching(fresh, watch, time.monotonic() - began):
+                watch = None  # the lookout watches from here
+            return step
+        finally:
+            if watch is not None:
+                watch.close()
+
+
+def plan_rollback(task: Task, to: str | None) -> Plan:
+    """What ``rollback`` would change; writes nothing."""
+    from bar.changes.rollback import plan
+
+    return plan(task, to)
+
+
+def rollback(
+    task: Task, to: str | None = None, *, hard: bool = False, wait: bool = True
+) -> RollbackStep | Checkpoint:
+    """Restore a recorded state (``base``, a step id, a checkpoint; None: the state before
+    the last step), as a step of its own that can be undone the same way. While a step
+    runs (an agent session between turns), its ``bar run`` does it, as a checkpoint."""
+    from bar.changes import recovery
+    from bar.changes import rollback as verb
+
+    during = _rollback_in_running_step(task, to, hard)
+    if during is not None:
+        return during
+    with _locked(task, "bar rollback", wait=wait) as fresh:
+        target = verb.target_of(fresh, to)  # decided before hand edits are recorded
+        recovery.prepare(fresh)
+        return verb.rollback(fresh, target, hard=hard)
+
+
+def _rollback_in_running_step(task: Task, to: str | None, hard: bool) -> Checkpoint | None:
+    """Ask the running step's ``bar run`` to roll back to ``to`` (None: no step is
+    running; or no target named, or ``--hard``, which wait for the step to end)."""
+    running = journals.read_run(task.paths)
+    if to is None or hard or running is None or not task.paths.socket.exists():
+        return None  # as usual: wait for the step to end (or fail at once with --no-wait)
+    if not is_locked(task.paths.lock):
+        return None
+    from bar.errors import StepBusy
+    from bar.history import checkpoints  # (only when a step runs: not on a plain rollback)
+    from bar.step import channel
+
+    reply = channel.request(str(task.paths.socket), "rollback", "-", to.encode())
+    if reply is None:
+        return None  # the step has just ended: roll back as usual
+    if reply.exit_code != 0:
+        message, _, hint = reply.stderr.decode("utf-8", "replace").partition("\nhint: ")
+        error = StepBusy(message, hint=hint or None)
+        error.exit_code = reply.exit_code
+        raise error
+    done = checkpoints.Checkpoint.from_record(running.step_id, json.loads(reply.stdout))
+    assert done is not None
+    return done
+
+
+def sync(task: Task, onto: str | None = None, *, allow_conflicts: bool = False,
+         dry_run: bool = False, wait: bool = True) -> SyncPlan:  # fmt: skip
+    """Merge branch ``onto`` (default: the base branch) into the task; its tip is the new base."""
+    from bar.changes import sync as verb
+
+    if dry_run:
+        return verb.plan(task, onto, dry=True)
+    with _changing(task, "bar task sync", wait=wait) as fresh:
+        return verb.sync(fresh, onto, allow_conflicts=allow_conflicts)
+
+
+def undo(task: Task, *, redo: bool = False, dry_run: bool = False,
+         wait: bool = True) -> tuple[UndoPlan, RollbackStep | None]:  # fmt: skip
+    """Undo the last step not undone (``redo``: redo the last undone one) as a rollback."""
+    from bar.changes import undo as verb
+
+    if dry_run:
+        return verb.plan(task, redo=redo, dry_run=True), None
+    with _changing(task, "bar redo" if redo else "bar undo", wait=wait) as fresh:
+        return verb.undo(fresh, redo=redo)
+
+
+def apply(
+    task: Task,
+    *,
+    mode: str = "commit",
+    target: str | None = None,
+    message: str | None = None,
+    dry_run: bool = False,
+    wait: bool = True,
+    at: str | None = None,
+    preview: bool = False,
+) -> ApplyResult:
+    """Land the task's work on ``target`` (default: the branch it was created from,
+    ``bases.branch``) as one commit or a merge; ``at``: a recorded state (``3``, ``3.2``);
+    ``dry_run``: only say what would happen (``preview``: with the text of the change)."""
+    from bar.changes import apply as verb
+
+    if dry_run:
+        state = states.resolve(task, at) if at else None
+        return verb.dry_run(task, mode=mode, target_branch=target, message=message, at=state,
+                            preview=preview)  # fmt: skip
+    with _locked(task, "bar apply", wait=wait) as fresh:  # verb.apply prepares it
+        state = states.resolve(fresh, at) if at else None
+        return verb.apply(fresh, mode=mode, target_branch=target, message=message, at=state)
+
+
+# --- reading the record --------------------------------------------------------------
+
+
+def log(task: Task, n: int | None = None) -> list[Step]:
+    """The task's steps, oldest first (the last ``n`` only, read from the end)."""
+    if n is not None and n < 0:
+        raise UsageError("-n takes a number of steps, 0 or more")
+    return task.ledger.tail(n) if n is not None else task.ledger.read_all()
+
+
+def show(task: Task, step_ref: str) -> Step:
+    return task.ledger.get(parse_step_ref(step_ref))
+
+
+def checkpoints(task: Task, step_id: str) -> list[Checkpoint]:
+    """The checkpoints of a step (of the running one too), in order."""
+    from bar.history import checkpoints as cps
+
+    return cps.read(task, step_id)
+
+
+def checkpoint(task: Task, name: str) -> Checkpoint:
+    """One checkpoint, named ``STEP.N`` (``3.2``, ``0003.2``)."""
+    from bar.history import checkpoints as cps
+
+    return cps.lookup(task, name)
+
+
+def blame(task: Task, path: str, at: str | None = None) -> Blame:
+    """Each line of ``path`` (relative to the worktree) in a recorded state (default: the
+    last), with the step or checkpoint that last changed it."""
+    from bar.history.blame import blame as verb
+
+    return verb(task, path, states.resolve(task, at) if at else None)
+
+
+def artifact_path(task: Task, rel: str) -> Path:
+    """An artifact the ledger names; refused if it leads outside the task directory (a
+    link planted in the artifacts directory included)."""
+    path = (task.dir / rel).resolve()
+    if not path.is_relative_to(task.dir.resolve()):
+        raise CorruptFile(
+            f"artifact {rel} of task {task.name} ({task.id}) leads outside the task "
+            f"directory {task.dir}",
+            hint="run `bar doctor` to check the task",
+        )
+    return path
+
+
+def read_artifact(task: Task, rel: str | None) -> bytes | None:
+    if not rel:
+        return None
+    try:
+        return artifact_path(task, rel).read_bytes()
+    except FileNotFoundError:
+        return None
+
+
+def doctor(project: Project, *, repair: bool = False) -> Doctor:
+    """Check every file, ledger line, ref and worktree; with ``repair``, fix what can be
+    fixed without losing anything. ``Doctor.ok`` says whether anything is left."""
+    from bar.project.doctor import Doctor
+
+    if not project.dir.is_dir():
+        from bar.project.adopt import not_registered
+
+        raise not_registered(project)
+    doc = Doctor(project)
+    doc.check()
+    if repair:
+        doc.repair()
+    return doc
+
+
+def projects() -> list[Project]:
+    """Every project registered under ``$BAR_HOME``, by name (what ``bar ui`` lists)."""
+    from bar.project.registry import registered
+
+    return registered()
+
+
+def running(task: Task) -> journals.RunIntent | None:
+    """The step a ``bar run`` is recording in the task right now, if one is."""
+    return journals.read_run(task.paths) if task.active and is_running(task) else None

@@ -1,0 +1,71 @@
+"""The JSON shapes of what bar shows: a step, a checkpoint, a diff (docs/json.md).
+
+``bar log --json``, ``bar show --json`` and ``bar diff --json`` print them, and the MCP
+server (``bar.mcp.tools``) returns the same dicts to an agent, so every face speaks one
+format and docs/json.md describes it once.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from bar import api
+from bar.ledger.records import RunStep, Step
+
+if TYPE_CHECKING:
+    from bar.history.checkpoints import Checkpoint
+    from bar.history.diffs import Diff
+    from bar.task.tasks import Task
+
+
+def log_entry(task: Task, step: Step, patch: bool,
+              history: list[dict[str, Any]] | None = None) -> dict[str, Any]:  # fmt: skip
+    """One element of ``bar log --json``: the ledger line, its checkpoints, with
+    ``patch`` the text of its patch, and with the flow's ``history`` (if the task has a
+    flow) the phase current when the step started."""
+    rec = step.to_record()
+    rec["task_dir"] = str(task.dir)  # what the artifacts' paths are relative to
+    if history is not None:
+        from bar.aide.flow import phase_of
+
+        rec["phase"] = phase_of(history, rec["started_at"])
+    if isinstance(step, RunStep) and step.checkpoints:
+        rec["checkpoint_list"] = [c.to_record() for c in api.checkpoints(task, step.step_id)]
+    if patch:
+        data = api.read_artifact(task, step.artifacts.patch)
+        rec["patch_text"] = data.decode("utf-8", "replace") if data is not None else None
+    return rec
+
+
+def step_entry(task: Task, step: Step, taken: list[Checkpoint]) -> dict[str, Any]:
+    """``bar show STEP --json``: the ledger line with its patch, output and checkpoints."""
+    rec = step.to_record()
+    rec["task_dir"] = str(task.dir)
+    rec["patch_text"] = text(api.read_artifact(task, step.artifacts.patch))
+    rec["output_text"] = text(api.read_artifact(task, step.artifacts.output))
+    if taken:
+        rec["checkpoint_list"] = [c.to_record() for c in taken]
+    return rec
+
+
+def checkpoint_entry(task: Task, cp: Checkpoint) -> dict[str, Any]:
+    """``bar show STEP.N --json``: the checkpoint with the text of its patch."""
+    rec = cp.to_record()
+    rec["task_dir"] = str(task.dir)
+    rec["patch_text"] = text(api.read_artifact(task, cp.patch))
+    return rec
+
+
+def diff_entry(between: Diff, *, stat: bool, unrecorded: bool) -> dict[str, Any]:
+    """``bar diff --json``: the two commits, the stat and (unless ``stat``) the patch."""
+    rec: dict[str, Any] = {"from": between.from_commit, "to": between.to_commit,
+                           "diff_stat": between.stat().to_record()}  # fmt: skip
+    if unrecorded:
+        rec["unrecorded"] = True  # "to" is the tree of the worktree, not a snapshot
+    if not stat:
+        rec["patch"] = between.patch()
+    return rec
+
+
+def text(data: bytes | None) -> str | None:
+    return data.decode("utf-8", "replace") if data is not None else None

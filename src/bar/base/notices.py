@@ -1,0 +1,48 @@
+"""What the core tells the user while it works: warnings and notes, one line each.
+
+The core never prints on its own: it calls ``warn``/``note`` here, which write
+``bar: warning: …`` / ``bar: …`` to stderr. A face that is not a terminal (the web page,
+the MCP server) installs its own sink with ``capture``.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+from bar.cli import progress
+
+Sink = Callable[[str, str], None]  # (level, message); level is "warning" or "note"
+
+
+def _stderr(level: str, message: str) -> None:
+    prefix = "bar: warning: " if level == "warning" else "bar: "
+    progress.clear()  # a progress line is rewritten in place: not under this one
+    print(prefix + message, file=sys.stderr, flush=True)
+
+
+_sinks: list[Sink] = [_stderr]
+
+
+def plural(n: int, word: str) -> str:
+    """``1 file``, ``2 files``: a count and its noun, for a message."""
+    return f"{n} {word}" + ("" if n == 1 else "s")
+
+
+def warn(message: str) -> None:
+    _sinks[-1]("warning", message)
+
+
+def note(message: str) -> None:
+    _sinks[-1]("note", message)
+
+
+@contextmanager
+def capture(sink: Sink) -> Iterator[None]:
+    """Send notices to ``sink`` instead of stderr while the block runs."""
+    _sinks.append(sink)
+    try:
+        yield
+    finally:
+        _sinks.remove(sink)

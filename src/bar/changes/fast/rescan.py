@@ -1,0 +1,237 @@
+"""What a snapshot must look at: the paths that may have changed since the last stamps.
+
+Three ways to know, cheapest first. The step's watch (``bar.base.inotify.TreeWatch``) names
+every path that moved, and nothing is statted. Without one, the stamped directories'
+ctimes say which directories gained, lost or renamed an entry (each is rescanned as its
+own entries, not everything under it), while ``git diff-files`` on the side index stats
+every recorded file for edits in place. When neither can be trusted (no stamps, a
+``.gitignore`` changed, the root's stamps are of another index), the answer is None: a
+full rescan.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+from bar import git
+from bar.changes.fast import prescan, racy, speed, stamps, watcher
+from bar.changes.fast.stamps import keep_private
+
+_env = git.index_env
+
+
+def changed_since(worktree: Path, index: Path, recorded: str) -> list[str] | None:
+    """The paths to rescan since the side index was stamped at ``recorded`` (empty: none
+    changed), or None when only a full scan will do. The task's lookout is asked first
+    (``bar.changes.fast.watcher``); this only reads, so it tells the lookout nothing back."""
+    sight = watcher.look(index, recorded) if watcher.running(index) else None
+    found = scan(worktree, index, recorded, sight.paths if sight is not None else None)
+    return found[0] if found is not None else None
+
+
+def scan(
+    worktree: Path,
+    index: Path,
+    recorded: str,
+    changed: set[str] | None = None,
+    before_dirs: Callable[[], None] | None = None,
+) -> tuple[list[str], dict[str, int]] | None:
+    """``changed_since``, with the ctimes of the directories found unchanged.
+    ``changed``: every path that changed since the stamps were written, as the kernel
+    reported them (``bar.base.inotify.TreeWatch``, watching since then): then no directory is
+    statted. Every recorded file is statted whatever the kernel said (``git
+    diff-files``): a write through a hard link made from outside the worktree, or
+    through a memory map, reaches no watch of the worktree's. ``before_dirs``: called
+    while git stats the recorded files, before the first directory is statted."""
+    if not speed.fast():
+        return None
+    noted = stamps.noted(index)
+    if noted is None or noted.get("commit") != recorded:
+        return None
+    if noted.get("index") != stamps.identity(index):
+        return None  # someone else wrote the side index (a restore): it is not `recorded`
+    dirs, mtimes = noted.get("dirs"), noted.get("mtimes")
+    if not isinstance(dirs, list) or not isinstance(mtimes, list) or len(dirs) != len(mtimes):
+        return None
+    if stamps.rules_moved(noted):
+        speed.fallback("the repository's own ignore rules changed")
+        return None
+    # git stats the recorded files while we look at the directories (it may have begun
+    # while the command was loading: ``bar.changes.fast.prescan``)
+    diff_files = prescan.claim(worktree, index) or prescan.diff_files(worktree, index)
+    since = noted.get("at")
+    try:
+        if changed is not None:
+            found = _watched(worktree, dirs, mtimes, changed)
+            if found is None:
+                return None
+            scope, unchanged = found
+        else:
+            if before_dirs is not None:
+                before_dirs()
+            since_ns = since - stamps.RACY_NS if isinstance(since, int) else 0
+            scope, unchanged = _changed_dirs(worktree, dirs, mtimes, since_ns)
+        out, _ = diff_files.communicate()
+    except _Rescan:
+        return None
+    finally:
+        if diff_files.returncode is None:
+            diff_files.kill()
+            diff_files.wait()
+    if diff_files.returncode != 0:
+        speed.fallback("git diff-files failed on the side index", unexpected=True)
+        return None
+    keep_private(index)
+    names = [item.decode("utf-8", "surrogateescape") for item in out.split(b"\0") if item]
+    names += racy.suspects(index)  # (their stat cannot tell: hashed whatever it says)
+    if any(_is_ignore_file(p) for p in scope):
+        return None  # what is ignored may have changed anywhere
+    full = _with_files(scope, names)
+    return (sorted(set(full)), unchanged) if full is not None else None
+
+
+_MAX_PATHS = 1000  # more changed paths than this are rescanned as their directories
+
+
+def _watched(worktree: Path, dirs: list[object], mtimes: list[object], changed: set[str]
+             ) -> tuple[list[str], dict[str, int]] | None:  # fmt: skip
+    """The scope of a scan from the paths the kernel reported: those that exist (a
+    recorded file that is gone is named by diff-files, which stats them all; an
+    unrecorded one that is gone leaves nothing to record), and nothing else (a pathspec
+    matching nothing would make git fail). The directories that held none of them keep
+    their stamped ctimes; a directory stamped within the racy window is rescanned, as a
+    scan that stats would."""
+    paths = _collapse(changed)
+    if paths is None:
+        speed.fallback("more paths changed than are rescanned one by one")
+        return None
+    prefix = str(worktree) + os.sep
+    present = [p for p in paths if os.path.lexists(prefix + p)]
+    touched = {p.rpartition("/")[0] for p in changed}  # their ctimes moved
+    stamped = {str(d) for d in dirs}
+    scope: list[str] = []
+    unchanged: dict[str, int] = {}
+    racy: list[str] = []
+    for rel, mtime in zip(dirs, mtimes, strict=True):
+        name = str(rel)
+        if mtime == -1:
+            racy.append(name)
+        elif name not in touched and isinstance(mtime, int):
+            unchanged[name] = mtime
+    listed = [_dir_entries(worktree, rel, stamped) for rel in racy]
+    if sum(map(len, listed)) > _MAX_SPECS:
+        listed = [found if not rel else [rel] for rel, found in zip(racy, listed, strict=True)]
+    scope += [p for found in listed for p in found]
+    scope += sorted(present)
+    return scope, unchanged
+
+
+def _collapse(changed: set[str]) -> list[str] | None:
+    """Fewer than ``_MAX_PATHS`` paths covering ``changed`` (a path under another is
+    left out); None when only the whole worktree would cover them."""
+    paths = set(changed)
+    while len(paths) > _MAX_PATHS:
+        paths = {p.rpartition("/")[0] for p in paths}
+        if "" in paths:
+            return None
+    ordered = sorted(paths)
+    kept: list[str] = []
+    for p in ordered:  # sorted: a directory comes right before what is under it
+        if kept and p.startswith(kept[-1] + "/"):
+            continue
+        kept.append(p)
+    return kept
+
+
+_MAX_ENTRIES = 2000  # a changed directory holding more is rescanned whole
+_MAX_SPECS = 256  # entries of changed directories named one by one, at most
+
+
+class _Rescan(Exception):
+    """A ``.gitignore`` changed: what is ignored may have changed anywhere."""
+
+
+def _dir_entries(worktree: Path, rel: str, stamped: set[str], since: int | None = None,
+                 ) -> list[str]:  # fmt: skip
+    """What to rescan of a directory whose ctime moved: its own entries, one by one, but
+    not its subdirectories the stamps know (each is judged by its own ctime). Naming a
+    directory that holds stamped ones would make git walk everything under it; a glob
+    pathspec would too, and would skip the nested repositories in it. One that holds
+    none is named as a whole. A directory that is no longer one, or that
+    holds very many entries, is named as a whole; one that is gone, not at all (the
+    recorded files it held are found missing one by one: by diff-files or the watch). ``since``: when the
+    stamps were taken; a ``.gitignore`` changed after raises ``_Rescan``."""
+    path = f"{worktree}/{rel}" if rel else str(worktree)
+    if rel and not os.path.lexists(path):
+        return []  # gone: the files the side index holds there are found missing by name
+    if rel and (os.path.islink(path) or not os.path.isdir(path)):
+        return [rel]
+    found: list[str] = []
+    parent = False  # it holds stamped directories, which must not be rescanned with it
+    try:
+        with os.scandir(path) as entries:
+            for entry in entries:
+                if entry.name == ".git":
+                    continue
+                child = f"{rel}/{entry.name}" if rel else entry.name
+                if child in stamped and entry.is_dir(follow_symlinks=False):
+                    parent = True
+                    continue
+                if (since is not None and entry.name == ".gitignore"
+                        and entry.stat(follow_symlinks=False).st_ctime_ns >= since):  # fmt: skip
+                    raise _Rescan
+                found.append(child)
+                if len(found) > _MAX_ENTRIES and rel:
+                    return [rel]
+    except OSError:
+        return [rel] if rel else []
+    # a directory holding none is named whole: one pathspec, where its entries one by
+    # one would be many (git matches every index entry against every pathspec)
+    return found if parent or not rel else [rel]
+
+
+def _is_ignore_file(path: str) -> bool:
+    return path == ".gitignore" or path.endswith("/.gitignore")
+
+
+def _with_files(scope: list[str], names: list[str]) -> list[str] | None:
+    for name in names:
+        if _is_ignore_file(name):
+            return None  # what is ignored may have changed anywhere
+        scope.append(name)
+    return scope
+
+
+def _changed_dirs(worktree: Path, dirs: list[object], mtimes: list[object], since: int
+                  ) -> tuple[list[str], dict[str, int]]:  # fmt: skip
+    """What to rescan of the stamped directories whose ctime moved (their entries, see
+    ``_dir_entries``), and the ctimes of those that did not."""
+    prefix = str(worktree) + os.sep
+    lstat = os.lstat
+    moved: list[str] = []
+    unchanged: dict[str, int] = {}
+    for rel, mtime in zip(dirs, mtimes, strict=True):
+        try:
+            same = mtime != -1 and lstat(prefix + str(rel)).st_ctime_ns == mtime
+        except (OSError, TypeError):
+            same = False
+        if same:
+            unchanged[str(rel)] = int(mtime)  # type: ignore[call-overload]
+        else:
+            moved.append(str(rel))
+    if not moved:
+        return [], unchanged
+    stamped = {str(d) for d in dirs}
+    listed = [_dir_entries(worktree, rel, stamped, since) for rel in moved]
+    if sum(map(len, listed)) > _MAX_SPECS:
+        # git matches every index entry against every pathspec: past a few hundred,
+        # naming the directories whole (all but the root) costs less
+        listed = [found if not rel else [rel] for rel, found in zip(moved, listed, strict=True)]
+    return [p for found in listed for p in found], unchanged
+
+
+def unchanged_since(worktree: Path, index: Path, recorded: str) -> bool:
+    """True only when the worktree certainly still equals the snapshot ``recorded``."""
+    return changed_since(worktree, index, recorded) == []

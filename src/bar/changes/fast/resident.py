@@ -1,0 +1,452 @@
+"""A warm bar: ``bar run`` (and ``apply``, ``rollback``, ``undo``, ``redo``) served by a
+process that has already loaded bar.
+
+Python's start-up and bar's imports are most of what ``bar run`` costs on a small
+repository (150 ms against 9 ms of ``git status``). So after a ``bar run`` a process of
+the developer's own stays behind, the resident (``bar.changes.fast.resident_daemon``): it has imported
+everything ``bar run`` uses and waits on ``resident.sock`` in the bar home. The next
+``bar run`` (this module, loaded before anything else) sends it its command line,
+environment, umask, working directory and standard streams (the descriptors themselves);
+the resident forks, and the fork becomes that ``bar run``: same arguments, environment,
+directory, streams, umask and limits, bar's code already loaded. This process waits, passes
+on the signals it receives, and exits with the fork's exit code.
+
+The fork is the child of the resident, not of this process, so it is served only where
+that makes no difference:
+
+- the command is one of ``SERVED``, none of which needs a terminal of its own; not
+  inside a step, with no Python options or ``PYTHON*`` variables that change how bar's
+  code loads, and bar's fault injection off;
+- for ``bar run``, whose command may want the controlling terminal: this process has none
+  (agents, scripts, CI), or it is in the terminal's foreground, its stdin and stdout are
+  terminals and the step gets a pty of its own (``--pty``, the default there), whose
+  controlling terminal the command gets as it would here;
+- the resident is the same program (bar's files unchanged since it loaded them, the same
+  interpreter) and the caller could have been it: the same user, groups, capabilities,
+  ``no_new_privs``, seccomp, namespaces, cgroup, root directory and resource limits
+  (``bar.changes.fast.resident_daemon`` compares them; a confined process is never served).
+
+Anything else, or no answer within ``TIMEOUT``: bar runs here, as it always did, and
+starts a resident for next time. ``BAR_RESIDENT_IDLE`` is how many seconds one waits for a
+command before it exits (default ``IDLE_S``; 0: none is started or used).
+"""
+
+import os
+import sys
+
+SOCKET = "resident.sock"
+IDLE_S = 900  # seconds without a command before the resident exits
+TIMEOUT = 2.0  # seconds to wait for the resident to take the command
+MAGIC = b"bar-resident/1"
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from _socket import socket as _Socket
+    from typing import Any
+# the commands it serves: those that change a task and need no terminal of their own (no
+# pager, editor or prompt), whose start-up is most of what they cost
+SERVED = ("run", "apply", "rollback", "undo", "redo")
+# the signals this process passes on to the fork running the command
+FORWARDED = ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGWINCH", "SIGCONT",
+             "SIGUSR1", "SIGUSR2")  # fmt: skip
+# variables that change nothing in how bar's code loads
+_HARMLESS_PYTHON = {"PYTHONDONTWRITEBYTECODE", "PYTHONUNBUFFERED"}
+_RUN_OPTIONS_HERE = {"--no-pty", "--json"}  # with a terminal: the command must be ours
+
+
+def main(args: list[str]) -> int:
+    """The ``bar`` command (``bin/bar``): served by the resident where it may be, else
+    run here (``bar.cli.main``), and a resident started for next time. Only this module, small
+    and with no ``__future__`` import, is loaded before the command is sent."""
+    _standard_descriptors()
+    _absolute_home()
+    if args[:1] and args[0] in SERVED:
+        code = serve(args)
+        if code is not None:  # served: this process made nothing that needs finalizing
+            for stream in (sys.stdout, sys.stderr):
+                stream.flush()
+            os._exit(code & 0xFF)
+    from bar.cli.main import run_here
+
+    try:
+        return run_here(args)
+    finally:
+        if may_serve(args):
+            start()  # for the next one
+
+
+def _standard_descriptors() -> None:
+    """Descriptors 0, 1 and 2 open, on ``/dev/null`` where the caller closed them
+    (``2>&-``), as git does for its own: else the first file bar opens would take the
+    place of a standard stream. Python gives no stream for one closed at its start: one
+    is made here (``bar.terminal.stdio`` explains why a recording command needs them)."""
+    for fd, name in enumerate(("stdin", "stdout", "stderr")):
+        try:
+            os.fstat(fd)
+        except OSError:
+            null = os.open(os.devnull, os.O_RDWR)  # (the lowest free number: ``fd`` or below)
+            if null != fd:
+                os.dup2(null, fd)
+                os.close(null)
+            else:  # (the command inherits it, as it would have the caller's)
+                os.set_inheritable(fd, True)
+        if getattr(sys, name) is None:
+            errors = "backslashreplace" if fd else "strict"
+            stream = open(fd, "w" if fd else "r", encoding="utf-8", errors=errors, closefd=False)  # noqa: SIM115
+            setattr(sys, name, stream)
+            setattr(sys, f"__{name}__", stream)
+
+
+def _speed_off() -> bool:
+    """``BAR_FAST=0``: no shortcut at all, the resident among them (``bar.changes.fast.speed``, which
+    this module does not import: it is all the client loads)."""
+    return os.environ.get("BAR_FAST", "").strip().lower() in ("0", "false", "no", "off")
+
+
+def idle_seconds() -> int:
+    """How long the resident waits for a command (``BAR_RESIDENT_IDLE``; 0: none)."""
+    value = os.environ.get("BAR_RESIDENT_IDLE", "")
+    return int(value) if value.isdigit() else IDLE_S
+
+
+def socket_path() -> str:
+    """Where the resident of this bar home listens (``bar.store.layout.bar_home``)."""
+    home = os.environ.get("BAR_HOME")
+    if home:
+        return os.path.join(home, SOCKET)  # (absolute: ``_absolute_home``)
+    user = os.environ.get("HOME", "")
+    if not os.path.isabs(user):
+        import pwd
+
+        user = pwd.getpwuid(os.getuid()).pw_dir
+    return os.path.join(user, ".bar", SOCKET)
+
+
+def _absolute_home() -> None:
+    """A relative ``BAR_HOME`` made absolute from where bar was started, for bar and
+    every process it starts (a step's ``bar hook`` runs elsewhere; the resident in
+    ``/``): one bar home, whatever the working directory."""
+    home = os.environ.get("BAR_HOME")
+    if home and not os.path.isabs(home):
+        os.environ["BAR_HOME"] = os.path.abspath(os.path.expanduser(home))
+
+
+def may_serve(args: list[str]) -> bool:
+    """Whether this command line may be served by a resident (see the module's text)."""
+    if not args or args[0] not in SERVED or idle_seconds() == 0 or os.environ.get("BAR_STEP_ID"):
+        return False
+    if _speed_off():
+        return False
+    flags = sys.flags
+    if flags.dev_mode or flags.optimize or flags.verbose or flags.inspect or sys.warnoptions:
+        return False
+    if getattr(sys, "_xoptions", None):
+        return False
+    for name in os.environ:
+        if name.startswith("BAR_FAULT") or (name.startswith("PYTHON")
+                                            and name not in _HARMLESS_PYTHON):  # fmt: skip
+            return False
+    for stream in (sys.stdin, sys.stdout, sys.stderr):
+        if stream is None or not hasattr(stream, "line_buffering"):
+            return False
+    if args[0] == "run" and _has_terminal():
+        options = args[1 : args.index("--")] if "--" in args else args[1:]
+        if not (os.isatty(0) and os.isatty(1)) or any(map(_run_here, options)):
+            return False
+        try:  # in the background, the terminal is not ours to set raw (job control)
+            if os.tcgetpgrp(0) != os.getpgrp():
+                return False
+        except OSError:
+            return False
+    return True
+
+
+def _run_here(option: str) -> bool:
+    """Whether ``option`` is one of ``_RUN_OPTIONS_HERE`` (or what argparse reads as one:
+    an abbreviation)."""
+    name = option.partition("=")[0]
+    return len(name) > 2 and any(full.startswith(name) for full in _RUN_OPTIONS_HERE)
+
+
+def _has_terminal() -> bool:
+    """Whether this process has a controlling terminal."""
+    try:
+        fd = os.open("/dev/tty", os.O_RDONLY | os.O_NOCTTY | os.O_CLOEXEC)
+    except OSError:
+        return False
+    os.close(fd)
+    return True
+
+
+def request(args: list[str]) -> bytes:
+    """The request for ``bar ARGS``: what the fork needs to be this process."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    import _signal  # type: ignore[import-not-found]  # (``signal`` loads ``enum``: 7 ms)
+
+    from bar import __file__ as package
+
+    ignored = [n for n in range(1, _signal.NSIG) if _ignored(_signal, n)]
+    blocked = sorted(int(n) for n in _signal.pthread_sigmask(_signal.SIG_BLOCK, []))
+    fields = [MAGIC, os.fsencode(os.path.dirname(package)), os.fsencode(sys.executable),
+              sys.getfilesystemencoding().encode(), b"%d" % sys.flags.utf8_mode,
+              b"%d" % mask, ",".join(map(str, ignored)).encode(),
+              ",".join(map(str, blocked)).encode()]  # fmt: skip
+    for stream in (sys.stdin, sys.stdout, sys.stderr):
+        fields.append(b"%s:%s:%d:%d" % (
+            str(stream.encoding).encode(), str(stream.errors).encode(),
+            stream.line_buffering, getattr(stream, "write_through", False)))  # fmt: skip
+    fields.append(b"%d" % (len(args) + 1))
+    fields += [os.fsencode(a) for a in (sys.argv[0] if sys.argv else "bar", *args)]
+    fields += [k + b"=" + v for k, v in os.environb.items()]
+    body = b"\0".join(fields)
+    return b"%d\n" % len(body) + body
+
+
+def _ignored(signals: "Any", number: int) -> bool:
+    """Whether signal ``number`` is ignored here (``nohup``, a shell's ``&``)."""
+    try:
+        return bool(signals.getsignal(number) == signals.SIG_IGN)
+    except (OSError, ValueError):
+        return False
+
+
+def serve(args: list[str]) -> int | None:
+    """Have the resident run ``bar ARGS``: its exit code; None if it did not take it
+    (then the caller runs it, and ``start``s one)."""
+    if not may_serve(args):
+        return None
+    import _socket  # (``socket`` loads ``enum``, which costs more than all the rest here)
+
+    try:
+        sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+    except OSError:
+        return None
+    try:
+        here = os.open(".", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        sock.close()
+        return None
+    path = socket_path()
+    known = file_id(path)
+    try:
+        sock.settimeout(TIMEOUT)
+        try:
+            sock.connect(_address(path))
+        except ConnectionRefusedError:  # its resident died (or never started): a new one
+            _forget(path, known)
+            raise
+        data = request(args)
+        sent = sock.sendmsg([data[:65536]], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS,
+                                              _fds(here, 0, 1, 2))])  # fmt: skip
+        sock.sendall(data[sent:])
+        lines = _Lines(sock)
+        first = lines.next()
+        if first.startswith(b"pid "):
+            sock.sendall(b"go\n")  # (a fork told nothing runs nothing: never twice)
+    except TimeoutError:  # a resident that does not answer (stopped, or stuck)
+        sock.close()
+        _forget(path, known)
+        return None
+    except OSError:
+        sock.close()
+        return None
+    finally:
+        os.close(here)
+    if not first.startswith(b"pid "):
+        sock.close()
+        return None  # refused: the reason is the resident's (``no ...``)
+    sock.settimeout(None)  # from here the command runs: as long as it takes
+    return _wait(sock, lines, int(first[4:]))
+
+
+def file_id(path: str) -> tuple[int, int] | None:
+    """Which file ``path`` is now (device, inode); None if there is none (the daemons'
+    check that their socket, or a worktree's root, is still the one they know)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def _forget(path: str, known: tuple[int, int] | None) -> None:
+    """Remove the socket of a resident that is not there, if it is still that socket
+    (not one a new resident has made since)."""
+    if known is not None and file_id(path) == known:
+        with _suppress():
+            os.unlink(path)
+
+
+def _address(path: str) -> str:
+    if len(path.encode()) < 100:
+        return path
+    folder, name = os.path.split(path)  # too long for a socket address: through /proc
+    fd = os.open(folder, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    return f"/proc/self/fd/{fd}/{name}"  # (closed at exit: this process is short-lived)
+
+
+def _fds(*fds: int) -> bytes:
+    return b"".join(fd.to_bytes(4, sys.byteorder, signed=True) for fd in fds)
+
+
+class _Lines:
+    """The lines the resident and its fork send (without their newlines; b"" at the end)."""
+
+    def __init__(self, sock: "_Socket") -> None:
+        self.sock, self.held = sock, b""
+
+    def next(self) -> bytes:
+        while b"\n" not in self.held:
+            chunk = self.sock.recv(256)
+            if not chunk:
+                return b""
+            self.held += chunk
+        line, _, self.held = self.held.partition(b"\n")
+        return line
+
+
+def _wait(sock: "_Socket", lines: "_Lines", pid: int) -> int:
+    """Pass signals on to the fork ``pid`` until it says how it exited."""
+    import _signal  # (see ``request``)
+
+    # passed to the fork's process group, which holds what would have shared this
+    # process's group (a command not in a session of its own, git), as from a terminal
+    fatal = {_signal.SIGINT, _signal.SIGTERM, _signal.SIGHUP, _signal.SIGQUIT}
+
+    def forward(signum: int, frame: object) -> None:
+        try:
+            os.killpg(pid, signum)
+        except ProcessLookupError:  # nothing left to pass it to: it is this process's
+            if signum in fatal:
+                _signal.signal(signum, _signal.SIG_DFL)
+                os.kill(os.getpid(), signum)
+        except OSError:
+            pass
+
+    def stop(signum: int, frame: object) -> None:
+        # Ctrl-Z: the fork stops with this process, and goes on with it (SIGCONT is passed)
+        try:
+            os.killpg(pid, _signal.SIGSTOP)
+        except OSError:
+            pass
+        _signal.signal(_signal.SIGTSTP, _signal.SIG_DFL)
+        os.kill(os.getpid(), _signal.SIGTSTP)
+        _signal.signal(_signal.SIGTSTP, stop)
+
+    for name in FORWARDED:
+        number = getattr(_signal, name)
+        if not _ignored(_signal, number):  # (ignored here, so it is in the fork)
+            _signal.signal(number, forward)
+    if not _ignored(_signal, _signal.SIGTSTP):
+        _signal.signal(_signal.SIGTSTP, stop)
+    said = lines.next()
+    sock.close()
+    if said.startswith(b"exit "):
+        return int(said[5:])
+    # it ended without a word: the resident says how (``ended`` and its wait status);
+    # killed, this process dies of the same signal, for its own caller to see the same
+    status = int(said[6:]) if said.startswith(b"ended ") else None
+    if status is not None and os.WIFSIGNALED(status):
+        try:
+            _signal.signal(os.WTERMSIG(status), _signal.SIG_DFL)
+        except (OSError, ValueError):
+            pass  # (SIGKILL: always the default)
+        os.kill(os.getpid(), os.WTERMSIG(status))
+    print(f"bar: the process running this command (pid {pid}) ended without saying how; "
+          "run `bar status` to see what was recorded", file=sys.stderr)  # fmt: skip
+    return os.WEXITSTATUS(status) if status is not None and os.WIFEXITED(status) else 1
+
+
+def start() -> None:
+    """Start a resident for this bar home, if none listens and one may run here. Never
+    fails: a resident is only ever a way to start faster."""
+    if idle_seconds() == 0 or os.environ.get("BAR_STEP_ID") or _speed_off():
+        return
+    from bar.changes.fast import speed
+
+    if not speed.fast():
+        return  # (the project's speed.fast: false, read by the command just run)
+    path = socket_path()
+    if os.path.exists(path):
+        return
+    import socket
+    import subprocess
+
+    from bar.step import peers
+
+    if peers.no_new_privs(os.getpid()):
+        return  # it could not tell a confined caller from this one (``bar.step.peers``)
+    folder = os.path.dirname(path)
+    spare = os.path.join(folder, f".{SOCKET}.{os.getpid()}")
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        if not os.path.isdir(folder):
+            return
+        with _suppress():
+            os.unlink(spare)
+        old = os.umask(0o177)
+        try:
+            listener.bind(_address(spare))
+        finally:
+            os.umask(old)
+        listener.listen(16)
+        os.replace(spare, path)  # listening already: a command waits for it to load
+        flags = ["-E", "-P"] if sys.version_info >= (3, 11) else ["-E"]
+        command = [sys.executable, *flags, "-m", "bar.changes.fast.resident_daemon",
+                   str(listener.fileno()), path, str(idle_seconds())]  # fmt: skip
+        subprocess.Popen(
+            command,
+            cwd="/",
+            env={"PATH": os.environ.get("PATH", os.defpath), "LC_ALL": "C.UTF-8"},
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            pass_fds=(listener.fileno(),),
+            start_new_session=True,
+        )
+    except OSError:
+        for leftover in (spare, path):
+            with _suppress():
+                os.unlink(leftover)
+    finally:
+        listener.close()
+
+
+def stop(home: str | None = None) -> bool:
+    """Ask the resident of this bar home (``home``: of that one) to exit; whether one
+    was listening."""
+    return _ask(home, b"exit") == b"bye"
+
+
+def ready(home: str | None = None) -> bool:
+    """Wait until the resident of this bar home (``home``: of that one) has loaded bar;
+    whether one answered."""
+    return _ask(home, b"ping") == b"pong"
+
+
+def _ask(home: str | None, word: bytes) -> bytes | None:
+    import _socket
+
+    path = os.path.join(home, SOCKET) if home else socket_path()
+    if not os.path.exists(path):
+        return None
+    sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+    try:
+        sock.settimeout(10 * TIMEOUT)  # (a resident that has only just started loads first)
+        sock.connect(_address(path))
+        sock.sendall(b"%d\n%s" % (len(word), word))
+        return _Lines(sock).next()
+    except OSError:
+        return None
+    finally:
+        sock.close()
+
+
+class _suppress:
+    """``contextlib.suppress(OSError)``, without loading contextlib."""
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: object, value: object, tb: object) -> bool:
+        return isinstance(value, OSError)

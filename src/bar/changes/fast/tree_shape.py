@@ -1,0 +1,107 @@
+"""The shape of a tree, as the stamps need it: its directories, its nested repositories
+(gitlinks), whether it holds a ``.gitattributes`` (``bar.changes.fast.stamps``).
+
+From one walk of the tree (``list_tree``), or, as the stamps keep it up to date, from the
+last shape and what changed (``stamps.shape_of``): a ``git diff-tree`` between the trees,
+or nothing at all when every path rescanned is a file in place (``files_in_place``).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+from collections.abc import Sequence
+from pathlib import Path
+
+from bar import git
+
+
+class Shape:
+    """What the stamps need of a tree: its directories ("" for the root), its nested
+    repositories, whether it holds a ``.gitattributes``."""
+
+    __slots__ = ("dirs", "has_attributes", "nested", "touched")
+
+    def __init__(self, dirs: list[str], nested: list[str], has_attributes: bool,
+                 touched: set[str] | None = None) -> None:  # fmt: skip
+        self.dirs = dirs
+        self.nested = nested
+        self.has_attributes = has_attributes
+        self.touched = touched  # directories whose entries changed (None: not known)
+
+
+def files_in_place(worktree: Path, dirs: set[str], nested: set[str], scope: Sequence[str],
+                   ) -> set[str] | None:  # fmt: skip
+    """The directories whose entries may have changed, when no directory of the tree can
+    have come or gone: every rescanned path is now a file or a symbolic link, in a
+    directory of the tree, where the tree held no directory, nested repository or
+    ``.gitattributes`` (each of those could change the shape: a file gone may leave its
+    directory empty, a new one may be in a new directory). None: not so."""
+    prefix = str(worktree) + os.sep
+    touched: set[str] = set()
+    for path in scope:
+        parent, _, name = path.rpartition("/")
+        if not name or name in (".", "..", ".gitattributes") or parent not in dirs:
+            return None
+        if path in dirs or path in nested:
+            return None
+        try:
+            mode = os.lstat(prefix + path).st_mode
+        except OSError:
+            return None  # gone
+        if not (stat.S_ISREG(mode) or stat.S_ISLNK(mode)):
+            return None
+        touched.add(parent)
+    return touched
+
+
+class Listing(Shape):
+    """One walk of a tree (``git ls-tree -r -t -z``): its directories (with "" for the
+    root), its nested repositories (gitlinks: git records which commit they are at, never
+    their files), whether it holds a ``.gitattributes``, and (parsed only when asked, in
+    a repository where git converts) its files' modes. The walk is searched with regular
+    expressions, not a Python loop: a large tree has tens of thousands of entries."""
+
+    __slots__ = ("_modes", "_raw")
+
+    def __init__(self, raw: bytes) -> None:
+        self._raw = raw = b"\0" + raw  # every entry now starts after a NUL
+        self._modes: dict[str, str] | None = None
+        super().__init__(["", *_names(_TREES.findall(raw))], _names(_GITLINKS.findall(raw)),
+                         _has_attributes(raw))  # fmt: skip
+
+    @property
+    def modes(self) -> dict[str, str]:
+        if self._modes is None:
+            self._modes = {
+                name.decode("utf-8", "surrogateescape"): mode.decode()
+                for mode, name in _FILES.findall(self._raw)
+            }
+        return self._modes
+
+
+# entries of `ls-tree -z`: "<mode> SP <type> SP <object> TAB <path> NUL"; a pattern that
+# starts with a literal NUL is searched for fast
+_TREES = re.compile(rb"\x00040000 tree [0-9a-f]+\t([^\x00]*)")
+_GITLINKS = re.compile(rb"\x00160000 commit [0-9a-f]+\t([^\x00]*)")
+_FILES = re.compile(rb"\x00(100644|100755|120000) blob [0-9a-f]+\t([^\x00]*)")
+
+
+def _has_attributes(raw: bytes) -> bool:
+    """Whether a file named ``.gitattributes`` is among the entries."""
+    at = raw.find(b".gitattributes\0")
+    while at != -1:
+        if raw[at - 1 : at] in (b"\t", b"/"):
+            return True
+        at = raw.find(b".gitattributes\0", at + 1)
+    return False
+
+
+def _names(raw: list[bytes]) -> list[str]:
+    return [n.decode("utf-8", "surrogateescape") for n in raw]
+
+
+def list_tree(worktree: Path, tree: str) -> Listing:
+    # (not --format: git 2.39 quotes its %(path) even with -z)
+    return Listing(git.git(worktree, "ls-tree", "-r", "-t", "-z", tree).stdout)

@@ -1,0 +1,501 @@
+"""Intent journals: what a verb is about to do, written before it starts changing things.
+
+Four verbs change a task in more than one write, and each writes its intent first:
+``running.json`` (a step's command is running), ``rollback.json`` (the worktree is being
+restored), ``apply.json`` (a target branch is being moved) and ``sync.json`` (the task is
+being brought up to date with a branch). Each verb then reads
+"write the intent, act, complete it", where completing appends the ledger line and
+removes the journal. If bar dies in between, the next command that takes the task lock
+finds the journal and calls the same completion (``bar.changes.recovery``): holding the lock
+proves the journal's author is dead, because the kernel drops an ``flock`` with its
+holder. Every field read back is checked: step ids name files, commits go to git.
+
+``bar task new`` writes ``creating.json`` before it makes anything outside the new task's
+directory (the snapshot ref, the branch, the worktree): ``bar.task.new`` completes it, or
+undoes what it names if bar died first. ``bar task delete`` writes ``deleting.json``
+before it removes anything: ``bar.task.delete`` finishes the removal it names.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from bar import git
+from bar.base.clock import now_iso
+from bar.base.record import field, record, replace
+from bar.errors import CorruptFile
+from bar.history.states import State
+from bar.ledger.migrate import upgrade
+from bar.ledger.records import ApplyStep, step_from_record
+from bar.step import outcome
+from bar.store.files import read_json, write_json_atomic
+from bar.store.layout import STATE_ID_RE, STEP_ID_RE, TaskPaths
+
+
+def _valid_step_id(value: object) -> bool:
+    return isinstance(value, str) and bool(STEP_ID_RE.match(value)) and int(value) >= 1
+
+
+def _remove(path: Path) -> None:
+    path.unlink(missing_ok=True)
+
+
+# --- running.json --------------------------------------------------------------------
+
+
+@record(frozen=True)
+class RunIntent:
+    """A step whose command is running (or was, when bar died).
+
+    ``cmd`` and ``env`` are as the ledger records them, secrets already scrubbed: the
+    marker stays on disk if bar is killed, and the process that completes the step then
+    knows neither the run's ``-e`` pairs nor, often, its environment.
+    """
+
+    pid: int
+    step_id: str
+    started_at: str
+    cmd: list[str]  # as recorded (secrets scrubbed)
+    cwd: str
+    snapshot_before: str
+    env: dict[str, str] = field(default_factory=dict)  # as recorded (secrets redacted)
+    pty: bool = False
+    excludes: list[str] = field(default_factory=list)  # worktree paths kept out of snapshots
+    sandbox: dict[str, Any] | None = None  # the step's confinement, as recorded
+    agent: dict[str, Any] | None = None  # with --agent: how it was started (Supervisor)
+    # how the command ended, when it did but its recording failed (a full disk)
+    exit_code: int | None = None
+    signal: int | None = None
+    ended_at: str | None = None
+
+    def to_record(self) -> dict[str, Any]:
+        ended = {} if self.exit_code is None else {
+            "exit_code": self.exit_code, "signal": self.signal, "ended_at": self.ended_at}  # fmt: skip
+        return {
+            "version": 1,
+            "pid": self.pid,
+            "step_id": self.step_id,
+            "started_at": self.started_at,
+            "cmd": self.cmd,
+            "cwd": self.cwd,
+            "snapshot_before": self.snapshot_before,
+            "env": self.env,
+            "pty": self.pty,
+            "excludes": self.excludes,
+            **({"sandbox": self.sandbox} if self.sandbox is not None else {}),
+            **({"agent": self.agent} if self.agent is not None else {}),
+            **ended,
+        }
+
+
+def write_run(paths: TaskPaths, intent: RunIntent) -> None:
+    write_json_atomic(paths.marker, intent.to_record())
+
+
+# the clock file times are taken from on Linux (CLOCK_REALTIME_COARSE: a tick of a few ms)
+_FILE_CLOCK = 5 if sys.platform.startswith("linux") else time.CLOCK_REALTIME
+
+
+def clock_tick() -> int:
+    """The current tick of the clock file times are taken from."""
+    return time.clock_gettime_ns(_FILE_CLOCK)
+
+
+def touch_run(paths: TaskPaths, *, after_tick: int | None = None) -> None:
+    """A sign of life of the running step's ``bar run``: its intent journal's mtime says
+    until when the step ran, if bar is killed (``bar.step.interrupted``). With ``after_tick``
+    (taken once what it vouches for was done), in a later tick than that: a file written
+    in the tick of the last sign of life is not credited to the step, since bar may have
+    died within that tick."""
+    if after_tick is not None:
+        deadline = time.monotonic() + 0.05
+        while clock_tick() <= after_tick and time.monotonic() < deadline:
+            time.sleep(0.0005)
+    try:
+        os.utime(paths.marker)
+    except OSError:
+        pass
+
+
+def read_run(paths: TaskPaths) -> RunIntent | None:
+    path = paths.marker
+    try:
+        rec = upgrade("marker", read_json(path, "running marker"), path)
+    except FileNotFoundError:
+        return None
+    step_id, before = rec.get("step_id"), rec.get("snapshot_before")
+    if not isinstance(step_id, str) or not isinstance(before, str):
+        raise CorruptFile(f"running marker at {path} lacks step_id or snapshot_before")
+    if not _valid_step_id(step_id):
+        raise CorruptFile(f"running marker at {path} has an invalid step_id {step_id!r}")
+    if not git.is_object_id(before):
+        raise CorruptFile(f"running marker at {path} has an invalid snapshot_before {before!r}")
+    cmd, env, excludes, pid = rec.get("cmd"), rec.get("env"), rec.get("excludes"), rec.get("pid")
+    intent = RunIntent(
+        pid=pid if isinstance(pid, int) and not isinstance(pid, bool) else 0,
+        step_id=step_id,
+        started_at=str(rec.get("started_at") or now_iso()),
+        cmd=[str(c) for c in cmd] if isinstance(cmd, list) else [],
+        cwd=str(rec.get("cwd", ".")),
+        snapshot_before=before,
+        env={str(k): str(v) for k, v in env.items()} if isinstance(env, dict) else {},
+        pty=rec.get("pty") is True,
+        excludes=[str(e) for e in excludes] if isinstance(excludes, list) else [],
+        sandbox=rec["sandbox"] if isinstance(rec.get("sandbox"), dict) else None,
+        agent=rec["agent"] if isinstance(rec.get("agent"), dict) else None,
+        exit_code=_int_or_none(rec.get("exit_code")),
+        signal=_int_or_none(rec.get("signal")),
+        ended_at=str(rec["ended_at"]) if isinstance(rec.get("ended_at"), str) else None,
+    )
+    ended = outcome.read(paths, step_id) if intent.exit_code is None else None
+    if ended is not None:
+        intent = replace(intent, exit_code=ended.exit_code, signal=ended.signal,
+                         ended_at=ended.ended_at)  # fmt: skip
+    return intent
+
+
+def _int_or_none(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def clear_run(paths: TaskPaths) -> None:
+    outcome.remove(paths)  # (first: ``bar.step.outcome``)
+    _remove(paths.marker)
+
+
+# --- rollback.json -------------------------------------------------------------------
+
+
+@record(frozen=True)
+class RollbackIntent:
+    step_id: str
+    target: State
+    hard: bool
+    snapshot_before: str
+    started_at: str
+    undo_of: str | None = None  # ``bar undo`` of this step
+    redo_of: str | None = None  # ``bar redo`` of this step
+
+
+_ROLLBACK_KEYS = ("step_id", "target", "target_commit", "target_head", "hard", "snapshot_before")
+
+
+def write_rollback(paths: TaskPaths, intent: RollbackIntent) -> None:
+    write_json_atomic(
+        paths.rollback_journal,
+        {
+            "version": 1,
+            "step_id": intent.step_id,
+            "target": intent.target.kind,
+            "target_step": intent.target.step_id,
+            "target_commit": intent.target.commit,
+            "target_head": intent.target.head,
+            "hard": intent.hard,
+            "snapshot_before": intent.snapshot_before,
+            "started_at": intent.started_at,
+            "target_base": intent.target.base,
+            "undo_of": intent.undo_of,
+            "redo_of": intent.redo_of,
+        },
+    )
+
+
+def read_rollback(paths: TaskPaths) -> RollbackIntent | None:
+    path = paths.rollback_journal
+    try:
+        rec = upgrade("rollback-journal", read_json(path, "rollback journal"), path)
+    except FileNotFoundError:
+        return None
+    missing = [k for k in _ROLLBACK_KEYS if k not in rec]
+    if missing:
+        raise CorruptFile(f"rollback journal at {path} lacks {', '.join(missing)}")
+    step_id, kind, target_step = rec["step_id"], rec["target"], rec.get("target_step")
+    problem = None
+    if not _valid_step_id(step_id):
+        problem = f"an invalid step_id {step_id!r}"
+    elif kind not in ("base", "step"):
+        problem = f"an unknown target {kind!r}"
+    elif kind == "step" and not (isinstance(target_step, str) and STATE_ID_RE.match(target_step)):
+        problem = f"an invalid target_step {target_step!r}"
+    elif not isinstance(rec["hard"], bool):
+        problem = f"a 'hard' that is not true or false: {rec['hard']!r}"
+    else:
+        bad = [k for k in ("target_commit", "target_head", "snapshot_before")
+               if not git.is_object_id(rec[k])]  # fmt: skip
+        bad += [k for k in ("target_base",) if rec.get(k) is not None
+                and not git.is_object_id(rec[k])]  # fmt: skip
+        bad += [k for k in ("undo_of", "redo_of") if rec.get(k) is not None
+                and not _valid_step_id(rec[k])]  # fmt: skip
+        if bad:
+            problem = f"an invalid {bad[0]} {rec[bad[0]]!r}"
+    if problem:
+        raise CorruptFile(f"rollback journal at {path} has {problem}")
+    target = State(kind, target_step if kind == "step" else None, rec["target_commit"],
+                   rec["target_head"], rec.get("target_base"))  # fmt: skip
+    return RollbackIntent(step_id, target, rec["hard"], rec["snapshot_before"],
+                          str(rec.get("started_at") or now_iso()), rec.get("undo_of"),
+                          rec.get("redo_of"))  # fmt: skip
+
+
+def clear_rollback(paths: TaskPaths) -> None:
+    _remove(paths.rollback_journal)
+
+
+# --- apply.json ----------------------------------------------------------------------
+
+
+@record(frozen=True)
+class ApplyIntent:
+    """The apply step about to land: written before the target moves.
+
+    ``target_before`` is the target's commit before the apply. ``token`` names this apply
+    in the lock it holds on the developer's checkout (``bar.changes.checkout``), so recovery can
+    tell its own lock, and an update it must finish, from anyone else's. Journals written
+    before these fields existed read back with both None.
+    """
+
+    step: ApplyStep
+    target_before: str | None = None
+    token: str | None = None
+
+
+_TOKEN_RE = re.compile(r"^[0-9a-f]{16,64}$")
+
+
+def write_apply(paths: TaskPaths, intent: ApplyIntent) -> None:
+    write_json_atomic(
+        paths.apply_journal,
+        {
+            "version": 1,
+            "step": intent.step.to_record(),
+            "target_before": intent.target_before,
+            "token": intent.token,
+        },
+    )
+
+
+def read_apply(paths: TaskPaths) -> ApplyIntent | None:
+    path = paths.apply_journal
+    try:
+        rec = upgrade("apply-journal", read_json(path, "apply journal"), path)
+    except FileNotFoundError:
+        return None
+    step = step_from_record(rec.get("step"), f"apply journal at {path}")
+    if not isinstance(step, ApplyStep) or not git.is_object_id(step.commit_sha):
+        raise CorruptFile(f"apply journal at {path} does not hold an apply step")
+    before, token = rec.get("target_before"), rec.get("token")
+    if before is not None and not git.is_object_id(before):
+        raise CorruptFile(f"apply journal at {path} has an invalid target_before {before!r}")
+    if token is not None and not (isinstance(token, str) and _TOKEN_RE.match(token)):
+        raise CorruptFile(f"apply journal at {path} has an invalid token {token!r}")
+    return ApplyIntent(step, before, token)
+
+
+def clear_apply(paths: TaskPaths) -> None:
+    _remove(paths.apply_journal)
+
+
+# --- sync.json ----------------------------------------------------------------------
+
+
+@record(frozen=True)
+class SyncIntent:
+    """A sync about to be made (``bar.changes.sync``): the worktree goes from ``snapshot_before``
+    to the tree of ``merged``, the task branch from ``head_before`` to ``head_after`` (if
+    it moves), and the task's base from ``base_before`` to ``base_after``."""
+
+    step_id: str
+    onto: str
+    snapshot_before: str
+    merged: str  # a commit holding the merged tree
+    base_before: str
+    base_after: str
+    head_before: str | None
+    head_after: str | None
+    conflicts: list[str]
+    started_at: str
+
+
+_SYNC_IDS = ("snapshot_before", "merged", "base_before", "base_after")
+
+
+def write_sync(paths: TaskPaths, intent: SyncIntent) -> None:
+    write_json_atomic(
+        paths.sync_journal,
+        {
+            "version": 1,
+            "step_id": intent.step_id,
+            "onto": intent.onto,
+            **{key: getattr(intent, key) for key in _SYNC_IDS},
+            "head_before": intent.head_before,
+            "head_after": intent.head_after,
+            "conflicts": intent.conflicts,
+            "started_at": intent.started_at,
+        },
+    )
+
+
+def read_sync(paths: TaskPaths) -> SyncIntent | None:
+    path = paths.sync_journal
+    try:
+        rec = upgrade("sync-journal", read_json(path, "sync journal"), path)
+    except FileNotFoundError:
+        return None
+    if not _valid_step_id(rec.get("step_id")):
+        raise CorruptFile(f"sync journal at {path} has an invalid step_id {rec.get('step_id')!r}")
+    for key in _SYNC_IDS:
+        if not git.is_object_id(rec.get(key)):
+            raise CorruptFile(f"sync journal at {path} has an invalid {key} {rec.get(key)!r}")
+    for key in ("head_before", "head_after"):
+        if rec.get(key) is not None and not git.is_object_id(rec[key]):
+            raise CorruptFile(f"sync journal at {path} has an invalid {key} {rec[key]!r}")
+    conflicts = rec.get("conflicts")
+    return SyncIntent(
+        step_id=str(rec["step_id"]),
+        onto=str(rec.get("onto", "")),
+        **{key: str(rec[key]) for key in _SYNC_IDS},
+        head_before=rec.get("head_before"),
+        head_after=rec.get("head_after"),
+        conflicts=[str(c) for c in conflicts] if isinstance(conflicts, list) else [],
+        started_at=str(rec.get("started_at") or now_iso()),
+    )
+
+
+def clear_sync(paths: TaskPaths) -> None:
+    _remove(paths.sync_journal)
+
+
+# --- creating.json -------------------------------------------------------------------
+
+
+@record(frozen=True)
+class CreateIntent:
+    """A task being created. Besides its directory, ``bar task new`` makes the snapshot
+    ref ``refs/bar/tasks/<id>``, the worktree ``workspaces/<id>`` and ``branch``, which
+    did not exist when the intent was written: if it exists, bar made it."""
+
+    task_id: str
+    name: str
+    branch: str
+    base_commit: str
+    started_at: str
+
+
+_BRANCH_RE = re.compile(r"^(?![-/.])(?!.*(?:\.\.|@\{|//))[^\x00-\x20\x7f~^:?*\[\\]+$")
+
+
+def create_journal(paths: TaskPaths) -> Path:
+    return paths.dir / "creating.json"
+
+
+def _task_problem(paths: TaskPaths, task_id: object, name: object, branch: object) -> str | None:
+    """What is wrong with a journal's task id, name and branch (a branch bar made for
+    this task: journals name branches that get deleted), if anything."""
+    if task_id != paths.dir.name:
+        return f"names task {task_id!r}, not {paths.dir.name!r}"
+    if not isinstance(name, str) or not name:
+        return f"has an invalid name {name!r}"
+    if not (
+        isinstance(branch, str) and _BRANCH_RE.match(branch) and branch.endswith(f"-{task_id}")
+    ):
+        return f"has an invalid branch {branch!r}"
+    return None
+
+
+def write_create(paths: TaskPaths, intent: CreateIntent) -> None:
+    write_json_atomic(
+        create_journal(paths),
+        {
+            "version": 1,
+            "task_id": intent.task_id,
+            "name": intent.name,
+            "branch": intent.branch,
+            "base_commit": intent.base_commit,
+            "started_at": intent.started_at,
+        },
+    )
+
+
+def read_create(paths: TaskPaths) -> CreateIntent | None:
+    path = create_journal(paths)
+    try:
+        rec = upgrade("create-journal", read_json(path, "task creation journal"), path)
+    except FileNotFoundError:
+        return None
+    task_id, name, branch, base = (rec.get(k) for k in ("task_id", "name", "branch", "base_commit"))
+    # the branch is deleted on undo: it must be the one this task would have made
+    problem = _task_problem(paths, task_id, name, branch)
+    if problem is None and not git.is_object_id(base):
+        problem = f"has an invalid base_commit {base!r}"
+    if problem:
+        raise CorruptFile(f"task creation journal at {path} {problem}")
+    assert isinstance(task_id, str) and isinstance(name, str)
+    assert isinstance(branch, str) and isinstance(base, str)
+    return CreateIntent(task_id, name, branch, base, str(rec.get("started_at") or now_iso()))
+
+
+def clear_create(paths: TaskPaths) -> None:
+    _remove(create_journal(paths))
+
+
+# --- deleting.json -------------------------------------------------------------------
+
+
+@record(frozen=True)
+class DeleteIntent:
+    """A closed task being deleted. ``branch_tip`` is where its branch pointed when the
+    deletion was decided (None: it had none): a branch that moved since holds commits
+    nobody decided to drop, and is kept."""
+
+    task_id: str
+    name: str
+    branch: str
+    branch_tip: str | None
+    forced: bool
+    started_at: str
+
+
+def delete_journal(paths: TaskPaths) -> Path:
+    return paths.dir / "deleting.json"
+
+
+def write_delete(paths: TaskPaths, intent: DeleteIntent) -> None:
+    write_json_atomic(
+        delete_journal(paths),
+        {
+            "version": 1,
+            "task_id": intent.task_id,
+            "name": intent.name,
+            "branch": intent.branch,
+            "branch_tip": intent.branch_tip,
+            "forced": intent.forced,
+            "started_at": intent.started_at,
+        },
+    )
+
+
+def read_delete(paths: TaskPaths) -> DeleteIntent | None:
+    path = delete_journal(paths)
+    try:
+        rec = upgrade("delete-journal", read_json(path, "task deletion journal"), path)
+    except FileNotFoundError:
+        return None
+    task_id, name, branch, tip = (rec.get(k) for k in ("task_id", "name", "branch", "branch_tip"))
+    # the branch is deleted: it must be one bar made for this task
+    problem = _task_problem(paths, task_id, name, branch)
+    if problem is None and tip is not None and not git.is_object_id(tip):
+        problem = f"has an invalid branch_tip {tip!r}"
+    if problem:
+        raise CorruptFile(f"task deletion journal at {path} {problem}")
+    assert isinstance(task_id, str) and isinstance(name, str) and isinstance(branch, str)
+    return DeleteIntent(task_id, name, branch, tip, rec.get("forced") is True,
+                        str(rec.get("started_at") or now_iso()))  # fmt: skip
+
+
+def clear_delete(paths: TaskPaths) -> None:
+    _remove(delete_journal(paths))

@@ -1,0 +1,214 @@
+"""Finishing what a crashed bar left, and recording what nobody recorded.
+
+Every command that changes a task first takes the task lock and calls ``prepare``:
+intents left by a bar that died (``bar.changes.journals``) are completed by the same
+``complete`` the verb itself would have called, then hand edits made since the last
+step are recorded as a ``manual`` step, so nothing is lost or mis-attributed.
+``finish_pending`` is the first half alone, for ``bar doctor --repair`` and ``task close``.
+
+A bar killed while git moved the task's snapshot ref leaves git's ``<ref>.lock`` behind,
+and every later move of the ref would fail on it. bar is the only writer of
+``refs/bar/tasks/<id>`` and writes it only under the task lock, so the caller, holding
+that lock, knows such a lock file is stale: ``clear_stale_ref_lock`` removes it first
+(and ``clear_stale_index_lock`` the side index's, which only bar writes). The locks of
+the worktree's own git (``HEAD.lock``, ``index.lock``, the branch's) are removed once no
+live git holds them (``clear_stale_git_locks``, ``bar.git.locks``).
+"""
+
+from __future__ import annotations
+
+import shlex
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
+
+from bar import git
+from bar.base.notices import note, plural
+from bar.base.record import replace
+from bar.changes import journals
+from bar.git import guard
+from bar.git import locks as git_locks
+from bar.history import bases
+from bar.ledger import steps
+from bar.ledger.records import Step
+from bar.step import queued as queued_steps
+from bar.task.tasks import Task
+
+# git itself may lock the ref for a moment (``git gc`` packing refs from another task's
+# worktree): a lock file younger than this gets the time to go away before it is removed.
+_LIVE_REF_LOCK_S = 1.0
+
+
+def clear_stale_ref_lock(task: Task) -> bool:
+    """Remove a ``<snapshot ref>.lock`` left by a killed ``git update-ref`` (the caller
+    holds the task lock). True if there was one."""
+    path = git.ref_lock_path(task.project.root, task.snapshot_ref)
+    deadline = time.monotonic() + _LIVE_REF_LOCK_S
+    while True:
+        try:
+            age = time.time() - path.lstat().st_mtime
+        except FileNotFoundError:
+            return False
+        if age >= _LIVE_REF_LOCK_S or time.monotonic() >= deadline:
+            break
+        time.sleep(0.05)
+    path.unlink(missing_ok=True)
+    note(f"removed {path}: a git lock on {task.snapshot_ref} left by a bar that was stopped")
+    return True
+
+
+def clear_stale_index_lock(task: Task) -> bool:
+    """Remove the side index's ``index.lock`` left by a git that died or failed mid-write
+    (a full disk): only bar writes the side index, under the task lock the caller holds."""
+    path = task.index.with_name(task.index.name + ".lock")
+    try:
+        path.unlink()
+    except FileNotFoundError:
+        return False
+    note(f"removed {path}: a git lock on the side index left by a git that was stopped")
+    return True
+
+
+def clear_stale_git_locks(task: Task) -> list[Path]:
+    """Remove the lock files a killed git left in the task's worktree's git directory
+    and on its branch (``bar.git.locks``); those removed."""
+    removed = git_locks.clear(task)
+    for lock in removed:
+        note(f"removed {lock}: a git lock in task {task.name}'s worktree left by a git "
+             "that was stopped")  # fmt: skip
+    return removed
+
+
+def finish_pending(task: Task) -> list[Step]:
+    """Complete every intent a dead bar left (the caller holds the task lock)."""
+    clear_stale_ref_lock(task)
+    clear_stale_index_lock(task)
+    clear_stale_git_locks(task)
+    done: list[Step] = []
+    last = task.ledger.last()
+    run_intent = journals.read_run(task.paths)
+    if run_intent is not None:
+        if last is not None and last.number >= int(run_intent.step_id):
+            journals.clear_run(task.paths)  # the step was recorded before the crash
+        else:
+            from bar.step import run
+
+            done.append(run.complete(task, run_intent, None))
+            what = f"recorded step {run_intent.step_id} ({shlex.join(run_intent.cmd)})"
+            if run_intent.exit_code is not None:
+                note(f"{what}: it exited {run_intent.exit_code}; bar stopped (or failed) "
+                     "before it was recorded")  # fmt: skip
+            else:
+                note(f"{what} as interrupted: bar stopped before it finished")
+    rollback_intent = journals.read_rollback(task.paths)
+    if rollback_intent is not None:
+        rollback_intent = _hand_edits_first(task, rollback_intent, rollback_intent.target.commit,
+                                            done, "rollback")  # fmt: skip
+        last = task.ledger.last()
+        if last is not None and last.number >= int(rollback_intent.step_id):
+            bases.settle(task, bases.base_at(task, last.number))  # task.json may lag the ledger
+            journals.clear_rollback(task.paths)
+        else:
+            from bar.changes import rollback
+
+            note(f"finishing rollback step {rollback_intent.step_id}, which was interrupted")
+            done.append(rollback.complete(task, rollback_intent))
+    sync_intent = journals.read_sync(task.paths)
+    if sync_intent is not None:
+        from bar.changes import sync
+
+        sync_intent = _hand_edits_first(task, sync_intent, sync_intent.merged, done, "sync")
+        last = task.ledger.last()
+        if last is not None and last.number >= int(sync_intent.step_id):
+            bases.settle(task, bases.base_at(task, last.number))
+            journals.clear_sync(task.paths)
+        else:
+            note(f"finishing sync step {sync_intent.step_id}, which was interrupted")
+            done.append(sync.complete(task, sync_intent))
+    apply_intent = journals.read_apply(task.paths)
+    if apply_intent is not None:
+        from bar.changes import apply
+
+        last = task.ledger.last()
+        recorded = last is not None and last.number >= apply_intent.step.number
+        landed = apply.complete(task, apply_intent)
+        if landed is not None and not recorded:
+            note(
+                f"recorded apply step {landed.step_id} ({landed.commit_sha[:10]} on "
+                f"{landed.target_branch}), which bar stopped before recording"
+            )
+            done.append(landed)
+        elif landed is None:
+            step = apply_intent.step
+            note(
+                f"apply step {step.step_id} ({step.commit_sha[:10]} onto {step.target_branch}) "
+                f"was interrupted before {step.target_branch} moved; nothing was applied"
+            )
+    done += queued_steps.flush(task)  # orders a step answered while it ran
+    return done
+
+
+_Restoring = TypeVar("_Restoring", journals.RollbackIntent, journals.SyncIntent)
+
+
+def _hand_edits_first(task: Task, intent: _Restoring, target: str, done: list[Step],
+                      verb: str) -> _Restoring:  # fmt: skip
+    """Before an interrupted restore (a rollback, a sync) is finished over the worktree,
+    record what it cannot account for: a path that holds neither what it held before the
+    restore began nor what the restore writes there was edited since (by hand, after
+    bar was killed). That state is recorded as a ``manual`` step first, so finishing
+    the restore destroys nothing unrecorded; the restore then goes on from it, as the
+    step after. (A ``manual`` step already in the restore's place is one such, recorded
+    by a recovery that was itself stopped before it rewrote the intent.)"""
+    last = task.ledger.last()
+    if (last is not None and last.number == int(intent.step_id) and last.kind == "manual"
+            and last.snapshot is not None):  # fmt: skip
+        return _moved_after(task, intent, last.snapshot)
+    if last is not None and last.number >= int(intent.step_id):
+        return intent  # the restore was recorded: nothing to finish
+    before_tree = steps.tree_of(task, intent.snapshot_before)
+    target_tree = steps.tree_of(task, target)
+    now_tree = steps.current_tree(task)
+    if now_tree in (before_tree, target_tree):
+        return intent
+    changed_since = {c.path for c in git.diff_tree_raw(task.worktree, before_tree, now_tree)}
+    unlike_target = {c.path for c in git.diff_tree_raw(task.worktree, target_tree, now_tree)}
+    edited = sorted(changed_since & unlike_target)
+    if not edited:
+        return intent  # only the restore's own writes: it goes on from there
+    manual = steps.record_hand_edits(task)
+    if manual is None or manual.snapshot is None:
+        return intent
+    done.append(manual)
+    note(f"{verb} step {intent.step_id} was interrupted and {plural(len(edited), 'file')} "
+         f"changed since ({', '.join(edited[:5])}{', ...' if len(edited) > 5 else ''}): "
+         f"recorded as step {manual.step_id} before the {verb} goes on")  # fmt: skip
+    return _moved_after(task, intent, manual.snapshot)
+
+
+def _moved_after(task: Task, intent: _Restoring, snapshot: str) -> _Restoring:
+    """``intent`` as the step after the last one, from the state ``snapshot``."""
+    moved = replace(intent, step_id=task.ledger.next_step_id(), snapshot_before=snapshot)
+    if isinstance(moved, journals.RollbackIntent):
+        journals.write_rollback(task.paths, moved)
+    else:
+        journals.write_sync(task.paths, moved)
+    return moved
+
+
+def prepare(
+    task: Task,
+    meanwhile: Callable[[], object] | None = None,
+    before_look: Callable[[], None] | None = None,
+) -> None:
+    """What every command that changes a task does first, under the task lock.
+    ``meanwhile``: called once the intents are finished, before the worktree is looked
+    at for hand edits (work that may overlap that look, such as apply's merge);
+    ``before_look``: called when the look for hand edits begins (``snapshot.take``)."""
+    task.require_worktree()
+    guard.check_link(task)  # before any git operation in the worktree
+    finish_pending(task)
+    if meanwhile is not None:
+        meanwhile()
+    steps.record_hand_edits(task, before_look)

@@ -1,0 +1,95 @@
+"""``bar apply [--mode commit|merge] [--target BRANCH] [-m MSG] [--dry-run]``."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from typing import TYPE_CHECKING
+
+from bar import api
+from bar.cli.render import Painter, plural, print_json, short
+from bar.errors import ApplyConflict
+
+if TYPE_CHECKING:
+    from bar.changes.apply import ApplyResult
+
+
+def apply(
+    *,
+    task: str | None,
+    mode: str,
+    target: str | None,
+    message: str | None,
+    dry_run: bool,
+    no_wait: bool,
+    as_json: bool,
+    at: str | None = None,
+) -> int:
+    loc = api.open_project()
+    the_task = api.get_task(loc, task)
+    paint = Painter(loc.project.config.output.color)
+    try:
+        result = api.apply(the_task, mode=mode, target=target, message=message,
+                           dry_run=dry_run, wait=not no_wait, at=at,
+                           preview=dry_run and not as_json)  # fmt: skip
+    except ApplyConflict as exc:
+        if as_json:
+            print_json({"mode": mode, "target_branch": exc.target_branch,
+                        "conflicts": exc.paths, "conflict": True})  # fmt: skip
+        raise
+    _say_settings(loc.project.settings_files(), result, dry_run=dry_run, as_json=as_json)
+    if as_json:
+        print_json({**result.to_json(), "dry_run": dry_run})
+        if result.refusal is not None:
+            raise result.refusal  # the dry run fails as the apply would
+        return 0
+    stat = result.stat
+    summary = f"{plural(stat.files, 'file')} +{stat.additions} -{stat.deletions}"
+    if result.nothing_to_do:
+        print(f"Nothing to apply: {result.target_branch} already has the task's changes.")
+        return 0
+    if dry_run:
+        if result.refusal is not None:
+            # why it would refuse goes to stderr once, as the apply itself would say it
+            print(f"Applying task {the_task.name} to {result.target_branch} ({mode}) would "
+                  f"merge without conflicts ({summary}), but the apply would be refused "
+                  "(why: the error below).")  # fmt: skip
+        else:
+            print(f"Applying task {the_task.name} to {result.target_branch} ({mode}) would "
+                  f"change {summary}; no conflicts.")  # fmt: skip
+        if result.checkout and result.refusal is None:
+            print(f"  {result.target_branch} is checked out in {result.checkout}; "
+                  "it would be updated")  # fmt: skip
+        text = result.preview
+        if text is None:
+            text = api.apply_diff(the_task, result).text(with_stat=True)
+        sys.stdout.write(text)
+        print(paint("(dry run: nothing was changed)", "dim"))
+        if result.refusal is not None:
+            raise result.refusal  # the dry run fails as the apply would
+        return 0
+    print(f"Applied task {the_task.name} to {result.target_branch} as {short(result.commit)} "
+          f"({mode}): {summary}")  # fmt: skip
+    if result.checkout:
+        print(f"  updated the checkout at {result.checkout}")
+    return 0
+
+
+def _say_settings(
+    what: dict[str, str], result: ApplyResult, *, dry_run: bool, as_json: bool
+) -> None:
+    """Say on stderr that the apply changes bar's own files in the repository: from the
+    next step on, every task runs under what they now say."""
+    if not result.settings:
+        return
+    listed = ", ".join(f"{path} ({what.get(path, 'bar settings')})" for path in result.settings)
+    if not dry_run:
+        paths = " ".join(shlex.quote(p) for p in result.settings)
+        review = f"review them before the next step: git show {short(result.commit)} -- {paths}"
+    elif as_json:
+        review = "review them with bar apply --dry-run"
+    else:
+        review = "review them in the diff below"
+    verb = "would change" if dry_run else "changes"
+    print(f"bar: note: this {verb} bar's settings for the repository: {listed}; {review}",
+          file=sys.stderr)  # fmt: skip

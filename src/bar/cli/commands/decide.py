@@ -1,0 +1,233 @@
+"""``bar decide submit|answer|result|list|show``: the agent's questions and your answers."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from bar import api
+from bar.aide import decide
+from bar.cli.render import Painter, print_json
+from bar.errors import UsageError
+
+
+def _read_input(text: str) -> object:
+    if text == "-":
+        raw = sys.stdin.read()
+    elif text.startswith("@"):
+        try:
+            raw = Path(text[1:]).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            raise UsageError(f"cannot read {text[1:]}: {why}",
+                             hint="@FILE names a file of JSON; - reads it from stdin") from None  # fmt: skip
+    else:
+        raw = text
+    try:
+        return json.loads(raw)
+    except ValueError as exc:
+        if raw is text and not text.lstrip().startswith(("{", "[")) and Path(text).is_file():
+            raise UsageError(f"{text} is a file name, not JSON text",
+                             hint=f"to read the file, give @{text}") from None  # fmt: skip
+        raise UsageError(f"the input is not JSON: {exc}",
+                         hint="give JSON text, - (stdin) or @FILE") from None  # fmt: skip
+
+
+def submit(*, input: str, wait: bool, timeout: float | None, task: str | None,
+           as_json: bool) -> int:  # fmt: skip
+    if timeout is not None and not wait:
+        raise UsageError("--timeout goes with --wait")
+    data = _read_input(input)
+    the_task = api.get_task(api.open_project(), task)
+    done = decide.submit(the_task, data)
+    sid = str(done["session_id"])
+    if done.get("replaced"):
+        print(f"bar: decision {done['replaced']} was still pending and is replaced by {sid}",
+              file=sys.stderr)  # fmt: skip
+    if wait:
+        print(f"bar: waiting for an answer to decision {sid} (bar decide answer)",
+              file=sys.stderr)  # fmt: skip
+        print_json(decide.wait(the_task, sid, timeout))
+        return 0
+    if as_json:
+        print_json(done)
+        return 0
+    print(f"Submitted decision {sid}: waiting for an answer (bar decide answer); "
+          "`bar decide result` prints it")  # fmt: skip
+    return 0
+
+
+def _pairs(values: list[str], what: str) -> dict[int, str]:
+    found: dict[int, str] = {}
+    for value in values:
+        ident, sep, rest = value.partition("=")
+        if not sep or not ident.strip().lstrip("-").isdigit():
+            raise UsageError(f"{what} {value!r} is not ID=VALUE", hint="like --choose 1=jwt")
+        found[int(ident)] = rest
+    return found
+
+
+def answer(*, choose: list[str], note: list[str], task: str | None, as_json: bool) -> int:
+    the_task = api.get_task(api.open_project(), task)
+    waiting = decide.pending(the_task)
+    if waiting is None:
+        earlier = decide.sessions(the_task)
+        hint = (f"the last one is answered: `bar decide show {earlier[-1]}`" if earlier
+                else "the agent asks with `bar decide submit`")  # fmt: skip
+        raise decide.NoPendingDecision(f"task {the_task.name} has no pending decision",
+                                       hint=hint)  # fmt: skip
+    sid = str(waiting.get("_meta", {}).get("session_id", ""))
+    if choose:
+        chosen, notes = _pairs(choose, "--choose"), _pairs(note, "--note")
+        stray = sorted(set(notes) - set(chosen))
+        if stray:
+            raise UsageError(f"--note {stray[0]} names an item that --choose does not answer")
+        decisions: list[dict[str, Any]] = [
+            {"id": i, "chosen": v, **({"note": notes[i]} if notes.get(i) else {})}
+            for i, v in chosen.items()
+        ]
+    elif note:
+        raise UsageError("--note goes with --choose")
+    else:
+        decisions = _ask(waiting, Painter(the_task.project.config.output.color))
+    done = decide.answered(the_task, decisions, session_id=sid)
+    if as_json:
+        print_json(done)
+        return 0
+    picked = ", ".join(f"{d['id']}={d['chosen']}" for d in decisions)
+    step = done.get("step")
+    where = (f"step {step['step_id']}" if isinstance(step, dict)
+             else "a step recorded when the running step ends")  # fmt: skip
+    print(f"Answered decision {sid}: {picked} ({where})")
+    return 0
+
+
+def _ask(waiting: dict[str, Any], paint: Painter) -> list[dict[str, Any]]:
+    """Each item in the terminal: its options, and the person's choice and note."""
+    items = waiting["items"]
+    print(f"{paint(str(waiting.get('task')), 'bold')}  (from {waiting.get('source')})")
+    decisions = []
+    for number, item in enumerate(items, 1):
+        print()
+        print(paint(f"[{number}/{len(items)}] {item['title']}", "bold") + f"  (id {item['id']})")
+        loc = item.get("location")
+        if loc:
+            lines = (f"line {loc['start']}" if loc["start"] == loc["end"]
+                     else f"lines {loc['start']}-{loc['end']}")  # fmt: skip
+            print(f"  where: {loc['file']} {lines}")
+        if item.get("context"):
+            print(f"  {item['context']}")
+        options = item["options"]
+        for n, option in enumerate(options, 1):
+            score = f"  score {option['score']:g}" if "score" in option else ""
+            star = (
+                paint("  (recommended)", "green")
+                if option["value"] == item.get("recommend")
+                else ""
+            )
+            print(f"  {n}) {option['value']}: {option['label']}{score}{star}")
+            for pro in option.get("pros", []):
+                print(f"       + {pro}")
+            for con in option.get("cons", []):
+                print(f"       - {con}")
+        decisions.append({"id": item["id"], "chosen": _choice(item, options)})
+        text = _line("  note (Enter: none): ").strip()
+        if text:
+            decisions[-1]["note"] = text
+    return decisions
+
+
+def _choice(item: dict[str, Any], options: list[dict[str, Any]]) -> str:
+    values = [o["value"] for o in options]
+    default = item.get("recommend")
+    while True:
+        prompt = f"  choose 1-{len(options)} or a value" + (
+            f" (Enter: {default})" if default else ""
+        )
+        text = _line(prompt + ": ").strip()
+        if not text and default:
+            return str(default)
+        if text.isdigit() and 1 <= int(text) <= len(options):
+            return str(values[int(text) - 1])
+        if text in values:
+            return text
+        print(f"  {text!r} is not an option here: a number from 1 to {len(options)}, or one of "
+              f"{', '.join(values)}")  # fmt: skip
+
+
+def _line(prompt: str) -> str:
+    try:
+        return input(prompt)
+    except EOFError:
+        raise UsageError("the answers ended before every item was answered",
+                         hint="answer in a terminal, or give --choose ID=VALUE for each item") from None  # fmt: skip
+
+
+def result(*, task: str | None, as_json: bool, wait: bool = False,
+           timeout: float | None = None) -> int:  # fmt: skip
+    if timeout is not None and not wait:
+        raise UsageError("--timeout goes with --wait")
+    the_task = api.get_task(api.open_project(), task)
+    waiting = decide.pending(the_task) if wait else None
+    if waiting is not None:
+        sid = waiting.get("_meta", {}).get("session_id")
+        print(f"bar: waiting for an answer to decision {sid} (bar decide answer)",
+              file=sys.stderr, flush=True)  # fmt: skip
+    output = decide.awaited(the_task, timeout)[1] if wait else decide.result(the_task)
+    if as_json:
+        print_json(output)
+        return 0
+    for d in output["decisions"]:
+        print(f"{d['id']}: {d['chosen']}" + (f"  ({d['note']})" if d.get("note") else ""))
+    return 0
+
+
+def list_(*, task: str | None, as_json: bool) -> int:
+    the_task = api.get_task(api.open_project(), task)
+    answered = []
+    for sid in decide.sessions(the_task):
+        rec = decide.record(the_task, sid)
+        answered.append({"session_id": sid, "task": rec["input"].get("task"),
+                         "completed_at": rec.get("completed_at"),
+                         "decisions": rec["output"]["decisions"]})  # fmt: skip
+    waiting = decide.pending(the_task)
+    pending = None
+    if waiting is not None:
+        meta = waiting.get("_meta", {})
+        pending = {"session_id": meta.get("session_id"), "task": waiting.get("task"),
+                   "created_at": meta.get("created_at"), "items": len(waiting.get("items", []))}  # fmt: skip
+    if as_json:
+        print_json({"pending": pending, "answered": answered})
+        return 0
+    if not answered and pending is None:
+        print(f"Task {the_task.name} has no decisions. An agent asks with: bar decide submit JSON")
+    for a in answered:
+        picked = ", ".join(f"{d['id']}={d['chosen']}" for d in a["decisions"])
+        print(f"{a['session_id']}  answered  {a['task']}: {picked}")
+    if pending is not None:
+        print(f"{pending['session_id']}  pending   {pending['task']} "
+              f"({pending['items']} item{'s' if pending['items'] != 1 else ''})")  # fmt: skip
+    return 0
+
+
+def show(*, session_id: str | None, task: str | None, as_json: bool) -> int:
+    the_task = api.get_task(api.open_project(), task)
+    rec = decide.record(the_task, session_id)
+    if as_json:
+        print_json(rec)
+        return 0
+    paint = Painter(the_task.project.config.output.color)
+    chosen = {d["id"]: d for d in rec["output"]["decisions"]}
+    print(f"{paint(str(rec['input'].get('task')), 'bold')}  answered {rec.get('completed_at')}")
+    for item in rec["input"]["items"]:
+        got = chosen.get(item["id"], {})
+        print(f"\n{item['id']}. {item['title']}")
+        for option in item["options"]:
+            mark = "*" if option["value"] == got.get("chosen") else " "
+            rec_mark = " (recommended)" if option["value"] == item.get("recommend") else ""
+            print(f"  {mark} {option['value']}: {option['label']}{rec_mark}")
+        if got.get("note"):
+            print(f"  note: {got['note']}")
+    return 0

@@ -1,0 +1,52 @@
+"""``bar doctor [--repair] [--json]``.
+
+Exits 0 when nothing remains, ``ExitCode.CORRUPT`` (8) while a problem remains: check-only,
+any error found; with ``--repair``, any error it could not repair or whose repair failed.
+The text and the JSON say the same: ``ok``, ``remaining`` and ``exit_code``.
+"""
+
+from __future__ import annotations
+
+from bar import api
+from bar.cli.render import Painter, print_json
+from bar.errors import BarError, ExitCode
+from bar.project.project import locate
+
+
+def doctor(*, repair: bool, as_json: bool) -> int:
+    project = locate().project
+    doc = api.doctor(project, repair=repair)
+    remaining = doc.remaining
+    code = ExitCode.CORRUPT if remaining else ExitCode.OK
+    if as_json:
+        print_json({"project": project.name, "findings": [f.to_json() for f in doc.findings],
+                    "ok": not remaining, "remaining": [f.to_json() for f in remaining],
+                    "exit_code": code})  # fmt: skip
+        return code
+    try:
+        paint = Painter(project.config.output.color)
+    except BarError:  # a broken config.yaml is one of the findings
+        paint = Painter()
+    if not doc.findings:
+        print(f"{project.name}: everything checks out")
+        return code
+    for f in doc.findings:
+        label = paint(f.severity, "red" if f.severity == "error" else "yellow")
+        print(f"{label}: {f.where}: {f.message}")
+        if f.repaired:
+            print(paint(f"  repaired: {f.repaired}", "green"))
+        elif f.repair_error:
+            print(paint(f"  repair failed: {f.repair_error}", "red"))
+        elif f.repair is not None and not repair:
+            print("  repairable: run `bar doctor --repair`")
+        if f.hint and not f.repaired:
+            print(f"  hint: {f.hint}")
+    for f in doc.still:
+        if f in remaining:
+            print(paint(f"{f.severity}: {f.where}: {f.message} (still there after the repairs)",
+                        "red"))  # fmt: skip
+    fixed = sum(1 for f in doc.findings if f.repaired)
+    print(f"{len(doc.findings)} problem(s) found" + (f", {fixed} repaired" if repair else ""))
+    if remaining:
+        print(paint(f"{len(remaining)} problem(s) remain", "red"))
+    return code

@@ -1,0 +1,74 @@
+"""``bar policy check [-c LINE | -- ARGV...]`` and ``bar policy test``."""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+from bar import api
+from bar.cli.render import Painter, print_json
+from bar.errors import BarError, ExitCode, UsageError
+from bar.policy import Policy, check_examples, load_policy
+
+_EXIT = {"allow": 0, "log": 0, "warn": 0, "block": ExitCode.POLICY_BLOCKED}
+_COLOR = {"allow": "green", "log": "cyan", "warn": "yellow", "block": "red"}
+
+
+def _policy(file: str | None) -> Policy:
+    """The policy to use: --file, else the project's file (even if switched off), else
+    bar's default."""
+    policy = load_policy(Path(file)) if file else api.policy_for(even_if_disabled=True)
+    assert policy is not None
+    return policy
+
+
+def _color() -> bool:
+    """The project's output.color, where there is a project."""
+    try:
+        return api.open_project().project.config.output.color
+    except BarError:
+        return True
+
+
+def check(
+    *, command_line: str | None, file: str | None, exit_code: bool, as_json: bool, argv: list[str]
+) -> int:
+    if argv[:1] == ["--"]:
+        argv = argv[1:]
+    if command_line is not None and argv:
+        raise UsageError("give either -c 'SHELL LINE' or -- ARGV..., not both")
+    if command_line is None and not argv:
+        raise UsageError(
+            "nothing to check",
+            hint="bar policy check -c 'rm -rf /'   or   bar policy check -- rm -rf /",
+        )
+    command: str | list[str] = command_line if command_line is not None else argv
+    decision = api.check_command(command, policy=_policy(file))
+    if as_json:
+        print_json(decision.to_json())
+    else:
+        paint = Painter(_color())
+        shown = command_line if command_line is not None else shlex.join(argv)
+        print(f"{paint(decision.action, 'bold', _COLOR[decision.action])}  {shown}")
+        for e in decision.events:
+            print(f"  {e.action:<5} {e.rule}: {e.reason}")
+            print(f"        matched: {e.matched}")
+    return _EXIT[decision.action]  # --exit-code: accepted for old scripts, now the default
+
+
+def test(*, file: str | None, as_json: bool) -> int:
+    policy = _policy(file)
+    failures = check_examples(policy)
+    examples = sum(len(r.match) + len(r.no_match) for r in policy.rules)
+    if as_json:
+        print_json({
+            "path": str(policy.path), "rules": len(policy.rules), "examples": examples,
+            "failures": [{"rule": f.rule, "command": f.command, "expected": f.expected,
+                          "got": f.got} for f in failures],
+        })  # fmt: skip
+    else:
+        print(f"{policy.path}: {len(policy.rules)} rules, valid")
+        for f in failures:
+            print(f"  FAIL {f.rule}: {f.command!r}: expected {f.expected}, got {f.got}")
+        print(f"{examples - len(failures)} of {examples} examples pass")
+    return 1 if failures else 0

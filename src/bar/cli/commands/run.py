@@ -1,0 +1,110 @@
+"""``bar run [--task T] [--cwd DIR] [-e K=V]... [--pty|--no-pty] [--agent A] -- CMD...``."""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from bar import api
+from bar.cli.render import Painter, print_json, stat_text
+from bar.errors import HookFailed, UsageError
+from bar.ledger.records import RunStep
+from bar.step.run import RunRequest, resolve_cwd
+from bar.task.tasks import Task
+
+# POSIX's portable names: str.isalnum() would also let 'é' and '²' through
+_ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def env_from_pairs(pairs: Sequence[str]) -> dict[str, str]:
+    env: dict[str, str] = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep or not _ENV_NAME_RE.fullmatch(name) or "\0" in value:
+            raise UsageError(f"-e expects NAME=VALUE, got {pair!r}")
+        env[name] = value
+    return env
+
+
+def run(
+    *,
+    task: str | None,
+    cwd: str | None,
+    env: list[str],
+    pty: bool | None,
+    agent: str | None,
+    sandbox: bool,
+    no_wait: bool,
+    as_json: bool,
+    argv: list[str],
+    no_agent: bool = False,
+) -> int:
+    if argv[:1] == ["--"]:
+        argv = argv[1:]
+    if not argv:
+        raise UsageError("no command given", hint="usage: bar run [options] -- CMD [ARGS...]")
+    loc = api.open_project()
+    the_task = api.get_task(loc, task)
+    variables = env_from_pairs(env)
+    if pty is None:
+        pty = sys.stdin.isatty() and sys.stdout.isatty() and not as_json
+    if agent is None and not no_agent:
+        from bar.agents.detect import agent_of
+
+        agent = agent_of(argv)
+        if agent is not None and os.environ.get("BAR_QUIET") is None:
+            print(f"bar: supervising {agent} as --agent {agent} would "
+                  "(--no-agent: run it as a plain command)", file=sys.stderr)  # fmt: skip
+    request = RunRequest(
+        argv=argv, cwd=resolve_cwd(the_task, cwd), env=variables, pty=pty, live=True,
+        agent=agent, sandbox=sandbox,
+    )  # fmt: skip
+    try:
+        with _stdout_on_stderr(as_json):
+            step = api.run(the_task, request, wait=not no_wait)
+    except HookFailed as exc:
+        if as_json and isinstance(exc.step, RunStep):
+            print_json(_json(the_task, exc.step))
+        raise
+    code = step.exit_code if step.exit_code is not None else 1
+    if as_json:
+        print_json(_json(the_task, step))
+    elif step.blocked:
+        print(f"bar: blocked by policy; nothing ran (step {step.step_id} recorded)",
+              file=sys.stderr)  # fmt: skip
+    elif os.environ.get("BAR_QUIET") is None:
+        print(f"bar: step {step.step_id} recorded: exit {code}, {stat_text(step.diff_stat)}",
+              file=sys.stderr)  # fmt: skip
+        if loc.project.config.output.verbose and step.diff_stat.file_list:
+            paint = Painter(loc.project.config.output.color)
+            for name in step.diff_stat.file_list:
+                print(paint(f"  {name}", "dim"), file=sys.stderr)
+    return code
+
+
+def _json(task: Task, step: RunStep) -> dict[str, Any]:
+    rec = step.to_record()
+    rec["task_dir"] = str(task.dir)  # what the artifacts' paths are relative to
+    return rec
+
+
+@contextmanager
+def _stdout_on_stderr(active: bool) -> Iterator[None]:
+    """With --json, stdout is the record's alone: what the command prints while it runs
+    (it writes to bar's file descriptor 1, directly or through a pty) goes to stderr."""
+    if not active:
+        yield
+        return
+    sys.stdout.flush()
+    saved = os.dup(1)
+    os.dup2(2, 1)
+    try:
+        yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)

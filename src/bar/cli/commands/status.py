@@ -1,0 +1,69 @@
+"""``bar status``: project, task, worktree, running step, unrecorded changes."""
+
+from __future__ import annotations
+
+import shlex
+
+from bar import api
+from bar.cli.render import Painter, plural, print_json
+
+
+def status(*, task: str | None, as_json: bool) -> int:
+    loc = api.open_project()
+    info = api.status(loc, task)
+    if as_json:
+        print_json(info.to_json())
+        return 0
+    project = loc.project
+    paint = Painter(project.config.output.color)
+    print(f"project   {project.name}  ({project.root})")
+    print(f"config    {project.paths.config}  (yours)")
+    shared = project.shared_config_path()
+    if shared.is_file():
+        print(f"          {shared}  (the repository's, added to yours)")
+    t = info.task
+    if t is None:
+        print(f"task      none: {info.no_task_reason}")
+        return 0
+    state = info.state.label if info.state else t.status
+    print(f"task      {paint(t.name, 'bold')} ({t.id}), {state}, {plural(info.steps, 'step')}")
+    print(f"branch    {t.branch}")
+    if info.state is not None and info.state.worktree_missing:
+        print(paint(f"worktree  {t.worktree} is missing", "red"))
+        print("          hint: `bar doctor --repair` recreates it at the last recorded state")
+    else:
+        print(f"worktree  {t.worktree}")
+    if info.running:
+        r = info.running
+        print(paint(f"running   step {r.step_id} (pid {r.pid}): {shlex.join(r.cmd)}", "yellow"))
+        if info.checkpoints:
+            print(
+                f"          {plural(info.checkpoints, 'checkpoint')} so far "
+                f"(bar show {r.step_id}.{info.checkpoints}; rollback --to one between turns)"
+            )
+    if info.interrupted:
+        print(paint(f"note      step {info.interrupted.step_id} was interrupted; "
+                    "the next command records it", "yellow"))  # fmt: skip
+    if info.unrecorded_changes:
+        print(paint("changes   the worktree has changes no step recorded", "yellow")
+              + " (recorded before the next step)")  # fmt: skip
+        print("          see them with: bar diff --unrecorded")
+    elif info.unrecorded_changes is not None:
+        print("changes   none unrecorded")
+    if info.unresolved_conflicts:
+        held = info.unresolved_conflicts
+        holds = "holds" if len(held) == 1 else "hold"
+        print(paint(f"conflicts {', '.join(held)} still {holds} the conflict markers of a sync",
+                    "red"))  # fmt: skip
+        print("          resolve them in the worktree, record with any bar run; "
+              "bar apply refuses until then")  # fmt: skip
+    box = info.sandbox
+    if box.get("enabled"):
+        print(f"sandbox   steps run confined ({box['detail']})")
+    elif box:
+        print(paint(f"sandbox   steps run unconfined: {box['detail']}", "yellow"))
+    for path in info.nested_repos:
+        print(paint(f"nested    {path} is a git repository of its own: bar records only the "
+                    "commit it is at, not its files (edits inside are not recorded or "
+                    "rolled back)", "yellow"))  # fmt: skip
+    return 0

@@ -1,0 +1,49 @@
+"""``bar undo`` / ``bar redo [--dry-run]``."""
+
+from __future__ import annotations
+
+from bar import api
+from bar.cli.render import Painter, describe, plural, print_json, short
+
+
+def undo(*, task: str | None, dry_run: bool, no_wait: bool, as_json: bool) -> int:
+    return _act(task, redo=False, dry_run=dry_run, no_wait=no_wait, as_json=as_json)
+
+
+def redo(*, task: str | None, dry_run: bool, no_wait: bool, as_json: bool) -> int:
+    return _act(task, redo=True, dry_run=dry_run, no_wait=no_wait, as_json=as_json)
+
+
+def _act(task: str | None, *, redo: bool, dry_run: bool, no_wait: bool, as_json: bool) -> int:
+    loc = api.open_project()
+    the_task = api.get_task(loc, task)
+    paint = Painter(loc.project.config.output.color)
+    plan, step = api.undo(the_task, redo=redo, dry_run=dry_run, wait=not no_wait)
+    verb = plan.verb
+    what = f"step {plan.step.step_id} ({describe(plan.step)})"
+    if as_json:
+        print_json({**plan.to_json(), "dry_run": dry_run,
+                    "step": step.to_record() if step else None})  # fmt: skip
+        return 0
+    if step is None and plan.unrecorded:
+        print(f"Your unrecorded changes ({plural(len(plan.unrecorded), 'file')}) would be "
+              f"recorded as a manual step ({plan.step.step_id}) and undone:")  # fmt: skip
+        for c in plan.unrecorded:
+            print(f"  {c.status} {c.path}")
+        print(paint("(dry run: nothing was changed)", "dim"))
+        return 0
+    if step is None:
+        print(f"{verb.capitalize()} of {what} would change "
+              f"{plural(len(plan.changes), 'path')}:")  # fmt: skip
+        for c in plan.changes:
+            print(f"  {c.status} {c.path}")
+        print(paint("(dry run: nothing was changed)", "dim"))
+        return 0
+    print(f"{'Redid' if redo else 'Undid'} {what}: {plural(step.diff_stat.files, 'file')} "
+          f"changed (step {step.step_id})")  # fmt: skip
+    if step.base_after:
+        print(f"  the task's base is {short(step.base_after)} again")
+    if step.hard:
+        print(f"  branch {the_task.branch} set to {short(step.head)}")
+    print("Redo with: bar redo" if not redo else "Undo again with: bar undo")
+    return 0

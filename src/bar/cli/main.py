@@ -1,0 +1,193 @@
+"""Command-line parsing and dispatch only; the work is done in ``bar.cli.commands``.
+
+Command modules are imported only when their command runs, so ``bar hook`` and
+``bar status`` do not pay for what they do not use. One handler turns a ``BarError`` into
+``bar: <message>`` (+ hint) and its exit code; Ctrl-C exits 130; anything else is a bug:
+one line for the user, the traceback in ``$BAR_HOME/logs/`` (``--debug`` prints it).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+# (the names of annotations only: ``collections`` and ``typing`` cost more than the
+# start of a command, which ``bar.changes.fast.resident`` runs here when no resident serves it)
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
+# namespace entries that are the parser's bookkeeping, not arguments of a command
+_INTERNAL = {"_target", "_help", "command", "task_command", "agent_command", "policy_command",
+             "debug", "color", "no_pager", "decide_command", "flow_command"}  # fmt: skip
+_GLOBAL_FLAGS = {"--debug", "--no-pager", "-P"}  # global options that take no value
+# commands that begin by looking for hand edits in a task's worktree (``bar.changes.fast.prescan``)
+_LOOKS_FOR_HAND_EDITS = {"run", "shell", "apply", "rollback", "undo", "redo", "status"}
+# the commands that record: their standard streams never stop them (``bar.terminal.stdio``)
+_RECORDS = _LOOKS_FOR_HAND_EDITS | {"sync"}
+
+
+def _command_word(args: list[str]) -> str:
+    """The command's name: the first argument after the global options ("" if none)."""
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg == "--color":
+            i += 2
+        elif arg in _GLOBAL_FLAGS or arg.startswith("--color="):
+            i += 1
+        else:
+            return arg
+    return ""
+
+
+def _inside_a_step() -> str | None:
+    """Why bar cannot write, when it runs inside a (confined) step of ``bar run``."""
+    step = os.environ.get("BAR_STEP_ID")
+    if not step:
+        return None
+    return (f"this runs inside step {step} of task {os.environ.get('BAR_TASK_NAME')}, which "
+            "is confined: bar's own files are read-only here; run it outside the step")  # fmt: skip
+
+
+def _log_traceback() -> str | None:
+    import traceback
+
+    from bar.base.clock import now_iso
+    from bar.errors import BarError
+    from bar.store.files import create_file, ensure_dir
+    from bar.store.layout import bar_home
+
+    try:
+        logs = bar_home() / "logs"
+        ensure_dir(logs)
+        path = logs / f"crash-{now_iso().replace(':', '')}-{os.getpid()}.log"
+        create_file(path, traceback.format_exc().encode("utf-8", "backslashreplace"))
+        return str(path)
+    except (OSError, BarError):
+        return None
+
+
+def _configure_output(args: object) -> None:
+    """This command line's colour, pager and progress choices (reset on every call)."""
+    from bar.cli import pager, progress, render
+
+    render.set_color(str(getattr(args, "color", "auto")))
+    pager.configure(enabled=not getattr(args, "no_pager", False))
+    progress.configure(enabled=not getattr(args, "as_json", False))
+
+
+def main(argv: Sequence[str] | None = None, *, resident: bool = False) -> int:
+    """Run one bar command line. ``resident``: a warm bar may run it (``bar.changes.fast.resident``;
+    the ``bar`` command's own process only: a caller that patched bar's code in memory
+    would not see its patch there)."""
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    if resident:
+        from bar.changes.fast import resident as warm
+
+        return warm.main(args_list)
+    return _main(args_list)
+
+
+def run_here(args_list: list[str]) -> int:
+    """Run ``bar ARGS`` in this process (what the resident did not take)."""
+    return _main(args_list)
+
+
+def _main(args_list: list[str]) -> int:
+    import importlib
+    import io
+
+    from bar import VERSION_LINE
+    from bar.errors import BarError, ExitCode, WriteFailed
+
+    if args_list == ["--version"]:
+        print(VERSION_LINE)
+        return ExitCode.OK
+    if args_list[:1] == ["hook"]:
+        # the hot path: before every shell command an agent runs; skip argparse setup
+        from bar.cli.commands.hook import hook_main
+
+        return hook_main(args_list[1:])
+    if args_list[:1] == ["__complete"]:
+        # run by the shell completion scripts on each Tab press: as light as the hook
+        from bar.cli.commands.completion import complete_main
+
+        return complete_main(args_list[1:])
+    from bar.cli.parser import build_parser
+
+    for stream in (sys.stdout, sys.stderr):  # names and arguments that are not UTF-8
+        if isinstance(stream, io.TextIOWrapper):
+            stream.reconfigure(errors="backslashreplace")
+    first = _command_word(args_list)
+    parser = build_parser(None if first.startswith("-") or not first else first)
+    try:
+        args = parser.parse_args(args_list)
+    except SystemExit as exc:  # --help, --version, or a usage error already printed
+        return int(exc.code) if isinstance(exc.code, int) else ExitCode.USAGE
+    early = getattr(args, "command", None) in _LOOKS_FOR_HAND_EDITS
+    if early:
+        from bar.changes.fast import prescan
+
+        prescan.begin(getattr(args, "task", None))  # while the command's code loads
+    _configure_output(args)
+    debug = bool(getattr(args, "debug", False)) or bool(os.environ.get("BAR_DEBUG"))
+    target = getattr(args, "_target", None)
+    if target is None:
+        help_parser = getattr(args, "_help", parser)
+        help_parser.print_help(sys.stderr)
+        return ExitCode.USAGE
+    module_name, func_name = target.split(":")
+    try:
+        module = importlib.import_module(f"bar.cli.commands.{module_name}")
+        func: Callable[..., int] = getattr(module, func_name)
+        if getattr(args, "command", None) not in _RECORDS:
+            return int(func(**{k: v for k, v in vars(args).items() if k not in _INTERNAL}))
+        from bar.terminal.stdio import keep_recording
+
+        with keep_recording():  # (a reader gone mid-record must not stop it: ``| head -1``)
+            return int(func(**{k: v for k, v in vars(args).items() if k not in _INTERNAL}))
+    except BarError as exc:
+        if debug:
+            import traceback
+
+            traceback.print_exc()
+        print(f"bar: {exc}", file=sys.stderr)
+        hint = (_inside_a_step() if isinstance(exc, WriteFailed) else None) or exc.hint
+        if hint:
+            print(f"hint: {hint}", file=sys.stderr)
+        return int(exc.exit_code)
+    except KeyboardInterrupt:
+        print("bar: interrupted", file=sys.stderr)
+        return ExitCode.INTERRUPTED
+    except BrokenPipeError:
+        # the reader of our output went away (`bar log | head`): not an error
+        try:
+            sys.stdout = open(os.devnull, "w")  # noqa: SIM115
+        except OSError:
+            pass
+        return ExitCode.OK
+    except OSError as exc:
+        # disk full, read-only file system, quota: the failed write was to a temporary
+        # file or an unrecorded step, so what was recorded before is intact
+        what = f" {exc.filename}" if exc.filename else ""
+        print(f"bar: could not write{what}: {exc.strerror or exc}", file=sys.stderr)
+        print(f"hint: {_inside_a_step() or WriteFailed.hint}", file=sys.stderr)
+        return ExitCode.ERROR
+    except Exception as exc:
+        where = _log_traceback()
+        if debug:
+            import traceback
+
+            traceback.print_exc()
+        print(f"bar: internal error: {exc.__class__.__name__}: {exc}", file=sys.stderr)
+        if where:
+            print(f"hint: the traceback is in {where}; please report it", file=sys.stderr)
+        return ExitCode.INTERNAL
+    finally:
+        if early:
+            prescan.discard()
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

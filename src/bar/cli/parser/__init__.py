@@ -1,0 +1,270 @@
+"""The command line: every command, option and help text, here and in its three parts
+(``parser_tasks``, ``parser_steps``, ``parser_tools``), which use this module's helpers.
+
+Kept apart from ``bar.cli.main`` so that the hot paths (``bar hook``, ``bar --version``) never
+import argparse or build the parser.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any, ClassVar, NoReturn, cast
+
+from bar import VERSION_LINE
+
+EXIT_CODES = """\
+exit codes:
+  0    success (bar run: the command's own exit code)
+  1    error
+  2    bad command line
+  3    task, step or ref not found
+  4    not a git repository, or not registered (run `bar init`)
+  5    unrecorded or uncommitted changes are in the way
+  6    apply or sync would conflict
+  7    another bar process holds the task (see --no-wait)
+  8    a file bar reads is broken or of an unknown version (see `bar doctor`)
+  9    git failed unexpectedly
+  10   a pre_run hook stopped the step
+  11   sandbox.required is set and the kernel cannot confine the step
+  20   bar decide: no pending decision (nothing submitted, or nothing answered)
+  21   bar decide: the pending decision is not decided yet (submit --wait: in time)
+  70   internal error (traceback in $BAR_HOME/logs)
+  126  blocked by policy (also: the command could not be executed)
+  127  bar run: command not found
+  128+N bar run: the command was killed by signal N
+  130  interrupted (Ctrl-C)
+"""
+
+OUTPUT = """\
+output:
+  On a terminal, log, show, diff and blame go through a pager: BAR_PAGER, else
+  PAGER, else less (LESS=FRX unless LESS is set); `cat` or an empty value, or
+  --no-pager, prints straight. Nothing is paged when stdout is not a terminal.
+  Colour, the first rule that applies: --color always|never; NO_COLOR set and
+  not empty (never); FORCE_COLOR set and not 0 (always); output.color: false in
+  config.yaml (never); else colour only on a terminal (the pager's included).
+  Global options go before the command: bar --no-pager log, bar --color never show 3.
+"""
+
+
+class _Formatter(argparse.RawDescriptionHelpFormatter):
+    def __init__(self, prog: str) -> None:
+        # argparse would import shutil for the width each time an option is added
+        super().__init__(prog, max_help_position=32, width=_width())
+
+
+def _width() -> int:
+    """What argparse would wrap help at: the terminal's width less two."""
+    try:
+        columns = int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns or 80  # type: ignore[union-attr]
+        except (AttributeError, ValueError, OSError):
+            columns = 80
+    return max(columns - 2, 11)
+
+
+# global options that take no value, and the one that takes a value (`--color WHEN`)
+_GLOBAL_FLAGS = ("--debug", "--no-pager", "-P")
+_GLOBAL_VALUED = "--color"
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser with bar's errors: ``bar: <message>`` and a ``hint:`` line
+    (a command or option close to a mistyped one, a global option moved before the
+    command), not argparse's usage line and ``bar log: error: ...``."""
+
+    innermost: ClassVar[_Parser | None] = None  # the (sub)command parser that parsed last
+    argv: ClassVar[list[str]] = []  # the command line being parsed, for the hints
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: Any = None
+    ) -> tuple[Any, list[str]]:
+        if self.prog == "bar":
+            _Parser.argv = list(sys.argv[1:] if args is None else args)
+        _Parser.innermost = self
+        self._bad_choice: tuple[argparse.Action, Any] | None = None
+        return super().parse_known_args(args, namespace)
+
+    def _check_value(self, action: argparse.Action, value: Any) -> None:
+        try:
+            super()._check_value(action, value)
+        except argparse.ArgumentError:
+            self._bad_choice = (action, value)
+            raise
+
+    def error(self, message: str) -> NoReturn:
+        message, hint = _explain(self, message)
+        self.exit(2, f"bar: {message}\n" + (f"hint: {hint}\n" if hint else ""))
+
+
+def _explain(parser: _Parser, message: str) -> tuple[str, str | None]:
+    """The message and hint for argparse's ``message`` from ``parser``."""
+    import difflib  # only when there is an error to explain
+
+    bad = getattr(parser, "_bad_choice", None)
+    if bad is not None and isinstance(bad[0], argparse._SubParsersAction):
+        choices = list(bad[0].choices)
+        what = "a command" if parser.prog == "bar" else f"an action of {parser.prog}"
+        close = difflib.get_close_matches(str(bad[1]), choices, n=1)
+        # two letters swapped in a short name (`iu`) are too far apart for difflib
+        close = close or [c for c in choices if sorted(c) == sorted(str(bad[1]))][:1]
+        if close:
+            return f"{bad[1]!r} is not {what}", f"did you mean `{parser.prog} {close[0]}`?"
+        return f"{bad[1]!r} is not {what}", f"`{parser.prog} --help` lists them"
+    if bad is not None and bad[0].choices is not None:
+        close = difflib.get_close_matches(str(bad[1]), [str(c) for c in bad[0].choices], n=1)
+        return message, (f"did you mean `{close[0]}`?" if close else None)
+    inner = _Parser.innermost or parser
+    prefix = "unrecognized arguments: "
+    if message.startswith(prefix):
+        moved = _moved_globals(_Parser.argv)
+        if moved is not None:
+            return message, f"global options go before the command: {moved}"
+        options = list(inner._option_string_actions)
+        unknown = [w for w in message[len(prefix) :].split() if w.startswith("-")]
+        close = difflib.get_close_matches(unknown[0].split("=")[0], options, n=1) if unknown else []
+        if close:
+            return message, f"did you mean {close[0]}? (see `{inner.prog} --help`)"
+        return message, f"see `{inner.prog} --help`"
+    return message, f"see `{parser.prog} --help`"
+
+
+def _moved_globals(argv: list[str]) -> str | None:
+    """``argv`` with the global options given after the command moved before it, as a
+    command line to copy; None when there are none."""
+    import shlex
+
+    head: list[str] = []
+    i = 0
+    while i < len(argv) and argv[i].startswith("-"):  # the global options already in place
+        i += 2 if argv[i] == _GLOBAL_VALUED else 1
+    head, rest = argv[:i], argv[i:]
+    moved: list[str] = []
+    kept: list[str] = []
+    j = 0
+    while j < len(rest):
+        word = rest[j]
+        if word == "--":
+            kept += rest[j:]
+            break
+        if word in _GLOBAL_FLAGS or word.startswith(_GLOBAL_VALUED + "="):
+            moved.append(word)
+        elif word == _GLOBAL_VALUED:
+            moved += rest[j : j + 2]
+            j += 1
+        else:
+            kept.append(word)
+        j += 1
+    if not moved:
+        return None
+    return shlex.join(["bar", *head, *moved, *kept])
+
+
+def _cmd(parser: argparse.ArgumentParser, target: str) -> None:
+    parser.set_defaults(_target=target)
+
+
+def _task_opt(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--task", "-t", metavar="ID|NAME",
+        help="the task to act on: its id, the id's first 4+ characters, or its name "
+        "(default: the task whose worktree you are in, else the active task)",
+    )  # fmt: skip
+
+
+def _json_opt(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--json", dest="as_json", action="store_true", help="print machine-readable JSON"
+    )
+
+
+class _Skipped:
+    """Stands for the parser of a command that is not the one being run: building every
+    command's options costs more than running ``bar run -- true`` does in Python."""
+
+    def __getattr__(self, name: str) -> Any:
+        return lambda *args, **kwargs: self
+
+
+class _Commands:
+    """``add_subparsers()``, building only the parser of ``only`` (None: all of them)."""
+
+    def __init__(self, real: Any, only: str | None) -> None:
+        self._real, self._only = real, only
+        self.built: list[str] = []
+
+    def add_parser(self, name: str, **kwargs: Any) -> argparse.ArgumentParser:
+        if self._only is not None and name != self._only:
+            return cast(argparse.ArgumentParser, _Skipped())
+        self.built.append(name)
+        parser: argparse.ArgumentParser = self._real.add_parser(name, **kwargs)
+        return parser
+
+
+_PARTS = ("steps", "tasks", "tools", "agents", "mcp")
+
+
+_prebuilt: dict[str | None, argparse.ArgumentParser] = {}
+
+
+def prebuild(only: str | None) -> None:
+    """Build ``build_parser(only)`` now, for the next call to take (the resident's forks,
+    ``bar.changes.fast.resident_daemon``: each takes it once)."""
+    _prebuilt[only] = build_parser(only)
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The whole command line; with ``only``, just that command's part of it (when
+    ``only`` names no command, the whole, so that the error lists them)."""
+    _Parser.innermost = None
+    ready = _prebuilt.pop(only, None)
+    if ready is not None:
+        return ready
+    parser = _Parser(
+        prog="bar",
+        formatter_class=_Formatter,
+        description=(
+            "Hand work to AI coding agents without fear.\n\n"
+            "Each task gets its own git worktree and branch; every command run in it is a\n"
+            "step recorded with the exact patch it made and what it printed. Review the\n"
+            "steps, roll back to any of them, and apply the result to a real branch."
+        ),
+        epilog=(
+            "a first session:\n"
+            "  bar init                          register this repository\n"
+            "  bar task new fix-login            new task, worktree and branch\n"
+            "  bar run -- claude                 run an agent as a recorded step\n"
+            "  bar log -p                        review the steps and their patches\n"
+            "  bar undo                          undo the last step (bar redo: again)\n"
+            "  bar apply                         land the work on the base branch\n\n"
+            + OUTPUT
+            + "\n"
+            + EXIT_CODES
+        ),
+    )
+    parser.add_argument("--version", action="version", version=VERSION_LINE)
+    parser.add_argument("--debug", action="store_true", help="print tracebacks of errors")
+    parser.add_argument("--color", choices=("auto", "always", "never"), default="auto",
+                        metavar="WHEN", help="colour: auto (default: on a terminal), always "
+                        "or never; see 'output' below")  # fmt: skip
+    parser.add_argument("-P", "--no-pager", action="store_true",
+                        help="print straight to the terminal, not through a pager")  # fmt: skip
+    sub = _Commands(parser.add_subparsers(dest="command", metavar="COMMAND"), only)
+
+    import importlib
+
+    # in the order of `bar --help`; for one command, its part first (bar run's, most
+    # often) and the rest not even imported once it is built
+    parts = ("tasks", "steps", "tools", "agents", "mcp") if only is None else _PARTS
+    for part in parts:
+        importlib.import_module(f"bar.cli.parser.{part}").commands(sub)
+        if only is not None and sub.built:
+            break
+    if only is not None and not sub.built:
+        return build_parser()
+    return parser

@@ -1,0 +1,278 @@
+"""The command line of steps: ``bar run``, the commands that read the record (``log``,
+``show``, ``diff``, ``status``, ``blame``) and those that change it (``rollback``,
+``undo``/``redo``, ``apply``). Part of ``bar.cli.parser``, kept apart for length."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from bar.cli.parser import _cmd, _Formatter, _json_opt, _task_opt
+
+
+def commands(sub: Any) -> None:
+    """Add ``run``, the reading and the changing commands to ``sub``, the commands of ``bar``."""
+    # --- run ----------------------------------------------------------------------
+    p = sub.add_parser(
+        "run",
+        help="run a command in the task's worktree as a recorded step",
+        formatter_class=_Formatter,
+        description="Run CMD in the task's worktree and record it as a step: the patch it\n"
+        "made, what it printed (stdout and stderr apart), how long it took and how it\n"
+        "ended. The policy is checked first and hooks run around it. bar exits with\n"
+        "CMD's exit code (127: not found, 126: blocked or not executable, 128+N: signal N).\n\n"
+        "CMD and everything it starts are confined by the kernel (Linux Landlock): they\n"
+        "can write the worktree, the task branch, TMPDIR, /tmp and sandbox.allow_write,\n"
+        "and nothing else; ~/.ssh, ~/.aws and ~/.gnupg cannot be read. Its new git objects\n"
+        "wait in a quarantine until git has checked them: no existing one can change, and\n"
+        "no other branch can move. See docs/sandbox.md.\n\n"
+        "A policy block and a failing pre_run hook are recorded as steps too (nothing ran:\n"
+        "'blocked' or 'stopped' in bar log). With --json, stdout carries only the step's\n"
+        "record, printed when it ends; the command's own output is shown live on stderr.",
+        epilog="examples:\n"
+        "  bar run -- claude                   # supervised as --agent claude\n"
+        "  bar run -- make test\n"
+        "  bar run --cwd src -e DEBUG=1 -- python -m app\n"
+        "  bar run --agent codex -- ./my-codex-wrapper.sh   # an agent bar cannot see\n"
+        "  bar run --no-agent -- claude --version           # a plain command\n"
+        "  bar run --no-sandbox -- ./deploy.sh  # with your full rights, this once\n"
+        "  bar run --json -- make test > step.json   # make's output still shows",
+    )
+    _task_opt(p)
+    p.add_argument("--cwd", metavar="DIR", help="directory inside the worktree to run in")
+    p.add_argument(
+        "-e", dest="env", action="append", default=[], metavar="K=V", help="set a variable"
+    )
+    pty = p.add_mutually_exclusive_group()
+    pty.add_argument("--pty", dest="pty", action="store_true", default=None,
+                     help="run in a pseudo-terminal (default when on a terminal)")  # fmt: skip
+    pty.add_argument("--no-pty", dest="pty", action="store_false",
+                     help="run with pipes; stdout and stderr recorded apart")  # fmt: skip
+    agents = p.add_mutually_exclusive_group()
+    agents.add_argument(
+        "--agent",
+        choices=("claude", "codex", "gemini"),
+        help="supervise CMD as this agent: its hooks check and checkpoint every tool call, "
+        "from a home of its own for the task (never your ~/.claude, ~/.codex, ~/.gemini); "
+        "the default when CMD is claude, codex or gemini, also through env, npx or a path",
+    )
+    agents.add_argument(
+        "--no-agent",
+        action="store_true",
+        help="run CMD as a plain command even if it starts a known agent",
+    )
+    p.add_argument(
+        "--no-sandbox",
+        dest="sandbox",
+        action="store_false",
+        help="do not confine this run (it can write anything you can; recorded in the step)",
+    )
+    p.add_argument("--no-wait", action="store_true", help="fail at once if the task is busy")
+    p.add_argument("--json", dest="as_json", action="store_true",
+                   help="print the step's record as JSON on stdout when it ends "
+                   "(the command's output goes to stderr)")  # fmt: skip
+    p.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- CMD...")
+    _cmd(p, "run:run")
+
+    # --- reading ------------------------------------------------------------------
+    p = sub.add_parser(
+        "log",
+        help="list the task's steps, newest last",
+        formatter_class=_Formatter,
+        description="List the task's steps, newest last. A step run with --agent holds a\n"
+        "checkpoint after each tool call that could change files (STEP.N); they are\n"
+        "counted under their step, and listed one per line with --tools.\n\n"
+        "Columns: step, kind, outcome (exit N, blocked by policy, stopped by a pre_run\n"
+        "hook, interrupted), changes, duration, command. Printed straight to a terminal,\n"
+        "the command is cut at its width; through the pager or into a file, it is whole.",
+        epilog="examples:\n"
+        "  bar log                    every step\n"
+        "  bar log -n 5 -p            the last five, each with its patch\n"
+        "  bar log --tools            each tool call of an agent's steps\n"
+        "  bar log -p --json          records with patch_text; task_dir is where the\n"
+        "                             artifacts' relative paths point",
+    )
+    _task_opt(p)
+    p.add_argument("-n", type=int, metavar="N", help="only the last N steps (0: none)")
+    p.add_argument("-p", "--patch", action="store_true",
+                   help="show each step's patch (--json: as patch_text)")  # fmt: skip
+    p.add_argument("--tools", action="store_true", help="list each step's checkpoints")
+    _json_opt(p)
+    _cmd(p, "log:log")
+
+    p = sub.add_parser(
+        "show",
+        help="show one step or checkpoint in full with its patch and output",
+        formatter_class=_Formatter,
+        description="Show one step in full: its command, how it ended, the policy rules and\n"
+        "hooks that ran, its patch and what it printed (for a step a pre_run hook\n"
+        "stopped, what the hook printed). STEP.N shows a checkpoint: the tool call and\n"
+        "what it changed.",
+        epilog="examples:\n"
+        "  bar show 3        step 0003: command, result, policy, patch, output\n"
+        "  bar show 3.2      its second checkpoint: the tool call and what it changed",
+    )
+    _task_opt(p)
+    p.add_argument("step", metavar="STEP|STEP.N", help="a step (3, 0003) or a checkpoint (3.2)")
+    _json_opt(p)
+    _cmd(p, "show:show")
+
+    p = sub.add_parser(
+        "diff",
+        help="diff any two recorded states (default: base to now)",
+        formatter_class=_Formatter,
+        description="Diff two recorded states of the task. STEP means the state after that\n"
+        "step, STEP.N after its Nth checkpoint, 'base' the task's base commit.\n"
+        "Default: from base to the last step.\n\n"
+        "--unrecorded shows what the worktree holds that no step recorded yet (hand edits,\n"
+        "what `bar status` reports), from the last recorded state or --from STATE to the\n"
+        "files as they are now. It records nothing; the next step records them.",
+        epilog="examples:\n"
+        "  bar diff --from 2 --to 3        what step 0003 changed\n"
+        "  bar diff --from 3.1 --to 3.2    what the second tool call of step 0003 changed\n"
+        "  bar diff --unrecorded           changes made since the last step, not recorded\n"
+        "  bar diff --unrecorded --stat    ... only which files\n"
+        "  bar diff --from base --unrecorded   everything since base, recorded or not",
+    )
+    _task_opt(p)
+    p.add_argument("--from", dest="from_", metavar="STATE",
+                   help="base, STEP or STEP.N (default: base; with --unrecorded: the last "
+                   "recorded state)")  # fmt: skip
+    p.add_argument(
+        "--to", metavar="STATE", help="STEP or STEP.N (default: the last recorded state)"
+    )
+    p.add_argument("--unrecorded", action="store_true",
+                   help="to the worktree as it is now: changes no step recorded yet")  # fmt: skip
+    p.add_argument("--stat", action="store_true", help="only a summary of changed files")
+    _json_opt(p)
+    _cmd(p, "diff:diff")
+
+    p = sub.add_parser(
+        "status",
+        help="project, active task, worktree and unrecorded changes",
+        formatter_class=_Formatter,
+        description="Where the task stands: its steps, a running or interrupted step, and\n"
+        "whether the worktree holds changes no step recorded (see them with\n"
+        "`bar diff --unrecorded`; the next step records them).",
+        epilog="examples:\n"
+        "  bar status                  the task you are in, else the active one\n"
+        "  bar status --task fix-login\n"
+        "  bar status --json           for scripts: the same as fields",
+    )
+    _task_opt(p)
+    _json_opt(p)
+    _cmd(p, "status:status")
+
+    p = sub.add_parser(
+        "blame",
+        help="each line of a file with the step or tool call that last changed it",
+        formatter_class=_Formatter,
+        description="Show each line of FILE with the step or checkpoint that last changed it:\n"
+        "the tool and command (or the files an edit tool named) and the agent session.\n"
+        "Lines the task never changed are marked 'base'.",
+        epilog="examples:\n"
+        "  bar blame src/app.py             as the task's last recorded state has it\n"
+        "  bar blame src/app.py --at 3.2    as it was after step 3's second tool call",
+    )
+    _task_opt(p)
+    p.add_argument("file", metavar="FILE", help="a path in the task's worktree")
+    p.add_argument("--at", metavar="STEP|STEP.N", help="default: the last recorded state")
+    _json_opt(p)
+    _cmd(p, "blame:blame")
+
+    # --- changing the record -------------------------------------------------------
+    p = sub.add_parser(
+        "rollback",
+        help="restore the worktree to an earlier step (undoable)",
+        formatter_class=_Formatter,
+        description="Restore the task's worktree to a recorded state, touching only the files\n"
+        "that differ. Unrecorded changes are recorded first, and the rollback is itself a\n"
+        "step, so nothing is lost: undo it by rolling back to the step before it.",
+        epilog="examples:\n"
+        "  bar rollback                 back to the state before the last step\n"
+        "  bar rollback --to 3          back to the state after step 3\n"
+        "  bar rollback --to 3.2        back to the state after step 3's second tool call\n"
+        "  bar rollback --to base       back to where the task started\n"
+        "  bar rollback --to 3 --hard   ... and reset the task branch to its HEAD then",
+    )
+    _task_opt(p)
+    p.add_argument("--to", metavar="base|STEP|STEP.N",
+                   help="default: the state before the last step")  # fmt: skip
+    p.add_argument(
+        "--hard", action="store_true", help="also reset the task branch to the HEAD at the target"
+    )
+    p.add_argument("--dry-run", action="store_true", help="show what would change; change nothing")
+    p.add_argument("--no-wait", action="store_true", help="fail at once if the task is busy")
+    _json_opt(p)
+    _cmd(p, "rollback:rollback")
+
+    for verb, text in (("undo", "undo the last step not undone yet"),
+                       ("redo", "redo the step undone last")):  # fmt: skip
+        p = sub.add_parser(
+            verb,
+            help=text + " (itself a step)",
+            formatter_class=_Formatter,
+            description="An editor's undo over the task's steps. `bar undo` returns the worktree\n"
+            "to the state before the latest step not undone yet (a run, hand edits, a\n"
+            "rollback, a sync); again, and it walks further back. `bar redo` brings back the\n"
+            "step undone last; any new step that changes the worktree ends what can be\n"
+            "redone. Each is a rollback step marked as an undo or redo, so nothing is lost.\n"
+            "Unrecorded changes are recorded first, and are then what undo undoes (and\n"
+            "they end what redo could redo); --dry-run says so. Steps that changed\n"
+            "nothing (a test run, an apply) are passed over.",
+            epilog="examples:\n"
+            "  bar undo               back to before the last step\n"
+            "  bar undo; bar undo     two steps back\n"
+            "  bar redo               forward again\n"
+            f"  bar {verb} --dry-run     what would change",
+        )
+        _task_opt(p)
+        p.add_argument("--dry-run", action="store_true",
+                       help="show what would change; change nothing")  # fmt: skip
+        p.add_argument("--no-wait", action="store_true", help="fail at once if the task is busy")
+        _json_opt(p)
+        _cmd(p, f"undo:{verb}")
+
+    p = sub.add_parser(
+        "apply",
+        help="land the task's work on a branch, as one commit or a merge",
+        formatter_class=_Formatter,
+        description="Land the task's changes (base -> last recorded state) on a branch: by default\n"
+        "the branch the task was created from (task new --base) if it is a local branch\n"
+        "and not another task's, else git.default_base (the branch task sync merges in,\n"
+        "too). A target checked out in a task's worktree is refused (exit 1): bar never\n"
+        "writes into another task's worktree.\n"
+        "commit: one new commit on the target, merged three-way onto its tip, with\n"
+        "  Bar-Task and Bar-Step trailers (Bar-Step: the step whose state it lands).\n"
+        "merge: commit what the agent left uncommitted on the task branch, then a\n"
+        "  --no-ff merge of that branch (agent commits kept).\n"
+        "A conflict changes nothing (exit 6), nor do conflict markers that a task sync\n"
+        "--allow-conflicts left and no step resolved yet. A checked-out target is\n"
+        "updated only if the files the apply changes are clean there (else exit 5).\n"
+        "--at lands an earlier recorded state instead (commit mode), e.g. a checkpoint\n"
+        "before the agent went astray. A closed task is applied from its record: it needs\n"
+        "no worktree (merge mode needs its branch).\n"
+        "An apply that changes bar's own files in the repository (.bar/config.yaml: the\n"
+        "hooks of every step of every task; the policy file) says so on stderr (JSON:\n"
+        "changes_bar_settings): review them before the next step.",
+        epilog="examples:\n"
+        "  bar apply --dry-run                 where it would land, the diff, whether it can\n"
+        "  bar apply -m 'Add discounts'        one commit on the branch the task came from\n"
+        "  bar apply --target release          onto another branch\n"
+        "  bar apply --mode merge              keep the agent's own commits\n"
+        "  bar apply --at 3.2                  an earlier state (a checkpoint)",
+    )
+    _task_opt(p)
+    p.add_argument("--mode", choices=("commit", "merge"), default="commit",
+                   help="commit (default): the task's changes as one new commit on the "
+                   "target; merge: a --no-ff merge of the task branch, its commits "
+                   "kept")  # fmt: skip
+    p.add_argument("--at", metavar="STEP|STEP.N",
+                   help="apply this recorded state (default: the last one)")  # fmt: skip
+    p.add_argument("--target", metavar="BRANCH", help="default: the branch the task was created "
+                   "from, unless another task's, else git.default_base")  # fmt: skip
+    p.add_argument("-m", "--message", metavar="MSG", help="commit message (default: from the task)")
+    p.add_argument("--dry-run", action="store_true", help="show the diff and whether it conflicts")
+    p.add_argument("--no-wait", action="store_true", help="fail at once if the task is busy")
+    _json_opt(p)
+    _cmd(p, "apply:apply")

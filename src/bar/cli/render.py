@@ -1,0 +1,200 @@
+"""Human output of the command line: colour, column layout, one-line descriptions of
+steps, JSON for scripts.
+
+Whether to colour, first rule that applies: ``--color always|never``; ``NO_COLOR`` set
+to anything but the empty string (never); ``FORCE_COLOR`` set to anything but ``""`` or
+``0`` (always); config ``output.color: false`` (never); else only when stdout is a
+terminal (or a pager showing on one) whose ``TERM`` is not ``dumb``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from bar.base.notices import plural as plural  # the core words its notices with it too
+from bar.cli import pager
+from bar.git import DiffStat
+from bar.git import short as short  # the commands read object ids through here
+from bar.ledger.records import (
+    ApplyStep,
+    DecisionStep,
+    ManualStep,
+    RollbackStep,
+    RunStep,
+    Step,
+    SyncStep,
+)
+
+if TYPE_CHECKING:
+    from bar.history.checkpoints import Checkpoint
+
+_ESCAPE = re.compile(r"\033\[[0-9;]*m")
+_CODES = {"bold": "1", "dim": "2", "red": "31", "green": "32", "yellow": "33", "cyan": "36"}
+
+
+COLOR_CHOICES = ("auto", "always", "never")
+_flag = {"color": "auto"}
+
+
+def set_color(when: str) -> None:
+    """The ``--color`` of this command line: auto, always or never."""
+    _flag["color"] = when if when in COLOR_CHOICES else "auto"
+
+
+def use_color(enabled: bool = True) -> bool:
+    """Whether to colour stdout; ``enabled``: the project's ``output.color``."""
+    when = _flag["color"]
+    if when != "auto":
+        return when == "always"
+    if os.environ.get("NO_COLOR"):
+        return False
+    if os.environ.get("FORCE_COLOR", "0") not in ("", "0"):
+        return True
+    return enabled and os.environ.get("TERM") != "dumb" and on_terminal()
+
+
+def on_terminal() -> bool:
+    """Whether stdout is seen on a terminal: directly, or through the pager."""
+    if pager.active():
+        return True
+    try:
+        return sys.stdout.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def terminal_width() -> int | None:
+    """The width to fit lines to: the terminal's when stdout is one (COLUMNS wins), None
+    when stdout goes to a pager (which wraps or scrolls) or to a file or pipe."""
+    if pager.active() or not on_terminal():
+        return None
+    try:
+        return max(int(os.environ["COLUMNS"]), 20)
+    except (KeyError, ValueError):
+        pass
+    try:
+        columns = os.get_terminal_size(sys.stdout.fileno()).columns
+    except (AttributeError, ValueError, OSError):
+        columns = 0
+    return max(columns, 20) if columns else 80  # 0: a terminal that does not say
+
+
+def visible_len(text: str) -> int:
+    """How many columns ``text`` takes: its colour codes not counted."""
+    return len(_ESCAPE.sub("", text)) if "\033[" in text else len(text)
+
+
+def fit(text: str, width: int | None) -> str:
+    """``text`` cut with "..." to ``width`` columns (None: whole)."""
+    if width is None or len(text) <= width:
+        return text
+    return text[: max(width - 3, 0)] + "..."
+
+
+class Painter:
+    def __init__(self, enabled: bool = True) -> None:
+        self.enabled = use_color(enabled)
+
+    def __call__(self, text: str, *styles: str) -> str:
+        if not self.enabled or not styles:
+            return text
+        codes = ";".join(_CODES[s] for s in styles)
+        return f"\033[{codes}m{text}\033[0m"
+
+    @staticmethod
+    def pad(painted: str, width: int) -> str:
+        """``painted`` left-aligned in ``width`` columns, its colour codes not counted."""
+        return painted + " " * max(0, width - visible_len(painted))
+
+
+def print_json(obj: Any) -> None:
+    sys.stdout.write(json.dumps(obj, indent=2, ensure_ascii=False) + "\n")
+
+
+def describe(step: Step) -> str:
+    """One line saying what a step was."""
+    if isinstance(step, RunStep):
+        return one_line(shlex.join(step.cmd))
+    if isinstance(step, ManualStep):
+        return "changes made outside bar"
+    if isinstance(step, RollbackStep):
+        if step.undo_of or step.redo_of:
+            return f"{'undo' if step.undo_of else 'redo'} of step {step.undo_of or step.redo_of}"
+        return f"rollback to {step.target_text}" + (" (--hard)" if step.hard else "")
+    if isinstance(step, SyncStep):
+        moved = f" ({short(step.base_before)} -> {short(step.base_after)})"
+        clash = (
+            f", conflict markers in {plural(len(step.conflicts), 'file')}" if step.conflicts else ""
+        )
+        return f"sync onto {step.onto}{moved}{clash}"
+    if isinstance(step, DecisionStep):
+        chosen = ", ".join(f"{d.get('id')}={d.get('chosen')}" for d in step.decisions)
+        return one_line(f"decision {step.session_id}: {chosen}")
+    assert isinstance(step, ApplyStep)
+    return f"apply ({step.mode}) onto {step.target_branch} as {short(step.commit_sha)}"
+
+
+def one_line(text: str) -> str:
+    """``text`` on one line: its line breaks and tabs shown as ``\\n`` and ``\\t``."""
+    return text.replace("\r", "\\r").replace("\n", "\\n").replace("\t", "\\t")
+
+
+def checkpoint_line(cp: Checkpoint, paint: Painter, width: int | None = None) -> str:
+    """One line for a checkpoint: its name, tool, diff stat and what it acted on, cut to
+    ``width`` columns (None: whole)."""
+    tool = cp.tool or cp.kind
+    head = f"{paint(cp.name, 'dim')}  {tool:<12} {stat_text(cp.diff_stat):<22} "
+    fate = " failed" if cp.outcome == "failed" else ""
+    if cp.verified is False:  # not in the agent's transcript: some process made it up
+        fate += " unverified"
+    room = None if width is None else max(width - visible_len(head) - len(fate), 10)
+    return head + fit(one_line(cp.target_text), room) + (paint(fate, "red") if fate else "")
+
+
+def outcome(step: Step, paint: Painter) -> str:
+    if not isinstance(step, RunStep):
+        return ""
+    if step.blocked:
+        return paint("blocked", "red")
+    if step.extra.get("stopped_by"):
+        return paint("stopped", "red")
+    if step.interrupted:
+        return paint("interrupted", "yellow")
+    if step.exit_code == 0:
+        return paint("exit 0", "green")
+    return paint(f"exit {step.exit_code}", "red")
+
+
+def stat_text(stat: DiffStat) -> str:
+    if stat.files == 0:
+        return "no changes"
+    return f"{plural(stat.files, 'file')} +{stat.additions} -{stat.deletions}"
+
+
+def duration(ms: int) -> str:
+    if ms < 1000:
+        return f"{ms}ms"
+    if ms < 60_000:
+        return f"{ms / 1000:.1f}s"
+    return f"{ms // 60_000}m{(ms % 60_000) // 1000:02d}s"
+
+
+def copy_file(path: Path) -> bool:
+    """Copy a file to stdout as it is; False if it does not exist."""
+    import shutil
+
+    try:
+        with path.open("rb") as fh:
+            sys.stdout.flush()  # what was printed before it comes first
+            out = sys.stdout.buffer
+            shutil.copyfileobj(fh, out)
+            out.flush()
+    except FileNotFoundError:
+        return False
+    return True

@@ -1,0 +1,497 @@
+"""Small typed functions over one ``git()`` helper.
+
+Always argument lists, ``-z`` and ``--no-ext-diff`` where output is parsed, never a shell.
+Per-call variables such as ``GIT_INDEX_FILE`` go into a copy of the environment.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from bar.base import faults
+from bar.base.proc import Result, Started, run
+from bar.base.proc import start as start_child
+from bar.base.record import record
+from bar.errors import GitError
+
+# Snapshot commits are bar's own records, not the developer's: a fixed identity means a
+# missing user.name never stops a step.
+BAR_IDENTITY = {"GIT_AUTHOR_NAME": "bar", "GIT_AUTHOR_EMAIL": "bar@localhost",
+                "GIT_COMMITTER_NAME": "bar", "GIT_COMMITTER_EMAIL": "bar@localhost"}  # fmt: skip
+
+EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
+
+_OBJECT_ID_RE = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")
+
+
+def is_object_id(value: object) -> bool:
+    """True for a full SHA-1 or SHA-256 object id: what bar's records may hand to git
+    (anything else, such as ``--output=FILE``, could be read by git as an option)."""
+    return isinstance(value, str) and _OBJECT_ID_RE.match(value) is not None
+
+
+# Task worktrees whose git directories bar names itself (``bar.task.tasks``): git run there
+# by bar reads neither the worktree's ``.git`` file nor its admin directory's
+# ``commondir``, which a step can write (a commondir pointed at a repository the step
+# made would have bar's git read that repository's config, filters included).
+_PINNED: dict[str, dict[str, str]] = {}
+
+
+def pin(worktree: Path, git_dir: Path, common_dir: Path) -> None:
+    _PINNED[str(worktree)] = {"GIT_DIR": str(git_dir), "GIT_COMMON_DIR": str(common_dir),
+                              "GIT_WORK_TREE": str(worktree)}  # fmt: skip
+
+
+# Task directories whose indexes (the side index, and copies of it made there) git reads
+# and writes with the task's own git directory (``bar.task.tasks``): the side index is split,
+# its shared part kept there, where no step can write (``store.layout.TaskPaths.git_dir``).
+_OWN: dict[str, tuple[str, str, str]] = {}
+
+
+def pin_own(task_dir: Path, own: Path, common: Path, worktree: Path) -> None:
+    _OWN[str(task_dir)] = (str(own), str(common), str(worktree))
+
+
+def own_git_dir(index: Path) -> Path | None:
+    """The git directory of the task whose directory holds ``index`` (made or not)."""
+    for folder in (index.parent, index.parent.parent):
+        found = _OWN.get(str(folder))
+        if found is not None:
+            return Path(found[0])
+    return None
+
+
+def pinned_env(repo: Path | str, env: Mapping[str, str] | None = None) -> Mapping[str, str] | None:
+    """``env`` plus the git directories bar pinned for ``repo`` (if it is a worktree)."""
+    fixed = _PINNED.get(str(repo))
+    return env if fixed is None else {**fixed, **(env or {})}
+
+
+def pinned_common_dir(repo: Path | str) -> Path | None:
+    fixed = _PINNED.get(str(repo))
+    return Path(fixed["GIT_COMMON_DIR"]) if fixed else None
+
+
+def git(
+    repo: Path | str,
+    *args: str,
+    env: Mapping[str, str] | None = None,
+    check: bool = True,
+    input: bytes | None = None,
+) -> Result:
+    # bar's own git work runs no git hooks and no fsmonitor: a developer's (or a planted)
+    # program must not fire on bar's plumbing, nor fail it (reference-transaction runs
+    # on every update-ref); bar knows what changed by itself
+    return run("git", *NO_PROGRAMS, "-C", str(repo), *args, env=pinned_env(repo, env),
+               check=check, input=input, error=GitError)  # fmt: skip
+
+
+NO_PROGRAMS = ("-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false")
+
+
+def start(repo: Path | str, *args: str, env: Mapping[str, str] | None = None,
+          check: bool = True, input: bytes | None = None) -> Started:  # fmt: skip
+    """``git`` started now, its result read later (``Started.result()``): for a question
+    whose answer is needed only after other work, which it then runs beside."""
+    return start_child("git", *NO_PROGRAMS, "-C", str(repo), *args, env=pinned_env(repo, env),
+                       check=check, input=input, error=GitError)  # fmt: skip
+
+
+def out(repo: Path | str, *args: str, env: Mapping[str, str] | None = None) -> str:
+    return git(repo, *args, env=env).out.strip()
+
+
+def rev_parse(repo: Path | str, rev: str) -> str | None:
+    """The object id ``rev`` names, or None."""
+    res = git(repo, "rev-parse", "--verify", "--quiet", "--end-of-options", rev, check=False)
+    return res.out.strip() if res.returncode == 0 else None
+
+
+def head(repo: Path | str) -> str | None:
+    """``rev_parse(repo, "HEAD")``. In a worktree whose git directories bar pinned, read
+    from the files git would read (``HEAD``, then the branch's loose ref or its line in
+    ``packed-refs``) without starting git, which costs more than the answer on every
+    step; git is asked whenever they hold anything else (a symbolic ref to a symbolic
+    ref, a branch found nowhere, another ref storage)."""
+    fixed = _PINNED.get(str(repo))
+    if fixed is not None:
+        found = _read_head(fixed["GIT_DIR"], fixed["GIT_COMMON_DIR"])
+        if found is not None:
+            return found
+    return rev_parse(repo, "HEAD")
+
+
+_BRANCH_RE = re.compile(rb"^ref: (refs/heads/[^\x00-\x20\x7f~^:?*\[\\]+)\n?$")
+
+
+def _read_head(git_dir: str, common_dir: str) -> str | None:
+    try:
+        with open(os.path.join(git_dir, "HEAD"), "rb") as f:
+            said = f.read(4097)
+    except OSError:
+        return None
+    if is_object_id(said.rstrip(b"\n").decode("ascii", "replace")):
+        return said.rstrip(b"\n").decode()  # detached
+    named = _BRANCH_RE.match(said)
+    ref = named.group(1) if named is not None else b".."
+    if any(bad in ref for bad in (b"..", b"/.", b"@{", b"//")) or ref.endswith((b".lock", b"/")):
+        return None  # no name git would give a branch: let git say what it makes of it
+    return read_ref(common_dir, ref)
+
+
+def read_ref(common_dir: str | Path, ref: bytes) -> str | None:
+    """The commit a branch's loose ref, else its line in ``packed-refs``, names; None when
+    neither holds one (git may still know better: another ref storage, a symbolic ref)."""
+    try:
+        with open(os.path.join(os.fsencode(common_dir), ref), "rb") as f:
+            value = f.read(4097).rstrip(b"\n").decode("ascii", "replace")
+        return value if is_object_id(value) else None
+    except (FileNotFoundError, NotADirectoryError):
+        pass
+    except OSError:
+        return None
+    try:
+        with open(os.path.join(common_dir, "packed-refs"), "rb") as f:
+            for line in f:
+                sha, _, name = line.rstrip(b"\n").partition(b" ")
+                if name == ref:
+                    value = sha.decode("ascii", "replace")
+                    return value if is_object_id(value) else None
+    except OSError:
+        pass
+    return None
+
+
+def resolve_commit(repo: Path | str, rev: str) -> str | None:
+    return rev_parse(repo, f"{rev}^{{commit}}")
+
+
+def has_commit(repo: Path | str) -> bool:
+    return rev_parse(repo, "HEAD^{commit}") is not None
+
+
+def current_branch(repo: Path | str) -> str | None:
+    res = git(repo, "symbolic-ref", "--quiet", "--short", "HEAD", check=False)
+    return res.out.strip() if res.returncode == 0 else None
+
+
+def branch_exists(repo: Path | str, branch: str) -> bool:
+    return rev_parse(repo, f"refs/heads/{branch}") is not None
+
+
+def check_branch_name(repo: Path | str, branch: str) -> bool:
+    return git(repo, "check-ref-format", "--branch", branch, check=False).returncode == 0
+
+
+def update_ref(repo: Path | str, ref: str, new: str, old: str | None, message: str) -> None:
+    """Move ``ref`` to ``new`` only if it still points at ``old`` (compare-and-swap).
+
+    ``old=None`` requires that the ref does not exist yet.
+    """
+    expected = old if old is not None else ""  # (empty: must not exist, in any object format)
+    faults.point(f"before moving {ref}")
+    git(repo, "update-ref", "-m", message, ref, new, expected)
+    faults.point(f"after moving {ref}")
+
+
+def ref_lock_path(repo: Path | str, ref: str) -> Path:
+    """The file git creates to lock ``ref`` while it moves it (``<ref>.lock`` in the
+    repository's common git directory, where refs live)."""
+    dot_git = Path(repo) / ".git"
+    if dot_git.is_dir() and not dot_git.is_symlink():
+        return dot_git / f"{ref}.lock"  # a main worktree's .git is the common directory
+    return Path(out(repo, "rev-parse", "--path-format=absolute", "--git-path", f"{ref}.lock"))
+
+
+def delete_ref(repo: Path | str, ref: str, *, check: bool = True) -> None:
+    git(repo, "update-ref", "-d", ref, check=check)
+
+
+def index_env(index: Path, *, reshare: bool = False) -> dict[str, str]:
+    """The environment that makes git use ``index`` instead of the worktree's own; for an
+    index in a task's directory, with the task's own git directory once it is made
+    (``pin_own``), which holds the shared part of a split index. The side index is
+    written split; a copy of it (in a folder of the task's directory: a look that must
+    write nothing of the task's) is written whole, so that no shared part is written
+    for it. ``reshare``: a split index's next write starts a new shared part
+    (``snapshot.crowded``)."""
+    env = {"GIT_INDEX_FILE": str(index)}
+    for folder, split in ((index.parent, "true"), (index.parent.parent, "false")):
+        found = _OWN.get(str(folder))
+        if found is not None:
+            if os.path.isdir(found[0]):
+                env["GIT_DIR"], env["GIT_COMMON_DIR"], env["GIT_WORK_TREE"] = found
+                env.update(GIT_CONFIG_COUNT="1", GIT_CONFIG_KEY_0="core.splitIndex",
+                           GIT_CONFIG_VALUE_0=split)  # fmt: skip
+                pairs = []
+                if split == "true" and index.name.startswith("index.staged."):
+                    # a copy the lookout may throw away (``bar.changes.fast.staging``): git must not
+                    # remove an old shared part the side index still uses
+                    pairs.append(("splitIndex.sharedIndexExpire", "never"))
+                if split == "true" and reshare:
+                    pairs.append(("splitIndex.maxPercentChange", "0"))
+                for n, (key, value) in enumerate(pairs, 1):
+                    env[f"GIT_CONFIG_KEY_{n}"], env[f"GIT_CONFIG_VALUE_{n}"] = key, value
+                env["GIT_CONFIG_COUNT"] = str(1 + len(pairs))
+            break
+    return env
+
+
+def short(sha: str | None) -> str:
+    """An object id as people read it."""
+    return sha[:10] if sha else "-"
+
+
+_TREES: dict[str, str] = {}  # commit id -> its tree: an object never changes
+_TREES_KEPT = 4096  # a long-lived process (``bar ui``) starts over past this many
+
+
+def tree_of(repo: Path | str, commit: str) -> str:
+    known = _TREES.get(commit)
+    if known is not None:
+        return known
+    tree = out(repo, "rev-parse", "--verify", f"{commit}^{{tree}}")
+    if is_object_id(commit):  # a name (HEAD, a branch) can move; an object id cannot
+        if len(_TREES) >= _TREES_KEPT:
+            _TREES.clear()
+        _TREES[commit] = tree
+    return tree
+
+
+def note_tree(commit: str, tree: str) -> None:
+    """Remember ``commit``'s tree, learnt without asking ``tree_of`` (one lookup of many)."""
+    if is_object_id(commit) and is_object_id(tree):
+        if len(_TREES) >= _TREES_KEPT:
+            _TREES.clear()
+        _TREES[commit] = tree
+
+
+def commit_tree(
+    repo: Path | str,
+    tree: str,
+    parents: Sequence[str],
+    message: str,
+    *,
+    identity: Mapping[str, str] | None = None,
+) -> str:
+    args = ["commit-tree", tree]
+    for parent in parents:
+        args += ["-p", parent]
+    # an argument that is not UTF-8 (a file name) is written as a \x escape
+    data = message.encode("utf-8", "backslashreplace")
+    return git(repo, *args, env=identity, input=data).out.strip()
+
+
+@record(frozen=True)
+class FileStat:
+    path: str
+    additions: int
+    deletions: int
+    binary: bool
+
+
+@record(frozen=True)
+class DiffStat:
+    files: int
+    additions: int
+    deletions: int
+    file_list: tuple[str, ...]
+
+    def to_record(self) -> dict[str, object]:
+        return {
+            "files": self.files,
+            "additions": self.additions,
+            "deletions": self.deletions,
+            "file_list": list(self.file_list),
+        }
+
+    @classmethod
+    def empty(cls) -> DiffStat:
+        return cls(0, 0, 0, ())
+
+
+DIFF_FLAGS = ("--no-ext-diff", "--no-textconv", "--no-color", "-M")
+
+
+def numstat(repo: Path | str, a: str, b: str) -> DiffStat:
+    """Files, added and deleted lines between two trees or commits (renames detected)."""
+    return parse_numstat(git(repo, "diff", *DIFF_FLAGS, "--numstat", "-z", a, b, "--").stdout)
+
+
+def touching(raw: bytes, paths: Sequence[str]) -> list[str]:
+    """Which of ``paths`` a ``git diff --numstat -z`` output names (both names of a
+    rename)."""
+    parts = raw.split(b"\0")
+    names: set[str] = set()
+    i = 0
+    while i < len(parts):
+        fields = parts[i].split(b"\t", 2)
+        if len(fields) < 3:  # the empty field at the end
+            i += 1
+        elif fields[2]:
+            names.add(fields[2].decode("utf-8", "surrogateescape"))
+            i += 1
+        else:  # a rename: its old and new names follow as fields of their own
+            names.update(p.decode("utf-8", "surrogateescape") for p in parts[i + 1 : i + 3])
+            i += 3
+    return [p for p in paths if p in names]
+
+
+def parse_numstat(raw: bytes) -> DiffStat:
+    """``git diff --numstat -z`` output as a ``DiffStat``."""
+    parts = raw.split(b"\0")
+    files: list[FileStat] = []
+    i = 0
+    while i < len(parts):
+        head = parts[i]
+        if not head:
+            i += 1
+            continue
+        fields = head.split(b"\t", 2)
+        adds, dels = fields[0], fields[1]
+        path_field = fields[2] if len(fields) > 2 else b""
+        if path_field:
+            path = path_field
+            i += 1
+        else:  # a rename: the old and new paths follow as separate fields
+            path = parts[i + 2]
+            i += 3
+        binary = adds == b"-"
+        files.append(
+            FileStat(
+                path.decode("utf-8", "surrogateescape"),
+                0 if binary else int(adds),
+                0 if binary else int(dels),
+                binary,
+            )
+        )
+    return DiffStat(
+        files=len(files),
+        additions=sum(f.additions for f in files),
+        deletions=sum(f.deletions for f in files),
+        file_list=tuple(f.path for f in files),
+    )
+
+
+def diff_patch_args(a: str, b: str, *, with_numstat: bool = False) -> list[str]:
+    """The ``git diff`` that makes a replayable patch from ``a`` to ``b``; ``with_numstat``:
+    preceded by its ``--numstat -z`` block and a NUL (one diff for both). Without rename
+    detection: a rename git pairs across a change of shape (a symbolic link ``x`` that
+    became ``x/y``) is a patch ``git apply`` refuses ("beyond a symbolic link"), while a
+    deletion and an addition replay whatever the shapes."""
+    stat = ["--numstat", "-z", "--patch"] if with_numstat else []
+    return ["diff", *DIFF_FLAGS[:3], "--no-renames", *stat, "--binary", "--full-index", a, b, "--"]
+
+
+@record(frozen=True)
+class RawChange:
+    status: str  # A, M, D, T (renames are split into D + A: -M is not used here)
+    src_mode: str
+    dst_mode: str
+    dst_blob: str
+    path: str
+
+
+def diff_tree_raw(repo: Path | str, a: str, b: str) -> list[RawChange]:
+    """Every path that differs between two trees, without rename detection."""
+    raw = git(repo, "diff-tree", "-r", "-z", "--no-renames", "--raw", a, b).stdout
+    parts = raw.split(b"\0")
+    changes: list[RawChange] = []
+    i = 0
+    while i + 1 < len(parts):
+        meta = parts[i].decode()
+        if not meta.startswith(":"):
+            i += 1
+            continue
+        src_mode, dst_mode, _src, dst, status = meta[1:].split(" ")
+        path = parts[i + 1].decode("utf-8", "surrogateescape")
+        changes.append(RawChange(status[0], src_mode, dst_mode, dst, path))
+        i += 2
+    return changes
+
+
+def admin_dir(checkout: Path | str) -> Path:
+    """A checkout's own git directory, as ``git rev-parse --absolute-git-dir`` names it,
+    read from its ``.git`` as git reads it (a directory, or a file ``gitdir: PATH`` in a
+    linked worktree) without starting git; git answers when it is anything else. A task
+    worktree's is the one bar pinned (its ``.git`` file is the step's to write)."""
+    fixed = _PINNED.get(str(checkout))
+    if fixed is not None:
+        return Path(out(checkout, "rev-parse", "--absolute-git-dir"))
+    dot = os.path.join(checkout, ".git")
+    if os.path.isdir(dot):
+        return Path(os.path.realpath(dot))
+    try:
+        with open(dot, "rb") as f:
+            head = f.read(4097)
+    except OSError:
+        head = b""
+    if head.startswith(b"gitdir: ") and head.count(b"\n") <= 1 and len(head) <= 4096:
+        named = os.fsdecode(head[8:].rstrip(b"\r\n"))
+        found = os.path.realpath(os.path.join(checkout, named))
+        if os.path.isfile(os.path.join(found, "HEAD")):
+            return Path(found)
+    return Path(out(checkout, "rev-parse", "--absolute-git-dir"))
+
+
+WORKTREE_LIST = ("worktree", "list", "--porcelain", "-z")
+
+
+def worktree_list(repo: Path | str, asked: Started | None = None) -> list[dict[str, str]]:
+    """``git worktree list --porcelain`` as a list of {worktree, HEAD, branch, ...}
+    (``asked``: ``start(repo, *WORKTREE_LIST)``, begun before)."""
+    text = (asked.result() if asked is not None else git(repo, *WORKTREE_LIST)).out
+    result: list[dict[str, str]] = []
+    current: dict[str, str] = {}
+    for item in text.split("\0"):
+        if not item:
+            if current:
+                result.append(current)
+                current = {}
+            continue
+        key, _, value = item.partition(" ")
+        current[key] = value or "true"
+    if current:
+        result.append(current)
+    return result
+
+
+def may_be_checked_out(repo: Path | str, branch: str) -> bool:
+    """False when no worktree of ``repo`` (a main checkout) can have ``branch`` checked
+    out: no worktree's ``HEAD`` names it, read as git reads them (the main one's in
+    ``.git``, the others' under ``.git/worktrees``); True when one does, or when that
+    cannot be told from files alone (another ref storage, a ``HEAD`` that is a link, a
+    ``.git`` that is a file): then ask ``worktree_list``."""
+    common = os.path.join(repo, ".git")
+    if not os.path.isdir(common) or os.path.islink(common):
+        return True
+    if os.path.lexists(os.path.join(common, "reftable")):
+        return True
+    wanted = f"ref: refs/heads/{branch}".encode()
+    try:
+        with os.scandir(os.path.join(common, "worktrees")) as entries:
+            admins = [common, *(e.path for e in entries)]
+    except FileNotFoundError:
+        admins = [common]
+    except OSError:
+        return True
+    for admin in admins:
+        head = os.path.join(admin, "HEAD")
+        try:
+            if os.path.islink(head):
+                return True
+            with open(head, "rb") as f:
+                if f.read(4097).rstrip(b"\n") == wanted:
+                    return True
+        except FileNotFoundError:
+            continue  # (an admin directory git is making or removing)
+        except OSError:
+            return True
+    return False
+
+
+def is_ancestor(repo: Path | str, a: str, b: str) -> bool:
+    return git(repo, "merge-base", "--is-ancestor", a, b, check=False).returncode == 0

@@ -1,0 +1,292 @@
+"""Exact bytes under git's conversions: line endings and filters.
+
+A snapshot's tree holds what ``git add`` stores: with ``core.autocrlf`` or ``text``/
+``eol``/``filter`` attributes, that is not always the bytes on disk (an LF file written
+under ``autocrlf=true`` is stored as is, and git's checkout would write it back CRLF; a
+CRLF file under ``* text=auto`` comes back LF). The tree is right for everything git
+does with it (patches, apply); a rollback must also bring back the bytes.
+
+So a snapshot whose files differ from what git's checkout of its tree would write carries
+those files' raw bytes (stored with ``--no-filters``) in a second tree, the "raw tree",
+reached as the snapshot commit's second parent (a parentless commit, so gc keeps it and
+no history changes meaning). A rollback writes the raw bytes over git's checkout.
+Nothing of this runs in a repository without conversions: ``converts`` is checked first.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+
+from bar import git
+from bar.base.proc import Result, Started
+from bar.changes.fast.object_writer import CONFIG_PATTERN
+from bar.git import BAR_IDENTITY
+
+_REGULAR = ("100644", "100755")
+
+
+# worktree -> whether its configuration converts, while ``configuration_read_once`` holds
+_CONFIGURED: dict[str, bool] | None = None
+
+
+# (with what the snapshot's commit and ref need, read in the same process: ``bar.changes.fast.object_writer``)
+_CONFIG_KEYS = ("config", "--get-regexp",
+                r"^core\.(autocrlf|attributesfile|excludesfile)$|" + CONFIG_PATTERN)  # fmt: skip
+
+
+def ask(worktree: Path) -> Started | None:
+    """Begin reading the configuration ``converts`` needs, for it to be answered later
+    without waiting for git (None: nothing to read, known within
+    ``configuration_read_once``)."""
+    if _CONFIGURED is not None and str(worktree) in _CONFIGURED:
+        return None
+    return git.start(worktree, *_CONFIG_KEYS, check=False)
+
+
+def read(worktree: Path) -> list[object]:
+    """What ``ask`` reads, read now, as JSON carries it: what a task's lookout hands the
+    command with a staging (``bar.changes.fast.staging``), read as the staging's tree was written."""
+    res = git.git(worktree, *_CONFIG_KEYS, check=False)
+    return [res.returncode, res.out]
+
+
+def answered(said: object) -> Started | None:
+    """``ask``'s answer from what ``read`` returned (None: it is not one)."""
+    if not (isinstance(said, list) and len(said) == 2 and type(said[0]) is int
+            and isinstance(said[1], str)):  # fmt: skip
+        return None
+    out = said[1].encode("utf-8", "surrogateescape")
+    return Started.finished(Result(("git", *_CONFIG_KEYS), said[0], out, b""))
+
+
+def converts(worktree: Path, has_attributes: bool, asked: Started | None = None) -> bool:
+    """Whether git may store files other than byte for byte here: ``core.autocrlf``,
+    an attributes file (``has_attributes``: the tree holds a ``.gitattributes``), or
+    ``core.attributesFile`` / ``info/attributes``. ``asked``: ``ask(worktree)``, begun
+    before."""
+    res = asked.result() if asked is not None else None  # (reaped in any case)
+    if has_attributes:
+        return True
+    if _CONFIGURED is not None and str(worktree) in _CONFIGURED:
+        return _CONFIGURED[str(worktree)]
+    if res is None:
+        res = git.git(worktree, *_CONFIG_KEYS, check=False)
+    found = any(key == "core.attributesfile"
+                or (key == "core.autocrlf" and value.lower() in ("true", "input"))
+                for key, _, value in (line.partition(" ") for line in res.out.splitlines()))  # fmt: skip
+    found = found or os.path.isfile(_common_dir(worktree) / "info" / "attributes")
+    if _CONFIGURED is not None:
+        _CONFIGURED[str(worktree)] = found
+    return found
+
+
+def ignore_sources(worktree: Path, asked: Started | None) -> list[str]:
+    """The files outside the worktree that decide what git ignores in it: the
+    repository's ``info/exclude`` and the file ``core.excludesFile`` names (git's
+    default one where ``asked``, the configuration read beside the snapshot, is not
+    given; a snapshot that records a change reads it again). A look that found a
+    file's directory unchanged can only trust that the file is still ignored while
+    neither changed (``bar.changes.fast.rescan``)."""
+    out = asked.result().out if asked is not None else ""
+    named = next((value for key, _, value in (line.partition(" ") for line in out.splitlines())
+                  if key == "core.excludesfile"), None)  # fmt: skip
+    xdg = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    common = _common_dir(worktree)
+    return [str(common / "info" / "exclude"),
+            os.path.expanduser(named) if named else os.path.join(xdg, "git", "ignore")]  # fmt: skip
+
+
+@contextlib.contextmanager
+def configuration_read_once() -> Iterator[None]:
+    """Within: ``converts`` reads a worktree's configuration once. For one operation
+    under the task lock (a rollback reads it for the stamps and for the snapshot), not
+    across them: a long-lived process must see a configuration changed in between."""
+    global _CONFIGURED
+    outer = _CONFIGURED
+    _CONFIGURED = {} if outer is None else outer
+    try:
+        yield
+    finally:
+        _CONFIGURED = outer
+
+
+def _common_dir(worktree: Path) -> Path:
+    """The repository's git directory: as bar pinned it for a task worktree (never read
+    from files a step can write), else as git says."""
+    return git.pinned_common_dir(worktree) or Path(
+        git.out(worktree, "rev-parse", "--path-format=absolute", "--git-common-dir")
+    )
+
+
+_RAW_TREES: dict[str, str | None] = {}  # commit -> its raw tree: a commit never changes
+_RAW_KEPT = 4096  # a long-lived process starts over past this many
+
+
+def raw_tree_of(repo: Path | str, commit: str) -> str | None:
+    """The raw tree a snapshot carries (its second parent's tree), if any."""
+    if commit in _RAW_TREES:
+        return _RAW_TREES[commit]
+    raw = git.rev_parse(repo, f"{commit}^2^{{tree}}")
+    return _remember(commit, raw) if raw is not None else None  # (None: or no such commit)
+
+
+def _remember(commit: str, raw: str | None) -> str | None:
+    if git.is_object_id(commit):
+        if len(_RAW_TREES) >= _RAW_KEPT:
+            _RAW_TREES.clear()
+        _RAW_TREES[commit] = raw
+    return raw
+
+
+def look_up_trees(repo: Path | str, commits: Sequence[str]) -> None:
+    """Find the tree and the raw tree of each of ``commits`` (snapshot ids) with one git
+    process, for ``git.tree_of`` and ``raw_tree_of`` to answer from memory."""
+    revs = [rev for c in commits for rev in (f"{c}^{{tree}}", f"{c}^2^{{tree}}")]
+    res = git.git(repo, "cat-file", "--batch-check=%(objectname)", check=False,
+                  input="".join(rev + "\n" for rev in revs).encode())  # fmt: skip
+    found = res.out.split("\n")
+    if res.returncode != 0 or len(found) < len(revs):
+        return  # each is then asked for on its own
+    for i, commit in enumerate(commits):
+        tree, raw = found[2 * i].strip(), found[2 * i + 1].strip()
+        if git.is_object_id(tree):  # the commit exists: whether it has a raw tree is known
+            git.note_tree(commit, tree)
+            _remember(commit, raw if git.is_object_id(raw) else None)
+
+
+def raw_entries(repo: Path | str, raw_tree: str | None) -> dict[str, tuple[str, str]]:
+    """path -> (mode, blob) of a raw tree."""
+    if raw_tree is None:
+        return {}
+    out = git.git(repo, "ls-tree", "-r", "-z", raw_tree).stdout
+    entries: dict[str, tuple[str, str]] = {}
+    for item in out.split(b"\0"):
+        if item:
+            meta, _, path = item.partition(b"\t")
+            mode, _type, sha = meta.decode().split()
+            entries[path.decode("utf-8", "surrogateescape")] = (mode, sha)
+    return entries
+
+
+def _checked_out(worktree: Path, index: Path, paths: list[str]) -> dict[str, bytes | None]:
+    """What git's checkout of the side ``index`` would write for each path (None: not a
+    regular file there). git writes them into a scratch directory (``cat-file --batch
+    --filters`` would be one process, but git 2.39 gives the unconverted size in its
+    header)."""
+    import tempfile
+
+    found: dict[str, bytes | None] = {}
+    with tempfile.TemporaryDirectory(prefix="bar-checkout-", dir=index.parent) as tmp:
+        git.git(worktree, "checkout-index", "-f", "-z", "--stdin", f"--prefix={tmp}/",
+                env=git.index_env(index), check=False,
+                input=b"".join(p.encode("utf-8", "surrogateescape") + b"\0" for p in paths))  # fmt: skip
+        base = os.fsencode(tmp) + b"/"
+        for p in paths:
+            full = base + p.encode("utf-8", "surrogateescape")
+            if os.path.islink(full) or not os.path.isfile(full):
+                found[p] = None
+                continue
+            with open(full, "rb") as f:
+                found[p] = f.read()
+    return found
+
+
+def _unfiltered(worktree: Path, paths: list[str]) -> list[str]:
+    """``paths`` without those a ``filter`` attribute names: their conversion is a
+    program's (LFS, or one planted in the shared config), which bar never runs; only
+    git's own line-ending conversion is undone."""
+    if not paths:
+        return []
+    out = git.git(worktree, "check-attr", "-z", "--stdin", "filter",
+                  input=b"".join(p.encode("utf-8", "surrogateescape") + b"\0" for p in paths)).stdout  # fmt: skip
+    fields = out.split(b"\0")
+    filtered = {fields[i].decode("utf-8", "surrogateescape")
+                for i in range(0, len(fields) - 2, 3)
+                if fields[i + 2] not in (b"unspecified", b"unset")}  # fmt: skip
+    return [p for p in paths if p not in filtered]
+
+
+def raw_differences(worktree: Path, index: Path, paths: Iterable[str]) -> dict[str, str]:
+    """Among ``paths``, the regular files of the side ``index`` whose bytes on disk differ
+    from git's checkout of them: path -> the blob of the bytes on disk (written to the store)."""
+    candidates = _unfiltered(worktree, sorted({p for p in paths if p}))
+    if not candidates:
+        return {}
+    expected = _checked_out(worktree, index, candidates)
+    differ = []
+    prefix = os.fsencode(worktree) + b"/"
+    for p in candidates:
+        want = expected.get(p)
+        full = prefix + p.encode("utf-8", "surrogateescape")
+        if want is None or os.path.islink(full) or not os.path.isfile(full):
+            continue
+        with open(full, "rb") as f:
+            if f.read() != want:
+                differ.append(p)
+    if not differ:
+        return {}
+    shas: list[str] = []
+    for i in range(0, len(differ), 500):  # names as arguments: they may hold newlines
+        chunk = differ[i : i + 500]
+        shas += git.git(worktree, "hash-object", "-w", "--no-filters", "--", *chunk).out.split()
+    return dict(zip(differ, shas, strict=True))
+
+
+def raw_parent(worktree: Path, entries: dict[str, tuple[str, str]]) -> str | None:
+    """A parentless commit whose tree holds ``entries`` (None when there are none)."""
+    if not entries:
+        return None
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="bar-raw-") as tmp:
+        env = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
+        info = b"".join(f"{mode} {sha}\t".encode() + p.encode("utf-8", "surrogateescape") + b"\0"
+                        for p, (mode, sha) in sorted(entries.items()))  # fmt: skip
+        git.git(worktree, "update-index", "-z", "--index-info", env=env, input=info)
+        tree = git.out(worktree, "write-tree", env=env)
+    return git.commit_tree(worktree, tree, [], "bar: the bytes on disk where git converts",
+                           identity=BAR_IDENTITY)  # fmt: skip
+
+
+def next_entries(worktree: Path, index: Path, tree_modes: dict[str, str],
+                 before: dict[str, tuple[str, str]], candidates: Iterable[str],
+                 ) -> dict[str, tuple[str, str]]:  # fmt: skip
+    """The raw entries of a new snapshot (the tree the side ``index`` holds, whose files'
+    modes are ``tree_modes``): the previous ones still holding for paths that did not
+    change, plus the differences among ``candidates``."""
+    candidates = set(candidates)
+    entries = {p: e for p, e in before.items() if p not in candidates and p in tree_modes}
+    files = [p for p in candidates if tree_modes.get(p) in _REGULAR]
+    for p, sha in raw_differences(worktree, index, files).items():
+        entries[p] = (tree_modes.get(p, "100644"), sha)
+    return entries
+
+
+def write_raw(worktree: Path, index: Path,
+              now: dict[str, tuple[str, str]], target: dict[str, tuple[str, str]]) -> None:  # fmt: skip
+    """After git's checkout of ``target_tree`` into the worktree: give every file its
+    exact bytes (the target's raw ones; git's checkout where only the current state had
+    raw bytes), then refresh the side index's stat data."""
+    prefix = os.fsencode(worktree) + b"/"
+    for p, (_mode, sha) in target.items():
+        data = git.git(worktree, "cat-file", "blob", sha).stdout
+        full = prefix + p.encode("utf-8", "surrogateescape")
+        if os.path.isfile(full) and not os.path.islink(full):
+            with open(full, "r+b") as f:
+                f.write(data)
+                f.truncate()
+    plain = sorted(p for p in now if p not in target)
+    for p in plain:
+        # git's checkout skips a file whose stat its index holds (the raw one it was
+        # refreshed against, when only the line endings differ): written anew
+        full = prefix + p.encode("utf-8", "surrogateescape")
+        if os.path.isfile(full) and not os.path.islink(full):
+            os.unlink(full)
+    if plain:  # (a path the target does not hold is not in the index: git skips it)
+        git.git(worktree, "checkout-index", "-f", "-z", "--stdin", env=git.index_env(index),
+                input=b"".join(p.encode("utf-8", "surrogateescape") + b"\0" for p in plain),
+                check=False)  # fmt: skip
+    git.git(worktree, "update-index", "-q", "--refresh", env=git.index_env(index), check=False)

@@ -1,0 +1,82 @@
+"""What git ignores in a task's worktree, and what bar does when that changes.
+
+A recorded state is what ``git add -A`` of the worktree gives in an index that holds the
+worktree's HEAD: a file HEAD holds stays recorded whatever the ignore rules say (git keeps
+a tracked file), any other file is recorded only while no rule ignores it. The side index
+holds every file a step recorded, so when the rules come to cover one of those, bar takes
+it out (``drop_newly_ignored``, after a full rescan: any change of a ``.gitignore``, of
+``info/exclude`` or of ``core.excludesFile`` brings one about). A rollback never touches
+an ignored file: where it restores ``.gitignore`` files (``rules_change``), the files it
+would delete that the restored rules ignore are put back (``keep_ignored``), and files the
+old rules ignored and the restored ones do not become part of the state it records.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from bar import git
+from bar.base.notices import note, plural
+
+
+def drop_newly_ignored(worktree: Path, index: Path) -> None:
+    """Take out of the side index ``index`` the files git now ignores that the
+    worktree's HEAD does not hold (see the module's text)."""
+    env = git.index_env(index)
+    res = git.git(worktree, "ls-files", "-z", "-c", "-i", "--exclude-standard", env=env,
+                  check=False)  # fmt: skip
+    found = [p for p in res.stdout.split(b"\0") if p] if res.returncode == 0 else []
+    if not found:
+        return
+    held = git.git(worktree, "ls-tree", "-r", "-z", "--name-only", "HEAD", check=False)
+    kept = set(held.stdout.split(b"\0")) if held.returncode == 0 else set(found)
+    gone = [p for p in found if p not in kept]
+    if gone:
+        git.git(worktree, "update-index", "-z", "--force-remove", "--stdin", env=env,
+                input=b"\0".join(gone) + b"\0")  # fmt: skip
+
+
+def rules_change(worktree: Path, now_tree: str, target_tree: str) -> list[str]:
+    """The paths the restore from ``now_tree`` to ``target_tree`` deletes, if it changes
+    a ``.gitignore`` (what git ignores then changes: files on disk that no state holds
+    may stop being ignored, files a state holds may start being); empty if it changes
+    none."""
+    changes = git.diff_tree_raw(worktree, now_tree, target_tree)
+    if not any(c.path == ".gitignore" or c.path.endswith("/.gitignore") for c in changes):
+        return []
+    return [c.path for c in changes if c.status == "D"] or [".gitignore"]
+
+
+def keep_ignored(worktree: Path, now_tree: str, deleted: list[str]) -> None:
+    """Of the files the restore just deleted, write back those the target's ignore rules
+    ignore: a rollback never touches an ignored file, and under the rules it restored,
+    these are (build output a step recorded before a ``.gitignore`` named it). They
+    are written from ``now_tree``, which holds them."""
+    res = git.git(worktree, "check-ignore", "--no-index", "-z", "--stdin", check=False,
+                  input=b"".join(p.encode("utf-8", "surrogateescape") + b"\0" for p in deleted))  # fmt: skip
+    ignored = [p for p in res.stdout.split(b"\0") if p] if res.returncode in (0, 1) else []
+    if not ignored:
+        return
+    # the side index no longer holds them (the target does not): read them from the tree
+    wanted = set(ignored)
+    listing = git.git(worktree, "ls-tree", "-r", "-z", now_tree).stdout
+    for item in listing.split(b"\0"):
+        meta, _, rel = item.partition(b"\t")
+        if rel not in wanted:
+            continue
+        mode, _kind, oid = meta.split(b" ")
+        path = os.path.join(os.fsencode(worktree), rel)
+        if os.path.lexists(path):
+            continue  # something is there already: never overwritten
+        data = git.git(worktree, "cat-file", "blob", oid.decode()).stdout
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        if mode == b"120000":
+            os.symlink(data, path)
+            continue
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW,
+                     0o777 if mode == b"100755" else 0o666)  # fmt: skip
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+    note(f"kept {plural(len(ignored), 'file')} the restored .gitignore ignores "
+         "(a rollback never touches ignored files)")  # fmt: skip

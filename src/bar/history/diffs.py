@@ -1,0 +1,66 @@
+"""The difference between two states of a task: two recorded ones, the last recorded one
+and the worktree as it is now, or a target branch and what an apply makes of it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from bar import git
+from bar.base.record import record
+from bar.git import DiffStat
+from bar.history import states
+from bar.ledger import steps
+from bar.task.tasks import Task
+
+if TYPE_CHECKING:
+    from bar.changes.apply import ApplyResult
+
+
+@record(frozen=True)
+class Diff:
+    """The difference between two commits or trees of a task's repository."""
+
+    repo: Path
+    from_commit: str
+    to_commit: str
+
+    def stat(self) -> DiffStat:
+        return git.numstat(self.repo, self.from_commit, self.to_commit)
+
+    def patch(self) -> str:
+        """The replayable patch between the two states."""
+        return git.git(self.repo, *git.diff_patch_args(self.from_commit, self.to_commit)).out
+
+    def text(self, *, stat_only: bool = False, with_stat: bool = False,
+             color: bool = False) -> str:  # fmt: skip
+        """As people read it: ``git diff -p`` (or ``--stat``, or both from one diff: the
+        stat, a blank line, the patch), coloured if asked."""
+        shape = ["--stat"] if stat_only else ["--stat", "-p"] if with_stat else ["-p"]
+        return git.git(
+            self.repo, "-c", f"color.ui={'always' if color else 'never'}", "diff",
+            *git.DIFF_FLAGS[:2], *shape, self.from_commit, self.to_commit, "--",
+        ).out  # fmt: skip
+
+
+def diff(task: Task, from_: str = "base", to: str | None = None) -> Diff:
+    """Between two recorded states (default: base to the last); ``base``: that of ``to``."""
+    end = states.resolve(task, to) if to else None
+    start = end.base if from_ == "base" and end and end.base else states.resolve(task, from_).commit
+    return Diff(task.project.root, start, end.commit if end else task.recorded_snapshot())
+
+
+def unrecorded(task: Task, from_: str | None = None) -> Diff:
+    """From a recorded state (default: the last) to the worktree as it is now: the changes
+    no step recorded yet. Records nothing; the side index is read through a copy."""
+    task.require_worktree()
+    recorded = task.recorded_snapshot()
+    now = steps.current_tree(task, recorded)
+    start = states.resolve(task, from_).commit if from_ else recorded
+    return Diff(task.project.root, start, now)
+
+
+def apply_diff(task: Task, result: ApplyResult) -> Diff:
+    """What an apply (or its dry run) changes on the target."""
+    assert result.tree is not None
+    return Diff(task.project.root, result.target_before, result.tree)

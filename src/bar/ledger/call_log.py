@@ -1,0 +1,59 @@
+"""The log of a step's inner commands: what bar answered each, and what became of it.
+
+While a step runs, its supervisor (``bar.step.supervisor``) appends to
+``artifacts/<step>.policy.jsonl``, at once, so a crash of bar loses none: one line per
+decision on a command an agent asked about (numbered by ``call``), one per outcome the
+agent reported back (``{"call": N, "outcome": ...}``) and one per session that started
+(``{"session_start": id}``). When the step is recorded, ``read_recorded`` folds them into
+the step's ``policy_events``.
+"""
+
+from __future__ import annotations
+
+from bar.base.record import replace
+from bar.base.slotted import Slotted
+from bar.ledger.records import PolicyEventRecord
+from bar.store.files import read_json_lines
+from bar.task.tasks import Task
+
+CALL = "call"  # numbers a step's inner commands in its decision log; not in the ledger
+
+
+class Recorded(Slotted):
+    """What a step's supervisor logged: decisions with what became of them, and the
+    sessions that started (their hooks ran)."""
+
+    __slots__ = ("events", "sessions")
+
+    def __init__(self, events: list[PolicyEventRecord], sessions: list[str]) -> None:
+        self.events = events
+        self.sessions = sessions
+
+
+def read_recorded(task: Task, step_id: str, *, finished: bool = True) -> Recorded:
+    """The decisions a step's supervisor recorded (also after bar died mid-step), each
+    with its ``outcome``: "ran" or "failed" as the agent reported; "refused" when bar
+    denied it and nothing says it ran, or when the agent reports what it runs, ended on
+    its own (``finished``) and never ran this one; none when it cannot be known."""
+    lines = read_json_lines(task.paths.policy_events(step_id))
+    outcomes = {
+        rec[CALL]: str(rec["outcome"])
+        for rec in lines
+        if "outcome" in rec and "action" not in rec and isinstance(rec.get(CALL), int)
+    }
+    reported = bool(outcomes)  # the agent sends post-tool events in this step
+    sessions = [str(rec["session_start"]) for rec in lines if "session_start" in rec]
+    events: list[PolicyEventRecord] = []
+    for rec in lines:
+        if "action" not in rec:
+            continue
+        call = rec.pop(CALL, None)
+        event = PolicyEventRecord.from_record(rec)
+        if isinstance(call, int) and event.source is not None:
+            outcome = outcomes.get(call)
+            if outcome is None and (event.answer == "deny" or (reported and finished)):
+                outcome = "refused"
+            if outcome is not None:
+                event = replace(event, outcome=outcome)
+        events.append(event)
+    return Recorded(events, sessions)

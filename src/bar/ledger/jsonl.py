@@ -1,0 +1,244 @@
+"""ledger.jsonl: one JSON object per step, appended, never rewritten.
+
+A line is written whole (one ``write()`` of the line and its newline, under the task lock,
+then fsync). Readers never trust the file blindly: a line that does not parse is skipped
+and reported, never fatal, and ``bar doctor --repair`` moves it aside. The newest steps are
+read from the end of the file backwards, so ``bar log -n 20`` and the next step id cost the
+same on a ledger of ten steps or of a hundred thousand.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+import os
+from collections.abc import Generator, Iterator
+from pathlib import Path
+
+from bar.base import notices
+from bar.base.record import record
+from bar.errors import CorruptFile, StepNotFound
+from bar.ledger.records import Step, format_step_id, step_from_record
+from bar.store.files import append_line
+from bar.store.layout import STEP_ID_RE
+
+# read from the end in blocks: a first small one (the newest steps, which is what most
+# reads want: a line is ~1 KB), then large ones
+_FIRST_BLOCK = 8 * 1024
+_BLOCK = 64 * 1024
+
+
+@record(frozen=True)
+class BadLine:
+    lineno: int | None  # None when read from the end (counted from the end in `offset`)
+    offset: int
+    text: bytes
+    reason: str
+    claimed_step_id: str | None = None  # the step id the line names, if it names one
+
+
+def _claimed_step_id(line: bytes) -> str | None:
+    """The step id an unreadable line still names (a line of a newer version, say), so
+    that it is never given to a new step. A torn line names none: its step is re-recorded
+    from the running marker."""
+    try:
+        rec = json.loads(line)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    step_id = rec.get("step_id") if isinstance(rec, dict) else None
+    if isinstance(step_id, int) and not isinstance(step_id, bool) and 0 < step_id < 10**9:
+        return format_step_id(step_id)
+    return step_id if isinstance(step_id, str) and STEP_ID_RE.match(step_id) else None
+
+
+def _parse(line: bytes, where: str) -> Step:
+    try:
+        rec = json.loads(line)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise CorruptFile(f"{where} is not valid JSON ({exc.__class__.__name__})") from exc
+    return step_from_record(rec, where)
+
+
+def _open_no_follow(path: Path) -> int:
+    """Open the ledger for reading; a symbolic link in its place is refused, not followed."""
+    try:
+        return os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise CorruptFile(
+                f"ledger.jsonl at {path} is a symbolic link; bar does not follow links "
+                "in its own files",
+                hint="run `bar doctor` to check the project",
+            ) from None
+        if isinstance(exc, FileNotFoundError):
+            raise
+        raise CorruptFile(f"cannot read ledger.jsonl at {path}: {exc.strerror or exc}") from None
+
+
+class Ledger:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.bad_lines: list[BadLine] = []
+        # byte offsets of the bad lines already reported: a command reads its task's
+        # ledger several times (through one Ledger) and should say so once
+        self._reported: set[int] = set()
+        # the newest step with its line (offset and bytes): a command asks for it a dozen
+        # times (the next step id, the recorded state, ...); reading the end of the file
+        # costs little, parsing the line more (callers treat what the ledger gives as
+        # read-only)
+        self._newest: tuple[tuple[int, bytes], Step] | None = None
+
+    def _warn_once(self, offset: int, message: str) -> None:
+        if offset not in self._reported:
+            self._reported.add(offset)
+            notices.warn(message)
+
+    # --- reading from the end -------------------------------------------------
+
+    def _reverse_lines(self) -> Generator[tuple[int, bytes], None, None]:
+        """Yield (byte offset, line) from the last line to the first."""
+        try:
+            fd = _open_no_follow(self.path)
+        except FileNotFoundError:
+            return
+        try:
+            pos = os.fstat(fd).st_size
+            tail = b""
+            block = _FIRST_BLOCK
+            while pos > 0:
+                start = max(0, pos - block)
+                block = _BLOCK
+                chunk = os.pread(fd, pos - start, start)
+                data = chunk + tail
+                lines = data.split(b"\n")
+                tail = lines[0]
+                base = start + len(tail) + 1
+                offsets = []
+                off = base
+                for ln in lines[1:]:
+                    offsets.append((off, ln))
+                    off += len(ln) + 1
+                for off, ln in reversed(offsets):
+                    if ln.strip():
+                        yield off, ln
+                pos = start
+            if tail.strip():
+                yield 0, tail
+        finally:
+            os.close(fd)
+
+    def iter_reverse(self, *, warn: bool = True) -> Iterator[Step]:
+        for offset, line in self._reverse_lines():
+            where = f"{self.path} at byte {offset}"
+            try:
+                yield _parse(line, where)
+            except CorruptFile as exc:
+                self.bad_lines.append(BadLine(None, offset, line, str(exc), _claimed_step_id(line)))
+                if warn:
+                    self._warn_once(
+                        offset, f"skipping unreadable line at byte {offset} of {self.path}: {exc}"
+                    )
+
+    def tail(self, n: int) -> list[Step]:
+        """The last ``n`` steps, oldest first, reading only the end of the file."""
+        steps: list[Step] = []
+        if n <= 0:
+            return steps
+        for step in self.iter_reverse():
+            steps.append(step)
+            if len(steps) >= n:
+                break
+        steps.reverse()
+        return steps
+
+    def last(self) -> Step | None:
+        """The newest step (its line parsed again only once it is another line)."""
+        with contextlib.closing(self._reverse_lines()) as lines:
+            first = next(lines, None)
+        if first is not None:
+            if self._newest is not None and self._newest[0] == first:
+                return self._newest[1]
+            try:
+                step = _parse(first[1], f"{self.path} at byte {first[0]}")
+            except CorruptFile:
+                pass  # (read on, reported as every unreadable line is)
+            else:
+                self._newest = (first, step)
+                return step
+        for step in self.iter_reverse():
+            return step
+        return None
+
+    def next_step_id(self) -> str:
+        """One more than the newest step, or than any step id a newer unreadable line
+        still names: an id is never handed out twice."""
+        seen = len(self.bad_lines)
+        newest = self.last()
+        number = newest.number if newest is not None else 0
+        for bad in self.bad_lines[seen:]:
+            if bad.claimed_step_id:
+                number = max(number, int(bad.claimed_step_id))
+        return format_step_id(number + 1)
+
+    def last_snapshot(self) -> str | None:
+        """The state the worktree was left in by the newest step that recorded one (an
+        apply's snapshot is the state it landed, which may be an earlier one: ``--at``)."""
+        newest = self.last()
+        if newest is not None and newest.snapshot and newest.kind != "apply":
+            return newest.snapshot
+        for step in self.iter_reverse():
+            if step.snapshot and step.kind != "apply":
+                return step.snapshot
+        return None
+
+    def get(self, step_id: str) -> Step:
+        wanted = int(step_id)
+        seen = len(self.bad_lines)
+        for step in self.iter_reverse():
+            if step.number == wanted:
+                return step
+            if step.number < wanted:
+                break
+        for bad in self.bad_lines[seen:]:
+            if bad.claimed_step_id and int(bad.claimed_step_id) == wanted:
+                raise CorruptFile(
+                    f"step {step_id} in {self.path} is unreadable: {bad.reason}",
+                    hint="run `bar doctor` to check the task",
+                )
+        raise StepNotFound(
+            f"no step {step_id} in this task", hint="`bar log` lists the recorded steps"
+        )
+
+    # --- reading from the start ------------------------------------------------
+
+    def read_all(self, *, warn: bool = True) -> list[Step]:
+        steps: list[Step] = []
+        try:
+            fh = os.fdopen(_open_no_follow(self.path), "rb")
+        except FileNotFoundError:
+            return steps
+        with fh:
+            offset = 0
+            for lineno, line in enumerate(fh, 1):
+                stripped = line.rstrip(b"\n")
+                if stripped.strip():
+                    where = f"line {lineno} of {self.path}"
+                    try:
+                        steps.append(_parse(stripped, where))
+                    except CorruptFile as exc:
+                        self.bad_lines.append(
+                            BadLine(lineno, offset, stripped, str(exc), _claimed_step_id(stripped))
+                        )
+                        if warn:
+                            self._warn_once(offset, f"skipping {where}: {exc}")
+                offset += len(line)
+        return steps
+
+    # --- writing ---------------------------------------------------------------
+
+    def append(self, step: Step) -> None:
+        """Append ``step``; the caller holds the task lock."""
+        if self.path.is_symlink():  # appending would write wherever the link points
+            _open_no_follow(self.path)
+        append_line(self.path, step.to_line())

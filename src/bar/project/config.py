@@ -1,0 +1,381 @@
+"""config.yaml: the per-project configuration (SPEC §1), validated strictly.
+
+Every key is known; an unknown key, a wrong type or an unknown version is a
+``ConfigError`` that names the key and the file. Missing keys take their defaults, which
+are the original design's (``policy.enabled`` is false when absent; ``bar init`` writes
+it as true). The parsed result is cached as JSON keyed by the file's stat, so the YAML
+parser is imported only when the file has changed.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+from bar.base.record import field, record, replace
+from bar.errors import ConfigError, CorruptFile
+from bar.ledger.migrate import upgrade
+from bar.store import cache
+
+
+@record(frozen=True)
+class GitConfig:
+    default_base: str = "main"
+    branch_prefix: str = "bar/"
+
+
+@record(frozen=True)
+class PolicyConfig:
+    enabled: bool = False
+    path: str = ".bar/policy.yaml"
+
+
+@record(frozen=True)
+class HooksConfig:
+    pre_run: tuple[str, ...] = ()
+    post_run: tuple[str, ...] = ()
+    timeout: float = 60.0
+    # how many hooks at the start of pre_run (post_run) came from the repository's
+    # .bar/config.yaml (``combine``): they run confined like the step, and a message can
+    # name the file the failing one is in
+    pre_run_shared: int = 0
+    post_run_shared: int = 0
+
+
+@record(frozen=True)
+class OutputConfig:
+    color: bool = True
+    verbose: bool = False
+
+
+@record(frozen=True)
+class RunConfig:
+    record_env: tuple[str, ...] = ()
+
+
+@record(frozen=True)
+class SandboxConfig:
+    """SPEC §8: paths are absolute or start with ``~`` (the developer's home)."""
+
+    enabled: bool = True
+    required: bool = False
+    network: bool = True
+    allow_write: tuple[str, ...] = ("~/.cache",)
+    deny_read: tuple[str, ...] = ("~/.ssh", "~/.aws", "~/.gnupg")
+
+
+@record(frozen=True)
+class FlowConfig:
+    """``bar flow``'s phases, in order; empty: the default ones (``bar.aide.flow.PHASES``)."""
+
+    phases: tuple[str, ...] = ()
+
+
+@record(frozen=True)
+class SpeedConfig:
+    """The speed layer (``bar.changes.fast.speed``): ``fast: false`` turns every shortcut off."""
+
+    fast: bool = True
+
+
+@record(frozen=True)
+class Config:
+    version: int = 1
+    git: GitConfig = field(default_factory=GitConfig)
+    policy: PolicyConfig = field(default_factory=PolicyConfig)
+    hooks: HooksConfig = field(default_factory=HooksConfig)
+    output: OutputConfig = field(default_factory=OutputConfig)
+    run: RunConfig = field(default_factory=RunConfig)
+    sandbox: SandboxConfig = field(default_factory=SandboxConfig)
+    flow: FlowConfig = field(default_factory=FlowConfig)
+    speed: SpeedConfig = field(default_factory=SpeedConfig)
+
+
+# section -> key -> expected type ("str", "ref", "bool", "strlist", "pathlist", "number")
+_SCHEMA: dict[str, dict[str, str]] = {
+    "git": {"default_base": "ref", "branch_prefix": "ref"},
+    "policy": {"enabled": "bool", "path": "str"},
+    "hooks": {"pre_run": "strlist", "post_run": "strlist", "timeout": "number"},
+    "output": {"color": "bool", "verbose": "bool"},
+    "run": {"record_env": "strlist"},
+    "sandbox": {"enabled": "bool", "required": "bool", "network": "bool",
+                "allow_write": "pathlist", "deny_read": "pathlist"},
+    "flow": {"phases": "phases"},
+    "speed": {"fast": "bool"},
+}  # fmt: skip
+
+
+def _check(value: Any, kind: str, key: str, path: Path) -> Any:
+    if kind in ("str", "ref"):
+        if not isinstance(value, str) or not value:
+            raise ConfigError(f"{key} in {path} must be a non-empty string")
+        # a ref goes on git's command line: it must never read as an option
+        if kind == "ref" and (
+            value.startswith("-") or any(ch.isspace() or not ch.isprintable() for ch in value)
+        ):
+            raise ConfigError(f"{key} in {path} is not a valid branch name: {value!r}")
+        return value
+    if kind == "bool":
+        if not isinstance(value, bool):
+            raise ConfigError(f"{key} in {path} must be true or false, not {value!r}")
+        return value
+    if kind == "number":
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not math.isfinite(value)  # YAML has .nan and .inf
+            or value <= 0
+        ):
+            raise ConfigError(f"{key} in {path} must be a positive number of seconds")
+        return float(value)
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+        raise ConfigError(f"{key} in {path} must be a list of non-empty strings")
+    if kind == "phases":
+        bad = next((v for v in value if not v.isprintable() or any(c.isspace() for c in v)), None)
+        if bad is not None or len(set(value)) != len(value) or not value:
+            raise ConfigError(
+                f"{key} in {path} must list one or more different phase names, without spaces"
+                + (f" (not {bad!r})" if bad is not None else ""),
+                hint="like [flow-design, impl, verify, docs, finish]",
+            )
+    if kind == "pathlist":
+        for v in value:
+            if not (v.startswith("/") or v == "~" or v.startswith("~/")):
+                raise ConfigError(
+                    f"{key} in {path} holds {v!r}, which is neither absolute nor in ~",
+                    hint="give paths like /var/cache/pip or ~/.npm",
+                )
+    return tuple(value)
+
+
+def _sections(
+    data: Any, path: Path, allowed: dict[str, set[str]] | None = None
+) -> dict[str, dict[str, Any]]:
+    """The validated settings of ``data`` by section; ``allowed`` limits the keys."""
+    if data is None:
+        data = {"version": 1}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path} must hold a mapping of settings")
+    try:
+        data = upgrade("config", dict(data), path)
+    except CorruptFile as exc:  # callers of parse_config expect ConfigError only
+        raise ConfigError(str(exc), hint=exc.hint) from exc
+    sections: dict[str, dict[str, Any]] = {}
+    for section, body in data.items():
+        if section == "version":
+            continue
+        if section not in _SCHEMA:
+            raise ConfigError(
+                f"unknown key {section!r} in {path}",
+                hint="known sections: " + ", ".join(sorted(_SCHEMA)),
+            )
+        if body is None:
+            body = {}
+        if not isinstance(body, dict):
+            raise ConfigError(f"{section} in {path} must be a mapping")
+        values: dict[str, Any] = {}
+        for key, value in body.items():
+            kind = _SCHEMA[section].get(str(key))
+            if kind is None:
+                raise ConfigError(
+                    f"unknown key '{section}.{key}' in {path}",
+                    hint=f"known keys of {section}: " + ", ".join(sorted(_SCHEMA[section])),
+                )
+            if allowed is not None and str(key) not in allowed.get(section, ()):
+                raise ConfigError(
+                    f"'{section}.{key}' cannot be set in {path}, the repository's file",
+                    hint="set it in your own config.yaml under $BAR_HOME (see `bar status`); "
+                    "the repository's file may hold " + ", ".join(_REPO_KEY_NAMES),
+                )
+            values[str(key)] = _check(value, kind, f"{section}.{key}", path)
+        sections[section] = values
+    return sections
+
+
+def parse_config(data: Any, path: Path) -> Config:
+    sections = _sections(data, path)
+    return Config(
+        version=1,
+        git=GitConfig(**sections.get("git", {})),
+        policy=PolicyConfig(**sections.get("policy", {})),
+        hooks=HooksConfig(**sections.get("hooks", {})),
+        output=OutputConfig(**sections.get("output", {})),
+        run=RunConfig(**sections.get("run", {})),
+        sandbox=SandboxConfig(**sections.get("sandbox", {})),
+        flow=FlowConfig(**sections.get("flow", {})),
+        speed=SpeedConfig(**sections.get("speed", {})),
+    )
+
+
+# --- the repository's own .bar/config.yaml ------------------------------------------------
+
+REPO_CONFIG = ".bar/config.yaml"
+
+# What a team may share in the repository. Each of these adds to the developer's own
+# settings and none can loosen them: the file is in the repository, so any commit (an
+# agent's, once applied) can change it. Everything else is the developer's alone.
+_REPO_KEYS: dict[str, set[str]] = {
+    "hooks": {"pre_run", "post_run", "timeout"},
+    "run": {"record_env"},
+    "sandbox": {"required", "network", "deny_read"},
+    "flow": {"phases"},  # names only: a team's shared way of working, loosening nothing
+}
+_REPO_KEY_NAMES = sorted(f"{s}.{k}" for s, keys in _REPO_KEYS.items() for k in keys)
+
+
+def _union(first: tuple[str, ...], then: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys((*first, *then)))
+
+
+def combine(own: Config, data: Any, path: Path) -> Config:
+    """``own`` with the repository's settings ``data`` (from ``path``) added: its hooks
+    run before the developer's, its lists join theirs, and its sandbox settings can only
+    tighten (``required: true``, ``network: false``); a hook timeout is the longer one."""
+    shared = _sections(data, path, _REPO_KEYS)
+    hooks = shared.get("hooks", {})
+    run_ = shared.get("run", {})
+    box = shared.get("sandbox", {})
+    phases = own.flow.phases or shared.get("flow", {}).get("phases", ())  # yours win
+    return replace(
+        own,
+        hooks=replace(
+            own.hooks,
+            pre_run=(*hooks.get("pre_run", ()), *own.hooks.pre_run),
+            post_run=(*hooks.get("post_run", ()), *own.hooks.post_run),
+            pre_run_shared=len(hooks.get("pre_run", ())),
+            post_run_shared=len(hooks.get("post_run", ())),
+            timeout=max(own.hooks.timeout, hooks.get("timeout", 0.0)),
+        ),
+        run=replace(own.run, record_env=_union(own.run.record_env, run_.get("record_env", ()))),
+        sandbox=replace(
+            own.sandbox,
+            required=own.sandbox.required or box.get("required", False),
+            network=own.sandbox.network and box.get("network", True),
+            deny_read=_union(own.sandbox.deny_read, box.get("deny_read", ())),
+        ),
+        flow=FlowConfig(phases=phases),
+    )
+
+
+_CACHE_TAG = "config/1"
+
+
+def load_yaml(path: Path) -> Any:
+    """Parse the YAML file at ``path``; a syntax error is a ``ConfigError`` naming the line.
+
+    Raises FileNotFoundError when ``path`` is missing.
+    """
+    import yaml  # only when the file changed: it costs more than the rest of bar
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path} is not UTF-8 text") from exc
+    except OSError as exc:
+        raise ConfigError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    try:
+        return yaml.safe_load(text)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = " ".join(str(exc.problem or "").split()) or "cannot be parsed"
+        raise ConfigError(f"{path} is not valid YAML{where}: {problem}") from exc
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path} is not valid YAML: {' '.join(str(exc).split())}") from exc
+
+
+def load_config(
+    path: Path,
+    cache_path: Path | None = None,
+    *,
+    shared: Path | None = None,
+    shared_cache: Path | None = None,
+) -> Config:
+    """The developer's config.yaml at ``path``, with the repository's file ``shared``
+    (``.bar/config.yaml`` in the checkout; may be absent) added to it (``combine``)."""
+    own = parse_config(
+        _load(path, cache_path, lambda data: parse_config(data, path), required=True), path
+    )
+    if shared is None:
+        return own
+    try:
+        data = _load(shared, shared_cache, lambda data: combine(own, data, shared))
+        return own if data is None else combine(own, data, shared)
+    except ConfigError as exc:
+        if exc.hint is None:  # every command reads it: say how to get going again
+            exc.hint = "fix it, or move it away to use only your own settings"
+        raise
+
+
+def _load(path: Path, cache_path: Path | None, check: Any, *, required: bool = False) -> Any:
+    """The YAML data of ``path``, validated by ``check`` before it is cached; None when an
+    optional file is absent."""
+    if path.is_symlink():  # bar's config files are never links; one may point anywhere
+        raise ConfigError(
+            f"{path} is a symbolic link; bar does not follow links in its config files",
+            hint="replace it with a copy of the file it points to",
+        )
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        if not required:
+            return None
+        raise ConfigError(
+            f"{path} is missing", hint="run `bar init` in the repository to recreate it"
+        ) from None
+    key = cache.stat_key(st)
+    data = cache.read(cache_path, key, _CACHE_TAG) if cache_path is not None else None
+    if data is None:
+        try:
+            data = load_yaml(path)
+        except FileNotFoundError:
+            raise ConfigError(f"{path} is missing") from None
+        if data is None:  # bar init never writes an empty file: this one was cut short
+            raise ConfigError(
+                f"{path} is empty",
+                hint="run `bar init` in the repository to write a fresh one"
+                if required
+                else "write `version: 1` and the settings, or remove it",
+            )
+        check(data)  # validate before caching
+        if cache_path is not None:
+            cache.write(cache_path, key, _CACHE_TAG, data)
+    return data
+
+
+def render_default(default_base: str, *, policy_enabled: bool = True) -> str:
+    """The commented config.yaml that ``bar init`` writes."""
+    return f"""\
+# bar project configuration (see `bar --help`). Unknown keys are an error.
+version: 1
+git:
+  default_base: {json.dumps(default_base)}   # branch that `bar apply` lands on by default
+  branch_prefix: bar/        # task branches are <branch_prefix><name>-<id>
+policy:
+  enabled: {"true" if policy_enabled else "false"}              # check every command against the policy file
+  path: .bar/policy.yaml     # relative to the repository root; read from your checkout only
+hooks:
+  pre_run: []                # shell commands run in the worktree before each step
+  post_run: []               # ... and after it (BAR_EXIT_CODE is set)
+  timeout: 60                # seconds before a hook is stopped
+output:
+  color: true
+  verbose: false
+run:
+  record_env: []             # names of variables to record in each step (secrets as ***)
+sandbox:                     # what a step's command may touch (docs/sandbox.md)
+  enabled: true              # confine every step (bar run --no-sandbox: one run without)
+  required: false            # true: refuse to run where the kernel cannot confine
+  network: true              # false: no TCP connections or listening
+  allow_write: [~/.cache]    # writable besides the worktree, the task branch and TMPDIR
+  deny_read: [~/.ssh, ~/.aws, ~/.gnupg]   # hidden from the command
+speed:
+  fast: true                 # false: every shortcut off (watches, stamps, resident): slower
+"""

@@ -1,0 +1,493 @@
+"""``bar doctor``: check every file, ledger line, ref and worktree; repair without loss.
+
+Every check reports a ``Finding``. With ``repair=True`` the repairable ones are fixed in a
+way that loses nothing (``bar.project.repairs``): an unreadable ledger line is moved to
+``ledger.jsonl.corrupt`` (never deleted), a stale ``running`` marker becomes an
+``interrupted`` step with the changes made up to the crash, an interrupted rollback or
+apply is finished, a journal too garbled to finish is moved aside and the ledger rules, a
+stale git lock on the snapshot ref is removed, a garbled or missing side index is rebuilt,
+a missing worktree is recreated at the last recorded state, a missing patch is
+regenerated from its two snapshots, a task a killed ``bar task new`` left half-made is
+removed with what it made (``bar.task.new``), a deletion that was interrupted is finished
+(``bar.task.delete``), refs under ``refs/bar/`` of a task no project has are deleted
+(events.jsonl keeps where they pointed),
+and permissions are tightened to 0700/0600. The developer's policy file is only reported, never rewritten. A task whose
+lock is held by a live bar process is only inspected, never repaired.
+
+``remaining`` is what is left when doctor is done: every error it did not repair and
+every repair that failed, and after repairs every error a fresh check still finds.
+Warnings (a step the next command finishes by itself, a loose file mode) are reported
+but leave the project usable. The CLI exits non-zero while anything remains.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import stat
+from collections.abc import Callable, Iterator
+from functools import partial
+from pathlib import Path
+
+from bar import git
+from bar.base.notices import plural
+from bar.base.record import record
+from bar.cli.progress import Progress
+from bar.errors import BarError, PolicyError, UnsupportedVersion
+from bar.git import locks as git_locks
+from bar.ledger.records import Step, step_from_record
+from bar.project import repairs
+from bar.project.project import Project
+from bar.project.repairs import then
+from bar.store.files import DIR_MODE, FILE_MODE
+from bar.store.layout import TASK_ID_RE
+from bar.store.lock import is_locked
+from bar.task import delete as task_delete
+from bar.task import new as task_new
+from bar.task import worktree
+from bar.task.tasks import Task, load_task
+
+
+@record
+class Finding:
+    severity: str  # "error" | "warning"
+    where: str
+    message: str
+    repair: Callable[[], str] | None = None  # returns what it did
+    repaired: str | None = None
+    repair_error: str | None = None
+    hint: str | None = None  # what the developer can do when bar cannot repair it
+
+    @property
+    def remains(self) -> bool:
+        """Left after doctor ran: a failed repair, or an error not repaired."""
+        return bool(self.repair_error) or (self.severity == "error" and not self.repaired)
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "severity": self.severity,
+            "where": self.where,
+            "message": self.message,
+            "repairable": self.repair is not None,
+            "repaired": self.repaired,
+            "repair_error": self.repair_error,
+            "hint": self.hint,
+        }
+
+
+class Doctor:
+    def __init__(self, project: Project) -> None:
+        self.project = project
+        self.findings: list[Finding] = []
+        self.still: list[Finding] = []  # errors a fresh check finds after the repairs
+
+    def add(
+        self,
+        severity: str,
+        where: Path | str,
+        message: str,
+        repair: Callable[[], str] | None = None,
+        *,
+        hint: str | None = None,
+    ) -> None:
+        self.findings.append(Finding(severity, str(where), message, repair, hint=hint))
+
+    # --- project-wide ----------------------------------------------------------------
+
+    def check(self) -> list[Finding]:
+        p = self.project.paths
+        self._guard(p.dir, self._check_permissions)
+        self._guard(p.config, self._check_config)
+        self._guard(p.config, self._check_policy)
+        self._guard(p.state, self._check_state)
+        self._guard(p.events, lambda: self._check_jsonl(p.events, "events.jsonl line"))
+        if p.tasks.is_dir():
+            entries = [e for e in sorted(p.tasks.iterdir())
+                       if e.is_dir() and TASK_ID_RE.match(e.name)]  # fmt: skip
+            with Progress("doctor: checking task", len(entries)) as shown:
+                for i, entry in enumerate(entries, 1):
+                    shown.update(i, _task_name(entry))
+                    self._guard(entry, functools.partial(self._check_creation, entry))
+        self._guard(p.dir, self._check_workspaces)
+        self._guard(p.dir, self._check_refs)
+        return self.findings
+
+    @property
+    def remaining(self) -> list[Finding]:
+        """The problems left: errors not repaired, failed repairs, and errors that a
+        check after the repairs still finds (a repair that did not hold)."""
+        left = [f for f in self.findings if f.remains]
+        seen = {(f.where, f.message) for f in left}
+        return left + [f for f in self.still if (f.where, f.message) not in seen]
+
+    @property
+    def ok(self) -> bool:
+        """Nothing remains: no error left unrepaired and no repair that failed."""
+        return not self.remaining
+
+    def repair(self) -> list[Finding]:
+        tried = False
+        todo = [f for f in self.findings if f.repair is not None]
+        with Progress("doctor: repairing", len(todo)) as shown:
+            for i, f in enumerate(todo, 1):
+                assert f.repair is not None
+                shown.update(i, f.where)
+                tried = True
+                try:
+                    f.repaired = f.repair()
+                except (BarError, OSError) as exc:
+                    f.repair_error = str(exc)
+        if tried:
+            self.still = [f for f in Doctor(self.project).check() if f.severity == "error"]
+        return self.findings
+
+    def _guard(self, where: Path, check: Callable[[], None]) -> None:
+        try:
+            check()
+        except (BarError, OSError, ValueError) as exc:
+            self.add("error", where, str(exc))
+
+    def _check_config(self) -> None:
+        _ = self.project.config
+
+    def _check_policy(self) -> None:
+        """The developer's policy file: reported with the parse error and its line, never rewritten."""
+        try:
+            enabled = self.project.config.policy.enabled
+        except (BarError, OSError, ValueError):
+            return  # the config check reports it
+        path = self.project.policy_path()
+        if not enabled and not path.exists():
+            return
+        try:
+            self.project.policy_file()
+        except PolicyError as exc:
+            hint = (
+                exc.hint
+                or "fix the file by hand (bar never rewrites it); `bar policy test` checks it"
+            )
+            if enabled:
+                self.add("error", path, f"{exc}; every `bar run` stops on it", hint=hint)
+            else:
+                self.add("warning", path, f"{exc} (policy.enabled is false: runs do not read it)",
+                         hint=hint)  # fmt: skip
+
+    def _check_state(self) -> None:
+        active = self.project.active_task_id()
+        if active and not self.project.paths.task(active).task_json.exists():
+            self.add(
+                "error", self.project.paths.state, f"the active task {active} does not exist",
+                then(lambda: self.project.set_active_task(None), "cleared the active task"),
+            )  # fmt: skip
+
+    def _check_permissions(self) -> None:
+        workspaces = self.project.paths.workspaces
+        for path in _walk(self.project.dir, skip=workspaces):
+            if path.name.startswith("index") and path.name.endswith(".lock"):
+                continue  # git's, while it writes a side index or a copy (a lookout's)
+            try:
+                st = path.lstat()
+            except FileNotFoundError:
+                continue  # (gone while looked at: a lookout's staging thrown away)
+            want = DIR_MODE if stat.S_ISDIR(st.st_mode) else FILE_MODE
+            have = stat.S_IMODE(st.st_mode)
+            if have != want:
+                self.add(
+                    "warning", path, f"mode {have:04o} should be {want:04o} (outputs can hold secrets)",
+                    then(functools.partial(_chmod_if_there, path, want), f"set mode {want:04o}"),
+                )  # fmt: skip
+            if path.is_file() and path.name.startswith(".") and path.name.endswith(".tmp"):
+                self.add("warning", path, "a temporary file left by an interrupted write",
+                         then(path.unlink, "removed it"))  # fmt: skip
+
+    def _check_jsonl(self, path: Path, what: str) -> None:
+        if not path.exists():
+            return
+        bad = _bad_lines(path)
+        if bad:
+            numbers = ", ".join(str(n) for n, _ in bad[:10])
+            self.add(
+                "error", path, f"{len(bad)} unreadable {what}(s) (line {numbers})",
+                lambda: repairs.quarantine_lines(path, [n for n, _ in bad]),
+            )  # fmt: skip
+
+    # --- per task --------------------------------------------------------------------
+
+    def _check_creation(self, tdir: Path) -> None:
+        """A task directory a killed ``bar task new`` left is reported (unless a live bar
+        is still creating it) and cleared by the code the next ``bar task new`` runs; one a
+        stopped ``bar task delete`` left is finished, as the next delete or prune would."""
+        if task_delete.is_being_deleted(self.project, tdir.name):
+            self.add("warning", tdir, "a task whose deletion was interrupted",
+                     lambda: task_delete.finish(self.project, tdir.name))  # fmt: skip
+            return
+        left = task_new.leftover(self.project, tdir.name)
+        if left is not None and not task_new.being_created(self.project, tdir.name):
+            self.add("warning", tdir, task_new.describe(self.project, tdir.name, left),
+                     lambda: task_new.finish(self.project, tdir.name))  # fmt: skip
+        if left in (None, task_new.UNFINISHED):
+            self._check_task(tdir)
+
+    def _check_task(self, tdir: Path) -> None:
+        task = load_task(self.project, tdir.name)
+        busy = is_locked(task.paths.lock)
+        where = f"task {task.name} ({task.id})"
+        ledger = task.ledger
+        bad = _bad_lines(ledger.path) if ledger.path.exists() else []
+        if bad:
+            numbers = ", ".join(str(n) for n, _ in bad[:10])
+            self.add(
+                "error", ledger.path, f"{len(bad)} unreadable ledger line(s) (line {numbers})",
+                None if busy else self._under_lock(task, lambda: repairs.quarantine_lines(ledger.path, [n for n, _ in bad])),
+            )  # fmt: skip
+        steps = ledger.read_all(warn=False)
+        self._check_numbering(task, steps)
+        self._check_artifacts(task, steps, busy)
+        if not busy:  # a live bar may be moving the ref right now
+            self._check_ref_lock(task, where)
+        self._check_snapshots(task, steps, busy)
+        if busy:
+            return  # a live bar holds the task: the rest would race it
+        lock = task.index.with_name("index.lock")
+        if lock.exists():
+            self.add("warning", lock, "a git lock left by a crash",
+                     self._under_lock(task, then(lambda: lock.unlink(missing_ok=True), "removed it")))  # fmt: skip
+        self._check_git_locks(task, where)
+        if task.active:
+            self._check_worktree(task, where)
+        # after the side index: finishing a step snapshots the worktree through it
+        self._check_journals(task, where)
+
+    def _under_lock(self, task: Task, action: Callable[[], str]) -> Callable[[], str]:
+        return lambda: self._locked(task, action)
+
+    def _locked(self, task: Task, action: Callable[[], str]) -> str:
+        with task.lock("bar doctor --repair", wait=False):
+            return action()
+
+    def _check_ref_lock(self, task: Task, where: str) -> None:
+        lock = git.ref_lock_path(task.project.root, task.snapshot_ref)
+        if lock.exists():
+            self.add(
+                "error", lock,
+                f"{where}: a git lock on {task.snapshot_ref} left by a bar that was stopped "
+                "while moving it; every step of the task fails until it is removed",
+                self._under_lock(task, lambda: repairs.remove_ref_lock(task)),
+            )  # fmt: skip
+
+    def _check_git_locks(self, task: Task, where: str) -> None:
+        for lock in git_locks.lock_files(task):
+            pid = git_locks.holder(task, lock)
+            if pid is not None:
+                self.add("warning", lock, f"{where}: a git lock held by a running git "
+                         f"(pid {pid}); bar leaves it to finish")  # fmt: skip
+                continue
+            self.add(
+                "error", lock,
+                f"{where}: a git lock left by a git that was stopped; every git in the "
+                "task's worktree fails until it is removed",
+                self._under_lock(task, then(partial(lock.unlink, missing_ok=True), "removed it")),
+            )  # fmt: skip
+
+    def _check_journals(self, task: Task, where: str) -> None:
+        for path, what, read in repairs.journals_of(task):
+            if not path.exists():
+                continue
+            try:
+                problem = repairs.journal_problem(task, read)
+            except UnsupportedVersion as exc:
+                self.add("error", path, f"{where}: {exc}",
+                         hint="finish it with the newer bar that wrote it")  # fmt: skip
+                continue
+            if problem is None:
+                self.add(
+                    "warning", path, f"{where}: an interrupted {what} is pending (bar stopped mid-way)",
+                    self._under_lock(task, lambda: repairs.finish_pending(task)),
+                )  # fmt: skip
+            else:
+                quarantine = functools.partial(repairs.quarantine_journal, task, path, read)
+                self.add(
+                    "error", path,
+                    f"{where}: the interrupted {what} cannot be finished, its journal is garbled "
+                    f"({problem}); every command of the task stops on it",
+                    self._under_lock(task, quarantine),
+                )  # fmt: skip
+
+    def _check_numbering(self, task: Task, steps: list[Step]) -> None:
+        expected = 1
+        for step in steps:
+            if step.number != expected:
+                kind = "repeated" if step.number < expected else "missing"
+                self.add(
+                    "warning", task.ledger.path,
+                    f"step ids are not consecutive: {step.step_id} follows "
+                    f"{expected - 1:04d} ({kind} step ids)",
+                )  # fmt: skip
+            expected = step.number + 1
+
+    def _check_artifacts(self, task: Task, steps: list[Step], busy: bool) -> None:
+        root = task.dir.resolve()
+        for step in steps:
+            for rel in (step.artifacts.patch, step.artifacts.output, step.artifacts.cast):
+                if not rel:
+                    continue
+                path = (task.dir / rel).resolve()
+                if not path.is_relative_to(root):
+                    self.add("error", task.ledger.path,
+                             f"step {step.step_id} names an artifact outside the task: {rel!r}")  # fmt: skip
+                    continue
+                if path.exists():
+                    continue
+                repair = None
+                if (
+                    rel == step.artifacts.patch
+                    and step.snapshot_before
+                    and step.snapshot
+                    and not busy
+                ):
+                    repair = lambda s=step, p=path: repairs.regenerate_patch(task, s, p)  # noqa: E731
+                self.add("warning", path, f"step {step.step_id}: artifact {rel} is missing", repair)
+
+    def _check_snapshots(self, task: Task, steps: list[Step], busy: bool) -> None:
+        repo = task.project.root
+        wanted = {s.snapshot for s in steps if s.snapshot} | {
+            s.snapshot_before for s in steps if s.snapshot_before
+        }
+        missing = _missing_objects(repo, sorted(w for w in wanted if w))
+        for sha in missing:
+            self.add(
+                "error",
+                task.snapshot_ref,
+                f"snapshot {sha} named by the ledger is not in the repository",
+            )
+        ref_value = git.rev_parse(repo, task.snapshot_ref)
+        last = next((s.snapshot for s in reversed(steps) if s.snapshot), None) or task.base_commit
+        if last in missing:
+            return
+        if ref_value is None:
+            self.add(
+                "error", task.snapshot_ref, "the snapshot ref is missing",
+                None if busy else self._under_lock(task, then(lambda: git.update_ref(
+                    repo, task.snapshot_ref, last, None, "bar doctor: restore ref"),
+                    f"pointed it at {last[:10]}")),
+            )  # fmt: skip
+        elif not git.is_ancestor(repo, last, ref_value):
+
+            def rejoin() -> str:
+                tree = git.tree_of(repo, last)
+                commit = git.commit_tree(repo, tree, [ref_value, last], "bar doctor: rejoin the snapshot chain",
+                                         identity=git.BAR_IDENTITY)  # fmt: skip
+                git.update_ref(repo, task.snapshot_ref, commit, ref_value, "bar doctor: rejoin")
+                return "joined the ledger's last snapshot back into the chain (both histories kept)"
+
+            self.add("error", task.snapshot_ref,
+                     "the snapshot ref does not contain the ledger's last snapshot",
+                     None if busy else self._under_lock(task, rejoin))  # fmt: skip
+
+    def _check_worktree(self, task: Task, where: str) -> None:
+        repo = task.project.root
+        exists = task.worktree.is_dir()
+        registered = worktree.is_registered(repo, task.worktree)
+        if not exists:
+            self.add("error", task.worktree, f"{where}: the worktree is missing",
+                     self._under_lock(task, lambda: repairs.recreate_worktree(task)))  # fmt: skip
+        elif not registered:
+            self.add("error", task.worktree, f"{where}: the worktree is not registered with git",
+                     self._under_lock(task, lambda: repairs.repair_registration(task)))  # fmt: skip
+        elif not task.index.exists():
+            self.add("warning", task.index, f"{where}: the snapshot index is missing",
+                     self._under_lock(task, lambda: repairs.reseed_index(task)))  # fmt: skip
+        elif not repairs.index_is_readable(task):
+            self.add("error", task.index,
+                     f"{where}: the snapshot index is unreadable (garbled); no step can be "
+                     "recorded until it is rebuilt",
+                     self._under_lock(task, lambda: repairs.reseed_index(task)))  # fmt: skip
+
+    def _check_workspaces(self) -> None:
+        wdir = self.project.paths.workspaces
+        if not wdir.is_dir():
+            return
+        for entry in sorted(wdir.iterdir()):
+            half_made = TASK_ID_RE.match(entry.name) and task_new.leftover(
+                self.project, entry.name
+            )  # reported with its task directory
+            if not self.project.paths.task(entry.name).task_json.exists() and not half_made:
+                self.add("warning", entry, "a worktree directory that belongs to no task")
+
+    def _check_refs(self) -> None:
+        for task_id, refs in task_delete.orphaned_refs(self.project).items():
+            shown = ", ".join(refs[:3]) + (f" and {len(refs) - 3} more" if len(refs) > 3 else "")
+            # never deleted by --repair: the task may live under another BAR_HOME, and
+            # its snapshots would be lost with them
+            self.add(
+                "warning", f"refs/bar/*/{task_id}",
+                f"{plural(len(refs), 'ref')} of task {task_id}, which no project here has: "
+                f"{shown}",
+                hint="if no other BAR_HOME of yours holds the task, delete them: git "
+                f"for-each-ref --format='delete %(refname)' 'refs/bar/*/{task_id}' "
+                f"'refs/bar/*/{task_id}/*' | git update-ref --stdin",
+            )  # fmt: skip
+
+
+# --- helpers ------------------------------------------------------------------------
+
+
+def _task_name(tdir: Path) -> str:
+    """A task's name for the progress line (its id if task.json cannot be read)."""
+    try:
+        return str(json.loads((tdir / "task.json").read_text()).get("name") or tdir.name)
+    except (OSError, ValueError, AttributeError):
+        return tdir.name
+
+
+def _chmod_if_there(path: Path, mode: int) -> None:
+    try:
+        os.chmod(path, mode)
+    except FileNotFoundError:
+        pass  # (a file a lookout stages into, thrown away since)
+
+
+def _walk(root: Path, skip: Path) -> Iterator[Path]:
+    """bar's files under ``root``: not ``skip``, not a task's ``tmp`` (the confined steps'
+    own, which may hold links anywhere), never through a link."""
+    yield root
+    for dirpath, dirnames, filenames in os.walk(root):
+        here = Path(dirpath)
+        if here == skip or (here.name == "tmp" and here.parent.parent.name == "tasks"):
+            dirnames[:] = []
+            continue
+        for d in dirnames:
+            if here / d != skip and not (here / d).is_symlink():
+                yield here / d
+        for f in filenames:
+            path = here / f
+            if not path.is_symlink():
+                yield path
+
+
+def _bad_lines(path: Path) -> list[tuple[int, bytes]]:
+    bad: list[tuple[int, bytes]] = []
+    if path.is_symlink():
+        raise BarError(f"{path} is a symbolic link; bar does not follow links in its files")
+    with path.open("rb") as fh:
+        for n, line in enumerate(fh, 1):
+            text = line.rstrip(b"\n")
+            if not text.strip():
+                continue
+            try:
+                rec = json.loads(text)
+                if path.name == "ledger.jsonl":
+                    step_from_record(rec, f"line {n}")
+                elif not isinstance(rec, dict):
+                    raise ValueError("not an object")
+            except (ValueError, UnicodeDecodeError, BarError):
+                bad.append((n, text))
+    return bad
+
+
+def _missing_objects(repo: Path, shas: list[str]) -> list[str]:
+    if not shas:
+        return []
+    res = git.git(repo, "cat-file", "--batch-check", input="\n".join(shas).encode() + b"\n")
+    return [line.split()[0] for line in res.out.splitlines() if line.endswith(" missing")]

@@ -1,0 +1,347 @@
+"""Secrets never reach disk: secret-looking names, literal secret values and token shapes.
+
+Three layers, from cheap to thorough:
+
+* ``is_secret_name`` decides from a variable's *name* whether its value is secret, so the
+  ``env`` of a ledger line can record ``"***"`` instead of the value.
+* ``Scrubber`` replaces secret *values* wherever they appear: the values of secret-named
+  variables (given with ``-e`` or inherited), and strings whose shape gives them away as
+  credentials (API keys, access tokens, private key blocks, passwords in URLs).
+* ``redact_stream.StreamScrubber`` does the same to a stream of output chunks as they
+  come, holding back only what could still begin a secret, in bounded memory.
+
+Speed comes from the regex engine's literal-prefix search. One big alternation of every
+shape would defeat it (the engine would then try every alternative at almost every
+byte, about 35 MB/s); instead each shape, and each literal secret, is its own *pass*
+whose pattern starts with a fixed string, so each pass skims the data at 1-2 GB/s and
+Python code only runs per match. The passes' matches are united: a byte is redacted if
+any pass says so, and every maximal redacted run becomes one ``***``. Because every
+pattern has a bounded width, whether a match starts at a given offset is decided by the
+``window`` bytes after it, which is what lets the stream commit to its output early.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any, Final, TypeVar, cast
+
+from bar.redact.shapes import (
+    _ALL_NEEDLES,
+    _CHECKS,
+    _CONTEXT,
+    _NEEDLES,
+    _SHAPE_WIDTH,
+    _SHAPES,
+    MARK,
+    MAX_KEY_BLOCK,
+    _Check,
+    _scrub_argv,
+    is_secret_name,
+)
+
+__all__ = ["MARK", "MAX_KEY_BLOCK", "_NEEDLES", "_SHAPES", "Scrubber", "is_secret_name",
+           "redact_env", "shape_passes"]  # fmt: skip
+
+_MARK_BYTES: Final = MARK.encode()
+
+# Shorter values are not scrubbed as literals: a secret variable set to "1", "true" or
+# "admin" would otherwise turn every "1" or "true" in the output into "***" and make it
+# unreadable, while protecting almost nothing (such values are guessable anyway).
+MIN_SECRET_LENGTH: Final = 6
+
+
+def redact_env(env: Mapping[str, str], scrubber: Scrubber | None = None) -> dict[str, str]:
+    """``env`` with the values of secret-looking names replaced by ``***``.
+
+    With a ``scrubber``, the other values are scrubbed too, so a token passed under an
+    innocent name (``-e URL=https://user:pw@host``) is not recorded either.
+    """
+    out: dict[str, str] = {}
+    for name, value in env.items():
+        if is_secret_name(name):
+            out[name] = MARK
+        else:
+            out[name] = scrubber.scrub_text(value) if scrubber is not None else value
+    return out
+
+
+# A pass yields, for each match from ``pos`` on, leftmost first and not overlapping:
+# (match start, match end, redaction start, redaction end).
+_Hits = Iterator[tuple[int, int, int, int]]
+
+
+class _ShapePass:
+    # a plain class: `import dataclasses` costs more than this module on the hook path
+    __slots__ = ("back", "check", "ends", "regex", "starts")
+
+    def __init__(
+        self,
+        regex: re.Pattern[bytes],
+        back: int,
+        starts: tuple[int, ...],  # marker groups: the redaction starts here
+        ends: tuple[int, ...],  # marker groups: the redaction ends here
+        check: _Check | None = None,
+    ) -> None:
+        self.regex = regex
+        self.back = back
+        self.starts = starts
+        self.ends = ends
+        self.check = check
+
+    @classmethod
+    def compile(cls, pattern: str, back: int, check: _Check | None = None) -> _ShapePass:
+        regex = re.compile(pattern.encode())
+        groups = regex.groupindex
+        return cls(
+            regex,
+            back,
+            tuple(index for name, index in groups.items() if name.startswith("s")),
+            tuple(index for name, index in groups.items() if name.startswith("e")),
+            check,
+        )
+
+    def scan(self, data: bytes | bytearray, pos: int) -> _Hits:
+        check = self.check
+        for m in self.regex.finditer(data, pos):
+            start, end = m.span()
+            if check is not None and not check(data, start):
+                continue
+            red_start, red_end = start - self.back, end
+            for group in self.starts:
+                if (at := m.start(group)) >= 0:
+                    red_start = at
+                    break
+            for group in self.ends:
+                if (at := m.start(group)) >= 0:
+                    red_end = at
+                    break
+            yield start, end, red_start, red_end
+
+
+class _LiteralPass:
+    """A literal secret. ``bytes.find`` skips through the data several times faster
+    than a regex would for a needle of this length."""
+
+    __slots__ = ("needle",)
+
+    def __init__(self, needle: bytes) -> None:
+        self.needle = needle
+
+    def scan(self, data: bytes | bytearray, pos: int) -> _Hits:
+        needle, size = self.needle, len(self.needle)
+        at = data.find(needle, pos)
+        while at >= 0:
+            yield at, at + size, at, at + size
+            at = data.find(needle, at + size)
+
+
+_Pass = _ShapePass | _LiteralPass
+
+
+_compiled: dict[int, _ShapePass] = {}
+
+
+def _shape_pass(index: int) -> _ShapePass:
+    made = _compiled.get(index)
+    if made is None:
+        name, back, pattern = _SHAPES[index]
+        made = _compiled[index] = _ShapePass.compile(pattern, back, _CHECKS.get(name))
+    return made
+
+
+def shape_passes() -> tuple[_Pass, ...]:
+    """Every shape's pass, compiled the first time a stream needs them (not on import:
+    ``bar status`` and ``bar log`` scrub nothing)."""
+    return tuple(_shape_pass(index) for index in range(len(_SHAPES)))
+
+
+def _shape_passes_for(data: bytes | bytearray) -> tuple[_Pass, ...]:
+    """The passes of the shapes ``data`` may hold (see ``_NEEDLES``)."""
+    return tuple(
+        _shape_pass(index)
+        for index, (name, _, _) in enumerate(_SHAPES)
+        if any(needle in data for needle in _NEEDLES[name])
+    )
+
+
+def _encode(value: str, errors: str) -> bytes:
+    try:
+        return value.encode("utf-8", errors)
+    except UnicodeEncodeError:  # a lone surrogate that surrogateescape cannot map
+        return value.encode("utf-8", "surrogatepass")
+
+
+# ------------------------------------------------------------------------ scrubbing
+
+_T = TypeVar("_T")
+
+
+class Scrubber:
+    """Replaces secret values and token-shaped strings by ``***``.
+
+    Each literal secret is its own pass (see the module docstring): scanning cost grows
+    with the number of secrets, which in practice is a handful.
+    """
+
+    def __init__(self, secrets: Iterable[str] = ()) -> None:
+        self._stream_watches: tuple[Any, ...] | None = None  # bar.redact.stream's
+        literals: set[str] = set()
+        for value in secrets:
+            for variant in (value, value.strip()):
+                if len(variant) >= MIN_SECRET_LENGTH:
+                    literals.add(variant)
+        self.secrets: tuple[str, ...] = tuple(sorted(literals, key=lambda s: (-len(s), s)))
+        # Outputs are raw bytes, so secrets are encoded the way the OS encodes
+        # environment values; text is scrubbed through a lossless UTF-8 encoding.
+        self._byte_literals = tuple(
+            _LiteralPass(_encode(s, "surrogateescape")) for s in self.secrets
+        )
+        self._text_literals = tuple(_LiteralPass(_encode(s, "surrogatepass")) for s in self.secrets)
+        longest = max((len(_encode(s, "surrogateescape")) for s in self.secrets), default=0)
+        # How far past a match's start the stream must see before it can decide it.
+        self.window: int = max(_SHAPE_WIDTH, longest) + _CONTEXT
+
+    @property
+    def pass_count(self) -> int:
+        """How many passes a stream runs: one per shape and one per literal secret."""
+        return len(_SHAPES) + len(self._byte_literals)
+
+    @property
+    def _byte_passes(self) -> tuple[_Pass, ...]:
+        """Every pass, as a stream runs them (``bar.redact.stream``)."""
+        return shape_passes() + self._byte_literals
+
+    @classmethod
+    def from_environ(
+        cls, environ: Mapping[str, str], extra: Mapping[str, str] | None = None
+    ) -> Scrubber:
+        """A scrubber for the values of secret-named variables in ``environ`` and
+        ``extra`` (the ``-e K=V`` of a run)."""
+        values = [v for k, v in environ.items() if is_secret_name(k)]
+        if extra:
+            values += [v for k, v in extra.items() if is_secret_name(k)]
+        return cls(values)
+
+    def scrub_bytes(self, data: bytes) -> bytes:
+        passes = _shape_passes_for(data) + self._byte_literals
+        spans = [hit[2:] for p in passes for hit in p.scan(data, 0)]
+        if not spans:
+            return data
+        return _render(data, 0, 0, _merge(spans), len(data))[0]
+
+    def scrub_text(self, text: str) -> str:
+        # surrogatepass round-trips any str, including the lone surrogates that
+        # surrogateescape-decoded output contains; redactions only cut at ASCII
+        # characters or at the edges of a whole secret, so decoding cannot fail.
+        data = text.encode("utf-8", "surrogatepass")
+        passes = _shape_passes_for(data) + self._text_literals
+        spans = [hit[2:] for p in passes for hit in p.scan(data, 0)]
+        if not spans:
+            return text
+        out = _render(data, 0, 0, _merge(spans), len(data))[0]
+        return out.decode("utf-8", "surrogatepass")
+
+    def scrub_obj(self, obj: _T) -> _T:
+        """Scrub every string (keys included) in a JSON-like value; lists, tuples and
+        mappings are rebuilt (mappings as dicts), other values are returned as they are.
+
+        A ledger line holds a hundred short strings and, almost always, no secret: their
+        text is first searched as one for anything a pass could match (a shape's needle,
+        a literal secret), and only if something is found is each string scrubbed. The
+        strings are joined with NULs, which no needle holds, so a needle found in the
+        whole is in one of them or straddles two (then each is scrubbed: nothing lost)."""
+        pieces: list[bytes] = []
+        _texts(obj, pieces)
+        whole = b"\0".join(pieces)
+        return cast(_T, self._scrub_any(obj, any(n in whole for n in self._needles)))
+
+    @property
+    def _needles(self) -> tuple[bytes, ...]:
+        """Every string a pass needs to find before it can match anything."""
+        literals = (p.needle for p in (*self._text_literals, *self._byte_literals))
+        return (*_ALL_NEEDLES, *literals)
+
+    def _scrub_any(self, obj: object, scan: bool = True) -> object:
+        """``obj`` rebuilt, its strings scrubbed (``scan``: else left as they are)."""
+        if isinstance(obj, str):
+            return self.scrub_text(obj) if scan else obj
+        if isinstance(obj, bytes):
+            return self.scrub_bytes(obj) if scan else obj
+        if isinstance(obj, Mapping):
+            return {self._scrub_any(k, scan): self._scrub_any(v, scan) for k, v in obj.items()}
+        if isinstance(obj, list):
+            items = [self._scrub_any(v, scan) for v in obj]
+            return _scrub_argv(items) if scan and obj and isinstance(obj[0], str) else items
+        if isinstance(obj, tuple):
+            return tuple(self._scrub_any(v, scan) for v in obj)
+        return obj
+
+
+def _texts(obj: object, into: list[bytes]) -> None:
+    """The strings of a JSON-like value (keys included) as ``Scrubber`` scans them."""
+    if isinstance(obj, str):
+        into.append(obj.encode("utf-8", "surrogatepass"))
+    elif isinstance(obj, bytes):
+        into.append(obj)
+    elif isinstance(obj, Mapping):
+        for key, value in obj.items():
+            _texts(key, into)
+            _texts(value, into)
+    elif isinstance(obj, list | tuple):
+        for value in obj:
+            _texts(value, into)
+
+
+def _merge(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Sorted union of ``spans``; touching spans merge too, so secrets written back to
+    back become one ``***`` wherever a stream happens to be cut."""
+    merged: list[tuple[int, int]] = []
+    for start, end in sorted(spans):
+        if end <= start:
+            continue
+        if merged and start <= merged[-1][1]:
+            if end > merged[-1][1]:
+                merged[-1] = (merged[-1][0], end)
+        else:
+            merged.append((start, end))
+    return merged
+
+
+def _render(
+    data: bytes | bytearray,
+    base: int,
+    pos: int,
+    spans: list[tuple[int, int]],
+    cut: int,
+    *,
+    open_mark: bool = False,
+) -> tuple[bytes, int, bool]:
+    """Write ``data`` (which starts at offset ``base``) from ``pos`` to ``cut`` with
+    ``spans`` (merged, all starting before ``cut``) replaced by ``***``; a span that
+    reaches past ``cut`` is written whole, so a redaction is never split.
+
+    ``open_mark`` says the output so far ended with a ``***`` that reached ``pos``: a
+    span starting there continues it. Returns the output, the new position and whether
+    it ends in such a mark.
+    """
+    parts: list[bytes | memoryview] = []
+    # Slices of a memoryview are not copies; the view is released before the caller
+    # resizes ``data``.
+    with memoryview(data) as view:
+        for start, end in spans:
+            if start <= pos and open_mark:
+                pos = max(pos, end)
+                continue
+            start = max(start, pos)
+            parts.append(view[pos - base : start - base])
+            parts.append(_MARK_BYTES)
+            pos = end
+            open_mark = True
+        if cut > pos:
+            parts.append(view[pos - base : cut - base])
+            pos = cut
+            open_mark = False
+        out = b"".join(parts)
+        parts.clear()
+    return out, pos, open_mark

@@ -1,0 +1,467 @@
+"""New objects of a step wait in quarantine; nothing existing can be changed (SPEC §8).
+
+A confined step sees the repository's git directory through its own mount namespace
+(``bar.sandbox.namespace``):
+
+- ``objects`` is the task's quarantine, ``bar-objects`` in the worktree's admin directory
+  (the same file system as the store, gone with the worktree). The real store is mounted
+  read-only at ``objects-view`` in the task's directory and named there as the
+  quarantine's alternate: git in the step reads every object and changes none;
+- the directory of the task branch's ref (``refs/heads/bar``), and of its reflog, are
+  copies kept in the quarantine too: the step moves its own branch there, and another
+  task's branch nowhere.
+
+``settle`` brings in what the step was allowed to do, in bar's process, outside any
+namespace, at each checkpoint and when the step is recorded (also by the ``bar`` that
+records a step whose ``bar`` died):
+
+- loose objects go through ``git unpack-objects --strict`` and packs through
+  ``git index-pack --strict``: git names each object by its content and checks its
+  format and links, so a file whose name lies, a malformed commit or a tree naming a
+  missing blob never reaches the store (they are kept aside, and said);
+- the task branch moves to where the step moved it, by compare-and-swap, only once its
+  whole history is in the store (``git rev-list --objects``); a link to another ref, or a
+  value that is no commit, is refused. What the step did to other refs is said, and
+  dropped.
+
+Whatever the step does, ``git fsck`` of the repository stays clean, and the repository
+is whole at every moment: a ``bar`` killed mid-step leaves the quarantine to the next.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import struct
+import zlib
+from pathlib import Path
+
+from bar import git
+from bar.base.notices import warn
+from bar.base.record import record
+from bar.errors import BarError
+from bar.git.guard import admin_dir, common_dir
+from bar.ledger.records import PolicyEventRecord
+from bar.sandbox.namespace import Bind
+from bar.store import below
+from bar.store.files import read_json, read_regular, write_bytes_atomic
+from bar.task.tasks import Task
+
+QUARANTINE = "bar-objects"  # in the worktree's admin directory
+VIEW = "objects-view"  # in the task's directory: where the step sees the real store
+STATE = "quarantine.json"  # in the task's directory: the branch as last brought in
+_HEX = frozenset("0123456789abcdef")
+_TYPES = {b"commit": 1, b"tree": 2, b"blob": 3, b"tag": 4}
+_BATCH = 64 << 20  # bytes of objects given to one ``unpack-objects``
+_LARGEST = 1 << 30  # bytes of one object bar brings in from a quarantine
+
+
+@record(frozen=True)
+class Setup:
+    """A step's quarantine: what to mount, and what the step may write there."""
+
+    root: Path
+    binds: tuple[Bind, ...]
+    writable: tuple[Path, ...]
+
+
+def place(task: Task) -> Path | None:
+    admin = admin_dir(task, common_dir(task))
+    return admin / QUARANTINE if admin is not None else None
+
+
+def prepare(task: Task) -> Setup | str:
+    """Make the task's quarantine ready for a step (what an earlier one left is settled
+    first); the reason when a step cannot have one here."""
+    from bar.sandbox import namespace
+
+    common = common_dir(task)
+    root = place(task)
+    if root is None:
+        return "the worktree has no admin directory of its own"
+    store = common / "objects"
+    for what in settle(task, final=True):  # (left by a step bar did not record: a hook's)
+        warn(f"guard: {what}")
+    view = task.dir / VIEW
+    for folder in (root, view, root / "info", root / "refs", root / "logs"):
+        below.real_dir(folder)
+    why = namespace.available(str(view))
+    if why is not None:
+        return f"this kernel lets no ordinary user mount a view of the object store ({why})"
+    _put(root / "info" / "alternates", f"{view}\n".encode())
+    ref_dir = Path("refs", "heads", task.branch).parent
+    refs, logs = common / ref_dir, common / "logs" / ref_dir
+    for folder in (refs, logs):
+        folder.mkdir(parents=True, exist_ok=True)
+    own = Path(task.branch).name
+    others = {rel: data.decode(errors="replace") for rel, data in _copy_refs(refs, root / "refs")
+              if rel != own}  # fmt: skip
+    below.empty(root / "logs")
+    reflog = read_regular(logs / own)
+    if reflog is not None:
+        _put(root / "logs" / own, reflog)
+    state = {"ref": _real_ref(task), "log": len(reflog or b""), "others": others}
+    _put(task.dir / STATE, json.dumps(state).encode())
+    # (what git believes about the objects, the quarantine's ``info``, read-only too)
+    binds = (Bind(str(store), str(view), read_only=True), *_absolute_alternates(task, store, view),
+             Bind(str(root), str(store)),
+             Bind(str(root / "info"), str(store / "info"), read_only=True),
+             Bind(str(root / "refs"), str(refs)), Bind(str(root / "logs"), str(logs)))  # fmt: skip
+    return Setup(root, binds, (root, root / "refs", root / "logs"))
+
+
+def settle(task: Task, *, final: bool) -> list[str]:
+    """Bring into the repository what a step left in its quarantine: its objects, and
+    where it moved its branch. ``final``: the step has ended (nothing of it runs); what
+    cannot come in is then put aside and said, and the quarantine emptied. One line per
+    thing refused."""
+    state_path = task.dir / STATE
+    if not state_path.exists():
+        return []
+    root = place(task)
+    try:
+        fd = os.open(root, below.DIR) if root is not None else -1
+    except OSError:
+        fd = -1
+    found: list[str] = []
+    try:
+        if fd >= 0:
+            found += _bring_objects(task, fd, final)
+            found += _bring_packs(task, fd, final)
+            found += _bring_branch(task, fd, _state(state_path), final)
+    finally:
+        if fd >= 0:
+            os.close(fd)
+    if final:
+        state_path.unlink(missing_ok=True)
+    return found
+
+
+def _state(path: Path) -> dict[str, object]:
+    try:
+        return read_json(path)
+    except BarError:  # (unreadable: the branch is then compared with the store alone)
+        return {}
+
+
+def settle_step(task: Task) -> list[PolicyEventRecord]:
+    """``settle`` once a step has ended (confined or not), and the worktree's own git
+    files checked (``bar.git.worktree_state``): each refusal said, and recorded in the step as
+    a ``bar:guard`` policy event."""
+    from bar.git import worktree_state
+
+    found = settle(task, final=True) + worktree_state.check(task)
+    for what in found:
+        warn(f"guard: {what}")
+    return [PolicyEventRecord(rule="bar:guard", action="warn", matched=what) for what in found]
+
+
+# --- objects -------------------------------------------------------------------------
+
+
+@record(frozen=True)
+class _Loose:
+    folder: str
+    name: str
+    kind: bytes
+    body: bytes
+
+
+def _bring_objects(task: Task, root: int, final: bool) -> list[str]:
+    found: list[str] = []
+    batch: list[_Loose] = []
+    size = 0
+    for folder in below.names(root):
+        if len(folder) != 2 or not set(folder) <= _HEX:
+            continue
+        for name, data in below.files(root, folder):
+            parsed = _parse(data) if len(name) in (38, 62) and set(name) <= _HEX else None
+            if parsed is None:
+                if final:  # a temporary file git left, or no object at all
+                    found += _refuse(
+                        task, root, folder, name, data, "is no git object (or one over 1 GiB)"
+                    )
+                continue
+            batch.append(_Loose(folder, name, *parsed))
+            size += len(parsed[1])
+            if size >= _BATCH:
+                found += _unpack(task, root, batch, final)
+                batch, size = [], 0
+    if batch:
+        found += _unpack(task, root, batch, final)
+    if final:
+        for folder in below.names(root):
+            if len(folder) == 2 and set(folder) <= _HEX:
+                with contextlib.suppress(OSError):
+                    os.rmdir(folder, dir_fd=root)
+    return found
+
+
+def _parse(data: bytes) -> tuple[bytes, bytes] | None:
+    """A loose object file's (type, content); None if it is not one, or if its content
+    is over ``_LARGEST`` (a few kilobytes of a step's can claim gigabytes)."""
+    try:
+        inflate = zlib.decompressobj()
+        head = inflate.decompress(data, 64)
+        header, sep, rest = head.partition(b"\0")
+        kind, _, size = header.partition(b" ")
+        if not sep or kind not in _TYPES or not size.isdigit() or int(size) > _LARGEST:
+            return None
+        if len(rest) > int(size):
+            return None
+        body = rest + inflate.decompress(inflate.unconsumed_tail, int(size) - len(rest) + 1)
+    except zlib.error:
+        return None
+    if int(size) != len(body) or not inflate.eof:
+        return None
+    return kind, body
+
+
+def _unpack(task: Task, root: int, batch: list[_Loose], final: bool) -> list[str]:
+    """Write ``batch`` into the store with git's checks; failing that (one bad object
+    stops git), one by one, blobs first, until no more come in."""
+    if _unpack_one_pack(task, batch):
+        _forget(root, batch)
+        return []
+    order = {b"blob": 0, b"tree": 1, b"commit": 2, b"tag": 3}
+    left = sorted(batch, key=lambda o: order[o.kind])
+    while left:
+        came = [o for o in left if _unpack_one_pack(task, [o])]
+        _forget(root, came)
+        if not came:
+            break
+        left = [o for o in left if o not in came]
+    found: list[str] = []
+    if final:
+        for o in left:
+            data = zlib.compress(o.kind + b" %d\0" % len(o.body) + o.body)
+            found += _refuse(task, root, o.folder, o.name, data,
+                             "fails git's checks (a malformed object, or one naming objects "
+                             "that are not there)")  # fmt: skip
+    return found
+
+
+def _unpack_one_pack(task: Task, objects: list[_Loose]) -> bool:
+    res = git.git(task.worktree, "unpack-objects", "-q", "--strict", input=_pack(objects),
+                  check=False)  # fmt: skip
+    return res.returncode == 0
+
+
+def _pack(objects: list[_Loose]) -> bytes:
+    """A pack (version 2, no deltas) of ``objects``."""
+    import hashlib
+
+    parts = [b"PACK", struct.pack(">II", 2, len(objects))]
+    for o in objects:
+        size = len(o.body)
+        head = bytearray()
+        byte = (_TYPES[o.kind] << 4) | (size & 15)
+        size >>= 4
+        while size:
+            head.append(byte | 0x80)
+            byte, size = size & 0x7F, size >> 7
+        head.append(byte)
+        parts += [bytes(head), zlib.compress(o.body, 1)]
+    data = b"".join(parts)
+    long_ids = any(len(o.name) == 62 for o in objects)  # (a SHA-256 repository's pack)
+    return data + (hashlib.sha256 if long_ids else hashlib.sha1)(data).digest()
+
+
+def _forget(root: int, objects: list[_Loose]) -> None:
+    for o in objects:
+        with contextlib.suppress(OSError):
+            os.unlink(f"{o.folder}/{o.name}", dir_fd=root)
+
+
+def _bring_packs(task: Task, root: int, final: bool) -> list[str]:
+    """Packs the step made (``git fetch``, ``git gc``): each checked and indexed by
+    ``git index-pack --strict`` from a copy of bar's own in the store."""
+    found: list[str] = []
+    names = set(below.names(root, "pack"))
+    store = common_dir(task) / "objects" / "pack"
+    for name in sorted(names):
+        base = name[: -len(".pack")]
+        if not (name.startswith("pack-") and name.endswith(".pack") and f"{base}.idx" in names):
+            continue  # (a pack is complete once git has written its index)
+        data = below.read_at(root, f"pack/{name}")
+        kept = data is not None and _index_pack(task, store, data)
+        if kept or final:
+            for suffix in (".pack", ".idx", ".rev", ".bitmap", ".keep", ".promisor", ".mtimes"):
+                with contextlib.suppress(OSError):
+                    os.unlink(f"pack/{base}{suffix}", dir_fd=root)
+        if not kept and final and data is not None:
+            found.append(f"the pack {name} the step made fails `git index-pack --strict`; it "
+                         "was not brought into the repository")  # fmt: skip
+    if final:
+        for name in below.names(root, "pack"):
+            with contextlib.suppress(OSError):
+                os.unlink(f"pack/{name}", dir_fd=root)
+    return found
+
+
+def _index_pack(task: Task, store: Path, data: bytes) -> bool:
+    store.mkdir(exist_ok=True)
+    tmp = store / f"tmp_bar_{os.getpid()}.pack"
+    write_bytes_atomic(tmp, data, mode=0o444)
+    try:
+        res = git.git(task.worktree, "index-pack", "--strict", "-o", str(tmp.with_suffix(".idx")),
+                      str(tmp), check=False)  # fmt: skip
+        name = res.out.strip().split()[-1] if res.returncode == 0 and res.out.strip() else ""
+        if not git.is_object_id(name):
+            return False
+        os.replace(tmp, store / f"pack-{name}.pack")
+        os.replace(tmp.with_suffix(".idx"), store / f"pack-{name}.idx")  # (last: now it is seen)
+        return True
+    finally:
+        tmp.unlink(missing_ok=True)
+        tmp.with_suffix(".idx").unlink(missing_ok=True)
+
+
+# --- the task branch -----------------------------------------------------------------
+
+
+def _ref(task: Task) -> str:
+    return f"refs/heads/{task.branch}"
+
+
+def _bring_branch(task: Task, root: int, state: dict[str, object], final: bool) -> list[str]:
+    """Move the task branch where the step moved it in its view (compare-and-swap on
+    where bar last saw it, ``base``); a branch bar moved meanwhile is shown in the view."""
+    own = Path(task.branch).name
+    base = state.get("ref") if isinstance(state.get("ref"), str) else None
+    real = _real_ref(task)
+    seen = below.read_at(root, f"refs/{own}")
+    log = below.read_at(root, f"logs/{own}") or b""
+    new = seen.strip().decode(errors="replace") if seen is not None else real
+    found: list[str] = []
+    if new is not None and new not in (real, base):  # the step moved it
+        if not git.is_object_id(new):
+            what = "a link to another ref" if new.startswith("ref:") else repr(new[:80])
+            found.append(f"the step set the task branch {task.branch} to {what}; it stays "
+                         f"at {git.short(real)}")  # fmt: skip
+        elif real != base:
+            found.append(f"the task branch {task.branch} was moved outside the step while it "
+                         f"ran; the step's {git.short(new)} was not kept")  # fmt: skip
+        elif not _whole(task, new, base):
+            found.append(f"the step moved the task branch {task.branch} to {git.short(new)}, "
+                         "whose history is not all in the repository; it stays at "
+                         f"{git.short(real)}")  # fmt: skip
+        else:
+            since = state.get("log")
+            git.update_ref(task.worktree, _ref(task), new, base,
+                           _message(log, since if isinstance(since, int) else 0))  # fmt: skip
+            real = new
+    if final:
+        return found + _other_refs(task, root, own, state.get("others"))
+    if found:  # (found again, and said, when the step has ended)
+        return []
+    if real is not None and new == base != real:  # bar moved it: the step sees it
+        _put_at(root, f"refs/{own}", f"{real}\n".encode())
+    _put(task.dir / STATE, json.dumps({**state, "ref": real, "log": len(log)}).encode())
+    return []
+
+
+def _real_ref(task: Task) -> str | None:
+    return git.read_ref(common_dir(task), _ref(task).encode()) or git.rev_parse(
+        task.worktree, _ref(task)
+    )
+
+
+def _put_at(root: int, rel: str, data: bytes) -> None:
+    """``_put`` below the quarantine held open as ``root``: while the step runs it can
+    swap a directory there for a link, and bar writes nothing through one."""
+    folder, _, name = rel.rpartition("/")
+    with contextlib.suppress(OSError):
+        fd = os.open(folder, below.DIR, dir_fd=root)
+        try:
+            tmp = f".{name}.{os.getpid()}.tmp"
+            out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600,
+                          dir_fd=fd)  # fmt: skip
+            try:
+                os.write(out, data)
+            finally:
+                os.close(out)
+            os.replace(tmp, name, src_dir_fd=fd, dst_dir_fd=fd)
+        finally:
+            os.close(fd)
+
+
+def _put(path: Path, data: bytes) -> None:
+    """Replace a file bar can make again (not made durable: a crash of the machine
+    leaves the old one at worst)."""
+    write_bytes_atomic(path, data, durable=False)
+
+
+def _whole(task: Task, commit: str, base: str | None) -> bool:
+    kind = git.git(task.worktree, "cat-file", "-t", commit, check=False).out.strip()
+    if kind != "commit":
+        return False
+    args = ["rev-list", "--objects", "--quiet", commit, *(["--not", base] if base else [])]
+    return git.git(task.worktree, *args, check=False).returncode == 0
+
+
+def _message(log: bytes, since: int) -> str:
+    """The reflog message of the step's last move of its branch."""
+    lines = [ln for ln in log[since:].split(b"\n") if b"\t" in ln]
+    said = lines[-1].partition(b"\t")[2].decode(errors="replace").strip() if lines else ""
+    return said or "bar: moved in a step"
+
+
+def _other_refs(task: Task, root: int, own: str, before: object) -> list[str]:
+    """What the step did to its copies of the other refs beside its branch (dropped)."""
+    copied = before if isinstance(before, dict) else {}
+    seen: dict[str, str] = {}
+    with contextlib.suppress(OSError):
+        fd = os.open("refs", below.DIR, dir_fd=root)
+        try:
+            seen = {rel: data.decode(errors="replace") for rel, data in below.tree_at(fd)
+                    if rel != own}  # fmt: skip
+        finally:
+            os.close(fd)
+    moved = sorted(r for r in set(copied) | set(seen) if copied.get(r) != seen.get(r)
+                   and not r.endswith(".lock"))  # fmt: skip
+    if not moved:
+        return []
+    names = ", ".join(str(Path(_ref(task)).parent / r) for r in moved[:5])
+    more = f" and {len(moved) - 5} more" if len(moved) > 5 else ""
+    return [f"the step changed {names}{more}; refs other than the task branch are read-only "
+            "in a step: nothing was moved"]  # fmt: skip
+
+
+def _copy_refs(source: Path, target: Path) -> list[tuple[str, bytes]]:
+    """``target`` made a copy of the loose refs beneath ``source``; those copied."""
+    below.empty(target)
+    copied = [(rel, data) for rel, data in below.tree(source) if not rel.endswith(".lock")]
+    for rel, data in copied:
+        (target / rel).parent.mkdir(parents=True, exist_ok=True)
+        _put(target / rel, data)
+    return copied
+
+
+def _refuse(task: Task, root: int, folder: str, name: str, data: bytes, why: str) -> list[str]:
+    """Put a file of the quarantine aside in the task's ``tampered/``; say it."""
+    with contextlib.suppress(OSError):
+        os.unlink(f"{folder}/{name}", dir_fd=root)
+    if name.startswith("tmp_"):
+        return []  # (git's own temporary file, left by a git that was stopped)
+    aside = task.dir / "tampered" / f"object-{folder}{name}"
+    aside.parent.mkdir(mode=0o700, exist_ok=True)
+    write_bytes_atomic(aside, data)
+    return [f"the object file {folder}/{name} the step wrote {why}; bar kept it in {aside} "
+            "and not in the repository"]  # fmt: skip
+
+
+def _absolute_alternates(task: Task, store: Path, view: Path) -> tuple[Bind, ...]:
+    """Where the store names other stores by relative paths (``git clone --shared`` with a
+    relative path), the view must name them from where it is mounted: a copy of its
+    ``alternates`` with every path made absolute is mounted over it."""
+    data = read_regular(store / "info" / "alternates") or b""
+    lines = [ln.strip() for ln in data.splitlines()]
+    if not any(ln and not ln.startswith((b"/", b"#")) for ln in lines):
+        return ()
+    fixed = [ln if not ln or ln.startswith((b"/", b"#")) else os.fsencode(os.path.normpath(
+             os.path.join(os.fsencode(store), ln))) for ln in lines]  # fmt: skip
+    copy = task.dir / "objects-alternates"
+    _put(copy, b"".join(ln + b"\n" for ln in fixed))
+    return (Bind(str(copy), str(view / "info" / "alternates"), read_only=True),)

@@ -1,0 +1,175 @@
+"""What an interrupted step made, told apart from what was made after it stopped.
+
+When ``bar run`` is killed, its step is recorded by the next command that takes the
+task (``bar.changes.recovery``). By then the developer may have edited files by hand: those are
+not the step's, and must not be recorded as its work. Every process of a step dies with
+its ``bar run`` (``bar.sandbox.leftovers``), so nothing the step started writes after
+bar's last sign of life: the supervisor touches the step's intent journal while the
+command runs, and after the command and its hooks end (``alive_until``). A file the
+kernel changed later than that (its ctime, which no program can set back) is not the
+step's; a path that is gone is judged by the ctime of the nearest directory still
+there. What cannot be attributed to the step is left to a ``manual`` step.
+
+``split`` returns the tree of what the step made (the state before it, with its own
+changes on top) when some change on disk is not the step's; the caller records the
+step with that tree, and the look for hand edits that follows records the rest.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from bar import git
+from bar.base.clock import iso_of, now_iso
+from bar.changes.fast import stamps
+from bar.changes.journals import RunIntent
+from bar.git import BAR_IDENTITY
+from bar.history.snapshot import Snapshot
+from bar.ledger import steps
+from bar.ledger.records import Artifacts
+from bar.step import outcome
+from bar.task.tasks import Task
+from bar.terminal.pipes import STDOUT_HEADER
+
+
+def alive_until(task: Task, step_id: str) -> int:
+    """When the step's ``bar run`` last showed it was alive (ns, the kernel's clock):
+    the latest change of its intent journal (the supervisor touches it a hundred times
+    a second, and bar once the command ended) and of the artifacts it was writing (not a patch: the recording's own)."""
+    latest = 0
+    signs = (task.paths.marker, outcome.path(task.paths),
+             *task.paths.artifacts.glob(f"{step_id}.*"))  # fmt: skip
+    for path in signs:
+        if path.suffix == ".patch":
+            continue
+        try:
+            latest = max(latest, os.lstat(path).st_mtime_ns)
+        except OSError:
+            continue
+    return latest
+
+
+class Bound:
+    """Up to when a change on disk is the interrupted step's: made before ``until_ns``,
+    or at it too when ``inclusive``."""
+
+    __slots__ = ("inclusive", "until_ns")
+
+    def __init__(self, until_ns: int, inclusive: bool) -> None:
+        self.until_ns, self.inclusive = until_ns, inclusive
+
+    def holds(self, ctime_ns: int) -> bool:
+        return ctime_ns <= self.until_ns if self.inclusive else ctime_ns < self.until_ns
+
+
+def bound(task: Task, intent: RunIntent) -> Bound:
+    """What the interrupted step ``step_id`` can have made. While its command ran, the
+    last sign of life (``alive_until``) bounds it strictly: the kernel's clock ticks in
+    milliseconds, and an edit in the tick of the last sign may have come after bar died.
+    Once the command had ended, every process of the step was gone when bar kept how it
+    ended (``bar.step.outcome``): what changed no later than that file's mtime is
+    the step's, that tick included, if bar is seen alive in a later tick (a file it
+    wrote while it recorded the step), since an edit made after bar died is later still."""
+    step_id = intent.step_id
+    if intent.exit_code is None:  # (``journals.read_run`` found no outcome of this step)
+        return Bound(alive_until(task, step_id), inclusive=False)
+    try:
+        ended = os.lstat(outcome.path(task.paths)).st_mtime_ns
+    except OSError:  # (kept in the intent itself, by an older bar)
+        return Bound(alive_until(task, step_id), inclusive=False)
+    later = (task.paths.artifact(step_id, "patch")[0], task.index, stamps.stamps_path(task.index))
+    for path in later:
+        try:
+            if os.lstat(path).st_mtime_ns > ended:
+                return Bound(ended, inclusive=True)
+        except OSError:
+            continue
+    return Bound(max(ended, alive_until(task, step_id)), inclusive=False)
+
+
+def last_sign_of_life(task: Task, step_id: str, intent: RunIntent) -> str:
+    """When an interrupted step last ran (``alive_until``), not the time a later
+    command found it."""
+    latest = alive_until(task, step_id)
+    ended = iso_of(latest) if latest else now_iso()
+    return ended if ended >= intent.started_at else intent.started_at
+
+
+def found_artifacts(task: Task, step_id: str) -> Artifacts:
+    """What an interrupted step left in its artifacts directory."""
+    artifacts = Artifacts()
+    out_path, out_rel = steps.artifact(task, step_id, "output")
+    for leftover in task.paths.artifacts.glob(f"{step_id}.output.*.tmp"):
+        leftover.unlink(missing_ok=True)
+    if out_path.exists() and out_path.stat().st_size > len(STDOUT_HEADER):
+        artifacts.output = out_rel
+    else:
+        out_path.unlink(missing_ok=True)
+    cast_path, cast_rel = steps.artifact(task, step_id, "cast")
+    if cast_path.exists():
+        artifacts.cast = cast_rel
+    return artifacts
+
+
+def take_tree(task: Task, recorded: str, message: str, tree: str) -> Snapshot:
+    """Record ``tree`` (``split``'s, made rather than read from the worktree) as the
+    snapshot after ``recorded``. The side index's stamps are dropped: the next look
+    adds everything, and finds what the worktree holds besides."""
+    worktree, ref = task.worktree, task.snapshot_ref
+    stamps.forget(task.index)
+    if tree == steps.tree_of(task, recorded):
+        return Snapshot(recorded, tree, False, worktree)
+    now = git.rev_parse(worktree, ref)
+    parent = recorded
+    if now is not None and now != recorded and git.is_ancestor(worktree, recorded, now):
+        parent = now  # a snapshot a crash left unrecorded: kept in the chain
+    commit = git.commit_tree(worktree, tree, [parent], message, identity=BAR_IDENTITY)
+    git.update_ref(worktree, ref, commit, now, f"bar: {message.splitlines()[0]}")
+    return Snapshot(commit, tree, True, worktree)
+
+
+def _made_by_then(worktree: Path, rel: str, until: Bound) -> bool:
+    """Whether the change at ``rel`` was made within ``until``: the path's own ctime,
+    or for one that is gone, that of the nearest directory still there."""
+    path = os.path.join(os.fsencode(worktree), os.fsencode(rel))
+    while True:
+        try:
+            return until.holds(os.lstat(path).st_ctime_ns)
+        except FileNotFoundError:
+            parent = os.path.dirname(path)
+            if parent == path or len(parent) < len(os.fsencode(worktree)):
+                return False
+            path = parent
+        except OSError:
+            return False
+
+
+def split(task: Task, before: str, until: Bound) -> str | None:
+    """The tree of what the step made since the recorded state ``before``, if some of
+    what changed on disk since was made after ``until`` (None: all of it is the step's,
+    or nothing changed)."""
+    worktree = task.worktree
+    before_tree = steps.tree_of(task, before)
+    now_tree = steps.current_tree(task)
+    if now_tree == before_tree or until.until_ns <= 0:
+        return None
+    changes = git.diff_tree_raw(worktree, before_tree, now_tree)
+    mine = [c for c in changes if _made_by_then(worktree, c.path, until)]
+    if len(mine) == len(changes):
+        return None
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="bar-interrupted-", dir=task.dir) as tmp:
+        env = git.index_env(Path(tmp) / "index")  # (a copy's place: written whole)
+        git.git(worktree, "read-tree", before_tree, env=env)
+        if mine:
+            null = "0" * len(before_tree)
+            lines = [
+                (f"0 {null}" if c.status == "D" else f"{c.dst_mode} {c.dst_blob}")
+                .encode() + b"\t" + c.path.encode("utf-8", "surrogateescape")
+                for c in mine
+            ]  # fmt: skip
+            git.git(worktree, "update-index", "-z", "--replace", "--index-info", env=env,
+                    input=b"\0".join(lines) + b"\0")  # fmt: skip
+        return git.out(worktree, "write-tree", env=env)

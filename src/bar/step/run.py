@@ -1,0 +1,472 @@
+"""Running one command as a step: the heart of bar.
+
+The caller holds the task lock and has run ``recovery.prepare`` (crashed work finished,
+hand edits recorded). Then, in an order where every prefix is recoverable
+(docs/internals.md):
+
+1. the policy judges the command (a block is recorded as a ``blocked`` step; nothing runs);
+2. the confinement is made (the repository's hooks run inside it, ``bar.step.step_hooks``;
+   it holds no state, so a crash leaves nothing behind), then ``pre_run`` hooks (a
+   failure is recorded as a step ``stopped_by`` ``pre_run``, with the hooks' results;
+   nothing runs);
+3. the intent (``running.json``) is written, the supervisor starts (``bar.step.supervisor``:
+   the channel inner ``bar hook`` calls reach, the agent's hook settings), and the
+   command runs with its output shown and streamed, scrubbed, into its artifacts;
+4. ``post_run`` hooks, then what the step's processes left running is stopped;
+5. ``complete``: snapshot, patch, the ledger line (the commit point), intent removed.
+
+If bar dies during 3–5, ``bar.changes.recovery`` calls the same ``complete`` with no outcome: the
+step is recorded as interrupted, with every change made up to then.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from bar import git
+from bar.base.clock import ms_between, ms_since, now_iso
+from bar.base.inotify import TreeWatch
+from bar.base.notices import note, warn
+from bar.base.proc import clean_env
+from bar.base.record import field, record, replace
+from bar.changes import journals
+from bar.changes.fast import prescan, speed, stamps
+from bar.changes.journals import RunIntent
+from bar.errors import BarError, ExitCode, HookFailed, UsageError
+from bar.git.guard import Guard
+from bar.history import checkpoints, snapshot
+from bar.ledger import steps
+from bar.ledger.call_log import Recorded, read_recorded
+from bar.ledger.records import Artifacts, HookRecord, PolicyEventRecord, RunStep
+from bar.policy import Decision
+from bar.redact import Scrubber, redact_env
+from bar.redact import known as known_secrets
+from bar.redact.stream import StreamScrubber
+from bar.sandbox import Confinement, leftovers, quarantine
+from bar.sandbox import plan as sandbox_plan
+from bar.step import interrupted, outcome, step_hooks
+from bar.step.hints import not_executable, refused_access
+from bar.step.supervisor import Supervisor
+from bar.step.user_hooks import HookFacts, HookResult
+from bar.store.files import create_file
+from bar.task.tasks import Task
+from bar.terminal.pipes import STDERR_HEADER, STDOUT_HEADER, run_piped
+
+
+@record(frozen=True)
+class RunRequest:
+    argv: list[str]
+    cwd: str = "."  # relative to the worktree (see ``resolve_cwd``)
+    env: Mapping[str, str] = field(default_factory=dict)  # from -e K=V
+    pty: bool = False
+    live: bool = True  # show the command's output as it runs
+    agent: str | None = None  # install this agent's hook for the run
+    sandbox: bool = True  # False: --no-sandbox (this run only)
+
+    def __post_init__(self) -> None:
+        # The task lock names the command before the step's scrubber exists: from now on
+        # this process scrubs the values of secret-named pairs wherever it writes.
+        known_secrets.learn(self.env)
+
+
+@record(frozen=True)
+class Executed:
+    """How the command ended, and what it printed."""
+
+    exit_code: int
+    signal: int | None
+    artifacts: Artifacts
+
+
+def resolve_cwd(task: Task, value: str | None, here: Path | None = None) -> str:
+    """The directory to run in, relative to the worktree; never outside it. Without a
+    value: where the developer stands, if that is inside the worktree."""
+    root = task.worktree.resolve()
+    if value is None:
+        current = (here or Path.cwd()).resolve()
+        try:
+            return current.relative_to(root).as_posix() or "."
+        except ValueError:
+            return "."
+    candidate = Path(value)
+    target = (candidate if candidate.is_absolute() else root / candidate).resolve()
+    try:
+        rel = target.relative_to(root)
+    except ValueError:
+        raise UsageError(
+            f"--cwd {value!r} is outside the task worktree",
+            hint=f"give a directory relative to {root}",
+        ) from None
+    if not target.is_dir():
+        raise UsageError(f"--cwd {value!r} is not a directory in the task worktree")
+    return rel.as_posix() or "."
+
+
+def watch_worktree(task: Task) -> TreeWatch | None:
+    """A watch on the directories of the task's last snapshot, which lets the step's
+    snapshots look only at the paths that changed (``bar.base.inotify``); None without stamps.
+    It is not yet begun: the look for hand edits begins it (``snapshot.take``'s
+    ``before_look``), or at the latest the step, before its command runs."""
+    dirs = stamps.stamped_dirs(task.index)
+    if dirs is None or not speed.fast():
+        return None
+    watch = TreeWatch(str(task.worktree), dirs, begin=False)
+    watch.snapshot = task.recorded_snapshot()
+    return watch
+
+
+def run_step(task: Task, req: RunRequest, watch: TreeWatch | None = None) -> RunStep:
+    """Run ``req`` as the task's next step and record it (caller holds the lock and ran
+    ``recovery.prepare``). ``watch``: started before hand edits were looked for (else the
+    step's snapshots stat everything)."""
+    step_id = task.ledger.next_step_id()
+    steps.clear_leftovers(task, step_id)
+    before = task.recorded_snapshot()
+    started = now_iso()
+    t0 = time.monotonic()
+    scrubber = Scrubber.from_environ(os.environ, req.env)
+    env_record = _recorded_env(task, req, scrubber)
+    policy = task.project.policy()
+
+    # 1. policy
+    decision = policy.evaluate_argv(req.argv) if policy is not None else Decision("allow")
+    for event in decision.events:
+        if event.action == "block":  # said as what it is, not as a warning
+            note(f"blocked by rule {event.rule}: {event.reason}")
+        elif event.action == "warn":
+            warn(f"policy warn: rule {event.rule}: {event.reason}")
+    if decision.blocked:
+        step = RunStep(
+            step_id=step_id, started_at=started, ended_at=now_iso(), duration_ms=ms_since(t0),
+            cmd=list(req.argv), cwd=req.cwd, env=env_record, exit_code=ExitCode.POLICY_BLOCKED,
+            blocked=True, pty=req.pty, snapshot_before=before, snapshot=before,
+            policy_events=_events(decision), head=git.head(task.worktree),
+        )  # fmt: skip
+        return steps.append(task, step, scrubber)
+
+    env = clean_env(req.env)
+    env.update(_step_env(task, step_id))
+    facts = HookFacts(
+        project=task.project.name, task_id=task.id, task_name=task.name, step_id=step_id,
+        workspace=task.worktree, cmd=list(req.argv),
+    )  # fmt: skip
+
+    # 2. pre_run hooks; the repository's run confined like the step, so the confinement
+    # is made first (and closed on every way out before the step's own try)
+    confinement = sandbox_plan.confinement(task, req.agent, asked=req.sandbox)
+    boxed = sandbox_plan.step_env(task, env) if confinement.enabled else env
+    adopted_since = leftovers.become_subreaper() if confinement.enabled else 0.0
+    hook_records: list[HookRecord] = []
+    try:
+        results = step_hooks.run("pre_run", task, facts, env=env, boxed=boxed,
+                                 confinement=confinement)  # fmt: skip
+        hook_records += [r.record() for r in results]
+        failed = next((r for r in results if not r.ok), None)
+        if failed is not None:
+            # recorded like a blocked step (nothing ran), with the hooks that did run
+            step = RunStep(
+                step_id=step_id, started_at=started, ended_at=now_iso(), duration_ms=ms_since(t0),
+                cmd=list(req.argv), cwd=req.cwd, env=env_record, exit_code=ExitCode.HOOK_FAILED,
+                pty=req.pty, snapshot_before=before, snapshot=before, hooks=hook_records,
+                policy_events=_events(decision), head=git.head(task.worktree),
+            )  # fmt: skip
+            step.extra["stopped_by"] = "pre_run"
+            step.artifacts.output = _hooks_output(task, step_id, results, scrubber)
+            index = len(results) - 1
+            said = step_hooks.describe(task, failed, index, confinement, scrubber.scrub_text)
+            error = HookFailed(
+                f"{said}; the command did not run (step {step_id} recorded)",
+                hint="fix the hook or remove it from hooks.pre_run in "
+                f"{step_hooks.source(task, 'pre_run', index)}",
+            )
+            error.step = steps.append(task, step, scrubber)
+            raise error
+    except BaseException:
+        _close(confinement, adopted_since)
+        raise
+    env = boxed
+
+    # 3. intent, supervisor, the command (with what it must not change noted first)
+    guard = Guard(task)
+    if watch is not None:  # (begun here if no look for hand edits began it)
+        watch.cover(stamps.stamped_dirs(task.index) or () if watch.snapshot != before else ())
+    supervisor = Supervisor(task, step_id, policy, scrubber, req.agent, list(req.argv),
+                            terminal=req.pty and os.isatty(0), snapshot_before=before,
+                            watch=watch)  # fmt: skip
+    intent = RunIntent(
+        pid=os.getpid(), step_id=step_id, started_at=started,
+        cmd=scrubber.scrub_obj(list(req.argv)), cwd=req.cwd, snapshot_before=before,
+        env=env_record, pty=req.pty,
+        sandbox=confinement.record(), agent=supervisor.record(),
+    )  # fmt: skip
+    journals.write_run(task.paths, intent)
+    try:
+        supervisor.start()
+    except BaseException:
+        _close(confinement, adopted_since)
+        journals.clear_run(task.paths)  # nothing ran: there is no step to record
+        raise
+    try:
+        env.update(supervisor.env)
+        executed = _execute(task, step_id, supervisor.argv, req, env, scrubber, confinement)
+        ended_tick = journals.clock_tick()  # (everything the command wrote is the step's)
+        if confinement.enabled:
+            _stop_leftovers(confinement, adopted_since)
+        if watch is not None and not task.project.config.hooks.post_run:
+            prescan.start(task.worktree, task.index)  # (the snapshot's stat, begun now)
+    except BaseException:
+        _close(confinement, adopted_since, "the command")
+        raise
+    finally:
+        supervisor.close()
+    # how it ended, kept beside the intent at once: a bar killed from here on leaves a
+    # step that is recorded with its exit code, not as interrupted (and before it, a sign
+    # of life in a later clock tick than anything the command wrote)
+    journals.touch_run(task.paths, after_tick=ended_tick)
+    intent = replace(intent, exit_code=executed.exit_code, signal=executed.signal,
+                     ended_at=now_iso())  # fmt: skip
+    outcome.write(task.paths, step_id, executed.exit_code, executed.signal,
+                           intent.ended_at or "")  # fmt: skip
+    guarded = [PolicyEventRecord(rule="bar:guard", action="warn", matched=what)
+               for what in guard.check()]  # fmt: skip
+    output = task.dir / executed.artifacts.output if executed.artifacts.output else None
+    unrunnable = (
+        not_executable(req.argv[0], task.worktree / req.cwd, env)
+        if executed.exit_code == ExitCode.CANNOT_EXECUTE
+        else None
+    )
+    if unrunnable is not None:
+        note(unrunnable)
+    elif confinement.enabled and executed.exit_code != 0 and refused_access(output):
+        warn("the command ran confined and was refused access (docs/sandbox.md): allow a "
+             f"path in sandbox.allow_write in {task.project.paths.config}, or run once "
+             "with --no-sandbox")  # fmt: skip
+
+    # 4. post_run hooks (the repository's still confined), then their leftovers stopped
+    try:
+        results = step_hooks.run("post_run", task, replace(facts, exit_code=executed.exit_code),
+                                 env=env, boxed=env, confinement=confinement)  # fmt: skip
+    finally:
+        shared = step_hooks.shared_count(task, "post_run")
+        _close(confinement, adopted_since, "a post_run hook" if shared else None)
+    hook_records += [r.record() for r in results]
+    for index, r in enumerate(results):
+        if not r.ok:
+            warn(step_hooks.describe(task, r, index, confinement, scrubber.scrub_text))
+    if results:  # (what the hooks changed is the step's: ``bar.step.interrupted``)
+        journals.touch_run(task.paths, after_tick=journals.clock_tick())
+
+    # 5. snapshot, patch, ledger line; if they cannot be written (a full disk), the intent
+    # keeps how the command ended, for the command that records the step later
+    try:
+        changed = watch.drain() if watch is not None else None  # (its lookout's next)
+        return complete(task, intent, executed, policy_events=[*_events(decision), *guarded],
+                        hooks=hook_records, scrubber=scrubber, changed=changed)  # fmt: skip
+    except BarError:
+        raise  # (the intent knows how the command ended: the next command records it)
+
+
+def complete(
+    task: Task,
+    intent: RunIntent,
+    executed: Executed | None,
+    *,
+    policy_events: Sequence[PolicyEventRecord] = (),
+    hooks: Sequence[HookRecord] = (),
+    scrubber: Scrubber | None = None,
+    changed: set[str] | None = None,
+) -> RunStep:
+    """Record the step ``intent`` announced: its snapshot, patch and ledger line, then
+    remove the intent. ``executed`` None: bar died while the command ran (the step is
+    recorded as interrupted, with the output captured up to then). ``changed``: the
+    paths changed since the step's last snapshot, as its watch saw them."""
+    # Recovery passes no scrubber: the intent's cmd was scrubbed when it was written, by
+    # the process that knew the run's pairs and environment.
+    scrub = scrubber or known_secrets.scrubber()
+    step_id = intent.step_id
+    policy_events = [*policy_events, *quarantine.settle_step(task)]  # (before the branch is read)
+    recovering = executed is None
+    if executed is None and intent.exit_code is not None:
+        # the command had ended; only its recording failed: record how it ended
+        executed = Executed(
+            intent.exit_code, intent.signal, interrupted.found_artifacts(task, step_id)
+        )
+    ended = intent.ended_at or (
+        now_iso() if executed is not None else interrupted.last_sign_of_life(task, step_id, intent)
+    )
+    label = "" if executed is not None else " (interrupted)"
+    message = scrub.scrub_text(f"step {step_id}{label}: {shlex.join(intent.cmd)}")
+    # chained onto the step's last checkpoint; what no hook saw since is its residual
+    taken = checkpoints.Recorder(task, step_id, intent.snapshot_before, intent.excludes, scrub)
+    last_checkpoint = taken.last
+    job = steps.PatchJob(task, step_id, intent.snapshot_before)
+    # recorded after bar died: what was made after its last sign of life is not the step's
+    made = (interrupted.split(task, last_checkpoint, interrupted.bound(task, intent))
+            if recovering else None)  # fmt: skip
+    if made is not None:
+        snap = interrupted.take_tree(task, last_checkpoint, message, made)
+    else:
+        snap = snapshot.take(task.worktree, task.index, task.snapshot_ref, last_checkpoint,
+                             message, intent.excludes, changed=changed, on_tree=job.begin)  # fmt: skip
+    if taken.count and snap.commit != last_checkpoint:
+        taken.add("residual", snap.commit, started_at=taken.last_ended or ended)
+    stat, patch = job.finish(snap.commit)
+    artifacts = (
+        executed.artifacts if executed is not None else interrupted.found_artifacts(task, step_id)
+    )
+    artifacts.patch = patch
+    if taken.count:
+        artifacts.checkpoints = checkpoints.artifact_name(step_id)
+    finished = executed is not None and executed.signal is None
+    recorded = read_recorded(task, step_id, finished=finished)
+    step = RunStep(
+        step_id=step_id,
+        started_at=intent.started_at,
+        ended_at=ended,
+        duration_ms=ms_between(intent.started_at, ended),
+        cmd=intent.cmd,
+        cwd=intent.cwd,
+        env=intent.env,
+        exit_code=executed.exit_code if executed is not None else None,
+        signal=executed.signal if executed is not None else None,
+        interrupted=executed is None,
+        pty=intent.pty,
+        policy_events=[*policy_events, *recorded.events],
+        hooks=list(hooks),
+        diff_stat=stat,
+        artifacts=artifacts,
+        snapshot_before=intent.snapshot_before,
+        snapshot=snap.commit,
+        head=git.head(task.worktree),
+        checkpoints=taken.count,
+    )
+    if intent.sandbox is not None:
+        step.extra["sandbox"] = intent.sandbox
+    if intent.agent is not None:
+        step.extra["agent"] = {**intent.agent, "sessions": len(recorded.sessions)}
+        _say_unhooked(intent.agent, recorded, executed)
+    _say_nested(task, step)
+    written = steps.append(task, step, scrub)
+    task.paths.policy_events(step_id).unlink(missing_ok=True)
+    journals.clear_run(task.paths)
+    return written
+
+
+# --- the command -------------------------------------------------------------------
+
+
+def _execute(
+    task: Task,
+    step_id: str,
+    argv: list[str],
+    req: RunRequest,
+    env: dict[str, str],
+    scrubber: Scrubber,
+    confinement: Confinement,
+) -> Executed:
+    """Run the command (pipes or pty) with its output scrubbed into the artifacts."""
+    out_path, out_rel = steps.artifact(task, step_id, "output")
+    cwd = task.worktree / req.cwd
+    artifacts = Artifacts()
+    if req.pty:
+        from bar.terminal.pty import run_in_pty  # termios and the cast writer: --pty only
+
+        cast_path, cast_rel = steps.artifact(task, step_id, "cast")
+        res = run_in_pty(argv, cwd=cwd, env=env, cast_path=cast_path, output_path=out_path,
+                         scrub=lambda: StreamScrubber(scrubber), start=confinement.start)  # fmt: skip
+        code, sig, printed = res.exit_code, res.signal, res.printed
+        artifacts.cast = cast_rel if cast_path.exists() else None
+        if not printed:
+            out_path.unlink(missing_ok=True)
+    else:
+        piped = run_piped(argv, cwd=cwd, env=env, output_path=out_path,
+                          make_filter=lambda: StreamScrubber(scrubber), live=req.live,
+                          start=confinement.start, detach=confinement.enabled)  # fmt: skip
+        code, sig, printed = piped.exit_code, piped.signal, piped.printed
+    artifacts.output = out_rel if printed else None
+    return Executed(code, sig, artifacts)
+
+
+def _hooks_output(
+    task: Task, step_id: str, results: Sequence[HookResult], scrubber: Scrubber
+) -> str | None:
+    """The output artifact of a step the pre_run hooks stopped: what they printed (on
+    bar's stderr, as shown), scrubbed like any step's output; None if they printed nothing."""
+    said = b"".join(r.output for r in results)
+    if not said:
+        return None
+    path, rel = steps.artifact(task, step_id, "output")
+    create_file(path, STDOUT_HEADER + STDERR_HEADER + scrubber.scrub_bytes(said))
+    return rel
+
+
+def _close(confinement: Confinement, since: float, what: str | None = "a pre_run hook") -> None:
+    """End the step's confinement: stop what ``what``, the last to run in it, left running
+    (None: nothing ran in it since the last stop), then release it. Twice is harmless."""
+    if confinement.enabled and confinement.open and what is not None:
+        _stop_leftovers(confinement, since, what)
+    confinement.close()
+
+
+def _stop_leftovers(confinement: Confinement, since: float, what: str = "the command") -> None:
+    stopped = confinement.stopped() + leftovers.stop(since)  # (its holder's, and any missed)
+    if stopped:
+        warn(f"stopped {len(stopped)} process(es) {what} left running "
+             f"(pid {', '.join(map(str, stopped[:10]))}): nothing a confined step starts "
+             "outlives it")  # fmt: skip
+
+
+def _say_unhooked(agent: dict[str, object], recorded: Recorded, executed: Executed | None) -> None:
+    """An agent that ran and never called bar's hooks (not even at its start) ran its
+    commands unchecked: say so rather than let the step look supervised."""
+    if recorded.sessions or recorded.events or executed is None or agent.get("hooks") == "none":
+        return
+    if executed.exit_code in (126, 127):
+        return  # the agent did not start
+    warn(f"{agent.get('name')} never called bar's hooks in this step: the commands it ran "
+         "were not checked by the policy (docs/agents.md lists the versions bar knows)")  # fmt: skip
+
+
+def _say_nested(task: Task, step: RunStep) -> None:
+    """Nested repositories (a ``git init`` or clone inside the worktree, submodules) are
+    recorded as the commit they are at, never their files: the step lists them
+    (``nested_repos``) and bar says so whenever a new one appears."""
+    nested = stamps.nested_repositories(task.index)
+    if not nested:
+        return
+    step.extra["nested_repos"] = nested
+    last = task.ledger.last()
+    known = set(getattr(last, "extra", {}).get("nested_repos") or [])
+    for path in nested:
+        if path not in known:
+            warn(f"{path} is a git repository of its own: bar records only the commit it is "
+                 "at, not its files; edits inside it are not recorded and a rollback does "
+                 "not restore them")  # fmt: skip
+
+
+def _step_env(task: Task, step_id: str) -> dict[str, str]:
+    """What the command learns about its step (SPEC §6)."""
+    return {
+        "BAR_PROJECT": task.project.name,
+        "BAR_TASK_ID": task.id,
+        "BAR_TASK_NAME": task.name,
+        "BAR_STEP_ID": step_id,
+        "BAR_WORKSPACE": str(task.worktree),
+    }
+
+
+def _recorded_env(task: Task, req: RunRequest, scrubber: Scrubber) -> dict[str, str]:
+    """The ``env`` of the step: ``-e`` variables and those named in run.record_env, with
+    secret-looking names recorded as ``***``."""
+    chosen = {n: os.environ[n] for n in task.project.config.run.record_env if n in os.environ}
+    chosen.update(req.env)
+    return dict(redact_env(chosen, scrubber))
+
+
+def _events(decision: Decision) -> list[PolicyEventRecord]:
+    return [PolicyEventRecord(rule=e.rule, action=e.action, matched=e.matched)
+            for e in decision.events]  # fmt: skip

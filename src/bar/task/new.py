@@ -1,0 +1,379 @@
+"""``bar task new``: a task is made behind an intent, so nothing is ever left half-made.
+
+Under the project lock the task directory is made, its lock taken, and ``creating.json``
+(``journals.CreateIntent``) written: what bar is about to make outside the directory.
+Then come the snapshot ref, the branch and worktree (``git worktree add`` with none of
+the developer's hooks: bar runs none of them, as apply does not), the side index, and
+task.json last. Removing the intent completes the task; only then does it become the
+active task. So state.json never names a task that is not whole, and a directory with
+the intent but no task.json is half-made: no listing or lookup sees it.
+
+A failure undoes what was made at once (``undo``). A bar killed partway leaves the
+intent behind; the next ``bar task new`` and ``bar doctor --repair`` call ``finish``,
+which takes the task lock (free only if its maker is dead: the kernel drops an ``flock``
+with its holder) and calls the same ``undo``. Undo deletes only what bar made: the
+worktree at the task's own path, and the snapshot ref and the branch only while they
+still point at the base commit (a branch someone has committed on is kept). A worktree
+holding files no checkout made is kept too, and said so.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+from bar import git
+from bar.base import faults
+from bar.base.clock import now_iso
+from bar.base.notices import note, warn
+from bar.base.proc import Result
+from bar.changes import journals
+from bar.changes.journals import CreateIntent
+from bar.errors import AlreadyExists, BarError, Locked, NotFound, UsageError
+from bar.history import snapshot
+from bar.project.project import Project
+from bar.redact import known as known_secrets
+from bar.store.files import ensure_dir, write_json_atomic
+from bar.store.layout import TASK_ID_RE, TaskPaths
+from bar.store.lock import FileLock, is_locked
+from bar.task.tasks import Task, load_task, new_id, open_task_named, validate_name
+
+# every git bar runs here, none of the developer's hooks (a `post-checkout` from
+# `worktree add`, a `reference-transaction` from each ref it moves)
+NO_HOOKS = ("-c", "core.hooksPath=/dev/null")
+
+HALF_MADE = "half-made"  # the intent, no task.json: undone
+UNFINISHED = "unfinished"  # task.json and the intent: the task is whole, the intent is dropped
+EMPTY = "empty"  # neither: killed before the intent was written, nothing was made outside
+
+
+def create_task(
+    project: Project,
+    name: str,
+    *,
+    base: str | None = None,
+    description: str | None = None,
+    tags: list[str] | None = None,
+) -> Task:
+    """Create the task, its branch and worktree, and make it the active task."""
+    validate_name(name)
+    config = project.config
+    base_ref = base or config.git.default_base
+    base_commit = git.resolve_commit(project.root, base_ref)
+    if base_commit is None:
+        # an option-like name is a bad command line; any other is a ref that is not there
+        raise (UsageError if base_ref.startswith("-") else NotFound)(
+            f"base {base_ref!r} does not name a commit in {project.root}",
+            hint="give an existing branch, tag or commit with --base",
+        )
+    metadata: dict[str, Any] = {}
+    # A description is prose someone typed, and may quote a token or a secret value; it
+    # reaches task.json and, on apply, a commit message: stored scrubbed, like argv.
+    if description:
+        metadata["description"] = known_secrets.scrub(description)
+    if tags:
+        metadata["tags"] = [known_secrets.scrub(tag) for tag in tags]
+    ensure_dir(project.paths.tasks)
+    ensure_dir(project.paths.workspaces)
+    with contextlib.ExitStack() as held:
+        with project.lock(f"bar task new {name}"):
+            clear_leftovers(project)
+            _refuse_taken(project, name)
+            task = _new_task(project, name, base_ref, base_commit, metadata)
+            ensure_dir(task.dir)
+            intent = CreateIntent(task.id, name, task.branch, base_commit, task.created_at)
+            try:
+                held.enter_context(task.lock(f"bar task new {name}", wait=False))
+                journals.write_create(task.paths, intent)
+            except BaseException:
+                shutil.rmtree(task.dir, ignore_errors=True)  # nothing else was made yet
+                raise
+        try:
+            _make(task)
+        except BaseException as exc:
+            _undo_after(project, intent, exc)
+            raise
+    project.log_event("task.created", task_id=task.id, name=name, base=base_commit)
+    project.log_event(
+        "worktree.created", task_id=task.id, path=str(task.worktree), branch=task.branch
+    )
+    project.set_active_task(task.id)
+    return task
+
+
+def _refuse_taken(project: Project, name: str) -> None:
+    """One open task per name, so that the name alone always finds it. Counted under the
+    project lock, with the tasks a live ``bar task new`` is still making (which hold
+    their intent, not yet task.json); a closed task's name is free again."""
+    other = open_task_named(project, name)
+    other_id = other.id if other else _being_made_as(project, name)
+    if other_id is not None:
+        raise AlreadyExists(
+            f"an open task is already named {name!r} ({other_id})",
+            hint=f"pick another name, or close that task first (`bar task close {other_id}`)",
+        )
+
+
+def name_holder(project: Project, name: str) -> str | None:
+    """The id of the open task called ``name``, or of one a live ``bar task new`` is
+    making under it (the caller holds the project lock)."""
+    other = open_task_named(project, name)
+    if other is not None:
+        return other.id
+    made = _being_made_as(project, name)
+    return made if made is not None and is_locked(project.paths.task(made).lock) else None
+
+
+def _being_made_as(project: Project, name: str) -> str | None:
+    """The id of a task called ``name`` that a live ``bar task new`` is making."""
+    for entry in sorted(project.paths.tasks.iterdir()):
+        if not TASK_ID_RE.match(entry.name) or entry.joinpath("task.json").exists():
+            continue
+        with contextlib.suppress(BarError):
+            intent = journals.read_create(project.paths.task(entry.name))
+            if intent is not None and intent.name == name:
+                return intent.task_id
+    return None
+
+
+def _new_task(
+    project: Project, name: str, base_ref: str, base_commit: str, metadata: dict[str, Any]
+) -> Task:
+    """The task record, with an id no task, worktree or branch uses (the caller holds
+    the project lock, so no other ``bar task new`` can take the same one)."""
+    prefix = project.config.git.branch_prefix
+    while True:
+        task_id = new_id()
+        branch = f"{prefix}{name}-{task_id}"
+        if not (
+            project.paths.task(task_id).dir.exists()
+            or os.path.lexists(project.paths.workspace(task_id))
+            or git.branch_exists(project.root, branch)
+        ):
+            break
+    if not git.check_branch_name(project.root, branch):
+        raise UsageError(f"{branch!r} is not a valid branch name")
+    now = now_iso()
+    return Task(
+        id=task_id, name=name, repo_root=str(project.root), base_ref=base_ref,
+        base_commit=base_commit, branch=branch, workspace_path=f"workspaces/{task_id}",
+        status="active", created_at=now, updated_at=now, closed_at=None, metadata=metadata,
+        snapshot_ref=f"refs/bar/tasks/{task_id}", project=project,
+    )  # fmt: skip
+
+
+def _make(task: Task) -> None:
+    """Everything after the intent, task.json last; removing the intent completes it."""
+    project, repo = task.project, task.project.root
+    ensure_dir(task.paths.artifacts)
+    faults.point(f"before moving {task.snapshot_ref}")
+    # ("": the ref must not exist yet, whatever the repository's object format)
+    _git(repo, "update-ref", "-m", f"bar: task {task.id} created", task.snapshot_ref,
+         task.base_commit, "")  # fmt: skip
+    faults.point(f"after moving {task.snapshot_ref}")
+    # git does not guard `.git/worktrees` against two `worktree add` at once: a
+    # concurrent one reads the other's half-written entry and fails.
+    with project.lock(f"bar task new {task.name}: worktree"):
+        faults.point("before adding the worktree")
+        _git(repo, "worktree", "add", "--quiet", "-b", task.branch, str(task.worktree),
+             task.base_commit)  # fmt: skip
+        faults.point("after adding the worktree")
+    snapshot.seed_index(task.worktree, task.index, task.base_commit, task.paths.git_dir,
+                        project.common_dir)  # fmt: skip
+    faults.point("after seeding the side index")
+    write_json_atomic(task.paths.task_json, task.to_record())
+    journals.clear_create(task.paths)
+    faults.point("after removing creating.json")
+
+
+def _undo_after(project: Project, intent: CreateIntent, exc: BaseException) -> None:
+    """Undo a creation that failed; if even that fails, the intent stays for ``finish``."""
+    with contextlib.suppress(BarError, OSError):  # a full disk must not stop the undo
+        project.log_event("task.failed", task_id=intent.task_id, error=str(exc))
+    try:
+        for said in undo(project, intent):
+            note(said)
+    except Exception as undo_exc:  # the failure that matters is the one being raised
+        warn(
+            f"could not undo the half-made task {intent.name} ({intent.task_id}): {undo_exc}; "
+            "`bar doctor --repair` clears it"
+        )
+
+
+def undo(project: Project, intent: CreateIntent) -> list[str]:
+    """Remove what ``bar task new`` made for ``intent``, then the task directory; say
+    what was kept. The caller holds the task lock. Every part can run again."""
+    repo = project.root
+    path = project.paths.workspace(intent.task_id)
+    kept: list[str] = []
+    # `worktree prune` must not see a worktree another process is adding
+    with project.lock(f"bar: undo task {intent.task_id}"):
+        _remove_worktree(repo, path)
+    faults.point("undo: after removing the worktree")
+    branch_ref = f"refs/heads/{intent.branch}"
+    if git.rev_parse(repo, branch_ref) is not None:
+        checked_out = any(e.get("branch") == branch_ref for e in git.worktree_list(repo))
+        # compare-and-delete: a branch that moved since holds someone's commits
+        if checked_out or _git(repo, "update-ref", "-d", branch_ref, intent.base_commit,
+                               check=False).returncode != 0:  # fmt: skip
+            kept.append(f"kept branch {intent.branch}: it has moved or is checked out")
+    faults.point("undo: after deleting the branch")
+    snapshot_ref = f"refs/bar/tasks/{intent.task_id}"
+    if git.rev_parse(repo, snapshot_ref) is not None:
+        _git(repo, "update-ref", "-d", snapshot_ref, intent.base_commit, check=False)
+    faults.point("undo: after deleting the snapshot ref")
+    _remove_task_dir(project.paths.task(intent.task_id))
+    with contextlib.suppress(BarError, OSError):  # the undo is done: a full disk can't undo it
+        project.log_event("task.undone", task_id=intent.task_id, name=intent.name)
+    return kept
+
+
+def _remove_task_dir(paths: TaskPaths) -> None:
+    """The intent goes last but for the lock: until then the directory reads as
+    half-made, and after it as empty, so a kill in between leaves it to be cleared."""
+    journal = journals.create_journal(paths)
+    for entry in paths.dir.iterdir():
+        if entry in (journal, paths.lock):
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry)
+        else:
+            entry.unlink()
+    faults.point("undo: after emptying the task directory")
+    journals.clear_create(paths)
+    shutil.rmtree(paths.dir, ignore_errors=True)
+    faults.point("undo: after removing the task directory")
+
+
+def _remove_worktree(repo: Path, path: Path) -> None:
+    """``git worktree remove --force`` and prune; what git does not remove of the task's
+    own path (a checkout cut short, never registered) is removed by hand."""
+    registered = _registered(repo, path)
+    if registered and path.is_dir() and not path.is_symlink():
+        if _holds_work(path):
+            raise BarError(
+                f"the worktree {path} of a half-made task holds files no checkout made; "
+                "it was kept",
+                hint="move what you need out of it, then run `bar doctor --repair` again",
+            )
+        _git(repo, "worktree", "remove", "--force", "--force", str(path), check=False)
+    if path.is_symlink():
+        path.unlink()
+    elif path.exists():
+        shutil.rmtree(path)
+    if registered:  # a `worktree add` that was killed leaves its entry locked
+        _git(repo, "worktree", "unlock", str(path), check=False)
+    _git(repo, "worktree", "prune", check=False)
+
+
+def _registered(repo: Path, path: Path) -> bool:
+    target = path.resolve()
+    return any(
+        Path(e["worktree"]).resolve() == target for e in git.worktree_list(repo) if "worktree" in e
+    )
+
+
+def _holds_work(path: Path) -> bool:
+    """True if the worktree holds changed or new files (a checkout cut short only lacks
+    files: nothing is lost by removing it)."""
+    res = _git(path, "status", "--porcelain", "-z", "--untracked-files=all", check=False)
+    if res.returncode != 0:
+        return False  # not a usable worktree: nothing of anyone's can be in it
+    entries = [e for e in res.out.split("\0") if e]
+    return any(not (len(e) > 2 and e[1] == "D" and e[0] in " D") for e in entries)
+
+
+def _git(repo: Path | str, *args: str, check: bool = True) -> Result:
+    return git.git(repo, *NO_HOOKS, *args, check=check)
+
+
+# --- what a killed bar left ------------------------------------------------------------
+
+
+def leftover(project: Project, task_id: str) -> str | None:
+    """What a killed ``bar task new`` left in the task directory ``task_id``, if anything:
+    ``HALF_MADE``, ``UNFINISHED`` or ``EMPTY``."""
+    paths = project.paths.task(task_id)
+    has_json = paths.task_json.exists()
+    if journals.create_journal(paths).exists():
+        return UNFINISHED if has_json else HALF_MADE
+    if has_json or not paths.dir.is_dir():
+        return None
+    # killed before the intent was written: only the lock, an empty artifacts directory
+    # and a temporary file can be there, and nothing outside (a task that lost its
+    # task.json has its side index, its ref, its worktree: it is not this)
+    for entry in paths.dir.iterdir():
+        empty_dir = entry == paths.artifacts and entry.is_dir() and not any(entry.iterdir())
+        if not (entry == paths.lock or empty_dir or entry.name.endswith(".tmp")):
+            return None
+    if os.path.lexists(project.paths.workspace(task_id)):
+        return None
+    return EMPTY if git.rev_parse(project.root, f"refs/bar/tasks/{task_id}") is None else None
+
+
+def describe(project: Project, task_id: str, state: str) -> str:
+    """What ``leftover`` found, for ``bar doctor``."""
+    if state == EMPTY:
+        return "an empty task directory left by a `bar task new` that was stopped"
+    if state == UNFINISHED:
+        return "a whole task whose creation journal a stopped `bar task new` left"
+    try:
+        intent = journals.read_create(project.paths.task(task_id))
+    except BarError as exc:
+        return f"a half-made task whose creation journal is unreadable ({exc})"
+    name = f"task {intent.name} ({task_id})" if intent else f"task {task_id}"
+    return (
+        f"{name} is half-made: bar was stopped while creating it; no command sees it, "
+        "but its worktree and branch may be there"
+    )
+
+
+def being_created(project: Project, task_id: str) -> bool:
+    """True while a live ``bar task new`` holds the task."""
+    return is_locked(project.paths.task(task_id).lock)
+
+
+def finish(project: Project, task_id: str) -> str:
+    """Undo a half-made task, or complete a whole one whose intent was left; raise
+    ``Locked`` if a live bar is still creating it. Says what it did."""
+    paths = project.paths.task(task_id)
+    with project.lock("bar: clear a half-made task"):
+        state = leftover(project, task_id)
+        if state is None:
+            return f"task {task_id}: another command has finished it"
+        with FileLock(paths.lock, f"task {task_id}", what="bar: clear a half-made task",
+                      wait=False):  # fmt: skip
+            if state == UNFINISHED:
+                task = load_task(project, task_id)  # task.json is written last: it is whole
+                journals.clear_create(paths)
+                return (
+                    f"task {task.name} ({task.id}) was whole: removed the journal a stopped "
+                    f"`bar task new` left (`bar task switch {task.id}` makes it active)"
+                )
+            intent = journals.read_create(paths) if state == HALF_MADE else None
+            if intent is None:
+                shutil.rmtree(paths.dir)
+                return f"removed the empty directory {task_id} a stopped `bar task new` left"
+            kept = undo(project, intent)
+            made = "worktree and snapshot ref" if kept else "worktree, branch and snapshot ref"
+            said = (f"removed task {intent.name} ({task_id}), left half-made by a stopped "
+                    f"`bar task new`, with its {made}")  # fmt: skip
+            return "; ".join([said, *kept])
+
+
+def clear_leftovers(project: Project) -> None:
+    """Finish what killed ``bar task new`` commands left (skipping ones still running)."""
+    if not project.paths.tasks.is_dir():
+        return
+    for entry in sorted(project.paths.tasks.iterdir()):
+        if not TASK_ID_RE.match(entry.name) or leftover(project, entry.name) is None:
+            continue
+        try:
+            note(finish(project, entry.name))
+        except Locked:
+            continue  # a live bar is creating it
+        except (BarError, OSError) as exc:
+            warn(f"could not clear the half-made task {entry.name}: {exc}")

@@ -1,0 +1,113 @@
+"""``bar task reopen``: a closed task becomes active again, its worktree back as recorded.
+
+A worktree that closing removed is recreated by the code ``bar doctor --repair`` uses
+for a missing one (``repairs.recreate_worktree``): ``git worktree add`` on the task
+branch, then the last recorded snapshot restored over it, so the agent finds exactly
+what the ledger says it left, uncommitted changes included. A worktree that was kept
+is used as it is: what was changed in it after closing is recorded as a ``manual``
+step by the next command, like any hand edit.
+
+A stopped reopen must not leave a half-restored worktree that the next command would
+take for hand edits, so ``reopening.json`` is written before the worktree is made and
+removed once it is whole; a reopen that finds it throws the worktree away and makes it
+again (it holds nothing but what the snapshots hold). It becomes the active task, and
+then is marked active: a reopen stopped in between is run again.
+
+A closed task's name may have been taken by a new task since; reopening it then would
+leave two open tasks of one name, which the name finds neither of, so it is refused
+until the other one is closed.
+"""
+
+from __future__ import annotations
+
+from bar import git
+from bar.base.clock import now_iso
+from bar.base.record import record
+from bar.changes import journals
+from bar.errors import AlreadyExists, BarError, NotFound
+from bar.project import repairs
+from bar.project.project import Project
+from bar.store.files import write_json_atomic
+from bar.task import new as task_new
+from bar.task import worktree
+from bar.task.tasks import Task, load_task, resolve_task
+
+
+@record(frozen=True)
+class Reopened:
+    task: Task
+    recreated: bool  # the worktree was made again (else: it had been kept)
+
+
+def reopen(project: Project, ref: str) -> Reopened:
+    """Make the closed task ``ref`` (id or name; of several of one name, the closed one)
+    active again, its worktree recreated at its last recorded state if it was removed."""
+    task = resolve_task(project, ref, closed=True)
+    with task.lock("bar task reopen"):
+        task = load_task(project, task.id)
+        if task.active:
+            raise BarError(
+                f"task {task.name} ({task.id}) is open",
+                hint=f"`bar task switch {task.id}` makes it the active task",
+            )
+        if journals.delete_journal(task.paths).exists():
+            raise BarError(
+                f"task {task.name} ({task.id}) was being deleted",
+                hint=f"`bar task delete {task.id}` finishes deleting it",
+            )
+        if git.rev_parse(project.root, f"refs/heads/{task.branch}") is None:
+            raise NotFound(
+                f"the branch {task.branch} of task {task.name} ({task.id}) was deleted, so "
+                "the task cannot be reopened",
+                hint=f"its record stays: `bar diff --task {task.id}` shows the work, "
+                f"`bar apply --task {task.id}` lands it; or start anew with `bar task new`",
+            )
+        # the name is claimed under the project lock, as `bar task new` claims one
+        with project.lock(f"bar task reopen {task.name}"):
+            _refuse_taken(task)
+            recreated = _make_worktree(task)
+            # active task first: a reopen stopped before the save is simply run again
+            project.set_active_task(task.id)
+            task.status = "active"
+            task.closed_at = None
+            task.save()
+        project.log_event("task.reopened", task_id=task.id, name=task.name)
+    return Reopened(task, recreated)
+
+
+def _refuse_taken(task: Task) -> None:
+    """One open task per name, as ``bar task new`` keeps it: two open tasks of one name
+    would leave the name finding neither (the caller holds the project lock)."""
+    other = task_new.name_holder(task.project, task.name)
+    if other is not None:
+        raise AlreadyExists(
+            f"an open task is already named {task.name!r} ({other}), so task "
+            f"{task.id} cannot be reopened under that name",
+            hint=f"close that task first (`bar task close {other}`), then run "
+            f"`bar task reopen {task.id}` again",
+        )
+
+
+def _make_worktree(task: Task) -> bool:
+    """Recreate the worktree unless it was kept whole; True if it was made."""
+    marker = task.dir / "reopening.json"
+    project = task.project
+    if task.worktree.is_dir() and not marker.exists():
+        return False  # kept on close (`--keep-worktree`)
+    where = worktree.holding(project.root, task.branch, task.worktree)
+    if where is not None:
+        raise BarError(
+            f"the branch {task.branch} of task {task.name} is checked out in {where}, and git "
+            "checks a branch out in one worktree at a time",
+            hint=f"switch {where} to another branch, then run `bar task reopen {task.id}` again",
+        )
+    write_json_atomic(marker, {"version": 1, "task_id": task.id, "started_at": now_iso()})
+    if task.worktree.exists():  # left half-made by a reopen that was stopped
+        with project.lock("bar task reopen: remove a half-made worktree"):
+            worktree.discard(project.root, task.worktree)
+    repairs.recreate_worktree(task)
+    marker.unlink()
+    project.log_event(
+        "worktree.created", task_id=task.id, path=str(task.worktree), branch=task.branch
+    )
+    return True

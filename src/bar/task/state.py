@@ -1,0 +1,124 @@
+"""Where a task stands, in one word: ``running``, ``applied``, ``active``, ``closed`` or
+``missing-worktree``.
+
+``bar task list`` asks this of every task, so it reads only what is cheap: whether the
+worktree directory is there (one stat, no scan of its files), whether a step's intent
+journal exists and a live process holds the task lock (the test ``bar status`` makes),
+and the newest lines of the ledger. "Applied" means an ``apply`` of the last recorded
+state is newer than every step that changed files (steps that changed nothing since keep
+it so), and the branch it landed on still has its commit (one ``git merge-base
+--is-ancestor``, for such a task only: a reset of that branch undoes the apply). Changes
+nobody recorded yet are not looked for here; ``bar status`` says whether there are any.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bar import git
+from bar.base.record import record
+from bar.git import DiffStat
+from bar.ledger.records import ApplyStep, DecisionStep
+from bar.store.lock import is_locked
+from bar.task.tasks import Task
+
+RUNNING = "running"
+APPLIED = "applied"
+ACTIVE = "active"
+CLOSED = "closed"
+MISSING_WORKTREE = "missing-worktree"
+
+
+@record(frozen=True)
+class TaskState:
+    state: str  # one of the words above
+    running: bool  # a `bar run` holds the task now
+    applied: bool  # the newest step applied the last recorded state
+    worktree_missing: bool  # an open task whose worktree directory is gone
+
+    @property
+    def label(self) -> str:
+        """As people read it (``missing worktree``)."""
+        return self.state.replace("-", " ")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"state": self.state, "running": self.running, "applied": self.applied,
+                "worktree_missing": self.worktree_missing}  # fmt: skip
+
+
+def is_running(task: Task) -> bool:
+    """A ``bar run`` is recording a step of the task right now."""
+    return task.paths.marker.exists() and is_locked(task.paths.lock)
+
+
+def is_applied(task: Task) -> bool:
+    """The last recorded state is applied: an apply of it is newer than every step that
+    changed the worktree (a step that changed nothing, or a decision, keeps it applied),
+    and its commit is still on the branch it landed on."""
+    apply: ApplyStep | None = None
+    state: str | None = None  # the last recorded state
+    for step in task.ledger.iter_reverse(warn=False):
+        if isinstance(step, DecisionStep):
+            continue
+        if isinstance(step, ApplyStep):
+            if apply is None:
+                if not step.snapshot:
+                    return False
+                apply = step
+            continue
+        if not step.snapshot:
+            continue
+        state = state or step.snapshot
+        if step.snapshot_before != step.snapshot:  # the newest step that changed files
+            return apply is not None and apply.snapshot == state and still_landed(task, apply)
+    return (apply is not None and apply.snapshot == (state or task.base_commit)
+            and still_landed(task, apply))  # fmt: skip
+
+
+def still_landed(task: Task, step: ApplyStep) -> bool:
+    """The commit ``step`` made is still on its target branch (nobody reset it away)."""
+    if not git.is_object_id(step.commit_sha):
+        return False
+    return git.is_ancestor(task.project.root, step.commit_sha, f"refs/heads/{step.target_branch}")
+
+
+def state_of(task: Task) -> TaskState:
+    running = task.active and is_running(task)
+    missing = task.active and not task.worktree.is_dir()
+    applied = is_applied(task)
+    if not task.active:
+        word = CLOSED
+    elif running:
+        word = RUNNING
+    elif missing:
+        word = MISSING_WORKTREE
+    elif applied:
+        word = APPLIED
+    else:
+        word = ACTIVE
+    return TaskState(word, running, applied, missing)
+
+
+@record(frozen=True)
+class TaskSummary:
+    task: Task
+    active: bool  # the project's active task
+    steps: int
+    last_step: str | None
+    diff_stat: DiffStat  # base -> last recorded state
+    state: TaskState  # running, applied, active, closed, missing-worktree
+
+    def to_json(self) -> dict[str, Any]:
+        rec = self.task.to_record()
+        rec.pop("version", None)
+        rec.update(active=self.active, steps=self.steps, last_step=self.last_step,
+                   diff_stat=self.diff_stat.to_record(), worktree=str(self.task.worktree))  # fmt: skip
+        rec.update(self.state.to_json())
+        return rec
+
+
+def summarize(task: Task, active_id: str | None = None) -> TaskSummary:
+    last = task.ledger.last()
+    stat = git.numstat(task.project.root, task.base_commit, task.recorded_snapshot())
+    return TaskSummary(task, task.id == active_id, last.number if last else 0,
+                       last.step_id if last else None, stat, state_of(task))  # fmt: skip

@@ -1,0 +1,110 @@
+"""Where a task stands (``bar status``): its steps, a running or interrupted step,
+unrecorded changes, conflict markers a sync left unresolved, nested repositories and how
+steps are confined. Reads only; never
+waits for a running step."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bar.base.record import field, record
+from bar.changes import conflict_markers, journals
+from bar.changes.fast import stamps
+from bar.changes.journals import RunIntent
+from bar.errors import TaskNotFound
+from bar.ledger import steps
+from bar.project.project import Location, Project
+from bar.store.lock import is_locked
+from bar.task.state import TaskState, state_of
+from bar.task.tasks import Task, resolve_task
+
+
+@record(frozen=True)
+class Status:
+    project: Project
+    task: Task | None
+    no_task_reason: str | None  # why there is no task, when there is none
+    steps: int = 0
+    last_step: str | None = None
+    running: RunIntent | None = None  # the step running now
+    interrupted: RunIntent | None = None  # a step whose bar died; recorded by the next command
+    unrecorded_changes: bool | None = None  # None: not known (busy, closed, no worktree)
+    nested_repos: list[str] = field(default_factory=list)  # their files are not recorded
+    sandbox: dict[str, Any] = field(default_factory=dict)  # how steps here are confined
+    checkpoints: int = 0  # taken so far in the running step (an agent session)
+    state: TaskState | None = None  # running, applied, active, closed, missing-worktree
+    # files where the last recorded state still holds the conflict markers a sync left
+    unresolved_conflicts: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        info: dict[str, Any] = {
+            "project": self.project.name,
+            "root": str(self.project.root),
+            "dir": str(self.project.dir),
+            "config": str(self.project.paths.config),
+            "shared_config": (
+                str(shared) if (shared := self.project.shared_config_path()).is_file() else None
+            ),
+        }
+        if self.task is None:
+            info.update(task=None, message=self.no_task_reason)
+            return info
+        t = self.task
+        info["task"] = {"id": t.id, "name": t.name, "status": t.status, "branch": t.branch,
+                        "worktree": str(t.worktree), "steps": self.steps,
+                        "last_step": self.last_step}  # fmt: skip
+        if self.state is not None:
+            info["task"].update(self.state.to_json())
+        r = self.running
+        info["running"] = (
+            {"step_id": r.step_id, "pid": r.pid, "cmd": r.cmd, "started_at": r.started_at,
+             "checkpoints": self.checkpoints}
+            if r else None
+        )  # fmt: skip
+        info["interrupted_step"] = self.interrupted.step_id if self.interrupted else None
+        info["unrecorded_changes"] = self.unrecorded_changes
+        info["unresolved_conflicts"] = self.unresolved_conflicts
+        info["sandbox"] = self.sandbox
+        info["nested_repos"] = self.nested_repos
+        return info
+
+
+def status(loc: Location, ref: str | None = None) -> Status:
+    """Where things stand: the task, a running or interrupted step, unrecorded changes.
+    Reads only; never waits for a running step."""
+    try:
+        task = resolve_task(loc.project, ref, from_cwd=loc.task_id)
+    except TaskNotFound as exc:  # a broken file is an error here too, not "no task"
+        if ref:
+            raise
+        return Status(loc.project, None, str(exc))
+    last = task.ledger.last()
+    busy = is_locked(task.paths.lock)
+    marker = journals.read_run(task.paths)
+    unrecorded = None
+    from bar.sandbox import status as sandbox_status
+
+    if task.active and task.worktree.is_dir() and not busy:
+        unrecorded = steps.has_unrecorded_changes(task)
+    return Status(
+        loc.project, task, None,
+        steps=last.number if last else 0,
+        last_step=last.step_id if last else None,
+        running=marker if marker and busy else None,
+        checkpoints=_taken(task, marker.step_id) if marker and busy else 0,
+        interrupted=marker if marker and not busy else None,
+        unrecorded_changes=unrecorded,
+        nested_repos=stamps.nested_repositories(task.index),
+        sandbox=sandbox_status(loc.project.config.sandbox),
+        state=state_of(task),
+        unresolved_conflicts=conflict_markers.unresolved(task, task.recorded_snapshot()),
+    )  # fmt: skip
+
+
+def _taken(task: Task, step_id: str) -> int:
+    """How many checkpoints the running step holds (lines of its checkpoints file)."""
+    try:
+        with open(task.paths.artifacts / f"{step_id}.checkpoints.jsonl", "rb") as fh:
+            return sum(1 for line in fh if line.startswith(b'{"checkpoint"'))  # (not amends)
+    except OSError:
+        return 0

@@ -1,0 +1,403 @@
+"""Tasks: a named piece of work with its own branch, worktree, ledger and snapshot chain.
+
+``task.json`` holds the fields of SPEC §1 exactly, and is the last thing ``bar task new``
+writes (``bar.task.new``): a task directory without it is a task bar did not finish
+creating, which no listing or lookup returns.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from bar import git
+from bar.base.clock import now_iso
+from bar.base.notices import warn
+from bar.base.record import field, record
+from bar.changes.fast import speed
+from bar.errors import BarError, CorruptFile, NotFound, TaskNotFound, UsageError
+from bar.ledger.jsonl import Ledger
+from bar.ledger.migrate import upgrade
+from bar.project.project import Project
+from bar.store.files import read_json, write_json_atomic
+from bar.store.layout import TASK_ID_RE, TaskPaths
+from bar.store.lock import FileLock
+
+NAME_MAX = 64
+_ID_ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-"
+
+
+def validate_name(name: str) -> str:
+    """Return ``name`` if it can name a task (and a branch); else say what is wrong."""
+    problem = None
+    if not name:
+        problem = "it is empty"
+    elif len(name) > NAME_MAX:
+        problem = f"it is {len(name)} characters long (at most {NAME_MAX})"
+    elif "/" in name or "\\" in name:
+        problem = "it contains a slash"
+    elif ".." in name:
+        problem = "it contains '..'"
+    elif any(ch.isspace() for ch in name):
+        problem = "it contains whitespace"
+    elif any(unicodedata.category(ch).startswith("C") for ch in name):
+        problem = "it contains a control character"
+    elif name.startswith(("-", ".")):
+        problem = f"it starts with {name[0]!r}"
+    elif name.endswith((".", ".lock")):
+        problem = "it ends with '.' or '.lock'"
+    elif any(ch in name for ch in "~^:?*[@{}"):
+        bad = next(ch for ch in name if ch in "~^:?*[@{}")
+        problem = f"it contains {bad!r}, which git does not allow in branch names"
+    if problem:
+        raise UsageError(
+            f"invalid task name {name!r}: {problem}",
+            hint="use letters, digits, '-', '_' and '.', e.g. fix-login-bug",
+        )
+    return name
+
+
+def new_id(size: int = 8) -> str:
+    """An 8-character nanoid. Never starts with ``-`` so it can't be mistaken for a flag."""
+    import secrets  # only a new task needs it
+
+    while True:
+        value = "".join(secrets.choice(_ID_ALPHABET) for _ in range(size))
+        if not value.startswith("-"):
+            return value
+
+
+@record
+class Task:
+    id: str
+    name: str
+    repo_root: str
+    base_ref: str
+    base_commit: str
+    branch: str
+    workspace_path: str
+    status: str
+    created_at: str
+    updated_at: str
+    closed_at: str | None
+    metadata: dict[str, Any]
+    snapshot_ref: str
+    project: Project = field(repr=False, compare=False)
+    # ext: the base the task started from, set once its base first moves (``bar.history.bases``)
+    first_base: str | None = None
+
+    @cached_property
+    def paths(self) -> TaskPaths:
+        return self.project.paths.task(self.id)
+
+    @property
+    def dir(self) -> Path:
+        return self.paths.dir
+
+    @property
+    def worktree(self) -> Path:
+        return self.project.dir / self.workspace_path
+
+    @property
+    def index(self) -> Path:
+        return self.paths.index
+
+    @cached_property
+    def ledger(self) -> Ledger:
+        # one Ledger per loaded task, so that a bad line is reported once per command
+        return Ledger(self.paths.ledger)
+
+    @property
+    def active(self) -> bool:
+        return self.status == "active"
+
+    def lock(self, what: str = "", *, wait: bool = True) -> FileLock:
+        return FileLock(self.paths.lock, f"task {self.name} ({self.id})", what=what, wait=wait)
+
+    def to_record(self) -> dict[str, Any]:
+        return {
+            "version": 1,
+            "id": self.id,
+            "name": self.name,
+            "repo_root": self.repo_root,
+            "base_ref": self.base_ref,
+            "base_commit": self.base_commit,
+            "branch": self.branch,
+            "workspace_path": self.workspace_path,
+            "status": self.status,
+            "created_at": self.created_at,
+            "updated_at": self.updated_at,
+            "closed_at": self.closed_at,
+            "metadata": self.metadata,
+            "snapshot_ref": self.snapshot_ref,
+            **({"first_base": self.first_base} if self.first_base else {}),
+        }
+
+    def save(self) -> None:
+        self.updated_at = now_iso()
+        write_json_atomic(self.paths.task_json, self.to_record())
+
+    def recorded_snapshot(self) -> str:
+        """The last state the ledger knows of (the base commit before any step)."""
+        return self.ledger.last_snapshot() or self.base_commit
+
+    @property
+    def git_cwd(self) -> Path:
+        """Where bar runs git for this task: its worktree, or the repository once the
+        worktree was removed (a closed task's record is all in the shared object store)."""
+        return self.worktree if self.worktree.is_dir() else self.project.root
+
+    def require_worktree(self) -> None:
+        """A command that changes the task needs it open and its worktree present."""
+        if not self.active:
+            raise BarError(
+                f"task {self.name} ({self.id}) is closed",
+                hint=f"`bar task reopen {self.id}` makes it active again, or start a new "
+                "task with `bar task new NAME`",
+            )
+        if not self.worktree.is_dir():
+            raise NotFound(
+                f"the worktree of task {self.name} is missing: {self.worktree}",
+                hint="run `bar doctor` to check the task",
+            )
+
+
+def _require_str(rec: dict[str, Any], key: str, path: Path) -> str:
+    value = rec.get(key)
+    if not isinstance(value, str) or not value:
+        raise CorruptFile(f"task.json at {path} has no valid {key!r}")
+    return value
+
+
+def _is_branch_name(name: str) -> bool:
+    """A cheap form of `git check-ref-format --branch`: enough that a branch read back
+    from task.json can never be taken by git as an option or a revision expression."""
+    return not (
+        name.startswith(("-", "/", "."))
+        or name.endswith(("/", ".", ".lock"))
+        or ".." in name
+        or "//" in name
+        or "@{" in name
+        or any(ch in name for ch in " ~^:?*[\\")
+        or any(unicodedata.category(ch).startswith("C") for ch in name)
+    )
+
+
+def load_task(project: Project, task_id: str) -> Task:
+    if not TASK_ID_RE.match(task_id):
+        raise TaskNotFound(f"no task with id {task_id!r}")
+    paths = project.paths.task(task_id)
+    path = paths.task_json
+    for own in (paths.dir, path):  # bar's own files are never links; one may point anywhere
+        if own.is_symlink():
+            raise CorruptFile(
+                f"{own} is a symbolic link; bar does not follow links in its own files",
+                hint="run `bar doctor` to check the project",
+            )
+    try:
+        rec = read_json(path, "task.json")
+    except FileNotFoundError:
+        if (paths.dir / "creating.json").exists():
+            raise TaskNotFound(
+                f"task {task_id} was never finished: bar stopped while creating it",
+                hint="`bar doctor --repair` or the next `bar task new` clears it",
+            ) from None
+        if paths.dir.is_dir():
+            raise CorruptFile(
+                f"task.json at {path} is missing", hint="run `bar doctor` to check the project"
+            ) from None
+        raise TaskNotFound(
+            f"no task with id {task_id!r}", hint="`bar task list` shows the tasks"
+        ) from None
+    rec = upgrade("task", rec, path)
+    status = _require_str(rec, "status", path)
+    if status not in ("active", "closed"):
+        raise CorruptFile(f"task.json at {path} has unknown status {status!r}")
+    workspace = _require_str(rec, "workspace_path", path)
+    if workspace != f"workspaces/{task_id}":
+        raise CorruptFile(
+            f"task.json at {path} has workspace_path {workspace!r}; expected 'workspaces/{task_id}'"
+        )
+    if rec.get("id") != task_id:
+        raise CorruptFile(f"task.json at {path} names id {rec.get('id')!r}, not {task_id!r}")
+    # these reach git's command line: a tampered value must not become an option
+    base_commit = _require_str(rec, "base_commit", path)
+    if not git.is_object_id(base_commit):
+        raise CorruptFile(f"task.json at {path} has an invalid base_commit {base_commit!r}")
+    branch = _require_str(rec, "branch", path)
+    if not _is_branch_name(branch):
+        raise CorruptFile(f"task.json at {path} has an invalid branch {branch!r}")
+    snapshot_ref = rec.get("snapshot_ref") or f"refs/bar/tasks/{task_id}"
+    if snapshot_ref != f"refs/bar/tasks/{task_id}":
+        raise CorruptFile(
+            f"task.json at {path} has snapshot_ref {snapshot_ref!r}; "
+            f"expected 'refs/bar/tasks/{task_id}'"
+        )
+    first_base = rec.get("first_base")
+    if first_base is not None and not git.is_object_id(first_base):
+        raise CorruptFile(f"task.json at {path} has an invalid first_base {first_base!r}")
+    repo_root = _require_str(rec, "repo_root", path)
+    if not Path(repo_root).is_absolute():
+        raise CorruptFile(f"task.json at {path} has a relative repo_root {repo_root!r}")
+    metadata = rec.get("metadata")
+    closed_at = rec.get("closed_at")
+    task = Task(
+        id=task_id,
+        name=_require_str(rec, "name", path),
+        repo_root=repo_root,
+        base_ref=_require_str(rec, "base_ref", path),
+        base_commit=base_commit,
+        branch=branch,
+        workspace_path=workspace,
+        status=status,
+        created_at=_require_str(rec, "created_at", path),
+        updated_at=_require_str(rec, "updated_at", path),
+        closed_at=closed_at if isinstance(closed_at, str) else None,
+        metadata=metadata if isinstance(metadata, dict) else {},
+        snapshot_ref=snapshot_ref,
+        project=project,
+        first_base=first_base,
+    )
+    if status == "active" or task.worktree.is_dir():  # (a closed task's kept worktree too)
+        _pin(task)
+    _configure_speed(project)
+    return task
+
+
+def _configure_speed(project: Project) -> None:
+    """Tell the speed layer whether this project wants it (``speed.fast``); a config
+    that cannot be read leaves it as it was: the command that reads it says why."""
+    try:
+        speed.configure(project.config.speed.fast)
+    except BarError:
+        pass
+
+
+def admin_dir(common: Path, worktree: Path) -> Path | None:
+    """The worktree's own admin directory in the repository (``<git dir>/worktrees/<name>``).
+
+    git names it after the worktree's directory (with a number added only if that name
+    was taken); a step can write the files in it but cannot rename or make directories
+    beside it, so the name decides. Only when it is missing are the others' ``gitdir``
+    files asked which one names the worktree."""
+    folder = common / "worktrees"
+    first = folder / worktree.name
+    if first.is_dir() and not first.is_symlink():
+        return first
+    expected = str(worktree / ".git").encode()
+    try:
+        candidates = sorted(folder.iterdir())
+    except OSError:
+        return None
+    for cand in candidates:
+        try:
+            said = (cand / "gitdir").read_bytes().strip()
+        except OSError:
+            continue
+        if said == expected and not cand.is_symlink():
+            return cand
+    return None
+
+
+def _pin(task: Task) -> None:
+    """bar's git in the worktree uses the git directories bar found, not those named by
+    files a step can write (``git.pin``)."""
+    common = task.project.common_dir
+    admin = admin_dir(common, task.worktree)
+    if admin is not None:
+        git.pin(task.worktree, admin, common)
+    git.pin_own(task.dir, task.paths.git_dir, common, task.worktree)
+
+
+def list_tasks(project: Project) -> list[Task]:
+    tasks: list[Task] = []
+    if not project.paths.tasks.is_dir():
+        return tasks
+    for entry in sorted(project.paths.tasks.iterdir()):
+        if entry.is_dir() and TASK_ID_RE.match(entry.name) and (entry / "task.json").exists():
+            try:
+                tasks.append(load_task(project, entry.name))
+            except BarError as exc:
+                warn(str(exc))
+    tasks.sort(key=lambda t: (t.created_at, t.id))
+    return tasks
+
+
+ID_PREFIX_MIN = 4  # like git's shortest abbreviation of an object id
+
+
+def resolve_task(
+    project: Project, ref: str | None, *, from_cwd: str | None = None, closed: bool = False
+) -> Task:
+    """The task named by ``ref``, else the one whose worktree we are in, else the active
+    task. ``ref`` is tried as a whole id, then as a name (an open task before closed
+    ones; ``closed``: a closed one before open ones), then as the start of an id (at
+    least ``ID_PREFIX_MIN`` characters). A name that also starts another task's id is
+    refused as ambiguous (``UsageError``)."""
+    if ref is not None:
+        if not ref:
+            raise UsageError("an empty task name was given", hint="give a task id or name")
+        if TASK_ID_RE.match(ref) and project.paths.task(ref).dir.is_dir():
+            return load_task(project, ref)
+        return _by_name_or_prefix(project, ref, closed=closed)
+    if from_cwd:
+        return load_task(project, from_cwd)
+    active_id = project.active_task_id()
+    if not active_id:
+        raise TaskNotFound(
+            "there is no active task",
+            hint="create one with `bar task new NAME` or pick one with `bar task switch`",
+        )
+    return load_task(project, active_id)
+
+
+def _listed(found: list[Task]) -> str:
+    return ", ".join(f"{t.id} ({t.name}, {t.status})" for t in found)
+
+
+def _by_name_or_prefix(project: Project, ref: str, *, closed: bool = False) -> Task:
+    every = list_tasks(project)
+    named = [t for t in every if t.name == ref]
+    if named and len(ref) >= ID_PREFIX_MIN:
+        # `bar task list` shows ids: whoever typed the start of one may not know of a
+        # task that happens to be named so, and must not get that one silently
+        ids = {t.id for t in named}
+        others = [t for t in every if t.id.startswith(ref) and t.id not in ids]
+        if others:
+            raise UsageError(
+                f"{ref!r} names {_listed(named)} and starts the id of {_listed(others)}",
+                hint="give the full id of the task you mean",
+            )
+    open_ = [t for t in named if t.active != closed]
+    if len(open_) == 1:
+        return open_[0]
+    if len(named) == 1:
+        return named[0]
+    if named:
+        which = "open tasks are" if bool(open_) != closed else "closed tasks are"
+        raise UsageError(
+            f"{len(open_ or named)} {which} named {ref!r}: {_listed(open_ or named)}",
+            hint="give the task's id (or its first characters) instead of the name",
+        )
+    starting = [t for t in every if t.id.startswith(ref)]
+    if len(starting) == 1 and len(ref) >= ID_PREFIX_MIN:
+        return starting[0]
+    if len(starting) > 1 and len(ref) >= ID_PREFIX_MIN:
+        raise UsageError(
+            f"{len(starting)} task ids start with {ref!r}: {_listed(starting)}",
+            hint="give more characters of the id",
+        )
+    hint = "`bar task list --all` shows every task, closed ones too"
+    if starting:
+        hint = (
+            f"an id is found by its first {ID_PREFIX_MIN} characters or more "
+            f"({ref!r} starts {_listed(starting)}); " + hint
+        )
+    raise TaskNotFound(f"no task with id or name {ref!r}", hint=hint)
+
+
+def open_task_named(project: Project, name: str) -> Task | None:
+    """The open task called ``name``, if there is one."""
+    return next((t for t in list_tasks(project) if t.active and t.name == name), None)
