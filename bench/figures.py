@@ -503,7 +503,8 @@ def _run_path_modules(f: Fixture, wt: Path, *, served: bool) -> list[str]:
     step = ("import os, sys\nsys.argv = ['bar', 'run', '--no-pty', '--', 'true']\n"
             f"_exit = os._exit\nos._exit = lambda code: (open({str(listing)!r}, 'w').write("
             "' '.join(sys.modules)), _exit(code))\n"
-            f"from bar.cli.main import main\nmain(resident={served})\n")  # fmt: skip
+            + ("from bar.cli.entry import main\nmain(sys.argv[1:])\n" if served else
+               "from bar.cli.main import main\nmain()\n"))  # fmt: skip
     f.run([f.tools.python, "-c", _LOADED.format(before=step, out=str(listing))], wt)
     f.run([f.tools.python, "-c", _LOADED.format(before="", out=str(plain))], wt)
     already = set(plain.read_text().split()) | {"__main__"}

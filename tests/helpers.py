@@ -190,7 +190,7 @@ def git_commands(trace: Path) -> list[str]:
     return names
 
 
-def side_index(task: dict[str, Any]) -> Path:
+def side_index_of(task: dict[str, Any]) -> Path:
     """The task's side index (``tasks/<id>/index``), by which its lookout is asked."""
     return task_dir(str(task["id"])) / "index"
 
@@ -209,7 +209,7 @@ def lookout_started(capfd: pytest.CaptureFixture[str], repo: Path,
     # lookout sure (a full look)
     for _ in range(3):
         assert bar(capfd, "run", "--", "true").code == 0
-    said = watcher.status(side_index(task))
+    said = watcher.status(side_index_of(task))
     assert said is not None and said["sure"] is True
     return task, worktree(task)
 

@@ -32,7 +32,7 @@ from helpers import (
     new_task,
     plain_git_tree,
     recorded_tree,
-    side_index,
+    side_index_of,
     task_dir,
     worktree,
 )
@@ -81,7 +81,7 @@ def _wait_gone(pid: int, seconds: float = 10.0) -> bool:
 
 
 def _pid(task: dict[str, object]) -> int:
-    said = watcher.status(side_index(task))
+    said = watcher.status(side_index_of(task))
     assert said is not None
     return int(said["pid"])
 
@@ -144,7 +144,7 @@ def test_a_change_is_reported_until_a_snapshot_has_it(
     """Asking is not forgetting: a command that asked and died before its snapshot
     leaves the path to the next one; a path changed again after the question is kept."""
     task, wt = lookout_started(capfd, repo)
-    index = side_index(task)
+    index = side_index_of(task)
     base = ledger(str(task["id"]))[-1]["snapshot"]
     (wt / "one.txt").write_text("1\n")
     first = watcher.look(index, base)
@@ -168,7 +168,7 @@ def test_a_state_recorded_behind_its_back_makes_it_unsure_until_a_full_look(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:  # fmt: skip
     task, wt = lookout_started(capfd, repo)
-    index = side_index(task)
+    index = side_index_of(task)
     base = ledger(str(task["id"]))[-1]["snapshot"]
     sight = watcher.look(index, base)
     assert sight is not None
@@ -251,7 +251,7 @@ def test_it_exits_when_idle_when_asked_and_when_its_task_goes(
     for _ in range(2):
         assert bar(capfd, "run", "--", "true").code == 0
     pid = _pid(task)
-    watcher.stop(side_index(task))
+    watcher.stop(side_index_of(task))
     assert _wait_gone(pid)
     for _ in range(2):
         assert bar(capfd, "run", "--", "true").code == 0
@@ -269,7 +269,7 @@ def test_no_lookout_is_started_when_the_idle_time_is_zero(
     task = new_task(capfd)
     for _ in range(3):
         assert bar(capfd, "run", "--", "true").code == 0
-    assert not watcher.running(side_index(task))
+    assert not watcher.running(side_index_of(task))
 
 
 def test_a_rollback_leaves_it_sure(
@@ -283,7 +283,7 @@ def test_a_rollback_leaves_it_sure(
     assert bar(capfd, "run", "--", "sh", "-c", "echo 2 > n/m/f && echo 3 > g").code == 0
     time.sleep(SETTLE)
     assert bar(capfd, "rollback").code == 0
-    said = watcher.status(side_index(task))
+    said = watcher.status(side_index_of(task))
     assert said is not None and said["sure"] is True
     (wt / "n" / "m" / "f").write_text("hand\n")
     _recorded_without_a_stat(capfd, monkeypatch, tmp_path, repo, task, wt)
@@ -299,7 +299,7 @@ def test_lookouts_leave_the_user_inotify_room(
     second = new_task(capfd, "t2")
     for _ in range(3):
         assert bar(capfd, "run", "--task", "t2", "--", "true").code == 0
-    assert watcher.running(side_index(first)) and not watcher.running(side_index(second))
+    assert watcher.running(side_index_of(first)) and not watcher.running(side_index_of(second))
 
 
 def test_a_commit_in_a_nested_repository_is_recorded_by_the_next_command(
@@ -352,7 +352,7 @@ def test_what_a_snapshot_leaves_out_is_reported_again(
     before = the_task.recorded_snapshot()
     snap = snapshot.take(the_task.worktree, the_task.index, the_task.snapshot_ref, before,
                          "a checkpoint", ["kept"])  # fmt: skip
-    sight = watcher.look(side_index(task), snap.commit)
+    sight = watcher.look(side_index_of(task), snap.commit)
     assert sight is not None and sight.paths is not None
     assert "kept" in sight.paths or "kept/settings.json" in sight.paths
     assert "other.txt" not in sight.paths
@@ -376,4 +376,4 @@ def test_bar_without_new_privileges_starts_no_lookout(
         ran = subprocess.run([sys.executable, "-c", wrapper, BAR_EXE, "run", "--", "true"],
                              cwd=worktree(task), capture_output=True, text=True)  # fmt: skip
         assert ran.returncode == 0, ran.stderr
-    assert not watcher.running(side_index(task))
+    assert not watcher.running(side_index_of(task))

@@ -392,7 +392,7 @@ def _resident(tmp_path: Path, module: Path) -> Iterator[Resident]:
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.bind(str(tmp_path / "listener"))
     try:
-        warm = Resident(sock.fileno(), str(tmp_path / "listener"), 60)
+        warm = Resident(sock.fileno(), str(tmp_path / "listener"), 60, lambda argv: 0)
         warm.loaded = {str(module): module.stat().st_mtime_ns}
         yield warm
     finally:
@@ -469,8 +469,8 @@ def _resident_pid() -> int:
             stat = (proc / "stat").read_text().rpartition(")")[2].split()
         except OSError:
             continue
-        ours = b"bar.changes.fast.resident_daemon" in cmdline and socket_path in cmdline
-        if ours and "bar.changes.fast.resident_daemon" not in _cmdline(int(stat[1])):
+        ours = b"bar.cli.warm" in cmdline and socket_path in cmdline
+        if ours and "bar.cli.warm" not in _cmdline(int(stat[1])):
             return int(proc.name)  # (not a fork of it: the resident itself)
     return 0
 
@@ -483,15 +483,27 @@ def _wait(done: Callable[[], bool], seconds: float = 15.0) -> None:
 
 
 def test_the_bar_command_loads_no_more_than_it_needs_to_be_served() -> None:
-    """``bin/bar`` loads ``bar.changes.fast.resident`` alone (``_socket`` once it sends), and that
-    module no ``__future__`` (0.3 ms of a command that takes some 50)."""
-    probe = ("import sys\nbefore = set(sys.modules)\nfrom bar.changes.fast import resident\n"
+    """``bin/bar`` loads ``bar.cli.entry`` and ``bar.changes.fast.resident`` alone (and their
+    packages, which import nothing; ``_socket`` once it sends), and those no ``__future__`` (0.3 ms of a
+    command that takes some 50)."""
+    probe = ("import sys\nbefore = set(sys.modules)\nfrom bar.cli import entry\n"
              "print(' '.join(sorted(set(sys.modules) - before)))")  # fmt: skip
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                          check=True).stdout.split()  # fmt: skip
-    assert set(out) <= {"bar", "bar.changes.fast.resident"}, out
+    packages = {"bar", "bar.cli", "bar.changes", "bar.changes.fast"}
+    assert set(out) <= packages | {"bar.cli.entry", "bar.changes.fast.resident"}, out
+    source = Path(entry_file()).parent
+    for name in packages - {"bar"}:
+        init = source.joinpath(*name.split(".")[1:], "__init__.py")
+        assert "import" not in init.read_text(), f"{name} loads more when bar starts"
     script = Path(BAR_EXE).read_text()
-    assert "from bar.changes.fast.resident import main" in script and "bar.cli.main" not in script
+    assert "from bar.cli.entry import main" in script and "bar.cli.main" not in script
+
+
+def entry_file() -> str:
+    import bar
+
+    return str(bar.__file__)
 
 
 def test_it_compiles_the_patterns_of_its_projects_policies_ahead(

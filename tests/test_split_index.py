@@ -5,7 +5,7 @@ Git keeps in the written part of a split index every entry that replaces a share
 and starts a new shared part only when a fifth of the entries are new ones; entries it
 wrote as racily clean when it split (right after ``git reset --hard`` made a task's
 worktree) are replacements, and so stay there on every write. bar sees a crowded written
-part by its header and has the next write start a new shared part (``snapshot.crowded``).
+part by its header and has the next write start a new shared part (``side_index.crowded``).
 """
 
 from __future__ import annotations
@@ -16,14 +16,14 @@ from pathlib import Path
 
 import pytest
 
-from bar.history import snapshot
+from bar.history import side_index, snapshot
 from helpers import (
     bar,
     init_clean,
     new_task,
     plain_git_tree,
     recorded_tree,
-    side_index,
+    side_index_of,
     task_dir,
     worktree,
 )
@@ -59,7 +59,7 @@ def test_a_crowded_side_index_is_split_again_by_the_next_snapshot(
     init_clean(repo, capfd)
     task = new_task(capfd)
     wt = worktree(task)
-    index = side_index(task)
+    index = side_index_of(task)
     assert bar(capfd, "run", "--", "true").code == 0
     # every entry replaced (a mode changed and changed back): git keeps them all in the
     # written part, as it keeps the entries it wrote racily clean
@@ -68,7 +68,7 @@ def test_a_crowded_side_index_is_split_again_by_the_next_snapshot(
     for mode in ("+x", "-x"):
         _git_on_index(task, "update-index", f"--chmod={mode}", "-z", "--stdin", input=names)
     assert _entries_written(index) >= FILES  # (the state this test is about)
-    assert snapshot.crowded(index)
+    assert side_index.crowded(index)
 
     # git writes racily clean entries (a file written within the second the index is) as
     # replacements again: the new shared part is written once they are not
@@ -76,7 +76,7 @@ def test_a_crowded_side_index_is_split_again_by_the_next_snapshot(
     (wt / "d3" / "f3.txt").write_text("a hand edit\n")
     assert bar(capfd, "run", "--", "sh", "-c", "echo step > d5/f5.txt").code == 0
     assert recorded_tree(repo, task) == plain_git_tree(wt, tmp_path)
-    assert not snapshot.crowded(index)
+    assert not side_index.crowded(index)
     assert _entries_written(index) < 16
     # and it stays small: each write holds what changed since the new shared part
     for n in range(3):
@@ -86,10 +86,10 @@ def test_a_crowded_side_index_is_split_again_by_the_next_snapshot(
 
 
 def test_an_index_that_is_not_split_or_not_there_is_not_crowded(tmp_path: Path) -> None:
-    assert not snapshot.crowded(tmp_path / "missing")
+    assert not side_index.crowded(tmp_path / "missing")
     (tmp_path / "short").write_bytes(b"DIRC\0\0")
-    assert not snapshot.crowded(tmp_path / "short")
+    assert not side_index.crowded(tmp_path / "short")
     (tmp_path / "other").write_bytes(b"XXXX" + bytes(4) + (1000).to_bytes(4, "big"))
-    assert not snapshot.crowded(tmp_path / "other")
+    assert not side_index.crowded(tmp_path / "other")
     (tmp_path / "full").write_bytes(b"DIRC" + bytes(4) + snapshot.CROWDED.to_bytes(4, "big"))
-    assert snapshot.crowded(tmp_path / "full")
+    assert side_index.crowded(tmp_path / "full")

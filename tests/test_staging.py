@@ -22,7 +22,7 @@ import pytest
 
 from bar.changes.fast import staging, watcher
 from bar.git import exact
-from bar.history import snapshot
+from bar.history import patches, side_index, snapshot
 from bar.store.lock import FileLock
 from helpers import (
     bar,
@@ -30,7 +30,7 @@ from helpers import (
     lookout_started,
     plain_git_tree,
     recorded_tree,
-    side_index,
+    side_index_of,
     task_dir,
 )
 
@@ -40,7 +40,7 @@ def _staged(task: dict[str, object], seconds: float = 5.0) -> Path | None:
     folder = task_dir(str(task["id"]))
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
-        said = watcher.status(side_index(task))
+        said = watcher.status(side_index_of(task))
         if said is not None and said.get("staged"):
             copies = [p for p in folder.iterdir() if p.name.startswith(staging.PREFIX)
                       and not p.name.endswith((".lock", staging.PATCH))]  # fmt: skip
@@ -72,7 +72,7 @@ def test_a_staged_hand_edit_is_taken_and_recorded_as_plain_git_writes_it(
     assert bar(capfd, "run", "--", "true").code == 0
     staged = taken = 0
     added: list[object] = []  # what the looks for hand edits added themselves
-    take, write_whole = snapshot.take, snapshot.write_whole
+    take, write_whole = snapshot.take, side_index.write_whole
     looking = [False]
 
     def taking(*args: Any, **kwargs: Any) -> Any:
@@ -88,7 +88,7 @@ def test_a_staged_hand_edit_is_taken_and_recorded_as_plain_git_writes_it(
         return write_whole(*args, **kwargs)
 
     patched: list[object] = []  # the patches the command wrote itself
-    write_patch = snapshot.write_patch
+    write_patch = patches.write_patch
     asked: list[object] = []  # the configurations the command read itself (git config)
     ask = exact.ask
 
@@ -153,7 +153,7 @@ def test_a_change_after_the_staging_began_throws_it_away(
     """The file changes again once staged: the lookout never answers the staging of
     what it was, however soon it is asked."""
     task, wt = lookout_started(capfd, repo)
-    index = side_index(task)
+    index = side_index_of(task)
     base = ledger(str(task["id"]))[-1]["snapshot"]
     (wt / "one.txt").write_text("1\n")
     assert _staged(task) is not None
@@ -173,7 +173,7 @@ def test_a_staging_is_answered_only_to_a_command_in_the_same_environment(
     """Another ``HOME`` may name other ignore files: git must have run as the command's
     own would."""
     task, wt = lookout_started(capfd, repo)
-    index = side_index(task)
+    index = side_index_of(task)
     base = ledger(str(task["id"]))[-1]["snapshot"]
     (wt / "one.txt").write_text("1\n")
     assert _staged(task) is not None
@@ -224,7 +224,7 @@ def test_a_commit_in_a_nested_repository_throws_the_staging_away(
     (wt / "touch.txt").write_text("t\n")
     assert _staged(task) is not None
     subprocess.run(["git", "commit", "-q", "--allow-empty", "-m", "two"], cwd=nested, check=True)
-    sight = watcher.look(side_index(task), ledger(str(task["id"]))[-1]["snapshot"], staged=True)
+    sight = watcher.look(side_index_of(task), ledger(str(task["id"]))[-1]["snapshot"], staged=True)
     assert sight is not None and sight.staged is None and "sub" in (sight.paths or ())
     assert bar(capfd, "run", "--", "true").code == 0
     assert recorded_tree(repo, task) == plain_git_tree(wt, tmp_path)
@@ -265,14 +265,14 @@ def test_copies_are_removed_when_the_lookout_exits_or_was_killed(
     assert _staged(task) is not None
     leftover = task_dir(str(task["id"])) / f"{staging.PREFIX}1.1"
     leftover.write_bytes(b"a killed lookout's")
-    watcher.stop(side_index(task))
+    watcher.stop(side_index_of(task))
     deadline = time.monotonic() + 5
     while _copies(task) != [leftover.name] and time.monotonic() < deadline:
         time.sleep(0.02)
     assert _copies(task) == [leftover.name]  # its own removed as it exited
     assert bar(capfd, "run", "--", "true").code == 0  # (a step hands over to a new one)
     assert bar(capfd, "run", "--", "true").code == 0
-    assert watcher.running(side_index(task))
+    assert watcher.running(side_index_of(task))
     assert not _copies(task)  # the new lookout removed what the killed one left
 
 

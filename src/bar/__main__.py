@@ -1,3 +1,7 @@
-from bar.cli.main import main
+"""``python -m bar``: the ``bar`` command."""
 
-raise SystemExit(main(resident=True))
+import sys
+
+from bar.cli.entry import main
+
+raise SystemExit(main(sys.argv[1:]))

@@ -42,6 +42,9 @@ from bar.store.files import read_regular, write_bytes_atomic
 from bar.store.layout import bar_home, home_dir
 from bar.task.tasks import Task
 
+_CODEX_LABELS = {"PreToolUse": "pre_tool_use", "PostToolUse": "post_tool_use",
+                 "SessionStart": "session_start"}  # fmt: skip
+
 _STAMPS = ".bar-copied.json"  # what was copied from the developer's, and when
 
 
@@ -150,8 +153,6 @@ def _codex_config(mine: Path, target: Path, hook_command: str, server: dict[str,
 
     import tomli_w
 
-    from bar.agents.launch import codex_label, codex_trust_hash
-
     raw = read_regular(mine)
     try:
         config: dict[str, Any] = tomllib.loads(raw.decode("utf-8")) if raw is not None else {}
@@ -235,3 +236,21 @@ def _read_json(p: Path, *, what: str | None) -> dict[str, Any] | None:
             return None
         raise AgentSettingsError(f"{what} holds no JSON object", hint="fix it, then run again")
     return value
+
+
+def codex_label(event: str) -> str:
+    """The name Codex gives a hook event in its trust keys."""
+    return _CODEX_LABELS[event]
+
+
+def codex_trust_hash(event: str, matcher: str | None, command: str, timeout: int) -> str:
+    """The hash Codex records when a person trusts this hook in its /hooks panel: SHA-256
+    of the entry's normalised identity as JSON with sorted keys, unset fields left out."""
+    import hashlib
+
+    handler = {"type": "command", "command": command, "timeout": timeout, "async": False}
+    identity: dict[str, object] = {"event_name": _CODEX_LABELS[event], "hooks": [handler]}
+    if matcher is not None:
+        identity["matcher"] = matcher
+    text = json.dumps(identity, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()

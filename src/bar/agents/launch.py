@@ -17,7 +17,6 @@ with the released CLIs (docs/agents.md):
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -30,12 +29,9 @@ if TYPE_CHECKING:
 
     from bar.task.tasks import Task
 
+
 # Codex keys a hook's trust by its source, its event's label and its place in the list
 # (hooks/src/engine/discovery.rs in openai/codex)
-_CODEX_LABELS = {"PreToolUse": "pre_tool_use", "PostToolUse": "post_tool_use",
-                 "SessionStart": "session_start"}  # fmt: skip
-
-
 class Launch(Slotted):
     """The agent's command line as bar starts it, and what bar knows about the session."""
 
@@ -102,21 +98,3 @@ def _position(argv: Sequence[str], agent: str) -> int | None:
 
     found = locate(list(argv))
     return found[1] if found is not None and found[0] == agent else None
-
-
-def codex_label(event: str) -> str:
-    """The name Codex gives a hook event in its trust keys."""
-    return _CODEX_LABELS[event]
-
-
-def codex_trust_hash(event: str, matcher: str | None, command: str, timeout: int) -> str:
-    """The hash Codex records when a person trusts this hook in its /hooks panel: SHA-256
-    of the entry's normalised identity as JSON with sorted keys, unset fields left out."""
-    import hashlib
-
-    handler = {"type": "command", "command": command, "timeout": timeout, "async": False}
-    identity: dict[str, object] = {"event_name": _CODEX_LABELS[event], "hooks": [handler]}
-    if matcher is not None:
-        identity["matcher"] = matcher
-    text = json.dumps(identity, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()

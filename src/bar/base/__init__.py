@@ -1,0 +1,1 @@
+"""What every part of bar stands on: running a program, typed records, time, notices, fault points, inotify."""

@@ -33,7 +33,7 @@ from bar.changes import journals
 from bar.changes.fast import racy, restored, speed, stamps, watcher
 from bar.changes.journals import RollbackIntent
 from bar.git import exact, ignored
-from bar.history import bases, snapshot, states
+from bar.history import bases, side_index, snapshot, states
 from bar.history.states import State
 from bar.ledger import steps
 from bar.ledger.records import RollbackStep
@@ -170,7 +170,7 @@ def restore(task: Task, target_commit: str, *, verified: str | None = None,
     if verified is not None:
         now_tree = git.tree_of(task.worktree, verified)
     else:
-        now_tree = snapshot.write_tree(task.worktree, task.index, recorded=now_commit)
+        now_tree = side_index.write_tree(task.worktree, task.index, recorded=now_commit)
     target_tree = git.tree_of(task.worktree, target_commit)
     if now_tree == target_tree:
         # the same tree; where git converts, the bytes may still differ (line endings)
@@ -236,7 +236,7 @@ def _checkout(task: Task, now_commit: str, target_commit: str) -> None:
     base.) Nothing of the worktree's own git directory is used: its HEAD, index and
     configuration stay the agent's."""
     gitdir = task.paths.git_dir
-    snapshot.make_git_dir(gitdir, now_commit)
+    side_index.make_git_dir(gitdir, now_commit)
     head = gitdir / "HEAD"
     write_text_atomic(head, now_commit + "\n")
     env = {**git.index_env(task.index), "GIT_DIR": str(gitdir),

@@ -1,0 +1,1 @@
+"""The command line, a face: parsing, one module per verb (``commands``), completion, output."""

@@ -77,16 +77,10 @@ def _configure_output(args: object) -> None:
     progress.configure(enabled=not getattr(args, "as_json", False))
 
 
-def main(argv: Sequence[str] | None = None, *, resident: bool = False) -> int:
-    """Run one bar command line. ``resident``: a warm bar may run it (``bar.changes.fast.resident``;
-    the ``bar`` command's own process only: a caller that patched bar's code in memory
-    would not see its patch there)."""
-    args_list = list(sys.argv[1:] if argv is None else argv)
-    if resident:
-        from bar.changes.fast import resident as warm
-
-        return warm.main(args_list)
-    return _main(args_list)
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one bar command line in this process (``bar.cli.entry`` is the ``bar`` command,
+    which a warm bar may serve instead)."""
+    return _main(list(sys.argv[1:] if argv is None else argv))
 
 
 def run_here(args_list: list[str]) -> int:

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from bar.base import faults
-from bar.base.proc import Result, Started, run
+from bar.base.proc import Result, Started, clean_env, run
 from bar.base.proc import start as start_child
 from bar.base.record import record
 from bar.errors import GitError
@@ -217,7 +217,7 @@ def index_env(index: Path, *, reshare: bool = False) -> dict[str, str]:
     written split; a copy of it (in a folder of the task's directory: a look that must
     write nothing of the task's) is written whole, so that no shared part is written
     for it. ``reshare``: a split index's next write starts a new shared part
-    (``snapshot.crowded``)."""
+    (``bar.history.side_index.crowded``)."""
     env = {"GIT_INDEX_FILE": str(index)}
     for folder, split in ((index.parent, "true"), (index.parent.parent, "false")):
         found = _OWN.get(str(folder))
@@ -495,3 +495,13 @@ def may_be_checked_out(repo: Path | str, branch: str) -> bool:
 
 def is_ancestor(repo: Path | str, a: str, b: str) -> bool:
     return git(repo, "merge-base", "--is-ancestor", a, b, check=False).returncode == 0
+
+
+# what a shell changes from one command to the next
+_VOLATILE = frozenset({"PWD", "OLDPWD", "SHLVL", "_"})
+
+
+def git_env() -> dict[str, str]:
+    """The environment bar's git runs with here (``proc.clean_env``), but for what a
+    shell changes from one command to the next."""
+    return {k: v for k, v in clean_env().items() if k not in _VOLATILE}

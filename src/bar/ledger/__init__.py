@@ -1,0 +1,1 @@
+"""The task's ledger: typed step records, writing a step, reading and migrating the files."""

@@ -21,7 +21,7 @@ from bar.base.notices import note, plural
 from bar.changes.fast import racy, rescan, staging, stamps
 from bar.errors import CorruptFile
 from bar.git import DiffStat
-from bar.history import snapshot
+from bar.history import patches, side_index, snapshot
 from bar.ledger.records import (
     ApplyStep,
     DecisionStep,
@@ -72,7 +72,7 @@ def record_changes(
         return DiffStat.empty(), None
     path, rel = artifact(task, step_id, "patch")
     path.unlink(missing_ok=True)  # a leftover (or a planted link) is replaced, not written through
-    return _kept(path, rel, snapshot.write_patch(task.worktree, before, after, path))
+    return _kept(path, rel, patches.write_patch(task.worktree, before, after, path))
 
 
 def _kept(path: Path, rel: str, stat: DiffStat) -> tuple[DiffStat, str | None]:
@@ -119,7 +119,7 @@ class PatchJob:
     def _write(self, tree: str) -> None:
         assert self.path is not None
         try:
-            self._stat = snapshot.write_patch(self.task.worktree, self.before, tree, self.path,
+            self._stat = patches.write_patch(self.task.worktree, self.before, tree, self.path,
                                               points=False)  # fmt: skip
         except BaseException as exc:  # (raised again by ``finish``, in the caller's thread)
             self._error = exc
@@ -229,7 +229,7 @@ def current_tree(task: Task, recorded: str | None = None) -> str:
             racy.keep_time(task.index, index)
         except FileNotFoundError:
             scope = None
-        return snapshot.write_whole(task.worktree, index, scope,
+        return side_index.write_whole(task.worktree, index, scope,
                                     suspects=racy.suspects(task.index))[0]  # fmt: skip
 
 

@@ -1,0 +1,1 @@
+"""A registered repository: init, its configuration, the registry of projects, doctor and its repairs."""

@@ -16,7 +16,7 @@ from pathlib import Path
 from bar import git
 from bar.changes import journals, recovery, rollback
 from bar.errors import BarError, UnsupportedVersion
-from bar.history import snapshot
+from bar.history import patches, side_index
 from bar.ledger.records import Step
 from bar.store.files import FILE_MODE, write_bytes_atomic
 from bar.store.layout import TaskPaths
@@ -136,7 +136,7 @@ def remove_ref_lock(task: Task) -> str:
 
 def regenerate_patch(task: Task, step: Step, path: Path) -> str:
     assert step.snapshot_before and step.snapshot
-    snapshot.write_patch(task.worktree if task.worktree.is_dir() else task.project.root,
+    patches.write_patch(task.worktree if task.worktree.is_dir() else task.project.root,
                          step.snapshot_before, step.snapshot, path)  # fmt: skip
     return "regenerated it from the step's snapshots"
 
@@ -169,7 +169,7 @@ def recreate_worktree(task: Task) -> str:
         git.git(repo, "-c", "core.hooksPath=/dev/null", "worktree", "add", "--quiet",
                 str(task.worktree), task.branch)  # fmt: skip
     task.index.unlink(missing_ok=True)
-    snapshot.seed_index(task.worktree, task.index, task.base_commit, task.paths.git_dir,
+    side_index.seed_index(task.worktree, task.index, task.base_commit, task.paths.git_dir,
                         task.project.common_dir)  # fmt: skip
     rollback.restore(task, task.recorded_snapshot())
     return f"recreated it on {task.branch} at the last recorded state"

@@ -1,0 +1,1 @@
+"""Tasks: making, reopening and deleting one, its worktree, where it stands, the project's events."""

@@ -33,7 +33,7 @@ from bar.base.proc import Result
 from bar.changes import journals
 from bar.changes.journals import CreateIntent
 from bar.errors import AlreadyExists, BarError, Locked, NotFound, UsageError
-from bar.history import snapshot
+from bar.history import side_index
 from bar.project.project import Project
 from bar.redact import known as known_secrets
 from bar.store.files import ensure_dir, write_json_atomic
@@ -181,7 +181,7 @@ def _make(task: Task) -> None:
         _git(repo, "worktree", "add", "--quiet", "-b", task.branch, str(task.worktree),
              task.base_commit)  # fmt: skip
         faults.point("after adding the worktree")
-    snapshot.seed_index(task.worktree, task.index, task.base_commit, task.paths.git_dir,
+    side_index.seed_index(task.worktree, task.index, task.base_commit, task.paths.git_dir,
                         project.common_dir)  # fmt: skip
     faults.point("after seeding the side index")
     write_json_atomic(task.paths.task_json, task.to_record())

@@ -7,7 +7,7 @@ of recording the step. ``keep_recording`` gives such a command standard streams 
 once their reader has gone, write to ``/dev/null`` instead (the descriptor itself is
 moved there, so the command's own children and bar's later writes go there too).
 Descriptors closed before bar started (``2>&-``) are opened on ``/dev/null`` by
-``bar.changes.fast.resident.main``, the first code bar runs, as git does for its own.
+``bar.cli.entry``, the first code bar runs, as git does for its own.
 """
 
 from __future__ import annotations

@@ -53,49 +53,6 @@ _HARMLESS_PYTHON = {"PYTHONDONTWRITEBYTECODE", "PYTHONUNBUFFERED"}
 _RUN_OPTIONS_HERE = {"--no-pty", "--json"}  # with a terminal: the command must be ours
 
 
-def main(args: list[str]) -> int:
-    """The ``bar`` command (``bin/bar``): served by the resident where it may be, else
-    run here (``bar.cli.main``), and a resident started for next time. Only this module, small
-    and with no ``__future__`` import, is loaded before the command is sent."""
-    _standard_descriptors()
-    _absolute_home()
-    if args[:1] and args[0] in SERVED:
-        code = serve(args)
-        if code is not None:  # served: this process made nothing that needs finalizing
-            for stream in (sys.stdout, sys.stderr):
-                stream.flush()
-            os._exit(code & 0xFF)
-    from bar.cli.main import run_here
-
-    try:
-        return run_here(args)
-    finally:
-        if may_serve(args):
-            start()  # for the next one
-
-
-def _standard_descriptors() -> None:
-    """Descriptors 0, 1 and 2 open, on ``/dev/null`` where the caller closed them
-    (``2>&-``), as git does for its own: else the first file bar opens would take the
-    place of a standard stream. Python gives no stream for one closed at its start: one
-    is made here (``bar.terminal.stdio`` explains why a recording command needs them)."""
-    for fd, name in enumerate(("stdin", "stdout", "stderr")):
-        try:
-            os.fstat(fd)
-        except OSError:
-            null = os.open(os.devnull, os.O_RDWR)  # (the lowest free number: ``fd`` or below)
-            if null != fd:
-                os.dup2(null, fd)
-                os.close(null)
-            else:  # (the command inherits it, as it would have the caller's)
-                os.set_inheritable(fd, True)
-        if getattr(sys, name) is None:
-            errors = "backslashreplace" if fd else "strict"
-            stream = open(fd, "w" if fd else "r", encoding="utf-8", errors=errors, closefd=False)  # noqa: SIM115
-            setattr(sys, name, stream)
-            setattr(sys, f"__{name}__", stream)
-
-
 def _speed_off() -> bool:
     """``BAR_FAST=0``: no shortcut at all, the resident among them (``bar.changes.fast.speed``, which
     this module does not import: it is all the client loads)."""
@@ -112,22 +69,13 @@ def socket_path() -> str:
     """Where the resident of this bar home listens (``bar.store.layout.bar_home``)."""
     home = os.environ.get("BAR_HOME")
     if home:
-        return os.path.join(home, SOCKET)  # (absolute: ``_absolute_home``)
+        return os.path.join(home, SOCKET)  # (absolute: ``bar.cli.entry``)
     user = os.environ.get("HOME", "")
     if not os.path.isabs(user):
         import pwd
 
         user = pwd.getpwuid(os.getuid()).pw_dir
     return os.path.join(user, ".bar", SOCKET)
-
-
-def _absolute_home() -> None:
-    """A relative ``BAR_HOME`` made absolute from where bar was started, for bar and
-    every process it starts (a step's ``bar hook`` runs elsewhere; the resident in
-    ``/``): one bar home, whatever the working directory."""
-    home = os.environ.get("BAR_HOME")
-    if home and not os.path.isabs(home):
-        os.environ["BAR_HOME"] = os.path.abspath(os.path.expanduser(home))
 
 
 def may_serve(args: list[str]) -> bool:
@@ -357,9 +305,10 @@ def _wait(sock: "_Socket", lines: "_Lines", pid: int) -> int:
     return os.WEXITSTATUS(status) if status is not None and os.WIFEXITED(status) else 1
 
 
-def start() -> None:
-    """Start a resident for this bar home, if none listens and one may run here. Never
-    fails: a resident is only ever a way to start faster."""
+def start(entry: str) -> None:
+    """Start a resident for this bar home, if none listens and one may run here: the
+    module ``entry`` run as ``python -m ENTRY FD SOCKET IDLE`` (``bar.cli.warm``: the face
+    hands it in). Never fails: a resident is only ever a way to start faster."""
     if idle_seconds() == 0 or os.environ.get("BAR_STEP_ID") or _speed_off():
         return
     from bar.changes.fast import speed
@@ -392,7 +341,7 @@ def start() -> None:
         listener.listen(16)
         os.replace(spare, path)  # listening already: a command waits for it to load
         flags = ["-E", "-P"] if sys.version_info >= (3, 11) else ["-E"]
-        command = [sys.executable, *flags, "-m", "bar.changes.fast.resident_daemon",
+        command = [sys.executable, *flags, "-m", entry,
                    str(listener.fileno()), path, str(idle_seconds())]  # fmt: skip
         subprocess.Popen(
             command,

@@ -1,12 +1,13 @@
 """The resident (``bar.changes.fast.resident``): a bar with its code loaded, which forks to run a
 ``bar run`` sent to it.
 
-Started by ``bar.changes.fast.resident.start`` as ``python -m bar.changes.fast.resident_daemon FD SOCKET IDLE``,
+Started by ``bar.changes.fast.resident.start`` as ``python -m bar.cli.warm FD SOCKET IDLE``
+(the face's entry, which hands ``main`` the command line to run and what to load first),
 with its listening socket (``FD``, bound at ``SOCKET``) inherited, in a session of its
 own, its directory ``/`` and its environment empty but for ``PATH`` and the locale. It
 runs nothing itself: for each request from a caller it may serve (``_refusal``), it
 forks; the fork takes the caller's descriptors, directory, umask, environment, locale
-and standard streams, says its pid, runs ``bar.cli.main.main`` and says its exit code. The
+and standard streams, says its pid, runs the command line and says its exit code. The
 resident exits after ``IDLE`` seconds without a request, when its socket is removed or
 replaced, when one of bar's files it loaded has changed (an upgrade: the next command
 runs the new code and starts a new resident), or when asked (``exit``).
@@ -16,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import importlib
 import io
 import os
 import select
@@ -25,6 +25,7 @@ import socket
 import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import NoReturn
 
 from bar.base.inotify import ANY_CHANGE, Watch
@@ -37,15 +38,7 @@ from bar.step import peers
 _WAKE_S = 5.0  # how often it checks that its socket and its code are still its own
 _MAX_REQUEST = 4 << 20  # bytes: an environment and command line larger than any exec takes
 _SPARES = 2  # forks waiting for a command while none runs
-# what ``bar run`` loads, so that a fork has nothing left to import (anything missing is
-# imported by the fork itself: slower, never wrong)
-_PRELOAD = ("bar.cli.main", "bar.cli.parser", "bar.cli.commands.run", "bar.api", "bar.step.run",
-            "bar.changes.fast.prescan", "bar.changes.recovery", "bar.changes.fast.watcher", "bar.step.queued", "bar.task.status",
-            "bar.terminal.pty", "bar.terminal.pipes", "bar.sandbox.landlock",
-            "bar.sandbox.leftovers", "bar.sandbox.plan", "bar.step.supervisor", "bar.cli.commands.apply",
-            "bar.changes.apply", "bar.changes.merge", "bar.changes.checkout", "bar.cli.commands.rollback",
-            "bar.cli.commands.undo", "bar.changes.rollback", "bar.changes.fast.restored", "bar.changes.undo", "locale",
-            "hashlib")  # fmt: skip
+Runner = Callable[[list[str]], int]  # runs one command line (without the program's name)
 # what a caller must share with the resident to be served by a fork of it
 # (one thread, as both are: a thread of its own confined, as Landlock can, is not)
 _STATUS_KEYS = (b"Uid:", b"Gid:", b"Groups:", b"CapInh:", b"CapPrm:", b"CapEff:", b"CapBnd:",
@@ -110,7 +103,8 @@ def _caller_still_there(conn: socket.socket) -> bool | None:
 
 
 class Resident:
-    def __init__(self, listener_fd: int, socket_file: str, idle: float) -> None:
+    def __init__(self, listener_fd: int, socket_file: str, idle: float, run: Runner) -> None:
+        self.run = run
         self.listener = socket.socket(fileno=listener_fd)
         self.socket_file = socket_file
         self.idle = idle
@@ -130,23 +124,19 @@ class Resident:
         self.others: dict[str, int] = {}  # the other files it loaded (libraries, stdlib)
         self.woken, self.wake = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)  # (SIGCHLD)
 
-    def load(self) -> None:
+    def load(self, warm_up: Callable[[], None]) -> None:
+        """Load what the commands will need: ``warm_up`` (the face's code, which it hands
+        in), then what every confined step needs; and note what was loaded."""
         # bar's directories, watched from before it loads: a spare then knows at once
         # that none of its files changed (~10 µs, where statting each one takes ~0.5 ms)
         self.code = Watch(_code_dirs(self.package), ANY_CHANGE)
-        for name in _PRELOAD:
-            importlib.import_module(name)
+        warm_up()
         from bar.base import record
-        from bar.changes.fast.resident import SERVED
-        from bar.cli import parser
         from bar.sandbox import own_code  # (loaded here: the socket is taken before)
 
-        parser.build_parser("run").parse_args(["run", "--", "true"])  # (argparse's caches)
         record.compile_all()  # (what its forks make, they make at full speed)
         own_code.linked()  # (the walk of bar's files a confined step needs, made once)
         compile_cached(os.path.dirname(self.socket_file))
-        for command in SERVED:
-            parser.prebuild(command)
         for module in list(sys.modules.values()):
             path = getattr(module, "__file__", None)
             if path:
@@ -303,7 +293,7 @@ class Resident:
                 # ended if it cannot say so itself (killed)
                 self._tell(b"t %d" % os.getpid(), conn.fileno())
                 self.tell.close()
-                _become(conn, data, fds)
+                _become(conn, data, fds, self.run)
             finally:
                 for fd in fds:
                     with contextlib.suppress(OSError):
@@ -341,8 +331,9 @@ class Resident:
         return None
 
 
-def _become(conn: socket.socket, data: bytes, fds: list[int]) -> NoReturn:
-    """In the fork: become the caller's ``bar``, run its command line, say how it ended."""
+def _become(conn: socket.socket, data: bytes, fds: list[int], run: Runner) -> NoReturn:
+    """In the fork: become the caller's ``bar``, run its command line (``run``), say how
+    it ended."""
     code = 1
     try:
         fields = data.split(b"\0")
@@ -393,9 +384,7 @@ def _become(conn: socket.socket, data: bytes, fds: list[int]) -> NoReturn:
     done = threading.Event()
     threading.Thread(target=_die_with_caller, args=(conn, done), daemon=True).start()
     try:
-        from bar.cli import main as cli
-
-        code = cli.main(argv[1:], resident=False)
+        code = run(argv[1:])
     except SystemExit as exc:  # (as the interpreter ends on one)
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
         if exc.code is not None and not isinstance(exc.code, int):
@@ -485,18 +474,16 @@ def _say(conn: socket.socket, line: bytes) -> None:
     conn.sendall(line + b"\n")
 
 
-def main(argv: list[str]) -> int:
+def main(argv: list[str], run: Runner, warm_up: Callable[[], None]) -> int:
+    """Be the resident: ``argv`` is ``[program, FD, SOCKET, IDLE]`` (``resident.start``),
+    ``run`` runs one command line in a fork, ``warm_up`` loads what the commands need."""
     work_nowhere(os.path.dirname(argv[2]))  # (a spare moves to its caller's directory)
-    resident = Resident(int(argv[1]), argv[2], float(argv[3]))
+    resident = Resident(int(argv[1]), argv[2], float(argv[3]), run)
     try:
-        resident.load()
+        resident.load(warm_up)
         resident.serve()
     finally:
         with contextlib.suppress(OSError):
             if file_id(resident.socket_file) == resident.socket_id:
                 os.unlink(resident.socket_file)
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv))

@@ -8,9 +8,9 @@ to add the file. So once the worktree has been quiet for a moment (``QUIET_MS``)
 most ``MAX_PATHS`` changed paths that are files (``MAX_BYTES`` in all), while no bar
 command holds the task's lock, the lookout copies the side index to a file of its own in
 the task's directory (``index.staged.<pid>.<n>``), adds those paths to the copy and
-writes its tree, as the command would (``snapshot.write_whole``: bar's pinned git
+writes its tree, as the command would (``side_index.write_whole``: bar's pinned git
 directories, no hooks, the environment of the ``bar run`` that handed the watch over),
-and writes the patch the step would (``snapshot.write_patch``). The next look for hand
+and writes the patch the step would (``patches.write_patch``). The next look for hand
 edits is told of it; the command takes it in place of its own ``git add``, ``git
 write-tree`` and ``git diff`` (``adopt``, ``take_patch``) only if:
 
@@ -20,7 +20,7 @@ write-tree`` and ``git diff`` (``adopt``, ``take_patch``) only if:
   the staged one, and its snapshot leaves nothing out (no exclusions);
 - the side index is still the file that was copied (its identity: mtime, size, inode)
   and the copy is still the file the lookout wrote;
-- the command's environment, as git sees it (``git_env``), is the one the lookout ran
+- the command's environment, as git sees it (``bar.git.git_env``), is the one the lookout ran
   git with: a ``HOME`` or ``XDG_CONFIG_HOME`` of its own may name other ignore files.
 
 It then renames the copy over the side index, under the task's lock, and stamps with
@@ -43,6 +43,7 @@ from typing import Any
 
 from bar.changes.fast import racy, stamps
 from bar.git import DiffStat, exact
+from bar.history import patches, side_index
 
 QUIET_MS = 2  # how long the worktree must be still before the lookout stages
 MAX_QUIET_MS = 2_000  # after stagings thrown away by new changes, it waits up to this
@@ -51,18 +52,8 @@ MAX_BYTES = 16 << 20  # files larger than this in all: the command adds them its
 PREFIX = "index.staged."
 PATCH = ".patch"  # (beside the copy: ``index.staged.<pid>.<n>.patch``)
 
+
 # variables a shell changes between commands, which git does not read
-_VOLATILE = frozenset({"PWD", "OLDPWD", "SHLVL", "_"})
-
-
-def git_env() -> dict[str, str]:
-    """The environment bar's git runs with here (``proc.clean_env``), but for what a
-    shell changes from one command to the next."""
-    from bar.base.proc import clean_env
-
-    return {k: v for k, v in clean_env().items() if k not in _VOLATILE}
-
-
 def stage(worktree: Path, index: Path, base: str, paths: set[str], name: str
           ) -> dict[str, Any] | None:  # fmt: skip
     """Add ``paths`` (changed since the side index ``index`` was stamped at ``base``) to
@@ -74,7 +65,6 @@ def stage(worktree: Path, index: Path, base: str, paths: set[str], name: str
 
     from bar.changes.fast import rescan
     from bar.errors import BarError
-    from bar.history import snapshot
 
     started_ns = time.time_ns()
     if racy.suspects(index):
@@ -91,7 +81,7 @@ def stage(worktree: Path, index: Path, base: str, paths: set[str], name: str
         stamps.keep_private(copy)
         if stamps.identity(index) != was:
             raise OSError("the side index changed while it was copied")
-        tree, whole, added = snapshot.write_whole(worktree, copy, scope)
+        tree, whole, added = side_index.write_whole(worktree, copy, scope)
     except (OSError, BarError):
         discard(copy)
         return None
@@ -106,7 +96,7 @@ def stage(worktree: Path, index: Path, base: str, paths: set[str], name: str
     # the side index was stamped at
     patch = copy.with_name(name + PATCH)
     try:
-        stat = snapshot.write_patch(worktree, base, tree, patch, points=False)
+        stat = patches.write_patch(worktree, base, tree, patch, points=False)
     except (OSError, BarError):
         with contextlib.suppress(OSError):
             os.unlink(patch)

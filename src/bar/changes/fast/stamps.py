@@ -35,7 +35,7 @@ _env = git.index_env
 def keep_private(index: Path) -> None:
     """git rewrites an index (adding, refreshing stat data, merging) with the umask's
     mode; the side index names every file of the task, so it stays 0600, and so does
-    its shared part, which git writes anew from time to time (``snapshot.seed_index``)."""
+    its shared part, which git writes anew from time to time (``side_index.seed_index``)."""
     try:
         os.chmod(index, 0o600)
     except FileNotFoundError:

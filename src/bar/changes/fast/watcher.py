@@ -104,7 +104,7 @@ def look(index: Path, base: str, *, stale_ok: bool = False, staged: bool = False
     those paths, if the lookout made one with git in this process's environment."""
     request: dict[str, Any] = {"op": "look", "base": base, "stale_ok": stale_ok}
     if staged:
-        from bar.changes.fast.staging import git_env
+        from bar.git import git_env
 
         request["env"] = git_env()
     reply = _ask(index, request)
@@ -274,7 +274,7 @@ def _staging_state(index: Path, worktree: Path) -> dict[str, Any]:
     """What a lookout needs to stage hand edits as a command would (``bar.changes.fast.staging``):
     the git directories bar pinned for the task, the environment its git runs with."""
     from bar import git
-    from bar.changes.fast.staging import git_env
+    from bar.git import git_env
 
     pinned = git.pinned_env(worktree) or {}
     own = git.index_env(index)  # (its own git directory, once made: ``git.pin_own``)

@@ -1,0 +1,62 @@
+"""The ``bar`` command (``bin/bar``): served by the resident where it may be, else run here
+(``bar.cli.main``), and a resident started for next time (``bar.cli.warm``). Only this
+module and ``bar.changes.fast.resident``, small and with no ``__future__`` import, are
+loaded before the command is sent."""
+
+import os
+import sys
+
+from bar.changes.fast import resident
+
+# what a resident runs: bar's command line, loaded once
+WARM = "bar.cli.warm"
+
+
+def main(args: list[str]) -> int:
+    """Run ``bar ARGS`` (the first code bar runs)."""
+    standard_descriptors()
+    absolute_home()
+    if args[:1] and args[0] in resident.SERVED:
+        code = resident.serve(args)
+        if code is not None:  # served: this process made nothing that needs finalizing
+            for stream in (sys.stdout, sys.stderr):
+                stream.flush()
+            os._exit(code & 0xFF)
+    from bar.cli.main import run_here
+
+    try:
+        return run_here(args)
+    finally:
+        if resident.may_serve(args):
+            resident.start(WARM)  # for the next one
+
+
+def standard_descriptors() -> None:
+    """Descriptors 0, 1 and 2 open, on ``/dev/null`` where the caller closed them
+    (``2>&-``), as git does for its own: else the first file bar opens would take the
+    place of a standard stream. Python gives no stream for one closed at its start: one
+    is made here (``bar.terminal.stdio`` explains why a recording command needs them)."""
+    for fd, name in enumerate(("stdin", "stdout", "stderr")):
+        try:
+            os.fstat(fd)
+        except OSError:
+            null = os.open(os.devnull, os.O_RDWR)  # (the lowest free number: ``fd`` or below)
+            if null != fd:
+                os.dup2(null, fd)
+                os.close(null)
+            else:  # (the command inherits it, as it would have the caller's)
+                os.set_inheritable(fd, True)
+        if getattr(sys, name) is None:
+            errors = "backslashreplace" if fd else "strict"
+            stream = open(fd, "w" if fd else "r", encoding="utf-8", errors=errors, closefd=False)  # noqa: SIM115
+            setattr(sys, name, stream)
+            setattr(sys, f"__{name}__", stream)
+
+
+def absolute_home() -> None:
+    """A relative ``BAR_HOME`` made absolute from where bar was started, for bar and
+    every process it starts (a step's ``bar hook`` runs elsewhere; the resident in
+    ``/``): one bar home, whatever the working directory."""
+    home = os.environ.get("BAR_HOME")
+    if home and not os.path.isabs(home):
+        os.environ["BAR_HOME"] = os.path.abspath(os.path.expanduser(home))

@@ -1,0 +1,45 @@
+"""The resident process's entry (``python -m bar.cli.warm FD SOCKET IDLE``, started by
+``bar.changes.fast.resident.start``): bar's command line loaded once, each command it is
+handed run in a fork of it (``bar.changes.fast.resident_daemon``)."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+from bar.changes.fast import resident_daemon
+
+# what ``bar run`` (and the other served commands) load, so that a fork has nothing left
+# to import (anything missing is imported by the fork itself: slower, never wrong)
+PRELOAD = (
+    "bar.cli.main", "bar.cli.parser", "bar.cli.commands.run", "bar.cli.commands.apply",
+    "bar.cli.commands.rollback", "bar.cli.commands.undo", "bar.api", "bar.step.run",
+    "bar.step.supervisor", "bar.step.queued", "bar.changes.recovery", "bar.changes.apply",
+    "bar.changes.merge", "bar.changes.checkout", "bar.changes.rollback", "bar.changes.undo",
+    "bar.changes.fast.prescan", "bar.changes.fast.watcher", "bar.changes.fast.restored",
+    "bar.task.status", "bar.terminal.pty", "bar.terminal.pipes", "bar.sandbox.landlock",
+    "bar.sandbox.leftovers", "bar.sandbox.plan", "locale", "hashlib",
+)  # fmt: skip
+
+
+def warm_up() -> None:
+    """Load what the served commands use, and fill argparse's caches for each."""
+    for name in PRELOAD:
+        importlib.import_module(name)
+    from bar.changes.fast.resident import SERVED
+    from bar.cli import parser
+
+    parser.build_parser("run").parse_args(["run", "--", "true"])
+    for command in SERVED:
+        parser.prebuild(command)
+
+
+def run(argv: list[str]) -> int:
+    """One command line, in a fork of the resident."""
+    from bar.cli.main import main
+
+    return main(argv)
+
+
+if __name__ == "__main__":
+    sys.exit(resident_daemon.main(sys.argv, run, warm_up))
