@@ -1,6 +1,11 @@
-"""The shape of the code: imports point one way, no circle, no module too long, and
-``bar hook`` stays light on its hot path. These read the sources (and, for the hook,
-run it), so a change that breaks the structure fails here, not in a review."""
+"""The shape of the code: every import counted (those inside functions too), no circle,
+the faces (the command line, ``bar mcp``, ``bar ui``) on top of the library surface
+``bar.api``, the core never importing a face, and ``bar hook`` light on its hot path.
+These read the sources (and, for the hook, run it), so a change that breaks the structure
+fails here, not in a review.
+
+``python tests/test_architecture.py`` prints the module graph: modules per package, the
+circles, the longest chain of imports."""
 
 from __future__ import annotations
 
@@ -10,7 +15,9 @@ import socket
 import subprocess
 import sys
 import threading
+from collections import Counter
 from collections.abc import Iterator
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -18,7 +25,36 @@ import pytest
 from bar.step import channel
 
 SRC = Path(__file__).resolve().parent.parent / "src" / "bar"
-FACES = ("bar.cli.main", "bar.cli.parser", "bar.cli.render", "bar.cli.commands", "bar.ui")
+# the faces: what a person or an agent drives; each calls the library (``bar.api``)
+FACES = ("bar.cli", "bar.mcp", "bar.ui")
+# what a face may import besides ``bar.api`` and the faces: the errors it reports, the
+# basic types and helpers every part uses, and libraries that only read and present (the
+# aide formats, whose writes are orders given through ``bar.api.orders``; the policy,
+# which ``bar policy`` checks; the terminal recordings ``bar replay`` plays)
+FACE_MAY_IMPORT = ("bar.api", "bar.errors", "bar.base", "bar.aide", "bar.policy", "bar.terminal")
+# the types a face names (``from bar.task.tasks import Task``) are the records ``bar.api``
+# returns: a face may import a class or a constant from anywhere, never a function or a
+# module. And the hot paths, where loading ``bar.api`` would cost more than the work:
+HOT_PATHS = {
+    # the ``bar`` command's first code: the resident's client, nothing more
+    "bar.cli.entry": {"bar.changes.fast.resident"},
+    # the resident process: hands the daemon the command line to run in its forks
+    "bar.cli.warm": {"bar.changes.fast.resident", "bar.changes.fast.resident_daemon"},
+    # every command: the look for hand edits starts while the command's code loads, and a
+    # crash's traceback is written under the bar home
+    "bar.cli.main": {"bar.changes.fast.prescan", "bar.store.files", "bar.store.layout"},
+    # ``bar hook``, before every shell command an agent runs: the channel to the running
+    # step, else the gate, the policy and the agent's protocol, and the project found
+    "bar.cli.commands.hook": {
+        "bar.step.channel",
+        "bar.step.gate",
+        "bar.project.project",
+        "bar.agents",
+        "bar.agents.protocol",
+    },
+    # shell completion, at every TAB: the task list read from the bar home's files
+    "bar.cli.candidates": {"bar.store", "bar.store.layout"},
+}
 
 
 def modules() -> dict[str, Path]:
@@ -30,94 +66,159 @@ def modules() -> dict[str, Path]:
     return found
 
 
-def _type_checking_only(node: ast.If) -> bool:
-    test = node.test
-    return isinstance(test, ast.Name) and test.id == "TYPE_CHECKING"
+def _type_checking_only(node: ast.AST) -> bool:
+    return isinstance(node, ast.If) and ast.unparse(node.test) in ("TYPE_CHECKING",
+                                                                   "typing.TYPE_CHECKING")  # fmt: skip
 
 
-def module_level_imports(name: str, path: Path, known: set[str]) -> set[str]:
-    """The bar modules ``name`` imports when it is imported (not inside functions, not
-    for the type checker only)."""
-    tree = ast.parse(path.read_text())
+def imports_of(path: Path, known: set[str]) -> set[str]:
+    """The bar modules the file imports anywhere (in functions too), but for the type
+    checker only (``if TYPE_CHECKING:``, which never runs)."""
     found: set[str] = set()
 
-    def visit(body: list[ast.stmt]) -> None:
-        for node in body:
-            if isinstance(node, ast.If) and not _type_checking_only(node):
-                visit(node.body)
-                visit(node.orelse)
-            elif isinstance(node, ast.Try):
-                visit(node.body)
-            elif isinstance(node, ast.Import):
-                found.update(a.name for a in node.names if a.name.startswith("bar"))
-            elif (
-                isinstance(node, ast.ImportFrom)
-                and node.module
-                and node.level == 0
-                and node.module.startswith("bar")
-            ):
-                found.add(node.module)
-                found.update(f"{node.module}.{a.name}" for a in node.names
-                             if f"{node.module}.{a.name}" in known)  # fmt: skip
+    def visit(node: ast.AST) -> None:
+        if _type_checking_only(node):
+            return
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            subs = {f"{node.module}.{a.name}" for a in node.names} & known
+            found.update(subs or {node.module})
+        for child in ast.iter_child_nodes(node):
+            visit(child)
 
-    visit(tree.body)
-    found.discard(name)
-    return {m for m in found if m in known}
+    visit(ast.parse(path.read_text()))
+    resolved = set()
+    for name in found:
+        while name and name not in known:
+            name = name.rpartition(".")[0]
+        if name.startswith("bar"):
+            resolved.add(name)
+    return resolved
 
 
-def import_graph() -> dict[str, set[str]]:
+@cache
+def import_graph() -> dict[str, frozenset[str]]:
+    """Module -> the bar modules it imports. A package's ``__init__`` and its own
+    submodules are one thing (how a package shows its surface), not a circle."""
     mods = modules()
     known = set(mods)
-    return {name: module_level_imports(name, path, known) for name, path in mods.items()}
+    graph = {}
+    for name, path in mods.items():
+        edges = imports_of(path, known)
+        graph[name] = frozenset(m for m in edges if m != name and not m.startswith(name + ".")
+                                and not name.startswith(m + "."))  # fmt: skip
+    return graph
+
+
+def circles(graph: dict[str, frozenset[str]]) -> list[list[str]]:
+    """The strongly connected sets of more than one module (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for nxt in sorted(graph[node]):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            part = []
+            while True:
+                top = stack.pop()
+                part.append(top)
+                if top == node:
+                    break
+            if len(part) > 1:
+                found.append(sorted(part))
+
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 10 * len(graph)))
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def longest_chain(graph: dict[str, frozenset[str]]) -> list[str]:
+    """The longest path of imports (the graph has no circle)."""
+    longest: dict[str, list[str]] = {}
+
+    def walk(node: str) -> list[str]:
+        if node not in longest:
+            longest[node] = [node]
+            best = max((walk(nxt) for nxt in graph[node]), key=len, default=[])
+            longest[node] = [node, *best]
+        return longest[node]
+
+    return max((walk(node) for node in sorted(graph)), key=len)
 
 
 def test_no_import_circle() -> None:
-    graph = import_graph()
-    state: dict[str, int] = {}
-    stack: list[str] = []
-
-    def visit(node: str) -> None:
-        state[node] = 1
-        stack.append(node)
-        for nxt in sorted(graph[node]):
-            # a package's __init__ importing its own submodules is how a package exposes
-            # its surface, not a circle between concepts
-            if node.startswith(nxt + ".") or nxt.startswith(node + "."):
-                continue
-            if state.get(nxt) == 1:
-                cycle = [*stack[stack.index(nxt) :], nxt]
-                pytest.fail("import circle: " + " -> ".join(cycle))
-            if nxt not in state:
-                visit(nxt)
-        stack.pop()
-        state[node] = 2
-
-    for node in sorted(graph):
-        if node not in state:
-            visit(node)
+    found = circles(import_graph())
+    assert not found, "import circles:\n" + "\n".join(" ".join(c) for c in found)
 
 
 def test_the_core_never_imports_a_face() -> None:
     for name, imports in import_graph().items():
-        if name.startswith(FACES) or name in ("bar.__main__",):
+        if name.startswith(FACES) or name == "bar.__main__":
             continue
         faces = sorted(m for m in imports if m.startswith(FACES))
         assert not faces, f"{name} (core) imports the face(s) {faces}"
 
 
-def test_commands_hold_no_git_locks_or_file_writes() -> None:
-    forbidden = (
-        "bar.git",
-        "bar.store",
-        "bar.base.proc",
-        "bar.history.snapshot",
-        "bar.changes.journals",
-        "bar.ledger.steps",
-    )
-    for name, imports in import_graph().items():
-        if name.startswith("bar.cli.commands"):
-            used = sorted(m for m in imports if m.startswith(forbidden))
-            assert not used, f"{name} reaches below the library surface: {used}"
+def _functions_a_face_imports(path: Path, known: set[str]) -> set[str]:
+    """What the face's imports bring in that is not a type: whole modules, and functions
+    (lower-case names) imported from a module."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if a.name.startswith("bar"))
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("bar"):
+            for alias in node.names:
+                sub = f"{node.module}.{alias.name}"
+                if sub in known:
+                    found.add(sub)  # a module
+                elif alias.name[:1].islower() or alias.name.startswith("_"):
+                    found.add(node.module)  # a function
+    resolved = set()
+    for name in found:
+        while name not in known:
+            name = name.rpartition(".")[0]
+        resolved.add(name)
+    return resolved
+
+
+def test_a_face_calls_the_library_surface_only() -> None:
+    mods = modules()
+    for name, path in mods.items():
+        if not name.startswith(FACES):
+            continue
+        allowed = (*FACES, *FACE_MAY_IMPORT, *HOT_PATHS.get(name, ()))
+        used = _functions_a_face_imports(path, set(mods))
+        below = sorted(m for m in used if m not in (name, "bar") and not m.startswith(allowed))
+        assert not below, f"{name} (a face) calls below bar.api: {below}"
+
+
+def report() -> str:
+    """The module graph in a few lines: ``python tests/test_architecture.py``."""
+    graph = import_graph()
+    packages = Counter(
+        name.split(".")[1] if (SRC / name.split(".")[1]).is_dir() else "(top level)"
+        for name in graph if name != "bar"
+    )  # fmt: skip
+    lines = [f"modules: {len(graph)}",
+             "per package: " + ", ".join(f"{p} {n}" for p, n in sorted(packages.items()))]  # fmt: skip
+    found = circles(graph)
+    lines.append(f"circles: {len(found)}" + "".join(f"\n  {' '.join(c)}" for c in found))
+    if not found:
+        chain = longest_chain(graph)
+        lines.append(f"longest chain ({len(chain) - 1} imports): " + " -> ".join(chain))
+    return "\n".join(lines)
 
 
 # The one exception: the client of the resident (``bar.changes.fast.resident``) runs before anything
@@ -312,3 +413,7 @@ def test_only_bar_ui_loads_the_web_server(argv: list[str]) -> None:
         m for m in loaded if m.split(".")[0] in ("starlette", "uvicorn") or m.startswith("bar.ui")
     }
     assert not web, f"bar {' '.join(argv)} imported {sorted(web)}"
+
+
+if __name__ == "__main__":
+    print(report())

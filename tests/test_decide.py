@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 from bar import api
 from bar.aide import decide
+from bar.api import orders
 from bar.errors import ExitCode
 from helpers import BAR_EXE, bar, bar_exe, ledger, new_task, task_dir, worktree
 
@@ -279,18 +280,18 @@ def test_valid_inputs_round_trip_and_mutated_ones_write_nothing(
         else []
     )
     with pytest.raises(decide.BadDecideInput):
-        decide.submit(the_task, bad)
+        orders.decide_submit(the_task, bad)
     after = (
         sorted(p.name for p in decisions_dir(task).glob("*"))
         if decisions_dir(task).exists()
         else []
     )
     assert after == before
-    sid = decide.submit(the_task, data)["session_id"]
+    sid = orders.decide_submit(the_task, data)["session_id"]
     stored = json.loads((decisions_dir(task) / "pending.json").read_bytes())
     assert stored.pop("_meta")["session_id"] == sid and stored == data
     picks = [{"id": i["id"], "chosen": i["options"][-1]["value"]} for i in data["items"]]
-    record = decide.answer(the_task, picks)
+    record = orders.decide_answer(the_task, picks)
     assert record["input"] == data and record["output"] == {"decisions": picks}
     assert json.loads((decisions_dir(task) / f"{sid}.json").read_bytes()) == record
     assert decide.result(the_task) == {"decisions": picks}

@@ -15,14 +15,14 @@ from typing import Any
 import pytest
 
 from bar import api
+from bar.api import orders
 from bar.errors import ExitCode
-from bar.step import orders
 from helpers import BAR_EXE, bar, bar_exe, ledger, new_task, task_dir, worktree
 
 ORDER = """\
 import json, sys
 from bar import api
-from bar.step import orders
+from bar.api import orders
 from bar.errors import BarError
 task = api.get_task(api.open_project())
 try:

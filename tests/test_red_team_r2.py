@@ -22,7 +22,8 @@ from helpers import BAR_EXE, bar, bar_exe, ledger, new_task, task_dir, worktree
 CROSS = """\
 import json, sys
 from bar import api
-from bar.step import channel, orders
+from bar.api import orders
+from bar.step import channel
 from bar.errors import BarError
 victim = api.get_task(api.open_project(), sys.argv[1])
 tries = [("decide.answer", {"decisions": [{"id": 1, "chosen": "b"}]}),
@@ -48,7 +49,7 @@ SUBMIT = json.dumps({"input": {"task": "t", "source": "s", "items": [
 ORDER = """\
 import json, sys
 from bar import api
-from bar.step import orders
+from bar.api import orders
 print(json.dumps(orders.order(api.get_task(api.open_project()), sys.argv[1],
                               json.loads(sys.argv[2]))))
 """

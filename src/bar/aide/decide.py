@@ -305,31 +305,6 @@ def wait(task: Task, session_id: str, timeout: float | None = None) -> dict[str,
 # --- writing (through orders) --------------------------------------------------------
 
 
-def submit(task: Task, data: object, *, wait: bool = True) -> dict[str, object]:
-    """Submit a DecideInput; ``{"session_id", "pending", "replaced"}``."""
-    validate(data)  # said before anything is sent
-    return orders.order(task, "decide.submit", {"input": data}, wait=wait)
-
-
-def answer(task: Task, decisions: list[dict[str, Any]], *, session_id: str | None = None,
-           wait: bool = True) -> dict[str, Any]:  # fmt: skip
-    """Answer the pending decision (``session_id``: only if it is still that one); the
-    DecisionRecord written."""
-    rec = answered(task, decisions, session_id=session_id, wait=wait)["record"]
-    assert isinstance(rec, dict)
-    return rec
-
-
-def answered(task: Task, decisions: list[dict[str, Any]], *, session_id: str | None = None,
-             wait: bool = True) -> dict[str, object]:  # fmt: skip
-    """``answer``, with the order's whole result: ``{"session_id", "record", "step"
-    (the decision step, None while another step runs), "queued"}``."""
-    args: dict[str, object] = {"decisions": decisions}
-    if session_id is not None:
-        args["session_id"] = session_id
-    return orders.order(task, "decide.answer", args, wait=wait)
-
-
 def _session_id(task: Task) -> str:
     """``YYYY-MM-DDTHH-mm-ss`` now, later by a second while one is taken."""
     moment = dt.datetime.now().astimezone().replace(microsecond=0)

@@ -213,12 +213,3 @@ def _act(ctx: orders.Context, args: Mapping[str, object]) -> dict[str, object]:
     taken = ctx.last_checkpoint()
     return {"flow": new, "entry": entry, "rollback": rolled,
             "checkpoint": taken.to_record() if isinstance(taken, Checkpoint) else None}  # fmt: skip
-
-
-def act(task: Task, action: str, summary: str, *, rollback: bool = False,
-        phase: str | None = None, wait: bool = True) -> dict[str, object]:  # fmt: skip
-    """Record a flow action (``start``, ``next-step``, ...) as the task's one writer."""
-    args: dict[str, object] = {"action": action, "summary": summary, "rollback": rollback}
-    if phase is not None:
-        args["phase"] = phase
-    return orders.order(task, "flow", args, wait=wait)

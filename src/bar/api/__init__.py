@@ -24,7 +24,7 @@ import json
 import shlex
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -67,11 +67,11 @@ if TYPE_CHECKING:
     from bar.task import reopen as task_reopen
 
 __all__ = [
-    "Diff", "Location", "Project", "Status", "Task", "TaskSummary", "adopt_project", "apply",
+    "Diff", "Location", "Project", "Status", "Task", "TaskSummary", "adopt_project", "agent_of", "apply",
     "apply_diff", "artifact_path", "blame", "check_command", "checkpoint", "checkpoints",
-    "close_task", "delete_task", "diff", "doctor", "get_task", "init_project", "log",
-    "new_task", "open_project", "plan_rollback", "policy_for", "projects", "prune_tasks",
-    "read_artifact", "reopen_task", "rollback", "run", "running", "running_socket", "show",
+    "close_task", "delete_task", "diff", "doctor", "get_task", "init_project", "load_task", "locate", "log",
+    "new_task", "open_project", "parse_step_ref", "plan_rollback", "policy_for", "projects", "prune_tasks",
+    "read_artifact", "reopen_task", "resolve_cwd", "rollback", "run", "running", "running_socket", "show",
     "status", "summarize", "switch_task",
     "sync", "tasks", "undo", "unrecorded",
 ]  # fmt: skip
@@ -200,9 +200,9 @@ def close_task(task: Task, *, keep_worktree: bool = False, force: bool = False) 
     """Close the task; its worktree is removed unless kept, its branch and record stay.
     Refuses while the worktree holds changes no step recorded, unless ``force``, which
     records them as a manual step first."""
+    from bar.base.progress import Progress
     from bar.changes import recovery
     from bar.changes.fast import watcher
-    from bar.cli.progress import Progress
     from bar.sandbox import plan as sandbox_plan
     from bar.task import worktree
 
@@ -276,15 +276,12 @@ def _locked(task: Task, what: str, *, wait: bool) -> Iterator[Task]:
         yield load_task(task.project, task.id)
 
 
-@contextmanager
-def _changing(task: Task, what: str, *, wait: bool) -> Iterator[Task]:
-    """``_locked``, then finish what a crashed bar left and record hand edits: then the
-    caller acts."""
+def _changing(task: Task, what: str, *, wait: bool) -> AbstractContextManager[Task]:
+    """``recovery.changing``: locked, reloaded, a crash's leftovers finished and hand
+    edits recorded; then the caller acts."""
     from bar.changes import recovery
 
-    with _locked(task, what, wait=wait) as fresh:
-        recovery.prepare(fresh)
-        yield fresh
+    return recovery.changing(task, what, wait=wait)
 
 
 def run(task: Task, request: RunRequest, *, wait: bool = True) -> RunStep:
@@ -309,6 +306,22 @@ def run(task: Task, request: RunRequest, *, wait: bool = True) -> RunStep:
         finally:
             if watch is not None:
                 watch.close()
+
+
+def agent_of(argv: list[str]) -> str | None:
+    """The agent ``argv`` starts a session of (``claude``, ``codex``, ``gemini``), which
+    ``bar run`` supervises as ``--agent`` would; None if none."""
+    from bar.agents.detect import agent_of as detect
+
+    return detect(argv)
+
+
+def resolve_cwd(task: Task, value: str | None) -> str:
+    """The directory a step runs in, relative to the worktree's root (``value``: as given
+    on the command line, relative to where bar was started; None: where bar was started)."""
+    from bar.step.run import resolve_cwd as resolve
+
+    return resolve(task, value)
 
 
 def plan_rollback(task: Task, to: str | None) -> Plan:
@@ -398,14 +411,16 @@ def apply(
     ``bases.branch``) as one commit or a merge; ``at``: a recorded state (``3``, ``3.2``);
     ``dry_run``: only say what would happen (``preview``: with the text of the change)."""
     from bar.changes import apply as verb
+    from bar.changes import recovery
 
     if dry_run:
         state = states.resolve(task, at) if at else None
         return verb.dry_run(task, mode=mode, target_branch=target, message=message, at=state,
                             preview=preview)  # fmt: skip
-    with _locked(task, "bar apply", wait=wait) as fresh:  # verb.apply prepares it
+    with _locked(task, "bar apply", wait=wait) as fresh:  # (prepared by verb.apply)
         state = states.resolve(fresh, at) if at else None
-        return verb.apply(fresh, mode=mode, target_branch=target, message=message, at=state)
+        return verb.apply(fresh, mode=mode, target_branch=target, message=message, at=state,
+                          prepare=recovery.prepare_apply)  # fmt: skip
 
 
 # --- reading the record --------------------------------------------------------------

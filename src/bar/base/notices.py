@@ -11,7 +11,7 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from bar.cli import progress
+from bar.base import progress
 
 Sink = Callable[[str, str], None]  # (level, message); level is "warning" or "note"
 

@@ -34,11 +34,11 @@ from pathlib import Path
 from bar import git
 from bar.base.clock import ms_since, now_iso
 from bar.base.notices import note
+from bar.base.progress import Progress
 from bar.base.record import field, record
-from bar.changes import checkout, conflict_markers, journals, recovery
+from bar.changes import checkout, conflict_markers, journals
 from bar.changes.journals import ApplyIntent
 from bar.changes.merge import Ahead, Merged, Plan, checked_out_in, merge, on_base
-from bar.cli.progress import Progress
 from bar.errors import (
     ApplyConflict,
     BarError,
@@ -104,19 +104,6 @@ class ApplyResult:
         }
 
 
-def prepare(task: Task, meanwhile: Callable[[], object] | None = None) -> None:
-    """What apply does first, under the task lock. An open task is brought up to date as
-    by every command (``recovery.prepare``: hand edits recorded first; ``meanwhile`` is
-    called just before it looks for them). A closed one is applied from its record: only
-    an apply a stopped bar left is finished."""
-    if task.active:
-        recovery.prepare(task, meanwhile)
-        return
-    intent = journals.read_apply(task.paths)
-    if intent is not None:
-        complete(task, intent)
-
-
 def dry_run(
     task: Task,
     *,
@@ -171,9 +158,11 @@ def apply(
     target_branch: str | None,
     message: str | None,
     at: State | None = None,
+    prepare: Callable[[Task, Callable[[], object]], None],
 ) -> ApplyResult:
     """Land the task's last recorded state, or the recorded state ``at`` (the caller
-    holds the lock; ``prepare`` runs first)."""
+    holds the lock). ``prepare`` runs first (``bar.changes.recovery.prepare_apply``: a
+    crash's leftovers finished, hand edits recorded), given what to do meanwhile."""
     ahead: list[Ahead | None] = []
 
     def merge_ahead() -> None:  # the merge of the recorded state, while hand edits are sought

@@ -30,9 +30,9 @@ from pathlib import Path, PurePosixPath
 from bar import git
 from bar.base import faults
 from bar.base.notices import note, plural, warn
+from bar.base.progress import Progress
 from bar.base.record import record
 from bar.changes.fast import racy
-from bar.cli.progress import Progress
 from bar.errors import DirtyWorktree, GitStateError
 from bar.git.safe import SafeGit
 

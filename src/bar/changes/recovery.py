@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import shlex
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TypeVar
 
@@ -33,7 +34,7 @@ from bar.history import bases
 from bar.ledger import steps
 from bar.ledger.records import Step
 from bar.step import queued as queued_steps
-from bar.task.tasks import Task
+from bar.task.tasks import Task, load_task
 
 # git itself may lock the ref for a moment (``git gc`` packing refs from another task's
 # worktree): a lock file younger than this gets the time to go away before it is removed.
@@ -92,9 +93,9 @@ def finish_pending(task: Task) -> list[Step]:
         if last is not None and last.number >= int(run_intent.step_id):
             journals.clear_run(task.paths)  # the step was recorded before the crash
         else:
-            from bar.step import run
+            from bar.step.complete import complete
 
-            done.append(run.complete(task, run_intent, None))
+            done.append(complete(task, run_intent, None))
             what = f"recorded step {run_intent.step_id} ({shlex.join(run_intent.cmd)})"
             if run_intent.exit_code is not None:
                 note(f"{what}: it exited {run_intent.exit_code}; bar stopped (or failed) "
@@ -212,3 +213,29 @@ def prepare(
     if meanwhile is not None:
         meanwhile()
     steps.record_hand_edits(task, before_look)
+
+
+def prepare_apply(task: Task, meanwhile: Callable[[], object] | None = None) -> None:
+    """What apply does first, under the task lock. An open task is brought up to date as
+    by every command (``prepare``: hand edits recorded first; ``meanwhile`` is
+    called just before it looks for them). A closed one is applied from its record: only
+    an apply a stopped bar left is finished."""
+    if task.active:
+        prepare(task, meanwhile)
+        return
+    intent = journals.read_apply(task.paths)
+    if intent is not None:
+        from bar.changes import apply
+
+        apply.complete(task, intent)
+
+
+@contextmanager
+def changing(task: Task, what: str, *, wait: bool) -> Iterator[Task]:
+    """Hold the task's lock (``what``: who holds it, as a waiting command is told), reload
+    the task (it may have changed while we waited), finish what a crashed bar left and
+    record hand edits: then the caller acts on the task given."""
+    with task.lock(what, wait=wait):
+        fresh = load_task(task.project, task.id)
+        prepare(fresh)
+        yield fresh

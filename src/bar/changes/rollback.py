@@ -23,6 +23,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from bar import git
 from bar.base import faults
@@ -39,6 +40,9 @@ from bar.ledger import steps
 from bar.ledger.records import RollbackStep
 from bar.store.files import write_text_atomic
 from bar.task.tasks import Task
+
+if TYPE_CHECKING:
+    from bar.history.checkpoints import Checkpoint, Recorder
 
 
 @record(frozen=True)
@@ -267,3 +271,22 @@ def _clear_own_index_lock(task: Task, started_at: str) -> None:
     if made >= began:
         lock.unlink(missing_ok=True)
         note(f"removed {lock}: left by the interrupted rollback's git reset")
+
+
+def in_step(recorder: Recorder, name: str) -> Checkpoint:
+    """Restore the recorded state ``name`` inside the running step whose checkpoints
+    ``recorder`` takes, as a checkpoint (what changed since the last one is kept first, as a
+    residual: nothing is lost)."""
+    target = states.resolve(recorder.task, name)
+    task, started = recorder.task, now_iso()
+    snap = snapshot.take(task.worktree, task.index, task.snapshot_ref, recorder.last,
+                         f"step {recorder.step_id}: before a rollback", recorder.excludes)  # fmt: skip
+    if snap.commit != recorder.last:
+        recorder.add("residual", snap.commit, started_at=started)
+    written = restore(task, target.commit, verified=recorder.last)
+    message = f"step {recorder.step_id}.{recorder.count + 1}: rollback to {target.describe()}"
+    after = snapshot.take(task.worktree, task.index, task.snapshot_ref, recorder.last, message,
+                          recorder.excludes, stamped_at=target.commit,
+                          restored_tree=written)  # fmt: skip
+    return recorder.add("rollback", after.commit, started_at=started, tool="bar rollback",
+                        target=target.name)  # fmt: skip

@@ -70,7 +70,8 @@ def _log_traceback() -> str | None:
 
 def _configure_output(args: object) -> None:
     """This command line's colour, pager and progress choices (reset on every call)."""
-    from bar.cli import pager, progress, render
+    from bar.base import progress
+    from bar.cli import pager, render
 
     render.set_color(str(getattr(args, "color", "auto")))
     pager.configure(enabled=not getattr(args, "no_pager", False))

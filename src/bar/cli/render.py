@@ -17,10 +17,10 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from bar.base.ids import short as short  # the commands read object ids through here
 from bar.base.notices import plural as plural  # the core words its notices with it too
 from bar.cli import pager
 from bar.git import DiffStat
-from bar.git import short as short  # the commands read object ids through here
 from bar.ledger.records import (
     ApplyStep,
     DecisionStep,

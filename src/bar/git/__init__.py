@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from bar.base import faults
+from bar.base.ids import short as short  # (how bar shows an object id)
 from bar.base.proc import Result, Started, clean_env, run
 from bar.base.proc import start as start_child
 from bar.base.record import record
@@ -238,11 +239,6 @@ def index_env(index: Path, *, reshare: bool = False) -> dict[str, str]:
                 env["GIT_CONFIG_COUNT"] = str(1 + len(pairs))
             break
     return env
-
-
-def short(sha: str | None) -> str:
-    """An object id as people read it."""
-    return sha[:10] if sha else "-"
 
 
 _TREES: dict[str, str] = {}  # commit id -> its tree: an object never changes

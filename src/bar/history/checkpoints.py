@@ -280,26 +280,6 @@ class Recorder:
         self._last_tree = snap.tree
         return checkpoint
 
-    def rollback(self, name: str) -> Checkpoint:
-        """Restore the recorded state ``name`` inside the running step, as a checkpoint
-        (what changed since the last one is kept first, as a residual: nothing is lost)."""
-        from bar.changes import rollback
-        from bar.history import states
-
-        target = states.resolve(self.task, name)
-        task, started = self.task, now_iso()
-        snap = snapshot.take(task.worktree, task.index, task.snapshot_ref, self.last,
-                             f"step {self.step_id}: before a rollback", self.excludes)  # fmt: skip
-        if snap.commit != self.last:
-            self.add("residual", snap.commit, started_at=started)
-        restored = rollback.restore(task, target.commit, verified=self.last)
-        message = f"step {self.step_id}.{self.count + 1}: rollback to {target.describe()}"
-        after = snapshot.take(task.worktree, task.index, task.snapshot_ref, self.last, message,
-                              self.excludes, stamped_at=target.commit,
-                              restored_tree=restored)  # fmt: skip
-        return self.add("rollback", after.commit, started_at=started, tool="bar rollback",
-                        target=target.name)  # fmt: skip
-
     def add(self, kind: str, commit: str, *, started_at: str, **facts: Any) -> Checkpoint:
         """Record ``commit`` (a snapshot chained onto the last one) as the next checkpoint."""
         n = self.count + 1

@@ -21,10 +21,10 @@ import re
 from typing import Any
 
 from bar import api
-from bar.api import shapes
+from bar.api import orders, shapes
 from bar.errors import NotFound, UsageError
 from bar.ledger.records import RunStep
-from bar.task.tasks import Task, load_task
+from bar.task.tasks import Task
 
 DEFAULT_MAX_BYTES = 40_000  # about 10k tokens of patch: enough to read, not a flood
 LOG_DEFAULT = 20  # steps `log` returns unless asked for more
@@ -42,7 +42,7 @@ class OwnTask:
     @property
     def task(self) -> Task:
         """The task as it is now (a step may have changed it since the last call)."""
-        return load_task(self._task.project, self._task.id)
+        return api.load_task(self._task.project, self._task.id)
 
     # --- reading -------------------------------------------------------------------------
 
@@ -110,16 +110,13 @@ class OwnTask:
         return self._order("rollback", {"to": state_name(to)})
 
     def decide_submit(self, input: dict[str, Any]) -> dict[str, Any]:
-        from bar.aide import decide
 
-        return dict(decide.submit(self.task, input))
+        return dict(orders.decide_submit(self.task, input))
 
     def flow(self, action: str, summary: str, rollback: bool = False) -> dict[str, Any]:
         return self._order("flow", {"action": action, "summary": summary, "rollback": rollback})
 
     def _order(self, op: str, args: dict[str, object]) -> dict[str, Any]:
-        from bar.step import orders
-
         return dict(orders.order(self.task, op, args))
 
 

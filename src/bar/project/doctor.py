@@ -32,8 +32,8 @@ from pathlib import Path
 
 from bar import git
 from bar.base.notices import plural
+from bar.base.progress import Progress
 from bar.base.record import record
-from bar.cli.progress import Progress
 from bar.errors import BarError, PolicyError, UnsupportedVersion
 from bar.git import locks as git_locks
 from bar.ledger.records import Step, step_from_record

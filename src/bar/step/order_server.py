@@ -25,7 +25,10 @@ if TYPE_CHECKING:
 
 def answer(sup: Supervisor, op: str, body: bytes, *, inside: bool) -> channel.Reply:
     """Do the order ``op`` (its arguments: the JSON ``body``) in the running step."""
+    from bar.step import order_handlers  # (loaded once the first order comes)
+
     try:
+        order_handlers.load()
         handler, who = orders.lookup(op)
         if (who == "inside" and not inside) or (who == "outside" and inside):
             error = orders.refused(op, who, running=True)
@@ -76,7 +79,9 @@ class StepContext(orders.Context):
         # the agent asked itself, between (or from within) its own calls
         recorder = self._recorder()
         self._sup._checkpoint_unreported()
-        return recorder.rollback(to)
+        from bar.changes import rollback  # (a plain step does without it)
+
+        return rollback.in_step(recorder, to)
 
     def add_step(self, step: Step) -> Step | None:
         queued_steps.queue(self.task, step.to_record())

@@ -17,15 +17,12 @@ person answers the agent's questions, never the agent) or ``any``.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 from bar import git
-from bar.changes import journals
 from bar.errors import BarError, UsageError
 from bar.ledger.records import Step
-from bar.store.lock import is_locked
 from bar.task.tasks import Task
 
 if TYPE_CHECKING:
@@ -84,19 +81,13 @@ def register(op: str, who: str) -> Callable[[Handler], Handler]:
 
 
 def lookup(op: str) -> tuple[Handler, str]:
-    """(handler, who) of ``op``; a bad command line if there is no such op."""
-    _load_ops()
+    """(handler, who) of ``op``; a bad command line if there is no such op (the caller
+    loads the handlers first: ``bar.step.order_handlers.load``)."""
     try:
         return _REGISTRY[op]
     except KeyError:
         raise UsageError(f"{op!r} is not an order bar knows",
                          hint="known: " + ", ".join(sorted(_REGISTRY))) from None  # fmt: skip
-
-
-def _load_ops() -> None:
-    """The modules whose handlers register themselves."""
-    from bar.aide import decide, flow  # noqa: F401
-    from bar.step import order_ops  # noqa: F401
 
 
 def refused(op: str, who: str, *, running: bool) -> BarError | None:
@@ -124,49 +115,6 @@ class NotInsideStep(BarError):
     """An order given from the wrong side of a running step."""
 
     exit_code = UsageError.exit_code
-
-
-def order(task: Task, op: str, args: Mapping[str, object], *, wait: bool = True) -> dict[str, object]:  # fmt: skip
-    """Do ``op`` as the task's one writer: when a step is running, sent over the task's
-    socket to that step's ``bar run`` (channel verb ``order``, ARG = op, BODY = JSON args;
-    reply stdout = JSON result, or exit code + "message\\nhint: ..." on stderr, re-raised
-    here as a BarError with that exit code); with no step running, done here under the
-    task's lock (``api._changing``)."""
-    from bar import api
-
-    handler, who = lookup(op)
-    body = json.dumps(dict(args), ensure_ascii=False).encode()
-    sent = _send(task, op, body)
-    if sent is not None:
-        return sent
-    if who == "inside":
-        error = refused(op, who, running=False)
-        assert error is not None
-        raise error
-    with api._changing(task, f"bar {op}", wait=wait) as fresh:
-        return handler(LocalContext(fresh), args)
-
-
-def _send(task: Task, op: str, body: bytes) -> dict[str, object] | None:
-    """The running step's answer to the order; None when no step is running."""
-    from bar.step import channel
-
-    if journals.read_run(task.paths) is None or not task.paths.socket.exists():
-        return None
-    if not is_locked(task.paths.lock):
-        return None  # a crashed step's: done here, after it is recorded
-    reply = channel.request(str(task.paths.socket), "order", op, body)
-    if reply is None:
-        return None  # the step has just ended
-    if reply.exit_code != 0:
-        message, _, hint = reply.stderr.decode("utf-8", "replace").partition("\nhint: ")
-        error = BarError(message or f"the running step refused {op}", hint=hint or None)
-        error.exit_code = reply.exit_code
-        raise error
-    result = json.loads(reply.stdout)
-    if not isinstance(result, dict):
-        raise BarError(f"the running step answered {op} with something unreadable")
-    return result
 
 
 # --- with no step running ------------------------------------------------------------

@@ -13,7 +13,8 @@ hand edits recorded). Then, in an order where every prefix is recoverable
    the channel inner ``bar hook`` calls reach, the agent's hook settings), and the
    command runs with its output shown and streamed, scrubbed, into its artifacts;
 4. ``post_run`` hooks, then what the step's processes left running is stopped;
-5. ``complete``: snapshot, patch, the ledger line (the commit point), intent removed.
+5. ``complete`` (``bar.step.complete``): snapshot, patch, the ledger line (the commit
+   point), intent removed.
 
 If bar dies during 3–5, ``bar.changes.recovery`` calls the same ``complete`` with no outcome: the
 step is recorded as interrupted, with every change made up to then.
@@ -22,13 +23,12 @@ step is recorded as interrupted, with every change made up to then.
 from __future__ import annotations
 
 import os
-import shlex
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from bar import git
-from bar.base.clock import ms_between, ms_since, now_iso
+from bar.base.clock import ms_since, now_iso
 from bar.base.inotify import TreeWatch
 from bar.base.notices import note, warn
 from bar.base.proc import clean_env
@@ -38,17 +38,16 @@ from bar.changes.fast import prescan, speed, stamps
 from bar.changes.journals import RunIntent
 from bar.errors import BarError, ExitCode, HookFailed, UsageError
 from bar.git.guard import Guard
-from bar.history import checkpoints, snapshot
 from bar.ledger import steps
-from bar.ledger.call_log import Recorded, read_recorded
 from bar.ledger.records import Artifacts, HookRecord, PolicyEventRecord, RunStep
 from bar.policy import Decision
 from bar.redact import Scrubber, redact_env
 from bar.redact import known as known_secrets
 from bar.redact.stream import StreamScrubber
-from bar.sandbox import Confinement, leftovers, quarantine
+from bar.sandbox import Confinement, leftovers
 from bar.sandbox import plan as sandbox_plan
-from bar.step import interrupted, outcome, step_hooks
+from bar.step import outcome, step_hooks
+from bar.step.complete import Executed, complete
 from bar.step.hints import not_executable, refused_access
 from bar.step.supervisor import Supervisor
 from bar.step.user_hooks import HookFacts, HookResult
@@ -71,15 +70,6 @@ class RunRequest:
         # The task lock names the command before the step's scrubber exists: from now on
         # this process scrubs the values of secret-named pairs wherever it writes.
         known_secrets.learn(self.env)
-
-
-@record(frozen=True)
-class Executed:
-    """How the command ended, and what it printed."""
-
-    exit_code: int
-    signal: int | None
-    artifacts: Artifacts
 
 
 def resolve_cwd(task: Task, value: str | None, here: Path | None = None) -> str:
@@ -270,92 +260,6 @@ def run_step(task: Task, req: RunRequest, watch: TreeWatch | None = None) -> Run
         raise  # (the intent knows how the command ended: the next command records it)
 
 
-def complete(
-    task: Task,
-    intent: RunIntent,
-    executed: Executed | None,
-    *,
-    policy_events: Sequence[PolicyEventRecord] = (),
-    hooks: Sequence[HookRecord] = (),
-    scrubber: Scrubber | None = None,
-    changed: set[str] | None = None,
-) -> RunStep:
-    """Record the step ``intent`` announced: its snapshot, patch and ledger line, then
-    remove the intent. ``executed`` None: bar died while the command ran (the step is
-    recorded as interrupted, with the output captured up to then). ``changed``: the
-    paths changed since the step's last snapshot, as its watch saw them."""
-    # Recovery passes no scrubber: the intent's cmd was scrubbed when it was written, by
-    # the process that knew the run's pairs and environment.
-    scrub = scrubber or known_secrets.scrubber()
-    step_id = intent.step_id
-    policy_events = [*policy_events, *quarantine.settle_step(task)]  # (before the branch is read)
-    recovering = executed is None
-    if executed is None and intent.exit_code is not None:
-        # the command had ended; only its recording failed: record how it ended
-        executed = Executed(
-            intent.exit_code, intent.signal, interrupted.found_artifacts(task, step_id)
-        )
-    ended = intent.ended_at or (
-        now_iso() if executed is not None else interrupted.last_sign_of_life(task, step_id, intent)
-    )
-    label = "" if executed is not None else " (interrupted)"
-    message = scrub.scrub_text(f"step {step_id}{label}: {shlex.join(intent.cmd)}")
-    # chained onto the step's last checkpoint; what no hook saw since is its residual
-    taken = checkpoints.Recorder(task, step_id, intent.snapshot_before, intent.excludes, scrub)
-    last_checkpoint = taken.last
-    job = steps.PatchJob(task, step_id, intent.snapshot_before)
-    # recorded after bar died: what was made after its last sign of life is not the step's
-    made = (interrupted.split(task, last_checkpoint, interrupted.bound(task, intent))
-            if recovering else None)  # fmt: skip
-    if made is not None:
-        snap = interrupted.take_tree(task, last_checkpoint, message, made)
-    else:
-        snap = snapshot.take(task.worktree, task.index, task.snapshot_ref, last_checkpoint,
-                             message, intent.excludes, changed=changed, on_tree=job.begin)  # fmt: skip
-    if taken.count and snap.commit != last_checkpoint:
-        taken.add("residual", snap.commit, started_at=taken.last_ended or ended)
-    stat, patch = job.finish(snap.commit)
-    artifacts = (
-        executed.artifacts if executed is not None else interrupted.found_artifacts(task, step_id)
-    )
-    artifacts.patch = patch
-    if taken.count:
-        artifacts.checkpoints = checkpoints.artifact_name(step_id)
-    finished = executed is not None and executed.signal is None
-    recorded = read_recorded(task, step_id, finished=finished)
-    step = RunStep(
-        step_id=step_id,
-        started_at=intent.started_at,
-        ended_at=ended,
-        duration_ms=ms_between(intent.started_at, ended),
-        cmd=intent.cmd,
-        cwd=intent.cwd,
-        env=intent.env,
-        exit_code=executed.exit_code if executed is not None else None,
-        signal=executed.signal if executed is not None else None,
-        interrupted=executed is None,
-        pty=intent.pty,
-        policy_events=[*policy_events, *recorded.events],
-        hooks=list(hooks),
-        diff_stat=stat,
-        artifacts=artifacts,
-        snapshot_before=intent.snapshot_before,
-        snapshot=snap.commit,
-        head=git.head(task.worktree),
-        checkpoints=taken.count,
-    )
-    if intent.sandbox is not None:
-        step.extra["sandbox"] = intent.sandbox
-    if intent.agent is not None:
-        step.extra["agent"] = {**intent.agent, "sessions": len(recorded.sessions)}
-        _say_unhooked(intent.agent, recorded, executed)
-    _say_nested(task, step)
-    written = steps.append(task, step, scrub)
-    task.paths.policy_events(step_id).unlink(missing_ok=True)
-    journals.clear_run(task.paths)
-    return written
-
-
 # --- the command -------------------------------------------------------------------
 
 
@@ -418,34 +322,6 @@ def _stop_leftovers(confinement: Confinement, since: float, what: str = "the com
         warn(f"stopped {len(stopped)} process(es) {what} left running "
              f"(pid {', '.join(map(str, stopped[:10]))}): nothing a confined step starts "
              "outlives it")  # fmt: skip
-
-
-def _say_unhooked(agent: dict[str, object], recorded: Recorded, executed: Executed | None) -> None:
-    """An agent that ran and never called bar's hooks (not even at its start) ran its
-    commands unchecked: say so rather than let the step look supervised."""
-    if recorded.sessions or recorded.events or executed is None or agent.get("hooks") == "none":
-        return
-    if executed.exit_code in (126, 127):
-        return  # the agent did not start
-    warn(f"{agent.get('name')} never called bar's hooks in this step: the commands it ran "
-         "were not checked by the policy (docs/agents.md lists the versions bar knows)")  # fmt: skip
-
-
-def _say_nested(task: Task, step: RunStep) -> None:
-    """Nested repositories (a ``git init`` or clone inside the worktree, submodules) are
-    recorded as the commit they are at, never their files: the step lists them
-    (``nested_repos``) and bar says so whenever a new one appears."""
-    nested = stamps.nested_repositories(task.index)
-    if not nested:
-        return
-    step.extra["nested_repos"] = nested
-    last = task.ledger.last()
-    known = set(getattr(last, "extra", {}).get("nested_repos") or [])
-    for path in nested:
-        if path not in known:
-            warn(f"{path} is a git repository of its own: bar records only the commit it is "
-                 "at, not its files; edits inside it are not recorded and a rollback does "
-                 "not restore them")  # fmt: skip
 
 
 def _step_env(task: Task, step_id: str) -> dict[str, str]:

@@ -426,7 +426,9 @@ class Supervisor:
                 hint="roll back when it waits for you (between turns)",
             )
         self._checkpoint_unreported()
-        return recorder.rollback(name)
+        from bar.changes import rollback  # (a plain step does without it)
+
+        return rollback.in_step(recorder, name)
 
     def _relative(self, paths: tuple[str, ...]) -> tuple[str, ...]:
         """Edit tools name files by absolute path: those in the worktree, relative to it."""

@@ -3,7 +3,7 @@ answer them, and the decisions answered before.
 
 Each item shows its title, location, context and options with their scores, pros and
 cons; the recommendation is chosen to begin with and a note may go with each choice. The
-answer is a POST (with the CSRF token) that goes through ``bar.aide.decide.answer``, so through
+answer is a POST (with the CSRF token) that goes through ``bar.api.orders.decide_answer``, so through
 the orders layer: while a step runs, that step's ``bar run`` records it. It names the
 session it answers, so a submission that replaced the one on screen is not answered by
 mistake. A refused answer is shown as bar's own sentence above the form.
@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from bar.aide import decide
+from bar.api import orders
 from bar.errors import BarError
 from bar.task.tasks import Task
 from bar.ui.pages import esc, layout, plural, task_url
@@ -163,7 +164,7 @@ def answers_of(task: Task, form: dict[str, str]) -> list[dict[str, Any]]:
 
 def answer(task: Task, form: dict[str, str], csrf: str) -> str:
     """Answer the pending decision the form showed; the page again, saying what was done."""
-    done = decide.answered(task, answers_of(task, form), session_id=form.get("session") or None,
+    done = orders.decide_answered(task, answers_of(task, form), session_id=form.get("session") or None,
                            wait=False)  # fmt: skip
     text = f"Answered decision {done['session_id']}."
     step = done.get("step")

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from bar import api
 from bar.errors import BarError, NotFound
-from bar.ledger.records import Step, parse_step_ref
+from bar.ledger.records import Step
 from bar.store.layout import TASK_ID_RE
 from bar.task.tasks import Task
 from bar.ui import patches
@@ -169,7 +169,7 @@ def checkpoints_of(the_task: Task, step: Step) -> list[Checkpoint]:
 def step_or_checkpoint(the_task: Task, ref: str) -> Step | Checkpoint:
     if "." in ref:
         return api.checkpoint(the_task, ref)
-    return api.show(the_task, parse_step_ref(ref))
+    return api.show(the_task, api.parse_step_ref(ref))
 
 
 def patch_of(the_task: Task, rel: str | None) -> patches.PatchIndex:

@@ -10,8 +10,7 @@ from __future__ import annotations
 import json
 import sys
 
-from bar.agents import mcp_entry, settings
-from bar.project.project import locate
+from bar.api import agents
 
 # Codex runs a project's hooks only after a person trusts each one (docs/agents.md)
 _CODEX_TRUST = ("Codex runs these hooks only once you trust them: open /hooks in Codex in "
@@ -20,33 +19,31 @@ _CODEX_TRUST = ("Codex runs these hooks only once you trust them: open /hooks in
 
 
 def setup(*, agent: str, write: bool) -> int:
-    command = settings.hook_command(agent)
-    # `bar mcp` with no --task serves the task of the directory the agent starts in
-    mcp = mcp_entry.server_argv(settings.bar_executable(), None)
+    wiring = agents.setup(agent)
     if not write:
-        rel, content = settings.setup_text(agent, command, mcp)
+        rel, content = agents.settings_text(wiring)
         print(f"# {rel} (merge into the file if it exists; or run with --write)")
         print(content, end="" if content.endswith("\n") else "\n")
-        _print_mcp(agent, mcp)
+        _print_mcp(wiring)
     else:
-        root = locate().project.root
-        path = settings.write_setup(agent, root, command, mcp)
+        path, mcp = agents.write(wiring)
         print(f"wrote bar's hooks into {path}")
-        if agent == "claude":
-            print(f"wrote the bar MCP server into {settings.write_claude_mcp(root, mcp)}")
+        if mcp is not None:
+            print(f"wrote the bar MCP server into {mcp}")
         elif agent == "codex":
-            _print_mcp(agent, mcp)
+            _print_mcp(wiring)
     if agent == "codex":
         print(f"bar: note: {_CODEX_TRUST}", file=sys.stderr)
     return 0
 
 
-def _print_mcp(agent: str, mcp: list[str]) -> None:
+def _print_mcp(wiring: agents.Setup) -> None:
     """The MCP server's entry where it is not in the settings file printed above."""
-    if agent == "claude":
+    mcp = wiring.mcp
+    if wiring.agent == "claude":
         print("# .mcp.json (Claude Code asks once whether to use it; merge into the file)")
-        print(json.dumps(mcp_entry.claude_config(mcp), indent=2))
-    elif agent == "codex":
+        print(json.dumps(agents.claude_mcp_config(wiring), indent=2))
+    elif wiring.agent == "codex":
         print("# ~/.codex/config.toml: bar's MCP server (Codex reads MCP servers from there)")
         print("[mcp_servers.bar]")
         print(f"command = {json.dumps(mcp[0])}")

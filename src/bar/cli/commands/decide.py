@@ -9,6 +9,7 @@ from typing import Any
 
 from bar import api
 from bar.aide import decide
+from bar.api import orders
 from bar.cli.render import Painter, print_json
 from bar.errors import UsageError
 
@@ -41,7 +42,7 @@ def submit(*, input: str, wait: bool, timeout: float | None, task: str | None,
         raise UsageError("--timeout goes with --wait")
     data = _read_input(input)
     the_task = api.get_task(api.open_project(), task)
-    done = decide.submit(the_task, data)
+    done = orders.decide_submit(the_task, data)
     sid = str(done["session_id"])
     if done.get("replaced"):
         print(f"bar: decision {done['replaced']} was still pending and is replaced by {sid}",
@@ -92,7 +93,7 @@ def answer(*, choose: list[str], note: list[str], task: str | None, as_json: boo
         raise UsageError("--note goes with --choose")
     else:
         decisions = _ask(waiting, Painter(the_task.project.config.output.color))
-    done = decide.answered(the_task, decisions, session_id=sid)
+    done = orders.decide_answered(the_task, decisions, session_id=sid)
     if as_json:
         print_json(done)
         return 0

@@ -10,11 +10,10 @@ from __future__ import annotations
 from bar import api
 from bar.cli.render import Painter, print_json
 from bar.errors import BarError, ExitCode
-from bar.project.project import locate
 
 
 def doctor(*, repair: bool, as_json: bool) -> int:
-    project = locate().project
+    project = api.locate().project
     doc = api.doctor(project, repair=repair)
     remaining = doc.remaining
     code = ExitCode.CORRUPT if remaining else ExitCode.OK

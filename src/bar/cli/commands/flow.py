@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from bar import api
 from bar.aide import flow
+from bar.api import orders
 from bar.cli.render import Painter, print_json, short
 
 
 def act(*, action: str, summary: str, task: str | None, as_json: bool,
         rollback: bool = False, phase: str | None = None) -> int:  # fmt: skip
     the_task = api.get_task(api.open_project(), task)
-    done = flow.act(the_task, action, summary, rollback=rollback, phase=phase)
+    done = orders.flow_act(the_task, action, summary, rollback=rollback, phase=phase)
     if as_json:
         print_json(done)
         return 0

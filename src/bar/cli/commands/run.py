@@ -13,7 +13,7 @@ from bar import api
 from bar.cli.render import Painter, print_json, stat_text
 from bar.errors import HookFailed, UsageError
 from bar.ledger.records import RunStep
-from bar.step.run import RunRequest, resolve_cwd
+from bar.step.run import RunRequest
 from bar.task.tasks import Task
 
 # POSIX's portable names: str.isalnum() would also let 'é' and '²' through
@@ -53,14 +53,12 @@ def run(
     if pty is None:
         pty = sys.stdin.isatty() and sys.stdout.isatty() and not as_json
     if agent is None and not no_agent:
-        from bar.agents.detect import agent_of
-
-        agent = agent_of(argv)
+        agent = api.agent_of(argv)
         if agent is not None and os.environ.get("BAR_QUIET") is None:
             print(f"bar: supervising {agent} as --agent {agent} would "
                   "(--no-agent: run it as a plain command)", file=sys.stderr)  # fmt: skip
     request = RunRequest(
-        argv=argv, cwd=resolve_cwd(the_task, cwd), env=variables, pty=pty, live=True,
+        argv=argv, cwd=api.resolve_cwd(the_task, cwd), env=variables, pty=pty, live=True,
         agent=agent, sandbox=sandbox,
     )  # fmt: skip
     try:

@@ -1,0 +1,96 @@
+"""Giving an order (``bar.step.orders``): sent to the running step's ``bar run`` over the
+task's socket, or, with no step running, done here under the task's lock. And the orders
+the faces give: ``bar decide`` (submit, answer) and ``bar flow``."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from bar.aide import decide
+from bar.changes import journals, recovery
+from bar.errors import BarError
+from bar.step import order_handlers, orders
+from bar.store.lock import is_locked
+from bar.task.tasks import Task
+
+
+def order(task: Task, op: str, args: Mapping[str, object], *, wait: bool = True) -> dict[str, object]:  # fmt: skip
+    """Do ``op`` as the task's one writer: when a step is running, sent over the task's
+    socket to that step's ``bar run`` (channel verb ``order``, ARG = op, BODY = JSON args;
+    reply stdout = JSON result, or exit code + "message\\nhint: ..." on stderr, re-raised
+    here as a BarError with that exit code); with no step running, done here under the
+    task's lock, after a crash's leftovers are finished and hand edits recorded
+    (``recovery.changing``)."""
+    order_handlers.load()
+    handler, who = orders.lookup(op)
+    body = json.dumps(dict(args), ensure_ascii=False).encode()
+    sent = _send(task, op, body)
+    if sent is not None:
+        return sent
+    if who == "inside":
+        error = orders.refused(op, who, running=False)
+        assert error is not None
+        raise error
+    with recovery.changing(task, f"bar {op}", wait=wait) as fresh:
+        return handler(orders.LocalContext(fresh), args)
+
+
+def _send(task: Task, op: str, body: bytes) -> dict[str, object] | None:
+    """The running step's answer to the order; None when no step is running."""
+    from bar.step import channel
+
+    if journals.read_run(task.paths) is None or not task.paths.socket.exists():
+        return None
+    if not is_locked(task.paths.lock):
+        return None  # a crashed step's: done here, after it is recorded
+    reply = channel.request(str(task.paths.socket), "order", op, body)
+    if reply is None:
+        return None  # the step has just ended
+    if reply.exit_code != 0:
+        message, _, hint = reply.stderr.decode("utf-8", "replace").partition("\nhint: ")
+        error = BarError(message or f"the running step refused {op}", hint=hint or None)
+        error.exit_code = reply.exit_code
+        raise error
+    result = json.loads(reply.stdout)
+    if not isinstance(result, dict):
+        raise BarError(f"the running step answered {op} with something unreadable")
+    return result
+
+
+# --- the orders of bar decide and bar flow ------------------------------------------
+
+
+def decide_submit(task: Task, data: object, *, wait: bool = True) -> dict[str, object]:
+    """Submit a DecideInput; ``{"session_id", "pending", "replaced"}``."""
+    decide.validate(data)  # said before anything is sent
+    return order(task, "decide.submit", {"input": data}, wait=wait)
+
+
+def decide_answer(task: Task, decisions: list[dict[str, Any]], *, session_id: str | None = None,
+           wait: bool = True) -> dict[str, Any]:  # fmt: skip
+    """Answer the pending decision (``session_id``: only if it is still that one); the
+    DecisionRecord written."""
+    rec = decide_answered(task, decisions, session_id=session_id, wait=wait)["record"]
+    assert isinstance(rec, dict)
+    return rec
+
+
+def decide_answered(task: Task, decisions: list[dict[str, Any]], *, session_id: str | None = None,
+             wait: bool = True) -> dict[str, object]:  # fmt: skip
+    """``decide_answer``, with the order's whole result: ``{"session_id", "record", "step"
+    (the decision step, None while another step runs), "queued"}``."""
+    args: dict[str, object] = {"decisions": decisions}
+    if session_id is not None:
+        args["session_id"] = session_id
+    return order(task, "decide.answer", args, wait=wait)
+
+
+def flow_act(task: Task, action: str, summary: str, *, rollback: bool = False,
+        phase: str | None = None, wait: bool = True) -> dict[str, object]:  # fmt: skip
+    """Record a flow action (``start``, ``next-step``, ...) as the task's one writer."""
+    args: dict[str, object] = {"action": action, "summary": summary, "rollback": rollback}
+    if phase is not None:
+        args["phase"] = phase
+    return order(task, "flow", args, wait=wait)

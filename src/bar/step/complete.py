@@ -1,0 +1,152 @@
+"""Recording a step that has ended, or whose ``bar`` was killed while it ran: its snapshot,
+its patch and its ledger line (the commit point), then its intent removed (SPEC §3).
+
+``bar.step.run`` calls ``complete`` when the command has ended; ``bar.changes.recovery``
+calls the same ``complete`` with no outcome for a step whose ``bar`` died during it: the
+step is recorded as interrupted, with every change made up to then.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Sequence
+
+from bar import git
+from bar.base.clock import ms_between, now_iso
+from bar.base.notices import warn
+from bar.base.record import record
+from bar.changes import journals
+from bar.changes.fast import stamps
+from bar.changes.journals import RunIntent
+from bar.history import checkpoints, snapshot
+from bar.ledger import steps
+from bar.ledger.call_log import Recorded, read_recorded
+from bar.ledger.records import Artifacts, HookRecord, PolicyEventRecord, RunStep
+from bar.redact import Scrubber
+from bar.redact import known as known_secrets
+from bar.sandbox import quarantine
+from bar.step import interrupted
+from bar.task.tasks import Task
+
+
+@record(frozen=True)
+class Executed:
+    """How the command ended, and what it printed."""
+
+    exit_code: int
+    signal: int | None
+    artifacts: Artifacts
+
+
+def complete(
+    task: Task,
+    intent: RunIntent,
+    executed: Executed | None,
+    *,
+    policy_events: Sequence[PolicyEventRecord] = (),
+    hooks: Sequence[HookRecord] = (),
+    scrubber: Scrubber | None = None,
+    changed: set[str] | None = None,
+) -> RunStep:
+    """Record the step ``intent`` announced: its snapshot, patch and ledger line, then
+    remove the intent. ``executed`` None: bar died while the command ran (the step is
+    recorded as interrupted, with the output captured up to then). ``changed``: the
+    paths changed since the step's last snapshot, as its watch saw them."""
+    # Recovery passes no scrubber: the intent's cmd was scrubbed when it was written, by
+    # the process that knew the run's pairs and environment.
+    scrub = scrubber or known_secrets.scrubber()
+    step_id = intent.step_id
+    policy_events = [*policy_events, *quarantine.settle_step(task)]  # (before the branch is read)
+    recovering = executed is None
+    if executed is None and intent.exit_code is not None:
+        # the command had ended; only its recording failed: record how it ended
+        executed = Executed(
+            intent.exit_code, intent.signal, interrupted.found_artifacts(task, step_id)
+        )
+    ended = intent.ended_at or (
+        now_iso() if executed is not None else interrupted.last_sign_of_life(task, step_id, intent)
+    )
+    label = "" if executed is not None else " (interrupted)"
+    message = scrub.scrub_text(f"step {step_id}{label}: {shlex.join(intent.cmd)}")
+    # chained onto the step's last checkpoint; what no hook saw since is its residual
+    taken = checkpoints.Recorder(task, step_id, intent.snapshot_before, intent.excludes, scrub)
+    last_checkpoint = taken.last
+    job = steps.PatchJob(task, step_id, intent.snapshot_before)
+    # recorded after bar died: what was made after its last sign of life is not the step's
+    made = (interrupted.split(task, last_checkpoint, interrupted.bound(task, intent))
+            if recovering else None)  # fmt: skip
+    if made is not None:
+        snap = interrupted.take_tree(task, last_checkpoint, message, made)
+    else:
+        snap = snapshot.take(task.worktree, task.index, task.snapshot_ref, last_checkpoint,
+                             message, intent.excludes, changed=changed, on_tree=job.begin)  # fmt: skip
+    if taken.count and snap.commit != last_checkpoint:
+        taken.add("residual", snap.commit, started_at=taken.last_ended or ended)
+    stat, patch = job.finish(snap.commit)
+    artifacts = (
+        executed.artifacts if executed is not None else interrupted.found_artifacts(task, step_id)
+    )
+    artifacts.patch = patch
+    if taken.count:
+        artifacts.checkpoints = checkpoints.artifact_name(step_id)
+    finished = executed is not None and executed.signal is None
+    recorded = read_recorded(task, step_id, finished=finished)
+    step = RunStep(
+        step_id=step_id,
+        started_at=intent.started_at,
+        ended_at=ended,
+        duration_ms=ms_between(intent.started_at, ended),
+        cmd=intent.cmd,
+        cwd=intent.cwd,
+        env=intent.env,
+        exit_code=executed.exit_code if executed is not None else None,
+        signal=executed.signal if executed is not None else None,
+        interrupted=executed is None,
+        pty=intent.pty,
+        policy_events=[*policy_events, *recorded.events],
+        hooks=list(hooks),
+        diff_stat=stat,
+        artifacts=artifacts,
+        snapshot_before=intent.snapshot_before,
+        snapshot=snap.commit,
+        head=git.head(task.worktree),
+        checkpoints=taken.count,
+    )
+    if intent.sandbox is not None:
+        step.extra["sandbox"] = intent.sandbox
+    if intent.agent is not None:
+        step.extra["agent"] = {**intent.agent, "sessions": len(recorded.sessions)}
+        _say_unhooked(intent.agent, recorded, executed)
+    _say_nested(task, step)
+    written = steps.append(task, step, scrub)
+    task.paths.policy_events(step_id).unlink(missing_ok=True)
+    journals.clear_run(task.paths)
+    return written
+
+
+def _say_unhooked(agent: dict[str, object], recorded: Recorded, executed: Executed | None) -> None:
+    """An agent that ran and never called bar's hooks (not even at its start) ran its
+    commands unchecked: say so rather than let the step look supervised."""
+    if recorded.sessions or recorded.events or executed is None or agent.get("hooks") == "none":
+        return
+    if executed.exit_code in (126, 127):
+        return  # the agent did not start
+    warn(f"{agent.get('name')} never called bar's hooks in this step: the commands it ran "
+         "were not checked by the policy (docs/agents.md lists the versions bar knows)")  # fmt: skip
+
+
+def _say_nested(task: Task, step: RunStep) -> None:
+    """Nested repositories (a ``git init`` or clone inside the worktree, submodules) are
+    recorded as the commit they are at, never their files: the step lists them
+    (``nested_repos``) and bar says so whenever a new one appears."""
+    nested = stamps.nested_repositories(task.index)
+    if not nested:
+        return
+    step.extra["nested_repos"] = nested
+    last = task.ledger.last()
+    known = set(getattr(last, "extra", {}).get("nested_repos") or [])
+    for path in nested:
+        if path not in known:
+            warn(f"{path} is a git repository of its own: bar records only the commit it is "
+                 "at, not its files; edits inside it are not recorded and a rollback does "
+                 "not restore them")  # fmt: skip

@@ -1,0 +1,8 @@
+"""Every order bar knows (``bar.step.orders``): each handler registers itself as its module
+loads, and ``load`` loads them all, for who is about to look one up."""
+
+
+def load() -> None:
+    """Register the handler of every order."""
+    from bar.aide import decide, flow  # noqa: F401  (decide.submit, decide.answer, flow)
+    from bar.step import order_ops  # noqa: F401  (checkpoint, rollback)
