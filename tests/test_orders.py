@@ -17,6 +17,7 @@ import pytest
 from bar import api
 from bar.api import orders
 from bar.errors import ExitCode
+from bar.step.orders import NotInsideStep
 from helpers import BAR_EXE, bar, bar_exe, ledger, new_task, task_dir, worktree
 
 ORDER = """\
@@ -110,7 +111,7 @@ def test_an_inside_order_from_outside_and_an_outside_one_from_inside_are_refused
 ) -> None:
     t = new_task(capfd)
     task = api.get_task(api.open_project())
-    with pytest.raises(orders.NotInsideStep) as no_step:
+    with pytest.raises(NotInsideStep) as no_step:
         orders.order(task, "rollback", {"to": "base"})
     assert no_step.value.exit_code == ExitCode.USAGE and "no step is running" in str(no_step.value)
     # a step that waits: from outside, while it runs

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from bar.changes.fast.rescan import unchanged_since
 from bar.git import DIFF_FLAGS, parse_numstat
-from bar.history.snapshot import write_patch
+from bar.history.patches import write_patch
 from conftest import git
 from helpers import (
     SETTLE,

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from bar.history import side_index, snapshot
+from bar.history import side_index
 from helpers import (
     bar,
     init_clean,
@@ -91,5 +91,5 @@ def test_an_index_that_is_not_split_or_not_there_is_not_crowded(tmp_path: Path) 
     assert not side_index.crowded(tmp_path / "short")
     (tmp_path / "other").write_bytes(b"XXXX" + bytes(4) + (1000).to_bytes(4, "big"))
     assert not side_index.crowded(tmp_path / "other")
-    (tmp_path / "full").write_bytes(b"DIRC" + bytes(4) + snapshot.CROWDED.to_bytes(4, "big"))
+    (tmp_path / "full").write_bytes(b"DIRC" + bytes(4) + side_index.CROWDED.to_bytes(4, "big"))
     assert side_index.crowded(tmp_path / "full")

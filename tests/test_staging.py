@@ -104,8 +104,8 @@ def test_a_staged_hand_edit_is_taken_and_recorded_as_plain_git_writes_it(
         return write_patch(*args, **kwargs)
 
     monkeypatch.setattr(snapshot, "take", taking)
-    monkeypatch.setattr(snapshot, "write_whole", adding)
-    monkeypatch.setattr(snapshot, "write_patch", patching)
+    monkeypatch.setattr(side_index, "write_whole", adding)
+    monkeypatch.setattr(patches, "write_patch", patching)
     for n in range(8):
         for _ in range(rng.randint(1, 3)):
             rel = rng.choice(names)

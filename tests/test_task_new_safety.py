@@ -126,7 +126,7 @@ def test_a_failure_after_the_worktree_is_made_undoes_it(
     inited: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, failure: str
 ) -> None:
     from bar.errors import GitError, WriteFailed
-    from bar.history import snapshot
+    from bar.history import side_index
     from bar.task import new as task_new
 
     expected = leftovers(inited)
@@ -136,7 +136,7 @@ def test_a_failure_after_the_worktree_is_made_undoes_it(
             def fail_seed(*args: object) -> None:
                 raise GitError(["git", "read-tree"], 128, stderr=b"fatal: No space left on device")
 
-            patch.setattr(snapshot, "seed_index", fail_seed)
+            patch.setattr(side_index, "seed_index", fail_seed)
         else:
             real = task_new.write_json_atomic
 
