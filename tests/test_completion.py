@@ -195,7 +195,7 @@ def test_a_command_added_to_the_parser_is_completed_without_more(
     ("line", "expected"),
     [
         ("bar ta", ["task"]),
-        ("bar r", ["redo", "replay", "rollback", "run"]),
+        ("bar r", ["redo", "replay", "resident", "rollback", "run"]),
         (
             "bar task ",
             ["close", "delete", "list", "new", "path", "prune", "reopen", "show", "switch", "sync"],

@@ -93,6 +93,8 @@ def session(s: Session, repo: Path, tmp_path: Path) -> None:
     s.json("bar policy check --json", "policy", "check", "--json", "-c", "rm -rf ~", code=126)
     s.json("bar policy test --json", "policy", "test", "--json")
     s.json("bar doctor --json", "doctor", "--json")
+    for action in ("stop", "status", "start", "status", "stop"):  # none, then one, then none
+        s.json(f"bar resident {action} --json", "resident", action, "--json")
     assert bar(s.capfd, "task", "switch", "first").code == 0
     agents_drive(s)
     moved = repo.rename(repo.parent / "moved")

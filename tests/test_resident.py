@@ -536,3 +536,57 @@ def test_it_compiles_the_patterns_of_its_projects_policies_ahead(
     wanted = [r"^rm\s+-rf\b", r"curl\s.*\|", "(unclosed"]
     assert sorted(p for p in compiled if p in wanted) == sorted(wanted)  # (glob's own aside)
     assert "not a policy" not in compiled
+
+
+def test_bar_resident_starts_says_and_stops_the_warm_bar(repo: Path) -> None:
+    """``bar resident``: its lifecycle by hand, as the next ``bar run`` would see it."""
+
+    def said(*args: str, **env: str) -> dict[str, Any]:
+        proc = subprocess.run([BAR_EXE, "resident", *args, "--json"], capture_output=True,
+                              env={**os.environ, **env}, timeout=120, check=True)  # fmt: skip
+        found: dict[str, Any] = json.loads(proc.stdout)
+        return found
+
+    assert said("status")["running"] is False
+    started = said("start")
+    assert started["running"] and started["socket"] == str(Path(_home()) / resident.SOCKET)
+    os.kill(started["pid"], 0)  # (alive)
+    assert said("status")["pid"] == started["pid"] and resident.ready(_home())
+    assert said("stop") == {"stopped": True}
+    deadline = time.monotonic() + 30
+    while _alive(started["pid"]):
+        assert time.monotonic() < deadline, "the resident did not exit"
+        time.sleep(0.05)
+    assert said("status")["running"] is False and said("stop") == {"stopped": False}
+    off = said("start", BAR_RESIDENT_IDLE="0")
+    assert off["running"] is False and off["off"] == "BAR_RESIDENT_IDLE=0"
+    assert said("status")["running"] is False
+
+
+def _alive(pid: int) -> bool:
+    with suppress(OSError):
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        return state != "Z"
+    return False
+
+
+def test_a_request_is_read_by_its_field_names() -> None:
+    """What the ``bar`` command sends (``resident.request``) is the daemon's ``Request``,
+    field by field; anything else is no request."""
+    from bar.changes.fast.resident_daemon import Request
+
+    probe = ("import sys\nfrom bar.changes.fast import resident\n"
+             "sys.stdout.buffer.write(resident.request(['run', '--', 'echo', 'a b']))")  # fmt: skip
+    sent = subprocess.run([sys.executable, "-c", probe], capture_output=True, check=True).stdout
+    body = sent.split(b"\n", 1)[1]
+    request = Request.parse(body)
+    assert request is not None
+    assert request.argv[1:] == ["run", "--", "echo", "a b"]
+    assert request.executable == sys.executable and request.magic == resident.MAGIC
+    assert request.environ[b"PATH"] == os.environb[b"PATH"]
+    mask = os.umask(0o022)
+    os.umask(mask)
+    assert request.umask == mask
+    assert len(request.streams) == 3
+    assert Request.parse(b"not a request") is None
+    assert Request.parse(body.replace(resident.MAGIC, b"bar-resident/0", 1)) is None

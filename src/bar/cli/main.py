@@ -19,7 +19,8 @@ if TYPE_CHECKING:
 
 # namespace entries that are the parser's bookkeeping, not arguments of a command
 _INTERNAL = {"_target", "_help", "command", "task_command", "agent_command", "policy_command",
-             "debug", "color", "no_pager", "decide_command", "flow_command"}  # fmt: skip
+             "debug", "color", "no_pager", "decide_command", "flow_command",
+             "resident_command"}  # fmt: skip
 _GLOBAL_FLAGS = {"--debug", "--no-pager", "-P"}  # global options that take no value
 # commands that begin by looking for hand edits in a task's worktree (``bar.changes.fast.prescan``)
 _LOOKS_FOR_HAND_EDITS = {"run", "shell", "apply", "rollback", "undo", "redo", "status"}

@@ -135,6 +135,7 @@ def request(args: list[str]) -> bytes:
 
     ignored = [n for n in range(1, _signal.NSIG) if _ignored(_signal, n)]
     blocked = sorted(int(n) for n in _signal.pthread_sigmask(_signal.SIG_BLOCK, []))
+    # the fields of ``bar.changes.fast.resident_daemon.Request``, in its order
     fields = [MAGIC, os.fsencode(os.path.dirname(package)), os.fsencode(sys.executable),
               sys.getfilesystemencoding().encode(), b"%d" % sys.flags.utf8_mode,
               b"%d" % mask, ",".join(map(str, ignored)).encode(),
@@ -359,6 +360,16 @@ def start(entry: str) -> None:
                 os.unlink(leftover)
     finally:
         listener.close()
+
+
+def status(home: str | None = None) -> "tuple[int, int, int] | None":
+    """(pid, when it loaded bar in ns since the epoch, idle seconds) of the resident of
+    this bar home (``home``: of that one); None if none answers."""
+    said = _ask(home, b"status")
+    parts = said.split() if said else []
+    if len(parts) != 4 or parts[0] != b"status" or not all(p.isdigit() for p in parts[1:]):
+        return None
+    return int(parts[1]), int(parts[2]), int(parts[3])
 
 
 def stop(home: str | None = None) -> bool:

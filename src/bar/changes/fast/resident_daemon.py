@@ -30,6 +30,7 @@ from typing import NoReturn
 
 from bar.base.inotify import ANY_CHANGE, Watch
 from bar.base.proc import work_nowhere
+from bar.base.record import record
 from bar.changes.fast import own_pages
 from bar.changes.fast.resident import MAGIC, file_id
 from bar.policy.loader import compile_cached
@@ -102,9 +103,53 @@ def _caller_still_there(conn: socket.socket) -> bool | None:
         os.close(pidfd)
 
 
+@record(frozen=True)
+class Request:
+    """A caller's ``bar`` command, as ``bar.changes.fast.resident.request`` sends it: what
+    the fork must take on to be that caller's ``bar``. Sent as its fields in this order,
+    NUL-separated (``HEADER``), then the number of arguments, the arguments (the program
+    first) and the environment, one ``KEY=VALUE`` each."""
+
+    magic: bytes  # ``resident.MAGIC``: the protocol's name and version
+    package: str  # where the caller's bar is installed
+    executable: str  # the caller's Python
+    fs_encoding: bytes  # its file system encoding and ``-X utf8`` mode: as ours or refused
+    utf8_mode: bytes
+    umask: int
+    ignored: list[int]  # the signals it ignores (``nohup``): ignored in the fork too
+    blocked: list[int]  # its signal mask
+    streams: list[bytes]  # stdin, stdout, stderr: ``encoding:errors:line_buffering:write_through``
+    argv: list[str]
+    environ: dict[bytes, bytes]
+
+    @classmethod
+    def parse(cls, data: bytes) -> Request | None:
+        """The request ``data`` holds; None if it is not one this resident reads."""
+        fields = data.split(b"\0")
+        try:
+            if fields[0] != MAGIC:
+                return None
+            argc = int(fields[11])
+            environ = (e.partition(b"=") for e in fields[12 + argc :])
+            return cls(
+                magic=fields[0], package=os.fsdecode(fields[1]),
+                executable=os.fsdecode(fields[2]), fs_encoding=fields[3], utf8_mode=fields[4],
+                umask=int(fields[5]), ignored=_numbers(fields[6]), blocked=_numbers(fields[7]),
+                streams=fields[8:11], argv=[os.fsdecode(a) for a in fields[12 : 12 + argc]],
+                environ={k: v for k, sep, v in environ if sep and k},
+            )  # fmt: skip
+        except (IndexError, ValueError):
+            return None
+
+
+def _numbers(field: bytes) -> list[int]:
+    return [int(n) for n in field.split(b",") if n]
+
+
 class Resident:
     def __init__(self, listener_fd: int, socket_file: str, idle: float, run: Runner) -> None:
         self.run = run
+        self.loaded_at = 0
         self.listener = socket.socket(fileno=listener_fd)
         self.socket_file = socket_file
         self.idle = idle
@@ -131,10 +176,10 @@ class Resident:
         # that none of its files changed (~10 µs, where statting each one takes ~0.5 ms)
         self.code = Watch(_code_dirs(self.package), ANY_CHANGE)
         warm_up()
-        from bar.base import record
+        from bar.base.record import compile_all
         from bar.sandbox import own_code  # (loaded here: the socket is taken before)
 
-        record.compile_all()  # (what its forks make, they make at full speed)
+        compile_all()  # (what its forks make, they make at full speed)
         own_code.linked()  # (the walk of bar's files a confined step needs, made once)
         compile_cached(os.path.dirname(self.socket_file))
         for module in list(sys.modules.values()):
@@ -144,6 +189,7 @@ class Resident:
                     mine = self.loaded if path.startswith(self.package) else self.others
                     mine[path] = os.stat(path).st_mtime_ns
         self.me = identity("self")
+        self.loaded_at = time.time_ns()
         gc.freeze()  # what is loaded stays shared with the forks: no collection touches it
 
     def serve(self) -> None:
@@ -280,9 +326,9 @@ class Resident:
                 self._tell(b"t %d" % os.getpid())
                 return
             try:
-                if data in (b"exit", b"ping"):
+                if data in (b"exit", b"ping", b"status"):
                     self._tell(b"x" if data == b"exit" else b"t %d" % os.getpid())
-                    _say(conn, b"bye" if data == b"exit" else b"pong")
+                    _say(conn, {b"exit": b"bye", b"ping": b"pong"}.get(data) or self._status())
                     return
                 why = self._refusal(conn, data, fds)
                 if why is not None:
@@ -312,6 +358,11 @@ class Resident:
             return True
         return not _caller_still_there(conn)
 
+    def _status(self) -> bytes:
+        """``status PID LOADED IDLE``: the resident's pid, when it had loaded bar (ns since
+        the epoch) and how many seconds it waits for a command before it exits."""
+        return b"status %d %d %d" % (self.pid, self.loaded_at, self.idle)
+
     def _refusal(self, conn: socket.socket, data: bytes, fds: list[int]) -> str | None:
         """Why this request is not served here (None: it is)."""
         if not self._still_here():
@@ -320,13 +371,13 @@ class Resident:
             return "descriptors"
         if self._other_caller(conn):
             return "caller"
-        fields = data.split(b"\0", 5)
-        if len(fields) < 6 or fields[0] != MAGIC:
+        request = Request.parse(data)
+        if request is None:
             return "request"
-        if os.fsdecode(fields[1]) != self.package or os.fsdecode(fields[2]) != sys.executable:
+        if request.package != self.package or request.executable != sys.executable:
             return "program"
         mine = (sys.getfilesystemencoding().encode(), b"%d" % sys.flags.utf8_mode)
-        if (fields[3], fields[4]) != mine:
+        if (request.fs_encoding, request.utf8_mode) != mine:
             return "encoding"
         return None
 
@@ -336,20 +387,15 @@ def _become(conn: socket.socket, data: bytes, fds: list[int], run: Runner) -> No
     it ended."""
     code = 1
     try:
-        fields = data.split(b"\0")
-        umask, streams = int(fields[5]), fields[8:11]
-        ignored = [int(n) for n in fields[6].split(b",") if n]
-        blocked = [int(n) for n in fields[7].split(b",") if n]
-        argc = int(fields[11])
-        argv = [os.fsdecode(a) for a in fields[12 : 12 + argc]]
-        environ = [e.partition(b"=") for e in fields[12 + argc :]]
+        request = Request.parse(data)
+        assert request is not None  # (``_refusal`` read it)
         # the caller's signal dispositions and mask: as Python starts, but what it ignored
         # stays ignored (``nohup``, a shell's ``&``) and what it blocked stays blocked
         signal.signal(signal.SIGINT, signal.default_int_handler)
-        for number in ignored:
+        for number in request.ignored:
             with contextlib.suppress(OSError, ValueError):
                 signal.signal(number, signal.SIG_IGN)
-        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+        signal.pthread_sigmask(signal.SIG_SETMASK, request.blocked)
         here, *std = fds
         for target, fd in enumerate(std):
             os.dup2(fd, target)
@@ -357,18 +403,20 @@ def _become(conn: socket.socket, data: bytes, fds: list[int], run: Runner) -> No
         for fd in fds:
             if fd > 2:
                 os.close(fd)
-        os.umask(umask)
+        os.umask(request.umask)
         os.environb.clear()
-        os.environb.update({k: v for k, sep, v in environ if sep and k})
+        os.environb.update(request.environ)
         time.tzset()
         import locale
 
         with contextlib.suppress(locale.Error):
             locale.setlocale(locale.LC_CTYPE, "")
-        sys.stdin, sys.stdout, sys.stderr = (_stream(fd, spec) for fd, spec in enumerate(streams))
+        sys.stdin, sys.stdout, sys.stderr = (
+            _stream(fd, spec) for fd, spec in enumerate(request.streams)
+        )
         for name in ("__stdin__", "__stdout__", "__stderr__"):  # (what faulthandler and
             setattr(sys, name, getattr(sys, name.strip("_")))  # the like fall back on)
-        sys.argv = argv
+        sys.argv = request.argv
         if _slow_project():
             _say(conn, b"no speed")  # (the caller runs it itself)
             os._exit(1)
@@ -384,7 +432,7 @@ def _become(conn: socket.socket, data: bytes, fds: list[int], run: Runner) -> No
     done = threading.Event()
     threading.Thread(target=_die_with_caller, args=(conn, done), daemon=True).start()
     try:
-        code = run(argv[1:])
+        code = run(request.argv[1:])
     except SystemExit as exc:  # (as the interpreter ends on one)
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
         if exc.code is not None and not isinstance(exc.code, int):

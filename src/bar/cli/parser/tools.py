@@ -1,5 +1,5 @@
 """The command line of the rest: ``bar policy``, ``doctor``, ``replay``, ``hook``,
-``agent``, ``completion`` and ``ui``. Part of ``bar.cli.parser``, kept apart for length."""
+``agent``, ``resident``, ``completion`` and ``ui``. Part of ``bar.cli.parser``, kept apart for length."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from bar.cli.parser import _cmd, _Formatter, _json_opt, _task_opt
 
 
 def commands(sub: Any) -> None:
-    """Add ``policy``, ``doctor``, ``replay``, ``hook``, ``agent``, ``completion`` and ``ui`` to ``sub``, the commands of ``bar``."""
+    """Add ``policy``, ``doctor``, ``replay``, ``hook``, ``agent``, ``resident``,
+    ``completion`` and ``ui`` to ``sub``, the commands of ``bar``."""
     # --- policy -----------------------------------------------------------------------
     pol = sub.add_parser(
         "policy",
@@ -135,6 +136,38 @@ def commands(sub: Any) -> None:
     p.add_argument("agent", choices=("claude", "codex", "gemini"))
     p.add_argument("--write", action="store_true", help="merge it into the file in this repo")
     _cmd(p, "agent:setup")
+
+    res = sub.add_parser(
+        "resident", help="the warm bar that serves bar run: its state; start or stop it",
+        formatter_class=_Formatter,
+        description="After a `bar run`, a process of yours keeps bar's code loaded (the\n"
+        "resident, one per bar home) so that the next `bar run`, `apply`, `rollback`,\n"
+        "`undo` and `redo` start in a fork of it instead of loading Python and bar again.\n"
+        "It exits by itself after BAR_RESIDENT_IDLE seconds without a command (default\n"
+        "900), when bar's files change (an upgrade) or its socket goes; it never runs a\n"
+        "command for a process that is not as it is (user, groups, confinement, limits).\n"
+        "BAR_FAST=0 or BAR_RESIDENT_IDLE=0 turns it off. Nothing depends on it: stopping\n"
+        "it only makes the next command start slower.",
+        epilog="examples:\n"
+        "  bar resident status           is one running, since when, for how long idle\n"
+        "  bar resident stop             before measuring a cold start, or to free memory\n"
+        "  bar resident start            have one ready now (else the next bar run starts it)",
+    )  # fmt: skip
+    rsub = res.add_subparsers(dest="resident_command", metavar="ACTION")
+    res.set_defaults(_help=res)
+    for action, text, example in (
+        ("status", "say whether a resident is running, and since when",
+         "  bar resident status --json    {\"running\": true, \"pid\": 4242, ...}"),
+        ("start", "start one now and wait until it has loaded bar",
+         "  bar resident start            before a benchmark of warm starts"),
+        ("stop", "ask it to exit (a command it is running goes on to its end)",
+         "  bar resident stop             before measuring a cold start"),
+    ):  # fmt: skip
+        p = rsub.add_parser(action, help=text, formatter_class=_Formatter,
+                            description=text[0].upper() + text[1:] + ".",
+                            epilog="examples:\n" + example)  # fmt: skip
+        _json_opt(p)
+        _cmd(p, f"resident:{action}")
 
     p = sub.add_parser(
         "completion", help="print the shell completion script for bash, zsh or fish",

@@ -1,0 +1,65 @@
+"""The resident (``bar resident``): whether a warm bar serves this bar home, and starting
+or stopping one (``bar.changes.fast.resident``)."""
+
+from __future__ import annotations
+
+import os
+import time
+
+from bar.base.clock import iso_of
+from bar.base.record import record
+from bar.changes.fast import resident, speed
+
+
+@record(frozen=True)
+class Resident:
+    """The resident of this bar home as it answered (``running`` False: none did)."""
+
+    running: bool
+    socket: str
+    pid: int | None = None
+    started_at: str | None = None  # when it had loaded bar
+    idle_seconds: int | None = None  # how long it waits for a command before it exits
+    off: str | None = None  # why none is started here, if none may be
+
+    def to_record(self) -> dict[str, object]:
+        return {"running": self.running, "socket": self.socket, "pid": self.pid,
+                "started_at": self.started_at, "idle_seconds": self.idle_seconds,
+                "off": self.off}  # fmt: skip
+
+
+def _off() -> str | None:
+    if resident.idle_seconds() == 0:
+        return "BAR_RESIDENT_IDLE=0"
+    if not speed.fast():
+        return "BAR_FAST=0"
+    if os.environ.get("BAR_STEP_ID"):
+        return "inside a step"
+    return None
+
+
+def status() -> Resident:
+    """The resident of this bar home, as it says itself."""
+    said = resident.status()
+    path = resident.socket_path()
+    if said is None:
+        return Resident(False, path, off=_off())
+    pid, loaded, idle = said
+    return Resident(True, path, pid, iso_of(loaded), idle, _off())
+
+
+def start(entry: str, timeout: float = 30.0) -> Resident:
+    """Start one (the module ``entry`` run as the resident process: ``bar.cli.warm``) if
+    none runs and one may, and wait until it has loaded bar (``timeout`` seconds at most)."""
+    if resident.status() is None and _off() is None:
+        os.makedirs(os.path.dirname(resident.socket_path()), mode=0o700, exist_ok=True)
+        resident.start(entry)
+        deadline = time.monotonic() + timeout
+        while not resident.ready() and time.monotonic() < deadline:
+            time.sleep(0.05)
+    return status()
+
+
+def stop() -> bool:
+    """Ask the resident to exit; whether one was running."""
+    return resident.stop()
