@@ -558,7 +558,7 @@ def wait_for_group(pgid: int, limit: float = 10.0) -> bool:
 
 
 def remove_tree(path: Path) -> None:
-    """Remove a trial's copy, once the lookouts of its tasks (which remove their own
+    """Remove a trial's copy, once the watchers of its tasks (which remove their own
     sockets as they exit) are gone."""
     from bar.changes.fast import watcher
 

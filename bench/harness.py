@@ -201,7 +201,7 @@ class Fixture:
             rss, seconds = measured.read_text(encoding="ascii").split()
             out = Outcome(float(seconds), out.returncode, out.stdout, out.stderr, int(rss))
         if argv and Path(argv[0]) == self.tools.bar:
-            self.await_lookouts()
+            self.await_watchers()
         if argv and Path(argv[0]) == self.tools.bar and b"bar: warning" in out.stderr:
             for line in out.stderr.decode(errors="replace").splitlines():
                 if line.startswith("bar: warning"):
@@ -209,19 +209,19 @@ class Fixture:
                     self.bar_warnings[key] = self.bar_warnings.get(key, 0) + 1
         return out
 
-    def await_lookouts(self) -> None:
-        """A step that handed its watch to a new lookout (``bar.changes.fast.watcher``), or started
+    def await_watchers(self) -> None:
+        """A step that handed its watch to a new watcher (``bar.changes.fast.watcher``), or started
         the bar home's resident (``bar.changes.fast.resident``), returns before that process has
         loaded: wait for it here, outside any timing, so that its start-up does not land
         in the next contender's time."""
-        for sock in self.home.glob("projects/*/tasks/*/lookout.sock"):
+        for sock in self.home.glob("projects/*/tasks/*/watcher.sock"):
             if _new(sock):
                 watcher.status(sock.parent / "index")
         if _new(self.home / resident.SOCKET):
             resident.ready(str(self.home))
 
-    def stop_lookouts(self) -> None:
-        """Stop the lookouts and the resident of this figure's bar home."""
+    def stop_watchers(self) -> None:
+        """Stop the watchers and the resident of this figure's bar home."""
         watcher.stop_all(self.home)
         resident.stop(str(self.home))
 

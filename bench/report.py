@@ -22,7 +22,7 @@ ratio of their medians. The spread column is the lowest and highest ratio seen w
 single round, a direct view of how noisy the machine was. Each figure gets a fresh
 `BAR_HOME`, its own clone of the generated repository, and (in a bar task worktree) the
 repository's ignored build output, so `git status` and snapshots must skip it. bar runs
-as a user's does: a task's lookout (`bar.changes.fast.watcher`) and the bar home's resident
+as a user's does: a task's watcher (`bar.changes.fast.watcher`) and the bar home's resident
 (`bar.changes.fast.resident`), once a first command has started them, serve the commands that follow;
 each is waited for outside any timing when it starts, and stopped after each figure.
 

@@ -203,7 +203,7 @@ def run_figures(
                 rows[size].append(Row(str(number), title, error=f"{exc.__class__.__name__}: {exc}"))
             finally:
                 if fixture is not None:
-                    fixture.stop_lookouts()
+                    fixture.stop_watchers()
                 if not args.keep:
                     shutil.rmtree(fixture_dir, ignore_errors=True)
             log(f"  figure {number} took {time.monotonic() - t0:.0f} s")

@@ -40,9 +40,9 @@ def hermetic_seal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[N
     # instead of falling back in silence (``bar.changes.fast.speed.fallback``)
     monkeypatch.setenv("BAR_STRICT_FALLBACK", "1")
     (home / ".gitconfig").write_text("[init]\n\tdefaultBranch = main\n")
-    # a task's lookout outlives the commands (``bar.changes.fast.watcher``): the test's are stopped
+    # a task's watcher outlives the commands (``bar.changes.fast.watcher``): the test's are stopped
     # when it ends, and would give up on their own after a minute
-    monkeypatch.setenv("BAR_LOOKOUT_IDLE", "60")
+    monkeypatch.setenv("BAR_WATCHER_IDLE", "60")
     # so does the bar home's resident (``bar.changes.fast.resident``): the same for it
     monkeypatch.setenv("BAR_RESIDENT_IDLE", "60")
     yield
@@ -53,8 +53,8 @@ def hermetic_seal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[N
 
 
 @pytest.fixture(scope="session", autouse=True)
-def no_lookout_left(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """The lookouts and residents of homes a test made on its own (module fixtures, a test's own
+def no_watcher_left(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """The watchers and residents of homes a test made on its own (module fixtures, a test's own
     BAR_HOME) are stopped when the run ends, not left to their idle time."""
     yield
     from bar.changes.fast import resident, watcher

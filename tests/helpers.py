@@ -191,13 +191,13 @@ def git_commands(trace: Path) -> list[str]:
 
 
 def side_index_of(task: dict[str, Any]) -> Path:
-    """The task's side index (``tasks/<id>/index``), by which its lookout is asked."""
+    """The task's side index (``tasks/<id>/index``), by which its watcher is asked."""
     return task_dir(str(task["id"])) / "index"
 
 
-def lookout_started(capfd: pytest.CaptureFixture[str], repo: Path,
+def watcher_started(capfd: pytest.CaptureFixture[str], repo: Path,
                     prepare: Any = None) -> tuple[dict[str, Any], Path]:  # fmt: skip
-    """A task whose second step handed its watch to a lookout, now sure of what it saw
+    """A task whose second step handed its watch to a watcher, now sure of what it saw
     (``prepare``: called with the worktree before the first step)."""
     from bar.changes.fast import watcher
 
@@ -206,7 +206,7 @@ def lookout_started(capfd: pytest.CaptureFixture[str], repo: Path,
     if prepare is not None:
         prepare(worktree(task))
     # the first step stamps; the second watches, then hands over; the third makes the
-    # lookout sure (a full look)
+    # watcher sure (a full look)
     for _ in range(3):
         assert bar(capfd, "run", "--", "true").code == 0
     said = watcher.status(side_index_of(task))

@@ -26,11 +26,11 @@ from helpers import (
     bar_exe,
     init_clean,
     ledger,
-    lookout_started,
     new_task,
     plain_git_tree,
     recorded_tree,
     task_dir,
+    watcher_started,
     worktree,
 )
 
@@ -56,7 +56,7 @@ def run(request: pytest.FixtureRequest, capfd: pytest.CaptureFixture[str]) -> Ba
 
 def _task(repo: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
           run: Bar) -> tuple[dict[str, Any], Path]:  # fmt: skip
-    """A task three steps in (with the speed layer on, its lookout is watching)."""
+    """A task three steps in (with the speed layer on, its watcher is watching)."""
     if os.environ.get("BAR_FAST") == "0":
         init_clean(repo, capfd)
         task = new_task(capfd)
@@ -64,7 +64,7 @@ def _task(repo: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.Mon
         for _ in range(3):
             assert bar(capfd, "run", "--", "true").code == 0
     else:
-        task, wt = lookout_started(capfd, repo)
+        task, wt = watcher_started(capfd, repo)
     monkeypatch.chdir(wt)
     return task, wt
 

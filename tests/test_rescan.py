@@ -95,7 +95,7 @@ def test_stamps_a_crash_of_the_machine_left_behind_are_found_out(
     empty, cut short, or newer than the side index beside them (its rename lost). None
     of these can hide a change: the next snapshot rescans everything."""
     monkeypatch = pytest.MonkeyPatch()
-    monkeypatch.setenv("BAR_LOOKOUT_IDLE", "0")  # (the stamps alone say what to look at)
+    monkeypatch.setenv("BAR_WATCHER_IDLE", "0")  # (the stamps alone say what to look at)
     try:
         assert bar(capfd, "init").code == 0
         wt = worktree(new_task(capfd))

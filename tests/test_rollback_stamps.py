@@ -33,16 +33,16 @@ def _steps_back_and_forth(capfd: pytest.CaptureFixture[str]) -> None:
                   " && echo 1b >> src/a/one.txt")  # fmt: skip
 
 
-@pytest.mark.parametrize("lookout", [True, False], ids=["lookout", "stamps"])
+@pytest.mark.parametrize("watcher", [True, False], ids=["watcher", "stamps"])
 def test_the_command_after_a_rollback_rescans_nothing(
     inited: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str],
-    monkeypatch: pytest.MonkeyPatch, lookout: bool,
+    monkeypatch: pytest.MonkeyPatch, watcher: bool,
 ) -> None:  # fmt: skip
-    """The stamps a restore writes hold: the next command adds nothing. With a lookout,
-    it lists no directory either (the restore told the lookout which of its own writes
+    """The stamps a restore writes hold: the next command adds nothing. With a watcher,
+    it lists no directory either (the restore told the watcher which of its own writes
     it found as written); every recorded file is statted in any case."""
-    if not lookout:
-        monkeypatch.setenv("BAR_LOOKOUT_IDLE", "0")
+    if not watcher:
+        monkeypatch.setenv("BAR_WATCHER_IDLE", "0")
     t = new_task(capfd)
     wt = worktree(t)
     _steps_back_and_forth(capfd)

@@ -1,8 +1,8 @@
-"""Hand edits staged ahead by the task's lookout (``bar.changes.fast.staging``).
+"""Hand edits staged ahead by the task's watcher (``bar.changes.fast.staging``).
 
-Between commands the lookout adds the paths a hand edit touched to a copy of the side
+Between commands the watcher adds the paths a hand edit touched to a copy of the side
 index; the next command renames that copy into place instead of running ``git add`` and
-``git write-tree`` itself. These tests drive real commands against a real lookout and
+``git write-tree`` itself. These tests drive real commands against a real watcher and
 check the one thing that matters: the recorded tree is always the one plain git writes
 from a fresh index, whether the staging was taken or thrown away (a change after it
 began, a commit in a nested repository, another environment, a command holding the
@@ -27,16 +27,16 @@ from bar.store.lock import FileLock
 from helpers import (
     bar,
     ledger,
-    lookout_started,
     plain_git_tree,
     recorded_tree,
     side_index_of,
     task_dir,
+    watcher_started,
 )
 
 
 def _staged(task: dict[str, object], seconds: float = 5.0) -> Path | None:
-    """The copy the lookout staged, once it has (None: it did not within ``seconds``)."""
+    """The copy the watcher staged, once it has (None: it did not within ``seconds``)."""
     folder = task_dir(str(task["id"]))
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
@@ -60,10 +60,10 @@ def test_a_staged_hand_edit_is_taken_and_recorded_as_plain_git_writes_it(
     repo: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch, seed: int,
 ) -> None:  # fmt: skip
-    """Random hand edits, each staged by the lookout and taken by the next command (which
+    """Random hand edits, each staged by the watcher and taken by the next command (which
     adds nothing itself): every recorded tree equals the one
     ``git add -A`` writes from a fresh index, and no copy is left behind."""
-    task, wt = lookout_started(capfd, repo)
+    task, wt = watcher_started(capfd, repo)
     rng = random.Random(seed)
     names = ["a.txt", "d/b.txt", "d/e/c.txt", "d/n.txt", "x.log", "top.md", "exe.sh"]
     (wt / ".gitignore").write_text("*.log\n")
@@ -122,7 +122,7 @@ def test_a_staged_hand_edit_is_taken_and_recorded_as_plain_git_writes_it(
                 path.parent.mkdir(parents=True, exist_ok=True)
                 path.symlink_to("a.txt")
         # (an edit may change nothing git sees; a staging thrown away makes the next
-        # wait longer, up to ``MAX_QUIET_MS``; the lookout's git may be slow on a busy
+        # wait longer, up to ``MAX_QUIET_MS``; the watcher's git may be slow on a busy
         # machine)
         copy = _staged(task, seconds=staging.MAX_QUIET_MS / 1000 + 2.0)
         added.clear()
@@ -138,7 +138,7 @@ def test_a_staged_hand_edit_is_taken_and_recorded_as_plain_git_writes_it(
             for manual in ledger(str(task["id"]))[before:]:
                 if manual["kind"] != "manual" or not manual["artifacts"].get("patch"):
                     continue  # (an ignored file alone changed: nothing recorded)
-                # its patch, written by the lookout, is the one the command would write
+                # its patch, written by the watcher, is the one the command would write
                 mine = tmp_path / "patch"
                 write_patch(wt, manual["snapshot_before"], manual["snapshot"], mine)
                 written = task_dir(str(task["id"])) / manual["artifacts"]["patch"]
@@ -150,9 +150,9 @@ def test_a_staged_hand_edit_is_taken_and_recorded_as_plain_git_writes_it(
 def test_a_change_after_the_staging_began_throws_it_away(
     repo: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
-    """The file changes again once staged: the lookout never answers the staging of
+    """The file changes again once staged: the watcher never answers the staging of
     what it was, however soon it is asked."""
-    task, wt = lookout_started(capfd, repo)
+    task, wt = watcher_started(capfd, repo)
     index = side_index_of(task)
     base = ledger(str(task["id"]))[-1]["snapshot"]
     (wt / "one.txt").write_text("1\n")
@@ -172,7 +172,7 @@ def test_a_staging_is_answered_only_to_a_command_in_the_same_environment(
 ) -> None:  # fmt: skip
     """Another ``HOME`` may name other ignore files: git must have run as the command's
     own would."""
-    task, wt = lookout_started(capfd, repo)
+    task, wt = watcher_started(capfd, repo)
     index = side_index_of(task)
     base = ledger(str(task["id"]))[-1]["snapshot"]
     (wt / "one.txt").write_text("1\n")
@@ -191,9 +191,9 @@ def test_a_staging_is_answered_only_to_a_command_in_the_same_environment(
 def test_nothing_is_staged_while_a_command_holds_the_task(
     repo: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
-    """While a step runs, what it writes is its own to record: the lookout stages only
+    """While a step runs, what it writes is its own to record: the watcher stages only
     between commands."""
-    task, wt = lookout_started(capfd, repo)
+    task, wt = watcher_started(capfd, repo)
     folder = task_dir(str(task["id"]))
     with FileLock(folder / "task.lock", "task", what="bar run -- make"):
         assert staging.busy(folder)
@@ -212,7 +212,7 @@ def test_a_commit_in_a_nested_repository_throws_the_staging_away(
     """A commit in a nested repository whose git directory lies elsewhere makes no event
     in the worktree: the staging made before it is not answered (the repository's HEAD
     is read at every question), and the commit is recorded."""
-    task, wt = lookout_started(capfd, repo)
+    task, wt = watcher_started(capfd, repo)
     nested = wt / "sub"
     subprocess.run(["git", "init", "-q", f"--separate-git-dir={tmp_path / 'sub.git'}",
                     str(nested)], check=True)  # fmt: skip
@@ -236,7 +236,7 @@ def test_a_copy_thrown_away_keeps_the_shared_index_the_side_index_uses(
     """Staging most files makes git write a new shared part for the copy; git removes
     old shared parts past their expiry when it does, unless told not to. The copy is
     then thrown away (a change after it): the side index's shared part must be there."""
-    task, wt = lookout_started(capfd, repo)
+    task, wt = watcher_started(capfd, repo)
     own = task_dir(str(task["id"])) / "git"
     shared = [p for p in own.iterdir() if p.name.startswith("sharedindex.")]
     old = time.time() - 60 * 86400
@@ -257,14 +257,14 @@ def test_a_copy_thrown_away_keeps_the_shared_index_the_side_index_uses(
     assert subprocess.run(["git", "fsck"], cwd=repo, capture_output=True).returncode == 0
 
 
-def test_copies_are_removed_when_the_lookout_exits_or_was_killed(
+def test_copies_are_removed_when_the_watcher_exits_or_was_killed(
     repo: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
-    task, wt = lookout_started(capfd, repo)
+    task, wt = watcher_started(capfd, repo)
     (wt / "one.txt").write_text("1\n")
     assert _staged(task) is not None
     leftover = task_dir(str(task["id"])) / f"{staging.PREFIX}1.1"
-    leftover.write_bytes(b"a killed lookout's")
+    leftover.write_bytes(b"a killed watcher's")
     watcher.stop(side_index_of(task))
     deadline = time.monotonic() + 5
     while _copies(task) != [leftover.name] and time.monotonic() < deadline:
@@ -273,7 +273,7 @@ def test_copies_are_removed_when_the_lookout_exits_or_was_killed(
     assert bar(capfd, "run", "--", "true").code == 0  # (a step hands over to a new one)
     assert bar(capfd, "run", "--", "true").code == 0
     assert watcher.running(side_index_of(task))
-    assert not _copies(task)  # the new lookout removed what the killed one left
+    assert not _copies(task)  # the new watcher removed what the killed one left
 
 
 def test_a_staging_carries_the_configuration_its_tree_was_written_with(
@@ -282,7 +282,7 @@ def test_a_staging_carries_the_configuration_its_tree_was_written_with(
     """What the command reads of git's configuration to record a hand edit (conversions,
     how to write the commit) comes with the staging it takes, read as the staging's tree
     was written: what the command would have read itself."""
-    task, wt = lookout_started(capfd, repo)
+    task, wt = watcher_started(capfd, repo)
     subprocess.run(["git", "config", "core.autocrlf", "input"], cwd=repo, check=True)
     (wt / "a.txt").write_text("one\n")
     assert _staged(task) is not None

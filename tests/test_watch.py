@@ -87,18 +87,18 @@ def test_a_directory_that_cannot_be_watched_means_not_known(tmp_path: Path) -> N
         (tmp_path / "locked").chmod(0o755)
 
 
-@pytest.mark.parametrize("lookout", [True, False], ids=["lookout", "step-watch"])
+@pytest.mark.parametrize("watcher", [True, False], ids=["watcher", "step-watch"])
 def test_a_step_recorded_from_the_watch_equals_plain_git(
     repo: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
-    lookout: bool,
+    watcher: bool,
 ) -> None:  # fmt: skip
     """Every kind of change a command can make, recorded with no stat pass (the step's
-    watch, or the task's lookout, says what moved), gives the tree ``git add -A`` gives
+    watch, or the task's watcher, says what moved), gives the tree ``git add -A`` gives
     on a fresh index."""
     from bar.changes.fast import rescan
 
-    if not lookout:
-        monkeypatch.setenv("BAR_LOOKOUT_IDLE", "0")
+    if not watcher:
+        monkeypatch.setenv("BAR_WATCHER_IDLE", "0")
     from conftest import git
     from helpers import bar, ledger, new_task, worktree
 
@@ -132,7 +132,7 @@ def test_a_step_recorded_from_the_watch_equals_plain_git(
         calls[0] += 1
         return real(*args)
 
-    if lookout:  # one step hands its watch to the lookout; the next makes it sure
+    if watcher:  # one step hands its watch to the watcher; the next makes it sure
         for _ in range(2):
             bar(capfd, "run", "--task", "t1", "--", "true")
     monkeypatch.setattr(rescan, "_changed_dirs", counted)
@@ -149,8 +149,8 @@ def test_a_step_recorded_from_the_watch_equals_plain_git(
     expected = subprocess.run(["git", "-C", str(wt), "write-tree"], env=env, check=True,
                               capture_output=True, text=True).stdout.strip()  # fmt: skip
     assert git(wt, "rev-parse", step["snapshot"] + "^{tree}").strip() == expected
-    # each step statted once (its look for hand edits), or none: the lookout knew
-    assert scans == ([0, 0] if lookout else [1, 1])
+    # each step statted once (its look for hand edits), or none: the watcher knew
+    assert scans == ([0, 0] if watcher else [1, 1])
 
 
 def test_quiet_until_anything_happens_and_then_for_good(tmp_path: Path) -> None:

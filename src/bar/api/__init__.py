@@ -292,7 +292,7 @@ def run(task: Task, request: RunRequest, *, wait: bool = True) -> RunStep:
 
     with _locked(task, f"bar run {shlex.join(request.argv)}", wait=wait) as fresh:
         fresh.require_worktree()
-        # the task's lookout has watched since the last command (``bar.changes.fast.watcher``); else
+        # the task's watcher has watched since the last command (``bar.changes.fast.watcher``); else
         # the step watches from before hand edits are looked for: nothing escapes both
         watch = None if watcher.running(fresh.index) else watch_worktree(fresh)
         began = time.monotonic()
@@ -301,7 +301,7 @@ def run(task: Task, request: RunRequest, *, wait: bool = True) -> RunStep:
             step = run_step(fresh, request, watch)
             queued_steps.flush(fresh)  # what orders asked for while it ran
             if watch is not None and watcher.keep_watching(fresh, watch, time.monotonic() - began):
-                watch = None  # the lookout watches from here
+                watch = None  # the watcher watches from here
             return step
         finally:
             if watch is not None:

@@ -132,7 +132,7 @@ class Started:
 
     @classmethod
     def finished(cls, result: Result) -> Started:
-        """One whose child ran elsewhere (a lookout's, say): ``result()`` is ``result``."""
+        """One whose child ran elsewhere (a watcher's, say): ``result()`` is ``result``."""
         done = cls(result.cmd, None, False, CommandError)
         done._result = result
         return done

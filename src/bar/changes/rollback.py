@@ -201,7 +201,7 @@ def restore(task: Task, target_commit: str, *, verified: str | None = None,
         git.git(task.worktree, "read-tree", "-m", "-u", now_tree, target_tree,
                 env=git.index_env(task.index))  # fmt: skip
     racy.note(task.worktree, task.index, started_ns, len(target_tree))
-    # the task's lookout collects the restore's writes (and watches the directories it
+    # the task's watcher collects the restore's writes (and watches the directories it
     # made) before they are listed below: see ``restored.forget_written``
     sight = (watcher.look(task.index, now_commit, stale_ok=True)
              if watcher.running(task.index) and not rules else None)  # fmt: skip

@@ -229,7 +229,7 @@ def index_env(index: Path, *, reshare: bool = False) -> dict[str, str]:
                            GIT_CONFIG_VALUE_0=split)  # fmt: skip
                 pairs = []
                 if split == "true" and index.name.startswith("index.staged."):
-                    # a copy the lookout may throw away (``bar.changes.fast.staging``): git must not
+                    # a copy the watcher may throw away (``bar.changes.fast.staging``): git must not
                     # remove an old shared part the side index still uses
                     pairs.append(("splitIndex.sharedIndexExpire", "never"))
                 if split == "true" and reshare:

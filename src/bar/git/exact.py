@@ -47,7 +47,7 @@ def ask(worktree: Path) -> Started | None:
 
 
 def read(worktree: Path) -> list[object]:
-    """What ``ask`` reads, read now, as JSON carries it: what a task's lookout hands the
+    """What ``ask`` reads, read now, as JSON carries it: what a task's watcher hands the
     command with a staging (``bar.changes.fast.staging``), read as the staging's tree was written."""
     res = git.git(worktree, *_CONFIG_KEYS, check=False)
     return [res.returncode, res.out]

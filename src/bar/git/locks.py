@@ -75,7 +75,7 @@ def _is_git(pid: int) -> bool:
 
 def _is_bars(pid: int, me: int) -> bool:
     """Whether the git ``pid`` is one bar started for itself: this process's (the early
-    ``git diff-files`` of ``bar.changes.fast.prescan``) or a lookout's, which never take these locks."""
+    ``git diff-files`` of ``bar.changes.fast.prescan``) or a watcher's, which never take these locks."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             parent = int(f.read().rpartition(b")")[2].split()[1])

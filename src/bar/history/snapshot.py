@@ -49,7 +49,7 @@ class Snapshot:
 
 class OnTree(Protocol):
     """Called with a snapshot's new tree before its commit is written (``take``);
-    ``ready``: the patch to it the task's lookout wrote, if it staged that tree."""
+    ``ready``: the patch to it the task's watcher wrote, if it staged that tree."""
 
     def __call__(self, tree: str, ready: dict[str, Any] | None = None) -> None: ...
 
@@ -86,7 +86,7 @@ def take(
     directory is looked at (``rescan.scan``): the step's watch begins there, so that it
     costs no time of its own (its kernel calls run while git stats).
     ``hand_edits``: this is a command's look for hand edits, where what the task's
-    lookout cannot see is looked for too (``bar.changes.fast.watcher``), every so often.
+    watcher cannot see is looked for too (``bar.changes.fast.watcher``), every so often.
     ``on_tree``: called with the new tree once it is written, if it differs from the
     recorded one, before the commit is made (the caller's patch is written meanwhile:
     ``steps.PatchJob``). ``hold_stamps``: the new stamps are kept in memory, not written
@@ -94,9 +94,9 @@ def take(
     """
     started_ns = time.time_ns()
     stamped = stamped_at or recorded  # the state the side index was last noted at
-    sight = None  # what the task's lookout saw since ``stamped``, if it was asked
+    sight = None  # what the task's watcher saw since ``stamped``, if it was asked
     asked: Started | None = None
-    ready: dict[str, Any] | None = None  # the patch to the tree the lookout staged, if taken
+    ready: dict[str, Any] | None = None  # the patch to the tree the watcher staged, if taken
     if restored_tree is not None:
         scope: list[str] | None = []
         known = None
@@ -127,7 +127,7 @@ def take(
         own = git.own_git_dir(index)
         if own is not None:
             side_index.make_git_dir(own, recorded)  # (a task from before there was one)
-        # the lookout may have added these very paths already (``bar.changes.fast.staging``)
+        # the watcher may have added these very paths already (``bar.changes.fast.staging``)
         adopted = (staging.adopt(index, sight.staged, scope)
                    if sight is not None and sight.staged is not None and not excludes else None)  # fmt: skip
         if adopted is not None and sight is not None and sight.staged is not None:

@@ -102,7 +102,7 @@ class PatchJob:
         self._error: BaseException | None = None
 
     def begin(self, tree: str, ready: dict[str, Any] | None = None) -> None:
-        """``ready``: the patch to ``tree`` the task's lookout wrote while it staged the
+        """``ready``: the patch to ``tree`` the task's watcher wrote while it staged the
         hand edits (``bar.changes.fast.staging``), taken if it is the one this job would write."""
         self.tree = tree
         self.path, self.rel = artifact(self.task, self.step_id, "patch")

@@ -185,11 +185,11 @@ class Doctor:
         workspaces = self.project.paths.workspaces
         for path in _walk(self.project.dir, skip=workspaces):
             if path.name.startswith("index") and path.name.endswith(".lock"):
-                continue  # git's, while it writes a side index or a copy (a lookout's)
+                continue  # git's, while it writes a side index or a copy (a watcher's)
             try:
                 st = path.lstat()
             except FileNotFoundError:
-                continue  # (gone while looked at: a lookout's staging thrown away)
+                continue  # (gone while looked at: a watcher's staging thrown away)
             want = DIR_MODE if stat.S_ISDIR(st.st_mode) else FILE_MODE
             have = stat.S_IMODE(st.st_mode)
             if have != want:
@@ -445,7 +445,7 @@ def _chmod_if_there(path: Path, mode: int) -> None:
     try:
         os.chmod(path, mode)
     except FileNotFoundError:
-        pass  # (a file a lookout stages into, thrown away since)
+        pass  # (a file a watcher stages into, thrown away since)
 
 
 def _walk(root: Path, skip: Path) -> Iterator[Path]:

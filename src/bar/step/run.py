@@ -253,7 +253,7 @@ def run_step(task: Task, req: RunRequest, watch: TreeWatch | None = None) -> Run
     # 5. snapshot, patch, ledger line; if they cannot be written (a full disk), the intent
     # keeps how the command ended, for the command that records the step later
     try:
-        changed = watch.drain() if watch is not None else None  # (its lookout's next)
+        changed = watch.drain() if watch is not None else None  # (its watcher's next)
         return complete(task, intent, executed, policy_events=[*_events(decision), *guarded],
                         hooks=hook_records, scrubber=scrubber, changed=changed)  # fmt: skip
     except BarError:

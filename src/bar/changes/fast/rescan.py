@@ -24,8 +24,8 @@ _env = git.index_env
 
 def changed_since(worktree: Path, index: Path, recorded: str) -> list[str] | None:
     """The paths to rescan since the side index was stamped at ``recorded`` (empty: none
-    changed), or None when only a full scan will do. The task's lookout is asked first
-    (``bar.changes.fast.watcher``); this only reads, so it tells the lookout nothing back."""
+    changed), or None when only a full scan will do. The task's watcher is asked first
+    (``bar.changes.fast.watcher``); this only reads, so it tells the watcher nothing back."""
     sight = watcher.look(index, recorded) if watcher.running(index) else None
     found = scan(worktree, index, recorded, sight.paths if sight is not None else None)
     return found[0] if found is not None else None

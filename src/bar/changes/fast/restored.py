@@ -128,12 +128,12 @@ def after(worktree: Path, restore: Restore) -> dict[str, int]:
     return found
 
 
-_MAX_FORGET = 2000  # written paths checked one by one at most; beyond, the lookout keeps them
+_MAX_FORGET = 2000  # written paths checked one by one at most; beyond, the watcher keeps them
 
 
 def forget_written(worktree: Path, index: Path, restore: Restore, settled: dict[str, int],
                    sight: watcher.Sight) -> None:  # fmt: skip
-    """Tell the task's lookout which of the paths the restore wrote it need not report:
+    """Tell the task's watcher which of the paths the restore wrote it need not report:
     its own writes are not changes to record. ``sight``: a question asked right after
     the restore (its events collected, its new directories watched from then on),
     before ``after`` listed them. A file counts only if ``git diff-files`` (run now, on

@@ -1,12 +1,12 @@
-"""Hand edits staged ahead: the task's lookout adds what changed while nobody asks, so
+"""Hand edits staged ahead: the task's watcher adds what changed while nobody asks, so
 that the next command finds that work done.
 
-Between bar commands the lookout (``bar.changes.fast.watcher_daemon``) knows from the kernel which
+Between bar commands the watcher (``bar.changes.fast.watcher_daemon``) knows from the kernel which
 paths a hand edit touched, well before the next command asks: a developer saves a
 file, then types ``bar run``, whose Python alone takes longer to start than git takes
 to add the file. So once the worktree has been quiet for a moment (``QUIET_MS``), for at
 most ``MAX_PATHS`` changed paths that are files (``MAX_BYTES`` in all), while no bar
-command holds the task's lock, the lookout copies the side index to a file of its own in
+command holds the task's lock, the watcher copies the side index to a file of its own in
 the task's directory (``index.staged.<pid>.<n>``), adds those paths to the copy and
 writes its tree, as the command would (``side_index.write_whole``: bar's pinned git
 directories, no hooks, the environment of the ``bar run`` that handed the watch over),
@@ -14,21 +14,21 @@ and writes the patch the step would (``patches.write_patch``). The next look for
 edits is told of it; the command takes it in place of its own ``git add``, ``git
 write-tree`` and ``git diff`` (``adopt``, ``take_patch``) only if:
 
-- nothing changed in the worktree after the staging began: the lookout drains the
+- nothing changed in the worktree after the staging began: the watcher drains the
   kernel's queue before it answers, and an event throws the staging away;
 - the command's scope, computed by itself from the same paths (``rescan.scan``), is
   the staged one, and its snapshot leaves nothing out (no exclusions);
 - the side index is still the file that was copied (its identity: mtime, size, inode)
-  and the copy is still the file the lookout wrote;
-- the command's environment, as git sees it (``bar.git.git_env``), is the one the lookout ran
+  and the copy is still the file the watcher wrote;
+- the command's environment, as git sees it (``bar.git.git_env``), is the one the watcher ran
   git with: a ``HOME`` or ``XDG_CONFIG_HOME`` of its own may name other ignore files.
 
 It then renames the copy over the side index, under the task's lock, and stamps with
 the moment the staging began (``stamps``: the racy window runs from when git looked).
-Otherwise the copy is left for the lookout to remove and the command adds as it always
+Otherwise the copy is left for the watcher to remove and the command adds as it always
 did. A command killed after the rename leaves a side index ahead of its stamps, which
 their index identity makes the next command rescan whole, as a command killed after
-its own ``git add`` does. The lookout's git keeps every shared part of a split index it
+its own ``git add`` does. The watcher's git keeps every shared part of a split index it
 finds (``git.index_env``): a copy thrown away must not take a part the side index
 still uses with it.
 """
@@ -45,7 +45,7 @@ from bar.changes.fast import racy, stamps
 from bar.git import DiffStat, exact
 from bar.history import patches, side_index
 
-QUIET_MS = 2  # how long the worktree must be still before the lookout stages
+QUIET_MS = 2  # how long the worktree must be still before the watcher stages
 MAX_QUIET_MS = 2_000  # after stagings thrown away by new changes, it waits up to this
 MAX_PATHS = 64  # more changed paths than this: the command adds them itself
 MAX_BYTES = 16 << 20  # files larger than this in all: the command adds them itself
@@ -108,8 +108,8 @@ def stage(worktree: Path, index: Path, base: str, paths: set[str], name: str
 
 def _small(worktree: Path, scope: list[str]) -> bool:
     """Whether adding ``scope`` is quick: no directory (a new tree, of any size), at
-    most ``MAX_BYTES`` of files. While git adds, the lookout answers no one: a command
-    asking meanwhile waits for it (``lookout.TIMEOUT`` at most, then looks by itself)."""
+    most ``MAX_BYTES`` of files. While git adds, the watcher answers no one: a command
+    asking meanwhile waits for it (``watcher.TIMEOUT`` at most, then looks by itself)."""
     import stat
 
     total = 0
@@ -125,7 +125,7 @@ def _small(worktree: Path, scope: list[str]) -> bool:
 
 
 def adopt(index: Path, staged: dict[str, Any], scope: list[str] | None) -> tuple[str, int] | None:
-    """Take the staged copy ``staged`` (a lookout's answer) as the side index ``index``
+    """Take the staged copy ``staged`` (a watcher's answer) as the side index ``index``
     if it holds exactly what adding ``scope`` would (see the module's notes); its tree
     and the moment the staging began, or None. The caller holds the task's lock."""
     name = staged.get("file")
@@ -141,14 +141,14 @@ def adopt(index: Path, staged: dict[str, Any], scope: list[str] | None) -> tuple
     try:
         os.replace(copy, index)
     except OSError:
-        return None  # (the lookout threw it away meanwhile)
+        return None  # (the watcher threw it away meanwhile)
     return tree, at
 
 
 def take_patch(index: Path, ready: dict[str, Any], before: str, tree: str, path: Path,
                ) -> DiffStat | None:  # fmt: skip
     """Move the patch a staging wrote (``ready``, beside the side index ``index``) to
-    ``path`` if it goes from ``before`` to ``tree`` and is still the file the lookout
+    ``path`` if it goes from ``before`` to ``tree`` and is still the file the watcher
     wrote; its stat, or None (the caller then writes the patch itself)."""
     name, stat = ready.get("file"), ready.get("stat")
     if (not isinstance(name, str) or not name.startswith(PREFIX) or "/" in name
@@ -178,7 +178,7 @@ def discard(copy: Path) -> None:
 
 def leftovers(folder: Path, keep: str = "") -> None:
     """Remove the staged copies in a task's directory ``folder`` whose name does not
-    begin with ``keep``: a lookout's, killed before it could."""
+    begin with ``keep``: a watcher's, killed before it could."""
     try:
         names = [n for n in os.listdir(folder) if n.startswith(PREFIX)]
     except OSError:

@@ -1,29 +1,29 @@
-"""The task's lookout: the kernel's watch on a worktree, kept between bar commands.
+"""The task's watcher: the kernel's watch on a worktree, kept between bar commands.
 
 A step's ``bar run`` watches the worktree while its command runs (``bar.base.inotify``), so
 its snapshot looks only at the paths that moved. Between steps nothing watched: the
 next command had to stat every recorded file and every directory (``bar.changes.fast.rescan``) to
 find the hand edits, the slowest part of a step on a large tree. So when a step ends,
 its ``bar run`` hands the watch (the inotify descriptor itself, with its queued events)
-to a small process of its own, the lookout (``bar.changes.fast.watcher_daemon``), which keeps
+to a small process of its own, the watcher (``bar.changes.fast.watcher_daemon``), which keeps
 collecting the paths that change until a command asks.
 
 The question is always relative to a recorded state: "what changed since the side
-index was stamped at ``base``?" (``look``). The lookout answers with every path changed
+index was stamped at ``base``?" (``look``). The watcher answers with every path changed
 since it last heard that the side index holds ``base``, or with "not known" when it
 cannot be sure (another state was recorded behind its back, the kernel's queue
 overflowed; for a look for hand edits, its last full look is older than
-``BAR_LOOKOUT_VERIFY`` seconds, default ``VERIFY_S``): the command then stats everything,
-as without a lookout, and says so (``settle`` with ``full``), which makes the lookout
+``BAR_WATCHER_VERIFY`` seconds, default ``VERIFY_S``): the command then stats everything,
+as without a watcher, and says so (``settle`` with ``full``), which makes the watcher
 sure again. Nothing is forgotten on a question: the paths are cleared only by the
 ``settle`` that follows the snapshot that looked at them, so a command that dies halfway
 loses nothing. What inotify cannot see (a write through a memory map, through a hard
 link from outside the worktree, by another machine on a network file system) is found
 by that periodic full look, and recorded as a hand edit.
 
-The lookout listens on ``lookout.sock`` in the task directory (0600 in a 0700
+The watcher listens on ``watcher.sock`` in the task directory (0600 in a 0700
 directory), answers no process confined by a step (``bar.step.peers``), and exits when it
-has had no question for ``BAR_LOOKOUT_IDLE`` seconds (default ``IDLE_S``; 0: no lookout
+has had no question for ``BAR_WATCHER_IDLE`` seconds (default ``IDLE_S``; 0: no watcher
 is started), when the worktree or its socket goes away, or when asked (``stop``).
 """
 
@@ -46,15 +46,15 @@ if TYPE_CHECKING:
     from bar.base.inotify import TreeWatch
     from bar.task.tasks import Task
 
-IDLE_S = 900  # seconds without a question before a lookout exits
-VERIFY_S = 300  # seconds after which a lookout asks for a full look again
-MAX_RUNNING = 8  # lookouts per bar home at once
-TIMEOUT = 2.0  # seconds a command waits for an answer (a lookout just started included)
-SOCKET = "lookout.sock"
+IDLE_S = 900  # seconds without a question before a watcher exits
+VERIFY_S = 300  # seconds after which a watcher asks for a full look again
+MAX_RUNNING = 8  # watchers per bar home at once
+TIMEOUT = 2.0  # seconds a command waits for an answer (a watcher just started included)
+SOCKET = "watcher.sock"
 
 
 class Sight:
-    """A lookout's answer: ``paths`` changed since ``base`` (None: not known), as of
+    """A watcher's answer: ``paths`` changed since ``base`` (None: not known), as of
     the moment ``gen`` (what ``settle`` clears up to); ``staged``: those paths already
     added to a copy of the side index (``bar.changes.fast.staging``), if asked for and done."""
 
@@ -67,29 +67,36 @@ class Sight:
 
 
 def socket_path(index: Path) -> Path:
-    """Where the lookout of the side index ``index`` (its task's) listens."""
+    """Where the watcher of the side index ``index`` (its task's) listens."""
     return index.parent / SOCKET
 
 
+def _setting(name: str, default: str) -> str:
+    """``BAR_WATCHER_<name>``; else ``BAR_LOOKOUT_<name>``, its name before the watcher
+    was called so."""
+    environ = os.environ
+    return environ.get(f"BAR_WATCHER_{name}", environ.get(f"BAR_LOOKOUT_{name}", default))
+
+
 def idle_seconds() -> int:
-    """How long a lookout waits for a question (``BAR_LOOKOUT_IDLE``; 0: none runs)."""
-    value = os.environ.get("BAR_LOOKOUT_IDLE", "")
+    """How long a watcher waits for a question (``BAR_WATCHER_IDLE``; 0: none runs)."""
+    value = _setting("IDLE", "")
     return int(value) if value.isdigit() else IDLE_S
 
 
 def stages() -> bool:
-    """Whether a lookout stages the hand edits it sees (``BAR_LOOKOUT_STAGE=0``: not)."""
-    return os.environ.get("BAR_LOOKOUT_STAGE", "1") != "0"
+    """Whether a watcher stages the hand edits it sees (``BAR_WATCHER_STAGE=0``: not)."""
+    return _setting("STAGE", "1") != "0"
 
 
 def verify_seconds() -> int:
-    """How old a lookout's last full look may be (``BAR_LOOKOUT_VERIFY``)."""
-    value = os.environ.get("BAR_LOOKOUT_VERIFY", "")
+    """How old a watcher's last full look may be (``BAR_WATCHER_VERIFY``)."""
+    value = _setting("VERIFY", "")
     return int(value) if value.isdigit() and int(value) > 0 else VERIFY_S
 
 
 def running(index: Path) -> bool:
-    """Whether a lookout may be listening for this side index (its socket exists) and
+    """Whether a watcher may be listening for this side index (its socket exists) and
     may be asked (the speed layer is on: ``bar.changes.fast.speed``)."""
     return os.path.exists(socket_path(index)) and speed.fast()
 
@@ -97,11 +104,11 @@ def running(index: Path) -> bool:
 def look(index: Path, base: str, *, stale_ok: bool = False, staged: bool = False,
          ) -> Sight | None:  # fmt: skip
     """What changed in the worktree since the side index was stamped at ``base``, as
-    its lookout saw it; None when no lookout answers. ``stale_ok``: the paths even if
-    the lookout's last full look is older than ``BAR_LOOKOUT_VERIFY`` (a step's own
+    its watcher saw it; None when no watcher answers. ``stale_ok``: the paths even if
+    the watcher's last full look is older than ``BAR_WATCHER_VERIFY`` (a step's own
     snapshots and checkpoints: what inotify cannot see is then found by the next
     command's look for hand edits, and recorded as one). ``staged``: and the staging of
-    those paths, if the lookout made one with git in this process's environment."""
+    those paths, if the watcher made one with git in this process's environment."""
     request: dict[str, Any] = {"op": "look", "base": base, "stale_ok": stale_ok}
     if staged:
         from bar.git import git_env
@@ -117,7 +124,7 @@ def look(index: Path, base: str, *, stale_ok: bool = False, staged: bool = False
 
 
 def settle(sight: Sight, base: str, *, full: bool, keep: Sequence[str] = ()) -> None:
-    """Tell the lookout that the side index now holds ``base``, taken by a snapshot that
+    """Tell the watcher that the side index now holds ``base``, taken by a snapshot that
     looked at the paths ``sight`` named (``full``: at every file, whatever it named);
     ``keep``: paths it named that the snapshot left out (excluded, or unreadable): they
     are reported again."""
@@ -127,25 +134,25 @@ def settle(sight: Sight, base: str, *, full: bool, keep: Sequence[str] = ()) -> 
 
 def rebase(index: Path, was: str, base: str) -> None:
     """The side index went from ``was`` to ``base`` by a restore, which wrote the side
-    index and the files itself (the lookout saw those writes: it keeps them)."""
+    index and the files itself (the watcher saw those writes: it keeps them)."""
     if running(index):
         _tell(index, {"op": "settle", "from": was, "gen": -1, "base": base})
 
 
 def forget(index: Path, sight: Sight, paths: Sequence[str]) -> None:
-    """Tell the lookout to drop these paths if nothing changed them after ``sight``
+    """Tell the watcher to drop these paths if nothing changed them after ``sight``
     (bar's own writes, checked: ``bar.changes.fast.restored.forget_written``)."""
     _tell(index, {"op": "forget", "gen": sight.gen, "paths": list(paths)})
 
 
 def stop(index: Path) -> None:
-    """Ask the lookout of this side index to exit (if one runs)."""
+    """Ask the watcher of this side index to exit (if one runs)."""
     if os.path.exists(socket_path(index)):
         _tell(index, {"op": "exit"})
 
 
 def stop_all(home: Path) -> int:
-    """Ask every lookout under the bar home ``home`` to exit; how many were asked."""
+    """Ask every watcher under the bar home ``home`` to exit; how many were asked."""
     found = list(home.glob(f"projects/*/tasks/*/{SOCKET}"))
     for sock in found:
         _tell(sock.parent / "index", {"op": "exit"})
@@ -153,16 +160,16 @@ def stop_all(home: Path) -> int:
 
 
 def status(index: Path) -> dict[str, Any] | None:
-    """What the lookout says of itself (pid, base, whether it is sure, how many
+    """What the watcher says of itself (pid, base, whether it is sure, how many
     directories it watches, how many paths it holds); None if none answers."""
     return _ask(index, {"op": "status"})
 
 
 def keep_watching(task: Task, watch: TreeWatch, age: float) -> bool:
-    """Hand the watch of the step that just ended to a new lookout, if it is sure of
+    """Hand the watch of the step that just ended to a new watcher, if it is sure of
     what it saw and the side index holds the state the ledger recorded last (``age``:
     seconds since the step's look for hand edits, its last full look). True if the
-    lookout took it (the caller no longer owns the watch)."""
+    watcher took it (the caller no longer owns the watch)."""
     from bar.changes.fast import stamps
     from bar.step import peers
 
@@ -185,12 +192,12 @@ def keep_watching(task: Task, watch: TreeWatch, age: float) -> bool:
     if not hand_over(task.index, task.worktree, base, fd, dirs, age):
         os.close(fd)
         return False
-    os.close(fd)  # the lookout has its own copy
+    os.close(fd)  # the watcher has its own copy
     return True
 
 
 def _budget() -> int:
-    """The most watches a lookout may hold: a quarter of the user's."""
+    """The most watches a watcher may hold: a quarter of the user's."""
     try:
         with open("/proc/sys/fs/inotify/max_user_watches", "rb") as f:
             return int(f.read()) // 4
@@ -199,9 +206,9 @@ def _budget() -> int:
 
 
 def _room_for(watches: int, index: Path) -> bool:
-    """Whether a lookout holding ``watches`` watches leaves the user's editors and other
+    """Whether a watcher holding ``watches`` watches leaves the user's editors and other
     tools theirs: the kernel counts inotify instances (128 by default) and watches per
-    user, and a lookout holds its own for minutes. At most ``MAX_RUNNING`` lookouts per
+    user, and a watcher holds its own for minutes. At most ``MAX_RUNNING`` watchers per
     bar home, each with at most a quarter of the user's watches."""
     from bar.store.layout import projects_dir
 
@@ -213,11 +220,11 @@ def _room_for(watches: int, index: Path) -> bool:
 
 def hand_over(index: Path, worktree: Path, base: str, fd: int, dirs: dict[int, str],
               age: float) -> bool:  # fmt: skip
-    """Start a lookout for the side index ``index`` (of ``worktree``, stamped at
+    """Start a watcher for the side index ``index`` (of ``worktree``, stamped at
     ``base``) with the inotify descriptor ``fd`` watching ``dirs``, whose last full
     look of the worktree was ``age`` seconds ago. The socket is bound
     here, so that it exists as soon as this returns (a question asked before the
-    lookout has started waits in the socket's queue). False if it could not start."""
+    watcher has started waits in the socket's queue). False if it could not start."""
     folder = index.parent
     budget = _budget()
     sock_file = folder / SOCKET
@@ -243,7 +250,7 @@ def hand_over(index: Path, worktree: Path, base: str, fd: int, dirs: dict[int, s
                  "budget": budget, "dirs": dirs, **_staging_state(index, worktree)}  # fmt: skip
         # handed over in memory, not in a file: nothing of it is left in the task
         # directory for a copy of it to trip on, whatever happens to either process
-        state_fd = os.memfd_create("bar-lookout-state")
+        state_fd = os.memfd_create("bar-watcher-state")
         os.write(state_fd, json.dumps(state).encode())
         os.lseek(state_fd, 0, os.SEEK_SET)
         os.replace(spare, sock_file)  # listening already: a question waits for it
@@ -271,7 +278,7 @@ def hand_over(index: Path, worktree: Path, base: str, fd: int, dirs: dict[int, s
 
 
 def _staging_state(index: Path, worktree: Path) -> dict[str, Any]:
-    """What a lookout needs to stage hand edits as a command would (``bar.changes.fast.staging``):
+    """What a watcher needs to stage hand edits as a command would (``bar.changes.fast.staging``):
     the git directories bar pinned for the task, the environment its git runs with."""
     from bar import git
     from bar.git import git_env
@@ -295,10 +302,10 @@ def _connect(index: Path) -> socket.socket | None:
     except FileNotFoundError:
         sock.close()
         return None
-    except OSError:  # refused: the lookout died and left its socket; or it hangs
+    except OSError:  # refused: the watcher died and left its socket; or it hangs
         sock.close()
         with contextlib.suppress(OSError):
-            os.unlink(sock_file)  # (a hung lookout that wakes finds it gone: it exits)
+            os.unlink(sock_file)  # (a hung watcher that wakes finds it gone: it exits)
         return None
     finally:
         address.close()
@@ -317,7 +324,7 @@ def _ask(index: Path, request: dict[str, Any]) -> dict[str, Any] | None:
         reply = json.loads(b"".join(chunks))
     except (OSError, ValueError):
         with contextlib.suppress(OSError):
-            os.unlink(socket_path(index))  # a lookout that cannot answer is not asked again
+            os.unlink(socket_path(index))  # a watcher that cannot answer is not asked again
         return None
     finally:
         sock.close()
@@ -325,7 +332,7 @@ def _ask(index: Path, request: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def _tell(index: Path, request: dict[str, Any]) -> None:
-    """Send without waiting for the answer (the lookout takes requests in order)."""
+    """Send without waiting for the answer (the watcher takes requests in order)."""
     sock = _connect(index)
     if sock is None:
         return

@@ -1,4 +1,4 @@
-"""The lookout process (``bar.changes.fast.watcher``): collects the paths that change in a task's
+"""The watcher process (``bar.changes.fast.watcher``): collects the paths that change in a task's
 worktree between bar commands, and answers the commands that ask.
 
 Started by ``bar.changes.fast.watcher.hand_over`` as ``python -m bar.changes.fast.watcher_daemon FD``, with the
@@ -37,7 +37,7 @@ _MAX_PATHS = 200_000  # more changed paths than this: a full look is cheaper
 _WAKE_MS = 5_000  # how often it checks that its worktree and socket are still there
 
 
-class Lookout:
+class Watcher:
     def __init__(self, state: dict[str, Any]) -> None:
         self.root = str(state["root"])
         self.index = Path(str(state["index"]))
@@ -130,7 +130,7 @@ class Lookout:
 
     def _stage(self) -> None:
         """Stage what changed since ``base`` (``bar.changes.fast.staging``), if the worktree stayed
-        still while it was staged; a staging thrown away by a change makes the lookout
+        still while it was staged; a staging thrown away by a change makes the watcher
         wait longer before the next."""
         self.stage_at = None
         self._unstage()
@@ -339,14 +339,14 @@ def main(argv: list[str]) -> int:
     os.umask(0o077)  # what its git writes in the task's directory names the task's files
     with open(int(argv[1]), encoding="utf-8") as f:  # the state, in memory (memfd)
         state = json.load(f)
-    lookout = Lookout(state)
+    watcher = Watcher(state)
     try:
-        lookout.serve()
+        watcher.serve()
     finally:
-        lookout._unstage()
+        watcher._unstage()
         with contextlib.suppress(OSError):
-            if lookout._socket_id() == lookout.socket_id:
-                os.unlink(lookout.socket_file)
+            if watcher._socket_id() == watcher.socket_id:
+                os.unlink(watcher.socket_file)
     return 0
 
 

@@ -1,10 +1,10 @@
-"""The task's lookout (``bar.changes.fast.watcher``): the step's watch kept between commands.
+"""The task's watcher (``bar.changes.fast.watcher``): the step's watch kept between commands.
 
-A step that ends with a watch hands it to a lookout process; the commands that follow ask
+A step that ends with a watch hands it to a watcher process; the commands that follow ask
 it what changed instead of statting every file. These tests drive real ``bar`` commands
-against a real lookout process and compare every snapshot with plain git's, and check
-that the lookout is never trusted where it cannot know: a state recorded behind its back,
-a confined caller, a killed or hung lookout, a write inotify cannot see.
+against a real watcher process and compare every snapshot with plain git's, and check
+that the watcher is never trusted where it cannot know: a state recorded behind its back,
+a confined caller, a killed or hung watcher, a write inotify cannot see.
 """
 
 from __future__ import annotations
@@ -28,12 +28,12 @@ from helpers import (
     bar,
     init_clean,
     ledger,
-    lookout_started,
     new_task,
     plain_git_tree,
     recorded_tree,
     side_index_of,
     task_dir,
+    watcher_started,
     worktree,
 )
 
@@ -49,7 +49,7 @@ def _recorded_without_a_stat(capfd: pytest.CaptureFixture[str], monkeypatch: pyt
                              tmp_path: Path, repo: Path, task: dict[str, object], wt: Path,
                              ) -> None:  # fmt: skip
     """``bar run -- true`` records the worktree as plain git sees it, and statted no
-    directory: the lookout said where entries changed (every recorded file is statted
+    directory: the watcher said where entries changed (every recorded file is statted
     all the same, by ``git diff-files``)."""
 
     def walked(*args: object) -> None:
@@ -62,7 +62,7 @@ def _recorded_without_a_stat(capfd: pytest.CaptureFixture[str], monkeypatch: pyt
 
 
 def _alive(pid: int) -> bool:
-    """Running (a lookout the test process started and never waits for is a zombie
+    """Running (a watcher the test process started and never waits for is a zombie
     once it exits)."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
@@ -87,15 +87,15 @@ def _pid(task: dict[str, object]) -> int:
 
 
 @pytest.mark.parametrize("seed", range(4))
-def test_what_the_lookout_says_gives_the_tree_plain_git_gives(
+def test_what_the_watcher_says_gives_the_tree_plain_git_gives(
     repo: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch, seed: int,
 ) -> None:  # fmt: skip
     """Random hand edits between steps and random edits by steps, each step recorded
-    from what the lookout reported (no directory statted; every recorded file is, by
+    from what the watcher reported (no directory statted; every recorded file is, by
     ``git diff-files``): every snapshot equals the tree ``git add -A`` writes from a
     fresh index."""
-    task, wt = lookout_started(capfd, repo)
+    task, wt = watcher_started(capfd, repo)
     rng = random.Random(seed)
     names = ["a.txt", "d/b.txt", "d/e/c.txt", "f/g/h/i.txt", "x.log", "d/e/y.log", "top.md"]
     (wt / ".gitignore").write_text("*.log\n")
@@ -135,7 +135,7 @@ def test_what_the_lookout_says_gives_the_tree_plain_git_gives(
         monkeypatch.delenv("GIT_TRACE2_EVENT")
         assert res.code == 0, res.err
         assert recorded_tree(repo, task) == plain_git_tree(wt, tmp_path)
-    assert _pid(task) == pid  # one lookout all along
+    assert _pid(task) == pid  # one watcher all along
 
 
 def test_a_change_is_reported_until_a_snapshot_has_it(
@@ -143,7 +143,7 @@ def test_a_change_is_reported_until_a_snapshot_has_it(
 ) -> None:
     """Asking is not forgetting: a command that asked and died before its snapshot
     leaves the path to the next one; a path changed again after the question is kept."""
-    task, wt = lookout_started(capfd, repo)
+    task, wt = watcher_started(capfd, repo)
     index = side_index_of(task)
     base = ledger(str(task["id"]))[-1]["snapshot"]
     (wt / "one.txt").write_text("1\n")
@@ -167,7 +167,7 @@ def test_a_state_recorded_behind_its_back_makes_it_unsure_until_a_full_look(
     repo: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:  # fmt: skip
-    task, wt = lookout_started(capfd, repo)
+    task, wt = watcher_started(capfd, repo)
     index = side_index_of(task)
     base = ledger(str(task["id"]))[-1]["snapshot"]
     sight = watcher.look(index, base)
@@ -186,9 +186,9 @@ def test_a_write_inotify_cannot_see_is_found_by_the_next_full_look(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:  # fmt: skip
     """A write through a memory map whose file was closed makes no inotify event: the
-    lookout cannot report it, and asks for a full look every VERIFY seconds."""
-    monkeypatch.setenv("BAR_LOOKOUT_VERIFY", "1")
-    task, wt = lookout_started(capfd, repo, lambda wt: (wt / "mapped.bin").write_bytes(b"a" * 4096))
+    watcher cannot report it, and asks for a full look every VERIFY seconds."""
+    monkeypatch.setenv("BAR_WATCHER_VERIFY", "1")
+    task, wt = watcher_started(capfd, repo, lambda wt: (wt / "mapped.bin").write_bytes(b"a" * 4096))
     with open(wt / "mapped.bin", "r+b") as f:
         view = mmap.mmap(f.fileno(), 4096)
     view[:4] = b"bbbb"  # after the close: no event
@@ -199,10 +199,10 @@ def test_a_write_inotify_cannot_see_is_found_by_the_next_full_look(
     assert recorded_tree(repo, task) == plain_git_tree(wt, tmp_path)
 
 
-def test_a_killed_or_hung_lookout_is_not_waited_for(
+def test_a_killed_or_hung_watcher_is_not_waited_for(
     repo: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
-    task, wt = lookout_started(capfd, repo)
+    task, wt = watcher_started(capfd, repo)
     os.kill(_pid(task), signal.SIGKILL)
     (wt / "after-kill.txt").write_text("k\n")
     assert bar(capfd, "run", "--", "true").code == 0  # its socket is left: refused
@@ -221,8 +221,8 @@ def test_a_killed_or_hung_lookout_is_not_waited_for(
 
 def test_it_answers_no_confined_process(repo: Path, capfd: pytest.CaptureFixture[str]) -> None:
     """A command confined by a step (no_new_privs) reaches the socket's path but gets no
-    answer: it could otherwise make the lookout forget a change it made."""
-    task, _ = lookout_started(capfd, repo)
+    answer: it could otherwise make the watcher forget a change it made."""
+    task, _ = watcher_started(capfd, repo)
     probe = (
         "import ctypes, json, socket, sys\n"
         "ctypes.CDLL(None).prctl(38, 1, 0, 0, 0)  # PR_SET_NO_NEW_PRIVS\n"
@@ -233,7 +233,7 @@ def test_it_answers_no_confined_process(repo: Path, capfd: pytest.CaptureFixture
         "print(s.recv(1000).decode())\n"
     )
     pid = _pid(task)
-    ran = subprocess.run([sys.executable, "-c", probe, "lookout.sock"], capture_output=True,
+    ran = subprocess.run([sys.executable, "-c", probe, "watcher.sock"], capture_output=True,
                          text=True, cwd=task_dir(str(task["id"])))  # fmt: skip
     assert ran.returncode == 0, ran.stderr
     assert json.loads(ran.stdout) == {"error": "refused"}
@@ -243,11 +243,11 @@ def test_it_answers_no_confined_process(repo: Path, capfd: pytest.CaptureFixture
 def test_it_exits_when_idle_when_asked_and_when_its_task_goes(
     repo: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("BAR_LOOKOUT_IDLE", "1")
-    task, _ = lookout_started(capfd, repo)
+    monkeypatch.setenv("BAR_WATCHER_IDLE", "1")
+    task, _ = watcher_started(capfd, repo)
     assert _wait_gone(_pid(task))
-    assert not (task_dir(str(task["id"])) / "lookout.sock").exists()
-    monkeypatch.setenv("BAR_LOOKOUT_IDLE", "60")
+    assert not (task_dir(str(task["id"])) / "watcher.sock").exists()
+    monkeypatch.setenv("BAR_WATCHER_IDLE", "60")
     for _ in range(2):
         assert bar(capfd, "run", "--", "true").code == 0
     pid = _pid(task)
@@ -261,10 +261,10 @@ def test_it_exits_when_idle_when_asked_and_when_its_task_goes(
     assert _wait_gone(pid)
 
 
-def test_no_lookout_is_started_when_the_idle_time_is_zero(
+def test_no_watcher_is_started_when_the_idle_time_is_zero(
     repo: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("BAR_LOOKOUT_IDLE", "0")
+    monkeypatch.setenv("BAR_WATCHER_IDLE", "0")
     init_clean(repo, capfd)
     task = new_task(capfd)
     for _ in range(3):
@@ -276,9 +276,9 @@ def test_a_rollback_leaves_it_sure(
     repo: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:  # fmt: skip
-    """A restore writes the side index, the stamps and the files together: the lookout
+    """A restore writes the side index, the stamps and the files together: the watcher
     moves to the restored state, keeping the paths the restore wrote (it saw them)."""
-    task, wt = lookout_started(capfd, repo)
+    task, wt = watcher_started(capfd, repo)
     assert bar(capfd, "run", "--", "sh", "-c", "mkdir -p n/m && echo 1 > n/m/f").code == 0
     assert bar(capfd, "run", "--", "sh", "-c", "echo 2 > n/m/f && echo 3 > g").code == 0
     time.sleep(SETTLE)
@@ -289,13 +289,13 @@ def test_a_rollback_leaves_it_sure(
     _recorded_without_a_stat(capfd, monkeypatch, tmp_path, repo, task, wt)
 
 
-def test_lookouts_leave_the_user_inotify_room(
+def test_watchers_leave_the_user_inotify_room(
     repo: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Editors need inotify too: past ``MAX_RUNNING`` lookouts in a bar home, a step
+    """Editors need inotify too: past ``MAX_RUNNING`` watchers in a bar home, a step
     keeps its watch to itself (and its task looks by statting, as without one)."""
     monkeypatch.setattr(watcher, "MAX_RUNNING", 1)
-    first, _ = lookout_started(capfd, repo)
+    first, _ = watcher_started(capfd, repo)
     second = new_task(capfd, "t2")
     for _ in range(3):
         assert bar(capfd, "run", "--task", "t2", "--", "true").code == 0
@@ -306,7 +306,7 @@ def test_a_commit_in_a_nested_repository_is_recorded_by_the_next_command(
     repo: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
     """A nested repository's commit writes only under its own .git, which nothing
-    watches: the lookout reads its HEAD at every question."""
+    watches: the watcher reads its HEAD at every question."""
 
     def nested(wt: Path) -> None:
         (wt / "sub").mkdir()
@@ -315,7 +315,7 @@ def test_a_commit_in_a_nested_repository_is_recorded_by_the_next_command(
         git(wt / "sub", "add", "f")
         git(wt / "sub", "commit", "-qm", "one")
 
-    task, wt = lookout_started(capfd, repo, nested)
+    task, wt = watcher_started(capfd, repo, nested)
     sub = wt / "sub"
     (sub / "f").write_text("2\n")
     git(sub, "commit", "-qam", "two")
@@ -327,7 +327,7 @@ def test_a_write_through_a_hard_link_is_recorded_under_both_names(
     repo: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
     """The kernel reports the name written through, not the file's other names."""
-    task, wt = lookout_started(capfd, repo)
+    task, wt = watcher_started(capfd, repo)
     (wt / "one.txt").write_text("1\n")
     os.link(wt / "one.txt", wt / "two.txt")
     assert bar(capfd, "run", "--", "true").code == 0
@@ -344,7 +344,7 @@ def test_what_a_snapshot_leaves_out_is_reported_again(
     from bar import api
     from bar.history import snapshot
 
-    task, wt = lookout_started(capfd, repo)
+    task, wt = watcher_started(capfd, repo)
     (wt / "kept").mkdir()
     (wt / "kept" / "settings.json").write_text("{}\n")
     (wt / "other.txt").write_text("o\n")
@@ -358,11 +358,11 @@ def test_what_a_snapshot_leaves_out_is_reported_again(
     assert "other.txt" not in sight.paths
 
 
-def test_bar_without_new_privileges_starts_no_lookout(
+def test_bar_without_new_privileges_starts_no_watcher(
     repo: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
     """Where bar itself runs with no_new_privs (a container that sets it), a confined
-    command cannot be told from bar: no lookout is started."""
+    command cannot be told from bar: no watcher is started."""
     init_clean(repo, capfd)
     task = new_task(capfd)
     wrapper = (
