@@ -3,21 +3,21 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
-# The released agent CLIs the tests drive (tests/test_agents_real.py); a bump is one line.
+# The released agent CLIs the tests drive (tests/agents/test_real_agents.py); a bump is one line.
 CLAUDE_CODE_VERSION := 2.1.197
 CODEX_VERSION       := 0.169.0
 GEMINI_CLI_VERSION  := 0.61.0
 AGENTS_DIR   := .agents
 AGENTS_STAMP := $(AGENTS_DIR)/.installed-$(CLAUDE_CODE_VERSION)-$(CODEX_VERSION)-$(GEMINI_CLI_VERSION)
-UNCONFINED_TESTS := tests/test_sandbox.py tests/test_run.py tests/test_run_pty.py \
-	tests/test_supervisor.py tests/test_guard.py tests/test_agents_fake.py tests/test_recovery.py \
-	tests/test_checkpoints.py
+UNCONFINED_TESTS := tests/sandbox/test_sandbox.py tests/step/test_run.py tests/step/test_pty.py \
+	tests/step/test_supervisor.py tests/git/test_guard.py tests/agents/test_fake_agent.py tests/changes/test_recovery.py \
+	tests/history/test_checkpoints.py
 # bar ui's browser libraries (ui/package.json, pinned): only their dist files and licences
 # are copied into the package, where `bar ui` serves them (never from a CDN)
 UI_VENDOR := src/bar/ui/static/vendor
 UI_STAMP  := $(UI_VENDOR)/.installed
 
-.PHONY: install agents shells browser ui-assets test lint typecheck unit demo bench bench-full clean
+.PHONY: install agents shells browser ui-assets test test-fast lint typecheck unit demo bench bench-full clean
 
 $(STAMP): pyproject.toml bin/bar | $(UI_STAMP)
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "bar needs Python 3.11+"'
@@ -73,7 +73,7 @@ $(UI_STAMP): ui/package.json ui/package-lock.json
 
 ui-assets: $(UI_STAMP)
 
-# zsh and fish for the completion tests (tests/test_completion_shells.py). CI installs
+# zsh and fish for the completion tests (tests/cli/test_completion_shells.py). CI installs
 # them with apt; elsewhere, without them, those tests are skipped.
 shells:
 	@if [ -n "$$CI" ] && ! { command -v zsh && command -v fish; } >/dev/null; then \
@@ -83,7 +83,7 @@ shells:
 		{ $$sudo apt-get update -qq && $$sudo apt-get install -y -qq zsh fish >/dev/null; }; \
 	fi
 
-# Debian's chromium for bar ui's browser tests (tests/test_ui_browser.py): Playwright drives
+# Debian's chromium for bar ui's browser tests (tests/ui/test_browser.py): Playwright drives
 # it at /usr/bin/chromium. CI installs it with apt; elsewhere, without it, they are skipped.
 browser:
 	@if [ -n "$$CI" ] && [ ! -x /usr/bin/chromium ]; then \
@@ -103,7 +103,11 @@ typecheck: $(STAMP)
 unit: $(STAMP) agents shells browser
 	$(PY) -m pytest -n auto
 	@# again where the kernel cannot confine a step (simulated): bar must say so and go on
-	BAR_SANDBOX_UNAVAILABLE=1 $(PY) -m pytest -n auto -p no:randomly $(UNCONFINED_TESTS)
+	BAR_SANDBOX_UNAVAILABLE=1 $(PY) -m pytest -n auto -p no:randomly -m "not slow" $(UNCONFINED_TESTS)
+
+# the suite without the long sweeps (tests marked slow): for work in progress
+test-fast: $(STAMP)
+	$(PY) -m pytest -n auto -m "not slow"
 
 test: lint typecheck unit
 	@# the quick benchmark as a smoke test: fails only when a command fails, never on timing

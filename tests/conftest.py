@@ -9,10 +9,18 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+
+# the helpers every test shares (tests/support), importable as ``helpers``, ``ptys``...;
+# and each package's tests, whose file names are unique, for the few that share a fixture
+_TESTS = Path(__file__).resolve().parent
+_PACKAGES = sorted(str(d) for d in _TESTS.rglob("*") if d.is_dir() and not (
+    {"data", "support", "__pycache__"} & set(d.relative_to(_TESTS).parts)))  # fmt: skip
+sys.path[:0] = [str(_TESTS / "support"), *_PACKAGES]
 
 
 @pytest.fixture(autouse=True)
@@ -128,3 +136,21 @@ def repo(make_repo: MakeRepo, monkeypatch: pytest.MonkeyPatch) -> Path:
     path = make_repo()
     monkeypatch.chdir(path)
     return path
+
+
+@pytest.fixture
+def inited(repo: Path, capfd: pytest.CaptureFixture[str]) -> Path:
+    """``repo`` after ``bar init``: a registered project, the current directory."""
+    from helpers import bar
+
+    assert bar(capfd, "init").code == 0
+    return repo
+
+
+@pytest.fixture
+def inited_clean(repo: Path, capfd: pytest.CaptureFixture[str]) -> Path:
+    """``inited`` with the policy off and the policy file ``bar init`` wrote committed,
+    so the checkout is clean (as ``bar apply`` wants it)."""
+    from helpers import init_clean
+
+    return init_clean(repo, capfd)

@@ -19,8 +19,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from conftest import git
 from helpers import (
     BAR_EXE,
     Ran,
@@ -33,6 +31,8 @@ from helpers import (
     replay_patches,
     task_dir,
 )
+
+from conftest import git
 
 TASKS = 4
 RUNS_PER_TASK = 8

@@ -9,7 +9,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-SCRIPT = Path(__file__).resolve().parent.parent / "bench" / "crash_trials.py"
+import pytest
+from helpers import ROOT
+
+SCRIPT = ROOT / "bench" / "crash_trials.py"
 
 
 def trials(*args: str, timeout: float = 600) -> tuple[int, dict[str, Any], str]:
@@ -28,6 +31,7 @@ def failures(record: dict[str, Any]) -> list[str]:
     ]
 
 
+@pytest.mark.slow  # a SIGKILL sweep (make test-fast leaves it out)
 def test_bar_killed_at_random_moments_loses_nothing() -> None:
     code, record, err = trials("--trials", "12", "--seed", "1")
     assert code == 0, "\n".join(failures(record)) or err

@@ -9,7 +9,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-DEMO = Path(__file__).parent.parent / "demo" / "demo.sh"
+from helpers import ROOT
+
+DEMO = ROOT / "demo" / "demo.sh"
 
 
 def test_the_demo_runs_and_its_printed_commands_paste_safely(tmp_path: Path) -> None:

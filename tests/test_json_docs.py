@@ -12,13 +12,13 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 import jsonshape
-from conftest import git
-from helpers import bar, bar_exe, set_config, worktree
+import pytest
+from helpers import SUPPORT, bar, bar_exe, set_config, worktree
 
-FAKE_AGENT = Path(__file__).parent / "fake_agent.py"
+from conftest import git
+
+FAKE_AGENT = SUPPORT / "fake_agent.py"
 
 
 class Session:

@@ -9,11 +9,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import BAR_EXE, ROOT, bar, ledger, new_task, worktree
+from test_decide import answer_on_terminal
+from test_server import calls
 
 from bar.errors import ExitCode
-from helpers import BAR_EXE, bar, ledger, new_task, worktree
-from test_decide import answer_on_terminal
-from test_mcp import calls
 
 QUESTIONS = {
     "task": "Add percentage discounts to the cart",
@@ -123,7 +123,7 @@ def test_an_mcp_tool_error_reads_as_docs_mcp_md_shows_it(
 ) -> None:
     (bad,) = calls(worktree(task), ("show", {"step": "zz"}))
     assert bad.is_error
-    documented = (Path(__file__).parents[1] / "docs" / "mcp.md").read_text()
+    documented = (ROOT / "docs" / "mcp.md").read_text()
     text = bad.content[0].text
     assert text == ("Error executing tool show: bar: 'zz' is not a step id\n"
                     "hint: step ids look like 0001 or 1; checkpoints like 1.2")  # fmt: skip

@@ -27,12 +27,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import bar, ledger, new_task, set_config, task_dir, worktree
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from bar.changes.fast import tree_shape
 from conftest import git
-from helpers import bar, ledger, new_task, set_config, task_dir, worktree
 
 EXAMPLES = int(os.environ.get("BAR_ORACLE_EXAMPLES", "10"))
 

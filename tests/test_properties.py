@@ -16,11 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-
-from conftest import git
 from helpers import (
+    SUPPORT,
     bar,
     files_in_commit,
     files_on_disk,
@@ -30,8 +27,12 @@ from helpers import (
     replay_patches,
     worktree,
 )
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-EDIT_AGENT = str(Path(__file__).parent / "edit_agent.py")
+from conftest import git
+
+EDIT_AGENT = str(SUPPORT / "edit_agent.py")
 
 names = st.sampled_from(
     ["a.txt", "b.bin", "dir/c.md", "dir/sub/d", "with space.txt", "naïve-é.txt", "x.sh", "e"]

@@ -1,5 +1,5 @@
 """Run inside a step: try to change the repository's existing objects, or to slip
-objects and refs into it that git would not have made (tests/test_object_quarantine.py).
+objects and refs into it that git would not have made (tests/sandbox/test_quarantine.py).
 
 ``store``: every way to change an existing object file, by every path the step can name;
 prints ``changed: none`` or what it managed.

@@ -1,6 +1,6 @@
 """Run inside a step: hand a made-up agent event (``echo forged``, or the command given
 second) to a running step over its socket, as a hostile command would
-(tests/test_sandbox.py, tests/test_supervisor.py)."""
+(tests/sandbox/test_sandbox.py, tests/step/test_supervisor.py)."""
 
 import json
 import sys

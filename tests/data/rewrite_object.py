@@ -1,5 +1,5 @@
 """Run inside a step: rewrite a loose object in place with other content under the same
-name, as a hostile command could (tests/test_sandbox.py)."""
+name, as a hostile command could (tests/sandbox/test_sandbox.py)."""
 
 import os
 import sys

@@ -4,7 +4,7 @@
 (and, when frozen, ``__setattr__``, ``__hash__``) as the module is imported, and its
 import pulls in ``inspect``: about 1 ms per class and 10 ms for the import on this
 project's machines, some 60 ms of every ``bar run`` before it did anything
-(docs/internals.md, "Start-up"). ``@record`` gives the same classes — fields from the
+(docs/internals/fast.md, "Start-up"). ``@record`` gives the same classes — fields from the
 annotations, defaults, ``field(default_factory=...)``, ``kw_only``, ``frozen``,
 inheritance, ``__post_init__`` — but makes a class's first instances with one shared
 ``__init__`` and compiles the class's own only when it is made often, and shares one

@@ -2,7 +2,7 @@
 
 ``import dataclasses`` pulls in ``inspect`` and costs about 11 ms, more than everything
 else ``bar hook`` imports when it answers an agent without a running step (measured in
-docs/internals.md, "The hook's path"). A record here declares its fields as
+docs/internals/fast.md, "Start-up"). A record here declares its fields as
 ``__slots__`` and a typed ``__init__``; equality, hashing and ``repr`` come from the
 slots. Records are treated as immutable by convention.
 """

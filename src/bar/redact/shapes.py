@@ -246,7 +246,7 @@ def _secret_assignment(data: bytes | bytearray, at: int) -> bool:
 # before it) contains one of its shape's strings here. Data holding none of them cannot
 # hold that shape, so a one-shot scrub compiles and runs only the shapes that may be
 # there: a step's ledger line usually needs none, and their regexes take some 10 ms to
-# compile (tests/test_redact_lazy.py checks each string against its pattern).
+# compile (tests/redact/test_lazy.py checks each string against its pattern).
 _NEEDLES: Final[dict[str, tuple[bytes, ...]]] = {
     "k": (b"sk-", b"sk_", b"ecret_access_key"),
     "A": (b"AKIA", b"ASIA", b"AIza", b"ecretAccessKey", b"SECRET_ACCESS_KEY"),

@@ -1,0 +1,277 @@
+"""The released agent CLIs, end to end, against the project's mock model servers.
+
+``make agents`` installs pinned versions of Claude Code, Codex CLI and Gemini CLI from npm
+into ``.agents/`` (the versions are in the Makefile: a bump is one line). Each test starts
+a scripted model on 127.0.0.1 (``mock_models``), points the real agent at it and runs it
+with ``bar run --agent X -- <agent, non-interactive>``. The model asks for a dangerous
+shell command, a benign one, one the policy warns about, and a file edit through the
+agent's own edit tool, then answers. What must hold, whatever the agents change:
+
+* the dangerous command is denied and never runs (its target and a marker survive);
+* the benign and the warned commands run (a warning with nobody at the prompt is never
+  a question: Claude Code refuses those in ``-p`` mode, Gemini CLI waits for ever);
+* the edit is in the step's patch, and bar's hook settings are not;
+* every decision is in ``policy_events`` with what bar answered and what the agent did;
+* the developer's own agent settings and checkout are not written.
+
+Without npm (and outside CI) the tests are skipped; in CI a missing agent is a failure.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import BAR_EXE, ROOT, bar, ledger, new_task, task_dir, worktree
+from mock_models import Answer, MockServer, Shell, WriteFile
+
+AGENT_BIN = ROOT / ".agents" / "node_modules" / ".bin"
+DIALECT = {"claude": "anthropic", "codex": "openai", "gemini": "gemini"}
+
+DENIED = "touch denied-ran.txt; rm -rf ~/precious"
+BENIGN = "echo hello > benign.txt"
+WARNED = "mkdir -p shared && chmod -R o+w shared && touch warned.txt"
+
+
+def agent_binary(agent: str) -> str:
+    path = AGENT_BIN / agent
+    if not path.exists():
+        if os.environ.get("CI"):
+            pytest.fail(f"{path} is missing: `make agents` installs the agent CLIs")
+        pytest.skip(f"{agent} CLI not installed (`make agents` installs it with npm)")
+    return str(path)
+
+
+class AgentSetup:
+    """A developer's machine for one agent: its own settings in ~, pointed at the mock."""
+
+    def __init__(self, agent: str, url: str) -> None:
+        self.agent = agent
+        home = Path(os.environ["HOME"])
+        self.env: dict[str, str] = {}
+        self.own: dict[Path, bytes] = {}
+        if agent == "claude":
+            self.env = {
+                "ANTHROPIC_BASE_URL": url,
+                "ANTHROPIC_API_KEY": "sk-ant-mock",
+                "DISABLE_AUTOUPDATER": "1",
+                "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+                "IS_SANDBOX": "1",  # bypassPermissions is refused to root otherwise
+            }
+            self._own(home / ".claude" / "settings.json", {"env": {"MY_OWN": "1"}})
+        elif agent == "codex":
+            self.env = {"OPENAI_API_KEY": "sk-mock"}
+            config = (
+                'model = "mock-model"\nmodel_provider = "mock"\n\n[model_providers.mock]\n'
+                f'name = "mock"\nbase_url = "{url}/v1"\nwire_api = "responses"\n'
+                'env_key = "OPENAI_API_KEY"\nsupports_websockets = false\n'
+            )
+            self._write(home / ".codex" / "config.toml", config.encode())
+        else:
+            self.env = {"GEMINI_API_KEY": "mock", "GOOGLE_GEMINI_BASE_URL": url}
+            settings = {"security": {"auth": {"selectedType": "gemini-api-key"}}}
+            self._own(home / ".gemini" / "settings.json", settings)
+
+    def _own(self, path: Path, settings: dict[str, Any]) -> None:
+        self._write(path, (json.dumps(settings, indent=2) + "\n").encode())
+
+    def _write(self, path: Path, data: bytes) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+        self.own[path] = data
+
+    def run_in_bar(
+        self, cwd: Path, prompt: str, *, named: bool = True
+    ) -> subprocess.CompletedProcess[str]:
+        """``bar run --agent A -- <the agent, non-interactive>`` with its environment
+        (``named`` false: ``bar run -- env <the agent>``, which bar must recognise)."""
+        how = ["--agent", self.agent, "--"] if named else ["--", "env"]
+        return subprocess.run(
+            [BAR_EXE, "run", "--no-pty", *how, *self.argv(prompt)],
+            cwd=cwd, env={**os.environ, **self.env}, stdin=subprocess.DEVNULL,
+            capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+
+    def argv(self, prompt: str) -> list[str]:
+        program = agent_binary(self.agent)
+        if self.agent == "claude":
+            return [program, "-p", prompt, "--permission-mode", "bypassPermissions"]
+        if self.agent == "codex":
+            # bar confines the step; Codex's own sandbox would nest inside it
+            return [program, "exec", "--dangerously-bypass-approvals-and-sandbox", prompt]
+        return [program, "-p", prompt, "--yolo"]
+
+
+@pytest.fixture
+def precious() -> Iterator[Path]:
+    target = Path(os.environ["HOME"]) / "precious"
+    target.write_text("keep me\n")
+    yield target
+
+
+@pytest.mark.parametrize("named", [True, False], ids=["--agent", "recognised"])
+@pytest.mark.parametrize("agent", ["claude", "codex", "gemini"])
+def test_a_real_agent_is_checked_and_recorded(
+    agent: str, named: bool, inited: Path, precious: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    agent_binary(agent)
+    t = new_task(capfd)
+    wt = worktree(t)
+    notes = wt / "notes.txt"
+    script = [Shell(DENIED), Shell(BENIGN), Shell(WARNED),
+              WriteFile(str(notes), "written by the agent\n"), Answer("All done.")]  # fmt: skip
+    with MockServer(script) as server:
+        setup = AgentSetup(agent, server.url)
+        res = setup.run_in_bar(inited, "do the work", named=named)
+        results = server.model.tool_results(DIALECT[agent])
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert named or f"supervising {agent} as --agent {agent}" in res.stderr
+    assert "All done." in res.stdout
+
+    # the dangerous command never ran; the model was told why
+    assert precious.read_text() == "keep me\n"
+    assert not (wt / "denied-ran.txt").exists()
+    assert "bar policy" in results[0] and "Recursive delete" in results[0]
+    # the benign and the warned commands ran; the edit went through the agent's tool
+    assert (wt / "benign.txt").read_text() == "hello\n"
+    assert (wt / "warned.txt").exists()
+    assert notes.read_text() == "written by the agent\n"
+
+    (step,) = ledger(t["id"])
+    assert step["exit_code"] == 0
+    assert step["diff_stat"]["file_list"] == ["benign.txt", "notes.txt", "warned.txt"]
+    got = {e["command"]: (e["decision"], e["answer"], e["outcome"]) for e in step["policy_events"]}
+    assert got == {
+        DENIED: ("block", "deny", "refused"),
+        BENIGN: ("allow", "none", "ran"),
+        WARNED: ("warn", "warning", "ran"),
+    }
+    assert {e["source"] for e in step["policy_events"]} == {f"hook:{agent}"}
+    assert all(e.get("session_id") for e in step["policy_events"])
+    assert step["agent"] == {"name": agent, "hooks": "home", "interactive": False, "sessions": 1}
+
+    # bar's scaffolding is gone; the developer's own settings and checkout are untouched
+    for path, data in setup.own.items():
+        assert path.read_bytes() == data, path
+    for name in (".claude", ".codex", ".gemini"):
+        assert not (wt / name).exists()
+        assert not (inited / name).exists()
+    patch = (task_dir(t["id"]) / step["artifacts"]["patch"]).read_text()
+    assert "notes.txt" in patch and "settings" not in patch
+
+
+def test_a_real_agent_stopped_from_outside_is_recorded_as_killed(
+    inited: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Gemini CLI exits 0 when it is sent SIGTERM while it waits for the model: the step
+    must say it was stopped (143, signal 15), never that it succeeded."""
+    agent_binary("gemini")
+    t = new_task(capfd)
+    with MockServer([Answer("never sent")], stall=True) as server:
+        setup = AgentSetup("gemini", server.url)
+        proc = subprocess.Popen(
+            [BAR_EXE, "run", "--no-pty", "--agent", "gemini", "--", *setup.argv("wait")],
+            cwd=inited, env={**os.environ, **setup.env}, stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        )  # fmt: skip
+        try:
+            deadline = time.monotonic() + 120
+            while not any(r.main for r in server.model.requests):
+                assert time.monotonic() < deadline, "the agent never asked the model"
+                assert proc.poll() is None, proc.communicate()[1]
+                time.sleep(0.1)
+            proc.send_signal(signal.SIGTERM)
+            _, err = proc.communicate(timeout=120)
+        finally:
+            proc.kill()
+    (step,) = ledger(t["id"])
+    assert step["exit_code"] >= 128 and step["exit_code"] == proc.returncode, err
+    assert step["signal"] == step["exit_code"] - 128
+
+
+@pytest.mark.parametrize("agent", ["claude", "codex", "gemini"])
+def test_a_real_agent_session_is_checkpointed_at_every_edit(
+    agent: str, inited: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Three edits, one through the shell: three checkpoints; rewinding to the second
+    gives exactly its state, undoing the rewind brings the third back, blame names the
+    tool call behind each line, and the checkpoints' patches replay onto the base."""
+    agent_binary(agent)
+    t = new_task(capfd)
+    wt = worktree(t)
+    script = [WriteFile(str(wt / "notes.txt"), "alpha\n"), Shell("echo beta >> notes.txt"),
+              WriteFile(str(wt / "more.txt"), "gamma\n"), Answer("Three edits.")]  # fmt: skip
+    with MockServer(script) as server:
+        res = AgentSetup(agent, server.url).run_in_bar(inited, "edit")
+    assert res.returncode == 0, res.stdout + res.stderr
+    (step,) = ledger(t["id"])
+    lines = (task_dir(t["id"]) / "artifacts/0001.checkpoints.jsonl").read_text().splitlines()
+    cps = [cp for cp in map(json.loads, lines) if "checkpoint" in cp]  # (not what amends one)
+    edit_tool = {"claude": "Write", "codex": "apply_patch", "gemini": "write_file"}[agent]
+    shell_tool = {"claude": "Bash", "codex": "Bash", "gemini": "run_shell_command"}[agent]
+    assert [(c["kind"], c["tool"]) for c in cps] == [
+        ("tool", edit_tool), ("tool", shell_tool), ("tool", edit_tool)]  # fmt: skip
+    assert step["checkpoints"] == 3
+    # each call is in the agent's own transcript (Gemini CLI's events carry no call id);
+    # one the agent had not written there yet when checkpointed is amended at the end
+    listed = bar(capfd, "log", "--json").json()[0]["checkpoint_list"]
+    assert [c.get("verified") for c in listed] == [None if agent == "gemini" else True] * 3
+    assert [c["diff_stat"]["file_list"] for c in cps] == [
+        ["notes.txt"],
+        ["notes.txt"],
+        ["more.txt"],
+    ]
+    assert cps[1]["command"] == "echo beta >> notes.txt" and cps[1]["outcome"] == "ran"
+    assert cps[-1]["snapshot"] == step["snapshot"]
+
+    assert bar(capfd, "rollback", "--to", "1.2").code == 0
+    assert (wt / "notes.txt").read_text() == "alpha\nbeta\n" and not (wt / "more.txt").exists()
+    assert bar(capfd, "rollback", "--to", "1").code == 0
+    assert (wt / "more.txt").read_text() == "gamma\n"
+
+    lines = bar(capfd, "blame", "notes.txt", "--json").json()["lines"]
+    assert [(b["text"], b["state"], b["tool"]) for b in lines] == [
+        ("alpha", "0001.1", edit_tool), ("beta", "0001.2", shell_tool)]  # fmt: skip
+    (gamma,) = bar(capfd, "blame", "more.txt", "--json").json()["lines"]
+    assert (gamma["state"], gamma["tool"]) == ("0001.3", edit_tool)
+
+    replay = tmp_path / "replay"
+    replay.mkdir()
+    for cp in cps:
+        subprocess.run(["git", "apply", str(task_dir(t["id"]) / cp["patch"])], cwd=replay,
+                       check=True)  # fmt: skip
+    assert (replay / "notes.txt").read_text() == "alpha\nbeta\n"
+    assert (replay / "more.txt").read_text() == "gamma\n"
+
+
+@pytest.mark.parametrize("agent", ["claude", "codex", "gemini"])
+def test_a_real_agents_commit_reaches_the_repository_at_its_checkpoint(
+    agent: str, inited: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """The agent commits through its shell: the commit waits in the step's quarantine
+    (docs/sandbox.md) and is in the repository, with the task branch on it, by the
+    checkpoint of that tool call; the next edit's checkpoint names the same head."""
+    agent_binary(agent)
+    t = new_task(capfd)
+    wt = worktree(t)
+    commit = "echo one > one.txt && git add one.txt && git -c user.name=a -c user.email=a@x commit -qm one"
+    script = [Shell(commit), WriteFile(str(wt / "two.txt"), "two\n"), Answer("Committed.")]
+    with MockServer(script) as server:
+        res = AgentSetup(agent, server.url).run_in_bar(inited, "commit")
+    assert res.returncode == 0, res.stdout + res.stderr
+    (step,) = ledger(t["id"])
+    lines = (task_dir(t["id"]) / "artifacts/0001.checkpoints.jsonl").read_text().splitlines()
+    cps = [cp for cp in map(json.loads, lines) if "checkpoint" in cp]
+    branch = subprocess.run(["git", "-C", str(inited), "rev-parse", t["branch"]],
+                            capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+    subject = subprocess.run(["git", "-C", str(inited), "log", "-1", "--format=%s", branch],
+                             capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+    assert subject == "one"
+    assert [c["head"] for c in cps] == [branch, branch] and step["head"] == branch

@@ -1,0 +1,124 @@
+"""What a read-only look at the worktree (``apply --dry-run``, ``status``, a rollback's
+plan) sees: the tree a snapshot would record, from the stamps, without a full rescan."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from helpers import SETTLE, bar, new_task, worktree
+
+from bar import api
+from bar.ledger import steps
+
+
+def _plain_git_tree(wt: Path, tmp: Path) -> str:
+    env = {**os.environ, "GIT_INDEX_FILE": str(tmp / "oracle-index")}
+    subprocess.run(["git", "add", "-A"], cwd=wt, env=env, check=True)
+    return subprocess.run(["git", "write-tree"], cwd=wt, env=env, check=True,
+                          capture_output=True, text=True).stdout.strip()  # fmt: skip
+
+
+def test_the_current_tree_from_the_stamps_equals_plain_git(
+    repo: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    assert bar(capfd, "init").code == 0
+    wt = worktree(new_task(capfd))
+    (wt / "docs").mkdir()
+    (wt / "docs" / "a.md").write_text("a\n")
+    assert bar(capfd, "run", "--", "true").code == 0  # recorded; the stamps are written
+    task = api.get_task(api.open_project(), "t1")
+    recorded = task.recorded_snapshot()
+    assert steps.current_tree(task, recorded) == _plain_git_tree(wt, tmp_path)
+    assert not steps.has_unrecorded_changes(task)
+
+    (wt / "README.md").write_text("changed by hand\n")
+    (wt / "docs" / "a.md").unlink()
+    (wt / "docs" / "new").mkdir()
+    (wt / "docs" / "new" / "b.md").write_text("b\n")
+    (wt / "tool.sh").write_text("#!/bin/sh\n")
+    (wt / "tool.sh").chmod(0o755)
+    expected = _plain_git_tree(wt, tmp_path)
+    assert steps.current_tree(task, recorded) == expected == steps.current_tree(task)
+    assert steps.has_unrecorded_changes(task)
+    assert task.recorded_snapshot() == recorded  # looking recorded nothing
+
+
+def test_ignored_directories_are_not_stamped_and_hide_nothing(
+    repo: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Build output and caches git ignores are neither stamped nor watched (thousands of
+    directories on a large repository); directories holding only ignored files, or
+    nothing, still are, so a file made in one later is recorded."""
+    from bar.changes.fast import stamps
+
+    assert bar(capfd, "init").code == 0
+    wt = worktree(new_task(capfd))
+    (wt / ".gitignore").write_text("/build/\n__pycache__/\n*.log\n")
+    (wt / "build" / "a" / "b").mkdir(parents=True)
+    (wt / "build" / "a" / "b" / "out.o").write_text("o\n")
+    (wt / "pkg" / "__pycache__").mkdir(parents=True)
+    (wt / "pkg" / "m.py").write_text("x = 1\n")
+    (wt / "logs").mkdir()
+    (wt / "logs" / "run.log").write_text("log\n")
+    (wt / "empty").mkdir()
+    assert bar(capfd, "run", "--", "true").code == 0  # a full scan: .gitignore is new
+    task = api.get_task(api.open_project(), "t1")
+    stamped = set(stamps.stamped_dirs(task.index) or ())
+    assert {"", "pkg", "logs", "empty"} <= stamped
+    assert not stamped & {"build", "build/a", "build/a/b", "pkg/__pycache__"}
+
+    (wt / "logs" / "notes.txt").write_text("kept\n")
+    (wt / "empty" / "e.txt").write_text("e\n")
+    (wt / "build" / "a" / "b" / "more.o").write_text("o\n")
+    (wt / "pkg" / "__pycache__" / "m.pyc").write_text("c\n")
+    expected = _plain_git_tree(wt, tmp_path)
+    recorded = task.recorded_snapshot()
+    assert steps.current_tree(task, recorded) == expected
+    res = bar(capfd, "run", "--", "true")
+    assert res.code == 0 and "warning" not in res.err
+    task = api.get_task(api.open_project(), "t1")
+    snapshot = task.recorded_snapshot()
+    tree = subprocess.run(["git", "-C", str(wt), "rev-parse", snapshot + "^{tree}"],
+                          check=True, capture_output=True, text=True).stdout.strip()  # fmt: skip
+    assert tree == expected
+
+
+@pytest.mark.parametrize("left", ["empty", "cut", "index older"])
+def test_stamps_a_crash_of_the_machine_left_behind_are_found_out(
+    repo: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str], left: str
+) -> None:
+    """The stamps are written without fsync: after a crash of the machine they may be
+    empty, cut short, or newer than the side index beside them (its rename lost). None
+    of these can hide a change: the next snapshot rescans everything."""
+    monkeypatch = pytest.MonkeyPatch()
+    monkeypatch.setenv("BAR_WATCHER_IDLE", "0")  # (the stamps alone say what to look at)
+    try:
+        assert bar(capfd, "init").code == 0
+        wt = worktree(new_task(capfd))
+        assert bar(capfd, "run", "--", "sh", "-c", "mkdir d && echo 0 > d/zero.txt").code == 0
+        task = api.get_task(api.open_project(), "t1")
+        stamps_file = task.index.with_name("index.stamps")
+        older_index = task.index.read_bytes()
+        # a new file in a directory the stamps then note as unchanged since (its ctime
+        # past the racy window): only the side index it was added to holds it
+        (wt / "d" / "one.txt").write_text("one\n")
+        time.sleep(SETTLE)
+        assert bar(capfd, "run", "--", "true").code == 0
+        if left == "empty":
+            stamps_file.write_bytes(b"")
+        elif left == "cut":
+            stamps_file.write_bytes(stamps_file.read_bytes()[:-7])
+        else:  # the stamps of the last snapshot beside the index of the one before
+            task.index.write_bytes(older_index)
+        (wt / "two.txt").write_text("by hand\n")
+        assert bar(capfd, "run", "--", "true").code == 0
+        last = api.get_task(api.open_project(), "t1").recorded_snapshot()
+        tree = subprocess.run(["git", "rev-parse", f"{last}^{{tree}}"], cwd=wt, check=True,
+                              capture_output=True, text=True).stdout.strip()  # fmt: skip
+        assert tree == _plain_git_tree(wt, tmp_path)
+    finally:
+        monkeypatch.undo()

@@ -1,0 +1,379 @@
+"""The task's watcher (``bar.changes.fast.watcher``): the step's watch kept between commands.
+
+A step that ends with a watch hands it to a watcher process; the commands that follow ask
+it what changed instead of statting every file. These tests drive real ``bar`` commands
+against a real watcher process and compare every snapshot with plain git's, and check
+that the watcher is never trusted where it cannot know: a state recorded behind its back,
+a confined caller, a killed or hung watcher, a write inotify cannot see.
+"""
+
+from __future__ import annotations
+
+import json
+import mmap
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from helpers import (
+    SETTLE,
+    bar,
+    init_clean,
+    ledger,
+    new_task,
+    plain_git_tree,
+    recorded_tree,
+    side_index_of,
+    task_dir,
+    watcher_started,
+    worktree,
+)
+
+from bar.changes.fast import rescan, watcher
+from conftest import git
+
+
+def _git_ran(trace: Path) -> list[str]:
+    """The git subcommands a GIT_TRACE2_EVENT file saw start (none: no file)."""
+    lines = trace.read_text().splitlines() if trace.exists() else []
+    return [json.loads(line)["name"] for line in lines
+            if json.loads(line)["event"] == "cmd_name"]  # fmt: skip
+
+
+def _recorded_without_a_stat(capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+                             tmp_path: Path, repo: Path, task: dict[str, object], wt: Path,
+                             ) -> None:  # fmt: skip
+    """``bar run -- true`` records the worktree as plain git sees it, and statted no
+    directory: the watcher said where entries changed (every recorded file is statted
+    all the same, by ``git diff-files``)."""
+
+    def walked(*args: object) -> None:
+        raise AssertionError("the stamped directories were statted")
+
+    with monkeypatch.context() as m:
+        m.setattr(rescan, "_changed_dirs", walked)
+        assert bar(capfd, "run", "--", "true").code == 0
+    assert recorded_tree(repo, task) == plain_git_tree(wt, tmp_path)
+
+
+def _alive(pid: int) -> bool:
+    """Running (a watcher the test process started and never waits for is a zombie
+    once it exits)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except OSError:
+        return False
+
+
+def _wait_gone(pid: int, seconds: float = 10.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if not _alive(pid):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def _pid(task: dict[str, object]) -> int:
+    said = watcher.status(side_index_of(task))
+    assert said is not None
+    return int(said["pid"])
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_what_the_watcher_says_gives_the_tree_plain_git_gives(
+    repo: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch, seed: int,
+) -> None:  # fmt: skip
+    """Random hand edits between steps and random edits by steps, each step recorded
+    from what the watcher reported (no directory statted; every recorded file is, by
+    ``git diff-files``): every snapshot equals the tree ``git add -A`` writes from a
+    fresh index."""
+    task, wt = watcher_started(capfd, repo)
+    rng = random.Random(seed)
+    names = ["a.txt", "d/b.txt", "d/e/c.txt", "f/g/h/i.txt", "x.log", "d/e/y.log", "top.md"]
+    (wt / ".gitignore").write_text("*.log\n")
+
+    def edit() -> str:
+        rel = rng.choice(names)
+        path = wt / rel
+        what = rng.choice(["write", "write", "delete", "chmod", "rmdir", "rename", "link"])
+        if what == "write":
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(f"{rng.random()}\n")
+        elif what == "delete" and path.exists():
+            path.unlink()
+        elif what == "chmod" and path.is_file():
+            path.chmod(path.stat().st_mode ^ 0o111)
+        elif what == "rmdir" and path.parent != wt and path.parent.is_dir():
+            subprocess.run(["rm", "-rf", str(path.parent)], check=True)
+        elif what == "rename" and path.exists():
+            other = wt / rng.choice(names)
+            other.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(path, other)
+        elif what == "link" and not path.is_symlink() and not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.symlink_to("a.txt")
+        return f"{what} {rel}"
+
+    pid = _pid(task)
+    for n in range(8):
+        for _ in range(rng.randint(1, 4)):
+            edit()
+        script = "; ".join(f"echo {n} > {rng.choice(names)}" for _ in range(2))
+        script = f"mkdir -p d/e f/g/h; {script}"
+        trace = tmp_path / f"trace-{n}.json"
+        monkeypatch.setenv("GIT_TRACE2_EVENT", str(trace))
+        argv = ["sh", "-c", script] if n % 2 else ["true"]
+        res = bar(capfd, "run", "--", *argv)
+        monkeypatch.delenv("GIT_TRACE2_EVENT")
+        assert res.code == 0, res.err
+        assert recorded_tree(repo, task) == plain_git_tree(wt, tmp_path)
+    assert _pid(task) == pid  # one watcher all along
+
+
+def test_a_change_is_reported_until_a_snapshot_has_it(
+    repo: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Asking is not forgetting: a command that asked and died before its snapshot
+    leaves the path to the next one; a path changed again after the question is kept."""
+    task, wt = watcher_started(capfd, repo)
+    index = side_index_of(task)
+    base = ledger(str(task["id"]))[-1]["snapshot"]
+    (wt / "one.txt").write_text("1\n")
+    first = watcher.look(index, base)
+    assert first is not None and first.paths == {"one.txt"}
+    again = watcher.look(index, base)  # (the first asker died)
+    assert again is not None and again.paths == {"one.txt"}
+    (wt / "one.txt").write_text("2\n")  # changed after the question
+    watcher.settle(again, base, full=False)  # as if a snapshot had taken "1"
+    after = watcher.look(index, base)
+    assert after is not None and after.paths == {"one.txt"}
+    assert watcher.look(index, "0" * 40) is not None
+    other = watcher.look(index, "0" * 40)
+    assert other is not None and other.paths is None  # not the state it watches from
+    assert bar(capfd, "run", "--", "true").code == 0
+    assert (wt / "one.txt").read_text() == "2\n"
+    assert ledger(str(task["id"]))[-2]["kind"] == "manual"
+
+
+def test_a_state_recorded_behind_its_back_makes_it_unsure_until_a_full_look(
+    repo: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    task, wt = watcher_started(capfd, repo)
+    index = side_index_of(task)
+    base = ledger(str(task["id"]))[-1]["snapshot"]
+    sight = watcher.look(index, base)
+    assert sight is not None
+    watcher.settle(sight, "f" * 40, full=False)  # someone else's state
+    assert bar(capfd, "run", "--", "sh", "-c", "echo x > made.txt").code == 0
+    assert recorded_tree(repo, task) == plain_git_tree(wt, tmp_path)  # a full look
+    said = watcher.status(index)
+    assert said is not None and said["sure"] is True  # ... which made it sure again
+    (wt / "made.txt").write_text("y\n")
+    _recorded_without_a_stat(capfd, monkeypatch, tmp_path, repo, task, wt)
+
+
+def test_a_write_inotify_cannot_see_is_found_by_the_next_full_look(
+    repo: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    """A write through a memory map whose file was closed makes no inotify event: the
+    watcher cannot report it, and asks for a full look every VERIFY seconds."""
+    monkeypatch.setenv("BAR_WATCHER_VERIFY", "1")
+    task, wt = watcher_started(capfd, repo, lambda wt: (wt / "mapped.bin").write_bytes(b"a" * 4096))
+    with open(wt / "mapped.bin", "r+b") as f:
+        view = mmap.mmap(f.fileno(), 4096)
+    view[:4] = b"bbbb"  # after the close: no event
+    view.flush()
+    view.close()
+    time.sleep(1.2)
+    assert bar(capfd, "run", "--", "true").code == 0
+    assert recorded_tree(repo, task) == plain_git_tree(wt, tmp_path)
+
+
+def test_a_killed_or_hung_watcher_is_not_waited_for(
+    repo: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    task, wt = watcher_started(capfd, repo)
+    os.kill(_pid(task), signal.SIGKILL)
+    (wt / "after-kill.txt").write_text("k\n")
+    assert bar(capfd, "run", "--", "true").code == 0  # its socket is left: refused
+    assert recorded_tree(repo, task) == plain_git_tree(wt, tmp_path)
+    assert bar(capfd, "run", "--", "true").code == 0  # (this one handed over anew)
+    pid = _pid(task)
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        (wt / "after-stop.txt").write_text("s\n")
+        assert bar(capfd, "run", "--", "true").code == 0  # waits TIMEOUT, then looks
+        assert recorded_tree(repo, task) == plain_git_tree(wt, tmp_path)
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    assert _wait_gone(pid)  # woken, it finds its socket gone and exits
+
+
+def test_it_answers_no_confined_process(repo: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    """A command confined by a step (no_new_privs) reaches the socket's path but gets no
+    answer: it could otherwise make the watcher forget a change it made."""
+    task, _ = watcher_started(capfd, repo)
+    probe = (
+        "import ctypes, json, socket, sys\n"
+        "ctypes.CDLL(None).prctl(38, 1, 0, 0, 0)  # PR_SET_NO_NEW_PRIVS\n"
+        "s = socket.socket(socket.AF_UNIX)\n"
+        "s.connect(sys.argv[1])\n"
+        's.sendall(b\'{"op": "exit"}\\n\')\n'
+        "s.shutdown(socket.SHUT_WR)\n"
+        "print(s.recv(1000).decode())\n"
+    )
+    pid = _pid(task)
+    ran = subprocess.run([sys.executable, "-c", probe, "watcher.sock"], capture_output=True,
+                         text=True, cwd=task_dir(str(task["id"])))  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    assert json.loads(ran.stdout) == {"error": "refused"}
+    assert _alive(pid)
+
+
+def test_it_exits_when_idle_when_asked_and_when_its_task_goes(
+    repo: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("BAR_WATCHER_IDLE", "1")
+    task, _ = watcher_started(capfd, repo)
+    assert _wait_gone(_pid(task))
+    assert not (task_dir(str(task["id"])) / "watcher.sock").exists()
+    monkeypatch.setenv("BAR_WATCHER_IDLE", "60")
+    for _ in range(2):
+        assert bar(capfd, "run", "--", "true").code == 0
+    pid = _pid(task)
+    watcher.stop(side_index_of(task))
+    assert _wait_gone(pid)
+    for _ in range(2):
+        assert bar(capfd, "run", "--", "true").code == 0
+    pid = _pid(task)
+    assert bar(capfd, "task", "close", str(task["id"])).code == 0
+    assert _wait_gone(pid)
+    assert _wait_gone(pid)
+
+
+def test_no_watcher_is_started_when_the_idle_time_is_zero(
+    repo: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("BAR_WATCHER_IDLE", "0")
+    init_clean(repo, capfd)
+    task = new_task(capfd)
+    for _ in range(3):
+        assert bar(capfd, "run", "--", "true").code == 0
+    assert not watcher.running(side_index_of(task))
+
+
+def test_a_rollback_leaves_it_sure(
+    repo: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    """A restore writes the side index, the stamps and the files together: the watcher
+    moves to the restored state, keeping the paths the restore wrote (it saw them)."""
+    task, wt = watcher_started(capfd, repo)
+    assert bar(capfd, "run", "--", "sh", "-c", "mkdir -p n/m && echo 1 > n/m/f").code == 0
+    assert bar(capfd, "run", "--", "sh", "-c", "echo 2 > n/m/f && echo 3 > g").code == 0
+    time.sleep(SETTLE)
+    assert bar(capfd, "rollback").code == 0
+    said = watcher.status(side_index_of(task))
+    assert said is not None and said["sure"] is True
+    (wt / "n" / "m" / "f").write_text("hand\n")
+    _recorded_without_a_stat(capfd, monkeypatch, tmp_path, repo, task, wt)
+
+
+def test_watchers_leave_the_user_inotify_room(
+    repo: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Editors need inotify too: past ``MAX_RUNNING`` watchers in a bar home, a step
+    keeps its watch to itself (and its task looks by statting, as without one)."""
+    monkeypatch.setattr(watcher, "MAX_RUNNING", 1)
+    first, _ = watcher_started(capfd, repo)
+    second = new_task(capfd, "t2")
+    for _ in range(3):
+        assert bar(capfd, "run", "--task", "t2", "--", "true").code == 0
+    assert watcher.running(side_index_of(first)) and not watcher.running(side_index_of(second))
+
+
+def test_a_commit_in_a_nested_repository_is_recorded_by_the_next_command(
+    repo: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A nested repository's commit writes only under its own .git, which nothing
+    watches: the watcher reads its HEAD at every question."""
+
+    def nested(wt: Path) -> None:
+        (wt / "sub").mkdir()
+        git(wt / "sub", "init", "-q", "-b", "main")
+        (wt / "sub" / "f").write_text("1\n")
+        git(wt / "sub", "add", "f")
+        git(wt / "sub", "commit", "-qm", "one")
+
+    task, wt = watcher_started(capfd, repo, nested)
+    sub = wt / "sub"
+    (sub / "f").write_text("2\n")
+    git(sub, "commit", "-qam", "two")
+    assert bar(capfd, "run", "--", "true").code == 0
+    assert recorded_tree(repo, task) == plain_git_tree(wt, tmp_path)
+
+
+def test_a_write_through_a_hard_link_is_recorded_under_both_names(
+    repo: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """The kernel reports the name written through, not the file's other names."""
+    task, wt = watcher_started(capfd, repo)
+    (wt / "one.txt").write_text("1\n")
+    os.link(wt / "one.txt", wt / "two.txt")
+    assert bar(capfd, "run", "--", "true").code == 0
+    assert bar(capfd, "run", "--", "sh", "-c", "echo more >> one.txt").code == 0
+    assert recorded_tree(repo, task) == plain_git_tree(wt, tmp_path)
+    assert ledger(str(task["id"]))[-1]["diff_stat"]["files"] == 2
+
+
+def test_what_a_snapshot_leaves_out_is_reported_again(
+    repo: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A path a step excludes (an agent's settings file bar restores) is not taken as
+    looked at: the next look names it again."""
+    from bar import api
+    from bar.history import snapshot
+
+    task, wt = watcher_started(capfd, repo)
+    (wt / "kept").mkdir()
+    (wt / "kept" / "settings.json").write_text("{}\n")
+    (wt / "other.txt").write_text("o\n")
+    the_task = api.get_task(api.open_project(), str(task["id"]))
+    before = the_task.recorded_snapshot()
+    snap = snapshot.take(the_task.worktree, the_task.index, the_task.snapshot_ref, before,
+                         "a checkpoint", ["kept"])  # fmt: skip
+    sight = watcher.look(side_index_of(task), snap.commit)
+    assert sight is not None and sight.paths is not None
+    assert "kept" in sight.paths or "kept/settings.json" in sight.paths
+    assert "other.txt" not in sight.paths
+
+
+def test_bar_without_new_privileges_starts_no_watcher(
+    repo: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Where bar itself runs with no_new_privs (a container that sets it), a confined
+    command cannot be told from bar: no watcher is started."""
+    init_clean(repo, capfd)
+    task = new_task(capfd)
+    wrapper = (
+        "import ctypes, os, sys\n"
+        "ctypes.CDLL(None).prctl(38, 1, 0, 0, 0)\n"
+        "os.execv(sys.argv[1], sys.argv[1:])\n"
+    )
+    from helpers import BAR_EXE
+
+    for _ in range(3):
+        ran = subprocess.run([sys.executable, "-c", wrapper, BAR_EXE, "run", "--", "true"],
+                             cwd=worktree(task), capture_output=True, text=True)  # fmt: skip
+        assert ran.returncode == 0, ran.stderr
+    assert not watcher.running(side_index_of(task))

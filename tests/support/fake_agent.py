@@ -1,0 +1,634 @@
+#!/usr/bin/env python3
+"""A stand-in for Claude Code, Codex CLI and Gemini CLI that runs their hooks.
+
+    python tests/support/fake_agent.py --agent claude 'ls' 'rm -rf build'
+
+For each command it does what the real agent does before running a shell command: reads
+the project settings files from the current directory (for Codex also ``-c`` options, as
+``bar run`` passes them), builds the agent's event payload, runs every matching hook with
+``sh -c`` (payload on stdin, cwd and environment as the agent sets them), reads each reply
+the way that agent reads it, and runs the command with ``sh -c`` only if no hook refused
+it; then it sends the post-tool event (how the command ended). A session-start event
+comes first. A command ``write:PATH=TEXT`` is a file edit through the agent's own tool
+instead (Claude Code ``Write``, Codex ``apply_patch`` through its shell tool, Gemini CLI
+``write_file``): the agent writes the file itself and sends the post-tool event.
+``silent:PATH=TEXT`` writes the file with no hook at all (a subagent that skips hooks);
+``wait:PATH`` waits until PATH exists, as an agent waits for its user between turns. One
+line per decision on stdout:
+
+    RAN: <cmd>                 DENIED: <cmd>: <reason>
+    ASKED: <cmd>: <reason>     (then RAN or DENIED, per --ask-answer)
+    WARNING: <cmd>: <text>     HOOK ERROR: <cmd>: <text>     STOPPED: <reason>
+
+The reply rules follow each agent's documentation and source (see docs/agents.md),
+including how it fails open: a hook that crashes, times out or answers something the
+agent does not accept does not block the command. Hook trust prompts are not modelled:
+every configured hook counts as trusted. Standard library only, so it runs anywhere.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+SETTINGS_FILES = {
+    "claude": (".claude/settings.json", ".claude/settings.local.json"),
+    "codex": (".codex/hooks.json", ".codex/config.toml"),
+    "gemini": (".gemini/settings.json",),
+}
+EVENT_NAME = {"claude": "PreToolUse", "codex": "PreToolUse", "gemini": "BeforeTool"}
+POST_EVENT = {"claude": ("PostToolUse", "PostToolUseFailure"), "codex": ("PostToolUse",) * 2,
+              "gemini": ("AfterTool",) * 2}  # (succeeded, failed)  # fmt: skip
+SHELL_TOOL = {"claude": "Bash", "codex": "Bash", "gemini": "run_shell_command"}
+EDIT_TOOL = {"claude": "Write", "codex": "Bash", "gemini": "write_file"}
+
+
+@dataclass
+class Hook:
+    command: str
+    timeout_s: float
+
+
+@dataclass
+class Verdict:
+    """One hook's answer as the agent understood it."""
+
+    decision: str = "none"  # none | allow | deny | ask | stop
+    reason: str = ""
+    warnings: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+
+# --- reading settings -----------------------------------------------------------------
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    import tomllib
+
+    try:
+        with path.open("rb") as handle:
+            return tomllib.load(handle)
+    except FileNotFoundError:
+        return {}
+
+
+def command_line_config(options: list[str]) -> dict[str, Any]:
+    """Codex's ``-c key=value`` options as one settings layer (values are TOML)."""
+    import tomllib
+
+    layer: dict[str, Any] = {}
+    for option in options:
+        key, _, value = option.partition("=")
+        _merge(layer, tomllib.loads(f"{key.strip()} = {value}"))
+    return layer
+
+
+def _merge(into: dict[str, Any], new: dict[str, Any]) -> None:
+    for key, value in new.items():
+        if isinstance(value, dict) and isinstance(into.get(key), dict):
+            _merge(into[key], value)
+        else:
+            into[key] = value
+
+
+def user_settings(agent: str) -> Path:
+    """The agent's own settings file in its home, as the real agent finds it."""
+    home = Path(os.environ.get("HOME", "~")).expanduser()
+    if agent == "claude":
+        return Path(os.environ.get("CLAUDE_CONFIG_DIR") or home / ".claude") / "settings.json"
+    if agent == "codex":
+        return Path(os.environ.get("CODEX_HOME") or home / ".codex") / "config.toml"
+    return Path(os.environ.get("GEMINI_CLI_HOME") or home) / ".gemini" / "settings.json"
+
+
+def configured_hooks(
+    agent: str,
+    cwd: Path,
+    tool_name: str | None,
+    event: str | None = None,
+    options: dict[str, Any] | None = None,
+) -> list[Hook]:
+    """Every command hook of ``event`` (default: the pre-tool-use one) whose matcher
+    selects ``tool_name``; ``options``: Codex's command-line layer."""
+    event = event or EVENT_NAME[agent]
+    found: list[Hook] = []
+    layers: list[tuple[str, dict[str, Any] | None]] = [(str(user_settings(agent)), None)]
+    layers += [(rel, None) for rel in SETTINGS_FILES[agent]]
+    if options:
+        layers.append(("-c", options))
+    for rel, given in layers:
+        path = cwd / rel
+        if given is not None:
+            settings = given
+        elif agent == "codex" and rel.endswith(".toml"):
+            settings = _read_toml(path)
+            features = settings.get("features", {})
+            if features.get("hooks") is False or features.get("codex_hooks") is False:
+                return []
+        else:
+            settings = _read_json(path)
+        if agent == "claude" and settings.get("disableAllHooks") is True:
+            return []
+        if agent == "gemini":
+            config = settings.get("hooksConfig", {})
+            if isinstance(config, dict) and config.get("enabled") is False:
+                return []
+        hooks = settings.get("hooks", {})
+        groups = hooks.get(event, []) if isinstance(hooks, dict) else []
+        disabled = (
+            set(settings.get("hooksConfig", {}).get("disabled", [])) if agent == "gemini" else set()
+        )
+        for group in groups if isinstance(groups, list) else []:
+            if not isinstance(group, dict):
+                continue
+            if tool_name is not None and not _matches(agent, group.get("matcher"), tool_name):
+                continue
+            for entry in group.get("hooks", []):
+                if not isinstance(entry, dict) or entry.get("type") != "command":
+                    continue
+                command = entry.get("command")
+                if not isinstance(command, str) or not command.strip():
+                    continue
+                if entry.get("name") in disabled or command in disabled:
+                    continue
+                found.append(Hook(command, _timeout(agent, entry.get("timeout"))))
+    return found
+
+
+def _timeout(agent: str, value: object) -> float:
+    if agent == "gemini":  # milliseconds, default 60 s
+        return float(value) / 1000 if isinstance(value, int | float) and value > 0 else 60.0
+    default = 600.0 if agent == "codex" else 60.0  # seconds
+    return float(value) if isinstance(value, int | float) and value > 0 else default
+
+
+def _matches(agent: str, matcher: object, tool_name: str) -> bool:
+    if matcher is None or matcher in ("", "*"):
+        return True
+    if not isinstance(matcher, str):
+        return False
+    if agent == "gemini":
+        try:
+            return re.search(matcher, tool_name) is not None
+        except re.error:
+            return matcher == tool_name
+    # Claude Code and Codex: a plain name (letters, digits, _ and |) matches exactly,
+    # anything else is a regular expression.
+    if re.fullmatch(r"[A-Za-z0-9_|]+", matcher):
+        return tool_name in matcher.split("|")
+    try:
+        return re.search(matcher, tool_name) is not None
+    except re.error:
+        return False
+
+
+# --- building events ------------------------------------------------------------------
+
+
+def build_payload(agent: str, command: str, cwd: Path, session_id: str) -> dict[str, Any]:
+    transcript = str(cwd / ".fake-agent" / f"{session_id}.jsonl")
+    if agent == "claude":
+        return {
+            "session_id": session_id,
+            "transcript_path": transcript,
+            "cwd": str(cwd),
+            "permission_mode": "default",
+            "hook_event_name": "PreToolUse",
+            "tool_name": "Bash",
+            "tool_input": {"command": command, "description": "Run a command", "timeout": 120000},
+            "tool_use_id": "toolu_" + uuid.uuid4().hex[:24],
+        }
+    if agent == "codex":
+        return {
+            "session_id": session_id,
+            "turn_id": "turn-" + uuid.uuid4().hex[:8],
+            "transcript_path": None,
+            "cwd": str(cwd),
+            "hook_event_name": "PreToolUse",
+            "model": "gpt-5-codex",
+            "permission_mode": "default",
+            "tool_name": "Bash",
+            "tool_input": {"command": command},
+            "tool_use_id": "call_" + uuid.uuid4().hex[:24],
+        }
+    return {
+        "session_id": session_id,
+        "transcript_path": transcript,
+        "cwd": str(cwd),
+        "hook_event_name": "BeforeTool",
+        "timestamp": datetime.datetime.now(datetime.UTC).isoformat().replace("+00:00", "Z"),
+        "tool_name": "run_shell_command",
+        "tool_input": {"command": command, "description": "Run a command"},
+    }
+
+
+def edit_payload(agent: str, path: str, text: str, cwd: Path, session_id: str) -> dict[str, Any]:
+    """The pre-tool event of a file edit through the agent's own tool."""
+    if agent == "codex":  # apply_patch, as Codex hands it to hooks: a Bash heredoc
+        added = "".join(f"+{line}\n" for line in text.splitlines())
+        patch = f"apply_patch <<'EOF'\n*** Begin Patch\n*** Add File: {path}\n{added}*** End Patch\nEOF\n"
+        return build_payload(agent, patch, cwd, session_id)
+    payload = build_payload(agent, "", cwd, session_id)
+    payload["tool_name"] = EDIT_TOOL[agent]
+    payload["tool_input"] = {"file_path": str(cwd / path), "content": text}
+    return payload
+
+
+def post_payload(
+    agent: str, pre: dict[str, Any], exit_code: int, output: str
+) -> tuple[str, dict[str, Any]]:
+    """The event after a command ran, as each agent words it: (event name, payload)."""
+    failed = exit_code != 0
+    event = POST_EVENT[agent][failed]
+    payload = {k: v for k, v in pre.items() if k != "hook_event_name"}
+    payload["hook_event_name"] = event
+    if agent == "claude":
+        if failed:
+            payload["error"] = f"Exit code {exit_code}\n{output}"
+        else:
+            payload["tool_response"] = {"stdout": output, "stderr": "", "interrupted": False}
+    elif agent == "codex":
+        payload["tool_response"] = output  # the output only, not how it ended
+    else:
+        # as Gemini CLI 0.61 writes it: a command that ran names its process group
+        code = f"\nExit Code: {exit_code}" if failed else ""
+        content = f"Output: {output or '(empty)'}{code}\nProcess Group PGID: {os.getpid()}"
+        payload["tool_response"] = {"llmContent": content, "returnDisplay": output}
+    return event, payload
+
+
+def start_payload(agent: str, cwd: Path, session_id: str) -> dict[str, Any]:
+    return {"session_id": session_id, "cwd": str(cwd), "hook_event_name": "SessionStart",
+            "source": "startup"}  # fmt: skip
+
+
+def hook_environment(agent: str, cwd: Path, session_id: str) -> dict[str, str]:
+    env = dict(os.environ)
+    if agent == "claude":
+        env["CLAUDE_PROJECT_DIR"] = str(cwd)
+    elif agent == "gemini":
+        env.update(
+            GEMINI_PROJECT_DIR=str(cwd),
+            GEMINI_CWD=str(cwd),
+            GEMINI_SESSION_ID=session_id,
+            CLAUDE_PROJECT_DIR=str(cwd),
+        )
+    return env
+
+
+# --- reading replies ------------------------------------------------------------------
+
+
+def interpret(agent: str, exit_code: int | None, stdout: str, stderr: str) -> Verdict:
+    """One hook's reply as ``agent`` reads it; ``exit_code`` None means it timed out."""
+    if exit_code is None:
+        return Verdict(errors=["hook timed out"])
+    return {"claude": _claude, "codex": _codex, "gemini": _gemini}[agent](exit_code, stdout, stderr)
+
+
+def _claude(exit_code: int, stdout: str, stderr: str) -> Verdict:
+    if exit_code == 2:  # blocking error: stderr goes to the model, stdout is ignored
+        return Verdict("deny", stderr.strip())
+    if exit_code != 0:
+        return Verdict(errors=[f"hook exited with code {exit_code}: {stderr.strip()}"])
+    text = stdout.strip()
+    if not text.startswith("{"):
+        return Verdict()  # plain stdout only goes to the transcript
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return Verdict(errors=["hook printed invalid JSON"])
+    if not isinstance(data, dict):
+        return Verdict(errors=["hook printed JSON that is not an object"])
+    verdict = Verdict()
+    if isinstance(data.get("systemMessage"), str):
+        verdict.warnings.append(data["systemMessage"])
+    if data.get("continue") is False:
+        verdict.decision, verdict.reason = "stop", str(data.get("stopReason", ""))
+        return verdict
+    specific = data.get("hookSpecificOutput")
+    if isinstance(specific, dict) and specific.get("hookEventName") == "PreToolUse":
+        decision = specific.get("permissionDecision")
+        reason = str(specific.get("permissionDecisionReason", ""))
+        if decision in ("allow", "deny", "ask"):
+            verdict.decision, verdict.reason = str(decision), reason
+        return verdict
+    legacy = data.get("decision")  # older form, still read
+    if legacy == "block":
+        verdict.decision, verdict.reason = "deny", str(data.get("reason", ""))
+    elif legacy == "approve":
+        verdict.decision = "allow"
+    return verdict
+
+
+_CODEX_TOP = {
+    "continue",
+    "stopReason",
+    "suppressOutput",
+    "systemMessage",
+    "decision",
+    "reason",
+    "hookSpecificOutput",
+}
+_CODEX_SPECIFIC = {
+    "hookEventName",
+    "permissionDecision",
+    "permissionDecisionReason",
+    "updatedInput",
+    "additionalContext",
+}
+_CODEX_EVENT_NAMES = {
+    "PreToolUse",
+    "PermissionRequest",
+    "PostToolUse",
+    "SessionStart",
+    "UserPromptSubmit",
+    "Stop",
+}
+
+
+def _codex(exit_code: int, stdout: str, stderr: str) -> Verdict:
+    if exit_code == 2:
+        if stderr.strip():
+            return Verdict("deny", stderr.strip())
+        return Verdict(
+            errors=[
+                "PreToolUse hook exited with code 2 but did not write a blocking reason to stderr"
+            ]
+        )
+    if exit_code != 0:
+        return Verdict(errors=[f"hook exited with code {exit_code}"])
+    text = stdout.strip()
+    if not text:
+        return Verdict()
+    data = _codex_wire(text)
+    if data is None:
+        if text.startswith(("{", "[")):
+            return Verdict(errors=["hook returned invalid pre-tool-use JSON output"])
+        return Verdict()  # plain text is ignored
+    verdict = Verdict()
+    if isinstance(data.get("systemMessage"), str):
+        verdict.warnings.append(data["systemMessage"])
+    invalid = _codex_invalid(data)
+    if invalid:
+        verdict.errors.append(invalid)  # an invalid answer fails open
+        return verdict
+    specific = data.get("hookSpecificOutput") or {}
+    if any(
+        k in specific for k in ("permissionDecision", "permissionDecisionReason", "updatedInput")
+    ):
+        if specific.get("permissionDecision") == "deny":
+            verdict.decision, verdict.reason = "deny", specific["permissionDecisionReason"].strip()
+        elif specific.get("permissionDecision") == "allow":
+            verdict.decision = "allow"
+    elif data.get("decision") == "block":
+        verdict.decision, verdict.reason = "deny", data["reason"].strip()
+    return verdict
+
+
+def _codex_wire(text: str) -> dict[str, Any] | None:
+    """The reply if it deserialises into Codex's output type (unknown fields refused)."""
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(data, dict) or set(data) - _CODEX_TOP:
+        return None
+    if data.get("decision") not in (None, "approve", "block"):
+        return None
+    specific = data.get("hookSpecificOutput")
+    if specific is not None:
+        if not isinstance(specific, dict) or set(specific) - _CODEX_SPECIFIC:
+            return None
+        if specific.get("hookEventName") not in _CODEX_EVENT_NAMES:
+            return None
+        if specific.get("permissionDecision") not in (None, "allow", "deny", "ask"):
+            return None
+    return data
+
+
+def _codex_invalid(data: dict[str, Any]) -> str | None:
+    if data.get("continue") is False:
+        return "PreToolUse hook returned unsupported continue:false"
+    if data.get("stopReason") is not None:
+        return "PreToolUse hook returned unsupported stopReason"
+    if data.get("suppressOutput"):
+        return "PreToolUse hook returned unsupported suppressOutput"
+    specific = data.get("hookSpecificOutput") or {}
+    if any(
+        k in specific for k in ("permissionDecision", "permissionDecisionReason", "updatedInput")
+    ):
+        decision = specific.get("permissionDecision")
+        if specific.get("updatedInput") is not None and decision != "allow":
+            return "PreToolUse hook returned updatedInput without permissionDecision:allow"
+        if decision == "allow" and specific.get("updatedInput") is None:
+            return "PreToolUse hook returned unsupported permissionDecision:allow"
+        if decision == "ask":
+            return "PreToolUse hook returned unsupported permissionDecision:ask"
+        if decision == "deny" and not str(specific.get("permissionDecisionReason") or "").strip():
+            return "PreToolUse hook returned permissionDecision:deny without a non-empty permissionDecisionReason"
+        if decision is None:
+            return "PreToolUse hook returned permissionDecisionReason without permissionDecision"
+        return None
+    if data.get("decision") == "approve":
+        return "PreToolUse hook returned unsupported decision:approve"
+    if data.get("decision") == "block" and not str(data.get("reason") or "").strip():
+        return "PreToolUse hook returned decision:block without a non-empty reason"
+    if data.get("decision") is None and data.get("reason") is not None:
+        return "PreToolUse hook returned reason without decision"
+    return None
+
+
+def _gemini(exit_code: int, stdout: str, stderr: str) -> Verdict:
+    # stdout is read first whatever the exit code; stderr only when stdout is empty.
+    text = stdout.strip() or stderr.strip()
+    if not text:
+        return Verdict()
+    output: dict[str, Any] | None = None
+    try:
+        parsed = json.loads(text)
+        if isinstance(parsed, str):
+            parsed = json.loads(parsed)
+        if isinstance(parsed, dict):
+            output = parsed
+    except ValueError:
+        if exit_code == 0:
+            output = {"decision": "allow", "systemMessage": text}
+        elif exit_code == 1:
+            output = {"decision": "allow", "systemMessage": f"Warning: {text}"}
+        else:
+            output = {"decision": "deny", "reason": text}
+    if output is None:
+        return Verdict()
+    verdict = Verdict()
+    if isinstance(output.get("systemMessage"), str):
+        verdict.warnings.append(output["systemMessage"])
+    reason = str(output.get("stopReason") or output.get("reason") or "No reason provided")
+    if output.get("continue") is False:
+        verdict.decision, verdict.reason = "stop", reason
+    elif output.get("decision") in ("block", "deny"):
+        verdict.decision, verdict.reason = "deny", reason
+    elif output.get("decision") == "ask":
+        verdict.decision, verdict.reason = "ask", reason
+    return verdict
+
+
+def combine(verdicts: list[Verdict]) -> Verdict:
+    """All hooks' answers together: stop, then deny, then ask wins."""
+    result = Verdict()
+    for kind in ("stop", "deny", "ask", "allow"):
+        reasons = [v.reason for v in verdicts if v.decision == kind]
+        if reasons:
+            result.decision, result.reason = kind, "; ".join(r for r in reasons if r)
+            break
+    for verdict in verdicts:
+        result.warnings += verdict.warnings
+        result.errors += verdict.errors
+    return result
+
+
+# --- the agent loop -------------------------------------------------------------------
+
+
+def run_hook(agent: str, hook: Hook, payload: bytes, cwd: Path, env: dict[str, str]) -> Verdict:
+    try:
+        proc = subprocess.run(
+            ["sh", "-c", hook.command],
+            input=payload,
+            cwd=cwd,
+            env=env,
+            capture_output=True,
+            timeout=hook.timeout_s,
+        )
+    except subprocess.TimeoutExpired:
+        return interpret(agent, None, "", "")
+    return interpret(
+        agent,
+        proc.returncode,
+        proc.stdout.decode("utf-8", "replace"),
+        proc.stderr.decode("utf-8", "replace"),
+    )
+
+
+def edit(agent: str, command: str, cwd: Path, session_id: str, env: dict[str, str],
+         options: dict[str, Any] | None) -> None:  # fmt: skip
+    """``write:PATH=TEXT`` through the agent's edit tool: the pre-tool hooks that match it
+    (Codex's shell matcher does), the write, the post-tool event."""
+    path, _, text = command[len("write:") :].partition("=")
+    pre = edit_payload(agent, path, text, cwd, session_id)
+    tool = str(pre["tool_name"])
+    payload = json.dumps(pre).encode()
+    verdict = combine([run_hook(agent, h, payload, cwd, env)
+                       for h in configured_hooks(agent, cwd, tool, None, options)])  # fmt: skip
+    if verdict.decision in ("deny", "stop"):
+        print(f"DENIED: {command}: {_one_line(verdict.reason)}")
+        return
+    target = cwd / path
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(text + ("\n" if text and not text.endswith("\n") else ""))
+    print(f"WROTE: {path}")
+    sys.stdout.flush()
+    if agent == "codex":
+        return  # Codex 0.169 sends no post-tool event for its apply_patch
+    event, after = post_payload(agent, pre, 0, "Success")
+    for hook in configured_hooks(agent, cwd, tool, event, options):
+        run_hook(agent, hook, json.dumps(after).encode(), cwd, env)
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--agent", required=True, choices=sorted(EVENT_NAME))
+    parser.add_argument("--session-id", default="fake-" + uuid.uuid4().hex[:12])
+    parser.add_argument(
+        "--ask-answer",
+        choices=("approve", "deny"),
+        default="deny",
+        help="what the simulated user answers when a hook asks for confirmation",
+    )
+    parser.add_argument("-c", "--config", action="append", default=[],
+                        help="Codex: a configuration value, key=TOML value")  # fmt: skip
+    parser.add_argument("--mcp-config", action="append", default=[],
+                        help="Claude Code: MCP servers (accepted; no model calls their tools)")  # fmt: skip
+    parser.add_argument("commands", nargs="*")
+    args = parser.parse_args(argv)
+
+    agent: str = args.agent
+    cwd = Path.cwd()
+    env = hook_environment(agent, cwd, args.session_id)
+    options = command_line_config(args.config) if agent == "codex" else None
+    out = sys.stdout
+    start = json.dumps(start_payload(agent, cwd, args.session_id)).encode()
+    for hook in configured_hooks(agent, cwd, None, "SessionStart", options):
+        run_hook(agent, hook, start, cwd, env)
+    for command in args.commands:
+        if command.startswith("write:"):
+            edit(agent, command, cwd, args.session_id, env, options)
+            continue
+        if command.startswith("wait:"):
+            print("WAITING", flush=True)
+            while not os.path.exists(command[len("wait:") :]):
+                time.sleep(0.05)
+            continue
+        if command.startswith("silent:"):
+            path, _, text = command[len("silent:") :].partition("=")
+            (cwd / path).parent.mkdir(parents=True, exist_ok=True)
+            (cwd / path).write_text(text + "\n")
+            print(f"WROTE (no hook): {path}")
+            continue
+        hooks = configured_hooks(agent, cwd, SHELL_TOOL[agent], None, options)
+        pre = build_payload(agent, command, cwd, args.session_id)
+        payload = json.dumps(pre).encode()
+        verdict = combine([run_hook(agent, hook, payload, cwd, env) for hook in hooks])
+        for message in verdict.warnings:
+            print(f"WARNING: {command}: {_one_line(message)}", file=out)
+        for message in verdict.errors:
+            print(f"HOOK ERROR: {command}: {_one_line(message)}", file=out)
+        if verdict.decision == "stop":
+            print(f"STOPPED: {_one_line(verdict.reason)}", file=out)
+            break
+        if verdict.decision == "deny":
+            print(f"DENIED: {command}: {_one_line(verdict.reason)}", file=out)
+            continue
+        if verdict.decision == "ask":
+            print(f"ASKED: {command}: {_one_line(verdict.reason)}", file=out)
+            if args.ask_answer == "deny":
+                print(f"DENIED: {command}: declined at the permission prompt", file=out)
+                continue
+        out.flush()
+        proc = subprocess.run(["sh", "-c", command], cwd=cwd, capture_output=True)
+        print(f"RAN: {command}", file=out)
+        printed = (proc.stdout + proc.stderr).decode("utf-8", "replace")
+        for line in printed.splitlines():
+            print(f"  | {line}", file=out)
+        out.flush()
+        event, after = post_payload(agent, pre, proc.returncode, printed)
+        for hook in configured_hooks(agent, cwd, SHELL_TOOL[agent], event, options):
+            run_hook(agent, hook, json.dumps(after).encode(), cwd, env)
+    out.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,237 @@
+"""Helpers for driving bar in tests: in-process ``main(argv)`` and the installed executable."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+import yaml
+
+from bar.cli.main import main
+
+BAR_EXE = str(Path(sys.executable).parent / "bar")
+SETTLE = 0.2  # seconds: past the racy window of in-process snapshots (conftest)
+
+
+@dataclass
+class Ran:
+    code: int
+    out: str
+    err: str
+
+    def json(self) -> Any:
+        return json.loads(self.out)
+
+
+def bar(capfd: pytest.CaptureFixture[str], *args: str) -> Ran:
+    """Run ``bar ARGS`` in-process and capture what it printed."""
+    capfd.readouterr()
+    code = main(list(args))
+    out, err = capfd.readouterr()
+    return Ran(code, out, err)
+
+
+def bar_exe(*args: str, cwd: Path | None = None, input: bytes | None = None,
+            env: dict[str, str] | None = None, timeout: float = 120) -> Ran:  # fmt: skip
+    """Run the installed ``bar`` executable in a child process."""
+    full_env = dict(os.environ)
+    if env:
+        full_env.update(env)
+    proc = subprocess.run(
+        [BAR_EXE, *args],
+        cwd=cwd,
+        input=input,
+        capture_output=True,
+        env=full_env,
+        timeout=timeout,
+    )
+    return Ran(proc.returncode, proc.stdout.decode(errors="replace"),
+               proc.stderr.decode(errors="replace"))  # fmt: skip
+
+
+def bar_home() -> Path:
+    return Path(os.environ["BAR_HOME"])
+
+
+def project_dir() -> Path:
+    (pdir,) = (bar_home() / "projects").iterdir()
+    return pdir
+
+
+def task_dir(task_id: str) -> Path:
+    return project_dir() / "tasks" / task_id
+
+
+def ledger(task_id: str) -> list[dict[str, Any]]:
+    path = task_dir(task_id) / "ledger.jsonl"
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def new_task(capfd: pytest.CaptureFixture[str], name: str = "t1", *extra: str) -> dict[str, Any]:
+    res = bar(capfd, "task", "new", name, "--json", *extra)
+    assert res.code == 0, res.err
+    data: dict[str, Any] = res.json()
+    return data
+
+
+def worktree(task: dict[str, Any]) -> Path:
+    return Path(task["worktree"])
+
+
+def files_on_disk(root: Path) -> dict[str, bytes]:
+    """Every file under ``root`` (but .git) as content, with 'x' for executables and
+    '-> target' for symlinks: what a snapshot should hold, minus ignored files."""
+    files: dict[str, bytes] = {}
+    for p in sorted(root.rglob("*")):
+        rel = p.relative_to(root)
+        if rel.parts[0] == ".git":
+            continue
+        if p.is_symlink():
+            files[rel.as_posix()] = b"-> " + os.readlink(p).encode()
+        elif p.is_file():
+            mode = b"x:" if os.access(p, os.X_OK) else b"-:"
+            files[rel.as_posix()] = mode + p.read_bytes()
+    return files
+
+
+def files_in_commit(repo: Path, commit: str) -> dict[str, bytes]:
+    out = subprocess.run(
+        ["git", "ls-tree", "-r", "-z", commit], cwd=repo, capture_output=True, check=True
+    ).stdout.decode("utf-8", "surrogateescape")
+    files: dict[str, bytes] = {}
+    for item in out.split("\0"):
+        if not item:
+            continue
+        meta, path = item.split("\t", 1)
+        mode, _type, sha = meta.split()
+        data = subprocess.run(
+            ["git", "cat-file", "blob", sha], cwd=repo, capture_output=True, check=True
+        ).stdout
+        if mode == "120000":
+            files[path] = b"-> " + data
+        else:
+            files[path] = (b"x:" if mode == "100755" else b"-:") + data
+    return files
+
+
+def replay_patches(repo: Path, task_id: str, base_commit: str, dest: Path) -> dict[str, bytes]:
+    """Apply every patch of the task in order to ``base_commit`` in ``dest`` with git apply."""
+    dest.mkdir(parents=True)
+    archive = subprocess.run(
+        ["git", "archive", "--format=tar", base_commit], cwd=repo, capture_output=True, check=True
+    ).stdout
+    subprocess.run(["tar", "-x", "-f", "-"], cwd=dest, input=archive, check=True)
+    for step in ledger(task_id):
+        patch = step.get("artifacts", {}).get("patch")
+        if patch:
+            subprocess.run(
+                ["git", "apply", "--binary", "--whitespace=nowarn", str(task_dir(task_id) / patch)],
+                cwd=dest, check=True, capture_output=True,
+            )  # fmt: skip
+    return files_on_disk(dest)
+
+
+def set_config(**sections: dict[str, object]) -> None:
+    """Change sections of the project's config.yaml (the one project under BAR_HOME)."""
+    path = project_dir() / "config.yaml"
+    data = yaml.safe_load(path.read_text())
+    for name, values in sections.items():
+        data.setdefault(name, {}).update(values)
+    path.write_text(yaml.safe_dump(data))
+
+
+SUPPORT = Path(__file__).resolve().parent  # tests/support: these helpers, the fake agents
+TESTS = SUPPORT.parent
+DATA = TESTS / "data"  # recorded events, corpora, attack scripts
+ROOT = TESTS.parent  # the project
+FAKE_AGENT_PATH = SUPPORT / "fake_agent.py"
+
+
+def load_fake_agent() -> ModuleType:
+    """tests/support/fake_agent.py as a module, for tests that read its constants and helpers."""
+    spec = importlib.util.spec_from_file_location("fake_agent", FAKE_AGENT_PATH)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["fake_agent"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def run_sh(capfd: pytest.CaptureFixture[str], script: str) -> Ran:
+    """``bar run -- sh -c SCRIPT``, which must succeed."""
+    res = bar(capfd, "run", "--", "sh", "-c", script)
+    assert res.code == 0, res.err
+    return res
+
+
+def init_clean(repo: Path, capfd: pytest.CaptureFixture[str]) -> Path:
+    """``bar init`` with the policy off; the developer commits the policy file bar init
+    wrote, so the checkout is clean (as apply wants it)."""
+    assert bar(capfd, "init").code == 0
+    set_config(policy={"enabled": False})
+    for args in (["add", ".bar"], ["commit", "-qm", "add bar policy"]):
+        subprocess.run(["git", *args], cwd=repo, capture_output=True, check=True)
+    return repo
+
+
+def git_commands(trace: Path) -> list[str]:
+    """The git subcommands a ``GIT_TRACE2_EVENT`` file saw start (none: no file)."""
+    names = []
+    for line in trace.read_text().splitlines() if trace.exists() else ():
+        event = json.loads(line)
+        if event["event"] == "cmd_name":
+            names.append(event["name"])
+    return names
+
+
+def side_index_of(task: dict[str, Any]) -> Path:
+    """The task's side index (``tasks/<id>/index``), by which its watcher is asked."""
+    return task_dir(str(task["id"])) / "index"
+
+
+def watcher_started(capfd: pytest.CaptureFixture[str], repo: Path,
+                    prepare: Any = None) -> tuple[dict[str, Any], Path]:  # fmt: skip
+    """A task whose second step handed its watch to a watcher, now sure of what it saw
+    (``prepare``: called with the worktree before the first step)."""
+    from bar.changes.fast import watcher
+
+    init_clean(repo, capfd)
+    task = new_task(capfd)
+    if prepare is not None:
+        prepare(worktree(task))
+    # the first step stamps; the second watches, then hands over; the third makes the
+    # watcher sure (a full look)
+    for _ in range(3):
+        assert bar(capfd, "run", "--", "true").code == 0
+    said = watcher.status(side_index_of(task))
+    assert said is not None and said["sure"] is True
+    return task, worktree(task)
+
+
+def plain_git_tree(wt: Path, tmp: Path) -> str:
+    """The tree plain git writes of ``wt`` from a fresh index holding its HEAD (the
+    oracle: a file HEAD holds is kept, ignored or not, as git keeps a tracked file)."""
+    index = tmp / "oracle-index"
+    index.unlink(missing_ok=True)
+    env = {**os.environ, "GIT_INDEX_FILE": str(index)}
+    subprocess.run(["git", "read-tree", "HEAD"], cwd=wt, env=env, check=True)
+    subprocess.run(["git", "add", "-A"], cwd=wt, env=env, check=True)
+    return subprocess.run(["git", "write-tree"], cwd=wt, env=env, check=True,
+                          capture_output=True, text=True).stdout.strip()  # fmt: skip
+
+
+def recorded_tree(repo: Path, task: dict[str, Any]) -> str:
+    """The tree of the last state the task's ledger recorded."""
+    last = ledger(str(task["id"]))[-1]["snapshot"]
+    return subprocess.run(["git", "rev-parse", f"{last}^{{tree}}"], cwd=repo, check=True,
+                          capture_output=True, text=True).stdout.strip()  # fmt: skip

@@ -1,0 +1,161 @@
+"""What `bar task list`, `task show` and `bar status` say a task's state is: running,
+applied, active, closed, or missing its worktree."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import BAR_EXE, bar, new_task, run_sh, worktree
+
+from conftest import git
+
+
+def listed(capfd: pytest.CaptureFixture[str]) -> dict[str, dict[str, Any]]:
+    res = bar(capfd, "task", "list", "--all", "--json")
+    assert res.code == 0, res.err
+    return {row["name"]: row for row in res.json()}
+
+
+def test_a_new_task_is_active_and_its_json_keeps_the_old_fields(
+    inited_clean: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    new_task(capfd, "plain")
+    run_sh(capfd, "echo hi > a.txt")
+    row = listed(capfd)["plain"]
+    assert row["status"] == "active" and row["active"] is True and row["steps"] == 1
+    assert row["state"] == "active"
+    assert row["running"] is False and row["applied"] is False
+    assert row["worktree_missing"] is False
+    line = next(x for x in bar(capfd, "task", "list").out.splitlines() if "plain" in x)
+    assert " active " in line and "1 step" in line
+
+
+def test_an_applied_task_says_so_until_a_step_changes_a_file(
+    inited_clean: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    new_task(capfd, "landing")
+    run_sh(capfd, "echo feature > feature.txt")
+    assert bar(capfd, "apply", "-m", "Add the feature").code == 0
+    row = listed(capfd)["landing"]
+    assert (row["state"], row["applied"]) == ("applied", True)
+    assert "applied" in bar(capfd, "task", "list").out
+    assert "state       applied" in bar(capfd, "task", "show").out
+    status = bar(capfd, "status")
+    assert ", applied, 2 steps" in status.out  # the apply is a step of its own
+    assert bar(capfd, "status", "--json").json()["task"]["state"] == "applied"
+    assert bar(capfd, "run", "--", "true").code == 0  # (changes nothing: still applied)
+    assert bar(capfd, "run", "--", "sh", "-c", "echo feature > feature.txt").code == 0
+    assert listed(capfd)["landing"]["state"] == "applied"
+    run_sh(capfd, "echo more >> feature.txt")
+    row = listed(capfd)["landing"]
+    assert (row["state"], row["applied"]) == ("active", False)
+
+
+def test_an_apply_undone_by_a_reset_of_the_target_is_not_applied(
+    inited_clean: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    new_task(capfd, "reset")
+    run_sh(capfd, "echo feature > feature.txt")
+    before = git(inited_clean, "rev-parse", "main").strip()
+    assert bar(capfd, "apply", "-m", "Add the feature").code == 0
+    assert listed(capfd)["reset"]["state"] == "applied"
+    git(inited_clean, "reset", "-q", "--hard", before)  # someone takes it back off main
+    row = listed(capfd)["reset"]
+    assert (row["state"], row["applied"]) == ("active", False)
+    assert "applied" not in bar(capfd, "status").out
+    assert bar(capfd, "apply", "-m", "Again").code == 0  # lands again, and says so again
+    assert listed(capfd)["reset"]["state"] == "applied"
+
+
+def test_applying_an_earlier_state_is_not_applied(
+    inited_clean: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    new_task(capfd, "partial")
+    run_sh(capfd, "echo one > one.txt")
+    run_sh(capfd, "echo two > two.txt")
+    res = bar(capfd, "apply", "--at", "1", "-m", "Only the first step")
+    assert res.code == 0, res.err
+    assert listed(capfd)["partial"]["state"] == "active"
+
+
+def test_a_closed_task_is_closed(inited_clean: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    new_task(capfd, "done")
+    assert bar(capfd, "task", "close").code == 0
+    row = listed(capfd)["done"]
+    assert (row["state"], row["status"]) == ("closed", "closed")
+    assert row["worktree_missing"] is False  # a closed task has no worktree to miss
+    assert "closed" in bar(capfd, "task", "list", "--all").out
+
+
+def test_a_missing_worktree_is_said_everywhere_with_the_repair(
+    inited_clean: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    t = new_task(capfd, "lost")
+    run_sh(capfd, "echo kept > kept.txt")
+    shutil.rmtree(worktree(t))
+    row = listed(capfd)["lost"]
+    assert (row["state"], row["worktree_missing"]) == ("missing-worktree", True)
+    human = bar(capfd, "task", "list")
+    assert "missing worktree" in human.out and "bar doctor --repair" in human.out
+    shown = bar(capfd, "task", "show", "lost").out
+    assert "state       missing worktree" in shown and "bar doctor --repair" in shown
+    status = bar(capfd, "status")
+    assert status.code == 0
+    assert f"worktree  {worktree(t)} is missing" in status.out
+    assert "`bar doctor --repair`" in status.out
+    assert bar(capfd, "status", "--json").json()["task"]["worktree_missing"] is True
+    assert bar(capfd, "doctor", "--repair").code == 0
+    assert (worktree(t) / "kept.txt").read_text() == "kept\n"
+    assert listed(capfd)["lost"]["state"] == "active"
+
+
+def test_a_task_with_a_step_under_way_is_running(
+    inited_clean: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    t = new_task(capfd, "busy")
+    new_task(capfd, "idle")
+    wt = worktree(t)
+    script = "touch started; while [ ! -e go ]; do sleep 0.05; done"
+    proc = subprocess.Popen(
+        [BAR_EXE, "run", "--no-pty", "--task", "busy", "--", "sh", "-c", script],
+        cwd=inited_clean, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=dict(os.environ),
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120
+        while not (wt / "started").exists():
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "the step never started"
+            time.sleep(0.05)
+        rows = listed(capfd)
+        assert (rows["busy"]["state"], rows["busy"]["running"]) == ("running", True)
+        assert rows["idle"]["state"] == "active"
+        line = next(x for x in bar(capfd, "task", "list").out.splitlines() if "busy" in x)
+        assert "running" in line
+        status = bar(capfd, "status", "--task", "busy")
+        assert ", running, " in status.out and "running   step 0001" in status.out
+    finally:
+        (wt / "go").touch()
+        _out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    assert listed(capfd)["busy"]["state"] == "active"
+
+
+def test_a_decision_answered_after_an_apply_leaves_it_applied(
+    inited_clean: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A `decision` step changes no file: the task still holds what it applied."""
+    new_task(capfd, "asked")
+    run_sh(capfd, "echo feature > feature.txt")
+    assert bar(capfd, "apply", "-m", "Add the feature").code == 0
+    question = ('{"task": "t", "source": "s", "items": [{"id": 1, "title": "next?", '
+                '"options": [{"value": "a", "label": "A"}, {"value": "b", "label": "B"}]}]}')  # fmt: skip
+    assert bar(capfd, "decide", "submit", question).code == 0
+    assert bar(capfd, "decide", "answer", "--choose", "1=a").code == 0
+    row = listed(capfd)["asked"]
+    assert (row["state"], row["applied"], row["steps"]) == ("applied", True, 3)
