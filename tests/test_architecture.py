@@ -204,6 +204,14 @@ def test_a_face_calls_the_library_surface_only() -> None:
         assert not below, f"{name} (a face) calls below bar.api: {below}"
 
 
+def test_every_module_says_what_it_is_for() -> None:
+    """A newcomer reads the first line of a module (or a package's ``__init__``) to know
+    what it holds; none is left without one."""
+    silent = [name for name, path in modules().items()
+              if not (ast.get_docstring(ast.parse(path.read_text())) or "").strip()]  # fmt: skip
+    assert not silent, f"modules without a docstring: {silent}"
+
+
 def report() -> str:
     """The module graph in a few lines: ``python tests/test_architecture.py``."""
     graph = import_graph()

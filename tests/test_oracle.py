@@ -405,9 +405,10 @@ def _play(sh: dict[str, Any], actions: list[tuple[str, Any]], capfd: pytest.Capt
             if kind in ("step", "hand"):
                 if kind == "step":  # the edits are made by the step's own process
                     script = tmp / f"ops{n}.py"
-                    here = str(Path(__file__).parent)
+                    here = Path(__file__).parent
+                    paths = [str(here), str(here / "support")]
                     script.write_text(
-                        f"import sys\nsys.path.insert(0, {here!r})\n"
+                        f"import sys\nsys.path[:0] = {paths!r}\n"
                         "from test_oracle import apply_op\nfrom pathlib import Path\n"
                         f"for o in {arg!r}:\n    apply_op(Path('.'), o)\n"
                     )
