@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from bar.agents import mcp_entry
 from bar.agents.protocol import protocol
-from bar.base.slotted import Slotted
+from bar.base.record import record
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -32,16 +32,13 @@ if TYPE_CHECKING:
 
 # Codex keys a hook's trust by its source, its event's label and its place in the list
 # (hooks/src/engine/discovery.rs in openai/codex)
-class Launch(Slotted):
+@record(frozen=True)
+class Launch:
     """The agent's command line as bar starts it, and what bar knows about the session."""
 
-    __slots__ = ("argv", "hooked_by", "interactive")
-
-    def __init__(self, argv: list[str], hooked_by: str, interactive: bool) -> None:
-        self.argv = argv
-        # "home": the agent's home for the task holds bar's hooks (bar.agents.homes)
-        self.hooked_by = hooked_by
-        self.interactive = interactive
+    argv: list[str]
+    hooked_by: str  # "home": the agent's home for the task holds bar's hooks (bar.agents.homes)
+    interactive: bool
 
 
 def for_step(agent: str, argv: Sequence[str], socket: Path, task_id: str,

@@ -16,7 +16,7 @@ Two rules shape everything here:
   stdout), replies carry only fields the agent's schema accepts, and an event bar cannot
   read is answered with a block (fail closed), never with silence.
 * ``bar hook`` imports this module when no ``bar run`` is there to answer for it, before
-  every shell command of the agent: records are ``Slotted``, not dataclasses.
+  every shell command of the agent: records are ``bar.base.record`` records, not dataclasses.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import re
 from typing import Any
 
 from bar.agents import AGENTS
-from bar.base.slotted import Slotted
+from bar.base.record import field, record
 from bar.errors import HookInputError, UnknownAgent
 
 ACTIONS = ("allow", "log", "warn", "block")
@@ -34,41 +34,22 @@ ACTIONS = ("allow", "log", "warn", "block")
 _FALLBACK_REASON = "blocked by bar policy"
 
 
-class Protocol(Slotted):
+@record(frozen=True, kw_only=True)
+class Protocol:
     """What differs between the agents. Sources for every value: docs/agents.md."""
 
-    __slots__ = ("can_ask", "display_name", "edit_tools", "entry_name", "event_name",
-                 "matcher", "post_events", "run_env", "settings_path", "shell_tool",
-                 "start_event", "timeout")  # fmt: skip
-
-    def __init__(
-        self,
-        *,
-        display_name: str,
-        event_name: str,  # the pre-tool-use event, as named in settings and in the payload
-        post_events: tuple[str, ...],  # after a tool call: (succeeded, failed) or one event
-        start_event: str,  # a session starts: proves the agent runs bar's hooks at all
-        can_ask: bool,  # the pre-tool reply can put a question to the person at the prompt
-        shell_tool: str,  # tool_name of the agent's shell tool
-        edit_tools: tuple[str, ...],  # its tools that write files (a checkpoint after each)
-        settings_path: str,  # project-local file bar installs its hook into
-        matcher: str,  # matcher of bar's group: the shell tool, matched exactly
-        timeout: int,  # timeout of bar's entry, in the unit the agent reads
-        entry_name: str | None,  # Gemini shows a hook's name in its /hooks panel
-        run_env: dict[str, str] | None = None,  # what `bar run --agent` adds to its env
-    ) -> None:
-        self.display_name = display_name
-        self.event_name = event_name
-        self.post_events = post_events
-        self.start_event = start_event
-        self.can_ask = can_ask
-        self.shell_tool = shell_tool
-        self.edit_tools = edit_tools
-        self.settings_path = settings_path
-        self.matcher = matcher
-        self.timeout = timeout
-        self.entry_name = entry_name
-        self.run_env = run_env or {}
+    display_name: str
+    event_name: str  # the pre-tool-use event, as named in settings and in the payload
+    post_events: tuple[str, ...]  # after a tool call: (succeeded, failed) or one event
+    start_event: str  # a session starts: proves the agent runs bar's hooks at all
+    can_ask: bool  # the pre-tool reply can put a question to the person at the prompt
+    shell_tool: str  # tool_name of the agent's shell tool
+    edit_tools: tuple[str, ...]  # its tools that write files (a checkpoint after each)
+    settings_path: str  # project-local file bar installs its hook into
+    matcher: str  # matcher of bar's group: the shell tool, matched exactly
+    timeout: int  # timeout of bar's entry, in the unit the agent reads
+    entry_name: str | None  # Gemini shows a hook's name in its /hooks panel
+    run_env: dict[str, str] = field(default_factory=dict)  # what `bar run --agent` adds
 
     @property
     def post_matcher(self) -> str:
@@ -136,54 +117,33 @@ PROTOCOLS = {
 }
 
 
-class HookEvent(Slotted):
+@record(frozen=True)
+class HookEvent:
     """One hook event, whatever agent sent it: before a tool call (``kind`` "pre"), after
     it ("post", with ``outcome`` "ran" or "failed"), or at a session's start ("start")."""
 
-    __slots__ = ("agent", "agent_id", "agent_type", "command", "cwd", "event_name", "kind",
-                 "outcome", "paths", "session_id", "tool_name", "tool_use_id",
-                 "transcript")  # fmt: skip
-
-    def __init__(
-        self,
-        agent: str,
-        event_name: str,
-        tool_name: str | None,
-        command: str | None,  # None when the tool is not the agent's shell tool
-        session_id: str | None,
-        tool_use_id: str | None,  # Gemini sends none
-        cwd: str | None,
-        kind: str = "pre",
-        outcome: str | None = None,
-        paths: tuple[str, ...] = (),  # the files an edit tool names, as the agent gave them
-        transcript: str | None = None,  # the agent's own record of the session (a path)
-        agent_id: str | None = None,  # a subagent's (Claude Code's Task tool), and its kind
-        agent_type: str | None = None,
-    ) -> None:
-        self.agent = agent
-        self.event_name = event_name
-        self.tool_name = tool_name
-        self.command = command
-        self.session_id = session_id
-        self.tool_use_id = tool_use_id
-        self.cwd = cwd
-        self.kind = kind
-        self.outcome = outcome
-        self.paths = paths
-        self.transcript = transcript
-        self.agent_id = agent_id
-        self.agent_type = agent_type
+    agent: str
+    event_name: str
+    tool_name: str | None
+    command: str | None  # None when the tool is not the agent's shell tool
+    session_id: str | None
+    tool_use_id: str | None  # Gemini sends none
+    cwd: str | None
+    kind: str = "pre"
+    outcome: str | None = None
+    paths: tuple[str, ...] = ()  # the files an edit tool names, as the agent gave them
+    transcript: str | None = None  # the agent's own record of the session (a path)
+    agent_id: str | None = None  # a subagent's (Claude Code's Task tool), and its kind
+    agent_type: str | None = None
 
 
-class HookReply(Slotted):
+@record(frozen=True)
+class HookReply:
     """What ``bar hook AGENT`` writes and how it exits."""
 
-    __slots__ = ("exit_code", "stderr", "stdout")
-
-    def __init__(self, stdout: str, stderr: str, exit_code: int) -> None:
-        self.stdout = stdout
-        self.stderr = stderr
-        self.exit_code = exit_code
+    stdout: str
+    stderr: str
+    exit_code: int
 
 
 def protocol(agent: str) -> Protocol:

@@ -9,7 +9,9 @@ annotations, defaults, ``field(default_factory=...)``, ``kw_only``, ``frozen``,
 inheritance, ``__post_init__`` — but makes a class's first instances with one shared
 ``__init__`` and compiles the class's own only when it is made often, and shares one
 ``__repr__``, ``__eq__`` and ``__hash__`` among all of them.
-Type checkers read it as a dataclass (``dataclass_transform``, PEP 681).
+Type checkers read it as a dataclass (``dataclass_transform``, PEP 681). It loads no
+module at all, ``typing`` included: ``bar hook``, on every shell command an agent runs,
+makes its records with it too.
 
     @record(frozen=True)
     class Point:
@@ -22,10 +24,21 @@ Type checkers read it as a dataclass (``dataclass_transform``, PEP 681).
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, TypeVar, dataclass_transform, overload
+TYPE_CHECKING = False  # (``typing`` itself is not loaded: ``bar hook`` makes records too)
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any, TypeVar, dataclass_transform, overload
 
-_T = TypeVar("_T")
+    _T = TypeVar("_T")
+else:
+
+    def dataclass_transform(**_: object) -> object:
+        return lambda function: function
+
+    def overload(function: object) -> object:
+        return function
+
+
 _MISSING: Any = object()
 
 
@@ -60,11 +73,11 @@ def record(cls: type[_T], /) -> type[_T]: ...
 
 
 @overload
-def record(*, frozen: bool = False, kw_only: bool = False) -> Callable[[type[_T]], type[_T]]: ...
+def record(*, frozen: bool = False, kw_only: bool = False) -> Callable[[type[_T]], type[_T]]: ...  # noqa: F811
 
 
 @dataclass_transform(field_specifiers=(field,))
-def record(
+def record(  # noqa: F811
     cls: type[_T] | None = None, /, *, frozen: bool = False, kw_only: bool = False
 ) -> type[_T] | Callable[[type[_T]], type[_T]]:
     """Make ``cls`` a record (see the module docstring)."""

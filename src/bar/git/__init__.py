@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from bar.base import faults
+from bar.base.ids import CommitId, TreeId
 from bar.base.ids import short as short  # (how bar shows an object id)
 from bar.base.proc import Result, Started, clean_env, run
 from bar.base.proc import start as start_child
@@ -111,7 +112,7 @@ def rev_parse(repo: Path | str, rev: str) -> str | None:
     return res.out.strip() if res.returncode == 0 else None
 
 
-def head(repo: Path | str) -> str | None:
+def head(repo: Path | str) -> CommitId | None:
     """``rev_parse(repo, "HEAD")``. In a worktree whose git directories bar pinned, read
     from the files git would read (``HEAD``, then the branch's loose ref or its line in
     ``packed-refs``) without starting git, which costs more than the answer on every
@@ -122,20 +123,21 @@ def head(repo: Path | str) -> str | None:
         found = _read_head(fixed["GIT_DIR"], fixed["GIT_COMMON_DIR"])
         if found is not None:
             return found
-    return rev_parse(repo, "HEAD")
+    said = rev_parse(repo, "HEAD")
+    return CommitId(said) if said is not None else None
 
 
 _BRANCH_RE = re.compile(rb"^ref: (refs/heads/[^\x00-\x20\x7f~^:?*\[\\]+)\n?$")
 
 
-def _read_head(git_dir: str, common_dir: str) -> str | None:
+def _read_head(git_dir: str, common_dir: str) -> CommitId | None:
     try:
         with open(os.path.join(git_dir, "HEAD"), "rb") as f:
             said = f.read(4097)
     except OSError:
         return None
     if is_object_id(said.rstrip(b"\n").decode("ascii", "replace")):
-        return said.rstrip(b"\n").decode()  # detached
+        return CommitId(said.rstrip(b"\n").decode())  # detached
     named = _BRANCH_RE.match(said)
     ref = named.group(1) if named is not None else b".."
     if any(bad in ref for bad in (b"..", b"/.", b"@{", b"//")) or ref.endswith((b".lock", b"/")):
@@ -143,13 +145,13 @@ def _read_head(git_dir: str, common_dir: str) -> str | None:
     return read_ref(common_dir, ref)
 
 
-def read_ref(common_dir: str | Path, ref: bytes) -> str | None:
+def read_ref(common_dir: str | Path, ref: bytes) -> CommitId | None:
     """The commit a branch's loose ref, else its line in ``packed-refs``, names; None when
     neither holds one (git may still know better: another ref storage, a symbolic ref)."""
     try:
         with open(os.path.join(os.fsencode(common_dir), ref), "rb") as f:
             value = f.read(4097).rstrip(b"\n").decode("ascii", "replace")
-        return value if is_object_id(value) else None
+        return CommitId(value) if is_object_id(value) else None
     except (FileNotFoundError, NotADirectoryError):
         pass
     except OSError:
@@ -160,14 +162,16 @@ def read_ref(common_dir: str | Path, ref: bytes) -> str | None:
                 sha, _, name = line.rstrip(b"\n").partition(b" ")
                 if name == ref:
                     value = sha.decode("ascii", "replace")
-                    return value if is_object_id(value) else None
+                    return CommitId(value) if is_object_id(value) else None
     except OSError:
         pass
     return None
 
 
-def resolve_commit(repo: Path | str, rev: str) -> str | None:
-    return rev_parse(repo, f"{rev}^{{commit}}")
+def resolve_commit(repo: Path | str, rev: str) -> CommitId | None:
+    """The commit ``rev`` names (a tag peeled), or None."""
+    said = rev_parse(repo, f"{rev}^{{commit}}")
+    return CommitId(said) if said is not None else None
 
 
 def has_commit(repo: Path | str) -> bool:
@@ -241,15 +245,16 @@ def index_env(index: Path, *, reshare: bool = False) -> dict[str, str]:
     return env
 
 
-_TREES: dict[str, str] = {}  # commit id -> its tree: an object never changes
+_TREES: dict[str, TreeId] = {}  # commit id -> its tree: an object never changes
 _TREES_KEPT = 4096  # a long-lived process (``bar ui``) starts over past this many
 
 
-def tree_of(repo: Path | str, commit: str) -> str:
+def tree_of(repo: Path | str, commit: str) -> TreeId:
+    """The tree of ``commit`` (remembered: an object never changes)."""
     known = _TREES.get(commit)
     if known is not None:
         return known
-    tree = out(repo, "rev-parse", "--verify", f"{commit}^{{tree}}")
+    tree = TreeId(out(repo, "rev-parse", "--verify", f"{commit}^{{tree}}"))
     if is_object_id(commit):  # a name (HEAD, a branch) can move; an object id cannot
         if len(_TREES) >= _TREES_KEPT:
             _TREES.clear()
@@ -262,7 +267,7 @@ def note_tree(commit: str, tree: str) -> None:
     if is_object_id(commit) and is_object_id(tree):
         if len(_TREES) >= _TREES_KEPT:
             _TREES.clear()
-        _TREES[commit] = tree
+        _TREES[commit] = TreeId(tree)
 
 
 def commit_tree(

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from bar import git
+from bar.base.ids import TreeId
 from bar.base.notices import warn
 from bar.changes.fast import racy, rescan, speed
 from bar.changes.fast.stamps import keep_private
@@ -86,7 +87,7 @@ def make_git_dir(git_dir: Path, head: str) -> None:
 
 def write_tree(
     worktree: Path, index: Path, excludes: Sequence[str] = (), recorded: str | None = None
-) -> str:
+) -> TreeId:
     """Stage the worktree's full state (tracked + untracked, not ignored) and write a tree.
 
     With ``recorded`` (the snapshot the side index was last stamped at), only what can
@@ -100,19 +101,20 @@ def write_tree(
     )
 
 
-def write_scope(worktree: Path, index: Path, scope: list[str] | None) -> str:
+def write_scope(worktree: Path, index: Path, scope: list[str] | None) -> TreeId:
     """The tree of ``index`` once ``scope`` (None: everything) is rescanned into it."""
     return _write(worktree, index, (), scope)
 
 
-def _write(worktree: Path, index: Path, excludes: Sequence[str], scope: list[str] | None) -> str:
+def _write(worktree: Path, index: Path, excludes: Sequence[str], scope: list[str] | None
+           ) -> TreeId:  # fmt: skip
     """Rescan ``scope`` (None: everything) into the side index and write its tree."""
     return write_whole(worktree, index, scope, excludes)[0]
 
 
 def write_whole(worktree: Path, index: Path, scope: list[str] | None,
                 excludes: Sequence[str] = (), suspects: Sequence[str] | None = None,
-                ) -> tuple[str, bool, list[str] | None]:  # fmt: skip
+                ) -> tuple[TreeId, bool, list[str] | None]:  # fmt: skip
     """``_write``, whether every file of the scope could be read (``_add``), and the
     scope rescanned (None: everything, also when the given one could not be added as
     such). ``suspects``: files to hash whatever their stat (``bar.changes.fast.racy``; default: those
@@ -129,7 +131,7 @@ def write_whole(worktree: Path, index: Path, scope: list[str] | None,
         added, scope = _add(worktree, index, ["."], excludes), None
     if scope is None:
         ignored.drop_newly_ignored(worktree, index)
-    tree = git.out(worktree, "write-tree", env=_env(index))  # may store its cache-tree
+    tree = TreeId(git.out(worktree, "write-tree", env=_env(index)))  # may store its cache-tree
     if scope != []:
         racy.note(worktree, index, since, len(tree))
     keep_private(index)

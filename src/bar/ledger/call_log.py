@@ -10,8 +10,7 @@ the step's ``policy_events``.
 
 from __future__ import annotations
 
-from bar.base.record import replace
-from bar.base.slotted import Slotted
+from bar.base.record import record, replace
 from bar.ledger.records import PolicyEventRecord
 from bar.store.files import read_json_lines
 from bar.task.tasks import Task
@@ -19,15 +18,13 @@ from bar.task.tasks import Task
 CALL = "call"  # numbers a step's inner commands in its decision log; not in the ledger
 
 
-class Recorded(Slotted):
+@record(frozen=True)
+class Recorded:
     """What a step's supervisor logged: decisions with what became of them, and the
     sessions that started (their hooks ran)."""
 
-    __slots__ = ("events", "sessions")
-
-    def __init__(self, events: list[PolicyEventRecord], sessions: list[str]) -> None:
-        self.events = events
-        self.sessions = sessions
+    events: list[PolicyEventRecord]
+    sessions: list[str]
 
 
 def read_recorded(task: Task, step_id: str, *, finished: bool = True) -> Recorded:

@@ -12,7 +12,7 @@ issues. So: YAML is imported only when a policy file has to be parsed; the valid
 rules are cached as JSON keyed by the file's (mtime_ns, size, inode), so an unchanged
 file costs one ``stat`` and a small JSON read; tree-sitter is loaded only for lines that
 are not plain words; a rule's regex is compiled only once a text holds one of the
-strings it needs; and records are ``bar.base.slotted.Slotted`` classes rather than
+strings it needs; and records are ``bar.base.record`` records rather than
 dataclasses, whose import (through ``inspect``) would cost more than everything else
 here.
 

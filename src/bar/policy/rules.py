@@ -13,7 +13,7 @@ import re
 from typing import TYPE_CHECKING
 
 from bar import shell
-from bar.base.slotted import Slotted
+from bar.base.record import record
 from bar.errors import PolicyError
 from bar.policy.literals import required_literals
 
@@ -28,23 +28,14 @@ _PARSE_ERROR_REASON = (
 )
 
 
-class PolicyEvent(Slotted):
+@record(frozen=True)
+class PolicyEvent:
     """One rule matching one unit. ``matched`` is the text the pattern matched."""
 
-    __slots__ = ("action", "matched", "reason", "rule")
     rule: str
     action: str
     matched: str
     reason: str
-
-    def __init__(self, rule: str, action: str, matched: str, reason: str) -> None:
-        object.__setattr__(self, "rule", rule)
-        object.__setattr__(self, "action", action)
-        object.__setattr__(self, "matched", matched)
-        object.__setattr__(self, "reason", reason)
-
-    def __setattr__(self, name: str, value: object) -> None:
-        raise AttributeError(f"PolicyEvent is immutable (cannot set {name!r})")
 
     def to_record(self) -> dict[str, str]:
         """The ledger's ``policy_events`` entry."""
@@ -54,19 +45,15 @@ class PolicyEvent(Slotted):
         return {**self.to_record(), "reason": self.reason}
 
 
-class Decision(Slotted):
+@record(frozen=True)
+class Decision:
     """``action`` is ``allow`` (nothing matched), ``log``, ``warn`` or ``block``."""
 
-    __slots__ = ("action", "events")
     action: str
-    events: tuple[PolicyEvent, ...]
+    events: tuple[PolicyEvent, ...] = ()
 
-    def __init__(self, action: str, events: tuple[PolicyEvent, ...] = ()) -> None:
-        object.__setattr__(self, "action", action)
-        object.__setattr__(self, "events", tuple(events))
-
-    def __setattr__(self, name: str, value: object) -> None:
-        raise AttributeError(f"Decision is immutable (cannot set {name!r})")
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "events", tuple(self.events))
 
     @property
     def blocked(self) -> bool:
@@ -195,20 +182,14 @@ class Policy:
         return Decision(action, tuple(events))
 
 
-class ExampleFailure(Slotted):
+@record(frozen=True)
+class ExampleFailure:
     """A rule's example that did not behave as the rule says it should."""
 
-    __slots__ = ("command", "expected", "got", "rule")
     rule: str
     command: str
     expected: str
     got: str
-
-    def __init__(self, rule: str, command: str, expected: str, got: str) -> None:
-        self.rule = rule
-        self.command = command
-        self.expected = expected
-        self.got = got
 
 
 def check_examples(policy: Policy) -> list[ExampleFailure]:

@@ -44,7 +44,7 @@ with what ``wrappers``, ``options`` and ``programs`` know about particular progr
 tree (a ``$(echo …)`` whose output is known is shown as that output), and ``analysis``
 ties them together into units. No dataclasses here: on the hook's hot path ``import
 dataclasses`` costs about as much as the whole rest of this package (it imports
-``inspect``), so records are ``bar.base.slotted.Slotted`` classes.
+``inspect``), so records are ``bar.base.record`` records, which load nothing.
 """
 
 from bar.shell.analysis import Analysis, Unit, analyse_argv, analyse_line

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from bar.base.slotted import Slotted
+from bar.base.record import record
 from bar.shell import tree
 from bar.shell.programs import decode, printed
 from bar.shell.quoting import render
@@ -18,33 +18,25 @@ if TYPE_CHECKING:
 _MAX_SCRIPT_DEPTH = 8  # sh -c inside eval inside …
 
 
-class Unit(Slotted):
+@record(frozen=True)
+class Unit:
     """One thing rules are matched against: ``views`` are tried in order.
 
     ``parts`` (pipelines only) are the indexes of the stage units, so a rule that
     already matched a stage need not report the whole pipeline again.
     """
 
-    __slots__ = ("parts", "views")
     views: tuple[str, ...]
-    parts: tuple[int, ...]
-
-    def __init__(self, views: tuple[str, ...], parts: tuple[int, ...] = ()) -> None:
-        self.views = views
-        self.parts = parts
+    parts: tuple[int, ...] = ()
 
 
-class Analysis(Slotted):
+@record(frozen=True)
+class Analysis:
     """The units of a line in execution order, and why the line was not fully
     understood (``error``), if it was not."""
 
-    __slots__ = ("error", "units")
     units: tuple[Unit, ...]
     error: str | None
-
-    def __init__(self, units: tuple[Unit, ...], error: str | None) -> None:
-        self.units = units
-        self.error = error
 
     def texts(self) -> list[str]:
         """Every view of every unit, for tests and debugging."""

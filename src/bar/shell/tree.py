@@ -11,7 +11,7 @@ import os
 import re
 from typing import TYPE_CHECKING, Any, Protocol
 
-from bar.base.slotted import Slotted
+from bar.base.record import record
 from bar.shell.programs import pipeline_printed
 from bar.shell.quoting import ansi_c, expand_braces, quote, unescape, unescape_dq
 from bar.shell.words import PLACEHOLDER, word_set
@@ -22,24 +22,21 @@ if TYPE_CHECKING:
 _MAX_NODE_DEPTH = 120  # nesting inside one script; keeps Python's stack safe
 
 
-class Emitted(Slotted):
+@record(frozen=True)
+class Emitted:
     """What a pipeline needs to know about one of its stages."""
 
-    __slots__ = ("index", "stdin_code", "stdin_shell", "stdout", "text", "transform", "wrapped")
     index: int | None
     text: str
-    wrapped: str
     stdout: str | None
     stdin_shell: bool
-    transform: str | None  # how it turns what it reads into what it prints
-    stdin_code: str | None  # the language of the code it reads, if an interpreter does
+    wrapped: str = ""  # the stage with its wrappers (``sudo``...): ``text`` when none
+    transform: str | None = None  # how it turns what it reads into what it prints
+    stdin_code: str | None = None  # the language of the code it reads, if an interpreter does
 
-    def __init__(self, index: int | None, text: str, stdout: str | None, stdin_shell: bool,
-                 wrapped: str | None = None, transform: str | None = None,
-                 stdin_code: str | None = None) -> None:  # fmt: skip
-        self.index, self.text, self.wrapped = index, text, wrapped or text
-        self.stdout, self.stdin_shell = stdout, stdin_shell
-        self.transform, self.stdin_code = transform, stdin_code
+    def __post_init__(self) -> None:
+        if not self.wrapped:
+            object.__setattr__(self, "wrapped", self.text)
 
 
 class Collector(Protocol):

@@ -8,7 +8,8 @@ it gets back. ``bar run`` keeps the compiled policy in memory, judges the event,
 the decision and answers (``bar.step.supervisor``).
 
 The wire format is small enough to need no JSON on the client side, which runs before
-every shell command an agent issues and imports only ``os`` and ``socket``:
+every shell command an agent issues and imports only ``os``, ``socket`` and
+``bar.base.record`` (which imports nothing):
 
     request:  b"bar1 " + VERB + b" " + ARG + b"\\n" + BODY      (then end of writing)
     reply:    EXIT_CODE + b"\\n" + len(STDOUT) + b"\\n" + STDOUT + STDERR
@@ -22,19 +23,21 @@ from __future__ import annotations
 import os
 import socket
 
+from bar.base.record import record
+
 MAGIC = b"bar1"
 MAX_REQUEST = 16 << 20  # an agent's event with a long command, with room to spare
 TIMEOUT = 60.0  # seconds a hook waits for ``bar run``; agents give a hook about as long
 _SHORT_ENOUGH = 100
 
 
+@record(frozen=True)
 class Reply:
-    __slots__ = ("exit_code", "stderr", "stdout")
+    """What the running step's ``bar run`` answered: what to print and how to exit."""
 
-    def __init__(self, exit_code: int, stdout: bytes, stderr: bytes) -> None:
-        self.exit_code = exit_code
-        self.stdout = stdout
-        self.stderr = stderr
+    exit_code: int
+    stdout: bytes
+    stderr: bytes
 
 
 class Address:

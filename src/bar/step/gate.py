@@ -17,31 +17,22 @@ from bar.agents.protocol import (
     render_input_error,
     render_reply,
 )
-from bar.base.slotted import Slotted
+from bar.base.record import record
 from bar.errors import HookInputError
 from bar.policy import Policy, PolicyEvent
 
 
-class Judgement(Slotted):
+@record(frozen=True)
+class Judgement:
     """The reply to give the agent, and what it was given for (``event`` None: the event
     could not be read; ``action`` is then ``block``). ``answer`` is what the reply told
     the agent (``bar.agents.protocol.answer_for``)."""
 
-    __slots__ = ("action", "answer", "event", "events", "reply")
-
-    def __init__(
-        self,
-        reply: HookReply,
-        event: HookEvent | None,
-        action: str,
-        events: tuple[PolicyEvent, ...] = (),
-        answer: str = "none",
-    ) -> None:
-        self.reply = reply
-        self.event = event
-        self.action = action
-        self.events = events
-        self.answer = answer
+    reply: HookReply
+    event: HookEvent | None
+    action: str
+    events: tuple[PolicyEvent, ...] = ()
+    answer: str = "none"
 
 
 def judge(agent: str, payload: bytes, policy: Policy | None, *, ask: bool = False) -> Judgement:

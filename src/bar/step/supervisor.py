@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING
 from bar.base import notices
 from bar.base.clock import now_iso
 from bar.base.inotify import TreeWatch
-from bar.base.slotted import Slotted
+from bar.base.record import field, record, replace
 from bar.changes import journals
 from bar.errors import BarError, StepBusy
 from bar.history import checkpoints
@@ -354,7 +354,7 @@ class Supervisor:
             from bar.agents import rollout
 
             said = rollout.said(self.task, [event], recent=True)
-            event.outcome = said.get(event.tool_use_id or "", event.outcome)
+            event = replace(event, outcome=said.get(event.tool_use_id or "", event.outcome))
         self._append({call_log.CALL: call.number, "outcome": event.outcome})
         return call
 
@@ -451,17 +451,15 @@ class Supervisor:
                 os.close(fd)
 
 
-class _Call(Slotted):
+@record(frozen=True)
+class _Call:
     """A shell command the agent was answered about and has not reported back."""
 
-    __slots__ = ("action", "answer", "event", "number", "started_at")
-
-    def __init__(self, number: int, event: HookEvent, action: str, answer: str | None) -> None:
-        self.number = number
-        self.event = event
-        self.action = action
-        self.answer = answer
-        self.started_at = now_iso()
+    number: int
+    event: HookEvent
+    action: str
+    answer: str | None
+    started_at: str = field(default_factory=now_iso)
 
 
 def _same_call(pre: HookEvent, post: HookEvent) -> bool:
