@@ -146,9 +146,13 @@ class Bar:
     def process(self, *args: str) -> Ran:
         try:
             proc = subprocess.run(
-                [str(self.exe), *args], cwd=self.repo, env=self.env, capture_output=True,
-                stdin=subprocess.DEVNULL, timeout=TIMEOUT,
-            )  # fmt: skip
+                [str(self.exe), *args],
+                cwd=self.repo,
+                env=self.env,
+                capture_output=True,
+                stdin=subprocess.DEVNULL,
+                timeout=TIMEOUT,
+            )
         except subprocess.TimeoutExpired as exc:
             return Ran(-1, "", f"timed out after {exc.timeout} s")
         out, err = proc.stdout.decode(errors="replace"), proc.stderr.decode(errors="replace")
@@ -203,10 +207,45 @@ def is_ancestor(repo: Path, a: str, b: str) -> bool:
 
 # --- repositories and edits ------------------------------------------------------------
 
-WORDS = ("alpha", "beta", "gamma", "delta", "cart", "price", "total", "discount", "apply",
-         "rollback", "ledger", "step", "patch", "worktree", "branch", "commit", "tree", "blob",
-         "index", "merge", "snapshot", "journal", "recover", "doctor", "sum", "count", "value",
-         "item", "order", "user", "name", "path", "file", "line", "byte", "mode", "link")  # fmt: skip
+WORDS = (
+    "alpha",
+    "beta",
+    "gamma",
+    "delta",
+    "cart",
+    "price",
+    "total",
+    "discount",
+    "apply",
+    "rollback",
+    "ledger",
+    "step",
+    "patch",
+    "worktree",
+    "branch",
+    "commit",
+    "tree",
+    "blob",
+    "index",
+    "merge",
+    "snapshot",
+    "journal",
+    "recover",
+    "doctor",
+    "sum",
+    "count",
+    "value",
+    "item",
+    "order",
+    "user",
+    "name",
+    "path",
+    "file",
+    "line",
+    "byte",
+    "mode",
+    "link",
+)
 TEXT_DIRS = ("src/core", "src/util", "src/net/io", "lib/äpfel", "docs", "docs/guide", "tests")
 DEV_DIR = "dev"  # the developer's own files: no task edit ever touches them
 
@@ -459,8 +498,10 @@ def replayed_tree(
             continue
         res = subprocess.run(
             ["git", "apply", "--cached", "--binary", "--whitespace=nowarn", str(tdir / patch)],
-            cwd=repo, env=env, capture_output=True,
-        )  # fmt: skip
+            cwd=repo,
+            env=env,
+            capture_output=True,
+        )
         if res.returncode:
             why = res.stderr.decode(errors="replace").strip()[:200]
             return f"(step {step.get('step_id')}'s patch does not apply: {why})"
@@ -742,8 +783,9 @@ class Runner:
             # to a state of other files: a rollback that changes none is no step to undo
             # (the undo would undo the one before it)
             now = rev(repo, f"{steps[-1]['snapshot'] if steps else task['base_commit']}^{{tree}}")
-            states = [("base", task["base_commit"])] + [(s["step_id"], s["snapshot"])
-                                                        for s in steps[:-1]]  # fmt: skip
+            states = [("base", task["base_commit"])] + [
+                (s["step_id"], s["snapshot"]) for s in steps[:-1]
+            ]
             other = [name for name, c in states if rev(repo, f"{c}^{{tree}}") != now]
             to = rng.choice(other or [name for name, _ in states])
             self.ok(bar.inproc("rollback", "--hard", "--to", to), "bar rollback")
@@ -803,10 +845,14 @@ class Runner:
         main_before = rev(self.repo, "refs/heads/main")
         start = time.perf_counter()
         proc = subprocess.Popen(
-            [str(self.args.bar), *setup.argv], cwd=self.repo, env=self.bar.env,
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            [str(self.args.bar), *setup.argv],
+            cwd=self.repo,
+            env=self.bar.env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
             start_new_session=True,
-        )  # fmt: skip
+        )
         time.sleep(max(0.0, start + delay - time.perf_counter()))
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
@@ -840,8 +886,13 @@ class Runner:
         if self.args.keep_failures:
             subprocess.run(["cp", "-a", str(self.trial_dir), str(self.work / "t.crashed")])
 
-    def edit_by_hand(self, rng: random.Random, setup: Setup, number: int, when: str,
-                     ) -> dict[str, bytes]:  # fmt: skip
+    def edit_by_hand(
+        self,
+        rng: random.Random,
+        setup: Setup,
+        number: int,
+        when: str,
+    ) -> dict[str, bytes]:
         """Edit files by hand, as a developer would right after a crash: one the operation
         may write and a new one, each with bytes no step writes. Returns what was written."""
         wt = Path(setup.task["worktree"])
@@ -862,10 +913,14 @@ class Runner:
         random moment of the time the crashed operation took."""
         delay = fraction * max(result.duration_ms, 50.0) / 1000
         proc = subprocess.Popen(
-            [str(self.args.bar), "run", "--no-pty", "--", "true"], cwd=self.repo,
-            env=self.bar.env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL, start_new_session=True,
-        )  # fmt: skip
+            [str(self.args.bar), "run", "--no-pty", "--", "true"],
+            cwd=self.repo,
+            env=self.bar.env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         time.sleep(delay)
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
@@ -896,8 +951,14 @@ class Runner:
 
     # -- the invariants
 
-    def check(self, setup: Setup, result: Trial, before: Checkout | None, main_tree: str,
-              hand: dict[str, bytes]) -> None:  # fmt: skip
+    def check(
+        self,
+        setup: Setup,
+        result: Trial,
+        before: Checkout | None,
+        main_tree: str,
+        hand: dict[str, bytes],
+    ) -> None:
         task, tdir, repo = setup.task, setup.tdir, self.repo
         # first, so that the files checked below are also those a check-only doctor left
         final = self.bar.run("doctor", "--json")
@@ -947,11 +1008,13 @@ class Runner:
         op_cmd = setup.argv[3:] if result.op == "run" else None
         op_kind = "rollback" if result.op == "undo" else result.op
         kinds = [
-            "op" if s.get("kind") == op_kind and (op_cmd is None or s.get("cmd") == op_cmd)
-            else "true" if s.get("kind") == "run" and s.get("cmd") == ["true"]
+            "op"
+            if s.get("kind") == op_kind and (op_cmd is None or s.get("cmd") == op_cmd)
+            else "true"
+            if s.get("kind") == "run" and s.get("cmd") == ["true"]
             else str(s.get("kind"))
             for s in new
-        ]  # fmt: skip
+        ]
         # a recovery that was killed may have recorded its own `true` before it died
         trues = kinds.count("true")
         ok = (
@@ -966,8 +1029,9 @@ class Runner:
             shown = [f"{s.get('step_id')} {s.get('kind')} {s.get('cmd', '')}"[:60] for s in new]
             result.fail("attribution", f"steps added: {shown}, hand edits pending: {setup.pending}")
 
-    def check_hand_edits(self, new: list[dict[str, Any]], hand: dict[str, bytes],
-                         result: Trial) -> None:  # fmt: skip
+    def check_hand_edits(
+        self, new: list[dict[str, Any]], hand: dict[str, bytes], result: Trial
+    ) -> None:
         """What was edited by hand after a kill is in a recorded state (the last one, or
         one a rollback went on from), and in none of the op's own steps."""
         repo = self.repo
@@ -976,21 +1040,31 @@ class Runner:
             for step in new:
                 if not step.get("snapshot"):
                     continue
-                held = subprocess.run(["git", "cat-file", "blob", f"{step['snapshot']}:{rel}"],
-                                      cwd=repo, capture_output=True)  # fmt: skip
+                held = subprocess.run(
+                    ["git", "cat-file", "blob", f"{step['snapshot']}:{rel}"],
+                    cwd=repo,
+                    capture_output=True,
+                )
                 if held.returncode == 0 and held.stdout == data:
                     holders.append(step)
             if not holders:
-                result.fail("hand-edits", f"{rel!r}, edited by hand after the kill, is in no "
-                                          "recorded state")  # fmt: skip
+                result.fail(
+                    "hand-edits", f"{rel!r}, edited by hand after the kill, is in no recorded state"
+                )
             held = {step["snapshot"] for step in holders}
             for step in holders:
                 # an interrupted run that changed it (a later step holds what an earlier
                 # one recorded: a recovery killed after its look recorded the edits)
-                if (step.get("kind") == "run" and step.get("interrupted")
-                        and step.get("snapshot_before") not in held):  # fmt: skip
-                    result.fail("hand-edits", f"{rel!r}, edited by hand after the kill, is "
-                                              f"credited to the interrupted step {step['step_id']}")  # fmt: skip
+                if (
+                    step.get("kind") == "run"
+                    and step.get("interrupted")
+                    and step.get("snapshot_before") not in held
+                ):
+                    result.fail(
+                        "hand-edits",
+                        f"{rel!r}, edited by hand after the kill, is "
+                        f"credited to the interrupted step {step['step_id']}",
+                    )
 
     def check_rollback(self, setup: Setup, new: list[dict[str, Any]], result: Trial) -> None:
         head = rev(Path(setup.task["worktree"]), "HEAD")
@@ -1019,8 +1093,9 @@ class Runner:
                 f"{str(step.get('head'))[:10]}, the target's HEAD is {target_head[:10]}",
             )
 
-    def check_apply(self, new: list[dict[str, Any]], before: Checkout, main_tree: str,
-                    result: Trial) -> None:  # fmt: skip
+    def check_apply(
+        self, new: list[dict[str, Any]], before: Checkout, main_tree: str, result: Trial
+    ) -> None:
         repo = self.repo
         applied = [s for s in new if s.get("kind") == "apply"]
         after = Checkout.read(repo)
@@ -1118,8 +1193,12 @@ def keep(work: Path, trial: Trial, args: argparse.Namespace) -> Path:
     subprocess.run(["cp", "-a", str(work / "t"), str(dest / "after")], check=True)
     if (work / "t.crashed").exists():
         subprocess.run(["cp", "-a", str(work / "t.crashed"), str(dest / "crashed")], check=True)
-    record = {"seed": args.seed, **trial.to_json(), "reproduce": reproduce(args, trial.number),
-              "paths_were_under": str(work / "t")}  # fmt: skip
+    record = {
+        "seed": args.seed,
+        **trial.to_json(),
+        "reproduce": reproduce(args, trial.number),
+        "paths_were_under": str(work / "t"),
+    }
     (dest / "failure.json").write_text(json.dumps(record, indent=2, ensure_ascii=False) + "\n")
     return dest
 
@@ -1127,15 +1206,19 @@ def keep(work: Path, trial: Trial, args: argparse.Namespace) -> Path:
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     doc = __doc__ or ""
     p = argparse.ArgumentParser(
-        description=doc.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=doc.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog=doc.split("\n\n", 1)[1],
-    )  # fmt: skip
+    )
     p.add_argument("--trials", type=int, default=20, help="how many trials (default 20)")
     p.add_argument("--seed", type=int, default=1, help="the run's seed (default 1)")
     p.add_argument("--trial", type=int, metavar="N", help="run only trial N of the seed")
     p.add_argument("--files", type=int, default=300, help="files per repository (default 300)")
-    p.add_argument("--ops", default=",".join(OPS),
-                   help="the operations to draw from (default run,rollback,apply)")  # fmt: skip
+    p.add_argument(
+        "--ops",
+        default=",".join(OPS),
+        help="the operations to draw from (default run,rollback,apply)",
+    )
     p.add_argument("--keep-failures", type=Path, metavar="DIR", help="copy failed trials here")
     p.add_argument("--json", action="store_true", help="print every trial as JSON")
     p.add_argument(
@@ -1152,10 +1235,17 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         metavar="P",
         help="how often the command that recovers is killed too (default 0.25)",
     )
-    p.add_argument("--processes", action="store_true",
-                   help="run the commands after the crash as processes of their own")  # fmt: skip
-    p.add_argument("--workdir", type=Path, metavar="DIR",
-                   help="where trials are built (default: /dev/shm if writable, else $TMPDIR)")  # fmt: skip
+    p.add_argument(
+        "--processes",
+        action="store_true",
+        help="run the commands after the crash as processes of their own",
+    )
+    p.add_argument(
+        "--workdir",
+        type=Path,
+        metavar="DIR",
+        help="where trials are built (default: /dev/shm if writable, else $TMPDIR)",
+    )
     p.add_argument("--bar", type=Path, help="the bar executable (default: beside this Python)")
     p.add_argument("-v", "--verbose", action="store_true", help="a line per trial on stderr")
     args = p.parse_args(argv)
@@ -1216,8 +1306,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             if args.verbose:
                 took = " ".join(f"{k} {v:.2f}" for k, v in trial.phases.items())
                 verdict = "ok" if trial.ok else "FAILED " + ",".join(i for i, _ in trial.failures)
-                print(f"trial {n:>4} {trial.op:<9} {trial.kill_point or 'not started'}; {took}; {verdict}",
-                      file=sys.stderr, flush=True)  # fmt: skip
+                print(
+                    f"trial {n:>4} {trial.op:<9} {trial.kill_point or 'not started'}; {took}; {verdict}",
+                    file=sys.stderr,
+                    flush=True,
+                )
     if args.json:
         record = {"seed": args.seed, "files": args.files, "trials": [t.to_json() for t in trials]}
         print(json.dumps(record, indent=2, ensure_ascii=False))

@@ -70,10 +70,18 @@ class Row:
 
 
 def ratio_row(
-    key: str, label: str, samples: dict[str, list[float]], a: str, b: str,
-    target: float | None, op: str = "<=", note: str = "", extra_ms: bool = False,
-    extra_ms_target: float | None = None, size_targets: dict[str, float] | None = None,
-) -> Row:  # fmt: skip
+    key: str,
+    label: str,
+    samples: dict[str, list[float]],
+    a: str,
+    b: str,
+    target: float | None,
+    op: str = "<=",
+    note: str = "",
+    extra_ms: bool = False,
+    extra_ms_target: float | None = None,
+    size_targets: dict[str, float] | None = None,
+) -> Row:
     per_round = round_ratios(samples, a, b)
     extra = None
     if extra_ms or extra_ms_target is not None:
@@ -143,11 +151,25 @@ def fig1(f: Fixture, p: Params) -> list[Row]:
     )
     fixed = {"small": SMALL_FIXED_COST}
     return [
-        ratio_row("1", "`bar run -- true` after a small change ÷ `git status --porcelain`",
-                  s, "bar run (new change)", "git status", 1.8, size_targets=fixed),
-        ratio_row("1b", "`bar run -- true`, nothing new to record ÷ `git status --porcelain`",
-                  s, "bar run (nothing new)", "git status", 1.3, size_targets=fixed),
-    ]  # fmt: skip
+        ratio_row(
+            "1",
+            "`bar run -- true` after a small change ÷ `git status --porcelain`",
+            s,
+            "bar run (new change)",
+            "git status",
+            1.8,
+            size_targets=fixed,
+        ),
+        ratio_row(
+            "1b",
+            "`bar run -- true`, nothing new to record ÷ `git status --porcelain`",
+            s,
+            "bar run (nothing new)",
+            "git status",
+            1.3,
+            size_targets=fixed,
+        ),
+    ]
 
 
 # --- 2. the snapshot alone --------------------------------------------------------------
@@ -172,20 +194,50 @@ def fig2(f: Fixture, p: Params) -> list[Row]:
     idx_a, idx_b = _side_index(f, task, "inproc"), _side_index(f, task, "plumbing")
 
     out = f.run(
-        [f.tools.python, HERE / "inproc.py", "bar-snapshot", wt, idx_a, f.dir / "pool.txt",
-         str(p.repeat)], wt, capture=True,
-    ).stdout  # fmt: skip
+        [
+            f.tools.python,
+            HERE / "inproc.py",
+            "bar-snapshot",
+            wt,
+            idx_a,
+            f.dir / "pool.txt",
+            str(p.repeat),
+        ],
+        wt,
+        capture=True,
+    ).stdout
     s1 = json.loads(out)
     rows = [
-        ratio_row("2", "snapshot, in process (`bar.history.snapshot.take`) ÷ `git status --porcelain`",
-                  s1, "take", "status", 1.5,
-                  note="tree + commit + ref, timed inside bar's interpreter"),
-    ]  # fmt: skip
+        ratio_row(
+            "2",
+            "snapshot, in process (`bar.history.snapshot.take`) ÷ `git status --porcelain`",
+            s1,
+            "take",
+            "status",
+            1.5,
+            note="tree + commit + ref, timed inside bar's interpreter",
+        ),
+    ]
 
-    env = {**f.env, "GIT_INDEX_FILE": str(idx_b), "GIT_DIR": str(idx_b.parent / "git"),
-           "GIT_COMMON_DIR": str(repo / ".git"), "GIT_WORK_TREE": str(wt)}  # fmt: skip
-    add = ["git", "-c", "core.untrackedCache=true", "-c", "core.splitIndex=true", "add", "-A",
-           "--ignore-errors", "--", "."]  # fmt: skip
+    env = {
+        **f.env,
+        "GIT_INDEX_FILE": str(idx_b),
+        "GIT_DIR": str(idx_b.parent / "git"),
+        "GIT_COMMON_DIR": str(repo / ".git"),
+        "GIT_WORK_TREE": str(wt),
+    }
+    add = [
+        "git",
+        "-c",
+        "core.untrackedCache=true",
+        "-c",
+        "core.splitIndex=true",
+        "add",
+        "-A",
+        "--ignore-errors",
+        "--",
+        ".",
+    ]
     n = Counter()
 
     def plumbing() -> float:
@@ -193,15 +245,24 @@ def fig2(f: Fixture, p: Params) -> list[Row]:
         return f.t(add, wt, env=env) + f.t(["git", "write-tree"], wt, env=env)
 
     s2 = interleave(
-        {"add+write-tree": plumbing, "git status": lambda: f.t(["git", "status", "--porcelain"], wt)},
+        {
+            "add+write-tree": plumbing,
+            "git status": lambda: f.t(["git", "status", "--porcelain"], wt),
+        },
         p.repeat,
         p.warmup,
-    )  # fmt: skip
+    )
     rows.append(
-        ratio_row("2b", "`git add -A` + `git write-tree` on a side index ÷ `git status --porcelain`",
-                  s2, "add+write-tree", "git status", None,
-                  note="the git work a snapshot cannot avoid")
-    )  # fmt: skip
+        ratio_row(
+            "2b",
+            "`git add -A` + `git write-tree` on a side index ÷ `git status --porcelain`",
+            s2,
+            "add+write-tree",
+            "git status",
+            None,
+            note="the git work a snapshot cannot avoid",
+        )
+    )
     return rows
 
 
@@ -270,9 +331,16 @@ def fig3(f: Fixture, p: Params) -> list[Row]:
     ]
     lo, hi = min(p.rollback_steps), max(p.rollback_steps)
     rows.append(
-        ratio_row("3-flat", f"`bar rollback`: task of {hi} steps ÷ task of {lo} steps",
-                  s, f"rollback@{hi}", f"rollback@{lo}", 1.25, note="must stay flat")
-    )  # fmt: skip
+        ratio_row(
+            "3-flat",
+            f"`bar rollback`: task of {hi} steps ÷ task of {lo} steps",
+            s,
+            f"rollback@{hi}",
+            f"rollback@{lo}",
+            1.25,
+            note="must stay flat",
+        )
+    )
     return rows
 
 
@@ -290,10 +358,16 @@ def fig4(f: Fixture, p: Params) -> list[Row]:
     f.git(repo, "read-tree", "main", env=env)
     for path in pool[-5:]:  # files no step of the task touches
         before = f.run(["git", "cat-file", "blob", f"main:{path}"], repo, capture=True).stdout
-        blob = f.run(
-            ["git", "hash-object", "-w", "--stdin"], repo, capture=True,
-            stdin=_write(f.dir / "blob.txt", before + b"changed on main\n"),
-        ).stdout.decode().strip()  # fmt: skip
+        blob = (
+            f.run(
+                ["git", "hash-object", "-w", "--stdin"],
+                repo,
+                capture=True,
+                stdin=_write(f.dir / "blob.txt", before + b"changed on main\n"),
+            )
+            .stdout.decode()
+            .strip()
+        )
         f.git(repo, "update-index", "--cacheinfo", f"100644,{blob},{path}", env=env)
     tree = f.git(repo, "write-tree", env=env)
     diverged = f.git(repo, "commit-tree", tree, "-p", "main", "-m", "Work on main")
@@ -320,8 +394,7 @@ def fig4(f: Fixture, p: Params) -> list[Row]:
     def bar_dry_run() -> float:
         branch = f"bench-c-{n()}"
         f.git(repo, "branch", branch, diverged)
-        return f.t([f.tools.bar, "apply", "--task", task, "--target", branch, "--dry-run"],
-                   repo)  # fmt: skip
+        return f.t([f.tools.bar, "apply", "--task", task, "--target", branch, "--dry-run"], repo)
 
     def dry_plumbing() -> float:
         merged = f.run(["git", "merge-tree", "--write-tree", diverged, state], repo, capture=True)
@@ -342,25 +415,52 @@ def fig4(f: Fixture, p: Params) -> list[Row]:
         return f.t(status, wt) + dry_plumbing()
 
     s = interleave(
-        {"bar apply": bar_apply, "merge-tree+commit-tree+update-ref": plumbing,
-         "bar apply --dry-run": bar_dry_run, "merge-tree+commit-tree": dry_plumbing,
-         "status+merge-tree+commit-tree+update-ref": look_and_plumbing,
-         "status+merge-tree+commit-tree": look_and_dry_plumbing},
+        {
+            "bar apply": bar_apply,
+            "merge-tree+commit-tree+update-ref": plumbing,
+            "bar apply --dry-run": bar_dry_run,
+            "merge-tree+commit-tree": dry_plumbing,
+            "status+merge-tree+commit-tree+update-ref": look_and_plumbing,
+            "status+merge-tree+commit-tree": look_and_dry_plumbing,
+        },
         p.repeat,
         p.warmup,
-    )  # fmt: skip
+    )
     return [
-        ratio_row("4", "`bar apply` ÷ `git merge-tree --write-tree` + `commit-tree` + `update-ref`",
-                  s, "bar apply", "merge-tree+commit-tree+update-ref", 8.0),
-        ratio_row("4-dry", "`bar apply --dry-run` ÷ `git merge-tree --write-tree` + "
-                  "`commit-tree`", s, "bar apply --dry-run", "merge-tree+commit-tree", 10.0),
-        ratio_row("4-look", "`bar apply` ÷ `git status --porcelain` of the task worktree + the "
-                  "plumbing of 4", s, "bar apply", "status+merge-tree+commit-tree+update-ref",
-                  None),
-        ratio_row("4-dry-look", "`bar apply --dry-run` ÷ `git status --porcelain` of the task "
-                  "worktree + the plumbing of 4-dry", s, "bar apply --dry-run",
-                  "status+merge-tree+commit-tree", None),
-    ]  # fmt: skip
+        ratio_row(
+            "4",
+            "`bar apply` ÷ `git merge-tree --write-tree` + `commit-tree` + `update-ref`",
+            s,
+            "bar apply",
+            "merge-tree+commit-tree+update-ref",
+            8.0,
+        ),
+        ratio_row(
+            "4-dry",
+            "`bar apply --dry-run` ÷ `git merge-tree --write-tree` + `commit-tree`",
+            s,
+            "bar apply --dry-run",
+            "merge-tree+commit-tree",
+            10.0,
+        ),
+        ratio_row(
+            "4-look",
+            "`bar apply` ÷ `git status --porcelain` of the task worktree + the plumbing of 4",
+            s,
+            "bar apply",
+            "status+merge-tree+commit-tree+update-ref",
+            None,
+        ),
+        ratio_row(
+            "4-dry-look",
+            "`bar apply --dry-run` ÷ `git status --porcelain` of the task "
+            "worktree + the plumbing of 4-dry",
+            s,
+            "bar apply --dry-run",
+            "status+merge-tree+commit-tree",
+            None,
+        ),
+    ]
 
 
 def _write(path: Path, data: bytes) -> Path:
@@ -391,9 +491,15 @@ def fig5(f: Fixture, p: Params) -> list[Row]:
 
     s = interleave({"bar task new": task_new, "git worktree add": worktree_add}, p.repeat, p.warmup)
     return [
-        ratio_row("5", "`bar task new` ÷ `git worktree add` of the same repository",
-                  s, "bar task new", "git worktree add", 1.2)
-    ]  # fmt: skip
+        ratio_row(
+            "5",
+            "`bar task new` ÷ `git worktree add` of the same repository",
+            s,
+            "bar task new",
+            "git worktree add",
+            1.2,
+        )
+    ]
 
 
 # --- 6. a long ledger -------------------------------------------------------------------
@@ -432,13 +538,31 @@ def fig6(f: Fixture, p: Params) -> list[Row]:
     )
     k = f"{p.ledger_steps:,}"
     return [
-        ratio_row("6-log", f"`bar log -n 20`: {k}-step ledger ÷ 10-step ledger",
-                  s, "log big", "log small", 1.5),
-        ratio_row("6-status", f"`bar status`: {k}-step ledger ÷ 10-step ledger",
-                  s, "status big", "status small", 1.5),
-        ratio_row("6-run", f"step append (`bar run -- true`): {k}-step ledger ÷ 10-step ledger",
-                  s, "run big", "run small", 1.5),
-    ]  # fmt: skip
+        ratio_row(
+            "6-log",
+            f"`bar log -n 20`: {k}-step ledger ÷ 10-step ledger",
+            s,
+            "log big",
+            "log small",
+            1.5,
+        ),
+        ratio_row(
+            "6-status",
+            f"`bar status`: {k}-step ledger ÷ 10-step ledger",
+            s,
+            "status big",
+            "status small",
+            1.5,
+        ),
+        ratio_row(
+            "6-run",
+            f"step append (`bar run -- true`): {k}-step ledger ÷ 10-step ledger",
+            s,
+            "run big",
+            "run small",
+            1.5,
+        ),
+    ]
 
 
 # what a synthetic step printed, as bar stores a step's output (``bar.terminal.pipes``)
@@ -500,11 +624,16 @@ def _run_path_modules(f: Fixture, wt: Path, *, served: bool) -> list[str]:
     home's resident running it, as ``bin/bar`` calls it; else doing the step itself)."""
     listing, plain = f.dir / "run-modules.txt", f.dir / "python-modules.txt"
     # (served, the bar command ends with os._exit: the listing is written on the way)
-    step = ("import os, sys\nsys.argv = ['bar', 'run', '--no-pty', '--', 'true']\n"
-            f"_exit = os._exit\nos._exit = lambda code: (open({str(listing)!r}, 'w').write("
-            "' '.join(sys.modules)), _exit(code))\n"
-            + ("from bar.cli.entry import main\nmain(sys.argv[1:])\n" if served else
-               "from bar.cli.main import main\nmain()\n"))  # fmt: skip
+    step = (
+        "import os, sys\nsys.argv = ['bar', 'run', '--no-pty', '--', 'true']\n"
+        f"_exit = os._exit\nos._exit = lambda code: (open({str(listing)!r}, 'w').write("
+        "' '.join(sys.modules)), _exit(code))\n"
+        + (
+            "from bar.cli.entry import main\nmain(sys.argv[1:])\n"
+            if served
+            else "from bar.cli.main import main\nmain()\n"
+        )
+    )
     f.run([f.tools.python, "-c", _LOADED.format(before=step, out=str(listing))], wt)
     f.run([f.tools.python, "-c", _LOADED.format(before="", out=str(plain))], wt)
     already = set(plain.read_text().split()) | {"__main__"}
@@ -556,26 +685,73 @@ def fig7(f: Fixture, p: Params) -> list[Row]:
         )
     )
     return [
-        ratio_row("7-version", "`bar --version` ÷ `python -c pass`", s, "bar --version",
-                  "python -c pass", None),
-        ratio_row("7-status", "`bar status` (a stat of every file, as git's) ÷ `git status "
-                  "--porcelain`", s, "bar status", "git status", 1.5),
-        ratio_row("7-status-start", "`bar status` ÷ `python -c pass`", s, "bar status",
-                  "python -c pass (2)", None),
-        ratio_row("7-imports", "the modules the `bar` command imports for `bar run`, the "
-                  "resident doing the step (`bar.changes.fast.resident`) ÷ `python -c pass`", s,
-                  "imports of bar run", "python -c pass (2)", 2.5),
-        ratio_row("7-imports-here", "the modules `bar run` imports doing the step itself "
-                  "(the first, or with `BAR_RESIDENT_IDLE=0`) ÷ `python -c pass`", s,
-                  "imports of bar run, unserved", "python -c pass (2)", None),
-        ratio_row("7-imports-stdlib", "of those, the standard library's and other packages' "
-                  "alone ÷ `python -c pass`", s, "its standard library", "python -c pass (2)",
-                  None),
-        ratio_row("7-hook", "`bar hook claude` inside a running step (the agent's case) ÷ "
-                  "`python -c pass`", s, "bar hook claude (in a run)", "python -c pass", 2.5),
-        ratio_row("7-hook-alone", "`bar hook claude` with no `bar run` to ask ÷ "
-                  "`python -c pass`", s, "bar hook claude (no run)", "python -c pass (2)", None),
-    ]  # fmt: skip
+        ratio_row(
+            "7-version",
+            "`bar --version` ÷ `python -c pass`",
+            s,
+            "bar --version",
+            "python -c pass",
+            None,
+        ),
+        ratio_row(
+            "7-status",
+            "`bar status` (a stat of every file, as git's) ÷ `git status --porcelain`",
+            s,
+            "bar status",
+            "git status",
+            1.5,
+        ),
+        ratio_row(
+            "7-status-start",
+            "`bar status` ÷ `python -c pass`",
+            s,
+            "bar status",
+            "python -c pass (2)",
+            None,
+        ),
+        ratio_row(
+            "7-imports",
+            "the modules the `bar` command imports for `bar run`, the "
+            "resident doing the step (`bar.changes.fast.resident`) ÷ `python -c pass`",
+            s,
+            "imports of bar run",
+            "python -c pass (2)",
+            2.5,
+        ),
+        ratio_row(
+            "7-imports-here",
+            "the modules `bar run` imports doing the step itself "
+            "(the first, or with `BAR_RESIDENT_IDLE=0`) ÷ `python -c pass`",
+            s,
+            "imports of bar run, unserved",
+            "python -c pass (2)",
+            None,
+        ),
+        ratio_row(
+            "7-imports-stdlib",
+            "of those, the standard library's and other packages' alone ÷ `python -c pass`",
+            s,
+            "its standard library",
+            "python -c pass (2)",
+            None,
+        ),
+        ratio_row(
+            "7-hook",
+            "`bar hook claude` inside a running step (the agent's case) ÷ `python -c pass`",
+            s,
+            "bar hook claude (in a run)",
+            "python -c pass",
+            2.5,
+        ),
+        ratio_row(
+            "7-hook-alone",
+            "`bar hook claude` with no `bar run` to ask ÷ `python -c pass`",
+            s,
+            "bar hook claude (no run)",
+            "python -c pass (2)",
+            None,
+        ),
+    ]
 
 
 # --- 8. memory --------------------------------------------------------------------------
@@ -596,8 +772,12 @@ def fig8(f: Fixture, p: Params) -> list[Row]:
     # a fork of it, which is not this process's child (``bar.changes.fast.resident``)
     here = {**f.env, "BAR_RESIDENT_IDLE": "0"}
     for _ in range(runs):
-        out = f.run([f.tools.bar, "run", "--task", task, "--no-pty", "--", "sh", "-c", produce],
-                    wt, env=here, peak=True)  # fmt: skip
+        out = f.run(
+            [f.tools.bar, "run", "--task", task, "--no-pty", "--", "sh", "-c", produce],
+            wt,
+            env=here,
+            peak=True,
+        )
         rss.append(out.maxrss_kb)
         t_bar.append(out.seconds)
         for art in artifacts.glob("*.output"):
@@ -607,23 +787,53 @@ def fig8(f: Fixture, p: Params) -> list[Row]:
     rss_many: list[int] = []
     for i in range(runs):
         out = f.run(
-            [f.tools.bar, "run", "--task", task, "--no-pty", "--", f.tools.python,
-             HERE / "edits.py", "many", f.dir / "pool.txt", str(p.many_files), f"run{i}"], wt,
-            env=here, peak=True,
-        )  # fmt: skip
+            [
+                f.tools.bar,
+                "run",
+                "--task",
+                task,
+                "--no-pty",
+                "--",
+                f.tools.python,
+                HERE / "edits.py",
+                "many",
+                f.dir / "pool.txt",
+                str(p.many_files),
+                f"run{i}",
+            ],
+            wt,
+            env=here,
+            peak=True,
+        )
         rss_many.append(out.maxrss_kb)
     mb = f"{size / 1e9:g} GB" if size >= 1e9 else f"{size / 1e6:g} MB"
     return [
-        Row("8-output", f"peak RSS of `bar run` on a command printing {mb}",
-            value=max(rss) / 1024, unit="MB", op="<=", target=50.0,
-            note="largest process in bar's tree (bar, git, the command)"),
-        Row("8-files", f"peak RSS of `bar run` on a step changing {p.many_files:,} files",
-            value=max(rss_many) / 1024, unit="MB", op="<=", target=50.0),
-        Row("8-speed", f"`bar run` printing {mb} ÷ the same command piped to `tee FILE`",
-            value=median(t_bar) / median(t_tee), target=None,
+        Row(
+            "8-output",
+            f"peak RSS of `bar run` on a command printing {mb}",
+            value=max(rss) / 1024,
+            unit="MB",
+            op="<=",
+            target=50.0,
+            note="largest process in bar's tree (bar, git, the command)",
+        ),
+        Row(
+            "8-files",
+            f"peak RSS of `bar run` on a step changing {p.many_files:,} files",
+            value=max(rss_many) / 1024,
+            unit="MB",
+            op="<=",
+            target=50.0,
+        ),
+        Row(
+            "8-speed",
+            f"`bar run` printing {mb} ÷ the same command piped to `tee FILE`",
+            value=median(t_bar) / median(t_tee),
+            target=None,
             medians_ms={"bar run": median(t_bar) * 1000, "tee": median(t_tee) * 1000},
-            samples={"bar run": t_bar, "tee": t_tee}),
-    ]  # fmt: skip
+            samples={"bar run": t_bar, "tee": t_tee},
+        ),
+    ]
 
 
 # --- 9. bar vs stepback -----------------------------------------------------------------
@@ -646,10 +856,17 @@ def fig9(f: Fixture, p: Params) -> list[Row]:
 
     s = interleave({"bar run": bar_step, "stepback run": stepback_step}, p.repeat, p.warmup)
     rows = [
-        ratio_row("9", "`bar run -- EDIT` ÷ `stepback run -- EDIT` (same repository, same edit)",
-                  s, "bar run", "stepback run", 1.0, op="<",
-                  note="whole command per step: start-up, snapshots, records"),
-    ]  # fmt: skip
+        ratio_row(
+            "9",
+            "`bar run -- EDIT` ÷ `stepback run -- EDIT` (same repository, same edit)",
+            s,
+            "bar run",
+            "stepback run",
+            1.0,
+            op="<",
+            note="whole command per step: start-up, snapshots, records",
+        ),
+    ]
 
     idx = _side_index(f, task, "inproc")
 
@@ -662,17 +879,25 @@ def fig9(f: Fixture, p: Params) -> list[Row]:
         f.t(["sh", "-c", edits.step_script(pool, kb())], other)
         out = f.run(
             [f.tools.stepback_python, HERE / "inproc.py", "stepback-checkpoint", other],
-            other, capture=True,
-        )  # fmt: skip
+            other,
+            capture=True,
+        )
         return float(json.loads(out.stdout)["seconds"])
 
     s2 = interleave(
         {"bar take": bar_take, "stepback checkpoint": stepback_checkpoint}, p.repeat, p.warmup
     )
     rows.append(
-        ratio_row("9b", "one checkpoint in process: `bar.history.snapshot.take` ÷ stepback `Engine.checkpoint`",
-                  s2, "bar take", "stepback checkpoint", 1.0, op="<")
-    )  # fmt: skip
+        ratio_row(
+            "9b",
+            "one checkpoint in process: `bar.history.snapshot.take` ÷ stepback `Engine.checkpoint`",
+            s2,
+            "bar take",
+            "stepback checkpoint",
+            1.0,
+            op="<",
+        )
+    )
     return rows
 
 
@@ -737,47 +962,97 @@ def fig10(f: Fixture, p: Params) -> list[Row]:
         p.warmup,
     )
     rows = [
-        ratio_row("10", "`bar run -- true` confined ÷ `bar run --no-sandbox -- true` "
-                  "(nothing new to record)", s, "confined", "--no-sandbox", 1.1,
-                  extra_ms_target=10.0,
-                  note=f"HOME of {entries} entries, ~/.ssh, ~/.aws, ~/.gnupg among them"),
-    ]  # fmt: skip
+        ratio_row(
+            "10",
+            "`bar run -- true` confined ÷ `bar run --no-sandbox -- true` (nothing new to record)",
+            s,
+            "confined",
+            "--no-sandbox",
+            1.1,
+            extra_ms_target=10.0,
+            note=f"HOME of {entries} entries, ~/.ssh, ~/.aws, ~/.gnupg among them",
+        ),
+    ]
 
     # The same confinement timed inside bar's interpreter, with and without anything to
     # carve out, and bubblewrap given the binds of the same plan where it is installed.
     bwrap = shutil.which("bwrap", path=f.env.get("PATH"))
     calls = 5 if p.quick else 30
     out = f.run(
-        [f.tools.python, HERE / "inproc.py", "sandbox", wt, plain_home, home, str(p.repeat),
-         str(calls), str(p.warmup), bwrap or "-"], wt, capture=True,
-    ).stdout  # fmt: skip
+        [
+            f.tools.python,
+            HERE / "inproc.py",
+            "sandbox",
+            wt,
+            plain_home,
+            home,
+            str(p.repeat),
+            str(calls),
+            str(p.warmup),
+            bwrap or "-",
+        ],
+        wt,
+        capture=True,
+    ).stdout
     got = json.loads(out)
     if got.get("unavailable"):
         raise BenchError(f"bar run was confined but bar.sandbox.confine was not: {got}")
     s2: dict[str, list[float]] = got["samples"]
     rules = got["rules"]
     depth = len(home.parts) - 1
-    log(f"  Landlock rules per step: {rules['plain']} with nothing to hide, {rules['carve']} "
-        f"with ~/.ssh, ~/.aws, ~/.gnupg carved out of a HOME {depth} levels below /")  # fmt: skip
+    log(
+        f"  Landlock rules per step: {rules['plain']} with nothing to hide, {rules['carve']} "
+        f"with ~/.ssh, ~/.aws, ~/.gnupg carved out of a HOME {depth} levels below /"
+    )
     per = f"{calls} calls of each per round, interleaved call by call"
     rows += [
-        ratio_row("10-inproc", "in process: `confine(plan.for_step())` + `start(Popen(true))` "
-                  "÷ `Popen(true)`, nothing to hide", s2, "landlock", "popen", None,
-                  extra_ms=True, note=f"{rules['plain']} rules; each until `true` exits; {per}"),
-        ratio_row("10-carve", "in process: the same with ~/.ssh, ~/.aws, ~/.gnupg present "
-                  "(read-deny carved) ÷ `Popen(true)`", s2, "landlock carve", "popen", None,
-                  extra_ms=True, note=f"{rules['carve']} rules; HOME of {entries} entries, "
-                  f"{depth} levels below /; {per}"),
-    ]  # fmt: skip
+        ratio_row(
+            "10-inproc",
+            "in process: `confine(plan.for_step())` + `start(Popen(true))` "
+            "÷ `Popen(true)`, nothing to hide",
+            s2,
+            "landlock",
+            "popen",
+            None,
+            extra_ms=True,
+            note=f"{rules['plain']} rules; each until `true` exits; {per}",
+        ),
+        ratio_row(
+            "10-carve",
+            "in process: the same with ~/.ssh, ~/.aws, ~/.gnupg present "
+            "(read-deny carved) ÷ `Popen(true)`",
+            s2,
+            "landlock carve",
+            "popen",
+            None,
+            extra_ms=True,
+            note=f"{rules['carve']} rules; HOME of {entries} entries, "
+            f"{depth} levels below /; {per}",
+        ),
+    ]
     bwrap_label = "bubblewrap: `bwrap` with the plan's binds, then `true` ÷ `Popen(true)`"
     if "bwrap carve" in s2:
         rows += [
-            ratio_row("10-bwrap", bwrap_label, s2, "bwrap carve", "popen", None,
-                      extra_ms=True, note=got.get("bwrap_argv", "")),
-            ratio_row("10-bwrap-landlock", "bubblewrap ÷ Landlock, same plan (read-deny "
-                      "carved), each starting `true`", s2, "bwrap carve", "landlock carve",
-                      None, extra_ms=True),
-        ]  # fmt: skip
+            ratio_row(
+                "10-bwrap",
+                bwrap_label,
+                s2,
+                "bwrap carve",
+                "popen",
+                None,
+                extra_ms=True,
+                note=got.get("bwrap_argv", ""),
+            ),
+            ratio_row(
+                "10-bwrap-landlock",
+                "bubblewrap ÷ Landlock, same plan (read-deny carved), each starting `true`",
+                s2,
+                "bwrap carve",
+                "landlock carve",
+                None,
+                extra_ms=True,
+            ),
+        ]
     else:
         why = f"skipped: {got.get('bwrap_problem') or 'bwrap is not on the PATH'}"
         log(f"  10-bwrap {why}")
@@ -790,9 +1065,13 @@ def fig10(f: Fixture, p: Params) -> list[Row]:
 
 def _post_event(wt: Path, n: int) -> dict[str, object]:
     """Claude Code's event after a shell command, as the agent sends it to bar's hook."""
-    return {**CLAUDE_EVENT, "cwd": str(wt), "hook_event_name": "PostToolUse",
-            "tool_use_id": f"toolu_bench{n:08d}",
-            "tool_response": {"stdout": "", "stderr": "", "interrupted": False}}  # fmt: skip
+    return {
+        **CLAUDE_EVENT,
+        "cwd": str(wt),
+        "hook_event_name": "PostToolUse",
+        "tool_use_id": f"toolu_bench{n:08d}",
+        "tool_response": {"stdout": "", "stderr": "", "interrupted": False},
+    }
 
 
 def fig11(f: Fixture, p: Params) -> list[Row]:
@@ -827,11 +1106,23 @@ def fig11(f: Fixture, p: Params) -> list[Row]:
     if taken != n.n:
         raise BenchError(f"{n.n} post-tool events took {taken} checkpoints")
     rows = [
-        ratio_row("11-changed", "post-tool hook, a file changed: checkpoint taken ÷ "
-                  "`git status --porcelain`", s, "checkpoint (a file changed)", "git status", 1.5),
-        ratio_row("11-unchanged", "post-tool hook, nothing changed ÷ `git status --porcelain`",
-                  s, "checkpoint (nothing changed)", "git status", 1.2),
-    ]  # fmt: skip
+        ratio_row(
+            "11-changed",
+            "post-tool hook, a file changed: checkpoint taken ÷ `git status --porcelain`",
+            s,
+            "checkpoint (a file changed)",
+            "git status",
+            1.5,
+        ),
+        ratio_row(
+            "11-unchanged",
+            "post-tool hook, nothing changed ÷ `git status --porcelain`",
+            s,
+            "checkpoint (nothing changed)",
+            "git status",
+            1.2,
+        ),
+    ]
     return rows + _fig11_log(f, p)
 
 
@@ -867,10 +1158,16 @@ def _fig11_log(f: Fixture, p: Params) -> list[Row]:
         p.warmup,
     )
     return [
-        ratio_row("11-log", f"`bar log` of a {steps:,}-step task with a {calls}-call session ÷ "
-                  "the same task without", s, "log (a session of checkpoints)",
-                  "log (no checkpoints)", 1.1),
-    ]  # fmt: skip
+        ratio_row(
+            "11-log",
+            f"`bar log` of a {steps:,}-step task with a {calls}-call session ÷ "
+            "the same task without",
+            s,
+            "log (a session of checkpoints)",
+            "log (no checkpoints)",
+            1.1,
+        ),
+    ]
 
 
 # --- 12. git processes per command ------------------------------------------------------
@@ -900,11 +1197,16 @@ def fig12(f: Fixture, p: Params) -> list[Row]:
     counts["bar apply"] = f.git_processes([*apply, "-m", "Apply"], repo)
     counts["bar status"] = f.git_processes([f.tools.bar, "status"], wt)
     return [
-        Row(key=f"12-{i + 1}", label=f"git processes: `{name.split(' (')[0]}`"
+        Row(
+            key=f"12-{i + 1}",
+            label=f"git processes: `{name.split(' (')[0]}`"
             + (f" ({name.split(' (', 1)[1]}" if " (" in name else ""),
-            value=float(count), unit="git", target=None)
+            value=float(count),
+            unit="git",
+            target=None,
+        )
         for i, (name, count) in enumerate(counts.items())
-    ]  # fmt: skip
+    ]
 
 
 # --- 14. the speed layer on and off ----------------------------------------------------
@@ -941,15 +1243,39 @@ def fig14(f: Fixture, p: Params) -> list[Row]:
         p.warmup,
     )
     return [
-        ratio_row("14", "speed layer on: `bar run -- true` after a small change ÷ `git status`",
-                  s, "fast, after a change", "git status", None),
-        ratio_row("14b", "speed layer on: `bar run -- true`, nothing new ÷ `git status`",
-                  s, "fast, nothing new", "git status", None),
-        ratio_row("14c", "`BAR_FAST=0`: `bar run -- true` after a small change ÷ `git status`",
-                  s, "slow, after a change", "git status", None),
-        ratio_row("14d", "`BAR_FAST=0`: `bar run -- true`, nothing new ÷ `git status`",
-                  s, "slow, nothing new", "git status", None),
-    ]  # fmt: skip
+        ratio_row(
+            "14",
+            "speed layer on: `bar run -- true` after a small change ÷ `git status`",
+            s,
+            "fast, after a change",
+            "git status",
+            None,
+        ),
+        ratio_row(
+            "14b",
+            "speed layer on: `bar run -- true`, nothing new ÷ `git status`",
+            s,
+            "fast, nothing new",
+            "git status",
+            None,
+        ),
+        ratio_row(
+            "14c",
+            "`BAR_FAST=0`: `bar run -- true` after a small change ÷ `git status`",
+            s,
+            "slow, after a change",
+            "git status",
+            None,
+        ),
+        ratio_row(
+            "14d",
+            "`BAR_FAST=0`: `bar run -- true`, nothing new ÷ `git status`",
+            s,
+            "slow, nothing new",
+            "git status",
+            None,
+        ),
+    ]
 
 
 from ui_figures import fig13  # noqa: E402  (it uses the helpers above)

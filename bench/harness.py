@@ -183,10 +183,16 @@ class Fixture:
     # running things
 
     def run(
-        self, argv: Sequence[str | Path], cwd: Path, *, env: Mapping[str, str] | None = None,
-        stdin: Path | None = None, capture: bool = False, ok: Sequence[int] = (0,),
+        self,
+        argv: Sequence[str | Path],
+        cwd: Path,
+        *,
+        env: Mapping[str, str] | None = None,
+        stdin: Path | None = None,
+        capture: bool = False,
+        ok: Sequence[int] = (0,),
         peak: bool = False,
-    ) -> Outcome:  # fmt: skip
+    ) -> Outcome:
         """Run ``argv``; ``peak``: also measure its peak RSS, through ``peak.py`` (whose
         figures, time included, are then the command's own)."""
         command = [str(a) for a in argv]
@@ -194,9 +200,14 @@ class Fixture:
         if peak:
             command = [str(self.tools.python), str(HERE / "peak.py"), str(measured), *command]
         out = spawn(
-            command, cwd=cwd, env=env or self.env, stdin=stdin,
-            capture=capture, ok=ok, timeout=self.timeout,
-        )  # fmt: skip
+            command,
+            cwd=cwd,
+            env=env or self.env,
+            stdin=stdin,
+            capture=capture,
+            ok=ok,
+            timeout=self.timeout,
+        )
         if peak:
             rss, seconds = measured.read_text(encoding="ascii").split()
             out = Outcome(float(seconds), out.returncode, out.stdout, out.stderr, int(rss))

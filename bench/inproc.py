@@ -130,9 +130,14 @@ def _count_rules(task: Any, home: str) -> int:
 
 
 def sandbox_setup(
-    worktree: Path, plain_home: str, home: str, rounds: int, calls: int, warmup: int,
+    worktree: Path,
+    plain_home: str,
+    home: str,
+    rounds: int,
+    calls: int,
+    warmup: int,
     bwrap: str | None,
-) -> dict[str, object]:  # fmt: skip
+) -> dict[str, object]:
     from bar import api
     from bar.sandbox import confine
     from bar.sandbox.plan import for_step
@@ -217,8 +222,15 @@ def main(argv: list[str]) -> int:
     elif mode == "stepback-checkpoint" and len(argv) == 2:
         result = stepback_checkpoint(Path(argv[1]))
     elif mode == "sandbox" and len(argv) == 8:
-        result = sandbox_setup(Path(argv[1]), argv[2], argv[3], int(argv[4]), int(argv[5]),
-                               int(argv[6]), None if argv[7] == "-" else argv[7])  # fmt: skip
+        result = sandbox_setup(
+            Path(argv[1]),
+            argv[2],
+            argv[3],
+            int(argv[4]),
+            int(argv[5]),
+            int(argv[6]),
+            None if argv[7] == "-" else argv[7],
+        )
     else:
         print(__doc__, file=sys.stderr)
         return 2

@@ -56,18 +56,33 @@ def drive(requests: str, replies: str) -> int:
 class Inside:
     """A running ``bar run [--agent A]`` step whose command times what it is sent."""
 
-    def __init__(self, bar: Path, task: str, wt: Path, env: dict[str, str],
-                 agent: str | None = None) -> None:  # fmt: skip
+    def __init__(
+        self, bar: Path, task: str, wt: Path, env: dict[str, str], agent: str | None = None
+    ) -> None:
         self.dir = Path(tempfile.mkdtemp(prefix="bar-bench-inside-", dir="/tmp"))
         self.requests, self.replies = self.dir / "requests", self.dir / "replies"
         os.mkfifo(self.requests)
         os.mkfifo(self.replies)
         with_agent = ["--agent", agent] if agent else []
         self.step = subprocess.Popen(
-            [str(bar), "run", "--task", task, "--no-pty", *with_agent, "--", sys.executable,
-             __file__, str(self.requests), str(self.replies)],
-            cwd=wt, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-        )  # fmt: skip
+            [
+                str(bar),
+                "run",
+                "--task",
+                task,
+                "--no-pty",
+                *with_agent,
+                "--",
+                sys.executable,
+                __file__,
+                str(self.requests),
+                str(self.replies),
+            ],
+            cwd=wt,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
         self._out = os.fdopen(self._open_when_read(), "w")
         self._in = open(self.replies)  # noqa: SIM115
         if self._in.readline().strip() != "ready":
@@ -91,8 +106,9 @@ class Inside:
             return fd
 
     def t(self, argv: list[str | Path], cwd: Path, stdin: Path | None = None) -> float:
-        self._out.write(json.dumps([[str(a) for a in argv], str(cwd),
-                                    str(stdin) if stdin else None]) + "\n")  # fmt: skip
+        self._out.write(
+            json.dumps([[str(a) for a in argv], str(cwd), str(stdin) if stdin else None]) + "\n"
+        )
         self._out.flush()
         reply = json.loads(self._in.readline())
         if isinstance(reply, dict):
@@ -116,8 +132,9 @@ class Inside:
     def __enter__(self) -> Inside:
         return self
 
-    def __exit__(self, et: type[BaseException] | None, e: BaseException | None,
-                 tb: TracebackType | None) -> None:  # fmt: skip
+    def __exit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self.close()
 
 

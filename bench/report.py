@@ -134,8 +134,9 @@ def source_digest(bar_python: Path) -> str | None:
     while the benchmark runs (results would then mix two versions)."""
     where = subprocess.run(
         [str(bar_python), "-c", "import bar, os; print(os.path.dirname(bar.__file__))"],
-        capture_output=True, text=True,
-    ).stdout.strip()  # fmt: skip
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
     if not where:
         return None
     digest = hashlib.sha256()
@@ -147,8 +148,9 @@ def source_digest(bar_python: Path) -> str | None:
 def machine_facts(bar_python: Path, bar: Path) -> dict[str, object]:
     py = subprocess.run(
         [str(bar_python), "-c", "import platform; print(platform.python_version())"],
-        capture_output=True, text=True,
-    ).stdout.strip()  # fmt: skip
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
     bar_version = subprocess.run([str(bar), "--version"], capture_output=True, text=True)
     repo = Path(__file__).resolve().parent.parent
     commit = subprocess.run(
@@ -252,9 +254,13 @@ def errors(rows: dict[str, list[Row]]) -> list[str]:
 
 
 def markdown(
-    rows: dict[str, list[Row]], sizes: Sequence[str], command: str, facts: dict[str, object],
-    repos: dict[str, dict[str, object]], repeat: int,
-) -> str:  # fmt: skip
+    rows: dict[str, list[Row]],
+    sizes: Sequence[str],
+    command: str,
+    facts: dict[str, object],
+    repos: dict[str, dict[str, object]],
+    repeat: int,
+) -> str:
     judged = _judged_size(sizes)
     repo_lines = [
         f"- {size}: {info.get('files', '?'):,} tracked files"
@@ -311,9 +317,15 @@ def markdown(
     ]
     if warned:
         out += ["Warnings bar printed while being measured:", "", *warned, ""]
-    out += [METHOD, "## Medians behind the ratios", "",
-            "For reading the ratios only; they depend on the machine and its load.", "",
-            medians_table(rows, sizes), ""]  # fmt: skip
+    out += [
+        METHOD,
+        "## Medians behind the ratios",
+        "",
+        "For reading the ratios only; they depend on the machine and its load.",
+        "",
+        medians_table(rows, sizes),
+        "",
+    ]
     return "\n".join(out)
 
 

@@ -52,22 +52,30 @@ def _parse_ints(text: str) -> tuple[int, ...]:
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog=__doc__.split("\n\n", 1)[1],
-    )  # fmt: skip
+    )
     p.add_argument("--sizes", default="small,medium", help="from small, medium, large")
     p.add_argument("--repo", type=Path, help="also measure (a copy of) this repository")
     p.add_argument("--only", type=_parse_ints, help="figure numbers, e.g. 1,3,7")
     p.add_argument("--repeat", type=int, help="interleaved rounds per figure (default 7, quick 2)")
-    p.add_argument("--quick", action="store_true",
-                   help="smoke test: fewer rounds, smaller workloads; fails only on errors")  # fmt: skip
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        help="smoke test: fewer rounds, smaller workloads; fails only on errors",
+    )
     p.add_argument("--rollback-steps", type=_parse_ints, help="task lengths for figure 3")
     p.add_argument("--ledger-steps", type=int, help="long ledger length for figure 6")
     p.add_argument("--output-bytes", type=int, help="what the command of figure 8 prints")
     p.add_argument("--many-files", type=int, help="files the big step of figure 8 changes")
     p.add_argument("--seed", type=int, default=genrepo.DEFAULT_SEED)
     p.add_argument("--bar", type=Path, help="the bar executable (default: .venv/bin/bar)")
-    p.add_argument("--doc", type=Path, help=f"write the Markdown here (default {DOC.relative_to(ROOT)}, not with --quick)")  # fmt: skip
+    p.add_argument(
+        "--doc",
+        type=Path,
+        help=f"write the Markdown here (default {DOC.relative_to(ROOT)}, not with --quick)",
+    )
     p.add_argument("--no-doc", action="store_true", help="do not write the Markdown file")
     p.add_argument("--strict", action="store_true", help="exit 1 when a figure misses its target")
     p.add_argument("--keep", action="store_true", help="keep each figure's work directory")
@@ -120,12 +128,20 @@ def ensure_stepback(tools: Tools) -> str | None:
     if not exe.exists():
         log(f"installing stepback {STEPBACK_VERSION} into {venv}")
         try:
-            subprocess.run([str(tools.python), "-m", "venv", str(venv)], check=True,
-                           capture_output=True)  # fmt: skip
             subprocess.run(
-                [str(venv / "bin" / "pip"), "install", "--quiet", "--disable-pip-version-check",
-                 f"stepback=={STEPBACK_VERSION}"], check=True, capture_output=True,
-            )  # fmt: skip
+                [str(tools.python), "-m", "venv", str(venv)], check=True, capture_output=True
+            )
+            subprocess.run(
+                [
+                    str(venv / "bin" / "pip"),
+                    "install",
+                    "--quiet",
+                    "--disable-pip-version-check",
+                    f"stepback=={STEPBACK_VERSION}",
+                ],
+                check=True,
+                capture_output=True,
+            )
         except subprocess.CalledProcessError as exc:
             shutil.rmtree(venv, ignore_errors=True)
             return f"pip could not install stepback: {exc.stderr.decode(errors='replace')[-500:]}"
@@ -166,9 +182,13 @@ def copy_user_repo(src: Path) -> tuple[str, Path, dict[str, object]]:
 
 
 def run_figures(
-    args: argparse.Namespace, p: Params, tools: Tools, repos: dict[str, tuple[Path, dict[str, object]]],
-    figures: list[int], stepback_problem: str | None,
-) -> dict[str, list[Row]]:  # fmt: skip
+    args: argparse.Namespace,
+    p: Params,
+    tools: Tools,
+    repos: dict[str, tuple[Path, dict[str, object]]],
+    figures: list[int],
+    stepback_problem: str | None,
+) -> dict[str, list[Row]]:
     env = base_env(WORK / "home")
     rows: dict[str, list[Row]] = {}
     timeout = 600 if p.quick else 3600

@@ -74,17 +74,37 @@ def fig13(f: Fixture, p: Params) -> list[Row]:
     many, wt_many = f.new_task(repo, "many-files")
     step: dict[str, object] = {}
     if not p.quick:
-        f.run([f.tools.bar, "run", "--task", many, "--no-pty", "--", f.tools.python,
-               HERE / "edits.py", "many", f.dir / "pool.txt", str(FILES), "ui"], wt_many)  # fmt: skip
+        f.run(
+            [
+                f.tools.bar,
+                "run",
+                "--task",
+                many,
+                "--no-pty",
+                "--",
+                f.tools.python,
+                HERE / "edits.py",
+                "many",
+                f.dir / "pool.txt",
+                str(FILES),
+                "ui",
+            ],
+            wt_many,
+        )
         step = json.loads((f.task_dir(many) / "ledger.jsonl").read_bytes().splitlines()[-1])
         changed = step["diff_stat"]["files"]  # type: ignore[index]
         if changed < FILES:
             raise BenchError(f"the big step changed {changed} files, not {FILES}")
     project = f.task_dir(big).parent.parent.name
 
-    ui = subprocess.Popen([str(f.tools.bar), "ui", "--no-open", "--port", "0"], cwd=repo,
-                          env=f.env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                          text=True)  # fmt: skip
+    ui = subprocess.Popen(
+        [str(f.tools.bar), "ui", "--no-open", "--port", "0"],
+        cwd=repo,
+        env=f.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
     try:
         assert ui.stdout is not None
         line = ui.stdout.readline()
@@ -98,8 +118,13 @@ def fig13(f: Fixture, p: Params) -> list[Row]:
             "timeline 10": lambda: client.timed(page.format(small)),
         }
         if step:
-            numstat = ["git", "diff", "--numstat", str(step["snapshot_before"]),
-                       str(step["snapshot"])]  # fmt: skip
+            numstat = [
+                "git",
+                "diff",
+                "--numstat",
+                str(step["snapshot_before"]),
+                str(step["snapshot"]),
+            ]
             contenders["step page"] = lambda: client.timed(
                 page.format(many) + f"/s/{step['step_id']}"
             )
@@ -117,18 +142,37 @@ def fig13(f: Fixture, p: Params) -> list[Row]:
             ui.kill()
             ui.wait()
     rows = [
-        ratio_row("13-timeline", f"`bar ui` timeline, first page: {LONG:,}-step task ÷ "
-                  "100-step task (a hundred rows each)", s, "timeline 10,000", "timeline 100",
-                  1.5),
-        ratio_row("13-timeline-10", f"`bar ui` timeline, first page: {LONG:,}-step task ÷ "
-                  "10-step task", s, "timeline 10,000", "timeline 10", None,
-                  note="context: 100 rows against 10"),
-    ]  # fmt: skip
+        ratio_row(
+            "13-timeline",
+            f"`bar ui` timeline, first page: {LONG:,}-step task ÷ "
+            "100-step task (a hundred rows each)",
+            s,
+            "timeline 10,000",
+            "timeline 100",
+            1.5,
+        ),
+        ratio_row(
+            "13-timeline-10",
+            f"`bar ui` timeline, first page: {LONG:,}-step task ÷ 10-step task",
+            s,
+            "timeline 10,000",
+            "timeline 10",
+            None,
+            note="context: 100 rows against 10",
+        ),
+    ]
     if not step:
         return rows
     return [
         *rows,
-        ratio_row("13-step", f"`bar ui` page of a step changing {FILES:,} files (its file list) "
-                  "÷ `git diff --numstat` of the same trees", s, "step page",
-                  "git diff --numstat", None, note="context: the file list, not the diffs"),
-    ]  # fmt: skip
+        ratio_row(
+            "13-step",
+            f"`bar ui` page of a step changing {FILES:,} files (its file list) "
+            "÷ `git diff --numstat` of the same trees",
+            s,
+            "step page",
+            "git diff --numstat",
+            None,
+            note="context: the file list, not the diffs",
+        ),
+    ]

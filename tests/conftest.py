@@ -18,8 +18,11 @@ import pytest
 # the helpers every test shares (tests/support), importable as ``helpers``, ``ptys``...;
 # and each package's tests, whose file names are unique, for the few that share a fixture
 _TESTS = Path(__file__).resolve().parent
-_PACKAGES = sorted(str(d) for d in _TESTS.rglob("*") if d.is_dir() and not (
-    {"data", "support", "__pycache__"} & set(d.relative_to(_TESTS).parts)))  # fmt: skip
+_PACKAGES = sorted(
+    str(d)
+    for d in _TESTS.rglob("*")
+    if d.is_dir() and not ({"data", "support", "__pycache__"} & set(d.relative_to(_TESTS).parts))
+)
 sys.path[:0] = [str(_TESTS / "support"), *_PACKAGES]
 
 
@@ -123,8 +126,12 @@ def make_repo(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[MakeRe
         return
     for repo in made:
         if (repo / ".git").is_dir():
-            checked = subprocess.run(["git", "fsck", "--no-progress", "--no-dangling"],
-                                     cwd=repo, capture_output=True, text=True)  # fmt: skip
+            checked = subprocess.run(
+                ["git", "fsck", "--no-progress", "--no-dangling"],
+                cwd=repo,
+                capture_output=True,
+                text=True,
+            )
             assert checked.returncode == 0 and not checked.stdout.strip(), (
                 f"git fsck of {repo.name} after the test: {checked.stdout}{checked.stderr}"
             )

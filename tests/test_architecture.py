@@ -67,8 +67,10 @@ def modules() -> dict[str, Path]:
 
 
 def _type_checking_only(node: ast.AST) -> bool:
-    return isinstance(node, ast.If) and ast.unparse(node.test) in ("TYPE_CHECKING",
-                                                                   "typing.TYPE_CHECKING")  # fmt: skip
+    return isinstance(node, ast.If) and ast.unparse(node.test) in (
+        "TYPE_CHECKING",
+        "typing.TYPE_CHECKING",
+    )
 
 
 def imports_of(path: Path, known: set[str]) -> set[str]:
@@ -106,8 +108,11 @@ def import_graph() -> dict[str, frozenset[str]]:
     graph = {}
     for name, path in mods.items():
         edges = imports_of(path, known)
-        graph[name] = frozenset(m for m in edges if m != name and not m.startswith(name + ".")
-                                and not name.startswith(m + "."))  # fmt: skip
+        graph[name] = frozenset(
+            m
+            for m in edges
+            if m != name and not m.startswith(name + ".") and not name.startswith(m + ".")
+        )
     return graph
 
 
@@ -207,8 +212,11 @@ def test_a_face_calls_the_library_surface_only() -> None:
 def test_every_module_says_what_it_is_for() -> None:
     """A newcomer reads the first line of a module (or a package's ``__init__``) to know
     what it holds; none is left without one."""
-    silent = [name for name, path in modules().items()
-              if not (ast.get_docstring(ast.parse(path.read_text())) or "").strip()]  # fmt: skip
+    silent = [
+        name
+        for name, path in modules().items()
+        if not (ast.get_docstring(ast.parse(path.read_text())) or "").strip()
+    ]
     assert not silent, f"modules without a docstring: {silent}"
 
 
@@ -217,10 +225,13 @@ def report() -> str:
     graph = import_graph()
     packages = Counter(
         name.split(".")[1] if (SRC / name.split(".")[1]).is_dir() else "(top level)"
-        for name in graph if name != "bar"
-    )  # fmt: skip
-    lines = [f"modules: {len(graph)}",
-             "per package: " + ", ".join(f"{p} {n}" for p, n in sorted(packages.items()))]  # fmt: skip
+        for name in graph
+        if name != "bar"
+    )
+    lines = [
+        f"modules: {len(graph)}",
+        "per package: " + ", ".join(f"{p} {n}" for p, n in sorted(packages.items())),
+    ]
     found = circles(graph)
     lines.append(f"circles: {len(found)}" + "".join(f"\n  {' '.join(c)}" for c in found))
     if not found:
@@ -282,34 +293,79 @@ def test_the_hook_relays_to_bar_run_importing_almost_nothing(answering_socket: P
         "sys.exit(code)\n"
     )
     proc = subprocess.run(
-        [sys.executable, "-c", probe], input=b'{"hook_event_name": "PreToolUse"}',
-        capture_output=True, timeout=30, env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
-    )  # fmt: skip
+        [sys.executable, "-c", probe],
+        input=b'{"hook_event_name": "PreToolUse"}',
+        capture_output=True,
+        timeout=30,
+        env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
+    )
     assert proc.returncode == 2
     assert proc.stdout == b'{"deny": 1}\n'
     assert proc.stderr.startswith(b"no\n")
     loaded = set(proc.stderr.split(b"MODULES ", 1)[1].decode().split())
-    heavy = {"json", "re", "dataclasses", "pathlib", "typing", "subprocess", "yaml", "inspect",
-             "mcp", "bar.mcp.server"}  # fmt: skip
+    heavy = {
+        "json",
+        "re",
+        "dataclasses",
+        "pathlib",
+        "typing",
+        "subprocess",
+        "yaml",
+        "inspect",
+        "mcp",
+        "bar.mcp.server",
+    }
     assert not loaded & heavy, f"the relay imported {sorted(loaded & heavy)}"
 
 
 # What `bar run -- true` must not import (docs/performance.md, "Start-up"): each costs
 # milliseconds on every step, for work a plain step does not do.
 RUN_PATH_DENIED = {
-    "dataclasses", "inspect", "yaml", "tempfile", "shutil", "hashlib", "secrets", "random",
-    "calendar", "datetime", "_strptime", "termios", "tty", "asyncio", "email", "http",
-    "urllib.request", "bar.changes.apply", "bar.changes.rollback", "bar.changes.checkout", "bar.project.doctor",
-    "bar.history.blame", "bar.terminal.pty", "bar.task.new", "bar.migrate_all",
-    "mcp", "pydantic", "bar.mcp.server", "bar.mcp.tools",
-    "starlette", "uvicorn", "bar.ui",
+    "dataclasses",
+    "inspect",
+    "yaml",
+    "tempfile",
+    "shutil",
+    "hashlib",
+    "secrets",
+    "random",
+    "calendar",
+    "datetime",
+    "_strptime",
+    "termios",
+    "tty",
+    "asyncio",
+    "email",
+    "http",
+    "urllib.request",
+    "bar.changes.apply",
+    "bar.changes.rollback",
+    "bar.changes.checkout",
+    "bar.project.doctor",
+    "bar.history.blame",
+    "bar.terminal.pty",
+    "bar.task.new",
+    "bar.migrate_all",
+    "mcp",
+    "pydantic",
+    "bar.mcp.server",
+    "bar.mcp.tools",
+    "starlette",
+    "uvicorn",
+    "bar.ui",
     # an agent's protocol, settings files and launch, and the gate of its hook events:
     # for a step with an agent (--agent) or when its first hook event arrives
-    "bar.agents.protocol", "bar.agents.settings", "bar.agents.launch", "bar.agents.mcp_entry",
+    "bar.agents.protocol",
+    "bar.agents.settings",
+    "bar.agents.launch",
+    "bar.agents.mcp_entry",
     "bar.step.gate",
     # the command line's other parts: only bar run's is built
-    "bar.cli.parser.tasks", "bar.cli.parser.tools", "bar.cli.parser.agents", "bar.cli.parser.mcp",
-}  # fmt: skip
+    "bar.cli.parser.tasks",
+    "bar.cli.parser.tools",
+    "bar.cli.parser.agents",
+    "bar.cli.parser.mcp",
+}
 
 
 def test_a_plain_step_imports_nothing_on_the_deny_list(
@@ -335,8 +391,9 @@ def test_a_plain_step_imports_nothing_on_the_deny_list(
         "sys.exit(code)\n"
     )
     for _ in range(2):  # the second step is the usual one: stamps, a watch, no hand edits
-        proc = subprocess.run([sys.executable, "-c", probe], cwd=wt, capture_output=True,
-                              timeout=60)  # fmt: skip
+        proc = subprocess.run(
+            [sys.executable, "-c", probe], cwd=wt, capture_output=True, timeout=60
+        )
         assert proc.returncode == 0, proc.stderr
     loaded = set(proc.stderr.split(b"MODULES ", 1)[1].decode().split())
     assert not loaded & RUN_PATH_DENIED, f"bar run imported {sorted(loaded & RUN_PATH_DENIED)}"
@@ -355,8 +412,13 @@ def test_the_hook_with_no_step_to_ask_loads_no_verb(
 
     assert bar(capfd, "init").code == 0
     wt = Path(new_task(capfd)["worktree"])
-    event = {"session_id": "s1", "hook_event_name": "PreToolUse", "tool_name": "Bash",
-             "tool_input": {"command": "rm -rf /"}, "cwd": str(wt)}  # fmt: skip
+    event = {
+        "session_id": "s1",
+        "hook_event_name": "PreToolUse",
+        "tool_name": "Bash",
+        "tool_input": {"command": "rm -rf /"},
+        "cwd": str(wt),
+    }
     probe = (
         "import sys\n"
         "from bar.cli.main import main\n"
@@ -367,9 +429,13 @@ def test_the_hook_with_no_step_to_ask_loads_no_verb(
     )
     trace = tmp_path / "trace.json"
     proc = subprocess.run(
-        [sys.executable, "-c", probe], cwd=wt, input=json.dumps(event).encode(),
-        capture_output=True, timeout=60, env={**os.environ, "GIT_TRACE2_EVENT": str(trace)},
-    )  # fmt: skip
+        [sys.executable, "-c", probe],
+        cwd=wt,
+        input=json.dumps(event).encode(),
+        capture_output=True,
+        timeout=60,
+        env={**os.environ, "GIT_TRACE2_EVENT": str(trace)},
+    )
     assert proc.returncode == 2, proc.stderr  # the default policy blocks it
     assert proc.stderr.startswith(b"bar policy: Recursive delete")
     loaded = set(proc.stderr.split(b"MODULES ", 1)[1].decode().split())
@@ -414,8 +480,9 @@ def test_only_bar_ui_loads_the_web_server(argv: list[str]) -> None:
         "    pass\n"
         "sys.stderr.write('MODULES ' + ' '.join(sorted(sys.modules)) + '\\n')\n"
     )
-    proc = subprocess.run([sys.executable, "-c", probe], input=b"{}", capture_output=True,
-                          timeout=30)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-c", probe], input=b"{}", capture_output=True, timeout=30
+    )
     loaded = set(proc.stderr.split(b"MODULES ", 1)[1].decode().split())
     web = {
         m for m in loaded if m.split(".")[0] in ("starlette", "uvicorn") or m.startswith("bar.ui")

@@ -277,8 +277,9 @@ def test_lock_timeout_gives_up_with_a_clear_message(
 ) -> None:
     t = new_task(capfd, "slow")
     holder = holder_factory()
-    res = exe("run", "--no-pty", "--", "touch", "never.txt", cwd=inited,
-              env={"BAR_LOCK_TIMEOUT": "1"})  # fmt: skip
+    res = exe(
+        "run", "--no-pty", "--", "touch", "never.txt", cwd=inited, env={"BAR_LOCK_TIMEOUT": "1"}
+    )
     assert holder.proc.poll() is None
     assert res.code == 7, res.err
     assert_clean_error(res)
@@ -301,8 +302,9 @@ def test_lock_of_a_killed_process_is_not_stale(
     # not keep the task locked either.
     os.kill(holder.proc.pid, signal.SIGKILL)
     assert holder.proc.wait(timeout=PATIENCE) == -signal.SIGKILL
-    res = exe("run", "--no-wait", "--no-pty", "--", "sh", "-c", "echo after > after.txt",
-              cwd=inited)  # fmt: skip
+    res = exe(
+        "run", "--no-wait", "--no-pty", "--", "sh", "-c", "echo after > after.txt", cwd=inited
+    )
     assert res.code == 0, res.err
     assert "interrupted" in res.err  # the dead holder's step is recorded first
     holder.release.touch()

@@ -18,8 +18,10 @@ SCRIPT = ROOT / "bench" / "crash_trials.py"
 def trials(*args: str, timeout: float = 600) -> tuple[int, dict[str, Any], str]:
     proc = subprocess.run(
         [sys.executable, str(SCRIPT), "--json", *args],
-        capture_output=True, text=True, timeout=timeout,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     return proc.returncode, json.loads(proc.stdout) if proc.stdout else {}, proc.stderr
 
 

@@ -17,10 +17,10 @@ DEMO = ROOT / "demo" / "demo.sh"
 def test_the_demo_runs_and_its_printed_commands_paste_safely(tmp_path: Path) -> None:
     scratch = tmp_path / "tmp"
     scratch.mkdir()
-    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}",
-               TMPDIR=str(scratch))  # fmt: skip
-    proc = subprocess.run(["bash", str(DEMO)], capture_output=True, text=True, env=env,
-                          timeout=300)  # fmt: skip
+    env = dict(
+        os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}", TMPDIR=str(scratch)
+    )
+    proc = subprocess.run(["bash", str(DEMO)], capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     shown = [m.group(1) for m in re.finditer(r"\033\[1m\$ (.*)\033\[0m", proc.stdout)]
     assert "bar run --no-pty -- sh -c 'cd /tmp && rm -rf / --no-preserve-root'" in shown

@@ -53,8 +53,9 @@ def run(request: pytest.FixtureRequest, capfd: pytest.CaptureFixture[str]) -> Ba
     return lambda *args, cwd=None: bar_exe(*args, cwd=cwd or Path.cwd())
 
 
-def _task(repo: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
-          run: Bar) -> tuple[dict[str, Any], Path]:  # fmt: skip
+def _task(
+    repo: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, run: Bar
+) -> tuple[dict[str, Any], Path]:
     """A task three steps in (with the speed layer on, its watcher is watching)."""
     if os.environ.get("BAR_FAST") == "0":
         init_clean(repo, capfd)
@@ -78,9 +79,13 @@ def _check(repo: Path, task: dict[str, Any], wt: Path, tmp: Path) -> None:
 
 
 def test_a_same_size_rewrite_in_the_second_of_the_record_with_its_mtime_set_back(
-    repo: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str],
-    monkeypatch: pytest.MonkeyPatch, speed: str, run: Bar,
-) -> None:  # fmt: skip
+    repo: Path,
+    tmp_path: Path,
+    capfd: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    speed: str,
+    run: Bar,
+) -> None:
     """A step writes ``f`` and sets its mtime back (its ctime is then in the second of the
     step's record, its mtime long before); in that same second the file is rewritten
     with as many bytes and its mtime set back again. git, which compares times to the
@@ -107,9 +112,13 @@ def test_a_same_size_rewrite_in_the_second_of_the_record_with_its_mtime_set_back
 
 
 def test_a_write_through_a_hard_link_from_outside_is_recorded(
-    repo: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str],
-    monkeypatch: pytest.MonkeyPatch, speed: str, run: Bar,
-) -> None:  # fmt: skip
+    repo: Path,
+    tmp_path: Path,
+    capfd: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    speed: str,
+    run: Bar,
+) -> None:
     """A file of the worktree has a second name outside it: writes through that name
     reach no watch of the worktree's, between steps and during one (a confined step may
     write ``/tmp``). Each is recorded, and a rollback never overwrites one unrecorded."""
@@ -138,17 +147,20 @@ def test_a_write_through_a_hard_link_from_outside_is_recorded(
 
 
 def test_a_rollback_across_a_gitignore_change_records_what_it_unignores(
-    repo: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str],
-    monkeypatch: pytest.MonkeyPatch, speed: str, run: Bar,
-) -> None:  # fmt: skip
+    repo: Path,
+    tmp_path: Path,
+    capfd: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    speed: str,
+    run: Bar,
+) -> None:
     """A step ignores ``*.log`` and makes logs; a rollback to before it brings back a
     ``.gitignore`` that does not ignore them: they are part of the state the rollback
     leaves, recorded as such (bar status is clean, closing keeps nothing unrecorded).
     Undoing the rollback ignores them again, and leaves them where they are."""
     task, wt = _task(repo, capfd, monkeypatch, run)
     before = ledger(task["id"])[-1]["step_id"]
-    res = run("run", "--", "sh", "-c", "echo '*.log' > .gitignore; echo made > build.log",
-              cwd=wt)  # fmt: skip
+    res = run("run", "--", "sh", "-c", "echo '*.log' > .gitignore; echo made > build.log", cwd=wt)
     assert res.code == 0, res.err
     (wt / "hand.log").write_text("by hand\n")
     assert run("run", "--", "true", cwd=wt).code == 0
@@ -164,9 +176,13 @@ def test_a_rollback_across_a_gitignore_change_records_what_it_unignores(
 
 
 def test_an_ignore_rule_outside_the_worktree_that_changes_is_seen(
-    repo: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str],
-    monkeypatch: pytest.MonkeyPatch, speed: str, run: Bar,
-) -> None:  # fmt: skip
+    repo: Path,
+    tmp_path: Path,
+    capfd: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    speed: str,
+    run: Bar,
+) -> None:
     """The repository's ``info/exclude`` ignores a file; then it stops ignoring it: the
     file is recorded at the next step, though no directory of the worktree changed."""
     exclude = repo / ".git" / "info" / "exclude"
@@ -177,9 +193,16 @@ def test_an_ignore_rule_outside_the_worktree_that_changes_is_seen(
     assert run("run", "--", "true", cwd=wt).code == 0
     time.sleep(SETTLE)
     assert run("run", "--", "true", cwd=wt).code == 0
-    assert "secret-notes.txt" not in subprocess.run(
-        ["git", "ls-tree", "-r", "--name-only", ledger(task["id"])[-1]["snapshot"]],
-        cwd=repo, capture_output=True, text=True, check=True).stdout  # fmt: skip
+    assert (
+        "secret-notes.txt"
+        not in subprocess.run(
+            ["git", "ls-tree", "-r", "--name-only", ledger(task["id"])[-1]["snapshot"]],
+            cwd=repo,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    )
     exclude.write_text("")
     assert run("run", "--", "true", cwd=wt).code == 0
     _check(repo, task, wt, tmp_path)
@@ -202,9 +225,12 @@ def _killed(wt: Path, at: str, *args: str) -> bool:
 
 
 def test_an_interrupted_rollback_is_finished_only_once_a_hand_edit_is_recorded(
-    repo: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str],
-    monkeypatch: pytest.MonkeyPatch, speed: str,
-) -> None:  # fmt: skip
+    repo: Path,
+    tmp_path: Path,
+    capfd: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    speed: str,
+) -> None:
     """``bar rollback`` killed at each of its crash points, then files edited by hand
     (one the rollback changes, one it does not know): the next command records the
     edits as a manual step before it finishes the rollback, so undoing the rollback
@@ -248,9 +274,12 @@ def test_an_interrupted_rollback_is_finished_only_once_a_hand_edit_is_recorded(
 
 
 def test_an_interrupted_step_is_credited_only_with_what_it_made(
-    repo: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str],
-    monkeypatch: pytest.MonkeyPatch, speed: str,
-) -> None:  # fmt: skip
+    repo: Path,
+    tmp_path: Path,
+    capfd: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    speed: str,
+) -> None:
     """``bar run`` killed while its command runs; then a file is edited by hand. The
     step is recorded as interrupted with what its command made, the hand edit as a
     manual step of its own."""
@@ -263,10 +292,19 @@ def test_an_interrupted_step_is_credited_only_with_what_it_made(
     stale = {"step_id": "0001", "exit_code": 7, "signal": None, "ended_at": "2026-01-01T00:00:00Z"}
     (task_dir(task["id"]) / "running.ended").write_text(json.dumps(stale))
     proc = subprocess.Popen(
-        [str(Path(os.sys.executable).parent / "bar"), "run", "--", "sh", "-c",
-         "echo step > by-step.txt; echo edited > README.md; sleep 60"],
-        cwd=wt, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+        [
+            str(Path(os.sys.executable).parent / "bar"),
+            "run",
+            "--",
+            "sh",
+            "-c",
+            "echo step > by-step.txt; echo edited > README.md; sleep 60",
+        ],
+        cwd=wt,
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.monotonic() + 30
     while not (wt / "README.md").read_text().startswith("edited") and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -286,9 +324,12 @@ def test_an_interrupted_step_is_credited_only_with_what_it_made(
 
 
 def test_a_step_killed_after_its_command_ended_keeps_its_exit_code(
-    repo: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str],
-    monkeypatch: pytest.MonkeyPatch, speed: str,
-) -> None:  # fmt: skip
+    repo: Path,
+    tmp_path: Path,
+    capfd: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    speed: str,
+) -> None:
     """bar killed at each crash point after its command ended, then a file edited by
     hand at once: the step is recorded with the command's exit code, not as interrupted,
     and with what its command made (the edit goes to a manual step), and what bar says
@@ -300,8 +341,12 @@ def test_a_step_killed_after_its_command_ended_keeps_its_exit_code(
     ref = f"refs/bar/tasks/{task['id']}"
     for n in range(4):
         step = f"{len(ledger(task['id'])) + 1:04d}"
-        label = [f"before writing {step}.patch", f"before moving {ref}",
-                 "before appending to ledger.jsonl", "after appending to ledger.jsonl"][n]  # fmt: skip
+        label = [
+            f"before writing {step}.patch",
+            f"before moving {ref}",
+            "before appending to ledger.jsonl",
+            "after appending to ledger.jsonl",
+        ][n]
         assert _killed(wt, label, "run", "--", "sh", "-c", f"echo {n} > f.txt; exit 3")
         (wt / "by-hand.txt").write_text(f"{n}\n")
         res = bar(capfd, "run", "--", "true")

@@ -48,14 +48,32 @@ def session(s: Session, repo: Path, tmp_path: Path) -> None:
     """Every command that prints JSON, in the states a script meets them in."""
     s.json("bar init --json", "init", "--json")
     t = s.json("bar task new --json", "task", "new", "first", "-d", "what it is for", "--json")
-    s.json("bar run --json", "run", "--no-pty", "--json", "--", "sh", "-c",
-           "echo out; echo err >&2; echo change >> README.md")  # fmt: skip
+    s.json(
+        "bar run --json",
+        "run",
+        "--no-pty",
+        "--json",
+        "--",
+        "sh",
+        "-c",
+        "echo out; echo err >&2; echo change >> README.md",
+    )
     s.json("bar run --json", "run", "--no-pty", "--json", "--", "rm", "-rf", "/", code=126)
     set_config(hooks={"pre_run": ["exit 3"]})
     s.json("bar run --json", "run", "--no-pty", "--json", "--", "true", code=10)
     set_config(hooks={"pre_run": []})
-    s.json("bar run --json", "run", "--no-pty", "--agent", "claude", "--json", "--",
-           agent_program(tmp_path), "write:new.txt=made by a tool", "echo more >> new.txt")  # fmt: skip
+    s.json(
+        "bar run --json",
+        "run",
+        "--no-pty",
+        "--agent",
+        "claude",
+        "--json",
+        "--",
+        agent_program(tmp_path),
+        "write:new.txt=made by a tool",
+        "echo more >> new.txt",
+    )
     for args in (["log", "--json"], ["log", "--json", "-p"], ["log", "--json", "--tools"]):
         s.json("bar log --json", *args)
     for ref in ("1", "2", "3", "4", "4.1"):
@@ -111,16 +129,31 @@ def agents_drive(s: Session) -> None:
     s.json("bar flow back-part --json", "flow", "back-part", "--rollback", "again", "--json")
     s.json("bar flow status --json", "flow", "status", "--json")
     s.json("bar log --json", "log", "--json")  # each step with its phase
-    item = {"id": 1, "title": "which", "location": {"file": "a.md", "start": 1, "end": 2},
-            "context": "why", "recommend": "a",
-            "options": [{"value": "a", "label": "A", "score": 90, "pros": ["p"], "cons": ["c"]},
-                        {"value": "b", "label": "B"}]}  # fmt: skip
+    item = {
+        "id": 1,
+        "title": "which",
+        "location": {"file": "a.md", "start": 1, "end": 2},
+        "context": "why",
+        "recommend": "a",
+        "options": [
+            {"value": "a", "label": "A", "score": 90, "pros": ["p"], "cons": ["c"]},
+            {"value": "b", "label": "B"},
+        ],
+    }
     question = json.dumps({"task": "t", "source": "s", "items": [item]})
     s.json("bar decide submit --json", "decide", "submit", question, "--json")
     s.json("bar decide submit --json", "decide", "submit", question, "--json")  # replaces
     s.json("bar decide list --json", "decide", "list", "--json")
-    done = s.json("bar decide answer --json", "decide", "answer", "--choose", "1=a", "--note",
-                  "1=why not", "--json")  # fmt: skip
+    done = s.json(
+        "bar decide answer --json",
+        "decide",
+        "answer",
+        "--choose",
+        "1=a",
+        "--note",
+        "1=why not",
+        "--json",
+    )
     s.json("bar decide result --json", "decide", "result", "--json")
     s.json("bar decide show --json", "decide", "show", "--json")
     s.json("bar decide list --json", "decide", "list", "--json")

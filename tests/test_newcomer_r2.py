@@ -19,13 +19,18 @@ QUESTIONS = {
     "task": "Add percentage discounts to the cart",
     "source": "TASK.md",
     "items": [
-        {"id": 1, "title": "Rounding of discounted amounts",
-         "location": {"file": "TASK.md", "start": 3, "end": 3},
-         "options": [{"value": "half-up", "label": "Round half up", "score": 80},
-                     {"value": "floor", "label": "Always round down", "score": 60}],
-         "recommend": "half-up"},
+        {
+            "id": 1,
+            "title": "Rounding of discounted amounts",
+            "location": {"file": "TASK.md", "start": 3, "end": 3},
+            "options": [
+                {"value": "half-up", "label": "Round half up", "score": 80},
+                {"value": "floor", "label": "Always round down", "score": 60},
+            ],
+            "recommend": "half-up",
+        },
     ],
-}  # fmt: skip
+}
 
 
 @pytest.fixture
@@ -45,7 +50,10 @@ def test_a_file_given_without_its_at_sign_is_named_back_with_the_fix(
     assert f"hint: to read the file, give @{questions}" in res.err
     missing = bar(capfd, "decide", "submit", f"@{tmp_path / 'nope.json'}")
     assert missing.code == ExitCode.USAGE
-    assert missing.err.splitlines()[0] == f"bar: cannot read {tmp_path / 'nope.json'}: No such file or directory"  # fmt: skip
+    assert (
+        missing.err.splitlines()[0]
+        == f"bar: cannot read {tmp_path / 'nope.json'}: No such file or directory"
+    )
     assert "hint: @FILE names a file of JSON" in missing.err
     # what is neither JSON nor a file is still said to be not JSON
     assert "the input is not JSON" in bar(capfd, "decide", "submit", "questions").err
@@ -111,8 +119,10 @@ def test_a_flow_rollback_names_the_state_the_files_return_to(
     assert res.code == 0, res.err
     back = ledger(task["id"])[-1]
     assert back["kind"] == "rollback" and (wt / "discount.py").read_text() == "RATE = 10\n"
-    assert (f"files restored to state {back['target_step']} (rollback {back['step_id']}; "
-            "bar undo takes it back)") in res.out  # fmt: skip
+    assert (
+        f"files restored to state {back['target_step']} (rollback {back['step_id']}; "
+        "bar undo takes it back)"
+    ) in res.out
     assert "state step" not in res.out
     assert bar(capfd, "undo").code == 0
     assert (wt / "discount.py").read_text() == "RATE = 15\n"
@@ -125,8 +135,10 @@ def test_an_mcp_tool_error_reads_as_docs_mcp_md_shows_it(
     assert bad.is_error
     documented = (ROOT / "docs" / "mcp.md").read_text()
     text = bad.content[0].text
-    assert text == ("Error executing tool show: bar: 'zz' is not a step id\n"
-                    "hint: step ids look like 0001 or 1; checkpoints like 1.2")  # fmt: skip
+    assert text == (
+        "Error executing tool show: bar: 'zz' is not a step id\n"
+        "hint: step ids look like 0001 or 1; checkpoints like 1.2"
+    )
     assert f"```\n{text}\n```" in documented
 
 
@@ -141,8 +153,12 @@ def test_after_a_timed_out_wait_the_agent_can_wait_again(
     (tool_timeout,) = calls(worktree(task), ("decide_result", {"wait_seconds": 0.2}))
     assert tool_timeout.is_error and "not decided yet" in tool_timeout.content[0].text
     assert bar(capfd, "decide", "result", "--timeout", "1").code == ExitCode.USAGE
-    waiter = subprocess.Popen([BAR_EXE, "decide", "result", "--wait", "--timeout", "60", "--json"],
-                              cwd=worktree(task), stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    waiter = subprocess.Popen(
+        [BAR_EXE, "decide", "result", "--wait", "--timeout", "60", "--json"],
+        cwd=worktree(task),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     try:
         assert bar(capfd, "decide", "answer", "--choose", "1=floor").code == 0
         out, err = waiter.communicate(timeout=60)

@@ -38,12 +38,29 @@ EXAMPLES = int(os.environ.get("BAR_ORACLE_EXAMPLES", "10"))
 
 # names chosen to hit git's corners: not UTF-8, control characters, case twins, spaces
 NAMES: list[bytes] = [
-    b"a.txt", b"A.txt", b"dir/b.txt", b"dir/sub/c.bin", b"caf\xe9.txt", b"tab\there",
-    b"new\nline", b"sp ace/d.md", b"deep/er/e", b"run.sh", b"build/out.o", b"x.log",
-]  # fmt: skip
+    b"a.txt",
+    b"A.txt",
+    b"dir/b.txt",
+    b"dir/sub/c.bin",
+    b"caf\xe9.txt",
+    b"tab\there",
+    b"new\nline",
+    b"sp ace/d.md",
+    b"deep/er/e",
+    b"run.sh",
+    b"build/out.o",
+    b"x.log",
+]
 DIRS = [b"dir", b"sp ace", b"deep", b"deep/er"]
-CONTENTS: list[bytes] = [b"", b"one\n", b"crlf\r\nline\r\n", b"mixed\r\nand\n", b"lone\r",
-                         b"no newline", b"\x00\xffbinary\r\n"]  # fmt: skip
+CONTENTS: list[bytes] = [
+    b"",
+    b"one\n",
+    b"crlf\r\nline\r\n",
+    b"mixed\r\nand\n",
+    b"lone\r",
+    b"no newline",
+    b"\x00\xffbinary\r\n",
+]
 
 shape = st.fixed_dictionaries(
     {
@@ -242,14 +259,22 @@ def on_disk(root: Path, ignored: set[str]) -> dict[str, bytes]:
 def in_commit(repo: Path, wt: Path, commit: str) -> dict[str, bytes]:
     """What the worktree should hold at snapshot ``commit``: git's checkout of each file,
     or the raw bytes the snapshot carries where they differ from it."""
-    out = subprocess.run(["git", "ls-tree", "-r", "-z", commit], cwd=repo, capture_output=True,
-                         check=True).stdout  # fmt: skip
+    out = subprocess.run(
+        ["git", "ls-tree", "-r", "-z", commit], cwd=repo, capture_output=True, check=True
+    ).stdout
     raw: dict[bytes, bytes] = {}
-    parent = subprocess.run(["git", "rev-parse", "-q", "--verify", f"{commit}^2^{{tree}}"],
-                            cwd=repo, capture_output=True)  # fmt: skip
+    parent = subprocess.run(
+        ["git", "rev-parse", "-q", "--verify", f"{commit}^2^{{tree}}"],
+        cwd=repo,
+        capture_output=True,
+    )
     if parent.returncode == 0:
-        listing = subprocess.run(["git", "ls-tree", "-r", "-z", parent.stdout.decode().strip()],
-                                 cwd=repo, capture_output=True, check=True).stdout  # fmt: skip
+        listing = subprocess.run(
+            ["git", "ls-tree", "-r", "-z", parent.stdout.decode().strip()],
+            cwd=repo,
+            capture_output=True,
+            check=True,
+        ).stdout
         for item in listing.split(b"\0"):
             if item:
                 meta, path = item.split(b"\t", 1)
@@ -283,22 +308,30 @@ def plain_git(wt: Path, tmp: Path) -> tuple[bytes, set[str]]:
     index.unlink(missing_ok=True)
     env = {**os.environ, "GIT_INDEX_FILE": str(index)}
     subprocess.run(["git", "read-tree", "HEAD"], cwd=wt, env=env, check=True)
-    subprocess.run(["git", "add", "-A", "--ignore-errors"],
-                   cwd=wt, env=env, capture_output=True)  # fmt: skip
-    out = subprocess.run(["git", "ls-files", "-s", "-z"], cwd=wt, env=env, capture_output=True,
-                         check=True).stdout  # fmt: skip
-    entries = b"\0".join(sorted(e.split(b" ", 2)[0] + b" " + e.split(b"\t", 1)[1]
-                                for e in out.split(b"\0") if e))  # fmt: skip
-    out = subprocess.run(["git", "ls-files", "-z", "--others", "--ignored", "--exclude-standard"],
-                         cwd=wt, env=env, capture_output=True, check=True).stdout  # fmt: skip
+    subprocess.run(["git", "add", "-A", "--ignore-errors"], cwd=wt, env=env, capture_output=True)
+    out = subprocess.run(
+        ["git", "ls-files", "-s", "-z"], cwd=wt, env=env, capture_output=True, check=True
+    ).stdout
+    entries = b"\0".join(
+        sorted(e.split(b" ", 2)[0] + b" " + e.split(b"\t", 1)[1] for e in out.split(b"\0") if e)
+    )
+    out = subprocess.run(
+        ["git", "ls-files", "-z", "--others", "--ignored", "--exclude-standard"],
+        cwd=wt,
+        env=env,
+        capture_output=True,
+        check=True,
+    ).stdout
     return entries, {p.decode("utf-8", "surrogateescape") for p in out.split(b"\0") if p}
 
 
 def snapshot_entries(repo: Path, commit: str) -> bytes:
-    out = subprocess.run(["git", "ls-tree", "-r", "-z", commit], cwd=repo, capture_output=True,
-                         check=True).stdout  # fmt: skip
-    return b"\0".join(sorted(e.split(b" ", 1)[0] + b" " + e.split(b"\t", 1)[1]
-                             for e in out.split(b"\0") if e))  # fmt: skip
+    out = subprocess.run(
+        ["git", "ls-tree", "-r", "-z", commit], cwd=repo, capture_output=True, check=True
+    ).stdout
+    return b"\0".join(
+        sorted(e.split(b" ", 1)[0] + b" " + e.split(b"\t", 1)[1] for e in out.split(b"\0") if e)
+    )
 
 
 def _make_repo(tmp: Path, sh: dict[str, Any]) -> Path:
@@ -350,20 +383,32 @@ def _check(repo: Path, wt: Path, tmp: Path, task_id: str) -> None:
 @given(sh=shape, actions=st.lists(action, min_size=1, max_size=6))
 # cases the oracle found once, kept: a line-ending change alone, a name with a newline,
 # a name that is not UTF-8, all where git converts line endings
-@example(sh={"top_files": True, "eol": "autocrlf", "files": [(b"a.txt", b"one\n")]},
-         actions=[("step", [("write", b"a.txt", b"one\n")])])  # fmt: skip
-@example(sh={"top_files": False, "eol": "autocrlf", "files": [(b"a.txt", b"")]},
-         actions=[("step", [("write", b"new\nline", b"one\n")])])  # fmt: skip
-@example(sh={"top_files": False, "eol": "autocrlf", "files": [(b"a.txt", b"")]},
-         actions=[("step", [("write", b"caf\xe9.txt", b"one\n")]), ("rollback", 0)])  # fmt: skip
+@example(
+    sh={"top_files": True, "eol": "autocrlf", "files": [(b"a.txt", b"one\n")]},
+    actions=[("step", [("write", b"a.txt", b"one\n")])],
+)
+@example(
+    sh={"top_files": False, "eol": "autocrlf", "files": [(b"a.txt", b"")]},
+    actions=[("step", [("write", b"new\nline", b"one\n")])],
+)
+@example(
+    sh={"top_files": False, "eol": "autocrlf", "files": [(b"a.txt", b"")]},
+    actions=[("step", [("write", b"caf\xe9.txt", b"one\n")]), ("rollback", 0)],
+)
 # a rollback across a .gitignore whose bytes alone changed, where git converts line endings
-@example(sh={"top_files": True, "eol": "autocrlf", "files": [(b"a.txt", b"")]},
-         actions=[("step", [("write", b"a.txt", b"")]),
-                  ("step", [("write", b"a.txt", b""), ("unignore", b".gitignore")]),
-                  ("rollback", 0)])  # fmt: skip
+@example(
+    sh={"top_files": True, "eol": "autocrlf", "files": [(b"a.txt", b"")]},
+    actions=[
+        ("step", [("write", b"a.txt", b"")]),
+        ("step", [("write", b"a.txt", b""), ("unignore", b".gitignore")]),
+        ("rollback", 0),
+    ],
+)
 # a file of the base that an ignore rule comes to cover stays (git keeps a tracked file)
-@example(sh={"top_files": False, "eol": "none", "files": [(b"a.txt", b"")]},
-         actions=[("step", [("ignore", b"*.txt")])])  # fmt: skip
+@example(
+    sh={"top_files": False, "eol": "none", "files": [(b"a.txt", b"")]},
+    actions=[("step", [("ignore", b"*.txt")])],
+)
 def test_snapshots_equal_plain_git_and_rollbacks_restore_bytes(
     sh: dict[str, Any],
     actions: list[tuple[str, Any]],
@@ -378,8 +423,15 @@ def test_snapshots_equal_plain_git_and_rollbacks_restore_bytes(
     assert fast == slow
 
 
-def _play(sh: dict[str, Any], actions: list[tuple[str, Any]], capfd: pytest.CaptureFixture[str],
-          monkeypatch: pytest.MonkeyPatch, outside: Path, *, fast: bool) -> list[str]:  # fmt: skip
+def _play(
+    sh: dict[str, Any],
+    actions: list[tuple[str, Any]],
+    capfd: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    outside: Path,
+    *,
+    fast: bool,
+) -> list[str]:
     """Play ``actions`` on a repository of shape ``sh``, checking everything after each;
     the tree of the last recorded state after each action. ``outside``: a directory of
     the play's own outside the worktree (emptied first)."""
@@ -431,7 +483,8 @@ def _play(sh: dict[str, Any], actions: list[tuple[str, Any]], capfd: pytest.Capt
                 # before the rollback (it never touches those), which its rules may not ignore
                 now = on_disk(wt, plain_git(wt, tmp)[1])
                 assert {k: v for k, v in now.items() if k not in ignored_before} == {
-                    k: v for k, v in seen[target].items() if k not in ignored_before}  # fmt: skip
+                    k: v for k, v in seen[target].items() if k not in ignored_before
+                }
             now = on_disk(wt, plain_git(wt, tmp)[1])
             for s in ledger(task["id"]):
                 seen.setdefault(s["step_id"], now)

@@ -33,7 +33,7 @@ from bar.agents.detect import agent_of, locate
         (["claude", "--version"], None),  # no session to supervise
         (["npx", "@openai/codex", "--help"], None),
     ],
-)  # fmt: skip
+)
 def test_the_agent_a_command_line_starts(argv: list[str], agent: str | None) -> None:
     assert agent_of(argv) == agent
 
@@ -47,7 +47,7 @@ def test_the_agent_a_command_line_starts(argv: list[str], agent: str | None) -> 
         (["npx", "-p", "@openai/codex", "codex", "exec"], 3),
         (["node", "--no-warnings", "/x/@openai/codex/bin/codex.js", "exec"], 2),
     ],
-)  # fmt: skip
+)
 def test_where_the_agents_own_options_go(argv: list[str], at: int) -> None:
     """bar's hooks for Codex and its MCP server for Claude Code go on the agent's command
     line right after this word, whatever wraps it."""
@@ -56,8 +56,9 @@ def test_where_the_agents_own_options_go(argv: list[str], at: int) -> None:
 
 
 def _run(cwd: Path, *argv: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([BAR_EXE, "run", "--no-pty", *argv], cwd=cwd, capture_output=True,
-                          text=True, timeout=120)  # fmt: skip
+    return subprocess.run(
+        [BAR_EXE, "run", "--no-pty", *argv], cwd=cwd, capture_output=True, text=True, timeout=120
+    )
 
 
 def test_a_known_agent_is_supervised_without_being_named(
@@ -76,6 +77,7 @@ def test_a_known_agent_is_supervised_without_being_named(
 
 
 def ledger_of(repo: Path) -> list[dict[str, object]]:
-    out = subprocess.run([BAR_EXE, "task", "show", "--json"], cwd=repo, capture_output=True,
-                         text=True, check=True).stdout  # fmt: skip
+    out = subprocess.run(
+        [BAR_EXE, "task", "show", "--json"], cwd=repo, capture_output=True, text=True, check=True
+    ).stdout
     return ledger(json.loads(out)["id"])

@@ -20,8 +20,11 @@ from mock_models import Answer, MockServer, Shell
 from test_real_agents import DENIED, DIALECT, AgentSetup, agent_binary
 
 # where each agent reads the developer's own hooks, and the variable naming its home
-OWN_SETTINGS = {"claude": ".claude/settings.json", "codex": ".codex/config.toml",
-                "gemini": ".gemini/settings.json"}  # fmt: skip
+OWN_SETTINGS = {
+    "claude": ".claude/settings.json",
+    "codex": ".codex/config.toml",
+    "gemini": ".gemini/settings.json",
+}
 VARIABLE = {"claude": "CLAUDE_CONFIG_DIR", "codex": "CODEX_HOME", "gemini": "GEMINI_CLI_HOME"}
 
 

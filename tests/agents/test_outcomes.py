@@ -64,13 +64,20 @@ def test_a_call_made_in_a_subagent_names_it(
     Events any process can send: one whose call is in no transcript of the agent's is
     marked unverified."""
     t = new_task(capfd)
-    base = {"session_id": "s1", "transcript_path": str(tmp_path / "t.jsonl"),
-            "cwd": str(worktree(t)), "tool_name": "Bash", "tool_use_id": "toolu_7",
-            "agent_id": "a3f", "agent_type": "Explore",
-            "tool_input": {"command": "echo sub > sub.txt"}}  # fmt: skip
+    base = {
+        "session_id": "s1",
+        "transcript_path": str(tmp_path / "t.jsonl"),
+        "cwd": str(worktree(t)),
+        "tool_name": "Bash",
+        "tool_use_id": "toolu_7",
+        "agent_id": "a3f",
+        "agent_type": "Explore",
+        "tool_input": {"command": "echo sub > sub.txt"},
+    }
     pre = json.dumps({**base, "hook_event_name": "PreToolUse"})
-    post = json.dumps({**base, "hook_event_name": "PostToolUse",
-                       "tool_response": {"stdout": "", "stderr": ""}})  # fmt: skip
+    post = json.dumps(
+        {**base, "hook_event_name": "PostToolUse", "tool_response": {"stdout": "", "stderr": ""}}
+    )
     agent = tmp_path / "claude"
     agent.write_text(
         f"#!/bin/sh\nprintf '%s' '{pre}' | {BAR_EXE} hook claude\n"

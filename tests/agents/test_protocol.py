@@ -209,27 +209,72 @@ def test_a_warning_tells_the_model_where_the_agent_passes_it_on(agent: str) -> N
 @pytest.mark.parametrize(
     ("agent", "payload", "outcome"),
     [
-        ("claude", {"hook_event_name": "PostToolUse", "tool_name": "Bash",
-                    "tool_input": {"command": "ls"}, "tool_use_id": "toolu_1",
-                    "tool_response": {"stdout": "", "stderr": ""}}, "ran"),
-        ("claude", {"hook_event_name": "PostToolUseFailure", "tool_name": "Bash",
-                    "tool_input": {"command": "false"}, "error": "Exit code 1"}, "failed"),
-        ("codex", {"hook_event_name": "PostToolUse", "tool_name": "Bash",
-                   "tool_input": {"command": "false"}, "tool_response": ""}, "ran"),
-        ("gemini", {"hook_event_name": "AfterTool", "tool_name": "run_shell_command",
-                    "tool_input": {"command": "exit 3"},
-                    "tool_response": {"llmContent": "Output: (empty)\nExit Code: 3\n"}},
-         "failed"),
-        ("gemini", {"hook_event_name": "AfterTool", "tool_name": "run_shell_command",
-                    "tool_input": {"command": "ls"},
-                    "tool_response": {"llmContent": "Output: a\nProcess Group PGID: 7"}}, "ran"),
+        (
+            "claude",
+            {
+                "hook_event_name": "PostToolUse",
+                "tool_name": "Bash",
+                "tool_input": {"command": "ls"},
+                "tool_use_id": "toolu_1",
+                "tool_response": {"stdout": "", "stderr": ""},
+            },
+            "ran",
+        ),
+        (
+            "claude",
+            {
+                "hook_event_name": "PostToolUseFailure",
+                "tool_name": "Bash",
+                "tool_input": {"command": "false"},
+                "error": "Exit code 1",
+            },
+            "failed",
+        ),
+        (
+            "codex",
+            {
+                "hook_event_name": "PostToolUse",
+                "tool_name": "Bash",
+                "tool_input": {"command": "false"},
+                "tool_response": "",
+            },
+            "ran",
+        ),
+        (
+            "gemini",
+            {
+                "hook_event_name": "AfterTool",
+                "tool_name": "run_shell_command",
+                "tool_input": {"command": "exit 3"},
+                "tool_response": {"llmContent": "Output: (empty)\nExit Code: 3\n"},
+            },
+            "failed",
+        ),
+        (
+            "gemini",
+            {
+                "hook_event_name": "AfterTool",
+                "tool_name": "run_shell_command",
+                "tool_input": {"command": "ls"},
+                "tool_response": {"llmContent": "Output: a\nProcess Group PGID: 7"},
+            },
+            "ran",
+        ),
         # blocked by Gemini CLI itself: no process ran, only its reason is reported
-        ("gemini", {"hook_event_name": "AfterTool", "tool_name": "run_shell_command",
-                    "tool_input": {"command": "echo $(id)"},
-                    "tool_response": {"llmContent": "Command injection detected: ... the "
-                                                    "command was blocked."}}, "refused"),
+        (
+            "gemini",
+            {
+                "hook_event_name": "AfterTool",
+                "tool_name": "run_shell_command",
+                "tool_input": {"command": "echo $(id)"},
+                "tool_response": {
+                    "llmContent": "Command injection detected: ... the command was blocked."
+                },
+            },
+            "refused",
+        ),
     ],
-)  # fmt: skip
+)
 def test_post_tool_events_say_what_became_of_the_command(
     agent: str, payload: dict[str, Any], outcome: str
 ) -> None:

@@ -95,9 +95,13 @@ class AgentSetup:
         how = ["--agent", self.agent, "--"] if named else ["--", "env"]
         return subprocess.run(
             [BAR_EXE, "run", "--no-pty", *how, *self.argv(prompt)],
-            cwd=cwd, env={**os.environ, **self.env}, stdin=subprocess.DEVNULL,
-            capture_output=True, text=True, timeout=300,
-        )  # fmt: skip
+            cwd=cwd,
+            env={**os.environ, **self.env},
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
 
     def argv(self, prompt: str) -> list[str]:
         program = agent_binary(self.agent)
@@ -125,8 +129,13 @@ def test_a_real_agent_is_checked_and_recorded(
     t = new_task(capfd)
     wt = worktree(t)
     notes = wt / "notes.txt"
-    script = [Shell(DENIED), Shell(BENIGN), Shell(WARNED),
-              WriteFile(str(notes), "written by the agent\n"), Answer("All done.")]  # fmt: skip
+    script = [
+        Shell(DENIED),
+        Shell(BENIGN),
+        Shell(WARNED),
+        WriteFile(str(notes), "written by the agent\n"),
+        Answer("All done."),
+    ]
     with MockServer(script) as server:
         setup = AgentSetup(agent, server.url)
         res = setup.run_in_bar(inited, "do the work", named=named)
@@ -178,9 +187,12 @@ def test_a_real_agent_stopped_from_outside_is_recorded_as_killed(
         setup = AgentSetup("gemini", server.url)
         proc = subprocess.Popen(
             [BAR_EXE, "run", "--no-pty", "--agent", "gemini", "--", *setup.argv("wait")],
-            cwd=inited, env={**os.environ, **setup.env}, stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-        )  # fmt: skip
+            cwd=inited,
+            env={**os.environ, **setup.env},
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
         try:
             deadline = time.monotonic() + 120
             while not any(r.main for r in server.model.requests):
@@ -206,8 +218,12 @@ def test_a_real_agent_session_is_checkpointed_at_every_edit(
     agent_binary(agent)
     t = new_task(capfd)
     wt = worktree(t)
-    script = [WriteFile(str(wt / "notes.txt"), "alpha\n"), Shell("echo beta >> notes.txt"),
-              WriteFile(str(wt / "more.txt"), "gamma\n"), Answer("Three edits.")]  # fmt: skip
+    script = [
+        WriteFile(str(wt / "notes.txt"), "alpha\n"),
+        Shell("echo beta >> notes.txt"),
+        WriteFile(str(wt / "more.txt"), "gamma\n"),
+        Answer("Three edits."),
+    ]
     with MockServer(script) as server:
         res = AgentSetup(agent, server.url).run_in_bar(inited, "edit")
     assert res.returncode == 0, res.stdout + res.stderr
@@ -217,7 +233,10 @@ def test_a_real_agent_session_is_checkpointed_at_every_edit(
     edit_tool = {"claude": "Write", "codex": "apply_patch", "gemini": "write_file"}[agent]
     shell_tool = {"claude": "Bash", "codex": "Bash", "gemini": "run_shell_command"}[agent]
     assert [(c["kind"], c["tool"]) for c in cps] == [
-        ("tool", edit_tool), ("tool", shell_tool), ("tool", edit_tool)]  # fmt: skip
+        ("tool", edit_tool),
+        ("tool", shell_tool),
+        ("tool", edit_tool),
+    ]
     assert step["checkpoints"] == 3
     # each call is in the agent's own transcript (Gemini CLI's events carry no call id);
     # one the agent had not written there yet when checkpointed is amended at the end
@@ -238,15 +257,18 @@ def test_a_real_agent_session_is_checkpointed_at_every_edit(
 
     lines = bar(capfd, "blame", "notes.txt", "--json").json()["lines"]
     assert [(b["text"], b["state"], b["tool"]) for b in lines] == [
-        ("alpha", "0001.1", edit_tool), ("beta", "0001.2", shell_tool)]  # fmt: skip
+        ("alpha", "0001.1", edit_tool),
+        ("beta", "0001.2", shell_tool),
+    ]
     (gamma,) = bar(capfd, "blame", "more.txt", "--json").json()["lines"]
     assert (gamma["state"], gamma["tool"]) == ("0001.3", edit_tool)
 
     replay = tmp_path / "replay"
     replay.mkdir()
     for cp in cps:
-        subprocess.run(["git", "apply", str(task_dir(t["id"]) / cp["patch"])], cwd=replay,
-                       check=True)  # fmt: skip
+        subprocess.run(
+            ["git", "apply", str(task_dir(t["id"]) / cp["patch"])], cwd=replay, check=True
+        )
     assert (replay / "notes.txt").read_text() == "alpha\nbeta\n"
     assert (replay / "more.txt").read_text() == "gamma\n"
 
@@ -269,9 +291,17 @@ def test_a_real_agents_commit_reaches_the_repository_at_its_checkpoint(
     (step,) = ledger(t["id"])
     lines = (task_dir(t["id"]) / "artifacts/0001.checkpoints.jsonl").read_text().splitlines()
     cps = [cp for cp in map(json.loads, lines) if "checkpoint" in cp]
-    branch = subprocess.run(["git", "-C", str(inited), "rev-parse", t["branch"]],
-                            capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
-    subject = subprocess.run(["git", "-C", str(inited), "log", "-1", "--format=%s", branch],
-                             capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+    branch = subprocess.run(
+        ["git", "-C", str(inited), "rev-parse", t["branch"]],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    subject = subprocess.run(
+        ["git", "-C", str(inited), "log", "-1", "--format=%s", branch],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     assert subject == "one"
     assert [c["head"] for c in cps] == [branch, branch] and step["head"] == branch

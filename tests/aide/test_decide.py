@@ -29,23 +29,53 @@ SEED = {
     "task": "实现用户认证模块",
     "source": "task-now.md",
     "items": [
-        {"id": 1, "title": "认证方式选择", "location": {"file": "task-now.md", "start": 5, "end": 7},
-         "context": "任务描述中未明确指定认证方式，需要确认",
-         "options": [
-             {"value": "jwt", "label": "JWT Token 认证", "score": 85,
-              "pros": ["无状态", "易于扩展", "跨域友好"], "cons": ["Token 无法主动失效", "需要处理刷新"]},
-             {"value": "session", "label": "Session 认证", "score": 70,
-              "pros": ["实现简单", "可主动失效"], "cons": ["需要存储", "扩展性差"]}],
-         "recommend": "jwt"},
-        {"id": 2, "title": "密码加密算法", "context": "选择密码存储的加密算法",
-         "options": [
-             {"value": "bcrypt", "label": "bcrypt", "score": 90, "pros": ["安全性高", "自带盐值"],
-              "cons": ["计算较慢"]},
-             {"value": "argon2", "label": "Argon2", "score": 95, "pros": ["最新标准", "抗GPU攻击"],
-              "cons": ["库支持较少"]}],
-         "recommend": "bcrypt"},
+        {
+            "id": 1,
+            "title": "认证方式选择",
+            "location": {"file": "task-now.md", "start": 5, "end": 7},
+            "context": "任务描述中未明确指定认证方式，需要确认",
+            "options": [
+                {
+                    "value": "jwt",
+                    "label": "JWT Token 认证",
+                    "score": 85,
+                    "pros": ["无状态", "易于扩展", "跨域友好"],
+                    "cons": ["Token 无法主动失效", "需要处理刷新"],
+                },
+                {
+                    "value": "session",
+                    "label": "Session 认证",
+                    "score": 70,
+                    "pros": ["实现简单", "可主动失效"],
+                    "cons": ["需要存储", "扩展性差"],
+                },
+            ],
+            "recommend": "jwt",
+        },
+        {
+            "id": 2,
+            "title": "密码加密算法",
+            "context": "选择密码存储的加密算法",
+            "options": [
+                {
+                    "value": "bcrypt",
+                    "label": "bcrypt",
+                    "score": 90,
+                    "pros": ["安全性高", "自带盐值"],
+                    "cons": ["计算较慢"],
+                },
+                {
+                    "value": "argon2",
+                    "label": "Argon2",
+                    "score": 95,
+                    "pros": ["最新标准", "抗GPU攻击"],
+                    "cons": ["库支持较少"],
+                },
+            ],
+            "recommend": "bcrypt",
+        },
     ],
-}  # fmt: skip
+}
 
 
 @pytest.fixture
@@ -66,8 +96,10 @@ def test_the_seed_example_submitted_answered_in_a_terminal_and_read_back(
     assert res.code == 0, res.err
     sid = res.json()["session_id"]
     pending = json.loads((decisions_dir(task) / "pending.json").read_bytes())
-    assert pending == {**SEED, "_meta": {"created_at": pending["_meta"]["created_at"],
-                                         "session_id": sid}}  # fmt: skip
+    assert pending == {
+        **SEED,
+        "_meta": {"created_at": pending["_meta"]["created_at"], "session_id": sid},
+    }
     assert len(sid) == 19 and sid[10] == "T" and sid[13] == sid[16] == "-"
     said = bar(capfd, "decide", "result")
     assert said.code == ExitCode.NOT_DECIDED and "not decided yet" in said.err
@@ -77,8 +109,12 @@ def test_the_seed_example_submitted_answered_in_a_terminal_and_read_back(
     assert "JWT Token 认证" in screen and "score 85" in screen and "+ 无状态" in screen
     assert "(recommended)" in screen and "task-now.md lines 5-7" in screen
     record = json.loads((decisions_dir(task) / f"{sid}.json").read_bytes())
-    output = {"decisions": [{"id": 1, "chosen": "jwt"},
-                            {"id": 2, "chosen": "argon2", "note": "团队更熟悉 argon2"}]}  # fmt: skip
+    output = {
+        "decisions": [
+            {"id": 1, "chosen": "jwt"},
+            {"id": 2, "chosen": "argon2", "note": "团队更熟悉 argon2"},
+        ]
+    }
     assert record == {"input": SEED, "output": output, "completed_at": record["completed_at"]}
     assert list(record) == ["input", "output", "completed_at"]
     assert not (decisions_dir(task) / "pending.json").exists()
@@ -95,8 +131,14 @@ def test_the_seed_example_submitted_answered_in_a_terminal_and_read_back(
 def answer_on_terminal(cwd: Path, lines: list[str]) -> tuple[str, int]:
     """``bar decide answer`` on a real pty, each line typed when a prompt shows."""
     master, slave = pty.openpty()
-    proc = subprocess.Popen([BAR_EXE, "decide", "answer"], cwd=cwd, stdin=slave, stdout=slave,
-                            stderr=slave, start_new_session=True)  # fmt: skip
+    proc = subprocess.Popen(
+        [BAR_EXE, "decide", "answer"],
+        cwd=cwd,
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        start_new_session=True,
+    )
     os.close(slave)
     screen, typed = b"", 0
     deadline = time.monotonic() + 60
@@ -137,11 +179,23 @@ def test_choose_answers_without_a_terminal_and_checks_every_item(
         res = bar(capfd, "decide", "answer", *args)
         assert res.code == ExitCode.USAGE and said in res.err, (args, res.err)
     assert (decisions_dir(task) / "pending.json").exists() and ledger(task["id"]) == []
-    res = bar(capfd, "decide", "answer", "--choose", "2=bcrypt", "--choose", "1=session",
-              "--note", "1=later, maybe", "--json")  # fmt: skip
+    res = bar(
+        capfd,
+        "decide",
+        "answer",
+        "--choose",
+        "2=bcrypt",
+        "--choose",
+        "1=session",
+        "--note",
+        "1=later, maybe",
+        "--json",
+    )
     assert res.code == 0, res.err
     assert res.json()["record"]["output"]["decisions"] == [
-        {"id": 1, "chosen": "session", "note": "later, maybe"}, {"id": 2, "chosen": "bcrypt"}]  # fmt: skip
+        {"id": 1, "chosen": "session", "note": "later, maybe"},
+        {"id": 2, "chosen": "bcrypt"},
+    ]
 
 
 def test_a_new_submit_replaces_the_pending_one_and_says_so(
@@ -155,18 +209,29 @@ def test_a_new_submit_replaces_the_pending_one_and_says_so(
 
 
 BAD = [
-    (lambda d: d["items"][0]["options"].pop(), 'item 1 (id 1): "options" must be a list of at least 2'),
+    (
+        lambda d: d["items"][0]["options"].pop(),
+        'item 1 (id 1): "options" must be a list of at least 2',
+    ),
     (lambda d: d["items"][1].update(id=1), 'item 2 (id 1): "id" 1 is used by an earlier item'),
-    (lambda d: d["items"][1].update(id=7, recommend="redis"),
-     'item 2 (id 7): "recommend" is "redis", which is not one of its options (bcrypt, argon2)'),
-    (lambda d: d["items"][0]["options"][1].update(score=101), 'item 1 (id 1), option 2: "score" is 101'),
+    (
+        lambda d: d["items"][1].update(id=7, recommend="redis"),
+        'item 2 (id 7): "recommend" is "redis", which is not one of its options (bcrypt, argon2)',
+    ),
+    (
+        lambda d: d["items"][0]["options"][1].update(score=101),
+        'item 1 (id 1), option 2: "score" is 101',
+    ),
     (lambda d: d["items"][1].pop("title"), 'item 2 (id 2): "title" must be a string'),
     (lambda d: d["items"][0].update(id="1"), 'item 1: "id" must be a whole number'),
     (lambda d: d["items"][0]["options"][0].update(pros="fast"), '"pros" must be a list of strings'),
     (lambda d: d.update(task=3), '"task" must be a string'),
-    (lambda d: d["items"][0]["location"].update(end=2), '"location.end" is before "location.start"'),
+    (
+        lambda d: d["items"][0]["location"].update(end=2),
+        '"location.end" is before "location.start"',
+    ),
     (lambda d: d["items"][0].update(colour="red"), 'item 1 (id 1): unknown field "colour"'),
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize(("mutate", "said"), BAD)
@@ -187,17 +252,27 @@ def test_the_agent_asks_inside_a_step_and_waits_for_the_answer(
     questions = tmp_path / "q.json"
     questions.write_text(json.dumps(SEED, ensure_ascii=False))
     proc = subprocess.Popen(
-        [BAR_EXE, "run", "--no-pty", "--", "sh", "-c",
-         f"{BAR_EXE} decide submit @{questions} --wait --timeout 60 > answer.json; echo $?"],
-        cwd=worktree(task), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-    )  # fmt: skip
+        [
+            BAR_EXE,
+            "run",
+            "--no-pty",
+            "--",
+            "sh",
+            "-c",
+            f"{BAR_EXE} decide submit @{questions} --wait --timeout 60 > answer.json; echo $?",
+        ],
+        cwd=worktree(task),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     try:
         deadline = time.monotonic() + 60
         while not (decisions_dir(task) / "pending.json").exists():
             assert time.monotonic() < deadline and proc.poll() is None
             time.sleep(0.05)
-        res = bar_exe("decide", "answer", "--choose", "1=jwt", "--choose", "2=argon2",
-                      cwd=worktree(task))  # fmt: skip
+        res = bar_exe(
+            "decide", "answer", "--choose", "1=jwt", "--choose", "2=argon2", cwd=worktree(task)
+        )
         assert res.code == 0 and "recorded when the running step ends" in res.out, res.err
     finally:
         out, err = proc.communicate(timeout=60)
@@ -207,8 +282,9 @@ def test_the_agent_asks_inside_a_step_and_waits_for_the_answer(
     assert [s["kind"] for s in ledger(task["id"])] == ["run", "decision"]
     # --wait gives up in time, with its own exit code
     assert bar(capfd, "decide", "submit", json.dumps(SEED)).code == 0
-    late = bar_exe("decide", "submit", json.dumps(SEED), "--wait", "--timeout", "0.3",
-                   cwd=worktree(task))  # fmt: skip
+    late = bar_exe(
+        "decide", "submit", json.dumps(SEED), "--wait", "--timeout", "0.3", cwd=worktree(task)
+    )
     assert late.code == ExitCode.NOT_DECIDED and "not decided yet" in late.err
 
 
@@ -217,9 +293,12 @@ def test_the_agent_asks_inside_a_step_and_waits_for_the_answer(
 _text = st.text(min_size=1, max_size=8)
 _option = st.fixed_dictionaries(
     {"value": _text, "label": _text},
-    optional={"score": st.integers(0, 100) | st.floats(0, 100), "pros": st.lists(_text, max_size=2),
-              "cons": st.lists(_text, max_size=2)},
-)  # fmt: skip
+    optional={
+        "score": st.integers(0, 100) | st.floats(0, 100),
+        "pros": st.lists(_text, max_size=2),
+        "cons": st.lists(_text, max_size=2),
+    },
+)
 
 
 @st.composite
@@ -298,8 +377,13 @@ def test_valid_inputs_round_trip_and_mutated_ones_write_nothing(
 
 
 def test_help_teaches_with_examples(capfd: pytest.CaptureFixture[str]) -> None:
-    for args in (["decide", "submit"], ["decide", "answer"], ["decide", "result"],
-                 ["decide", "list"], ["decide", "show"]):  # fmt: skip
+    for args in (
+        ["decide", "submit"],
+        ["decide", "answer"],
+        ["decide", "result"],
+        ["decide", "list"],
+        ["decide", "show"],
+    ):
         res = bar_exe(*args, "--help")
         assert res.code == 0 and "example" in res.out, args
     assert sys.executable

@@ -65,8 +65,13 @@ def test_the_seed_history_through_the_commands(
         5,
     )
     assert status["started_at"] == status["history"][0]["timestamp"]
-    seed = [("start", "flow-design", 1), ("next-step", "flow-design", 2), ("next-part", "impl", 3),
-            ("issue", "impl", 4), ("next-step", "impl", 5)]  # fmt: skip
+    seed = [
+        ("start", "flow-design", 1),
+        ("next-step", "flow-design", 2),
+        ("next-part", "impl", 3),
+        ("issue", "impl", 4),
+        ("next-step", "impl", 5),
+    ]
     assert [(e["action"], e["phase"], e["step"]) for e in status["history"]] == seed
     for entry, (_, summary, _) in zip(status["history"], script, strict=True):
         assert set(entry) == {
@@ -81,13 +86,17 @@ def test_the_seed_history_through_the_commands(
         assert entry["summary"] == summary
     messages = [message_of(repo, e["git_commit"]) for e in status["history"]]
     assert messages == [
-        "[bar] flow-design: 开始任务: 实现用户认证模块", "[bar] flow-design: 流程图设计完成",
-        "[bar] impl: 流程设计完成，开始实现", "[bar] impl issue: 测试覆盖率较低，后续需要补充",
-        "[bar] impl: 完成用户模型定义"]  # fmt: skip
+        "[bar] flow-design: 开始任务: 实现用户认证模块",
+        "[bar] flow-design: 流程图设计完成",
+        "[bar] impl: 流程设计完成，开始实现",
+        "[bar] impl issue: 测试覆盖率较低，后续需要补充",
+        "[bar] impl: 完成用户模型定义",
+    ]
     # each commit holds the worktree of its moment: the hand edits were recorded first
     last = files_in_commit(repo, status["history"][-1]["git_commit"])
     assert last["user.py"] == b"-:user.py\n" and "user.py" not in files_in_commit(
-        repo, status["history"][3]["git_commit"])  # fmt: skip
+        repo, status["history"][3]["git_commit"]
+    )
     assert [s["kind"] for s in ledger(task["id"])] == ["manual", "manual"]
     # kept reachable: refs/bar/flow/<id>/ holds the commits made for the flow's messages
     kept = git(repo, "for-each-ref", "--format=%(objectname)", f"refs/bar/flow/{task['id']}/")
@@ -168,11 +177,18 @@ def test_a_flow_action_inside_a_running_step_is_a_checkpoint_of_it(
     task: dict[str, Any], capfd: pytest.CaptureFixture[str]
 ) -> None:
     assert bar(capfd, "flow", "start", "begin").code == 0
-    res = bar_exe("run", "--no-pty", "--", "sh", "-c",
-                  "echo v1 > model.py && bar flow next-step 'finished the user model' && "
-                  "echo v2 > model.py && bar flow next-step 'tuned it' && bar flow issue 'slow' && "
-                  "echo v3 > model.py && bar flow back-step --rollback 'v2 was wrong'",
-                  cwd=worktree(task), env={"PATH": f"{Path(BAR_EXE).parent}:{os.environ['PATH']}"})  # fmt: skip
+    res = bar_exe(
+        "run",
+        "--no-pty",
+        "--",
+        "sh",
+        "-c",
+        "echo v1 > model.py && bar flow next-step 'finished the user model' && "
+        "echo v2 > model.py && bar flow next-step 'tuned it' && bar flow issue 'slow' && "
+        "echo v3 > model.py && bar flow back-step --rollback 'v2 was wrong'",
+        cwd=worktree(task),
+        env={"PATH": f"{Path(BAR_EXE).parent}:{os.environ['PATH']}"},
+    )
     assert res.code == 0, res.err
     status = flow_file(task)
     history = status["history"]

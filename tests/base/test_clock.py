@@ -22,9 +22,16 @@ def test_a_time_read_back_equals_the_standard_library_reading(ms: int) -> None:
 
 @pytest.mark.parametrize(
     "bad",
-    ["2026-02-29T00:00:00.000Z", "2026-13-01T00:00:00.000Z", "+026-01-01T00:00:00.000Z",
-     "2026-01-01 00:00:00.000Z", "2026-01-01T24:00:00.000Z", "", "yesterday"],
-)  # fmt: skip
+    [
+        "2026-02-29T00:00:00.000Z",
+        "2026-13-01T00:00:00.000Z",
+        "+026-01-01T00:00:00.000Z",
+        "2026-01-01 00:00:00.000Z",
+        "2026-01-01T24:00:00.000Z",
+        "",
+        "yesterday",
+    ],
+)
 def test_a_time_bar_did_not_write_counts_as_unreadable(bad: str) -> None:
     assert ms_between(bad, "2026-01-01T00:00:00.000Z") == 0
     assert ms_between("2024-02-29T00:00:00.000Z", "2024-03-01T00:00:00.000Z") == 86_400_000

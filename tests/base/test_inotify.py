@@ -89,9 +89,12 @@ def test_a_directory_that_cannot_be_watched_means_not_known(tmp_path: Path) -> N
 
 @pytest.mark.parametrize("watcher", [True, False], ids=["watcher", "step-watch"])
 def test_a_step_recorded_from_the_watch_equals_plain_git(
-    repo: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+    repo: Path,
+    tmp_path: Path,
+    capfd: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
     watcher: bool,
-) -> None:  # fmt: skip
+) -> None:
     """Every kind of change a command can make, recorded with no stat pass (the step's
     watch, or the task's watcher, says what moved), gives the tree ``git add -A`` gives
     on a fresh index."""
@@ -147,8 +150,9 @@ def test_a_step_recorded_from_the_watch_equals_plain_git(
     oracle_index = tmp_path / "oracle-index"
     env = {**os.environ, "GIT_INDEX_FILE": str(oracle_index)}
     subprocess.run(["git", "-C", str(wt), "add", "-A"], env=env, check=True)
-    expected = subprocess.run(["git", "-C", str(wt), "write-tree"], env=env, check=True,
-                              capture_output=True, text=True).stdout.strip()  # fmt: skip
+    expected = subprocess.run(
+        ["git", "-C", str(wt), "write-tree"], env=env, check=True, capture_output=True, text=True
+    ).stdout.strip()
     assert git(wt, "rev-parse", step["snapshot"] + "^{tree}").strip() == expected
     # each step statted once (its look for hand edits), or none: the watcher knew
     assert scans == ([0, 0] if watcher else [1, 1])
@@ -180,8 +184,16 @@ def test_quiet_until_anything_happens_and_then_for_good(tmp_path: Path) -> None:
     assert not Watch([str(tmp_path / "missing")], ANY_CHANGE).quiet()  # (cannot say)
 
 
-_SHUFFLES = ["swap", "to_link_inside", "to_link_outside", "back", "move_in", "move_out", "rmdir",
-             "mkdir"]  # fmt: skip
+_SHUFFLES = [
+    "swap",
+    "to_link_inside",
+    "to_link_outside",
+    "back",
+    "move_in",
+    "move_out",
+    "rmdir",
+    "mkdir",
+]
 
 
 def _real_dirs(root: Path) -> list[str]:

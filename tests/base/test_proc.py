@@ -12,12 +12,25 @@ from bar.base.proc import clean_env, exit_status
 
 
 def test_clean_env_keeps_identity_and_drops_redirections(monkeypatch: pytest.MonkeyPatch) -> None:
-    kept = {"GIT_AUTHOR_NAME": "a", "GIT_COMMITTER_DATE": "2024-01-01", "PATH": "/bin",
-            "GIT_CONFIG_GLOBAL": "/g", "HOME": "/h"}  # fmt: skip
-    dropped = {"GIT_DIR": "/x", "GIT_WORK_TREE": "/y", "GIT_INDEX_FILE": "/i",
-               "GIT_CONFIG_PARAMETERS": "'core.bare'='true'", "GIT_CONFIG_COUNT": "1",
-               "GIT_CONFIG_KEY_0": "diff.noprefix", "GIT_CONFIG_VALUE_0": "true",
-               "GIT_OBJECT_DIRECTORY": "/o", "GIT_NAMESPACE": "n", "GIT_SOMETHING_NEW": "z"}  # fmt: skip
+    kept = {
+        "GIT_AUTHOR_NAME": "a",
+        "GIT_COMMITTER_DATE": "2024-01-01",
+        "PATH": "/bin",
+        "GIT_CONFIG_GLOBAL": "/g",
+        "HOME": "/h",
+    }
+    dropped = {
+        "GIT_DIR": "/x",
+        "GIT_WORK_TREE": "/y",
+        "GIT_INDEX_FILE": "/i",
+        "GIT_CONFIG_PARAMETERS": "'core.bare'='true'",
+        "GIT_CONFIG_COUNT": "1",
+        "GIT_CONFIG_KEY_0": "diff.noprefix",
+        "GIT_CONFIG_VALUE_0": "true",
+        "GIT_OBJECT_DIRECTORY": "/o",
+        "GIT_NAMESPACE": "n",
+        "GIT_SOMETHING_NEW": "z",
+    }
     for name, value in {**kept, **dropped}.items():
         monkeypatch.setenv(name, value)
     env = clean_env({"EXTRA": "1"})

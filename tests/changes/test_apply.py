@@ -52,9 +52,11 @@ def test_apply_to_branch_not_checked_out_moves_only_the_ref(
 
 
 def test_apply_merges_once_and_asks_git_nothing_twice(
-    inited_clean: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str],
+    inited_clean: Path,
+    tmp_path: Path,
+    capfd: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
-) -> None:  # fmt: skip
+) -> None:
     git(inited_clean, "branch", "release")
     new_task(capfd)
     run(capfd, "echo r > r.txt")

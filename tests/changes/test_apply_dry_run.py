@@ -64,9 +64,12 @@ def test_the_dry_run_shows_the_diff_git_shows_of_what_lands(
     git(inited_clean, "add", "-A")
     git(inited_clean, "commit", "-qm", "two files")
     new_task(capfd)
-    run_sh(capfd, "git mv big.txt renamed.txt && echo more >> renamed.txt; "
-                  "printf 'x\\n' > \"$(printf 'tab\\tand é.txt')\"; printf '\\0\\1\\2' > bin.dat; "
-                  "echo s > 'with space.txt'")  # fmt: skip
+    run_sh(
+        capfd,
+        "git mv big.txt renamed.txt && echo more >> renamed.txt; "
+        "printf 'x\\n' > \"$(printf 'tab\\tand é.txt')\"; printf '\\0\\1\\2' > bin.dat; "
+        "echo s > 'with space.txt'",
+    )
     (inited_clean / "other.txt").write_text("changed on main\n")  # the target moves on
     git(inited_clean, "commit", "-qam", "main moves on")
     before = git(inited_clean, "rev-parse", "main").strip()
@@ -75,8 +78,19 @@ def test_the_dry_run_shows_the_diff_git_shows_of_what_lands(
     assert git(inited_clean, "rev-parse", "main").strip() == before
     assert bar(capfd, "apply").code == 0
     after = git(inited_clean, "rev-parse", "main").strip()
-    shown = git(inited_clean, "-c", "color.ui=never", "diff", "--no-ext-diff", "--no-textconv",
-                "--stat", "-p", before, after, "--")  # fmt: skip
+    shown = git(
+        inited_clean,
+        "-c",
+        "color.ui=never",
+        "diff",
+        "--no-ext-diff",
+        "--no-textconv",
+        "--stat",
+        "-p",
+        before,
+        after,
+        "--",
+    )
     assert "renamed.txt" in shown and "Bin" in shown and "\\t" in shown
     assert shown in dry.out
     assert "4 files +3 -0" in dry.out.splitlines()[0], dry.out

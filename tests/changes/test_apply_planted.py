@@ -115,8 +115,12 @@ def test_a_smudge_filter_the_agent_planted_never_runs(
     inited_clean: Path, capfd: pytest.CaptureFixture[str], ran: Path
 ) -> None:
     t = new_task(capfd)
-    plant(worktree(t), ("filter.x.smudge", f"{note(ran, 'smudge')}; tr a-z A-Z"),
-          ("filter.x.clean", "cat"), ("filter.x.required", "true"))  # fmt: skip
+    plant(
+        worktree(t),
+        ("filter.x.smudge", f"{note(ran, 'smudge')}; tr a-z A-Z"),
+        ("filter.x.clean", "cat"),
+        ("filter.x.required", "true"),
+    )
     run(capfd, "printf '* filter=x\\n' > .gitattributes; echo lower case > feature.txt")
     res = bar(capfd, "apply")
     assert runs(ran, t) == []
@@ -131,8 +135,12 @@ def test_a_clean_filter_and_an_fsmonitor_the_agent_planted_never_run(
 ) -> None:
     t = attributes_applied(capfd, "* filter=x")
     run(capfd, "echo two > two.txt; echo changed > README.md")
-    plant(worktree(t), ("filter.x.clean", f"{note(ran, 'clean')}; cat"),
-          ("filter.x.required", "true"), ("core.fsmonitor", f"{note(ran, 'fsmonitor')}; :"))  # fmt: skip
+    plant(
+        worktree(t),
+        ("filter.x.clean", f"{note(ran, 'clean')}; cat"),
+        ("filter.x.required", "true"),
+        ("core.fsmonitor", f"{note(ran, 'fsmonitor')}; :"),
+    )
     make_stat_dirty(inited_clean, "README.md", ".gitattributes")
     dry = bar(capfd, "apply", "--dry-run")
     assert dry.code == 0, dry.err
@@ -151,9 +159,14 @@ def test_configuration_planted_for_the_developers_checkout_alone_never_runs(
     t = attributes_applied(capfd, "* filter=x")
     run(capfd, "echo changed > README.md")
     plant_hooks(tmp_path / "hooks", ran, ("post-index-change", "reference-transaction"))
-    plant(inited_clean, ("filter.x.process", f"sh -c '{note(ran, 'process')}'"),
-          ("filter.x.required", "true"), ("core.fsmonitor", f"{note(ran, 'fsmonitor')}; :"),
-          ("core.hooksPath", str(tmp_path / "hooks")), worktree_only=True)  # fmt: skip
+    plant(
+        inited_clean,
+        ("filter.x.process", f"sh -c '{note(ran, 'process')}'"),
+        ("filter.x.required", "true"),
+        ("core.fsmonitor", f"{note(ran, 'fsmonitor')}; :"),
+        ("core.hooksPath", str(tmp_path / "hooks")),
+        worktree_only=True,
+    )
     make_stat_dirty(inited_clean, "README.md", ".gitattributes")
     dry = bar(capfd, "apply", "--dry-run")
     assert dry.code == 0, dry.err
@@ -164,8 +177,17 @@ def test_configuration_planted_for_the_developers_checkout_alone_never_runs(
     assert_checkout_is_the_commit(inited_clean)
 
 
-HOOKS = ("post-checkout", "post-merge", "reference-transaction", "post-index-change",
-         "pre-commit", "commit-msg", "post-commit", "post-rewrite", "pre-auto-gc")  # fmt: skip
+HOOKS = (
+    "post-checkout",
+    "post-merge",
+    "reference-transaction",
+    "post-index-change",
+    "pre-commit",
+    "commit-msg",
+    "post-commit",
+    "post-rewrite",
+    "pre-auto-gc",
+)
 
 
 @pytest.mark.parametrize("mode", ["commit", "merge"])
@@ -192,8 +214,7 @@ def test_a_merge_driver_the_agent_planted_never_runs(
     run(capfd, "sed -i 's/^a$/A/' notes.txt")
     (inited_clean / "notes.txt").write_text("a\nb\nc\nd\nE\n")  # the developer's own change
     git(inited_clean, "commit", "-qam", "the developer's edit")
-    plant(worktree(t), ("merge.x.driver", f"{note(ran, 'driver')}; exit 0"),
-          ("merge.default", "x"))  # fmt: skip
+    plant(worktree(t), ("merge.x.driver", f"{note(ran, 'driver')}; exit 0"), ("merge.default", "x"))
     res = bar(capfd, "apply")
     assert runs(ran, t, snapshots=True) == []
     assert res.code == 0, res.err

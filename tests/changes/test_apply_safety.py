@@ -42,9 +42,12 @@ def commit_files(repo: Path, files: dict[str, str], message: str) -> None:
 
 
 def assert_refused_and_untouched(
-    repo: Path, capfd: pytest.CaptureFixture[str], task_id: str, blocking: list[str],
+    repo: Path,
+    capfd: pytest.CaptureFixture[str],
+    task_id: str,
+    blocking: list[str],
     mine: dict[str, str],
-) -> None:  # fmt: skip
+) -> None:
     main_before = git(repo, "rev-parse", "main").strip()
     res = bar(capfd, "apply")
     for rel, text in mine.items():
@@ -71,8 +74,9 @@ def test_apply_refuses_to_overwrite_an_ignored_file_the_task_unignores(
     (inited_clean / ".env").write_text("API_KEY=the-real-one\n")
     t = new_task(capfd)
     run(capfd, ": > .gitignore; echo 'API_KEY=changeme' > .env")
-    assert_refused_and_untouched(inited_clean, capfd, t["id"], [".env"],
-                                 {".env": "API_KEY=the-real-one\n"})  # fmt: skip
+    assert_refused_and_untouched(
+        inited_clean, capfd, t["id"], [".env"], {".env": "API_KEY=the-real-one\n"}
+    )
 
 
 def test_apply_refuses_a_file_ignored_only_by_an_uncommitted_gitignore(
@@ -82,8 +86,9 @@ def test_apply_refuses_a_file_ignored_only_by_an_uncommitted_gitignore(
     (inited_clean / ".env").write_text("API_KEY=the-real-one\n")
     t = new_task(capfd)
     run(capfd, "echo 'API_KEY=changeme' > .env")
-    assert_refused_and_untouched(inited_clean, capfd, t["id"], [".env"],
-                                 {".env": "API_KEY=the-real-one\n"})  # fmt: skip
+    assert_refused_and_untouched(
+        inited_clean, capfd, t["id"], [".env"], {".env": "API_KEY=the-real-one\n"}
+    )
     (inited_clean / ".env").rename(inited_clean / ".env.mine")
     res = bar(capfd, "apply")
     assert res.code == 0, res.err
@@ -100,9 +105,12 @@ def test_apply_refuses_ignored_files_where_it_makes_or_removes_a_directory(
     t = new_task(capfd)
     run(capfd, ": > .gitignore; mkdir build; echo o > build/out.txt; rm -r cache; echo f > cache")
     assert_refused_and_untouched(
-        inited_clean, capfd, t["id"], ["build", "cache/local.db"],
+        inited_clean,
+        capfd,
+        t["id"],
+        ["build", "cache/local.db"],
         {"build": "my build output\n", "cache/local.db": "my database\n"},
-    )  # fmt: skip
+    )
 
 
 def test_apply_still_replaces_a_directory_of_tracked_files(
@@ -134,7 +142,7 @@ def killing_git(tmp_path: Path, kill_at: int) -> dict[str, str]:
         f'#!/bin/sh\ncase " $* " in *" checkout-index "*)\n'
         f'  head -z -n {kill_at} | {real} "$@"; echo {kill_at} > {count}; kill -KILL 0;;\n'
         f'esac\nexec {real} "$@"\n'
-    )  # fmt: skip
+    )
     wrapper.chmod(0o755)
     return {"PATH": f"{wrapper.parent}{os.pathsep}{os.environ['PATH']}"}
 
@@ -162,9 +170,14 @@ def setup_killable(repo: Path, n_files: int) -> tuple[dict[str, str], str]:
 
 def killed(repo: Path, args: list[str], env: dict[str, str]) -> int:
     """Run bar in a process group of its own, which the test may kill whole."""
-    proc = subprocess.Popen([BAR_EXE, *args], cwd=repo, env={**os.environ, **env},
-                            start_new_session=True, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)  # fmt: skip
+    proc = subprocess.Popen(
+        [BAR_EXE, *args],
+        cwd=repo,
+        env={**os.environ, **env},
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     return proc.wait(timeout=120)
 
 

@@ -123,8 +123,10 @@ def start_a_long_step(repo: Path, task: dict[str, str]) -> subprocess.Popen[byte
     # with its caller a moment later: tests/changes/fast/test_resident.py)
     proc = subprocess.Popen(
         [BAR_EXE, "run", "--no-sandbox", "--", "sh", "-c", "echo partial > work.txt; sleep 60"],
-        cwd=repo, start_new_session=True, env={**os.environ, "BAR_RESIDENT_IDLE": "0"},
-    )  # fmt: skip
+        cwd=repo,
+        start_new_session=True,
+        env={**os.environ, "BAR_RESIDENT_IDLE": "0"},
+    )
     deadline = time.time() + 60
     while not (wt / "work.txt").exists() and time.time() < deadline:
         time.sleep(0.05)
@@ -232,8 +234,12 @@ def test_doctor_fixes_permissions_and_missing_pieces(repo: Path, tmp_path: Path)
     git(repo, "update-ref", "-d", task["snapshot_ref"])
     res = bar_exe("doctor", cwd=repo)
     assert res.code == 8
-    for text in ("0644 should be 0600", "0755 should be 0700", "0001.patch is missing",
-                 "snapshot ref is missing"):  # fmt: skip
+    for text in (
+        "0644 should be 0600",
+        "0755 should be 0700",
+        "0001.patch is missing",
+        "snapshot ref is missing",
+    ):
         assert text in res.out
     assert bar_exe("doctor", "--repair", cwd=repo).code == 0
     assert bar_exe("doctor", cwd=repo).out.endswith("everything checks out\n")
@@ -248,10 +254,21 @@ def test_a_write_that_fails_says_so_and_keeps_the_record(repo: Path, tmp_path: P
     task = setup_task(repo)
     before = (task_dir(task["id"]) / "ledger.jsonl").read_bytes()
     res = subprocess.run(
-        [sys.executable, "-c", FSIZE_LIMITED, "run", "--",
-         sys.executable, "-c", "print('x' * 1_000_000); open('small.txt', 'w').write('ok')"],
-        cwd=repo, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-c",
+            FSIZE_LIMITED,
+            "run",
+            "--",
+            sys.executable,
+            "-c",
+            "print('x' * 1_000_000); open('small.txt', 'w').write('ok')",
+        ],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert "Traceback" not in res.stderr
     assert "could not write" in res.stderr and "File too large" in res.stderr
     after = (task_dir(task["id"]) / "ledger.jsonl").read_bytes()

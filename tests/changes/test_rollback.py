@@ -103,8 +103,9 @@ def test_rollback_dry_run_changes_nothing(
     assert res.code == 0
     plan = res.json()
     assert sorted((c["action"], c["path"]) for c in plan["changes"]) == [
-        ("delete", "a.txt"), ("recreate", "README.md"),
-    ]  # fmt: skip
+        ("delete", "a.txt"),
+        ("recreate", "README.md"),
+    ]
     assert tree_of_worktree(wt) == before
     assert len(ledger(t["id"])) == 1
     assert "dry run" in bar(capfd, "rollback", "--dry-run").out
@@ -115,8 +116,11 @@ def test_rollback_binary_symlink_mode(
 ) -> None:
     t = new_task(capfd)
     wt = worktree(t)
-    run(capfd, "printf '\\000\\001\\002' > bin.dat; ln -s README.md link; "
-               "printf '#!/bin/sh\\n' > x.sh; chmod +x x.sh; echo 'é' > 'name with space é.txt'")  # fmt: skip
+    run(
+        capfd,
+        "printf '\\000\\001\\002' > bin.dat; ln -s README.md link; "
+        "printf '#!/bin/sh\\n' > x.sh; chmod +x x.sh; echo 'é' > 'name with space é.txt'",
+    )
     first = tree_of_worktree(wt)
     run(capfd, "rm bin.dat; rm link; echo f > link; chmod -x x.sh; rm 'name with space é.txt'")
     assert bar(capfd, "rollback").code == 0
@@ -137,11 +141,20 @@ def test_interrupted_rollback_is_finished_by_the_next_command(
     run(capfd, "echo two > a.txt; echo b > b.txt")
     steps = ledger(t["id"])
     # simulate a crash after the journal and half the files were written
-    write_json_atomic(task_dir(t["id"]) / "rollback.json", {
-        "version": 1, "step_id": "0003", "target": "step", "target_step": "0001",
-        "target_commit": steps[0]["snapshot"], "target_head": t["base_commit"], "hard": False,
-        "snapshot_before": steps[1]["snapshot"], "started_at": "2024-01-01T00:00:00Z",
-    })  # fmt: skip
+    write_json_atomic(
+        task_dir(t["id"]) / "rollback.json",
+        {
+            "version": 1,
+            "step_id": "0003",
+            "target": "step",
+            "target_step": "0001",
+            "target_commit": steps[0]["snapshot"],
+            "target_head": t["base_commit"],
+            "hard": False,
+            "snapshot_before": steps[1]["snapshot"],
+            "started_at": "2024-01-01T00:00:00Z",
+        },
+    )
     (wt / "b.txt").unlink()
     res = bar(capfd, "run", "--", "true")
     assert res.code == 0, res.err

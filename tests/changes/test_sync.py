@@ -79,8 +79,10 @@ def test_sync_then_apply_lands_exactly_upstream_plus_the_task(
     run_sh(capfd, "sed -i 's/line 2$/line 2 by the task/' a.txt && echo new > task.txt")
     run_sh(capfd, "mkdir -p src && echo code > src/m.py")
     task_state = files_in_commit(inited, ledger(t["id"])[-1]["snapshot"])
-    tip = upstream(inited, {"a.txt": LINES.replace("line 9\n", "line 9 upstream\n"),
-                            "up.txt": "from upstream\n"})  # fmt: skip
+    tip = upstream(
+        inited,
+        {"a.txt": LINES.replace("line 9\n", "line 9 upstream\n"), "up.txt": "from upstream\n"},
+    )
 
     res = bar(capfd, "task", "sync")
     assert res.code == 0, res.err
@@ -135,8 +137,14 @@ def test_allow_conflicts_records_markers_and_the_resolution_applies(
 ) -> None:
     t = new_task(capfd)
     run_sh(capfd, "sed -i 's/line 5$/line 5 by the task/' a.txt")
-    tip = upstream(inited, {"a.txt": LINES.replace("line 5\n", "line 5 upstream\n")
-                            .replace("line 10\n", "line 10 upstream\n")})  # fmt: skip
+    tip = upstream(
+        inited,
+        {
+            "a.txt": LINES.replace("line 5\n", "line 5 upstream\n").replace(
+                "line 10\n", "line 10 upstream\n"
+            )
+        },
+    )
     res = bar(capfd, "task", "sync", "--allow-conflicts")
     assert res.code == 0, res.err
     assert "conflict markers in: a.txt" in res.out

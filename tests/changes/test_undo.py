@@ -34,9 +34,11 @@ def test_undo_undo_redo_redo_returns_to_after_the_second_run(
 
     steps = ledger(t["id"])
     assert [(s["kind"], s.get("undo_of"), s.get("redo_of")) for s in steps[2:]] == [
-        ("rollback", "0002", None), ("rollback", "0001", None),
-        ("rollback", None, "0001"), ("rollback", None, "0002"),
-    ]  # fmt: skip
+        ("rollback", "0002", None),
+        ("rollback", "0001", None),
+        ("rollback", None, "0001"),
+        ("rollback", None, "0002"),
+    ]
     log = bar(capfd, "log").out
     assert "undo of step 0002" in log and "redo of step 0001" in log
     nothing = bar(capfd, "redo")
@@ -127,16 +129,24 @@ def test_dry_run_of_undo_with_hand_edits_says_they_would_be_recorded_and_undone(
     assert dry.code == 0, dry.err
     assert dry.out.splitlines()[:4] == [
         "Your unrecorded changes (3 files) would be recorded as a manual step (0002) and undone:",
-        "  M f.txt", "  A g.txt", "  D k.txt",
-    ]  # fmt: skip
+        "  M f.txt",
+        "  A g.txt",
+        "  D k.txt",
+    ]
     assert "dry run" in dry.out
     assert len(ledger(t["id"])) == 1 and files_on_disk(wt) == edited  # nothing was changed
     data = bar(capfd, "undo", "--dry-run", "--json").json()
     assert (data["step_id"], data["kind"], data["target_step"]) == ("0002", "manual", "0001")
     assert [(c["status"], c["path"]) for c in data["unrecorded"]] == [
-        ("M", "f.txt"), ("A", "g.txt"), ("D", "k.txt")]  # fmt: skip
+        ("M", "f.txt"),
+        ("A", "g.txt"),
+        ("D", "k.txt"),
+    ]
     assert [(c["status"], c["path"]) for c in data["changes"]] == [
-        ("M", "f.txt"), ("D", "g.txt"), ("A", "k.txt")]  # fmt: skip
+        ("M", "f.txt"),
+        ("D", "g.txt"),
+        ("A", "k.txt"),
+    ]
     _predicted(capfd, "undo")
     assert files_on_disk(wt) == after_run
     assert [s["kind"] for s in ledger(t["id"])] == ["run", "manual", "rollback"]
@@ -198,8 +208,10 @@ def test_undo_of_a_hard_rollback_moves_the_branch_back_and_redo_forth(
     t = new_task(capfd)
     wt = worktree(t)
     run_sh(capfd, "echo one > f.txt")
-    run_sh(capfd, "echo two > f.txt && git add -A && git -c user.name=a -c user.email=a@b "
-                  "commit -qm two")  # fmt: skip
+    run_sh(
+        capfd,
+        "echo two > f.txt && git add -A && git -c user.name=a -c user.email=a@b commit -qm two",
+    )
     committed = git(wt, "rev-parse", "HEAD").strip()
     assert bar(capfd, "rollback", "--hard", "--to", "1").code == 0
     assert git(wt, "rev-parse", "HEAD").strip() == t["base_commit"]
@@ -223,9 +235,11 @@ def test_undo_of_a_hard_rollback_moves_the_branch_back_and_redo_forth(
 )
 @given(seq=actions)
 def test_any_sequence_matches_a_list_and_cursor(
-    make_repo: object, capfd: pytest.CaptureFixture[str], seq: list[str],
+    make_repo: object,
+    capfd: pytest.CaptureFixture[str],
+    seq: list[str],
     monkeypatch: pytest.MonkeyPatch,
-) -> None:  # fmt: skip
+) -> None:
     repo = make_repo()  # type: ignore[operator]
     monkeypatch.chdir(repo)
     monkeypatch.setenv("BAR_HOME", str(repo.parent / f"home-{repo.name}"))  # one per example

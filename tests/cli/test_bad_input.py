@@ -651,8 +651,9 @@ def _valid_journal(w: World) -> dict[str, Any]:
     }
 
 
-def state_file_cases(f: str, valid: Callable[[World], dict[str, Any]], cmds: dict[str, int],
-                     ok: dict[str, int]) -> list[Case]:  # fmt: skip
+def state_file_cases(
+    f: str, valid: Callable[[World], dict[str, Any]], cmds: dict[str, int], ok: dict[str, int]
+) -> list[Case]:
     def put(edit: Callable[[World, dict[str, Any]], None] | None = None) -> Breaker:
         def breaker(w: World) -> None:
             rec = valid(w)

@@ -43,8 +43,9 @@ def test_a_step_is_recorded_whatever_became_of_the_streams(
     for n in range(2):  # (the first one starts the resident the second may be served by)
         name = f"f{n}.txt"
         script = CASES[case].format(bar=BAR_EXE, f=name)
-        proc = subprocess.run(["bash", "-c", script], cwd=wt, capture_output=True, timeout=120,
-                              env=dict(os.environ))  # fmt: skip
+        proc = subprocess.run(
+            ["bash", "-c", script], cwd=wt, capture_output=True, timeout=120, env=dict(os.environ)
+        )
         assert proc.returncode == (3 if "exit 3" in case else 0), proc.stderr
         step = ledger(task["id"])[-1]
         assert step["kind"] == "run" and not step.get("interrupted"), step
@@ -67,8 +68,9 @@ def test_a_relative_bar_home_is_one_place_wherever_bar_runs(
     env = dict(os.environ)
 
     def run(*args: str, cwd: Path = repo) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([BAR_EXE, *args], cwd=cwd, env=env, capture_output=True,
-                              text=True, timeout=120)  # fmt: skip
+        return subprocess.run(
+            [BAR_EXE, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=120
+        )
 
     assert run("init").returncode == 0
     subprocess.run(["git", "add", ".bar"], cwd=repo, check=True)

@@ -52,8 +52,14 @@ def complete_bash(line: str, cwd: Path | None = None, source: str | None = None)
             path.write_text(bar_exe("completion", "bash").out)
         source = str(path)
     env.update(SCRIPT=source, LINE=line)
-    proc = subprocess.run(["bash", "--norc", "--noprofile", "-c", driver, "bash", *words],
-                          cwd=cwd, env=env, capture_output=True, text=True, timeout=60)  # fmt: skip
+    proc = subprocess.run(
+        ["bash", "--norc", "--noprofile", "-c", driver, "bash", *words],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 0 and not proc.stderr, proc.stderr
     return sorted(set(proc.stdout.split("\n")) - {""})
 
@@ -103,8 +109,12 @@ def test_the_bash_table_holds_every_command_and_option_of_the_parser(
     path.write_text(script(capfd, "bash"))
     keys = [f"{kind}:{p}" for p in tree for kind in "SO"]
     lookups = "".join(f'__bar_spec "{key}"; printf "%s\\0" "$REPLY"\n' for key in keys)
-    out = subprocess.run(["bash", "--norc", "-c", f"source {path}\n{lookups}"],
-                         capture_output=True, text=True, check=True).stdout  # fmt: skip
+    out = subprocess.run(
+        ["bash", "--norc", "-c", f"source {path}\n{lookups}"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     seen = dict(zip(keys, out.split("\0"), strict=False))
     for p, (subs, options) in tree.items():
         words = lambda key: sorted(e.split("\t")[0] for e in seen[key].splitlines())  # noqa: E731
@@ -144,16 +154,34 @@ def test_every_task_step_and_state_argument_completes_as_one() -> None:
     with_task = [key for key in kinds if key.endswith((" --task", " -t"))]
     assert len(with_task) >= 18 and {kinds[key] for key in with_task} == {"task"}
     expected = {
-        "task show #0": "task", "task switch #0": "task", "task close #0": "task",
-        "task path #0": "task", "task reopen #0": "task", "task delete #0": "task",
-        "task sync --onto": "branch", "undo --task": "task",
-        "show #0": "step", "replay #0": "step", "apply --at": "step", "blame --at": "step",
-        "diff --from": "state", "diff --to": "state", "rollback --to": "state",
-        "blame #0": "file", "policy check --file": "file", "run --cwd": "dir",
-        "task new --base": "ref", "apply --target": "branch", "run ...": "command",
-        "policy check ...": "command", "apply --mode": "choices", "run --agent": "choices",
-        "completion #0": "choices", "log -n": "none", "log --json": "flag",
-    }  # fmt: skip
+        "task show #0": "task",
+        "task switch #0": "task",
+        "task close #0": "task",
+        "task path #0": "task",
+        "task reopen #0": "task",
+        "task delete #0": "task",
+        "task sync --onto": "branch",
+        "undo --task": "task",
+        "show #0": "step",
+        "replay #0": "step",
+        "apply --at": "step",
+        "blame --at": "step",
+        "diff --from": "state",
+        "diff --to": "state",
+        "rollback --to": "state",
+        "blame #0": "file",
+        "policy check --file": "file",
+        "run --cwd": "dir",
+        "task new --base": "ref",
+        "apply --target": "branch",
+        "run ...": "command",
+        "policy check ...": "command",
+        "apply --mode": "choices",
+        "run --agent": "choices",
+        "completion #0": "choices",
+        "log -n": "none",
+        "log --json": "flag",
+    }
     assert {key: kinds.get(key) for key in expected} == expected
 
 
@@ -233,8 +261,14 @@ def test_bash_completes_commands_actions_options_and_choices(
 
 
 def test_bash_completes_task_names_in_a_project(project: Path) -> None:
-    for line in ("bar task show ", "bar task switch ", "bar task close ", "bar log --task ",
-                 "bar log -t ", "bar status --task="):  # fmt: skip
+    for line in (
+        "bar task show ",
+        "bar task switch ",
+        "bar task close ",
+        "bar log --task ",
+        "bar log -t ",
+        "bar status --task=",
+    ):
         assert complete_bash(line, cwd=project) == ["alpha", "beta"], line
     assert complete_bash("bar task switch a", cwd=project) == ["alpha"]
 
@@ -258,8 +292,17 @@ def test_bash_completes_checkpoints_once_a_step_and_a_dot_are_typed(
     program.parent.mkdir()
     program.write_text(f'#!/bin/sh\nexec {sys.executable} {FAKE_AGENT} --agent claude "$@"\n')
     program.chmod(0o755)
-    res = bar_exe("run", "--no-pty", "--agent", "claude", "--", str(program),
-                  "write:a.txt=one", "echo two > b.txt", cwd=project)  # fmt: skip
+    res = bar_exe(
+        "run",
+        "--no-pty",
+        "--agent",
+        "claude",
+        "--",
+        str(program),
+        "write:a.txt=one",
+        "echo two > b.txt",
+        cwd=project,
+    )
     assert res.code == 0, res.err
     assert complete_bash("bar show ", cwd=project) == ["0001"]  # not its checkpoints
     assert complete_bash("bar show 1.", cwd=project) == ["1.1", "1.2"]
@@ -380,11 +423,23 @@ def test_bar_complete_imports_neither_the_parser_nor_the_core() -> None:
         "main(['__complete', 'step'])\n"
         "print('MODULES', ' '.join(sorted(sys.modules)))\n"
     )
-    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
-                         check=True).stdout  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True
+    ).stdout
     loaded = set(out.split("MODULES ", 1)[1].split())
-    heavy = {"argparse", "yaml", "bar.cli.parser", "bar.api", "bar.task.tasks", "bar.project.config",
-             "bar.project.project", "bar.ledger.jsonl", "bar.policy", "dataclasses", "inspect"}  # fmt: skip
+    heavy = {
+        "argparse",
+        "yaml",
+        "bar.cli.parser",
+        "bar.api",
+        "bar.task.tasks",
+        "bar.project.config",
+        "bar.project.project",
+        "bar.ledger.jsonl",
+        "bar.policy",
+        "dataclasses",
+        "inspect",
+    }
     assert not loaded & heavy, sorted(loaded & heavy)
 
 
@@ -411,6 +466,11 @@ def test_completion_of_an_unknown_shell_is_a_usage_error(
 
 @pytest.mark.skipif(shutil.which("bash") is None, reason="no bash")
 def test_the_installed_script_registers_for_bar(tmp_path: Path) -> None:
-    out = subprocess.run(["bash", "--norc", "-c", 'eval "$(bar completion bash)"; complete -p bar'],
-                         env=shell_env(), capture_output=True, text=True, check=True).stdout  # fmt: skip
+    out = subprocess.run(
+        ["bash", "--norc", "-c", 'eval "$(bar completion bash)"; complete -p bar'],
+        env=shell_env(),
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     assert out.strip() == "complete -F _bar bar"

@@ -69,15 +69,31 @@ def complete_zsh(line: str, cwd: Path, load: str = SOURCED) -> list[str]:
     capture = cwd.parent / "zsh-capture.txt"
     capture.unlink(missing_ok=True)
     env = {**shell_env(), "LOAD": load, "LINE": line, "CAPTURE": str(capture)}
-    proc = subprocess.run(["zsh", "-f", "-c", ZSH_DRIVER], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    proc = subprocess.run(
+        ["zsh", "-f", "-c", ZSH_DRIVER],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     lines = proc.stdout.splitlines()
     assert "<done>" in lines, proc.stdout + proc.stderr
     return sorted(set(lines) - {"<done>", ""})
 
 
-TASK_ACTIONS = ["close", "delete", "list", "new", "path", "prune", "reopen", "show", "switch",
-                "sync"]  # fmt: skip
+TASK_ACTIONS = [
+    "close",
+    "delete",
+    "list",
+    "new",
+    "path",
+    "prune",
+    "reopen",
+    "show",
+    "switch",
+    "sync",
+]
 
 
 @pytest.mark.parametrize(
@@ -125,8 +141,9 @@ def test_the_zsh_script_is_valid_zsh(tmp_path: Path) -> None:
     path.write_text(bar_exe("completion", "zsh").out)
     subprocess.run(["zsh", "-n", str(path)], check=True)
     check = "autoload -U compinit; compinit -u -D; source <(bar completion zsh); print $_comps[bar]"
-    out = subprocess.run(["zsh", "-fc", check], env=shell_env(), capture_output=True, text=True,
-                         check=True).stdout  # fmt: skip
+    out = subprocess.run(
+        ["zsh", "-fc", check], env=shell_env(), capture_output=True, text=True, check=True
+    ).stdout
     assert out.strip() == "_bar"
 
 
@@ -135,11 +152,19 @@ def test_the_zsh_script_is_valid_zsh(tmp_path: Path) -> None:
 
 def complete_fish(line: str, cwd: Path, installed: bool = False) -> list[str]:
     """fish's candidates for ``line`` (without what fish shows beside them)."""
-    program = f"complete -C {line!r}" if installed else (
-        f"bar completion fish | source; complete -C {line!r}"
-    )  # fmt: skip
-    proc = subprocess.run(["fish", "-c", program], cwd=cwd, env=shell_env(),
-                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    program = (
+        f"complete -C {line!r}"
+        if installed
+        else (f"bar completion fish | source; complete -C {line!r}")
+    )
+    proc = subprocess.run(
+        ["fish", "-c", program],
+        cwd=cwd,
+        env=shell_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 0 and not proc.stderr, proc.stderr
     return sorted({line.split("\t")[0] for line in proc.stdout.splitlines()} - {""})
 
@@ -167,9 +192,14 @@ def test_fish_completes_as_it_is_typed(project: Path, line: str, expected: list[
 
 def test_fish_shows_what_each_candidate_is(project: Path) -> None:
     need("fish")
-    proc = subprocess.run(["fish", "-c", "bar completion fish | source; complete -C 'bar task show '"],
-                          cwd=project, env=shell_env(), capture_output=True, text=True,
-                          check=True)  # fmt: skip
+    proc = subprocess.run(
+        ["fish", "-c", "bar completion fish | source; complete -C 'bar task show '"],
+        cwd=project,
+        env=shell_env(),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     shown = dict(line.split("\t", 1) for line in proc.stdout.splitlines())
     assert shown["alpha"].startswith("open: the first one")
     assert shown["beta"].startswith("active task")

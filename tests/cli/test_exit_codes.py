@@ -35,8 +35,10 @@ def test_an_unknown_ref_is_not_found(inited: Path, capfd: pytest.CaptureFixture[
     res = bar(capfd, "task", "new", "t1", "--base", "no-such-branch")
     assert res.code == ExitCode.NOT_FOUND and "no-such-branch" in res.err
     new_task(capfd)
-    for args in (("apply", "--target", "no-such-branch"),
-                 ("apply", "--dry-run", "--target", "no-such-branch")):  # fmt: skip
+    for args in (
+        ("apply", "--target", "no-such-branch"),
+        ("apply", "--dry-run", "--target", "no-such-branch"),
+    ):
         res = bar(capfd, *args)
         assert res.code == ExitCode.NOT_FOUND and "no-such-branch" in res.err
     # a name that cannot be a branch at all is a bad command line

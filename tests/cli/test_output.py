@@ -171,8 +171,9 @@ def test_show_names_no_rule_without_none(inited: Path, capfd: pytest.CaptureFixt
     # an inner command no rule matched, as bar hook records it
     path = task_dir(t["id"]) / "ledger.jsonl"
     rec = ledger(t["id"])[0]
-    rec["policy_events"] = [{"rule": None, "action": "allow", "matched": "ls -la",
-                             "source": "hook:claude"}]  # fmt: skip
+    rec["policy_events"] = [
+        {"rule": None, "action": "allow", "matched": "ls -la", "source": "hook:claude"}
+    ]
     path.write_text(json.dumps(rec) + "\n")
     out = bar(capfd, "show", "1").out
     assert "policy    allow (no rule): ls -la [hook:claude]" in out

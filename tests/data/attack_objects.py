@@ -18,8 +18,11 @@ import zlib
 
 
 def git(*args: str, data: bytes | None = None) -> str:
-    return subprocess.run(["git", *args], input=data, capture_output=True,
-                          check=False).stdout.decode().strip()  # fmt: skip
+    return (
+        subprocess.run(["git", *args], input=data, capture_output=True, check=False)
+        .stdout.decode()
+        .strip()
+    )
 
 
 common = git("rev-parse", "--path-format=absolute", "--git-common-dir")

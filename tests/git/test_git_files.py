@@ -37,9 +37,19 @@ def test_a_steps_head_is_the_head_git_names(repo: Path, capfd: pytest.CaptureFix
 
 def _git_says(here: Path) -> tuple[Path, Path] | None:
     res = subprocess.run(
-        ["git", "-C", str(here), "rev-parse", "--path-format=absolute", "--show-toplevel",
-         "--git-common-dir"], capture_output=True, text=True, check=False,
-    )  # fmt: skip
+        [
+            "git",
+            "-C",
+            str(here),
+            "rev-parse",
+            "--path-format=absolute",
+            "--show-toplevel",
+            "--git-common-dir",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     lines = res.stdout.split()
     return (Path(lines[0]), Path(lines[1])) if res.returncode == 0 and len(lines) == 2 else None
 

@@ -44,8 +44,9 @@ def test_a_git_file_that_names_nothing_is_left_to_git(make_repo: MakeRepo, tmp_p
     sub = linked / "sub"
     sub.mkdir()
     (sub / ".git").write_text("gitdir: /nowhere/at/all\n")  # not a repository: git looks up
-    proc = subprocess.run(["git", "-C", str(sub), "rev-parse", "--absolute-git-dir"],
-                          capture_output=True, text=True)  # fmt: skip
+    proc = subprocess.run(
+        ["git", "-C", str(sub), "rev-parse", "--absolute-git-dir"], capture_output=True, text=True
+    )
     try:
         answer: str | None = str(bargit.admin_dir(sub))
     except bargit.GitError:

@@ -32,8 +32,7 @@ def sh(capfd: pytest.CaptureFixture[str], script: str) -> str:
 
 
 def guard_events(t: dict) -> list[str]:
-    return [e["matched"] for e in ledger(t["id"])[-1]["policy_events"]
-            if e["rule"] == "bar:guard"]  # fmt: skip
+    return [e["matched"] for e in ledger(t["id"])[-1]["policy_events"] if e["rule"] == "bar:guard"]
 
 
 def test_a_git_file_pointed_at_the_developers_repository_is_put_back(
@@ -84,9 +83,12 @@ def test_a_moved_snapshot_ref_is_never_chained_onto(
     sh(capfd, "echo one > one.txt")
     # (from a script file: the policy blocks the line itself, and this tests what is
     # behind the policy)
-    sh(capfd, "echo c > c.txt && git add c.txt && git commit -qm c && printf '%s\\n' "
-              "'git update-ref refs/bar/tasks/$BAR_TASK_ID HEAD' > \"$TMPDIR/m.sh\" && "
-              "sh \"$TMPDIR/m.sh\"")  # fmt: skip
+    sh(
+        capfd,
+        "echo c > c.txt && git add c.txt && git commit -qm c && printf '%s\\n' "
+        "'git update-ref refs/bar/tasks/$BAR_TASK_ID HEAD' > \"$TMPDIR/m.sh\" && "
+        'sh "$TMPDIR/m.sh"',
+    )
     sh(capfd, "echo two > two.txt")
     git(repo, "reflog", "expire", "--expire=now", "--all")
     git(repo, "gc", "--quiet", "--prune=now")
@@ -102,8 +104,10 @@ def test_a_step_that_switches_the_policy_off_is_undone(
 ) -> None:
     config = project_dir() / "config.yaml"
     before = config.read_bytes()
-    err = sh(capfd, "sed -i 's/enabled: true/enabled: false/' "
-                    "$BAR_HOME/projects/$BAR_PROJECT/config.yaml")  # fmt: skip
+    err = sh(
+        capfd,
+        "sed -i 's/enabled: true/enabled: false/' $BAR_HOME/projects/$BAR_PROJECT/config.yaml",
+    )
     assert "guard" in err and guard_events(task)
     assert config.read_bytes() == before
     assert config.stat().st_mode & 0o777 == 0o600  # bar's file stays private
@@ -125,14 +129,18 @@ def test_planted_filters_and_hooks_are_removed_but_ordinary_config_is_kept(
     repo: Path, task: dict, capfd: pytest.CaptureFixture[str]
 ) -> None:
     hook = repo / ".git" / "hooks" / "post-checkout"
-    sh(capfd, "git config filter.x.smudge 'touch /tmp/planted; cat' && "
-              "git config user.name Agent && "
-              f"printf '#!/bin/sh\\ntouch /tmp/planted\\n' > {hook} && chmod +x {hook} && "
-              f"echo '* filter=x' > {repo}/.git/info/attributes")  # fmt: skip
+    sh(
+        capfd,
+        "git config filter.x.smudge 'touch /tmp/planted; cat' && "
+        "git config user.name Agent && "
+        f"printf '#!/bin/sh\\ntouch /tmp/planted\\n' > {hook} && chmod +x {hook} && "
+        f"echo '* filter=x' > {repo}/.git/info/attributes",
+    )
     events = guard_events(task)
     assert len(events) == 3, events
-    found = subprocess.run(["git", "config", "--get-regexp", "^filter"], cwd=repo,
-                           capture_output=True)  # fmt: skip
+    found = subprocess.run(
+        ["git", "config", "--get-regexp", "^filter"], cwd=repo, capture_output=True
+    )
     assert found.stdout == b""
     assert git(repo, "config", "user.name").strip() == "Agent"  # ordinary work stays
     assert not hook.exists() and not (repo / ".git" / "info" / "attributes").exists()
@@ -145,8 +153,11 @@ def test_a_worktree_config_filter_and_an_object_alternate_are_taken_out(
     confined step; bar's own git commands read both."""
     git(repo, "config", "extensions.worktreeConfig", "true")  # the developer's choice
     common = repo / ".git"
-    sh(capfd, "git config --worktree filter.y.clean 'touch /tmp/planted; cat' && "
-              f"echo /nonexistent/objects > {common}/objects/info/alternates")  # fmt: skip
+    sh(
+        capfd,
+        "git config --worktree filter.y.clean 'touch /tmp/planted; cat' && "
+        f"echo /nonexistent/objects > {common}/objects/info/alternates",
+    )
     events = guard_events(task)
     assert len(events) == 2, events
     admin = Path(git(worktree(task), "rev-parse", "--absolute-git-dir").strip())
@@ -181,8 +192,10 @@ def test_objects_changed_in_place_are_found_with_and_without_the_kernels_help(
     path = store / blob[:2] / blob[2:]
     path.chmod(0o644)
     path.write_bytes(zlib.compress(b"blob 5\x00evil\n"))
-    for loose, packs in (object_guard.changed(store, seen, since),
-                         object_guard.changed_since(store, since)):  # fmt: skip
+    for loose, packs in (
+        object_guard.changed(store, seen, since),
+        object_guard.changed_since(store, since),
+    ):
         assert path in loose and packs == []
         assert object_guard.bad_objects(repo, loose, packs) == [str(path)]
     assert Watch([str(tmp_path / "missing")]).changes() is None  # cannot say: look at all

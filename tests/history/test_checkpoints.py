@@ -59,10 +59,21 @@ def run_agent(
     cwd: Path, tmp_path: Path, agent: str, *commands: str
 ) -> subprocess.CompletedProcess[str]:
     res = subprocess.run(
-        [BAR_EXE, "run", "--no-pty", "--agent", agent, "--", agent_program(tmp_path, agent),
-         *commands],
-        cwd=cwd, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        [
+            BAR_EXE,
+            "run",
+            "--no-pty",
+            "--agent",
+            agent,
+            "--",
+            agent_program(tmp_path, agent),
+            *commands,
+        ],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert res.returncode == 0, res.stdout + res.stderr
     return res
 
@@ -88,10 +99,14 @@ def test_three_edits_three_checkpoints_rewind_undo_and_blame(
 ) -> None:
     t = new_task(capfd)
     wt = worktree(t)
-    run_agent(inited, tmp_path, agent,
-              "write:notes.txt=first\nedited by the tool\nsecond",
-              "echo 'added by the shell' >> notes.txt",
-              "write:new.txt=third edit")  # fmt: skip
+    run_agent(
+        inited,
+        tmp_path,
+        agent,
+        "write:notes.txt=first\nedited by the tool\nsecond",
+        "echo 'added by the shell' >> notes.txt",
+        "write:new.txt=third edit",
+    )
     (step,) = ledger(t["id"])
     assert step["checkpoints"] == 3
     assert step["artifacts"]["checkpoints"] == "artifacts/0001.checkpoints.jsonl"
@@ -126,45 +141,71 @@ def test_three_edits_three_checkpoints_rewind_undo_and_blame(
 
     # every line blamed on the tool call that wrote it, through the rewind and its undo
     got = {(b["text"], b["state"], b["tool"]) for b in blame(capfd, "notes.txt")}
-    assert got == {("first", "base", None), ("edited by the tool", "0001.1", edit_tool),
-                   ("second", "base", None),
-                   ("added by the shell", "0001.2", shell_tool)}  # fmt: skip
+    assert got == {
+        ("first", "base", None),
+        ("edited by the tool", "0001.1", edit_tool),
+        ("second", "base", None),
+        ("added by the shell", "0001.2", shell_tool),
+    }
     (line,) = blame(capfd, "new.txt")
-    assert (line["state"], line["tool"], line["session_id"]) == ("0001.3", edit_tool,
-                                                                 cps[2]["session_id"])  # fmt: skip
+    assert (line["state"], line["tool"], line["session_id"]) == (
+        "0001.3",
+        edit_tool,
+        cps[2]["session_id"],
+    )
     # blame of an earlier state
     assert [b["text"] for b in blame(capfd, "notes.txt", "--at", "1.1")] == [
-        "first", "edited by the tool", "second"]  # fmt: skip
+        "first",
+        "edited by the tool",
+        "second",
+    ]
 
     # the checkpoints' patches replay in order onto the base, to the step's state
     replayed = _replay_checkpoints(inited, t, cps, tmp_path / "replay")
     assert replayed == files_in_commit(inited, step["snapshot"])
 
 
-def _replay_checkpoints(repo: Path, t: dict[str, Any], cps: list[dict[str, Any]],
-                        dest: Path) -> dict[str, bytes]:  # fmt: skip
+def _replay_checkpoints(
+    repo: Path, t: dict[str, Any], cps: list[dict[str, Any]], dest: Path
+) -> dict[str, bytes]:
     dest.mkdir(parents=True)
-    archive = subprocess.run(["git", "archive", "--format=tar", t["base_commit"]], cwd=repo,
-                             capture_output=True, check=True).stdout  # fmt: skip
+    archive = subprocess.run(
+        ["git", "archive", "--format=tar", t["base_commit"]],
+        cwd=repo,
+        capture_output=True,
+        check=True,
+    ).stdout
     subprocess.run(["tar", "-x", "-f", "-"], cwd=dest, input=archive, check=True)
     for cp in cps:
         if cp.get("patch"):
-            subprocess.run(["git", "apply", "--binary", str(task_dir(t["id"]) / cp["patch"])],
-                           cwd=dest, check=True, capture_output=True)  # fmt: skip
+            subprocess.run(
+                ["git", "apply", "--binary", str(task_dir(t["id"]) / cp["patch"])],
+                cwd=dest,
+                check=True,
+                capture_output=True,
+            )
     return files_on_disk(dest)
 
 
 def test_checkpoints_of_edits_in_place_ask_git_for_no_tree_shape(
-    inited: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str],
+    inited: Path,
+    tmp_path: Path,
+    capfd: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
-) -> None:  # fmt: skip
+) -> None:
     # the agent's settings bar installs (excluded from every snapshot, so named again at
     # each checkpoint) change no tree: edits in place keep its directories as they are
     new_task(capfd)
     trace = tmp_path / "trace.json"
     monkeypatch.setenv("GIT_TRACE2_EVENT", str(trace))
-    run_agent(inited, tmp_path, "claude", "write:notes.txt=one", "write:notes.txt=two",
-              "echo three >> notes.txt")  # fmt: skip
+    run_agent(
+        inited,
+        tmp_path,
+        "claude",
+        "write:notes.txt=one",
+        "write:notes.txt=two",
+        "echo three >> notes.txt",
+    )
     monkeypatch.delenv("GIT_TRACE2_EVENT")
     ran = git_commands(trace)
     # (and no commit-tree: bar writes the checkpoints' commits itself, ``bar.changes.fast.object_writer``)
@@ -172,8 +213,10 @@ def test_checkpoints_of_edits_in_place_ask_git_for_no_tree_shape(
 
 
 def test_the_stamps_checkpoints_hold_are_written_by_the_step(
-    inited: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str],
-) -> None:  # fmt: skip
+    inited: Path,
+    tmp_path: Path,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
     # each checkpoint keeps its stamps in memory; the step's own snapshot (which here
     # finds nothing new: the last call's checkpoint took it all) writes them: the next
     # command trusts them (they name the step's state and the side index as it is)
@@ -191,8 +234,15 @@ def test_changes_no_hook_saw_are_the_residual_checkpoint(
     inited: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
     t = new_task(capfd)
-    run_agent(inited, tmp_path, "claude", "write:a.txt=one", "silent:sub/agent.txt=unseen",
-              "echo two > b.txt", "ls")  # fmt: skip
+    run_agent(
+        inited,
+        tmp_path,
+        "claude",
+        "write:a.txt=one",
+        "silent:sub/agent.txt=unseen",
+        "echo two > b.txt",
+        "ls",
+    )
     (_step,) = ledger(t["id"])
     cps = checkpoint_lines(t["id"], "0001")
     # the silent write happened before the shell command: a residual of its own, taken
@@ -213,7 +263,8 @@ def test_changes_no_hook_saw_are_the_residual_checkpoint(
     assert cps2[1]["diff_stat"]["file_list"] == ["late.txt"]
     assert cps2[1]["snapshot"] == step2["snapshot"] and step2["checkpoints"] == 2
     assert replay_patches(inited, t["id"], t["base_commit"], tmp_path / "steps") == (
-        _replay_checkpoints(inited, t, [*cps, *cps2], tmp_path / "checkpoints"))  # fmt: skip
+        _replay_checkpoints(inited, t, [*cps, *cps2], tmp_path / "checkpoints")
+    )
     shown = bar(capfd, "show", "2.2")
     assert shown.code == 0 and "changes no hook reported" in shown.out
 
@@ -248,8 +299,13 @@ def test_every_command_that_takes_a_state_takes_a_checkpoint(
     commit = done.json()["commit_sha"]
     assert files_in_commit(inited, commit)["a.txt"] == b"-:two\n"
     assert "b.txt" not in files_in_commit(inited, commit)
-    message = subprocess.run(["git", "log", "-1", "--format=%B", commit], cwd=inited,
-                             capture_output=True, text=True, check=True).stdout  # fmt: skip
+    message = subprocess.run(
+        ["git", "log", "-1", "--format=%B", commit],
+        cwd=inited,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     assert "Bar-Step: 0001.2" in message
     refused = bar(capfd, "apply", "--at", "1.2", "--mode", "merge")
     assert refused.code == 2 and "--at lands a recorded state as one commit" in refused.err
@@ -288,11 +344,24 @@ def test_an_interrupted_session_keeps_its_checkpoints_and_adds_the_residual(
     t = new_task(capfd)
     wt = worktree(t)
     proc = subprocess.Popen(
-        [BAR_EXE, "run", "--no-pty", "--agent", "claude", "--", agent_program(tmp_path, "claude"),
-         "write:a.txt=one", "echo two > b.txt", "silent:c.txt=three",
-         f"wait:{tmp_path / 'never'}"],  # (waits for its user: no call, no hook event)
-        cwd=inited, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
-    )  # fmt: skip
+        [
+            BAR_EXE,
+            "run",
+            "--no-pty",
+            "--agent",
+            "claude",
+            "--",
+            agent_program(tmp_path, "claude"),
+            "write:a.txt=one",
+            "echo two > b.txt",
+            "silent:c.txt=three",
+            f"wait:{tmp_path / 'never'}",
+        ],  # (waits for its user: no call, no hook event)
+        cwd=inited,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
     cps_file = task_dir(t["id"]) / "artifacts" / "0001.checkpoints.jsonl"
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and not (wt / "c.txt").exists():
@@ -352,9 +421,12 @@ def _command(call: tuple[str, str, str]) -> str:
     return "true"
 
 
-@settings(max_examples=int(os.environ.get("BAR_CHECKPOINT_EXAMPLES", "4")), deadline=None,
-          derandomize=os.environ.get("BAR_CHECKPOINT_RANDOM") != "1",
-          suppress_health_check=[HealthCheck.function_scoped_fixture])  # fmt: skip
+@settings(
+    max_examples=int(os.environ.get("BAR_CHECKPOINT_EXAMPLES", "4")),
+    deadline=None,
+    derandomize=os.environ.get("BAR_CHECKPOINT_RANDOM") != "1",
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
 @given(sessions=st.lists(st.lists(_CALL, min_size=1, max_size=6), min_size=1, max_size=2))
 def test_checkpoint_patches_replay_in_order_onto_the_base(
     sessions: list[list[tuple[str, str, str]]],
@@ -412,10 +484,25 @@ def test_a_rollback_while_the_session_waits_is_a_checkpoint_of_the_running_step(
     flags.mkdir()
     busy = f"touch busy.txt && while [ ! -e {flags}/done ]; do sleep 0.05; done"
     proc = subprocess.Popen(
-        [BAR_EXE, "run", "--no-pty", "--agent", "claude", "--", agent_program(tmp_path, "claude"),
-         "write:a.txt=one", "write:a.txt=two", busy, f"wait:{flags}/go", "cat a.txt > seen.txt"],
-        cwd=inited, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        [
+            BAR_EXE,
+            "run",
+            "--no-pty",
+            "--agent",
+            "claude",
+            "--",
+            agent_program(tmp_path, "claude"),
+            "write:a.txt=one",
+            "write:a.txt=two",
+            busy,
+            f"wait:{flags}/go",
+            "cat a.txt > seen.txt",
+        ],
+        cwd=inited,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     cps_file = task_dir(t["id"]) / "artifacts" / "0001.checkpoints.jsonl"
 
     def wait_for(check: Any) -> None:
@@ -449,8 +536,12 @@ def test_a_rollback_while_the_session_waits_is_a_checkpoint_of_the_running_step(
     assert (wt / "seen.txt").read_text() == "one\n"  # the agent went on from the rewound state
     cps = checkpoint_lines(t["id"], "0001")
     assert [(c["kind"], c.get("tool")) for c in cps] == [
-        ("tool", "Write"), ("tool", "Write"), ("tool", "Bash"),
-        ("rollback", "bar rollback"), ("tool", "Bash")]  # fmt: skip
+        ("tool", "Write"),
+        ("tool", "Write"),
+        ("tool", "Bash"),
+        ("rollback", "bar rollback"),
+        ("tool", "Bash"),
+    ]
     assert cps[3]["target"] == "0001.1"
     assert cps[3]["diff_stat"]["file_list"] == ["a.txt", "busy.txt"]  # made after 0001.1
     # undoable like any rollback: back to the state before it
@@ -467,11 +558,20 @@ def test_a_background_write_between_calls_is_no_calls_doing(
     background, a subagent that skips hooks) is a residual of its own: the next call's
     checkpoint, and blame, hold only what that call did."""
     t = new_task(capfd)
-    run_agent(inited, tmp_path, "claude", "write:a.txt=one", "silent:bg.txt=from the background",
-              "write:b.txt=two")  # fmt: skip
+    run_agent(
+        inited,
+        tmp_path,
+        "claude",
+        "write:a.txt=one",
+        "silent:bg.txt=from the background",
+        "write:b.txt=two",
+    )
     cps = checkpoint_lines(t["id"], "0001")
     assert [(c["kind"], c["diff_stat"]["file_list"]) for c in cps] == [
-        ("tool", ["a.txt"]), ("residual", ["bg.txt"]), ("tool", ["b.txt"])]  # fmt: skip
+        ("tool", ["a.txt"]),
+        ("residual", ["bg.txt"]),
+        ("tool", ["b.txt"]),
+    ]
     (line,) = bar(capfd, "blame", "bg.txt", "--json").json()["lines"]
     assert line["state"] == "0001.2" and line["kind"] == "residual"
     (line,) = bar(capfd, "blame", "b.txt", "--json").json()["lines"]

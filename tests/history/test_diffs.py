@@ -14,16 +14,20 @@ from helpers import bar, ledger, new_task, run_sh, task_dir, worktree
 def fingerprint(task_id: str) -> dict[str, str]:
     """Every file of the task's directory (ledger, side index, artifacts) by content."""
     root = task_dir(task_id)
-    return {p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(root.rglob("*")) if p.is_file()}  # fmt: skip
+    return {
+        p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
 
 
 def git_diff(wt: Path) -> str:
     """What plain git says the worktree changed since the task branch's last commit
     (the oracle: here the last step's snapshot is that commit)."""
     subprocess.run(["git", "add", "-A"], cwd=wt, check=True)
-    out = subprocess.run(["git", "diff", "--cached", "--no-color", "HEAD"], cwd=wt,
-                         capture_output=True, check=True).stdout.decode()  # fmt: skip
+    out = subprocess.run(
+        ["git", "diff", "--cached", "--no-color", "HEAD"], cwd=wt, capture_output=True, check=True
+    ).stdout.decode()
     subprocess.run(["git", "reset", "-q"], cwd=wt, check=True)
     return out
 
@@ -33,8 +37,11 @@ def test_unrecorded_shows_hand_edits_and_records_nothing(
 ) -> None:
     t = new_task(capfd)
     wt = worktree(t)
-    run_sh(capfd, "printf 'a\\nb\\n' > kept.txt; echo gone > gone.txt; git add -A; "
-                  "git -c user.name=a -c user.email=a@b commit -qm s")  # fmt: skip
+    run_sh(
+        capfd,
+        "printf 'a\\nb\\n' > kept.txt; echo gone > gone.txt; git add -A; "
+        "git -c user.name=a -c user.email=a@b commit -qm s",
+    )
     assert bar(capfd, "diff", "--unrecorded").out == ""  # nothing unrecorded yet
     (wt / "kept.txt").write_text("a\nB\nc\n")
     (wt / "gone.txt").unlink()

@@ -29,8 +29,12 @@ from helpers import (
 from conftest import MakeRepo, git
 
 
-def _task(make_repo: MakeRepo, capfd: pytest.CaptureFixture[str], files: dict[str, str],
-          monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path, dict[str, object]]:  # fmt: skip
+def _task(
+    make_repo: MakeRepo,
+    capfd: pytest.CaptureFixture[str],
+    files: dict[str, str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> tuple[Path, Path, dict[str, object]]:
     repo = make_repo(files)
     monkeypatch.chdir(repo)
     assert bar(capfd, "init").code == 0
@@ -44,8 +48,9 @@ def test_a_repository_with_only_directories_at_its_top_records_every_change(
     make_repo: MakeRepo, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     _, _, task = _task(make_repo, capfd, {"pkg/a.txt": "a\n"}, monkeypatch)
-    res = bar(capfd, "run", "--", "sh", "-c",
-              "echo b >> pkg/a.txt; mkdir newpkg; echo n > newpkg/n.txt")  # fmt: skip
+    res = bar(
+        capfd, "run", "--", "sh", "-c", "echo b >> pkg/a.txt; mkdir newpkg; echo n > newpkg/n.txt"
+    )
     assert res.code == 0, res.err
     assert "did not match" not in res.err
     (step,) = ledger(str(task["id"]))
@@ -57,8 +62,9 @@ def test_a_repository_with_only_directories_at_its_top_records_every_change(
 def test_a_directory_swapped_for_a_symlink_and_back_is_recorded_and_rolled_back(
     make_repo: MakeRepo, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    repo, wt, task = _task(make_repo, capfd, {"d/a.txt": "a\n", "d/sub/b.txt": "b\n",
-                                              "top.txt": "t\n"}, monkeypatch)  # fmt: skip
+    repo, wt, task = _task(
+        make_repo, capfd, {"d/a.txt": "a\n", "d/sub/b.txt": "b\n", "top.txt": "t\n"}, monkeypatch
+    )
     assert bar(capfd, "run", "--", "sh", "-c", "rm -rf d && ln -s /tmp d").code == 0
     assert bar(capfd, "run", "--", "sh", "-c", "echo more >> top.txt").code == 0
     steps = ledger(str(task["id"]))
@@ -81,9 +87,12 @@ def test_a_directory_swapped_for_a_symlink_and_back_is_recorded_and_rolled_back(
     ],
 )
 def test_every_step_patch_replays_across_a_change_of_shape(
-    make_repo: MakeRepo, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
-    tmp_path: Path, script: str,
-) -> None:  # fmt: skip
+    make_repo: MakeRepo,
+    capfd: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    script: str,
+) -> None:
     """Recorded patches carry no renames: git pairs ``x`` and ``x/y`` as a rename when the
     link ``x`` became a directory, and ``git apply`` refuses such a patch. Each step's
     patch, forwards, replays onto the state before it, and the last state is rebuilt."""
@@ -128,8 +137,10 @@ def test_a_step_whose_changes_cannot_be_stored_is_not_recorded_as_no_changes(
     (wt / "big.bin").write_bytes(big)
     proc = subprocess.run(
         [str(Path(sys.executable).parent / "bar"), "run", "--", "true"],
-        cwd=wt, capture_output=True, preexec_fn=limit,
-    )  # fmt: skip
+        cwd=wt,
+        capture_output=True,
+        preexec_fn=limit,
+    )
     assert proc.returncode != 0, proc.stderr
     assert b"could not be stored" in proc.stderr or b"could not write" in proc.stderr
     assert all(s["diff_stat"]["files"] != 0 for s in ledger(str(task["id"])) if "diff_stat" in s)
@@ -157,8 +168,10 @@ def test_a_step_whose_recording_fails_is_recorded_later_as_the_step_it_was(
     script = f"ulimit -f unlimited; {shlex.quote(sys.executable)} -c {shlex.quote(write)}; exit 3"
     proc = subprocess.run(
         [str(Path(sys.executable).parent / "bar"), "run", "--", "sh", "-c", script],
-        cwd=wt, capture_output=True, preexec_fn=limit,
-    )  # fmt: skip
+        cwd=wt,
+        capture_output=True,
+        preexec_fn=limit,
+    )
     assert proc.returncode != 0
     assert not ledger(str(task["id"]))  # nothing recorded wrongly
     res = bar(capfd, "status")
@@ -174,8 +187,10 @@ def test_a_nested_repository_is_named_loudly_in_the_step_and_in_status(
     make_repo: MakeRepo, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     _, _, task = _task(make_repo, capfd, {"a.txt": "a\n"}, monkeypatch)
-    script = ("git init -q vendor/lib && echo x > vendor/lib/x && git -C vendor/lib add x && "
-              "git -C vendor/lib -c user.name=n -c user.email=e commit -qm x")  # fmt: skip
+    script = (
+        "git init -q vendor/lib && echo x > vendor/lib/x && git -C vendor/lib add x && "
+        "git -C vendor/lib -c user.name=n -c user.email=e commit -qm x"
+    )
     res = bar(capfd, "run", "--", "sh", "-c", script)
     assert res.code == 0, res.err
     assert "vendor/lib is a git repository of its own" in res.err
@@ -193,8 +208,7 @@ def test_a_change_in_a_directory_the_tree_does_not_hold_is_seen(
 ) -> None:
     """Empty directories and ones holding only ignored files are not in any snapshot's
     tree, yet a file created in one must be recorded (found by the oracle)."""
-    repo, wt, task = _task(make_repo, capfd, {"a.txt": "a\n", ".gitignore": "*.log\n"},
-                           monkeypatch)  # fmt: skip
+    repo, wt, task = _task(make_repo, capfd, {"a.txt": "a\n", ".gitignore": "*.log\n"}, monkeypatch)
     assert (
         bar(capfd, "run", "--", "sh", "-c", "mkdir -p deep/er logs && touch logs/x.log").code == 0
     )
@@ -219,10 +233,13 @@ def test_a_change_in_a_directory_the_tree_does_not_hold_is_seen(
     ],
 )
 def test_a_rollback_restores_the_bytes_git_would_convert(
-    setup: str, written: bytes, name: str, make_repo: MakeRepo,
+    setup: str,
+    written: bytes,
+    name: str,
+    make_repo: MakeRepo,
     capfd: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
-) -> None:  # fmt: skip
+) -> None:
     files = (
         {"a.txt": "a\n"}
         if setup == "autocrlf"

@@ -35,12 +35,28 @@ def _git_on_index(task: dict[str, object], *args: str, input: bytes | None = Non
     """Run git on the task's side index as bar does (its own git directory, split)."""
     folder = task_dir(str(task["id"]))
     wt = worktree(task)
-    common = subprocess.run(["git", "rev-parse", "--path-format=absolute", "--git-common-dir"],
-                            cwd=wt, check=True, capture_output=True, text=True).stdout.strip()  # fmt: skip
-    env = {"GIT_INDEX_FILE": str(folder / "index"), "GIT_DIR": str(folder / "git"),
-           "GIT_COMMON_DIR": common, "GIT_WORK_TREE": str(wt), "PATH": "/usr/bin:/bin"}  # fmt: skip
-    subprocess.run(["git", "-c", "core.splitIndex=true", *args], cwd=wt, env=env, check=True,
-                   input=input, capture_output=True)  # fmt: skip
+    common = subprocess.run(
+        ["git", "rev-parse", "--path-format=absolute", "--git-common-dir"],
+        cwd=wt,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    env = {
+        "GIT_INDEX_FILE": str(folder / "index"),
+        "GIT_DIR": str(folder / "git"),
+        "GIT_COMMON_DIR": common,
+        "GIT_WORK_TREE": str(wt),
+        "PATH": "/usr/bin:/bin",
+    }
+    subprocess.run(
+        ["git", "-c", "core.splitIndex=true", *args],
+        cwd=wt,
+        env=env,
+        check=True,
+        input=input,
+        capture_output=True,
+    )
 
 
 def _entries_written(index: Path) -> int:
@@ -63,8 +79,9 @@ def test_a_crowded_side_index_is_split_again_by_the_next_snapshot(
     assert bar(capfd, "run", "--", "true").code == 0
     # every entry replaced (a mode changed and changed back): git keeps them all in the
     # written part, as it keeps the entries it wrote racily clean
-    names = b"\0".join(p.relative_to(wt).as_posix().encode()
-                       for p in sorted(wt.rglob("*.txt"))) + b"\0"  # fmt: skip
+    names = (
+        b"\0".join(p.relative_to(wt).as_posix().encode() for p in sorted(wt.rglob("*.txt"))) + b"\0"
+    )
     for mode in ("+x", "-x"):
         _git_on_index(task, "update-index", f"--chmod={mode}", "-z", "--stdin", input=names)
     assert _entries_written(index) >= FILES  # (the state this test is about)

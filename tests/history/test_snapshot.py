@@ -124,9 +124,12 @@ def test_every_kind_of_hand_edit_is_seen(
 
 @pytest.mark.parametrize("edit", ["modify", "modify keeping size and mtime", "chmod"])
 def test_a_hand_edit_that_keeps_the_directories_asks_git_for_no_tree_shape(
-    edit: str, settled: dict[str, str], tmp_path: Path, capfd: pytest.CaptureFixture[str],
+    edit: str,
+    settled: dict[str, str],
+    tmp_path: Path,
+    capfd: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
-) -> None:  # fmt: skip
+) -> None:
     # files of the tree changed in place: its directories stand, so the stamps need no
     # diff of the trees (``stamps.shape_of``); git adds, writes the tree and writes the
     # patch, once each (bar writes the commit and moves the ref itself: ``bar.changes.fast.object_writer``)
@@ -182,8 +185,9 @@ def test_incremental_snapshots_equal_full_ones(
         _check_replay(tmp, task)
 
 
-def test_the_side_index_stays_private(tmp_path: Path, capfd: pytest.CaptureFixture[str],
-                                      monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+def test_the_side_index_stays_private(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """git rewrites an index with the umask's mode; the side index lists every file of the
     task, so it must stay 0600 after runs, hand edits and rollbacks, and doctor agrees."""
     import stat as stat_module
@@ -214,8 +218,14 @@ def test_one_diff_gives_the_patch_and_its_stat_exactly(make_repo: Any, tmp_path:
     """The patch artifact is byte for byte git's own patch, and the stat git's numstat,
     though both come from one `git diff`: renames (as a deletion and an addition, which
     replay whatever the shapes), binary files, modes, odd names."""
-    repo = make_repo({"a.txt": "one\ntwo\n" * 50, "old name.txt": "moved\n" * 30,
-                      "bin.dat": b"\x00\x01\x02" * 100, "run.sh": "echo\n"})  # fmt: skip
+    repo = make_repo(
+        {
+            "a.txt": "one\ntwo\n" * 50,
+            "old name.txt": "moved\n" * 30,
+            "bin.dat": b"\x00\x01\x02" * 100,
+            "run.sh": "echo\n",
+        }
+    )
     a = git(repo, "rev-parse", "HEAD").strip()
     (repo / "a.txt").write_text("one\nthree\n" * 50)
     (repo / "old name.txt").rename(repo / "new name \u00e9.txt")
@@ -228,11 +238,19 @@ def test_one_diff_gives_the_patch_and_its_stat_exactly(make_repo: Any, tmp_path:
     out = tmp_path / "p.patch"
     stat = write_patch(repo, a, b, out)
     flags = [*DIFF_FLAGS[:3], "--no-renames"]
-    plain = subprocess.run(["git", "diff", *flags, "--binary", "--full-index", a, b, "--"],
-                           cwd=repo, capture_output=True, check=True).stdout  # fmt: skip
+    plain = subprocess.run(
+        ["git", "diff", *flags, "--binary", "--full-index", a, b, "--"],
+        cwd=repo,
+        capture_output=True,
+        check=True,
+    ).stdout
     assert out.read_bytes() == plain
-    listed = subprocess.run(["git", "diff", *flags, "--numstat", "-z", a, b, "--"],
-                            cwd=repo, capture_output=True, check=True).stdout  # fmt: skip
+    listed = subprocess.run(
+        ["git", "diff", *flags, "--numstat", "-z", a, b, "--"],
+        cwd=repo,
+        capture_output=True,
+        check=True,
+    ).stdout
     assert stat == parse_numstat(listed)
     assert stat.files == 6 and "old name.txt" in stat.file_list
     empty = tmp_path / "none.patch"

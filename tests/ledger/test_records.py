@@ -29,21 +29,38 @@ FIELDS = sorted({*records._COMMON, *(key for keys in records._OWN.values() for k
 
 keys = st.sampled_from(
     [
-        "version", "git", "policy", "hooks", "output", "run", "default_base", "branch_prefix",
-        "enabled", "path", "pre_run", "post_run", "timeout", "color", "verbose", "record_env",
+        "version",
+        "git",
+        "policy",
+        "hooks",
+        "output",
+        "run",
+        "default_base",
+        "branch_prefix",
+        "enabled",
+        "path",
+        "pre_run",
+        "post_run",
+        "timeout",
+        "color",
+        "verbose",
+        "record_env",
         "other",
     ]
-) | st.integers(0, 3)  # fmt: skip
+) | st.integers(0, 3)
 
 
 @SETTINGS
-@given(rec=st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
-    lambda inner: st.lists(inner, max_size=3)
-    | st.dictionaries(st.sampled_from([*FIELDS, "version", "x"]), inner,
-                      max_size=6),
-    max_leaves=12,
-))  # fmt: skip
+@given(
+    rec=st.recursive(
+        st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
+        lambda inner: (
+            st.lists(inner, max_size=3)
+            | st.dictionaries(st.sampled_from([*FIELDS, "version", "x"]), inner, max_size=6)
+        ),
+        max_leaves=12,
+    )
+)
 def test_step_from_record_returns_a_step_or_corrupt_file(rec: Any) -> None:
     try:
         step = records.step_from_record(rec, "a line")

@@ -22,20 +22,38 @@ from mcp.client.stdio import stdio_client
 
 from mcp import ClientSession, StdioServerParameters
 
-TOOLS = {"status", "log", "show", "diff", "checkpoint", "rollback", "decide_submit",
-         "decide_result", "flow", "flow_status"}  # fmt: skip
+TOOLS = {
+    "status",
+    "log",
+    "show",
+    "diff",
+    "checkpoint",
+    "rollback",
+    "decide_submit",
+    "decide_result",
+    "flow",
+    "flow_status",
+}
 
 
 @asynccontextmanager
-async def session(cwd: Path, *args: str, env: dict[str, str] | None = None) -> AsyncIterator[ClientSession]:  # fmt: skip
-    params = StdioServerParameters(command=BAR_EXE, args=["mcp", *args], cwd=str(cwd),
-                                   env=env if env is not None else dict(os.environ))  # fmt: skip
+async def session(
+    cwd: Path, *args: str, env: dict[str, str] | None = None
+) -> AsyncIterator[ClientSession]:
+    params = StdioServerParameters(
+        command=BAR_EXE,
+        args=["mcp", *args],
+        cwd=str(cwd),
+        env=env if env is not None else dict(os.environ),
+    )
     async with stdio_client(params) as (read, write), ClientSession(read, write) as client:
         await client.initialize()
         yield client
 
 
-def calls(cwd: Path, *requests: tuple[str, dict[str, Any]], args: tuple[str, ...] = ()) -> list[Any]:  # fmt: skip
+def calls(
+    cwd: Path, *requests: tuple[str, dict[str, Any]], args: tuple[str, ...] = ()
+) -> list[Any]:
     """Each (tool, arguments) called in one session: its result."""
 
     async def go() -> list[Any]:
@@ -87,9 +105,12 @@ def test_reads_return_what_the_cli_prints(
     task: dict[str, Any], capfd: pytest.CaptureFixture[str]
 ) -> None:
     status, log, show, diff = calls(
-        worktree(task), ("status", {}), ("log", {"n": 5}), ("show", {"step": "2"}),
+        worktree(task),
+        ("status", {}),
+        ("log", {"n": 5}),
+        ("show", {"step": "2"}),
         ("diff", {"from_state": "1", "to_state": "2"}),
-    )  # fmt: skip
+    )
     assert data(status) == cli_json(capfd, "status")
     assert data(log) == {"task_id": task["id"], "steps": cli_json(capfd, "log")}
     assert data(show) == cli_json(capfd, "show", "2")
@@ -97,7 +118,9 @@ def test_reads_return_what_the_cli_prints(
     assert "+b" in data(diff)["patch"] and "truncated" not in data(diff)
 
 
-def test_a_long_diff_is_cut_with_a_marker(task: dict[str, Any], capfd: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+def test_a_long_diff_is_cut_with_a_marker(
+    task: dict[str, Any], capfd: pytest.CaptureFixture[str]
+) -> None:
     big = "".join(f"line {i}\n" for i in range(5000))
     assert bar(capfd, "run", "--", "sh", "-c", f"printf '{big[:20000]}' > big.txt").code == 0
     (cut,) = calls(worktree(task), ("diff", {"max_bytes": 1000}))
@@ -111,9 +134,12 @@ def test_a_long_diff_is_cut_with_a_marker(task: dict[str, Any], capfd: pytest.Ca
 
 def test_a_bad_argument_is_a_tool_error_with_bars_sentence(task: dict[str, Any]) -> None:
     bad_step, bad_state, schema, after = calls(
-        worktree(task), ("show", {"step": "zz"}), ("diff", {"from_state": "HEAD~1"}),
-        ("log", {"n": -1}), ("status", {}),
-    )  # fmt: skip
+        worktree(task),
+        ("show", {"step": "zz"}),
+        ("diff", {"from_state": "HEAD~1"}),
+        ("log", {"n": -1}),
+        ("status", {}),
+    )
     assert bad_step.is_error
     assert "bar: 'zz' is not a step id" in bad_step.content[0].text
     assert "hint: step ids look like 0001 or 1" in bad_step.content[0].text
@@ -147,22 +173,43 @@ def test_another_tasks_state_is_never_reached(
     assert refused.is_error and "is not a state of this task" in refused.content[0].text
     # inside a step of one task, bar mcp serves no other
     env = {**os.environ, "BAR_TASK_ID": task["id"], "BAR_TASK_NAME": task["name"]}
-    proc = subprocess.run([BAR_EXE, "mcp", "--task", other["id"]], cwd=worktree(task), env=env,
-                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)  # fmt: skip
+    proc = subprocess.run(
+        [BAR_EXE, "mcp", "--task", other["id"]],
+        cwd=worktree(task),
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 2 and proc.stdout == ""
     assert f"bar mcp serves only that task, not other ({other['id']})" in proc.stderr
 
 
 def test_decide_and_flow_through_the_server(task: dict[str, Any]) -> None:
-    question = {"task": "t1", "source": "agent", "items": [
-        {"id": 1, "title": "Which cache?", "options": [
-            {"value": "lru", "label": "LRU", "score": 80}, {"value": "ttl", "label": "TTL"}],
-         "recommend": "lru"}]}  # fmt: skip
+    question = {
+        "task": "t1",
+        "source": "agent",
+        "items": [
+            {
+                "id": 1,
+                "title": "Which cache?",
+                "options": [
+                    {"value": "lru", "label": "LRU", "score": 80},
+                    {"value": "ttl", "label": "TTL"},
+                ],
+                "recommend": "lru",
+            }
+        ],
+    }
     submit, result, start, status, bad = calls(
-        worktree(task), ("decide_submit", {"input": question}), ("decide_result", {}),
-        ("flow", {"action": "start", "summary": "design the cache"}), ("flow_status", {}),
+        worktree(task),
+        ("decide_submit", {"input": question}),
+        ("decide_result", {}),
+        ("flow", {"action": "start", "summary": "design the cache"}),
+        ("flow_status", {}),
         ("decide_submit", {"input": {"task": "t1", "items": []}}),
-    )  # fmt: skip
+    )
     sid = data(submit)["session_id"]
     pending = json.loads((task_dir(task["id"]) / "decisions" / "pending.json").read_text())
     assert pending["_meta"]["session_id"] == sid and pending["items"] == question["items"]
@@ -175,7 +222,9 @@ def test_decide_and_flow_through_the_server(task: dict[str, Any]) -> None:
     assert bad.is_error and "bar:" in bad.content[0].text
 
 
-def test_the_server_starts_only_with_its_task(repo: Path, capfd: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+def test_the_server_starts_only_with_its_task(
+    repo: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
     assert bar(capfd, "init").code == 0
     ran = bar_exe("mcp", "--task", "nosuch", cwd=repo)
     assert ran.code == 3 and ran.out == ""

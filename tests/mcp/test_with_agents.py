@@ -18,10 +18,21 @@ from helpers import bar, ledger, new_task, task_dir, worktree
 from mock_models import Answer, MockServer, Shell, Tool, WriteFile
 from test_real_agents import AgentSetup, agent_binary
 
-QUESTION = {"task": "t1", "source": "claude", "items": [
-    {"id": 1, "title": "Keep the notes short?", "options": [
-        {"value": "yes", "label": "Yes", "score": 70, "pros": ["quick"]},
-        {"value": "no", "label": "No"}], "recommend": "yes"}]}  # fmt: skip
+QUESTION = {
+    "task": "t1",
+    "source": "claude",
+    "items": [
+        {
+            "id": 1,
+            "title": "Keep the notes short?",
+            "options": [
+                {"value": "yes", "label": "Yes", "score": 70, "pros": ["quick"]},
+                {"value": "no", "label": "No"},
+            ],
+            "recommend": "yes",
+        }
+    ],
+}
 
 
 def test_claude_steers_its_own_task_through_bar_mcp(

@@ -81,8 +81,10 @@ def test_a_moved_repository_gets_its_tasks_back(
     rows = tasks_json(capfd)
     assert {n: r["id"] for n, r in rows.items()} == {n: t["id"] for n, t in worked["tasks"].items()}
     assert {n: r["state"] for n, r in rows.items()} == {
-        "kept": "closed", "gone": "closed", "open": "active",
-    }  # fmt: skip
+        "kept": "closed",
+        "gone": "closed",
+        "open": "active",
+    }
     assert all(r["repo_root"] == str(repo.resolve()) for r in rows.values())
     for name, t in worked["tasks"].items():
         assert ledger(t["id"]) == before[name]
@@ -134,8 +136,10 @@ def test_an_empty_project_made_after_the_move_is_replaced(
 ) -> None:
     repo = move(worked["repo"], worked["repo"].parent / "moved", monkeypatch)
     # as an older bar did: registered afresh, the old tasks unseen
-    hidden = {ref: git(repo, "rev-parse", ref).strip() for ref in
-              git(repo, "for-each-ref", "--format=%(refname)", "refs/bar/tasks/").split()}  # fmt: skip
+    hidden = {
+        ref: git(repo, "rev-parse", ref).strip()
+        for ref in git(repo, "for-each-ref", "--format=%(refname)", "refs/bar/tasks/").split()
+    }
     for ref in hidden:
         git(repo, "update-ref", "-d", ref)
     assert bar(capfd, "init").code == 0
@@ -179,8 +183,10 @@ def test_two_projects_with_its_tasks_need_a_name_and_are_never_merged(
 ) -> None:
     first = worked["project"]
     mid = move(worked["repo"], worked["repo"].parent / "mid", monkeypatch)
-    hidden = {ref: git(mid, "rev-parse", ref).strip() for ref in
-              git(mid, "for-each-ref", "--format=%(refname)", "refs/bar/tasks/").split()}  # fmt: skip
+    hidden = {
+        ref: git(mid, "rev-parse", ref).strip()
+        for ref in git(mid, "for-each-ref", "--format=%(refname)", "refs/bar/tasks/").split()
+    }
     for ref in hidden:
         git(mid, "update-ref", "-d", ref)
     assert bar(capfd, "init").code == 0
@@ -231,9 +237,15 @@ def test_an_older_copy_never_adopts_and_the_moved_repository_still_can(
     monkeypatch.chdir(bak)
     res = bar(capfd, "init", "--adopt")
     assert res.code == 1
-    assert f"{bak} is an older copy of the repository the tasks of project {worked['project']} were recorded in: it has no snapshot" in res.err  # fmt: skip
+    assert (
+        f"{bak} is an older copy of the repository the tasks of project {worked['project']} were recorded in: it has no snapshot"
+        in res.err
+    )
     assert f"of task open ({opened['id']}); bar adopted nothing" in res.err
-    assert f"hint: run `bar init --adopt` in the repository that holds their latest state (the one that was at {worked['repo'].resolve()})" in res.err  # fmt: skip
+    assert (
+        f"hint: run `bar init --adopt` in the repository that holds their latest state (the one that was at {worked['repo'].resolve()})"
+        in res.err
+    )
     assert projects() == [worked["project"]]  # nothing moved, nothing rewritten
     assert (home / "tasks" / opened["id"] / "task.json").read_text() == recorded
     assert bar(capfd, "init", "--adopt", worked["project"]).code == 1  # named: the same

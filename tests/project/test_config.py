@@ -23,11 +23,25 @@ scalars = st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_
 
 keys = st.sampled_from(
     [
-        "version", "git", "policy", "hooks", "output", "run", "default_base", "branch_prefix",
-        "enabled", "path", "pre_run", "post_run", "timeout", "color", "verbose", "record_env",
+        "version",
+        "git",
+        "policy",
+        "hooks",
+        "output",
+        "run",
+        "default_base",
+        "branch_prefix",
+        "enabled",
+        "path",
+        "pre_run",
+        "post_run",
+        "timeout",
+        "color",
+        "verbose",
+        "record_env",
         "other",
     ]
-) | st.integers(0, 3)  # fmt: skip
+) | st.integers(0, 3)
 
 config_data = st.recursive(
     scalars,

@@ -113,8 +113,9 @@ def test_a_kill_while_moving_the_ref_is_recorded_then_runs_continue(
     recorded normally."""
     cmd = ["run", "--", "sh", "-c", "echo killed > k.txt"]
     trace = tmp_path / "trace"
-    probe = bar_exe("run", "--", "sh", "-c", "echo probe > p.txt", cwd=repo,
-                    env={"BAR_FAULT_TRACE": str(trace)})  # fmt: skip
+    probe = bar_exe(
+        "run", "--", "sh", "-c", "echo probe > p.txt", cwd=repo, env={"BAR_FAULT_TRACE": str(trace)}
+    )
     assert probe.code == 0, probe.err
     labels = [line.split(" ", 1)[1] for line in trace.read_text().splitlines()]
     point = labels.index(f"before moving {task['snapshot_ref']}") + 1
@@ -288,10 +289,19 @@ def test_a_failed_repair_makes_doctor_fail(
     """An interrupted step whose journal names a snapshot git no longer has cannot be
     finished: the repair fails, and doctor says so in its text, JSON and exit code."""
     journal = task_dir(task["id"]) / "running.json"
-    journal.write_text(json.dumps({
-        "version": 1, "pid": 0, "step_id": "0003", "started_at": "2024-01-15T10:00:00Z",
-        "cmd": ["true"], "cwd": ".", "snapshot_before": "1" * 40,
-    }))  # fmt: skip
+    journal.write_text(
+        json.dumps(
+            {
+                "version": 1,
+                "pid": 0,
+                "step_id": "0003",
+                "started_at": "2024-01-15T10:00:00Z",
+                "cmd": ["true"],
+                "cwd": ".",
+                "snapshot_before": "1" * 40,
+            }
+        )
+    )
     journal.chmod(0o600)
     res = bar(capfd, "doctor", "--repair")
     assert res.code == PROBLEMS_REMAIN
@@ -330,7 +340,8 @@ def test_refs_of_a_task_no_project_has_are_reported_never_deleted(
     assert code == 0  # a warning: nothing is broken
     found = [f for f in data["findings"] if "no project here has" in f["message"]]
     assert [(f["severity"], f["where"], f["repairable"]) for f in found] == [
-        ("warning", "refs/bar/*/Gone1234", False)]  # fmt: skip
+        ("warning", "refs/bar/*/Gone1234", False)
+    ]
     assert "2 refs of task Gone1234" in out and orphan[1] in out
     # they may be another BAR_HOME's snapshots: a repair leaves them, the hint says how
     assert bar(capfd, "doctor", "--repair").code == 0
@@ -354,8 +365,14 @@ def test_a_git_lock_a_killed_git_left_in_the_worktree_is_removed(
     (left unreadable, as a killed git may leave it). Doctor names it and its repair
     removes it; a command that takes the task removes it too, and the rollback runs."""
     wt = worktree(task)
-    res = bar(capfd, "run", "--", "sh", "-c", "echo c > c.txt && git add c.txt && "
-              "git -c user.name=a -c user.email=a@b commit -qm c")  # fmt: skip
+    res = bar(
+        capfd,
+        "run",
+        "--",
+        "sh",
+        "-c",
+        "echo c > c.txt && git add c.txt && git -c user.name=a -c user.email=a@b commit -qm c",
+    )
     assert res.code == 0, res.err
     for repair in (True, False):
         lock = _admin(task) / "HEAD.lock"
@@ -383,8 +400,9 @@ def test_a_git_lock_a_live_git_holds_in_the_worktree_is_left_to_it(
     which process holds it; once that git is killed, the next command removes it."""
     wt = worktree(task)
     head = git(wt, "rev-parse", "HEAD").strip()
-    holder = subprocess.Popen(["git", "update-ref", "--stdin"], cwd=wt, stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE)  # fmt: skip
+    holder = subprocess.Popen(
+        ["git", "update-ref", "--stdin"], cwd=wt, stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
     assert holder.stdin is not None and holder.stdout is not None
     try:
         holder.stdin.write(f"start\nupdate HEAD {head}\nprepare\n".encode())

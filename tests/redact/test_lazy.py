@@ -58,6 +58,7 @@ def test_a_line_without_a_secret_compiles_no_shape() -> None:
         "assert s.scrub_text('see https://u:pa55word-xyz@host/x') == 'see https://u:***@host/x'\n"
         "print(len(compiled))\n"
     )
-    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
-                          timeout=30, check=True)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=30, check=True
+    )
     assert proc.stdout.split() == ["1"]  # the URL's shape only

@@ -113,9 +113,13 @@ def running(repo: Path, gate: Path, *args: str) -> Iterator[subprocess.Popen[byt
     """``bar ARGS`` in a child process, held inside its step's command for the block."""
     gate.mkdir()
     proc = subprocess.Popen(
-        [BAR_EXE, *args], cwd=repo, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE, start_new_session=True,
-    )  # fmt: skip
+        [BAR_EXE, *args],
+        cwd=repo,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
     try:
         deadline = time.monotonic() + 60
         while not (gate / "started").exists():
@@ -162,8 +166,18 @@ def test_a_secret_named_environment_variable(
 def test_b_an_e_pair(repo: Path, task: dict[str, str], tmp_path: Path) -> None:
     gate = tmp_path / "gate"
     script = paused(f'echo "$DEPLOY_TOKEN" {PAIR_VALUE}; echo b > b.txt', gate)
-    run_held(repo, gate, [PAIR_VALUE],
-             "run", "-e", f"DEPLOY_TOKEN={PAIR_VALUE}", "--", "sh", "-c", script)  # fmt: skip
+    run_held(
+        repo,
+        gate,
+        [PAIR_VALUE],
+        "run",
+        "-e",
+        f"DEPLOY_TOKEN={PAIR_VALUE}",
+        "--",
+        "sh",
+        "-c",
+        script,
+    )
     (step,) = ledger(task["id"])
     assert step["env"] == {"DEPLOY_TOKEN": "***"} and "***" in step["cmd"][2]
 
@@ -182,8 +196,7 @@ def test_d_a_token_in_a_task_description(repo: Path, tmp_path: Path) -> None:
     assert bar_exe("init", cwd=repo).code == 0
     git(repo, "add", ".bar")
     git(repo, "commit", "-qm", "bar policy")
-    res = bar_exe("task", "new", "described", "-d", f"uses token {DESC_TOKEN}", "--json",
-                  cwd=repo)  # fmt: skip
+    res = bar_exe("task", "new", "described", "-d", f"uses token {DESC_TOKEN}", "--json", cwd=repo)
     assert res.code == 0, res.err
     assert_nowhere(repo, [DESC_TOKEN], "after task new")
     assert res.json()["metadata"]["description"] == "uses token ***"
@@ -240,8 +253,18 @@ def test_g_a_step_killed_mid_run_and_recovered(
     found: list[str] = []  # every phase is searched, so a failure shows every leak
     # unconfined: a confined command has a session of its own, and this test kills bar's
     # group, command included
-    with running(repo, gate, "run", "--no-sandbox", "-e", f"KILL_DB_PASSWORD={KILL_PAIR}",
-                 "--", "sh", "-c", script) as proc:  # fmt: skip
+    with running(
+        repo,
+        gate,
+        "run",
+        "--no-sandbox",
+        "-e",
+        f"KILL_DB_PASSWORD={KILL_PAIR}",
+        "--",
+        "sh",
+        "-c",
+        script,
+    ) as proc:
         assert (task_dir(task["id"]) / "running.json").exists()
         assert (task_dir(task["id"]) / "task.lock").stat().st_size > 0
         found += [f"while the step runs: {x}" for x in leaks(repo, planted)]
@@ -275,8 +298,10 @@ def test_h_a_blocked_step(repo: Path, task: dict[str, str], tmp_path: Path) -> N
     assert_nowhere(repo, planted, "after a blocked step")
     # bar killed just before the ledger line: what it held on disk stays there
     trace = tmp_path / "trace"
-    assert bar_exe("run", "-e", pair, "--", *line, cwd=repo,
-                   env={"BAR_FAULT_TRACE": str(trace)}).code == 126  # fmt: skip
+    assert (
+        bar_exe("run", "-e", pair, "--", *line, cwd=repo, env={"BAR_FAULT_TRACE": str(trace)}).code
+        == 126
+    )
     points = [p.split(" ", 1)[1] for p in trace.read_text().splitlines()]
     at = points.index("before appending to ledger.jsonl") + 1
     res = bar_exe("run", "-e", pair, "--", *line, cwd=repo, env={"BAR_FAULT_AT": str(at)})

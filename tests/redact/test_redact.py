@@ -518,15 +518,20 @@ _LINE_TEXT = st.one_of(
     st.sampled_from([s.decode("utf-8", "surrogateescape") for s in PLANTED]),
 )
 _LINE_VALUE = st.recursive(
-    st.one_of(_LINE_TEXT, st.integers(), st.none(), st.booleans(),
-              _LINE_TEXT.map(lambda t: t.encode("utf-8", "surrogateescape"))),
+    st.one_of(
+        _LINE_TEXT,
+        st.integers(),
+        st.none(),
+        st.booleans(),
+        _LINE_TEXT.map(lambda t: t.encode("utf-8", "surrogateescape")),
+    ),
     lambda inner: st.one_of(
         st.lists(inner, max_size=5),
         st.dictionaries(_LINE_TEXT, inner, max_size=5),
         st.lists(inner, max_size=3).map(tuple),
     ),
     max_leaves=30,
-)  # fmt: skip
+)
 
 
 @settings(max_examples=300, deadline=None)

@@ -31,8 +31,9 @@ def task(repo: Path) -> dict[str, str]:
     assert bar_exe("init", cwd=repo).code == 0
     git(repo, "add", ".bar")
     git(repo, "commit", "-qm", "bar policy")
-    res = bar_exe("task", "new", "shapes", "-d", f"deploy with password={DESCRIBED}",
-                  "--json", cwd=repo)  # fmt: skip
+    res = bar_exe(
+        "task", "new", "shapes", "-d", f"deploy with password={DESCRIBED}", "--json", cwd=repo
+    )
     assert res.code == 0, res.err
     data: dict[str, str] = res.json()
     assert data["metadata"]["description"] == "deploy with password=***"  # type: ignore[index]
@@ -46,8 +47,7 @@ def test_secrets_that_are_not_tokens_never_reach_disk(repo: Path, task: dict[str
         f"echo fetching https://deploy:{IN_URL}@example.invalid/x; "
         f"echo login --password={PRINTED}; echo work > work.txt"
     )
-    res = bar_exe("run", "--", "sh", "-c", script, "--token", SPLIT, f"--secret={OPTION}",
-                  cwd=repo)  # fmt: skip
+    res = bar_exe("run", "--", "sh", "-c", script, "--token", SPLIT, f"--secret={OPTION}", cwd=repo)
     assert res.code == 0, res.err
     (step,) = ledger(task["id"])
     cmd = step["cmd"]
@@ -67,12 +67,14 @@ def test_secrets_that_are_not_tokens_never_reach_disk(repo: Path, task: dict[str
         (["mysql", "-uroot", "-phunter22"], ["mysql", "-uroot", "-p***"]),
         (["/usr/bin/mariadb-dump", "-psecret9", "db"], ["/usr/bin/mariadb-dump", "-p***", "db"]),
         (["cp", "-pr", "a", "b"], ["cp", "-pr", "a", "b"]),  # -p of other programs
-        (["tool", "--api-key", "abc", "--token-file", "f"],
-         ["tool", "--api-key", "***", "--token-file", "f"]),
+        (
+            ["tool", "--api-key", "abc", "--token-file", "f"],
+            ["tool", "--api-key", "***", "--token-file", "f"],
+        ),
         (["tool", "--password", "--verbose"], ["tool", "--password", "--verbose"]),
         (["python", "-c", "sorted(x, key=len)"], ["python", "-c", "sorted(x, key=len)"]),
     ],
-)  # fmt: skip
+)
 def test_a_command_line_is_masked_word_by_word(
     repo: Path, task: dict[str, str], argv: list[str], recorded: list[str]
 ) -> None:

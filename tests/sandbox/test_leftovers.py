@@ -20,11 +20,11 @@ from conftest import git
 # a step that writes work.txt, leaves a detached writer behind (its own session, its
 # parent gone) that writes late.txt a second later, and waits
 _STEP = (
-    'echo partial > work.txt; '
+    "echo partial > work.txt; "
     '(setsid sh -c \'echo $$ > "$0/late.pid"; sleep 1.5; echo late > late.txt\' "$1" '
-    '</dev/null >/dev/null 2>&1 &); '
-    'sleep 60'
-)  # fmt: skip
+    "</dev/null >/dev/null 2>&1 &); "
+    "sleep 60"
+)
 
 
 def _alive(pid: int) -> bool:
@@ -61,9 +61,12 @@ def test_a_step_dies_with_a_bar_killed_by_sigkill(how: str, repo: Path, tmp_path
     # in a session of its own, and only bar is killed: not what it started
     proc = subprocess.Popen(
         [BAR_EXE, "run", *sandbox, "--no-pty", "--", "sh", "-c", _STEP, "step", str(spot)],
-        cwd=repo, start_new_session=True, env=env,
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+        cwd=repo,
+        start_new_session=True,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     _wait_for(spot / "late.pid")
     _wait_for(wt / "work.txt")
     time.sleep(0.2)  # (what a step wrote in bar's last instant is no step's: bar.step.interrupted)
@@ -96,13 +99,18 @@ def test_a_signal_bar_passes_on_reaches_the_command_once(
     task = setup_task(repo)
     wt = Path(task["worktree"])
     sandbox = ["--no-sandbox"] if how == "unconfined" else []
-    script = ("trap 'echo TERM >> got; exit 0' TERM; trap 'echo HUP >> got' HUP; "
-              "echo up > up; while :; do sleep 0.05; done")  # fmt: skip
+    script = (
+        "trap 'echo TERM >> got; exit 0' TERM; trap 'echo HUP >> got' HUP; "
+        "echo up > up; while :; do sleep 0.05; done"
+    )
     proc = subprocess.Popen(
         [BAR_EXE, "run", *sandbox, "--no-pty", "--", "sh", "-c", script],
-        cwd=repo, start_new_session=True, env={**os.environ, "BAR_RESIDENT_IDLE": "0"},
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-    )  # fmt: skip
+        cwd=repo,
+        start_new_session=True,
+        env={**os.environ, "BAR_RESIDENT_IDLE": "0"},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     _wait_for(wt / "up")
     proc.send_signal(signal.SIGHUP)
     deadline = time.monotonic() + 30

@@ -37,8 +37,9 @@ def inited(repo: Path, capfd: pytest.CaptureFixture[str]) -> Path:
 
 
 def _git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True,
-                          check=True).stdout.strip()  # fmt: skip
+    return subprocess.run(
+        ["git", "-C", str(repo), *args], capture_output=True, text=True, check=True
+    ).stdout.strip()
 
 
 def _task_id() -> str:
@@ -85,9 +86,14 @@ def test_a_steps_commits_reach_the_repository_with_their_reflog(
 ) -> None:
     t = new_task(capfd)
     base = _git(inited, "rev-parse", t["branch"])
-    code, said, step = _run(capfd, "sh", "-c", "echo a > a.txt && git add a.txt && "
-                            "git commit -qm 'add a' && echo b > b.txt && git add b.txt && "
-                            "git commit -qm 'add b'")  # fmt: skip
+    code, said, step = _run(
+        capfd,
+        "sh",
+        "-c",
+        "echo a > a.txt && git add a.txt && "
+        "git commit -qm 'add a' && echo b > b.txt && git add b.txt && "
+        "git commit -qm 'add b'",
+    )
     assert code == 0, said
     head = _git(inited, "rev-parse", t["branch"])
     assert head != base and step["head"] == head
@@ -111,8 +117,9 @@ def test_objects_that_lie_or_break_links_never_reach_the_store(
     assert code == 0, said
     forged = json.loads(said[said.index("{") : said.index("}") + 1])
     for name in forged.values():
-        kind = subprocess.run(["git", "-C", str(inited), "cat-file", "-t", name],
-                              capture_output=True, text=True)  # fmt: skip
+        kind = subprocess.run(
+            ["git", "-C", str(inited), "cat-file", "-t", name], capture_output=True, text=True
+        )
         assert kind.returncode != 0, name
     assert _git(inited, "rev-parse", t["branch"]) == base
     guarded = " ".join(_guarded(step))
@@ -126,9 +133,11 @@ def test_a_step_moves_no_other_ref(inited: Path, capfd: pytest.CaptureFixture[st
     other_before = _git(inited, "rev-parse", other["branch"])
     t = new_task(capfd, "mine")
     refs = inited / ".git" / "refs" / "heads" / "bar"
-    script = (f"git commit -q --allow-empty -m mine && git rev-parse HEAD > '{refs}/{Path(other['branch']).name}' "
-              f"&& git rev-parse HEAD > '{refs}/planted' && git branch -f bar/also HEAD "
-              f"&& (git update-ref -d refs/heads/{other['branch']} || true)")  # fmt: skip
+    script = (
+        f"git commit -q --allow-empty -m mine && git rev-parse HEAD > '{refs}/{Path(other['branch']).name}' "
+        f"&& git rev-parse HEAD > '{refs}/planted' && git branch -f bar/also HEAD "
+        f"&& (git update-ref -d refs/heads/{other['branch']} || true)"
+    )
     code, said, step = _run(capfd, "sh", "-c", script)
     assert code == 0, said
     assert _git(inited, "rev-parse", other["branch"]) == other_before
@@ -147,12 +156,29 @@ def test_a_packed_fetch_in_a_step_arrives_checked(
     for n in range(5):
         (source / f"f{n}.txt").write_text(f"{n}\n")
         subprocess.run(["git", "-C", str(source), "add", "."], check=True)
-        subprocess.run(["git", "-C", str(source), "-c", "user.name=s", "-c", "user.email=s@x",
-                        "commit", "-qm", f"c{n}"], check=True)  # fmt: skip
+        subprocess.run(
+            [
+                "git",
+                "-C",
+                str(source),
+                "-c",
+                "user.name=s",
+                "-c",
+                "user.email=s@x",
+                "commit",
+                "-qm",
+                f"c{n}",
+            ],
+            check=True,
+        )
     tip = _git(source, "rev-parse", "HEAD")
     t = new_task(capfd)
-    code, said, step = _run(capfd, "sh", "-c", f"git -c fetch.unpackLimit=1 fetch -q '{source}' "
-                            "HEAD && git reset -q --hard FETCH_HEAD")  # fmt: skip
+    code, said, step = _run(
+        capfd,
+        "sh",
+        "-c",
+        f"git -c fetch.unpackLimit=1 fetch -q '{source}' HEAD && git reset -q --hard FETCH_HEAD",
+    )
     assert code == 0, said
     assert _git(inited, "rev-parse", t["branch"]) == tip
     assert list((inited / ".git" / "objects" / "pack").glob("pack-*.idx"))
@@ -166,12 +192,22 @@ def test_a_bar_killed_mid_step_leaves_the_repository_whole_and_the_next_brings_i
     base = _git(inited, "rev-parse", t["branch"])
     started = worktree(t) / "started"
     running = subprocess.Popen(
-        [str(Path(sys.executable).parent / "bar"), "run", "--no-pty", "--", "sh", "-c",
-         "echo a > a.txt && git add a.txt && git commit -qm 'add a' && touch started "
-         "&& sleep 60"],
-        cwd=inited, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        [
+            str(Path(sys.executable).parent / "bar"),
+            "run",
+            "--no-pty",
+            "--",
+            "sh",
+            "-c",
+            "echo a > a.txt && git add a.txt && git commit -qm 'add a' && touch started "
+            "&& sleep 60",
+        ],
+        cwd=inited,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
         env={**os.environ, "BAR_RESIDENT_IDLE": "0"},
-    )  # fmt: skip
+    )
     deadline = time.monotonic() + 60
     while not started.exists() and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -179,8 +215,11 @@ def test_a_bar_killed_mid_step_leaves_the_repository_whole_and_the_next_brings_i
     running.wait(timeout=30)
     # the branch waits in the quarantine for its objects: no ref names a missing object
     assert _git(inited, "rev-parse", t["branch"]) == base
-    refs = subprocess.run(["git", "-C", str(inited), "fsck", "--no-dangling", "--connectivity-only",
-                           "--no-reflogs"], capture_output=True, text=True)  # fmt: skip
+    refs = subprocess.run(
+        ["git", "-C", str(inited), "fsck", "--no-dangling", "--connectivity-only", "--no-reflogs"],
+        capture_output=True,
+        text=True,
+    )
     assert "missing" not in refs.stderr + refs.stdout
     time.sleep(0.5)  # (the holder noticed bar is gone)
     assert bar(capfd, "run", "--no-pty", "--", "true").code == 0

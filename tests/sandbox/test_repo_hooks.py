@@ -129,8 +129,14 @@ def test_apply_names_every_settings_file_it_changes(
     inited_clean: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
     t = new_task(capfd)
-    res = bar(capfd, "run", "--", "sh", "-c",
-              "printf 'version: 1\\nrules: []\\n' > .bar/policy.yaml && echo x > x.txt")  # fmt: skip
+    res = bar(
+        capfd,
+        "run",
+        "--",
+        "sh",
+        "-c",
+        "printf 'version: 1\\nrules: []\\n' > .bar/policy.yaml && echo x > x.txt",
+    )
     assert res.code == 0, res.err
     dry = bar(capfd, "apply", "--dry-run")
     assert dry.code == 0

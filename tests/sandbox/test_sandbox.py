@@ -154,15 +154,17 @@ def test_a_repointed_commondir_is_put_back_before_bar_runs_git(
     assert code == 0, said
     assert (admin / "commondir").read_text() == "../..\n"
     assert (admin / "gitdir").read_text() == f"{worktree(t) / '.git'}\n"
-    assert any("commondir" in e["matched"] for e in step["policy_events"]
-               if e["rule"] == "bar:guard")  # fmt: skip
+    assert any(
+        "commondir" in e["matched"] for e in step["policy_events"] if e["rule"] == "bar:guard"
+    )
     assert not marker.exists()
     assert "x.txt" in step["diff_stat"]["file_list"]
     # a process the step left behind, putting the commondir back as soon as bar fixes
     # it, gains nothing: bar's git never reads it
     racer = f"while :; do printf '%s\\n' \"$TMPDIR/fake\" > '{admin}/commondir'; done"
-    code, said, step = _run(capfd, f"(setsid sh -c \"{racer}\" >/dev/null 2>&1 &); "
-                                   "sleep 0.3; echo y > y.txt")  # fmt: skip
+    code, said, step = _run(
+        capfd, f'(setsid sh -c "{racer}" >/dev/null 2>&1 &); sleep 0.3; echo y > y.txt'
+    )
     assert code == 0, said
     assert bar(capfd, "run", "--no-pty", "--", "true").code == 0
     assert not marker.exists()
@@ -198,8 +200,10 @@ def test_a_file_hidden_by_setting_its_directorys_mtime_back_is_recorded(
     assert _run(capfd, "mkdir sub && echo a > sub/a.txt")[0] == 0
     time.sleep(SETTLE)  # out of the racy window: the next step trusts sub's stamp
     assert _run(capfd, "true")[0] == 0
-    hide = (f"{sys.executable} -c \"import os; st=os.stat('sub'); open('sub/hidden.sh','w').write('x'); "
-            "os.utime('sub', ns=(st.st_atime_ns, st.st_mtime_ns))\"")  # fmt: skip
+    hide = (
+        f"{sys.executable} -c \"import os; st=os.stat('sub'); open('sub/hidden.sh','w').write('x'); "
+        "os.utime('sub', ns=(st.st_atime_ns, st.st_mtime_ns))\""
+    )
     code, said, step = _run(capfd, hide)
     assert code == 0, said
     assert step["diff_stat"]["file_list"] == ["sub/hidden.sh"]
@@ -266,11 +270,25 @@ def test_a_hook_decision_from_inside_lands_in_the_step(
     t = new_task(capfd)
     fake_agent = SUPPORT / "fake_agent.py"
     res = subprocess.run(
-        [str(Path(sys.executable).parent / "bar"), "run", "--no-pty", "--agent", "claude",
-         "--", sys.executable, str(fake_agent), "--agent", "claude", "echo fine > ok.txt",
-         "git push --force origin main"],
-        cwd=inited, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        [
+            str(Path(sys.executable).parent / "bar"),
+            "run",
+            "--no-pty",
+            "--agent",
+            "claude",
+            "--",
+            sys.executable,
+            str(fake_agent),
+            "--agent",
+            "claude",
+            "echo fine > ok.txt",
+            "git push --force origin main",
+        ],
+        cwd=inited,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert res.returncode == 0, res.stderr
     (step,) = ledger(t["id"])
     assert step["sandbox"]["enabled"] is True
@@ -315,8 +333,10 @@ def test_without_network_tcp_fails(inited: Path, capfd: pytest.CaptureFixture[st
         port = server.getsockname()[1]
         accepted = threading.Thread(target=lambda: _accept_all(server), daemon=True)
         accepted.start()
-        connect = (f"{sys.executable} -c \"import socket; socket.create_connection(("
-                   f"'127.0.0.1', {port}), timeout=5); print('connected')\"")  # fmt: skip
+        connect = (
+            f'{sys.executable} -c "import socket; socket.create_connection(('
+            f"'127.0.0.1', {port}), timeout=5); print('connected')\""
+        )
         new_task(capfd)
         _, said, step = _run(capfd, connect)
         assert "connected" in said and step["sandbox"]["network"] is True
@@ -392,8 +412,9 @@ def test_sandbox_settings_are_checked(inited: Path, capfd: pytest.CaptureFixture
 
 
 def _git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True,
-                          check=True).stdout.strip()  # fmt: skip
+    return subprocess.run(
+        ["git", *args], cwd=repo, capture_output=True, text=True, check=True
+    ).stdout.strip()
 
 
 def _tiny_wheel(folder: Path) -> Path:
@@ -443,9 +464,16 @@ def test_bar_inside_a_step_reads_but_says_why_it_cannot_write(
     inited: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
     new_task(capfd)
-    res = bar_exe("run", "--no-pty", "--", "sh", "-c",
-                  "bar log -n 1 && bar run --no-wait -- true", cwd=inited,
-                  env={"PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"})  # fmt: skip
+    res = bar_exe(
+        "run",
+        "--no-pty",
+        "--",
+        "sh",
+        "-c",
+        "bar log -n 1 && bar run --no-wait -- true",
+        cwd=inited,
+        env={"PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"},
+    )
     assert res.code == 1
     assert "inside step 0001" in res.err and "read-only here" in res.err
 
@@ -473,10 +501,21 @@ def test_another_tasks_step_cannot_add_records_to_a_running_step(
     signals = tmp_path / "signals"
     signals.mkdir()
     running = subprocess.Popen(
-        [str(Path(sys.executable).parent / "bar"), "run", "--task", "victim", "--no-pty", "--",
-         "sh", "-c", f"touch {signals}/started; while [ ! -e {signals}/done ]; do sleep 0.05; done"],
-        cwd=inited, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-    )  # fmt: skip
+        [
+            str(Path(sys.executable).parent / "bar"),
+            "run",
+            "--task",
+            "victim",
+            "--no-pty",
+            "--",
+            "sh",
+            "-c",
+            f"touch {signals}/started; while [ ! -e {signals}/done ]; do sleep 0.05; done",
+        ],
+        cwd=inited,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     try:
         deadline = time.monotonic() + 60
         while not (signals / "started").exists() and time.monotonic() < deadline:
@@ -485,8 +524,17 @@ def test_another_tasks_step_cannot_add_records_to_a_running_step(
         assert socket_path.exists()
         new_task(capfd, "attacker")
         forge = DATA / "forge_hook.py"
-        res = bar(capfd, "run", "--task", "attacker", "--no-pty", "--",
-                  sys.executable, str(forge), str(socket_path))  # fmt: skip
+        res = bar(
+            capfd,
+            "run",
+            "--task",
+            "attacker",
+            "--no-pty",
+            "--",
+            sys.executable,
+            str(forge),
+            str(socket_path),
+        )
         assert "answered: none" in res.out, res.out + res.err
     finally:
         (signals / "done").touch()
@@ -502,8 +550,10 @@ def test_a_confined_step_has_no_terminal_and_no_agent_sockets(
 ) -> None:
     monkeypatch.setenv("SSH_AUTH_SOCK", "/tmp/ssh-agent.sock")
     new_task(capfd)
-    probe = (f"{sys.executable} -c \"import os; print('own session', os.getsid(0) != {os.getsid(0)});"
-             " print('ssh agent', os.environ.get('SSH_AUTH_SOCK'))\"")  # fmt: skip
+    probe = (
+        f"{sys.executable} -c \"import os; print('own session', os.getsid(0) != {os.getsid(0)});"
+        " print('ssh agent', os.environ.get('SSH_AUTH_SOCK'))\""
+    )
     code, said, _ = _run(capfd, probe)
     assert code == 0 and "own session True" in said and "ssh agent None" in said
 
@@ -521,8 +571,9 @@ def test_a_step_cannot_move_another_tasks_branch(
     )
     assert code == 0, said
     assert _git(inited, "rev-parse", other["branch"]) == before
-    assert any(other["branch"] in e["matched"] for e in step["policy_events"]
-               if e["rule"] == "bar:guard")  # fmt: skip
+    assert any(
+        other["branch"] in e["matched"] for e in step["policy_events"] if e["rule"] == "bar:guard"
+    )
 
 
 def test_doctor_leaves_a_steps_temporary_files_and_their_links_alone(
@@ -589,8 +640,7 @@ def test_the_paths_a_confinement_resolves_are_realpaths(tmp_path: Path, seed: in
     os.symlink("loop2", tmp_path / "loop1")
     os.symlink("loop1", tmp_path / "loop2")
     os.symlink("missing/x", tmp_path / "dangling")
-    asked = [tmp_path / rng.choice([*_LINKS, "l1/c", "a/l2/x", "d/l3/..", "a/f"])
-             for _ in range(8)]  # fmt: skip
+    asked = [tmp_path / rng.choice([*_LINKS, "l1/c", "a/l2/x", "d/l3/..", "a/f"]) for _ in range(8)]
     expected = []
     for path in asked:
         try:  # (strict: a loop, like a missing path, resolves to nothing)

@@ -80,8 +80,10 @@ def test_a_step_cannot_plant_what_git_believes_about_its_objects(
     alternates make objects appear from elsewhere: a commit writes neither."""
     assert bar(capfd, "task", "new", "graph").code == 0
     target = inited / ".git" / "objects" / "info" / name
-    script = (f'mkdir -p "$(dirname "{target}")" 2>&1; echo planted > "{target}" 2>&1; '
-              "echo c > c.txt && git add c.txt && git commit -qm c && echo committed")  # fmt: skip
+    script = (
+        f'mkdir -p "$(dirname "{target}")" 2>&1; echo planted > "{target}" 2>&1; '
+        "echo c > c.txt && git add c.txt && git commit -qm c && echo committed"
+    )
     code, out, _ = _run(capfd, script)
     assert code == 0, out
     assert "committed" in out and not target.exists(), out
@@ -96,15 +98,19 @@ def test_indexes_git_trusts_about_packs_do_not_outlive_the_step(
     aside, and the repository stays whole."""
     assert bar(capfd, "task", "new", "midx").code == 0
     pack = inited / ".git" / "objects" / "pack"
-    script = ("echo c > c.txt && git add c.txt && git commit -qm c && git repack -q -d && "
-              "git multi-pack-index write && ls \"$(git rev-parse --git-common-dir)/objects/pack\"")  # fmt: skip
+    script = (
+        "echo c > c.txt && git add c.txt && git commit -qm c && git repack -q -d && "
+        'git multi-pack-index write && ls "$(git rev-parse --git-common-dir)/objects/pack"'
+    )
     code, out, step = _run(capfd, script)
     assert code == 0 and "multi-pack-index" in out, out
     assert not (pack / "multi-pack-index").exists()
     assert step["sandbox"]["objects"] == objects
     if objects == "shared":  # (in quarantine, it stays there)
-        assert any(e["rule"] == "bar:guard" and "multi-pack-index" in e["matched"]
-                   for e in step["policy_events"])  # fmt: skip
+        assert any(
+            e["rule"] == "bar:guard" and "multi-pack-index" in e["matched"]
+            for e in step["policy_events"]
+        )
     fsck = subprocess.run(["git", "fsck", "--strict"], cwd=inited, capture_output=True, text=True)
     assert fsck.returncode == 0, fsck.stdout + fsck.stderr
 
@@ -131,8 +137,9 @@ def test_the_worktrees_own_git_files_name_only_objects_in_the_repository(
     assert code == 0 and "done" in out, out
     matched = " ".join(e["matched"] for e in step["policy_events"] if e["rule"] == "bar:guard")
     assert "reflog logs/HEAD" in matched and "index" in matched, matched
-    fsck = subprocess.run(["git", "fsck", "--no-dangling"], cwd=inited, capture_output=True,
-                          text=True)  # fmt: skip
+    fsck = subprocess.run(
+        ["git", "fsck", "--no-dangling"], cwd=inited, capture_output=True, text=True
+    )
     assert fsck.returncode == 0, fsck.stdout + fsck.stderr
     # a HEAD detached onto a missing commit is put back on the task branch
     code, out, step = _run(capfd, f"echo {ghost} > '{admin}/HEAD'")
@@ -141,5 +148,6 @@ def test_the_worktrees_own_git_files_name_only_objects_in_the_repository(
 
 
 def _git_out(where: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(where), *args], capture_output=True, text=True,
-                          check=True).stdout.strip()  # fmt: skip
+    return subprocess.run(
+        ["git", "-C", str(where), *args], capture_output=True, text=True, check=True
+    ).stdout.strip()

@@ -49,10 +49,16 @@ def test_a_checkpoint_inside_a_confined_step_is_taken_by_its_bar_run(
 ) -> None:
     t = new_task(capfd)
     home = os.environ["BAR_HOME"]
-    res = bar_exe("run", "--no-pty", "--", "sh", "-c",
-                  f"echo one > a.txt; {script} checkpoint '{{\"label\": \"half way\"}}'; "
-                  f"touch {home}/planted && echo WROTE-HOME; echo two > b.txt",
-                  cwd=worktree(t))  # fmt: skip
+    res = bar_exe(
+        "run",
+        "--no-pty",
+        "--",
+        "sh",
+        "-c",
+        f'echo one > a.txt; {script} checkpoint \'{{"label": "half way"}}\'; '
+        f"touch {home}/planted && echo WROTE-HOME; echo two > b.txt",
+        cwd=worktree(t),
+    )
     assert res.code == 0, res.err
     (said,) = answers(res.out)
     assert said["state"] == "0001.1" and said["running"] is True
@@ -63,7 +69,9 @@ def test_a_checkpoint_inside_a_confined_step_is_taken_by_its_bar_run(
     assert step["sandbox"]["enabled"] is True
     cps = api.checkpoints(api.get_task(api.open_project()), "0001")
     assert [(c.kind, c.label, c.diff_stat.file_list) for c in cps] == [
-        ("tool", "half way", ("a.txt",)), ("residual", None, ("b.txt",))]  # fmt: skip
+        ("tool", "half way", ("a.txt",)),
+        ("residual", None, ("b.txt",)),
+    ]
     assert bar(capfd, "show", "1.1").code == 0
 
 
@@ -84,11 +92,17 @@ def test_the_agent_rolls_its_own_task_back_inside_the_step(
     inited: Path, capfd: pytest.CaptureFixture[str], script: str
 ) -> None:
     t = new_task(capfd)
-    res = bar_exe("run", "--no-pty", "--", "sh", "-c",
-                  f"echo one > a.txt; {script} checkpoint '{{\"label\": \"one\"}}'; "
-                  f"echo two > b.txt; {script} rollback '{{\"to\": \"1.1\"}}'; "
-                  f"{script} rollback '{{\"to\": \"77\"}}'",
-                  cwd=worktree(t))  # fmt: skip
+    res = bar_exe(
+        "run",
+        "--no-pty",
+        "--",
+        "sh",
+        "-c",
+        f'echo one > a.txt; {script} checkpoint \'{{"label": "one"}}\'; '
+        f'echo two > b.txt; {script} rollback \'{{"to": "1.1"}}\'; '
+        f'{script} rollback \'{{"to": "77"}}\'',
+        cwd=worktree(t),
+    )
     assert res.code == 0, res.err
     _, back, unknown = answers(res.out)
     assert back["target"] == "1.1" and back["checkpoint"]["kind"] == "rollback"
@@ -110,16 +124,37 @@ def test_an_inside_order_from_outside_and_an_outside_one_from_inside_are_refused
     assert no_step.value.exit_code == ExitCode.USAGE and "no step is running" in str(no_step.value)
     # a step that waits: from outside, while it runs
     go, stop = worktree(t) / "go", Path(str(worktree(t)) + "-stop")
-    submit = json.dumps({"input": {"task": "t", "source": "s", "items": [
-        {"id": 1, "title": "which", "options": [{"value": "a", "label": "A"},
-                                                {"value": "b", "label": "B"}]}]}})  # fmt: skip
+    submit = json.dumps(
+        {
+            "input": {
+                "task": "t",
+                "source": "s",
+                "items": [
+                    {
+                        "id": 1,
+                        "title": "which",
+                        "options": [{"value": "a", "label": "A"}, {"value": "b", "label": "B"}],
+                    }
+                ],
+            }
+        }
+    )
     answer = json.dumps({"decisions": [{"id": 1, "chosen": "a"}]})
     proc = subprocess.Popen(
-        [BAR_EXE, "run", "--no-pty", "--", "sh", "-c",
-         f"{script} decide.submit '{submit}'; {script} decide.answer '{answer}'; touch go; "
-         f"while [ ! -e {stop} ]; do sleep 0.05; done; rm go"],
-        cwd=worktree(t), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-    )  # fmt: skip
+        [
+            BAR_EXE,
+            "run",
+            "--no-pty",
+            "--",
+            "sh",
+            "-c",
+            f"{script} decide.submit '{submit}'; {script} decide.answer '{answer}'; touch go; "
+            f"while [ ! -e {stop} ]; do sleep 0.05; done; rm go",
+        ],
+        cwd=worktree(t),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     try:
         deadline = time.monotonic() + 60
         while not go.exists() and time.monotonic() < deadline:
@@ -166,9 +201,14 @@ def test_a_queued_step_left_by_a_crash_is_appended_by_the_next_command(
 
     t = new_task(capfd)
     task = api.get_task(api.open_project())
-    step = DecisionStep(step_id="0001", started_at="2025-01-15T10:00:00.000Z",
-                        ended_at="2025-01-15T10:00:00.000Z", duration_ms=0,
-                        session_id="2025-01-15T10-00-00", decisions=[{"id": 1, "chosen": "a"}])  # fmt: skip
+    step = DecisionStep(
+        step_id="0001",
+        started_at="2025-01-15T10:00:00.000Z",
+        ended_at="2025-01-15T10:00:00.000Z",
+        duration_ms=0,
+        session_id="2025-01-15T10-00-00",
+        decisions=[{"id": 1, "chosen": "a"}],
+    )
     queued_steps.queue(task, step.to_record())
     assert bar(capfd, "run", "--", "true").code == 0  # recovery appends it first
     kinds = [(s["step_id"], s["kind"]) for s in ledger(t["id"])]

@@ -21,8 +21,13 @@ def test_pty_step_records_cast_and_clean_text(
 ) -> None:
     t = new_task(capfd)
     code = "import sys; print(sys.stdout.isatty()); print('\\x1b[31mred\\x1b[0m done')"
-    res = subprocess.run([BAR_EXE, "run", "--pty", "--", sys.executable, "-c", code],
-                         cwd=inited, capture_output=True, timeout=120, stdin=subprocess.DEVNULL)  # fmt: skip
+    res = subprocess.run(
+        [BAR_EXE, "run", "--pty", "--", sys.executable, "-c", code],
+        cwd=inited,
+        capture_output=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
     assert res.returncode == 0, res.stderr
     (step,) = ledger(t["id"])
     assert step["pty"] is True
@@ -32,8 +37,9 @@ def test_pty_step_records_cast_and_clean_text(
     lines = (task_dir(t["id"]) / "artifacts/0001.cast").read_text().splitlines()
     assert json.loads(lines[0])["version"] == 2
     assert "\x1b[31m" in "".join(json.loads(x)[2] for x in lines[1:])
-    replay = subprocess.run([BAR_EXE, "replay", "1", "--instant"], cwd=inited,
-                            capture_output=True, timeout=60)  # fmt: skip
+    replay = subprocess.run(
+        [BAR_EXE, "replay", "1", "--instant"], cwd=inited, capture_output=True, timeout=60
+    )
     assert replay.returncode == 0 and b"red" in replay.stdout
 
 
@@ -73,8 +79,13 @@ def test_cast_keeps_the_timing_of_the_output(
     inited: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
     t = new_task(capfd)
-    res = subprocess.run([BAR_EXE, "run", "--pty", "--", "sh", "-c", "echo a; sleep 1.5; echo b"],
-                         cwd=inited, capture_output=True, timeout=120, stdin=subprocess.DEVNULL)  # fmt: skip
+    res = subprocess.run(
+        [BAR_EXE, "run", "--pty", "--", "sh", "-c", "echo a; sleep 1.5; echo b"],
+        cwd=inited,
+        capture_output=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
     assert res.returncode == 0, res.stderr
     events = [e for e in cast_events(task_dir(t["id"]) / "artifacts/0001.cast") if e[1] == "o"]
     (at_a,) = [e[0] for e in events if "a" in e[2]]
@@ -90,9 +101,13 @@ def test_output_is_on_disk_before_bar_is_killed(
     t = new_task(capfd)
     artifacts = task_dir(t["id"]) / "artifacts"
     script = "echo printed-before-the-kill; exec sleep 60"
-    bar_proc = subprocess.Popen([BAR_EXE, "run", "--pty", "--", "sh", "-c", script], cwd=inited,
-                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL)  # fmt: skip
+    bar_proc = subprocess.Popen(
+        [BAR_EXE, "run", "--pty", "--", "sh", "-c", script],
+        cwd=inited,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         in_cast = wait_for_text(artifacts / "0001.cast", "printed-before-the-kill")
         in_text = wait_for_text(artifacts / "0001.output", "printed-before-the-kill\n")

@@ -28,9 +28,15 @@ def inited(repo: Path, capfd: pytest.CaptureFixture[str]) -> Path:
 def test_run_records_a_step_exactly(inited: Path, capfd: pytest.CaptureFixture[str]) -> None:
     t = new_task(capfd)
     res = bar(
-        capfd, "run", "-e", "MODE=fast", "--",
-        "sh", "-c", "echo out; echo err >&2; printf 'x\\n' > a.txt; rm README.md; exit 3",
-    )  # fmt: skip
+        capfd,
+        "run",
+        "-e",
+        "MODE=fast",
+        "--",
+        "sh",
+        "-c",
+        "echo out; echo err >&2; printf 'x\\n' > a.txt; rm README.md; exit 3",
+    )
     assert res.code == 3
     assert "out" in res.out and "err" in res.err
     (step,) = ledger(t["id"])
@@ -39,8 +45,11 @@ def test_run_records_a_step_exactly(inited: Path, capfd: pytest.CaptureFixture[s
     assert step["env"] == {"MODE": "fast"}
     assert step["exit_code"] == 3
     assert step["diff_stat"] == {
-        "files": 2, "additions": 1, "deletions": 1, "file_list": ["README.md", "a.txt"],
-    }  # fmt: skip
+        "files": 2,
+        "additions": 1,
+        "deletions": 1,
+        "file_list": ["README.md", "a.txt"],
+    }
     assert step["artifacts"] == {"patch": "artifacts/0001.patch", "output": "artifacts/0001.output"}
     assert step["policy_events"] == []
     for key in ("started_at", "ended_at"):
@@ -126,8 +135,13 @@ def test_developer_checkout_is_never_touched(
             if p.is_file() and ".git" not in p.parts
         )
         heads = git(inited, "for-each-ref", "refs/heads/main", "--format=%(objectname)")
-        return (git(inited, "rev-parse", "HEAD"), heads, repr(index), repr(files),
-                git(inited, "symbolic-ref", "HEAD"))  # fmt: skip
+        return (
+            git(inited, "rev-parse", "HEAD"),
+            heads,
+            repr(index),
+            repr(files),
+            git(inited, "symbolic-ref", "HEAD"),
+        )
 
     before = fingerprint()
     for name in ("one", "two"):
@@ -147,8 +161,16 @@ def test_two_tasks_run_at_the_same_time(inited: Path, capfd: pytest.CaptureFixtu
     results: dict[str, int] = {}
 
     def go(t: dict[str, str]) -> None:
-        res = bar_exe("run", "--task", t["id"], "--", "sh", "-c",
-                      f"sleep 0.5; echo {t['name']} > {t['name']}.txt", cwd=inited)  # fmt: skip
+        res = bar_exe(
+            "run",
+            "--task",
+            t["id"],
+            "--",
+            "sh",
+            "-c",
+            f"sleep 0.5; echo {t['name']} > {t['name']}.txt",
+            cwd=inited,
+        )
         results[t["id"]] = res.code
 
     threads = [threading.Thread(target=go, args=(t,)) for t in (a, b)]
@@ -215,8 +237,15 @@ def test_a_command_killed_by_a_signal_is_recorded_so(
     "exit 0"."""
     t = new_task(capfd)
     mode = "--pty" if pty else "--no-pty"
-    res = bar_exe("run", mode, "--", "python3", "-c",
-                  "import os, signal; os.kill(os.getpid(), signal.SIGKILL)", cwd=worktree(t))  # fmt: skip
+    res = bar_exe(
+        "run",
+        mode,
+        "--",
+        "python3",
+        "-c",
+        "import os, signal; os.kill(os.getpid(), signal.SIGKILL)",
+        cwd=worktree(t),
+    )
     assert res.code == 137, res.err
     step = ledger(t["id"])[-1]
     assert (step["exit_code"], step["signal"]) == (137, 9)
@@ -244,9 +273,13 @@ def test_a_command_that_exits_cleanly_when_stopped_is_recorded_as_stopped(
         "time.sleep(60)\n"
     )
     mode = "--pty" if pty else "--no-pty"
-    proc = subprocess.Popen([BAR_EXE, "run", mode, "--no-sandbox", "--", sys.executable, "-c",
-                             script], cwd=worktree(t), stdin=subprocess.DEVNULL,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
+    proc = subprocess.Popen(
+        [BAR_EXE, "run", mode, "--no-sandbox", "--", sys.executable, "-c", script],
+        cwd=worktree(t),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     try:
         deadline = time.monotonic() + 60
         while not ready.exists() and time.monotonic() < deadline:

@@ -130,9 +130,14 @@ def test_piped_output_is_on_disk_before_bar_is_killed(
     output = task_dir(t["id"]) / "artifacts/0001.output"
     script = "echo printed-before-the-kill; exec sleep 60"
     # unconfined: the test kills bar's group, and a confined command has a session of its own
-    bar_proc = subprocess.Popen([BAR_EXE, "run", "--no-pty", "--no-sandbox", "--", "sh", "-c", script],
-                                cwd=inited, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
+    bar_proc = subprocess.Popen(
+        [BAR_EXE, "run", "--no-pty", "--no-sandbox", "--", "sh", "-c", script],
+        cwd=inited,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     deadline = time.monotonic() + 30
     try:
         while time.monotonic() < deadline:

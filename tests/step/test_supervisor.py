@@ -24,11 +24,25 @@ def test_agent_inner_commands_go_through_the_policy(
     t = new_task(capfd)
     wt = worktree(t)
     res = subprocess.run(
-        [BAR_EXE, "run", "--no-pty", "--agent", "claude", "--",
-         sys.executable, FAKE_AGENT, "--agent", "claude",
-         "echo benign > ok.txt", "rm -rf / --no-preserve-root; touch destroyed.txt"],
-        cwd=inited, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        [
+            BAR_EXE,
+            "run",
+            "--no-pty",
+            "--agent",
+            "claude",
+            "--",
+            sys.executable,
+            FAKE_AGENT,
+            "--agent",
+            "claude",
+            "echo benign > ok.txt",
+            "rm -rf / --no-preserve-root; touch destroyed.txt",
+        ],
+        cwd=inited,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert res.returncode == 0, res.stderr
     assert "RAN: echo benign > ok.txt" in res.stdout
     assert "DENIED: rm -rf /" in res.stdout
@@ -63,10 +77,24 @@ def test_each_agent_reports_what_became_of_its_commands(
 ) -> None:
     t = new_task(capfd)
     res = subprocess.run(
-        [BAR_EXE, "run", "--no-pty", "--agent", agent, "--", agent_program(tmp_path, agent),
-         "git reset --hard HEAD~3", "ls", "exit 3", "chmod -R 777 ."],
-        cwd=inited, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        [
+            BAR_EXE,
+            "run",
+            "--no-pty",
+            "--agent",
+            agent,
+            "--",
+            agent_program(tmp_path, agent),
+            "git reset --hard HEAD~3",
+            "ls",
+            "exit 3",
+            "chmod -R 777 .",
+        ],
+        cwd=inited,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert res.returncode == 0, res.stderr
     assert "DENIED: git reset --hard" in res.stdout and "RAN: ls" in res.stdout
     assert "RAN: chmod -R 777 ." in res.stdout  # nobody at the prompt: warned, not asked
@@ -88,32 +116,57 @@ def test_an_agent_that_never_calls_the_hooks_is_reported(
     inited: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
     new_task(capfd)
-    res = subprocess.run([BAR_EXE, "run", "--no-pty", "--agent", "gemini", "--", "true"],
-                         cwd=inited, capture_output=True, text=True, timeout=120)  # fmt: skip
+    res = subprocess.run(
+        [BAR_EXE, "run", "--no-pty", "--agent", "gemini", "--", "true"],
+        cwd=inited,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert res.returncode == 0
     assert "gemini never called bar's hooks in this step" in res.stderr
     # Codex's hooks are in its home for the task, whatever starts it: this one never ran
-    res = subprocess.run([BAR_EXE, "run", "--no-pty", "--agent", "codex", "--", "true"],
-                         cwd=inited, capture_output=True, text=True, timeout=120)  # fmt: skip
+    res = subprocess.run(
+        [BAR_EXE, "run", "--no-pty", "--agent", "codex", "--", "true"],
+        cwd=inited,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert "codex never called bar's hooks in this step" in res.stderr
 
 
 def test_hook_outside_a_run_answers_and_records_nothing(inited: Path) -> None:
     event = {
-        "session_id": "s1", "transcript_path": "/tmp/t", "cwd": str(inited),
-        "hook_event_name": "PreToolUse", "tool_name": "Bash",
-        "tool_input": {"command": "git push --force origin main"}, "tool_use_id": "tu1",
-    }  # fmt: skip
-    res = subprocess.run([BAR_EXE, "hook", "claude"], input=json.dumps(event).encode(),
-                         capture_output=True, cwd=inited, timeout=60)  # fmt: skip
+        "session_id": "s1",
+        "transcript_path": "/tmp/t",
+        "cwd": str(inited),
+        "hook_event_name": "PreToolUse",
+        "tool_name": "Bash",
+        "tool_input": {"command": "git push --force origin main"},
+        "tool_use_id": "tu1",
+    }
+    res = subprocess.run(
+        [BAR_EXE, "hook", "claude"],
+        input=json.dumps(event).encode(),
+        capture_output=True,
+        cwd=inited,
+        timeout=60,
+    )
     assert res.returncode == 2
     assert json.loads(res.stdout)["hookSpecificOutput"]["permissionDecision"] == "deny"
     event["tool_input"] = {"command": "ls -la"}
-    res = subprocess.run([BAR_EXE, "hook", "claude"], input=json.dumps(event).encode(),
-                         capture_output=True, cwd=inited, timeout=60)  # fmt: skip
+    res = subprocess.run(
+        [BAR_EXE, "hook", "claude"],
+        input=json.dumps(event).encode(),
+        capture_output=True,
+        cwd=inited,
+        timeout=60,
+    )
     assert res.returncode == 0 and res.stdout == b""
-    res = subprocess.run([BAR_EXE, "hook", "claude"], input=b"{not json",
-                         capture_output=True, cwd=inited, timeout=60)  # fmt: skip
+    res = subprocess.run(
+        [BAR_EXE, "hook", "claude"], input=b"{not json", capture_output=True, cwd=inited, timeout=60
+    )
     assert res.returncode == 2 and b"Traceback" not in res.stderr and res.stderr
 
 
@@ -146,8 +199,15 @@ def test_only_judgements_cross_the_channel(inited: Path, capfd: pytest.CaptureFi
         "reply = send(b'bar1 hook claude\\n' + json.dumps(event).encode())\n"
         "assert reply.startswith(b'2\\n'), reply\n"
     )
-    res = bar_exe("run", "--no-pty", "--", sys.executable, "-c",
-                  script.replace("sys.argv[1]", "__import__('os').environ['BAR_SOCKET']"), cwd=wt)  # fmt: skip
+    res = bar_exe(
+        "run",
+        "--no-pty",
+        "--",
+        sys.executable,
+        "-c",
+        script.replace("sys.argv[1]", "__import__('os').environ['BAR_SOCKET']"),
+        cwd=wt,
+    )
     assert res.code == 0, res.err
     (step,) = ledger(t["id"])
     assert step["policy_events"] == []
@@ -182,8 +242,10 @@ def test_a_step_without_an_agent_takes_no_hook_events_into_its_record(inited: Pa
     is a made-up one. It is answered (the policy still judges it) and recorded nowhere."""
     task = new_task_json(inited)
     forge = DATA / "forge_hook.py"
-    script = (f'{sys.executable} {forge} "$BAR_SOCKET" "rm -rf /"; '
-              f'{sys.executable} {forge} "$BAR_SOCKET" "echo made-up"')  # fmt: skip
+    script = (
+        f'{sys.executable} {forge} "$BAR_SOCKET" "rm -rf /"; '
+        f'{sys.executable} {forge} "$BAR_SOCKET" "echo made-up"'
+    )
     res = bar_exe("run", "--no-pty", "--", "sh", "-c", script, cwd=inited)
     assert res.code == 0 and "answered: 2" in res.out, res.out + res.err
     (step,) = ledger(task)

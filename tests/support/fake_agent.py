@@ -47,8 +47,11 @@ SETTINGS_FILES = {
     "gemini": (".gemini/settings.json",),
 }
 EVENT_NAME = {"claude": "PreToolUse", "codex": "PreToolUse", "gemini": "BeforeTool"}
-POST_EVENT = {"claude": ("PostToolUse", "PostToolUseFailure"), "codex": ("PostToolUse",) * 2,
-              "gemini": ("AfterTool",) * 2}  # (succeeded, failed)  # fmt: skip
+POST_EVENT = {
+    "claude": ("PostToolUse", "PostToolUseFailure"),
+    "codex": ("PostToolUse",) * 2,
+    "gemini": ("AfterTool",) * 2,
+}  # (succeeded, failed)
 SHELL_TOOL = {"claude": "Bash", "codex": "Bash", "gemini": "run_shell_command"}
 EDIT_TOOL = {"claude": "Write", "codex": "Bash", "gemini": "write_file"}
 
@@ -276,8 +279,12 @@ def post_payload(
 
 
 def start_payload(agent: str, cwd: Path, session_id: str) -> dict[str, Any]:
-    return {"session_id": session_id, "cwd": str(cwd), "hook_event_name": "SessionStart",
-            "source": "startup"}  # fmt: skip
+    return {
+        "session_id": session_id,
+        "cwd": str(cwd),
+        "hook_event_name": "SessionStart",
+        "source": "startup",
+    }
 
 
 def hook_environment(agent: str, cwd: Path, session_id: str) -> dict[str, str]:
@@ -528,16 +535,26 @@ def run_hook(agent: str, hook: Hook, payload: bytes, cwd: Path, env: dict[str, s
     )
 
 
-def edit(agent: str, command: str, cwd: Path, session_id: str, env: dict[str, str],
-         options: dict[str, Any] | None) -> None:  # fmt: skip
+def edit(
+    agent: str,
+    command: str,
+    cwd: Path,
+    session_id: str,
+    env: dict[str, str],
+    options: dict[str, Any] | None,
+) -> None:
     """``write:PATH=TEXT`` through the agent's edit tool: the pre-tool hooks that match it
     (Codex's shell matcher does), the write, the post-tool event."""
     path, _, text = command[len("write:") :].partition("=")
     pre = edit_payload(agent, path, text, cwd, session_id)
     tool = str(pre["tool_name"])
     payload = json.dumps(pre).encode()
-    verdict = combine([run_hook(agent, h, payload, cwd, env)
-                       for h in configured_hooks(agent, cwd, tool, None, options)])  # fmt: skip
+    verdict = combine(
+        [
+            run_hook(agent, h, payload, cwd, env)
+            for h in configured_hooks(agent, cwd, tool, None, options)
+        ]
+    )
     if verdict.decision in ("deny", "stop"):
         print(f"DENIED: {command}: {_one_line(verdict.reason)}")
         return
@@ -567,10 +584,19 @@ def main(argv: list[str] | None = None) -> int:
         default="deny",
         help="what the simulated user answers when a hook asks for confirmation",
     )
-    parser.add_argument("-c", "--config", action="append", default=[],
-                        help="Codex: a configuration value, key=TOML value")  # fmt: skip
-    parser.add_argument("--mcp-config", action="append", default=[],
-                        help="Claude Code: MCP servers (accepted; no model calls their tools)")  # fmt: skip
+    parser.add_argument(
+        "-c",
+        "--config",
+        action="append",
+        default=[],
+        help="Codex: a configuration value, key=TOML value",
+    )
+    parser.add_argument(
+        "--mcp-config",
+        action="append",
+        default=[],
+        help="Claude Code: MCP servers (accepted; no model calls their tools)",
+    )
     parser.add_argument("commands", nargs="*")
     args = parser.parse_args(argv)
 

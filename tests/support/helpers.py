@@ -39,8 +39,13 @@ def bar(capfd: pytest.CaptureFixture[str], *args: str) -> Ran:
     return Ran(code, out, err)
 
 
-def bar_exe(*args: str, cwd: Path | None = None, input: bytes | None = None,
-            env: dict[str, str] | None = None, timeout: float = 120) -> Ran:  # fmt: skip
+def bar_exe(
+    *args: str,
+    cwd: Path | None = None,
+    input: bytes | None = None,
+    env: dict[str, str] | None = None,
+    timeout: float = 120,
+) -> Ran:
     """Run the installed ``bar`` executable in a child process."""
     full_env = dict(os.environ)
     if env:
@@ -53,8 +58,9 @@ def bar_exe(*args: str, cwd: Path | None = None, input: bytes | None = None,
         env=full_env,
         timeout=timeout,
     )
-    return Ran(proc.returncode, proc.stdout.decode(errors="replace"),
-               proc.stderr.decode(errors="replace"))  # fmt: skip
+    return Ran(
+        proc.returncode, proc.stdout.decode(errors="replace"), proc.stderr.decode(errors="replace")
+    )
 
 
 def bar_home() -> Path:
@@ -136,8 +142,10 @@ def replay_patches(repo: Path, task_id: str, base_commit: str, dest: Path) -> di
         if patch:
             subprocess.run(
                 ["git", "apply", "--binary", "--whitespace=nowarn", str(task_dir(task_id) / patch)],
-                cwd=dest, check=True, capture_output=True,
-            )  # fmt: skip
+                cwd=dest,
+                check=True,
+                capture_output=True,
+            )
     return files_on_disk(dest)
 
 
@@ -199,8 +207,9 @@ def side_index_of(task: dict[str, Any]) -> Path:
     return task_dir(str(task["id"])) / "index"
 
 
-def watcher_started(capfd: pytest.CaptureFixture[str], repo: Path,
-                    prepare: Any = None) -> tuple[dict[str, Any], Path]:  # fmt: skip
+def watcher_started(
+    capfd: pytest.CaptureFixture[str], repo: Path, prepare: Any = None
+) -> tuple[dict[str, Any], Path]:
     """A task whose second step handed its watch to a watcher, now sure of what it saw
     (``prepare``: called with the worktree before the first step)."""
     from bar.changes.fast import watcher
@@ -226,12 +235,18 @@ def plain_git_tree(wt: Path, tmp: Path) -> str:
     env = {**os.environ, "GIT_INDEX_FILE": str(index)}
     subprocess.run(["git", "read-tree", "HEAD"], cwd=wt, env=env, check=True)
     subprocess.run(["git", "add", "-A"], cwd=wt, env=env, check=True)
-    return subprocess.run(["git", "write-tree"], cwd=wt, env=env, check=True,
-                          capture_output=True, text=True).stdout.strip()  # fmt: skip
+    return subprocess.run(
+        ["git", "write-tree"], cwd=wt, env=env, check=True, capture_output=True, text=True
+    ).stdout.strip()
 
 
 def recorded_tree(repo: Path, task: dict[str, Any]) -> str:
     """The tree of the last state the task's ledger recorded."""
     last = ledger(str(task["id"]))[-1]["snapshot"]
-    return subprocess.run(["git", "rev-parse", f"{last}^{{tree}}"], cwd=repo, check=True,
-                          capture_output=True, text=True).stdout.strip()  # fmt: skip
+    return subprocess.run(
+        ["git", "rev-parse", f"{last}^{{tree}}"],
+        cwd=repo,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()

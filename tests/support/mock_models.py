@@ -156,18 +156,38 @@ def _anthropic(model: MockModel, body: dict[str, Any]) -> tuple[bool, list[bytes
         stop = "tool_use"
     usage = {"input_tokens": 10, "output_tokens": 5}
     events = [
-        _sse("message_start", {"type": "message_start", "message": {
-            "id": msg_id, "type": "message", "role": "assistant", "model": body.get("model"),
-            "content": [], "stop_reason": None, "stop_sequence": None, "usage": usage}}),
-        _sse("content_block_start", {"type": "content_block_start", "index": 0,
-                                     "content_block": block}),
+        _sse(
+            "message_start",
+            {
+                "type": "message_start",
+                "message": {
+                    "id": msg_id,
+                    "type": "message",
+                    "role": "assistant",
+                    "model": body.get("model"),
+                    "content": [],
+                    "stop_reason": None,
+                    "stop_sequence": None,
+                    "usage": usage,
+                },
+            },
+        ),
+        _sse(
+            "content_block_start",
+            {"type": "content_block_start", "index": 0, "content_block": block},
+        ),
         _sse("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": delta}),
         _sse("content_block_stop", {"type": "content_block_stop", "index": 0}),
-        _sse("message_delta", {"type": "message_delta",
-                               "delta": {"stop_reason": stop, "stop_sequence": None},
-                               "usage": {"output_tokens": 5}}),
+        _sse(
+            "message_delta",
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": stop, "stop_sequence": None},
+                "usage": {"output_tokens": 5},
+            },
+        ),
         _sse("message_stop", {"type": "message_stop"}),
-    ]  # fmt: skip
+    ]
     return main, events
 
 
@@ -179,21 +199,29 @@ def _openai(model: MockModel, body: dict[str, Any]) -> tuple[bool, list[bytes]]:
     resp_id = f"resp_{len(model.requests)}"
     if isinstance(turn, Answer):
         item: dict[str, Any] = {
-            "type": "message", "role": "assistant", "id": f"msg_{done}",
+            "type": "message",
+            "role": "assistant",
+            "id": f"msg_{done}",
             "content": [{"type": "output_text", "text": turn.text, "annotations": []}],
-        }  # fmt: skip
+        }
     elif isinstance(turn, Tool):
         item = {
-            "type": "function_call", "id": f"fc_{done}", "call_id": f"call_{done:02d}",
-            "name": turn.name, "arguments": json.dumps(turn.args),
-        }  # fmt: skip
+            "type": "function_call",
+            "id": f"fc_{done}",
+            "call_id": f"call_{done:02d}",
+            "name": turn.name,
+            "arguments": json.dumps(turn.args),
+        }
     elif isinstance(turn, Shell):
         shell = "exec_command" if "exec_command" in tools else "shell_command"
         key = "cmd" if shell == "exec_command" else "command"
         item = {
-            "type": "function_call", "id": f"fc_{done}", "call_id": f"call_{done:02d}",
-            "name": shell, "arguments": json.dumps({key: turn.command}),
-        }  # fmt: skip
+            "type": "function_call",
+            "id": f"fc_{done}",
+            "call_id": f"call_{done:02d}",
+            "name": shell,
+            "arguments": json.dumps({key: turn.command}),
+        }
     else:
         # Codex edits files with apply_patch; this build offers no separate tool for it to
         # an unknown model, and takes the patch through its shell tool, applying it
@@ -202,23 +230,41 @@ def _openai(model: MockModel, body: dict[str, Any]) -> tuple[bool, list[bytes]]:
             turn.path, "\n".join("+" + line for line in turn.content.splitlines())
         )
         item = {
-            "type": "function_call", "id": f"fc_{done}", "call_id": f"call_{done:02d}",
+            "type": "function_call",
+            "id": f"fc_{done}",
+            "call_id": f"call_{done:02d}",
             "name": "exec_command",
             "arguments": json.dumps({"cmd": f"apply_patch <<'PATCH'\n{patch}\nPATCH\n"}),
-        }  # fmt: skip
+        }
     usage = {
-        "input_tokens": 10, "input_tokens_details": {"cached_tokens": 0},
-        "output_tokens": 5, "output_tokens_details": {"reasoning_tokens": 0},
+        "input_tokens": 10,
+        "input_tokens_details": {"cached_tokens": 0},
+        "output_tokens": 5,
+        "output_tokens_details": {"reasoning_tokens": 0},
         "total_tokens": 15,
-    }  # fmt: skip
+    }
     events = [
-        _sse("response.created", {"type": "response.created",
-                                  "response": {"id": resp_id, "status": "in_progress"}}),
-        _sse("response.output_item.done", {"type": "response.output_item.done",
-                                           "output_index": 0, "item": item}),
-        _sse("response.completed", {"type": "response.completed", "response": {
-            "id": resp_id, "status": "completed", "output": [item], "usage": usage}}),
-    ]  # fmt: skip
+        _sse(
+            "response.created",
+            {"type": "response.created", "response": {"id": resp_id, "status": "in_progress"}},
+        ),
+        _sse(
+            "response.output_item.done",
+            {"type": "response.output_item.done", "output_index": 0, "item": item},
+        ),
+        _sse(
+            "response.completed",
+            {
+                "type": "response.completed",
+                "response": {
+                    "id": resp_id,
+                    "status": "completed",
+                    "output": [item],
+                    "usage": usage,
+                },
+            },
+        ),
+    ]
     return main, events
 
 
@@ -233,9 +279,17 @@ def _gemini(model: MockModel, body: dict[str, Any]) -> tuple[bool, list[bytes]]:
     if main:
         turn = model.turn(done)
     elif (body.get("generationConfig") or {}).get("responseMimeType") == "application/json":
-        turn = Answer(json.dumps({"reasoning": "done", "next_speaker": "user",
-                                  "model_choice": "flash", "complexity_reasoning": "simple",
-                                  "complexity_score": 1}))  # fmt: skip
+        turn = Answer(
+            json.dumps(
+                {
+                    "reasoning": "done",
+                    "next_speaker": "user",
+                    "model_choice": "flash",
+                    "complexity_reasoning": "simple",
+                    "complexity_score": 1,
+                }
+            )
+        )
     else:
         turn = Answer("ok")
     if isinstance(turn, Answer):
@@ -243,18 +297,26 @@ def _gemini(model: MockModel, body: dict[str, Any]) -> tuple[bool, list[bytes]]:
     elif isinstance(turn, Tool):
         part = {"functionCall": {"name": turn.name, "args": turn.args}}
     elif isinstance(turn, Shell):
-        part = {"functionCall": {"name": "run_shell_command",
-                                 "args": {"command": turn.command, "description": "step"}}}  # fmt: skip
+        part = {
+            "functionCall": {
+                "name": "run_shell_command",
+                "args": {"command": turn.command, "description": "step"},
+            }
+        }
     else:
-        part = {"functionCall": {"name": "write_file",
-                                 "args": {"file_path": turn.path, "content": turn.content}}}  # fmt: skip
+        part = {
+            "functionCall": {
+                "name": "write_file",
+                "args": {"file_path": turn.path, "content": turn.content},
+            }
+        }
     chunk = {
-        "candidates": [{"content": {"role": "model", "parts": [part]}, "finishReason": "STOP",
-                        "index": 0}],
-        "usageMetadata": {"promptTokenCount": 10, "candidatesTokenCount": 5,
-                          "totalTokenCount": 15},
+        "candidates": [
+            {"content": {"role": "model", "parts": [part]}, "finishReason": "STOP", "index": 0}
+        ],
+        "usageMetadata": {"promptTokenCount": 10, "candidatesTokenCount": 5, "totalTokenCount": 15},
         "modelVersion": "gemini-mock",
-    }  # fmt: skip
+    }
     return main, [f"data: {json.dumps(chunk)}\r\n\r\n".encode()]
 
 

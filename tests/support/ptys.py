@@ -44,8 +44,9 @@ def on_terminal(
     streams = {"stdout": slave, "stderr": slave}
     if pipe is not None:
         streams[pipe] = subprocess.PIPE  # type: ignore[assignment]
-    proc = subprocess.Popen([BAR_EXE, *args], cwd=cwd, env=full_env, stdin=slave,
-                            start_new_session=True, **streams)  # type: ignore[arg-type]  # fmt: skip
+    proc = subprocess.Popen(
+        [BAR_EXE, *args], cwd=cwd, env=full_env, stdin=slave, start_new_session=True, **streams
+    )  # type: ignore[arg-type]
     os.close(slave)
     screen = bytearray()
     deadline = time.monotonic() + timeout

@@ -49,16 +49,25 @@ class Session:
     task_id: str
     project: str
 
-    def bar(self, *args: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess[str]:  # fmt: skip
-        proc = subprocess.run([BAR_EXE, *args], cwd=self.repo, env=self.env, text=True,
-                              capture_output=True, timeout=timeout)  # fmt: skip
+    def bar(
+        self, *args: str, check: bool = True, timeout: float = 120
+    ) -> subprocess.CompletedProcess[str]:
+        proc = subprocess.run(
+            [BAR_EXE, *args],
+            cwd=self.repo,
+            env=self.env,
+            text=True,
+            capture_output=True,
+            timeout=timeout,
+        )
         if check:
             assert proc.returncode == 0, (args, proc.stdout, proc.stderr)
         return proc
 
     def git(self, *args: str) -> str:
-        return subprocess.run(["git", *args], cwd=self.repo, env=self.env, text=True,
-                              capture_output=True, check=True).stdout  # fmt: skip
+        return subprocess.run(
+            ["git", *args], cwd=self.repo, env=self.env, text=True, capture_output=True, check=True
+        ).stdout
 
     def ledger(self) -> list[dict[str, Any]]:
         path = self.root / "home" / "projects" / self.project / "tasks" / self.task_id
@@ -78,11 +87,18 @@ def sealed_env(root: Path) -> dict[str, str]:
     home.mkdir(parents=True, exist_ok=True)
     (home / ".gitconfig").write_text("[init]\n\tdefaultBranch = main\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("GIT_", "BAR_"))}
-    env.update(HOME=str(home), XDG_CONFIG_HOME=str(home / ".config"),
-               BAR_HOME=str(root / "home"), GIT_CONFIG_NOSYSTEM="1",
-               GIT_CONFIG_GLOBAL=str(home / ".gitconfig"), GIT_AUTHOR_NAME="Test Author",
-               GIT_AUTHOR_EMAIL="author@example.com", GIT_COMMITTER_NAME="Test Committer",
-               GIT_COMMITTER_EMAIL="committer@example.com", GIT_EDITOR="false")  # fmt: skip
+    env.update(
+        HOME=str(home),
+        XDG_CONFIG_HOME=str(home / ".config"),
+        BAR_HOME=str(root / "home"),
+        GIT_CONFIG_NOSYSTEM="1",
+        GIT_CONFIG_GLOBAL=str(home / ".gitconfig"),
+        GIT_AUTHOR_NAME="Test Author",
+        GIT_AUTHOR_EMAIL="author@example.com",
+        GIT_COMMITTER_NAME="Test Committer",
+        GIT_COMMITTER_EMAIL="committer@example.com",
+        GIT_EDITOR="false",
+    )
     return env
 
 
@@ -101,12 +117,23 @@ def session(root: Path) -> Session:
     task = json.loads(s.bar("task", "new", "add-discounts", "--json").stdout)
     s.task_id = task["id"]
     s.project = Path(task["worktree"]).parent.parent.name
-    s.bar("run", "--no-pty", "--", "sh", "-c",
-          "printf 'RATE = 0.1\\n' > discount.py; printf '\\033[32mall green\\033[0m\\n'")  # fmt: skip
-    s.bar("run", "--no-pty", "--", "sh", "-c",
-          "sed -i s/0.1/0.15/ discount.py; printf 'def cut(x):\\n    return x\\n' >> cart.py")  # fmt: skip
-    blocked = s.bar("run", "--no-pty", "--", "sh", "-c", "rm -rf / --no-preserve-root",
-                    check=False)  # fmt: skip
+    s.bar(
+        "run",
+        "--no-pty",
+        "--",
+        "sh",
+        "-c",
+        "printf 'RATE = 0.1\\n' > discount.py; printf '\\033[32mall green\\033[0m\\n'",
+    )
+    s.bar(
+        "run",
+        "--no-pty",
+        "--",
+        "sh",
+        "-c",
+        "sed -i s/0.1/0.15/ discount.py; printf 'def cut(x):\\n    return x\\n' >> cart.py",
+    )
+    blocked = s.bar("run", "--no-pty", "--", "sh", "-c", "rm -rf / --no-preserve-root", check=False)
     assert blocked.returncode == 126, blocked.stderr
     s.bar("run", "--pty", "--", "sh", "-c", "echo one; sleep 1; echo two; sleep 1; echo three")
     s.bar("rollback", "--to", "1")
@@ -116,9 +143,14 @@ def session(root: Path) -> Session:
 @contextmanager
 def serving(s: Session) -> Iterator[tuple[subprocess.Popen[str], str]]:
     """``bar ui --no-open --port 0`` as a child: (the process, its URL with the token)."""
-    proc = subprocess.Popen([BAR_EXE, "ui", "--no-open", "--port", "0"], cwd=s.repo,
-                            env=s.env, text=True, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE)  # fmt: skip
+    proc = subprocess.Popen(
+        [BAR_EXE, "ui", "--no-open", "--port", "0"],
+        cwd=s.repo,
+        env=s.env,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline()

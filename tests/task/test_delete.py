@@ -33,8 +33,9 @@ def traces_of(repo: Path, t: dict[str, Any]) -> list[str]:
     return found
 
 
-def closed(capfd: pytest.CaptureFixture[str], name: str, script: str | None = None,
-           *, apply: bool = False) -> dict[str, Any]:  # fmt: skip
+def closed(
+    capfd: pytest.CaptureFixture[str], name: str, script: str | None = None, *, apply: bool = False
+) -> dict[str, Any]:
     t = new_task(capfd, name)
     if script:
         run_sh(capfd, script)
@@ -55,8 +56,9 @@ def events() -> list[dict[str, Any]]:
 def test_delete_removes_every_trace_of_an_applied_task(
     inited_clean: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
-    t = closed(capfd, "done", "echo a > a && git add a && git commit -qm c && echo b > b",
-               apply=True)  # fmt: skip
+    t = closed(
+        capfd, "done", "echo a > a && git add a && git commit -qm c && echo b > b", apply=True
+    )
     git(inited_clean, "update-ref", f"refs/bar/kept/{t['id']}/{'1' * 40}", "HEAD")  # a kept HEAD
     assert traces_of(inited_clean, t)
     main = git(inited_clean, "rev-parse", "main")
@@ -223,8 +225,9 @@ def test_prune_deletes_what_is_safe_keeps_the_rest_and_never_touches_open_tasks(
 def _crash_points(repo: Path, capfd: pytest.CaptureFixture[str], tmp_path: Path) -> int:
     t = closed(capfd, "probe", "echo p > p")
     trace = tmp_path / "trace"
-    res = bar_exe("task", "delete", t["id"], "--force", cwd=repo,
-                  env={"BAR_FAULT_TRACE": str(trace)})  # fmt: skip
+    res = bar_exe(
+        "task", "delete", t["id"], "--force", cwd=repo, env={"BAR_FAULT_TRACE": str(trace)}
+    )
     assert res.code == 0, res.err
     return len(trace.read_text().splitlines())
 
@@ -239,8 +242,9 @@ def test_a_delete_stopped_anywhere_is_finished_later(
     kept = new_task(capfd, "bystander")
     kept_traces = traces_of(inited_clean, kept)
     for n, t in enumerate(tasks, 1):
-        res = bar_exe("task", "delete", t["id"], "--force", cwd=inited_clean,
-                      env={"BAR_FAULT_AT": str(n)})  # fmt: skip
+        res = bar_exe(
+            "task", "delete", t["id"], "--force", cwd=inited_clean, env={"BAR_FAULT_AT": str(n)}
+        )
         assert res.code == -signal.SIGKILL, (n, res.err)
     if finisher == "prune":
         assert bar(capfd, "task", "prune", "--force").code == 0

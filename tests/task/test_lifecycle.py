@@ -42,8 +42,11 @@ def worked_task(capfd: pytest.CaptureFixture[str], name: str = "work") -> dict[s
     a link, a deletion."""
     t = new_task(capfd, name)
     run_sh(capfd, "echo one > a.txt && git add a.txt && git commit -qm 'agent commit'")
-    run_sh(capfd, "printf '#!/bin/sh\\n' > run.sh && chmod +x run.sh && ln -s a.txt link "
-                  "&& rm README.md && mkdir -p 'dir with space' && echo x > 'dir with space/é'")  # fmt: skip
+    run_sh(
+        capfd,
+        "printf '#!/bin/sh\\n' > run.sh && chmod +x run.sh && ln -s a.txt link "
+        "&& rm README.md && mkdir -p 'dir with space' && echo x > 'dir with space/é'",
+    )
     return t
 
 
@@ -60,8 +63,13 @@ def test_task_path_prints_the_worktree_and_nothing_else(
     data = bar(capfd, "task", "path", "alpha", "--json").json()
     assert data == {"task_id": a["id"], "name": "alpha", "worktree": a["worktree"], "exists": True}
     # what a user types: cd into the active task (beta) from the checkout
-    proc = subprocess.run(["sh", "-c", f'cd "$({BAR_EXE} task path)" && pwd -P'], cwd=inited_clean,
-                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    proc = subprocess.run(
+        ["sh", "-c", f'cd "$({BAR_EXE} task path)" && pwd -P'],
+        cwd=inited_clean,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == f"{Path(b['worktree']).resolve()}\n"
 
@@ -272,7 +280,9 @@ def test_a_closed_task_applies_from_its_snapshot_without_a_worktree(
     assert git(inited_clean, "rev-parse", "main").strip() != snapshot
     res = bar(capfd, "apply", "--task", "work", "-m", "Land closed work")
     assert res.code == 0, res.err
-    assert git(inited_clean, "rev-parse", "main^{tree}") == git(inited_clean, "rev-parse", f"{snapshot}^{{tree}}")  # fmt: skip
+    assert git(inited_clean, "rev-parse", "main^{tree}") == git(
+        inited_clean, "rev-parse", f"{snapshot}^{{tree}}"
+    )
     assert files_on_disk(inited_clean) == {
         **files_in_commit(inited_clean, snapshot),
         **_bar_files(inited_clean),
@@ -300,7 +310,9 @@ def test_a_closed_task_merges_its_branch_without_a_worktree(
     tip = git(inited_clean, "rev-parse", t["branch"]).strip()
     assert parents[2] == tip  # the uncommitted work was committed on the task branch
     assert git(inited_clean, "log", "-1", "--format=%s", f"{tip}~1").strip() == "agent commit"
-    assert git(inited_clean, "rev-parse", f"{tip}^{{tree}}") == git(inited_clean, "rev-parse", f"{snapshot}^{{tree}}")  # fmt: skip
+    assert git(inited_clean, "rev-parse", f"{tip}^{{tree}}") == git(
+        inited_clean, "rev-parse", f"{snapshot}^{{tree}}"
+    )
 
 
 def test_merge_mode_of_a_closed_task_whose_branch_was_deleted_says_why(

@@ -49,11 +49,17 @@ def leftovers(repo: Path) -> dict[str, Any]:
     pdir = project_dir()
     return {
         "worktrees": sorted(w for w in worktrees if Path(w).resolve() != repo.resolve()),
-        "branches": sorted(git(repo, "for-each-ref", "--format=%(refname)", "refs/heads/bar/").split()),
+        "branches": sorted(
+            git(repo, "for-each-ref", "--format=%(refname)", "refs/heads/bar/").split()
+        ),
         "refs": sorted(git(repo, "for-each-ref", "--format=%(refname)", "refs/bar/").split()),
-        "task_dirs": sorted(p.name for p in (pdir / "tasks").iterdir()) if (pdir / "tasks").is_dir() else [],
-        "workspaces": sorted(p.name for p in (pdir / "workspaces").iterdir()) if (pdir / "workspaces").is_dir() else [],
-    }  # fmt: skip
+        "task_dirs": sorted(p.name for p in (pdir / "tasks").iterdir())
+        if (pdir / "tasks").is_dir()
+        else [],
+        "workspaces": sorted(p.name for p in (pdir / "workspaces").iterdir())
+        if (pdir / "workspaces").is_dir()
+        else [],
+    }
 
 
 def active_task_id() -> str | None:

@@ -190,11 +190,15 @@ def test_a_name_a_live_task_new_is_making_is_taken(
         CreateIntent("Mk1ngAbC", "racing", "bar/racing-Mk1ngAbC", base, "2024-01-15T10:00:00Z"),
     )
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import fcntl, sys, time\n"
-         f"f = open({str(paths.lock)!r}, 'a'); fcntl.flock(f, fcntl.LOCK_EX)\n"
-         "print('held', flush=True); time.sleep(120)"],
+        [
+            sys.executable,
+            "-c",
+            "import fcntl, sys, time\n"
+            f"f = open({str(paths.lock)!r}, 'a'); fcntl.flock(f, fcntl.LOCK_EX)\n"
+            "print('held', flush=True); time.sleep(120)",
+        ],
         stdout=subprocess.PIPE,
-    )  # fmt: skip
+    )
     try:
         assert holder.stdout is not None and holder.stdout.readline() == b"held\n"
         res = bar(capfd, "task", "new", "racing")

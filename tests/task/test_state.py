@@ -124,8 +124,11 @@ def test_a_task_with_a_step_under_way_is_running(
     script = "touch started; while [ ! -e go ]; do sleep 0.05; done"
     proc = subprocess.Popen(
         [BAR_EXE, "run", "--no-pty", "--task", "busy", "--", "sh", "-c", script],
-        cwd=inited_clean, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=dict(os.environ),
-    )  # fmt: skip
+        cwd=inited_clean,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=dict(os.environ),
+    )
     try:
         deadline = time.monotonic() + 120
         while not (wt / "started").exists():
@@ -153,8 +156,10 @@ def test_a_decision_answered_after_an_apply_leaves_it_applied(
     new_task(capfd, "asked")
     run_sh(capfd, "echo feature > feature.txt")
     assert bar(capfd, "apply", "-m", "Add the feature").code == 0
-    question = ('{"task": "t", "source": "s", "items": [{"id": 1, "title": "next?", '
-                '"options": [{"value": "a", "label": "A"}, {"value": "b", "label": "B"}]}]}')  # fmt: skip
+    question = (
+        '{"task": "t", "source": "s", "items": [{"id": 1, "title": "next?", '
+        '"options": [{"value": "a", "label": "A"}, {"value": "b", "label": "B"}]}]}'
+    )
     assert bar(capfd, "decide", "submit", question).code == 0
     assert bar(capfd, "decide", "answer", "--choose", "1=a").code == 0
     row = listed(capfd)["asked"]

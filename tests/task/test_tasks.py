@@ -26,10 +26,21 @@ def test_task_new_writes_task_json_exactly(inited: Path, capfd: pytest.CaptureFi
     t = new_task(capfd, "fix-bug", "-d", "Fix the bug", "--tag", "bug", "--tag", "urgent")
     rec = json.loads((task_dir(t["id"]) / "task.json").read_text())
     assert set(rec) == {
-        "version", "id", "name", "repo_root", "base_ref", "base_commit", "branch",
-        "workspace_path", "status", "created_at", "updated_at", "closed_at", "metadata",
+        "version",
+        "id",
+        "name",
+        "repo_root",
+        "base_ref",
+        "base_commit",
+        "branch",
+        "workspace_path",
+        "status",
+        "created_at",
+        "updated_at",
+        "closed_at",
+        "metadata",
         "snapshot_ref",
-    }  # fmt: skip
+    }
     assert len(rec["id"]) == 8 and all(c.isalnum() or c in "_-" for c in rec["id"])
     assert rec["name"] == "fix-bug"
     assert rec["repo_root"] == str(inited.resolve())

@@ -72,11 +72,37 @@ def test_cleaner_holds_only_the_current_line() -> None:
 
 
 FRAGMENTS = [
-    "a", "word ", "é", "日本", "\r", "\n", "\r\n", "\b", "\t", "\x07", "\x1b[31m", "\x1b[K",
-    "\x1b[2K", "\x1b[1K", "\x1b[3D", "\x1b[2C", "\x1b[G", "\x1b[A", "\x1b[2P", "\x1b[3@",
-    "\x1b]0;t\x07", "\x1b]8;;u\x1b\\", "\x1bP$q\x1b\\", "\x1b(B", "\x1b7", "\x1b8", "\x1b=",
-    "\x9b1m", "\x1b", "\x1b[",
-]  # fmt: skip
+    "a",
+    "word ",
+    "é",
+    "日本",
+    "\r",
+    "\n",
+    "\r\n",
+    "\b",
+    "\t",
+    "\x07",
+    "\x1b[31m",
+    "\x1b[K",
+    "\x1b[2K",
+    "\x1b[1K",
+    "\x1b[3D",
+    "\x1b[2C",
+    "\x1b[G",
+    "\x1b[A",
+    "\x1b[2P",
+    "\x1b[3@",
+    "\x1b]0;t\x07",
+    "\x1b]8;;u\x1b\\",
+    "\x1bP$q\x1b\\",
+    "\x1b(B",
+    "\x1b7",
+    "\x1b8",
+    "\x1b=",
+    "\x9b1m",
+    "\x1b",
+    "\x1b[",
+]
 
 
 @given(

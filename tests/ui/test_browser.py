@@ -124,8 +124,9 @@ def test_compare_two_states(page: object, served: tuple[Session, str]) -> None:
     page.fill("input[name=to]", "2")
     page.click("text=Compare >> nth=-1")
     files = page.locator("details.file")
-    expected = s.git("diff", "--name-only", s.ledger()[0]["snapshot_before"],
-                     s.ledger()[1]["snapshot"]).split()  # fmt: skip
+    expected = s.git(
+        "diff", "--name-only", s.ledger()[0]["snapshot_before"], s.ledger()[1]["snapshot"]
+    ).split()
     sync_api.expect(files).to_have_count(len(expected))
     sync_api.expect(page.locator("details.file[data-path='discount.py']")).to_contain_text("0.15")
     shot(page, "compare")
@@ -180,9 +181,13 @@ def test_the_live_timeline_shows_a_step_started_after_it_loaded(
     page.goto(s.task_url(base_of(url)))
     count = page.locator("#steps tr.step").count()
     page.wait_for_timeout(700)  # the event stream is open
-    run = subprocess.Popen([BAR_EXE, "run", "--no-pty", "--", "sh", "-c",
-                            "sleep 2; echo live > live.txt"], cwd=s.repo, env=s.env,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    run = subprocess.Popen(
+        [BAR_EXE, "run", "--no-pty", "--", "sh", "-c", "sleep 2; echo live > live.txt"],
+        cwd=s.repo,
+        env=s.env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         sync_api.expect(page.locator(".running-step")).to_contain_text("running", timeout=15000)
         sync_api.expect(page.locator(".running-step")).to_contain_text("live.txt")

@@ -36,50 +36,106 @@ SEED_INPUT: dict[str, Any] = {
     "task": "实现用户认证模块",
     "source": "task-now.md",
     "items": [
-        {"id": 1, "title": "认证方式选择",
-         "location": {"file": "task-now.md", "start": 5, "end": 7},
-         "context": "任务描述中未明确指定认证方式，需要确认",
-         "options": [
-             {"value": "jwt", "label": "JWT Token 认证", "score": 85,
-              "pros": ["无状态", "易于扩展", "跨域友好"], "cons": ["Token 无法主动失效", "需要处理刷新"]},
-             {"value": "session", "label": "Session 认证", "score": 70,
-              "pros": ["实现简单", "可主动失效"], "cons": ["需要存储", "扩展性差"]}],
-         "recommend": "jwt"},
-        {"id": 2, "title": "密码加密算法", "context": "选择密码存储的加密算法",
-         "options": [
-             {"value": "bcrypt", "label": "bcrypt", "score": 90,
-              "pros": ["安全性高", "自带盐值"], "cons": ["计算较慢"]},
-             {"value": "argon2", "label": "Argon2", "score": 95,
-              "pros": ["最新标准", "抗GPU攻击"], "cons": ["库支持较少"]}],
-         "recommend": "bcrypt"},
+        {
+            "id": 1,
+            "title": "认证方式选择",
+            "location": {"file": "task-now.md", "start": 5, "end": 7},
+            "context": "任务描述中未明确指定认证方式，需要确认",
+            "options": [
+                {
+                    "value": "jwt",
+                    "label": "JWT Token 认证",
+                    "score": 85,
+                    "pros": ["无状态", "易于扩展", "跨域友好"],
+                    "cons": ["Token 无法主动失效", "需要处理刷新"],
+                },
+                {
+                    "value": "session",
+                    "label": "Session 认证",
+                    "score": 70,
+                    "pros": ["实现简单", "可主动失效"],
+                    "cons": ["需要存储", "扩展性差"],
+                },
+            ],
+            "recommend": "jwt",
+        },
+        {
+            "id": 2,
+            "title": "密码加密算法",
+            "context": "选择密码存储的加密算法",
+            "options": [
+                {
+                    "value": "bcrypt",
+                    "label": "bcrypt",
+                    "score": 90,
+                    "pros": ["安全性高", "自带盐值"],
+                    "cons": ["计算较慢"],
+                },
+                {
+                    "value": "argon2",
+                    "label": "Argon2",
+                    "score": 95,
+                    "pros": ["最新标准", "抗GPU攻击"],
+                    "cons": ["库支持较少"],
+                },
+            ],
+            "recommend": "bcrypt",
+        },
     ],
-}  # fmt: skip
+}
 NOTE = "团队更熟悉 bcrypt"
 # the same questions in English (the page's screenshot in docs/ is made from these)
 ENGLISH: dict[str, Any] = {
     "task": "Implement the authentication module",
     "source": "task-now.md",
     "items": [
-        {"id": 1, "title": "Authentication method",
-         "location": {"file": "task-now.md", "start": 5, "end": 7},
-         "context": "The task does not say which authentication to use",
-         "options": [
-             {"value": "jwt", "label": "JWT tokens", "score": 85,
-              "pros": ["stateless", "scales out", "works across domains"],
-              "cons": ["cannot be revoked", "needs refreshing"]},
-             {"value": "session", "label": "Server sessions", "score": 70,
-              "pros": ["simple", "can be revoked"], "cons": ["needs storage", "scales poorly"]}],
-         "recommend": "jwt"},
-        {"id": 2, "title": "Password hashing", "context": "How passwords are stored",
-         "options": [
-             {"value": "bcrypt", "label": "bcrypt", "score": 90,
-              "pros": ["proven", "salted"], "cons": ["slow"]},
-             {"value": "argon2", "label": "Argon2", "score": 95,
-              "pros": ["the newest standard", "resists GPU attacks"],
-              "cons": ["fewer libraries"]}],
-         "recommend": "bcrypt"},
+        {
+            "id": 1,
+            "title": "Authentication method",
+            "location": {"file": "task-now.md", "start": 5, "end": 7},
+            "context": "The task does not say which authentication to use",
+            "options": [
+                {
+                    "value": "jwt",
+                    "label": "JWT tokens",
+                    "score": 85,
+                    "pros": ["stateless", "scales out", "works across domains"],
+                    "cons": ["cannot be revoked", "needs refreshing"],
+                },
+                {
+                    "value": "session",
+                    "label": "Server sessions",
+                    "score": 70,
+                    "pros": ["simple", "can be revoked"],
+                    "cons": ["needs storage", "scales poorly"],
+                },
+            ],
+            "recommend": "jwt",
+        },
+        {
+            "id": 2,
+            "title": "Password hashing",
+            "context": "How passwords are stored",
+            "options": [
+                {
+                    "value": "bcrypt",
+                    "label": "bcrypt",
+                    "score": 90,
+                    "pros": ["proven", "salted"],
+                    "cons": ["slow"],
+                },
+                {
+                    "value": "argon2",
+                    "label": "Argon2",
+                    "score": 95,
+                    "pros": ["the newest standard", "resists GPU attacks"],
+                    "cons": ["fewer libraries"],
+                },
+            ],
+            "recommend": "bcrypt",
+        },
     ],
-}  # fmt: skip
+}
 
 
 @pytest.fixture(scope="module")
@@ -152,8 +208,9 @@ def test_seed_004_answered_in_the_page_reads_back_as_decide_output(
     sync_api.expect(page.locator(".task-nav .badge.waiting")).to_have_count(0)
     shot(page, "decisions-answered")
 
-    expected = {"decisions": [{"id": 1, "chosen": "session"},
-                              {"id": 2, "chosen": "bcrypt", "note": NOTE}]}  # fmt: skip
+    expected = {
+        "decisions": [{"id": 1, "chosen": "session"}, {"id": 2, "chosen": "bcrypt", "note": NOTE}]
+    }
     out = s.bar("decide", "result", "--json").stdout
     assert out == json.dumps(expected, indent=2, ensure_ascii=False) + "\n"
 
@@ -169,9 +226,20 @@ def test_an_answer_the_agent_did_not_allow_shows_bars_sentence(
     page: Any, served: tuple[Session, str]
 ) -> None:
     s, url = served
-    unsure = {"task": "rounding", "source": "TASK.md", "items": [
-        {"id": 4, "title": "Round to cents?", "options": [
-            {"value": "round", "label": "half up"}, {"value": "floor", "label": "down"}]}]}  # fmt: skip
+    unsure = {
+        "task": "rounding",
+        "source": "TASK.md",
+        "items": [
+            {
+                "id": 4,
+                "title": "Round to cents?",
+                "options": [
+                    {"value": "round", "label": "half up"},
+                    {"value": "floor", "label": "down"},
+                ],
+            }
+        ],
+    }
     s.bar("decide", "submit", f"@{questions(s, unsure, 'unsure.json')}")
     page.goto(s.task_url(base_of(url), "/decisions"))
     page.fill("input[name=note-4]", "keep it simple")
@@ -195,9 +263,14 @@ def test_an_agent_waiting_inside_a_running_step_gets_the_pages_answer(
     asked = questions(s, ENGLISH, "agent.json")
     before = len(s.ledger())
     script = f"'{BAR_EXE}' decide submit @'{asked}' --wait"
-    run = subprocess.Popen([BAR_EXE, "run", "--no-pty", "--", "sh", "-c", script], cwd=s.repo,
-                           env=s.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                           text=True)  # fmt: skip
+    run = subprocess.Popen(
+        [BAR_EXE, "run", "--no-pty", "--", "sh", "-c", script],
+        cwd=s.repo,
+        env=s.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         decisions = s.task_url(base_of(url), "/decisions")
 
@@ -219,8 +292,10 @@ def test_an_agent_waiting_inside_a_running_step_gets_the_pages_answer(
             run.kill()
             run.wait()
     assert run.returncode == 0, err
-    chosen = [{"id": 1, "chosen": "jwt", "note": "stateless is fine"},
-              {"id": 2, "chosen": "argon2"}]  # fmt: skip
+    chosen = [
+        {"id": 1, "chosen": "jwt", "note": "stateless is fine"},
+        {"id": 2, "chosen": "argon2"},
+    ]
     assert json.loads(out) == {"decisions": chosen}  # what the agent read, from its step
     added = s.ledger()[before:]
     assert [r["kind"] for r in added] == ["run", "decision"]

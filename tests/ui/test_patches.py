@@ -12,8 +12,15 @@ from conftest import MakeRepo, git
 
 
 def test_the_files_of_a_patch_are_gits_own(make_repo: MakeRepo, tmp_path: Path) -> None:
-    repo = make_repo({"a.txt": "one\ntwo\n", "old name.txt": "x\n" * 20, "run.sh": "echo\n",
-                      "gone.txt": "bye\n", "pic.bin": b"\x00\x01\x02"})  # fmt: skip
+    repo = make_repo(
+        {
+            "a.txt": "one\ntwo\n",
+            "old name.txt": "x\n" * 20,
+            "run.sh": "echo\n",
+            "gone.txt": "bye\n",
+            "pic.bin": b"\x00\x01\x02",
+        }
+    )
     (repo / "a.txt").write_text("one\n--- not a header\n+++ nor this\n")
     git(repo, "mv", "old name.txt", "new näme.txt")
     os.chmod(repo / "run.sh", 0o755)
@@ -40,8 +47,13 @@ def test_the_files_of_a_patch_are_gits_own(make_repo: MakeRepo, tmp_path: Path) 
         added, deleted, name = line.split("\t", 2)
         name = name.split(" => ")[-1].strip("}") if "=>" in name else name
         expected[name.strip('"').replace('\\"', '"')] = (added, deleted)
-    got = {f.path: (str(f.additions) if not f.binary else "-",
-                    str(f.deletions) if not f.binary else "-") for f in index.files}  # fmt: skip
+    got = {
+        f.path: (
+            str(f.additions) if not f.binary else "-",
+            str(f.deletions) if not f.binary else "-",
+        )
+        for f in index.files
+    }
     assert got == expected
     by_path = {f.path: f for f in index.files}
     assert by_path["new näme.txt"].status == "renamed"

@@ -66,9 +66,21 @@ def test_an_answer_that_is_not_an_option_is_refused_with_bars_sentence(
     plain: tuple[Session, str],
 ) -> None:
     s, url = plain
-    asked = {"task": "discounts", "source": "TASK.md", "items": [
-        {"id": 1, "title": "Round to cents?", "recommend": "round", "options": [
-            {"value": "round", "label": "half up"}, {"value": "floor", "label": "down"}]}]}  # fmt: skip
+    asked = {
+        "task": "discounts",
+        "source": "TASK.md",
+        "items": [
+            {
+                "id": 1,
+                "title": "Round to cents?",
+                "recommend": "round",
+                "options": [
+                    {"value": "round", "label": "half up"},
+                    {"value": "floor", "label": "down"},
+                ],
+            }
+        ],
+    }
     s.bar("decide", "submit", json.dumps(asked))
     cookie = login(url)
     where = s.task_url(base_of(url), "/decisions")
@@ -77,23 +89,28 @@ def test_an_answer_that_is_not_an_option_is_refused_with_bars_sentence(
     sid = page.split('name="session" value="', 1)[1].split('"', 1)[0]
     form = {"csrf": csrf_of(page), "session": sid, "chosen-1": "ceil"}
     headers = {"Origin": base_of(url)}
-    status, _, page = request(where + "/answer", "POST", cookie=cookie, headers=headers,
-                              body=urlencode(form))  # fmt: skip
+    status, _, page = request(
+        where + "/answer", "POST", cookie=cookie, headers=headers, body=urlencode(form)
+    )
     assert status == 400
     said = 'bar: item 1: "ceil" is not one of its options (round, floor)'
     assert html.escape(said) in page
     assert s.bar("decide", "result", check=False).returncode == 21  # nothing was answered
 
     form.update({"chosen-1": "round", "session": "2000-01-01T00-00-00"})
-    status, _, page = request(where + "/answer", "POST", cookie=cookie, headers=headers,
-                              body=urlencode(form))  # fmt: skip
+    status, _, page = request(
+        where + "/answer", "POST", cookie=cookie, headers=headers, body=urlencode(form)
+    )
     assert status == 409
-    assert html.escape(f"bar: decision 2000-01-01T00-00-00 is no longer pending: {sid} "
-                       "replaced it") in page  # fmt: skip
+    assert (
+        html.escape(f"bar: decision 2000-01-01T00-00-00 is no longer pending: {sid} replaced it")
+        in page
+    )
 
     form["session"] = sid
-    status, _, page = request(where + "/answer", "POST", cookie=cookie, headers=headers,
-                              body=urlencode(form))  # fmt: skip
+    status, _, page = request(
+        where + "/answer", "POST", cookie=cookie, headers=headers, body=urlencode(form)
+    )
     assert status == 200 and f"Answered decision {sid}." in page
     assert json.loads(s.bar("decide", "result", "--json").stdout) == {
         "decisions": [{"id": 1, "chosen": "round"}]

@@ -32,14 +32,32 @@ def hostile_session(root: Path) -> Session:
     s.task_id = task["id"]
     s.project = Path(task["worktree"]).parent.parent.name
     # a command, its output (HTML, and a terminal hyperlink to javascript:), a file name
-    s.bar("run", "--no-pty", "--", "sh", "-c",
-          f"printf '%s\\n' '{PWN}' > '{PWN}.txt'; echo '{SCRIPT}'; "
-          "printf '\\033]8;;javascript:window.__pwned=3\\033\\\\click\\033]8;;\\033\\\\\\n'; "
-          f"git add -A && git -c user.name=a -c user.email=a@b commit -qm '{SCRIPT} {PWN}'")  # fmt: skip
-    question = {"task": PWN, "source": SCRIPT, "items": [{
-        "id": 1, "title": PWN, "context": SCRIPT, "location": {"file": PWN, "start": 1, "end": 1},
-        "options": [{"value": PWN, "label": SCRIPT, "pros": [PWN], "cons": [SCRIPT]},
-                    {"value": "b", "label": PWN}]}]}  # fmt: skip
+    s.bar(
+        "run",
+        "--no-pty",
+        "--",
+        "sh",
+        "-c",
+        f"printf '%s\\n' '{PWN}' > '{PWN}.txt'; echo '{SCRIPT}'; "
+        "printf '\\033]8;;javascript:window.__pwned=3\\033\\\\click\\033]8;;\\033\\\\\\n'; "
+        f"git add -A && git -c user.name=a -c user.email=a@b commit -qm '{SCRIPT} {PWN}'",
+    )
+    question = {
+        "task": PWN,
+        "source": SCRIPT,
+        "items": [
+            {
+                "id": 1,
+                "title": PWN,
+                "context": SCRIPT,
+                "location": {"file": PWN, "start": 1, "end": 1},
+                "options": [
+                    {"value": PWN, "label": SCRIPT, "pros": [PWN], "cons": [SCRIPT]},
+                    {"value": "b", "label": PWN},
+                ],
+            }
+        ],
+    }
     s.bar("decide", "submit", json.dumps(question))
     s.bar("flow", "start", f"{PWN} {SCRIPT}")
     return s
@@ -57,9 +75,13 @@ def test_what_an_agent_wrote_is_inert_text_in_the_browser(served: tuple[Session,
     pytest.importorskip("playwright.sync_api")
     s, url = served
     base = base_of(url)
-    pages = ["/", s.task_url(base)[len(base):], s.task_url(base, "/s/1")[len(base):],
-             s.task_url(base, "/compare?from=base&to=1")[len(base):],
-             s.task_url(base, "/actions")[len(base):]]  # fmt: skip
+    pages = [
+        "/",
+        s.task_url(base)[len(base) :],
+        s.task_url(base, "/s/1")[len(base) :],
+        s.task_url(base, "/compare?from=base&to=1")[len(base) :],
+        s.task_url(base, "/actions")[len(base) :],
+    ]
     with chromium() as browser:
         tab = browser.new_context().new_page()
         dialogs: list[str] = []
@@ -87,15 +109,24 @@ def test_a_url_names_only_this_tasks_states_steps_and_files(
     base = base_of(url)
     planted = tmp_path / "x"
     for state in (f"--output={planted}", "-p", "..", "HEAD", "main", "1;ls", "base^"):
-        status, _, _ = request(s.task_url(base, f"/compare?from={quote(state)}&to=1"),
-                               cookie=cookie)  # fmt: skip
+        status, _, _ = request(
+            s.task_url(base, f"/compare?from={quote(state)}&to=1"), cookie=cookie
+        )
         assert status in (400, 404), state
-        status, _, _ = request(s.task_url(base, f"/compare/file?from=base&to={quote(state)}&n=0"),
-                               cookie=cookie)  # fmt: skip
+        status, _, _ = request(
+            s.task_url(base, f"/compare/file?from=base&to={quote(state)}&n=0"), cookie=cookie
+        )
         assert status in (400, 404), state
     assert not planted.exists()
-    for rest in ("/s/..%2F..%2Ftask.json", "/s/1/file/-1", "/s/1/file/99", "/s/0001.99",
-                 "/artifacts/..%2Ftask.json", "/artifacts/0001.patch%00", "/s/%2e%2e"):  # fmt: skip
+    for rest in (
+        "/s/..%2F..%2Ftask.json",
+        "/s/1/file/-1",
+        "/s/1/file/99",
+        "/s/0001.99",
+        "/artifacts/..%2Ftask.json",
+        "/artifacts/0001.patch%00",
+        "/s/%2e%2e",
+    ):
         status, _, text = request(base, raw_path=s.task_url("", rest), cookie=cookie)
         assert status in (400, 404), (rest, status)
         assert '"worktree"' not in text
@@ -108,9 +139,13 @@ def test_a_url_names_only_this_tasks_states_steps_and_files(
     _, _, page = request(s.task_url(base, "/actions"), cookie=cookie)
     token = csrf_of(page)
     for state in (f"--output={planted}", "-q"):
-        status, _, _ = request(s.task_url(base, "/rollback/preview"), "POST", cookie=cookie,
-                               headers={"Origin": base},
-                               body=f"csrf={token}&to={quote(state)}")  # fmt: skip
+        status, _, _ = request(
+            s.task_url(base, "/rollback/preview"),
+            "POST",
+            cookie=cookie,
+            headers={"Origin": base},
+            body=f"csrf={token}&to={quote(state)}",
+        )
         assert status in (400, 409), state  # refused with bar's sentence
     assert not planted.exists()
     assert [st["kind"] for st in s.ledger()] == ["run"]

@@ -24,9 +24,15 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Session, 
         yield s, url
 
 
-def request(url: str, method: str = "GET", *, cookie: str | None = None,
-            headers: dict[str, str] | None = None, body: str | None = None,
-            raw_path: str | None = None) -> tuple[int, dict[str, str], str]:  # fmt: skip
+def request(
+    url: str,
+    method: str = "GET",
+    *,
+    cookie: str | None = None,
+    headers: dict[str, str] | None = None,
+    body: str | None = None,
+    raw_path: str | None = None,
+) -> tuple[int, dict[str, str], str]:
     parts = urlsplit(url)
     conn = http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=30)
     path = raw_path or (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
@@ -77,11 +83,13 @@ def test_a_foreign_host_is_refused_even_with_the_cookie(served: tuple[Session, s
     _, url = served
     cookie = login(url)
     port = urlsplit(url).port
-    status, _, text = request(base_of(url) + "/", cookie=cookie,
-                              headers={"Host": f"evil.example:{port}"})  # fmt: skip
+    status, _, text = request(
+        base_of(url) + "/", cookie=cookie, headers={"Host": f"evil.example:{port}"}
+    )
     assert status == 403 and "add-discounts" not in text
-    assert request(base_of(url) + "/", cookie=cookie,
-                   headers={"Host": f"localhost:{port}"})[0] == 200  # fmt: skip
+    assert (
+        request(base_of(url) + "/", cookie=cookie, headers={"Host": f"localhost:{port}"})[0] == 200
+    )
 
 
 def test_a_post_needs_the_csrf_token_and_our_origin(served: tuple[Session, str]) -> None:
@@ -96,14 +104,20 @@ def test_a_post_needs_the_csrf_token_and_our_origin(served: tuple[Session, str])
     assert request(target, "POST", cookie=cookie, body=form)[0] == 403
     assert request(target, "POST", cookie=cookie, body=form + "&csrf=wrong")[0] == 403
     foreign = {"Origin": "http://evil.example"}
-    status, _, _ = request(target, "POST", cookie=cookie, body=f"{form}&csrf={csrf}",
-                           headers=foreign)  # fmt: skip
+    status, _, _ = request(
+        target, "POST", cookie=cookie, body=f"{form}&csrf={csrf}", headers=foreign
+    )
     assert status == 403
     assert request(target, "POST", body=f"{form}&csrf={csrf}")[0] == 403  # no cookie
     assert s.ledger() == before  # nothing was done
     # the preview itself changes nothing either, and a GET never acts
-    status, _, text = request(s.task_url(base, "/undo/preview"), "POST", cookie=cookie,
-                              body=f"csrf={csrf}", headers={"Origin": base})  # fmt: skip
+    status, _, text = request(
+        s.task_url(base, "/undo/preview"),
+        "POST",
+        cookie=cookie,
+        body=f"csrf={csrf}",
+        headers={"Origin": base},
+    )
     assert status == 200 and "Undo: preview" in text
     assert request(target, cookie=cookie)[0] == 405
     assert s.ledger() == before
@@ -117,15 +131,30 @@ def test_only_a_steps_artifacts_are_served(served: tuple[Session, str]) -> None:
     assert request(base + prefix + "0001.output", cookie=cookie)[0] == 200
     (s.task_dir / "artifacts" / "0099.output").symlink_to("/etc/passwd")
     (s.task_dir / "artifacts" / "0098.output").symlink_to(s.task_dir / "task.json")
-    for attempt in ("../task.json", "%2e%2e/task.json", "%2e%2e%2ftask.json",
-                    "..%2f..%2f..%2fconfig.yaml", "/etc/passwd", "%2fetc%2fpasswd",
-                    "0099.output", "0098.output", "task.json", "0001.output/..",
-                    "0001.output%00.txt"):  # fmt: skip
+    for attempt in (
+        "../task.json",
+        "%2e%2e/task.json",
+        "%2e%2e%2ftask.json",
+        "..%2f..%2f..%2fconfig.yaml",
+        "/etc/passwd",
+        "%2fetc%2fpasswd",
+        "0099.output",
+        "0098.output",
+        "task.json",
+        "0001.output/..",
+        "0001.output%00.txt",
+    ):
         status, _, text = request(base + prefix, cookie=cookie, raw_path=prefix + attempt)
         assert status in (400, 404), attempt
         assert "root:" not in text and '"repo_root"' not in text, attempt
-    assert request(base + "/static/../../../etc/passwd", cookie=cookie,
-                   raw_path="/static/%2e%2e/%2e%2e/security.py")[0] == 404  # fmt: skip
+    assert (
+        request(
+            base + "/static/../../../etc/passwd",
+            cookie=cookie,
+            raw_path="/static/%2e%2e/%2e%2e/security.py",
+        )[0]
+        == 404
+    )
     assert request(base + s.task_url("", "/s/0001/file/7"), cookie=cookie)[0] == 404
     assert request(base + "/p/..%2f..%2f/t/" + s.task_id, cookie=cookie)[0] == 404
 
@@ -145,8 +174,14 @@ def test_sigterm_and_ctrl_c_stop_it_cleanly(served: tuple[Session, str]) -> None
 def test_a_taken_port_is_one_clear_error(served: tuple[Session, str]) -> None:
     s, url = served
     port = str(urlsplit(url).port)
-    proc = subprocess.run([BAR_EXE, "ui", "--no-open", "--port", port], cwd=s.repo, env=s.env,
-                          capture_output=True, text=True, timeout=30)  # fmt: skip
+    proc = subprocess.run(
+        [BAR_EXE, "ui", "--no-open", "--port", port],
+        cwd=s.repo,
+        env=s.env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert proc.returncode == 1
     assert proc.stderr.startswith(f"bar: bar ui cannot listen on 127.0.0.1:{port}")
     assert "hint: pick another port" in proc.stderr
@@ -154,7 +189,8 @@ def test_a_taken_port_is_one_clear_error(served: tuple[Session, str]) -> None:
 
 @pytest.mark.parametrize("port", ["99999", "-1", "http"])
 def test_a_port_that_is_no_port_is_a_usage_error(port: str) -> None:
-    proc = subprocess.run([BAR_EXE, "ui", "--no-open", "--port", port], capture_output=True,
-                          text=True, timeout=30)  # fmt: skip
+    proc = subprocess.run(
+        [BAR_EXE, "ui", "--no-open", "--port", port], capture_output=True, text=True, timeout=30
+    )
     assert proc.returncode == 2, proc.stderr
     assert "is not a port number" in proc.stderr and "internal error" not in proc.stderr

@@ -42,8 +42,11 @@ from bar.store.files import read_regular, write_bytes_atomic
 from bar.store.layout import bar_home, home_dir
 from bar.task.tasks import Task
 
-_CODEX_LABELS = {"PreToolUse": "pre_tool_use", "PostToolUse": "post_tool_use",
-                 "SessionStart": "session_start"}  # fmt: skip
+_CODEX_LABELS = {
+    "PreToolUse": "pre_tool_use",
+    "PostToolUse": "post_tool_use",
+    "SessionStart": "session_start",
+}
 
 _STAMPS = ".bar-copied.json"  # what was copied from the developer's, and when
 
@@ -59,9 +62,13 @@ class Kind:
 KINDS = {
     "claude": Kind("CLAUDE_CONFIG_DIR", "", "settings.json", (".credentials.json", "CLAUDE.md")),
     "codex": Kind("CODEX_HOME", "", "config.toml", ("auth.json", "AGENTS.md")),
-    "gemini": Kind("GEMINI_CLI_HOME", ".gemini", "settings.json",
-                   ("oauth_creds.json", "google_accounts.json", "GEMINI.md", ".env")),
-}  # fmt: skip
+    "gemini": Kind(
+        "GEMINI_CLI_HOME",
+        ".gemini",
+        "settings.json",
+        ("oauth_creds.json", "google_accounts.json", "GEMINI.md", ".env"),
+    ),
+}
 
 
 def path(task: Task, agent: str) -> Path:
@@ -82,8 +89,9 @@ def developers(agent: str) -> Path:
     return Path(os.environ.get("GEMINI_CLI_HOME") or home_dir()) / ".gemini"
 
 
-def prepare(task: Task, agent: str, hook_command: str, mcp: list[str],
-            step_id: str) -> dict[str, str]:  # fmt: skip
+def prepare(
+    task: Task, agent: str, hook_command: str, mcp: list[str], step_id: str
+) -> dict[str, str]:
     """Bring the task's home of ``agent`` up to date for step ``step_id`` with bar's hook
     ``hook_command`` and ``bar mcp`` (``mcp``); returns what the agent's environment
     gets (the variable that names the home, and the agent's own run settings)."""
@@ -111,9 +119,14 @@ def prepare(task: Task, agent: str, hook_command: str, mcp: list[str],
 
 def _server_env(task: Task, step_id: str) -> dict[str, str]:
     """What ``bar mcp`` needs to find the task, whatever environment the agent gives it."""
-    return {"BAR_HOME": str(bar_home()), "BAR_PROJECT": task.project.name,
-            "BAR_TASK_ID": task.id, "BAR_TASK_NAME": task.name, "BAR_STEP_ID": step_id,
-            "BAR_WORKSPACE": str(task.worktree)}  # fmt: skip
+    return {
+        "BAR_HOME": str(bar_home()),
+        "BAR_PROJECT": task.project.name,
+        "BAR_TASK_ID": task.id,
+        "BAR_TASK_NAME": task.name,
+        "BAR_STEP_ID": step_id,
+        "BAR_WORKSPACE": str(task.worktree),
+    }
 
 
 def _directory(home: Path, inner: str) -> Path:
@@ -140,8 +153,13 @@ def _claude_state(mine: Path, inside: Path, server: dict[str, Any]) -> None:
     if not isinstance(servers, dict):
         servers = state["mcpServers"] = {}
     argv = server["argv"]
-    servers["bar"] = {"type": "stdio", "command": argv[0], "args": argv[1:],
-                      "env": server["env"], "alwaysLoad": True}  # fmt: skip
+    servers["bar"] = {
+        "type": "stdio",
+        "command": argv[0],
+        "args": argv[1:],
+        "env": server["env"],
+        "alwaysLoad": True,
+    }
     write_bytes_atomic(target, (json.dumps(state, indent=2) + "\n").encode(), mode=0o600)
 
 
@@ -157,8 +175,9 @@ def _codex_config(mine: Path, target: Path, hook_command: str, server: dict[str,
     try:
         config: dict[str, Any] = tomllib.loads(raw.decode("utf-8")) if raw is not None else {}
     except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise AgentSettingsError(f"your {mine} is not valid TOML: {exc}",
-                                 hint="fix it, then run again") from None  # fmt: skip
+        raise AgentSettingsError(
+            f"your {mine} is not valid TOML: {exc}", hint="fix it, then run again"
+        ) from None
     hooks = config.setdefault("hooks", {})
     if not isinstance(hooks, dict):
         raise AgentSettingsError(f"'hooks' in your {mine} is not a table")
@@ -229,8 +248,9 @@ def _read_json(p: Path, *, what: str | None) -> dict[str, Any] | None:
     except (UnicodeDecodeError, ValueError) as exc:
         if what is None:
             return None
-        raise AgentSettingsError(f"{what} is not valid JSON: {exc}",
-                                 hint="fix it, then run again") from None  # fmt: skip
+        raise AgentSettingsError(
+            f"{what} is not valid JSON: {exc}", hint="fix it, then run again"
+        ) from None
     if not isinstance(value, dict):
         if what is None:
             return None

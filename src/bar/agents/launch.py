@@ -41,8 +41,9 @@ class Launch:
     interactive: bool
 
 
-def for_step(agent: str, argv: Sequence[str], socket: Path, task_id: str,
-             terminal: bool) -> tuple[Launch, list[str]]:  # fmt: skip
+def for_step(
+    agent: str, argv: Sequence[str], socket: Path, task_id: str, terminal: bool
+) -> tuple[Launch, list[str]]:
     """How ``argv`` starts as ``agent`` in a step of task ``task_id`` whose ``bar run``
     listens at ``socket``: its launch, and the command of its ``bar mcp``. An unknown
     agent fails here, before anything is set up."""
@@ -79,8 +80,9 @@ def is_interactive(agent: str, argv: Sequence[str]) -> bool:
         return not any(a in ("-p", "--print") or a.startswith("--print=") for a in args)
     if agent == "codex":
         return not any(a in ("exec", "e", "review") for a in args if not a.startswith("-"))
-    if any(a in ("-i", "--prompt-interactive") or a.startswith("--prompt-interactive=")
-           for a in args):  # fmt: skip
+    if any(
+        a in ("-i", "--prompt-interactive") or a.startswith("--prompt-interactive=") for a in args
+    ):
         return True
     if any(a in ("-p", "--prompt") or a.startswith("--prompt=") for a in args):
         return False

@@ -35,8 +35,11 @@ def server_argv(bar_command: str, task_id: str | None) -> list[str]:
 
 def claude_config(argv: list[str]) -> dict[str, Any]:
     """The ``mcpServers`` object of ``--mcp-config`` or ``.mcp.json``."""
-    return {"mcpServers": {NAME: {"type": "stdio", "command": argv[0], "args": argv[1:],
-                                  "alwaysLoad": True}}}  # fmt: skip
+    return {
+        "mcpServers": {
+            NAME: {"type": "stdio", "command": argv[0], "args": argv[1:], "alwaysLoad": True}
+        }
+    }
 
 
 def settings_entries(agent: str, argv: list[str]) -> dict[str, Any]:

@@ -257,8 +257,9 @@ def _kind(proto: Protocol, event_name: str) -> str | None:
 # Codex hands apply_patch to the hook as a Bash command: `apply_patch <<'EOF'` followed by
 # a patch that starts with this line. Codex applies it itself; no shell runs it.
 _CODEX_PATCH = re.compile(r"\A\s*apply_patch\s+<<-?\s*(['\"]?)(\w+)\1\s*\n\*\*\* Begin Patch\n")
-_CODEX_PATCH_PATH = re.compile(r"^\*\*\* (?:Add File|Update File|Delete File|Move to): (.+)$",
-                               re.MULTILINE)  # fmt: skip
+_CODEX_PATCH_PATH = re.compile(
+    r"^\*\*\* (?:Add File|Update File|Delete File|Move to): (.+)$", re.MULTILINE
+)
 _EXIT_CODE = re.compile(r"^Exit Code: (-?\d+)$", re.MULTILINE)
 
 

@@ -65,8 +65,11 @@ def verified(task: Task, event: HookEvent) -> bool | None:
         return False
     for tail in (_TAIL, None):
         data = read_regular(path, tail) or b""
-        if any(_names_call(event.agent, line, call) for line in data.splitlines()
-               if call.encode() in line):  # fmt: skip
+        if any(
+            _names_call(event.agent, line, call)
+            for line in data.splitlines()
+            if call.encode() in line
+        ):
             return True
         if tail is not None and len(data) < tail:
             break  # (the whole file was read)
@@ -82,8 +85,11 @@ def _names_call(agent: str, line: bytes, call: str) -> bool:
         return False
     if agent == "codex":
         payload = rec.get("payload")
-        return (isinstance(payload, dict) and payload.get("type") == "function_call"
-                and payload.get("call_id") == call)  # fmt: skip
+        return (
+            isinstance(payload, dict)
+            and payload.get("type") == "function_call"
+            and payload.get("call_id") == call
+        )
     message = rec.get("message")
     content = message.get("content") if isinstance(message, dict) else None
     return (

@@ -104,8 +104,9 @@ def validate(data: object) -> dict[str, Any]:
 def _check_item(item: dict[str, Any], where: str) -> None:
     for key in item:
         if key not in _ITEM:
-            raise BadDecideInput(f"{where}: unknown field {_text(key)}",
-                                 hint="an item's fields: " + ", ".join(_ITEM))  # fmt: skip
+            raise BadDecideInput(
+                f"{where}: unknown field {_text(key)}", hint="an item's fields: " + ", ".join(_ITEM)
+            )
     if not isinstance(item.get("title"), str) or not item["title"].strip():
         raise BadDecideInput(f'{where}: "title" must be a string that is not empty')
     if "context" in item and not isinstance(item["context"], str):
@@ -119,12 +120,16 @@ def _check_item(item: dict[str, Any], where: str) -> None:
     for n, option in enumerate(options, 1):
         _check_option(option, f"{where}, option {n}")
         if option["value"] in values:
-            raise BadDecideInput(f'{where}, option {n}: "value" {_text(option["value"])} is '
-                                 "used by an earlier option")  # fmt: skip
+            raise BadDecideInput(
+                f'{where}, option {n}: "value" {_text(option["value"])} is '
+                "used by an earlier option"
+            )
         values.append(option["value"])
     if "recommend" in item and item["recommend"] not in values:
-        raise BadDecideInput(f'{where}: "recommend" is {_text(item["recommend"])}, which is not '
-                             f"one of its options ({', '.join(values)})")  # fmt: skip
+        raise BadDecideInput(
+            f'{where}: "recommend" is {_text(item["recommend"])}, which is not '
+            f"one of its options ({', '.join(values)})"
+        )
 
 
 def _check_location(loc: object, where: str) -> None:
@@ -144,17 +149,24 @@ def _check_option(option: object, where: str) -> None:
         raise BadDecideInput(f"{where} must be an object")
     for key in option:
         if key not in _OPTION:
-            raise BadDecideInput(f"{where}: unknown field {_text(key)}",
-                                 hint="an option's fields: " + ", ".join(_OPTION))  # fmt: skip
+            raise BadDecideInput(
+                f"{where}: unknown field {_text(key)}",
+                hint="an option's fields: " + ", ".join(_OPTION),
+            )
     for key in ("value", "label"):
         if not isinstance(option.get(key), str) or not option[key]:
             raise BadDecideInput(f'{where}: "{key}" must be a string that is not empty')
     if "score" in option:
         score = option["score"]
-        if (isinstance(score, bool) or not isinstance(score, int | float)
-                or not math.isfinite(score) or not 0 <= score <= 100):  # fmt: skip
-            raise BadDecideInput(f'{where}: "score" is {_text(score)}; it must be a number '
-                                 "from 0 to 100")  # fmt: skip
+        if (
+            isinstance(score, bool)
+            or not isinstance(score, int | float)
+            or not math.isfinite(score)
+            or not 0 <= score <= 100
+        ):
+            raise BadDecideInput(
+                f'{where}: "score" is {_text(score)}; it must be a number from 0 to 100'
+            )
     for key in ("pros", "cons"):
         if key in option and not (
             isinstance(option[key], list) and all(isinstance(v, str) for v in option[key])
@@ -174,12 +186,16 @@ def check_answers(data: Mapping[str, Any], decisions: object) -> list[dict[str, 
             raise BadDecideInput('each decision needs an "id" (a whole number)')
         item = items.get(d["id"])
         if item is None:
-            raise BadDecideInput(f"there is no item {d['id']} to decide (the items: "
-                                 f"{', '.join(str(i) for i in items)})")  # fmt: skip
+            raise BadDecideInput(
+                f"there is no item {d['id']} to decide (the items: "
+                f"{', '.join(str(i) for i in items)})"
+            )
         values = [o["value"] for o in item["options"]]
         if d.get("chosen") not in values:
-            raise BadDecideInput(f"item {d['id']}: {_text(d.get('chosen'))} is not one of its "
-                                 f"options ({', '.join(values)})")  # fmt: skip
+            raise BadDecideInput(
+                f"item {d['id']}: {_text(d.get('chosen'))} is not one of its "
+                f"options ({', '.join(values)})"
+            )
         if d["id"] in answered:
             raise BadDecideInput(f"item {d['id']} is answered twice")
         note = d.get("note")
@@ -192,8 +208,10 @@ def check_answers(data: Mapping[str, Any], decisions: object) -> list[dict[str, 
         }
     missing = [str(i) for i in items if i not in answered]
     if missing:
-        raise BadDecideInput(f"item{'s' if len(missing) > 1 else ''} {', '.join(missing)} "
-                             "not answered: every item needs a choice")  # fmt: skip
+        raise BadDecideInput(
+            f"item{'s' if len(missing) > 1 else ''} {', '.join(missing)} "
+            "not answered: every item needs a choice"
+        )
     return [answered[i] for i in items]  # in the items' order
 
 
@@ -206,8 +224,9 @@ def _read(path: Path) -> dict[str, Any] | None:
     except FileNotFoundError:
         return None
     except (OSError, ValueError) as exc:
-        raise CorruptFile(f"cannot read {path}: {exc}",
-                          hint="submit the questions again (bar decide submit)") from None  # fmt: skip
+        raise CorruptFile(
+            f"cannot read {path}: {exc}", hint="submit the questions again (bar decide submit)"
+        ) from None
     if not isinstance(data, dict):
         raise CorruptFile(f"{path} does not hold a JSON object")
     return data
@@ -233,20 +252,24 @@ def record(task: Task, session_id: str | None = None) -> dict[str, Any]:
         if not done and waiting_sid:
             session_id = str(waiting_sid)  # said below: not answered yet
         elif not done:
-            raise NoPendingDecision(f"task {task.name} has no decisions yet: nothing was "
-                                    "submitted", hint="the agent asks with `bar decide submit`")  # fmt: skip
+            raise NoPendingDecision(
+                f"task {task.name} has no decisions yet: nothing was submitted",
+                hint="the agent asks with `bar decide submit`",
+            )
         else:
             session_id = done[-1]
     if "/" in session_id or session_id.startswith("."):
         raise UsageError(f"{session_id!r} is not a session id", hint="like 2025-01-15T10-30-00")
     found = _read(directory(task) / f"{session_id}.json")
     if found is None and session_id == waiting_sid:
-        raise NotDecidedYet(f"decision {session_id} is not answered yet",
-                            hint="`bar decide answer` shows its questions and asks for your "
-                            "choices")  # fmt: skip
+        raise NotDecidedYet(
+            f"decision {session_id} is not answered yet",
+            hint="`bar decide answer` shows its questions and asks for your choices",
+        )
     if found is None:
-        raise NotFound(f"task {task.name} has no decision {session_id}",
-                       hint="`bar decide list` lists them")  # fmt: skip
+        raise NotFound(
+            f"task {task.name} has no decision {session_id}", hint="`bar decide list` lists them"
+        )
     return found
 
 
@@ -258,13 +281,17 @@ def result(task: Task) -> dict[str, Any]:
         sid = str(waiting.get("_meta", {}).get("session_id", ""))
         done = _read(directory(task) / f"{sid}.json") if sid else None
         if done is None:
-            raise NotDecidedYet(f"decision {sid} is not decided yet",
-                                hint="the person answers with `bar decide answer` (or in bar ui); "
-                                "`bar decide submit --wait` waits for it")  # fmt: skip
+            raise NotDecidedYet(
+                f"decision {sid} is not decided yet",
+                hint="the person answers with `bar decide answer` (or in bar ui); "
+                "`bar decide submit --wait` waits for it",
+            )
         return dict(done["output"])
     if not sessions(task):
-        raise NoPendingDecision(f"task {task.name} has no decisions yet: nothing was submitted",
-                                hint="ask with `bar decide submit JSON`")  # fmt: skip
+        raise NoPendingDecision(
+            f"task {task.name} has no decisions yet: nothing was submitted",
+            hint="ask with `bar decide submit JSON`",
+        )
     return dict(record(task)["output"])
 
 
@@ -296,9 +323,11 @@ def wait(task: Task, session_id: str, timeout: float | None = None) -> dict[str,
                 + " before it was answered"
             )
         if deadline is not None and time.monotonic() >= deadline:
-            raise NotDecidedYet(f"decision {session_id} is not decided yet ({timeout:g} s "
-                                "waited)", hint="`bar decide result` prints the answer once there is one "
-                                "(exit 21 until then); the person runs `bar decide answer`")  # fmt: skip
+            raise NotDecidedYet(
+                f"decision {session_id} is not decided yet ({timeout:g} s waited)",
+                hint="`bar decide result` prints the answer once there is one "
+                "(exit 21 until then); the person runs `bar decide answer`",
+            )
         time.sleep(0.2)
 
 
@@ -328,8 +357,10 @@ def _submit(ctx: orders.Context, args: Mapping[str, object]) -> dict[str, object
     data = validate(args.get("input"))
     old = pending(ctx.task)
     sid = _session_id(ctx.task)
-    meta = {"created_at": dt.datetime.now().astimezone().isoformat(timespec="seconds"),
-            "session_id": sid}  # fmt: skip
+    meta = {
+        "created_at": dt.datetime.now().astimezone().isoformat(timespec="seconds"),
+        "session_id": sid,
+    }
     path = directory(ctx.task) / PENDING
     _write(path, {**data, "_meta": meta})
     replaced = old.get("_meta", {}).get("session_id") if old is not None else None
@@ -340,13 +371,17 @@ def _submit(ctx: orders.Context, args: Mapping[str, object]) -> dict[str, object
 def _answer(ctx: orders.Context, args: Mapping[str, object]) -> dict[str, object]:
     waiting = pending(ctx.task)
     if waiting is None:
-        raise NoPendingDecision(f"task {ctx.task.name} has no pending decisions",
-                                hint="the agent asks with `bar decide submit`")  # fmt: skip
+        raise NoPendingDecision(
+            f"task {ctx.task.name} has no pending decisions",
+            hint="the agent asks with `bar decide submit`",
+        )
     sid = str(waiting.get("_meta", {}).get("session_id", ""))
     wanted = args.get("session_id")
     if wanted is not None and wanted != sid:
-        raise NotFound(f"decision {wanted} is no longer pending: {sid} replaced it",
-                       hint="answer the pending one (`bar decide answer`)")  # fmt: skip
+        raise NotFound(
+            f"decision {wanted} is no longer pending: {sid} replaced it",
+            hint="answer the pending one (`bar decide answer`)",
+        )
     data = {k: v for k, v in waiting.items() if k != "_meta"}
     validate(data)
     chosen = check_answers(data, args.get("decisions"))
@@ -354,10 +389,19 @@ def _answer(ctx: orders.Context, args: Mapping[str, object]) -> dict[str, object
     completed = dt.datetime.now().astimezone().isoformat(timespec="seconds")
     rec = {"input": data, "output": {"decisions": chosen}, "completed_at": completed}
     _write(directory(ctx.task) / f"{sid}.json", rec)
-    step = DecisionStep(step_id="0001", started_at=started, ended_at=now_iso(), duration_ms=0,
-                        session_id=sid, decisions=chosen)  # fmt: skip
+    step = DecisionStep(
+        step_id="0001",
+        started_at=started,
+        ended_at=now_iso(),
+        duration_ms=0,
+        session_id=sid,
+        decisions=chosen,
+    )
     added = ctx.add_step(step)
     (directory(ctx.task) / PENDING).unlink(missing_ok=True)
-    return {"session_id": sid, "record": rec,
-            "step": added.to_record() if added is not None else None,
-            "queued": added is None}  # fmt: skip
+    return {
+        "session_id": sid,
+        "record": rec,
+        "step": added.to_record() if added is not None else None,
+        "queued": added is None,
+    }

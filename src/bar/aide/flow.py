@@ -102,39 +102,49 @@ def message(action: str, phase: str, summary: str) -> str:
     return f"[bar] {phase}: {summary}"
 
 
-def plan(current: Mapping[str, Any] | None, action: str, names: Sequence[str],
-         to: str | None = None) -> tuple[str, int, int | None]:  # fmt: skip
+def plan(
+    current: Mapping[str, Any] | None, action: str, names: Sequence[str], to: str | None = None
+) -> tuple[str, int, int | None]:
     """(the phase after ``action``, its step, the index of the history entry it returns
     to, if it goes back); a ``FlowError`` when the flow's state does not allow it."""
     if action not in ACTIONS:
         raise UsageError(f"{action!r} is not a flow action", hint="one of " + ", ".join(ACTIONS))
     if current is None:
         if action != "start":
-            raise FlowError("the task's flow has not started",
-                            hint='start it: bar flow start "SUMMARY"')  # fmt: skip
+            raise FlowError(
+                "the task's flow has not started", hint='start it: bar flow start "SUMMARY"'
+            )
         return names[0], 1, None
     if action == "start":
-        raise FlowError(f"the task's flow has started already (phase {current['current_phase']}, "
-                        f"step {current['current_step']})",
-                        hint="go on with next-step, next-part, issue, ...")  # fmt: skip
+        raise FlowError(
+            f"the task's flow has started already (phase {current['current_phase']}, "
+            f"step {current['current_step']})",
+            hint="go on with next-step, next-part, issue, ...",
+        )
     phase, history = str(current["current_phase"]), list(current["history"])
     step = int(current["current_step"]) + 1
     where = names.index(phase) if phase in names else -1
     if where < 0:
-        raise FlowError(f"the flow's phase {phase} is not one of flow.phases ({', '.join(names)})",
-                        hint="put it back in flow.phases in your config.yaml")  # fmt: skip
+        raise FlowError(
+            f"the flow's phase {phase} is not one of flow.phases ({', '.join(names)})",
+            hint="put it back in flow.phases in your config.yaml",
+        )
     if action == "next-part":
         if where + 1 >= len(names):
-            raise FlowError(f"{phase} is the last phase: there is no next part",
-                            hint="record the end with next-step, or go back with back-part")  # fmt: skip
+            raise FlowError(
+                f"{phase} is the last phase: there is no next part",
+                hint="record the end with next-step, or go back with back-part",
+            )
         return names[where + 1], step, None
     if action == "back-part":
         target = to if to is not None else (names[where - 1] if where > 0 else None)
         if target is None:
             raise FlowError(f"{phase} is the first phase: there is no part before it")
         if target not in names[:where]:
-            raise FlowError(f"{target} is not a phase before {phase}",
-                            hint="the phases before it: " + (", ".join(names[:where]) or "none"))  # fmt: skip
+            raise FlowError(
+                f"{target} is not a phase before {phase}",
+                hint="the phases before it: " + (", ".join(names[:where]) or "none"),
+            )
         return target, step, _entered(history, target)
     if action == "back-step":
         return phase, step, _step_back(history, phase)
@@ -163,8 +173,10 @@ def _step_back(history: list[Mapping[str, Any]], phase: str) -> int:
             if owed == 0:
                 return i - 1
             owed -= 1
-    raise FlowError(f"there is no step to go back to in phase {phase}",
-                    hint="back-part returns to an earlier phase")  # fmt: skip
+    raise FlowError(
+        f"there is no step to go back to in phase {phase}",
+        hint="back-part returns to an earlier phase",
+    )
 
 
 def keep_commit(task: Task, commit: str, text: str) -> str:
@@ -202,14 +214,28 @@ def _act(ctx: orders.Context, args: Mapping[str, object]) -> dict[str, object]:
     text = message(action, phase, summary)
     name, commit = ctx.state(f"flow {action}: {summary}", text)
     now = _now()
-    entry = {"timestamp": now, "action": action, "phase": phase, "step": step,
-             "summary": summary, "git_commit": keep_commit(ctx.task, commit, text),
-             "state": name}  # fmt: skip
-    new = {"task_id": ctx.task.id, "current_phase": phase, "current_step": step,
-           "started_at": current["started_at"] if current else now,
-           "history": [*(current["history"] if current else []), entry]}  # fmt: skip
+    entry = {
+        "timestamp": now,
+        "action": action,
+        "phase": phase,
+        "step": step,
+        "summary": summary,
+        "git_commit": keep_commit(ctx.task, commit, text),
+        "state": name,
+    }
+    new = {
+        "task_id": ctx.task.id,
+        "current_phase": phase,
+        "current_step": step,
+        "started_at": current["started_at"] if current else now,
+        "history": [*(current["history"] if current else []), entry],
+    }
     data = json.dumps(new, indent=2, ensure_ascii=False) + "\n"
     write_bytes_atomic(path(ctx.task), data.encode("utf-8", "backslashreplace"))
     taken = ctx.last_checkpoint()
-    return {"flow": new, "entry": entry, "rollback": rolled,
-            "checkpoint": taken.to_record() if isinstance(taken, Checkpoint) else None}  # fmt: skip
+    return {
+        "flow": new,
+        "entry": entry,
+        "rollback": rolled,
+        "checkpoint": taken.to_record() if isinstance(taken, Checkpoint) else None,
+    }

@@ -67,14 +67,53 @@ if TYPE_CHECKING:
     from bar.task import reopen as task_reopen
 
 __all__ = [
-    "Diff", "Location", "Project", "Status", "Task", "TaskSummary", "adopt_project", "agent_of", "apply",
-    "apply_diff", "artifact_path", "blame", "check_command", "checkpoint", "checkpoints",
-    "close_task", "delete_task", "diff", "doctor", "get_task", "init_project", "load_task", "locate", "log",
-    "new_task", "open_project", "parse_step_ref", "plan_rollback", "policy_for", "projects", "prune_tasks",
-    "read_artifact", "reopen_task", "resolve_cwd", "rollback", "run", "running", "running_socket", "show",
-    "status", "summarize", "switch_task",
-    "sync", "tasks", "undo", "unrecorded",
-]  # fmt: skip
+    "Diff",
+    "Location",
+    "Project",
+    "Status",
+    "Task",
+    "TaskSummary",
+    "adopt_project",
+    "agent_of",
+    "apply",
+    "apply_diff",
+    "artifact_path",
+    "blame",
+    "check_command",
+    "checkpoint",
+    "checkpoints",
+    "close_task",
+    "delete_task",
+    "diff",
+    "doctor",
+    "get_task",
+    "init_project",
+    "load_task",
+    "locate",
+    "log",
+    "new_task",
+    "open_project",
+    "parse_step_ref",
+    "plan_rollback",
+    "policy_for",
+    "projects",
+    "prune_tasks",
+    "read_artifact",
+    "reopen_task",
+    "resolve_cwd",
+    "rollback",
+    "run",
+    "running",
+    "running_socket",
+    "show",
+    "status",
+    "summarize",
+    "switch_task",
+    "sync",
+    "tasks",
+    "undo",
+    "unrecorded",
+]
 
 
 # --- projects ------------------------------------------------------------------------
@@ -183,8 +222,10 @@ def new_task(
 
 def switch_task(task: Task) -> Task:
     if not task.active:
-        raise BarError(f"task {task.name} ({task.id}) is closed and cannot be made active",
-                       hint=f"`bar task reopen {task.id}` makes it active again")  # fmt: skip
+        raise BarError(
+            f"task {task.name} ({task.id}) is closed and cannot be made active",
+            hint=f"`bar task reopen {task.id}` makes it active again",
+        )
     task.project.set_active_task(task.id)
     return task
 
@@ -254,13 +295,17 @@ def reopen_task(project: Project, ref: str) -> task_reopen.Reopened:
     return reopen(project, ref)
 
 
-def delete_task(project: Project, ref: str, *, force: bool = False, dry_run: bool = False) -> task_delete.Deletion:  # fmt: skip
+def delete_task(
+    project: Project, ref: str, *, force: bool = False, dry_run: bool = False
+) -> task_delete.Deletion:
     from bar.task.delete import delete
 
     return delete(project, ref, force=force, dry_run=dry_run)
 
 
-def prune_tasks(project: Project, *, force: bool = False, dry_run: bool = False) -> task_delete.Pruned:  # fmt: skip
+def prune_tasks(
+    project: Project, *, force: bool = False, dry_run: bool = False
+) -> task_delete.Pruned:
     from bar.task.delete import prune
 
     return prune(project, force=force, dry_run=dry_run)
@@ -374,8 +419,14 @@ def _rollback_in_running_step(task: Task, to: str | None, hard: bool) -> Checkpo
     return done
 
 
-def sync(task: Task, onto: str | None = None, *, allow_conflicts: bool = False,
-         dry_run: bool = False, wait: bool = True) -> SyncPlan:  # fmt: skip
+def sync(
+    task: Task,
+    onto: str | None = None,
+    *,
+    allow_conflicts: bool = False,
+    dry_run: bool = False,
+    wait: bool = True,
+) -> SyncPlan:
     """Merge branch ``onto`` (default: the base branch) into the task; its tip is the new base."""
     from bar.changes import sync as verb
 
@@ -385,8 +436,9 @@ def sync(task: Task, onto: str | None = None, *, allow_conflicts: bool = False,
         return verb.sync(fresh, onto, allow_conflicts=allow_conflicts)
 
 
-def undo(task: Task, *, redo: bool = False, dry_run: bool = False,
-         wait: bool = True) -> tuple[UndoPlan, RollbackStep | None]:  # fmt: skip
+def undo(
+    task: Task, *, redo: bool = False, dry_run: bool = False, wait: bool = True
+) -> tuple[UndoPlan, RollbackStep | None]:
     """Undo the last step not undone (``redo``: redo the last undone one) as a rollback."""
     from bar.changes import undo as verb
 
@@ -415,12 +467,19 @@ def apply(
 
     if dry_run:
         state = states.resolve(task, at) if at else None
-        return verb.dry_run(task, mode=mode, target_branch=target, message=message, at=state,
-                            preview=preview)  # fmt: skip
+        return verb.dry_run(
+            task, mode=mode, target_branch=target, message=message, at=state, preview=preview
+        )
     with _locked(task, "bar apply", wait=wait) as fresh:  # (prepared by verb.apply)
         state = states.resolve(fresh, at) if at else None
-        return verb.apply(fresh, mode=mode, target_branch=target, message=message, at=state,
-                          prepare=recovery.prepare_apply)  # fmt: skip
+        return verb.apply(
+            fresh,
+            mode=mode,
+            target_branch=target,
+            message=message,
+            at=state,
+            prepare=recovery.prepare_apply,
+        )
 
 
 # --- reading the record --------------------------------------------------------------

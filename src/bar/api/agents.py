@@ -21,8 +21,9 @@ class Setup:
 
 
 def setup(agent: str) -> Setup:
-    return Setup(agent, settings.hook_command(agent),
-                 mcp_entry.server_argv(settings.bar_executable(), None))  # fmt: skip
+    return Setup(
+        agent, settings.hook_command(agent), mcp_entry.server_argv(settings.bar_executable(), None)
+    )
 
 
 def settings_text(wiring: Setup) -> tuple[str, str]:

@@ -16,7 +16,9 @@ from bar.store.lock import is_locked
 from bar.task.tasks import Task
 
 
-def order(task: Task, op: str, args: Mapping[str, object], *, wait: bool = True) -> dict[str, object]:  # fmt: skip
+def order(
+    task: Task, op: str, args: Mapping[str, object], *, wait: bool = True
+) -> dict[str, object]:
     """Do ``op`` as the task's one writer: when a step is running, sent over the task's
     socket to that step's ``bar run`` (channel verb ``order``, ARG = op, BODY = JSON args;
     reply stdout = JSON result, or exit code + "message\\nhint: ..." on stderr, re-raised
@@ -68,8 +70,9 @@ def decide_submit(task: Task, data: object, *, wait: bool = True) -> dict[str, o
     return order(task, "decide.submit", {"input": data}, wait=wait)
 
 
-def decide_answer(task: Task, decisions: list[dict[str, Any]], *, session_id: str | None = None,
-           wait: bool = True) -> dict[str, Any]:  # fmt: skip
+def decide_answer(
+    task: Task, decisions: list[dict[str, Any]], *, session_id: str | None = None, wait: bool = True
+) -> dict[str, Any]:
     """Answer the pending decision (``session_id``: only if it is still that one); the
     DecisionRecord written."""
     rec = decide_answered(task, decisions, session_id=session_id, wait=wait)["record"]
@@ -77,8 +80,9 @@ def decide_answer(task: Task, decisions: list[dict[str, Any]], *, session_id: st
     return rec
 
 
-def decide_answered(task: Task, decisions: list[dict[str, Any]], *, session_id: str | None = None,
-             wait: bool = True) -> dict[str, object]:  # fmt: skip
+def decide_answered(
+    task: Task, decisions: list[dict[str, Any]], *, session_id: str | None = None, wait: bool = True
+) -> dict[str, object]:
     """``decide_answer``, with the order's whole result: ``{"session_id", "record", "step"
     (the decision step, None while another step runs), "queued"}``."""
     args: dict[str, object] = {"decisions": decisions}
@@ -87,8 +91,15 @@ def decide_answered(task: Task, decisions: list[dict[str, Any]], *, session_id: 
     return order(task, "decide.answer", args, wait=wait)
 
 
-def flow_act(task: Task, action: str, summary: str, *, rollback: bool = False,
-        phase: str | None = None, wait: bool = True) -> dict[str, object]:  # fmt: skip
+def flow_act(
+    task: Task,
+    action: str,
+    summary: str,
+    *,
+    rollback: bool = False,
+    phase: str | None = None,
+    wait: bool = True,
+) -> dict[str, object]:
     """Record a flow action (``start``, ``next-step``, ...) as the task's one writer."""
     args: dict[str, object] = {"action": action, "summary": summary, "rollback": rollback}
     if phase is not None:

@@ -23,9 +23,14 @@ class Resident:
     off: str | None = None  # why none is started here, if none may be
 
     def to_record(self) -> dict[str, object]:
-        return {"running": self.running, "socket": self.socket, "pid": self.pid,
-                "started_at": self.started_at, "idle_seconds": self.idle_seconds,
-                "off": self.off}  # fmt: skip
+        return {
+            "running": self.running,
+            "socket": self.socket,
+            "pid": self.pid,
+            "started_at": self.started_at,
+            "idle_seconds": self.idle_seconds,
+            "off": self.off,
+        }
 
 
 def _off() -> str | None:

@@ -18,8 +18,9 @@ if TYPE_CHECKING:
     from bar.task.tasks import Task
 
 
-def log_entry(task: Task, step: Step, patch: bool,
-              history: list[dict[str, Any]] | None = None) -> dict[str, Any]:  # fmt: skip
+def log_entry(
+    task: Task, step: Step, patch: bool, history: list[dict[str, Any]] | None = None
+) -> dict[str, Any]:
     """One element of ``bar log --json``: the ledger line, its checkpoints, with
     ``patch`` the text of its patch, and with the flow's ``history`` (if the task has a
     flow) the phase current when the step started."""
@@ -58,8 +59,11 @@ def checkpoint_entry(task: Task, cp: Checkpoint) -> dict[str, Any]:
 
 def diff_entry(between: Diff, *, stat: bool, unrecorded: bool) -> dict[str, Any]:
     """``bar diff --json``: the two commits, the stat and (unless ``stat``) the patch."""
-    rec: dict[str, Any] = {"from": between.from_commit, "to": between.to_commit,
-                           "diff_stat": between.stat().to_record()}  # fmt: skip
+    rec: dict[str, Any] = {
+        "from": between.from_commit,
+        "to": between.to_commit,
+        "diff_stat": between.stat().to_record(),
+    }
     if unrecorded:
         rec["unrecorded"] = True  # "to" is the tree of the worktree, not a snapshot
     if not stat:

@@ -40,12 +40,20 @@ def _seconds(iso: str) -> float:
     which cost ``bar run`` more than the rest of its clock."""
     main, _, fraction = iso.rstrip("Z").partition(".")
     parts = (main[0:4], main[5:7], main[8:10], main[11:13], main[14:16], main[17:19])
-    if len(main) != 19 or main[4::3] != "--T::" or not all(p.isascii() and p.isdigit()
-                                                           for p in parts):  # fmt: skip
+    if (
+        len(main) != 19
+        or main[4::3] != "--T::"
+        or not all(p.isascii() and p.isdigit() for p in parts)
+    ):
         raise ValueError(f"not a time bar wrote: {iso!r}")
     year, month, day, hour, minute, second = map(int, parts)
-    if not (1 <= month <= 12 and 1 <= day <= _month_days(year, month) and hour < 24
-            and minute < 60 and second < 62):  # fmt: skip
+    if not (
+        1 <= month <= 12
+        and 1 <= day <= _month_days(year, month)
+        and hour < 24
+        and minute < 60
+        and second < 62
+    ):
         raise ValueError(f"not a time bar wrote: {iso!r}")
     whole = _days_since_epoch(year, month, day) * 86400 + hour * 3600 + minute * 60 + second
     return whole + (float("0." + fraction) if fraction.isdigit() else 0.0)

@@ -225,8 +225,11 @@ class TreeWatch:
             added += 1
             try:
                 with os.scandir(os.path.join(self._root, here)) as entries:
-                    stack += [f"{here}/{e.name}" for e in entries
-                              if e.name != ".git" and e.is_dir(follow_symlinks=False)]  # fmt: skip
+                    stack += [
+                        f"{here}/{e.name}"
+                        for e in entries
+                        if e.name != ".git" and e.is_dir(follow_symlinks=False)
+                    ]
             except OSError:
                 continue
 

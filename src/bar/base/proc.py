@@ -36,16 +36,35 @@ def start_directly(launch: Launch) -> subprocess.Popen[bytes]:
 # names a repository, an index or a configuration value.
 GIT_ENV_ALLOWED = frozenset(
     {
-        "GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "GIT_AUTHOR_DATE",
-        "GIT_COMMITTER_NAME", "GIT_COMMITTER_EMAIL", "GIT_COMMITTER_DATE",
-        "GIT_CONFIG_NOSYSTEM", "GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM",
-        "GIT_EXEC_PATH", "GIT_TEMPLATE_DIR",
-        "GIT_SSH", "GIT_SSH_COMMAND", "GIT_SSH_VARIANT", "GIT_ASKPASS", "GIT_TERMINAL_PROMPT",
-        "GIT_SSL_CAINFO", "GIT_SSL_NO_VERIFY", "GIT_HTTP_PROXY_AUTHMETHOD", "GIT_ALLOW_PROTOCOL",
-        "GIT_EDITOR", "GIT_PAGER", "GIT_TRACE", "GIT_TRACE2", "GIT_TRACE2_EVENT",
-        "GIT_TRACE2_PERF", "GIT_TRACE_PERFORMANCE",
+        "GIT_AUTHOR_NAME",
+        "GIT_AUTHOR_EMAIL",
+        "GIT_AUTHOR_DATE",
+        "GIT_COMMITTER_NAME",
+        "GIT_COMMITTER_EMAIL",
+        "GIT_COMMITTER_DATE",
+        "GIT_CONFIG_NOSYSTEM",
+        "GIT_CONFIG_GLOBAL",
+        "GIT_CONFIG_SYSTEM",
+        "GIT_EXEC_PATH",
+        "GIT_TEMPLATE_DIR",
+        "GIT_SSH",
+        "GIT_SSH_COMMAND",
+        "GIT_SSH_VARIANT",
+        "GIT_ASKPASS",
+        "GIT_TERMINAL_PROMPT",
+        "GIT_SSL_CAINFO",
+        "GIT_SSL_NO_VERIFY",
+        "GIT_HTTP_PROXY_AUTHMETHOD",
+        "GIT_ALLOW_PROTOCOL",
+        "GIT_EDITOR",
+        "GIT_PAGER",
+        "GIT_TRACE",
+        "GIT_TRACE2",
+        "GIT_TRACE2_EVENT",
+        "GIT_TRACE2_PERF",
+        "GIT_TRACE_PERFORMANCE",
     }
-)  # fmt: skip
+)
 
 
 @record(frozen=True)
@@ -125,8 +144,13 @@ class Started:
 
     __slots__ = ("_check", "_error", "_proc", "_result", "cmd")
 
-    def __init__(self, cmd: tuple[str, ...], proc: subprocess.Popen[bytes] | None,
-                 check: bool, error: type[CommandError]) -> None:  # fmt: skip
+    def __init__(
+        self,
+        cmd: tuple[str, ...],
+        proc: subprocess.Popen[bytes] | None,
+        check: bool,
+        error: type[CommandError],
+    ) -> None:
         self.cmd, self._proc, self._check, self._error = cmd, proc, check, error
         self._result: Result | None = None if proc is not None else Result(cmd, 127, b"", b"")
 
@@ -166,9 +190,14 @@ def start(
     if input is not None and len(input) > _PIPE_HOLDS:
         raise ValueError(f"start() takes at most {_PIPE_HOLDS} bytes of input")
     try:
-        proc = subprocess.Popen(list(cmd), cwd=cwd, env=clean_env(env),
-                                stdin=subprocess.DEVNULL if input is None else subprocess.PIPE,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+        proc = subprocess.Popen(
+            list(cmd),
+            cwd=cwd,
+            env=clean_env(env),
+            stdin=subprocess.DEVNULL if input is None else subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
     except FileNotFoundError:
         return Started(tuple(cmd), None, check, error)
     if proc.stdin is not None:

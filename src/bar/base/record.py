@@ -212,8 +212,10 @@ def _init_slowly(cls: type, obj: Any, args: tuple[Any, ...], kwargs: dict[str, A
             raise TypeError(f"{cls.__name__}: non-default field {f.name!r} follows a default")
         seen_default = seen_default or not required
     if len(args) > len(positional):
-        raise TypeError(f"{where} takes {len(positional) + 1} positional arguments but "
-                        f"{len(args) + 1} were given")  # fmt: skip
+        raise TypeError(
+            f"{where} takes {len(positional) + 1} positional arguments but "
+            f"{len(args) + 1} were given"
+        )
     given = {f.name: value for f, value in zip(positional, args, strict=False)}
     names = {f.name for f in fields}
     for name, value in kwargs.items():
@@ -222,11 +224,16 @@ def _init_slowly(cls: type, obj: Any, args: tuple[Any, ...], kwargs: dict[str, A
         if name in given:
             raise TypeError(f"{where} got multiple values for argument {name!r}")
         given[name] = value
-    missing = [f.name for f in fields if f.name not in given and f.factory is None
-               and f.default is _MISSING]  # fmt: skip
+    missing = [
+        f.name
+        for f in fields
+        if f.name not in given and f.factory is None and f.default is _MISSING
+    ]
     if missing:
-        raise TypeError(f"{where} missing {len(missing)} required argument(s): "
-                        + ", ".join(repr(name) for name in missing))  # fmt: skip
+        raise TypeError(
+            f"{where} missing {len(missing)} required argument(s): "
+            + ", ".join(repr(name) for name in missing)
+        )
     put = object.__setattr__ if cls.__record_frozen__ else setattr  # type: ignore[attr-defined]
     for f in fields:
         value = given.get(f.name, _MISSING)

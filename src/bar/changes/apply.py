@@ -133,21 +133,24 @@ def dry_run(
         tree = steps.current_tree(task, recorded) if task.active else recorded_tree
         if tree != recorded_tree:  # unrecorded changes: apply records them first
             safe = _safe_git(task, target, git.worktree_list(repo))
-            state = safe.commit_tree(repo, tree, [recorded], "bar: dry-run state",
-                                     identity=git.BAR_IDENTITY)  # fmt: skip
+            state = safe.commit_tree(
+                repo, tree, [recorded], "bar: dry-run state", identity=git.BAR_IDENTITY
+            )
             label = task.ledger.next_step_id()  # the step that will record them
         else:
             label = state_step(task)
     listed, safe, merged = _ahead_result(task, ahead, mode, target, state, base, preview)
-    result = _compute(safe, task, mode, target, message, state, label, base, _upto(at), listed,
-                      merged, preview)  # fmt: skip
+    result = _compute(
+        safe, task, mode, target, message, state, label, base, _upto(at), listed, merged, preview
+    )
     if result.conflicts:
         raise ApplyConflict(result.target_branch, result.conflicts)
     if result.checkout is not None and not result.nothing_to_do:
         assert result.tree is not None
         where = result.checkout
-        result.refusal = checkout.busy(where) or refusal(safe.including(where), result, where,
-                                                         result.tree)  # fmt: skip
+        result.refusal = checkout.busy(where) or refusal(
+            safe.including(where), result, where, result.tree
+        )
     return result
 
 
@@ -180,14 +183,16 @@ def apply(
     started = now_iso()
     state = at.commit if at is not None else task.recorded_snapshot()
     base = at.base if at is not None and at.base else task.base_commit
-    listed, safe, merged = _ahead_result(task, ahead[0] if ahead else None, mode, target, state,
-                                         base)  # fmt: skip
+    listed, safe, merged = _ahead_result(
+        task, ahead[0] if ahead else None, mode, target, state, base
+    )
     # the trailer names the step (or checkpoint) whose state is applied: `bar show` it
     label = at.name if at is not None else state_step(task)
     with Progress(f"apply: merging the task's work onto {target}") as shown:
         shown.update()
-        result = _compute(safe, task, mode, target, message, state, label, base, _upto(at), listed,
-                          merged)  # fmt: skip
+        result = _compute(
+            safe, task, mode, target, message, state, label, base, _upto(at), listed, merged
+        )
     if result.conflicts:
         raise ApplyConflict(result.target_branch, result.conflicts)
     if result.nothing_to_do:
@@ -255,8 +260,15 @@ def _finish_checkout(safe: SafeGit, where: Path, intent: ApplyIntent) -> None:
     step, token, before = intent.step, intent.token, intent.target_before
     if token is None or before is None:
         return  # an intent written before bar updated checkouts in resumable steps
-    if checkout.resume(safe, where, step.target_branch, before, step.commit_sha, token=token,
-                       reason=_reason(step.mode)):  # fmt: skip
+    if checkout.resume(
+        safe,
+        where,
+        step.target_branch,
+        before,
+        step.commit_sha,
+        token=token,
+        reason=_reason(step.mode),
+    ):
         note(
             f"finished the interrupted apply of {git.short(step.commit_sha)} to "
             f"{step.target_branch}: updated the checkout at {where}"
@@ -308,8 +320,14 @@ def _safe_git(task: Task, target_branch: str, listed: list[dict[str, str]]) -> S
     return SafeGit.read(repo, worktree, checked_out_in(repo, target_branch, listed))
 
 
-def _ahead(task: Task, mode: str, target: str, state: str, base: str, preview: bool = False,
-           ) -> Ahead | None:  # fmt: skip
+def _ahead(
+    task: Task,
+    mode: str,
+    target: str,
+    state: str,
+    base: str,
+    preview: bool = False,
+) -> Ahead | None:
     """The commit mode's merge of ``state`` onto ``target``, started in a thread
     (``bar.changes.merge``) while the caller looks at the worktree."""
     if mode != "commit":
@@ -326,9 +344,14 @@ def _plan(task: Task, target: str, state: str, base: str, preview: bool) -> Plan
 
 
 def _ahead_result(
-    task: Task, ahead: Ahead | None, mode: str, target: str, state: str, base: str,
+    task: Task,
+    ahead: Ahead | None,
+    mode: str,
+    target: str,
+    state: str,
+    base: str,
     preview: bool = False,
-) -> tuple[list[dict[str, str]], SafeGit, Merged | None]:  # fmt: skip
+) -> tuple[list[dict[str, str]], SafeGit, Merged | None]:
     """(the worktree list, the git to use, the merge if computed ahead for this state)."""
     if ahead is not None:
         done = ahead.result(_plan(task, target, state, base, preview))
@@ -353,10 +376,19 @@ def _upto(at: State | None) -> int | None:
 
 
 def _compute(
-    safe: SafeGit, task: Task, mode: str, target_branch: str, message: str | None, state: str,
-    step_id: str, base: str, upto: int | None, listed: list[dict[str, str]],
-    merged: Merged | None = None, preview: bool = False,
-) -> ApplyResult:  # fmt: skip
+    safe: SafeGit,
+    task: Task,
+    mode: str,
+    target_branch: str,
+    message: str | None,
+    state: str,
+    step_id: str,
+    base: str,
+    upto: int | None,
+    listed: list[dict[str, str]],
+    merged: Merged | None = None,
+    preview: bool = False,
+) -> ApplyResult:
     """Everything up to (not including) the commit. Writes only git objects. ``upto``:
     the step whose state this is (None: the last one), for the syncs that led to it.
     ``merged``: the merge, computed ahead for this state, base and target."""
@@ -379,8 +411,9 @@ def _compute(
             theirs = on_base(safe, repo, state, base)
         else:
             theirs = _task_branch_commit(safe, task, state, dry=True)
-        merged = merge(safe, repo, tip, theirs, list(task.project.settings_files()),
-                       preview=preview)  # fmt: skip
+        merged = merge(
+            safe, repo, tip, theirs, list(task.project.settings_files()), preview=preview
+        )
     if merged.tree is None:
         result.conflicts = merged.conflicts
         return result
@@ -461,8 +494,9 @@ def _move_target(safe: SafeGit, repo: Path, result: ApplyResult, intent: ApplyIn
     except BaseException:
         checkout.unlock(where, token)
         raise
-    checkout.advance(safe, where, branch, before, result.commit, token=token,
-                     reason=_reason(result.mode))  # fmt: skip
+    checkout.advance(
+        safe, where, branch, before, result.commit, token=token, reason=_reason(result.mode)
+    )
     checkout.unlock(where, token)
 
 

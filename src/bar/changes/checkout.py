@@ -76,8 +76,9 @@ def changes(safe: SafeGit, repo: Path, old: str, new: str) -> list[Change]:
     found: list[Change] = []
     for meta, path in zip(parts[::2], parts[1::2], strict=False):
         old_mode, new_mode, old_blob, new_blob, _status = meta.decode().lstrip(":").split(" ")
-        found.append(Change(old_mode, new_mode, old_blob, new_blob,
-                            path.decode("utf-8", "surrogateescape")))  # fmt: skip
+        found.append(
+            Change(old_mode, new_mode, old_blob, new_blob, path.decode("utf-8", "surrogateescape"))
+        )
     return found
 
 
@@ -134,8 +135,15 @@ def blocking_paths(safe: SafeGit, checkout: Path, old: str, new: str) -> list[st
     blocked: set[str] = set()
     # (a submodule's HEAD is compared, but no git is run inside it: its configuration is
     # the agent's to plant as well)
-    status = safe.git(checkout, "status", "--porcelain=v1", "-z", "--untracked-files=no",
-                      "--no-renames", "--ignore-submodules=dirty").stdout  # fmt: skip
+    status = safe.git(
+        checkout,
+        "status",
+        "--porcelain=v1",
+        "-z",
+        "--untracked-files=no",
+        "--no-renames",
+        "--ignore-submodules=dirty",
+    ).stdout
     for item in status.split(b"\0"):
         xy, path = item[:2].decode(errors="replace"), item[3:].decode("utf-8", "surrogateescape")
         if path in touched or "U" in xy or xy in ("AA", "DD"):
@@ -288,8 +296,16 @@ def advance(
         paths = b"".join(p.encode("utf-8", "surrogateescape") + b"\0" for p in landing)
         with Progress(f"apply: writing {plural(len(landing), 'file')} into {checkout}") as shown:
             shown.update()
-            safe.git(checkout, "checkout-index", "-f", "-z", "--stdin", f"--prefix={written}/",
-                     env=env, input=paths)  # fmt: skip
+            safe.git(
+                checkout,
+                "checkout-index",
+                "-f",
+                "-z",
+                "--stdin",
+                f"--prefix={written}/",
+                env=env,
+                input=paths,
+            )
             for rel in landing:
                 _move_in(written / rel, checkout / rel)
         shutil.rmtree(written, ignore_errors=True)
@@ -354,8 +370,10 @@ def resume(
         advance(safe, checkout, branch, old, new, token=token, reason=reason)
         finished = True
     elif phase == "updating" and tip != new:
-        warn(f"{branch} was moved while bar's interrupted apply held {checkout}; some files "
-             "there may be the apply's: check `git status` there")  # fmt: skip
+        warn(
+            f"{branch} was moved while bar's interrupted apply held {checkout}; some files "
+            "there may be the apply's: check `git status` there"
+        )
     unlock(checkout, token)
     return finished
 
@@ -364,8 +382,15 @@ def _clear_own_ref_lock(checkout: Path, branch: str) -> None:
     """A bar killed inside the update's last ``git update-ref`` leaves the branch's
     ``.lock``: one made after bar marked its own index lock "updating" (still held: it is
     ours, and its bar is dead) is that update-ref's, and is removed."""
-    ref_lock = Path(git.out(checkout, "rev-parse", "--path-format=absolute", "--git-path",
-                            f"refs/heads/{branch}.lock"))  # fmt: skip
+    ref_lock = Path(
+        git.out(
+            checkout,
+            "rev-parse",
+            "--path-format=absolute",
+            "--git-path",
+            f"refs/heads/{branch}.lock",
+        )
+    )
     try:
         made = ref_lock.stat().st_mtime_ns
         marked = (_admin(checkout) / "index.lock").stat().st_mtime_ns
@@ -402,6 +427,9 @@ def _neither(safe: SafeGit, checkout: Path, found: list[Change]) -> list[str]:
     if files:
         listed = "".join(c.path + "\n" for c in files).encode("utf-8", "surrogateescape")
         blobs = safe.git(checkout, "hash-object", "--stdin-paths", input=listed).out.split()
-        odd += [c.path for c, blob in zip(files, blobs, strict=True)
-                if blob not in (c.old_blob, c.new_blob)]  # fmt: skip
+        odd += [
+            c.path
+            for c, blob in zip(files, blobs, strict=True)
+            if blob not in (c.old_blob, c.new_blob)
+        ]
     return sorted(odd)

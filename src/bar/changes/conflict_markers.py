@@ -42,9 +42,22 @@ def unresolved(task: Task, state: str, upto: int | None = None) -> list[str]:
     if not paths:
         return []
     # the object store only: no filter, no textconv, binary files skipped
-    res = git.git(task.project.root, "--literal-pathspecs", "grep", "-l", "-z", "-I",
-                  "--no-textconv", "-E", "-e", _MARKER, state, "--", *paths,
-                  check=False)  # fmt: skip
+    res = git.git(
+        task.project.root,
+        "--literal-pathspecs",
+        "grep",
+        "-l",
+        "-z",
+        "-I",
+        "--no-textconv",
+        "-E",
+        "-e",
+        _MARKER,
+        state,
+        "--",
+        *paths,
+        check=False,
+    )
     if res.returncode == 1:  # no match
         return []
     if res.returncode != 0:

@@ -74,8 +74,11 @@ class RunIntent:
     ended_at: str | None = None
 
     def to_record(self) -> dict[str, Any]:
-        ended = {} if self.exit_code is None else {
-            "exit_code": self.exit_code, "signal": self.signal, "ended_at": self.ended_at}  # fmt: skip
+        ended = (
+            {}
+            if self.exit_code is None
+            else {"exit_code": self.exit_code, "signal": self.signal, "ended_at": self.ended_at}
+        )
         return {
             "version": 1,
             "pid": self.pid,
@@ -154,8 +157,9 @@ def read_run(paths: TaskPaths) -> RunIntent | None:
     )
     ended = outcome.read(paths, step_id) if intent.exit_code is None else None
     if ended is not None:
-        intent = replace(intent, exit_code=ended.exit_code, signal=ended.signal,
-                         ended_at=ended.ended_at)  # fmt: skip
+        intent = replace(
+            intent, exit_code=ended.exit_code, signal=ended.signal, ended_at=ended.ended_at
+        )
     return intent
 
 
@@ -225,21 +229,39 @@ def read_rollback(paths: TaskPaths) -> RollbackIntent | None:
     elif not isinstance(rec["hard"], bool):
         problem = f"a 'hard' that is not true or false: {rec['hard']!r}"
     else:
-        bad = [k for k in ("target_commit", "target_head", "snapshot_before")
-               if not git.is_object_id(rec[k])]  # fmt: skip
-        bad += [k for k in ("target_base",) if rec.get(k) is not None
-                and not git.is_object_id(rec[k])]  # fmt: skip
-        bad += [k for k in ("undo_of", "redo_of") if rec.get(k) is not None
-                and not _valid_step_id(rec[k])]  # fmt: skip
+        bad = [
+            k
+            for k in ("target_commit", "target_head", "snapshot_before")
+            if not git.is_object_id(rec[k])
+        ]
+        bad += [
+            k for k in ("target_base",) if rec.get(k) is not None and not git.is_object_id(rec[k])
+        ]
+        bad += [
+            k
+            for k in ("undo_of", "redo_of")
+            if rec.get(k) is not None and not _valid_step_id(rec[k])
+        ]
         if bad:
             problem = f"an invalid {bad[0]} {rec[bad[0]]!r}"
     if problem:
         raise CorruptFile(f"rollback journal at {path} has {problem}")
-    target = State(kind, target_step if kind == "step" else None, rec["target_commit"],
-                   rec["target_head"], rec.get("target_base"))  # fmt: skip
-    return RollbackIntent(step_id, target, rec["hard"], rec["snapshot_before"],
-                          str(rec.get("started_at") or now_iso()), rec.get("undo_of"),
-                          rec.get("redo_of"))  # fmt: skip
+    target = State(
+        kind,
+        target_step if kind == "step" else None,
+        rec["target_commit"],
+        rec["target_head"],
+        rec.get("target_base"),
+    )
+    return RollbackIntent(
+        step_id,
+        target,
+        rec["hard"],
+        rec["snapshot_before"],
+        str(rec.get("started_at") or now_iso()),
+        rec.get("undo_of"),
+        rec.get("redo_of"),
+    )
 
 
 def clear_rollback(paths: TaskPaths) -> None:
@@ -493,8 +515,14 @@ def read_delete(paths: TaskPaths) -> DeleteIntent | None:
     if problem:
         raise CorruptFile(f"task deletion journal at {path} {problem}")
     assert isinstance(task_id, str) and isinstance(name, str) and isinstance(branch, str)
-    return DeleteIntent(task_id, name, branch, tip, rec.get("forced") is True,
-                        str(rec.get("started_at") or now_iso()))  # fmt: skip
+    return DeleteIntent(
+        task_id,
+        name,
+        branch,
+        tip,
+        rec.get("forced") is True,
+        str(rec.get("started_at") or now_iso()),
+    )
 
 
 def clear_delete(paths: TaskPaths) -> None:

@@ -36,8 +36,12 @@ class Counted:
 
     __slots__ = ("_asked", "_paths", "_value")
 
-    def __init__(self, asked: Started | None = None, paths: Sequence[str] = (),
-                 value: tuple[DiffStat, list[str]] | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        asked: Started | None = None,
+        paths: Sequence[str] = (),
+        value: tuple[DiffStat, list[str]] | None = None,
+    ) -> None:
         self._asked, self._paths = asked, list(paths)
         self._value = value if value is not None or asked is not None else (DiffStat.empty(), [])
 
@@ -105,12 +109,24 @@ def on_base(safe: SafeGit, repo: Path, state: str, base: str) -> str:
 
 def start_on_base(safe: SafeGit, repo: Path, state: str, base: str) -> Callable[[], str]:
     """``on_base`` begun now; the returned function waits for the commit's id."""
-    return safe.start_commit_tree(repo, git.tree_of(repo, state), [base],
-                                  "bar: a state on its base", identity=git.BAR_IDENTITY)  # fmt: skip
+    return safe.start_commit_tree(
+        repo,
+        git.tree_of(repo, state),
+        [base],
+        "bar: a state on its base",
+        identity=git.BAR_IDENTITY,
+    )
 
 
-def merge(safe: SafeGit, repo: Path, tip: str, theirs: str, settings: Sequence[str],
-          *, preview: bool = False) -> Merged:  # fmt: skip
+def merge(
+    safe: SafeGit,
+    repo: Path,
+    tip: str,
+    theirs: str,
+    settings: Sequence[str],
+    *,
+    preview: bool = False,
+) -> Merged:
     """``tip`` merged with ``theirs``; the stat and the ``settings`` paths it changes come
     from one diff of trees (--no-ext-diff, --no-textconv), and with ``preview`` so does
     the text a dry run shows (``diffs.Diff.text(with_stat=True)``)."""
@@ -120,8 +136,20 @@ def merge(safe: SafeGit, repo: Path, tip: str, theirs: str, settings: Sequence[s
     if not preview:
         asked = git.start(repo, "diff", *git.DIFF_FLAGS, "--numstat", "-z", tip, tree, "--")
         return Merged(tip, theirs, tree, [], Counted(asked, settings))
-    raw = git.git(repo, "-c", "color.ui=never", "diff", *git.DIFF_FLAGS, "--numstat", "-z",
-                  "--stat", "-p", tip, tree, "--").stdout  # fmt: skip
+    raw = git.git(
+        repo,
+        "-c",
+        "color.ui=never",
+        "diff",
+        *git.DIFF_FLAGS,
+        "--numstat",
+        "-z",
+        "--stat",
+        "-p",
+        tip,
+        tree,
+        "--",
+    ).stdout
     end = _numstat_end(raw)
     numstat, text = raw[:end], raw[end:]
     # -z ends the stat with a NUL where the patch follows; the stat itself holds none
@@ -189,18 +217,28 @@ class Ahead:
             # configuration seen from each directory, the target's tip and its tree
             # (no worktree's HEAD names the target: none has it checked out, nor needs
             # to be listed)
-            listing = (git.start(repo, *git.WORKTREE_LIST)
-                       if git.may_be_checked_out(repo, plan.target) else None)  # fmt: skip
+            listing = (
+                git.start(repo, *git.WORKTREE_LIST)
+                if git.may_be_checked_out(repo, plan.target)
+                else None
+            )
             asked = SafeGit.ask(*self._dirs)
             ref = f"refs/heads/{plan.target}"
-            tips = git.start(repo, "cat-file", "--batch-check=%(objectname) %(objecttype)",
-                             input=f"{ref}\n{ref}^{{tree}}\n".encode(), check=False,
-                             ) if "\n" not in ref else None  # fmt: skip
+            tips = (
+                git.start(
+                    repo,
+                    "cat-file",
+                    "--batch-check=%(objectname) %(objecttype)",
+                    input=f"{ref}\n{ref}^{{tree}}\n".encode(),
+                    check=False,
+                )
+                if "\n" not in ref
+                else None
+            )
             # the task's state on its base: a commit-tree, which no driver takes part in
             theirs_made = start_on_base(SafeGit.read(), repo, plan.state, plan.base)
             listed = git.worktree_list(repo, listing) if listing is not None else []
-            safe = SafeGit.read(*self._dirs, checked_out_in(repo, plan.target, listed),
-                                asked=asked)  # fmt: skip
+            safe = SafeGit.read(*self._dirs, checked_out_in(repo, plan.target, listed), asked=asked)
             tip = _tip(tips, repo, ref)
             theirs = theirs_made()
             if tip is None:

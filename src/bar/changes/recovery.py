@@ -76,8 +76,10 @@ def clear_stale_git_locks(task: Task) -> list[Path]:
     and on its branch (``bar.git.locks``); those removed."""
     removed = git_locks.clear(task)
     for lock in removed:
-        note(f"removed {lock}: a git lock in task {task.name}'s worktree left by a git "
-             "that was stopped")  # fmt: skip
+        note(
+            f"removed {lock}: a git lock in task {task.name}'s worktree left by a git "
+            "that was stopped"
+        )
     return removed
 
 
@@ -98,14 +100,17 @@ def finish_pending(task: Task) -> list[Step]:
             done.append(complete(task, run_intent, None))
             what = f"recorded step {run_intent.step_id} ({shlex.join(run_intent.cmd)})"
             if run_intent.exit_code is not None:
-                note(f"{what}: it exited {run_intent.exit_code}; bar stopped (or failed) "
-                     "before it was recorded")  # fmt: skip
+                note(
+                    f"{what}: it exited {run_intent.exit_code}; bar stopped (or failed) "
+                    "before it was recorded"
+                )
             else:
                 note(f"{what} as interrupted: bar stopped before it finished")
     rollback_intent = journals.read_rollback(task.paths)
     if rollback_intent is not None:
-        rollback_intent = _hand_edits_first(task, rollback_intent, rollback_intent.target.commit,
-                                            done, "rollback")  # fmt: skip
+        rollback_intent = _hand_edits_first(
+            task, rollback_intent, rollback_intent.target.commit, done, "rollback"
+        )
         last = task.ledger.last()
         if last is not None and last.number >= int(rollback_intent.step_id):
             bases.settle(task, bases.base_at(task, last.number))  # task.json may lag the ledger
@@ -153,8 +158,9 @@ def finish_pending(task: Task) -> list[Step]:
 _Restoring = TypeVar("_Restoring", journals.RollbackIntent, journals.SyncIntent)
 
 
-def _hand_edits_first(task: Task, intent: _Restoring, target: str, done: list[Step],
-                      verb: str) -> _Restoring:  # fmt: skip
+def _hand_edits_first(
+    task: Task, intent: _Restoring, target: str, done: list[Step], verb: str
+) -> _Restoring:
     """Before an interrupted restore (a rollback, a sync) is finished over the worktree,
     record what it cannot account for: a path that holds neither what it held before the
     restore began nor what the restore writes there was edited since (by hand, after
@@ -163,8 +169,12 @@ def _hand_edits_first(task: Task, intent: _Restoring, target: str, done: list[St
     step after. (A ``manual`` step already in the restore's place is one such, recorded
     by a recovery that was itself stopped before it rewrote the intent.)"""
     last = task.ledger.last()
-    if (last is not None and last.number == int(intent.step_id) and last.kind == "manual"
-            and last.snapshot is not None):  # fmt: skip
+    if (
+        last is not None
+        and last.number == int(intent.step_id)
+        and last.kind == "manual"
+        and last.snapshot is not None
+    ):
         return _moved_after(task, intent, last.snapshot)
     if last is not None and last.number >= int(intent.step_id):
         return intent  # the restore was recorded: nothing to finish
@@ -182,9 +192,11 @@ def _hand_edits_first(task: Task, intent: _Restoring, target: str, done: list[St
     if manual is None or manual.snapshot is None:
         return intent
     done.append(manual)
-    note(f"{verb} step {intent.step_id} was interrupted and {plural(len(edited), 'file')} "
-         f"changed since ({', '.join(edited[:5])}{', ...' if len(edited) > 5 else ''}): "
-         f"recorded as step {manual.step_id} before the {verb} goes on")  # fmt: skip
+    note(
+        f"{verb} step {intent.step_id} was interrupted and {plural(len(edited), 'file')} "
+        f"changed since ({', '.join(edited[:5])}{', ...' if len(edited) > 5 else ''}): "
+        f"recorded as step {manual.step_id} before the {verb} goes on"
+    )
     return _moved_after(task, intent, manual.snapshot)
 
 

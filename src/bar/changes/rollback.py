@@ -70,9 +70,13 @@ def plan(task: Task, to: str | None) -> Plan:
 
 
 def rollback(
-    task: Task, target: State, *, hard: bool, undo_of: str | None = None,
+    task: Task,
+    target: State,
+    *,
+    hard: bool,
+    undo_of: str | None = None,
     redo_of: str | None = None,
-) -> RollbackStep:  # fmt: skip
+) -> RollbackStep:
     """Roll back to ``target`` (caller holds the lock and ran ``recovery.prepare``, which
     left the worktree equal to the last recorded snapshot). ``undo_of``/``redo_of``: the
     step this rollback undoes or redoes (``bar.changes.undo``)."""
@@ -100,8 +104,12 @@ def _complete(task: Task, intent: RollbackIntent, verified: bool) -> RollbackSte
     t0 = time.monotonic()
     target = intent.target
     job = steps.PatchJob(task, intent.step_id, intent.snapshot_before)  # (beside the checkout)
-    restored_tree = restore(task, target.commit, on_tree=job.begin,
-                            verified=intent.snapshot_before if verified else None)  # fmt: skip
+    restored_tree = restore(
+        task,
+        target.commit,
+        on_tree=job.begin,
+        verified=intent.snapshot_before if verified else None,
+    )
     if intent.hard:
         if not verified:
             _clear_own_index_lock(task, intent.started_at)
@@ -153,8 +161,13 @@ def _complete(task: Task, intent: RollbackIntent, verified: bool) -> RollbackSte
     return written
 
 
-def restore(task: Task, target_commit: str, *, verified: str | None = None,
-            on_tree: Callable[[str], None] | None = None) -> str | None:  # fmt: skip
+def restore(
+    task: Task,
+    target_commit: str,
+    *,
+    verified: str | None = None,
+    on_tree: Callable[[str], None] | None = None,
+) -> str | None:
     """Make the worktree equal ``target_commit``'s tree, touching only differing paths.
 
     ``verified``: a snapshot the side index and the worktree were just found to equal,
@@ -179,8 +192,9 @@ def restore(task: Task, target_commit: str, *, verified: str | None = None,
     if now_tree == target_tree:
         # the same tree; where git converts, the bytes may still differ (line endings)
         raw_now = exact.raw_entries(task.worktree, exact.raw_tree_of(task.worktree, now_commit))
-        raw_target = exact.raw_entries(task.worktree,
-                                       exact.raw_tree_of(task.worktree, target_commit))  # fmt: skip
+        raw_target = exact.raw_entries(
+            task.worktree, exact.raw_tree_of(task.worktree, target_commit)
+        )
         if raw_now == raw_target:
             return target_tree if verified is not None else None
         exact.write_raw(task.worktree, task.index, raw_now, raw_target)
@@ -190,21 +204,35 @@ def restore(task: Task, target_commit: str, *, verified: str | None = None,
     started_ns = time.time_ns()
     fast = speed.fast()
     # the directories the restore will write, and what each must hold after it
-    writes = restored.before(task.worktree, now_tree, target_tree,
-                             stamps.settled_ctimes(task.index, now_tree) if fast else {})  # fmt: skip
+    writes = restored.before(
+        task.worktree,
+        now_tree,
+        target_tree,
+        stamps.settled_ctimes(task.index, now_tree) if fast else {},
+    )
     rules = ignored.rules_change(task.worktree, now_tree, target_tree)
     if on_tree is not None:
         on_tree(target_tree)
     if verified is not None:
         _checkout(task, verified, target_commit)
     else:
-        git.git(task.worktree, "read-tree", "-m", "-u", now_tree, target_tree,
-                env=git.index_env(task.index))  # fmt: skip
+        git.git(
+            task.worktree,
+            "read-tree",
+            "-m",
+            "-u",
+            now_tree,
+            target_tree,
+            env=git.index_env(task.index),
+        )
     racy.note(task.worktree, task.index, started_ns, len(target_tree))
     # the task's watcher collects the restore's writes (and watches the directories it
     # made) before they are listed below: see ``restored.forget_written``
-    sight = (watcher.look(task.index, now_commit, stale_ok=True)
-             if watcher.running(task.index) and not rules else None)  # fmt: skip
+    sight = (
+        watcher.look(task.index, now_commit, stale_ok=True)
+        if watcher.running(task.index) and not rules
+        else None
+    )
     # where git converts line endings or filters, the exact bytes of both states
     raw_now = exact.raw_entries(task.worktree, exact.raw_tree_of(task.worktree, now_commit))
     raw_target = exact.raw_entries(task.worktree, exact.raw_tree_of(task.worktree, target_commit))
@@ -220,8 +248,15 @@ def restore(task: Task, target_commit: str, *, verified: str | None = None,
     # the side index and the worktree now hold exactly the target: note it, so the
     # snapshot that follows rescans only the directories the restore touched
     settled = restored.after(task.worktree, writes) if not raw_now and not raw_target else {}
-    stamps.restamp(task.worktree, task.index, target_tree, target_commit, started_ns,
-                   None if writes.diff is None else (now_tree, writes.diff), settled)  # fmt: skip
+    stamps.restamp(
+        task.worktree,
+        task.index,
+        target_tree,
+        target_commit,
+        started_ns,
+        None if writes.diff is None else (now_tree, writes.diff),
+        settled,
+    )
     exact_as_git = not raw_now and not raw_target
     if sight is not None and exact_as_git:
         restored.forget_written(task.worktree, task.index, writes, settled, sight)
@@ -243,13 +278,27 @@ def _checkout(task: Task, now_commit: str, target_commit: str) -> None:
     side_index.make_git_dir(gitdir, now_commit)
     head = gitdir / "HEAD"
     write_text_atomic(head, now_commit + "\n")
-    env = {**git.index_env(task.index), "GIT_DIR": str(gitdir),
-           "GIT_COMMON_DIR": str(task.project.common_dir),
-           "GIT_WORK_TREE": str(task.worktree)}  # fmt: skip
+    env = {
+        **git.index_env(task.index),
+        "GIT_DIR": str(gitdir),
+        "GIT_COMMON_DIR": str(task.project.common_dir),
+        "GIT_WORK_TREE": str(task.worktree),
+    }
     try:
-        git.git(task.worktree, "-c", "core.logAllRefUpdates=false", "-c",
-                "submodule.recurse=false", "-c", "core.sparseCheckout=false", "checkout",
-                "--quiet", "--detach", target_commit, env=env)  # fmt: skip
+        git.git(
+            task.worktree,
+            "-c",
+            "core.logAllRefUpdates=false",
+            "-c",
+            "submodule.recurse=false",
+            "-c",
+            "core.sparseCheckout=false",
+            "checkout",
+            "--quiet",
+            "--detach",
+            target_commit,
+            env=env,
+        )
     finally:
         stamps.keep_private(head)  # (git rewrote it with the umask's mode)
         stamps.keep_private(task.index)
@@ -261,8 +310,9 @@ def _clear_own_index_lock(task: Task, started_at: str) -> None:
     rollback (its bar is dead; we hold the task lock), a lock made after the rollback
     began (``started_at``, kept when recovery moves the rollback after a manual step) is
     that reset's own, and is removed."""
-    lock = Path(git.out(task.worktree, "rev-parse", "--path-format=absolute", "--git-path",
-                        "index.lock"))  # fmt: skip
+    lock = Path(
+        git.out(task.worktree, "rev-parse", "--path-format=absolute", "--git-path", "index.lock")
+    )
     try:
         made = lock.stat().st_mtime_ns
         began = seconds_of(started_at) * 1_000_000_000 - 1_000_000  # (kept to the ms)
@@ -279,14 +329,28 @@ def in_step(recorder: Recorder, name: str) -> Checkpoint:
     residual: nothing is lost)."""
     target = states.resolve(recorder.task, name)
     task, started = recorder.task, now_iso()
-    snap = snapshot.take(task.worktree, task.index, task.snapshot_ref, recorder.last,
-                         f"step {recorder.step_id}: before a rollback", recorder.excludes)  # fmt: skip
+    snap = snapshot.take(
+        task.worktree,
+        task.index,
+        task.snapshot_ref,
+        recorder.last,
+        f"step {recorder.step_id}: before a rollback",
+        recorder.excludes,
+    )
     if snap.commit != recorder.last:
         recorder.add("residual", snap.commit, started_at=started)
     written = restore(task, target.commit, verified=recorder.last)
     message = f"step {recorder.step_id}.{recorder.count + 1}: rollback to {target.describe()}"
-    after = snapshot.take(task.worktree, task.index, task.snapshot_ref, recorder.last, message,
-                          recorder.excludes, stamped_at=target.commit,
-                          restored_tree=written)  # fmt: skip
-    return recorder.add("rollback", after.commit, started_at=started, tool="bar rollback",
-                        target=target.name)  # fmt: skip
+    after = snapshot.take(
+        task.worktree,
+        task.index,
+        task.snapshot_ref,
+        recorder.last,
+        message,
+        recorder.excludes,
+        stamped_at=target.commit,
+        restored_tree=written,
+    )
+    return recorder.add(
+        "rollback", after.commit, started_at=started, tool="bar rollback", target=target.name
+    )

@@ -83,8 +83,9 @@ def onto_of(task: Task, onto: str | None) -> tuple[str, str]:
     branch = f"refs/heads/{name}"
     tip = git.resolve_commit(repo, branch if git.rev_parse(repo, branch) else name)
     if tip is None:
-        raise NotFound(f"{name!r} names no branch or commit",
-                       hint="give an existing branch with --onto")  # fmt: skip
+        raise NotFound(
+            f"{name!r} names no branch or commit", hint="give an existing branch with --onto"
+        )
     return name, tip
 
 
@@ -99,8 +100,9 @@ def plan(task: Task, onto: str | None, *, dry: bool = False) -> SyncPlan:
     if dry:
         tree = steps.current_tree(task, state)
         if tree != git.tree_of(repo, state):
-            state = safe.commit_tree(repo, tree, [state], "bar: dry-run state",
-                                     identity=git.BAR_IDENTITY)  # fmt: skip
+            state = safe.commit_tree(
+                repo, tree, [state], "bar: dry-run state", identity=git.BAR_IDENTITY
+            )
     result = SyncPlan(name, tip, base, state)
     if tip == base or git.is_ancestor(repo, tip, base):
         result.up_to_date = True
@@ -108,8 +110,9 @@ def plan(task: Task, onto: str | None, *, dry: bool = False) -> SyncPlan:
     task_side = on_base(safe, repo, state, base)
     result.tree, result.conflicts = merge_with_markers(safe, repo, tip, task_side)
     if result.conflicts:
-        result.tree = _named_markers(safe, repo, result.tree, result.conflicts,
-                                     {tip: name, task_side: f"task {task.name}"})  # fmt: skip
+        result.tree = _named_markers(
+            safe, repo, result.tree, result.conflicts, {tip: name, task_side: f"task {task.name}"}
+        )
     result.changes = git.diff_tree_raw(repo, git.tree_of(repo, state), result.tree)
     result.stat = git.numstat(repo, state, result.tree)
     return result
@@ -161,9 +164,13 @@ def sync(task: Task, onto: str | None, *, allow_conflicts: bool = False) -> Sync
     repo = task.project.root
     safe = SafeGit.read(repo, task.worktree)
     # one parent: a second one would read as the raw bytes of the state (``bar.git.exact``)
-    merged = safe.commit_tree(repo, result.tree, [result.tip],
-                              f"bar: {task.name} synced onto {result.onto}",
-                              identity=git.BAR_IDENTITY)  # fmt: skip
+    merged = safe.commit_tree(
+        repo,
+        result.tree,
+        [result.tip],
+        f"bar: {task.name} synced onto {result.onto}",
+        identity=git.BAR_IDENTITY,
+    )
     head_before = git.rev_parse(task.worktree, "HEAD")
     intent = SyncIntent(
         step_id=task.ledger.next_step_id(),
@@ -195,16 +202,21 @@ def _branch_after(safe: SafeGit, task: Task, head: str | None, result: SyncPlan)
     tree, conflicts = merge_with_markers(safe, task.project.root, head, result.tip)
     if conflicts:
         return None
-    return safe.commit_tree(wt, tree, [head, result.tip],
-                            f"Merge {result.onto} into task {task.name}\n\nBar-Task: {task.id}\n")  # fmt: skip
+    return safe.commit_tree(
+        wt,
+        tree,
+        [head, result.tip],
+        f"Merge {result.onto} into task {task.name}\n\nBar-Task: {task.id}\n",
+    )
 
 
 def complete(task: Task, intent: SyncIntent, *, verified: bool = False) -> SyncStep:
     """Restore, move the branch, record and remove the intent. ``verified``: the worktree
     was just found equal to ``intent.snapshot_before``."""
     t0 = time.monotonic()
-    restored = rollback.restore(task, intent.merged,
-                                verified=intent.snapshot_before if verified else None)  # fmt: skip
+    restored = rollback.restore(
+        task, intent.merged, verified=intent.snapshot_before if verified else None
+    )
     head = git.rev_parse(task.worktree, "HEAD")
     if intent.head_after and head in (intent.head_before, intent.head_after):
         # the worktree's own index follows the branch, so `git status` there shows only

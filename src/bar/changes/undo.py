@@ -47,8 +47,9 @@ def chain(task: Task) -> Chain:
     for step in task.ledger.read_all(warn=False):
         by_id[step.step_id] = step
         if isinstance(step, RollbackStep) and (step.undo_of or step.redo_of):
-            source, dest = (result.done, result.undone) if step.undo_of else (
-                result.undone, result.done)  # fmt: skip
+            source, dest = (
+                (result.done, result.undone) if step.undo_of else (result.undone, result.done)
+            )
             named = by_id.get(step.undo_of or step.redo_of or "")
             if named is not None and named in source:
                 source.remove(named)
@@ -117,8 +118,11 @@ def plan(task: Task, *, redo: bool, dry_run: bool = False) -> Plan:
     if moved and step.head:  # the branch goes back (or forth) if nothing moved it since
         leaving = step.head if not redo else states.before(task, step).head
         hard = git.rev_parse(task.worktree, "HEAD") == leaving != target.head
-    changes = git.diff_tree_raw(task.worktree, git.tree_of(task.worktree, task.recorded_snapshot()),
-                                git.tree_of(task.worktree, target.commit))  # fmt: skip
+    changes = git.diff_tree_raw(
+        task.worktree,
+        git.tree_of(task.worktree, task.recorded_snapshot()),
+        git.tree_of(task.worktree, target.commit),
+    )
     return Plan(redo, step, target, hard, changes)
 
 
@@ -137,9 +141,15 @@ def _hand_edits(task: Task) -> tuple[ManualStep, str, list[git.RawChange]] | Non
     if now == was:
         return None
     stamp = now_iso()
-    manual = ManualStep(step_id=task.ledger.next_step_id(), started_at=stamp, ended_at=stamp,
-                        duration_ms=0, diff_stat=git.numstat(task.worktree, was, now),
-                        snapshot_before=recorded, head=git.rev_parse(task.worktree, "HEAD"))  # fmt: skip
+    manual = ManualStep(
+        step_id=task.ledger.next_step_id(),
+        started_at=stamp,
+        ended_at=stamp,
+        duration_ms=0,
+        diff_stat=git.numstat(task.worktree, was, now),
+        snapshot_before=recorded,
+        head=git.rev_parse(task.worktree, "HEAD"),
+    )
     return manual, now, git.diff_tree_raw(task.worktree, was, now)
 
 
@@ -161,8 +171,13 @@ def undo(task: Task, *, redo: bool) -> tuple[Plan, RollbackStep]:
     """Undo (redo) a step (caller holds the lock and ran ``recovery.prepare``)."""
     chosen = plan(task, redo=redo)
     mark = chosen.step.step_id
-    done = rollback.rollback(task, chosen.target, hard=chosen.hard,
-                             undo_of=None if redo else mark, redo_of=mark if redo else None)  # fmt: skip
+    done = rollback.rollback(
+        task,
+        chosen.target,
+        hard=chosen.hard,
+        undo_of=None if redo else mark,
+        redo_of=mark if redo else None,
+    )
     return chosen, done
 
 
@@ -178,8 +193,9 @@ def _nothing(task: Task, redo: bool) -> NothingToUndo:
             break
         later = step if _changed(step) else later
     else:
-        return NothingToUndo("there is nothing to redo: nothing was undone",
-                             hint="`bar undo` undoes the last step")  # fmt: skip
+        return NothingToUndo(
+            "there is nothing to redo: nothing was undone", hint="`bar undo` undoes the last step"
+        )
     if later is not None:
         return NothingToUndo(
             f"there is nothing to redo: step {later.step_id} ({_what(later)}) came after "
@@ -187,8 +203,10 @@ def _nothing(task: Task, redo: bool) -> NothingToUndo:
             hint="every state is still recorded: `bar log` lists the steps, and "
             "`bar rollback --to STEP` returns to any of them",
         )
-    return NothingToUndo("there is nothing to redo: every undone step is redone",
-                         hint="`bar undo` undoes the last step")  # fmt: skip
+    return NothingToUndo(
+        "there is nothing to redo: every undone step is redone",
+        hint="`bar undo` undoes the last step",
+    )
 
 
 def _what(step: Step) -> str:

@@ -44,8 +44,9 @@ class _Place:
     task_id: str | None  # the task whose worktree we are in
 
 
-def candidates(kind: str, word: str = "", task: str | None = None,
-               cwd: Path | None = None) -> list[Candidate]:  # fmt: skip
+def candidates(
+    kind: str, word: str = "", task: str | None = None, cwd: Path | None = None
+) -> list[Candidate]:
     """What ``word`` could become where a value of ``kind`` is due; ``task`` is the task
     the command line names (default: the one we are in, else the active one)."""
     if kind not in KINDS:
@@ -70,8 +71,16 @@ def candidates(kind: str, word: str = "", task: str | None = None,
 
 
 def _locate(cwd: Path) -> _Place | None:
-    res = run("git", "-C", str(cwd), "rev-parse", "--path-format=absolute",
-              "--show-toplevel", "--git-common-dir", check=False)  # fmt: skip
+    res = run(
+        "git",
+        "-C",
+        str(cwd),
+        "rev-parse",
+        "--path-format=absolute",
+        "--show-toplevel",
+        "--git-common-dir",
+        check=False,
+    )
     lines = res.out.splitlines()
     if res.returncode != 0 or len(lines) < 2:
         return None
@@ -203,6 +212,7 @@ def _checkpoints(task: layout.TaskPaths, rec: dict[str, Any], step: str) -> Iter
 
 def _refs(root: Path, *, tags: bool) -> list[Candidate]:
     spaces = ["refs/heads/", "refs/tags/"] if tags else ["refs/heads/"]
-    res = run("git", "-C", str(root), "for-each-ref", "--format=%(refname:short)", *spaces,
-              check=False)  # fmt: skip
+    res = run(
+        "git", "-C", str(root), "for-each-ref", "--format=%(refname:short)", *spaces, check=False
+    )
     return [Candidate(name) for name in res.out.splitlines() if name]

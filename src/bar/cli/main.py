@@ -18,9 +18,20 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
 # namespace entries that are the parser's bookkeeping, not arguments of a command
-_INTERNAL = {"_target", "_help", "command", "task_command", "agent_command", "policy_command",
-             "debug", "color", "no_pager", "decide_command", "flow_command",
-             "resident_command"}  # fmt: skip
+_INTERNAL = {
+    "_target",
+    "_help",
+    "command",
+    "task_command",
+    "agent_command",
+    "policy_command",
+    "debug",
+    "color",
+    "no_pager",
+    "decide_command",
+    "flow_command",
+    "resident_command",
+}
 _GLOBAL_FLAGS = {"--debug", "--no-pager", "-P"}  # global options that take no value
 # commands that begin by looking for hand edits in a task's worktree (``bar.changes.fast.prescan``)
 _LOOKS_FOR_HAND_EDITS = {"run", "shell", "apply", "rollback", "undo", "redo", "status"}
@@ -47,8 +58,10 @@ def _inside_a_step() -> str | None:
     step = os.environ.get("BAR_STEP_ID")
     if not step:
         return None
-    return (f"this runs inside step {step} of task {os.environ.get('BAR_TASK_NAME')}, which "
-            "is confined: bar's own files are read-only here; run it outside the step")  # fmt: skip
+    return (
+        f"this runs inside step {step} of task {os.environ.get('BAR_TASK_NAME')}, which "
+        "is confined: bar's own files are read-only here; run it outside the step"
+    )
 
 
 def _log_traceback() -> str | None:

@@ -12,14 +12,34 @@ from bar.changes.fast import resident_daemon
 # what ``bar run`` (and the other served commands) load, so that a fork has nothing left
 # to import (anything missing is imported by the fork itself: slower, never wrong)
 PRELOAD = (
-    "bar.cli.main", "bar.cli.parser", "bar.cli.commands.run", "bar.cli.commands.apply",
-    "bar.cli.commands.rollback", "bar.cli.commands.undo", "bar.api", "bar.step.run",
-    "bar.step.supervisor", "bar.step.queued", "bar.changes.recovery", "bar.changes.apply",
-    "bar.changes.merge", "bar.changes.checkout", "bar.changes.rollback", "bar.changes.undo",
-    "bar.changes.fast.prescan", "bar.changes.fast.watcher", "bar.changes.fast.restored",
-    "bar.task.status", "bar.terminal.pty", "bar.terminal.pipes", "bar.sandbox.landlock",
-    "bar.sandbox.leftovers", "bar.sandbox.plan", "locale", "hashlib",
-)  # fmt: skip
+    "bar.cli.main",
+    "bar.cli.parser",
+    "bar.cli.commands.run",
+    "bar.cli.commands.apply",
+    "bar.cli.commands.rollback",
+    "bar.cli.commands.undo",
+    "bar.api",
+    "bar.step.run",
+    "bar.step.supervisor",
+    "bar.step.queued",
+    "bar.changes.recovery",
+    "bar.changes.apply",
+    "bar.changes.merge",
+    "bar.changes.checkout",
+    "bar.changes.rollback",
+    "bar.changes.undo",
+    "bar.changes.fast.prescan",
+    "bar.changes.fast.watcher",
+    "bar.changes.fast.restored",
+    "bar.task.status",
+    "bar.terminal.pty",
+    "bar.terminal.pipes",
+    "bar.sandbox.landlock",
+    "bar.sandbox.leftovers",
+    "bar.sandbox.plan",
+    "locale",
+    "hashlib",
+)
 
 
 def warm_up() -> None:

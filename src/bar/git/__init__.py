@@ -21,8 +21,12 @@ from bar.errors import GitError
 
 # Snapshot commits are bar's own records, not the developer's: a fixed identity means a
 # missing user.name never stops a step.
-BAR_IDENTITY = {"GIT_AUTHOR_NAME": "bar", "GIT_AUTHOR_EMAIL": "bar@localhost",
-                "GIT_COMMITTER_NAME": "bar", "GIT_COMMITTER_EMAIL": "bar@localhost"}  # fmt: skip
+BAR_IDENTITY = {
+    "GIT_AUTHOR_NAME": "bar",
+    "GIT_AUTHOR_EMAIL": "bar@localhost",
+    "GIT_COMMITTER_NAME": "bar",
+    "GIT_COMMITTER_EMAIL": "bar@localhost",
+}
 
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 
@@ -43,8 +47,11 @@ _PINNED: dict[str, dict[str, str]] = {}
 
 
 def pin(worktree: Path, git_dir: Path, common_dir: Path) -> None:
-    _PINNED[str(worktree)] = {"GIT_DIR": str(git_dir), "GIT_COMMON_DIR": str(common_dir),
-                              "GIT_WORK_TREE": str(worktree)}  # fmt: skip
+    _PINNED[str(worktree)] = {
+        "GIT_DIR": str(git_dir),
+        "GIT_COMMON_DIR": str(common_dir),
+        "GIT_WORK_TREE": str(worktree),
+    }
 
 
 # Task directories whose indexes (the side index, and copies of it made there) git reads
@@ -87,19 +94,42 @@ def git(
     # bar's own git work runs no git hooks and no fsmonitor: a developer's (or a planted)
     # program must not fire on bar's plumbing, nor fail it (reference-transaction runs
     # on every update-ref); bar knows what changed by itself
-    return run("git", *NO_PROGRAMS, "-C", str(repo), *args, env=pinned_env(repo, env),
-               check=check, input=input, error=GitError)  # fmt: skip
+    return run(
+        "git",
+        *NO_PROGRAMS,
+        "-C",
+        str(repo),
+        *args,
+        env=pinned_env(repo, env),
+        check=check,
+        input=input,
+        error=GitError,
+    )
 
 
 NO_PROGRAMS = ("-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false")
 
 
-def start(repo: Path | str, *args: str, env: Mapping[str, str] | None = None,
-          check: bool = True, input: bytes | None = None) -> Started:  # fmt: skip
+def start(
+    repo: Path | str,
+    *args: str,
+    env: Mapping[str, str] | None = None,
+    check: bool = True,
+    input: bytes | None = None,
+) -> Started:
     """``git`` started now, its result read later (``Started.result()``): for a question
     whose answer is needed only after other work, which it then runs beside."""
-    return start_child("git", *NO_PROGRAMS, "-C", str(repo), *args, env=pinned_env(repo, env),
-                       check=check, input=input, error=GitError)  # fmt: skip
+    return start_child(
+        "git",
+        *NO_PROGRAMS,
+        "-C",
+        str(repo),
+        *args,
+        env=pinned_env(repo, env),
+        check=check,
+        input=input,
+        error=GitError,
+    )
 
 
 def out(repo: Path | str, *args: str, env: Mapping[str, str] | None = None) -> str:
@@ -229,8 +259,11 @@ def index_env(index: Path, *, reshare: bool = False) -> dict[str, str]:
         if found is not None:
             if os.path.isdir(found[0]):
                 env["GIT_DIR"], env["GIT_COMMON_DIR"], env["GIT_WORK_TREE"] = found
-                env.update(GIT_CONFIG_COUNT="1", GIT_CONFIG_KEY_0="core.splitIndex",
-                           GIT_CONFIG_VALUE_0=split)  # fmt: skip
+                env.update(
+                    GIT_CONFIG_COUNT="1",
+                    GIT_CONFIG_KEY_0="core.splitIndex",
+                    GIT_CONFIG_VALUE_0=split,
+                )
                 pairs = []
                 if split == "true" and index.name.startswith("index.staged."):
                     # a copy the watcher may throw away (``bar.changes.fast.staging``): git must not

@@ -33,8 +33,11 @@ _CONFIGURED: dict[str, bool] | None = None
 
 
 # (with what the snapshot's commit and ref need, read in the same process: ``bar.changes.fast.object_writer``)
-_CONFIG_KEYS = ("config", "--get-regexp",
-                r"^core\.(autocrlf|attributesfile|excludesfile)$|" + CONFIG_PATTERN)  # fmt: skip
+_CONFIG_KEYS = (
+    "config",
+    "--get-regexp",
+    r"^core\.(autocrlf|attributesfile|excludesfile)$|" + CONFIG_PATTERN,
+)
 
 
 def ask(worktree: Path) -> Started | None:
@@ -55,8 +58,12 @@ def read(worktree: Path) -> list[object]:
 
 def answered(said: object) -> Started | None:
     """``ask``'s answer from what ``read`` returned (None: it is not one)."""
-    if not (isinstance(said, list) and len(said) == 2 and type(said[0]) is int
-            and isinstance(said[1], str)):  # fmt: skip
+    if not (
+        isinstance(said, list)
+        and len(said) == 2
+        and type(said[0]) is int
+        and isinstance(said[1], str)
+    ):
         return None
     out = said[1].encode("utf-8", "surrogateescape")
     return Started.finished(Result(("git", *_CONFIG_KEYS), said[0], out, b""))
@@ -74,9 +81,11 @@ def converts(worktree: Path, has_attributes: bool, asked: Started | None = None)
         return _CONFIGURED[str(worktree)]
     if res is None:
         res = git.git(worktree, *_CONFIG_KEYS, check=False)
-    found = any(key == "core.attributesfile"
-                or (key == "core.autocrlf" and value.lower() in ("true", "input"))
-                for key, _, value in (line.partition(" ") for line in res.out.splitlines()))  # fmt: skip
+    found = any(
+        key == "core.attributesfile"
+        or (key == "core.autocrlf" and value.lower() in ("true", "input"))
+        for key, _, value in (line.partition(" ") for line in res.out.splitlines())
+    )
     found = found or os.path.isfile(_common_dir(worktree) / "info" / "attributes")
     if _CONFIGURED is not None:
         _CONFIGURED[str(worktree)] = found
@@ -91,12 +100,20 @@ def ignore_sources(worktree: Path, asked: Started | None) -> list[str]:
     file's directory unchanged can only trust that the file is still ignored while
     neither changed (``bar.changes.fast.rescan``)."""
     out = asked.result().out if asked is not None else ""
-    named = next((value for key, _, value in (line.partition(" ") for line in out.splitlines())
-                  if key == "core.excludesfile"), None)  # fmt: skip
+    named = next(
+        (
+            value
+            for key, _, value in (line.partition(" ") for line in out.splitlines())
+            if key == "core.excludesfile"
+        ),
+        None,
+    )
     xdg = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
     common = _common_dir(worktree)
-    return [str(common / "info" / "exclude"),
-            os.path.expanduser(named) if named else os.path.join(xdg, "git", "ignore")]  # fmt: skip
+    return [
+        str(common / "info" / "exclude"),
+        os.path.expanduser(named) if named else os.path.join(xdg, "git", "ignore"),
+    ]
 
 
 @contextlib.contextmanager
@@ -145,8 +162,13 @@ def look_up_trees(repo: Path | str, commits: Sequence[str]) -> None:
     """Find the tree and the raw tree of each of ``commits`` (snapshot ids) with one git
     process, for ``git.tree_of`` and ``raw_tree_of`` to answer from memory."""
     revs = [rev for c in commits for rev in (f"{c}^{{tree}}", f"{c}^2^{{tree}}")]
-    res = git.git(repo, "cat-file", "--batch-check=%(objectname)", check=False,
-                  input="".join(rev + "\n" for rev in revs).encode())  # fmt: skip
+    res = git.git(
+        repo,
+        "cat-file",
+        "--batch-check=%(objectname)",
+        check=False,
+        input="".join(rev + "\n" for rev in revs).encode(),
+    )
     found = res.out.split("\n")
     if res.returncode != 0 or len(found) < len(revs):
         return  # each is then asked for on its own
@@ -180,9 +202,17 @@ def _checked_out(worktree: Path, index: Path, paths: list[str]) -> dict[str, byt
 
     found: dict[str, bytes | None] = {}
     with tempfile.TemporaryDirectory(prefix="bar-checkout-", dir=index.parent) as tmp:
-        git.git(worktree, "checkout-index", "-f", "-z", "--stdin", f"--prefix={tmp}/",
-                env=git.index_env(index), check=False,
-                input=b"".join(p.encode("utf-8", "surrogateescape") + b"\0" for p in paths))  # fmt: skip
+        git.git(
+            worktree,
+            "checkout-index",
+            "-f",
+            "-z",
+            "--stdin",
+            f"--prefix={tmp}/",
+            env=git.index_env(index),
+            check=False,
+            input=b"".join(p.encode("utf-8", "surrogateescape") + b"\0" for p in paths),
+        )
         base = os.fsencode(tmp) + b"/"
         for p in paths:
             full = base + p.encode("utf-8", "surrogateescape")
@@ -200,12 +230,20 @@ def _unfiltered(worktree: Path, paths: list[str]) -> list[str]:
     git's own line-ending conversion is undone."""
     if not paths:
         return []
-    out = git.git(worktree, "check-attr", "-z", "--stdin", "filter",
-                  input=b"".join(p.encode("utf-8", "surrogateescape") + b"\0" for p in paths)).stdout  # fmt: skip
+    out = git.git(
+        worktree,
+        "check-attr",
+        "-z",
+        "--stdin",
+        "filter",
+        input=b"".join(p.encode("utf-8", "surrogateescape") + b"\0" for p in paths),
+    ).stdout
     fields = out.split(b"\0")
-    filtered = {fields[i].decode("utf-8", "surrogateescape")
-                for i in range(0, len(fields) - 2, 3)
-                if fields[i + 2] not in (b"unspecified", b"unset")}  # fmt: skip
+    filtered = {
+        fields[i].decode("utf-8", "surrogateescape")
+        for i in range(0, len(fields) - 2, 3)
+        if fields[i + 2] not in (b"unspecified", b"unset")
+    }
     return [p for p in paths if p not in filtered]
 
 
@@ -243,17 +281,24 @@ def raw_parent(worktree: Path, entries: dict[str, tuple[str, str]]) -> str | Non
 
     with tempfile.TemporaryDirectory(prefix="bar-raw-") as tmp:
         env = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
-        info = b"".join(f"{mode} {sha}\t".encode() + p.encode("utf-8", "surrogateescape") + b"\0"
-                        for p, (mode, sha) in sorted(entries.items()))  # fmt: skip
+        info = b"".join(
+            f"{mode} {sha}\t".encode() + p.encode("utf-8", "surrogateescape") + b"\0"
+            for p, (mode, sha) in sorted(entries.items())
+        )
         git.git(worktree, "update-index", "-z", "--index-info", env=env, input=info)
         tree = git.out(worktree, "write-tree", env=env)
-    return git.commit_tree(worktree, tree, [], "bar: the bytes on disk where git converts",
-                           identity=BAR_IDENTITY)  # fmt: skip
+    return git.commit_tree(
+        worktree, tree, [], "bar: the bytes on disk where git converts", identity=BAR_IDENTITY
+    )
 
 
-def next_entries(worktree: Path, index: Path, tree_modes: dict[str, str],
-                 before: dict[str, tuple[str, str]], candidates: Iterable[str],
-                 ) -> dict[str, tuple[str, str]]:  # fmt: skip
+def next_entries(
+    worktree: Path,
+    index: Path,
+    tree_modes: dict[str, str],
+    before: dict[str, tuple[str, str]],
+    candidates: Iterable[str],
+) -> dict[str, tuple[str, str]]:
     """The raw entries of a new snapshot (the tree the side ``index`` holds, whose files'
     modes are ``tree_modes``): the previous ones still holding for paths that did not
     change, plus the differences among ``candidates``."""
@@ -265,8 +310,9 @@ def next_entries(worktree: Path, index: Path, tree_modes: dict[str, str],
     return entries
 
 
-def write_raw(worktree: Path, index: Path,
-              now: dict[str, tuple[str, str]], target: dict[str, tuple[str, str]]) -> None:  # fmt: skip
+def write_raw(
+    worktree: Path, index: Path, now: dict[str, tuple[str, str]], target: dict[str, tuple[str, str]]
+) -> None:
     """After git's checkout of ``target_tree`` into the worktree: give every file its
     exact bytes (the target's raw ones; git's checkout where only the current state had
     raw bytes), then refresh the side index's stat data."""
@@ -286,7 +332,14 @@ def write_raw(worktree: Path, index: Path,
         if os.path.isfile(full) and not os.path.islink(full):
             os.unlink(full)
     if plain:  # (a path the target does not hold is not in the index: git skips it)
-        git.git(worktree, "checkout-index", "-f", "-z", "--stdin", env=git.index_env(index),
-                input=b"".join(p.encode("utf-8", "surrogateescape") + b"\0" for p in plain),
-                check=False)  # fmt: skip
+        git.git(
+            worktree,
+            "checkout-index",
+            "-f",
+            "-z",
+            "--stdin",
+            env=git.index_env(index),
+            input=b"".join(p.encode("utf-8", "surrogateescape") + b"\0" for p in plain),
+            check=False,
+        )
     git.git(worktree, "update-index", "-q", "--refresh", env=git.index_env(index), check=False)

@@ -78,16 +78,32 @@ def check_link(task: Task, common: Path | None = None) -> str | None:
         return None  # git itself lost the worktree: doctor's business, not a tamper
     checks = (
         _check_git_file(task, admin),
-        _check_file(task, admin / "commondir", b"../..\n",
-                    lambda have: (admin / have.decode("utf-8", "surrogateescape").strip())
-                    .resolve() == common.resolve()),
-        _check_file(task, admin / "gitdir", f"{task.worktree / '.git'}\n".encode(),
-                    lambda have: have.strip() == str(task.worktree / ".git").encode()),
-        _check_file(task, admin / "HEAD", f"ref: refs/heads/{task.branch}\n".encode(),
-                    lambda have: have.strip() == f"ref: refs/heads/{task.branch}".encode()
-                    or git.is_object_id(have.strip().decode("ascii", "replace"))),
+        _check_file(
+            task,
+            admin / "commondir",
+            b"../..\n",
+            lambda have: (
+                (admin / have.decode("utf-8", "surrogateescape").strip()).resolve()
+                == common.resolve()
+            ),
+        ),
+        _check_file(
+            task,
+            admin / "gitdir",
+            f"{task.worktree / '.git'}\n".encode(),
+            lambda have: have.strip() == str(task.worktree / ".git").encode(),
+        ),
+        _check_file(
+            task,
+            admin / "HEAD",
+            f"ref: refs/heads/{task.branch}\n".encode(),
+            lambda have: (
+                have.strip() == f"ref: refs/heads/{task.branch}".encode()
+                or git.is_object_id(have.strip().decode("ascii", "replace"))
+            ),
+        ),
         _check_branch(task, common),
-    )  # fmt: skip
+    )
     return "; ".join(w for w in checks if w) or None
 
 
@@ -137,13 +153,17 @@ def _check_git_file(task: Task, admin: Path) -> str | None:
             return None
         what = f"the worktree's .git file was changed to {(have or b'')[:200]!r}"
     else:
-        what = "the worktree's .git file was removed" if st is None else (
-            "the worktree's .git was replaced by a directory or a link")  # fmt: skip
+        what = (
+            "the worktree's .git file was removed"
+            if st is None
+            else ("the worktree's .git was replaced by a directory or a link")
+        )
     if st is not None:
         os.replace(link, _aside(task, ".git"))
     write_bytes_atomic(link, want)
-    warn(f"{what}; bar put it back (it must name {admin}); the old one is in "
-         f"{task.dir / 'tampered'}")  # fmt: skip
+    warn(
+        f"{what}; bar put it back (it must name {admin}); the old one is in {task.dir / 'tampered'}"
+    )
     return what
 
 
@@ -162,8 +182,20 @@ def _aside(task: Task, name: str) -> Path:
 class Guard:
     """The guarded files as they were before a step; ``check`` after it."""
 
-    __slots__ = ("_branches", "_common", "_configs", "_files", "_hooks", "_hooks_dir", "_modes",
-                 "_objects", "_own", "_refs", "_since", "_task")  # fmt: skip
+    __slots__ = (
+        "_branches",
+        "_common",
+        "_configs",
+        "_files",
+        "_hooks",
+        "_hooks_dir",
+        "_modes",
+        "_objects",
+        "_own",
+        "_refs",
+        "_since",
+        "_task",
+    )
 
     def __init__(self, task: Task) -> None:
         self._task = task
@@ -192,8 +224,9 @@ class Guard:
         self._objects = object_guard.watch(common / "objects")
         self._hooks_dir = hooks = common / "hooks"
         self._hooks = {name: _read(hooks / name) for name in _names(hooks)}
-        self._modes = {p: _mode(p) for p in [*self._files, *(hooks / n for n in self._hooks),
-                                             *self._branches]}  # fmt: skip
+        self._modes = {
+            p: _mode(p) for p in [*self._files, *(hooks / n for n in self._hooks), *self._branches]
+        }
 
     def check(self) -> list[str]:
         """Put back what the step changed; return one line per change."""
@@ -246,22 +279,31 @@ class Guard:
                 import shutil  # (not loaded by a plain step)
 
                 shutil.rmtree(cache, ignore_errors=True) if cache.is_dir() else cache.unlink()
-            found.append(f"the step wrote {cache.name}, which git would trust about the "
-                         f"packs without checking it; bar moved it to {aside} (git makes it "
-                         "again when it needs one)")  # fmt: skip
+            found.append(
+                f"the step wrote {cache.name}, which git would trust about the "
+                f"packs without checking it; bar moved it to {aside} (git makes it "
+                "again when it needs one)"
+            )
         for bad in object_guard.bad_objects(self._task.worktree, loose, packs):
             path = Path(bad)
             if path.suffix == ".pack":
-                found.append(f"the pack {path} fails git's check after the step (rewritten?); "
-                             "run `git fsck` in the repository")  # fmt: skip
+                found.append(
+                    f"the pack {path} fails git's check after the step (rewritten?); "
+                    "run `git fsck` in the repository"
+                )
                 continue
             name = path.parent.name + path.name
             aside = _aside(self._task, "object-" + name)
             os.replace(path, aside)
-            again = " and stored it again from the worktree" if self._store_again(name) else (
-                "; git will report it missing")  # fmt: skip
-            found.append(f"the object {name} did not hold what its name says (rewritten?); "
-                         f"bar moved it to {aside}{again}")  # fmt: skip
+            again = (
+                " and stored it again from the worktree"
+                if self._store_again(name)
+                else ("; git will report it missing")
+            )
+            found.append(
+                f"the object {name} did not hold what its name says (rewritten?); "
+                f"bar moved it to {aside}{again}"
+            )
         return found
 
     def _store_again(self, blob: str) -> bool:
@@ -299,8 +341,10 @@ class Guard:
             _git_config(path, "--unset-all", key)
         for key, value in old:
             _git_config(path, "--add", key, value)
-        return (f"the step set {', '.join(sorted(keys))} in {path}, which would make git run "
-                f"a program; bar took it out (the step's version is in {aside})")  # fmt: skip
+        return (
+            f"the step set {', '.join(sorted(keys))} in {path}, which would make git run "
+            f"a program; bar took it out (the step's version is in {aside})"
+        )
 
 
 def _git_config(path: Path, *args: str) -> None:
@@ -308,8 +352,12 @@ def _git_config(path: Path, *args: str) -> None:
 
     from bar.base.proc import clean_env
 
-    subprocess.run(["git", "config", "--file", str(path), *args], capture_output=True,
-                   env=clean_env({}), check=False)  # fmt: skip
+    subprocess.run(
+        ["git", "config", "--file", str(path), *args],
+        capture_output=True,
+        env=clean_env({}),
+        check=False,
+    )
 
 
 def _mode(path: Path) -> int | None:
@@ -346,8 +394,11 @@ def _program_entries(config: bytes) -> set[tuple[str, str]]:
     with tempfile.NamedTemporaryFile() as tmp:
         tmp.write(config)
         tmp.flush()
-        res = subprocess.run(["git", "config", "--file", tmp.name, "--list", "-z"],
-                             capture_output=True, env=clean_env({}))  # fmt: skip
+        res = subprocess.run(
+            ["git", "config", "--file", tmp.name, "--list", "-z"],
+            capture_output=True,
+            env=clean_env({}),
+        )
     if res.returncode != 0:
         return {("unparseable", config.decode("utf-8", "replace"))}
     entries = set()

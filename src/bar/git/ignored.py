@@ -24,8 +24,9 @@ def drop_newly_ignored(worktree: Path, index: Path) -> None:
     """Take out of the side index ``index`` the files git now ignores that the
     worktree's HEAD does not hold (see the module's text)."""
     env = git.index_env(index)
-    res = git.git(worktree, "ls-files", "-z", "-c", "-i", "--exclude-standard", env=env,
-                  check=False)  # fmt: skip
+    res = git.git(
+        worktree, "ls-files", "-z", "-c", "-i", "--exclude-standard", env=env, check=False
+    )
     found = [p for p in res.stdout.split(b"\0") if p] if res.returncode == 0 else []
     if not found:
         return
@@ -33,8 +34,15 @@ def drop_newly_ignored(worktree: Path, index: Path) -> None:
     kept = set(held.stdout.split(b"\0")) if held.returncode == 0 else set(found)
     gone = [p for p in found if p not in kept]
     if gone:
-        git.git(worktree, "update-index", "-z", "--force-remove", "--stdin", env=env,
-                input=b"\0".join(gone) + b"\0")  # fmt: skip
+        git.git(
+            worktree,
+            "update-index",
+            "-z",
+            "--force-remove",
+            "--stdin",
+            env=env,
+            input=b"\0".join(gone) + b"\0",
+        )
 
 
 def rules_change(worktree: Path, now_tree: str, target_tree: str) -> list[str]:
@@ -53,8 +61,15 @@ def keep_ignored(worktree: Path, now_tree: str, deleted: list[str]) -> None:
     ignore: a rollback never touches an ignored file, and under the rules it restored,
     these are (build output a step recorded before a ``.gitignore`` named it). They
     are written from ``now_tree``, which holds them."""
-    res = git.git(worktree, "check-ignore", "--no-index", "-z", "--stdin", check=False,
-                  input=b"".join(p.encode("utf-8", "surrogateescape") + b"\0" for p in deleted))  # fmt: skip
+    res = git.git(
+        worktree,
+        "check-ignore",
+        "--no-index",
+        "-z",
+        "--stdin",
+        check=False,
+        input=b"".join(p.encode("utf-8", "surrogateescape") + b"\0" for p in deleted),
+    )
     ignored = [p for p in res.stdout.split(b"\0") if p] if res.returncode in (0, 1) else []
     if not ignored:
         return
@@ -74,9 +89,14 @@ def keep_ignored(worktree: Path, now_tree: str, deleted: list[str]) -> None:
         if mode == b"120000":
             os.symlink(data, path)
             continue
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW,
-                     0o777 if mode == b"100755" else 0o666)  # fmt: skip
+        fd = os.open(
+            path,
+            os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW,
+            0o777 if mode == b"100755" else 0o666,
+        )
         with os.fdopen(fd, "wb") as f:
             f.write(data)
-    note(f"kept {plural(len(ignored), 'file')} the restored .gitignore ignores "
-         "(a rollback never touches ignored files)")  # fmt: skip
+    note(
+        f"kept {plural(len(ignored), 'file')} the restored .gitignore ignores "
+        "(a rollback never touches ignored files)"
+    )

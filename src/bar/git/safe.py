@@ -81,13 +81,23 @@ class SafeGit:
         return self if Path(where) in self.dirs else SafeGit.read(*self.dirs, where)
 
     def git(
-        self, where: Path, *args: str, env: Mapping[str, str] | None = None,
-        check: bool = True, input: bytes | None = None,
-    ) -> Result:  # fmt: skip
+        self,
+        where: Path,
+        *args: str,
+        env: Mapping[str, str] | None = None,
+        check: bool = True,
+        input: bytes | None = None,
+    ) -> Result:
         # (its overrides are GIT_CONFIG_COUNT's: none may come with ``env``)
         assert "GIT_CONFIG_COUNT" not in (env or {}), "SafeGit's configuration overridden"
-        return git.git(where, f"--work-tree={os.path.abspath(where)}", *args,
-                       env={**self.env, **(env or {})}, check=check, input=input)  # fmt: skip
+        return git.git(
+            where,
+            f"--work-tree={os.path.abspath(where)}",
+            *args,
+            env={**self.env, **(env or {})},
+            check=check,
+            input=input,
+        )
 
     def update_ref(self, where: Path, ref: str, new: str, old: str, message: str) -> None:
         """``git.update_ref`` (compare-and-swap, same crash points), with no
@@ -96,13 +106,26 @@ class SafeGit:
         self.git(where, "update-ref", "-m", message, ref, new, old)
         faults.point(f"after moving {ref}")
 
-    def commit_tree(self, where: Path, tree: str, parents: Sequence[str], message: str,
-                    *, identity: Mapping[str, str] | None = None) -> str:  # fmt: skip
+    def commit_tree(
+        self,
+        where: Path,
+        tree: str,
+        parents: Sequence[str],
+        message: str,
+        *,
+        identity: Mapping[str, str] | None = None,
+    ) -> str:
         return self.start_commit_tree(where, tree, parents, message, identity=identity)()
 
-    def start_commit_tree(self, where: Path, tree: str, parents: Sequence[str], message: str,
-                          *, identity: Mapping[str, str] | None = None,
-                          ) -> Callable[[], str]:  # fmt: skip
+    def start_commit_tree(
+        self,
+        where: Path,
+        tree: str,
+        parents: Sequence[str],
+        message: str,
+        *,
+        identity: Mapping[str, str] | None = None,
+    ) -> Callable[[], str]:
         """``commit_tree`` begun now: the returned function waits for the commit's id
         (a message longer than a pipe holds at once is written before it returns)."""
         args = ["commit-tree", tree, *(a for parent in parents for a in ("-p", parent))]
@@ -111,8 +134,13 @@ class SafeGit:
             done = self.git(where, *args, env=identity, input=data).out.strip()
             return lambda: done
         assert "GIT_CONFIG_COUNT" not in (identity or {})
-        started = git.start(where, f"--work-tree={os.path.abspath(where)}", *args,
-                            env={**self.env, **(identity or {})}, input=data)  # fmt: skip
+        started = git.start(
+            where,
+            f"--work-tree={os.path.abspath(where)}",
+            *args,
+            env={**self.env, **(identity or {})},
+            input=data,
+        )
         return lambda: started.result().out.strip()
 
     def is_ancestor(self, where: Path, a: str, b: str) -> bool:

@@ -68,20 +68,27 @@ def _put_right(task: Task, admin: Path, changed: list[str]) -> list[str]:
         if len(kept) != len(lines):
             aside = _aside(task, rel, data)
             write_bytes_atomic(admin / rel, b"".join(kept))
-            found.append(f"the worktree's reflog {rel} named {len(lines) - len(kept)} object(s) "
-                         f"not in the repository; bar took those entries out ({aside})")  # fmt: skip
+            found.append(
+                f"the worktree's reflog {rel} named {len(lines) - len(kept)} object(s) "
+                f"not in the repository; bar took those entries out ({aside})"
+            )
     if head in missing:
         _aside(task, "HEAD", f"{head}\n".encode())
         write_bytes_atomic(admin / "HEAD", f"ref: refs/heads/{task.branch}\n".encode())
-        found.append(f"the worktree's HEAD named {head}, which is not in the repository; bar "
-                     f"put it back on {task.branch}")  # fmt: skip
+        found.append(
+            f"the worktree's HEAD named {head}, which is not in the repository; bar "
+            f"put it back on {task.branch}"
+        )
     lost = sorted(path for path, oid in staged.items() if oid in missing)
     if lost:
-        git.git(task.worktree, "--literal-pathspecs", "reset", "-q", "HEAD", "--", *lost,
-                check=False)  # fmt: skip
-        found.append(f"the worktree's index named objects not in the repository for "
-                     f"{', '.join(lost[:5])}{' and more' if len(lost) > 5 else ''}; bar reset "
-                     "those entries to the task branch's")  # fmt: skip
+        git.git(
+            task.worktree, "--literal-pathspecs", "reset", "-q", "HEAD", "--", *lost, check=False
+        )
+        found.append(
+            f"the worktree's index named objects not in the repository for "
+            f"{', '.join(lost[:5])}{' and more' if len(lost) > 5 else ''}; bar reset "
+            "those entries to the task branch's"
+        )
     return found
 
 
@@ -107,8 +114,9 @@ def _ids(line: bytes) -> list[str]:
 
 def _staged(task: Task) -> dict[str, str]:
     """Paths whose index entry differs from the task branch's, with the id it names."""
-    res = git.git(task.worktree, "diff-index", "--cached", "--raw", "-z", "--no-renames",
-                  "HEAD", check=False)  # fmt: skip
+    res = git.git(
+        task.worktree, "diff-index", "--cached", "--raw", "-z", "--no-renames", "HEAD", check=False
+    )
     if res.returncode != 0:
         return {}
     fields = res.stdout.split(b"\0")
@@ -124,8 +132,9 @@ def _missing(task: Task, ids: set[str]) -> set[str]:
     if not ids:
         return set()
     asked = "".join(f"{i}\n" for i in sorted(ids)).encode()
-    res = git.git(task.worktree, "cat-file", "--batch-check=%(objectname)", input=asked,
-                  check=False)  # fmt: skip
+    res = git.git(
+        task.worktree, "cat-file", "--batch-check=%(objectname)", input=asked, check=False
+    )
     return {ln.split()[0].decode() for ln in res.stdout.splitlines() if ln.endswith(b" missing")}
 
 

@@ -90,8 +90,15 @@ def settle(task: Task, base: str) -> None:
     half). The new base is kept reachable, as the snapshots of the states on it are."""
     if task.base_commit == base:
         return
-    git.git(task.project.root, "update-ref", "-m", "bar: keep a base", f"{KEPT_BASES}{task.id}/{base}",
-            base, check=False)  # fmt: skip
+    git.git(
+        task.project.root,
+        "update-ref",
+        "-m",
+        "bar: keep a base",
+        f"{KEPT_BASES}{task.id}/{base}",
+        base,
+        check=False,
+    )
     task.base_commit = base
     task.save()
 

@@ -41,8 +41,14 @@ class Origin:
     session_id: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"state": self.state, "kind": self.kind, "commit": self.commit, "tool": self.tool,
-                "command": self.command, "session_id": self.session_id}  # fmt: skip
+        return {
+            "state": self.state,
+            "kind": self.kind,
+            "commit": self.commit,
+            "tool": self.tool,
+            "command": self.command,
+            "session_id": self.session_id,
+        }
 
 
 @record(frozen=True)
@@ -59,9 +65,11 @@ class Blame:
     lines: list[BlameLine] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
-        return {"path": self.path, "at": self.at,
-                "lines": [{"line": b.number, "text": b.text, **b.origin.to_json()}
-                          for b in self.lines]}  # fmt: skip
+        return {
+            "path": self.path,
+            "at": self.at,
+            "lines": [{"line": b.number, "text": b.text, **b.origin.to_json()} for b in self.lines],
+        }
 
 
 def blame(task: Task, path: str, at: State | None = None) -> Blame:
@@ -73,8 +81,10 @@ def blame(task: Task, path: str, at: State | None = None) -> Blame:
     rel = path.strip("/")
     kind = git.git(repo, "cat-file", "-t", f"{commit}:{rel}", check=False)
     if kind.returncode != 0:
-        raise NotFound(f"{rel} is not a file of the task in state {name}",
-                       hint="give a path relative to the task's worktree")  # fmt: skip
+        raise NotFound(
+            f"{rel} is not a file of the task in state {name}",
+            hint="give a path relative to the task's worktree",
+        )
     if kind.out.strip() != "blob":
         what = "directory" if kind.out.strip() == "tree" else kind.out.strip()
         raise UsageError(f"{rel} is a {what} in state {name}, not a file")
@@ -87,9 +97,17 @@ def blame(task: Task, path: str, at: State | None = None) -> Blame:
         revs.write(_history(first, chain, restored))
         revs.flush()
         raw = git.git(
-            repo, "blame", "--porcelain", "--no-textconv", "--ignore-revs-file=",
-            "-S", revs.name, commit, "--", rel,
-        ).stdout  # fmt: skip
+            repo,
+            "blame",
+            "--porcelain",
+            "--no-textconv",
+            "--ignore-revs-file=",
+            "-S",
+            revs.name,
+            commit,
+            "--",
+            rel,
+        ).stdout
     lines = [
         BlameLine(number, text, base if boundary else origins.get(sha, base))
         for sha, number, text, boundary in _porcelain(raw)
@@ -133,8 +151,7 @@ def _records(task: Task) -> tuple[dict[str, Origin], dict[str, str]]:
             continue
         states[step.step_id] = step.snapshot
         if isinstance(step, RollbackStep) and step.snapshot != step.snapshot_before:
-            target = states.get(step.target_step or "base") if step.target != "base" else (
-                now_base)  # fmt: skip
+            target = states.get(step.target_step or "base") if step.target != "base" else (now_base)
             if target is not None:
                 restored[step.snapshot] = target
         if not isinstance(step, RunStep | ManualStep) and step.base_after:
@@ -147,8 +164,13 @@ def _records(task: Task) -> tuple[dict[str, Origin], dict[str, str]]:
     return named, restored
 
 
-def _add_checkpoints(task: Task, step_id: str, named: dict[str, Origin],
-                     restored: dict[str, str], states: dict[str, str]) -> None:  # fmt: skip
+def _add_checkpoints(
+    task: Task,
+    step_id: str,
+    named: dict[str, Origin],
+    restored: dict[str, str],
+    states: dict[str, str],
+) -> None:
     for cp in checkpoints.read(task, step_id):
         states[cp.name] = cp.snapshot
         if cp.snapshot == cp.snapshot_before:
@@ -180,8 +202,14 @@ def _step_origin(step: RunStep | ManualStep | RollbackStep | SyncStep, commit: s
 
 
 def _checkpoint_origin(cp: checkpoints.Checkpoint) -> Origin:
-    return Origin(cp.name, cp.kind, cp.snapshot, tool=cp.tool, command=cp.target_text,
-                  session_id=cp.session_id)  # fmt: skip
+    return Origin(
+        cp.name,
+        cp.kind,
+        cp.snapshot,
+        tool=cp.tool,
+        command=cp.target_text,
+        session_id=cp.session_id,
+    )
 
 
 def _porcelain(raw: bytes) -> list[tuple[str, int, str, bool]]:

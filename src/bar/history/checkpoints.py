@@ -119,8 +119,12 @@ class Checkpoint:
         ):
             if getattr(self, key) is not None:
                 rec[key] = getattr(self, key)
-        rec.update(started_at=self.started_at, ended_at=self.ended_at,
-                   snapshot_before=self.snapshot_before, snapshot=self.snapshot)  # fmt: skip
+        rec.update(
+            started_at=self.started_at,
+            ended_at=self.ended_at,
+            snapshot_before=self.snapshot_before,
+            snapshot=self.snapshot,
+        )
         if self.head is not None:
             rec["head"] = self.head
         rec["diff_stat"] = self.diff_stat.to_record()
@@ -145,18 +149,30 @@ class Checkpoint:
         if patch is not None and not patch.startswith(f"artifacts/{step_id}."):
             patch = None  # a checkpoint names only its own step's patch
         return cls(
-            step_id=step_id, n=n, kind=str(rec.get("kind") or "tool"),
-            snapshot_before=before, snapshot=after,
-            started_at=str(rec.get("started_at") or ""), ended_at=str(rec.get("ended_at") or ""),
-            tool=_str(rec.get("tool")), call_id=_str(rec.get("call_id")),
-            session_id=_str(rec.get("session_id")), command=_str(rec.get("command")),
+            step_id=step_id,
+            n=n,
+            kind=str(rec.get("kind") or "tool"),
+            snapshot_before=before,
+            snapshot=after,
+            started_at=str(rec.get("started_at") or ""),
+            ended_at=str(rec.get("ended_at") or ""),
+            tool=_str(rec.get("tool")),
+            call_id=_str(rec.get("call_id")),
+            session_id=_str(rec.get("session_id")),
+            command=_str(rec.get("command")),
             paths=tuple(str(p) for p in paths) if isinstance(paths, list) else (),
-            decision=_str(rec.get("decision")), answer=_str(rec.get("answer")),
-            outcome=_str(rec.get("outcome")), target=_str(rec.get("target")),
-            agent_id=_str(rec.get("agent_id")), agent_type=_str(rec.get("agent_type")),
+            decision=_str(rec.get("decision")),
+            answer=_str(rec.get("answer")),
+            outcome=_str(rec.get("outcome")),
+            target=_str(rec.get("target")),
+            agent_id=_str(rec.get("agent_id")),
+            agent_type=_str(rec.get("agent_type")),
             verified=v if isinstance(v := rec.get("verified"), bool) else None,
-            label=_str(rec.get("label")), head=_str(rec.get("head")), diff_stat=diff_stat_of(rec.get("diff_stat")), patch=patch,
-        )  # fmt: skip
+            label=_str(rec.get("label")),
+            head=_str(rec.get("head")),
+            diff_stat=diff_stat_of(rec.get("diff_stat")),
+            patch=patch,
+        )
 
 
 def path(task: Task, step_id: str) -> Path:
@@ -238,8 +254,9 @@ class Recorder:
         self.last_ended = taken[-1].ended_at if taken else None
         self._last_tree: str | None = None  # the tree of `last`, once a take has seen it
 
-    def take(self, kind: str, *, started_at: str | None = None, message: str | None = None,
-             **facts: Any) -> Checkpoint:  # fmt: skip
+    def take(
+        self, kind: str, *, started_at: str | None = None, message: str | None = None, **facts: Any
+    ) -> Checkpoint:
         """Snapshot the worktree as the next checkpoint and record it. A call that
         changed nothing costs a stat pass: its checkpoint names the previous snapshot.
         ``message``: the snapshot commit's, if it is a new one (default: the call's)."""
@@ -250,9 +267,17 @@ class Recorder:
         if self.scrubber is not None:
             message = self.scrubber.scrub_text(message)
         changed = self.watch.drain() if self.watch is not None else None
-        snap = snapshot.take(self.task.worktree, self.task.index, self.task.snapshot_ref,
-                             self.last, message, self.excludes, recorded_tree=self._last_tree,
-                             changed=changed, hold_stamps=True)  # fmt: skip
+        snap = snapshot.take(
+            self.task.worktree,
+            self.task.index,
+            self.task.snapshot_ref,
+            self.last,
+            message,
+            self.excludes,
+            recorded_tree=self._last_tree,
+            changed=changed,
+            hold_stamps=True,
+        )
         checkpoint = self.add(kind, snap.commit, started_at=started, **facts)
         self._last_tree = snap.tree
         return checkpoint
@@ -269,10 +294,17 @@ class Recorder:
         changed = self.watch.drain() if self.watch is not None else None
         if changed is not None and not changed:
             return None
-        snap = snapshot.take(self.task.worktree, self.task.index, self.task.snapshot_ref,
-                             self.last, f"step {self.step_id}: changes no call made",
-                             self.excludes, recorded_tree=self._last_tree, changed=changed,
-                             hold_stamps=True)  # fmt: skip
+        snap = snapshot.take(
+            self.task.worktree,
+            self.task.index,
+            self.task.snapshot_ref,
+            self.last,
+            f"step {self.step_id}: changes no call made",
+            self.excludes,
+            recorded_tree=self._last_tree,
+            changed=changed,
+            hold_stamps=True,
+        )
         if snap.commit == self.last:
             self._last_tree = snap.tree
             return None
@@ -286,11 +318,18 @@ class Recorder:
         quarantine.settle(self.task, final=False)  # (the step's commits: ``head`` below)
         stat, patch = steps.record_changes(self.task, f"{self.step_id}.{n}", self.last, commit)
         checkpoint = Checkpoint(
-            step_id=self.step_id, n=n, kind=kind, snapshot_before=self.last, snapshot=commit,
-            started_at=started_at, ended_at=now_iso(),
-            head=git.head(self.task.worktree), diff_stat=stat, patch=patch,
+            step_id=self.step_id,
+            n=n,
+            kind=kind,
+            snapshot_before=self.last,
+            snapshot=commit,
+            started_at=started_at,
+            ended_at=now_iso(),
+            head=git.head(self.task.worktree),
+            diff_stat=stat,
+            patch=patch,
             **facts,
-        )  # fmt: skip
+        )
         rec = checkpoint.to_record()
         if self.scrubber is not None:
             rec = self.scrubber.scrub_obj(rec)

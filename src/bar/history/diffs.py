@@ -32,15 +32,21 @@ class Diff:
         """The replayable patch between the two states."""
         return git.git(self.repo, *git.diff_patch_args(self.from_commit, self.to_commit)).out
 
-    def text(self, *, stat_only: bool = False, with_stat: bool = False,
-             color: bool = False) -> str:  # fmt: skip
+    def text(self, *, stat_only: bool = False, with_stat: bool = False, color: bool = False) -> str:
         """As people read it: ``git diff -p`` (or ``--stat``, or both from one diff: the
         stat, a blank line, the patch), coloured if asked."""
         shape = ["--stat"] if stat_only else ["--stat", "-p"] if with_stat else ["-p"]
         return git.git(
-            self.repo, "-c", f"color.ui={'always' if color else 'never'}", "diff",
-            *git.DIFF_FLAGS[:2], *shape, self.from_commit, self.to_commit, "--",
-        ).out  # fmt: skip
+            self.repo,
+            "-c",
+            f"color.ui={'always' if color else 'never'}",
+            "diff",
+            *git.DIFF_FLAGS[:2],
+            *shape,
+            self.from_commit,
+            self.to_commit,
+            "--",
+        ).out
 
 
 def diff(task: Task, from_: str = "base", to: str | None = None) -> Diff:

@@ -28,15 +28,25 @@ def write_patch(repo: Path, a: str, b: str, path: Path, *, points: bool = True) 
     would fall in an order of the scheduler's: ``steps.PatchJob`` passes them itself)."""
     if points:
         faults.point(f"before writing {path.name}")
-    cmd = ["git", *git.NO_PROGRAMS, *_SMALL_PACK_WINDOWS, "-C", str(repo),
-           *git.diff_patch_args(a, b, with_numstat=True)]  # fmt: skip
+    cmd = [
+        "git",
+        *git.NO_PROGRAMS,
+        *_SMALL_PACK_WINDOWS,
+        "-C",
+        str(repo),
+        *git.diff_patch_args(a, b, with_numstat=True),
+    ]
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
     head = b""
     try:
         with _scratch_file() as err:
-            proc = subprocess.Popen(cmd, env=clean_env(git.pinned_env(repo)),
-                                    stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                    stderr=err)  # fmt: skip
+            proc = subprocess.Popen(
+                cmd,
+                env=clean_env(git.pinned_env(repo)),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=err,
+            )
             assert proc.stdout is not None
             in_head = True
             with proc.stdout:

@@ -25,8 +25,13 @@ from bar.git import ignored
 _env = git.index_env
 
 
-def seed_index(worktree: Path, index: Path, base_commit: str, git_dir: Path, common: Path,
-               ) -> None:  # fmt: skip
+def seed_index(
+    worktree: Path,
+    index: Path,
+    base_commit: str,
+    git_dir: Path,
+    common: Path,
+) -> None:
     """Create the side index for a new task worktree, in git's index format 4 (paths
     prefix-compressed: about 40% smaller on a large tree) and split: its shared part, all
     the entries, lies in the task's own git directory ``git_dir`` (``make_git_dir``), and
@@ -106,15 +111,18 @@ def write_scope(worktree: Path, index: Path, scope: list[str] | None) -> TreeId:
     return _write(worktree, index, (), scope)
 
 
-def _write(worktree: Path, index: Path, excludes: Sequence[str], scope: list[str] | None
-           ) -> TreeId:  # fmt: skip
+def _write(worktree: Path, index: Path, excludes: Sequence[str], scope: list[str] | None) -> TreeId:
     """Rescan ``scope`` (None: everything) into the side index and write its tree."""
     return write_whole(worktree, index, scope, excludes)[0]
 
 
-def write_whole(worktree: Path, index: Path, scope: list[str] | None,
-                excludes: Sequence[str] = (), suspects: Sequence[str] | None = None,
-                ) -> tuple[TreeId, bool, list[str] | None]:  # fmt: skip
+def write_whole(
+    worktree: Path,
+    index: Path,
+    scope: list[str] | None,
+    excludes: Sequence[str] = (),
+    suspects: Sequence[str] | None = None,
+) -> tuple[TreeId, bool, list[str] | None]:
     """``_write``, whether every file of the scope could be read (``_add``), and the
     scope rescanned (None: everything, also when the given one could not be added as
     such). ``suspects``: files to hash whatever their stat (``bar.changes.fast.racy``; default: those
@@ -169,8 +177,7 @@ _UNREADABLE = re.compile(
 )
 
 
-def _add(worktree: Path, index: Path, paths: Sequence[str], excludes: Sequence[str]
-         ) -> bool | None:  # fmt: skip
+def _add(worktree: Path, index: Path, paths: Sequence[str], excludes: Sequence[str]) -> bool | None:
     """``git add -A`` the given paths ("." everything).
 
     Returns False when a partial scope cannot be added as such (a pathspec matching
@@ -183,11 +190,15 @@ def _add(worktree: Path, index: Path, paths: Sequence[str], excludes: Sequence[s
     specs += [f":(top,exclude,literal){p}" for p in excludes]
     res = git.git(
         worktree,
-        "add", "-A", "--ignore-errors", "--pathspec-from-file=-", "--pathspec-file-nul",
+        "add",
+        "-A",
+        "--ignore-errors",
+        "--pathspec-from-file=-",
+        "--pathspec-file-nul",
         env=_env(index, reshare=crowded(index)),
         input=b"\0".join(s.encode("utf-8", "surrogateescape") for s in specs) + b"\0",
         check=False,
-    )  # fmt: skip
+    )
     if res.returncode == 0:
         return True
     # a path of the scope that is ignored is not added (the rest is): git says so in a
@@ -196,8 +207,9 @@ def _add(worktree: Path, index: Path, paths: Sequence[str], excludes: Sequence[s
     said_lines = [line for line in said.splitlines() if line.strip()]
     if not said_lines and said != res.stderr and res.returncode == 1:
         return True
-    if paths != ["."] and any(b"pathspec" in line or b"beyond a symbolic link" in line
-                              for line in said_lines):  # fmt: skip
+    if paths != ["."] and any(
+        b"pathspec" in line or b"beyond a symbolic link" in line for line in said_lines
+    ):
         return False
     if said_lines and all(_UNREADABLE.match(line) for line in said_lines):
         warn(f"some files were not recorded: {said.decode('utf-8', 'replace').strip()}")

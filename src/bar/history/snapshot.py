@@ -128,8 +128,11 @@ def take(
         if own is not None:
             side_index.make_git_dir(own, recorded)  # (a task from before there was one)
         # the watcher may have added these very paths already (``bar.changes.fast.staging``)
-        adopted = (staging.adopt(index, sight.staged, scope)
-                   if sight is not None and sight.staged is not None and not excludes else None)  # fmt: skip
+        adopted = (
+            staging.adopt(index, sight.staged, scope)
+            if sight is not None and sight.staged is not None and not excludes
+            else None
+        )
         if adopted is not None and sight is not None and sight.staged is not None:
             # with the configuration read as its tree was written
             asked = asked or exact.answered(sight.staged.get("config"))
@@ -142,9 +145,24 @@ def take(
             ready = patch if isinstance(patch, dict) else None
         else:
             tree, whole, scope = side_index.write_whole(worktree, index, scope, excludes)
-    snap = _record(worktree, index, ref, recorded, message, tree, recorded_tree, scope, known,
-                   started_ns, restored_tree, asked, on_tree, excludes, hold_stamps,
-                   ready)  # fmt: skip
+    snap = _record(
+        worktree,
+        index,
+        ref,
+        recorded,
+        message,
+        tree,
+        recorded_tree,
+        scope,
+        known,
+        started_ns,
+        restored_tree,
+        asked,
+        on_tree,
+        excludes,
+        hold_stamps,
+        ready,
+    )
     if sight is not None:
         # what it named and this snapshot left out is named again next time
         left_out = (
@@ -156,15 +174,29 @@ def take(
     return snap
 
 
-def _record(worktree: Path, index: Path, ref: str, recorded: str, message: str, tree: str,
-            recorded_tree: str | None, scope: list[str] | None, known: dict[str, int] | None,
-            started_ns: int, restored_tree: str | None, asked: Started | None,
-            on_tree: OnTree | None, excludes: Sequence[str], hold: bool,
-            ready: dict[str, Any] | None = None) -> Snapshot:  # fmt: skip
+def _record(
+    worktree: Path,
+    index: Path,
+    ref: str,
+    recorded: str,
+    message: str,
+    tree: str,
+    recorded_tree: str | None,
+    scope: list[str] | None,
+    known: dict[str, int] | None,
+    started_ns: int,
+    restored_tree: str | None,
+    asked: Started | None,
+    on_tree: OnTree | None,
+    excludes: Sequence[str],
+    hold: bool,
+    ready: dict[str, Any] | None = None,
+) -> Snapshot:
     """``take``, once the worktree's tree is written: the commit and the stamps.
     ``asked``: ``exact.ask``, begun before; ``on_tree``: as for ``take``."""
-    recorded_tree = (recorded_tree or stamps.tree_of(index, recorded)
-                     or git.tree_of(worktree, recorded))  # fmt: skip
+    recorded_tree = (
+        recorded_tree or stamps.tree_of(index, recorded) or git.tree_of(worktree, recorded)
+    )
     same = tree == recorded_tree
     if not same and on_tree is not None:
         on_tree(tree, ready)
@@ -174,13 +206,24 @@ def _record(worktree: Path, index: Path, ref: str, recorded: str, message: str, 
         else [p for p in scope if not side_index.only_excluded(worktree, p, excludes)]
     )
     shape = None if same else stamps.shape_of(worktree, index, tree, scope=kept)
-    converts, raw_changed, raw = _raw_parent(worktree, index, tree, recorded, recorded_tree,
-                                             shape, scope, asked)  # fmt: skip
+    converts, raw_changed, raw = _raw_parent(
+        worktree, index, tree, recorded, recorded_tree, shape, scope, asked
+    )
     rules = exact.ignore_sources(worktree, asked) if asked is not None else None
     if same and not raw_changed:
         if restored_tree is None or not stamps.recommit(index, tree, recorded):
-            stamps.stamp(worktree, index, tree, recorded, started_ns, scope, known=known,
-                         converts=converts, hold=hold, ignore_sources=rules)  # fmt: skip
+            stamps.stamp(
+                worktree,
+                index,
+                tree,
+                recorded,
+                started_ns,
+                scope,
+                known=known,
+                converts=converts,
+                hold=hold,
+                ignore_sources=rules,
+            )
         return Snapshot(recorded, tree, False, worktree)
     reason = f"bar: {message.splitlines()[0]}"
     writer = _writer(worktree, asked)
@@ -198,15 +241,33 @@ def _record(worktree: Path, index: Path, ref: str, recorded: str, message: str, 
             if git.is_ancestor(worktree, recorded, now):
                 parent = now  # a snapshot a crash left unrecorded: kept in the chain
             else:
-                warn(f"{ref} was moved off the task's snapshots (to {now[:10]}); bar chains "
-                     "the new snapshot onto the last one the ledger names")  # fmt: skip
+                warn(
+                    f"{ref} was moved off the task's snapshots (to {now[:10]}); bar chains "
+                    "the new snapshot onto the last one the ledger names"
+                )
         if parent != recorded:
-            commit = git.commit_tree(worktree, tree, [parent] if raw is None else [parent, raw],
-                                     message, identity=BAR_IDENTITY)  # fmt: skip
+            commit = git.commit_tree(
+                worktree,
+                tree,
+                [parent] if raw is None else [parent, raw],
+                message,
+                identity=BAR_IDENTITY,
+            )
         git.update_ref(worktree, ref, commit, now, reason)
     if restored_tree is None or not stamps.recommit(index, tree, commit):
-        stamps.stamp(worktree, index, tree, commit, started_ns, scope, shape, known, converts,
-                     hold=hold, ignore_sources=rules)  # fmt: skip
+        stamps.stamp(
+            worktree,
+            index,
+            tree,
+            commit,
+            started_ns,
+            scope,
+            shape,
+            known,
+            converts,
+            hold=hold,
+            ignore_sources=rules,
+        )
     return Snapshot(commit, tree, True, worktree)
 
 
@@ -221,9 +282,16 @@ def _writer(worktree: Path, asked: Started | None) -> object_writer.Writer | Non
     return object_writer.Writer.for_repository(git.pinned_common_dir(worktree), said.out)
 
 
-def _raw_parent(worktree: Path, index: Path, tree: str, recorded: str, recorded_tree: str,
-                shape: Shape | None, scope: Sequence[str] | None, asked: Started | None,
-                ) -> tuple[bool, bool, str | None]:  # fmt: skip
+def _raw_parent(
+    worktree: Path,
+    index: Path,
+    tree: str,
+    recorded: str,
+    recorded_tree: str,
+    shape: Shape | None,
+    scope: Sequence[str] | None,
+    asked: Started | None,
+) -> tuple[bool, bool, str | None]:
     """The raw-bytes parent of a new snapshot (``bar.git.exact``) where git converts: whether
     git converts here, whether the raw bytes differ from ``recorded``'s (a line-ending
     change alone leaves the tree as it was, yet must be kept), and the parent (None: no
@@ -236,8 +304,11 @@ def _raw_parent(worktree: Path, index: Path, tree: str, recorded: str, recorded_
         return False, False, None  # git stores the bytes as they are
     listing = shape if isinstance(shape, Listing) else list_tree(worktree, tree)
     before = exact.raw_entries(worktree, exact.raw_tree_of(worktree, recorded))
-    changed = [] if tree == recorded_tree else [
-        c.path for c in git.diff_tree_raw(worktree, recorded_tree, tree)]  # fmt: skip
+    changed = (
+        []
+        if tree == recorded_tree
+        else [c.path for c in git.diff_tree_raw(worktree, recorded_tree, tree)]
+    )
     # a full rescan (no scope) may hide a change of line endings alone anywhere: git
     # found the file's converted contents unchanged, so every file is a candidate
     rescanned = listing.modes if scope is None else (p for p in scope if p in listing.modes)

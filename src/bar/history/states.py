@@ -48,14 +48,19 @@ def resolve(task: Task, name: str) -> State:
         return base(task)
     if checkpoints.parse_name(name) is not None:
         found = checkpoints.lookup(task, name)
-        return State("step", found.name, found.snapshot,
-                     found.head or _head_before(task, found.step_id),
-                     bases.base_at(task, int(found.step_id)))  # fmt: skip
+        return State(
+            "step",
+            found.name,
+            found.snapshot,
+            found.head or _head_before(task, found.step_id),
+            bases.base_at(task, int(found.step_id)),
+        )
     step = task.ledger.get(parse_step_ref(name))
     if not step.snapshot:
         raise UsageError(f"step {step.step_id} recorded no snapshot to return to")
-    return State("step", step.step_id, step.snapshot, _head_at(task, step),
-                 bases.base_at(task, step.number))  # fmt: skip
+    return State(
+        "step", step.step_id, step.snapshot, _head_at(task, step), bases.base_at(task, step.number)
+    )
 
 
 def before(task: Task, step: Step) -> State:

@@ -50,8 +50,12 @@ class Artifacts:
     checkpoints: str | None = None  # ext: the step's checkpoints (``bar.history.checkpoints``)
 
     def to_record(self) -> dict[str, str]:
-        pairs = (("patch", self.patch), ("output", self.output), ("cast", self.cast),
-                 ("checkpoints", self.checkpoints))  # fmt: skip
+        pairs = (
+            ("patch", self.patch),
+            ("output", self.output),
+            ("cast", self.cast),
+            ("checkpoints", self.checkpoints),
+        )
         return {key: value for key, value in pairs if value}
 
     @classmethod
@@ -60,8 +64,12 @@ class Artifacts:
         for value in arts.values():
             if value is not None and not (isinstance(value, str) and ARTIFACT_RE.match(value)):
                 raise CorruptFile(f"{where} names an invalid artifact path {value!r}")
-        return cls(_str(arts.get("patch")), _str(arts.get("output")), _str(arts.get("cast")),
-                   _str(arts.get("checkpoints")))  # fmt: skip
+        return cls(
+            _str(arts.get("patch")),
+            _str(arts.get("output")),
+            _str(arts.get("cast")),
+            _str(arts.get("checkpoints")),
+        )
 
 
 @record(frozen=True)
@@ -85,9 +93,19 @@ class PolicyEventRecord:
     extra: dict[str, Any] = field(default_factory=dict)
 
     _KEYS: ClassVar[tuple[str, ...]] = (
-        "rule", "action", "matched", "source", "session_id", "tool_use_id", "command",
-        "decision", "answer", "outcome", "agent_id", "agent_type",
-    )  # fmt: skip
+        "rule",
+        "action",
+        "matched",
+        "source",
+        "session_id",
+        "tool_use_id",
+        "command",
+        "decision",
+        "answer",
+        "outcome",
+        "agent_id",
+        "agent_type",
+    )
 
     def to_record(self) -> dict[str, Any]:
         rec: dict[str, Any] = {"rule": self.rule, "action": self.action, "matched": self.matched}
@@ -163,8 +181,7 @@ class _Step:
     def to_record(self) -> dict[str, Any]:
         rec: dict[str, Any] = {"step_id": self.step_id, "kind": self.kind}
         self._head_fields(rec)
-        rec.update(started_at=self.started_at, ended_at=self.ended_at,
-                   duration_ms=self.duration_ms)  # fmt: skip
+        rec.update(started_at=self.started_at, ended_at=self.ended_at, duration_ms=self.duration_ms)
         self._body_fields(rec)
         rec.update(self.extra)
         rec["version"] = 1
@@ -332,8 +349,12 @@ class ApplyStep(_Step):
         return Artifacts()
 
     def _body_fields(self, rec: dict[str, Any]) -> None:
-        rec.update(mode=self.mode, commit_sha=self.commit_sha,
-                   commit_message=self.commit_message, target_branch=self.target_branch)  # fmt: skip
+        rec.update(
+            mode=self.mode,
+            commit_sha=self.commit_sha,
+            commit_message=self.commit_message,
+            target_branch=self.target_branch,
+        )
         if self.snapshot is not None:
             rec["snapshot"] = self.snapshot
         if self.head is not None:
@@ -361,15 +382,35 @@ Step = RunStep | ManualStep | RollbackStep | ApplyStep | SyncStep | DecisionStep
 _COMMON = ("step_id", "kind", "started_at", "ended_at", "duration_ms", "head", "version")
 _CHANGES = ("snapshot_before", "snapshot", "diff_stat", "artifacts")
 _OWN: dict[str, tuple[str, ...]] = {
-    "run": (*_CHANGES, "cmd", "cwd", "env", "exit_code", "policy_events", "hooks", "signal",
-            "interrupted", "blocked", "pty", "checkpoints"),
+    "run": (
+        *_CHANGES,
+        "cmd",
+        "cwd",
+        "env",
+        "exit_code",
+        "policy_events",
+        "hooks",
+        "signal",
+        "interrupted",
+        "blocked",
+        "pty",
+        "checkpoints",
+    ),
     "manual": _CHANGES,
-    "rollback": (*_CHANGES, "target", "target_step", "hard", "base_before", "base_after",
-                 "undo_of", "redo_of"),
+    "rollback": (
+        *_CHANGES,
+        "target",
+        "target_step",
+        "hard",
+        "base_before",
+        "base_after",
+        "undo_of",
+        "redo_of",
+    ),
     "sync": (*_CHANGES, "onto", "base_before", "base_after", "conflicts"),
     "apply": ("mode", "commit_sha", "commit_message", "target_branch", "snapshot"),
     "decision": (*_CHANGES, "session_id", "decisions"),
-}  # fmt: skip
+}
 _OBJECT_IDS = ("snapshot_before", "snapshot", "head", "commit_sha", "base_before", "base_after")
 
 
@@ -412,16 +453,25 @@ def step_from_record(rec: object, where: str) -> Step:
     if kind == "manual":
         return ManualStep(**common, **changes)
     if kind == "decision":
-        return DecisionStep(**common, **changes, session_id=str(rec.get("session_id", "")),
-                            decisions=_dicts(rec.get("decisions")))  # fmt: skip
-    bases: dict[str, Any] = {"base_before": _str(rec.get("base_before")),
-                             "base_after": _str(rec.get("base_after"))}  # fmt: skip
+        return DecisionStep(
+            **common,
+            **changes,
+            session_id=str(rec.get("session_id", "")),
+            decisions=_dicts(rec.get("decisions")),
+        )
+    bases: dict[str, Any] = {
+        "base_before": _str(rec.get("base_before")),
+        "base_after": _str(rec.get("base_after")),
+    }
     if kind == "sync":
         conflicts = rec.get("conflicts")
         return SyncStep(
-            **common, **changes, **bases, onto=str(rec.get("onto", "")),
+            **common,
+            **changes,
+            **bases,
+            onto=str(rec.get("onto", "")),
             conflicts=[str(c) for c in conflicts] if isinstance(conflicts, list) else [],
-        )  # fmt: skip
+        )
     if kind == "rollback":
         for key in ("undo_of", "redo_of"):
             if rec.get(key) is not None and not (

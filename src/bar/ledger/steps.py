@@ -112,15 +112,17 @@ class PatchJob:
             self._stat = staging.take_patch(self.task.index, ready, self.before, tree, self.path)
             if self._stat is not None:
                 return
-        self._thread = threading.Thread(target=self._write, args=(tree,), daemon=True,
-                                        name="bar-patch")  # fmt: skip
+        self._thread = threading.Thread(
+            target=self._write, args=(tree,), daemon=True, name="bar-patch"
+        )
         self._thread.start()
 
     def _write(self, tree: str) -> None:
         assert self.path is not None
         try:
-            self._stat = patches.write_patch(self.task.worktree, self.before, tree, self.path,
-                                              points=False)  # fmt: skip
+            self._stat = patches.write_patch(
+                self.task.worktree, self.before, tree, self.path, points=False
+            )
         except BaseException as exc:  # (raised again by ``finish``, in the caller's thread)
             self._error = exc
 
@@ -229,8 +231,9 @@ def current_tree(task: Task, recorded: str | None = None) -> str:
             racy.keep_time(task.index, index)
         except FileNotFoundError:
             scope = None
-        return side_index.write_whole(task.worktree, index, scope,
-                                    suspects=racy.suspects(task.index))[0]  # fmt: skip
+        return side_index.write_whole(
+            task.worktree, index, scope, suspects=racy.suspects(task.index)
+        )[0]
 
 
 def note_tree(task: Task, state: str) -> None:

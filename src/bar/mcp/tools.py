@@ -55,8 +55,10 @@ class OwnTask:
         from bar.aide import flow
 
         history = flow.history(task)
-        return {"task_id": task.id,
-                "steps": [shapes.log_entry(task, s, False, history) for s in steps]}  # fmt: skip
+        return {
+            "task_id": task.id,
+            "steps": [shapes.log_entry(task, s, False, history) for s in steps],
+        }
 
     def show(self, step: str, max_bytes: int = DEFAULT_MAX_BYTES) -> dict[str, Any]:
         task = self.task
@@ -78,8 +80,11 @@ class OwnTask:
         max_bytes: int = DEFAULT_MAX_BYTES,
     ) -> dict[str, Any]:
         task = self.task
-        rec = shapes.diff_entry(api.diff(task, state_name(from_), state_name(to) if to else None),
-                                stat=stat, unrecorded=False)  # fmt: skip
+        rec = shapes.diff_entry(
+            api.diff(task, state_name(from_), state_name(to) if to else None),
+            stat=stat,
+            unrecorded=False,
+        )
         if not stat:
             rec["patch"] = _capped(rec["patch"], max_bytes, rec, "patch")
         return rec
@@ -97,8 +102,10 @@ class OwnTask:
         task = self.task
         found = flow.status(task)
         if found is None:
-            raise NotFound(f"task {task.name} has no flow yet",
-                           hint="start it with the flow tool: action start")  # fmt: skip
+            raise NotFound(
+                f"task {task.name} has no flow yet",
+                hint="start it with the flow tool: action start",
+            )
         return found
 
     # --- orders --------------------------------------------------------------------------

@@ -228,8 +228,14 @@ class _Scanner:
     def group_kind(self) -> bool:
         """Step over what follows ``(?``: whether the group's body must occur in the
         text as written (not a negative lookaround, not without regard to case)."""
-        for prefix, keep in ((":", True), ("=", True), ("!", False), ("<=", True),
-                             ("<!", False), (">", True)):  # fmt: skip
+        for prefix, keep in (
+            (":", True),
+            ("=", True),
+            ("!", False),
+            ("<=", True),
+            ("<!", False),
+            (">", True),
+        ):
             if self.startswith("?" + prefix):
                 self.pos += 1 + len(prefix)
                 return keep

@@ -270,8 +270,9 @@ def compile_cached(home: str) -> None:
         try:
             with open(path, "rb") as f:
                 rules = json.load(f)["data"]["rules"]
-            patterns.update((rule["pattern"], None) for rule in rules
-                            if isinstance(rule["pattern"], str))  # fmt: skip
+            patterns.update(
+                (rule["pattern"], None) for rule in rules if isinstance(rule["pattern"], str)
+            )
         except (OSError, ValueError, KeyError, TypeError):
             continue  # (a cache being written, or another bar's: the fork compiles)
     for pattern in list(patterns)[:_MAX_PATTERNS]:

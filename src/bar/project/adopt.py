@@ -133,8 +133,14 @@ def _holder(root: Path, project: Project, ids: list[str]) -> str | None:
 
 
 # the commits a step names, and what each one is to a reader (the first role said wins)
-_NAMED = (("snapshot", "snapshot"), ("snapshot_before", "snapshot"), ("head", "branch commit"),
-          ("commit_sha", "applied commit"), ("base_after", "base"), ("base_before", "base"))  # fmt: skip
+_NAMED = (
+    ("snapshot", "snapshot"),
+    ("snapshot_before", "snapshot"),
+    ("head", "branch commit"),
+    ("commit_sha", "applied commit"),
+    ("base_after", "base"),
+    ("base_before", "base"),
+)
 
 
 def missing_state(root: Path, pdir: Path) -> list[str]:
@@ -150,11 +156,15 @@ def missing_state(root: Path, pdir: Path) -> list[str]:
     if not wanted:
         return []
     ask = "".join(f"{sha}\n" for w in wanted for sha in w.named)
-    res = git.git(root, "cat-file", "--batch-check=%(objectname) %(objecttype)",
-                  input=ask.encode(), check=False)  # fmt: skip
+    res = git.git(
+        root,
+        "cat-file",
+        "--batch-check=%(objectname) %(objecttype)",
+        input=ask.encode(),
+        check=False,
+    )
     present = {ln.split()[0] for ln in res.out.splitlines() if ln.endswith(" commit")}
-    listed = git.git(root, "for-each-ref", "--format=%(refname) %(objectname)", _REFS,
-                     check=False)  # fmt: skip
+    listed = git.git(root, "for-each-ref", "--format=%(refname) %(objectname)", _REFS, check=False)
     refs = dict(ln.split(" ", 1) for ln in listed.out.splitlines() if " " in ln)
     behind: list[str] = []
     for w in wanted:
@@ -290,8 +300,10 @@ def adopt(project: Project, which: str | None = None) -> Adopted:
         chosen = [m for m in candidates if m.name == which]
         if not chosen:
             known = ", ".join(m.name for m in candidates) or "none"
-            raise NotFound(f"no project named {which!r} holds tasks of this repository",
-                           hint=f"the projects that do: {known}")  # fmt: skip
+            raise NotFound(
+                f"no project named {which!r} holds tasks of this repository",
+                hint=f"the projects that do: {known}",
+            )
         candidates = chosen
     else:
         candidates = [m for m in candidates if not m.behind] or candidates
@@ -332,14 +344,20 @@ def adopt(project: Project, which: str | None = None) -> Adopted:
             )
         behind = missing_state(project.root, moved.dir)  # a step may have ended since
         if behind:
-            raise older_copy(project, [Moved(moved.dir, moved.old_root, moved.task_ids,
-                                             moved.tasks, behind)])  # fmt: skip
+            raise older_copy(
+                project, [Moved(moved.dir, moved.old_root, moved.task_ids, moved.tasks, behind)]
+            )
         if replaced:
             shutil.rmtree(project.dir)
         os.rename(moved.dir, project.dir)
     adopted = reattach(project, moved, replaced)
-    project.log_event("project.adopted", root=str(project.root), old_root=moved.old_root,
-                      old_dir=moved.name, tasks=moved.tasks)  # fmt: skip
+    project.log_event(
+        "project.adopted",
+        root=str(project.root),
+        old_root=moved.old_root,
+        old_dir=moved.name,
+        tasks=moved.tasks,
+    )
     return adopted
 
 
@@ -377,8 +395,12 @@ def reattach(project: Project, moved: Moved | None, replaced: bool) -> Adopted:
             continue
         if rec.get("repo_root") == root:
             continue
-        with FileLock(project.paths.task(entry.name).lock, f"task {entry.name}",
-                      what="bar init --adopt", wait=False):  # fmt: skip
+        with FileLock(
+            project.paths.task(entry.name).lock,
+            f"task {entry.name}",
+            what="bar init --adopt",
+            wait=False,
+        ):
             write_json_atomic(path, {**rec, "repo_root": root})
         rewritten.append(entry.name)
     repaired = _repair_links(project)

@@ -101,11 +101,16 @@ _SCHEMA: dict[str, dict[str, str]] = {
     "hooks": {"pre_run": "strlist", "post_run": "strlist", "timeout": "number"},
     "output": {"color": "bool", "verbose": "bool"},
     "run": {"record_env": "strlist"},
-    "sandbox": {"enabled": "bool", "required": "bool", "network": "bool",
-                "allow_write": "pathlist", "deny_read": "pathlist"},
+    "sandbox": {
+        "enabled": "bool",
+        "required": "bool",
+        "network": "bool",
+        "allow_write": "pathlist",
+        "deny_read": "pathlist",
+    },
     "flow": {"phases": "phases"},
     "speed": {"fast": "bool"},
-}  # fmt: skip
+}
 
 
 def _check(value: Any, kind: str, key: str, path: Path) -> Any:

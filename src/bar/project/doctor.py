@@ -103,8 +103,9 @@ class Doctor:
         self._guard(p.state, self._check_state)
         self._guard(p.events, lambda: self._check_jsonl(p.events, "events.jsonl line"))
         if p.tasks.is_dir():
-            entries = [e for e in sorted(p.tasks.iterdir())
-                       if e.is_dir() and TASK_ID_RE.match(e.name)]  # fmt: skip
+            entries = [
+                e for e in sorted(p.tasks.iterdir()) if e.is_dir() and TASK_ID_RE.match(e.name)
+            ]
             with Progress("doctor: checking task", len(entries)) as shown:
                 for i, entry in enumerate(entries, 1):
                     shown.update(i, _task_name(entry))
@@ -170,16 +171,22 @@ class Doctor:
             if enabled:
                 self.add("error", path, f"{exc}; every `bar run` stops on it", hint=hint)
             else:
-                self.add("warning", path, f"{exc} (policy.enabled is false: runs do not read it)",
-                         hint=hint)  # fmt: skip
+                self.add(
+                    "warning",
+                    path,
+                    f"{exc} (policy.enabled is false: runs do not read it)",
+                    hint=hint,
+                )
 
     def _check_state(self) -> None:
         active = self.project.active_task_id()
         if active and not self.project.paths.task(active).task_json.exists():
             self.add(
-                "error", self.project.paths.state, f"the active task {active} does not exist",
+                "error",
+                self.project.paths.state,
+                f"the active task {active} does not exist",
                 then(lambda: self.project.set_active_task(None), "cleared the active task"),
-            )  # fmt: skip
+            )
 
     def _check_permissions(self) -> None:
         workspaces = self.project.paths.workspaces
@@ -194,12 +201,18 @@ class Doctor:
             have = stat.S_IMODE(st.st_mode)
             if have != want:
                 self.add(
-                    "warning", path, f"mode {have:04o} should be {want:04o} (outputs can hold secrets)",
+                    "warning",
+                    path,
+                    f"mode {have:04o} should be {want:04o} (outputs can hold secrets)",
                     then(functools.partial(_chmod_if_there, path, want), f"set mode {want:04o}"),
-                )  # fmt: skip
+                )
             if path.is_file() and path.name.startswith(".") and path.name.endswith(".tmp"):
-                self.add("warning", path, "a temporary file left by an interrupted write",
-                         then(path.unlink, "removed it"))  # fmt: skip
+                self.add(
+                    "warning",
+                    path,
+                    "a temporary file left by an interrupted write",
+                    then(path.unlink, "removed it"),
+                )
 
     def _check_jsonl(self, path: Path, what: str) -> None:
         if not path.exists():
@@ -208,9 +221,11 @@ class Doctor:
         if bad:
             numbers = ", ".join(str(n) for n, _ in bad[:10])
             self.add(
-                "error", path, f"{len(bad)} unreadable {what}(s) (line {numbers})",
+                "error",
+                path,
+                f"{len(bad)} unreadable {what}(s) (line {numbers})",
                 lambda: repairs.quarantine_lines(path, [n for n, _ in bad]),
-            )  # fmt: skip
+            )
 
     # --- per task --------------------------------------------------------------------
 
@@ -219,13 +234,21 @@ class Doctor:
         is still creating it) and cleared by the code the next ``bar task new`` runs; one a
         stopped ``bar task delete`` left is finished, as the next delete or prune would."""
         if task_delete.is_being_deleted(self.project, tdir.name):
-            self.add("warning", tdir, "a task whose deletion was interrupted",
-                     lambda: task_delete.finish(self.project, tdir.name))  # fmt: skip
+            self.add(
+                "warning",
+                tdir,
+                "a task whose deletion was interrupted",
+                lambda: task_delete.finish(self.project, tdir.name),
+            )
             return
         left = task_new.leftover(self.project, tdir.name)
         if left is not None and not task_new.being_created(self.project, tdir.name):
-            self.add("warning", tdir, task_new.describe(self.project, tdir.name, left),
-                     lambda: task_new.finish(self.project, tdir.name))  # fmt: skip
+            self.add(
+                "warning",
+                tdir,
+                task_new.describe(self.project, tdir.name, left),
+                lambda: task_new.finish(self.project, tdir.name),
+            )
         if left in (None, task_new.UNFINISHED):
             self._check_task(tdir)
 
@@ -238,9 +261,15 @@ class Doctor:
         if bad:
             numbers = ", ".join(str(n) for n, _ in bad[:10])
             self.add(
-                "error", ledger.path, f"{len(bad)} unreadable ledger line(s) (line {numbers})",
-                None if busy else self._under_lock(task, lambda: repairs.quarantine_lines(ledger.path, [n for n, _ in bad])),
-            )  # fmt: skip
+                "error",
+                ledger.path,
+                f"{len(bad)} unreadable ledger line(s) (line {numbers})",
+                None
+                if busy
+                else self._under_lock(
+                    task, lambda: repairs.quarantine_lines(ledger.path, [n for n, _ in bad])
+                ),
+            )
         steps = ledger.read_all(warn=False)
         self._check_numbering(task, steps)
         self._check_artifacts(task, steps, busy)
@@ -251,8 +280,12 @@ class Doctor:
             return  # a live bar holds the task: the rest would race it
         lock = task.index.with_name("index.lock")
         if lock.exists():
-            self.add("warning", lock, "a git lock left by a crash",
-                     self._under_lock(task, then(lambda: lock.unlink(missing_ok=True), "removed it")))  # fmt: skip
+            self.add(
+                "warning",
+                lock,
+                "a git lock left by a crash",
+                self._under_lock(task, then(lambda: lock.unlink(missing_ok=True), "removed it")),
+            )
         self._check_git_locks(task, where)
         if task.active:
             self._check_worktree(task, where)
@@ -270,25 +303,31 @@ class Doctor:
         lock = git.ref_lock_path(task.project.root, task.snapshot_ref)
         if lock.exists():
             self.add(
-                "error", lock,
+                "error",
+                lock,
                 f"{where}: a git lock on {task.snapshot_ref} left by a bar that was stopped "
                 "while moving it; every step of the task fails until it is removed",
                 self._under_lock(task, lambda: repairs.remove_ref_lock(task)),
-            )  # fmt: skip
+            )
 
     def _check_git_locks(self, task: Task, where: str) -> None:
         for lock in git_locks.lock_files(task):
             pid = git_locks.holder(task, lock)
             if pid is not None:
-                self.add("warning", lock, f"{where}: a git lock held by a running git "
-                         f"(pid {pid}); bar leaves it to finish")  # fmt: skip
+                self.add(
+                    "warning",
+                    lock,
+                    f"{where}: a git lock held by a running git "
+                    f"(pid {pid}); bar leaves it to finish",
+                )
                 continue
             self.add(
-                "error", lock,
+                "error",
+                lock,
                 f"{where}: a git lock left by a git that was stopped; every git in the "
                 "task's worktree fails until it is removed",
                 self._under_lock(task, then(partial(lock.unlink, missing_ok=True), "removed it")),
-            )  # fmt: skip
+            )
 
     def _check_journals(self, task: Task, where: str) -> None:
         for path, what, read in repairs.journals_of(task):
@@ -297,22 +336,29 @@ class Doctor:
             try:
                 problem = repairs.journal_problem(task, read)
             except UnsupportedVersion as exc:
-                self.add("error", path, f"{where}: {exc}",
-                         hint="finish it with the newer bar that wrote it")  # fmt: skip
+                self.add(
+                    "error",
+                    path,
+                    f"{where}: {exc}",
+                    hint="finish it with the newer bar that wrote it",
+                )
                 continue
             if problem is None:
                 self.add(
-                    "warning", path, f"{where}: an interrupted {what} is pending (bar stopped mid-way)",
+                    "warning",
+                    path,
+                    f"{where}: an interrupted {what} is pending (bar stopped mid-way)",
                     self._under_lock(task, lambda: repairs.finish_pending(task)),
-                )  # fmt: skip
+                )
             else:
                 quarantine = functools.partial(repairs.quarantine_journal, task, path, read)
                 self.add(
-                    "error", path,
+                    "error",
+                    path,
                     f"{where}: the interrupted {what} cannot be finished, its journal is garbled "
                     f"({problem}); every command of the task stops on it",
                     self._under_lock(task, quarantine),
-                )  # fmt: skip
+                )
 
     def _check_numbering(self, task: Task, steps: list[Step]) -> None:
         expected = 1
@@ -320,10 +366,11 @@ class Doctor:
             if step.number != expected:
                 kind = "repeated" if step.number < expected else "missing"
                 self.add(
-                    "warning", task.ledger.path,
+                    "warning",
+                    task.ledger.path,
                     f"step ids are not consecutive: {step.step_id} follows "
                     f"{expected - 1:04d} ({kind} step ids)",
-                )  # fmt: skip
+                )
             expected = step.number + 1
 
     def _check_artifacts(self, task: Task, steps: list[Step], busy: bool) -> None:
@@ -334,8 +381,11 @@ class Doctor:
                     continue
                 path = (task.dir / rel).resolve()
                 if not path.is_relative_to(root):
-                    self.add("error", task.ledger.path,
-                             f"step {step.step_id} names an artifact outside the task: {rel!r}")  # fmt: skip
+                    self.add(
+                        "error",
+                        task.ledger.path,
+                        f"step {step.step_id} names an artifact outside the task: {rel!r}",
+                    )
                     continue
                 if path.exists():
                     continue
@@ -367,42 +417,75 @@ class Doctor:
             return
         if ref_value is None:
             self.add(
-                "error", task.snapshot_ref, "the snapshot ref is missing",
-                None if busy else self._under_lock(task, then(lambda: git.update_ref(
-                    repo, task.snapshot_ref, last, None, "bar doctor: restore ref"),
-                    f"pointed it at {last[:10]}")),
-            )  # fmt: skip
+                "error",
+                task.snapshot_ref,
+                "the snapshot ref is missing",
+                None
+                if busy
+                else self._under_lock(
+                    task,
+                    then(
+                        lambda: git.update_ref(
+                            repo, task.snapshot_ref, last, None, "bar doctor: restore ref"
+                        ),
+                        f"pointed it at {last[:10]}",
+                    ),
+                ),
+            )
         elif not git.is_ancestor(repo, last, ref_value):
 
             def rejoin() -> str:
                 tree = git.tree_of(repo, last)
-                commit = git.commit_tree(repo, tree, [ref_value, last], "bar doctor: rejoin the snapshot chain",
-                                         identity=git.BAR_IDENTITY)  # fmt: skip
+                commit = git.commit_tree(
+                    repo,
+                    tree,
+                    [ref_value, last],
+                    "bar doctor: rejoin the snapshot chain",
+                    identity=git.BAR_IDENTITY,
+                )
                 git.update_ref(repo, task.snapshot_ref, commit, ref_value, "bar doctor: rejoin")
                 return "joined the ledger's last snapshot back into the chain (both histories kept)"
 
-            self.add("error", task.snapshot_ref,
-                     "the snapshot ref does not contain the ledger's last snapshot",
-                     None if busy else self._under_lock(task, rejoin))  # fmt: skip
+            self.add(
+                "error",
+                task.snapshot_ref,
+                "the snapshot ref does not contain the ledger's last snapshot",
+                None if busy else self._under_lock(task, rejoin),
+            )
 
     def _check_worktree(self, task: Task, where: str) -> None:
         repo = task.project.root
         exists = task.worktree.is_dir()
         registered = worktree.is_registered(repo, task.worktree)
         if not exists:
-            self.add("error", task.worktree, f"{where}: the worktree is missing",
-                     self._under_lock(task, lambda: repairs.recreate_worktree(task)))  # fmt: skip
+            self.add(
+                "error",
+                task.worktree,
+                f"{where}: the worktree is missing",
+                self._under_lock(task, lambda: repairs.recreate_worktree(task)),
+            )
         elif not registered:
-            self.add("error", task.worktree, f"{where}: the worktree is not registered with git",
-                     self._under_lock(task, lambda: repairs.repair_registration(task)))  # fmt: skip
+            self.add(
+                "error",
+                task.worktree,
+                f"{where}: the worktree is not registered with git",
+                self._under_lock(task, lambda: repairs.repair_registration(task)),
+            )
         elif not task.index.exists():
-            self.add("warning", task.index, f"{where}: the snapshot index is missing",
-                     self._under_lock(task, lambda: repairs.reseed_index(task)))  # fmt: skip
+            self.add(
+                "warning",
+                task.index,
+                f"{where}: the snapshot index is missing",
+                self._under_lock(task, lambda: repairs.reseed_index(task)),
+            )
         elif not repairs.index_is_readable(task):
-            self.add("error", task.index,
-                     f"{where}: the snapshot index is unreadable (garbled); no step can be "
-                     "recorded until it is rebuilt",
-                     self._under_lock(task, lambda: repairs.reseed_index(task)))  # fmt: skip
+            self.add(
+                "error",
+                task.index,
+                f"{where}: the snapshot index is unreadable (garbled); no step can be "
+                "recorded until it is rebuilt",
+                self._under_lock(task, lambda: repairs.reseed_index(task)),
+            )
 
     def _check_workspaces(self) -> None:
         wdir = self.project.paths.workspaces
@@ -421,13 +504,13 @@ class Doctor:
             # never deleted by --repair: the task may live under another BAR_HOME, and
             # its snapshots would be lost with them
             self.add(
-                "warning", f"refs/bar/*/{task_id}",
-                f"{plural(len(refs), 'ref')} of task {task_id}, which no project here has: "
-                f"{shown}",
+                "warning",
+                f"refs/bar/*/{task_id}",
+                f"{plural(len(refs), 'ref')} of task {task_id}, which no project here has: {shown}",
                 hint="if no other BAR_HOME of yours holds the task, delete them: git "
                 f"for-each-ref --format='delete %(refname)' 'refs/bar/*/{task_id}' "
                 f"'refs/bar/*/{task_id}/*' | git update-ref --stdin",
-            )  # fmt: skip
+            )
 
 
 # --- helpers ------------------------------------------------------------------------

@@ -53,8 +53,9 @@ class Project:
         plain = self.root / ".git"
         if plain.is_dir() and not plain.is_symlink():
             return plain
-        res = run("git", "-C", str(self.root), "rev-parse", "--path-format=absolute",
-                  "--git-common-dir")  # fmt: skip
+        res = run(
+            "git", "-C", str(self.root), "rev-parse", "--path-format=absolute", "--git-common-dir"
+        )
         return Path(res.out.strip())
 
     @cached_property
@@ -74,8 +75,10 @@ class Project:
     def settings_files(self) -> dict[str, str]:
         """bar's own files in the repository (paths relative to its root), each with what
         it decides: a commit that changes one changes how bar treats every task."""
-        files = {REPO_CONFIG: "hooks that run on every step of every task",
-                 ".bar/policy.yaml": "the policy every command is checked against"}  # fmt: skip
+        files = {
+            REPO_CONFIG: "hooks that run on every step of every task",
+            ".bar/policy.yaml": "the policy every command is checked against",
+        }
         with contextlib.suppress(ValueError):  # a policy outside the repository
             rel = self.policy_path().relative_to(self.root).as_posix()
             files.setdefault(rel, files[".bar/policy.yaml"])
@@ -173,10 +176,15 @@ def locate(cwd: Path | None = None) -> Location:
     found = discover(here)
     if found is None:
         res = run(
-            "git", "-C", str(here), "rev-parse", "--path-format=absolute",
-            "--show-toplevel", "--git-common-dir",
+            "git",
+            "-C",
+            str(here),
+            "rev-parse",
+            "--path-format=absolute",
+            "--show-toplevel",
+            "--git-common-dir",
             check=False,
-        )  # fmt: skip
+        )
         if res.returncode != 0:
             raise NotARepository(
                 f"{here} is not inside a git repository",

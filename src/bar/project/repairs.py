@@ -29,10 +29,12 @@ JournalReader = Callable[[TaskPaths], object]
 def journals_of(task: Task) -> list[tuple[Path, str, JournalReader]]:
     """Each intent journal of the task: (path, what it is the intent of, its reader)."""
     paths = task.paths
-    return [(paths.marker, "step", journals.read_run),
-            (paths.rollback_journal, "rollback", journals.read_rollback),
-            (paths.apply_journal, "apply", journals.read_apply),
-            (paths.sync_journal, "sync", journals.read_sync)]  # fmt: skip
+    return [
+        (paths.marker, "step", journals.read_run),
+        (paths.rollback_journal, "rollback", journals.read_rollback),
+        (paths.apply_journal, "apply", journals.read_apply),
+        (paths.sync_journal, "sync", journals.read_sync),
+    ]
 
 
 def then(action: Callable[[], object], said: str) -> Callable[[], str]:
@@ -136,16 +138,27 @@ def remove_ref_lock(task: Task) -> str:
 
 def regenerate_patch(task: Task, step: Step, path: Path) -> str:
     assert step.snapshot_before and step.snapshot
-    patches.write_patch(task.worktree if task.worktree.is_dir() else task.project.root,
-                         step.snapshot_before, step.snapshot, path)  # fmt: skip
+    patches.write_patch(
+        task.worktree if task.worktree.is_dir() else task.project.root,
+        step.snapshot_before,
+        step.snapshot,
+        path,
+    )
     return "regenerated it from the step's snapshots"
 
 
 def index_is_readable(task: Task) -> bool:
     """Whether git can read the side index (its checksum is checked on every read). The
     pathspec matches nothing, so nothing is printed however large the index is."""
-    res = git.git(task.worktree, "ls-files", "-z", "--", ":(exclude)*",
-                  env=git.index_env(task.index), check=False)  # fmt: skip
+    res = git.git(
+        task.worktree,
+        "ls-files",
+        "-z",
+        "--",
+        ":(exclude)*",
+        env=git.index_env(task.index),
+        check=False,
+    )
     return res.returncode == 0
 
 
@@ -166,11 +179,20 @@ def recreate_worktree(task: Task) -> str:
     with task.project.lock("bar doctor: recreate worktree"):  # worktree add is not concurrent-safe
         git.git(repo, "worktree", "prune")
         # none of the developer's hooks (`post-checkout`), as `bar task new` runs none
-        git.git(repo, "-c", "core.hooksPath=/dev/null", "worktree", "add", "--quiet",
-                str(task.worktree), task.branch)  # fmt: skip
+        git.git(
+            repo,
+            "-c",
+            "core.hooksPath=/dev/null",
+            "worktree",
+            "add",
+            "--quiet",
+            str(task.worktree),
+            task.branch,
+        )
     task.index.unlink(missing_ok=True)
-    side_index.seed_index(task.worktree, task.index, task.base_commit, task.paths.git_dir,
-                        task.project.common_dir)  # fmt: skip
+    side_index.seed_index(
+        task.worktree, task.index, task.base_commit, task.paths.git_dir, task.project.common_dir
+    )
     rollback.restore(task, task.recorded_snapshot())
     return f"recreated it on {task.branch} at the last recorded state"
 

@@ -40,8 +40,16 @@ from bar.redact.shapes import (
     is_secret_name,
 )
 
-__all__ = ["MARK", "MAX_KEY_BLOCK", "_NEEDLES", "_SHAPES", "Scrubber", "is_secret_name",
-           "redact_env", "shape_passes"]  # fmt: skip
+__all__ = [
+    "MARK",
+    "MAX_KEY_BLOCK",
+    "_NEEDLES",
+    "_SHAPES",
+    "Scrubber",
+    "is_secret_name",
+    "redact_env",
+    "shape_passes",
+]
 
 _MARK_BYTES: Final = MARK.encode()
 

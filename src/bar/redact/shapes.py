@@ -105,17 +105,50 @@ def _anycase(word: str) -> str:
 
 
 # the last word of an option whose value is a secret
-_OPTION_WORDS: Final = ("password", "passwd", "pass", "passphrase", "token", "secret",
-                        "api-key", "api_key", "apikey", "access-key", "secret-key",
-                        "private-key", "credentials", "credential")  # fmt: skip
+_OPTION_WORDS: Final = (
+    "password",
+    "passwd",
+    "pass",
+    "passphrase",
+    "token",
+    "secret",
+    "api-key",
+    "api_key",
+    "apikey",
+    "access-key",
+    "secret-key",
+    "private-key",
+    "credentials",
+    "credential",
+)
 # the last word of a secret-looking name, as ``is_secret_name`` has it
-_NAME_WORDS_AT_END: Final = ("key", "keys", "token", "tokens", "secret", "secrets", "password",
-                             "passwords", "passwd", "pass", "passphrase", "credential",
-                             "credentials", "creds", "auth", "pwd", "dsn", "cookie",
-                             "cookies", "jwt")  # fmt: skip
+_NAME_WORDS_AT_END: Final = (
+    "key",
+    "keys",
+    "token",
+    "tokens",
+    "secret",
+    "secrets",
+    "password",
+    "passwords",
+    "passwd",
+    "pass",
+    "passphrase",
+    "credential",
+    "credentials",
+    "creds",
+    "auth",
+    "pwd",
+    "dsn",
+    "cookie",
+    "cookies",
+    "jwt",
+)
 # a value: quoted (the quotes stay), or a run of what a shell word or URL value holds
-_VALUE = (r"(?:\"(?P<s1>)[^\"\r\n]{1,1024}(?P<e1>)\"|'(?P<s2>)[^'\r\n]{1,1024}(?P<e2>)'"
-          r"|(?P<s3>)[^\s\"'&;|<>,)\]}]{1,1024})")  # fmt: skip
+_VALUE = (
+    r"(?:\"(?P<s1>)[^\"\r\n]{1,1024}(?P<e1>)\"|'(?P<s2>)[^'\r\n]{1,1024}(?P<e2>)'"
+    r"|(?P<s3>)[^\s\"'&;|<>,)\]}]{1,1024})"
+)
 # from a mysql-style client's name to its glued password, on the same line
 _TO_P = r"[^\r\n]{0,256}?[ \t]-p(?P<s0>)[^\s\"';|&<>]{1,256}"
 

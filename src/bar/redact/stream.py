@@ -37,8 +37,17 @@ class _Watch:
     groups, which say where a redaction starts and ends, one up), or alone once the
     stream has ended: ``search``, ``starts`` and ``ends`` are indexed by that."""
 
-    __slots__ = ("back", "check", "ends", "lead_in", "marked", "needle", "search", "starts",
-                 "windowed")  # fmt: skip
+    __slots__ = (
+        "back",
+        "check",
+        "ends",
+        "lead_in",
+        "marked",
+        "needle",
+        "search",
+        "starts",
+        "windowed",
+    )
 
     def __init__(self, p: _Pass) -> None:
         self.back = 0

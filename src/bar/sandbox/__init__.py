@@ -48,8 +48,17 @@ MECHANISM = "landlock"
 UNAVAILABLE_ENV = "BAR_SANDBOX_UNAVAILABLE"
 
 # devices any program may open for writing, and directories of terminals and shared memory
-DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty",
-           "/dev/ptmx", "/dev/pts", "/dev/shm")  # fmt: skip
+DEVICES = (
+    "/dev/null",
+    "/dev/zero",
+    "/dev/full",
+    "/dev/random",
+    "/dev/urandom",
+    "/dev/tty",
+    "/dev/ptmx",
+    "/dev/pts",
+    "/dev/shm",
+)
 
 
 @record(frozen=True)
@@ -149,8 +158,9 @@ def support() -> tuple[str | None, str]:
     return MECHANISM, f"Landlock ABI {abi}: {network}"
 
 
-_NO_LANDLOCK = ("this kernel offers no Landlock (Linux 5.13 or later, with landlock among "
-                "its security modules)")  # fmt: skip
+_NO_LANDLOCK = (
+    "this kernel offers no Landlock (Linux 5.13 or later, with landlock among its security modules)"
+)
 
 
 def status(settings: SandboxConfig) -> dict[str, Any]:
@@ -165,11 +175,19 @@ def status(settings: SandboxConfig) -> dict[str, Any]:
 
         why = namespace.available(str(bar_home()))
         objects = "quarantine" if why is None else "shared"
-        detail += "; new objects wait in a quarantine" if why is None else (
-            f"; steps write the object store itself ({why})")  # fmt: skip
-    return {"enabled": mechanism is not None, "mechanism": mechanism, "detail": detail,
-            "required": settings.required, "network": settings.network,
-            "objects": objects}  # fmt: skip
+        detail += (
+            "; new objects wait in a quarantine"
+            if why is None
+            else (f"; steps write the object store itself ({why})")
+        )
+    return {
+        "enabled": mechanism is not None,
+        "mechanism": mechanism,
+        "detail": detail,
+        "required": settings.required,
+        "network": settings.network,
+        "objects": objects,
+    }
 
 
 def unconfined(plan: Plan, reason: str) -> Confinement:
@@ -195,8 +213,7 @@ def confine(plan: Plan) -> Confinement:
     except BaseException:
         ruleset.close()
         raise
-    made = Confinement(plan, MECHANISM, network_confined=ruleset.network_confined,
-                       _ruleset=ruleset)  # fmt: skip
+    made = Confinement(plan, MECHANISM, network_confined=ruleset.network_confined, _ruleset=ruleset)
     from bar.sandbox import own_code
 
     own_code.refuse_if_linked(made)  # (what no rule of the kernel's can keep read-only)

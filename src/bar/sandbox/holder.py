@@ -39,9 +39,19 @@ _PR_SET_CHILD_SUBREAPER = 36
 _WATCH = 0.2  # seconds between two looks at whether bar is still there
 _ROUNDS = 200  # a process that forks as fast as it is killed is stopped in time anyway
 # what would end the holder before it can pass the command's outcome on (all waited for)
-_HELD = frozenset({signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT,
-                   signal.SIGUSR1, signal.SIGUSR2, signal.SIGALRM, signal.SIGPIPE,
-                   signal.SIGCHLD})  # fmt: skip
+_HELD = frozenset(
+    {
+        signal.SIGINT,
+        signal.SIGTERM,
+        signal.SIGHUP,
+        signal.SIGQUIT,
+        signal.SIGUSR1,
+        signal.SIGUSR2,
+        signal.SIGALRM,
+        signal.SIGPIPE,
+        signal.SIGCHLD,
+    }
+)
 _SI_KERNEL_LOWEST = 1  # si_code above 0: sent by the kernel (a terminal), not by a process
 
 

@@ -104,8 +104,12 @@ def prctl(option: int, value: int) -> None:
 def abi_version() -> int:
     """The kernel's Landlock ABI version; 0 where Landlock is missing or switched off."""
     try:
-        return _syscall(ctypes.c_long(_SYS_CREATE_RULESET), None, ctypes.c_size_t(0),
-                        ctypes.c_uint32(_CREATE_RULESET_VERSION))  # fmt: skip
+        return _syscall(
+            ctypes.c_long(_SYS_CREATE_RULESET),
+            None,
+            ctypes.c_size_t(0),
+            ctypes.c_uint32(_CREATE_RULESET_VERSION),
+        )
     except (OSError, AttributeError):
         return 0
 
@@ -133,15 +137,23 @@ class Ruleset:
             # anything outside (bar's own channel is a socket with a path)
             attr.scoped = _SCOPE_SIGNAL | _SCOPE_ABSTRACT_UNIX_SOCKET
         self.network_confined = not network and abi >= 4
-        self._fd: int | None = _syscall(ctypes.c_long(_SYS_CREATE_RULESET), ctypes.byref(attr),
-                                        ctypes.c_size_t(size), ctypes.c_uint32(0))  # fmt: skip
+        self._fd: int | None = _syscall(
+            ctypes.c_long(_SYS_CREATE_RULESET),
+            ctypes.byref(attr),
+            ctypes.c_size_t(size),
+            ctypes.c_uint32(0),
+        )
         # one rule's arguments, made once: a step's ruleset has a rule per entry beside
         # each path it protects (hundreds), and ctypes' conversions cost more than the call
         self._rule = _PathBeneathAttr(0, -1)
         self._add_rule = _c().syscall
-        self._rule_args = (ctypes.c_long(_SYS_ADD_RULE), ctypes.c_int(self._fd),
-                           ctypes.c_int(_RULE_PATH_BENEATH), ctypes.byref(self._rule),
-                           ctypes.c_uint32(0))  # fmt: skip
+        self._rule_args = (
+            ctypes.c_long(_SYS_ADD_RULE),
+            ctypes.c_int(self._fd),
+            ctypes.c_int(_RULE_PATH_BENEATH),
+            ctypes.byref(self._rule),
+            ctypes.c_uint32(0),
+        )
 
     def allow(self, path: Path | str, rights: int, *, follow: bool = True) -> bool:
         """Allow ``rights`` on ``path`` and everything beneath it. False when the path

@@ -84,12 +84,15 @@ def enter(binds: tuple[Bind, ...], uid: int, gid: int) -> None:
     _check(_libc.mount(None, b"/", None, _MS_REC | _MS_SLAVE, None), "mount --make-rslave /")
     for bind in binds:
         source, target = os.fsencode(bind.source), os.fsencode(bind.target)
-        _check(_libc.mount(source, target, None, _MS_BIND | _MS_REC, None),
-               f"mount --bind {bind.source} {bind.target}")  # fmt: skip
+        _check(
+            _libc.mount(source, target, None, _MS_BIND | _MS_REC, None),
+            f"mount --bind {bind.source} {bind.target}",
+        )
         if bind.read_only:
             flags = _MS_REMOUNT | _MS_BIND | _MS_RDONLY | _kept_flags(bind.target)
-            _check(_libc.mount(None, target, None, flags, None),
-                   f"mount -o remount,ro {bind.target}")  # fmt: skip
+            _check(
+                _libc.mount(None, target, None, flags, None), f"mount -o remount,ro {bind.target}"
+            )
 
 
 def _kept_flags(path: str) -> int:

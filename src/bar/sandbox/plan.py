@@ -82,8 +82,10 @@ def confinement(task: Task, agent: str | None, *, asked: bool) -> Confinement:
             )
         warn(f"not confined: {made.reason}; the command runs with your full rights")
     elif not settings.network and not made.network_confined:
-        warn("sandbox.network is false, but this kernel cannot switch the network off "
-             "(Landlock ABI 4 or later is needed); the command can reach it")  # fmt: skip
+        warn(
+            "sandbox.network is false, but this kernel cannot switch the network off "
+            "(Landlock ABI 4 or later is needed); the command can reach it"
+        )
     return made
 
 
@@ -130,8 +132,15 @@ def for_step(task: Task, agent: str | None) -> Plan:
     # commit graph (parents and dates of commits), alternates (where else objects are),
     # the list of packs
     object_info = common / "objects" / "info"
-    protected = [task.project.root, common, bar_home(), task.project.policy_path(), home_dir(),
-                 object_info, *own_code.places()]  # fmt: skip
+    protected = [
+        task.project.root,
+        common,
+        bar_home(),
+        task.project.policy_path(),
+        home_dir(),
+        object_info,
+        *own_code.places(),
+    ]
     return Plan(
         writable=tuple(writable),
         protected=tuple(protected),

@@ -95,8 +95,11 @@ def prepare(task: Task) -> Setup | str:
     for folder in (refs, logs):
         folder.mkdir(parents=True, exist_ok=True)
     own = Path(task.branch).name
-    others = {rel: data.decode(errors="replace") for rel, data in _copy_refs(refs, root / "refs")
-              if rel != own}  # fmt: skip
+    others = {
+        rel: data.decode(errors="replace")
+        for rel, data in _copy_refs(refs, root / "refs")
+        if rel != own
+    }
     below.empty(root / "logs")
     reflog = read_regular(logs / own)
     if reflog is not None:
@@ -104,10 +107,14 @@ def prepare(task: Task) -> Setup | str:
     state = {"ref": _real_ref(task), "log": len(reflog or b""), "others": others}
     _put(task.dir / STATE, json.dumps(state).encode())
     # (what git believes about the objects, the quarantine's ``info``, read-only too)
-    binds = (Bind(str(store), str(view), read_only=True), *_absolute_alternates(task, store, view),
-             Bind(str(root), str(store)),
-             Bind(str(root / "info"), str(store / "info"), read_only=True),
-             Bind(str(root / "refs"), str(refs)), Bind(str(root / "logs"), str(logs)))  # fmt: skip
+    binds = (
+        Bind(str(store), str(view), read_only=True),
+        *_absolute_alternates(task, store, view),
+        Bind(str(root), str(store)),
+        Bind(str(root / "info"), str(store / "info"), read_only=True),
+        Bind(str(root / "refs"), str(refs)),
+        Bind(str(root / "logs"), str(logs)),
+    )
     return Setup(root, binds, (root, root / "refs", root / "logs"))
 
 
@@ -236,15 +243,21 @@ def _unpack(task: Task, root: int, batch: list[_Loose], final: bool) -> list[str
     if final:
         for o in left:
             data = zlib.compress(o.kind + b" %d\0" % len(o.body) + o.body)
-            found += _refuse(task, root, o.folder, o.name, data,
-                             "fails git's checks (a malformed object, or one naming objects "
-                             "that are not there)")  # fmt: skip
+            found += _refuse(
+                task,
+                root,
+                o.folder,
+                o.name,
+                data,
+                "fails git's checks (a malformed object, or one naming objects that are not there)",
+            )
     return found
 
 
 def _unpack_one_pack(task: Task, objects: list[_Loose]) -> bool:
-    res = git.git(task.worktree, "unpack-objects", "-q", "--strict", input=_pack(objects),
-                  check=False)  # fmt: skip
+    res = git.git(
+        task.worktree, "unpack-objects", "-q", "--strict", input=_pack(objects), check=False
+    )
     return res.returncode == 0
 
 
@@ -291,8 +304,10 @@ def _bring_packs(task: Task, root: int, final: bool) -> list[str]:
                 with contextlib.suppress(OSError):
                     os.unlink(f"pack/{base}{suffix}", dir_fd=root)
         if not kept and final and data is not None:
-            found.append(f"the pack {name} the step made fails `git index-pack --strict`; it "
-                         "was not brought into the repository")  # fmt: skip
+            found.append(
+                f"the pack {name} the step made fails `git index-pack --strict`; it "
+                "was not brought into the repository"
+            )
     if final:
         for name in below.names(root, "pack"):
             with contextlib.suppress(OSError):
@@ -305,8 +320,15 @@ def _index_pack(task: Task, store: Path, data: bytes) -> bool:
     tmp = store / f"tmp_bar_{os.getpid()}.pack"
     write_bytes_atomic(tmp, data, mode=0o444)
     try:
-        res = git.git(task.worktree, "index-pack", "--strict", "-o", str(tmp.with_suffix(".idx")),
-                      str(tmp), check=False)  # fmt: skip
+        res = git.git(
+            task.worktree,
+            "index-pack",
+            "--strict",
+            "-o",
+            str(tmp.with_suffix(".idx")),
+            str(tmp),
+            check=False,
+        )
         name = res.out.strip().split()[-1] if res.returncode == 0 and res.out.strip() else ""
         if not git.is_object_id(name):
             return False
@@ -338,19 +360,30 @@ def _bring_branch(task: Task, root: int, state: dict[str, object], final: bool) 
     if new is not None and new not in (real, base):  # the step moved it
         if not git.is_object_id(new):
             what = "a link to another ref" if new.startswith("ref:") else repr(new[:80])
-            found.append(f"the step set the task branch {task.branch} to {what}; it stays "
-                         f"at {git.short(real)}")  # fmt: skip
+            found.append(
+                f"the step set the task branch {task.branch} to {what}; it stays "
+                f"at {git.short(real)}"
+            )
         elif real != base:
-            found.append(f"the task branch {task.branch} was moved outside the step while it "
-                         f"ran; the step's {git.short(new)} was not kept")  # fmt: skip
+            found.append(
+                f"the task branch {task.branch} was moved outside the step while it "
+                f"ran; the step's {git.short(new)} was not kept"
+            )
         elif not _whole(task, new, base):
-            found.append(f"the step moved the task branch {task.branch} to {git.short(new)}, "
-                         "whose history is not all in the repository; it stays at "
-                         f"{git.short(real)}")  # fmt: skip
+            found.append(
+                f"the step moved the task branch {task.branch} to {git.short(new)}, "
+                "whose history is not all in the repository; it stays at "
+                f"{git.short(real)}"
+            )
         else:
             since = state.get("log")
-            git.update_ref(task.worktree, _ref(task), new, base,
-                           _message(log, since if isinstance(since, int) else 0))  # fmt: skip
+            git.update_ref(
+                task.worktree,
+                _ref(task),
+                new,
+                base,
+                _message(log, since if isinstance(since, int) else 0),
+            )
             real = new
     if final:
         return found + _other_refs(task, root, own, state.get("others"))
@@ -376,8 +409,9 @@ def _put_at(root: int, rel: str, data: bytes) -> None:
         fd = os.open(folder, below.DIR, dir_fd=root)
         try:
             tmp = f".{name}.{os.getpid()}.tmp"
-            out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600,
-                          dir_fd=fd)  # fmt: skip
+            out = os.open(
+                tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600, dir_fd=fd
+            )
             try:
                 os.write(out, data)
             finally:
@@ -415,18 +449,24 @@ def _other_refs(task: Task, root: int, own: str, before: object) -> list[str]:
     with contextlib.suppress(OSError):
         fd = os.open("refs", below.DIR, dir_fd=root)
         try:
-            seen = {rel: data.decode(errors="replace") for rel, data in below.tree_at(fd)
-                    if rel != own}  # fmt: skip
+            seen = {
+                rel: data.decode(errors="replace") for rel, data in below.tree_at(fd) if rel != own
+            }
         finally:
             os.close(fd)
-    moved = sorted(r for r in set(copied) | set(seen) if copied.get(r) != seen.get(r)
-                   and not r.endswith(".lock"))  # fmt: skip
+    moved = sorted(
+        r
+        for r in set(copied) | set(seen)
+        if copied.get(r) != seen.get(r) and not r.endswith(".lock")
+    )
     if not moved:
         return []
     names = ", ".join(str(Path(_ref(task)).parent / r) for r in moved[:5])
     more = f" and {len(moved) - 5} more" if len(moved) > 5 else ""
-    return [f"the step changed {names}{more}; refs other than the task branch are read-only "
-            "in a step: nothing was moved"]  # fmt: skip
+    return [
+        f"the step changed {names}{more}; refs other than the task branch are read-only "
+        "in a step: nothing was moved"
+    ]
 
 
 def _copy_refs(source: Path, target: Path) -> list[tuple[str, bytes]]:
@@ -448,8 +488,10 @@ def _refuse(task: Task, root: int, folder: str, name: str, data: bytes, why: str
     aside = task.dir / "tampered" / f"object-{folder}{name}"
     aside.parent.mkdir(mode=0o700, exist_ok=True)
     write_bytes_atomic(aside, data)
-    return [f"the object file {folder}/{name} the step wrote {why}; bar kept it in {aside} "
-            "and not in the repository"]  # fmt: skip
+    return [
+        f"the object file {folder}/{name} the step wrote {why}; bar kept it in {aside} "
+        "and not in the repository"
+    ]
 
 
 def _absolute_alternates(task: Task, store: Path, view: Path) -> tuple[Bind, ...]:
@@ -460,8 +502,12 @@ def _absolute_alternates(task: Task, store: Path, view: Path) -> tuple[Bind, ...
     lines = [ln.strip() for ln in data.splitlines()]
     if not any(ln and not ln.startswith((b"/", b"#")) for ln in lines):
         return ()
-    fixed = [ln if not ln or ln.startswith((b"/", b"#")) else os.fsencode(os.path.normpath(
-             os.path.join(os.fsencode(store), ln))) for ln in lines]  # fmt: skip
+    fixed = [
+        ln
+        if not ln or ln.startswith((b"/", b"#"))
+        else os.fsencode(os.path.normpath(os.path.join(os.fsencode(store), ln)))
+        for ln in lines
+    ]
     copy = task.dir / "objects-alternates"
     _put(copy, b"".join(ln + b"\n" for ln in fixed))
     return (Bind(str(copy), str(view / "info" / "alternates"), read_only=True),)

@@ -176,8 +176,9 @@ class _Analyser:
         stdout = norm.stdout
         if norm.transform is not None and stdin is not None:
             stdout = decode(norm.transform, stdin)
-        return tree.Emitted(index, text, stdout, norm.stdin_shell, views[-1], norm.transform,
-                            norm.stdin_code)  # fmt: skip
+        return tree.Emitted(
+            index, text, stdout, norm.stdin_shell, views[-1], norm.transform, norm.stdin_code
+        )
 
     def define(self, name: str, body: str) -> None:
         self.functions[name] = body
@@ -185,8 +186,14 @@ class _Analyser:
     def assign(self, name: str, value: str) -> None:
         self.known[name] = value
 
-    def _as_it_runs(self, words: list[str], shown: list[str], wrapped: list[str] | None,
-                    stdin: str | None, depth: int) -> None:  # fmt: skip
+    def _as_it_runs(
+        self,
+        words: list[str],
+        shown: list[str],
+        wrapped: list[str] | None,
+        stdin: str | None,
+        depth: int,
+    ) -> None:
         """Units for what the command does that its words do not say: the body of the
         line's own function it calls, with its arguments; the command with the line's
         own variables (``a=rm; $a -rf ~``, ``rm${IFS}-rf``) put in; with the words

@@ -416,18 +416,33 @@ def _path(expr: str) -> str | None:
     text = _PARENT.sub("'..'", text)
     for _ in range(8):  # from the inside out
         before = text
-        text = re.sub(rf"(?:os\.path\.|File\.|path\.)?join\(\s*({_STRING}(?:\s*,\s*{_STRING})*)\s*\)",
-                      lambda m: _quote("/".join(_literals(m.group(1)))), text)  # fmt: skip
-        text = re.sub(rf"(?:os\.path\.|File\.|path\.)?dirname\(\s*({_STRING})\s*\)",
-                      lambda m: _quote(_parent(_literal(m.group(1)) or "")), text)  # fmt: skip
-        text = re.sub(rf"(?:pathlib\.)?Path\(\s*({_STRING})\s*\)(?:\.expanduser\(\))?",
-                      r"\1", text)  # fmt: skip
-        text = re.sub(rf"({_STRING})\.parent\b", lambda m: _quote(_parent(_literal(m.group(1)) or "")),
-                      text)  # fmt: skip
-        text = re.sub(rf"({_STRING})\s*(?:[+/]|\.\.?)?\s*({_STRING})", lambda m: _quote(
-            _glue(_literal(m.group(1)) or "", _literal(m.group(2)) or "", m.group(0))), text)  # fmt: skip
-        text = re.sub(rf"(?:glob|File\.expand_path|(?:os\.path\.)?expanduser|os\.path\.abspath|os\.path\.realpath|"
-                      rf"path\.resolve|realpathSync)\(\s*({_STRING})\s*\)", r"\1", text)  # fmt: skip
+        text = re.sub(
+            rf"(?:os\.path\.|File\.|path\.)?join\(\s*({_STRING}(?:\s*,\s*{_STRING})*)\s*\)",
+            lambda m: _quote("/".join(_literals(m.group(1)))),
+            text,
+        )
+        text = re.sub(
+            rf"(?:os\.path\.|File\.|path\.)?dirname\(\s*({_STRING})\s*\)",
+            lambda m: _quote(_parent(_literal(m.group(1)) or "")),
+            text,
+        )
+        text = re.sub(rf"(?:pathlib\.)?Path\(\s*({_STRING})\s*\)(?:\.expanduser\(\))?", r"\1", text)
+        text = re.sub(
+            rf"({_STRING})\.parent\b", lambda m: _quote(_parent(_literal(m.group(1)) or "")), text
+        )
+        text = re.sub(
+            rf"({_STRING})\s*(?:[+/]|\.\.?)?\s*({_STRING})",
+            lambda m: _quote(
+                _glue(_literal(m.group(1)) or "", _literal(m.group(2)) or "", m.group(0))
+            ),
+            text,
+        )
+        text = re.sub(
+            rf"(?:glob|File\.expand_path|(?:os\.path\.)?expanduser|os\.path\.abspath|os\.path\.realpath|"
+            rf"path\.resolve|realpathSync)\(\s*({_STRING})\s*\)",
+            r"\1",
+            text,
+        )
         if text == before:
             break
     return _literal(text)

@@ -127,10 +127,17 @@ _TMUX_COMMANDS = {
     "send-keys": "cNt",
 }
 _TMUX_ALIASES = {
-    "new": "new-session", "neww": "new-window", "splitw": "split-window",
-    "respawnp": "respawn-pane", "respawnw": "respawn-window", "run": "run-shell",
-    "popup": "display-popup", "pipep": "pipe-pane", "if": "if-shell", "send": "send-keys",
-}  # fmt: skip
+    "new": "new-session",
+    "neww": "new-window",
+    "splitw": "split-window",
+    "respawnp": "respawn-pane",
+    "respawnw": "respawn-window",
+    "run": "run-shell",
+    "popup": "display-popup",
+    "pipep": "pipe-pane",
+    "if": "if-shell",
+    "send": "send-keys",
+}
 _KEYS = {"Enter": "\n", "C-m": "\n", "C-j": "\n", "KPEnter": "\n", "Space": " ", "Tab": "\t"}
 
 
@@ -295,8 +302,9 @@ def decode(kind: str, text: str) -> str | None:
 
 
 _PATH_PRINTERS = frozenset({"pwd", "dirname", "realpath", "readlink", "basename"})
-_GIT_DIRS = frozenset({"--git-dir", "--git-common-dir", "--absolute-git-dir",
-                       "--show-superproject-working-tree"})  # fmt: skip
+_GIT_DIRS = frozenset(
+    {"--git-dir", "--git-common-dir", "--absolute-git-dir", "--show-superproject-working-tree"}
+)
 
 
 def path_printed(prog: str, args: list[str]) -> str | None:
@@ -320,8 +328,16 @@ def path_printed(prog: str, args: list[str]) -> str | None:
     if prog != "dirname":
         return path
     stripped = path.rstrip("/") or "/"
-    if stripped in ("~", ".", "..", "$PWD", "${PWD}", "$HOME", "${HOME}", "$OLDPWD") or \
-            stripped.endswith(("/..", "/.")):  # fmt: skip
+    if stripped in (
+        "~",
+        ".",
+        "..",
+        "$PWD",
+        "${PWD}",
+        "$HOME",
+        "${HOME}",
+        "$OLDPWD",
+    ) or stripped.endswith(("/..", "/.")):
         return stripped + "/.."
     if "$" in stripped:
         return None  # the directory of a path only known when it runs

@@ -252,8 +252,12 @@ def _find_exec(args: list[str], nested: list[list[str]]) -> None:
                 nested.append(args[k + 1 : end])
                 roots = [a for a in args[:k] if not a.startswith(("-", "(", "!"))][:1]
                 if roots and "{}" in args[k + 1 : end]:  # {} is a path under the root
-                    nested.append([f"{roots[0].rstrip('/')}/{{}}" if a == "{}" else a
-                                   for a in args[k + 1 : end]])  # fmt: skip
+                    nested.append(
+                        [
+                            f"{roots[0].rstrip('/')}/{{}}" if a == "{}" else a
+                            for a in args[k + 1 : end]
+                        ]
+                    )
             k = end
         k += 1
 

@@ -73,13 +73,24 @@ def complete(
     last_checkpoint = taken.last
     job = steps.PatchJob(task, step_id, intent.snapshot_before)
     # recorded after bar died: what was made after its last sign of life is not the step's
-    made = (interrupted.split(task, last_checkpoint, interrupted.bound(task, intent))
-            if recovering else None)  # fmt: skip
+    made = (
+        interrupted.split(task, last_checkpoint, interrupted.bound(task, intent))
+        if recovering
+        else None
+    )
     if made is not None:
         snap = interrupted.take_tree(task, last_checkpoint, message, made)
     else:
-        snap = snapshot.take(task.worktree, task.index, task.snapshot_ref, last_checkpoint,
-                             message, intent.excludes, changed=changed, on_tree=job.begin)  # fmt: skip
+        snap = snapshot.take(
+            task.worktree,
+            task.index,
+            task.snapshot_ref,
+            last_checkpoint,
+            message,
+            intent.excludes,
+            changed=changed,
+            on_tree=job.begin,
+        )
     if taken.count and snap.commit != last_checkpoint:
         taken.add("residual", snap.commit, started_at=taken.last_ended or ended)
     stat, patch = job.finish(snap.commit)
@@ -131,8 +142,10 @@ def _say_unhooked(agent: dict[str, object], recorded: Recorded, executed: Execut
         return
     if executed.exit_code in (126, 127):
         return  # the agent did not start
-    warn(f"{agent.get('name')} never called bar's hooks in this step: the commands it ran "
-         "were not checked by the policy (docs/agents.md lists the versions bar knows)")  # fmt: skip
+    warn(
+        f"{agent.get('name')} never called bar's hooks in this step: the commands it ran "
+        "were not checked by the policy (docs/agents.md lists the versions bar knows)"
+    )
 
 
 def _say_nested(task: Task, step: RunStep) -> None:
@@ -147,6 +160,8 @@ def _say_nested(task: Task, step: RunStep) -> None:
     known = set(getattr(last, "extra", {}).get("nested_repos") or [])
     for path in nested:
         if path not in known:
-            warn(f"{path} is a git repository of its own: bar records only the commit it is "
-                 "at, not its files; edits inside it are not recorded and a rollback does "
-                 "not restore them")  # fmt: skip
+            warn(
+                f"{path} is a git repository of its own: bar records only the commit it is "
+                "at, not its files; edits inside it are not recorded and a rollback does "
+                "not restore them"
+            )

@@ -12,8 +12,14 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-_REFUSED = (b"Permission denied", b"Read-only file system", b"Operation not permitted",
-            b"EACCES", b"EPERM", b"EROFS")  # fmt: skip
+_REFUSED = (
+    b"Permission denied",
+    b"Read-only file system",
+    b"Operation not permitted",
+    b"EACCES",
+    b"EPERM",
+    b"EROFS",
+)
 
 
 def refused_access(output: Path | None) -> bool:

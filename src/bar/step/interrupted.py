@@ -38,8 +38,11 @@ def alive_until(task: Task, step_id: str) -> int:
     the latest change of its intent journal (the supervisor touches it a hundred times
     a second, and bar once the command ended) and of the artifacts it was writing (not a patch: the recording's own)."""
     latest = 0
-    signs = (task.paths.marker, outcome.path(task.paths),
-             *task.paths.artifacts.glob(f"{step_id}.*"))  # fmt: skip
+    signs = (
+        task.paths.marker,
+        outcome.path(task.paths),
+        *task.paths.artifacts.glob(f"{step_id}.*"),
+    )
     for path in signs:
         if path.suffix == ".patch":
             continue
@@ -166,10 +169,18 @@ def split(task: Task, before: str, until: Bound) -> str | None:
         if mine:
             null = "0" * len(before_tree)
             lines = [
-                (f"0 {null}" if c.status == "D" else f"{c.dst_mode} {c.dst_blob}")
-                .encode() + b"\t" + c.path.encode("utf-8", "surrogateescape")
+                (f"0 {null}" if c.status == "D" else f"{c.dst_mode} {c.dst_blob}").encode()
+                + b"\t"
+                + c.path.encode("utf-8", "surrogateescape")
                 for c in mine
-            ]  # fmt: skip
-            git.git(worktree, "update-index", "-z", "--replace", "--index-info", env=env,
-                    input=b"\0".join(lines) + b"\0")  # fmt: skip
+            ]
+            git.git(
+                worktree,
+                "update-index",
+                "-z",
+                "--replace",
+                "--index-info",
+                env=env,
+                input=b"\0".join(lines) + b"\0",
+            )
         return git.out(worktree, "write-tree", env=env)

@@ -21,8 +21,12 @@ def checkpoint(ctx: orders.Context, args: Mapping[str, object]) -> dict[str, obj
     label = args.get("label")
     name, commit = ctx.state(str(label) if isinstance(label, str) and label else "checkpoint")
     taken = ctx.last_checkpoint()
-    return {"state": name, "snapshot": commit, "running": ctx.running,
-            "checkpoint": taken.to_record() if taken is not None else None}  # fmt: skip
+    return {
+        "state": name,
+        "snapshot": commit,
+        "running": ctx.running,
+        "checkpoint": taken.to_record() if taken is not None else None,
+    }
 
 
 @orders.register("rollback", "inside")
@@ -31,7 +35,15 @@ def rollback(ctx: orders.Context, args: Mapping[str, object]) -> dict[str, objec
     states.resolve(ctx.task, to)  # a state of this task, or a clear error
     done = ctx.rollback(to)
     if isinstance(done, Checkpoint):
-        return {"state": done.name, "snapshot": done.snapshot, "target": to,
-                "checkpoint": done.to_record()}  # fmt: skip
-    return {"state": done.step_id, "snapshot": done.snapshot, "target": to,
-            "step": done.to_record()}  # fmt: skip
+        return {
+            "state": done.name,
+            "snapshot": done.snapshot,
+            "target": to,
+            "checkpoint": done.to_record(),
+        }
+    return {
+        "state": done.step_id,
+        "snapshot": done.snapshot,
+        "target": to,
+        "step": done.to_record(),
+    }

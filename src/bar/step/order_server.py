@@ -60,8 +60,10 @@ class StepContext(orders.Context):
     def _recorder(self) -> Recorder:
         recorder = self._sup._checkpoints
         if recorder is None or self._sup._checkpoint_failed:
-            raise StepBusy(f"step {self.step_id} is running and takes no checkpoints",
-                           hint="try again when it has ended")  # fmt: skip
+            raise StepBusy(
+                f"step {self.step_id} is running and takes no checkpoints",
+                hint="try again when it has ended",
+            )
         return recorder
 
     def state(self, label: str, message: str | None = None) -> tuple[str, str]:

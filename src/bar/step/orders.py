@@ -86,8 +86,9 @@ def lookup(op: str) -> tuple[Handler, str]:
     try:
         return _REGISTRY[op]
     except KeyError:
-        raise UsageError(f"{op!r} is not an order bar knows",
-                         hint="known: " + ", ".join(sorted(_REGISTRY))) from None  # fmt: skip
+        raise UsageError(
+            f"{op!r} is not an order bar knows", hint="known: " + ", ".join(sorted(_REGISTRY))
+        ) from None
 
 
 def refused(op: str, who: str, *, running: bool) -> BarError | None:
@@ -147,9 +148,13 @@ class LocalContext(Context):
         from bar.ledger import steps
 
         state = self.task.recorded_snapshot()
-        rec = {**step.to_record(), "step_id": self.task.ledger.next_step_id(),
-               "snapshot_before": state, "snapshot": state,
-               "head": git.rev_parse(self.task.worktree, "HEAD")}  # fmt: skip
+        rec = {
+            **step.to_record(),
+            "step_id": self.task.ledger.next_step_id(),
+            "snapshot_before": state,
+            "snapshot": state,
+            "head": git.rev_parse(self.task.worktree, "HEAD"),
+        }
         from bar.ledger.records import step_from_record
 
         return steps.append(self.task, step_from_record(rec, "step"))  # type: ignore[type-var]

@@ -32,8 +32,9 @@ def path(paths: TaskPaths) -> Path:
     return paths.marker.with_name("running.ended")
 
 
-def write(paths: TaskPaths, step_id: str, exit_code: int, signal: int | None,
-          ended_at: str) -> None:  # fmt: skip
+def write(
+    paths: TaskPaths, step_id: str, exit_code: int, signal: int | None, ended_at: str
+) -> None:
     data = {"step_id": step_id, "exit_code": exit_code, "signal": signal, "ended_at": ended_at}
     write_bytes_atomic(path(paths), json.dumps(data).encode(), durable=False)
 

@@ -58,8 +58,13 @@ def flush(task: Task) -> list[Step]:
         if rec.get("order_id") in appended:
             continue
         state = task.recorded_snapshot()
-        rec = {**rec, "step_id": task.ledger.next_step_id(), "snapshot_before": state,
-               "snapshot": state, "head": git.rev_parse(task.worktree, "HEAD")}  # fmt: skip
+        rec = {
+            **rec,
+            "step_id": task.ledger.next_step_id(),
+            "snapshot_before": state,
+            "snapshot": state,
+            "head": git.rev_parse(task.worktree, "HEAD"),
+        }
         rec.setdefault("ended_at", now_iso())
         step = step_from_record(rec, f"queued step {i + 1} in {file}")
         done.append(steps.append(task, step))  # type: ignore[type-var]

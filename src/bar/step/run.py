@@ -131,19 +131,33 @@ def run_step(task: Task, req: RunRequest, watch: TreeWatch | None = None) -> Run
             warn(f"policy warn: rule {event.rule}: {event.reason}")
     if decision.blocked:
         step = RunStep(
-            step_id=step_id, started_at=started, ended_at=now_iso(), duration_ms=ms_since(t0),
-            cmd=list(req.argv), cwd=req.cwd, env=env_record, exit_code=ExitCode.POLICY_BLOCKED,
-            blocked=True, pty=req.pty, snapshot_before=before, snapshot=before,
-            policy_events=_events(decision), head=git.head(task.worktree),
-        )  # fmt: skip
+            step_id=step_id,
+            started_at=started,
+            ended_at=now_iso(),
+            duration_ms=ms_since(t0),
+            cmd=list(req.argv),
+            cwd=req.cwd,
+            env=env_record,
+            exit_code=ExitCode.POLICY_BLOCKED,
+            blocked=True,
+            pty=req.pty,
+            snapshot_before=before,
+            snapshot=before,
+            policy_events=_events(decision),
+            head=git.head(task.worktree),
+        )
         return steps.append(task, step, scrubber)
 
     env = clean_env(req.env)
     env.update(_step_env(task, step_id))
     facts = HookFacts(
-        project=task.project.name, task_id=task.id, task_name=task.name, step_id=step_id,
-        workspace=task.worktree, cmd=list(req.argv),
-    )  # fmt: skip
+        project=task.project.name,
+        task_id=task.id,
+        task_name=task.name,
+        step_id=step_id,
+        workspace=task.worktree,
+        cmd=list(req.argv),
+    )
 
     # 2. pre_run hooks; the repository's run confined like the step, so the confinement
     # is made first (and closed on every way out before the step's own try)
@@ -152,18 +166,29 @@ def run_step(task: Task, req: RunRequest, watch: TreeWatch | None = None) -> Run
     adopted_since = leftovers.become_subreaper() if confinement.enabled else 0.0
     hook_records: list[HookRecord] = []
     try:
-        results = step_hooks.run("pre_run", task, facts, env=env, boxed=boxed,
-                                 confinement=confinement)  # fmt: skip
+        results = step_hooks.run(
+            "pre_run", task, facts, env=env, boxed=boxed, confinement=confinement
+        )
         hook_records += [r.record() for r in results]
         failed = next((r for r in results if not r.ok), None)
         if failed is not None:
             # recorded like a blocked step (nothing ran), with the hooks that did run
             step = RunStep(
-                step_id=step_id, started_at=started, ended_at=now_iso(), duration_ms=ms_since(t0),
-                cmd=list(req.argv), cwd=req.cwd, env=env_record, exit_code=ExitCode.HOOK_FAILED,
-                pty=req.pty, snapshot_before=before, snapshot=before, hooks=hook_records,
-                policy_events=_events(decision), head=git.head(task.worktree),
-            )  # fmt: skip
+                step_id=step_id,
+                started_at=started,
+                ended_at=now_iso(),
+                duration_ms=ms_since(t0),
+                cmd=list(req.argv),
+                cwd=req.cwd,
+                env=env_record,
+                exit_code=ExitCode.HOOK_FAILED,
+                pty=req.pty,
+                snapshot_before=before,
+                snapshot=before,
+                hooks=hook_records,
+                policy_events=_events(decision),
+                head=git.head(task.worktree),
+            )
             step.extra["stopped_by"] = "pre_run"
             step.artifacts.output = _hooks_output(task, step_id, results, scrubber)
             index = len(results) - 1
@@ -184,15 +209,29 @@ def run_step(task: Task, req: RunRequest, watch: TreeWatch | None = None) -> Run
     guard = Guard(task)
     if watch is not None:  # (begun here if no look for hand edits began it)
         watch.cover(stamps.stamped_dirs(task.index) or () if watch.snapshot != before else ())
-    supervisor = Supervisor(task, step_id, policy, scrubber, req.agent, list(req.argv),
-                            terminal=req.pty and os.isatty(0), snapshot_before=before,
-                            watch=watch)  # fmt: skip
+    supervisor = Supervisor(
+        task,
+        step_id,
+        policy,
+        scrubber,
+        req.agent,
+        list(req.argv),
+        terminal=req.pty and os.isatty(0),
+        snapshot_before=before,
+        watch=watch,
+    )
     intent = RunIntent(
-        pid=os.getpid(), step_id=step_id, started_at=started,
-        cmd=scrubber.scrub_obj(list(req.argv)), cwd=req.cwd, snapshot_before=before,
-        env=env_record, pty=req.pty,
-        sandbox=confinement.record(), agent=supervisor.record(),
-    )  # fmt: skip
+        pid=os.getpid(),
+        step_id=step_id,
+        started_at=started,
+        cmd=scrubber.scrub_obj(list(req.argv)),
+        cwd=req.cwd,
+        snapshot_before=before,
+        env=env_record,
+        pty=req.pty,
+        sandbox=confinement.record(),
+        agent=supervisor.record(),
+    )
     journals.write_run(task.paths, intent)
     try:
         supervisor.start()
@@ -217,12 +256,13 @@ def run_step(task: Task, req: RunRequest, watch: TreeWatch | None = None) -> Run
     # step that is recorded with its exit code, not as interrupted (and before it, a sign
     # of life in a later clock tick than anything the command wrote)
     journals.touch_run(task.paths, after_tick=ended_tick)
-    intent = replace(intent, exit_code=executed.exit_code, signal=executed.signal,
-                     ended_at=now_iso())  # fmt: skip
-    outcome.write(task.paths, step_id, executed.exit_code, executed.signal,
-                           intent.ended_at or "")  # fmt: skip
-    guarded = [PolicyEventRecord(rule="bar:guard", action="warn", matched=what)
-               for what in guard.check()]  # fmt: skip
+    intent = replace(
+        intent, exit_code=executed.exit_code, signal=executed.signal, ended_at=now_iso()
+    )
+    outcome.write(task.paths, step_id, executed.exit_code, executed.signal, intent.ended_at or "")
+    guarded = [
+        PolicyEventRecord(rule="bar:guard", action="warn", matched=what) for what in guard.check()
+    ]
     output = task.dir / executed.artifacts.output if executed.artifacts.output else None
     unrunnable = (
         not_executable(req.argv[0], task.worktree / req.cwd, env)
@@ -232,14 +272,22 @@ def run_step(task: Task, req: RunRequest, watch: TreeWatch | None = None) -> Run
     if unrunnable is not None:
         note(unrunnable)
     elif confinement.enabled and executed.exit_code != 0 and refused_access(output):
-        warn("the command ran confined and was refused access (docs/sandbox.md): allow a "
-             f"path in sandbox.allow_write in {task.project.paths.config}, or run once "
-             "with --no-sandbox")  # fmt: skip
+        warn(
+            "the command ran confined and was refused access (docs/sandbox.md): allow a "
+            f"path in sandbox.allow_write in {task.project.paths.config}, or run once "
+            "with --no-sandbox"
+        )
 
     # 4. post_run hooks (the repository's still confined), then their leftovers stopped
     try:
-        results = step_hooks.run("post_run", task, replace(facts, exit_code=executed.exit_code),
-                                 env=env, boxed=env, confinement=confinement)  # fmt: skip
+        results = step_hooks.run(
+            "post_run",
+            task,
+            replace(facts, exit_code=executed.exit_code),
+            env=env,
+            boxed=env,
+            confinement=confinement,
+        )
     finally:
         shared = step_hooks.shared_count(task, "post_run")
         _close(confinement, adopted_since, "a post_run hook" if shared else None)
@@ -254,8 +302,15 @@ def run_step(task: Task, req: RunRequest, watch: TreeWatch | None = None) -> Run
     # keeps how the command ended, for the command that records the step later
     try:
         changed = watch.drain() if watch is not None else None  # (its watcher's next)
-        return complete(task, intent, executed, policy_events=[*_events(decision), *guarded],
-                        hooks=hook_records, scrubber=scrubber, changed=changed)  # fmt: skip
+        return complete(
+            task,
+            intent,
+            executed,
+            policy_events=[*_events(decision), *guarded],
+            hooks=hook_records,
+            scrubber=scrubber,
+            changed=changed,
+        )
     except BarError:
         raise  # (the intent knows how the command ended: the next command records it)
 
@@ -280,16 +335,30 @@ def _execute(
         from bar.terminal.pty import run_in_pty  # termios and the cast writer: --pty only
 
         cast_path, cast_rel = steps.artifact(task, step_id, "cast")
-        res = run_in_pty(argv, cwd=cwd, env=env, cast_path=cast_path, output_path=out_path,
-                         scrub=lambda: StreamScrubber(scrubber), start=confinement.start)  # fmt: skip
+        res = run_in_pty(
+            argv,
+            cwd=cwd,
+            env=env,
+            cast_path=cast_path,
+            output_path=out_path,
+            scrub=lambda: StreamScrubber(scrubber),
+            start=confinement.start,
+        )
         code, sig, printed = res.exit_code, res.signal, res.printed
         artifacts.cast = cast_rel if cast_path.exists() else None
         if not printed:
             out_path.unlink(missing_ok=True)
     else:
-        piped = run_piped(argv, cwd=cwd, env=env, output_path=out_path,
-                          make_filter=lambda: StreamScrubber(scrubber), live=req.live,
-                          start=confinement.start, detach=confinement.enabled)  # fmt: skip
+        piped = run_piped(
+            argv,
+            cwd=cwd,
+            env=env,
+            output_path=out_path,
+            make_filter=lambda: StreamScrubber(scrubber),
+            live=req.live,
+            start=confinement.start,
+            detach=confinement.enabled,
+        )
         code, sig, printed = piped.exit_code, piped.signal, piped.printed
     artifacts.output = out_rel if printed else None
     return Executed(code, sig, artifacts)
@@ -319,9 +388,11 @@ def _close(confinement: Confinement, since: float, what: str | None = "a pre_run
 def _stop_leftovers(confinement: Confinement, since: float, what: str = "the command") -> None:
     stopped = confinement.stopped() + leftovers.stop(since)  # (its holder's, and any missed)
     if stopped:
-        warn(f"stopped {len(stopped)} process(es) {what} left running "
-             f"(pid {', '.join(map(str, stopped[:10]))}): nothing a confined step starts "
-             "outlives it")  # fmt: skip
+        warn(
+            f"stopped {len(stopped)} process(es) {what} left running "
+            f"(pid {', '.join(map(str, stopped[:10]))}): nothing a confined step starts "
+            "outlives it"
+        )
 
 
 def _step_env(task: Task, step_id: str) -> dict[str, str]:
@@ -344,5 +415,6 @@ def _recorded_env(task: Task, req: RunRequest, scrubber: Scrubber) -> dict[str, 
 
 
 def _events(decision: Decision) -> list[PolicyEventRecord]:
-    return [PolicyEventRecord(rule=e.rule, action=e.action, matched=e.matched)
-            for e in decision.events]  # fmt: skip
+    return [
+        PolicyEventRecord(rule=e.rule, action=e.action, matched=e.matched) for e in decision.events
+    ]

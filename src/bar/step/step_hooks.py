@@ -38,12 +38,20 @@ def run(
     commands = config.pre_run if phase == "pre_run" else config.post_run
     shared = shared_count(task, phase)
     start = confinement.start if confinement.enabled else None
-    results = hooks.run_hooks(phase, commands[:shared], facts, cwd=task.worktree,
-                              base_env=boxed, timeout=config.timeout, start=start)  # fmt: skip
+    results = hooks.run_hooks(
+        phase,
+        commands[:shared],
+        facts,
+        cwd=task.worktree,
+        base_env=boxed,
+        timeout=config.timeout,
+        start=start,
+    )
     if phase == "pre_run" and any(not r.ok for r in results):
         return results
-    return results + hooks.run_hooks(phase, commands[shared:], facts, cwd=task.worktree,
-                                     base_env=env, timeout=config.timeout)  # fmt: skip
+    return results + hooks.run_hooks(
+        phase, commands[shared:], facts, cwd=task.worktree, base_env=env, timeout=config.timeout
+    )
 
 
 def shared_count(task: Task, phase: str) -> int:

@@ -121,9 +121,13 @@ class Supervisor:
         try:
             if self._snapshot_before is not None:
                 self._checkpoints = checkpoints.Recorder(
-                    self.task, self.step_id, self._snapshot_before, (), self.scrubber,
+                    self.task,
+                    self.step_id,
+                    self._snapshot_before,
+                    (),
+                    self.scrubber,
                     self._watch,
-                )  # fmt: skip
+                )
             self._listen()
             if self.agent is not None and self.launch is not None:
                 from bar.agents.launch import hook_up
@@ -173,8 +177,11 @@ class Supervisor:
         whether a person could be asked (``warn`` as a question)."""
         if self.agent is None or self.launch is None:
             return None
-        return {"name": self.agent, "hooks": self.launch.hooked_by,
-                "interactive": self.launch.interactive}  # fmt: skip
+        return {
+            "name": self.agent,
+            "hooks": self.launch.hooked_by,
+            "interactive": self.launch.interactive,
+        }
 
     def _listen(self) -> None:
         self.socket_path.unlink(missing_ok=True)  # a crashed run's; we hold the task lock
@@ -324,13 +331,20 @@ class Supervisor:
                 self._in_flight.add(call)
         records = [
             PolicyEventRecord(
-                rule=rule, action=action, matched=matched, source=f"hook:{agent}",
-                session_id=event.session_id, tool_use_id=event.tool_use_id,
-                command=event.command, decision=judgement.action, answer=judgement.answer,
-                agent_id=event.agent_id, agent_type=event.agent_type,
+                rule=rule,
+                action=action,
+                matched=matched,
+                source=f"hook:{agent}",
+                session_id=event.session_id,
+                tool_use_id=event.tool_use_id,
+                command=event.command,
+                decision=judgement.action,
+                answer=judgement.answer,
+                agent_id=event.agent_id,
+                agent_type=event.agent_type,
             )
             for rule, action, matched in matches or [(None, "allow", event.command)]
-        ]  # fmt: skip
+        ]
         self._append(*({**r.to_record(), call_log.CALL: call} for r in records))
 
     def _record_outcome(self, event: HookEvent) -> _Call | None:
@@ -342,10 +356,13 @@ class Supervisor:
             # the latest match: an agent without call ids (Gemini) reports a command right
             # after it ran, so an earlier one with the same text was not run
             found = next(
-                (i for i in reversed(range(len(self._pending)))
-                 if _same_call(self._pending[i].event, event)),
+                (
+                    i
+                    for i in reversed(range(len(self._pending)))
+                    if _same_call(self._pending[i].event, event)
+                ),
                 None,
-            )  # fmt: skip
+            )
             if found is None:
                 return None
             call = self._pending.pop(found)
@@ -380,17 +397,25 @@ class Supervisor:
             return
         try:
             self._checkpoints.take(
-                "tool", started_at=call.started_at if call else None,
-                tool=event.tool_name, call_id=event.tool_use_id, session_id=event.session_id,
-                command=event.command, paths=self._relative(event.paths),
-                decision=call.action if call else None, answer=call.answer if call else None,
-                outcome=event.outcome, agent_id=event.agent_id, agent_type=event.agent_type,
+                "tool",
+                started_at=call.started_at if call else None,
+                tool=event.tool_name,
+                call_id=event.tool_use_id,
+                session_id=event.session_id,
+                command=event.command,
+                paths=self._relative(event.paths),
+                decision=call.action if call else None,
+                answer=call.answer if call else None,
+                outcome=event.outcome,
+                agent_id=event.agent_id,
+                agent_type=event.agent_type,
                 verified=self._verify and self._verify.check(event, self._checkpoints.count + 1),
-            )  # fmt: skip
+            )
         except (BarError, OSError) as exc:
             self._checkpoint_failed = True
-            notices.warn(f"no more checkpoints in this step: {exc}; the step's own record "
-                         "keeps every change")  # fmt: skip
+            notices.warn(
+                f"no more checkpoints in this step: {exc}; the step's own record keeps every change"
+            )
 
     def _checkpoint_unreported(self) -> None:
         """Checkpoint the edits whose end the agent does not report (Codex sends no
@@ -415,8 +440,10 @@ class Supervisor:
     def _rollback(self, name: str) -> checkpoints.Checkpoint:
         recorder = self._checkpoints
         if recorder is None or self._checkpoint_failed:
-            raise StepBusy(f"step {self.step_id} is running and takes no checkpoints",
-                           hint="roll back when it has ended")  # fmt: skip
+            raise StepBusy(
+                f"step {self.step_id} is running and takes no checkpoints",
+                hint="roll back when it has ended",
+            )
         with self._record_lock:
             running = [c for c in self._pending if c.number in self._in_flight]
         if running:
@@ -438,10 +465,12 @@ class Supervisor:
     def _append(self, *records: dict[str, object]) -> None:
         """Add lines to the step's decision log now (one write, under the lock)."""
         data = b"".join(
-            json.dumps(self.scrubber.scrub_obj(r), ensure_ascii=False,
-                       separators=(",", ":")).encode("utf-8", "backslashreplace") + b"\n"
+            json.dumps(
+                self.scrubber.scrub_obj(r), ensure_ascii=False, separators=(",", ":")
+            ).encode("utf-8", "backslashreplace")
+            + b"\n"
             for r in records
-        )  # fmt: skip
+        )
         path = self.task.paths.policy_events(self.step_id)
         with self._record_lock, contextlib.suppress(OSError):
             fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)

@@ -183,8 +183,9 @@ def run_hooks(
 
     results: list[HookResult] = []
     for command in commands:
-        result = _run_one(phase, command, cwd=cwd, env=env, payload=payload,
-                          timeout=timeout, out=out, start=start)  # fmt: skip
+        result = _run_one(
+            phase, command, cwd=cwd, env=env, payload=payload, timeout=timeout, out=out, start=start
+        )
         results.append(result)
         if phase == "pre_run" and not result.ok:
             break

@@ -89,8 +89,9 @@ def fsync_dir(path: StrPath) -> None:
         os.close(fd)
 
 
-def write_bytes_atomic(path: StrPath, data: bytes, *, mode: int = FILE_MODE,
-                       durable: bool = True) -> None:  # fmt: skip
+def write_bytes_atomic(
+    path: StrPath, data: bytes, *, mode: int = FILE_MODE, durable: bool = True
+) -> None:
     """Replace ``path`` with ``data`` so readers see the old or the new file, never a mix.
     ``durable``: on disk before this returns (else a crash of the machine may leave the
     old file, or an empty or unreadable one: for a cache its reader checks; ``_swap_in``)."""
@@ -145,14 +146,22 @@ def _swap_in(tmp: str, name: str) -> None:
             import ctypes
 
             function = ctypes.CDLL(None, use_errno=True).renameat2
-            function.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p,
-                                 ctypes.c_uint]  # fmt: skip
+            function.argtypes = [
+                ctypes.c_int,
+                ctypes.c_char_p,
+                ctypes.c_int,
+                ctypes.c_char_p,
+                ctypes.c_uint,
+            ]
             _exchange.append(function)
         except (OSError, AttributeError):
             _exchange.append(None)
     function = _exchange[0]
-    if function is not None and function(_AT_FDCWD, os.fsencode(tmp), _AT_FDCWD,
-                                         os.fsencode(name), _RENAME_EXCHANGE) == 0:  # fmt: skip
+    if (
+        function is not None
+        and function(_AT_FDCWD, os.fsencode(tmp), _AT_FDCWD, os.fsencode(name), _RENAME_EXCHANGE)
+        == 0
+    ):
         try:
             os.unlink(tmp)  # (the old file, under the temporary name now)
         except OSError:
@@ -237,8 +246,9 @@ def read_regular(
     followed), a FIFO or anything else: for files a step may have planted something in
     place of."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK,
-                     dir_fd=dir_fd)  # fmt: skip
+        fd = os.open(
+            path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, dir_fd=dir_fd
+        )
     except OSError:
         return None
     try:

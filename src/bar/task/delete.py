@@ -60,9 +60,15 @@ class Deletion:
     dry_run: bool = False
 
     def to_json(self) -> dict[str, object]:
-        return {"task_id": self.task_id, "name": self.name, "deleted": self.deleted,
-                "dry_run": self.dry_run, "removed": self.removed, "lost": self.lost,
-                "kept": self.kept}  # fmt: skip
+        return {
+            "task_id": self.task_id,
+            "name": self.name,
+            "deleted": self.deleted,
+            "dry_run": self.dry_run,
+            "removed": self.removed,
+            "lost": self.lost,
+            "kept": self.kept,
+        }
 
 
 @record(frozen=True)
@@ -72,8 +78,11 @@ class Pruned:
     dry_run: bool = False
 
     def to_json(self) -> dict[str, object]:
-        return {"dry_run": self.dry_run, "deleted": [d.to_json() for d in self.deleted],
-                "skipped": [d.to_json() for d in self.skipped]}  # fmt: skip
+        return {
+            "dry_run": self.dry_run,
+            "deleted": [d.to_json() for d in self.deleted],
+            "skipped": [d.to_json() for d in self.skipped],
+        }
 
 
 def delete(project: Project, ref: str, *, force: bool = False, dry_run: bool = False) -> Deletion:
@@ -127,8 +136,11 @@ def being_deleted(project: Project) -> list[str]:
     """The ids of tasks a stopped bar left half-deleted."""
     if not project.paths.tasks.is_dir():
         return []
-    return [entry.name for entry in sorted(project.paths.tasks.iterdir())
-            if is_being_deleted(project, entry.name)]  # fmt: skip
+    return [
+        entry.name
+        for entry in sorted(project.paths.tasks.iterdir())
+        if is_being_deleted(project, entry.name)
+    ]
 
 
 def is_being_deleted(project: Project, task_id: str) -> bool:
@@ -172,9 +184,14 @@ def _delete(
         removed = inventory(project, task.id, task.branch)
         if dry_run or (lost and not force):
             return Deletion(task.id, task.name, removed, lost, dry_run=dry_run)
-        intent = DeleteIntent(task.id, task.name, task.branch,
-                              git.rev_parse(repo, f"refs/heads/{task.branch}"), bool(lost),
-                              now_iso())  # fmt: skip
+        intent = DeleteIntent(
+            task.id,
+            task.name,
+            task.branch,
+            git.rev_parse(repo, f"refs/heads/{task.branch}"),
+            bool(lost),
+            now_iso(),
+        )
         journals.write_delete(task.paths, intent)
         project.log_event("task.deleting", task_id=task.id, name=task.name, lost=lost)
         kept = complete(project, intent)
@@ -234,9 +251,11 @@ def complete(project: Project, intent: DeleteIntent) -> list[str]:
         if (
             where is not None
             or tip != intent.branch_tip
-            or git.git(repo, *_NO_HOOKS, "update-ref", "-d", branch_ref, tip,
-                       check=False).returncode != 0
-        ):  # fmt: skip
+            or git.git(
+                repo, *_NO_HOOKS, "update-ref", "-d", branch_ref, tip, check=False
+            ).returncode
+            != 0
+        ):
             why = f"it is checked out in {where}" if where else "it moved since"
             kept.append(f"branch {intent.branch}: {why}")
     faults.point("delete: after deleting the branch")
@@ -245,8 +264,9 @@ def complete(project: Project, intent: DeleteIntent) -> list[str]:
     faults.point("delete: after deleting the snapshot refs")
     if project.active_task_id() == task_id:
         project.set_active_task(None)
-    project.log_event("task.deleted", task_id=task_id, name=intent.name, forced=intent.forced,
-                      kept=kept)  # fmt: skip
+    project.log_event(
+        "task.deleted", task_id=task_id, name=intent.name, forced=intent.forced, kept=kept
+    )
     _remove_task_dir(project.paths.task(task_id))
     return kept
 

@@ -158,11 +158,21 @@ def _new_task(
         raise UsageError(f"{branch!r} is not a valid branch name")
     now = now_iso()
     return Task(
-        id=task_id, name=name, repo_root=str(project.root), base_ref=base_ref,
-        base_commit=base_commit, branch=branch, workspace_path=f"workspaces/{task_id}",
-        status="active", created_at=now, updated_at=now, closed_at=None, metadata=metadata,
-        snapshot_ref=f"refs/bar/tasks/{task_id}", project=project,
-    )  # fmt: skip
+        id=task_id,
+        name=name,
+        repo_root=str(project.root),
+        base_ref=base_ref,
+        base_commit=base_commit,
+        branch=branch,
+        workspace_path=f"workspaces/{task_id}",
+        status="active",
+        created_at=now,
+        updated_at=now,
+        closed_at=None,
+        metadata=metadata,
+        snapshot_ref=f"refs/bar/tasks/{task_id}",
+        project=project,
+    )
 
 
 def _make(task: Task) -> None:
@@ -171,18 +181,34 @@ def _make(task: Task) -> None:
     ensure_dir(task.paths.artifacts)
     faults.point(f"before moving {task.snapshot_ref}")
     # ("": the ref must not exist yet, whatever the repository's object format)
-    _git(repo, "update-ref", "-m", f"bar: task {task.id} created", task.snapshot_ref,
-         task.base_commit, "")  # fmt: skip
+    _git(
+        repo,
+        "update-ref",
+        "-m",
+        f"bar: task {task.id} created",
+        task.snapshot_ref,
+        task.base_commit,
+        "",
+    )
     faults.point(f"after moving {task.snapshot_ref}")
     # git does not guard `.git/worktrees` against two `worktree add` at once: a
     # concurrent one reads the other's half-written entry and fails.
     with project.lock(f"bar task new {task.name}: worktree"):
         faults.point("before adding the worktree")
-        _git(repo, "worktree", "add", "--quiet", "-b", task.branch, str(task.worktree),
-             task.base_commit)  # fmt: skip
+        _git(
+            repo,
+            "worktree",
+            "add",
+            "--quiet",
+            "-b",
+            task.branch,
+            str(task.worktree),
+            task.base_commit,
+        )
         faults.point("after adding the worktree")
-    side_index.seed_index(task.worktree, task.index, task.base_commit, task.paths.git_dir,
-                        project.common_dir)  # fmt: skip
+    side_index.seed_index(
+        task.worktree, task.index, task.base_commit, task.paths.git_dir, project.common_dir
+    )
     faults.point("after seeding the side index")
     write_json_atomic(task.paths.task_json, task.to_record())
     journals.clear_create(task.paths)
@@ -217,8 +243,13 @@ def undo(project: Project, intent: CreateIntent) -> list[str]:
     if git.rev_parse(repo, branch_ref) is not None:
         checked_out = any(e.get("branch") == branch_ref for e in git.worktree_list(repo))
         # compare-and-delete: a branch that moved since holds someone's commits
-        if checked_out or _git(repo, "update-ref", "-d", branch_ref, intent.base_commit,
-                               check=False).returncode != 0:  # fmt: skip
+        if (
+            checked_out
+            or _git(
+                repo, "update-ref", "-d", branch_ref, intent.base_commit, check=False
+            ).returncode
+            != 0
+        ):
             kept.append(f"kept branch {intent.branch}: it has moved or is checked out")
     faults.point("undo: after deleting the branch")
     snapshot_ref = f"refs/bar/tasks/{intent.task_id}"
@@ -344,8 +375,9 @@ def finish(project: Project, task_id: str) -> str:
         state = leftover(project, task_id)
         if state is None:
             return f"task {task_id}: another command has finished it"
-        with FileLock(paths.lock, f"task {task_id}", what="bar: clear a half-made task",
-                      wait=False):  # fmt: skip
+        with FileLock(
+            paths.lock, f"task {task_id}", what="bar: clear a half-made task", wait=False
+        ):
             if state == UNFINISHED:
                 task = load_task(project, task_id)  # task.json is written last: it is whole
                 journals.clear_create(paths)
@@ -359,8 +391,10 @@ def finish(project: Project, task_id: str) -> str:
                 return f"removed the empty directory {task_id} a stopped `bar task new` left"
             kept = undo(project, intent)
             made = "worktree and snapshot ref" if kept else "worktree, branch and snapshot ref"
-            said = (f"removed task {intent.name} ({task_id}), left half-made by a stopped "
-                    f"`bar task new`, with its {made}")  # fmt: skip
+            said = (
+                f"removed task {intent.name} ({task_id}), left half-made by a stopped "
+                f"`bar task new`, with its {made}"
+            )
             return "; ".join([said, *kept])
 
 

@@ -59,18 +59,23 @@ def at_risk(task: Task, gone: Collection[str] = ()) -> list[str]:
         missing = _not_landed(task, final, tree)
         if missing is not None:
             stat = git.numstat(repo, task.base_commit, final)
-            lost.append(f"its work ({plural(stat.files, 'file')} +{stat.additions} -{stat.deletions}) "
-                        f"is not on {missing}")  # fmt: skip
+            lost.append(
+                f"its work ({plural(stat.files, 'file')} +{stat.additions} -{stat.deletions}) "
+                f"is not on {missing}"
+            )
     else:
         dropped = _dropped_steps(task)
         if dropped:
-            lost.append(f"its steps recorded changes it ends without ({_steps(dropped)}): "
-                        "they go with it")  # fmt: skip
+            lost.append(
+                f"its steps recorded changes it ends without ({_steps(dropped)}): they go with it"
+            )
     commits, base = _unkept_commits(task, gone)
     if commits:
         among = f", its base {git.short(task.base_commit)} among them" if base else ""
-        lost.append(f"its branch {task.branch} holds {plural(commits, 'commit')} no step "
-                    f"recorded and no other branch or ref keeps{among}")  # fmt: skip
+        lost.append(
+            f"its branch {task.branch} holds {plural(commits, 'commit')} no step "
+            f"recorded and no other branch or ref keeps{among}"
+        )
     if task.worktree.is_dir():
         lost += _kept_worktree(task)
     return lost
@@ -92,8 +97,10 @@ def _not_landed(task: Task, final: str, tree: str) -> str | None:
                 return None
             gone = gone or step
     if gone is not None:
-        return (f"{gone.target_branch}: it was applied as {git.short(gone.commit_sha)}, which "
-                f"{gone.target_branch} no longer has")  # fmt: skip
+        return (
+            f"{gone.target_branch}: it was applied as {git.short(gone.commit_sha)}, which "
+            f"{gone.target_branch} no longer has"
+        )
     return f"{bases.branch(task)}: it was never applied"
 
 
@@ -145,8 +152,12 @@ def _trees(repo: Path, commits: Iterable[str]) -> dict[str, str]:
     wanted = sorted(set(commits))
     if not wanted:
         return {}
-    res = git.git(repo, "cat-file", "--batch-check=%(objectname)",
-                  input="".join(f"{c}^{{tree}}\n" for c in wanted).encode())  # fmt: skip
+    res = git.git(
+        repo,
+        "cat-file",
+        "--batch-check=%(objectname)",
+        input="".join(f"{c}^{{tree}}\n" for c in wanted).encode(),
+    )
     found: dict[str, str] = {}
     for commit, line in zip(wanted, res.out.splitlines(), strict=False):
         if git.is_object_id(line.strip()):
@@ -167,8 +178,9 @@ def _unkept_commits(task: Task, gone: Collection[str]) -> tuple[int, bool]:
     bases_ = {task.base_commit, bases.first(task)}
     records = task.ledger.read_all(warn=False)
     for step in records:
-        bases_.update(b for b in (getattr(step, "base_before", None),
-                                  getattr(step, "base_after", None)) if b)  # fmt: skip
+        bases_.update(
+            b for b in (getattr(step, "base_before", None), getattr(step, "base_after", None)) if b
+        )
     tips = [every[ref] for ref in sorted(mine)] + sorted(bases_)
     stays = [every[ref] for ref in every if ref not in leaving]
     unkept = _rev_list(repo, tips, stays)
@@ -181,8 +193,11 @@ def _unkept_commits(task: Task, gone: Collection[str]) -> tuple[int, bool]:
 
 def _commit_refs(repo: Path) -> dict[str, str]:
     """Every ref that leads to a commit, and that commit (an annotated tag's, peeled)."""
-    res = git.git(repo, "for-each-ref",
-                  "--format=%(objecttype) %(objectname) %(*objecttype) %(*objectname) %(refname)")  # fmt: skip
+    res = git.git(
+        repo,
+        "for-each-ref",
+        "--format=%(objecttype) %(objectname) %(*objecttype) %(*objectname) %(refname)",
+    )
     found: dict[str, str] = {}
     for line in res.out.splitlines():
         kind, oid, peeled_kind, peeled, ref = line.split(" ", 4)
@@ -197,8 +212,13 @@ def _rev_list(repo: Path, tips: Iterable[str], stop: Iterable[str]) -> set[str]:
     """The commits reachable from ``tips`` and from none of ``stop`` (names git does not
     know are passed over)."""
     lines = [*tips, *(f"^{rev}" for rev in stop)]
-    res = git.git(repo, "rev-list", "--ignore-missing", "--stdin",
-                  input="".join(f"{line}\n" for line in lines).encode())  # fmt: skip
+    res = git.git(
+        repo,
+        "rev-list",
+        "--ignore-missing",
+        "--stdin",
+        input="".join(f"{line}\n" for line in lines).encode(),
+    )
     return set(res.out.split())
 
 
@@ -213,13 +233,23 @@ def _kept_worktree(task: Task) -> list[str]:
         edited = True  # cannot tell: count it as a loss
     if edited:
         lost.append(f"its kept worktree {task.worktree} holds changes made after closing")
-    res = git.git(task.worktree, "ls-files", "-z", "--others", "--ignored", "--exclude-standard",
-                  "--directory", check=False)  # fmt: skip
+    res = git.git(
+        task.worktree,
+        "ls-files",
+        "-z",
+        "--others",
+        "--ignored",
+        "--exclude-standard",
+        "--directory",
+        check=False,
+    )
     ignored = sorted(p for p in res.out.split("\0") if p)
     if res.returncode != 0:
-        lost.append(f"its kept worktree {task.worktree} may hold ignored files: git could not "
-                    "list them")  # fmt: skip
+        lost.append(
+            f"its kept worktree {task.worktree} may hold ignored files: git could not list them"
+        )
     elif ignored:
-        lost.append(f"its kept worktree holds {plural(len(ignored), 'ignored file')}, e.g. "
-                    f"{ignored[0]}")  # fmt: skip
+        lost.append(
+            f"its kept worktree holds {plural(len(ignored), 'ignored file')}, e.g. {ignored[0]}"
+        )
     return lost

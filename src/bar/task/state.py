@@ -42,8 +42,12 @@ class TaskState:
         return self.state.replace("-", " ")
 
     def to_json(self) -> dict[str, Any]:
-        return {"state": self.state, "running": self.running, "applied": self.applied,
-                "worktree_missing": self.worktree_missing}  # fmt: skip
+        return {
+            "state": self.state,
+            "running": self.running,
+            "applied": self.applied,
+            "worktree_missing": self.worktree_missing,
+        }
 
 
 def is_running(task: Task) -> bool:
@@ -71,8 +75,11 @@ def is_applied(task: Task) -> bool:
         state = state or step.snapshot
         if step.snapshot_before != step.snapshot:  # the newest step that changed files
             return apply is not None and apply.snapshot == state and still_landed(task, apply)
-    return (apply is not None and apply.snapshot == (state or task.base_commit)
-            and still_landed(task, apply))  # fmt: skip
+    return (
+        apply is not None
+        and apply.snapshot == (state or task.base_commit)
+        and still_landed(task, apply)
+    )
 
 
 def still_landed(task: Task, step: ApplyStep) -> bool:
@@ -111,8 +118,13 @@ class TaskSummary:
     def to_json(self) -> dict[str, Any]:
         rec = self.task.to_record()
         rec.pop("version", None)
-        rec.update(active=self.active, steps=self.steps, last_step=self.last_step,
-                   diff_stat=self.diff_stat.to_record(), worktree=str(self.task.worktree))  # fmt: skip
+        rec.update(
+            active=self.active,
+            steps=self.steps,
+            last_step=self.last_step,
+            diff_stat=self.diff_stat.to_record(),
+            worktree=str(self.task.worktree),
+        )
         rec.update(self.state.to_json())
         return rec
 
@@ -120,5 +132,11 @@ class TaskSummary:
 def summarize(task: Task, active_id: str | None = None) -> TaskSummary:
     last = task.ledger.last()
     stat = git.numstat(task.project.root, task.base_commit, task.recorded_snapshot())
-    return TaskSummary(task, task.id == active_id, last.number if last else 0,
-                       last.step_id if last else None, stat, state_of(task))  # fmt: skip
+    return TaskSummary(
+        task,
+        task.id == active_id,
+        last.number if last else 0,
+        last.step_id if last else None,
+        stat,
+        state_of(task),
+    )

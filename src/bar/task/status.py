@@ -50,17 +50,29 @@ class Status:
             info.update(task=None, message=self.no_task_reason)
             return info
         t = self.task
-        info["task"] = {"id": t.id, "name": t.name, "status": t.status, "branch": t.branch,
-                        "worktree": str(t.worktree), "steps": self.steps,
-                        "last_step": self.last_step}  # fmt: skip
+        info["task"] = {
+            "id": t.id,
+            "name": t.name,
+            "status": t.status,
+            "branch": t.branch,
+            "worktree": str(t.worktree),
+            "steps": self.steps,
+            "last_step": self.last_step,
+        }
         if self.state is not None:
             info["task"].update(self.state.to_json())
         r = self.running
         info["running"] = (
-            {"step_id": r.step_id, "pid": r.pid, "cmd": r.cmd, "started_at": r.started_at,
-             "checkpoints": self.checkpoints}
-            if r else None
-        )  # fmt: skip
+            {
+                "step_id": r.step_id,
+                "pid": r.pid,
+                "cmd": r.cmd,
+                "started_at": r.started_at,
+                "checkpoints": self.checkpoints,
+            }
+            if r
+            else None
+        )
         info["interrupted_step"] = self.interrupted.step_id if self.interrupted else None
         info["unrecorded_changes"] = self.unrecorded_changes
         info["unresolved_conflicts"] = self.unresolved_conflicts
@@ -87,7 +99,9 @@ def status(loc: Location, ref: str | None = None) -> Status:
     if task.active and task.worktree.is_dir() and not busy:
         unrecorded = steps.has_unrecorded_changes(task)
     return Status(
-        loc.project, task, None,
+        loc.project,
+        task,
+        None,
         steps=last.number if last else 0,
         last_step=last.step_id if last else None,
         running=marker if marker and busy else None,
@@ -98,7 +112,7 @@ def status(loc: Location, ref: str | None = None) -> Status:
         sandbox=sandbox_status(loc.project.config.sandbox),
         state=state_of(task),
         unresolved_conflicts=conflict_markers.unresolved(task, task.recorded_snapshot()),
-    )  # fmt: skip
+    )
 
 
 def _taken(task: Task, step_id: str) -> int:

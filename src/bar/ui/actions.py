@@ -33,18 +33,35 @@ class Changed(BarError):
 
 
 def _page(task: Task, title: str, body: str, csrf: str) -> str:
-    return layout(f"{task.name}: {title}", body, csrf=csrf, task=task, current="/actions",
-                  crumbs=[(task.project.name, "/"), (task.name, task_url(task)),
-                          (title, "")])  # fmt: skip
+    return layout(
+        f"{task.name}: {title}",
+        body,
+        csrf=csrf,
+        task=task,
+        current="/actions",
+        crumbs=[(task.project.name, "/"), (task.name, task_url(task)), (title, "")],
+    )
 
 
-def _form(task: Task, action: str, csrf: str, fields: dict[str, str], inner: str,
-          button: str, *, danger: bool = False) -> str:  # fmt: skip
-    hidden = "".join(f'<input type="hidden" name="{esc(k)}" value="{esc(v)}">'
-                     for k, v in {CSRF_FIELD: csrf, **fields}.items())  # fmt: skip
+def _form(
+    task: Task,
+    action: str,
+    csrf: str,
+    fields: dict[str, str],
+    inner: str,
+    button: str,
+    *,
+    danger: bool = False,
+) -> str:
+    hidden = "".join(
+        f'<input type="hidden" name="{esc(k)}" value="{esc(v)}">'
+        for k, v in {CSRF_FIELD: csrf, **fields}.items()
+    )
     cls = ' class="danger"' if danger else ""
-    return (f'<form method="post" action="{esc(task_url(task, action))}">{hidden}{inner}'
-            f"<button type=submit{cls}>{esc(button)}</button></form>")  # fmt: skip
+    return (
+        f'<form method="post" action="{esc(task_url(task, action))}">{hidden}{inner}'
+        f"<button type=submit{cls}>{esc(button)}</button></form>"
+    )
 
 
 def error_html(exc: BarError) -> str:
@@ -58,16 +75,32 @@ def last_step(task: Task) -> str:
 
 
 def actions_page(task: Task, csrf: str, to: str = "", error: BarError | None = None) -> str:
-    rollback = _form(task, "/rollback/preview", csrf, {}, (
-        f"<label>to state {state_picker(task, 'to', to)}</label> "
-        '<label><input type="checkbox" name="hard" value="1"> also reset the task branch '
-        "(--hard)</label> "), "Preview rollback")  # fmt: skip
-    apply = _form(task, "/apply/preview", csrf, {}, (
-        '<label>mode <select name="mode"><option>commit</option><option>merge</option>'
-        '</select></label> <label>target branch <input name="target" placeholder="'
-        f'the base branch"></label> <label>state {state_picker(task, "at", "")}</label> '
-        '<label class="wide">message <input name="message" size="60" placeholder="'
-        'the task\'s name and description"></label> '), "Preview apply")  # fmt: skip
+    rollback = _form(
+        task,
+        "/rollback/preview",
+        csrf,
+        {},
+        (
+            f"<label>to state {state_picker(task, 'to', to)}</label> "
+            '<label><input type="checkbox" name="hard" value="1"> also reset the task branch '
+            "(--hard)</label> "
+        ),
+        "Preview rollback",
+    )
+    apply = _form(
+        task,
+        "/apply/preview",
+        csrf,
+        {},
+        (
+            '<label>mode <select name="mode"><option>commit</option><option>merge</option>'
+            '</select></label> <label>target branch <input name="target" placeholder="'
+            f'the base branch"></label> <label>state {state_picker(task, "at", "")}</label> '
+            '<label class="wide">message <input name="message" size="60" placeholder="'
+            "the task's name and description\"></label> "
+        ),
+        "Preview apply",
+    )
     undo = _form(task, "/undo/preview", csrf, {}, "", "Preview undo of the last step")
     body = (
         f"<h1>Actions</h1>{error_html(error) if error else ''}"
@@ -81,8 +114,10 @@ def actions_page(task: Task, csrf: str, to: str = "", error: BarError | None = N
 
 
 def _done(task: Task, title: str, text: str, csrf: str) -> str:
-    body = (f'<h1>{esc(title)}</h1><p class="done" role="status">{esc(text)}</p>'
-            f'<p><a href="{esc(task_url(task))}">Back to the timeline</a></p>')  # fmt: skip
+    body = (
+        f'<h1>{esc(title)}</h1><p class="done" role="status">{esc(text)}</p>'
+        f'<p><a href="{esc(task_url(task))}">Back to the timeline</a></p>'
+    )
     return _page(task, title.lower(), body, csrf)
 
 
@@ -101,8 +136,10 @@ def _changes(changes: Sequence[object]) -> str:
 def rollback_preview(task: Task, form: dict[str, str], csrf: str) -> str:
     to, hard = form.get("to", "").strip() or None, form.get("hard") == "1"
     plan = api.plan_rollback(task, to)
-    lines = [f"Rolling back to {plan.target.describe()} ({short(plan.target.commit)}) would "
-             f"change {plural(len(plan.changes), 'path')}:"]  # fmt: skip
+    lines = [
+        f"Rolling back to {plan.target.describe()} ({short(plan.target.commit)}) would "
+        f"change {plural(len(plan.changes), 'path')}:"
+    ]
     extra = ""
     if hard:
         extra += (
@@ -110,13 +147,25 @@ def rollback_preview(task: Task, form: dict[str, str], csrf: str) -> str:
         )
     if plan.target.base and plan.target.base != task.base_commit:
         extra += f"<p>and make {short(plan.target.base)} the task's base again (as it was then)</p>"
-    confirm = _form(task, "/rollback", csrf, {
-        "to": to or "", "hard": "1" if hard else "", "expect": plan.target.commit,
-        "last": last_step(task)}, "", f"Confirm: roll back to {plan.target.describe()}",
-        danger=True)  # fmt: skip
-    body = (f'<h1>Roll back: preview</h1><div class="preview"><p>{esc(lines[0])}</p>'
-            f"{_changes(list(plan.changes))}{extra}<p class=dim>(dry run: nothing was changed)"
-            f"</p></div>{confirm}")  # fmt: skip
+    confirm = _form(
+        task,
+        "/rollback",
+        csrf,
+        {
+            "to": to or "",
+            "hard": "1" if hard else "",
+            "expect": plan.target.commit,
+            "last": last_step(task),
+        },
+        "",
+        f"Confirm: roll back to {plan.target.describe()}",
+        danger=True,
+    )
+    body = (
+        f'<h1>Roll back: preview</h1><div class="preview"><p>{esc(lines[0])}</p>'
+        f"{_changes(list(plan.changes))}{extra}<p class=dim>(dry run: nothing was changed)"
+        f"</p></div>{confirm}"
+    )
     return _page(task, "rollback preview", body, csrf)
 
 
@@ -124,15 +173,21 @@ def rollback(task: Task, form: dict[str, str], csrf: str) -> str:
     to, hard = form.get("to", "") or None, form.get("hard") == "1"
     plan = api.plan_rollback(task, to)
     if plan.target.commit != form.get("expect") or last_step(task) != form.get("last"):
-        raise Changed("the task changed since the preview, so nothing was rolled back",
-                      hint="preview the rollback again")  # fmt: skip
+        raise Changed(
+            "the task changed since the preview, so nothing was rolled back",
+            hint="preview the rollback again",
+        )
     step = api.rollback(task, to, hard=hard, wait=False)
     if isinstance(step, Checkpoint):
-        text = (f"Rolled back to {step.target} inside the running step {step.step_id}: "
-                f"{plural(step.diff_stat.files, 'file')} changed (checkpoint {step.name}).")  # fmt: skip
+        text = (
+            f"Rolled back to {step.target} inside the running step {step.step_id}: "
+            f"{plural(step.diff_stat.files, 'file')} changed (checkpoint {step.name})."
+        )
     else:
-        text = (f"Rolled back to {step.target_text}: {plural(step.diff_stat.files, 'file')} "
-                f"changed (step {step.step_id}). Undo it from Actions (bar undo).")  # fmt: skip
+        text = (
+            f"Rolled back to {step.target_text}: {plural(step.diff_stat.files, 'file')} "
+            f"changed (step {step.step_id}). Undo it from Actions (bar undo)."
+        )
     return _done(task, "Rolled back", text, csrf)
 
 
@@ -143,14 +198,23 @@ def _apply_args(form: dict[str, str]) -> dict[str, str | None]:
     mode = form.get("mode", "commit")
     if mode not in ("commit", "merge"):
         raise BarError(f"{mode!r} is not a mode of apply", hint="choose commit or merge")
-    return {"mode": mode, "target": form.get("target", "").strip() or None,
-            "message": form.get("message", "").strip() or None,
-            "at": form.get("at", "").strip() or None}  # fmt: skip
+    return {
+        "mode": mode,
+        "target": form.get("target", "").strip() or None,
+        "message": form.get("message", "").strip() or None,
+        "at": form.get("at", "").strip() or None,
+    }
 
 
 def _dry_apply(task: Task, args: dict[str, str | None]) -> ApplyResult:
-    return api.apply(task, mode=str(args["mode"]), target=args["target"], message=args["message"],
-                     at=args["at"], dry_run=True)  # fmt: skip
+    return api.apply(
+        task,
+        mode=str(args["mode"]),
+        target=args["target"],
+        message=args["message"],
+        at=args["at"],
+        dry_run=True,
+    )
 
 
 def apply_preview(task: Task, form: dict[str, str], csrf: str) -> str:
@@ -159,36 +223,55 @@ def apply_preview(task: Task, form: dict[str, str], csrf: str) -> str:
         result = _dry_apply(task, args)
     except ApplyConflict as exc:
         paths = "".join(f"<li><code>{esc(p)}</code></li>" for p in exc.paths)
-        return _page(task, "apply preview", f"<h1>Apply: preview</h1>{error_html(exc)}"
-                     f"<ul>{paths}</ul>", csrf)  # fmt: skip
+        return _page(
+            task, "apply preview", f"<h1>Apply: preview</h1>{error_html(exc)}<ul>{paths}</ul>", csrf
+        )
     summary = stat_text(result.stat)
     if result.nothing_to_do:
         text = f"Nothing to apply: {result.target_branch} already has the task's changes."
         return _page(task, "apply preview", f"<h1>Apply: preview</h1><p>{esc(text)}</p>", csrf)
-    parts = [f"<p>Applying task {esc(task.name)} to <code>{esc(result.target_branch)}</code> "
-             f"({esc(result.mode)}) would change {esc(summary)}; no conflicts.</p>",
-             f"<p>commit message:</p><pre class=\"message\">{esc(result.message)}</pre>"]  # fmt: skip
+    parts = [
+        f"<p>Applying task {esc(task.name)} to <code>{esc(result.target_branch)}</code> "
+        f"({esc(result.mode)}) would change {esc(summary)}; no conflicts.</p>",
+        f'<p>commit message:</p><pre class="message">{esc(result.message)}</pre>',
+    ]
     if result.checkout and result.refusal is None:
-        parts.append(f"<p>{esc(result.target_branch)} is checked out in "
-                     f"<code>{esc(result.checkout)}</code>; it would be updated.</p>")  # fmt: skip
+        parts.append(
+            f"<p>{esc(result.target_branch)} is checked out in "
+            f"<code>{esc(result.checkout)}</code>; it would be updated.</p>"
+        )
     if result.settings:
-        parts.append(f"<p class=warn>This changes bar's settings for the repository: "
-                     f"{esc(', '.join(result.settings))}; review them below.</p>")  # fmt: skip
+        parts.append(
+            f"<p class=warn>This changes bar's settings for the repository: "
+            f"{esc(', '.join(result.settings))}; review them below.</p>"
+        )
     changes = api.apply_diff(task, result)
     patch = changes.text()
     cut = "\n[… the rest in Compare]" if len(patch) > PATCH_SHOWN else ""
-    parts.append(f'<pre class="stat">{esc(changes.text(stat_only=True))}</pre>'
-                 f'<pre class="patch" data-diff>{esc(patch[:PATCH_SHOWN] + cut)}</pre>'
-                 "<p class=dim>(dry run: nothing was changed)</p>")  # fmt: skip
+    parts.append(
+        f'<pre class="stat">{esc(changes.text(stat_only=True))}</pre>'
+        f'<pre class="patch" data-diff>{esc(patch[:PATCH_SHOWN] + cut)}</pre>'
+        "<p class=dim>(dry run: nothing was changed)</p>"
+    )
     if result.refusal is not None:
         parts.append(error_html(result.refusal))
         confirm = ""
     else:
         fields = {k: v or "" for k, v in args.items()}
-        fields.update(target=result.target_branch, expect_before=result.target_before,
-                      expect_tree=result.tree or "")  # fmt: skip
-        confirm = _form(task, "/apply", csrf, fields, "",
-                        f"Confirm: apply to {result.target_branch}", danger=True)  # fmt: skip
+        fields.update(
+            target=result.target_branch,
+            expect_before=result.target_before,
+            expect_tree=result.tree or "",
+        )
+        confirm = _form(
+            task,
+            "/apply",
+            csrf,
+            fields,
+            "",
+            f"Confirm: apply to {result.target_branch}",
+            danger=True,
+        )
     body = f'<h1>Apply: preview</h1><div class="preview">{"".join(parts)}</div>{confirm}'
     return _page(task, "apply preview", body, csrf)
 
@@ -198,14 +281,26 @@ def apply(task: Task, form: dict[str, str], csrf: str) -> str:
     result = _dry_apply(task, args)
     if result.refusal is not None:
         raise result.refusal
-    if (result.target_before, result.tree or "") != (form.get("expect_before"),
-                                                     form.get("expect_tree")):  # fmt: skip
-        raise Changed(f"{result.target_branch} or the task changed since the preview, so "
-                      "nothing was applied", hint="preview the apply again")  # fmt: skip
-    done = api.apply(task, mode=str(args["mode"]), target=args["target"],
-                     message=args["message"], at=args["at"], wait=False)  # fmt: skip
-    text = (f"Applied task {task.name} to {done.target_branch} as {short(done.commit)} "
-            f"({done.mode}): {stat_text(done.stat)}.")  # fmt: skip
+    if (result.target_before, result.tree or "") != (
+        form.get("expect_before"),
+        form.get("expect_tree"),
+    ):
+        raise Changed(
+            f"{result.target_branch} or the task changed since the preview, so nothing was applied",
+            hint="preview the apply again",
+        )
+    done = api.apply(
+        task,
+        mode=str(args["mode"]),
+        target=args["target"],
+        message=args["message"],
+        at=args["at"],
+        wait=False,
+    )
+    text = (
+        f"Applied task {task.name} to {done.target_branch} as {short(done.commit)} "
+        f"({done.mode}): {stat_text(done.stat)}."
+    )
     if done.checkout:
         text += f" Updated the checkout at {done.checkout}."
     return _done(task, "Applied", text, csrf)
@@ -217,28 +312,44 @@ def apply(task: Task, form: dict[str, str], csrf: str) -> str:
 def undo_preview(task: Task, csrf: str) -> str:
     plan, _ = api.undo(task, dry_run=True)
     if plan.unrecorded:
-        head = (f"Your unrecorded changes ({plural(len(plan.unrecorded), 'file')}) would be "
-                f"recorded as a manual step ({plan.step.step_id}) and undone:")  # fmt: skip
+        head = (
+            f"Your unrecorded changes ({plural(len(plan.unrecorded), 'file')}) would be "
+            f"recorded as a manual step ({plan.step.step_id}) and undone:"
+        )
         changes = list(plan.unrecorded)
     else:
-        head = (f"Undo of step {plan.step.step_id} ({plan.step.kind}) would change "
-                f"{plural(len(plan.changes), 'path')}:")  # fmt: skip
+        head = (
+            f"Undo of step {plan.step.step_id} ({plan.step.kind}) would change "
+            f"{plural(len(plan.changes), 'path')}:"
+        )
         changes = list(plan.changes)
-    confirm = _form(task, "/undo", csrf, {"expect": plan.target.commit,
-                                          "last": last_step(task)}, "",
-                    f"Confirm: undo step {plan.step.step_id}", danger=True)  # fmt: skip
-    body = (f'<h1>Undo: preview</h1><div class="preview"><p>{esc(head)}</p>'
-            f"{_changes(changes)}<p class=dim>(dry run: nothing was changed)</p></div>{confirm}")  # fmt: skip
+    confirm = _form(
+        task,
+        "/undo",
+        csrf,
+        {"expect": plan.target.commit, "last": last_step(task)},
+        "",
+        f"Confirm: undo step {plan.step.step_id}",
+        danger=True,
+    )
+    body = (
+        f'<h1>Undo: preview</h1><div class="preview"><p>{esc(head)}</p>'
+        f"{_changes(changes)}<p class=dim>(dry run: nothing was changed)</p></div>{confirm}"
+    )
     return _page(task, "undo preview", body, csrf)
 
 
 def undo(task: Task, form: dict[str, str], csrf: str) -> str:
     plan, _ = api.undo(task, dry_run=True)
     if plan.target.commit != form.get("expect") or last_step(task) != form.get("last"):
-        raise Changed("the task changed since the preview, so nothing was undone",
-                      hint="preview the undo again")  # fmt: skip
+        raise Changed(
+            "the task changed since the preview, so nothing was undone",
+            hint="preview the undo again",
+        )
     plan, step = api.undo(task, wait=False)
     assert step is not None
-    text = (f"Undid step {plan.step.step_id}: {plural(step.diff_stat.files, 'file')} changed "
-            f"(step {step.step_id}).")  # fmt: skip
+    text = (
+        f"Undid step {plan.step.step_id}: {plural(step.diff_stat.files, 'file')} changed "
+        f"(step {step.step_id})."
+    )
     return _done(task, "Undone", text, csrf)

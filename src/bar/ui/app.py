@@ -71,8 +71,9 @@ def build(keys: Secrets) -> Starlette:
 
     def compare(request: Request) -> str:
         q = request.query_params
-        return step_pages.compare_page(the_task(request), q.get("from", "base"), q.get("to", ""),
-                                       csrf)  # fmt: skip
+        return step_pages.compare_page(
+            the_task(request), q.get("from", "base"), q.get("to", ""), csrf
+        )
 
     def compare_file(request: Request) -> Response:
         q = request.query_params
@@ -86,8 +87,9 @@ def build(keys: Secrets) -> Starlette:
         except (FileNotFoundError, IsADirectoryError):
             raise views.PageNotFound(f"no artifact {request.path_params['name']}") from None
         except OSError:  # a link where the file should be (O_NOFOLLOW)
-            raise views.PageNotFound(f"artifact {request.path_params['name']} is not a plain "
-                                     "file") from None  # fmt: skip
+            raise views.PageNotFound(
+                f"artifact {request.path_params['name']} is not a plain file"
+            ) from None
         return Response(data, media_type="text/plain; charset=utf-8")
 
     def action_page(request: Request) -> str:
@@ -124,8 +126,11 @@ def build(keys: Secrets) -> Starlette:
             last = int(request.query_params.get("last", "0"))
         except ValueError:
             last = 0
-        return StreamingResponse(_live(request, task, last), media_type="text/event-stream",
-                                 headers={"x-accel-buffering": "no"})  # fmt: skip
+        return StreamingResponse(
+            _live(request, task, last),
+            media_type="text/event-stream",
+            headers={"x-accel-buffering": "no"},
+        )
 
     routes = [
         Route("/", page(lambda r: pages.overview(csrf))),
@@ -137,23 +142,37 @@ def build(keys: Secrets) -> Starlette:
         Route("/p/{project}/t/{task}/compare/file", _plain(compare_file)),
         Route("/p/{project}/t/{task}/artifacts/{name:path}", _plain(artifact)),
         Route("/p/{project}/t/{task}/actions", page(action_page)),
-        Route("/p/{project}/t/{task}/rollback/preview", posted(actions.rollback_preview),
-              methods=["POST"]),
+        Route(
+            "/p/{project}/t/{task}/rollback/preview",
+            posted(actions.rollback_preview),
+            methods=["POST"],
+        ),
         Route("/p/{project}/t/{task}/rollback", posted(actions.rollback), methods=["POST"]),
-        Route("/p/{project}/t/{task}/apply/preview", posted(actions.apply_preview),
-              methods=["POST"]),
+        Route(
+            "/p/{project}/t/{task}/apply/preview", posted(actions.apply_preview), methods=["POST"]
+        ),
         Route("/p/{project}/t/{task}/apply", posted(actions.apply), methods=["POST"]),
-        Route("/p/{project}/t/{task}/undo/preview", posted(
-            lambda t, f, c: actions.undo_preview(t, c)), methods=["POST"]),
+        Route(
+            "/p/{project}/t/{task}/undo/preview",
+            posted(lambda t, f, c: actions.undo_preview(t, c)),
+            methods=["POST"],
+        ),
         Route("/p/{project}/t/{task}/undo", posted(actions.undo), methods=["POST"]),
-        Route("/p/{project}/t/{task}/decisions", page(
-            lambda r: decisions.decisions_page(the_task(r), csrf))),
-        Route("/p/{project}/t/{task}/decisions/answer", posted(decisions.answer,
-              decisions.failed), methods=["POST"]),
-        Mount("/static/vendor", StaticFiles(directory=assets.vendor(), check_dir=False,
-                                            follow_symlink=False)),
+        Route(
+            "/p/{project}/t/{task}/decisions",
+            page(lambda r: decisions.decisions_page(the_task(r), csrf)),
+        ),
+        Route(
+            "/p/{project}/t/{task}/decisions/answer",
+            posted(decisions.answer, decisions.failed),
+            methods=["POST"],
+        ),
+        Mount(
+            "/static/vendor",
+            StaticFiles(directory=assets.vendor(), check_dir=False, follow_symlink=False),
+        ),
         Mount("/static", StaticFiles(directory=assets.STATIC, follow_symlink=False)),
-    ]  # fmt: skip
+    ]
     return Starlette(routes=routes, middleware=[Middleware(Guard, keys=keys)])
 
 
@@ -176,8 +195,11 @@ def _section(index: patches.PatchIndex, n: str) -> Response:
         raise views.PageNotFound(f"the patch has no file {n}")
     data = index.section(int(n))
     cut = len(data) > FILE_SHOWN
-    return Response(data[:FILE_SHOWN], media_type="text/plain; charset=utf-8",
-                    headers={"x-bar-cut": "1" if cut else "0"})  # fmt: skip
+    return Response(
+        data[:FILE_SHOWN],
+        media_type="text/plain; charset=utf-8",
+        headers={"x-bar-cut": "1" if cut else "0"},
+    )
 
 
 def _error(exc: BarError, status: int, csrf: str) -> HTMLResponse:

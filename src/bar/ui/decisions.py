@@ -24,17 +24,24 @@ PAST_SHOWN = 50  # answered decisions listed, newest first
 
 
 def _page(task: Task, body: str, csrf: str) -> str:
-    return layout(f"{task.name}: decisions", body, csrf=csrf, task=task, current="/decisions",
-                  crumbs=[(task.project.name, "/"), (task.name, task_url(task)),
-                          ("decisions", "")])  # fmt: skip
+    return layout(
+        f"{task.name}: decisions",
+        body,
+        csrf=csrf,
+        task=task,
+        current="/decisions",
+        crumbs=[(task.project.name, "/"), (task.name, task_url(task)), ("decisions", "")],
+    )
 
 
 def _location(item: dict[str, Any]) -> str:
     loc = item.get("location")
     if not isinstance(loc, dict):
         return ""
-    return (f'<p class="location"><code>{esc(loc.get("file"))}:{esc(loc.get("start"))}-'
-            f'{esc(loc.get("end"))}</code></p>')  # fmt: skip
+    return (
+        f'<p class="location"><code>{esc(loc.get("file"))}:{esc(loc.get("start"))}-'
+        f"{esc(loc.get('end'))}</code></p>"
+    )
 
 
 def _list(cls: str, label: str, values: object) -> str:
@@ -79,8 +86,10 @@ def _pending_html(task: Task, waiting: dict[str, Any], csrf: str, form: dict[str
     meta = waiting.get("_meta", {})
     sid = str(meta.get("session_id", ""))
     items = [i for i in waiting.get("items", []) if isinstance(i, dict)]
-    hidden = (f'<input type="hidden" name="{CSRF_FIELD}" value="{esc(csrf)}">'
-              f'<input type="hidden" name="session" value="{esc(sid)}">')  # fmt: skip
+    hidden = (
+        f'<input type="hidden" name="{CSRF_FIELD}" value="{esc(csrf)}">'
+        f'<input type="hidden" name="session" value="{esc(sid)}">'
+    )
     head = (
         f"<h2>Waiting for you: {plural(len(items), 'question')} <small>decision "
         f"{esc(sid)}, asked {esc(meta.get('created_at', ''))}</small></h2>"
@@ -111,8 +120,11 @@ def _past_html(task: Task) -> str:
         for d in rec.get("output", {}).get("decisions", []):
             item = items.get(d.get("id"), {})
             labels = {o.get("value"): o.get("label") for o in item.get("options", [])}
-            off = (' <span class="badge">not the recommendation</span>'
-                   if item.get("recommend") not in (None, d.get("chosen")) else "")  # fmt: skip
+            off = (
+                ' <span class="badge">not the recommendation</span>'
+                if item.get("recommend") not in (None, d.get("chosen"))
+                else ""
+            )
             note = f' <q class="note">{esc(d["note"])}</q>' if d.get("note") else ""
             chosen.append(
                 f"<li>{esc(item.get('title', d.get('id')))}: <b>{esc(labels.get(d.get('chosen'), ''))}"
@@ -127,8 +139,14 @@ def _past_html(task: Task) -> str:
     return f'<h2>Answered{more}</h2><ul class="past">{"".join(rows)}</ul>'
 
 
-def decisions_page(task: Task, csrf: str, *, form: dict[str, str] | None = None,
-                   error: BarError | None = None, done: str = "") -> str:  # fmt: skip
+def decisions_page(
+    task: Task,
+    csrf: str,
+    *,
+    form: dict[str, str] | None = None,
+    error: BarError | None = None,
+    done: str = "",
+) -> str:
     from bar.ui.actions import error_html
 
     waiting = decide.pending(task)
@@ -140,8 +158,10 @@ def decisions_page(task: Task, csrf: str, *, form: dict[str, str] | None = None,
     if waiting is not None:
         parts.append(_pending_html(task, waiting, csrf, form or {}))
     elif not done:
-        parts.append("<p class=empty>Nothing is waiting for an answer: an agent asks with "
-                     "<code>bar decide submit</code>.</p>")  # fmt: skip
+        parts.append(
+            "<p class=empty>Nothing is waiting for an answer: an agent asks with "
+            "<code>bar decide submit</code>.</p>"
+        )
     parts.append(_past_html(task))
     return _page(task, "".join(parts), csrf)
 
@@ -157,15 +177,17 @@ def answers_of(task: Task, form: dict[str, str]) -> list[dict[str, Any]]:
         if f"chosen-{ident}" not in form:
             continue  # decide says which item is not answered
         note = form.get(f"note-{ident}", "").strip()
-        decisions.append({"id": ident, "chosen": form[f"chosen-{ident}"],
-                          **({"note": note} if note else {})})  # fmt: skip
+        decisions.append(
+            {"id": ident, "chosen": form[f"chosen-{ident}"], **({"note": note} if note else {})}
+        )
     return decisions
 
 
 def answer(task: Task, form: dict[str, str], csrf: str) -> str:
     """Answer the pending decision the form showed; the page again, saying what was done."""
-    done = orders.decide_answered(task, answers_of(task, form), session_id=form.get("session") or None,
-                           wait=False)  # fmt: skip
+    done = orders.decide_answered(
+        task, answers_of(task, form), session_id=form.get("session") or None, wait=False
+    )
     text = f"Answered decision {done['session_id']}."
     step = done.get("step")
     if isinstance(step, dict):

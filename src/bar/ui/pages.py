@@ -73,18 +73,31 @@ def elapsed_since(iso: str) -> str:
     return duration(max(0, int((datetime.now(UTC) - then).total_seconds() * 1000)))
 
 
-def layout(title: str, body: str, *, csrf: str, crumbs: Sequence[tuple[str, str]] = (),
-           task: Task | None = None, current: str = "") -> str:  # fmt: skip
+def layout(
+    title: str,
+    body: str,
+    *,
+    csrf: str,
+    crumbs: Sequence[tuple[str, str]] = (),
+    task: Task | None = None,
+    current: str = "",
+) -> str:
     rich = assets.present()
-    styles = "".join(f'<link rel="stylesheet" href="/static/vendor/{n}">'
-                     for n in assets.STYLES) if rich else ""  # fmt: skip
+    styles = (
+        "".join(f'<link rel="stylesheet" href="/static/vendor/{n}">' for n in assets.STYLES)
+        if rich
+        else ""
+    )
     scripts = (
         '<script src="/static/vendor/diff2html-ui-slim.min.js" defer></script>'
         '<script src="/static/vendor/asciinema-player.min.js" defer></script>'
-        if rich else ""
-    )  # fmt: skip
-    trail = " / ".join(f'<a href="{esc(href)}">{esc(label)}</a>' if href else esc(label)
-                       for label, href in [("bar", "/"), *crumbs])  # fmt: skip
+        if rich
+        else ""
+    )
+    trail = " / ".join(
+        f'<a href="{esc(href)}">{esc(label)}</a>' if href else esc(label)
+        for label, href in [("bar", "/"), *crumbs]
+    )
     nav = ""
     if task is not None:
         waiting = views.pending_decisions(task)
@@ -112,8 +125,10 @@ def layout(title: str, body: str, *, csrf: str, crumbs: Sequence[tuple[str, str]
 def _waiting_badge(count: int) -> str:
     if not count:
         return ""
-    return (f' <span class="badge waiting" title="{esc(plural(count, "question"))} waiting for '
-            f'an answer">{count}</span>')  # fmt: skip
+    return (
+        f' <span class="badge waiting" title="{esc(plural(count, "question"))} waiting for '
+        f'an answer">{count}</span>'
+    )
 
 
 # --- the overview ------------------------------------------------------------------
@@ -123,11 +138,15 @@ def overview(csrf: str) -> str:
     parts = ["<h1>Projects</h1>"]
     shown = views.overview()
     if not shown:
-        parts.append("<p class=empty>No project is registered here yet: run <code>bar init"
-                     "</code> in a repository.</p>")  # fmt: skip
+        parts.append(
+            "<p class=empty>No project is registered here yet: run <code>bar init"
+            "</code> in a repository.</p>"
+        )
     for project, summaries, error in shown:
-        parts.append(f'<section class="project"><h2>{esc(project.name)} '
-                     f'<small>{esc(project.root)}</small></h2>')  # fmt: skip
+        parts.append(
+            f'<section class="project"><h2>{esc(project.name)} '
+            f"<small>{esc(project.root)}</small></h2>"
+        )
         if error:
             parts.append(f'<p class="error">{esc(error)}</p></section>')
             continue
@@ -152,13 +171,16 @@ def _task_row(s: api.TaskSummary) -> str:
         f'<code>{esc(shlex.join(running.cmd))}</code> <span class="elapsed" '
         f'data-since="{esc(running.started_at)}">{esc(elapsed_since(running.started_at))}'
         "</span>"
-        if running else "-"
-    )  # fmt: skip
+        if running
+        else "-"
+    )
     active = ' <span class="badge">active</span>' if s.active else ""
     waiting = views.pending_decisions(t)
     if waiting:
-        active += (f' <a class="badge waiting" href="{esc(task_url(t, "/decisions"))}">'
-                   f"{esc(plural(waiting, 'decision'))} waiting</a>")  # fmt: skip
+        active += (
+            f' <a class="badge waiting" href="{esc(task_url(t, "/decisions"))}">'
+            f"{esc(plural(waiting, 'decision'))} waiting</a>"
+        )
     return (
         f'<tr class="state-{esc(s.state.state)}"><td><a href="{esc(task_url(t))}">'
         f"{esc(t.name)}</a> <small>{esc(t.id)}</small>{active}</td>"
@@ -186,9 +208,11 @@ def timeline(task: Task, page: int, csrf: str) -> str:
     )
     flow = views.flow_status(task)
     if flow is not None:
-        head += (f'<p class="meta">flow: phase <span class="flow-now">'
-                 f"{esc(flow.get('current_phase'))}</span>, step "
-                 f"{esc(flow.get('current_step'))}</p>")  # fmt: skip
+        head += (
+            f'<p class="meta">flow: phase <span class="flow-now">'
+            f"{esc(flow.get('current_phase'))}</span>, step "
+            f"{esc(flow.get('current_step'))}</p>"
+        )
         history = [e for e in flow.get("history", []) if isinstance(e, dict)]
         entries = views.flow_entries(task, history, page, pages, shown)
         rows = _phased_rows(task, shown, history, entries)
@@ -203,12 +227,19 @@ def timeline(task: Task, page: int, csrf: str) -> str:
         f'</tr></thead><tbody id="steps">{rows}</tbody></table>{empty}'
         f"{_pager(task, page, pages)}"
     )
-    return layout(f"{task.name}: timeline", body, csrf=csrf, task=task, current="",
-                  crumbs=[(task.project.name, "/"), (task.name, "")])  # fmt: skip
+    return layout(
+        f"{task.name}: timeline",
+        body,
+        csrf=csrf,
+        task=task,
+        current="",
+        crumbs=[(task.project.name, "/"), (task.name, "")],
+    )
 
 
-def _phased_rows(task: Task, shown: list[Step], history: list[dict[str, Any]],
-                 entries: list[dict[str, Any]]) -> str:  # fmt: skip
+def _phased_rows(
+    task: Task, shown: list[Step], history: list[dict[str, Any]], entries: list[dict[str, Any]]
+) -> str:
     """The steps under a header per flow phase (each in the phase current when it started),
     with the flow's entries between them where they were made; all newest first."""
     from bar.aide.flow import phase_of
@@ -220,14 +251,19 @@ def _phased_rows(task: Task, shown: list[Step], history: list[dict[str, Any]],
         if not group or group[0] != phase:
             group[:] = [phase]
             label = f"phase {phase}" if phase else "before the flow started"
-            out.append(f'<tr class="phase-head" data-phase="{esc(phase or "")}"><th colspan=6>'
-                       f"{esc(label)}</th></tr>")  # fmt: skip
+            out.append(
+                f'<tr class="phase-head" data-phase="{esc(phase or "")}"><th colspan=6>'
+                f"{esc(label)}</th></tr>"
+            )
 
     waiting = list(entries)
     for step in shown:
         start = views.moment(step.started_at)
-        while waiting and start is not None and (views.moment(str(waiting[0]["timestamp"]))
-                                                 or start) > start:  # fmt: skip
+        while (
+            waiting
+            and start is not None
+            and (views.moment(str(waiting[0]["timestamp"])) or start) > start
+        ):
             entry = waiting.pop(0)
             under(str(entry.get("phase")))
             out.append(_flow_row(task, entry))
@@ -298,10 +334,14 @@ def describe(step: Step) -> str:
             what = f"redo of step {step.redo_of} ({what})"
         return what
     if isinstance(step, ApplyStep):
-        return (f"applied to {step.target_branch} as {short(step.commit_sha)} ({step.mode}): "
-                f"{step.commit_message.splitlines()[0] if step.commit_message else ''}")  # fmt: skip
+        return (
+            f"applied to {step.target_branch} as {short(step.commit_sha)} ({step.mode}): "
+            f"{step.commit_message.splitlines()[0] if step.commit_message else ''}"
+        )
     if isinstance(step, SyncStep):
-        return f"sync onto {step.onto}" + (f", {len(step.conflicts)} conflicts" if step.conflicts else "")  # fmt: skip
+        return f"sync onto {step.onto}" + (
+            f", {len(step.conflicts)} conflicts" if step.conflicts else ""
+        )
     if isinstance(step, DecisionStep):
         chosen = ", ".join(f"{d.get('id')}={d.get('chosen')}" for d in step.decisions)
         return f"decision {step.session_id} answered: {chosen}"

@@ -18,8 +18,17 @@ from pathlib import Path
 
 from bar.base.record import field, record
 
-_QUOTED = {ord("a"): 7, ord("b"): 8, ord("t"): 9, ord("n"): 10, ord("v"): 11, ord("f"): 12,
-           ord("r"): 13, ord('"'): 34, ord("\\"): 92}  # fmt: skip
+_QUOTED = {
+    ord("a"): 7,
+    ord("b"): 8,
+    ord("t"): 9,
+    ord("n"): 10,
+    ord("v"): 11,
+    ord("f"): 12,
+    ord("r"): 13,
+    ord('"'): 34,
+    ord("\\"): 92,
+}
 
 
 @record

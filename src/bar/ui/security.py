@@ -99,8 +99,12 @@ async def _plain(
     send: Send, status: int, text: str, extra: Sequence[tuple[bytes, bytes]] = ()
 ) -> None:
     body = text.encode()
-    headers = [(b"content-type", b"text/plain; charset=utf-8"),
-               (b"content-length", str(len(body)).encode()), *SECURITY_HEADERS, *extra]  # fmt: skip
+    headers = [
+        (b"content-type", b"text/plain; charset=utf-8"),
+        (b"content-length", str(len(body)).encode()),
+        *SECURITY_HEADERS,
+        *extra,
+    ]
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
 
@@ -147,13 +151,20 @@ class Guard:
         """Trade the token in the URL for a cookie, and send the browser back without it."""
         rest = urlencode({k: v for k, v in query.items() if k != "token"})
         location = scope.get("path", "/") + (f"?{rest}" if rest else "")
-        cookie = (f"{self.keys.cookie_name}={self.keys.token}; Path=/; HttpOnly; "
-                  "SameSite=Strict")  # fmt: skip
-        await _plain(send, 303, "", [(b"location", location.encode("latin-1", "replace")),
-                                     (b"set-cookie", cookie.encode())])  # fmt: skip
+        cookie = f"{self.keys.cookie_name}={self.keys.token}; Path=/; HttpOnly; SameSite=Strict"
+        await _plain(
+            send,
+            303,
+            "",
+            [
+                (b"location", location.encode("latin-1", "replace")),
+                (b"set-cookie", cookie.encode()),
+            ],
+        )
 
-    async def _checked_post(self, scope: Scope, headers: dict[str, str], receive: Receive,
-                            send: Send) -> None:  # fmt: skip
+    async def _checked_post(
+        self, scope: Scope, headers: dict[str, str], receive: Receive, send: Send
+    ) -> None:
         """Read the whole body (actions are small forms), check the CSRF token in it or in
         the header, and only then hand the body on to the app."""
         chunks: list[bytes] = []
@@ -177,8 +188,11 @@ class Guard:
         ):
             given = dict(parse_qsl(body.decode("utf-8", "replace"))).get(CSRF_FIELD)
         if not self.keys.csrf_ok(given):
-            await _plain(send, 403, "bar ui: the request lacks this page's CSRF token; "
-                         "reload the page and try again\n")  # fmt: skip
+            await _plain(
+                send,
+                403,
+                "bar ui: the request lacks this page's CSRF token; reload the page and try again\n",
+            )
             return
         sent = False
 
@@ -194,8 +208,7 @@ class Guard:
     def _with_headers(self, send: Send) -> Send:
         async def wrapped(message: Message) -> None:
             if message["type"] == "http.response.start":
-                message = {**message, "headers": [*message.get("headers", []),
-                                                  *SECURITY_HEADERS]}  # fmt: skip
+                message = {**message, "headers": [*message.get("headers", []), *SECURITY_HEADERS]}
             await send(message)
 
         return wrapped

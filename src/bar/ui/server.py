@@ -73,24 +73,38 @@ def serve(*, host: str, port: int, open_browser: bool) -> int:
     sock = _bind(host, port)
     keys = Secrets(host, sock.getsockname()[1])
     if not assets.present():
-        print("bar ui: the diff, colour and terminal libraries are not installed, so diffs "
-              "and outputs are shown as plain text; run `make ui-assets` in bar's source "
-              "directory for the rich view", file=sys.stderr)  # fmt: skip
+        print(
+            "bar ui: the diff, colour and terminal libraries are not installed, so diffs "
+            "and outputs are shown as plain text; run `make ui-assets` in bar's source "
+            "directory for the rich view",
+            file=sys.stderr,
+        )
     if host not in ("127.0.0.1", "localhost", "::1"):
-        print(f"bar ui: warning: listening on {host}, not only this machine's loopback "
-              "address; the token is all that keeps others out", file=sys.stderr)  # fmt: skip
+        print(
+            f"bar ui: warning: listening on {host}, not only this machine's loopback "
+            "address; the token is all that keeps others out",
+            file=sys.stderr,
+        )
     print(f"bar ui: {keys.url()}", flush=True)
-    print("bar ui: open that address (it holds this launch's key); Ctrl-C stops the server",
-          file=sys.stderr, flush=True)  # fmt: skip
+    print(
+        "bar ui: open that address (it holds this launch's key); Ctrl-C stops the server",
+        file=sys.stderr,
+        flush=True,
+    )
     if open_browser:
         import webbrowser
 
         with contextlib.suppress(Exception):  # no browser here: the URL is printed anyway
             webbrowser.open(keys.url())
     config = uvicorn.Config(
-        ui_app.build(keys), log_level="warning", access_log=False, lifespan="off",
-        timeout_graceful_shutdown=2, server_header=False, date_header=False,
-    )  # fmt: skip
+        ui_app.build(keys),
+        log_level="warning",
+        access_log=False,
+        lifespan="off",
+        timeout_graceful_shutdown=2,
+        server_header=False,
+        date_header=False,
+    )
     server = _Server(config)
     try:
         server.run(sockets=[sock])

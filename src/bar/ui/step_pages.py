@@ -61,8 +61,10 @@ def file_list(index: patches.PatchIndex, src: str) -> str:
             f'<span class="path">{name}</span> {note} <span class="add">+{f.additions}</span>'
             f' <span class="del">-{f.deletions}</span></summary>{body}</details>'
         )
-    total = (f'<p class="meta">{plural(len(index.files), "file")}, <span class="add">+{index.additions}'
-             f'</span> <span class="del">-{index.deletions}</span></p>')  # fmt: skip
+    total = (
+        f'<p class="meta">{plural(len(index.files), "file")}, <span class="add">+{index.additions}'
+        f'</span> <span class="del">-{index.deletions}</span></p>'
+    )
     toggle = (
         '<div class="view-toggle" role="group" aria-label="diff layout">'
         '<button type="button" data-format="line-by-line" aria-pressed="true">unified</button>'
@@ -73,9 +75,11 @@ def file_list(index: patches.PatchIndex, src: str) -> str:
 
 
 def _rows(rows: list[tuple[str, str]]) -> str:
-    return "<table class=facts>" + "".join(
-        f"<tr><th>{esc(k)}</th><td>{v}</td></tr>" for k, v in rows
-    ) + "</table>"  # fmt: skip
+    return (
+        "<table class=facts>"
+        + "".join(f"<tr><th>{esc(k)}</th><td>{v}</td></tr>" for k, v in rows)
+        + "</table>"
+    )
 
 
 def step_page(task: Task, step: Step, csrf: str) -> str:
@@ -86,18 +90,27 @@ def step_page(task: Task, step: Step, csrf: str) -> str:
         ("duration", esc(duration(step.duration_ms))),
     ]
     if isinstance(step, RunStep):
-        rows += [("command", f"<code>{esc(shlex.join(step.cmd))}</code>"),
-                 ("cwd", esc(step.cwd)), ("result", f'<span class="{cls}">{esc(text)}</span>')]  # fmt: skip
+        rows += [
+            ("command", f"<code>{esc(shlex.join(step.cmd))}</code>"),
+            ("cwd", esc(step.cwd)),
+            ("result", f'<span class="{cls}">{esc(text)}</span>'),
+        ]
         if step.pty:
             rows.append(("terminal", "interactive (pty)"))
         for event in step.policy_events:
             blocked = " blocked" if event.action == "block" else ""
-            rows.append(("policy", f'<span class="policy{blocked}"><b>{esc(event.action)}</b> '
-                         f"{esc(event.rule or '(no rule)')}: <code>{esc(event.matched)}</code>"
-                         "</span>"))  # fmt: skip
+            rows.append(
+                (
+                    "policy",
+                    f'<span class="policy{blocked}"><b>{esc(event.action)}</b> '
+                    f"{esc(event.rule or '(no rule)')}: <code>{esc(event.matched)}</code>"
+                    "</span>",
+                )
+            )
         for hook in step.hooks:
-            rows.append(("hook", f"{esc(hook.phase)} <code>{esc(hook.cmd)}</code> exit "
-                                 f"{hook.exit_code}"))  # fmt: skip
+            rows.append(
+                ("hook", f"{esc(hook.phase)} <code>{esc(hook.cmd)}</code> exit {hook.exit_code}")
+            )
     else:
         rows.append(("what", f"<code>{esc(describe(step))}</code>"))
     if isinstance(step, ApplyStep):
@@ -133,13 +146,24 @@ def step_page(task: Task, step: Step, csrf: str) -> str:
     if step.artifacts.output:
         out, cut = views.output_of(task, step.artifacts.output)
         name = step.artifacts.output.removeprefix("artifacts/")
-        more = (f'<p class="meta">Only the first part is shown: <a href="'
-                f'{esc(task_url(task, "/artifacts/" + name))}">the whole output</a>.</p>'
-                if cut else "")  # fmt: skip
+        more = (
+            f'<p class="meta">Only the first part is shown: <a href="'
+            f'{esc(task_url(task, "/artifacts/" + name))}">the whole output</a>.</p>'
+            if cut
+            else ""
+        )
         parts.append(f'<h2>Output</h2>{more}<pre class="output" data-ansi>{esc(_plain(out))}</pre>')
-    return layout(f"{task.name}: step {step.step_id}", "".join(parts), csrf=csrf, task=task,
-                  crumbs=[(task.project.name, "/"), (task.name, task_url(task)),
-                          (f"step {step.step_id}", "")])  # fmt: skip
+    return layout(
+        f"{task.name}: step {step.step_id}",
+        "".join(parts),
+        csrf=csrf,
+        task=task,
+        crumbs=[
+            (task.project.name, "/"),
+            (task.name, task_url(task)),
+            (f"step {step.step_id}", ""),
+        ],
+    )
 
 
 def _plain(text: str) -> str:
@@ -182,16 +206,26 @@ def checkpoint_page(task: Task, cp: Checkpoint, csrf: str) -> str:
         f'<p><a class="button" href="{esc(back)}">Roll back to this checkpoint…</a></p>'
         f"<h2>Patch</h2>{file_list(index, task_url(task, f'/s/{cp.name}/file/{{n}}'))}"
     )
-    return layout(f"{task.name}: checkpoint {cp.name}", body, csrf=csrf, task=task,
-                  crumbs=[(task.project.name, "/"), (task.name, task_url(task)),
-                          (f"checkpoint {cp.name}", "")])  # fmt: skip
+    return layout(
+        f"{task.name}: checkpoint {cp.name}",
+        body,
+        csrf=csrf,
+        task=task,
+        crumbs=[
+            (task.project.name, "/"),
+            (task.name, task_url(task)),
+            (f"checkpoint {cp.name}", ""),
+        ],
+    )
 
 
 def state_picker(task: Task, name: str, value: str) -> str:
     options = "".join(f'<option value="{esc(s)}">' for s in views.states(task))
-    return (f'<input name="{esc(name)}" value="{esc(value)}" list="states-{esc(name)}" '
-            f'size="10" placeholder="base, 3, 3.2"><datalist id="states-{esc(name)}">'
-            f"{options}</datalist>")  # fmt: skip
+    return (
+        f'<input name="{esc(name)}" value="{esc(value)}" list="states-{esc(name)}" '
+        f'size="10" placeholder="base, 3, 3.2"><datalist id="states-{esc(name)}">'
+        f"{options}</datalist>"
+    )
 
 
 def compare_page(task: Task, start: str, end: str, csrf: str) -> str:
@@ -206,8 +240,13 @@ def compare_page(task: Task, start: str, end: str, csrf: str) -> str:
     diff, index = views.compare(task, start, end)
     src = task_url(task, "/compare/file?" + query(**{"from": start or "base", "to": end}))
     src += "&n={n}"
-    title = (f'<p class="meta">{short(diff.from_commit)} → {short(diff.to_commit)}</p>')  # fmt: skip
+    title = f'<p class="meta">{short(diff.from_commit)} → {short(diff.to_commit)}</p>'
     body = f"<h1>Compare</h1>{form}{title}{file_list(index, src)}"
-    return layout(f"{task.name}: compare", body, csrf=csrf, task=task, current="/compare",
-                  crumbs=[(task.project.name, "/"), (task.name, task_url(task)),
-                          ("compare", "")])  # fmt: skip
+    return layout(
+        f"{task.name}: compare",
+        body,
+        csrf=csrf,
+        task=task,
+        current="/compare",
+        crumbs=[(task.project.name, "/"), (task.name, task_url(task)), ("compare", "")],
+    )

@@ -122,8 +122,9 @@ def moment(text: str) -> datetime | None:
     return found if found.tzinfo is not None else found.replace(tzinfo=UTC)
 
 
-def flow_entries(the_task: Task, history: list[dict[str, Any]], page: int, pages: int,
-                 shown: list[Step]) -> list[dict[str, Any]]:  # fmt: skip
+def flow_entries(
+    the_task: Task, history: list[dict[str, Any]], page: int, pages: int, shown: list[Step]
+) -> list[dict[str, Any]]:
     """The flow's history entries made in the time of page ``page``'s steps, newest first:
     after the oldest step shown started (on the last page: any time before too) and, on a
     page after the first, at or before the step just newer than the page started."""
@@ -187,8 +188,9 @@ def output_of(the_task: Task, rel: str | None) -> tuple[str, bool]:
     if not rel:
         return "", False
     try:
-        data = patches.read_regular(artifact(the_task, rel.removeprefix("artifacts/")),
-                                    OUTPUT_LIMIT + 1)  # fmt: skip
+        data = patches.read_regular(
+            artifact(the_task, rel.removeprefix("artifacts/")), OUTPUT_LIMIT + 1
+        )
     except FileNotFoundError:
         return "", False
     return data[:OUTPUT_LIMIT].decode("utf-8", "replace"), len(data) > OUTPUT_LIMIT

@@ -27,8 +27,7 @@ ZONES = ["UTC", "Asia/Kolkata", "America/St_Johns", "Pacific/Chatham", "Europe/P
 
 def _repo(root: Path, object_format: str = "sha1") -> Path:
     repo = root / f"repo-{object_format}"
-    subprocess.run(["git", "init", "-q", f"--object-format={object_format}", str(repo)],
-                   check=True)  # fmt: skip
+    subprocess.run(["git", "init", "-q", f"--object-format={object_format}", str(repo)], check=True)
     (repo / "f").write_text("one\n")
     git(repo, "add", "f")
     git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "base")
@@ -57,8 +56,19 @@ def repos() -> Iterator[dict[str, Path]]:
 
 
 # the characters git's UTF-8 check replaces, and a few it keeps, among any others
-CORNERS = ["\n", "\ufffe", "\uffff", "\ufdd0", "\ufdef", "\U0001fffe", "\U0010ffff",
-           "\udcff", "\ud800", "é", "\r"]  # fmt: skip
+CORNERS = [
+    "\n",
+    "\ufffe",
+    "\uffff",
+    "\ufdd0",
+    "\ufdef",
+    "\U0001fffe",
+    "\U0010ffff",
+    "\udcff",
+    "\ud800",
+    "é",
+    "\r",
+]
 MESSAGES = st.text(
     alphabet=st.one_of(
         st.characters(codec="utf-8", exclude_characters="\0"), st.sampled_from(CORNERS)
@@ -70,12 +80,20 @@ MESSAGES = st.text(
 @settings(
     max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
-@given(message=MESSAGES, n_parents=st.integers(0, 2), zone=st.sampled_from(ZONES),
-       object_format=st.sampled_from(["sha1", "sha256"]))  # fmt: skip
+@given(
+    message=MESSAGES,
+    n_parents=st.integers(0, 2),
+    zone=st.sampled_from(ZONES),
+    object_format=st.sampled_from(["sha1", "sha256"]),
+)
 def test_a_commit_is_the_one_git_writes(
-    repos: dict[str, Path], monkeypatch: pytest.MonkeyPatch, message: str, n_parents: int,
-    zone: str, object_format: str,
-) -> None:  # fmt: skip
+    repos: dict[str, Path],
+    monkeypatch: pytest.MonkeyPatch,
+    message: str,
+    n_parents: int,
+    zone: str,
+    object_format: str,
+) -> None:
     repo = repos[object_format]
     for name in ("GIT_AUTHOR_DATE", "GIT_COMMITTER_DATE"):  # (dated now)
         monkeypatch.delenv(name, raising=False)
@@ -90,8 +108,9 @@ def test_a_commit_is_the_one_git_writes(
         encoded = message.encode("utf-8", "backslashreplace")
         # what git stores, dated as the writer dated its commit
         probe = made or _git_commit(repo, tree, parents, encoded, "@1 +0000")
-        stored = subprocess.run(["git", "cat-file", "commit", probe], cwd=repo,
-                                capture_output=True, check=True).stdout  # fmt: skip
+        stored = subprocess.run(
+            ["git", "cat-file", "commit", probe], cwd=repo, capture_output=True, check=True
+        ).stdout
         kept = stored.split(b"\n\n", 1)[1]
         if made is None:
             # left to git only where git would not store the message as given
@@ -139,8 +158,9 @@ def test_a_parent_that_is_not_loose_is_left_to_git(tmp_path: Path) -> None:
 
 
 def _ref(repo: Path, name: str) -> str | None:
-    done = subprocess.run(["git", "rev-parse", "--verify", "-q", name], cwd=repo,
-                          capture_output=True, text=True)  # fmt: skip
+    done = subprocess.run(
+        ["git", "rev-parse", "--verify", "-q", name], cwd=repo, capture_output=True, text=True
+    )
     return done.stdout.strip() or None
 
 
@@ -199,12 +219,20 @@ def test_what_git_does_otherwise_is_left_to_git(tmp_path: Path, case: str) -> No
 
 @pytest.mark.parametrize(
     "config",
-    ["commit.gpgsign true", "commit.gpgsign", "core.sharedrepository group",
-     "core.logallrefupdates always", "core.fsync loose-object", "core.fsyncobjectfiles true",
-     "extensions.objectformat sha512", "extensions.refstorage reftable",
-     "i18n.commitencoding ISO-8859-1", "core.loosecompression eleven",
-     "extensions.somethingnew true"],
-)  # fmt: skip
+    [
+        "commit.gpgsign true",
+        "commit.gpgsign",
+        "core.sharedrepository group",
+        "core.logallrefupdates always",
+        "core.fsync loose-object",
+        "core.fsyncobjectfiles true",
+        "extensions.objectformat sha512",
+        "extensions.refstorage reftable",
+        "i18n.commitencoding ISO-8859-1",
+        "core.loosecompression eleven",
+        "extensions.somethingnew true",
+    ],
+)
 def test_a_configuration_that_changes_what_git_writes_is_left_to_git(
     tmp_path: Path, config: str
 ) -> None:
@@ -213,20 +241,36 @@ def test_a_configuration_that_changes_what_git_writes_is_left_to_git(
 
 @pytest.mark.parametrize(
     "config",
-    ["", "commit.gpgsign false", "core.sharedrepository umask", "core.logallrefupdates true",
-     "extensions.worktreeconfig true", "extensions.refstorage files", "i18n.commitencoding UTF-8",
-     "core.compression 9\ncore.loosecompression 0"],
-)  # fmt: skip
+    [
+        "",
+        "commit.gpgsign false",
+        "core.sharedrepository umask",
+        "core.logallrefupdates true",
+        "extensions.worktreeconfig true",
+        "extensions.refstorage files",
+        "i18n.commitencoding UTF-8",
+        "core.compression 9\ncore.loosecompression 0",
+    ],
+)
 def test_a_configuration_that_changes_nothing_keeps_the_writer(tmp_path: Path, config: str) -> None:
     assert object_writer.Writer.for_repository(tmp_path, config) is not None
 
 
 @pytest.mark.parametrize(
     "value",
-    ["2024-01-15T10:00:00Z", "@1700000000 +0530", "1700000000 -0330", "2024-01-15T10:00:00+01:00",
-     "2024-07-01T23:59:59-0800", "2024-02-30T10:00:00Z", "2024-01-15T24:00:00Z", "yesterday",
-     "2024-01-15 10:00:00", "Mon, 15 Jan 2024 10:00:00 +0000"],
-)  # fmt: skip
+    [
+        "2024-01-15T10:00:00Z",
+        "@1700000000 +0530",
+        "1700000000 -0330",
+        "2024-01-15T10:00:00+01:00",
+        "2024-07-01T23:59:59-0800",
+        "2024-02-30T10:00:00Z",
+        "2024-01-15T24:00:00Z",
+        "yesterday",
+        "2024-01-15 10:00:00",
+        "Mon, 15 Jan 2024 10:00:00 +0000",
+    ],
+)
 def test_a_date_from_the_environment_is_read_as_git_reads_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, value: str
 ) -> None:
@@ -236,8 +280,13 @@ def test_a_date_from_the_environment_is_read_as_git_reads_it(
     monkeypatch.setenv("GIT_COMMITTER_DATE", value)
     writer = object_writer.Writer.for_repository(repo / ".git", "")
     if writer is None:  # (a form it leaves to git)
-        assert value in ("2024-02-30T10:00:00Z", "2024-01-15T24:00:00Z", "yesterday",
-                         "2024-01-15 10:00:00", "Mon, 15 Jan 2024 10:00:00 +0000")  # fmt: skip
+        assert value in (
+            "2024-02-30T10:00:00Z",
+            "2024-01-15T24:00:00Z",
+            "yesterday",
+            "2024-01-15 10:00:00",
+            "Mon, 15 Jan 2024 10:00:00 +0000",
+        )
         return
     made = writer.commit(tree, [], "dated")
     assert made == _git_commit(repo, tree, [], b"dated", value)

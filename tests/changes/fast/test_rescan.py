@@ -18,8 +18,9 @@ from bar.ledger import steps
 def _plain_git_tree(wt: Path, tmp: Path) -> str:
     env = {**os.environ, "GIT_INDEX_FILE": str(tmp / "oracle-index")}
     subprocess.run(["git", "add", "-A"], cwd=wt, env=env, check=True)
-    return subprocess.run(["git", "write-tree"], cwd=wt, env=env, check=True,
-                          capture_output=True, text=True).stdout.strip()  # fmt: skip
+    return subprocess.run(
+        ["git", "write-tree"], cwd=wt, env=env, check=True, capture_output=True, text=True
+    ).stdout.strip()
 
 
 def test_the_current_tree_from_the_stamps_equals_plain_git(
@@ -82,8 +83,12 @@ def test_ignored_directories_are_not_stamped_and_hide_nothing(
     assert res.code == 0 and "warning" not in res.err
     task = api.get_task(api.open_project(), "t1")
     snapshot = task.recorded_snapshot()
-    tree = subprocess.run(["git", "-C", str(wt), "rev-parse", snapshot + "^{tree}"],
-                          check=True, capture_output=True, text=True).stdout.strip()  # fmt: skip
+    tree = subprocess.run(
+        ["git", "-C", str(wt), "rev-parse", snapshot + "^{tree}"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
     assert tree == expected
 
 
@@ -117,8 +122,13 @@ def test_stamps_a_crash_of_the_machine_left_behind_are_found_out(
         (wt / "two.txt").write_text("by hand\n")
         assert bar(capfd, "run", "--", "true").code == 0
         last = api.get_task(api.open_project(), "t1").recorded_snapshot()
-        tree = subprocess.run(["git", "rev-parse", f"{last}^{{tree}}"], cwd=wt, check=True,
-                              capture_output=True, text=True).stdout.strip()  # fmt: skip
+        tree = subprocess.run(
+            ["git", "rev-parse", f"{last}^{{tree}}"],
+            cwd=wt,
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
         assert tree == _plain_git_tree(wt, tmp_path)
     finally:
         monkeypatch.undo()

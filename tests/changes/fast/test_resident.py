@@ -36,12 +36,23 @@ def _home() -> str:
     return str(bar_home())
 
 
-def _run(wt: Path, *args: str, cwd: Path | None = None, input: bytes | None = None,
-         env: dict[str, str] | None = None, preexec: Callable[[], None] | None = None,
-         ) -> subprocess.CompletedProcess[bytes]:  # fmt: skip
-    return subprocess.run([BAR_EXE, "run", *args], cwd=cwd or wt, input=input,
-                          capture_output=True, env={**os.environ, **(env or {})},
-                          preexec_fn=preexec, timeout=120)  # fmt: skip
+def _run(
+    wt: Path,
+    *args: str,
+    cwd: Path | None = None,
+    input: bytes | None = None,
+    env: dict[str, str] | None = None,
+    preexec: Callable[[], None] | None = None,
+) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(
+        [BAR_EXE, "run", *args],
+        cwd=cwd or wt,
+        input=input,
+        capture_output=True,
+        env={**os.environ, **(env or {})},
+        preexec_fn=preexec,
+        timeout=120,
+    )
 
 
 def _started(capfd: pytest.CaptureFixture[str], repo: Path) -> tuple[dict[str, Any], Path]:
@@ -59,8 +70,14 @@ def _served(wt: Path, **kw: Any) -> bool:
     holder's parent (bar.sandbox.holder) is then not the ``bar`` process this test started."""
     env = {**os.environ, **kw.pop("env", {})}
     bar_pid = "cut -d' ' -f4 /proc/$PPID/stat"
-    proc = subprocess.Popen([BAR_EXE, "run", "--", "sh", "-c", bar_pid], cwd=wt, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kw)  # fmt: skip
+    proc = subprocess.Popen(
+        [BAR_EXE, "run", "--", "sh", "-c", bar_pid],
+        cwd=wt,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        **kw,
+    )
     out, _ = proc.communicate(timeout=120)
     assert proc.returncode == 0
     return int(out) != proc.pid
@@ -70,8 +87,18 @@ def _seen(done: subprocess.CompletedProcess[bytes]) -> tuple[int, bytes, bytes]:
     return done.returncode, done.stdout, _STEP.sub("step N", done.stderr.decode()).encode()
 
 
-_KEPT = ("cmd", "cwd", "env", "exit_code", "signal", "diff_stat", "pty", "interrupted",
-         "policy_events", "blocked")  # fmt: skip
+_KEPT = (
+    "cmd",
+    "cwd",
+    "env",
+    "exit_code",
+    "signal",
+    "diff_stat",
+    "pty",
+    "interrupted",
+    "policy_events",
+    "blocked",
+)
 
 
 def test_a_served_run_is_the_run_bar_makes_itself(
@@ -88,30 +115,42 @@ def test_a_served_run_is_the_run_bar_makes_itself(
         signal.signal(signal.SIGHUP, signal.SIG_IGN)
         signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGUSR1])
 
-    show_signals = ("import signal; print(signal.getsignal(signal.SIGHUP), "
-                    "sorted(signal.pthread_sigmask(signal.SIG_BLOCK, [])))")  # fmt: skip
+    show_signals = (
+        "import signal; print(signal.getsignal(signal.SIGHUP), "
+        "sorted(signal.pthread_sigmask(signal.SIG_BLOCK, [])))"
+    )
 
     cases: list[tuple[tuple[str, ...], dict[str, Any]]] = [
         (("--", "sh", "-c", "echo out; echo err >&2; exit 3"), {}),
-        (("-e", "FOO=bar", "--", "sh", "-c", 'printf "%s|" "$FOO" "$MINE"; pwd'),
-         {"env": {"MINE": "from the caller"}}),
+        (
+            ("-e", "FOO=bar", "--", "sh", "-c", 'printf "%s|" "$FOO" "$MINE"; pwd'),
+            {"env": {"MINE": "from the caller"}},
+        ),
         (("--", "sh", "-c", "pwd; echo made > here.txt"), {"cwd": wt / "sub"}),
-        (("--", "sh", "-c", "umask; echo x > masked.txt; stat -c %a masked.txt"),
-         {"preexec": umask_027}),
+        (
+            ("--", "sh", "-c", "umask; echo x > masked.txt; stat -c %a masked.txt"),
+            {"preexec": umask_027},
+        ),
         (("--", "cat"), {"input": b"fed on stdin\n"}),
         (("--", sys.executable, "-c", show_signals), {"preexec": nohup_and_blocked}),
         (("--", "printf", "%s\n", weird), {}),
         (("--", "no-such-command-here"), {}),
         (("--", "sh", "-c", "kill -TERM $$"), {}),
         (("--json", "--", "sh", "-c", "echo in json"), {}),
-    ]  # fmt: skip
+    ]
     for args, kw in cases:
         # each run begins with no hand edit to record (what the last one made is removed,
         # and that recorded by a step of its own)
         _undo_files(wt)
         assert _run(wt, "--", "true", env={"BAR_RESIDENT_IDLE": "0"}).returncode == 0
-        here = _seen(_run(wt, *args, env={**kw.get("env", {}), "BAR_RESIDENT_IDLE": "0"},
-                          **{k: v for k, v in kw.items() if k != "env"}))  # fmt: skip
+        here = _seen(
+            _run(
+                wt,
+                *args,
+                env={**kw.get("env", {}), "BAR_RESIDENT_IDLE": "0"},
+                **{k: v for k, v in kw.items() if k != "env"},
+            )
+        )
         mine = ledger(task["id"])[-1]
         _undo_files(wt)
         assert _served(wt), "the resident did not serve"
@@ -140,11 +179,19 @@ def test_a_signal_to_bar_reaches_the_command_as_it_would(
         if idle == "60":
             assert _served(wt)
         proc = subprocess.Popen(
-            [BAR_EXE, "run", "--", "sh", "-c", "trap 'echo got TERM; exit 7' TERM; "
-             "echo ready; while :; do sleep 0.05; done"],
-            cwd=wt, env={**os.environ, "BAR_RESIDENT_IDLE": idle},
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        )  # fmt: skip
+            [
+                BAR_EXE,
+                "run",
+                "--",
+                "sh",
+                "-c",
+                "trap 'echo got TERM; exit 7' TERM; echo ready; while :; do sleep 0.05; done",
+            ],
+            cwd=wt,
+            env={**os.environ, "BAR_RESIDENT_IDLE": idle},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
         assert proc.stdout is not None
         assert proc.stdout.readline() == b"ready\n"
         proc.send_signal(signal.SIGTERM)
@@ -158,8 +205,9 @@ def test_a_served_bar_killed_with_its_caller_leaves_an_interrupted_step(
 ) -> None:
     task, wt = _started(capfd, repo)
     script = "cut -d' ' -f4 /proc/$PPID/stat > ../bar.pid; echo partial > work.txt; sleep 60"
-    proc = subprocess.Popen([BAR_EXE, "run", "--no-sandbox", "--", "sh", "-c", script],
-                            cwd=wt, start_new_session=True)  # fmt: skip
+    proc = subprocess.Popen(
+        [BAR_EXE, "run", "--no-sandbox", "--", "sh", "-c", script], cwd=wt, start_new_session=True
+    )
     _wait(lambda: (wt / "work.txt").exists())
     fork = int((wt.parent / "bar.pid").read_text())
     assert fork != proc.pid  # (served)
@@ -231,8 +279,11 @@ def test_a_confined_step_cannot_take_the_spares(
     )
     proc = subprocess.Popen(
         [BAR_EXE, "run", "--", sys.executable, "-c", holder, resident.socket_path()],
-        cwd=wt, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
-    )  # fmt: skip
+        cwd=wt,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
     try:
         assert proc.stdout is not None and proc.stdout.readline() == b"holding\n"
         started = time.monotonic()
@@ -255,9 +306,17 @@ def test_the_caller_is_the_process_that_connected(tmp_path: Path) -> None:
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(path)
     listener.listen(1)
-    child = subprocess.Popen([sys.executable, "-c", "import socket, sys; "
-                              "socket.socket(socket.AF_UNIX).connect(sys.argv[1]); "
-                              "sys.stdin.read()", path], stdin=subprocess.PIPE)  # fmt: skip
+    child = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import socket, sys; "
+            "socket.socket(socket.AF_UNIX).connect(sys.argv[1]); "
+            "sys.stdin.read()",
+            path,
+        ],
+        stdin=subprocess.PIPE,
+    )
     conn, _ = listener.accept()
     try:
         assert _caller_still_there(conn) is True
@@ -340,19 +399,26 @@ def test_the_commands_that_change_a_task_act_alike_served_or_not(
         for argv in steps:
             args = [a.format(name=name) for a in argv]
             before = _forks()
-            done = subprocess.run([BAR_EXE, args[0], "--task", ids[name], *args[1:]], cwd=repo,
-                                  capture_output=True, env={**os.environ, "BAR_RESIDENT_IDLE": idle},
-                                  timeout=120)  # fmt: skip
+            done = subprocess.run(
+                [BAR_EXE, args[0], "--task", ids[name], *args[1:]],
+                cwd=repo,
+                capture_output=True,
+                env={**os.environ, "BAR_RESIDENT_IDLE": idle},
+                timeout=120,
+            )
             if name == "there":  # (a spare served it: the one forked in its place, or
                 # with spares to spare, the fork itself until it is reaped)
                 _wait(lambda seen=before: _forks() != seen, 10)
             else:
                 assert _forks() == before, args
             files = sorted(p.name for p in wt.iterdir() if p.name != ".git")
-            seen[name].append((done.returncode, same(done.stdout, name), same(done.stderr, name),
-                               files))  # fmt: skip
-        kept = [{k: s.get(k) for k in ("kind", "exit_code", "diff_stat", "cmd", "to")}
-                for s in ledger(ids[name])]  # fmt: skip
+            seen[name].append(
+                (done.returncode, same(done.stdout, name), same(done.stderr, name), files)
+            )
+        kept = [
+            {k: s.get(k) for k in ("kind", "exit_code", "diff_stat", "cmd", "to")}
+            for s in ledger(ids[name])
+        ]
         seen[name].append(kept)
     assert seen["there"] == seen["here"]
     trees = {git_tree(repo, f"land-{name}") for name in ("here", "there")}
@@ -360,13 +426,19 @@ def test_the_commands_that_change_a_task_act_alike_served_or_not(
 
 
 def _bar_json(*args: str) -> str:
-    return subprocess.run([BAR_EXE, *args, "--json"], capture_output=True, check=True,
-                          text=True, timeout=60).stdout  # fmt: skip
+    return subprocess.run(
+        [BAR_EXE, *args, "--json"], capture_output=True, check=True, text=True, timeout=60
+    ).stdout
 
 
 def git_tree(repo: Path, ref: str) -> str:
-    return subprocess.run(["git", "rev-parse", f"{ref}^{{tree}}"], cwd=repo, check=True,
-                          capture_output=True, text=True).stdout.strip()  # fmt: skip
+    return subprocess.run(
+        ["git", "rev-parse", f"{ref}^{{tree}}"],
+        cwd=repo,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
 
 
 def test_only_the_commands_that_need_no_terminal_of_their_own(
@@ -431,8 +503,9 @@ def test_a_resident_whose_code_is_quiet_stats_nothing(
         assert not warm._still_here() and statted == [1]
 
 
-def test_it_exits_when_idle_and_when_asked(repo: Path, capfd: pytest.CaptureFixture[str],
-                                           monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+def test_it_exits_when_idle_and_when_asked(
+    repo: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     _, wt = _started(capfd, repo)
     path = Path(_home()) / resident.SOCKET
     assert resident.stop(_home())
@@ -486,10 +559,13 @@ def test_the_bar_command_loads_no_more_than_it_needs_to_be_served() -> None:
     """``bin/bar`` loads ``bar.cli.entry`` and ``bar.changes.fast.resident`` alone (and their
     packages, which import nothing; ``_socket`` once it sends), and those no ``__future__`` (0.3 ms of a
     command that takes some 50)."""
-    probe = ("import sys\nbefore = set(sys.modules)\nfrom bar.cli import entry\n"
-             "print(' '.join(sorted(set(sys.modules) - before)))")  # fmt: skip
-    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
-                         check=True).stdout.split()  # fmt: skip
+    probe = (
+        "import sys\nbefore = set(sys.modules)\nfrom bar.cli import entry\n"
+        "print(' '.join(sorted(set(sys.modules) - before)))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True
+    ).stdout.split()
     packages = {"bar", "bar.cli", "bar.changes", "bar.changes.fast"}
     assert set(out) <= packages | {"bar.cli.entry", "bar.changes.fast.resident"}, out
     source = Path(entry_file()).parent
@@ -542,8 +618,13 @@ def test_bar_resident_starts_says_and_stops_the_warm_bar(repo: Path) -> None:
     """``bar resident``: its lifecycle by hand, as the next ``bar run`` would see it."""
 
     def said(*args: str, **env: str) -> dict[str, Any]:
-        proc = subprocess.run([BAR_EXE, "resident", *args, "--json"], capture_output=True,
-                              env={**os.environ, **env}, timeout=120, check=True)  # fmt: skip
+        proc = subprocess.run(
+            [BAR_EXE, "resident", *args, "--json"],
+            capture_output=True,
+            env={**os.environ, **env},
+            timeout=120,
+            check=True,
+        )
         found: dict[str, Any] = json.loads(proc.stdout)
         return found
 
@@ -575,8 +656,10 @@ def test_a_request_is_read_by_its_field_names() -> None:
     field by field; anything else is no request."""
     from bar.changes.fast.resident_daemon import Request
 
-    probe = ("import sys\nfrom bar.changes.fast import resident\n"
-             "sys.stdout.buffer.write(resident.request(['run', '--', 'echo', 'a b']))")  # fmt: skip
+    probe = (
+        "import sys\nfrom bar.changes.fast import resident\n"
+        "sys.stdout.buffer.write(resident.request(['run', '--', 'echo', 'a b']))"
+    )
     sent = subprocess.run([sys.executable, "-c", probe], capture_output=True, check=True).stdout
     body = sent.split(b"\n", 1)[1]
     request = Request.parse(body)

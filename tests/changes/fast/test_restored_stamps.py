@@ -18,21 +18,27 @@ from bar.ledger import steps
 def _plain_git_tree(wt: Path, tmp: Path) -> str:
     env = {**os.environ, "GIT_INDEX_FILE": str(tmp / "oracle-index")}
     subprocess.run(["git", "add", "-A"], cwd=wt, env=env, check=True)
-    return subprocess.run(["git", "write-tree"], cwd=wt, env=env, check=True,
-                          capture_output=True, text=True).stdout.strip()  # fmt: skip
+    return subprocess.run(
+        ["git", "write-tree"], cwd=wt, env=env, check=True, capture_output=True, text=True
+    ).stdout.strip()
 
 
 def _steps_back_and_forth(capfd: pytest.CaptureFixture[str]) -> None:
     run_sh(capfd, "mkdir -p src/a && echo 1 > src/a/one.txt && echo x > top.txt")
-    run_sh(capfd, "mkdir -p src/b/c && echo 2 > src/b/c/two.txt && rm top.txt"
-                  " && echo 1b >> src/a/one.txt")  # fmt: skip
+    run_sh(
+        capfd,
+        "mkdir -p src/b/c && echo 2 > src/b/c/two.txt && rm top.txt && echo 1b >> src/a/one.txt",
+    )
 
 
 @pytest.mark.parametrize("watcher", [True, False], ids=["watcher", "stamps"])
 def test_the_command_after_a_rollback_rescans_nothing(
-    inited_clean: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str],
-    monkeypatch: pytest.MonkeyPatch, watcher: bool,
-) -> None:  # fmt: skip
+    inited_clean: Path,
+    tmp_path: Path,
+    capfd: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    watcher: bool,
+) -> None:
     """The stamps a restore writes hold: the next command adds nothing. With a watcher,
     it lists no directory either (the restore told the watcher which of its own writes
     it found as written); every recorded file is statted in any case."""
@@ -95,5 +101,10 @@ def test_changes_made_right_after_a_rollback_are_recorded(
 
 
 def git_tree(wt: Path, commit: str) -> str:
-    return subprocess.run(["git", "rev-parse", f"{commit}^{{tree}}"], cwd=wt, check=True,
-                          capture_output=True, text=True).stdout.strip()  # fmt: skip
+    return subprocess.run(
+        ["git", "rev-parse", f"{commit}^{{tree}}"],
+        cwd=wt,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()

@@ -42,8 +42,12 @@ def _staged(task: dict[str, object], seconds: float = 5.0) -> Path | None:
     while time.monotonic() < deadline:
         said = watcher.status(side_index_of(task))
         if said is not None and said.get("staged"):
-            copies = [p for p in folder.iterdir() if p.name.startswith(staging.PREFIX)
-                      and not p.name.endswith((".lock", staging.PATCH))]  # fmt: skip
+            copies = [
+                p
+                for p in folder.iterdir()
+                if p.name.startswith(staging.PREFIX)
+                and not p.name.endswith((".lock", staging.PATCH))
+            ]
             if len(copies) == 1:
                 return copies[0]
         time.sleep(0.02)
@@ -51,15 +55,19 @@ def _staged(task: dict[str, object], seconds: float = 5.0) -> Path | None:
 
 
 def _copies(task: dict[str, object]) -> list[str]:
-    return [p.name for p in task_dir(str(task["id"])).iterdir()
-            if p.name.startswith(staging.PREFIX)]  # fmt: skip
+    return [
+        p.name for p in task_dir(str(task["id"])).iterdir() if p.name.startswith(staging.PREFIX)
+    ]
 
 
 @pytest.mark.parametrize("seed", range(3))
 def test_a_staged_hand_edit_is_taken_and_recorded_as_plain_git_writes_it(
-    repo: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str],
-    monkeypatch: pytest.MonkeyPatch, seed: int,
-) -> None:  # fmt: skip
+    repo: Path,
+    tmp_path: Path,
+    capfd: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    seed: int,
+) -> None:
     """Random hand edits, each staged by the watcher and taken by the next command (which
     adds nothing itself): every recorded tree equals the one
     ``git add -A`` writes from a fresh index, and no copy is left behind."""
@@ -167,9 +175,11 @@ def test_a_change_after_the_staging_began_throws_it_away(
 
 
 def test_a_staging_is_answered_only_to_a_command_in_the_same_environment(
-    repo: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+    repo: Path,
+    capfd: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
     tmp_path: Path,
-) -> None:  # fmt: skip
+) -> None:
     """Another ``HOME`` may name other ignore files: git must have run as the command's
     own would."""
     task, wt = watcher_started(capfd, repo)
@@ -214,8 +224,9 @@ def test_a_commit_in_a_nested_repository_throws_the_staging_away(
     is read at every question), and the commit is recorded."""
     task, wt = watcher_started(capfd, repo)
     nested = wt / "sub"
-    subprocess.run(["git", "init", "-q", f"--separate-git-dir={tmp_path / 'sub.git'}",
-                    str(nested)], check=True)  # fmt: skip
+    subprocess.run(
+        ["git", "init", "-q", f"--separate-git-dir={tmp_path / 'sub.git'}", str(nested)], check=True
+    )
     (nested / "f").write_text("1\n")
     subprocess.run(["git", "add", "f"], cwd=nested, check=True)
     subprocess.run(["git", "commit", "-qm", "one"], cwd=nested, check=True)

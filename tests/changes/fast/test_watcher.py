@@ -41,13 +41,17 @@ from conftest import git
 def _git_ran(trace: Path) -> list[str]:
     """The git subcommands a GIT_TRACE2_EVENT file saw start (none: no file)."""
     lines = trace.read_text().splitlines() if trace.exists() else []
-    return [json.loads(line)["name"] for line in lines
-            if json.loads(line)["event"] == "cmd_name"]  # fmt: skip
+    return [json.loads(line)["name"] for line in lines if json.loads(line)["event"] == "cmd_name"]
 
 
-def _recorded_without_a_stat(capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
-                             tmp_path: Path, repo: Path, task: dict[str, object], wt: Path,
-                             ) -> None:  # fmt: skip
+def _recorded_without_a_stat(
+    capfd: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    repo: Path,
+    task: dict[str, object],
+    wt: Path,
+) -> None:
     """``bar run -- true`` records the worktree as plain git sees it, and statted no
     directory: the watcher said where entries changed (every recorded file is statted
     all the same, by ``git diff-files``)."""
@@ -88,9 +92,12 @@ def _pid(task: dict[str, object]) -> int:
 
 @pytest.mark.parametrize("seed", range(4))
 def test_what_the_watcher_says_gives_the_tree_plain_git_gives(
-    repo: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str],
-    monkeypatch: pytest.MonkeyPatch, seed: int,
-) -> None:  # fmt: skip
+    repo: Path,
+    tmp_path: Path,
+    capfd: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    seed: int,
+) -> None:
     """Random hand edits between steps and random edits by steps, each step recorded
     from what the watcher reported (no directory statted; every recorded file is, by
     ``git diff-files``): every snapshot equals the tree ``git add -A`` writes from a
@@ -164,9 +171,11 @@ def test_a_change_is_reported_until_a_snapshot_has_it(
 
 
 def test_a_state_recorded_behind_its_back_makes_it_unsure_until_a_full_look(
-    repo: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str],
+    repo: Path,
+    tmp_path: Path,
+    capfd: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
-) -> None:  # fmt: skip
+) -> None:
     task, wt = watcher_started(capfd, repo)
     index = side_index_of(task)
     base = ledger(str(task["id"]))[-1]["snapshot"]
@@ -182,9 +191,11 @@ def test_a_state_recorded_behind_its_back_makes_it_unsure_until_a_full_look(
 
 
 def test_a_write_inotify_cannot_see_is_found_by_the_next_full_look(
-    repo: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str],
+    repo: Path,
+    tmp_path: Path,
+    capfd: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
-) -> None:  # fmt: skip
+) -> None:
     """A write through a memory map whose file was closed makes no inotify event: the
     watcher cannot report it, and asks for a full look every VERIFY seconds."""
     monkeypatch.setenv("BAR_WATCHER_VERIFY", "1")
@@ -233,8 +244,12 @@ def test_it_answers_no_confined_process(repo: Path, capfd: pytest.CaptureFixture
         "print(s.recv(1000).decode())\n"
     )
     pid = _pid(task)
-    ran = subprocess.run([sys.executable, "-c", probe, "watcher.sock"], capture_output=True,
-                         text=True, cwd=task_dir(str(task["id"])))  # fmt: skip
+    ran = subprocess.run(
+        [sys.executable, "-c", probe, "watcher.sock"],
+        capture_output=True,
+        text=True,
+        cwd=task_dir(str(task["id"])),
+    )
     assert ran.returncode == 0, ran.stderr
     assert json.loads(ran.stdout) == {"error": "refused"}
     assert _alive(pid)
@@ -273,9 +288,11 @@ def test_no_watcher_is_started_when_the_idle_time_is_zero(
 
 
 def test_a_rollback_leaves_it_sure(
-    repo: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str],
+    repo: Path,
+    tmp_path: Path,
+    capfd: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
-) -> None:  # fmt: skip
+) -> None:
     """A restore writes the side index, the stamps and the files together: the watcher
     moves to the restored state, keeping the paths the restore wrote (it saw them)."""
     task, wt = watcher_started(capfd, repo)
@@ -350,8 +367,9 @@ def test_what_a_snapshot_leaves_out_is_reported_again(
     (wt / "other.txt").write_text("o\n")
     the_task = api.get_task(api.open_project(), str(task["id"]))
     before = the_task.recorded_snapshot()
-    snap = snapshot.take(the_task.worktree, the_task.index, the_task.snapshot_ref, before,
-                         "a checkpoint", ["kept"])  # fmt: skip
+    snap = snapshot.take(
+        the_task.worktree, the_task.index, the_task.snapshot_ref, before, "a checkpoint", ["kept"]
+    )
     sight = watcher.look(side_index_of(task), snap.commit)
     assert sight is not None and sight.paths is not None
     assert "kept" in sight.paths or "kept/settings.json" in sight.paths
@@ -373,7 +391,11 @@ def test_bar_without_new_privileges_starts_no_watcher(
     from helpers import BAR_EXE
 
     for _ in range(3):
-        ran = subprocess.run([sys.executable, "-c", wrapper, BAR_EXE, "run", "--", "true"],
-                             cwd=worktree(task), capture_output=True, text=True)  # fmt: skip
+        ran = subprocess.run(
+            [sys.executable, "-c", wrapper, BAR_EXE, "run", "--", "true"],
+            cwd=worktree(task),
+            capture_output=True,
+            text=True,
+        )
         assert ran.returncode == 0, ran.stderr
     assert not watcher.running(side_index_of(task))

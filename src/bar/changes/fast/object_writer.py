@@ -38,15 +38,25 @@ from bar.git import BAR_IDENTITY
 
 # the configuration read beside the snapshot's ``git add`` (``exact.ask``), of which the
 # keys below decide whether the writer may stand in for git
-CONFIG_PATTERN = (r"^(core\.(sharedrepository|logallrefupdates|fsync|fsyncobjectfiles"
-                  r"|fsyncmethod|compression|loosecompression|createobject)"
-                  r"|extensions\..*|commit\.gpgsign|i18n\.commitencoding)$")  # fmt: skip
+CONFIG_PATTERN = (
+    r"^(core\.(sharedrepository|logallrefupdates|fsync|fsyncobjectfiles"
+    r"|fsyncmethod|compression|loosecompression|createobject)"
+    r"|extensions\..*|commit\.gpgsign|i18n\.commitencoding)$"
+)
 _FALSE = ("false", "no", "off", "0")
-_HARMLESS = {("extensions.refstorage", "files"), ("i18n.commitencoding", "utf-8"),
-             ("i18n.commitencoding", "utf8"), ("core.sharedrepository", "umask")}  # fmt: skip
+_HARMLESS = {
+    ("extensions.refstorage", "files"),
+    ("i18n.commitencoding", "utf-8"),
+    ("i18n.commitencoding", "utf8"),
+    ("core.sharedrepository", "umask"),
+}
 # extensions that change nothing in how a commit or a loose ref is written
-_HARMLESS_EXTENSIONS = ("extensions.worktreeconfig", "extensions.preciousobjects",
-                        "extensions.partialclone", "extensions.noop")  # fmt: skip
+_HARMLESS_EXTENSIONS = (
+    "extensions.worktreeconfig",
+    "extensions.preciousobjects",
+    "extensions.partialclone",
+    "extensions.noop",
+)
 # read with these keys for the snapshot's other needs (``bar.git.exact``): no part of a commit
 _READ_BESIDE = ("core.autocrlf", "core.attributesfile", "core.excludesfile")
 _HASHES = {"sha1": 40, "sha256": 64}  # digits of an object id
@@ -120,9 +130,12 @@ class Writer:
         who = BAR_IDENTITY
         author = f"{who['GIT_AUTHOR_NAME']} <{who['GIT_AUTHOR_EMAIL']}>"
         committer = f"{who['GIT_COMMITTER_NAME']} <{who['GIT_COMMITTER_EMAIL']}>"
-        head = [f"tree {tree}", *(f"parent {p}" for p in parents),
-                f"author {author} {_date(os.environ.get('GIT_AUTHOR_DATE')) or dated}",
-                f"committer {committer} {_date(os.environ.get('GIT_COMMITTER_DATE')) or dated}"]  # fmt: skip
+        head = [
+            f"tree {tree}",
+            *(f"parent {p}" for p in parents),
+            f"author {author} {_date(os.environ.get('GIT_AUTHOR_DATE')) or dated}",
+            f"committer {committer} {_date(os.environ.get('GIT_COMMITTER_DATE')) or dated}",
+        ]
         body = ("\n".join(head) + "\n\n").encode() + message.encode("utf-8", "backslashreplace")
         return self._write_object(b"commit", body)
 

@@ -131,8 +131,16 @@ def force(worktree: Path, index: Path, paths: Sequence[str]) -> None:
     if not paths:
         return
     env = _env(index)
-    listed = git.git(worktree, "ls-files", "-s", "-z", "--",
-                     *(f":(top,literal){p}" for p in paths), env=env, check=False)  # fmt: skip
+    listed = git.git(
+        worktree,
+        "ls-files",
+        "-s",
+        "-z",
+        "--",
+        *(f":(top,literal){p}" for p in paths),
+        env=env,
+        check=False,
+    )
     lines = []
     for item in listed.stdout.split(b"\0"):
         meta, _, path = item.partition(b"\t")
@@ -140,8 +148,9 @@ def force(worktree: Path, index: Path, paths: Sequence[str]) -> None:
         if len(fields) == 3 and fields[2] == b"0":
             lines.append(fields[0] + b" " + fields[1] + b"\t" + path)
     if lines:
-        git.git(worktree, "update-index", "-z", "--index-info", env=env,
-                input=b"\0".join(lines) + b"\0")  # fmt: skip
+        git.git(
+            worktree, "update-index", "-z", "--index-info", env=env, input=b"\0".join(lines) + b"\0"
+        )
 
 
 def note(worktree: Path, index: Path, since_ns: int, digits: int = 40) -> list[str]:

@@ -95,8 +95,9 @@ def scan(
 _MAX_PATHS = 1000  # more changed paths than this are rescanned as their directories
 
 
-def _watched(worktree: Path, dirs: list[object], mtimes: list[object], changed: set[str]
-             ) -> tuple[list[str], dict[str, int]] | None:  # fmt: skip
+def _watched(
+    worktree: Path, dirs: list[object], mtimes: list[object], changed: set[str]
+) -> tuple[list[str], dict[str, int]] | None:
     """The scope of a scan from the paths the kernel reported: those that exist (a
     recorded file that is gone is named by diff-files, which stats them all; an
     unrecorded one that is gone leaves nothing to record), and nothing else (a pathspec
@@ -153,8 +154,12 @@ class _Rescan(Exception):
     """A ``.gitignore`` changed: what is ignored may have changed anywhere."""
 
 
-def _dir_entries(worktree: Path, rel: str, stamped: set[str], since: int | None = None,
-                 ) -> list[str]:  # fmt: skip
+def _dir_entries(
+    worktree: Path,
+    rel: str,
+    stamped: set[str],
+    since: int | None = None,
+) -> list[str]:
     """What to rescan of a directory whose ctime moved: its own entries, one by one, but
     not its subdirectories the stamps know (each is judged by its own ctime). Naming a
     directory that holds stamped ones would make git walk everything under it; a glob
@@ -179,8 +184,11 @@ def _dir_entries(worktree: Path, rel: str, stamped: set[str], since: int | None 
                 if child in stamped and entry.is_dir(follow_symlinks=False):
                     parent = True
                     continue
-                if (since is not None and entry.name == ".gitignore"
-                        and entry.stat(follow_symlinks=False).st_ctime_ns >= since):  # fmt: skip
+                if (
+                    since is not None
+                    and entry.name == ".gitignore"
+                    and entry.stat(follow_symlinks=False).st_ctime_ns >= since
+                ):
                     raise _Rescan
                 found.append(child)
                 if len(found) > _MAX_ENTRIES and rel:
@@ -204,8 +212,9 @@ def _with_files(scope: list[str], names: list[str]) -> list[str] | None:
     return scope
 
 
-def _changed_dirs(worktree: Path, dirs: list[object], mtimes: list[object], since: int
-                  ) -> tuple[list[str], dict[str, int]]:  # fmt: skip
+def _changed_dirs(
+    worktree: Path, dirs: list[object], mtimes: list[object], since: int
+) -> tuple[list[str], dict[str, int]]:
     """What to rescan of the stamped directories whose ctime moved (their entries, see
     ``_dir_entries``), and the ctimes of those that did not."""
     prefix = str(worktree) + os.sep

@@ -46,8 +46,7 @@ if TYPE_CHECKING:
 # pager, editor or prompt), whose start-up is most of what they cost
 SERVED = ("run", "apply", "rollback", "undo", "redo")
 # the signals this process passes on to the fork running the command
-FORWARDED = ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGWINCH", "SIGCONT",
-             "SIGUSR1", "SIGUSR2")  # fmt: skip
+FORWARDED = ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGWINCH", "SIGCONT", "SIGUSR1", "SIGUSR2")
 # variables that change nothing in how bar's code loads
 _HARMLESS_PYTHON = {"PYTHONDONTWRITEBYTECODE", "PYTHONUNBUFFERED"}
 _RUN_OPTIONS_HERE = {"--no-pty", "--json"}  # with a terminal: the command must be ours
@@ -90,8 +89,9 @@ def may_serve(args: list[str]) -> bool:
     if getattr(sys, "_xoptions", None):
         return False
     for name in os.environ:
-        if name.startswith("BAR_FAULT") or (name.startswith("PYTHON")
-                                            and name not in _HARMLESS_PYTHON):  # fmt: skip
+        if name.startswith("BAR_FAULT") or (
+            name.startswith("PYTHON") and name not in _HARMLESS_PYTHON
+        ):
             return False
     for stream in (sys.stdin, sys.stdout, sys.stderr):
         if stream is None or not hasattr(stream, "line_buffering"):
@@ -136,14 +136,26 @@ def request(args: list[str]) -> bytes:
     ignored = [n for n in range(1, _signal.NSIG) if _ignored(_signal, n)]
     blocked = sorted(int(n) for n in _signal.pthread_sigmask(_signal.SIG_BLOCK, []))
     # the fields of ``bar.changes.fast.resident_daemon.Request``, in its order
-    fields = [MAGIC, os.fsencode(os.path.dirname(package)), os.fsencode(sys.executable),
-              sys.getfilesystemencoding().encode(), b"%d" % sys.flags.utf8_mode,
-              b"%d" % mask, ",".join(map(str, ignored)).encode(),
-              ",".join(map(str, blocked)).encode()]  # fmt: skip
+    fields = [
+        MAGIC,
+        os.fsencode(os.path.dirname(package)),
+        os.fsencode(sys.executable),
+        sys.getfilesystemencoding().encode(),
+        b"%d" % sys.flags.utf8_mode,
+        b"%d" % mask,
+        ",".join(map(str, ignored)).encode(),
+        ",".join(map(str, blocked)).encode(),
+    ]
     for stream in (sys.stdin, sys.stdout, sys.stderr):
-        fields.append(b"%s:%s:%d:%d" % (
-            str(stream.encoding).encode(), str(stream.errors).encode(),
-            stream.line_buffering, getattr(stream, "write_through", False)))  # fmt: skip
+        fields.append(
+            b"%s:%s:%d:%d"
+            % (
+                str(stream.encoding).encode(),
+                str(stream.errors).encode(),
+                stream.line_buffering,
+                getattr(stream, "write_through", False),
+            )
+        )
     fields.append(b"%d" % (len(args) + 1))
     fields += [os.fsencode(a) for a in (sys.argv[0] if sys.argv else "bar", *args)]
     fields += [k + b"=" + v for k, v in os.environb.items()]
@@ -185,8 +197,9 @@ def serve(args: list[str]) -> int | None:
             _forget(path, known)
             raise
         data = request(args)
-        sent = sock.sendmsg([data[:65536]], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS,
-                                              _fds(here, 0, 1, 2))])  # fmt: skip
+        sent = sock.sendmsg(
+            [data[:65536]], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, _fds(here, 0, 1, 2))]
+        )
         sock.sendall(data[sent:])
         lines = _Lines(sock)
         first = lines.next()
@@ -301,8 +314,11 @@ def _wait(sock: "_Socket", lines: "_Lines", pid: int) -> int:
         except (OSError, ValueError):
             pass  # (SIGKILL: always the default)
         os.kill(os.getpid(), os.WTERMSIG(status))
-    print(f"bar: the process running this command (pid {pid}) ended without saying how; "
-          "run `bar status` to see what was recorded", file=sys.stderr)  # fmt: skip
+    print(
+        f"bar: the process running this command (pid {pid}) ended without saying how; "
+        "run `bar status` to see what was recorded",
+        file=sys.stderr,
+    )
     return os.WEXITSTATUS(status) if status is not None and os.WIFEXITED(status) else 1
 
 
@@ -342,8 +358,15 @@ def start(entry: str) -> None:
         listener.listen(16)
         os.replace(spare, path)  # listening already: a command waits for it to load
         flags = ["-E", "-P"] if sys.version_info >= (3, 11) else ["-E"]
-        command = [sys.executable, *flags, "-m", entry,
-                   str(listener.fileno()), path, str(idle_seconds())]  # fmt: skip
+        command = [
+            sys.executable,
+            *flags,
+            "-m",
+            entry,
+            str(listener.fileno()),
+            path,
+            str(idle_seconds()),
+        ]
         subprocess.Popen(
             command,
             cwd="/",

@@ -42,9 +42,22 @@ _SPARES = 2  # forks waiting for a command while none runs
 Runner = Callable[[list[str]], int]  # runs one command line (without the program's name)
 # what a caller must share with the resident to be served by a fork of it
 # (one thread, as both are: a thread of its own confined, as Landlock can, is not)
-_STATUS_KEYS = (b"Uid:", b"Gid:", b"Groups:", b"CapInh:", b"CapPrm:", b"CapEff:", b"CapBnd:",
-                b"CapAmb:", b"NoNewPrivs:", b"Seccomp:", b"Seccomp_filters:", b"Threads:",
-                b"Cpus_allowed_list:", b"Mems_allowed_list:")  # fmt: skip
+_STATUS_KEYS = (
+    b"Uid:",
+    b"Gid:",
+    b"Groups:",
+    b"CapInh:",
+    b"CapPrm:",
+    b"CapEff:",
+    b"CapBnd:",
+    b"CapAmb:",
+    b"NoNewPrivs:",
+    b"Seccomp:",
+    b"Seccomp_filters:",
+    b"Threads:",
+    b"Cpus_allowed_list:",
+    b"Mems_allowed_list:",
+)
 _NAMESPACES = ("mnt", "pid", "net", "user", "uts", "ipc", "cgroup", "time")
 
 
@@ -57,8 +70,11 @@ def identity(pid: int | str) -> list[bytes] | None:
         with open(f"{proc}/status", "rb") as f:
             status = f.read().splitlines()
         said = [line for line in status if line.startswith(_STATUS_KEYS)]
-        said += [os.readlink(f"{proc}/ns/{ns}").encode() for ns in _NAMESPACES
-                 if os.path.exists(f"/proc/self/ns/{ns}")]  # fmt: skip
+        said += [
+            os.readlink(f"{proc}/ns/{ns}").encode()
+            for ns in _NAMESPACES
+            if os.path.exists(f"/proc/self/ns/{ns}")
+        ]
         said.append(os.readlink(f"{proc}/root").encode())
         for name in ("cgroup", "limits", "oom_score_adj"):
             with open(f"{proc}/{name}", "rb") as f:
@@ -91,8 +107,7 @@ def _caller_still_there(conn: socket.socket) -> bool | None:
     """Whether the process that connected is still the one alive (a pidfd of it says so
     whatever became of its pid since); None where the kernel cannot say."""
     try:
-        pidfd = int.from_bytes(conn.getsockopt(socket.SOL_SOCKET, _SO_PEERPIDFD, 4),
-                               sys.byteorder)  # fmt: skip
+        pidfd = int.from_bytes(conn.getsockopt(socket.SOL_SOCKET, _SO_PEERPIDFD, 4), sys.byteorder)
     except OSError:
         return None
     try:
@@ -132,12 +147,18 @@ class Request:
             argc = int(fields[11])
             environ = (e.partition(b"=") for e in fields[12 + argc :])
             return cls(
-                magic=fields[0], package=os.fsdecode(fields[1]),
-                executable=os.fsdecode(fields[2]), fs_encoding=fields[3], utf8_mode=fields[4],
-                umask=int(fields[5]), ignored=_numbers(fields[6]), blocked=_numbers(fields[7]),
-                streams=fields[8:11], argv=[os.fsdecode(a) for a in fields[12 : 12 + argc]],
+                magic=fields[0],
+                package=os.fsdecode(fields[1]),
+                executable=os.fsdecode(fields[2]),
+                fs_encoding=fields[3],
+                utf8_mode=fields[4],
+                umask=int(fields[5]),
+                ignored=_numbers(fields[6]),
+                blocked=_numbers(fields[7]),
+                streams=fields[8:11],
+                argv=[os.fsdecode(a) for a in fields[12 : 12 + argc]],
                 environ={k: v for k, sep, v in environ if sep and k},
-            )  # fmt: skip
+            )
         except (IndexError, ValueError):
             return None
 
@@ -486,8 +507,13 @@ def _stream(fd: int, spec: bytes) -> io.TextIOWrapper:
     encoding, errors, line, through = spec.decode("ascii", "replace").split(":")
     raw = io.FileIO(fd, "r" if fd == 0 else "w", closefd=False)
     buffered = io.BufferedReader(raw) if fd == 0 else io.BufferedWriter(raw)
-    return io.TextIOWrapper(buffered, encoding=encoding, errors=errors,
-                            line_buffering=line == "1", write_through=through == "1")  # fmt: skip
+    return io.TextIOWrapper(
+        buffered,
+        encoding=encoding,
+        errors=errors,
+        line_buffering=line == "1",
+        write_through=through == "1",
+    )
 
 
 def _receive(conn: socket.socket) -> tuple[bytes, list[int]]:

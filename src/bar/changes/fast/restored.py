@@ -59,8 +59,9 @@ class Restore:
 def before(worktree: Path, old_tree: str, new_tree: str, stamped: dict[str, int]) -> Restore:
     """What a restore from ``old_tree`` to ``new_tree`` will write. ``stamped``: the
     ctimes of the stamps of ``old_tree`` that are not racy (directory -> ctime)."""
-    res = git.git(worktree, "diff-tree", "-r", "-t", "-z", "--no-renames", old_tree, new_tree,
-                  check=False)  # fmt: skip
+    res = git.git(
+        worktree, "diff-tree", "-r", "-t", "-z", "--no-renames", old_tree, new_tree, check=False
+    )
     if res.returncode != 0:
         return Restore(None, {})
     added: dict[str, set[str]] = {}
@@ -131,8 +132,9 @@ def after(worktree: Path, restore: Restore) -> dict[str, int]:
 _MAX_FORGET = 2000  # written paths checked one by one at most; beyond, the watcher keeps them
 
 
-def forget_written(worktree: Path, index: Path, restore: Restore, settled: dict[str, int],
-                   sight: watcher.Sight) -> None:  # fmt: skip
+def forget_written(
+    worktree: Path, index: Path, restore: Restore, settled: dict[str, int], sight: watcher.Sight
+) -> None:
     """Tell the task's watcher which of the paths the restore wrote it need not report:
     its own writes are not changes to record. ``sight``: a question asked right after
     the restore (its events collected, its new directories watched from then on),
@@ -162,9 +164,16 @@ def forget_written(worktree: Path, index: Path, restore: Restore, settled: dict[
     if len(files) > _MAX_FORGET:
         files = []
     if files:
-        res = git.git(worktree, "diff-files", "--name-only", "-z", "--",
-                      *[f":(top,literal){f}" for f in files],
-                      env=git.index_env(index), check=False)  # fmt: skip
+        res = git.git(
+            worktree,
+            "diff-files",
+            "--name-only",
+            "-z",
+            "--",
+            *[f":(top,literal){f}" for f in files],
+            env=git.index_env(index),
+            check=False,
+        )
         if res.returncode != 0:
             files = []
         else:

@@ -54,8 +54,9 @@ PATCH = ".patch"  # (beside the copy: ``index.staged.<pid>.<n>.patch``)
 
 
 # variables a shell changes between commands, which git does not read
-def stage(worktree: Path, index: Path, base: str, paths: set[str], name: str
-          ) -> dict[str, Any] | None:  # fmt: skip
+def stage(
+    worktree: Path, index: Path, base: str, paths: set[str], name: str
+) -> dict[str, Any] | None:
     """Add ``paths`` (changed since the side index ``index`` was stamped at ``base``) to
     a copy of it named ``name`` and write its tree; what ``adopt`` needs to take it, or
     None (nothing to add, or not as the command would: a scope it cannot add as such,
@@ -88,8 +89,14 @@ def stage(worktree: Path, index: Path, base: str, paths: set[str], name: str
     if not whole or added != scope or racy.suspects(copy):
         discard(copy)  # (or it left files its next look must hash: ``bar.changes.fast.racy``)
         return None
-    staged: dict[str, Any] = {"file": name, "tree": tree, "scope": scope, "at": started_ns,
-                              "index": was, "copy": stamps.identity(copy)}  # fmt: skip
+    staged: dict[str, Any] = {
+        "file": name,
+        "tree": tree,
+        "scope": scope,
+        "at": started_ns,
+        "index": was,
+        "copy": stamps.identity(copy),
+    }
     # the configuration the command reads to record it (``exact.ask``), as of this tree
     staged["config"] = exact.read(worktree)
     # and the patch the command's step would write (``steps.PatchJob``), from the state
@@ -101,8 +108,13 @@ def stage(worktree: Path, index: Path, base: str, paths: set[str], name: str
         with contextlib.suppress(OSError):
             os.unlink(patch)
         return staged
-    staged["patch"] = {"file": patch.name, "base": base, "tree": tree,
-                       "stat": stat.to_record(), "ident": stamps.identity(patch)}  # fmt: skip
+    staged["patch"] = {
+        "file": patch.name,
+        "base": base,
+        "tree": tree,
+        "stat": stat.to_record(),
+        "ident": stamps.identity(patch),
+    }
     return staged
 
 
@@ -130,8 +142,13 @@ def adopt(index: Path, staged: dict[str, Any], scope: list[str] | None) -> tuple
     and the moment the staging began, or None. The caller holds the task's lock."""
     name = staged.get("file")
     tree, at = staged.get("tree"), staged.get("at")
-    if (not isinstance(name, str) or not name.startswith(PREFIX) or "/" in name
-            or not isinstance(tree, str) or not isinstance(at, int)):  # fmt: skip
+    if (
+        not isinstance(name, str)
+        or not name.startswith(PREFIX)
+        or "/" in name
+        or not isinstance(tree, str)
+        or not isinstance(at, int)
+    ):
         return None
     if scope is None or staged.get("scope") != scope:
         return None
@@ -145,20 +162,34 @@ def adopt(index: Path, staged: dict[str, Any], scope: list[str] | None) -> tuple
     return tree, at
 
 
-def take_patch(index: Path, ready: dict[str, Any], before: str, tree: str, path: Path,
-               ) -> DiffStat | None:  # fmt: skip
+def take_patch(
+    index: Path,
+    ready: dict[str, Any],
+    before: str,
+    tree: str,
+    path: Path,
+) -> DiffStat | None:
     """Move the patch a staging wrote (``ready``, beside the side index ``index``) to
     ``path`` if it goes from ``before`` to ``tree`` and is still the file the watcher
     wrote; its stat, or None (the caller then writes the patch itself)."""
     name, stat = ready.get("file"), ready.get("stat")
-    if (not isinstance(name, str) or not name.startswith(PREFIX) or "/" in name
-            or ready.get("base") != before or ready.get("tree") != tree
-            or not isinstance(stat, dict)):  # fmt: skip
+    if (
+        not isinstance(name, str)
+        or not name.startswith(PREFIX)
+        or "/" in name
+        or ready.get("base") != before
+        or ready.get("tree") != tree
+        or not isinstance(stat, dict)
+    ):
         return None
     source = index.with_name(name)
     try:
-        found = DiffStat(int(stat["files"]), int(stat["additions"]), int(stat["deletions"]),
-                         tuple(str(p) for p in stat["file_list"]))  # fmt: skip
+        found = DiffStat(
+            int(stat["files"]),
+            int(stat["additions"]),
+            int(stat["deletions"]),
+            tuple(str(p) for p in stat["file_list"]),
+        )
         if stamps.identity(source) != ready.get("ident"):
             return None
         os.replace(source, path)
@@ -170,8 +201,12 @@ def take_patch(index: Path, ready: dict[str, Any], before: str, tree: str, path:
 def discard(copy: Path) -> None:
     """Remove a staged copy, the patch beside it, its suspects (``bar.changes.fast.racy``) and git's
     lock (if git was killed)."""
-    for leftover in (copy, copy.with_name(copy.name + ".lock"),
-                     copy.with_name(copy.name + PATCH), copy.with_name(copy.name + ".racy")):  # fmt: skip
+    for leftover in (
+        copy,
+        copy.with_name(copy.name + ".lock"),
+        copy.with_name(copy.name + PATCH),
+        copy.with_name(copy.name + ".racy"),
+    ):
         with contextlib.suppress(OSError):
             os.unlink(leftover)
 

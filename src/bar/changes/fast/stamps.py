@@ -149,11 +149,20 @@ def stamped_attributes(index: Path) -> bool | None:
     return value if isinstance(value, bool) else None
 
 
-def stamp(worktree: Path, index: Path, tree: str, commit: str, started_ns: int,
-          scope: Sequence[str] | None = (), shape: Shape | None = None,
-          known: dict[str, int] | None = None, converts: bool | None = None,
-          settled: dict[str, int] | None = None, hold: bool = False,
-          ignore_sources: Sequence[str] | None = None) -> None:  # fmt: skip
+def stamp(
+    worktree: Path,
+    index: Path,
+    tree: str,
+    commit: str,
+    started_ns: int,
+    scope: Sequence[str] | None = (),
+    shape: Shape | None = None,
+    known: dict[str, int] | None = None,
+    converts: bool | None = None,
+    settled: dict[str, int] | None = None,
+    hold: bool = False,
+    ignore_sources: Sequence[str] | None = None,
+) -> None:
     """Note the ctime of every directory of ``tree`` (and of the untracked ones around
     it) as of ``started_ns``, and the identity of the files outside the worktree that
     decide what git ignores in it (``ignore_sources``, ``exact.ignore_sources``; None:
@@ -176,8 +185,11 @@ def stamp(worktree: Path, index: Path, tree: str, commit: str, started_ns: int,
         ignored = [str(d) for d in old.get("ignored") or []]
         old_dirs, old_mtimes = old.get("dirs"), old.get("mtimes")
         if isinstance(old_dirs, list) and isinstance(old_mtimes, list):
-            before = {str(d): m for d, m in zip(old_dirs, old_mtimes, strict=False)
-                      if isinstance(m, int) and m != -1}  # fmt: skip
+            before = {
+                str(d): m
+                for d, m in zip(old_dirs, old_mtimes, strict=False)
+                if isinstance(m, int) and m != -1
+            }
         if old.get("tree") == tree and isinstance(old.get("dirs"), list):
             dirs = [str(d) for d in old["dirs"]][: len(old["dirs"]) - len(extra)]
             nested = [str(n) for n in old.get("nested") or []]
@@ -211,19 +223,33 @@ def stamp(worktree: Path, index: Path, tree: str, commit: str, started_ns: int,
     fine = converts is False and any(m % 1_000_000_000 for m in mtimes if m > 0)
     since = started_ns - (min(FINE_RACY_NS, RACY_NS) if fine else RACY_NS)
     if fine and settled:
-        mtimes = [-1 if m >= since and settled.get(d) != m else m
-                  for d, m in zip(dirs, mtimes, strict=True)]  # fmt: skip
+        mtimes = [
+            -1 if m >= since and settled.get(d) != m else m
+            for d, m in zip(dirs, mtimes, strict=True)
+        ]
     else:
         mtimes = [-1 if m >= since else m for m in mtimes]
     if ignore_sources is None:
         was = (noted(index) or {}).get("ignore_rules")
-        ignore_sources = ([str(p[0]) for p in was if isinstance(p, list) and p]
-                          if isinstance(was, list) and was
-                          else exact.ignore_sources(worktree, None))  # fmt: skip
-    record = {"version": 1, "tree": tree, "commit": commit, "index": identity(index), "at": started_ns,
-              "dirs": dirs, "mtimes": mtimes, "nested": nested, "extra": extra,
-              "ignored": ignored, "attributes": attributes,
-              "ignore_rules": [[p, *_rules_id(p, since)] for p in ignore_sources]}  # fmt: skip
+        ignore_sources = (
+            [str(p[0]) for p in was if isinstance(p, list) and p]
+            if isinstance(was, list) and was
+            else exact.ignore_sources(worktree, None)
+        )
+    record = {
+        "version": 1,
+        "tree": tree,
+        "commit": commit,
+        "index": identity(index),
+        "at": started_ns,
+        "dirs": dirs,
+        "mtimes": mtimes,
+        "nested": nested,
+        "extra": extra,
+        "ignored": ignored,
+        "attributes": attributes,
+        "ignore_rules": [[p, *_rules_id(p, since)] for p in ignore_sources],
+    }
     _write(index, record, hold=hold)
 
 
@@ -241,9 +267,14 @@ def _looked_at(scope: Sequence[str] | None, shape: Shape | None) -> set[str] | N
 _MAX_EXTRA = 2000  # directories outside the tree that are stamped at most
 
 
-def _untracked_dirs(worktree: Path, tree_dirs: set[str], scope: Sequence[str] | None,
-                    old: list[str], fresh: set[str] | None = None, old_ignored: Sequence[str] = (),
-                    ) -> tuple[list[str], list[str]]:  # fmt: skip
+def _untracked_dirs(
+    worktree: Path,
+    tree_dirs: set[str],
+    scope: Sequence[str] | None,
+    old: list[str],
+    fresh: set[str] | None = None,
+    old_ignored: Sequence[str] = (),
+) -> tuple[list[str], list[str]]:
     """Directories on disk that the tree does not hold (empty ones, ones holding only
     ignored files, new ones under them): their mtimes are stamped too, or a file created
     in one later, under a parent whose mtime did not move, would go unseen. Kept (unless
@@ -301,8 +332,15 @@ def _untracked_dirs(worktree: Path, tree_dirs: set[str], scope: Sequence[str] | 
 def _ignored(worktree: Path, paths: list[str]) -> set[str]:
     """Which of ``paths`` git ignores (by the ignore files alone: none is tracked). Where
     git cannot say, none: they are stamped, which costs time, never a change."""
-    res = git.git(worktree, "check-ignore", "--no-index", "-z", "--stdin", check=False,
-                  input=b"".join(p.encode("utf-8", "surrogateescape") + b"\0" for p in paths))  # fmt: skip
+    res = git.git(
+        worktree,
+        "check-ignore",
+        "--no-index",
+        "-z",
+        "--stdin",
+        check=False,
+        input=b"".join(p.encode("utf-8", "surrogateescape") + b"\0" for p in paths),
+    )
     if res.returncode not in (0, 1):
         return set()
     return {p.decode("utf-8", "surrogateescape") for p in res.stdout.split(b"\0") if p}
@@ -316,8 +354,13 @@ def _subdirs(path: str) -> list[os.DirEntry[str]]:
         return []
 
 
-def shape_of(worktree: Path, index: Path, tree: str, diff: tuple[str, bytes] | None = None,
-             scope: Sequence[str] | None = None) -> Shape:  # fmt: skip
+def shape_of(
+    worktree: Path,
+    index: Path,
+    tree: str,
+    diff: tuple[str, bytes] | None = None,
+    scope: Sequence[str] | None = None,
+) -> Shape:
     """The shape of ``tree``: from the last stamps and ``git diff-tree`` from the tree they
     describe (walking only the subtrees that differ), else from a walk of the whole tree.
     ``diff``: a tree and the output of ``diff-tree -r -t -z --no-renames`` from it to
@@ -329,8 +372,12 @@ def shape_of(worktree: Path, index: Path, tree: str, diff: tuple[str, bytes] | N
         old: Any = noted(index) or {}
         old_tree, dirs, extra = old["tree"], old["dirs"], old.get("extra") or []
         nested, attributes = list(old.get("nested") or []), old.get("attributes")
-        valid = (isinstance(old_tree, str) and isinstance(dirs, list)
-                 and isinstance(attributes, bool) and len(extra) <= len(dirs))  # fmt: skip
+        valid = (
+            isinstance(old_tree, str)
+            and isinstance(dirs, list)
+            and isinstance(attributes, bool)
+            and len(extra) <= len(dirs)
+        )
     except (KeyError, TypeError, AttributeError):
         valid = False
     if not valid:
@@ -345,8 +392,9 @@ def shape_of(worktree: Path, index: Path, tree: str, diff: tuple[str, bytes] | N
     if diff is not None and diff[0] == old_tree:
         raw = diff[1]
     else:
-        res = git.git(worktree, "diff-tree", "-r", "-t", "-z", "--no-renames", old_tree, tree,
-                      check=False)  # fmt: skip
+        res = git.git(
+            worktree, "diff-tree", "-r", "-t", "-z", "--no-renames", old_tree, tree, check=False
+        )
         if res.returncode != 0:
             return list_tree(worktree, tree)
         raw = res.stdout
@@ -389,9 +437,15 @@ def stamped_dirs(index: Path) -> list[str] | None:
     return [str(d) for d in dirs] if isinstance(dirs, list) else None
 
 
-def restamp(worktree: Path, index: Path, tree: str, commit: str, started_ns: int,
-            diff: tuple[str, bytes] | None = None, settled: dict[str, int] | None = None,
-            ) -> None:  # fmt: skip
+def restamp(
+    worktree: Path,
+    index: Path,
+    tree: str,
+    commit: str,
+    started_ns: int,
+    diff: tuple[str, bytes] | None = None,
+    settled: dict[str, int] | None = None,
+) -> None:
     """Note that the side index and the worktree hold ``tree`` (of ``commit``) as of
     ``started_ns`` (after a restore wrote them both). ``diff``: as for ``shape_of``;
     ``settled``: as for ``stamp``. Held until the snapshot that records the restore
@@ -409,8 +463,7 @@ def settled_ctimes(index: Path, tree: str) -> dict[str, int]:
     dirs, mtimes = record.get("dirs"), record.get("mtimes")
     if not isinstance(dirs, list) or not isinstance(mtimes, list):
         return {}
-    return {str(d): m for d, m in zip(dirs, mtimes, strict=False)
-            if isinstance(m, int) and m != -1}  # fmt: skip
+    return {str(d): m for d, m in zip(dirs, mtimes, strict=False) if isinstance(m, int) and m != -1}
 
 
 def recommit(index: Path, tree: str, commit: str) -> bool:

@@ -23,16 +23,25 @@ class Shape:
 
     __slots__ = ("dirs", "has_attributes", "nested", "touched")
 
-    def __init__(self, dirs: list[str], nested: list[str], has_attributes: bool,
-                 touched: set[str] | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        dirs: list[str],
+        nested: list[str],
+        has_attributes: bool,
+        touched: set[str] | None = None,
+    ) -> None:
         self.dirs = dirs
         self.nested = nested
         self.has_attributes = has_attributes
         self.touched = touched  # directories whose entries changed (None: not known)
 
 
-def files_in_place(worktree: Path, dirs: set[str], nested: set[str], scope: Sequence[str],
-                   ) -> set[str] | None:  # fmt: skip
+def files_in_place(
+    worktree: Path,
+    dirs: set[str],
+    nested: set[str],
+    scope: Sequence[str],
+) -> set[str] | None:
     """The directories whose entries may have changed, when no directory of the tree can
     have come or gone: every rescanned path is now a file or a symbolic link, in a
     directory of the tree, where the tree held no directory, nested repository or
@@ -68,8 +77,9 @@ class Listing(Shape):
     def __init__(self, raw: bytes) -> None:
         self._raw = raw = b"\0" + raw  # every entry now starts after a NUL
         self._modes: dict[str, str] | None = None
-        super().__init__(["", *_names(_TREES.findall(raw))], _names(_GITLINKS.findall(raw)),
-                         _has_attributes(raw))  # fmt: skip
+        super().__init__(
+            ["", *_names(_TREES.findall(raw))], _names(_GITLINKS.findall(raw)), _has_attributes(raw)
+        )
 
     @property
     def modes(self) -> dict[str, str]:

@@ -60,8 +60,14 @@ class Sight:
 
     __slots__ = ("base", "gen", "index", "paths", "staged")
 
-    def __init__(self, index: Path, base: str, gen: int, paths: set[str] | None,
-                 staged: dict[str, Any] | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        index: Path,
+        base: str,
+        gen: int,
+        paths: set[str] | None,
+        staged: dict[str, Any] | None = None,
+    ) -> None:
         self.index, self.base, self.gen, self.paths = index, base, gen, paths
         self.staged = staged
 
@@ -101,8 +107,13 @@ def running(index: Path) -> bool:
     return os.path.exists(socket_path(index)) and speed.fast()
 
 
-def look(index: Path, base: str, *, stale_ok: bool = False, staged: bool = False,
-         ) -> Sight | None:  # fmt: skip
+def look(
+    index: Path,
+    base: str,
+    *,
+    stale_ok: bool = False,
+    staged: bool = False,
+) -> Sight | None:
     """What changed in the worktree since the side index was stamped at ``base``, as
     its watcher saw it; None when no watcher answers. ``stale_ok``: the paths even if
     the watcher's last full look is older than ``BAR_WATCHER_VERIFY`` (a step's own
@@ -128,8 +139,16 @@ def settle(sight: Sight, base: str, *, full: bool, keep: Sequence[str] = ()) -> 
     looked at the paths ``sight`` named (``full``: at every file, whatever it named);
     ``keep``: paths it named that the snapshot left out (excluded, or unreadable): they
     are reported again."""
-    _tell(sight.index, {"op": "settle", "from": None if full else sight.base,
-                        "gen": sight.gen, "base": base, "keep": list(keep)})  # fmt: skip
+    _tell(
+        sight.index,
+        {
+            "op": "settle",
+            "from": None if full else sight.base,
+            "gen": sight.gen,
+            "base": base,
+            "keep": list(keep),
+        },
+    )
 
 
 def rebase(index: Path, was: str, base: str) -> None:
@@ -218,8 +237,9 @@ def _room_for(watches: int, index: Path) -> bool:
     return len(others) < MAX_RUNNING
 
 
-def hand_over(index: Path, worktree: Path, base: str, fd: int, dirs: dict[int, str],
-              age: float) -> bool:  # fmt: skip
+def hand_over(
+    index: Path, worktree: Path, base: str, fd: int, dirs: dict[int, str], age: float
+) -> bool:
     """Start a watcher for the side index ``index`` (of ``worktree``, stamped at
     ``base``) with the inotify descriptor ``fd`` watching ``dirs``, whose last full
     look of the worktree was ``age`` seconds ago. The socket is bound
@@ -244,10 +264,20 @@ def hand_over(index: Path, worktree: Path, base: str, fd: int, dirs: dict[int, s
         finally:
             address.close()
         listener.listen(64)
-        state = {"root": str(worktree), "index": str(index), "socket": str(sock_file),
-                 "base": base, "fd": fd, "listener": listener.fileno(),
-                 "idle": idle_seconds(), "verify": verify_seconds(), "age": age,
-                 "budget": budget, "dirs": dirs, **_staging_state(index, worktree)}  # fmt: skip
+        state = {
+            "root": str(worktree),
+            "index": str(index),
+            "socket": str(sock_file),
+            "base": base,
+            "fd": fd,
+            "listener": listener.fileno(),
+            "idle": idle_seconds(),
+            "verify": verify_seconds(),
+            "age": age,
+            "budget": budget,
+            "dirs": dirs,
+            **_staging_state(index, worktree),
+        }
         # handed over in memory, not in a file: nothing of it is left in the task
         # directory for a copy of it to trip on, whatever happens to either process
         state_fd = os.memfd_create("bar-watcher-state")
@@ -286,9 +316,12 @@ def _staging_state(index: Path, worktree: Path) -> dict[str, Any]:
     pinned = git.pinned_env(worktree) or {}
     own = git.index_env(index)  # (its own git directory, once made: ``git.pin_own``)
     dirs = [own["GIT_DIR"], own["GIT_COMMON_DIR"]] if "GIT_DIR" in own else None
-    return {"stage": stages() and dirs is not None,
-            "pinned": [pinned["GIT_DIR"], pinned["GIT_COMMON_DIR"]] if pinned else None,
-            "own": dirs, "env": git_env()}  # fmt: skip
+    return {
+        "stage": stages() and dirs is not None,
+        "pinned": [pinned["GIT_DIR"], pinned["GIT_COMMON_DIR"]] if pinned else None,
+        "own": dirs,
+        "env": git_env(),
+    }
 
 
 def _connect(index: Path) -> socket.socket | None:

@@ -135,9 +135,14 @@ class Watcher:
         self.stage_at = None
         self._unstage()
         base, paths, moved = self.base, frozenset(self.found), self.moved
-        if (not self.sure or base is None or not paths or len(paths) > staging.MAX_PATHS
-                or time.monotonic() - self.verified >= self.verify
-                or staging.busy(self.folder)):  # fmt: skip
+        if (
+            not self.sure
+            or base is None
+            or not paths
+            or len(paths) > staging.MAX_PATHS
+            or time.monotonic() - self.verified >= self.verify
+            or staging.busy(self.folder)
+        ):
             return
         self.stagings += 1
         name = f"{staging.PREFIX}{os.getpid()}.{self.stagings}"
@@ -150,8 +155,12 @@ class Watcher:
         if staged is None:
             return
         self._collect()
-        if (self.moved != moved or frozenset(self.found) != paths or self.base != base
-                or self._nested_heads() != heads):  # fmt: skip
+        if (
+            self.moved != moved
+            or frozenset(self.found) != paths
+            or self.base != base
+            or self._nested_heads() != heads
+        ):
             staging.discard(self.folder / name)
             self.quiet = min(self.quiet * 4, staging.MAX_QUIET_MS / 1000)
             return
@@ -198,14 +207,21 @@ class Watcher:
             op = request.get("op")
             if op == "look":
                 self._collect()
-                return self._reply(conn, self._look(request.get("base"),
-                                                    request.get("stale_ok") is True,
-                                                    request.get("env")))  # fmt: skip
+                return self._reply(
+                    conn,
+                    self._look(
+                        request.get("base"), request.get("stale_ok") is True, request.get("env")
+                    ),
+                )
             if op == "settle":
                 self._collect()
                 keep = request.get("keep")
-                self._settle(request.get("from"), request.get("gen"), request.get("base"),
-                             keep if isinstance(keep, list) else [])  # fmt: skip
+                self._settle(
+                    request.get("from"),
+                    request.get("gen"),
+                    request.get("base"),
+                    keep if isinstance(keep, list) else [],
+                )
                 return True
             if op == "forget":
                 self._collect()
@@ -224,8 +240,11 @@ class Watcher:
         fresh = stale_ok or time.monotonic() - self.verified < self.verify
         if self.sure and fresh and base is not None and base == self.base:
             reply: dict[str, Any] = {"gen": gen, "paths": sorted(self.found)}
-            if (self.staged is not None and env == self.env
-                    and frozenset(self.found) == self.staged_paths):  # fmt: skip
+            if (
+                self.staged is not None
+                and env == self.env
+                and frozenset(self.found) == self.staged_paths
+            ):
                 reply["staged"] = self.staged
             return reply
         return {"gen": gen, "paths": None}
@@ -282,14 +301,24 @@ class Watcher:
         self.heads = heads
 
     def _nested_heads(self) -> dict[str, str | None]:
-        return {n: _nested_head(os.path.join(self.root, n))
-                for n in stamps.nested_repositories(self.index)}  # fmt: skip
+        return {
+            n: _nested_head(os.path.join(self.root, n))
+            for n in stamps.nested_repositories(self.index)
+        }
 
     def _status(self) -> dict[str, Any]:
-        return {"pid": os.getpid(), "base": self.base, "sure": self.sure, "gen": self.gen,
-                "watched": len(self.watch.watched), "paths": len(self.found),
-                "idle": self.idle, "verify": self.verify, "stagings": self.stagings,
-                "staged": self.staged is not None}  # fmt: skip
+        return {
+            "pid": os.getpid(),
+            "base": self.base,
+            "sure": self.sure,
+            "gen": self.gen,
+            "watched": len(self.watch.watched),
+            "paths": len(self.found),
+            "idle": self.idle,
+            "verify": self.verify,
+            "stagings": self.stagings,
+            "staged": self.staged is not None,
+        }
 
     @staticmethod
     def _reply(conn: socket.socket, reply: dict[str, Any]) -> bool:

@@ -13,9 +13,11 @@ import sys
 from bar.api import agents
 
 # Codex runs a project's hooks only after a person trusts each one (docs/agents.md)
-_CODEX_TRUST = ("Codex runs these hooks only once you trust them: open /hooks in Codex in "
-                "this repository. (bar run --agent codex passes its hooks on the command "
-                "line instead, trusted for that run only.)")  # fmt: skip
+_CODEX_TRUST = (
+    "Codex runs these hooks only once you trust them: open /hooks in Codex in "
+    "this repository. (bar run --agent codex passes its hooks on the command "
+    "line instead, trusted for that run only.)"
+)
 
 
 def setup(*, agent: str, write: bool) -> int:

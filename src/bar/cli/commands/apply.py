@@ -29,13 +29,26 @@ def apply(
     the_task = api.get_task(loc, task)
     paint = Painter(loc.project.config.output.color)
     try:
-        result = api.apply(the_task, mode=mode, target=target, message=message,
-                           dry_run=dry_run, wait=not no_wait, at=at,
-                           preview=dry_run and not as_json)  # fmt: skip
+        result = api.apply(
+            the_task,
+            mode=mode,
+            target=target,
+            message=message,
+            dry_run=dry_run,
+            wait=not no_wait,
+            at=at,
+            preview=dry_run and not as_json,
+        )
     except ApplyConflict as exc:
         if as_json:
-            print_json({"mode": mode, "target_branch": exc.target_branch,
-                        "conflicts": exc.paths, "conflict": True})  # fmt: skip
+            print_json(
+                {
+                    "mode": mode,
+                    "target_branch": exc.target_branch,
+                    "conflicts": exc.paths,
+                    "conflict": True,
+                }
+            )
         raise
     _say_settings(loc.project.settings_files(), result, dry_run=dry_run, as_json=as_json)
     if as_json:
@@ -51,15 +64,20 @@ def apply(
     if dry_run:
         if result.refusal is not None:
             # why it would refuse goes to stderr once, as the apply itself would say it
-            print(f"Applying task {the_task.name} to {result.target_branch} ({mode}) would "
-                  f"merge without conflicts ({summary}), but the apply would be refused "
-                  "(why: the error below).")  # fmt: skip
+            print(
+                f"Applying task {the_task.name} to {result.target_branch} ({mode}) would "
+                f"merge without conflicts ({summary}), but the apply would be refused "
+                "(why: the error below)."
+            )
         else:
-            print(f"Applying task {the_task.name} to {result.target_branch} ({mode}) would "
-                  f"change {summary}; no conflicts.")  # fmt: skip
+            print(
+                f"Applying task {the_task.name} to {result.target_branch} ({mode}) would "
+                f"change {summary}; no conflicts."
+            )
         if result.checkout and result.refusal is None:
-            print(f"  {result.target_branch} is checked out in {result.checkout}; "
-                  "it would be updated")  # fmt: skip
+            print(
+                f"  {result.target_branch} is checked out in {result.checkout}; it would be updated"
+            )
         text = result.preview
         if text is None:
             text = api.apply_diff(the_task, result).text(with_stat=True)
@@ -68,8 +86,10 @@ def apply(
         if result.refusal is not None:
             raise result.refusal  # the dry run fails as the apply would
         return 0
-    print(f"Applied task {the_task.name} to {result.target_branch} as {short(result.commit)} "
-          f"({mode}): {summary}")  # fmt: skip
+    print(
+        f"Applied task {the_task.name} to {result.target_branch} as {short(result.commit)} "
+        f"({mode}): {summary}"
+    )
     if result.checkout:
         print(f"  updated the checkout at {result.checkout}")
     return 0
@@ -91,5 +111,7 @@ def _say_settings(
     else:
         review = "review them in the diff below"
     verb = "would change" if dry_run else "changes"
-    print(f"bar: note: this {verb} bar's settings for the repository: {listed}; {review}",
-          file=sys.stderr)  # fmt: skip
+    print(
+        f"bar: note: this {verb} bar's settings for the repository: {listed}; {review}",
+        file=sys.stderr,
+    )

@@ -21,9 +21,20 @@ if TYPE_CHECKING:
 # What a value is, by the metavar parser.py shows it as: a task, a step or checkpoint, a
 # state (those and base), a ref or branch (asked of `bar __complete` on each Tab), a file,
 # a directory, or a command line of its own. Choices complete as themselves.
-BY_METAVAR = {"ID|NAME": "task", "STEP": "step", "STEP|STEP.N": "step", "STATE": "state",
-              "base|STEP|STEP.N": "state", "REF": "ref", "BRANCH": "branch", "FILE": "file",
-              "PATH": "file", "DIR": "dir", "-- CMD...": "command", "-- ARGV...": "command"}  # fmt: skip
+BY_METAVAR = {
+    "ID|NAME": "task",
+    "STEP": "step",
+    "STEP|STEP.N": "step",
+    "STATE": "state",
+    "base|STEP|STEP.N": "state",
+    "REF": "ref",
+    "BRANCH": "branch",
+    "FILE": "file",
+    "PATH": "file",
+    "DIR": "dir",
+    "-- CMD...": "command",
+    "-- ARGV...": "command",
+}
 
 
 def completion(*, shell: str) -> int:

@@ -22,22 +22,27 @@ def _read_input(text: str) -> object:
             raw = Path(text[1:]).read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-            raise UsageError(f"cannot read {text[1:]}: {why}",
-                             hint="@FILE names a file of JSON; - reads it from stdin") from None  # fmt: skip
+            raise UsageError(
+                f"cannot read {text[1:]}: {why}",
+                hint="@FILE names a file of JSON; - reads it from stdin",
+            ) from None
     else:
         raw = text
     try:
         return json.loads(raw)
     except ValueError as exc:
         if raw is text and not text.lstrip().startswith(("{", "[")) and Path(text).is_file():
-            raise UsageError(f"{text} is a file name, not JSON text",
-                             hint=f"to read the file, give @{text}") from None  # fmt: skip
-        raise UsageError(f"the input is not JSON: {exc}",
-                         hint="give JSON text, - (stdin) or @FILE") from None  # fmt: skip
+            raise UsageError(
+                f"{text} is a file name, not JSON text", hint=f"to read the file, give @{text}"
+            ) from None
+        raise UsageError(
+            f"the input is not JSON: {exc}", hint="give JSON text, - (stdin) or @FILE"
+        ) from None
 
 
-def submit(*, input: str, wait: bool, timeout: float | None, task: str | None,
-           as_json: bool) -> int:  # fmt: skip
+def submit(
+    *, input: str, wait: bool, timeout: float | None, task: str | None, as_json: bool
+) -> int:
     if timeout is not None and not wait:
         raise UsageError("--timeout goes with --wait")
     data = _read_input(input)
@@ -45,18 +50,21 @@ def submit(*, input: str, wait: bool, timeout: float | None, task: str | None,
     done = orders.decide_submit(the_task, data)
     sid = str(done["session_id"])
     if done.get("replaced"):
-        print(f"bar: decision {done['replaced']} was still pending and is replaced by {sid}",
-              file=sys.stderr)  # fmt: skip
+        print(
+            f"bar: decision {done['replaced']} was still pending and is replaced by {sid}",
+            file=sys.stderr,
+        )
     if wait:
-        print(f"bar: waiting for an answer to decision {sid} (bar decide answer)",
-              file=sys.stderr)  # fmt: skip
+        print(f"bar: waiting for an answer to decision {sid} (bar decide answer)", file=sys.stderr)
         print_json(decide.wait(the_task, sid, timeout))
         return 0
     if as_json:
         print_json(done)
         return 0
-    print(f"Submitted decision {sid}: waiting for an answer (bar decide answer); "
-          "`bar decide result` prints it")  # fmt: skip
+    print(
+        f"Submitted decision {sid}: waiting for an answer (bar decide answer); "
+        "`bar decide result` prints it"
+    )
     return 0
 
 
@@ -75,10 +83,12 @@ def answer(*, choose: list[str], note: list[str], task: str | None, as_json: boo
     waiting = decide.pending(the_task)
     if waiting is None:
         earlier = decide.sessions(the_task)
-        hint = (f"the last one is answered: `bar decide show {earlier[-1]}`" if earlier
-                else "the agent asks with `bar decide submit`")  # fmt: skip
-        raise decide.NoPendingDecision(f"task {the_task.name} has no pending decision",
-                                       hint=hint)  # fmt: skip
+        hint = (
+            f"the last one is answered: `bar decide show {earlier[-1]}`"
+            if earlier
+            else "the agent asks with `bar decide submit`"
+        )
+        raise decide.NoPendingDecision(f"task {the_task.name} has no pending decision", hint=hint)
     sid = str(waiting.get("_meta", {}).get("session_id", ""))
     if choose:
         chosen, notes = _pairs(choose, "--choose"), _pairs(note, "--note")
@@ -99,8 +109,11 @@ def answer(*, choose: list[str], note: list[str], task: str | None, as_json: boo
         return 0
     picked = ", ".join(f"{d['id']}={d['chosen']}" for d in decisions)
     step = done.get("step")
-    where = (f"step {step['step_id']}" if isinstance(step, dict)
-             else "a step recorded when the running step ends")  # fmt: skip
+    where = (
+        f"step {step['step_id']}"
+        if isinstance(step, dict)
+        else "a step recorded when the running step ends"
+    )
     print(f"Answered decision {sid}: {picked} ({where})")
     return 0
 
@@ -115,8 +128,11 @@ def _ask(waiting: dict[str, Any], paint: Painter) -> list[dict[str, Any]]:
         print(paint(f"[{number}/{len(items)}] {item['title']}", "bold") + f"  (id {item['id']})")
         loc = item.get("location")
         if loc:
-            lines = (f"line {loc['start']}" if loc["start"] == loc["end"]
-                     else f"lines {loc['start']}-{loc['end']}")  # fmt: skip
+            lines = (
+                f"line {loc['start']}"
+                if loc["start"] == loc["end"]
+                else f"lines {loc['start']}-{loc['end']}"
+            )
             print(f"  where: {loc['file']} {lines}")
         if item.get("context"):
             print(f"  {item['context']}")
@@ -154,28 +170,36 @@ def _choice(item: dict[str, Any], options: list[dict[str, Any]]) -> str:
             return str(values[int(text) - 1])
         if text in values:
             return text
-        print(f"  {text!r} is not an option here: a number from 1 to {len(options)}, or one of "
-              f"{', '.join(values)}")  # fmt: skip
+        print(
+            f"  {text!r} is not an option here: a number from 1 to {len(options)}, or one of "
+            f"{', '.join(values)}"
+        )
 
 
 def _line(prompt: str) -> str:
     try:
         return input(prompt)
     except EOFError:
-        raise UsageError("the answers ended before every item was answered",
-                         hint="answer in a terminal, or give --choose ID=VALUE for each item") from None  # fmt: skip
+        raise UsageError(
+            "the answers ended before every item was answered",
+            hint="answer in a terminal, or give --choose ID=VALUE for each item",
+        ) from None
 
 
-def result(*, task: str | None, as_json: bool, wait: bool = False,
-           timeout: float | None = None) -> int:  # fmt: skip
+def result(
+    *, task: str | None, as_json: bool, wait: bool = False, timeout: float | None = None
+) -> int:
     if timeout is not None and not wait:
         raise UsageError("--timeout goes with --wait")
     the_task = api.get_task(api.open_project(), task)
     waiting = decide.pending(the_task) if wait else None
     if waiting is not None:
         sid = waiting.get("_meta", {}).get("session_id")
-        print(f"bar: waiting for an answer to decision {sid} (bar decide answer)",
-              file=sys.stderr, flush=True)  # fmt: skip
+        print(
+            f"bar: waiting for an answer to decision {sid} (bar decide answer)",
+            file=sys.stderr,
+            flush=True,
+        )
     output = decide.awaited(the_task, timeout)[1] if wait else decide.result(the_task)
     if as_json:
         print_json(output)
@@ -190,15 +214,24 @@ def list_(*, task: str | None, as_json: bool) -> int:
     answered = []
     for sid in decide.sessions(the_task):
         rec = decide.record(the_task, sid)
-        answered.append({"session_id": sid, "task": rec["input"].get("task"),
-                         "completed_at": rec.get("completed_at"),
-                         "decisions": rec["output"]["decisions"]})  # fmt: skip
+        answered.append(
+            {
+                "session_id": sid,
+                "task": rec["input"].get("task"),
+                "completed_at": rec.get("completed_at"),
+                "decisions": rec["output"]["decisions"],
+            }
+        )
     waiting = decide.pending(the_task)
     pending = None
     if waiting is not None:
         meta = waiting.get("_meta", {})
-        pending = {"session_id": meta.get("session_id"), "task": waiting.get("task"),
-                   "created_at": meta.get("created_at"), "items": len(waiting.get("items", []))}  # fmt: skip
+        pending = {
+            "session_id": meta.get("session_id"),
+            "task": waiting.get("task"),
+            "created_at": meta.get("created_at"),
+            "items": len(waiting.get("items", [])),
+        }
     if as_json:
         print_json({"pending": pending, "answered": answered})
         return 0
@@ -208,8 +241,10 @@ def list_(*, task: str | None, as_json: bool) -> int:
         picked = ", ".join(f"{d['id']}={d['chosen']}" for d in a["decisions"])
         print(f"{a['session_id']}  answered  {a['task']}: {picked}")
     if pending is not None:
-        print(f"{pending['session_id']}  pending   {pending['task']} "
-              f"({pending['items']} item{'s' if pending['items'] != 1 else ''})")  # fmt: skip
+        print(
+            f"{pending['session_id']}  pending   {pending['task']} "
+            f"({pending['items']} item{'s' if pending['items'] != 1 else ''})"
+        )
     return 0
 
 

@@ -18,9 +18,15 @@ def doctor(*, repair: bool, as_json: bool) -> int:
     remaining = doc.remaining
     code = ExitCode.CORRUPT if remaining else ExitCode.OK
     if as_json:
-        print_json({"project": project.name, "findings": [f.to_json() for f in doc.findings],
-                    "ok": not remaining, "remaining": [f.to_json() for f in remaining],
-                    "exit_code": code})  # fmt: skip
+        print_json(
+            {
+                "project": project.name,
+                "findings": [f.to_json() for f in doc.findings],
+                "ok": not remaining,
+                "remaining": [f.to_json() for f in remaining],
+                "exit_code": code,
+            }
+        )
         return code
     try:
         paint = Painter(project.config.output.color)
@@ -42,8 +48,11 @@ def doctor(*, repair: bool, as_json: bool) -> int:
             print(f"  hint: {f.hint}")
     for f in doc.still:
         if f in remaining:
-            print(paint(f"{f.severity}: {f.where}: {f.message} (still there after the repairs)",
-                        "red"))  # fmt: skip
+            print(
+                paint(
+                    f"{f.severity}: {f.where}: {f.message} (still there after the repairs)", "red"
+                )
+            )
     fixed = sum(1 for f in doc.findings if f.repaired)
     print(f"{len(doc.findings)} problem(s) found" + (f", {fixed} repaired" if repair else ""))
     if remaining:

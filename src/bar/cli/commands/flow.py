@@ -8,8 +8,15 @@ from bar.api import orders
 from bar.cli.render import Painter, print_json, short
 
 
-def act(*, action: str, summary: str, task: str | None, as_json: bool,
-        rollback: bool = False, phase: str | None = None) -> int:  # fmt: skip
+def act(
+    *,
+    action: str,
+    summary: str,
+    task: str | None,
+    as_json: bool,
+    rollback: bool = False,
+    phase: str | None = None,
+) -> int:
     the_task = api.get_task(api.open_project(), task)
     done = orders.flow_act(the_task, action, summary, rollback=rollback, phase=phase)
     if as_json:
@@ -17,8 +24,10 @@ def act(*, action: str, summary: str, task: str | None, as_json: bool,
         return 0
     entry = done["entry"]
     assert isinstance(entry, dict)
-    print(f"{entry['phase']}, step {entry['step']}: {action} {summary!r} "
-          f"(snapshot {short(str(entry['git_commit']))}, state {entry['state']})")  # fmt: skip
+    print(
+        f"{entry['phase']}, step {entry['step']}: {action} {summary!r} "
+        f"(snapshot {short(str(entry['git_commit']))}, state {entry['state']})"
+    )
     rolled = done.get("rollback")
     if isinstance(rolled, dict):
         name = rolled.get("checkpoint") or rolled.get("step_id")
@@ -40,10 +49,14 @@ def status(*, task: str | None, as_json: bool) -> int:
         return 0
     paint = Painter(the_task.project.config.output.color)
     phases = flow.phases(the_task)
-    print(paint(f"phase {current['current_phase']}, step {current['current_step']}", "bold")
-          + f"  (phases: {' > '.join(phases)}; started {current['started_at']})")  # fmt: skip
+    print(
+        paint(f"phase {current['current_phase']}, step {current['current_step']}", "bold")
+        + f"  (phases: {' > '.join(phases)}; started {current['started_at']})"
+    )
     for entry in current["history"]:
         commit = short(entry.get("git_commit"))
-        print(f"  {entry['step']:>3}  {entry['action']:<9}  {entry['phase']:<12} {commit}  "
-              f"{entry['summary']}")  # fmt: skip
+        print(
+            f"  {entry['step']:>3}  {entry['action']:<9}  {entry['phase']:<12} {commit}  "
+            f"{entry['summary']}"
+        )
     return 0

@@ -46,8 +46,10 @@ def hook_main(argv: list[str]) -> int:
     agent, rest = argv[0], argv[1:]
     if agent not in AGENTS or (rest and (rest[0] != "--socket" or len(rest) != 2)):
         print(USAGE, file=sys.stderr)
-        print(f"bar: unknown agent {agent!r}" if agent not in AGENTS else "bar: bad arguments",
-              file=sys.stderr)  # fmt: skip
+        print(
+            f"bar: unknown agent {agent!r}" if agent not in AGENTS else "bar: bad arguments",
+            file=sys.stderr,
+        )
         return 2
     socket_path = rest[1] if rest else os.environ.get("BAR_SOCKET")
     payload = sys.stdin.buffer.read()

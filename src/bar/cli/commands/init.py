@@ -13,10 +13,18 @@ def init(*, adopt: str | None, as_json: bool) -> int:
     result = api.init_project()
     project = result.project
     if as_json:
-        print_json({"project": project.name, "root": str(project.root), "dir": str(project.dir),
-                    "created": [str(p) for p in result.created],
-                    "moved": [{"project": m.name, "dir": str(m.dir), "old_root": m.old_root,
-                               "tasks": m.tasks} for m in result.moved]})  # fmt: skip
+        print_json(
+            {
+                "project": project.name,
+                "root": str(project.root),
+                "dir": str(project.dir),
+                "created": [str(p) for p in result.created],
+                "moved": [
+                    {"project": m.name, "dir": str(m.dir), "old_root": m.old_root, "tasks": m.tasks}
+                    for m in result.moved
+                ],
+            }
+        )
         return 0
     if result.created:
         print(f"Registered {project.root} as project {project.name}")
@@ -27,8 +35,10 @@ def init(*, adopt: str | None, as_json: bool) -> int:
         print(f"{project.root} is already registered as project {project.name}")
     for moved in result.moved:
         print(f"Tasks of this repository are also in {moved.describe()}")
-        print(f"  re-attach them here (replacing {project.name} while it has no task): "
-              f"bar init --adopt {moved.name}")  # fmt: skip
+        print(
+            f"  re-attach them here (replacing {project.name} while it has no task): "
+            f"bar init --adopt {moved.name}"
+        )
     return 0
 
 
@@ -36,11 +46,18 @@ def _adopt(which: str, as_json: bool) -> int:
     done = api.adopt_project(which=which)
     project, moved = done.project, done.moved
     if as_json:
-        print_json({"project": project.name, "root": str(project.root), "dir": str(project.dir),
-                    "adopted": moved.name if moved else None,
-                    "old_root": moved.old_root if moved else None,
-                    "replaced_empty": done.replaced_empty, "rewritten": done.rewritten,
-                    "repaired": [str(p) for p in done.repaired]})  # fmt: skip
+        print_json(
+            {
+                "project": project.name,
+                "root": str(project.root),
+                "dir": str(project.dir),
+                "adopted": moved.name if moved else None,
+                "old_root": moved.old_root if moved else None,
+                "replaced_empty": done.replaced_empty,
+                "rewritten": done.rewritten,
+                "repaired": [str(p) for p in done.repaired],
+            }
+        )
         return 0
     if moved is not None:
         print(f"Adopted {moved.describe()}: now project {project.name} at {project.root}")
@@ -48,7 +65,9 @@ def _adopt(which: str, as_json: bool) -> int:
             print(f"  replaced the empty project {project.name} registered here since the move")
     else:
         print(f"Finished re-attaching the tasks of project {project.name} to {project.root}")
-    print(f"  {plural(len(done.rewritten), 'task')} pointed here, "
-          f"{plural(len(done.repaired), 'worktree')} relinked")  # fmt: skip
+    print(
+        f"  {plural(len(done.rewritten), 'task')} pointed here, "
+        f"{plural(len(done.repaired), 'worktree')} relinked"
+    )
     print("Next: bar task list")
     return 0

@@ -41,22 +41,35 @@ def log(*, task: str | None, n: int | None, patch: bool, as_json: bool, tools: b
         return 0
     if not steps:
         if n != 0:
-            print(f"Task {the_task.name} ({the_task.id}) has no steps yet. "
-                  "Record one with: bar run -- CMD")  # fmt: skip
+            print(
+                f"Task {the_task.name} ({the_task.id}) has no steps yet. "
+                "Record one with: bar run -- CMD"
+            )
         return 0
     with paging():
         _print_steps(the_task, steps, patch=patch, tools=tools, history=history)
     return 0
 
 
-def _print_steps(task: Task, steps: list[Step], *, patch: bool, tools: bool,
-                 history: list[dict[str, Any]] | None = None) -> None:  # fmt: skip
+def _print_steps(
+    task: Task,
+    steps: list[Step],
+    *,
+    patch: bool,
+    tools: bool,
+    history: list[dict[str, Any]] | None = None,
+) -> None:
     paint = Painter(task.project.config.output.color)
     rows = [
-        (paint(s.step_id, "bold"), s.kind, outcome(s, paint), stat_text(s.diff_stat),
-         duration(s.duration_ms))
+        (
+            paint(s.step_id, "bold"),
+            s.kind,
+            outcome(s, paint),
+            stat_text(s.diff_stat),
+            duration(s.duration_ms),
+        )
         for s in steps
-    ]  # fmt: skip
+    ]
     widths = [max(visible_len(row[i]) for row in rows) for i in range(5)]
     width = terminal_width()
     shown_phase: object = ""  # a header line each time the phase changes
@@ -76,8 +89,13 @@ def _print_steps(task: Task, steps: list[Step], *, patch: bool, tools: bool,
                     line = checkpoint_line(cp, paint, None if width is None else width - 2)
                     print(f"  {line}".rstrip())
             else:
-                print(paint(f"      {plural(step.checkpoints, 'checkpoint')} "
-                            "(bar log --tools lists them)", "dim"))  # fmt: skip
+                print(
+                    paint(
+                        f"      {plural(step.checkpoints, 'checkpoint')} "
+                        "(bar log --tools lists them)",
+                        "dim",
+                    )
+                )
         if patch and step.artifacts.patch:
             if not copy_file(api.artifact_path(task, step.artifacts.patch)):
                 print(f"bar: warning: artifact {step.artifacts.patch} is missing")

@@ -61,11 +61,17 @@ def test(*, file: str | None, as_json: bool) -> int:
     failures = check_examples(policy)
     examples = sum(len(r.match) + len(r.no_match) for r in policy.rules)
     if as_json:
-        print_json({
-            "path": str(policy.path), "rules": len(policy.rules), "examples": examples,
-            "failures": [{"rule": f.rule, "command": f.command, "expected": f.expected,
-                          "got": f.got} for f in failures],
-        })  # fmt: skip
+        print_json(
+            {
+                "path": str(policy.path),
+                "rules": len(policy.rules),
+                "examples": examples,
+                "failures": [
+                    {"rule": f.rule, "command": f.command, "expected": f.expected, "got": f.got}
+                    for f in failures
+                ],
+            }
+        )
     else:
         print(f"{policy.path}: {len(policy.rules)} rules, valid")
         for f in failures:

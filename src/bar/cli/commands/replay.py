@@ -19,6 +19,11 @@ def replay(*, task: str | None, step: str, speed: float, max_idle: float, instan
             hint=f"`bar show {record.step_id}` prints its output; a step run on a terminal "
             "(or with `bar run --pty`) is recorded for replay",
         )
-    replay_cast(api.artifact_path(the_task, record.artifacts.cast), sys.stdout.buffer,
-                speed=speed, max_idle=max_idle, instant=instant)  # fmt: skip
+    replay_cast(
+        api.artifact_path(the_task, record.artifacts.cast),
+        sys.stdout.buffer,
+        speed=speed,
+        max_idle=max_idle,
+        instant=instant,
+    )
     return 0

@@ -32,8 +32,10 @@ def _show(found: resident.Resident, as_json: bool) -> None:
         print_json(found.to_record())
         return
     if found.running:
-        print(f"a resident is running: pid {found.pid}, loaded at {found.started_at}; it "
-              f"exits after {found.idle_seconds} s without a command")  # fmt: skip
+        print(
+            f"a resident is running: pid {found.pid}, loaded at {found.started_at}; it "
+            f"exits after {found.idle_seconds} s without a command"
+        )
     elif found.off:
         print(f"no resident: none is started here ({found.off})")
     else:

@@ -18,14 +18,21 @@ def rollback(
     if dry_run:
         plan = api.plan_rollback(the_task, to)
         if as_json:
-            print_json({
-                "dry_run": True, "target": plan.target.kind, "target_step": plan.target.step_id,
-                "snapshot": plan.target.commit, "hard": hard,
-                "changes": [{"action": _VERB[c.status], "path": c.path} for c in plan.changes],
-            })  # fmt: skip
+            print_json(
+                {
+                    "dry_run": True,
+                    "target": plan.target.kind,
+                    "target_step": plan.target.step_id,
+                    "snapshot": plan.target.commit,
+                    "hard": hard,
+                    "changes": [{"action": _VERB[c.status], "path": c.path} for c in plan.changes],
+                }
+            )
             return 0
-        print(f"Rolling back to {plan.target.describe()} ({short(plan.target.commit)}) would "
-              f"change {plural(len(plan.changes), 'path')}:")  # fmt: skip
+        print(
+            f"Rolling back to {plan.target.describe()} ({short(plan.target.commit)}) would "
+            f"change {plural(len(plan.changes), 'path')}:"
+        )
         for c in plan.changes:
             print(f"  {_VERB[c.status]:<9} {c.path}")
         if hard:
@@ -39,15 +46,19 @@ def rollback(
         if as_json:
             print_json(step.to_record())
             return 0
-        print(f"Rolled back to {step.target} inside the running step {step.step_id}: "
-              f"{plural(step.diff_stat.files, 'file')} changed (checkpoint {step.name})")  # fmt: skip
+        print(
+            f"Rolled back to {step.target} inside the running step {step.step_id}: "
+            f"{plural(step.diff_stat.files, 'file')} changed (checkpoint {step.name})"
+        )
         print(f"Undo with: bar rollback --to {step.step_id}.{step.n - 1}")
         return 0
     if as_json:
         print_json(step.to_record())
         return 0
-    print(f"Rolled back to {step.target_text}: {plural(step.diff_stat.files, 'file')} changed "
-          f"(step {step.step_id})")  # fmt: skip
+    print(
+        f"Rolled back to {step.target_text}: {plural(step.diff_stat.files, 'file')} changed "
+        f"(step {step.step_id})"
+    )
     if step.hard:
         print(f"  branch {the_task.branch} reset to {short(step.head)}")
     if step.base_after:

@@ -55,12 +55,20 @@ def run(
     if agent is None and not no_agent:
         agent = api.agent_of(argv)
         if agent is not None and os.environ.get("BAR_QUIET") is None:
-            print(f"bar: supervising {agent} as --agent {agent} would "
-                  "(--no-agent: run it as a plain command)", file=sys.stderr)  # fmt: skip
+            print(
+                f"bar: supervising {agent} as --agent {agent} would "
+                "(--no-agent: run it as a plain command)",
+                file=sys.stderr,
+            )
     request = RunRequest(
-        argv=argv, cwd=api.resolve_cwd(the_task, cwd), env=variables, pty=pty, live=True,
-        agent=agent, sandbox=sandbox,
-    )  # fmt: skip
+        argv=argv,
+        cwd=api.resolve_cwd(the_task, cwd),
+        env=variables,
+        pty=pty,
+        live=True,
+        agent=agent,
+        sandbox=sandbox,
+    )
     try:
         with _stdout_on_stderr(as_json):
             step = api.run(the_task, request, wait=not no_wait)
@@ -72,11 +80,14 @@ def run(
     if as_json:
         print_json(_json(the_task, step))
     elif step.blocked:
-        print(f"bar: blocked by policy; nothing ran (step {step.step_id} recorded)",
-              file=sys.stderr)  # fmt: skip
+        print(
+            f"bar: blocked by policy; nothing ran (step {step.step_id} recorded)", file=sys.stderr
+        )
     elif os.environ.get("BAR_QUIET") is None:
-        print(f"bar: step {step.step_id} recorded: exit {code}, {stat_text(step.diff_stat)}",
-              file=sys.stderr)  # fmt: skip
+        print(
+            f"bar: step {step.step_id} recorded: exit {code}, {stat_text(step.diff_stat)}",
+            file=sys.stderr,
+        )
         if loc.project.config.output.verbose and step.diff_stat.file_list:
             paint = Painter(loc.project.config.output.color)
             for name in step.diff_stat.file_list:

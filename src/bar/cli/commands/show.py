@@ -54,8 +54,12 @@ def _show_step(the_task: Task, record: Step, taken: list[Checkpoint]) -> None:
         signal = f" (signal {record.signal})" if record.signal else ""
         rows.append(("result", outcome(record, paint) + signal))
         if record.extra.get("stopped_by"):
-            rows.append(("stopped", f"by a failing {record.extra['stopped_by']} hook; "
-                                    "the command did not run"))  # fmt: skip
+            rows.append(
+                (
+                    "stopped",
+                    f"by a failing {record.extra['stopped_by']} hook; the command did not run",
+                )
+            )
         if record.env:
             rows.append(("env", " ".join(f"{k}={v}" for k, v in record.env.items())))
         if record.pty:
@@ -67,8 +71,11 @@ def _show_step(the_task: Task, record: Step, taken: list[Checkpoint]) -> None:
         if isinstance(agent, dict):
             rows.append(("agent", _agent_text(agent)))
     if isinstance(record, ApplyStep):
-        rows += [("mode", record.mode), ("target", record.target_branch),
-                 ("commit", record.commit_sha)]  # fmt: skip
+        rows += [
+            ("mode", record.mode),
+            ("target", record.target_branch),
+            ("commit", record.commit_sha),
+        ]
     if isinstance(record, SyncStep):
         rows.append(("onto", record.onto))
         if record.conflicts:
@@ -85,15 +92,23 @@ def _show_step(the_task: Task, record: Step, taken: list[Checkpoint]) -> None:
         for event in record.policy_events:
             source = f" [{event.source}]" if event.source else ""
             rule = event.rule or "(no rule)"
-            rows.append(("policy", f"{event.action} {rule}: {event.matched}{source}"
-                                   f"{_fate(event.answer, event.outcome)}"))  # fmt: skip
+            rows.append(
+                (
+                    "policy",
+                    f"{event.action} {rule}: {event.matched}{source}"
+                    f"{_fate(event.answer, event.outcome)}",
+                )
+            )
         for hook in record.hooks:
             rows.append(("hook", f"{hook.phase} {hook.cmd!r} -> exit {hook.exit_code}"))
     for key, value in rows:
         print(f"  {key:<9} {value}")
     if taken:
-        print(paint(f"\n--- checkpoints ({len(taken)}; `bar show {record.step_id}.N` for one)",
-                    "cyan"))  # fmt: skip
+        print(
+            paint(
+                f"\n--- checkpoints ({len(taken)}; `bar show {record.step_id}.N` for one)", "cyan"
+            )
+        )
         for cp in taken:
             print(f"  {checkpoint_line(cp, paint)}".rstrip())
     for label, rel in (("patch", record.artifacts.patch), ("output", record.artifacts.output)):
@@ -123,8 +138,13 @@ def _show_checkpoint_text(task: Task, cp: Checkpoint) -> None:
     print(f"{paint('checkpoint ' + cp.name, 'bold')}  {kind}  {cp.tool or ''}".rstrip())
     rows: list[tuple[str, object]] = []
     if cp.kind == "residual":
-        rows.append(("what", "changes no hook reported (a subagent, a background process, "
-                             "a hand edit) until the step ended"))  # fmt: skip
+        rows.append(
+            (
+                "what",
+                "changes no hook reported (a subagent, a background process, "
+                "a hand edit) until the step ended",
+            )
+        )
     if cp.command is not None:
         rows.append(("command", cp.command))
     if cp.paths:
@@ -167,8 +187,11 @@ def _fate(answer: str | None, outcome: str | None) -> str:
 
 
 def _agent_text(rec: dict[str, object]) -> str:
-    how = {"settings": "hooks in its settings file", "arguments": "hooks on its command line",
-           "none": "no hooks: commands unchecked"}.get(str(rec.get("hooks")), "hooks")  # fmt: skip
+    how = {
+        "settings": "hooks in its settings file",
+        "arguments": "hooks on its command line",
+        "none": "no hooks: commands unchecked",
+    }.get(str(rec.get("hooks")), "hooks")
     sessions = rec.get("sessions")
     mode = "interactive" if rec.get("interactive") else "non-interactive"
     count = f", {sessions} session(s)" if isinstance(sessions, int) else ""

@@ -42,28 +42,45 @@ def status(*, task: str | None, as_json: bool) -> int:
                 f"(bar show {r.step_id}.{info.checkpoints}; rollback --to one between turns)"
             )
     if info.interrupted:
-        print(paint(f"note      step {info.interrupted.step_id} was interrupted; "
-                    "the next command records it", "yellow"))  # fmt: skip
+        print(
+            paint(
+                f"note      step {info.interrupted.step_id} was interrupted; "
+                "the next command records it",
+                "yellow",
+            )
+        )
     if info.unrecorded_changes:
-        print(paint("changes   the worktree has changes no step recorded", "yellow")
-              + " (recorded before the next step)")  # fmt: skip
+        print(
+            paint("changes   the worktree has changes no step recorded", "yellow")
+            + " (recorded before the next step)"
+        )
         print("          see them with: bar diff --unrecorded")
     elif info.unrecorded_changes is not None:
         print("changes   none unrecorded")
     if info.unresolved_conflicts:
         held = info.unresolved_conflicts
         holds = "holds" if len(held) == 1 else "hold"
-        print(paint(f"conflicts {', '.join(held)} still {holds} the conflict markers of a sync",
-                    "red"))  # fmt: skip
-        print("          resolve them in the worktree, record with any bar run; "
-              "bar apply refuses until then")  # fmt: skip
+        print(
+            paint(
+                f"conflicts {', '.join(held)} still {holds} the conflict markers of a sync", "red"
+            )
+        )
+        print(
+            "          resolve them in the worktree, record with any bar run; "
+            "bar apply refuses until then"
+        )
     box = info.sandbox
     if box.get("enabled"):
         print(f"sandbox   steps run confined ({box['detail']})")
     elif box:
         print(paint(f"sandbox   steps run unconfined: {box['detail']}", "yellow"))
     for path in info.nested_repos:
-        print(paint(f"nested    {path} is a git repository of its own: bar records only the "
-                    "commit it is at, not its files (edits inside are not recorded or "
-                    "rolled back)", "yellow"))  # fmt: skip
+        print(
+            paint(
+                f"nested    {path} is a git repository of its own: bar records only the "
+                "commit it is at, not its files (edits inside are not recorded or "
+                "rolled back)",
+                "yellow",
+            )
+        )
     return 0

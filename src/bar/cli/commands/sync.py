@@ -10,15 +10,21 @@ _VERB = {"A": "add", "M": "update", "D": "delete", "T": "update"}
 
 
 def sync(
-    *, task: str | None, onto: str | None, allow_conflicts: bool, dry_run: bool, no_wait: bool,
+    *,
+    task: str | None,
+    onto: str | None,
+    allow_conflicts: bool,
+    dry_run: bool,
+    no_wait: bool,
     as_json: bool,
-) -> int:  # fmt: skip
+) -> int:
     loc = api.open_project()
     the_task = api.get_task(loc, task)
     paint = Painter(loc.project.config.output.color)
     try:
-        result = api.sync(the_task, onto, allow_conflicts=allow_conflicts, dry_run=dry_run,
-                          wait=not no_wait)  # fmt: skip
+        result = api.sync(
+            the_task, onto, allow_conflicts=allow_conflicts, dry_run=dry_run, wait=not no_wait
+        )
     except Conflict:
         if as_json:
             plan = api.sync(the_task, onto, dry_run=True)
@@ -30,32 +36,46 @@ def sync(
     )
     if as_json:
         rec = result.step.to_record() if result.step else None
-        print_json({**result.to_json(), "dry_run": dry_run, "step": rec,
-                    "conflict": bool(result.conflicts)})  # fmt: skip
+        print_json(
+            {
+                **result.to_json(),
+                "dry_run": dry_run,
+                "step": rec,
+                "conflict": bool(result.conflicts),
+            }
+        )
         if dry_run and result.conflicts:
             raise refused
         return 0
     if result.up_to_date:
-        print(f"Task {the_task.name} is up to date with {result.onto} "
-              f"({short(result.tip)}): nothing to sync.")  # fmt: skip
+        print(
+            f"Task {the_task.name} is up to date with {result.onto} "
+            f"({short(result.tip)}): nothing to sync."
+        )
         return 0
     span = f"{short(result.base_before)} -> {short(result.tip)}"
     if dry_run:
-        print(f"Syncing task {the_task.name} onto {result.onto} ({span}) would change "
-              f"{plural(len(result.changes), 'path')} in the worktree:")  # fmt: skip
+        print(
+            f"Syncing task {the_task.name} onto {result.onto} ({span}) would change "
+            f"{plural(len(result.changes), 'path')} in the worktree:"
+        )
         for c in result.changes:
             print(f"  {_VERB.get(c.status, 'update'):<7} {c.path}")
         if result.conflicts:
-            print(f"  and conflict in: {', '.join(result.conflicts)} (it would refuse; "
-                  "--allow-conflicts records the conflict markers)")  # fmt: skip
+            print(
+                f"  and conflict in: {', '.join(result.conflicts)} (it would refuse; "
+                "--allow-conflicts records the conflict markers)"
+            )
         print(paint("(dry run: nothing was changed)", "dim"))
         if result.conflicts:
             raise refused
         return 0
     step = result.step
     assert step is not None
-    print(f"Synced task {the_task.name} onto {result.onto} ({span}): "
-          f"{stat_text(step.diff_stat)} (step {step.step_id})")  # fmt: skip
+    print(
+        f"Synced task {the_task.name} onto {result.onto} ({span}): "
+        f"{stat_text(step.diff_stat)} (step {step.step_id})"
+    )
     if step.conflicts:
         print(paint(f"  conflict markers in: {', '.join(step.conflicts)}", "yellow"))
         print(

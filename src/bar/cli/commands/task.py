@@ -25,9 +25,11 @@ def _note_where_you_are(loc: Location, active: Task) -> None:
         name = f"{here.name} ({here.id})"
     except BarError:
         name = loc.task_id
-    print(f"note: you are in the worktree of task {name}; commands here act on it, "
-          f"not on {active.name} (cd elsewhere, or pass --task {active.name})",
-          file=sys.stderr)  # fmt: skip
+    print(
+        f"note: you are in the worktree of task {name}; commands here act on it, "
+        f"not on {active.name} (cd elsewhere, or pass --task {active.name})",
+        file=sys.stderr,
+    )
 
 
 def new(
@@ -76,8 +78,12 @@ def list_(*, all: bool, as_json: bool) -> int:
     return 0
 
 
-_STATE_COLOURS = {"running": "yellow", "applied": "green", "closed": "dim",
-                  "missing-worktree": "red"}  # fmt: skip
+_STATE_COLOURS = {
+    "running": "yellow",
+    "applied": "green",
+    "closed": "dim",
+    "missing-worktree": "red",
+}
 
 
 def show(*, task_ref: str | None, as_json: bool) -> int:
@@ -143,8 +149,14 @@ def path(*, task_ref: str | None, as_json: bool) -> int:
     task = api.get_task(api.open_project(), task_ref)
     exists = task.worktree.is_dir()
     if as_json:
-        print_json({"task_id": task.id, "name": task.name, "worktree": str(task.worktree),
-                    "exists": exists})  # fmt: skip
+        print_json(
+            {
+                "task_id": task.id,
+                "name": task.name,
+                "worktree": str(task.worktree),
+                "exists": exists,
+            }
+        )
     else:
         print(task.worktree)
     if exists:

@@ -22,25 +22,29 @@ def _act(task: str | None, *, redo: bool, dry_run: bool, no_wait: bool, as_json:
     verb = plan.verb
     what = f"step {plan.step.step_id} ({describe(plan.step)})"
     if as_json:
-        print_json({**plan.to_json(), "dry_run": dry_run,
-                    "step": step.to_record() if step else None})  # fmt: skip
+        print_json(
+            {**plan.to_json(), "dry_run": dry_run, "step": step.to_record() if step else None}
+        )
         return 0
     if step is None and plan.unrecorded:
-        print(f"Your unrecorded changes ({plural(len(plan.unrecorded), 'file')}) would be "
-              f"recorded as a manual step ({plan.step.step_id}) and undone:")  # fmt: skip
+        print(
+            f"Your unrecorded changes ({plural(len(plan.unrecorded), 'file')}) would be "
+            f"recorded as a manual step ({plan.step.step_id}) and undone:"
+        )
         for c in plan.unrecorded:
             print(f"  {c.status} {c.path}")
         print(paint("(dry run: nothing was changed)", "dim"))
         return 0
     if step is None:
-        print(f"{verb.capitalize()} of {what} would change "
-              f"{plural(len(plan.changes), 'path')}:")  # fmt: skip
+        print(f"{verb.capitalize()} of {what} would change {plural(len(plan.changes), 'path')}:")
         for c in plan.changes:
             print(f"  {c.status} {c.path}")
         print(paint("(dry run: nothing was changed)", "dim"))
         return 0
-    print(f"{'Redid' if redo else 'Undid'} {what}: {plural(step.diff_stat.files, 'file')} "
-          f"changed (step {step.step_id})")  # fmt: skip
+    print(
+        f"{'Redid' if redo else 'Undid'} {what}: {plural(step.diff_stat.files, 'file')} "
+        f"changed (step {step.step_id})"
+    )
     if step.base_after:
         print(f"  the task's base is {short(step.base_after)} again")
     if step.hard:

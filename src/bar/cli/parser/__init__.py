@@ -171,10 +171,12 @@ def _cmd(parser: argparse.ArgumentParser, target: str) -> None:
 
 def _task_opt(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "--task", "-t", metavar="ID|NAME",
+        "--task",
+        "-t",
+        metavar="ID|NAME",
         help="the task to act on: its id, the id's first 4+ characters, or its name "
         "(default: the task whose worktree you are in, else the active task)",
-    )  # fmt: skip
+    )
 
 
 def _json_opt(p: argparse.ArgumentParser) -> None:
@@ -249,11 +251,19 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=VERSION_LINE)
     parser.add_argument("--debug", action="store_true", help="print tracebacks of errors")
-    parser.add_argument("--color", choices=("auto", "always", "never"), default="auto",
-                        metavar="WHEN", help="colour: auto (default: on a terminal), always "
-                        "or never; see 'output' below")  # fmt: skip
-    parser.add_argument("-P", "--no-pager", action="store_true",
-                        help="print straight to the terminal, not through a pager")  # fmt: skip
+    parser.add_argument(
+        "--color",
+        choices=("auto", "always", "never"),
+        default="auto",
+        metavar="WHEN",
+        help="colour: auto (default: on a terminal), always or never; see 'output' below",
+    )
+    parser.add_argument(
+        "-P",
+        "--no-pager",
+        action="store_true",
+        help="print straight to the terminal, not through a pager",
+    )
     sub = _Commands(parser.add_subparsers(dest="command", metavar="COMMAND"), only)
 
     import importlib

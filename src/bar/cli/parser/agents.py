@@ -8,19 +8,26 @@ from typing import Any
 from bar.cli.parser import _cmd, _Formatter, _json_opt, _task_opt
 
 _FLOW_ACTIONS = {
-    "start": ("start the task's flow in its first phase",
-              'bar flow start "implement the user authentication module"'),
-    "next-step": ("record a step forward in the current phase",
-                  'bar flow next-step "finished the user model"'),
-    "back-step": ("go back a step in the current phase (--rollback: and its files)",
-                  'bar flow back-step --rollback "the field names break the convention"'),
-    "next-part": ("move on to the next phase",
-                  'bar flow next-part "design done, implementing"'),
-    "back-part": ("return to an earlier phase (default: the one before)",
-                  'bar flow back-part --to impl "verify found a missing case"'),
+    "start": (
+        "start the task's flow in its first phase",
+        'bar flow start "implement the user authentication module"',
+    ),
+    "next-step": (
+        "record a step forward in the current phase",
+        'bar flow next-step "finished the user model"',
+    ),
+    "back-step": (
+        "go back a step in the current phase (--rollback: and its files)",
+        'bar flow back-step --rollback "the field names break the convention"',
+    ),
+    "next-part": ("move on to the next phase", 'bar flow next-part "design done, implementing"'),
+    "back-part": (
+        "return to an earlier phase (default: the one before)",
+        'bar flow back-part --to impl "verify found a missing case"',
+    ),
     "issue": ("record a problem to come back to", 'bar flow issue "test coverage is low"'),
     "error": ("record an error", 'bar flow error "the migration fails on an empty table"'),
-}  # fmt: skip
+}
 
 
 def commands(sub: Any) -> None:
@@ -55,11 +62,16 @@ def commands(sub: Any) -> None:
         '    "title": "Sessions or tokens?", "options": [{"value": "jwt", "label": "JWT"},\n'
         '    {"value": "session", "label": "Server sessions"}], "recommend": "jwt"}]}\'',
     )
-    p.add_argument("input", metavar="JSON|-|@FILE",
-                   help="the DecideInput: JSON text, - for stdin, or @FILE")  # fmt: skip
+    p.add_argument(
+        "input", metavar="JSON|-|@FILE", help="the DecideInput: JSON text, - for stdin, or @FILE"
+    )
     p.add_argument("--wait", action="store_true", help="wait for the answer and print it")
-    p.add_argument("--timeout", type=float, metavar="SECONDS",
-                   help="with --wait: give up after SECONDS (exit 21)")  # fmt: skip
+    p.add_argument(
+        "--timeout",
+        type=float,
+        metavar="SECONDS",
+        help="with --wait: give up after SECONDS (exit 21)",
+    )
     _task_opt(p)
     _json_opt(p)
     _cmd(p, "decide:submit")
@@ -76,10 +88,20 @@ def commands(sub: Any) -> None:
         "  bar decide answer\n"
         "  bar decide answer --choose 1=jwt --choose 2=bcrypt --note 2='we know bcrypt'",
     )
-    p.add_argument("--choose", action="append", default=[], metavar="ID=VALUE",
-                   help="choose option VALUE for item ID (repeat for each item)")  # fmt: skip
-    p.add_argument("--note", action="append", default=[], metavar="ID=TEXT",
-                   help="a note for item ID (with --choose)")  # fmt: skip
+    p.add_argument(
+        "--choose",
+        action="append",
+        default=[],
+        metavar="ID=VALUE",
+        help="choose option VALUE for item ID (repeat for each item)",
+    )
+    p.add_argument(
+        "--note",
+        action="append",
+        default=[],
+        metavar="ID=TEXT",
+        help="a note for item ID (with --choose)",
+    )
     _task_opt(p)
     _json_opt(p)
     _cmd(p, "decide:answer")
@@ -92,10 +114,15 @@ def commands(sub: Any) -> None:
         "decision is waited for (after a `submit --wait` that timed out, say).",
         epilog="examples:\n  bar decide result --json\n  bar decide result --wait --timeout 600 --json",
     )
-    p.add_argument("--wait", action="store_true",
-                   help="wait for the pending decision's answer and print it")  # fmt: skip
-    p.add_argument("--timeout", type=float, metavar="SECONDS",
-                   help="with --wait: give up after SECONDS (exit 21)")  # fmt: skip
+    p.add_argument(
+        "--wait", action="store_true", help="wait for the pending decision's answer and print it"
+    )
+    p.add_argument(
+        "--timeout",
+        type=float,
+        metavar="SECONDS",
+        help="with --wait: give up after SECONDS (exit 21)",
+    )
     _task_opt(p)
     _json_opt(p)
     _cmd(p, "decide:result")
@@ -133,23 +160,35 @@ def commands(sub: Any) -> None:
         "flow-status.json with a snapshot commit of the worktree ([bar] impl: SUMMARY).\n"
         "Inside a running step, the step's bar run records it, as a checkpoint.\n"
         "`bar log` groups the steps by phase. See docs/decide-flow.md.",
-        epilog="examples:\n" + "\n".join(f"  {ex}" for _, ex in _FLOW_ACTIONS.values())
+        epilog="examples:\n"
+        + "\n".join(f"  {ex}" for _, ex in _FLOW_ACTIONS.values())
         + "\n  bar flow status",
-    )  # fmt: skip
+    )
     fsub = flw.add_subparsers(dest="flow_command", metavar="ACTION")
     flw.set_defaults(_help=flw)
     for action, (helped, example) in _FLOW_ACTIONS.items():
-        p = fsub.add_parser(action, help=helped, formatter_class=_Formatter,
-                            description=helped[0].upper() + helped[1:] + ".",
-                            epilog=f"examples:\n  {example}")  # fmt: skip
+        p = fsub.add_parser(
+            action,
+            help=helped,
+            formatter_class=_Formatter,
+            description=helped[0].upper() + helped[1:] + ".",
+            epilog=f"examples:\n  {example}",
+        )
         p.add_argument("summary", metavar="SUMMARY", help="what was done, or why")
         if action in ("back-step", "back-part"):
-            p.add_argument("--rollback", action="store_true",
-                           help="also restore the files to the state of the entry it returns "
-                           "to (an undoable rollback)")  # fmt: skip
+            p.add_argument(
+                "--rollback",
+                action="store_true",
+                help="also restore the files to the state of the entry it returns "
+                "to (an undoable rollback)",
+            )
         if action == "back-part":
-            p.add_argument("--to", dest="phase", metavar="PHASE",
-                           help="the phase to return to (default: the one before)")  # fmt: skip
+            p.add_argument(
+                "--to",
+                dest="phase",
+                metavar="PHASE",
+                help="the phase to return to (default: the one before)",
+            )
         _task_opt(p)
         _json_opt(p)
         p.set_defaults(action=action)

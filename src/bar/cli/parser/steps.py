@@ -44,10 +44,19 @@ def commands(sub: Any) -> None:
         "-e", dest="env", action="append", default=[], metavar="K=V", help="set a variable"
     )
     pty = p.add_mutually_exclusive_group()
-    pty.add_argument("--pty", dest="pty", action="store_true", default=None,
-                     help="run in a pseudo-terminal (default when on a terminal)")  # fmt: skip
-    pty.add_argument("--no-pty", dest="pty", action="store_false",
-                     help="run with pipes; stdout and stderr recorded apart")  # fmt: skip
+    pty.add_argument(
+        "--pty",
+        dest="pty",
+        action="store_true",
+        default=None,
+        help="run in a pseudo-terminal (default when on a terminal)",
+    )
+    pty.add_argument(
+        "--no-pty",
+        dest="pty",
+        action="store_false",
+        help="run with pipes; stdout and stderr recorded apart",
+    )
     agents = p.add_mutually_exclusive_group()
     agents.add_argument(
         "--agent",
@@ -68,9 +77,13 @@ def commands(sub: Any) -> None:
         help="do not confine this run (it can write anything you can; recorded in the step)",
     )
     p.add_argument("--no-wait", action="store_true", help="fail at once if the task is busy")
-    p.add_argument("--json", dest="as_json", action="store_true",
-                   help="print the step's record as JSON on stdout when it ends "
-                   "(the command's output goes to stderr)")  # fmt: skip
+    p.add_argument(
+        "--json",
+        dest="as_json",
+        action="store_true",
+        help="print the step's record as JSON on stdout when it ends "
+        "(the command's output goes to stderr)",
+    )
     p.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- CMD...")
     _cmd(p, "run:run")
 
@@ -94,8 +107,9 @@ def commands(sub: Any) -> None:
     )
     _task_opt(p)
     p.add_argument("-n", type=int, metavar="N", help="only the last N steps (0: none)")
-    p.add_argument("-p", "--patch", action="store_true",
-                   help="show each step's patch (--json: as patch_text)")  # fmt: skip
+    p.add_argument(
+        "-p", "--patch", action="store_true", help="show each step's patch (--json: as patch_text)"
+    )
     p.add_argument("--tools", action="store_true", help="list each step's checkpoints")
     _json_opt(p)
     _cmd(p, "log:log")
@@ -135,14 +149,20 @@ def commands(sub: Any) -> None:
         "  bar diff --from base --unrecorded   everything since base, recorded or not",
     )
     _task_opt(p)
-    p.add_argument("--from", dest="from_", metavar="STATE",
-                   help="base, STEP or STEP.N (default: base; with --unrecorded: the last "
-                   "recorded state)")  # fmt: skip
+    p.add_argument(
+        "--from",
+        dest="from_",
+        metavar="STATE",
+        help="base, STEP or STEP.N (default: base; with --unrecorded: the last recorded state)",
+    )
     p.add_argument(
         "--to", metavar="STATE", help="STEP or STEP.N (default: the last recorded state)"
     )
-    p.add_argument("--unrecorded", action="store_true",
-                   help="to the worktree as it is now: changes no step recorded yet")  # fmt: skip
+    p.add_argument(
+        "--unrecorded",
+        action="store_true",
+        help="to the worktree as it is now: changes no step recorded yet",
+    )
     p.add_argument("--stat", action="store_true", help="only a summary of changed files")
     _json_opt(p)
     _cmd(p, "diff:diff")
@@ -196,8 +216,9 @@ def commands(sub: Any) -> None:
         "  bar rollback --to 3 --hard   ... and reset the task branch to its HEAD then",
     )
     _task_opt(p)
-    p.add_argument("--to", metavar="base|STEP|STEP.N",
-                   help="default: the state before the last step")  # fmt: skip
+    p.add_argument(
+        "--to", metavar="base|STEP|STEP.N", help="default: the state before the last step"
+    )
     p.add_argument(
         "--hard", action="store_true", help="also reset the task branch to the HEAD at the target"
     )
@@ -206,8 +227,10 @@ def commands(sub: Any) -> None:
     _json_opt(p)
     _cmd(p, "rollback:rollback")
 
-    for verb, text in (("undo", "undo the last step not undone yet"),
-                       ("redo", "redo the step undone last")):  # fmt: skip
+    for verb, text in (
+        ("undo", "undo the last step not undone yet"),
+        ("redo", "redo the step undone last"),
+    ):
         p = sub.add_parser(
             verb,
             help=text + " (itself a step)",
@@ -227,8 +250,9 @@ def commands(sub: Any) -> None:
             f"  bar {verb} --dry-run     what would change",
         )
         _task_opt(p)
-        p.add_argument("--dry-run", action="store_true",
-                       help="show what would change; change nothing")  # fmt: skip
+        p.add_argument(
+            "--dry-run", action="store_true", help="show what would change; change nothing"
+        )
         p.add_argument("--no-wait", action="store_true", help="fail at once if the task is busy")
         _json_opt(p)
         _cmd(p, f"undo:{verb}")
@@ -263,14 +287,23 @@ def commands(sub: Any) -> None:
         "  bar apply --at 3.2                  an earlier state (a checkpoint)",
     )
     _task_opt(p)
-    p.add_argument("--mode", choices=("commit", "merge"), default="commit",
-                   help="commit (default): the task's changes as one new commit on the "
-                   "target; merge: a --no-ff merge of the task branch, its commits "
-                   "kept")  # fmt: skip
-    p.add_argument("--at", metavar="STEP|STEP.N",
-                   help="apply this recorded state (default: the last one)")  # fmt: skip
-    p.add_argument("--target", metavar="BRANCH", help="default: the branch the task was created "
-                   "from, unless another task's, else git.default_base")  # fmt: skip
+    p.add_argument(
+        "--mode",
+        choices=("commit", "merge"),
+        default="commit",
+        help="commit (default): the task's changes as one new commit on the "
+        "target; merge: a --no-ff merge of the task branch, its commits "
+        "kept",
+    )
+    p.add_argument(
+        "--at", metavar="STEP|STEP.N", help="apply this recorded state (default: the last one)"
+    )
+    p.add_argument(
+        "--target",
+        metavar="BRANCH",
+        help="default: the branch the task was created "
+        "from, unless another task's, else git.default_base",
+    )
     p.add_argument("-m", "--message", metavar="MSG", help="commit message (default: from the task)")
     p.add_argument("--dry-run", action="store_true", help="show the diff and whether it conflicts")
     p.add_argument("--no-wait", action="store_true", help="fail at once if the task is busy")

@@ -35,10 +35,13 @@ def commands(sub: Any) -> None:
         "  bar init --adopt shop-1e49     the same, when several projects hold its tasks",
     )
     p.add_argument(
-        "--adopt", nargs="?", const="", metavar="PROJECT",
+        "--adopt",
+        nargs="?",
+        const="",
+        metavar="PROJECT",
         help="re-attach the tasks this repository left at its old path (the project's\n"
         "directory name is needed only when more than one holds them)",
-    )  # fmt: skip
+    )
     _json_opt(p)
     _cmd(p, "init:init")
 
@@ -161,11 +164,17 @@ def commands(sub: Any) -> None:
         "  bar task sync --allow-conflicts      record conflict markers to fix by hand",
     )
     _task_opt(p)
-    p.add_argument("--onto", metavar="BRANCH",
-                   help="default: the task's base branch (unless another task's), "
-                   "else git.default_base: where bar apply lands")  # fmt: skip
-    p.add_argument("--allow-conflicts", action="store_true",
-                   help="on conflict, record the merge with conflict markers in the files")  # fmt: skip
+    p.add_argument(
+        "--onto",
+        metavar="BRANCH",
+        help="default: the task's base branch (unless another task's), "
+        "else git.default_base: where bar apply lands",
+    )
+    p.add_argument(
+        "--allow-conflicts",
+        action="store_true",
+        help="on conflict, record the merge with conflict markers in the files",
+    )
     p.add_argument("--dry-run", action="store_true", help="show what would change; change nothing")
     p.add_argument("--no-wait", action="store_true", help="fail at once if the task is busy")
     _json_opt(p)

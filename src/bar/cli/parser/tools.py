@@ -138,7 +138,8 @@ def commands(sub: Any) -> None:
     _cmd(p, "agent:setup")
 
     res = sub.add_parser(
-        "resident", help="the warm bar that serves bar run: its state; start or stop it",
+        "resident",
+        help="the warm bar that serves bar run: its state; start or stop it",
         formatter_class=_Formatter,
         description="After a `bar run`, a process of yours keeps bar's code loaded (the\n"
         "resident, one per bar home) so that the next `bar run`, `apply`, `rollback`,\n"
@@ -152,25 +153,39 @@ def commands(sub: Any) -> None:
         "  bar resident status           is one running, since when, for how long idle\n"
         "  bar resident stop             before measuring a cold start, or to free memory\n"
         "  bar resident start            have one ready now (else the next bar run starts it)",
-    )  # fmt: skip
+    )
     rsub = res.add_subparsers(dest="resident_command", metavar="ACTION")
     res.set_defaults(_help=res)
     for action, text, example in (
-        ("status", "say whether a resident is running, and since when",
-         "  bar resident status --json    {\"running\": true, \"pid\": 4242, ...}"),
-        ("start", "start one now and wait until it has loaded bar",
-         "  bar resident start            before a benchmark of warm starts"),
-        ("stop", "ask it to exit (a command it is running goes on to its end)",
-         "  bar resident stop             before measuring a cold start"),
-    ):  # fmt: skip
-        p = rsub.add_parser(action, help=text, formatter_class=_Formatter,
-                            description=text[0].upper() + text[1:] + ".",
-                            epilog="examples:\n" + example)  # fmt: skip
+        (
+            "status",
+            "say whether a resident is running, and since when",
+            '  bar resident status --json    {"running": true, "pid": 4242, ...}',
+        ),
+        (
+            "start",
+            "start one now and wait until it has loaded bar",
+            "  bar resident start            before a benchmark of warm starts",
+        ),
+        (
+            "stop",
+            "ask it to exit (a command it is running goes on to its end)",
+            "  bar resident stop             before measuring a cold start",
+        ),
+    ):
+        p = rsub.add_parser(
+            action,
+            help=text,
+            formatter_class=_Formatter,
+            description=text[0].upper() + text[1:] + ".",
+            epilog="examples:\n" + example,
+        )
         _json_opt(p)
         _cmd(p, f"resident:{action}")
 
     p = sub.add_parser(
-        "completion", help="print the shell completion script for bash, zsh or fish",
+        "completion",
+        help="print the shell completion script for bash, zsh or fish",
         formatter_class=_Formatter,
         description="Print a script that completes bar's commands, options, task names, step\n"
         "ids (3, or 3.2 after '3.'), refs and files. Run it again after upgrading bar.",
@@ -178,7 +193,7 @@ def commands(sub: Any) -> None:
         '  bash  eval "$(bar completion bash)"           (add this line to ~/.bashrc)\n'
         '  zsh   bar completion zsh > "${fpath[1]}/_bar"  (or: source <(bar completion zsh))\n'
         "  fish  bar completion fish > ~/.config/fish/completions/bar.fish",
-    )  # fmt: skip
+    )
     p.add_argument("shell", choices=("bash", "zsh", "fish"), help="the shell to complete in")
     _cmd(p, "completion:completion")
 
@@ -201,12 +216,20 @@ def commands(sub: Any) -> None:
         "  bar ui --port 0 --no-open     any free port; print the URL, open nothing\n"
         "  bar ui --port 9000            another port (when 8765 is taken)",
     )
-    p.add_argument("--port", type=_port, default=8765, metavar="N",
-                   help="the port to listen on (default 8765; 0: any free port)")  # fmt: skip
-    p.add_argument("--no-open", action="store_true",
-                   help="print the URL but do not open a browser")  # fmt: skip
-    p.add_argument("--host", default="127.0.0.1", metavar="ADDR",
-                   help="the address to listen on (default 127.0.0.1, this machine only)")  # fmt: skip
+    p.add_argument(
+        "--port",
+        type=_port,
+        default=8765,
+        metavar="N",
+        help="the port to listen on (default 8765; 0: any free port)",
+    )
+    p.add_argument("--no-open", action="store_true", help="print the URL but do not open a browser")
+    p.add_argument(
+        "--host",
+        default="127.0.0.1",
+        metavar="ADDR",
+        help="the address to listen on (default 127.0.0.1, this machine only)",
+    )
     _cmd(p, "ui:ui")
 
 
