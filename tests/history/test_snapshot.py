@@ -66,7 +66,7 @@ def settled(repo: Path, capfd: pytest.CaptureFixture[str]) -> dict[str, str]:
     assert bar(capfd, "run", "--", "true").code == 0  # records the files, stamps are trusted
     # their ctimes fell in the second of that record (utime moves them): git could not
     # tell an edit in that second from them, so they are looked at again once it is over
-    # (``bar.changes.fast.racy``)
+    # (``bar.history.racy``)
     time.sleep(1.05 - time.time() % 1)
     assert bar(capfd, "run", "--", "true").code == 0
     steps = ledger(t["id"])
@@ -141,7 +141,7 @@ def test_a_hand_edit_that_keeps_the_directories_asks_git_for_no_tree_shape(
     ran = git_commands(trace)
     assert "diff-tree" not in ran and "ls-tree" not in ran, ran
     # a file whose ctime moved in the second of the record while its mtime stayed older
-    # (a chmod, a ``touch -r``) has its noted stat cleared (``bar.changes.fast.racy``), and the step's
+    # (a chmod, a ``touch -r``) has its noted stat cleared (``bar.history.racy``), and the step's
     # own snapshot adds it again
     smudged = "update-index" in ran
     assert not smudged or edit != "modify", ran

@@ -32,9 +32,9 @@ from bar.base import faults
 from bar.base.notices import note, plural, warn
 from bar.base.progress import Progress
 from bar.base.record import record
-from bar.changes.fast import racy
 from bar.errors import DirtyWorktree, GitStateError
 from bar.git.safe import SafeGit
+from bar.history import racy
 
 GITLINK = "160000"
 ABSENT = "000000"

@@ -31,10 +31,10 @@ from bar.base.clock import ms_since, now_iso, seconds_of
 from bar.base.notices import note, warn
 from bar.base.record import record
 from bar.changes import journals
-from bar.changes.fast import racy, restored, speed, stamps, watcher
+from bar.changes.fast import restored, speed, stamps, watcher
 from bar.changes.journals import RollbackIntent
 from bar.git import exact, ignored
-from bar.history import bases, side_index, snapshot, states
+from bar.history import bases, racy, side_index, snapshot, states
 from bar.history.states import State
 from bar.ledger import steps
 from bar.ledger.records import RollbackStep

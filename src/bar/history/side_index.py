@@ -17,10 +17,11 @@ from pathlib import Path
 from bar import git
 from bar.base.ids import TreeId
 from bar.base.notices import warn
-from bar.changes.fast import racy, rescan, speed
+from bar.changes.fast import rescan, speed
 from bar.changes.fast.stamps import keep_private
 from bar.errors import SnapshotFailed
 from bar.git import ignored
+from bar.history import racy
 
 _env = git.index_env
 
@@ -125,14 +126,14 @@ def write_whole(
 ) -> tuple[TreeId, bool, list[str] | None]:
     """``_write``, whether every file of the scope could be read (``_add``), and the
     scope rescanned (None: everything, also when the given one could not be added as
-    such). ``suspects``: files to hash whatever their stat (``bar.changes.fast.racy``; default: those
+    such). ``suspects``: files to hash whatever their stat (``bar.history.racy``; default: those
     noted for ``index``), added to the scope."""
     suspects = racy.suspects(index) if suspects is None else suspects
     if suspects:
         racy.force(worktree, index, suspects)
         if scope is not None:
             scope = sorted({*scope, *suspects})
-    since = time.time_ns()  # (before git looks at any file: see ``bar.changes.fast.racy``)
+    since = time.time_ns()  # (before git looks at any file: see ``bar.history.racy``)
     added = True if scope == [] else _add(worktree, index, scope or ["."], excludes)
     if added is False and scope:
         speed.fallback("a scope git could not add as such")

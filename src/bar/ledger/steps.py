@@ -18,10 +18,10 @@ from bar import git
 from bar.base import faults
 from bar.base.clock import ms_since, now_iso
 from bar.base.notices import note, plural
-from bar.changes.fast import racy, rescan, staging, stamps
+from bar.changes.fast import rescan, staging, stamps
 from bar.errors import CorruptFile
 from bar.git import DiffStat
-from bar.history import patches, side_index, snapshot
+from bar.history import patches, racy, side_index, snapshot
 from bar.ledger.records import (
     ApplyStep,
     DecisionStep,
@@ -218,9 +218,7 @@ def current_tree(task: Task, recorded: str | None = None) -> str:
     of the side index, so it never races a running step."""
     scope = rescan.changed_since(task.worktree, task.index, recorded) if recorded else None
     if scope == [] and recorded is not None:
-        return tree_of(
-            task, recorded
-        )  # (``bar.changes.fast.racy``'s suspects count as changed there)
+        return tree_of(task, recorded)  # (``bar.history.racy``'s suspects count as changed there)
     import shutil
     import tempfile
 

@@ -16,8 +16,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from bar import git
-from bar.changes.fast import prescan, racy, speed, stamps, watcher
+from bar.changes.fast import prescan, speed, stamps, watcher
 from bar.changes.fast.stamps import keep_private
+from bar.history import racy
 
 _env = git.index_env
 

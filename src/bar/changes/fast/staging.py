@@ -41,9 +41,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bar.changes.fast import racy, stamps
+from bar.changes.fast import stamps
 from bar.git import DiffStat, exact
-from bar.history import patches, side_index
+from bar.history import patches, racy, side_index
 
 QUIET_MS = 2  # how long the worktree must be still before the watcher stages
 MAX_QUIET_MS = 2_000  # after stagings thrown away by new changes, it waits up to this
@@ -87,7 +87,7 @@ def stage(
         discard(copy)
         return None
     if not whole or added != scope or racy.suspects(copy):
-        discard(copy)  # (or it left files its next look must hash: ``bar.changes.fast.racy``)
+        discard(copy)  # (or it left files its next look must hash: ``bar.history.racy``)
         return None
     staged: dict[str, Any] = {
         "file": name,
@@ -199,7 +199,7 @@ def take_patch(
 
 
 def discard(copy: Path) -> None:
-    """Remove a staged copy, the patch beside it, its suspects (``bar.changes.fast.racy``) and git's
+    """Remove a staged copy, the patch beside it, its suspects (``bar.history.racy``) and git's
     lock (if git was killed)."""
     for leftover in (
         copy,
