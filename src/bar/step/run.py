@@ -2,7 +2,7 @@
 
 The caller holds the task lock and has run ``recovery.prepare`` (crashed work finished,
 hand edits recorded). Then, in an order where every prefix is recoverable
-(docs/internals.md):
+(docs/internals/record.md):
 
 1. the policy judges the command (a block is recorded as a ``blocked`` step; nothing runs);
 2. the confinement is made (the repository's hooks run inside it, ``bar.step.step_hooks``;
