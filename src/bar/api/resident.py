@@ -9,6 +9,7 @@ import time
 from bar.base.clock import iso_of
 from bar.base.record import record
 from bar.changes.fast import resident, speed
+from bar.step import peers
 
 
 @record(frozen=True)
@@ -38,8 +39,8 @@ def _off() -> str | None:
         return "BAR_RESIDENT_IDLE=0"
     if not speed.fast():
         return "BAR_FAST=0"
-    if os.environ.get("BAR_STEP_ID"):
-        return "inside a step"
+    if os.environ.get("BAR_STEP_ID") or peers.no_new_privs(os.getpid()):
+        return "inside a step"  # (a confined process can neither start nor reach one)
     return None
 
 
