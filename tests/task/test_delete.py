@@ -68,8 +68,8 @@ def test_delete_removes_every_trace_of_an_applied_task(
     assert traces_of(inited_clean, t) == []
     assert git(inited_clean, "rev-parse", "main") == main  # the applied work stays where it landed
     assert bar(capfd, "task", "list", "--all", "--json").json() == []
-    kinds = [e["event"] for e in events() if e.get("task_id") == t["id"]]
-    assert kinds[-2:] == ["task.deleting", "task.deleted"]
+    kinds = [e["event"] for e in events() if e["task"].get("id") == t["id"]]
+    assert kinds[-2:] == ["task.delete.before", "task.delete.after"]
     assert bar(capfd, "doctor").code == 0
 
 

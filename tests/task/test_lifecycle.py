@@ -117,7 +117,7 @@ def test_reopen_recreates_the_worktree_exactly_as_last_recorded(
     rec = task_json(t["id"])
     assert rec["status"] == "active" and rec["closed_at"] is None
     assert json.loads((project_dir() / "state.json").read_text())["active_task_id"] == t["id"]
-    assert events()[-2:] == ["worktree.created", "task.reopened"]
+    assert events()[-3:] == ["worktree.create.before", "worktree.create.after", "task.reopened"]
     assert "none unrecorded" in bar(capfd, "status").out
     # the task goes on where it stopped: nothing is taken for a hand edit
     run_sh(capfd, "echo more >> a.txt")

@@ -40,7 +40,10 @@ def test_task_new_writes_task_json_exactly(inited: Path, capfd: pytest.CaptureFi
         "closed_at",
         "metadata",
         "snapshot_ref",
+        "board",
     }
+    assert rec["version"] == 2
+    assert rec["board"] == {"status": "in_progress", "owner": "", "worktree": "fix-bug"}
     assert len(rec["id"]) == 8 and all(c.isalnum() or c in "_-" for c in rec["id"])
     assert rec["name"] == "fix-bug"
     assert rec["repo_root"] == str(inited.resolve())
@@ -56,7 +59,8 @@ def test_task_new_writes_task_json_exactly(inited: Path, capfd: pytest.CaptureFi
     assert state["active_task_id"] == rec["id"]
     events = [json.loads(x) for x in (project_dir() / "events.jsonl").read_text().splitlines()]
     kinds = [e["event"] for e in events]
-    assert "task.created" in kinds and "worktree.created" in kinds
+    assert kinds[-3:] == ["worktree.create.before", "task.created", "worktree.create.after"]
+    assert all(isinstance(e["ts"], float) for e in events[-3:])
     assert git(inited, "rev-parse", rec["snapshot_ref"]).strip() == rec["base_commit"]
 
 
@@ -121,7 +125,7 @@ def test_close_removes_worktree_keeps_branch_and_history(
     events = [
         json.loads(x)["event"] for x in (project_dir() / "events.jsonl").read_text().splitlines()
     ]
-    assert "task.closed" in events and "worktree.removed" in events
+    assert events[-3:] == ["worktree.remove.before", "worktree.remove.after", "task.completed"]
     assert json.loads((project_dir() / "state.json").read_text())["active_task_id"] is None
 
 

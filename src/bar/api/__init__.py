@@ -26,23 +26,20 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from bar import git
-from bar.base.clock import now_iso
 from bar.base.record import field, record
 from bar.changes import journals
 from bar.errors import (
     BarError,
     CorruptFile,
-    DirtyWorktree,
     NotARepository,
     NotInitialized,
     UsageError,
 )
 from bar.history import states
 from bar.history.diffs import Diff, apply_diff, diff, unrecorded
-from bar.ledger import steps
 from bar.ledger.records import RollbackStep, RunStep, Step, parse_step_ref
 from bar.project.project import Location, Project, find_project, locate, policy_for, running_socket
 from bar.step import queued as queued_steps
@@ -65,6 +62,7 @@ if TYPE_CHECKING:
     from bar.step.run import RunRequest
     from bar.task import delete as task_delete
     from bar.task import reopen as task_reopen
+    from bar.task.close import Closed
 
 __all__ = [
     "Diff",
@@ -164,7 +162,7 @@ def init_project(cwd: Path | None = None) -> Initialized:
         policy_path.chmod(0o644)  # a file of the repository, not one of bar's own
         created.append(policy_path)
     if created:
-        project.log_event("project.initialized", root=str(project.root))
+        project.log_event("project.initialized", project={"root": str(project.root)})
     return Initialized(project, created, moved)
 
 
@@ -213,11 +211,15 @@ def new_task(
     base: str | None = None,
     description: str | None = None,
     tags: Sequence[str] = (),
+    plan: bool = False,
 ) -> Task:
-    """Create a task with its branch and worktree; it becomes the active task."""
+    """Create a task with its branch and worktree; it becomes the active task. With
+    ``plan``: a ``pending`` task, no worktree until it is started."""
     from bar.task.new import create_task
 
-    return create_task(project, name, base=base, description=description, tags=list(tags))
+    return create_task(
+        project, name, base=base, description=description, tags=list(tags), plan=plan
+    )
 
 
 def switch_task(task: Task) -> Task:
@@ -230,62 +232,67 @@ def switch_task(task: Task) -> Task:
     return task
 
 
-@record(frozen=True)
-class Closed:
-    task: Task
-    worktree_removed: bool
-    recorded: list[Step] = field(default_factory=list)  # what close recorded first
-
-
 def close_task(task: Task, *, keep_worktree: bool = False, force: bool = False) -> Closed:
-    """Close the task; its worktree is removed unless kept, its branch and record stay.
-    Refuses while the worktree holds changes no step recorded, unless ``force``, which
-    records them as a manual step first."""
-    from bar.base.progress import Progress
-    from bar.changes import recovery
-    from bar.changes.fast import watcher
-    from bar.sandbox import plan as sandbox_plan
-    from bar.task import worktree
+    """Close the task (``completed`` on the board); its worktree is removed unless kept,
+    its branch and record stay. Refuses while the worktree holds changes no step
+    recorded, unless ``force``, which records them as a manual step first."""
+    from bar.task.close import close
 
-    project = task.project
-    recorded: list[Step] = []
-    removed = False
-    with task.lock("bar task close"), Progress("task close:") as shown:
-        task = load_task(project, task.id)
-        if not task.active:
-            raise UsageError(f"task {task.name} ({task.id}) is already closed")
-        if task.worktree.is_dir():
-            recorded += recovery.finish_pending(task)
-            shown.update(detail="looking for changes no step recorded")
-            if steps.has_unrecorded_changes(task):
-                if not force:
-                    raise DirtyWorktree(
-                        f"task {task.name} has changes no step recorded",
-                        hint="record them with `bar run`, roll them back, or close with "
-                        "--force (which records them as a manual step first)",
-                    )
-                manual = steps.record_hand_edits(task)
-                recorded += [manual] if manual else []
-            if not keep_worktree:
-                shown.update(detail=f"removing the worktree {task.worktree}")
-                try:
-                    # `worktree prune` must not see a worktree another process is adding
-                    with project.lock("bar task close"):
-                        worktree.remove(project.root, task.worktree)
-                except Exception as exc:
-                    project.log_event("worktree.remove.failed", task_id=task.id, error=str(exc))
-                    raise
-                removed = True
-                project.log_event("worktree.removed", task_id=task.id, path=str(task.worktree))
-        task.status = "closed"
-        task.closed_at = now_iso()
-        task.save()
-        watcher.stop(task.index)  # no step will ask it again
-        project.log_event("task.closed", task_id=task.id, name=task.name)
-        sandbox_plan.remove_temp_dir(task)
-    if project.active_task_id() == task.id:
-        project.set_active_task(None)
-    return Closed(task, removed, recorded)
+    return close(task, keep_worktree=keep_worktree, force=force)
+
+
+# --- the task board (SPEC §16) -------------------------------------------------------
+
+
+def start_task(task: Task, *, activate: bool = True) -> Task:
+    """Make a planned task's worktree (``in_progress``); a started task is left as it is."""
+    from bar.task.start import start
+
+    return start(task, activate=activate)
+
+
+def claim_task(task: Task, owner: str, *, start: bool = False, activate: bool = False) -> Task:
+    """Take the task for ``owner`` (``board.Claimed`` if another holds it); ``start``:
+    start it too."""
+    from bar.task.claim import claim
+
+    return claim(task, owner, start=start, activate=activate)
+
+
+def keep_worktree(task: Task) -> Task:
+    """Mark the task's worktree to stay when the task closes."""
+    from bar.task.close import keep
+
+    return keep(task)
+
+
+def remove_worktree(task: Task, *, complete: bool = False, force: bool = False) -> Closed:
+    """Remove the task's worktree; ``complete``: close the task too, else it goes back
+    to ``pending``."""
+    from bar.task.close import remove_worktree as remove
+
+    return remove(task, complete=complete, force=force)
+
+
+def worktrees(project: Project) -> list[dict[str, Any]]:
+    """The worktree registry's entries (``workspaces/index.json``)."""
+    from bar.task import registry
+
+    return registry.load(project)
+
+
+def events(project: Project, n: int | None = 20) -> list[dict[str, Any]]:
+    """The last ``n`` events of the project's lifecycle log (all with None)."""
+    from bar.task import events as log
+
+    return log.recent(project.paths.events, n)
+
+
+def follow_events(project: Project) -> Iterator[dict[str, Any]]:
+    """The events appended from now on, as they come."""
+    from bar.task import events as log
+
+    return log.follow(project.paths.events)
 
 
 # a closed task reopened, deleted, or every closed task pruned: see those modules
@@ -336,6 +343,12 @@ def run(task: Task, request: RunRequest, *, wait: bool = True) -> RunStep:
     from bar.step.run import run_step, watch_worktree
 
     with _locked(task, f"bar run {shlex.join(request.argv)}", wait=wait) as fresh:
+        if fresh.pending:
+            from bar.base.notices import note
+            from bar.task.start import start
+
+            fresh = start(fresh, activate=False)  # its first step starts it
+            note(f"task {fresh.name} was planned: started it (its worktree: {fresh.worktree})")
         fresh.require_worktree()
         # the task's watcher has watched since the last command (``bar.changes.fast.watcher``); else
         # the step watches from before hand edits are looked for: nothing escapes both

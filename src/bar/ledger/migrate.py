@@ -20,9 +20,9 @@ Record = dict[str, Any]
 CURRENT: dict[str, tuple[int, str]] = {
     "config": (1, "config.yaml"),
     "state": (1, "state.json"),
-    "task": (1, "task.json"),
+    "task": (2, "task.json"),
     "step": (1, "ledger.jsonl line"),
-    "event": (1, "events.jsonl line"),
+    "event": (2, "events.jsonl line"),
     "marker": (1, "running marker"),
     "policy": (1, "policy"),
     "rollback-journal": (1, "rollback journal"),
@@ -31,6 +31,8 @@ CURRENT: dict[str, tuple[int, str]] = {
     "create-journal": (1, "task creation journal"),
     "sync-journal": (1, "sync journal"),
     "delete-journal": (1, "task deletion journal"),
+    "flow-states": (1, "flow-states.json"),
+    "worktrees": (1, "workspaces/index.json"),
 }
 
 # (kind, from_version) -> function producing the record at from_version + 1
@@ -66,3 +68,67 @@ def upgrade(kind: str, data: Record, path: Path | str, *, default: int | None = 
             hint="this file was written by a newer bar; upgrade bar to read it",
         )
     return data
+
+
+# --- the migrations ------------------------------------------------------------------
+
+
+@migration("task", 1)
+def _task_board(rec: Record) -> Record:
+    """task.json 2 adds ``board`` (SPEC §16). A task made before the board was started
+    with its worktree (``in_progress``) or is closed (``completed``); a closed task whose
+    worktree was kept is bound to it again when it is loaded (``bar.task.tasks``)."""
+    rec = dict(rec)
+    if not isinstance(rec.get("board"), dict):
+        closed = rec.get("status") == "closed"
+        name = rec.get("name")
+        rec["board"] = {
+            "status": "completed" if closed else "in_progress",
+            "owner": "",
+            "worktree": "" if closed or not isinstance(name, str) else name,
+        }
+    return rec
+
+
+# event names of events.jsonl 1 -> the board's (``bar.task.events``)
+_EVENT_NAMES = {
+    "worktree.created": "worktree.create.after",
+    "worktree.removed": "worktree.remove.after",
+    "task.closed": "task.completed",
+    "task.deleting": "task.delete.before",
+    "task.deleted": "task.delete.after",
+    "task.failed": "task.create.failed",
+}
+_WORKTREE_STATUS = {"worktree.create.after": "active", "worktree.remove.after": "removed"}
+
+
+@migration("event", 1)
+def _event_board(rec: Record) -> Record:
+    """events.jsonl 2 has the board's shape: epoch ``ts``, ``task`` and ``worktree``
+    objects. What a version 1 line held at the top level moves into them."""
+    from bar.base.clock import seconds_of
+
+    name = str(rec.get("event", ""))
+    event = _EVENT_NAMES.get(name, name)
+    task: dict[str, Any] = {}
+    worktree: dict[str, Any] = {}
+    if isinstance(rec.get("task_id"), str):
+        task["id"] = rec["task_id"]
+    if isinstance(rec.get("name"), str):
+        task["name"] = rec["name"]
+    if event == "task.completed":
+        task["status"] = "completed"
+    if isinstance(rec.get("path"), str):
+        worktree["path"] = rec["path"]
+    if isinstance(rec.get("branch"), str):
+        worktree["branch"] = rec["branch"]
+    if event in _WORKTREE_STATUS:
+        worktree["status"] = _WORKTREE_STATUS[event]
+    try:
+        ts: float = seconds_of(str(rec.get("ts", "")))
+    except ValueError:
+        ts = 0.0
+    out: Record = {"version": 1, "event": event, "ts": ts, "task": task, "worktree": worktree}
+    if isinstance(rec.get("error"), str):
+        out["error"] = rec["error"]
+    return out

@@ -38,6 +38,7 @@ from bar.project.project import Project
 from bar.store.files import read_json, write_json_atomic, write_text_atomic
 from bar.store.layout import TASK_ID_RE, ProjectPaths, TaskPaths, projects_dir
 from bar.store.lock import FileLock, is_locked
+from bar.task import registry
 
 _REFS = "refs/bar/tasks/"
 
@@ -351,12 +352,15 @@ def adopt(project: Project, which: str | None = None) -> Adopted:
             shutil.rmtree(project.dir)
         os.rename(moved.dir, project.dir)
     adopted = reattach(project, moved, replaced)
+    registry.rebuild(project)  # its worktrees' paths moved with it
     project.log_event(
         "project.adopted",
-        root=str(project.root),
-        old_root=moved.old_root,
-        old_dir=moved.name,
-        tasks=moved.tasks,
+        project={
+            "root": str(project.root),
+            "old_root": moved.old_root,
+            "old_dir": moved.name,
+            "tasks": moved.tasks,
+        },
     )
     return adopted
 

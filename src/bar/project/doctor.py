@@ -40,12 +40,12 @@ from bar.ledger.records import Step, step_from_record
 from bar.project import repairs
 from bar.project.project import Project
 from bar.project.repairs import then
-from bar.store.files import DIR_MODE, FILE_MODE
+from bar.store.files import DIR_MODE, FILE_MODE, read_json
 from bar.store.layout import TASK_ID_RE
 from bar.store.lock import is_locked
+from bar.task import board, registry, worktree
 from bar.task import delete as task_delete
 from bar.task import new as task_new
-from bar.task import worktree
 from bar.task.tasks import Task, load_task
 
 
@@ -111,6 +111,7 @@ class Doctor:
                     shown.update(i, _task_name(entry))
                     self._guard(entry, functools.partial(self._check_creation, entry))
         self._guard(p.dir, self._check_workspaces)
+        self._guard(p.dir, self._check_registry)
         self._guard(p.dir, self._check_refs)
         return self.findings
 
@@ -287,7 +288,10 @@ class Doctor:
                 self._under_lock(task, then(lambda: lock.unlink(missing_ok=True), "removed it")),
             )
         self._check_git_locks(task, where)
-        if task.active:
+        self._check_board(task, where)
+        if task.pending:
+            self._check_unstarted(task, where)
+        elif task.active:
             self._check_worktree(task, where)
         # after the side index: finishing a step snapshots the worktree through it
         self._check_journals(task, where)
@@ -453,6 +457,53 @@ class Doctor:
                 None if busy else self._under_lock(task, rejoin),
             )
 
+    def _check_board(self, task: Task, where: str) -> None:
+        """task.json's ``board`` agrees with its ``status`` and with the worktree on disk
+        (``bar.task.board``); a disagreement (a hand edit, a file of an older bar) is
+        written back as the disk says."""
+        try:
+            raw = read_json(task.paths.task_json, "task.json").get("board")
+        except (BarError, OSError):
+            return  # the task's own check says why
+        want = board.expected(task)
+        if raw is None or raw == want.to_record():
+            return  # (a task.json of an older bar has none: its migration gives it)
+        said = f"has board {raw!r}, but the task is {want.status}"
+        self.add(
+            "warning",
+            task.paths.task_json,
+            f"{where}: task.json {said}",
+            self._under_lock(task, lambda: _write_board(task, want)),
+        )
+
+    def _check_unstarted(self, task: Task, where: str) -> None:
+        """A planned task has no worktree; one there was left by a ``bar task start``
+        that was stopped, and is made again by the next start."""
+        if task.worktree.exists() or task.worktree.is_symlink():
+
+            def discard() -> str:
+                with self.project.lock("bar doctor: remove a half-made worktree"):
+                    worktree.discard(self.project.root, task.worktree)
+                return "removed it: `bar task start` makes it again"
+
+            self.add(
+                "warning",
+                task.worktree,
+                f"{where}: a worktree a stopped `bar task start` left (the task is pending)",
+                self._under_lock(task, discard),
+            )
+
+    def _check_registry(self) -> None:
+        said = registry.differences(self.project)
+        if said:
+            shown = "; ".join(said[:3]) + (f" and {len(said) - 3} more" if len(said) > 3 else "")
+            self.add(
+                "warning",
+                registry.path_of(self.project),
+                f"the worktree registry is out of date: {shown}",
+                lambda: f"rebuilt it: {plural(len(registry.rebuild(self.project)), 'worktree')}",
+            )
+
     def _check_worktree(self, task: Task, where: str) -> None:
         repo = task.project.root
         exists = task.worktree.is_dir()
@@ -492,6 +543,8 @@ class Doctor:
         if not wdir.is_dir():
             return
         for entry in sorted(wdir.iterdir()):
+            if entry == registry.path_of(self.project) and entry.is_file():
+                continue  # the worktree registry (checked on its own)
             half_made = TASK_ID_RE.match(entry.name) and task_new.leftover(
                 self.project, entry.name
             )  # reported with its task directory
@@ -514,6 +567,13 @@ class Doctor:
 
 
 # --- helpers ------------------------------------------------------------------------
+
+
+def _write_board(task: Task, want: board.Board) -> str:
+    fresh = load_task(task.project, task.id)
+    fresh.board = want
+    fresh.save()
+    return f"wrote board {want.status}"
 
 
 def _task_name(tdir: Path) -> str:

@@ -12,7 +12,7 @@ import os
 import re
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from bar.base.clock import now_iso
 from bar.base.proc import run
@@ -112,10 +112,29 @@ class Project:
     def lock(self, what: str = "", *, wait: bool = True) -> FileLock:
         return FileLock(self.paths.lock, f"project {self.name}", what=what, wait=wait)
 
-    def log_event(self, event: str, /, **fields: object) -> None:
-        """Append to the project's lifecycle log (events.jsonl), under the project lock."""
+    def log_event(
+        self,
+        event: str,
+        /,
+        *,
+        task: dict[str, Any] | None = None,
+        worktree: dict[str, Any] | None = None,
+        error: str | None = None,
+        project: dict[str, Any] | None = None,
+    ) -> None:
+        """Append to the project's lifecycle log (events.jsonl, ``bar.task.events``)
+        under the project lock: ``task`` and ``worktree`` as the board names them
+        (``bar.task.board.task_view``, ``worktree_view``), ``error`` on a failure,
+        ``project`` on an event of the project itself."""
         with self.lock(f"log {event}"):
-            events.append(self.paths.events, event, **fields)
+            events.append(
+                self.paths.events,
+                event,
+                task=task,
+                worktree=worktree,
+                error=error,
+                project=project,
+            )
 
     # --- state.json -------------------------------------------------------------
 

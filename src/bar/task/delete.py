@@ -24,6 +24,7 @@ branch that moved since the decision holds commits nobody decided to drop, and i
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 from pathlib import Path
@@ -35,11 +36,11 @@ from bar.base.record import field, record
 from bar.changes import journals
 from bar.changes.fast import watcher
 from bar.changes.journals import DeleteIntent
-from bar.errors import BarError, DirtyWorktree, TaskNotFound
+from bar.errors import BarError, CorruptFile, DirtyWorktree, TaskNotFound
 from bar.project.project import Project
 from bar.store.layout import TASK_ID_RE, TaskPaths, projects_dir
 from bar.store.lock import FileLock
-from bar.task import worktree
+from bar.task import board, registry, worktree
 from bar.task.risk import at_risk, owner
 from bar.task.tasks import Task, list_tasks, load_task, resolve_task
 
@@ -193,7 +194,7 @@ def _delete(
             now_iso(),
         )
         journals.write_delete(task.paths, intent)
-        project.log_event("task.deleting", task_id=task.id, name=task.name, lost=lost)
+        project.log_event("task.delete.before", task=board.task_view(task))
         kept = complete(project, intent)
     return Deletion(task.id, task.name, removed, lost, kept, deleted=True)
 
@@ -264,9 +265,9 @@ def complete(project: Project, intent: DeleteIntent) -> list[str]:
     faults.point("delete: after deleting the snapshot refs")
     if project.active_task_id() == task_id:
         project.set_active_task(None)
-    project.log_event(
-        "task.deleted", task_id=task_id, name=intent.name, forced=intent.forced, kept=kept
-    )
+    with contextlib.suppress(CorruptFile):
+        registry.forget(project, task_id)
+    project.log_event("task.delete.after", task={"id": task_id, "name": intent.name})
     _remove_task_dir(project.paths.task(task_id))
     return kept
 

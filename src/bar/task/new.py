@@ -39,6 +39,8 @@ from bar.redact import known as known_secrets
 from bar.store.files import ensure_dir, write_json_atomic
 from bar.store.layout import TASK_ID_RE, TaskPaths
 from bar.store.lock import FileLock, is_locked
+from bar.task import board, registry
+from bar.task.board import IN_PROGRESS, PENDING, Board
 from bar.task.tasks import Task, load_task, new_id, open_task_named, validate_name
 
 # every git bar runs here, none of the developer's hooks (a `post-checkout` from
@@ -57,8 +59,11 @@ def create_task(
     base: str | None = None,
     description: str | None = None,
     tags: list[str] | None = None,
+    plan: bool = False,
 ) -> Task:
-    """Create the task, its branch and worktree, and make it the active task."""
+    """Create the task, its branch and worktree, and make it the active task; with
+    ``plan``, a ``pending`` task: its branch and snapshot ref at the base, no worktree
+    until ``bar task start`` (``bar.task.start``), and the active task left as it was."""
     validate_name(name)
     config = project.config
     base_ref = base or config.git.default_base
@@ -83,6 +88,8 @@ def create_task(
             clear_leftovers(project)
             _refuse_taken(project, name)
             task = _new_task(project, name, base_ref, base_commit, metadata)
+            if plan:
+                task.board = Board(PENDING)
             ensure_dir(task.dir)
             intent = CreateIntent(task.id, name, task.branch, base_commit, task.created_at)
             try:
@@ -91,14 +98,33 @@ def create_task(
             except BaseException:
                 shutil.rmtree(task.dir, ignore_errors=True)  # nothing else was made yet
                 raise
+        if not plan:
+            project.log_event(
+                "worktree.create.before",
+                task=board.task_view(task),
+                worktree=board.worktree_view(task),
+            )
         try:
-            _make(task)
+            _make(task, worktree=not plan)
         except BaseException as exc:
+            if not plan:
+                with contextlib.suppress(BarError, OSError):  # the failure is what matters
+                    project.log_event(
+                        "worktree.create.failed",
+                        task=board.task_view(task),
+                        worktree=board.worktree_view(task),
+                        error=str(exc) or type(exc).__name__,
+                    )
             _undo_after(project, intent, exc)
             raise
-    project.log_event("task.created", task_id=task.id, name=name, base=base_commit)
+    project.log_event("task.created", task=board.task_view(task))
+    if plan:
+        return task
+    registry.mark(task, registry.ACTIVE)
     project.log_event(
-        "worktree.created", task_id=task.id, path=str(task.worktree), branch=task.branch
+        "worktree.create.after",
+        task=board.task_view(task),
+        worktree=board.worktree_view(task, registry.ACTIVE),
     )
     project.set_active_task(task.id)
     return task
@@ -172,12 +198,14 @@ def _new_task(
         metadata=metadata,
         snapshot_ref=f"refs/bar/tasks/{task_id}",
         project=project,
+        board=Board(IN_PROGRESS, worktree=name),
     )
 
 
-def _make(task: Task) -> None:
-    """Everything after the intent, task.json last; removing the intent completes it."""
-    project, repo = task.project, task.project.root
+def _make(task: Task, *, worktree: bool = True) -> None:
+    """Everything after the intent, task.json last; removing the intent completes it.
+    Without ``worktree`` (a planned task) the branch is made alone, at the base."""
+    repo = task.project.root
     ensure_dir(task.paths.artifacts)
     faults.point(f"before moving {task.snapshot_ref}")
     # ("": the ref must not exist yet, whatever the repository's object format)
@@ -191,34 +219,56 @@ def _make(task: Task) -> None:
         "",
     )
     faults.point(f"after moving {task.snapshot_ref}")
-    # git does not guard `.git/worktrees` against two `worktree add` at once: a
-    # concurrent one reads the other's half-written entry and fails.
-    with project.lock(f"bar task new {task.name}: worktree"):
-        faults.point("before adding the worktree")
+    if worktree:
+        add_worktree(task, new_branch=True)
+    else:
         _git(
             repo,
-            "worktree",
-            "add",
-            "--quiet",
-            "-b",
-            task.branch,
-            str(task.worktree),
+            "update-ref",
+            "-m",
+            f"bar: task {task.id} planned",
+            f"refs/heads/{task.branch}",
             task.base_commit,
+            "",
         )
-        faults.point("after adding the worktree")
-    side_index.seed_index(
-        task.worktree, task.index, task.base_commit, task.paths.git_dir, project.common_dir
-    )
-    faults.point("after seeding the side index")
+        faults.point("after making the branch")
     write_json_atomic(task.paths.task_json, task.to_record())
     journals.clear_create(task.paths)
     faults.point("after removing creating.json")
 
 
+def add_worktree(task: Task, *, new_branch: bool) -> None:
+    """Check the task's branch out in its worktree (made at the base with ``new_branch``,
+    else existing) and seed its side index."""
+    project, repo = task.project, task.project.root
+    # git does not guard `.git/worktrees` against two `worktree add` at once: a
+    # concurrent one reads the other's half-written entry and fails.
+    with project.lock(f"bar task new {task.name}: worktree"):
+        faults.point("before adding the worktree")
+        where = ["-b", task.branch, str(task.worktree), task.base_commit]
+        _git(
+            repo,
+            "worktree",
+            "add",
+            "--quiet",
+            *(where if new_branch else [str(task.worktree), task.branch]),
+        )
+        faults.point("after adding the worktree")
+    task.index.unlink(missing_ok=True)
+    side_index.seed_index(
+        task.worktree, task.index, task.base_commit, task.paths.git_dir, project.common_dir
+    )
+    faults.point("after seeding the side index")
+
+
 def _undo_after(project: Project, intent: CreateIntent, exc: BaseException) -> None:
     """Undo a creation that failed; if even that fails, the intent stays for ``finish``."""
     with contextlib.suppress(BarError, OSError):  # a full disk must not stop the undo
-        project.log_event("task.failed", task_id=intent.task_id, error=str(exc))
+        project.log_event(
+            "task.create.failed",
+            task={"id": intent.task_id, "name": intent.name},
+            error=str(exc) or type(exc).__name__,
+        )
     try:
         for said in undo(project, intent):
             note(said)
@@ -258,7 +308,7 @@ def undo(project: Project, intent: CreateIntent) -> list[str]:
     faults.point("undo: after deleting the snapshot ref")
     _remove_task_dir(project.paths.task(intent.task_id))
     with contextlib.suppress(BarError, OSError):  # the undo is done: a full disk can't undo it
-        project.log_event("task.undone", task_id=intent.task_id, name=intent.name)
+        project.log_event("task.undone", task={"id": intent.task_id, "name": intent.name})
     return kept
 
 

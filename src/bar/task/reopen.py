@@ -28,8 +28,8 @@ from bar.errors import AlreadyExists, BarError, NotFound
 from bar.project import repairs
 from bar.project.project import Project
 from bar.store.files import write_json_atomic
+from bar.task import board, registry, worktree
 from bar.task import new as task_new
-from bar.task import worktree
 from bar.task.tasks import Task, load_task, resolve_task
 
 
@@ -70,8 +70,11 @@ def reopen(project: Project, ref: str) -> Reopened:
             project.set_active_task(task.id)
             task.status = "active"
             task.closed_at = None
+            task.board.status = board.IN_PROGRESS
+            task.board.worktree = task.name
             task.save()
-        project.log_event("task.reopened", task_id=task.id, name=task.name)
+            registry.mark(task, registry.ACTIVE)
+        project.log_event("task.reopened", task=board.task_view(task))
     return Reopened(task, recreated)
 
 
@@ -101,13 +104,27 @@ def _make_worktree(task: Task) -> bool:
             "checks a branch out in one worktree at a time",
             hint=f"switch {where} to another branch, then run `bar task reopen {task.id}` again",
         )
+    project.log_event(
+        "worktree.create.before", task=board.task_view(task), worktree=board.worktree_view(task)
+    )
     write_json_atomic(marker, {"version": 1, "task_id": task.id, "started_at": now_iso()})
     if task.worktree.exists():  # left half-made by a reopen that was stopped
         with project.lock("bar task reopen: remove a half-made worktree"):
             worktree.discard(project.root, task.worktree)
-    repairs.recreate_worktree(task)
+    try:
+        repairs.recreate_worktree(task)
+    except Exception as exc:
+        project.log_event(
+            "worktree.create.failed",
+            task=board.task_view(task),
+            worktree=board.worktree_view(task),
+            error=str(exc) or type(exc).__name__,
+        )
+        raise
     marker.unlink()
     project.log_event(
-        "worktree.created", task_id=task.id, path=str(task.worktree), branch=task.branch
+        "worktree.create.after",
+        task=board.task_view(task),
+        worktree=board.worktree_view(task, registry.ACTIVE),
     )
     return True

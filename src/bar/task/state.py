@@ -1,5 +1,5 @@
-"""Where a task stands, in one word: ``running``, ``applied``, ``active``, ``closed`` or
-``missing-worktree``.
+"""Where a task stands, in one word: ``pending``, ``running``, ``applied``, ``active``,
+``closed`` or ``missing-worktree``.
 
 ``bar task list`` asks this of every task, so it reads only what is cheap: whether the
 worktree directory is there (one stat, no scan of its files), whether a step's intent
@@ -22,6 +22,7 @@ from bar.ledger.records import ApplyStep, DecisionStep
 from bar.store.lock import is_locked
 from bar.task.tasks import Task
 
+PENDING = "pending"  # planned, no worktree yet (``bar.task.board``)
 RUNNING = "running"
 APPLIED = "applied"
 ACTIVE = "active"
@@ -91,10 +92,12 @@ def still_landed(task: Task, step: ApplyStep) -> bool:
 
 def state_of(task: Task) -> TaskState:
     running = task.active and is_running(task)
-    missing = task.active and not task.worktree.is_dir()
+    missing = task.active and not task.pending and not task.worktree.is_dir()
     applied = is_applied(task)
     if not task.active:
         word = CLOSED
+    elif task.pending:
+        word = PENDING
     elif running:
         word = RUNNING
     elif missing:
@@ -113,7 +116,7 @@ class TaskSummary:
     steps: int
     last_step: str | None
     diff_stat: DiffStat  # base -> last recorded state
-    state: TaskState  # running, applied, active, closed, missing-worktree
+    state: TaskState  # pending, running, applied, active, closed, missing-worktree
 
     def to_json(self) -> dict[str, Any]:
         rec = self.task.to_record()

@@ -24,6 +24,8 @@ from bar.project.project import Project
 from bar.store.files import read_json, write_json_atomic
 from bar.store.layout import TASK_ID_RE, TaskPaths
 from bar.store.lock import FileLock
+from bar.task.board import COMPLETED, IN_PROGRESS, PENDING, Board
+from bar.task.board import parse as parse_board
 
 NAME_MAX = 64
 _ID_ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-"
@@ -85,6 +87,8 @@ class Task:
     metadata: dict[str, Any]
     snapshot_ref: str
     project: Project = field(repr=False, compare=False)
+    # ext: where the task stands on the board (``bar.task.board``)
+    board: Board = field(default_factory=lambda: Board(IN_PROGRESS))
     # ext: the base the task started from, set once its base first moves (``bar.history.bases``)
     first_base: str | None = None
 
@@ -113,12 +117,17 @@ class Task:
     def active(self) -> bool:
         return self.status == "active"
 
+    @property
+    def pending(self) -> bool:
+        """Planned and not started: the task has no worktree yet (``bar task start``)."""
+        return self.active and self.board.status == PENDING
+
     def lock(self, what: str = "", *, wait: bool = True) -> FileLock:
         return FileLock(self.paths.lock, f"task {self.name} ({self.id})", what=what, wait=wait)
 
     def to_record(self) -> dict[str, Any]:
         return {
-            "version": 1,
+            "version": 2,
             "id": self.id,
             "name": self.name,
             "repo_root": self.repo_root,
@@ -132,6 +141,7 @@ class Task:
             "closed_at": self.closed_at,
             "metadata": self.metadata,
             "snapshot_ref": self.snapshot_ref,
+            "board": self.board.to_record(),
             **({"first_base": self.first_base} if self.first_base else {}),
         }
 
@@ -156,6 +166,12 @@ class Task:
                 f"task {self.name} ({self.id}) is closed",
                 hint=f"`bar task reopen {self.id}` makes it active again, or start a new "
                 "task with `bar task new NAME`",
+            )
+        if self.pending:
+            raise BarError(
+                f"task {self.name} ({self.id}) is planned and has no worktree yet",
+                hint=f"`bar task start {self.id}` makes its worktree (so does its first "
+                f"`bar run --task {self.id}`)",
             )
         if not self.worktree.is_dir():
             raise NotFound(
@@ -211,6 +227,7 @@ def load_task(project: Project, task_id: str) -> Task:
         raise TaskNotFound(
             f"no task with id {task_id!r}", hint="`bar task list` shows the tasks"
         ) from None
+    migrated = rec.get("version") == 1
     rec = upgrade("task", rec, path)
     status = _require_str(rec, "status", path)
     if status not in ("active", "closed"):
@@ -258,10 +275,18 @@ def load_task(project: Project, task_id: str) -> Task:
         metadata=metadata if isinstance(metadata, dict) else {},
         snapshot_ref=snapshot_ref,
         project=project,
+        board=parse_board(rec.get("board"), path),
         first_base=first_base,
     )
-    if status == "active" or task.worktree.is_dir():  # (a closed task's kept worktree too)
-        _pin(task)
+    if migrated and status == "closed" and task.worktree.is_dir():
+        task.board.worktree = task.name  # closed with its worktree kept
+    # status and board.status are written together; read them so, whatever edited the file
+    if status == "closed":
+        task.board.status = COMPLETED
+    elif task.board.status == COMPLETED:
+        task.board.status = IN_PROGRESS
+    if not task.pending and (status == "active" or task.worktree.is_dir()):
+        _pin(task)  # (a closed task's kept worktree too; a planned task has none yet)
     _configure_speed(project)
     return task
 

@@ -7,12 +7,29 @@ from typing import TYPE_CHECKING
 
 from bar import api
 from bar.cli.render import Painter, plural, print_json, short
-from bar.errors import BarError
+from bar.errors import BarError, UsageError
 
 if TYPE_CHECKING:
     from bar.project.project import Location
     from bar.task.delete import Deletion
     from bar.task.tasks import Task
+
+
+def ref(task_ref: str | None, task: str | None, *, needed: str | None = None) -> str | None:
+    """The task an action names: its word (``bar task close fix-login``) or ``--task``,
+    which every other command takes. ``needed``: the action, which needs one named."""
+    if task_ref is not None and task is not None and task_ref != task:
+        raise UsageError(
+            f"two tasks were named: {task_ref!r} and --task {task!r}",
+            hint="name the task once, as a word or with --task",
+        )
+    chosen = task_ref if task_ref is not None else task
+    if chosen is None and needed is not None:
+        raise UsageError(
+            f"bar task {needed} needs the task to act on",
+            hint=f"bar task {needed} ID|NAME (or --task ID|NAME); `bar task list` shows them",
+        )
+    return chosen
 
 
 def _note_where_you_are(loc: Location, active: Task) -> None:
@@ -33,11 +50,25 @@ def _note_where_you_are(loc: Location, active: Task) -> None:
 
 
 def new(
-    *, name: str, base: str | None, description: str | None, tag: list[str], as_json: bool
+    *,
+    name: str,
+    base: str | None,
+    description: str | None,
+    tag: list[str],
+    as_json: bool,
+    plan: bool = False,
 ) -> int:
     loc = api.open_project()
     project = loc.project
-    task = api.new_task(project, name, base=base, description=description, tags=tag)
+    task = api.new_task(project, name, base=base, description=description, tags=tag, plan=plan)
+    if plan:
+        if as_json:
+            print_json(api.summarize(task, project.active_task_id()).to_json())
+            return 0
+        print(f"Planned task {task.name} ({task.id}): pending, no worktree yet")
+        print(f"  base      {task.base_ref} at {short(task.base_commit)}")
+        print(f"Next: bar task start {task.name}  (or bar task claim {task.name} --owner NAME)")
+        return 0
     _note_where_you_are(loc, task)
     if as_json:
         print_json(api.summarize(task, task.id).to_json())
@@ -50,13 +81,18 @@ def new(
     return 0
 
 
-def list_(*, all: bool, as_json: bool) -> int:
+def list_(*, all: bool, as_json: bool, pending: bool = False) -> int:
     project = api.open_project().project
     rows = api.tasks(project, include_closed=all)
+    if pending:
+        rows = [r for r in rows if r.task.pending]
     if as_json:
         print_json([r.to_json() for r in rows])
         return 0
     if not rows:
+        if pending:
+            print("No pending task. Plan one with: bar task new NAME --plan")
+            return 0
         print("No tasks." + ("" if all else " (closed tasks: bar task list --all)"))
         print("Create one with: bar task new NAME")
         return 0
@@ -69,9 +105,10 @@ def list_(*, all: bool, as_json: bool) -> int:
         changes = f"{plural(stat.files, 'file')} +{stat.additions} -{stat.deletions}"
         label = f"{r.state.label:<{state_width}}"
         state = paint(label, _STATE_COLOURS[r.state.state]) if r.state.state != "active" else label
+        owner = f"  @{r.task.board.owner}" if r.task.board.owner else ""
         print(
             f"{mark} {r.task.id}  {r.task.name:<{width}}  {state}  "
-            f"{plural(r.steps, 'step'):>9}  {changes}"
+            f"{plural(r.steps, 'step'):>9}  {changes}{owner}"
         )
     if any(r.state.worktree_missing for r in rows):
         print("A missing worktree is recreated at its last recorded state by: bar doctor --repair")
@@ -79,6 +116,7 @@ def list_(*, all: bool, as_json: bool) -> int:
 
 
 _STATE_COLOURS = {
+    "pending": "cyan",
     "running": "yellow",
     "applied": "green",
     "closed": "dim",
@@ -86,27 +124,33 @@ _STATE_COLOURS = {
 }
 
 
-def show(*, task_ref: str | None, as_json: bool) -> int:
+def show(*, task_ref: str | None, as_json: bool, task: str | None = None) -> int:
     loc = api.open_project()
-    task = api.get_task(loc, task_ref)
-    summary = api.summarize(task, loc.project.active_task_id())
+    the_task = api.get_task(loc, ref(task_ref, task))
+    summary = api.summarize(the_task, loc.project.active_task_id())
     if as_json:
         print_json(summary.to_json())
         return 0
     paint = Painter(loc.project.config.output.color)
-    print(f"{paint(task.name, 'bold')} ({task.id})" + ("  [active]" if summary.active else ""))
-    desc = task.metadata.get("description")
+    print(
+        f"{paint(the_task.name, 'bold')} ({the_task.id})" + ("  [active]" if summary.active else "")
+    )
+    desc = the_task.metadata.get("description")
     if desc:
         print(f"  {desc}")
-    closed = f" (closed {task.closed_at})" if task.closed_at else ""
-    print(f"  status      {task.status}{closed}")
+    closed = f" (closed {the_task.closed_at})" if the_task.closed_at else ""
+    print(f"  status      {the_task.status}{closed}")
     print(f"  state       {summary.state.label}")
-    print(f"  base        {task.base_ref} at {short(task.base_commit)}")
-    print(f"  branch      {task.branch}")
-    gone = " (missing: `bar doctor --repair` recreates it)" if task.active else " (removed)"
-    print(f"  worktree    {task.worktree}" + ("" if task.worktree.exists() else gone))
-    print(f"  snapshots   {task.snapshot_ref}")
-    tags = task.metadata.get("tags")
+    owner = f", claimed by {the_task.board.owner}" if the_task.board.owner else ""
+    print(f"  board       {the_task.board.status}{owner}")
+    print(f"  base        {the_task.base_ref} at {short(the_task.base_commit)}")
+    print(f"  branch      {the_task.branch}")
+    gone = " (missing: `bar doctor --repair` recreates it)" if the_task.active else " (removed)"
+    if the_task.pending:
+        gone = f" (not made yet: `bar the_task start {the_task.name}`)"
+    print(f"  worktree    {the_task.worktree}" + ("" if the_task.worktree.exists() else gone))
+    print(f"  snapshots   {the_task.snapshot_ref}")
+    tags = the_task.metadata.get("tags")
     if tags:
         print(f"  tags        {', '.join(map(str, tags))}")
     stat = summary.diff_stat
@@ -114,79 +158,94 @@ def show(*, task_ref: str | None, as_json: bool) -> int:
     print(
         f"  changes     {plural(stat.files, 'file')}, +{stat.additions} -{stat.deletions} since base"
     )
-    print(f"  created     {task.created_at}")
+    print(f"  created     {the_task.created_at}")
     return 0
 
 
-def switch(*, task_ref: str, as_json: bool) -> int:
+def switch(*, task_ref: str | None, as_json: bool, task: str | None = None) -> int:
     loc = api.open_project()
-    task = api.switch_task(api.get_task(loc, task_ref))
-    _note_where_you_are(loc, task)
+    the_task = api.switch_task(api.get_task(loc, ref(task_ref, task, needed="switch")))
+    _note_where_you_are(loc, the_task)
     if as_json:
-        print_json(api.summarize(task, task.id).to_json())
+        print_json(api.summarize(the_task, the_task.id).to_json())
     else:
-        print(f"Active task: {task.name} ({task.id})")
-        print(f"  worktree  {task.worktree}")
+        print(f"Active the_task: {the_task.name} ({the_task.id})")
+        print(f"  worktree  {the_task.worktree}")
     return 0
 
 
-def close(*, task_ref: str | None, keep_worktree: bool, force: bool, as_json: bool) -> int:
+def close(
+    *,
+    task_ref: str | None,
+    keep_worktree: bool,
+    force: bool,
+    as_json: bool,
+    task: str | None = None,
+) -> int:
     loc = api.open_project()
-    closed = api.close_task(api.get_task(loc, task_ref), keep_worktree=keep_worktree, force=force)
-    task = closed.task
+    closed = api.close_task(
+        api.get_task(loc, ref(task_ref, task)), keep_worktree=keep_worktree, force=force
+    )
+    done = closed.task
     if as_json:
-        print_json(api.summarize(task, loc.project.active_task_id()).to_json())
+        print_json(api.summarize(done, loc.project.active_task_id()).to_json())
         return 0
-    print(f"Closed task {task.name} ({task.id})")
+    print(f"Closed task {done.name} ({done.id}): completed")
     if closed.worktree_removed:
-        print(f"  worktree removed; branch {task.branch} and the ledger are kept")
-    elif task.worktree.exists():
-        print(f"  worktree kept at {task.worktree}")
+        print(f"  worktree removed; branch {done.branch} and the ledger are kept")
+    elif done.worktree.exists():
+        print(f"  worktree kept at {done.worktree}")
     return 0
 
 
-def path(*, task_ref: str | None, as_json: bool) -> int:
-    task = api.get_task(api.open_project(), task_ref)
-    exists = task.worktree.is_dir()
+def path(*, task_ref: str | None, as_json: bool, task: str | None = None) -> int:
+    the_task = api.get_task(api.open_project(), ref(task_ref, task))
+    exists = the_task.worktree.is_dir()
     if as_json:
         print_json(
             {
-                "task_id": task.id,
-                "name": task.name,
-                "worktree": str(task.worktree),
+                "task_id": the_task.id,
+                "name": the_task.name,
+                "worktree": str(the_task.worktree),
                 "exists": exists,
             }
         )
     else:
-        print(task.worktree)
+        print(the_task.worktree)
     if exists:
         return 0
     hint = (
         "`bar doctor --repair` recreates it at the last recorded state"
-        if task.active
-        else f"`bar task reopen {task.id}` recreates it and makes the task active again"
+        if the_task.active
+        else f"`bar the_task reopen {the_task.id}` recreates it and makes the the_task active again"
     )
-    raise BarError(f"the worktree of task {task.name} ({task.id}) is gone", hint=hint)
+    raise BarError(f"the worktree of the_task {the_task.name} ({the_task.id}) is gone", hint=hint)
 
 
-def reopen(*, task_ref: str, as_json: bool) -> int:
+def reopen(*, task_ref: str | None, as_json: bool, task: str | None = None) -> int:
     loc = api.open_project()
-    reopened = api.reopen_task(loc.project, task_ref)
-    task = reopened.task
-    _note_where_you_are(loc, task)
+    named = ref(task_ref, task, needed="reopen")
+    assert named is not None
+    reopened = api.reopen_task(loc.project, named)
+    done = reopened.task
+    _note_where_you_are(loc, done)
     if as_json:
-        print_json({**api.summarize(task, task.id).to_json(), "recreated": reopened.recreated})
+        print_json({**api.summarize(done, done.id).to_json(), "recreated": reopened.recreated})
         return 0
-    print(f"Reopened task {task.name} ({task.id}), now active")
+    print(f"Reopened task {done.name} ({done.id}), now active")
     how = "recreated at the last recorded state" if reopened.recreated else "kept since closing"
-    print(f"  worktree  {task.worktree}  ({how})")
-    print(f"  branch    {task.branch}")
+    print(f"  worktree  {done.worktree}  ({how})")
+    print(f"  branch    {done.branch}")
     return 0
 
 
-def delete(*, task_ref: str, force: bool, dry_run: bool, as_json: bool) -> int:
+def delete(
+    *, task_ref: str | None, force: bool, dry_run: bool, as_json: bool, task: str | None = None
+) -> int:
     loc = api.open_project()
-    done = api.delete_task(loc.project, task_ref, force=force, dry_run=dry_run)
+    named = ref(task_ref, task, needed="delete")
+    assert named is not None
+    done = api.delete_task(loc.project, named, force=force, dry_run=dry_run)
     if as_json:
         print_json(done.to_json())
         return 0

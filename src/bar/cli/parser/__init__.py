@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, ClassVar, NoReturn, cast
 
 from bar import VERSION_LINE
@@ -80,12 +80,19 @@ class _Parser(argparse.ArgumentParser):
 
     innermost: ClassVar[_Parser | None] = None  # the (sub)command parser that parsed last
     argv: ClassVar[list[str]] = []  # the command line being parsed, for the hints
+    # (action, test): a command whose first word passes ``test`` runs ``action`` with it,
+    # as `bar decide JSON` runs `bar decide submit JSON` (see ``implied_action``)
+    implied: tuple[str, Callable[[str], bool]] | None = None
 
     def parse_known_args(  # type: ignore[override]
         self, args: Sequence[str] | None = None, namespace: Any = None
     ) -> tuple[Any, list[str]]:
         if self.prog == "bar":
             _Parser.argv = list(sys.argv[1:] if args is None else args)
+        if self.implied is not None and args:
+            action, test = self.implied
+            if test(args[0]):
+                args = [action, *args]
         _Parser.innermost = self
         self._bad_choice: tuple[argparse.Action, Any] | None = None
         return super().parse_known_args(args, namespace)
@@ -169,6 +176,15 @@ def _cmd(parser: argparse.ArgumentParser, target: str) -> None:
     parser.set_defaults(_target=target)
 
 
+def implied_action(
+    parser: argparse.ArgumentParser, action: str, test: Callable[[str], bool]
+) -> None:
+    """Let ``parser``'s command run ``action`` when its first word passes ``test`` (and is
+    no action of its own): the short form of a command that has actions."""
+    if isinstance(parser, _Parser):  # (not a skipped command's stand-in)
+        parser.implied = (action, test)
+
+
 def _task_opt(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--task",
@@ -177,6 +193,14 @@ def _task_opt(p: argparse.ArgumentParser) -> None:
         help="the task to act on: its id, the id's first 4+ characters, or its name "
         "(default: the task whose worktree you are in, else the active task)",
     )
+
+
+def task_ref_opts(p: argparse.ArgumentParser) -> None:
+    """The task an action of ``bar task`` is about: a word (``bar task close fix-login``)
+    or ``--task``, as every other command takes it (``task_ref``, ``task``: see
+    ``bar.cli.commands.task.ref``)."""
+    p.add_argument("task_ref", nargs="?", metavar="ID|NAME", help="default: the active task")
+    _task_opt(p)
 
 
 def _json_opt(p: argparse.ArgumentParser) -> None:
@@ -208,7 +232,7 @@ class _Commands:
         return parser
 
 
-_PARTS = ("steps", "tasks", "tools", "agents", "mcp")
+_PARTS = ("steps", "tasks", "board", "tools", "agents", "mcp")
 
 
 _prebuilt: dict[str | None, argparse.ArgumentParser] = {}
@@ -270,7 +294,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
     # in the order of `bar --help`; for one command, its part first (bar run's, most
     # often) and the rest not even imported once it is built
-    parts = ("tasks", "steps", "tools", "agents", "mcp") if only is None else _PARTS
+    parts = ("tasks", "board", "steps", "tools", "agents", "mcp") if only is None else _PARTS
     for part in parts:
         importlib.import_module(f"bar.cli.parser.{part}").commands(sub)
         if only is not None and sub.built:

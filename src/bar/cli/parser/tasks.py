@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bar.cli.parser import _cmd, _Formatter, _json_opt, _task_opt
+from bar.cli.parser import _cmd, _Formatter, _json_opt, _task_opt, board, task_ref_opts
 
 
 def commands(sub: Any) -> None:
@@ -59,15 +59,22 @@ def commands(sub: Any) -> None:
         description="Create a task: a branch <prefix><name>-<id> from the base, a worktree\n"
         "for it under $BAR_HOME, and an empty ledger. The new task becomes active.\n"
         "No two open tasks share a name (a closed task's name can be used again), so\n"
-        "--task NAME always finds one task.",
+        "--task NAME always finds one task.\n\n"
+        "--plan puts the task on the board without a worktree (pending), for you or an\n"
+        "agent or worker to take later (bar task claim, bar task start; its first\n"
+        "bar run starts it too); the active task stays as it is. See docs/board.md.",
         epilog="examples:\n"
         "  bar task new fix-login\n"
-        "  bar task new fix-login --base release-2.1 -d 'Fix the login redirect' --tag bug",
+        "  bar task new fix-login --base release-2.1 -d 'Fix the login redirect' --tag bug\n"
+        "  bar task new ui-login --plan -d 'Login page on the new API'",
     )
     p.add_argument("name", help="task name: letters, digits, '-', '_', '.'; at most 64")
     p.add_argument("--base", metavar="REF", help="start from this ref (default: git.default_base)")
     p.add_argument("-d", "--description", metavar="DESC", help="what the task is for")
     p.add_argument("--tag", action="append", default=[], metavar="T", help="a tag (repeatable)")
+    p.add_argument(
+        "--plan", action="store_true", help="plan it: pending, no worktree until it is started"
+    )
     _json_opt(p)
     _cmd(p, "task:new")
 
@@ -76,7 +83,9 @@ def commands(sub: Any) -> None:
         help="list tasks with their state, steps and changes",
         formatter_class=_Formatter,
         description="List the open tasks (--all: closed ones too), the active one marked '*',\n"
-        "each with its state, its number of steps and its changes since the base:\n"
+        "each with its state, its number of steps, its changes since the base and, when\n"
+        "someone claimed it, its owner:\n"
+        "  pending           planned (bar task new --plan), no worktree yet\n"
         "  active            open, nothing under way\n"
         "  running           a `bar run` is recording a step of it now\n"
         "  applied           its last step applied its last recorded state (bar apply)\n"
@@ -84,10 +93,15 @@ def commands(sub: Any) -> None:
         "                    --repair` recreates it at its last recorded state\n"
         "  closed            closed with `bar task close`\n"
         "--json gives the same as fields: state (missing-worktree with a dash), running,\n"
-        "applied and worktree_missing, beside task.json's own.",
-        epilog="examples:\n  bar task list\n  bar task list --all --json",
+        "applied and worktree_missing, beside task.json's own (board: status, owner,\n"
+        "worktree).",
+        epilog="examples:\n"
+        "  bar task list\n"
+        "  bar task list --all --json\n"
+        "  bar task list --pending          the planned tasks nobody started",
     )
     p.add_argument("--all", "-a", action="store_true", help="include closed tasks")
+    p.add_argument("--pending", action="store_true", help="only planned tasks not started yet")
     _json_opt(p)
     _cmd(p, "task:list_")
 
@@ -101,7 +115,7 @@ def commands(sub: Any) -> None:
         "before closed ones of the same name).",
         epilog="examples:\n  bar task show\n  bar task show fix-login\n  bar task show gVXs",
     )
-    p.add_argument("task_ref", nargs="?", metavar="ID|NAME", help="default: the active task")
+    task_ref_opts(p)
     _json_opt(p)
     _cmd(p, "task:show")
 
@@ -119,7 +133,7 @@ def commands(sub: Any) -> None:
         "  bar task switch gVXs           by the first characters of its id\n"
         '  cd "$(bar task path)"          then into its worktree',
     )
-    p.add_argument("task_ref", metavar="ID|NAME")
+    task_ref_opts(p)
     _json_opt(p)
     _cmd(p, "task:switch")
 
@@ -134,14 +148,16 @@ def commands(sub: Any) -> None:
         "  bar task close                    the active task\n"
         "  bar task close fix-login --keep-worktree\n"
         "  bar task close --force            record hand edits as a step, then close\n"
+        "  bar task close --task fix-login --keep-worktree\n"
         "  bar task reopen fix-login         changed your mind: active again",
     )
-    p.add_argument("task_ref", nargs="?", metavar="ID|NAME", help="default: the active task")
+    task_ref_opts(p)
     p.add_argument("--keep-worktree", action="store_true", help="leave the worktree in place")
     p.add_argument("--force", action="store_true", help="record unrecorded changes and close")
     _json_opt(p)
     _cmd(p, "task:close")
     task_actions(tsub)
+    board.task_actions(tsub)
     shell(sub)
 
     p = tsub.add_parser(
@@ -195,7 +211,7 @@ def task_actions(tsub: Any) -> None:
         '  cd "$(bar task path fix-login)"  into another task\n'
         "  bar task path --json             {task_id, name, worktree, exists}",
     )
-    p.add_argument("task_ref", nargs="?", metavar="ID|NAME", help="default: the active task")
+    task_ref_opts(p)
     _json_opt(p)
     _cmd(p, "task:path")
 
@@ -212,7 +228,7 @@ def task_actions(tsub: Any) -> None:
         "  bar task reopen fix-login\n"
         "  bar task reopen gVXsTb7x         by id, when several tasks share the name",
     )
-    p.add_argument("task_ref", metavar="ID|NAME")
+    task_ref_opts(p)
     _json_opt(p)
     _cmd(p, "task:reopen")
 
@@ -236,7 +252,7 @@ def task_actions(tsub: Any) -> None:
         "  bar task delete fix-login\n"
         "  bar task delete gVXsTb7x --force      even though its work was never applied",
     )
-    p.add_argument("task_ref", metavar="ID|NAME")
+    task_ref_opts(p)
     p.add_argument("--force", action="store_true", help="delete even if work would be lost")
     p.add_argument("--dry-run", action="store_true", help="say what would go; delete nothing")
     _json_opt(p)

@@ -1,0 +1,160 @@
+"""``bar task start|claim``, ``bar worktree list|keep|remove`` and ``bar events``: the task
+board (SPEC §16, docs/board.md)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from bar import api
+from bar.cli.commands.task import ref
+from bar.cli.render import Painter, print_json, short
+
+
+def start(*, task_ref: str | None, task: str | None, switch: bool, as_json: bool) -> int:
+    loc = api.open_project()
+    before = api.get_task(loc, ref(task_ref, task))
+    was_pending = before.pending
+    started = api.start_task(before, activate=switch)
+    if as_json:
+        print_json(api.summarize(started, loc.project.active_task_id()).to_json())
+        return 0
+    verb = "Started" if was_pending else "Already started:"
+    active = ", now active" if switch else ""
+    print(f"{verb} task {started.name} ({started.id}){active}")
+    print(
+        f"  branch    {started.branch}  (from {started.base_ref} at {short(started.base_commit)})"
+    )
+    print(f"  worktree  {started.worktree}")
+    return 0
+
+
+def claim(*, task_ref: str | None, task: str | None, owner: str, start: bool, as_json: bool) -> int:
+    loc = api.open_project()
+    taken = api.claim_task(api.get_task(loc, ref(task_ref, task)), owner, start=start)
+    if as_json:
+        print_json(api.summarize(taken, loc.project.active_task_id()).to_json())
+        return 0
+    print(f"Claimed task {taken.name} ({taken.id}) for {taken.board.owner}: {taken.board.status}")
+    if start:
+        print(f"  worktree  {taken.worktree}")
+    else:
+        print(f"Next: bar task start {taken.name}  (or bar run --task {taken.name} -- CMD)")
+    return 0
+
+
+def worktree_list(*, all: bool, as_json: bool) -> int:
+    loc = api.open_project()
+    entries = [e for e in api.worktrees(loc.project) if all or e["status"] != "removed"]
+    if as_json:
+        print_json(entries)
+        return 0
+    if not entries:
+        print("No worktrees." + ("" if all else " (removed ones: bar worktree list --all)"))
+        return 0
+    paint = Painter(loc.project.config.output.color)
+    width = max(len(e["name"]) for e in entries)
+    colour = {"active": "green", "kept": "yellow", "removed": "dim"}
+    for e in entries:
+        status = paint(f"[{e['status']}]", colour[e["status"]])
+        print(
+            f"{status:<9} {e['name']:<{width}}  {e['path']}  ({e['branch']})  task={e['task_id']}"
+        )
+    return 0
+
+
+def worktree_keep(*, task_ref: str | None, task: str | None, as_json: bool) -> int:
+    loc = api.open_project()
+    kept = api.keep_worktree(api.get_task(loc, ref(task_ref, task)))
+    if as_json:
+        print_json(_entry(loc, kept.id))
+        return 0
+    print(f"Kept worktree {kept.name}: it stays when task {kept.name} ({kept.id}) closes")
+    print(f"  {kept.worktree}")
+    return 0
+
+
+def worktree_remove(
+    *, task_ref: str | None, task: str | None, complete: bool, force: bool, as_json: bool
+) -> int:
+    loc = api.open_project()
+    done = api.remove_worktree(
+        api.get_task(loc, ref(task_ref, task)), complete=complete, force=force
+    )
+    removed = done.task
+    if as_json:
+        print_json(
+            {
+                "task": api.summarize(removed, loc.project.active_task_id()).to_json(),
+                "worktree": _entry(loc, removed.id),
+                "recorded": [s.step_id for s in done.recorded],
+            }
+        )
+        return 0
+    for step in done.recorded:
+        print(f"Recorded step {step.step_id} ({step.kind}) first: changes no step had recorded")
+    print(f"Removed worktree {removed.name} ({removed.worktree})")
+    if not removed.active:
+        print(f"  task {removed.name} ({removed.id}) is completed; its branch and record stay")
+    else:
+        print(f"  task {removed.name} ({removed.id}) is pending again: bar task start remakes it")
+    return 0
+
+
+def _entry(loc: api.Location, task_id: str) -> dict[str, Any] | None:
+    return next((e for e in api.worktrees(loc.project) if e["task_id"] == task_id), None)
+
+
+def events(*, n: int, all: bool, follow: bool, as_json: bool) -> int:
+    loc = api.open_project()
+    shown = api.events(loc.project, None if all else max(n, 0))
+    if as_json and not follow:
+        print_json(shown)
+        return 0
+    for rec in shown:
+        _print_event(rec, as_json)
+    if not follow:
+        if not shown:
+            print("No events yet.")
+        return 0
+    try:
+        for rec in api.follow_events(loc.project):
+            _print_event(rec, as_json)
+    except KeyboardInterrupt:
+        return 0
+    return 0
+
+
+def _print_event(rec: dict[str, Any], as_json: bool) -> None:
+    import json
+
+    if as_json:
+        print(json.dumps(rec, ensure_ascii=False), flush=True)
+        return
+    print(event_line(rec), flush=True)
+
+
+def event_line(rec: dict[str, Any]) -> str:
+    """One event as people read it: time, name, the task and worktree it is about."""
+    ts = rec.get("ts")
+    when = (
+        time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts))
+        if isinstance(ts, (int, float)) and ts > 0
+        else "????-??-?? ??:??:??"
+    )
+    if rec.get("event") == "parse_error":
+        return f"{when}  (a line that does not parse: {str(rec.get('raw'))[:80]!r})"
+    parts = [f"{when}  {rec.get('event', '?'):<24}"]
+    task = rec.get("task") or {}
+    if isinstance(task, dict) and task:
+        name = task.get("name")
+        label = f"{name} ({task.get('id')})" if name else str(task.get("id", ""))
+        status = f" {task['status']}" if task.get("status") else ""
+        owner = f" @{task['owner']}" if task.get("owner") else ""
+        parts.append(f"task {label}{status}{owner}")
+    wt = rec.get("worktree") or {}
+    if isinstance(wt, dict) and wt.get("status"):
+        parts.append(f"worktree {wt['status']}")
+    if rec.get("error"):
+        parts.append(f"error: {rec['error']}")
+    return "  ".join(parts)

@@ -1,0 +1,44 @@
+"""``bar task claim``: an agent, a person or a worker takes a task off the board.
+
+Claiming sets the board's ``owner``; two claimers of one task never both win: the claim
+is decided under the task's lock, on task.json read afresh, so the second finds the first
+one's name and gets ``board.Claimed`` (exit code of "already exists"). Claiming again
+under the same name is no error. A task a step is running in is not waited for: the claim
+says it is busy. ``start``: the claimer starts it at once (``bar.task.start``).
+"""
+
+from __future__ import annotations
+
+from bar.errors import Locked, UsageError
+from bar.task import board
+from bar.task import start as task_start
+from bar.task.state import is_running
+from bar.task.tasks import Task, load_task
+
+
+def claim(task: Task, owner: str, *, start: bool = False, activate: bool = False) -> Task:
+    """Take ``task`` for ``owner``; the task as it is now (started too, with ``start``)."""
+    owner = board.validate_owner(owner)
+    project = task.project
+    if is_running(task):
+        raise Locked(
+            f"task {task.name} ({task.id}) is running a step",
+            hint="claim it when the step has ended",
+        )
+    with task.lock(f"bar task claim --owner {owner}", wait=False):
+        task = load_task(project, task.id)
+        if not task.active:
+            raise UsageError(
+                f"task {task.name} ({task.id}) is completed; there is nothing left to claim",
+                hint=f"`bar task reopen {task.id}` makes it active again",
+            )
+        holder = task.board.owner
+        if holder and holder != owner:
+            raise board.Claimed(task, holder)
+        if holder != owner:
+            task.board.owner = owner
+            task.save()
+            project.log_event("task.claimed", task=board.task_view(task))
+        if start:
+            task = task_start.start(task, activate=activate)
+    return task

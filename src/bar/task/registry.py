@@ -1,0 +1,206 @@
+"""workspaces/index.json: the registry of task worktrees (SPEC §16, reference 002).
+
+The execution plane's record: where each task's worktree is, on which branch, and whether
+it is ``active`` (made and in use), ``kept`` (to stay when its task closes, or left after
+it closed) or ``removed``::
+
+    {"version": 1,
+     "worktrees": [{"name": "auth", "path": "/…/workspaces/Ab3x_9Qz",
+                    "branch": "bar/auth-Ab3x_9Qz", "task_id": "Ab3x_9Qz",
+                    "status": "active", "created_at": 1730000000.0,
+                    "kept_at": 1730000100.0, "removed_at": 1730000200.0}]}
+
+One entry per task, updated in place (a reopened task's worktree is ``active`` again);
+times are seconds since the epoch, as the board's events write them. It is written whole
+(atomically) under the project lock. It is derived state: the worktrees on disk and the
+tasks' files are the truth, and ``rebuild`` (``bar doctor --repair``, ``bar init
+--adopt``) makes it again from them, keeping what only it knew (that an open task's
+worktree is to be kept, when each changed).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+from bar.errors import CorruptFile
+from bar.ledger.migrate import upgrade
+from bar.store.files import ensure_dir, read_json, write_json_atomic
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from bar.project.project import Project
+    from bar.task.tasks import Task
+
+ACTIVE = "active"
+KEPT = "kept"
+REMOVED = "removed"
+STATUSES = (ACTIVE, KEPT, REMOVED)
+VERSION = 1
+_FIELDS = {"name": str, "path": str, "branch": str, "task_id": str, "status": str}
+
+
+def path_of(project: Project) -> Path:
+    return project.paths.workspaces / "index.json"
+
+
+def load(project: Project) -> list[dict[str, Any]]:
+    """The registry's entries (none when it was never written); ``CorruptFile`` if it
+    cannot be read (``bar doctor --repair`` makes it again)."""
+    path = path_of(project)
+    try:
+        data = read_json(path, "workspaces/index.json")
+    except FileNotFoundError:
+        return []
+    data = upgrade("worktrees", data, path, default=VERSION)
+    entries = data.get("worktrees")
+    if not isinstance(entries, list):
+        raise CorruptFile(f"{path} has no list of worktrees", hint="run `bar doctor --repair`")
+    for entry in entries:
+        if not isinstance(entry, dict) or any(
+            not isinstance(entry.get(key), kind) for key, kind in _FIELDS.items()
+        ):
+            raise CorruptFile(f"{path} has a malformed entry: {entry!r}"[:300])
+        if entry["status"] not in STATUSES:
+            raise CorruptFile(f"{path} has an unknown worktree status {entry['status']!r}")
+    return entries
+
+
+def _save(project: Project, entries: list[dict[str, Any]]) -> None:
+    ensure_dir(project.paths.workspaces)
+    write_json_atomic(path_of(project), {"version": VERSION, "worktrees": entries})
+
+
+def entry_of(project: Project, task_id: str) -> dict[str, Any] | None:
+    """The registry entry of the task's worktree (None if it never had one, or the
+    registry cannot be read)."""
+    try:
+        entries = load(project)
+    except CorruptFile:
+        return None
+    return next((e for e in entries if e["task_id"] == task_id), None)
+
+
+def mark(task: Task, status: str, *, when: float | None = None) -> dict[str, Any]:
+    """Record that the task's worktree is now ``status``; the entry as written. Takes the
+    project lock; an unreadable registry is made again from disk first."""
+    project = task.project
+    now = round(time.time() if when is None else when, 3)
+    with project.lock(f"worktree registry: {status} {task.id}"):
+        try:
+            entries = load(project)
+        except CorruptFile:
+            entries = _derived(project, [])
+        entry = next((e for e in entries if e["task_id"] == task.id), None)
+        if entry is None:
+            entry = {"task_id": task.id, "created_at": now}
+            entries.append(entry)
+        was = entry.get("status")
+        entry.update(name=task.name, path=str(task.worktree), branch=task.branch, task_id=task.id)
+        entry["status"] = status
+        if status == ACTIVE and was in (REMOVED, None):
+            entry["created_at"] = now
+            entry.pop("removed_at", None)
+            entry.pop("kept_at", None)
+        elif status == KEPT and was != KEPT:
+            entry["kept_at"] = now
+        elif status == REMOVED:
+            entry["removed_at"] = now
+        _save(project, entries)
+        return dict(entry)
+
+
+def forget(project: Project, task_id: str) -> None:
+    """Drop the entry of a deleted task (nothing of it is left to register)."""
+    with project.lock(f"worktree registry: forget {task_id}"):
+        entries = load(project)
+        left = [e for e in entries if e["task_id"] != task_id]
+        if len(left) != len(entries):
+            _save(project, left)
+
+
+def kept(task: Task) -> bool:
+    """The task's worktree is marked to be kept when the task closes."""
+    entry = entry_of(task.project, task.id)
+    return entry is not None and entry["status"] == KEPT
+
+
+def rebuild(project: Project) -> list[dict[str, Any]]:
+    """Make the registry again from the tasks and worktrees on disk (keeping what the old
+    one knew where it still holds); the entries written."""
+    with project.lock("worktree registry: rebuild"):
+        try:
+            old = load(project)
+        except CorruptFile:
+            old = []
+        entries = _derived(project, old)
+        _save(project, entries)
+        return entries
+
+
+def differences(project: Project) -> list[str]:
+    """How the registry differs from what the disk says, one sentence each (none: it
+    is right)."""
+    try:
+        have = load(project)
+    except CorruptFile as exc:
+        return [str(exc)]
+    want = _derived(project, have)
+    said: list[str] = []
+    have_by = {e["task_id"]: e for e in have}
+    want_by = {e["task_id"]: e for e in want}
+    for task_id, entry in want_by.items():
+        got = have_by.get(task_id)
+        if got is None:
+            said.append(f"the worktree of task {entry['name']} ({task_id}) is not registered")
+        elif any(got.get(k) != entry.get(k) for k in ("status", "path", "branch", "name")):
+            said.append(
+                f"the worktree of task {entry['name']} ({task_id}) is registered as "
+                f"{got['status']} at {got['path']}, but is {entry['status']} at {entry['path']}"
+            )
+    for task_id in have_by.keys() - want_by.keys():
+        said.append(f"the registry names a worktree of task {task_id}, which does not exist")
+    return said
+
+
+def _derived(project: Project, old: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The entries the disk implies: one per task that has or had a worktree."""
+    from bar.base.clock import seconds_of
+    from bar.task import board
+    from bar.task.tasks import list_tasks
+
+    before = {e["task_id"]: e for e in old}
+    entries: list[dict[str, Any]] = []
+    for task in list_tasks(project):
+        present = task.worktree.is_dir()
+        prior = before.get(task.id, {})
+        if not present and task.board.status == board.PENDING and not prior:
+            continue  # never had one
+        if present:
+            keep = not task.active or prior.get("status") == KEPT
+            status = KEPT if keep else ACTIVE
+        else:
+            status = REMOVED
+        try:
+            created = float(prior.get("created_at") or seconds_of(task.created_at))
+        except (TypeError, ValueError):
+            created = 0.0
+        entry: dict[str, Any] = {
+            "name": task.name,
+            "path": str(task.worktree),
+            "branch": task.branch,
+            "task_id": task.id,
+            "status": status,
+            "created_at": created,
+        }
+        for key in ("kept_at", "removed_at"):
+            if isinstance(prior.get(key), (int, float)):
+                entry[key] = prior[key]
+        if status == REMOVED and "removed_at" not in entry and task.closed_at:
+            try:
+                entry["removed_at"] = seconds_of(task.closed_at)
+            except ValueError:
+                pass
+        entries.append(entry)
+    return entries

@@ -1,0 +1,136 @@
+"""``bar task start``: a planned task gets its worktree and is ``in_progress``.
+
+A ``pending`` task (``bar task new --plan``) has its branch and snapshot ref at its base
+and no worktree. Starting it (by ``bar task start``, ``bar task claim --start``, or its
+first ``bar run``) first brings its base up to date: a task planned on ``main`` yesterday
+starts from ``main`` as it is now, as long as nothing was recorded in it and nobody moved
+its branch (compare-and-swap on both refs). Then the worktree is checked out on the
+branch, the board says ``in_progress`` and names it, and the registry and the event log
+(``worktree.create.before`` / ``.after`` / ``.failed``, ``task.started``) say so.
+
+A start that was stopped leaves a worktree the board does not name yet: the next start
+throws it away and makes it again (it holds nothing but a checkout: no step could run in
+a task the board still calls pending).
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+from bar import git
+from bar.base import faults
+from bar.base.ids import short
+from bar.base.notices import note
+from bar.errors import BarError, UsageError
+from bar.project.project import Project
+from bar.task import board, registry
+from bar.task import new as task_new
+from bar.task import worktree as worktrees
+from bar.task.tasks import Task, load_task
+
+
+def start(task: Task, *, activate: bool = True) -> Task:
+    """Make the worktree of the pending ``task`` and bind it; return the task as it is
+    now. A task already in progress is returned as it is (a second start is no error);
+    a closed one is refused. ``activate``: make it the project's active task."""
+    project = task.project
+    with task.lock("bar task start"):
+        task = load_task(project, task.id)
+        if not task.active:
+            raise UsageError(
+                f"task {task.name} ({task.id}) is closed",
+                hint=f"`bar task reopen {task.id}` makes it active again",
+            )
+        if task.pending:
+            _bind(project, task)
+        if activate:
+            project.set_active_task(task.id)
+    return task
+
+
+def _bind(project: Project, task: Task) -> None:
+    """The worktree made and bound (the caller holds the task lock)."""
+    where = worktrees.holding(project.root, task.branch, task.worktree)
+    if where is not None:
+        raise BarError(
+            f"the branch {task.branch} of task {task.name} is checked out in {where}, and git "
+            "checks a branch out in one worktree at a time",
+            hint=f"switch {where} to another branch, then run `bar task start {task.id}` again",
+        )
+    if task.worktree.exists() or task.worktree.is_symlink():  # left by a stopped start
+        with project.lock("bar task start: remove a half-made worktree"):
+            worktrees.discard(project.root, task.worktree)
+    _refresh_base(task)
+    project.log_event(
+        "worktree.create.before",
+        task=board.task_view(task),
+        worktree=board.worktree_view(task),
+    )
+    try:
+        task_new.add_worktree(task, new_branch=False)
+        faults.point("start: after adding the worktree")
+    except BaseException as exc:
+        with contextlib.suppress(BarError, OSError):
+            project.log_event(
+                "worktree.create.failed",
+                task=board.task_view(task),
+                worktree=board.worktree_view(task),
+                error=str(exc) or type(exc).__name__,
+            )
+        with contextlib.suppress(BarError, OSError), project.lock("bar task start: undo"):
+            worktrees.discard(project.root, task.worktree)
+        raise
+    task.board.status = board.IN_PROGRESS
+    task.board.worktree = task.name
+    task.save()
+    registry.mark(task, registry.ACTIVE)
+    project.log_event(
+        "worktree.create.after",
+        task=board.task_view(task),
+        worktree=board.worktree_view(task, registry.ACTIVE),
+    )
+    project.log_event("task.started", task=board.task_view(task))
+
+
+def _refresh_base(task: Task) -> None:
+    """Move an untouched planned task to where its base ref points now (the caller
+    holds the task lock). Untouched: no step recorded, and its branch and snapshot ref
+    still at the base commit; anything else keeps the base it was planned on."""
+    repo = task.project.root
+    branch_ref = f"refs/heads/{task.branch}"
+    tip = git.rev_parse(repo, branch_ref)
+    if tip is None:
+        if task.ledger.last() is not None:
+            raise BarError(
+                f"the branch {task.branch} of task {task.name} was deleted",
+                hint=f"its record stays: `bar diff --task {task.id}` shows the work",
+            )
+        # a planned task's branch holds nothing of its own: made again at the base
+        git.git(repo, "update-ref", branch_ref, task.base_commit, "")
+        tip = task.base_commit
+    if task.ledger.last() is not None or tip != task.base_commit:
+        return
+    now = git.resolve_commit(repo, task.base_ref)
+    if now is None or now == task.base_commit:
+        return
+    if git.rev_parse(repo, task.snapshot_ref) != task.base_commit:
+        return
+    moved = git.git(
+        repo,
+        "update-ref",
+        "--stdin",
+        input=(
+            "start\n"
+            f"update {branch_ref} {now} {task.base_commit}\n"
+            f"update {task.snapshot_ref} {now} {task.base_commit}\n"
+            "commit\n"
+        ).encode(),
+        check=False,
+    )
+    if moved.returncode != 0:
+        return  # one of them moved meanwhile: it keeps the base it was planned on
+    note(
+        f"task {task.name} starts from {task.base_ref} as it is now "
+        f"({short(now)}; planned on {short(task.base_commit)})"
+    )
+    task.base_commit = now
