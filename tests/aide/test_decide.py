@@ -1,5 +1,7 @@
-"""bar decide: the seed's formats kept byte for byte, bad input refused with one sentence
-and nothing written, answers in a real terminal, and the agent waiting inside a step."""
+"""bar decide: the seed's formats kept byte for byte and read back by a client that only
+knows the seed, ``bar decide JSON`` as the seed's short form, bad input refused with one
+sentence naming the item and the field and nothing written, answers in a real terminal,
+and the agent waiting inside a step."""
 
 from __future__ import annotations
 
@@ -7,6 +9,7 @@ import copy
 import json
 import os
 import pty
+import re
 import select
 import subprocess
 import sys
@@ -88,6 +91,26 @@ def decisions_dir(t: dict[str, Any]) -> Path:
     return task_dir(t["id"]) / "decisions"
 
 
+# seed 004 §6: ISO 8601 to the second with the offset; file names YYYY-MM-DDTHH-mm-ss
+SEED_TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[+-]\d\d:\d\d")
+SEED_SESSION = re.compile(r"\d{4}-\d\d-\d\dT\d\d-\d\d-\d\d")
+
+
+def seed_result(folder: Path) -> dict[str, Any] | str:
+    """What the seed's ``aide decide result`` does (seed 003 §3.3), on bar's files: read
+    pending.json, take its _meta.session_id, read that record and return its output; or
+    the seed's error."""
+    pending = folder / "pending.json"
+    if not pending.exists():
+        return "未找到待定项数据"  # no pending data
+    sid = json.loads(pending.read_bytes())["_meta"]["session_id"]
+    record = folder / f"{sid}.json"
+    if not record.exists():
+        return "尚无决策结果"  # no result yet
+    output: dict[str, Any] = json.loads(record.read_bytes())["output"]
+    return output
+
+
 def test_the_seed_example_submitted_answered_in_a_terminal_and_read_back(
     task: dict[str, Any], capfd: pytest.CaptureFixture[str]
 ) -> None:
@@ -100,7 +123,9 @@ def test_the_seed_example_submitted_answered_in_a_terminal_and_read_back(
         **SEED,
         "_meta": {"created_at": pending["_meta"]["created_at"], "session_id": sid},
     }
-    assert len(sid) == 19 and sid[10] == "T" and sid[13] == sid[16] == "-"
+    assert SEED_SESSION.fullmatch(sid) and SEED_TIME.fullmatch(pending["_meta"]["created_at"])
+    submitted = (decisions_dir(task) / "pending.json").read_bytes()
+    assert seed_result(decisions_dir(task)) == "尚无决策结果"
     said = bar(capfd, "decide", "result")
     assert said.code == ExitCode.NOT_DECIDED and "not decided yet" in said.err
     # the person: Enter takes the recommendation, then a note; "2" picks argon2
@@ -117,7 +142,11 @@ def test_the_seed_example_submitted_answered_in_a_terminal_and_read_back(
     }
     assert record == {"input": SEED, "output": output, "completed_at": record["completed_at"]}
     assert list(record) == ["input", "output", "completed_at"]
-    assert not (decisions_dir(task) / "pending.json").exists()
+    assert SEED_TIME.fullmatch(record["completed_at"])
+    # pending.json stays as it was (seed 003 §2.1, §5.1): a seed-only client reads the answer
+    assert (decisions_dir(task) / "pending.json").read_bytes() == submitted
+    assert seed_result(decisions_dir(task)) == output
+    assert sorted(p.name for p in decisions_dir(task).iterdir()) == [f"{sid}.json", "pending.json"]
     assert bar(capfd, "decide", "result", "--json").json() == output
     assert bar(capfd, "decide", "show", sid, "--json").json() == record
     listed = bar(capfd, "decide", "list", "--json").json()
@@ -208,42 +237,203 @@ def test_a_new_submit_replaces_the_pending_one_and_says_so(
     assert f"decision {first} was still pending and is replaced by {second}" in res.err
 
 
+ITEM_1 = 'decision item 1 (id 1, "认证方式选择")'
+ITEM_2 = 'decision item 2 (id 2, "密码加密算法")'
+
+# (the change, what the error says, what its hint says)
 BAD = [
     (
-        lambda d: d["items"][0]["options"].pop(),
-        'item 1 (id 1): "options" must be a list of at least 2',
+        lambda d: d["items"][1].pop("options"),
+        f"{ITEM_2}: missing field 'options'",
+        "'options' is a list of at least 2 options",
     ),
-    (lambda d: d["items"][1].update(id=1), 'item 2 (id 1): "id" 1 is used by an earlier item'),
+    (
+        lambda d: d["items"][0]["options"].pop(),
+        f"{ITEM_1}: 'options' has 1 option; it needs at least 2",
+        "each with value, label",
+    ),
+    (
+        lambda d: d["items"][1].update(id=1),
+        "decision item 2 (id 1, \"密码加密算法\"): 'id' 1 is taken by item 1; ids are unique",
+        "a different one for each item",
+    ),
     (
         lambda d: d["items"][1].update(id=7, recommend="redis"),
-        'item 2 (id 7): "recommend" is "redis", which is not one of its options (bcrypt, argon2)',
+        'decision item 2 (id 7, "密码加密算法"): \'recommend\' is "redis", which is not one of '
+        "its options (bcrypt, argon2)",
+        "the value of one of the item's options",
     ),
     (
         lambda d: d["items"][0]["options"][1].update(score=101),
-        'item 1 (id 1), option 2: "score" is 101',
+        f"{ITEM_1}, option 2 (\"session\"): 'score' is 101; it must be a number from 0 to 100",
+        "'score' is a number from 0 to 100",
     ),
-    (lambda d: d["items"][1].pop("title"), 'item 2 (id 2): "title" must be a string'),
-    (lambda d: d["items"][0].update(id="1"), 'item 1: "id" must be a whole number'),
-    (lambda d: d["items"][0]["options"][0].update(pros="fast"), '"pros" must be a list of strings'),
-    (lambda d: d.update(task=3), '"task" must be a string'),
+    (
+        lambda d: d["items"][1].pop("title"),
+        "decision item 2 (id 2): missing field 'title'",
+        "'title' is the question",
+    ),
+    (
+        lambda d: d["items"][1].update(title="  "),
+        "decision item 2 (id 2): 'title' must be a string that is not empty, not a string",
+        "'title' is the question",
+    ),
+    (
+        lambda d: d["items"][0].update(id="1"),
+        "decision item 1 (\"认证方式选择\"): 'id' must be a whole number, not a string",
+        "'id' is a whole number",
+    ),
+    (
+        lambda d: d["items"][0]["options"][0].update(pros="fast"),
+        f"{ITEM_1}, option 1 (\"jwt\"): 'pros' must be a list of strings, not a string",
+        "'pros' is a list of strings",
+    ),
+    (
+        lambda d: d["items"][1]["options"][0].pop("label"),
+        f"{ITEM_2}, option 1 (\"bcrypt\"): missing field 'label'",
+        "'label' is a string",
+    ),
+    (
+        lambda d: d.update(task=3),
+        "the decision input: 'task' must be a string, not the number 3",
+        "'task' is a string",
+    ),
+    (
+        lambda d: d.pop("source"),
+        "the decision input: missing field 'source'",
+        "'source' is a string",
+    ),
+    (
+        lambda d: d["items"][0]["location"].pop("start"),
+        f"{ITEM_1}: missing field 'location.start'",
+        "'location' is {",
+    ),
     (
         lambda d: d["items"][0]["location"].update(end=2),
-        '"location.end" is before "location.start"',
+        f"{ITEM_1}: 'location.end' is before 'location.start'",
+        "lines counted from 1",
     ),
-    (lambda d: d["items"][0].update(colour="red"), 'item 1 (id 1): unknown field "colour"'),
+    (
+        lambda d: d["items"][0].update(colour="red"),
+        f"{ITEM_1}: unknown field 'colour'",
+        "the fields it may have: id, title, location, context, options, recommend",
+    ),
+    (
+        lambda d: d["items"].append("more"),
+        "decision item 3 must be an object, not a string",
+        "'items' is a list of questions",
+    ),
 ]
 
 
-@pytest.mark.parametrize(("mutate", "said"), BAD)
-def test_bad_input_is_one_sentence_and_writes_nothing(
-    task: dict[str, Any], capfd: pytest.CaptureFixture[str], mutate: Any, said: str
+@pytest.mark.parametrize(("mutate", "said", "hint"), BAD)
+def test_bad_input_is_one_sentence_naming_item_and_field_and_writes_nothing(
+    task: dict[str, Any], capfd: pytest.CaptureFixture[str], mutate: Any, said: str, hint: str
 ) -> None:
     data = copy.deepcopy(SEED)
     mutate(data)
     res = bar(capfd, "decide", "submit", json.dumps(data, ensure_ascii=False))
-    assert res.code == ExitCode.USAGE and said in res.err, res.err
-    assert len(res.err.strip().splitlines()[0].split(". ")) == 1  # one sentence
+    assert res.code == ExitCode.USAGE, res.err
+    first, second = res.err.strip().splitlines()
+    assert first == f"bar: {said}"
+    assert second.startswith("hint: ") and hint in second
+    assert len(first.split(". ")) == 1  # one sentence
     assert not decisions_dir(task).exists()
+    # the short form says the same
+    short = bar(capfd, "decide", json.dumps(data, ensure_ascii=False))
+    assert (short.code, short.err) == (res.code, res.err)
+
+
+def test_the_short_form_is_submit_as_the_seeds_is(
+    task: dict[str, Any], capfd: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    text = json.dumps(SEED, ensure_ascii=False)
+    res = bar(capfd, "decide", text, "--json")
+    assert res.code == 0, res.err
+    sid = res.json()["session_id"]
+    stored = json.loads((decisions_dir(task) / "pending.json").read_bytes())
+    assert stored.pop("_meta")["session_id"] == sid and stored == SEED
+    # - (stdin) and @FILE too, and submit's options; a child process reads its stdin
+    piped = bar_exe("decide", "-", "--json", cwd=worktree(task), input=text.encode())
+    assert piped.code == 0 and piped.json()["replaced"] == sid, piped.err
+    questions = tmp_path / "q.json"
+    questions.write_text(text)
+    late = bar(capfd, "decide", f"@{questions}", "--wait", "--timeout", "0.2")
+    assert late.code == ExitCode.NOT_DECIDED and "not decided yet" in late.err
+    # a file name without its @ is named back, as submit does; a mistyped action is one
+    bare = bar(capfd, "decide", str(questions))
+    assert bare.code == ExitCode.USAGE and f"give @{questions}" in bare.err
+    typo = bar(capfd, "decide", "lsit")
+    assert typo.code == ExitCode.USAGE and "did you mean `bar decide list`?" in typo.err
+    # the actions are as they were
+    assert bar(capfd, "decide", "answer", "--choose", "1=jwt", "--choose", "2=bcrypt").code == 0
+    assert bar(capfd, "decide", "result", "--json").json()["decisions"][0] == {
+        "id": 1,
+        "chosen": "jwt",
+    }
+    helped = bar_exe("decide", "--help")
+    assert helped.code == 0
+    assert "usage: bar decide JSON|-|@FILE [--wait" in helped.out
+    assert "`bar decide JSON`" in helped.out and "aide decide '<json>'" in helped.out
+    assert "bar decide @questions.json" in bar_exe("decide", "submit", "--help").out
+
+
+def test_an_answered_decision_stays_readable_until_the_next_submission(
+    task: dict[str, Any], capfd: pytest.CaptureFixture[str]
+) -> None:
+    first = bar(capfd, "decide", "submit", json.dumps(SEED), "--json").json()["session_id"]
+    assert bar(capfd, "decide", "answer", "--choose", "1=jwt", "--choose", "2=bcrypt").code == 0
+    again = bar(capfd, "decide", "answer", "--choose", "1=jwt", "--choose", "2=bcrypt")
+    assert again.code == ExitCode.NO_DECISION and f"bar decide show {first}" in again.err
+    listed = bar(capfd, "decide", "list", "--json").json()
+    assert listed["pending"] is None and [a["session_id"] for a in listed["answered"]] == [first]
+    # the next submission overwrites pending.json (seed 003 §5.1); nothing was replaced
+    res = bar(capfd, "decide", "submit", json.dumps(SEED), "--json")
+    second = res.json()["session_id"]
+    assert res.json()["replaced"] is None and "replaced" not in res.err
+    assert second != first and (decisions_dir(task) / f"{first}.json").exists()
+    assert seed_result(decisions_dir(task)) == "尚无决策结果"
+    assert bar(capfd, "decide", "result").code == ExitCode.NOT_DECIDED
+    assert bar(capfd, "decide", "list", "--json").json()["pending"]["session_id"] == second
+    assert bar(capfd, "decide", "show", "--json").json()["output"]["decisions"][1] == {
+        "id": 2,
+        "chosen": "bcrypt",
+    }
+
+
+def test_a_decision_the_seed_wrote_is_answered_and_an_older_bars_files_are_read(
+    task: dict[str, Any], capfd: pytest.CaptureFixture[str]
+) -> None:
+    folder = decisions_dir(task)
+    folder.mkdir(parents=True)
+    # pending.json as aide writes it (seed 003 §2.1), by a client that only knows the seed
+    meta = {"created_at": "2025-01-15T10:30:00+08:00", "session_id": "2025-01-15T10-30-00"}
+    (folder / "pending.json").write_text(json.dumps({**SEED, "_meta": meta}, indent=2))
+    listed = bar(capfd, "decide", "list", "--json").json()
+    assert listed["pending"] == {
+        "session_id": "2025-01-15T10-30-00",
+        "task": SEED["task"],
+        "created_at": "2025-01-15T10:30:00+08:00",
+        "items": 2,
+    }
+    res = bar(capfd, "decide", "answer", "--choose", "1=session", "--choose", "2=argon2")
+    assert res.code == 0, res.err
+    assert seed_result(folder) == {
+        "decisions": [{"id": 1, "chosen": "session"}, {"id": 2, "chosen": "argon2"}]
+    }
+    # an older bar removed pending.json once it was answered: the record is the latest
+    (folder / "pending.json").unlink()
+    assert bar(capfd, "decide", "result", "--json").json() == seed_result_of(folder)
+    assert bar(capfd, "decide", "show").code == 0
+    assert bar(capfd, "decide", "answer").code == ExitCode.NO_DECISION
+    res = bar(capfd, "decide", "submit", json.dumps(SEED), "--json")
+    assert res.code == 0 and res.json()["replaced"] is None
+
+
+def seed_result_of(folder: Path) -> dict[str, Any]:
+    (record,) = folder.glob("2025-*.json")
+    output: dict[str, Any] = json.loads(record.read_bytes())["output"]
+    return output
 
 
 def test_the_agent_asks_inside_a_step_and_waits_for_the_answer(

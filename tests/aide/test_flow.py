@@ -1,10 +1,13 @@
-"""bar flow: the seed's FlowStatus and commit messages, the errors, --rollback, bar log's
-phases, and a flow action from inside a running step."""
+"""bar flow: the seed's FlowStatus (with only the seed's keys and times) and commit
+messages, bar's own states beside it, the errors, --rollback, bar log's phases, a flow
+action from inside a running step, and the file an older bar wrote."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +40,17 @@ def flow_file(t: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
+def states_file(t: dict[str, Any]) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((task_dir(t["id"]) / "flow-states.json").read_bytes())
+    return data
+
+
+# seed 004 §6: ISO 8601 to the second with the offset; task_id as a file name's timestamp
+SEED_TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[+-]\d\d:\d\d")
+SEED_ID = re.compile(r"\d{4}-\d\d-\d\dT\d\d-\d\d-\d\d")
+SEED_ENTRY = {"timestamp", "action", "phase", "step", "summary", "git_commit"}
+
+
 def message_of(repo: Path, commit: str) -> str:
     return git(repo, "log", "-1", "--format=%B", commit).strip()
 
@@ -59,11 +73,8 @@ def test_the_seed_history_through_the_commands(
         assert res.code == 0, res.err
     status = flow_file(task)
     assert list(status) == ["task_id", "current_phase", "current_step", "started_at", "history"]
-    assert (status["task_id"], status["current_phase"], status["current_step"]) == (
-        task["id"],
-        "impl",
-        5,
-    )
+    assert (status["current_phase"], status["current_step"]) == ("impl", 5)
+    assert SEED_ID.fullmatch(status["task_id"]) and SEED_TIME.fullmatch(status["started_at"])
     assert status["started_at"] == status["history"][0]["timestamp"]
     seed = [
         ("start", "flow-design", 1),
@@ -74,15 +85,7 @@ def test_the_seed_history_through_the_commands(
     ]
     assert [(e["action"], e["phase"], e["step"]) for e in status["history"]] == seed
     for entry, (_, summary, _) in zip(status["history"], script, strict=True):
-        assert set(entry) == {
-            "timestamp",
-            "action",
-            "phase",
-            "step",
-            "summary",
-            "git_commit",
-            "state",
-        }
+        assert set(entry) == SEED_ENTRY and SEED_TIME.fullmatch(entry["timestamp"])
         assert entry["summary"] == summary
     messages = [message_of(repo, e["git_commit"]) for e in status["history"]]
     assert messages == [
@@ -102,6 +105,14 @@ def test_the_seed_history_through_the_commands(
     kept = git(repo, "for-each-ref", "--format=%(objectname)", f"refs/bar/flow/{task['id']}/")
     assert {e["git_commit"] for e in status["history"]} <= set(kept.split())
     assert bar(capfd, "flow", "status", "--json").json() == status
+    # bar's own file: each entry's state (what --rollback returns to) and exact time
+    kept = states_file(task)
+    assert kept["version"] == 1
+    assert [e["git_commit"] for e in kept["entries"]] == [
+        e["git_commit"] for e in status["history"]
+    ]
+    assert [e["state"] for e in kept["entries"]] == ["base", "0001", "0001", "0001", "0002"]
+    assert all(e["at"].endswith("Z") and "." in e["at"] for e in kept["entries"])
     shown = bar(capfd, "flow", "status").out
     assert "phase impl, step 5" in shown and "完成用户模型定义" in shown
     # bar log: a header per phase; --json: each step's phase
@@ -192,7 +203,9 @@ def test_a_flow_action_inside_a_running_step_is_a_checkpoint_of_it(
     assert res.code == 0, res.err
     status = flow_file(task)
     history = status["history"]
-    assert [e["state"] for e in history] == ["base", "0001.1", "0001.2", "0001.3", "0001.6"]
+    assert all(set(e) == SEED_ENTRY for e in history)
+    states = [e["state"] for e in states_file(task)["entries"]]
+    assert states == ["base", "0001.1", "0001.2", "0001.3", "0001.6"]
     assert (
         message_of(task_repo(task), history[1]["git_commit"])
         == "[bar] flow-design: finished the user model"
@@ -203,6 +216,48 @@ def test_a_flow_action_inside_a_running_step_is_a_checkpoint_of_it(
     assert (worktree(task) / "model.py").read_text() == "v1\n"
     log = bar(capfd, "log", "--json").json()
     assert log[0]["phase"] == "flow-design"
+
+
+def test_the_file_an_older_bar_wrote_is_read_and_written_back_in_the_seeds_shape(
+    task: dict[str, Any], capfd: pytest.CaptureFixture[str]
+) -> None:
+    wt = worktree(task)
+    assert bar(capfd, "flow", "start", "begin").code == 0
+    (wt / "model.py").write_text("v1\n")
+    assert bar(capfd, "flow", "next-step", "the model").code == 0
+    (wt / "model.py").write_text("v2\n")
+    assert bar(capfd, "flow", "next-step", "a new rate").code == 0
+    # as an older bar wrote it: its task id, times to the millisecond, `state` in each entry
+    kept = states_file(task)["entries"]
+    old = flow_file(task)
+    old["task_id"] = task["id"]
+    for entry, mine in zip(old["history"], kept, strict=True):
+        moment = datetime.fromisoformat(mine["at"]).astimezone()
+        entry["timestamp"] = moment.isoformat(timespec="milliseconds")
+        entry["state"] = mine["state"]
+    old["started_at"] = old["history"][0]["timestamp"]
+    path = task_dir(task["id"]) / "flow-status.json"
+    path.write_text(json.dumps(old, indent=2))
+    (task_dir(task["id"]) / "flow-states.json").unlink()
+    # read: in the seed's shape, the file left as it is
+    shown = bar(capfd, "flow", "status", "--json").json()
+    assert all(
+        set(e) == SEED_ENTRY and SEED_TIME.fullmatch(e["timestamp"]) for e in shown["history"]
+    )
+    assert shown["task_id"] == task["id"] and json.loads(path.read_text()) == old
+    assert [s["phase"] for s in bar(capfd, "log", "--json").json()] == ["flow-design"] * 2
+    # the old entries' states are what --rollback returns to
+    res = bar(capfd, "flow", "back-step", "--rollback", "the rate was right", "--json")
+    assert res.code == 0, res.err
+    assert (wt / "model.py").read_text() == "v1\n"
+    # written back: the seed's keys and times only, bar's states and times in its own file
+    new = flow_file(task)
+    assert new["task_id"] == task["id"] and SEED_TIME.fullmatch(new["started_at"])
+    assert all(set(e) == SEED_ENTRY and SEED_TIME.fullmatch(e["timestamp"]) for e in new["history"])
+    again = states_file(task)["entries"]
+    assert [e["state"] for e in again[:3]] == [e["state"] for e in old["history"]]
+    assert [e["at"] for e in again[:3]] == [e["timestamp"] for e in old["history"]]
+    assert again[3]["state"] == res.json()["entry"]["state"]
 
 
 def test_the_repository_may_name_the_phases_and_yours_win(

@@ -1,14 +1,21 @@
 """``bar decide``: the agent asks the person questions, and waits for the answers.
 
-The formats are aide decide's (SPEC §12; their field names are fixed): the agent submits a
-DecideInput (``task``, ``source``, ``items[]``, each with ``id``, ``title``,
-``location?``, ``context?``, ``options[]`` of ``value``, ``label``, ``score?``,
+The formats are aide decide's (SPEC §12; their field names are fixed), and bar keeps them
+as aide does, so that a client that only knows aide reads and writes the same files: the
+agent submits a DecideInput (``task``, ``source``, ``items[]``, each with ``id``,
+``title``, ``location?``, ``context?``, ``options[]`` of ``value``, ``label``, ``score?``,
 ``pros?``, ``cons?``, and ``recommend?``); bar keeps it as ``decisions/pending.json`` in
 the task directory with ``_meta`` {``created_at``, ``session_id``}. The person's answer is
 the DecideOutput {``decisions[]``: ``id``, ``chosen``, ``note?``}, kept with the input as
 the DecisionRecord ``decisions/<session_id>.json`` {``input``, ``output``,
-``completed_at``}; the pending file is removed then, and a ``decision`` step records the
-choices in the ledger. A new submission replaces a pending one.
+``completed_at``}, and a ``decision`` step records the choices in the ledger.
+
+``pending.json`` stays once answered (aide keeps it, and its ``result`` finds the answer
+through it); a new submission replaces it. So a submission is *pending* while its
+``<session_id>.json`` does not exist: that is derived, never a key of bar's in aide's
+files. Times are aide's: ISO 8601 to the second with the local offset
+(``2025-01-15T10:30:00+08:00``), session ids ``2025-01-15T10-30-00``. An older bar removed
+``pending.json`` on answering: then the latest answered record is the latest submission.
 
 Writing goes through orders (``bar.step.orders``): inside a running step the agent cannot
 write bar's files, so its ``bar run`` does. Reading is plain reading.
@@ -57,6 +64,26 @@ _ITEM = ("id", "title", "location", "context", "options", "recommend")
 _OPTION = ("value", "label", "score", "pros", "cons")
 _LOCATION = ("file", "start", "end")
 
+# what each field is: the hint of an error about it
+_ABOUT = {
+    "task": "'task' is a string: the work the questions are about",
+    "source": "'source' is a string: the document the questions come from, like \"task-now.md\"",
+    "items": "'items' is a list of questions, each with id, title, options and, if you like, "
+    "location, context and recommend",
+    "id": "'id' is a whole number, a different one for each item",
+    "title": "'title' is the question: a string that is not empty",
+    "location": '\'location\' is {"file": NAME, "start": LINE, "end": LINE}, lines counted from 1',
+    "context": "'context' is a string: what the person needs to know to decide",
+    "options": "'options' is a list of at least 2 options, each with value, label and, if you "
+    "like, score, pros and cons",
+    "recommend": "'recommend' is the value of one of the item's options",
+    "value": "'value' is a string that is not empty, a different one for each option of an item",
+    "label": "'label' is a string that is not empty: what the person reads",
+    "score": "'score' is a number from 0 to 100",
+    "pros": "'pros' is a list of strings",
+    "cons": "'cons' is a list of strings",
+}
+
 
 def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
@@ -66,96 +93,185 @@ def _text(value: object) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
+def _kind(value: object) -> str:
+    """What ``value`` is, in the words of an error: ``a string``, ``a list``, ..."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, str):
+        return "a string" if value else "an empty string"
+    if isinstance(value, int | float):
+        return f"the number {_text(value)}"
+    return "a list" if isinstance(value, list) else "an object"
+
+
+def _quoted(title: object) -> str:
+    """An item's title as an error names it: quoted, and cut when long."""
+    text = " ".join(str(title).split())
+    return _text(text if len(text) <= 40 else text[:39] + "…")
+
+
+class _Where:
+    """Which part of the input an error is about, said as ``decision item 2 (id 7, "pick
+    a db"), option 1 ("pg")``: its place, and its id and title where it has them."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def bad(self, what: str, field: str | None = None, hint: str | None = None) -> BadDecideInput:
+        if hint is None and field is not None:
+            hint = _ABOUT.get(field.partition(".")[0])  # location.end: what location is
+        joint = " " if what.startswith("must ") else ": "  # (the part itself is wrong)
+        return BadDecideInput(f"{self.name}{joint}{what}", hint=hint)
+
+    def missing(self, field: str) -> BadDecideInput:
+        return self.bad(f"missing field '{field}'", field)
+
+    def wrong(self, field: str, should: str, value: object) -> BadDecideInput:
+        return self.bad(f"'{field}' must be {should}, not {_kind(value)}", field)
+
+    def unknown(self, field: str, known: tuple[str, ...]) -> BadDecideInput:
+        return self.bad(
+            f"unknown field {_named(field)}", hint="the fields it may have: " + ", ".join(known)
+        )
+
+
+def _named(field: str) -> str:
+    """A field's name as an error says it: 'options' (JSON's quoting if it is odd)."""
+    return f"'{field}'" if field.isprintable() and "'" not in field else _text(field)
+
+
+def _item_where(number: int, item: Mapping[str, Any]) -> _Where:
+    said = []
+    if _is_int(item.get("id")):
+        said.append(f"id {item['id']}")
+    if isinstance(item.get("title"), str) and item["title"].strip():
+        said.append(_quoted(item["title"]))
+    return _Where(f"decision item {number}" + (f" ({', '.join(said)})" if said else ""))
+
+
+def _option_where(item: _Where, number: int, option: Mapping[str, Any]) -> _Where:
+    value = option.get("value")
+    said = f" ({_quoted(value)})" if isinstance(value, str) and value else ""
+    return _Where(f"{item.name}, option {number}{said}")
+
+
 def validate(data: object) -> dict[str, Any]:
-    """``data`` if it is a DecideInput exactly as the format says; else ``BadDecideInput``
-    naming the item and the field."""
+    """``data`` if it is a DecideInput exactly as the format says; else ``BadDecideInput``:
+    one sentence naming the item (its place, id and title) and the field, and a hint
+    saying what the field is."""
+    top = _Where("the decision input")
     if not isinstance(data, dict):
-        raise BadDecideInput("the input must be a JSON object with task, source and items")
+        raise top.bad(
+            f"must be a JSON object, not {_kind(data)}",
+            hint="its fields: task, source, items (docs/decide-flow.md)",
+        )
     for key in data:
         if key not in _TOP:
-            hint = (
-                "bar writes _meta itself" if key == "_meta" else "the fields: task, source, items"
-            )
-            raise BadDecideInput(f"unknown field {_text(key)} in the input", hint=hint)
+            if key == "_meta":
+                raise top.bad("unknown field '_meta'", hint="bar writes _meta itself")
+            raise top.unknown(key, _TOP)
     for key in ("task", "source"):
-        if not isinstance(data.get(key), str):
-            raise BadDecideInput(f'"{key}" must be a string')
-    items = data.get("items")
-    if not isinstance(items, list) or not items:
-        raise BadDecideInput('"items" must be a list of at least one item')
-    seen: set[int] = set()
+        if key not in data:
+            raise top.missing(key)
+        if not isinstance(data[key], str):
+            raise top.wrong(key, "a string", data[key])
+    if "items" not in data:
+        raise top.missing("items")
+    items = data["items"]
+    if not isinstance(items, list):
+        raise top.wrong("items", "a list of questions", items)
+    if not items:
+        raise top.bad("'items' is empty: there is nothing to ask", "items")
+    seen: dict[int, int] = {}
     for number, item in enumerate(items, 1):
-        where = f"item {number}"
         if not isinstance(item, dict):
-            raise BadDecideInput(f"{where} must be an object")
-        if not _is_int(item.get("id")):
-            raise BadDecideInput(f'{where}: "id" must be a whole number')
-        ident = item["id"]
-        where = f"item {number} (id {ident})"
-        if ident in seen:
-            raise BadDecideInput(
-                f'{where}: "id" {ident} is used by an earlier item; ids are unique'
+            raise _Where(f"decision item {number}").bad(
+                f"must be an object, not {_kind(item)}", "items"
             )
-        seen.add(ident)
+        where = _item_where(number, item)
+        if "id" not in item:
+            raise where.missing("id")
+        if not _is_int(item["id"]):
+            raise where.wrong("id", "a whole number", item["id"])
+        if item["id"] in seen:
+            raise where.bad(
+                f"'id' {item['id']} is taken by item {seen[item['id']]}; ids are unique", "id"
+            )
+        seen[item["id"]] = number
         _check_item(item, where)
     return data
 
 
-def _check_item(item: dict[str, Any], where: str) -> None:
+def _check_item(item: dict[str, Any], where: _Where) -> None:
     for key in item:
         if key not in _ITEM:
-            raise BadDecideInput(
-                f"{where}: unknown field {_text(key)}", hint="an item's fields: " + ", ".join(_ITEM)
-            )
-    if not isinstance(item.get("title"), str) or not item["title"].strip():
-        raise BadDecideInput(f'{where}: "title" must be a string that is not empty')
+            raise where.unknown(key, _ITEM)
+    if "title" not in item:
+        raise where.missing("title")
+    if not isinstance(item["title"], str) or not item["title"].strip():
+        raise where.wrong("title", "a string that is not empty", item["title"])
     if "context" in item and not isinstance(item["context"], str):
-        raise BadDecideInput(f'{where}: "context" must be a string')
+        raise where.wrong("context", "a string", item["context"])
     if "location" in item:
         _check_location(item["location"], where)
-    options = item.get("options")
-    if not isinstance(options, list) or len(options) < 2:
-        raise BadDecideInput(f'{where}: "options" must be a list of at least 2 options')
+    if "options" not in item:
+        raise where.missing("options")
+    options = item["options"]
+    if not isinstance(options, list):
+        raise where.wrong("options", "a list of at least 2 options", options)
+    if len(options) < 2:
+        many = "no options" if not options else "1 option"
+        raise where.bad(f"'options' has {many}; it needs at least 2", "options")
     values: list[str] = []
     for n, option in enumerate(options, 1):
-        _check_option(option, f"{where}, option {n}")
+        at = _option_where(where, n, option) if isinstance(option, dict) else None
+        _check_option(option, at or _Where(f"{where.name}, option {n}"))
         if option["value"] in values:
-            raise BadDecideInput(
-                f'{where}, option {n}: "value" {_text(option["value"])} is '
-                "used by an earlier option"
+            raise (at or where).bad(
+                f"'value' {_text(option['value'])} is taken by option "
+                f"{values.index(option['value']) + 1}; values are unique within an item",
+                "value",
             )
         values.append(option["value"])
     if "recommend" in item and item["recommend"] not in values:
-        raise BadDecideInput(
-            f'{where}: "recommend" is {_text(item["recommend"])}, which is not '
-            f"one of its options ({', '.join(values)})"
+        raise where.bad(
+            f"'recommend' is {_text(item['recommend'])}, which is not one of its options "
+            f"({', '.join(values)})",
+            "recommend",
         )
 
 
-def _check_location(loc: object, where: str) -> None:
-    if not isinstance(loc, dict) or set(loc) != set(_LOCATION):
-        raise BadDecideInput(f'{where}: "location" must be an object of file, start and end')
+def _check_location(loc: object, where: _Where) -> None:
+    if not isinstance(loc, dict):
+        raise where.wrong("location", "an object of file, start and end", loc)
+    for key in loc:
+        if key not in _LOCATION:
+            raise where.bad(f"unknown field {_named('location.' + key)}", "location")
+    for key in _LOCATION:
+        if key not in loc:
+            raise where.missing(f"location.{key}")
     if not isinstance(loc["file"], str) or not loc["file"]:
-        raise BadDecideInput(f'{where}: "location.file" must be a file name')
+        raise where.wrong("location.file", "a file name", loc["file"])
     for key in ("start", "end"):
         if not _is_int(loc[key]) or loc[key] < 1:
-            raise BadDecideInput(f'{where}: "location.{key}" must be a line number (1 or more)')
+            raise where.wrong(f"location.{key}", "a line number (1 or more)", loc[key])
     if loc["end"] < loc["start"]:
-        raise BadDecideInput(f'{where}: "location.end" is before "location.start"')
+        raise where.bad("'location.end' is before 'location.start'", "location")
 
 
-def _check_option(option: object, where: str) -> None:
+def _check_option(option: object, where: _Where) -> None:
     if not isinstance(option, dict):
-        raise BadDecideInput(f"{where} must be an object")
+        raise where.bad(f"must be an object, not {_kind(option)}", "options")
     for key in option:
         if key not in _OPTION:
-            raise BadDecideInput(
-                f"{where}: unknown field {_text(key)}",
-                hint="an option's fields: " + ", ".join(_OPTION),
-            )
+            raise where.unknown(key, _OPTION)
     for key in ("value", "label"):
-        if not isinstance(option.get(key), str) or not option[key]:
-            raise BadDecideInput(f'{where}: "{key}" must be a string that is not empty')
+        if key not in option:
+            raise where.missing(key)
+        if not isinstance(option[key], str) or not option[key]:
+            raise where.wrong(key, "a string that is not empty", option[key])
     if "score" in option:
         score = option["score"]
         if (
@@ -164,14 +280,14 @@ def _check_option(option: object, where: str) -> None:
             or not math.isfinite(score)
             or not 0 <= score <= 100
         ):
-            raise BadDecideInput(
-                f'{where}: "score" is {_text(score)}; it must be a number from 0 to 100'
+            raise where.bad(
+                f"'score' is {_text(score)}; it must be a number from 0 to 100", "score"
             )
     for key in ("pros", "cons"):
         if key in option and not (
             isinstance(option[key], list) and all(isinstance(v, str) for v in option[key])
         ):
-            raise BadDecideInput(f'{where}: "{key}" must be a list of strings')
+            raise where.wrong(key, "a list of strings", option[key])
 
 
 def check_answers(data: Mapping[str, Any], decisions: object) -> list[dict[str, Any]]:
@@ -232,9 +348,33 @@ def _read(path: Path) -> dict[str, Any] | None:
     return data
 
 
-def pending(task: Task) -> dict[str, Any] | None:
-    """The pending DecideInput with its ``_meta``, or None."""
+def submitted(task: Task) -> dict[str, Any] | None:
+    """``pending.json``: the latest submission (a DecideInput with its ``_meta``), answered
+    or not, or None (nothing submitted, or an older bar removed it once answered)."""
     return _read(directory(task) / PENDING)
+
+
+def session_of(data: Mapping[str, Any] | None) -> str:
+    """The session id in a submission's ``_meta`` ("" if it has none)."""
+    meta = data.get("_meta") if data is not None else None
+    return str(meta.get("session_id") or "") if isinstance(meta, dict) else ""
+
+
+def answered(task: Task, session_id: str) -> bool:
+    """Whether ``session_id`` has its DecisionRecord: answered, as the seed tells (its
+    ``result`` looks for ``<session_id>.json``)."""
+    if not session_id or "/" in session_id or session_id.startswith("."):
+        return False
+    return (directory(task) / f"{session_id}.json").is_file()
+
+
+def pending(task: Task) -> dict[str, Any] | None:
+    """The submission that waits for an answer (a DecideInput with its ``_meta``), or
+    None: nothing submitted, or the latest submission is answered."""
+    data = submitted(task)
+    if data is None or answered(task, session_of(data)):
+        return None
+    return data
 
 
 def sessions(task: Task) -> list[str]:
@@ -245,12 +385,11 @@ def sessions(task: Task) -> list[str]:
 
 def record(task: Task, session_id: str | None = None) -> dict[str, Any]:
     """The DecisionRecord of ``session_id`` (None: the latest answered)."""
-    waiting = pending(task)
-    waiting_sid = waiting.get("_meta", {}).get("session_id") if waiting is not None else None
+    waiting_sid = session_of(pending(task)) or None
     if session_id is None:
         done = sessions(task)
         if not done and waiting_sid:
-            session_id = str(waiting_sid)  # said below: not answered yet
+            session_id = waiting_sid  # said below: not answered yet
         elif not done:
             raise NoPendingDecision(
                 f"task {task.name} has no decisions yet: nothing was submitted",
@@ -276,10 +415,10 @@ def record(task: Task, session_id: str | None = None) -> dict[str, Any]:
 def result(task: Task) -> dict[str, Any]:
     """The DecideOutput of the latest submission: an error if it is not answered yet, or
     if nothing was ever submitted."""
-    waiting = pending(task)
-    if waiting is not None:
-        sid = str(waiting.get("_meta", {}).get("session_id", ""))
-        done = _read(directory(task) / f"{sid}.json") if sid else None
+    latest = submitted(task)
+    if latest is not None:
+        sid = session_of(latest)
+        done = _read(directory(task) / f"{sid}.json") if answered(task, sid) else None
         if done is None:
             raise NotDecidedYet(
                 f"decision {sid} is not decided yet",
@@ -299,8 +438,7 @@ def awaited(task: Task, timeout: float | None = None) -> tuple[str | None, dict[
     """``result``, after waiting (up to ``timeout`` seconds; None: for as long as it takes)
     for the pending decision's answer if one is pending: (the session waited for, or
     None, and the DecideOutput)."""
-    waiting = pending(task)
-    sid = str(waiting.get("_meta", {}).get("session_id", "")) if waiting is not None else ""
+    sid = session_of(pending(task))
     if not sid:
         return None, result(task)
     return sid, wait(task, sid, timeout)
@@ -314,9 +452,8 @@ def wait(task: Task, session_id: str, timeout: float | None = None) -> dict[str,
         found = _read(path)
         if found is not None:
             return dict(found["output"])
-        now = pending(task)
-        sid = now.get("_meta", {}).get("session_id") if now is not None else None
-        if sid != session_id:
+        sid = session_of(submitted(task))  # (answered meanwhile: read again above)
+        if sid != session_id and _read(path) is None:
             raise NotDecidedYet(
                 f"decision {session_id} was replaced by a newer submission"
                 + (f" ({sid})" if sid else "")
@@ -338,9 +475,8 @@ def _session_id(task: Task) -> str:
     """``YYYY-MM-DDTHH-mm-ss`` now, later by a second while one is taken."""
     moment = dt.datetime.now().astimezone().replace(microsecond=0)
     taken = set(sessions(task))
-    waiting = pending(task)
-    if waiting is not None:  # a replaced one too: its waiter must not take the new answer
-        taken.add(str(waiting.get("_meta", {}).get("session_id")))
+    # the latest one too, answered or not: a replaced one's waiter must not take the new answer
+    taken.add(session_of(submitted(task)))
     while moment.strftime("%Y-%m-%dT%H-%M-%S") in taken:
         moment += dt.timedelta(seconds=1)
     return moment.strftime("%Y-%m-%dT%H-%M-%S")
@@ -355,7 +491,7 @@ def _write(path: Path, obj: object) -> None:
 @orders.register("decide.submit", "any")
 def _submit(ctx: orders.Context, args: Mapping[str, object]) -> dict[str, object]:
     data = validate(args.get("input"))
-    old = pending(ctx.task)
+    old = pending(ctx.task)  # replaced if it is not answered; an answered one stays read
     sid = _session_id(ctx.task)
     meta = {
         "created_at": dt.datetime.now().astimezone().isoformat(timespec="seconds"),
@@ -363,20 +499,22 @@ def _submit(ctx: orders.Context, args: Mapping[str, object]) -> dict[str, object
     }
     path = directory(ctx.task) / PENDING
     _write(path, {**data, "_meta": meta})
-    replaced = old.get("_meta", {}).get("session_id") if old is not None else None
-    return {"session_id": sid, "pending": str(path), "replaced": replaced}
+    return {"session_id": sid, "pending": str(path), "replaced": session_of(old) or None}
 
 
 @orders.register("decide.answer", "outside")
 def _answer(ctx: orders.Context, args: Mapping[str, object]) -> dict[str, object]:
     waiting = pending(ctx.task)
+    wanted = args.get("session_id")
     if waiting is None:
+        latest = session_of(submitted(ctx.task))
         raise NoPendingDecision(
-            f"task {ctx.task.name} has no pending decisions",
+            f"decision {wanted} is answered already"
+            if wanted is not None and wanted == latest
+            else f"task {ctx.task.name} has no pending decisions",
             hint="the agent asks with `bar decide submit`",
         )
-    sid = str(waiting.get("_meta", {}).get("session_id", ""))
-    wanted = args.get("session_id")
+    sid = session_of(waiting)
     if wanted is not None and wanted != sid:
         raise NotFound(
             f"decision {wanted} is no longer pending: {sid} replaced it",
@@ -397,8 +535,7 @@ def _answer(ctx: orders.Context, args: Mapping[str, object]) -> dict[str, object
         session_id=sid,
         decisions=chosen,
     )
-    added = ctx.add_step(step)
-    (directory(ctx.task) / PENDING).unlink(missing_ok=True)
+    added = ctx.add_step(step)  # pending.json stays, as the seed keeps it: answered now
     return {
         "session_id": sid,
         "record": rec,

@@ -1,11 +1,17 @@
 """``bar flow``: where the work of a task stands, in phases and steps, with a snapshot each.
 
 The format is aide flow's FlowStatus (SPEC §12; its field names are fixed), kept as
-``flow-status.json`` in the task directory: ``task_id``, ``current_phase``,
-``current_step``, ``started_at`` and ``history[]`` of {``timestamp``, ``action``,
-``phase``, ``step``, ``summary``, ``git_commit?``}, plus ``state`` (ext) in each entry:
-bar's name of the state ``git_commit`` holds (``3``, ``3.2``, ``base``), which
-``--rollback`` returns to. Phases come from ``flow.phases`` (default ``PHASES``).
+``flow-status.json`` in the task directory exactly as aide writes it, so that a client that
+only knows aide reads it: ``task_id`` (the start, ``2025-01-15T10-30-00``),
+``current_phase``, ``current_step``, ``started_at`` and ``history[]`` of {``timestamp``,
+``action``, ``phase``, ``step``, ``summary``, ``git_commit?``}, times to the second with
+the local offset (``2025-01-15T10:30:00+08:00``), and no key of bar's. What bar needs
+besides is in a file of its own, ``flow-states.json`` (versioned): for each entry, bar's
+name of the state ``git_commit`` holds (``3``, ``3.2``, ``base``), which ``--rollback``
+returns to, and the entry's time to the millisecond (UTC), by which ``phase_of`` places
+steps. An older bar wrote ``state`` into the entries, with milliseconds: such a file is
+read as it is, and the next action writes it in aide's shape. Phases come from
+``flow.phases`` (default ``PHASES``).
 
 ``step`` counts the entries (every action is one more, as in the seed's example).
 ``back-step`` returns to the state before the last ``next-step`` of the current phase that
@@ -29,17 +35,22 @@ from pathlib import Path
 from typing import Any
 
 from bar import git
+from bar.base.clock import now_iso
 from bar.errors import BarError, CorruptFile, UsageError
 from bar.git import BAR_IDENTITY
 from bar.history.checkpoints import Checkpoint
+from bar.ledger.migrate import upgrade
 from bar.step import orders
-from bar.store.files import write_bytes_atomic
+from bar.store.files import write_bytes_atomic, write_json_atomic
 from bar.task.tasks import Task
 
 PHASES = ("flow-design", "impl", "verify", "docs", "finish")
 ACTIONS = ("start", "next-step", "back-step", "next-part", "back-part", "issue", "error")
 FILE = "flow-status.json"
+STATES = "flow-states.json"  # bar's own: each entry's state and exact time
 REFS = "refs/bar/flow/"
+KEYS = ("task_id", "current_phase", "current_step", "started_at", "history")  # seed 004 §3
+ENTRY_KEYS = ("timestamp", "action", "phase", "step", "summary", "git_commit")
 
 
 class FlowError(BarError):
@@ -54,8 +65,8 @@ def phases(task: Task) -> tuple[str, ...]:
     return task.project.config.flow.phases or PHASES
 
 
-def status(task: Task) -> dict[str, Any] | None:
-    """The task's FlowStatus, or None before ``bar flow start``."""
+def _file(task: Task) -> dict[str, Any] | None:
+    """``flow-status.json`` as it is, or None before ``bar flow start``."""
     try:
         data = json.loads(path(task).read_bytes())
     except FileNotFoundError:
@@ -64,12 +75,105 @@ def status(task: Task) -> dict[str, Any] | None:
         raise CorruptFile(f"cannot read {path(task)}: {exc}") from None
     if not isinstance(data, dict) or not isinstance(data.get("history"), list):
         raise CorruptFile(f"{path(task)} is not a flow status (no history)")
+    if not all(isinstance(e, dict) for e in data["history"]):
+        raise CorruptFile(f"{path(task)} has a history entry that is not an object")
     return data
 
 
+def _kept(task: Task) -> list[dict[str, Any]]:
+    """``flow-states.json``'s entries: {``git_commit``, ``state``, ``at``} each, in the
+    order of the history's ([] when there is none yet)."""
+    where = task.dir / STATES
+    try:
+        data = json.loads(where.read_bytes())
+    except FileNotFoundError:
+        return []
+    except (OSError, ValueError) as exc:
+        raise CorruptFile(f"cannot read {where}: {exc}") from None
+    if not isinstance(data, dict):
+        raise CorruptFile(f"{where} does not hold a JSON object")
+    entries = upgrade("flow-states", data, where).get("entries")
+    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+        raise CorruptFile(f"{where} has no list of entries")
+    return entries
+
+
+def _seed_entry(entry: Mapping[str, Any]) -> dict[str, Any]:
+    """A history entry with the seed's keys only, its time as the seed writes it."""
+    found = {k: entry[k] for k in ENTRY_KEYS if k in entry}
+    if "timestamp" in found:
+        found["timestamp"] = seed_time(found["timestamp"])
+    return found
+
+
+def _seed_status(data: Mapping[str, Any]) -> dict[str, Any]:
+    found = {k: data[k] for k in KEYS if k in data}
+    if "started_at" in found:
+        found["started_at"] = seed_time(found["started_at"])
+    found["history"] = [_seed_entry(e) for e in data["history"]]
+    return found
+
+
+def seed_time(text: object) -> object:
+    """A time bar wrote, as the seed writes it: ``2025-01-15T10:30:00+08:00`` (an older
+    bar's milliseconds dropped); what is not a time, as it is."""
+    if not isinstance(text, str):
+        return text
+    try:
+        return dt.datetime.fromisoformat(text).isoformat(timespec="seconds")
+    except ValueError:
+        return text
+
+
+def _extras(
+    history: Sequence[Mapping[str, Any]], kept: Sequence[Mapping[str, Any]]
+) -> list[dict[str, Any]]:
+    """For each history entry, bar's {``git_commit``, ``state``, ``at``}: the one kept for
+    it in ``flow-states.json`` (at its place, else the last of its commit), else what an
+    older bar wrote into the entry itself."""
+    found: list[dict[str, Any]] = []
+    for i, entry in enumerate(history):
+        commit = entry.get("git_commit")
+        mine: Mapping[str, Any] = {}
+        if i < len(kept) and kept[i].get("git_commit") == commit:
+            mine = kept[i]
+        elif isinstance(commit, str) and commit:
+            mine = next((k for k in reversed(kept) if k.get("git_commit") == commit), {})
+        state = mine.get("state") or entry.get("state")
+        found.append(
+            {
+                "git_commit": commit,
+                "state": state if isinstance(state, str) else None,
+                "at": str(mine.get("at") or entry.get("timestamp") or ""),
+            }
+        )
+    return found
+
+
+def status(task: Task) -> dict[str, Any] | None:
+    """The task's FlowStatus as the seed has it, or None before ``bar flow start``."""
+    data = _file(task)
+    return _seed_status(data) if data is not None else None
+
+
+def view(task: Task) -> dict[str, Any] | None:
+    """``status``, each history entry with bar's ``state`` (or None) and ``at`` (its time
+    to the millisecond): what bar's own pages and commands read, never written."""
+    data = _file(task)
+    if data is None:
+        return None
+    found = _seed_status(data)
+    extras = _extras(data["history"], _kept(task))
+    found["history"] = [
+        {**entry, "state": extra["state"], "at": extra["at"]}
+        for entry, extra in zip(found["history"], extras, strict=True)
+    ]
+    return found
+
+
 def history(task: Task) -> list[dict[str, Any]] | None:
-    """The history of the task's flow (None: it has none)."""
-    current = status(task)
+    """The history of the task's flow as ``view`` has it (None: it has none)."""
+    current = view(task)
     return list(current["history"]) if current is not None else None
 
 
@@ -83,13 +187,14 @@ def _moment(text: str) -> dt.datetime | None:
 
 def phase_of(history: Sequence[Mapping[str, Any]], started_at: str) -> str | None:
     """The phase current at ``started_at`` (a step's start): the phase of the last entry
-    of ``history`` made at or before it; None before the flow started."""
+    of ``history`` made at or before it (by its ``at`` where ``history`` has it, as
+    ``view`` gives it, else by its ``timestamp``); None before the flow started."""
     when = _moment(started_at)
     if when is None:
         return None
     found: str | None = None
     for entry in history:
-        at = _moment(str(entry.get("timestamp", "")))
+        at = _moment(str(entry.get("at") or entry.get("timestamp", "")))
         if at is not None and at <= when:
             found = str(entry.get("phase"))
     return found
@@ -191,29 +296,28 @@ def keep_commit(task: Task, commit: str, text: str) -> str:
     return made
 
 
-def _now() -> str:
-    return dt.datetime.now().astimezone().isoformat(timespec="milliseconds")
-
-
 @orders.register("flow", "any")
 def _act(ctx: orders.Context, args: Mapping[str, object]) -> dict[str, object]:
     action, summary = orders.require_args(args, "action", "summary")
     to = args.get("phase")
-    current = status(ctx.task)
+    data = _file(ctx.task)
+    current = _seed_status(data) if data is not None else None
+    extras = _extras(data["history"], _kept(ctx.task)) if data is not None else []
     names = phases(ctx.task)
     phase, step, back_to = plan(current, action, names, str(to) if isinstance(to, str) else None)
     rolled: dict[str, Any] | None = None
     if args.get("rollback"):
         if back_to is None or current is None:
             raise UsageError("--rollback goes with back-step and back-part")
-        state = current["history"][back_to].get("state")
+        state = extras[back_to]["state"]
         if not isinstance(state, str):
             raise FlowError(f"entry {back_to + 1} of the flow names no state to return to")
         done = ctx.rollback(state)
         rolled = done.to_record()
     text = message(action, phase, summary)
     name, commit = ctx.state(f"flow {action}: {summary}", text)
-    now = _now()
+    moment = dt.datetime.now().astimezone()
+    now = moment.isoformat(timespec="seconds")
     entry = {
         "timestamp": now,
         "action": action,
@@ -221,21 +325,26 @@ def _act(ctx: orders.Context, args: Mapping[str, object]) -> dict[str, object]:
         "step": step,
         "summary": summary,
         "git_commit": keep_commit(ctx.task, commit, text),
-        "state": name,
     }
     new = {
-        "task_id": ctx.task.id,
+        "task_id": current["task_id"]
+        if current and "task_id" in current
+        else moment.strftime("%Y-%m-%dT%H-%M-%S"),
         "current_phase": phase,
         "current_step": step,
         "started_at": current["started_at"] if current else now,
         "history": [*(current["history"] if current else []), entry],
     }
-    data = json.dumps(new, indent=2, ensure_ascii=False) + "\n"
-    write_bytes_atomic(path(ctx.task), data.encode("utf-8", "backslashreplace"))
+    mine = {"git_commit": entry["git_commit"], "state": name, "at": now_iso()}
+    # bar's file first: should the second write not happen, the entry is not in the
+    # history, and its state in bar's file names nothing
+    write_json_atomic(ctx.task.dir / STATES, {"version": 1, "entries": [*extras, mine]})
+    text_out = json.dumps(new, indent=2, ensure_ascii=False) + "\n"
+    write_bytes_atomic(path(ctx.task), text_out.encode("utf-8", "backslashreplace"))
     taken = ctx.last_checkpoint()
     return {
         "flow": new,
-        "entry": entry,
+        "entry": {**entry, "state": name},
         "rollback": rolled,
         "checkpoint": taken.to_record() if isinstance(taken, Checkpoint) else None,
     }

@@ -262,7 +262,8 @@ def _phased_rows(
         while (
             waiting
             and start is not None
-            and (views.moment(str(waiting[0]["timestamp"])) or start) > start
+            and (views.moment(str(waiting[0].get("at") or waiting[0]["timestamp"])) or start)
+            > start
         ):
             entry = waiting.pop(0)
             under(str(entry.get("phase")))

@@ -105,11 +105,12 @@ def steps_page(the_task: Task, page: int) -> list[Step]:
 
 
 def flow_status(the_task: Task) -> dict[str, Any] | None:
-    """The task's flow (``bar flow``), or None: it has none, or its file cannot be read."""
+    """The task's flow (``bar flow``) with bar's state and exact time of each entry
+    (``flow.view``), or None: it has none, or its file cannot be read."""
     from bar.aide import flow
 
     try:
-        return flow.status(the_task)
+        return flow.view(the_task)
     except BarError:
         return None
 
@@ -138,7 +139,7 @@ def flow_entries(
                 break
     found = []
     for entry in history:
-        at = moment(str(entry.get("timestamp", "")))
+        at = moment(str(entry.get("at") or entry.get("timestamp", "")))
         if at is None or (low is not None and at <= low) or (high is not None and at > high):
             continue
         found.append(entry)

@@ -3,9 +3,10 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
-from bar.cli.parser import _cmd, _Formatter, _json_opt, _task_opt
+from bar.cli.parser import _cmd, _Formatter, _json_opt, _task_opt, implied_action
 
 _FLOW_ACTIONS = {
     "start": (
@@ -30,6 +31,20 @@ _FLOW_ACTIONS = {
 }
 
 
+_DECIDE_ACTIONS = ("submit", "answer", "result", "list", "show")
+
+
+def _is_decide_input(word: str) -> bool:
+    """Whether ``bar decide WORD`` is the short form of ``bar decide submit WORD`` (as aide's
+    ``aide decide '<json>'``): JSON text, ``-``, ``@FILE``, or a file (which submit names
+    back with its ``@``). Any other word is an action, or a mistyped one."""
+    if word in _DECIDE_ACTIONS:
+        return False
+    if word == "-" or word.startswith("@") or word.lstrip().startswith(("{", "[")):
+        return True
+    return not word.startswith("-") and os.path.isfile(word)
+
+
 def commands(sub: Any) -> None:
     """Add ``decide`` and ``flow`` to ``sub``, the commands of ``bar``."""
     # --- decide -----------------------------------------------------------------------
@@ -37,13 +52,24 @@ def commands(sub: Any) -> None:
         "decide",
         help="the agent asks you to decide; you answer (docs/decide-flow.md)",
         formatter_class=_Formatter,
+        usage="%(prog)s JSON|-|@FILE [--wait [--timeout SECONDS]] [--task ID|NAME] [--json]\n"
+        "       %(prog)s ACTION ...",
         description="An agent submits questions, each with options (scores, pros and cons,\n"
         "a recommendation); you answer them in the terminal (or in bar ui), and the\n"
-        "agent reads your choices. Each answer is a `decision` step of the ledger.\n"
-        "Formats: docs/decide-flow.md.",
+        "agent reads your choices. Each answer is a `decision` step of the ledger.\n\n"
+        "Short form: `bar decide JSON` (JSON text, - for stdin, or @FILE) is `bar decide\n"
+        "submit JSON`, as aide's `aide decide '<json>'` is; its options are submit's.\n"
+        "The files are aide's too (decisions/pending.json, decisions/<session_id>.json),\n"
+        "so a client that only knows aide reads them. Formats: docs/decide-flow.md.",
+        epilog="examples:\n"
+        '  bar decide \'{"task": "auth", "source": "task.md", "items": [...]}\' --wait\n'
+        "  bar decide @questions.json          (the same as: bar decide submit @questions.json)\n"
+        "  bar decide answer\n"
+        "  bar decide result --json",
     )
     dsub = dec.add_subparsers(dest="decide_command", metavar="ACTION")
     dec.set_defaults(_help=dec)
+    implied_action(dec, "submit", _is_decide_input)
     p = dsub.add_parser(
         "submit",
         help="submit questions (a DecideInput) for a person to answer",
@@ -51,12 +77,15 @@ def commands(sub: Any) -> None:
         description="Check a DecideInput (JSON: task, source, items[] with id, title, location?,\n"
         "context?, options[] of value, label, score?, pros?, cons?, and recommend?) and\n"
         "keep it as the task's pending decision; a pending one is replaced. An invalid\n"
-        "input is one sentence naming the item and field (exit 2), and nothing is kept.\n"
+        "input is one sentence naming the item (its place, id and title) and the field,\n"
+        "with a hint saying what the field holds (exit 2), and nothing is kept.\n"
         "Inside a running step, the step's bar run keeps it. --wait blocks until the\n"
         "person has answered and prints the answer (a DecideOutput), so an agent can ask\n"
-        "and go on; past --timeout it exits 21.",
+        "and go on; past --timeout it exits 21. `bar decide JSON` is the same, the\n"
+        "short form aide's clients use (aide decide '<json>').",
         epilog="examples:\n"
         "  bar decide submit @questions.json --wait\n"
+        "  bar decide @questions.json --wait\n"
         "  bar decide submit - < questions.json\n"
         '  bar decide submit \'{"task": "auth", "source": "task.md", "items": [{"id": 1,\n'
         '    "title": "Sessions or tokens?", "options": [{"value": "jwt", "label": "JWT"},\n'
