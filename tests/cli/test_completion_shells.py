@@ -83,6 +83,7 @@ def complete_zsh(line: str, cwd: Path, load: str = SOURCED) -> list[str]:
 
 
 TASK_ACTIONS = [
+    "claim",
     "close",
     "delete",
     "list",
@@ -91,6 +92,7 @@ TASK_ACTIONS = [
     "prune",
     "reopen",
     "show",
+    "start",
     "switch",
     "sync",
 ]
@@ -101,7 +103,7 @@ TASK_ACTIONS = [
     [
         ("bar ta", ["task"]),
         ("bar task ", TASK_ACTIONS),
-        ("bar task close --", ["--force", "--help", "--json", "--keep-worktree"]),
+        ("bar task close --", ["--force", "--help", "--json", "--keep-worktree", "--task"]),
         ("bar apply --mode ", ["commit", "merge"]),
         ("bar apply --mode=", ["commit", "merge"]),
         ("bar task show ", ["alpha", "beta"]),
@@ -174,7 +176,7 @@ def complete_fish(line: str, cwd: Path, installed: bool = False) -> list[str]:
     [
         ("bar ta", ["task"]),
         ("bar task ", TASK_ACTIONS),
-        ("bar task close --", ["--force", "--help", "--json", "--keep-worktree"]),
+        ("bar task close --", ["--force", "--help", "--json", "--keep-worktree", "--task"]),
         ("bar apply --mode ", ["commit", "merge"]),
         ("bar apply --mode=m", ["--mode=merge"]),
         ("bar task show ", ["alpha", "beta"]),

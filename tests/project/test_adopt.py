@@ -113,7 +113,7 @@ def test_a_moved_repository_gets_its_tasks_back(
     assert doctor.code == 0, doctor.out + doctor.err
     events = (bar_home() / "projects" / projects()[0] / "events.jsonl").read_text()
     adopted = [json.loads(x) for x in events.splitlines() if '"project.adopted"' in x]
-    assert adopted and adopted[0]["old_root"] == str(old_root.resolve())
+    assert adopted and adopted[0]["project"]["old_root"] == str(old_root.resolve())
 
 
 def test_a_copy_is_not_a_move(
@@ -312,6 +312,8 @@ def test_tasks_an_older_copy_adopted_are_taken_back(
         rec = json.loads(task_json.read_text())
         task_json.write_text(json.dumps({**rec, "repo_root": str(bak.resolve())}))
     for wt in (taken / "workspaces").iterdir():
+        if not wt.is_dir():
+            continue  # (the worktree registry)
         git(bak, "worktree", "repair", str(wt))
 
     res = bar(capfd, "status")

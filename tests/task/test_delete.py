@@ -101,7 +101,7 @@ def test_unapplied_work_is_refused_said_and_deleted_only_with_force(
     data = forced.json()
     assert data["deleted"] is True and data["lost"] and data["task_id"] == t["id"]
     assert traces_of(inited_clean, t) == []
-    assert events()[-1]["forced"] is True
+    assert events()[-1]["task"]["forced"] is True
 
 
 def test_a_task_that_changed_nothing_is_deleted_without_force(

@@ -56,7 +56,13 @@ def leftovers(repo: Path) -> dict[str, Any]:
         "task_dirs": sorted(p.name for p in (pdir / "tasks").iterdir())
         if (pdir / "tasks").is_dir()
         else [],
-        "workspaces": sorted(p.name for p in (pdir / "workspaces").iterdir())
+        "workspaces": sorted(
+            p.name
+            for p in (pdir / "workspaces").iterdir()
+            # the worktree registry, and a write of it a kill cut short (inert; doctor
+            # removes it)
+            if not p.name.startswith(("index.json", ".index.json."))
+        )
         if (pdir / "workspaces").is_dir()
         else [],
     }

@@ -545,6 +545,14 @@ class Doctor:
         for entry in sorted(wdir.iterdir()):
             if entry == registry.path_of(self.project) and entry.is_file():
                 continue  # the worktree registry (checked on its own)
+            if entry.name.startswith(".index.json.") and entry.name.endswith(".tmp"):
+                self.add(
+                    "warning",
+                    entry,
+                    "a temporary file left by an interrupted write of the worktree registry",
+                    then(entry.unlink, "removed it"),
+                )
+                continue
             half_made = TASK_ID_RE.match(entry.name) and task_new.leftover(
                 self.project, entry.name
             )  # reported with its task directory

@@ -194,7 +194,7 @@ def _delete(
             now_iso(),
         )
         journals.write_delete(task.paths, intent)
-        project.log_event("task.delete.before", task=board.task_view(task))
+        project.log_event("task.delete.before", task={**board.task_view(task), "lost": lost})
         kept = complete(project, intent)
     return Deletion(task.id, task.name, removed, lost, kept, deleted=True)
 
@@ -267,7 +267,10 @@ def complete(project: Project, intent: DeleteIntent) -> list[str]:
         project.set_active_task(None)
     with contextlib.suppress(CorruptFile):
         registry.forget(project, task_id)
-    project.log_event("task.delete.after", task={"id": task_id, "name": intent.name})
+    project.log_event(
+        "task.delete.after",
+        task={"id": task_id, "name": intent.name, "forced": intent.forced, "kept": kept},
+    )
     _remove_task_dir(project.paths.task(task_id))
     return kept
 

@@ -147,7 +147,7 @@ def show(*, task_ref: str | None, as_json: bool, task: str | None = None) -> int
     print(f"  branch      {the_task.branch}")
     gone = " (missing: `bar doctor --repair` recreates it)" if the_task.active else " (removed)"
     if the_task.pending:
-        gone = f" (not made yet: `bar the_task start {the_task.name}`)"
+        gone = f" (not made yet: `bar task start {the_task.name}`)"
     print(f"  worktree    {the_task.worktree}" + ("" if the_task.worktree.exists() else gone))
     print(f"  snapshots   {the_task.snapshot_ref}")
     tags = the_task.metadata.get("tags")
@@ -169,7 +169,7 @@ def switch(*, task_ref: str | None, as_json: bool, task: str | None = None) -> i
     if as_json:
         print_json(api.summarize(the_task, the_task.id).to_json())
     else:
-        print(f"Active the_task: {the_task.name} ({the_task.id})")
+        print(f"Active task: {the_task.name} ({the_task.id})")
         print(f"  worktree  {the_task.worktree}")
     return 0
 
@@ -217,9 +217,9 @@ def path(*, task_ref: str | None, as_json: bool, task: str | None = None) -> int
     hint = (
         "`bar doctor --repair` recreates it at the last recorded state"
         if the_task.active
-        else f"`bar the_task reopen {the_task.id}` recreates it and makes the the_task active again"
+        else f"`bar task reopen {the_task.id}` recreates it and makes the task active again"
     )
-    raise BarError(f"the worktree of the_task {the_task.name} ({the_task.id}) is gone", hint=hint)
+    raise BarError(f"the worktree of task {the_task.name} ({the_task.id}) is gone", hint=hint)
 
 
 def reopen(*, task_ref: str | None, as_json: bool, task: str | None = None) -> int:
