@@ -105,6 +105,33 @@ def test_a_steps_diff_shows_the_changed_lines(page: object, served: tuple[Sessio
     sync_api.expect(green).to_have_css("color", "rgb(0, 187, 0)")  # the ANSI green, rendered
 
 
+def test_the_keyboard_walks_from_step_to_step(page: object, served: tuple[Session, str]) -> None:
+    s, url = served
+    page.goto(s.task_url(base_of(url), "/s/0001"))
+    sync_api.expect(page.locator(".step-nav a[rel=prev]")).to_have_count(0)  # the first step
+    following = page.locator(".step-nav a[rel=next]")
+    sync_api.expect(following).to_have_text("step 0002 →")
+    sync_api.expect(following).to_have_accessible_name("next: step 0002")
+    following.focus()
+    page.keyboard.press("Enter")  # a link like any other: Tab reaches it, Enter follows it
+    page.wait_for_url("**/s/0002")  # (and its load event: the page's script listens)
+    sync_api.expect(page.locator("h1")).to_contain_text("Step 0002")
+    page.keyboard.press("n")
+    page.wait_for_url("**/s/0003")
+    sync_api.expect(page.locator("h1")).to_contain_text("Step 0003")
+    sync_api.expect(page.locator(".step-nav a[rel=prev]")).to_have_text("← step 0002")
+    shot(page, "step-nav")
+    page.keyboard.press("p")
+    page.wait_for_url("**/s/0002")
+    sync_api.expect(page.locator("h1")).to_contain_text("Step 0002")
+    last = s.ledger()[-1]["step_id"]
+    page.goto(s.task_url(base_of(url), f"/s/{last}"))
+    sync_api.expect(page.locator(".step-nav a[rel=next]")).to_have_count(0)
+    page.keyboard.press("n")  # nothing after the last step: the page stays
+    page.wait_for_timeout(300)
+    sync_api.expect(page.locator("h1")).to_contain_text(f"Step {last}")
+
+
 def test_the_terminal_recording_plays(page: object, served: tuple[Session, str]) -> None:
     s, url = served
     page.goto(s.task_url(base_of(url), "/s/0004"))

@@ -49,11 +49,27 @@ def plural(n: int, word: str) -> str:
 
 
 def duration(ms: int) -> str:
+    """A length of time as a person says it: "120 ms", "3.4 s", "2 min 5 s", "1 h 3 min"
+    (cut, never rounded up: 59,999 ms is "59.9 s", not "60.0 s")."""
+    ms = max(0, ms)
     if ms < 1000:
-        return f"{ms}ms"
+        return f"{ms} ms"
     if ms < 60_000:
-        return f"{ms / 1000:.1f}s"
-    return f"{ms // 60_000}m{(ms // 1000) % 60:02d}s"
+        return f"{ms // 100 / 10:.1f} s"
+    seconds = ms // 1000
+    if seconds < 3600:
+        minutes, rest = divmod(seconds, 60)
+        return f"{minutes} min {rest} s" if rest else f"{minutes} min"
+    hours, rest = divmod(seconds // 60, 60)
+    return f"{hours} h {rest} min" if rest else f"{hours} h"
+
+
+def when(iso: str) -> str:
+    """A recorded time (ISO 8601, UTC) as a ``<time>`` element: to the second, in UTC as
+    the timeline's header says; the exact value in its ``datetime`` and its title."""
+    at = views.moment(iso)
+    shown = at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S") if at is not None else iso
+    return f'<time datetime="{esc(iso)}" title="{esc(iso)}">{esc(shown)}</time>'
 
 
 def stat_text(stat: object) -> str:
@@ -223,7 +239,8 @@ def timeline(task: Task, page: int, csrf: str) -> str:
     body = (
         f'{head}<div id="running">{running}</div>'
         f'<table class="timeline"{live if page == 1 else ""}><thead><tr><th>step</th>'
-        "<th>kind</th><th>what</th><th>result</th><th>duration</th><th>changes</th>"
+        "<th>kind</th><th>what</th><th>result</th><th>started (UTC)</th><th>duration</th>"
+        "<th>changes</th>"
         f'</tr></thead><tbody id="steps">{rows}</tbody></table>{empty}'
         f"{_pager(task, page, pages)}"
     )
@@ -252,7 +269,7 @@ def _phased_rows(
             group[:] = [phase]
             label = f"phase {phase}" if phase else "before the flow started"
             out.append(
-                f'<tr class="phase-head" data-phase="{esc(phase or "")}"><th colspan=6>'
+                f'<tr class="phase-head" data-phase="{esc(phase or "")}"><th colspan=7>'
                 f"{esc(label)}</th></tr>"
             )
 
@@ -278,9 +295,6 @@ def _phased_rows(
 
 def _flow_row(task: Task, entry: dict[str, Any]) -> str:
     state = str(entry.get("state") or "")
-    when = str(entry.get("timestamp", ""))
-    at = views.moment(when)
-    shown = at.strftime("%Y-%m-%d %H:%M:%S") if at is not None else when
     commit = short(str(entry.get("git_commit") or "") or None)
     snap = f"<code>{esc(commit)}</code>"
     if state and state != "base":
@@ -291,7 +305,8 @@ def _flow_row(task: Task, entry: dict[str, Any]) -> str:
         f'<tr class="flow-entry" data-flow-step="{esc(entry.get("step"))}"><td>flow</td>'
         f'<td class="action">{esc(entry.get("action"))}</td><td>{esc(entry.get("summary"))}'
         f"</td><td>{esc(entry.get('phase'))} · step {esc(entry.get('step'))}</td>"
-        f'<td><time datetime="{esc(when)}">{esc(shown)}</time></td><td>{snap}</td></tr>'
+        f'<td class="started">{when(str(entry.get("timestamp", "")))}</td>'
+        f'<td class="duration"></td><td>{snap}</td></tr>'
     )
 
 
@@ -391,7 +406,8 @@ def step_row(task: Task, step: Step) -> str:
         f'<tr class="step kind-{esc(step.kind)} {cls}" id="step-{esc(step.step_id)}" '
         f'data-step="{step.number}"><td><a href="{esc(link)}">{esc(step.step_id)}</a></td>'
         f"<td>{esc(step.kind)}</td><td><code>{esc(describe(step))}</code>{details}</td>"
-        f'<td class="result {cls}">{esc(text)}</td><td>{esc(duration(step.duration_ms))}</td>'
+        f'<td class="result {cls}">{esc(text)}</td><td class="started">{when(step.started_at)}'
+        f'</td><td class="duration">{esc(duration(step.duration_ms))}</td>'
         f"<td>{esc(stat_text(step.diff_stat))}</td></tr>"
     )
 

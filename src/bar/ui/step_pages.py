@@ -119,7 +119,11 @@ def step_page(task: Task, step: Step, csrf: str) -> str:
         rows.append(("base", f"{short(step.base_before)} → {short(step.base_after)}"))
     rows.append(("changes", esc(stat_text(step.diff_stat))))
     rows.append(("snapshot", f"{short(step.snapshot_before)} → {short(step.snapshot)}"))
-    parts = [f"<h1>Step {esc(step.step_id)} <small>{esc(step.kind)}</small></h1>", _rows(rows)]
+    parts = [
+        f"<h1>Step {esc(step.step_id)} <small>{esc(step.kind)}</small></h1>",
+        _step_nav(task, step),
+        _rows(rows),
+    ]
     if step.snapshot:
         back = task_url(task, f"/actions?to={step.step_id}")
         parts.append(f'<p><a class="button" href="{esc(back)}">Roll back to this step…</a></p>')
@@ -164,6 +168,28 @@ def step_page(task: Task, step: Step, csrf: str) -> str:
             (f"step {step.step_id}", ""),
         ],
     )
+
+
+def _step_nav(task: Task, step: Step) -> str:
+    """Links to the step before and the step after (the first step has none before it, the
+    last none after), each with the key that follows it (``p``, ``n``: ``static/ui.js``)."""
+    before, after = views.neighbours(task, step)
+    links = []
+    if before is not None:
+        links.append(
+            f'<a href="{esc(task_url(task, "/s/" + before))}" rel="prev" aria-keyshortcuts="p"'
+            f' aria-label="previous: step {esc(before)}" title="previous step (key p)">'
+            f'<span aria-hidden="true">← </span>step {esc(before)}</a>'
+        )
+    if after is not None:
+        links.append(
+            f'<a href="{esc(task_url(task, "/s/" + after))}" rel="next" aria-keyshortcuts="n"'
+            f' aria-label="next: step {esc(after)}" title="next step (key n)">'
+            f'step {esc(after)}<span aria-hidden="true"> →</span></a>'
+        )
+    if not links:
+        return ""
+    return f'<nav class="step-nav" aria-label="steps">{"".join(links)}</nav>'
 
 
 def _plain(text: str) -> str:

@@ -174,6 +174,19 @@ def step_or_checkpoint(the_task: Task, ref: str) -> Step | Checkpoint:
     return api.show(the_task, api.parse_step_ref(ref))
 
 
+def neighbours(the_task: Task, step: Step) -> tuple[str | None, str | None]:
+    """The ids of the steps just before and just after ``step`` (None: there is none), read
+    from the end of the ledger down to the one before it; an unreadable line is passed over
+    like a step that is not there."""
+    after: str | None = None
+    for other in the_task.ledger.iter_reverse(warn=False):
+        if other.number > step.number:
+            after = other.step_id
+        elif other.number < step.number:
+            return other.step_id, after
+    return None, after
+
+
 def patch_of(the_task: Task, rel: str | None) -> patches.PatchIndex:
     """The files of a recorded patch (none when the step changed nothing)."""
     if not rel:

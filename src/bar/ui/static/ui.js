@@ -7,10 +7,15 @@ let format = localStorage.getItem(FORMAT_KEY) || "line-by-line";
 const loaded = new Map(); // .diff element -> its patch text
 
 // --- elapsed times of running steps ---------------------------------------------------
+// as pages.duration() says it: "3.4 s", "2 min 5 s", "1 h 3 min"
 function since(iso) {
   const ms = Math.max(0, Date.now() - Date.parse(iso));
-  if (ms < 60000) return (ms / 1000).toFixed(1) + "s";
-  return Math.floor(ms / 60000) + "m" + String(Math.floor(ms / 1000) % 60).padStart(2, "0") + "s";
+  if (ms < 1000) return ms + " ms";
+  if (ms < 60000) return (Math.floor(ms / 100) / 10).toFixed(1) + " s";
+  const s = Math.floor(ms / 1000);
+  if (s < 3600) return Math.floor(s / 60) + " min" + (s % 60 ? " " + (s % 60) + " s" : "");
+  const m = Math.floor(s / 60);
+  return Math.floor(m / 60) + " h" + (m % 60 ? " " + (m % 60) + " min" : "");
 }
 setInterval(() => {
   for (const el of document.querySelectorAll(".elapsed[data-since]")) el.textContent = since(el.dataset.since);
@@ -127,12 +132,16 @@ window.addEventListener("load", () => {
   }
 });
 
-// --- keys: t timeline, c compare, a actions, d decisions, u unified, s side by side ----------------
+// --- keys: t timeline, c compare, a actions, d decisions, u unified, s side by side,
+// p and n the step before and after (a step's page) ------------------------------------
 document.addEventListener("keydown", (event) => {
   if (event.ctrlKey || event.metaKey || event.altKey || /INPUT|SELECT|TEXTAREA/.test(event.target.tagName)) return;
   const nav = [...document.querySelectorAll(".task-nav a")];
   const go = { t: 0, c: 1, a: 2, d: 3 }[event.key];
   if (go !== undefined && nav[go]) location.href = nav[go].href;
+  const step = { p: "prev", n: "next" }[event.key];
+  const link = step && document.querySelector(`.step-nav a[rel="${step}"]`);
+  if (link) location.href = link.href;
   if (event.key === "u") setFormat("line-by-line");
   if (event.key === "s") setFormat("side-by-side");
 });
