@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from helpers import bar, new_task, project_dir, task_dir, worktree
+from ptys import on_terminal
 
 # --- init ----------------------------------------------------------------------------
 
@@ -113,3 +114,40 @@ def test_a_command_with_line_breaks_is_one_line_of_the_log(
     assert bar(capfd, "run", "--no-pty", "--", "sh", "-c", "echo one\necho\ttwo").code == 0
     lines = bar(capfd, "log").out.splitlines()
     assert len(lines) == 1 and "echo one\\necho\\ttwo" in lines[0]
+
+
+def test_log_and_show_say_where_a_step_ran_when_not_at_the_root(
+    inited: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A step runs in the directory you stand in inside the task's worktree (anywhere else,
+    the checkout included: its root), or in ``--cwd DIR`` of the worktree; ``bar log``
+    says so after the command, even when it cuts the command at the terminal's edge."""
+    t = new_task(capfd)
+    wt = worktree(t)
+    (inited / "docs").mkdir()  # in the checkout only: where you stand there does not count
+    assert bar(capfd, "run", "--", "sh", "-c", "mkdir -p src/pkg docs; pwd > root.txt").code == 0
+    monkeypatch.chdir(wt / "src" / "pkg")
+    assert bar(capfd, "run", "--", "sh", "-c", "pwd > here.txt").code == 0
+    monkeypatch.chdir(inited / "docs")
+    assert bar(capfd, "run", "--cwd", "src", "--", "sh", "-c", "pwd > here.txt").code == 0
+    assert bar(capfd, "run", "--", "sh", "-c", "pwd > from-docs.txt").code == 0
+    assert (wt / "src" / "pkg" / "here.txt").read_text().strip() == str(wt / "src" / "pkg")
+    assert (wt / "src" / "here.txt").read_text().strip() == str(wt / "src")
+    assert (wt / "from-docs.txt").read_text().strip() == str(wt)  # not docs/
+
+    assert [s["cwd"] for s in bar(capfd, "log", "--json").json()] == [".", "src/pkg", "src", "."]
+    lines = bar(capfd, "log").out.splitlines()
+    assert len(lines) == 4
+    assert "(in " not in lines[0] and "(in " not in lines[3]
+    assert lines[1].endswith("sh -c 'pwd > here.txt'  (in src/pkg)")
+    assert lines[2].endswith("(in src)")
+    assert "  cwd       src/pkg\n" in bar(capfd, "show", "2").out
+    assert bar(capfd, "show", "2", "--json").json()["cwd"] == "src/pkg"
+
+    long = "echo " + "x" * 150
+    monkeypatch.chdir(wt / "src" / "pkg")
+    assert bar(capfd, "run", "--", "sh", "-c", long).code == 0
+    shown = on_terminal("--no-pager", "log", "-n", "1", cwd=inited, columns=80)
+    line = shown.text.strip()
+    assert shown.code == 0 and len(line) <= 80, shown.text
+    assert "..." in line and line.endswith("(in src/pkg)")

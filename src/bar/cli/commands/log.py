@@ -3,7 +3,9 @@
 Each column is as wide as its widest cell in the steps shown, measured without colour
 codes, so the columns line up whatever the outcomes. The command takes the rest of the
 line: cut with "..." at the terminal's width when printed straight to a terminal, whole
-through the pager (which wraps or scrolls) or into a file or pipe.
+through the pager (which wraps or scrolls) or into a file or pipe. A run that ran
+anywhere but the worktree's root says where after its command, never cut:
+``(in src/pkg)``.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from bar.cli.render import (
     describe,
     duration,
     fit,
+    one_line,
     outcome,
     plural,
     print_json,
@@ -49,6 +52,14 @@ def log(*, task: str | None, n: int | None, patch: bool, as_json: bool, tools: b
     with paging():
         _print_steps(the_task, steps, patch=patch, tools=tools, history=history)
     return 0
+
+
+def _where(step: Step) -> str:
+    """Where a run ran, after its command, when not at the worktree's root: a step runs in
+    the directory you stand in inside the task's worktree, or ``--cwd``'s."""
+    if not isinstance(step, RunStep) or step.cwd in ("", "."):
+        return ""
+    return f"  (in {one_line(step.cwd)})"
 
 
 def _print_steps(
@@ -81,8 +92,9 @@ def _print_steps(
                 shown_phase = phase
         cells = [paint.pad(cell, w) for cell, w in zip(row[:4], widths, strict=False)]
         head = "  ".join(cells) + "  " + row[4].rjust(widths[4]) + "  "
-        room = None if width is None else max(width - visible_len(head), 10)
-        print((head + fit(describe(step), room)).rstrip())
+        where = _where(step)
+        room = None if width is None else max(width - visible_len(head) - len(where), 10)
+        print((head + fit(describe(step), room) + paint(where, "dim")).rstrip())
         if isinstance(step, RunStep) and step.checkpoints:
             if tools:
                 for cp in api.checkpoints(task, step.step_id):

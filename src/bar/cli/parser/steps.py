@@ -26,6 +26,9 @@ def commands(sub: Any) -> None:
         "and nothing else; ~/.ssh, ~/.aws and ~/.gnupg cannot be read. Its new git objects\n"
         "wait in a quarantine until git has checked them: no existing one can change, and\n"
         "no other branch can move. See docs/sandbox.md.\n\n"
+        "It runs in the directory you stand in if that is inside the task's worktree,\n"
+        "else at the worktree's root (from your checkout too); --cwd DIR names a directory\n"
+        "of the worktree from its root. bar log shows it: (in src/pkg).\n\n"
         "A policy block and a failing pre_run hook are recorded as steps too (nothing ran:\n"
         "'blocked' or 'stopped' in bar log). With --json, stdout carries only the step's\n"
         "record, printed when it ends; the command's own output is shown live on stderr.",
@@ -39,7 +42,12 @@ def commands(sub: Any) -> None:
         "  bar run --json -- make test > step.json   # make's output still shows",
     )
     _task_opt(p)
-    p.add_argument("--cwd", metavar="DIR", help="directory inside the worktree to run in")
+    p.add_argument(
+        "--cwd",
+        metavar="DIR",
+        help="directory of the worktree to run in, relative to its root (default: where you "
+        "stand, if inside the worktree, else its root)",
+    )
     p.add_argument(
         "-e", dest="env", action="append", default=[], metavar="K=V", help="set a variable"
     )
