@@ -274,6 +274,14 @@ def remove_worktree(task: Task, *, complete: bool = False, force: bool = False) 
     return remove(task, complete=complete, force=force)
 
 
+def board(project: Project, op: str, args: dict[str, object]) -> dict[str, Any]:
+    """One operation of the task board (``bar.task.board_orders``: create, list, claim,
+    start, worktrees, keep, remove, events), done here."""
+    from bar.task.board_orders import perform
+
+    return perform(project, op, args)
+
+
 def worktrees(project: Project) -> list[dict[str, Any]]:
     """The worktree registry's entries (``workspaces/index.json``)."""
     from bar.task import registry

@@ -105,3 +105,9 @@ def flow_act(
     if phase is not None:
         args["phase"] = phase
     return order(task, "flow", args, wait=wait)
+
+
+def board_order(task: Task, op: str, args: Mapping[str, object]) -> dict[str, object]:
+    """A board operation (``bar.task.board_orders``) given from inside a step of ``task``:
+    done by that step's ``bar run``, which may write what the step may not."""
+    return order(task, "board", {**args, "op": op})

@@ -20,6 +20,7 @@ from pydantic import Field
 
 from bar import __version__
 from bar.errors import BarError
+from bar.mcp.board import RUN_TIMEOUT, Board
 from bar.mcp.tools import DEFAULT_MAX_BYTES, LOG_DEFAULT, OwnTask
 
 State = Annotated[
@@ -29,6 +30,7 @@ LastState = Annotated[str | None, Field(description="a recorded state (default: 
 MaxBytes = Annotated[
     int, Field(ge=1, le=2_000_000, description="cut patches and output after this many bytes")
 ]
+TaskRef = Annotated[str, Field(description="a task: its name, its id, or the id's start")]
 _READ = ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False)
 _WRITE = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False)
 
@@ -47,16 +49,29 @@ def _bar_errors(fn: Callable[..., dict[str, Any]]) -> Callable[..., dict[str, An
     return tool
 
 
-def build(own: OwnTask) -> MCPServer[Any]:
-    """The server, its tools bound to ``own``."""
-    task = own.task
+BOARD_INSTRUCTIONS = (
+    "The task board: plan tasks for others (task_create makes a pending task with no "
+    "worktree), list them (task_list), take one (task_claim with your name), start it "
+    "(task_start makes its worktree), run a command as a recorded step of it (task_run, "
+    "outside a step), and close out: worktree_keep, or worktree_remove with "
+    "complete_task to finish the task; worktree_list and events show what happened."
+)
+
+
+def build(own: OwnTask | None, board: Board) -> MCPServer[Any]:
+    """The server: the task tools bound to ``own`` (none without a task), and the board's."""
+    if own is not None:
+        task = own.task
+        about = (
+            f"bar records this task ({task.name}, {task.id}) step by step. Read its "
+            "record (status, log, show, diff), label the current state (checkpoint), return "
+            "to an earlier state (rollback), ask the developer to decide (decide_submit, "
+            "then decide_result), and move through the task's flow (flow, flow_status). "
+        )
+    else:
+        about = "bar serves no task here (none is active); only the board's tools. "
     server: MCPServer[Any] = MCPServer(
-        "bar",
-        version=__version__,
-        instructions=f"bar records this task ({task.name}, {task.id}) step by step. Read its "
-        "record (status, log, show, diff), label the current state (checkpoint), return to "
-        "an earlier state (rollback), ask the developer to decide (decide_submit, then "
-        "decide_result), and move through the task's flow (flow, flow_status).",
+        "bar", version=__version__, instructions=about + BOARD_INSTRUCTIONS
     )
 
     def add(fn: Callable[..., dict[str, Any]], description: str, read: bool) -> None:
@@ -66,6 +81,18 @@ def build(own: OwnTask) -> MCPServer[Any]:
             annotations=_READ if read else _WRITE,
             structured_output=True,
         )
+
+    add_board(add, board)
+    if own is not None:
+        add_task(add, own)
+    return server
+
+
+Add = Callable[[Callable[..., dict[str, Any]], str, bool], None]
+
+
+def add_task(add: Add, own: OwnTask) -> None:
+    """The tools over the one task ``own``."""
 
     def status() -> dict[str, Any]:
         return own.status()
@@ -194,9 +221,93 @@ def build(own: OwnTask) -> MCPServer[Any]:
         False,
     )
     add(flow_status, "The task's flow: current phase and step, and its history.", True)
-    return server
 
 
-def serve(own: OwnTask) -> None:
-    """Serve ``own`` on stdin/stdout until the client closes the connection."""
-    build(own).run("stdio")
+def add_board(add: Add, board: Board) -> None:
+    """The task board's tools (``bar.mcp.board``)."""
+
+    def task_create(
+        name: Annotated[str, Field(description="the task's name: letters, digits, - _ .")],
+        description: Annotated[str, Field(description="what the task is for")] = "",
+        base: Annotated[str, Field(description="start from this ref (default: main)")] = "",
+    ) -> dict[str, Any]:
+        return board.task_create(name, description, base)
+
+    def task_list(
+        status: Literal["open", "pending", "in_progress", "completed", "all"] = "open",
+    ) -> dict[str, Any]:
+        return board.task_list(status)
+
+    def task_claim(
+        task: TaskRef,
+        owner: Annotated[str, Field(min_length=1, max_length=64, description="your name")],
+        start: Annotated[bool, Field(description="start it too (make its worktree)")] = False,
+    ) -> dict[str, Any]:
+        return board.task_claim(task, owner, start)
+
+    def task_start(task: TaskRef) -> dict[str, Any]:
+        return board.task_start(task)
+
+    def task_run(
+        task: TaskRef,
+        command: Annotated[str, Field(min_length=1, description="a shell command line")],
+        timeout: Annotated[
+            float, Field(gt=0, le=3600, description="stop it after this many seconds")
+        ] = RUN_TIMEOUT,
+    ) -> dict[str, Any]:
+        return board.task_run(task, command, timeout)
+
+    def worktree_list(
+        all: Annotated[bool, Field(description="include removed worktrees")] = False,
+    ) -> dict[str, Any]:
+        return board.worktree_list(all)
+
+    def worktree_keep(task: TaskRef) -> dict[str, Any]:
+        return board.worktree_keep(task)
+
+    def worktree_remove(
+        task: TaskRef,
+        complete_task: Annotated[
+            bool, Field(description="close the task too (completed); else it is pending again")
+        ] = False,
+    ) -> dict[str, Any]:
+        return board.worktree_remove(task, complete_task)
+
+    def events(
+        limit: Annotated[int, Field(ge=1, le=200, description="the last N events")] = 20,
+    ) -> dict[str, Any]:
+        return board.events(limit)
+
+    add(
+        task_create,
+        "Plan a task for later: pending, with a branch but no worktree yet; someone "
+        "(you, another agent, a worker) claims and starts it.",
+        False,
+    )
+    add(task_list, "The tasks with their board status, owner, steps and changes.", True)
+    add(
+        task_claim,
+        "Take a task under your name; fails naming the owner if someone else took it.",
+        False,
+    )
+    add(task_start, "Start a pending task: make its worktree (in_progress).", False)
+    add(
+        task_run,
+        "Run a shell command as a recorded step of a task, in its worktree (policy, "
+        "hooks and confinement apply); returns the step and its output.",
+        False,
+    )
+    add(worktree_list, "The task worktrees: active, kept and (with all) removed.", True)
+    add(worktree_keep, "Keep a task's worktree when the task closes.", False)
+    add(
+        worktree_remove,
+        "Remove a task's worktree (changes no step recorded are refused); with "
+        "complete_task the task is closed too.",
+        False,
+    )
+    add(events, "The project's last task and worktree events, oldest first.", True)
+
+
+def serve(own: OwnTask | None, board: Board) -> None:
+    """Serve ``own`` and the board on stdin/stdout until the client closes the connection."""
+    build(own, board).run("stdio")

@@ -68,6 +68,10 @@ def _bind(project: Project, task: Task) -> None:
     )
     try:
         task_new.add_worktree(task, new_branch=False)
+        if task.ledger.last() is not None:  # a worktree removed earlier: as recorded
+            from bar.changes import rollback
+
+            rollback.restore(task, task.recorded_snapshot())
         faults.point("start: after adding the worktree")
     except BaseException as exc:
         with contextlib.suppress(BarError, OSError):

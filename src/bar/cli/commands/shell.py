@@ -11,6 +11,8 @@ from bar.cli.commands.run import run
 
 def shell(*, task: str | None, sandbox: bool, no_wait: bool) -> int:
     the_task = api.get_task(api.open_project(), task)
+    if the_task.pending:  # its first step starts it, as `bar run` does
+        the_task = api.start_task(the_task, activate=False)
     the_task.require_worktree()  # before the banner: a closed task gets the error alone
     program = os.environ.get("SHELL") or "/bin/sh"
     print(

@@ -1,0 +1,125 @@
+"""The task board as one order (``board``), for a lead agent to plan work for others.
+
+``perform(project, op, args)`` does one board operation and returns JSON: what
+``bar mcp``'s board tools answer (``task_create``, ``task_list``, ``task_claim``,
+``task_start``, ``worktree_list``, ``worktree_keep``, ``worktree_remove``, ``events``).
+Outside a step the server calls it directly; inside one it is confined and cannot write
+bar's files, so it sends the order ``board`` {op, ...} to the step's ``bar run``
+(``bar.step.orders``), which calls it with the running task as ``caller``.
+
+A step's agent may plan, claim, start, keep and remove other tasks' worktrees, but never
+close or remove the worktree of the task it runs in (it would pull the floor from under
+itself): that is the developer's decision, made outside the step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from bar.errors import UsageError
+from bar.project.project import Project
+from bar.step import orders
+from bar.task import registry
+from bar.task.tasks import Task, list_tasks, resolve_task
+
+OPS = ("create", "list", "claim", "start", "worktrees", "keep", "remove", "events")
+LIST_FILTERS = ("open", "pending", "in_progress", "completed", "all")
+EVENTS_MAX = 200
+
+
+def perform(
+    project: Project, op: str, args: Mapping[str, object], *, caller: Task | None = None
+) -> dict[str, Any]:
+    """Do board operation ``op``; ``caller``: the task whose running step asked."""
+    from bar.task.state import summarize
+
+    active = project.active_task_id()
+    if op == "create":
+        from bar.task.new import create_task
+
+        name = _text(args, "name")
+        created = create_task(
+            project,
+            name,
+            base=_text(args, "base", required=False) or None,
+            description=_text(args, "description", required=False) or None,
+            plan=True,
+        )
+        return {"task": summarize(created, active).to_json()}
+    if op == "list":
+        which = _text(args, "status", required=False) or "open"
+        if which not in LIST_FILTERS:
+            raise UsageError(f"status must be one of {', '.join(LIST_FILTERS)}, not {which!r}")
+        every = list_tasks(project)
+        chosen = [
+            t
+            for t in every
+            if which == "all" or (which == "open" and t.active) or t.board.status == which
+        ]
+        return {"tasks": [summarize(t, active).to_json() for t in chosen]}
+    if op == "worktrees":
+        entries = registry.load(project)
+        if not args.get("all"):
+            entries = [e for e in entries if e["status"] != registry.REMOVED]
+        return {"worktrees": entries}
+    if op == "events":
+        from bar.task import events
+
+        limit = args.get("limit", 20)
+        if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= EVENTS_MAX:
+            raise UsageError(f"limit must be a number from 1 to {EVENTS_MAX}")
+        return {"events": events.recent(project.paths.events, limit)}
+    if op not in OPS:
+        raise UsageError(f"{op!r} is not a board operation", hint="known: " + ", ".join(OPS))
+    task = resolve_task(project, _text(args, "task"))
+    if op == "claim":
+        from bar.task.claim import claim
+
+        taken = claim(task, _text(args, "owner"), start=bool(args.get("start")))
+        return {"task": summarize(taken, active).to_json()}
+    if op == "start":
+        from bar.task.start import start
+
+        return {"task": summarize(start(task, activate=False), active).to_json()}
+    if op == "keep":
+        from bar.task.close import keep
+
+        kept = keep(task)
+        return {"task": summarize(kept, active).to_json(), "worktree": _entry(kept)}
+    # remove
+    from bar.task.close import remove_worktree
+
+    if caller is not None and caller.id == task.id:
+        raise orders.NotInsideStep(
+            f"a step of task {task.name} cannot remove its own worktree",
+            hint="the developer does, outside the step: `bar worktree remove` or `bar task close`",
+        )
+    done = remove_worktree(task, complete=bool(args.get("complete_task")))
+    return {
+        "task": summarize(done.task, project.active_task_id()).to_json(),
+        "worktree": _entry(done.task),
+        "recorded": [s.step_id for s in done.recorded],
+    }
+
+
+def _entry(task: Task) -> dict[str, Any] | None:
+    return registry.entry_of(task.project, task.id)
+
+
+def _text(args: Mapping[str, object], key: str, *, required: bool = True) -> str:
+    value = args.get(key)
+    if value is None and not required:
+        return ""
+    if not isinstance(value, str) or (required and not value.strip()):
+        raise UsageError(f"the board needs {key!r} (text)")
+    return value.strip()
+
+
+@orders.register("board", "any")
+def board_order(ctx: orders.Context, args: Mapping[str, object]) -> dict[str, object]:
+    """The order a confined ``bar mcp`` sends: done by the step's ``bar run``."""
+    op = args.get("op")
+    if not isinstance(op, str):
+        raise UsageError("the board order needs 'op'")
+    return perform(ctx.task.project, op, args, caller=ctx.task if ctx.running else None)
