@@ -87,7 +87,7 @@ def test_the_seed_tour_through_bar_mcp(repo: Path, capfd: pytest.CaptureFixture[
     index = json.loads((project_dir() / "workspaces" / "index.json").read_text())
     assert isinstance(index["worktrees"], list)
     for entry in index["worktrees"]:
-        assert SEED_WORKTREE_KEYS <= set(entry)
+        assert set(entry) >= SEED_WORKTREE_KEYS
         assert entry["status"] in ("active", "kept", "removed")
     for event in seed_events():
         assert {"event", "ts", "task", "worktree"} <= set(event)
