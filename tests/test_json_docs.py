@@ -107,6 +107,7 @@ def session(s: Session, repo: Path, tmp_path: Path) -> None:
     s.json("bar task delete --json", "task", "delete", second["id"], "--dry-run", "--json")
     s.json("bar task delete --json", "task", "delete", second["id"], "--json")
     s.json("bar task prune --json", "task", "prune", "--dry-run", "--json")
+    board(s)
     s.json("bar policy check --json", "policy", "check", "--json", "-c", "ls -la")
     s.json("bar policy check --json", "policy", "check", "--json", "-c", "rm -rf ~", code=126)
     s.json("bar policy test --json", "policy", "test", "--json")
@@ -118,6 +119,17 @@ def session(s: Session, repo: Path, tmp_path: Path) -> None:
     moved = repo.rename(repo.parent / "moved")
     os.chdir(moved)
     s.json("bar init --json", "init", "--adopt", "--json")
+
+
+def board(s: Session) -> None:
+    """The task board (docs/board.md)."""
+    s.json("bar task new --json", "task", "new", "planned", "--plan", "--json")
+    s.json("bar task claim --json", "task", "claim", "planned", "--owner", "w1", "--json")
+    s.json("bar task start --json", "task", "start", "planned", "--no-switch", "--json")
+    s.json("bar worktree keep --json", "worktree", "keep", "planned", "--json")
+    s.json("bar worktree list --json", "worktree", "list", "--all", "--json")
+    s.json("bar worktree remove --json", "worktree", "remove", "planned", "--json")
+    s.json("bar events --json", "events", "-n", "50", "--json")
 
 
 def agents_drive(s: Session) -> None:

@@ -383,8 +383,9 @@ def agent_of(argv: list[str]) -> str | None:
 
 
 def resolve_cwd(task: Task, value: str | None) -> str:
-    """The directory a step runs in, relative to the worktree's root (``value``: as given
-    on the command line, relative to where bar was started; None: where bar was started)."""
+    """The directory a step runs in, relative to the worktree's root. ``value`` (``--cwd``)
+    is relative to the worktree's root, or absolute inside it; None: where bar was
+    started when that is inside the task's worktree, else the worktree's root."""
     from bar.step.run import resolve_cwd as resolve
 
     return resolve(task, value)

@@ -21,6 +21,10 @@ def status(*, task: str | None, as_json: bool) -> int:
     shared = project.shared_config_path()
     if shared.is_file():
         print(f"          {shared}  (the repository's, added to yours)")
+    if project.config.policy.enabled:
+        print(f"policy    on: every command is checked against {project.policy_path()}")
+    else:
+        print(paint("policy    off (policy.enabled: false): no command is checked", "yellow"))
     t = info.task
     if t is None:
         print(f"task      none: {info.no_task_reason}")
@@ -28,7 +32,9 @@ def status(*, task: str | None, as_json: bool) -> int:
     state = info.state.label if info.state else t.status
     print(f"task      {paint(t.name, 'bold')} ({t.id}), {state}, {plural(info.steps, 'step')}")
     print(f"branch    {t.branch}")
-    if info.state is not None and info.state.worktree_missing:
+    if t.pending:
+        print(f"worktree  {t.worktree}  (not made yet: bar task start {t.name})")
+    elif info.state is not None and info.state.worktree_missing:
         print(paint(f"worktree  {t.worktree} is missing", "red"))
         print("          hint: `bar doctor --repair` recreates it at the last recorded state")
     else:
