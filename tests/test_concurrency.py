@@ -145,11 +145,14 @@ def test_parallel_tasks_and_runs_lose_nothing(inited: Path, tmp_path: Path) -> N
             assert f"out-{s['cmd'][2].split()[1]}" in output
 
     events = read_lines(project_dir() / "events.jsonl")
-    assert all(e["version"] == 1 and e["ts"].endswith("Z") for e in events)
-    for kind in ("task.created", "worktree.created"):
-        assert sorted(e["task_id"] for e in events if e["event"] == kind) == sorted(
+    assert all(e["version"] == 2 and isinstance(e["ts"], float) for e in events)
+    for kind in ("task.created", "worktree.create.before", "worktree.create.after"):
+        assert sorted(e["task"]["id"] for e in events if e["event"] == kind) == sorted(
             t["id"] for t in tasks
         )
+    registered = json.loads((project_dir() / "workspaces" / "index.json").read_text())
+    assert sorted(e["task_id"] for e in registered["worktrees"]) == sorted(t["id"] for t in tasks)
+    assert all(e["status"] == "active" for e in registered["worktrees"])
     state = json.loads((project_dir() / "state.json").read_text())
     assert state["active_task_id"] in {t["id"] for t in tasks}
 

@@ -20,7 +20,7 @@ from bar.history import patches, side_index
 from bar.ledger.records import Step
 from bar.store.files import FILE_MODE, write_bytes_atomic
 from bar.store.layout import TaskPaths
-from bar.task import worktree
+from bar.task import registry, worktree
 from bar.task.tasks import Task
 
 JournalReader = Callable[[TaskPaths], object]
@@ -194,6 +194,7 @@ def recreate_worktree(task: Task) -> str:
         task.worktree, task.index, task.base_commit, task.paths.git_dir, task.project.common_dir
     )
     rollback.restore(task, task.recorded_snapshot())
+    registry.mark(task, registry.KEPT if registry.kept(task) else registry.ACTIVE)
     return f"recreated it on {task.branch} at the last recorded state"
 
 

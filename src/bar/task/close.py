@@ -56,11 +56,14 @@ def close(task: Task, *, keep_worktree: bool = False, force: bool = False) -> Cl
                 shown.update(detail=f"removing the worktree {task.worktree}")
                 _remove(task, status=board.COMPLETED)
                 removed = True
+        elif not task.pending and _registered_as_present(task):
+            # gone before this close removed it (a close that was stopped, a hand rm):
+            # the registry says so now
+            _remove_finished(task, board.COMPLETED)
         task.status = "closed"
         task.closed_at = now_iso()
         task.board.status = board.COMPLETED
-        if removed:
-            task.board.worktree = ""
+        task.board.worktree = task.name if task.worktree.is_dir() else ""
         task.save()
         watcher.stop(task.index)  # no step will ask it again
         project.log_event(
@@ -158,9 +161,19 @@ def _remove(task: Task, *, status: str) -> None:
             error=str(exc) or type(exc).__name__,
         )
         raise BarError(f"could not remove the worktree {task.worktree}: {exc}") from exc
+    _remove_finished(task, status)
+
+
+def _registered_as_present(task: Task) -> bool:
+    entry = registry.entry_of(task.project, task.id)
+    return entry is not None and entry["status"] != registry.REMOVED
+
+
+def _remove_finished(task: Task, status: str) -> None:
+    """The registry and the log say the worktree is removed."""
     registry.mark(task, registry.REMOVED)
-    project.log_event(
+    task.project.log_event(
         "worktree.remove.after",
-        task=view,
+        task=dict(board.task_view(task), status=status),
         worktree=board.worktree_view(task, registry.REMOVED),
     )
