@@ -197,6 +197,22 @@ def test_keep_then_close_leaves_the_worktree_and_says_so_everywhere(
     listed = bar(capfd, "worktree", "list")
     assert "[kept]" in listed.out and "ui-login" in listed.out
     assert bar(capfd, "doctor").code == 0
+    # a kept worktree is removed when asked by name, the task's record left whole
+    res = bar(capfd, "worktree", "remove", "ui-login")
+    assert res.code == 0, res.err
+    assert not Path(t["worktree"]).exists() and registry()[0]["status"] == "removed"
+    assert task_json(t["id"])["board"] == {"status": "completed", "owner": "", "worktree": ""}
+
+
+def test_remove_complete_removes_even_a_worktree_marked_kept(
+    inited: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    t = new_task(capfd, "both")
+    assert bar(capfd, "worktree", "keep", "both").code == 0
+    assert bar(capfd, "worktree", "remove", "both", "--complete").code == 0
+    assert not Path(t["worktree"]).exists()
+    assert registry()[0]["status"] == "removed"
+    assert task_json(t["id"])["status"] == "closed"
 
 
 def test_remove_with_complete_closes_the_task(

@@ -32,10 +32,12 @@ class Closed:
     recorded: list[Step] = field(default_factory=list)  # what was recorded first
 
 
-def close(task: Task, *, keep_worktree: bool = False, force: bool = False) -> Closed:
+def close(
+    task: Task, *, keep_worktree: bool = False, force: bool = False, remove: bool = False
+) -> Closed:
     """Close the task (``completed``); its worktree is removed unless kept (now, or
-    marked earlier). Refuses while the worktree holds changes no step recorded, unless
-    ``force``, which records them as a manual step first."""
+    marked earlier; ``remove``: even then). Refuses while the worktree holds changes no
+    step recorded, unless ``force``, which records them as a manual step first."""
     from bar.base.progress import Progress
     from bar.changes.fast import watcher
     from bar.sandbox import plan as sandbox_plan
@@ -50,7 +52,7 @@ def close(task: Task, *, keep_worktree: bool = False, force: bool = False) -> Cl
         if task.worktree.is_dir() and not task.pending:
             shown.update(detail="looking for changes no step recorded")
             recorded = _record_first(task, force)
-            if keep_worktree or registry.kept(task):
+            if keep_worktree or (registry.kept(task) and not remove):
                 _keep(task)
             else:
                 shown.update(detail=f"removing the worktree {task.worktree}")
@@ -90,8 +92,10 @@ def remove_worktree(task: Task, *, complete: bool = False, force: bool = False) 
     else an open task goes back to ``pending``, its record whole, and a closed one keeps
     its record alone."""
     project = task.project
+    from bar.changes.fast import watcher
+
     if complete and task.active:
-        return close(task, keep_worktree=False, force=force)
+        return close(task, force=force, remove=True)
     with task.lock("bar worktree remove"):
         task = load_task(project, task.id)
         _require_worktree(task)
@@ -101,6 +105,7 @@ def remove_worktree(task: Task, *, complete: bool = False, force: bool = False) 
         _remove(task, status=task.board.status)
         task.board.worktree = ""
         task.save()
+        watcher.stop(task.index)  # nothing left to watch until it starts again
     if task.active and project.active_task_id() == task.id:
         project.set_active_task(None)
     return Closed(task, True, recorded)
