@@ -17,10 +17,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from bar.errors import UsageError
+from bar.errors import Locked, UsageError
 from bar.project.project import Project
 from bar.step import orders
 from bar.task import registry
+from bar.task.state import is_running, summarize
 from bar.task.tasks import Task, list_tasks, resolve_task
 
 OPS = ("create", "list", "claim", "start", "worktrees", "keep", "remove", "events")
@@ -32,8 +33,6 @@ def perform(
     project: Project, op: str, args: Mapping[str, object], *, caller: Task | None = None
 ) -> dict[str, Any]:
     """Do board operation ``op``; ``caller``: the task whose running step asked."""
-    from bar.task.state import summarize
-
     active = project.active_task_id()
     if op == "create":
         from bar.task.new import create_task
@@ -73,6 +72,13 @@ def perform(
     if op not in OPS:
         raise UsageError(f"{op!r} is not a board operation", hint="known: " + ", ".join(OPS))
     task = resolve_task(project, _text(args, "task"))
+    if caller is not None and task.id != caller.id and is_running(task):
+        # never wait from inside a step on another task's step (its lock is held for
+        # as long as that step runs)
+        raise Locked(
+            f"task {task.name} ({task.id}) is running a step",
+            hint="try again when its step has ended",
+        )
     if op == "claim":
         from bar.task.claim import claim
 
