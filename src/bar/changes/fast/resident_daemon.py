@@ -331,6 +331,16 @@ class Resident:
                 continue
             except OSError:
                 return
+            if os.getppid() != self.pid:
+                # its resident died (killed): an orphan serves no one, and takes the dead
+                # resident's socket with it, so that this caller starts a new resident
+                if file_id(self.socket_file) == self.socket_id:
+                    with contextlib.suppress(OSError):
+                        os.unlink(self.socket_file)
+                with conn, contextlib.suppress(OSError):
+                    conn.settimeout(0.5)
+                    _say(conn, b"no resident")
+                return
             if not peers.confined_caller(conn):
                 break
             # a process of a confined step is never served, and never holds a spare
