@@ -162,4 +162,8 @@ def test_inside_a_step_the_board_tools_are_orders_to_its_bar_run(
     listed = {r["name"]: r for r in bar(capfd, "task", "list", "--json").json()}
     assert listed["sub-job"]["board"]["status"] == "pending"
     assert listed["lead"]["board"]["status"] == "in_progress"
+    lines = (project_dir() / "events.jsonl").read_text().splitlines()
+    created = [json.loads(x) for x in lines if '"task.created"' in x][-1]
+    assert created["task"]["name"] == "sub-job"
+    assert created["by"] == {"task": lead["id"], "step": "0001"}
     assert Path(lead["worktree"]).is_dir()

@@ -128,4 +128,10 @@ def board_order(ctx: orders.Context, args: Mapping[str, object]) -> dict[str, ob
     op = args.get("op")
     if not isinstance(op, str):
         raise UsageError("the board order needs 'op'")
-    return perform(ctx.task.project, op, args, caller=ctx.task if ctx.running else None)
+    from bar.task import events
+
+    events.origin = {"task": ctx.task.id, "step": ctx.step_id} if ctx.running else None
+    try:
+        return perform(ctx.task.project, op, args, caller=ctx.task if ctx.running else None)
+    finally:
+        events.origin = None

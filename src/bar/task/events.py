@@ -10,7 +10,8 @@ what happened inside a task. Each line is one event::
 
 ``ts`` is seconds since the epoch; ``task`` and ``worktree`` are ``{}`` when the event
 has none; ``error`` is there only on a ``.failed`` event, ``project`` ({"root", …})
-only on an event of the project itself. An operation that can fail
+only on an event of the project itself, ``by`` ({"task", "step"}) on one a running
+step's agent asked for (through ``bar mcp``'s board tools). An operation that can fail
 writes ``<op>.before``, then ``<op>.after`` or ``<op>.failed``
 (``worktree.create``, ``worktree.remove``); the rest are single events (``task.created``,
 ``task.started``, ``task.claimed``, ``task.completed``, ``task.reopened``,
@@ -37,6 +38,9 @@ from bar.ledger.migrate import upgrade
 from bar.store.files import append_line
 
 VERSION = 2
+# who an event is done for when it is not the person at the terminal: set while a running
+# step's order is carried out (``bar.task.board_orders``), written as ``"by"``
+origin: dict[str, Any] | None = None
 PARSE_ERROR = "parse_error"
 _TAIL_CHUNK = 64 * 1024
 
@@ -62,6 +66,8 @@ def line_of(
         rec["error"] = error
     if project:
         rec["project"] = dict(project)
+    if origin:
+        rec["by"] = dict(origin)
     return rec
 
 

@@ -9,6 +9,7 @@ from typing import Any
 from bar import api
 from bar.cli.commands.task import ref
 from bar.cli.render import Painter, print_json, short
+from bar.errors import UsageError
 
 
 def start(*, task_ref: str | None, task: str | None, switch: bool, as_json: bool) -> int:
@@ -106,8 +107,10 @@ def _entry(loc: api.Location, task_id: str) -> dict[str, Any] | None:
 
 
 def events(*, n: int, all: bool, follow: bool, as_json: bool) -> int:
+    if n < 0:
+        raise UsageError(f"-n takes a number of events, 0 or more, not {n}")
     loc = api.open_project()
-    shown = api.events(loc.project, None if all else max(n, 0))
+    shown = api.events(loc.project, None if all else n)
     if as_json and not follow:
         print_json(shown)
         return 0
@@ -152,9 +155,12 @@ def event_line(rec: dict[str, Any]) -> str:
         status = f" {task['status']}" if task.get("status") else ""
         owner = f" @{task['owner']}" if task.get("owner") else ""
         parts.append(f"task {label}{status}{owner}")
+    about = rec.get("project") or {}
+    if isinstance(about, dict) and about.get("root"):
+        parts.append(f"project {about['root']}")
     wt = rec.get("worktree") or {}
     if isinstance(wt, dict) and wt.get("status"):
         parts.append(f"worktree {wt['status']}")
     if rec.get("error"):
         parts.append(f"error: {rec['error']}")
-    return "  ".join(parts)
+    return "  ".join(parts).rstrip()
