@@ -76,13 +76,21 @@ class MockModel:
     script: Sequence[Turn]
     max_requests: int = 60
     stall: bool = False
+    # tokens each answer reports: (input not from a cache, output, input read from a
+    # cache), in each dialect's own way of counting them
+    usage: tuple[int, int, int] = (10, 5, 0)
+    # a conversation whose first prompt holds a key plays its script instead (a subagent's)
+    subscripts: dict[str, Sequence[Turn]] = field(default_factory=dict)
     requests: list[Request] = field(default_factory=list)
     closing: threading.Event = field(default_factory=threading.Event)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def turn(self, done: int) -> Turn:
-        if done < len(self.script):
-            return self.script[done]
+    def turn(self, done: int, first_prompt: str = "") -> Turn:
+        script = next(
+            (sub for key, sub in self.subscripts.items() if key in first_prompt), self.script
+        )
+        if done < len(script):
+            return script[done]
         return Answer("Done.")
 
     def tool_results(self, dialect: str) -> list[str]:
@@ -138,7 +146,8 @@ def _anthropic(model: MockModel, body: dict[str, Any]) -> tuple[bool, list[bytes
     tools = {t.get("name") for t in body.get("tools", []) if isinstance(t, dict)}
     main = "Bash" in tools
     done = len(list(_results("anthropic", body)))
-    turn = model.turn(done) if main else Answer("ok")
+    messages = body.get("messages") or [{}]
+    turn = model.turn(done, _text_of(messages[0].get("content"))) if main else Answer("ok")
     msg_id = f"msg_{len(model.requests)}"
     if isinstance(turn, Answer):
         block: dict[str, Any] = {"type": "text", "text": ""}
@@ -154,7 +163,8 @@ def _anthropic(model: MockModel, body: dict[str, Any]) -> tuple[bool, list[bytes
         block = {"type": "tool_use", "id": f"toolu_{done:02d}", "name": name, "input": {}}
         delta = {"type": "input_json_delta", "partial_json": json.dumps(args)}
         stop = "tool_use"
-    usage = {"input_tokens": 10, "output_tokens": 5}
+    fresh, out, cached = model.usage
+    usage = {"input_tokens": fresh, "output_tokens": out, "cache_read_input_tokens": cached}
     events = [
         _sse(
             "message_start",
@@ -183,7 +193,7 @@ def _anthropic(model: MockModel, body: dict[str, Any]) -> tuple[bool, list[bytes
             {
                 "type": "message_delta",
                 "delta": {"stop_reason": stop, "stop_sequence": None},
-                "usage": {"output_tokens": 5},
+                "usage": {"output_tokens": out},
             },
         ),
         _sse("message_stop", {"type": "message_stop"}),
@@ -236,12 +246,13 @@ def _openai(model: MockModel, body: dict[str, Any]) -> tuple[bool, list[bytes]]:
             "name": "exec_command",
             "arguments": json.dumps({"cmd": f"apply_patch <<'PATCH'\n{patch}\nPATCH\n"}),
         }
+    fresh, out, cached = model.usage
     usage = {
-        "input_tokens": 10,
-        "input_tokens_details": {"cached_tokens": 0},
-        "output_tokens": 5,
+        "input_tokens": fresh + cached,
+        "input_tokens_details": {"cached_tokens": cached},
+        "output_tokens": out,
         "output_tokens_details": {"reasoning_tokens": 0},
-        "total_tokens": 15,
+        "total_tokens": fresh + cached + out,
     }
     events = [
         _sse(
@@ -310,11 +321,17 @@ def _gemini(model: MockModel, body: dict[str, Any]) -> tuple[bool, list[bytes]]:
                 "args": {"file_path": turn.path, "content": turn.content},
             }
         }
+    fresh, out, cached = model.usage
     chunk = {
         "candidates": [
             {"content": {"role": "model", "parts": [part]}, "finishReason": "STOP", "index": 0}
         ],
-        "usageMetadata": {"promptTokenCount": 10, "candidatesTokenCount": 5, "totalTokenCount": 15},
+        "usageMetadata": {
+            "promptTokenCount": fresh + cached,
+            "candidatesTokenCount": out,
+            "cachedContentTokenCount": cached,
+            "totalTokenCount": fresh + cached + out,
+        },
         "modelVersion": "gemini-mock",
     }
     return main, [f"data: {json.dumps(chunk)}\r\n\r\n".encode()]
@@ -427,8 +444,15 @@ class _Server(ThreadingHTTPServer):
 class MockServer:
     """``with MockServer(script) as server:`` serves on ``server.url`` until the block ends."""
 
-    def __init__(self, script: Sequence[Turn], max_requests: int = 60, stall: bool = False) -> None:
-        self.model = MockModel(list(script), max_requests, stall)
+    def __init__(
+        self,
+        script: Sequence[Turn],
+        max_requests: int = 60,
+        stall: bool = False,
+        usage: tuple[int, int, int] = (10, 5, 0),
+        subscripts: dict[str, Sequence[Turn]] | None = None,
+    ) -> None:
+        self.model = MockModel(list(script), max_requests, stall, usage, dict(subscripts or {}))
         self._server = _Server(("127.0.0.1", 0), _Handler)
         self._server.model = self.model
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)

@@ -192,6 +192,8 @@ def read(task: Task, step_id: str) -> list[Checkpoint]:
         if isinstance(amends, int) and 0 < amends <= len(found):  # (what was learnt later)
             if isinstance(rec.get("verified"), bool):
                 found[amends - 1] = replace(found[amends - 1], verified=rec["verified"])
+            if isinstance(rec.get("call_id"), str) and found[amends - 1].call_id is None:
+                found[amends - 1] = replace(found[amends - 1], call_id=rec["call_id"])
             continue
         checkpoint = Checkpoint.from_record(step_id, rec)
         if checkpoint is not None and checkpoint.n == len(found) + 1:
@@ -282,10 +284,14 @@ class Recorder:
         self._last_tree = snap.tree
         return checkpoint
 
-    def amend(self, n: int, *, verified: bool) -> None:
+    def amend(self, n: int, *, verified: bool, call_id: str | None = None) -> None:
         """What was learnt of checkpoint ``n`` after it was recorded, as one more line
-        (the file stays append-only): whether its call is in the agent's transcript."""
-        _append(path(self.task, self.step_id), {"amends": n, "verified": verified})
+        (the file stays append-only): whether its call is in the agent's transcript, and
+        the call's id there (for an agent whose events name none)."""
+        rec: dict[str, Any] = {"amends": n, "verified": verified}
+        if call_id is not None:
+            rec["call_id"] = call_id
+        _append(path(self.task, self.step_id), rec)
 
     def catch_up(self) -> Checkpoint | None:
         """What changed since the last checkpoint, as a residual one, before the agent's

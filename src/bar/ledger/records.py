@@ -48,6 +48,7 @@ class Artifacts:
     output: str | None = None
     cast: str | None = None
     checkpoints: str | None = None  # ext: the step's checkpoints (``bar.history.checkpoints``)
+    session: str | None = None  # ext: the agent's conversation (``bar.session``)
 
     def to_record(self) -> dict[str, str]:
         pairs = (
@@ -55,6 +56,7 @@ class Artifacts:
             ("output", self.output),
             ("cast", self.cast),
             ("checkpoints", self.checkpoints),
+            ("session", self.session),
         )
         return {key: value for key, value in pairs if value}
 
@@ -69,6 +71,7 @@ class Artifacts:
             _str(arts.get("output")),
             _str(arts.get("cast")),
             _str(arts.get("checkpoints")),
+            _str(arts.get("session")),
         )
 
 

@@ -82,6 +82,26 @@ class SpeedConfig:
 
 
 @record(frozen=True)
+class Price:
+    """US dollars per million tokens of one model (``agents.prices``)."""
+
+    input: float
+    output: float
+    cache_read: float | None = None  # (absent: as input)
+    cache_write: float | None = None
+
+
+@record(frozen=True)
+class AgentsConfig:
+    """SPEC §13: a budget for every agent step, and the prices its cost is computed from
+    (model name, or a pattern with ``*``, to its price; never guessed)."""
+
+    max_tokens: int | None = None
+    max_cost_usd: float | None = None
+    prices: tuple[tuple[str, Price], ...] = ()
+
+
+@record(frozen=True)
 class Config:
     version: int = 1
     git: GitConfig = field(default_factory=GitConfig)
@@ -92,6 +112,7 @@ class Config:
     sandbox: SandboxConfig = field(default_factory=SandboxConfig)
     flow: FlowConfig = field(default_factory=FlowConfig)
     speed: SpeedConfig = field(default_factory=SpeedConfig)
+    agents: AgentsConfig = field(default_factory=AgentsConfig)
 
 
 # section -> key -> expected type ("str", "ref", "bool", "strlist", "pathlist", "number")
@@ -110,6 +131,7 @@ _SCHEMA: dict[str, dict[str, str]] = {
     },
     "flow": {"phases": "phases"},
     "speed": {"fast": "bool"},
+    "agents": {"budget": "budget", "prices": "prices"},
 }
 
 
@@ -136,6 +158,10 @@ def _check(value: Any, kind: str, key: str, path: Path) -> Any:
         ):
             raise ConfigError(f"{key} in {path} must be a positive number of seconds")
         return float(value)
+    if kind == "budget":
+        return _budget(value, key, path)
+    if kind == "prices":
+        return _prices(value, key, path)
     if value is None:
         return ()
     if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
@@ -156,6 +182,54 @@ def _check(value: Any, kind: str, key: str, path: Path) -> Any:
                     hint="give paths like /var/cache/pip or ~/.npm",
                 )
     return tuple(value)
+
+
+def _amount(value: Any, key: str, path: Path, *, whole: bool = False) -> Any:
+    ok = isinstance(value, int if whole else int | float) and not isinstance(value, bool)
+    if not ok or not math.isfinite(value) or value < 0 or (whole and value == 0):
+        what = "a positive whole number" if whole else "a number, 0 or more"
+        raise ConfigError(f"{key} in {path} must be {what}, not {value!r}")
+    return value if whole else float(value)
+
+
+def _budget(value: Any, key: str, path: Path) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict) or set(value) - {"max_tokens", "max_cost_usd"}:
+        raise ConfigError(
+            f"{key} in {path} must be a mapping of max_tokens and/or max_cost_usd",
+            hint="like {max_tokens: 2000000, max_cost_usd: 5}",
+        )
+    out: dict[str, Any] = {}
+    if value.get("max_tokens") is not None:
+        out["max_tokens"] = _amount(value["max_tokens"], f"{key}.max_tokens", path, whole=True)
+    if value.get("max_cost_usd") is not None:
+        out["max_cost_usd"] = _amount(value["max_cost_usd"], f"{key}.max_cost_usd", path)
+    return out
+
+
+def _prices(value: Any, key: str, path: Path) -> tuple[tuple[str, Price], ...]:
+    if value is None:
+        return ()
+    example = "like {claude-sonnet-4-5: {input: 3, output: 15, cache_read: 0.3}}"
+    if not isinstance(value, dict):
+        raise ConfigError(f"{key} in {path} must map model names to prices", hint=example)
+    out = []
+    for model, price in value.items():
+        where = f"{key}.{model}"
+        if not isinstance(model, str) or not model:
+            raise ConfigError(f"{key} in {path} has a model name that is not a string")
+        if not isinstance(price, dict) or not {"input", "output"} <= set(price) or set(
+            price
+        ) - {"input", "output", "cache_read", "cache_write"}:
+            raise ConfigError(
+                f"{where} in {path} must give input and output (and may give cache_read, "
+                "cache_write), in US dollars per million tokens",
+                hint=example,
+            )
+        amounts = {k: _amount(v, f"{where}.{k}", path) for k, v in price.items()}
+        out.append((model, Price(**amounts)))
+    return tuple(out)
 
 
 def _sections(
@@ -214,6 +288,10 @@ def parse_config(data: Any, path: Path) -> Config:
         sandbox=SandboxConfig(**sections.get("sandbox", {})),
         flow=FlowConfig(**sections.get("flow", {})),
         speed=SpeedConfig(**sections.get("speed", {})),
+        agents=AgentsConfig(
+            **sections.get("agents", {}).get("budget", {}),
+            prices=sections.get("agents", {}).get("prices", ()),
+        ),
     )
 
 
@@ -383,4 +461,8 @@ sandbox:                     # what a step's command may touch (docs/sandbox.md)
   deny_read: [~/.ssh, ~/.aws, ~/.gnupg]   # hidden from the command
 speed:
   fast: true                 # false: every shortcut off (watches, stamps, resident): slower
+agents:                      # agent sessions (docs/sessions.md)
+  budget: {{}}                 # e.g. {{max_tokens: 2000000, max_cost_usd: 5}}: stop an agent past it
+  prices: {{}}                 # model -> USD per million tokens, e.g.
+                             # {{claude-sonnet-4-5: {{input: 3, output: 15, cache_read: 0.3}}}}
 """

@@ -47,11 +47,13 @@ def complete(
     hooks: Sequence[HookRecord] = (),
     scrubber: Scrubber | None = None,
     changed: set[str] | None = None,
+    stopped: str | None = None,
 ) -> RunStep:
     """Record the step ``intent`` announced: its snapshot, patch and ledger line, then
     remove the intent. ``executed`` None: bar died while the command ran (the step is
     recorded as interrupted, with the output captured up to then). ``changed``: the
-    paths changed since the step's last snapshot, as its watch saw them."""
+    paths changed since the step's last snapshot, as its watch saw them. ``stopped``: why
+    bar stopped the command itself (``budget``)."""
     # Recovery passes no scrubber: the intent's cmd was scrubbed when it was written, by
     # the process that knew the run's pairs and environment.
     scrub = scrubber or known_secrets.scrubber()
@@ -100,6 +102,9 @@ def complete(
     artifacts.patch = patch
     if taken.count:
         artifacts.checkpoints = checkpoints.artifact_name(step_id)
+    session = _session(task, intent, taken, scrub) if intent.agent is not None else None
+    if session is not None:
+        artifacts.session = session_artifact(step_id)
     finished = executed is not None and executed.signal is None
     recorded = read_recorded(task, step_id, finished=finished)
     step = RunStep(
@@ -128,11 +133,55 @@ def complete(
     if intent.agent is not None:
         step.extra["agent"] = {**intent.agent, "sessions": len(recorded.sessions)}
         _say_unhooked(intent.agent, recorded, executed)
+    if session is not None:
+        step.extra["session"] = session
+    if stopped is not None:
+        step.extra["stopped"] = stopped
     _say_nested(task, step)
     written = steps.append(task, step, scrub)
     task.paths.policy_events(step_id).unlink(missing_ok=True)
     journals.clear_run(task.paths)
     return written
+
+
+def session_artifact(step_id: str) -> str:
+    return f"artifacts/{step_id}.session.jsonl"
+
+
+def _session(
+    task: Task, intent: RunIntent, taken: checkpoints.Recorder, scrub: Scrubber
+) -> dict[str, object] | None:
+    """The agent's conversation in the step, kept beside it (``bar.session``): the ledger
+    line's ``session``; None when the agent wrote no transcript bar knows."""
+    from bar.session.capture import READERS, Capture
+
+    name = str((intent.agent or {}).get("name") or "")
+    if name not in READERS:
+        return None
+    capture = Capture(task, name, intent.started_at, task.project.config.agents.prices)
+    try:
+        found = capture.finish(
+            scrub,
+            task.dir / session_artifact(intent.step_id),
+            checkpoints.read(task, intent.step_id),
+            list(intent.cmd),
+        )
+    except OSError as exc:
+        warn(f"the agent's conversation was not kept: {exc}")
+        return None
+    if found is None:
+        return None
+    summary, learnt = found
+    for n, call in learnt:  # (a call the agent's events did not name: found in its transcript)
+        taken.amend(n, verified=True, call_id=call)
+    sid = summary.get("session_id")
+    if sid:
+        for earlier in task.ledger.iter_reverse(warn=False):
+            before = getattr(earlier, "extra", {}).get("session")
+            if isinstance(before, dict) and before.get("session_id") == sid:
+                summary["resumed_from"] = earlier.step_id
+                break
+    return summary
 
 
 def _say_unhooked(agent: dict[str, object], recorded: Recorded, executed: Executed | None) -> None:

@@ -23,15 +23,16 @@ step is recorded as interrupted, with every change made up to then.
 from __future__ import annotations
 
 import os
+import subprocess
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from bar import git
 from bar.base.clock import ms_since, now_iso
 from bar.base.inotify import TreeWatch
 from bar.base.notices import note, warn
-from bar.base.proc import clean_env
+from bar.base.proc import Launch, clean_env
 from bar.base.record import field, record, replace
 from bar.changes import journals
 from bar.changes.fast import prescan, speed, stamps
@@ -46,6 +47,7 @@ from bar.redact import known as known_secrets
 from bar.redact.stream import StreamScrubber
 from bar.sandbox import Confinement, leftovers
 from bar.sandbox import plan as sandbox_plan
+from bar.session.prices import Budget
 from bar.step import outcome, step_hooks
 from bar.step.complete import Executed, complete
 from bar.step.hints import not_executable, refused_access
@@ -65,6 +67,8 @@ class RunRequest:
     live: bool = True  # show the command's output as it runs
     agent: str | None = None  # install this agent's hook for the run
     sandbox: bool = True  # False: --no-sandbox (this run only)
+    max_tokens: int | None = None  # an agent's budget (else config agents.budget)
+    max_cost_usd: float | None = None
 
     def __post_init__(self) -> None:
         # The task lock names the command before the step's scrubber exists: from now on
@@ -219,6 +223,8 @@ def run_step(task: Task, req: RunRequest, watch: TreeWatch | None = None) -> Run
         terminal=req.pty and os.isatty(0),
         snapshot_before=before,
         watch=watch,
+        budget=_budget(task, req),
+        started_at=started,
     )
     intent = RunIntent(
         pid=os.getpid(),
@@ -241,7 +247,9 @@ def run_step(task: Task, req: RunRequest, watch: TreeWatch | None = None) -> Run
         raise
     try:
         env.update(supervisor.env)
-        executed = _execute(task, step_id, supervisor.argv, req, env, scrubber, confinement)
+        executed = _execute(
+            task, step_id, supervisor.argv, req, env, scrubber, confinement, supervisor.child_started
+        )
         ended_tick = journals.clock_tick()  # (everything the command wrote is the step's)
         if confinement.enabled:
             _stop_leftovers(confinement, adopted_since)
@@ -310,6 +318,7 @@ def run_step(task: Task, req: RunRequest, watch: TreeWatch | None = None) -> Run
             hooks=hook_records,
             scrubber=scrubber,
             changed=changed,
+            stopped=supervisor.stopped,
         )
     except BarError:
         raise  # (the intent knows how the command ended: the next command records it)
@@ -326,8 +335,17 @@ def _execute(
     env: dict[str, str],
     scrubber: Scrubber,
     confinement: Confinement,
+    started: Callable[[subprocess.Popen[bytes]], None] | None = None,
 ) -> Executed:
-    """Run the command (pipes or pty) with its output scrubbed into the artifacts."""
+    """Run the command (pipes or pty) with its output scrubbed into the artifacts;
+    ``started`` is told the process once it runs."""
+
+    def start(launch: Launch) -> subprocess.Popen[bytes]:
+        proc = confinement.start(launch)
+        if started is not None:
+            started(proc)
+        return proc
+
     out_path, out_rel = steps.artifact(task, step_id, "output")
     cwd = task.worktree / req.cwd
     artifacts = Artifacts()
@@ -342,7 +360,7 @@ def _execute(
             cast_path=cast_path,
             output_path=out_path,
             scrub=lambda: StreamScrubber(scrubber),
-            start=confinement.start,
+            start=start,
         )
         code, sig, printed = res.exit_code, res.signal, res.printed
         artifacts.cast = cast_rel if cast_path.exists() else None
@@ -356,7 +374,7 @@ def _execute(
             output_path=out_path,
             make_filter=lambda: StreamScrubber(scrubber),
             live=req.live,
-            start=confinement.start,
+            start=start,
             detach=confinement.enabled,
         )
         code, sig, printed = piped.exit_code, piped.signal, piped.printed
@@ -393,6 +411,18 @@ def _stop_leftovers(confinement: Confinement, since: float, what: str = "the com
             f"(pid {', '.join(map(str, stopped[:10]))}): nothing a confined step starts "
             "outlives it"
         )
+
+
+def _budget(task: Task, req: RunRequest) -> Budget | None:
+    """Where the agent is stopped: the run's own limits, else the project's."""
+    if req.agent is None:
+        return None
+    own = task.project.config.agents
+    budget = Budget(
+        req.max_tokens if req.max_tokens is not None else own.max_tokens,
+        req.max_cost_usd if req.max_cost_usd is not None else own.max_cost_usd,
+    )
+    return budget if budget.set else None
 
 
 def _step_env(task: Task, step_id: str) -> dict[str, str]:

@@ -27,7 +27,9 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import signal
 import socket
+import subprocess
 import threading
 import time
 from types import TracebackType
@@ -52,6 +54,8 @@ if TYPE_CHECKING:  # the agents' code loads for a step with an agent or a hook e
     from bar.agents import launch as agent_launch
     from bar.agents.protocol import HookEvent, HookReply
     from bar.agents.transcripts import Verifier
+    from bar.session.capture import Capture, Totals
+    from bar.session.prices import Budget
     from bar.step.gate import Judgement
 
 _ACCEPT_POLL = 0.01  # seconds between checks for the end of the step
@@ -59,6 +63,18 @@ _ACCEPT_POLL = 0.01  # seconds between checks for the end of the step
 # than the last one is not credited to it if bar is killed (``bar.step.interrupted``)
 _HEARTBEAT = 0.01
 _CLIENT_TIMEOUT = 10.0  # a hook that connects and then says nothing is dropped
+_BUDGET_POLL = 0.5  # seconds between looks at the agent's transcript, with a budget
+# how an agent past its budget is stopped: each signal, then seconds to wait for its end
+_BUDGET_SIGNALS = ((signal.SIGINT, 5.0), (signal.SIGTERM, 5.0), (signal.SIGKILL, 0.0))
+
+
+def _over(budget: Budget, totals: Totals) -> str | None:
+    """What the session passed, if it passed its budget."""
+    if budget.max_tokens is not None and totals.tokens > budget.max_tokens:
+        return f"its session used {totals.tokens} tokens, over --max-tokens {budget.max_tokens}"
+    if budget.max_cost_usd is not None and not totals.unpriced and totals.cost_usd > budget.max_cost_usd:
+        return f"its session cost ${totals.cost_usd:.4f}, over --max-cost {budget.max_cost_usd:g}"
+    return None
 
 
 class Supervisor:
@@ -77,6 +93,8 @@ class Supervisor:
         terminal: bool = False,
         snapshot_before: str | None = None,
         watch: TreeWatch | None = None,
+        budget: Budget | None = None,
+        started_at: str | None = None,
     ) -> None:
         self.task = task
         self.step_id = step_id
@@ -108,6 +126,23 @@ class Supervisor:
         self._watch = watch  # the step's, started and closed by its owner (bar.step.run)
         self._unreported: list[HookEvent] = []  # edits the agent never reports the end of
         self._in_flight: set[int] = set()  # shell commands running now (answered, not reported)
+        self.budget = budget
+        self.stopped: str | None = None  # why bar stopped the agent itself (``budget``)
+        self._capture: Capture | None = None  # its transcripts, followed for the budget
+        self._child: subprocess.Popen[bytes] | None = None
+        self._budget_look = 0.0
+        self._said_unpriced = False
+        if agent is not None and budget is not None and started_at is not None:
+            from bar.session.capture import READERS, Capture
+
+            if agent in READERS:
+                prices = task.project.config.agents.prices
+                self._capture = Capture(task, agent, started_at, prices)
+                if budget.max_cost_usd is not None and not prices:
+                    notices.warn(
+                        "no prices in agents.prices of config.yaml: the cost of the session "
+                        "cannot be known, so --max-cost cannot stop it (docs/sessions.md)"
+                    )
 
     # --- set up and tear down ----------------------------------------------------------
 
@@ -208,6 +243,8 @@ class Supervisor:
             if time.monotonic() - beat >= _HEARTBEAT:
                 beat = time.monotonic()
                 self._heartbeat()
+            if self._capture is not None and beat - self._budget_look >= _BUDGET_POLL:
+                self._check_budget()
             try:
                 conn, _ = self._listener.accept()
             except TimeoutError:
@@ -276,6 +313,10 @@ class Supervisor:
             return  # no answer, as to anything that is not a request
         ask = self.launch.interactive if self.launch is not None else False
         judgement = judge(agent, payload, self.policy, ask=ask)
+        if self._capture is not None and judgement.event is not None:
+            self._check_budget()
+            if self.stopped and judgement.event.kind == "pre":
+                judgement = self._over_budget(agent, judgement)
         if self.agent is None:  # no agent runs here: a made-up event, answered, not recorded
             self._reply(conn, judgement.reply)
             return
@@ -315,6 +356,73 @@ class Supervisor:
                 )
             )
         )
+
+    # --- the budget --------------------------------------------------------------------
+
+    def child_started(self, proc: subprocess.Popen[bytes]) -> None:
+        """The step's command runs as ``proc`` (what a budget stops)."""
+        self._child = proc
+
+    def _check_budget(self) -> None:
+        """Whether the session has passed its budget: if so, say so once and stop the
+        agent (``_stop_agent``); every tool call it asks for from then on is refused."""
+        assert self._capture is not None and self.budget is not None
+        self._budget_look = time.monotonic()
+        if self.stopped is not None:
+            return
+        try:
+            totals = self._capture.poll()
+        except OSError:
+            return
+        if totals.unpriced and self.budget.max_cost_usd is not None and not self._said_unpriced:
+            self._said_unpriced = True
+            notices.warn(
+                f"no price in agents.prices for {', '.join(totals.unpriced)}: the session's "
+                "cost is unknown and --max-cost cannot stop it (docs/sessions.md)"
+            )
+        over = _over(self.budget, totals)
+        if over is None:
+            return
+        self.stopped = "budget"
+        notices.warn(f"stopping {self.agent}: {over} (the step is recorded as stopped: budget)")
+        threading.Thread(target=self._stop_agent, name="bar-budget", daemon=True).start()
+
+    def _over_budget(self, agent: str, judgement: Judgement) -> Judgement:
+        from bar.agents.protocol import render_reply
+        from bar.policy import PolicyEvent
+        from bar.step.gate import Judgement as Judged
+
+        reason = "bar: this session has used up its budget; stop now"
+        assert judgement.event is not None
+        matched = judgement.event.command or judgement.event.tool_name or ""
+        return Judged(
+            render_reply(agent, "block", reason),
+            judgement.event,
+            "block",
+            (PolicyEvent("bar:budget", "block", matched, reason),),
+            "deny",
+        )
+
+    def _stop_agent(self) -> None:
+        """The agent's own interrupt first (SIGINT: Ctrl-C, which ends its turn and
+        saves its session), then SIGTERM, then SIGKILL, each after a grace period."""
+        proc = self._child
+        if proc is None:
+            return
+        for sig, grace in _BUDGET_SIGNALS:
+            if proc.returncode is not None or self._stop.is_set():
+                return
+            try:
+                if os.getpgid(proc.pid) == proc.pid:  # a session of its own: all of it
+                    os.killpg(proc.pid, sig)
+                else:
+                    os.kill(proc.pid, sig)
+            except OSError:
+                return
+            deadline = time.monotonic() + grace
+            while time.monotonic() < deadline and proc.returncode is None:
+                if self._stop.wait(0.05):
+                    return
 
     def _record(self, agent: str, judgement: Judgement) -> None:
         event = judgement.event

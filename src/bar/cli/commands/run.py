@@ -42,6 +42,8 @@ def run(
     as_json: bool,
     argv: list[str],
     no_agent: bool = False,
+    max_tokens: int | None = None,
+    max_cost: float | None = None,
 ) -> int:
     if argv[:1] == ["--"]:
         argv = argv[1:]
@@ -60,6 +62,12 @@ def run(
                 "(--no-agent: run it as a plain command)",
                 file=sys.stderr,
             )
+    if agent is None and (max_tokens is not None or max_cost is not None):
+        raise UsageError(
+            "--max-tokens and --max-cost limit an agent's session, and this command is not "
+            "one bar supervises as an agent",
+            hint="add --agent claude|codex|gemini if it runs one",
+        )
     request = RunRequest(
         argv=argv,
         cwd=api.resolve_cwd(the_task, cwd),
@@ -68,6 +76,8 @@ def run(
         live=True,
         agent=agent,
         sandbox=sandbox,
+        max_tokens=max_tokens,
+        max_cost_usd=max_cost,
     )
     try:
         with _stdout_on_stderr(as_json):

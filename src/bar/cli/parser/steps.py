@@ -39,6 +39,7 @@ def commands(sub: Any) -> None:
         "  bar run --agent codex -- ./my-codex-wrapper.sh   # an agent bar cannot see\n"
         "  bar run --no-agent -- claude --version           # a plain command\n"
         "  bar run --no-sandbox -- ./deploy.sh  # with your full rights, this once\n"
+        "  bar run --max-cost 2 -- claude       # stopped (and recorded so) past $2\n"
         "  bar run --json -- make test > step.json   # make's output still shows",
     )
     _task_opt(p)
@@ -83,6 +84,20 @@ def commands(sub: Any) -> None:
         dest="sandbox",
         action="store_false",
         help="do not confine this run (it can write anything you can; recorded in the step)",
+    )
+    p.add_argument(
+        "--max-tokens",
+        type=_positive_int,
+        metavar="N",
+        help="stop the agent once its session in this step has used N tokens (input, "
+        "output and cache, as its transcript counts them); default: agents.budget",
+    )
+    p.add_argument(
+        "--max-cost",
+        type=_positive_float,
+        metavar="USD",
+        help="stop the agent once its session in this step has cost USD dollars, priced "
+        "from agents.prices in config.yaml; default: agents.budget",
     )
     p.add_argument("--no-wait", action="store_true", help="fail at once if the task is busy")
     p.add_argument(
@@ -317,3 +332,23 @@ def commands(sub: Any) -> None:
     p.add_argument("--no-wait", action="store_true", help="fail at once if the task is busy")
     _json_opt(p)
     _cmd(p, "apply:apply")
+
+
+def _positive_int(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number of tokens, not {value!r}") from None
+    if number <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number, not {value}")
+    return number
+
+
+def _positive_float(value: str) -> float:
+    try:
+        number = float(value.lstrip("$"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an amount in US dollars, not {value!r}") from None
+    if not number > 0 or number == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a positive amount, not {value}")
+    return number

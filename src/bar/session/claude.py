@@ -1,0 +1,189 @@
+"""Claude Code's transcripts, read into session events.
+
+Claude Code appends one JSON object per line to ``projects/<project key>/<session>.jsonl``
+in its config directory (the task's home, ``CLAUDE_CONFIG_DIR``). A ``user`` line holds a
+prompt or the results of tool calls, an ``assistant`` line one block of the model's answer
+(text, thinking or a ``tool_use``); the blocks of one answer share ``message.id`` and its
+``usage``, which is counted once. A subagent (the Agent/Task tool) writes its own file,
+``<session>/subagents/agent-<id>.jsonl``, beside ``agent-<id>.meta.json`` (its
+``agentType``); the parent's tool result names it (``toolUseResult.agentId``). Lines of
+metadata (titles, snapshots, queue operations, compaction markers) tell nothing of the
+conversation and are passed over; a ``type`` not known here is counted as unknown.
+Observed with Claude Code 2.1 (the version pinned in the Makefile).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from bar.session import events as ev
+from bar.session.events import Event, Usage
+from bar.store.files import read_regular
+
+NAME = "claude"
+
+# what Claude Code writes when the person stops it mid-turn (Esc, Ctrl-C)
+_INTERRUPTED = ("[Request interrupted by user]", "[Request interrupted by user for tool use]")
+
+_METADATA = frozenset(
+    {
+        "system",
+        "attachment",
+        "summary",
+        "custom-title",
+        "ai-title",
+        "tag",
+        "mode",
+        "permission-mode",
+        "worktree-state",
+        "pr-link",
+        "agent-setting",
+        "agent-name",
+        "agent-color",
+        "file-history-snapshot",
+        "attribution-snapshot",
+        "content-replacement",
+        "marble-origami-commit",
+        "marble-origami-snapshot",
+        "queue-operation",
+        "task-summary",
+        "speculation-accept",
+        "last-prompt",
+        "progress",
+    }
+)
+
+
+def transcripts(home: Path) -> list[Path]:
+    """Every transcript in the home: sessions and their subagents."""
+    found: list[Path] = []
+    for top, dirs, files in os.walk(home / "projects"):
+        depth = len(Path(top).relative_to(home / "projects").parts)
+        if depth > 4:
+            dirs[:] = []
+        found += [Path(top, f) for f in files if f.endswith(".jsonl")]
+    return found
+
+
+class Reader:
+    """One transcript file, fed line by line."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.records: list[dict[str, Any]] = []
+        self.usages: dict[str, tuple[Usage, str | None]] = {}  # by message id
+        self.session_id: str | None = None
+        self.model: str | None = None
+        self.version: str | None = None
+        self.agent_calls: dict[str, str] = {}  # subagent id -> the call that started it
+        name = path.name
+        self.agent_id = name[6:-6] if name.startswith("agent-") and name.endswith(".jsonl") else None
+
+    def feed(self, rec: dict[str, Any]) -> None:
+        self.records.append(rec)
+        self.session_id = self.session_id or ev.string(rec.get("sessionId"))
+        self.version = ev.string(rec.get("version")) or self.version
+        message = rec.get("message")
+        if rec.get("type") == "assistant" and isinstance(message, dict):
+            model = ev.string(message.get("model"))
+            raw = message.get("usage")
+            key = ev.string(message.get("id")) or ev.string(rec.get("uuid"))
+            if model and model != "<synthetic>" and isinstance(raw, dict) and key:
+                self.model = model
+                self.usages[key] = (_usage(model, raw), ev.string(rec.get("timestamp")))
+        result = rec.get("toolUseResult")
+        if rec.get("type") == "user" and isinstance(result, dict) and isinstance(message, dict):
+            agent = ev.string(result.get("agentId"))
+            call = next(
+                (
+                    b.get("tool_use_id")
+                    for b in message.get("content") or []
+                    if isinstance(b, dict) and b.get("type") == "tool_result"
+                ),
+                None,
+            )
+            if agent and isinstance(call, str):
+                self.agent_calls[agent] = call
+
+    def usage_list(self) -> list[tuple[Usage, str | None]]:
+        return list(self.usages.values())
+
+    def events(self) -> list[Event]:
+        out: list[Event] = []
+        counted: set[str] = set()
+        agent = self.agent_id
+        if agent is not None:
+            out.append(ev.subagent(agent, self._agent_type(), None, self._first_time()))
+        for rec in self.records:
+            kind = rec.get("type")
+            at = ev.string(rec.get("timestamp"))
+            message = rec.get("message")
+            if kind == "user" and isinstance(message, dict):
+                if not rec.get("isMeta") and not rec.get("isCompactSummary"):
+                    out += _user(message.get("content"), at, agent)
+            elif kind == "assistant" and isinstance(message, dict):
+                out += _assistant(message.get("content"), at, agent)
+                key = ev.string(message.get("id")) or ev.string(rec.get("uuid"))
+                if key in self.usages and key not in counted:
+                    counted.add(key)
+                    out.append(ev.usage(self.usages[key][0], at, agent))
+            elif kind not in _METADATA:
+                out.append(ev.unknown(kind, at))
+        return out
+
+    def _agent_type(self) -> str | None:
+        data = read_regular(self.path.with_name(self.path.name[:-6] + ".meta.json"))
+        try:
+            meta = json.loads(data) if data else None
+        except ValueError:
+            meta = None
+        return ev.string(meta.get("agentType")) if isinstance(meta, dict) else None
+
+    def _first_time(self) -> str | None:
+        return next((t for r in self.records if (t := ev.string(r.get("timestamp")))), None)
+
+
+def _usage(model: str, raw: dict[str, Any]) -> Usage:
+    return Usage(
+        model,
+        input_tokens=ev.number(raw.get("input_tokens")),
+        output_tokens=ev.number(raw.get("output_tokens")),
+        cache_read_tokens=ev.number(raw.get("cache_read_input_tokens")),
+        cache_write_tokens=ev.number(raw.get("cache_creation_input_tokens")),
+    )
+
+
+def _user(content: Any, at: str | None, agent: str | None) -> list[Event]:
+    if isinstance(content, str):
+        content = [{"type": "text", "text": content}]
+    out: list[Event] = []
+    for block in content if isinstance(content, list) else []:
+        if not isinstance(block, dict):
+            continue
+        if block.get("type") == "text":
+            text = ev.text_of(block.get("text"))
+            if text.strip() in _INTERRUPTED:
+                out.append(ev.interrupt(at, agent))
+            elif text:
+                out.append(ev.message("user", text, at, agent))
+        elif block.get("type") == "tool_result":
+            call = str(block.get("tool_use_id") or "")
+            text = ev.text_of(block.get("content"))
+            out.append(ev.tool_result(call, not block.get("is_error"), text, at, agent))
+    return out
+
+
+def _assistant(content: Any, at: str | None, agent: str | None) -> list[Event]:
+    out: list[Event] = []
+    for block in content if isinstance(content, list) else []:
+        if not isinstance(block, dict):
+            continue
+        if block.get("type") == "text" and (text := ev.text_of(block.get("text"))):
+            out.append(ev.message("assistant", text, at, agent))
+        elif block.get("type") == "tool_use":
+            name = str(block.get("name") or "")
+            out.append(ev.tool_call(str(block.get("id") or ""), name, block.get("input"), at, agent))
+    return out

@@ -1,0 +1,170 @@
+"""Codex's rollouts, read into session events.
+
+Codex writes each session to ``sessions/YYYY/MM/DD/rollout-<time>-<id>.jsonl`` in its
+home (``CODEX_HOME``), one ``{"timestamp", "type", "payload"}`` per line:
+``session_meta`` (the session's id, ``cli_version``), ``turn_context`` (the model),
+``response_item`` (what went to and came from the model: ``function_call`` and
+``custom_tool_call`` with their ``call_id``, their outputs, messages), ``event_msg``
+(what the person saw: ``item_completed`` of a ``UserMessage`` or ``AgentMessage``,
+``turn_aborted`` when the person stopped the turn) and ``token_usage_record`` (one per
+model response, by ``response_id``). Prompts and replies are taken from the events the
+person saw (the model's side also carries the instructions Codex sends); where a version
+writes only ``user_message``/``agent_message`` events, those. Codex counts cached prompt
+tokens inside ``input_tokens``; here they are apart. Observed with Codex CLI 0.169.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from bar.session import events as ev
+from bar.session.events import Event, Usage
+
+NAME = "codex"
+
+_KNOWN = frozenset(
+    {"session_meta", "turn_context", "response_item", "event_msg", "token_usage_record",
+     "world_state", "compacted"}
+)
+_EXIT = re.compile(r"^(?:Process exited with code|Exit code:) (-?\d+)$", re.M)
+
+
+def transcripts(home: Path) -> list[Path]:
+    found: list[Path] = []
+    for top, dirs, files in os.walk(home / "sessions"):
+        if len(Path(top).relative_to(home / "sessions").parts) > 4:
+            dirs[:] = []
+        found += [Path(top, f) for f in files if f.startswith("rollout-") and f.endswith(".jsonl")]
+    return found
+
+
+class Reader:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.records: list[dict[str, Any]] = []
+        self.usages: dict[str, tuple[Usage, str | None]] = {}
+        self.session_id: str | None = None
+        self.model: str | None = None
+        self.version: str | None = None
+        self.agent_calls: dict[str, str] = {}
+        self._by_record = False  # usage from token_usage_record (else token_count events)
+
+    def feed(self, rec: dict[str, Any]) -> None:
+        self.records.append(rec)
+        kind, payload = rec.get("type"), rec.get("payload")
+        if not isinstance(payload, dict):
+            return
+        at = ev.string(rec.get("timestamp"))
+        if kind == "session_meta":
+            self.session_id = self.session_id or ev.string(payload.get("id"))
+            self.version = ev.string(payload.get("cli_version")) or self.version
+        elif kind == "turn_context":
+            self.model = ev.string(payload.get("model")) or self.model
+        elif kind == "token_usage_record" and isinstance(payload.get("usage"), dict):
+            if not self._by_record:
+                self._by_record = True
+                self.usages.clear()  # (counted from token_count events before)
+            key = ev.string(payload.get("response_id")) or f"#{len(self.records)}"
+            self.usages[key] = (_usage(self.model, payload["usage"]), at)
+        elif kind == "event_msg" and payload.get("type") == "token_count" and not self._by_record:
+            info = payload.get("info")
+            last = info.get("last_token_usage") if isinstance(info, dict) else None
+            if isinstance(last, dict):
+                self.usages[f"#{len(self.records)}"] = (_usage(self.model, last), at)
+
+    def usage_list(self) -> list[tuple[Usage, str | None]]:
+        return list(self.usages.values())
+
+    def events(self) -> list[Event]:
+        out: list[Event] = []
+        seen_items = any(
+            isinstance(p := r.get("payload"), dict)
+            and p.get("type") == "item_completed"
+            and isinstance(i := p.get("item"), dict)
+            and i.get("type") in ("UserMessage", "AgentMessage")
+            for r in self.records
+        )
+        usages = dict(self.usages)
+        model = self.model
+        for index, rec in enumerate(self.records, 1):
+            kind, payload = rec.get("type"), rec.get("payload")
+            at = ev.string(rec.get("timestamp"))
+            if kind not in _KNOWN:
+                out.append(ev.unknown(kind, at))
+                continue
+            if not isinstance(payload, dict):
+                continue
+            sub = payload.get("type")
+            if kind == "turn_context":
+                model = ev.string(payload.get("model")) or model
+            elif kind == "response_item":
+                out += _item(payload, at)
+            elif kind == "event_msg":
+                out += _event(payload, at, seen_items)
+            if kind == "token_usage_record":
+                key = ev.string(payload.get("response_id")) or f"#{index}"
+            elif kind == "event_msg" and sub == "token_count":
+                key = f"#{index}"
+            else:
+                continue
+            found = usages.pop(key, None)
+            if found is not None:
+                out.append(ev.usage(found[0], at))
+        return out
+
+
+def _usage(model: str | None, raw: dict[str, Any]) -> Usage:
+    cached = ev.number(raw.get("cached_input_tokens"))
+    return Usage(
+        model,
+        input_tokens=max(0, ev.number(raw.get("input_tokens")) - cached),
+        output_tokens=ev.number(raw.get("output_tokens")),
+        cache_read_tokens=cached,
+        cache_write_tokens=ev.number(raw.get("cache_write_input_tokens")),
+    )
+
+
+def _item(payload: dict[str, Any], at: str | None) -> list[Event]:
+    sub = payload.get("type")
+    call = str(payload.get("call_id") or "")
+    if sub in ("function_call", "custom_tool_call", "local_shell_call"):
+        raw = payload.get("arguments", payload.get("input", payload.get("action")))
+        args: Any = raw
+        if isinstance(raw, str):
+            try:
+                args = json.loads(raw)
+            except ValueError:
+                args = {"input": raw}
+        return [ev.tool_call(call, str(payload.get("name") or sub), args, at)]
+    if sub in ("function_call_output", "custom_tool_call_output"):
+        output = payload.get("output")
+        text = output if isinstance(output, str) else ev.text_of(output) or json.dumps(output)
+        code = _EXIT.search(text)
+        ok = code is None or code.group(1) == "0"
+        if isinstance(output, dict) and output.get("success") is False:
+            ok = False
+        return [ev.tool_result(call, ok, text, at)]
+    return []
+
+
+def _event(payload: dict[str, Any], at: str | None, seen_items: bool) -> list[Event]:
+    sub = payload.get("type")
+    if sub == "turn_aborted":
+        return [ev.interrupt(at)]
+    if seen_items and sub == "item_completed":
+        item = payload.get("item")
+        kind = item.get("type") if isinstance(item, dict) else None
+        if kind in ("UserMessage", "AgentMessage"):
+            assert isinstance(item, dict)
+            text = ev.text_of(item.get("content"))
+            role = "user" if kind == "UserMessage" else "assistant"
+            return [ev.message(role, text, at)] if text else []
+    if not seen_items and sub in ("user_message", "agent_message"):
+        text = ev.text_of(payload.get("message"))
+        role = "user" if sub == "user_message" else "assistant"
+        return [ev.message(role, text, at)] if text else []
+    return []

@@ -1,0 +1,122 @@
+"""The events of a stored session (SPEC §13), whatever agent they came from.
+
+Each is one JSON object on one line of ``artifacts/NNNN.session.jsonl``:
+
+- ``message`` {role: user | assistant, text, at}: a prompt or a reply;
+- ``tool_call`` {id, name, input, checkpoint?, at}: the model asked for a tool;
+  ``checkpoint`` is the state after it (``STEP.N``) when it changed files;
+- ``tool_result`` {id, ok, summary, at}: what the tool answered (cut to ``SUMMARY``);
+- ``usage`` {model, input_tokens, output_tokens, cache_read_tokens, cost_usd?, at}: one
+  answer of the model. ``input_tokens`` counts the prompt tokens not read from a cache,
+  whatever the agent's API counts, so the three numbers add up to what was processed;
+- ``interrupt`` {at}: the person stopped the agent mid-turn (Esc, Ctrl-C);
+- ``subagent`` {agent_id, agent_type, parent_call, at}: a subagent began; its own events
+  carry ``agent_id``;
+- ``unknown`` {agent_type: the line's own type, at?}: a line of a kind this version of
+  bar does not know, counted, never a failure.
+
+``at`` is the time the agent wrote (ISO 8601 UTC). Readers order events by it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bar.base.record import record
+
+Event = dict[str, Any]
+
+TYPES = ("message", "tool_call", "tool_result", "usage", "interrupt", "subagent", "unknown")
+SUMMARY = 2000  # characters of a tool result kept (the tool's output is the agent's)
+
+
+@record
+class Usage:
+    """Tokens of one model answer."""
+
+    model: str | None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+
+
+def message(role: str, text: str, at: str | None, agent_id: str | None = None) -> Event:
+    return _with({"type": "message", "role": role, "text": text, "at": at}, agent_id)
+
+
+def tool_call(
+    call_id: str, name: str, args: Any, at: str | None, agent_id: str | None = None
+) -> Event:
+    return _with(
+        {"type": "tool_call", "id": call_id, "name": name, "input": args, "at": at}, agent_id
+    )
+
+
+def tool_result(
+    call_id: str, ok: bool, text: str, at: str | None, agent_id: str | None = None
+) -> Event:
+    summary = text if len(text) <= SUMMARY else text[:SUMMARY] + f"… ({len(text)} characters)"
+    return _with(
+        {"type": "tool_result", "id": call_id, "ok": ok, "summary": summary, "at": at}, agent_id
+    )
+
+
+def usage(u: Usage, at: str | None, agent_id: str | None = None) -> Event:
+    rec: Event = {
+        "type": "usage",
+        "model": u.model,
+        "input_tokens": u.input_tokens,
+        "output_tokens": u.output_tokens,
+        "cache_read_tokens": u.cache_read_tokens,
+    }
+    if u.cache_write_tokens:
+        rec["cache_write_tokens"] = u.cache_write_tokens
+    rec["at"] = at
+    return _with(rec, agent_id)
+
+
+def interrupt(at: str | None, agent_id: str | None = None) -> Event:
+    return _with({"type": "interrupt", "at": at}, agent_id)
+
+
+def subagent(agent_id: str, agent_type: str | None, parent_call: str | None, at: str | None) -> Event:
+    return {
+        "type": "subagent",
+        "agent_id": agent_id,
+        "agent_type": agent_type,
+        "parent_call": parent_call,
+        "at": at,
+    }
+
+
+def unknown(kind: object, at: str | None) -> Event:
+    return {"type": "unknown", "agent_type": str(kind)[:200], "at": at}
+
+
+def _with(rec: Event, agent_id: str | None) -> Event:
+    if agent_id:
+        rec["agent_id"] = agent_id
+    return rec
+
+
+def text_of(value: Any) -> str:
+    """The text in a message's content, whatever shape the agent gave it."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        return "\n".join(t for v in value if (t := text_of(v)))
+    if isinstance(value, dict):
+        for key in ("text", "output", "content"):
+            if key in value:
+                return text_of(value[key])
+    return ""
+
+
+def number(value: Any) -> int:
+    """A token count as the agent wrote it (0 where it wrote none)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+def string(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None

@@ -1,0 +1,130 @@
+"""Gemini CLI's chat files, read into session events.
+
+Gemini CLI keeps each session in ``.gemini/tmp/<project>/chats/session-<time>-<id>.jsonl``
+in its home (``GEMINI_CLI_HOME``). The first line describes the session (``sessionId``,
+``startTime``); then each line is a message record, written again whole whenever it
+grows (the last line with an ``id`` wins, in the order ids first appeared), or an
+``{"$set": {...}}`` of session fields (a ``messages`` list there is the history the
+session started from: the context the CLI set up, or a resumed session's past). A
+``user`` record holds the prompt's parts, a ``gemini`` record the reply, its ``tokens``
+and ``model`` and its ``toolCalls`` with their results and ``status``; ``info`` records
+say what the CLI told the person (``Request cancelled.`` when they stopped the turn).
+Gemini counts cached prompt tokens inside ``input`` and thinking apart from ``output``;
+here cached tokens are apart and thinking is output. Observed with Gemini CLI 0.61.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from bar.session import events as ev
+from bar.session.events import Event, Usage
+
+NAME = "gemini"
+
+_KINDS = frozenset({"user", "gemini", "info", "error", "warning"})
+
+
+def transcripts(home: Path) -> list[Path]:
+    found: list[Path] = []
+    root = home / ".gemini" / "tmp"
+    for top, dirs, files in os.walk(root):
+        if len(Path(top).relative_to(root).parts) > 3:
+            dirs[:] = []
+        if Path(top).name == "chats":
+            found += [Path(top, f) for f in files if f.startswith("session-") and f.endswith(".jsonl")]
+    return found
+
+
+class Reader:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.messages: dict[str, dict[str, Any]] = {}  # by id, in the order first seen
+        self.unknown: list[Event] = []
+        self.session_id: str | None = None
+        self.model: str | None = None
+        self.version: str | None = None
+        self.agent_calls: dict[str, str] = {}
+
+    def feed(self, rec: dict[str, Any]) -> None:
+        if "$set" in rec:
+            return  # session fields; a history it starts from is not this step's
+        mid = ev.string(rec.get("id"))
+        if mid is None:
+            self.session_id = self.session_id or ev.string(rec.get("sessionId"))
+            return
+        if rec.get("type") not in _KINDS:
+            self.unknown.append(ev.unknown(rec.get("type"), ev.string(rec.get("timestamp"))))
+            return
+        self.messages[mid] = rec
+        if rec.get("type") == "gemini":
+            self.model = ev.string(rec.get("model")) or self.model
+
+    def usage_list(self) -> list[tuple[Usage, str | None]]:
+        return [
+            (_usage(m), ev.string(m.get("timestamp")))
+            for m in self.messages.values()
+            if m.get("type") == "gemini" and isinstance(m.get("tokens"), dict)
+        ]
+
+    def events(self) -> list[Event]:
+        out: list[Event] = list(self.unknown)
+        for rec in self.messages.values():
+            kind, at = rec.get("type"), ev.string(rec.get("timestamp"))
+            if kind == "user":
+                parts = rec.get("content")
+                text = "\n".join(
+                    t
+                    for p in (parts if isinstance(parts, list) else [parts])
+                    if isinstance(p, dict | str) and (t := _part_text(p))
+                )
+                if text:
+                    out.append(ev.message("user", text, at))
+            elif kind == "gemini":
+                text = ev.text_of(rec.get("content"))
+                if text:
+                    out.append(ev.message("assistant", text, at))
+                for call in rec.get("toolCalls") or []:
+                    if isinstance(call, dict):
+                        out += _call(call, at)
+                if isinstance(rec.get("tokens"), dict):
+                    out.append(ev.usage(_usage(rec), at))
+            elif kind == "info" and "cancel" in ev.text_of(rec.get("content")).lower():
+                out.append(ev.interrupt(at))
+        return out
+
+
+def _part_text(part: dict[str, Any] | str) -> str:
+    if isinstance(part, str):
+        return part
+    return ev.text_of(part["text"]) if "text" in part else ""
+
+
+def _call(call: dict[str, Any], at: str | None) -> list[Event]:
+    cid = str(call.get("id") or "")
+    out = [ev.tool_call(cid, str(call.get("name") or ""), call.get("args"), at)]
+    done = ev.string(call.get("timestamp")) or at
+    status = call.get("status")
+    if status in ("success", "error", "cancelled"):
+        texts = []
+        for r in call.get("result") or []:
+            response = r.get("functionResponse", {}).get("response") if isinstance(r, dict) else None
+            if isinstance(response, dict):
+                texts.append(ev.text_of(response) or json.dumps(response))
+        out.append(ev.tool_result(cid, status == "success", "\n".join(texts), done))
+    return out
+
+
+def _usage(rec: dict[str, Any]) -> Usage:
+    tokens = rec.get("tokens")
+    t = tokens if isinstance(tokens, dict) else {}
+    cached = ev.number(t.get("cached"))
+    return Usage(
+        ev.string(rec.get("model")),
+        input_tokens=max(0, ev.number(t.get("input")) - cached),
+        output_tokens=ev.number(t.get("output")) + ev.number(t.get("thoughts")),
+        cache_read_tokens=cached,
+    )
