@@ -220,7 +220,7 @@ class Capture:
         for e in events:
             if e["type"] == "subagent" and e.get("parent_call") is None:
                 e["parent_call"] = calls.get(e["agent_id"])
-        amends = _link(events, checkpoints)
+        amends = _link(events, checkpoints, scrubber)
         self._price(events)
         data = b"".join(
             json.dumps(scrubber.scrub_obj(e), ensure_ascii=False, separators=(",", ":")).encode(
@@ -315,10 +315,13 @@ def installed_version(agent: str, argv: list[str]) -> str | None:
     return None
 
 
-def _link(events: list[Event], checkpoints: list[Checkpoint]) -> list[tuple[int, str]]:
+def _link(
+    events: list[Event], checkpoints: list[Checkpoint], scrubber: Scrubber
+) -> list[tuple[int, str]]:
     """Each tool call's ``checkpoint``: by call id, or, for a checkpoint that names no
     call (Gemini CLI's events carry none), the next call of the same tool on the same
-    command or file. The checkpoints so matched, with the call's id."""
+    command or file (as recorded: scrubbed). The checkpoints so matched, with the call's
+    id."""
     by_id = {c.call_id: c for c in checkpoints if c.call_id and c.kind == "tool"}
     calls = [e for e in events if e["type"] == "tool_call"]
     for e in calls:
@@ -330,7 +333,9 @@ def _link(events: list[Event], checkpoints: list[Checkpoint]) -> list[tuple[int,
     for c in checkpoints:
         if c.kind != "tool" or c.call_id:
             continue
-        match = next((e for e in free if e["name"] == c.tool and _same_target(e, c)), None)
+        match = next(
+            (e for e in free if e["name"] == c.tool and _same_target(e, c, scrubber)), None
+        )
         if match is not None:
             free.remove(match)
             match["checkpoint"] = c.name
@@ -339,12 +344,13 @@ def _link(events: list[Event], checkpoints: list[Checkpoint]) -> list[tuple[int,
     return amends
 
 
-def _same_target(call: Event, checkpoint: Checkpoint) -> bool:
+def _same_target(call: Event, checkpoint: Checkpoint, scrubber: Scrubber) -> bool:
     args = call.get("input")
     if not isinstance(args, dict):
         return False
     if checkpoint.command is not None:
-        return args.get("command") == checkpoint.command
+        command = args.get("command")
+        return isinstance(command, str) and scrubber.scrub_text(command) == checkpoint.command
     target = args.get("file_path") or args.get("path") or args.get("absolute_path")
     return isinstance(target, str) and any(
         target == p or target.endswith("/" + p) for p in checkpoint.paths
