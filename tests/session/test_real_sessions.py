@@ -139,7 +139,9 @@ def test_a_resumed_claude_session_continues_its_record(
         setup = AgentSetup("claude", server.url)
         assert setup.run_in_bar(inited, "first part").returncode == 0
     first = ledger(t["id"])[0]["session"]
-    with MockServer([WriteFile(str(wt / "b.txt"), "two\n"), Answer("second done")]) as server:
+    # (the mock plays the turn after the tool results the conversation carries: one)
+    later = [Answer("never played"), WriteFile(str(wt / "b.txt"), "two\n"), Answer("second done")]
+    with MockServer(later) as server:
         setup = AgentSetup("claude", server.url)
         res = setup.run_in_bar(inited, "second part", extra=("--resume", first["session_id"]))
     assert res.returncode == 0, res.stdout + res.stderr
