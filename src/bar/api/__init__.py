@@ -588,3 +588,23 @@ def projects() -> list[Project]:
 def running(task: Task) -> journals.RunIntent | None:
     """The step a ``bar run`` is recording in the task right now, if one is."""
     return journals.read_run(task.paths) if task.active and is_running(task) else None
+
+
+# --- agent sessions (SPEC §13) -------------------------------------------------------
+
+
+def session(task: Task, step_ref: str) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+    """A step's agent session: the ledger line's ``session`` summary (None: the step ran
+    no agent whose transcript bar read) and its events in order (``bar.session.events``)."""
+    from bar.session import stored
+
+    step = show(task, step_ref)
+    return stored.summary(step), stored.events(task, step)
+
+
+def session_totals(task: Task) -> dict[str, Any] | None:
+    """What the task's agent steps add up to (steps, turns, tool calls, tokens, cost when
+    every step's is known, models); None: no step kept a session."""
+    from bar.session import stored
+
+    return stored.totals(task.ledger.read_all(warn=False))
