@@ -26,7 +26,6 @@ import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from helpers import BAR_EXE, bar, ledger, new_task, task_dir, worktree

@@ -11,7 +11,6 @@ step; a Claude subagent's calls carry its id.
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -69,7 +68,10 @@ def test_a_real_agents_session_is_kept_with_its_calls_and_tokens(
     assert all(results[c["id"]]["ok"] for c in calls)
     assert "token written" in results[calls[1]["id"]]["summary"]
     # the first call's checkpoint patch is the edit that call made
-    cps = [json.loads(x) for x in (task_dir(t["id"]) / step["artifacts"]["checkpoints"]).read_text().splitlines()]
+    cps = [
+        json.loads(x)
+        for x in (task_dir(t["id"]) / step["artifacts"]["checkpoints"]).read_text().splitlines()
+    ]
     first = next(c for c in cps if c.get("checkpoint") == "0001.1")
     assert first["diff_stat"]["file_list"] == ["notes.txt"]
     assert "+alpha" in (task_dir(t["id"]) / first["patch"]).read_text()
@@ -78,7 +80,9 @@ def test_a_real_agents_session_is_kept_with_its_calls_and_tokens(
 
     usages = [e for e in events if e["type"] == "usage"]
     assert len(usages) == 3  # one per answer of the model
-    assert {(u["input_tokens"], u["output_tokens"], u["cache_read_tokens"]) for u in usages} == {USAGE}
+    assert {(u["input_tokens"], u["output_tokens"], u["cache_read_tokens"]) for u in usages} == {
+        USAGE
+    }
     s = step["session"]
     assert (s["agent"], s["turns"], s["tool_calls"]) == (agent, 3, 2)
     assert (s["input_tokens"], s["output_tokens"], s["cache_read_tokens"]) == (360, 21, 90)
@@ -122,7 +126,8 @@ def test_a_budget_below_the_scripted_usage_stops_the_agent(
         )
     (step,) = ledger(t["id"])
     assert step["stopped"] == "budget", res.stderr
-    assert "over --max-tokens 40" in res.stderr
+    assert "over --max-tokens 40" in res.stderr and "stopped: budget" in res.stderr
+    assert res.returncode != 0  # never a success, whatever the agent said when stopped
     ran = sorted(p.name for p in wt.glob("ran-*.txt"))
     assert ran and len(ran) <= 3, ran  # stopped within an answer of the budget
     assert not (wt / "ran-8.txt").exists()
@@ -171,7 +176,9 @@ def test_a_claude_subagents_calls_carry_its_id(
     )
     with MockServer(
         [delegate, Answer("the subagent did it")],
-        subscripts={"SUBTASK": [WriteFile(str(wt / "sub.txt"), "from the subagent\n"), Answer("sub done")]},
+        subscripts={
+            "SUBTASK": [WriteFile(str(wt / "sub.txt"), "from the subagent\n"), Answer("sub done")]
+        },
     ) as server:
         res = AgentSetup("claude", server.url).run_in_bar(inited, "delegate it")
     assert res.returncode == 0, res.stdout + res.stderr
@@ -185,7 +192,3 @@ def test_a_claude_subagents_calls_carry_its_id(
     assert write["agent_id"] == start["agent_id"] and write["checkpoint"] == "0001.1"
     (step,) = ledger(t["id"])
     assert step["session"]["subagents"] == 1
-
-
-def _git(cwd: Path, *args: str) -> str:
-    return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=True).stdout

@@ -19,6 +19,7 @@ from helpers import BAR_EXE, ROOT
 AGENT_BIN = ROOT / ".agents" / "node_modules" / ".bin"
 DIALECT = {"claude": "anthropic", "codex": "openai", "gemini": "gemini"}
 
+
 def agent_binary(agent: str) -> str:
     path = AGENT_BIN / agent
     if not path.exists():

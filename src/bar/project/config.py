@@ -219,9 +219,11 @@ def _prices(value: Any, key: str, path: Path) -> tuple[tuple[str, Price], ...]:
         where = f"{key}.{model}"
         if not isinstance(model, str) or not model:
             raise ConfigError(f"{key} in {path} has a model name that is not a string")
-        if not isinstance(price, dict) or not {"input", "output"} <= set(price) or set(
-            price
-        ) - {"input", "output", "cache_read", "cache_write"}:
+        if (
+            not isinstance(price, dict)
+            or not {"input", "output"} <= set(price)
+            or set(price) - {"input", "output", "cache_read", "cache_write"}
+        ):
             raise ConfigError(
                 f"{where} in {path} must give input and output (and may give cache_read, "
                 "cache_write), in US dollars per million tokens",

@@ -66,7 +66,12 @@ class Totals:
 
     @property
     def tokens(self) -> int:
-        return self.input_tokens + self.output_tokens + self.cache_read_tokens + self.cache_write_tokens
+        return (
+            self.input_tokens
+            + self.output_tokens
+            + self.cache_read_tokens
+            + self.cache_write_tokens
+        )
 
 
 class _File:
@@ -271,7 +276,11 @@ class Capture:
             summary["cost_usd"] = round(sum(e["cost_usd"] for e in usage), 6)
         if len(sessions) > 1:
             summary["session_ids"] = sessions
-        for key, kind in (("subagents", "subagent"), ("interrupts", "interrupt"), ("unknown", "unknown")):
+        for key, kind in (
+            ("subagents", "subagent"),
+            ("interrupts", "interrupt"),
+            ("unknown", "unknown"),
+        ):
             count = sum(1 for e in events if e["type"] == kind)
             if count:
                 summary[key] = count

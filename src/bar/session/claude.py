@@ -80,7 +80,9 @@ class Reader:
         self.version: str | None = None
         self.agent_calls: dict[str, str] = {}  # subagent id -> the call that started it
         name = path.name
-        self.agent_id = name[6:-6] if name.startswith("agent-") and name.endswith(".jsonl") else None
+        self.agent_id = (
+            name[6:-6] if name.startswith("agent-") and name.endswith(".jsonl") else None
+        )
 
     def feed(self, rec: dict[str, Any]) -> None:
         self.records.append(rec)
@@ -185,5 +187,7 @@ def _assistant(content: Any, at: str | None, agent: str | None) -> list[Event]:
             out.append(ev.message("assistant", text, at, agent))
         elif block.get("type") == "tool_use":
             name = str(block.get("name") or "")
-            out.append(ev.tool_call(str(block.get("id") or ""), name, block.get("input"), at, agent))
+            out.append(
+                ev.tool_call(str(block.get("id") or ""), name, block.get("input"), at, agent)
+            )
     return out

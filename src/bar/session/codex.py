@@ -27,8 +27,15 @@ from bar.session.events import Event, Usage
 NAME = "codex"
 
 _KNOWN = frozenset(
-    {"session_meta", "turn_context", "response_item", "event_msg", "token_usage_record",
-     "world_state", "compacted"}
+    {
+        "session_meta",
+        "turn_context",
+        "response_item",
+        "event_msg",
+        "token_usage_record",
+        "world_state",
+        "compacted",
+    }
 )
 _EXIT = re.compile(r"^(?:Process exited with code|Exit code:) (-?\d+)$", re.M)
 

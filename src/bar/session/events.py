@@ -80,7 +80,9 @@ def interrupt(at: str | None, agent_id: str | None = None) -> Event:
     return _with({"type": "interrupt", "at": at}, agent_id)
 
 
-def subagent(agent_id: str, agent_type: str | None, parent_call: str | None, at: str | None) -> Event:
+def subagent(
+    agent_id: str, agent_type: str | None, parent_call: str | None, at: str | None
+) -> Event:
     return {
         "type": "subagent",
         "agent_id": agent_id,

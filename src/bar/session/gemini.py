@@ -35,7 +35,9 @@ def transcripts(home: Path) -> list[Path]:
         if len(Path(top).relative_to(root).parts) > 3:
             dirs[:] = []
         if Path(top).name == "chats":
-            found += [Path(top, f) for f in files if f.startswith("session-") and f.endswith(".jsonl")]
+            found += [
+                Path(top, f) for f in files if f.startswith("session-") and f.endswith(".jsonl")
+            ]
     return found
 
 
@@ -111,7 +113,9 @@ def _call(call: dict[str, Any], at: str | None) -> list[Event]:
     if status in ("success", "error", "cancelled"):
         texts = []
         for r in call.get("result") or []:
-            response = r.get("functionResponse", {}).get("response") if isinstance(r, dict) else None
+            response = (
+                r.get("functionResponse", {}).get("response") if isinstance(r, dict) else None
+            )
             if isinstance(response, dict):
                 texts.append(ev.text_of(response) or json.dumps(response))
         out.append(ev.tool_result(cid, status == "success", "\n".join(texts), done))

@@ -248,7 +248,14 @@ def run_step(task: Task, req: RunRequest, watch: TreeWatch | None = None) -> Run
     try:
         env.update(supervisor.env)
         executed = _execute(
-            task, step_id, supervisor.argv, req, env, scrubber, confinement, supervisor.child_started
+            task,
+            step_id,
+            supervisor.argv,
+            req,
+            env,
+            scrubber,
+            confinement,
+            supervisor.child_started,
         )
         ended_tick = journals.clock_tick()  # (everything the command wrote is the step's)
         if confinement.enabled:

@@ -72,7 +72,11 @@ def _over(budget: Budget, totals: Totals) -> str | None:
     """What the session passed, if it passed its budget."""
     if budget.max_tokens is not None and totals.tokens > budget.max_tokens:
         return f"its session used {totals.tokens} tokens, over --max-tokens {budget.max_tokens}"
-    if budget.max_cost_usd is not None and not totals.unpriced and totals.cost_usd > budget.max_cost_usd:
+    if (
+        budget.max_cost_usd is not None
+        and not totals.unpriced
+        and totals.cost_usd > budget.max_cost_usd
+    ):
         return f"its session cost ${totals.cost_usd:.4f}, over --max-cost {budget.max_cost_usd:g}"
     return None
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from bar import api
 from bar.cli.render import Painter, print_json, stat_text
-from bar.errors import HookFailed, UsageError
+from bar.errors import ExitCode, HookFailed, UsageError
 from bar.ledger.records import RunStep
 from bar.step.run import RunRequest
 from bar.task.tasks import Task
@@ -86,7 +86,10 @@ def run(
         if as_json and isinstance(exc.step, RunStep):
             print_json(_json(the_task, exc.step))
         raise
-    code = step.exit_code if step.exit_code is not None else 1
+    code = shown = step.exit_code if step.exit_code is not None else 1
+    stopped = step.extra.get("stopped")
+    if stopped is not None and code == 0:
+        code = ExitCode.ERROR  # (the agent ended "well" because bar stopped it)
     if as_json:
         print_json(_json(the_task, step))
     elif step.blocked:
@@ -94,8 +97,9 @@ def run(
             f"bar: blocked by policy; nothing ran (step {step.step_id} recorded)", file=sys.stderr
         )
     elif os.environ.get("BAR_QUIET") is None:
+        why = f", stopped: {stopped}" if stopped is not None else ""
         print(
-            f"bar: step {step.step_id} recorded: exit {code}, {stat_text(step.diff_stat)}",
+            f"bar: step {step.step_id} recorded: exit {shown}{why}, {stat_text(step.diff_stat)}",
             file=sys.stderr,
         )
         if loc.project.config.output.verbose and step.diff_stat.file_list:

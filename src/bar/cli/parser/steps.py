@@ -338,7 +338,9 @@ def _positive_int(value: str) -> int:
     try:
         number = int(value)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number of tokens, not {value!r}") from None
+        raise argparse.ArgumentTypeError(
+            f"expected a whole number of tokens, not {value!r}"
+        ) from None
     if number <= 0:
         raise argparse.ArgumentTypeError(f"expected a positive number, not {value}")
     return number
@@ -348,7 +350,9 @@ def _positive_float(value: str) -> float:
     try:
         number = float(value.lstrip("$"))
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an amount in US dollars, not {value!r}") from None
+        raise argparse.ArgumentTypeError(
+            f"expected an amount in US dollars, not {value!r}"
+        ) from None
     if not number > 0 or number == float("inf"):
         raise argparse.ArgumentTypeError(f"expected a positive amount, not {value}")
     return number
