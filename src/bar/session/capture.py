@@ -34,7 +34,6 @@ if TYPE_CHECKING:
     from bar.history.checkpoints import Checkpoint
     from bar.project.config import Price
     from bar.redact import Scrubber
-    from bar.task.tasks import Task
 
 READERS: dict[str, ModuleType] = {"claude": claude, "codex": codex, "gemini": gemini}
 MAX_READ = 256 << 20  # bytes of one transcript read in one step (the agent writes it)
@@ -92,9 +91,10 @@ class _File:
             st = os.fstat(fd)
             if not stat.S_ISREG(st.st_mode) or st.st_size <= self.offset:
                 return
+            if st.st_size > MAX_READ:
+                self.truncated = True
             want = min(st.st_size, MAX_READ) - self.offset
             if want <= 0:
-                self.truncated = True
                 return
             data = os.pread(fd, want, self.offset)
         except OSError:
@@ -131,20 +131,19 @@ class _File:
 
 
 class Capture:
-    """The transcripts of ``agent`` in ``task`` since ``started_at`` (a bar time)."""
+    """The transcripts of ``agent`` in its ``home`` (``bar.agents.homes.path``) since
+    ``started_at`` (a bar time)."""
 
     def __init__(
         self,
-        task: Task,
+        home: Path,
         agent: str,
         started_at: str,
         price_table: tuple[tuple[str, Price], ...] = (),
     ) -> None:
-        from bar.agents import homes
-
         self.agent = agent
         self.module = READERS[agent]
-        self.home = homes.path(task, agent)
+        self.home = home
         self.started_at = started_at
         self.since = seconds_of(started_at)
         self.prices = price_table

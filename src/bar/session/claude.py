@@ -115,11 +115,17 @@ class Reader:
 
     def events(self) -> list[Event]:
         out: list[Event] = []
-        counted: set[str] = set()
         agent = self.agent_id
+        last = {}  # message id -> its last line: the answer's usage follows its blocks
+        for i, rec in enumerate(self.records):
+            message = rec.get("message")
+            if rec.get("type") == "assistant" and isinstance(message, dict):
+                key = ev.string(message.get("id")) or ev.string(rec.get("uuid"))
+                if key is not None:
+                    last[key] = i
         if agent is not None:
             out.append(ev.subagent(agent, self._agent_type(), None, self._first_time()))
-        for rec in self.records:
+        for i, rec in enumerate(self.records):
             kind = rec.get("type")
             at = ev.string(rec.get("timestamp"))
             message = rec.get("message")
@@ -129,8 +135,7 @@ class Reader:
             elif kind == "assistant" and isinstance(message, dict):
                 out += _assistant(message.get("content"), at, agent)
                 key = ev.string(message.get("id")) or ev.string(rec.get("uuid"))
-                if key in self.usages and key not in counted:
-                    counted.add(key)
+                if key in self.usages and last.get(key) == i:
                     out.append(ev.usage(self.usages[key][0], at, agent))
             elif kind not in _METADATA:
                 out.append(ev.unknown(kind, at))

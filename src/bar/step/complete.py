@@ -153,12 +153,14 @@ def _session(
 ) -> dict[str, object] | None:
     """The agent's conversation in the step, kept beside it (``bar.session``): the ledger
     line's ``session``; None when the agent wrote no transcript bar knows."""
+    from bar.agents import homes
     from bar.session.capture import READERS, Capture
 
     name = str((intent.agent or {}).get("name") or "")
     if name not in READERS:
         return None
-    capture = Capture(task, name, intent.started_at, task.project.config.agents.prices)
+    prices = task.project.config.agents.prices
+    capture = Capture(homes.path(task, name), name, intent.started_at, prices)
     try:
         found = capture.finish(
             scrub,

@@ -137,11 +137,12 @@ class Supervisor:
         self._budget_look = 0.0
         self._said_unpriced = False
         if agent is not None and budget is not None and started_at is not None:
+            from bar.agents import homes
             from bar.session.capture import READERS, Capture
 
             if agent in READERS:
                 prices = task.project.config.agents.prices
-                self._capture = Capture(task, agent, started_at, prices)
+                self._capture = Capture(homes.path(task, agent), agent, started_at, prices)
                 if budget.max_cost_usd is not None and not prices:
                     notices.warn(
                         "no prices in agents.prices of config.yaml: the cost of the session "

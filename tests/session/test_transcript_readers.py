@@ -1,0 +1,272 @@
+"""The transcript readers on hand-made lines in each agent's format: what a step keeps,
+what it leaves to earlier steps, and what it makes of lines it does not know."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bar.history.checkpoints import Checkpoint
+from bar.project.config import Price
+from bar.redact import Scrubber
+from bar.session.capture import MAX_READ, Capture
+from bar.session.events import Usage
+from bar.session.prices import cost
+
+START = "2026-11-25T10:00:00.000Z"
+BEFORE = "2026-11-25T09:59:59.000Z"
+
+
+def at(second: int) -> str:
+    return f"2026-11-25T10:00:{second:02d}.000Z"
+
+
+def write(path: Path, records: list[Any], *, raw: bytes = b"") -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("ab") as f:
+        for r in records:
+            f.write(json.dumps(r).encode() + b"\n")
+        f.write(raw)
+
+
+def finish(
+    home: Path, agent: str, tmp: Path, checkpoints: tuple[Checkpoint, ...] = (), **kw: Any
+) -> Any:
+    capture = Capture(home, agent, START, **kw)
+    out = tmp / "session.jsonl"
+    found = capture.finish(Scrubber(["hunter2-secret"]), out, list(checkpoints))
+    events = [json.loads(line) for line in out.read_text().splitlines()] if found else []
+    return found, events
+
+
+def claude_line(kind: str, second: int, content: Any, **extra: Any) -> dict[str, Any]:
+    rec = {"type": kind, "timestamp": at(second), "sessionId": "s1", "version": "2.1.0"}
+    rec["message"] = {"role": kind, "content": content, **extra.pop("message", {})}
+    rec.update(extra)
+    return rec
+
+
+def test_claude_lines_make_events_in_order_with_usage_counted_once(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    usage = {"input_tokens": 100, "output_tokens": 20, "cache_read_input_tokens": 50}
+    answer = {"id": "msg_1", "model": "claude-x", "usage": usage}
+    write(
+        home / "projects/k/s1.jsonl",
+        [
+            claude_line("user", 1, "fix it, password hunter2-secret"),
+            claude_line("assistant", 2, [{"type": "text", "text": "Looking."}], message=answer),
+            claude_line(
+                "assistant",
+                2,
+                [{"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "ls"}}],
+                message=answer,
+            ),
+            claude_line(
+                "user", 3, [{"type": "tool_result", "tool_use_id": "t1", "content": "a\nb"}]
+            ),
+            claude_line("user", 4, [{"type": "text", "text": "[Request interrupted by user]"}]),
+            {"type": "file-history-snapshot", "messageId": "x"},
+            {"type": "brand-new-kind", "timestamp": at(5)},
+        ],
+    )
+    cp = Checkpoint("0001", 1, "tool", "a", "b", at(3), at(3), tool="Bash", call_id="t1")
+    found, events = finish(home, "claude", tmp_path, (cp,))
+    summary, learnt = found
+    assert [e["type"] for e in events] == [
+        "message",
+        "message",
+        "tool_call",
+        "usage",
+        "tool_result",
+        "interrupt",
+        "unknown",
+    ]
+    assert events[0]["text"] == "fix it, password ***"
+    assert events[2]["checkpoint"] == "0001.1" and events[4]["summary"] == "a\nb"
+    assert (events[3]["input_tokens"], events[3]["cache_read_tokens"]) == (100, 50)
+    assert events[6]["agent_type"] == "brand-new-kind"
+    assert summary["turns"] == 1 and summary["tool_calls"] == 1
+    assert summary["interrupts"] == 1 and summary["unknown"] == 1
+    assert (summary["session_id"], summary["agent_version"]) == ("s1", "2.1.0")
+    assert learnt == []  # (the checkpoint named its call)
+
+
+def test_lines_of_an_earlier_step_stay_there(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    old = claude_line("user", 0, "the first step's prompt")
+    old["timestamp"] = BEFORE
+    write(home / "projects/k/s1.jsonl", [old, claude_line("user", 1, "this step's prompt")])
+    _, events = finish(home, "claude", tmp_path)
+    assert [e["text"] for e in events] == ["this step's prompt"]
+
+
+def test_a_torn_last_line_and_garbage_do_not_stop_the_reader(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    write(
+        home / "projects/k/s1.jsonl",
+        [claude_line("user", 1, "hello")],
+        raw=b"not json at all\n[1, 2]\n" + b'{"type": "user", "timest',
+    )
+    (summary, _), events = finish(home, "claude", tmp_path)
+    assert [e["type"] for e in events] == ["message"]
+    assert summary["unreadable_lines"] == 3
+
+
+def test_a_link_in_the_home_is_never_followed(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    secret = tmp_path / "elsewhere.jsonl"
+    write(secret, [claude_line("user", 1, "not the agent's")])
+    (home / "projects/k").mkdir(parents=True)
+    os.symlink(secret, home / "projects/k/s1.jsonl")
+    assert finish(home, "claude", tmp_path) == (None, [])
+
+
+def test_a_huge_transcript_is_read_up_to_the_cap(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import bar.session.capture as capture
+
+    monkeypatch.setattr(capture, "MAX_READ", 4096)
+    home = tmp_path / "home"
+    write(home / "projects/k/s1.jsonl", [claude_line("user", 1, "x" * 100)] * 100)
+    (summary, _), events = finish(home, "claude", tmp_path)
+    assert summary["truncated"] is True and 0 < len(events) < 100
+    assert MAX_READ > 4096
+
+
+def test_codex_rollout_lines_make_events(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+
+    def line(second: int, kind: str, payload: dict[str, Any]) -> dict[str, Any]:
+        return {"timestamp": at(second), "type": kind, "payload": payload}
+
+    write(
+        home / "sessions/2026/11/25/rollout-x-c1.jsonl",
+        [
+            line(0, "session_meta", {"id": "c1", "cli_version": "0.169.0"}),
+            line(0, "turn_context", {"model": "gpt-x"}),
+            line(
+                1,
+                "event_msg",
+                {
+                    "type": "item_completed",
+                    "item": {"type": "UserMessage", "content": [{"type": "text", "text": "go"}]},
+                },
+            ),
+            line(
+                2,
+                "response_item",
+                {
+                    "type": "function_call",
+                    "name": "exec_command",
+                    "arguments": '{"cmd": "false"}',
+                    "call_id": "call_1",
+                },
+            ),
+            line(
+                2,
+                "token_usage_record",
+                {
+                    "response_id": "r1",
+                    "usage": {"input_tokens": 100, "cached_input_tokens": 40, "output_tokens": 9},
+                },
+            ),
+            line(
+                3,
+                "response_item",
+                {
+                    "type": "function_call_output",
+                    "call_id": "call_1",
+                    "output": "Process exited with code 1\n",
+                },
+            ),
+            line(
+                3,
+                "event_msg",
+                {"type": "token_count", "info": {"last_token_usage": {"input_tokens": 1}}},
+            ),
+            line(4, "event_msg", {"type": "turn_aborted", "reason": "interrupted"}),
+            line(5, "mystery", {}),
+        ],
+    )
+    (summary, _), events = finish(home, "codex", tmp_path)
+    assert [e["type"] for e in events] == [
+        "message",
+        "tool_call",
+        "usage",
+        "tool_result",
+        "interrupt",
+        "unknown",
+    ]
+    assert events[1]["input"] == {"cmd": "false"} and events[3]["ok"] is False
+    assert (events[2]["input_tokens"], events[2]["cache_read_tokens"]) == (60, 40)
+    assert (summary["model"], summary["agent_version"], summary["turns"]) == ("gpt-x", "0.169.0", 1)
+
+
+def test_gemini_records_written_again_count_once(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    reply = {
+        "id": "g1",
+        "timestamp": at(2),
+        "type": "gemini",
+        "content": "",
+        "model": "gem-x",
+        "tokens": {"input": 30, "output": 4, "cached": 10, "thoughts": 2},
+    }
+    call = {
+        "id": "w1",
+        "name": "write_file",
+        "args": {"file_path": "/w/notes.txt", "content": "x"},
+        "status": "success",
+        "timestamp": at(3),
+        "result": [{"functionResponse": {"response": {"output": "written"}}}],
+    }
+    write(
+        home / ".gemini/tmp/p/chats/session-1-g.jsonl",
+        [
+            {"sessionId": "g", "startTime": at(0), "kind": "main"},
+            {
+                "$set": {
+                    "messages": [
+                        {"id": "ctx", "type": "user", "content": [{"text": "<session_context>"}]}
+                    ]
+                }
+            },
+            {"id": "u1", "timestamp": at(1), "type": "user", "content": [{"text": "write notes"}]},
+            reply,
+            {"$set": {"lastUpdated": at(2)}},
+            {**reply, "toolCalls": [call]},
+            {"id": "i1", "timestamp": at(4), "type": "info", "content": "Request cancelled."},
+        ],
+    )
+    cp = Checkpoint(
+        "0001", 1, "tool", "a", "b", at(3), at(3), tool="write_file", paths=("notes.txt",)
+    )
+    (summary, learnt), events = finish(home, "gemini", tmp_path, (cp,))
+    assert [e["type"] for e in events] == [
+        "message",
+        "tool_call",
+        "usage",
+        "tool_result",
+        "interrupt",
+    ]
+    assert events[1]["checkpoint"] == "0001.1" and learnt == [(1, "w1")]
+    assert (
+        events[2]["input_tokens"],
+        events[2]["output_tokens"],
+        events[2]["cache_read_tokens"],
+    ) == (20, 6, 10)
+    assert summary["session_id"] == "g" and summary["turns"] == 1
+
+
+def test_a_price_is_looked_up_by_name_then_pattern_and_never_guessed() -> None:
+    table = (("exact-model", Price(1.0, 2.0)), ("claude-*", Price(3.0, 15.0, cache_read=0.3)))
+    u = Usage("claude-opus", 1_000_000, 100_000, 10_000)
+    assert cost(table, u) == round(3.0 + 1.5 + 0.003, 6)
+    assert cost(table, Usage("exact-model", 500_000, 0, 0)) == 0.5
+    assert cost(table, Usage("other", 10, 10, 10)) is None
+    assert cost(table, Usage(None, 10, 10, 10)) is None
