@@ -44,7 +44,12 @@ def finish(
 
 
 def claude_line(kind: str, second: int, content: Any, **extra: Any) -> dict[str, Any]:
-    rec: dict[str, Any] = {"type": kind, "timestamp": at(second), "sessionId": "s1", "version": "2.1.0"}
+    rec: dict[str, Any] = {
+        "type": kind,
+        "timestamp": at(second),
+        "sessionId": "s1",
+        "version": "2.1.0",
+    }
     rec["message"] = {"role": kind, "content": content, **extra.pop("message", {})}
     rec.update(extra)
     return rec
