@@ -11,12 +11,16 @@ step; a Claude subagent's calls carry its id.
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import bar, ledger, new_task, task_dir, worktree
-from mock_models import Answer, MockServer, Shell, Tool, WriteFile
+from helpers import BAR_EXE, bar, ledger, new_task, task_dir, worktree
+from mock_models import Answer, MockServer, Shell, Stall, Tool, WriteFile
 from real_agents import AgentSetup, agent_binary
 
 SECRET = "ghp_" + "Ab3dE5gH7jK9mN1pQ3sT5vW7yZ9bC1dE3fG5"  # a GitHub token's shape
@@ -129,7 +133,7 @@ def test_a_budget_below_the_scripted_usage_stops_the_agent(
     assert "over --max-tokens 40" in res.stderr and "stopped: budget" in res.stderr
     assert res.returncode != 0  # never a success, whatever the agent said when stopped
     ran = sorted(p.name for p in wt.glob("ran-*.txt"))
-    assert ran and len(ran) <= 3, ran  # stopped within an answer of the budget
+    assert ran == ["ran-1.txt", "ran-2.txt"], ran  # 30 tokens; the third answer passes 40
     assert not (wt / "ran-8.txt").exists()
     assert step["session"]["input_tokens"] + step["session"]["output_tokens"] > 40
 
@@ -192,3 +196,42 @@ def test_a_claude_subagents_calls_carry_its_id(
     assert write["agent_id"] == start["agent_id"] and write["checkpoint"] == "0001.1"
     (step,) = ledger(t["id"])
     assert step["session"]["subagents"] == 1
+
+
+@pytest.mark.parametrize("agent", ["claude", "codex", "gemini"])
+def test_an_interrupted_turn_is_recorded_where_it_happened(
+    agent: str, inited: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Ctrl-C while the agent waits for the model, after one tool call: the session
+    keeps the prompt and the call, then an ``interrupt``: written by the agent (Codex),
+    or told from a turn its transcript leaves unanswered (Claude Code, Gemini CLI)."""
+    agent_binary(agent)
+    t = new_task(capfd)
+    with MockServer([Shell("touch one.txt"), Stall()]) as server:
+        setup = AgentSetup(agent, server.url)
+        proc = subprocess.Popen(
+            [BAR_EXE, "run", "--no-pty", "--agent", agent, "--", *setup.argv("go")],
+            cwd=inited,
+            env={**os.environ, **setup.env},
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        try:
+            deadline = time.monotonic() + 120
+            while sum(r.main for r in server.model.requests) < 2:
+                assert time.monotonic() < deadline, "the agent never asked the model again"
+                assert proc.poll() is None, proc.communicate()[1]
+                time.sleep(0.1)
+            time.sleep(0.5)
+            proc.send_signal(signal.SIGINT)
+            _, err = proc.communicate(timeout=120)
+        finally:
+            proc.kill()
+    (step,) = ledger(t["id"])
+    events = session(t)
+    kinds = [e["type"] for e in events if e["type"] != "usage"]
+    assert kinds[:3] == ["message", "tool_call", "tool_result"], err
+    assert events[1]["checkpoint"] == "0001.1"
+    assert kinds[3:] == ["interrupt"], (kinds, err)
+    assert step["session"]["interrupts"] == 1 and step["exit_code"] != 0

@@ -106,7 +106,8 @@ def test_lines_of_an_earlier_step_stay_there(tmp_path: Path) -> None:
     old["timestamp"] = BEFORE
     write(home / "projects/k/s1.jsonl", [old, claude_line("user", 1, "this step's prompt")])
     _, events = finish(home, "claude", tmp_path)
-    assert [e["text"] for e in events] == ["this step's prompt"]
+    assert [e.get("text") for e in events] == ["this step's prompt", None]
+    assert events[1]["type"] == "interrupt"  # (a prompt the model never answered)
 
 
 def test_a_torn_last_line_and_garbage_do_not_stop_the_reader(tmp_path: Path) -> None:
@@ -117,7 +118,7 @@ def test_a_torn_last_line_and_garbage_do_not_stop_the_reader(tmp_path: Path) -> 
         raw=b"not json at all\n[1, 2]\n" + b'{"type": "user", "timest',
     )
     (summary, _), events = finish(home, "claude", tmp_path)
-    assert [e["type"] for e in events] == ["message"]
+    assert [e["type"] for e in events] == ["message", "interrupt"]
     assert summary["unreadable_lines"] == 3
 
 

@@ -59,7 +59,13 @@ class Tool:
     args: dict[str, Any] = field(default_factory=dict)
 
 
-Turn = Shell | WriteFile | Tool | Answer
+@dataclass(frozen=True)
+class Stall:
+    """The model never answers this turn (until the server closes): the agent waits, as
+    it does on a slow model, for a test that stops it there."""
+
+
+Turn = Shell | WriteFile | Tool | Answer | Stall
 
 
 @dataclass
@@ -81,6 +87,7 @@ class MockModel:
     usage: tuple[int, int, int] = (10, 5, 0)
     # a conversation whose first prompt holds a key plays its script instead (a subagent's)
     subscripts: dict[str, Sequence[Turn]] = field(default_factory=dict)
+    stalled: bool = False  # the last turn played was a Stall
     requests: list[Request] = field(default_factory=list)
     closing: threading.Event = field(default_factory=threading.Event)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -89,9 +96,9 @@ class MockModel:
         script = next(
             (sub for key, sub in self.subscripts.items() if key in first_prompt), self.script
         )
-        if done < len(script):
-            return script[done]
-        return Answer("Done.")
+        turn = script[done] if done < len(script) else Answer("Done.")
+        self.stalled = isinstance(turn, Stall)
+        return Answer("") if isinstance(turn, Stall) else turn
 
     def tool_results(self, dialect: str) -> list[str]:
         """The tool results the agent sent back, in order, from its last main request
@@ -395,7 +402,9 @@ class _Handler(BaseHTTPRequestHandler):
                 self._json(404, {"error": {"message": f"mock model: no {self.path}"}})
                 return
             self._record(dialect, body, main)
-        if model.stall and main:
+            stalled = model.stalled and main
+            model.stalled = False
+        if (model.stall and main) or stalled:
             model.closing.wait(timeout=300)
             self._json(503, {"error": {"message": "mock model: closed"}})
             return

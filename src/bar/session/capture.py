@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from bar.base.clock import seconds_of
 from bar.base.record import record
 from bar.session import claude, codex, gemini, prices
-from bar.session.events import Event, Usage
+from bar.session.events import Event, Usage, interrupt
 from bar.store.files import read_regular, write_bytes_atomic
 
 if TYPE_CHECKING:
@@ -45,6 +45,7 @@ class _Reader(Protocol):
     model: str | None
     version: str | None
     agent_calls: dict[str, str]
+    calls: set[str]
 
     def feed(self, rec: dict[str, Any]) -> None: ...
     def usage_list(self) -> list[tuple[Usage, str | None]]: ...
@@ -165,6 +166,10 @@ class Capture:
             found.read_more(self.since)
         return self.totals()
 
+    def has_call(self, call_id: str) -> bool:
+        """Whether the transcript read so far has the model asking for ``call_id``."""
+        return any(call_id in f.reader.calls for f in self.files.values())
+
     def totals(self) -> Totals:
         t = Totals()
         unpriced: set[str] = set()
@@ -206,17 +211,20 @@ class Capture:
         for fi, f in enumerate(sorted(self.files.values(), key=lambda f: str(f.path))):
             calls.update(f.reader.agent_calls)
             last = self.since
-            kept = 0
+            kept: list[tuple[float, Event]] = []
             for i, event in enumerate(f.reader.events()):
                 at = event.get("at")
                 when = _seconds(at, last) if isinstance(at, str) else last
                 if when < self.since:
                     continue
                 last = when
-                kept += 1
+                kept.append((when, event))
                 ordered.append((when, fi, i, event))
             if kept and not getattr(f.reader, "agent_id", None):
-                mains.append((min(w for w, i, _, _ in ordered if i == fi), f))
+                mains.append((min(w for w, _ in kept), f))
+                if _cut_short([e for _, e in sorted(kept, key=lambda k: k[0])]):
+                    end, final = max(kept, key=lambda k: k[0])
+                    ordered.append((end, fi, 1 << 40, interrupt(final.get("at"))))
         if not ordered:
             return None
         ordered.sort(key=lambda item: item[:3])
@@ -321,6 +329,20 @@ def installed_version(agent: str, argv: list[str]) -> str | None:
                 return version if isinstance(version, str) else None
             here = here.parent
     return None
+
+
+def _cut_short(events: list[Event]) -> bool:
+    """Whether the session ended waiting for the model: its last prompt or tool result
+    got no answer (the agent was stopped mid-turn, and wrote no word of it: Claude Code
+    and Gemini CLI in their non-interactive modes). How Claude Code itself tells, on
+    resume, that a session was interrupted."""
+    last = next(
+        (e for e in reversed(events) if e["type"] in ("message", "tool_result", "interrupt")),
+        None,
+    )
+    if last is None:
+        return False
+    return bool(last["type"] == "tool_result" or last.get("role") == "user")
 
 
 def _link(

@@ -79,6 +79,7 @@ class Reader:
         self.model: str | None = None
         self.version: str | None = None
         self.agent_calls: dict[str, str] = {}  # subagent id -> the call that started it
+        self.calls: set[str] = set()  # the ids of the tool calls asked for so far
         name = path.name
         self.agent_id = (
             name[6:-6] if name.startswith("agent-") and name.endswith(".jsonl") else None
@@ -96,6 +97,9 @@ class Reader:
             if model and model != "<synthetic>" and isinstance(raw, dict) and key:
                 self.model = model
                 self.usages[key] = (_usage(model, raw), ev.string(rec.get("timestamp")))
+            for block in message.get("content") or []:
+                if isinstance(block, dict) and block.get("type") == "tool_use":
+                    self.calls.add(str(block.get("id")))
         result = rec.get("toolUseResult")
         if rec.get("type") == "user" and isinstance(result, dict) and isinstance(message, dict):
             agent = ev.string(result.get("agentId"))

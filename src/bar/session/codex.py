@@ -58,6 +58,7 @@ class Reader:
         self.model: str | None = None
         self.version: str | None = None
         self.agent_calls: dict[str, str] = {}
+        self.calls: set[str] = set()
         self._by_record = False  # usage from token_usage_record (else token_count events)
 
     def feed(self, rec: dict[str, Any]) -> None:
@@ -66,6 +67,8 @@ class Reader:
         if not isinstance(payload, dict):
             return
         at = ev.string(rec.get("timestamp"))
+        if kind == "response_item" and payload.get("call_id"):
+            self.calls.add(str(payload["call_id"]))
         if kind == "session_meta":
             self.session_id = self.session_id or ev.string(payload.get("id"))
             self.version = ev.string(payload.get("cli_version")) or self.version

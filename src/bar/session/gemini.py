@@ -50,6 +50,7 @@ class Reader:
         self.model: str | None = None
         self.version: str | None = None
         self.agent_calls: dict[str, str] = {}
+        self.calls: set[str] = set()  # (its hook events name no call: never looked up)
 
     def feed(self, rec: dict[str, Any]) -> None:
         if "$set" in rec:

@@ -64,6 +64,7 @@ _ACCEPT_POLL = 0.01  # seconds between checks for the end of the step
 _HEARTBEAT = 0.01
 _CLIENT_TIMEOUT = 10.0  # a hook that connects and then says nothing is dropped
 _BUDGET_POLL = 0.5  # seconds between looks at the agent's transcript, with a budget
+_CALL_WAIT = 1.0  # seconds a call's answer is waited for in the transcript, with a budget
 # how an agent past its budget is stopped: each signal, then seconds to wait for its end
 _BUDGET_SIGNALS = ((signal.SIGINT, 5.0), (signal.SIGTERM, 5.0), (signal.SIGKILL, 0.0))
 
@@ -319,7 +320,9 @@ class Supervisor:
         ask = self.launch.interactive if self.launch is not None else False
         judgement = judge(agent, payload, self.policy, ask=ask)
         if self._capture is not None and judgement.event is not None:
-            self._check_budget()
+            self._check_budget(
+                judgement.event.tool_use_id if judgement.event.kind == "pre" else None
+            )
             if self.stopped and judgement.event.kind == "pre":
                 judgement = self._over_budget(agent, judgement)
         if self.agent is None:  # no agent runs here: a made-up event, answered, not recorded
@@ -368,15 +371,22 @@ class Supervisor:
         """The step's command runs as ``proc`` (what a budget stops)."""
         self._child = proc
 
-    def _check_budget(self) -> None:
+    def _check_budget(self, call: str | None = None) -> None:
         """Whether the session has passed its budget: if so, say so once and stop the
-        agent (``_stop_agent``); every tool call it asks for from then on is refused."""
+        agent (``_stop_agent``); every tool call it asks for from then on is refused.
+        ``call``: the agent is about to make this call; the answer that asked for it
+        counts (Claude Code writes its transcript a moment after its hooks run: waited
+        for, briefly)."""
         assert self._capture is not None and self.budget is not None
         self._budget_look = time.monotonic()
         if self.stopped is not None:
             return
         try:
             totals = self._capture.poll()
+            deadline = time.monotonic() + _CALL_WAIT
+            while call and not self._capture.has_call(call) and time.monotonic() < deadline:
+                time.sleep(0.01)
+                totals = self._capture.poll()
         except OSError:
             return
         if totals.unpriced and self.budget.max_cost_usd is not None and not self._said_unpriced:
