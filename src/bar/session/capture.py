@@ -82,6 +82,7 @@ class _File:
         self.rest = b""
         self.unreadable = 0
         self.truncated = False
+        self.earlier = 0  # lines stamped before the step: a session resumed in it
 
     def read_more(self, since: float) -> None:
         try:
@@ -127,6 +128,7 @@ class _File:
             return
         at = rec.get("timestamp")
         if isinstance(at, str) and _seconds(at, since) < since:
+            self.earlier += 1
             return  # an earlier step's (a resumed session)
         self.reader.feed(rec)
 
@@ -297,6 +299,11 @@ class Capture:
         if any(f.truncated for f in self.files.values()):
             summary["truncated"] = True
         return summary
+
+    @property
+    def resumed(self) -> bool:
+        """Whether a session of the step began before it (resumed here)."""
+        return any(f.earlier for f in self.files.values())
 
 
 _PACKAGES = {

@@ -177,7 +177,7 @@ def _session(
     for n, call in learnt:  # (a call the agent's events did not name: found in its transcript)
         taken.amend(n, verified=True, call_id=call)
     sid = summary.get("session_id")
-    if sid:
+    if sid and capture.resumed:
         for earlier in task.ledger.iter_reverse(warn=False):
             before = getattr(earlier, "extra", {}).get("session")
             if isinstance(before, dict) and before.get("session_id") == sid:
