@@ -69,6 +69,11 @@ def build(keys: Secrets) -> Starlette:
         rel = found.patch if isinstance(found, Checkpoint) else found.artifacts.patch
         return _section(views.patch_of(task, rel), request.path_params["n"])
 
+    def session_text(request: Request) -> Response:
+        p = request.path_params
+        text = views.session_text(the_task(request), p["step"], p["n"])
+        return PlainTextResponse(text)
+
     def compare(request: Request) -> str:
         q = request.query_params
         return step_pages.compare_page(
@@ -138,6 +143,7 @@ def build(keys: Secrets) -> Starlette:
         Route("/p/{project}/t/{task}/events", events),
         Route("/p/{project}/t/{task}/s/{step}", page(step)),
         Route("/p/{project}/t/{task}/s/{step}/file/{n}", _plain(step_file)),
+        Route("/p/{project}/t/{task}/s/{step}/session/{n}", _plain(session_text)),
         Route("/p/{project}/t/{task}/compare", page(compare)),
         Route("/p/{project}/t/{task}/compare/file", _plain(compare_file)),
         Route("/p/{project}/t/{task}/artifacts/{name:path}", _plain(artifact)),

@@ -222,6 +222,7 @@ def timeline(task: Task, page: int, csrf: str) -> str:
         f"<code>{esc(task.base_ref)}</code> at <code>{short(task.base_commit)}</code>"
         f" · {esc(task.status)}</p>"
     )
+    head += session_totals(task)
     flow = views.flow_status(task)
     if flow is not None:
         head += (
@@ -398,6 +399,8 @@ def step_row(task: Task, step: Step) -> str:
             )
         if step.pty:
             extra.append('<li class="pty">interactive (pty): terminal recording</li>')
+        if said := session_line(task, step):
+            extra.append(said)
     cps = "".join(_checkpoint_item(task, cp) for cp in views.checkpoints_of(task, step))
     details = (f'<ul class="facts">{"".join(extra)}</ul>' if extra else "") + (
         f"<ol class=checkpoints>{cps}</ol>" if cps else ""
@@ -418,6 +421,75 @@ def _checkpoint_item(task: Task, cp: Checkpoint) -> str:
         f'<li><a href="{esc(task_url(task, "/s/" + cp.name))}">{esc(cp.name)}</a> '
         f"{esc(cp.tool or cp.kind)} <code>{esc(cp.target_text)}</code>{decision} "
         f"<span class=stat>{esc(stat_text(cp.diff_stat))}</span></li>"
+    )
+
+
+# --- agent sessions ---------------------------------------------------------------
+
+
+def count(value: object) -> int:
+    """A count the ledger holds (0 where it holds none)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def tokens(n: object) -> str:
+    return f"{count(n):,}"
+
+
+def tokens_text(s: dict[str, Any]) -> str:
+    """``12,345 in · 678 out · 90,000 cached`` for a session or a task's totals, whole: the
+    page has room for exact counts."""
+    parts = [f"{tokens(s.get('input_tokens'))} in", f"{tokens(s.get('output_tokens'))} out"]
+    if count(s.get("cache_read_tokens")):
+        parts.append(f"{tokens(s['cache_read_tokens'])} cached")
+    if count(s.get("cache_write_tokens")):
+        parts.append(f"{tokens(s['cache_write_tokens'])} written to the cache")
+    return " · ".join(parts)
+
+
+def cost_text(s: dict[str, Any]) -> str | None:
+    """The cost in dollars, if it is known (prices in config.yaml's agents.prices)."""
+    cost = s.get("cost_usd")
+    if isinstance(cost, int | float) and not isinstance(cost, bool):
+        return f"${cost:.4f}"
+    return None
+
+
+def session_totals(task: Task) -> str:
+    """The task's agent steps in one line for the timeline's head (empty: none)."""
+    totals = views.session_totals(task)
+    if totals is None:
+        return ""
+    parts = [
+        plural(count(totals.get("steps")), "agent step"),
+        plural(count(totals.get("turns")), "turn"),
+        plural(count(totals.get("tool_calls")), "tool call"),
+        tokens_text(totals),
+        cost_text(totals) or "cost unknown",
+    ]
+    said = " · ".join(esc(p) for p in parts)
+    models = [m for m in totals.get("models", []) if isinstance(m, str)]
+    if models:
+        said += " · " + ", ".join(f"<code>{esc(m)}</code>" for m in models)
+    return f'<p class="meta session-totals">agents: {said}</p>'
+
+
+def session_line(task: Task, step: Step) -> str:
+    """A timeline row's word on an agent step's session: model, turns, tokens, cost, and a
+    link to the conversation on the step's page."""
+    summary = views.session_summary(step)
+    if summary is None:
+        return ""
+    parts = [
+        str(summary.get("model") or summary.get("agent") or "agent"),
+        plural(count(summary.get("turns")), "turn"),
+        tokens_text(summary),
+    ]
+    if cost := cost_text(summary):
+        parts.append(cost)
+    link = task_url(task, f"/s/{step.step_id}#conversation")
+    return (
+        f'<li class="session"><a href="{esc(link)}">conversation</a>: {esc(" · ".join(parts))}</li>'
     )
 
 

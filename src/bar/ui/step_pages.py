@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from bar.ledger.records import ApplyStep, RollbackStep, RunStep, Step, SyncStep
 from bar.task.tasks import Task
-from bar.ui import patches, views
+from bar.ui import conversation, patches, views
 from bar.ui.pages import (
     describe,
     duration,
@@ -128,7 +128,10 @@ def step_page(task: Task, step: Step, csrf: str) -> str:
         back = task_url(task, f"/actions?to={step.step_id}")
         parts.append(f'<p><a class="button" href="{esc(back)}">Roll back to this step…</a></p>')
     taken = views.checkpoints_of(task, step)
-    if taken:
+    summary, events = views.session(task, step) if isinstance(step, RunStep) else (None, [])
+    if summary is not None or events:
+        parts.append(conversation.section(task, step, summary, events, taken))
+    elif taken:
         items = "".join(
             f'<li><a href="{esc(task_url(task, "/s/" + cp.name))}">{esc(cp.name)}</a> '
             f"{esc(cp.tool or cp.kind)} <code>{esc(cp.target_text)}</code> "
@@ -212,6 +215,14 @@ def _said(verified: bool | None) -> str:
     return "-" if verified is None else "yes" if verified else "no: unverified"
 
 
+def _call_link(task: Task, cp: Checkpoint) -> str:
+    """The agent's call that made the checkpoint, in its step's conversation."""
+    if not cp.call_id:
+        return "-"
+    href = task_url(task, f"/s/{cp.step_id}#call-{cp.call_id}")
+    return f'<a href="{esc(href)}"><code>{esc(cp.call_id)}</code></a>'
+
+
 def checkpoint_page(task: Task, cp: Checkpoint, csrf: str) -> str:
     rows: list[tuple[str, str]] = [
         ("kind", esc(cp.kind)),
@@ -219,6 +230,7 @@ def checkpoint_page(task: Task, cp: Checkpoint, csrf: str) -> str:
         ("what", f"<code>{esc(cp.target_text)}</code>"),
         ("policy", esc(cp.decision or "-")),
         ("in the agent's transcript", _said(cp.verified)),
+        ("call", _call_link(task, cp)),
         ("ended", esc(cp.ended_at)),
         ("changes", esc(stat_text(cp.diff_stat))),
         ("snapshot", f"{short(cp.snapshot_before)} → {short(cp.snapshot)}"),

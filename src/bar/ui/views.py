@@ -7,6 +7,7 @@ page reads its patch once to list its files, and each file's diff is fetched on 
 
 from __future__ import annotations
 
+import json
 import re
 from datetime import UTC, datetime
 from pathlib import Path
@@ -24,8 +25,11 @@ if TYPE_CHECKING:
 
 PER_PAGE = 100
 OUTPUT_LIMIT = 2 << 20  # bytes of a step's output shown in the page; the rest by link
-# artifact names a URL may ask for: a step's or a checkpoint's patch, output or recording
-ARTIFACT_NAME = re.compile(r"^[0-9]{4,9}(\.[0-9]{1,9})?\.(patch|output|cast)$")
+# artifact names a URL may ask for: a step's or a checkpoint's patch, output or recording,
+# and a step's agent session (its events, one JSON object a line)
+ARTIFACT_NAME = re.compile(
+    r"^[0-9]{4,9}(\.[0-9]{1,9})?\.(patch|output|cast)$|^[0-9]{4,9}\.session\.jsonl$"
+)
 
 
 class PageNotFound(NotFound):
@@ -219,6 +223,61 @@ def artifact(the_task: Task, name: str) -> Path:
     if path.parent != (the_task.dir / "artifacts").resolve():
         raise PageNotFound(f"artifact {name} is not in the task's artifacts directory")
     return the_task.dir / "artifacts" / name
+
+
+# --- an agent's session ------------------------------------------------------------
+
+
+def session_summary(step: Step) -> dict[str, Any] | None:
+    """The ``session`` of a step's ledger line (model, turns, tokens...), if it has one."""
+    found = step.extra.get("session")
+    return found if isinstance(found, dict) else None
+
+
+def session(the_task: Task, step: Step) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+    """A step's session: its summary and its events, in order (none: no session kept)."""
+    if not step.artifacts.session and session_summary(step) is None:
+        return None, []
+    return api.session(the_task, step.step_id)
+
+
+def session_text(the_task: Task, ref: str, n: str) -> str:
+    """The whole text of event ``n`` of a step's session, which its page shows cut: a
+    message's text, a tool call's input, a tool result's summary."""
+    found = step_or_checkpoint(the_task, ref)
+    if not isinstance(found, Step):
+        raise PageNotFound(f"{ref} is a checkpoint: its step's page has the conversation")
+    _, events = session(the_task, found)
+    if not (n.isascii() and n.isdigit()) or int(n) >= len(events):
+        raise PageNotFound(f"the session of step {found.step_id} has no event {n}")
+    event = events[int(n)]
+    if event.get("type") == "message":
+        return str(event.get("text", ""))
+    if event.get("type") == "tool_result":
+        return str(event.get("summary", ""))
+    if event.get("type") == "tool_call":
+        return json.dumps(event.get("input"), indent=2, ensure_ascii=False)
+    return json.dumps(event, indent=2, ensure_ascii=False)
+
+
+_totals: dict[Path, tuple[tuple[int, int], dict[str, Any] | None]] = {}
+
+
+def session_totals(the_task: Task) -> dict[str, Any] | None:
+    """What the task's agent steps add up to (tokens, cost, turns): the whole ledger is
+    read once, and again only when it changed (the timeline reads only its last steps)."""
+    path = the_task.paths.ledger
+    try:
+        info = path.stat()
+    except OSError:
+        return None
+    stamp = (info.st_size, info.st_mtime_ns)
+    known = _totals.get(path)
+    if known is not None and known[0] == stamp:
+        return known[1]
+    found = api.session_totals(the_task)
+    _totals[path] = (stamp, found)
+    return found
 
 
 # --- comparing two states -----------------------------------------------------------

@@ -123,6 +123,20 @@ if (rich && outputs.length) {
   });
 }
 
+// --- a conversation's long texts: the whole of one, put in place when asked ----------
+// (without this script the link opens the whole text as a page of its own)
+document.addEventListener("click", async (event) => {
+  const link = event.target.closest?.("a[data-more]");
+  if (!link || event.button !== 0 || event.ctrlKey || event.metaKey || event.shiftKey) return;
+  event.preventDefault();
+  const shown = link.previousElementSibling;
+  const reply = await fetch(link.href, { credentials: "same-origin" });
+  if (!reply.ok || !shown) { location.href = link.href; return; }
+  shown.textContent = await reply.text();
+  shown.removeAttribute("data-cut");
+  link.remove();
+});
+
 // --- the terminal recording -----------------------------------------------------------
 window.addEventListener("load", () => {
   const cast = document.getElementById("cast");
