@@ -27,6 +27,7 @@ TOOLS = {
     "log",
     "show",
     "diff",
+    "session",
     "checkpoint",
     "rollback",
     "decide_submit",

@@ -21,7 +21,7 @@ from pydantic import Field
 from bar import __version__
 from bar.errors import BarError
 from bar.mcp.board import RUN_TIMEOUT, Board
-from bar.mcp.tools import DEFAULT_MAX_BYTES, LOG_DEFAULT, OwnTask
+from bar.mcp.tools import DEFAULT_MAX_BYTES, LOG_DEFAULT, SESSION_DEFAULT, OwnTask
 
 State = Annotated[
     str, Field(description="a recorded state: base, a step (3) or a checkpoint (3.2)")
@@ -64,7 +64,8 @@ def build(own: OwnTask | None, board: Board) -> MCPServer[Any]:
         task = own.task
         about = (
             f"bar records this task ({task.name}, {task.id}) step by step. Read its "
-            "record (status, log, show, diff), label the current state (checkpoint), return "
+            "record (status, log, show, diff, and session: what an agent said and did in a "
+            "step), label the current state (checkpoint), return "
             "to an earlier state (rollback), ask the developer to decide (decide_submit, "
             "then decide_result), and move through the task's flow (flow, flow_status). "
         )
@@ -115,6 +116,19 @@ def add_task(add: Add, own: OwnTask) -> None:
         max_bytes: MaxBytes = DEFAULT_MAX_BYTES,
     ) -> dict[str, Any]:
         return own.diff(from_state, to_state, stat_only, max_bytes)
+
+    def session(
+        step: Annotated[str, Field(description="a step (3) that ran an agent")],
+        start: Annotated[
+            int,
+            Field(description="index of the first event; negative counts from the end (-20)"),
+        ] = 0,
+        limit: Annotated[
+            int, Field(ge=0, le=10_000, description="at most this many events")
+        ] = SESSION_DEFAULT,
+        max_bytes: MaxBytes = DEFAULT_MAX_BYTES,
+    ) -> dict[str, Any]:
+        return own.session(step, start, limit, max_bytes)
 
     def checkpoint(
         label: Annotated[str, Field(max_length=200, description="what this state is")] = "",
@@ -188,6 +202,15 @@ def add_task(add: Add, own: OwnTask) -> None:
         diff,
         "The changes between two recorded states of the task (bar diff --json); the "
         "patch is cut at max_bytes, said under 'truncated'.",
+        True,
+    )
+    add(
+        session,
+        "What the agent said and did in a step: the session's model, turns, tokens and "
+        "cost, and its events (prompts, replies, tool calls with their checkpoint STEP.N "
+        "and results, subagents, interrupts) from index start (negative: from the end); "
+        "'next' is the start of the following page; events past max_bytes are left out, "
+        "said under 'truncated'.",
         True,
     )
     add(

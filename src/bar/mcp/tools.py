@@ -16,6 +16,7 @@ flood the agent's context.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from typing import Any
@@ -28,8 +29,10 @@ from bar.task.tasks import Task
 
 DEFAULT_MAX_BYTES = 40_000  # about 10k tokens of patch: enough to read, not a flood
 LOG_DEFAULT = 20  # steps `log` returns unless asked for more
+SESSION_DEFAULT = 100  # events `session` returns unless asked for more
 _STATE = re.compile(r"(?:base|#?[0-9]{1,9}(?:\.[0-9]{1,9})?)")
 _CHECKPOINT = re.compile(r"#?[0-9]+\.[0-9]+")
+_STEP = re.compile(r"#?[0-9]{1,9}")
 
 
 class OwnTask:
@@ -47,7 +50,10 @@ class OwnTask:
     # --- reading -------------------------------------------------------------------------
 
     def status(self) -> dict[str, Any]:
-        return api.status(self._loc, self._task.id).to_json()
+        rec = api.status(self._loc, self._task.id).to_json()
+        if isinstance(rec.get("task"), dict):  # what its agent steps add up to, as the CLI's
+            rec["task"]["session_totals"] = api.session_totals(self.task)
+        return rec
 
     def log(self, n: int | None = LOG_DEFAULT) -> dict[str, Any]:
         task = self.task
@@ -87,6 +93,50 @@ class OwnTask:
         )
         if not stat:
             rec["patch"] = _capped(rec["patch"], max_bytes, rec, "patch")
+        return rec
+
+    def session(
+        self,
+        step: str,
+        start: int = 0,
+        limit: int = SESSION_DEFAULT,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+    ) -> dict[str, Any]:
+        """What the agent said and did in a step (its own or an earlier one): the ledger's
+        ``session`` summary and ``limit`` events from index ``start`` (negative: from the
+        end), as many as fit in ``max_bytes``; ``next`` is where to go on from."""
+        if not _STEP.fullmatch(step.strip()):
+            raise UsageError(
+                f"{step!r} is not a step of this task",
+                hint="name a step (3); a checkpoint's call is in its step's session",
+            )
+        if limit < 0:
+            raise UsageError(f"limit must be 0 or more, not {limit}")
+        task = self.task
+        found = api.show(task, step.strip())
+        summary, events = api.session(task, found.step_id)
+        if summary is None and not events:
+            raise NotFound(
+                f"step {found.step_id} kept no agent session",
+                hint="a step run with --agent keeps one; the log tool shows which did",
+            )
+        total = len(events)
+        first = max(0, total + start) if start < 0 else min(start, total)
+        chosen = events[first : first + limit]
+        shown = _fitted(chosen, max_bytes, keep_end=start < 0)
+        if start < 0:
+            first += len(chosen) - len(shown)
+        rec: dict[str, Any] = {
+            "task_id": task.id,
+            "step": found.step_id,
+            "session": summary,
+            "total_events": total,
+            "first": first,
+            "events": shown,
+            "next": first + len(shown) if first + len(shown) < total else None,
+        }
+        if len(shown) < len(chosen):
+            rec["truncated"] = {"events": {"shown": len(shown), "asked": len(chosen)}}
         return rec
 
     def decide_result(self, wait_seconds: float = 0) -> dict[str, Any]:
@@ -170,3 +220,35 @@ def _capped(text: object, limit: int, rec: dict[str, Any], key: str) -> Any:
         f"\n[bar: truncated: {len(shown.encode())} of {len(data)} bytes shown; ask with a "
         "larger max_bytes, stat: true, or a narrower pair of states]\n"
     )
+
+
+def _fitted(events: list[dict[str, Any]], limit: int, *, keep_end: bool) -> list[dict[str, Any]]:
+    """As many of ``events`` as fit in ``limit`` bytes of JSON, kept from the start (or
+    from the end); one event that alone is too long is given with its texts cut."""
+    if limit < 1:
+        raise UsageError(f"max_bytes must be 1 or more, not {limit}")
+    order = list(reversed(events)) if keep_end else events
+    kept: list[dict[str, Any]] = []
+    used = 0
+    for event in order:
+        size = len(json.dumps(event, ensure_ascii=False).encode()) + 2
+        if used + size > limit:
+            if not kept:
+                kept.append(_cut_event(event, limit))
+            break
+        kept.append(event)
+        used += size
+    return list(reversed(kept)) if keep_end else kept
+
+
+def _cut_event(event: dict[str, Any], limit: int) -> dict[str, Any]:
+    """``event`` with each of its texts (message, result, input) cut to fit ``limit``."""
+    out = dict(event)
+    for key in ("text", "summary"):
+        if isinstance(out.get(key), str):
+            out[key] = _capped(out[key], max(1, limit // 2), out, key)
+    if "input" in out and not isinstance(out["input"], str | int | float | bool | None):
+        out["input"] = json.dumps(out["input"], ensure_ascii=False)
+    if isinstance(out.get("input"), str):
+        out["input"] = _capped(out["input"], max(1, limit // 2), out, "input")
+    return out
