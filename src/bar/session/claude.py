@@ -127,8 +127,9 @@ class Reader:
                 key = ev.string(message.get("id")) or ev.string(rec.get("uuid"))
                 if key is not None:
                     last[key] = i
-        if agent is not None:
-            out.append(ev.subagent(agent, self._agent_type(), None, self._first_time()))
+        first = self._first_time()
+        if agent is not None and first is not None:  # (a subagent of an earlier step: none)
+            out.append(ev.subagent(agent, self._agent_type(), None, first))
         for i, rec in enumerate(self.records):
             kind = rec.get("type")
             at = ev.string(rec.get("timestamp"))
