@@ -13,8 +13,20 @@ comes first. A command ``write:PATH=TEXT`` is a file edit through the agent's ow
 instead (Claude Code ``Write``, Codex ``apply_patch`` through its shell tool, Gemini CLI
 ``write_file``): the agent writes the file itself and sends the post-tool event.
 ``silent:PATH=TEXT`` writes the file with no hook at all (a subagent that skips hooks);
-``wait:PATH`` waits until PATH exists, as an agent waits for its user between turns. One
-line per decision on stdout:
+``wait:PATH`` waits until PATH exists, as an agent waits for its user between turns.
+
+With ``--transcript`` it also keeps a transcript of the session in its home, as the
+released CLIs do, where ``bar run`` points it (``CLAUDE_CONFIG_DIR``, ``CODEX_HOME``,
+``GEMINI_CLI_HOME``; none is written without one): the prompt (``--prompt``), one model
+answer with its tool call and then the call's result per command or edit (the call ids
+the hook events carry), and a last answer in words; each answer reports ``--usage
+IN,OUT,CACHED`` tokens (IN: prompt tokens not read from a cache); Ctrl-C (or bar stopping
+it past a budget) leaves the agent's mark of an interrupted turn. Its lines are those of
+Claude Code 2.1.197, Codex 0.169.0 and Gemini CLI 0.61.0, appended as the session goes.
+A later run with the same ``--session-id`` resumes the session: it writes on in the same
+file. (Not by default: tests older than sessions read a step's checkpoints file and ``bar
+log --tools`` as they were without one; a Gemini CLI session adds a line to the first for
+each call bar finds.) One line per decision on stdout:
 
     RAN: <cmd>                 DENIED: <cmd>: <reason>
     ASKED: <cmd>: <reason>     (then RAN or DENIED, per --ask-answer)
@@ -30,6 +42,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import hashlib
 import json
 import os
 import re
@@ -206,8 +219,12 @@ def _matches(agent: str, matcher: object, tool_name: str) -> bool:
 # --- building events ------------------------------------------------------------------
 
 
-def build_payload(agent: str, command: str, cwd: Path, session_id: str) -> dict[str, Any]:
-    transcript = str(cwd / ".fake-agent" / f"{session_id}.jsonl")
+def build_payload(
+    agent: str, command: str, cwd: Path, session_id: str, transcript: str | None = None
+) -> dict[str, Any]:
+    """The pre-tool event of a shell command; ``transcript``: the session's transcript,
+    if one is kept (Claude Code and Gemini CLI name it)."""
+    transcript = transcript or str(cwd / ".fake-agent" / f"{session_id}.jsonl")
     if agent == "claude":
         return {
             "session_id": session_id,
@@ -243,13 +260,15 @@ def build_payload(agent: str, command: str, cwd: Path, session_id: str) -> dict[
     }
 
 
-def edit_payload(agent: str, path: str, text: str, cwd: Path, session_id: str) -> dict[str, Any]:
+def edit_payload(
+    agent: str, path: str, text: str, cwd: Path, session_id: str, transcript: str | None = None
+) -> dict[str, Any]:
     """The pre-tool event of a file edit through the agent's own tool."""
     if agent == "codex":  # apply_patch, as Codex hands it to hooks: a Bash heredoc
         added = "".join(f"+{line}\n" for line in text.splitlines())
         patch = f"apply_patch <<'EOF'\n*** Begin Patch\n*** Add File: {path}\n{added}*** End Patch\nEOF\n"
         return build_payload(agent, patch, cwd, session_id)
-    payload = build_payload(agent, "", cwd, session_id)
+    payload = build_payload(agent, "", cwd, session_id, transcript)
     payload["tool_name"] = EDIT_TOOL[agent]
     payload["tool_input"] = {"file_path": str(cwd / path), "content": text}
     return payload
@@ -512,6 +531,487 @@ def combine(verdicts: list[Verdict]) -> Verdict:
     return result
 
 
+# --- the session's transcript ---------------------------------------------------------
+
+MODELS = {"claude": "claude-opus-4-8", "codex": "gpt-5-codex", "gemini": "gemini-2.5-pro"}
+VERSIONS = {"claude": "2.1.197", "codex": "0.169.0"}  # (Gemini CLI writes none)
+HOMES = {"claude": "CLAUDE_CONFIG_DIR", "codex": "CODEX_HOME", "gemini": "GEMINI_CLI_HOME"}
+
+
+@dataclass
+class Outcome:
+    """How one tool call ended, as the agent tells its model."""
+
+    ran: bool  # False: refused (a hook, the person at the prompt) or stopped
+    exit_code: int = 0
+    output: str = ""
+    reason: str = ""  # why it did not run
+    asked: bool = False  # the person at the prompt declined it
+
+
+def stamp() -> str:
+    """Now, as the agents stamp their lines: ISO 8601 UTC, milliseconds, ``Z``."""
+    at = datetime.datetime.now(datetime.UTC)
+    return at.strftime("%Y-%m-%dT%H:%M:%S.") + f"{at.microsecond // 1000:03d}Z"
+
+
+class Transcript:
+    """The agent's own record of the session, appended line by line as the agent goes."""
+
+    path: Path
+
+    def __init__(
+        self,
+        agent: str,
+        home: Path,
+        cwd: Path,
+        session_id: str,
+        model: str,
+        usage: tuple[int, int, int],
+    ) -> None:
+        self.agent = agent
+        self.home = home
+        self.cwd = cwd
+        self.session_id = session_id
+        self.model = model
+        self.usage = usage
+        self.answers = 0
+
+    def write(self, rec: dict[str, Any]) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self.path.open("a", encoding="utf-8") as fh:
+            fh.write(json.dumps(rec, separators=(",", ":")) + "\n")
+
+    def next_answer(self) -> int:
+        self.answers += 1
+        return self.answers - 1
+
+    # what every agent's transcript holds, in its own words
+    def prompt(self, text: str) -> None:
+        raise NotImplementedError
+
+    def call(self, call_id: str, name: str, args: dict[str, Any]) -> None:
+        raise NotImplementedError
+
+    def result(self, call_id: str, name: str, args: dict[str, Any], outcome: Outcome) -> None:
+        raise NotImplementedError
+
+    def reply(self, text: str) -> None:
+        raise NotImplementedError
+
+    def close(self, last: str) -> None:
+        """The session ends; ``last``: its last reply."""
+
+    def interrupted(self) -> None:
+        """The person (or bar) stopped the agent mid-turn."""
+
+
+class ClaudeTranscript(Transcript):
+    """``projects/<cwd as a key>/<session>.jsonl``: a ``user`` line for the prompt and for
+    each tool result, an ``assistant`` line per block of an answer (its ``message.id``,
+    ``model`` and ``usage``)."""
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        key = re.sub(r"[^A-Za-z0-9]", "-", str(self.cwd))
+        self.path = self.home / "projects" / key / f"{self.session_id}.jsonl"
+        self.parent: str | None = None
+        self.said = ""  # the prompt
+        self.calling = False  # a tool call is asked for, its result not written yet
+
+    def line(self, kind: str, message: dict[str, Any], **extra: Any) -> None:
+        uid = str(uuid.uuid4())
+        self.write(
+            {
+                "parentUuid": self.parent,
+                "isSidechain": False,
+                "type": kind,
+                "message": message,
+                "uuid": uid,
+                "timestamp": stamp(),
+                **extra,
+                "userType": "external",
+                "entrypoint": "cli",
+                "cwd": str(self.cwd),
+                "sessionId": self.session_id,
+                "version": VERSIONS["claude"],
+            }
+        )
+        self.parent = uid
+
+    def answer(self, block: dict[str, Any], stop: str) -> None:
+        fresh, out, cached = self.usage
+        n = self.next_answer()
+        message = {
+            "id": f"msg_{n:02d}{uuid.uuid4().hex[:20]}",
+            "type": "message",
+            "role": "assistant",
+            "model": self.model,
+            "content": [block],
+            "stop_reason": stop,
+            "stop_sequence": None,
+            "usage": {
+                "input_tokens": fresh,
+                "cache_creation_input_tokens": 0,
+                "cache_read_input_tokens": cached,
+                "output_tokens": out,
+                "service_tier": "standard",
+            },
+        }
+        self.line("assistant", message)
+
+    def prompt(self, text: str) -> None:
+        self.said = text
+        self.line("user", {"role": "user", "content": text}, promptId=str(uuid.uuid4()))
+
+    def call(self, call_id: str, name: str, args: dict[str, Any]) -> None:
+        self.calling = True
+        self.answer({"type": "tool_use", "id": call_id, "name": name, "input": args}, "tool_use")
+
+    def result(self, call_id: str, name: str, args: dict[str, Any], outcome: Outcome) -> None:
+        result: Any
+        if not outcome.ran:
+            text = (
+                "The user doesn't want to proceed with this tool use. The tool use was rejected "
+                "(eg. if it was a file edit, the new_string was NOT written to the file). STOP "
+                "what you are doing and wait for the user to tell you how to proceed."
+                if outcome.asked
+                else outcome.reason
+            )
+            failed, result = True, f"Error: {text}"
+        elif name == EDIT_TOOL["claude"]:
+            text = f"File created successfully at: {args['file_path']}"
+            failed = False
+            result = {"type": "create", "filePath": args["file_path"], "content": args["content"]}
+        elif outcome.exit_code:
+            text = f"Exit code {outcome.exit_code}\n{outcome.output}".rstrip("\n")
+            failed, result = True, f"Error: {text}"
+        else:
+            text = outcome.output.rstrip("\n") or f"({name} completed with no output)"
+            failed = False
+            result = {
+                "stdout": outcome.output,
+                "stderr": "",
+                "interrupted": False,
+                "isImage": False,
+            }
+        self.calling = False
+        block = {"tool_use_id": call_id, "type": "tool_result", "content": text, "is_error": failed}
+        self.line("user", {"role": "user", "content": [block]}, toolUseResult=result)
+
+    def reply(self, text: str) -> None:
+        self.answer({"type": "text", "text": text}, "end_turn")
+
+    def interrupted(self) -> None:
+        text = (
+            "[Request interrupted by user for tool use]"
+            if self.calling
+            else "[Request interrupted by user]"
+        )
+        self.line("user", {"role": "user", "content": [{"type": "text", "text": text}]})
+
+    def close(self, last: str) -> None:
+        self.write(
+            {
+                "type": "last-prompt",
+                "lastPrompt": self.said,
+                "leafUuid": self.parent,
+                "sessionId": self.session_id,
+            }
+        )
+
+
+class CodexTranscript(Transcript):
+    """``sessions/YYYY/MM/DD/rollout-<time>-<id>.jsonl``: ``{timestamp, ordinal, type,
+    payload}`` lines; the model's side as ``response_item``s (``function_call`` with its
+    ``call_id``, its ``function_call_output``), what the person saw as ``event_msg``s, one
+    ``token_usage_record`` per model response. A resumed session writes on in its file."""
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        found = sorted((self.home / "sessions").glob(f"*/*/*/rollout-*-{self.session_id}.jsonl"))
+        self.resumed = bool(found)
+        if found:
+            self.path = found[-1]
+        else:
+            now = datetime.datetime.now(datetime.UTC)
+            name = f"rollout-{now:%Y-%m-%dT%H-%M-%S}-{self.session_id}.jsonl"
+            self.path = self.home / "sessions" / f"{now:%Y}" / f"{now:%m}" / f"{now:%d}" / name
+        self.ordinal = 0
+        self.turn = str(uuid.uuid4())
+        self.totals = [0, 0, 0]
+
+    def line(self, kind: str, payload: dict[str, Any]) -> None:
+        self.write(
+            {"timestamp": stamp(), "ordinal": self.ordinal, "type": kind, "payload": payload}
+        )
+        self.ordinal += 1
+
+    def event(self, payload: dict[str, Any]) -> None:
+        self.line("event_msg", payload)
+
+    def item(self, item: dict[str, Any]) -> None:
+        self.event(
+            {
+                "type": "item_completed",
+                "thread_id": self.session_id,
+                "turn_id": self.turn,
+                "item": item,
+            }
+        )
+
+    def used(self) -> None:
+        fresh, out, cached = self.usage
+        n = self.next_answer()
+        usage = {
+            "input_tokens": fresh + cached,  # (Codex counts the cached tokens in)
+            "cached_input_tokens": cached,
+            "cache_write_input_tokens": 0,
+            "output_tokens": out,
+            "reasoning_output_tokens": 0,
+            "total_tokens": fresh + cached + out,
+        }
+        self.line(
+            "token_usage_record",
+            {
+                "thread_id": self.session_id,
+                "turn_id": self.turn,
+                "session_id": self.session_id,
+                "response_id": f"resp_{n}",
+                "usage": usage,
+            },
+        )
+        for i, v in enumerate((fresh + cached, cached, out)):
+            self.totals[i] += v
+        total = {
+            "input_tokens": self.totals[0],
+            "cached_input_tokens": self.totals[1],
+            "output_tokens": self.totals[2],
+            "total_tokens": self.totals[0] + self.totals[2],
+        }
+        self.event(
+            {"type": "token_count", "info": {"total_token_usage": total, "last_token_usage": usage}}
+        )
+
+    def prompt(self, text: str) -> None:
+        if not self.resumed:
+            self.line(
+                "session_meta",
+                {
+                    "id": self.session_id,
+                    "session_id": self.session_id,
+                    "timestamp": stamp(),
+                    "cwd": str(self.cwd),
+                    "originator": "codex_exec",
+                    "cli_version": VERSIONS["codex"],
+                    "source": "exec",
+                    "model_provider": "openai",
+                },
+            )
+        self.event({"type": "task_started", "turn_id": self.turn})
+        self.line(
+            "turn_context",
+            {
+                "turn_id": self.turn,
+                "cwd": str(self.cwd),
+                "approval_policy": "never",
+                "model": self.model,
+            },
+        )
+        self.line(
+            "response_item",
+            {"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]},
+        )
+        self.item(
+            {
+                "type": "UserMessage",
+                "id": str(uuid.uuid4()),
+                "content": [{"type": "text", "text": text, "text_elements": []}],
+            }
+        )
+
+    def call(self, call_id: str, name: str, args: dict[str, Any]) -> None:
+        self.line(
+            "response_item",
+            {
+                "type": "function_call",
+                "id": f"fc_{self.answers}",
+                "name": "exec_command",
+                "arguments": json.dumps({"cmd": args["command"]}),
+                "call_id": call_id,
+            },
+        )
+        self.used()
+
+    def result(self, call_id: str, name: str, args: dict[str, Any], outcome: Outcome) -> None:
+        command = args["command"]
+        if not outcome.ran:  # (Codex's words for a call its hook refused)
+            output = f"Command blocked by PreToolUse hook: {outcome.reason}. Command: {command}"
+        else:
+            self.item(
+                {
+                    "type": "CommandExecution",
+                    "id": call_id,
+                    "command": ["/bin/bash", "-lc", command],
+                    "cwd": f"file://{self.cwd}",
+                    "status": "failed" if outcome.exit_code else "completed",
+                    "aggregated_output": outcome.output,
+                    "exit_code": outcome.exit_code,
+                }
+            )
+            output = (
+                f"Chunk ID: {uuid.uuid4().hex[:6]}\nWall time: 0.0100 seconds\n"
+                f"Process exited with code {outcome.exit_code}\n"
+                f"Original token count: {len(outcome.output) // 4}\nOutput:\n{outcome.output}"
+            )
+        self.line(
+            "response_item",
+            {
+                "type": "function_call_output",
+                "id": f"fco_{uuid.uuid4()}",
+                "call_id": call_id,
+                "output": output,
+            },
+        )
+
+    def reply(self, text: str) -> None:
+        mid = f"msg_{self.answers}"
+        self.item({"type": "AgentMessage", "id": mid, "content": [{"type": "Text", "text": text}]})
+        content = [{"type": "output_text", "text": text, "annotations": []}]
+        self.line(
+            "response_item", {"type": "message", "id": mid, "role": "assistant", "content": content}
+        )
+        self.used()
+
+    def close(self, last: str) -> None:
+        self.event({"type": "task_complete", "turn_id": self.turn, "last_agent_message": last})
+
+    def interrupted(self) -> None:
+        self.event({"type": "turn_aborted", "turn_id": self.turn, "reason": "interrupted"})
+
+
+class GeminiTranscript(Transcript):
+    """``.gemini/tmp/<project>/chats/session-<time>-<id>.jsonl``: a line describing the
+    session, then message records (``user``, ``gemini`` with its ``tokens``, ``model`` and
+    ``toolCalls``), each written again whole when it grows, and ``$set`` lines."""
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        chats = self.home / ".gemini" / "tmp" / (self.cwd.name.lower() or "root") / "chats"
+        found = sorted(chats.glob(f"session-*-{self.session_id[:8]}.jsonl"))
+        self.resumed = bool(found)
+        if found:
+            self.path = found[-1]
+        else:
+            now = datetime.datetime.now(datetime.UTC)
+            self.path = chats / f"session-{now:%Y-%m-%dT%H-%M}-{self.session_id[:8]}.jsonl"
+        self.open: dict[str, Any] | None = None  # the answer whose tool call runs
+
+    def touch(self, at: str) -> None:
+        self.write({"$set": {"lastUpdated": at}})
+
+    def record(self, kind: str, **fields: Any) -> dict[str, Any]:
+        rec = {"id": str(uuid.uuid4()), "timestamp": stamp(), "type": kind, **fields}
+        self.write(rec)
+        self.touch(rec["timestamp"])
+        return rec
+
+    def answer(self, content: str) -> dict[str, Any]:
+        fresh, out, cached = self.usage
+        self.next_answer()
+        tokens = {
+            "input": fresh + cached,  # (Gemini counts the cached tokens in)
+            "output": out,
+            "cached": cached,
+            "thoughts": 0,
+            "tool": 0,
+            "total": fresh + cached + out,
+        }
+        return self.record("gemini", content=content, thoughts=[], tokens=tokens, model=self.model)
+
+    def prompt(self, text: str) -> None:
+        if not self.resumed:
+            at = stamp()
+            self.write(
+                {
+                    "sessionId": self.session_id,
+                    "projectHash": hashlib.sha256(str(self.cwd).encode()).hexdigest(),
+                    "startTime": at,
+                    "lastUpdated": at,
+                    "kind": "main",
+                }
+            )
+        self.record("user", content=[{"text": text}])
+
+    def call(self, call_id: str, name: str, args: dict[str, Any]) -> None:
+        self.open = self.answer("")  # (its tool call is written with its result)
+
+    def result(self, call_id: str, name: str, args: dict[str, Any], outcome: Outcome) -> None:
+        if not outcome.ran:
+            status = "cancelled" if outcome.asked else "error"
+            response: dict[str, Any] = {"error": outcome.reason}
+        elif name == EDIT_TOOL["gemini"]:
+            status = "success"
+            response = {
+                "output": f"Successfully created and wrote to new file: {args['file_path']}."
+            }
+        else:
+            status = "success"
+            code = f"\nExit Code: {outcome.exit_code}" if outcome.exit_code else ""
+            text = f"Output: {outcome.output.rstrip() or '(empty)'}{code}\nProcess Group PGID: {os.getpid()}"
+            response = {"output": f"<untrusted_context>\n{text}\n</untrusted_context>"}
+        part = {"functionResponse": {"id": call_id, "name": name, "response": response}}
+        at = stamp()
+        call = {
+            "id": call_id,
+            "name": name,
+            "args": args,
+            "result": [part],
+            "status": status,
+            "timestamp": at,
+            "resultDisplay": outcome.output,
+            "description": args.get("command") or args.get("file_path"),
+            "displayName": "Shell" if name == SHELL_TOOL["gemini"] else "WriteFile",
+            "renderOutputAsMarkdown": False,
+        }
+        assert self.open is not None
+        self.write({**self.open, "toolCalls": [call]})  # the answer again, whole
+        self.open = None
+        self.record("user", content=[part])
+
+    def reply(self, text: str) -> None:
+        self.answer(text)
+
+    def interrupted(self) -> None:
+        self.record("info", content="Request cancelled.")
+
+
+TRANSCRIPTS: dict[str, type[Transcript]] = {
+    "claude": ClaudeTranscript,
+    "codex": CodexTranscript,
+    "gemini": GeminiTranscript,
+}
+
+
+def open_transcript(
+    agent: str, cwd: Path, session_id: str, model: str | None, usage: tuple[int, int, int]
+) -> Transcript | None:
+    """The session's transcript in the agent's home, if a home is named (``bar run`` names
+    one; run by hand, the agent leaves the developer's own alone)."""
+    home = os.environ.get(HOMES[agent])
+    if not home:
+        return None
+    return TRANSCRIPTS[agent](agent, Path(home), cwd, session_id, model or MODELS[agent], usage)
+
+
+def usage_option(value: str) -> tuple[int, int, int]:
+    try:
+        fresh, out, cached = (int(v) for v in value.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected IN,OUT,CACHED, not {value!r}") from None
+    return fresh, out, cached
+
+
 # --- the agent loop -------------------------------------------------------------------
 
 
@@ -542,12 +1042,17 @@ def edit(
     session_id: str,
     env: dict[str, str],
     options: dict[str, Any] | None,
+    transcript: Transcript | None = None,
 ) -> None:
     """``write:PATH=TEXT`` through the agent's edit tool: the pre-tool hooks that match it
     (Codex's shell matcher does), the write, the post-tool event."""
     path, _, text = command[len("write:") :].partition("=")
-    pre = edit_payload(agent, path, text, cwd, session_id)
+    named = str(transcript.path) if transcript is not None else None
+    pre = edit_payload(agent, path, text, cwd, session_id, named)
     tool = str(pre["tool_name"])
+    call_id = _call_id(agent, pre, transcript)
+    if transcript is not None:
+        transcript.call(call_id, tool, pre["tool_input"])
     payload = json.dumps(pre).encode()
     verdict = combine(
         [
@@ -557,17 +1062,32 @@ def edit(
     )
     if verdict.decision in ("deny", "stop"):
         print(f"DENIED: {command}: {_one_line(verdict.reason)}")
+        if transcript is not None:
+            transcript.result(
+                call_id, tool, pre["tool_input"], Outcome(False, reason=verdict.reason)
+            )
         return
     target = cwd / path
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(text + ("\n" if text and not text.endswith("\n") else ""))
     print(f"WROTE: {path}")
     sys.stdout.flush()
-    if agent == "codex":
-        return  # Codex 0.169 sends no post-tool event for its apply_patch
-    event, after = post_payload(agent, pre, 0, "Success")
-    for hook in configured_hooks(agent, cwd, tool, event, options):
-        run_hook(agent, hook, json.dumps(after).encode(), cwd, env)
+    if agent != "codex":  # Codex 0.169 sends no post-tool event for its apply_patch
+        event, after = post_payload(agent, pre, 0, "Success")
+        for hook in configured_hooks(agent, cwd, tool, event, options):
+            run_hook(agent, hook, json.dumps(after).encode(), cwd, env)
+    if transcript is not None:
+        done = f"Success. Updated the following files:\nA {path}\n" if agent == "codex" else ""
+        transcript.result(call_id, tool, pre["tool_input"], Outcome(True, output=done))
+
+
+def _call_id(agent: str, pre: dict[str, Any], transcript: Transcript | None) -> str:
+    """The tool call's id: the one its hook events carry (Gemini CLI's carry none)."""
+    if agent != "gemini":
+        return str(pre["tool_use_id"])
+    n = transcript.answers if transcript is not None else 0
+    tool = pre["tool_name"]
+    return f"{tool}__{tool}_{time.time_ns() // 1_000_000}_{n}"
 
 
 def _one_line(text: str) -> str:
@@ -597,6 +1117,25 @@ def main(argv: list[str] | None = None) -> int:
         default=[],
         help="Claude Code: MCP servers (accepted; no model calls their tools)",
     )
+    parser.add_argument(
+        "--transcript",
+        action="store_true",
+        help="keep a transcript of the session in the agent's home, as the agent does",
+    )
+    parser.add_argument(
+        "--prompt",
+        default="Run the commands I gave you, one by one.",
+        help="the person's prompt, the transcript's first message",
+    )
+    parser.add_argument(
+        "--usage",
+        type=usage_option,
+        default=(10, 5, 0),
+        metavar="IN,OUT,CACHED",
+        help="tokens each answer of the model reports: prompt tokens not read from a "
+        "cache, output, prompt tokens read from a cache (default 10,5,0)",
+    )
+    parser.add_argument("--model", help="the model the transcript names")
     parser.add_argument("commands", nargs="*")
     args = parser.parse_args(argv)
 
@@ -604,54 +1143,97 @@ def main(argv: list[str] | None = None) -> int:
     cwd = Path.cwd()
     env = hook_environment(agent, cwd, args.session_id)
     options = command_line_config(args.config) if agent == "codex" else None
+    transcript = (
+        open_transcript(agent, cwd, args.session_id, args.model, args.usage)
+        if args.transcript
+        else None
+    )
+    # the transcript the hook events name: Codex's is left out, as before the fake agent
+    # kept one (bar would read how its commands ended from it: tests/agents/test_outcomes.py
+    # covers that with the real rollout format)
+    named = str(transcript.path) if transcript is not None and agent != "codex" else None
     out = sys.stdout
     start = json.dumps(start_payload(agent, cwd, args.session_id)).encode()
     for hook in configured_hooks(agent, cwd, None, "SessionStart", options):
         run_hook(agent, hook, start, cwd, env)
-    for command in args.commands:
-        if command.startswith("write:"):
-            edit(agent, command, cwd, args.session_id, env, options)
-            continue
-        if command.startswith("wait:"):
-            print("WAITING", flush=True)
-            while not os.path.exists(command[len("wait:") :]):
-                time.sleep(0.05)
-            continue
-        if command.startswith("silent:"):
-            path, _, text = command[len("silent:") :].partition("=")
-            (cwd / path).parent.mkdir(parents=True, exist_ok=True)
-            (cwd / path).write_text(text + "\n")
-            print(f"WROTE (no hook): {path}")
-            continue
-        hooks = configured_hooks(agent, cwd, SHELL_TOOL[agent], None, options)
-        pre = build_payload(agent, command, cwd, args.session_id)
-        payload = json.dumps(pre).encode()
-        verdict = combine([run_hook(agent, hook, payload, cwd, env) for hook in hooks])
-        for message in verdict.warnings:
-            print(f"WARNING: {command}: {_one_line(message)}", file=out)
-        for message in verdict.errors:
-            print(f"HOOK ERROR: {command}: {_one_line(message)}", file=out)
-        if verdict.decision == "stop":
-            print(f"STOPPED: {_one_line(verdict.reason)}", file=out)
-            break
-        if verdict.decision == "deny":
-            print(f"DENIED: {command}: {_one_line(verdict.reason)}", file=out)
-            continue
-        if verdict.decision == "ask":
-            print(f"ASKED: {command}: {_one_line(verdict.reason)}", file=out)
-            if args.ask_answer == "deny":
-                print(f"DENIED: {command}: declined at the permission prompt", file=out)
+    if transcript is not None:
+        transcript.prompt(args.prompt)
+    stopped = False
+    done = 0
+    try:
+        for command in args.commands:
+            if command.startswith("write:"):
+                edit(agent, command, cwd, args.session_id, env, options, transcript)
+                done += 1
                 continue
-        out.flush()
-        proc = subprocess.run(["sh", "-c", command], cwd=cwd, capture_output=True)
-        print(f"RAN: {command}", file=out)
-        printed = (proc.stdout + proc.stderr).decode("utf-8", "replace")
-        for line in printed.splitlines():
-            print(f"  | {line}", file=out)
-        out.flush()
-        event, after = post_payload(agent, pre, proc.returncode, printed)
-        for hook in configured_hooks(agent, cwd, SHELL_TOOL[agent], event, options):
-            run_hook(agent, hook, json.dumps(after).encode(), cwd, env)
+            if command.startswith("wait:"):
+                print("WAITING", flush=True)
+                while not os.path.exists(command[len("wait:") :]):
+                    time.sleep(0.05)
+                continue
+            if command.startswith("silent:"):
+                path, _, text = command[len("silent:") :].partition("=")
+                (cwd / path).parent.mkdir(parents=True, exist_ok=True)
+                (cwd / path).write_text(text + "\n")
+                print(f"WROTE (no hook): {path}")
+                continue
+            done += 1
+            hooks = configured_hooks(agent, cwd, SHELL_TOOL[agent], None, options)
+            pre = build_payload(agent, command, cwd, args.session_id, named)
+            call_id = _call_id(agent, pre, transcript)
+            tool, tool_input = str(pre["tool_name"]), pre["tool_input"]
+            if transcript is not None:
+                transcript.call(call_id, tool, tool_input)
+            payload = json.dumps(pre).encode()
+            verdict = combine([run_hook(agent, hook, payload, cwd, env) for hook in hooks])
+            for message in verdict.warnings:
+                print(f"WARNING: {command}: {_one_line(message)}", file=out)
+            for message in verdict.errors:
+                print(f"HOOK ERROR: {command}: {_one_line(message)}", file=out)
+            refused: Outcome | None = None
+            if verdict.decision == "stop":
+                print(f"STOPPED: {_one_line(verdict.reason)}", file=out)
+                refused, stopped = Outcome(False, reason=verdict.reason), True
+            elif verdict.decision == "deny":
+                print(f"DENIED: {command}: {_one_line(verdict.reason)}", file=out)
+                refused = Outcome(False, reason=verdict.reason)
+            elif verdict.decision == "ask":
+                print(f"ASKED: {command}: {_one_line(verdict.reason)}", file=out)
+                if args.ask_answer == "deny":
+                    print(f"DENIED: {command}: declined at the permission prompt", file=out)
+                    refused = Outcome(False, reason="declined at the permission prompt", asked=True)
+            if refused is not None:
+                if transcript is not None:
+                    transcript.result(call_id, tool, tool_input, refused)
+                if stopped:
+                    break
+                continue
+            out.flush()
+            proc = subprocess.run(["sh", "-c", command], cwd=cwd, capture_output=True)
+            print(f"RAN: {command}", file=out)
+            printed = (proc.stdout + proc.stderr).decode("utf-8", "replace")
+            for line in printed.splitlines():
+                print(f"  | {line}", file=out)
+            out.flush()
+            event, after = post_payload(agent, pre, proc.returncode, printed)
+            for hook in configured_hooks(agent, cwd, SHELL_TOOL[agent], event, options):
+                run_hook(agent, hook, json.dumps(after).encode(), cwd, env)
+            if transcript is not None:
+                transcript.result(
+                    call_id,
+                    tool,
+                    tool_input,
+                    Outcome(True, exit_code=proc.returncode, output=printed),
+                )
+    except KeyboardInterrupt:  # (Ctrl-C; what bar sends an agent past its budget)
+        if transcript is not None:
+            transcript.interrupted()
+        raise  # (ended by the signal, as before it kept a transcript)
+    if transcript is not None:
+        last = "Stopped: a hook ended the session." if stopped else f"Done: {done} tool call(s)."
+        if not stopped:  # (a hook that stops the agent ends its turn: no answer follows)
+            transcript.reply(last)
+        transcript.close(last)
     out.flush()
     return 0
 
