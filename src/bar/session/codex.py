@@ -38,6 +38,8 @@ _KNOWN = frozenset(
     }
 )
 _EXIT = re.compile(r"^(?:Process exited with code|Exit code:) (-?\d+)$", re.M)
+# what Codex tells the model of a call its PreToolUse hook refused (0.169's words)
+_BLOCKED = ("Command blocked by PreToolUse hook: ", "Tool call blocked by PreToolUse hook: ")
 
 
 def transcripts(home: Path) -> list[Path]:
@@ -75,6 +77,9 @@ class Reader:
         elif kind == "turn_context":
             self.model = ev.string(payload.get("model")) or self.model
         elif kind == "token_usage_record" and isinstance(payload.get("usage"), dict):
+            # a resumed session writes on in its rollout with no new ``session_meta``: each
+            # answer's record names the session too
+            self.session_id = self.session_id or ev.string(payload.get("session_id"))
             if not self._by_record:
                 self._by_record = True
                 self.usages.clear()  # (counted from token_count events before)
@@ -154,7 +159,7 @@ def _item(payload: dict[str, Any], at: str | None) -> list[Event]:
         output = payload.get("output")
         text = output if isinstance(output, str) else ev.text_of(output) or json.dumps(output)
         code = _EXIT.search(text)
-        ok = code is None or code.group(1) == "0"
+        ok = (code is None or code.group(1) == "0") and not text.startswith(_BLOCKED)
         if isinstance(output, dict) and output.get("success") is False:
             ok = False
         return [ev.tool_result(call, ok, text, at)]

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,8 @@ from bar.session.events import Event, Usage
 NAME = "gemini"
 
 _KINDS = frozenset({"user", "gemini", "info", "error", "warning"})
+# how ``run_shell_command`` tells the model a command failed: its call still succeeded
+_EXIT = re.compile(r"^Exit Code: (-?\d+)$", re.M)
 
 
 def transcripts(home: Path) -> list[Path]:
@@ -119,7 +122,10 @@ def _call(call: dict[str, Any], at: str | None) -> list[Event]:
             )
             if isinstance(response, dict):
                 texts.append(ev.text_of(response) or json.dumps(response))
-        out.append(ev.tool_result(cid, status == "success", "\n".join(texts), done))
+        text = "\n".join(texts)
+        code = _EXIT.findall(text)  # a shell command that ran, and how it ended
+        ok = status == "success" and (not code or code[-1] == "0")
+        out.append(ev.tool_result(cid, ok, text, done))
     return out
 
 
