@@ -35,6 +35,7 @@ from bar.errors import (
     BarError,
     CorruptFile,
     NotARepository,
+    NotFound,
     NotInitialized,
     UsageError,
 )
@@ -81,6 +82,7 @@ __all__ = [
     "checkpoint",
     "checkpoints",
     "close_task",
+    "cost_text",
     "delete_task",
     "diff",
     "doctor",
@@ -103,12 +105,15 @@ __all__ = [
     "run",
     "running",
     "running_socket",
+    "session",
+    "session_totals",
     "show",
     "status",
     "summarize",
     "switch_task",
     "sync",
     "tasks",
+    "tokens_text",
     "undo",
     "unrecorded",
 ]
@@ -595,11 +600,43 @@ def running(task: Task) -> journals.RunIntent | None:
 
 def session(task: Task, step_ref: str) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
     """A step's agent session: the ledger line's ``session`` summary (None: the step ran
-    no agent whose transcript bar read) and its events in order (``bar.session.events``)."""
+    no agent whose transcript bar read) and its events in order (``bar.session.events``).
+    ``step_ref`` may name a checkpoint (``3.2``): the events up to the tool call that made
+    it, and that call's result (``NotFound`` when no call of the session made it)."""
+    from bar.history import checkpoints as cps
     from bar.session import stored
 
-    step = show(task, step_ref)
-    return stored.summary(step), stored.events(task, step)
+    if cps.parse_name(step_ref) is None:
+        step = show(task, step_ref)
+        return stored.summary(step), stored.events(task, step)
+    cp = cps.lookup(task, step_ref)
+    step = show(task, cp.step_id)
+    found = stored.events(task, step)
+    if not found:
+        return stored.summary(step), []
+    return stored.summary(step), _events_until(found, cp)
+
+
+def _events_until(events: list[dict[str, Any]], cp: Checkpoint) -> list[dict[str, Any]]:
+    """The events up to the tool call that made ``cp``, and that call's result."""
+    at = next(
+        (
+            i
+            for i, e in enumerate(events)
+            if e["type"] == "tool_call" and e.get("checkpoint") == cp.name
+        ),
+        None,
+    )
+    if at is None:
+        made = {"residual": "changes no hook reported", "rollback": "a rollback"}.get(cp.kind)
+        raise NotFound(
+            f"no tool call in the session of step {cp.step_id} made checkpoint {cp.name}"
+            + (f" ({made})" if made else ""),
+            hint=f"`bar show {cp.step_id} --session` shows the whole session",
+        )
+    call = events[at]["id"]
+    result = [e for e in events[at + 1 :] if e["type"] == "tool_result" and e.get("id") == call]
+    return [*events[: at + 1], *result[:1]]
 
 
 def session_totals(task: Task) -> dict[str, Any] | None:
@@ -608,3 +645,17 @@ def session_totals(task: Task) -> dict[str, Any] | None:
     from bar.session import stored
 
     return stored.totals(task.ledger.read_all(warn=False))
+
+
+def tokens_text(summary: dict[str, Any]) -> str:
+    """``1.2k in, 340 out, 5.0k cached``: the tokens of a session or of a task's totals."""
+    from bar.session import stored
+
+    return stored.tokens_text(summary)
+
+
+def cost_text(summary: dict[str, Any]) -> str | None:
+    """``$0.0123`` for a session or a task's totals whose cost is known, else None."""
+    from bar.session import stored
+
+    return stored.cost_text(summary)

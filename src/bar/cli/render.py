@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from bar.history.checkpoints import Checkpoint
 
 _ESCAPE = re.compile(r"\033\[[0-9;]*m")
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 _CODES = {"bold": "1", "dim": "2", "red": "31", "green": "32", "yellow": "33", "cyan": "36"}
 
 
@@ -140,6 +141,12 @@ def describe(step: Step) -> str:
     return f"apply ({step.mode}) onto {step.target_branch} as {short(step.commit_sha)}"
 
 
+def visible(text: str) -> str:
+    """``text`` with its control characters (an escape sequence someone else wrote: an
+    agent's words) shown as ``\\x1b``, never sent to the terminal as they are."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
 def one_line(text: str) -> str:
     """``text`` on one line: its line breaks and tabs shown as ``\\n`` and ``\\t``."""
     return text.replace("\r", "\\r").replace("\n", "\\n").replace("\t", "\\t")
@@ -164,11 +171,55 @@ def outcome(step: Step, paint: Painter) -> str:
         return paint("blocked", "red")
     if step.extra.get("stopped_by"):
         return paint("stopped", "red")
+    if step.extra.get("stopped"):  # bar stopped the agent itself: ``budget``
+        return paint(f"stopped: {step.extra['stopped']}", "yellow")
     if step.interrupted:
         return paint("interrupted", "yellow")
     if step.exit_code == 0:
         return paint("exit 0", "green")
     return paint(f"exit {step.exit_code}", "red")
+
+
+def session_text(summary: dict[str, Any], *, calls: bool = False) -> str:
+    """An agent step's session in one line: ``claude-opus-4-8 · 4 turns · 40 in, 20 out``
+    (``calls``: with its tool calls), and its cost when known."""
+    from bar import api  # (not at the top: every command, ``bar hook`` too, loads this module)
+
+    parts = [
+        visible(str(summary.get("model") or "model unknown")),
+        plural(_count(summary, "turns"), "turn"),
+    ]
+    if calls:
+        parts.append(plural(_count(summary, "tool_calls"), "tool call"))
+    parts.append(api.tokens_text(summary))
+    cost = api.cost_text(summary)
+    if cost:
+        parts.append(cost)
+    return " · ".join(parts)
+
+
+def totals_text(totals: dict[str, Any]) -> str:
+    """What a task's agent steps add up to, in one line (``api.session_totals``)."""
+    from bar import api
+
+    parts = [
+        plural(_count(totals, "steps"), "agent step"),
+        plural(_count(totals, "turns"), "turn"),
+        plural(_count(totals, "tool_calls"), "tool call"),
+        api.tokens_text(totals),
+    ]
+    cost = api.cost_text(totals)
+    if cost:
+        parts.append(cost)
+    models = totals.get("models")
+    if isinstance(models, list) and models:
+        parts.append(visible(", ".join(map(str, models))))
+    return " · ".join(parts)
+
+
+def _count(rec: dict[str, Any], key: str) -> int:
+    value = rec.get(key)
+    return value if isinstance(value, int) else 0
 
 
 def stat_text(stat: DiffStat) -> str:

@@ -5,7 +5,8 @@ codes, so the columns line up whatever the outcomes. The command takes the rest 
 line: cut with "..." at the terminal's width when printed straight to a terminal, whole
 through the pager (which wraps or scrolls) or into a file or pipe. A run that ran
 anywhere but the worktree's root says where after its command, never cut:
-``(in src/pkg)``.
+``(in src/pkg)``. Under an agent step, a line of its session: model, turns, tokens and,
+when known, cost (``--json`` has the ledger line's ``session`` as it is).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from bar.cli.render import (
     outcome,
     plural,
     print_json,
+    session_text,
     stat_text,
     terminal_width,
     visible_len,
@@ -95,6 +97,9 @@ def _print_steps(
         where = _where(step)
         room = None if width is None else max(width - visible_len(head) - len(where), 10)
         print((head + fit(describe(step), room) + paint(where, "dim")).rstrip())
+        summary = step.extra.get("session") if isinstance(step, RunStep) else None
+        if isinstance(summary, dict):
+            print(paint(f"      {session_text(summary)}", "dim"))
         if isinstance(step, RunStep) and step.checkpoints:
             if tools:
                 for cp in api.checkpoints(task, step.step_id):

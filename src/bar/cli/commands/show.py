@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 import sys
+import textwrap
 from typing import TYPE_CHECKING
 
 from bar import api
@@ -16,10 +18,16 @@ from bar.cli.render import (
     copy_file,
     describe,
     duration,
+    fit,
+    one_line,
     outcome,
+    plural,
     print_json,
+    session_text,
     short,
     stat_text,
+    terminal_width,
+    visible,
 )
 from bar.ledger.records import ApplyStep, RollbackStep, RunStep, Step, SyncStep
 from bar.task.tasks import Task
@@ -28,9 +36,14 @@ if TYPE_CHECKING:
     from bar.history.checkpoints import Checkpoint
 
 
-def show(*, task: str | None, step: str, as_json: bool) -> int:
+_CHECKPOINT = re.compile(r"#?[0-9]+\.[0-9]+")
+
+
+def show(*, task: str | None, step: str, as_json: bool, session: bool = False) -> int:
     the_task = api.get_task(api.open_project(), task)
-    if re.fullmatch(r"#?[0-9]+\.[0-9]+", step.strip()):
+    if session:
+        return _show_session(the_task, step, as_json)
+    if _CHECKPOINT.fullmatch(step.strip()):
         return _show_checkpoint(the_task, step, as_json)
     record = api.show(the_task, step)
     taken = api.checkpoints(the_task, record.step_id) if isinstance(record, RunStep) else []
@@ -67,9 +80,26 @@ def _show_step(the_task: Task, record: Step, taken: list[Checkpoint]) -> None:
         sandbox = record.extra.get("sandbox")
         if isinstance(sandbox, dict):
             rows.append(("sandbox", _sandbox_text(sandbox)))
+        if record.extra.get("stopped") == "budget":
+            rows.append(
+                (
+                    "stopped",
+                    "by bar: the agent's session passed its budget (--max-tokens, --max-cost)",
+                )
+            )
+        elif record.extra.get("stopped"):
+            rows.append(("stopped", f"by bar: {record.extra['stopped']}"))
         agent = record.extra.get("agent")
         if isinstance(agent, dict):
             rows.append(("agent", _agent_text(agent)))
+        summary = record.extra.get("session")
+        if isinstance(summary, dict):
+            rows.append(
+                (
+                    "session",
+                    f"{session_text(summary, calls=True)} (bar show {record.step_id} --session)",
+                )
+            )
     if isinstance(record, ApplyStep):
         rows += [
             ("mode", record.mode),
@@ -172,6 +202,182 @@ def _show_checkpoint_text(task: Task, cp: Checkpoint) -> None:
         print(paint(f"\n--- patch {cp.patch}", "cyan"))
         sys.stdout.flush()
         _print(task, cp.patch)
+
+
+# --- the agent's session (SPEC §13) ---------------------------------------------------
+
+_LABEL = 10  # the width of the column of labels (user, assistant, tool, ...)
+_WRAP = 100  # columns of a conversation not shown straight on a terminal
+# the lines of a tool result that only frame it (Codex's and Gemini CLI's), passed over
+# for its first line of substance
+_FRAMING = re.compile(
+    r"^(</?untrusted_context>|Chunk ID: .*|Wall time: .*|Original token count: .*|Output:)$"
+)
+# the files of Codex's ``apply_patch``, which its shell tool runs
+_PATCHED = re.compile(r"^\*\*\* (?:Add|Update|Delete) File: (.+)$", re.M)
+
+
+def _show_session(task: Task, ref: str, as_json: bool) -> int:
+    """``bar show STEP --session``: the agent's conversation (to a checkpoint's call)."""
+    upto = None
+    if _CHECKPOINT.fullmatch(ref.strip()):
+        cp = api.checkpoint(task, ref)
+        step_id, upto = cp.step_id, cp.name
+    else:
+        step_id = api.show(task, ref).step_id
+    summary, events = api.session(task, upto or step_id)
+    if as_json:
+        out: dict[str, object] = {"step": step_id, "session": summary, "events": events}
+        if upto is not None:
+            out["checkpoint"] = upto
+        print_json(out)
+        return 0
+    if summary is None and not events:
+        print(
+            f"Step {step_id} kept no agent session: it ran no agent, or its agent wrote "
+            "no transcript bar reads (see `bar show --help`)."
+        )
+        return 0
+    with paging():
+        _print_session(task, step_id, upto, summary or {}, events)
+    return 0
+
+
+def _print_session(
+    task: Task,
+    step_id: str,
+    upto: str | None,
+    summary: dict[str, object],
+    events: list[dict[str, object]],
+) -> None:
+    paint = Painter(task.project.config.output.color)
+    width = terminal_width() or _WRAP
+    head = f"session of step {step_id}"
+    agent = " ".join(str(summary[k]) for k in ("agent", "agent_version") if summary.get(k))
+    rest = [agent] if agent else []
+    if summary.get("session_id"):
+        rest.append(f"session {summary['session_id']}")
+    if summary.get("resumed_from"):
+        rest.append(f"resumed from step {summary['resumed_from']}")
+    print(paint(head, "bold") + ("  " + visible(", ".join(rest)) if rest else ""))
+    if upto is not None:
+        print(paint(f"(up to the tool call of checkpoint {upto})", "dim"))
+    print()
+    calls: dict[str, dict[str, object]] = {}
+    previous: dict[str, object] | None = None
+    for event in events:
+        kind = event.get("type")
+        prefix = visible(f"  [{event['agent_id']}] ") if event.get("agent_id") else ""
+        if kind == "message":
+            role = str(event.get("role") or "?")
+            style = "bold" if role == "user" else "green"
+            _block(paint, prefix, role, visible(str(event.get("text") or "")), width, style)
+        elif kind == "tool_call":
+            calls[str(event.get("id"))] = event
+            text = visible(f"{event.get('name')}  {_call_text(task, event.get('input'))}").rstrip()
+            mark = f"  → {event['checkpoint']}" if event.get("checkpoint") else ""
+            room = max(width - len(prefix) - _LABEL - 1 - len(mark), 20)
+            print(
+                f"{prefix}{_label(paint, 'tool', 'yellow')} {fit(text, room)}{paint(mark, 'cyan')}"
+            )
+        elif kind == "tool_result":
+            ok = bool(event.get("ok"))
+            word = _label(paint, "  ok" if ok else "  failed", "dim" if ok else "red")
+            call = calls.get(str(event.get("id")))
+            of = ""
+            if call is not None and not (
+                previous is not None
+                and previous.get("type") == "tool_call"
+                and previous.get("id") == event.get("id")
+            ):
+                of = f"({call.get('name')}) "
+            said = visible(of + _first_line(str(event.get("summary") or "")))
+            room = max(width - len(prefix) - _LABEL - 1, 20)
+            print(f"{prefix}{word} {fit(said, room)}".rstrip())
+        elif kind == "subagent":
+            started = (
+                f", started by call {event['parent_call']}" if event.get("parent_call") else ""
+            )
+            what = f" ({event['agent_type']})" if event.get("agent_type") else ""
+            who = visible(f"{event.get('agent_id')}{what}{started}")
+            print(f"{_label(paint, 'subagent', 'cyan')} {who}")
+        elif kind == "interrupt":
+            print(f"{prefix}{_label(paint, 'interrupt', 'red')} the agent was stopped mid-turn")
+        else:
+            continue  # usage: counted in the last line; unknown: counted there too
+        previous = event
+    print()
+    tail = session_text(summary, calls=True)
+    extra = [
+        plural(n, word)
+        for key, word in (
+            ("subagents", "subagent"),
+            ("interrupts", "interrupt"),
+            ("unknown", "unknown line"),
+        )
+        if isinstance(n := summary.get(key), int) and n
+    ]
+    print(paint(visible(" · ".join([tail, *extra])), "dim"))
+
+
+def _block(paint: Painter, prefix: str, label: str, text: str, width: int, style: str) -> None:
+    """A message under its label, wrapped to ``width`` (its own line breaks kept)."""
+    indent = " " * (len(prefix) + _LABEL + 1)
+    room = max(width - len(indent), 20)
+    lines: list[str] = []
+    for para in text.splitlines() or [""]:
+        lines += textwrap.wrap(para, room, break_on_hyphens=False) or [""]
+    first, *rest = lines
+    print(f"{prefix}{_label(paint, label, style)} {first}".rstrip())
+    for line in rest:
+        print(f"{indent}{line}".rstrip())
+
+
+def _label(paint: Painter, word: str, style: str) -> str:
+    return paint(word.ljust(_LABEL), style)
+
+
+def _call_text(task: Task, args: object) -> str:
+    """What a tool call acted on, in a few words: its command, its file, its pattern."""
+    if isinstance(args, str):
+        return _first_of(args)
+    if not isinstance(args, dict):
+        return ""
+    for key in ("command", "cmd"):
+        value = args.get(key)
+        if isinstance(value, list) and all(isinstance(v, str) for v in value):
+            return one_line(shlex.join(value))
+        if isinstance(value, str):
+            patched = _PATCHED.findall(value) if value.startswith("apply_patch") else []
+            return f"apply_patch {', '.join(patched)}" if patched else _first_of(value)
+    for key in ("file_path", "path", "absolute_path", "notebook_path"):
+        value = args.get(key)
+        if isinstance(value, str):
+            return _relative(task, value)
+    for key in ("pattern", "query", "url", "description", "prompt", "subagent_type"):
+        value = args.get(key)
+        if isinstance(value, str):
+            return _first_of(value)
+    return one_line(json.dumps(args, ensure_ascii=False, separators=(",", ":")))
+
+
+def _first_of(text: str) -> str:
+    first, *rest = text.strip().splitlines() or [""]
+    return first + (" …" if rest else "")
+
+
+def _first_line(summary: str) -> str:
+    """A tool result's first line of substance."""
+    for line in summary.splitlines():
+        line = line.strip()
+        if line and not _FRAMING.match(line):
+            return line
+    return "(no output)"
+
+
+def _relative(task: Task, path: str) -> str:
+    root = str(task.worktree).rstrip("/") + "/"
+    return path[len(root) :] if path.startswith(root) else path
 
 
 _ANSWERED = {"deny": "denied", "ask": "asked", "warning": "warned"}

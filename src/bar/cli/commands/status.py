@@ -5,14 +5,18 @@ from __future__ import annotations
 import shlex
 
 from bar import api
-from bar.cli.render import Painter, plural, print_json
+from bar.cli.render import Painter, plural, print_json, totals_text
 
 
 def status(*, task: str | None, as_json: bool) -> int:
     loc = api.open_project()
     info = api.status(loc, task)
+    totals = api.session_totals(info.task) if info.task is not None else None
     if as_json:
-        print_json(info.to_json())
+        data = info.to_json()
+        if data.get("task") is not None:
+            data["task"]["session_totals"] = totals
+        print_json(data)
         return 0
     project = loc.project
     paint = Painter(project.config.output.color)
@@ -32,6 +36,8 @@ def status(*, task: str | None, as_json: bool) -> int:
     state = info.state.label if info.state else t.status
     print(f"task      {paint(t.name, 'bold')} ({t.id}), {state}, {plural(info.steps, 'step')}")
     print(f"branch    {t.branch}")
+    if totals is not None:
+        print(f"agents    {totals_text(totals)}")
     if t.pending:
         print(f"worktree  {t.worktree}  (not made yet: bar task start {t.name})")
     elif info.state is not None and info.state.worktree_missing:

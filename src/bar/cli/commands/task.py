@@ -6,7 +6,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from bar import api
-from bar.cli.render import Painter, plural, print_json, short
+from bar.cli.render import Painter, plural, print_json, short, totals_text
 from bar.errors import BarError, UsageError
 
 if TYPE_CHECKING:
@@ -128,8 +128,9 @@ def show(*, task_ref: str | None, as_json: bool, task: str | None = None) -> int
     loc = api.open_project()
     the_task = api.get_task(loc, ref(task_ref, task))
     summary = api.summarize(the_task, loc.project.active_task_id())
+    totals = api.session_totals(the_task)
     if as_json:
-        print_json(summary.to_json())
+        print_json({**summary.to_json(), "session_totals": totals})
         return 0
     paint = Painter(loc.project.config.output.color)
     print(
@@ -155,6 +156,8 @@ def show(*, task_ref: str | None, as_json: bool, task: str | None = None) -> int
         print(f"  tags        {', '.join(map(str, tags))}")
     stat = summary.diff_stat
     print(f"  steps       {summary.steps}")
+    if totals is not None:
+        print(f"  agents      {totals_text(totals)}")
     print(
         f"  changes     {plural(stat.files, 'file')}, +{stat.additions} -{stat.deletions} since base"
     )

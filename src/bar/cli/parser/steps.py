@@ -119,8 +119,10 @@ def commands(sub: Any) -> None:
         "checkpoint after each tool call that could change files (STEP.N); they are\n"
         "counted under their step, and listed one per line with --tools.\n\n"
         "Columns: step, kind, outcome (exit N, blocked by policy, stopped by a pre_run\n"
-        "hook, interrupted), changes, duration, command. Printed straight to a terminal,\n"
-        "the command is cut at its width; through the pager or into a file, it is whole.",
+        "hook, stopped: budget, interrupted), changes, duration, command. Printed straight\n"
+        "to a terminal, the command is cut at its width; through the pager or into a file,\n"
+        "it is whole. Under an agent step: its model, turns and tokens (and cost, when\n"
+        "agents.prices prices its model); `bar show STEP --session` has the conversation.",
         epilog="examples:\n"
         "  bar log                    every step\n"
         "  bar log -n 5 -p            the last five, each with its patch\n"
@@ -144,13 +146,25 @@ def commands(sub: Any) -> None:
         description="Show one step in full: its command, how it ended, the policy rules and\n"
         "hooks that ran, its patch and what it printed (for a step a pre_run hook\n"
         "stopped, what the hook printed). STEP.N shows a checkpoint: the tool call and\n"
-        "what it changed.",
+        "what it changed.\n\n"
+        "--session shows what the agent of an agent step said and did instead: the\n"
+        "prompts and replies, each tool call with what it acted on, the checkpoint it\n"
+        "made (→ STEP.N) and how it ended, its subagents and interruptions, and the\n"
+        "model, turns, tokens and cost. With STEP.N, the conversation up to that\n"
+        "checkpoint's tool call.",
         epilog="examples:\n"
-        "  bar show 3        step 0003: command, result, policy, patch, output\n"
-        "  bar show 3.2      its second checkpoint: the tool call and what it changed",
+        "  bar show 3            step 0003: command, result, policy, patch, output\n"
+        "  bar show 3.2          its second checkpoint: the tool call and what it changed\n"
+        "  bar show 3 --session  the agent's conversation in step 0003\n"
+        "  bar show 3.2 --session --json   the session's events up to that tool call",
     )
     _task_opt(p)
     p.add_argument("step", metavar="STEP|STEP.N", help="a step (3, 0003) or a checkpoint (3.2)")
+    p.add_argument(
+        "--session",
+        action="store_true",
+        help="the agent's conversation in the step (to the checkpoint's tool call, with STEP.N)",
+    )
     _json_opt(p)
     _cmd(p, "show:show")
 
@@ -196,7 +210,8 @@ def commands(sub: Any) -> None:
         formatter_class=_Formatter,
         description="Where the task stands: its steps, a running or interrupted step, and\n"
         "whether the worktree holds changes no step recorded (see them with\n"
-        "`bar diff --unrecorded`; the next step records them).",
+        "`bar diff --unrecorded`; the next step records them); what its agent steps add\n"
+        "up to (turns, tool calls, tokens, cost when known).",
         epilog="examples:\n"
         "  bar status                  the task you are in, else the active one\n"
         "  bar status --task fix-login\n"

@@ -110,7 +110,8 @@ def commands(sub: Any) -> None:
         help="show one task in detail",
         formatter_class=_Formatter,
         description="Show a task: status and state (see `bar task list --help`), base,\n"
-        "branch, worktree, snapshots, steps and changes since the base. A task is named by\n"
+        "branch, worktree, snapshots, steps and changes since the base, and what its agent\n"
+        "steps add up to (turns, tool calls, tokens, cost when known). A task is named by\n"
         "its id, the first 4 or more characters of its id, or its name (an open task\n"
         "before closed ones of the same name).",
         epilog="examples:\n  bar task show\n  bar task show fix-login\n  bar task show gVXs",
