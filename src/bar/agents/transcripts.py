@@ -23,7 +23,9 @@ if TYPE_CHECKING:
     from bar.history.checkpoints import Recorder
     from bar.task.tasks import Task
 
-_TAIL = 4 << 20  # bytes read from the end first: the call was just made
+# bytes read from the end, widening: the call was just made (a long tool result after it
+# can push it back)
+_TAILS = (256 << 10, 4 << 20, None)
 
 
 class Verifier:
@@ -63,7 +65,7 @@ def verified(task: Task, event: HookEvent) -> bool | None:
     path = rollout.within(homes.path(task, event.agent), event.transcript)
     if path is None:
         return False
-    for tail in (_TAIL, None):
+    for tail in _TAILS:
         data = read_regular(path, tail) or b""
         if any(
             _names_call(event.agent, line, call)

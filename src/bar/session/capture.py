@@ -25,7 +25,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any, Protocol
 
 from bar.base.clock import seconds_of
-from bar.base.record import record
+from bar.base.record import record, replace
 from bar.session import claude, codex, gemini, prices
 from bar.session.events import Event, Usage, interrupt
 from bar.store.files import read_regular, write_bytes_atomic
@@ -46,9 +46,11 @@ class _Reader(Protocol):
     version: str | None
     agent_calls: dict[str, str]
     calls: set[str]
+    usages: dict[str, tuple[Usage, str | None]]  # each answer's, by the agent's key
+    changed: set[str]  # the keys of ``usages`` set since the last count
+    reset: bool  # ``usages`` was emptied since the last count
 
     def feed(self, rec: dict[str, Any]) -> None: ...
-    def usage_list(self) -> list[tuple[Usage, str | None]]: ...
     def events(self) -> list[Event]: ...
 
 
@@ -83,6 +85,7 @@ class _File:
         self.unreadable = 0
         self.truncated = False
         self.earlier = 0  # lines stamped before the step: a session resumed in it
+        self.counted: dict[str, Usage] = {}  # the answers in the step's totals
 
     def read_more(self, since: float) -> None:
         try:
@@ -151,6 +154,8 @@ class Capture:
         self.since = seconds_of(started_at)
         self.prices = price_table
         self.files: dict[Path, _File] = {}
+        self._totals = Totals()
+        self._unpriced: Counter[str] = Counter()
 
     def poll(self) -> Totals:
         """Read what the agent wrote since the last look; the step's totals."""
@@ -173,24 +178,41 @@ class Capture:
         return any(call_id in f.reader.calls for f in self.files.values())
 
     def totals(self) -> Totals:
-        t = Totals()
-        unpriced: set[str] = set()
+        """The step's totals, kept up to date with the answers read since the last call
+        (each answer counted once, again only when the agent rewrote its usage)."""
         for f in self.files.values():
-            for u, at in f.reader.usage_list():
-                if at is not None and _seconds(at, self.since) < self.since:
-                    continue
-                t.answers += 1
-                t.input_tokens += u.input_tokens
-                t.output_tokens += u.output_tokens
-                t.cache_read_tokens += u.cache_read_tokens
-                t.cache_write_tokens += u.cache_write_tokens
-                c = prices.cost(self.prices, u)
-                if c is None:
-                    unpriced.add(u.model or "(unnamed model)")
-                else:
-                    t.cost_usd += c
-        t.unpriced = tuple(sorted(unpriced))
+            r = f.reader
+            if r.reset:
+                r.reset = False
+                for u in f.counted.values():
+                    self._add(u, -1)
+                f.counted.clear()
+                r.changed.update(r.usages)
+            for key in r.changed:
+                old = f.counted.pop(key, None)
+                if old is not None:
+                    self._add(old, -1)
+                new = r.usages.get(key)
+                if new is not None:
+                    f.counted[key] = new[0]
+                    self._add(new[0], +1)
+            r.changed.clear()
+        t = replace(self._totals)
+        t.unpriced = tuple(sorted(m for m, n in self._unpriced.items() if n > 0))
         return t
+
+    def _add(self, u: Usage, sign: int) -> None:
+        t = self._totals
+        t.answers += sign
+        t.input_tokens += sign * u.input_tokens
+        t.output_tokens += sign * u.output_tokens
+        t.cache_read_tokens += sign * u.cache_read_tokens
+        t.cache_write_tokens += sign * u.cache_write_tokens
+        c = prices.cost(self.prices, u)
+        if c is None:
+            self._unpriced[u.model or "(unnamed model)"] += sign
+        else:
+            t.cost_usd += sign * c
 
     # --- the step's record -----------------------------------------------------------
 

@@ -75,6 +75,8 @@ class Reader:
         self.path = path
         self.records: list[dict[str, Any]] = []
         self.usages: dict[str, tuple[Usage, str | None]] = {}  # by message id
+        self.changed: set[str] = set()  # usages added or changed since the last count
+        self.reset = False
         self.session_id: str | None = None
         self.model: str | None = None
         self.version: str | None = None
@@ -97,6 +99,7 @@ class Reader:
             if model and model != "<synthetic>" and isinstance(raw, dict) and key:
                 self.model = model
                 self.usages[key] = (_usage(model, raw), ev.string(rec.get("timestamp")))
+                self.changed.add(key)
             for block in message.get("content") or []:
                 if isinstance(block, dict) and block.get("type") == "tool_use":
                     self.calls.add(str(block.get("id")))
@@ -113,9 +116,6 @@ class Reader:
             )
             if agent and isinstance(call, str):
                 self.agent_calls[agent] = call
-
-    def usage_list(self) -> list[tuple[Usage, str | None]]:
-        return list(self.usages.values())
 
     def events(self) -> list[Event]:
         out: list[Event] = []

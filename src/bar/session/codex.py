@@ -56,6 +56,8 @@ class Reader:
         self.path = path
         self.records: list[dict[str, Any]] = []
         self.usages: dict[str, tuple[Usage, str | None]] = {}
+        self.changed: set[str] = set()  # usages added or changed since the last count
+        self.reset = False  # every usage counted so far is void
         self.session_id: str | None = None
         self.model: str | None = None
         self.version: str | None = None
@@ -83,16 +85,16 @@ class Reader:
             if not self._by_record:
                 self._by_record = True
                 self.usages.clear()  # (counted from token_count events before)
+                self.reset = True
             key = ev.string(payload.get("response_id")) or f"#{len(self.records)}"
             self.usages[key] = (_usage(self.model, payload["usage"]), at)
+            self.changed.add(key)
         elif kind == "event_msg" and payload.get("type") == "token_count" and not self._by_record:
             info = payload.get("info")
             last = info.get("last_token_usage") if isinstance(info, dict) else None
             if isinstance(last, dict):
                 self.usages[f"#{len(self.records)}"] = (_usage(self.model, last), at)
-
-    def usage_list(self) -> list[tuple[Usage, str | None]]:
-        return list(self.usages.values())
+                self.changed.add(f"#{len(self.records)}")
 
     def events(self) -> list[Event]:
         out: list[Event] = []

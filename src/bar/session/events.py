@@ -109,7 +109,7 @@ def text_of(value: Any) -> str:
     if isinstance(value, list):
         return "\n".join(t for v in value if (t := text_of(v)))
     if isinstance(value, dict):
-        for key in ("text", "output", "content"):
+        for key in ("text", "output", "content", "error"):
             if key in value:
                 return text_of(value[key])
     return ""

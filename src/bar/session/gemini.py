@@ -48,6 +48,9 @@ class Reader:
     def __init__(self, path: Path) -> None:
         self.path = path
         self.messages: dict[str, dict[str, Any]] = {}  # by id, in the order first seen
+        self.usages: dict[str, tuple[Usage, str | None]] = {}  # by message id
+        self.changed: set[str] = set()  # usages added or changed since the last count
+        self.reset = False
         self.unknown: list[Event] = []
         self.session_id: str | None = None
         self.model: str | None = None
@@ -68,13 +71,9 @@ class Reader:
         self.messages[mid] = rec
         if rec.get("type") == "gemini":
             self.model = ev.string(rec.get("model")) or self.model
-
-    def usage_list(self) -> list[tuple[Usage, str | None]]:
-        return [
-            (_usage(m), ev.string(m.get("timestamp")))
-            for m in self.messages.values()
-            if m.get("type") == "gemini" and isinstance(m.get("tokens"), dict)
-        ]
+            if isinstance(rec.get("tokens"), dict):
+                self.usages[mid] = (_usage(rec), ev.string(rec.get("timestamp")))
+                self.changed.add(mid)
 
     def events(self) -> list[Event]:
         out: list[Event] = list(self.unknown)
