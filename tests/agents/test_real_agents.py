@@ -36,6 +36,7 @@ DENIED = "touch denied-ran.txt; rm -rf ~/precious"
 BENIGN = "echo hello > benign.txt"
 WARNED = "mkdir -p shared && chmod -R o+w shared && touch warned.txt"
 
+
 @pytest.fixture
 def precious() -> Iterator[Path]:
     target = Path(os.environ["HOME"]) / "precious"
