@@ -384,7 +384,12 @@ class Supervisor:
         try:
             totals = self._capture.poll()
             deadline = time.monotonic() + _CALL_WAIT
-            while call and not self._capture.has_call(call) and time.monotonic() < deadline:
+            while (
+                call
+                and self._capture.files  # (an agent that keeps no transcript here: no wait)
+                and not self._capture.has_call(call)
+                and time.monotonic() < deadline
+            ):
                 time.sleep(0.01)
                 totals = self._capture.poll()
         except OSError:
