@@ -276,3 +276,30 @@ def test_a_price_is_looked_up_by_name_then_pattern_and_never_guessed() -> None:
     assert cost(table, Usage("exact-model", 500_000, 0, 0)) == 0.5
     assert cost(table, Usage("other", 10, 10, 10)) is None
     assert cost(table, Usage(None, 10, 10, 10)) is None
+
+
+def test_a_directory_swapped_for_a_link_is_never_followed(tmp_path: Path) -> None:
+    """The agent writes its home: a link to a directory elsewhere (the developer's own
+    transcripts) anywhere on the way to a transcript is not read through."""
+    home = tmp_path / "home"
+    elsewhere = tmp_path / "elsewhere"
+    write(elsewhere / "k/s1.jsonl", [claude_line("user", 1, "not the agent's")])
+    home.mkdir(exist_ok=True)
+    os.symlink(elsewhere, home / "projects")
+    assert finish(home, "claude", tmp_path) == (None, [])
+    (home / "projects").unlink()
+    (home / "projects").mkdir()
+    os.symlink(elsewhere / "k", home / "projects/k")
+    assert finish(home, "claude", tmp_path) == (None, [])
+
+
+def test_a_home_full_of_files_is_walked_within_bounds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import bar.session.found as found
+
+    monkeypatch.setattr(found, "MAX_ENTRIES", 50)
+    home = tmp_path / "home"
+    for i in range(200):
+        (home / "projects" / f"d{i:03d}").mkdir(parents=True)
+    assert len(found.transcripts(home / "projects", 4, lambda _, f: True)) == 0

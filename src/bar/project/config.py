@@ -205,6 +205,8 @@ def _budget(value: Any, key: str, path: Path) -> dict[str, Any]:
         out["max_tokens"] = _amount(value["max_tokens"], f"{key}.max_tokens", path, whole=True)
     if value.get("max_cost_usd") is not None:
         out["max_cost_usd"] = _amount(value["max_cost_usd"], f"{key}.max_cost_usd", path)
+        if not out["max_cost_usd"]:
+            raise ConfigError(f"{key}.max_cost_usd in {path} must be more than 0")
     return out
 
 

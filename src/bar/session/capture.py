@@ -28,7 +28,7 @@ from bar.base.clock import seconds_of
 from bar.base.record import record, replace
 from bar.session import claude, codex, gemini, prices
 from bar.session.events import Event, Usage, interrupt
-from bar.store.files import read_regular, write_bytes_atomic
+from bar.store.files import open_beneath, read_regular, write_bytes_atomic
 
 if TYPE_CHECKING:
     from bar.history.checkpoints import Checkpoint
@@ -77,7 +77,8 @@ class Totals:
 
 
 class _File:
-    def __init__(self, path: Path, reader: _Reader) -> None:
+    def __init__(self, home: Path, path: Path, reader: _Reader) -> None:
+        self.home = home
         self.path = path
         self.reader = reader
         self.offset = 0
@@ -88,13 +89,12 @@ class _File:
         self.counted: dict[str, Usage] = {}  # the answers in the step's totals
 
     def read_more(self, since: float) -> None:
-        try:
-            fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
-        except OSError:
+        fd = open_beneath(self.home, self.path)  # (the agent writes the home: no link)
+        if fd is None:
             return
         try:
             st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode) or st.st_size <= self.offset:
+            if st.st_size <= self.offset:
                 return
             if st.st_size > MAX_READ:
                 self.truncated = True
@@ -169,7 +169,9 @@ class Capture:
                 continue
             found = self.files.get(path)
             if found is None:
-                found = self.files[path] = _File(path, self.module.Reader(path))
+                found = self.files[path] = _File(
+                    self.home, path, self.module.Reader(path, self.home)
+                )
             found.read_more(self.since)
         return self.totals()
 

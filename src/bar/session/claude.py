@@ -15,13 +15,13 @@ Observed with Claude Code 2.1 (the version pinned in the Makefile).
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
 from bar.session import events as ev
+from bar.session import found
 from bar.session.events import Event, Usage
-from bar.store.files import read_regular
+from bar.store.files import read_beneath
 
 NAME = "claude"
 
@@ -59,20 +59,15 @@ _METADATA = frozenset(
 
 def transcripts(home: Path) -> list[Path]:
     """Every transcript in the home: sessions and their subagents."""
-    found: list[Path] = []
-    for top, dirs, files in os.walk(home / "projects"):
-        depth = len(Path(top).relative_to(home / "projects").parts)
-        if depth > 4:
-            dirs[:] = []
-        found += [Path(top, f) for f in files if f.endswith(".jsonl")]
-    return found
+    return found.transcripts(home / "projects", 4, lambda _, f: f.endswith(".jsonl"))
 
 
 class Reader:
     """One transcript file, fed line by line."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, home: Path) -> None:
         self.path = path
+        self.home = home
         self.records: list[dict[str, Any]] = []
         self.usages: dict[str, tuple[Usage, str | None]] = {}  # by message id
         self.changed: set[str] = set()  # usages added or changed since the last count
@@ -147,7 +142,8 @@ class Reader:
         return out
 
     def _agent_type(self) -> str | None:
-        data = read_regular(self.path.with_name(self.path.name[:-6] + ".meta.json"))
+        meta_path = self.path.with_name(self.path.name[:-6] + ".meta.json")
+        data = read_beneath(self.home, meta_path, 1 << 20)
         try:
             meta = json.loads(data) if data else None
         except ValueError:

@@ -16,12 +16,12 @@ tokens inside ``input_tokens``; here they are apart. Observed with Codex CLI 0.1
 from __future__ import annotations
 
 import json
-import os
 import re
 from pathlib import Path
 from typing import Any
 
 from bar.session import events as ev
+from bar.session import found
 from bar.session.events import Event, Usage
 
 NAME = "codex"
@@ -43,17 +43,15 @@ _BLOCKED = ("Command blocked by PreToolUse hook: ", "Tool call blocked by PreToo
 
 
 def transcripts(home: Path) -> list[Path]:
-    found: list[Path] = []
-    for top, dirs, files in os.walk(home / "sessions"):
-        if len(Path(top).relative_to(home / "sessions").parts) > 4:
-            dirs[:] = []
-        found += [Path(top, f) for f in files if f.startswith("rollout-") and f.endswith(".jsonl")]
-    return found
+    return found.transcripts(
+        home / "sessions", 4, lambda _, f: f.startswith("rollout-") and f.endswith(".jsonl")
+    )
 
 
 class Reader:
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, home: Path) -> None:
         self.path = path
+        self.home = home
         self.records: list[dict[str, Any]] = []
         self.usages: dict[str, tuple[Usage, str | None]] = {}
         self.changed: set[str] = set()  # usages added or changed since the last count

@@ -16,12 +16,12 @@ here cached tokens are apart and thinking is output. Observed with Gemini CLI 0.
 from __future__ import annotations
 
 import json
-import os
 import re
 from pathlib import Path
 from typing import Any
 
 from bar.session import events as ev
+from bar.session import found
 from bar.session.events import Event, Usage
 
 NAME = "gemini"
@@ -32,21 +32,17 @@ _EXIT = re.compile(r"^Exit Code: (-?\d+)$", re.M)
 
 
 def transcripts(home: Path) -> list[Path]:
-    found: list[Path] = []
-    root = home / ".gemini" / "tmp"
-    for top, dirs, files in os.walk(root):
-        if len(Path(top).relative_to(root).parts) > 3:
-            dirs[:] = []
-        if Path(top).name == "chats":
-            found += [
-                Path(top, f) for f in files if f.startswith("session-") and f.endswith(".jsonl")
-            ]
-    return found
+    return found.transcripts(
+        home / ".gemini" / "tmp",
+        3,
+        lambda d, f: d == "chats" and f.startswith("session-") and f.endswith(".jsonl"),
+    )
 
 
 class Reader:
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, home: Path) -> None:
         self.path = path
+        self.home = home
         self.messages: dict[str, dict[str, Any]] = {}  # by id, in the order first seen
         self.usages: dict[str, tuple[Usage, str | None]] = {}  # by message id
         self.changed: set[str] = set()  # usages added or changed since the last count

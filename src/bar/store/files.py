@@ -267,6 +267,60 @@ def read_regular(
         os.close(fd)
 
 
+def open_beneath(root: StrPath, path: StrPath) -> int | None:
+    """A read-only descriptor of the regular file ``path`` (absolute, under ``root``),
+    reached from ``root`` one directory at a time without following any link, ``root``
+    included: in a directory a confined step writes, a link anywhere on the way (a
+    directory swapped for one, even between a check and the open) must never make bar
+    read something else. None if the path is not such a file."""
+    parts = os.path.relpath(path, root).split(os.sep)
+    if not parts or parts[0] in (os.pardir, os.curdir) or os.pardir in parts:
+        return None
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        fd = os.open(root, flags | os.O_DIRECTORY)
+    except OSError:
+        return None
+    try:
+        for part in parts[:-1]:
+            inner = os.open(part, flags | os.O_DIRECTORY, dir_fd=fd)
+            os.close(fd)
+            fd = inner
+        found = os.open(parts[-1], flags | os.O_NONBLOCK, dir_fd=fd)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    try:
+        if stat.S_ISREG(os.fstat(found).st_mode):
+            return found
+    except OSError:
+        pass
+    os.close(found)
+    return None
+
+
+def read_beneath(root: StrPath, path: StrPath, limit: int | None = None) -> bytes | None:
+    """The bytes (at most ``limit``) of the regular file ``path`` under ``root``, reached
+    without following any link (``open_beneath``); None if it is not one."""
+    fd = open_beneath(root, path)
+    if fd is None:
+        return None
+    try:
+        chunks, at = [], 0
+        while limit is None or at < limit:
+            chunk = os.pread(fd, 1 << 20 if limit is None else min(1 << 20, limit - at), at)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            at += len(chunk)
+        return b"".join(chunks)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
 def read_json(path: StrPath, what: str | None = None) -> dict[str, Any]:
     """Read a JSON object from ``path``; a broken file is a ``CorruptFile`` naming it."""
     name = os.fspath(path)
