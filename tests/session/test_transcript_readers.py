@@ -303,3 +303,22 @@ def test_a_home_full_of_files_is_walked_within_bounds(
     for i in range(200):
         (home / "projects" / f"d{i:03d}").mkdir(parents=True)
     assert len(found.transcripts(home / "projects", 4, lambda _, f: True)) == 0
+
+
+def test_a_hook_events_transcript_is_read_only_inside_the_home(tmp_path: Path) -> None:
+    """The path a hook event names (the agent's word) is read only where it lies under
+    the home and no link leads there."""
+    from bar.agents.rollout import within
+    from bar.store.files import read_beneath
+
+    home = tmp_path / "home"
+    (home / "sessions").mkdir(parents=True)
+    (home / "sessions/r.jsonl").write_text("mine\n")
+    (tmp_path / "theirs.jsonl").write_text("theirs\n")
+    os.symlink(tmp_path, home / "out")
+    assert within(home, str(home / "sessions/r.jsonl")) == home / "sessions/r.jsonl"
+    assert within(home, str(home / "../theirs.jsonl")) is None
+    assert within(home, "sessions/r.jsonl") is None
+    linked = within(home, str(home / "out/theirs.jsonl"))
+    assert linked is None or read_beneath(home, linked) is None
+    assert read_beneath(home, home / "sessions/r.jsonl", tail=3) == b"ne\n"

@@ -8,8 +8,8 @@ session's JSONL in its home (``CODEX_HOME/sessions/…``, named in each event's
 ``exit_code``, and a ``function_call_output`` whose text starts ``Process exited with code
 N`` or ``Process running with session ID …``. Observed with Codex CLI 0.169.0.
 
-Only a rollout inside the agent's home for the task is read (``within``), without
-following links; what it cannot tell is None, and the caller keeps what it knew.
+Only a rollout inside the agent's home for the task is read (``within``), reached
+without following any link; what it cannot tell is None, and the caller keeps what it knew.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from bar.store.files import read_regular
+from bar.store.files import read_beneath
 
 if TYPE_CHECKING:
     from bar.agents.protocol import HookEvent
@@ -42,7 +42,7 @@ def said(task: Task, events: list[HookEvent], *, recent: bool = False) -> dict[s
     for path in {e.transcript for e in events}:
         if (rollout := within(home, path)) is not None:
             ids = [e.tool_use_id or "" for e in events if e.transcript == path]
-            found.update(outcomes(rollout, ids, recent=recent))
+            found.update(outcomes(home, rollout, ids, recent=recent))
     return found
 
 
@@ -54,22 +54,28 @@ def settle(task: Task, calls: list[tuple[int, HookEvent]]) -> list[tuple[int, st
 
 
 def within(home: Path, path: str | None) -> Path | None:
-    """``path`` if it is a file under ``home`` (links resolved); else None."""
-    if not path:
+    """The file ``path`` names under ``home``, as a path from ``home`` (its directories as
+    bar named them, for ``read_beneath``, which follows no link on the way); None if it
+    names nothing there."""
+    if not path or not os.path.isabs(path):
         return None
-    real = os.path.realpath(path)
-    root = os.path.realpath(home) + os.sep
-    return Path(real) if real.startswith(root) else None
+    for base, name in ((str(home), path), (os.path.realpath(home), os.path.realpath(path))):
+        rel = os.path.relpath(os.path.normpath(name), base)
+        if rel != os.curdir and not rel.startswith(os.pardir):
+            return home / rel
+    return None
 
 
-def outcomes(rollout: Path, call_ids: Iterable[str], *, recent: bool = False) -> dict[str, str]:
+def outcomes(
+    home: Path, rollout: Path, call_ids: Iterable[str], *, recent: bool = False
+) -> dict[str, str]:
     """For each call the rollout tells about: "ran" (it ended with 0, was left running by
     the model's choice, or was still running when Codex stopped it) or "failed" (a
     non-zero exit code). ``recent``: look only at the rollout's last mebibyte."""
     wanted = {i for i in call_ids if i}
     if not wanted:
         return {}
-    data = read_regular(rollout, _TAIL if recent else None) or b""
+    data = read_beneath(home, rollout, tail=_TAIL if recent else None) or b""
     found: dict[str, str] = {}
     for line in data.splitlines():
         if not any(i.encode() in line for i in wanted):

@@ -16,7 +16,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from bar.agents import rollout
-from bar.store.files import read_regular
+from bar.store.files import read_beneath
 
 if TYPE_CHECKING:
     from bar.agents.protocol import HookEvent
@@ -62,11 +62,12 @@ def verified(task: Task, event: HookEvent) -> bool | None:
     call = event.tool_use_id
     if event.agent not in ("claude", "codex") or not call:
         return None
-    path = rollout.within(homes.path(task, event.agent), event.transcript)
+    home = homes.path(task, event.agent)
+    path = rollout.within(home, event.transcript)
     if path is None:
         return False
     for tail in _TAILS:
-        data = read_regular(path, tail) or b""
+        data = read_beneath(home, path, tail=tail) or b""
         if any(
             _names_call(event.agent, line, call)
             for line in data.splitlines()

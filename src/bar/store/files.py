@@ -300,14 +300,20 @@ def open_beneath(root: StrPath, path: StrPath) -> int | None:
     return None
 
 
-def read_beneath(root: StrPath, path: StrPath, limit: int | None = None) -> bytes | None:
-    """The bytes (at most ``limit``) of the regular file ``path`` under ``root``, reached
-    without following any link (``open_beneath``); None if it is not one."""
+def read_beneath(
+    root: StrPath, path: StrPath, limit: int | None = None, *, tail: int | None = None
+) -> bytes | None:
+    """The bytes of the regular file ``path`` under ``root``, reached without following
+    any link (``open_beneath``): at most ``limit`` of them, or its last ``tail``; None if
+    it is not such a file."""
     fd = open_beneath(root, path)
     if fd is None:
         return None
     try:
-        chunks, at = [], 0
+        chunks: list[bytes] = []
+        at = max(0, os.fstat(fd).st_size - tail) if tail is not None else 0
+        if limit is not None:
+            limit += at
         while limit is None or at < limit:
             chunk = os.pread(fd, 1 << 20 if limit is None else min(1 << 20, limit - at), at)
             if not chunk:
