@@ -322,3 +322,32 @@ def test_a_hook_events_transcript_is_read_only_inside_the_home(tmp_path: Path) -
     linked = within(home, str(home / "out/theirs.jsonl"))
     assert linked is None or read_beneath(home, linked) is None
     assert read_beneath(home, home / "sessions/r.jsonl", tail=3) == b"ne\n"
+
+
+def test_a_tasks_totals_are_read_on_from_where_the_last_look_ended(tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    from bar.session.stored import task_totals
+
+    ledger = tmp_path / "ledger.jsonl"
+    task: Any = SimpleNamespace(dir=tmp_path, paths=SimpleNamespace(ledger=ledger))
+
+    def step(n: int, **session: Any) -> bytes:
+        rec = {"step_id": f"{n:04d}", "session": {"model": "m", "turns": 1, **session}}
+        return json.dumps(rec).encode() + b"\n"
+
+    assert task_totals(task) is None
+    ledger.write_bytes(step(1, input_tokens=10, cost_usd=0.5) + b'{"step_id": "0002"}\n')
+    assert task_totals(task) == {
+        "steps": 1, "turns": 1, "tool_calls": 0, "input_tokens": 10, "output_tokens": 0,
+        "cache_read_tokens": 0, "cost_usd": 0.5, "models": ["m"],
+    }  # fmt: skip
+    with ledger.open("ab") as f:
+        f.write(step(3, input_tokens=5) + b'{"step_id": "00')  # (a line being written)
+    found = task_totals(task)
+    assert found is not None and (found["steps"], found["input_tokens"]) == (2, 15)
+    assert "cost_usd" not in found  # one step's cost is unknown
+    # the ledger rewritten (doctor): read again whole, not added to the old sums
+    ledger.write_bytes(step(1, input_tokens=7) + step(2, input_tokens=1))
+    found = task_totals(task)
+    assert found is not None and (found["steps"], found["input_tokens"]) == (2, 8)

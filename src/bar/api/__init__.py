@@ -644,7 +644,7 @@ def session_totals(task: Task) -> dict[str, Any] | None:
     every step's is known, models); None: no step kept a session."""
     from bar.session import stored
 
-    return stored.totals(task.ledger.read_all(warn=False))
+    return stored.task_totals(task)
 
 
 def tokens_text(summary: dict[str, Any]) -> str:

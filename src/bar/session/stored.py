@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
+import json
+import os
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from bar.errors import BarError
 from bar.session.events import TYPES, Event
-from bar.store.files import read_json_lines
+from bar.store.files import read_json, read_json_lines, write_json_atomic
 
 if TYPE_CHECKING:
     from bar.ledger.records import Step
@@ -38,18 +43,115 @@ def summary(step: Step) -> dict[str, Any] | None:
 def totals(steps: list[Step]) -> dict[str, Any] | None:
     """What the agent steps of a task add up to: steps, turns, tool calls, tokens, and
     cost (only if every step's cost is known). None: no step had a session."""
-    found = [s for step in steps if (s := summary(step)) is not None]
-    if not found:
+    sums = _Sums()
+    for step in steps:
+        if (found := summary(step)) is not None:
+            sums.add(found)
+    return sums.result()
+
+
+def task_totals(task: Task) -> dict[str, Any] | None:
+    """``totals`` of the task's whole ledger, read only from where the last look ended:
+    the sums so far are kept beside it (``session-totals.json``) with the ledger's length
+    then and its last bytes, so a ledger rewritten since (``bar doctor``) is read again
+    whole. ``bar status`` asks on every call; a long ledger must not be read each time."""
+    ledger, cache = task.paths.ledger, task.dir / _CACHE
+    try:
+        size = os.stat(ledger).st_size
+    except OSError:
         return None
-    total: dict[str, Any] = {"steps": len(found)}
-    for key in _COUNTS:
-        total[key] = sum(v for s in found if isinstance(v := s.get(key), int))
-    costs = [s.get("cost_usd") for s in found]
-    if all(isinstance(c, int | float) for c in costs):
-        total["cost_usd"] = round(sum(float(c) for c in costs if c is not None), 6)
-    models = list(dict.fromkeys(m for s in found if isinstance(m := s.get("model"), str)))
-    total["models"] = models
-    return total
+    sums, offset = _Sums(), 0
+    try:
+        kept = read_json(cache)
+        at = kept.get("offset")
+        at = at if kept.get("version") == 1 and isinstance(at, int) and 0 < at <= size else 0
+        if at and _mark(ledger, at) == kept.get("mark"):
+            sums, offset = _Sums.of(kept.get("sums")), at
+    except (BarError, OSError, ValueError):
+        pass
+    if offset < size:
+        with open(ledger, "rb") as f:
+            f.seek(offset)
+            data = f.read(size - offset)
+        whole = data.rfind(b"\n") + 1  # (a line being written is left for the next look)
+        for line in data[:whole].splitlines():
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                continue
+            found = rec.get("session") if isinstance(rec, dict) else None
+            if isinstance(found, dict):
+                sums.add(found)
+        if whole:
+            offset += whole
+            with contextlib.suppress(BarError, OSError):
+                state = {"version": 1, "offset": offset, "mark": _mark(ledger, offset)}
+                write_json_atomic(cache, {**state, "sums": sums.to_json()})
+    return sums.result()
+
+
+_CACHE = "session-totals.json"
+
+
+def _mark(ledger: Path, offset: int) -> str:
+    """The ledger's last 64 bytes before ``offset``: what says it is still the file the
+    sums were taken from."""
+    with open(ledger, "rb") as f:
+        f.seek(max(0, offset - 64))
+        return f.read(min(64, offset)).hex()
+
+
+class _Sums:
+    def __init__(self) -> None:
+        self.steps = 0
+        self.counts = dict.fromkeys(_COUNTS, 0)
+        self.cost: float | None = 0.0  # None: a step's cost is unknown
+        self.models: list[str] = []
+
+    def add(self, s: dict[str, Any]) -> None:
+        self.steps += 1
+        for key in _COUNTS:
+            if isinstance(v := s.get(key), int):
+                self.counts[key] += v
+        c = s.get("cost_usd")
+        self.cost = (
+            self.cost + float(c) if isinstance(c, int | float) and self.cost is not None else None
+        )
+        if isinstance(m := s.get("model"), str) and m not in self.models:
+            self.models.append(m)
+
+    def result(self) -> dict[str, Any] | None:
+        if not self.steps:
+            return None
+        total: dict[str, Any] = {"steps": self.steps, **self.counts}
+        if self.cost is not None:
+            total["cost_usd"] = round(self.cost, 6)
+        total["models"] = list(self.models)
+        return total
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "steps": self.steps,
+            "counts": self.counts,
+            "cost": self.cost,
+            "models": self.models,
+        }
+
+    @classmethod
+    def of(cls, data: object) -> _Sums:
+        sums = cls()
+        if not isinstance(data, dict) or not isinstance(data.get("steps"), int):
+            raise ValueError("not the sums bar keeps")
+        sums.steps = data["steps"]
+        counts = data.get("counts")
+        counts = counts if isinstance(counts, dict) else {}
+        for key in _COUNTS:
+            if isinstance(v := counts.get(key), int):
+                sums.counts[key] = v
+        cost = data.get("cost")
+        sums.cost = float(cost) if isinstance(cost, int | float) else None
+        sums.models = [m for m in data.get("models") or [] if isinstance(m, str)]
+        return sums
 
 
 def tokens_text(s: dict[str, Any]) -> str:

@@ -260,24 +260,10 @@ def session_text(the_task: Task, ref: str, n: str) -> str:
     return json.dumps(event, indent=2, ensure_ascii=False)
 
 
-_totals: dict[Path, tuple[tuple[int, int], dict[str, Any] | None]] = {}
-
-
 def session_totals(the_task: Task) -> dict[str, Any] | None:
-    """What the task's agent steps add up to (tokens, cost, turns): the whole ledger is
-    read once, and again only when it changed (the timeline reads only its last steps)."""
-    path = the_task.paths.ledger
-    try:
-        info = path.stat()
-    except OSError:
-        return None
-    stamp = (info.st_size, info.st_mtime_ns)
-    known = _totals.get(path)
-    if known is not None and known[0] == stamp:
-        return known[1]
-    found = api.session_totals(the_task)
-    _totals[path] = (stamp, found)
-    return found
+    """What the task's agent steps add up to (tokens, cost, turns); the ledger is read
+    only past where the last look ended (``bar.session.stored.task_totals``)."""
+    return api.session_totals(the_task)
 
 
 # --- comparing two states -----------------------------------------------------------
