@@ -78,6 +78,7 @@ __all__ = [
     "apply_diff",
     "artifact_path",
     "blame",
+    "call_target",
     "check_command",
     "checkpoint",
     "checkpoints",
@@ -652,6 +653,14 @@ def tokens_text(summary: dict[str, Any]) -> str:
     from bar.session import stored
 
     return stored.tokens_text(summary)
+
+
+def call_target(task: Task, args: Any) -> str:
+    """What an agent's tool call acted on, in one line (its command, its file relative to
+    the worktree, ...): ``bar.session.events.call_target``."""
+    from bar.session.events import call_target as target
+
+    return target(args, str(task.worktree))
 
 
 def cost_text(summary: dict[str, Any]) -> str | None:

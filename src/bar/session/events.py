@@ -20,6 +20,9 @@ Each is one JSON object on one line of ``artifacts/NNNN.session.jsonl``:
 
 from __future__ import annotations
 
+import json
+import re
+import shlex
 from typing import Any
 
 from bar.base.record import record
@@ -122,3 +125,43 @@ def number(value: Any) -> int:
 
 def string(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
+
+
+# the files of Codex's ``apply_patch``, which its shell tool runs
+_PATCHED = re.compile(r"^\*\*\* (?:Add|Update|Delete) File: (.+)$", re.M)
+
+
+def call_target(args: Any, root: str = "") -> str:
+    """What a tool call acted on, in one line: its command (an ``apply_patch``: the files
+    it patches), its file (under the worktree ``root``: relative to it), its pattern or
+    prompt, else its whole input."""
+    if isinstance(args, str):
+        return _first_of(args)
+    if not isinstance(args, dict):
+        return ""
+    for key in ("command", "cmd"):
+        value = args.get(key)
+        if isinstance(value, list) and all(isinstance(v, str) for v in value):
+            return _one_line(shlex.join(value))
+        if isinstance(value, str):
+            patched = _PATCHED.findall(value) if value.startswith("apply_patch") else []
+            return f"apply_patch {', '.join(patched)}" if patched else _first_of(value)
+    for key in ("file_path", "path", "absolute_path", "notebook_path"):
+        value = args.get(key)
+        if isinstance(value, str):
+            prefix = root.rstrip("/") + "/" if root else ""
+            return value.removeprefix(prefix) if prefix else value
+    for key in ("pattern", "query", "url", "description", "prompt", "subagent_type"):
+        value = args.get(key)
+        if isinstance(value, str):
+            return _first_of(value)
+    return _one_line(json.dumps(args, ensure_ascii=False, separators=(",", ":")))
+
+
+def _first_of(text: str) -> str:
+    first, *rest = text.strip().splitlines() or [""]
+    return first + (" …" if rest else "")
+
+
+def _one_line(text: str) -> str:
+    return text.replace("\r", "\\r").replace("\n", "\\n").replace("\t", "\\t")

@@ -13,9 +13,9 @@ whole: the page has room for them. Token counts per answer are not listed.
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING, Any
 
+from bar import api
 from bar.ui.pages import cost_text, count, esc, plural, stat_text, task_url, tokens_text
 
 if TYPE_CHECKING:
@@ -28,7 +28,6 @@ INPUT_SHOWN = 200  # of a tool call's input
 RESULT_SHOWN = 300  # of a tool result
 EVENTS_SHOWN = 5000  # items listed; the rest is in the session's file
 # the argument that says best what a call does, for the tools that name one
-_TELLING = ("command", "file_path", "path", "absolute_path", "pattern", "url", "query", "prompt")
 
 
 def section(
@@ -230,7 +229,7 @@ def _call(
         )
     else:
         head = f'<b class="tool">{name}</b>'
-    args = _short_input(e.get("input"), f"{task.worktree}/")
+    args = api.call_target(task, e.get("input"))
     shown = _cut(args, INPUT_SHOWN, more + str(i), "input", tag="code")
     if "data-more" not in shown and isinstance(e.get("input"), dict) and len(e["input"]) > 1:
         shown += f' <a class="more" href="{esc(more + str(i))}" data-more>all of its input</a>'
@@ -249,22 +248,6 @@ def _result(e: dict[str, Any], i: int, more: str, label: str) -> str:
     text = str(e.get("summary") or "")
     body = _cut(text, RESULT_SHOWN, more + str(i), "summary") if text.strip() else ""
     return f'{who}<div class="result {"ok" if ok else "bad"}"><b>{word}</b>{body}</div>'
-
-
-def _short_input(value: Any, root: str) -> str:
-    """What a call was asked to do, in one line: its command, its file (below the
-    worktree ``root``: relative to it), else its input."""
-    if isinstance(value, dict):
-        for key in _TELLING:
-            found = value.get(key)
-            if isinstance(found, str) and found:
-                return found.removeprefix(root) if key.endswith("path") else found
-    if isinstance(value, str):
-        return value
-    try:
-        return json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
-    except (TypeError, ValueError):
-        return str(value)
 
 
 def _cut(text: str, limit: int, href: str, cls: str, *, tag: str = "div") -> str:

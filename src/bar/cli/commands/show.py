@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 import shlex
 import sys
@@ -19,7 +18,6 @@ from bar.cli.render import (
     describe,
     duration,
     fit,
-    one_line,
     outcome,
     plural,
     print_json,
@@ -213,8 +211,6 @@ _WRAP = 100  # columns of a conversation not shown straight on a terminal
 _FRAMING = re.compile(
     r"^(</?untrusted_context>|Chunk ID: .*|Wall time: .*|Original token count: .*|Output:)$"
 )
-# the files of Codex's ``apply_patch``, which its shell tool runs
-_PATCHED = re.compile(r"^\*\*\* (?:Add|Update|Delete) File: (.+)$", re.M)
 
 
 def _show_session(task: Task, ref: str, as_json: bool) -> int:
@@ -274,7 +270,9 @@ def _print_session(
             _block(paint, prefix, role, visible(str(event.get("text") or "")), width, style)
         elif kind == "tool_call":
             calls[str(event.get("id"))] = event
-            text = visible(f"{event.get('name')}  {_call_text(task, event.get('input'))}").rstrip()
+            text = visible(
+                f"{event.get('name')}  {api.call_target(task, event.get('input'))}"
+            ).rstrip()
             mark = f"  → {event['checkpoint']}" if event.get("checkpoint") else ""
             room = max(width - len(prefix) - _LABEL - 1 - len(mark), 20)
             print(
@@ -337,35 +335,6 @@ def _label(paint: Painter, word: str, style: str) -> str:
     return paint(word.ljust(_LABEL), style)
 
 
-def _call_text(task: Task, args: object) -> str:
-    """What a tool call acted on, in a few words: its command, its file, its pattern."""
-    if isinstance(args, str):
-        return _first_of(args)
-    if not isinstance(args, dict):
-        return ""
-    for key in ("command", "cmd"):
-        value = args.get(key)
-        if isinstance(value, list) and all(isinstance(v, str) for v in value):
-            return one_line(shlex.join(value))
-        if isinstance(value, str):
-            patched = _PATCHED.findall(value) if value.startswith("apply_patch") else []
-            return f"apply_patch {', '.join(patched)}" if patched else _first_of(value)
-    for key in ("file_path", "path", "absolute_path", "notebook_path"):
-        value = args.get(key)
-        if isinstance(value, str):
-            return _relative(task, value)
-    for key in ("pattern", "query", "url", "description", "prompt", "subagent_type"):
-        value = args.get(key)
-        if isinstance(value, str):
-            return _first_of(value)
-    return one_line(json.dumps(args, ensure_ascii=False, separators=(",", ":")))
-
-
-def _first_of(text: str) -> str:
-    first, *rest = text.strip().splitlines() or [""]
-    return first + (" …" if rest else "")
-
-
 def _first_line(summary: str) -> str:
     """A tool result's first line of substance."""
     for line in summary.splitlines():
@@ -373,11 +342,6 @@ def _first_line(summary: str) -> str:
         if line and not _FRAMING.match(line):
             return line
     return "(no output)"
-
-
-def _relative(task: Task, path: str) -> str:
-    root = str(task.worktree).rstrip("/") + "/"
-    return path[len(root) :] if path.startswith(root) else path
 
 
 _ANSWERED = {"deny": "denied", "ask": "asked", "warning": "warned"}
