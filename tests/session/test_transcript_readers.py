@@ -351,3 +351,17 @@ def test_a_tasks_totals_are_read_on_from_where_the_last_look_ended(tmp_path: Pat
     ledger.write_bytes(step(1, input_tokens=7) + step(2, input_tokens=1))
     found = task_totals(task)
     assert found is not None and (found["steps"], found["input_tokens"]) == (2, 8)
+
+
+def test_transcripts_past_the_total_cap_are_left_unread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import bar.session.capture as capture
+
+    monkeypatch.setattr(capture, "MAX_TOTAL", 300)
+    home = tmp_path / "home"
+    for i in range(5):
+        write(home / f"projects/k/s{i}.jsonl", [claude_line("user", 1, f"prompt {i}")])
+    (summary, _), events = finish(home, "claude", tmp_path)
+    assert summary["truncated"] is True
+    assert 0 < sum(e["type"] == "message" for e in events) < 5

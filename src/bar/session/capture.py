@@ -3,8 +3,9 @@
 The agent writes its transcripts in its home for the task (``bar.agents.homes``), which
 outlives the step: a session resumed in a later step writes on in the same file. So a
 step's part is every line written since the step started: the files changed since then
-are read (no link followed, only regular files, at most ``MAX_READ`` bytes of each), and
-lines stamped before the step are left to the steps they belong to.
+are read (no link followed, only regular files, at most ``MAX_READ`` bytes of each and
+``MAX_TOTAL`` in all), and lines stamped before the step are left to the steps they
+belong to.
 
 While the step runs, ``poll`` reads what was appended since the last look and keeps the
 token counts (for a budget); ``finish`` reads the rest, turns the lines into events
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
 
 READERS: dict[str, ModuleType] = {"claude": claude, "codex": codex, "gemini": gemini}
 MAX_READ = 256 << 20  # bytes of one transcript read in one step (the agent writes it)
+MAX_TOTAL = 512 << 20  # bytes of all its transcripts read in one step
 _SLACK_NS = 2_000_000_000  # a file's mtime may lag the step's start by a coarse clock
 
 
@@ -154,6 +156,7 @@ class Capture:
         self.since = seconds_of(started_at)
         self.prices = price_table
         self.files: dict[Path, _File] = {}
+        self.truncated = False  # transcripts left unread: more than ``MAX_TOTAL``
         self._totals = Totals()
         self._unpriced: Counter[str] = Counter()
 
@@ -169,6 +172,9 @@ class Capture:
                 continue
             found = self.files.get(path)
             if found is None:
+                if sum(f.offset for f in self.files.values()) >= MAX_TOTAL:
+                    self.truncated = True  # (files enough: a home filled to slow bar down)
+                    continue
                 found = self.files[path] = _File(
                     self.home, path, self.module.Reader(path, self.home)
                 )
@@ -320,7 +326,7 @@ class Capture:
         unreadable = sum(f.unreadable for f in self.files.values())
         if unreadable:
             summary["unreadable_lines"] = unreadable
-        if any(f.truncated for f in self.files.values()):
+        if self.truncated or any(f.truncated for f in self.files.values()):
             summary["truncated"] = True
         return summary
 
