@@ -330,7 +330,12 @@ def test_a_tasks_totals_are_read_on_from_where_the_last_look_ended(tmp_path: Pat
     from bar.session.stored import task_totals
 
     ledger = tmp_path / "ledger.jsonl"
-    task: Any = SimpleNamespace(dir=tmp_path, paths=SimpleNamespace(ledger=ledger))
+    task: Any = SimpleNamespace(
+        id="t1",
+        dir=tmp_path,
+        paths=SimpleNamespace(ledger=ledger),
+        project=SimpleNamespace(paths=SimpleNamespace(cache=tmp_path / "cache")),
+    )
 
     def step(n: int, **session: Any) -> bytes:
         rec = {"step_id": f"{n:04d}", "session": {"model": "m", "turns": 1, **session}}

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from bar.errors import BarError
 from bar.session.events import TYPES, Event
-from bar.store.files import read_json, read_json_lines, write_json_atomic
+from bar.store.files import ensure_dir, read_json, read_json_lines, write_json_atomic
 
 if TYPE_CHECKING:
     from bar.ledger.records import Step
@@ -52,10 +52,13 @@ def totals(steps: list[Step]) -> dict[str, Any] | None:
 
 def task_totals(task: Task) -> dict[str, Any] | None:
     """``totals`` of the task's whole ledger, read only from where the last look ended:
-    the sums so far are kept beside it (``session-totals.json``) with the ledger's length
-    then and its last bytes, so a ledger rewritten since (``bar doctor``) is read again
-    whole. ``bar status`` asks on every call; a long ledger must not be read each time."""
-    ledger, cache = task.paths.ledger, task.dir / _CACHE
+    the sums so far are kept in the project's cache (``cache/session-totals-ID.json``,
+    never in the task's own files, which reading commands leave alone) with the ledger's
+    length then and its last bytes, so a ledger rewritten since (``bar doctor``) is read
+    again whole. ``bar status`` asks on every call; a long ledger must not be read each
+    time."""
+    ledger = task.paths.ledger
+    cache = task.project.paths.cache / f"session-totals-{task.id}.json"
     try:
         size = os.stat(ledger).st_size
     except OSError:
@@ -85,12 +88,10 @@ def task_totals(task: Task) -> dict[str, Any] | None:
         if whole:
             offset += whole
             with contextlib.suppress(BarError, OSError):
+                ensure_dir(cache.parent)
                 state = {"version": 1, "offset": offset, "mark": _mark(ledger, offset)}
                 write_json_atomic(cache, {**state, "sums": sums.to_json()})
     return sums.result()
-
-
-_CACHE = "session-totals.json"
 
 
 def _mark(ledger: Path, offset: int) -> str:
