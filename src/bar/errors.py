@@ -29,6 +29,7 @@ class ExitCode:
     GIT = 9  # git failed in an unexpected way
     HOOK_FAILED = 10  # a pre_run hook stopped the step
     CANNOT_CONFINE = 11  # sandbox.required, and the kernel cannot confine the step
+    REFUSED = 12  # bar push: something that must not leave the machine was found
     NO_DECISION = 20  # bar decide: nothing was submitted (no pending decision, none answered)
     NOT_DECIDED = 21  # bar decide: the pending decision is not answered yet (--wait: in time)
     INTERNAL = 70  # a bug in bar (traceback logged)
@@ -124,6 +125,12 @@ class UnresolvedConflicts(Conflict):
 
 class NothingToUndo(BarError):
     """``bar undo`` / ``bar redo`` found no step to undo or redo."""
+
+
+class PushRefused(BarError):
+    """``bar push`` found what must not leave the machine (``bar.share.scan``)."""
+
+    exit_code = ExitCode.REFUSED
 
 
 class Locked(BarError):

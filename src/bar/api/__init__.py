@@ -60,6 +60,10 @@ if TYPE_CHECKING:
     from bar.policy import Decision, Policy
     from bar.project.adopt import Adopted, Moved
     from bar.project.doctor import Doctor
+    from bar.share.adopt import Adopted as TaskAdopted
+    from bar.share.fetch import Fetched
+    from bar.share.push import Pushed
+    from bar.share.remotes import Remote
     from bar.step.run import RunRequest
     from bar.task import delete as task_delete
     from bar.task import reopen as task_reopen
@@ -668,3 +672,53 @@ def cost_text(summary: dict[str, Any]) -> str | None:
     from bar.session import stored
 
     return stored.cost_text(summary)
+
+
+# --- sharing through git remotes (SPEC §14) ------------------------------------------
+
+
+def remote(project: Project, name: str | None = None) -> Remote:
+    """The remote ``name`` (a remote of the repository or a URL), else ``share.remote``,
+    else ``origin``."""
+    from bar.share.remotes import resolve
+
+    return resolve(project, name)
+
+
+def push(
+    project: Project,
+    tasks: Sequence[Task],
+    to: Remote,
+    *,
+    allow: Sequence[str] = (),
+    dry_run: bool = False,
+    progress: Any = None,
+) -> Pushed:
+    """Publish the tasks' histories to ``to`` (fast-forward only), after scanning what
+    would leave; a finding not in ``allow`` keeps that task's history here."""
+    from bar.share.push import push as verb
+
+    return verb(
+        project, list(tasks), to, allow=frozenset(allow), dry_run=dry_run, progress=progress
+    )
+
+
+def fetch(project: Project, source: Remote, *, progress: Any = None) -> Fetched:
+    """Bring the remote's task histories here: new ones and updates as read-only copies;
+    this machine's own tasks are compared, never changed."""
+    from bar.share.fetch import fetch as verb
+
+    return verb(project, source, progress=progress)
+
+
+def adopt_task(project: Project, task: Task) -> TaskAdopted:
+    """Continue here a task another machine recorded (a fetched copy, or a task of this
+    machine that went on elsewhere): its worktree at the last recorded state."""
+    from bar.share.adopt import adopt
+
+    return adopt(project, task)
+
+
+def own_tasks(project: Project) -> list[Task]:
+    """The open and closed tasks of this machine (not fetched copies)."""
+    return [t for t in list_tasks(project) if not t.read_only]

@@ -102,6 +102,15 @@ class AgentsConfig:
 
 
 @record(frozen=True)
+class ShareConfig:
+    """SPEC §14: where ``bar push`` and ``bar fetch`` go by default (a remote's name or
+    URL; None: ``origin``), and the size above which a blob is cut in the pushed copy."""
+
+    remote: str | None = None
+    max_blob: int = 10_000_000
+
+
+@record(frozen=True)
 class Config:
     version: int = 1
     git: GitConfig = field(default_factory=GitConfig)
@@ -113,6 +122,7 @@ class Config:
     flow: FlowConfig = field(default_factory=FlowConfig)
     speed: SpeedConfig = field(default_factory=SpeedConfig)
     agents: AgentsConfig = field(default_factory=AgentsConfig)
+    share: ShareConfig = field(default_factory=ShareConfig)
 
 
 # section -> key -> expected type ("str", "ref", "bool", "strlist", "pathlist", "number")
@@ -132,6 +142,7 @@ _SCHEMA: dict[str, dict[str, str]] = {
     "flow": {"phases": "phases"},
     "speed": {"fast": "bool"},
     "agents": {"budget": "budget", "prices": "prices"},
+    "share": {"remote": "remote", "max_blob": "size"},
 }
 
 
@@ -160,6 +171,20 @@ def _check(value: Any, kind: str, key: str, path: Path) -> Any:
         return float(value)
     if kind == "budget":
         return _budget(value, key, path)
+    if kind == "size":
+        return _size(value, key, path)
+    if kind == "remote":
+        if (
+            not isinstance(value, str)
+            or not value
+            or value.startswith("-")
+            or (any(ch.isspace() or not ch.isprintable() for ch in value))
+        ):
+            raise ConfigError(
+                f"{key} in {path} must name a git remote or a repository URL, not {value!r}",
+                hint="like origin, or git@example.com:team/agent-logs.git",
+            )
+        return value
     if kind == "prices":
         return _prices(value, key, path)
     if value is None:
@@ -190,6 +215,30 @@ def _amount(value: Any, key: str, path: Path, *, whole: bool = False) -> Any:
         what = "a positive whole number" if whole else "a number, 0 or more"
         raise ConfigError(f"{key} in {path} must be {what}, not {value!r}")
     return value if whole else float(value)
+
+
+_UNITS = {"": 1, "b": 1, "kb": 1000, "mb": 1000**2, "gb": 1000**3}
+_UNITS |= {"kib": 1024, "mib": 1024**2, "gib": 1024**3, "k": 1000, "m": 1000**2, "g": 1000**3}
+
+
+def _size(value: Any, key: str, path: Path) -> int:
+    """A number of bytes: a whole number, or a string like ``10MB`` or ``512 KiB``."""
+    import re
+
+    size: float | None = None
+    if isinstance(value, int) and not isinstance(value, bool):
+        size = value
+    elif isinstance(value, str) and (
+        m := re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([A-Za-z]*)\s*", value)
+    ):
+        unit = _UNITS.get(m.group(2).lower())
+        size = float(m.group(1)) * unit if unit is not None else None
+    if size is None or size < 1:
+        raise ConfigError(
+            f"{key} in {path} must be a size in bytes, 1 or more, not {value!r}",
+            hint="like 10MB, 512KiB or 10000000",
+        )
+    return int(size)
 
 
 def _budget(value: Any, key: str, path: Path) -> dict[str, Any]:
@@ -296,6 +345,7 @@ def parse_config(data: Any, path: Path) -> Config:
             **sections.get("agents", {}).get("budget", {}),
             prices=sections.get("agents", {}).get("prices", ()),
         ),
+        share=ShareConfig(**sections.get("share", {})),
     )
 
 
@@ -469,4 +519,7 @@ agents:                      # agent sessions (docs/sessions.md)
   budget: {{}}                 # e.g. {{max_tokens: 2000000, max_cost_usd: 5}}: stop an agent past it
   prices: {{}}                 # model -> USD per million tokens, e.g.
                              # {{claude-sonnet-4-5: {{input: 3, output: 15, cache_read: 0.3}}}}
+share:                       # task histories through git remotes (docs/sharing.md)
+  # remote: origin           # where bar push / bar fetch go; may be a separate repository
+  max_blob: 10MB             # larger files are cut, with a marker, in the pushed copy
 """

@@ -288,6 +288,8 @@ class Doctor:
                 self._under_lock(task, then(lambda: lock.unlink(missing_ok=True), "removed it")),
             )
         self._check_git_locks(task, where)
+        if task.read_only:
+            return  # a fetched copy: no worktree, board or journals of its own here
         self._check_board(task, where)
         if task.pending:
             self._check_unstarted(task, where)
@@ -300,7 +302,7 @@ class Doctor:
         return lambda: self._locked(task, action)
 
     def _locked(self, task: Task, action: Callable[[], str]) -> str:
-        with task.lock("bar doctor --repair", wait=False):
+        with task.lock("bar doctor --repair", wait=False, copy_ok=True):
             return action()
 
     def _check_ref_lock(self, task: Task, where: str) -> None:

@@ -238,6 +238,18 @@ class Scrubber:
             return data
         return _render(data, 0, 0, _merge(spans), len(data))[0]
 
+    def find(self, data: bytes) -> list[tuple[int, int, str]]:
+        """Where ``data`` holds a secret: (start, end, what) for each span ``scrub_bytes``
+        would replace, ``what`` being the shape's name or ``secret value``. What was
+        redacted already (``***``) is not found again."""
+        found: list[tuple[int, int, str]] = []
+        for index, (name, _, _) in enumerate(_SHAPES):
+            if any(needle in data for needle in _NEEDLES[name]):
+                found += [(h[2], h[3], name) for h in _shape_pass(index).scan(data, 0)]
+        for literal in self._byte_literals:
+            found += [(h[2], h[3], "secret value") for h in literal.scan(data, 0)]
+        return sorted(f for f in found if f[1] > f[0] and data[f[0] : f[1]].strip(b"*"))
+
     def scrub_text(self, text: str) -> str:
         # surrogatepass round-trips any str, including the lone surrogates that
         # surrogateescape-decoded output contains; redactions only cut at ASCII

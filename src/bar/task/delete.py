@@ -165,7 +165,7 @@ def _delete(
     task: Task, *, force: bool, dry_run: bool, wait: bool, gone: set[str] | None = None
 ) -> Deletion:
     project = task.project
-    with task.lock("bar task delete", wait=wait):
+    with task.lock("bar task delete", wait=wait, copy_ok=True):
         task = load_task(project, task.id)
         if journals.delete_journal(task.paths).exists():  # begun by another bar meanwhile
             return _resume(project, task.id, dry_run=dry_run)

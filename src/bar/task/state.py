@@ -1,5 +1,5 @@
 """Where a task stands, in one word: ``pending``, ``running``, ``applied``, ``active``,
-``closed`` or ``missing-worktree``.
+``closed``, ``missing-worktree`` or ``fetched`` (a read-only copy of another machine's).
 
 ``bar task list`` asks this of every task, so it reads only what is cheap: whether the
 worktree directory is there (one stat, no scan of its files), whether a step's intent
@@ -28,6 +28,7 @@ APPLIED = "applied"
 ACTIVE = "active"
 CLOSED = "closed"
 MISSING_WORKTREE = "missing-worktree"
+FETCHED = "fetched"  # a read-only copy of another machine's task (``bar.share.fetch``)
 
 
 @record(frozen=True)
@@ -91,6 +92,8 @@ def still_landed(task: Task, step: ApplyStep) -> bool:
 
 
 def state_of(task: Task) -> TaskState:
+    if task.read_only:
+        return TaskState(FETCHED, False, is_applied(task), False)
     running = task.active and is_running(task)
     missing = task.active and not task.pending and not task.worktree.is_dir()
     applied = is_applied(task)

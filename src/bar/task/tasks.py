@@ -91,6 +91,11 @@ class Task:
     board: Board = field(default_factory=lambda: Board(IN_PROGRESS))
     # ext: the base the task started from, set once its base first moves (``bar.history.bases``)
     first_base: str | None = None
+    # ext: a copy of another machine's task, fetched from a remote (``bar.share.fetch``):
+    # {remote, url, history, fetched_at}; read-only here until adopted
+    origin: dict[str, Any] | None = None
+    # ext: where an adopted task came from ({remote, history, adopted_at})
+    adopted: dict[str, Any] | None = None
 
     @cached_property
     def paths(self) -> TaskPaths:
@@ -122,7 +127,25 @@ class Task:
         """Planned and not started: the task has no worktree yet (``bar task start``)."""
         return self.active and self.board.status == PENDING
 
-    def lock(self, what: str = "", *, wait: bool = True) -> FileLock:
+    @property
+    def read_only(self) -> bool:
+        """A copy fetched from another machine: it is read there, never changed here."""
+        return self.origin is not None
+
+    def require_own(self) -> None:
+        if self.origin is not None:
+            raise BarError(
+                f"task {self.name} ({self.id}) is a read-only copy fetched from "
+                f"{self.origin.get('remote', 'a remote')}: its work goes on on another machine",
+                hint=f"`bar task adopt {self.id}` continues it here (its history then "
+                "goes on from this machine)",
+            )
+
+    def lock(self, what: str = "", *, wait: bool = True, copy_ok: bool = False) -> FileLock:
+        """The task's lock, for a change to it; a fetched copy (``read_only``) is refused
+        unless ``copy_ok`` (fetching it again, deleting it, adopting it)."""
+        if not copy_ok:
+            self.require_own()
         return FileLock(self.paths.lock, f"task {self.name} ({self.id})", what=what, wait=wait)
 
     def to_record(self) -> dict[str, Any]:
@@ -143,11 +166,19 @@ class Task:
             "snapshot_ref": self.snapshot_ref,
             "board": self.board.to_record(),
             **({"first_base": self.first_base} if self.first_base else {}),
+            **({"origin": self.origin} if self.origin is not None else {}),
+            **({"adopted": self.adopted} if self.adopted is not None else {}),
         }
 
     def save(self) -> None:
+        self.require_own()
         self.updated_at = now_iso()
         write_json_atomic(self.paths.task_json, self.to_record())
+
+    def ledger_steps(self) -> int:
+        """How many steps the ledger holds (step ids count from 0001)."""
+        last = self.ledger.last()
+        return int(last.step_id) if last is not None else 0
 
     def recorded_snapshot(self) -> str:
         """The last state the ledger knows of (the base commit before any step)."""
@@ -260,6 +291,10 @@ def load_task(project: Project, task_id: str) -> Task:
         raise CorruptFile(f"task.json at {path} has a relative repo_root {repo_root!r}")
     metadata = rec.get("metadata")
     closed_at = rec.get("closed_at")
+    origin, adopted = rec.get("origin"), rec.get("adopted")
+    for name, value in (("origin", origin), ("adopted", adopted)):
+        if value is not None and not isinstance(value, dict):
+            raise CorruptFile(f"task.json at {path} has an invalid {name} {value!r}")
     task = Task(
         id=task_id,
         name=_require_str(rec, "name", path),
@@ -277,6 +312,8 @@ def load_task(project: Project, task_id: str) -> Task:
         project=project,
         board=parse_board(rec.get("board"), path),
         first_base=first_base,
+        origin=origin,
+        adopted=adopted,
     )
     if migrated and status == "closed" and task.worktree.is_dir():
         task.board.worktree = task.name  # closed with its worktree kept
@@ -285,7 +322,7 @@ def load_task(project: Project, task_id: str) -> Task:
         task.board.status = COMPLETED
     elif task.board.status == COMPLETED:
         task.board.status = IN_PROGRESS
-    if not task.pending and (status == "active" or task.worktree.is_dir()):
+    if origin is None and not task.pending and (status == "active" or task.worktree.is_dir()):
         _pin(task)  # (a closed task's kept worktree too; a planned task has none yet)
     _configure_speed(project)
     return task

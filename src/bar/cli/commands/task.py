@@ -106,6 +106,8 @@ def list_(*, all: bool, as_json: bool, pending: bool = False) -> int:
         label = f"{r.state.label:<{state_width}}"
         state = paint(label, _STATE_COLOURS[r.state.state]) if r.state.state != "active" else label
         owner = f"  @{r.task.board.owner}" if r.task.board.owner else ""
+        if r.task.origin is not None:
+            owner += f"  from {r.task.origin.get('remote', '?')} (read-only: bar task adopt)"
         print(
             f"{mark} {r.task.id}  {r.task.name:<{width}}  {state}  "
             f"{plural(r.steps, 'step'):>9}  {changes}{owner}"
@@ -116,6 +118,7 @@ def list_(*, all: bool, as_json: bool, pending: bool = False) -> int:
 
 
 _STATE_COLOURS = {
+    "fetched": "cyan",
     "pending": "cyan",
     "running": "yellow",
     "applied": "green",

@@ -232,7 +232,7 @@ class _Commands:
         return parser
 
 
-_PARTS = ("steps", "tasks", "board", "tools", "agents", "mcp")
+_PARTS = ("steps", "tasks", "board", "tools", "share", "agents", "mcp")
 
 
 _prebuilt: dict[str | None, argparse.ArgumentParser] = {}
@@ -294,7 +294,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
     # in the order of `bar --help`; for one command, its part first (bar run's, most
     # often) and the rest not even imported once it is built
-    parts = ("tasks", "board", "steps", "tools", "agents", "mcp") if only is None else _PARTS
+    parts = (
+        ("tasks", "board", "steps", "share", "tools", "agents", "mcp") if only is None else _PARTS
+    )
     for part in parts:
         importlib.import_module(f"bar.cli.parser.{part}").commands(sub)
         if only is not None and sub.built:

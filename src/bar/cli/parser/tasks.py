@@ -217,6 +217,25 @@ def task_actions(tsub: Any) -> None:
     _cmd(p, "task:path")
 
     p = tsub.add_parser(
+        "adopt",
+        help="continue here a task another machine recorded (after bar fetch)",
+        formatter_class=_Formatter,
+        description="Continue a task that another machine recorded and pushed: a read-only\n"
+        "copy that bar fetch brought, or a task of this machine that went on elsewhere\n"
+        "(bar fetch says 'behind'). The task becomes this machine's: its branch at the\n"
+        "head the history names, a worktree at its last recorded state, and the steps\n"
+        "recorded next go on from that history (bar push sends them as a fast-forward).\n"
+        "A task of this machine is adopted only when nothing was recorded here since its\n"
+        "last push and its worktree holds no unrecorded change.",
+        epilog="examples:\n"
+        "  bar fetch && bar task adopt gVXsTb7x\n"
+        "  bar task adopt fix-login --json",
+    )
+    task_ref_opts(p)
+    _json_opt(p)
+    _cmd(p, "share:adopt")
+
+    p = tsub.add_parser(
         "reopen",
         help="make a closed task active again (its worktree recreated)",
         formatter_class=_Formatter,

@@ -1,0 +1,152 @@
+"""``bar push``, ``bar fetch`` and ``bar task adopt``: task histories through git remotes."""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING
+
+from bar import api
+from bar.base.notices import plural
+from bar.base.progress import Progress
+from bar.cli.commands.task import ref
+from bar.cli.render import Painter, print_json
+from bar.errors import Conflict, PushRefused, UsageError
+
+if TYPE_CHECKING:
+    from bar.share.fetch import Fetched
+    from bar.share.push import Pushed
+
+
+def push(
+    *,
+    remote: str | None,
+    task: str | None,
+    all: bool,
+    allow: list[str],
+    dry_run: bool,
+    as_json: bool,
+) -> int:
+    loc = api.open_project()
+    project = loc.project
+    if all and task is not None:
+        raise UsageError("--all and --task name different tasks", hint="give one of them")
+    tasks = api.own_tasks(project) if all else [api.get_task(loc, task)]
+    if all and not tasks:
+        raise UsageError("this machine has no task of its own to push")
+    to = api.remote(project, remote)
+    with Progress("push:") as shown:
+        result = api.push(
+            project,
+            tasks,
+            to,
+            allow=allow,
+            dry_run=dry_run,
+            progress=lambda s: shown.update(detail=s),
+        )
+    if as_json:
+        print_json(result.to_json())
+    else:
+        _print_push(result, Painter(project.config.output.color))
+    return _push_code(result)
+
+
+def _push_code(result: Pushed) -> int:
+    from bar.share import push as pushing
+
+    outcomes = {t.outcome for t in result.tasks}
+    if pushing.REFUSED in outcomes:
+        return PushRefused.exit_code
+    if outcomes & {pushing.DIVERGED, pushing.REJECTED}:
+        return Conflict.exit_code
+    return 0
+
+
+def _print_push(result: Pushed, paint: Painter) -> None:
+    from bar.share import push as pushing
+
+    out = sys.stdout
+    for t in result.tasks:
+        head = f"{t.name} ({t.task_id})"
+        if t.outcome == pushing.PUSHED:
+            print(f"pushed {head}: {plural(t.steps, 'step')} to {result.remote}", file=out)
+        elif t.outcome == pushing.WOULD_PUSH:
+            print(f"would push {head}: {plural(t.steps, 'step')} to {result.remote}", file=out)
+        elif t.outcome == pushing.UP_TO_DATE:
+            print(f"{head}: up to date on {result.remote}", file=out)
+        elif t.outcome == pushing.BEHIND:
+            print(f"{head}: {t.message}", file=out)
+        elif t.outcome == pushing.REFUSED:
+            print(
+                paint(
+                    f"refused {head}: {plural(len(t.findings), 'finding')} must not leave "
+                    "this machine:",
+                    "red",
+                ),
+                file=sys.stderr,
+            )
+            for f in t.findings:
+                print(f"  {f.where()}  {f.kind}: {f.detail}  [--allow {f.id}]", file=sys.stderr)
+        else:
+            print(paint(f"{t.outcome} {head}: {t.message}", "red"), file=sys.stderr)
+        for c in t.cut:
+            print(
+                f"  cut in the pushed copy: {c.path} ({c.size} bytes, over share.max_blob)",
+                file=out,
+            )
+    refused = [t for t in result.tasks if t.outcome == pushing.REFUSED]
+    if refused:
+        print(
+            "hint: the record keeps it here, and no push sends it: revoke a real secret;\n"
+            "      let one that is none through by its id: bar push --allow ID",
+            file=sys.stderr,
+        )
+
+
+def fetch(*, remote: str | None, as_json: bool) -> int:
+    loc = api.open_project()
+    source = api.remote(loc.project, remote)
+    with Progress("fetch:") as shown:
+        result = api.fetch(loc.project, source, progress=lambda s: shown.update(detail=s))
+    if as_json:
+        print_json(result.to_json())
+    else:
+        _print_fetch(result)
+    from bar.share import fetch as fetching
+
+    return 1 if any(t.outcome == fetching.BROKEN for t in result.tasks) else 0
+
+
+def _print_fetch(result: Fetched) -> None:
+    from bar.share import fetch as fetching
+
+    if not result.tasks:
+        print(f"{result.remote} has no task histories (bar push sends them)")
+        return
+    for t in result.tasks:
+        head = f"{t.name} ({t.task_id})"
+        if t.outcome == fetching.NEW:
+            print(f"new      {head}: {plural(t.steps, 'step')}, read-only here")
+        elif t.outcome == fetching.UPDATED:
+            print(f"updated  {head}: {plural(t.steps, 'step')}")
+        elif t.outcome == fetching.UP_TO_DATE:
+            print(f"same     {head}")
+        elif t.outcome == fetching.BROKEN:
+            print(f"broken   {t.task_id}: {t.message}", file=sys.stderr)
+        else:
+            print(f"{t.outcome:<8} {head}: {t.message}")
+
+
+def adopt(*, task_ref: str | None, task: str | None = None, as_json: bool) -> int:
+    loc = api.open_project()
+    the_task = api.get_task(loc, ref(task_ref, task, needed="adopt"))
+    done = api.adopt_task(loc.project, the_task)
+    if as_json:
+        print_json(done.to_json())
+        return 0
+    print(
+        f"Adopted task {done.task.name} ({done.task.id}): {plural(done.steps, 'step')}, "
+        f"now this machine's"
+    )
+    print(f"  worktree: {done.task.worktree}")
+    print(f"  branch {done.task.branch}; bar push sends the steps you record next")
+    return 0
