@@ -57,6 +57,7 @@ if TYPE_CHECKING:
     from bar.changes.undo import Plan as UndoPlan
     from bar.history.blame import Blame
     from bar.history.checkpoints import Checkpoint
+    from bar.history.lineage import RevBlame
     from bar.policy import Decision, Policy
     from bar.project.adopt import Adopted, Moved
     from bar.project.doctor import Doctor
@@ -548,6 +549,15 @@ def blame(task: Task, path: str, at: str | None = None) -> Blame:
     from bar.history.blame import blame as verb
 
     return verb(task, path, states.resolve(task, at) if at else None)
+
+
+def blame_rev(project: Project, path: str, rev: str) -> RevBlame:
+    """Each line of ``path`` as the commit ``rev`` has it, traced through the commits'
+    ``Bar-Task``/``Bar-Step`` links (squash merges too) to the task step or tool call
+    that wrote it, and the prompt before it."""
+    from bar.history.lineage import blame_rev as verb
+
+    return verb(project, path, rev)
 
 
 def artifact_path(task: Task, rel: str) -> Path:

@@ -223,7 +223,7 @@ def _porcelain(raw: bytes) -> list[tuple[str, int, str, bool]]:
         if line.startswith(b"\t"):
             text = line[1:].decode("utf-8", "replace")
             found.append((sha, number, text, sha in boundary))
-        elif _is_header(words := line.split(b" ")):
+        elif is_header(words := line.split(b" ")):
             sha, number = words[0].decode(), int(words[2])
         elif line == b"boundary":
             boundary.add(sha)
@@ -233,7 +233,7 @@ def _porcelain(raw: bytes) -> list[tuple[str, int, str, bool]]:
 _HEX = frozenset(string.hexdigits.lower().encode())
 
 
-def _is_header(words: list[bytes]) -> bool:
+def is_header(words: list[bytes]) -> bool:
     """``<commit> <original line> <final line> [<lines in group>]``"""
     return (
         len(words) in (3, 4)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from bar import git
 from bar.base.record import record
-from bar.store.layout import STEP_ID_RE, TASK_ID_RE
+from bar.store.layout import STATE_ID_RE, TASK_ID_RE
 
 _LINE = re.compile(r"^[ \t>*-]*Bar-(Task|Step):[ \t]*(\S+)[ \t]*$", re.MULTILINE)
 
@@ -42,7 +42,7 @@ def links(message: str) -> list[Link]:
         if kind == "Task" and TASK_ID_RE.match(value):
             flush()
             task, step = value, None
-        elif kind == "Step" and STEP_ID_RE.match(value) and task is not None:
+        elif kind == "Step" and STATE_ID_RE.match(value) and task is not None:
             if step is not None:
                 flush()
             step = value

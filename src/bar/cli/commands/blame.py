@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -15,7 +16,11 @@ if TYPE_CHECKING:
     from bar.history.blame import Blame
 
 
-def blame(*, task: str | None, file: str, at: str | None, as_json: bool) -> int:
+def blame(
+    *, task: str | None, file: str, at: str | None, as_json: bool, rev: str | None = None
+) -> int:
+    if rev is not None:
+        return _blame_rev(file, rev, as_json)
     the_task = api.get_task(api.open_project(), task)
     result = api.blame(the_task, _in_worktree(the_task, file), at)
     if as_json:
@@ -37,6 +42,54 @@ def _print_lines(the_task: Task, result: Blame) -> None:
         tool = o.tool or ("" if o.kind == "base" else o.kind)
         head = f"{o.state:<9} {tool:<12.12} {session:<8} {what:<28}"
         print(f"{paint(head, 'dim')} {line.number:>{width}}) {line.text}")
+
+
+def _blame_rev(file: str, rev: str, as_json: bool) -> int:
+    project = api.open_project().project
+    result = api.blame_rev(project, _in_repository(project.root, file), rev)
+    if as_json:
+        print_json(result.to_json())
+        return 0
+    paint = Painter(project.config.output.color)
+    width = len(str(len(result.lines)))
+    told: dict[tuple[str, str], str | None] = {}
+    with paging():
+        for line in result.lines:
+            t = line.traced
+            if t.origin is not None and t.task_id:
+                told.setdefault((t.task_id, t.origin.state), t.prompt)
+                tool = t.origin.tool or t.origin.kind
+                what = one_line(t.origin.command or "")
+                what = what if len(what) <= 24 else what[:21] + "..."
+                head = f"{t.commit[:8]} {t.task_id} {t.origin.state:<8} {tool:<10.10} {what:<24}"
+            else:
+                who = t.task_id or ""
+                head = f"{t.commit[:8]} {who:<8} {'':<8} {'':<10} {'':<24}"
+            print(f"{paint(head, 'dim')} {line.number:>{width}}) {line.text}")
+        if told:
+            print()
+            for (task_id, state), prompt in told.items():
+                said = one_line(prompt) if prompt else "(no prompt recorded)"
+                said = said if len(said) <= 100 else said[:97] + "..."
+                print(f"{task_id} {state}: {said}")
+    for missing in result.missing:
+        print(
+            f"bar: task {missing} is named by a commit but is not here: `bar fetch` brings "
+            "a task another machine pushed",
+            file=sys.stderr,
+        )
+    return 0
+
+
+def _in_repository(root: Path, file: str) -> str:
+    """FILE relative to the repository's root: from where the developer stands when that
+    is inside the checkout, else as given."""
+    path = Path(file)
+    top = os.path.realpath(root)
+    full = os.path.realpath(path if path.is_absolute() else Path.cwd() / path)
+    if full.startswith(top + os.sep):
+        return Path(full).relative_to(top).as_posix()
+    return path.as_posix()
 
 
 def _in_worktree(task: Task, file: str) -> str:
