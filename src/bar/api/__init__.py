@@ -63,6 +63,7 @@ if TYPE_CHECKING:
     from bar.project.doctor import Doctor
     from bar.share.adopt import Adopted as TaskAdopted
     from bar.share.fetch import Fetched
+    from bar.share.prepush import Installed as PushHook
     from bar.share.push import Pushed
     from bar.share.remotes import Remote
     from bar.step.run import RunRequest
@@ -732,3 +733,19 @@ def adopt_task(project: Project, task: Task) -> TaskAdopted:
 def own_tasks(project: Project) -> list[Task]:
     """The open and closed tasks of this machine (not fetched copies)."""
     return [t for t in list_tasks(project) if not t.read_only]
+
+
+def install_push_hook(project: Project) -> PushHook:
+    """Install the ``pre-push`` hook that pushes task histories with the branch (a hook
+    that was there is kept and run first)."""
+    from bar.share.prepush import install
+
+    return install(project)
+
+
+def tasks_pushed(project: Project, lines: Sequence[str]) -> list[Task]:
+    """The tasks of this machine behind the commits a ``git push`` sends (the pre-push
+    hook's stdin ``lines``)."""
+    from bar.share.prepush import tasks_pushed as found
+
+    return found(project, list(lines))

@@ -7,11 +7,19 @@ from bar import api
 from bar.cli.render import plural, print_json
 
 
-def init(*, adopt: str | None, as_json: bool) -> int:
+def init(*, adopt: str | None, as_json: bool, share: bool = False) -> int:
     if adopt is not None:
         return _adopt(adopt, as_json)
     result = api.init_project()
     project = result.project
+    hook = api.install_push_hook(project) if share else None
+    if hook is not None and not as_json:
+        if hook.already:
+            print(f"The pre-push hook is installed already: {hook.path}")
+        else:
+            print(f"Installed {hook.path}: git push sends the task histories behind the commits")
+        if hook.kept is not None:
+            print(f"  the hook that was there runs first: {hook.kept}")
     if as_json:
         print_json(
             {
@@ -19,6 +27,7 @@ def init(*, adopt: str | None, as_json: bool) -> int:
                 "root": str(project.root),
                 "dir": str(project.dir),
                 "created": [str(p) for p in result.created],
+                "push_hook": str(hook.path) if hook is not None else None,
                 "moved": [
                     {"project": m.name, "dir": str(m.dir), "old_root": m.old_root, "tasks": m.tasks}
                     for m in result.moved

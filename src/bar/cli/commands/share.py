@@ -13,6 +13,7 @@ from bar.cli.render import Painter, print_json
 from bar.errors import Conflict, PushRefused, UsageError
 
 if TYPE_CHECKING:
+    from bar.project.project import Project
     from bar.share.fetch import Fetched
     from bar.share.push import Pushed
 
@@ -25,9 +26,12 @@ def push(
     allow: list[str],
     dry_run: bool,
     as_json: bool,
+    hook: str | None = None,
 ) -> int:
     loc = api.open_project()
     project = loc.project
+    if hook is not None:
+        return _from_hook(project, hook)
     if all and task is not None:
         raise UsageError("--all and --task name different tasks", hint="give one of them")
     tasks = api.own_tasks(project) if all else [api.get_task(loc, task)]
@@ -48,6 +52,29 @@ def push(
     else:
         _print_push(result, Painter(project.config.output.color))
     return _push_code(result)
+
+
+def _from_hook(project: Project, remote: str) -> int:
+    """The pre-push hook: the histories of the tasks behind the pushed commits, to
+    ``share.remote`` if set, else where the branch goes; a refusal stops the branch too."""
+    lines = sys.stdin.read().splitlines()
+    tasks = api.tasks_pushed(project, lines)
+    if not tasks:
+        return 0
+    to = api.remote(project, project.config.share.remote or remote)
+    result = api.push(project, tasks, to)
+    for t in result.tasks:
+        print(f"bar: {t.name} ({t.task_id}): {t.outcome}", file=sys.stderr)
+        for f in t.findings:
+            print(f"  {f.where()}  {f.kind}: {f.detail}  [--allow {f.id}]", file=sys.stderr)
+    code = _push_code(result)
+    if code:
+        print(
+            "bar: the push stops here: a task history it carries could not go (bar push shows "
+            "why); `git push --no-verify` pushes the branch alone",
+            file=sys.stderr,
+        )
+    return code
 
 
 def _push_code(result: Pushed) -> int:

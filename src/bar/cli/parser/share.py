@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import argparse
 from typing import Any
 
 from bar.cli.parser import _cmd, _Formatter, _json_opt, _task_opt
@@ -44,6 +45,8 @@ def commands(sub: Any) -> None:
         help="let the finding with this id through (again for more)",
     )
     p.add_argument("--dry-run", action="store_true", help="scan, and push nothing")
+    # the pre-push hook's (bar init --share): the remote git pushes to, refs on stdin
+    p.add_argument("--hook", metavar="REMOTE", help=argparse.SUPPRESS)
     _json_opt(p)
     _cmd(p, "share:push")
 

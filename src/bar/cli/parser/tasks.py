@@ -32,7 +32,8 @@ def commands(sub: Any) -> None:
         epilog="examples:\n"
         "  bar init                       register this repository\n"
         "  bar init --adopt               after a move: take its tasks along\n"
-        "  bar init --adopt shop-1e49     the same, when several projects hold its tasks",
+        "  bar init --adopt shop-1e49     the same, when several projects hold its tasks\n"
+        "  bar init --share               git push sends the task histories behind it too",
     )
     p.add_argument(
         "--adopt",
@@ -41,6 +42,12 @@ def commands(sub: Any) -> None:
         metavar="PROJECT",
         help="re-attach the tasks this repository left at its old path (the project's\n"
         "directory name is needed only when more than one holds them)",
+    )
+    p.add_argument(
+        "--share",
+        action="store_true",
+        help="install a git pre-push hook that pushes the histories of the tasks behind\n"
+        "the pushed commits (bar push); a refused history stops the push",
     )
     _json_opt(p)
     _cmd(p, "init:init")
