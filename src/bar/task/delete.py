@@ -169,7 +169,7 @@ def _delete(
         task = load_task(project, task.id)
         if journals.delete_journal(task.paths).exists():  # begun by another bar meanwhile
             return _resume(project, task.id, dry_run=dry_run)
-        if task.active:
+        if task.active and not task.read_only:  # (a fetched copy: the remote keeps it)
             raise BarError(
                 f"task {task.name} ({task.id}) is open; only a closed task can be deleted",
                 hint=f"close it first: `bar task close {task.id}`",
@@ -181,7 +181,7 @@ def _delete(
                 f"the branch {task.branch} of task {task.name} is checked out in {where}",
                 hint="switch that checkout to another branch, then delete the task",
             )
-        lost = at_risk(task, gone or ())
+        lost = [] if task.read_only else at_risk(task, gone or ())
         removed = inventory(project, task.id, task.branch)
         if dry_run or (lost and not force):
             return Deletion(task.id, task.name, removed, lost, dry_run=dry_run)
@@ -189,7 +189,8 @@ def _delete(
             task.id,
             task.name,
             task.branch,
-            git.rev_parse(repo, f"refs/heads/{task.branch}"),
+            # a copy made no branch here: one of that name is someone else's, and stays
+            None if task.read_only else git.rev_parse(repo, f"refs/heads/{task.branch}"),
             bool(lost),
             now_iso(),
         )
