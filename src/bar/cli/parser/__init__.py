@@ -23,12 +23,13 @@ exit codes:
   3    task, step or ref not found
   4    not a git repository, or not registered (run `bar init`)
   5    unrecorded or uncommitted changes are in the way
-  6    apply or sync would conflict
+  6    apply or sync would conflict; bar push: the remote went on without you
   7    another bar process holds the task (see --no-wait)
   8    a file bar reads is broken or of an unknown version (see `bar doctor`)
   9    git failed unexpectedly
   10   a pre_run hook stopped the step
   11   sandbox.required is set and the kernel cannot confine the step
+  12   bar push: something that must not leave the machine was found (--allow ID)
   20   bar decide: no pending decision (nothing submitted, or nothing answered)
   21   bar decide: the pending decision is not decided yet (submit --wait: in time)
   70   internal error (traceback in $BAR_HOME/logs)
