@@ -116,6 +116,7 @@ def session(s: Session, repo: Path, tmp_path: Path) -> None:
         s.json(f"bar resident {action} --json", "resident", action, "--json")
     assert bar(s.capfd, "task", "switch", "first").code == 0
     agents_drive(s)
+    sharing(s, repo, tmp_path)
     moved = repo.rename(repo.parent / "moved")
     os.chdir(moved)
     s.json("bar init --json", "init", "--adopt", "--json")
@@ -170,6 +171,28 @@ def agents_drive(s: Session) -> None:
     s.json("bar decide show --json", "decide", "show", "--json")
     s.json("bar decide list --json", "decide", "list", "--json")
     s.json("bar show --json", "show", done["step"]["step_id"], "--json")
+
+
+def sharing(s: Session, repo: Path, tmp_path: Path) -> None:
+    """Push to a bare remote, then, as a second clone of it, fetch and adopt."""
+    remote = tmp_path / "remote.git"
+    git(tmp_path, "init", "-q", "--bare", str(remote))
+    s.json("bar push --json", "push", str(remote), "--dry-run", "--json")
+    s.json("bar push --json", "push", str(remote), "--json")
+    s.json("bar fetch --json", "fetch", str(remote), "--json")
+    s.json("bar blame --json", "blame", "README.md", "--rev", "HEAD", "--json")
+    other = tmp_path / "other"
+    git(tmp_path, "clone", "-q", str(repo), str(other))
+    here = Path.cwd()
+    os.chdir(other)
+    try:
+        s.json("bar init --json", "init", "--json")
+        fetched = s.json("bar fetch --json", "fetch", str(remote), "--json")
+        s.json("bar task list --json", "task", "list", "--json")
+        copy = fetched["tasks"][0]["task_id"]
+        s.json("bar task adopt --json", "task", "adopt", copy, "--json")
+    finally:
+        os.chdir(here)
 
 
 def test_every_json_output_is_as_documented(
