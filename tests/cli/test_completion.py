@@ -91,7 +91,8 @@ def parser_tree() -> dict[str, tuple[list[str], list[str]]]:
         for action in p._actions:
             if isinstance(action, argparse._SubParsersAction):
                 subs.update(action.choices)
-            options += action.option_strings
+            if action.help != argparse.SUPPRESS:  # (hidden: not completed either)
+                options += action.option_strings
         tree[path] = (sorted(subs), sorted(options))
         for name, child in subs.items():
             walk(child, f"{path} {name}".strip())
@@ -223,10 +224,11 @@ def test_a_command_added_to_the_parser_is_completed_without_more(
     ("line", "expected"),
     [
         ("bar ta", ["task"]),
-        ("bar r", ["redo", "replay", "resident", "rollback", "run"]),
+        ("bar r", ["redo", "replay", "resident", "review", "rollback", "run"]),
         (
             "bar task ",
             [
+                "adopt",
                 "claim",
                 "close",
                 "delete",

@@ -83,6 +83,7 @@ def complete_zsh(line: str, cwd: Path, load: str = SOURCED) -> list[str]:
 
 
 TASK_ACTIONS = [
+    "adopt",
     "claim",
     "close",
     "delete",

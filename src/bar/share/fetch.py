@@ -72,6 +72,11 @@ class Fetched:
     remote: Remote
     tasks: list[TaskFetch] = field(default_factory=list)
 
+    @property
+    def exit_code(self) -> int:
+        """1 when a history could not be taken, else 0."""
+        return 1 if any(t.outcome == BROKEN for t in self.tasks) else 0
+
     def to_json(self) -> dict[str, Any]:
         return {
             "remote": self.remote.name,

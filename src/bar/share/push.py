@@ -16,7 +16,7 @@ from typing import Any
 
 from bar import git
 from bar.base.record import field, record
-from bar.errors import UsageError
+from bar.errors import ExitCode, UsageError
 from bar.project.project import Project
 from bar.redact import known
 from bar.share import record as history
@@ -67,6 +67,17 @@ class Pushed:
     @property
     def ok(self) -> bool:
         return all(t.outcome in (PUSHED, UP_TO_DATE, WOULD_PUSH, BEHIND) for t in self.tasks)
+
+    @property
+    def exit_code(self) -> int:
+        """12 when a finding kept a history here, 6 when the remote went on without
+        this machine, else 0."""
+        outcomes = {t.outcome for t in self.tasks}
+        if REFUSED in outcomes:
+            return ExitCode.REFUSED
+        if outcomes & {DIVERGED, REJECTED}:
+            return ExitCode.CONFLICT
+        return ExitCode.OK
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -10,7 +10,7 @@ from bar.base.notices import plural
 from bar.base.progress import Progress
 from bar.cli.commands.task import ref
 from bar.cli.render import Painter, print_json
-from bar.errors import Conflict, PushRefused, UsageError
+from bar.errors import UsageError
 
 if TYPE_CHECKING:
     from bar.project.project import Project
@@ -78,31 +78,22 @@ def _from_hook(project: Project, remote: str) -> int:
 
 
 def _push_code(result: Pushed) -> int:
-    from bar.share import push as pushing
-
-    outcomes = {t.outcome for t in result.tasks}
-    if pushing.REFUSED in outcomes:
-        return PushRefused.exit_code
-    if outcomes & {pushing.DIVERGED, pushing.REJECTED}:
-        return Conflict.exit_code
-    return 0
+    return result.exit_code
 
 
 def _print_push(result: Pushed, paint: Painter) -> None:
-    from bar.share import push as pushing
-
     out = sys.stdout
     for t in result.tasks:
         head = f"{t.name} ({t.task_id})"
-        if t.outcome == pushing.PUSHED:
+        if t.outcome == "pushed":
             print(f"pushed {head}: {plural(t.steps, 'step')} to {result.remote}", file=out)
-        elif t.outcome == pushing.WOULD_PUSH:
+        elif t.outcome == "would push":
             print(f"would push {head}: {plural(t.steps, 'step')} to {result.remote}", file=out)
-        elif t.outcome == pushing.UP_TO_DATE:
+        elif t.outcome == "up to date":
             print(f"{head}: up to date on {result.remote}", file=out)
-        elif t.outcome == pushing.BEHIND:
+        elif t.outcome == "behind":
             print(f"{head}: {t.message}", file=out)
-        elif t.outcome == pushing.REFUSED:
+        elif t.outcome == "refused":
             print(
                 paint(
                     f"refused {head}: {plural(len(t.findings), 'finding')} must not leave "
@@ -120,7 +111,7 @@ def _print_push(result: Pushed, paint: Painter) -> None:
                 f"  cut in the pushed copy: {c.path} ({c.size} bytes, over share.max_blob)",
                 file=out,
             )
-    refused = [t for t in result.tasks if t.outcome == pushing.REFUSED]
+    refused = [t for t in result.tasks if t.outcome == "refused"]
     if refused:
         print(
             "hint: the record keeps it here, and no push sends it: revoke a real secret;\n"
@@ -138,26 +129,22 @@ def fetch(*, remote: str | None, as_json: bool) -> int:
         print_json(result.to_json())
     else:
         _print_fetch(result)
-    from bar.share import fetch as fetching
-
-    return 1 if any(t.outcome == fetching.BROKEN for t in result.tasks) else 0
+    return result.exit_code
 
 
 def _print_fetch(result: Fetched) -> None:
-    from bar.share import fetch as fetching
-
     if not result.tasks:
         print(f"{result.remote} has no task histories (bar push sends them)")
         return
     for t in result.tasks:
         head = f"{t.name} ({t.task_id})"
-        if t.outcome == fetching.NEW:
+        if t.outcome == "new":
             print(f"new      {head}: {plural(t.steps, 'step')}, read-only here")
-        elif t.outcome == fetching.UPDATED:
+        elif t.outcome == "updated":
             print(f"updated  {head}: {plural(t.steps, 'step')}")
-        elif t.outcome == fetching.UP_TO_DATE:
+        elif t.outcome == "up to date":
             print(f"same     {head}")
-        elif t.outcome == fetching.BROKEN:
+        elif t.outcome == "broken":
             print(f"broken   {t.task_id}: {t.message}", file=sys.stderr)
         else:
             print(f"{t.outcome:<8} {head}: {t.message}")
