@@ -749,3 +749,27 @@ def tasks_pushed(project: Project, lines: Sequence[str]) -> list[Task]:
     from bar.share.prepush import tasks_pushed as found
 
     return found(project, list(lines))
+
+
+# --- attribution for other tools, and review of a pushed branch (SPEC §14) -----------
+
+if TYPE_CHECKING:
+    from bar.history.review import Review
+    from bar.history.trace import TraceRecord
+
+
+def export_trace(task: Task) -> list[TraceRecord]:
+    """The task's attribution as Agent Trace records (``bar.history.trace``): one per
+    apply whose commit is here, and one for the last recorded state if none landed it."""
+    from bar.history.trace import export
+
+    return export(task)
+
+
+def review(project: Project, branch: str, base: str | None = None) -> Review:
+    """The tasks, steps, sessions and policy decisions behind the commits of ``branch``
+    that ``base`` (default: git.default_base) lacks (``bar.history.review``);
+    ``NotFound`` when none of those commits names a task."""
+    from bar.history.review import review as verb
+
+    return verb(project, branch, base)

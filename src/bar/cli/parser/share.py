@@ -68,3 +68,69 @@ def commands(sub: Any) -> None:
     p.add_argument("remote", nargs="?", metavar="REMOTE", help="a remote's name or a URL")
     _json_opt(p)
     _cmd(p, "share:fetch")
+
+    p = sub.add_parser(
+        "review",
+        help="the steps, sessions and policy decisions behind a pushed branch",
+        formatter_class=_Formatter,
+        description="Review a branch someone pushed by the record behind it. bar apply ends\n"
+        "each commit it makes with Bar-Task and Bar-Step lines, and a squash merge keeps\n"
+        "them; for the commits of BRANCH that the base lacks (what a pull request would\n"
+        "merge), bar names each task they come from and shows its steps up to the one\n"
+        "landed: command, exit code, changes, the agent's session (model, turns, tool\n"
+        "calls, tokens, cost) and what the policy decided (blocks and asks above all).\n"
+        "It says too whether the commit holds the task's files as landing that state\n"
+        "on the commit's parent gives them (a squash or a rebase of the applied commit\n"
+        "does; a fix made on the way does not), and whether the branch changed them since.\n\n"
+        "A task of another machine is read from its copy: bar fetch brings it first.\n"
+        "BRANCH is a local branch, a remote-tracking one (origin/feature) or any ref\n"
+        "(refs/pull/12/head, once fetched). Exit 3: no commit names a task, or none of\n"
+        "the tasks named is here.",
+        epilog="examples:\n"
+        "  bar review feature                 a local branch, against git.default_base\n"
+        "  git fetch origin && bar fetch && bar review origin/feature\n"
+        "  git fetch origin pull/12/head:refs/pull/12/head && bar review refs/pull/12/head\n"
+        "  bar review feature --base release  against another branch\n"
+        "  bar review feature --json",
+    )
+    p.add_argument("branch", metavar="BRANCH", help="the branch (or any ref) to review")
+    p.add_argument(
+        "--base",
+        metavar="BRANCH",
+        help="the branch it goes onto: its commits are not reviewed "
+        "(default: git.default_base in config.yaml)",
+    )
+    _json_opt(p)
+    _cmd(p, "review:review")
+
+    p = sub.add_parser(
+        "export",
+        help="write a task's attribution for other tools (Agent Trace)",
+        formatter_class=_Formatter,
+        description="Write which lines of which files the task's steps wrote, and who wrote\n"
+        "them, in a format other tools read. agent-trace: Agent Trace records (the open\n"
+        "RFC of github.com/cursor/agent-trace, spec 0.1.0), JSON Lines, one record per\n"
+        "commit: each bar apply whose commit is in the repository, and the last recorded\n"
+        "state if no apply landed it (its snapshot commit). Line numbers are those of\n"
+        "that commit. A tool call of an agent, or a step that ran one, is contributor\n"
+        '"ai" with its model (provider/model); a hand edit is "human"; any other command\n'
+        '"unknown". The step, tool, command, session and first prompt are under\n'
+        'metadata "dev.bar". Records say version "0.1", the form the published schema\n'
+        "accepts (its pattern is MAJOR.MINOR).",
+        epilog="examples:\n"
+        "  bar export --format agent-trace                   to standard output\n"
+        "  bar export --format agent-trace -o trace.jsonl\n"
+        "  bar export --format agent-trace --task fix-login | jq .files",
+    )
+    p.add_argument(
+        "--format",
+        dest="format",
+        required=True,
+        choices=("agent-trace",),
+        help="the format to write: agent-trace",
+    )
+    _task_opt(p)
+    p.add_argument(
+        "--output", "-o", metavar="FILE", help="write to FILE (default: standard output)"
+    )
+    _cmd(p, "export:export")

@@ -1,0 +1,139 @@
+"""``bar review BRANCH [--base BRANCH] [--json]``: the record behind a pushed branch.
+
+``api.review`` finds the tasks the branch's commits name and reads them back; this
+prints, per task, the commits that land its states (and whether they still hold them),
+then its steps with their sessions and the policy's decisions. A step's policy lines
+are the decisions that were not a plain allow: blocks, asks and warnings are what a
+reviewer looks for; ``--json`` has every one.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from bar import api
+from bar.base.notices import plural
+from bar.cli.pager import paging
+from bar.cli.render import (
+    Painter,
+    describe,
+    fit,
+    outcome,
+    print_json,
+    session_text,
+    short,
+    stat_text,
+    terminal_width,
+    visible_len,
+)
+from bar.errors import ExitCode
+from bar.ledger.records import RunStep, Step
+
+if TYPE_CHECKING:
+    from bar.history.review import Landing, Review, TaskReview
+
+
+def review(*, branch: str, base: str | None, as_json: bool) -> int:
+    loc = api.open_project()
+    result = api.review(loc.project, branch, base)
+    if as_json:
+        print_json(result.to_json())
+    else:
+        with paging():
+            _print_review(result, Painter(loc.project.config.output.color))
+    return ExitCode.OK if result.found else ExitCode.NOT_FOUND
+
+
+def _print_review(result: Review, paint: Painter) -> None:
+    naming = len({x.commit for t in result.tasks for x in t.landings})
+    print(
+        f"{result.branch} ({short(result.tip)}) against {result.base} "
+        f"({short(result.base_commit)}): {plural(result.commits, 'commit')}, "
+        f"{naming} naming a bar task"
+    )
+    for entry in result.tasks:
+        print()
+        if entry.task is None:
+            _print_missing(entry, paint)
+        else:
+            _print_task(entry, paint)
+
+
+def _print_missing(entry: TaskReview, paint: Painter) -> None:
+    commits = ", ".join(short(x.commit) for x in entry.landings)
+    print(paint(f"task {entry.task_id} is not here", "yellow") + f" (named by {commits})")
+    print(
+        "  hint: `bar fetch` brings it from the remote its history was pushed to "
+        f"(bar push on the machine that recorded it); then: bar review again, or "
+        f"bar log --task {entry.task_id}"
+    )
+
+
+def _print_task(entry: TaskReview, paint: Painter) -> None:
+    task = entry.task
+    assert task is not None
+    origin = task.origin
+    where = f", fetched from {origin.get('remote', 'a remote')}" if origin else ""
+    print(paint(f"task {task.name} ({task.id}){where}", "bold"))
+    for landing in entry.landings:
+        _print_landing(landing, paint)
+    print(f"  steps{' up to ' + _last(entry) if _last(entry) else ''}:")
+    cells = [(outcome(s, paint), stat_text(s.diff_stat)) for s in entry.steps]
+    widths = [max((visible_len(c[i]) for c in cells), default=0) for i in (0, 1)]
+    width = terminal_width()
+    for step, (result, stat) in zip(entry.steps, cells, strict=True):
+        head = (
+            f"  {paint(step.step_id, 'bold')}  {step.kind:<8} {paint.pad(result, widths[0])}  "
+            f"{paint.pad(stat, widths[1])}  "
+        )
+        room = None if width is None else max(width - visible_len(head), 10)
+        print((head + fit(describe(step), room)).rstrip())
+        _print_details(step, paint)
+
+
+def _last(entry: TaskReview) -> str:
+    return entry.steps[-1].step_id if entry.steps else ""
+
+
+def _print_landing(landing: Landing, paint: Painter) -> None:
+    print(f"  commit {short(landing.commit)} {landing.subject}")
+    what = f"step {landing.state}" if landing.state else "the task (no step named)"
+    how = "made by bar apply" if landing.applied else "a copy of its apply (squash, rebase, pick)"
+    print(f"    lands {what}: {how}")
+    if not landing.recorded:
+        print(
+            paint("    that state is not in the record here", "yellow")
+            + ": `bar fetch` brings the task's latest history"
+        )
+        return
+    if landing.differs:
+        print(
+            paint(
+                f"    its files differ from the recorded state: {', '.join(landing.differs)}",
+                "yellow",
+            )
+        )
+    else:
+        print(paint("    it holds the task's files as that state recorded them", "green"))
+    if landing.changed_since:
+        print(
+            paint(f"    changed since on the branch: {', '.join(landing.changed_since)}", "yellow")
+        )
+
+
+def _print_details(step: Step, paint: Painter) -> None:
+    if not isinstance(step, RunStep):
+        return
+    summary = step.extra.get("session")
+    if isinstance(summary, dict):
+        agent = summary.get("agent")
+        text = session_text(summary, calls=True)
+        print(paint(f"        {agent}: {text}" if agent else f"        {text}", "dim"))
+    for event in step.policy_events:
+        if event.action == "allow":
+            continue
+        source = f" [{event.source}]" if event.source else ""
+        fate = f" -> {event.outcome}" if event.outcome else ""
+        color = "red" if event.action == "block" else "yellow"
+        line = f"policy {event.action} {event.rule or '(no rule)'}: {event.matched}"
+        print(f"        {paint(line, color)}{source}{fate}")
