@@ -181,6 +181,8 @@ def sharing(s: Session, repo: Path, tmp_path: Path) -> None:
     s.json("bar push --json", "push", str(remote), "--json")
     s.json("bar fetch --json", "fetch", str(remote), "--json")
     s.json("bar blame --json", "blame", "README.md", "--rev", "HEAD", "--json")
+    root = git(repo, "rev-list", "--max-parents=0", "HEAD").strip().splitlines()[0]
+    s.json("bar review --json", "review", "HEAD", "--base", root, "--json")
     other = tmp_path / "other"
     git(tmp_path, "clone", "-q", str(repo), str(other))
     here = Path.cwd()
