@@ -140,6 +140,17 @@ def _newest(task: Task) -> tuple[str, str]:
         if sha != mine and (mine is None or git.is_ancestor(repo, mine, sha))
     ]
     if not ahead:
+        # a history that neither continues this machine's nor is behind it: both went on
+        # (this machine's ref moves when a push builds its record, even one refused)
+        if mine is not None and any(
+            sha != mine and not git.is_ancestor(repo, sha, mine) for sha, _ in candidates
+        ):
+            raise BarError(
+                f"task {task.name} went on both here and on another machine: each has steps "
+                "the other has not; adopting would drop this machine's",
+                hint="apply them to a branch first (`bar apply --target NAME`), or keep this "
+                "machine's line of work and leave the remote's",
+            )
         raise NotFound(
             f"task {task.name} ({task.id}) is this machine's, and no remote has gone on with it",
             hint="`bar fetch` first; a task fetched from another machine is adopted the same way",

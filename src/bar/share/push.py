@@ -185,10 +185,12 @@ def _one(
         result.outcome = DIVERGED
         result.message = _diverged_text(task.name, task.id, remote)
         return result, []
-    known_blobs: set[str] = set()
+    sent: dict[str, str] = {}  # path -> blob, of the history the remote has
     if on_remote is not None:
-        listed = git.git(repo, "ls-tree", "-r", on_remote).out.splitlines()
-        known_blobs = {line.split()[2] for line in listed if len(line.split()) >= 3}
+        for line in git.git(repo, "ls-tree", "-r", on_remote).out.splitlines():
+            head, tab, path = line.partition("\t")
+            if tab and len(head.split()) == 3:
+                sent[path] = head.split()[2]
     said(f"task {task.name}: scanning what would leave")
     exclude = [s for s in there.values() if s in have]
     exclude += [task.base_commit, *([task.first_base] if task.first_base else [])]
@@ -198,7 +200,7 @@ def _one(
     tips = [
         sha for name, sha in built.refs.items() if name != "base" and not name.startswith("bases/")
     ]
-    found = scan.history_files(repo, built.files, known_blobs, scrubber)
+    found = scan.history_files(repo, built.files, set(sent.values()), scrubber, sent)
     found += scan.state_files(task, tips, exclude, scrubber, max_blob)
     found = [f for f in found if f.id not in allow]
     if found:

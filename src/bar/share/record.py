@@ -379,19 +379,22 @@ def read(repo: Path, commit: str, task_id: str) -> Pushed:
     parents = set(git.git(repo, "show", "-s", "--format=%P", commit).out.split())
     refs = meta.get("refs")
     if not isinstance(refs, dict) or not all(
-        isinstance(k, str) and _ref_name_ok(k) and git.is_object_id(v) and v in parents
+        isinstance(k, str) and _ref_name_ok(k, task_id) and git.is_object_id(v) and v in parents
         for k, v in refs.items()
     ):
         raise CorruptFile(f"{where} names commits it does not carry")
     return Pushed(commit, task_id, task_rec, files["ledger.jsonl"][1], artifacts, meta)
 
 
-def _ref_name_ok(name: str) -> bool:
+def _ref_name_ok(name: str, task_id: str) -> bool:
+    """A ref the history may name: its own task's only (``kept/<task id>/...``), since
+    fetching points ``refs/bar/<name>`` here; another task's would move that task's refs."""
     if name in ("snapshot", "head", "base"):
         return True
     kind, _, rest = name.partition("/")
     return (
         kind in KEPT_KINDS
+        and rest.startswith(f"{task_id}/")
         and rest.count("/") >= 1
         and ".." not in rest
         and not rest.endswith(("/", ".lock"))

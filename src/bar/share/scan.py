@@ -91,13 +91,30 @@ def secrets_in(data: bytes, path: str, scrubber: Scrubber, *, in_state: bool) ->
 
 
 def history_files(
-    repo: Path, blobs: dict[str, str], known: set[str], scrubber: Scrubber
+    repo: Path,
+    blobs: dict[str, str],
+    known: set[str],
+    scrubber: Scrubber,
+    sent: dict[str, str] | None = None,
 ) -> list[Finding]:
-    """Secrets in the history's files whose blobs the remote does not have (``known``)."""
+    """Secrets in the history's files whose blobs the remote does not have (``known``).
+
+    A file the remote holds another version of (``sent``: path -> blob there; the ledger,
+    which only grows, and task.json) reports only secrets that version does not hold:
+    those left with an earlier push, scanned then or let through by id, and finding them
+    again would ask for the same ``--allow`` at every push after."""
     new = {path: blob for path, blob in blobs.items() if blob not in known}
     found: list[Finding] = []
     for (path, _), data in zip(new.items(), _contents(repo, list(new.values())), strict=True):
         found += secrets_in(data, path, scrubber, in_state=False)
+    before = {p: b for p, b in (sent or {}).items() if p in {f.path for f in found}}
+    if before:
+        gone: set[str] = set()  # ids hold the kind, the path and the secret, not the line
+        for (path, _), data in zip(
+            before.items(), _contents(repo, list(before.values())), strict=True
+        ):
+            gone |= {f.id for f in secrets_in(data, path, scrubber, in_state=False)}
+        found = [f for f in found if f.id not in gone]
     return found
 
 
