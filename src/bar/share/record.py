@@ -155,7 +155,9 @@ def cut_copy(data: bytes, max_blob: int) -> bytes:
         f"\n\n=== bar: cut: this file is {len(data)} bytes; the shared copy keeps its first "
         "and last bytes only (share.max_blob) ===\n\n"
     ).encode()
-    keep = max(0, max_blob - len(marker))
+    if len(marker) >= max_blob:  # (a limit smaller than the marker: the marker, cut)
+        return marker.strip()[:max_blob]
+    keep = max_blob - len(marker)
     head = keep * 3 // 4
     tail = keep - head
     return data[:head] + marker + (data[len(data) - tail :] if tail else b"")

@@ -175,8 +175,8 @@ def _derived(project: Project, old: list[dict[str, Any]]) -> list[dict[str, Any]
     for task in list_tasks(project):
         present = task.worktree.is_dir()
         prior = before.get(task.id, {})
-        if not present and task.board.status == board.PENDING and not prior:
-            continue  # never had one
+        if not present and (task.read_only or task.board.status == board.PENDING) and not prior:
+            continue  # never had one (here: a fetched copy has none)
         if present:
             keep = not task.active or prior.get("status") == KEPT
             status = KEPT if keep else ACTIVE

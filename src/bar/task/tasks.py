@@ -191,7 +191,8 @@ class Task:
         return self.worktree if self.worktree.is_dir() else self.project.root
 
     def require_worktree(self) -> None:
-        """A command that changes the task needs it open and its worktree present."""
+        """A command that changes the task needs it its own, open, with its worktree."""
+        self.require_own()
         if not self.active:
             raise BarError(
                 f"task {self.name} ({self.id}) is closed",
