@@ -513,13 +513,13 @@ sandbox:                     # what a step's command may touch (docs/sandbox.md)
   network: true              # false: no TCP connections or listening
   allow_write: [~/.cache]    # writable besides the worktree, the task branch and TMPDIR
   deny_read: [~/.ssh, ~/.aws, ~/.gnupg]   # hidden from the command
+share:                       # task histories through git remotes (docs/sharing.md)
+  # remote: origin           # where bar push / bar fetch go; may be a separate repository
+  max_blob: 10MB             # larger files are cut, with a marker, in the pushed copy
 speed:
   fast: true                 # false: every shortcut off (watches, stamps, resident): slower
 agents:                      # agent sessions (docs/sessions.md)
   budget: {{}}                 # e.g. {{max_tokens: 2000000, max_cost_usd: 5}}: stop an agent past it
   prices: {{}}                 # model -> USD per million tokens, e.g.
                              # {{claude-sonnet-4-5: {{input: 3, output: 15, cache_read: 0.3}}}}
-share:                       # task histories through git remotes (docs/sharing.md)
-  # remote: origin           # where bar push / bar fetch go; may be a separate repository
-  max_blob: 10MB             # larger files are cut, with a marker, in the pushed copy
 """
