@@ -828,7 +828,15 @@ class Runner:
     def calibrate(self, setup: Setup, result: Trial) -> str:
         """Run the operation to completion on a copy of the trial at the trial's path; it
         bounds the kill delay. Returns main's tree afterwards (the copy's objects go with it)."""
-        subprocess.run(["cp", "-a", str(self.trial_dir), str(self.work / "t.copy")], check=True)
+        copy = self.work / "t.copy"
+        for attempt in range(5):  # a background process's temp file may vanish mid-copy
+            done = subprocess.run(["cp", "-a", str(self.trial_dir), str(copy)], check=False)
+            if done.returncode == 0:
+                break
+            shutil.rmtree(copy, ignore_errors=True)  # (no watcher of its own: a plain copy)
+            if attempt == 4:
+                done.check_returncode()
+            time.sleep(0.05)
         self.swap("t.orig", "t.copy")
         start = time.perf_counter()
         ran = self.bar.process(*setup.argv)
