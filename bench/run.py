@@ -32,10 +32,12 @@ sys.path.insert(0, str(HERE))
 import genrepo  # noqa: E402
 import report  # noqa: E402
 import sessions  # noqa: E402
+import sharing  # noqa: E402
 from figures import FIGURES, FULL_ONLY, Params, Row  # noqa: E402
 from harness import BenchError, Fixture, Tools, base_env, log  # noqa: E402
 
 FIGURES[sessions.NUMBER] = sessions.FIGURE  # (kept in a module of its own)
+FIGURES[sharing.NUMBER] = sharing.FIGURE  # (likewise)
 
 ROOT = HERE.parent
 WORK = HERE / ".work"
