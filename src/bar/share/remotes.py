@@ -48,6 +48,11 @@ def resolve(project: Project, given: str | None) -> Remote:
         return Remote(name, url, key)
     if _looks_like_url(name):
         return Remote(name, name, _hashed(name))
+    if name.startswith(("/", "./", "../", "~")):
+        raise UsageError(
+            f"no repository at {name}",
+            hint=f"make one with `git init --bare {name}`, or give a remote's name or a URL",
+        )
     known = git.git(repo, "remote", check=False).out.split()
     raise UsageError(
         f"no remote named {name!r} in {repo}",
@@ -68,6 +73,12 @@ def _env() -> dict[str, str]:
     return {} if sys.stdin.isatty() else {"GIT_TERMINAL_PROMPT": "0"}
 
 
+# a remote's URL runs no program of its choosing: `ext::` transports stay off whatever
+# the configuration says (git's default too), and so does an upload or receive program
+# named by a remote's settings
+_SAFE = ("-c", "protocol.ext.allow=never", "-c", "protocol.fd.allow=never")
+
+
 def _failed(what: str, remote: Remote, result: Result) -> BarError:
     said = result.err.strip().splitlines()
     return BarError(
@@ -78,7 +89,9 @@ def _failed(what: str, remote: Remote, result: Result) -> BarError:
 
 def listed(repo: Path, remote: Remote, patterns: list[str]) -> dict[str, str]:
     """The remote's refs matching ``patterns``: name -> object id (one round trip)."""
-    said = git.git(repo, "ls-remote", "--refs", remote.url, *patterns, env=_env(), check=False)
+    said = git.git(
+        repo, *_SAFE, "ls-remote", "--refs", remote.url, *patterns, env=_env(), check=False
+    )
     if said.returncode != 0:
         raise _failed("reading", remote, said)
     refs = {}
@@ -114,6 +127,7 @@ def push(repo: Path, remote: Remote, refspecs: list[str]) -> list[RefResult]:
     """Push ``refspecs`` (never forced), one git push; each ref's outcome."""
     said = git.git(
         repo,
+        *_SAFE,
         "push",
         "--porcelain",
         "--no-verify",
@@ -136,6 +150,7 @@ def push(repo: Path, remote: Remote, refspecs: list[str]) -> list[RefResult]:
 def fetch(repo: Path, remote: Remote, refspecs: list[str]) -> None:
     said = git.git(
         repo,
+        *_SAFE,
         "fetch",
         "--no-tags",
         "--no-write-fetch-head",
