@@ -201,7 +201,7 @@ def _one(
         sha for name, sha in built.refs.items() if name != "base" and not name.startswith("bases/")
     ]
     found = scan.history_files(repo, built.files, set(sent.values()), scrubber, sent)
-    found += scan.state_files(task, tips, exclude, scrubber, max_blob)
+    found += scan.state_files(task, tips, exclude, scrubber, max_blob, allow)
     found = [f for f in found if f.id not in allow]
     if found:
         result.outcome = REFUSED

@@ -124,9 +124,11 @@ def state_files(
     exclude: Iterable[str],
     scrubber: Scrubber,
     max_blob: int,
+    allow: frozenset[str] = frozenset(),
 ) -> list[Finding]:
     """Everything wrong with the files of the commits reachable from ``tips`` and not
-    from ``exclude`` (what the remote has, and the task's bases)."""
+    from ``exclude`` (what the remote has, and the task's bases), but what ``allow``
+    lets through."""
     repo = task.project.root
     tips = [t for t in dict.fromkeys(tips)]
     if not tips:
@@ -162,7 +164,7 @@ def state_files(
     paths = sorted({p for _, p in blobs})
     found += _ignored(task, paths)
     found += _hidden(task, paths)
-    return _with_steps(task, found, tips, exclude)
+    return _with_steps(task, [f for f in found if f.id not in allow], tips, exclude)
 
 
 def _blob_sizes(repo: Path, objects: list[str]) -> dict[str, int]:
@@ -275,19 +277,22 @@ def _with_steps(
         *dict.fromkeys(exclude),
         "--",
     ).out.split()
+    # one batch: for each file found, which recorded states have it (oldest first)
+    paths = dict.fromkeys(f.path for f in found if f.in_state)
+    asked = [(path, sha) for path in paths for sha in chain if sha in states]
+    said = git.git(
+        task.project.root,
+        "cat-file",
+        "--batch-check=%(objecttype)",
+        input="".join(f"{sha}:{path}\n" for path, sha in asked).encode(),
+        check=False,
+    ).out.splitlines()
+    first: dict[str, str] = {}
+    for (path, sha), line in zip(asked, said, strict=False):
+        if not line.endswith("missing"):
+            first.setdefault(path, states[sha])
     out = []
-    for n, f in enumerate(found):
-        step = None
-        if f.in_state and n < 20:
-            for sha in chain:
-                if (
-                    sha in states
-                    and git.git(
-                        task.project.root, "cat-file", "-e", f"{sha}:{f.path}", check=False
-                    ).returncode
-                    == 0
-                ):
-                    step = states[sha]
-                    break
+    for f in found:
+        step = first.get(f.path) if f.in_state else None
         out.append(Finding(f.id, f.kind, f.path, f.line, f.detail, f.in_state, step))
     return out
