@@ -30,6 +30,7 @@ class ExitCode:
     HOOK_FAILED = 10  # a pre_run hook stopped the step
     CANNOT_CONFINE = 11  # sandbox.required, and the kernel cannot confine the step
     REFUSED = 12  # bar push: something that must not leave the machine was found
+    UNREACHABLE = 13  # workers: no Temporal server there, or bar[workers] not installed
     NO_DECISION = 20  # bar decide: nothing was submitted (no pending decision, none answered)
     NOT_DECIDED = 21  # bar decide: the pending decision is not answered yet (--wait: in time)
     INTERNAL = 70  # a bug in bar (traceback logged)
@@ -131,6 +132,12 @@ class PushRefused(BarError):
     """``bar push`` found what must not leave the machine (``bar.share.scan``)."""
 
     exit_code = ExitCode.REFUSED
+
+
+class Unreachable(BarError):
+    """The Temporal server (SPEC §15) cannot be reached, or its client is not installed."""
+
+    exit_code = ExitCode.UNREACHABLE
 
 
 class Locked(BarError):

@@ -361,7 +361,9 @@ def run(task: Task, request: RunRequest, *, wait: bool = True) -> RunStep:
     from bar.changes import recovery
     from bar.changes.fast import watcher
     from bar.step.run import run_step, watch_worktree
+    from bar.workers import placement
 
+    placement.refuse_local(task.project, task.id, task.name)
     with _locked(task, f"bar run {shlex.join(request.argv)}", wait=wait) as fresh:
         if fresh.pending:
             from bar.base.notices import note
@@ -717,17 +719,47 @@ def push(
 def fetch(project: Project, source: Remote, *, progress: Any = None) -> Fetched:
     """Bring the remote's task histories here: new ones and updates as read-only copies;
     this machine's own tasks are compared, never changed."""
-    from bar.share.fetch import fetch as verb
+    from bar.share import fetch as fetching
+    from bar.share.adopt import adopt
+    from bar.workers import placement
 
-    return verb(project, source, progress=progress)
+    fetched = fetching.fetch(project, source, progress=progress)
+    for one in fetched.tasks:
+        if one.outcome == fetching.BEHIND and placement.of(project, one.task_id) is not None:
+            # a task that runs on workers: what they recorded is its record here too
+            adopt(project, load_task(project, one.task_id), worktree=False)
+            one.outcome = fetching.UPDATED
+            one.message = "steps recorded on workers, brought here"
+    return fetched
 
 
 def adopt_task(project: Project, task: Task) -> TaskAdopted:
     """Continue here a task another machine recorded (a fetched copy, or a task of this
-    machine that went on elsewhere): its worktree at the last recorded state."""
+    machine that went on elsewhere): its worktree at the last recorded state. A task
+    that runs on workers comes back (none of its steps may be running there)."""
     from bar.share.adopt import adopt
+    from bar.workers import placement
 
+    if placement.of(project, task.id) is not None:
+        from bar.share.adopt import Adopted
+        from bar.workers import client
+
+        client.take_back(project, task.id)  # its last steps first
+        client.recall(project, task)
+        task = start_task(load_task(project, task.id))
+        return Adopted(task, "", task.ledger_steps(), "")
     return adopt(project, task)
+
+
+if TYPE_CHECKING:
+    from bar.workers.placement import Placement
+
+
+def placement_of(task: Task) -> Placement | None:
+    """Where a task sent to workers runs (its queue, server, workflow), or None: here."""
+    from bar.workers import placement
+
+    return placement.of(task.project, task.id)
 
 
 def own_tasks(project: Project) -> list[Task]:

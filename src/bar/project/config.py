@@ -111,6 +111,23 @@ class ShareConfig:
 
 
 @record(frozen=True)
+class WorkersConfig:
+    """SPEC §15: the Temporal server commands talk to (``host:port``), its namespace, the
+    remote task histories travel through (None: ``share.remote``, else ``origin``), how
+    many times a step a lost worker was running is run again (0: recorded interrupted,
+    not retried), what a worker told to stop does with its running steps (``finish`` them,
+    or ``interrupt`` them and record them so), and the seconds without a heartbeat after
+    which a worker counts as lost."""
+
+    server: str = "127.0.0.1:7233"
+    namespace: str = "default"
+    remote: str | None = None
+    retry: int = 0
+    on_stop: str = "finish"
+    heartbeat: float = 10.0
+
+
+@record(frozen=True)
 class Config:
     version: int = 1
     git: GitConfig = field(default_factory=GitConfig)
@@ -123,6 +140,7 @@ class Config:
     speed: SpeedConfig = field(default_factory=SpeedConfig)
     agents: AgentsConfig = field(default_factory=AgentsConfig)
     share: ShareConfig = field(default_factory=ShareConfig)
+    workers: WorkersConfig = field(default_factory=WorkersConfig)
 
 
 # section -> key -> expected type ("str", "ref", "bool", "strlist", "pathlist", "number")
@@ -143,6 +161,14 @@ _SCHEMA: dict[str, dict[str, str]] = {
     "speed": {"fast": "bool"},
     "agents": {"budget": "budget", "prices": "prices"},
     "share": {"remote": "remote", "max_blob": "size"},
+    "workers": {
+        "server": "address",
+        "namespace": "str",
+        "remote": "remote",
+        "retry": "count",
+        "on_stop": "on_stop",
+        "heartbeat": "number",
+    },
 }
 
 
@@ -187,6 +213,20 @@ def _check(value: Any, kind: str, key: str, path: Path) -> Any:
         return value
     if kind == "prices":
         return _prices(value, key, path)
+    if kind == "address":
+        return address(value, key, path)
+    if kind == "count":
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ConfigError(f"{key} in {path} must be a whole number, 0 or more, not {value!r}")
+        return value
+    if kind == "on_stop":
+        if value not in ("finish", "interrupt"):
+            raise ConfigError(
+                f"{key} in {path} must be finish or interrupt, not {value!r}",
+                hint="finish: a stopping worker lets its steps end; interrupt: it stops them "
+                "and records them interrupted",
+            )
+        return value
     if value is None:
         return ()
     if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
@@ -207,6 +247,22 @@ def _check(value: Any, kind: str, key: str, path: Path) -> Any:
                     hint="give paths like /var/cache/pip or ~/.npm",
                 )
     return tuple(value)
+
+
+def address(value: Any, key: str, path: Path | str) -> str:
+    """A server's ``host:port`` (a Temporal frontend)."""
+    import re
+
+    if (
+        not isinstance(value, str)
+        or not re.fullmatch(r"(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+):[0-9]{1,5}", value)
+        or not 0 < int(value.rsplit(":", 1)[1]) < 65536
+    ):
+        raise ConfigError(
+            f"{key} in {path} must be a server's HOST:PORT, not {value!r}",
+            hint="like 127.0.0.1:7233 or temporal.example.com:7233",
+        )
+    return value
 
 
 def _amount(value: Any, key: str, path: Path, *, whole: bool = False) -> Any:
@@ -346,6 +402,7 @@ def parse_config(data: Any, path: Path) -> Config:
             prices=sections.get("agents", {}).get("prices", ()),
         ),
         share=ShareConfig(**sections.get("share", {})),
+        workers=WorkersConfig(**sections.get("workers", {})),
     )
 
 
@@ -516,6 +573,13 @@ sandbox:                     # what a step's command may touch (docs/sandbox.md)
 share:                       # task histories through git remotes (docs/sharing.md)
   # remote: origin           # where bar push / bar fetch go; may be a separate repository
   max_blob: 10MB             # larger files are cut, with a marker, in the pushed copy
+workers:                     # steps run on other machines through Temporal (docs/workers.md)
+  server: 127.0.0.1:7233     # the Temporal frontend (--server, BAR_TEMPORAL override it)
+  namespace: default
+  # remote: origin           # where task histories travel (default: share.remote, origin)
+  retry: 0                   # times a step a lost worker was running is run again
+  on_stop: finish            # a worker told to stop: finish its steps, or interrupt them
+  heartbeat: 10              # seconds of silence after which a worker counts as lost
 speed:
   fast: true                 # false: every shortcut off (watches, stamps, resident): slower
 agents:                      # agent sessions (docs/sessions.md)

@@ -48,7 +48,9 @@ class Adopted:
         }
 
 
-def adopt(project: Project, task: Task) -> Adopted:
+def adopt(project: Project, task: Task, *, worktree: bool = True) -> Adopted:
+    """``worktree=False``: the record alone (a task that runs on workers, brought back
+    for review: its next step makes a worktree where it runs)."""
     from bar.task.start import start
 
     if task.read_only:
@@ -84,7 +86,8 @@ def adopt(project: Project, task: Task) -> Adopted:
             pushed = history.read(project.root, commit, task.id)
             _branch_at(task, pushed.refs.get("head") or task.base_commit, _branch_tip(task))
             task = _own(project, pushed, remote, commit)
-    task = start(task, activate=True)
+    if worktree:
+        task = start(task, activate=True)
     project.log_event("task.adopted", task=board.task_view(task))
     return Adopted(task, commit, task.ledger_steps(), remote)
 

@@ -86,13 +86,30 @@ class Fetched:
 
 
 def fetch(
-    project: Project, remote: Remote, *, progress: Callable[[str], None] | None = None
+    project: Project,
+    remote: Remote,
+    *,
+    progress: Callable[[str], None] | None = None,
+    only: list[str] | None = None,
 ) -> Fetched:
+    """``only``: just these tasks' histories (a worker taking one task's step)."""
     repo = project.root
     said = progress or (lambda _: None)
     said(f"fetching task histories from {remote}")
-    remotes.fetch(repo, remote, [f"+{history.HISTORY}*:{history.FETCHED}*/{remote.key}"])
+    if only is None:
+        remotes.fetch(repo, remote, [f"+{history.HISTORY}*:{history.FETCHED}*/{remote.key}"])
+    else:
+        there = remotes.listed(repo, remote, [history.history_ref(t) for t in only])
+        wanted = [t for t in only if history.history_ref(t) in there]
+        if wanted:
+            remotes.fetch(
+                repo,
+                remote,
+                [f"+{history.history_ref(t)}:{history.fetched_ref(t, remote.key)}" for t in wanted],
+            )
     found = tracked(repo, remote)
+    if only is not None:
+        found = {t: c for t, c in found.items() if t in only}
     results = []
     with project.lock("bar fetch"):
         for task_id, commit in sorted(found.items()):

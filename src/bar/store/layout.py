@@ -8,6 +8,7 @@ $BAR_HOME/projects/<name>-<hash4>/
                  bar.sock  (the channel of the running step)
                  git/  (the task's own git directory: HEAD, the side index's shared part)
     workspaces/<id>/  the task's git worktree
+    workers/<id>.json  where a task sent to workers runs (this machine's view, not shared)
 ```
 
 Every other module asks here for a path; none builds one by hand.
@@ -120,6 +121,11 @@ class ProjectPaths:
 
     def task(self, task_id: str) -> TaskPaths:
         return TaskPaths(self.tasks / task_id)
+
+    def placement(self, task_id: str) -> Path:
+        """Where a task sent to workers runs (``bar.workers.placement``): beside the task
+        directory, which a fetch swaps whole."""
+        return self.dir / "workers" / f"{task_id}.json"
 
     def workspace(self, task_id: str) -> Path:
         return self.workspaces / task_id

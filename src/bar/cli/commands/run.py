@@ -44,6 +44,9 @@ def run(
     no_agent: bool = False,
     max_tokens: int | None = None,
     max_cost: float | None = None,
+    on: str | None = None,
+    detach: bool = False,
+    server: str | None = None,
 ) -> int:
     if argv[:1] == ["--"]:
         argv = argv[1:]
@@ -52,6 +55,39 @@ def run(
     loc = api.open_project()
     the_task = api.get_task(loc, task)
     variables = env_from_pairs(env)
+    placed = api.placement_of(the_task)
+    if on is None and placed is not None:
+        on = placed.queue  # the task runs on workers: its steps go there
+        if os.environ.get("BAR_QUIET") is None:
+            print(
+                f"bar: task {the_task.name} runs on queue {on}: sending the step there",
+                file=sys.stderr,
+            )
+    if detach and on is None:
+        raise UsageError("--detach sends a step to workers: give --on QUEUE")
+    if on is not None:
+        from bar.cli.commands.workers import run_on
+        from bar.workers.client import StepOrder
+
+        if agent is None and not no_agent:
+            agent = api.agent_of(argv)
+        step_order = StepOrder(
+            argv=argv,
+            cwd=cwd or ".",
+            env=variables,
+            agent=agent,
+            sandbox=sandbox,
+            max_tokens=max_tokens,
+            max_cost_usd=max_cost,
+        )
+        return run_on(
+            queue=on,
+            server=server,
+            detach=detach,
+            task_ref=the_task.id,
+            step=step_order,
+            as_json=as_json,
+        )
     if pty is None:
         pty = sys.stdin.isatty() and sys.stdout.isatty() and not as_json
     if agent is None and not no_agent:

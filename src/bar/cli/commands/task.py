@@ -57,10 +57,21 @@ def new(
     tag: list[str],
     as_json: bool,
     plan: bool = False,
+    on: str | None = None,
+    server: str | None = None,
 ) -> int:
     loc = api.open_project()
     project = loc.project
-    task = api.new_task(project, name, base=base, description=description, tags=tag, plan=plan)
+    # a task for workers gets no worktree here: its steps make one where they run
+    task = api.new_task(
+        project, name, base=base, description=description, tags=tag, plan=plan or on is not None
+    )
+    if on is not None:
+        from bar.cli.commands.workers import new_on
+
+        if not plan:
+            task = api.switch_task(task)  # as a task made here is
+        return new_on(task, on, server, as_json, claim=plan)
     if plan:
         if as_json:
             print_json(api.summarize(task, project.active_task_id()).to_json())

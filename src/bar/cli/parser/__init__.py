@@ -30,6 +30,7 @@ exit codes:
   10   a pre_run hook stopped the step
   11   sandbox.required is set and the kernel cannot confine the step
   12   bar push: something that must not leave the machine was found (--allow ID)
+  13   workers: the Temporal server cannot be reached (or bar[workers] is not installed)
   20   bar decide: no pending decision (nothing submitted, or nothing answered)
   21   bar decide: the pending decision is not decided yet (submit --wait: in time)
   70   internal error (traceback in $BAR_HOME/logs)
@@ -233,7 +234,7 @@ class _Commands:
         return parser
 
 
-_PARTS = ("steps", "tasks", "board", "tools", "share", "agents", "mcp")
+_PARTS = ("steps", "tasks", "board", "tools", "share", "workers", "agents", "mcp")
 
 
 _prebuilt: dict[str | None, argparse.ArgumentParser] = {}
@@ -296,7 +297,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     # in the order of `bar --help`; for one command, its part first (bar run's, most
     # often) and the rest not even imported once it is built
     parts = (
-        ("tasks", "board", "steps", "share", "tools", "agents", "mcp") if only is None else _PARTS
+        ("tasks", "board", "steps", "share", "workers", "tools", "agents", "mcp")
+        if only is None
+        else _PARTS
     )
     for part in parts:
         importlib.import_module(f"bar.cli.parser.{part}").commands(sub)

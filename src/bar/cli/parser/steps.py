@@ -31,7 +31,11 @@ def commands(sub: Any) -> None:
         "of the worktree from its root. bar log shows it: (in src/pkg).\n\n"
         "A policy block and a failing pre_run hook are recorded as steps too (nothing ran:\n"
         "'blocked' or 'stopped' in bar log). With --json, stdout carries only the step's\n"
-        "record, printed when it ends; the command's own output is shown live on stderr.",
+        "record, printed when it ends; the command's own output is shown live on stderr.\n\n"
+        "--on QUEUE runs the step on a bar worker serving that Temporal task queue, with\n"
+        "the same supervision; its output streams here, and its record is fetched back\n"
+        "when it ends (--detach: return at once). The task then runs on workers until\n"
+        "`bar task adopt` brings it back. See docs/workers.md.",
         epilog="examples:\n"
         "  bar run -- claude                   # supervised as --agent claude\n"
         "  bar run -- make test\n"
@@ -40,7 +44,8 @@ def commands(sub: Any) -> None:
         "  bar run --no-agent -- claude --version           # a plain command\n"
         "  bar run --no-sandbox -- ./deploy.sh  # with your full rights, this once\n"
         "  bar run --max-cost 2 -- claude       # stopped (and recorded so) past $2\n"
-        "  bar run --json -- make test > step.json   # make's output still shows",
+        "  bar run --json -- make test > step.json   # make's output still shows\n"
+        "  bar run --on builds -- make test     # on a bar worker of queue builds",
     )
     _task_opt(p)
     p.add_argument(
@@ -100,6 +105,9 @@ def commands(sub: Any) -> None:
         "from agents.prices in config.yaml; default: agents.budget",
     )
     p.add_argument("--no-wait", action="store_true", help="fail at once if the task is busy")
+    from bar.cli.parser.workers import on_opts
+
+    on_opts(p, detach=True)
     p.add_argument(
         "--json",
         dest="as_json",

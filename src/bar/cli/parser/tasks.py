@@ -73,7 +73,9 @@ def commands(sub: Any) -> None:
         epilog="examples:\n"
         "  bar task new fix-login\n"
         "  bar task new fix-login --base release-2.1 -d 'Fix the login redirect' --tag bug\n"
-        "  bar task new ui-login --plan -d 'Login page on the new API'",
+        "  bar task new ui-login --plan -d 'Login page on the new API'\n"
+        "  bar task new fix-login --on builds    # its steps run on the builds workers\n"
+        "  bar task new ui-login --plan --on team -d '...'   # a bar worker --claim takes it",
     )
     p.add_argument("name", help="task name: letters, digits, '-', '_', '.'; at most 64")
     p.add_argument("--base", metavar="REF", help="start from this ref (default: git.default_base)")
@@ -82,6 +84,9 @@ def commands(sub: Any) -> None:
     p.add_argument(
         "--plan", action="store_true", help="plan it: pending, no worktree until it is started"
     )
+    from bar.cli.parser.workers import on_opts
+
+    on_opts(p, detach=False)
     _json_opt(p)
     _cmd(p, "task:new")
 

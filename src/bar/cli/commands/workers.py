@@ -1,0 +1,191 @@
+"""``bar worker``, ``bar cancel``, and the ``--on QUEUE`` of ``bar run`` and ``bar task
+new`` (SPEC §15): thin over ``bar.workers``."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from typing import Any
+
+from bar import api
+from bar.cli.render import print_json, stat_text
+from bar.errors import BarError, NotFound, UsageError
+from bar.git import DiffStat
+
+
+def _say(text: str) -> None:
+    print(f"bar: {text}", file=sys.stderr, flush=True)
+
+
+def worker(
+    *,
+    queue: str,
+    concurrency: int,
+    server: str | None,
+    on_stop: str | None,
+    claim: bool,
+    argv: list[str],
+) -> int:
+    from bar.workers import temporal
+    from bar.workers.worker import Serving, check_queue, serve
+
+    if argv[:1] == ["--"]:
+        argv = argv[1:]
+    if claim and not argv:
+        raise UsageError(
+            "--claim needs the command to run in each task it takes",
+            hint="like: bar worker --queue team --claim -- claude -p '{description}'",
+        )
+    if argv and not claim:
+        raise UsageError("a command after -- is what --claim runs; add --claim")
+    if concurrency < 1:
+        raise UsageError("--concurrency must be 1 or more")
+    loc = api.open_project()
+    project = loc.project
+    serving = Serving(
+        root=project.root,
+        queue=check_queue(queue),
+        server=temporal.server_of(project, server),
+        namespace=project.config.workers.namespace,
+        concurrency=concurrency,
+        on_stop=on_stop or project.config.workers.on_stop,
+        claim=tuple(argv),
+    )
+    return serve(serving, _say)
+
+
+def cancel(*, task: str | None, as_json: bool) -> int:
+    from bar.workers import placement
+
+    loc = api.open_project()
+    the_task = api.get_task(loc, task)
+    where = placement.of(loc.project, the_task.id)
+    if where is not None:
+        from bar.workers import client
+
+        client.cancel(loc.project, the_task)
+        out: dict[str, Any] = {"task_id": the_task.id, "where": "workers", "queue": where.queue}
+        said = f"asked the workers of queue {where.queue} to stop task {the_task.name}'s step"
+    else:
+        intent = api.running(the_task)
+        if intent is None or not intent.pid:
+            raise NotFound(f"task {the_task.name} has no step running", hint="`bar status`")
+        try:
+            os.kill(intent.pid, signal.SIGINT)
+        except ProcessLookupError:
+            raise NotFound(
+                f"task {the_task.name}'s step {intent.step_id} is no longer running",
+                hint="its next command records it",
+            ) from None
+        out = {"task_id": the_task.id, "where": "here", "step_id": intent.step_id}
+        said = f"stopping step {intent.step_id} of task {the_task.name} (SIGINT, as Ctrl-C)"
+    if as_json:
+        print_json(out)
+    else:
+        print(said)
+    return 0
+
+
+def run_on(
+    *,
+    queue: str,
+    server: str | None,
+    detach: bool,
+    task_ref: str | None,
+    step: Any,
+    as_json: bool,
+) -> int:
+    """``bar run --on QUEUE``: send the step, then follow it (unless ``detach``)."""
+    from bar.workers import client, temporal
+
+    loc = api.open_project()
+    project = loc.project
+    the_task = api.get_task(loc, task_ref)
+    address = temporal.server_of(project, server)
+    sent = client.send(project, the_task, queue, address, say=_say)
+    request = client.order(project, sent.task, step)
+    if detach:
+        out = {"request": request, **sent.to_json()}
+        if as_json:
+            print_json(out)
+        else:
+            print(
+                f"sent to queue {queue}: task {sent.task.name}, step request {request} "
+                "(bar status follows it; bar fetch brings the result)"
+            )
+        return 0
+    show = _write_err if as_json else _write_out
+    followed = client.follow(project, sent.task, request, show=show, say=_say)
+    result = followed.result or {}
+    if as_json:
+        print_json(followed.to_json())
+    else:
+        _said_result(result)
+    return followed.exit_code
+
+
+def _write_err(text: str) -> None:
+    sys.stderr.write(text)
+    sys.stderr.flush()
+
+
+def _write_out(text: str) -> None:
+    sys.stdout.write(text)
+    sys.stdout.flush()
+
+
+def _said_result(result: dict[str, Any]) -> None:
+    where = result.get("worker", "a worker")
+    status = result.get("status")
+    if status == "failed":
+        _say(f"the step failed on {where}: {result.get('message')}")
+        return
+    stat = result.get("diff_stat")
+    changed = stat_text(_stat(stat)) if isinstance(stat, dict) else "no record"
+    said = f"step {result.get('step_id')} {status} on {where}: exit {result.get('exit_code')}, "
+    _say(said + changed + (f" ({result['message']})" if result.get("message") else ""))
+    if result.get("pushed") is False:
+        _say(f"its history stayed on the worker: {result.get('push')}")
+        for finding in result.get("findings", []):
+            _say(f"  {finding}")
+
+
+def _stat(rec: dict[str, Any]) -> DiffStat:
+    """A diff stat as the result carries it."""
+    return DiffStat(
+        int(rec.get("files", 0)),
+        int(rec.get("additions", 0)),
+        int(rec.get("deletions", 0)),
+        tuple(rec.get("file_list", ())),
+    )
+
+
+def new_on(task: Any, queue: str, server: str | None, as_json: bool, *, claim: bool) -> int:
+    """``bar task new NAME --on QUEUE``: the new task sent to the queue's workers (a
+    planned one waits there for a ``bar worker --claim``)."""
+    from bar.workers import client, temporal
+
+    project = task.project
+    address = temporal.server_of(project, server)
+    try:
+        sent = client.send(
+            project, task, queue, address, claim={"argv": []} if claim else None, say=_say
+        )
+    except BarError as exc:
+        raise BarError(
+            f"task {task.name} ({task.id}) was made here but not sent to queue {queue}: {exc}",
+            hint=exc.hint or f"`bar run --on {queue} --task {task.id} -- CMD` sends it later",
+        ) from None
+    if as_json:
+        print_json(sent.to_json())
+        return 0
+    if claim:
+        print(
+            f"Planned task {task.name} ({task.id}) on queue {queue}: the first "
+            f"`bar worker --queue {queue} --claim -- CMD` takes it"
+        )
+    else:
+        print(f"Created task {task.name} ({task.id}) on queue {queue} at {address}")
+        print(f"Next: bar run --on {queue} -- <command>")
+    return 0

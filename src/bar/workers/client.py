@@ -1,0 +1,430 @@
+"""The developer's side of workers: send a task and its steps, follow them, stop them.
+
+* ``send``: the task's record is pushed to the remote (scanned first, as ``bar push``
+  is), its worktree here removed (hand edits recorded first: the workers continue from
+  the record), and its workflow started on the queue. ``bar.workers.placement`` notes
+  where it runs;
+* ``order``: one step, sent as a signal; ``follow`` streams its output from the
+  workflow's window and, when the step ends, fetches the history back (``take_back``),
+  so ``bar log``, ``diff``, ``review`` and ``apply`` see it here;
+* ``cancel``, ``answer`` (a ``decide`` question from an agent on a worker), ``state``,
+  ``recall`` (the task comes back to run here).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+from bar.base.record import field, record
+from bar.errors import BarError, ExitCode, NotFound, PushRefused, Unreachable, UsageError
+from bar.project.project import Project
+from bar.redact import is_secret_name
+from bar.share import fetch as fetching
+from bar.share import push as pushing
+from bar.share.remotes import Remote
+from bar.task.tasks import Task, load_task
+from bar.workers import placement, temporal
+from bar.workers.placement import Placement
+
+POLL = 0.3  # seconds between two looks at a running step's output
+
+
+def remote_of(project: Project) -> Remote:
+    """Where task histories travel: ``workers.remote``, else ``share.remote``, else
+    ``origin``."""
+    from bar.share.remotes import resolve
+
+    return resolve(project, project.config.workers.remote)
+
+
+@record(frozen=True)
+class Sent:
+    task: Task
+    where: Placement
+    history: str | None
+    started: bool  # its workflow was started now (else it ran already)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "task_id": self.task.id,
+            "name": self.task.name,
+            "history": self.history,
+            "started": self.started,
+            **self.where.to_json(),
+        }
+
+
+def send(
+    project: Project,
+    task: Task,
+    queue: str,
+    server: str,
+    *,
+    claim: dict[str, Any] | None = None,
+    say: Callable[[str], None] = lambda _: None,
+) -> Sent:
+    """Send ``task`` to the workers of ``queue`` (again: nothing but a check)."""
+    temporal.require_sdk()
+    task.require_own()
+    if not task.active:
+        raise BarError(f"task {task.name} ({task.id}) is closed", hint="`bar task reopen` it first")
+    where = placement.of(project, task.id)
+    if where is not None and where.queue != queue:
+        raise UsageError(
+            f"task {task.name} runs on queue {where.queue}, not {queue}",
+            hint=f"`bar task adopt {task.id}` brings it back here; then send it to {queue}",
+        )
+    remote = remote_of(project)
+    if where is None:
+        if not task.pending and task.worktree.is_dir():
+            from bar.task.close import remove_worktree
+
+            say(f"task {task.name}: recording what its worktree holds, then removing it here")
+            remove_worktree(task, force=True)
+            task = load_task(project, task.id)
+        say(f"pushing task {task.name}'s history to {remote}")
+        _push(project, task, remote)
+    history = _history(project, task)
+    namespace = project.config.workers.namespace
+    start = {
+        "task_id": task.id,
+        "name": task.name,
+        "queue": queue,
+        "retry": project.config.workers.retry,
+        "heartbeat": project.config.workers.heartbeat,
+    }
+    if claim is not None:
+        start["claim"] = {**_order_base(task, remote, history), **claim}
+    started = temporal.run(_start(server, namespace, placement.workflow_id(task.id), start))
+    where = where or placement.place(project, task.id, queue, server, namespace, remote.url)
+    return Sent(load_task(project, task.id), where, history, started)
+
+
+def _push(project: Project, task: Task, remote: Remote) -> None:
+    pushed = pushing.push(project, [task], remote)
+    one = pushed.tasks[0]
+    if one.outcome in (pushing.PUSHED, pushing.UP_TO_DATE):
+        return
+    if one.outcome == pushing.REFUSED:
+        raise PushRefused(
+            f"task {task.name}'s history holds what must not leave this machine, so no worker "
+            "can take it: "
+            + "; ".join(f"{f.kind} in {f.where()} ({f.id})" for f in one.findings[:5]),
+            hint=f"see `bar push --dry-run --task {task.id}`; `bar push --allow ID` lets a "
+            "finding through once checked",
+        )
+    raise BarError(f"task {task.name}'s history could not be pushed to {remote}: {one.message}")
+
+
+def _history(project: Project, task: Task) -> str | None:
+    from bar import git
+    from bar.share import record as history
+
+    return git.rev_parse(project.root, history.history_ref(task.id))
+
+
+async def _start(server: str, namespace: str, wid: str, start: dict[str, Any]) -> bool:
+    from temporalio.client import WorkflowExecutionStatus
+    from temporalio.common import WorkflowIDReusePolicy
+    from temporalio.exceptions import WorkflowAlreadyStartedError
+
+    from bar.workers.flow import NAME
+
+    client = await temporal.connect(server, namespace)
+    try:
+        desc = await client.get_workflow_handle(wid).describe()
+        if desc.status == WorkflowExecutionStatus.RUNNING:
+            return False
+    except Exception:
+        pass
+    try:
+        await client.start_workflow(
+            NAME,
+            start,
+            id=wid,
+            task_queue=start["queue"],
+            id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
+        )
+    except WorkflowAlreadyStartedError:
+        return False
+    return True
+
+
+def _order_base(task: Task, remote: Remote, history: str | None) -> dict[str, Any]:
+    return {
+        "request": secrets.token_hex(6),
+        "task_id": task.id,
+        "name": task.name,
+        "remote": remote.url,
+        "history": history,
+        "argv": [],
+    }
+
+
+# --- steps ---------------------------------------------------------------------------
+
+
+@record(frozen=True)
+class StepOrder:
+    argv: list[str]
+    cwd: str = "."
+    env: dict[str, str] = field(default_factory=dict)
+    agent: str | None = None
+    sandbox: bool = True
+    max_tokens: int | None = None
+    max_cost_usd: float | None = None
+
+
+def order(project: Project, task: Task, step: StepOrder) -> str:
+    """Send one step to the task's workers; its request id (what ``follow`` follows)."""
+    where = _placed(project, task)
+    secret = [name for name in step.env if is_secret_name(name)]
+    if secret:
+        raise UsageError(
+            f"-e {secret[0]}=… would travel through the Temporal server in clear",
+            hint="set it in the worker's own environment (bar scrubs it from the record "
+            "there) instead of on the command line",
+        )
+    body = {
+        **_order_base(task, remote_of(project), _history(project, task)),
+        "remote": where.remote,
+        "argv": list(step.argv),
+        "cwd": step.cwd,
+        "env": dict(step.env),
+        "agent": step.agent,
+        "sandbox": step.sandbox,
+        "max_tokens": step.max_tokens,
+        "max_cost_usd": step.max_cost_usd,
+    }
+    temporal.run(_signal(where, "order", body))
+    return str(body["request"])
+
+
+def _placed(project: Project, task: Task) -> Placement:
+    where = placement.of(project, task.id)
+    if where is None:
+        raise NotFound(
+            f"task {task.name} ({task.id}) does not run on workers",
+            hint=f"`bar run --on QUEUE -- CMD` sends it a step (or `bar task new {task.name} "
+            "--on QUEUE`)",
+        )
+    return where
+
+
+async def _handle(where: Placement) -> Any:
+    client = await temporal.connect(where.server, where.namespace)
+    return client.get_workflow_handle(where.workflow_id)
+
+
+async def _signal(where: Placement, name: str, *args: Any) -> None:
+    handle = await _handle(where)
+    try:
+        await handle.signal(name, args=list(args))
+    except Exception as exc:
+        raise Unreachable(
+            f"the workflow {where.workflow_id} on {where.server} did not take the {name}: "
+            f"{_first_line(exc)}",
+            hint="`bar status` says where the task runs; `bar task adopt ID` brings it back",
+        ) from None
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else type(exc).__name__
+
+
+@record
+class Followed:
+    """How a step sent to workers ended, as the developer's bar saw it."""
+
+    request: str
+    result: dict[str, Any] | None = None
+    interim: list[dict[str, Any]] = field(default_factory=list)
+    fetched: str = ""  # what bringing the history back said
+
+    @property
+    def exit_code(self) -> int:
+        r = self.result or {}
+        if r.get("status") == "failed" or r.get("pushed") is False:
+            return ExitCode.ERROR
+        code = r.get("exit_code")
+        return int(code) if isinstance(code, int) else ExitCode.ERROR
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "request": self.request,
+            "result": self.result,
+            "interim": self.interim,
+            "fetched": self.fetched,
+        }
+
+
+def follow(
+    project: Project,
+    task: Task,
+    request: str,
+    *,
+    show: Callable[[str], None],
+    say: Callable[[str], None],
+) -> Followed:
+    """Stream step ``request``'s output until it ends, then bring the history back."""
+    where = _placed(project, task)
+    followed: Followed = temporal.run(_follow(where, request, show, say))
+    if followed.result is not None and followed.result.get("pushed"):
+        followed.fetched = take_back(project, task.id)
+    return followed
+
+
+async def _follow(
+    where: Placement, request: str, show: Callable[[str], None], say: Callable[[str], None]
+) -> Followed:
+    handle = await _handle(where)
+    after, told, waiting_said = 0, 0, ""
+    seen_worker = ""
+    while True:
+        try:
+            got = await handle.query("said", args=[request, after])
+        except Exception as exc:
+            say(f"the server does not answer ({_first_line(exc)}); asking again")
+            await asyncio.sleep(2)
+            handle = await _reconnect(where, say)
+            continue
+        for seq, text in got["chunks"]:
+            after = max(after, seq)
+            show(text)
+        for r in got["interim"][told:]:
+            say(
+                f"step {r.get('step_id')} {r.get('status')}: {r.get('message', '')}; running it again"
+            )
+        told = len(got["interim"])
+        running = got.get("running") or {}
+        if running.get("request") == request and running.get("worker") != seen_worker:
+            seen_worker = running.get("worker") or ""
+        if got["result"] is not None:
+            return Followed(request, got["result"], got["interim"])
+        why = await _why_waiting(handle)
+        if why and why != waiting_said:
+            say(why)
+            waiting_said = why
+        await asyncio.sleep(POLL)
+
+
+async def _reconnect(where: Placement, say: Callable[[str], None]) -> Any:
+    while True:
+        try:
+            return await _handle(where)
+        except Unreachable:
+            await asyncio.sleep(2)
+
+
+async def _why_waiting(handle: Any) -> str:
+    """What keeps a step from running, when something does (no worker took it yet, or
+    the one that took it failed and said why)."""
+    try:
+        desc = await handle.describe()
+    except Exception:
+        return ""
+    pending = list(getattr(desc.raw_description, "pending_activities", []))
+    if not pending:
+        return ""
+    act = pending[0]
+    failure = act.last_failure.message if act.HasField("last_failure") else ""
+    if failure and act.attempt > 1:
+        return f"waiting (attempt {act.attempt}): {failure}"
+    if not act.last_worker_identity and act.attempt <= 1:
+        return ""
+    return ""
+
+
+def take_back(project: Project, task_id: str) -> str:
+    """Bring the task's history back from its remote; the steps the workers recorded
+    become this machine's (no worktree: the task runs on workers)."""
+    from bar.share.adopt import adopt
+    from bar.share.remotes import resolve
+
+    where = placement.of(project, task_id)
+    remote = resolve(project, where.remote if where else None)
+    fetched = fetching.fetch(project, remote, only=[task_id])
+    seen = next((t for t in fetched.tasks if t.task_id == task_id), None)
+    if seen is None or seen.outcome != fetching.BEHIND:
+        return seen.outcome if seen is not None else "no history there"
+    adopt(project, load_task(project, task_id), worktree=False)
+    return fetching.UPDATED
+
+
+# --- stopping, answering, asking -------------------------------------------------------
+
+
+def cancel(project: Project, task: Task, request: str = "") -> None:
+    """Stop the task's running step (and drop its waiting ones) wherever it runs."""
+    temporal.run(_signal(_placed(project, task), "cancel", request))
+
+
+def answer(project: Project, task: Task, session_id: str, decisions: list[dict[str, Any]]) -> None:
+    temporal.run(_signal(_placed(project, task), "answer", session_id, {"decisions": decisions}))
+
+
+def state(project: Project, task: Task) -> dict[str, Any]:
+    """What the task's workflow says: the step running and where, those waiting, the
+    last results, a question waiting for an answer."""
+    where = _placed(project, task)
+    return dict(temporal.run(_state(where)))
+
+
+async def _state(where: Placement) -> dict[str, Any]:
+    handle = await _handle(where)
+    try:
+        got = dict(await handle.query("state"))
+    except Exception as exc:
+        from temporalio.client import WorkflowQueryRejectedError
+
+        if isinstance(exc, WorkflowQueryRejectedError):
+            return {"running": None, "waiting": [], "results": [], "ended": True}
+        raise Unreachable(
+            f"the workflow {where.workflow_id} on {where.server} does not answer: "
+            f"{_first_line(exc)}"
+        ) from None
+    got["why"] = await _why_waiting(handle)
+    return got
+
+
+def recall(project: Project, task: Task) -> None:
+    """The task stops running on workers (none of its steps may be running or waiting):
+    its workflow ends, and it runs here again once adopted."""
+    where = placement.of(project, task.id)
+    if where is None:
+        return
+    try:
+        now = state(project, task)
+    except Unreachable:
+        now = {}
+    if now.get("running") or now.get("waiting"):
+        raise BarError(
+            f"task {task.name} has a step running or waiting on workers",
+            hint=f"wait for it, or `bar cancel --task {task.id}`, then adopt it",
+        )
+    if now and not now.get("ended"):
+        temporal.run(_signal(where, "close"))
+    placement.forget(project, task.id)
+
+
+def wait_result(project: Project, task: Task, request: str, timeout: float) -> dict[str, Any]:
+    """The result of step ``request`` once it ended (for tests and scripts)."""
+    deadline = time.monotonic() + timeout
+    where = _placed(project, task)
+    while time.monotonic() < deadline:
+        got = temporal.run(_said(where, request))
+        if got["result"] is not None:
+            return dict(got["result"])
+        time.sleep(POLL)
+    raise BarError(f"step {request} of task {task.name} did not end in {timeout:.0f}s")
+
+
+async def _said(where: Placement, request: str) -> dict[str, Any]:
+    handle = await _handle(where)
+    return dict(await handle.query("said", args=[request, sys.maxsize]))

@@ -1,0 +1,220 @@
+"""The workflow of one task sent to workers: its steps in order, one activity each.
+
+It runs inside Temporal's workflow sandbox and is replayed from its history, so it is
+deterministic and imports nothing of bar: it holds the orders waiting, the step running,
+the results, a window of the running step's output (the whole output is in the record),
+and a ``decide`` question with its answer. The activity (``bar.workers.steps``) does the
+work on whichever worker takes it; ``bar.workers.client`` talks to this from the
+developer's machine.
+
+Signals: ``order`` (a step to run), ``say`` (output, from the activity), ``question`` /
+``answer`` (a ``decide`` from the agent, the human's reply), ``cancel``, ``finished``
+(the activity's result after a cancel), ``close``. Queries: ``state``, ``said``,
+``answer_of``.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, CancelledError
+
+NAME = "bar.task"
+STEP = "bar.step"
+CLAIM = "bar.claim"  # a planned task, taken by a worker started with --claim
+CLAIMS = ".claim"  # ... from the queue <queue>.claim
+# an error of the activity that no retry can help (the step ran, or can never run)
+FINAL = "BarStepFinal"
+_WINDOW = 2000  # output chunks kept per order: the live view, not the record
+_KEPT = 50  # results kept across continue-as-new
+
+
+@workflow.defn(name=NAME)
+class TaskFlow:
+    def __init__(self) -> None:
+        self._orders: list[dict[str, Any]] = []
+        self._results: list[dict[str, Any]] = []
+        self._running: dict[str, Any] | None = None
+        self._said: dict[str, list[list[Any]]] = {}
+        self._seq = 0
+        self._question: dict[str, Any] | None = None
+        self._answers: dict[str, Any] = {}
+        self._cancelled: set[str] = set()
+        self._finished: dict[str, dict[str, Any]] = {}
+        self._closing = False
+        self._handle: Any = None
+        self._start: dict[str, Any] = {}
+        self._claimed: dict[str, Any] | None = None
+
+    @workflow.run
+    async def run(self, start: dict[str, Any]) -> dict[str, Any]:
+        self._start = start
+        carried = start.get("carried") or {}
+        self._results = list(carried.get("results", []))
+        self._orders = list(carried.get("orders", []))
+        self._seq = int(carried.get("seq", 0))
+        if start.get("claim") and not carried:
+            # a planned task: its first step is whatever the worker that claims it runs
+            self._orders.insert(0, {**start["claim"], "claim": True})
+        while True:
+            await workflow.wait_condition(lambda: bool(self._orders) or self._closing)
+            if not self._orders:
+                break
+            order = self._orders.pop(0)
+            if order["request"] in self._cancelled:
+                self._done(order, {"status": "cancelled", "message": "cancelled before it ran"})
+                continue
+            await self._step(order)
+            if workflow.info().is_continue_as_new_suggested() and not self._closing:
+                await workflow.wait_condition(workflow.all_handlers_finished)
+                workflow.continue_as_new(
+                    {
+                        **start,
+                        "carried": {
+                            "results": self._results[-_KEPT:],
+                            "orders": self._orders,
+                            "seq": self._seq,
+                        },
+                    }
+                )
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        return {"task_id": start["task_id"], "results": self._results[-_KEPT:]}
+
+    async def _step(self, order: dict[str, Any]) -> None:
+        request = order["request"]
+        self._running = {
+            "request": request,
+            "argv": order["argv"],
+            "since": workflow.now().isoformat().replace("+00:00", "Z"),
+            "round": order.get("round", 0),
+        }
+        self._said.setdefault(request, [])
+        claim = bool(order.get("claim"))
+        self._handle = workflow.start_activity(
+            CLAIM if claim else STEP,
+            order,
+            task_queue=self._start["queue"] + (CLAIMS if claim else ""),
+            start_to_close_timeout=timedelta(days=30),
+            heartbeat_timeout=timedelta(seconds=float(self._start.get("heartbeat", 10))),
+            retry_policy=RetryPolicy(
+                initial_interval=timedelta(seconds=1),
+                backoff_coefficient=2.0,
+                maximum_interval=timedelta(seconds=30),
+                maximum_attempts=0,  # a worker that cannot start it leaves it on the queue
+                non_retryable_error_types=[FINAL],
+            ),
+            cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+        )
+        try:
+            result: dict[str, Any] = await self._handle
+        except ActivityError as err:
+            if isinstance(err.cause, CancelledError):
+                try:
+                    await workflow.wait_condition(
+                        lambda: request in self._finished, timeout=timedelta(seconds=120)
+                    )
+                except TimeoutError:
+                    pass
+                result = self._finished.pop(request, {}) or {
+                    "status": "cancelled",
+                    "message": "cancelled; the worker did not say how the step ended",
+                }
+            else:
+                cause = err.cause if err.cause is not None else err
+                result = {"status": "failed", "message": str(cause)}
+        finally:
+            self._handle = None
+            self._running = None
+            self._question = None
+        again = int(order.get("round", 0)) < int(self._start.get("retry", 0))
+        if result.get("lost") and again and request not in self._cancelled:
+            result = {**result, "retried": True}
+            self._results.append({"request": request, **result})
+            self._orders.insert(0, {**order, "round": int(order.get("round", 0)) + 1})
+            return
+        self._done(order, result)
+
+    def _done(self, order: dict[str, Any], result: dict[str, Any]) -> None:
+        self._results.append({"request": order["request"], "final": True, **result})
+        for old in list(self._said)[:-20]:  # the live view of old steps is let go
+            del self._said[old]
+
+    # --- from the developer's machine ------------------------------------------------
+
+    @workflow.signal
+    def order(self, order: dict[str, Any]) -> None:
+        self._orders.append(order)
+
+    @workflow.signal
+    def cancel(self, request: str) -> None:
+        """Stop the step ``request`` (or, empty, the running one and every waiting one)."""
+        running = self._running["request"] if self._running else None
+        targets = {request} if request else {o["request"] for o in self._orders} | {running}
+        self._cancelled |= {t for t in targets if t}
+        if self._handle is not None and running in self._cancelled:
+            self._handle.cancel()
+
+    @workflow.signal
+    def answer(self, session_id: str, answer: dict[str, Any]) -> None:
+        self._answers[session_id] = answer
+        if self._question is not None and self._question.get("session_id") == session_id:
+            self._question = None
+
+    @workflow.signal
+    def close(self) -> None:
+        self._closing = True
+
+    # --- from the activity -----------------------------------------------------------
+
+    @workflow.signal
+    def say(self, request: str, text: str) -> None:
+        self._seq += 1
+        chunks = self._said.setdefault(request, [])
+        chunks.append([self._seq, text])
+        del chunks[:-_WINDOW]
+
+    @workflow.signal
+    def question(self, request: str, data: dict[str, Any]) -> None:
+        self._question = {"request": request, **data}
+
+    @workflow.signal
+    def claimed(self, request: str, worker: str, argv: list[str]) -> None:
+        self._claimed = {"worker": worker, "argv": argv}
+        if self._running is not None and self._running["request"] == request:
+            self._running = {**self._running, "argv": argv, "worker": worker}
+
+    @workflow.signal
+    def finished(self, request: str, result: dict[str, Any]) -> None:
+        self._finished[request] = result
+
+    # --- what anyone may ask ---------------------------------------------------------
+
+    @workflow.query
+    def state(self) -> dict[str, Any]:
+        return {
+            "task_id": self._start.get("task_id"),
+            "queue": self._start.get("queue"),
+            "running": self._running,
+            "waiting": [o["request"] for o in self._orders],
+            "results": self._results[-_KEPT:],
+            "question": self._question,
+            "closing": self._closing,
+            "claimed": self._claimed,
+        }
+
+    @workflow.query
+    def said(self, request: str, after: int) -> dict[str, Any]:
+        chunks = [c for c in self._said.get(request, []) if c[0] > after]
+        done = next(
+            (r for r in reversed(self._results) if r["request"] == request and r.get("final")),
+            None,
+        )
+        interim = [r for r in self._results if r["request"] == request and not r.get("final")]
+        return {"chunks": chunks, "result": done, "interim": interim, "running": self._running}
+
+    @workflow.query
+    def answer_of(self, session_id: str) -> dict[str, Any] | None:
+        return self._answers.get(session_id)

@@ -1,0 +1,450 @@
+"""The activity: one step of a task, run on this worker (SPEC §15).
+
+An attempt:
+
+1. **takes the task** from the remote: fetches its history, adopts it (a copy, or this
+   worker's own record when another machine went on with it). A record this worker left
+   behind that the remote does not continue (a step killed with its worker) is dropped
+   and taken again: the remote's history is the task. A failure here (the remote cannot
+   be reached) fails the attempt, which Temporal retries: the step stays on the queue,
+   and the developer sees why;
+2. **runs it** as ``bar run`` in this worker's clone, with the same confinement, policy,
+   hooks, checkpoints and session as on the developer's machine. While it runs the
+   attempt heartbeats, streams the output (scrubbed) to the workflow, publishes the
+   step's progress (``bar.workers.progress``), relays a ``decide`` question and its
+   answer, and stops the command when the step is cancelled or the worker is told to;
+3. **pushes the history** back (scanned first, as ``bar push`` does) and returns the
+   step's result.
+
+An attempt whose predecessor started the command and went silent (its worker died)
+records that step ``interrupted`` from the progress the lost worker published, instead of
+running anything; the workflow runs it again only if ``workers.retry`` says so.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ctypes
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from bar import api, git
+from bar.aide import decide
+from bar.base.clock import now_iso
+from bar.changes import journals
+from bar.errors import BarError
+from bar.ledger.records import RunStep
+from bar.project.project import Project, find_project
+from bar.redact import known
+from bar.redact.stream import StreamScrubber
+from bar.share import fetch as fetching
+from bar.share import push as pushing
+from bar.share.remotes import Remote
+from bar.task.tasks import Task, load_task
+from bar.workers import flow, progress
+
+PROGRESS_EVERY = 3.0  # seconds between two looks at a running step's progress
+SAY_EVERY = 0.25  # seconds between two sends of its output
+SAY_MAX = 32_000  # characters of output in one send (more: the newest, and a marker)
+GRACE = 10.0  # seconds a cancelled command has after SIGINT, then SIGTERM, then SIGKILL
+
+
+class Steps:
+    """The worker's activities, bound to its clone, its client and its event loop."""
+
+    def __init__(
+        self,
+        root: Path,
+        client: Any,
+        loop: asyncio.AbstractEventLoop,
+        claim: tuple[str, ...] = (),
+    ) -> None:
+        self.root, self.client, self.loop = root, client, loop
+        self.claim_template = claim
+        self.stopping = threading.Event()  # set: interrupt running steps (on_stop)
+        self.running: dict[str, subprocess.Popen[bytes]] = {}
+
+    def project(self) -> Project:
+        return find_project(self.root).project
+
+    @activity.defn(name=flow.STEP)
+    def step(self, order: dict[str, Any]) -> dict[str, Any]:
+        info = activity.info()
+        earlier = info.heartbeat_details[0] if info.heartbeat_details else None
+        project = self.project()
+        remote = api.remote(project, order["remote"])
+        if isinstance(earlier, dict) and earlier.get("started"):
+            return self._recover(project, remote, order, earlier)
+        try:
+            task = take(project, remote, order["task_id"], order.get("history"))
+        except BarError as exc:
+            said = f"worker {api_identity()} cannot take task {order.get('name')}: {exc}"
+            print(f"bar worker: {said}", file=sys.stderr, flush=True)
+            raise ApplicationError(said, type="NotTaken") from None
+        return self._run(project, remote, task, order)
+
+    @activity.defn(name=flow.CLAIM)
+    def claim(self, order: dict[str, Any]) -> dict[str, Any]:
+        """A planned task, taken by this worker: its board owner, and the worker's
+        ``--claim`` command run in it as its first step."""
+        from bar.workers.worker import claim_command
+
+        info = activity.info()
+        earlier = info.heartbeat_details[0] if info.heartbeat_details else None
+        project = self.project()
+        remote = api.remote(project, order["remote"])
+        if isinstance(earlier, dict) and earlier.get("started"):
+            return self._recover(project, remote, {**order, **earlier.get("order", {})}, earlier)
+        try:
+            task = take(project, remote, order["task_id"], order.get("history"))
+            task = _owned_by(task, api_identity())
+        except BarError as exc:
+            said = f"worker {api_identity()} cannot claim task {order.get('name')}: {exc}"
+            print(f"bar worker: {said}", file=sys.stderr, flush=True)
+            raise ApplicationError(said, type="NotTaken") from None
+        argv = claim_command(self.claim_template, task)
+        self._signal(order, "claimed", order["request"], api_identity(), argv)
+        return self._run(project, remote, task, {**order, "argv": argv})
+
+    # --- running it ------------------------------------------------------------------
+
+    def _run(
+        self, project: Project, remote: Remote, task: Task, order: dict[str, Any]
+    ) -> dict[str, Any]:
+        request = order["request"]
+        step_id = f"{task.ledger_steps() + 1:04d}"
+        pushed = pushing_history(project, task)
+        started: dict[str, Any] = {"started": step_id, "since": now_iso(), "history": pushed}
+        started["order"] = {"argv": order["argv"]}
+        activity.heartbeat(started)
+        child = subprocess.Popen(
+            _bar_run(task, order),
+            cwd=project.root,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            preexec_fn=_die_with_parent,
+        )
+        self.running[request] = child
+        out = _Output(lambda text: self._signal(order, "say", request, text))
+        reader = threading.Thread(target=out.read, args=(child,), daemon=True)
+        reader.start()
+        publisher = progress.Publisher(task, remote, [c for c in [pushed] if c])
+        asked: set[str] = set()
+        stop_reason: str | None = None
+        stopped_at = 0.0
+        next_look = time.monotonic() + 0.5
+        try:
+            while child.poll() is None:
+                time.sleep(0.1)
+                activity.heartbeat(started)
+                out.send()
+                if stop_reason is None and (activity.is_cancelled() or self.stopping.is_set()):
+                    stop_reason = "cancelled" if activity.is_cancelled() else "worker stopped"
+                    stopped_at = time.monotonic()
+                    _signal_child(child, signal.SIGINT)
+                elif stop_reason is not None:
+                    _escalate(child, time.monotonic() - stopped_at)
+                if time.monotonic() >= next_look:
+                    next_look = time.monotonic() + PROGRESS_EVERY
+                    self._look(task, publisher, order, asked)
+            reader.join(timeout=10)
+            out.send(final=True)
+        finally:
+            self.running.pop(request, None)
+            if child.poll() is None:
+                _signal_child(child, signal.SIGKILL)
+                child.wait()
+        task = load_task(project, task.id)
+        step = task.ledger.last()
+        result = _result(task, step, order)
+        if stop_reason is not None:
+            result["status"] = "interrupted" if stop_reason == "worker stopped" else "cancelled"
+            result["message"] = f"{stop_reason} while it ran"
+        result.update(_publish(project, task, remote))
+        if activity.is_cancelled():
+            self._signal(order, "finished", request, result)
+        return result
+
+    def _look(
+        self, task: Task, publisher: progress.Publisher, order: dict[str, Any], asked: set[str]
+    ) -> None:
+        """Publish progress; relay a new ``decide`` question, or the answer to one."""
+        with contextlib.suppress(BarError, OSError):
+            publisher.publish()
+        waiting = decide.pending(task)
+        if waiting is None:
+            return
+        sid = decide.session_of(waiting)
+        if sid not in asked:
+            asked.add(sid)
+            data = {k: v for k, v in waiting.items() if k != "_meta"}
+            self._signal(order, "question", order["request"], {"session_id": sid, "input": data})
+            return
+        answer = self._query(order, "answer_of", sid)
+        if isinstance(answer, dict):
+            with contextlib.suppress(BarError):
+                api_orders().decide_answered(task, answer.get("decisions", []), session_id=sid)
+
+    # --- a step whose worker was lost ------------------------------------------------
+
+    def _recover(
+        self, project: Project, remote: Remote, order: dict[str, Any], earlier: dict[str, Any]
+    ) -> dict[str, Any]:
+        """Record the step a lost worker was running as interrupted, with what it changed
+        up to the progress it published."""
+        try:
+            task = take(project, remote, order["task_id"], order.get("history"))
+            found = progress.fetch(task, remote)
+            step_id = progress.restore(task, found) if found else None
+            if step_id is None:
+                _mark_started(task, order, earlier)
+            from bar.changes import recovery
+
+            with recovery.changing(task, "bar worker: recording a lost worker's step", wait=True):
+                pass
+        except BarError as exc:
+            raise ApplicationError(
+                f"worker {api_identity()} cannot record the lost step of task "
+                f"{order.get('name')}: {exc}",
+                type="NotTaken",
+            ) from None
+        task = load_task(project, task.id)
+        result = _result(task, task.ledger.last(), order)
+        result.update(
+            status="interrupted",
+            lost=True,
+            message="the worker running it was lost; recorded interrupted with what it "
+            "changed up to its last published progress",
+        )
+        result.update(_publish(project, task, remote))
+        return result
+
+    # --- talking to the workflow from this thread ------------------------------------
+
+    def _signal(self, order: dict[str, Any], name: str, *args: Any) -> None:
+        handle = self.client.get_workflow_handle(activity.info().workflow_id)
+        future = asyncio.run_coroutine_threadsafe(handle.signal(name, args=list(args)), self.loop)
+        with contextlib.suppress(Exception):
+            future.result(timeout=30)
+
+    def _query(self, order: dict[str, Any], name: str, *args: Any) -> Any:
+        handle = self.client.get_workflow_handle(activity.info().workflow_id)
+        future = asyncio.run_coroutine_threadsafe(handle.query(name, args=list(args)), self.loop)
+        try:
+            return future.result(timeout=30)
+        except Exception:
+            return None
+
+
+def api_identity() -> str:
+    from bar.workers.temporal import identity
+
+    return identity()
+
+
+def api_orders() -> Any:
+    from bar.api import orders
+
+    return orders
+
+
+# --- the task, from the remote -------------------------------------------------------
+
+
+def take(project: Project, remote: Remote, task_id: str, expected: str | None) -> Task:
+    """The task here at the remote's history of it, with a worktree, ready for a step."""
+    for attempt in range(2):
+        fetched = fetching.fetch(project, remote, only=[task_id])
+        seen = next((t for t in fetched.tasks if t.task_id == task_id), None)
+        if seen is None:
+            raise BarError(f"{remote} holds no history of task {task_id}")
+        if seen.outcome == fetching.BROKEN:
+            raise BarError(f"the history of task {task_id} on {remote} is broken: {seen.message}")
+        task = load_task(project, task_id)
+        if expected and seen.history and not git.is_ancestor(project.root, expected, seen.history):
+            raise BarError(
+                f"the history of task {task.name} on {remote} does not continue the one sent"
+            )
+        stale = not task.read_only and (
+            seen.outcome in (fetching.AHEAD, fetching.DIVERGED)
+            or journals.read_run(task.paths) is not None
+        )
+        if stale and attempt == 0:
+            # this worker's record went on where the remote did not (a step killed with
+            # its worker, recorded elsewhere since): the remote's history is the task
+            api.delete_task(project, task_id, force=True)
+            continue
+        if task.read_only or seen.outcome == fetching.BEHIND:
+            task = api.adopt_task(project, task).task
+        elif task.pending or not task.worktree.is_dir():
+            task = api.start_task(task, activate=False)
+        return task
+    raise BarError(f"task {task_id} could not be taken from {remote}")
+
+
+def _owned_by(task: Task, owner: str) -> Task:
+    """The claimed task's board names the worker that took it (what the lead's board
+    shows once the history comes back)."""
+    from bar.task import board
+
+    with task.lock("bar worker: claiming"):
+        task = load_task(task.project, task.id)
+        task.board.owner = board.validate_owner(owner)
+        task.save()
+    return task
+
+
+def pushing_history(project: Project, task: Task) -> str | None:
+    from bar.share import record as history
+
+    return git.rev_parse(project.root, history.history_ref(task.id))
+
+
+def _publish(project: Project, task: Task, remote: Remote) -> dict[str, Any]:
+    """Push the task's history back; say what happened."""
+    try:
+        pushed = api.push(project, [task], remote)
+    except BarError as exc:
+        return {"pushed": False, "push": str(exc)}
+    one = pushed.tasks[0]
+    if one.outcome in (pushing.PUSHED, pushing.UP_TO_DATE):
+        with contextlib.suppress(BarError):
+            progress.clear(task, remote)
+        return {"pushed": True, "history": one.history}
+    findings = [f"{f.kind} in {f.where()} (--allow {f.id})" for f in one.findings]
+    return {"pushed": False, "push": one.message or one.outcome, "findings": findings}
+
+
+def _mark_started(task: Task, order: dict[str, Any], earlier: dict[str, Any]) -> None:
+    """No progress was published: the step is put back from what the order says, with
+    the worktree as it was recorded (what it changed before the worker died is lost with
+    the worker, and the record says it ran)."""
+    step_id = str(earlier["started"])
+    last = task.ledger.last()
+    if last is not None and last.number >= int(step_id):
+        return
+    journals.write_run(
+        task.paths,
+        journals.RunIntent(
+            pid=0,
+            step_id=step_id,
+            started_at=str(earlier.get("since") or now_iso()),
+            cmd=[known.scrub(a) for a in order["argv"]],
+            cwd=str(order.get("cwd") or "."),
+            snapshot_before=task.recorded_snapshot(),
+        ),
+    )
+
+
+def _result(task: Task, step: Any, order: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "task_id": task.id,
+        "worker": api_identity(),
+        "status": "recorded",
+        "step_id": None,
+        "exit_code": None,
+    }
+    if isinstance(step, RunStep):
+        out.update(
+            step_id=step.step_id,
+            exit_code=step.exit_code,
+            diff_stat=step.diff_stat.to_record(),
+            blocked=step.blocked,
+        )
+        if step.extra.get("interrupted"):
+            out["status"] = "interrupted"
+    return out
+
+
+def _bar_run(task: Task, order: dict[str, Any]) -> list[str]:
+    argv = [sys.executable, "-m", "bar", "run", "--task", task.id, "--no-pty"]
+    argv += ["--cwd", str(order.get("cwd") or ".")]
+    for name, value in (order.get("env") or {}).items():
+        argv += ["-e", f"{name}={value}"]
+    agent = order.get("agent")
+    argv += ["--agent", agent] if agent else ["--no-agent"]
+    if order.get("sandbox") is False:
+        argv.append("--no-sandbox")
+    if order.get("max_tokens") is not None:
+        argv += ["--max-tokens", str(order["max_tokens"])]
+    if order.get("max_cost_usd") is not None:
+        argv += ["--max-cost", str(order["max_cost_usd"])]
+    return [*argv, "--", *order["argv"]]
+
+
+def _die_with_parent() -> None:
+    """The step's ``bar run`` is told to stop (SIGTERM: it records the step) when the
+    worker dies, so no command goes on changing a worktree nobody watches."""
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+def _signal_child(child: subprocess.Popen[bytes], sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        child.send_signal(sig)
+
+
+def _escalate(child: subprocess.Popen[bytes], waited: float) -> None:
+    if waited > 2 * GRACE:
+        _signal_child(child, signal.SIGKILL)
+    elif waited > GRACE:
+        _signal_child(child, signal.SIGTERM)
+
+
+class _Output:
+    """The step's output as the worker sees it, scrubbed, sent in batches (the whole of
+    it is in the step's record; this is the live view)."""
+
+    def __init__(self, send: Callable[[str], None]) -> None:
+        self._send = send
+        self._scrub = StreamScrubber(known.scrubber())
+        self._buf = bytearray()
+        self._lock = threading.Lock()
+        self._last = 0.0
+        self._skipped = 0
+
+    def read(self, child: subprocess.Popen[bytes]) -> None:
+        assert child.stdout is not None
+        fd = child.stdout.fileno()
+        while True:
+            try:
+                chunk = os.read(fd, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            clean = self._scrub.feed(chunk)
+            with self._lock:
+                self._buf += clean
+        with self._lock:
+            self._buf += self._scrub.flush()
+
+    def send(self, *, final: bool = False) -> None:
+        now = time.monotonic()
+        if not final and now - self._last < SAY_EVERY:
+            return
+        with self._lock:
+            data, self._buf = bytes(self._buf), bytearray()
+        self._last = now
+        if not data:
+            return
+        if len(data) > SAY_MAX:
+            self._skipped += len(data) - SAY_MAX
+            data = (
+                f"\n[bar: {len(data) - SAY_MAX} bytes not shown live; `bar show` has them "
+                "once the step is fetched]\n"
+            ).encode() + data[-SAY_MAX:]
+        self._send(data.decode("utf-8", "replace"))

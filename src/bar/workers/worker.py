@@ -1,0 +1,139 @@
+"""``bar worker``: this machine takes steps from a task queue (SPEC §15).
+
+One Temporal worker polls the queue for the tasks' workflows (``bar.workers.flow``) and
+their steps (``bar.workers.steps``), at most ``concurrency`` steps at once, in this
+machine's clone of the repository. With ``claim`` it also takes planned tasks sent to
+the queue (``bar task new NAME --plan --on Q``) and runs the ``claim`` command in each,
+the task's words filled in.
+
+SIGTERM or Ctrl-C stops it cleanly: it takes nothing new, and its running steps finish
+(``workers.on_stop: finish``) or are interrupted and recorded so (``interrupt``); either
+way their histories are pushed before it exits. A second signal interrupts at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from bar.base.record import record
+from bar.errors import UsageError
+from bar.workers import temporal
+
+
+def claim_queue(queue: str) -> str:
+    """The queue of planned tasks (``bar.workers.flow.CLAIMS``)."""
+    return f"{queue}.claim"
+
+
+@record(frozen=True)
+class Serving:
+    root: Path
+    queue: str
+    server: str
+    namespace: str
+    concurrency: int
+    on_stop: str
+    claim: tuple[str, ...] = ()  # the command run in a claimed task ({name}, {description})
+
+
+def check_queue(queue: str) -> str:
+    if not queue or len(queue) > 200 or any(c.isspace() or not c.isprintable() for c in queue):
+        raise UsageError(f"{queue!r} is not a queue name", hint="like gpu, builds or team-a")
+    return queue
+
+
+def serve(serving: Serving, say: Callable[[str], None]) -> int:
+    temporal.require_sdk()
+    return int(temporal.run(_serve(serving, say)))
+
+
+async def _serve(serving: Serving, say: Callable[[str], None]) -> int:
+    from temporalio.worker import Worker
+
+    from bar.workers.flow import TaskFlow
+    from bar.workers.steps import Steps
+
+    client = await temporal.connect(serving.server, serving.namespace)
+    loop = asyncio.get_running_loop()
+    steps = Steps(serving.root, client, loop, serving.claim)
+    pool = ThreadPoolExecutor(max_workers=serving.concurrency + 2, thread_name_prefix="bar-step")
+    finish = serving.on_stop == "finish"
+    common: dict[str, Any] = {
+        "activity_executor": pool,
+        "max_concurrent_activities": serving.concurrency,
+        "max_heartbeat_throttle_interval": timedelta(seconds=1),
+        "default_heartbeat_throttle_interval": timedelta(seconds=1),
+        "graceful_shutdown_timeout": timedelta(days=1 if finish else 0, seconds=120),
+        "identity": temporal.identity(),
+    }
+    workers = [
+        Worker(
+            client,
+            task_queue=serving.queue,
+            workflows=[TaskFlow],
+            activities=[steps.step],
+            **common,
+        )
+    ]
+    if serving.claim:
+        workers.append(
+            Worker(
+                client, task_queue=claim_queue(serving.queue), activities=[steps.claim], **common
+            )
+        )
+    stop = asyncio.Event()
+    signals = 0
+
+    def stopping() -> None:
+        nonlocal signals
+        signals += 1
+        if signals == 1 and finish:
+            say("stopping: running steps finish first (again: interrupt them)")
+        else:
+            say("stopping: interrupting running steps, recording and pushing them")
+            steps.stopping.set()
+        stop.set()
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stopping)
+    runs = [asyncio.create_task(w.run()) for w in workers]
+    said = f" and planned tasks ({' '.join(serving.claim)})" if serving.claim else ""
+    say(
+        f"worker {temporal.identity()} takes steps{said} from queue {serving.queue} at "
+        f"{serving.server} ({serving.concurrency} at once), in {serving.root}; Ctrl-C stops"
+    )
+    waiting = asyncio.create_task(stop.wait())
+    done, _ = await asyncio.wait([waiting, *runs], return_when=asyncio.FIRST_COMPLETED)
+    failed = [r for r in runs if r in done and r.exception() is not None]
+    await asyncio.gather(*(w.shutdown() for w in workers), return_exceptions=True)
+    pool.shutdown(wait=True)
+    if failed:
+        exc = failed[0].exception()
+        print(f"bar worker: the worker stopped: {exc}", file=sys.stderr)
+        return 1
+    say("stopped")
+    return 0
+
+
+def claim_command(template: Sequence[str], task: Any) -> list[str]:
+    """The ``--claim`` command with the task's words in it: ``{name}``, ``{id}``,
+    ``{description}`` (its metadata's, else its name)."""
+    meta = task.metadata or {}
+    words = {
+        "name": task.name,
+        "id": task.id,
+        "description": str(meta.get("description") or task.name),
+    }
+    out = []
+    for part in template:
+        for key, value in words.items():
+            part = part.replace("{" + key + "}", value)
+        out.append(part)
+    return out
