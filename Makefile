@@ -17,12 +17,12 @@ UNCONFINED_TESTS := tests/sandbox/test_sandbox.py tests/step/test_run.py tests/s
 UI_VENDOR := src/bar/ui/static/vendor
 UI_STAMP  := $(UI_VENDOR)/.installed
 
-.PHONY: install agents shells browser ui-assets test test-fast lint typecheck unit demo bench bench-full clean
+.PHONY: install agents shells browser ui-assets test test-fast lint typecheck unit demo demo-workers bench bench-full clean
 
 $(STAMP): pyproject.toml bin/bar | $(UI_STAMP)
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "bar needs Python 3.11+"'
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test]'
+	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test,workers]'
 	@# bar needs no setuptools where it runs (it is built in an isolated environment); the
 	@# copy venv puts there loads a .pth hook at every start of every bar command (~1 ms)
 	$(PY) -m pip uninstall --quiet --disable-pip-version-check -y setuptools
@@ -115,6 +115,10 @@ test: lint typecheck unit
 
 demo: $(STAMP)
 	@PATH="$(CURDIR)/$(VENV)/bin:$$PATH" bash demo/demo.sh
+
+# a Temporal dev server and two workers (two BAR_HOMEs and clones) on this machine
+demo-workers: $(STAMP)
+	@PATH="$(CURDIR)/$(VENV)/bin:$$PATH" bash demo/workers.sh
 
 bench: $(STAMP)
 	$(PY) bench/run.py --quick --sizes small

@@ -755,6 +755,23 @@ if TYPE_CHECKING:
     from bar.workers.placement import Placement
 
 
+def on_workers(task: Task) -> dict[str, Any] | None:
+    """Where a task sent to workers runs and what its workflow says now: the step
+    running (and on which worker), the steps waiting, the last results, a question from
+    its agent; ``error`` instead when the server does not answer. None: it runs here."""
+    where = placement_of(task)
+    if where is None:
+        return None
+    from bar.workers import client
+
+    out: dict[str, Any] = where.to_json()
+    try:
+        out["now"] = client.state(task.project, task)
+    except BarError as exc:
+        out["error"] = str(exc)
+    return out
+
+
 def placement_of(task: Task) -> Placement | None:
     """Where a task sent to workers runs (its queue, server, workflow), or None: here."""
     from bar.workers import placement

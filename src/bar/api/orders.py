@@ -85,10 +85,58 @@ def decide_answered(
 ) -> dict[str, object]:
     """``decide_answer``, with the order's whole result: ``{"session_id", "record", "step"
     (the decision step, None while another step runs), "queued"}``."""
+    remote = _on_workers(task) if decide.pending(task) is None else None
+    if remote is not None:
+        return _answer_on_workers(task, remote, decisions, session_id)
     args: dict[str, object] = {"decisions": decisions}
     if session_id is not None:
         args["session_id"] = session_id
     return order(task, "decide.answer", args, wait=wait)
+
+
+def pending_decision(task: Task) -> dict[str, Any] | None:
+    """The submission waiting for an answer: here, or from an agent on a worker (SPEC
+    §15: it waits as a signal of the task's workflow); its ``_meta`` says which."""
+    waiting = decide.pending(task)
+    if waiting is not None:
+        return waiting
+    return _on_workers(task)
+
+
+def _on_workers(task: Task) -> dict[str, Any] | None:
+    from bar.workers import placement
+
+    if placement.of(task.project, task.id) is None:
+        return None
+    from bar.workers import client
+
+    try:
+        question = client.state(task.project, task).get("question")
+    except BarError:
+        return None
+    if not isinstance(question, dict) or not isinstance(question.get("input"), dict):
+        return None
+    meta = {"session_id": str(question.get("session_id", "")), "on_workers": True}
+    return {**question["input"], "_meta": meta}
+
+
+def _answer_on_workers(
+    task: Task, waiting: dict[str, Any], decisions: list[dict[str, Any]], session_id: str | None
+) -> dict[str, object]:
+    from bar.errors import NotFound
+    from bar.workers import client
+
+    sid = str(waiting["_meta"]["session_id"])
+    if session_id is not None and session_id != sid:
+        raise NotFound(
+            f"decision {session_id} is no longer pending: {sid} replaced it",
+            hint="answer the pending one (`bar decide answer`)",
+        )
+    data = {k: v for k, v in waiting.items() if k != "_meta"}
+    decide.validate(data)
+    chosen = decide.check_answers(data, decisions)
+    client.answer(task.project, task, sid, chosen)
+    return {"session_id": sid, "record": None, "step": None, "queued": True, "on_workers": True}
 
 
 def flow_act(

@@ -29,6 +29,7 @@ ACTIVE = "active"
 CLOSED = "closed"
 MISSING_WORKTREE = "missing-worktree"
 FETCHED = "fetched"  # a read-only copy of another machine's task (``bar.share.fetch``)
+ON_WORKERS = "on-workers"  # its steps run on workers (``bar.workers``), not here
 
 
 @record(frozen=True)
@@ -91,6 +92,14 @@ def still_landed(task: Task, step: ApplyStep) -> bool:
     return git.is_ancestor(task.project.root, step.commit_sha, f"refs/heads/{step.target_branch}")
 
 
+def _placed(task: Task) -> dict[str, Any] | None:
+    """Where a task sent to workers runs (``bar.workers.placement``), else None."""
+    from bar.workers import placement
+
+    where = placement.of(task.project, task.id)
+    return where.to_json() if where is not None else None
+
+
 def state_of(task: Task) -> TaskState:
     if task.read_only:
         return TaskState(FETCHED, False, is_applied(task), False)
@@ -99,6 +108,8 @@ def state_of(task: Task) -> TaskState:
     applied = is_applied(task)
     if not task.active:
         word = CLOSED
+    elif _placed(task) is not None:
+        word = ON_WORKERS
     elif task.pending:
         word = PENDING
     elif running:
@@ -132,6 +143,7 @@ class TaskSummary:
             worktree=str(self.task.worktree),
         )
         rec.update(self.state.to_json())
+        rec["on_workers"] = _placed(self.task)
         return rec
 
 

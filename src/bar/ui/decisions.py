@@ -149,7 +149,7 @@ def decisions_page(
 ) -> str:
     from bar.ui.actions import error_html
 
-    waiting = decide.pending(task)
+    waiting = orders.pending_decision(task)
     parts = ["<h1>Decisions</h1>"]
     if done:
         parts.append(f'<p class="done" role="status">{esc(done)}</p>')
@@ -168,7 +168,7 @@ def decisions_page(
 
 def answers_of(task: Task, form: dict[str, str]) -> list[dict[str, Any]]:
     """The form's choices as a DecideOutput's list (checked by ``decide`` when answered)."""
-    waiting = decide.pending(task) or {}
+    waiting = orders.pending_decision(task) or {}
     decisions: list[dict[str, Any]] = []
     for item in waiting.get("items", []):
         if not isinstance(item, dict):
@@ -192,6 +192,8 @@ def answer(task: Task, form: dict[str, str], csrf: str) -> str:
     step = done.get("step")
     if isinstance(step, dict):
         text += f" Recorded as step {step.get('step_id')}."
+    elif done.get("on_workers"):
+        text += " Sent to the agent on its worker; the step there records it."
     elif done.get("queued"):
         text += " A step is running: the decision step is recorded when it ends."
     return decisions_page(task, csrf, done=text)

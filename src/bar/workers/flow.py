@@ -9,7 +9,8 @@ developer's machine.
 
 Signals: ``order`` (a step to run), ``say`` (output, from the activity), ``question`` /
 ``answer`` (a ``decide`` from the agent, the human's reply), ``cancel``, ``finished``
-(the activity's result after a cancel), ``close``. Queries: ``state``, ``said``,
+(the activity's result after a cancel), ``took`` / ``claimed`` (which worker runs it),
+``close``. Queries: ``state``, ``said``,
 ``answer_of``.
 """
 
@@ -179,6 +180,12 @@ class TaskFlow:
     @workflow.signal
     def question(self, request: str, data: dict[str, Any]) -> None:
         self._question = {"request": request, **data}
+
+    @workflow.signal
+    def took(self, request: str, worker: str, step_id: str) -> None:
+        """The worker that runs step ``request`` (as ``step_id``)."""
+        if self._running is not None and self._running["request"] == request:
+            self._running = {**self._running, "worker": worker, "step_id": step_id}
 
     @workflow.signal
     def claimed(self, request: str, worker: str, argv: list[str]) -> None:

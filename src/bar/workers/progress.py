@@ -103,8 +103,10 @@ class Publisher:
 
 def _state_tree(task: Task, excludes: list[str]) -> str:
     """The worktree as a tree, through a copy of the task's side index (the running
-    step's own snapshots use the index itself)."""
-    with tempfile.TemporaryDirectory(prefix="bar-progress-") as tmp:
+    step's own snapshots use the index itself): in a folder of the task's directory, so
+    git reads the shared part of the split index and writes the copy whole
+    (``git.index_env``)."""
+    with tempfile.TemporaryDirectory(prefix=".progress-", dir=task.dir) as tmp:
         index = Path(tmp) / "index"
         if task.index.exists():
             shutil.copyfile(task.index, index)

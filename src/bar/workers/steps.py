@@ -80,6 +80,12 @@ class Steps:
 
     @activity.defn(name=flow.STEP)
     def step(self, order: dict[str, Any]) -> dict[str, Any]:
+        # a cancel is seen (``is_cancelled``) and acted on: the command stopped, the
+        # step recorded and pushed; never raised into this thread at a random line
+        with activity.shield_thread_cancel_exception():
+            return self._step(order)
+
+    def _step(self, order: dict[str, Any]) -> dict[str, Any]:
         info = activity.info()
         earlier = info.heartbeat_details[0] if info.heartbeat_details else None
         project = self.project()
@@ -98,6 +104,10 @@ class Steps:
     def claim(self, order: dict[str, Any]) -> dict[str, Any]:
         """A planned task, taken by this worker: its board owner, and the worker's
         ``--claim`` command run in it as its first step."""
+        with activity.shield_thread_cancel_exception():
+            return self._claim(order)
+
+    def _claim(self, order: dict[str, Any]) -> dict[str, Any]:
         from bar.workers.worker import claim_command
 
         info = activity.info()
@@ -128,6 +138,7 @@ class Steps:
         started: dict[str, Any] = {"started": step_id, "since": now_iso(), "history": pushed}
         started["order"] = {"argv": order["argv"]}
         activity.heartbeat(started)
+        self._signal(order, "took", request, api_identity(), step_id)
         child = subprocess.Popen(
             _bar_run(task, order),
             cwd=project.root,
@@ -181,8 +192,14 @@ class Steps:
         self, task: Task, publisher: progress.Publisher, order: dict[str, Any], asked: set[str]
     ) -> None:
         """Publish progress; relay a new ``decide`` question, or the answer to one."""
-        with contextlib.suppress(BarError, OSError):
+        try:
             publisher.publish()
+            why = publisher.held and f"held back here ({publisher.held})"
+        except (BarError, OSError) as exc:
+            why = f"not published: {exc}"
+        if why and why not in asked:
+            asked.add(why)  # said once per reason
+            print(f"bar worker: task {task.name}'s progress {why}", file=sys.stderr, flush=True)
         waiting = decide.pending(task)
         if waiting is None:
             return
@@ -284,7 +301,7 @@ def take(project: Project, remote: Remote, task_id: str, expected: str | None) -
         if stale and attempt == 0:
             # this worker's record went on where the remote did not (a step killed with
             # its worker, recorded elsewhere since): the remote's history is the task
-            api.delete_task(project, task_id, force=True)
+            _discard(project, task)
             continue
         if task.read_only or seen.outcome == fetching.BEHIND:
             task = api.adopt_task(project, task).task
@@ -292,6 +309,14 @@ def take(project: Project, remote: Remote, task_id: str, expected: str | None) -
             task = api.start_task(task, activate=False)
         return task
     raise BarError(f"task {task_id} could not be taken from {remote}")
+
+
+def _discard(project: Project, task: Task) -> None:
+    """Drop this worker's record of ``task`` (closed, then deleted with its worktree,
+    branch and refs): the remote's history is the task, and is taken again."""
+    if task.active:
+        api.close_task(task, force=True)
+    api.delete_task(project, task.id, force=True)
 
 
 def _owned_by(task: Task, owner: str) -> Task:

@@ -14,6 +14,7 @@ way their histories are pushed before it exits. A second signal interrupts at on
 from __future__ import annotations
 
 import asyncio
+import logging
 import signal
 import sys
 from collections.abc import Callable, Sequence
@@ -54,12 +55,24 @@ def serve(serving: Serving, say: Callable[[str], None]) -> int:
     return int(temporal.run(_serve(serving, say)))
 
 
+class _Quiet(logging.Filter):
+    """A step an attempt could not take (the remote out of reach, say) was said in one
+    line already (``bar.workers.steps``): the SDK's traceback of it is dropped."""
+
+    def filter(self, rec: logging.LogRecord) -> bool:
+        exc = rec.exc_info[1] if rec.exc_info else None
+        return not (exc is not None and getattr(exc, "type", None) == "NotTaken")
+
+
 async def _serve(serving: Serving, say: Callable[[str], None]) -> int:
     from temporalio.worker import Worker
 
     from bar.workers.flow import TaskFlow
     from bar.workers.steps import Steps
 
+    logging.basicConfig(format="bar worker: %(message)s", level=logging.WARNING)
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(_Quiet())
     client = await temporal.connect(serving.server, serving.namespace)
     loop = asyncio.get_running_loop()
     steps = Steps(serving.root, client, loop, serving.claim)

@@ -80,7 +80,7 @@ def _pairs(values: list[str], what: str) -> dict[int, str]:
 
 def answer(*, choose: list[str], note: list[str], task: str | None, as_json: bool) -> int:
     the_task = api.get_task(api.open_project(), task)
-    waiting = decide.pending(the_task)
+    waiting = orders.pending_decision(the_task)
     if waiting is None:
         earlier = decide.sessions(the_task)
         hint = (
@@ -112,6 +112,8 @@ def answer(*, choose: list[str], note: list[str], task: str | None, as_json: boo
     where = (
         f"step {step['step_id']}"
         if isinstance(step, dict)
+        else "sent to the agent on its worker; recorded there"
+        if done.get("on_workers")
         else "a step recorded when the running step ends"
     )
     print(f"Answered decision {sid}: {picked} ({where})")
@@ -222,7 +224,7 @@ def list_(*, task: str | None, as_json: bool) -> int:
                 "decisions": rec["output"]["decisions"],
             }
         )
-    waiting = decide.pending(the_task)
+    waiting = orders.pending_decision(the_task)
     pending = None
     if waiting is not None:
         meta = waiting.get("_meta", {})

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shlex
+from typing import Any
 
 from bar import api
 from bar.cli.render import Painter, plural, print_json, totals_text
@@ -12,10 +13,12 @@ def status(*, task: str | None, as_json: bool) -> int:
     loc = api.open_project()
     info = api.status(loc, task)
     totals = api.session_totals(info.task) if info.task is not None else None
+    workers = api.on_workers(info.task) if info.task is not None else None
     if as_json:
         data = info.to_json()
         if data.get("task") is not None:
             data["task"]["session_totals"] = totals
+            data["task"]["on_workers"] = workers
         print_json(data)
         return 0
     project = loc.project
@@ -38,7 +41,9 @@ def status(*, task: str | None, as_json: bool) -> int:
     print(f"branch    {t.branch}")
     if totals is not None:
         print(f"agents    {totals_text(totals)}")
-    if t.pending:
+    if workers is not None:
+        _workers_lines(workers, paint)
+    elif t.pending:
         print(f"worktree  {t.worktree}  (not made yet: bar task start {t.name})")
     elif info.state is not None and info.state.worktree_missing:
         print(paint(f"worktree  {t.worktree} is missing", "red"))
@@ -96,3 +101,39 @@ def status(*, task: str | None, as_json: bool) -> int:
             )
         )
     return 0
+
+
+def _workers_lines(workers: dict[str, Any], paint: Painter) -> None:
+    """Where a task on workers runs, and what its workflow says now."""
+    print(f"runs on   queue {workers['queue']} at {workers['server']} (bar task adopt: here again)")
+    if workers.get("error"):
+        print(paint(f"          {workers['error']}", "yellow"))
+        return
+    now = workers.get("now") or {}
+    running = now.get("running")
+    if running:
+        worker = running.get("worker") or "a worker"
+        line = f"running   on {worker} since {running.get('since')}: {shlex.join(running['argv'])}"
+        print(paint(line, "yellow"))
+    if now.get("why"):
+        print(paint(f"          {now['why']}", "yellow"))
+    waiting = now.get("waiting") or []
+    if waiting:
+        print(f"waiting   {plural(len(waiting), 'step')} after it")
+    results = now.get("results") or []
+    if results:
+        last = results[-1]
+        code = last.get("exit_code")
+        print(
+            f"last      step {last.get('step_id')} {last.get('status')} on "
+            f"{last.get('worker', '?')}" + (f", exit {code}" if code is not None else "")
+        )
+    question = now.get("question")
+    if question:
+        print(
+            paint(
+                f"decide    its agent asks (decision {question.get('session_id')}): "
+                "bar decide answer",
+                "yellow",
+            )
+        )

@@ -119,6 +119,9 @@ def list_(*, all: bool, as_json: bool, pending: bool = False) -> int:
         owner = f"  @{r.task.board.owner}" if r.task.board.owner else ""
         if r.task.origin is not None:
             owner += f"  from {r.task.origin.get('remote', '?')} (read-only: bar task adopt)"
+        where = r.to_json()["on_workers"] if r.state.state == "on-workers" else None
+        if where:
+            owner += f"  queue {where['queue']}"
         print(
             f"{mark} {r.task.id}  {r.task.name:<{width}}  {state}  "
             f"{plural(r.steps, 'step'):>9}  {changes}{owner}"
@@ -131,6 +134,7 @@ def list_(*, all: bool, as_json: bool, pending: bool = False) -> int:
 _STATE_COLOURS = {
     "fetched": "cyan",
     "pending": "cyan",
+    "on-workers": "cyan",
     "running": "yellow",
     "applied": "green",
     "closed": "dim",

@@ -143,7 +143,9 @@ def _said_result(result: dict[str, Any]) -> None:
         return
     stat = result.get("diff_stat")
     changed = stat_text(_stat(stat)) if isinstance(stat, dict) else "no record"
-    said = f"step {result.get('step_id')} {status} on {where}: exit {result.get('exit_code')}, "
+    code = result.get("exit_code")
+    ended = f"exit {code}" if code is not None else "no exit code"
+    said = f"step {result.get('step_id')} {status} on {where}: {ended}, "
     _say(said + changed + (f" ({result['message']})" if result.get("message") else ""))
     if result.get("pushed") is False:
         _say(f"its history stayed on the worker: {result.get('push')}")

@@ -104,7 +104,8 @@ def commands(sub: Any) -> None:
         "  missing worktree  open, but its worktree directory is gone: `bar doctor\n"
         "                    --repair` recreates it at its last recorded state\n"
         "  closed            closed with `bar task close`\n"
-        "--json gives the same as fields: state (missing-worktree with a dash), running,\n"
+        "--json gives the same as fields: state (missing-worktree with a dash; on-workers:\n"
+        "its steps run on bar workers, on_workers says where), running,\n"
         "applied and worktree_missing, beside task.json's own (board: status, owner,\n"
         "worktree).",
         epilog="examples:\n"
