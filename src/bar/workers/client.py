@@ -71,6 +71,8 @@ def send(
     """Send ``task`` to the workers of ``queue`` (again: nothing but a check)."""
     temporal.require_sdk()
     task.require_own()
+    namespace = project.config.workers.namespace
+    temporal.run(temporal.connect(server, namespace))  # the server answers, before anything
     if not task.active:
         raise BarError(f"task {task.name} ({task.id}) is closed", hint="`bar task reopen` it first")
     where = placement.of(project, task.id)
@@ -90,7 +92,6 @@ def send(
         say(f"pushing task {task.name}'s history to {remote}")
         _push(project, task, remote)
     history = _history(project, task)
-    namespace = project.config.workers.namespace
     start = {
         "task_id": task.id,
         "name": task.name,

@@ -33,6 +33,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
@@ -89,10 +90,10 @@ class Steps:
         info = activity.info()
         earlier = info.heartbeat_details[0] if info.heartbeat_details else None
         project = self.project()
-        remote = api.remote(project, order["remote"])
-        if isinstance(earlier, dict) and earlier.get("started"):
-            return self._recover(project, remote, order, earlier)
         try:
+            remote = api.remote(project, order["remote"])
+            if isinstance(earlier, dict) and earlier.get("started"):
+                return self._recover(project, remote, order, earlier)
             task = take(project, remote, order["task_id"], order.get("history"))
         except BarError as exc:
             said = f"worker {api_identity()} cannot take task {order.get('name')}: {exc}"
@@ -113,10 +114,11 @@ class Steps:
         info = activity.info()
         earlier = info.heartbeat_details[0] if info.heartbeat_details else None
         project = self.project()
-        remote = api.remote(project, order["remote"])
-        if isinstance(earlier, dict) and earlier.get("started"):
-            return self._recover(project, remote, {**order, **earlier.get("order", {})}, earlier)
         try:
+            remote = api.remote(project, order["remote"])
+            if isinstance(earlier, dict) and earlier.get("started"):
+                again = {**order, **earlier.get("order", {})}
+                return self._recover(project, remote, again, earlier)
             task = take(project, remote, order["task_id"], order.get("history"))
             task = _owned_by(task, api_identity())
         except BarError as exc:
@@ -148,7 +150,7 @@ class Steps:
             preexec_fn=_die_with_parent,
         )
         self.running[request] = child
-        out = _Output(lambda text: self._signal(order, "say", request, text))
+        out = _Output(lambda text: self._signal(order, "say", request, text, wait=False))
         reader = threading.Thread(target=out.read, args=(child,), daemon=True)
         reader.start()
         publisher = progress.Publisher(task, remote, [c for c in [pushed] if c])
@@ -178,8 +180,7 @@ class Steps:
                 _signal_child(child, signal.SIGKILL)
                 child.wait()
         task = load_task(project, task.id)
-        step = task.ledger.last()
-        result = _result(task, step, order)
+        result = _result(task, _run_step(task, step_id), order)
         if stop_reason is not None:
             result["status"] = "interrupted" if stop_reason == "worker stopped" else "cancelled"
             result["message"] = f"{stop_reason} while it ran"
@@ -238,7 +239,7 @@ class Steps:
                 type="NotTaken",
             ) from None
         task = load_task(project, task.id)
-        result = _result(task, task.ledger.last(), order)
+        result = _result(task, _run_step(task, str(earlier["started"])), order)
         result.update(
             status="interrupted",
             lost=True,
@@ -250,17 +251,23 @@ class Steps:
 
     # --- talking to the workflow from this thread ------------------------------------
 
-    def _signal(self, order: dict[str, Any], name: str, *args: Any) -> None:
+    def _signal(
+        self, order: dict[str, Any], name: str, *args: Any, wait: bool = True
+    ) -> Future[Any]:
+        """Signal the task's workflow from this thread; ``wait=False``: the caller looks
+        at the future (output is sent while a server that went away comes back)."""
         handle = self.client.get_workflow_handle(activity.info().workflow_id)
         future = asyncio.run_coroutine_threadsafe(handle.signal(name, args=list(args)), self.loop)
-        with contextlib.suppress(Exception):
-            future.result(timeout=30)
+        if wait:
+            with contextlib.suppress(Exception):
+                future.result(timeout=10)
+        return future
 
     def _query(self, order: dict[str, Any], name: str, *args: Any) -> Any:
         handle = self.client.get_workflow_handle(activity.info().workflow_id)
         future = asyncio.run_coroutine_threadsafe(handle.query(name, args=list(args)), self.loop)
         try:
-            return future.result(timeout=30)
+            return future.result(timeout=5)
         except Exception:
             return None
 
@@ -373,6 +380,17 @@ def _mark_started(task: Task, order: dict[str, Any], earlier: dict[str, Any]) ->
     )
 
 
+def _run_step(task: Task, step_id: str) -> RunStep | None:
+    """The run step the attempt recorded (a decision answered while it ran is recorded
+    after it), or None."""
+    for step in task.ledger.iter_reverse(warn=False):
+        if isinstance(step, RunStep) and step.number >= int(step_id):
+            return step
+        if step.number < int(step_id):
+            break
+    return None
+
+
 def _result(task: Task, step: Any, order: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {
         "task_id": task.id,
@@ -433,8 +451,9 @@ class _Output:
     """The step's output as the worker sees it, scrubbed, sent in batches (the whole of
     it is in the step's record; this is the live view)."""
 
-    def __init__(self, send: Callable[[str], None]) -> None:
+    def __init__(self, send: Callable[[str], Future[Any]]) -> None:
         self._send = send
+        self._sending: Future[Any] | None = None
         self._scrub = StreamScrubber(known.scrubber())
         self._buf = bytearray()
         self._lock = threading.Lock()
@@ -461,6 +480,11 @@ class _Output:
         now = time.monotonic()
         if not final and now - self._last < SAY_EVERY:
             return
+        if self._sending is not None and not self._sending.done():
+            if not final:
+                return  # the last send is under way (a server away): this waits for it
+            with contextlib.suppress(Exception):
+                self._sending.result(timeout=30)
         with self._lock:
             data, self._buf = bytes(self._buf), bytearray()
         self._last = now
@@ -472,4 +496,7 @@ class _Output:
                 f"\n[bar: {len(data) - SAY_MAX} bytes not shown live; `bar show` has them "
                 "once the step is fetched]\n"
             ).encode() + data[-SAY_MAX:]
-        self._send(data.decode("utf-8", "replace"))
+        self._sending = self._send(data.decode("utf-8", "replace"))
+        if final:
+            with contextlib.suppress(Exception):
+                self._sending.result(timeout=30)

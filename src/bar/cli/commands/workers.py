@@ -175,10 +175,12 @@ def new_on(task: Any, queue: str, server: str | None, as_json: bool, *, claim: b
             project, task, queue, address, claim={"argv": []} if claim else None, say=_say
         )
     except BarError as exc:
-        raise BarError(
+        failed = BarError(
             f"task {task.name} ({task.id}) was made here but not sent to queue {queue}: {exc}",
             hint=exc.hint or f"`bar run --on {queue} --task {task.id} -- CMD` sends it later",
-        ) from None
+        )
+        failed.exit_code = exc.exit_code
+        raise failed from None
     if as_json:
         print_json(sent.to_json())
         return 0

@@ -1,0 +1,373 @@
+"""Steps on workers through a real Temporal dev server, with two real ``bar worker``
+processes as two machines (SPEC §15): run and stream, detach and fetch, cancel, a worker
+killed mid-step, a server restart, a claim from the board, a decision answered from the
+developer's machine, a remote out of reach, and the way back to running here."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from helpers import BAR_EXE
+
+from bar.workers.devserver import DevServer
+from workers import Cluster, cluster, temporal_server, wait_for  # noqa: F401 (a fixture)
+
+
+@pytest.fixture
+def two(
+    tmp_path: Path,
+    temporal_server: DevServer,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> Iterator[Cluster]:
+    with cluster(tmp_path, temporal_server, monkeypatch) as made:
+        made.start_worker("w1")
+        made.start_worker("w2")
+        yield made
+
+
+def ledger(c: Cluster, task: str) -> list[dict[str, object]]:
+    steps: list[dict[str, object]] = c.dev.json("log", "--task", task)
+    return steps
+
+
+def test_a_step_runs_on_a_worker_streams_its_output_and_comes_back_recorded(two: Cluster) -> None:
+    dev = two.dev
+    made = dev.json("task", "new", "remote-one", "--on", two.queue)
+    assert made["queue"] == two.queue and made["started"] is True
+    ran = dev.bar(
+        "run",
+        "--on",
+        two.queue,
+        "--",
+        "sh",
+        "-c",
+        "echo from-the-worker; printf 'x\\n' > new.txt; exit 3",
+    )
+    assert ran.code == 3, ran.err
+    assert "from-the-worker" in ran.out
+    assert "recorded on w" in ran.err
+    steps = ledger(two, "remote-one")
+    assert [s["step_id"] for s in steps] == ["0001"]
+    assert steps[0]["exit_code"] == 3
+    assert steps[0]["diff_stat"]["file_list"] == ["new.txt"]
+    shown = dev.ok("show", "1", "--task", "remote-one").out
+    assert "from-the-worker" in shown
+    # the task runs on workers: the list and the status say so, and a plain bar run goes there
+    listed = dev.json("task", "list")
+    (row,) = [r for r in listed if r["name"] == "remote-one"]
+    assert row["state"] == "on-workers" and row["on_workers"]["queue"] == two.queue
+    again = dev.bar("run", "--task", "remote-one", "--", "sh", "-c", "printf 'y\\n' >> new.txt")
+    assert again.code == 0, again.err
+    assert f"runs on queue {two.queue}" in again.err
+    assert [s["step_id"] for s in ledger(two, "remote-one")] == ["0001", "0002"]
+    diff = dev.ok("diff", "--task", "remote-one").out
+    assert "+x" in diff and "+y" in diff
+
+
+def test_detached_steps_are_fetched_and_every_worker_takes_work(two: Cluster) -> None:
+    dev = two.dev
+    names = [f"spread-{i}" for i in range(4)]
+    for name in names:
+        dev.ok("task", "new", name, "--on", two.queue)
+        sent = dev.ok(
+            "run", "--on", two.queue, "--detach", "--task", name, "--json", "--",
+            "sh", "-c", f"sleep 1; echo {name} > {name}.txt",
+        ).json()  # fmt: skip
+        assert sent["request"]
+
+    def all_fetched() -> bool:
+        dev.ok("fetch")
+        return all(len(ledger(two, n)) == 1 for n in names)
+
+    wait_for(all_fetched, 90, "the four steps coming back")
+    workers = set()
+    for name in names:
+        status = dev.json("status", "--task", name)
+        results = status["task"]["on_workers"]["now"]["results"]
+        workers.add(results[-1]["worker"])
+        assert results[-1]["status"] == "recorded"
+    assert workers == {"w1", "w2"}
+
+
+def test_cancel_stops_the_step_on_its_worker_and_records_it(two: Cluster) -> None:
+    dev = two.dev
+    dev.ok("task", "new", "to-cancel", "--on", two.queue)
+    run = dev.popen(
+        "run",
+        "--on",
+        two.queue,
+        "--task",
+        "to-cancel",
+        "--",
+        "sh",
+        "-c",
+        "echo begun; echo half > half.txt; sleep 120; echo never",
+    )
+    two.running_on()
+    time.sleep(1)
+    dev.ok("cancel", "--task", "to-cancel")
+    out, err = run.communicate(timeout=60)
+    assert run.returncode == 130, err
+    assert b"begun" in out and b"cancelled" in err
+    (step,) = ledger(two, "to-cancel")
+    assert step["exit_code"] == 130
+    assert step["diff_stat"]["file_list"] == ["half.txt"]
+
+
+def test_a_worker_killed_mid_step_leaves_the_step_recorded_interrupted(two: Cluster) -> None:
+    dev = two.dev
+    dev.ok("task", "new", "killed", "--on", two.queue)
+    run = dev.popen(
+        "run",
+        "--on",
+        two.queue,
+        "--task",
+        "killed",
+        "--",
+        "sh",
+        "-c",
+        "echo before-the-kill; echo made > made.txt; sleep 120; echo never",
+    )
+    victim = two.running_on()
+    # its progress reaches the remote (every few seconds while something changes)
+    wait_for(
+        lambda: (
+            "refs/bar/progress/"
+            in subprocess.run(
+                ["git", "for-each-ref"], cwd=two.remote, capture_output=True, text=True
+            ).stdout
+        ),
+        30,
+        "the step's progress published",
+    )
+    two.stop_worker(victim, signal.SIGKILL)
+    _out, err = run.communicate(timeout=120)
+    assert b"the worker running it was lost" in err, err
+    (step,) = ledger(two, "killed")
+    assert step["interrupted"] is True
+    assert step["diff_stat"]["file_list"] == ["made.txt"]
+    shown = dev.ok("show", "1", "--task", "killed").out
+    assert "before-the-kill" in shown
+    # not retried (workers.retry: 0), and the next step runs on the worker that is left
+    assert dev.bar("run", "--task", "killed", "--", "true").code == 0
+    assert len(ledger(two, "killed")) == 2
+
+
+def test_retry_runs_a_lost_step_again_when_config_says_so(two: Cluster) -> None:
+    dev = two.dev
+    dev.set_config(workers={"heartbeat": 3, "retry": 1})
+    dev.ok("task", "new", "retried", "--on", two.queue)
+    run = dev.popen(
+        "run",
+        "--on",
+        two.queue,
+        "--task",
+        "retried",
+        "--",
+        "sh",
+        "-c",
+        "if [ -e once.txt ]; then echo second; else echo x > once.txt; sleep 120; fi",
+    )
+    victim = two.running_on()
+    time.sleep(5)  # a progress published
+    two.stop_worker(victim, signal.SIGKILL)
+    _out, err = run.communicate(timeout=120)
+    assert run.returncode == 0, err
+    assert b"running it again" in err
+    steps = ledger(two, "retried")
+    assert [s.get("interrupted", False) for s in steps] == [True, False]
+
+
+def test_a_server_restart_loses_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    server = DevServer(tmp_path / "own.db").start()
+    try:
+        (tmp_path / "c").mkdir()
+        with cluster(tmp_path / "c", server, monkeypatch, workers=("w1",)) as c:
+            c.start_worker("w1")
+            dev = c.dev
+            # the server is away a few seconds: no worker counts as lost meanwhile
+            dev.set_config(workers={"heartbeat": 60})
+            dev.ok("task", "new", "survives", "--on", c.queue)
+            run = dev.popen(
+                "run",
+                "--on",
+                c.queue,
+                "--task",
+                "survives",
+                "--",
+                "sh",
+                "-c",
+                "sleep 8; echo done > done.txt; echo finished",
+            )
+            c.running_on()
+            server.stop()
+            time.sleep(1)
+            server.start()
+            out, err = run.communicate(timeout=180)
+            assert run.returncode == 0, err
+            assert b"finished" in out
+            (step,) = ledger(c, "survives")
+            assert step["diff_stat"]["file_list"] == ["done.txt"]
+    finally:
+        server.stop()
+
+
+def test_a_worker_that_claims_takes_a_planned_task_from_the_board(two: Cluster) -> None:
+    dev = two.dev
+    two.stop_worker("w2")
+    two.start_worker("w2", "--claim", "--", "sh", "-c", "echo '{description}' > plan.txt")
+    dev.ok("task", "new", "planned", "--plan", "--on", two.queue, "-d", "write the plan")
+
+    def back() -> bool:
+        dev.ok("fetch")
+        return len(ledger(two, "planned")) == 1
+
+    wait_for(back, 90, "the claimed task's step")
+    task = dev.json("task", "show", "planned")
+    assert task["board"]["owner"] == "w2"
+    diff = dev.ok("diff", "--task", "planned").out
+    assert "+write the plan" in diff
+
+
+def test_a_decision_asked_on_a_worker_is_answered_here(two: Cluster) -> None:
+    dev = two.dev
+    dev.ok("task", "new", "asks", "--on", two.queue)
+    question = {
+        "task": "pick a store",
+        "source": "agent",
+        "items": [
+            {
+                "id": 1,
+                "title": "Which store?",
+                "options": [
+                    {"value": "pg", "label": "Postgres"},
+                    {"value": "sqlite", "label": "SQLite"},
+                ],
+            }
+        ],
+    }
+    script = (
+        f"{BAR_EXE} decide submit '{json.dumps(question)}' --wait --timeout 120 > /dev/null; "
+        f"{BAR_EXE} decide result --json > answer.json"
+    )
+    run = dev.popen("run", "--on", two.queue, "--task", "asks", "--", "sh", "-c", script)
+    waiting = wait_for(
+        lambda: dev.json("decide", "list", "--task", "asks")["pending"], 60, "the question"
+    )
+    assert waiting["items"] == 1
+    answered = dev.ok("decide", "answer", "--task", "asks", "--choose", "1=sqlite")
+    assert "sent to the agent on its worker" in answered.out
+    _out, err = run.communicate(timeout=120)
+    assert run.returncode == 0, err
+    diff = dev.ok("diff", "--task", "asks").out
+    assert '"chosen": "sqlite"' in diff
+
+
+def test_a_worker_that_cannot_reach_the_remote_says_so_and_the_step_waits(
+    two: Cluster,
+) -> None:
+    dev = two.dev
+    dev.ok("task", "new", "unreachable", "--on", two.queue)
+    two.remote.rename(two.remote.with_name("moved.git"))
+    try:
+        run = dev.popen(
+            "run", "--on", two.queue, "--task", "unreachable", "--", "sh", "-c", "echo ran"
+        )
+        wait_for(
+            lambda: any("cannot take task unreachable" in w.said() for w in two.workers.values()),
+            60,
+            "a worker saying why",
+        )
+        status = dev.json("status", "--task", "unreachable")["task"]["on_workers"]["now"]
+        assert "cannot take task" in status["why"]
+    finally:
+        two.remote.with_name("moved.git").rename(two.remote)
+    _out, err = run.communicate(timeout=120)
+    assert run.returncode == 0, err
+    assert b"cannot take task unreachable" in err
+    assert len(ledger(two, "unreachable")) == 1
+
+
+def test_adopt_brings_a_task_back_to_run_and_apply_here(two: Cluster) -> None:
+    dev = two.dev
+    dev.ok("task", "new", "home-again", "--on", two.queue)
+    dev.ok("run", "--task", "home-again", "--", "sh", "-c", "echo remote > r.txt")
+    dev.ok("task", "adopt", "home-again")
+    listed = {r["name"]: r for r in dev.json("task", "list")}
+    assert listed["home-again"]["on_workers"] is None
+    ran = dev.ok("run", "--task", "home-again", "--", "sh", "-c", "echo local > l.txt")
+    assert "runs on queue" not in ran.err
+    dev.ok("apply", "--task", "home-again")
+    assert (dev.repo / "r.txt").read_text() == "remote\n"
+    assert (dev.repo / "l.txt").read_text() == "local\n"
+
+
+def test_sigterm_lets_the_running_step_finish_and_push(two: Cluster) -> None:
+    dev = two.dev
+    dev.ok("task", "new", "graceful", "--on", two.queue)
+    run = dev.popen(
+        "run",
+        "--on",
+        two.queue,
+        "--task",
+        "graceful",
+        "--",
+        "sh",
+        "-c",
+        "sleep 4; echo ok > ok.txt",
+    )
+    victim = two.running_on()
+    assert two.stop_worker(victim, signal.SIGTERM) == 0
+    _out, err = run.communicate(timeout=120)
+    assert run.returncode == 0, err
+    (step,) = ledger(two, "graceful")
+    assert step["diff_stat"]["file_list"] == ["ok.txt"]
+
+
+def test_no_server_is_exit_13_with_a_hint(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from two_machines import clone, make_remote
+
+    remote = make_remote(tmp_path)
+    dev = clone(tmp_path, "dev", str(remote))
+    try:
+        nobody = DevServer(tmp_path / "x.db").address  # a free port nobody listens on
+        ran = dev.bar("task", "new", "lonely", "--on", "q", "--server", nobody)
+        assert ran.code == 13, ran.err
+        assert f"no Temporal server answers at {nobody}" in ran.err
+        assert "hint:" in ran.err
+        bad = dev.bar("worker", "--queue", "q", "--server", "not a server")
+        assert bad.code != 0 and "HOST:PORT" in bad.err
+    finally:
+        dev.stop()
+
+
+def test_the_local_path_never_loads_temporal(tmp_path: Path) -> None:
+    from two_machines import clone, make_remote
+
+    remote = make_remote(tmp_path)
+    dev = clone(tmp_path, "dev", str(remote))
+    try:
+        dev.ok("task", "new", "local")
+        code = (
+            "import sys\n"
+            "from bar.cli.main import run_here\n"
+            "for args in (['run', '--', 'true'], ['log'], ['status'], ['task', 'list']):\n"
+            "    assert run_here(args) == 0, args\n"
+            "assert 'temporalio' not in sys.modules, 'temporalio was imported'\n"
+        )
+        proc = subprocess.run(
+            [str(Path(BAR_EXE).parent / "python"), "-c", code],
+            cwd=dev.repo,
+            env=dev.env(),
+            capture_output=True,
+            text=True,
+        )
+        assert proc.returncode == 0, proc.stderr
+    finally:
+        dev.stop()
