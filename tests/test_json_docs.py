@@ -35,6 +35,15 @@ class Session:
         self.seen[heading].append(value)
         return value
 
+    def json_exe(self, heading: str, *args: str, env: dict[str, str] | None = None) -> Any:
+        """``json``, in a child process (a command that talks to a Temporal server: its
+        native client is not loaded into the test's process)."""
+        res = bar_exe(*args, env=env)
+        assert res.code == 0, (args, res.err)
+        value = json.loads(res.out)
+        self.seen[heading].append(value)
+        return value
+
 
 def agent_program(tmp_path: Path) -> str:
     program = tmp_path / "bin" / "claude"
@@ -117,6 +126,7 @@ def session(s: Session, repo: Path, tmp_path: Path) -> None:
     assert bar(s.capfd, "task", "switch", "first").code == 0
     agents_drive(s)
     sharing(s, repo, tmp_path)
+    workers(s, repo, tmp_path)
     moved = repo.rename(repo.parent / "moved")
     os.chdir(moved)
     s.json("bar init --json", "init", "--adopt", "--json")
@@ -195,6 +205,65 @@ def sharing(s: Session, repo: Path, tmp_path: Path) -> None:
         s.json("bar task adopt --json", "task", "adopt", copy, "--json")
     finally:
         os.chdir(here)
+
+
+def workers(s: Session, repo: Path, tmp_path: Path) -> None:
+    """A task sent to a worker (a second clone with its own bar home) through a real
+    Temporal dev server: new, run, detach, status, list, cancel."""
+    import signal
+    import subprocess
+    import time
+
+    from helpers import BAR_EXE
+
+    from bar.workers.devserver import DevServer
+
+    remote = tmp_path / "workers-remote.git"
+    git(tmp_path, "init", "-q", "--bare", str(remote))
+    git(repo, "remote", "add", "origin", str(remote))
+    git(repo, "push", "-q", "origin", "HEAD:refs/heads/main")
+    clone = tmp_path / "worker-clone"
+    git(tmp_path, "clone", "-q", str(remote), str(clone))
+    home = {"BAR_HOME": str(tmp_path / "worker-home")}
+    assert bar_exe("init", cwd=clone, env=home).code == 0
+    server = DevServer(tmp_path / "temporal.db").start()
+    env = {"BAR_TEMPORAL": server.address}
+    log = tmp_path / "worker.log"
+    with open(log, "wb") as out:
+        worker = subprocess.Popen(
+            [BAR_EXE, "worker", "--queue", "json"],
+            cwd=clone,
+            env={**os.environ, **env, **home, "BAR_WORKER_NAME": "w1"},
+            stdout=out,
+            stderr=out,
+        )
+    try:
+        while b"takes steps" not in log.read_bytes():
+            assert worker.poll() is None, log.read_text()
+            time.sleep(0.1)
+        s.json_exe("bar task new --json", "task", "new", "far", "--on", "json", "--json", env=env)
+        s.json_exe(
+            "bar run --json", "run", "--on", "json", "--task", "far", "--json", "--",
+            "sh", "-c", "echo far > far.txt", env=env,
+        )  # fmt: skip
+        s.json_exe(
+            "bar run --json", "run", "--on", "json", "--detach", "--task", "far", "--json",
+            "--", "sh", "-c", "echo begun; sleep 60", env=env,
+        )  # fmt: skip
+        deadline = time.monotonic() + 60
+        while True:
+            now = json.loads(bar_exe("status", "--task", "far", "--json", env=env).out)
+            if (now["task"]["on_workers"]["now"] or {}).get("running", {}).get("worker"):
+                break
+            assert time.monotonic() < deadline, now
+            time.sleep(0.2)
+        s.json_exe("bar status --json", "status", "--task", "far", "--json", env=env)
+        s.json_exe("bar task list --json", "task", "list", "--json", env=env)
+        s.json_exe("bar cancel --json", "cancel", "--task", "far", "--json", env=env)
+    finally:
+        worker.send_signal(signal.SIGKILL)
+        worker.wait()
+        server.stop()
 
 
 def test_every_json_output_is_as_documented(

@@ -772,6 +772,104 @@ def on_workers(task: Task) -> dict[str, Any] | None:
     return out
 
 
+# --- workers (SPEC §15): imported only by the commands that talk to a server ----------
+
+if TYPE_CHECKING:
+    from bar.workers.client import Followed, Sent, StepOrder
+
+
+def temporal_server(project: Project, given: str | None) -> str:
+    """The Temporal server: ``given`` (``--server``), else ``BAR_TEMPORAL``, else
+    ``workers.server``."""
+    from bar.workers import temporal
+
+    return temporal.server_of(project, given)
+
+
+def serve_workers(
+    project: Project,
+    queue: str,
+    *,
+    server: str | None,
+    concurrency: int,
+    on_stop: str | None,
+    claim: Sequence[str] = (),
+    say: Any,
+) -> int:
+    """``bar worker``: take the queue's steps (and, with ``claim``, its planned tasks)
+    and run them here until SIGTERM; the exit code."""
+    from bar.workers.worker import Serving, check_queue, serve
+
+    serving = Serving(
+        root=project.root,
+        queue=check_queue(queue),
+        server=temporal_server(project, server),
+        namespace=project.config.workers.namespace,
+        concurrency=concurrency,
+        on_stop=on_stop or project.config.workers.on_stop,
+        claim=tuple(claim),
+    )
+    return serve(serving, say)
+
+
+def send_to_workers(
+    task: Task, queue: str, server: str | None, *, plan: bool = False, say: Any = None
+) -> Sent:
+    """Send the task to the workers of ``queue``: its history pushed, its worktree here
+    removed, its workflow started; ``plan``: a ``bar worker --claim`` takes it."""
+    from bar.workers import client
+
+    address = temporal_server(task.project, server)
+    return client.send(
+        task.project,
+        task,
+        queue,
+        address,
+        claim={"argv": []} if plan else None,
+        say=say or (lambda _: None),
+    )
+
+
+def order_step(task: Task, step: StepOrder) -> str:
+    """Send one step to the task's workers; its request id."""
+    from bar.workers import client
+
+    return client.order(task.project, task, step)
+
+
+def follow_step(task: Task, request: str, *, show: Any, say: Any) -> Followed:
+    """Stream the step's output until it ends; then its history is fetched back."""
+    from bar.workers import client
+
+    return client.follow(task.project, task, request, show=show, say=say)
+
+
+def cancel_step(task: Task) -> dict[str, Any]:
+    """Stop the task's running step wherever it runs: here its ``bar run`` gets SIGINT
+    (as Ctrl-C: the step is recorded with how it ended); on workers, the worker does the
+    same and drops the steps waiting behind it."""
+    import os
+    import signal
+
+    where = placement_of(task)
+    if where is not None:
+        from bar.workers import client
+
+        client.cancel(task.project, task)
+        return {"task_id": task.id, "where": "workers", "queue": where.queue, "step_id": None}
+    intent = running(task)
+    if intent is None or not intent.pid:
+        raise NotFound(f"task {task.name} has no step running", hint="`bar status`")
+    try:
+        os.kill(intent.pid, signal.SIGINT)
+    except ProcessLookupError:
+        raise NotFound(
+            f"task {task.name}'s step {intent.step_id} is no longer running",
+            hint="its next command records it",
+        ) from None
+    return {"task_id": task.id, "where": "here", "queue": None, "step_id": intent.step_id}
+
+
 def placement_of(task: Task) -> Placement | None:
     """Where a task sent to workers runs (its queue, server, workflow), or None: here."""
     from bar.workers import placement

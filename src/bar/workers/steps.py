@@ -32,7 +32,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
@@ -40,7 +40,7 @@ from typing import Any
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from bar import api, git
+from bar import git
 from bar.aide import decide
 from bar.base.clock import now_iso
 from bar.changes import journals
@@ -51,7 +51,11 @@ from bar.redact import known
 from bar.redact.stream import StreamScrubber
 from bar.share import fetch as fetching
 from bar.share import push as pushing
-from bar.share.remotes import Remote
+from bar.share.adopt import adopt
+from bar.share.remotes import Remote, resolve
+from bar.task.close import close
+from bar.task.delete import delete
+from bar.task.start import start
 from bar.task.tasks import Task, load_task
 from bar.workers import flow, progress
 
@@ -91,12 +95,12 @@ class Steps:
         earlier = info.heartbeat_details[0] if info.heartbeat_details else None
         project = self.project()
         try:
-            remote = api.remote(project, order["remote"])
+            remote = resolve(project, order["remote"])
             if isinstance(earlier, dict) and earlier.get("started"):
                 return self._recover(project, remote, order, earlier)
             task = take(project, remote, order["task_id"], order.get("history"))
         except BarError as exc:
-            said = f"worker {api_identity()} cannot take task {order.get('name')}: {exc}"
+            said = f"worker {_identity()} cannot take task {order.get('name')}: {exc}"
             print(f"bar worker: {said}", file=sys.stderr, flush=True)
             raise ApplicationError(said, type="NotTaken") from None
         return self._run(project, remote, task, order)
@@ -109,24 +113,22 @@ class Steps:
             return self._claim(order)
 
     def _claim(self, order: dict[str, Any]) -> dict[str, Any]:
-        from bar.workers.worker import claim_command
-
         info = activity.info()
         earlier = info.heartbeat_details[0] if info.heartbeat_details else None
         project = self.project()
         try:
-            remote = api.remote(project, order["remote"])
+            remote = resolve(project, order["remote"])
             if isinstance(earlier, dict) and earlier.get("started"):
                 again = {**order, **earlier.get("order", {})}
                 return self._recover(project, remote, again, earlier)
             task = take(project, remote, order["task_id"], order.get("history"))
-            task = _owned_by(task, api_identity())
+            task = _owned_by(task, _identity())
         except BarError as exc:
-            said = f"worker {api_identity()} cannot claim task {order.get('name')}: {exc}"
+            said = f"worker {_identity()} cannot claim task {order.get('name')}: {exc}"
             print(f"bar worker: {said}", file=sys.stderr, flush=True)
             raise ApplicationError(said, type="NotTaken") from None
         argv = claim_command(self.claim_template, task)
-        self._signal(order, "claimed", order["request"], api_identity(), argv)
+        self._signal(order, "claimed", order["request"], _identity(), argv)
         return self._run(project, remote, task, {**order, "argv": argv})
 
     # --- running it ------------------------------------------------------------------
@@ -140,7 +142,7 @@ class Steps:
         started: dict[str, Any] = {"started": step_id, "since": now_iso(), "history": pushed}
         started["order"] = {"argv": order["argv"]}
         activity.heartbeat(started)
-        self._signal(order, "took", request, api_identity(), step_id)
+        self._signal(order, "took", request, _identity(), step_id)
         child = subprocess.Popen(
             _bar_run(task, order),
             cwd=project.root,
@@ -213,7 +215,7 @@ class Steps:
         answer = self._query(order, "answer_of", sid)
         if isinstance(answer, dict):
             with contextlib.suppress(BarError):
-                api_orders().decide_answered(task, answer.get("decisions", []), session_id=sid)
+                _orders().decide_answered(task, answer.get("decisions", []), session_id=sid)
 
     # --- a step whose worker was lost ------------------------------------------------
 
@@ -234,7 +236,7 @@ class Steps:
                 pass
         except BarError as exc:
             raise ApplicationError(
-                f"worker {api_identity()} cannot record the lost step of task "
+                f"worker {_identity()} cannot record the lost step of task "
                 f"{order.get('name')}: {exc}",
                 type="NotTaken",
             ) from None
@@ -272,14 +274,14 @@ class Steps:
             return None
 
 
-def api_identity() -> str:
+def _identity() -> str:
     from bar.workers.temporal import identity
 
     return identity()
 
 
-def api_orders() -> Any:
-    from bar.api import orders
+def _orders() -> Any:
+    from bar.api import orders  # (the orders layer: a running step's one writer)
 
     return orders
 
@@ -311,19 +313,36 @@ def take(project: Project, remote: Remote, task_id: str, expected: str | None) -
             _discard(project, task)
             continue
         if task.read_only or seen.outcome == fetching.BEHIND:
-            task = api.adopt_task(project, task).task
+            task = adopt(project, task).task
         elif task.pending or not task.worktree.is_dir():
-            task = api.start_task(task, activate=False)
+            task = start(task, activate=False)
         return task
     raise BarError(f"task {task_id} could not be taken from {remote}")
+
+
+def claim_command(template: Sequence[str], task: Task) -> list[str]:
+    """The ``--claim`` command with the task's words in it: ``{name}``, ``{id}``,
+    ``{description}`` (its metadata's, else its name)."""
+    meta = task.metadata or {}
+    words = {
+        "name": task.name,
+        "id": task.id,
+        "description": str(meta.get("description") or task.name),
+    }
+    out = []
+    for part in template:
+        for key, value in words.items():
+            part = part.replace("{" + key + "}", value)
+        out.append(part)
+    return out
 
 
 def _discard(project: Project, task: Task) -> None:
     """Drop this worker's record of ``task`` (closed, then deleted with its worktree,
     branch and refs): the remote's history is the task, and is taken again."""
     if task.active:
-        api.close_task(task, force=True)
-    api.delete_task(project, task.id, force=True)
+        close(task, force=True)
+    delete(project, task.id, force=True)
 
 
 def _owned_by(task: Task, owner: str) -> Task:
@@ -347,7 +366,7 @@ def pushing_history(project: Project, task: Task) -> str | None:
 def _publish(project: Project, task: Task, remote: Remote) -> dict[str, Any]:
     """Push the task's history back; say what happened."""
     try:
-        pushed = api.push(project, [task], remote)
+        pushed = pushing.push(project, [task], remote)
     except BarError as exc:
         return {"pushed": False, "push": str(exc)}
     one = pushed.tasks[0]
@@ -394,7 +413,7 @@ def _run_step(task: Task, step_id: str) -> RunStep | None:
 def _result(task: Task, step: Any, order: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {
         "task_id": task.id,
-        "worker": api_identity(),
+        "worker": _identity(),
         "status": "recorded",
         "step_id": None,
         "exit_code": None,

@@ -17,7 +17,7 @@ import asyncio
 import logging
 import signal
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from pathlib import Path
@@ -133,20 +133,3 @@ async def _serve(serving: Serving, say: Callable[[str], None]) -> int:
         return 1
     say("stopped")
     return 0
-
-
-def claim_command(template: Sequence[str], task: Any) -> list[str]:
-    """The ``--claim`` command with the task's words in it: ``{name}``, ``{id}``,
-    ``{description}`` (its metadata's, else its name)."""
-    meta = task.metadata or {}
-    words = {
-        "name": task.name,
-        "id": task.id,
-        "description": str(meta.get("description") or task.name),
-    }
-    out = []
-    for part in template:
-        for key, value in words.items():
-            part = part.replace("{" + key + "}", value)
-        out.append(part)
-    return out

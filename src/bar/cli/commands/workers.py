@@ -3,14 +3,12 @@ new`` (SPEC §15): thin over ``bar.workers``."""
 
 from __future__ import annotations
 
-import os
-import signal
 import sys
 from typing import Any
 
 from bar import api
 from bar.cli.render import print_json, stat_text
-from bar.errors import BarError, NotFound, UsageError
+from bar.errors import BarError, UsageError
 from bar.git import DiffStat
 
 
@@ -27,9 +25,6 @@ def worker(
     claim: bool,
     argv: list[str],
 ) -> int:
-    from bar.workers import temporal
-    from bar.workers.worker import Serving, check_queue, serve
-
     if argv[:1] == ["--"]:
         argv = argv[1:]
     if claim and not argv:
@@ -41,49 +36,27 @@ def worker(
         raise UsageError("a command after -- is what --claim runs; add --claim")
     if concurrency < 1:
         raise UsageError("--concurrency must be 1 or more")
-    loc = api.open_project()
-    project = loc.project
-    serving = Serving(
-        root=project.root,
-        queue=check_queue(queue),
-        server=temporal.server_of(project, server),
-        namespace=project.config.workers.namespace,
+    project = api.open_project().project
+    return api.serve_workers(
+        project,
+        queue,
+        server=server,
         concurrency=concurrency,
-        on_stop=on_stop or project.config.workers.on_stop,
-        claim=tuple(argv),
+        on_stop=on_stop,
+        claim=argv,
+        say=_say,
     )
-    return serve(serving, _say)
 
 
 def cancel(*, task: str | None, as_json: bool) -> int:
-    from bar.workers import placement
-
-    loc = api.open_project()
-    the_task = api.get_task(loc, task)
-    where = placement.of(loc.project, the_task.id)
-    if where is not None:
-        from bar.workers import client
-
-        client.cancel(loc.project, the_task)
-        out: dict[str, Any] = {"task_id": the_task.id, "where": "workers", "queue": where.queue}
-        said = f"asked the workers of queue {where.queue} to stop task {the_task.name}'s step"
-    else:
-        intent = api.running(the_task)
-        if intent is None or not intent.pid:
-            raise NotFound(f"task {the_task.name} has no step running", hint="`bar status`")
-        try:
-            os.kill(intent.pid, signal.SIGINT)
-        except ProcessLookupError:
-            raise NotFound(
-                f"task {the_task.name}'s step {intent.step_id} is no longer running",
-                hint="its next command records it",
-            ) from None
-        out = {"task_id": the_task.id, "where": "here", "step_id": intent.step_id}
-        said = f"stopping step {intent.step_id} of task {the_task.name} (SIGINT, as Ctrl-C)"
+    the_task = api.get_task(api.open_project(), task)
+    out = api.cancel_step(the_task)
     if as_json:
         print_json(out)
+    elif out["where"] == "workers":
+        print(f"asked the workers of queue {out['queue']} to stop task {the_task.name}'s step")
     else:
-        print(said)
+        print(f"stopping step {out['step_id']} of task {the_task.name} (SIGINT, as Ctrl-C)")
     return 0
 
 
@@ -97,14 +70,10 @@ def run_on(
     as_json: bool,
 ) -> int:
     """``bar run --on QUEUE``: send the step, then follow it (unless ``detach``)."""
-    from bar.workers import client, temporal
-
     loc = api.open_project()
-    project = loc.project
     the_task = api.get_task(loc, task_ref)
-    address = temporal.server_of(project, server)
-    sent = client.send(project, the_task, queue, address, say=_say)
-    request = client.order(project, sent.task, step)
+    sent = api.send_to_workers(the_task, queue, server, say=_say)
+    request = api.order_step(sent.task, step)
     if detach:
         out = {"request": request, **sent.to_json()}
         if as_json:
@@ -116,7 +85,7 @@ def run_on(
             )
         return 0
     show = _write_err if as_json else _write_out
-    followed = client.follow(project, sent.task, request, show=show, say=_say)
+    followed = api.follow_step(sent.task, request, show=show, say=_say)
     result = followed.result or {}
     if as_json:
         print_json(followed.to_json())
@@ -166,14 +135,8 @@ def _stat(rec: dict[str, Any]) -> DiffStat:
 def new_on(task: Any, queue: str, server: str | None, as_json: bool, *, claim: bool) -> int:
     """``bar task new NAME --on QUEUE``: the new task sent to the queue's workers (a
     planned one waits there for a ``bar worker --claim``)."""
-    from bar.workers import client, temporal
-
-    project = task.project
-    address = temporal.server_of(project, server)
     try:
-        sent = client.send(
-            project, task, queue, address, claim={"argv": []} if claim else None, say=_say
-        )
+        sent = api.send_to_workers(task, queue, server, plan=claim, say=_say)
     except BarError as exc:
         failed = BarError(
             f"task {task.name} ({task.id}) was made here but not sent to queue {queue}: {exc}",
@@ -190,6 +153,6 @@ def new_on(task: Any, queue: str, server: str | None, as_json: bool, *, claim: b
             f"`bar worker --queue {queue} --claim -- CMD` takes it"
         )
     else:
-        print(f"Created task {task.name} ({task.id}) on queue {queue} at {address}")
+        print(f"Created task {task.name} ({task.id}) on queue {queue} at {sent.where.server}")
         print(f"Next: bar run --on {queue} -- <command>")
     return 0
