@@ -371,3 +371,61 @@ def test_the_local_path_never_loads_temporal(tmp_path: Path) -> None:
         assert proc.returncode == 0, proc.stderr
     finally:
         dev.stop()
+
+
+def test_bar_ui_shows_where_a_task_runs_and_its_running_step(two: Cluster) -> None:
+    import http.client
+    from types import SimpleNamespace
+    from urllib.parse import urlsplit
+
+    from ui_session import base_of, serving
+
+    dev = two.dev
+    dev.ok("task", "new", "seen-in-ui", "--on", two.queue)
+    run = dev.popen(
+        "run", "--on", two.queue, "--task", "seen-in-ui", "--", "sh", "-c", "sleep 6"
+    )  # fmt: skip
+    worker = two.running_on()
+
+    def get(url: str, cookie: str | None = None) -> tuple[int, dict[str, str], str]:
+        parts = urlsplit(url)
+        conn = http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=30)
+        path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        conn.request("GET", path, headers={"Cookie": cookie} if cookie else {})
+        res = conn.getresponse()
+        text = res.read().decode()
+        return res.status, {k.lower(): v for k, v in res.getheaders()}, text
+
+    with serving(SimpleNamespace(repo=dev.repo, env=dev.env())) as (_, url):  # type: ignore[arg-type]
+        status, headers, _ = get(url)
+        assert status == 303
+        cookie = headers["set-cookie"].split(";", 1)[0]
+
+        def shown() -> str | None:
+            page = get(base_of(url) + "/", cookie)[2]
+            return page if f"on {worker}" in page else None
+
+        page = wait_for(shown, 30, "the running step on the task list")
+        assert f"on workers ({two.queue})" in page
+    run.communicate(timeout=60)
+
+
+def test_a_worker_told_to_interrupt_on_stop_records_its_step_and_pushes_it(two: Cluster) -> None:
+    dev = two.dev
+    two.stop_worker("w2")
+    two.stop_worker("w1")
+    two.start_worker("w1", "--on-stop", "interrupt")
+    dev.ok("task", "new", "stopped", "--on", two.queue)
+    run = dev.popen(
+        "run", "--on", two.queue, "--task", "stopped", "--", "sh", "-c",
+        "echo going; echo part > part.txt; sleep 120",
+    )  # fmt: skip
+    two.running_on()
+    time.sleep(1)
+    assert two.stop_worker("w1", signal.SIGTERM) == 0
+    two.start_worker("w2")  # the workflow goes on where a worker of the queue is
+    _out, err = run.communicate(timeout=60)
+    assert b"worker stopped while it ran" in err, err
+    (step,) = ledger(two, "stopped")
+    assert step["diff_stat"]["file_list"] == ["part.txt"]
+    assert step["exit_code"] == 130

@@ -255,7 +255,7 @@ def address(value: Any, key: str, path: Path | str) -> str:
 
     if (
         not isinstance(value, str)
-        or not re.fullmatch(r"(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+):[0-9]{1,5}", value)
+        or not re.fullmatch(r"(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_][A-Za-z0-9._-]*):[0-9]{1,5}", value)
         or not 0 < int(value.rsplit(":", 1)[1]) < 65536
     ):
         raise ConfigError(

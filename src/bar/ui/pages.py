@@ -190,6 +190,9 @@ def _task_row(s: api.TaskSummary) -> str:
         if running
         else "-"
     )
+    label = s.state.label
+    if s.state.state == "on-workers":
+        now, label = _on_workers(t)
     active = ' <span class="badge">active</span>' if s.active else ""
     waiting = views.pending_decisions(t)
     if waiting:
@@ -200,10 +203,28 @@ def _task_row(s: api.TaskSummary) -> str:
     return (
         f'<tr class="state-{esc(s.state.state)}"><td><a href="{esc(task_url(t))}">'
         f"{esc(t.name)}</a> <small>{esc(t.id)}</small>{active}</td>"
-        f'<td><span class="state">{esc(s.state.label)}</span></td><td>{now}</td>'
+        f'<td><span class="state">{esc(label)}</span></td><td>{now}</td>'
         f"<td>{s.steps}</td><td>{esc(stat_text(s.diff_stat))}</td>"
         f"<td>{'yes' if s.state.applied else 'no'}</td>"
         f"<td><time>{esc(views.last_activity(s))}</time></td></tr>"
+    )
+
+
+def _on_workers(t: Task) -> tuple[str, str]:
+    """A task on workers: what runs now and on which worker, and its queue."""
+    info = api.on_workers(t) or {}
+    label = f"on workers ({info.get('queue', '?')})"
+    if info.get("error"):
+        return f'<span class="warn">{esc(info["error"])}</span>', label
+    running = (info.get("now") or {}).get("running")
+    if not running:
+        return "-", label
+    worker = running.get("worker") or "a worker"
+    since = str(running.get("since") or "")
+    return (
+        f'<code>{esc(shlex.join(running.get("argv") or []))}</code> on {esc(worker)} '
+        f'<span class="elapsed" data-since="{esc(since)}">{esc(elapsed_since(since))}</span>',
+        label,
     )
 
 

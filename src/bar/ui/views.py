@@ -77,10 +77,10 @@ def last_activity(summary: api.TaskSummary) -> str:
 def pending_decisions(the_task: Task) -> int:
     """How many of the agent's questions wait for an answer (``bar decide submit``): the
     items of the pending submission."""
-    from bar.aide import decide
+    from bar.api import orders
 
     try:
-        waiting = decide.pending(the_task)
+        waiting = orders.pending_decision(the_task)  # a worker's agent's too
     except BarError:
         return 0
     items = waiting.get("items") if waiting is not None else None

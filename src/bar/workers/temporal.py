@@ -48,7 +48,7 @@ async def connect(server: str, namespace: str) -> Client:
 
     try:
         return await asyncio.wait_for(
-            Client.connect(server, namespace=namespace, identity=identity()), timeout=10
+            Client.connect(server, namespace=namespace, identity=identity()), timeout=5
         )
     except (TimeoutError, RuntimeError, OSError) as exc:
         raise Unreachable(

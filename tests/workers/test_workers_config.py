@@ -1,0 +1,92 @@
+"""The settings of workers (SPEC §15): config.yaml's ``workers`` section, which server a
+command talks to, and the words a ``--claim`` command gets."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bar.errors import ConfigError, UsageError
+from bar.project.config import parse_config
+from bar.workers import temporal
+from bar.workers.worker import check_queue
+
+HERE = Path("config.yaml")
+
+
+def test_the_defaults_are_a_local_server_and_no_retry() -> None:
+    workers = parse_config({"version": 1}, HERE).workers
+    assert workers.server == "127.0.0.1:7233"
+    assert (workers.namespace, workers.remote, workers.retry) == ("default", None, 0)
+    assert (workers.on_stop, workers.heartbeat) == ("finish", 10.0)
+
+
+def test_every_setting_is_read() -> None:
+    got = parse_config(
+        {
+            "version": 1,
+            "workers": {
+                "server": "temporal.internal:7233",
+                "namespace": "agents",
+                "remote": "agent-logs",
+                "retry": 2,
+                "on_stop": "interrupt",
+                "heartbeat": 30,
+            },
+        },
+        HERE,
+    ).workers
+    assert got.server == "temporal.internal:7233" and got.retry == 2
+    assert got.remote == "agent-logs" and got.on_stop == "interrupt" and got.heartbeat == 30.0
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "said"),
+    [
+        ("server", "no-port", "HOST:PORT"),
+        ("server", "host:99999", "HOST:PORT"),
+        ("server", "-x:1", "HOST:PORT"),
+        ("retry", -1, "whole number"),
+        ("retry", True, "whole number"),
+        ("on_stop", "later", "finish or interrupt"),
+        ("heartbeat", 0, "positive number"),
+        ("remote", "--upload-pack=x", "git remote"),
+        ("nonsense", 1, "unknown key 'workers.nonsense'"),
+    ],
+)
+def test_a_bad_setting_is_named(key: str, value: object, said: str) -> None:
+    with pytest.raises(ConfigError, match=said):
+        parse_config({"version": 1, "workers": {key: value}}, HERE)
+
+
+def test_the_server_is_the_option_then_the_environment_then_the_config(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("BAR_TEMPORAL", raising=False)
+    assert temporal.server_of(None, None) == "127.0.0.1:7233"
+    monkeypatch.setenv("BAR_TEMPORAL", "env-host:1234")
+    assert temporal.server_of(None, None) == "env-host:1234"
+    assert temporal.server_of(None, "opt-host:99") == "opt-host:99"
+    monkeypatch.setenv("BAR_TEMPORAL", "not an address")
+    with pytest.raises(ConfigError, match="BAR_TEMPORAL"):
+        temporal.server_of(None, None)
+
+
+@pytest.mark.parametrize("bad", ["", "two words", "tab\tq", "x" * 201])
+def test_a_queue_name_is_one_printable_word(bad: str) -> None:
+    with pytest.raises(UsageError):
+        check_queue(bad)
+    assert check_queue("gpu-a.1") == "gpu-a.1"
+
+
+def test_a_claim_command_gets_the_task_s_words() -> None:
+    from types import SimpleNamespace
+
+    from bar.workers.steps import claim_command
+
+    task = SimpleNamespace(name="ui-login", id="abcd1234", metadata={"description": "do it"})
+    got = claim_command(["sh", "-c", "echo '{description}' > {name}-{id}.txt"], task)  # type: ignore[arg-type]
+    assert got == ["sh", "-c", "echo 'do it' > ui-login-abcd1234.txt"]
+    plain = SimpleNamespace(name="x", id="y", metadata={})
+    assert claim_command(["{description}"], plain) == ["x"]  # type: ignore[arg-type]
