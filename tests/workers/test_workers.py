@@ -429,3 +429,31 @@ def test_a_worker_told_to_interrupt_on_stop_records_its_step_and_pushes_it(two: 
     (step,) = ledger(two, "stopped")
     assert step["diff_stat"]["file_list"] == ["part.txt"]
     assert step["exit_code"] == 130
+
+
+def test_closing_a_task_on_workers_brings_its_record_and_ends_its_workflow(two: Cluster) -> None:
+    dev = two.dev
+    dev.ok("task", "new", "to-close", "--on", two.queue)
+    dev.ok(
+        "run",
+        "--on",
+        two.queue,
+        "--detach",
+        "--task",
+        "to-close",
+        "--",
+        "sh",
+        "-c",
+        "echo c > c.txt",
+    )
+
+    def ended() -> bool:
+        now = dev.json("status", "--task", "to-close")["task"]["on_workers"]["now"]
+        return bool(now["results"])
+
+    wait_for(ended, 60, "the step ending")
+    dev.ok("task", "close", "to-close")
+    shown = dev.json("task", "show", "to-close")
+    assert shown["status"] == "closed" and shown["on_workers"] is None
+    assert shown["steps"] == 1
+    assert dev.bar("run", "--on", two.queue, "--task", "to-close", "--", "true").code != 0

@@ -249,7 +249,14 @@ def close_task(task: Task, *, keep_worktree: bool = False, force: bool = False) 
     its branch and record stay. Refuses while the worktree holds changes no step
     recorded, unless ``force``, which records them as a manual step first."""
     from bar.task.close import close
+    from bar.workers import placement
 
+    if placement.of(task.project, task.id) is not None:
+        from bar.workers import client
+
+        client.take_back(task.project, task.id)  # what its workers recorded last
+        client.recall(task.project, task)  # its workflow ends with it
+        task = load_task(task.project, task.id)
     return close(task, keep_worktree=keep_worktree, force=force)
 
 

@@ -335,6 +335,11 @@ async def _why_waiting(handle: Any) -> str:
         return ""
     act = pending[0]
     failure = act.last_failure.message if act.HasField("last_failure") else ""
+    if failure and "heartbeat timeout" in failure.lower():
+        return (
+            "the worker running it stopped answering: its step is recorded from the "
+            "progress it published, on the next worker that takes it"
+        )
     if failure and act.attempt > 1:
         return f"waiting (attempt {act.attempt}): {failure}"
     if not act.last_worker_identity and act.attempt <= 1:
