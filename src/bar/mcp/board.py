@@ -48,8 +48,13 @@ class Board:
 
     # --- tools ---------------------------------------------------------------------------
 
-    def task_create(self, name: str, description: str = "", base: str = "") -> dict[str, Any]:
-        return self._write("create", {"name": name, "description": description, "base": base})
+    def task_create(
+        self, name: str, description: str = "", base: str = "", queue: str = ""
+    ) -> dict[str, Any]:
+        args: dict[str, object] = {"name": name, "description": description, "base": base}
+        if queue:
+            args["queue"] = queue
+        return self._write("create", args)
 
     def task_list(self, status: str = "open") -> dict[str, Any]:
         return self._read("list", {"status": status})

@@ -51,7 +51,7 @@ def _bar_errors(fn: Callable[..., dict[str, Any]]) -> Callable[..., dict[str, An
 
 BOARD_INSTRUCTIONS = (
     "The task board: plan tasks for others (task_create makes a pending task with no "
-    "worktree), list them (task_list), take one (task_claim with your name), start it "
+    "worktree; with queue, bar workers on other machines take it), list them (task_list), take one (task_claim with your name), start it "
     "(task_start makes its worktree), run a command as a recorded step of it (task_run, "
     "outside a step), and close out: worktree_keep, or worktree_remove with "
     "complete_task to finish the task; worktree_list and events show what happened."
@@ -253,8 +253,15 @@ def add_board(add: Add, board: Board) -> None:
         name: Annotated[str, Field(description="the task's name: letters, digits, - _ .")],
         description: Annotated[str, Field(description="what the task is for")] = "",
         base: Annotated[str, Field(description="start from this ref (default: main)")] = "",
+        queue: Annotated[
+            str,
+            Field(
+                description="send it to this queue of bar workers, where a `bar worker "
+                "--claim` takes it and runs its agent on it (default: none, it stays here)"
+            ),
+        ] = "",
     ) -> dict[str, Any]:
-        return board.task_create(name, description, base)
+        return board.task_create(name, description, base, queue)
 
     def task_list(
         status: Literal["open", "pending", "in_progress", "completed", "all"] = "open",

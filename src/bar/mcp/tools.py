@@ -53,6 +53,7 @@ class OwnTask:
         rec = api.status(self._loc, self._task.id).to_json()
         if isinstance(rec.get("task"), dict):  # what its agent steps add up to, as the CLI's
             rec["task"]["session_totals"] = api.session_totals(self.task)
+            rec["task"]["on_workers"] = api.on_workers(self.task)
         return rec
 
     def log(self, n: int | None = LOG_DEFAULT) -> dict[str, Any]:

@@ -22,7 +22,7 @@ from bar.project.project import Project
 from bar.step import orders
 from bar.task import registry
 from bar.task.state import is_running, summarize
-from bar.task.tasks import Task, list_tasks, resolve_task
+from bar.task.tasks import Task, list_tasks, load_task, resolve_task
 
 OPS = ("create", "list", "claim", "start", "worktrees", "keep", "remove", "events")
 LIST_FILTERS = ("open", "pending", "in_progress", "completed", "all")
@@ -45,6 +45,14 @@ def perform(
             description=_text(args, "description", required=False) or None,
             plan=True,
         )
+        queue = _text(args, "queue", required=False)
+        if queue:
+            # a lead's plan fans out: a `bar worker --claim` of that queue takes it
+            from bar.workers import client, temporal
+
+            server = temporal.server_of(project, None)
+            client.send(project, created, queue, server, claim={"argv": []})
+            created = load_task(project, created.id)
         return {"task": summarize(created, active).to_json()}
     if op == "list":
         which = _text(args, "status", required=False) or "open"
