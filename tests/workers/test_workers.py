@@ -132,7 +132,7 @@ def test_a_worker_killed_mid_step_leaves_the_step_recorded_interrupted(two: Clus
         "--",
         "sh",
         "-c",
-        "echo before-the-kill; echo made > made.txt; sleep 120; echo never",
+        "echo before-the-kill; echo made > made.txt; sleep 117; echo never",
     )
     victim = two.running_on()
     # its progress reaches the remote (every few seconds while something changes)
@@ -147,6 +147,12 @@ def test_a_worker_killed_mid_step_leaves_the_step_recorded_interrupted(two: Clus
         "the step's progress published",
     )
     two.stop_worker(victim, signal.SIGKILL)
+    # the step's bar run dies with its worker, and stops its command
+    wait_for(
+        lambda: subprocess.run(["pgrep", "-f", "sleep 117"], capture_output=True).returncode,
+        30,
+        "the killed worker's command stopping",
+    )
     _out, err = run.communicate(timeout=120)
     assert b"the worker running it was lost" in err, err
     (step,) = ledger(two, "killed")

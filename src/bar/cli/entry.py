@@ -12,10 +12,16 @@ from bar.changes.fast import resident
 WARM = "bar.cli.warm"
 
 
+# the pid of the process whose death ends this one (a ``bar worker``, for its steps)
+PARENT = "BAR_DIE_WITH"
+
+
 def main(args: list[str]) -> int:
     """Run ``bar ARGS`` (the first code bar runs)."""
     standard_descriptors()
     absolute_home()
+    if PARENT in os.environ:
+        die_with_parent(os.environ.pop(PARENT))
     if args[:1] and args[0] in resident.SERVED:
         code = resident.serve(args)
         if code is not None:  # served: this process made nothing that needs finalizing
@@ -37,6 +43,25 @@ def main(args: list[str]) -> int:
             stream.flush()
         os._exit(code & 0xFF)
     return code
+
+
+def die_with_parent(wanted: str) -> None:
+    """This process is sent SIGTERM when its parent, the ``bar worker`` whose pid is
+    ``wanted``, dies (Linux): a ``bar run`` then records its step (and, served by the
+    resident, passes the signal on to the fork that runs it), so no command goes on in a
+    worktree nobody watches. A parent already gone: SIGTERM now. Set in the child, so
+    nothing runs between the worker's fork and exec."""
+    if not wanted.isdigit():
+        return
+    import ctypes
+    import signal
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return  # not Linux: a worker stops its steps when it is stopped
+    if os.getppid() != int(wanted):
+        os.kill(os.getpid(), signal.SIGTERM)
 
 
 def standard_descriptors() -> None:

@@ -222,7 +222,7 @@ def _on_workers(t: Task) -> tuple[str, str]:
     worker = running.get("worker") or "a worker"
     since = str(running.get("since") or "")
     return (
-        f'<code>{esc(shlex.join(running.get("argv") or []))}</code> on {esc(worker)} '
+        f"<code>{esc(shlex.join(running.get('argv') or []))}</code> on {esc(worker)} "
         f'<span class="elapsed" data-since="{esc(since)}">{esc(elapsed_since(since))}</span>',
         label,
     )

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
 import os
 import signal
 import subprocess
@@ -63,6 +62,8 @@ PROGRESS_EVERY = 3.0  # seconds between two looks at a running step's progress
 SAY_EVERY = 0.25  # seconds between two sends of its output
 SAY_MAX = 32_000  # characters of output in one send (more: the newest, and a marker)
 GRACE = 10.0  # seconds a cancelled command has after SIGINT, then SIGTERM, then SIGKILL
+# the step's ``bar run`` ends with this worker (``bar.cli.entry.die_with_parent``)
+PARENT = "BAR_DIE_WITH"
 
 
 class Steps:
@@ -78,7 +79,6 @@ class Steps:
         self.root, self.client, self.loop = root, client, loop
         self.claim_template = claim
         self.stopping = threading.Event()  # set: interrupt running steps (on_stop)
-        self.running: dict[str, subprocess.Popen[bytes]] = {}
 
     def project(self) -> Project:
         return find_project(self.root).project
@@ -149,9 +149,8 @@ class Steps:
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
-            preexec_fn=_die_with_parent,
+            env={**os.environ, PARENT: str(os.getpid())},  # ``die_with_parent``
         )
-        self.running[request] = child
         out = _Output(lambda text: self._signal(order, "say", request, text, wait=False))
         reader = threading.Thread(target=out.read, args=(child,), daemon=True)
         reader.start()
@@ -177,7 +176,6 @@ class Steps:
             reader.join(timeout=10)
             out.send(final=True)
         finally:
-            self.running.pop(request, None)
             if child.poll() is None:
                 _signal_child(child, signal.SIGKILL)
                 child.wait()
@@ -444,14 +442,6 @@ def _bar_run(task: Task, order: dict[str, Any]) -> list[str]:
     if order.get("max_cost_usd") is not None:
         argv += ["--max-cost", str(order["max_cost_usd"])]
     return [*argv, "--", *order["argv"]]
-
-
-def _die_with_parent() -> None:
-    """The step's ``bar run`` is told to stop (SIGTERM: it records the step) when the
-    worker dies, so no command goes on changing a worktree nobody watches."""
-    with contextlib.suppress(OSError, AttributeError):
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
 def _signal_child(child: subprocess.Popen[bytes], sig: int) -> None:
