@@ -463,3 +463,25 @@ def test_closing_a_task_on_workers_brings_its_record_and_ends_its_workflow(two: 
     assert shown["status"] == "closed" and shown["on_workers"] is None
     assert shown["steps"] == 1
     assert dev.bar("run", "--on", two.queue, "--task", "to-close", "--", "true").code != 0
+
+
+def test_a_megabyte_of_output_streams_without_filling_the_workflow(two: Cluster) -> None:
+    from bar.workers.devserver import binary
+
+    dev = two.dev
+    made = dev.json("task", "new", "chatty", "--on", two.queue)
+    ran = dev.ok(
+        "run", "--on", two.queue, "--task", "chatty", "--", "sh", "-c",
+        "i=0; while [ $i -lt 40 ]; do seq 1 5000; sleep 0.05; i=$((i+1)); done; echo the-end",
+    )  # fmt: skip
+    assert "5000\nthe-end\n" in ran.out
+    assert len(ran.out) > 100_000  # most of it was shown live
+    shown = dev.ok("show", "1", "--task", "chatty").out
+    assert shown.count("\n5000\n") == 40  # the record holds all of it
+    described = subprocess.run(
+        [binary(), "workflow", "describe", "--address", two.server.address,
+         "-w", made["workflow_id"], "-o", "json"],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    info = json.loads(described)["workflowExecutionInfo"]
+    assert int(info["historySizeBytes"]) < 100_000, info["historySizeBytes"]

@@ -14,8 +14,9 @@
 from __future__ import annotations
 
 import asyncio
+import base64
+import codecs
 import secrets
-import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -284,52 +285,95 @@ def follow(
 async def _follow(
     where: Placement, request: str, show: Callable[[str], None], say: Callable[[str], None]
 ) -> Followed:
-    handle = await _handle(where)
-    after, told, waiting_said = 0, 0, ""
-    seen_worker = ""
+    client = await temporal.connect(where.server, where.namespace)
+    handle = client.get_workflow_handle(where.workflow_id)
+    live = _Live(show, say)
+    told, waiting_said = 0, ""
     while True:
         try:
-            got = await handle.query("said", args=[request, after])
+            got = await handle.query("outcome", args=[request])
+            desc = await handle.describe()
         except Exception as exc:
             say(f"the server does not answer ({_first_line(exc)}); asking again")
             await asyncio.sleep(2)
-            handle = await _reconnect(where, say)
+            client = await _reconnect(where)
+            handle = client.get_workflow_handle(where.workflow_id)
             continue
-        for seq, text in got["chunks"]:
-            after = max(after, seq)
-            show(text)
+        for act in getattr(desc.raw_description, "pending_activities", []):
+            if act.heartbeat_details.payloads:
+                (details, *_) = await client.data_converter.decode(act.heartbeat_details.payloads)
+                if isinstance(details, dict) and details.get("request") == request:
+                    live.show(details.get("out"), (act.attempt, details.get("started")))
         for r in got["interim"][told:]:
             say(
-                f"step {r.get('step_id')} {r.get('status')}: {r.get('message', '')}; running it again"
+                f"step {r.get('step_id')} {r.get('status')}: {r.get('message', '')}; "
+                "running it again"
             )
         told = len(got["interim"])
-        running = got.get("running") or {}
-        if running.get("request") == request and running.get("worker") != seen_worker:
-            seen_worker = running.get("worker") or ""
         if got["result"] is not None:
-            return Followed(request, got["result"], got["interim"])
-        why = await _why_waiting(handle)
+            live.show(got["result"].get("out"), live.key)
+            live.end()
+            result = {k: v for k, v in got["result"].items() if k != "out"}
+            return Followed(request, result, got["interim"])
+        why = _why(desc)
         if why and why != waiting_said:
             say(why)
             waiting_said = why
         await asyncio.sleep(POLL)
 
 
-async def _reconnect(where: Placement, say: Callable[[str], None]) -> Any:
+class _Live:
+    """The step's output as its heartbeats carry it: each time, what is new since the
+    last look (a marker where more came than the heartbeat held)."""
+
+    def __init__(self, show: Callable[[str], None], say: Callable[[str], None]) -> None:
+        self._show, self._say = show, say
+        self.key: object = None  # the attempt whose output is shown (a retry starts at 0)
+        self._seen = 0
+        self._decode = codecs.getincrementaldecoder("utf-8")("replace")
+
+    def show(self, out: Any, key: object) -> None:
+        if not isinstance(out, dict):
+            return
+        if key != self.key:
+            if self.key is not None:
+                self.end()
+            self.key, self._seen = key, 0
+        end, tail = int(out.get("end", 0)), base64.b64decode(out.get("tail", ""))
+        new = end - self._seen
+        if new <= 0:
+            return
+        if new > len(tail):
+            self.end()
+            self._say(f"{new - len(tail)} bytes of output not shown live (`bar show` has them)")
+        self._show(self._decode.decode(tail[-new:] if new < len(tail) else tail))
+        self._seen = end
+
+    def end(self) -> None:
+        rest = self._decode.decode(b"", final=True)
+        if rest:
+            self._show(rest)
+
+
+async def _reconnect(where: Placement) -> Any:
     while True:
         try:
-            return await _handle(where)
+            return await temporal.connect(where.server, where.namespace)
         except Unreachable:
             await asyncio.sleep(2)
 
 
 async def _why_waiting(handle: Any) -> str:
-    """What keeps a step from running, when something does (no worker took it yet, or
-    the one that took it failed and said why)."""
     try:
         desc = await handle.describe()
     except Exception:
         return ""
+    return _why(desc)
+
+
+def _why(desc: Any) -> str:
+    """What keeps a step from running, when something does: the worker that took it
+    went silent, or could not take it and said why."""
     pending = list(getattr(desc.raw_description, "pending_activities", []))
     if not pending:
         return ""
@@ -342,8 +386,6 @@ async def _why_waiting(handle: Any) -> str:
         )
     if failure and act.attempt > 1:
         return f"waiting (attempt {act.attempt}): {failure}"
-    if not act.last_worker_identity and act.attempt <= 1:
-        return ""
     return ""
 
 
@@ -433,4 +475,4 @@ def wait_result(project: Project, task: Task, request: str, timeout: float) -> d
 
 async def _said(where: Placement, request: str) -> dict[str, Any]:
     handle = await _handle(where)
-    return dict(await handle.query("said", args=[request, sys.maxsize]))
+    return dict(await handle.query("outcome", args=[request]))

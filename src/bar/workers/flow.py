@@ -2,16 +2,16 @@
 
 It runs inside Temporal's workflow sandbox and is replayed from its history, so it is
 deterministic and imports nothing of bar: it holds the orders waiting, the step running,
-the results, a window of the running step's output (the whole output is in the record),
-and a ``decide`` question with its answer. The activity (``bar.workers.steps``) does the
+the results, and a ``decide`` question with its answer. A running step's output is not
+here (a chatty step would fill the workflow's history): it travels in the activity's
+heartbeat, which holds its newest part (``bar.workers.steps``); the whole of it is in
+the record. The activity (``bar.workers.steps``) does the
 work on whichever worker takes it; ``bar.workers.client`` talks to this from the
 developer's machine.
 
-Signals: ``order`` (a step to run), ``say`` (output, from the activity), ``question`` /
-``answer`` (a ``decide`` from the agent, the human's reply), ``cancel``, ``finished``
+Signals: ``order`` (a step to run), ``question`` / ``answer`` (a ``decide`` from the agent, the human's reply), ``cancel``, ``finished``
 (the activity's result after a cancel), ``took`` / ``claimed`` (which worker runs it),
-``close``. Queries: ``state``, ``said``,
-``answer_of``.
+``close``. Queries: ``state``, ``outcome`` (of one step), ``answer_of``.
 """
 
 from __future__ import annotations
@@ -29,7 +29,6 @@ CLAIM = "bar.claim"  # a planned task, taken by a worker started with --claim
 CLAIMS = ".claim"  # ... from the queue <queue>.claim
 # an error of the activity that no retry can help (the step ran, or can never run)
 FINAL = "BarStepFinal"
-_WINDOW = 2000  # output chunks kept per order: the live view, not the record
 _KEPT = 50  # results kept across continue-as-new
 
 
@@ -39,8 +38,6 @@ class TaskFlow:
         self._orders: list[dict[str, Any]] = []
         self._results: list[dict[str, Any]] = []
         self._running: dict[str, Any] | None = None
-        self._said: dict[str, list[list[Any]]] = {}
-        self._seq = 0
         self._question: dict[str, Any] | None = None
         self._answers: dict[str, Any] = {}
         self._cancelled: set[str] = set()
@@ -56,7 +53,6 @@ class TaskFlow:
         carried = start.get("carried") or {}
         self._results = list(carried.get("results", []))
         self._orders = list(carried.get("orders", []))
-        self._seq = int(carried.get("seq", 0))
         if start.get("claim") and not carried:
             # a planned task: its first step is whatever the worker that claims it runs
             self._orders.insert(0, {**start["claim"], "claim": True})
@@ -77,7 +73,6 @@ class TaskFlow:
                         "carried": {
                             "results": self._results[-_KEPT:],
                             "orders": self._orders,
-                            "seq": self._seq,
                         },
                     }
                 )
@@ -92,7 +87,6 @@ class TaskFlow:
             "since": workflow.now().isoformat().replace("+00:00", "Z"),
             "round": order.get("round", 0),
         }
-        self._said.setdefault(request, [])
         claim = bool(order.get("claim"))
         self._handle = workflow.start_activity(
             CLAIM if claim else STEP,
@@ -140,8 +134,6 @@ class TaskFlow:
 
     def _done(self, order: dict[str, Any], result: dict[str, Any]) -> None:
         self._results.append({"request": order["request"], "final": True, **result})
-        for old in list(self._said)[:-20]:  # the live view of old steps is let go
-            del self._said[old]
 
     # --- from the developer's machine ------------------------------------------------
 
@@ -169,13 +161,6 @@ class TaskFlow:
         self._closing = True
 
     # --- from the activity -----------------------------------------------------------
-
-    @workflow.signal
-    def say(self, request: str, text: str) -> None:
-        self._seq += 1
-        chunks = self._said.setdefault(request, [])
-        chunks.append([self._seq, text])
-        del chunks[:-_WINDOW]
 
     @workflow.signal
     def question(self, request: str, data: dict[str, Any]) -> None:
@@ -206,21 +191,22 @@ class TaskFlow:
             "queue": self._start.get("queue"),
             "running": self._running,
             "waiting": [o["request"] for o in self._orders],
-            "results": self._results[-_KEPT:],
+            "results": [{k: v for k, v in r.items() if k != "out"} for r in self._results[-_KEPT:]],
             "question": self._question,
             "closing": self._closing,
             "claimed": self._claimed,
         }
 
     @workflow.query
-    def said(self, request: str, after: int) -> dict[str, Any]:
-        chunks = [c for c in self._said.get(request, []) if c[0] > after]
+    def outcome(self, request: str) -> dict[str, Any]:
+        """How step ``request`` ended (``result``: None while it has not), the interim
+        results of its earlier rounds, and the step running now."""
         done = next(
             (r for r in reversed(self._results) if r["request"] == request and r.get("final")),
             None,
         )
         interim = [r for r in self._results if r["request"] == request and not r.get("final")]
-        return {"chunks": chunks, "result": done, "interim": interim, "running": self._running}
+        return {"result": done, "interim": interim, "running": self._running}
 
     @workflow.query
     def answer_of(self, session_id: str) -> dict[str, Any] | None:

@@ -24,6 +24,7 @@ running anything; the workflow runs it again only if ``workers.retry`` says so.
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import os
 import signal
@@ -31,8 +32,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
-from concurrent.futures import Future
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -59,8 +59,8 @@ from bar.task.tasks import Task, load_task
 from bar.workers import flow, progress
 
 PROGRESS_EVERY = 3.0  # seconds between two looks at a running step's progress
-SAY_EVERY = 0.25  # seconds between two sends of its output
-SAY_MAX = 32_000  # characters of output in one send (more: the newest, and a marker)
+TAIL = 64_000  # bytes of the newest output a heartbeat carries (the live view)
+LAST_TAIL = 16_000  # ... and the result, for what came after the last heartbeat
 GRACE = 10.0  # seconds a cancelled command has after SIGINT, then SIGTERM, then SIGKILL
 # the step's ``bar run`` ends with this worker (``bar.cli.entry.die_with_parent``)
 PARENT = "BAR_DIE_WITH"
@@ -151,7 +151,8 @@ class Steps:
             stderr=subprocess.STDOUT,
             env={**os.environ, PARENT: str(os.getpid())},  # ``die_with_parent``
         )
-        out = _Output(lambda text: self._signal(order, "say", request, text, wait=False))
+        out = _Output()
+        started["request"] = request
         reader = threading.Thread(target=out.read, args=(child,), daemon=True)
         reader.start()
         publisher = progress.Publisher(task, remote, [c for c in [pushed] if c])
@@ -162,8 +163,8 @@ class Steps:
         try:
             while child.poll() is None:
                 time.sleep(0.1)
-                activity.heartbeat(started)
-                out.send()
+                # (sent at most once a second, the newest details: ``worker``)
+                activity.heartbeat({**started, "out": out.now()})
                 if stop_reason is None and (activity.is_cancelled() or self.stopping.is_set()):
                     stop_reason = "cancelled" if activity.is_cancelled() else "worker stopped"
                     stopped_at = time.monotonic()
@@ -174,13 +175,13 @@ class Steps:
                     next_look = time.monotonic() + PROGRESS_EVERY
                     self._look(task, publisher, order, asked)
             reader.join(timeout=10)
-            out.send(final=True)
         finally:
             if child.poll() is None:
                 _signal_child(child, signal.SIGKILL)
                 child.wait()
         task = load_task(project, task.id)
         result = _result(task, _run_step(task, step_id), order)
+        result["out"] = out.now(LAST_TAIL)
         if stop_reason is not None:
             result["status"] = "interrupted" if stop_reason == "worker stopped" else "cancelled"
             result["message"] = f"{stop_reason} while it ran"
@@ -251,17 +252,13 @@ class Steps:
 
     # --- talking to the workflow from this thread ------------------------------------
 
-    def _signal(
-        self, order: dict[str, Any], name: str, *args: Any, wait: bool = True
-    ) -> Future[Any]:
-        """Signal the task's workflow from this thread; ``wait=False``: the caller looks
-        at the future (output is sent while a server that went away comes back)."""
+    def _signal(self, order: dict[str, Any], name: str, *args: Any) -> None:
+        """Signal the task's workflow from this thread (what cannot be said now, a
+        server away, is not said: the step goes on)."""
         handle = self.client.get_workflow_handle(activity.info().workflow_id)
         future = asyncio.run_coroutine_threadsafe(handle.signal(name, args=list(args)), self.loop)
-        if wait:
-            with contextlib.suppress(Exception):
-                future.result(timeout=10)
-        return future
+        with contextlib.suppress(Exception):
+            future.result(timeout=10)
 
     def _query(self, order: dict[str, Any], name: str, *args: Any) -> Any:
         handle = self.client.get_workflow_handle(activity.info().workflow_id)
@@ -457,17 +454,15 @@ def _escalate(child: subprocess.Popen[bytes], waited: float) -> None:
 
 
 class _Output:
-    """The step's output as the worker sees it, scrubbed, sent in batches (the whole of
-    it is in the step's record; this is the live view)."""
+    """The newest part of the step's output as the worker sees it, scrubbed: what the
+    heartbeat carries to whoever follows the step (``end``: the bytes so far; ``tail``:
+    the last of them, base64). The whole output is in the step's record."""
 
-    def __init__(self, send: Callable[[str], Future[Any]]) -> None:
-        self._send = send
-        self._sending: Future[Any] | None = None
+    def __init__(self) -> None:
         self._scrub = StreamScrubber(known.scrubber())
-        self._buf = bytearray()
+        self._tail = bytearray()
+        self._end = 0
         self._lock = threading.Lock()
-        self._last = 0.0
-        self._skipped = 0
 
     def read(self, child: subprocess.Popen[bytes]) -> None:
         assert child.stdout is not None
@@ -479,33 +474,16 @@ class _Output:
                 break
             if not chunk:
                 break
-            clean = self._scrub.feed(chunk)
-            with self._lock:
-                self._buf += clean
-        with self._lock:
-            self._buf += self._scrub.flush()
+            self._add(self._scrub.feed(chunk))
+        self._add(self._scrub.flush())
 
-    def send(self, *, final: bool = False) -> None:
-        now = time.monotonic()
-        if not final and now - self._last < SAY_EVERY:
-            return
-        if self._sending is not None and not self._sending.done():
-            if not final:
-                return  # the last send is under way (a server away): this waits for it
-            with contextlib.suppress(Exception):
-                self._sending.result(timeout=30)
+    def _add(self, clean: bytes) -> None:
         with self._lock:
-            data, self._buf = bytes(self._buf), bytearray()
-        self._last = now
-        if not data:
-            return
-        if len(data) > SAY_MAX:
-            self._skipped += len(data) - SAY_MAX
-            data = (
-                f"\n[bar: {len(data) - SAY_MAX} bytes not shown live; `bar show` has them "
-                "once the step is fetched]\n"
-            ).encode() + data[-SAY_MAX:]
-        self._sending = self._send(data.decode("utf-8", "replace"))
-        if final:
-            with contextlib.suppress(Exception):
-                self._sending.result(timeout=30)
+            self._tail += clean
+            self._end += len(clean)
+            del self._tail[:-TAIL]
+
+    def now(self, limit: int = TAIL) -> dict[str, Any]:
+        with self._lock:
+            tail = bytes(self._tail[-limit:])
+            return {"end": self._end, "tail": base64.b64encode(tail).decode("ascii")}
