@@ -485,3 +485,25 @@ def test_a_megabyte_of_output_streams_without_filling_the_workflow(two: Cluster)
     ).stdout  # fmt: skip
     info = json.loads(described)["workflowExecutionInfo"]
     assert int(info["historySizeBytes"]) < 100_000, info["historySizeBytes"]
+
+
+def test_a_forged_order_is_refused_for_good(two: Cluster) -> None:
+    from bar.workers.devserver import binary
+
+    dev = two.dev
+    made = dev.json("task", "new", "forged", "--on", two.queue)
+    order = {"request": "evil", "task_id": "../../x", "argv": ["true"], "remote": str(two.remote)}
+    subprocess.run(
+        [binary(), "workflow", "signal", "--address", two.server.address,
+         "-w", made["workflow_id"], "--name", "order", "--input", json.dumps(order)],
+        capture_output=True, check=True,
+    )  # fmt: skip
+
+    def refused() -> dict[str, object] | None:
+        now = dev.json("status", "--task", "forged")["task"]["on_workers"]["now"]
+        return next((r for r in now["results"] if r["request"] == "evil"), None)
+
+    result = wait_for(refused, 60, "the forged order's result")
+    assert result["status"] == "failed" and "refused" in str(result["message"])
+    assert any("refused an order" in w.said() for w in two.workers.values())
+    assert ledger(two, "forged") == []

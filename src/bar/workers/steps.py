@@ -52,6 +52,7 @@ from bar.share import fetch as fetching
 from bar.share import push as pushing
 from bar.share.adopt import adopt
 from bar.share.remotes import Remote, resolve
+from bar.store.layout import TASK_ID_RE
 from bar.task.close import close
 from bar.task.delete import delete
 from bar.task.start import start
@@ -93,6 +94,7 @@ class Steps:
     def _step(self, order: dict[str, Any]) -> dict[str, Any]:
         info = activity.info()
         earlier = info.heartbeat_details[0] if info.heartbeat_details else None
+        _checked(order)
         project = self.project()
         try:
             remote = resolve(project, order["remote"])
@@ -115,6 +117,7 @@ class Steps:
     def _claim(self, order: dict[str, Any]) -> dict[str, Any]:
         info = activity.info()
         earlier = info.heartbeat_details[0] if info.heartbeat_details else None
+        _checked(order)
         project = self.project()
         try:
             remote = resolve(project, order["remote"])
@@ -282,6 +285,31 @@ def _orders() -> Any:
 
 
 # --- the task, from the remote -------------------------------------------------------
+
+
+def _checked(order: dict[str, Any]) -> None:
+    """``check_order``, failing the step for good: no retry makes a bad order good."""
+    try:
+        check_order(order)
+    except BarError as exc:
+        print(f"bar worker: refused an order: {exc}", file=sys.stderr, flush=True)
+        raise ApplicationError(f"refused: {exc}", type=flow.FINAL, non_retryable=True) from None
+
+
+def check_order(order: dict[str, Any]) -> None:
+    """An order comes from whoever may signal the workflow: its words are checked
+    before any is used (the rest, ``bar run`` checks as it checks a command line)."""
+    task_id, argv = order.get("task_id"), order.get("argv")
+    if not isinstance(task_id, str) or not TASK_ID_RE.fullmatch(task_id):
+        raise BarError(f"the order names no valid task id: {task_id!r}")
+    if not isinstance(argv, list) or not all(isinstance(a, str) and "\0" not in a for a in argv):
+        raise BarError("the order's command is not a list of strings")
+    history = order.get("history")
+    if history is not None and not git.is_object_id(history):
+        raise BarError(f"the order names no valid history commit: {history!r}")
+    env = order.get("env") or {}
+    if not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values()):
+        raise BarError("the order's variables are not a mapping of strings")
 
 
 def take(project: Project, remote: Remote, task_id: str, expected: str | None) -> Task:
