@@ -507,3 +507,52 @@ def test_a_forged_order_is_refused_for_good(two: Cluster) -> None:
     assert result["status"] == "failed" and "refused" in str(result["message"])
     assert any("refused an order" in w.said() for w in two.workers.values())
     assert ledger(two, "forged") == []
+
+
+@pytest.fixture
+def idle(
+    tmp_path: Path,
+    temporal_server: DevServer,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> Iterator[Cluster]:
+    """Worker machines, none of whose workers is started yet."""
+    with cluster(tmp_path, temporal_server, monkeypatch) as made:
+        yield made
+
+
+def test_steps_sent_before_any_worker_runs_wait_for_one_in_order(idle: Cluster) -> None:
+    dev = idle.dev
+    dev.ok("task", "new", "early", "--on", idle.queue)
+    dev.ok(
+        "run", "--on", idle.queue, "--detach", "--task", "early", "--", "sh", "-c",
+        "echo one >> order.txt",
+    )  # fmt: skip
+    run = dev.popen(
+        "run", "--on", idle.queue, "--task", "early", "--", "sh", "-c", "echo two >> order.txt"
+    )  # fmt: skip
+    time.sleep(12)
+    assert run.poll() is None
+    idle.start_worker("w1")
+    _out, err = run.communicate(timeout=120)
+    assert run.returncode == 0, err
+    assert f"no worker of queue {idle.queue} answers".encode() in err
+    dev.ok("fetch")
+    assert [s["step_id"] for s in ledger(idle, "early")] == ["0001", "0002"]
+    assert "+one\n+two" in dev.ok("diff", "--task", "early").out
+
+
+def test_adopt_with_no_worker_up_ends_the_workflow_and_drops_what_waited(idle: Cluster) -> None:
+    dev = idle.dev
+    dev.ok("task", "new", "back-home", "--on", idle.queue)
+    dev.ok(
+        "run", "--on", idle.queue, "--detach", "--task", "back-home", "--", "sh", "-c",
+        "echo never > never.txt",
+    )  # fmt: skip
+    dev.ok("task", "adopt", "back-home")
+    idle.start_worker("w1")
+    time.sleep(5)  # a worker that would take what waited
+    fetched = dev.json("fetch")
+    (mine,) = [t for t in fetched["tasks"] if t["name"] == "back-home"]
+    assert mine["outcome"] == "up to date"
+    assert ledger(idle, "back-home") == []
+    assert dev.ok("run", "--task", "back-home", "--", "true").code == 0

@@ -734,8 +734,8 @@ def fetch(project: Project, source: Remote, *, progress: Any = None) -> Fetched:
     for one in fetched.tasks:
         if one.outcome == fetching.BEHIND and placement.of(project, one.task_id) is not None:
             # a task that runs on workers: what they recorded is its record here too
-            adopt(project, load_task(project, one.task_id), worktree=False)
-            one.outcome = fetching.UPDATED
+            taken = adopt(project, load_task(project, one.task_id), worktree=False)
+            one.outcome, one.steps = fetching.UPDATED, taken.steps
             one.message = "steps recorded on workers, brought here"
     return fetched
 

@@ -291,13 +291,23 @@ async def _follow(
     told, waiting_said = 0, ""
     while True:
         try:
-            got = await handle.query("outcome", args=[request])
             desc = await handle.describe()
-        except Exception as exc:
+        except Exception as exc:  # the server restarts
             say(f"the server does not answer ({_first_line(exc)}); asking again")
             await asyncio.sleep(2)
             client = await _reconnect(where)
             handle = client.get_workflow_handle(where.workflow_id)
+            continue
+        try:
+            got = await asyncio.wait_for(handle.query("outcome", args=[request]), timeout=5)
+        except Exception:  # a query is answered by a worker of the queue, and none does
+            nobody = (
+                f"no worker of queue {where.queue} answers: `bar worker --queue "
+                f"{where.queue}` in a clone of the repository serves it"
+            )
+            if nobody != waiting_said:
+                say(nobody)
+                waiting_said = nobody
             continue
         for act in getattr(desc.raw_description, "pending_activities", []):
             if act.heartbeat_details.payloads:
@@ -447,18 +457,35 @@ def recall(project: Project, task: Task) -> None:
     where = placement.of(project, task.id)
     if where is None:
         return
-    try:
-        now = state(project, task)
-    except Unreachable:
-        now = {}
-    if now.get("running") or now.get("waiting"):
-        raise BarError(
-            f"task {task.name} has a step running or waiting on workers",
-            hint=f"wait for it, or `bar cancel --task {task.id}`, then adopt it",
-        )
-    if now and not now.get("ended"):
-        temporal.run(_signal(where, "close"))
+    temporal.run(_recall(task, where))
     placement.forget(project, task.id)
+
+
+async def _recall(task: Task, where: Placement) -> None:
+    from temporalio.client import WorkflowExecutionStatus
+
+    busy = BarError(
+        f"task {task.name} has a step running or waiting on workers",
+        hint=f"wait for it, or `bar cancel --task {task.id}`, then adopt it",
+    )
+    handle = await _handle(where)
+    try:
+        desc = await handle.describe()
+    except Exception:  # no such workflow (any more): nothing to end
+        return
+    if desc.status != WorkflowExecutionStatus.RUNNING:
+        return
+    if list(getattr(desc.raw_description, "pending_activities", [])):
+        raise busy
+    try:
+        now = await asyncio.wait_for(handle.query("state"), timeout=5)
+    except Exception:  # no worker of the queue answers for it now
+        # what waits in it cannot be known, and no worker would run it: it ends here
+        await handle.terminate(reason=f"task {task.id} brought back by bar task adopt")
+        return
+    if now.get("running") or now.get("waiting"):
+        raise busy
+    await handle.signal("close")
 
 
 def wait_result(project: Project, task: Task, request: str, timeout: float) -> dict[str, Any]:

@@ -126,6 +126,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     server = DevServer(args.db, args.port).start()
     print(f"Temporal dev server at {server.address} (database {args.db})", flush=True)
+
+    def stop(*_: object) -> None:
+        raise KeyboardInterrupt  # SIGTERM stops it as Ctrl-C does: the server with it
+
+    signal.signal(signal.SIGTERM, stop)
     try:
         assert server.proc is not None
         server.proc.wait()

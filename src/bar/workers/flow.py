@@ -51,8 +51,10 @@ class TaskFlow:
     async def run(self, start: dict[str, Any]) -> dict[str, Any]:
         self._start = start
         carried = start.get("carried") or {}
-        self._results = list(carried.get("results", []))
-        self._orders = list(carried.get("orders", []))
+        # signals that came with the start were handled before this line: kept, after
+        # what an earlier run carried over
+        self._results = [*carried.get("results", []), *self._results]
+        self._orders = [*carried.get("orders", []), *self._orders]
         if start.get("claim") and not carried:
             # a planned task: its first step is whatever the worker that claims it runs
             self._orders.insert(0, {**start["claim"], "claim": True})

@@ -26,13 +26,14 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import contextvars
 import os
 import signal
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -99,8 +100,10 @@ class Steps:
         try:
             remote = resolve(project, order["remote"])
             if isinstance(earlier, dict) and earlier.get("started"):
-                return self._recover(project, remote, order, earlier)
-            task = take(project, remote, order["task_id"], order.get("history"))
+                with _beating(earlier):
+                    return self._recover(project, remote, order, earlier)
+            with _beating({"taking": order["task_id"]}):
+                task = take(project, remote, order["task_id"], order.get("history"))
         except BarError as exc:
             said = f"worker {_identity()} cannot take task {order.get('name')}: {exc}"
             print(f"bar worker: {said}", file=sys.stderr, flush=True)
@@ -123,8 +126,10 @@ class Steps:
             remote = resolve(project, order["remote"])
             if isinstance(earlier, dict) and earlier.get("started"):
                 again = {**order, **earlier.get("order", {})}
-                return self._recover(project, remote, again, earlier)
-            task = take(project, remote, order["task_id"], order.get("history"))
+                with _beating(earlier):
+                    return self._recover(project, remote, again, earlier)
+            with _beating({"taking": order["task_id"]}):
+                task = take(project, remote, order["task_id"], order.get("history"))
             task = _owned_by(task, _identity())
         except BarError as exc:
             said = f"worker {_identity()} cannot claim task {order.get('name')}: {exc}"
@@ -152,7 +157,9 @@ class Steps:
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
-            env={**os.environ, PARENT: str(os.getpid())},  # ``die_with_parent``
+            # ``die_with_parent``; and no "step recorded" line of bar run's own: the
+            # developer's bar says how the step ended
+            env={**os.environ, PARENT: str(os.getpid()), "BAR_QUIET": "1"},
         )
         out = _Output()
         started["request"] = request
@@ -294,6 +301,27 @@ def _checked(order: dict[str, Any]) -> None:
     except BarError as exc:
         print(f"bar worker: refused an order: {exc}", file=sys.stderr, flush=True)
         raise ApplicationError(f"refused: {exc}", type=flow.FINAL, non_retryable=True) from None
+
+
+@contextlib.contextmanager
+def _beating(details: dict[str, Any]) -> Iterator[None]:
+    """Heartbeat ``details`` every second while the block runs (taking a task can make
+    a worktree of a large repository: longer than the silence that counts a worker as
+    lost)."""
+    done = threading.Event()
+    context = contextvars.copy_context()  # the activity's, in the beating thread
+
+    def beat() -> None:
+        while not done.wait(1.0):
+            context.run(activity.heartbeat, details)
+
+    beater = threading.Thread(target=beat, daemon=True, name="bar-heartbeat")
+    beater.start()
+    try:
+        yield
+    finally:
+        done.set()
+        beater.join()
 
 
 def check_order(order: dict[str, Any]) -> None:
