@@ -32,7 +32,7 @@ from bar.task.tasks import Task, load_task
 from bar.workers import placement, temporal
 from bar.workers.placement import Placement
 
-POLL = 0.3  # seconds between two looks at a running step's output
+POLL = 0.15  # seconds between two looks at a running step's output and outcome
 
 
 def remote_of(project: Project) -> Remote:
