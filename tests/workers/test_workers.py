@@ -556,3 +556,30 @@ def test_adopt_with_no_worker_up_ends_the_workflow_and_drops_what_waited(idle: C
     assert mine["outcome"] == "up to date"
     assert ledger(idle, "back-home") == []
     assert dev.ok("run", "--task", "back-home", "--", "true").code == 0
+
+
+def test_a_task_s_steps_stay_with_the_worker_that_has_its_worktree(two: Cluster) -> None:
+    dev = two.dev
+    dev.ok("task", "new", "sticky", "--on", two.queue)
+    for i in range(4):
+        dev.ok("run", "--task", "sticky", "--", "sh", "-c", f"echo {i} >> n.txt")
+    results = dev.json("status", "--task", "sticky")["task"]["on_workers"]["now"]["results"]
+    assert len({r["worker"] for r in results}) == 1, results
+
+
+def test_a_sticky_step_whose_worker_dies_is_recorded_by_the_other(two: Cluster) -> None:
+    dev = two.dev
+    dev.ok("task", "new", "sticky-lost", "--on", two.queue)
+    dev.ok("run", "--task", "sticky-lost", "--", "sh", "-c", "echo first > first.txt")
+    run = dev.popen(
+        "run", "--task", "sticky-lost", "--", "sh", "-c",
+        "echo second > second.txt; sleep 113",
+    )  # fmt: skip
+    victim = two.running_on()
+    time.sleep(5)  # its progress published
+    two.stop_worker(victim, signal.SIGKILL)
+    _out, err = run.communicate(timeout=120)
+    assert b"the worker running it was lost" in err, err
+    steps = ledger(two, "sticky-lost")
+    assert len(steps) == 2 and steps[1]["interrupted"] is True
+    assert steps[1]["diff_stat"]["file_list"] == ["second.txt"]

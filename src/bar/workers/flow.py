@@ -21,7 +21,8 @@ from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, CancelledError
+from temporalio.exceptions import ActivityError, ApplicationError, CancelledError, TimeoutType
+from temporalio.exceptions import TimeoutError as TimeoutError_
 
 NAME = "bar.task"
 STEP = "bar.step"
@@ -29,7 +30,9 @@ CLAIM = "bar.claim"  # a planned task, taken by a worker started with --claim
 CLAIMS = ".claim"  # ... from the queue <queue>.claim
 # an error of the activity that no retry can help (the step ran, or can never run)
 FINAL = "BarStepFinal"
+BUSY = "BarWorkerBusy"  # every place of the worker is taken: the step goes elsewhere
 _KEPT = 50  # results kept across continue-as-new
+STICKY_WAIT = timedelta(seconds=5)  # for the worker that ran a task's last step to take its next
 
 
 @workflow.defn(name=NAME)
@@ -46,6 +49,7 @@ class TaskFlow:
         self._handle: Any = None
         self._start: dict[str, Any] = {}
         self._claimed: dict[str, Any] | None = None
+        self._sticky: str | None = None  # the own queue of the worker that ran the last step
 
     @workflow.run
     async def run(self, start: dict[str, Any]) -> dict[str, Any]:
@@ -90,11 +94,41 @@ class TaskFlow:
             "round": order.get("round", 0),
         }
         claim = bool(order.get("claim"))
+        try:
+            result: dict[str, Any] | None = None
+            if self._sticky and not claim:
+                # the worker that ran the task's last step has its worktree at the last
+                # state: it takes this one if it can within a few seconds
+                result = await self._attempt(STEP, order, self._sticky, STICKY_WAIT)
+            if result is None:
+                queue = self._start["queue"] + (CLAIMS if claim else "")
+                result = await self._attempt(CLAIM if claim else STEP, order, queue, None)
+            assert result is not None
+        finally:
+            self._handle = None
+            self._running = None
+            self._question = None
+        self._sticky = result.get("sticky") if result.get("status") == "recorded" else None
+        again = int(order.get("round", 0)) < int(self._start.get("retry", 0))
+        if result.get("lost") and again and request not in self._cancelled:
+            result = {**result, "retried": True}
+            self._results.append({"request": request, **result})
+            self._orders.insert(0, {**order, "round": int(order.get("round", 0)) + 1})
+            return
+        self._done(order, result)
+
+    async def _attempt(
+        self, name: str, order: dict[str, Any], queue: str, wait: timedelta | None
+    ) -> dict[str, Any] | None:
+        """Run the step's activity on ``queue``; None when ``wait`` passed before any
+        worker of it started the step (a worker's own queue, its worker gone or busy)."""
+        request = order["request"]
         self._handle = workflow.start_activity(
-            CLAIM if claim else STEP,
+            name,
             order,
-            task_queue=self._start["queue"] + (CLAIMS if claim else ""),
+            task_queue=queue,
             start_to_close_timeout=timedelta(days=30),
+            schedule_to_start_timeout=wait,
             heartbeat_timeout=timedelta(seconds=float(self._start.get("heartbeat", 10))),
             retry_policy=RetryPolicy(
                 initial_interval=timedelta(seconds=1),
@@ -106,33 +140,34 @@ class TaskFlow:
             cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
         )
         try:
-            result: dict[str, Any] = await self._handle
+            return dict(await self._handle)
         except ActivityError as err:
-            if isinstance(err.cause, CancelledError):
+            cause = err.cause
+            if (
+                isinstance(cause, TimeoutError_)
+                and cause.type == TimeoutType.SCHEDULE_TO_START
+                and request not in self._cancelled
+            ):
+                # not started there: the shared queue takes it, with what an attempt that
+                # did start it and went silent said (the step is then recorded first)
+                details = list(cause.last_heartbeat_details or [])
+                if details and isinstance(details[0], dict) and details[0].get("started"):
+                    order["earlier"] = details[0]
+                return None
+            if isinstance(cause, ApplicationError) and cause.type == BUSY:
+                return None  # the worker of its own queue is busy: the shared queue
+            if isinstance(cause, CancelledError):
                 try:
                     await workflow.wait_condition(
                         lambda: request in self._finished, timeout=timedelta(seconds=120)
                     )
                 except TimeoutError:
                     pass
-                result = self._finished.pop(request, {}) or {
+                return self._finished.pop(request, {}) or {
                     "status": "cancelled",
                     "message": "cancelled; the worker did not say how the step ended",
                 }
-            else:
-                cause = err.cause if err.cause is not None else err
-                result = {"status": "failed", "message": str(cause)}
-        finally:
-            self._handle = None
-            self._running = None
-            self._question = None
-        again = int(order.get("round", 0)) < int(self._start.get("retry", 0))
-        if result.get("lost") and again and request not in self._cancelled:
-            result = {**result, "retried": True}
-            self._results.append({"request": request, **result})
-            self._orders.insert(0, {**order, "round": int(order.get("round", 0)) + 1})
-            return
-        self._done(order, result)
+            return {"status": "failed", "message": str(cause if cause is not None else err)}
 
     def _done(self, order: dict[str, Any], result: dict[str, Any]) -> None:
         self._results.append({"request": order["request"], "final": True, **result})

@@ -59,6 +59,7 @@ from bar.task.delete import delete
 from bar.task.start import start
 from bar.task.tasks import Task, load_task
 from bar.workers import flow, progress
+from bar.workers.flow import BUSY
 
 PROGRESS_EVERY = 3.0  # seconds between two looks at a running step's progress
 TAIL = 64_000  # bytes of the newest output a heartbeat carries (the live view)
@@ -77,9 +78,13 @@ class Steps:
         client: Any,
         loop: asyncio.AbstractEventLoop,
         claim: tuple[str, ...] = (),
+        own_queue: str = "",
+        concurrency: int = 1,
     ) -> None:
+        self.slots = threading.BoundedSemaphore(concurrency)
         self.root, self.client, self.loop = root, client, loop
         self.claim_template = claim
+        self.own_queue = own_queue  # where the workflow sends the task's next step
         self.stopping = threading.Event()  # set: interrupt running steps (on_stop)
 
     def project(self) -> Project:
@@ -89,12 +94,12 @@ class Steps:
     def step(self, order: dict[str, Any]) -> dict[str, Any]:
         # a cancel is seen (``is_cancelled``) and acted on: the command stopped, the
         # step recorded and pushed; never raised into this thread at a random line
-        with activity.shield_thread_cancel_exception():
+        with activity.shield_thread_cancel_exception(), self._slot():
             return self._step(order)
 
     def _step(self, order: dict[str, Any]) -> dict[str, Any]:
         info = activity.info()
-        earlier = info.heartbeat_details[0] if info.heartbeat_details else None
+        earlier = _earlier(info, order)
         _checked(order)
         project = self.project()
         try:
@@ -114,12 +119,25 @@ class Steps:
     def claim(self, order: dict[str, Any]) -> dict[str, Any]:
         """A planned task, taken by this worker: its board owner, and the worker's
         ``--claim`` command run in it as its first step."""
-        with activity.shield_thread_cancel_exception():
+        with activity.shield_thread_cancel_exception(), self._slot():
             return self._claim(order)
+
+    @contextlib.contextmanager
+    def _slot(self) -> Iterator[None]:
+        """One of the worker's ``concurrency`` places, shared by its queues (the
+        shared one, its own, the claims); none free: the attempt says so at once and
+        the step goes elsewhere (from its own queue) or waits on the shared one."""
+        if not self.slots.acquire(blocking=False):
+            own = activity.info().task_queue == self.own_queue
+            raise ApplicationError(f"worker {_identity()} is busy", type=BUSY, non_retryable=own)
+        try:
+            yield
+        finally:
+            self.slots.release()
 
     def _claim(self, order: dict[str, Any]) -> dict[str, Any]:
         info = activity.info()
-        earlier = info.heartbeat_details[0] if info.heartbeat_details else None
+        earlier = _earlier(info, order)
         _checked(order)
         project = self.project()
         try:
@@ -192,6 +210,7 @@ class Steps:
         task = load_task(project, task.id)
         result = _result(task, _run_step(task, step_id), order)
         result["out"] = out.now(LAST_TAIL)
+        result["sticky"] = self.own_queue
         if stop_reason is not None:
             result["status"] = "interrupted" if stop_reason == "worker stopped" else "cancelled"
             result["message"] = f"{stop_reason} while it ran"
@@ -322,6 +341,15 @@ def _beating(details: dict[str, Any]) -> Iterator[None]:
     finally:
         done.set()
         beater.join()
+
+
+def _earlier(info: Any, order: dict[str, Any]) -> Any:
+    """What an earlier attempt at this step said in its last heartbeat: this activity's
+    own, or, for a step its first worker did not start in time after going silent, the
+    one the workflow passed on (``bar.workers.flow``)."""
+    if info.heartbeat_details:
+        return info.heartbeat_details[0]
+    return order.get("earlier")
 
 
 def check_order(order: dict[str, Any]) -> None:

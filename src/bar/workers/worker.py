@@ -26,6 +26,12 @@ from typing import Any
 from bar.base.record import record
 from bar.errors import UsageError
 from bar.workers import temporal
+from bar.workers.flow import BUSY
+
+
+def own_queue(queue: str) -> str:
+    """This worker's own queue: the next step of a task it ran is offered here first."""
+    return f"{queue}@{temporal.identity()}"
 
 
 def claim_queue(queue: str) -> str:
@@ -57,11 +63,12 @@ def serve(serving: Serving, say: Callable[[str], None]) -> int:
 
 class _Quiet(logging.Filter):
     """A step an attempt could not take (the remote out of reach, say) was said in one
-    line already (``bar.workers.steps``): the SDK's traceback of it is dropped."""
+    line already (``bar.workers.steps``), and a busy worker is no failure: the SDK's
+    traceback of either is dropped."""
 
     def filter(self, rec: logging.LogRecord) -> bool:
         exc = rec.exc_info[1] if rec.exc_info else None
-        return not (exc is not None and getattr(exc, "type", None) == "NotTaken")
+        return not (exc is not None and getattr(exc, "type", None) in ("NotTaken", BUSY))
 
 
 async def _serve(serving: Serving, say: Callable[[str], None]) -> int:
@@ -75,8 +82,13 @@ async def _serve(serving: Serving, say: Callable[[str], None]) -> int:
         handler.addFilter(_Quiet())
     client = await temporal.connect(serving.server, serving.namespace)
     loop = asyncio.get_running_loop()
-    steps = Steps(serving.root, client, loop, serving.claim)
-    pool = ThreadPoolExecutor(max_workers=serving.concurrency + 2, thread_name_prefix="bar-step")
+    own = own_queue(serving.queue)
+    steps = Steps(serving.root, client, loop, serving.claim, own, serving.concurrency)
+    # each queue's Worker may start ``concurrency`` attempts; past the worker's places
+    # (``Steps._slot``) an attempt ends at once, so threads never wait for places
+    pool = ThreadPoolExecutor(
+        max_workers=3 * serving.concurrency + 2, thread_name_prefix="bar-step"
+    )
     finish = serving.on_stop == "finish"
     common: dict[str, Any] = {
         "activity_executor": pool,
@@ -95,6 +107,8 @@ async def _serve(serving: Serving, say: Callable[[str], None]) -> int:
             **common,
         )
     ]
+    # the next steps of a task this worker ran come here first: its worktree is there
+    workers.append(Worker(client, task_queue=own, activities=[steps.step], **common))
     if serving.claim:
         workers.append(
             Worker(
