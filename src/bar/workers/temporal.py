@@ -53,8 +53,9 @@ async def connect(server: str, namespace: str) -> Client:
     except (TimeoutError, RuntimeError, OSError) as exc:
         raise Unreachable(
             f"no Temporal server answers at {server} ({_short(exc)})",
-            hint="start one (`temporal server start-dev`), or name yours with --server "
-            "HOST:PORT, BAR_TEMPORAL or workers.server in config.yaml",
+            hint="start one (`python -m bar.workers.devserver --db FILE`, or `temporal server "
+            "start-dev`), or name yours with --server HOST:PORT, BAR_TEMPORAL or "
+            "workers.server in config.yaml",
         ) from None
 
 
@@ -66,8 +67,21 @@ def identity() -> str:
 
 
 def _short(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return (text[0] if text else type(exc).__name__)[:200]
+    """The cause in words: the SDK's transport errors are Rust debug dumps."""
+    text = str(exc)
+    if isinstance(exc, asyncio.TimeoutError):
+        return "no answer in 5 s"
+    for needle, said in (
+        ("ConnectionRefused", "connection refused"),
+        ("code: 111", "connection refused"),
+        ("dns error", "no such host"),
+        ("failed to lookup address", "no such host"),
+        ("tcp connect error", "no connection"),
+    ):
+        if needle in text:
+            return said
+    lines = text.strip().splitlines()
+    return (lines[0] if lines else type(exc).__name__)[:200]
 
 
 def run(coro: Any) -> Any:
