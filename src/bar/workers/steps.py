@@ -97,22 +97,32 @@ class Steps:
         with activity.shield_thread_cancel_exception(), self._slot():
             return self._step(order)
 
-    def _step(self, order: dict[str, Any]) -> dict[str, Any]:
-        info = activity.info()
-        earlier = _earlier(info, order)
+    def _step(self, order: dict[str, Any], *, claim: bool = False) -> dict[str, Any]:
+        """Take the task and run the step; or, when an earlier attempt started it and went
+        silent, record that one. ``claim``: the worker becomes the planned task's owner
+        and runs its ``--claim`` command in it."""
+        earlier = _earlier(activity.info(), order)
         _checked(order)
         project = self.project()
         try:
             remote = resolve(project, order["remote"])
             if isinstance(earlier, dict) and earlier.get("started"):
+                again = {**order, **earlier.get("order", {})}
                 with _beating(earlier):
-                    return self._recover(project, remote, order, earlier)
+                    return self._recover(project, remote, again, earlier)
             with _beating({"taking": order["task_id"]}):
                 task = take(project, remote, order["task_id"], order.get("history"))
+            if claim:
+                task = _owned_by(task, _identity())
         except BarError as exc:
-            said = f"worker {_identity()} cannot take task {order.get('name')}: {exc}"
+            verb = "claim" if claim else "take"
+            said = f"worker {_identity()} cannot {verb} task {order.get('name')}: {exc}"
             print(f"bar worker: {said}", file=sys.stderr, flush=True)
             raise ApplicationError(said, type="NotTaken") from None
+        if claim:
+            argv = claim_command(self.claim_template, task)
+            self._signal(order, "claimed", order["request"], _identity(), argv)
+            order = {**order, "argv": argv}
         return self._run(project, remote, task, order)
 
     @activity.defn(name=flow.CLAIM)
@@ -120,7 +130,7 @@ class Steps:
         """A planned task, taken by this worker: its board owner, and the worker's
         ``--claim`` command run in it as its first step."""
         with activity.shield_thread_cancel_exception(), self._slot():
-            return self._claim(order)
+            return self._step(order, claim=True)
 
     @contextlib.contextmanager
     def _slot(self) -> Iterator[None]:
@@ -134,28 +144,6 @@ class Steps:
             yield
         finally:
             self.slots.release()
-
-    def _claim(self, order: dict[str, Any]) -> dict[str, Any]:
-        info = activity.info()
-        earlier = _earlier(info, order)
-        _checked(order)
-        project = self.project()
-        try:
-            remote = resolve(project, order["remote"])
-            if isinstance(earlier, dict) and earlier.get("started"):
-                again = {**order, **earlier.get("order", {})}
-                with _beating(earlier):
-                    return self._recover(project, remote, again, earlier)
-            with _beating({"taking": order["task_id"]}):
-                task = take(project, remote, order["task_id"], order.get("history"))
-            task = _owned_by(task, _identity())
-        except BarError as exc:
-            said = f"worker {_identity()} cannot claim task {order.get('name')}: {exc}"
-            print(f"bar worker: {said}", file=sys.stderr, flush=True)
-            raise ApplicationError(said, type="NotTaken") from None
-        argv = claim_command(self.claim_template, task)
-        self._signal(order, "claimed", order["request"], _identity(), argv)
-        return self._run(project, remote, task, {**order, "argv": argv})
 
     # --- running it ------------------------------------------------------------------
 
