@@ -1,8 +1,9 @@
 """Crash points for the fault-injection tests.
 
 ``BAR_FAULT_AT=N`` makes bar kill itself with SIGKILL at the Nth crash point it passes
-(``BAR_FAULT_AT=LABEL``: at the first point of that label, for a test whose earlier
-points vary with timing, such as a rescan's stamps); ``BAR_FAULT_TRACE=FILE`` appends the label of every point passed to FILE, so a test can
+(``BAR_FAULT_AT=LABEL``: at the first point of that label, ``LABEL@K``: at its Kth, for
+a test whose earlier points vary with timing, such as a rescan's stamps);
+``BAR_FAULT_TRACE=FILE`` appends the label of every point passed to FILE, so a test can
 learn how many points a command has and then crash it at each one. A crash point sits
 before and after every write that matters (state files, ledger lines, artifacts, refs,
 worktree restores). Unset, a point costs one comparison.
@@ -15,12 +16,16 @@ import signal
 
 _AT_TEXT = os.environ.get("BAR_FAULT_AT") or ""
 _AT = int(_AT_TEXT) if _AT_TEXT.isdigit() else -1 if _AT_TEXT else 0  # -1: at a label
+_LABEL, _, _NTH = _AT_TEXT.rpartition("@")
+if not (_NTH.isdigit() and _LABEL):
+    _LABEL, _NTH = _AT_TEXT, "1"
 _TRACE = os.environ.get("BAR_FAULT_TRACE") or ""
 _passed = 0
+_seen = 0  # points of the label passed
 
 
 def point(label: str) -> None:
-    global _passed
+    global _passed, _seen
     if not _AT and not _TRACE:
         return
     _passed += 1
@@ -30,5 +35,7 @@ def point(label: str) -> None:
             os.write(fd, f"{_passed} {label}\n".encode())
         finally:
             os.close(fd)
-    if _passed == _AT or (_AT == -1 and label == _AT_TEXT):
+    if _AT == -1 and label == _LABEL:
+        _seen += 1
+    if _passed == _AT or (_AT == -1 and label == _LABEL and _seen == int(_NTH)):
         os.kill(os.getpid(), signal.SIGKILL)

@@ -205,7 +205,9 @@ def serve(args: list[str]) -> int | None:
         first = lines.next()
         if first.startswith(b"pid "):
             sock.sendall(b"go\n")  # (a fork told nothing runs nothing: never twice)
-    except TimeoutError:  # a resident that does not answer (stopped, or stuck)
+    except (TimeoutError, ConnectionResetError, BrokenPipeError):
+        # a resident that does not answer (stopped, or stuck), or whose last spare left
+        # with this command unheard (it found its resident dead): a new one next time
         sock.close()
         _forget(path, known)
         return None
@@ -216,6 +218,8 @@ def serve(args: list[str]) -> int | None:
         os.close(here)
     if not first.startswith(b"pid "):
         sock.close()
+        if not first:  # (a live resident always says why it refuses)
+            _forget(path, known)
         return None  # refused: the reason is the resident's (``no ...``)
     sock.settimeout(None)  # from here the command runs: as long as it takes
     return _wait(sock, lines, int(first[4:]))

@@ -309,6 +309,13 @@ class Resident:
                 return False
         return True
 
+    def _forget_dead_resident(self) -> None:
+        """In an orphaned spare: remove the socket of its dead resident, if it is still
+        that one, so that the next command starts a new resident."""
+        if file_id(self.socket_file) == self.socket_id:
+            with contextlib.suppress(OSError):
+                os.unlink(self.socket_file)
+
     def _wait_as_spare(self) -> None:
         """In the spare: take the next connection, tell the resident, then serve it."""
         signal.set_wakeup_fd(-1)
@@ -327,16 +334,15 @@ class Resident:
                 conn, _ = self.listener.accept()
             except TimeoutError:
                 if os.getppid() != self.pid:
-                    return  # the resident is gone
+                    self._forget_dead_resident()  # the resident is gone
+                    return
                 continue
             except OSError:
                 return
             if os.getppid() != self.pid:
                 # its resident died (killed): an orphan serves no one, and takes the dead
                 # resident's socket with it, so that this caller starts a new resident
-                if file_id(self.socket_file) == self.socket_id:
-                    with contextlib.suppress(OSError):
-                        os.unlink(self.socket_file)
+                self._forget_dead_resident()
                 with conn, contextlib.suppress(OSError):
                     conn.settimeout(0.5)
                     _say(conn, b"no resident")
