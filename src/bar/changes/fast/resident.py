@@ -205,21 +205,20 @@ def serve(args: list[str]) -> int | None:
         first = lines.next()
         if first.startswith(b"pid "):
             sock.sendall(b"go\n")  # (a fork told nothing runs nothing: never twice)
-    except (TimeoutError, ConnectionResetError, BrokenPipeError):
-        # a resident that does not answer (stopped, or stuck), or whose last spare left
-        # with this command unheard (it found its resident dead): a new one next time
+    except TimeoutError:  # a resident that does not answer (stopped, or stuck)
         sock.close()
         _forget(path, known)
         return None
     except OSError:
+        # a connection dropped unanswered is no sign of a dead resident: a live one's
+        # spare drops a confined caller's at once, and a spare that finds its resident
+        # dead removes the socket itself before it leaves (``resident_daemon``)
         sock.close()
         return None
     finally:
         os.close(here)
     if not first.startswith(b"pid "):
         sock.close()
-        if not first:  # (a live resident always says why it refuses)
-            _forget(path, known)
         return None  # refused: the reason is the resident's (``no ...``)
     sock.settimeout(None)  # from here the command runs: as long as it takes
     return _wait(sock, lines, int(first[4:]))
