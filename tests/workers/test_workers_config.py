@@ -4,6 +4,7 @@ command talks to, and the words a ``--claim`` command gets."""
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -53,6 +54,11 @@ def test_every_setting_is_read() -> None:
         ("heartbeat", 0, "positive number"),
         ("remote", "--upload-pack=x", "git remote"),
         ("nonsense", 1, "unknown key 'workers.nonsense'"),
+        ("allow_unconfined", "yes", "true or false"),
+        ("tls", "on", "true or false"),
+        ("tls_ca", "certs/ca.pem", "absolute path or one in ~"),
+        ("tls_server_name", "a name", "host name"),
+        ("api_key", "k-123", "a secret does not belong in a file"),
     ],
 )
 def test_a_bad_setting_is_named(key: str, value: object, said: str) -> None:
@@ -81,8 +87,6 @@ def test_a_queue_name_is_one_printable_word(bad: str) -> None:
 
 
 def test_a_claim_command_gets_the_task_s_words() -> None:
-    from types import SimpleNamespace
-
     from bar.workers.steps import claim_command
 
     task = SimpleNamespace(name="ui-login", id="abcd1234", metadata={"description": "do it"})
@@ -90,3 +94,53 @@ def test_a_claim_command_gets_the_task_s_words() -> None:
     assert got == ["sh", "-c", "echo 'do it' > ui-login-abcd1234.txt"]
     plain = SimpleNamespace(name="x", id="y", metadata={})
     assert claim_command(["{description}"], plain) == ["x"]  # type: ignore[arg-type]
+
+
+def test_tls_settings_are_read_and_turn_tls_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    for var in temporal.API_KEY_VARS:
+        monkeypatch.delenv(var, raising=False)
+    plain = parse_config({"version": 1}, HERE).workers
+    assert (plain.tls, plain.allow_unconfined) == (None, False)
+    files = {"tls_ca": "/etc/ca.pem", "tls_cert": "~/c.pem", "tls_key": "~/c.key"}
+    got = parse_config({"version": 1, "workers": files}, HERE).workers
+    assert got.tls_cert == "~/c.pem" and got.tls_key == "~/c.key"
+
+    def access(workers: object) -> temporal.Access:
+        project = SimpleNamespace(config=SimpleNamespace(workers=workers))
+        return temporal.access_of(project)  # type: ignore[arg-type]
+
+    assert access(plain) == temporal.Access()
+    assert access(plain).describe() == "plain"
+    on = access(got)
+    assert on.tls and on.ca == Path("/etc/ca.pem") and on.cert == Path("~/c.pem").expanduser()
+    assert on.describe() == "TLS + client certificate"
+    # an API key turns TLS on (as Temporal Cloud asks), unless tls is false; never shown
+    monkeypatch.setenv("TEMPORAL_API_KEY", "k-from-temporal")
+    assert access(plain).tls and access(plain).api_key == "k-from-temporal"
+    monkeypatch.setenv("BAR_TEMPORAL_API_KEY", "k-of-bar")
+    assert access(plain).api_key == "k-of-bar"
+    assert "k-of-bar" not in repr(access(plain))
+    off = parse_config({"version": 1, "workers": {"tls": False}}, HERE).workers
+    assert not access(off).tls
+
+
+@pytest.mark.parametrize(
+    ("workers", "said"),
+    [
+        ({"tls_cert": "/c.pem"}, "go together"),
+        ({"tls_key": "/c.key"}, "go together"),
+        ({"tls": False, "tls_ca": "/ca.pem"}, "yet TLS files are named"),
+    ],
+)
+def test_tls_settings_that_contradict_are_named(workers: dict[str, object], said: str) -> None:
+    with pytest.raises(ConfigError, match=said):
+        parse_config({"version": 1, "workers": workers}, HERE)
+
+
+def test_an_unreadable_tls_file_is_named_by_its_setting(tmp_path: Path) -> None:
+    import asyncio
+
+    gone = tmp_path / "missing.pem"
+    access = temporal.Access(tls=True, ca=gone)
+    with pytest.raises(ConfigError, match=r"workers.tls_ca names .*missing.pem"):
+        asyncio.run(temporal.connect("127.0.0.1:1", "default", access))

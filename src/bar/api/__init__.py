@@ -805,9 +805,11 @@ def serve_workers(
 ) -> int:
     """``bar worker``: take the queue's steps (and, with ``claim``, its planned tasks)
     and run them here until SIGTERM; the exit code."""
+    from bar.workers import temporal
     from bar.workers.worker import Serving, check_queue, serve
 
     serving = Serving(
+        access=temporal.access_of(project),
         root=project.root,
         queue=check_queue(queue),
         server=temporal_server(project, server),

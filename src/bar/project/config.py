@@ -125,6 +125,18 @@ class WorkersConfig:
     retry: int = 0
     on_stop: str = "finish"
     heartbeat: float = 10.0
+    # a worker runs a step sent with ``--no-sandbox`` only if this is true: whoever can
+    # signal a workflow can send a step, a confined step that reaches the server too
+    allow_unconfined: bool = False
+    # how this machine reaches a server that asks for TLS (a team's cluster, Temporal
+    # Cloud): ``tls`` None is on when any of the files below or an API key is given; the
+    # files are PEM (``tls_cert`` and ``tls_key``: a client certificate for mTLS); the
+    # API key is never a setting, only a variable (``bar.workers.temporal.API_KEY_VARS``)
+    tls: bool | None = None
+    tls_ca: str | None = None
+    tls_cert: str | None = None
+    tls_key: str | None = None
+    tls_server_name: str | None = None
 
 
 @record(frozen=True)
@@ -168,6 +180,13 @@ _SCHEMA: dict[str, dict[str, str]] = {
         "retry": "count",
         "on_stop": "on_stop",
         "heartbeat": "number",
+        "allow_unconfined": "bool",
+        "tls": "bool",
+        "tls_ca": "file",
+        "tls_cert": "file",
+        "tls_key": "file",
+        "tls_server_name": "host",
+        "api_key": "no_secret",
     },
 }
 
@@ -227,6 +246,25 @@ def _check(value: Any, kind: str, key: str, path: Path) -> Any:
                 "and records them interrupted",
             )
         return value
+    if kind == "file":
+        if not isinstance(value, str) or not (value.startswith("/") or value.startswith("~/")):
+            raise ConfigError(
+                f"{key} in {path} must be a file's absolute path or one in ~, not {value!r}",
+                hint="like ~/.config/temporal/client.pem",
+            )
+        return value
+    if kind == "host":
+        import re
+
+        if not isinstance(value, str) or not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9._-]*", value):
+            raise ConfigError(f"{key} in {path} must be a host name, not {value!r}")
+        return value
+    if kind == "no_secret":
+        raise ConfigError(
+            f"{key} in {path}: a secret does not belong in a file",
+            hint="set TEMPORAL_API_KEY (or BAR_TEMPORAL_API_KEY) in the environment of the "
+            "commands that talk to the server",
+        )
     if value is None:
         return ()
     if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
@@ -402,8 +440,19 @@ def parse_config(data: Any, path: Path) -> Config:
             prices=sections.get("agents", {}).get("prices", ()),
         ),
         share=ShareConfig(**sections.get("share", {})),
-        workers=WorkersConfig(**sections.get("workers", {})),
+        workers=_workers(sections.get("workers", {}), path),
     )
+
+
+def _workers(values: dict[str, Any], path: Path) -> WorkersConfig:
+    if ("tls_cert" in values) != ("tls_key" in values):
+        raise ConfigError(
+            f"workers.tls_cert and workers.tls_key in {path} go together (a client "
+            "certificate and its private key)",
+        )
+    if values.get("tls") is False and any(k.startswith("tls_") for k in values):
+        raise ConfigError(f"workers.tls is false in {path}, yet TLS files are named there")
+    return WorkersConfig(**values)
 
 
 # --- the repository's own .bar/config.yaml ------------------------------------------------
@@ -580,6 +629,11 @@ workers:                     # steps run on other machines through Temporal (doc
   retry: 0                   # times a step a lost worker was running is run again
   on_stop: finish            # a worker told to stop: finish its steps, or interrupt them
   heartbeat: 10              # seconds of silence after which a worker counts as lost
+  allow_unconfined: false    # true: this worker runs steps sent with --no-sandbox
+  # tls: true                # a cluster that asks for TLS (on by itself with the below,
+  # tls_ca: ~/ca.pem         #  or with TEMPORAL_API_KEY set, as Temporal Cloud asks)
+  # tls_cert: ~/client.pem   # mTLS: this machine's certificate and key (PEM); the key is
+  # tls_key: ~/client.key    #  hidden from every step, as sandbox.deny_read hides files
 speed:
   fast: true                 # false: every shortcut off (watches, stamps, resident): slower
 agents:                      # agent sessions (docs/sessions.md)

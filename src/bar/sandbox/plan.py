@@ -144,7 +144,7 @@ def for_step(task: Task, agent: str | None) -> Plan:
     return Plan(
         writable=tuple(writable),
         protected=tuple(protected),
-        deny_read=tuple(_home_path(p) for p in settings.deny_read),
+        deny_read=tuple(_home_path(p) for p in (*settings.deny_read, *_keys(task))),
         network=settings.network,
         binds=binds,
         shared_objects=shared,
@@ -167,6 +167,13 @@ def _object_dirs(store: Path) -> None:
         if name not in present:
             with contextlib.suppress(OSError):
                 (store / name).mkdir()
+
+
+def _keys(task: Task) -> tuple[str, ...]:
+    """Private keys of bar's own that no step reads: the client key a worker shows its
+    Temporal server (``workers.tls_key``)."""
+    key = task.project.config.workers.tls_key
+    return (key,) if key else ()
 
 
 def _home_path(value: str) -> Path:

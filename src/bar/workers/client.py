@@ -73,7 +73,8 @@ def send(
     temporal.require_sdk()
     task.require_own()
     namespace = project.config.workers.namespace
-    temporal.run(temporal.connect(server, namespace))  # the server answers, before anything
+    access = temporal.access_of(project)
+    temporal.run(temporal.connect(server, namespace, access))  # the server answers, first
     if not task.active:
         raise BarError(f"task {task.name} ({task.id}) is closed", hint="`bar task reopen` it first")
     where = placement.of(project, task.id)
@@ -102,7 +103,8 @@ def send(
     }
     if claim is not None:
         start["claim"] = {**_order_base(task, remote, history), **claim}
-    started = temporal.run(_start(server, namespace, placement.workflow_id(task.id), start))
+    wid = placement.workflow_id(task.id)
+    started = temporal.run(_start(server, namespace, access, wid, start))
     where = where or placement.place(project, task.id, queue, server, namespace, remote.url)
     return Sent(load_task(project, task.id), where, history, started)
 
@@ -130,14 +132,16 @@ def _history(project: Project, task: Task) -> str | None:
     return git.rev_parse(project.root, history.history_ref(task.id))
 
 
-async def _start(server: str, namespace: str, wid: str, start: dict[str, Any]) -> bool:
+async def _start(
+    server: str, namespace: str, access: temporal.Access, wid: str, start: dict[str, Any]
+) -> bool:
     from temporalio.client import WorkflowExecutionStatus
     from temporalio.common import WorkflowIDReusePolicy
     from temporalio.exceptions import WorkflowAlreadyStartedError
 
     from bar.workers.flow import NAME
 
-    client = await temporal.connect(server, namespace)
+    client = await temporal.connect(server, namespace, access)
     try:
         desc = await client.get_workflow_handle(wid).describe()
         if desc.status == WorkflowExecutionStatus.RUNNING:
@@ -203,7 +207,7 @@ def order(project: Project, task: Task, step: StepOrder) -> str:
         "max_tokens": step.max_tokens,
         "max_cost_usd": step.max_cost_usd,
     }
-    temporal.run(_signal(where, "order", body))
+    temporal.run(_signal(where, _access(project), "order", body))
     return str(body["request"])
 
 
@@ -218,13 +222,17 @@ def _placed(project: Project, task: Task) -> Placement:
     return where
 
 
-async def _handle(where: Placement) -> Any:
-    client = await temporal.connect(where.server, where.namespace)
+def _access(project: Project) -> temporal.Access:
+    return temporal.access_of(project)
+
+
+async def _handle(where: Placement, access: temporal.Access) -> Any:
+    client = await temporal.connect(where.server, where.namespace, access)
     return client.get_workflow_handle(where.workflow_id)
 
 
-async def _signal(where: Placement, name: str, *args: Any) -> None:
-    handle = await _handle(where)
+async def _signal(where: Placement, access: temporal.Access, name: str, *args: Any) -> None:
+    handle = await _handle(where, access)
     try:
         await handle.signal(name, args=list(args))
     except Exception as exc:
@@ -276,16 +284,20 @@ def follow(
 ) -> Followed:
     """Stream step ``request``'s output until it ends, then bring the history back."""
     where = _placed(project, task)
-    followed: Followed = temporal.run(_follow(where, request, show, say))
+    followed: Followed = temporal.run(_follow(where, _access(project), request, show, say))
     if followed.result is not None and followed.result.get("pushed"):
         followed.fetched = take_back(project, task.id)
     return followed
 
 
 async def _follow(
-    where: Placement, request: str, show: Callable[[str], None], say: Callable[[str], None]
+    where: Placement,
+    access: temporal.Access,
+    request: str,
+    show: Callable[[str], None],
+    say: Callable[[str], None],
 ) -> Followed:
-    client = await temporal.connect(where.server, where.namespace)
+    client = await temporal.connect(where.server, where.namespace, access)
     handle = client.get_workflow_handle(where.workflow_id)
     live = _Live(show, say)
     told, waiting_said = 0, ""
@@ -295,7 +307,7 @@ async def _follow(
         except Exception as exc:  # the server restarts
             say(f"the server does not answer ({_first_line(exc)}); asking again")
             await asyncio.sleep(2)
-            client = await _reconnect(where)
+            client = await _reconnect(where, access)
             handle = client.get_workflow_handle(where.workflow_id)
             continue
         try:
@@ -365,10 +377,10 @@ class _Live:
             self._show(rest)
 
 
-async def _reconnect(where: Placement) -> Any:
+async def _reconnect(where: Placement, access: temporal.Access) -> Any:
     while True:
         try:
-            return await temporal.connect(where.server, where.namespace)
+            return await temporal.connect(where.server, where.namespace, access)
         except Unreachable:
             await asyncio.sleep(2)
 
@@ -420,22 +432,23 @@ def take_back(project: Project, task_id: str) -> str:
 
 def cancel(project: Project, task: Task, request: str = "") -> None:
     """Stop the task's running step (and drop its waiting ones) wherever it runs."""
-    temporal.run(_signal(_placed(project, task), "cancel", request))
+    temporal.run(_signal(_placed(project, task), _access(project), "cancel", request))
 
 
 def answer(project: Project, task: Task, session_id: str, decisions: list[dict[str, Any]]) -> None:
-    temporal.run(_signal(_placed(project, task), "answer", session_id, {"decisions": decisions}))
+    said = {"decisions": decisions}
+    temporal.run(_signal(_placed(project, task), _access(project), "answer", session_id, said))
 
 
 def state(project: Project, task: Task) -> dict[str, Any]:
     """What the task's workflow says: the step running and where, those waiting, the
     last results, a question waiting for an answer."""
     where = _placed(project, task)
-    return dict(temporal.run(_state(where)))
+    return dict(temporal.run(_state(where, _access(project))))
 
 
-async def _state(where: Placement) -> dict[str, Any]:
-    handle = await _handle(where)
+async def _state(where: Placement, access: temporal.Access) -> dict[str, Any]:
+    handle = await _handle(where, access)
     try:
         got = dict(await handle.query("state"))
     except Exception as exc:
@@ -457,18 +470,18 @@ def recall(project: Project, task: Task) -> None:
     where = placement.of(project, task.id)
     if where is None:
         return
-    temporal.run(_recall(task, where))
+    temporal.run(_recall(task, where, _access(project)))
     placement.forget(project, task.id)
 
 
-async def _recall(task: Task, where: Placement) -> None:
+async def _recall(task: Task, where: Placement, access: temporal.Access) -> None:
     from temporalio.client import WorkflowExecutionStatus
 
     busy = BarError(
         f"task {task.name} has a step running or waiting on workers",
         hint=f"wait for it, or `bar cancel --task {task.id}`, then adopt it",
     )
-    handle = await _handle(where)
+    handle = await _handle(where, access)
     try:
         desc = await handle.describe()
     except Exception:  # no such workflow (any more): nothing to end
@@ -491,15 +504,15 @@ async def _recall(task: Task, where: Placement) -> None:
 def wait_result(project: Project, task: Task, request: str, timeout: float) -> dict[str, Any]:
     """The result of step ``request`` once it ended (for tests and scripts)."""
     deadline = time.monotonic() + timeout
-    where = _placed(project, task)
+    where, access = _placed(project, task), _access(project)
     while time.monotonic() < deadline:
-        got = temporal.run(_said(where, request))
+        got = temporal.run(_said(where, access, request))
         if got["result"] is not None:
             return dict(got["result"])
         time.sleep(POLL)
     raise BarError(f"step {request} of task {task.name} did not end in {timeout:.0f}s")
 
 
-async def _said(where: Placement, request: str) -> dict[str, Any]:
-    handle = await _handle(where)
+async def _said(where: Placement, access: temporal.Access, request: str) -> dict[str, Any]:
+    handle = await _handle(where, access)
     return dict(await handle.query("outcome", args=[request]))

@@ -104,6 +104,13 @@ class Steps:
         earlier = _earlier(activity.info(), order)
         _checked(order)
         project = self.project()
+        if order.get("sandbox") is False and not project.config.workers.allow_unconfined:
+            said = (
+                f"worker {_identity()} runs no step unconfined (--no-sandbox): "
+                "workers.allow_unconfined is false in its config.yaml"
+            )
+            print(f"bar worker: refused an order: {said}", file=sys.stderr, flush=True)
+            raise ApplicationError(said, type=flow.FINAL, non_retryable=True)
         try:
             remote = resolve(project, order["remote"])
             if isinstance(earlier, dict) and earlier.get("started"):
@@ -165,7 +172,7 @@ class Steps:
             stderr=subprocess.STDOUT,
             # ``die_with_parent``; and no "step recorded" line of bar run's own: the
             # developer's bar says how the step ended
-            env={**os.environ, PARENT: str(os.getpid()), "BAR_QUIET": "1"},
+            env={**_step_environ(), PARENT: str(os.getpid()), "BAR_QUIET": "1"},
         )
         out = _Output()
         started["request"] = request
@@ -511,6 +518,14 @@ def _bar_run(task: Task, order: dict[str, Any]) -> list[str]:
     if order.get("max_cost_usd") is not None:
         argv += ["--max-cost", str(order["max_cost_usd"])]
     return [*argv, "--", *order["argv"]]
+
+
+def _step_environ() -> dict[str, str]:
+    """The worker's environment but its key to the server: a step that held it could
+    send steps of its own (``bar.workers.temporal.API_KEY_VARS``)."""
+    from bar.workers.temporal import API_KEY_VARS
+
+    return {k: v for k, v in os.environ.items() if k not in API_KEY_VARS}
 
 
 def _signal_child(child: subprocess.Popen[bytes], sig: int) -> None:

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import os
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bar.errors import Unreachable
+from bar.base.record import field, record
+from bar.errors import ConfigError, Unreachable
 from bar.project.config import address
 
 if TYPE_CHECKING:
@@ -19,6 +21,83 @@ if TYPE_CHECKING:
     from bar.project.project import Project
 
 ENV = "BAR_TEMPORAL"
+# where the API key of a server that asks for one is read (Temporal Cloud): bar's own
+# name first, then the one Temporal's CLI reads; never from a file that may be shared
+API_KEY_VARS = ("BAR_TEMPORAL_API_KEY", "TEMPORAL_API_KEY")
+
+
+@record(frozen=True)
+class Access:
+    """How this machine reaches its server: plain, or over TLS with the server checked
+    against ``ca`` (else the system's roots), this machine's certificate for mTLS, and
+    an API key (sent as a bearer token; it turns TLS on unless ``tls`` is false)."""
+
+    tls: bool = False
+    ca: Path | None = None
+    cert: Path | None = None
+    key: Path | None = None
+    server_name: str | None = None
+    api_key: str | None = field(default=None, repr=False)
+
+    def describe(self) -> str:
+        """In words, for what a command says (never the key)."""
+        if not self.tls:
+            return "plain"
+        said = ["TLS"]
+        if self.cert is not None:
+            said.append("client certificate")
+        if self.api_key:
+            said.append("API key")
+        return " + ".join(said)
+
+
+def access_of(project: Project | None) -> Access:
+    """``workers.tls*`` of config.yaml and the API key of the environment."""
+    api_key = next((os.environ[v] for v in API_KEY_VARS if os.environ.get(v)), None)
+    if project is None:
+        return Access(tls=bool(api_key), api_key=api_key)
+    w = project.config.workers
+    named = any(x is not None for x in (w.tls_ca, w.tls_cert, w.tls_key, w.tls_server_name))
+    tls = w.tls if w.tls is not None else bool(named or api_key)
+    return Access(
+        tls=tls,
+        ca=_path(w.tls_ca),
+        cert=_path(w.tls_cert),
+        key=_path(w.tls_key),
+        server_name=w.tls_server_name,
+        api_key=api_key,
+    )
+
+
+def _path(value: str | None) -> Path | None:
+    return Path(value).expanduser() if value else None
+
+
+def _tls(access: Access) -> Any:
+    """The SDK's TLS setting: False, True (the system's roots), or a ``TLSConfig`` with
+    the PEM files read now (a file that cannot be read is said by its setting's name)."""
+    if not access.tls:
+        return False
+    if access.ca is None and access.cert is None and access.server_name is None:
+        return True
+    from temporalio.service import TLSConfig
+
+    def pem(path: Path | None, setting: str) -> bytes | None:
+        if path is None:
+            return None
+        try:
+            return path.read_bytes()
+        except OSError as exc:
+            raise ConfigError(
+                f"workers.{setting} names {path}, which cannot be read ({exc.strerror})"
+            ) from None
+
+    return TLSConfig(
+        server_root_ca_cert=pem(access.ca, "tls_ca"),
+        client_cert=pem(access.cert, "tls_cert"),
+        client_private_key=pem(access.key, "tls_key"),
+        domain=access.server_name,
+    )
 
 
 def server_of(project: Project | None, given: str | None) -> str:
@@ -42,15 +121,31 @@ def require_sdk() -> None:
         ) from None
 
 
-async def connect(server: str, namespace: str) -> Client:
+async def connect(server: str, namespace: str, access: Access) -> Client:
     require_sdk()
     from temporalio.client import Client
 
+    tls = _tls(access)
     try:
         return await asyncio.wait_for(
-            Client.connect(server, namespace=namespace, identity=identity()), timeout=5
+            Client.connect(
+                server,
+                namespace=namespace,
+                identity=identity(),
+                tls=tls,
+                api_key=access.api_key,
+            ),
+            timeout=5,
         )
     except (TimeoutError, RuntimeError, OSError) as exc:
+        said = _refused(exc, access)
+        if said is not None:
+            raise Unreachable(
+                f"the Temporal server at {server} did not let this machine in: {said}",
+                hint="workers.tls, tls_ca, tls_cert, tls_key and tls_server_name in "
+                "config.yaml, and TEMPORAL_API_KEY in the environment, say how this machine "
+                "reaches it (docs/workers.md)",
+            ) from None
         raise Unreachable(
             f"no Temporal server answers at {server} ({_short(exc)})",
             hint="start one (`python -m bar.workers.devserver --db FILE`, or `temporal server "
@@ -64,6 +159,50 @@ def identity() -> str:
     import socket
 
     return os.environ.get("BAR_WORKER_NAME") or f"{socket.gethostname()}:{os.getpid()}"
+
+
+# what rustls and gRPC say when TLS or the credentials fail, in words
+_REFUSALS = (
+    (
+        "UnknownIssuer",
+        "its certificate is signed by no authority this machine trusts "
+        "(workers.tls_ca names the one that does)",
+    ),
+    (
+        "NotValidForName",
+        "its certificate is not for the name dialled "
+        "(workers.tls_server_name names the one it is for)",
+    ),
+    ("Expired", "its certificate has expired, or is not valid yet"),
+    ("InvalidContentType", "it does not speak TLS (workers.tls: false)"),
+    ("CertificateRequired", "it asks for a client certificate (workers.tls_cert, tls_key)"),
+    (
+        "Unauthenticated",
+        "it refused this machine's credentials (TEMPORAL_API_KEY, or the client certificate)",
+    ),
+    ("PermissionDenied", "its credentials may not use this namespace (workers.namespace)"),
+)
+
+
+def _refused(exc: BaseException, access: Access) -> str | None:
+    """Why the server did not let this machine in, when TLS or credentials are why."""
+    text = str(exc)
+    for needle, said in _REFUSALS:
+        if needle in text:
+            return said
+    if access.tls and access.cert is None and "after connection" in text:
+        # TLS 1.3: the handshake ends on this side before the server checks what this
+        # side showed; a server that wanted a client certificate then drops the call
+        return (
+            "it dropped the connection once TLS was set up, as a server that asks for a "
+            "client certificate does (workers.tls_cert, tls_key)"
+        )
+    if not access.tls and "transport error" in text and "broken pipe" in text:
+        return (
+            "it dropped a plain connection, as a server that asks for TLS does "
+            "(workers.tls: true, or its files)"
+        )
+    return None
 
 
 def _short(exc: BaseException) -> str:

@@ -47,6 +47,7 @@ class Serving:
     namespace: str
     concurrency: int
     on_stop: str
+    access: temporal.Access
     claim: tuple[str, ...] = ()  # the command run in a claimed task ({name}, {description})
 
 
@@ -80,7 +81,7 @@ async def _serve(serving: Serving, say: Callable[[str], None]) -> int:
     logging.basicConfig(format="bar worker: %(message)s", level=logging.WARNING)
     for handler in logging.getLogger().handlers:
         handler.addFilter(_Quiet())
-    client = await temporal.connect(serving.server, serving.namespace)
+    client = await temporal.connect(serving.server, serving.namespace, serving.access)
     loop = asyncio.get_running_loop()
     own = own_queue(serving.queue)
     steps = Steps(serving.root, client, loop, serving.claim, own, serving.concurrency)
@@ -134,7 +135,8 @@ async def _serve(serving: Serving, say: Callable[[str], None]) -> int:
     said = f" and planned tasks ({' '.join(serving.claim)})" if serving.claim else ""
     say(
         f"worker {temporal.identity()} takes steps{said} from queue {serving.queue} at "
-        f"{serving.server} ({serving.concurrency} at once), in {serving.root}; Ctrl-C stops"
+        f"{serving.server} ({serving.access.describe()}, {serving.concurrency} at "
+        f"once), in {serving.root}; Ctrl-C stops"
     )
     waiting = asyncio.create_task(stop.wait())
     done, _ = await asyncio.wait([waiting, *runs], return_when=asyncio.FIRST_COMPLETED)
