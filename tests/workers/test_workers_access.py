@@ -119,6 +119,9 @@ def test_a_worker_runs_no_unconfined_step_unless_its_config_allows(
         assert refused.code != 0
         assert "runs no step unconfined" in refused.err, refused.err
         assert "workers.allow_unconfined" in refused.err
+        assert "BarStepFinal" not in refused.err  # (words, not the error's type)
+        said = c.workers["w1"].said()
+        assert "refused an order" in said and "Traceback" not in said
         assert dev.json("log", "--task", "loose") == []
         # a confined step of the same task runs as ever
         assert dev.bar("run", "--task", "loose", "--", "true").code == 0

@@ -167,6 +167,8 @@ class TaskFlow:
                     "status": "cancelled",
                     "message": "cancelled; the worker did not say how the step ended",
                 }
+            if isinstance(cause, ApplicationError):
+                return {"status": "failed", "message": cause.message}  # (without its type)
             return {"status": "failed", "message": str(cause if cause is not None else err)}
 
     def _done(self, order: dict[str, Any], result: dict[str, Any]) -> None:

@@ -26,7 +26,7 @@ from typing import Any
 from bar.base.record import record
 from bar.errors import UsageError
 from bar.workers import temporal
-from bar.workers.flow import BUSY
+from bar.workers.flow import BUSY, FINAL
 
 
 def own_queue(queue: str) -> str:
@@ -63,13 +63,14 @@ def serve(serving: Serving, say: Callable[[str], None]) -> int:
 
 
 class _Quiet(logging.Filter):
-    """A step an attempt could not take (the remote out of reach, say) was said in one
-    line already (``bar.workers.steps``), and a busy worker is no failure: the SDK's
-    traceback of either is dropped."""
+    """A step an attempt could not take (the remote out of reach, say) or an order it
+    refused was said in one line already (``bar.workers.steps``), and a busy worker is
+    no failure: the SDK's traceback of these is dropped."""
 
     def filter(self, rec: logging.LogRecord) -> bool:
         exc = rec.exc_info[1] if rec.exc_info else None
-        return not (exc is not None and getattr(exc, "type", None) in ("NotTaken", BUSY))
+        quiet = ("NotTaken", BUSY, FINAL)  # (a refused order: said in a line too)
+        return not (exc is not None and getattr(exc, "type", None) in quiet)
 
 
 async def _serve(serving: Serving, say: Callable[[str], None]) -> int:
