@@ -54,7 +54,8 @@ def test_an_agent_cannot_plant_in_the_developers_home_and_its_hooks_hold_through
         setup.argv = lambda prompt: [str(_wrapper(tmp_path, program)), *argv[1:]]  # type: ignore[method-assign]
         res = setup.run_in_bar(inited, "work")
         results = server.model.tool_results(DIALECT[agent])
-        tools = next(r for r in server.model.requests if r.main).body["tools"]
+        # (Codex may send its first turn before its MCP servers listed their tools)
+        tools = [t for r in server.model.requests if r.main for t in r.body["tools"]]
     assert res.returncode == 0, res.stdout + res.stderr
 
     # the developer's own settings are not written (the attempt fails in the step)
@@ -81,7 +82,7 @@ def test_an_agent_cannot_plant_in_the_developers_home_and_its_hooks_hold_through
 
     # Codex starts MCP servers with a clean environment: bar's finds the task all the same
     if agent == "codex":
-        (server_tools,) = [tool for tool in tools if tool.get("name") == "mcp__bar"]
+        server_tools = next(tool for tool in tools if tool.get("name") == "mcp__bar")
         assert t["id"] in server_tools["description"], server_tools
         assert {"status", "checkpoint", "rollback"} <= {x["name"] for x in server_tools["tools"]}
 

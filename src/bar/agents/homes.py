@@ -49,6 +49,7 @@ _CODEX_LABELS = {
 }
 
 _STAMPS = ".bar-copied.json"  # what was copied from the developer's, and when
+MCP_STARTUP_S = 60  # seconds an agent waits for bar's MCP server to start
 
 
 @record(frozen=True)
@@ -201,7 +202,14 @@ def _codex_config(mine: Path, target: Path, hook_command: str, server: dict[str,
     servers = config.setdefault("mcp_servers", {})
     if isinstance(servers, dict):
         argv = server["argv"]
-        servers["bar"] = {"command": argv[0], "args": argv[1:], "env": server["env"]}
+        servers["bar"] = {
+            "command": argv[0],
+            "args": argv[1:],
+            "env": server["env"],
+            # Codex lists no tool of a server that starts slower than this (10 s by
+            # default): a loaded machine must not take bar's tools from the agent
+            "startup_timeout_sec": MCP_STARTUP_S,
+        }
     return tomli_w.dumps(config).encode("utf-8")
 
 
