@@ -8,25 +8,8 @@ here="$(cd "$(dirname "$0")" && pwd)"
 work="$(mktemp -d "${TMPDIR:-/tmp}/bar-demo.XXXXXX")"
 trap 'rm -rf "$work"' EXIT
 export BAR_HOME="$work/bar-home"
-export NO_COLOR=1
-export GIT_CONFIG_GLOBAL="$work/gitconfig" GIT_CONFIG_NOSYSTEM=1
-git config --file "$GIT_CONFIG_GLOBAL" user.name "Demo Developer"
-git config --file "$GIT_CONFIG_GLOBAL" user.email "dev@example.com"
-git config --file "$GIT_CONFIG_GLOBAL" init.defaultBranch main
-
-# each word shell-quoted, so that a printed line pasted into a shell runs what the demo ran
-quoted() {
-    local word out=()
-    for word in "$@"; do
-        if [[ $word =~ ^[A-Za-z0-9_./=:@%+,-]+$ ]]; then
-            out+=("$word")
-        else
-            out+=("'${word//\'/\'\\\'\'}'")
-        fi
-    done
-    printf '%s' "${out[*]}"
-}
-step() { printf '\n\033[1m$ %s\033[0m\n' "$(quoted "$@")"; "$@"; }
+. "$here/common.sh"
+step() { show "$@"; "$@"; }
 
 repo="$work/shop"
 mkdir -p "$repo/shop"

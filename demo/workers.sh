@@ -46,27 +46,10 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-export NO_COLOR=1
-export GIT_CONFIG_GLOBAL="$work/gitconfig" GIT_CONFIG_NOSYSTEM=1
-git config --file "$GIT_CONFIG_GLOBAL" user.name "Demo Developer"
-git config --file "$GIT_CONFIG_GLOBAL" user.email "dev@example.com"
-git config --file "$GIT_CONFIG_GLOBAL" init.defaultBranch main
-git config --file "$GIT_CONFIG_GLOBAL" advice.detachedHead false
-
-# each word shell-quoted, so that a printed line pasted into a shell runs what the demo ran
-quoted() {
-    local word out=()
-    for word in "$@"; do
-        if [[ $word =~ ^[A-Za-z0-9_./=:@%+,-]+$ ]]; then
-            out+=("$word")
-        else
-            out+=("'${word//\'/\'\\\'\'}'")
-        fi
-    done
-    printf '%s' "${out[*]}"
-}
+here="$(cd "$(dirname "$0")" && pwd)"
+. "$here/common.sh"
 # (each under a time limit: a step that no worker takes must not hold the demo forever)
-step() { printf '\n\033[1m$ %s\033[0m\n' "$(quoted "$@")"; timeout --foreground 90 "$@"; }
+step() { show "$@"; timeout --foreground 90 "$@"; }
 heading() { printf '\n\033[1;34m== %s\033[0m\n' "$*"; }
 
 # wait (at most $2 seconds) until file $1 holds the text $3, while process $4 lives
