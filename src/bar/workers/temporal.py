@@ -70,7 +70,12 @@ def access_of(project: Project | None) -> Access:
 
 
 def _path(value: str | None) -> Path | None:
-    return Path(value).expanduser() if value else None
+    """A setting's file (absolute, or in ``~``: the home the sandbox hides it in too)."""
+    if not value:
+        return None
+    from bar.store.layout import home_dir
+
+    return home_dir() / value[2:] if value.startswith("~/") else Path(value)
 
 
 def _tls(access: Access) -> Any:
@@ -173,7 +178,8 @@ _REFUSALS = (
         "its certificate is not for the name dialled "
         "(workers.tls_server_name names the one it is for)",
     ),
-    ("Expired", "its certificate has expired, or is not valid yet"),
+    ("InvalidCertificate(Expired", "its certificate has expired"),
+    ("InvalidCertificate(NotValidYet", "its certificate is not valid yet (a clock is wrong?)"),
     ("InvalidContentType", "it does not speak TLS (workers.tls: false)"),
     ("CertificateRequired", "it asks for a client certificate (workers.tls_cert, tls_key)"),
     (
