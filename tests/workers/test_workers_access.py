@@ -60,12 +60,15 @@ def test_machines_with_a_client_certificate_run_steps_through_tls(
     script = (
         'echo "key=${TEMPORAL_API_KEY:-none}"; '
         f"if cat {pki.key} > /dev/null 2>&1; then echo read-the-key; else echo key-hidden; fi; "
+        # nor from the worker's own process, whose environment holds it
+        "echo found=$(grep -l -s -a TEMPORAL_API_KEY= /proc/[0-9]*/environ | wc -l); "
         "echo done > done.txt"
     )
     ran = dev.bar("run", "--on", c.queue, "--task", "through-tls", "--", "sh", "-c", script)
     assert ran.code == 0, ran.err
     # the worker's key to the server and its client key never reach a step
     assert "key=none" in ran.out and "key-hidden" in ran.out, ran.out
+    assert "found=0" in ran.out, ran.out
     assert KEY not in ran.out
     (step,) = dev.json("log", "--task", "through-tls")
     assert step["diff_stat"]["file_list"] == ["done.txt"]
