@@ -12,12 +12,15 @@ from hypothesis import strategies as st
 
 from bar.redact import (
     _CONTEXT,
+    _NEEDLES,
     _SHAPE_WIDTH,
     _SHAPES,
     MARK,
     MIN_SECRET_LENGTH,
     Scrubber,
+    _shape_pass,
     is_secret_name,
+    needles,
     redact_env,
 )
 from bar.redact import stream as redact_stream
@@ -364,31 +367,41 @@ def feed_in_pieces(stream: StreamScrubber, data: bytes, cuts: list[int]) -> byte
     return b"".join(out)
 
 
+# a stream past its first MiB scans for every pass's strings first (bar.redact.needles):
+# the stream tests run both ways, the scan from the first byte
+SCAN_FROM = [needles.FROM, 0]
+
+
+@pytest.mark.parametrize("scan_from", SCAN_FROM)
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(streams())
-def test_stream_equals_one_shot_and_leaks_nothing(case: tuple[bytes, list[int]]) -> None:
+def test_stream_equals_one_shot_and_leaks_nothing(
+    scan_from: int, case: tuple[bytes, list[int]]
+) -> None:
     data, cuts = case
     whole = SCRUBBER.scrub_bytes(data)
-    streamed = feed_in_pieces(StreamScrubber(SCRUBBER), data, cuts)
+    streamed = feed_in_pieces(StreamScrubber(SCRUBBER, scan_from=scan_from), data, cuts)
     assert streamed == whole
     for core in CORES:
         assert core not in streamed
 
 
+@pytest.mark.parametrize("scan_from", SCAN_FROM)
 @settings(max_examples=300, deadline=None)
 @given(st.sampled_from(PLANTED), st.binary(max_size=30), st.binary(max_size=30), st.data())
 def test_stream_cut_anywhere_in_a_secret_with_little_around_it(
-    secret: bytes, before: bytes, after: bytes, data: st.DataObject
+    scan_from: int, secret: bytes, before: bytes, after: bytes, data: st.DataObject
 ) -> None:
     # With nothing after it to push the stream on, each cut inside a secret is a point
     # where the stream must hold back exactly the part that could still be one.
     stream = b"\n" + before + secret + after
     cuts = sorted(data.draw(st.lists(st.integers(0, len(stream)), max_size=6)))
-    streamed = feed_in_pieces(StreamScrubber(SCRUBBER), stream, cuts)
+    streamed = feed_in_pieces(StreamScrubber(SCRUBBER, scan_from=scan_from), stream, cuts)
     assert streamed == SCRUBBER.scrub_bytes(stream)
 
 
-def test_every_cut_around_back_to_back_secrets() -> None:
+@pytest.mark.parametrize("scan_from", SCAN_FROM)
+def test_every_cut_around_back_to_back_secrets(scan_from: int) -> None:
     # A sweep of the stream's decision point (what was fed minus the look-ahead window)
     # across a key found by a letter inside it and two secrets written back to back.
     secrets = f" {OPENAI}hunter2-hunter20123456789abcdef ".encode()
@@ -396,14 +409,15 @@ def test_every_cut_around_back_to_back_secrets() -> None:
     data = b"." * window + secrets + b"." * (window + 300)
     whole = SCRUBBER.scrub_bytes(data)
     assert whole == b"." * window + b" *** " + b"." * (window + 300)
-    stream = StreamScrubber(SCRUBBER)
+    stream = StreamScrubber(SCRUBBER, scan_from=scan_from)
     for cut in range(2 * window - 2 * _CONTEXT, 2 * window + len(secrets) + 2 * _CONTEXT):
         assert stream.feed(data[:cut]) + stream.feed(data[cut:]) + stream.flush() == whole, cut
 
 
-def test_secret_split_across_many_tiny_reads() -> None:
+@pytest.mark.parametrize("scan_from", SCAN_FROM)
+def test_secret_split_across_many_tiny_reads(scan_from: int) -> None:
     data = b"x" * 100_000 + f"\n{PEM}\n".encode() + b"y" * 100_000 + b"hunter2-hunter2"
-    stream = StreamScrubber(SCRUBBER)
+    stream = StreamScrubber(SCRUBBER, scan_from=scan_from)
     out = b"".join(stream.feed(data[i : i + 7]) for i in range(0, len(data), 7))
     out += stream.flush()
     assert out == SCRUBBER.scrub_bytes(data)
@@ -496,6 +510,46 @@ def test_stream_is_reusable_after_flush() -> None:
     stream = StreamScrubber(SCRUBBER)
     assert stream.feed(b"a hunter2-") + stream.flush() == b"a hunter2-"
     assert stream.feed(b"hunter2-hunter2 b") + stream.flush() == b"*** b"
+
+
+@pytest.mark.skipif(needles.scanner([[b"x"]]) is None, reason="no Hyperscan on this machine")
+def test_a_long_stream_searches_only_the_passes_its_strings_call_for() -> None:
+    # compiler output: every shape's first letter ("k", "-", ":", "g") on every line, no
+    # string of any: past the first MiB, no pass searches more than its last bytes
+    line = b"compiling module 0123456789 with flags -O2 -Wall: ok\n"
+    stream = StreamScrubber(SCRUBBER, scan_from=0)
+    searched: list[int] = []
+    real = redact_stream.StreamScrubber._take
+
+    def take(self: StreamScrubber, watch: object, pos: int, busy: int, *a: object, **k: object):  # type: ignore[no-untyped-def]
+        searched.append(busy - pos)
+        return real(self, watch, pos, busy, *a, **k)  # type: ignore[arg-type]
+
+    redact_stream.StreamScrubber._take = take  # type: ignore[method-assign]
+    try:
+        out = b"".join(stream.feed(line * 1000) for _ in range(20)) + stream.flush()
+    finally:
+        redact_stream.StreamScrubber._take = real  # type: ignore[method-assign]
+    assert out == line * 20_000
+    reach = redact_stream.scan_of(SCRUBBER)[1]
+    assert searched and max(searched) <= reach + 1
+    ghp = b"token ghp_" + b"A1b2C3d4E5" * 4 + b"\n"
+    stream = StreamScrubber(SCRUBBER, scan_from=0)
+    assert (
+        stream.feed(line * 1000 + ghp + line) + stream.flush()
+        == line * 1000 + b"token ***\n" + line
+    )
+
+
+def test_every_string_of_a_shape_covers_where_its_matches_start() -> None:
+    # what bar.redact.needles relies on: a pass without any of its strings in the data
+    # has nothing to find there, however the data was cut
+    for index, (name, _, _) in enumerate(_SHAPES):
+        for data in PLANTED + [t.encode() for t, _, _ in SHAPED]:
+            for start, _, _, _ in _shape_pass(index).scan(data, 0):
+                assert any(
+                    0 <= data.find(n, max(0, start - len(n) + 1)) <= start for n in _NEEDLES[name]
+                ), (name, data)
 
 
 def test_throughput_is_far_from_per_byte_python() -> None:

@@ -32,8 +32,15 @@ def test_pty_step_records_cast_and_clean_text(
     (step,) = ledger(t["id"])
     assert step["pty"] is True
     assert step["artifacts"]["cast"] == "artifacts/0001.cast"
-    text = (task_dir(t["id"]) / step["artifacts"]["output"]).read_text()
+    assert "output" not in step["artifacts"]  # stored once: in the recording
+    assert sorted(p.name for p in (task_dir(t["id"]) / "artifacts").iterdir()) == ["0001.cast"]
+    shown = subprocess.run(
+        [BAR_EXE, "show", "1", "--json"], cwd=inited, capture_output=True, timeout=60
+    )
+    text = json.loads(shown.stdout)["output_text"]
     assert text == "=== STDOUT ===\nTrue\nred done\n=== STDERR ===\n"
+    shown = subprocess.run([BAR_EXE, "show", "1"], cwd=inited, capture_output=True, timeout=60)
+    assert b"--- output derived from artifacts/0001.cast\n=== STDOUT ===\nTrue\n" in shown.stdout
     lines = (task_dir(t["id"]) / "artifacts/0001.cast").read_text().splitlines()
     assert json.loads(lines[0])["version"] == 2
     assert "\x1b[31m" in "".join(json.loads(x)[2] for x in lines[1:])
@@ -97,7 +104,7 @@ def test_output_is_on_disk_before_bar_is_killed(
     inited: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
     # SIGKILL leaves bar no chance to flush anything: what the step printed must already
-    # be in the cast and the text output while the step goes on.
+    # be in the cast (where its text is derived from) while the step goes on.
     t = new_task(capfd)
     artifacts = task_dir(t["id"]) / "artifacts"
     script = "echo printed-before-the-kill; exec sleep 60"
@@ -110,11 +117,8 @@ def test_output_is_on_disk_before_bar_is_killed(
     )
     try:
         in_cast = wait_for_text(artifacts / "0001.cast", "printed-before-the-kill")
-        in_text = wait_for_text(artifacts / "0001.output", "printed-before-the-kill\n")
     finally:
         bar_proc.send_signal(signal.SIGKILL)  # the step then loses its terminal: SIGHUP
         bar_proc.wait(timeout=60)
-    assert in_cast and in_text
+    assert in_cast
     assert any("printed-before-the-kill" in e[2] for e in cast_events(artifacts / "0001.cast"))
-    output = (artifacts / "0001.output").read_text()
-    assert output == "=== STDOUT ===\nprinted-before-the-kill\n"

@@ -29,6 +29,7 @@ import pytest
 
 from bar.terminal.cast import read_cast, replay_cast
 from bar.terminal.pty import PtyResult, run_in_pty
+from bar.terminal.text import text_of_cast
 
 WAIT = 60.0  # generous: CI machines can be slow and loaded
 ALARM = "import signal; signal.alarm(60)"  # a child waiting for keys never waits forever
@@ -73,7 +74,6 @@ def run(
             cwd=tmp_path,
             env=env,
             cast_path=tmp_path / "0001.cast",
-            output_path=tmp_path / "0001.output",
             scrub=scrub,
             stdin=null if stdin is None else stdin,
             stdout=shown_fd if stdout is None else stdout,
@@ -83,7 +83,7 @@ def run(
         os.close(null)
     return Run(
         result,
-        (tmp_path / "0001.output").read_text(),
+        b"".join(text_of_cast(tmp_path / "0001.cast")).decode(),
         tmp_path / "0001.cast",
         shown_path.read_bytes(),
     )
@@ -312,10 +312,11 @@ def test_cast_is_valid_asciinema_v2(tmp_path: Path) -> None:
     assert read_cast(done.cast_path).output == "one\r\ntwo\r\nthree\r\ncafé €\r\n"
 
 
-def test_files_are_private(tmp_path: Path) -> None:
-    done = run(tmp_path, ["true"])
-    assert (tmp_path / "0001.output").stat().st_mode & 0o777 == 0o600
+def test_the_output_is_stored_once_in_a_private_file(tmp_path: Path) -> None:
+    done = run(tmp_path, ["echo", "hello"])
     assert done.cast_path.stat().st_mode & 0o777 == 0o600
+    assert sorted(tmp_path.glob("0001.*")) == [done.cast_path]
+    assert done.body == "hello\n"  # the text, derived from the recording
 
 
 def test_progress_bar_collapses_to_its_final_text(tmp_path: Path) -> None:
@@ -350,7 +351,7 @@ def test_output_without_final_newline_gets_one(tmp_path: Path) -> None:
 def test_nothing_printed(tmp_path: Path, code: str) -> None:
     done = run(tmp_path, python(code))
     assert done.output == "=== STDOUT ===\n=== STDERR ===\n"
-    assert not done.result.printed
+    assert done.result.printed == (code != "pass")  # escapes alone print no text
 
 
 def test_secrets_never_reach_disk(tmp_path: Path) -> None:
@@ -372,7 +373,7 @@ def test_secrets_never_reach_disk(tmp_path: Path) -> None:
         ),
         scrub=factory,
     )
-    assert len(made) == 2  # one scrubber per file: their states must not mix
+    assert len(made) == 1  # one file: the recording
     assert done.body == "password: *** ok\nlast ***\n"
     cast_bytes = done.cast_path.read_bytes()
     assert b"hunter2" not in cast_bytes and b"hunter2" not in done.output.encode()
@@ -595,7 +596,6 @@ def test_terminal_restored_and_child_stopped_on_an_error(
             cwd=tmp_path,
             env=None,
             cast_path=tmp_path / "c.cast",
-            output_path=tmp_path / "c.output",
             scrub=Exploding,
             stdin=terminal.slave,
             stdout=terminal.slave,
@@ -617,7 +617,7 @@ from bar.terminal.pty import run_in_pty
 base = Path(sys.argv[1])
 result = run_in_pty(
     sys.argv[2:], cwd=base.parent, env=None,
-    cast_path=base.with_suffix(".cast"), output_path=base.with_suffix(".output"),
+    cast_path=base.with_suffix(".cast"),
 )
 base.with_suffix(".json").write_text(json.dumps(as_dict(result)))
 """
@@ -649,4 +649,5 @@ def test_bar_terminated_restores_terminal_and_hands_the_signal_on(
     result = json.loads(base.with_suffix(".json").read_text())
     assert (result["exit_code"], result["signal"]) == (128 + sig, int(sig))
     assert termios.tcgetattr(terminal.slave) == before
-    assert base.with_suffix(".output").read_text() == "=== STDOUT ===\nready\n=== STDERR ===\n"
+    text = b"".join(text_of_cast(base.with_suffix(".cast")))
+    assert text == b"=== STDOUT ===\nready\n=== STDERR ===\n"

@@ -100,12 +100,14 @@ __all__ = [
     "log",
     "new_task",
     "open_project",
+    "output_of",
     "parse_step_ref",
     "plan_rollback",
     "policy_for",
     "projects",
     "prune_tasks",
     "read_artifact",
+    "read_output",
     "reopen_task",
     "resolve_cwd",
     "rollback",
@@ -581,6 +583,37 @@ def artifact_path(task: Task, rel: str) -> Path:
             hint="run `bar doctor` to check the task",
         )
     return path
+
+
+def output_of(task: Task, step: Step) -> Iterator[bytes] | None:
+    """A step's output in bar's format (``=== STDOUT ===`` ...), in pieces as it is read;
+    None if it printed nothing. A pty step's is derived from its recording, where its
+    output is stored (``bar.terminal.text.text_of_cast``)."""
+    if step.artifacts.output:
+        return _pieces(artifact_path(task, step.artifacts.output))
+    if step.artifacts.cast:
+        from bar.terminal.text import text_of_cast
+
+        return text_of_cast(artifact_path(task, step.artifacts.cast))
+    return None
+
+
+def read_output(task: Task, step: Step) -> bytes | None:
+    """``output_of`` as one string of bytes (None: it printed nothing, or its file is gone)."""
+    pieces = output_of(task, step)
+    try:
+        return None if pieces is None else b"".join(pieces)
+    except NotFound:
+        return None
+
+
+def _pieces(path: Path) -> Iterator[bytes]:
+    try:
+        with path.open("rb") as fh:
+            while chunk := fh.read(1 << 20):
+                yield chunk
+    except FileNotFoundError:
+        raise NotFound(f"artifact {path} is missing") from None
 
 
 def read_artifact(task: Task, rel: str | None) -> bytes | None:

@@ -43,7 +43,7 @@ def step_entry(task: Task, step: Step, taken: list[Checkpoint]) -> dict[str, Any
     rec = step.to_record()
     rec["task_dir"] = str(task.dir)
     rec["patch_text"] = text(api.read_artifact(task, step.artifacts.patch))
-    rec["output_text"] = text(api.read_artifact(task, step.artifacts.output))
+    rec["output_text"] = text(api.read_output(task, step))
     if taken:
         rec["checkpoint_list"] = [c.to_record() for c in taken]
     return rec

@@ -194,6 +194,7 @@ class Scrubber:
 
     def __init__(self, secrets: Iterable[str] = ()) -> None:
         self._stream_watches: tuple[Any, ...] | None = None  # bar.redact.stream's
+        self._stream_scan: tuple[Any, int] | None = None  # (and its needle scan)
         literals: set[str] = set()
         for value in secrets:
             for variant in (value, value.strip()):

@@ -17,6 +17,10 @@ is skimmed once, nearly as fast as ``scrub_bytes`` does, and each hit is searche
 A pass that finds a key by a letter in its middle redacts from ``back`` bytes before it,
 so the last bytes of a read that could be those (``partial_match.lead_in``: an "s" for
 "sk-...") wait too. A shape ``partial_match`` cannot read waits a whole ``window``.
+
+Past its first MiB a stream first asks ``bar.redact.needles`` which passes have one of
+their strings in the new data; the others search only its last bytes (the reach of the
+longest string), where a string the read cut could begin.
 """
 
 from __future__ import annotations
@@ -24,9 +28,9 @@ from __future__ import annotations
 import re
 from collections import deque
 
-from bar.redact import Scrubber, _merge, _Pass, _render, _ShapePass
+from bar.redact import Scrubber, _merge, _Pass, _render, _ShapePass, needles
 from bar.redact.partial_match import lead_in, prefix_at, unfinished
-from bar.redact.shapes import _CONTEXT, _Check
+from bar.redact.shapes import _CONTEXT, _NEEDLES, _SHAPES, _Check
 
 _Pieces = list[tuple[float, bytes]]
 
@@ -83,6 +87,23 @@ def watches_of(scrubber: Scrubber) -> tuple[_Watch, ...]:
     return made
 
 
+_NO_SCAN: tuple[None, int] = (None, 0)
+
+
+def scan_of(scrubber: Scrubber) -> tuple[needles.Scan | None, int]:
+    """The needle scan of ``scrubber``'s passes and the length of their longest string,
+    made once per scrubber; (None, 0) where there is none."""
+    made: tuple[needles.Scan | None, int] | None = getattr(scrubber, "_stream_scan", None)
+    if made is None:
+        strings = [_NEEDLES[name] for name, _, _ in _SHAPES]
+        strings += [(p.needle,) for p in scrubber._byte_literals]
+        assert len(strings) == scrubber.pass_count
+        scan = needles.scanner(strings)
+        made = (scan, max(len(s) for group in strings for s in group)) if scan else _NO_SCAN
+        scrubber._stream_scan = made
+    return made
+
+
 class StreamScrubber:
     """Scrubs a byte stream chunk by chunk (see the module docstring).
 
@@ -91,10 +112,11 @@ class StreamScrubber:
     After ``flush`` the object can be used for a new stream.
     """
 
-    def __init__(self, scrubber: Scrubber) -> None:
+    def __init__(self, scrubber: Scrubber, *, scan_from: int = needles.FROM) -> None:
         self._scrubber = scrubber
         self._passes = scrubber.pass_count
         self._window = scrubber.window
+        self._scan_from = scan_from  # stream offset from which ``bar.redact.needles`` is asked
         self._reset()
 
     @property
@@ -140,8 +162,12 @@ class StreamScrubber:
         buf, base, n = self._buf, self._base, len(self._buf)
         floor = n - self._window  # attempts before this are final whatever comes
         spans, cut = self._pending, base + n
+        hits, reach = self._hits()
         for i, watch in enumerate(self._watches):
             pos = self._resume[i] - base
+            if hits is not None and i not in hits and not watch.windowed:
+                # none of its strings in the data: only where one could begin at the end
+                pos = max(pos, n - reach)
             needle = watch.needle
             if needle is not None:  # a literal: only a prefix of it at the end waits
                 busy = n if final else prefix_at(buf, needle, pos)
@@ -170,6 +196,24 @@ class StreamScrubber:
         del buf[: keep_from - base]
         self._base = keep_from
         return pieces
+
+    def _hits(self) -> tuple[set[int] | None, int]:
+        """Which passes have one of their strings in what they have yet to search, and
+        the longest string's length; (None, 0): every pass searches everything."""
+        buf, base = self._buf, self._base
+        if base + len(buf) < self._scan_from:
+            return None, 0
+        scan, reach = scan_of(self._scrubber)
+        if scan is None:
+            return None, 0
+        start = max(0, min(self._resume) - base - reach)
+        view = memoryview(buf)
+        part = view[start:]
+        try:
+            return scan(part), reach
+        finally:
+            part.release()
+            view.release()
 
     def _take(
         self, watch: _Watch, pos: int, busy: int, spans: list[tuple[int, int]], *, final: bool

@@ -359,34 +359,30 @@ def _execute(
     if req.pty:
         from bar.terminal.pty import run_in_pty  # termios and the cast writer: --pty only
 
+        # the output is stored once, in the recording: its text is derived when read
         cast_path, cast_rel = steps.artifact(task, step_id, "cast")
         res = run_in_pty(
             argv,
             cwd=cwd,
             env=env,
             cast_path=cast_path,
-            output_path=out_path,
             scrub=lambda: StreamScrubber(scrubber),
             start=start,
         )
-        code, sig, printed = res.exit_code, res.signal, res.printed
         artifacts.cast = cast_rel if cast_path.exists() else None
-        if not printed:
-            out_path.unlink(missing_ok=True)
-    else:
-        piped = run_piped(
-            argv,
-            cwd=cwd,
-            env=env,
-            output_path=out_path,
-            make_filter=lambda: StreamScrubber(scrubber),
-            live=req.live,
-            start=start,
-            detach=confinement.enabled,
-        )
-        code, sig, printed = piped.exit_code, piped.signal, piped.printed
-    artifacts.output = out_rel if printed else None
-    return Executed(code, sig, artifacts)
+        return Executed(res.exit_code, res.signal, artifacts)
+    piped = run_piped(
+        argv,
+        cwd=cwd,
+        env=env,
+        output_path=out_path,
+        make_filter=lambda: StreamScrubber(scrubber),
+        live=req.live,
+        start=start,
+        detach=confinement.enabled,
+    )
+    artifacts.output = out_rel if piped.printed else None
+    return Executed(piped.exit_code, piped.signal, artifacts)
 
 
 def _hooks_output(

@@ -234,6 +234,14 @@ def _iter_cast(path: Path) -> Iterator[CastHeader | CastEvent]:
             raise CorruptFile(f"recording {path} is empty")
 
 
+def outputs(path: Path) -> Iterator[str]:
+    """The data of every output event, in order, read as the file is (a long recording
+    is never held whole); raises ``CorruptFile`` at the first bad line."""
+    for item in _iter_cast(path):
+        if isinstance(item, CastEvent) and item.code == "o":
+            yield item.data
+
+
 def read_cast(path: Path) -> Cast:
     """Read and validate a whole cast; raises ``CorruptFile`` naming the file."""
     items = iter(_iter_cast(path))

@@ -9,12 +9,17 @@ and signal handlers are restored in a ``finally`` whatever happens; SIGTERM and 
 are handed on to the child (then SIGKILL after a grace period or a second signal) so
 the step still ends with the child's own exit status.
 
-Everything the child prints goes to bar's stdout unchanged and, as it arrives, to two
-files: an asciinema v2 cast (``bar.terminal.cast``) and the step's text output, cleaned
-by ``bar.terminal.text.TextCleaner``. Both files are written through a fresh filter
-(the secret scrubber) each, with plain ``write()`` calls as each read is let through: if
-bar is killed, the recording ends where the child was, less what the scrubber held back
-(the few bytes that could begin a secret) and, in the text, the unfinished line.
+Everything the child prints goes to bar's stdout unchanged and, as it arrives, to one
+file: an asciinema v2 cast (``bar.terminal.cast``), written through the secret scrubber
+with plain ``write()`` calls as each read is let through: if bar is killed, the
+recording ends where the child was, less what the scrubber held back (the few bytes
+that could begin a secret). The output is stored once: the step's plain text is derived
+from the cast when it is read (``bar.terminal.text.text_of_cast``), never kept beside it.
+
+While the child prints faster than bar takes it, what is waiting in the pty is read in
+one go (up to ``_BATCH`` bytes): each read is shown at once, and recorded as one event,
+so the cost per byte of the recording does not grow with how finely the kernel cuts the
+stream (a pty gives at most 4 KiB per read).
 """
 
 from __future__ import annotations
@@ -40,13 +45,12 @@ from typing import Any
 from bar.base.proc import Prepare, Starter, exit_status, start_directly
 from bar.base.record import record
 from bar.errors import BarError, UsageError
-from bar.terminal.cast import CastWriter, create_private, write_all
+from bar.terminal.cast import CastWriter
 from bar.terminal.filters import StreamFilter
-from bar.terminal.pipes import STDERR_HEADER, STDOUT_HEADER
-from bar.terminal.text import TextCleaner
 
 _DEFAULT_SIZE = (80, 24)
 _READ_SIZE = 65536
+_BATCH = 1 << 20  # bytes read from the pty before they are recorded, when it is busy
 _PENDING_LIMIT = 65536  # bytes of input queued for the child before we stop reading more
 _POLL = 0.5  # seconds between exit checks when no SIGCHLD handler could be installed
 _DRAIN_QUIET = 0.25  # after the child exits, stop reading once the pty is this quiet...
@@ -64,50 +68,9 @@ class PtyResult:
 
     exit_code: int  # the child's code, 128+N if killed by signal N, 127/126 if not run
     signal: int | None
-    printed: bool  # False: the text output is empty and can be deleted
+    printed: bool  # whether the child printed anything
     width: int
     height: int
-
-
-class _TextOutput:
-    """The step's output file for a pty step: one cleaned stream under STDOUT."""
-
-    def __init__(self, path: Path, scrubber: StreamFilter | None) -> None:
-        self._cleaner = TextCleaner()
-        self._scrubber = scrubber
-        self._ends_with_newline = True
-        self.printed = False
-        self._fd: int | None = create_private(path, STDOUT_HEADER)
-
-    def feed(self, data: bytes) -> None:
-        self._write(self._cleaner.feed(data), final=False)
-
-    def close(self) -> None:
-        if self._fd is None:
-            return
-        try:
-            self._write(self._cleaner.finish(), final=True)
-            tail = b"" if self._ends_with_newline else b"\n"
-            write_all(self._fd, tail + STDERR_HEADER)
-        finally:
-            self.abort()
-
-    def abort(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
-
-    def _write(self, text: str, *, final: bool) -> None:
-        assert self._fd is not None, "output file is closed"
-        data = text.encode("utf-8")
-        self.printed = self.printed or bool(data)
-        if self._scrubber is not None:
-            data = self._scrubber.feed(data)
-            if final:
-                data += self._scrubber.flush()
-        if data:
-            write_all(self._fd, data)
-            self._ends_with_newline = data.endswith(b"\n")
 
 
 def _get_size(fd: int) -> tuple[int, int] | None:
@@ -172,7 +135,7 @@ class _Session:
         self.stopped_by: int | None = None  # the first SIGTERM/SIGHUP passed on
         self.kill_at: float | None = None
         self.cast: CastWriter | None = None
-        self.text: _TextOutput | None = None
+        self.printed = False
         self.wake_r, self.wake_w = os.pipe()
         for fd in (self.wake_r, self.wake_w):
             os.set_blocking(fd, False)
@@ -268,21 +231,48 @@ class _Session:
             if fd >= 0:
                 with contextlib.suppress(OSError):
                     os.close(fd)
-        for recorder in (self.cast, self.text):
-            if recorder is not None:
-                recorder.abort()
+        if self.cast is not None:
+            self.cast.abort()
 
     # -- the loop
 
     def output(self, data: bytes) -> None:
+        self.show(data)
+        self.record(data)
+
+    def show(self, data: bytes) -> None:
         if self.echo is not None:
             try:
                 _write_blocking(self.echo, data)
             except OSError:  # terminal hung up or reader gone: keep recording
                 self.echo = None
-        assert self.cast is not None and self.text is not None
+
+    def record(self, data: bytes) -> None:
+        assert self.cast is not None
+        self.printed = True
         self.cast.output(data)
-        self.text.feed(data)
+
+    def read_busy(self, first: bytes) -> bool:
+        """Show ``first`` and what else the pty holds now (up to ``_BATCH`` bytes), then
+        record it all as one event; False once the pty is closed."""
+        self.show(first)
+        batch, open_ = bytearray(first), True
+        while len(batch) < _BATCH:
+            try:
+                data = os.read(self.master, _READ_SIZE)
+            except BlockingIOError:
+                break
+            except OSError as exc:  # Linux: EIO once no process holds the slave
+                if exc.errno != errno.EIO:
+                    raise
+                data = b""
+            if not data:
+                open_ = False
+                break
+            self.show(data)
+            batch += data
+        self.record(bytes(batch))
+        return open_
 
     def kill(self, sig: int) -> None:
         if self.proc is None or self.status is not None:
@@ -370,7 +360,7 @@ class _Session:
                     data = b""
                 if data:
                     last_data = time.monotonic()
-                    self.output(data)
+                    master_open = self.read_busy(data)
                 elif data is not None:
                     master_open = False
             if self.stdin in ready_r:
@@ -404,7 +394,6 @@ def run_in_pty(
     cwd: Path | str,
     env: Mapping[str, str] | None,
     cast_path: Path,
-    output_path: Path,
     scrub: Callable[[], StreamFilter] | None = None,
     stdin: int = 0,
     stdout: int = 1,
@@ -413,8 +402,8 @@ def run_in_pty(
     """Run ``argv`` in a new pseudo-terminal, showing and recording what it prints.
 
     ``env`` is the child's complete environment (None: bar's own). ``cast_path`` gets
-    an asciinema v2 recording, ``output_path`` the cleaned text in bar's output format;
-    both are created 0600 and written through ``scrub()`` scrubbers if given. ``stdin``
+    an asciinema v2 recording, created 0600 and written through a ``scrub()`` scrubber
+    if given. ``stdin``
     and ``stdout`` are bar's terminal (file descriptors); if stdin is not a terminal its
     data is forwarded until EOF. A program that cannot be found or executed yields 127
     or 126 with a one-line message in the recording, not an exception. ``start``
@@ -438,7 +427,6 @@ def run_in_pty(
             env=child_env,
             scrubber=scrub() if scrub else None,
         )
-        session.text = _TextOutput(output_path, scrub() if scrub else None)
         try:
             session.install_handlers()
             session.enter_raw_mode()
@@ -450,7 +438,6 @@ def run_in_pty(
             session.restore_terminal()
             session.restore_handlers()
         session.cast.close()
-        session.text.close()
-        return session.result(session.text.printed, start_size)
+        return session.result(session.printed, start_size)
     finally:
         session.close()

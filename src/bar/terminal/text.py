@@ -5,12 +5,20 @@ carriage-return redraws are collapsed. Only the current line is held, so an endl
 progress bar costs constant memory. Cursor movement to another row cannot be followed
 without a screen model, so it ends the current line; full-screen redraws therefore show
 up as successive frames (a pty step's cast has the exact picture).
+
+``text_of_cast`` is how a pty step's output is read: its plain text is derived from its
+recording whenever asked, so the output is stored once (SPEC §1 keeps the raw stream as
+``NNNN.cast``). The recording was scrubbed as it was written; the text is scrubbed again
+as it is derived, since cleaning can join what escapes kept apart ("API_KEY" in one colour,
+"=" and the value in another).
 """
 
 from __future__ import annotations
 
 import codecs
 import re
+from collections.abc import Iterator
+from pathlib import Path
 
 _NORMAL, _ESC, _ESC_INTER, _CSI, _STRING, _STRING_ESC = range(6)
 _SPECIAL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
@@ -41,6 +49,11 @@ class TextCleaner:
 
     def feed(self, data: bytes) -> str:
         self._feed_text(self._decoder.decode(data))
+        return self._take()
+
+    def feed_str(self, text: str) -> str:
+        """``feed`` for text already decoded (a cast's events)."""
+        self._feed_text(text)
         return self._take()
 
     def finish(self) -> str:
@@ -208,3 +221,25 @@ def clean_text(data: bytes) -> str:
     """Clean a whole terminal stream at once (see ``TextCleaner``)."""
     cleaner = TextCleaner()
     return cleaner.feed(data) + cleaner.finish()
+
+
+def text_of_cast(path: Path) -> Iterator[bytes]:
+    """The output of the pty step recorded in the cast ``path``, in bar's output format
+    (``=== STDOUT ===``, the plain text, ``=== STDERR ===``: a pty has one stream), in
+    pieces as the recording is read; raises ``CorruptFile`` for a broken recording."""
+    from bar.redact import Scrubber
+    from bar.redact.stream import StreamScrubber
+    from bar.terminal.cast import outputs
+    from bar.terminal.pipes import STDERR_HEADER, STDOUT_HEADER
+
+    cleaner, scrubber = TextCleaner(), StreamScrubber(Scrubber())
+    yield STDOUT_HEADER
+    last = b"\n"
+    for data in outputs(path):
+        if piece := scrubber.feed(cleaner.feed_str(data).encode("utf-8")):
+            last = piece
+            yield piece
+    if piece := scrubber.feed(cleaner.finish().encode("utf-8")) + scrubber.flush():
+        last = piece
+        yield piece
+    yield (b"" if last.endswith(b"\n") else b"\n") + STDERR_HEADER

@@ -90,6 +90,12 @@ def build(keys: Secrets) -> Starlette:
         try:
             data = patches.read_regular(path)
         except (FileNotFoundError, IsADirectoryError):
+            name = request.path_params["name"]
+            derived = None
+            if name.endswith(".output") and name.count(".") == 1:  # a pty step's
+                derived = views.derived_output(the_task(request), name.split(".")[0])
+            if derived is not None:
+                return Response(derived, media_type="text/plain; charset=utf-8")
             raise views.PageNotFound(f"no artifact {request.path_params['name']}") from None
         except OSError:  # a link where the file should be (O_NOFOLLOW)
             raise views.PageNotFound(

@@ -150,9 +150,9 @@ def step_page(task: Task, step: Step, csrf: str) -> str:
             f'data-src="{esc(task_url(task, "/artifacts/" + name))}"><p class="plain">'
             "The terminal player needs the page's libraries (make ui-assets).</p></div>"
         )
-    if step.artifacts.output:
-        out, cut = views.output_of(task, step.artifacts.output)
-        name = step.artifacts.output.removeprefix("artifacts/")
+    if step.artifacts.output or step.artifacts.cast:
+        out, cut = views.output_of(task, step)
+        name = f"{step.step_id}.output"  # (a pty step's: derived from its recording)
         more = (
             f'<p class="meta">Only the first part is shown: <a href="'
             f'{esc(task_url(task, "/artifacts/" + name))}">the whole output</a>.</p>'

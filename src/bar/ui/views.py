@@ -201,17 +201,38 @@ def patch_of(the_task: Task, rel: str | None) -> patches.PatchIndex:
         return patches.PatchIndex(b"")
 
 
-def output_of(the_task: Task, rel: str | None) -> tuple[str, bool]:
+def output_of(the_task: Task, step: Step) -> tuple[str, bool]:
     """The step's output as text (the first ``OUTPUT_LIMIT`` bytes), and whether it was cut."""
-    if not rel:
-        return "", False
-    try:
-        data = patches.read_regular(
-            artifact(the_task, rel.removeprefix("artifacts/")), OUTPUT_LIMIT + 1
-        )
-    except FileNotFoundError:
-        return "", False
+    rel = step.artifacts.output
+    if rel:
+        try:
+            data = patches.read_regular(
+                artifact(the_task, rel.removeprefix("artifacts/")), OUTPUT_LIMIT + 1
+            )
+        except FileNotFoundError:
+            return "", False
+    else:
+        data = derived_output(the_task, step.step_id, OUTPUT_LIMIT + 1) or b""
     return data[:OUTPUT_LIMIT].decode("utf-8", "replace"), len(data) > OUTPUT_LIMIT
+
+
+def derived_output(the_task: Task, step_id: str, limit: int | None = None) -> bytes | None:
+    """A pty step's output, derived from its recording (at most ``limit`` bytes); None if
+    it has no recording."""
+    from bar.terminal.text import text_of_cast
+
+    cast = artifact(the_task, f"{step_id}.cast")
+    if not cast.is_file() or cast.is_symlink():
+        return None
+    out = bytearray()
+    try:
+        for piece in text_of_cast(cast):
+            out += piece
+            if limit is not None and len(out) >= limit:
+                break
+    except BarError:  # a broken recording: what could be read
+        pass
+    return bytes(out if limit is None else out[:limit])
 
 
 def artifact(the_task: Task, name: str) -> Path:

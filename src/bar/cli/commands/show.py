@@ -6,6 +6,7 @@ import re
 import shlex
 import sys
 import textwrap
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from bar import api
@@ -27,6 +28,7 @@ from bar.cli.render import (
     terminal_width,
     visible,
 )
+from bar.errors import NotFound
 from bar.ledger.records import ApplyStep, RollbackStep, RunStep, Step, SyncStep
 from bar.task.tasks import Task
 
@@ -139,11 +141,15 @@ def _show_step(the_task: Task, record: Step, taken: list[Checkpoint]) -> None:
         )
         for cp in taken:
             print(f"  {checkpoint_line(cp, paint)}".rstrip())
-    for label, rel in (("patch", record.artifacts.patch), ("output", record.artifacts.output)):
-        if rel:
-            print(paint(f"\n--- {label} {rel}", "cyan"))
-            sys.stdout.flush()
-            _print(the_task, rel)
+    if record.artifacts.patch:
+        print(paint(f"\n--- patch {record.artifacts.patch}", "cyan"))
+        sys.stdout.flush()
+        _print(the_task, record.artifacts.patch)
+    output = api.output_of(the_task, record)
+    if output is not None:
+        where = record.artifacts.output or f"derived from {record.artifacts.cast}"
+        print(paint(f"\n--- output {where}", "cyan"))
+        _copy_out(output, str(where))
     if record.artifacts.cast:
         print(paint(f"\n(replay the session with: bar replay {record.step_id})", "dim"))
 
@@ -373,6 +379,17 @@ def _sandbox_text(rec: dict[str, object]) -> str:
         return f"off ({rec.get('reason') or 'not confined'})"
     network = "" if rec.get("network", True) else ", no network"
     return f"confined ({rec.get('mechanism')}{network})"
+
+
+def _copy_out(pieces: Iterator[bytes], what: str) -> None:
+    sys.stdout.flush()  # what was printed before it comes first
+    out = sys.stdout.buffer
+    try:
+        for piece in pieces:
+            out.write(piece)
+    except NotFound:
+        print(f"bar: warning: the output ({what}) is missing", file=sys.stderr)
+    out.flush()
 
 
 def _print(task: Task, rel: str) -> None:
