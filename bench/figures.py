@@ -768,6 +768,7 @@ def fig8(f: Fixture, p: Params) -> list[Row]:
     rss: list[int] = []
     t_bar: list[float] = []
     t_tee: list[float] = []
+    t_pipe: list[float] = []
     # measured in a bar that does the step itself: a step the resident serves is done by
     # a fork of it, which is not this process's child (``bar.changes.fast.resident``)
     here = {**f.env, "BAR_RESIDENT_IDLE": "0"}
@@ -784,6 +785,7 @@ def fig8(f: Fixture, p: Params) -> list[Row]:
             art.unlink()
         t_tee.append(f.t(["sh", "-c", f"{produce} | tee {tee_file}"], wt))
         tee_file.unlink()
+        t_pipe.append(f.t(["sh", "-c", f"{produce} | cat"], wt))
     rss_many: list[int] = []
     for i in range(runs):
         out = f.run(
@@ -806,6 +808,7 @@ def fig8(f: Fixture, p: Params) -> list[Row]:
             peak=True,
         )
         rss_many.append(out.maxrss_kb)
+    pty = _pty_output(f, p, task, wt, line, artifacts)
     mb = f"{size / 1e9:g} GB" if size >= 1e9 else f"{size / 1e6:g} MB"
     return [
         Row(
@@ -827,11 +830,73 @@ def fig8(f: Fixture, p: Params) -> list[Row]:
         ),
         Row(
             "8-speed",
-            f"`bar run` printing {mb} ÷ the same command piped to `tee FILE`",
+            f"`bar run --no-pty` printing {mb} ÷ the same command into a plain pipe (`| cat`)",
+            value=median(t_bar) / median(t_pipe),
+            op="<=",
+            target=2.0,
+            note="at least half a plain pipe's speed",
+            medians_ms={"bar run": median(t_bar) * 1000, "pipe": median(t_pipe) * 1000},
+            samples={"bar run": t_bar, "pipe": t_pipe},
+        ),
+        Row(
+            "8-tee",
+            f"`bar run --no-pty` printing {mb} ÷ the same command piped to `tee FILE`",
             value=median(t_bar) / median(t_tee),
             target=None,
             medians_ms={"bar run": median(t_bar) * 1000, "tee": median(t_tee) * 1000},
             samples={"bar run": t_bar, "tee": t_tee},
+        ),
+        *pty,
+    ]
+
+
+def _pty_output(
+    f: Fixture, p: Params, task: str, wt: Path, line: str, artifacts: Path
+) -> list[Row]:
+    """8-pty: a command printing a tenth of figure 8's output through a terminal, by
+    `bar run --pty` and by `script -qc` (util-linux), which also records it; 8-stored:
+    what bar keeps of it (the recording alone) ÷ what was printed."""
+    script = shutil.which("script")
+    if script is None:
+        return []
+    size = max(p.output_bytes // 10, 1_000_000)
+    produce = f"{line} | head -c {size}"
+    here = {**f.env, "BAR_RESIDENT_IDLE": "0"}
+    typescript = f.dir / "typescript"
+    t_bar: list[float] = []
+    t_script: list[float] = []
+    stored = 0
+    for _ in range(1 if p.quick else 3):
+        for old in artifacts.glob("*"):
+            old.unlink()
+        t_bar.append(
+            f.t(
+                [f.tools.bar, "run", "--task", task, "--pty", "--", "sh", "-c", produce],
+                wt,
+                env=here,
+            )
+        )
+        stored = sum(a.stat().st_size for a in artifacts.glob("*"))
+        t_script.append(f.t([script, "-qc", produce, str(typescript)], wt))
+        typescript.unlink(missing_ok=True)
+    mb = f"{size / 1e6:g} MB"
+    return [
+        Row(
+            "8-pty",
+            f"`bar run --pty` printing {mb} ÷ `script -qc` recording the same",
+            value=median(t_bar) / median(t_script),
+            op="<=",
+            target=1.0,
+            medians_ms={"bar run --pty": median(t_bar) * 1000, "script": median(t_script) * 1000},
+            samples={"bar run --pty": t_bar, "script": t_script},
+        ),
+        Row(
+            "8-stored",
+            f"bytes bar keeps of a pty step printing {mb} (its recording) ÷ the bytes printed",
+            value=stored / size,
+            op="<=",
+            target=1.2,
+            note="stored once: the text is derived from the recording when read",
         ),
     ]
 
