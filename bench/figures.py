@@ -830,7 +830,7 @@ def fig8(f: Fixture, p: Params) -> list[Row]:
         ),
         Row(
             "8-speed",
-            f"`bar run --no-pty` printing {mb} ÷ the same command into a plain pipe (`| cat`)",
+            f"`bar run --no-pty` printing {mb} ÷ the same command into a plain pipe to `cat`",
             value=median(t_bar) / median(t_pipe),
             op="<=",
             target=2.0,
