@@ -265,3 +265,41 @@ def test_a_ledger_that_is_a_link_is_refused(tmp_path: Path) -> None:
     with pytest.raises(CorruptFile, match="symbolic link"):
         Ledger(link).append(make_step(2))
     assert real.read_bytes() == make_step(1).to_line() + b"\n"
+
+
+@pytest.mark.parametrize("wanted", [1, 2, 150, 299, 300])
+def test_one_step_of_a_long_ledger_is_found_by_parsing_a_few_lines(
+    tmp_path: Path, wanted: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # rollback --to 1 of a 100,000-step task must not parse every line: the lines bar
+    # wrote name their step first, and the step is read from the nearer end
+    path = tmp_path / "ledger.jsonl"
+    ledger = Ledger(path)
+    for n in range(1, 301):
+        ledger.append(make_step(n))
+    parsed: list[object] = []
+    real = ledger_module.step_from_record
+
+    def counting(rec: object, where: str) -> Step:
+        parsed.append(rec)
+        return real(rec, where)
+
+    monkeypatch.setattr(ledger_module, "step_from_record", counting)
+    fresh = Ledger(path)
+    assert fresh.get(f"{wanted:04d}").to_record() == make_step(wanted).to_record()
+    assert len(parsed) <= 4, len(parsed)
+
+
+def test_a_line_that_only_looks_like_a_later_step_is_read_all_the_same(tmp_path: Path) -> None:
+    # a line claims step 9 at its start but holds step 2's id again as a later key
+    # (JSON keeps the last): it is parsed, not passed over on its first words
+    path = tmp_path / "ledger.jsonl"
+    ledger = Ledger(path)
+    ledger.append(make_step(1))
+    rec = make_step(2).to_record()
+    line = '{"step_id":"0009",' + json.dumps(rec, separators=(",", ":"))[1:]
+    with path.open("a") as fh:
+        fh.write(line + "\n")
+    for n in range(3, 6):
+        Ledger(path).append(make_step(n))
+    assert Ledger(path).get("0002").to_record() == rec

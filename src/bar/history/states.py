@@ -66,9 +66,18 @@ def resolve(task: Task, name: str) -> State:
 def before(task: Task, step: Step) -> State:
     """The state just before ``step``: the last state recorded by a step before it that
     changed the worktree (an apply records the state it landed, not a new one)."""
-    for earlier in task.ledger.iter_reverse(warn=False):
-        if earlier.number < step.number and earlier.kind != "apply" and earlier.snapshot:
-            return resolve(task, earlier.step_id)
+    ledger = task.ledger
+    if ledger.near_start(step.number):  # the last such step from the start
+        found = None
+        for earlier in ledger.iter_forward(warn=False, upto=step.number - 1):
+            if earlier.number < step.number and earlier.kind != "apply" and earlier.snapshot:
+                found = earlier
+        if found is not None:
+            return resolve(task, found.step_id)
+    else:
+        for earlier in ledger.iter_reverse(warn=False, below=step.number):
+            if earlier.number < step.number and earlier.kind != "apply" and earlier.snapshot:
+                return resolve(task, earlier.step_id)
     start = bases.first(task)
     return State("base", None, step.snapshot_before or start, start, start)
 
@@ -83,7 +92,7 @@ def before_last(task: Task) -> State:
 
 def _head_before(task: Task, step_id: str) -> str:
     """The task branch HEAD recorded before ``step_id``."""
-    for earlier in task.ledger.iter_reverse(warn=False):
+    for earlier in task.ledger.iter_reverse(warn=False, below=int(step_id)):
         if earlier.number < int(step_id) and earlier.head:
             return earlier.head
     return task.base_commit

@@ -52,6 +52,22 @@ def _claimed_step_id(line: bytes) -> str | None:
     return step_id if isinstance(step_id, str) and STEP_ID_RE.match(step_id) else None
 
 
+_LINE_START = b'{"step_id":"'
+
+
+def _named(line: bytes) -> int | None:
+    """The number of the step a line is, read without parsing it, when the line says so
+    beyond doubt: bar writes a step's id first, and a line with no other "step_id" key
+    (JSON keeps the last of two) and no escape (that could spell one) is that step's.
+    None for any other line: it is parsed. A command that wants one step, or the steps
+    before one, of a 100,000-step ledger then parses only those lines."""
+    if not line.startswith(_LINE_START) or b"\\u" in line or line.count(b'"step_id"') != 1:
+        return None
+    end = line.find(b'"', len(_LINE_START))
+    digits = line[len(_LINE_START) : end]
+    return int(digits) if end > 0 and digits.isdigit() and digits.isascii() else None
+
+
 def _parse(line: bytes, where: str) -> Step:
     try:
         rec = json.loads(line)
@@ -128,8 +144,19 @@ class Ledger:
         finally:
             os.close(fd)
 
-    def iter_reverse(self, *, warn: bool = True) -> Iterator[Step]:
+    def iter_reverse(
+        self, *, warn: bool = True, only: int | None = None, below: int | None = None
+    ) -> Iterator[Step]:
+        """Every step from the newest. Lines that are surely later steps are passed over
+        unparsed (and unreported): ``only``, those after step number ``only``; ``below``,
+        those from step number ``below`` on."""
         for offset, line in self._reverse_lines():
+            if only is not None or below is not None:
+                number = _named(line)
+                if number is not None and (
+                    (only is not None and number > only) or (below is not None and number >= below)
+                ):
+                    continue
             where = f"{self.path} at byte {offset}"
             try:
                 yield _parse(line, where)
@@ -195,11 +222,16 @@ class Ledger:
     def get(self, step_id: str) -> Step:
         wanted = int(step_id)
         seen = len(self.bad_lines)
-        for step in self.iter_reverse():
-            if step.number == wanted:
-                return step
-            if step.number < wanted:
-                break
+        if self.near_start(wanted):
+            for step in self.iter_forward(only=wanted):
+                if step.number == wanted:
+                    return step
+        else:
+            for step in self.iter_reverse(only=wanted):
+                if step.number == wanted:
+                    return step
+                if step.number < wanted:
+                    break
         for bad in self.bad_lines[seen:]:
             if bad.claimed_step_id and int(bad.claimed_step_id) == wanted:
                 raise CorruptFile(
@@ -213,19 +245,34 @@ class Ledger:
     # --- reading from the start ------------------------------------------------
 
     def read_all(self, *, warn: bool = True) -> list[Step]:
-        steps: list[Step] = []
+        return list(self.iter_forward(warn=warn))
+
+    def iter_forward(
+        self, *, warn: bool = True, upto: int | None = None, only: int | None = None
+    ) -> Iterator[Step]:
+        """Every step from the oldest; ``upto``: only the steps numbered up to ``upto``,
+        ending at the first step past it; ``only``: lines surely other steps than number
+        ``only`` passed over unparsed, ending at the first step past it."""
+        upto = only if only is not None else upto
         try:
             fh = os.fdopen(_open_no_follow(self.path), "rb")
         except FileNotFoundError:
-            return steps
+            return
         with fh:
             offset = 0
             for lineno, line in enumerate(fh, 1):
                 stripped = line.rstrip(b"\n")
+                number = _named(stripped) if only is not None else None
+                if number is not None and only is not None and number < only:
+                    offset += len(line)
+                    continue
                 if stripped.strip():
                     where = f"line {lineno} of {self.path}"
                     try:
-                        steps.append(_parse(stripped, where))
+                        step = _parse(stripped, where)
+                        if upto is not None and step.number > upto:
+                            return  # (a line that only looked past it was parsed: junk)
+                        yield step
                     except CorruptFile as exc:
                         self.bad_lines.append(
                             BadLine(lineno, offset, stripped, str(exc), _claimed_step_id(stripped))
@@ -233,7 +280,12 @@ class Ledger:
                         if warn:
                             self._warn_once(offset, f"skipping {where}: {exc}")
                 offset += len(line)
-        return steps
+
+    def near_start(self, number: int) -> bool:
+        """Whether step ``number`` is nearer the ledger's start than its end: read from
+        the start to reach it (``iter_forward``), not from the end."""
+        newest = self.last()
+        return newest is not None and number <= newest.number // 2
 
     # --- writing ---------------------------------------------------------------
 
