@@ -35,6 +35,8 @@ class Status:
     state: TaskState | None = None  # running, applied, active, closed, missing-worktree
     # files where the last recorded state still holds the conflict markers a sync left
     unresolved_conflicts: list[str] = field(default_factory=list)
+    # how the worktree is looked at between commands (``bar.changes.fast.watcher.mode``)
+    watch: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         info: dict[str, Any] = {
@@ -77,6 +79,7 @@ class Status:
         info["unrecorded_changes"] = self.unrecorded_changes
         info["unresolved_conflicts"] = self.unresolved_conflicts
         info["sandbox"] = self.sandbox
+        info["watch"] = self.watch
         info["nested_repos"] = self.nested_repos
         return info
 
@@ -96,8 +99,12 @@ def status(loc: Location, ref: str | None = None) -> Status:
     unrecorded = None
     from bar.sandbox import status as sandbox_status
 
+    watch = None
     if task.active and task.worktree.is_dir() and not busy:
+        from bar.changes.fast import watcher
+
         unrecorded = steps.has_unrecorded_changes(task)
+        watch = watcher.mode(task.index)
     return Status(
         loc.project,
         task,
@@ -112,6 +119,7 @@ def status(loc: Location, ref: str | None = None) -> Status:
         sandbox=sandbox_status(loc.project.config.sandbox),
         state=state_of(task),
         unresolved_conflicts=conflict_markers.unresolved(task, task.recorded_snapshot()),
+        watch=watch,
     )
 
 

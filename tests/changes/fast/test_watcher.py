@@ -399,3 +399,37 @@ def test_bar_without_new_privileges_starts_no_watcher(
         )
         assert ran.returncode == 0, ran.stderr
     assert not watcher.running(side_index_of(task))
+
+
+def test_bar_status_says_whether_the_worktree_is_watched(
+    repo: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    task, _ = watcher_started(capfd, repo)
+    res = bar(capfd, "status", "--json")
+    watch = json.loads(res.out)["watch"]
+    assert watch["mode"] == "watching" and watch["pid"] == _pid(task) and watch["dirs"] >= 1
+    assert "watch     on: " in bar(capfd, "status").out
+    watcher.stop(side_index_of(task))
+    assert _wait_gone(watch["pid"])
+    watch = json.loads(bar(capfd, "status", "--json").out)["watch"]
+    assert watch["mode"] == "scanning" and "no watcher is running" in watch["reason"]
+    assert "watch     off, every file is statted" in bar(capfd, "status").out
+
+
+def test_all_watchers_share_half_of_the_users_watches(
+    repo: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    # one budget for every task: a watcher is given what the others leave of half the
+    # user's inotify limit, and a task that needs more is scanned, with the reason said
+    task, _ = watcher_started(capfd, repo)
+    held = watcher.status(side_index_of(task))
+    assert held is not None
+    budget = watcher.shared_budget()
+    with open("/proc/sys/fs/inotify/max_user_watches") as f:
+        assert budget == int(f.read()) // 2
+    other = task_dir(new_task(capfd, "t2")["id"]) / "index"
+    left = budget - held["watched"]
+    assert watcher.room_for(left, other) == left
+    why = watcher.room_for(left + 1, other)
+    assert isinstance(why, str)
+    assert f"{left + 1:,} directories" in why and f"{held['watched']:,} held by other tasks" in why

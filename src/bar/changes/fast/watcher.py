@@ -196,7 +196,9 @@ def keep_watching(task: Task, watch: TreeWatch, age: float) -> bool:
         return False
     if peers.no_new_privs(os.getpid()):
         return False  # it could not tell a confined caller from this one (``bar.step.peers``)
-    if not _room_for(len(watch.watched), task.index):
+    room = room_for(len(watch.watched), task.index)
+    if isinstance(room, str):
+        _note_mode(task.index, {"mode": "scanning", "reason": room})
         return False
     record = stamps.noted(task.index)
     if record is None or record.get("index") != stamps.identity(task.index):
@@ -208,37 +210,90 @@ def keep_watching(task: Task, watch: TreeWatch, age: float) -> bool:
     if given is None:
         return False
     fd, dirs = given
-    if not hand_over(task.index, task.worktree, base, fd, dirs, age):
+    if not hand_over(task.index, task.worktree, base, fd, dirs, age, budget=room):
         os.close(fd)
         return False
     os.close(fd)  # the watcher has its own copy
+    _note_mode(task.index, {"mode": "watching", "dirs": len(dirs)})
     return True
 
 
-def _budget() -> int:
-    """The most watches a watcher may hold: a quarter of the user's."""
+def shared_budget() -> int:
+    """The most inotify watches all of bar's watchers may hold together: half of the
+    user's (``fs.inotify.max_user_watches``); the other half is left to editors, ``git
+    fsmonitor`` and the rest, which start failing when the user's run out."""
     try:
         with open("/proc/sys/fs/inotify/max_user_watches", "rb") as f:
-            return int(f.read()) // 4
+            return int(f.read()) // 2
     except (OSError, ValueError):
         return 0
 
 
-def _room_for(watches: int, index: Path) -> bool:
-    """Whether a watcher holding ``watches`` watches leaves the user's editors and other
-    tools theirs: the kernel counts inotify instances (128 by default) and watches per
-    user, and a watcher holds its own for minutes. At most ``MAX_RUNNING`` watchers per
-    bar home, each with at most a quarter of the user's watches."""
+def room_for(watches: int, index: Path) -> int | str:
+    """How many watches a new watcher of ``watches`` directories may grow to, from the
+    shared budget less what bar's other watchers hold (each asked); or why it may not
+    start (a sentence for ``bar status``). At most ``MAX_RUNNING`` watchers per bar home
+    (the kernel also counts inotify instances: 128 a user by default)."""
     from bar.store.layout import projects_dir
 
-    if watches > _budget():
-        return False
+    budget = shared_budget()
     others = [p for p in projects_dir().glob(f"*/tasks/*/{SOCKET}") if p != socket_path(index)]
-    return len(others) < MAX_RUNNING
+    if len(others) >= MAX_RUNNING:
+        return f"{len(others)} other tasks' watchers run already (at most {MAX_RUNNING})"
+    held = 0
+    for sock in others:
+        said = _ask(sock.parent / "index", {"op": "status"})
+        held += int(said.get("watched", 0)) if said else 0
+    left = budget - held
+    if watches > left:
+        mine = f"{watches:,} directories"
+        if held:
+            return f"{mine} is more than the {left:,} watches left of bar's {budget:,} ({held:,} held by other tasks)"
+        return f"{mine} is more than bar's {budget:,} watches (half the user's inotify limit)"
+    return left
+
+
+MODE_FILE = "watch.json"
+
+
+def _note_mode(index: Path, mode: dict[str, Any]) -> None:
+    """Say for ``bar status`` whether the task's worktree is watched between commands,
+    and if not, why (``mode``)."""
+    from bar.store.files import write_text_atomic
+
+    with contextlib.suppress(OSError):
+        write_text_atomic(index.parent / MODE_FILE, json.dumps(mode) + "\n")
+
+
+def mode(index: Path) -> dict[str, Any]:
+    """How the task's worktree is looked at between commands: ``watching`` (its watcher
+    answers: ``dirs`` watched, ``pid``) or ``scanning`` (every file is statted, with the
+    ``reason`` when one is known)."""
+    if running(index):
+        said = _ask(index, {"op": "status"})
+        if said is not None and said.get("sure"):
+            return {"mode": "watching", "dirs": said.get("watched"), "pid": said.get("pid")}
+    try:
+        noted = json.loads((index.parent / MODE_FILE).read_text())
+    except (OSError, ValueError):
+        noted = None
+    reason = noted.get("reason") if isinstance(noted, dict) else None
+    if not isinstance(reason, str):
+        reason = "no watcher is running (one starts when a step ends, and stops when idle)"
+    if not speed.fast():
+        reason = "the speed layer is off (BAR_FAST=0 or speed.fast: false)"
+    return {"mode": "scanning", "reason": reason}
 
 
 def hand_over(
-    index: Path, worktree: Path, base: str, fd: int, dirs: dict[int, str], age: float
+    index: Path,
+    worktree: Path,
+    base: str,
+    fd: int,
+    dirs: dict[int, str],
+    age: float,
+    *,
+    budget: int | None = None,
 ) -> bool:
     """Start a watcher for the side index ``index`` (of ``worktree``, stamped at
     ``base``) with the inotify descriptor ``fd`` watching ``dirs``, whose last full
@@ -246,7 +301,7 @@ def hand_over(
     here, so that it exists as soon as this returns (a question asked before the
     watcher has started waits in the socket's queue). False if it could not start."""
     folder = index.parent
-    budget = _budget()
+    budget = shared_budget() if budget is None else budget
     sock_file = folder / SOCKET
     spare = folder / f".{SOCKET}.{os.getpid()}"
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)

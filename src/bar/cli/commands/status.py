@@ -86,6 +86,14 @@ def status(*, task: str | None, as_json: bool) -> int:
             "          resolve them in the worktree, record with any bar run; "
             "bar apply refuses until then"
         )
+    watch = info.watch
+    if watch is not None and watch["mode"] == "watching":
+        print(
+            f"watch     on: {watch['dirs']:,} {'directory' if watch['dirs'] == 1 else 'directories'}"
+            f" watched (pid {watch['pid']}); a command looks only at what moved"
+        )
+    elif watch is not None:
+        print(f"watch     off, every file is statted by each command: {watch['reason']}")
     box = info.sandbox
     if box.get("enabled"):
         print(f"sandbox   steps run confined ({box['detail']})")
