@@ -267,12 +267,18 @@ def _note_mode(index: Path, mode: dict[str, Any]) -> None:
 
 def mode(index: Path) -> dict[str, Any]:
     """How the task's worktree is looked at between commands: ``watching`` (its watcher
-    answers: ``dirs`` watched, ``pid``) or ``scanning`` (every file is statted, with the
+    answers: ``dirs`` watched, ``pid``, and whether it is ``sure`` yet: until the next
+    command's full look, it is not) or ``scanning`` (every file is statted, with the
     ``reason`` when one is known)."""
     if running(index):
         said = _ask(index, {"op": "status"})
-        if said is not None and said.get("sure"):
-            return {"mode": "watching", "dirs": said.get("watched"), "pid": said.get("pid")}
+        if said is not None:
+            return {
+                "mode": "watching",
+                "dirs": said.get("watched"),
+                "pid": said.get("pid"),
+                "sure": said.get("sure") is True,
+            }
     try:
         noted = json.loads((index.parent / MODE_FILE).read_text())
     except (OSError, ValueError):

@@ -91,6 +91,7 @@ def status(*, task: str | None, as_json: bool) -> int:
         print(
             f"watch     on: {watch['dirs']:,} {'directory' if watch['dirs'] == 1 else 'directories'}"
             f" watched (pid {watch['pid']}); a command looks only at what moved"
+            + ("" if watch["sure"] else " (once the next command has looked at everything)")
         )
     elif watch is not None:
         print(f"watch     off, every file is statted by each command: {watch['reason']}")
