@@ -132,3 +132,35 @@ def test_stamps_a_crash_of_the_machine_left_behind_are_found_out(
         assert tree == _plain_git_tree(wt, tmp_path)
     finally:
         monkeypatch.undo()
+
+
+def test_many_files_edited_in_place_are_added_by_their_directories(
+    repo: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    # git matches every index entry against every pathspec: thousands of edited files
+    # named one by one made `git add` quadratic (a minute for 20,000). Past rescan's
+    # limit their directories are named instead, and the tree is still exactly git's.
+    from bar.changes.fast import rescan
+
+    assert bar(capfd, "init").code == 0
+    wt = worktree(new_task(capfd))
+    many = rescan._MAX_PATHS + 200
+    for i in range(many):
+        sub = wt / f"pkg{i % 3}" / f"m{i % 7}"
+        sub.mkdir(parents=True, exist_ok=True)
+        (sub / f"f{i}.txt").write_text(f"{i}\n")
+    (wt / "one.txt").write_text("one\n")
+    assert bar(capfd, "run", "--", "true").code == 0
+    task = api.get_task(api.open_project(), "t1")
+    recorded = task.recorded_snapshot()
+    time.sleep(SETTLE)
+    for path in wt.glob("pkg*/m*/f*.txt"):
+        path.write_text(path.read_text() + "edited\n")
+    (wt / "one.txt").write_text("edited too\n")
+    found = rescan.changed_since(wt, task.index, recorded)
+    assert found is not None and len(found) <= rescan._MAX_PATHS
+    assert "pkg0/m0" in found and "one.txt" in found
+    assert steps.current_tree(task, recorded) == _plain_git_tree(wt, tmp_path)
+    assert bar(capfd, "run", "--", "true").code == 0
+    assert task.recorded_snapshot() != recorded
+    assert steps.tree_of(task, task.recorded_snapshot()) == _plain_git_tree(wt, tmp_path)

@@ -90,7 +90,18 @@ def scan(
     if any(_is_ignore_file(p) for p in scope):
         return None  # what is ignored may have changed anywhere
     full = _with_files(scope, names)
-    return (sorted(set(full)), unchanged) if full is not None else None
+    if full is None:
+        return None
+    if len(full) > _MAX_PATHS:
+        # git matches every index entry against every pathspec: 20,000 files edited
+        # in place, named one by one, made `git add` take a minute where `add -A` of
+        # the whole tree takes a second. Their directories cover them (a wider scope
+        # is re-added, never missed), or, past that, the whole worktree.
+        covered = _collapse(set(full))
+        if covered is None:
+            return None
+        full = covered
+    return sorted(set(full)), unchanged
 
 
 _MAX_PATHS = 1000  # more changed paths than this are rescanned as their directories
@@ -134,10 +145,11 @@ def _collapse(changed: set[str]) -> list[str] | None:
     """Fewer than ``_MAX_PATHS`` paths covering ``changed`` (a path under another is
     left out); None when only the whole worktree would cover them."""
     paths = set(changed)
-    while len(paths) > _MAX_PATHS:
-        paths = {p.rpartition("/")[0] for p in paths}
-        if "" in paths:
+    while len(paths) > _MAX_PATHS:  # the deepest give way to their directories first
+        depth = max(p.count("/") for p in paths)
+        if depth == 0:
             return None
+        paths = {p.rpartition("/")[0] if p.count("/") == depth else p for p in paths}
     ordered = sorted(paths)
     kept: list[str] = []
     for p in ordered:  # sorted: a directory comes right before what is under it
