@@ -48,6 +48,10 @@ def test_pty_step_records_cast_and_clean_text(
         [BAR_EXE, "replay", "1", "--instant"], cwd=inited, capture_output=True, timeout=60
     )
     assert replay.returncode == 0 and b"red" in replay.stdout
+    (task_dir(t["id"]) / "artifacts/0001.cast").unlink()  # gone: said, nothing made up
+    shown = subprocess.run([BAR_EXE, "show", "1"], cwd=inited, capture_output=True, timeout=60)
+    assert shown.returncode == 0 and b"=== STDOUT ===" not in shown.stdout
+    assert b"the output (derived from artifacts/0001.cast) is missing" in shown.stderr
 
 
 def test_replay_of_a_step_run_without_a_terminal_says_so_and_exits_1(

@@ -16,6 +16,7 @@ as it is derived, since cleaning can join what escapes kept apart ("API_KEY" in 
 from __future__ import annotations
 
 import codecs
+import itertools
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -232,10 +233,12 @@ def text_of_cast(path: Path) -> Iterator[bytes]:
     from bar.terminal.cast import outputs
     from bar.terminal.pipes import STDERR_HEADER, STDOUT_HEADER
 
+    events = outputs(path)
+    first = next(events, None)  # (a missing or broken recording says so before any output)
     cleaner, scrubber = TextCleaner(), StreamScrubber(Scrubber())
     yield STDOUT_HEADER
     last = b"\n"
-    for data in outputs(path):
+    for data in itertools.chain([] if first is None else [first], events):
         if piece := scrubber.feed(cleaner.feed_str(data).encode("utf-8")):
             last = piece
             yield piece
