@@ -537,7 +537,9 @@ def fig6(f: Fixture, p: Params) -> list[Row]:
         p.warmup,
     )
     k = f"{p.ledger_steps:,}"
+    whole = _whole_history(f, p, repo, big, wt_big)
     return [
+        *whole,
         ratio_row(
             "6-log",
             f"`bar log -n 20`: {k}-step ledger ÷ 10-step ledger",
@@ -563,6 +565,80 @@ def fig6(f: Fixture, p: Params) -> list[Row]:
             1.5,
         ),
     ]
+
+
+def _whole_history(f: Fixture, p: Params, repo: Path, task: str, wt: Path) -> list[Row]:
+    """The long task's whole history: its full ``bar log`` against ``git log --oneline``
+    over as many commits, and a rollback between its first and last states (100,000
+    steps apart) against ``git checkout`` between the same two trees."""
+    commits = f.dir / "commits"
+    _chain_of_commits(f, commits, p.ledger_steps)
+    ledger = (f.task_dir(task) / "ledger.jsonl").read_bytes().splitlines()
+    first, last = json.loads(ledger[0]), json.loads(ledger[-1])
+    checkout = f.dir / "checkout"
+    f.git(repo, "worktree", "add", "-q", "--detach", str(checkout), last["snapshot"])
+    log("  the first full log of the long ledger (its rows are kept from then on)")
+    first_log = f.t([f.tools.bar, "log", "--task", task], wt)
+    at = {"bar": last["step_id"], "git": last["snapshot"]}
+
+    def bar_rollback() -> float:
+        at["bar"] = first["step_id"] if at["bar"] == last["step_id"] else last["step_id"]
+        return f.t([f.tools.bar, "rollback", "--task", task, "--to", at["bar"]], wt)
+
+    def git_checkout() -> float:
+        at["git"] = first["snapshot"] if at["git"] == last["snapshot"] else last["snapshot"]
+        return f.t(["git", "checkout", "-q", "--detach", at["git"]], checkout)
+
+    s = interleave(
+        {
+            "bar log": lambda: f.t([f.tools.bar, "log", "--task", task], wt),
+            "git log --oneline": lambda: f.t(["git", "log", "--oneline"], commits),
+            "bar rollback": bar_rollback,
+            "git checkout": git_checkout,
+        },
+        p.repeat,
+        p.warmup,
+    )
+    k = f"{p.ledger_steps:,}"
+    return [
+        ratio_row(
+            "6-log-all",
+            f"`bar log` of all {k} steps ÷ `git log --oneline` of {k} commits",
+            s,
+            "bar log",
+            "git log --oneline",
+            3.0,
+            note=f"the first full log, which makes the rows kept from then on: "
+            f"{first_log / median(s['git log --oneline']):.1f}×",
+        ),
+        ratio_row(
+            "6-rollback",
+            f"`bar rollback` between steps {k} apart ÷ `git checkout` between their trees",
+            s,
+            "bar rollback",
+            "git checkout",
+            3.0,
+        ),
+    ]
+
+
+def _chain_of_commits(f: Fixture, path: Path, count: int) -> None:
+    """A repository of ``count`` commits in a line, one file, written by fast-import."""
+    f.run(["git", "init", "-q", "-b", "main", str(path)], f.dir)
+    parts = [b"blob\nmark :1\ndata 2\na\n"]
+    for i in range(count):
+        message = f"step {i + 1}".encode()
+        parts.append(
+            b"commit refs/heads/main\ncommitter bench <bench@localhost> %d +0000\n"
+            b"data %d\n%s\n" % (1_700_000_000 + i, len(message), message)
+        )
+        if i == 0:
+            parts.append(b"M 100644 :1 a\n")
+        parts.append(b"\n")
+    stream = f.dir / "commits.fi"
+    stream.write_bytes(b"".join(parts))
+    f.run(["git", "fast-import", "--quiet"], path, stdin=stream)
+    stream.unlink()
 
 
 # what a synthetic step printed, as bar stores a step's output (``bar.terminal.pipes``)

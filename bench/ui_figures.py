@@ -5,6 +5,8 @@
   the ledger, so this stays flat. 13-timeline-10: the same ÷ a 10-step task (context: the
   ninety rows more are most of the difference). Each long ledger is a real step, synthetic
   ones written in the ledger's format (as figure 6 does) and a real step again.
+- 13-first-byte: how long the browser waits for the first byte of each page (the page's
+  head is sent before its rows are read).
 - 13-step: the page of a step that changed 5,000 files (its file list with each file's
   stats; the per-file diffs are fetched later, one by one, and are not timed) ÷ `git diff
   --numstat` of the same two trees (context: what listing those files costs git alone).
@@ -49,6 +51,22 @@ class _Page:
         body = res.read()
         conn.close()
         return res.status, {k.lower(): v for k, v in res.getheaders()}, body
+
+    def first_byte(self, path: str) -> float:
+        """Seconds to the first byte of the page's body (the rest is read, not timed)."""
+        conn = http.client.HTTPConnection(self.host, self.port, timeout=120)
+        start = time.perf_counter()
+        conn.request(
+            "GET", path, headers={"Host": f"{self.host}:{self.port}", "Cookie": self.cookie}
+        )
+        res = conn.getresponse()
+        first = res.read1(1)
+        took = time.perf_counter() - start
+        rest = res.read()
+        conn.close()
+        if res.status != 200 or not first:
+            raise BenchError(f"bar ui answered {path} with HTTP {res.status}: {rest[:300]!r}")
+        return took
 
     def timed(self, path: str) -> float:
         start = time.perf_counter()
@@ -116,6 +134,8 @@ def fig13(f: Fixture, p: Params) -> list[Row]:
             "timeline 10,000": lambda: client.timed(page.format(big)),
             "timeline 100": lambda: client.timed(page.format(page_full)),
             "timeline 10": lambda: client.timed(page.format(small)),
+            "first byte 10,000": lambda: client.first_byte(page.format(big)),
+            "first byte 10": lambda: client.first_byte(page.format(small)),
         }
         if step:
             numstat = [
@@ -159,6 +179,14 @@ def fig13(f: Fixture, p: Params) -> list[Row]:
             "timeline 10",
             None,
             note="context: 100 rows against 10",
+        ),
+        ratio_row(
+            "13-first-byte",
+            f"`bar ui` timeline, first page, its first byte: {LONG:,}-step task ÷ 10-step task",
+            s,
+            "first byte 10,000",
+            "first byte 10",
+            2.0,
         ),
     ]
     if not step:

@@ -65,6 +65,32 @@ def test_log_reads_only_the_tail(inited: Path, capfd: pytest.CaptureFixture[str]
     assert "skipping" not in res.err
 
 
+def test_the_full_log_from_kept_rows_is_the_log_of_the_ledger_as_it_is(
+    inited: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    t = new_task(capfd)
+    assert bar(capfd, "run", "--", "sh", "-c", "echo a > a").code == 0
+    assert bar(capfd, "run", "--", "sh", "-c", "exit 3").code == 3
+    (worktree(t) / "sub").mkdir()
+    assert bar(capfd, "run", "--cwd", "sub", "--", "true").code == 0
+    assert bar(capfd, "rollback", "--to", "1").code == 0
+    first = bar(capfd, "log").out
+    kept = task_dir(t["id"]) / "ledger.rows"
+    assert kept.exists()
+    assert bar(capfd, "log").out == first  # from the kept rows
+    assert "exit 3" in first and "(in sub)" in first and "rollback to step 0001" in first
+    # a hand edit of the ledger, of the same length: the log shows the ledger's words
+    ledger = task_dir(t["id"]) / "ledger.jsonl"
+    data = ledger.read_bytes()
+    ledger.write_bytes(
+        data.replace(b'"exit 3"', b'"exit 4"').replace(b'exit_code":3', b'exit_code":4')
+    )
+    edited = bar(capfd, "log").out
+    assert "exit 4" in edited and "exit 3" not in edited
+    kept.unlink()
+    assert bar(capfd, "log").out == edited
+
+
 def test_torn_ledger_line_is_skipped_and_numbering_continues(
     inited: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:

@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import shlex
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -535,6 +535,15 @@ def log(task: Task, n: int | None = None) -> list[Step]:
     if n is not None and n < 0:
         raise UsageError("-n takes a number of steps, 0 or more")
     return task.ledger.tail(n) if n is not None else task.ledger.read_all()
+
+
+def log_rows(task: Task, make: Callable[[Step], list[Any]], tag: str) -> list[list[Any]]:
+    """``make(step)`` for every step of the task, oldest first: the rows made from the
+    ledger's lines are kept beside it (``bar.ledger.rows``), so a long task's full log
+    makes rows only for the steps recorded since the last one."""
+    from bar.ledger import rows
+
+    return rows.rows(task.ledger, task.paths.ledger_rows, make, tag)
 
 
 def show(task: Task, step_ref: str) -> Step:

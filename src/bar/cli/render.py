@@ -165,19 +165,25 @@ def checkpoint_line(cp: Checkpoint, paint: Painter, width: int | None = None) ->
 
 
 def outcome(step: Step, paint: Painter) -> str:
+    text, style = outcome_parts(step)
+    return paint(text, style) if style else text
+
+
+def outcome_parts(step: Step) -> tuple[str, str | None]:
+    """How a step ended, in words, and the colour to show them in."""
     if not isinstance(step, RunStep):
-        return ""
+        return "", None
     if step.blocked:
-        return paint("blocked", "red")
+        return "blocked", "red"
     if step.extra.get("stopped_by"):
-        return paint("stopped", "red")
+        return "stopped", "red"
     if step.extra.get("stopped"):  # bar stopped the agent itself: ``budget``
-        return paint(f"stopped: {step.extra['stopped']}", "yellow")
+        return f"stopped: {step.extra['stopped']}", "yellow"
     if step.interrupted:
-        return paint("interrupted", "yellow")
+        return "interrupted", "yellow"
     if step.exit_code == 0:
-        return paint("exit 0", "green")
-    return paint(f"exit {step.exit_code}", "red")
+        return "exit 0", "green"
+    return f"exit {step.exit_code}", "red"
 
 
 def session_text(summary: dict[str, Any], *, calls: bool = False) -> str:

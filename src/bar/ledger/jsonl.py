@@ -254,31 +254,41 @@ class Ledger:
         ending at the first step past it; ``only``: lines surely other steps than number
         ``only`` passed over unparsed, ending at the first step past it."""
         upto = only if only is not None else upto
+        for _, _, _, step in self.lines_from(warn=warn, only=only):
+            if step is None:
+                continue
+            if upto is not None and step.number > upto:
+                return  # (a line that only looked past it was parsed: junk)
+            yield step
+
+    def lines_from(
+        self, offset: int = 0, first: int = 1, *, warn: bool = True, only: int | None = None
+    ) -> Iterator[tuple[int, int, bytes, Step | None]]:
+        """(line number, byte offset, the line as written, its step) for every line from
+        byte ``offset`` (where line number ``first`` starts) to the end; the step is None
+        for a blank line, for one that does not parse (reported) and, with ``only``, for
+        one surely an earlier step than number ``only`` (passed over unparsed)."""
         try:
             fh = os.fdopen(_open_no_follow(self.path), "rb")
         except FileNotFoundError:
             return
         with fh:
-            offset = 0
-            for lineno, line in enumerate(fh, 1):
+            fh.seek(offset)
+            for lineno, line in enumerate(fh, first):
                 stripped = line.rstrip(b"\n")
                 number = _named(stripped) if only is not None else None
-                if number is not None and only is not None and number < only:
-                    offset += len(line)
-                    continue
-                if stripped.strip():
+                step = None
+                if (number is None or only is None or number >= only) and stripped.strip():
                     where = f"line {lineno} of {self.path}"
                     try:
                         step = _parse(stripped, where)
-                        if upto is not None and step.number > upto:
-                            return  # (a line that only looked past it was parsed: junk)
-                        yield step
                     except CorruptFile as exc:
                         self.bad_lines.append(
                             BadLine(lineno, offset, stripped, str(exc), _claimed_step_id(stripped))
                         )
                         if warn:
                             self._warn_once(offset, f"skipping {where}: {exc}")
+                yield lineno, offset, line, step
                 offset += len(line)
 
     def near_start(self, number: int) -> bool:

@@ -17,7 +17,7 @@ from bar import api
 from bar.errors import ApplyConflict, BarError
 from bar.history.checkpoints import Checkpoint
 from bar.task.tasks import Task
-from bar.ui.pages import esc, layout, plural, short, stat_text, task_url
+from bar.ui.pages import error_html, esc, layout, plural, short, stat_text, task_url
 from bar.ui.security import CSRF_FIELD
 from bar.ui.step_pages import state_picker
 
@@ -62,11 +62,6 @@ def _form(
         f'<form method="post" action="{esc(task_url(task, action))}">{hidden}{inner}'
         f"<button type=submit{cls}>{esc(button)}</button></form>"
     )
-
-
-def error_html(exc: BarError) -> str:
-    hint = f'<p class="hint">hint: {esc(exc.hint)}</p>' if exc.hint else ""
-    return f'<div class="error" role="alert"><p>bar: {esc(exc)}</p>{hint}</div>'
 
 
 def last_step(task: Task) -> str:

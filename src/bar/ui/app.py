@@ -9,6 +9,7 @@ own message and hint; a name in a URL that names nothing is a 404.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -49,12 +50,21 @@ def build(keys: Secrets) -> Starlette:
     def the_task(request: Request) -> Task:
         return views.task(request.path_params["project"], request.path_params["task"])
 
-    def timeline(request: Request) -> str:
+    def timeline(request: Request) -> Response:
         try:
             number = int(request.query_params.get("page", "1"))
         except ValueError:
             number = 1
-        return pages.timeline(the_task(request), number, csrf)
+        try:
+            parts = pages.timeline(the_task(request), number, csrf)
+            head = next(parts)  # (a task that is not, or cannot be read, is an error page)
+        except NotFound as exc:
+            return _error(exc, 404, csrf)
+        except BarError as exc:
+            return _error(exc, 400 if exc.exit_code == 2 else 409, csrf)
+        return StreamingResponse(
+            itertools.chain([head], parts), media_type="text/html; charset=utf-8"
+        )
 
     def step(request: Request) -> str:
         task = the_task(request)
@@ -145,7 +155,7 @@ def build(keys: Secrets) -> Starlette:
 
     routes = [
         Route("/", page(lambda r: pages.overview(csrf))),
-        Route("/p/{project}/t/{task}", page(timeline)),
+        Route("/p/{project}/t/{task}", timeline),
         Route("/p/{project}/t/{task}/events", events),
         Route("/p/{project}/t/{task}/s/{step}", page(step)),
         Route("/p/{project}/t/{task}/s/{step}/file/{n}", _plain(step_file)),
@@ -215,7 +225,7 @@ def _section(index: patches.PatchIndex, n: str) -> Response:
 
 
 def _error(exc: BarError, status: int, csrf: str) -> HTMLResponse:
-    body = f"<h1>{'Not found' if status == 404 else 'Error'}</h1>{actions.error_html(exc)}"
+    body = f"<h1>{'Not found' if status == 404 else 'Error'}</h1>{pages.error_html(exc)}"
     return HTMLResponse(pages.layout("error", body, csrf=csrf), status_code=status)
 
 

@@ -147,7 +147,7 @@ def decisions_page(
     error: BarError | None = None,
     done: str = "",
 ) -> str:
-    from bar.ui.actions import error_html
+    from bar.ui.pages import error_html
 
     waiting = orders.pending_decision(task)
     parts = ["<h1>Decisions</h1>"]

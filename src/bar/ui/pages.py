@@ -8,13 +8,14 @@ the live timeline, the lazy diffs, colours and the terminal player.
 from __future__ import annotations
 
 import shlex
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from html import escape
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlencode
 
 from bar import api
+from bar.errors import BarError
 from bar.ledger.records import ApplyStep, DecisionStep, RollbackStep, RunStep, Step, SyncStep
 from bar.task.tasks import Task
 from bar.ui import assets, views
@@ -98,6 +99,21 @@ def layout(
     task: Task | None = None,
     current: str = "",
 ) -> str:
+    return layout_top(title, csrf=csrf, crumbs=crumbs, task=task, current=current) + body + _BOTTOM
+
+
+_BOTTOM = "</main></body></html>"
+
+
+def layout_top(
+    title: str,
+    *,
+    csrf: str,
+    crumbs: Sequence[tuple[str, str]] = (),
+    task: Task | None = None,
+    current: str = "",
+) -> str:
+    """A page up to the start of its body (``<main>``)."""
     rich = assets.present()
     styles = (
         "".join(f'<link rel="stylesheet" href="/static/vendor/{n}">' for n in assets.STYLES)
@@ -133,8 +149,7 @@ def layout(
         f"<title>{esc(title)} · bar</title>{styles}"
         '<link rel="stylesheet" href="/static/ui.css">'
         f'{scripts}<script type="module" src="/static/ui.js"></script></head><body>'
-        f'<header class="top"><div class="crumbs">{trail}</div>{nav}</header>'
-        f"<main>{body}</main></body></html>"
+        f'<header class="top"><div class="crumbs">{trail}</div>{nav}</header><main>'
     )
 
 
@@ -231,12 +246,19 @@ def _on_workers(t: Task) -> tuple[str, str]:
 # --- the timeline ------------------------------------------------------------------
 
 
-def timeline(task: Task, page: int, csrf: str) -> str:
+def timeline(task: Task, page: int, csrf: str) -> Iterator[str]:
+    """The task's timeline, page ``page`` (from 1, newest first), in parts: the page's head
+    (what the task is, the step running) before its rows are read, so that the browser
+    starts on a long task's page as soon as on a short one's."""
     pages = views.page_count(task)
     page = min(max(1, page), pages)
-    shown = views.steps_page(task, page)
-    newest = shown[0].number if shown and page == 1 else 0
-    live = ' data-live="' + esc(task_url(task, "/events")) + f'" data-last="{newest}"'
+    newest = task.ledger.last()
+    live = (
+        f' data-live="{esc(task_url(task, "/events"))}" '
+        f'data-last="{newest.number if newest is not None else 0}"'
+        if page == 1
+        else ""
+    )
     head = (
         f"<h1>{esc(task.name)} <small>{esc(task.id)}</small></h1>"
         f'<p class="meta">branch <code>{esc(task.branch)}</code> from '
@@ -251,29 +273,38 @@ def timeline(task: Task, page: int, csrf: str) -> str:
             f"{esc(flow.get('current_phase'))}</span>, step "
             f"{esc(flow.get('current_step'))}</p>"
         )
-        history = [e for e in flow.get("history", []) if isinstance(e, dict)]
-        entries = views.flow_entries(task, history, page, pages, shown)
-        rows = _phased_rows(task, shown, history, entries)
-    else:
-        rows = "".join(step_row(task, s) for s in shown)
     running = running_html(task) if page == 1 else ""
-    empty = "" if shown else "<p class=empty>No steps yet: <code>bar run -- CMD</code>.</p>"
-    body = (
-        f'{head}<div id="running">{running}</div>'
-        f'<table class="timeline"{live if page == 1 else ""}><thead><tr><th>step</th>'
+    yield (
+        layout_top(
+            f"{task.name}: timeline",
+            csrf=csrf,
+            task=task,
+            current="",
+            crumbs=[(task.project.name, "/"), (task.name, "")],
+        )
+        + f'{head}<div id="running">{running}</div>'
+        f'<table class="timeline"{live}><thead><tr><th>step</th>'
         "<th>kind</th><th>what</th><th>result</th><th>started (UTC)</th><th>duration</th>"
-        "<th>changes</th>"
-        f'</tr></thead><tbody id="steps">{rows}</tbody></table>{empty}'
-        f"{_pager(task, page, pages)}"
+        '<th>changes</th></tr></thead><tbody id="steps">'
     )
-    return layout(
-        f"{task.name}: timeline",
-        body,
-        csrf=csrf,
-        task=task,
-        current="",
-        crumbs=[(task.project.name, "/"), (task.name, "")],
-    )
+    try:
+        shown = views.steps_page(task, page)
+        if flow is not None:
+            history = [e for e in flow.get("history", []) if isinstance(e, dict)]
+            entries = views.flow_entries(task, history, page, pages, shown)
+            rows = _phased_rows(task, shown, history, entries)
+        else:
+            rows = "".join(step_row(task, s) for s in shown)
+    except BarError as exc:  # (the head is sent: the page says so where its rows would be)
+        yield f"</tbody></table>{error_html(exc)}{_BOTTOM}"
+        return
+    empty = "" if shown else "<p class=empty>No steps yet: <code>bar run -- CMD</code>.</p>"
+    yield f"{rows}</tbody></table>{empty}{_pager(task, page, pages)}{_BOTTOM}"
+
+
+def error_html(exc: BarError) -> str:
+    hint = f'<p class="hint">hint: {esc(exc.hint)}</p>' if exc.hint else ""
+    return f'<div class="error" role="alert"><p>bar: {esc(exc)}</p>{hint}</div>'
 
 
 def _phased_rows(

@@ -96,11 +96,16 @@ def page_count(the_task: Task) -> int:
 
 
 def steps_page(the_task: Task, page: int) -> list[Step]:
-    """Page ``page`` (from 1) of the steps, newest first, read from the end of the ledger."""
-    skip = (page - 1) * PER_PAGE
+    """Page ``page`` (from 1) of the steps, newest first, read from the end of the ledger:
+    the steps numbered from ``(page - 1) * PER_PAGE`` below the newest down, so that the
+    lines of the newer pages are passed over unparsed (``Ledger.iter_reverse(below=)``)."""
+    newest = the_task.ledger.last()
+    if newest is None:
+        return []
+    top = newest.number - (page - 1) * PER_PAGE
     shown: list[Step] = []
-    for i, step in enumerate(the_task.ledger.iter_reverse(warn=False)):
-        if i < skip:
+    for step in the_task.ledger.iter_reverse(warn=False, below=top + 1):
+        if step.number > top:  # (a line that named another step, parsed: junk)
             continue
         shown.append(step)
         if len(shown) >= PER_PAGE:
@@ -135,12 +140,13 @@ def flow_entries(
     page after the first, at or before the step just newer than the page started."""
     low = moment(shown[-1].started_at) if shown and page < pages else None
     high = None
-    if page > 1:
-        skip = (page - 1) * PER_PAGE
-        for i, step in enumerate(the_task.ledger.iter_reverse(warn=False)):
-            if i == skip - 1:
-                high = moment(step.started_at)
+    newest = the_task.ledger.last()
+    if page > 1 and newest is not None:
+        top = newest.number - (page - 1) * PER_PAGE  # the page's newest step
+        for step in the_task.ledger.iter_reverse(warn=False, below=top + 2):
+            if step.number <= top:
                 break
+            high = moment(step.started_at)  # (the oldest step newer than the page, so far)
     found = []
     for entry in history:
         at = moment(str(entry.get("at") or entry.get("timestamp", "")))

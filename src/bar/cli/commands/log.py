@@ -11,7 +11,8 @@ when known, cost (``--json`` has the ledger line's ``session`` as it is).
 
 from __future__ import annotations
 
-from typing import Any
+import sys
+from typing import Any, NamedTuple
 
 from bar import api
 from bar.aide import flow
@@ -25,13 +26,12 @@ from bar.cli.render import (
     duration,
     fit,
     one_line,
-    outcome,
+    outcome_parts,
     plural,
     print_json,
     session_text,
     stat_text,
     terminal_width,
-    visible_len,
 )
 from bar.ledger.records import RunStep, Step
 from bar.task.tasks import Task
@@ -39,12 +39,16 @@ from bar.task.tasks import Task
 
 def log(*, task: str | None, n: int | None, patch: bool, as_json: bool, tools: bool = False) -> int:
     the_task = api.get_task(api.open_project(), task)
-    steps = api.log(the_task, n)
     history = flow.history(the_task)
     if as_json:
+        steps = api.log(the_task, n)
         print_json([shapes.log_entry(the_task, s, patch, history) for s in steps])
         return 0
-    if not steps:
+    if n is None:  # every step: rows kept beside the ledger, made for new steps only
+        rows = [_Row._make(cells) for cells in api.log_rows(the_task, _cells, _TAG)]
+    else:
+        rows = [_Row._make(_cells(step)) for step in api.log(the_task, n)]
+    if not rows:
         if n != 0:
             print(
                 f"Task {the_task.name} ({the_task.id}) has no steps yet. "
@@ -52,8 +56,49 @@ def log(*, task: str | None, n: int | None, patch: bool, as_json: bool, tools: b
             )
         return 0
     with paging():
-        _print_steps(the_task, steps, patch=patch, tools=tools, history=history)
+        _print_rows(the_task, rows, patch=patch, tools=tools, history=history)
     return 0
+
+
+class _Row(NamedTuple):
+    """What the log shows of a step, in plain words (no colour: painted when printed)."""
+
+    step_id: str
+    kind: str
+    outcome: str
+    colour: str | None  # the outcome's
+    stat: str
+    duration: str
+    what: str
+    where: str
+    session: dict[str, Any] | None
+    checkpoints: int
+    patch: str | None
+    started_at: str
+
+
+# names what ``_cells`` makes: a change to it (or to what it calls) needs a new tag, or
+# the rows kept beside long ledgers would show the old words
+_TAG = "log/1"
+
+
+def _cells(step: Step) -> list[Any]:
+    text, colour = outcome_parts(step)
+    session = step.extra.get("session") if isinstance(step, RunStep) else None
+    return [
+        step.step_id,
+        step.kind,
+        text,
+        colour,
+        stat_text(step.diff_stat),
+        duration(step.duration_ms),
+        describe(step),
+        _where(step),
+        session if isinstance(session, dict) else None,
+        step.checkpoints if isinstance(step, RunStep) else 0,
+        step.artifacts.patch,
+        step.started_at,
+    ]
 
 
 def _where(step: Step) -> str:
@@ -64,56 +109,73 @@ def _where(step: Step) -> str:
     return f"  (in {one_line(step.cwd)})"
 
 
-def _print_steps(
+def _print_rows(
     task: Task,
-    steps: list[Step],
+    rows: list[_Row],
     *,
     patch: bool,
     tools: bool,
     history: list[dict[str, Any]] | None = None,
 ) -> None:
     paint = Painter(task.project.config.output.color)
-    rows = [
-        (
-            paint(s.step_id, "bold"),
-            s.kind,
-            outcome(s, paint),
-            stat_text(s.diff_stat),
-            duration(s.duration_ms),
+    # the cells are plain text: their lengths are their widths on the terminal
+    widths = [
+        max(map(len, column))
+        for column in (
+            [row.step_id for row in rows],
+            [row.kind for row in rows],
+            [row.outcome for row in rows],
+            [row.stat for row in rows],
+            [row.duration for row in rows],
         )
-        for s in steps
     ]
-    widths = [max(visible_len(row[i]) for row in rows) for i in range(5)]
     width = terminal_width()
+    out: list[str] = []  # lines printed together (flushed before a file is copied)
     shown_phase: object = ""  # a header line each time the phase changes
-    for step, row in zip(steps, rows, strict=True):
-        if history is not None:
-            phase = flow.phase_of(history, step.started_at)
+    for row in rows:
+        if history:
+            phase = flow.phase_of(history, row.started_at)
             if phase != shown_phase:
-                print(paint(f"phase {phase}" if phase else "before the flow started", "cyan"))
+                out.append(paint(f"phase {phase}" if phase else "before the flow started", "cyan"))
                 shown_phase = phase
-        cells = [paint.pad(cell, w) for cell, w in zip(row[:4], widths, strict=False)]
-        head = "  ".join(cells) + "  " + row[4].rjust(widths[4]) + "  "
-        where = _where(step)
-        room = None if width is None else max(width - visible_len(head) - len(where), 10)
-        print((head + fit(describe(step), room) + paint(where, "dim")).rstrip())
-        summary = step.extra.get("session") if isinstance(step, RunStep) else None
-        if isinstance(summary, dict):
-            print(paint(f"      {session_text(summary)}", "dim"))
-        if isinstance(step, RunStep) and step.checkpoints:
+        out.append(_line(row, widths, paint, width))
+        if row.session is not None:
+            out.append(paint(f"      {session_text(row.session)}", "dim"))
+        if row.checkpoints:
             if tools:
-                for cp in api.checkpoints(task, step.step_id):
-                    line = checkpoint_line(cp, paint, None if width is None else width - 2)
-                    print(f"  {line}".rstrip())
+                _flush(out)
+                for cp in api.checkpoints(task, row.step_id):
+                    text = checkpoint_line(cp, paint, None if width is None else width - 2)
+                    print(f"  {text}".rstrip())
             else:
-                print(
+                out.append(
                     paint(
-                        f"      {plural(step.checkpoints, 'checkpoint')} "
-                        "(bar log --tools lists them)",
+                        f"      {plural(row.checkpoints, 'checkpoint')} (bar log --tools lists them)",
                         "dim",
                     )
                 )
-        if patch and step.artifacts.patch:
-            if not copy_file(api.artifact_path(task, step.artifacts.patch)):
-                print(f"bar: warning: artifact {step.artifacts.patch} is missing")
+        if patch and row.patch:
+            _flush(out)
+            if not copy_file(api.artifact_path(task, row.patch)):
+                print(f"bar: warning: artifact {row.patch} is missing")
             print()
+    _flush(out)
+
+
+def _line(row: _Row, widths: list[int], paint: Painter, width: int | None) -> str:
+    """A step's line: its columns padded to ``widths``, then what it was, cut to the
+    terminal's ``width`` (None: whole), then where it ran."""
+    i, k, o, s, d = widths
+    ended = paint(row.outcome, row.colour) if row.colour else row.outcome
+    head = (
+        f"{paint(row.step_id, 'bold')}{' ' * (i - len(row.step_id))}  {row.kind.ljust(k)}  "
+        f"{ended}{' ' * (o - len(row.outcome))}  {row.stat.ljust(s)}  {row.duration.rjust(d)}  "
+    )
+    room = None if width is None else max(width - (i + k + o + s + d + 10) - len(row.where), 10)
+    return (head + fit(row.what, room) + paint(row.where, "dim")).rstrip()
+
+
+def _flush(out: list[str]) -> None:
+    if out:
+        sys.stdout.write("\n".join(out) + "\n")
+        out.clear()
