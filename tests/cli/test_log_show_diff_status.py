@@ -75,7 +75,7 @@ def test_the_full_log_from_kept_rows_is_the_log_of_the_ledger_as_it_is(
     assert bar(capfd, "run", "--cwd", "sub", "--", "true").code == 0
     assert bar(capfd, "rollback", "--to", "1").code == 0
     first = bar(capfd, "log").out
-    kept = task_dir(t["id"]) / "ledger.rows"
+    kept = task_dir(t["id"]) / "ledger.log.rows"
     assert kept.exists()
     assert bar(capfd, "log").out == first  # from the kept rows
     assert "exit 3" in first and "(in sub)" in first and "rollback to step 0001" in first

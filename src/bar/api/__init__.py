@@ -543,7 +543,7 @@ def log_rows(task: Task, make: Callable[[Step], list[Any]], tag: str) -> list[li
     makes rows only for the steps recorded since the last one."""
     from bar.ledger import rows
 
-    return rows.rows(task.ledger, task.paths.ledger_rows, make, tag)
+    return rows.rows(task.ledger, task.paths.kept_rows("log"), make, tag)
 
 
 def show(task: Task, step_ref: str) -> Step:

@@ -36,29 +36,66 @@ from bar.task.tasks import Task
 
 @record
 class Chain:
-    done: list[Step] = field(default_factory=list)  # undoable, oldest first
-    undone: list[Step] = field(default_factory=list)  # redoable, most recently undone last
+    """The undo and redo stacks, each step named by its key (``_key``)."""
+
+    done: list[str] = field(default_factory=list)  # undoable, oldest first
+    undone: list[str] = field(default_factory=list)  # redoable, most recently undone last
+
+
+# what ``_entry`` makes of a step (a change to it needs a new tag)
+_TAG = "undo/1"
 
 
 def chain(task: Task) -> Chain:
-    """The undo and redo stacks, replayed from the ledger."""
+    """The undo and redo stacks, replayed from the ledger: from what is kept of each step
+    beside it (``bar.ledger.rows``), so a long task's undo parses only its new lines."""
+    from bar.ledger import rows
+
     result = Chain()
-    by_id: dict[str, Step] = {}
-    for step in task.ledger.read_all(warn=False):
-        by_id[step.step_id] = step
-        if isinstance(step, RollbackStep) and (step.undo_of or step.redo_of):
+    by_id: dict[str, str] = {}  # a step id -> the key of the last step of that id so far
+    for key, action, named in rows.rows(task.ledger, task.paths.kept_rows("undo"), _entry, _TAG):
+        by_id[key.partition(":")[0]] = key
+        if action in ("undo", "redo"):
             source, dest = (
-                (result.done, result.undone) if step.undo_of else (result.undone, result.done)
+                (result.done, result.undone) if action == "undo" else (result.undone, result.done)
             )
-            named = by_id.get(step.undo_of or step.redo_of or "")
-            if named is not None and named in source:
-                source.remove(named)
-                dest.append(named)
-            continue
-        if _changed(step):
-            result.done.append(step)
+            moved = by_id.get(named or "")
+            if moved is not None and moved in source:
+                source.remove(moved)
+                dest.append(moved)
+        elif action == "changed":
+            result.done.append(key)
             result.undone.clear()
     return result
+
+
+def _entry(step: Step) -> list[str | None]:
+    """What the chain needs of a step: its key, what it did (``undo``, ``redo``,
+    ``changed``, or nothing to undo: ``""``) and the step an undo or redo names."""
+    if isinstance(step, RollbackStep) and (step.undo_of or step.redo_of):
+        return [_key(step), "undo" if step.undo_of else "redo", step.undo_of or step.redo_of]
+    return [_key(step), "changed" if _changed(step) else "", None]
+
+
+def _key(step: Step) -> str:
+    """A step's id and a digest of its line: two lines of one id (a ledger written by
+    hand) are two steps, as two steps that differ are."""
+    import hashlib
+
+    return f"{step.step_id}:{hashlib.blake2b(step.to_line(), digest_size=8).hexdigest()}"
+
+
+def _step(task: Task, key: str) -> Step:
+    """The step of ``key``: the ledger's step of its id, or (two lines of one id) the
+    one whose line it is."""
+    step_id = key.partition(":")[0]
+    found = task.ledger.get(step_id)
+    if _key(found) == key:
+        return found
+    for step in task.ledger.iter_forward(warn=False):
+        if step.step_id == step_id and _key(step) == key:
+            return step
+    raise AssertionError(f"step {step_id} is in the undo chain but not in the ledger")
 
 
 def _changed(step: Step) -> bool:
@@ -111,7 +148,7 @@ def plan(task: Task, *, redo: bool, dry_run: bool = False) -> Plan:
     stack = stacks.undone if redo else stacks.done
     if not stack:
         raise _nothing(task, redo)
-    step = stack[-1]
+    step = _step(task, stack[-1])
     target = states.resolve(task, step.step_id) if redo else states.before(task, step)
     hard = False
     moved = isinstance(step, SyncStep) or (isinstance(step, RollbackStep) and step.hard)

@@ -1,7 +1,7 @@
-"""Rows a face derives from every step, kept beside the ledger (``ledger.rows``).
+"""Rows derived from every step, kept beside the ledger (``ledger.<name>.rows``).
 
-A face that shows every step of a task (``bar log``) turns each ledger line into a row of
-plain values. Reading and checking 100,000 lines of about a kilobyte each costs seconds
+A command that needs every step of a task (``bar log`` shows each; ``bar undo`` replays the
+chain of undos) turns each ledger line into a row of plain values. Reading and checking 100,000 lines of about a kilobyte each costs seconds
 (the checks that keep a tampered line from reaching git dominate), so the rows made from
 the ledger's lines are kept, and a later call makes rows only for the lines appended since.
 

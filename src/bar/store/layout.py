@@ -3,7 +3,7 @@
 ```
 $BAR_HOME/projects/<name>-<hash4>/
     config.yaml  state.json  events.jsonl  project.lock  cache/
-    tasks/<id>/  task.json  ledger.jsonl  ledger.rows  artifacts/  index  index.stamps  task.lock
+    tasks/<id>/  task.json  ledger.jsonl  ledger.*.rows  artifacts/  index  index.stamps  task.lock
                  running.json  rollback.json  apply.json  sync.json  (intent journals)
                  bar.sock  (the channel of the running step)
                  git/  (the task's own git directory: HEAD, the side index's shared part)
@@ -143,11 +143,11 @@ class TaskPaths:
     def ledger(self) -> Path:
         return self.dir / "ledger.jsonl"
 
-    @property
-    def ledger_rows(self) -> Path:
-        """What ``bar log`` shows of each step, kept while it is the ledger's
-        (``bar.ledger.rows``): a cache, made again whenever it is not."""
-        return self.dir / "ledger.rows"
+    def kept_rows(self, name: str) -> Path:
+        """What a command derives from each step (``log``: what ``bar log`` shows; ``undo``:
+        what the undo chain needs), kept while it is the ledger's (``bar.ledger.rows``): a
+        cache, made again whenever it is not."""
+        return self.dir / f"ledger.{name}.rows"
 
     @property
     def artifacts(self) -> Path:
