@@ -48,7 +48,12 @@ each is waited for outside any timing when it starts, and stopped after each fig
    outside the timing, so their number stays constant.
 6. Two tasks of the same project. Each ledger is a real step, then valid synthetic
    steps that changed nothing (SPEC section 1 format), each with the output artifact
-   of a command that printed a line, then a real step again.
+   of a command that printed a line, then a real step again. 6-log-all: `bar log` of
+   every step of the long task (after a first one, untimed, which makes the rows kept
+   beside the ledger; its ratio is in the note) against `git log --oneline` in a
+   repository of as many commits in a line (fast-import); 6-rollback: `bar rollback`
+   alternating between the long task's first and last steps against `git checkout
+   --detach` alternating between their snapshot commits in a separate worktree.
 7. Same interpreter as bar (`python -c pass`). The hook runs as `bar run --agent claude`
    installs it, with a Claude Code `PreToolUse` Bash event on stdin and the project's
    default policy enabled. A running step answers only its own processes, so 7-version,
@@ -98,7 +103,8 @@ each is waited for outside any timing when it starts, and stopped after each fig
 13. A `bar ui` child serving over HTTP, each page fetched by a logged-in client: the
     first timeline page of a 10,000-step task (a real step, synthetic ones, a real step)
     against the same page of a 100-step task, both a hundred rows (13-timeline-10: of a
-    10-step task); the page of a step changing 5,000 files, its file list without the
+    10-step task; 13-first-byte: the time to the first byte of the page's body); the
+    page of a step changing 5,000 files, its file list without the
     diffs the page fetches later, against `git diff --numstat` of the same two trees. Not
     in `--quick`: its set-up alone takes over ten seconds.
 """

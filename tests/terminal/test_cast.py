@@ -7,6 +7,8 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from bar.errors import CorruptFile, NotFound, UnsupportedVersion, UsageError
 from bar.redact import Scrubber
@@ -208,3 +210,30 @@ def test_replay_rejects_bad_options(tmp_path: Path, speed: float, max_idle: floa
     path = write_cast(tmp_path / "c.cast", HEADER)
     with pytest.raises(UsageError):
         replay_cast(path, io.BytesIO(), speed=speed, max_idle=max_idle)
+
+
+_PIECE = st.one_of(
+    st.binary(max_size=40),
+    st.text(max_size=20).map(lambda t: t.encode("utf-8", "surrogatepass")),
+    st.sampled_from([b"\r\n", b'"\\', b"\x1b[31m", "€".encode()[:1], "€".encode()[1:], b"\xff"]),
+)
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(pieces=st.lists(_PIECE, max_size=12))
+def test_cast_lines_are_the_json_of_what_was_printed(pieces: list[bytes]) -> None:
+    """Whatever bytes come, in whatever pieces: each line is what the JSON encoder writes
+    (byte for byte, as asciinema spaces it), and the events add up to the bytes decoded
+    as one (invalid ones replaced)."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "c.cast"
+        writer = CastWriter(path, width=80, height=24)
+        for piece in pieces:
+            writer.output(piece)
+        writer.close()
+        lines = path.read_bytes().splitlines(keepends=True)
+        for line in lines[1:]:
+            assert line == cast_module._encode(json.loads(line))
+        assert read_cast(path).output == b"".join(pieces).decode("utf-8", "replace")

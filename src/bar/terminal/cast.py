@@ -134,7 +134,13 @@ class CastWriter:
 
     def _pieces(self, pieces: Stamped) -> None:
         for at, data in pieces:
-            self._text(self._decoder.decode(data), at)
+            if data.isascii() and not self._decoder.getstate()[0]:
+                # (ASCII with no character begun before it: its text is its bytes)
+                if data:
+                    assert self._fd is not None, "cast writer is closed"
+                    write_all(self._fd, _output_line(self._at(at), data))
+            else:
+                self._text(self._decoder.decode(data), at)
 
     def _text(self, text: str, at: float) -> None:
         if text:
@@ -168,7 +174,11 @@ def output_line(at: float, text: str) -> bytes:
     """The line of an output event: what ``_encode([at, "o", text])`` writes, made from
     the bytes (escaping only the characters present costs a few passes of ``replace``,
     at GB/s, where the JSON encoder copies a character at a time)."""
-    data = text.encode("utf-8")
+    return _output_line(at, text.encode("utf-8"))
+
+
+def _output_line(at: float, data: bytes) -> bytes:
+    """``output_line`` of the text whose UTF-8 is ``data``."""
     present = data.translate(None, _PLAIN)
     if present:
         if b"\\" in present:  # the backslash first: the escapes below bring their own
@@ -176,7 +186,7 @@ def output_line(at: float, text: str) -> bytes:
         for c, escaped in _ESCAPED.items():
             if c in present:
                 data = data.replace(bytes((c,)), escaped)
-    return b'[%s, "o", "%s"]\n' % (repr(at).encode(), data)
+    return b"".join((b"[", repr(at).encode(), b', "o", "', data, b'"]\n'))
 
 
 def _encode(obj: object) -> bytes:
