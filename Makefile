@@ -17,7 +17,7 @@ UNCONFINED_TESTS := tests/sandbox/test_sandbox.py tests/step/test_run.py tests/s
 UI_VENDOR := src/bar/ui/static/vendor
 UI_STAMP  := $(UI_VENDOR)/.installed
 
-.PHONY: install agents shells browser ui-assets test test-fast lint typecheck unit demo demo-workers bench bench-full clean
+.PHONY: install agents shells browser ui-assets test test-fast test-long lint typecheck unit demo demo-workers bench bench-full clean
 
 $(STAMP): pyproject.toml bin/bar | $(UI_STAMP)
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "bar needs Python 3.11+"'
@@ -100,14 +100,23 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy
 
+# SIGKILL sweeps crash a command at each of its write points: make test visits a seeded
+# half of each sweep's points (a new seed each day; pytest's header names it), test-long
+# every one of them, and 500 random SIGKILL trials besides
+SWEEP_SHARE ?= 0.5
+
 unit: $(STAMP) agents shells browser
-	$(PY) -m pytest -n auto
+	TEST_SWEEP_SHARE=$(SWEEP_SHARE) $(PY) -m pytest -n auto --durations=15
 	@# again where the kernel cannot confine a step (simulated): bar must say so and go on
 	BAR_SANDBOX_UNAVAILABLE=1 $(PY) -m pytest -n auto -p no:randomly -m "not slow" $(UNCONFINED_TESTS)
 
 # the suite without the long sweeps (tests marked slow): for work in progress
 test-fast: $(STAMP)
 	$(PY) -m pytest -n auto -m "not slow"
+
+test-long: $(STAMP) agents shells browser
+	TEST_SWEEP_SHARE=1 $(PY) -m pytest -n auto -m slow
+	$(PY) bench/crash_trials.py --trials 500 --seed $$(date +%Y%m%d)
 
 test: lint typecheck unit
 	@# the quick benchmark as a smoke test: fails only when a command fails, never on timing

@@ -26,6 +26,16 @@ _PACKAGES = sorted(
 sys.path[:0] = [str(_TESTS / "support"), *_PACKAGES]
 
 
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Which points the SIGKILL sweeps crashed at (``helpers.sweep``): how to pick them again."""
+    from helpers import SWEEP_SEED, SWEEP_SHARE
+
+    terminalreporter.write_line(
+        f"SIGKILL sweeps: {SWEEP_SHARE:g} of each sweep's points, seed {SWEEP_SEED} "
+        f"(TEST_SWEEP_SHARE={SWEEP_SHARE:g} TEST_SWEEP_SEED={SWEEP_SEED} picks them again)"
+    )
+
+
 @pytest.fixture(autouse=True)
 def hermetic_seal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     home = tmp_path / "home"

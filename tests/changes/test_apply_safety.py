@@ -21,6 +21,7 @@ from helpers import (
     new_task,
     project_dir,
     run_sh,
+    sweep,
 )
 
 from conftest import git
@@ -268,7 +269,8 @@ def test_killed_at_every_point_of_a_checkout_update_ends_before_or_after(
     assert any("after writing the checkout's files" in p for p in points), points
     first = next(n for n, p in enumerate(points, start=1) if "after replacing apply.json" in p)
     outcomes = set()
-    for n, point in enumerate(points[first - 1 :], start=first):  # from the intent on
+    for n in sweep(len(points), first):  # from the intent on
+        point = points[n - 1]
         label = point.split(" ", 1)[1]  # (by name: the look before it may write stamps or not)
         monkeypatch.setenv("BAR_HOME", str(tmp_path / f"home{n}"))
         repo = make_repo(name=f"r{n}")

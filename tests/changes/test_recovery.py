@@ -18,6 +18,7 @@ from helpers import (
     ledger,
     project_dir,
     replay_patches,
+    sweep,
     task_dir,
 )
 
@@ -93,7 +94,8 @@ def test_sigkill_at_every_write_point(
     # each point by its label and how many of that label came before it: the number of
     # points varies with timing (a stamps file is rewritten only when stamps went stale)
     labels = [line.split(" ", 1)[1] for line in (tmp_path / "trace").read_text().splitlines()]
-    for n, label in enumerate(labels, start=1):
+    for n in sweep(len(labels)):
+        label = labels[n - 1]
         home = tmp_path / f"home{n}"
         monkeypatch.setenv("BAR_HOME", str(home))
         repo = make_repo(name=f"{command}{n}")

@@ -9,7 +9,15 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import bar_exe, files_in_commit, files_on_disk, ledger, replay_patches, task_dir
+from helpers import (
+    bar_exe,
+    files_in_commit,
+    files_on_disk,
+    ledger,
+    replay_patches,
+    sweep,
+    task_dir,
+)
 
 from conftest import git
 
@@ -45,7 +53,7 @@ def test_sigkill_at_every_point_of_a_sync(
     assert bar_exe("task", "sync", cwd=probe, env={"BAR_FAULT_TRACE": str(trace)}).code == 0
     points = trace.read_text().splitlines()
     assert len(points) >= 4
-    for n in range(1, len(points) + 1):
+    for n in sweep(len(points)):
         monkeypatch.setenv("BAR_HOME", str(tmp_path / f"home{n}"))
         repo = make_repo(name=f"sync{n}")
         task, tip = setup(repo)

@@ -250,3 +250,29 @@ def recorded_tree(repo: Path, task: dict[str, Any]) -> str:
         capture_output=True,
         text=True,
     ).stdout.strip()
+
+
+# --- SIGKILL sweeps ----------------------------------------------------------------------
+# A sweep crashes a command at each of its write points in turn. ``make test`` (what CI
+# runs) visits a seeded share of each sweep's points, ``make test-long`` all of them:
+# TEST_SWEEP_SHARE (0 < share <= 1) and TEST_SWEEP_SEED, read once here (each test's
+# environment is sealed). The seed changes every day unless set, so that runs on
+# successive days cover different points; the run's header names it.
+SWEEP_SHARE = min(1.0, max(0.01, float(os.environ.get("TEST_SWEEP_SHARE") or 1)))
+SWEEP_SEED = os.environ.get("TEST_SWEEP_SEED") or __import__("time").strftime("%Y%m%d")
+
+
+def sweep(last: int, first: int = 1) -> list[int]:
+    """The points, numbered ``first`` to ``last``, a sweep crashes at: all of them, or a
+    share (``SWEEP_SHARE``) picked by ``SWEEP_SEED`` and the test's name, the first and the
+    last always among them."""
+    import random
+
+    numbers = list(range(first, last + 1))
+    keep = max(2, round(len(numbers) * SWEEP_SHARE))
+    if keep >= len(numbers):
+        return numbers
+    test = os.environ.get("PYTEST_CURRENT_TEST", "").split(" ")[0]
+    pick = random.Random(f"{SWEEP_SEED}:{test}:{first}:{last}")
+    middle = pick.sample(numbers[1:-1], keep - 2)
+    return sorted({numbers[0], numbers[-1], *middle})

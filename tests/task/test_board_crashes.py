@@ -10,7 +10,7 @@ import signal
 from pathlib import Path
 
 import pytest
-from helpers import bar_exe, project_dir, task_dir
+from helpers import bar_exe, project_dir, sweep, task_dir
 
 from conftest import MakeRepo, git
 
@@ -63,7 +63,7 @@ def test_sigkill_at_every_point_of_task_start(
     planned_with_work(probe)
     points = trace(probe, tmp_path, "task", "start", "job")
     assert len(points) >= 5, points
-    for n in range(1, len(points) + 1):
+    for n in sweep(len(points)):
         monkeypatch.setenv("BAR_HOME", str(tmp_path / f"home{n}"))
         repo = setup(make_repo, f"r{n}")
         task_id = planned_with_work(repo)
@@ -94,7 +94,7 @@ def test_sigkill_at_every_point_of_closing_out(
     planned_with_work(probe)
     assert bar_exe("task", "start", "job", cwd=probe).code == 0
     points = trace(probe, tmp_path, "worktree", "remove", "job", "--complete")
-    for n in range(1, len(points) + 1):
+    for n in sweep(len(points)):
         monkeypatch.setenv("BAR_HOME", str(tmp_path / f"close{n}"))
         repo = setup(make_repo, f"c{n}")
         task_id = planned_with_work(repo)

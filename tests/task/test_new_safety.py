@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import bar, bar_exe, new_task, project_dir
+from helpers import bar, bar_exe, new_task, project_dir, sweep
 
 from conftest import MakeRepo, git
 
@@ -226,7 +226,7 @@ def test_sigkill_at_every_point_of_task_new(
     monkeypatch.setenv("BAR_HOME", str(tmp_path / "probe-home"))
     points = trace_points(setup(make_repo, "probe"), tmp_path / "trace")
     assert len(points) >= 10, points
-    for n in range(1, len(points) + 1):
+    for n in sweep(len(points)):
         monkeypatch.setenv("BAR_HOME", str(tmp_path / f"home{n}"))
         repo = setup(make_repo, f"r{n}")
         res = bar_exe("task", "new", "killed", cwd=repo, env={"BAR_FAULT_AT": str(n)})
