@@ -40,7 +40,12 @@ def fresh(path: Path) -> list[list[Any]]:
 
 def given_rows(path: Path, tag: str = "t/1") -> tuple[list[list[Any]], int]:
     make = Maker()
-    return rows_module.rows(Ledger(path), path.with_suffix(".rows"), make, tag), make.calls
+    kept = rows_module.rows(Ledger(path), path.with_suffix(".rows"), make, tag, fits)
+    return kept, make.calls
+
+
+def fits(row: list[Any]) -> bool:
+    return len(row) == 4 and isinstance(row[0], str)
 
 
 def write(path: Path, *numbers: int) -> None:
@@ -105,8 +110,9 @@ def test_rows_of_another_maker_or_bar_are_not_used(
         lambda data: data.replace(b'"rows":30', b'"rows":29'),
         lambda data: data.replace(b'"0002"', b'"0002"]'),
         lambda data: data.replace(b"[[", b"[{", 1),
+        lambda data: data.replace(b'[["0001"', b"[[1", 1),
     ],
-    ids=["torn", "empty", "garbage", "wrong-count", "bad-json", "not-a-row"],
+    ids=["torn", "empty", "garbage", "wrong-count", "bad-json", "not-a-row", "malformed-row"],
 )
 def test_damaged_rows_are_made_again(ledger: Path, damage: Any) -> None:
     given_rows(ledger)
@@ -205,3 +211,23 @@ def test_rows_always_match_the_ledger_as_it_is(tmp_path_factory: Any, changes: l
         else:
             path.with_suffix(".rows").unlink(missing_ok=True)
         assert given_rows(path)[0] == fresh(path)
+
+
+def test_a_step_holding_a_lone_surrogate_is_kept(tmp_path: Path) -> None:
+    """A command line that was not UTF-8 reads back from its ledger line's ``\\udc80``."""
+    path = tmp_path / "ledger.jsonl"
+    rec = make_step(3).to_record()
+    rec["cmd"] = ["echo", "caf\udce9"]
+    path.write_bytes(json.dumps(rec).encode() + b"\n")
+
+    def make(step: Step) -> list[Any]:
+        return [step.step_id, step.cmd[1]]  # type: ignore[union-attr]
+
+    for _ in range(2):
+        got = rows_module.rows(Ledger(path), path.with_suffix(".rows"), make, "t", fits_two)
+        assert got == [["0003", "caf\udce9"]]
+    assert json.loads(path.with_suffix(".rows").read_bytes().split(b"\n")[0])["rows"] == 1
+
+
+def fits_two(row: list[Any]) -> bool:
+    return len(row) == 2

@@ -537,13 +537,19 @@ def log(task: Task, n: int | None = None) -> list[Step]:
     return task.ledger.tail(n) if n is not None else task.ledger.read_all()
 
 
-def log_rows(task: Task, make: Callable[[Step], list[Any]], tag: str) -> list[list[Any]]:
+def log_rows(
+    task: Task,
+    make: Callable[[Step], list[Any]],
+    tag: str,
+    check: Callable[[list[Any]], bool],
+) -> list[list[Any]]:
     """``make(step)`` for every step of the task, oldest first: the rows made from the
-    ledger's lines are kept beside it (``bar.ledger.rows``), so a long task's full log
-    makes rows only for the steps recorded since the last one."""
+    ledger's lines are kept beside it (``bar.ledger.rows``; ``check`` tells a row read back
+    that ``make`` could have made), so a long task's full log makes rows only for the steps
+    recorded since the last one."""
     from bar.ledger import rows
 
-    return rows.rows(task.ledger, task.paths.kept_rows("log"), make, tag)
+    return rows.rows(task.ledger, task.paths.kept_rows("log"), make, tag, check)
 
 
 def show(task: Task, step_ref: str) -> Step:

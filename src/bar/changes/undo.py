@@ -53,7 +53,8 @@ def chain(task: Task) -> Chain:
 
     result = Chain()
     by_id: dict[str, str] = {}  # a step id -> the key of the last step of that id so far
-    for key, action, named in rows.rows(task.ledger, task.paths.kept_rows("undo"), _entry, _TAG):
+    kept = rows.rows(task.ledger, task.paths.kept_rows("undo"), _entry, _TAG, _fits)
+    for key, action, named in kept:
         by_id[key.partition(":")[0]] = key
         if action in ("undo", "redo"):
             source, dest = (
@@ -75,6 +76,16 @@ def _entry(step: Step) -> list[str | None]:
     if isinstance(step, RollbackStep) and (step.undo_of or step.redo_of):
         return [_key(step), "undo" if step.undo_of else "redo", step.undo_of or step.redo_of]
     return [_key(step), "changed" if _changed(step) else "", None]
+
+
+def _fits(entry: list[object]) -> bool:
+    """Whether a kept entry is what ``_entry`` makes."""
+    return (
+        len(entry) == 3
+        and type(entry[0]) is str
+        and entry[1] in ("undo", "redo", "changed", "")
+        and (entry[2] is None or type(entry[2]) is str)
+    )
 
 
 def _key(step: Step) -> str:

@@ -1,15 +1,16 @@
 """Rows derived from every step, kept beside the ledger (``ledger.<name>.rows``).
 
 A command that needs every step of a task (``bar log`` shows each; ``bar undo`` replays the
-chain of undos) turns each ledger line into a row of plain values. Reading and checking 100,000 lines of about a kilobyte each costs seconds
-(the checks that keep a tampered line from reaching git dominate), so the rows made from
-the ledger's lines are kept, and a later call makes rows only for the lines appended since.
+chain of undos) turns each ledger line into a row of plain values. Reading and checking
+100,000 lines of about a kilobyte each costs seconds (the checks that keep a tampered line
+from reaching git dominate), so the rows made from the ledger's lines are kept, and a
+later call makes rows only for the lines appended since.
 
 The kept rows are trusted only as far as they can be checked: their file names the bytes of
 the ledger they were made from (its first ``covers`` bytes, with their BLAKE2b digest) and
-what made them (the face's tag and bar's version). A ledger that is shorter, whose prefix
-hashes otherwise (``bar doctor --repair`` rewrote it, or a hand did), or rows made by
-another bar, are thrown away and made again. Rows cover whole, readable lines only: from
+what made them (the caller's tag and bar's version). A ledger that is shorter, whose
+prefix hashes otherwise (``bar doctor --repair`` rewrote it, or a hand did), rows made by
+another bar, or a row its caller finds malformed, are thrown away and made again. Rows cover whole, readable lines only: from
 the first line that does not parse on, rows are made (and the line reported) at every
 call. The file is replaced whole (a temporary file renamed over it), so readers never see
 it half-written; losing it loses nothing.
@@ -39,14 +40,22 @@ _CHUNK = 1 << 20
 Row = list[Any]
 
 
-def rows(ledger: Ledger, path: Path, make: Callable[[Step], Row], tag: str) -> list[Row]:
+def rows(
+    ledger: Ledger,
+    path: Path,
+    make: Callable[[Step], Row],
+    tag: str,
+    check: Callable[[Row], bool],
+) -> list[Row]:
     """One row per step of ``ledger``, oldest first: ``make(step)``, a list of plain JSON
-    values (lists, not tuples: a kept row is read back from JSON), kept under ``tag``,
-    which names what ``make`` returns (change it when ``make`` changes), in the file
-    ``path``."""
+    values (lists, not tuples: a kept row is read back from JSON), kept in the file
+    ``path`` under ``tag``, which names what ``make`` returns (change it when ``make``
+    changes). ``check``: whether a row read back is one ``make`` could have made."""
     from bar import __version__
 
     header, kept = _read(path, tag, __version__)
+    if not all(map(check, kept)):
+        header, kept = None, []
     digest = hashlib.blake2b(digest_size=20)
     covers, lineno = 0, 1
     if header is not None and _prefix_digest(ledger, header["covers"], digest) == header["blake2b"]:
@@ -140,9 +149,9 @@ def _write(
         "rows": len(kept),
         "blake2b": hexdigest,
     }
-    dump = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+    # (ASCII: a row may hold a lone surrogate, as a ledger line's ``\\udc80`` reads back)
+    dump = json.JSONEncoder(separators=(",", ":")).encode
     body = f"{dump(header)}\n{dump(kept)}\n"
-    with contextlib.suppress(
-        OSError, WriteFailed
-    ):  # (a read-only home: the rows are made again next time)
-        write_bytes_atomic(path, body.encode(), durable=False)
+    # a read-only home, a full disk: the rows are made again next time
+    with contextlib.suppress(OSError, WriteFailed):
+        write_bytes_atomic(path, body.encode("ascii"), durable=False)

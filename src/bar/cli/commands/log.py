@@ -45,7 +45,7 @@ def log(*, task: str | None, n: int | None, patch: bool, as_json: bool, tools: b
         print_json([shapes.log_entry(the_task, s, patch, history) for s in steps])
         return 0
     if n is None:  # every step: rows kept beside the ledger, made for new steps only
-        rows = [_Row._make(cells) for cells in api.log_rows(the_task, _cells, _TAG)]
+        rows = [_Row._make(cells) for cells in api.log_rows(the_task, _cells, _TAG, _fits)]
     else:
         rows = [_Row._make(_cells(step)) for step in api.log(the_task, n)]
     if not rows:
@@ -99,6 +99,21 @@ def _cells(step: Step) -> list[Any]:
         step.artifacts.patch,
         step.started_at,
     ]
+
+
+_TEXT = (0, 1, 2, 4, 5, 6, 7, 11)  # the cells that are always text
+
+
+def _fits(cells: list[Any]) -> bool:
+    """Whether kept cells are what ``_cells`` makes."""
+    return (
+        len(cells) == len(_Row._fields)
+        and all(type(cells[i]) is str for i in _TEXT)
+        and (cells[3] is None or type(cells[3]) is str)
+        and (cells[8] is None or type(cells[8]) is dict)
+        and type(cells[9]) is int
+        and (cells[10] is None or type(cells[10]) is str)
+    )
 
 
 def _where(step: Step) -> str:
