@@ -206,9 +206,10 @@ def _record(
         else [p for p in scope if not side_index.only_excluded(worktree, p, excludes)]
     )
     shape = None if same else stamps.shape_of(worktree, index, tree, scope=kept)
-    converts, raw_changed, raw = _raw_parent(
+    converts, raw_changed, raw, listed = _raw_parent(
         worktree, index, tree, recorded, recorded_tree, shape, scope, asked
     )
+    shape = shape or listed  # (a tree walked once is not walked again for the stamps)
     rules = exact.ignore_sources(worktree, asked) if asked is not None else None
     if same and not raw_changed:
         if restored_tree is None or not stamps.recommit(index, tree, recorded):
@@ -219,6 +220,7 @@ def _record(
                 recorded,
                 started_ns,
                 scope,
+                shape,
                 known=known,
                 converts=converts,
                 hold=hold,
@@ -291,17 +293,18 @@ def _raw_parent(
     shape: Shape | None,
     scope: Sequence[str] | None,
     asked: Started | None,
-) -> tuple[bool, bool, str | None]:
+) -> tuple[bool, bool, str | None, Listing | None]:
     """The raw-bytes parent of a new snapshot (``bar.git.exact``) where git converts: whether
     git converts here, whether the raw bytes differ from ``recorded``'s (a line-ending
-    change alone leaves the tree as it was, yet must be kept), and the parent (None: no
-    file needs raw bytes)."""
+    change alone leaves the tree as it was, yet must be kept), the parent (None: no
+    file needs raw bytes), and the walk of ``tree`` it made, if it made one."""
     attributes = shape.has_attributes if shape else stamps.stamped_attributes(index)
+    listed = None
     if attributes is None:
-        shape = list_tree(worktree, tree)
+        shape = listed = list_tree(worktree, tree)
         attributes = shape.has_attributes
     if not exact.converts(worktree, attributes, asked):
-        return False, False, None  # git stores the bytes as they are
+        return False, False, None, listed  # git stores the bytes as they are
     listing = shape if isinstance(shape, Listing) else list_tree(worktree, tree)
     before = exact.raw_entries(worktree, exact.raw_tree_of(worktree, recorded))
     changed = (
@@ -315,8 +318,8 @@ def _raw_parent(
     candidates = [*changed, *rescanned]
     entries = exact.next_entries(worktree, index, listing.modes, before, candidates)
     if entries == before:
-        return True, False, git.rev_parse(worktree, f"{recorded}^2") if before else None
-    return True, True, exact.raw_parent(worktree, entries)
+        return True, False, git.rev_parse(worktree, f"{recorded}^2") if before else None, listed
+    return True, True, exact.raw_parent(worktree, entries), listed
 
 
 # git reads blobs through maps of the pack file, by default as much of it as it touches:
