@@ -92,7 +92,7 @@ def begin(task_ref: str | None) -> None:
             return
         from bar.changes.fast import speed
 
-        if not speed.fast():
+        if not speed.fast() or not os.path.exists(f"{index}.stamps"):
             return  # no stamps: the look for hand edits adds everything
         proc = diff_files(worktree, index)
     except Exception:  # an optimisation only: the command finds and reports any error
@@ -136,6 +136,16 @@ def claim(worktree: Path, index: Path) -> subprocess.Popen[bytes] | None:
         return early.proc
     _stop(early.proc)
     return None
+
+
+def cancel(worktree: Path, index: Path) -> None:
+    """Stop the early diff-files for ``worktree`` and ``index``: the look will add
+    everything (its stamps cannot say what changed), and it would take a core from it."""
+    global _early
+    early = _early
+    if early is not None and early.worktree == str(worktree) and early.index == str(index):
+        _early = None
+        _stop(early.proc)
 
 
 def location() -> Location | None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from bar import git
 from bar.changes.fast import prescan, speed, stamps, watcher
@@ -48,17 +49,11 @@ def scan(
     while git stats the recorded files, before the first directory is statted."""
     if not speed.fast():
         return None
-    noted = stamps.noted(index)
-    if noted is None or noted.get("commit") != recorded:
+    noted = _stamps_at(index, recorded)
+    if noted is None:
+        prescan.cancel(worktree, index)  # (the early look: everything is added instead)
         return None
-    if noted.get("index") != stamps.identity(index):
-        return None  # someone else wrote the side index (a restore): it is not `recorded`
-    dirs, mtimes = noted.get("dirs"), noted.get("mtimes")
-    if not isinstance(dirs, list) or not isinstance(mtimes, list) or len(dirs) != len(mtimes):
-        return None
-    if stamps.rules_moved(noted):
-        speed.fallback("the repository's own ignore rules changed")
-        return None
+    dirs, mtimes = noted["dirs"], noted["mtimes"]
     # git stats the recorded files while we look at the directories (it may have begun
     # while the command was loading: ``bar.changes.fast.prescan``)
     diff_files = prescan.claim(worktree, index) or prescan.diff_files(worktree, index)
@@ -102,6 +97,23 @@ def scan(
             return None
         full = covered
     return sorted(set(full)), unchanged
+
+
+def _stamps_at(index: Path, recorded: str) -> dict[str, Any] | None:
+    """The stamps, if they can say what changed in the side index since it held
+    ``recorded`` (None: they cannot)."""
+    noted = stamps.noted(index)
+    if noted is None or noted.get("commit") != recorded:
+        return None
+    if noted.get("index") != stamps.identity(index):
+        return None  # someone else wrote the side index (a restore): it is not `recorded`
+    dirs, mtimes = noted.get("dirs"), noted.get("mtimes")
+    if not isinstance(dirs, list) or not isinstance(mtimes, list) or len(dirs) != len(mtimes):
+        return None
+    if stamps.rules_moved(noted):
+        speed.fallback("the repository's own ignore rules changed")
+        return None
+    return noted
 
 
 _MAX_PATHS = 1000  # more changed paths than this are rescanned as their directories
