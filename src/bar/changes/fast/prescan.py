@@ -4,7 +4,9 @@ Every command that changes a task first looks for hand edits, and the slow half 
 look is ``git diff-files`` statting every recorded file (``bar.changes.fast.rescan``). It needs only
 the task's worktree and side index, known once the command line is parsed; the command's
 code then takes tens of milliseconds more to import. So ``begin`` starts diff-files at
-once, on the other core, and ``rescan.scan`` takes its answer (``claim``) instead of
+once, on the other core (where the task has stamps: without them the look adds
+everything, and ``cancel`` stops one started), and ``rescan.scan`` takes its answer
+(``claim``) instead of
 starting its own, if it is still an answer to the same question: the same worktree and
 side index, the side index not written since (no other bar command recorded or restored
 in between) and not long ago. Anything else, and the early process is stopped and the
