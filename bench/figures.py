@@ -863,6 +863,9 @@ def fig8(f: Fixture, p: Params) -> list[Row]:
         tee_file.unlink()
         t_pipe.append(f.t(["sh", "-c", f"{produce} | cat"], wt))
     rss_many: list[int] = []
+    t_many: list[float] = []
+    t_git_many: list[float] = []
+    plain = f.clone("repo-git", checkout=True)  # the same edit, recorded by git alone
     for i in range(runs):
         out = f.run(
             [
@@ -884,6 +887,18 @@ def fig8(f: Fixture, p: Params) -> list[Row]:
             peak=True,
         )
         rss_many.append(out.maxrss_kb)
+        t_many.append(out.seconds)
+        edit = f"'{f.tools.python}' '{HERE / 'edits.py'}' many '{f.dir / 'pool.txt'}'"
+        t_git_many.append(
+            f.t(
+                [
+                    "sh",
+                    "-c",
+                    f"{edit} {p.many_files} git{i} && git add -A && git commit -qm many",
+                ],
+                plain,
+            )
+        )
     pty = _pty_output(f, p, task, wt, line, artifacts)
     mb = f"{size / 1e9:g} GB" if size >= 1e9 else f"{size / 1e6:g} MB"
     return [
@@ -903,6 +918,17 @@ def fig8(f: Fixture, p: Params) -> list[Row]:
             unit="MB",
             op="<=",
             target=50.0,
+        ),
+        Row(
+            "8-many",
+            f"`bar run` of a step changing {p.many_files:,} files ÷ the same edit, then "
+            "`git add -A` + `git commit`",
+            value=median(t_many) / median(t_git_many),
+            op="<=",
+            target=1.5,
+            note="both include the edit itself",
+            medians_ms={"bar run": median(t_many) * 1000, "git": median(t_git_many) * 1000},
+            samples={"bar run": t_many, "git": t_git_many},
         ),
         Row(
             "8-speed",
