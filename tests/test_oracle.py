@@ -12,6 +12,10 @@ executable bits, empty directories):
 - a rollback brings back the exact bytes of every file of the state it targets, and
   leaves ignored files and nested repositories alone.
 
+The play with the speed layer on runs in some examples with fewer inotify watches than the
+worktree has directories (``BAR_WATCHES``): its watches are partial, and the directories
+left unwatched are statted.
+
 ``BAR_ORACLE_EXAMPLES`` raises the number of random sequences (the suite runs a few).
 """
 
@@ -380,20 +384,29 @@ def _check(repo: Path, wt: Path, tmp: Path, task_id: str) -> None:
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
     derandomize=os.environ.get("BAR_ORACLE_RANDOM") is None,
 )
-@given(sh=shape, actions=st.lists(action, min_size=1, max_size=6))
+# ``watches``: bar's inotify budget in the play with the speed layer on (``BAR_WATCHES``):
+# with fewer watches than directories, a watch is partial and the rest are statted
+@given(
+    sh=shape,
+    actions=st.lists(action, min_size=1, max_size=6),
+    watches=st.sampled_from([None, None, "1", "2"]),
+)
 # cases the oracle found once, kept: a line-ending change alone, a name with a newline,
 # a name that is not UTF-8, all where git converts line endings
 @example(
     sh={"top_files": True, "eol": "autocrlf", "files": [(b"a.txt", b"one\n")]},
     actions=[("step", [("write", b"a.txt", b"one\n")])],
+    watches=None,
 )
 @example(
     sh={"top_files": False, "eol": "autocrlf", "files": [(b"a.txt", b"")]},
     actions=[("step", [("write", b"new\nline", b"one\n")])],
+    watches=None,
 )
 @example(
     sh={"top_files": False, "eol": "autocrlf", "files": [(b"a.txt", b"")]},
     actions=[("step", [("write", b"caf\xe9.txt", b"one\n")]), ("rollback", 0)],
+    watches=None,
 )
 # a rollback across a .gitignore whose bytes alone changed, where git converts line endings
 @example(
@@ -403,22 +416,25 @@ def _check(repo: Path, wt: Path, tmp: Path, task_id: str) -> None:
         ("step", [("write", b"a.txt", b""), ("unignore", b".gitignore")]),
         ("rollback", 0),
     ],
+    watches=None,
 )
 # a file of the base that an ignore rule comes to cover stays (git keeps a tracked file)
 @example(
     sh={"top_files": False, "eol": "none", "files": [(b"a.txt", b"")]},
     actions=[("step", [("ignore", b"*.txt")])],
+    watches=None,
 )
 def test_snapshots_equal_plain_git_and_rollbacks_restore_bytes(
     sh: dict[str, Any],
     actions: list[tuple[str, Any]],
+    watches: str | None,
     capfd: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The same sequence played with the speed layer on and off (``BAR_FAST=0``): both
     are exact at every action, and they record the very same trees."""
     with tempfile.TemporaryDirectory() as outside:  # (one for both: links name it)
-        fast = _play(sh, actions, capfd, monkeypatch, Path(outside), fast=True)
+        fast = _play(sh, actions, capfd, monkeypatch, Path(outside), fast=True, watches=watches)
         slow = _play(sh, actions, capfd, monkeypatch, Path(outside), fast=False)
     assert fast == slow
 
@@ -431,6 +447,7 @@ def _play(
     outside: Path,
     *,
     fast: bool,
+    watches: str | None = None,
 ) -> list[str]:
     """Play ``actions`` on a repository of shape ``sh``, checking everything after each;
     the tree of the last recorded state after each action. ``outside``: a directory of
@@ -441,6 +458,8 @@ def _play(
     with monkeypatch.context() as m, tempfile.TemporaryDirectory() as d:
         if not fast:
             m.setenv("BAR_FAST", "0")
+        if watches is not None:
+            m.setenv("BAR_WATCHES", watches)
         tmp = Path(d)
         m.setenv("ORACLE_OUTSIDE", str(outside))  # where a directory turned link points
         repo = _make_repo(tmp, sh)

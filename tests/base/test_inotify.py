@@ -311,3 +311,31 @@ def test_a_directory_replaced_by_a_link_before_it_is_watched_is_not_followed(
         assert seen is None or not any(p.startswith("f/") for p in seen), seen
     finally:
         watch.close()
+
+
+def test_a_watch_with_too_few_watches_is_partial_and_names_what_it_watches(
+    tmp_path: Path,
+) -> None:
+    """Given fewer watches than directories, it watches as many as it may, reports what
+    changes in those, and names them: the caller stats the others (``rescan.scan``)."""
+    dirs = _tree(tmp_path)
+    watch = TreeWatch(str(tmp_path), dirs, limit=2)
+    try:
+        assert watch.partial and sorted(watch.watched) == ["", "src"]
+        (tmp_path / "src" / "deep" / "b.py").write_text("unseen\n")
+        (tmp_path / "src" / "new").mkdir()  # appears in a watched one: no watch left
+        (tmp_path / "top.txt").write_text("seen\n")
+        seen = watch.look()
+        assert seen is not None
+        assert seen.paths == {"top.txt", "src/new"}
+        assert seen.watched == frozenset({"", "src"})
+        assert watch.sure  # (partial, not unsure: what it watches, it reports)
+    finally:
+        watch.close()
+    whole = TreeWatch(str(tmp_path), dirs, limit=10)
+    try:
+        assert not whole.partial
+        seen = whole.look()
+        assert seen is not None and seen.watched is None  # (every directory)
+    finally:
+        whole.close()

@@ -383,18 +383,26 @@ def run(task: Task, request: RunRequest, *, wait: bool = True) -> RunStep:
         fresh.require_worktree()
         # the task's watcher has watched since the last command (``bar.changes.fast.watcher``); else
         # the step watches from before hand edits are looked for: nothing escapes both
-        watch = None if watcher.running(fresh.index) else watch_worktree(fresh)
+        # (with its share of bar's inotify watches: ``bar.changes.fast.watches``)
+        claim = None if watcher.running(fresh.index) else watcher.claim_for(fresh)
+        watch = watch_worktree(fresh, claim) if claim is not None else None
         began = time.monotonic()
         try:
             recovery.prepare(fresh, before_look=watch.begin if watch is not None else None)
             step = run_step(fresh, request, watch)
             queued_steps.flush(fresh)  # what orders asked for while it ran
-            if watch is not None and watcher.keep_watching(fresh, watch, time.monotonic() - began):
-                watch = None  # the watcher watches from here
+            if (
+                watch is not None
+                and claim is not None
+                and watcher.keep_watching(fresh, watch, time.monotonic() - began, claim)
+            ):
+                watch = None  # the watcher watches from here, with the claim
             return step
         finally:
             if watch is not None:
                 watch.close()
+            if claim is not None:
+                claim.release()  # (unless a watcher took it)
 
 
 def agent_of(argv: list[str]) -> str | None:

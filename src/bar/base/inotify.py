@@ -125,7 +125,20 @@ _EDITS = _IN_MODIFY | _IN_ATTRIB | _IN_CLOSE_WRITE
 _NEW_DIRS = _IN_CREATE | _IN_MOVED_TO
 _ENTRIES = _IN_CREATE | _IN_MOVED_TO | _IN_DELETE | _IN_MOVED_FROM
 _TREE_MASK = _EDITS | _ENTRIES | _IN_DELETE_SELF | _IN_MOVE_SELF
-_MAX_NEW_DIRS = 20_000  # watched per appearing tree; beyond, git is asked instead
+_MAX_NEW_DIRS = 20_000  # watched per appearing tree; beyond, they are left unwatched
+
+
+class Seen:
+    """What a ``TreeWatch`` saw since it was last drained: the ``paths`` that changed in
+    the directories it watches, and which directories those are (``watched``; None: every
+    directory of the worktree). A directory it does not watch (a partial watch: it was
+    given fewer watches than directories) must be looked at by the caller, by its ctime
+    (``bar.changes.fast.rescan``)."""
+
+    __slots__ = ("paths", "watched")
+
+    def __init__(self, paths: set[str], watched: frozenset[str] | None = None) -> None:
+        self.paths, self.watched = paths, watched
 
 
 class TreeWatch:
@@ -142,11 +155,18 @@ class TreeWatch:
     would be wrong from then on); where it moved to, if inside the worktree, is a new
     directory. A watch is never added through a symbolic link nor on a directory already
     watched under another name: where that is refused for any reason but the directory
-    being gone, and where the kernel's queue overflows, ``drain`` answers None and the
-    caller stats everything.
+    being gone or the watches running out, and where the kernel's queue overflows,
+    ``drain`` answers None and the caller stats everything.
+
+    ``limit``: how many directories it may watch (its share of the user's inotify
+    watches: ``bar.changes.fast.watches``). Past it, or when the kernel has no watch left,
+    a directory is left unwatched and the watch is *partial*: ``look`` names the
+    directories it watches, and the caller looks at the others by their ctimes.
     """
 
-    def __init__(self, root: str, dirs: Iterable[str], *, begin: bool = True) -> None:
+    def __init__(
+        self, root: str, dirs: Iterable[str], *, begin: bool = True, limit: int | None = None
+    ) -> None:
         self._root = root.rstrip(os.sep)
         self._pending: Iterable[str] | None = dirs
         self._fd = -1
@@ -154,6 +174,8 @@ class TreeWatch:
         self._watched: dict[str, int] = {}
         self._complete = False  # no event was lost since the last drain
         self._missing = True  # a directory could not be watched: never sure again
+        self._limit = limit
+        self._partial = False  # a directory was left unwatched for want of watches
         self._found: set[str] = set()
         self._new_dirs: list[str] = []
         self.snapshot: str | None = None  # the recorded state it began watching at
@@ -190,12 +212,17 @@ class TreeWatch:
                     self._add(rel)
 
     def _add(self, rel: str) -> bool:
+        if self._limit is not None and len(self._watched) >= self._limit:
+            self._partial = True
+            return False
         path = f"{self._root}/{rel}" if rel else self._root
         wd = self._libc.inotify_add_watch(self._fd, os.fsencode(path), _TREE_MASK | _ADD_FLAGS)
         if wd < 0:
             err = ctypes.get_errno()
-            if err not in (errno.ENOENT, errno.ENOTDIR):
-                self._missing = True  # out of watches, or watched under another name
+            if err == errno.ENOSPC:
+                self._partial = True  # the user's watches ran out: looked at by ctime
+            elif err not in (errno.ENOENT, errno.ENOTDIR):
+                self._missing = True  # watched under another name, or no inotify
             return False
         self._dirs[wd] = rel
         self._watched[rel] = wd
@@ -215,12 +242,14 @@ class TreeWatch:
         stack, added = [rel], 0
         while stack:
             here = stack.pop()
-            if added >= _MAX_NEW_DIRS:
-                self._missing = True
+            if added >= _MAX_NEW_DIRS or self.full:
+                self._partial = True  # (the rest are looked at by their ctimes)
                 return
             if here in self._watched:
                 self._drop(here)  # a stale name: the directory there is another one now
             if not self._add(here):
+                if self._partial and self.full:
+                    return
                 continue
             added += 1
             try:
@@ -262,6 +291,14 @@ class TreeWatch:
         self._found, self._complete = set(), True
         return found if complete else None
 
+    def look(self, *, last: bool = False) -> Seen | None:
+        """``drain``, with what it covers: the paths, and the directories watched if
+        the watch is partial (the caller looks at the others itself)."""
+        found = self.drain(last=last)
+        if found is None:
+            return None
+        return Seen(found, frozenset(self._watched) if self._partial else None)
+
     def _event(self, wd: int, mask: int, name: str) -> None:
         if mask & _IN_Q_OVERFLOW:
             self._complete = False
@@ -297,33 +334,56 @@ class TreeWatch:
     def watched(self) -> Collection[str]:
         return self._watched.keys()
 
+    @property
+    def partial(self) -> bool:
+        """Whether a directory was left unwatched for want of watches (``limit``)."""
+        return self._partial
+
+    @property
+    def full(self) -> bool:
+        """Whether it holds as many watches as its ``limit`` allows."""
+        return self._limit is not None and len(self._watched) >= self._limit
+
+    @property
+    def limit(self) -> int | None:
+        return self._limit
+
     def fileno(self) -> int:
         return self._fd
 
-    def hand_over(self) -> tuple[int, dict[int, str]] | None:
+    def hand_over(self) -> tuple[int, dict[int, str], bool] | None:
         """Give up the kernel's watch to another process (``bar.changes.fast.watcher``): its
-        descriptor and what each watch number stands for; None if it is not sure. The
-        events not yet drained stay queued for the new owner."""
+        descriptor, what each watch number stands for and whether it is partial; None if
+        it is not sure. The events not yet drained stay queued for the new owner."""
         if not self.sure:
             return None
         fd, dirs = self._fd, self._dirs
         self._fd, self._dirs, self._watched = -1, {}, {}
-        return fd, dirs
+        return fd, dirs, self._partial
 
     @classmethod
-    def adopt(cls, root: str, fd: int, dirs: dict[int, str]) -> TreeWatch:
+    def adopt(
+        cls,
+        root: str,
+        fd: int,
+        dirs: dict[int, str],
+        *,
+        limit: int | None = None,
+        partial: bool = False,
+    ) -> TreeWatch:
         """The watch another process handed over (``hand_over``)."""
-        watch = cls(root, (), begin=False)
+        watch = cls(root, (), begin=False, limit=limit)
         if watch._fd >= 0:
             _close(watch._fd)
         watch._fd, watch._pending = fd, None
         watch._dirs, watch._watched = dict(dirs), {rel: wd for wd, rel in dirs.items()}
-        watch._complete, watch._missing = True, False
+        watch._complete, watch._missing, watch._partial = True, False, partial
         return watch
 
     def add(self, rel: str) -> bool:
         """Watch one more directory (its subdirectories are not): False if it could not
-        be (gone, or the kernel is out of watches: then it is no longer sure)."""
+        be (gone; out of watches: then it is partial; or watched under another name:
+        then it is no longer sure)."""
         return rel in self._watched or self._add(rel)
 
     def close(self) -> None:

@@ -268,7 +268,7 @@ class Recorder:
         message = message or f"step {self.step_id}.{n}: {facts.get('tool') or kind}: {label}"
         if self.scrubber is not None:
             message = self.scrubber.scrub_text(message)
-        changed = self.watch.drain() if self.watch is not None else None
+        changed = self.watch.look() if self.watch is not None else None
         snap = snapshot.take(
             self.task.worktree,
             self.task.index,
@@ -297,7 +297,7 @@ class Recorder:
         """What changed since the last checkpoint, as a residual one, before the agent's
         next call; None when nothing did. Where the kernel says what changed (a watch),
         nothing changed costs nothing; else a stat pass."""
-        changed = self.watch.drain() if self.watch is not None else None
+        changed = self.watch.look() if self.watch is not None else None
         if changed is not None and not changed:
             return None
         snap = snapshot.take(

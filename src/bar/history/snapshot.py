@@ -16,16 +16,19 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from bar import git
 from bar.base.notices import warn
 from bar.base.proc import Started
 from bar.changes.fast import object_writer, rescan, speed, staging, stamps, watcher
-from bar.changes.fast.tree_shape import Listing, Shape, list_tree
+from bar.changes.fast.tree_shape import Ahead, Listing, Shape, list_tree
 from bar.errors import GitError
 from bar.git import BAR_IDENTITY, exact
 from bar.history import side_index
+
+if TYPE_CHECKING:
+    from bar.base.inotify import Seen
 
 _env = git.index_env
 
@@ -64,7 +67,7 @@ def take(
     *,
     stamped_at: str | None = None,
     recorded_tree: str | None = None,
-    changed: set[str] | None = None,
+    changed: Seen | None = None,
     restored_tree: str | None = None,
     before_look: Callable[[], None] | None = None,
     hand_edits: bool = False,
@@ -97,6 +100,7 @@ def take(
     sight = None  # what the task's watcher saw since ``stamped``, if it was asked
     asked: Started | None = None
     ready: dict[str, Any] | None = None  # the patch to the tree the watcher staged, if taken
+    ahead: Ahead | None = None
     if restored_tree is not None:
         scope: list[str] | None = []
         known = None
@@ -108,7 +112,7 @@ def take(
             sight = watcher.look(
                 index, stamped, stale_ok=not hand_edits, staged=hand_edits and not excludes
             )
-            changed = sight.paths if sight is not None else None
+            changed = sight.seen() if sight is not None else None
             if sight is not None and sight.staged is not None and "config" not in sight.staged:
                 asked = exact.ask(worktree)  # (below) there is a tree to record: begun now
         found = rescan.scan(worktree, index, stamped, changed, before_look)
@@ -144,6 +148,9 @@ def take(
             patch = sight.staged.get("patch") if sight is not None and sight.staged else None
             ready = patch if isinstance(patch, dict) else None
         else:
+            # a full look: what its stamps need of the recorded tree is read meanwhile
+            if scope is None and speed.fast():
+                ahead = Ahead(worktree, recorded)
             tree, whole, scope = side_index.write_whole(worktree, index, scope, excludes)
     snap = _record(
         worktree,
@@ -162,6 +169,7 @@ def take(
         excludes,
         hold_stamps,
         ready,
+        ahead,
     )
     if sight is not None:
         # what it named and this snapshot left out is named again next time
@@ -191,9 +199,11 @@ def _record(
     excludes: Sequence[str],
     hold: bool,
     ready: dict[str, Any] | None = None,
+    ahead: Ahead | None = None,
 ) -> Snapshot:
     """``take``, once the worktree's tree is written: the commit and the stamps.
-    ``asked``: ``exact.ask``, begun before; ``on_tree``: as for ``take``."""
+    ``asked``: ``exact.ask``, begun before; ``on_tree``: as for ``take``; ``ahead``:
+    what a full look read of the recorded tree while git added."""
     recorded_tree = (
         recorded_tree or stamps.tree_of(index, recorded) or git.tree_of(worktree, recorded)
     )
@@ -206,6 +216,8 @@ def _record(
         else [p for p in scope if not side_index.only_excluded(worktree, p, excludes)]
     )
     shape = None if same else stamps.shape_of(worktree, index, tree, scope=kept)
+    if shape is None and ahead is not None:
+        shape = ahead.listing(tree, recorded_tree)  # (no stamps to keep the shape from)
     converts, raw_changed, raw, listed = _raw_parent(
         worktree, index, tree, recorded, recorded_tree, shape, scope, asked
     )
@@ -225,6 +237,7 @@ def _record(
                 converts=converts,
                 hold=hold,
                 ignore_sources=rules,
+                ahead=ahead,
             )
         return Snapshot(recorded, tree, False, worktree)
     reason = f"bar: {message.splitlines()[0]}"
@@ -269,6 +282,7 @@ def _record(
             converts,
             hold=hold,
             ignore_sources=rules,
+            ahead=ahead,
         )
     return Snapshot(commit, tree, True, worktree)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from bar import git
 from bar.base.clock import ms_between, now_iso
@@ -27,6 +28,9 @@ from bar.redact import known as known_secrets
 from bar.sandbox import quarantine
 from bar.step import interrupted
 from bar.task.tasks import Task
+
+if TYPE_CHECKING:
+    from bar.base.inotify import Seen
 
 
 @record(frozen=True)
@@ -46,7 +50,7 @@ def complete(
     policy_events: Sequence[PolicyEventRecord] = (),
     hooks: Sequence[HookRecord] = (),
     scrubber: Scrubber | None = None,
-    changed: set[str] | None = None,
+    changed: Seen | None = None,
     stopped: str | None = None,
 ) -> RunStep:
     """Record the step ``intent`` announced: its snapshot, patch and ledger line, then

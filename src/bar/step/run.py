@@ -36,6 +36,7 @@ from bar.base.proc import Launch, clean_env
 from bar.base.record import field, record, replace
 from bar.changes import journals
 from bar.changes.fast import prescan, speed, stamps
+from bar.changes.fast.watches import Claim
 from bar.changes.journals import RunIntent
 from bar.errors import BarError, ExitCode, HookFailed, UsageError
 from bar.git.guard import Guard
@@ -100,15 +101,19 @@ def resolve_cwd(task: Task, value: str | None, here: Path | None = None) -> str:
     return rel.as_posix() or "."
 
 
-def watch_worktree(task: Task) -> TreeWatch | None:
+def watch_worktree(task: Task, claim: Claim) -> TreeWatch | None:
     """A watch on the directories of the task's last snapshot, which lets the step's
-    snapshots look only at the paths that changed (``bar.base.inotify``); None without stamps.
-    It is not yet begun: the look for hand edits begins it (``snapshot.take``'s
+    snapshots look only at the paths that changed (``bar.base.inotify``); None without
+    stamps or without a share of bar's inotify watches (``claim``). With fewer watches
+    than directories, the shallowest are watched and the rest are statted (a partial
+    watch). It is not yet begun: the look for hand edits begins it (``snapshot.take``'s
     ``before_look``), or at the latest the step, before its command runs."""
     dirs = stamps.stamped_dirs(task.index)
-    if dirs is None or not speed.fast():
+    if dirs is None or not speed.fast() or claim.granted == 0:
         return None
-    watch = TreeWatch(str(task.worktree), dirs, begin=False)
+    if len(dirs) > claim.granted:
+        dirs.sort(key=lambda d: d.count("/") if d else -1)  # (the root first; stable)
+    watch = TreeWatch(str(task.worktree), dirs, begin=False, limit=claim.granted)
     watch.snapshot = task.recorded_snapshot()
     return watch
 
@@ -316,7 +321,7 @@ def run_step(task: Task, req: RunRequest, watch: TreeWatch | None = None) -> Run
     # 5. snapshot, patch, ledger line; if they cannot be written (a full disk), the intent
     # keeps how the command ended, for the command that records the step later
     try:
-        changed = watch.drain() if watch is not None else None  # (its watcher's next)
+        changed = watch.look() if watch is not None else None  # (its watcher's next)
         return complete(
             task,
             intent,

@@ -34,7 +34,7 @@ from helpers import (
     worktree,
 )
 
-from bar.changes.fast import rescan, watcher
+from bar.changes.fast import rescan, watcher, watches
 from conftest import git
 
 
@@ -90,19 +90,27 @@ def _pid(task: dict[str, object]) -> int:
     return int(said["pid"])
 
 
-@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize(
+    ("seed", "watches"), [(0, None), (1, None), (2, None), (3, None), (4, "2"), (5, "3")]
+)
 def test_what_the_watcher_says_gives_the_tree_plain_git_gives(
     repo: Path,
     tmp_path: Path,
     capfd: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
     seed: int,
+    watches: str | None,
 ) -> None:
     """Random hand edits between steps and random edits by steps, each step recorded
     from what the watcher reported (no directory statted; every recorded file is, by
     ``git diff-files``): every snapshot equals the tree ``git add -A`` writes from a
-    fresh index."""
-    task, wt = watcher_started(capfd, repo)
+    fresh index. With ``watches`` (``BAR_WATCHES``: bar's inotify budget) smaller than
+    the worktree's directories, the watch is partial and the rest are statted: the same."""
+    if watches is not None:
+        monkeypatch.setenv("BAR_WATCHES", watches)
+    task, wt = watcher_started(capfd, repo, lambda wt: (wt / "p" / "q").mkdir(parents=True))
+    said = watcher.status(side_index_of(task))
+    assert said is not None and said["partial"] is (watches is not None), said
     rng = random.Random(seed)
     names = ["a.txt", "d/b.txt", "d/e/c.txt", "f/g/h/i.txt", "x.log", "d/e/y.log", "top.md"]
     (wt / ".gitignore").write_text("*.log\n")
@@ -143,6 +151,8 @@ def test_what_the_watcher_says_gives_the_tree_plain_git_gives(
         assert res.code == 0, res.err
         assert recorded_tree(repo, task) == plain_git_tree(wt, tmp_path)
     assert _pid(task) == pid  # one watcher all along
+    said = watcher.status(side_index_of(task))
+    assert said is not None and (watches is None or said["watched"] == int(watches))
 
 
 def test_a_change_is_reported_until_a_snapshot_has_it(
@@ -416,20 +426,69 @@ def test_bar_status_says_whether_the_worktree_is_watched(
     assert "watch     off, every file is statted" in bar(capfd, "status").out
 
 
-def test_all_watchers_share_half_of_the_users_watches(
-    repo: Path, capfd: pytest.CaptureFixture[str]
+def test_all_holders_share_half_of_the_users_watches(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # one budget for every task: a watcher is given what the others leave of half the
-    # user's inotify limit, and a task that needs more is scanned, with the reason said
-    task, _ = watcher_started(capfd, repo)
-    held = watcher.status(side_index_of(task))
-    assert held is not None
-    budget = watcher.shared_budget()
+    """One budget for every task: each holder claims its share under a lock, a claim is
+    granted what the live holders leave, and the claims of dead processes are let go."""
+    monkeypatch.setenv("BAR_HOME", str(tmp_path / "home"))
     with open("/proc/sys/fs/inotify/max_user_watches") as f:
-        assert budget == int(f.read()) // 2
-    other = task_dir(new_task(capfd, "t2")["id"]) / "index"
-    left = budget - held["watched"]
-    assert watcher.room_for(left, other) == left
-    why = watcher.room_for(left + 1, other)
-    assert isinstance(why, str)
-    assert f"{left + 1:,} directories" in why and f"{held['watched']:,} held by other tasks" in why
+        assert watches.budget() == int(f.read()) // 2
+    monkeypatch.setenv("BAR_WATCHES", "5000")
+    other = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from bar.changes.fast import watches\n"
+            "c = watches.claim(3000); print(c.granted, flush=True); sys.stdin.read()",
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert other.stdout is not None
+        assert other.stdout.readline().strip() == str(3000 + watches.HEADROOM)
+        mine = watches.claim(3000)
+        assert mine.granted == 5000 - 3000 - watches.HEADROOM  # what is left: a partial watch
+        assert watches.held() == 5000
+        mine.release()
+        assert watches.held() == 3000 + watches.HEADROOM
+    finally:
+        other.communicate("")
+    assert watches.held() == 0  # its holder is gone
+    assert watches.claim(3000).granted == 3000 + watches.HEADROOM
+    monkeypatch.setenv("BAR_WATCHES", "0")
+    assert watches.claim(1).granted == 0
+
+
+def test_a_partial_watch_is_said_and_a_full_budget_means_scanning(
+    repo: Path,
+    tmp_path: Path,
+    capfd: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Fewer watches than directories: the watcher watches what it may and says so;
+    none left: the task is scanned, and ``bar status`` says why."""
+
+    def dirs(wt: Path) -> None:
+        for rel in ("a/b", "c/d/e", "f"):
+            (wt / rel).mkdir(parents=True)
+            (wt / rel / "x.txt").write_text("x\n")
+
+    monkeypatch.setenv("BAR_WATCHES", "3")
+    task, wt = watcher_started(capfd, repo, dirs)
+    watch = json.loads(bar(capfd, "status", "--json").out)["watch"]
+    assert watch["mode"] == "partial" and watch["dirs"] == 3 and watch["scanned"] >= 4
+    assert "watch     partial: 3 directories watched" in bar(capfd, "status").out
+    (wt / "c" / "d" / "e" / "y.txt").write_text("in a directory nobody watches\n")
+    (wt / "a" / "b" / "x.txt").write_text("edited in place, unwatched\n")
+    assert bar(capfd, "run", "--", "true").code == 0
+    assert recorded_tree(repo, task) == plain_git_tree(wt, tmp_path)
+    assert "c/d/e/y.txt" in bar(capfd, "diff", "--from", "2").out
+    second = new_task(capfd, "t2")
+    for _ in range(2):  # the budget is the first task's: none left for this one
+        assert bar(capfd, "run", "--task", "t2", "--", "true").code == 0
+    assert not watcher.running(side_index_of(second))
+    said = json.loads(bar(capfd, "status", "--task", "t2", "--json").out)["watch"]
+    assert said["mode"] == "scanning" and "held by other tasks" in said["reason"]

@@ -14,12 +14,15 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bar import git
 from bar.changes.fast import prescan, speed, stamps, watcher
 from bar.changes.fast.stamps import keep_private
 from bar.history import racy
+
+if TYPE_CHECKING:
+    from bar.base.inotify import Seen
 
 _env = git.index_env
 
@@ -29,7 +32,7 @@ def changed_since(worktree: Path, index: Path, recorded: str) -> list[str] | Non
     changed), or None when only a full scan will do. The task's watcher is asked first
     (``bar.changes.fast.watcher``); this only reads, so it tells the watcher nothing back."""
     sight = watcher.look(index, recorded) if watcher.running(index) else None
-    found = scan(worktree, index, recorded, sight.paths if sight is not None else None)
+    found = scan(worktree, index, recorded, sight.seen() if sight is not None else None)
     return found[0] if found is not None else None
 
 
@@ -37,13 +40,14 @@ def scan(
     worktree: Path,
     index: Path,
     recorded: str,
-    changed: set[str] | None = None,
+    changed: Seen | None = None,
     before_dirs: Callable[[], None] | None = None,
 ) -> tuple[list[str], dict[str, int]] | None:
     """``changed_since``, with the ctimes of the directories found unchanged.
     ``changed``: every path that changed since the stamps were written, as the kernel
-    reported them (``bar.base.inotify.TreeWatch``, watching since then): then no directory is
-    statted. Every recorded file is statted whatever the kernel said (``git
+    reported them (``bar.base.inotify.TreeWatch``, watching since then): then no directory
+    it watched is statted; those it did not (a partial watch) are, as without a watch.
+    Every recorded file is statted whatever the kernel said (``git
     diff-files``): a write through a hard link made from outside the worktree, or
     through a memory map, reaches no watch of the worktree's. ``before_dirs``: called
     while git stats the recorded files, before the first directory is statted."""
@@ -60,7 +64,7 @@ def scan(
     since = noted.get("at")
     try:
         if changed is not None:
-            found = _watched(worktree, dirs, mtimes, changed)
+            found = _watched(worktree, dirs, mtimes, changed, since, before_dirs)
             if found is None:
                 return None
             scope, unchanged = found
@@ -120,14 +124,21 @@ _MAX_PATHS = 1000  # more changed paths than this are rescanned as their directo
 
 
 def _watched(
-    worktree: Path, dirs: list[object], mtimes: list[object], changed: set[str]
+    worktree: Path,
+    dirs: list[object],
+    mtimes: list[object],
+    seen: Seen,
+    since: object,
+    before_dirs: Callable[[], None] | None,
 ) -> tuple[list[str], dict[str, int]] | None:
     """The scope of a scan from the paths the kernel reported: those that exist (a
     recorded file that is gone is named by diff-files, which stats them all; an
     unrecorded one that is gone leaves nothing to record), and nothing else (a pathspec
     matching nothing would make git fail). The directories that held none of them keep
     their stamped ctimes; a directory stamped within the racy window is rescanned, as a
-    scan that stats would."""
+    scan that stats would. The stamped directories the watch did not cover (a partial
+    watch, or one made after it) are judged by their ctimes, as without a watch."""
+    changed = seen.paths
     paths = _collapse(changed)
     if paths is None:
         speed.fallback("more paths changed than are rescanned one by one")
@@ -139,6 +150,20 @@ def _watched(
     scope: list[str] = []
     unchanged: dict[str, int] = {}
     racy: list[str] = []
+    if seen.watched is not None:
+        watched = seen.watched
+        blind = [(d, m) for d, m in zip(dirs, mtimes, strict=True) if str(d) not in watched]
+        if blind:
+            if before_dirs is not None:
+                before_dirs()
+            since_ns = since - stamps.RACY_NS if isinstance(since, int) else 0
+            scope, unchanged = _changed_dirs(
+                worktree, [d for d, _ in blind], [m for _, m in blind], since_ns, stamped
+            )
+            covered = set(unchanged)
+            covered.update(str(d) for d, _ in blind)
+            pairs = [(d, m) for d, m in zip(dirs, mtimes, strict=True) if str(d) not in covered]
+            dirs, mtimes = [d for d, _ in pairs], [m for _, m in pairs]
     for rel, mtime in zip(dirs, mtimes, strict=True):
         name = str(rel)
         if mtime == -1:
@@ -238,10 +263,15 @@ def _with_files(scope: list[str], names: list[str]) -> list[str] | None:
 
 
 def _changed_dirs(
-    worktree: Path, dirs: list[object], mtimes: list[object], since: int
+    worktree: Path,
+    dirs: list[object],
+    mtimes: list[object],
+    since: int,
+    stamped: set[str] | None = None,
 ) -> tuple[list[str], dict[str, int]]:
     """What to rescan of the stamped directories whose ctime moved (their entries, see
-    ``_dir_entries``), and the ctimes of those that did not."""
+    ``_dir_entries``), and the ctimes of those that did not. ``stamped``: every stamped
+    directory, if ``dirs`` are not all of them."""
     prefix = str(worktree) + os.sep
     lstat = os.lstat
     moved: list[str] = []
@@ -257,7 +287,7 @@ def _changed_dirs(
             moved.append(str(rel))
     if not moved:
         return [], unchanged
-    stamped = {str(d) for d in dirs}
+    stamped = stamped if stamped is not None else {str(d) for d in dirs}
     listed = [_dir_entries(worktree, rel, stamped, since) for rel in moved]
     if sum(map(len, listed)) > _MAX_SPECS:
         # git matches every index entry against every pathspec: past a few hundred,

@@ -64,13 +64,14 @@ def stage(
     unless returned."""
     import shutil
 
+    from bar.base.inotify import Seen
     from bar.changes.fast import rescan
     from bar.errors import BarError
 
     started_ns = time.time_ns()
     if racy.suspects(index):
         return None  # (files to hash whatever their stat: the command adds them)
-    found = rescan.scan(worktree, index, base, paths)
+    found = rescan.scan(worktree, index, base, Seen(paths))  # (a watch of it all)
     if found is None or not found[0] or not _small(worktree, found[0]):
         return None
     scope = found[0]

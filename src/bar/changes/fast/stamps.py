@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from bar import git
-from bar.changes.fast.tree_shape import Shape, files_in_place, list_tree
+from bar.changes.fast.tree_shape import Ahead, Shape, files_in_place, list_tree, subdirs
 from bar.errors import BarError
 from bar.git import exact
 from bar.store.files import write_bytes_atomic
@@ -162,6 +162,7 @@ def stamp(
     settled: dict[str, int] | None = None,
     hold: bool = False,
     ignore_sources: Sequence[str] | None = None,
+    ahead: Ahead | None = None,
 ) -> None:
     """Note the ctime of every directory of ``tree`` (and of the untracked ones around
     it) as of ``started_ns``, and the identity of the files outside the worktree that
@@ -172,7 +173,8 @@ def stamp(
     of a file written in the second its index was (a racily clean entry) compares
     converted contents, so a change of line endings alone would go unseen.
     ``settled``: ctimes found to hold however recent (``bar.changes.fast.restored``), on a file
-    system with fine times where git does not convert. ``hold``: see ``_HELD``."""
+    system with fine times where git does not convert. ``hold``: see ``_HELD``.
+    ``ahead``: the directories read while git added (a full look's)."""
     dirs: list[str] | None = None
     nested: list[str] = []
     extra: list[str] = []
@@ -201,7 +203,8 @@ def stamp(
         shape = shape or shape_of(worktree, index, tree)
         dirs, nested, attributes = shape.dirs, shape.nested, shape.has_attributes
     fresh = _looked_at(scope, shape)
-    extra, ignored = _untracked_dirs(worktree, set(dirs), scope, extra, fresh, ignored)
+    read = ahead.subdirs() if ahead is not None and scope is None else None
+    extra, ignored = _untracked_dirs(worktree, set(dirs), scope, extra, fresh, ignored, read)
     dirs = dirs + extra
     mtimes: list[int] = []
     prefix = str(worktree) + os.sep  # plain strings: pathlib costs more than the lstat
@@ -274,6 +277,7 @@ def _untracked_dirs(
     old: list[str],
     fresh: set[str] | None = None,
     old_ignored: Sequence[str] = (),
+    read: dict[str, list[str]] | None = None,
 ) -> tuple[list[str], list[str]]:
     """Directories on disk that the tree does not hold (empty ones, ones holding only
     ignored files, new ones under them): their mtimes are stamped too, or a file created
@@ -287,7 +291,8 @@ def _untracked_dirs(
     it is ignored too (git never takes back a file whose directory it ignores), so it
     would only cost a watch and a stat per step (build output, caches, dependencies:
     thousands of directories). Those found are the second list, kept like the first
-    until a full scan (a ``.gitignore`` changed) asks git again."""
+    until a full scan (a ``.gitignore`` changed) asks git again. ``read``: the
+    subdirectories of directories already read (``tree_shape.Ahead``)."""
     prefix = str(worktree) + os.sep
 
     def still(d: str) -> bool:
@@ -304,8 +309,11 @@ def _untracked_dirs(
         if rel not in tree_dirs:
             stack.append(rel)  # a new directory, or a file: checked below
             continue
-        for entry in _subdirs(prefix + rel if rel else str(worktree)):
-            child = f"{rel}/{entry.name}" if rel else entry.name
+        names = read.get(rel) if read is not None else None
+        if names is None:
+            names = subdirs(prefix + rel if rel else str(worktree))
+        for name in names:
+            child = f"{rel}/{name}" if rel else name
             if child not in tree_dirs:
                 stack.append(child)
     while stack and len(found) < _MAX_EXTRA:
@@ -325,7 +333,7 @@ def _untracked_dirs(
                 ignored.append(rel)
             elif len(found) < _MAX_EXTRA:
                 found.append(rel)
-                stack += [f"{rel}/{e.name}" for e in _subdirs(prefix + rel)]
+                stack += [f"{rel}/{name}" for name in subdirs(prefix + rel)]
     return found, ignored
 
 
@@ -344,14 +352,6 @@ def _ignored(worktree: Path, paths: list[str]) -> set[str]:
     if res.returncode not in (0, 1):
         return set()
     return {p.decode("utf-8", "surrogateescape") for p in res.stdout.split(b"\0") if p}
-
-
-def _subdirs(path: str) -> list[os.DirEntry[str]]:
-    try:
-        with os.scandir(path) as entries:
-            return [e for e in entries if e.name != ".git" and e.is_dir(follow_symlinks=False)]
-    except OSError:
-        return []
 
 
 def shape_of(

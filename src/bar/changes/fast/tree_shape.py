@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import re
 import stat
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -115,3 +116,56 @@ def _names(raw: list[bytes]) -> list[str]:
 def list_tree(worktree: Path, tree: str) -> Listing:
     # (not --format: git 2.39 quotes its %(path) even with -z)
     return Listing(git.git(worktree, "ls-tree", "-r", "-t", "-z", tree).stdout)
+
+
+class Ahead:
+    """What the stamps of a full look need that does not depend on ``git add``: a walk of
+    the recorded tree, and the subdirectories on disk of each of its directories (where
+    untracked directories are looked for: ``stamps._untracked_dirs``). Made on a thread
+    while git adds the whole worktree, on the other core: at a million files that is
+    seconds of ``scandir`` git would otherwise wait on, or that would wait on git.
+
+    Reading the directories while git adds is sound: one that gains an entry after it
+    was read has a ctime past the look's start, so its stamp is racy, and the next look
+    reads it again (``stamps.stamp``)."""
+
+    def __init__(self, worktree: Path, recorded: str) -> None:
+        self.recorded = recorded
+        self._worktree = str(worktree)
+        self._listing: Listing | None = None
+        self._subdirs: dict[str, list[str]] = {}
+        self._thread = threading.Thread(target=self._walk, daemon=True)
+        self._thread.start()
+
+    def _walk(self) -> None:
+        try:
+            listing = list_tree(Path(self._worktree), self.recorded)
+        except Exception:  # (git failed: the look walks by itself)
+            return
+        self._listing = listing
+        prefix = self._worktree + os.sep
+        found = self._subdirs
+        for rel in listing.dirs:
+            found[rel] = subdirs(prefix + rel if rel else self._worktree)
+
+    def listing(self, tree: str, recorded_tree: str) -> Listing | None:
+        """The walk of ``tree``, if it is the recorded one (``recorded_tree``)."""
+        if tree != recorded_tree:
+            return None
+        self._thread.join()
+        return self._listing
+
+    def subdirs(self) -> dict[str, list[str]]:
+        """The names of the subdirectories of each directory of the recorded tree, as
+        they were while git added (a directory not among them: not read)."""
+        self._thread.join()
+        return self._subdirs
+
+
+def subdirs(path: str) -> list[str]:
+    """The names of the directories in ``path`` (not ``.git``, not through links)."""
+    try:
+        with os.scandir(path) as entries:
+            return [e.name for e in entries if e.name != ".git" and e.is_dir(follow_symlinks=False)]
+    except OSError:
+        return []

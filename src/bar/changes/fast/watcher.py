@@ -43,7 +43,8 @@ from bar.changes.fast import speed
 from bar.step.channel import Address
 
 if TYPE_CHECKING:
-    from bar.base.inotify import TreeWatch
+    from bar.base.inotify import Seen, TreeWatch
+    from bar.changes.fast.watches import Claim
     from bar.task.tasks import Task
 
 IDLE_S = 900  # seconds without a question before a watcher exits
@@ -55,10 +56,12 @@ SOCKET = "watcher.sock"
 
 class Sight:
     """A watcher's answer: ``paths`` changed since ``base`` (None: not known), as of
-    the moment ``gen`` (what ``settle`` clears up to); ``staged``: those paths already
-    added to a copy of the side index (``bar.changes.fast.staging``), if asked for and done."""
+    the moment ``gen`` (what ``settle`` clears up to); ``watched``: the directories it
+    watches, if not all (a partial watch: the others are the caller's to look at);
+    ``staged``: those paths already added to a copy of the side index
+    (``bar.changes.fast.staging``), if asked for and done."""
 
-    __slots__ = ("base", "gen", "index", "paths", "staged")
+    __slots__ = ("base", "gen", "index", "paths", "staged", "watched")
 
     def __init__(
         self,
@@ -67,9 +70,16 @@ class Sight:
         gen: int,
         paths: set[str] | None,
         staged: dict[str, Any] | None = None,
+        watched: frozenset[str] | None = None,
     ) -> None:
         self.index, self.base, self.gen, self.paths = index, base, gen, paths
-        self.staged = staged
+        self.staged, self.watched = staged, watched
+
+    def seen(self) -> Seen | None:
+        """What it saw, as a step's own watch says it (``bar.base.inotify.Seen``)."""
+        from bar.base.inotify import Seen
+
+        return None if self.paths is None else Seen(self.paths, self.watched)
 
 
 def socket_path(index: Path) -> Path:
@@ -131,7 +141,15 @@ def look(
     paths = reply.get("paths")
     found = {str(p) for p in paths} if isinstance(paths, list) else None
     done = reply.get("staged")
-    return Sight(index, base, reply["gen"], found, done if isinstance(done, dict) else None)
+    watched = reply.get("watched")
+    return Sight(
+        index,
+        base,
+        reply["gen"],
+        found,
+        done if isinstance(done, dict) else None,
+        frozenset(map(str, watched)) if isinstance(watched, list) else None,
+    )
 
 
 def settle(sight: Sight, base: str, *, full: bool, keep: Sequence[str] = ()) -> None:
@@ -184,11 +202,12 @@ def status(index: Path) -> dict[str, Any] | None:
     return _ask(index, {"op": "status"})
 
 
-def keep_watching(task: Task, watch: TreeWatch, age: float) -> bool:
+def keep_watching(task: Task, watch: TreeWatch, age: float, claim: Claim) -> bool:
     """Hand the watch of the step that just ended to a new watcher, if it is sure of
     what it saw and the side index holds the state the ledger recorded last (``age``:
-    seconds since the step's look for hand edits, its last full look). True if the
-    watcher took it (the caller no longer owns the watch)."""
+    seconds since the step's look for hand edits, its last full look). The watcher takes
+    the step's ``claim`` on bar's watches with it. True if it took them (the caller no
+    longer owns the watch)."""
     from bar.changes.fast import stamps
     from bar.step import peers
 
@@ -196,9 +215,10 @@ def keep_watching(task: Task, watch: TreeWatch, age: float) -> bool:
         return False
     if peers.no_new_privs(os.getpid()):
         return False  # it could not tell a confined caller from this one (``bar.step.peers``)
-    room = room_for(len(watch.watched), task.index)
-    if isinstance(room, str):
-        _note_mode(task.index, {"mode": "scanning", "reason": room})
+    others = _others(task.index)
+    if others >= MAX_RUNNING:
+        reason = f"{others} other tasks' watchers run already (at most {MAX_RUNNING})"
+        _note_mode(task.index, {"mode": "scanning", "reason": reason})
         return False
     record = stamps.noted(task.index)
     if record is None or record.get("index") != stamps.identity(task.index):
@@ -209,48 +229,43 @@ def keep_watching(task: Task, watch: TreeWatch, age: float) -> bool:
     given = watch.hand_over()
     if given is None:
         return False
-    fd, dirs = given
-    if not hand_over(task.index, task.worktree, base, fd, dirs, age, budget=room):
-        os.close(fd)
+    fd, dirs, partial = given
+    pid = hand_over(task.index, task.worktree, base, fd, dirs, age, claim.granted, partial)
+    os.close(fd)  # the watcher has its own copy, if it started
+    if pid is None:
         return False
-    os.close(fd)  # the watcher has its own copy
-    _note_mode(task.index, {"mode": "watching", "dirs": len(dirs)})
+    claim.hand_to(pid)
+    _note_mode(task.index, {"mode": "partial" if partial else "watching", "dirs": len(dirs)})
     return True
 
 
-def shared_budget() -> int:
-    """The most inotify watches all of bar's watchers may hold together: half of the
-    user's (``fs.inotify.max_user_watches``); the other half is left to editors, ``git
-    fsmonitor`` and the rest, which start failing when the user's run out."""
-    try:
-        with open("/proc/sys/fs/inotify/max_user_watches", "rb") as f:
-            return int(f.read()) // 2
-    except (OSError, ValueError):
-        return 0
+def claim_for(task: Task) -> Claim:
+    """The step's share of bar's watches (``bar.changes.fast.watches``), enough for the
+    directories of the task's last snapshot if the budget has that many left; why a
+    task's worktree is not watched at all is noted for ``bar status``."""
+    from bar.changes.fast import stamps, watches
+
+    dirs = stamps.stamped_dirs(task.index)
+    if dirs is None or not speed.fast():
+        return watches.Claim(0, None)
+    claim = watches.claim(len(dirs))
+    if claim.granted == 0:
+        total = watches.budget()
+        reason = (
+            f"bar's {total:,} inotify watches are all held by other tasks"
+            if total
+            else "bar may hold no inotify watch (BAR_WATCHES=0, or no inotify here)"
+        )
+        _note_mode(task.index, {"mode": "scanning", "reason": reason})
+    return claim
 
 
-def room_for(watches: int, index: Path) -> int | str:
-    """How many watches a new watcher of ``watches`` directories may grow to, from the
-    shared budget less what bar's other watchers hold (each asked); or why it may not
-    start (a sentence for ``bar status``). At most ``MAX_RUNNING`` watchers per bar home
-    (the kernel also counts inotify instances: 128 a user by default)."""
+def _others(index: Path) -> int:
+    """How many other tasks' watchers run under this bar home."""
     from bar.store.layout import projects_dir
 
-    budget = shared_budget()
-    others = [p for p in projects_dir().glob(f"*/tasks/*/{SOCKET}") if p != socket_path(index)]
-    if len(others) >= MAX_RUNNING:
-        return f"{len(others)} other tasks' watchers run already (at most {MAX_RUNNING})"
-    held = 0
-    for sock in others:
-        said = _ask(sock.parent / "index", {"op": "status"})
-        held += int(said.get("watched", 0)) if said else 0
-    left = budget - held
-    if watches > left:
-        mine = f"{watches:,} directories"
-        if held:
-            return f"{mine} is more than the {left:,} watches left of bar's {budget:,} ({held:,} held by other tasks)"
-        return f"{mine} is more than bar's {budget:,} watches (half the user's inotify limit)"
-    return left
+    mine = socket_path(index)
+    return sum(1 for p in projects_dir().glob(f"*/tasks/*/{SOCKET}") if p != mine)
 
 
 MODE_FILE = "watch.json"
@@ -268,17 +283,22 @@ def _note_mode(index: Path, mode: dict[str, Any]) -> None:
 def mode(index: Path) -> dict[str, Any]:
     """How the task's worktree is looked at between commands: ``watching`` (its watcher
     answers: ``dirs`` watched, ``pid``, and whether it is ``sure`` yet: until the next
-    command's full look, it is not) or ``scanning`` (every file is statted, with the
+    command's full look, it is not), ``partial`` (the same, but bar's share of inotify
+    watches covers only ``dirs`` of the worktree's directories: the other ``scanned``
+    ones are statted by each command) or ``scanning`` (every file is statted, with the
     ``reason`` when one is known)."""
     if running(index):
         said = _ask(index, {"op": "status"})
         if said is not None:
-            return {
-                "mode": "watching",
+            found: dict[str, Any] = {
+                "mode": "partial" if said.get("partial") is True else "watching",
                 "dirs": said.get("watched"),
                 "pid": said.get("pid"),
                 "sure": said.get("sure") is True,
             }
+            if found["mode"] == "partial":
+                found["scanned"] = _unwatched(index, said)
+            return found
     try:
         noted = json.loads((index.parent / MODE_FILE).read_text())
     except (OSError, ValueError):
@@ -291,6 +311,18 @@ def mode(index: Path) -> dict[str, Any]:
     return {"mode": "scanning", "reason": reason}
 
 
+def _unwatched(index: Path, said: dict[str, Any]) -> int | None:
+    """How many directories of the last snapshot a partial watcher leaves to be
+    statted (None: not known)."""
+    from bar.changes.fast import stamps
+
+    dirs = stamps.stamped_dirs(index)
+    watched = said.get("watched")
+    if dirs is None or not isinstance(watched, int):
+        return None
+    return max(0, len(dirs) - watched)
+
+
 def hand_over(
     index: Path,
     worktree: Path,
@@ -298,16 +330,16 @@ def hand_over(
     fd: int,
     dirs: dict[int, str],
     age: float,
-    *,
-    budget: int | None = None,
-) -> bool:
+    limit: int,
+    partial: bool,
+) -> int | None:
     """Start a watcher for the side index ``index`` (of ``worktree``, stamped at
-    ``base``) with the inotify descriptor ``fd`` watching ``dirs``, whose last full
-    look of the worktree was ``age`` seconds ago. The socket is bound
-    here, so that it exists as soon as this returns (a question asked before the
-    watcher has started waits in the socket's queue). False if it could not start."""
+    ``base``) with the inotify descriptor ``fd`` watching ``dirs`` (at most ``limit``;
+    ``partial``: some were left unwatched), whose last full look of the worktree was
+    ``age`` seconds ago. The socket is bound here, so that it exists as soon as this
+    returns (a question asked before the watcher has started waits in the socket's
+    queue). Its pid; None if it could not start."""
     folder = index.parent
-    budget = shared_budget() if budget is None else budget
     sock_file = folder / SOCKET
     spare = folder / f".{SOCKET}.{os.getpid()}"
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -335,7 +367,8 @@ def hand_over(
             "idle": idle_seconds(),
             "verify": verify_seconds(),
             "age": age,
-            "budget": budget,
+            "limit": limit,
+            "partial": partial,
             "dirs": dirs,
             **_staging_state(index, worktree),
         }
@@ -346,7 +379,7 @@ def hand_over(
         os.lseek(state_fd, 0, os.SEEK_SET)
         os.replace(spare, sock_file)  # listening already: a question waits for it
         flags = ["-E", "-P"] if sys.version_info >= (3, 11) else ["-E"]
-        subprocess.Popen(
+        started = subprocess.Popen(
             [sys.executable, *flags, "-m", "bar.changes.fast.watcher_daemon", str(state_fd)],
             cwd=folder,
             env={"PATH": os.environ.get("PATH", os.defpath), "LC_ALL": "C.UTF-8"},
@@ -356,12 +389,12 @@ def hand_over(
             pass_fds=(fd, listener.fileno(), state_fd),
             start_new_session=True,
         )
-        return True
+        return started.pid
     except (OSError, AttributeError):  # (AttributeError: no memfd_create here)
         for leftover in (spare, sock_file):
             with contextlib.suppress(OSError):
                 os.unlink(leftover)
-        return False
+        return None
     finally:
         listener.close()
         if state_fd >= 0:

@@ -44,9 +44,15 @@ class Watcher:
         self.socket_file = str(state["socket"])
         self.idle = float(state["idle"])
         self.verify = float(state["verify"])
-        self.budget = int(state.get("budget", 0))
         dirs = {int(wd): str(rel) for wd, rel in dict(state["dirs"]).items()}
-        self.watch = TreeWatch.adopt(self.root, int(state["fd"]), dirs)
+        # (it watches no more directories than the claim it took over: ``bar.changes.fast.watches``)
+        self.watch = TreeWatch.adopt(
+            self.root,
+            int(state["fd"]),
+            dirs,
+            limit=int(state["limit"]),
+            partial=state.get("partial") is True,
+        )
         self.listener = socket.socket(fileno=int(state["listener"]))
         self.base: str | None = str(state["base"])
         self.found: dict[str, int] = {}
@@ -102,8 +108,6 @@ class Watcher:
                 self._stage()
             if not self.watch.sure or not self._still_here():
                 return
-            if len(self.watch.watched) > self.budget:
-                return  # (new directories by the thousand): the user's watches come first
             if self.listener.fileno() in ready and not self._answer_one():
                 return
 
@@ -137,6 +141,7 @@ class Watcher:
         base, paths, moved = self.base, frozenset(self.found), self.moved
         if (
             not self.sure
+            or self.watch.partial  # (what changed in the unwatched part is not known here)
             or base is None
             or not paths
             or len(paths) > staging.MAX_PATHS
@@ -240,6 +245,8 @@ class Watcher:
         fresh = stale_ok or time.monotonic() - self.verified < self.verify
         if self.sure and fresh and base is not None and base == self.base:
             reply: dict[str, Any] = {"gen": gen, "paths": sorted(self.found)}
+            if self.watch.partial:  # the caller stats the directories not among these
+                reply["watched"] = sorted(self.watch.watched)
             if (
                 self.staged is not None
                 and env == self.env
@@ -313,6 +320,8 @@ class Watcher:
             "sure": self.sure,
             "gen": self.gen,
             "watched": len(self.watch.watched),
+            "partial": self.watch.partial,
+            "limit": self.watch.limit,
             "paths": len(self.found),
             "idle": self.idle,
             "verify": self.verify,

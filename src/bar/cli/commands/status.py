@@ -93,6 +93,14 @@ def status(*, task: str | None, as_json: bool) -> int:
             f" watched (pid {watch['pid']}); a command looks only at what moved"
             + ("" if watch["sure"] else " (once the next command has looked at everything)")
         )
+    elif watch is not None and watch["mode"] == "partial":
+        scanned = watch.get("scanned")
+        rest = f"the other {scanned:,}" if isinstance(scanned, int) else "the others"
+        print(
+            f"watch     partial: {watch['dirs']:,} directories watched (pid {watch['pid']}), "
+            f"{rest} statted by each command (bar's inotify watches are shared by all tasks)"
+            + ("" if watch["sure"] else " (once the next command has looked at everything)")
+        )
     elif watch is not None:
         print(f"watch     off, every file is statted by each command: {watch['reason']}")
     box = info.sandbox

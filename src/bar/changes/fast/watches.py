@@ -1,0 +1,143 @@
+"""One budget of inotify watches for all of bar: never more than half of the user's.
+
+Each directory a ``TreeWatch`` watches costs one of the user's inotify watches
+(``fs.inotify.max_user_watches``). Editors, language servers and ``git fsmonitor`` need
+them too, and they fail when the user runs out. So every holder of bar's watches (a
+step's ``bar run``, a task's watcher) first *claims* its share: a file in
+``$BAR_HOME/watches/`` named by its process, holding how many watches it may use. The
+claims are added up under a lock; what is left of the budget is what a new claim is
+granted. A holder that asks for more than is left gets what is left, and watches that
+many directories: its watch is *partial*, and the directories it leaves unwatched are
+looked at by their ctimes (``bar.changes.fast.rescan``), so the answer stays exact.
+
+A claim is given up when its holder closes its watch, handed on with the watch to the
+watcher that takes it over, and forgotten when its process is gone (its file names the
+process by pid and start time, so a pid used again does not keep it alive).
+
+``BAR_WATCHES`` sets the budget (a number of watches; 0: bar watches nothing, every
+command stats instead); by default it is half the user's limit.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+from pathlib import Path
+
+_DIR = "watches"
+HEADROOM = 1000  # watches a claim asks for beyond its directories: for new ones
+
+
+def budget() -> int:
+    """How many inotify watches bar's holders may use together."""
+    value = os.environ.get("BAR_WATCHES", "")
+    if value.isdigit():
+        return int(value)
+    try:
+        with open("/proc/sys/fs/inotify/max_user_watches", "rb") as f:
+            return int(f.read()) // 2
+    except (OSError, ValueError):
+        return 0
+
+
+def _folder() -> Path:
+    from bar.store.layout import bar_home
+
+    return bar_home() / _DIR
+
+
+def _started(pid: int) -> str | None:
+    """The process's start time (clock ticks since boot), which tells it from a later
+    process given the same pid; None if it is gone."""
+    from bar.sandbox.leftovers import stat_fields
+
+    fields = stat_fields(pid)
+    if fields is None or len(fields) < 20 or fields[0] == b"Z":
+        return None
+    return fields[19].decode()
+
+
+def _name(pid: int) -> str | None:
+    started = _started(pid)
+    return None if started is None else f"{pid}.{started}"
+
+
+def _held(folder: Path, mine: str | None) -> int:
+    """The watches claimed by live holders but ``mine``; the claims of dead ones are
+    removed."""
+    held = 0
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return 0
+    for entry in entries:
+        if entry.name == mine or entry.name.startswith("."):
+            continue
+        pid, _, started = entry.name.partition(".")
+        if not pid.isdigit() or _started(int(pid)) != started:
+            with contextlib.suppress(OSError):
+                os.unlink(entry.path)  # its holder is gone
+            continue
+        try:
+            with open(entry.path, "rb") as f:
+                held += int(f.read(32) or b"0")
+        except (OSError, ValueError):
+            continue
+    return held
+
+
+class Claim:
+    """A share of the budget: ``granted`` watches, held by this process until ``release``
+    (or ``hand_to`` another)."""
+
+    def __init__(self, granted: int, path: Path | None) -> None:
+        self.granted = granted
+        self._path = path
+
+    def release(self) -> None:
+        if self._path is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(self._path)
+            self._path = None
+
+    def hand_to(self, pid: int) -> None:
+        """The process ``pid`` holds the watches from now on (a watcher that took them)."""
+        name = _name(pid)
+        if self._path is None or name is None:
+            return
+        with contextlib.suppress(OSError):
+            os.replace(self._path, self._path.with_name(name))
+        self._path = None
+
+
+def claim(wanted: int) -> Claim:
+    """Claim up to ``wanted`` watches (plus some for directories that appear) from what
+    the budget has left; the claim grants what it could, 0 when nothing is left."""
+    folder = _folder()
+    mine = _name(os.getpid())
+    total = budget()
+    if mine is None or total <= 0:
+        return Claim(0, None)
+    try:
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        fd = os.open(folder / ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    except OSError:
+        return Claim(0, None)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        granted = max(0, min(wanted + HEADROOM, total - _held(folder, mine)))
+        path = folder / mine
+        if granted == 0:
+            return Claim(0, None)
+        path.write_text(f"{granted}\n")
+        return Claim(granted, path)
+    except OSError:
+        return Claim(0, None)
+    finally:
+        os.close(fd)  # (and the lock with it)
+
+
+def held() -> int:
+    """The watches all of bar's live holders claim now."""
+    return _held(_folder(), None)
