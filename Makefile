@@ -105,17 +105,23 @@ typecheck: $(STAMP)
 # every one of them, and 500 random SIGKILL trials besides
 SWEEP_SHARE ?= 0.5
 
+# two test processes a core: most tests wait on git, agents, servers and their children,
+# so twice the cores keeps the cores busy (a whole run: 1,000 s with one a core, 860 s with
+# two, on 2 cores); an idle process takes work from a busy one's queue (worksteal)
+TEST_WORKERS ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 1) * 2 )))
+PYTEST_PARALLEL := -n $(TEST_WORKERS) --dist worksteal
+
 unit: $(STAMP) agents shells browser
-	TEST_SWEEP_SHARE=$(SWEEP_SHARE) $(PY) -m pytest -n auto --durations=15
+	TEST_SWEEP_SHARE=$(SWEEP_SHARE) $(PY) -m pytest $(PYTEST_PARALLEL) --durations=15
 	@# again where the kernel cannot confine a step (simulated): bar must say so and go on
-	BAR_SANDBOX_UNAVAILABLE=1 $(PY) -m pytest -n auto -p no:randomly -m "not slow" $(UNCONFINED_TESTS)
+	BAR_SANDBOX_UNAVAILABLE=1 $(PY) -m pytest $(PYTEST_PARALLEL) -p no:randomly -m "not slow" $(UNCONFINED_TESTS)
 
 # the suite without the long sweeps (tests marked slow): for work in progress
 test-fast: $(STAMP)
-	$(PY) -m pytest -n auto -m "not slow"
+	$(PY) -m pytest $(PYTEST_PARALLEL) -m "not slow"
 
 test-long: $(STAMP) agents shells browser
-	TEST_SWEEP_SHARE=1 $(PY) -m pytest -n auto -m slow
+	TEST_SWEEP_SHARE=1 $(PY) -m pytest $(PYTEST_PARALLEL) -m slow
 	$(PY) bench/crash_trials.py --trials 500 --seed $$(date +%Y%m%d)
 
 test: lint typecheck unit

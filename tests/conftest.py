@@ -25,6 +25,13 @@ _PACKAGES = sorted(
 )
 sys.path[:0] = [str(_TESTS / "support"), *_PACKAGES]
 
+# timing belongs in the benchmarks: no property test fails for being slow on a busy machine
+# (Hypothesis's default deadline is 200 ms an example)
+from hypothesis import settings  # noqa: E402
+
+settings.register_profile("bar", deadline=None)
+settings.load_profile("bar")
+
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     """Which points the SIGKILL sweeps crashed at (``helpers.sweep``): how to pick them again."""
