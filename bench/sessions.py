@@ -328,6 +328,7 @@ def measure(
     from bar.agents.protocol import HookEvent
     from bar.agents.transcripts import verified
     from bar.base.clock import now_iso
+    from bar.changes.fast import watcher
     from bar.history import checkpoints
     from bar.redact import Scrubber
     from bar.session.capture import Capture
@@ -345,7 +346,8 @@ def measure(
     per = max(1, calls // 10)  # the first and last tenth of a session's polls
     k = 0
     with task.lock("bench: sessions"):
-        watch = watch_worktree(task)  # the step's own watch, as bar.step.run makes it
+        claim = watcher.claim_for(task)  # (its share of bar's inotify watches)
+        watch = watch_worktree(task, claim)  # the step's own watch, as bar.step.run makes it
         if watch is not None:
             watch.begin()
         last = task.recorded_snapshot()
@@ -460,6 +462,7 @@ def measure(
         finally:
             if watch is not None:
                 watch.close()
+            claim.release()
     return {"samples": samples, "facts": facts}
 
 

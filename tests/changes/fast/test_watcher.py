@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 from helpers import (
+    BAR_EXE,
     SETTLE,
     bar,
     init_clean,
@@ -492,3 +493,43 @@ def test_a_partial_watch_is_said_and_a_full_budget_means_scanning(
     assert not watcher.running(side_index_of(second))
     said = json.loads(bar(capfd, "status", "--task", "t2", "--json").out)["watch"]
     assert said["mode"] == "scanning" and "held by other tasks" in said["reason"]
+
+
+def test_tasks_stepping_at_once_never_hold_more_than_the_budget(
+    repo: Path,
+    tmp_path: Path,
+    capfd: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Six tasks of four directories each step at once, twice, with a budget of ten
+    watches: the claims are granted under one lock, so the watchers hold ten at most
+    between them (some partial, some none), and every task records what plain git sees."""
+    monkeypatch.setenv("BAR_WATCHES", "10")
+    init_clean(repo, capfd)
+    names = [f"t{i}" for i in range(6)]
+    tasks = [new_task(capfd, name) for name in names]
+    for name, task in zip(names, tasks, strict=True):
+        wt = worktree(task)
+        for rel in ("a/b", "c"):
+            (wt / rel).mkdir(parents=True)
+            (wt / rel / "f.txt").write_text(f"{name}\n")
+    for n in range(3):
+        runs = [
+            subprocess.Popen(
+                [BAR_EXE, "run", "--task", name, "--", "sh", "-c", f"echo {n} > a/b/g.txt"],
+                cwd=repo,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+            )
+            for name in names
+        ]
+        for run in runs:
+            _, err = run.communicate(timeout=120)
+            assert run.returncode == 0, err
+    held = 0
+    for task in tasks:
+        said = watcher.status(side_index_of(task))
+        held += int(said["watched"]) if said is not None else 0
+        assert recorded_tree(repo, task) == plain_git_tree(worktree(task), tmp_path)
+    assert 0 < held <= 10
+    assert watches.held() <= 10
