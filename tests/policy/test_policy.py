@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from helpers import DATA, ROOT
+from helpers import DATA, ROOT, examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -624,7 +624,7 @@ PATTERN = st.tuples(
 
 
 @settings(
-    max_examples=1500,
+    max_examples=examples(1500),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )

@@ -276,3 +276,10 @@ def sweep(last: int, first: int = 1) -> list[int]:
     pick = random.Random(f"{SWEEP_SEED}:{test}:{first}:{last}")
     middle = pick.sample(numbers[1:-1], keep - 2)
     return sorted({numbers[0], numbers[-1], *middle})
+
+
+def examples(full: int) -> int:
+    """How many examples a long property test draws: ``full`` in ``make test-long``, the
+    sweeps' share of them in ``make test`` (each day's seed draws others where the test
+    is not derandomized)."""
+    return max(100, round(full * SWEEP_SHARE))
