@@ -1059,14 +1059,14 @@ class Runner:
                 result.fail(
                     "hand-edits", f"{rel!r}, edited by hand after the kill, is in no recorded state"
                 )
-            held = {step["snapshot"] for step in holders}
+            holding = {step["snapshot"] for step in holders}
             for step in holders:
                 # an interrupted run that changed it (a later step holds what an earlier
                 # one recorded: a recovery killed after its look recorded the edits)
                 if (
                     step.get("kind") == "run"
                     and step.get("interrupted")
-                    and step.get("snapshot_before") not in held
+                    and step.get("snapshot_before") not in holding
                 ):
                     result.fail(
                         "hand-edits",

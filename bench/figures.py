@@ -133,7 +133,7 @@ SMALL_FIXED_COST = 8.0
 
 def fig1(f: Fixture, p: Params) -> list[Row]:
     _, task, wt, pool = _project(f)
-    bar_true = [f.tools.bar, "run", "--task", task, "--no-pty", "--", "true"]
+    bar_true: list[str | Path] = [f.tools.bar, "run", "--task", task, "--no-pty", "--", "true"]
     n = Counter()
 
     def run_after_change() -> float:
@@ -725,7 +725,7 @@ def fig7(f: Fixture, p: Params) -> list[Row]:
     # which hands the event to the running step's bar run over the task's socket; bar run
     # answers only its own step's processes, so every contender runs inside the step.
     with Inside(f.tools.bar, task, wt, f.env) as inside:
-        relay = [f.tools.bar, "hook", "claude", "--socket", task_dir / "bar.sock"]
+        relay: list[str | Path] = [f.tools.bar, "hook", "claude", "--socket", task_dir / "bar.sock"]
         inside.t(relay, wt, stdin=event)
         s = interleave(
             {
@@ -737,14 +737,14 @@ def fig7(f: Fixture, p: Params) -> list[Row]:
             p.warmup,
         )
     # With no bar run to ask (an agent wired by `bar agent setup`): judged in the hook.
-    alone = [f.tools.bar, "hook", "claude"]
+    alone: list[str | Path] = [f.tools.bar, "hook", "claude"]
     f.run([f.tools.bar, "run", "--", "true"], wt)  # (the resident is loaded: f.run waits)
     served = _run_path_modules(f, wt, served=True)
     loaded = _run_path_modules(f, wt, served=False)
-    imports = [f.tools.python, "-c", f"import {', '.join(loaded)}"]
-    client = [f.tools.python, "-c", f"import {', '.join(served)}"]
+    imports: list[str | Path] = [f.tools.python, "-c", f"import {', '.join(loaded)}"]
+    client: list[str | Path] = [f.tools.python, "-c", f"import {', '.join(served)}"]
     stdlib = [m for m in loaded if m.split(".")[0] != "bar"]
-    floor = [f.tools.python, "-c", f"import {', '.join(stdlib)}"]
+    floor: list[str | Path] = [f.tools.python, "-c", f"import {', '.join(stdlib)}"]
     s.update(
         interleave(
             {
@@ -1007,7 +1007,8 @@ def _pty_output(
 
 
 def fig9(f: Fixture, p: Params) -> list[Row]:
-    if f.tools.stepback is None or f.tools.stepback_python is None:
+    stepback, stepback_python = f.tools.stepback, f.tools.stepback_python
+    if stepback is None or stepback_python is None:
         raise BenchError("stepback is not installed")
     _, task, wt, pool = _project(f)
     other = f.clone("repo-stepback", checkout=True)
@@ -1017,9 +1018,7 @@ def fig9(f: Fixture, p: Params) -> list[Row]:
         return _sh_step(f, wt, task, edits.step_script(pool, ka()))
 
     def stepback_step() -> float:
-        return f.t(
-            [f.tools.stepback, "run", "--", "sh", "-c", edits.step_script(pool, kb())], other
-        )
+        return f.t([stepback, "run", "--", "sh", "-c", edits.step_script(pool, kb())], other)
 
     s = interleave({"bar run": bar_step, "stepback run": stepback_step}, p.repeat, p.warmup)
     rows = [
@@ -1045,7 +1044,7 @@ def fig9(f: Fixture, p: Params) -> list[Row]:
     def stepback_checkpoint() -> float:
         f.t(["sh", "-c", edits.step_script(pool, kb())], other)
         out = f.run(
-            [f.tools.stepback_python, HERE / "inproc.py", "stepback-checkpoint", other],
+            [stepback_python, HERE / "inproc.py", "stepback-checkpoint", other],
             other,
             capture=True,
         )
@@ -1110,7 +1109,7 @@ def fig10(f: Fixture, p: Params) -> list[Row]:
     f.env = {**f.env, "HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config")}
     entries = sum(1 for _ in home.iterdir())
     _, task, wt, _ = _project(f)
-    bar_run = [f.tools.bar, "run", "--task", task, "--no-pty"]
+    bar_run: list[str | Path] = [f.tools.bar, "run", "--task", task, "--no-pty"]
     rec = json.loads(f.run([*bar_run, "--json", "--", "true"], wt, capture=True).stdout)
     sandbox = rec.get("sandbox") or {}
     if not sandbox.get("enabled"):
@@ -1246,7 +1245,13 @@ def fig11(f: Fixture, p: Params) -> list[Row]:
     event = f.dir / "post.json"
     n = Counter()
     with Inside(f.tools.bar, task, wt, f.env, agent="claude") as inside:
-        relay = [f.tools.bar, "hook", "claude", "--socket", f.task_dir(task) / "bar.sock"]
+        relay: list[str | Path] = [
+            f.tools.bar,
+            "hook",
+            "claude",
+            "--socket",
+            f.task_dir(task) / "bar.sock",
+        ]
 
         def post(change: bool) -> Callable[[], float]:
             def call() -> float:
@@ -1309,7 +1314,13 @@ def _fig11_log(f: Fixture, p: Params) -> list[Row]:
     # the session: an agent step whose hook calls each take a checkpoint
     event = f.dir / "post2.json"
     with Inside(f.tools.bar, with_cps, wt_cps, f.env, agent="claude") as inside:
-        relay = [f.tools.bar, "hook", "claude", "--socket", f.task_dir(with_cps) / "bar.sock"]
+        relay: list[str | Path] = [
+            f.tools.bar,
+            "hook",
+            "claude",
+            "--socket",
+            f.task_dir(with_cps) / "bar.sock",
+        ]
         for k in range(calls):
             edits.small_change(wt_cps, pool, 10_000 + k)
             event.write_text(json.dumps(_post_event(wt_cps, k)))
@@ -1345,7 +1356,7 @@ def fig12(f: Fixture, p: Params) -> list[Row]:
     repo, task, wt, pool = _project(f)
     for k in range(1, 11):
         _sh_step(f, wt, task, edits.step_script(pool, k))
-    run_true = [f.tools.bar, "run", "--task", task, "--no-pty", "--", "true"]
+    run_true: list[str | Path] = [f.tools.bar, "run", "--task", task, "--no-pty", "--", "true"]
     counts: dict[str, int] = {"bar run -- true (nothing new)": f.git_processes(run_true, wt)}
     edits.small_change(wt, pool, 1)
     counts["bar run -- true (after a change)"] = f.git_processes(run_true, wt)

@@ -234,8 +234,9 @@ def table(rows: dict[str, list[Row]], sizes: Sequence[str]) -> str:
         verdict, spread = "—", "—"
         if judged in cells:
             verdict = _verdict_cell(cells[judged])
-            if cells[judged].spread:
-                low, high = cells[judged].spread
+            judged_spread = cells[judged].spread
+            if judged_spread:
+                low, high = judged_spread
                 spread = f"{low:.2f}–{high:.2f}"
         for size, row in cells.items():
             if size != judged and size in row.size_targets:
@@ -273,7 +274,7 @@ def markdown(
     judged = _judged_size(sizes)
     repo_lines = [
         f"- {size}: {info.get('files', '?'):,} tracked files"
-        + (f" ({int(info['bytes']) / 1e6:.0f} MB)" if "bytes" in info else "")
+        + (f" ({float(str(info['bytes'])) / 1e6:.0f} MB)" if "bytes" in info else "")
         + (f", {info['ignored_files']:,} ignored files" if info.get("ignored_files") else "")
         + (f", cloned from `{info['source']}`" if "source" in info else "")
         for size, info in repos.items()

@@ -132,7 +132,7 @@ def fig16(f: Fixture, p: Params) -> list[Row]:
     task, wt = f.new_task(repo, "shared")
     pool = edits.make_pool(wt, f.dir / "pool.txt")
     steps = QUICK_STEPS if p.quick else STEPS
-    bar_run = [f.tools.bar, "run", "--task", task, "--no-pty", "--", "sh", "-c"]
+    bar_run: list[str | Path] = [f.tools.bar, "run", "--task", task, "--no-pty", "--", "sh", "-c"]
     made = 0
 
     def step() -> None:

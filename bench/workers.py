@@ -68,9 +68,9 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -280,7 +280,7 @@ def step_times(address: str, task_id: str) -> list[tuple[float, float]]:
         handle = client.get_workflow_handle(workflow_id(task_id))
         orders: list[float] = []
         begun_at: list[float] = []
-        times = []
+        times: list[tuple[float, float]] = []
         async for event in handle.fetch_history_events():
             at = event.event_time.ToNanoseconds() / 1e9
             kind = event.event_type
@@ -354,8 +354,18 @@ def remote_vs_local(
     there = world.new_on(f"{key}-there", queue)
     started(f.env["BAR_TEMPORAL"], [there])
     here, wt = f.new_task(world.dev, f"{key}-here")
-    remote_argv = [f.tools.bar, "run", "--on", queue, "--task", there, "--json", "--", *command]
-    local_argv = [f.tools.bar, "run", "--task", here, "--no-pty", "--", *command]
+    remote_argv: list[str | Path] = [
+        f.tools.bar,
+        "run",
+        "--on",
+        queue,
+        "--task",
+        there,
+        "--json",
+        "--",
+        *command,
+    ]
+    local_argv: list[str | Path] = [f.tools.bar, "run", "--task", here, "--no-pty", "--", *command]
 
     def remote_once() -> tuple[float, str]:
         out = f.run(remote_argv, world.dev, capture=True)
@@ -439,7 +449,15 @@ def throughput(
             for i, task_id in enumerate(ids):
                 edit = f"echo 'batch {batches} task {i}' >> '{pool[i % len(pool)]}'"
                 script = f'{edit} && echo "$BAR_WORKER_NAME"'  # (where it ran, for the note)
-                send = [f.tools.bar, "run", "--on", queue, "--task", task_id, "--detach"]
+                send: list[str | Path] = [
+                    f.tools.bar,
+                    "run",
+                    "--on",
+                    queue,
+                    "--task",
+                    task_id,
+                    "--detach",
+                ]
                 f.run([*send, "--", "sh", "-c", script], world.dev, capture=True)
             os.sync()  # what the set-up wrote lands before the timing, not during it
             t0 = world.start(workers, queue)  # (when the first is ready)
@@ -634,10 +652,18 @@ def main(argv: list[str]) -> int:
     import report
 
     written = report.markdown
-    command = shlex.join(["python", "bench/workers.py", *argv])
+    rerun = shlex.join(["python", "bench/workers.py", *argv])
 
-    def markdown(rows: Any, sizes: Any, _: str, *rest: Any) -> str:
-        return written(rows, sizes, command, *rest)  # (the command that reruns this)
+    def markdown(
+        rows: dict[str, list[Row]],
+        sizes: Sequence[str],
+        command: str,
+        facts: dict[str, object],
+        repos: dict[str, dict[str, object]],
+        repeat: int,
+    ) -> str:
+        # (the command that reruns this, not bench/run.py's)
+        return written(rows, sizes, rerun, facts, repos, repeat)
 
     report.markdown = markdown
     given = {a.split("=", 1)[0] for a in rest}
