@@ -10,6 +10,7 @@ from outside, in bar's record; nothing in the step could write it but its ``bar 
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -82,3 +83,42 @@ def test_claude_steers_its_own_task_through_bar_mcp(
     assert [(h["action"], h["summary"]) for h in flow["history"]] == [("start", "write the notes")]
     # bar's MCP entries went with its hooks
     assert not (wt / ".claude").exists() and not (wt / ".mcp.json").exists()
+
+
+@pytest.mark.parametrize("agent", ["claude", "codex", "gemini"])
+def test_bars_tools_reach_the_first_turn_when_its_server_starts_slowly(
+    agent: str, inited: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """On a loaded machine ``bar mcp`` may take seconds to start. The agent must wait for
+    it, not begin the conversation without bar's tools (Codex leaves out an optional
+    server that is not up within a second)."""
+    agent_binary(agent)
+    new_task(capfd)
+    slow = tmp_path / "bin" / "bar"  # bar, starting its MCP server three seconds late
+    slow.parent.mkdir()
+    slow.write_text(
+        f"#!{sys.executable}\nimport sys, time\n"
+        "if sys.argv[1:2] == ['mcp']:\n    time.sleep(3)\n"
+        "from bar.cli.entry import main\nsys.exit(main(sys.argv[1:]))\n"
+    )
+    slow.chmod(0o755)
+    with MockServer([Answer("Nothing to do.")]) as server:
+        setup = AgentSetup(agent, server.url)
+        res = setup.run_in_bar(inited, "nothing", bar=str(slow))
+        first = next(r for r in server.model.requests if r.main)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "status" in _bar_tools(first.body), json.dumps(first.body)[:4000]
+
+
+def _bar_tools(body: dict[str, Any]) -> set[str]:
+    """The names of bar's MCP tools a model request offers, in each agent's naming."""
+    names: set[str] = set()
+    for tool in body.get("tools", []) or []:
+        for decl in tool.get("functionDeclarations", []) or []:  # Gemini
+            names.add(decl["name"])
+        if tool.get("name") == "mcp__bar":  # Codex: one namespace per server
+            names |= {f"mcp__bar__{t['name']}" for t in tool.get("tools", [])}
+        else:  # Claude Code
+            names.add(str(tool.get("name", "")))
+    prefixes = ("mcp__bar__", "mcp_bar_")  # Claude Code's and Gemini's
+    return {n.removeprefix(p) for n in names for p in prefixes if n.startswith(p)}

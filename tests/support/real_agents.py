@@ -75,13 +75,15 @@ class AgentSetup:
         named: bool = True,
         options: tuple[str, ...] = (),
         extra: tuple[str, ...] = (),
+        bar: str = BAR_EXE,
     ) -> subprocess.CompletedProcess[str]:
         """``bar run --agent A -- <the agent, non-interactive>`` with its environment
         (``named`` false: ``bar run -- env <the agent>``, which bar must recognise);
-        ``options`` go to ``bar run``, ``extra`` to the agent."""
+        ``options`` go to ``bar run``, ``extra`` to the agent; ``bar`` is the program run
+        as bar (the one the agent's hooks and MCP entry then name)."""
         how = ["--agent", self.agent, "--"] if named else ["--", "env"]
         return subprocess.run(
-            [BAR_EXE, "run", "--no-pty", *options, *how, *self.argv(prompt), *extra],
+            [bar, "run", "--no-pty", *options, *how, *self.argv(prompt), *extra],
             cwd=cwd,
             env={**os.environ, **self.env},
             stdin=subprocess.DEVNULL,

@@ -207,8 +207,11 @@ def _codex_config(mine: Path, target: Path, hook_command: str, server: dict[str,
             "args": argv[1:],
             "env": server["env"],
             # Codex lists no tool of a server that starts slower than this (10 s by
-            # default): a loaded machine must not take bar's tools from the agent
+            # default), and begins its first turn without an optional server that is not
+            # up within a second: a loaded machine must not take bar's tools from the
+            # agent, so bar's server is required (Codex waits for it)
             "startup_timeout_sec": MCP_STARTUP_S,
+            "required": True,
         }
     return tomli_w.dumps(config).encode("utf-8")
 

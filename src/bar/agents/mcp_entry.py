@@ -10,7 +10,8 @@ versions in the Makefile):
   and a non-interactive run may call an MCP tool only if its permissions allow it, so
   the settings file with bar's hooks also allows ``mcp__bar``.
 * Codex CLI reads ``[mcp_servers.bar]`` from its ``config.toml`` and starts the server
-  with a clean environment: only what the entry's ``env`` names reaches it.
+  with a clean environment: only what the entry's ``env`` names reaches it. It begins a
+  turn without an optional server not up within a second, so the entry says ``required``.
 * Gemini CLI reads ``mcpServers`` from its ``settings.json``, the file that holds bar's
   hooks; ``trust`` spares the person a confirmation for each call of bar's tools.
 
