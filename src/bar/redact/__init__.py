@@ -271,11 +271,15 @@ class Scrubber:
         text is first searched as one for anything a pass could match (a shape's needle,
         a literal secret), and only if something is found is each string scrubbed. The
         strings are joined with NULs, which no needle holds, so a needle found in the
-        whole is in one of them or straddles two (then each is scrubbed: nothing lost)."""
+        whole is in one of them or straddles two (then each is scrubbed: nothing lost).
+        A string is then scrubbed only if it holds one of the needles found in the whole
+        (a pass matches nothing where none of its needles is), so a line listing ten
+        thousand paths costs a few needle searches per path, not every shape's."""
         pieces: list[bytes] = []
         _texts(obj, pieces)
         whole = b"\0".join(pieces)
-        return cast(_T, self._scrub_any(obj, any(n in whole for n in self._needles)))
+        found = tuple(n for n in self._needles if n in whole)
+        return cast(_T, self._scrub_any(obj, found))
 
     @property
     def _needles(self) -> tuple[bytes, ...]:
@@ -283,19 +287,20 @@ class Scrubber:
         literals = (p.needle for p in (*self._text_literals, *self._byte_literals))
         return (*_ALL_NEEDLES, *literals)
 
-    def _scrub_any(self, obj: object, scan: bool = True) -> object:
-        """``obj`` rebuilt, its strings scrubbed (``scan``: else left as they are)."""
+    def _scrub_any(self, obj: object, found: tuple[bytes, ...]) -> object:
+        """``obj`` rebuilt, each string holding one of the needles ``found`` scrubbed."""
         if isinstance(obj, str):
-            return self.scrub_text(obj) if scan else obj
+            data = obj.encode("utf-8", "surrogatepass")
+            return self.scrub_text(obj) if any(n in data for n in found) else obj
         if isinstance(obj, bytes):
-            return self.scrub_bytes(obj) if scan else obj
+            return self.scrub_bytes(obj) if any(n in obj for n in found) else obj
         if isinstance(obj, Mapping):
-            return {self._scrub_any(k, scan): self._scrub_any(v, scan) for k, v in obj.items()}
+            return {self._scrub_any(k, found): self._scrub_any(v, found) for k, v in obj.items()}
         if isinstance(obj, list):
-            items = [self._scrub_any(v, scan) for v in obj]
-            return _scrub_argv(items) if scan and obj and isinstance(obj[0], str) else items
+            items = [self._scrub_any(v, found) for v in obj]
+            return _scrub_argv(items) if found and obj and isinstance(obj[0], str) else items
         if isinstance(obj, tuple):
-            return tuple(self._scrub_any(v, scan) for v in obj)
+            return tuple(self._scrub_any(v, found) for v in obj)
         return obj
 
 
