@@ -265,3 +265,39 @@ def test_a_rollback_restores_the_bytes_git_would_convert(
     step = next(s for s in ledger(str(task["id"])) if s["kind"] == "manual")
     blob = git(repo, "cat-file", "-p", f"{step['snapshot']}:{name}").encode()
     assert blob == written.replace(b"\r\n", b"\n")
+
+
+def test_a_large_steps_patch_written_by_two_gits_replays_and_counts_as_one(
+    make_repo: MakeRepo,
+    capfd: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    """A step whose snapshot takes long has its patch and its stat written by two gits at
+    once (``steps.SPLIT_AFTER_S``; here every step's): the patches replay to each state,
+    and the stat the ledger keeps is git's numstat of the same two trees."""
+    from bar.ledger import steps as ledger_steps
+
+    monkeypatch.setattr(ledger_steps, "SPLIT_AFTER_S", 0.0)
+    files = {"a": "a\n" * 40, "d/f": "f\n", "bin": "b"}
+    repo, wt, task = _task(make_repo, capfd, files, monkeypatch)
+    edits = [
+        "for i in $(seq 1 300); do echo $i > n$i.txt; done; printf '\\0\\1' > bin",
+        "sed -i 's/a/b/' a && rm d/f && chmod +x n1.txt && ln -s a link",
+    ]
+    for script in edits:
+        assert bar(capfd, "run", "--", "sh", "-c", script).code == 0
+    steps = ledger(str(task["id"]))
+    rebuilt = replay_patches(repo, str(task["id"]), str(task["base_commit"]), tmp_path / "re")
+    assert rebuilt == files_in_commit(repo, steps[-1]["snapshot"])
+    for step in steps:
+        listed = subprocess.run(
+            ["git", "diff", "--no-renames", "--numstat", step["snapshot_before"], step["snapshot"]],
+            cwd=wt,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.splitlines()
+        assert step["diff_stat"]["files"] == len(listed) > 0
+        added = sum(int(line.split("\t")[0]) for line in listed if not line.startswith("-"))
+        assert step["diff_stat"]["additions"] == added

@@ -214,19 +214,26 @@ def test_the_side_index_stays_private(
     assert res.code == 0 and "mode" not in res.out, res.out
 
 
-def test_one_diff_gives_the_patch_and_its_stat_exactly(make_repo: Any, tmp_path: Path) -> None:
+@pytest.mark.parametrize("split", [False, True], ids=["one-diff", "two-diffs"])
+def test_one_diff_gives_the_patch_and_its_stat_exactly(
+    make_repo: Any, tmp_path: Path, split: bool
+) -> None:
     """The patch artifact is byte for byte git's own patch, and the stat git's numstat,
-    though both come from one `git diff`: renames (as a deletion and an addition, which
-    replay whatever the shapes), binary files, modes, odd names."""
+    whether both come from one `git diff` or from two at once (``split``, a large
+    step's): renames (as a deletion and an addition, which replay whatever the shapes),
+    binary files, modes, a file that became a link, odd names."""
     repo = make_repo(
         {
             "a.txt": "one\ntwo\n" * 50,
             "old name.txt": "moved\n" * 30,
             "bin.dat": b"\x00\x01\x02" * 100,
             "run.sh": "echo\n",
+            "became link": "text\n",
         }
     )
     a = git(repo, "rev-parse", "HEAD").strip()
+    (repo / "became link").unlink()
+    (repo / "became link").symlink_to("a.txt")
     (repo / "a.txt").write_text("one\nthree\n" * 50)
     (repo / "old name.txt").rename(repo / "new name \u00e9.txt")
     (repo / "bin.dat").write_bytes(b"\x00\x09" * 300)
@@ -236,7 +243,7 @@ def test_one_diff_gives_the_patch_and_its_stat_exactly(make_repo: Any, tmp_path:
     git(repo, "commit", "-qm", "change")
     b = git(repo, "rev-parse", "HEAD").strip()
     out = tmp_path / "p.patch"
-    stat = write_patch(repo, a, b, out)
+    stat = write_patch(repo, a, b, out, split=split)
     flags = [*DIFF_FLAGS[:3], "--no-renames"]
     plain = subprocess.run(
         ["git", "diff", *flags, "--binary", "--full-index", a, b, "--"],
@@ -252,6 +259,7 @@ def test_one_diff_gives_the_patch_and_its_stat_exactly(make_repo: Any, tmp_path:
         check=True,
     ).stdout
     assert stat == parse_numstat(listed)
-    assert stat.files == 6 and "old name.txt" in stat.file_list
+    assert stat.files == 7 and "old name.txt" in stat.file_list
     empty = tmp_path / "none.patch"
-    assert write_patch(repo, b, b, empty).files == 0 and empty.read_bytes() == b""
+    assert write_patch(repo, b, b, empty, split=split).files == 0
+    assert empty.read_bytes() == b""

@@ -420,6 +420,12 @@ def diff_patch_args(a: str, b: str, *, with_numstat: bool = False) -> list[str]:
     return ["diff", *DIFF_FLAGS[:3], "--no-renames", *stat, "--binary", "--full-index", a, b, "--"]
 
 
+def diff_numstat_args(a: str, b: str) -> list[str]:
+    """The ``git diff`` giving the numstat block of ``diff_patch_args(a, b,
+    with_numstat=True)`` alone (``-z``: each entry ends with a NUL)."""
+    return ["diff", *DIFF_FLAGS[:3], "--no-renames", "--numstat", "-z", a, b, "--"]
+
+
 @record(frozen=True)
 class RawChange:
     status: str  # A, M, D, T (renames are split into D + A: -M is not used here)

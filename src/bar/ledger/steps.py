@@ -35,6 +35,10 @@ from bar.redact import Scrubber
 from bar.redact import known as known_secrets
 from bar.task.tasks import Task
 
+# A snapshot taking this long or longer makes its patch be written by two gits at once
+# (``patches.write_patch``'s ``split``); a small step's takes a few milliseconds.
+SPLIT_AFTER_S = 0.25
+
 
 def artifact(task: Task, step_id: str, suffix: str) -> tuple[Path, str]:
     """(path, the name the ledger records) of a step's artifact; never through a link."""
@@ -90,10 +94,22 @@ class PatchJob:
     the ref; ``finish`` waits for it. When the snapshot found no new tree, ``finish``
     writes the patch as ``record_changes`` does."""
 
-    __slots__ = ("_error", "_stat", "_thread", "before", "path", "rel", "step_id", "task", "tree")
+    __slots__ = (
+        "_error",
+        "_made",
+        "_stat",
+        "_thread",
+        "before",
+        "path",
+        "rel",
+        "step_id",
+        "task",
+        "tree",
+    )
 
     def __init__(self, task: Task, step_id: str, before: str) -> None:
         self.task, self.step_id, self.before = task, step_id, before
+        self._made = time.monotonic()  # (made just before the snapshot is taken)
         self.path: Path | None = None
         self.rel = ""
         self.tree = ""  # the tree its patch goes to
@@ -112,16 +128,20 @@ class PatchJob:
             self._stat = staging.take_patch(self.task.index, ready, self.before, tree, self.path)
             if self._stat is not None:
                 return
+        # a snapshot that took long hashed many files, or stat'ed a large tree: the patch
+        # may be large too, and is then written by two gits at once (a second git costs
+        # a small step more than it saves)
+        split = time.monotonic() - self._made >= SPLIT_AFTER_S
         self._thread = threading.Thread(
-            target=self._write, args=(tree,), daemon=True, name="bar-patch"
+            target=self._write, args=(tree, split), daemon=True, name="bar-patch"
         )
         self._thread.start()
 
-    def _write(self, tree: str) -> None:
+    def _write(self, tree: str, split: bool) -> None:
         assert self.path is not None
         try:
             self._stat = patches.write_patch(
-                self.task.worktree, self.before, tree, self.path, points=False
+                self.task.worktree, self.before, tree, self.path, points=False, split=split
             )
         except BaseException as exc:  # (raised again by ``finish``, in the caller's thread)
             self._error = exc
