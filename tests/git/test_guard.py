@@ -199,3 +199,39 @@ def test_objects_changed_in_place_are_found_with_and_without_the_kernels_help(
         assert path in loose and packs == []
         assert object_guard.bad_objects(repo, loose, packs) == [str(path)]
     assert Watch([str(tmp_path / "missing")]).changes() is None  # cannot say: look at all
+
+
+def test_git_packing_its_objects_in_a_step_is_not_taken_for_tampering(
+    repo: Path, task: dict, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """An agent's ``git commit`` may start git's own gc (``gc --auto``, once bar's
+    snapshots left enough loose objects): it packs the loose objects and deletes them.
+    Objects that went away and the pack that now holds them are git's work, not a
+    tampered store: nothing is reported."""
+    sh(capfd, "for i in $(seq 1 40); do echo $i > f$i.txt; done")  # loose objects
+    err = sh(
+        capfd,
+        "echo y > y.txt && git add y.txt && git commit -qm y && git gc --quiet && "
+        "git count-objects -v > counted.txt",
+    )
+    assert "guard" not in err, err
+    assert guard_events(task) == []
+    counted = (worktree(task) / "counted.txt").read_text()
+    assert "in-pack: 0" not in counted, counted  # (git did pack them)
+    assert not (task_dir(task["id"]) / "tampered").exists()
+
+
+def test_a_loose_object_gone_while_it_is_checked_is_not_reported(
+    make_repo: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A gc git started in the background (``gc.autoDetach``) may still be deleting the
+    loose objects it packed when the step's check reads them: one found, then gone
+    before it is read, was packed, not tampered with."""
+    from bar.git import object_guard
+
+    repo = make_repo()
+    blob = git(repo, "hash-object", "-w", "--stdin", input=b"packed meanwhile\n").strip()
+    path = repo / ".git" / "objects" / blob[:2] / blob[2:]
+    path.unlink()  # (as git's prune-packed does, right after the check found it)
+    monkeypatch.setattr(object_guard.os.path, "lexists", lambda p: True)
+    assert object_guard.bad_objects(repo, [path], []) == []
