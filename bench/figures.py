@@ -718,14 +718,13 @@ def _run_path_modules(f: Fixture, wt: Path, *, served: bool) -> list[str]:
 
 def fig7(f: Fixture, p: Params) -> list[Row]:
     _, task, wt, _ = _project(f)
-    task_dir = f.task_dir(task)
     event = f.dir / "event.json"
     event.write_text(json.dumps({**CLAUDE_EVENT, "cwd": str(wt)}))
     # Inside `bar run --agent claude`, the agent runs the hook command bar installed,
     # which hands the event to the running step's bar run over the task's socket; bar run
     # answers only its own step's processes, so every contender runs inside the step.
     with Inside(f.tools.bar, task, wt, f.env) as inside:
-        relay: list[str | Path] = [f.tools.bar, "hook", "claude", "--socket", task_dir / "bar.sock"]
+        relay = _relay(f, task)
         inside.t(relay, wt, stdin=event)
         s = interleave(
             {
@@ -1242,18 +1241,18 @@ def _post_event(wt: Path, n: int) -> dict[str, object]:
     }
 
 
+def _relay(f: Fixture, task: str) -> list[str | Path]:
+    """``bar hook claude`` asking the running step of ``task`` over its socket, as an
+    agent's hook inside the step does."""
+    return [f.tools.bar, "hook", "claude", "--socket", f.task_dir(task) / "bar.sock"]
+
+
 def fig11(f: Fixture, p: Params) -> list[Row]:
     _, task, wt, pool = _project(f)
     event = f.dir / "post.json"
     n = Counter()
     with Inside(f.tools.bar, task, wt, f.env, agent="claude") as inside:
-        relay: list[str | Path] = [
-            f.tools.bar,
-            "hook",
-            "claude",
-            "--socket",
-            f.task_dir(task) / "bar.sock",
-        ]
+        relay = _relay(f, task)
 
         def post(change: bool) -> Callable[[], float]:
             def call() -> float:
@@ -1316,13 +1315,7 @@ def _fig11_log(f: Fixture, p: Params) -> list[Row]:
     # the session: an agent step whose hook calls each take a checkpoint
     event = f.dir / "post2.json"
     with Inside(f.tools.bar, with_cps, wt_cps, f.env, agent="claude") as inside:
-        relay: list[str | Path] = [
-            f.tools.bar,
-            "hook",
-            "claude",
-            "--socket",
-            f.task_dir(with_cps) / "bar.sock",
-        ]
+        relay = _relay(f, with_cps)
         for k in range(calls):
             edits.small_change(wt_cps, pool, 10_000 + k)
             event.write_text(json.dumps(_post_event(wt_cps, k)))
