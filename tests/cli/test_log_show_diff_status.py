@@ -177,3 +177,20 @@ def test_log_and_show_say_where_a_step_ran_when_not_at_the_root(
     line = shown.text.strip()
     assert shown.code == 0 and len(line) <= 80, shown.text
     assert "..." in line and line.endswith("(in src/pkg)")
+
+
+def test_show_names_the_first_files_of_a_large_step_and_how_many_more(
+    inited: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A step changing hundreds of files is shown on a screen, not as one line of every
+    path: the first twenty, the count of the rest, and where to find them all."""
+    new_task(capfd)
+    assert (
+        bar(capfd, "run", "--", "sh", "-c", "for i in $(seq 100 349); do : > f$i; done").code == 0
+    )
+    (line,) = [x for x in bar(capfd, "show", "1").out.splitlines() if x.startswith("  files")]
+    assert line.startswith("  files     f100, f101,") and "f119, and 230 more" in line
+    assert "f120" not in line and "`bar show 0001 --json` lists them all" in line
+    assert len(bar(capfd, "show", "1", "--json").json()["diff_stat"]["file_list"]) == 250
+    assert bar(capfd, "run", "--", "sh", "-c", "echo x > f100 && echo y > f101").code == 0
+    assert "  files     f100, f101\n" in bar(capfd, "show", "2").out

@@ -6,7 +6,7 @@ import re
 import shlex
 import sys
 import textwrap
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from bar import api
@@ -114,7 +114,7 @@ def _show_step(the_task: Task, record: Step, taken: list[Checkpoint]) -> None:
         rows.append(("base", f"{short(record.base_before)} -> {short(record.base_after)}"))
     rows.append(("changes", stat_text(record.diff_stat)))
     if record.diff_stat.file_list:
-        rows.append(("files", ", ".join(record.diff_stat.file_list)))
+        rows.append(("files", _files_text(record.diff_stat.file_list, record.step_id)))
     rows.append(("snapshot", f"{short(record.snapshot_before)} -> {short(record.snapshot)}"))
     if record.head:
         rows.append(("head", short(record.head)))
@@ -196,7 +196,7 @@ def _show_checkpoint_text(task: Task, cp: Checkpoint) -> None:
     rows.append(("ended", cp.ended_at))
     rows.append(("changes", stat_text(cp.diff_stat)))
     if cp.diff_stat.file_list:
-        rows.append(("files", ", ".join(cp.diff_stat.file_list)))
+        rows.append(("files", _files_text(cp.diff_stat.file_list, cp.name)))
     rows.append(("snapshot", f"{short(cp.snapshot_before)} -> {short(cp.snapshot)}"))
     if cp.head:
         rows.append(("head", short(cp.head)))
@@ -351,6 +351,18 @@ def _first_line(summary: str) -> str:
 
 
 _ANSWERED = {"deny": "denied", "ask": "asked", "warning": "warned"}
+
+
+_FILES_SHOWN = 20  # paths named on the files line; --json lists every one
+
+
+def _files_text(files: Sequence[str], ref: str) -> str:
+    """The files line: the first paths, and how many more (a step may change 100,000)."""
+    shown = ", ".join(files[:_FILES_SHOWN])
+    rest = len(files) - _FILES_SHOWN
+    if rest <= 0:
+        return shown
+    return f"{shown}, and {rest:,} more (`bar show {ref} --json` lists them all)"
 
 
 def _fate(answer: str | None, outcome: str | None) -> str:
