@@ -67,7 +67,9 @@ def hermetic_seal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[N
     # a shortcut of the speed layer that breaks (a git command it relies on fails) raises
     # instead of falling back in silence (``bar.changes.fast.speed.fallback``)
     monkeypatch.setenv("BAR_STRICT_FALLBACK", "1")
-    (home / ".gitconfig").write_text("[init]\n\tdefaultBranch = main\n")
+    # git's automatic packing, and bar's after a step (``bar.git.packing``), in the
+    # foreground: nothing left running when a test looks at the object store or ends
+    (home / ".gitconfig").write_text("[init]\n\tdefaultBranch = main\n[gc]\n\tautoDetach = false\n")
     # a task's watcher outlives the commands (``bar.changes.fast.watcher``): the test's are stopped
     # when it ends, and would give up on their own after a minute
     monkeypatch.setenv("BAR_WATCHER_IDLE", "60")

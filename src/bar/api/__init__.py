@@ -369,6 +369,7 @@ def run(task: Task, request: RunRequest, *, wait: bool = True) -> RunStep:
     """Run a command as the task's next step. The step's ``exit_code`` is the command's."""
     from bar.changes import recovery
     from bar.changes.fast import watcher
+    from bar.git import packing
     from bar.step.run import run_step, watch_worktree
     from bar.workers import placement
 
@@ -397,12 +398,14 @@ def run(task: Task, request: RunRequest, *, wait: bool = True) -> RunStep:
                 and watcher.keep_watching(fresh, watch, time.monotonic() - began, claim)
             ):
                 watch = None  # the watcher watches from here, with the claim
-            return step
         finally:
             if watch is not None:
                 watch.close()
             if claim is not None:
                 claim.release()  # (unless a watcher took it)
+        # the loose objects its steps wrote, packed once they pile up (``bar.git.packing``)
+        packing.after_step(fresh.worktree, fresh.project.common_dir, fresh.project.dir)
+        return step
 
 
 def agent_of(argv: list[str]) -> str | None:

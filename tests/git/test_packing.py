@@ -1,0 +1,211 @@
+"""The loose objects a task's steps leave are packed between steps (``bar.git.packing``):
+once they pass git's ``gc.auto``, after a step, with every object kept (unreachable ones
+too), the task's history intact, a repository's big pack left alone, and nothing done where
+the developer turned git's own packing off."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import zlib
+from pathlib import Path
+
+import pytest
+from helpers import bar, ledger, new_task, worktree
+
+from bar.git import packing
+from conftest import git
+
+
+def plant_loose(repo: Path, count: int, tag: str = "") -> list[str]:
+    """Write ``count`` loose blobs into ``repo``'s object store as git would; their ids."""
+    store = Path(git(repo, "rev-parse", "--path-format=absolute", "--git-common-dir").strip())
+    ids = []
+    for i in range(count):
+        body = f"object {tag}{i}\n".encode()
+        raw = b"blob %d\0" % len(body) + body
+        oid = hashlib.sha1(raw).hexdigest()
+        folder = store / "objects" / oid[:2]
+        folder.mkdir(exist_ok=True)
+        (folder / oid[2:]).write_bytes(zlib.compress(raw))
+        ids.append(oid)
+    return ids
+
+
+def loose_count(repo: Path) -> int:
+    return int(git(repo, "count-objects").split()[0])
+
+
+def all_present(repo: Path, ids: list[str]) -> bool:
+    out = git(repo, "cat-file", "--batch-check", input="".join(i + "\n" for i in ids).encode())
+    return "missing" not in out and len(out.splitlines()) == len(ids)
+
+
+def packs(repo: Path) -> set[str]:
+    return {p.name for p in (repo / ".git" / "objects" / "pack").glob("*.pack")}
+
+
+@pytest.fixture
+def task(repo: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> dict:
+    assert bar(capfd, "init").code == 0
+    t = new_task(capfd)
+    monkeypatch.chdir(worktree(t))
+    return t
+
+
+def step(capfd: pytest.CaptureFixture[str], script: str) -> None:
+    res = bar(capfd, "run", "--", "sh", "-c", script)
+    assert res.code == 0, res.err
+
+
+def test_a_step_packs_the_loose_objects_once_they_pass_gc_auto_and_keeps_every_one(
+    repo: Path, task: dict, capfd: pytest.CaptureFixture[str]
+) -> None:
+    step(capfd, "echo one > a.txt")
+    before = loose_count(repo)
+    assert before < 100  # a few steps stay loose: below git's estimate, nothing is done
+    step(capfd, "echo two > a.txt")
+    assert loose_count(repo) > before
+    planted = plant_loose(repo, 9000)  # unreachable: packed all the same, never dropped
+    step(capfd, "echo three > a.txt && echo new > b.txt")
+    assert loose_count(repo) == 0
+    assert all_present(repo, planted)
+    # the history is whole: every step's patch, a rollback to the first and its undo
+    assert [s["snapshot"] != s["snapshot_before"] for s in ledger(task["id"])] == [True] * 3
+    shown = bar(capfd, "diff", "--from", "1", "--to", "2")
+    assert shown.code == 0 and "+two" in shown.out
+    assert bar(capfd, "rollback", "--to", "1").code == 0
+    assert (worktree(task) / "a.txt").read_text() == "one\n"
+    assert not (worktree(task) / "b.txt").exists()
+    assert bar(capfd, "undo").code == 0
+    assert (worktree(task) / "b.txt").read_text() == "new\n"
+    # (the fixture's git fsck checks the whole store when the test ends)
+
+
+def test_nothing_is_packed_where_git_auto_gc_is_off_or_set_higher(
+    repo: Path, task: dict, capfd: pytest.CaptureFixture[str]
+) -> None:
+    git(repo, "config", "gc.auto", "0")
+    plant_loose(repo, 9000)
+    step(capfd, "echo one > a.txt")
+    assert loose_count(repo) > 9000
+    git(repo, "config", "gc.auto", "20000")
+    step(capfd, "echo two > a.txt")
+    assert loose_count(repo) > 9000
+    git(repo, "config", "--unset", "gc.auto")
+    step(capfd, "echo three > a.txt")
+    assert loose_count(repo) == 0
+
+
+def test_small_packs_are_merged_and_the_big_pack_left_alone(make_repo) -> None:  # type: ignore[no-untyped-def]
+    repo = make_repo({f"d{i}/f{j}.txt": f"{i} {j}\n" for i in range(40) for j in range(100)})
+    git(repo, "repack", "-a", "-d", "-q")
+    (big,) = packs(repo)
+    store = repo / ".git" / "objects"
+    kept: list[str] = []
+    rolled = []
+    for round_ in range(4):
+        kept += plant_loose(repo, 300, tag=f"r{round_}-")
+        done = packing.pack(repo, store)
+        assert done.objects == 300
+        rolled.append(done.rolled_up)
+        assert big in packs(repo)
+        assert len(packs(repo)) <= 3  # the small ones rolled up as they came
+    assert any(rolled)
+    assert loose_count(repo) == 0
+    assert all_present(repo, kept)
+    # no cache git would trust unchecked was written beside the packs
+    written = {p.suffix for p in (store / "pack").iterdir()}
+    assert written <= {".pack", ".idx"}
+
+
+@pytest.mark.parametrize("borrowed", ["alternates", "promisor"])
+def test_packs_are_not_merged_where_the_repository_borrows_or_is_promised_objects(
+    make_repo, borrowed: str
+) -> None:  # type: ignore[no-untyped-def]
+    repo = make_repo()
+    store = repo / ".git" / "objects"
+    if borrowed == "alternates":
+        other = make_repo(name="lender")
+        (store / "info" / "alternates").write_text(f"{other / '.git' / 'objects'}\n")
+    for round_ in range(3):
+        plant_loose(repo, 200, tag=f"r{round_}-")
+        if borrowed == "promisor" and round_ == 0:
+            git(repo, "repack", "-d", "-q")
+            (pack,) = packs(repo)
+            (store / "pack" / pack).with_suffix(".promisor").write_text("")
+            continue
+        assert not packing.pack(repo, store).rolled_up
+    assert loose_count(repo) == 0
+    assert len(packs(repo)) >= 2
+
+
+def test_a_task_finding_another_packing_leaves_it_to_them(
+    repo: Path, task: dict, capfd: pytest.CaptureFixture[str]
+) -> None:
+    from helpers import project_dir
+
+    plant_loose(repo, 9000)
+    lock = project_dir() / "pack.lock"
+    holder = subprocess.Popen(
+        [
+            "python3",
+            "-c",
+            "import fcntl, os, sys, time; fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT);"
+            " fcntl.flock(fd, fcntl.LOCK_EX); print('held', flush=True); time.sleep(60)",
+            str(lock),
+        ],
+        stdout=subprocess.PIPE,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == b"held\n"
+        step(capfd, "echo one > a.txt")
+        assert loose_count(repo) > 9000  # not waited for, not done twice
+    finally:
+        holder.kill()
+        holder.wait()
+    step(capfd, "echo two > a.txt")
+    assert loose_count(repo) == 0
+
+
+def test_a_failing_git_is_kept_said_and_tried_again_and_the_objects_stay_loose(
+    repo: Path, task: dict, capfd: pytest.CaptureFixture[str]
+) -> None:
+    from helpers import project_dir
+
+    planted = plant_loose(repo, 9000)
+    # a corrupt loose object: pack-objects cannot read it, so nothing is packed or deleted
+    bad = repo / ".git" / "objects" / planted[0][:2] / planted[0][2:]
+    os.chmod(bad, 0o644)
+    bad.write_bytes(b"not zlib")
+    res = bar(capfd, "run", "--", "sh", "-c", "echo one > a.txt")
+    assert res.code == 0, res.err
+    assert "could not pack the repository's loose objects" in res.err
+    assert ledger(task["id"])[-1]["exit_code"] == 0
+    assert loose_count(repo) > 9000
+    assert (project_dir() / "pack.log").read_text().strip()
+    bad.unlink()  # put right: the next step says what failed, and packs
+    res = bar(capfd, "run", "--", "sh", "-c", "echo two > a.txt")
+    assert res.code == 0 and "last time" in res.err, res.err
+    assert loose_count(repo) == 0
+    assert not (project_dir() / "pack.log").exists()
+
+
+def test_by_default_the_packing_runs_on_after_the_command_as_gits_own(
+    repo: Path, task: dict, capfd: pytest.CaptureFixture[str]
+) -> None:
+    from helpers import project_dir
+
+    from bar.store.lock import FileLock
+
+    git(repo, "config", "gc.autoDetach", "true")  # (git's default; the tests' is off)
+    planted = plant_loose(repo, 9000)
+    step(capfd, "echo one > a.txt")
+    with FileLock(project_dir() / "pack.lock", "packing", timeout=120):
+        pass  # the packer holds the lock until it is done
+    assert loose_count(repo) == 0
+    assert all_present(repo, planted)
+    assert not (project_dir() / "pack.log").exists()
+    step(capfd, "echo two > a.txt")
+    assert bar(capfd, "rollback", "--to", "1").code == 0
