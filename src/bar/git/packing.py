@@ -39,10 +39,10 @@ step was recorded before any of this. The work is mostly deleting the loose file
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
 
 from bar import git
+from bar.base.record import record
 
 DEFAULT_AUTO = 6700  # git's own gc.auto
 _HEX = frozenset("0123456789abcdef")
@@ -57,7 +57,7 @@ _NO_CACHES = (
 )
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Packed:
     """What one packing did: the loose objects packed, the packs before and after."""
 
@@ -76,7 +76,7 @@ def estimate(store: Path) -> int:
     return 256 * sum(1 for n in names if len(n) in (38, 62))
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Settings:
     """git's own settings for its automatic packing, as the repository configures them."""
 
