@@ -30,6 +30,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import genrepo  # noqa: E402
+import loose  # noqa: E402
 import report  # noqa: E402
 import sessions  # noqa: E402
 import sharing  # noqa: E402
@@ -38,6 +39,7 @@ from harness import BenchError, Fixture, Tools, base_env, log  # noqa: E402
 
 FIGURES[sessions.NUMBER] = sessions.FIGURE  # (kept in a module of its own)
 FIGURES[sharing.NUMBER] = sharing.FIGURE  # (likewise)
+FIGURES[loose.NUMBER] = loose.FIGURE  # (likewise)
 
 ROOT = HERE.parent
 WORK = HERE / ".work"

