@@ -134,6 +134,7 @@ SMALL_FIXED_COST = 8.0
 def fig1(f: Fixture, p: Params) -> list[Row]:
     _, task, wt, pool = _project(f)
     bar_true: list[str | Path] = [f.tools.bar, "run", "--task", task, "--no-pty", "--", "true"]
+    bar_echo = [*bar_true[:-1], "echo", "ok: 12 passed"]
     n = Counter()
 
     def run_after_change() -> float:
@@ -144,6 +145,7 @@ def fig1(f: Fixture, p: Params) -> list[Row]:
         {
             "bar run (new change)": run_after_change,
             "bar run (nothing new)": lambda: f.t(bar_true, wt),
+            "bar run (prints a line)": lambda: f.t(bar_echo, wt),
             "git status": lambda: f.t(["git", "status", "--porcelain"], wt),
         },
         p.repeat,
@@ -168,6 +170,15 @@ def fig1(f: Fixture, p: Params) -> list[Row]:
             "git status",
             1.3,
             size_targets=fixed,
+        ),
+        ratio_row(
+            "1c",
+            "`bar run -- echo ...` (a line printed), nothing new to record ÷ `git status "
+            "--porcelain`",
+            s,
+            "bar run (prints a line)",
+            "git status",
+            None,
         ),
     ]
 

@@ -27,8 +27,10 @@ as a user's does: a task's watcher (`bar.changes.fast.watcher`) and the bar home
 each is waited for outside any timing when it starts, and stopped after each figure.
 
 1. A small change (one line appended to one tracked file) is made before each `bar run`,
-   which therefore records it. 1b is the same command when there is nothing new to record.
-   `git status --porcelain` runs in the same task worktree.
+   which therefore records it. 1b is the same command when there is nothing new to record;
+   1c the same for `echo`, a command that prints a line, as nearly every real one does
+   (the secret scrubber then reads its output). `git status --porcelain` runs in the same
+   task worktree.
 2. `bar.history.snapshot.take` (tree, commit and ref of the worktree) timed inside bar's own
    interpreter, interleaved there with `git status --porcelain`; a small change precedes
    each. 2b is the bare git work on a copy of the task's side index.
