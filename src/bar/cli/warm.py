@@ -37,8 +37,16 @@ PRELOAD = (
     "bar.sandbox.landlock",
     "bar.sandbox.leftovers",
     "bar.sandbox.plan",
+    "bar.sandbox.holder",
+    "bar.agents.detect",
+    "bar.agents.rollout",
+    "bar.git.packing",
+    "bar.git.worktree_state",
+    "bar.terminal.stdio",
+    "bar.workers.placement",
     "locale",
     "hashlib",
+    "resource",
 )
 
 
@@ -52,13 +60,6 @@ def warm_up() -> None:
     parser.build_parser("run").parse_args(["run", "--", "true"])
     for command in SERVED:
         parser.prebuild(command)
-    # the secret shapes as an output stream is scrubbed (``bar.redact.stream``): their
-    # regexes, compiled here once (``re``'s cache), cost 45 ms of the first byte a step
-    # prints, which every step that prints anything would pay in its fork
-    from bar.redact import Scrubber
-    from bar.redact.stream import watches_of
-
-    watches_of(Scrubber())
 
 
 def run(argv: list[str]) -> int:

@@ -676,12 +676,13 @@ def test_a_request_is_read_by_its_field_names() -> None:
 
 
 def test_the_warm_process_has_the_secret_shapes_compiled_for_a_step_that_prints() -> None:
-    """A fork scrubs what its step prints with regexes the resident compiled once: none is
-    compiled again for a new scrubber's stream (45 ms of every printing step otherwise)."""
+    """A fork scrubs what its step prints with regexes the resident compiled once
+    (``Resident.load``): none is compiled again for a new scrubber's stream (45 ms of every
+    printing step otherwise)."""
     probe = (
         "import re._compiler as c\n"
-        "from bar.cli import warm\n"
-        "warm.warm_up()\n"
+        "from bar.changes.fast import resident_daemon\n"
+        "resident_daemon.make_first_uses()\n"
         "made = []\n"
         "real = c.compile\n"
         "c.compile = lambda *a, **k: made.append(a) or real(*a, **k)\n"

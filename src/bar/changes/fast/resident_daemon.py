@@ -203,6 +203,7 @@ class Resident:
         compile_all()  # (what its forks make, they make at full speed)
         own_code.linked()  # (the walk of bar's files a confined step needs, made once)
         compile_cached(os.path.dirname(self.socket_file))
+        make_first_uses()
         for module in list(sys.modules.values()):
             path = getattr(module, "__file__", None)
             if path:
@@ -505,6 +506,19 @@ def _slow_project() -> bool:
         return find_project().project.config.speed.fast is False
     except Exception:  # (no project here, or one whose config the command will report)
         return False
+
+
+def make_first_uses() -> None:
+    """Make what a step makes at its first use, once for every fork: the secret shapes'
+    regexes as an output stream is scrubbed (45 ms of every step that prints anything:
+    kept in ``re``'s cache and ``bar.redact.partial_match``'s), and the shell parser the
+    policy reads each command with."""
+    from bar.redact import Scrubber
+    from bar.redact.stream import watches_of
+    from bar.shell import tree
+
+    watches_of(Scrubber())
+    tree.load_parser()
 
 
 def _die_with_caller(conn: socket.socket, done: threading.Event) -> None:
