@@ -16,11 +16,13 @@ linear in them, not in the repository or its history:
 1. ``git pack-objects`` of the loose objects, named by listing the fan-out directories: no
    walk of history, so objects no ref reaches yet are packed too (git's ``gc`` drops an
    unreachable packed object when it would have pruned it loose);
-2. ``git prune-packed`` deletes the loose copies;
-3. ``git repack --geometric=2 -d -l`` merges the small packs so made once they pile up:
-   each pack holds at least twice the objects of the next smaller, so a repository's big
-   pack is left alone. Skipped where the repository borrows objects (``alternates``) or
-   is a partial clone (``.promisor`` packs), which older gits' geometric repack mishandles.
+2. ``git verify-pack`` of the new pack, which hashes every object again (see ``_check``:
+   a step running meanwhile may rewrite a loose object as it is read);
+3. ``git prune-packed`` deletes the loose copies.
+
+The packs so made (one per ~6,700 objects) are merged by git's own gc, as it merges any
+once they pass ``gc.autoPackLimit``: a merge here would copy what an older pack holds
+unchecked, while another task's step may be rewriting it, and delete the original.
 
 No pack index caches (reverse indexes, bitmaps, multi-pack indexes) are written: the guard
 takes one written during a step for a plant, and another task's step may be running.
@@ -59,12 +61,10 @@ _NO_CACHES = (
 
 @record(frozen=True)
 class Packed:
-    """What one packing did: the loose objects packed, the packs before and after."""
+    """What one packing did: the loose objects it found, the index of the pack it made."""
 
     objects: int
-    packs_before: int
-    packs_after: int
-    rolled_up: bool
+    pack: Path | None
 
 
 def estimate(store: Path) -> int:
@@ -121,14 +121,15 @@ def loose_ids(store: Path) -> list[str]:
 
 
 def pack(repo: Path, store: Path) -> Packed:
-    """Pack every loose object of ``store`` and delete the loose copies; merge small
-    packs where that is safe. Raises ``GitError`` if git fails."""
-    before = _packs(store)
+    """Pack every loose object of ``store``, check the pack, then delete the loose copies.
+    Raises ``GitError`` if git fails, or ``Unsound`` (nothing deleted, the pack removed) if
+    the pack does not hold what its objects' names say."""
     ids = loose_ids(store)
+    made = None
     if ids:
         data = "".join(i + "\n" for i in ids).encode()
-        base = str(store / "pack" / "pack")
-        git.git(
+        base = store / "pack" / "pack"
+        done = git.git(
             repo,
             *_NO_CACHES,
             "pack-objects",
@@ -136,16 +137,38 @@ def pack(repo: Path, store: Path) -> Packed:
             "--incremental",
             "--non-empty",
             "--honor-pack-keep",
-            base,
+            str(base),
             input=data,
             env=_keep_heap(),
         )
+        name = done.out.strip()
+        if name:  # (none when every object was in a pack already)
+            made = base.with_name(f"pack-{name}.idx")
+            _check(repo, made)
         git.git(repo, "prune-packed", "-q")
-    rolled = False
-    if len(_packs(store)) > 2 and _may_roll_up(store):
-        git.git(repo, *_NO_CACHES, "repack", "--geometric=2", "-d", "-l", "-q")
-        rolled = True
-    return Packed(len(ids), len(before), len(_packs(store)), rolled)
+    return Packed(len(ids), made)
+
+
+class Unsound(Exception):
+    """A pack just made does not hold what its objects' names say."""
+
+
+def _check(repo: Path, idx: Path) -> None:
+    """``git verify-pack`` of the pack just made, which hashes every object again.
+    ``pack-objects`` takes a loose object's name on trust, and a step running meanwhile
+    (another task's, or this task's next) may rewrite a loose object as it is read: its
+    content would then be packed under the old name and the loose copy, where the step's
+    guard would find it and put it right, deleted. Such a pack is removed instead, and
+    the loose objects stay for the guard."""
+    res = git.git(repo, "verify-pack", str(idx), check=False)
+    if res.returncode == 0:
+        return
+    for suffix in (".pack", ".idx"):
+        idx.with_suffix(suffix).unlink(missing_ok=True)
+    raise Unsound(
+        f"the new pack {idx.with_suffix('.pack').name} failed `git verify-pack` "
+        "(a loose object changed while it was packed?); it was removed"
+    )
 
 
 def _keep_heap() -> dict[str, str]:
@@ -158,22 +181,6 @@ def _keep_heap() -> dict[str, str]:
     mine = "glibc.malloc.trim_threshold=67108864:glibc.malloc.top_pad=67108864"
     theirs = os.environ.get("GLIBC_TUNABLES")
     return {"GLIBC_TUNABLES": f"{theirs}:{mine}" if theirs else mine}
-
-
-def _packs(store: Path) -> list[str]:
-    try:
-        return [n for n in os.listdir(store / "pack") if n.endswith(".pack")]
-    except OSError:
-        return []
-
-
-def _may_roll_up(store: Path) -> bool:
-    if (store / "info" / "alternates").exists():
-        return False
-    try:
-        return not any(n.endswith(".promisor") for n in os.listdir(store / "pack"))
-    except OSError:
-        return False
 
 
 def after_step(repo: Path, common: Path, project: Path) -> None:
@@ -251,7 +258,7 @@ def _pack_logged(repo: Path, store: Path, log: Path) -> bool:
 
     try:
         pack(repo, store)
-    except GitError as e:
+    except (GitError, Unsound) as e:
         log.write_text(" ".join(str(e).split())[:500] + "\n")
         return False
     log.unlink(missing_ok=True)
