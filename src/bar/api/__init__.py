@@ -404,7 +404,7 @@ def run(task: Task, request: RunRequest, *, wait: bool = True) -> RunStep:
             if claim is not None:
                 claim.release()  # (unless a watcher took it)
         # the loose objects its steps wrote, packed once they pile up (``bar.git.packing``)
-        packing.after_step(fresh.worktree, fresh.project.common_dir, fresh.project.dir)
+        packing.after_step(fresh.project.common_dir, fresh.project.dir)
         return step
 
 

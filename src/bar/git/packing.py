@@ -183,13 +183,14 @@ def _keep_heap() -> dict[str, str]:
     return {"GLIBC_TUNABLES": f"{theirs}:{mine}" if theirs else mine}
 
 
-def after_step(repo: Path, common: Path, project: Path) -> None:
-    """Pack ``common``'s loose objects if they are due (see the module's docstring): in a
-    process of its own that outlives the command, unless ``gc.autoDetach`` is off (then
-    here, with progress on a terminal). Skipped while another process packs. Never
-    raises for git: a failure is kept in ``pack.log`` in ``project``, and said at the
-    next step it is due, when it is tried again."""
-    store = common / "objects"
+def after_step(common: Path, project: Path) -> None:
+    """Pack the loose objects of the repository whose git directory is ``common`` if they
+    are due (see the module's docstring): in a process of its own that outlives the
+    command, unless ``gc.autoDetach`` is off (then here, with progress on a terminal).
+    Skipped while another process packs. Never raises for git: a failure is kept in
+    ``pack.log`` in ``project``, and said at the next step it is due, when it is tried
+    again. (git runs in ``common`` itself: a task's worktree may go while it packs.)"""
+    repo, store = common, common / "objects"
     count = estimate(store)
     if count <= _rounded(DEFAULT_AUTO):
         return
@@ -206,7 +207,8 @@ def after_step(repo: Path, common: Path, project: Path) -> None:
         failed = _read(log)
         if failed:
             warn(
-                f"bar could not pack the repository's loose objects last time ({failed}); trying again"
+                "bar could not pack the repository's loose objects last time "
+                f"({failed}); trying again"
             )
         if wanted.detach:
             _spawn(repo, store, log, fd)
