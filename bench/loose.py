@@ -112,7 +112,8 @@ def fig18(f: Fixture, p: Params) -> list[Row]:
     def bar_packs() -> float:
         plant(mine, BATCH, f"bar-{next(n)}")
         store = mine / ".git" / "objects"
-        packer = [f.tools.python, "-m", "bar.git.packing", mine, store, f.dir / "pack.log", "-1"]
+        packer: list[str | Path] = [f.tools.python, "-m", "bar.git.packing", mine, store]
+        packer += [f.dir / "pack.log", "-1"]
         seconds = f.t(packer, mine)
         if _loose(f, mine):
             raise BenchError("bar's packing left loose objects")

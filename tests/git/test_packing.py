@@ -207,3 +207,26 @@ def test_by_default_the_packing_runs_on_after_the_command_as_gits_own(
     assert not (project_dir() / "pack.log").exists()
     step(capfd, "echo two > a.txt")
     assert bar(capfd, "rollback", "--to", "1").code == 0
+
+
+def test_doctor_reports_a_failed_packing_and_repairs_it_by_packing(
+    repo: Path, task: dict, capfd: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    planted = plant_loose(repo, 9000)
+    bad = repo / ".git" / "objects" / planted[0][:2] / planted[0][2:]
+    os.chmod(bad, 0o644)
+    bad.write_bytes(b"not zlib")
+    assert bar(capfd, "run", "--", "sh", "-c", "echo one > a.txt").code == 0
+    found = json.loads(bar(capfd, "doctor", "--json").out)
+    (finding,) = [f for f in found["findings"] if f["where"].endswith("pack.log")]
+    assert finding["severity"] == "warning" and finding["repairable"]
+    assert "git fsck" in finding["hint"]
+    bad.unlink()  # the developer puts the object store right, then asks bar to pack
+    res = bar(capfd, "doctor", "--repair")
+    assert res.code == 0, res.err
+    assert "packed" in res.out + res.err
+    assert loose_count(repo) == 0
+    found = json.loads(bar(capfd, "doctor", "--json").out)
+    assert not [f for f in found["findings"] if f["where"].endswith("pack.log")]

@@ -45,6 +45,7 @@ from pathlib import Path
 
 from bar import git
 from bar.base.record import record
+from bar.errors import BarError
 
 DEFAULT_AUTO = 6700  # git's own gc.auto
 _HEX = frozenset("0123456789abcdef")
@@ -149,7 +150,7 @@ def pack(repo: Path, store: Path) -> Packed:
     return Packed(len(ids), made)
 
 
-class Unsound(Exception):
+class Unsound(BarError):
     """A pack just made does not hold what its objects' names say."""
 
 
@@ -216,7 +217,7 @@ def after_step(common: Path, project: Path) -> None:
         from bar.base.progress import Progress
 
         with Progress("bar: packing the loose objects of the task's steps (git gc's work)"):
-            if not _pack_logged(repo, store, log):
+            if _pack_logged(repo, store, log) is None:
                 warn(f"bar could not pack the repository's loose objects: {_read(log)}")
     finally:
         os.close(fd)  # (a packer started here holds the lock until it is done)
@@ -254,17 +255,43 @@ def _spawn(repo: Path, store: Path, log: Path, fd: int) -> None:
     )
 
 
-def _pack_logged(repo: Path, store: Path, log: Path) -> bool:
+def _pack_logged(repo: Path, store: Path, log: Path) -> Packed | None:
     """``pack``; its failure written to ``log`` (removed on success)."""
-    from bar.errors import GitError
-
     try:
-        pack(repo, store)
-    except (GitError, Unsound) as e:
-        log.write_text(" ".join(str(e).split())[:500] + "\n")
-        return False
+        done = pack(repo, store)
+    except BarError as e:
+        from bar.store.files import write_text_atomic
+
+        write_text_atomic(log, " ".join(str(e).split())[:500] + "\n")  # (0600: bar's own)
+        return None
     log.unlink(missing_ok=True)
-    return True
+    return done
+
+
+def last_failure(project: Path) -> str:
+    """What the last packing of the project's repository said when it failed ("" if it
+    did not, or none ran)."""
+    return _read(project / "pack.log")
+
+
+def pack_now(common: Path, project: Path) -> str:
+    """Pack the loose objects here and now, due or not (``bar doctor --repair``); what
+    was done. Raises ``Locked`` while another process packs, ``BarError`` if it fails."""
+    from bar.errors import Locked
+
+    fd = _take(project / "pack.lock")
+    if fd is None:
+        raise Locked(
+            "another process is packing the repository's loose objects",
+            hint="run `bar doctor` again once it is done",
+        )
+    try:
+        done = _pack_logged(common, common / "objects", project / "pack.log")
+    finally:
+        os.close(fd)
+    if done is None:
+        raise BarError(f"could not pack the loose objects: {last_failure(project)}")
+    return f"packed {done.objects} loose objects"
 
 
 def _read(log: Path) -> str:

@@ -36,6 +36,7 @@ from bar.base.progress import Progress
 from bar.base.record import record
 from bar.errors import BarError, PolicyError, UnsupportedVersion
 from bar.git import locks as git_locks
+from bar.git import packing
 from bar.ledger.records import Step, step_from_record
 from bar.project import repairs
 from bar.project.project import Project
@@ -113,6 +114,7 @@ class Doctor:
         self._guard(p.dir, self._check_workspaces)
         self._guard(p.dir, self._check_registry)
         self._guard(p.dir, self._check_refs)
+        self._guard(p.dir, self._check_packing)
         return self.findings
 
     @property
@@ -573,6 +575,19 @@ class Doctor:
                 hint="if no other BAR_HOME of yours holds the task, delete them: git "
                 f"for-each-ref --format='delete %(refname)' 'refs/bar/*/{task_id}' "
                 f"'refs/bar/*/{task_id}/*' | git update-ref --stdin",
+            )
+
+    def _check_packing(self) -> None:
+        failed = packing.last_failure(self.project.dir)
+        if failed:
+            common = self.project.common_dir
+            self.add(
+                "warning",
+                self.project.dir / "pack.log",
+                f"the last packing of the repository's loose objects failed: {failed}",
+                partial(packing.pack_now, common, self.project.dir),
+                hint=f"`git fsck` in {self.project.root} says whether an object is "
+                "damaged; bar tries again after a step that finds packing due",
             )
 
 
