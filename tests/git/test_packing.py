@@ -18,19 +18,34 @@ from bar.git import packing
 from conftest import git
 
 
-def plant_loose(repo: Path, count: int, tag: str = "") -> list[str]:
-    """Write ``count`` loose blobs into ``repo``'s object store as git would; their ids."""
+def plant_loose(repo: Path, count: int, tag: str = "", *, fan_out: str = "") -> list[str]:
+    """Write ``count`` loose blobs into ``repo``'s object store as git would; their ids.
+    With ``fan_out``, only blobs whose ids start with it (others are made and dropped)."""
     store = Path(git(repo, "rev-parse", "--path-format=absolute", "--git-common-dir").strip())
-    ids = []
-    for i in range(count):
+    ids: list[str] = []
+    i = 0
+    while len(ids) < count:
         body = f"object {tag}{i}\n".encode()
+        i += 1
         raw = b"blob %d\0" % len(body) + body
         oid = hashlib.sha1(raw).hexdigest()
+        if not oid.startswith(fan_out):
+            continue
         folder = store / "objects" / oid[:2]
         folder.mkdir(exist_ok=True)
         (folder / oid[2:]).write_bytes(zlib.compress(raw))
         ids.append(oid)
     return ids
+
+
+# git estimates the loose objects from ``objects/17`` alone (times 256): this many there
+# pass gc.auto's default of 6,700, for a few files written instead of thousands
+PAST_GC_AUTO = 30
+
+
+def plant_due(repo: Path, tag: str = "") -> list[str]:
+    """Loose objects enough for git's estimate, and bar's, to find packing due."""
+    return plant_loose(repo, PAST_GC_AUTO, tag, fan_out="17")
 
 
 def loose_count(repo: Path) -> int:
@@ -67,7 +82,7 @@ def test_a_step_packs_the_loose_objects_once_they_pass_gc_auto_and_keeps_every_o
     assert before < 100  # a few steps stay loose: below git's estimate, nothing is done
     step(capfd, "echo two > a.txt")
     assert loose_count(repo) > before
-    planted = plant_loose(repo, 9000)  # unreachable: packed all the same, never dropped
+    planted = plant_due(repo)  # unreachable: packed all the same, never dropped
     step(capfd, "echo three > a.txt && echo new > b.txt")
     assert loose_count(repo) == 0
     assert all_present(repo, planted)
@@ -87,12 +102,12 @@ def test_nothing_is_packed_where_git_auto_gc_is_off_or_set_higher(
     repo: Path, task: dict, capfd: pytest.CaptureFixture[str]
 ) -> None:
     git(repo, "config", "gc.auto", "0")
-    plant_loose(repo, 9000)
+    plant_due(repo)
     step(capfd, "echo one > a.txt")
-    assert loose_count(repo) > 9000
+    assert loose_count(repo) >= PAST_GC_AUTO
     git(repo, "config", "gc.auto", "20000")
     step(capfd, "echo two > a.txt")
-    assert loose_count(repo) > 9000
+    assert loose_count(repo) >= PAST_GC_AUTO
     git(repo, "config", "--unset", "gc.auto")
     step(capfd, "echo three > a.txt")
     assert loose_count(repo) == 0
@@ -144,7 +159,7 @@ def test_a_task_finding_another_packing_leaves_it_to_them(
 ) -> None:
     from helpers import project_dir
 
-    plant_loose(repo, 9000)
+    plant_due(repo)
     lock = project_dir() / "pack.lock"
     holder = subprocess.Popen(
         [
@@ -159,7 +174,7 @@ def test_a_task_finding_another_packing_leaves_it_to_them(
     try:
         assert holder.stdout is not None and holder.stdout.readline() == b"held\n"
         step(capfd, "echo one > a.txt")
-        assert loose_count(repo) > 9000  # not waited for, not done twice
+        assert loose_count(repo) >= PAST_GC_AUTO  # not waited for, not done twice
     finally:
         holder.kill()
         holder.wait()
@@ -172,7 +187,7 @@ def test_a_failing_git_is_kept_said_and_tried_again_and_the_objects_stay_loose(
 ) -> None:
     from helpers import project_dir
 
-    planted = plant_loose(repo, 9000)
+    planted = plant_due(repo)
     # a corrupt loose object: pack-objects cannot read it, so nothing is packed or deleted
     bad = repo / ".git" / "objects" / planted[0][:2] / planted[0][2:]
     os.chmod(bad, 0o644)
@@ -181,7 +196,7 @@ def test_a_failing_git_is_kept_said_and_tried_again_and_the_objects_stay_loose(
     assert res.code == 0, res.err
     assert "could not pack the repository's loose objects" in res.err
     assert ledger(task["id"])[-1]["exit_code"] == 0
-    assert loose_count(repo) > 9000
+    assert loose_count(repo) >= PAST_GC_AUTO
     assert (project_dir() / "pack.log").read_text().strip()
     bad.unlink()  # put right: the next step says what failed, and packs
     res = bar(capfd, "run", "--", "sh", "-c", "echo two > a.txt")
@@ -198,7 +213,7 @@ def test_by_default_the_packing_runs_on_after_the_command_as_gits_own(
     from bar.store.lock import FileLock
 
     git(repo, "config", "gc.autoDetach", "true")  # (git's default; the tests' is off)
-    planted = plant_loose(repo, 9000)
+    planted = plant_due(repo)
     step(capfd, "echo one > a.txt")
     with FileLock(project_dir() / "pack.lock", "packing", timeout=120):
         pass  # the packer holds the lock until it is done
@@ -214,7 +229,7 @@ def test_doctor_reports_a_failed_packing_and_repairs_it_by_packing(
 ) -> None:
     import json
 
-    planted = plant_loose(repo, 9000)
+    planted = plant_due(repo)
     bad = repo / ".git" / "objects" / planted[0][:2] / planted[0][2:]
     os.chmod(bad, 0o644)
     bad.write_bytes(b"not zlib")
