@@ -245,3 +245,20 @@ def test_doctor_reports_a_failed_packing_and_repairs_it_by_packing(
     assert loose_count(repo) == 0
     found = json.loads(bar(capfd, "doctor", "--json").out)
     assert not [f for f in found["findings"] if f["where"].endswith("pack.log")]
+
+
+def test_a_project_directory_bar_cannot_write_is_a_warning_after_the_step(
+    repo: Path, task: dict, capfd: pytest.CaptureFixture[str]
+) -> None:
+    from helpers import project_dir
+
+    plant_due(repo)
+    lock = project_dir() / "pack.lock"
+    lock.mkdir()  # (the lock cannot be opened: as on a full or read-only disk)
+    try:
+        res = bar(capfd, "run", "--", "sh", "-c", "echo one > a.txt")
+    finally:
+        lock.rmdir()
+    assert res.code == 0, res.err
+    assert "could not pack" in res.err
+    assert ledger(task["id"])[-1]["exit_code"] == 0
