@@ -169,11 +169,7 @@ FIGURE = ("loose objects: their cost per step, and packing them", fig18)
 def main(argv: list[str]) -> int:
     import run
 
-    given = {a.split("=", 1)[0] for a in argv}
-    extra = [] if "--sizes" in given else ["--sizes", "small"]
-    if not given & {"--doc", "--no-doc"}:
-        extra.append("--no-doc")  # (docs/performance.md holds every figure: not this alone)
-    return run.main(["--only", str(NUMBER), *extra, *argv])
+    return run.one_figure(NUMBER, argv)
 
 
 if __name__ == "__main__":

@@ -237,6 +237,17 @@ def run_figures(
     return rows
 
 
+def one_figure(number: int, argv: list[str]) -> int:
+    """A figure kept in a module of its own, run alone (``python bench/sharing.py ...``):
+    any option of run.py, the small repository unless ``--sizes`` says otherwise, and no
+    rewrite of docs/performance.md (which holds every figure) unless asked for."""
+    given = {a.split("=", 1)[0] for a in argv}
+    extra = [] if "--sizes" in given else ["--sizes", "small"]
+    if not given & {"--doc", "--no-doc"}:
+        extra.append("--no-doc")
+    return main(["--only", str(number), *extra, *argv])
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args = parse_args(argv)

@@ -48,6 +48,16 @@ def plant_due(repo: Path, tag: str = "") -> list[str]:
     return plant_loose(repo, PAST_GC_AUTO, tag, fan_out="17")
 
 
+def plant_due_with_a_corrupt_one(repo: Path) -> Path:
+    """``plant_due``, one of them corrupt: ``pack-objects`` cannot read it, so nothing is
+    packed or deleted. Its path (for the test to remove: the fixture's fsck follows)."""
+    bad_id = plant_due(repo)[0]
+    bad = repo / ".git" / "objects" / bad_id[:2] / bad_id[2:]
+    os.chmod(bad, 0o644)
+    bad.write_bytes(b"not zlib")
+    return bad
+
+
 def loose_count(repo: Path) -> int:
     return int(git(repo, "count-objects").split()[0])
 
@@ -187,11 +197,7 @@ def test_a_failing_git_is_kept_said_and_tried_again_and_the_objects_stay_loose(
 ) -> None:
     from helpers import project_dir
 
-    planted = plant_due(repo)
-    # a corrupt loose object: pack-objects cannot read it, so nothing is packed or deleted
-    bad = repo / ".git" / "objects" / planted[0][:2] / planted[0][2:]
-    os.chmod(bad, 0o644)
-    bad.write_bytes(b"not zlib")
+    bad = plant_due_with_a_corrupt_one(repo)
     res = bar(capfd, "run", "--", "sh", "-c", "echo one > a.txt")
     assert res.code == 0, res.err
     assert "could not pack the repository's loose objects" in res.err
@@ -229,10 +235,7 @@ def test_doctor_reports_a_failed_packing_and_repairs_it_by_packing(
 ) -> None:
     import json
 
-    planted = plant_due(repo)
-    bad = repo / ".git" / "objects" / planted[0][:2] / planted[0][2:]
-    os.chmod(bad, 0o644)
-    bad.write_bytes(b"not zlib")
+    bad = plant_due_with_a_corrupt_one(repo)
     assert bar(capfd, "run", "--", "sh", "-c", "echo one > a.txt").code == 0
     found = json.loads(bar(capfd, "doctor", "--json").out)
     (finding,) = [f for f in found["findings"] if f["where"].endswith("pack.log")]
