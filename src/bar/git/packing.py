@@ -47,6 +47,10 @@ from bar import git
 from bar.base.record import record
 from bar.errors import BarError
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from bar.errors import GitError
+
 DEFAULT_AUTO = 6700  # git's own gc.auto
 _HEX = frozenset("0123456789abcdef")
 # what git would trust without checking it, left unwritten (see the module's docstring)
@@ -269,15 +273,31 @@ def _spawn(repo: Path, store: Path, log: Path, fd: int) -> None:
 
 def _pack_logged(repo: Path, store: Path, log: Path) -> Packed | None:
     """``pack``; its failure written to ``log`` (removed on success)."""
+    from bar.errors import GitError
+
     try:
         done = pack(repo, store)
     except BarError as e:
         from bar.store.files import write_text_atomic
 
-        write_text_atomic(log, " ".join(str(e).split())[:500] + "\n")  # (0600: bar's own)
+        write_text_atomic(log, (_said(e) if isinstance(e, GitError) else str(e)) + "\n")
         return None
     log.unlink(missing_ok=True)
     return done
+
+
+def _said(e: GitError) -> str:
+    """A failed git in a line: which git, and its last fatal error (``GitError``'s own
+    text starts with every ``-c`` bar passes)."""
+    verb = next((a for a in e.cmd if a in _VERBS), "")
+    lines = [line.strip() for line in e.stderr.decode("utf-8", "replace").splitlines()]
+    lines = [line for line in lines if line]
+    said = next((line for line in reversed(lines) if line.startswith("fatal:")), None)
+    said = said or (lines[-1] if lines else "it said nothing")
+    return f"`git {verb}` failed (exit {e.returncode}): {said[:300]}"
+
+
+_VERBS = frozenset({"pack-objects", "prune-packed", "verify-pack", "config"})
 
 
 def last_failure(project: Path) -> str:
