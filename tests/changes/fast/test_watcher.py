@@ -269,7 +269,9 @@ def test_it_answers_no_confined_process(repo: Path, capfd: pytest.CaptureFixture
 def test_it_exits_when_idle_when_asked_and_when_its_task_goes(
     repo: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("BAR_WATCHER_IDLE", "1")
+    # (idle long enough for the three steps that start it and make it sure to come
+    # before it exits, on a loaded machine too: one second was not, once in CI)
+    monkeypatch.setenv("BAR_WATCHER_IDLE", "4")
     task, _ = watcher_started(capfd, repo)
     assert _wait_gone(_pid(task))
     assert not (task_dir(str(task["id"])) / "watcher.sock").exists()
