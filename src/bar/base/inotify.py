@@ -18,6 +18,9 @@ import struct
 import threading
 from collections.abc import Collection, Iterable
 
+from bar.base.fanotify import Marks
+from bar.base.record import record
+
 _IN_NONBLOCK = os.O_NONBLOCK
 _IN_CLOEXEC = os.O_CLOEXEC
 _IN_MODIFY = 0x002
@@ -125,6 +128,9 @@ _EDITS = _IN_MODIFY | _IN_ATTRIB | _IN_CLOSE_WRITE
 _NEW_DIRS = _IN_CREATE | _IN_MOVED_TO
 _ENTRIES = _IN_CREATE | _IN_MOVED_TO | _IN_DELETE | _IN_MOVED_FROM
 _TREE_MASK = _EDITS | _ENTRIES | _IN_DELETE_SELF | _IN_MOVE_SELF
+# why a directory may get no fanotify mark and be looked at by its ctime instead: the
+# user's marks ran out, or its file system does not name directories by handle
+_MARK_LEFT_OUT = (errno.ENOSPC, errno.EOPNOTSUPP, errno.EXDEV, errno.ENODEV, errno.ENOSYS)
 _MAX_NEW_DIRS = 20_000  # watched per appearing tree; beyond, they are left unwatched
 
 
@@ -139,6 +145,22 @@ class Seen:
 
     def __init__(self, paths: set[str], watched: frozenset[str] | None = None) -> None:
         self.paths, self.watched = paths, watched
+
+
+Key = int | bytes  # a directory's: its inotify watch, or its fanotify mark (``Marks.add``)
+
+
+@record(frozen=True)
+class Handed:
+    """A ``TreeWatch`` given up for another process to ``adopt``: the inotify descriptor
+    and what each watch stands for, the fanotify group's (-1: none) and what each mark
+    key (hexadecimal) stands for, and whether the watch is partial."""
+
+    fd: int
+    dirs: dict[int, str]
+    marks_fd: int
+    marks: dict[str, str]
+    partial: bool
 
 
 class TreeWatch:
@@ -158,20 +180,31 @@ class TreeWatch:
     being gone or the watches running out, and where the kernel's queue overflows,
     ``drain`` answers None and the caller stats everything.
 
-    ``limit``: how many directories it may watch (its share of the user's inotify
-    watches: ``bar.changes.fast.watches``). Past it, or when the kernel has no watch left,
-    a directory is left unwatched and the watch is *partial*: ``look`` names the
+    ``limit``: how many directories it may watch with inotify (its share of the user's
+    inotify watches: ``bar.changes.fast.watches``); ``marks``: how many more it may mark
+    with fanotify (``bar.base.fanotify``: the user's marks are a budget of their own)
+    once those are used up or the kernel has no inotify watch left. Past both, a
+    directory is left unwatched and the watch is *partial*: ``look`` names the
     directories it watches, and the caller looks at the others by their ctimes.
     """
 
     def __init__(
-        self, root: str, dirs: Iterable[str], *, begin: bool = True, limit: int | None = None
+        self,
+        root: str,
+        dirs: Iterable[str],
+        *,
+        begin: bool = True,
+        limit: int | None = None,
+        marks: int = 0,
     ) -> None:
         self._root = root.rstrip(os.sep)
         self._pending: Iterable[str] | None = dirs
         self._fd = -1
-        self._dirs: dict[int, str] = {}
-        self._watched: dict[str, int] = {}
+        self._dirs: dict[Key, str] = {}
+        self._watched: dict[str, Key] = {}
+        self._watches = 0  # how many of ``_watched`` are inotify watches (the rest: marks)
+        self._marks: Marks | None = None  # (made when the first mark is needed)
+        self._mark_limit = marks
         self._complete = False  # no event was lost since the last drain
         self._missing = True  # a directory could not be watched: never sure again
         self._limit = limit
@@ -212,30 +245,67 @@ class TreeWatch:
                     self._add(rel)
 
     def _add(self, rel: str) -> bool:
-        if self._limit is not None and len(self._watched) >= self._limit:
+        path = f"{self._root}/{rel}" if rel else self._root
+        if self._limit is None or self._watches < self._limit:
+            wd = self._libc.inotify_add_watch(self._fd, os.fsencode(path), _TREE_MASK | _ADD_FLAGS)
+            if wd >= 0:
+                self._dirs[wd] = rel
+                self._watched[rel] = wd
+                self._watches += 1
+                return True
+            err = ctypes.get_errno()
+            if err in (errno.ENOENT, errno.ENOTDIR):
+                return False
+            if err != errno.ENOSPC:
+                self._missing = True  # watched under another name, or no inotify
+                return False
+            # (the user's watches ran out: a mark, if bar may have one)
+        return self._mark(rel, path)
+
+    def _mark(self, rel: str, path: str) -> bool:
+        """Watch ``rel`` with a fanotify mark; where it cannot be, the watch is partial
+        (the directory is looked at by its ctime) or, if the directory is marked under
+        another name already (it moved), never sure again."""
+        if self.marked >= self._mark_limit:
             self._partial = True
             return False
-        path = f"{self._root}/{rel}" if rel else self._root
-        wd = self._libc.inotify_add_watch(self._fd, os.fsencode(path), _TREE_MASK | _ADD_FLAGS)
-        if wd < 0:
-            err = ctypes.get_errno()
-            if err == errno.ENOSPC:
-                self._partial = True  # the user's watches ran out: looked at by ctime
-            elif err not in (errno.ENOENT, errno.ENOTDIR):
-                self._missing = True  # watched under another name, or no inotify
+        if self._marks is None:
+            self._marks = Marks.open()
+            if self._marks is None:  # (no fanotify here, or not for this user)
+                self._mark_limit = 0
+                self._partial = True
+                return False
+        try:
+            key = self._marks.add(path, _TREE_MASK)
+        except OSError as exc:
+            if exc.errno in _MARK_LEFT_OUT:
+                self._partial = True  # out of marks, or a file system without handles
+            elif exc.errno not in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP):
+                self._missing = True  # (not readable, say: as for a watch)
             return False
-        self._dirs[wd] = rel
-        self._watched[rel] = wd
+        if self._dirs.get(key, rel) != rel:
+            self._missing = True
+            return False
+        self._dirs[key] = rel
+        self._watched[rel] = key
         return True
+
+    def _forget(self, rel: str) -> Key:
+        key = self._watched.pop(rel)
+        self._dirs.pop(key, None)
+        if isinstance(key, int):
+            self._watches -= 1
+        return key
 
     def _drop(self, rel: str) -> None:
         """Stop watching ``rel`` and every directory watched under it: they moved away
-        or went, and their watches' names no longer say where they are."""
+        or went, and their watches' names no longer say where they are. A fanotify mark
+        is only forgotten: its directory can no longer be named to remove it."""
         under = rel + "/"
         for name in [n for n in self._watched if n == rel or n.startswith(under) or not rel]:
-            wd = self._watched.pop(name)
-            self._dirs.pop(wd, None)
-            self._libc.inotify_rm_watch(self._fd, wd)  # (its IN_IGNORED is not ours now)
+            key = self._forget(name)
+            if isinstance(key, int):
+                self._libc.inotify_rm_watch(self._fd, key)  # (its IN_IGNORED is not ours now)
 
     def _add_tree(self, rel: str) -> None:
         """A directory that appeared, and the ones already in it (moved in whole)."""
@@ -283,6 +353,12 @@ class TreeWatch:
                 name = os.fsdecode(data[offset : offset + size].rstrip(b"\0"))
                 offset += size
                 self._event(wd, mask, name)
+        if self._marks is not None:
+            try:
+                for key, mask, name in self._marks.read():
+                    self._event(key, mask & ~_IN_IGNORED, name)  # (0x8000: not fanotify's)
+            except OSError:
+                self._complete = False
         new_dirs, self._new_dirs = self._new_dirs, []
         if not last:
             for rel in new_dirs:
@@ -299,14 +375,16 @@ class TreeWatch:
             return None
         return Seen(found, frozenset(self._watched) if self._partial else None)
 
-    def _event(self, wd: int, mask: int, name: str) -> None:
+    def _event(self, wd: Key, mask: int, name: str) -> None:
         if mask & _IN_Q_OVERFLOW:
             self._complete = False
             return
         if mask & _IN_IGNORED:
-            gone = self._dirs.pop(wd, None)  # the directory went away
+            gone = self._dirs.get(wd)  # the directory went away
             if gone is not None and self._watched.get(gone) == wd:
-                del self._watched[gone]
+                self._forget(gone)
+            else:
+                self._dirs.pop(wd, None)
             return
         parent = self._dirs.get(wd)
         if parent is None:
@@ -341,43 +419,69 @@ class TreeWatch:
 
     @property
     def full(self) -> bool:
-        """Whether it holds as many watches as its ``limit`` allows."""
-        return self._limit is not None and len(self._watched) >= self._limit
+        """Whether it holds as many watches and marks as its limits allow."""
+        return (
+            self._limit is not None
+            and self._watches >= self._limit
+            and self.marked >= self._mark_limit
+        )
 
     @property
     def limit(self) -> int | None:
         return self._limit
 
-    def fileno(self) -> int:
-        return self._fd
+    @property
+    def mark_limit(self) -> int:
+        return self._mark_limit
 
-    def hand_over(self) -> tuple[int, dict[int, str], bool] | None:
-        """Give up the kernel's watch to another process (``bar.changes.fast.watcher``): its
-        descriptor, what each watch number stands for and whether it is partial; None if
-        it is not sure. The events not yet drained stay queued for the new owner."""
+    @property
+    def marked(self) -> int:
+        """How many of the directories it watches have a fanotify mark, not a watch."""
+        return len(self._watched) - self._watches
+
+    def filenos(self) -> list[int]:
+        """The descriptors its events come from (the fanotify group's once it has one)."""
+        fds = [self._fd] if self._fd >= 0 else []
+        if self._marks is not None and self._marks.fileno() >= 0:
+            fds.append(self._marks.fileno())
+        return fds
+
+    def hand_over(self) -> Handed | None:
+        """Give up the kernel's watch to another process (``bar.changes.fast.watcher``);
+        None if it is not sure. The events not yet drained stay queued for the new
+        owner."""
         if not self.sure:
             return None
-        fd, dirs = self._fd, self._dirs
-        self._fd, self._dirs, self._watched = -1, {}, {}
-        return fd, dirs, self._partial
+        dirs = {k: rel for k, rel in self._dirs.items() if isinstance(k, int)}
+        marks = {k.hex(): rel for k, rel in self._dirs.items() if isinstance(k, bytes)}
+        marks_fd = self._marks.give_up() if self._marks is not None else -1
+        handed = Handed(self._fd, dirs, marks_fd, marks, self._partial)
+        self._fd, self._dirs, self._watched, self._watches = -1, {}, {}, 0
+        self._marks = None
+        return handed
 
     @classmethod
     def adopt(
         cls,
         root: str,
-        fd: int,
-        dirs: dict[int, str],
+        handed: Handed,
         *,
         limit: int | None = None,
-        partial: bool = False,
+        marks: int = 0,
     ) -> TreeWatch:
         """The watch another process handed over (``hand_over``)."""
-        watch = cls(root, (), begin=False, limit=limit)
+        watch = cls(root, (), begin=False, limit=limit, marks=marks)
         if watch._fd >= 0:
             _close(watch._fd)
-        watch._fd, watch._pending = fd, None
-        watch._dirs, watch._watched = dict(dirs), {rel: wd for wd, rel in dirs.items()}
-        watch._complete, watch._missing, watch._partial = True, False, partial
+        watch._fd, watch._pending = handed.fd, None
+        keyed: dict[Key, str] = dict(handed.dirs.items())
+        if handed.marks_fd >= 0:
+            watch._marks = Marks.adopt(handed.marks_fd)
+            keyed.update({bytes.fromhex(k): rel for k, rel in handed.marks.items()})
+        watch._dirs, watch._watched = keyed, {rel: key for key, rel in keyed.items()}
+        watch._watches = len(handed.dirs)
+        watch._complete, watch._missing = True, watch._marks is None and bool(handed.marks)
+        watch._partial = handed.partial
         return watch
 
     def add(self, rel: str) -> bool:
@@ -390,3 +494,5 @@ class TreeWatch:
         if self._fd >= 0:
             threading.Thread(target=_close, args=(self._fd,), daemon=True).start()
             self._fd = -1
+        if self._marks is not None:
+            self._marks.close()

@@ -104,16 +104,17 @@ def resolve_cwd(task: Task, value: str | None, here: Path | None = None) -> str:
 def watch_worktree(task: Task, claim: Claim) -> TreeWatch | None:
     """A watch on the directories of the task's last snapshot, which lets the step's
     snapshots look only at the paths that changed (``bar.base.inotify``); None without
-    stamps or without a share of bar's inotify watches (``claim``). With fewer watches
-    than directories, the shallowest are watched and the rest are statted (a partial
-    watch). It is not yet begun: the look for hand edits begins it (``snapshot.take``'s
-    ``before_look``), or at the latest the step, before its command runs."""
+    stamps or without a share of bar's inotify watches and fanotify marks (``claim``).
+    With fewer of both than directories, the shallowest are watched and the rest are
+    statted (a partial watch). It is not yet begun: the look for hand edits begins it
+    (``snapshot.take``'s ``before_look``), or at the latest the step, before its command
+    runs."""
     dirs = stamps.stamped_dirs(task.index)
-    if dirs is None or not speed.fast() or claim.granted == 0:
+    if dirs is None or not speed.fast() or claim.granted + claim.marks == 0:
         return None
-    if len(dirs) > claim.granted:
+    if len(dirs) > claim.granted + claim.marks:
         dirs.sort(key=lambda d: d.count("/") if d else -1)  # (the root first; stable)
-    watch = TreeWatch(str(task.worktree), dirs, begin=False, limit=claim.granted)
+    watch = TreeWatch(str(task.worktree), dirs, begin=False, limit=claim.granted, marks=claim.marks)
     watch.snapshot = task.recorded_snapshot()
     return watch
 

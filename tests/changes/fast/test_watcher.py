@@ -92,7 +92,16 @@ def _pid(task: dict[str, object]) -> int:
 
 
 @pytest.mark.parametrize(
-    ("seed", "watches"), [(0, None), (1, None), (2, None), (3, None), (4, "2"), (5, "3")]
+    ("seed", "watches", "marks"),
+    [
+        (0, None, None),
+        (1, None, None),
+        (2, None, None),
+        (3, None, None),
+        (4, "2", "0"),
+        (5, "3", "0"),
+        (8, "1", None),
+    ],
 )
 def test_what_the_watcher_says_gives_the_tree_plain_git_gives(
     repo: Path,
@@ -101,17 +110,22 @@ def test_what_the_watcher_says_gives_the_tree_plain_git_gives(
     monkeypatch: pytest.MonkeyPatch,
     seed: int,
     watches: str | None,
+    marks: str | None,
 ) -> None:
     """Random hand edits between steps and random edits by steps, each step recorded
     from what the watcher reported (no directory statted; every recorded file is, by
     ``git diff-files``): every snapshot equals the tree ``git add -A`` writes from a
     fresh index. With ``watches`` (``BAR_WATCHES``: bar's inotify budget) smaller than
-    the worktree's directories, the watch is partial and the rest are statted: the same."""
+    the worktree's directories and no fanotify mark (``marks``: ``BAR_MARKS``), the watch
+    is partial and the rest are statted; with marks, they watch the rest: the same."""
     if watches is not None:
         monkeypatch.setenv("BAR_WATCHES", watches)
+    if marks is not None:
+        monkeypatch.setenv("BAR_MARKS", marks)
     task, wt = watcher_started(capfd, repo, lambda wt: (wt / "p" / "q").mkdir(parents=True))
     said = watcher.status(side_index_of(task))
-    assert said is not None and said["partial"] is (watches is not None), said
+    assert said is not None and said["partial"] is (marks == "0"), said
+    assert (said["marked"] > 0) is (watches is not None and marks is None), said
     rng = random.Random(seed)
     names = ["a.txt", "d/b.txt", "d/e/c.txt", "f/g/h/i.txt", "x.log", "d/e/y.log", "top.md"]
     (wt / ".gitignore").write_text("*.log\n")
@@ -153,7 +167,8 @@ def test_what_the_watcher_says_gives_the_tree_plain_git_gives(
         assert recorded_tree(repo, task) == plain_git_tree(wt, tmp_path)
     assert _pid(task) == pid  # one watcher all along
     said = watcher.status(side_index_of(task))
-    assert said is not None and (watches is None or said["watched"] == int(watches))
+    assert said is not None
+    assert watches is None or marks is None or said["watched"] == int(watches)
 
 
 def test_a_change_is_reported_until_a_snapshot_has_it(
@@ -438,6 +453,7 @@ def test_all_holders_share_half_of_the_users_watches(
     with open("/proc/sys/fs/inotify/max_user_watches") as f:
         assert watches.budget() == int(f.read()) // 2
     monkeypatch.setenv("BAR_WATCHES", "5000")
+    monkeypatch.setenv("BAR_MARKS", "0")
     other = subprocess.Popen(
         [
             sys.executable,
@@ -454,12 +470,12 @@ def test_all_holders_share_half_of_the_users_watches(
         assert other.stdout.readline().strip() == str(3000 + watches.HEADROOM)
         mine = watches.claim(3000)
         assert mine.granted == 5000 - 3000 - watches.HEADROOM  # what is left: a partial watch
-        assert watches.held() == 5000
+        assert watches.held() == (5000, 0)
         mine.release()
-        assert watches.held() == 3000 + watches.HEADROOM
+        assert watches.held() == (3000 + watches.HEADROOM, 0)
     finally:
         other.communicate("")
-    assert watches.held() == 0  # its holder is gone
+    assert watches.held() == (0, 0)  # its holder is gone
     assert watches.claim(3000).granted == 3000 + watches.HEADROOM
     monkeypatch.setenv("BAR_WATCHES", "0")
     assert watches.claim(1).granted == 0
@@ -480,6 +496,7 @@ def test_a_partial_watch_is_said_and_a_full_budget_means_scanning(
             (wt / rel / "x.txt").write_text("x\n")
 
     monkeypatch.setenv("BAR_WATCHES", "3")
+    monkeypatch.setenv("BAR_MARKS", "0")
     task, wt = watcher_started(capfd, repo, dirs)
     watch = json.loads(bar(capfd, "status", "--json").out)["watch"]
     assert watch["mode"] == "partial" and watch["dirs"] == 3 and watch["scanned"] >= 4
@@ -497,16 +514,21 @@ def test_a_partial_watch_is_said_and_a_full_budget_means_scanning(
     assert said["mode"] == "scanning" and "held by other tasks" in said["reason"]
 
 
+@pytest.mark.parametrize(("budget", "marks"), [(10, 0), (4, 6)], ids=["watches", "and-marks"])
 def test_tasks_stepping_at_once_never_hold_more_than_the_budget(
     repo: Path,
     tmp_path: Path,
     capfd: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
+    budget: int,
+    marks: int,
 ) -> None:
-    """Six tasks of four directories each step at once, twice, with a budget of ten
-    watches: the claims are granted under one lock, so the watchers hold ten at most
-    between them (some partial, some none), and every task records what plain git sees."""
-    monkeypatch.setenv("BAR_WATCHES", "10")
+    """Six tasks of four directories each step at once, twice, with budgets of ten
+    watches, or of four watches and six fanotify marks: the claims are granted under one
+    lock, so the watchers hold no more than the budgets between them (some partial,
+    some none), and every task records what plain git sees."""
+    monkeypatch.setenv("BAR_WATCHES", str(budget))
+    monkeypatch.setenv("BAR_MARKS", str(marks))
     init_clean(repo, capfd)
     names = [f"t{i}" for i in range(6)]
     tasks = [new_task(capfd, name) for name in names]
@@ -528,10 +550,13 @@ def test_tasks_stepping_at_once_never_hold_more_than_the_budget(
         for run in runs:
             _, err = run.communicate(timeout=120)
             assert run.returncode == 0, err
-    held = 0
+    held = marked = 0
     for task in tasks:
         said = watcher.status(side_index_of(task))
         held += int(said["watched"]) if said is not None else 0
+        marked += int(said["marked"]) if said is not None else 0
         assert recorded_tree(repo, task) == plain_git_tree(worktree(task), tmp_path)
-    assert 0 < held <= 10
-    assert watches.held() <= 10
+    assert 0 < held <= budget + marks
+    assert marked <= marks
+    claimed = watches.held()
+    assert claimed[0] <= budget and claimed[1] <= marks

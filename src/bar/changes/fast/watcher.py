@@ -43,7 +43,7 @@ from bar.changes.fast import speed
 from bar.step.channel import Address
 
 if TYPE_CHECKING:
-    from bar.base.inotify import Seen, TreeWatch
+    from bar.base.inotify import Handed, Seen, TreeWatch
     from bar.changes.fast.watches import Claim
     from bar.task.tasks import Task
 
@@ -229,13 +229,19 @@ def keep_watching(task: Task, watch: TreeWatch, age: float, claim: Claim) -> boo
     given = watch.hand_over()
     if given is None:
         return False
-    fd, dirs, partial = given
-    pid = hand_over(task.index, task.worktree, base, fd, dirs, age, claim.granted, partial)
-    os.close(fd)  # the watcher has its own copy, if it started
+    pid = hand_over(task.index, task.worktree, base, given, age, claim)
+    for fd in (given.fd, given.marks_fd):  # the watcher has its own copies, if it started
+        if fd >= 0:
+            os.close(fd)
     if pid is None:
         return False
     claim.hand_to(pid)
-    _note_mode(task.index, {"mode": "partial" if partial else "watching", "dirs": len(dirs)})
+    found = {
+        "mode": "partial" if given.partial else "watching",
+        "dirs": len(given.dirs) + len(given.marks),
+        "marks": len(given.marks),
+    }
+    _note_mode(task.index, found)
     return True
 
 
@@ -249,10 +255,11 @@ def claim_for(task: Task) -> Claim:
     if dirs is None or not speed.fast():
         return watches.Claim(0, None)
     claim = watches.claim(len(dirs))
-    if claim.granted == 0:
-        total = watches.budget()
+    if claim.granted + claim.marks == 0:
+        total, marks = watches.budget(), watches.mark_budget()
         reason = (
-            f"bar's {total:,} inotify watches are all held by other tasks"
+            f"bar's {total:,} inotify watches and {marks:,} fanotify marks are all held"
+            " by other tasks"
             if total
             else "bar may hold no inotify watch (BAR_WATCHES=0, or no inotify here)"
         )
@@ -293,6 +300,7 @@ def mode(index: Path) -> dict[str, Any]:
             found: dict[str, Any] = {
                 "mode": "partial" if said.get("partial") is True else "watching",
                 "dirs": said.get("watched"),
+                "marks": said.get("marked", 0),
                 "pid": said.get("pid"),
                 "sure": said.get("sure") is True,
             }
@@ -327,15 +335,13 @@ def hand_over(
     index: Path,
     worktree: Path,
     base: str,
-    fd: int,
-    dirs: dict[int, str],
+    handed: Handed,
     age: float,
-    limit: int,
-    partial: bool,
+    claim: Claim,
 ) -> int | None:
     """Start a watcher for the side index ``index`` (of ``worktree``, stamped at
-    ``base``) with the inotify descriptor ``fd`` watching ``dirs`` (at most ``limit``;
-    ``partial``: some were left unwatched), whose last full look of the worktree was
+    ``base``) with the kernel's watch ``handed`` over by a step (which holds ``claim``:
+    how many watches and marks it may use), whose last full look of the worktree was
     ``age`` seconds ago. The socket is bound here, so that it exists as soon as this
     returns (a question asked before the watcher has started waits in the socket's
     queue). Its pid; None if it could not start."""
@@ -362,14 +368,17 @@ def hand_over(
             "index": str(index),
             "socket": str(sock_file),
             "base": base,
-            "fd": fd,
+            "fd": handed.fd,
+            "marks_fd": handed.marks_fd,
             "listener": listener.fileno(),
             "idle": idle_seconds(),
             "verify": verify_seconds(),
             "age": age,
-            "limit": limit,
-            "partial": partial,
-            "dirs": dirs,
+            "limit": claim.granted,
+            "mark_limit": claim.marks,
+            "partial": handed.partial,
+            "dirs": handed.dirs,
+            "marks": handed.marks,
             **_staging_state(index, worktree),
         }
         # handed over in memory, not in a file: nothing of it is left in the task
@@ -386,7 +395,9 @@ def hand_over(
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
-            pass_fds=(fd, listener.fileno(), state_fd),
+            pass_fds=tuple(
+                fd for fd in (handed.fd, handed.marks_fd, listener.fileno(), state_fd) if fd >= 0
+            ),
             start_new_session=True,
         )
         return started.pid

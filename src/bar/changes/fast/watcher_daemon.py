@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from bar import git
-from bar.base.inotify import TreeWatch
+from bar.base.inotify import Handed, TreeWatch
 from bar.changes.fast import staging, stamps
 from bar.changes.fast.resident import file_id
 from bar.step import peers
@@ -44,16 +44,23 @@ class Watcher:
         self.socket_file = str(state["socket"])
         self.idle = float(state["idle"])
         self.verify = float(state["verify"])
-        dirs = {int(wd): str(rel) for wd, rel in dict(state["dirs"]).items()}
+        handed = Handed(
+            fd=int(state["fd"]),
+            dirs={int(wd): str(rel) for wd, rel in dict(state["dirs"]).items()},
+            marks_fd=int(state.get("marks_fd", -1)),
+            marks={str(k): str(rel) for k, rel in dict(state.get("marks") or {}).items()},
+            partial=state.get("partial") is True,
+        )
         # (it watches no more directories than the claim it took over: ``bar.changes.fast.watches``)
         self.watch = TreeWatch.adopt(
             self.root,
-            int(state["fd"]),
-            dirs,
+            handed,
             limit=int(state["limit"]),
-            partial=state.get("partial") is True,
+            marks=int(state.get("mark_limit", 0)),
         )
         self.listener = socket.socket(fileno=int(state["listener"]))
+        self.poll = select.poll()
+        self.polled: set[int] = set()
         self.base: str | None = str(state["base"])
         self.found: dict[str, int] = {}
         self.gen = 0
@@ -90,8 +97,8 @@ class Watcher:
     def serve(self) -> None:
         self._cover(self.base)
         self.socket_id = self._socket_id()
-        poll = select.poll()
-        poll.register(self.watch.fileno(), select.POLLIN)
+        poll = self.poll
+        self._poll_new()
         poll.register(self.listener.fileno(), select.POLLIN)
         while True:
             now = time.monotonic()
@@ -102,7 +109,7 @@ class Watcher:
             if self.stage_at is not None:
                 wait = min(wait, max(0.0, (self.stage_at - now) * 1000))
             ready = {fd for fd, _ in poll.poll(int(wait) + 1)}
-            if self.watch.fileno() in ready:
+            if ready & self.polled:
                 self._collect()
             elif not ready and self.stage_at is not None and time.monotonic() >= self.stage_at:
                 self._stage()
@@ -111,8 +118,16 @@ class Watcher:
             if self.listener.fileno() in ready and not self._answer_one():
                 return
 
+    def _poll_new(self) -> None:
+        """Wait on each of the watch's descriptors: the fanotify group's too, once its
+        first mark is made."""
+        for fd in set(self.watch.filenos()) - self.polled:
+            self.poll.register(fd, select.POLLIN)
+            self.polled.add(fd)
+
     def _collect(self) -> None:
         changed = self.watch.drain()
+        self._poll_new()
         if changed is None:
             self._lose()
             return
@@ -320,8 +335,10 @@ class Watcher:
             "sure": self.sure,
             "gen": self.gen,
             "watched": len(self.watch.watched),
+            "marked": self.watch.marked,
             "partial": self.watch.partial,
             "limit": self.watch.limit,
+            "mark_limit": self.watch.mark_limit,
             "paths": len(self.found),
             "idle": self.idle,
             "verify": self.verify,

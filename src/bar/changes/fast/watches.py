@@ -1,4 +1,5 @@
-"""One budget of inotify watches for all of bar: never more than half of the user's.
+"""One budget of inotify watches for all of bar, and one of fanotify marks: never more than
+half of the user's.
 
 Each directory a ``TreeWatch`` watches costs one of the user's inotify watches
 (``fs.inotify.max_user_watches``). Editors, language servers and ``git fsmonitor`` need
@@ -10,12 +11,18 @@ granted. A holder that asks for more than is left gets what is left, and watches
 many directories: its watch is *partial*, and the directories it leaves unwatched are
 looked at by their ctimes (``bar.changes.fast.rescan``), so the answer stays exact.
 
+The user's fanotify marks (``fs.fanotify.max_user_marks``, ``bar.base.fanotify``) are
+a second budget, claimed the same way: a holder granted fewer watches than it asked for
+is granted marks for the rest, from half of the user's marks. A claim's file holds both
+numbers.
+
 A claim is given up when its holder closes its watch, handed on with the watch to the
 watcher that takes it over, and forgotten when its process is gone (its file names the
 process by pid and start time, so a pid used again does not keep it alive).
 
-``BAR_WATCHES`` sets the budget (a number of watches; 0: bar watches nothing, every
-command stats instead); by default it is half the user's limit.
+``BAR_WATCHES`` sets the budget (a number of watches; 0: bar watches nothing, with
+marks neither, every command stats instead); by default it is half the user's limit.
+``BAR_MARKS`` sets the budget of marks (0: none).
 """
 
 from __future__ import annotations
@@ -31,11 +38,23 @@ HEADROOM = 1000  # watches a claim asks for beyond its directories: for new ones
 
 def budget() -> int:
     """How many inotify watches bar's holders may use together."""
-    value = os.environ.get("BAR_WATCHES", "")
+    return _half("BAR_WATCHES", "/proc/sys/fs/inotify/max_user_watches")
+
+
+def mark_budget() -> int:
+    """How many fanotify marks bar's holders may use together (0 where the kernel has
+    none for users: before Linux 5.13)."""
+    if budget() == 0:
+        return 0
+    return _half("BAR_MARKS", "/proc/sys/fs/fanotify/max_user_marks")
+
+
+def _half(variable: str, limit: str) -> int:
+    value = os.environ.get(variable, "")
     if value.isdigit():
         return int(value)
     try:
-        with open("/proc/sys/fs/inotify/max_user_watches", "rb") as f:
+        with open(limit, "rb") as f:
             return int(f.read()) // 2
     except (OSError, ValueError):
         return 0
@@ -63,14 +82,14 @@ def _name(pid: int) -> str | None:
     return None if started is None else f"{pid}.{started}"
 
 
-def _held(folder: Path, mine: str | None) -> int:
-    """The watches claimed by live holders but ``mine``; the claims of dead ones are
-    removed."""
-    held = 0
+def _held(folder: Path, mine: str | None) -> tuple[int, int]:
+    """The watches and the marks claimed by live holders but ``mine``; the claims of
+    dead ones are removed."""
+    watches = marks = 0
     try:
         entries = list(os.scandir(folder))
     except OSError:
-        return 0
+        return 0, 0
     for entry in entries:
         if entry.name == mine or entry.name.startswith("."):
             continue
@@ -81,18 +100,21 @@ def _held(folder: Path, mine: str | None) -> int:
             continue
         try:
             with open(entry.path, "rb") as f:
-                held += int(f.read(32) or b"0")
+                said = f.read(64).split()
+            watches += int(said[0]) if said else 0
+            marks += int(said[1]) if len(said) > 1 else 0
         except (OSError, ValueError):
             continue
-    return held
+    return watches, marks
 
 
 class Claim:
-    """A share of the budget: ``granted`` watches, held by this process until ``release``
-    (or ``hand_to`` another)."""
+    """A share of the budgets: ``granted`` watches and ``marks`` marks, held by this
+    process until ``release`` (or ``hand_to`` another)."""
 
-    def __init__(self, granted: int, path: Path | None) -> None:
+    def __init__(self, granted: int, path: Path | None, marks: int = 0) -> None:
         self.granted = granted
+        self.marks = marks
         self._path = path
 
     def release(self) -> None:
@@ -113,7 +135,8 @@ class Claim:
 
 def claim(wanted: int) -> Claim:
     """Claim up to ``wanted`` watches (plus some for directories that appear) from what
-    the budget has left; the claim grants what it could, 0 when nothing is left."""
+    the budget has left, and marks for what it could not grant; the claim grants what it
+    could, 0 of each when nothing is left."""
     folder = _folder()
     mine = _name(os.getpid())
     total = budget()
@@ -126,18 +149,21 @@ def claim(wanted: int) -> Claim:
         return Claim(0, None)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
-        granted = max(0, min(wanted + HEADROOM, total - _held(folder, mine)))
+        watches, marks = _held(folder, mine)
+        granted = max(0, min(wanted + HEADROOM, total - watches))
+        short = wanted + HEADROOM - granted
+        marked = max(0, min(short, mark_budget() - marks)) if short > 0 else 0
         path = folder / mine
-        if granted == 0:
+        if granted + marked == 0:
             return Claim(0, None)
-        path.write_text(f"{granted}\n")
-        return Claim(granted, path)
+        path.write_text(f"{granted} {marked}\n")
+        return Claim(granted, path, marked)
     except OSError:
         return Claim(0, None)
     finally:
         os.close(fd)  # (and the lock with it)
 
 
-def held() -> int:
-    """The watches all of bar's live holders claim now."""
+def held() -> tuple[int, int]:
+    """The watches and the marks all of bar's live holders claim now."""
     return _held(_folder(), None)
