@@ -13,8 +13,9 @@ executable bits, empty directories):
   leaves ignored files and nested repositories alone.
 
 The play with the speed layer on runs in some examples with fewer inotify watches than the
-worktree has directories (``BAR_WATCHES``): its watches are partial, and the directories
-left unwatched are statted.
+worktree has directories (``BAR_WATCHES``): the rest get fanotify marks, or, with fewer
+marks too (``BAR_MARKS``), its watches are partial, and the directories left unwatched are
+statted.
 
 ``BAR_ORACLE_EXAMPLES`` raises the number of random sequences (the suite runs a few).
 """
@@ -384,12 +385,13 @@ def _check(repo: Path, wt: Path, tmp: Path, task_id: str) -> None:
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
     derandomize=os.environ.get("BAR_ORACLE_RANDOM") is None,
 )
-# ``watches``: bar's inotify budget in the play with the speed layer on (``BAR_WATCHES``):
-# with fewer watches than directories, a watch is partial and the rest are statted
+# ``watches``: bar's inotify budget and fanotify budget in the play with the speed layer on
+# (``BAR_WATCHES:BAR_MARKS``; no number: the default): with fewer watches than directories,
+# the rest are marked; with fewer of both, a watch is partial and the rest are statted
 @given(
     sh=shape,
     actions=st.lists(action, min_size=1, max_size=6),
-    watches=st.sampled_from([None, None, "1", "2"]),
+    watches=st.sampled_from([None, None, "1:0", "2:0", "1:", "2:1"]),
 )
 # cases the oracle found once, kept: a line-ending change alone, a name with a newline,
 # a name that is not UTF-8, all where git converts line endings
@@ -459,7 +461,10 @@ def _play(
         if not fast:
             m.setenv("BAR_FAST", "0")
         if watches is not None:
-            m.setenv("BAR_WATCHES", watches)
+            inotify, _, fanotify = watches.partition(":")
+            m.setenv("BAR_WATCHES", inotify)
+            if fanotify:
+                m.setenv("BAR_MARKS", fanotify)
         tmp = Path(d)
         m.setenv("ORACLE_OUTSIDE", str(outside))  # where a directory turned link points
         repo = _make_repo(tmp, sh)

@@ -11,7 +11,21 @@ from typing import Any
 
 import pytest
 
+from bar.base.fanotify import Marks
 from bar.base.inotify import ANY_CHANGE, TreeWatch, Watch
+
+
+@pytest.fixture(params=["inotify", "fanotify", "both"])
+def given(request: pytest.FixtureRequest) -> dict[str, Any]:
+    """What a ``TreeWatch`` is given to watch with: inotify watches alone; fanotify marks
+    alone (no inotify watch at all); or one inotify watch, then marks for the rest."""
+    if request.param == "inotify":
+        return {}
+    marks = Marks.open()
+    if marks is None:
+        pytest.skip("this kernel gives this user no fanotify")
+    marks.close()
+    return {"limit": 0 if request.param == "fanotify" else 1, "marks": 100_000}
 
 
 def _tree(root: Path) -> list[str]:
@@ -21,8 +35,8 @@ def _tree(root: Path) -> list[str]:
     return ["", "src", "src/deep"]
 
 
-def test_edits_in_place_are_reported_once(tmp_path: Path) -> None:
-    watch = TreeWatch(str(tmp_path), _tree(tmp_path))
+def test_edits_in_place_are_reported_once(tmp_path: Path, given: dict[str, Any]) -> None:
+    watch = TreeWatch(str(tmp_path), _tree(tmp_path), **given)
     try:
         assert watch.drain() == set()
         (tmp_path / "src/deep/b.py").write_text("changed\n")
@@ -35,8 +49,8 @@ def test_edits_in_place_are_reported_once(tmp_path: Path) -> None:
         watch.close()
 
 
-def test_entries_made_removed_and_moved_are_reported(tmp_path: Path) -> None:
-    watch = TreeWatch(str(tmp_path), _tree(tmp_path))
+def test_entries_made_removed_and_moved_are_reported(tmp_path: Path, given: dict[str, Any]) -> None:
+    watch = TreeWatch(str(tmp_path), _tree(tmp_path), **given)
     try:
         (tmp_path / "made.txt").write_text("new\n")
         (tmp_path / "src/a.py").unlink()
@@ -48,8 +62,10 @@ def test_entries_made_removed_and_moved_are_reported(tmp_path: Path) -> None:
         watch.close()
 
 
-def test_new_directories_are_watched_with_what_they_hold(tmp_path: Path) -> None:
-    watch = TreeWatch(str(tmp_path), _tree(tmp_path))
+def test_new_directories_are_watched_with_what_they_hold(
+    tmp_path: Path, given: dict[str, Any]
+) -> None:
+    watch = TreeWatch(str(tmp_path), _tree(tmp_path), **given)
     outside = tmp_path.parent / (tmp_path.name + "-outside")
     (outside / "inner").mkdir(parents=True)
     (outside / "inner" / "f.txt").write_text("1\n")
@@ -70,13 +86,15 @@ def test_new_directories_are_watched_with_what_they_hold(tmp_path: Path) -> None
         watch.close()
 
 
-def test_a_directory_that_cannot_be_watched_means_not_known(tmp_path: Path) -> None:
+def test_a_directory_that_cannot_be_watched_means_not_known(
+    tmp_path: Path, given: dict[str, Any]
+) -> None:
     dirs = _tree(tmp_path)
-    watch = TreeWatch(str(tmp_path), [*dirs, "no-such-dir"])
+    watch = TreeWatch(str(tmp_path), [*dirs, "no-such-dir"], **given)
     assert watch.drain() == set()  # a stamped directory that is gone is no loss
     watch.close()
     (tmp_path / "locked").mkdir(mode=0o000)
-    unreadable = TreeWatch(str(tmp_path), [*dirs, "locked"])
+    unreadable = TreeWatch(str(tmp_path), [*dirs, "locked"], **given)
     try:
         if os.geteuid() == 0:
             assert unreadable.drain() == set()  # root watches anything
@@ -87,6 +105,7 @@ def test_a_directory_that_cannot_be_watched_means_not_known(tmp_path: Path) -> N
         (tmp_path / "locked").chmod(0o755)
 
 
+@pytest.mark.parametrize("marks", [False, True], ids=["inotify", "fanotify"])
 @pytest.mark.parametrize("watcher", [True, False], ids=["watcher", "step-watch"])
 def test_a_step_recorded_from_the_watch_equals_plain_git(
     repo: Path,
@@ -94,12 +113,16 @@ def test_a_step_recorded_from_the_watch_equals_plain_git(
     capfd: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
     watcher: bool,
+    marks: bool,
 ) -> None:
     """Every kind of change a command can make, recorded with no stat pass (the step's
     watch, or the task's watcher, says what moved), gives the tree ``git add -A`` gives
-    on a fresh index."""
+    on a fresh index. With ``marks``, bar may hold one inotify watch: fanotify marks
+    watch the other directories."""
     from bar.changes.fast import rescan
 
+    if marks:
+        monkeypatch.setenv("BAR_WATCHES", "1")
     if not watcher:
         monkeypatch.setenv("BAR_WATCHER_IDLE", "0")
     from helpers import bar, ledger, new_task, worktree
@@ -156,6 +179,11 @@ def test_a_step_recorded_from_the_watch_equals_plain_git(
     assert git(wt, "rev-parse", step["snapshot"] + "^{tree}").strip() == expected
     # each step statted once (its look for hand edits), or none: the watcher knew
     assert scans == ([0, 0] if watcher else [1, 1])
+    if watcher:
+        import json
+
+        said = json.loads(bar(capfd, "status", "--task", "t1", "--json").out)["watch"]
+        assert said["mode"] == "watching" and (said["marks"] > 0) is marks, said
 
 
 def test_quiet_until_anything_happens_and_then_for_good(tmp_path: Path) -> None:
@@ -206,7 +234,9 @@ def _real_dirs(root: Path) -> list[str]:
 
 
 @pytest.mark.parametrize("seed", range(12))
-def test_no_directory_goes_unwatched_while_the_watch_is_sure(tmp_path: Path, seed: int) -> None:
+def test_no_directory_goes_unwatched_while_the_watch_is_sure(
+    tmp_path: Path, seed: int, given: dict[str, Any]
+) -> None:
     """Directories swapped with each other, for links (to a directory inside or outside
     the tree) and back, moved in, out and away: after each shuffle a file is written in
     every directory of the tree, and the watch names every one of them, or says it does
@@ -219,7 +249,7 @@ def test_no_directory_goes_unwatched_while_the_watch_is_sure(tmp_path: Path, see
     outside.mkdir()
     for rel in ("a/x", "b/y", "c"):
         (root / rel).mkdir(parents=True)
-    watch = TreeWatch(str(root), _real_dirs(root))
+    watch = TreeWatch(str(root), _real_dirs(root), **given)
     parked: list[Path] = []
     try:
         for n in range(10):
@@ -281,14 +311,14 @@ def test_no_directory_goes_unwatched_while_the_watch_is_sure(tmp_path: Path, see
 
 
 def test_a_directory_replaced_by_a_link_before_it_is_watched_is_not_followed(
-    tmp_path: Path,
+    tmp_path: Path, given: dict[str, Any]
 ) -> None:
     """A directory made and at once replaced by a link to another watched directory (before
     the watch got to it): the link is not followed, so the other directory keeps its
     name, and what is written in it later is reported under that name."""
     root = tmp_path / "wt"
     (root / "e").mkdir(parents=True)
-    watch = TreeWatch(str(root), ["", "e"])
+    watch = TreeWatch(str(root), ["", "e"], **given)
     try:
         (root / "d").mkdir()
         (root / "d").rmdir()
@@ -313,15 +343,18 @@ def test_a_directory_replaced_by_a_link_before_it_is_watched_is_not_followed(
         watch.close()
 
 
+@pytest.mark.parametrize(("limit", "marks"), [(2, 0), (1, 1), (0, 2)])
 def test_a_watch_with_too_few_watches_is_partial_and_names_what_it_watches(
-    tmp_path: Path,
+    tmp_path: Path, limit: int, marks: int
 ) -> None:
-    """Given fewer watches than directories, it watches as many as it may, reports what
-    changes in those, and names them: the caller stats the others (``rescan.scan``)."""
+    """Given fewer watches and marks than directories, it watches as many as it may,
+    reports what changes in those, and names them: the caller stats the others
+    (``rescan.scan``)."""
     dirs = _tree(tmp_path)
-    watch = TreeWatch(str(tmp_path), dirs, limit=2)
+    watch = TreeWatch(str(tmp_path), dirs, limit=limit, marks=marks)
     try:
         assert watch.partial and sorted(watch.watched) == ["", "src"]
+        assert watch.marked == marks
         (tmp_path / "src" / "deep" / "b.py").write_text("unseen\n")
         (tmp_path / "src" / "new").mkdir()  # appears in a watched one: no watch left
         (tmp_path / "top.txt").write_text("seen\n")
@@ -332,10 +365,54 @@ def test_a_watch_with_too_few_watches_is_partial_and_names_what_it_watches(
         assert watch.sure  # (partial, not unsure: what it watches, it reports)
     finally:
         watch.close()
-    whole = TreeWatch(str(tmp_path), dirs, limit=10)
+    whole = TreeWatch(str(tmp_path), dirs, limit=limit, marks=10)
     try:
         assert not whole.partial
         seen = whole.look()
         assert seen is not None and seen.watched is None  # (every directory)
     finally:
         whole.close()
+
+
+def test_marks_handed_to_another_process_report_under_their_names(tmp_path: Path) -> None:
+    """A watch of inotify watches and fanotify marks given up (``hand_over``), its
+    description sent as text, is adopted by another process: what changes in every
+    directory, those that appear after included, is reported there under its name."""
+    import json
+
+    dirs = _tree(tmp_path)
+    watch = TreeWatch(str(tmp_path), dirs, limit=1, marks=10)
+    assert watch.marked == 2 and not watch.partial
+    handed = watch.hand_over()
+    assert handed is not None and handed.marks_fd >= 0 and len(handed.marks) == 2
+    described = json.dumps(
+        {"fd": handed.fd, "dirs": handed.dirs, "marks_fd": handed.marks_fd, "marks": handed.marks}
+    )
+    (tmp_path / "src" / "deep" / "b.py").write_text("before the other took it\n")
+    child = (
+        "import json, os, sys, time\n"
+        "from bar.base.inotify import Handed, TreeWatch\n"
+        "d = json.loads(sys.argv[2])\n"
+        "h = Handed(d['fd'], {int(k): v for k, v in d['dirs'].items()}, d['marks_fd'],"
+        " d['marks'], False)\n"
+        "w = TreeWatch.adopt(sys.argv[1], h, limit=1, marks=10)\n"
+        "first = w.drain()\n"
+        "os.mkdir(os.path.join(sys.argv[1], 'src', 'made'))\n"
+        "w.drain()\n"
+        "for rel in ('top.txt', 'src/a.py', 'src/made/n.txt'):\n"
+        "    open(os.path.join(sys.argv[1], rel), 'a').write('x')\n"
+        "print(json.dumps([sorted(first), sorted(w.drain()), w.marked]))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", child, str(tmp_path), described],
+        pass_fds=(handed.fd, handed.marks_fd),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    os.close(handed.fd)
+    os.close(handed.marks_fd)
+    first, later, marked = json.loads(done.stdout)
+    assert first == ["src/deep/b.py"]  # (queued before the hand-over: not lost)
+    assert later == ["src/a.py", "src/made/n.txt", "top.txt"]
+    assert marked == 3

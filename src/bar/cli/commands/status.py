@@ -87,18 +87,21 @@ def status(*, task: str | None, as_json: bool) -> int:
             "bar apply refuses until then"
         )
     watch = info.watch
+    marks = watch.get("marks") if watch is not None else None
+    by = f", {marks:,} by fanotify" if isinstance(marks, int) and marks else ""
     if watch is not None and watch["mode"] == "watching":
         print(
             f"watch     on: {watch['dirs']:,} {'directory' if watch['dirs'] == 1 else 'directories'}"
-            f" watched (pid {watch['pid']}); a command looks only at what moved"
+            f" watched (pid {watch['pid']}{by}); a command looks only at what moved"
             + ("" if watch["sure"] else " (once the next command has looked at everything)")
         )
     elif watch is not None and watch["mode"] == "partial":
         scanned = watch.get("scanned")
         rest = f"the other {scanned:,}" if isinstance(scanned, int) else "the others"
         print(
-            f"watch     partial: {watch['dirs']:,} directories watched (pid {watch['pid']}), "
-            f"{rest} statted by each command (bar's inotify watches are shared by all tasks)"
+            f"watch     partial: {watch['dirs']:,} directories watched (pid {watch['pid']}{by}), "
+            f"{rest} statted by each command (bar's inotify watches and fanotify marks are "
+            "shared by all tasks)"
             + ("" if watch["sure"] else " (once the next command has looked at everything)")
         )
     elif watch is not None:
