@@ -31,6 +31,7 @@ sys.path.insert(0, str(HERE))
 
 import genrepo  # noqa: E402
 import loose  # noqa: E402
+import marks  # noqa: E402
 import report  # noqa: E402
 import sessions  # noqa: E402
 import sharing  # noqa: E402
@@ -40,6 +41,7 @@ from harness import BenchError, Fixture, Tools, base_env, log  # noqa: E402
 FIGURES[sessions.NUMBER] = sessions.FIGURE  # (kept in a module of its own)
 FIGURES[sharing.NUMBER] = sharing.FIGURE  # (likewise)
 FIGURES[loose.NUMBER] = loose.FIGURE  # (likewise)
+FIGURES[marks.NUMBER] = marks.FIGURE  # (likewise)
 
 ROOT = HERE.parent
 WORK = HERE / ".work"

@@ -9,8 +9,12 @@ inodes only (not a whole mount or file system), events that name a directory by 
 privileges.
 
 A ``Marks`` group marks directories (``add``) and reports, for each event, the marked
-directory's key (its file system's id and its file handle: what the event names it by),
-the event's mask and the entry's name (empty for the directory itself). Its masks use
+directory's key (its file handle, as events name it: ``AT_HANDLE_FID`` where the kernel
+has it, Linux 6.5), the event's mask and the entry's name (empty for the directory
+itself). The key leaves out the file system's id, which a subvolume may report otherwise
+than ``statfs`` does: a handle that names two marked directories (of two file systems)
+is found when the second is marked, and the caller then treats it as it treats a
+directory watched under two names. Its masks use
 inotify's bit values (fanotify kept them): ``bar.base.inotify.TreeWatch`` reads both
 sources with one code. Two things differ from inotify, and the caller minds them:
 
@@ -44,6 +48,7 @@ _FAN_EVENT_ON_CHILD = 0x08000000
 _FAN_ONDIR = 0x40000000
 Q_OVERFLOW = 0x4000
 _AT_EMPTY_PATH = 0x1000
+_AT_HANDLE_FID = 0x200  # a handle that names the object as fanotify does (Linux 6.5)
 _MAX_HANDLE = 128  # bytes (MAX_HANDLE_SZ)
 _META = struct.Struct("=IBBHQii")  # fanotify_event_metadata
 _INFO = struct.Struct("=BBH")  # fanotify_event_info_header
@@ -86,7 +91,7 @@ class Marks:
             flags = _FAN_MARK_ADD | _FAN_MARK_DONT_FOLLOW | _FAN_MARK_ONLYDIR
             if self._libc.fanotify_mark(self._fd, flags, _events(mask), dir_fd, b".") < 0:
                 raise _error(path)
-            return _fsid(dir_fd) + _handle(self._libc, dir_fd, path)
+            return _handle(self._libc, dir_fd, path)
         finally:
             os.close(dir_fd)
 
@@ -169,18 +174,21 @@ def _error(path: str) -> OSError:
     return OSError(err, os.strerror(err), path)
 
 
-def _fsid(fd: int) -> bytes:
-    """The file system's id as events carry it (``__kernel_fsid_t``: two ints)."""
-    fsid = os.fstatvfs(fd).f_fsid
-    return struct.pack("=II", fsid & 0xFFFFFFFF, (fsid >> 32) & 0xFFFFFFFF)
+_handle_flags = [_AT_EMPTY_PATH | _AT_HANDLE_FID]  # (without the second before Linux 6.5)
 
 
 def _handle(libc: ctypes.CDLL, fd: int, path: str) -> bytes:
     """The directory's file handle, as events carry it (its type, then its bytes)."""
     buf = ctypes.create_string_buffer(_HANDLE.size + _MAX_HANDLE)
-    _HANDLE.pack_into(buf, 0, _MAX_HANDLE, 0)
     mount_id = ctypes.c_int()
-    if libc.name_to_handle_at(fd, b"", buf, ctypes.byref(mount_id), _AT_EMPTY_PATH) < 0:
+    while True:
+        _HANDLE.pack_into(buf, 0, _MAX_HANDLE, 0)
+        flags = _handle_flags[0]
+        if libc.name_to_handle_at(fd, b"", buf, ctypes.byref(mount_id), flags) >= 0:
+            break
+        if ctypes.get_errno() == errno.EINVAL and flags & _AT_HANDLE_FID:
+            _handle_flags[0] = _AT_EMPTY_PATH
+            continue
         raise _error(path)
     size, kind = _HANDLE.unpack_from(buf.raw)
     return struct.pack("=i", kind) + buf.raw[_HANDLE.size : _HANDLE.size + size]
@@ -188,13 +196,12 @@ def _handle(libc: ctypes.CDLL, fd: int, path: str) -> bytes:
 
 def _record(data: bytes, at: int, end: int) -> tuple[bytes, str]:
     """A directory's key and an entry's name from an info record's body (after its
-    header: the fsid, the file handle, then the name, NUL-terminated)."""
-    fsid = data[at : at + 8]
+    header: the file system's id, the file handle, then the name, NUL-terminated)."""
     size, kind = _HANDLE.unpack_from(data, at + 8)
     start = at + 8 + _HANDLE.size
     handle = data[start : start + size]
     name = data[start + size : end].split(b"\0", 1)[0]
-    return fsid + struct.pack("=i", kind) + handle, os.fsdecode(name)
+    return struct.pack("=i", kind) + handle, os.fsdecode(name)
 
 
 def _close(fd: int) -> None:
