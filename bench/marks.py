@@ -75,12 +75,13 @@ def fig19(f: Fixture, p: Params) -> list[Row]:
     def edit(name: str) -> float:
         task, wt = tasks[name]
         script = f"echo {next(n)} >> {rel}"
-        argv = [f.tools.bar, "run", "--task", task, "--no-pty", "--", "sh", "-c", script]
+        argv: list[str | Path] = [f.tools.bar, "run", "--task", task, "--no-pty", "--"]
+        argv += ["sh", "-c", script]
         return f.run(argv, wt, env=envs[name]).seconds
 
     def true(name: str) -> float:
         task, wt = tasks[name]
-        argv = [f.tools.bar, "run", "--task", task, "--no-pty", "--", "true"]
+        argv: list[str | Path] = [f.tools.bar, "run", "--task", task, "--no-pty", "--", "true"]
         return f.run(argv, wt, env=envs[name]).seconds
 
     s = interleave(
