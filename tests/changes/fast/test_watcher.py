@@ -481,6 +481,48 @@ def test_all_holders_share_half_of_the_users_watches(
     assert watches.claim(1).granted == 0
 
 
+def test_a_claim_short_of_watches_is_granted_marks_from_a_budget_of_their_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What the inotify budget cannot grant is granted in fanotify marks, from half of
+    the user's marks (``BAR_MARKS``), shared by every holder like the watches; with no
+    watches at all (``BAR_WATCHES=0``), no marks either."""
+    monkeypatch.setenv("BAR_HOME", str(tmp_path / "home"))
+    with open("/proc/sys/fs/fanotify/max_user_marks") as f:
+        assert watches.mark_budget() == int(f.read()) // 2
+    monkeypatch.setenv("BAR_WATCHES", "100")
+    monkeypatch.setenv("BAR_MARKS", "2000")
+    other = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from bar.changes.fast import watches\n"
+            "c = watches.claim(500); print(c.granted, c.marks, flush=True); sys.stdin.read()",
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert other.stdout is not None
+        # 500 directories and room for 1,000 new ones: the 100 watches, then marks
+        assert other.stdout.readline().split() == ["100", "1400"]
+        mine = watches.claim(500)  # no watch left; what is left of the marks
+        assert (mine.granted, mine.marks) == (0, 600)
+        assert watches.held() == (100, 2000)
+        mine.release()
+    finally:
+        other.communicate("")
+    assert watches.held() == (0, 0)
+    monkeypatch.setenv("BAR_WATCHES", "5000")
+    whole = watches.claim(10)  # (watches enough: no mark)
+    assert (whole.granted, whole.marks) == (10 + watches.HEADROOM, 0)
+    whole.release()
+    monkeypatch.setenv("BAR_WATCHES", "0")
+    nothing = watches.claim(10)
+    assert (nothing.granted, nothing.marks) == (0, 0)
+
+
 def test_a_partial_watch_is_said_and_a_full_budget_means_scanning(
     repo: Path,
     tmp_path: Path,
