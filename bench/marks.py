@@ -95,11 +95,10 @@ def fig19(f: Fixture, p: Params) -> list[Row]:
         p.repeat,
         p.warmup,
     )
-    marks = b.get("marks")
     return [
         ratio_row(
             "19",
-            f"`bar run` of a one-line edit, the task watched with {marks:,} fanotify marks "
+            "`bar run` of a one-line edit, the task watched with fanotify marks "
             "(bar's inotify watches held by another task) ÷ the same, watched with inotify",
             s,
             "edit, fanotify",
