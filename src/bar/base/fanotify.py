@@ -64,6 +64,7 @@ class Marks:
     def __init__(self, fd: int, libc: ctypes.CDLL) -> None:
         self._fd = fd
         self._libc = libc
+        self._handle = _Handle(libc)
 
     @classmethod
     def open(cls) -> Marks | None:
@@ -91,7 +92,7 @@ class Marks:
             flags = _FAN_MARK_ADD | _FAN_MARK_DONT_FOLLOW | _FAN_MARK_ONLYDIR
             if self._libc.fanotify_mark(self._fd, flags, _events(mask), dir_fd, b".") < 0:
                 raise _error(path)
-            return _handle(self._libc, dir_fd, path)
+            return self._handle.of(dir_fd, path)
         finally:
             os.close(dir_fd)
 
@@ -177,31 +178,39 @@ def _error(path: str) -> OSError:
 _handle_flags = [_AT_EMPTY_PATH | _AT_HANDLE_FID]  # (without the second before Linux 6.5)
 
 
-def _handle(libc: ctypes.CDLL, fd: int, path: str) -> bytes:
-    """The directory's file handle, as events carry it (its type, then its bytes)."""
-    buf = ctypes.create_string_buffer(_HANDLE.size + _MAX_HANDLE)
-    mount_id = ctypes.c_int()
-    while True:
-        _HANDLE.pack_into(buf, 0, _MAX_HANDLE, 0)
-        flags = _handle_flags[0]
-        if libc.name_to_handle_at(fd, b"", buf, ctypes.byref(mount_id), flags) >= 0:
-            break
-        if ctypes.get_errno() == errno.EINVAL and flags & _AT_HANDLE_FID:
-            _handle_flags[0] = _AT_EMPTY_PATH
-            continue
-        raise _error(path)
-    size, kind = _HANDLE.unpack_from(buf.raw)
-    return struct.pack("=i", kind) + buf.raw[_HANDLE.size : _HANDLE.size + size]
+class _Handle:
+    """Reads directories' file handles into one buffer (one per group, used by one
+    thread)."""
+
+    def __init__(self, libc: ctypes.CDLL) -> None:
+        self._call = libc.name_to_handle_at
+        self._buf = ctypes.create_string_buffer(_HANDLE.size + _MAX_HANDLE)
+        self._mount = ctypes.c_int()
+        self._mount_ref = ctypes.byref(self._mount)
+
+    def of(self, fd: int, path: str) -> bytes:
+        """The directory's file handle, as events carry it (its type, then its bytes)."""
+        buf = self._buf
+        while True:
+            _HANDLE.pack_into(buf, 0, _MAX_HANDLE, 0)
+            flags = _handle_flags[0]
+            if self._call(fd, b"", buf, self._mount_ref, flags) >= 0:
+                break
+            if ctypes.get_errno() == errno.EINVAL and flags & _AT_HANDLE_FID:
+                _handle_flags[0] = _AT_EMPTY_PATH
+                continue
+            raise _error(path)
+        size, _ = _HANDLE.unpack_from(buf)
+        return buf.raw[4 : _HANDLE.size + size]  # (its type, then its bytes)
 
 
 def _record(data: bytes, at: int, end: int) -> tuple[bytes, str]:
     """A directory's key and an entry's name from an info record's body (after its
     header: the file system's id, the file handle, then the name, NUL-terminated)."""
-    size, kind = _HANDLE.unpack_from(data, at + 8)
-    start = at + 8 + _HANDLE.size
-    handle = data[start : start + size]
-    name = data[start + size : end].split(b"\0", 1)[0]
-    return struct.pack("=i", kind) + handle, os.fsdecode(name)
+    size, _ = _HANDLE.unpack_from(data, at + 8)
+    end_of_handle = at + 8 + _HANDLE.size + size
+    name = data[end_of_handle:end].split(b"\0", 1)[0]
+    return data[at + 12 : end_of_handle], os.fsdecode(name)  # (its type, then its bytes)
 
 
 def _close(fd: int) -> None:
