@@ -184,6 +184,8 @@ def test_a_step_recorded_from_the_watch_equals_plain_git(
 
         said = json.loads(bar(capfd, "status", "--task", "t1", "--json").out)["watch"]
         assert said["mode"] == "watching" and (said["marks"] > 0) is marks, said
+        shown = bar(capfd, "status", "--task", "t1").out
+        assert (f"{said['marks']:,} by fanotify" in shown) is marks, shown
 
 
 def test_quiet_until_anything_happens_and_then_for_good(tmp_path: Path) -> None:
