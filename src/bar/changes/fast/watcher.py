@@ -49,7 +49,9 @@ if TYPE_CHECKING:
 
 IDLE_S = 900  # seconds without a question before a watcher exits
 VERIFY_S = 300  # seconds after which a watcher asks for a full look again
-MAX_RUNNING = 8  # watchers per bar home at once
+# watchers per bar home at once: an eighth of the user's inotify instances (each holds one;
+# editors need them too), 16 of the default 128; None: from the kernel's limit
+MAX_RUNNING: int | None = None
 TIMEOUT = 2.0  # seconds a command waits for an answer (a watcher just started included)
 SOCKET = "watcher.sock"
 
@@ -215,9 +217,9 @@ def keep_watching(task: Task, watch: TreeWatch, age: float, claim: Claim) -> boo
         return False
     if peers.no_new_privs(os.getpid()):
         return False  # it could not tell a confined caller from this one (``bar.step.peers``)
-    others = _others(task.index)
-    if others >= MAX_RUNNING:
-        reason = f"{others} other tasks' watchers run already (at most {MAX_RUNNING})"
+    others, most = _others(task.index), max_running()
+    if others >= most:
+        reason = f"{others} other tasks' watchers run already (at most {most})"
         _note_mode(task.index, {"mode": "scanning", "reason": reason})
         return False
     record = stamps.noted(task.index)
@@ -243,6 +245,17 @@ def keep_watching(task: Task, watch: TreeWatch, age: float, claim: Claim) -> boo
     }
     _note_mode(task.index, found)
     return True
+
+
+def max_running() -> int:
+    """How many watchers may run at once under one bar home (``MAX_RUNNING``)."""
+    if MAX_RUNNING is not None:
+        return MAX_RUNNING
+    try:
+        with open("/proc/sys/fs/inotify/max_user_instances", "rb") as f:
+            return max(1, int(f.read()) // 8)
+    except (OSError, ValueError):
+        return 8
 
 
 def claim_for(task: Task) -> Claim:
