@@ -273,6 +273,9 @@ def claim_for(task: Task) -> Claim:
         reason = (
             f"bar's {total:,} inotify watches and {marks:,} fanotify marks are all held"
             " by other tasks"
+            if total and marks
+            else f"bar's {total:,} inotify watches are all held by other tasks (and it may"
+            " hold no fanotify mark: BAR_MARKS=0, or a kernel before Linux 5.13)"
             if total
             else "bar may hold no inotify watch (BAR_WATCHES=0, or no inotify here)"
         )
