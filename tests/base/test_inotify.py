@@ -10,21 +10,23 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import needs_fanotify
 
-from bar.base.fanotify import Marks
 from bar.base.inotify import ANY_CHANGE, TreeWatch, Watch
 
 
-@pytest.fixture(params=["inotify", "fanotify", "both"])
+@pytest.fixture(
+    params=[
+        "inotify",
+        pytest.param("fanotify", marks=needs_fanotify),
+        pytest.param("both", marks=needs_fanotify),
+    ]
+)
 def given(request: pytest.FixtureRequest) -> dict[str, Any]:
     """What a ``TreeWatch`` is given to watch with: inotify watches alone; fanotify marks
     alone (no inotify watch at all); or one inotify watch, then marks for the rest."""
     if request.param == "inotify":
         return {}
-    marks = Marks.open()
-    if marks is None:
-        pytest.skip("this kernel gives this user no fanotify")
-    marks.close()
     return {"limit": 0 if request.param == "fanotify" else 1, "marks": 100_000}
 
 
@@ -105,7 +107,9 @@ def test_a_directory_that_cannot_be_watched_means_not_known(
         (tmp_path / "locked").chmod(0o755)
 
 
-@pytest.mark.parametrize("marks", [False, True], ids=["inotify", "fanotify"])
+@pytest.mark.parametrize(
+    "marks", [False, pytest.param(True, marks=needs_fanotify)], ids=["inotify", "fanotify"]
+)
 @pytest.mark.parametrize("watcher", [True, False], ids=["watcher", "step-watch"])
 def test_a_step_recorded_from_the_watch_equals_plain_git(
     repo: Path,
@@ -345,7 +349,10 @@ def test_a_directory_replaced_by_a_link_before_it_is_watched_is_not_followed(
         watch.close()
 
 
-@pytest.mark.parametrize(("limit", "marks"), [(2, 0), (1, 1), (0, 2)])
+@pytest.mark.parametrize(
+    ("limit", "marks"),
+    [(2, 0), pytest.param(1, 1, marks=needs_fanotify), pytest.param(0, 2, marks=needs_fanotify)],
+)
 def test_a_watch_with_too_few_watches_is_partial_and_names_what_it_watches(
     tmp_path: Path, limit: int, marks: int
 ) -> None:
@@ -376,6 +383,7 @@ def test_a_watch_with_too_few_watches_is_partial_and_names_what_it_watches(
         whole.close()
 
 
+@needs_fanotify
 def test_marks_handed_to_another_process_report_under_their_names(tmp_path: Path) -> None:
     """A watch of inotify watches and fanotify marks given up (``hand_over``), its
     description sent as text, is adopted by another process: what changes in every

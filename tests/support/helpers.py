@@ -283,3 +283,20 @@ def examples(full: int) -> int:
     sweeps' share of them in ``make test`` (each day's seed draws others where the test
     is not derandomized)."""
     return max(100, round(full * SWEEP_SHARE))
+
+
+def _fanotify_usable() -> bool:
+    from bar.base.fanotify import Marks
+
+    marks = Marks.open()
+    if marks is None:
+        return False
+    marks.close()
+    return True
+
+
+# what marks directories with fanotify (``bar.base.fanotify``): not where the kernel (before
+# Linux 5.13) or a container's system-call filter gives this user no fanotify
+needs_fanotify = pytest.mark.skipif(
+    not _fanotify_usable(), reason="this kernel gives this user no fanotify"
+)

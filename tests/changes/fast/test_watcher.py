@@ -26,6 +26,7 @@ from helpers import (
     bar,
     init_clean,
     ledger,
+    needs_fanotify,
     new_task,
     plain_git_tree,
     recorded_tree,
@@ -100,7 +101,7 @@ def _pid(task: dict[str, object]) -> int:
         (3, None, None),
         (4, "2", "0"),
         (5, "3", "0"),
-        (8, "1", None),
+        pytest.param(8, "1", None, marks=needs_fanotify),
     ],
 )
 def test_what_the_watcher_says_gives_the_tree_plain_git_gives(
@@ -481,6 +482,7 @@ def test_all_holders_share_half_of_the_users_watches(
     assert watches.claim(1).granted == 0
 
 
+@needs_fanotify
 def test_a_claim_short_of_watches_is_granted_marks_from_a_budget_of_their_own(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -556,7 +558,11 @@ def test_a_partial_watch_is_said_and_a_full_budget_means_scanning(
     assert said["mode"] == "scanning" and "held by other tasks" in said["reason"]
 
 
-@pytest.mark.parametrize(("budget", "marks"), [(10, 0), (4, 6)], ids=["watches", "and-marks"])
+@pytest.mark.parametrize(
+    ("budget", "marks"),
+    [(10, 0), pytest.param(4, 6, marks=needs_fanotify)],
+    ids=["watches", "and-marks"],
+)
 def test_tasks_stepping_at_once_never_hold_more_than_the_budget(
     repo: Path,
     tmp_path: Path,
