@@ -445,6 +445,24 @@ def test_bar_status_says_whether_the_worktree_is_watched(
     assert "watch     off, every file is statted" in bar(capfd, "status").out
 
 
+def _claimed_elsewhere(wanted: int) -> tuple[subprocess.Popen[str], list[str]]:
+    """Another process holding a claim of ``wanted`` watches until its stdin closes; what
+    it was granted (watches, marks)."""
+    other = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from bar.changes.fast import watches\n"
+            f"c = watches.claim({wanted}); print(c.granted, c.marks, flush=True); sys.stdin.read()",
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert other.stdout is not None
+    return other, other.stdout.readline().split()
+
+
 def test_all_holders_share_half_of_the_users_watches(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -455,20 +473,9 @@ def test_all_holders_share_half_of_the_users_watches(
         assert watches.budget() == int(f.read()) // 2
     monkeypatch.setenv("BAR_WATCHES", "5000")
     monkeypatch.setenv("BAR_MARKS", "0")
-    other = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            "import sys; from bar.changes.fast import watches\n"
-            "c = watches.claim(3000); print(c.granted, flush=True); sys.stdin.read()",
-        ],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
+    other, granted = _claimed_elsewhere(3000)
     try:
-        assert other.stdout is not None
-        assert other.stdout.readline().strip() == str(3000 + watches.HEADROOM)
+        assert granted == [str(3000 + watches.HEADROOM), "0"]
         mine = watches.claim(3000)
         assert mine.granted == 5000 - 3000 - watches.HEADROOM  # what is left: a partial watch
         assert watches.held() == (5000, 0)
@@ -494,21 +501,10 @@ def test_a_claim_short_of_watches_is_granted_marks_from_a_budget_of_their_own(
         assert watches.mark_budget() == int(f.read()) // 2
     monkeypatch.setenv("BAR_WATCHES", "100")
     monkeypatch.setenv("BAR_MARKS", "2000")
-    other = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            "import sys; from bar.changes.fast import watches\n"
-            "c = watches.claim(500); print(c.granted, c.marks, flush=True); sys.stdin.read()",
-        ],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
+    other, granted = _claimed_elsewhere(500)
     try:
-        assert other.stdout is not None
         # 500 directories and room for 1,000 new ones: the 100 watches, then marks
-        assert other.stdout.readline().split() == ["100", "1400"]
+        assert granted == ["100", "1400"]
         mine = watches.claim(500)  # no watch left; what is left of the marks
         assert (mine.granted, mine.marks) == (0, 600)
         assert watches.held() == (100, 2000)
