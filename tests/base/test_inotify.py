@@ -396,7 +396,13 @@ def test_marks_handed_to_another_process_report_under_their_names(tmp_path: Path
     handed = watch.hand_over()
     assert handed is not None and handed.marks_fd >= 0 and len(handed.marks) == 2
     described = json.dumps(
-        {"fd": handed.fd, "dirs": handed.dirs, "marks_fd": handed.marks_fd, "marks": handed.marks}
+        {
+            "fd": handed.fd,
+            "dirs": handed.dirs,
+            "marks_fd": handed.marks_fd,
+            "marks": handed.marks,
+            "mounts": handed.mounts,
+        }
     )
     (tmp_path / "src" / "deep" / "b.py").write_text("before the other took it\n")
     child = (
@@ -404,7 +410,7 @@ def test_marks_handed_to_another_process_report_under_their_names(tmp_path: Path
         "from bar.base.inotify import Handed, TreeWatch\n"
         "d = json.loads(sys.argv[2])\n"
         "h = Handed(d['fd'], {int(k): v for k, v in d['dirs'].items()}, d['marks_fd'],"
-        " d['marks'], False)\n"
+        " d['marks'], False, [tuple(m) for m in d['mounts']])\n"
         "w = TreeWatch.adopt(sys.argv[1], h, limit=1, marks=10)\n"
         "first = w.drain()\n"
         "os.mkdir(os.path.join(sys.argv[1], 'src', 'made'))\n"
@@ -426,3 +432,81 @@ def test_marks_handed_to_another_process_report_under_their_names(tmp_path: Path
     assert first == ["src/deep/b.py"]  # (queued before the hand-over: not lost)
     assert later == ["src/a.py", "src/made/n.txt", "top.txt"]
     assert marked == 3
+
+
+def test_a_directory_whose_mode_changed_is_named(tmp_path: Path, given: dict[str, Any]) -> None:
+    """A directory made unreadable and readable again is named, to be listed again (what
+    was made in it meanwhile could not be seen): inotify tells its parent's watch,
+    fanotify tells the directory's own mark. The root has no parent to be listed in: the
+    watch then says it does not know."""
+    dirs = _tree(tmp_path)
+    watch = TreeWatch(str(tmp_path), dirs, **given)
+    try:
+        (tmp_path / "src" / "deep").chmod(0o300)
+        (tmp_path / "src" / "deep").chmod(0o755)
+        seen = watch.drain()
+        assert seen is not None and "src/deep" in seen, seen
+        tmp_path.chmod(0o700)
+        assert watch.drain() is None
+        assert watch.drain() == set()  # (then it knows again)
+    finally:
+        tmp_path.chmod(0o755)
+        watch.close()
+
+
+def _mount_tmpfs(where: Path) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("mounting a file system takes root")
+    done = subprocess.run(["mount", "-t", "tmpfs", "bar-test", str(where)], capture_output=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount here: {done.stderr.decode(errors='replace').strip()}")
+
+
+def test_a_mount_over_a_watched_directory_makes_the_watch_unsure(
+    tmp_path: Path, given: dict[str, Any]
+) -> None:
+    """What is written in a file system mounted on a watched directory reaches no watch,
+    and neither the mount nor the unmount makes an event: the watch sees the mount table
+    change, and is never sure again. A mount elsewhere changes nothing."""
+    dirs = _tree(tmp_path)
+    outside = tmp_path.parent / f"{tmp_path.name}-elsewhere"
+    outside.mkdir()
+    watch = TreeWatch(str(tmp_path), dirs, **given)
+    try:
+        _mount_tmpfs(outside)
+        try:
+            assert watch.drain() == set() and watch.sure  # (not over the worktree)
+        finally:
+            subprocess.run(["umount", str(outside)], check=True)
+        _mount_tmpfs(tmp_path / "src")
+        try:
+            (tmp_path / "src" / "on-the-mount.txt").write_text("x\n")
+            assert watch.drain() is None and not watch.sure
+        finally:
+            subprocess.run(["umount", str(tmp_path / "src")], check=True)
+    finally:
+        watch.close()
+
+
+def test_a_mount_between_hand_over_and_adoption_is_not_missed(tmp_path: Path) -> None:
+    """The mount points a watch noted go with it to the process that adopts it, which
+    compares them with the table it finds: a mount in between makes it unsure."""
+    dirs = _tree(tmp_path)
+    watch = TreeWatch(str(tmp_path), dirs)
+    handed = watch.hand_over()
+    assert handed is not None and handed.mounts
+    _mount_tmpfs(tmp_path / "src")
+    try:
+        adopted = TreeWatch.adopt(str(tmp_path), handed)
+        assert adopted.drain() is None and not adopted.sure
+        adopted.close()
+    finally:
+        subprocess.run(["umount", str(tmp_path / "src")], check=True)
+    again = TreeWatch(str(tmp_path), dirs)
+    handed = again.hand_over()
+    assert handed is not None
+    kept = TreeWatch.adopt(str(tmp_path), handed)  # (nothing mounted meanwhile)
+    try:
+        assert kept.drain() == set() and kept.sure
+    finally:
+        kept.close()

@@ -19,6 +19,7 @@ import threading
 from collections.abc import Collection, Iterable
 
 from bar.base.fanotify import Marks
+from bar.base.mounts import MountWatch
 from bar.base.record import record
 
 _IN_NONBLOCK = os.O_NONBLOCK
@@ -161,6 +162,7 @@ class Handed:
     marks_fd: int
     marks: dict[str, str]
     partial: bool
+    mounts: list[tuple[int, str]] | None = None  # the mount points noted (``MountWatch``)
 
 
 class TreeWatch:
@@ -178,7 +180,8 @@ class TreeWatch:
     directory. A watch is never added through a symbolic link nor on a directory already
     watched under another name: where that is refused for any reason but the directory
     being gone or the watches running out, and where the kernel's queue overflows,
-    ``drain`` answers None and the caller stats everything.
+    ``drain`` answers None and the caller stats everything. A mount or an unmount at, in
+    or above the worktree (which no watch hears of) makes it never sure again.
 
     ``limit``: how many directories it may watch with inotify (its share of the user's
     inotify watches: ``bar.changes.fast.watches``); ``marks``: how many more it may mark
@@ -212,6 +215,7 @@ class TreeWatch:
         self._found: set[str] = set()
         self._new_dirs: list[str] = []
         self.snapshot: str | None = None  # the recorded state it began watching at
+        self._mounts: MountWatch | None = None
         try:
             self._libc = ctypes.CDLL(None, use_errno=True)
             fd = self._libc.inotify_init1(_IN_NONBLOCK | _IN_CLOEXEC)
@@ -224,6 +228,7 @@ class TreeWatch:
         self._libc.inotify_rm_watch.argtypes = (ctypes.c_int, ctypes.c_int)
         self._fd = fd
         self._complete, self._missing = True, False
+        self._mounts = MountWatch(self._root)
         if begin:
             self.begin()
 
@@ -338,6 +343,8 @@ class TreeWatch:
         appeared are watched from now on (the caller looks at them after this)."""
         if self._fd < 0:
             return None
+        if self._mounts is not None and self._mounts.moved():
+            self._missing = True  # (what it watches may be under a mount, or gone with one)
         while True:
             try:
                 data = os.read(self._fd, 65536)
@@ -393,6 +400,14 @@ class TreeWatch:
             if mask & (_IN_MOVE_SELF | _IN_DELETE_SELF):
                 self._found.add(parent)
                 self._drop(parent)  # where it went (if in the worktree) is a new directory
+            elif mask & _IN_ATTRIB:
+                # its mode changed (a directory readable again must be listed again):
+                # fanotify says so to a marked directory itself, where inotify tells
+                # its parent's watch by name; the root has no parent to rescan it in
+                if parent:
+                    self._found.add(parent)
+                else:
+                    self._complete = False
             return
         rel = f"{parent}/{name}" if parent else name
         self._found.add(rel)
@@ -455,7 +470,13 @@ class TreeWatch:
         dirs = {k: rel for k, rel in self._dirs.items() if isinstance(k, int)}
         marks = {k.hex(): rel for k, rel in self._dirs.items() if isinstance(k, bytes)}
         marks_fd = self._marks.give_up() if self._marks is not None else -1
-        handed = Handed(self._fd, dirs, marks_fd, marks, self._partial)
+        mounts = None
+        if self._mounts is not None:
+            points = self._mounts.points
+            mounts = sorted(points) if points is not None else None
+            self._mounts.close()
+            self._mounts = None
+        handed = Handed(self._fd, dirs, marks_fd, marks, self._partial, mounts)
         self._fd, self._dirs, self._watched, self._watches = -1, {}, {}, 0
         self._marks = None
         return handed
@@ -482,6 +503,11 @@ class TreeWatch:
         watch._watches = len(handed.dirs)
         watch._complete, watch._missing = True, watch._marks is None and bool(handed.marks)
         watch._partial = handed.partial
+        if watch._mounts is not None:
+            watch._mounts.close()
+        noted = frozenset((int(i), str(p)) for i, p in handed.mounts or ())
+        watch._mounts = MountWatch(root, noted if handed.mounts is not None else frozenset())
+        watch._missing = watch._missing or handed.mounts is None
         return watch
 
     def add(self, rel: str) -> bool:
@@ -496,3 +522,5 @@ class TreeWatch:
             self._fd = -1
         if self._marks is not None:
             self._marks.close()
+        if self._mounts is not None:
+            self._mounts.close()

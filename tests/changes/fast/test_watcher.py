@@ -335,6 +335,47 @@ def test_a_rollback_leaves_it_sure(
     _recorded_without_a_stat(capfd, monkeypatch, tmp_path, repo, task, wt)
 
 
+@pytest.mark.parametrize(
+    "marks", [False, pytest.param(True, marks=needs_fanotify)], ids=["inotify", "fanotify"]
+)
+def test_a_file_system_mounted_in_the_worktree_is_recorded_as_git_sees_it(
+    repo: Path,
+    tmp_path: Path,
+    capfd: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    marks: bool,
+) -> None:
+    """A file system mounted on a directory of a watched worktree, written in, then
+    unmounted: no watch hears of either, so the watcher sees the mount table move and
+    gives up; each step records what plain git sees, the mount's files and then the
+    directory's own again."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a file system takes root")
+    if marks:
+        monkeypatch.setenv("BAR_WATCHES", "1")
+
+    def prepare(wt: Path) -> None:
+        (wt / "m").mkdir()
+        (wt / "m" / "keep.txt").write_text("under the mount\n")
+
+    task, wt = watcher_started(capfd, repo, prepare)
+    done = subprocess.run(["mount", "-t", "tmpfs", "bar-test", str(wt / "m")], capture_output=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount here: {done.stderr.decode(errors='replace').strip()}")
+    try:
+        (wt / "m" / "on-the-mount.txt").write_text("x\n")
+        assert bar(capfd, "run", "--", "true").code == 0
+        assert recorded_tree(repo, task) == plain_git_tree(wt, tmp_path)
+    finally:
+        subprocess.run(["umount", str(wt / "m")], check=True)
+    for _ in range(2):  # (the second from a new watch, on the directory itself again)
+        assert bar(capfd, "run", "--", "true").code == 0
+        assert recorded_tree(repo, task) == plain_git_tree(wt, tmp_path)
+    (wt / "m" / "later.txt").write_text("y\n")
+    assert bar(capfd, "run", "--", "true").code == 0
+    assert recorded_tree(repo, task) == plain_git_tree(wt, tmp_path)
+
+
 def test_watchers_leave_the_user_inotify_room(
     repo: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -395,6 +395,7 @@ def hand_over(
             "partial": handed.partial,
             "dirs": handed.dirs,
             "marks": handed.marks,
+            "mounts": handed.mounts,
             **_staging_state(index, worktree),
         }
         # handed over in memory, not in a file: nothing of it is left in the task

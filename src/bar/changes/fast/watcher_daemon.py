@@ -37,6 +37,13 @@ _MAX_PATHS = 200_000  # more changed paths than this: a full look is cheaper
 _WAKE_MS = 5_000  # how often it checks that its worktree and socket are still there
 
 
+def _mounts(said: object) -> list[tuple[int, str]] | None:
+    """The mount points the step noted (``bar.base.mounts``), as the state carries them."""
+    if not isinstance(said, list):
+        return None
+    return [(int(i), str(p)) for i, p in said]
+
+
 class Watcher:
     def __init__(self, state: dict[str, Any]) -> None:
         self.root = str(state["root"])
@@ -50,6 +57,7 @@ class Watcher:
             marks_fd=int(state.get("marks_fd", -1)),
             marks={str(k): str(rel) for k, rel in dict(state.get("marks") or {}).items()},
             partial=state.get("partial") is True,
+            mounts=_mounts(state.get("mounts")),
         )
         # (it watches no more directories than the claim it took over: ``bar.changes.fast.watches``)
         self.watch = TreeWatch.adopt(
