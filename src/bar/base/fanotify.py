@@ -14,12 +14,14 @@ has it, Linux 6.5), the event's mask and the entry's name (empty for the directo
 itself). The key leaves out the file system's id, which a subvolume may report otherwise
 than ``statfs`` does: a handle that names two marked directories (of two file systems)
 is found when the second is marked, and the caller then treats it as it treats a
-directory watched under two names. Its masks use
-inotify's bit values (fanotify kept them): ``bar.base.inotify.TreeWatch`` reads both
-sources with one code. Two things differ from inotify, and the caller minds them:
+directory watched under two names. Its masks use inotify's bit values (fanotify kept
+them): ``bar.base.inotify.TreeWatch`` reads both sources with one code. Three things
+differ from inotify, and the caller minds them:
 
 - Events of one object are merged while queued (a file created, written and closed is
   one event with three bits); their order is lost, not the names.
+- A marked directory's own attribute change (its mode, say) is reported to it, with no
+  name; inotify tells its parent's watch, by name.
 - A mark is removed by naming its directory, and a directory that moved away cannot be
   named any more: a mark the caller drops is forgotten, not removed. Its events still
   come (under a key the caller no longer knows: ignored), and it counts against the
@@ -108,8 +110,9 @@ class Marks:
             offset = 0
             while offset + _META.size <= len(data):
                 length, _, _, meta_len, mask, fd, _ = _META.unpack_from(data, offset)
-                if length < meta_len:
-                    return  # (not an event this reader knows)
+                if length < meta_len:  # (not an event this reader knows: say so)
+                    yield b"", Q_OVERFLOW, ""
+                    return
                 if fd >= 0:  # (never asked for; closed all the same)
                     os.close(fd)
                 end, at = offset + length, offset + meta_len
