@@ -54,30 +54,55 @@ class Outcome:
     printed: bool
 
 
+class Forwarding:
+    """The signals ``forwarding_signals`` passed on (``passed``), and those that came
+    before the child's pid was known, passed on by ``started``."""
+
+    def __init__(self, send: Callable[[int], bool]) -> None:
+        self.passed: list[int] = []
+        self.waiting: list[int] = []
+        self._send = send
+
+    def started(self) -> None:
+        """The child's pid is known now: pass on what came before it was (the command can
+        run, and be signalled by a user who saw it start, before ``Popen`` returns)."""
+        waiting, self.waiting = self.waiting, []
+        for signum in waiting:
+            self._send(signum)
+
+
 @contextmanager
 def forwarding_signals(
     get_pid: Callable[[], int | None], *, group: bool = False
-) -> Iterator[list[int]]:
+) -> Iterator[Forwarding]:
     """While the block runs, keep bar alive and pass signals on to the child (``group``:
     to the child's process group, for a child in a session of its own, which the
-    terminal's Ctrl-C does not reach). Yields the list of signals passed on."""
-    passed: list[int] = []
+    terminal's Ctrl-C does not reach). Yields what was passed on; the block calls its
+    ``started`` once ``get_pid`` can answer."""
     from_terminal = False
     try:
         from_terminal = not group and os.isatty(0) and os.tcgetpgrp(0) == os.getpgrp()
     except OSError:
         from_terminal = False
 
+    def send(signum: int) -> bool:
+        pid = get_pid()
+        if pid is None:
+            return False
+        forwarding.passed.append(signum)
+        try:
+            (os.killpg if group else os.kill)(pid, signum)
+        except ProcessLookupError:
+            pass
+        return True
+
+    forwarding = Forwarding(send)
+
     def handler(signum: int, frame: FrameType | None) -> None:
         if signum == signal.SIGINT and from_terminal:
             return  # the terminal sent it to the child too
-        pid = get_pid()
-        if pid is not None:
-            passed.append(signum)
-            try:
-                (os.killpg if group else os.kill)(pid, signum)
-            except ProcessLookupError:
-                pass
+        if not send(signum):
+            forwarding.waiting.append(signum)
 
     previous = {}
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
@@ -86,7 +111,7 @@ def forwarding_signals(
         except ValueError:  # not the main thread
             pass
     try:
-        yield passed
+        yield forwarding
     finally:
         for sig, old in previous.items():
             signal.signal(sig, old)
@@ -181,7 +206,7 @@ def run_piped(
     try:
         out_file, err_file = _Sink(output_path), _Sink(err_path)
         stdin = subprocess.DEVNULL if detach and _is_terminal(0) else None
-        with forwarding_signals(lambda: proc.pid if proc else None, group=detach) as passed:
+        with forwarding_signals(lambda: proc.pid if proc else None, group=detach) as forwarding:
             try:
                 proc = start(
                     lambda prepare: subprocess.Popen(
@@ -201,6 +226,7 @@ def run_piped(
                 message = f"cannot execute {argv[0]}: {exc.strerror or exc}"
                 outcome = _not_run(126, message, err_file, err_live)
             else:
+                forwarding.started()
                 assert proc.stdout is not None and proc.stderr is not None
                 _widen(proc.stdout, proc.stderr)
                 printed = _pump(
@@ -208,6 +234,7 @@ def run_piped(
                     _Stream(proc.stdout, out_file, new_filter(), out_live),
                     _Stream(proc.stderr, err_file, new_filter(), err_live),
                 )
+                passed = forwarding.passed
                 code, sig = exit_status(proc.wait(), passed[0] if passed else None)
                 outcome = Outcome(code, sig, printed)
         out_file.close()

@@ -1,0 +1,40 @@
+"""Signals bar passes on to a command run with pipes (``bar.terminal.pipes``)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from bar.terminal.pipes import forwarding_signals
+
+
+def test_a_signal_before_the_pid_is_known_is_passed_on_once_it_is() -> None:
+    """A command can run, and be signalled by a user who saw it start, before ``Popen``
+    returns its pid to bar (a loaded machine): the signal waits, and reaches the command
+    once bar knows it; later ones go at once."""
+    child: list[subprocess.Popen[bytes]] = []
+    script = (
+        "import signal, sys, time\n"
+        "got = []\n"
+        "signal.signal(signal.SIGHUP, lambda *_: got.append('HUP'))\n"
+        "signal.signal(signal.SIGTERM, lambda *_: got.append('TERM'))\n"
+        "print('up', flush=True)\n"
+        "while len(got) < 2: time.sleep(0.01)\n"
+        "print(' '.join(got), flush=True)\n"
+    )
+    with forwarding_signals(lambda: child[0].pid if child else None) as forwarding:
+        os.kill(os.getpid(), signal.SIGHUP)  # (handled at once: no pid to send it to yet)
+        assert forwarding.waiting == [signal.SIGHUP] and forwarding.passed == []
+        child.append(subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE))
+        assert child[0].stdout is not None
+        assert child[0].stdout.readline() == b"up\n"
+        forwarding.started()
+        time.sleep(0.1)  # (one at a time: the order is the test's)
+        assert forwarding.passed == [signal.SIGHUP] and forwarding.waiting == []
+        os.kill(os.getpid(), signal.SIGTERM)  # (known now: passed on at once)
+        out, _ = child[0].communicate(timeout=30)
+        assert forwarding.passed == [signal.SIGHUP, signal.SIGTERM]
+    assert out == b"HUP TERM\n"
