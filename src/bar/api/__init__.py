@@ -55,6 +55,7 @@ if TYPE_CHECKING:
     from bar.changes.rollback import Plan
     from bar.changes.sync import SyncPlan
     from bar.changes.undo import Plan as UndoPlan
+    from bar.formats.gitai import Exported, Imported
     from bar.history.blame import Blame
     from bar.history.checkpoints import Checkpoint
     from bar.history.lineage import RevBlame
@@ -592,10 +593,22 @@ def blame(task: Task, path: str, at: str | None = None) -> Blame:
 def blame_rev(project: Project, path: str, rev: str) -> RevBlame:
     """Each line of ``path`` as the commit ``rev`` has it, traced through the commits'
     ``Bar-Task``/``Bar-Step`` links (squash merges too) to the task step or tool call
-    that wrote it, and the prompt before it."""
+    that wrote it, and the prompt before it; a line no task here wrote takes what an
+    imported git-ai note says of it (``bar notes import``)."""
+    from bar.base.record import replace
+    from bar.formats.gitai import Notes
     from bar.history.lineage import blame_rev as verb
 
-    return verb(project, path, rev)
+    found = verb(project, path, rev)
+    notes = Notes(project)
+    if notes.commits:  # lines no task here wrote, as the imported git-ai notes tell
+        for i, line in enumerate(found.lines):
+            if line.traced.origin is None:
+                said = notes.line(line.traced.commit, *line.source)
+                if said is not None:
+                    traced = replace(line.traced, authorship=said)
+                    found.lines[i] = replace(line, traced=traced)
+    return found
 
 
 def artifact_path(task: Task, rel: str) -> Path:
@@ -979,6 +992,53 @@ def export_trace(task: Task) -> list[TraceRecord]:
     from bar.history.trace import export
 
     return export(task)
+
+
+def export_atif(task: Task, step_ref: str | None = None) -> dict[str, Any]:
+    """The task's agent sessions as an ATIF trajectory (``bar.formats.atif``);
+    ``step_ref``: that step's session alone."""
+    from bar.formats import atif
+
+    return atif.export(task, step_ref)
+
+
+def export_otel(task: Task, step_ref: str | None = None) -> dict[str, Any]:
+    """The task's spans (``step_ref``: that step's alone) as one OTLP/JSON export request
+    (``bar.formats.otel``); ``MissingExtra`` without the OpenTelemetry SDK."""
+    from bar.formats import otel
+
+    steps = [show(task, step_ref)] if step_ref is not None else None
+    return otel.otlp_json(otel.task_spans(task, steps, with_task=step_ref is None))
+
+
+def export_notes(
+    project: Project, tasks: list[Task] | None, rev: str | None, *, force: bool = False
+) -> Exported:
+    """git-ai authorship notes on the applied commits of ``tasks`` (default: every task
+    here), in ``rev``'s history when given (``bar.formats.gitai``)."""
+    from bar.formats import gitai
+
+    listed = tasks if tasks is not None else list_tasks(project)
+    return gitai.export(project, listed, rev, force=force)
+
+
+def import_notes(project: Project, ref: str | None = None) -> Imported:
+    """Read the git-ai notes of ``ref`` (default ``refs/notes/ai``) for ``bar blame --rev``."""
+    from bar.formats import gitai
+
+    return gitai.import_notes(project, ref or gitai.NOTES_REF)
+
+
+def telemetry_state(project: Project) -> dict[str, Any]:
+    """Where spans go and how many steps wait or were dropped (``bar.formats.telemetry``)."""
+    from bar.formats import telemetry
+
+    where = project.paths.telemetry
+    return {
+        "endpoint": telemetry.endpoint(project.config.telemetry.otlp_endpoint),
+        "waiting": telemetry.waiting(where),
+        "dropped": telemetry.dropped(where),
+    }
 
 
 def review(project: Project, branch: str, base: str | None = None) -> Review:

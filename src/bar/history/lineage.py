@@ -17,7 +17,7 @@ state wrote the line. A line no task wrote is the commit's, as git says.
 from __future__ import annotations
 
 import difflib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bar import git
 from bar.base.record import field, record
@@ -27,6 +27,9 @@ from bar.history import states, trailers
 from bar.history.blame import Origin
 from bar.project.project import Project
 from bar.task.tasks import Task, load_task
+
+if TYPE_CHECKING:
+    from bar.formats.gitai import Authorship
 
 
 @record(frozen=True)
@@ -38,17 +41,22 @@ class Traced:
     task_name: str | None = None
     origin: Origin | None = None  # the step or checkpoint that wrote it
     prompt: str | None = None  # the last thing the developer said to the agent before
+    # what a git-ai note imported for the commit says of the line (no task wrote it)
+    authorship: Authorship | None = None
 
     def to_json(self) -> dict[str, Any]:
         origin = self.origin.to_json() if self.origin else {"state": None}
         origin["state_commit"] = origin.pop("commit", None)  # the task state's snapshot
-        return {
+        out = {
             **origin,
             "commit": self.commit,
             "task_id": self.task_id,
             "task_name": self.task_name,
             "prompt": self.prompt,
         }
+        if self.authorship is not None:
+            out["authorship"] = self.authorship.to_json()
+        return out
 
 
 @record(frozen=True)
@@ -56,6 +64,7 @@ class TracedLine:
     number: int
     text: str
     traced: Traced
+    source: tuple[str, int] = ("", 0)  # the file's path and the line's number in ``commit``
 
 
 @record(frozen=True)
@@ -95,7 +104,7 @@ def blame_rev(project: Project, path: str, rev: str) -> RevBlame:
     out = []
     for sha, original, final, text, source_path in lines:
         found = tracer.trace(sha, links.get(sha, []), source_path, original)
-        out.append(TracedLine(final, text, found))
+        out.append(TracedLine(final, text, found, (source_path or rel, original)))
     return RevBlame(rel, rev, commit, out, sorted(tracer.missing))
 
 

@@ -20,6 +20,7 @@ from bar.base.clock import ms_since, now_iso
 from bar.base.notices import note, plural
 from bar.changes.fast import rescan, staging, stamps
 from bar.errors import CorruptFile
+from bar.formats import telemetry
 from bar.git import DiffStat
 from bar.history import patches, racy, side_index, snapshot
 from bar.ledger.records import (
@@ -175,6 +176,7 @@ def append(task: Task, step: _S, scrubber: Scrubber | None = None) -> _S:
     if last is not None and last.head and written.head and last.head != written.head:
         keep_head(task, last.head, written.head)
     task.ledger.append(written)
+    telemetry.enqueue(task, written)
     return written
 
 

@@ -140,6 +140,16 @@ class WorkersConfig:
 
 
 @record(frozen=True)
+class TelemetryConfig:
+    """SPEC §20: where every recorded step is sent as OpenTelemetry spans (an OTLP/HTTP
+    base URL, ``http://127.0.0.1:4318``; None: the standard ``OTEL_EXPORTER_OTLP_*``
+    variables, else nowhere). The developer's own setting only: a repository's file
+    must not send a team's records elsewhere."""
+
+    otlp_endpoint: str | None = None
+
+
+@record(frozen=True)
 class Config:
     version: int = 1
     git: GitConfig = field(default_factory=GitConfig)
@@ -153,6 +163,7 @@ class Config:
     agents: AgentsConfig = field(default_factory=AgentsConfig)
     share: ShareConfig = field(default_factory=ShareConfig)
     workers: WorkersConfig = field(default_factory=WorkersConfig)
+    telemetry: TelemetryConfig = field(default_factory=TelemetryConfig)
 
 
 # section -> key -> expected type ("str", "ref", "bool", "strlist", "pathlist", "number")
@@ -188,6 +199,7 @@ _SCHEMA: dict[str, dict[str, str]] = {
         "tls_server_name": "host",
         "api_key": "no_secret",
     },
+    "telemetry": {"otlp_endpoint": "url"},
 }
 
 
@@ -258,6 +270,21 @@ def _check(value: Any, kind: str, key: str, path: Path) -> Any:
 
         if not isinstance(value, str) or not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9._-]*", value):
             raise ConfigError(f"{key} in {path} must be a host name, not {value!r}")
+        return value
+    if kind == "url":
+        from urllib.parse import urlsplit
+
+        parts = urlsplit(value) if isinstance(value, str) else None
+        if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ConfigError(
+                f"{key} in {path} must be an http:// or https:// URL, not {value!r}",
+                hint="an OTLP/HTTP collector's base URL, like http://127.0.0.1:4318",
+            )
+        if parts.username or parts.password:
+            raise ConfigError(
+                f"{key} in {path}: a secret does not belong in a file",
+                hint="set OTEL_EXPORTER_OTLP_HEADERS in the environment for a collector's key",
+            )
         return value
     if kind == "no_secret":
         raise ConfigError(
@@ -441,6 +468,7 @@ def parse_config(data: Any, path: Path) -> Config:
         ),
         share=ShareConfig(**sections.get("share", {})),
         workers=_workers(sections.get("workers", {}), path),
+        telemetry=TelemetryConfig(**sections.get("telemetry", {})),
     )
 
 
@@ -640,4 +668,6 @@ agents:                      # agent sessions (docs/sessions.md)
   budget: {{}}                 # e.g. {{max_tokens: 2000000, max_cost_usd: 5}}: stop an agent past it
   prices: {{}}                 # model -> USD per million tokens, e.g.
                              # {{claude-sonnet-4-5: {{input: 3, output: 15, cache_read: 0.3}}}}
+telemetry:                   # every step sent as OpenTelemetry spans (docs/sharing.md)
+  # otlp_endpoint: http://127.0.0.1:4318   # an OTLP/HTTP collector (default: OTEL_EXPORTER_OTLP_*)
 """

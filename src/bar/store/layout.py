@@ -108,6 +108,11 @@ class ProjectPaths:
         return self.dir / "cache"
 
     @property
+    def telemetry(self) -> Path:
+        """Steps waiting to be sent as spans (``bar.formats.telemetry``)."""
+        return self.dir / "telemetry"
+
+    @property
     def config_cache(self) -> Path:
         return self.cache / "config.json"
 

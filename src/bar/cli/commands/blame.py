@@ -62,6 +62,13 @@ def _blame_rev(file: str, rev: str, as_json: bool) -> int:
                 what = one_line(t.origin.command or "")
                 what = what if len(what) <= 24 else what[:21] + "..."
                 head = f"{t.commit[:8]} {t.task_id} {t.origin.state:<8} {tool:<10.10} {what:<24}"
+            elif t.authorship is not None:  # an imported git-ai note's word for it
+                a = t.authorship
+                who = a.tool or "agent" if a.kind == "ai" else "human"
+                what = one_line(a.model or a.author or "")
+                what = what if len(what) <= 24 else what[:21] + "..."
+                session = (a.conversation or "")[:8]
+                head = f"{t.commit[:8]} {'git-ai':<8} {session:<8} {who:<10.10} {what:<24}"
             else:
                 who = t.task_id or ""
                 head = f"{t.commit[:8]} {who:<8} {'':<8} {'':<10} {'':<24}"

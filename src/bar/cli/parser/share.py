@@ -105,32 +105,100 @@ def commands(sub: Any) -> None:
 
     p = sub.add_parser(
         "export",
-        help="write a task's attribution for other tools (Agent Trace)",
+        help="write a task's record for other tools (ATIF, OpenTelemetry, Agent Trace)",
         formatter_class=_Formatter,
-        description="Write which lines of which files the task's steps wrote, and who wrote\n"
-        "them, in a format other tools read. agent-trace: Agent Trace records (the open\n"
-        "RFC of github.com/cursor/agent-trace, spec 0.1.0), JSON Lines, one record per\n"
-        "commit: each bar apply whose commit is in the repository, and the last recorded\n"
-        "state if no apply landed it (its snapshot commit). Line numbers are those of\n"
-        "that commit. A tool call of an agent, or a step that ran one, is contributor\n"
-        '"ai" with its model (provider/model); a hand edit is "human"; any other command\n'
-        '"unknown". The step, tool, command, session and first prompt are under\n'
-        'metadata "dev.bar". Records say version "0.1", the form the published schema\n'
-        "accepts (its pattern is MAJOR.MINOR).",
+        description="Write what a task's record holds in a format other tools read.\n\n"
+        "atif: the task's agent sessions as one ATIF trajectory (the Agent Trajectory\n"
+        "Interchange Format of the Harbor project, ATIF-v1.7), JSON: bar's own steps\n"
+        "each run an agent session, embedded as a trajectory of its own with its\n"
+        "messages, tool calls and their results, tokens and cost per answer, and its\n"
+        "subagents. --step N writes that step's session alone.\n\n"
+        "otel: the task's steps, agent sessions and tool calls as OpenTelemetry spans\n"
+        "(GenAI semantic conventions: invoke_agent, execute_tool, gen_ai.usage.*,\n"
+        "process.exit.code; policy decisions as span events), one OTLP/JSON request any\n"
+        "collector takes (POST it to /v1/traces). Needs bar[otel]. To send every step as\n"
+        "it is recorded, set telemetry.otlp_endpoint in config.yaml (or the standard\n"
+        "OTEL_EXPORTER_OTLP_ENDPOINT): see docs/sharing.md.\n\n"
+        "agent-trace: which lines of which files the task's steps wrote, and who wrote\n"
+        "them, as Agent Trace records (the open RFC of github.com/cursor/agent-trace,\n"
+        "spec 0.1.0), JSON Lines, one record per commit: each bar apply whose commit is\n"
+        "in the repository, and the last recorded state if no apply landed it. A tool\n"
+        'call of an agent, or a step that ran one, is contributor "ai" with its model;\n'
+        'a hand edit "human"; any other command "unknown". Records say version "0.1",\n'
+        "the form the published schema accepts (its pattern is MAJOR.MINOR).\n\n"
+        "Every format is scrubbed of the secrets bar knows, as the record is.",
         epilog="examples:\n"
-        "  bar export --format agent-trace                   to standard output\n"
-        "  bar export --format agent-trace -o trace.jsonl\n"
+        "  bar export --format atif -o trajectory.json\n"
+        "  bar export --format atif --step 3 | jq .final_metrics\n"
+        "  bar export --format otel -o spans.json\n"
+        "  curl -H 'Content-Type: application/json' --data @spans.json \\\n"
+        "      http://127.0.0.1:4318/v1/traces\n"
         "  bar export --format agent-trace --task fix-login | jq .files",
     )
     p.add_argument(
         "--format",
         dest="format",
         required=True,
-        choices=("agent-trace",),
-        help="the format to write: agent-trace",
+        choices=("atif", "otel", "agent-trace"),
+        help="the format to write: atif, otel or agent-trace",
     )
     _task_opt(p)
+    p.add_argument(
+        "--step",
+        metavar="N",
+        help="atif, otel: that step alone (atif: its agent session)",
+    )
     p.add_argument(
         "--output", "-o", metavar="FILE", help="write to FILE (default: standard output)"
     )
     _cmd(p, "export:export")
+
+    notes = sub.add_parser(
+        "notes",
+        help="line attribution as git-ai notes (refs/notes/ai): export, import",
+        formatter_class=_Formatter,
+        description="Write and read which lines of a commit an agent wrote, as git notes in\n"
+        "the git-ai authorship format (authorship/3.0.0, under refs/notes/ai), so tools\n"
+        "that read git-ai's notes see bar's agents, and bar blame --rev sees theirs.",
+    )
+    nsub = notes.add_subparsers(dest="notes_command", metavar="ACTION")
+    notes.set_defaults(_help=notes)
+    p = nsub.add_parser(
+        "export",
+        help="write a note on each commit bar apply made",
+        formatter_class=_Formatter,
+        description="Write a git-ai authorship note on each commit a bar apply made (in REV's\n"
+        "history, with --rev): for each line the commit added, the agent session and\n"
+        "the step or tool call that wrote it (an s_ key, with the agent, its session id\n"
+        "and model in the note's metadata), or, for a hand edit bar recorded, you as a\n"
+        "known human (h_). Lines of other commands are left unattested. A note another\n"
+        "tool wrote on the commit is kept unless --force. Notes travel with\n"
+        "git push origin refs/notes/ai.",
+        epilog="examples:\n"
+        "  bar notes export                     every applied commit of every task\n"
+        "  bar notes export --rev main          those in main's history\n"
+        "  git notes --ref ai show HEAD         what a note says\n"
+        "  git push origin refs/notes/ai        share them",
+    )
+    p.add_argument("--rev", metavar="REV", help="only commits in REV's history")
+    _task_opt(p)
+    p.add_argument("--force", action="store_true", help="replace notes other tools wrote")
+    _json_opt(p)
+    _cmd(p, "notes:export_notes")
+    p = nsub.add_parser(
+        "import",
+        help="read git-ai notes for bar blame --rev",
+        formatter_class=_Formatter,
+        description="Read every note of a notes ref (default refs/notes/ai) and check it\n"
+        "against the git-ai standard; bar blame --rev then names, for a line no task here\n"
+        "wrote, the agent, model and session (or the human) the commit's note gives. A\n"
+        "note that fails the check is reported with its commit, and left out. Import\n"
+        "again after new notes arrive.",
+        epilog="examples:\n"
+        "  git fetch origin refs/notes/ai:refs/notes/ai && bar notes import\n"
+        "  bar notes import --ref refs/notes/team-ai\n"
+        "  bar blame --rev main src/app.py",
+    )
+    p.add_argument("--ref", metavar="REF", help="the notes ref to read (default: refs/notes/ai)")
+    _json_opt(p)
+    _cmd(p, "notes:import_notes")
