@@ -7,6 +7,7 @@ STAMP  := $(VENV)/.installed-stamp
 CLAUDE_CODE_VERSION := 2.1.197
 CODEX_VERSION       := 0.169.0
 GEMINI_CLI_VERSION  := 0.61.0
+HARBOR_VERSION      := 0.25.0
 AGENTS_DIR   := .agents
 AGENTS_STAMP := $(AGENTS_DIR)/.installed-$(CLAUDE_CODE_VERSION)-$(CODEX_VERSION)-$(GEMINI_CLI_VERSION)
 UNCONFINED_TESTS := tests/sandbox/test_sandbox.py tests/step/test_run.py tests/step/test_pty.py \
@@ -22,7 +23,12 @@ UI_STAMP  := $(UI_VENDOR)/.installed
 $(STAMP): pyproject.toml bin/bar | $(UI_STAMP)
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "bar needs Python 3.11+"'
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test,workers]'
+	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test,workers,otel]'
+	@# ATIF's reference models (the Harbor project's, docs/sharing.md), for the tests only:
+	@# Harbor asks for Python 3.12 and a framework's worth of packages, yet its ATIF
+	@# models and validator need only pydantic, which bar's mcp brings
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps --ignore-requires-python \
+		harbor==$(HARBOR_VERSION)
 	@# bar needs no setuptools where it runs (it is built in an isolated environment); the
 	@# copy venv puts there loads a .pth hook at every start of every bar command (~1 ms)
 	$(PY) -m pip uninstall --quiet --disable-pip-version-check -y setuptools
