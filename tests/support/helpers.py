@@ -154,7 +154,7 @@ def set_config(**sections: dict[str, object]) -> None:
     path = project_dir() / "config.yaml"
     data = yaml.safe_load(path.read_text())
     for name, values in sections.items():
-        data.setdefault(name, {}).update(values)
+        data[name] = {**(data.get(name) or {}), **values}
     path.write_text(yaml.safe_dump(data))
 
 

@@ -69,7 +69,8 @@ def enqueue(task: Task, step: Step) -> None:
             return
         where = task.project.paths.telemetry
         queue = where / "queue"
-        queue.mkdir(parents=True, exist_ok=True, mode=0o700)
+        where.mkdir(mode=0o700, exist_ok=True)
+        queue.mkdir(mode=0o700, exist_ok=True)
         if _count(queue) >= MAX_QUEUE:
             drop(where, 1)
             return

@@ -35,6 +35,7 @@ from bar.base.notices import plural
 from bar.base.progress import Progress
 from bar.base.record import record
 from bar.errors import BarError, PolicyError, UnsupportedVersion
+from bar.formats import telemetry
 from bar.git import locks as git_locks
 from bar.git import packing
 from bar.ledger.records import Step, step_from_record
@@ -115,6 +116,7 @@ class Doctor:
         self._guard(p.dir, self._check_registry)
         self._guard(p.dir, self._check_refs)
         self._guard(p.dir, self._check_packing)
+        self._guard(p.telemetry, self._check_telemetry)
         return self.findings
 
     @property
@@ -590,8 +592,42 @@ class Doctor:
                 "damaged; bar tries again after a step that finds packing due",
             )
 
+    def _check_telemetry(self) -> None:
+        where = self.project.paths.telemetry
+        lost = telemetry.dropped(where)
+        if lost:
+            self.add(
+                "warning",
+                where / "dropped",
+                f"{plural(lost, 'step')} not sent as OpenTelemetry spans (the queue was "
+                "full, or the endpoint refused them three times)",
+                partial(_forget_dropped, where),
+                hint=f"{where / 'sender.log'} says what went wrong; `bar export --format "
+                "otel` writes every span of a task again",
+            )
+        if telemetry.waiting(where) and telemetry.endpoint(
+            self.project.config.telemetry.otlp_endpoint
+        ):
+            self.add(
+                "warning",
+                where / "queue",
+                f"{plural(telemetry.waiting(where), 'step')} wait to be sent as spans",
+                partial(_send_waiting, where),
+                hint="a sender starts after the next step; --repair starts one now",
+            )
+
 
 # --- helpers ------------------------------------------------------------------------
+
+
+def _forget_dropped(where: Path) -> str:
+    (where / "dropped").unlink(missing_ok=True)
+    return "forgot the count of steps not sent"
+
+
+def _send_waiting(where: Path) -> str:
+    telemetry.start_sender(where)
+    return "started a sender for the waiting steps"
 
 
 def _write_board(task: Task, want: board.Board) -> str:
