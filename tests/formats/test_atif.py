@@ -39,7 +39,17 @@ def agent_step(wt: Path, tmp_path: Path, script: list[dict[str, Any]], name: str
     path = tmp_path / f"{name}.json"
     path.write_text(json.dumps(script))
     res = subprocess.run(
-        [BAR_EXE, "run", "--no-pty", "--agent", "claude", "--", sys.executable, str(WRITER), str(path)],
+        [
+            BAR_EXE,
+            "run",
+            "--no-pty",
+            "--agent",
+            "claude",
+            "--",
+            sys.executable,
+            str(WRITER),
+            str(path),
+        ],
         cwd=wt,
         capture_output=True,
         text=True,
@@ -105,8 +115,12 @@ def test_a_task_is_bars_trajectory_with_each_session_embedded(
         assert result["extra"]["exit_code"] == step["exit_code"]
     # the totals are the ledger's, the cost only because every answer is priced
     total = doc["final_metrics"]
-    assert total["total_completion_tokens"] == sum(s["session"]["output_tokens"] for s in agent_steps)
-    assert total["total_cached_tokens"] == sum(s["session"]["cache_read_tokens"] for s in agent_steps)
+    assert total["total_completion_tokens"] == sum(
+        s["session"]["output_tokens"] for s in agent_steps
+    )
+    assert total["total_cached_tokens"] == sum(
+        s["session"]["cache_read_tokens"] for s in agent_steps
+    )
     assert total["total_cost_usd"] == pytest.approx(
         sum(s["session"]["cost_usd"] for s in agent_steps), abs=1e-6
     )
@@ -119,7 +133,11 @@ def test_a_sessions_steps_follow_its_events(
     valid(doc, tmp_path)
     step = ledger(agent_task["id"])[1]
     assert doc["trajectory_id"] == f"bar://task/{agent_task['id']}/step/0002"
-    assert doc["agent"] == {"name": "claude", "version": doc["agent"]["version"], "model_name": MODEL}
+    assert doc["agent"] == {
+        "name": "claude",
+        "version": doc["agent"]["version"],
+        "model_name": MODEL,
+    }
     said = [(s["source"], s["message"]) for s in doc["steps"] if s["source"] != "agent"]
     assert said[0] == ("user", "Add a discount; the key is ***")  # scrubbed, as recorded
     assert ("system", "The person stopped the agent mid-turn.") in said
@@ -136,9 +154,15 @@ def test_a_sessions_steps_follow_its_events(
     assert result["source_call_id"] == write["tool_call_id"] and result["extra"]["ok"] is True
     read_step, read = calls["Read"]
     failed = next(
-        r for r in read_step["observation"]["results"] if r["source_call_id"] == read["tool_call_id"]
+        r
+        for r in read_step["observation"]["results"]
+        if r["source_call_id"] == read["tool_call_id"]
     )
-    assert failed == {"source_call_id": read["tool_call_id"], "content": "no such file", "extra": {"ok": False}}
+    assert failed == {
+        "source_call_id": read["tool_call_id"],
+        "content": "no such file",
+        "extra": {"ok": False},
+    }
     # every answer's tokens on its step (the subagent's on its own); together, the session's
     (sub,) = doc["subagent_trajectories"]
     answers = [s for t in (doc, sub) for s in t["steps"] if "metrics" in s]
@@ -146,8 +170,14 @@ def test_a_sessions_steps_follow_its_events(
     session = step["session"]
     assert len(answers) == session["turns"]
     prompt = sum(s["metrics"]["prompt_tokens"] for s in answers)
-    assert prompt == doc["final_metrics"]["total_prompt_tokens"] == (
-        session["input_tokens"] + session["cache_read_tokens"] + session.get("cache_write_tokens", 0)
+    assert (
+        prompt
+        == doc["final_metrics"]["total_prompt_tokens"]
+        == (
+            session["input_tokens"]
+            + session["cache_read_tokens"]
+            + session.get("cache_write_tokens", 0)
+        )
     )
     assert doc["final_metrics"]["total_cost_usd"] == pytest.approx(session["cost_usd"])
     # the subagent: its own trajectory, which the Task call that started it refers to

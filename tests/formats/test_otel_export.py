@@ -32,11 +32,11 @@ from helpers import (
 )
 
 pytest.importorskip("opentelemetry.sdk")
-from google.protobuf.json_format import ParseDict  # noqa: E402
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (  # noqa: E402
+from google.protobuf.json_format import ParseDict
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
 )
-from otlp_receiver import receiving  # noqa: E402
+from otlp_receiver import receiving
 
 WRITER = SUPPORT / "session_writer.py"
 MODEL = "claude-sonnet-4-5"
@@ -53,7 +53,17 @@ def agent_step(wt: Path, tmp_path: Path) -> None:
     path = tmp_path / "script.json"
     path.write_text(json.dumps(SCRIPT))
     res = subprocess.run(
-        [BAR_EXE, "run", "--no-pty", "--agent", "claude", "--", sys.executable, str(WRITER), str(path)],
+        [
+            BAR_EXE,
+            "run",
+            "--no-pty",
+            "--agent",
+            "claude",
+            "--",
+            sys.executable,
+            str(WRITER),
+            str(path),
+        ],
         cwd=wt,
         capture_output=True,
         text=True,
@@ -86,7 +96,11 @@ def attrs(span: Any) -> dict[str, Any]:
     for kv in span.attributes:
         which = kv.value.WhichOneof("value")
         value = getattr(kv.value, which)
-        out[kv.key] = [getattr(v, v.WhichOneof("value")) for v in value.values] if which == "array_value" else value
+        out[kv.key] = (
+            [getattr(v, v.WhichOneof("value")) for v in value.values]
+            if which == "array_value"
+            else value
+        )
     return out
 
 
@@ -126,7 +140,9 @@ def test_export_is_one_otlp_request_after_the_genai_conventions(
     blocked = by_name["bar run 0002"]
     assert blocked.status.code == 2  # STATUS_CODE_ERROR
     (event,) = [e for e in blocked.events if e.name == "bar.policy"]
-    assert {kv.key: kv.value.string_value for kv in event.attributes}["bar.policy.action"] == "block"
+    assert {kv.key: kv.value.string_value for kv in event.attributes}[
+        "bar.policy.action"
+    ] == "block"
     # the agent's session, and its tool calls below it
     agent = by_name["invoke_agent claude"]
     a = attrs(agent)
@@ -159,7 +175,12 @@ def test_one_step_and_the_sdks_in_memory_exporter(
     res = bar(capfd, "export", "--format", "otel", "--step", "3")
     assert res.code == 0, res.err
     names = sorted(s.name for s in spans_of(parsed(json.loads(res.out))))
-    assert names == ["bar run 0003", "execute_tool Bash", "execute_tool Write", "invoke_agent claude"]
+    assert names == [
+        "bar run 0003",
+        "execute_tool Bash",
+        "execute_tool Write",
+        "invoke_agent claude",
+    ]
     task = api.get_task(api.open_project(), task_with_agent["id"])
     memory = InMemorySpanExporter()
     memory.export(otel.task_spans(task))
