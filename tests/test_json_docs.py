@@ -191,6 +191,10 @@ def sharing(s: Session, repo: Path, tmp_path: Path) -> None:
     s.json("bar push --json", "push", str(remote), "--json")
     s.json("bar fetch --json", "fetch", str(remote), "--json")
     s.json("bar blame --json", "blame", "README.md", "--rev", "HEAD", "--json")
+    s.json("bar notes export --json", "notes", "export", "--json")
+    example = Path(__file__).parent / "data" / "gitai" / "mixed.note"  # the standard's
+    git(repo, "notes", "--ref", "ai", "add", "-f", "-F", str(example), "HEAD")
+    s.json("bar notes import --json", "notes", "import", "--json")
     root = git(repo, "rev-list", "--max-parents=0", "HEAD").strip().splitlines()[0]
     s.json("bar review --json", "review", "HEAD", "--base", root, "--json")
     other = tmp_path / "other"

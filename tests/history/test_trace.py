@@ -10,12 +10,19 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import BAR_EXE, FAKE_AGENT_PATH, bar, bar_exe, ledger, new_task, run_sh, worktree
+from helpers import (
+    bar,
+    bar_exe,
+    ledger,
+    new_task,
+    run_claude,
+    run_sh,
+    worktree,
+)
 
 from bar.history import trace
 
@@ -130,22 +137,7 @@ def texts(repo: Path, rec: dict[str, Any], path: str, conv: dict[str, Any]) -> l
 
 
 def run_agent(cwd: Path, tmp_path: Path, *commands: str) -> None:
-    """``bar run --agent claude`` of the fake Claude Code, keeping its transcript."""
-    program = tmp_path / "bin" / "claude"
-    program.parent.mkdir(exist_ok=True)
-    program.write_text(
-        f'#!/bin/sh\nexec {sys.executable} {FAKE_AGENT_PATH} --agent claude --transcript "$@"\n'
-    )
-    program.chmod(0o755)
-    agent = [str(program), "--prompt", PROMPT, "--usage", "100,20,1000", *commands]
-    res = subprocess.run(
-        [BAR_EXE, "run", "--no-pty", "--agent", "claude", "--", *agent],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert res.returncode == 0, res.stdout + res.stderr
+    run_claude(cwd, tmp_path, PROMPT, *commands)
 
 
 @pytest.fixture

@@ -335,3 +335,43 @@ def test_files_the_step_writes_are_kept_exactly(
     assert replayed == files_in_commit(repo, removed["snapshot"])
     assert bar_exe("rollback", "--to", "1", cwd=repo).code == 0
     assert (Path(task["worktree"]) / name).read_text() == f"{WORK_TOKEN}\n"
+
+
+def test_i_every_export_format(
+    repo: Path, task: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What leaves in the field's formats (ATIF, OpenTelemetry, live or written, Agent
+    Trace, git-ai notes) holds no planted secret: an agent session told them, plain steps
+    printed and were given them, the work was applied and noted."""
+    from helpers import run_claude
+    from otlp_receiver import receiving
+
+    secrets = [ENV_VALUE, PAIR_VALUE, ARGV_TOKEN]
+    monkeypatch.setenv("PLANT_API_TOKEN", ENV_VALUE)
+    with receiving() as collector:
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", collector.url)
+        wt = Path(task["worktree"])
+        run_claude(wt, tmp_path, f"use {ENV_VALUE}", f"write:notes.txt={ARGV_TOKEN} {ENV_VALUE}")
+        script = f'echo "$DEPLOY_TOKEN" {ARGV_TOKEN} {ENV_VALUE} > out.txt'
+        pair = f"DEPLOY_TOKEN={PAIR_VALUE}"
+        assert bar_exe("run", "-e", pair, "--", "sh", "-c", script, cwd=wt).code == 0
+        collector.wait_for(
+            lambda c: {"bar run 0001", "bar run 0002"} <= {s.name for s in c.spans()}
+        )
+        sent = b"".join(r.SerializeToString() for r in collector.requests)
+    assert not [s for s in secrets if s.encode() in sent], "a secret went out live"
+    assert bar_exe("apply", cwd=repo).code == 0
+    for args in (
+        ["export", "--format", "atif"],
+        ["export", "--format", "otel"],
+        ["export", "--format", "agent-trace"],
+        ["notes", "export"],
+    ):
+        res = bar_exe(*args, cwd=repo)
+        assert res.code == 0, (args, res.err)
+        assert not [s for s in secrets if s in res.out], args
+    note = git(repo, "notes", "--ref", "ai", "show", "HEAD")
+    assert "s_" in note and not [s for s in secrets if s in note]
+    # the work the agent wrote is its own (the file holds the token): only bar's own
+    # record of it is searched, the files of the worktree and its commits are the work
+    assert ARGV_TOKEN in (wt / "notes.txt").read_text()

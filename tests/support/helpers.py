@@ -175,6 +175,27 @@ def load_fake_agent() -> ModuleType:
     return module
 
 
+def run_claude(cwd: Path, tmp_path: Path, prompt: str, *commands: str) -> None:
+    """``bar run --agent claude`` of the fake Claude Code (tests/support/fake_agent.py),
+    keeping its transcript: ``prompt``, then each command or ``write:PATH=TEXT``, each
+    answer of 100 tokens in, 20 out and 1000 read from a cache."""
+    program = tmp_path / "bin" / "claude"
+    program.parent.mkdir(exist_ok=True)
+    program.write_text(
+        f'#!/bin/sh\nexec {sys.executable} {FAKE_AGENT_PATH} --agent claude --transcript "$@"\n'
+    )
+    program.chmod(0o755)
+    agent = [str(program), "--prompt", prompt, "--usage", "100,20,1000", *commands]
+    res = subprocess.run(
+        [BAR_EXE, "run", "--no-pty", "--agent", "claude", "--", *agent],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert res.returncode == 0, res.stdout + res.stderr
+
+
 def run_sh(capfd: pytest.CaptureFixture[str], script: str) -> Ran:
     """``bar run -- sh -c SCRIPT``, which must succeed."""
     res = bar(capfd, "run", "--", "sh", "-c", script)
