@@ -35,6 +35,7 @@ import marks  # noqa: E402
 import report  # noqa: E402
 import sessions  # noqa: E402
 import sharing  # noqa: E402
+import telemetry  # noqa: E402
 from figures import FIGURES, FULL_ONLY, Params, Row  # noqa: E402
 from harness import BenchError, Fixture, Tools, base_env, log  # noqa: E402
 
@@ -42,6 +43,7 @@ FIGURES[sessions.NUMBER] = sessions.FIGURE  # (kept in a module of its own)
 FIGURES[sharing.NUMBER] = sharing.FIGURE  # (likewise)
 FIGURES[loose.NUMBER] = loose.FIGURE  # (likewise)
 FIGURES[marks.NUMBER] = marks.FIGURE  # (likewise)
+FIGURES[telemetry.NUMBER] = telemetry.FIGURE  # (likewise)
 
 ROOT = HERE.parent
 WORK = HERE / ".work"
