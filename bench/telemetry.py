@@ -118,7 +118,8 @@ def fig20(f: Fixture, p: Params) -> list[Row]:
             total = 0.0
             for _ in range(steps):
                 script = f"echo {next(n)} >> log.txt"
-                argv = [f.tools.bar, "run", "--task", task, "--no-pty", "--", "sh", "-c", script]
+                argv: list[str | Path] = [f.tools.bar, "run", "--task", task, "--no-pty"]
+                argv += ["--", "sh", "-c", script]
                 total += f.t(argv, wt, env=env)
             return total
 

@@ -203,9 +203,14 @@ def test_live_export_sends_each_step_as_it_is_recorded(
             return {s.name for s in c.spans()} >= {"bar run 0001", "bar run 0002", "bar run 0003"}
 
         collector.wait_for(three)
+        res = bar(capfd, "export", "--format", "otel")
+        # the task's own span goes when the task is closed: it spans the task's life
+        assert bar(capfd, "task", "close", "--force").code == 0
+        collector.wait_for(lambda c: "bar task t1" in {s.name for s in c.spans()})
         live = {s.name: s for s in collector.spans()}
-    res = bar(capfd, "export", "--format", "otel")
     exported = {s.name: s for s in spans_of(parsed(json.loads(res.out)))}
+    assert live["bar task t1"].span_id == exported["bar task t1"].span_id
+    assert live["bar task t1"].end_time_unix_nano >= live["bar run 0003"].end_time_unix_nano
     for name in ("bar run 0001", "bar run 0002", "bar run 0003"):
         # the same span, sent live and exported later: one span to a backend
         assert live[name].span_id == exported[name].span_id

@@ -260,7 +260,11 @@ def close_task(task: Task, *, keep_worktree: bool = False, force: bool = False) 
         client.take_back(task.project, task.id)  # what its workers recorded last
         client.recall(task.project, task)  # its workflow ends with it
         task = load_task(task.project, task.id)
-    return close(task, keep_worktree=keep_worktree, force=force)
+    closed = close(task, keep_worktree=keep_worktree, force=force)
+    from bar.formats import telemetry
+
+    telemetry.enqueue(load_task(task.project, task.id), None)  # the task's own span
+    return closed
 
 
 # --- the task board (SPEC §16) -------------------------------------------------------
@@ -1027,18 +1031,6 @@ def import_notes(project: Project, ref: str | None = None) -> Imported:
     from bar.formats import gitai
 
     return gitai.import_notes(project, ref or gitai.NOTES_REF)
-
-
-def telemetry_state(project: Project) -> dict[str, Any]:
-    """Where spans go and how many steps wait or were dropped (``bar.formats.telemetry``)."""
-    from bar.formats import telemetry
-
-    where = project.paths.telemetry
-    return {
-        "endpoint": telemetry.endpoint(project.config.telemetry.otlp_endpoint),
-        "waiting": telemetry.waiting(where),
-        "dropped": telemetry.dropped(where),
-    }
 
 
 def review(project: Project, branch: str, base: str | None = None) -> Review:

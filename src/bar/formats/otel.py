@@ -2,7 +2,8 @@
 
 One trace per task. Its spans, each a child of the one before:
 
-- the task (``bar task NAME``): from its creation to its last recorded step;
+- the task (``bar task NAME``): from its creation to its close, or its last recorded
+  step (sent live when the task is closed);
 - one span per step (``bar run 0003``, ``bar rollback 0004``, ...): the command
   (``process.command_args``, ``process.command_line``), how it ended
   (``process.exit.code``; the span's status is an error for a failed, blocked or
@@ -92,6 +93,12 @@ def task_spans(
     return out
 
 
+def task_span(task: Task) -> ReadableSpan:
+    """The task's own span alone: from its creation to its close (or its last step)."""
+    require()
+    return _Maker(task).task_span(task.ledger.read_all(warn=False))
+
+
 class _Maker:
     def __init__(self, task: Task) -> None:
         from opentelemetry.sdk.resources import Resource
@@ -110,7 +117,7 @@ class _Maker:
 
     def task_span(self, steps: list[Step]) -> ReadableSpan:
         task = self.task
-        end = max((s.ended_at for s in steps), default=task.closed_at or task.created_at)
+        end = task.closed_at or max((s.ended_at for s in steps), default=task.created_at)
         attributes: dict[str, Any] = {
             "bar.task.id": task.id,
             "bar.task.name": task.name,

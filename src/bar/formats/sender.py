@@ -96,8 +96,11 @@ def _spans(where: Path, entries: list[dict[str, Any]]) -> list[Any]:
         try:
             project = Project(Path(str(entry["root"])), ProjectPaths(where.parent))
             task = load_task(project, str(entry["task"]))
-            step = task.ledger.get(str(entry["step"]))
-            out += otel.task_spans(task, [step], with_task=False)
+            if entry.get("step") is None:  # the task's own span, at its close
+                out.append(otel.task_span(task))
+            else:
+                step = task.ledger.get(str(entry["step"]))
+                out += otel.task_spans(task, [step], with_task=False)
         except (BarError, KeyError, OSError, ValueError) as exc:
             print(f"bar telemetry: step {entry.get('step')} not sent: {exc}", file=sys.stderr)
     return out

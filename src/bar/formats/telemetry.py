@@ -3,7 +3,8 @@
 When an OTLP endpoint is set (``telemetry.otlp_endpoint`` in config.yaml, else the
 standard ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` or ``OTEL_EXPORTER_OTLP_ENDPOINT``),
 every step's ledger line, once written, also leaves a small file in the project's
-``telemetry/queue/``: the task and the step, nothing more. That is all the step pays:
+``telemetry/queue/``: the task and the step, nothing more (and closing a task one for
+the task's own span, which spans the task's life). That is all the step pays:
 no span is built and nothing is sent in its process, so export never slows a step and
 never fails one.
 
@@ -60,9 +61,10 @@ def _traces_url(base: str) -> str:
     return base if base.rstrip("/").endswith("/v1/traces") else base.rstrip("/") + "/v1/traces"
 
 
-def enqueue(task: Task, step: Step) -> None:
-    """Queue ``step`` for the sender and make sure one runs; quietly nothing when no
-    endpoint is set. Never raises: telemetry must not fail a step."""
+def enqueue(task: Task, step: Step | None) -> None:
+    """Queue ``step`` (None: the task's own span, sent when it is closed) for the sender
+    and make sure one runs; quietly nothing when no endpoint is set. Never raises:
+    telemetry must not fail a step."""
     try:
         target = endpoint(task.project.config.telemetry.otlp_endpoint)
         if target is None:
@@ -77,11 +79,11 @@ def enqueue(task: Task, step: Step) -> None:
         entry = {
             "root": str(task.project.root),
             "task": task.id,
-            "step": step.step_id,
+            "step": step.step_id if step is not None else None,
             "endpoint": target,
             "tries": 0,
         }
-        name = f"{time.time_ns():020d}-{task.id}-{step.step_id}.json"
+        name = f"{time.time_ns():020d}-{task.id}-{step.step_id if step else 'task'}.json"
         part = queue / f".{name}.part"
         fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "w") as f:
