@@ -285,3 +285,35 @@ def test_without_the_sdk_the_export_says_how_to_install_it(
     assert res.returncode == 1, res.stderr
     assert "OpenTelemetry export needs the SDK" in res.stderr
     assert "pip install 'bar[otel]'" in res.stderr
+
+
+def test_every_convention_name_is_the_semantic_conventions_own(
+    task_with_agent: dict[str, Any], capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Every ``gen_ai.*`` and ``process.*`` attribute bar sends, and the values of the
+    enumerated ones, are named in the OpenTelemetry semantic conventions package (the
+    names the SDK itself ships); bar's own attributes are under ``bar.``."""
+    from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as gen_ai
+    from opentelemetry.semconv._incubating.attributes import process_attributes as process
+
+    known = {
+        v
+        for m in (gen_ai, process)
+        for k, v in vars(m).items()
+        if k.isupper() and isinstance(v, str)
+    }
+    res = bar(capfd, "export", "--format", "otel")
+    spans = spans_of(parsed(json.loads(res.out)))
+    seen: set[str] = set()
+    for span in spans:
+        a = attrs(span)
+        seen |= set(a)
+        for key in a:
+            assert key.startswith("bar.") or key in known, key
+        if "gen_ai.operation.name" in a:
+            assert a["gen_ai.operation.name"] in {v.value for v in gen_ai.GenAiOperationNameValues}
+        if "gen_ai.provider.name" in a:
+            assert a["gen_ai.provider.name"] in {v.value for v in gen_ai.GenAiProviderNameValues}
+        if "gen_ai.tool.type" in a:
+            assert a["gen_ai.tool.type"] in ("function", "extension", "datastore")
+    assert {"gen_ai.usage.input_tokens", "gen_ai.tool.call.id", "process.exit.code"} <= seen
