@@ -8,17 +8,14 @@ and calls bar's hooks (tests/support/session_writer.py)."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import BAR_EXE, SUPPORT, bar, ledger, new_task, run_sh, set_config, worktree
+from helpers import bar, ledger, new_task, run_sh, run_writer, set_config, worktree
 
 validator = pytest.importorskip("harbor.utils.trajectory_validator")
 
-WRITER = SUPPORT / "session_writer.py"
 MODEL = "claude-sonnet-4-5"
 SECRET = "s3cr3t-value-of-the-api-key-0451"
 
@@ -33,29 +30,6 @@ SCRIPT: list[dict[str, Any]] = [
     {"write": "cart.py", "text": "def total(items):\n    return round(sum(items), 2)\n"},
     {"say": "Done."},
 ]
-
-
-def agent_step(wt: Path, tmp_path: Path, script: list[dict[str, Any]], name: str = "s") -> None:
-    path = tmp_path / f"{name}.json"
-    path.write_text(json.dumps(script))
-    res = subprocess.run(
-        [
-            BAR_EXE,
-            "run",
-            "--no-pty",
-            "--agent",
-            "claude",
-            "--",
-            sys.executable,
-            str(WRITER),
-            str(path),
-        ],
-        cwd=wt,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert res.returncode == 0, res.stdout + res.stderr
 
 
 def valid(doc: dict[str, Any], tmp_path: Path) -> None:
@@ -79,8 +53,8 @@ def agent_task(
     t = new_task(capfd)
     wt = worktree(t)
     run_sh(capfd, "echo plain > plain.txt")
-    agent_step(wt, tmp_path, SCRIPT, "long")
-    agent_step(wt, tmp_path, [{"prompt": "say hi"}, {"say": "hi"}], "short")
+    run_writer(wt, tmp_path, SCRIPT, "long")
+    run_writer(wt, tmp_path, [{"prompt": "say hi"}, {"say": "hi"}], "short")
     return t
 
 

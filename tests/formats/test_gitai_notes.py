@@ -143,10 +143,6 @@ def test_a_note_against_the_standard_is_refused_with_why(text: str, why: str) ->
 # --- a real round trip ----------------------------------------------------------------------
 
 
-def run_agent(cwd: Path, tmp_path: Path, *commands: str) -> None:
-    run_claude(cwd, tmp_path, PROMPT, *commands)
-
-
 @pytest.fixture
 def applied(
     inited_clean: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str]
@@ -159,7 +155,7 @@ def applied(
     git(repo, "remote", "add", "origin", str(remote))
     t = new_task(capfd)
     wt = worktree(t)
-    run_agent(wt, tmp_path, "write:notes.txt=alpha", "echo beta >> notes.txt")
+    run_claude(wt, tmp_path, PROMPT, "write:notes.txt=alpha", "echo beta >> notes.txt")
     (wt / "README.md").write_text("hello\nedited by hand\n")
     run_sh(capfd, "echo plain > plain.txt")
     assert bar(capfd, "apply", "--task", t["id"]).code == 0

@@ -20,13 +20,12 @@ from typing import Any
 
 import pytest
 from helpers import (
-    BAR_EXE,
-    SUPPORT,
     bar,
     ledger,
     new_task,
     project_dir,
     run_sh,
+    run_writer,
     set_config,
     worktree,
 )
@@ -38,7 +37,6 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 from otlp_receiver import receiving
 
-WRITER = SUPPORT / "session_writer.py"
 MODEL = "claude-sonnet-4-5"
 SECRET = "s3cr3t-value-of-the-api-key-7788"
 SCRIPT: list[dict[str, Any]] = [
@@ -47,29 +45,6 @@ SCRIPT: list[dict[str, Any]] = [
     {"tool": "Bash", "input": {"command": "false"}, "result": "exit 1", "ok": False},
     {"say": "Done."},
 ]
-
-
-def agent_step(wt: Path, tmp_path: Path) -> None:
-    path = tmp_path / "script.json"
-    path.write_text(json.dumps(SCRIPT))
-    res = subprocess.run(
-        [
-            BAR_EXE,
-            "run",
-            "--no-pty",
-            "--agent",
-            "claude",
-            "--",
-            sys.executable,
-            str(WRITER),
-            str(path),
-        ],
-        cwd=wt,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert res.returncode == 0, res.stdout + res.stderr
 
 
 def parsed(doc: dict[str, Any]) -> ExportTraceServiceRequest:
@@ -113,7 +88,7 @@ def task_with_agent(
     t = new_task(capfd)
     run_sh(capfd, f"echo {SECRET} > /dev/null; echo plain > plain.txt")
     assert bar(capfd, "run", "--", "sh", "-c", "rm -rf /").code == 126
-    agent_step(worktree(t), tmp_path)
+    run_writer(worktree(t), tmp_path, SCRIPT)
     return t
 
 

@@ -196,6 +196,22 @@ def run_claude(cwd: Path, tmp_path: Path, prompt: str, *commands: str) -> None:
     assert res.returncode == 0, res.stdout + res.stderr
 
 
+def run_writer(cwd: Path, tmp_path: Path, script: list[dict[str, Any]], name: str = "s") -> None:
+    """``bar run --agent claude`` of the stand-in that plays ``script`` into a Claude Code
+    transcript and calls bar's hooks (tests/support/session_writer.py: its turns)."""
+    path = tmp_path / f"{name}.json"
+    path.write_text(json.dumps(script))
+    writer = [sys.executable, str(SUPPORT / "session_writer.py"), str(path)]
+    res = subprocess.run(
+        [BAR_EXE, "run", "--no-pty", "--agent", "claude", "--", *writer],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert res.returncode == 0, res.stdout + res.stderr
+
+
 def run_sh(capfd: pytest.CaptureFixture[str], script: str) -> Ran:
     """``bar run -- sh -c SCRIPT``, which must succeed."""
     res = bar(capfd, "run", "--", "sh", "-c", script)
