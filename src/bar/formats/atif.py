@@ -67,7 +67,8 @@ def _task(task: Task) -> dict[str, Any]:
             hint="`bar run --agent claude -- claude ...` keeps the agent's session",
         )
     sessions = [_session(task, s) for s in ran]
-    steps = [_dispatch(n, s, doc) for n, (s, doc) in enumerate(zip(ran, sessions, strict=True), 1)]
+    pairs = zip(ran, sessions, strict=True)
+    steps = [_dispatch(n, step, session) for n, (step, session) in enumerate(pairs, 1)]
     doc: dict[str, Any] = {
         "schema_version": VERSION,
         "session_id": f"bar-task-{task.id}",

@@ -85,18 +85,46 @@ def task_spans(
     require()
     listed = list(task.ledger.read_all(warn=False) if steps is None else steps)
     maker = _Maker(task)
-    out: list[ReadableSpan] = []
+    specs: list[_Spec] = []
     if with_task:
-        out.append(maker.task_span(listed))
+        specs.append(maker.task_span(listed))
     for step in listed:
-        out += maker.step_spans(step)
-    return out
+        specs += maker.step_spans(step)
+    return maker.build(specs)
 
 
 def task_span(task: Task) -> ReadableSpan:
     """The task's own span alone: from its creation to its close (or its last step)."""
     require()
-    return _Maker(task).task_span(task.ledger.read_all(warn=False))
+    maker = _Maker(task)
+    (span,) = maker.build([maker.task_span(task.ledger.read_all(warn=False))])
+    return span
+
+
+class _Spec:
+    """A span to make: what ``ReadableSpan`` takes, before it is scrubbed."""
+
+    __slots__ = ("attributes", "end", "events", "name", "parent", "span_id", "start", "status")
+
+    def __init__(
+        self,
+        name: str,
+        span_id: int,
+        parent: int | None,
+        start: str,
+        end: str,
+        attributes: dict[str, Any],
+        status: Any,
+        events: Sequence[tuple[str, dict[str, Any], str | None]],
+    ) -> None:
+        self.name = name
+        self.span_id = span_id
+        self.parent = parent
+        self.start = start
+        self.end = end
+        self.attributes = attributes
+        self.status = status
+        self.events = events
 
 
 class _Maker:
@@ -115,7 +143,7 @@ class _Maker:
     def span_id(self, *parts: str) -> int:
         return _id(64, self.task.id, *parts)
 
-    def task_span(self, steps: list[Step]) -> ReadableSpan:
+    def task_span(self, steps: list[Step]) -> _Spec:
         task = self.task
         end = task.closed_at or max((s.ended_at for s in steps), default=task.created_at)
         attributes: dict[str, Any] = {
@@ -138,7 +166,7 @@ class _Maker:
             attributes,
         )
 
-    def step_spans(self, step: Step) -> list[ReadableSpan]:
+    def step_spans(self, step: Step) -> list[_Spec]:
         from opentelemetry.trace import Status, StatusCode
 
         sid = self.span_id("step", step.step_id)
@@ -199,7 +227,7 @@ class _Maker:
             out += self._agent_spans(step, sid)
         return out
 
-    def _agent_spans(self, step: RunStep, parent: int) -> list[ReadableSpan]:
+    def _agent_spans(self, step: RunStep, parent: int) -> list[_Spec]:
         summary = stored.summary(step)
         calls = (
             _calls(stored.events(self.task, step), self.task)
@@ -245,9 +273,7 @@ class _Maker:
             out.append(self._tool_span(step, aid, n, call, policy.get(call.call_id or "")))
         return out
 
-    def _tool_span(
-        self, step: RunStep, parent: int, n: int, call: _Call, decided: Any
-    ) -> ReadableSpan:
+    def _tool_span(self, step: RunStep, parent: int, n: int, call: _Call, decided: Any) -> _Spec:
         from opentelemetry.trace import Status, StatusCode
 
         attributes: dict[str, Any] = {
@@ -288,7 +314,11 @@ class _Maker:
         attributes: dict[str, Any],
         status: Any = None,
         events: Sequence[tuple[str, dict[str, Any], str | None]] = (),
-    ) -> ReadableSpan:
+    ) -> _Spec:
+        return _Spec(name, span_id, parent, start, end, attributes, status, events)
+
+    def build(self, specs: list[_Spec]) -> list[ReadableSpan]:
+        """The spans, every string in them scrubbed (in one pass over them all)."""
         from opentelemetry.sdk.trace import Event as SpanEvent
         from opentelemetry.sdk.trace import ReadableSpan
         from opentelemetry.trace import SpanContext, TraceFlags
@@ -298,27 +328,34 @@ class _Maker:
                 self.trace, of, is_remote=False, trace_flags=TraceFlags(TraceFlags.SAMPLED)
             )
 
-        t0 = _ns(start)
-        t1 = max(_ns(end), t0)
-        kept = [
-            SpanEvent(what, self.scrub.scrub_obj(attrs), _ns(at) if at else t0)
-            for what, attrs, at in events
-        ]
-        kwargs: dict[str, Any] = {}
-        if status is not None:
-            kwargs["status"] = status
-        return ReadableSpan(
-            name=self.scrub.scrub_text(name),
-            context=context(span_id),
-            parent=context(parent) if parent is not None else None,
-            resource=self.resource,
-            attributes=self.scrub.scrub_obj(attributes),
-            events=kept,
-            instrumentation_scope=self.scope,
-            start_time=t0,
-            end_time=t1,
-            **kwargs,
-        )
+        texts: list[Any] = [[s.name, s.attributes, [[e[0], e[1]] for e in s.events]] for s in specs]
+        clean: list[Any] = self.scrub.scrub_obj(texts)
+        out = []
+        for spec, (name, attributes, events) in zip(specs, clean, strict=True):
+            t0 = _ns(spec.start)
+            t1 = max(_ns(spec.end), t0)
+            kept = [
+                SpanEvent(what, attrs, _ns(at) if at else t0)
+                for (what, attrs), (_, _, at) in zip(events, spec.events, strict=True)
+            ]
+            kwargs: dict[str, Any] = {}
+            if spec.status is not None:
+                kwargs["status"] = spec.status
+            out.append(
+                ReadableSpan(
+                    name=name,
+                    context=context(spec.span_id),
+                    parent=context(spec.parent) if spec.parent is not None else None,
+                    resource=self.resource,
+                    attributes=attributes,
+                    events=kept,
+                    instrumentation_scope=self.scope,
+                    start_time=t0,
+                    end_time=t1,
+                    **kwargs,
+                )
+            )
+        return out
 
 
 class _Call:
