@@ -650,6 +650,8 @@ sandbox:                     # what a step's command may touch (docs/sandbox.md)
 share:                       # task histories through git remotes (docs/sharing.md)
   # remote: origin           # where bar push / bar fetch go; may be a separate repository
   max_blob: 10MB             # larger files are cut, with a marker, in the pushed copy
+telemetry:                   # every step sent as OpenTelemetry spans (docs/sharing.md)
+  # otlp_endpoint: http://127.0.0.1:4318   # an OTLP/HTTP collector (default: OTEL_EXPORTER_OTLP_*)
 workers:                     # steps run on other machines through Temporal (docs/workers.md)
   server: 127.0.0.1:7233     # the Temporal frontend (--server, BAR_TEMPORAL override it)
   namespace: default
@@ -668,6 +670,4 @@ agents:                      # agent sessions (docs/sessions.md)
   budget: {{}}                 # e.g. {{max_tokens: 2000000, max_cost_usd: 5}}: stop an agent past it
   prices: {{}}                 # model -> USD per million tokens, e.g.
                              # {{claude-sonnet-4-5: {{input: 3, output: 15, cache_read: 0.3}}}}
-telemetry:                   # every step sent as OpenTelemetry spans (docs/sharing.md)
-  # otlp_endpoint: http://127.0.0.1:4318   # an OTLP/HTTP collector (default: OTEL_EXPORTER_OTLP_*)
 """
