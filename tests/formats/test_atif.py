@@ -12,7 +12,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import bar, ledger, new_task, run_sh, run_writer, set_config, worktree
+from helpers import (
+    bar,
+    ledger,
+    new_task,
+    run_fake_agent,
+    run_sh,
+    run_writer,
+    set_config,
+    worktree,
+)
 
 validator = pytest.importorskip("harbor.utils.trajectory_validator")
 
@@ -201,3 +210,29 @@ def test_a_task_or_step_without_a_session_is_refused(
     assert res.code == 3 and "step 0001 of task t1 kept no agent session" in res.err
     res = bar(capfd, "export", "--format", "agent-trace", "--step", "1")
     assert res.code == 2 and "--step goes with --format atif or otel" in res.err
+
+
+@pytest.mark.parametrize(
+    "agent, tools",
+    [("codex", ["exec_command"] * 2), ("gemini", ["write_file", "run_shell_command"])],
+)
+def test_codex_and_gemini_sessions_are_trajectories_too(
+    inited_clean: Path,
+    tmp_path: Path,
+    capfd: pytest.CaptureFixture[str],
+    agent: str,
+    tools: list[str],
+) -> None:
+    t = new_task(capfd)
+    run_fake_agent(agent, worktree(t), tmp_path, "do it", "write:a.txt=hello", "echo b >> a.txt")
+    doc = export(capfd, "--step", "1")
+    valid(doc, tmp_path)
+    assert doc["agent"]["name"] == agent
+    assert [s["source"] for s in doc["steps"]] == ["user", "agent", "agent", "agent"]
+    calls = [c for s in doc["steps"] for c in s.get("tool_calls", [])]
+    assert [c["function_name"] for c in calls] == tools
+    for s in doc["steps"][1:3]:  # each call's result on the step that made it
+        (result,) = s["observation"]["results"]
+        assert result["source_call_id"] == s["tool_calls"][0]["tool_call_id"]
+    session = ledger(t["id"])[0]["session"]
+    assert doc["final_metrics"]["total_completion_tokens"] == session["output_tokens"]

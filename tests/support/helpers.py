@@ -179,15 +179,20 @@ def run_claude(cwd: Path, tmp_path: Path, prompt: str, *commands: str) -> None:
     """``bar run --agent claude`` of the fake Claude Code (tests/support/fake_agent.py),
     keeping its transcript: ``prompt``, then each command or ``write:PATH=TEXT``, each
     answer of 100 tokens in, 20 out and 1000 read from a cache."""
-    program = tmp_path / "bin" / "claude"
+    run_fake_agent("claude", cwd, tmp_path, prompt, *commands)
+
+
+def run_fake_agent(agent: str, cwd: Path, tmp_path: Path, prompt: str, *commands: str) -> None:
+    """``run_claude`` for any of the fake agents (claude, codex, gemini)."""
+    program = tmp_path / "bin" / agent
     program.parent.mkdir(exist_ok=True)
     program.write_text(
-        f'#!/bin/sh\nexec {sys.executable} {FAKE_AGENT_PATH} --agent claude --transcript "$@"\n'
+        f'#!/bin/sh\nexec {sys.executable} {FAKE_AGENT_PATH} --agent {agent} --transcript "$@"\n'
     )
     program.chmod(0o755)
-    agent = [str(program), "--prompt", prompt, "--usage", "100,20,1000", *commands]
+    argv = [str(program), "--prompt", prompt, "--usage", "100,20,1000", *commands]
     res = subprocess.run(
-        [BAR_EXE, "run", "--no-pty", "--agent", "claude", "--", *agent],
+        [BAR_EXE, "run", "--no-pty", "--agent", agent, "--", *argv],
         cwd=cwd,
         capture_output=True,
         text=True,

@@ -263,6 +263,8 @@ def _log(
     humans: dict[str, Any] = {}
     files: list[FileEntries] = []
     for f in rec.files:
+        if "\n" in f.path or '"' in f.path:
+            continue  # (the standard's lines cannot name it: a quote or a line break)
         added = _added_lines(repo, rec.revision, f.path)
         keyed: dict[str, list[int]] = {}
         for conv in f.conversations:
@@ -444,6 +446,10 @@ def import_notes(project: Project, ref: str = NOTES_REF) -> Imported:
     if ref.startswith("-") or not ref:
         raise UsageError(f"{ref!r} is not a notes ref")
     full = ref if ref.startswith("refs/") else f"refs/notes/{ref}"
+    if not full.startswith("refs/notes/"):
+        raise UsageError(
+            f"{ref} is not a notes ref", hint="notes live under refs/notes/, like refs/notes/ai"
+        )
     if git.git(repo, "rev-parse", "--verify", "-q", full, check=False).returncode != 0:
         raise NotFound(
             f"no notes under {full} in {repo}",
