@@ -263,7 +263,7 @@ def close_task(task: Task, *, keep_worktree: bool = False, force: bool = False) 
     closed = close(task, keep_worktree=keep_worktree, force=force)
     from bar.formats import telemetry
 
-    telemetry.enqueue(load_task(task.project, task.id), None)  # the task's own span
+    telemetry.enqueue(task, None)  # the task's own span (the sender reads the task anew)
     return closed
 
 

@@ -64,7 +64,7 @@ def _blame_rev(file: str, rev: str, as_json: bool) -> int:
                 head = f"{t.commit[:8]} {t.task_id} {t.origin.state:<8} {tool:<10.10} {what:<24}"
             elif t.authorship is not None:  # an imported git-ai note's word for it
                 a = t.authorship
-                who = a.tool or "agent" if a.kind == "ai" else "human"
+                who = (a.tool or "agent") if a.kind == "ai" else "human"
                 what = one_line(a.model or a.author or "")
                 what = what if len(what) <= 24 else what[:21] + "..."
                 session = (a.conversation or "")[:8]
