@@ -17,13 +17,16 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 from bar import git
+from bar.base import beneath
 from bar.base.proc import Result, Started
 from bar.changes.fast.object_writer import CONFIG_PATTERN
 from bar.git import BAR_IDENTITY
+from bar.store.files import read_beneath
 
 _REGULAR = ("100644", "100755")
 
@@ -255,15 +258,14 @@ def raw_differences(worktree: Path, index: Path, paths: Iterable[str]) -> dict[s
         return {}
     expected = _checked_out(worktree, index, candidates)
     differ = []
-    prefix = os.fsencode(worktree) + b"/"
     for p in candidates:
         want = expected.get(p)
-        full = prefix + p.encode("utf-8", "surrogateescape")
-        if want is None or os.path.islink(full) or not os.path.isfile(full):
+        if want is None:
             continue
-        with open(full, "rb") as f:
-            if f.read() != want:
-                differ.append(p)
+        # (never through a link: the step may swap a directory for one at any time)
+        have = read_beneath(worktree, os.path.join(worktree, p))
+        if have is not None and have != want:
+            differ.append(p)
     if not differ:
         return {}
     shas: list[str] = []
@@ -316,21 +318,14 @@ def write_raw(
     """After git's checkout of ``target_tree`` into the worktree: give every file its
     exact bytes (the target's raw ones; git's checkout where only the current state had
     raw bytes), then refresh the side index's stat data."""
-    prefix = os.fsencode(worktree) + b"/"
     for p, (_mode, sha) in target.items():
         data = git.git(worktree, "cat-file", "blob", sha).stdout
-        full = prefix + p.encode("utf-8", "surrogateescape")
-        if os.path.isfile(full) and not os.path.islink(full):
-            with open(full, "r+b") as f:
-                f.write(data)
-                f.truncate()
+        _overwrite(worktree, p, data)
     plain = sorted(p for p in now if p not in target)
     for p in plain:
         # git's checkout skips a file whose stat its index holds (the raw one it was
         # refreshed against, when only the line endings differ): written anew
-        full = prefix + p.encode("utf-8", "surrogateescape")
-        if os.path.isfile(full) and not os.path.islink(full):
-            os.unlink(full)
+        _remove(worktree, p)
     if plain:  # (a path the target does not hold is not in the index: git skips it)
         git.git(
             worktree,
@@ -343,3 +338,40 @@ def write_raw(
             check=False,
         )
     git.git(worktree, "update-index", "-q", "--refresh", env=git.index_env(index), check=False)
+
+
+# A step may swap any directory of its worktree for a link (to ``$HOME``) at any moment,
+# also while bar writes: every path is opened beneath the worktree, no link followed on
+# the way or at its end (``bar.base.beneath``); a path behind a link is left alone, and
+# the next look records what is there.
+
+
+def _overwrite(worktree: Path, rel: str, data: bytes) -> None:
+    """Give the regular file ``worktree/rel`` the bytes ``data``."""
+    try:
+        fd = beneath.open_beneath(worktree, rel, os.O_WRONLY | os.O_NONBLOCK)  # (a FIFO: no wait)
+    except OSError:
+        return  # (gone, not a file, or behind a link)
+    try:
+        if stat.S_ISREG(os.fstat(fd).st_mode):
+            os.ftruncate(fd, 0)
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+    finally:
+        os.close(fd)
+
+
+def _remove(worktree: Path, rel: str) -> None:
+    """Remove the regular file ``worktree/rel``."""
+    try:
+        fd = beneath.open_beneath(worktree, rel, os.O_PATH)
+    except OSError:
+        return
+    try:
+        regular = stat.S_ISREG(os.fstat(fd).st_mode)
+    finally:
+        os.close(fd)
+    if regular:
+        with contextlib.suppress(OSError):
+            beneath.unlink_beneath(worktree, rel)

@@ -19,7 +19,7 @@ import os
 import stat
 from typing import TYPE_CHECKING, Any
 
-from bar.base import faults
+from bar.base import beneath, faults
 from bar.errors import CorruptFile, WriteFailed
 
 if TYPE_CHECKING:
@@ -269,28 +269,17 @@ def read_regular(
 
 def open_beneath(root: StrPath, path: StrPath) -> int | None:
     """A read-only descriptor of the regular file ``path`` (absolute, under ``root``),
-    reached from ``root`` one directory at a time without following any link, ``root``
-    included: in a directory a confined step writes, a link anywhere on the way (a
-    directory swapped for one, even between a check and the open) must never make bar
-    read something else. None if the path is not such a file."""
-    parts = os.path.relpath(path, root).split(os.sep)
-    if not parts or parts[0] in (os.pardir, os.curdir) or os.pardir in parts:
-        return None
-    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
+    reached from ``root`` without following any link (``bar.base.beneath``): in a
+    directory a confined step writes, a link anywhere on the way (a directory swapped
+    for one, even between a check and the open) must never make bar read something
+    else. None if the path is not such a file."""
+    rel = os.path.relpath(path, root)
     try:
-        fd = os.open(root, flags | os.O_DIRECTORY)
-    except OSError:
+        found = beneath.open_beneath(
+            os.fspath(root), rel.replace(os.sep, "/"), os.O_RDONLY | os.O_NONBLOCK
+        )
+    except (OSError, ValueError):
         return None
-    try:
-        for part in parts[:-1]:
-            inner = os.open(part, flags | os.O_DIRECTORY, dir_fd=fd)
-            os.close(fd)
-            fd = inner
-        found = os.open(parts[-1], flags | os.O_NONBLOCK, dir_fd=fd)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
     try:
         if stat.S_ISREG(os.fstat(found).st_mode):
             return found

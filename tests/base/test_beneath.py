@@ -1,0 +1,153 @@
+"""Paths of a worktree opened without following a link (``bar.base.beneath``), and the
+raw-bytes writer of a rollback built on it (``bar.git.exact``): a step may swap any
+directory of its worktree for a link to the developer's home, even while bar writes.
+
+Each check runs twice: with the kernel's ``openat2`` and with the walk one directory at
+a time that bar falls back to (``BAR_NO_OPENAT2``). The race is real: a thread swaps a
+directory and a link with ``renameat2(RENAME_EXCHANGE)`` as fast as it can while bar
+writes through the path, and the decoy "home" must never change."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import subprocess
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from bar.base import beneath
+from bar.git import exact
+
+DECOY = b"the developer's own file\n"
+
+
+@pytest.fixture(params=["openat2", "walk"])
+def mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    if request.param == "walk":
+        monkeypatch.setenv(beneath.NO_OPENAT2_ENV, "1")
+    yield request.param
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> dict[str, Path]:
+    """A worktree with ``d/f.txt``, a decoy home with ``f.txt``, and links to it."""
+    wt, home = tmp_path / "wt", tmp_path / "decoy-home"
+    (wt / "d").mkdir(parents=True)
+    (wt / "d" / "f.txt").write_bytes(b"mine\n")
+    home.mkdir()
+    (home / "f.txt").write_bytes(DECOY)
+    (wt / "to-home").symlink_to(home)
+    (wt / "file-link").symlink_to(home / "f.txt")
+    return {"wt": wt, "home": home}
+
+
+def test_a_plain_path_opens(mode: str, tree: dict[str, Path]) -> None:
+    fd = beneath.open_beneath(tree["wt"], "d/f.txt", os.O_RDWR)
+    try:
+        assert os.read(fd, 100) == b"mine\n"
+    finally:
+        os.close(fd)
+    fd = beneath.open_beneath(tree["wt"], "d/new.txt", os.O_WRONLY | os.O_CREAT, 0o600)
+    os.close(fd)
+    assert (tree["wt"] / "d" / "new.txt").stat().st_mode & 0o777 == 0o600
+
+
+@pytest.mark.parametrize(
+    "rel",
+    [
+        "to-home/f.txt",
+        "file-link",
+        "../decoy-home/f.txt",
+        "d/../../decoy-home/f.txt",
+        "/etc/passwd",
+    ],
+)
+def test_a_link_or_a_way_out_is_refused(mode: str, tree: dict[str, Path], rel: str) -> None:
+    with pytest.raises(beneath.LinkOnTheWay):
+        beneath.open_beneath(tree["wt"], rel, os.O_WRONLY)
+    assert (tree["home"] / "f.txt").read_bytes() == DECOY
+
+
+def test_unlink_removes_a_link_never_its_target(mode: str, tree: dict[str, Path]) -> None:
+    with pytest.raises(beneath.LinkOnTheWay):
+        beneath.unlink_beneath(tree["wt"], "to-home/f.txt")
+    beneath.unlink_beneath(tree["wt"], "file-link")
+    assert not (tree["wt"] / "file-link").is_symlink()
+    assert (tree["home"] / "f.txt").read_bytes() == DECOY
+
+
+def test_a_fifo_in_place_of_a_file_does_not_hang_the_writer(
+    mode: str, tree: dict[str, Path]
+) -> None:
+    os.unlink(tree["wt"] / "d" / "f.txt")
+    os.mkfifo(tree["wt"] / "d" / "f.txt")
+    exact._overwrite(tree["wt"], "d/f.txt", b"raw\r\n")  # (returns: no reader, no wait)
+
+
+def _git(cwd: Path, *args: str, input: bytes | None = None) -> str:
+    return subprocess.run(
+        ["git", *args], cwd=cwd, input=input, capture_output=True, check=True
+    ).stdout.decode()
+
+
+def test_the_rollback_writer_never_writes_through_a_link(
+    mode: str, tree: dict[str, Path], tmp_path: Path
+) -> None:
+    """``write_raw`` (a rollback's last word on bytes git converts) after the step put a
+    link where a directory of the target was: the link's target is left alone."""
+    wt = tree["wt"]
+    _git(wt, "init", "-q")
+    blob = _git(wt, "hash-object", "-w", "--stdin", input=b"raw\r\nbytes\r\n").strip()
+    os.rename(wt / "d", tmp_path / "d-away")
+    (wt / "d").symlink_to(tree["home"])
+    index = tmp_path / "index"
+    exact.write_raw(wt, index, {"d/gone.txt": ("100644", blob)}, {"d/f.txt": ("100644", blob)})
+    assert (tree["home"] / "f.txt").read_bytes() == DECOY
+    assert (wt / "d").is_symlink()
+
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_RENAME_EXCHANGE = 2
+
+
+def _exchange(a: Path, b: Path) -> int:
+    renameat2 = getattr(_libc, "renameat2", None)
+    if renameat2 is None:
+        return -1
+    at_fdcwd = -100
+    return int(renameat2(at_fdcwd, bytes(a), at_fdcwd, bytes(b), _RENAME_EXCHANGE))
+
+
+def test_a_directory_swapped_for_a_link_while_bar_writes(mode: str, tree: dict[str, Path]) -> None:
+    """The attack, for real: ``d`` and a link to the decoy home exchanged in a loop while
+    bar writes ``d/f.txt`` again and again. Every write lands in the worktree's own file
+    or nowhere; the home never changes."""
+    wt = tree["wt"]
+    link = wt / "d-link"
+    link.symlink_to(tree["home"])
+    if _exchange(wt / "d", link) != 0:
+        pytest.skip("renameat2(RENAME_EXCHANGE) is not available here")
+    _exchange(wt / "d", link)  # (back as it was)
+    stop = threading.Event()
+    swaps = [0]
+
+    def swap() -> None:
+        while not stop.is_set():
+            _exchange(wt / "d", link)
+            swaps[0] += 1
+
+    thread = threading.Thread(target=swap, daemon=True)
+    thread.start()
+    try:
+        for n in range(3000):
+            exact._overwrite(wt, "d/f.txt", b"written %d\r\n" % n)
+            exact._remove(wt, "d/other.txt")
+    finally:
+        stop.set()
+        thread.join()
+    assert swaps[0] > 100  # (the race was run)
+    assert (tree["home"] / "f.txt").read_bytes() == DECOY
+    assert sorted(p.name for p in tree["home"].iterdir()) == ["f.txt"]
