@@ -301,12 +301,15 @@ def test_secrets_in_home_cannot_be_read(inited: Path, capfd: pytest.CaptureFixtu
     home = Path(os.environ["HOME"])
     (home / ".ssh").mkdir()
     (home / ".ssh" / "id_ed25519").write_text("PRIVATE KEY\n")
+    (home / ".netrc").write_text("machine example.com login me password NETRC-SECRET\n")
     (home / "notes.txt").write_text("readable\n")
     new_task(capfd)
-    _code, said, step = _run(capfd, f"cat '{home}/.ssh/id_ed25519'; cat '{home}/notes.txt'")
-    assert "PRIVATE KEY" not in said and "readable" in said
+    script = f"cat '{home}/.ssh/id_ed25519'; cat '{home}/.netrc'; cat '{home}/notes.txt'"
+    _code, said, step = _run(capfd, script)
+    assert "PRIVATE KEY" not in said and "NETRC-SECRET" not in said and "readable" in said
     assert "Permission denied" in said
     assert str(home / ".ssh") in step["sandbox"]["read_denied"]
+    assert str(home / ".netrc") in step["sandbox"]["read_denied"]
 
 
 @confined

@@ -64,7 +64,7 @@ class SandboxConfig:
     required: bool = False
     network: bool = True
     allow_write: tuple[str, ...] = ("~/.cache",)
-    deny_read: tuple[str, ...] = ("~/.ssh", "~/.aws", "~/.gnupg")
+    deny_read: tuple[str, ...] = ("~/.ssh", "~/.aws", "~/.gnupg", "~/.netrc")
 
 
 @record(frozen=True)
@@ -646,7 +646,7 @@ sandbox:                     # what a step's command may touch (docs/sandbox.md)
   required: false            # true: refuse to run where the kernel cannot confine
   network: true              # false: no TCP connections or listening
   allow_write: [~/.cache]    # writable besides the worktree, the task branch and TMPDIR
-  deny_read: [~/.ssh, ~/.aws, ~/.gnupg]   # hidden from the command
+  deny_read: [~/.ssh, ~/.aws, ~/.gnupg, ~/.netrc]   # hidden from the command
 share:                       # task histories through git remotes (docs/sharing.md)
   # remote: origin           # where bar push / bar fetch go; may be a separate repository
   max_blob: 10MB             # larger files are cut, with a marker, in the pushed copy

@@ -645,3 +645,16 @@ def test_tasks_stepping_at_once_never_hold_more_than_the_budget(
     assert marked <= marks
     claimed = watches.held()
     assert claimed[0] <= budget and claimed[1] <= marks
+
+
+def test_a_claim_of_watches_is_the_users_alone() -> None:
+    """The files of ``$BAR_HOME/watches/`` are 0600, as everything else bar keeps there."""
+    from bar.changes.fast import watches
+
+    claim = watches.claim(10)
+    try:
+        (held,) = [p for p in watches._folder().iterdir() if not p.name.startswith(".")]
+        assert held.stat().st_mode & 0o777 == 0o600
+        assert held.parent.stat().st_mode & 0o777 == 0o700
+    finally:
+        claim.release()

@@ -156,7 +156,11 @@ def claim(wanted: int) -> Claim:
         path = folder / mine
         if granted + marked == 0:
             return Claim(0, None)
-        path.write_text(f"{granted} {marked}\n")
+        claim = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+        try:
+            os.write(claim, f"{granted} {marked}\n".encode())
+        finally:
+            os.close(claim)
         return Claim(granted, path, marked)
     except OSError:
         return Claim(0, None)
