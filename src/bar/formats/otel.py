@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from bar import __version__
 from bar.base.clock import seconds_of
+from bar.base.record import record
 from bar.errors import BarError
 from bar.history import checkpoints
 from bar.ledger.records import ApplyStep, RollbackStep, RunStep, Step, SyncStep
@@ -101,30 +102,18 @@ def task_span(task: Task) -> ReadableSpan:
     return span
 
 
+@record(frozen=True)
 class _Spec:
     """A span to make: what ``ReadableSpan`` takes, before it is scrubbed."""
 
-    __slots__ = ("attributes", "end", "events", "name", "parent", "span_id", "start", "status")
-
-    def __init__(
-        self,
-        name: str,
-        span_id: int,
-        parent: int | None,
-        start: str,
-        end: str,
-        attributes: dict[str, Any],
-        status: Any,
-        events: Sequence[tuple[str, dict[str, Any], str | None]],
-    ) -> None:
-        self.name = name
-        self.span_id = span_id
-        self.parent = parent
-        self.start = start
-        self.end = end
-        self.attributes = attributes
-        self.status = status
-        self.events = events
+    name: str
+    span_id: int
+    parent: int | None
+    start: str
+    end: str
+    attributes: dict[str, Any]
+    status: Any = None
+    events: Sequence[tuple[str, dict[str, Any], str | None]] = ()
 
 
 class _Maker:
@@ -157,7 +146,7 @@ class _Maker:
             attributes |= _usage(totals)
             if isinstance(totals.get("cost_usd"), int | float):
                 attributes["bar.session.cost_usd"] = float(totals["cost_usd"])
-        return self._span(
+        return _Spec(
             f"bar task {task.name}",
             self.span_id("task"),
             None,
@@ -212,7 +201,7 @@ class _Maker:
             attributes["bar.sync.onto"] = step.onto
         name = f"bar {step.kind} {step.step_id}"
         out = [
-            self._span(
+            _Spec(
                 name,
                 sid,
                 self.span_id("task"),
@@ -260,7 +249,7 @@ class _Maker:
                 attributes["bar.session.cost_usd"] = float(summary["cost_usd"])
         policy = {e.tool_use_id: e for e in step.policy_events if e.tool_use_id}
         out = [
-            self._span(
+            _Spec(
                 f"invoke_agent {agent}",
                 aid,
                 parent,
@@ -293,7 +282,7 @@ class _Maker:
         events = []
         if decided is not None:
             events.append(("bar.policy", _policy(decided.to_record()), call.started))
-        return self._span(
+        return _Spec(
             f"execute_tool {call.name}",
             self.span_id("tool", step.step_id, call.call_id or str(n)),
             parent,
@@ -303,19 +292,6 @@ class _Maker:
             status,
             events,
         )
-
-    def _span(
-        self,
-        name: str,
-        span_id: int,
-        parent: int | None,
-        start: str,
-        end: str,
-        attributes: dict[str, Any],
-        status: Any = None,
-        events: Sequence[tuple[str, dict[str, Any], str | None]] = (),
-    ) -> _Spec:
-        return _Spec(name, span_id, parent, start, end, attributes, status, events)
 
     def build(self, specs: list[_Spec]) -> list[ReadableSpan]:
         """The spans, every string in them scrubbed (in one pass over them all)."""
