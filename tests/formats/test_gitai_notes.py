@@ -260,3 +260,13 @@ def test_import_without_notes_says_how_to_get_them(
     res = bar(capfd, "notes", "import")
     assert res.code == 3 and "no notes under refs/notes/ai" in res.err
     assert "git fetch origin refs/notes/ai:refs/notes/ai" in res.err
+
+
+def test_a_note_too_large_to_read_is_reported_and_left_out(
+    applied: dict[str, Any], capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert bar(capfd, "notes", "export").code == 0
+    monkeypatch.setattr(gitai, "MAX_NOTE", 100)  # (bar's own note is larger than that)
+    done = bar(capfd, "notes", "import", "--json").json()
+    assert done["notes"] == 0
+    assert done["invalid"] == [{"commit": applied["commit"], "why": "larger than 100 bytes"}]

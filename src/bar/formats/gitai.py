@@ -38,8 +38,10 @@ from pathlib import Path
 from typing import Any
 
 from bar import git
+from bar.base.proc import Result
 from bar.base.record import field, record
 from bar.errors import BarError, NotFound, UsageError
+from bar.git.safe import SafeGit
 from bar.history import trace
 from bar.ledger.records import RunStep
 from bar.project.project import Project
@@ -56,6 +58,19 @@ _SESSION_KEY = re.compile(r"^(s_[0-9a-f]+)::t_[0-9a-f]+$")
 _HUMAN_KEY = re.compile(r"^h_[0-9a-f]+$")
 _LEGACY_KEY = re.compile(r"^[0-9a-f]{7}$|^[0-9a-f]{16}$")
 _INDEX_VERSION = 1
+MAX_NOTE = 16 << 20  # bytes of one note read at most (a fetched one may be anyone's)
+
+
+def _git(repo: Path, *args: str, check: bool = True, input: bytes | None = None) -> Result:
+    """git in the developer's repository, with every program a step could have planted
+    in its configuration switched off (``bar.git.safe``)."""
+    safe = _SAFE.get(repo)
+    if safe is None:
+        safe = _SAFE[repo] = SafeGit.read(repo)
+    return safe.git(repo, *args, check=check, input=input)
+
+
+_SAFE: dict[Path, SafeGit] = {}
 
 
 class BadNote(ValueError):
@@ -233,6 +248,7 @@ def export(project: Project, tasks: list[Task], rev: str | None, *, force: bool)
     """Write a note on every applied commit of ``tasks`` (in ``rev``'s history, when
     given)."""
     repo = project.root
+    _SAFE.clear()  # (the configuration is read anew by each command)
     within = None
     if rev is not None:
         if rev.startswith("-"):
@@ -353,9 +369,9 @@ _HUNK = re.compile(rb"^@@ -[0-9,]+ \+([0-9]+)(?:,([0-9]+))? @@")
 def _added_lines(repo: Path, commit: str, path: str) -> set[int]:
     """The line numbers of ``path`` at ``commit`` that the commit added (against its
     first parent; every line for a root commit)."""
-    parent = git.git(repo, "rev-parse", "--verify", "-q", f"{commit}^", check=False)
+    parent = _git(repo, "rev-parse", "--verify", "-q", f"{commit}^", check=False)
     base = parent.stdout.decode().strip() if parent.returncode == 0 else git.EMPTY_TREE
-    raw = git.git(
+    raw = _git(
         repo,
         "diff",
         "-U0",
@@ -379,14 +395,14 @@ def _added_lines(repo: Path, commit: str, path: str) -> set[int]:
 
 def _identity(repo: Path) -> str:
     """The committer as git names it (``Name <email>``), without the time."""
-    res = git.git(repo, "var", "GIT_COMMITTER_IDENT", check=False)
+    res = _git(repo, "var", "GIT_COMMITTER_IDENT", check=False)
     text = res.stdout.decode("utf-8", "replace").strip()
     return text.rsplit(">", 1)[0] + ">" if ">" in text else (text or "unknown")
 
 
 def _write(repo: Path, commit: str, log: AuthorshipLog, force: bool, done: Exported) -> None:
     text = log.render()
-    old = git.git(repo, "notes", f"--ref={NOTES_REF}", "show", commit, check=False)
+    old = _git(repo, "notes", f"--ref={NOTES_REF}", "show", commit, check=False)
     if old.returncode == 0:
         before = old.stdout.decode("utf-8", "replace")
         if before == text:
@@ -395,9 +411,7 @@ def _write(repo: Path, commit: str, log: AuthorshipLog, force: bool, done: Expor
         if not force and not _ours(before):
             done.kept.append(commit)
             return
-    git.git(
-        repo, "notes", f"--ref={NOTES_REF}", "add", "-f", "-F", "-", commit, input=text.encode()
-    )
+    _git(repo, "notes", f"--ref={NOTES_REF}", "add", "-f", "-F", "-", commit, input=text.encode())
     done.written.append(commit)
     done.lines += sum(b - a + 1 for f in log.files for e in f.entries for a, b in e.lines)
 
@@ -443,6 +457,7 @@ def index_path(project: Project) -> Path:
 def import_notes(project: Project, ref: str = NOTES_REF) -> Imported:
     """Read every note of ``ref`` into the project's index (``notes/ai.json``)."""
     repo = project.root
+    _SAFE.clear()
     if ref.startswith("-") or not ref:
         raise UsageError(f"{ref!r} is not a notes ref")
     full = ref if ref.startswith("refs/") else f"refs/notes/{ref}"
@@ -450,17 +465,27 @@ def import_notes(project: Project, ref: str = NOTES_REF) -> Imported:
         raise UsageError(
             f"{ref} is not a notes ref", hint="notes live under refs/notes/, like refs/notes/ai"
         )
-    if git.git(repo, "rev-parse", "--verify", "-q", full, check=False).returncode != 0:
+    if _git(repo, "rev-parse", "--verify", "-q", full, check=False).returncode != 0:
         raise NotFound(
             f"no notes under {full} in {repo}",
             hint=f"git fetch origin {NOTES_REF}:{NOTES_REF} brings a remote's notes; "
             "`bar notes export` writes bar's own",
         )
-    listed = git.git(repo, "notes", f"--ref={full}", "list").stdout.decode().split()
+    listed = _git(repo, "notes", f"--ref={full}", "list").stdout.decode().split()
+    notes, commits = listed[0::2], listed[1::2]
+    sizes = _git(
+        repo,
+        "cat-file",
+        "--batch-check=%(objectsize)",
+        input="".join(f"{n}\n" for n in notes).encode(),
+    ).stdout.split()
     index = _read_index(project)
     done = Imported(full)
-    for note, commit in zip(listed[0::2], listed[1::2], strict=False):
-        text = git.git(repo, "cat-file", "blob", note).stdout.decode("utf-8", "replace")
+    for note, commit, size in zip(notes, commits, sizes, strict=False):
+        if not size.isdigit() or int(size) > MAX_NOTE:
+            done.invalid.append({"commit": commit, "why": f"larger than {MAX_NOTE} bytes"})
+            continue
+        text = _git(repo, "cat-file", "blob", note).stdout.decode("utf-8", "replace")
         try:
             log = parse(text)
         except BadNote as exc:
