@@ -270,3 +270,34 @@ def test_a_note_too_large_to_read_is_reported_and_left_out(
     done = bar(capfd, "notes", "import", "--json").json()
     assert done["notes"] == 0
     assert done["invalid"] == [{"commit": applied["commit"], "why": "larger than 100 bytes"}]
+
+
+def test_a_hostile_notes_escape_sequences_never_reach_the_terminal(
+    applied: dict[str, Any], tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A fetched note is anyone's words: its tool, model and paths are shown, never
+    sent to the terminal as control characters."""
+    repo, commit = applied["repo"], applied["commit"]
+    evil = "\x1b]0;owned\x07\x1b[31m"
+    meta = {
+        "schema_version": "authorship/3.0.0",
+        "base_commit_sha": commit,
+        "prompts": {},
+        "sessions": {"s_0123456789abcd": {"agent_id": {"tool": evil, "id": "x", "model": evil}}},
+    }
+    good = "notes.txt\n  s_0123456789abcd::t_0123456789abcd 1\n---\n" + json.dumps(meta)
+    bad = good.replace("---", f"{evil}.txt\n  h_31dce776f88375 1\n---")  # no such human
+    other = tmp_path / "other"
+    git(tmp_path, "clone", "-q", str(repo), str(other))
+    assert bar_exe("init", cwd=other).code == 0
+    for text in (bad, good):
+        subprocess.run(
+            ["git", "notes", "--ref", "ai", "add", "-f", "-F", "-", commit],
+            cwd=other,
+            input=text.encode(),
+            check=True,
+        )
+        res = bar_exe("notes", "import", cwd=other)
+        assert "\x1b" not in res.out and "\\x1b" in res.out, res.out
+    shown = bar_exe("blame", "--rev", "HEAD", "notes.txt", cwd=other).out
+    assert "git-ai" in shown and "\x1b" not in shown and "\\x1b" in shown

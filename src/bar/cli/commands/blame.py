@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from bar import api
 from bar.cli.pager import paging
-from bar.cli.render import Painter, one_line, print_json
+from bar.cli.render import Painter, one_line, print_json, visible
 from bar.task.tasks import Task
 
 if TYPE_CHECKING:
@@ -63,11 +63,11 @@ def _blame_rev(file: str, rev: str, as_json: bool) -> int:
                 what = what if len(what) <= 24 else what[:21] + "..."
                 head = f"{t.commit[:8]} {t.task_id} {t.origin.state:<8} {tool:<10.10} {what:<24}"
             elif t.authorship is not None:  # an imported git-ai note's word for it
-                a = t.authorship
-                who = (a.tool or "agent") if a.kind == "ai" else "human"
-                what = one_line(a.model or a.author or "")
+                a = t.authorship  # (a fetched note's words: no control character shown)
+                who = visible((a.tool or "agent") if a.kind == "ai" else "human")
+                what = visible(one_line(a.model or a.author or ""))
                 what = what if len(what) <= 24 else what[:21] + "..."
-                session = (a.conversation or "")[:8]
+                session = visible(a.conversation or "")[:8]
                 head = f"{t.commit[:8]} {'git-ai':<8} {session:<8} {who:<10.10} {what:<24}"
             else:
                 who = t.task_id or ""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from bar import api
 from bar.base.notices import plural
-from bar.cli.render import print_json
+from bar.cli.render import print_json, visible
 
 
 def export_notes(*, rev: str | None, task: str | None, force: bool, as_json: bool) -> int:
@@ -38,8 +38,8 @@ def import_notes(*, ref: str | None, as_json: bool) -> int:
         print_json(done.to_json())
         return 0
     for bad in done.invalid:
-        print(f"skipped {bad['commit'][:12]}: {bad['why']}")
-    tools = ", ".join(f"{tool} {n}" for tool, n in sorted(done.tools.items()))
+        print(f"skipped {bad['commit'][:12]}: {visible(bad['why'])}")
+    tools = ", ".join(f"{visible(tool)} {n}" for tool, n in sorted(done.tools.items()))
     print(
         f"Read {plural(done.notes, 'note')} from {done.ref}: {plural(done.lines, 'line')}"
         + (f" ({tools})" if tools else "")
