@@ -27,6 +27,7 @@ from helpers import (
     SUPPORT,
     bar,
     bar_exe,
+    host_pids,
     ledger,
     new_task,
     project_dir,
@@ -214,12 +215,18 @@ def test_signals_cannot_reach_bar(inited: Path, capfd: pytest.CaptureFixture[str
     if landlock.abi_version() < 6:
         pytest.skip("signal scoping needs Landlock ABI 6")
     new_task(capfd)
-    # neither bar (the parent of the command's holder) nor the holder (bar.sandbox.holder)
+    # neither bar (the parent of the command's holder) nor the holder (bar.sandbox.holder);
+    # in a PID namespace of the step's own, its parent is the namespace's init, and
+    # nothing beyond it is there to signal
     script = (
-        "kill -TERM $(cut -d' ' -f4 /proc/$PPID/stat); echo sent=$?; kill -TERM $PPID; echo sent=$?"
+        "up=$(cut -d' ' -f4 /proc/$PPID/stat); echo up=$up; "
+        '[ "$up" = 0 ] || { kill -TERM $up; echo sent=$?; }; kill -TERM $PPID; echo sent=$?'
     )
     _code, said, step = _run(capfd, script)
-    assert "sent=0" not in said and said.count("sent=") == 2, said
+    if step["sandbox"]["processes"] == "own":  # (its init takes a signal as no order)
+        assert "up=0" in said and said.count("sent=") == 1, said
+    else:
+        assert "sent=0" not in said and said.count("sent=") == 2, said
     assert step["exit_code"] == 0
 
 
@@ -307,7 +314,8 @@ def test_secrets_in_home_cannot_be_read(inited: Path, capfd: pytest.CaptureFixtu
     script = f"cat '{home}/.ssh/id_ed25519'; cat '{home}/.netrc'; cat '{home}/notes.txt'"
     _code, said, step = _run(capfd, script)
     assert "PRIVATE KEY" not in said and "NETRC-SECRET" not in said and "readable" in said
-    assert "Permission denied" in said
+    # (refused by Landlock; or, in the step's own /tmp, covered by an empty directory)
+    assert "Permission denied" in said or "No such file" in said
     assert str(home / ".ssh") in step["sandbox"]["read_denied"]
     assert str(home / ".netrc") in step["sandbox"]["read_denied"]
 
@@ -486,11 +494,10 @@ def test_nothing_a_confined_step_starts_outlives_it(
     inited: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
     new_task(capfd)
-    code, said, _ = _run(capfd, '(setsid sleep 300 >/dev/null 2>&1 & echo $! > "$TMPDIR/pid")')
+    code, said, _ = _run(capfd, "(setsid sleep 300.5 >/dev/null 2>&1 &)")
     assert code == 0
     assert "stopped 1 process(es) the command left running" in said
-    pid = int((task_dir(_task_id()) / "tmp" / "pid").read_text())
-    assert not Path(f"/proc/{pid}").exists()
+    assert host_pids(b"sleep\x00300.5\x00") == []
     # one that ended before the step did is no process stopped (a zombie to reap)
     code, said, _ = _run(capfd, "(setsid true &); sleep 1")
     assert code == 0 and "stopped" not in said, said

@@ -342,3 +342,27 @@ def _fanotify_usable() -> bool:
 needs_fanotify = pytest.mark.skipif(
     not _fanotify_usable(), reason="this kernel gives this user no fanotify"
 )
+
+
+def host_pids(*words: bytes) -> list[int]:
+    """The pids (as bar sees them) of the running processes whose command line holds
+    each of ``words``: a step in a PID namespace of its own knows its processes by
+    other numbers."""
+    found = []
+    for name in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{name}/cmdline", "rb") as f:
+                line = f.read()
+        except OSError:
+            continue
+        if name.isdigit() and all(w in line for w in words) and _process_alive(int(name)):
+            found.append(int(name))
+    return found
+
+
+def _process_alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except OSError:
+        return False

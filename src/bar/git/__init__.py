@@ -73,10 +73,13 @@ def own_git_dir(index: Path) -> Path | None:
     return None
 
 
-def pinned_env(repo: Path | str, env: Mapping[str, str] | None = None) -> Mapping[str, str] | None:
-    """``env`` plus the git directories bar pinned for ``repo`` (if it is a worktree)."""
+def pinned_env(
+    repo: Path | str, env: Mapping[str, str] | None = None, *, network: bool = False
+) -> Mapping[str, str]:
+    """``env`` plus the git directories bar pinned for ``repo`` (if it is a worktree),
+    and, unless ``network``, ``NO_TRANSPORT`` (which ``env`` cannot undo)."""
     fixed = _PINNED.get(str(repo))
-    return env if fixed is None else {**fixed, **(env or {})}
+    return {**(fixed or {}), **(env or {}), **({} if network else NO_TRANSPORT)}
 
 
 def pinned_common_dir(repo: Path | str) -> Path | None:
@@ -90,24 +93,38 @@ def git(
     env: Mapping[str, str] | None = None,
     check: bool = True,
     input: bytes | None = None,
+    network: bool = False,
 ) -> Result:
-    # bar's own git work runs no git hooks and no fsmonitor: a developer's (or a planted)
-    # program must not fire on bar's plumbing, nor fail it (reference-transaction runs
-    # on every update-ref); bar knows what changed by itself
+    """Run bar's own git in ``repo`` (``NO_PROGRAMS``; no remote is reached unless
+    ``network``: only ``bar.share.remotes`` asks)."""
     return run(
         "git",
-        *NO_PROGRAMS,
+        *(NO_PROGRAMS if not network else NO_HOOKS),
         "-C",
         str(repo),
         *args,
-        env=pinned_env(repo, env),
+        env=pinned_env(repo, env, network=network),
         check=check,
         input=input,
         error=GitError,
     )
 
 
-NO_PROGRAMS = ("-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false")
+# bar's own git takes no orders from a configuration a step could have written (SPEC §8,
+# "bar's own hands"). It runs no hook and no fsmonitor (a developer's or a planted
+# program must not fire on bar's plumbing, nor fail it: reference-transaction runs on
+# every update-ref; bar knows what changed by itself), signs nothing, and reaches no
+# remote: ``GIT_ALLOW_PROTOCOL`` empty overrides every ``protocol.<name>.allow`` a
+# configuration sets, so an object missing from a repository with a promisor remote is
+# never "fetched" through a transport that runs a program (``ext::``, a local
+# ``uploadpack``, ssh); ``GIT_NO_LAZY_FETCH`` says the same to a git that knows it.
+# External diffs and text conversions are off by the flags of every diff bar parses
+# (``DIFF_FLAGS``, ``--no-textconv``), filters by ``bar.git.safe`` where a checkout could
+# run one, and the one configuration file of a worktree's a step could write
+# (``config.worktree``) is read-only in the step's mount namespace (``bar.sandbox``).
+NO_HOOKS = ("-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false")
+NO_PROGRAMS = (*NO_HOOKS, "-c", "protocol.allow=never", "-c", "commit.gpgSign=false")
+NO_TRANSPORT = {"GIT_ALLOW_PROTOCOL": "", "GIT_NO_LAZY_FETCH": "1"}
 
 
 def start(
@@ -544,4 +561,4 @@ _VOLATILE = frozenset({"PWD", "OLDPWD", "SHLVL", "_"})
 def git_env() -> dict[str, str]:
     """The environment bar's git runs with here (``proc.clean_env``), but for what a
     shell changes from one command to the next."""
-    return {k: v for k, v in clean_env().items() if k not in _VOLATILE}
+    return {k: v for k, v in clean_env(NO_TRANSPORT).items() if k not in _VOLATILE}

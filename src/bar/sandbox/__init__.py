@@ -71,6 +71,8 @@ class Plan:
     # in quarantine; else why the step writes the shared store itself
     binds: tuple[Bind, ...] = ()
     shared_objects: str = ""
+    # a PID namespace and a /proc of the step's own (``bar.sandbox.namespace``)
+    own_pids: bool = False
 
 
 @record
@@ -102,6 +104,7 @@ class Confinement:
             rec["read_denied"] = [str(p) for p in self.plan.deny_read]
             rec["network"] = not self.network_confined
             rec["objects"] = "quarantine" if self.plan.binds else "shared"
+            rec["processes"] = "own" if self.plan.own_pids else "shared"
         else:
             rec["reason"] = self.reason
         return rec
@@ -109,21 +112,37 @@ class Confinement:
     def start(self, launch: Callable[[Prepare], T]) -> T:
         """Call ``launch`` (which starts the command) so that the command and all it starts
         are confined, and held (``bar.sandbox.holder``: they die with bar). The command
-        confines itself, in its process before exec: its holder is not confined, so the
-        command can neither signal nor trace it."""
-        from bar.sandbox import namespace
+        confines itself, in its process before exec (Landlock, then ``bar.sandbox.lockdown``:
+        no setuid bit, no capability): its holder is not confined, so the command can
+        neither signal nor trace it."""
+        from bar.sandbox import landlock, lockdown, namespace
         from bar.sandbox.holder import Holder
 
         ruleset, binds = self._ruleset, self.plan.binds if self.enabled else ()
+        pids = self.enabled and self.plan.own_pids
         ids = os.getuid(), os.getgid()
+        seccomp = lockdown.Filter.build() if ruleset is not None else None
+        capabilities = lockdown.Capabilities() if ruleset is not None else None
+
+        def isolating() -> None:
+            namespace.enter(binds, *ids, pids=pids)
 
         def confining() -> None:
-            if binds:
-                namespace.enter(binds, *ids)
             if ruleset is not None:
+                if pids:  # (the /proc the init mounted is a file system Landlock saw no rule for)
+                    ruleset.allow("/proc", landlock.READ | landlock.READ_DIR)
                 ruleset.restrict_this_thread()
+            if seccomp is not None:
+                seccomp.install()
+            if capabilities is not None:
+                capabilities.drop()
 
-        holder = Holder(stop_leftovers=self.enabled, confine=confining)
+        holder = Holder(
+            stop_leftovers=self.enabled,
+            confine=confining,
+            isolate=isolating if binds or pids else None,
+            init=namespace.mount_proc if pids else None,
+        )
         self._holders.append(holder)
         try:
             return launch(holder.prepare)

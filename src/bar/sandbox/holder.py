@@ -20,6 +20,13 @@ so it costs one fork). The holder
 The command is killed when its holder dies (``PR_SET_PDEATHSIG``), so even a holder
 killed by SIGKILL does not leave the command running.
 
+A subreaper loses a race to a chain of processes that forks faster than it can kill
+(hundreds deep, each re-parented one generation at a time). So where the kernel allows
+(``bar.sandbox.namespace``), a confined step has a PID namespace of its own, and between the
+holder and the command sits the namespace's init (``_Init``): when the command ends, the
+init kills every process of the namespace with one ``kill(-1)``; when the init itself
+dies (the holder gone, bar gone), the kernel kills them all at once, however deep.
+
 The holder runs Python in a forked child of a process that may have threads: it imports
 nothing, takes no lock and touches nothing but system calls.
 """
@@ -57,18 +64,39 @@ _SI_KERNEL_LOWEST = 1  # si_code above 0: sent by the kernel (a terminal), not b
 
 class Holder:
     """One command's holder: ``prepare`` goes in its ``preexec_fn``; after the command
-    ended, ``stopped`` gives the pids of what the holder stopped."""
+    ended, ``stopped`` gives the pids of what the holder stopped.
 
-    def __init__(self, *, stop_leftovers: bool, confine: Callable[[], None] | None) -> None:
+    ``isolate`` (in the holder, before anything is forked) makes the namespaces of the
+    step; with ``init``, the first of them is a PID namespace whose init (``_Init``) is
+    the command's parent. ``confine`` runs in the command's process, last before exec."""
+
+    def __init__(
+        self,
+        *,
+        stop_leftovers: bool,
+        confine: Callable[[], None] | None,
+        isolate: Callable[[], None] | None = None,
+        init: Callable[[], None] | None = None,
+    ) -> None:
         self.stop_leftovers = stop_leftovers
         self.confine = confine
+        self.isolate = isolate
+        self.init = init
+        self._bar = os.getpid()  # (taken here: a holder whose bar died first ends at once)
         self._report, self._to_report = os.pipe()  # (neither is inherited by a program)
 
     def prepare(self) -> None:
         """In the child, before exec: become the holder and return only in the command,
         confined by ``confine`` (an error there reaches ``Popen``: the command never runs
         unconfined)."""
-        hold(self._to_report, stop_leftovers=self.stop_leftovers)
+        if os.getppid() != self._bar:  # bar died before its holder began
+            os._exit(137)
+        if self.isolate is not None:
+            self.isolate()
+        if self.init is not None:
+            hold_in_namespace(self._bar, self._to_report, self.init)
+        else:
+            hold(self._bar, self._to_report, stop_leftovers=self.stop_leftovers)
         if self.confine is not None:
             self.confine()
 
@@ -94,10 +122,9 @@ class Holder:
         return [int(word) for word in data.split() if word.isdigit()]
 
 
-def hold(report: int, *, stop_leftovers: bool) -> None:
+def hold(bar: int, report: int, *, stop_leftovers: bool) -> None:
     """Fork the command's process off this one and stay behind as its holder: returns in
     the command only; the holder itself ends in ``os._exit`` or by the command's signal."""
-    bar = os.getppid()
     with contextlib.suppress(OSError):
         landlock.prctl(_PR_SET_CHILD_SUBREAPER, 1)
     before = signal.pthread_sigmask(signal.SIG_BLOCK, _HELD)
@@ -112,19 +139,155 @@ def hold(report: int, *, stop_leftovers: bool) -> None:
             os._exit(137)
         return
     try:
-        _serve(bar, command, report, stop_leftovers)
+        _close_all_but(report)
+        status = _serve(bar, command, lambda sig: os.kill(command, sig))
+        stopped = _stop_children(os.getpid()) if stop_leftovers else []
+        with contextlib.suppress(OSError):
+            os.write(report, " ".join(map(str, stopped)).encode())
+        os.close(report)
+        _end_as(status)
     finally:
         os._exit(70)  # (only if serving failed: never back into the caller's code)
 
 
-def _serve(bar: int, command: int, report: int, stop_leftovers: bool) -> None:
-    # the command keeps the descriptors it was given; the holder needs none of them
-    os.closerange(3, report)
-    os.closerange(report + 1, 1 << 20)
+def hold_in_namespace(bar: int, report: int, init: Callable[[], None]) -> None:
+    """``hold``, for a holder that made a PID namespace (``namespace.enter``): its child is
+    that namespace's init, which runs ``init`` (it mounts its ``/proc``), forks the
+    command and stays behind (``_Init``). The holder passes its signals to the init
+    through a pipe (with a wake-up signal), since in the namespace no sender can be told
+    from another; the init passes back how the command ended (an init cannot end by a
+    signal of its own). Returns in the command only."""
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, _HELD)
+    to_init, signals = os.pipe()
+    said, to_holder = os.pipe()
+    first = os.fork()
+    if first == 0:
+        os.close(signals)
+        os.close(said)
+        _Init(to_init, to_holder, report, before).begin(init)
+        return  # (in the command)
+    os.close(to_init)
+    os.close(to_holder)
+    try:
+        _close_all_but(report, signals, said)
+        os.close(report)  # (the init reports what it stopped)
+
+        def forward(sig: int) -> None:
+            os.write(signals, bytes([sig]))
+            os.kill(first, signal.SIGCHLD)  # (wakes the init: it takes it as no order)
+
+        status = _serve(bar, first, forward)
+        told = _read_all(said)
+        _end_as(int(told) if told.isdigit() else status)
+    finally:
+        os._exit(70)
+
+
+class _Init:
+    """The init of a step's PID namespace: the command's parent, and the reaper of
+    everything the command leaves. It ends when the command does, after killing what is
+    left (``kill(-1)`` from an init reaches its whole namespace, and nothing else) and
+    reporting how many it stopped; were it killed instead, the kernel kills them all."""
+
+    def __init__(
+        self, orders: int, status: int, report: int, mask: set[int | signal.Signals]
+    ) -> None:
+        self.orders, self.status, self.report, self.mask = orders, status, report, mask
+
+    def begin(self, init: Callable[[], None]) -> None:
+        with contextlib.suppress(OSError):
+            landlock.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        os.set_blocking(self.orders, False)
+        if _gone(self.orders):  # the holder died before the line above
+            os._exit(137)
+        init()
+        command = os.fork()
+        if command == 0:
+            signal.pthread_sigmask(signal.SIG_SETMASK, self.mask)
+            for fd in (self.orders, self.status, self.report):
+                os.close(fd)
+            return
+        try:
+            _close_all_but(self.orders, self.status, self.report)
+            self._serve(command)
+        finally:
+            os._exit(70)
+
+    def _serve(self, command: int) -> None:
+        status: int | None = None
+        while status is None:
+            signal.sigtimedwait(_HELD, _WATCH)  # (what reaches it from outside: no order)
+            try:
+                orders = os.read(self.orders, 256)
+                if not orders:  # the holder is gone: so is everything of the step
+                    os._exit(137)
+            except BlockingIOError:
+                orders = b""
+            for sig in orders:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(command, sig)
+            status = _reap(command)
+        left = [pid for pid in _alive() if pid != 1]
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(-1, signal.SIGKILL)
+        with contextlib.suppress(ChildProcessError):
+            while True:
+                os.waitpid(-1, 0)
+        with contextlib.suppress(OSError):
+            os.write(self.report, " ".join(map(str, left)).encode())
+            os.write(self.status, str(status).encode())
+        os._exit(0)
+
+
+def _alive() -> list[int]:
+    """The pids in ``/proc`` of the processes that have not ended (no zombie)."""
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        if stat[stat.rfind(b")") + 2 :][:1] != b"Z":
+            found.append(int(name))
+    return found
+
+
+def _gone(fd: int) -> bool:
+    """Whether the writer of the pipe ``fd`` (non-blocking) has closed it."""
+    try:
+        return os.read(fd, 1) == b""
+    except BlockingIOError:
+        return False
+
+
+def _read_all(fd: int) -> str:
+    data = b""
+    with contextlib.suppress(OSError):
+        while chunk := os.read(fd, 64):
+            data += chunk
+    return data.decode("ascii", "replace").strip()
+
+
+def _close_all_but(*keep: int) -> None:
+    """Keep only ``keep`` of the descriptors (the command has its own), and ``/dev/null``
+    as standard input and outputs."""
+    last = 3
+    for fd in sorted(keep):
+        os.closerange(last, fd)
+        last = fd + 1
+    os.closerange(last, 1 << 20)
     null = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):
         os.dup2(null, fd)
     os.close(null)
+
+
+def _serve(bar: int, command: int, forward: Callable[[int], None]) -> int:
+    """Wait for ``command`` to end (its wait status), passing on the signals bar sends to
+    this process alone (``forward``); kill it at once when bar is gone."""
     group = os.getpgrp() == os.getpid()  # bar signals the whole group, never the holder alone
     me = os.getpid()
     status: int | None = None
@@ -136,16 +299,15 @@ def _serve(bar: int, command: int, report: int, stop_leftovers: bool) -> None:
             _stop_children(me)
             os._exit(137)
         if info is not None and info.si_signo != signal.SIGCHLD:
-            from_process = info.si_code < _SI_KERNEL_LOWEST and info.si_pid != me
+            # (a signal sent to a whole group that holds a PID namespace's processes may
+            # come with no sender: the kernel clears it for them, in the one record
+            # each member's copy is made from; it reached the command already)
+            from_process = info.si_code < _SI_KERNEL_LOWEST and info.si_pid not in (me, 0)
             if from_process and not (group and info.si_pid == bar):
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(command, info.si_signo)
+                with contextlib.suppress(ProcessLookupError, OSError):
+                    forward(info.si_signo)
         status = _reap(command)
-    stopped = _stop_children(me) if stop_leftovers else []
-    with contextlib.suppress(OSError):
-        os.write(report, " ".join(map(str, stopped)).encode())
-    os.close(report)
-    _end_as(status)
+    return status
 
 
 def _reap(command: int) -> int | None:

@@ -9,10 +9,18 @@ mounted read-only beside it as an alternate (git finds every existing object, an
 change none); the directory of the task branch's ref, and of its reflog, are copies
 (``bar.sandbox.quarantine`` brings back what the step did to its own branch, and nothing else).
 
-The views are made in the command's process, after its holder is forked off and before
-Landlock confines it: Landlock then forbids any change of the mounts (``mount``,
-``umount``, ``pivot_root`` are refused to a confined process), and the command, once it
-executes a program as an ordinary user of its namespace, holds no capability at all.
+The same namespaces give the step a PID namespace of its own (SPEC §8, "bar's own
+hands"): its first process is the init of a world where the step's processes are the only
+ones (``mount_proc`` shows them alone in ``/proc``: no other process's command line or
+environment can be read), and when that init ends, the kernel kills every process left
+in it at once, however deep its chain of children (``bar.sandbox.holder``). Its ``/tmp`` and
+``/var/tmp`` are directories of the task's: ``Bind`` entries the plan makes
+(``bar.sandbox.plan``).
+
+The views are made in the holder of the command, before the init is forked, and before
+Landlock confines the command: Landlock then forbids any change of the mounts (``mount``,
+``umount``, ``pivot_root`` are refused to a confined process), and the command drops
+every capability of its namespace before it executes its program (``bar.sandbox.lockdown``).
 Nothing here runs in bar's own process but ``available``, which tries it in a child.
 
 This module runs between fork and exec: system calls only, nothing imported there.
@@ -29,6 +37,7 @@ from bar.base.record import record
 UNAVAILABLE_ENV = "BAR_NAMESPACES_UNAVAILABLE"
 _CLONE_NEWNS = 0x00020000
 _CLONE_NEWUSER = 0x10000000
+_CLONE_NEWPID = 0x20000000
 _MS_RDONLY = 1
 _MS_NOSUID = 2
 _MS_NODEV = 4
@@ -72,11 +81,12 @@ def _write(path: str, text: str) -> None:
         os.close(fd)
 
 
-def enter(binds: tuple[Bind, ...], uid: int, gid: int) -> None:
+def enter(binds: tuple[Bind, ...], uid: int, gid: int, *, pids: bool = False) -> None:
     """Make this process's own user and mount namespaces (the same user and group
-    inside as out) and mount ``binds`` in order. In a child about to execute the step's
-    command; an error here reaches ``Popen``, and the command never runs."""
-    _check(_libc.unshare(_CLONE_NEWUSER | _CLONE_NEWNS), "unshare")
+    inside as out), and with ``pids`` a PID namespace its next child is the init of, and
+    mount ``binds`` in order. In the holder of the step's command; an error here reaches
+    ``Popen``, and the command never runs."""
+    _check(_libc.unshare(_CLONE_NEWUSER | _CLONE_NEWNS | (_CLONE_NEWPID if pids else 0)), "unshare")
     _write("/proc/self/uid_map", f"{uid} {uid} 1")
     _write("/proc/self/setgroups", "deny")
     _write("/proc/self/gid_map", f"{gid} {gid} 1")
@@ -93,6 +103,14 @@ def enter(binds: tuple[Bind, ...], uid: int, gid: int) -> None:
             _check(
                 _libc.mount(None, target, None, flags, None), f"mount -o remount,ro {bind.target}"
             )
+
+
+def mount_proc() -> None:
+    """Show this PID namespace's processes, and no other, at ``/proc`` (in its init)."""
+    _check(
+        _libc.mount(b"proc", b"/proc", b"proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, None),
+        "mount -t proc proc /proc",
+    )
 
 
 def _kept_flags(path: str) -> int:
@@ -116,15 +134,50 @@ def available(probe: str) -> str | None:
     process, in a child."""
     if os.environ.get(UNAVAILABLE_ENV):
         return f"{UNAVAILABLE_ENV} is set"
-    if "" in _available:
-        return _available[""]
+    if "mounts" not in _available:
+        _probe(probe)
+    return _available["mounts"]
+
+
+def pids_available(probe: str) -> str | None:
+    """None where a step can also have a PID namespace and a ``/proc`` of its own (as
+    ``available``); else why not."""
+    why = available(probe)
+    if why is not None:
+        return why
+    if os.environ.get(NO_PIDS_ENV):
+        return f"{NO_PIDS_ENV} is set"
+    return _available["pids"]
+
+
+# set to make bar act as if the kernel offered no PID namespaces (to try the fallback)
+NO_PIDS_ENV = "BAR_PID_NAMESPACES_UNAVAILABLE"
+
+
+def _probe(probe: str) -> None:
+    """Try the namespaces in a child (its own child for the PID namespace): the answers
+    for ``available`` and ``pids_available``."""
     read, write = os.pipe()
     pid = os.fork()
-    if pid == 0:  # (the child only makes system calls, then ends)
+    if pid == 0:  # (the children only make system calls, then end)
         os.close(read)
         try:
-            enter((Bind(probe, probe, read_only=True),), os.getuid(), os.getgid())
-            os.write(write, b"ok")
+            try:
+                enter((Bind(probe, probe, read_only=True),), os.getuid(), os.getgid(), pids=True)
+            except OSError:  # (mounts without a PID namespace: tried alone)
+                enter((Bind(probe, probe, read_only=True),), os.getuid(), os.getgid())
+                os.write(write, b"ok:no PID namespace for an ordinary user here")
+                os._exit(0)
+            init = os.fork()
+            if init == 0:
+                try:
+                    mount_proc()
+                    os.write(write, b"ok:" if os.getpid() == 1 else b"ok:no PID namespace")
+                except BaseException as e:
+                    os.write(write, b"ok:no /proc of its own: " + str(e).encode()[:500])
+                finally:
+                    os._exit(0)
+            os.waitpid(init, 0)
         except BaseException as e:  # (said to the parent, whatever it is)
             os.write(write, str(e).encode()[:500])
         finally:
@@ -135,6 +188,9 @@ def available(probe: str) -> str | None:
         said += chunk
     os.close(read)
     os.waitpid(pid, 0)
-    why = None if said == b"ok" else (said.decode(errors="replace") or "the probe died")
-    _available[""] = why
-    return why
+    text = said.decode(errors="replace")
+    if text.startswith("ok:"):
+        _available["mounts"] = None
+        _available["pids"] = text[3:] or None
+    else:
+        _available["mounts"] = _available["pids"] = text or "the probe died"

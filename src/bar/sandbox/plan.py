@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -27,11 +28,14 @@ from bar.sandbox import (
     Confinement,
     Plan,
     confine,
+    namespace,
     own_code,
     quarantine,
     support,
     unconfined,
 )
+from bar.sandbox.namespace import Bind
+from bar.store import below
 from bar.store.layout import bar_home, home_dir
 from bar.task.tasks import Task
 
@@ -49,30 +53,51 @@ def temp_dir(task: Task) -> Path:
     return path
 
 
-def step_env(task: Task, env: Mapping[str, str]) -> dict[str, str]:
+def step_env(task: Task, env: Mapping[str, str], plan: Plan | None = None) -> dict[str, str]:
     """``env`` as a confined step gets it (and the repository's hooks, which run confined
-    like it): its own ``TMPDIR``, and no agent socket."""
-    boxed = {**env, "TMPDIR": str(temp_dir(task))}
+    like it): its own ``TMPDIR`` (``/tmp`` where that is its own: ``plan.own_pids``), and
+    no agent socket."""
+    own = plan is not None and plan.own_pids
+    boxed = {**env, "TMPDIR": "/tmp" if own else str(temp_dir(task))}
     for name in AGENT_SOCKETS:
         boxed.pop(name, None)
     return boxed
+
+
+def _var_tmp(task: Task) -> Path:
+    """The step's ``/var/tmp`` (made if missing), where it has one of its own."""
+    path = task.dir / "var-tmp"
+    below.real_dir(path)
+    return path
 
 
 def remove_temp_dir(task: Task) -> None:
     """A closed task runs no more steps: its temporary files go (links are not followed)."""
     import shutil
 
-    shutil.rmtree(task.dir / "tmp", ignore_errors=True)
+    for name in ("tmp", "var-tmp", "empty"):
+        shutil.rmtree(task.dir / name, ignore_errors=True)
 
 
-def confinement(task: Task, agent: str | None, *, asked: bool) -> Confinement:
-    """How a step's command is confined (``asked``: not ``--no-sandbox``); says once why
-    it is not, where the kernel cannot, or fails if the project requires confinement."""
+def confinement(
+    task: Task, agent: str | None, *, asked: bool, paths: tuple[str, ...] = ()
+) -> Confinement:
+    """How a step's command is confined (``asked``: not ``--no-sandbox``; ``paths`` as
+    for ``for_step``); says once why it is not, where the kernel cannot, or fails if the
+    project requires confinement."""
     settings = task.project.config.sandbox
     if not asked or not settings.enabled:
         why = "--no-sandbox" if not asked else "sandbox.enabled is false"
         return unconfined(Plan(()), why)
-    made = confine(for_step(task, agent))
+    made = confine(for_step(task, agent, paths))
+    if made.enabled and not made.plan.own_pids and settings.required:
+        made.close()
+        lacking = namespace.pids_available(str(task.dir)) or "no object quarantine"
+        raise CannotConfine(
+            f"the command cannot be given processes and a /tmp of its own: {lacking}",
+            hint="run on a kernel that lets an ordinary user make user, mount and PID "
+            f"namespaces, or set sandbox.required: false in {task.project.paths.config}",
+        )
     if not made.enabled:
         if settings.required:
             raise CannotConfine(
@@ -89,7 +114,9 @@ def confinement(task: Task, agent: str | None, *, asked: bool) -> Confinement:
     return made
 
 
-def for_step(task: Task, agent: str | None) -> Plan:
+def for_step(task: Task, agent: str | None, paths: tuple[str, ...] = ()) -> Plan:
+    """The plan of a step of ``task`` (``agent``: an agent's session; ``paths``: where the
+    step's programs are looked for, and the files its command names)."""
     settings = task.project.config.sandbox
     common = common_dir(task)
     admin = admin_dir(task, common)
@@ -108,6 +135,7 @@ def for_step(task: Task, agent: str | None) -> Plan:
         _object_dirs(common / "objects")
         if support()[0] is not None:
             warn(f"the step can change the repository's existing objects: {setup}")
+    own_pids = bool(binds) and namespace.pids_available(str(task.dir)) is None
     agent_state: list[Path] = []
     if agent is not None:
         from bar.agents import homes  # a plain step does not load the agents'
@@ -123,7 +151,7 @@ def for_step(task: Task, agent: str | None) -> Plan:
         *git_dirs,
         *([admin] if admin is not None else []),
         temp_dir(task),
-        *(Path(t) for t in TEMPORARY),
+        *((_var_tmp(task),) if own_pids else (Path(t) for t in TEMPORARY)),
         *allowed,
         *agent_state,
         *(Path(d) for d in DEVICES),
@@ -141,14 +169,110 @@ def for_step(task: Task, agent: str | None) -> Plan:
         object_info,
         *own_code.places(),
     ]
+    if binds:  # (the step's mount namespace: bar's git reads no file the step can write)
+        binds = (*binds, *_git_config(admin))
+    deny_read = [_home_path(p) for p in (*settings.deny_read, *_keys(task))]
+    if own_pids:
+        world = [*writable, *protected, *(Path(p) for p in paths), Path.cwd()]
+        binds = (*binds, *_own_temporary(task, world, writable, protected, deny_read))
     return Plan(
         writable=tuple(writable),
         protected=tuple(protected),
-        deny_read=tuple(_home_path(p) for p in (*settings.deny_read, *_keys(task))),
+        deny_read=tuple(deny_read),
         network=settings.network,
         binds=binds,
         shared_objects=shared,
+        own_pids=own_pids,
     )
+
+
+def _git_config(admin: Path | None) -> tuple[Bind, ...]:
+    """The worktree's own git configuration (``config.worktree``, read by git when the
+    repository sets ``extensions.worktreeConfig``, as ``git sparse-checkout`` does) shown
+    read-only to the step: it sits in the admin directory the step writes, and bar's own
+    git reads it (a promisor remote, a filter or a protocol planted there would run
+    with the developer's rights). Made empty where missing, so there is a file to show."""
+    if admin is None:
+        return ()
+    path = admin / "config.worktree"
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    except OSError:  # (a link or a directory in its place: the guard puts it back)
+        return ()
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return ()
+    finally:
+        os.close(fd)
+    return (Bind(str(path), str(path), read_only=True),)
+
+
+def _own_temporary(
+    task: Task,
+    world: list[Path],
+    writable: list[Path],
+    protected: list[Path],
+    hidden: list[Path],
+) -> tuple[Bind, ...]:
+    """``/tmp`` and ``/var/tmp`` of the task's own: each a directory of the task's, in
+    which the entries of the real one that lead to the step's ``world`` (its worktree,
+    the repository, bar, the programs it runs...) are shown again where they were; no
+    other. A step sees and writes no other clone's, no other ``$BAR_HOME``'s files there.
+
+    Landlock judges a path by the rules of the directories it passes through on the way
+    up, mounts included: everything shown again inside the step's writable ``/tmp`` would
+    be writable (and readable) by that directory's rule. So what is shown again is
+    read-only by its mount, the ``writable`` paths in it are shown again writable on
+    top, the ``protected`` ones inside those read-only again, and the ``hidden`` ones
+    covered by an empty directory (or ``/dev/null``)."""
+    empty = task.dir / "empty"
+    below.real_dir(empty)
+    ours = (temp_dir(task), _var_tmp(task))
+    binds: list[Bind] = []
+    for shared, own in zip(TEMPORARY, ours, strict=True):
+        view = _Temporary(shared, own)
+        binds += view.shown_again(world)
+        open_ = [w for w in view.inside(writable) if Path(w) not in ours and os.path.isdir(w)]
+        binds += [Bind(w, target) for w in open_ if (target := view.at(w))]
+        for path in view.inside(protected):
+            target = view.at(path)
+            if target and any(path.startswith(w + "/") for w in open_) and os.path.exists(path):
+                binds.append(Bind(path, target, read_only=True))
+        for path in view.inside(hidden):
+            target = view.at(path)
+            if target and os.path.lexists(path) and not os.path.islink(path):
+                cover = str(empty) if os.path.isdir(path) else os.devnull
+                binds.append(Bind(cover, target, read_only=True))
+        binds.append(Bind(str(own), shared))
+    return tuple(binds)
+
+
+class _Temporary:
+    """The step's own ``shared`` (``/tmp``): the directory ``own``, and the entries of the
+    real one shown again in it."""
+
+    def __init__(self, shared: str, own: Path) -> None:
+        self.shared, self.own, self.prefix = shared, own, shared + "/"
+        self.shown: set[str] = set()
+
+    def inside(self, paths: list[Path]) -> list[str]:
+        return sorted({str(p) for p in paths if str(p).startswith(self.prefix)})
+
+    def shown_again(self, world: list[Path]) -> list[Bind]:
+        """Read-only, each entry of the real one that leads to a path of ``world``."""
+        binds = []
+        for name in sorted({p[len(self.prefix) :].split("/")[0] for p in self.inside(world)}):
+            source = self.prefix + name
+            if name and os.path.isdir(source) and not os.path.islink(source):
+                below.real_dir(self.own / name)
+                binds.append(Bind(source, str(self.own / name), read_only=True))
+                self.shown.add(source)
+        return binds
+
+    def at(self, path: str) -> str | None:
+        """Where ``path`` is, in the step's own (None: not shown there)."""
+        rel = path[len(self.prefix) :]
+        return str(self.own / rel) if self.prefix + rel.split("/")[0] in self.shown else None
 
 
 _FANOUT = tuple(f"{n:02x}" for n in range(256))

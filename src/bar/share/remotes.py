@@ -90,7 +90,15 @@ def _failed(what: str, remote: Remote, result: Result) -> BarError:
 def listed(repo: Path, remote: Remote, patterns: list[str]) -> dict[str, str]:
     """The remote's refs matching ``patterns``: name -> object id (one round trip)."""
     said = git.git(
-        repo, *_SAFE, "ls-remote", "--refs", remote.url, *patterns, env=_env(), check=False
+        repo,
+        *_SAFE,
+        "ls-remote",
+        "--refs",
+        remote.url,
+        *patterns,
+        env=_env(),
+        check=False,
+        network=True,
     )
     if said.returncode != 0:
         raise _failed("reading", remote, said)
@@ -135,6 +143,7 @@ def push(repo: Path, remote: Remote, refspecs: list[str]) -> list[RefResult]:
         *refspecs,
         env=_env(),
         check=False,
+        network=True,
     )
     results = []
     for line in said.out.splitlines():
@@ -159,6 +168,7 @@ def fetch(repo: Path, remote: Remote, refspecs: list[str]) -> None:
         *refspecs,
         env=_env(),
         check=False,
+        network=True,
     )
     if said.returncode != 0:
         raise _failed("fetching from", remote, said)

@@ -171,8 +171,9 @@ def run_step(task: Task, req: RunRequest, watch: TreeWatch | None = None) -> Run
 
     # 2. pre_run hooks; the repository's run confined like the step, so the confinement
     # is made first (and closed on every way out before the step's own try)
-    confinement = sandbox_plan.confinement(task, req.agent, asked=req.sandbox)
-    boxed = sandbox_plan.step_env(task, env) if confinement.enabled else env
+    named = (*env.get("PATH", "").split(os.pathsep), *(a for a in req.argv if a.startswith("/")))
+    confinement = sandbox_plan.confinement(task, req.agent, asked=req.sandbox, paths=named)
+    boxed = sandbox_plan.step_env(task, env, confinement.plan) if confinement.enabled else env
     adopted_since = leftovers.become_subreaper() if confinement.enabled else 0.0
     hook_records: list[HookRecord] = []
     try:

@@ -435,12 +435,12 @@ def _staging_state(index: Path, worktree: Path) -> dict[str, Any]:
     from bar import git
     from bar.git import git_env
 
-    pinned = git.pinned_env(worktree) or {}
+    pinned = git.pinned_env(worktree)
     own = git.index_env(index)  # (its own git directory, once made: ``git.pin_own``)
     dirs = [own["GIT_DIR"], own["GIT_COMMON_DIR"]] if "GIT_DIR" in own else None
     return {
         "stage": stages() and dirs is not None,
-        "pinned": [pinned["GIT_DIR"], pinned["GIT_COMMON_DIR"]] if pinned else None,
+        "pinned": [pinned["GIT_DIR"], pinned["GIT_COMMON_DIR"]] if "GIT_DIR" in pinned else None,
         "own": dirs,
         "env": git_env(),
     }
