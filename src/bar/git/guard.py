@@ -129,15 +129,31 @@ def _check_branch(task: Task, common: Path) -> str | None:
     commit, not a link to another ref: bar's rollback would move *that* ref."""
     path = common / "refs" / "heads" / task.branch
     have = _read(path) if not os.path.islink(path) else b"ref: (a link)"
-    if have is None or not have.startswith(b"ref:"):
+    if have is None:
         return None
-    what = f"the task branch {task.branch} was made a link: {have[:200]!r}"
-    os.replace(path, _aside(task, "branch"))
     last = task.ledger.last()
     sha = (getattr(last, "head", None) if last else None) or task.base_commit
+    if have.startswith(b"ref:"):
+        what = f"the task branch {task.branch} was made a link: {have[:200]!r}"
+    elif _names_a_commit(task, have.strip().decode("ascii", "replace"), sha):
+        return None
+    else:
+        what = f"the task branch {task.branch} names no commit: {have[:200]!r}"
+    os.replace(path, _aside(task, "branch"))
     write_bytes_atomic(path, f"{sha}\n".encode())
     warn(f"{what}; bar set it back to {sha[:10]}, the last commit it recorded")
     return what
+
+
+def _names_a_commit(task: Task, said: str, known: str) -> bool:
+    """Whether the branch's ``said`` is a commit the repository has (``known``, the last
+    one bar recorded, is taken as it is: no git is asked on the usual way)."""
+    if said == known:
+        return True
+    if not git.is_object_id(said):
+        return False
+    res = git.git(task.worktree, "cat-file", "-e", f"{said}^{{commit}}", check=False)
+    return res.returncode == 0
 
 
 def _check_git_file(task: Task, admin: Path) -> str | None:

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import BAR_EXE, bar_home, init_clean, ledger, new_task, worktree
+from helpers import BAR_EXE, bar_home, host_pids, init_clean, ledger, new_task, worktree
 
 from bar.changes.fast import resident
 from bar.changes.fast.resident_daemon import Resident
@@ -67,20 +67,33 @@ def _started(capfd: pytest.CaptureFixture[str], repo: Path) -> tuple[dict[str, A
 
 def _served(wt: Path, **kw: Any) -> bool:
     """Whether a ``bar run`` here is served by a fork of the resident: the command's
-    holder's parent (bar.sandbox.holder) is then not the ``bar`` process this test started."""
+    holder's parent (bar.sandbox.holder) is then not the ``bar`` process this test
+    started. (Looked at from here: a step in a PID namespace of its own sees no process
+    beyond its init.)"""
     env = {**os.environ, **kw.pop("env", {})}
-    bar_pid = "cut -d' ' -f4 /proc/$PPID/stat"
+    mark = f"{os.getpid()}{time.monotonic_ns() % 10**9}"
     proc = subprocess.Popen(
-        [BAR_EXE, "run", "--", "sh", "-c", bar_pid],
+        [BAR_EXE, "run", "--", "sh", "-c", f"sleep 1.{mark}", "served"],
         cwd=wt,
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         **kw,
     )
-    out, _ = proc.communicate(timeout=120)
+    deadline = time.monotonic() + 60
+    while (
+        not (found := host_pids(b"sleep\0" + f"1.{mark}".encode())) and time.monotonic() < deadline
+    ):
+        time.sleep(0.02)
+    assert found, "the step never started"
+    pid, ancestors = found[0], []
+    while pid > 1:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            pid = int(f.read().rpartition(b")")[2].split()[1])
+        ancestors.append(pid)
+    proc.communicate(timeout=120)
     assert proc.returncode == 0
-    return int(out) != proc.pid
+    return proc.pid not in ancestors
 
 
 def _seen(done: subprocess.CompletedProcess[bytes]) -> tuple[int, bytes, bytes]:

@@ -1,0 +1,278 @@
+"""bar's own hands (SPEC §8, round three): what a confined step writes never steers what
+bar does unconfined, and nothing of the step reaches past it. Each test performs the
+attack for real inside ``bar run`` and checks that it now fails to escape."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from helpers import BAR_EXE, bar, host_pids, ledger, new_task, set_config, task_dir, worktree
+
+from bar import git as bar_git
+from bar.sandbox import UNAVAILABLE_ENV, landlock, namespace
+from conftest import git
+
+CONFINES = landlock.abi_version() >= 1 and not os.environ.get(UNAVAILABLE_ENV)
+OWN_PIDS = CONFINES and namespace.pids_available("/") is None
+confined = pytest.mark.skipif(not CONFINES, reason="the kernel cannot confine here")
+own_pids = pytest.mark.skipif(not OWN_PIDS, reason="no PID namespace for a step here")
+
+
+@pytest.fixture
+def inited(repo: Path, capfd: pytest.CaptureFixture[str]) -> Path:
+    assert bar(capfd, "init").code == 0
+    set_config(policy={"enabled": False})  # the kernel, not the policy, is under test
+    return repo
+
+
+def _run(capfd: pytest.CaptureFixture[str], script: str) -> tuple[int, str]:
+    res = bar(capfd, "run", "--no-pty", "--", "sh", "-c", script)
+    return res.code, res.out + res.err
+
+
+# --- 1. bar's git runs nothing a step planted -------------------------------------------
+
+# plants a promisor remote whose transport runs a program, in the worktree's own config
+# (read by git since the repository sets extensions.worktreeConfig), and points the task
+# branch at an object nobody has: git "fetches" a missing object from a promisor remote
+_PLANT = (
+    "git config --worktree remote.x.promisor true && "
+    "git config --worktree remote.x.url \"ext::sh -c touch% '$0'\" && "
+    "git config --worktree protocol.ext.allow always && "
+    'ref=$(git symbolic-ref HEAD) && echo {missing} > "$(git rev-parse --git-common-dir)/$ref"; '
+    "echo planted=$?"
+)
+_MISSING = "0123456789abcdef0123456789abcdef01234567"
+
+
+@confined
+@pytest.mark.parametrize("namespaces", ["own", "none"])
+def test_a_planted_promisor_remote_never_runs_in_bar_s_git(
+    namespaces: str,
+    inited: Path,
+    capfd: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    git(inited, "config", "extensions.worktreeConfig", "true")  # (as git sparse-checkout does)
+    if namespaces == "none":  # the step can write its config.worktree: bar's git must hold
+        monkeypatch.setenv(namespace.UNAVAILABLE_ENV, "1")
+    task = new_task(capfd)
+    mark = tmp_path / "pwned"
+    script = _PLANT.format(missing=_MISSING)
+    res = bar(capfd, "run", "--no-pty", "--", "sh", "-c", script, str(mark))
+    said = res.out + res.err
+    if namespaces == "own":
+        assert "planted=0" not in said  # config.worktree is read-only to the step
+    # bar works on the task afterwards: snapshots, status, log, another step
+    for args in (("status",), ("log",), ("diff",), ("run", "--", "true")):
+        bar(capfd, *args)
+    assert not mark.exists(), "bar's git ran a program the step planted"
+    if namespaces == "none":
+        # the guard took the planted file away after the step; while the step ran, bar's
+        # git read it: put it back and ask bar's git (as a checkpoint would), then plain
+        # git, which runs the planted program (the attack is live)
+        admin = Path(git(worktree(task), "rev-parse", "--absolute-git-dir").strip())
+        (planted,) = (
+            p for p in (task_dir(task["id"]) / "tampered").iterdir() if "config" in p.name
+        )
+        assert "promisor" in planted.read_text()
+        (admin / "config.worktree").write_bytes(planted.read_bytes())
+        for args in (("cat-file", "-t", _MISSING), ("rev-list", "--objects", _MISSING)):
+            bar_git.git(worktree(task), *args, check=False)
+        assert not mark.exists(), "bar's git ran a program the step planted"
+        subprocess.run(
+            ["git", "-C", str(worktree(task)), "cat-file", "-t", _MISSING], capture_output=True
+        )
+        assert mark.exists(), "the planted remote did not run under plain git either"
+        (admin / "config.worktree").unlink()
+
+
+def test_bar_s_git_reaches_no_remote_and_signs_nothing(tmp_path: Path) -> None:
+    """The fixed configuration of bar's own git, whatever the repository's says."""
+    repo = tmp_path / "r"
+    git(tmp_path, "init", "-q", str(repo))
+    mark = tmp_path / "ran"
+    git(repo, "config", "remote.x.promisor", "true")
+    git(repo, "config", "remote.x.url", f"ext::sh -c touch% {mark}")
+    git(repo, "config", "protocol.ext.allow", "always")
+    git(repo, "config", "protocol.file.allow", "always")
+    res = bar_git.git(repo, "cat-file", "-t", _MISSING, check=False)
+    assert res.returncode != 0 and not mark.exists()
+    assert bar_git.NO_TRANSPORT["GIT_ALLOW_PROTOCOL"] == ""
+    git(repo, "config", "commit.gpgSign", "true")
+    git(repo, "config", "gpg.program", f"sh -c 'touch {mark}'")
+    tree = bar_git.out(repo, "write-tree")
+    assert bar_git.out(repo, "commit-tree", tree, "-m", "m", env=bar_git.BAR_IDENTITY)
+    assert not mark.exists()
+
+
+# --- 3. nothing of a step outlives it, however deep -------------------------------------
+
+_CHAIN = """
+import os, sys, time
+depth, ready = int(sys.argv[1]), sys.argv[2]
+for level in range(depth):
+    child = os.fork()
+    if child:
+        if level == 0 and sys.argv[3] == "leave":
+            while not os.path.exists(ready):
+                time.sleep(0.02)
+            os._exit(0)
+        os.waitpid(child, 0)
+        os._exit(0)
+open(ready, "w").close()
+time.sleep(600)
+"""
+
+
+@own_pids
+def test_a_deep_chain_of_processes_dies_with_its_step(
+    inited: Path, capfd: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    task = new_task(capfd)
+    script = tmp_path / "chain.py"
+    script.write_text(_CHAIN)
+    marker = f"chain-of-320-{os.getpid()}"
+    res = bar(
+        capfd, "run", "--no-pty", "--", sys.executable, str(script), "320", "ready", "leave", marker
+    )
+    assert res.code == 0, res.err
+    assert "stopped 320 process(es)" in res.err, res.err
+    assert host_pids(marker.encode()) == []
+    assert ledger(task["id"])[-1]["sandbox"]["processes"] == "own"
+
+
+@own_pids
+def test_a_deep_chain_dies_with_a_bar_killed_by_sigkill(
+    inited: Path, capfd: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    task = new_task(capfd)
+    script = tmp_path / "chain.py"
+    script.write_text(_CHAIN)
+    marker = f"chain-of-260-{os.getpid()}"
+    proc = subprocess.Popen(
+        [
+            BAR_EXE,
+            "run",
+            "--no-pty",
+            "--",
+            sys.executable,
+            str(script),
+            "260",
+            "ready",
+            "stay",
+            marker,
+        ],
+        cwd=inited,
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not (worktree(task) / "ready").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(host_pids(marker.encode())) >= 261  # (bar, its holder and init too)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    deadline = time.monotonic() + 10
+    while host_pids(marker.encode()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert host_pids(marker.encode()) == []
+
+
+# --- 4. a step sees no other process ----------------------------------------------------
+
+
+@own_pids
+def test_a_step_reads_no_other_process_s_command_line(
+    inited: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    new_task(capfd)
+    secret = "TOKEN-7f3a9c-in-a-command-line"
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", secret])
+    try:
+        code, said = _run(
+            capfd, "cat /proc/[0-9]*/cmdline | tr '\\0' ' '; echo; ls /proc | grep -c '^[0-9]'"
+        )
+        assert code == 0, said
+        assert secret not in said
+        assert said.split("\n")[1].strip() in {"4", "5", "6"}, said  # (init, sh, cat/ls, grep)
+    finally:
+        other.kill()
+        other.wait()
+
+
+# --- 7. no capability, no setuid bit ----------------------------------------------------
+
+
+@confined
+def test_a_step_holds_no_capability_and_sets_no_setuid_bit(
+    inited: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    new_task(capfd)
+    script = (
+        "grep -E '^Cap(Prm|Eff|Bnd|Amb)' /proc/self/status; grep NoNewPrivs /proc/self/status; "
+        "cp /bin/true mine && chmod 755 mine && echo plain=$?; chmod 4755 mine; echo setuid=$?; "
+        "chmod g+s mine; echo setgid=$?; "
+        f"{sys.executable} -c \"import os; os.open('made', os.O_CREAT | os.O_WRONLY, 0o4755)\"; "
+        "echo created=$?; ls -l mine"
+    )
+    _code, said = _run(capfd, script)
+    assert "plain=0" in said and "setuid=1" in said and "setgid=1" in said, said
+    assert "created=1" in said and "Operation not permitted" in said
+    assert "NoNewPrivs:\t1" in said
+    for line in said.splitlines():
+        if line.startswith(("CapPrm", "CapEff", "CapBnd", "CapAmb")):
+            assert line.split()[1] == "0000000000000000", line
+    assert "-rwxr-xr-x" in said
+
+
+# --- 9. a /tmp of its own ---------------------------------------------------------------
+
+
+@own_pids
+def test_a_step_has_a_tmp_of_its_own(
+    inited: Path, capfd: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    new_task(capfd)
+    other = Path("/tmp") / f"bar-other-clone-{os.getpid()}"
+    other.mkdir(exist_ok=True)
+    (other / "file").write_text("theirs\n")
+    try:
+        script = (
+            f"ls {other}; echo listed=$?; echo mine > {other}/file; echo wrote=$?; "
+            f"echo scratch > /tmp/scratch-{os.getpid()} && cat /tmp/scratch-{os.getpid()}; "
+            f'echo "$TMPDIR"; echo x > {tmp_path}/outside; echo outside=$?'
+        )
+        _code, said = _run(capfd, script)
+        assert "listed=0" not in said and "wrote=0" not in said, said
+        assert "scratch" in said and "/tmp\n" in said
+        assert "outside=0" not in said  # (shown again read-only: the test's own directory)
+        assert (other / "file").read_text() == "theirs\n"
+        assert not Path(f"/tmp/scratch-{os.getpid()}").exists()
+    finally:
+        (other / "file").unlink()
+        other.rmdir()
+
+
+@confined
+def test_required_confinement_refuses_a_kernel_without_pid_namespaces(
+    inited: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    new_task(capfd)
+    monkeypatch.setenv(namespace.NO_PIDS_ENV, "1")
+    set_config(policy={"enabled": False}, sandbox={"required": True})
+    res = bar(capfd, "run", "--", "true")
+    assert res.code != 0 and "processes and a /tmp of its own" in res.err
+    set_config(policy={"enabled": False}, sandbox={"required": False})
+    res = bar(capfd, "run", "--json", "--", "true")
+    assert res.code == 0
