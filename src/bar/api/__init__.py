@@ -594,6 +594,22 @@ def blame(task: Task, path: str, at: str | None = None) -> Blame:
     return verb(task, path, states.resolve(task, at) if at else None)
 
 
+def from_a_running_step(local_port: int, remote_port: int) -> bool:
+    """Whether the local TCP connection from ``local_port`` to ``remote_port`` was made
+    by a process of a running step (what ``bar ui`` never serves)."""
+    from bar.sandbox import running
+
+    return running.holds_socket(local_port, remote_port)
+
+
+def ui_launch_dir() -> Path:
+    """Where ``bar ui`` leaves the page that hands the browser its token (hidden from
+    every step)."""
+    from bar.store.layout import ui_launch_dir as where
+
+    return where()
+
+
 def blame_rev(project: Project, path: str, rev: str) -> RevBlame:
     """Each line of ``path`` as the commit ``rev`` has it, traced through the commits'
     ``Bar-Task``/``Bar-Step`` links (squash merges too) to the task step or tool call

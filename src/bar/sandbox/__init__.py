@@ -86,6 +86,7 @@ class Confinement:
     network_confined: bool = False
     _ruleset: Any = None
     _holders: list[Any] = field(default_factory=list)
+    _notes: list[str] = field(default_factory=list)
 
     @property
     def enabled(self) -> bool:
@@ -145,14 +146,27 @@ class Confinement:
         )
         self._holders.append(holder)
         try:
-            return launch(holder.prepare)
+            started = launch(holder.prepare)
         finally:
             holder.started()
+        pid = getattr(started, "pid", None)
+        if pids and isinstance(pid, int):  # (what bar ui refuses to serve: bar.sandbox.running)
+            from bar.sandbox import running
+
+            if (name := running.note(pid)) is not None:
+                self._notes.append(name)
+        return started
 
     def stopped(self) -> list[int]:
         """The pids of what the commands started through ``start`` left running and their
         holders stopped when they ended (call once they have)."""
         holders, self._holders = self._holders, []
+        if self._notes:
+            from bar.sandbox import running
+
+            for name in self._notes:
+                running.forget(name)
+            self._notes.clear()
         return [pid for holder in holders for pid in holder.stopped()]
 
     def close(self) -> None:

@@ -36,7 +36,7 @@ from bar.sandbox import (
 )
 from bar.sandbox.namespace import Bind
 from bar.store import below
-from bar.store.layout import bar_home, home_dir
+from bar.store.layout import bar_home, home_dir, ui_launch_dir
 from bar.task.tasks import Task
 
 TEMPORARY = ("/tmp", "/var/tmp")
@@ -171,7 +171,7 @@ def for_step(task: Task, agent: str | None, paths: tuple[str, ...] = ()) -> Plan
     ]
     if binds:  # (the step's mount namespace: bar's git reads no file the step can write)
         binds = (*binds, *_git_config(admin))
-    deny_read = [_home_path(p) for p in (*settings.deny_read, *_keys(task))]
+    deny_read = [*(_home_path(p) for p in (*settings.deny_read, *_keys(task))), _launch_pages()]
     if own_pids:
         world = [*writable, *protected, *(Path(p) for p in paths), Path.cwd()]
         binds = (*binds, *_own_temporary(task, world, writable, protected, deny_read))
@@ -291,6 +291,15 @@ def _object_dirs(store: Path) -> None:
         if name not in present:
             with contextlib.suppress(OSError):
                 (store / name).mkdir()
+
+
+def _launch_pages() -> Path:
+    """Where ``bar ui`` leaves the page that hands its token to the browser (made here,
+    so that it is hidden even when made while the step runs)."""
+    folder = ui_launch_dir()
+    with contextlib.suppress(OSError):
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    return folder
 
 
 def _keys(task: Task) -> tuple[str, ...]:

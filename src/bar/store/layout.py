@@ -41,6 +41,12 @@ def home_dir() -> Path:
     return Path(pwd.getpwuid(os.getuid()).pw_dir)
 
 
+def ui_launch_dir() -> Path:
+    """Where ``bar ui`` leaves the page that hands the browser its token: private to the
+    developer, hidden from every step (``bar.sandbox.plan``)."""
+    return bar_home() / "ui"
+
+
 def bar_home() -> Path:
     """``BAR_HOME``, else ``~/.bar``; absolute (a relative value is taken from where the
     command was started, and every process it starts is handed the absolute one)."""

@@ -7,11 +7,16 @@ here before a route sees it:
 - **Host**: the ``Host`` header must name the address bound (``127.0.0.1:PORT``) or
   ``localhost:PORT``. A page of another site that re-points its own name at 127.0.0.1
   (DNS rebinding) sends its own name, and is refused.
-- **Token**: a secret made at each launch (``secrets.token_urlsafe``) is in the URL printed
-  and opened. The first request carries it as ``?token=``; the answer sets it as an
+- **Token**: a secret made at each launch (``secrets.token_urlsafe``) is in the URL printed.
+  The first request carries it as ``?token=``; the answer sets it as an
   HttpOnly, SameSite=Strict cookie (named after the port: cookies ignore ports) and
   redirects to the same URL without it, so it stays out of the address bar and history.
-  Any other request without the cookie is refused (403, nothing rendered).
+  The browser bar opens gets it another way: never in a command line (any process of
+  the developer's could read it there), but in a page only the developer can read
+  (``launch_page``, in ``$BAR_HOME/ui``, hidden from steps), which posts it to
+  ``/launch``. Any other request without the cookie is refused (403, nothing rendered).
+- **Steps**: a connection made from inside a running step (``bar.api.from_a_running_step``) is
+  refused, token or not: a step never acts through the review it is reviewed in.
 - **Actions**: every change is a POST carrying a second per-launch secret, the CSRF token
   the server put in the page (a form field or the ``X-Bar-CSRF`` header), and whose
   ``Origin`` (when the browser sends one, as browsers do on POST) is this server.
@@ -22,11 +27,13 @@ from __future__ import annotations
 
 import hmac
 import secrets
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from http.cookies import SimpleCookie
 from urllib.parse import parse_qsl, urlencode
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from bar import api
 
 CSRF_HEADER = "x-bar-csrf"
 CSRF_FIELD = "csrf"
@@ -54,6 +61,11 @@ class Secrets:
         self.csrf = secrets.token_urlsafe(32)
         self.host = host
         self.port = port
+        self.on_launch: list[Callable[[], None]] = []  # (once the launch page was used)
+
+    def launched(self) -> None:
+        for then in self.on_launch:
+            then()
 
     @property
     def cookie_name(self) -> str:
@@ -73,6 +85,17 @@ class Secrets:
     def url(self) -> str:
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"http://{host}:{self.port}/?token={self.token}"
+
+    def launch_page(self) -> str:
+        """A page that posts the token to ``/launch``, for the browser bar opens."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return (
+            "<!doctype html><meta charset=utf-8><title>bar ui</title>"
+            f'<form method=post action="http://{host}:{self.port}/launch">'
+            f'<input type=hidden name=token value="{self.token}">'
+            "<noscript><button>Open bar ui</button></noscript></form>"
+            "<script>document.forms[0].submit()</script>\n"
+        )
 
     def token_ok(self, value: str | None) -> bool:
         return value is not None and hmac.compare_digest(value.encode(), self.token.encode())
@@ -125,6 +148,13 @@ class Guard:
         if headers.get("host", "") not in self.keys.allowed_hosts():
             await _plain(send, 403, "bar ui: this address is not the one bar ui serves\n")
             return
+        client, server = scope.get("client"), scope.get("server")
+        if client and server and api.from_a_running_step(client[1], server[1]):
+            await _plain(send, 403, "bar ui: a request from inside a running bar step is refused\n")
+            return
+        if scope.get("path") == "/launch" and scope["method"] == "POST":
+            await self._launch(receive, send)
+            return
         query = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1")))
         if "token" in query:
             if not self.keys.token_ok(query["token"]):
@@ -146,6 +176,31 @@ class Guard:
             await self._checked_post(scope, headers, receive, send)
             return
         await self.app(scope, receive, self._with_headers(send))
+
+    async def _launch(self, receive: Receive, send: Send) -> None:
+        """The launch page's post: the token for the cookie, and on to the overview (by
+        a page of this server's own, so the cookie goes with it)."""
+        body = b""
+        while len(body) < 4096:
+            message = await receive()
+            body += message.get("body", b"")
+            if not message.get("more_body", False):
+                break
+        token = dict(parse_qsl(body.decode("latin-1"))).get("token")
+        if not self.keys.token_ok(token):
+            await _plain(send, 403, "bar ui: the token is wrong; use the URL bar ui printed\n")
+            return
+        self.keys.launched()
+        page = b'<!doctype html><meta http-equiv="refresh" content="0;url=/"><a href="/">bar ui</a>'
+        cookie = f"{self.keys.cookie_name}={self.keys.token}; Path=/; HttpOnly; SameSite=Strict"
+        headers = [
+            (b"content-type", b"text/html; charset=utf-8"),
+            (b"content-length", str(len(page)).encode()),
+            *SECURITY_HEADERS,
+            (b"set-cookie", cookie.encode()),
+        ]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": page})
 
     async def _welcome(self, scope: Scope, send: Send, query: dict[str, str]) -> None:
         """Trade the token in the URL for a cookie, and send the browser back without it."""

@@ -9,13 +9,16 @@ one line said, not with the signal re-raised as uvicorn would.
 from __future__ import annotations
 
 import contextlib
+import os
 import socket
 import sys
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 
 import uvicorn
 
+from bar import api
 from bar.errors import BarError
 from bar.ui import app as ui_app
 from bar.ui import assets
@@ -69,6 +72,22 @@ def _bind(host: str, port: int) -> socket.socket:
     return sock
 
 
+def _launch_page(keys: Secrets) -> Path | None:
+    """The page the browser is opened on (``Secrets.launch_page``): the token stays out of
+    the browser's command line. None where it cannot be written."""
+    folder = api.ui_launch_dir()
+    try:
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        os.chmod(folder, 0o700)
+        path = folder / f"launch-{keys.port}-{os.getpid()}.html"
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    except OSError:
+        return None
+    with os.fdopen(fd, "w") as f:
+        f.write(keys.launch_page())
+    return path
+
+
 def serve(*, host: str, port: int, open_browser: bool) -> int:
     sock = _bind(host, port)
     keys = Secrets(host, sock.getsockname()[1])
@@ -91,11 +110,17 @@ def serve(*, host: str, port: int, open_browser: bool) -> int:
         file=sys.stderr,
         flush=True,
     )
-    if open_browser:
+    page = _launch_page(keys) if open_browser else None
+    if open_browser and page is None:
+        print(
+            f"bar ui: no launch page in {api.ui_launch_dir()}; open the URL above", file=sys.stderr
+        )
+    if page is not None:
         import webbrowser
 
+        keys.on_launch.append(lambda: page.unlink(missing_ok=True))
         with contextlib.suppress(Exception):  # no browser here: the URL is printed anyway
-            webbrowser.open(keys.url())
+            webbrowser.open(page.as_uri())
     config = uvicorn.Config(
         ui_app.build(keys),
         log_level="warning",
@@ -110,6 +135,8 @@ def serve(*, host: str, port: int, open_browser: bool) -> int:
         server.run(sockets=[sock])
     finally:
         sock.close()
+        if page is not None:
+            page.unlink(missing_ok=True)
     how = _SIGNAL_NAMES.get(server.stopped_by or 0, "a signal")
     print(f"bar ui: stopped ({how})", flush=True)
     return 0
