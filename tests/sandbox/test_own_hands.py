@@ -276,3 +276,28 @@ def test_required_confinement_refuses_a_kernel_without_pid_namespaces(
     set_config(policy={"enabled": False}, sandbox={"required": False})
     res = bar(capfd, "run", "--json", "--", "true")
     assert res.code == 0
+
+
+# --- 5. an agent's settings do not slip onto a branch -----------------------------------
+
+
+def test_apply_names_every_agent_settings_file_it_brings(
+    inited: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    new_task(capfd)
+    script = (
+        "mkdir -p .claude .codex .gemini && echo '{\"disableAllHooks\": true}' > "
+        ".claude/settings.local.json && echo 'x = 1' > .codex/config.toml && "
+        "echo '{}' > .gemini/settings.json && echo '{}' > .mcp.json && echo work > work.txt"
+    )
+    assert _run(capfd, script)[0] == 0
+    res = bar(capfd, "apply", "--dry-run", "--json")
+    said = res.err
+    for path in (".claude/settings.local.json", ".codex/config.toml", ".gemini/settings.json"):
+        assert path in said
+    assert "would change the agents' settings for the repository" in said
+    assert "Claude Code's settings" in said and "the MCP servers an agent starts" in said
+    res = bar(capfd, "apply", "-m", "work")
+    assert res.code == 0
+    assert "changes the agents' settings for the repository" in res.err
+    assert "work.txt" not in res.err.split("settings for the repository")[1]

@@ -374,7 +374,8 @@ def numstat(repo: Path | str, a: str, b: str) -> DiffStat:
 
 def touching(raw: bytes, paths: Sequence[str]) -> list[str]:
     """Which of ``paths`` a ``git diff --numstat -z`` output names (both names of a
-    rename)."""
+    rename); a path that ends in ``/`` stands for every file beneath it (those named are
+    returned)."""
     parts = raw.split(b"\0")
     names: set[str] = set()
     i = 0
@@ -388,7 +389,9 @@ def touching(raw: bytes, paths: Sequence[str]) -> list[str]:
         else:  # a rename: its old and new names follow as fields of their own
             names.update(p.decode("utf-8", "surrogateescape") for p in parts[i + 1 : i + 3])
             i += 3
-    return [p for p in paths if p in names]
+    exact = [p for p in paths if p in names]
+    folders = tuple(p for p in paths if p.endswith("/"))
+    return exact + sorted(n for n in names if folders and n.startswith(folders))
 
 
 def parse_numstat(raw: bytes) -> DiffStat:

@@ -30,6 +30,18 @@ if TYPE_CHECKING:
     from bar.policy import Policy
 
 
+# what an agent reads from the repository it works in, and could write for the next
+# session to obey (its hooks switched off, a command allowed, an MCP server started):
+# ``bar apply`` names each such file it would bring to a branch. A path ending in ``/``
+# stands for every file beneath it.
+AGENT_SETTINGS = {
+    ".claude/": "Claude Code's settings, hooks, commands and agents",
+    ".mcp.json": "the MCP servers an agent starts",
+    ".codex/": "Codex's settings",
+    ".gemini/": "Gemini CLI's settings",
+}
+
+
 @record(frozen=True)
 class Project:
     root: Path  # the developer's checkout (main worktree), resolved
@@ -73,8 +85,9 @@ class Project:
         return self.root / REPO_CONFIG
 
     def settings_files(self) -> dict[str, str]:
-        """bar's own files in the repository (paths relative to its root), each with what
-        it decides: a commit that changes one changes how bar treats every task."""
+        """bar's own files in the repository (paths relative to its root), and the
+        agents' (``AGENT_SETTINGS``), each with what it decides: a commit that changes one
+        changes how bar, or an agent, treats every task."""
         files = {
             REPO_CONFIG: "hooks that run on every step of every task",
             ".bar/policy.yaml": "the policy every command is checked against",
@@ -82,7 +95,7 @@ class Project:
         with contextlib.suppress(ValueError):  # a policy outside the repository
             rel = self.policy_path().relative_to(self.root).as_posix()
             files.setdefault(rel, files[".bar/policy.yaml"])
-        return files
+        return {**files, **AGENT_SETTINGS}
 
     def policy_path(self) -> Path:
         """The policy file in the developer's checkout (never a task worktree's copy)."""

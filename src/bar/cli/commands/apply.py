@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from bar import api
 from bar.cli.render import Painter, plural, print_json, short
 from bar.errors import ApplyConflict
+from bar.project.project import AGENT_SETTINGS
 
 if TYPE_CHECKING:
     from bar.changes.apply import ApplyResult
@@ -95,6 +96,14 @@ def apply(
     return 0
 
 
+def _what(what: dict[str, str], path: str) -> str:
+    """What the settings file ``path`` decides (its folder's word, for one beneath it)."""
+    found = what.get(path)
+    if found is None:
+        found = next((w for p, w in what.items() if p.endswith("/") and path.startswith(p)), None)
+    return found or "bar settings"
+
+
 def _say_settings(
     what: dict[str, str], result: ApplyResult, *, dry_run: bool, as_json: bool
 ) -> None:
@@ -102,7 +111,6 @@ def _say_settings(
     next step on, every task runs under what they now say."""
     if not result.settings:
         return
-    listed = ", ".join(f"{path} ({what.get(path, 'bar settings')})" for path in result.settings)
     if not dry_run:
         paths = " ".join(shlex.quote(p) for p in result.settings)
         review = f"review them before the next step: git show {short(result.commit)} -- {paths}"
@@ -111,7 +119,12 @@ def _say_settings(
     else:
         review = "review them in the diff below"
     verb = "would change" if dry_run else "changes"
-    print(
-        f"bar: note: this {verb} bar's settings for the repository: {listed}; {review}",
-        file=sys.stderr,
-    )
+    agents = [p for p in result.settings if _what(AGENT_SETTINGS, p) != "bar settings"]
+    bars = [p for p in result.settings if p not in agents]
+    for whose, paths_of in (("bar's", bars), ("the agents'", agents)):
+        if paths_of:
+            listed = ", ".join(f"{path} ({_what(what, path)})" for path in paths_of)
+            print(
+                f"bar: note: this {verb} {whose} settings for the repository: {listed}; {review}",
+                file=sys.stderr,
+            )
