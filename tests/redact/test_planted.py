@@ -30,6 +30,7 @@ from helpers import (
     files_in_commit,
     ledger,
     replay_patches,
+    set_config,
     task_dir,
 )
 
@@ -111,8 +112,10 @@ def paused(script: str, gate: Path) -> str:
 
 @contextmanager
 def running(repo: Path, gate: Path, *args: str) -> Iterator[subprocess.Popen[bytes]]:
-    """``bar ARGS`` in a child process, held inside its step's command for the block."""
+    """``bar ARGS`` in a child process, held inside its step's command for the block
+    (which may write ``gate``: a step's /tmp is its own)."""
     gate.mkdir()
+    set_config(sandbox={"allow_write": [str(gate)]})
     proc = subprocess.Popen(
         [BAR_EXE, *args],
         cwd=repo,

@@ -185,6 +185,51 @@ def _encode(value: str, errors: str) -> bytes:
 _T = TypeVar("_T")
 
 
+# an encoded form of a secret shorter than this is not looked for (too many look alike)
+MIN_ENCODED_LENGTH: Final = 12
+
+
+def encodings(value: str) -> set[str]:
+    """The forms a known secret takes once a program encodes it: base64 (standard and
+    URL-safe, the run of characters that depends on the value alone, whatever bytes
+    come before or after it), hex in either case, and JSON's escaping. (No module that
+    compiles a regex is loaded for it: a plain step's scrub compiles none.)"""
+    import binascii
+
+    raw = value.encode("utf-8", "surrogateescape")
+    found = {raw.hex(), raw.hex().upper(), _json_escaped(value, ascii_only=False)}
+    found.add(_json_escaped(value, ascii_only=True))
+    for before in range(3):  # (where the value falls in base64's groups of three bytes)
+        padded = bytes(before) + raw
+        encoded = binascii.b2a_base64(padded, newline=False).decode()
+        start = 0 if before == 0 else 4
+        end = len(encoded) if len(padded) % 3 == 0 else len(encoded) - 4
+        core = encoded[start:end]
+        found |= {core, core.replace("+", "-").replace("/", "_")}
+    return {f for f in found if len(f) >= MIN_ENCODED_LENGTH and f != value}
+
+
+_JSON_ESCAPES: Final = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\b": "\\b", "\f": "\\f"}
+
+
+def _json_escaped(value: str, *, ascii_only: bool) -> str:
+    """``value`` as it stands inside a JSON string."""
+    out = []
+    for char in value:
+        if char in _JSON_ESCAPES:
+            out.append(_JSON_ESCAPES[char])
+        elif ord(char) < 0x20 or (ascii_only and ord(char) > 0x7E):
+            code = ord(char)
+            if code > 0xFFFF:  # (a surrogate pair)
+                code -= 0x10000
+                out.append(f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}")
+            else:
+                out.append(f"\\u{code:04x}")
+        else:
+            out.append(char)
+    return "".join(out)
+
+
 class Scrubber:
     """Replaces secret values and token-shaped strings by ``***``.
 
@@ -196,18 +241,19 @@ class Scrubber:
         self._stream_watches: tuple[Any, ...] | None = None  # bar.redact.stream's
         self._stream_scan: tuple[Any, int] | None = None  # (and its needle scan)
         literals: set[str] = set()
+        encoded: set[str] = set()
         for value in secrets:
             for variant in (value, value.strip()):
                 if len(variant) >= MIN_SECRET_LENGTH:
                     literals.add(variant)
+                    encoded |= encodings(variant)
         self.secrets: tuple[str, ...] = tuple(sorted(literals, key=lambda s: (-len(s), s)))
+        every = tuple(sorted(literals | encoded, key=lambda s: (-len(s), s)))
         # Outputs are raw bytes, so secrets are encoded the way the OS encodes
         # environment values; text is scrubbed through a lossless UTF-8 encoding.
-        self._byte_literals = tuple(
-            _LiteralPass(_encode(s, "surrogateescape")) for s in self.secrets
-        )
-        self._text_literals = tuple(_LiteralPass(_encode(s, "surrogatepass")) for s in self.secrets)
-        longest = max((len(_encode(s, "surrogateescape")) for s in self.secrets), default=0)
+        self._byte_literals = tuple(_LiteralPass(_encode(s, "surrogateescape")) for s in every)
+        self._text_literals = tuple(_LiteralPass(_encode(s, "surrogatepass")) for s in every)
+        longest = max((len(_encode(s, "surrogateescape")) for s in every), default=0)
         # How far past a match's start the stream must see before it can decide it.
         self.window: int = max(_SHAPE_WIDTH, longest) + _CONTEXT
 

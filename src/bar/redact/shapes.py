@@ -36,6 +36,7 @@ _SECRET_WORDS: Final = (
     | {"PASSWORD", "PASSWORDS", "PASSWD", "PASS", "PASSPHRASE", "CREDENTIAL", "CREDENTIALS"}
     | {"CREDS", "AUTH", "OAUTH", "AUTHORIZATION", "PRIVATE", "COOKIE", "COOKIES", "JWT"}
     | {"DSN"}  # connection strings carry database passwords and Sentry keys
+    | {"PAT"}  # personal access tokens: GITHUB_PAT, ADO_PAT
 )
 # Words glued to a prefix: GHTOKEN, DBPASSWORD, AWSSECRETKEY.
 _SECRET_SUFFIXES: Final = (
@@ -143,12 +144,16 @@ _NAME_WORDS_AT_END: Final = (
     "cookie",
     "cookies",
     "jwt",
+    "pat",
+    "base",  # SECRET_KEY_BASE (the whole name is checked: DATABASE= is no secret)
 )
 # a value: quoted (the quotes stay), or a run of what a shell word or URL value holds
 _VALUE = (
     r"(?:\"(?P<s1>)[^\"\r\n]{1,1024}(?P<e1>)\"|'(?P<s2>)[^'\r\n]{1,1024}(?P<e2>)'"
     r"|(?P<s3>)[^\s\"'&;|<>,)\]}]{1,1024})"
 )
+# the same, with marker groups of other names (for a pattern that holds both)
+_FIELD_VALUE = re.sub(r"\(\?P<([se])([123])>\)", lambda m: f"(?P<{m[1]}{int(m[2]) + 3}>)", _VALUE)
 # from a mysql-style client's name to its glued password, on the same line
 _TO_P = r"[^\r\n]{0,256}?[ \t]-p(?P<s0>)[^\s\"';|&<>]{1,256}"
 
@@ -216,7 +221,7 @@ _SHAPES: Final[tuple[tuple[str, int, str], ...]] = (
         # ends it, so an unescaped "@" inside the password is still covered.
         ":",
         0,
-        r"://[^\s:/@\"'<>]{1,256}:(?P<s0>)[^\s/\"'<>]{1,256}(?P<e0>)@",
+        r"://[^\s:/@\"'<>]{0,256}:(?P<s0>)[^\s/\"'<>]{1,256}(?P<e0>)@",
     ),
     (
         # The value of an option named for a secret: --password=..., --token ...,
@@ -248,6 +253,40 @@ _SHAPES: Final[tuple[tuple[str, int, str], ...]] = (
         "=(?:" + "|".join(f"(?<={_anycase(w)}=)" for w in _NAME_WORDS_AT_END) + ")"
         rf"(?![=\s]){_VALUE}",
     ),
+    (
+        # curl's -u / --user user:password (the password only)
+        "c",
+        0,
+        r"curl(?<![A-Za-z0-9_-]curl)(?![A-Za-z0-9_-])[^\r\n]{0,256}?[ \t](?:-u|--user)"
+        r"(?:[ \t]{1,8}|=)[\"']?[^\s:\"']{0,256}:(?P<s0>)[^\s\"';|&<>]{1,256}",
+    ),
+    (
+        # sshpass -p password, docker (and podman) login -p password
+        "h",
+        0,
+        r"(?:sshpass|docker|podman)(?![A-Za-z0-9_-])[^\r\n]{0,256}?[ \t]-p[ \t]{0,8}"
+        r"(?P<s0>)[^\s\"';|&<>-][^\s\"';|&<>]{0,255}",
+    ),
+    (
+        # a password field: JSON and YAML ("password": "x", password: x), XML
+        # (<password>x</password>)
+        "P",
+        0,
+        r"assword(?<=[Pp]assword)(?:[\"']?[ \t]{0,8}:[ \t]{0,8}(?![\s,{\[])"
+        rf"{_FIELD_VALUE}|>(?<=<[Pp]assword>)(?P<s7>)[^<\r\n]{{1,1024}}(?P<e7>)</)",
+    ),
+    (
+        # a .netrc entry: login me password x
+        "n",
+        0,
+        r"login[ \t]{1,8}[^\s]{1,256}\s{1,8}password[ \t]{1,8}(?P<s0>)[^\s]{1,256}",
+    ),
+    (
+        # Slack's incoming webhooks: the URL is the credential
+        "k2",
+        0,
+        r"hooks\.slack\.com/services/(?P<s0>)T[A-Z0-9]{4,32}/B[A-Z0-9]{4,32}/[A-Za-z0-9]{8,64}",
+    ),
 )
 
 
@@ -265,6 +304,9 @@ _NAME_BYTES: Final = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstu
 _PLAIN_NAMES: Final = frozenset({"key", "keys", "pass"})
 
 
+_VARIABLE_NAME: Final = re.compile(rb"[\"']?([A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+)(?:[\"'\s;&|,)]|\Z)")
+
+
 def _secret_assignment(data: bytes | bytearray, at: int) -> bool:
     """Whether the name before the ``=`` at ``at`` looks secret (what a lookbehind reads:
     at most ``_CONTEXT`` bytes)."""
@@ -272,7 +314,12 @@ def _secret_assignment(data: bytes | bytearray, at: int) -> bool:
     while start > 0 and at - start < _CONTEXT and data[start - 1] in _NAME_BYTES:
         start -= 1
     name = bytes(data[start:at]).decode("ascii").lstrip("-.")
-    return name.lower() not in _PLAIN_NAMES and is_secret_name(name)
+    if name.lower() in _PLAIN_NAMES or not is_secret_name(name):
+        return False
+    # a value that is itself the name of a secret's variable (``env_key="OPENAI_API_KEY"``)
+    # says where a secret is, and is none: masked, it garbles configuration for nothing
+    value = _VARIABLE_NAME.match(bytes(data[at + 1 : at + 1 + _CONTEXT]))
+    return value is None or not is_secret_name(value[1].decode())
 
 
 # What a shape's match cannot do without: every match (with what its lookbehinds read
@@ -293,6 +340,11 @@ _NEEDLES: Final[dict[str, tuple[bytes, ...]]] = {
     "y": (b"mysql",),
     "r": (b"mariadb",),
     "=": _ASSIGNED,
+    "c": (b"curl",),
+    "h": (b"sshpass", b"docker", b"podman"),
+    "P": (b"assword",),
+    "n": (b"password",),
+    "k2": (b"hooks.slack.com/services/",),
 }
 
 _CHECKS: Final[dict[str, _Check]] = {"=": _secret_assignment}
