@@ -301,3 +301,39 @@ def test_apply_names_every_agent_settings_file_it_brings(
     assert res.code == 0
     assert "changes the agents' settings for the repository" in res.err
     assert "work.txt" not in res.err.split("settings for the repository")[1]
+
+
+# --- 9. a compression bomb does not reach the repository --------------------------------
+
+_BOMB = """
+import os, subprocess, zlib
+store = subprocess.check_output(["git", "rev-parse", "--git-path", "objects"], text=True).strip()
+size = 96 << 20
+packer = zlib.compressobj(9)
+data = packer.compress(b"blob %d\\0" % size)
+zeros = bytes(1 << 20)
+for _ in range(size >> 20):
+    data += packer.compress(zeros)
+data += packer.flush()
+for n in range(3):
+    name = "%040x" % (0xb0b0 + n)
+    os.makedirs(os.path.join(store, name[:2]), exist_ok=True)
+    with open(os.path.join(store, name[:2], name[2:]), "wb") as f:
+        f.write(data)
+print("bombs", len(data))
+"""
+
+
+@own_pids
+def test_a_compression_bomb_is_refused_unread(
+    inited: Path, capfd: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    new_task(capfd)
+    script = tmp_path / "bomb.py"
+    script.write_text(_BOMB)
+    res = bar(capfd, "run", "--no-pty", "--", sys.executable, str(script))
+    assert "bombs" in res.out + res.err
+    assert res.err.count("a compression bomb") == 3, res.err
+    for n in range(3):
+        name = "%040x" % (0xB0B0 + n)
+        assert not (inited / ".git" / "objects" / name[:2] / name[2:]).exists()

@@ -55,6 +55,11 @@ _HEX = frozenset("0123456789abcdef")
 _TYPES = {b"commit": 1, b"tree": 2, b"blob": 3, b"tag": 4}
 _BATCH = 64 << 20  # bytes of objects given to one ``unpack-objects``
 _LARGEST = 1 << 30  # bytes of one object bar brings in from a quarantine
+# an object this large that its file is this many times smaller than is a compression
+# bomb (a file of text compresses some 3 to 10 times, of one repeated byte 1000 times):
+# refused before it is inflated
+_BOMB_SIZE = 64 << 20
+_BOMB_RATIO = 100
 
 
 @record(frozen=True)
@@ -187,7 +192,12 @@ def _bring_objects(task: Task, root: int, final: bool) -> list[str]:
             if parsed is None:
                 if final:  # a temporary file git left, or no object at all
                     found += _refuse(
-                        task, root, folder, name, data, "is no git object (or one over 1 GiB)"
+                        task,
+                        root,
+                        folder,
+                        name,
+                        data,
+                        "is no git object (or one over 1 GiB, or a compression bomb)",
                     )
                 continue
             batch.append(_Loose(folder, name, *parsed))
@@ -207,13 +217,16 @@ def _bring_objects(task: Task, root: int, final: bool) -> list[str]:
 
 def _parse(data: bytes) -> tuple[bytes, bytes] | None:
     """A loose object file's (type, content); None if it is not one, or if its content
-    is over ``_LARGEST`` (a few kilobytes of a step's can claim gigabytes)."""
+    is over ``_LARGEST`` or is a compression bomb (``_BOMB_SIZE``: a few kilobytes of a
+    step's can claim gigabytes, and minutes of bar's time)."""
     try:
         inflate = zlib.decompressobj()
         head = inflate.decompress(data, 64)
         header, sep, rest = head.partition(b"\0")
         kind, _, size = header.partition(b" ")
         if not sep or kind not in _TYPES or not size.isdigit() or int(size) > _LARGEST:
+            return None
+        if int(size) > _BOMB_SIZE and int(size) > _BOMB_RATIO * len(data):
             return None
         if len(rest) > int(size):
             return None
