@@ -201,7 +201,7 @@ def status(settings: SandboxConfig) -> dict[str, Any]:
     mechanism, detail = support()
     if not settings.enabled:
         mechanism, detail = None, "sandbox.enabled is false"
-    objects = None
+    objects = processes = None
     if mechanism is not None:  # (whether a step's new objects can wait in a quarantine)
         from bar.sandbox import namespace
         from bar.store.layout import bar_home
@@ -213,6 +213,13 @@ def status(settings: SandboxConfig) -> dict[str, Any]:
             if why is None
             else (f"; steps write the object store itself ({why})")
         )
+        lacking = namespace.pids_available(str(bar_home()))
+        processes = "own" if lacking is None else "shared"
+        detail += (
+            "; each step has its own processes, /proc and /tmp"
+            if lacking is None
+            else f"; steps share processes and /tmp with the machine ({lacking})"
+        )
     return {
         "enabled": mechanism is not None,
         "mechanism": mechanism,
@@ -220,6 +227,7 @@ def status(settings: SandboxConfig) -> dict[str, Any]:
         "required": settings.required,
         "network": settings.network,
         "objects": objects,
+        "processes": processes,
     }
 
 
