@@ -29,6 +29,7 @@ from helpers import (
     new_task,
     project_dir,
     replay_patches,
+    set_config,
     task_dir,
 )
 
@@ -164,8 +165,9 @@ class Holder:
     """A ``bar run`` whose command holds the task until the test releases it."""
 
     def __init__(self, repo: Path, tmp: Path, *extra: str, name: str = "holder") -> None:
-        signals = tmp / "signals"  # made before the step: new entries of tmp are not writable
+        signals = tmp / "signals"  # (a step's /tmp is its own: this one it may write)
         signals.mkdir(exist_ok=True)
+        set_config(sandbox={"allow_write": [str(signals)]})
         self.started = signals / f"{name}.started"
         self.release = signals / f"{name}.release"
         self.err_path = tmp / f"{name}.stderr"

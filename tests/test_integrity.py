@@ -28,6 +28,7 @@ from helpers import (
     new_task,
     plain_git_tree,
     recorded_tree,
+    set_config,
     task_dir,
     watcher_started,
     worktree,
@@ -121,11 +122,15 @@ def test_a_write_through_a_hard_link_from_outside_is_recorded(
 ) -> None:
     """A file of the worktree has a second name outside it: writes through that name
     reach no watch of the worktree's, between steps and during one (a confined step may
-    write ``/tmp``). Each is recorded, and a rollback never overwrites one unrecorded."""
+    write a directory it is allowed, such as ``~/.cache``). Each is recorded, and a rollback
+    never overwrites one unrecorded."""
     task, wt = _task(repo, capfd, monkeypatch, run)
     (wt / "f.txt").write_text("one\n")
     assert run("run", "--", "true", cwd=wt).code == 0
-    outside = tmp_path / "outside-name"
+    shared = tmp_path / "shared"  # (a step's /tmp is its own: this one it may write)
+    shared.mkdir()
+    set_config(sandbox={"allow_write": [str(shared)]})
+    outside = shared / "outside-name"
     os.link(wt / "f.txt", outside)
     time.sleep(SETTLE)
     assert run("run", "--", "true", cwd=wt).code == 0

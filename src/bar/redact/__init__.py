@@ -209,7 +209,15 @@ def encodings(value: str) -> set[str]:
     return {f for f in found if len(f) >= MIN_ENCODED_LENGTH and f != value}
 
 
-_JSON_ESCAPES: Final = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\b": "\\b", "\f": "\\f"}
+_JSON_ESCAPES: Final = {
+    '"': '\\"',
+    "\\": "\\\\",
+    "\n": "\\n",
+    "\r": "\\r",
+    "\t": "\\t",
+    "\b": "\\b",
+    "\f": "\\f",
+}
 
 
 def _json_escaped(value: str, *, ascii_only: bool) -> str:

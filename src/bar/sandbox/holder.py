@@ -34,9 +34,12 @@ nothing, takes no lock and touches nothing but system calls.
 from __future__ import annotations
 
 import contextlib
+import fcntl
+import functools
 import os
 import resource
 import signal
+import termios
 from collections.abc import Callable
 
 from bar.sandbox import landlock
@@ -84,8 +87,20 @@ class Holder:
         self.init = init
         self._bar = os.getpid()  # (taken here: a holder whose bar died first ends at once)
         self._report, self._to_report = os.pipe()  # (neither is inherited by a program)
+        # a step on a terminal of its own (``bar.terminal.pty``): its session is led by
+        # the namespace's init (set in the child, by ``lead_terminal``)
+        self.terminal = False
+        self.prepare = functools.partial(Holder._prepare, self)
+        self.prepare.holder = self  # type: ignore[attr-defined]
 
-    def prepare(self) -> None:
+    def lead_terminal(self) -> bool:
+        """In the child, before ``prepare``, with a terminal of the step's own on 0-2:
+        whether the holder leaves making it the controlling terminal to the init (a
+        shell in the namespace can then make process groups of it)."""
+        self.terminal = self.init is not None
+        return self.terminal
+
+    def _prepare(self) -> None:
         """In the child, before exec: become the holder and return only in the command,
         confined by ``confine`` (an error there reaches ``Popen``: the command never runs
         unconfined)."""
@@ -94,7 +109,7 @@ class Holder:
         if self.isolate is not None:
             self.isolate()
         if self.init is not None:
-            hold_in_namespace(self._bar, self._to_report, self.init)
+            hold_in_namespace(self._bar, self._to_report, self.init, terminal=self.terminal)
         else:
             hold(self._bar, self._to_report, stop_leftovers=self.stop_leftovers)
         if self.confine is not None:
@@ -150,7 +165,9 @@ def hold(bar: int, report: int, *, stop_leftovers: bool) -> None:
         os._exit(70)  # (only if serving failed: never back into the caller's code)
 
 
-def hold_in_namespace(bar: int, report: int, init: Callable[[], None]) -> None:
+def hold_in_namespace(
+    bar: int, report: int, init: Callable[[], None], *, terminal: bool = False
+) -> None:
     """``hold``, for a holder that made a PID namespace (``namespace.enter``): its child is
     that namespace's init, which runs ``init`` (it mounts its ``/proc``), forks the
     command and stays behind (``_Init``). The holder passes its signals to the init
@@ -164,7 +181,7 @@ def hold_in_namespace(bar: int, report: int, init: Callable[[], None]) -> None:
     if first == 0:
         os.close(signals)
         os.close(said)
-        _Init(to_init, to_holder, report, before).begin(init)
+        _Init(to_init, to_holder, report, before).begin(init, terminal)
         return  # (in the command)
     os.close(to_init)
     os.close(to_holder)
@@ -176,7 +193,9 @@ def hold_in_namespace(bar: int, report: int, init: Callable[[], None]) -> None:
             os.write(signals, bytes([sig]))
             os.kill(first, signal.SIGCHLD)  # (wakes the init: it takes it as no order)
 
-        status = _serve(bar, first, forward)
+        # (an init that leads a terminal's session is out of bar's process group: what
+        # bar sends to that group reaches the holder alone, and is passed on)
+        status = _serve(bar, first, forward, alone=terminal)
         told = _read_all(said)
         _end_as(int(told) if told.isdigit() else status)
     finally:
@@ -194,13 +213,16 @@ class _Init:
     ) -> None:
         self.orders, self.status, self.report, self.mask = orders, status, report, mask
 
-    def begin(self, init: Callable[[], None]) -> None:
+    def begin(self, init: Callable[[], None], terminal: bool) -> None:
         with contextlib.suppress(OSError):
             landlock.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
         os.set_blocking(self.orders, False)
         if _gone(self.orders):  # the holder died before the line above
             os._exit(137)
         init()
+        if terminal:  # (the step's session, led from inside, where the command's shell
+            os.setsid()  # sees the process groups it makes)
+            fcntl.ioctl(0, termios.TIOCSCTTY, 0)
         command = os.fork()
         if command == 0:
             signal.pthread_sigmask(signal.SIG_SETMASK, self.mask)
@@ -285,7 +307,7 @@ def _close_all_but(*keep: int) -> None:
     os.close(null)
 
 
-def _serve(bar: int, command: int, forward: Callable[[int], None]) -> int:
+def _serve(bar: int, command: int, forward: Callable[[int], None], *, alone: bool = False) -> int:
     """Wait for ``command`` to end (its wait status), passing on the signals bar sends to
     this process alone (``forward``); kill it at once when bar is gone."""
     group = os.getpgrp() == os.getpid()  # bar signals the whole group, never the holder alone
@@ -302,8 +324,9 @@ def _serve(bar: int, command: int, forward: Callable[[int], None]) -> int:
             # (a signal sent to a whole group that holds a PID namespace's processes may
             # come with no sender: the kernel clears it for them, in the one record
             # each member's copy is made from; it reached the command already)
-            from_process = info.si_code < _SI_KERNEL_LOWEST and info.si_pid not in (me, 0)
-            if from_process and not (group and info.si_pid == bar):
+            from_process = info.si_code < _SI_KERNEL_LOWEST and info.si_pid != me
+            from_process &= alone or info.si_pid != 0
+            if from_process and (alone or not (group and info.si_pid == bar)):
                 with contextlib.suppress(ProcessLookupError, OSError):
                     forward(info.si_signo)
         status = _reap(command)

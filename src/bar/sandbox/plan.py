@@ -75,7 +75,7 @@ def remove_temp_dir(task: Task) -> None:
     """A closed task runs no more steps: its temporary files go (links are not followed)."""
     import shutil
 
-    for name in ("tmp", "var-tmp", "empty"):
+    for name in ("tmp", "var-tmp", "empty", "hidden"):
         shutil.rmtree(task.dir / name, ignore_errors=True)
 
 
@@ -224,9 +224,15 @@ def _own_temporary(
     be writable (and readable) by that directory's rule. So what is shown again is
     read-only by its mount, the ``writable`` paths in it are shown again writable on
     top, the ``protected`` ones inside those read-only again, and the ``hidden`` ones
-    covered by an empty directory (or ``/dev/null``)."""
-    empty = task.dir / "empty"
+    covered by a directory or a file the step may not open."""
+    # what covers a hidden path: a directory and a file no one without a capability
+    # (as the step is) may open
+    empty, nothing = task.dir / "empty", task.dir / "hidden"
     below.real_dir(empty)
+    os.chmod(empty, 0)
+    with contextlib.suppress(FileExistsError):
+        os.close(os.open(nothing, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0))
+    os.chmod(nothing, 0)
     ours = (temp_dir(task), _var_tmp(task))
     binds: list[Bind] = []
     for shared, own in zip(TEMPORARY, ours, strict=True):
@@ -241,7 +247,7 @@ def _own_temporary(
         for path in view.inside(hidden):
             target = view.at(path)
             if target and os.path.lexists(path) and not os.path.islink(path):
-                cover = str(empty) if os.path.isdir(path) else os.devnull
+                cover = str(empty) if os.path.isdir(path) else str(nothing)
                 binds.append(Bind(cover, target, read_only=True))
         binds.append(Bind(str(own), shared))
     return tuple(binds)

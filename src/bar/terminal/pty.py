@@ -98,7 +98,10 @@ def _become_controlling_terminal(then: Prepare) -> None:
     # Runs in the child after setsid() and after the pty slave became fds 0-2; ``then``
     # (the holder) after it, so the holder leads the session and the command inherits it.
     request = getattr(termios, "TIOCSCTTY", None)
-    if request is not None:
+    holder = getattr(then, "holder", None)
+    if holder is not None and holder.lead_terminal():
+        pass  # (a step's PID namespace: its init takes the terminal, bar.sandbox.holder)
+    elif request is not None:
         fcntl.ioctl(0, request, 0)
     else:  # opening a tty in a new session makes it the controlling terminal
         os.close(os.open(os.ttyname(0), os.O_RDWR))
