@@ -38,6 +38,9 @@ PRELOAD = (
     "bar.sandbox.leftovers",
     "bar.sandbox.plan",
     "bar.sandbox.holder",
+    "bar.sandbox.lockdown",
+    "bar.sandbox.namespace",
+    "bar.sandbox.running",
     "bar.agents.detect",
     "bar.agents.rollout",
     "bar.git.packing",
@@ -54,6 +57,9 @@ def warm_up() -> None:
     """Load what the served commands use, and fill argparse's caches for each."""
     for name in PRELOAD:
         importlib.import_module(name)
+    from bar.sandbox import namespace
+
+    namespace.pids_available("/")  # (what this kernel offers a step: asked once, here)
     from bar.changes.fast.resident import SERVED
     from bar.cli import parser
 

@@ -34,15 +34,13 @@ nothing, takes no lock and touches nothing but system calls.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import functools
 import os
 import resource
 import signal
-import termios
 from collections.abc import Callable
 
-from bar.sandbox import landlock
+from bar.sandbox import landlock, namespace
 
 _PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
@@ -222,7 +220,7 @@ class _Init:
         init()
         if terminal:  # (the step's session, led from inside, where the command's shell
             os.setsid()  # sees the process groups it makes)
-            fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+            namespace.take_terminal()
         command = os.fork()
         if command == 0:
             signal.pthread_sigmask(signal.SIG_SETMASK, self.mask)

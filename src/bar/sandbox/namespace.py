@@ -113,6 +113,15 @@ def mount_proc() -> None:
     )
 
 
+_TIOCSCTTY = 0x540E  # (Linux's number on x86 and arm; termios is not loaded for it)
+
+
+def take_terminal() -> None:
+    """Make the terminal on descriptor 0 this session's controlling terminal (in the
+    init of a terminal's step, just made a session leader)."""
+    _check(_libc.ioctl(0, _TIOCSCTTY, 0), "ioctl TIOCSCTTY")
+
+
 def _kept_flags(path: str) -> int:
     """The flags of the mount at ``path`` that a remount from a user namespace may not
     change (the kernel refuses one that drops them)."""
