@@ -39,7 +39,11 @@ HOT_PATHS = {
     # the ``bar`` command's first code: the resident's client, nothing more
     "bar.cli.entry": {"bar.changes.fast.resident"},
     # the resident process: hands the daemon the command line to run in its forks
-    "bar.cli.warm": {"bar.changes.fast.resident", "bar.changes.fast.resident_daemon"},
+    "bar.cli.warm": {
+        "bar.changes.fast.resident",
+        "bar.changes.fast.resident_daemon",
+        "bar.sandbox.namespace",  # (the kernel's answer, asked once for every fork)
+    },
     # every command: the look for hand edits starts while the command's code loads, and a
     # crash's traceback is written under the bar home
     "bar.cli.main": {"bar.changes.fast.prescan", "bar.store.files", "bar.store.layout"},

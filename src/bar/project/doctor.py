@@ -43,7 +43,7 @@ from bar.project import repairs
 from bar.project.project import Project
 from bar.project.repairs import then
 from bar.store.files import DIR_MODE, FILE_MODE, read_json
-from bar.store.layout import TASK_ID_RE
+from bar.store.layout import STEP_COVERS, TASK_ID_RE
 from bar.store.lock import is_locked
 from bar.task import board, registry, worktree
 from bar.task import delete as task_delete
@@ -198,6 +198,8 @@ class Doctor:
         for path in _walk(self.project.dir, skip=workspaces):
             if path.name.startswith("index") and path.name.endswith(".lock"):
                 continue  # git's, while it writes a side index or a copy (a watcher's)
+            if path.name in STEP_COVERS and path.parent.parent == self.project.paths.tasks:
+                continue  # (no one may open them: what hides a path from a step)
             try:
                 st = path.lstat()
             except FileNotFoundError:

@@ -248,8 +248,11 @@ class _Init:
                     os.kill(command, sig)
             status = _reap(command)
         left = [pid for pid in _alive() if pid != 1]
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(-1, signal.SIGKILL)
+        if os.getpid() == 1:  # (only an init's kill(-1) stays in its namespace)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(-1, signal.SIGKILL)
+        else:
+            _stop_children(os.getpid())
         with contextlib.suppress(ChildProcessError):
             while True:
                 os.waitpid(-1, 0)

@@ -36,7 +36,7 @@ from bar.sandbox import (
 )
 from bar.sandbox.namespace import Bind
 from bar.store import below
-from bar.store.layout import bar_home, home_dir, ui_launch_dir
+from bar.store.layout import STEP_COVERS, bar_home, home_dir, ui_launch_dir
 from bar.task.tasks import Task
 
 TEMPORARY = ("/tmp", "/var/tmp")
@@ -75,7 +75,7 @@ def remove_temp_dir(task: Task) -> None:
     """A closed task runs no more steps: its temporary files go (links are not followed)."""
     import shutil
 
-    for name in ("tmp", "var-tmp", "empty", "hidden"):
+    for name in ("tmp", "var-tmp", *STEP_COVERS):
         shutil.rmtree(task.dir / name, ignore_errors=True)
 
 
@@ -227,7 +227,7 @@ def _own_temporary(
     covered by a directory or a file the step may not open."""
     # what covers a hidden path: a directory and a file no one without a capability
     # (as the step is) may open
-    empty, nothing = task.dir / "empty", task.dir / "hidden"
+    empty, nothing = (task.dir / name for name in STEP_COVERS)
     below.real_dir(empty)
     os.chmod(empty, 0)
     with contextlib.suppress(FileExistsError):

@@ -41,6 +41,11 @@ def home_dir() -> Path:
     return Path(pwd.getpwuid(os.getuid()).pw_dir)
 
 
+# what covers a hidden path in a step's own /tmp (``bar.sandbox.plan``): a directory and
+# a file of the task's, mode 0 on purpose
+STEP_COVERS = ("empty", "hidden")
+
+
 def ui_launch_dir() -> Path:
     """Where ``bar ui`` leaves the page that hands the browser its token: private to the
     developer, hidden from every step (``bar.sandbox.plan``)."""
