@@ -242,7 +242,8 @@ def _own_temporary(
         binds += [Bind(w, target) for w in open_ if (target := view.at(w))]
         for path in view.inside(protected):
             target = view.at(path)
-            if target and any(path.startswith(w + "/") for w in open_) and os.path.exists(path):
+            inside_open = any(path == w or path.startswith(w + "/") for w in open_)
+            if target and inside_open and os.path.exists(path):
                 binds.append(Bind(path, target, read_only=True))
         for path in view.inside(hidden):
             target = view.at(path)
