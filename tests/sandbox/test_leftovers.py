@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import BAR_EXE, bar_exe, host_pids, set_config
+from helpers import BAR_EXE, bar_exe, host_pids, process_alive, set_config
 from test_recovery import check_consistent, setup_task
 from test_sandbox import confined
 
@@ -25,14 +25,6 @@ _STEP = (
     "</dev/null >/dev/null 2>&1 &); "
     "sleep 60"
 )
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
-    except OSError:
-        return False
 
 
 def _wait_for(what: Path) -> None:
@@ -74,9 +66,9 @@ def test_a_step_dies_with_a_bar_killed_by_sigkill(how: str, repo: Path, tmp_path
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=30)
     deadline = time.monotonic() + 10
-    while _alive(late) and time.monotonic() < deadline:
+    while process_alive(late) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not _alive(late), "the step's detached process outlived bar"
+    assert not process_alive(late), "the step's detached process outlived bar"
     time.sleep(2.0)  # (long after it would have written)
     assert not (wt / "late.txt").exists()
 

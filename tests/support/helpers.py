@@ -355,12 +355,13 @@ def host_pids(*words: bytes) -> list[int]:
                 line = f.read()
         except OSError:
             continue
-        if name.isdigit() and all(w in line for w in words) and _process_alive(int(name)):
+        if name.isdigit() and all(w in line for w in words) and process_alive(int(name)):
             found.append(int(name))
     return found
 
 
-def _process_alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie does not)."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
