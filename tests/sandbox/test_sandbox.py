@@ -559,13 +559,18 @@ def test_a_confined_step_has_no_terminal_and_no_agent_sockets(
     inited: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("SSH_AUTH_SOCK", "/tmp/ssh-agent.sock")
-    new_task(capfd)
+    t = new_task(capfd)
     probe = (
-        f"{sys.executable} -c \"import os; print('own session', os.getsid(0) != {os.getsid(0)});"
-        " print('ssh agent', os.environ.get('SSH_AUTH_SOCK'))\""
+        f'{sys.executable} -c "import os\n'
+        "try: os.close(os.open('/dev/tty', os.O_RDWR)); print('terminal yes')\n"
+        "except OSError: print('terminal no')\n"
+        "print('session', os.getsid(0)); print('ssh agent', os.environ.get('SSH_AUTH_SOCK'))\""
     )
     code, said, _ = _run(capfd, probe)
-    assert code == 0 and "own session True" in said and "ssh agent None" in said
+    assert code == 0 and "terminal no" in said and "ssh agent None" in said
+    (step,) = ledger(t["id"])
+    if step["sandbox"]["processes"] == "shared":  # (in its own PID namespace, a session led
+        assert f"session {os.getsid(0)}\n" not in said  # from outside shows as 0 there)
 
 
 @confined
