@@ -230,3 +230,34 @@ def test_a_real_agents_commit_reaches_the_repository_at_its_checkpoint(
     ).stdout.strip()
     assert subject == "one"
     assert [c["head"] for c in cps] == [branch, branch] and step["head"] == branch
+
+
+# what a repository (or an agent, in an earlier step) writes to switch every hook off
+SWITCH_OFF = {"claude": (".claude/settings.local.json", '{"disableAllHooks": true}\n')}
+
+
+@pytest.mark.parametrize("agent", sorted(SWITCH_OFF))
+def test_a_repository_cannot_switch_bar_s_hooks_off(
+    agent: str, inited: Path, precious: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """The worktree's own agent settings say "no hooks": bar's hooks hold anyway (they
+    sit above those settings), so the dangerous command is still refused and every call
+    still checkpointed."""
+    agent_binary(agent)
+    t = new_task(capfd)
+    wt = worktree(t)
+    rel, text = SWITCH_OFF[agent]
+    (wt / rel).parent.mkdir(parents=True, exist_ok=True)
+    (wt / rel).write_text(text)
+    script = [Shell(DENIED), Shell(BENIGN), Answer("Done.")]
+    with MockServer(script) as server:
+        res = AgentSetup(agent, server.url).run_in_bar(inited, "do the work")
+        results = server.model.tool_results(DIALECT[agent])
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert precious.read_text() == "keep me\n"
+    assert not (wt / "denied-ran.txt").exists()
+    assert "bar policy" in results[0]
+    assert (wt / "benign.txt").read_text() == "hello\n"
+    step = ledger(t["id"])[-1]
+    assert [e["command"] for e in step["policy_events"]] == [DENIED, BENIGN]
+    assert step["checkpoints"] == 1

@@ -12,7 +12,17 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import BAR_EXE, bar, host_pids, ledger, new_task, set_config, task_dir, worktree
+from helpers import (
+    BAR_EXE,
+    bar,
+    bar_home,
+    host_pids,
+    ledger,
+    new_task,
+    set_config,
+    task_dir,
+    worktree,
+)
 
 from bar import git as bar_git
 from bar.sandbox import UNAVAILABLE_ENV, landlock, namespace
@@ -337,3 +347,64 @@ def test_a_compression_bomb_is_refused_unread(
     for n in range(3):
         name = "%040x" % (0xB0B0 + n)
         assert not (inited / ".git" / "objects" / name[:2] / name[2:]).exists()
+
+
+def test_everything_bar_keeps_is_the_developer_s_alone(
+    inited: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Every file and folder bar makes under ``$BAR_HOME`` (but the worktrees, which are
+    the developer's own files) is readable by its owner alone."""
+    task = new_task(capfd)
+    assert _run(capfd, "echo one > a.txt")[0] == 0
+    assert _run(capfd, "echo two >> a.txt; sleep 0.2")[0] == 0
+    assert bar(capfd, "rollback", "--to", "1").code == 0
+    assert bar(capfd, "log", "--json").code == 0
+    shown = []
+    for root, dirs, files in os.walk(bar_home()):
+        dirs[:] = [d for d in dirs if Path(root, d) != worktree(task).parent]
+        for name in dirs + files:
+            path = Path(root, name)
+            if not path.is_symlink() and path.lstat().st_mode & 0o077:
+                shown.append(f"{oct(path.lstat().st_mode & 0o777)} {path}")
+    assert shown == []
+
+
+# --- 5. bar's hooks sit above the repository's own agent settings ------------------------
+
+
+@own_pids
+def test_an_agent_step_sees_bar_s_hooks_in_its_managed_settings(
+    inited: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Claude Code ranks a machine's managed settings above every project file: the
+    step's /etc has bar's hooks there, reads as it did (but what deny_read hides), and
+    nothing outside the step changes."""
+    new_task(capfd)
+    set_config(policy={"enabled": False}, sandbox={"deny_read": ["~/.ssh", "/etc/hostname"]})
+    script = (
+        "cat /etc/claude-code/managed-settings.json; head -c 0 /etc/passwd && echo passwd=ok; "
+        "cat /etc/hostname; echo hostname=$?; touch /etc/claude-code/x; echo wrote=$?"
+    )
+    res = bar(capfd, "run", "--no-pty", "--agent", "claude", "--", "sh", "-c", script)
+    said = res.out + res.err
+    assert '"PreToolUse"' in said and " hook claude --socket " in said, said
+    assert "passwd=ok" in said and "hostname=0" not in said and "wrote=0" not in said
+    assert not Path("/etc/claude-code/x").exists()
+    if os.path.exists("/etc/claude-code/managed-settings.json"):  # (a machine's own)
+        assert "hook claude" not in Path("/etc/claude-code/managed-settings.json").read_text()
+
+
+def test_a_session_whose_repository_switches_hooks_off_is_refused_where_bar_cannot_rank_above(
+    inited: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    task = new_task(capfd)
+    monkeypatch.setenv(UNAVAILABLE_ENV, "1")  # (no mount namespace: no layer over /etc)
+    settings = worktree(task) / ".claude" / "settings.local.json"
+    settings.parent.mkdir()
+    settings.write_text('{"disableAllHooks": true}\n')
+    res = bar(capfd, "run", "--no-pty", "--agent", "claude", "--", "touch", "ran")
+    assert res.code != 0 and "sets disableAllHooks" in res.err, res.err
+    assert not (worktree(task) / "ran").exists()
+    settings.write_text('{"disableAllHooks": false}\n')
+    res = bar(capfd, "run", "--no-pty", "--agent", "claude", "--", "touch", "ran")
+    assert res.code == 0 and (worktree(task) / "ran").exists()

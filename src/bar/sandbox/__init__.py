@@ -73,6 +73,8 @@ class Plan:
     shared_objects: str = ""
     # a PID namespace and a /proc of the step's own (``bar.sandbox.namespace``)
     own_pids: bool = False
+    # the agent's managed settings, with bar's hooks, laid over /etc (``bar.agents.managed``)
+    agent_layer: bool = False
 
 
 @record
@@ -128,10 +130,17 @@ class Confinement:
         def isolating() -> None:
             namespace.enter(binds, *ids, pids=pids)
 
+        # a layer laid over a directory is a file system Landlock saw no rule for: it is
+        # read as the directory was (the rule of a mount point counts for nothing beneath)
+        layers = [b.target for b in binds if b.layer]
+        hidden = _real(self.plan.deny_read) if layers else []
+
         def confining() -> None:
             if ruleset is not None:
                 if pids:  # (the /proc the init mounted is a file system Landlock saw no rule for)
                     ruleset.allow("/proc", landlock.READ | landlock.READ_DIR)
+                for target in layers:
+                    _allow_except(ruleset, target, hidden, landlock.READ, landlock.READ_DIR)
                 ruleset.restrict_this_thread()
             if seccomp is not None:
                 seccomp.install()

@@ -57,11 +57,16 @@ _KEPT = _MS_NOSUID | _MS_NODEV | _MS_NOEXEC | _MS_NOATIME | _MS_NODIRATIME
 
 @record(frozen=True)
 class Bind:
-    """Show the directory ``source`` at ``target`` (read-only if asked)."""
+    """Show the directory ``source`` at ``target`` (read-only if asked). A ``layer`` is
+    laid over ``target`` instead, read-only: what ``source`` holds is seen there in front
+    of what ``target`` holds (an overlay), and the mounts that were inside ``target``
+    (``nested``) are shown again where they were."""
 
     source: str
     target: str
     read_only: bool = False
+    layer: bool = False
+    nested: tuple[str, ...] = ()
 
 
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -94,6 +99,9 @@ def enter(binds: tuple[Bind, ...], uid: int, gid: int, *, pids: bool = False) ->
     _check(_libc.mount(None, b"/", None, _MS_REC | _MS_SLAVE, None), "mount --make-rslave /")
     for bind in binds:
         source, target = os.fsencode(bind.source), os.fsencode(bind.target)
+        if bind.layer:
+            _lay(bind, source, target)
+            continue
         _check(
             _libc.mount(source, target, None, _MS_BIND | _MS_REC, None),
             f"mount --bind {bind.source} {bind.target}",
@@ -103,6 +111,37 @@ def enter(binds: tuple[Bind, ...], uid: int, gid: int, *, pids: bool = False) ->
             _check(
                 _libc.mount(None, target, None, flags, None), f"mount -o remount,ro {bind.target}"
             )
+
+
+def _lay(bind: Bind, source: bytes, target: bytes) -> None:
+    held = [os.open(path, os.O_PATH | os.O_CLOEXEC) for path in bind.nested]
+    try:
+        options = b"ro,lowerdir=" + _escaped(source) + b":" + _escaped(target)
+        _check(
+            _libc.mount(b"overlay", target, b"overlay", _MS_RDONLY | _MS_NOSUID, options),
+            f"mount -t overlay -o lowerdir={bind.source}:{bind.target} {bind.target}",
+        )
+        for fd, path in zip(held, bind.nested, strict=True):
+            _check(
+                _libc.mount(
+                    f"/proc/self/fd/{fd}".encode(),
+                    os.fsencode(path),
+                    None,
+                    _MS_BIND | _MS_REC,
+                    None,
+                ),
+                f"mount --bind {path} (again, over the layer)",
+            )
+    finally:
+        for fd in held:
+            os.close(fd)
+
+
+def _escaped(path: bytes) -> bytes:
+    """``path`` as an overlay's option names it (its separators escaped)."""
+    for special in (b"\\", b":", b","):
+        path = path.replace(special, b"\\" + special)
+    return path
 
 
 def mount_proc() -> None:
@@ -157,6 +196,64 @@ def pids_available(probe: str) -> str | None:
     if os.environ.get(NO_PIDS_ENV):
         return f"{NO_PIDS_ENV} is set"
     return _available["pids"]
+
+
+def layer_available(layer: Bind) -> str | None:
+    """None where ``layer`` (a ``Bind`` with ``layer``) can be laid in a step's mount
+    namespace; else why not (tried once per process, in a child: overlays in a user
+    namespace need Linux 5.11, and a file system that allows them)."""
+    why = available(layer.source)
+    if why is not None:
+        return why
+    key = f"layer {layer.target}"
+    if key not in _available:
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.close(read)
+            try:
+                enter((layer,), os.getuid(), os.getgid())
+                os.write(write, b"ok")
+            except BaseException as e:
+                os.write(write, str(e).encode()[:500])
+            finally:
+                os._exit(0)
+        os.close(write)
+        said = b""
+        while chunk := os.read(read, 4096):
+            said += chunk
+        os.close(read)
+        os.waitpid(pid, 0)
+        text = said.decode(errors="replace")
+        _available[key] = None if text == "ok" else text or "the probe died"
+    return _available[key]
+
+
+def mounts_inside(folder: str) -> tuple[str, ...]:
+    """The mount points strictly inside ``folder`` in bar's own view, outermost first."""
+    found: list[str] = []
+    try:
+        with open("/proc/self/mountinfo", "rb") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return ()
+    prefix = folder.rstrip("/") + "/"
+    for line in lines:
+        fields = line.split(b" ")
+        if len(fields) > 4:
+            point = _unescape(fields[4].decode("utf-8", "surrogateescape"))
+            if point.startswith(prefix) and point not in found:
+                found.append(point)
+    return tuple(sorted(found, key=lambda p: p.count("/")))
+
+
+def _unescape(field: str) -> str:
+    """A mountinfo field with its octal escapes (``\\040`` for a space) read."""
+    if "\\" not in field:
+        return field
+    import re
+
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
 
 
 # set to make bar act as if the kernel offered no PID namespaces (to try the fallback)

@@ -171,6 +171,9 @@ def for_step(task: Task, agent: str | None, paths: tuple[str, ...] = ()) -> Plan
     ]
     if binds:  # (the step's mount namespace: bar's git reads no file the step can write)
         binds = (*binds, *_git_config(admin))
+    system = _system_layer(task, agent) if binds and agent is not None else None
+    if system is not None:  # (bar's hooks above every settings file the step can write)
+        binds = (*binds, system)
     deny_read = [*(_home_path(p) for p in (*settings.deny_read, *_keys(task))), _launch_pages()]
     if own_pids:
         world = [*writable, *protected, *(Path(p) for p in paths), Path.cwd()]
@@ -183,7 +186,22 @@ def for_step(task: Task, agent: str | None, paths: tuple[str, ...] = ()) -> Plan
         binds=binds,
         shared_objects=shared,
         own_pids=own_pids,
+        agent_layer=system is not None,
     )
+
+
+def _system_layer(task: Task, agent: str) -> Bind | None:
+    """The layer over ``/etc`` that gives ``agent`` bar's hooks in its managed settings
+    (``bar.agents.managed``), where the agent has such settings and the kernel lays it."""
+    from bar.agents import managed, settings
+
+    layer = managed.system_layer(task, agent, settings.hook_command(agent, task.paths.socket))
+    if layer is None:
+        return None
+    bind = Bind(
+        str(layer), managed.TARGET, layer=True, nested=namespace.mounts_inside(managed.TARGET)
+    )
+    return bind if namespace.layer_available(bind) is None else None
 
 
 def _git_config(admin: Path | None) -> tuple[Bind, ...]:

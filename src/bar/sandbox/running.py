@@ -14,6 +14,7 @@ import contextlib
 import os
 from pathlib import Path
 
+from bar.store.files import ensure_dir
 from bar.store.layout import bar_home
 
 
@@ -31,7 +32,7 @@ def note(holder: int) -> str | None:
     if inode == os.stat("/proc/self/ns/pid").st_ino:  # (no namespace of its own)
         return None
     folder = _notes()
-    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    ensure_dir(folder)  # (0700, each folder it makes)
     name = str(inode)
     fd = os.open(folder / name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
     with contextlib.suppress(OSError):

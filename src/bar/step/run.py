@@ -38,7 +38,7 @@ from bar.changes import journals
 from bar.changes.fast import prescan, speed, stamps
 from bar.changes.fast.watches import Claim
 from bar.changes.journals import RunIntent
-from bar.errors import BarError, ExitCode, HookFailed, UsageError
+from bar.errors import AgentSettingsError, BarError, ExitCode, HookFailed, UsageError
 from bar.git.guard import Guard
 from bar.ledger import steps
 from bar.ledger.records import Artifacts, HookRecord, PolicyEventRecord, RunStep
@@ -177,6 +177,8 @@ def run_step(task: Task, req: RunRequest, watch: TreeWatch | None = None) -> Run
     adopted_since = leftovers.become_subreaper() if confinement.enabled else 0.0
     hook_records: list[HookRecord] = []
     try:
+        if req.agent is not None:
+            _hooks_in_force(task, req.agent, confinement)
         results = step_hooks.run(
             "pre_run", task, facts, env=env, boxed=boxed, confinement=confinement
         )
@@ -403,6 +405,24 @@ def _hooks_output(
     path, rel = steps.artifact(task, step_id, "output")
     create_file(path, STDOUT_HEADER + STDERR_HEADER + scrubber.scrub_bytes(said))
     return rel
+
+
+def _hooks_in_force(task: Task, agent: str, confinement: Confinement) -> None:
+    """Refuse an agent's session that would run without bar's hooks: where bar's hooks
+    cannot sit above the repository's own settings (``bar.agents.managed``), a settings
+    file of the worktree's that switches hooks off stops the step before it starts."""
+    if confinement.enabled and confinement.plan.agent_layer:
+        return
+    from bar.agents import managed
+
+    switch = managed.switched_off(agent, task.worktree)
+    if switch is not None:
+        raise AgentSettingsError(
+            f"{switch}, which would switch bar's hooks off: the session would run "
+            "with no policy and no checkpoints",
+            hint=f"remove the setting from {task.worktree / switch.split()[0]} (bar "
+            "can keep its hooks above it only in a confined step with mount namespaces)",
+        )
 
 
 def _close(confinement: Confinement, since: float, what: str | None = "a pre_run hook") -> None:

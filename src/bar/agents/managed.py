@@ -1,0 +1,98 @@
+"""bar's hooks where an agent gives them the highest precedence (SPEC §8, "bar's own
+hands").
+
+An agent reads its settings from several places and lets the nearer ones switch hooks
+off: a repository's ``.claude/settings.local.json`` holding ``"disableAllHooks": true``
+turns off every hook Claude Code's user settings hold, bar's among them, and a step can
+write that file. Only the settings a machine's administrator sets (Claude Code's
+managed settings, ``/etc/claude-code/managed-settings.json`` on Linux) rank above the
+repository's: Claude Code runs their hooks whatever a project says.
+
+So a confined agent step sees ``/etc`` with a layer of the task's in front of it
+(``system_layer``: an overlay in the step's own mount namespace, ``bar.sandbox.plan``):
+the managed settings the developer's machine has, if any, with bar's hooks merged in.
+Nothing outside the step changes, and the step cannot write the layer (it sits in the
+task's directory under ``$BAR_HOME``). Where the layer cannot be laid, bar's hooks stay
+in the agent's home alone, and ``switched_off`` is how a session is refused rather than
+run without them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+from typing import Any
+
+from bar.store.files import ensure_dir, read_regular, write_bytes_atomic
+from bar.task.tasks import Task
+
+TARGET = "/etc"  # what the layer lies over
+
+# agent: its managed settings file, relative to TARGET
+MANAGED = {"claude": "claude-code/managed-settings.json"}
+
+
+def system_layer(task: Task, agent: str, hook_command: str) -> Path | None:
+    """Write the task's layer for ``TARGET`` with bar's hook ``hook_command`` in
+    ``agent``'s managed settings; the layer's directory (None: the agent has no such
+    settings)."""
+    rel = MANAGED.get(agent)
+    if rel is None:
+        return None
+    from bar.agents import settings
+
+    layer = task.dir / "agents" / "system"
+    target = layer / rel
+    ensure_dir(target.parent)  # (0700: the agent reading it is the same user)
+    # what the step sees as TARGET itself has the layer's mode: the real one's
+    os.chmod(layer, stat.S_IMODE(os.stat(TARGET).st_mode))
+    theirs = _read_object(Path(TARGET) / rel)
+    merged = settings.merge_hook_settings(agent, theirs, hook_command)
+    write_bytes_atomic(target, settings.dump(merged), mode=0o600)
+    return layer
+
+
+def _read_object(path: Path) -> dict[str, Any] | None:
+    """The machine's own managed settings (None: none, or none an agent would read)."""
+    raw = read_regular(path)
+    if raw is None:
+        return None
+    try:
+        value = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+# agent: (project settings files, the key that switches every hook off)
+_SWITCHES = {
+    "claude": ((".claude/settings.json", ".claude/settings.local.json"), "disableAllHooks"),
+}
+
+
+def switched_off(agent: str, worktree: Path) -> str | None:
+    """The repository's settings file that switches ``agent``'s hooks off (bar's
+    included, where they are not above it), or None."""
+    found = _SWITCHES.get(agent)
+    if found is None:
+        return None
+    files, key = found
+    for rel in files:
+        fd = None
+        try:
+            fd = os.open(worktree / rel, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+            raw = os.read(fd, 1 << 20)
+        except OSError:
+            continue
+        finally:
+            if fd is not None:
+                os.close(fd)
+        try:
+            value = json.loads(raw.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError):
+            continue
+        if isinstance(value, dict) and value.get(key) not in (None, False):
+            return f"{rel} sets {key}"
+    return None
