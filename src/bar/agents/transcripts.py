@@ -45,6 +45,11 @@ class Verifier:
             self._later.append((n, event))
         return found
 
+    def distrust(self, n: int) -> None:
+        """Checkpoint ``n`` is not to be found verified later (another event claimed its
+        call too)."""
+        self._later = [(m, event) for m, event in self._later if m != n]
+
     def settle(self, recorder: Recorder) -> None:
         """Look again for the calls not found (once the session ended)."""
         later, self._later = self._later, []
@@ -69,9 +74,7 @@ def verified(task: Task, event: HookEvent) -> bool | None:
     for tail in _TAILS:
         data = read_beneath(home, path, tail=tail) or b""
         if any(
-            _names_call(event.agent, line, call)
-            for line in data.splitlines()
-            if call.encode() in line
+            _names_call(event, line, call) for line in data.splitlines() if call.encode() in line
         ):
             return True
         if tail is not None and len(data) < tail:
@@ -79,27 +82,59 @@ def verified(task: Task, event: HookEvent) -> bool | None:
     return False
 
 
-def _names_call(agent: str, line: bytes, call: str) -> bool:
+def _names_call(event: HookEvent, line: bytes, call: str) -> bool:
+    """Whether ``line`` of the transcript is the call ``call`` as ``event`` tells it: the
+    same session, the same command or the same files (a made-up event that borrows a
+    real call's id, and tells another command, is not that call)."""
     try:
         rec: Any = json.loads(line)
     except ValueError:
         return False
     if not isinstance(rec, dict):
         return False
-    if agent == "codex":
+    if event.agent == "codex":
         payload = rec.get("payload")
         return (
             isinstance(payload, dict)
             and payload.get("type") == "function_call"
             and payload.get("call_id") == call
+            and (event.command is None or event.command in _strings(payload.get("arguments")))
         )
     message = rec.get("message")
     content = message.get("content") if isinstance(message, dict) else None
-    return (
-        rec.get("type") == "assistant"
-        and isinstance(content, list)
-        and any(
-            isinstance(c, dict) and c.get("type") == "tool_use" and c.get("id") == call
-            for c in content
-        )
+    if rec.get("type") != "assistant" or not isinstance(content, list):
+        return False
+    if event.session_id and rec.get("sessionId") not in (None, event.session_id):
+        return False
+    return any(
+        isinstance(c, dict)
+        and c.get("type") == "tool_use"
+        and c.get("id") == call
+        and _same_input(event, c.get("input"))
+        for c in content
     )
+
+
+def _same_input(event: HookEvent, given: object) -> bool:
+    """Whether a tool call's input in the transcript is what ``event`` says it was."""
+    if not isinstance(given, dict):
+        return event.command is None and not event.paths
+    if event.command is not None and given.get("command") != event.command:
+        return False
+    named = given.get("file_path") or given.get("notebook_path")
+    return not event.paths or named in event.paths
+
+
+def _strings(value: object) -> str:
+    """Every string in ``value`` (a JSON text, or what it holds), joined by NULs."""
+    if isinstance(value, str):
+        try:
+            decoded = json.loads(value)
+        except ValueError:
+            return value
+        return value if isinstance(decoded, str) else _strings(decoded)
+    if isinstance(value, dict):
+        return "\0".join(_strings(v) for v in value.values())
+    if isinstance(value, list):
+        return "\0".join(_strings(v) for v in value)
+    return ""

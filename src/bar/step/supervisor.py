@@ -111,6 +111,10 @@ class Supervisor:
         self.launch: agent_launch.Launch | None = None
         self.mcp: list[str] | None = None  # `bar mcp` for this task, next to bar's hooks
         self._verify: Verifier | None = None  # is each call in the agent's transcript?
+        self._sessions: dict[str, int | None] = {}  # session: the agent's process (its start)
+        self._claimed: dict[str, int] = {}  # call id: the checkpoint that reported it
+        self._origin: int | None = None  # the process that ran the hook now answered
+        self._hook_command: str | None = None  # the command of bar's hook (as installed)
         if agent is not None:
             from bar.agents.launch import for_step
             from bar.agents.transcripts import Verifier
@@ -317,6 +321,11 @@ class Supervisor:
 
         if agent not in PROTOCOLS:
             return  # no answer, as to anything that is not a request
+        if self._hook_command is None:
+            from bar.agents.settings import hook_command
+
+            self._hook_command = hook_command(self.agent or agent, self.socket_path)
+        self._origin = hook_origin(peers.peer_pid(conn), self._hook_command)
         ask = self.launch.interactive if self.launch is not None else False
         judgement = judge(agent, payload, self.policy, ask=ask)
         if self._capture is not None and judgement.event is not None:
@@ -348,6 +357,7 @@ class Supervisor:
             if PROTOCOLS[agent].changes_files(event.tool_name):
                 self._checkpoint(event, call)
         elif event is not None and event.kind == "start":
+            self._sessions.setdefault(event.session_id or "", self._origin)
             self._append({"session_start": event.session_id or ""})
         else:
             self._record(agent, judgement)
@@ -537,13 +547,34 @@ class Supervisor:
                 outcome=event.outcome,
                 agent_id=event.agent_id,
                 agent_type=event.agent_type,
-                verified=self._verify and self._verify.check(event, self._checkpoints.count + 1),
+                verified=self._verified(event, self._checkpoints.count + 1),
             )
         except (BarError, OSError) as exc:
             self._checkpoint_failed = True
             notices.warn(
                 f"no more checkpoints in this step: {exc}; the step's own record keeps every change"
             )
+
+    def _verified(self, event: HookEvent, n: int) -> bool | None:
+        """Whether checkpoint ``n``'s call is one the agent made: its hook was run by the
+        process that started the session (not by a command of the step, which can run
+        ``bar hook`` too), no other event claimed the same call, and the agent's
+        transcript has the call as the event tells it (``bar.agents.transcripts``)."""
+        if self._verify is None:
+            return None
+        call = event.tool_use_id
+        if call and call in self._claimed:  # (two reports of one call: neither is trusted)
+            earlier = self._claimed[call]
+            self._verify.distrust(earlier)
+            if self._checkpoints is not None:
+                self._checkpoints.amend(earlier, verified=False)
+            return False
+        if call:
+            self._claimed[call] = n
+        agent = self._sessions.get(event.session_id or "")
+        if call and (agent is None or agent != self._origin):
+            return False
+        return self._verify.check(event, n)
 
     def _checkpoint_unreported(self) -> None:
         """Checkpoint the edits whose end the agent does not report (Codex sends no
@@ -639,6 +670,32 @@ def _another_steps(conn: socket.socket) -> bool:
     socket's path) or one it left behind. Such a process is neither this step's agent
     nor the developer, and may give no orders here."""
     return peers.confined_caller(conn)
+
+
+def hook_origin(pid: int | None, command: str) -> int | None:
+    """The process that ran bar's hook ``command`` as process ``pid``: its parent, or the
+    parent of the shell that ran exactly ``command`` (None: not known)."""
+    if pid is None:
+        return None
+    parent = _parent(pid)
+    if parent is not None and _runs(parent, command):
+        parent = _parent(parent)
+    return parent
+
+
+def _parent(pid: int) -> int | None:
+    fields = stat_fields(pid) if pid > 1 else None
+    return int(fields[1]) if fields and len(fields) >= 2 else None
+
+
+def _runs(pid: int, command: str) -> bool:
+    """Whether ``pid`` is a shell running exactly ``command`` (``sh -c COMMAND``)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            argv = f.read().split(b"\0")[:-1]
+    except OSError:
+        return False
+    return len(argv) >= 3 and argv[-2] == b"-c" and argv[-1] == os.fsencode(command)
 
 
 def _from_this_step(conn: socket.socket) -> bool:
