@@ -408,3 +408,20 @@ def test_a_session_whose_repository_switches_hooks_off_is_refused_where_bar_cann
     settings.write_text('{"disableAllHooks": false}\n')
     res = bar(capfd, "run", "--no-pty", "--agent", "claude", "--", "touch", "ran")
     assert res.code == 0 and (worktree(task) / "ran").exists()
+
+
+# --- 8. a secret that names a file stays off disk ----------------------------------------
+
+
+def test_a_file_named_by_a_secret_is_masked_in_the_patch_and_the_ledger(
+    inited: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    task = new_task(capfd)
+    secret = "s3cr3t-value-0123456789"
+    monkeypatch.setenv("MY_API_KEY", secret)
+    assert _run(capfd, 'echo data > "$MY_API_KEY.txt"; echo more > plain.txt')[0] == 0
+    assert (worktree(task) / f"{secret}.txt").exists()  # (the worktree holds what it holds)
+    (step,) = ledger(task["id"])
+    patch = (task_dir(task["id"]) / step["artifacts"]["patch"]).read_bytes()
+    assert secret.encode() not in patch and b"plain.txt" in patch and b"+data" in patch
+    assert secret not in str(step) and "***.txt" in step["diff_stat"]["file_list"]

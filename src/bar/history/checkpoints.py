@@ -33,7 +33,7 @@ from bar.base.inotify import TreeWatch
 from bar.base.record import field, record, replace
 from bar.errors import NotFound, UsageError
 from bar.git import DiffStat
-from bar.history import snapshot
+from bar.history import patches, snapshot
 from bar.ledger import steps
 from bar.ledger.records import diff_stat_of, parse_step_ref
 from bar.redact import Scrubber
@@ -323,6 +323,8 @@ class Recorder:
         n = self.count + 1
         quarantine.settle(self.task, final=False)  # (the step's commits: ``head`` below)
         stat, patch = steps.record_changes(self.task, f"{self.step_id}.{n}", self.last, commit)
+        if patch is not None and self.scrubber is not None:
+            patches.mask_names(self.task.dir / patch, stat.file_list, self.scrubber.scrub_bytes)
         checkpoint = Checkpoint(
             step_id=self.step_id,
             n=n,

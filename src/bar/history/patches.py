@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import BinaryIO
 
@@ -97,3 +98,36 @@ def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view) :]
+
+
+# the lines of a patch that name files (its "metadata", SPEC §6), not content
+_NAMING = (
+    b"diff --git ",
+    b"--- ",
+    b"+++ ",
+    b"rename from ",
+    b"rename to ",
+    b"copy from ",
+    b"copy to ",
+    b"Binary files ",
+)
+
+
+def mask_names(path: Path, names: Sequence[str], scrub: Callable[[bytes], bytes]) -> bool:
+    """Mask the secrets in the file names of the patch at ``path`` (``names``: the files
+    it changes; ``scrub``: what masks a secret). A file named by a secret (``touch
+    "$API_KEY"``) would otherwise put it on disk in the patch; the patch of such a file
+    no longer replays by name (its content does). Costs nothing when no name holds one.
+    Whether the patch was rewritten."""
+    if all(scrub(os.fsencode(name)) == os.fsencode(name) for name in names):
+        return False
+    try:
+        with open(path, "rb") as f:
+            lines = f.read().split(b"\n")
+    except OSError:
+        return False
+    lines = [scrub(line) if line.startswith(_NAMING) else line for line in lines]
+    from bar.store.files import write_bytes_atomic
+
+    write_bytes_atomic(path, b"\n".join(lines), mode=0o600)
+    return True

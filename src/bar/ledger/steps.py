@@ -170,6 +170,9 @@ def append(task: Task, step: _S, scrubber: Scrubber | None = None) -> _S:
     """Append ``step`` to the ledger with every string scrubbed of secrets; the caller
     holds the task lock. Returns the step as written."""
     scrub = scrubber or known_secrets.scrubber()
+    stat, patch = getattr(step, "diff_stat", None), getattr(step, "artifacts", None)
+    if stat is not None and patch is not None and patch.patch:
+        patches.mask_names(task.dir / patch.patch, stat.file_list, scrub.scrub_bytes)
     written = step_from_record(scrub.scrub_obj(step.to_record()), "step")
     assert isinstance(written, type(step))
     last = task.ledger.last()
