@@ -77,3 +77,29 @@ def test_a_known_secret_is_masked_encoded() -> None:
     for dumped in (json.dumps({"k": quoted}), json.dumps({"k": quoted}, ensure_ascii=False)):
         assert Scrubber([quoted]).scrub_text(dumped) == '{"k": "***"}'
     assert scrubber.secrets == (value,)  # (the encoded forms are looked for, not listed)
+
+
+SPLIT_SECRET = "zq-very-secret-value-778899"
+
+
+@pytest.mark.parametrize(
+    "noise",
+    [b"\x1b[0m", b"\x1b[1;31m", b"\r", b"\x08", b"\x1b[2K\r", b"\x1b7"],
+    ids=["reset", "colour", "cr", "backspace", "erase-cr", "save-cursor"],
+)
+@pytest.mark.parametrize("at", [1, 9, len(SPLIT_SECRET) - 1])
+def test_a_known_secret_split_by_terminal_noise_is_masked(noise: bytes, at: int) -> None:
+    scrubber = Scrubber([SPLIT_SECRET])
+    raw = SPLIT_SECRET.encode()
+    data = b"token: " + raw[:at] + noise + raw[at:] + b" (done)\n"
+    assert scrubber.scrub_bytes(data) == b"token: *** (done)\n"
+    for size in (1, 5, 64):
+        stream = StreamScrubber(scrubber)
+        out = b"".join(stream.feed(data[i : i + size]) for i in range(0, len(data), size))
+        assert out + stream.flush() == b"token: *** (done)\n", size
+
+
+def test_noise_alone_and_a_near_miss_are_kept() -> None:
+    scrubber = Scrubber([SPLIT_SECRET])
+    near = b"zq-very-\x1b[0msecret-VALUE-778899 and \x1b[1mbold\x1b[0m\r\n"
+    assert scrubber.scrub_bytes(near) == near

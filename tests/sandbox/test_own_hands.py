@@ -425,3 +425,16 @@ def test_a_file_named_by_a_secret_is_masked_in_the_patch_and_the_ledger(
     patch = (task_dir(task["id"]) / step["artifacts"]["patch"]).read_bytes()
     assert secret.encode() not in patch and b"plain.txt" in patch and b"+data" in patch
     assert secret not in str(step) and "***.txt" in step["diff_stat"]["file_list"]
+
+
+def test_a_secret_split_by_terminal_noise_is_masked_in_the_output(
+    inited: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    task = new_task(capfd)
+    secret = "s3cr3t-value-0123456789"
+    monkeypatch.setenv("MY_API_KEY", secret)
+    script = r"printf 's3cr3t-\033[1mvalue-01234\r56789\n'; printf 's3cr3t-val\033[0mue-0123456789\n' >&2"
+    assert _run(capfd, script)[0] == 0
+    (step,) = ledger(task["id"])
+    output = (task_dir(task["id"]) / step["artifacts"]["output"]).read_bytes()
+    assert b"0123456789" not in output and b"56789" not in output and output.count(b"***") == 2

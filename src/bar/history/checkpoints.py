@@ -324,7 +324,7 @@ class Recorder:
         quarantine.settle(self.task, final=False)  # (the step's commits: ``head`` below)
         stat, patch = steps.record_changes(self.task, f"{self.step_id}.{n}", self.last, commit)
         if patch is not None and self.scrubber is not None:
-            patches.mask_names(self.task.dir / patch, stat.file_list, self.scrubber.scrub_bytes)
+            patches.mask_names(self.task.dir / patch, stat.file_list, self.scrubber.scrub_values)
         checkpoint = Checkpoint(
             step_id=self.step_id,
             n=n,

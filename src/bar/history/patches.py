@@ -114,11 +114,12 @@ _NAMING = (
 
 
 def mask_names(path: Path, names: Sequence[str], scrub: Callable[[bytes], bytes]) -> bool:
-    """Mask the secrets in the file names of the patch at ``path`` (``names``: the files
-    it changes; ``scrub``: what masks a secret). A file named by a secret (``touch
-    "$API_KEY"``) would otherwise put it on disk in the patch; the patch of such a file
-    no longer replays by name (its content does). Costs nothing when no name holds one.
-    Whether the patch was rewritten."""
+    """Mask the known secret values in the file names of the patch at ``path``
+    (``names``: the files it changes; ``scrub``: what masks those values). A file named
+    by a secret (``touch "$API_KEY"``) would otherwise put it on disk in the patch; the
+    patch of such a file no longer replays by name (its content does). A name that only
+    has a token's shape is the step's work and is kept. Costs nothing when no name holds
+    a secret. Whether the patch was rewritten."""
     if all(scrub(os.fsencode(name)) == os.fsencode(name) for name in names):
         return False
     try:

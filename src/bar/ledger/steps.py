@@ -172,7 +172,7 @@ def append(task: Task, step: _S, scrubber: Scrubber | None = None) -> _S:
     scrub = scrubber or known_secrets.scrubber()
     stat, patch = getattr(step, "diff_stat", None), getattr(step, "artifacts", None)
     if stat is not None and patch is not None and patch.patch:
-        patches.mask_names(task.dir / patch.patch, stat.file_list, scrub.scrub_bytes)
+        patches.mask_names(task.dir / patch.patch, stat.file_list, scrub.scrub_values)
     written = step_from_record(scrub.scrub_obj(step.to_record()), "step")
     assert isinstance(written, type(step))
     last = task.ledger.last()

@@ -238,6 +238,25 @@ def _json_escaped(value: str, *, ascii_only: bool) -> str:
     return "".join(out)
 
 
+# What a terminal's output puts between two letters of a secret without showing it: an
+# escape sequence (a colour, a cursor move), a carriage return, a backspace. A secret the
+# stream splits so is looked for too (``_split_pass``), in what reaches a file raw.
+_NOISE: Final = rb"(?:\x1b\[[0-?]{0,16}[ -/]{0,4}[@-~]|\x1b[0-Z\\-~]|[\r\x08]){0,4}"
+_NOISE_BYTES: Final = (b"\x1b", b"\r", b"\x08")
+# a secret longer than this is looked for whole only (its split form would be wider than
+# what a stream holds back)
+MAX_SPLIT_SECRET: Final = 480
+
+
+def _split_pass(secret: bytes) -> _ShapePass:
+    """A pass for ``secret`` with up to four pieces of terminal noise between any two of
+    its bytes (it finds the secret whole too)."""
+    pattern = re.escape(secret[:1]) + b"".join(
+        _NOISE + re.escape(secret[i : i + 1]) for i in range(1, len(secret))
+    )
+    return _ShapePass(re.compile(pattern), 0, (), ())
+
+
 class Scrubber:
     """Replaces secret values and token-shaped strings by ``***``.
 
@@ -261,19 +280,39 @@ class Scrubber:
         # environment values; text is scrubbed through a lossless UTF-8 encoding.
         self._byte_literals = tuple(_LiteralPass(_encode(s, "surrogateescape")) for s in every)
         self._text_literals = tuple(_LiteralPass(_encode(s, "surrogatepass")) for s in every)
+        self._split_secrets = tuple(
+            raw
+            for raw in (_encode(s, "surrogateescape") for s in self.secrets)
+            if len(raw) <= MAX_SPLIT_SECRET
+        )
+        self._split_made: tuple[_ShapePass, ...] | None = None
         longest = max((len(_encode(s, "surrogateescape")) for s in every), default=0)
         # How far past a match's start the stream must see before it can decide it.
         self.window: int = max(_SHAPE_WIDTH, longest) + _CONTEXT
 
     @property
     def pass_count(self) -> int:
-        """How many passes a stream runs: one per shape and one per literal secret."""
-        return len(_SHAPES) + len(self._byte_literals)
+        """How many passes a stream runs: one per shape, one per literal secret (and
+        encoded form), and one per secret split by terminal noise."""
+        return len(_SHAPES) + len(self._byte_literals) + len(self._split_secrets)
 
     @property
     def _byte_passes(self) -> tuple[_Pass, ...]:
         """Every pass, as a stream runs them (``bar.redact.stream``)."""
-        return shape_passes() + self._byte_literals
+        return shape_passes() + self._byte_literals + self._split_passes
+
+    @property
+    def _split_passes(self) -> tuple[_ShapePass, ...]:
+        """The passes of the secrets split by terminal noise, compiled when first needed."""
+        if self._split_made is None:
+            self._split_made = tuple(_split_pass(raw) for raw in self._split_secrets)
+        return self._split_made
+
+    def _split_passes_for(self, data: bytes | bytearray) -> tuple[_Pass, ...]:
+        """Those passes, where ``data`` has noise that could split a secret."""
+        if not self._split_secrets or not any(n in data for n in _NOISE_BYTES):
+            return ()
+        return self._split_passes
 
     @classmethod
     def from_environ(
@@ -287,7 +326,16 @@ class Scrubber:
         return cls(values)
 
     def scrub_bytes(self, data: bytes) -> bytes:
-        passes = _shape_passes_for(data) + self._byte_literals
+        passes = _shape_passes_for(data) + self._byte_literals + self._split_passes_for(data)
+        spans = [hit[2:] for p in passes for hit in p.scan(data, 0)]
+        if not spans:
+            return data
+        return _render(data, 0, 0, _merge(spans), len(data))[0]
+
+    def scrub_values(self, data: bytes) -> bytes:
+        """``data`` with the known secret values masked (in any form the scrubber knows),
+        but not what merely has a token's shape (which may be the step's own work)."""
+        passes = self._byte_literals + self._split_passes_for(data)
         spans = [hit[2:] for p in passes for hit in p.scan(data, 0)]
         if not spans:
             return data
@@ -301,7 +349,7 @@ class Scrubber:
         for index, (name, _, _) in enumerate(_SHAPES):
             if any(needle in data for needle in _NEEDLES[name]):
                 found += [(h[2], h[3], name) for h in _shape_pass(index).scan(data, 0)]
-        for literal in self._byte_literals:
+        for literal in (*self._byte_literals, *self._split_passes_for(data)):
             found += [(h[2], h[3], "secret value") for h in literal.scan(data, 0)]
         return sorted(f for f in found if f[1] > f[0] and data[f[0] : f[1]].strip(b"*"))
 

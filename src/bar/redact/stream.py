@@ -28,7 +28,7 @@ from __future__ import annotations
 import re
 from collections import deque
 
-from bar.redact import Scrubber, _merge, _Pass, _render, _ShapePass, needles
+from bar.redact import _NOISE_BYTES, Scrubber, _merge, _Pass, _render, _ShapePass, needles
 from bar.redact.partial_match import lead_in, prefix_at, unfinished
 from bar.redact.shapes import _CONTEXT, _NEEDLES, _SHAPES, _Check
 
@@ -97,6 +97,11 @@ def scan_of(scrubber: Scrubber) -> tuple[needles.Scan | None, int]:
     if made is None:
         strings = [_NEEDLES[name] for name, _, _ in _SHAPES]
         strings += [(p.needle,) for p in scrubber._byte_literals]
+        # (a secret split by noise begins with some of its first bytes and then noise)
+        strings += [
+            (secret, *(secret[:i] + n for i in range(1, len(secret)) for n in _NOISE_BYTES))
+            for secret in scrubber._split_secrets
+        ]
         assert len(strings) == scrubber.pass_count
         scan = needles.scanner(strings)
         made = (scan, max(len(s) for group in strings for s in group)) if scan else _NO_SCAN
