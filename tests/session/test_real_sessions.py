@@ -235,3 +235,37 @@ def test_an_interrupted_turn_is_recorded_where_it_happened(
     assert events[1]["checkpoint"] == "0001.1"
     assert kinds[3:] == ["interrupt"], (kinds, err)
     assert step["session"]["interrupts"] == 1 and step["exit_code"] != 0
+
+
+@pytest.mark.parametrize("agent", ["claude", "codex", "gemini"])
+def test_a_secret_in_the_prompt_leaves_the_agent_s_own_records_and_resume_still_works(
+    agent: str, inited: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The developer hands the agent a secret in the prompt: once the session ended, no
+    file the agent wrote in its home for the task holds it (its transcript, its history
+    of prompts), and a Claude session resumed from that transcript goes on."""
+    agent_binary(agent)
+    secret = "prompt-secret-5f1e2d3c4b5a6978"
+    monkeypatch.setenv("DEPLOY_TOKEN", secret)
+    t = new_task(capfd)
+    with MockServer([Answer("noted")]) as server:
+        setup = AgentSetup(agent, server.url)
+        res = setup.run_in_bar(inited, f"deploy with the token {secret}")
+    assert res.returncode == 0, res.stdout + res.stderr
+    home = task_dir(t["id"]) / "agents" / agent
+    holding = [
+        str(p)
+        for p in home.rglob("*")
+        if p.is_file() and not p.is_symlink() and secret.encode() in p.read_bytes()
+    ]
+    assert holding == []
+    masked = [p for p in home.rglob("*") if p.is_file() and b"the token ***" in p.read_bytes()]
+    assert masked  # (the prompt was kept, masked)
+    if agent != "claude":
+        return
+    first = ledger(t["id"])[0]["session"]
+    with MockServer([Answer("second done")]) as server:
+        setup = AgentSetup("claude", server.url)
+        res = setup.run_in_bar(inited, "go on", extra=("--resume", first["session_id"]))
+    assert res.returncode == 0 and "second done" in res.stdout, res.stdout + res.stderr
+    assert ledger(t["id"])[1]["session"]["session_id"] == first["session_id"]

@@ -32,13 +32,16 @@ from __future__ import annotations
 
 import json
 import os
+import stat
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from bar.agents.protocol import protocol
+from bar.base import notices
 from bar.base.record import record
 from bar.errors import AgentSettingsError
-from bar.store.files import read_regular, write_bytes_atomic
+from bar.store.files import read_beneath, read_regular, write_bytes_atomic
 from bar.store.layout import bar_home, home_dir
 from bar.task.tasks import Task
 
@@ -285,3 +288,102 @@ def codex_trust_hash(event: str, matcher: str | None, command: str, timeout: int
         identity["matcher"] = matcher
     text = json.dumps(identity, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+_MASK_LIMIT = 64 << 20  # bytes of one file of the home masked; a bigger one is said
+
+
+def mask_secrets(task: Task, agent: str, since: float, scrub: Callable[[bytes], bytes]) -> int:
+    """Once a session ended: mask the known secret values (``scrub``) in what the agent
+    wrote to its home for ``task`` since ``since`` (a time): its transcripts, its history
+    of prompts, its logs. A secret given in a prompt or read by a tool otherwise stays on
+    disk under ``$BAR_HOME``. Only the value is replaced, inside the text that held it, so
+    a JSON line stays JSON and the session can be resumed. The developer's files copied
+    in (credentials) and bar's settings are left alone. How many files were masked."""
+    kind = KINDS[agent]
+    home = path(task, agent)
+    kept = {*kind.copied, kind.settings, _STAMPS, ".claude.json"}
+    masked = 0
+    for root, _dirs, files in os.walk(home):  # (never into a link: walk does not follow)
+        for name in files:
+            file = Path(root, name)
+            if name in kept and file.parent == home / kind.inner:
+                continue
+            try:
+                st = file.lstat()
+            except OSError:
+                continue
+            if not stat.S_ISREG(st.st_mode) or st.st_mtime < since:
+                continue
+            if st.st_size > _MASK_LIMIT:
+                notices.warn(f"{file} is too big to mask secrets in ({st.st_size} bytes)")
+                continue
+            masked += _mask_file(home, file, scrub)
+    return masked
+
+
+def _mask_file(home: Path, file: Path, scrub: Callable[[bytes], bytes]) -> int:
+    data = read_beneath(home, file)
+    if data is None:
+        return 0
+    lines = data.split(b"\n")
+    out = [_mask_line(line, scrub) for line in lines]
+    if out == lines:
+        return 0
+    _replace_beneath(home, file.relative_to(home), b"\n".join(out))
+    return 1
+
+
+def _replace_beneath(home: Path, rel: Path, data: bytes) -> None:
+    """Put ``data`` in place of the file ``rel`` of ``home``, reached with no link followed
+    on the way (the home is the step's to write), through a new file renamed over it."""
+    from bar.base.beneath import open_beneath
+
+    if rel.parent == Path("."):
+        folder = os.open(home, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    else:
+        folder = open_beneath(home, str(rel.parent), os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        mode = stat.S_IMODE(os.stat(rel.name, dir_fd=folder, follow_symlinks=False).st_mode)
+        temporary = f".{rel.name}.bar-masked"
+        fd = os.open(
+            temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, mode, dir_fd=folder
+        )
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.rename(temporary, rel.name, src_dir_fd=folder, dst_dir_fd=folder)
+    finally:
+        os.close(folder)
+
+
+def _mask_line(line: bytes, scrub: Callable[[bytes], bytes]) -> bytes:
+    """``line`` with the secrets masked; a JSON line stays JSON (its strings are masked
+    one by one where masking the bytes would break it)."""
+    masked = scrub(line)
+    if masked == line or not line.lstrip().startswith((b"{", b"[")):
+        return masked
+    try:
+        json.loads(masked)
+        return masked
+    except ValueError:
+        pass
+    try:
+        value = json.loads(line)
+    except ValueError:
+        return masked
+    return json.dumps(_mask_value(value, scrub), ensure_ascii=False).encode()
+
+
+def _mask_value(value: object, scrub: Callable[[bytes], bytes]) -> object:
+    if isinstance(value, str):
+        return scrub(value.encode("utf-8", "surrogatepass")).decode("utf-8", "surrogatepass")
+    if isinstance(value, list):
+        return [_mask_value(v, scrub) for v in value]
+    if isinstance(value, dict):
+        return {k: _mask_value(v, scrub) for k, v in value.items()}
+    return value

@@ -107,6 +107,8 @@ def complete(
     if taken.count:
         artifacts.checkpoints = checkpoints.artifact_name(step_id)
     session = _session(task, intent, taken, scrub) if intent.agent is not None else None
+    if intent.agent is not None:
+        _mask_home(task, intent, scrub)
     if session is not None:
         artifacts.session = session_artifact(step_id)
     finished = executed is not None and executed.signal is None
@@ -146,6 +148,23 @@ def complete(
     task.paths.policy_events(step_id).unlink(missing_ok=True)
     journals.clear_run(task.paths)
     return written
+
+
+def _mask_home(task: Task, intent: RunIntent, scrub: Scrubber) -> None:
+    """The session ended: the known secrets leave what the agent wrote in its home
+    (``bar.agents.homes.mask_secrets``)."""
+    from datetime import datetime
+
+    from bar.agents import homes
+
+    name = str((intent.agent or {}).get("name") or "")
+    if name not in homes.KINDS or not scrub.secrets:
+        return
+    since = datetime.fromisoformat(intent.started_at.replace("Z", "+00:00")).timestamp() - 2
+    try:
+        homes.mask_secrets(task, name, since, scrub.scrub_values)
+    except OSError as exc:
+        warn(f"the secrets in the agent's own records were not masked: {exc}")
 
 
 def session_artifact(step_id: str) -> str:
