@@ -13,6 +13,7 @@ nothing either way. Observed with the versions pinned in the Makefile.
 from __future__ import annotations
 
 import json
+import os
 from typing import TYPE_CHECKING, Any
 
 from bar.agents import rollout
@@ -122,7 +123,12 @@ def _same_input(event: HookEvent, given: object) -> bool:
     if event.command is not None and given.get("command") != event.command:
         return False
     named = given.get("file_path") or given.get("notebook_path")
-    return not event.paths or named in event.paths
+    if not event.paths or named in event.paths:
+        return True
+    return isinstance(named, str) and any(  # (a path given relative to the call's cwd)
+        os.path.normpath(os.path.join(event.cwd or "/", p)) == os.path.normpath(named)
+        for p in event.paths
+    )
 
 
 def _strings(value: object) -> str:
