@@ -78,7 +78,11 @@ def test_an_agent_cannot_plant_in_the_developers_home_and_its_hooks_hold_through
         res = setup.run_in_bar(inited, "nothing")
     assert res.returncode == 0, res.stdout + res.stderr
     assert "the agent's own" not in settings.read_text()
-    assert "hook" in settings.read_text()
+    if agent == "gemini":  # (bar's hooks are in its system settings, above the home's)
+        system = task_dir(t["id"]) / "agents" / "system" / "gemini-settings.json"
+        assert " hook gemini " in system.read_text()
+    else:
+        assert "hook" in settings.read_text()
 
     # Codex starts MCP servers with a clean environment: bar's finds the task all the same
     if agent == "codex":

@@ -233,7 +233,15 @@ def test_a_real_agents_commit_reaches_the_repository_at_its_checkpoint(
 
 
 # what a repository (or an agent, in an earlier step) writes to switch every hook off
-SWITCH_OFF = {"claude": (".claude/settings.local.json", '{"disableAllHooks": true}\n')}
+SWITCH_OFF = {
+    "claude": (".claude/settings.local.json", '{"disableAllHooks": true}\n'),
+    "codex": (".codex/config.toml", "[features]\ncodex_hooks = false\n"),
+    "gemini-off": (".gemini/settings.json", '{"hooksConfig": {"enabled": false}}\n'),
+    "gemini-named": (
+        ".gemini/settings.json",
+        '{"hooksConfig": {"disabled": ["bar-policy"]}, "hooks": {}}\n',
+    ),
+}
 
 
 @pytest.mark.parametrize("agent", sorted(SWITCH_OFF))
@@ -243,10 +251,11 @@ def test_a_repository_cannot_switch_bar_s_hooks_off(
     """The worktree's own agent settings say "no hooks": bar's hooks hold anyway (they
     sit above those settings), so the dangerous command is still refused and every call
     still checkpointed."""
+    rel, text = SWITCH_OFF[agent]
+    agent = agent.split("-")[0]
     agent_binary(agent)
     t = new_task(capfd)
     wt = worktree(t)
-    rel, text = SWITCH_OFF[agent]
     (wt / rel).parent.mkdir(parents=True, exist_ok=True)
     (wt / rel).write_text(text)
     script = [Shell(DENIED), Shell(BENIGN), Answer("Done.")]

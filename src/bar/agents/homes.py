@@ -113,12 +113,20 @@ def prepare(
         merged = settings.merge_hook_settings(agent, own, hook_command, mcp)
         if agent == "gemini":
             merged["mcpServers"]["bar"]["env"] = server["env"]
+            # (bar's hooks are in its system settings, above this file: not twice)
+            merged = settings.remove_hook_settings(agent, merged, hook_command) or {}
         data = settings.dump(merged)
     write_bytes_atomic(inside / kind.settings, data, mode=0o600)
     _copy_changed(mine, inside, kind.copied)
+    extra: dict[str, str] = {}
     if agent == "claude":
         _claude_state(mine, inside, server)
-    return {kind.variable: str(home), **protocol(agent).run_env}
+    elif agent == "gemini":
+        from bar.agents import managed
+
+        theirs = os.environ.get(managed.GEMINI_SYSTEM)
+        extra = managed.gemini_system(task, hook_command, theirs)
+    return {kind.variable: str(home), **protocol(agent).run_env, **extra}
 
 
 def _server_env(task: Task, step_id: str) -> dict[str, str]:

@@ -54,6 +54,41 @@ def system_layer(task: Task, agent: str, hook_command: str) -> Path | None:
     return layer
 
 
+# Gemini CLI reads its system settings (above the workspace's and the user's) from the
+# file this variable names, else /etc/gemini-cli/settings.json
+GEMINI_SYSTEM = "GEMINI_CLI_SYSTEM_SETTINGS_PATH"
+_GEMINI_ETC = "/etc/gemini-cli/settings.json"
+
+
+def gemini_system(task: Task, hook_command: str, theirs: str | None) -> dict[str, str]:
+    """Gemini CLI's system settings for a step: those the developer's machine has
+    (``theirs``: the file the developer's own environment names, else the machine's),
+    with bar's hooks and ``hooksConfig.enabled: true``, which rank above every settings
+    file the step can write. Hooks listed in ``hooksConfig.disabled`` of any file are
+    switched off (the lists are united), so bar's entry has a name of this step's own,
+    which no file written before the step can know. What the agent's environment gets."""
+    import secrets
+
+    from bar.agents import settings
+
+    layer = task.dir / "agents" / "system"
+    ensure_dir(layer)
+    base = _read_object(Path(theirs or _GEMINI_ETC))
+    merged = settings.merge_hook_settings("gemini", base, hook_command)
+    name = f"bar-policy-{secrets.token_hex(6)}"
+    for groups in merged["hooks"].values():
+        for group in groups if isinstance(groups, list) else ():
+            for entry in group.get("hooks", ()) if isinstance(group, dict) else ():
+                if isinstance(entry, dict) and entry.get("command") == hook_command:
+                    entry["name"] = name
+    config = merged.setdefault("hooksConfig", {})
+    if isinstance(config, dict):
+        config["enabled"] = True
+    path = layer / "gemini-settings.json"
+    write_bytes_atomic(path, settings.dump(merged), mode=0o600)
+    return {GEMINI_SYSTEM: str(path)}
+
+
 def _read_object(path: Path) -> dict[str, Any] | None:
     """The machine's own managed settings (None: none, or none an agent would read)."""
     raw = read_regular(path)
