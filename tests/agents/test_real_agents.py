@@ -316,3 +316,30 @@ def test_a_forged_report_of_a_running_call_is_not_verified(
     assert listed and all(c.get("verified") is not True for c in listed), listed
     (evil,) = bar(capfd, "blame", "evil.txt", "--json").json()["lines"]
     assert evil.get("verified") is not True, evil
+
+
+def test_where_gemini_would_skip_bar_s_system_settings_its_hooks_hold_or_the_session_is_refused(
+    inited: Path, precious: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Gemini CLI reads system settings only from a file whose folders, all the way up,
+    are root's and written by no one else (so never for a developer who is not root):
+    there, bar's hooks stay in the agent's home under a name of the step's own, which a
+    disabled list written before cannot hold, and a workspace that switches hooks off
+    makes bar refuse the session."""
+    agent_binary("gemini")
+    os.chmod(tmp_path, 0o777)  # ($BAR_HOME is in it: a folder anyone may write)
+    t = new_task(capfd)
+    wt = worktree(t)
+    (wt / ".gemini").mkdir()
+    (wt / ".gemini/settings.json").write_text('{"hooksConfig": {"disabled": ["bar-policy"]}}\n')
+    with MockServer([Shell(DENIED), Shell(BENIGN), Answer("Done.")]) as server:
+        res = AgentSetup("gemini", server.url).run_in_bar(inited, "do the work")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert not (wt / "denied-ran.txt").exists() and (wt / "benign.txt").exists()
+    home = (task_dir(t["id"]) / "agents/gemini/.gemini/settings.json").read_text()
+    assert '"bar-policy-' in home
+    (wt / ".gemini/settings.json").write_text('{"hooksConfig": {"enabled": false}}\n')
+    with MockServer([Shell(DENIED), Answer("Done.")]) as server:
+        res = AgentSetup("gemini", server.url).run_in_bar(inited, "do the work")
+    assert res.returncode != 0 and "sets hooksConfig.enabled" in res.stderr, res.stderr
+    assert not (wt / "denied-ran.txt").exists()

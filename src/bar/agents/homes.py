@@ -104,6 +104,7 @@ def prepare(
     inside = _directory(home, kind.inner)
     mine = developers(agent)
     server = {"argv": mcp, "env": _server_env(task, step_id)}
+    extra: dict[str, str] = {}  # (what the agent's environment gets besides)
     if agent == "codex":
         data = _codex_config(mine / kind.settings, inside / kind.settings, hook_command, server)
     else:
@@ -112,20 +113,20 @@ def prepare(
         own = _read_json(mine / kind.settings, what=f"your {mine / kind.settings}")
         merged = settings.merge_hook_settings(agent, own, hook_command, mcp)
         if agent == "gemini":
+            from bar.agents import managed
+
             merged["mcpServers"]["bar"]["env"] = server["env"]
-            # (bar's hooks are in its system settings, above this file: not twice)
-            merged = settings.remove_hook_settings(agent, merged, hook_command) or {}
+            theirs = os.environ.get(managed.GEMINI_SYSTEM)
+            extra = managed.gemini_system(task, hook_command, theirs)
+            if extra:  # (bar's hooks are in its system settings, above this file: not twice)
+                merged = settings.remove_hook_settings(agent, merged, hook_command) or {}
+            else:
+                managed.name_entries(merged, hook_command)
         data = settings.dump(merged)
     write_bytes_atomic(inside / kind.settings, data, mode=0o600)
     _copy_changed(mine, inside, kind.copied)
-    extra: dict[str, str] = {}
     if agent == "claude":
         _claude_state(mine, inside, server)
-    elif agent == "gemini":
-        from bar.agents import managed
-
-        theirs = os.environ.get(managed.GEMINI_SYSTEM)
-        extra = managed.gemini_system(task, hook_command, theirs)
     return {kind.variable: str(home), **protocol(agent).run_env, **extra}
 
 

@@ -67,26 +67,58 @@ def gemini_system(task: Task, hook_command: str, theirs: str | None) -> dict[str
     file the step can write. Hooks listed in ``hooksConfig.disabled`` of any file are
     switched off (the lists are united), so bar's entry has a name of this step's own,
     which no file written before the step can know. What the agent's environment gets."""
-    import secrets
-
     from bar.agents import settings
 
     layer = task.dir / "agents" / "system"
+    path = layer / "gemini-settings.json"
+    if not _honoured(path):
+        return {}
     ensure_dir(layer)
     base = _read_object(Path(theirs or _GEMINI_ETC))
     merged = settings.merge_hook_settings("gemini", base, hook_command)
+    name_entries(merged, hook_command)
+    config = merged.setdefault("hooksConfig", {})
+    if isinstance(config, dict):
+        config["enabled"] = True
+    write_bytes_atomic(path, settings.dump(merged), mode=0o600)
+    return {GEMINI_SYSTEM: str(path)}
+
+
+def name_entries(merged: dict[str, Any], hook_command: str) -> None:
+    """Give bar's entries in Gemini CLI settings ``merged`` a name of this step's own."""
+    import secrets
+
     name = f"bar-policy-{secrets.token_hex(6)}"
-    for groups in merged["hooks"].values():
+    hooks = merged.get("hooks")
+    for groups in hooks.values() if isinstance(hooks, dict) else ():
         for group in groups if isinstance(groups, list) else ():
             for entry in group.get("hooks", ()) if isinstance(group, dict) else ():
                 if isinstance(entry, dict) and entry.get("command") == hook_command:
                     entry["name"] = name
-    config = merged.setdefault("hooksConfig", {})
-    if isinstance(config, dict):
-        config["enabled"] = True
-    path = layer / "gemini-settings.json"
-    write_bytes_atomic(path, settings.dump(merged), mode=0o600)
-    return {GEMINI_SYSTEM: str(path)}
+
+
+def _honoured(path: Path) -> bool:
+    """Whether Gemini CLI would read ``path`` as system settings: it skips one that is not
+    root's, or that sits in a folder (all the way up) that is not root's or that others
+    may write. So only where bar runs as root; ``/tmp`` counts as the step's own (made
+    root's and private) where the step gets one."""
+    if os.geteuid() != 0:
+        return False
+    from bar.sandbox import namespace
+
+    own_tmp = namespace.pids_available("/") is None
+    for folder in (path.parent, *path.parents):
+        if own_tmp and str(folder) in ("/tmp", "/var/tmp"):
+            continue
+        try:
+            st = os.stat(folder)
+        except FileNotFoundError:
+            continue  # (made, root's and private, before the agent reads it)
+        except OSError:
+            return False
+        if st.st_uid != 0 or st.st_mode & 0o022:
+            return False
+    return True
 
 
 def _read_object(path: Path) -> dict[str, Any] | None:
@@ -101,10 +133,18 @@ def _read_object(path: Path) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
-# agent: (project settings files, the key that switches every hook off)
+# agent: (project settings files, the key that switches every hook off, and the value
+# that leaves them on)
 _SWITCHES = {
-    "claude": ((".claude/settings.json", ".claude/settings.local.json"), "disableAllHooks"),
+    "claude": ((".claude/settings.json", ".claude/settings.local.json"), "disableAllHooks", False),
+    "gemini": ((".gemini/settings.json",), "hooksConfig.enabled", True),
 }
+
+
+def ranks_above(task: Task, agent: str) -> bool:
+    """Whether bar's hooks for ``agent`` sit where no file of the task's worktree can
+    switch them off without a mount namespace's layer (Gemini CLI's system settings)."""
+    return agent == "gemini" and _honoured(task.dir / "agents" / "system" / "gemini-settings.json")
 
 
 def switched_off(agent: str, worktree: Path) -> str | None:
@@ -113,7 +153,7 @@ def switched_off(agent: str, worktree: Path) -> str | None:
     found = _SWITCHES.get(agent)
     if found is None:
         return None
-    files, key = found
+    files, key, on = found
     for rel in files:
         fd = None
         try:
@@ -128,6 +168,8 @@ def switched_off(agent: str, worktree: Path) -> str | None:
             value = json.loads(raw.decode("utf-8"))
         except (UnicodeDecodeError, ValueError):
             continue
-        if isinstance(value, dict) and value.get(key) not in (None, False):
+        for part in key.split("."):
+            value = value.get(part) if isinstance(value, dict) else None
+        if value not in (None, on):
             return f"{rel} sets {key}"
     return None

@@ -415,13 +415,15 @@ def _hooks_in_force(task: Task, agent: str, confinement: Confinement) -> None:
         return
     from bar.agents import managed
 
+    if managed.ranks_above(task, agent):
+        return
     switch = managed.switched_off(agent, task.worktree)
     if switch is not None:
         raise AgentSettingsError(
             f"{switch}, which would switch bar's hooks off: the session would run "
             "with no policy and no checkpoints",
-            hint=f"remove the setting from {task.worktree / switch.split()[0]} (bar "
-            "can keep its hooks above it only in a confined step with mount namespaces)",
+            hint=f"remove the setting from {task.worktree / switch.split()[0]} "
+            "(docs/sandbox.md says where bar's hooks rank above it)",
         )
 
 
