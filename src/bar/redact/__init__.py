@@ -144,7 +144,44 @@ class _LiteralPass:
             at = data.find(needle, at + size)
 
 
-_Pass = _ShapePass | _LiteralPass
+# What a terminal's output puts between two letters of a secret without showing it: an
+# escape sequence (a colour, a cursor move), a carriage return, a backspace. A secret the
+# stream splits so is looked for too (``_split_pass``), in what reaches a file raw.
+_NOISE: Final = rb"(?:\x1b\[[0-?]{0,16}[ -/]{0,4}[@-~]|\x1b[0-Z\\-~]|[\r\x08]){0,4}"
+_NOISE_BYTES: Final = (b"\x1b", b"\r", b"\x08")
+# a secret longer than this is looked for whole only (its split form would be wider than
+# what a stream holds back)
+MAX_SPLIT_SECRET: Final = 480
+
+
+class _SplitPass:
+    """A known secret with up to four pieces of terminal noise between any two of its
+    bytes. Its regex is compiled the first time data with noise is searched (a step
+    that prints none, most of them, compiles nothing for it); without noise it finds
+    nothing the secret's literal pass does not."""
+
+    __slots__ = ("_shape", "secret")
+
+    def __init__(self, secret: bytes) -> None:
+        self.secret = secret
+        self._shape: _ShapePass | None = None
+
+    @property
+    def shape(self) -> _ShapePass:
+        if self._shape is None:
+            pattern = re.escape(self.secret[:1]) + b"".join(
+                _NOISE + re.escape(self.secret[i : i + 1]) for i in range(1, len(self.secret))
+            )
+            self._shape = _ShapePass(re.compile(pattern), 0, (), ())
+        return self._shape
+
+    def scan(self, data: bytes | bytearray, pos: int) -> _Hits:
+        if not any(data.find(noise, pos) >= 0 for noise in _NOISE_BYTES):
+            return iter(())
+        return self.shape.scan(data, pos)
+
+
+_Pass = _ShapePass | _LiteralPass | _SplitPass
 
 
 _compiled: dict[int, _ShapePass] = {}
@@ -238,25 +275,6 @@ def _json_escaped(value: str, *, ascii_only: bool) -> str:
     return "".join(out)
 
 
-# What a terminal's output puts between two letters of a secret without showing it: an
-# escape sequence (a colour, a cursor move), a carriage return, a backspace. A secret the
-# stream splits so is looked for too (``_split_pass``), in what reaches a file raw.
-_NOISE: Final = rb"(?:\x1b\[[0-?]{0,16}[ -/]{0,4}[@-~]|\x1b[0-Z\\-~]|[\r\x08]){0,4}"
-_NOISE_BYTES: Final = (b"\x1b", b"\r", b"\x08")
-# a secret longer than this is looked for whole only (its split form would be wider than
-# what a stream holds back)
-MAX_SPLIT_SECRET: Final = 480
-
-
-def _split_pass(secret: bytes) -> _ShapePass:
-    """A pass for ``secret`` with up to four pieces of terminal noise between any two of
-    its bytes (it finds the secret whole too)."""
-    pattern = re.escape(secret[:1]) + b"".join(
-        _NOISE + re.escape(secret[i : i + 1]) for i in range(1, len(secret))
-    )
-    return _ShapePass(re.compile(pattern), 0, (), ())
-
-
 class Scrubber:
     """Replaces secret values and token-shaped strings by ``***``.
 
@@ -285,7 +303,7 @@ class Scrubber:
             for raw in (_encode(s, "surrogateescape") for s in self.secrets)
             if len(raw) <= MAX_SPLIT_SECRET
         )
-        self._split_made: tuple[_ShapePass, ...] | None = None
+        self._split_made: tuple[_SplitPass, ...] | None = None
         longest = max((len(_encode(s, "surrogateescape")) for s in every), default=0)
         # How far past a match's start the stream must see before it can decide it.
         self.window: int = max(_SHAPE_WIDTH, longest) + _CONTEXT
@@ -302,10 +320,10 @@ class Scrubber:
         return shape_passes() + self._byte_literals + self._split_passes
 
     @property
-    def _split_passes(self) -> tuple[_ShapePass, ...]:
-        """The passes of the secrets split by terminal noise, compiled when first needed."""
+    def _split_passes(self) -> tuple[_SplitPass, ...]:
+        """The passes of the secrets split by terminal noise."""
         if self._split_made is None:
-            self._split_made = tuple(_split_pass(raw) for raw in self._split_secrets)
+            self._split_made = tuple(_SplitPass(raw) for raw in self._split_secrets)
         return self._split_made
 
     def _split_passes_for(self, data: bytes | bytearray) -> tuple[_Pass, ...]:

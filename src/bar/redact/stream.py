@@ -28,7 +28,16 @@ from __future__ import annotations
 import re
 from collections import deque
 
-from bar.redact import _NOISE_BYTES, Scrubber, _merge, _Pass, _render, _ShapePass, needles
+from bar.redact import (
+    _NOISE_BYTES,
+    Scrubber,
+    _merge,
+    _Pass,
+    _render,
+    _ShapePass,
+    _SplitPass,
+    needles,
+)
 from bar.redact.partial_match import lead_in, prefix_at, unfinished
 from bar.redact.shapes import _CONTEXT, _NEEDLES, _SHAPES, _Check
 
@@ -49,6 +58,7 @@ class _Watch:
         "marked",
         "needle",
         "search",
+        "split",
         "starts",
         "windowed",
     )
@@ -57,11 +67,24 @@ class _Watch:
         self.back = 0
         self.check: _Check | None = None
         self.needle: bytes | None = None
+        self.split: _SplitPass | None = None  # a split secret's, until noise is seen
         self.lead_in: re.Pattern[bytes] | None = None  # what a match redacts before it
         self.windowed = self.marked = False
+        if isinstance(p, _SplitPass):
+            self.split = p
+            return
         if not isinstance(p, _ShapePass):
             self.needle = p.needle
             return
+        self._shape(p)
+
+    def wake(self) -> None:
+        """A split secret's watch, once the stream holds noise: its regex from now on."""
+        assert self.split is not None
+        shape, self.split = self.split.shape, None
+        self._shape(shape)
+
+    def _shape(self, p: _ShapePass) -> None:
         self.back, regex, both, self.check = p.back, p.regex, p.regex, p.check
         shift = 0
         try:
@@ -173,6 +196,16 @@ class StreamScrubber:
             if hits is not None and i not in hits and not watch.windowed:
                 # none of its strings in the data: only where one could begin at the end
                 pos = max(pos, n - reach)
+            split = watch.split
+            if split is not None:
+                if not any(buf.find(noise, pos) >= 0 for noise in _NOISE_BYTES):
+                    # no noise yet: what it could find is its literal's, but for an
+                    # attempt begun at the end, which noise may go on
+                    busy = n if final else prefix_at(buf, split.secret, pos)
+                    self._resume[i] = base + busy
+                    cut = min(cut, base + busy)
+                    continue
+                watch.wake()
             needle = watch.needle
             if needle is not None:  # a literal: only a prefix of it at the end waits
                 busy = n if final else prefix_at(buf, needle, pos)
