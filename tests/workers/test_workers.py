@@ -135,6 +135,12 @@ def test_a_worker_killed_mid_step_leaves_the_step_recorded_interrupted(two: Clus
         "echo before-the-kill; echo made > made.txt; sleep 117; echo never",
     )
     victim = two.running_on()
+    # the command has written its file (it sleeps after it)
+    wait_for(
+        lambda: subprocess.run(["pgrep", "-f", "sleep 117"], capture_output=True).returncode == 0,
+        60,
+        "the step's command at its sleep",
+    )
     # its progress reaches the remote (every few seconds while something changes)
     wait_for(
         lambda: (
