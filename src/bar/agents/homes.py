@@ -94,10 +94,17 @@ def developers(agent: str) -> Path:
 
 
 def prepare(
-    task: Task, agent: str, hook_command: str, mcp: list[str], step_id: str
+    task: Task,
+    agent: str,
+    hook_command: str,
+    mcp: list[str],
+    step_id: str,
+    *,
+    own_tmp: bool = False,
 ) -> dict[str, str]:
     """Bring the task's home of ``agent`` up to date for step ``step_id`` with bar's hook
-    ``hook_command`` and ``bar mcp`` (``mcp``); returns what the agent's environment
+    ``hook_command`` and ``bar mcp`` (``mcp``; ``own_tmp``: the step has a ``/tmp`` of
+    its own, ``bar.agents.managed``); returns what the agent's environment
     gets (the variable that names the home, and the agent's own run settings)."""
     kind = KINDS[agent]
     home = path(task, agent)
@@ -117,7 +124,7 @@ def prepare(
 
             merged["mcpServers"]["bar"]["env"] = server["env"]
             theirs = os.environ.get(managed.GEMINI_SYSTEM)
-            extra = managed.gemini_system(task, hook_command, theirs)
+            extra = managed.gemini_system(task, hook_command, theirs, own_tmp=own_tmp)
             if extra:  # (bar's hooks are in its system settings, above this file: not twice)
                 merged = settings.remove_hook_settings(agent, merged, hook_command) or {}
             else:

@@ -54,12 +54,15 @@ def for_step(
     return prepare(agent, argv, terminal), mcp
 
 
-def hook_up(agent: str, task: Task, socket: Path, mcp: list[str], step_id: str) -> dict[str, str]:
+def hook_up(
+    agent: str, task: Task, socket: Path, mcp: list[str], step_id: str, *, own_tmp: bool
+) -> dict[str, str]:
     """Give ``agent`` bar's hook and ``bar mcp`` in its home for ``task``; returns what
-    the agent's environment gets."""
+    the agent's environment gets (``own_tmp``: the step has a ``/tmp`` of its own)."""
     from bar.agents import homes, settings
 
-    return homes.prepare(task, agent, settings.hook_command(agent, socket), mcp, step_id)
+    hook = settings.hook_command(agent, socket)
+    return homes.prepare(task, agent, hook, mcp, step_id, own_tmp=own_tmp)
 
 
 def prepare(agent: str, argv: Sequence[str], terminal: bool) -> Launch:

@@ -12,9 +12,12 @@ So a confined agent step sees ``/etc`` with a layer of the task's in front of it
 (``system_layer``: an overlay in the step's own mount namespace, ``bar.sandbox.plan``):
 the managed settings the developer's machine has, if any, with bar's hooks merged in.
 Nothing outside the step changes, and the step cannot write the layer (it sits in the
-task's directory under ``$BAR_HOME``). Where the layer cannot be laid, bar's hooks stay
-in the agent's home alone, and ``switched_off`` is how a session is refused rather than
-run without them.
+task's directory under ``$BAR_HOME``). Gemini CLI takes its system settings from a file
+an environment variable names (``gemini_system``), but only one that is root's all the
+way up. Codex CLI reads no project file of a worktree it was not told to trust, and bar
+never tells it. Where bar's hooks cannot rank above the repository's settings (no layer,
+no root), they stay in the agent's home, and ``switched_off`` is how a session is
+refused rather than run without them.
 """
 
 from __future__ import annotations
@@ -60,18 +63,21 @@ GEMINI_SYSTEM = "GEMINI_CLI_SYSTEM_SETTINGS_PATH"
 _GEMINI_ETC = "/etc/gemini-cli/settings.json"
 
 
-def gemini_system(task: Task, hook_command: str, theirs: str | None) -> dict[str, str]:
+def gemini_system(
+    task: Task, hook_command: str, theirs: str | None, *, own_tmp: bool
+) -> dict[str, str]:
     """Gemini CLI's system settings for a step: those the developer's machine has
     (``theirs``: the file the developer's own environment names, else the machine's),
     with bar's hooks and ``hooksConfig.enabled: true``, which rank above every settings
     file the step can write. Hooks listed in ``hooksConfig.disabled`` of any file are
     switched off (the lists are united), so bar's entry has a name of this step's own,
-    which no file written before the step can know. What the agent's environment gets."""
+    which no file written before the step can know. ``own_tmp``: the step has a ``/tmp``
+    of its own (``_honoured``). What the agent's environment gets."""
     from bar.agents import settings
 
     layer = task.dir / "agents" / "system"
     path = layer / "gemini-settings.json"
-    if not _honoured(path):
+    if not _honoured(path, own_tmp):
         return {}
     ensure_dir(layer)
     base = _read_object(Path(theirs or _GEMINI_ETC))
@@ -97,16 +103,13 @@ def name_entries(merged: dict[str, Any], hook_command: str) -> None:
                     entry["name"] = name
 
 
-def _honoured(path: Path) -> bool:
+def _honoured(path: Path, own_tmp: bool) -> bool:
     """Whether Gemini CLI would read ``path`` as system settings: it skips one that is not
     root's, or that sits in a folder (all the way up) that is not root's or that others
     may write. So only where bar runs as root; ``/tmp`` counts as the step's own (made
-    root's and private) where the step gets one."""
+    root's and private) where the step gets one (``own_tmp``)."""
     if os.geteuid() != 0:
         return False
-    from bar.sandbox import namespace
-
-    own_tmp = namespace.pids_available("/") is None
     for folder in (path.parent, *path.parents):
         if own_tmp and str(folder) in ("/tmp", "/var/tmp"):
             continue
@@ -141,10 +144,11 @@ _SWITCHES = {
 }
 
 
-def ranks_above(task: Task, agent: str) -> bool:
+def ranks_above(task: Task, agent: str, *, own_tmp: bool) -> bool:
     """Whether bar's hooks for ``agent`` sit where no file of the task's worktree can
     switch them off without a mount namespace's layer (Gemini CLI's system settings)."""
-    return agent == "gemini" and _honoured(task.dir / "agents" / "system" / "gemini-settings.json")
+    path = task.dir / "agents" / "system" / "gemini-settings.json"
+    return agent == "gemini" and _honoured(path, own_tmp)
 
 
 def switched_off(agent: str, worktree: Path) -> str | None:

@@ -234,6 +234,7 @@ def run_step(task: Task, req: RunRequest, watch: TreeWatch | None = None) -> Run
         watch=watch,
         budget=_budget(task, req),
         started_at=started,
+        own_tmp=confinement.enabled and confinement.plan.own_pids,
     )
     intent = RunIntent(
         pid=os.getpid(),
@@ -415,7 +416,8 @@ def _hooks_in_force(task: Task, agent: str, confinement: Confinement) -> None:
         return
     from bar.agents import managed
 
-    if managed.ranks_above(task, agent):
+    own_tmp = confinement.enabled and confinement.plan.own_pids
+    if managed.ranks_above(task, agent, own_tmp=own_tmp):
         return
     switch = managed.switched_off(agent, task.worktree)
     if switch is not None:

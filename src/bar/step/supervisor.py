@@ -100,9 +100,11 @@ class Supervisor:
         watch: TreeWatch | None = None,
         budget: Budget | None = None,
         started_at: str | None = None,
+        own_tmp: bool = False,
     ) -> None:
         self.task = task
         self.step_id = step_id
+        self.own_tmp = own_tmp  # the step has a /tmp of its own (bar.agents.managed)
         self.policy = policy
         self.scrubber = scrubber
         self.agent = agent
@@ -178,7 +180,14 @@ class Supervisor:
                 from bar.agents.launch import hook_up
 
                 assert self.mcp is not None
-                env = hook_up(self.agent, self.task, self.socket_path, self.mcp, self.step_id)
+                env = hook_up(
+                    self.agent,
+                    self.task,
+                    self.socket_path,
+                    self.mcp,
+                    self.step_id,
+                    own_tmp=self.own_tmp,
+                )
                 self.env.update(env)
         except BaseException:
             self.close()
