@@ -235,7 +235,9 @@ def test_a_real_agents_commit_reaches_the_repository_at_its_checkpoint(
 # what a repository (or an agent, in an earlier step) writes to switch every hook off
 SWITCH_OFF = {
     "claude": (".claude/settings.local.json", '{"disableAllHooks": true}\n'),
-    "codex": (".codex/config.toml", "[features]\ncodex_hooks = false\n"),
+    "codex": (".codex/config.toml", "[features]\ncodex_hooks = false\nhooks = false\n"),
+    # (the developer's own configuration trusts the worktree and has the feature off)
+    "codex-trusted": (".codex/config.toml", "[features]\nhooks = false\n"),
     "gemini-off": (".gemini/settings.json", '{"hooksConfig": {"enabled": false}}\n'),
     "gemini-named": (
         ".gemini/settings.json",
@@ -251,7 +253,7 @@ def test_a_repository_cannot_switch_bar_s_hooks_off(
     """The worktree's own agent settings say "no hooks": bar's hooks hold anyway (they
     sit above those settings), so the dangerous command is still refused and every call
     still checkpointed."""
-    rel, text = SWITCH_OFF[agent]
+    variant, (rel, text) = agent, SWITCH_OFF[agent]
     agent = agent.split("-")[0]
     agent_binary(agent)
     t = new_task(capfd)
@@ -260,7 +262,14 @@ def test_a_repository_cannot_switch_bar_s_hooks_off(
     (wt / rel).write_text(text)
     script = [Shell(DENIED), Shell(BENIGN), Answer("Done.")]
     with MockServer(script) as server:
-        res = AgentSetup(agent, server.url).run_in_bar(inited, "do the work")
+        setup = AgentSetup(agent, server.url)
+        if variant == "codex-trusted":
+            own = Path(os.environ["HOME"]) / ".codex" / "config.toml"
+            own.write_text(
+                own.read_text() + f'\n[projects."{wt}"]\ntrust_level = "trusted"\n'
+                "\n[features]\nhooks = false\n"
+            )
+        res = setup.run_in_bar(inited, "do the work")
         results = server.model.tool_results(DIALECT[agent])
     assert res.returncode == 0, res.stdout + res.stderr
     assert precious.read_text() == "keep me\n"

@@ -113,7 +113,9 @@ def prepare(
     server = {"argv": mcp, "env": _server_env(task, step_id)}
     extra: dict[str, str] = {}  # (what the agent's environment gets besides)
     if agent == "codex":
-        data = _codex_config(mine / kind.settings, inside / kind.settings, hook_command, server)
+        data = _codex_config(
+            mine / kind.settings, inside / kind.settings, hook_command, server, task.worktree
+        )
     else:
         from bar.agents import settings
 
@@ -183,10 +185,17 @@ def _claude_state(mine: Path, inside: Path, server: dict[str, Any]) -> None:
     write_bytes_atomic(target, (json.dumps(state, indent=2) + "\n").encode(), mode=0o600)
 
 
-def _codex_config(mine: Path, target: Path, hook_command: str, server: dict[str, Any]) -> bytes:
+def _codex_config(
+    mine: Path, target: Path, hook_command: str, server: dict[str, Any], worktree: Path
+) -> bytes:
     """The developer's ``config.toml`` with bar's hooks (trusted, as a person trusts them
     in Codex's /hooks panel: by the hash of each entry, keyed by the file that holds it)
-    and ``bar mcp``. The developer's own trusted hooks stay trusted in the home."""
+    and ``bar mcp``. The developer's own trusted hooks stay trusted in the home.
+
+    Codex runs no hook at all where its ``hooks`` feature is off, in any layer it reads,
+    a project's ``.codex/config.toml`` included; and it reads a project's files only in a
+    trusted project. So the home switches the feature on and names the task's
+    ``worktree`` untrusted, whatever the developer's file says of the folders above it."""
     import tomllib
 
     import tomli_w
@@ -206,6 +215,13 @@ def _codex_config(mine: Path, target: Path, hook_command: str, server: dict[str,
     for key, value in (hooks.pop("state", None) or {}).items():
         if isinstance(key, str) and key.startswith(theirs + ":"):
             trust[source + key[len(theirs) :]] = value
+    features = config.setdefault("features", {})
+    if isinstance(features, dict):
+        features.pop("codex_hooks", None)  # (the feature's former name)
+        features["hooks"] = True
+    projects = config.setdefault("projects", {})
+    if isinstance(projects, dict):
+        projects[str(worktree)] = {"trust_level": "untrusted"}
     proto = protocol("codex")
     for event, matcher in proto.events():
         groups = hooks.setdefault(event, [])
