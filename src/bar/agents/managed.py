@@ -14,8 +14,9 @@ the managed settings the developer's machine has, if any, with bar's hooks merge
 Nothing outside the step changes, and the step cannot write the layer (it sits in the
 task's directory under ``$BAR_HOME``). Gemini CLI takes its system settings from a file
 an environment variable names (``gemini_system``), but only one that is root's all the
-way up. Codex CLI reads no project file of a worktree it was not told to trust, and bar
-never tells it. Where bar's hooks cannot rank above the repository's settings (no layer,
+way up. Codex CLI reads no project file of a worktree its configuration does not trust,
+and the home bar makes for it names the worktree untrusted and switches its hooks
+feature on (``bar.agents.homes``). Where bar's hooks cannot rank above the repository's settings (no layer,
 no root), they stay in the agent's home, and ``switched_off`` is how a session is
 refused rather than run without them.
 """
