@@ -145,6 +145,8 @@ def configured_hooks(
     """Every command hook of ``event`` (default: the pre-tool-use one) whose matcher
     selects ``tool_name``; ``options``: Codex's command-line layer."""
     event = event or EVENT_NAME[agent]
+    if agent == "gemini":
+        return _gemini_hooks(cwd, tool_name, event)
     found: list[Hook] = []
     layers: list[tuple[str, dict[str, Any] | None]] = [(str(user_settings(agent)), None)]
     layers += [(rel, None) for rel in SETTINGS_FILES[agent]]
@@ -163,30 +165,58 @@ def configured_hooks(
             settings = _read_json(path)
         if agent == "claude" and settings.get("disableAllHooks") is True:
             return []
-        if agent == "gemini":
-            config = settings.get("hooksConfig", {})
-            if isinstance(config, dict) and config.get("enabled") is False:
-                return []
-        hooks = settings.get("hooks", {})
-        groups = hooks.get(event, []) if isinstance(hooks, dict) else []
-        disabled = (
-            set(settings.get("hooksConfig", {}).get("disabled", [])) if agent == "gemini" else set()
-        )
-        for group in groups if isinstance(groups, list) else []:
-            if not isinstance(group, dict):
-                continue
-            if tool_name is not None and not _matches(agent, group.get("matcher"), tool_name):
-                continue
-            for entry in group.get("hooks", []):
-                if not isinstance(entry, dict) or entry.get("type") != "command":
-                    continue
-                command = entry.get("command")
-                if not isinstance(command, str) or not command.strip():
-                    continue
-                if entry.get("name") in disabled or command in disabled:
-                    continue
-                found.append(Hook(command, _timeout(agent, entry.get("timeout"))))
+        _collect(agent, settings, event, tool_name, set(), found)
     return found
+
+
+def _gemini_hooks(cwd: Path, tool_name: str | None, event: str) -> list[Hook]:
+    """Gemini CLI's: its user, workspace and system settings (``GEMINI_CLI_SYSTEM_SETTINGS_PATH``)
+    merged as it merges them: ``hooksConfig.enabled`` from the highest that sets it, the
+    ``disabled`` lists united, the hooks of all three."""
+    system = os.environ.get("GEMINI_CLI_SYSTEM_SETTINGS_PATH")
+    layers = [
+        _read_json(user_settings("gemini")),
+        _read_json(cwd / ".gemini" / "settings.json"),
+        _read_json(Path(system)) if system else {},
+    ]
+    enabled, disabled = True, set()
+    for settings in layers:
+        config = settings.get("hooksConfig", {})
+        if isinstance(config, dict):
+            if "enabled" in config:
+                enabled = config["enabled"] is not False
+            disabled |= set(config.get("disabled", []))
+    found: list[Hook] = []
+    if enabled:
+        for settings in layers:
+            _collect("gemini", settings, event, tool_name, disabled, found)
+    return found
+
+
+def _collect(
+    agent: str,
+    settings: dict[str, Any],
+    event: str,
+    tool_name: str | None,
+    disabled: set[str],
+    found: list[Hook],
+) -> None:
+    hooks = settings.get("hooks", {})
+    groups = hooks.get(event, []) if isinstance(hooks, dict) else []
+    for group in groups if isinstance(groups, list) else []:
+        if not isinstance(group, dict):
+            continue
+        if tool_name is not None and not _matches(agent, group.get("matcher"), tool_name):
+            continue
+        for entry in group.get("hooks", []):
+            if not isinstance(entry, dict) or entry.get("type") != "command":
+                continue
+            command = entry.get("command")
+            if not isinstance(command, str) or not command.strip():
+                continue
+            if entry.get("name") in disabled or command in disabled:
+                continue
+            found.append(Hook(command, _timeout(agent, entry.get("timeout"))))
 
 
 def _timeout(agent: str, value: object) -> float:

@@ -160,20 +160,20 @@ class _SplitPass:
     that prints none, most of them, compiles nothing for it); without noise it finds
     nothing the secret's literal pass does not."""
 
-    __slots__ = ("_shape", "secret")
+    __slots__ = ("_compiled", "secret")
 
     def __init__(self, secret: bytes) -> None:
         self.secret = secret
-        self._shape: _ShapePass | None = None
+        self._compiled: _ShapePass | None = None
 
     @property
     def shape(self) -> _ShapePass:
-        if self._shape is None:
+        if self._compiled is None:
             pattern = re.escape(self.secret[:1]) + b"".join(
                 _NOISE + re.escape(self.secret[i : i + 1]) for i in range(1, len(self.secret))
             )
-            self._shape = _ShapePass(re.compile(pattern), 0, (), ())
-        return self._shape
+            self._compiled = _ShapePass(re.compile(pattern), 0, (), ())
+        return self._compiled
 
     def scan(self, data: bytes | bytearray, pos: int) -> _Hits:
         if not any(data.find(noise, pos) >= 0 for noise in _NOISE_BYTES):
