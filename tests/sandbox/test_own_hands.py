@@ -413,12 +413,23 @@ def test_a_session_whose_repository_switches_hooks_off_is_refused_where_bar_cann
 # --- 8. a secret that names a file stays off disk ----------------------------------------
 
 
-def test_a_file_named_by_a_secret_is_masked_in_the_patch_and_the_ledger(
+SECRET = "s3cr3t-value-0123456789"
+
+
+@pytest.fixture
+def secret_task(
     inited: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> dict[str, str]:
+    """A task whose steps run with ``SECRET`` in a secret-named variable (MY_API_KEY)."""
+    monkeypatch.setenv("MY_API_KEY", SECRET)
+    task: dict[str, str] = new_task(capfd)
+    return task
+
+
+def test_a_file_named_by_a_secret_is_masked_in_the_patch_and_the_ledger(
+    secret_task: dict[str, str], capfd: pytest.CaptureFixture[str]
 ) -> None:
-    task = new_task(capfd)
-    secret = "s3cr3t-value-0123456789"
-    monkeypatch.setenv("MY_API_KEY", secret)
+    task, secret = secret_task, SECRET
     assert _run(capfd, 'echo data > "$MY_API_KEY.txt"; echo more > plain.txt')[0] == 0
     assert (worktree(task) / f"{secret}.txt").exists()  # (the worktree holds what it holds)
     (step,) = ledger(task["id"])
@@ -428,11 +439,9 @@ def test_a_file_named_by_a_secret_is_masked_in_the_patch_and_the_ledger(
 
 
 def test_a_secret_split_by_terminal_noise_is_masked_in_the_output(
-    inited: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    secret_task: dict[str, str], capfd: pytest.CaptureFixture[str]
 ) -> None:
-    task = new_task(capfd)
-    secret = "s3cr3t-value-0123456789"
-    monkeypatch.setenv("MY_API_KEY", secret)
+    task = secret_task
     script = r"printf 's3cr3t-\033[1mvalue-01234\r56789\n'; printf 's3cr3t-val\033[0mue-0123456789\n' >&2"
     assert _run(capfd, script)[0] == 0
     (step,) = ledger(task["id"])

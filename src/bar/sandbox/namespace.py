@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+from collections.abc import Callable
 
 from bar.base.record import record
 
@@ -207,26 +208,37 @@ def layer_available(layer: Bind) -> str | None:
         return why
     key = f"layer {layer.target}"
     if key not in _available:
-        read, write = os.pipe()
-        pid = os.fork()
-        if pid == 0:
-            os.close(read)
+
+        def attempt(write: int) -> None:
             try:
                 enter((layer,), os.getuid(), os.getgid())
                 os.write(write, b"ok")
             except BaseException as e:
                 os.write(write, str(e).encode()[:500])
-            finally:
-                os._exit(0)
-        os.close(write)
-        said = b""
-        while chunk := os.read(read, 4096):
-            said += chunk
-        os.close(read)
-        os.waitpid(pid, 0)
-        text = said.decode(errors="replace")
+
+        text = _in_child(attempt)
         _available[key] = None if text == "ok" else text or "the probe died"
     return _available[key]
+
+
+def _in_child(attempt: Callable[[int], None]) -> str:
+    """What ``attempt`` writes to the descriptor it is given, run in a child that ends
+    after it (the namespaces it makes are gone with it)."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(read)
+            attempt(write)
+        finally:
+            os._exit(0)
+    os.close(write)
+    said = b""
+    while chunk := os.read(read, 4096):
+        said += chunk
+    os.close(read)
+    os.waitpid(pid, 0)
+    return said.decode(errors="replace")
 
 
 def mounts_inside(folder: str) -> tuple[str, ...]:
@@ -263,17 +275,15 @@ NO_PIDS_ENV = "BAR_PID_NAMESPACES_UNAVAILABLE"
 def _probe(probe: str) -> None:
     """Try the namespaces in a child (its own child for the PID namespace): the answers
     for ``available`` and ``pids_available``."""
-    read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # (the children only make system calls, then end)
-        os.close(read)
+
+    def attempt(write: int) -> None:
         try:
             try:
                 enter((Bind(probe, probe, read_only=True),), os.getuid(), os.getgid(), pids=True)
             except OSError:  # (mounts without a PID namespace: tried alone)
                 enter((Bind(probe, probe, read_only=True),), os.getuid(), os.getgid())
                 os.write(write, b"ok:no PID namespace for an ordinary user here")
-                os._exit(0)
+                return
             init = os.fork()
             if init == 0:
                 try:
@@ -286,15 +296,8 @@ def _probe(probe: str) -> None:
             os.waitpid(init, 0)
         except BaseException as e:  # (said to the parent, whatever it is)
             os.write(write, str(e).encode()[:500])
-        finally:
-            os._exit(0)
-    os.close(write)
-    said = b""
-    while chunk := os.read(read, 4096):
-        said += chunk
-    os.close(read)
-    os.waitpid(pid, 0)
-    text = said.decode(errors="replace")
+
+    text = _in_child(attempt)
     if text.startswith("ok:"):
         _available["mounts"] = None
         _available["pids"] = text[3:] or None
