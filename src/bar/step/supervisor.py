@@ -366,7 +366,7 @@ class Supervisor:
             if PROTOCOLS[agent].changes_files(event.tool_name):
                 self._checkpoint(event, call)
         elif event is not None and event.kind == "start":
-            self._sessions.setdefault(event.session_id or "", self._origin)
+            self._sessions.setdefault(event.session_id or "", self._session_origin())
             self._append({"session_start": event.session_id or ""})
         else:
             self._record(agent, judgement)
@@ -564,6 +564,17 @@ class Supervisor:
                 f"no more checkpoints in this step: {exc}; the step's own record keeps every change"
             )
 
+    def _session_origin(self) -> int | None:
+        """The agent's process, for a session that starts now: the process that ran its
+        hook, unless that process descends from an agent's process bar knows (a command
+        the agent ran, which can make up a session of its own and a transcript to match;
+        an agent started inside another's tool call is such a one too). None: not one."""
+        origin = self._origin
+        known = {pid for pid in self._sessions.values() if pid is not None}
+        if origin is None or any(_descends(origin, agent) for agent in known if agent != origin):
+            return None
+        return origin
+
     def _verified(self, event: HookEvent, n: int) -> bool | None:
         """Whether checkpoint ``n``'s call is one the agent made: its hook was run by the
         process that started the session (not by a command of the step, which can run
@@ -690,6 +701,19 @@ def hook_origin(pid: int | None, command: str) -> int | None:
     if parent is not None and _runs(parent, command):
         parent = _parent(parent)
     return parent
+
+
+def _descends(pid: int, ancestor: int) -> bool:
+    """Whether ``pid`` is a descendant of ``ancestor`` (up to init, or to this process)."""
+    me = os.getpid()
+    for _ in range(256):  # (a chain of parents longer than this is not a process tree)
+        parent = _parent(pid)
+        if parent is None or parent in (me, 1):
+            return False
+        if parent == ancestor:
+            return True
+        pid = parent
+    return False
 
 
 def _parent(pid: int) -> int | None:
