@@ -533,11 +533,13 @@ def test_it_exits_when_idle_and_when_asked(
 
 def test_a_dead_resident_is_replaced(repo: Path, capfd: pytest.CaptureFixture[str]) -> None:
     _, wt = _started(capfd, repo)
-    spare = _forks()
     resident_pid = _resident_pid()
-    os.kill(resident_pid, signal.SIGKILL)  # (its socket is left, with no one listening)
-    for pid in spare:
-        with suppress(ProcessLookupError):  # (a spare may go with its resident)
+    # the resident and its spares at once (its process group: a spare it forks between a
+    # look at its children and the kill would go on listening on the old socket, and
+    # serve the next command alone); its socket is left, with no one listening
+    os.killpg(resident_pid, signal.SIGKILL)
+    for pid in _forks():
+        with suppress(ProcessLookupError):  # (one in a group of its own, if any)
             os.kill(pid, signal.SIGKILL)
     _wait(lambda: not _cmdline(resident_pid))
     assert (Path(_home()) / resident.SOCKET).exists()
