@@ -356,6 +356,18 @@ def test_an_abbreviated_option_is_read_as_argparse_reads_it() -> None:
     assert not resident._run_here("--") and not resident._run_here("-e")
 
 
+def _warm_processes() -> list[int]:
+    """The resident of this bar home and all its forks, whoever their parent now is."""
+    socket_path = os.fsencode(Path(_home()) / resident.SOCKET)
+    found = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit() and _state(int(proc.name)) not in ("Z", ""):
+            cmdline = _cmdline(int(proc.name)).encode(errors="replace").split(b"\0")
+            if b"bar.cli.warm" in cmdline and socket_path in cmdline:
+                found.append(int(proc.name))
+    return found
+
+
 def _forks() -> set[int]:
     """The resident's children: its spares, and the forks running commands (not one that
     has ended and is not reaped yet: a spare that answered a ping, say)."""
@@ -534,13 +546,15 @@ def test_it_exits_when_idle_and_when_asked(
 def test_a_dead_resident_is_replaced(repo: Path, capfd: pytest.CaptureFixture[str]) -> None:
     _, wt = _started(capfd, repo)
     resident_pid = _resident_pid()
-    # the resident and its spares at once (its process group: a spare it forks between a
-    # look at its children and the kill would go on listening on the old socket, and
-    # serve the next command alone); its socket is left, with no one listening
-    os.killpg(resident_pid, signal.SIGKILL)
-    for pid in _forks():
-        with suppress(ProcessLookupError):  # (one in a group of its own, if any)
-            os.kill(pid, signal.SIGKILL)
+    # the resident and every spare (each is a process of its own group: one it forks
+    # between a look at its children and the kill would go on listening on the old
+    # socket and serve the next command alone), until none is left; its socket is left,
+    # with no one listening
+    while warm := _warm_processes():
+        for pid in warm:
+            with suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.05)
     _wait(lambda: not _cmdline(resident_pid))
     assert (Path(_home()) / resident.SOCKET).exists()
     assert _run(wt, "--", "true").returncode == 0  # run here; a new resident started
