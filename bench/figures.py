@@ -1258,9 +1258,18 @@ def _relay(f: Fixture, task: str) -> list[str | Path]:
     return [f.tools.bar, "hook", "claude", "--socket", f.task_dir(task) / "bar.sock"]
 
 
+def _event_file(f: Fixture, name: str) -> Path:
+    """A file for the hook events a step is sent, made before the step starts: a step
+    reads a new file beside a place it may not read (the bar home's ``ui`` here) only if
+    it was there when the step's rules were made."""
+    event = f.dir / name
+    event.write_text("{}")
+    return event
+
+
 def fig11(f: Fixture, p: Params) -> list[Row]:
     _, task, wt, pool = _project(f)
-    event = f.dir / "post.json"
+    event = _event_file(f, "post.json")
     n = Counter()
     with Inside(f.tools.bar, task, wt, f.env, agent="claude") as inside:
         relay = _relay(f, task)
@@ -1324,7 +1333,7 @@ def _fig11_log(f: Fixture, p: Params) -> list[Row]:
         _synthesize(f.task_dir(task) / "ledger.jsonl", steps - 2)
         _sh_step(f, wt, task, edits.step_script(pool, 2))
     # the session: an agent step whose hook calls each take a checkpoint
-    event = f.dir / "post2.json"
+    event = _event_file(f, "post2.json")
     with Inside(f.tools.bar, with_cps, wt_cps, f.env, agent="claude") as inside:
         relay = _relay(f, with_cps)
         for k in range(calls):

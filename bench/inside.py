@@ -110,7 +110,15 @@ class Inside:
             json.dumps([[str(a) for a in argv], str(cwd), str(stdin) if stdin else None]) + "\n"
         )
         self._out.flush()
-        reply = json.loads(self._in.readline())
+        line = self._in.readline()
+        if not line:  # the driver ended: say how the step did
+            try:
+                err = self.step.communicate(timeout=60)[1].decode(errors="replace")
+            except subprocess.TimeoutExpired:
+                self.step.kill()
+                err = self.step.communicate()[1].decode(errors="replace")
+            raise RuntimeError(f"the step ended (exit {self.step.returncode}): {err[-3000:]}")
+        reply = json.loads(line)
         if isinstance(reply, dict):
             raise RuntimeError(f"{argv[0]} exited {reply['error']} in the step: {reply['stderr']}")
         return float(reply)
