@@ -54,7 +54,15 @@ def artifact(task: Task, step_id: str, suffix: str) -> tuple[Path, str]:
 
 # The artifacts a step writes under fixed names (``<step>.<suffix>``); its checkpoints'
 # patches (``<step>.<n>.patch``) are each removed just before they are written.
-WRITTEN = ("output", "output.stderr.tmp", "cast", "patch", "policy.jsonl", "checkpoints.jsonl")
+WRITTEN = (
+    "output",
+    "output.stderr.tmp",
+    "cast",
+    "patch",
+    "policy.jsonl",
+    "checkpoints.jsonl",
+    "network.jsonl",
+)
 
 
 def clear_leftovers(task: Task, step_id: str) -> None:

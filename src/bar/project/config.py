@@ -56,13 +56,41 @@ class RunConfig:
     record_env: tuple[str, ...] = ()
 
 
+# what a step may reach (SPEC §19), from the most open to the least
+NETWORK_MODES = ("open", "allow-list", "none")
+# the hosts a step reaches through bar's proxy unless ``sandbox.allow_hosts`` says
+# otherwise: the model APIs of the released agents, and the public package registries
+DEFAULT_HOSTS = (
+    "api.anthropic.com",
+    "console.anthropic.com",
+    "api.openai.com",
+    "auth.openai.com",
+    "chatgpt.com",
+    "generativelanguage.googleapis.com",
+    "cloudcode-pa.googleapis.com",
+    "oauth2.googleapis.com",
+    "pypi.org",
+    "files.pythonhosted.org",
+    "registry.npmjs.org",
+    "registry.yarnpkg.com",
+    "crates.io",
+    "index.crates.io",
+    "static.crates.io",
+    "proxy.golang.org",
+    "sum.golang.org",
+    "deb.debian.org",
+    "security.debian.org",
+)
+
+
 @record(frozen=True)
 class SandboxConfig:
     """SPEC §8: paths are absolute or start with ``~`` (the developer's home)."""
 
     enabled: bool = True
     required: bool = False
-    network: bool = True
+    network: str = "allow-list"  # one of NETWORK_MODES (SPEC §19)
+    allow_hosts: tuple[str, ...] = DEFAULT_HOSTS
     allow_write: tuple[str, ...] = ("~/.cache",)
     deny_read: tuple[str, ...] = ("~/.ssh", "~/.aws", "~/.gnupg", "~/.netrc")
 
@@ -176,7 +204,8 @@ _SCHEMA: dict[str, dict[str, str]] = {
     "sandbox": {
         "enabled": "bool",
         "required": "bool",
-        "network": "bool",
+        "network": "network",
+        "allow_hosts": "hostlist",
         "allow_write": "pathlist",
         "deny_read": "pathlist",
     },
@@ -250,6 +279,8 @@ def _check(value: Any, kind: str, key: str, path: Path) -> Any:
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise ConfigError(f"{key} in {path} must be a whole number, 0 or more, not {value!r}")
         return value
+    if kind == "network":
+        return network_mode(value, key, path)
     if kind == "on_stop":
         if value not in ("finish", "interrupt"):
             raise ConfigError(
@@ -304,6 +335,17 @@ def _check(value: Any, kind: str, key: str, path: Path) -> Any:
                 + (f" (not {bad!r})" if bad is not None else ""),
                 hint="like [flow-design, impl, verify, docs, finish]",
             )
+    if kind == "hostlist":
+        from bar.base import hosts
+
+        for v in value:
+            why = hosts.invalid(v)
+            if why is not None:
+                raise ConfigError(
+                    f"{key} in {path} holds {v!r}: {why}",
+                    hint="give host names, *.suffix for every name under one, and an "
+                    "optional :port, like pypi.org, *.githubusercontent.com, 127.0.0.1:8080",
+                )
     if kind == "pathlist":
         for v in value:
             if not (v.startswith("/") or v == "~" or v.startswith("~/")):
@@ -312,6 +354,27 @@ def _check(value: Any, kind: str, key: str, path: Path) -> Any:
                     hint="give paths like /var/cache/pip or ~/.npm",
                 )
     return tuple(value)
+
+
+def network_mode(value: Any, key: str, path: Path | str) -> str:
+    """One of ``NETWORK_MODES``; ``true`` and ``false`` (the settings of old) read as
+    ``allow-list`` and ``none``."""
+    if value is True:
+        return "allow-list"
+    if value is False:
+        return "none"
+    if value not in NETWORK_MODES:
+        raise ConfigError(
+            f"{key} in {path} must be open, allow-list or none, not {value!r}",
+            hint="allow-list: only the hosts in sandbox.allow_hosts, through bar's proxy; "
+            "open: every host; none: no network at all (docs/sandbox.md)",
+        )
+    return str(value)
+
+
+def tighter_network(first: str, second: str) -> str:
+    """Of two network modes, the one that lets a step reach less."""
+    return max(first, second, key=NETWORK_MODES.index)
 
 
 def address(value: Any, key: str, path: Path | str) -> str:
@@ -506,7 +569,8 @@ def _union(first: tuple[str, ...], then: tuple[str, ...]) -> tuple[str, ...]:
 def combine(own: Config, data: Any, path: Path) -> Config:
     """``own`` with the repository's settings ``data`` (from ``path``) added: its hooks
     run before the developer's, its lists join theirs, and its sandbox settings can only
-    tighten (``required: true``, ``network: false``); a hook timeout is the longer one."""
+    tighten (``required: true``, a ``network`` that reaches less); a hook timeout is the
+    longer one."""
     shared = _sections(data, path, _REPO_KEYS)
     hooks = shared.get("hooks", {})
     run_ = shared.get("run", {})
@@ -526,7 +590,7 @@ def combine(own: Config, data: Any, path: Path) -> Config:
         sandbox=replace(
             own.sandbox,
             required=own.sandbox.required or box.get("required", False),
-            network=own.sandbox.network and box.get("network", True),
+            network=tighter_network(own.sandbox.network, box.get("network", "open")),
             deny_read=_union(own.sandbox.deny_read, box.get("deny_read", ())),
         ),
         flow=FlowConfig(phases=phases),
@@ -644,7 +708,8 @@ run:
 sandbox:                     # what a step's command may touch (docs/sandbox.md)
   enabled: true              # confine every step (bar run --no-sandbox: one run without)
   required: false            # true: refuse to run where the kernel cannot confine
-  network: true              # false: no TCP connections or listening
+  network: allow-list        # the hosts below, through bar's proxy; open: every host; none: no network
+  # allow_hosts: [api.anthropic.com, pypi.org, ...]   # default: the agents' model APIs and package registries
   allow_write: [~/.cache]    # writable besides the worktree, the task branch and TMPDIR
   deny_read: [~/.ssh, ~/.aws, ~/.gnupg, ~/.netrc]   # hidden from the command
 share:                       # task histories through git remotes (docs/sharing.md)

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from bar.base.record import field, record
 from bar.sandbox.namespace import Bind
+from bar.sandbox.network import NetPlan
 
 if TYPE_CHECKING:
     from bar.base.proc import Prepare
@@ -66,7 +67,8 @@ class Plan:
     writable: tuple[Path, ...]
     protected: tuple[Path, ...] = ()
     deny_read: tuple[Path, ...] = ()
-    network: bool = True
+    # what it may reach (``bar.sandbox.network``)
+    net: NetPlan = field(default_factory=NetPlan)
     # the step's own view of directories (``bar.sandbox.namespace``): the object store
     # in quarantine; else why the step writes the shared store itself
     binds: tuple[Bind, ...] = ()
@@ -87,6 +89,7 @@ class Confinement:
     reason: str | None = None
     network_confined: bool = False
     _ruleset: Any = None
+    _gate: Any = None  # bar's proxy, with ``sandbox.network: allow-list`` (``network.Gate``)
     _holders: list[Any] = field(default_factory=list)
     _notes: list[str] = field(default_factory=list)
 
@@ -105,7 +108,9 @@ class Confinement:
         if self.enabled:
             rec["writable"] = [str(p) for p in self.plan.writable]
             rec["read_denied"] = [str(p) for p in self.plan.deny_read]
-            rec["network"] = not self.network_confined
+            net = self.plan.net
+            rec["network"] = net.mode != "none" or not (net.isolated or self.network_confined)
+            rec["network_mode"] = self.plan.net.mode
             rec["objects"] = "quarantine" if self.plan.binds else "shared"
             rec["processes"] = "own" if self.plan.own_pids else "shared"
         else:
@@ -127,8 +132,13 @@ class Confinement:
         seccomp = lockdown.Filter.build() if ruleset is not None else None
         capabilities = lockdown.Capabilities() if ruleset is not None else None
 
+        net = self.enabled and self.plan.net.isolated and self.plan.net.mode != "open"
+        gate = self._gate
+
         def isolating() -> None:
-            namespace.enter(binds, *ids, pids=pids)
+            namespace.enter(binds, *ids, pids=pids, net=net)
+            if gate is not None and net:
+                gate.inside()
 
         # a layer laid over a directory is a file system Landlock saw no rule for: it is
         # read as the directory was (the rule of a mount point counts for nothing beneath)
@@ -150,7 +160,7 @@ class Confinement:
         holder = Holder(
             stop_leftovers=self.enabled,
             confine=confining,
-            isolate=isolating if binds or pids else None,
+            isolate=isolating if binds or pids or net else None,
             init=namespace.mount_proc if pids else None,
         )
         self._holders.append(holder)
@@ -158,6 +168,8 @@ class Confinement:
             started = launch(holder.prepare)
         finally:
             holder.started()
+        if gate is not None:
+            gate.opened()
         pid = getattr(started, "pid", None)
         if pids and isinstance(pid, int):  # (what bar ui refuses to serve: bar.sandbox.running)
             from bar.sandbox import running
@@ -178,8 +190,15 @@ class Confinement:
             self._notes.clear()
         return [pid for holder in holders for pid in holder.stopped()]
 
+    def network_env(self) -> dict[str, str]:
+        """What sends the step's programs through bar's proxy (nothing without one)."""
+        return self._gate.env() if self._gate is not None else {}
+
     def close(self) -> None:
         self.stopped()  # (the reports not read yet are closed)
+        if self._gate is not None:
+            self._gate.close()
+            self._gate = None
         if self._ruleset is not None:
             self._ruleset.close()
             self._ruleset = None
@@ -234,7 +253,8 @@ def status(settings: SandboxConfig) -> dict[str, Any]:
         "mechanism": mechanism,
         "detail": detail,
         "required": settings.required,
-        "network": settings.network,
+        "network": settings.network != "none",
+        "network_mode": settings.network,
         "objects": objects,
         "processes": processes,
     }
@@ -244,16 +264,35 @@ def unconfined(plan: Plan, reason: str) -> Confinement:
     return Confinement(plan, None, reason)
 
 
-def confine(plan: Plan) -> Confinement:
+def confine(
+    plan: Plan, network_log: Path | None = None, say: Callable[[str], None] | None = None
+) -> Confinement:
     """A confinement for ``plan``; unconfined (with the reason) where the kernel cannot;
-    ``CannotConfine`` where bar's own files are hard links (``own_code``)."""
+    ``CannotConfine`` where bar's own files are hard links (``own_code``). With an
+    allow-list, bar's proxy logs each connection to ``network_log`` and tells ``say``
+    of each host it refused."""
     mechanism, detail = support()
     if mechanism is None:
         return unconfined(plan, detail)
-    from bar.sandbox import landlock
+    from bar.sandbox import landlock, network
 
     abi = landlock.abi_version()
-    ruleset = landlock.Ruleset(abi, network=plan.network)
+    gate = None
+    if plan.net.gated and network_log is not None:
+        gate = network.Gate(plan.net, network_log, say or (lambda _: None))
+    # without a namespace of its own, the step's TCP is what Landlock lets it: none, or
+    # only to bar's proxy and the listed loopback ports
+    ports: tuple[int, ...] | None = None
+    if not plan.net.isolated and plan.net.mode == "none":
+        ports = ()
+    elif not plan.net.isolated and gate is not None:
+        ports = (gate.address[1], *plan.net.loopback_ports)
+    try:
+        ruleset = landlock.Ruleset(abi, connect_ports=ports)
+    except BaseException:
+        if gate is not None:
+            gate.close()
+        raise
     try:
         everything = ruleset.handled
         _allow_except(ruleset, "/", _real(plan.deny_read), landlock.READ, landlock.READ_DIR)
@@ -262,8 +301,16 @@ def confine(plan: Plan) -> Confinement:
             _allow_except(ruleset, root, holes, everything, 0)
     except BaseException:
         ruleset.close()
+        if gate is not None:
+            gate.close()
         raise
-    made = Confinement(plan, MECHANISM, network_confined=ruleset.network_confined, _ruleset=ruleset)
+    made = Confinement(
+        plan,
+        MECHANISM,
+        network_confined=ruleset.network_confined,
+        _ruleset=ruleset,
+        _gate=gate,
+    )
     from bar.sandbox import own_code
 
     own_code.refuse_if_linked(made)  # (what no rule of the kernel's can keep read-only)

@@ -30,6 +30,7 @@ _SYS_RESTRICT_SELF = 446
 _PR_SET_NO_NEW_PRIVS = 38
 _CREATE_RULESET_VERSION = 1
 _RULE_PATH_BENEATH = 1
+_RULE_NET_PORT = 2
 
 # file system rights
 EXECUTE = 1 << 0
@@ -71,6 +72,11 @@ class _RulesetAttr(ctypes.Structure):
 class _PathBeneathAttr(ctypes.Structure):
     _pack_ = 1
     _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
+
+
+class _NetPortAttr(ctypes.Structure):
+    _pack_ = 1
+    _fields_ = [("allowed_access", ctypes.c_uint64), ("port", ctypes.c_uint64)]
 
 
 _FOLLOW = os.O_PATH | os.O_CLOEXEC
@@ -122,15 +128,20 @@ def fs_rights(abi: int) -> int:
 class Ruleset:
     """A ruleset being built: everything governed, nothing allowed until a rule says so."""
 
-    def __init__(self, abi: int, *, network: bool) -> None:
+    def __init__(self, abi: int, *, connect_ports: tuple[int, ...] | None = None) -> None:
+        """``connect_ports``: None, TCP as the machine allows it; empty, no TCP at all
+        (no connection, no listening); else connections to these ports only."""
         self.abi = abi
         self.handled = fs_rights(abi)
         attr = _RulesetAttr(self.handled, 0, 0)
         size = 8  # ABI 1-3 know only the file system field
+        network = connect_ports is None
         if abi >= 4:
             size = 16
-            if not network:
+            if connect_ports == ():
                 attr.handled_access_net = _NET_BIND_TCP | _NET_CONNECT_TCP  # no rule: none
+            elif connect_ports:
+                attr.handled_access_net = _NET_CONNECT_TCP
         if abi >= 6:
             size = 24
             # a confined process can neither signal nor reach an abstract Unix socket of
@@ -143,6 +154,15 @@ class Ruleset:
             ctypes.c_size_t(size),
             ctypes.c_uint32(0),
         )
+        for port in connect_ports or () if abi >= 4 else ():
+            net_rule = _NetPortAttr(_NET_CONNECT_TCP, port)
+            _syscall(
+                ctypes.c_long(_SYS_ADD_RULE),
+                ctypes.c_int(self._fd),
+                ctypes.c_int(_RULE_NET_PORT),
+                ctypes.byref(net_rule),
+                ctypes.c_uint32(0),
+            )
         # one rule's arguments, made once: a step's ruleset has a rule per entry beside
         # each path it protects (hundreds), and ctypes' conversions cost more than the call
         self._rule = _PathBeneathAttr(0, -1)

@@ -29,7 +29,10 @@ This module runs between fork and exec: system calls only, nothing imported ther
 from __future__ import annotations
 
 import ctypes
+import fcntl
 import os
+import socket
+import struct
 from collections.abc import Callable
 
 from bar.base.record import record
@@ -39,6 +42,11 @@ UNAVAILABLE_ENV = "BAR_NAMESPACES_UNAVAILABLE"
 _CLONE_NEWNS = 0x00020000
 _CLONE_NEWUSER = 0x10000000
 _CLONE_NEWPID = 0x20000000
+_CLONE_NEWNET = 0x40000000
+_SIOCGIFFLAGS = 0x8913
+_SIOCSIFFLAGS = 0x8914
+_IFF_UP = 1
+_IFREQ = struct.Struct("16sH22x")  # (a name, the flags, and the rest of the union)
 _MS_RDONLY = 1
 _MS_NOSUID = 2
 _MS_NODEV = 4
@@ -87,12 +95,18 @@ def _write(path: str, text: str) -> None:
         os.close(fd)
 
 
-def enter(binds: tuple[Bind, ...], uid: int, gid: int, *, pids: bool = False) -> None:
+def enter(
+    binds: tuple[Bind, ...], uid: int, gid: int, *, pids: bool = False, net: bool = False
+) -> None:
     """Make this process's own user and mount namespaces (the same user and group
-    inside as out), and with ``pids`` a PID namespace its next child is the init of, and
-    mount ``binds`` in order. In the holder of the step's command; an error here reaches
-    ``Popen``, and the command never runs."""
-    _check(_libc.unshare(_CLONE_NEWUSER | _CLONE_NEWNS | (_CLONE_NEWPID if pids else 0)), "unshare")
+    inside as out), with ``pids`` a PID namespace its next child is the init of, with
+    ``net`` a network namespace of its own (its loopback up, nothing else: no route out),
+    and mount ``binds`` in order. In the holder of the step's command; an error here
+    reaches ``Popen``, and the command never runs."""
+    flags = _CLONE_NEWUSER | _CLONE_NEWNS | (_CLONE_NEWPID if pids else 0)
+    _check(_libc.unshare(flags | (_CLONE_NEWNET if net else 0)), "unshare")
+    if net:
+        loopback_up()
     _write("/proc/self/uid_map", f"{uid} {uid} 1")
     _write("/proc/self/setgroups", "deny")
     _write("/proc/self/gid_map", f"{gid} {gid} 1")
@@ -136,6 +150,15 @@ def _lay(bind: Bind, source: bytes, target: bytes) -> None:
     finally:
         for fd in held:
             os.close(fd)
+
+
+def loopback_up() -> None:
+    """Bring up ``lo`` of this (new) network namespace: 127.0.0.1 and ::1 answer, and
+    they are its own."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        name = b"lo"
+        flags = _IFREQ.unpack(fcntl.ioctl(s, _SIOCGIFFLAGS, _IFREQ.pack(name, 0)))[1]
+        fcntl.ioctl(s, _SIOCSIFFLAGS, _IFREQ.pack(name, flags | _IFF_UP))
 
 
 def _escaped(path: bytes) -> bytes:
@@ -197,6 +220,17 @@ def pids_available(probe: str) -> str | None:
     if os.environ.get(NO_PIDS_ENV):
         return f"{NO_PIDS_ENV} is set"
     return _available["pids"]
+
+
+def net_available(probe: str) -> str | None:
+    """None where a step can also have a network namespace of its own (as
+    ``available``); else why not."""
+    why = available(probe)
+    if why is not None:
+        return why
+    if os.environ.get(NO_NET_ENV):
+        return f"{NO_NET_ENV} is set"
+    return _available["net"]
 
 
 def layer_available(layer: Bind) -> str | None:
@@ -270,6 +304,19 @@ def _unescape(field: str) -> str:
 
 # set to make bar act as if the kernel offered no PID namespaces (to try the fallback)
 NO_PIDS_ENV = "BAR_PID_NAMESPACES_UNAVAILABLE"
+# ... or no network namespaces
+NO_NET_ENV = "BAR_NET_NAMESPACES_UNAVAILABLE"
+
+
+def _net_probe() -> bytes:
+    """Whether this process (in a user namespace of its own) can make a network
+    namespace and bring its loopback up: empty if so, else why not."""
+    try:
+        _check(_libc.unshare(_CLONE_NEWNET), "unshare")
+        loopback_up()
+    except OSError as e:
+        return b"no network namespace of its own: " + str(e).encode()[:300]
+    return b""
 
 
 def _probe(probe: str) -> None:
@@ -282,16 +329,19 @@ def _probe(probe: str) -> None:
                 enter((Bind(probe, probe, read_only=True),), os.getuid(), os.getgid(), pids=True)
             except OSError:  # (mounts without a PID namespace: tried alone)
                 enter((Bind(probe, probe, read_only=True),), os.getuid(), os.getgid())
-                os.write(write, b"ok:no PID namespace for an ordinary user here")
+                net = _net_probe()
+                os.write(write, b"ok:" + net + b"\0no PID namespace for an ordinary user here")
                 return
+            net = _net_probe()  # (the init forked next is in it: harmless)
             init = os.fork()
             if init == 0:
                 try:
                     mount_proc()
-                    os.write(write, b"ok:" if os.getpid() == 1 else b"ok:no PID namespace")
+                    pids = b"" if os.getpid() == 1 else b"no PID namespace"
                 except BaseException as e:
-                    os.write(write, b"ok:no /proc of its own: " + str(e).encode()[:500])
+                    pids = b"no /proc of its own: " + str(e).encode()[:500]
                 finally:
+                    os.write(write, b"ok:" + net + b"\0" + pids)
                     os._exit(0)
             os.waitpid(init, 0)
         except BaseException as e:  # (said to the parent, whatever it is)
@@ -299,7 +349,9 @@ def _probe(probe: str) -> None:
 
     text = _in_child(attempt)
     if text.startswith("ok:"):
+        net, _, pids = text[3:].partition("\0")
         _available["mounts"] = None
-        _available["pids"] = text[3:] or None
+        _available["pids"] = pids or None
+        _available["net"] = net or None
     else:
-        _available["mounts"] = _available["pids"] = text or "the probe died"
+        _available["mounts"] = _available["pids"] = _available["net"] = text or "the probe died"

@@ -20,6 +20,7 @@ import stat
 from collections.abc import Mapping
 from pathlib import Path
 
+from bar.base import hosts
 from bar.base.notices import warn
 from bar.errors import CannotConfine
 from bar.git.guard import admin_dir, common_dir
@@ -29,12 +30,14 @@ from bar.sandbox import (
     Plan,
     confine,
     namespace,
+    network,
     own_code,
     quarantine,
     support,
     unconfined,
 )
 from bar.sandbox.namespace import Bind
+from bar.sandbox.network import NetPlan
 from bar.store import below
 from bar.store.layout import STEP_COVERS, bar_home, home_dir, ui_launch_dir
 from bar.task.tasks import Task
@@ -53,14 +56,15 @@ def temp_dir(task: Task) -> Path:
     return path
 
 
-def step_env(task: Task, env: Mapping[str, str], plan: Plan | None = None) -> dict[str, str]:
+def step_env(task: Task, env: Mapping[str, str], made: Confinement) -> dict[str, str]:
     """``env`` as a confined step gets it (and the repository's hooks, which run confined
-    like it): its own ``TMPDIR`` (``/tmp`` where that is its own: ``plan.own_pids``), and
-    no agent socket."""
-    own = plan is not None and plan.own_pids
+    like it): its own ``TMPDIR`` (``/tmp`` where that is its own: ``plan.own_pids``), no
+    agent socket, and with an allow-list the variables that name bar's proxy."""
+    own = made.plan.own_pids
     boxed = {**env, "TMPDIR": "/tmp" if own else str(temp_dir(task))}
     for name in AGENT_SOCKETS:
         boxed.pop(name, None)
+    boxed.update(made.network_env())
     return boxed
 
 
@@ -80,16 +84,24 @@ def remove_temp_dir(task: Task) -> None:
 
 
 def confinement(
-    task: Task, agent: str | None, *, asked: bool, paths: tuple[str, ...] = ()
+    task: Task,
+    agent: str | None,
+    *,
+    asked: bool,
+    paths: tuple[str, ...] = (),
+    network: str | None = None,
+    env: Mapping[str, str] | None = None,
+    network_log: Path | None = None,
 ) -> Confinement:
-    """How a step's command is confined (``asked``: not ``--no-sandbox``; ``paths`` as
-    for ``for_step``); says once why it is not, where the kernel cannot, or fails if the
-    project requires confinement."""
+    """How a step's command is confined (``asked``: not ``--no-sandbox``; ``paths``,
+    ``network`` and ``env`` as for ``for_step``; ``network_log``: where bar's proxy logs
+    the step's connections); says once why it is not, where the kernel cannot, or fails
+    if the project requires confinement."""
     settings = task.project.config.sandbox
     if not asked or not settings.enabled:
         why = "--no-sandbox" if not asked else "sandbox.enabled is false"
         return unconfined(Plan(()), why)
-    made = confine(for_step(task, agent, paths))
+    made = confine(for_step(task, agent, paths, network, env), network_log, warn)
     if made.enabled and not made.plan.own_pids and settings.required:
         made.close()
         lacking = namespace.pids_available(str(task.dir)) or "no object quarantine"
@@ -106,17 +118,26 @@ def confinement(
                 f"{task.project.paths.config}",
             )
         warn(f"not confined: {made.reason}; the command runs with your full rights")
-    elif not settings.network and not made.network_confined:
+    elif made.plan.net.mode != "open" and not made.plan.net.isolated and not made.network_confined:
         warn(
-            "sandbox.network is false, but this kernel cannot switch the network off "
-            "(Landlock ABI 4 or later is needed); the command can reach it"
+            f"sandbox.network is {made.plan.net.mode}, but this kernel gives the step "
+            "no network of its own and cannot limit its connections (Landlock ABI 4 "
+            "or later is needed): the command can reach every host"
         )
     return made
 
 
-def for_step(task: Task, agent: str | None, paths: tuple[str, ...] = ()) -> Plan:
+def for_step(
+    task: Task,
+    agent: str | None,
+    paths: tuple[str, ...] = (),
+    network: str | None = None,
+    env: Mapping[str, str] | None = None,
+) -> Plan:
     """The plan of a step of ``task`` (``agent``: an agent's session; ``paths``: where the
-    step's programs are looked for, and the files its command names)."""
+    step's programs are looked for, and the files its command names; ``network``: the
+    mode of this run, else the configured one; ``env``: the step's environment, whose
+    agents' base URLs are allowed)."""
     settings = task.project.config.sandbox
     common = common_dir(task)
     admin = admin_dir(task, common)
@@ -182,12 +203,71 @@ def for_step(task: Task, agent: str | None, paths: tuple[str, ...] = ()) -> Plan
         writable=tuple(writable),
         protected=tuple(protected),
         deny_read=tuple(deny_read),
-        network=settings.network,
+        net=_net(task, network or settings.network, bool(binds), env or {}),
         binds=binds,
         shared_objects=shared,
         own_pids=own_pids,
         agent_layer=system is not None,
     )
+
+
+# the variables that point an agent at its model's API elsewhere: their hosts are allowed
+BASE_URLS = (
+    "ANTHROPIC_BASE_URL",
+    "ANTHROPIC_BEDROCK_BASE_URL",
+    "ANTHROPIC_VERTEX_BASE_URL",
+    "OPENAI_BASE_URL",
+    "GOOGLE_GEMINI_BASE_URL",
+    "GOOGLE_VERTEX_BASE_URL",
+)
+
+
+def _net(task: Task, mode: str, namespaces: bool, env: Mapping[str, str]) -> NetPlan:
+    """What the step may reach: in ``mode``, with the configured hosts and those of the
+    agents' base URLs (in ``env``, and the providers of Codex's own settings)."""
+    if mode == "open":
+        return NetPlan()
+    isolated = namespaces and namespace.net_available(str(task.dir)) is None
+    entries = (*task.project.config.sandbox.allow_hosts, *base_url_hosts(env))
+    patterns = tuple(dict.fromkeys(hosts.parse(e) for e in entries if hosts.invalid(e) is None))
+    setting = f"sandbox.allow_hosts in {task.project.paths.config}"
+    return network.plan(mode, isolated, patterns, setting)
+
+
+def base_url_hosts(env: Mapping[str, str]) -> list[str]:
+    """``host:port`` of each base URL the developer set for an agent: in ``env``
+    (``BASE_URLS``), and the ``base_url`` of each of Codex's model providers."""
+    from urllib.parse import urlsplit
+
+    urls = [env[name] for name in BASE_URLS if env.get(name)]
+    urls += _codex_base_urls(Path(env.get("CODEX_HOME") or home_dir() / ".codex"))
+    found = []
+    for url in urls:
+        with contextlib.suppress(ValueError):
+            parts = urlsplit(url)
+            if parts.hostname:
+                port = parts.port or (443 if parts.scheme == "https" else 80)
+                host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+                found.append(f"{host}:{port}")
+    return found
+
+
+def _codex_base_urls(home: Path) -> list[str]:
+    import tomllib
+
+    try:
+        with open(home / "config.toml", "rb") as f:
+            settings = tomllib.load(f)
+    except (OSError, ValueError):
+        return []
+    providers = settings.get("model_providers")
+    if not isinstance(providers, dict):
+        return []
+    return [
+        str(p["base_url"])
+        for p in providers.values()
+        if isinstance(p, dict) and isinstance(p.get("base_url"), str)
+    ]
 
 
 def _system_layer(task: Task, agent: str) -> Bind | None:

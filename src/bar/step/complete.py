@@ -25,7 +25,7 @@ from bar.ledger.call_log import Recorded, read_recorded
 from bar.ledger.records import Artifacts, HookRecord, PolicyEventRecord, RunStep
 from bar.redact import Scrubber
 from bar.redact import known as known_secrets
-from bar.sandbox import quarantine
+from bar.sandbox import network, quarantine
 from bar.step import interrupted
 from bar.task.tasks import Task
 
@@ -136,6 +136,9 @@ def complete(
     )
     if intent.sandbox is not None:
         step.extra["sandbox"] = intent.sandbox
+    connections = network.read_log(task.paths.network_log(step_id))
+    if connections:
+        step.extra["network"] = connections
     if intent.agent is not None:
         step.extra["agent"] = {**intent.agent, "sessions": len(recorded.sessions)}
         _say_unhooked(intent.agent, recorded, executed)
@@ -146,6 +149,7 @@ def complete(
     _say_nested(task, step)
     written = steps.append(task, step, scrub)
     task.paths.policy_events(step_id).unlink(missing_ok=True)
+    task.paths.network_log(step_id).unlink(missing_ok=True)
     journals.clear_run(task.paths)
     return written
 

@@ -68,6 +68,7 @@ class RunRequest:
     live: bool = True  # show the command's output as it runs
     agent: str | None = None  # install this agent's hook for the run
     sandbox: bool = True  # False: --no-sandbox (this run only)
+    network: str | None = None  # --network (this run only), else sandbox.network
     max_tokens: int | None = None  # an agent's budget (else config agents.budget)
     max_cost_usd: float | None = None
 
@@ -172,8 +173,16 @@ def run_step(task: Task, req: RunRequest, watch: TreeWatch | None = None) -> Run
     # 2. pre_run hooks; the repository's run confined like the step, so the confinement
     # is made first (and closed on every way out before the step's own try)
     named = (*env.get("PATH", "").split(os.pathsep), *(a for a in req.argv if a.startswith("/")))
-    confinement = sandbox_plan.confinement(task, req.agent, asked=req.sandbox, paths=named)
-    boxed = sandbox_plan.step_env(task, env, confinement.plan) if confinement.enabled else env
+    confinement = sandbox_plan.confinement(
+        task,
+        req.agent,
+        asked=req.sandbox,
+        paths=named,
+        network=req.network,
+        env=env,
+        network_log=task.paths.network_log(step_id),
+    )
+    boxed = sandbox_plan.step_env(task, env, confinement) if confinement.enabled else env
     adopted_since = leftovers.become_subreaper() if confinement.enabled else 0.0
     hook_records: list[HookRecord] = []
     try:

@@ -214,6 +214,11 @@ class TaskPaths:
         name = f"{step_id}.{suffix}"
         return self.artifacts / name, f"artifacts/{name}"
 
+    def network_log(self, step_id: str) -> Path:
+        """The connections a running step made or was refused, appended by ``bar run``'s
+        proxy as they end (``bar.sandbox.network``), so a crash of bar loses none."""
+        return self.artifacts / f"{step_id}.network.jsonl"
+
     def policy_events(self, step_id: str) -> Path:
         """The decisions taken for a running step by its hooks, appended by ``bar run``
         as they come, so a crash of bar loses none of them."""

@@ -182,6 +182,7 @@ class StepOrder:
     env: dict[str, str] = field(default_factory=dict)
     agent: str | None = None
     sandbox: bool = True
+    network: str | None = None  # --network: only ever tightens the worker's own setting
     max_tokens: int | None = None
     max_cost_usd: float | None = None
 
@@ -204,6 +205,7 @@ def order(project: Project, task: Task, step: StepOrder) -> str:
         "env": dict(step.env),
         "agent": step.agent,
         "sandbox": step.sandbox,
+        "network": step.network,
         "max_tokens": step.max_tokens,
         "max_cost_usd": step.max_cost_usd,
     }

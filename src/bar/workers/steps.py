@@ -46,6 +46,7 @@ from bar.base.clock import now_iso
 from bar.changes import journals
 from bar.errors import BarError
 from bar.ledger.records import RunStep
+from bar.project.config import NETWORK_MODES, tighter_network
 from bar.project.project import Project, find_project
 from bar.redact import known
 from bar.redact.stream import StreamScrubber
@@ -513,6 +514,9 @@ def _bar_run(task: Task, order: dict[str, Any]) -> list[str]:
     argv += ["--agent", agent] if agent else ["--no-agent"]
     if order.get("sandbox") is False:
         argv.append("--no-sandbox")
+    network = order.get("network")
+    if network in NETWORK_MODES:  # (a step sent can reach less than the worker lets, never more)
+        argv += ["--network", tighter_network(str(network), task.project.config.sandbox.network)]
     if order.get("max_tokens") is not None:
         argv += ["--max-tokens", str(order["max_tokens"])]
     if order.get("max_cost_usd") is not None:

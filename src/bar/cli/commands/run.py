@@ -47,6 +47,7 @@ def run(
     on: str | None = None,
     detach: bool = False,
     server: str | None = None,
+    network: str | None = None,
 ) -> int:
     if argv[:1] == ["--"]:
         argv = argv[1:]
@@ -77,6 +78,7 @@ def run(
             env=variables,
             agent=agent,
             sandbox=sandbox,
+            network=network,
             max_tokens=max_tokens,
             max_cost_usd=max_cost,
         )
@@ -112,6 +114,7 @@ def run(
         live=True,
         agent=agent,
         sandbox=sandbox,
+        network=network,
         max_tokens=max_tokens,
         max_cost_usd=max_cost,
     )

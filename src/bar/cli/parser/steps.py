@@ -43,6 +43,7 @@ def commands(sub: Any) -> None:
         "  bar run --agent codex -- ./my-codex-wrapper.sh   # an agent bar cannot see\n"
         "  bar run --no-agent -- claude --version           # a plain command\n"
         "  bar run --no-sandbox -- ./deploy.sh  # with your full rights, this once\n"
+        "  bar run --network open -- ./fetch-data.sh   # every host, this once\n"
         "  bar run --max-cost 2 -- claude       # stopped (and recorded so) past $2\n"
         "  bar run --json -- make test > step.json   # make's output still shows\n"
         "  bar run --on builds -- make test     # on a bar worker of queue builds",
@@ -89,6 +90,12 @@ def commands(sub: Any) -> None:
         dest="sandbox",
         action="store_false",
         help="do not confine this run (it can write anything you can; recorded in the step)",
+    )
+    p.add_argument(
+        "--network",
+        choices=("open", "allow-list", "none"),
+        help="what this run may reach: every host, only sandbox.allow_hosts through bar's "
+        "proxy, or nothing (default: sandbox.network; docs/sandbox.md)",
     )
     p.add_argument(
         "--max-tokens",
