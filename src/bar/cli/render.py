@@ -234,6 +234,16 @@ def stat_text(stat: DiffStat) -> str:
     return f"{plural(stat.files, 'file')} +{stat.additions} -{stat.deletions}"
 
 
+def byte_size(n: int) -> str:
+    """``n`` bytes for a person: 512 B, 4.0 KiB, 1.5 MiB."""
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if size < 1024 or unit == "GiB":
+            return f"{n} B" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{n} B"
+
+
 def duration(ms: int) -> str:
     if ms < 1000:
         return f"{ms}ms"

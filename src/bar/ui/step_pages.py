@@ -8,7 +8,7 @@ files shows at once. Binary files, renames and mode changes are said in words.
 from __future__ import annotations
 
 import shlex
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from bar.ledger.records import ApplyStep, RollbackStep, RunStep, Step, SyncStep
 from bar.task.tasks import Task
@@ -139,6 +139,9 @@ def step_page(task: Task, step: Step, csrf: str) -> str:
             for cp in taken
         )
         parts.append(f"<h2>Checkpoints</h2><ol class=checkpoints>{items}</ol>")
+    connections = step.extra.get("network") if isinstance(step, RunStep) else None
+    if isinstance(connections, list) and connections:
+        parts.append(_network_section(connections))
     index = views.patch_of(task, step.artifacts.patch)
     parts.append(
         "<h2>Patch</h2>" + file_list(index, task_url(task, f"/s/{step.step_id}/file/{{n}}"))
@@ -170,6 +173,37 @@ def step_page(task: Task, step: Step, csrf: str) -> str:
             (task.name, task_url(task)),
             (f"step {step.step_id}", ""),
         ],
+    )
+
+
+_CONNECTIONS_SHOWN = 200
+
+
+def _network_section(connections: list[Any]) -> str:
+    """The step's connections (``network``): a table, refused ones marked."""
+    entries = [c for c in connections if isinstance(c, dict)]
+    refused = sum(1 for c in entries if not c.get("allowed"))
+    rows = []
+    for c in entries[:_CONNECTIONS_SHOWN]:
+        if not c.get("allowed"):
+            fate = '<span class="policy blocked"><b>refused</b></span>'
+        elif c.get("error"):
+            fate = f"failed: {esc(str(c.get('error')))}"
+        else:
+            fate = "allowed"
+        rows.append(
+            f"<tr><td><code>{esc(str(c.get('host')))}:{esc(str(c.get('port')))}</code></td>"
+            f"<td>{fate}</td><td>{int(c.get('bytes_out') or 0)}</td>"
+            f"<td>{int(c.get('bytes_in') or 0)}</td><td>{esc(str(c.get('via', '')))}</td>"
+            f"<td>{esc(str(c.get('started_at', '')))}</td></tr>"
+        )
+    more = len(entries) - _CONNECTIONS_SHOWN
+    note = f'<p class="meta">{more} more in the step\'s record.</p>' if more > 0 else ""
+    said = f"{len(entries)} connection(s)" + (f", {refused} refused" if refused else "")
+    return (
+        f'<h2>Network</h2><p class="meta">{esc(said)}</p><table class="facts network">'
+        "<tr><th>host</th><th>what bar did</th><th>bytes out</th><th>bytes in</th>"
+        f"<th>via</th><th>started</th></tr>{''.join(rows)}</table>{note}"
     )
 
 

@@ -75,11 +75,12 @@ class _Row(NamedTuple):
     checkpoints: int
     patch: str | None
     started_at: str
+    refused: str  # the hosts the step was refused (``network``), in words
 
 
 # names what ``_cells`` makes: a change to it (or to what it calls) needs a new tag, or
 # the rows kept beside long ledgers would show the old words
-_TAG = "log/1"
+_TAG = "log/2"
 
 
 def _cells(step: Step) -> list[Any]:
@@ -98,10 +99,28 @@ def _cells(step: Step) -> list[Any]:
         step.checkpoints if isinstance(step, RunStep) else 0,
         step.artifacts.patch,
         step.started_at,
+        _refused(step),
     ]
 
 
-_TEXT = (0, 1, 2, 4, 5, 6, 7, 11)  # the cells that are always text
+def _refused(step: Step) -> str:
+    """The hosts a run was refused by the network's allow-list, as the log marks them."""
+    connections = step.extra.get("network") if isinstance(step, RunStep) else None
+    if not isinstance(connections, list):
+        return ""
+    hosts = dict.fromkeys(
+        f"{c.get('host')}:{c.get('port')}"
+        for c in connections
+        if isinstance(c, dict) and c.get("allowed") is False
+    )
+    if not hosts:
+        return ""
+    named = ", ".join(one_line(h) for h in list(hosts)[:3])
+    more = f" and {len(hosts) - 3} more" if len(hosts) > 3 else ""
+    return f"  network refused: {named}{more}"
+
+
+_TEXT = (0, 1, 2, 4, 5, 6, 7, 11, 12)  # the cells that are always text
 
 
 def _fits(cells: list[Any]) -> bool:
@@ -186,8 +205,10 @@ def _line(row: _Row, widths: list[int], paint: Painter, width: int | None) -> st
         f"{paint(row.step_id, 'bold')}{' ' * (i - len(row.step_id))}  {row.kind.ljust(k)}  "
         f"{ended}{' ' * (o - len(row.outcome))}  {row.stat.ljust(s)}  {row.duration.rjust(d)}  "
     )
-    room = None if width is None else max(width - (i + k + o + s + d + 10) - len(row.where), 10)
-    return (head + fit(row.what, room) + paint(row.where, "dim")).rstrip()
+    tail = len(row.where) + len(row.refused)
+    room = None if width is None else max(width - (i + k + o + s + d + 10) - tail, 10)
+    said = head + fit(row.what, room) + paint(row.where, "dim") + paint(row.refused, "red")
+    return said.rstrip()
 
 
 def _flush(out: list[str]) -> None:

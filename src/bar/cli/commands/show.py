@@ -7,13 +7,14 @@ import shlex
 import sys
 import textwrap
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from bar import api
 from bar.api import shapes
 from bar.cli.pager import paging
 from bar.cli.render import (
     Painter,
+    byte_size,
     checkpoint_line,
     copy_file,
     describe,
@@ -80,6 +81,9 @@ def _show_step(the_task: Task, record: Step, taken: list[Checkpoint]) -> None:
         sandbox = record.extra.get("sandbox")
         if isinstance(sandbox, dict):
             rows.append(("sandbox", _sandbox_text(sandbox)))
+        connections = record.extra.get("network")
+        if isinstance(connections, list) and connections:
+            rows += _network_rows(connections)
         if record.extra.get("stopped") == "budget":
             rows.append(
                 (
@@ -389,8 +393,39 @@ def _agent_text(rec: dict[str, object]) -> str:
 def _sandbox_text(rec: dict[str, object]) -> str:
     if not rec.get("enabled"):
         return f"off ({rec.get('reason') or 'not confined'})"
-    network = "" if rec.get("network", True) else ", no network"
+    mode = rec.get("network_mode")
+    if isinstance(mode, str):
+        network = f", network: {mode}"
+    else:
+        network = "" if rec.get("network", True) else ", no network"
     return f"confined ({rec.get('mechanism')}{network})"
+
+
+_CONNECTIONS_SHOWN = 30
+
+
+def _network_rows(connections: list[Any]) -> list[tuple[str, str]]:
+    """The step's connections (``network``), refused first: a row each, up to a few."""
+    entries = [c for c in connections if isinstance(c, dict)]
+    refused = [c for c in entries if not c.get("allowed")]
+    head = f"{len(entries)} connection(s)" + (f", {len(refused)} refused" if refused else "")
+    rows = [("network", head)]
+    for c in (refused + [c for c in entries if c.get("allowed")])[:_CONNECTIONS_SHOWN]:
+        host = str(c.get("host"))
+        where = f"[{host}]:{c.get('port')}" if ":" in host else f"{host}:{c.get('port')}"
+        if not c.get("allowed"):
+            said = f"refused  {where}"
+        elif c.get("error"):
+            said = f"failed   {where}: {c.get('error')}"
+        else:
+            said = (
+                f"allowed  {where}  {byte_size(int(c.get('bytes_out') or 0))} out, "
+                f"{byte_size(int(c.get('bytes_in') or 0))} in"
+            )
+        rows.append(("", f"{said}  ({c.get('via', 'proxy')}, {c.get('started_at', '')})"))
+    if len(entries) > _CONNECTIONS_SHOWN:
+        rows.append(("", f"... {len(entries) - _CONNECTIONS_SHOWN} more (bar show --json)"))
+    return rows
 
 
 def _copy_out(pieces: Iterator[bytes], what: str) -> None:
