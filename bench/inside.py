@@ -57,7 +57,13 @@ class Inside:
     """A running ``bar run [--agent A]`` step whose command times what it is sent."""
 
     def __init__(
-        self, bar: Path, task: str, wt: Path, env: dict[str, str], agent: str | None = None
+        self,
+        bar: Path,
+        task: str,
+        wt: Path,
+        env: dict[str, str],
+        agent: str | None = None,
+        options: tuple[str, ...] = (),
     ) -> None:
         self.dir = Path(tempfile.mkdtemp(prefix="bar-bench-inside-", dir="/tmp"))
         self.requests, self.replies = self.dir / "requests", self.dir / "replies"
@@ -71,6 +77,7 @@ class Inside:
                 "--task",
                 task,
                 "--no-pty",
+                *options,
                 *with_agent,
                 "--",
                 sys.executable,

@@ -32,6 +32,7 @@ sys.path.insert(0, str(HERE))
 import genrepo  # noqa: E402
 import loose  # noqa: E402
 import marks  # noqa: E402
+import network  # noqa: E402
 import report  # noqa: E402
 import sessions  # noqa: E402
 import sharing  # noqa: E402
@@ -44,6 +45,7 @@ FIGURES[sharing.NUMBER] = sharing.FIGURE  # (likewise)
 FIGURES[loose.NUMBER] = loose.FIGURE  # (likewise)
 FIGURES[marks.NUMBER] = marks.FIGURE  # (likewise)
 FIGURES[telemetry.NUMBER] = telemetry.FIGURE  # (likewise)
+FIGURES[network.NUMBER] = network.FIGURE  # (likewise)
 
 ROOT = HERE.parent
 WORK = HERE / ".work"
