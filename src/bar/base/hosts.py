@@ -8,8 +8,8 @@ compared without case and without a final dot; addresses as addresses (``::1`` a
 
 from __future__ import annotations
 
-import ipaddress
 import re
+import socket
 
 from bar.base.record import record
 
@@ -36,7 +36,7 @@ class Pattern:
         if self.host in LOOPBACK_NAMES:
             return True
         found = _address(self.host)
-        return found is not None and found.is_loopback
+        return found is not None and (found.startswith("127.") or found == "::1")
 
     def __str__(self) -> str:
         host = f"[{self.host}]" if ":" in self.host else self.host
@@ -48,7 +48,7 @@ def canonical(host: str) -> str:
     one way (brackets of an IPv6 address taken off)."""
     host = host.strip().strip("[]").lower().rstrip(".")
     found = _address(host)
-    return str(found) if found is not None else host
+    return found if found is not None else host
 
 
 def is_address(host: str) -> bool:
@@ -56,11 +56,15 @@ def is_address(host: str) -> bool:
     return _address(host.strip("[]")) is not None
 
 
-def _address(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
-    try:
-        return ipaddress.ip_address(host)
-    except ValueError:
-        return None
+def _address(host: str) -> str | None:
+    """``host`` written the one way, if it is an IP address (``ipaddress`` would cost
+    more to load than every use here)."""
+    for family in (socket.AF_INET, socket.AF_INET6):
+        try:
+            return socket.inet_ntop(family, socket.inet_pton(family, host))
+        except (OSError, ValueError):
+            continue
+    return None
 
 
 def split(entry: str) -> tuple[str, str | None]:

@@ -45,7 +45,6 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 from bar.base.clock import now_iso
 from bar.base.hosts import Pattern, admitted, canonical, is_address
@@ -269,6 +268,8 @@ class Gate:
         head, _, rest = data.partition(b"\r\n\r\n")
         lines = head.decode("latin-1").split("\r\n")
         method, target, version = ([*lines[0].split(" "), "", ""])[:3]
+        from urllib.parse import urlsplit
+
         if method.upper() == "CONNECT":
             host, port = _host_port(target, 443)
         else:

@@ -203,7 +203,7 @@ def for_step(
         writable=tuple(writable),
         protected=tuple(protected),
         deny_read=tuple(deny_read),
-        net=_net(task, network or settings.network, bool(binds), env or {}),
+        net=_net(task, network or settings.network, bool(binds), env or {}, agent),
         binds=binds,
         shared_objects=shared,
         own_pids=own_pids,
@@ -222,25 +222,31 @@ BASE_URLS = (
 )
 
 
-def _net(task: Task, mode: str, namespaces: bool, env: Mapping[str, str]) -> NetPlan:
+def _net(
+    task: Task, mode: str, namespaces: bool, env: Mapping[str, str], agent: str | None
+) -> NetPlan:
     """What the step may reach: in ``mode``, with the configured hosts and those of the
-    agents' base URLs (in ``env``, and the providers of Codex's own settings)."""
+    agents' base URLs (in ``env``, and for Codex the providers of its own settings)."""
     if mode == "open":
         return NetPlan()
     isolated = namespaces and namespace.net_available(str(task.dir)) is None
-    entries = (*task.project.config.sandbox.allow_hosts, *base_url_hosts(env))
+    entries = (*task.project.config.sandbox.allow_hosts, *base_url_hosts(env, agent))
     patterns = tuple(dict.fromkeys(hosts.parse(e) for e in entries if hosts.invalid(e) is None))
     setting = f"sandbox.allow_hosts in {task.project.paths.config}"
     return network.plan(mode, isolated, patterns, setting)
 
 
-def base_url_hosts(env: Mapping[str, str]) -> list[str]:
+def base_url_hosts(env: Mapping[str, str], agent: str | None = None) -> list[str]:
     """``host:port`` of each base URL the developer set for an agent: in ``env``
-    (``BASE_URLS``), and the ``base_url`` of each of Codex's model providers."""
+    (``BASE_URLS``), and in a Codex session the ``base_url`` of each of its model
+    providers."""
+    urls = [env[name] for name in BASE_URLS if env.get(name)]
+    if agent == "codex":
+        urls += _codex_base_urls(Path(env.get("CODEX_HOME") or home_dir() / ".codex"))
+    if not urls:
+        return []
     from urllib.parse import urlsplit
 
-    urls = [env[name] for name in BASE_URLS if env.get(name)]
-    urls += _codex_base_urls(Path(env.get("CODEX_HOME") or home_dir() / ".codex"))
     found = []
     for url in urls:
         with contextlib.suppress(ValueError):
