@@ -213,6 +213,24 @@ def test_names_are_resolved_by_bar_not_in_the_step(
     assert "NO DNS" in said and "RESOLVED" not in said
 
 
+@isolated
+def test_a_hostile_name_asked_of_the_proxy_is_refused_and_recorded_printable(
+    inited: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    new_task(capfd)
+    ask = (
+        "import socket\n"
+        's = socket.create_connection(("127.0.0.1", 3128))\n'
+        's.sendall(b"CONNECT \\x1b]0;pwned\\x07evil.example:443 HTTP/1.1\\r\\n\\r\\n")\n'
+        'print(s.recv(100).split(b"\\r\\n")[0].decode())\n'
+    )
+    said, step = _run(capfd, _python(ask))
+    assert "HTTP/1.1 403 bar refused" in said, said
+    (refused,) = step["network"]
+    assert refused["allowed"] is False and refused["host"] == "?]0;pwned?evil.example"
+    assert "\x1b" not in bar(capfd, "show", step["step_id"]).out
+
+
 # --- around the proxy ----------------------------------------------------------------------
 
 
@@ -374,3 +392,17 @@ def test_a_bad_host_entry_is_named(
 def test_host_patterns(pattern: str, host: str, port: int, admitted: bool) -> None:
     assert hosts.invalid(pattern) is None
     assert hosts.admitted((hosts.parse(pattern),), host, port) is admitted
+
+
+def test_the_step_page_lists_the_connections_and_escapes_them() -> None:
+    from bar.ui.step_pages import _network_section
+
+    base = {"bytes_out": 10, "bytes_in": 20, "started_at": "t", "via": "http"}
+    html = _network_section(
+        [
+            {**base, "host": "<script>x</script>", "port": 443, "allowed": False},
+            {**base, "host": "pypi.org", "port": 443, "allowed": True},
+        ]
+    )
+    assert "2 connection(s), 1 refused" in html and "refused" in html
+    assert "<script>" not in html and "&lt;script&gt;" in html

@@ -248,6 +248,7 @@ def status(settings: SandboxConfig) -> dict[str, Any]:
             if lacking is None
             else f"; steps share processes and /tmp with the machine ({lacking})"
         )
+        detail += _network_detail(settings.network, namespace.net_available(str(bar_home())))
     return {
         "enabled": mechanism is not None,
         "mechanism": mechanism,
@@ -258,6 +259,21 @@ def status(settings: SandboxConfig) -> dict[str, Any]:
         "objects": objects,
         "processes": processes,
     }
+
+
+def _network_detail(mode: str, lacking: str | None) -> str:
+    """What ``sandbox.network: mode`` gives a step here (``lacking``: why a step can have
+    no network namespace of its own)."""
+    if mode == "open":
+        return "; steps reach every host (sandbox.network: open)"
+    what = "sandbox.allow_hosts, through bar's proxy" if mode == "allow-list" else "no host"
+    if lacking is None:
+        return f"; each step has a network of its own and reaches {what}"
+    from bar.sandbox import landlock
+
+    if landlock.abi_version() >= 4:
+        return f"; steps reach {what}, by Landlock's port rules ({lacking})"
+    return f"; steps reach every host: nothing here can keep them to {mode} ({lacking})"
 
 
 def unconfined(plan: Plan, reason: str) -> Confinement:

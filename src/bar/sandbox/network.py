@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from bar.base.clock import now_iso
-from bar.base.hosts import Pattern, admitted, canonical, is_address
+from bar.base.hosts import Pattern, admitted, canonical, invalid, is_address
 from bar.base.record import record
 
 PROXY_PORT = 3128
@@ -347,12 +347,16 @@ class Gate:
     # --- what each connection does, and its record ---------------------------------------
 
     def _allowed(self, host: str, port: int, via: str) -> bool:
-        if admitted(self.plan.hosts, host, port):
+        """Whether ``host`` (as the step named it) may be reached at ``port``; a refusal
+        is logged. A name that is no host name (control characters, spaces) is refused,
+        and logged in printable form."""
+        if invalid(host) is None and 0 < port < 65536 and admitted(self.plan.hosts, host, port):
             return True
-        self._write(_entry(host, port, via, allowed=False))
+        self._write(_entry(_printable(host), port, via, allowed=False))
         return False
 
     def _refusal(self, host: str, port: int) -> str:
+        host = _printable(host)
         said = (
             f"bar refused {host}:{port}: not in {self.plan.setting} (add it there, or run "
             "with --network open)"
@@ -431,6 +435,11 @@ def _entry(host: str, port: int, via: str, *, allowed: bool) -> dict[str, Any]:
         "started_at": now_iso(),
         "via": via,
     }
+
+
+def _printable(host: str) -> str:
+    """``host`` as a record and a message may show it: printable, one line, bounded."""
+    return "".join(c if c.isprintable() and not c.isspace() else "?" for c in host[:255])
 
 
 def _copy(source: socket.socket, sink: socket.socket, counts: list[int], which: int) -> None:

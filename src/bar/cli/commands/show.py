@@ -411,7 +411,7 @@ def _network_rows(connections: list[Any]) -> list[tuple[str, str]]:
     head = f"{len(entries)} connection(s)" + (f", {len(refused)} refused" if refused else "")
     rows = [("network", head)]
     for c in (refused + [c for c in entries if c.get("allowed")])[:_CONNECTIONS_SHOWN]:
-        host = str(c.get("host"))
+        host = visible(str(c.get("host")))
         where = f"[{host}]:{c.get('port')}" if ":" in host else f"{host}:{c.get('port')}"
         if not c.get("allowed"):
             said = f"refused  {where}"
