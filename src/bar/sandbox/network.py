@@ -55,7 +55,8 @@ NO_PROXY = "localhost,127.0.0.1,::1"
 _HEAD_MAX = 64 * 1024  # what a request's head may hold before it is refused
 _CHUNK = 256 * 1024
 _CONNECT_TIMEOUT = 30.0
-_RECORDS_MAX = 5000  # connections logged by one step; beyond, a count
+_RECORDS_MAX = 2000  # connections logged by one step (the first ones)
+_OPEN_MAX = 256  # connections served at once; more are closed at once (a thread each)
 
 
 @record(frozen=True)
@@ -151,18 +152,33 @@ class Gate:
     # --- in the holder, in the step's new namespace (system calls only) ------------------
 
     def inside(self) -> None:
-        """Make the listening sockets in this namespace and hand them to bar."""
-        made = []
+        """Make the listening sockets in this namespace and hand them to bar, with the
+        numbers of the points they are (a forward's IPv6 twin is left out where the
+        kernel has no IPv6; the proxy's failure is the step's)."""
+        made: list[socket.socket] = []
+        which: list[str] = []
         try:
-            for host, port, _ in self.plan.points():
+            for i, (host, port, target) in enumerate(self.plan.points()):
                 family = socket.AF_INET6 if ":" in host else socket.AF_INET
-                s = socket.socket(family, socket.SOCK_STREAM)
-                s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-                s.bind((host, port))
-                s.listen(128)
+                try:
+                    s = socket.socket(family, socket.SOCK_STREAM)
+                except OSError:
+                    if target is None:
+                        raise
+                    continue
                 made.append(s)
+                try:
+                    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                    s.bind((host, port))
+                    s.listen(128)
+                except OSError:
+                    if target is None:
+                        raise
+                    made.pop().close()
+                    continue
+                which.append(str(i))
             with socket.socket(fileno=os.dup(self._theirs)) as channel:
-                socket.send_fds(channel, [b"n"], [s.fileno() for s in made])
+                socket.send_fds(channel, [",".join(which).encode()], [s.fileno() for s in made])
         finally:
             for s in made:
                 s.close()
@@ -176,11 +192,13 @@ class Gate:
         with socket.socket(fileno=os.dup(self._ours)) as channel:
             channel.settimeout(10)
             try:
-                _, fds, _, _ = socket.recv_fds(channel, 16, 64)
+                said, fds, _, _ = socket.recv_fds(channel, 4096, 64)
             except (TimeoutError, OSError) as exc:
                 self._say(f"the step's network could not be served: {exc}")
                 return
-        for fd, (_, port, target) in zip(fds, self.plan.points(), strict=False):
+        points = self.plan.points()
+        for fd, i in zip(fds, said.decode().split(","), strict=False):
+            _, port, target = points[int(i)]
             listener = socket.socket(fileno=fd)
             if target is None:
                 self._serve(listener, self._proxy)
@@ -221,8 +239,15 @@ class Gate:
                 if self._closed:
                     conn.close()
                     return
+                with self._lock:
+                    crowded = len(self._live) >= _OPEN_MAX
+                if crowded:  # (a step opening thousands of connections gets no thread for each)
+                    conn.close()
+                    continue
                 worker = threading.Thread(target=self._guarded, args=(handle, conn), daemon=True)
                 with self._lock:
+                    if len(self._threads) > _OPEN_MAX:  # (those that ended are let go)
+                        self._threads = [t for t in self._threads if t.is_alive()]
                     self._threads.append(worker)
                 worker.start()
 
