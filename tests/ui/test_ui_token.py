@@ -48,6 +48,27 @@ def test_a_step_holding_the_token_is_refused(tmp_path: Path) -> None:
             [sys.executable, str(script), base, token], capture_output=True, text=True
         )
         assert "SERVED" in outside.stdout, outside  # the same request, from outside a step
+        # a step on the open network reaches the UI, which refuses it
+        ran = subprocess.run(
+            [
+                BAR_EXE,
+                "run",
+                "--no-pty",
+                "--network",
+                "open",
+                "--",
+                sys.executable,
+                str(script),
+                base,
+                token,
+            ],
+            cwd=s.repo,
+            env=s.env,
+            capture_output=True,
+            text=True,
+        )
+        assert "REFUSED 403" in ran.stdout and "inside a running bar step" in ran.stdout, ran
+        # by default its 127.0.0.1 is its own: the UI is not even there
         ran = subprocess.run(
             [BAR_EXE, "run", "--no-pty", "--", sys.executable, str(script), base, token],
             cwd=s.repo,
@@ -55,7 +76,7 @@ def test_a_step_holding_the_token_is_refused(tmp_path: Path) -> None:
             capture_output=True,
             text=True,
         )
-        assert "REFUSED 403" in ran.stdout and "inside a running bar step" in ran.stdout, ran
+        assert "SERVED" not in ran.stdout and "Connection refused" in ran.stdout + ran.stderr, ran
 
 
 def test_the_browser_is_opened_without_the_token_in_its_command_line(tmp_path: Path) -> None:
