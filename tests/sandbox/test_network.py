@@ -406,3 +406,56 @@ def test_the_step_page_lists_the_connections_and_escapes_them() -> None:
     )
     assert "2 connection(s), 1 refused" in html and "refused" in html
     assert "<script>" not in html and "&lt;script&gt;" in html
+
+
+@isolated
+def test_a_repository_hook_s_connections_are_the_step_s(
+    inited: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """The repository's hooks run confined like the step: a pre_run hook that phones out
+    is refused, fails, and its refused connection is in the step that did not run."""
+    (inited / ".bar").mkdir(exist_ok=True)
+    hook = _python('import urllib.request as u; u.urlopen("http://phone-home.example/")')
+    (inited / ".bar" / "config.yaml").write_text(
+        json.dumps({"version": 1, "hooks": {"pre_run": [hook]}})
+    )
+    new_task(capfd)
+    said, step = _run(capfd, "echo never")
+    assert step["stopped_by"] == "pre_run" and "never" not in said.split("bar:")[0]
+    assert _seen(step) == [("phone-home.example", 80, False)]
+
+
+@isolated
+def test_connections_survive_a_bar_killed_mid_step(
+    inited: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    import signal
+    import time
+
+    from helpers import BAR_EXE, task_dir
+
+    t = new_task(capfd)
+    log = task_dir(t["id"]) / "artifacts" / "0001.network.jsonl"
+    script = (
+        _python(
+            'import urllib.request as u\ntry: u.urlopen("http://gone.example/")\nexcept OSError: pass'
+        )
+        + "; sleep 60"
+    )
+    proc = subprocess.Popen(
+        [BAR_EXE, "run", "--no-pty", "--", "sh", "-c", script],
+        cwd=inited,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 60
+    while not (log.exists() and log.read_text().endswith("\n")) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    time.sleep(0.5)  # (the holder noticed bar is gone)
+    assert bar(capfd, "run", "--no-pty", "--", "true").code == 0  # (it records step 1 first)
+    step = ledger(t["id"])[0]
+    assert step["interrupted"] is True
+    assert _seen(step) == [("gone.example", 80, False)]
+    assert not log.exists()

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from bar import git
 from bar.base.clock import ms_between, now_iso
@@ -136,8 +136,7 @@ def complete(
     )
     if intent.sandbox is not None:
         step.extra["sandbox"] = intent.sandbox
-    connections = network.read_log(task.paths.network_log(step_id))
-    if connections:
+    if connections := network_of(task, step_id):
         step.extra["network"] = connections
     if intent.agent is not None:
         step.extra["agent"] = {**intent.agent, "sessions": len(recorded.sessions)}
@@ -149,9 +148,14 @@ def complete(
     _say_nested(task, step)
     written = steps.append(task, step, scrub)
     task.paths.policy_events(step_id).unlink(missing_ok=True)
-    task.paths.network_log(step_id).unlink(missing_ok=True)
+    task.paths.network_log(step_id).unlink(missing_ok=True)  # (read above)
     journals.clear_run(task.paths)
     return written
+
+
+def network_of(task: Task, step_id: str) -> list[dict[str, Any]]:
+    """The connections the step's proxy logged (``bar.sandbox.network``), once it closed."""
+    return network.read_log(task.paths.network_log(step_id))
 
 
 def _mask_home(task: Task, intent: RunIntent, scrub: Scrubber) -> None:

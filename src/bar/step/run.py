@@ -50,7 +50,7 @@ from bar.sandbox import Confinement, leftovers
 from bar.sandbox import plan as sandbox_plan
 from bar.session.prices import Budget
 from bar.step import outcome, step_hooks
-from bar.step.complete import Executed, complete
+from bar.step.complete import Executed, complete, network_of
 from bar.step.hints import not_executable, refused_access
 from bar.step.supervisor import Supervisor
 from bar.step.user_hooks import HookFacts, HookResult
@@ -212,6 +212,9 @@ def run_step(task: Task, req: RunRequest, watch: TreeWatch | None = None) -> Run
                 head=git.head(task.worktree),
             )
             step.extra["stopped_by"] = "pre_run"
+            _close(confinement, adopted_since)  # (its hooks' connections are all logged)
+            if connections := network_of(task, step_id):
+                step.extra["network"] = connections
             step.artifacts.output = _hooks_output(task, step_id, results, scrubber)
             index = len(results) - 1
             said = step_hooks.describe(task, failed, index, confinement, scrubber.scrub_text)
@@ -221,6 +224,7 @@ def run_step(task: Task, req: RunRequest, watch: TreeWatch | None = None) -> Run
                 f"{step_hooks.source(task, 'pre_run', index)}",
             )
             error.step = steps.append(task, step, scrubber)
+            task.paths.network_log(step_id).unlink(missing_ok=True)
             raise error
     except BaseException:
         _close(confinement, adopted_since)
