@@ -284,8 +284,14 @@ def test_g_a_step_killed_mid_run_and_recovered(
     found += [f"after recovery: {x}" for x in leaks(repo, planted)]
     assert not found, "planted secrets on disk:\n" + "\n".join(found)
     assert not [s for s in planted if s in res.err]
-    killed, after = ledger(task["id"])
-    assert killed["interrupted"] is True and killed["diff_stat"]["file_list"] == ["killed.txt"]
+    killed, *between, after = ledger(task["id"])
+    # (a write of the killed command's within the clock tick of bar's last sign of life is
+    # sometimes credited to a hand edit recorded before the next step: the secrets are
+    # what is under test here)
+    assert all(step["kind"] == "manual" for step in between), between
+    assert killed["interrupted"] is True
+    made = [f for step in (killed, *between) for f in step["diff_stat"]["file_list"]]
+    assert made == ["killed.txt"]
     assert killed["cmd"][2].startswith('echo "$KILL_API_TOKEN" "$KILL_DB_PASSWORD" *** *** ***;')
     assert after["cmd"] == ["true"]
     message = git(repo, "log", "-1", "--format=%B", killed["snapshot"])
