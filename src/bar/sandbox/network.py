@@ -382,6 +382,8 @@ class Gate:
 
     def _refusal(self, host: str, port: int) -> str:
         host = _printable(host)
+        if ":" in host:  # (an IPv6 address, written as a URL writes it)
+            host = f"[{host}]"
         said = (
             f"bar refused {host}:{port}: not in {self.plan.setting} (add it there, or run "
             "with --network open)"
