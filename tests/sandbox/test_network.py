@@ -332,19 +332,23 @@ def test_without_a_namespace_the_proxy_is_the_only_way_out(
     monkeypatch.setenv(namespace.NO_NET_ENV, "1")
     set_config(sandbox={"allow_hosts": [LISTED]})
     new_task(capfd)
+    set_config(sandbox={"allow_hosts": [f"{LISTED}:{listed.port}"]})
     fetch = (
         "import os, socket, urllib.request as u\n"
         'print("PROXY", os.environ["HTTP_PROXY"] != "http://127.0.0.1:3128")\n'
         f'print(u.urlopen("{listed.url}/hello.txt").read().decode())\n'
-        "try:\n"
-        f'    socket.create_connection(("{UNLISTED}", {unlisted.port}), timeout=5)\n'
-        '    print("CONNECTED")\n'
-        "except OSError as e:\n"
-        '    print("FAILED", e.errno)\n'
+        # unlisted, and (a rule names a port, not an address) the listed port elsewhere
+        f'for where in (("{UNLISTED}", {unlisted.port}), ("{UNLISTED}", {listed.port})):\n'
+        "    try:\n"
+        "        socket.create_connection(where, timeout=5)\n"
+        '        print("CONNECTED")\n'
+        "    except OSError as e:\n"
+        '        print("FAILED", e.errno)\n'
     )
     said, step = _run(capfd, _python(fetch))
     assert "PROXY True" in said and "hello from the site" in said, said
-    assert "FAILED 13" in said and unlisted.hits == []  # EACCES: Landlock's answer
+    assert said.count("FAILED 13") == 2 and unlisted.hits == []  # EACCES: Landlock's
+    assert "its UDP (DNS too) is not" in said
     assert (LISTED, listed.port, True) in _seen(step)
 
 
@@ -459,3 +463,58 @@ def test_connections_survive_a_bar_killed_mid_step(
     assert step["interrupted"] is True
     assert _seen(step) == [("gone.example", 80, False)]
     assert not log.exists()
+
+
+@isolated
+@pytest.mark.skipif(shutil.which("curl") is None, reason="curl is not installed")
+def test_socks5_with_a_name_and_malformed_requests_leave_no_trace_on_bar(
+    tmp_path: Path, inited: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    own = Site("127.0.0.1", tmp_path)  # (on bar's side, reached by name)
+    (tmp_path / "x").write_text("by name\n")
+    set_config(sandbox={"allow_hosts": [f"localhost:{own.port}"]})
+    new_task(capfd)
+    bad = (
+        "import socket\n"
+        "for line in (b'GET http://127.0.0.2:99999/ HTTP/1.1', b'GET http://[::1/ HTTP/1.1',"
+        " b'CONNECT \\x85127.0.0.2:80 HTTP/1.1', b'CONNECT \\x0c127.0.0.2.:80 HTTP/1.1'):\n"
+        '    s = socket.create_connection(("127.0.0.1", 3128))\n'
+        '    s.sendall(line + b"\\r\\n\\r\\n")\n'
+        "    print((s.recv(200).split(b'\\r\\n')[0] or b'closed').decode())\n"
+    )
+    try:
+        said, step = _run(
+            capfd,
+            f"curl -sS --socks5-hostname 127.0.0.1:3128 http://localhost:{own.port}/x; "
+            + _python(bad),
+        )
+    finally:
+        own.close()
+    assert "by name" in said and "Traceback" not in said, said
+    assert said.count("HTTP/1.1 400") == 2 and said.count("HTTP/1.1 403") == 2
+    assert ("localhost", own.port, True) in _seen(step)
+
+
+@isolated
+def test_refusals_cannot_crowd_out_what_was_let_through(
+    site: tuple[Site, Site], inited: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    from bar.sandbox import network
+
+    listed, _ = site
+    set_config(sandbox={"allow_hosts": [LISTED]})
+    new_task(capfd)
+    flood = (
+        "import socket, urllib.request as u\n"
+        f"for i in range({network._RECORDS_MAX + 5}):\n"
+        '    s = socket.create_connection(("127.0.0.1", 3128))\n'
+        '    s.sendall(b"CONNECT flood.example:%d HTTP/1.1\\r\\n\\r\\n" % (1 + i % 3))\n'
+        "    s.recv(100)\n"
+        f'print(u.urlopen("{listed.url}/hello.txt").read().decode())\n'
+    )
+    said, step = _run(capfd, _python(flood))
+    assert "hello from the site" in said
+    refused = [c for c in step["network"] if not c["allowed"]]
+    assert sum(c.get("count", 1) for c in refused) == network._RECORDS_MAX + 5
+    assert {c["port"] for c in refused if "count" in c} == {1, 2, 3}
+    assert (LISTED, listed.port, True) in _seen(step)

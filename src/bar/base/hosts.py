@@ -81,7 +81,9 @@ def split(entry: str) -> tuple[str, str | None]:
 
 def invalid(entry: str) -> str | None:
     """Why ``entry`` is not a host pattern; None if it is one."""
-    if entry.strip().startswith("[") and "]" not in entry:
+    if entry != entry.strip():
+        return "space around it"
+    if entry.startswith("[") and "]" not in entry:
         return "an address in brackets must end with ]"
     host, port = split(entry)
     if port is not None and not (port.isdigit() and 0 < int(port) < 65536):

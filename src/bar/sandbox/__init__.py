@@ -272,7 +272,9 @@ def _network_detail(mode: str, lacking: str | None) -> str:
     from bar.sandbox import landlock
 
     if landlock.abi_version() >= 4:
-        return f"; steps reach {what}, by Landlock's port rules ({lacking})"
+        return (
+            f"; steps reach {what} over TCP, by Landlock's port rules, UDP ungoverned ({lacking})"
+        )
     return f"; steps reach every host: nothing here can keep them to {mode} ({lacking})"
 
 
@@ -297,12 +299,12 @@ def confine(
     if plan.net.gated and network_log is not None:
         gate = network.Gate(plan.net, network_log, say or (lambda _: None))
     # without a namespace of its own, the step's TCP is what Landlock lets it: none, or
-    # only to bar's proxy and the listed loopback ports
+    # only to bar's proxy (a rule names a port, not an address: no other port is safe)
     ports: tuple[int, ...] | None = None
     if not plan.net.isolated and plan.net.mode == "none":
         ports = ()
     elif not plan.net.isolated and gate is not None:
-        ports = (gate.address[1], *plan.net.loopback_ports)
+        ports = (gate.address[1],)
     try:
         ruleset = landlock.Ruleset(abi, connect_ports=ports)
     except BaseException:

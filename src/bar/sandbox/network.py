@@ -28,8 +28,9 @@ it began. A crash of bar loses none of them; ``bar.step.complete`` puts them in 
 for HTTP, SOCKS5's "not allowed by ruleset"), and bar says it once on its own stderr.
 
 Where the kernel gives no network namespace, the proxy listens on bar's own loopback and
-Landlock lets the step connect to its port, and to the listed loopback ports, only
-(``bar.sandbox.landlock``, ABI 4); the step's own servers are then out of its reach too.
+Landlock lets the step make TCP connections to its port only (``bar.sandbox.landlock``,
+ABI 4: a rule names a port, never an address), and nothing is direct (``NO_PROXY`` is
+empty): the step's own TCP servers are out of its reach, and UDP is not governed.
 """
 
 from __future__ import annotations
@@ -55,7 +56,8 @@ NO_PROXY = "localhost,127.0.0.1,::1"
 _HEAD_MAX = 64 * 1024  # what a request's head may hold before it is refused
 _CHUNK = 256 * 1024
 _CONNECT_TIMEOUT = 30.0
-_RECORDS_MAX = 2000  # connections logged by one step (the first ones)
+_RECORDS_MAX = 2000  # connections logged one by one, of each kind (allowed, refused)
+_SUMMED_MAX = 500  # host and port pairs counted beyond that, of each kind; then one count
 _OPEN_MAX = 256  # connections served at once; more are closed at once (a thread each)
 
 
@@ -75,11 +77,6 @@ class NetPlan:
     @property
     def gated(self) -> bool:
         return self.mode == "allow-list"
-
-    @property
-    def loopback_ports(self) -> tuple[int, ...]:
-        """The ports of this machine's loopback the list holds."""
-        return tuple(dict.fromkeys(p.port for p in self.hosts if p.loopback and p.port is not None))
 
     def points(self) -> list[tuple[str, int, str | None]]:
         """Where the sockets are made inside the namespace, and what each leads to:
@@ -110,14 +107,14 @@ def plan(
     return NetPlan(mode, isolated, patterns, forwards if isolated else (), port, setting)
 
 
-def proxy_env(address: tuple[str, int]) -> dict[str, str]:
+def proxy_env(address: tuple[str, int], own_loopback: bool = True) -> dict[str, str]:
     """The variables that send a step's programs through the proxy at ``address``, and
-    keep its own loopback direct."""
+    keep its own loopback direct where it has one (else nothing is direct)."""
     url = f"http://{address[0]}:{address[1]}"
     env = {}
     for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"):
         env[name] = env[name.lower()] = url
-    env["NO_PROXY"] = env["no_proxy"] = NO_PROXY
+    env["NO_PROXY"] = env["no_proxy"] = NO_PROXY if own_loopback else ""
     return env
 
 
@@ -134,7 +131,8 @@ class Gate:
         self._listeners: list[socket.socket] = []
         self._live: set[socket.socket] = set()
         self._threads: list[threading.Thread] = []
-        self._logged = 0
+        self._logged = {True: 0, False: 0}
+        self._summed: dict[tuple[str, int, bool], dict[str, Any]] = {}
         self._closed = False
         self.address = ("127.0.0.1", plan.proxy_port)
         self._theirs, self._ours = -1, -1
@@ -147,7 +145,7 @@ class Gate:
             self._serve(listener, self._proxy)
 
     def env(self) -> dict[str, str]:
-        return proxy_env(self.address)
+        return proxy_env(self.address, own_loopback=self.plan.isolated)
 
     # --- in the holder, in the step's new namespace (system calls only) ------------------
 
@@ -219,6 +217,10 @@ class Gate:
             threads = list(self._threads)
         for t in threads:
             t.join(timeout=max(0.0, deadline - time.monotonic()))
+        with self._lock:
+            for summed in self._summed.values():
+                self._append(summed)
+            self._summed.clear()
         for s in listeners:
             s.close()
         for fd in (self._theirs, self._ours):
@@ -261,7 +263,7 @@ class Gate:
             self._live.add(conn)
         try:
             handle(conn)
-        except OSError:
+        except (OSError, ValueError):  # (the step went away, or sent what is no request)
             pass
         finally:
             with self._lock:
@@ -298,11 +300,15 @@ class Gate:
         if method.upper() == "CONNECT":
             host, port = _host_port(target, 443)
         else:
-            parts = urlsplit(target)
-            if parts.scheme.lower() != "http" or not parts.hostname:
+            try:
+                parts = urlsplit(target)
+                http = parts.scheme.lower() == "http"
+                host, port = parts.hostname or "", parts.port or 80
+            except ValueError:  # (a port out of range, a broken IPv6 address)
+                http, host = False, ""
+            if not http or not host:
                 conn.sendall(_response(400, "bar's proxy takes CONNECT or http:// URLs"))
                 return
-            host, port = parts.hostname, parts.port or 80
         if not host:
             conn.sendall(_response(400, "no host to connect to"))
             return
@@ -340,7 +346,7 @@ class Gate:
         elif kind == 4:
             host = socket.inet_ntop(socket.AF_INET6, _exactly(conn, 16))
         elif kind == 3:
-            host = _exactly(conn, _exactly(conn, 1)[0]).decode("idna", errors="replace")
+            host = _exactly(conn, _exactly(conn, 1)[0]).decode("ascii", errors="replace")
         else:
             conn.sendall(_socks_reply(8))
             return
@@ -403,9 +409,9 @@ class Gate:
     ) -> tuple[socket.socket | None, dict[str, Any]]:
         entry = _entry(host, port, via, allowed=True)
         try:
-            upstream = socket.create_connection((host, port), timeout=_CONNECT_TIMEOUT)
-        except OSError as exc:
-            entry["error"] = exc.strerror or str(exc)
+            upstream = socket.create_connection((canonical(host), port), timeout=_CONNECT_TIMEOUT)
+        except (OSError, ValueError) as exc:  # (ValueError: a name IDNA cannot encode)
+            entry["error"] = getattr(exc, "strerror", None) or str(exc)
             return None, entry
         upstream.settimeout(None)
         return upstream, entry
@@ -433,23 +439,46 @@ class Gate:
             self._write(entry)
 
     def _write(self, entry: dict[str, Any]) -> None:
-        """One line of the step's network log (appended at once: a crash loses none)."""
+        """One line of the step's network log (appended at once: a crash loses none).
+        Past the first ``_RECORDS_MAX`` of its kind (refusals cannot hide what was let
+        through), a connection is counted in an entry of its host and port, written
+        when the gate closes (``count``)."""
         with self._lock:
-            self._logged += 1
-            if self._logged > _RECORDS_MAX:
+            allowed = bool(entry["allowed"])
+            self._logged[allowed] += 1
+            if self._logged[allowed] > _RECORDS_MAX:
+                self._sum(entry)
                 return
-            line = json.dumps(entry, separators=(",", ":")) + "\n"
-            flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
-            try:
-                fd = os.open(self.log, flags, 0o600)
-            except OSError:
-                return
-            try:
-                os.write(fd, line.encode())
-            except OSError:
-                pass
-            finally:
-                os.close(fd)
+            self._append(entry)
+
+    def _sum(self, entry: dict[str, Any]) -> None:
+        allowed = bool(entry["allowed"])
+        key = (str(entry["host"]), int(entry["port"]), allowed)
+        if key not in self._summed:
+            kinds = sum(1 for k in self._summed if k[2] == allowed)
+            if kinds >= _SUMMED_MAX:  # (then every further one of its kind in one count)
+                key = ("*", 0, allowed)
+            self._summed.setdefault(key, {**entry, "host": key[0], "port": key[1], "count": 0})
+        summed = self._summed[key]
+        summed["count"] += 1
+        summed["bytes_out"] += entry["bytes_out"]
+        summed["bytes_in"] += entry["bytes_in"]
+        summed.pop("error", None)
+
+    def _append(self, entry: dict[str, Any]) -> None:
+        """``entry`` as a line at the end of the log (the lock held)."""
+        line = json.dumps(entry, separators=(",", ":")) + "\n"
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+        try:
+            fd = os.open(self.log, flags, 0o600)
+        except OSError:
+            return
+        try:
+            os.write(fd, line.encode())
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
 
 
 def _entry(host: str, port: int, via: str, *, allowed: bool) -> dict[str, Any]:

@@ -118,12 +118,18 @@ def confinement(
                 f"{task.project.paths.config}",
             )
         warn(f"not confined: {made.reason}; the command runs with your full rights")
-    elif made.plan.net.mode != "open" and not made.plan.net.isolated and not made.network_confined:
-        warn(
-            f"sandbox.network is {made.plan.net.mode}, but this kernel gives the step "
-            "no network of its own and cannot limit its connections (Landlock ABI 4 "
-            "or later is needed): the command can reach every host"
-        )
+    elif made.plan.net.mode != "open" and not made.plan.net.isolated:
+        if not made.network_confined:
+            warn(
+                f"sandbox.network is {made.plan.net.mode}, but this kernel gives the step "
+                "no network of its own and cannot limit its connections (Landlock ABI 4 "
+                "or later is needed): the command can reach every host"
+            )
+        else:
+            warn(
+                f"sandbox.network is {made.plan.net.mode}, but this kernel gives the step no "
+                "network of its own: its TCP is limited, its UDP (DNS too) is not"
+            )
     return made
 
 
