@@ -94,6 +94,7 @@ __all__ = [
     "delete_task",
     "diff",
     "doctor",
+    "explain_command",
     "get_task",
     "init_project",
     "load_task",
@@ -189,20 +190,78 @@ def adopt_project(cwd: Path | None = None, which: str | None = None) -> Adopted:
 
 
 def check_command(
-    command: str | Sequence[str], *, policy: Policy | None = None, cwd: Path | None = None
+    command: str | Sequence[str],
+    *,
+    policy: Policy | None = None,
+    cwd: Path | None = None,
+    at_exec: bool = False,
 ) -> Decision:
     """Judge a shell line (str) or an argument vector with ``policy``, else the policy of
-    the project of ``cwd``, else bar's default policy."""
+    the project of ``cwd``, else bar's default policy; ``at_exec``: the vector as the
+    exec check of a step judges a program about to run."""
+    return explain_command(command, policy=policy, cwd=cwd, at_exec=at_exec).decision
+
+
+@record(frozen=True)
+class Explained:
+    """A decision, with the form judged (line, argv or exec), the words an exec is
+    judged as, and what the rules saw of each unit (``bar policy explain``)."""
+
+    decision: Decision
+    form: str
+    views: list[tuple[str, ...]]
+    words: list[str] | None = None
+
+
+def explain_command(
+    command: str | Sequence[str],
+    *,
+    policy: Policy | None = None,
+    cwd: Path | None = None,
+    at_exec: bool = False,
+) -> Explained:
+    """``check_command`` with what the rules were tried on. The homes (``$HOME``, the
+    password database's) are known as ``~`` whatever the shell expanded; at exec, a
+    word naming an entry of ``cwd`` (default: here) is judged as the path it names."""
+    import os
+    import shutil
+
+    from bar import shell
     from bar.policy import Decision
+    from bar.policy.places import Places
+    from bar.policy.rules import exec_words, seen
 
     chosen = policy if policy is not None else policy_for(cwd)
+    places = Places.of()
+    form = "line" if isinstance(command, str) else "exec" if at_exec else "argv"
+    where = str(cwd or Path.cwd())
+    words: list[str] | None = None
+    if isinstance(command, str):
+        analysis = shell.analyse_line(command)
+    elif at_exec:
+        argv = list(command)
+        path = argv[0] if not argv or "/" in argv[0] else shutil.which(argv[0]) or argv[0]
+        words = exec_words(
+            path,
+            argv,
+            places,
+            cwd=where,
+            exists=lambda w: os.path.lexists(os.path.join(where, w)),
+        )
+        analysis = shell.analyse_argv(words)
+    else:
+        analysis = shell.analyse_argv(list(command))
+    views = seen(analysis, places)
     if chosen is None:
-        return Decision("allow")
-    return (
-        chosen.evaluate_line(command)
-        if isinstance(command, str)
-        else chosen.evaluate_argv(list(command))
-    )
+        return Explained(Decision("allow"), form, views, words)
+    if isinstance(command, str):
+        decision = chosen.evaluate_line(command, places)
+    elif at_exec:
+        assert words is not None
+        decision = chosen.evaluate_exec(words[0], words, places)
+    else:
+        decision = chosen.evaluate_argv(list(command), places)
+    return Explained(decision, form, views, words)
 
 
 # --- tasks ---------------------------------------------------------------------------

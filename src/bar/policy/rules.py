@@ -18,7 +18,9 @@ from bar.errors import PolicyError
 from bar.policy.literals import required_literals
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
+
+    from bar.policy.places import Places
 
 ACTIONS = ("block", "warn", "log")
 _SEVERITY = {"allow": 0, "log": 1, "warn": 2, "block": 3}
@@ -148,23 +150,50 @@ class Policy:
     def __repr__(self) -> str:
         return f"Policy(path={self.path!r}, rules={len(self.rules)})"
 
-    def evaluate_line(self, line: str) -> Decision:
-        """Judge a shell command line, as an agent would hand it to ``sh -c``."""
-        return self._decide(shell.analyse_line(line), line)
+    def evaluate_line(self, line: str, places: Places | None = None) -> Decision:
+        """Judge a shell command line, as an agent would hand it to ``sh -c``; with
+        ``places``, paths of the worktree and the homes are tried in the rules' words
+        (``bar.policy.places``)."""
+        return self._decide(shell.analyse_line(line), line, places)
 
-    def evaluate_argv(self, argv: Sequence[str]) -> Decision:
+    def evaluate_argv(self, argv: Sequence[str], places: Places | None = None) -> Decision:
         """Judge an argument vector run without a shell (``bar run -- ARGV``)."""
-        return self._decide(shell.analyse_argv(argv), shell.render(argv))
+        return self._decide(shell.analyse_argv(argv), shell.render(argv), places)
 
-    def _decide(self, analysis: shell.Analysis, source: str) -> Decision:
+    def evaluate_exec(
+        self,
+        path: str,
+        argv: Sequence[str],
+        places: Places | None = None,
+        *,
+        cwd: str = "",
+        exists: Callable[[str], bool] | None = None,
+    ) -> Decision:
+        """Judge a program about to be executed: ``path`` as the call named it (it, not
+        ``argv[0]``, says which program runs), ``argv`` as it receives it, run in
+        ``cwd``, where ``exists`` tells whether an argument names an entry there. A
+        multi-call program (busybox) is judged by the name it was called by. What the
+        line's parser could not follow is not reported: at exec, what runs is judged
+        as it runs."""
+        words = exec_words(path, argv, places, cwd=cwd, exists=exists)
+        decision = self._decide(shell.analyse_argv(words), shell.render(words), places)
+        events = tuple(e for e in decision.events if e.rule != PARSE_ERROR_RULE)
+        if len(events) == len(decision.events):
+            return decision
+        return Decision(_strictest(events), events)
+
+    def _decide(
+        self, analysis: shell.Analysis, source: str, places: Places | None = None
+    ) -> Decision:
         events: list[PolicyEvent] = []
         seen: set[tuple[str, str]] = set()
         hit: list[set[int]] = [set() for _ in self.rules]
         for index, unit in enumerate(analysis.units):
+            views = unit.views if places is None else tuple(places.text(v) for v in unit.views)
             for rule, hit_units in zip(self.rules, hit, strict=True):
                 if unit.parts and not hit_units.isdisjoint(unit.parts):
                     continue  # already reported for one of the pipeline's stages
-                for view in unit.views:
+                for view in views:
                     if rule.search(view):
                         hit_units.add(index)
                         if (rule.name, view) not in seen:
@@ -175,11 +204,45 @@ class Policy:
             reason = _PARSE_ERROR_REASON.format(why=analysis.error)
             flat = " ".join(source.split())
             events.append(PolicyEvent(PARSE_ERROR_RULE, self.on_parse_error, flat, reason))
-        action = "allow"
-        for event in events:
-            if _SEVERITY[event.action] > _SEVERITY[action]:
-                action = event.action
-        return Decision(action, tuple(events))
+        return Decision(_strictest(events), tuple(events))
+
+
+_MULTI_CALL = frozenset({"busybox", "toybox", "coreutils"})
+
+
+def exec_words(
+    path: str,
+    argv: Sequence[str],
+    places: Places | None = None,
+    *,
+    cwd: str = "",
+    exists: Callable[[str], bool] | None = None,
+) -> list[str]:
+    """The words judged for a program about to be executed (``Policy.evaluate_exec``):
+    the program as the call named it, then its arguments, those naming an entry of a
+    working directory outside the worktree made absolute."""
+    name = path.rsplit("/", 1)[-1]
+    words = list(argv)
+    if name and name not in _MULTI_CALL:
+        words = [path, *words[1:]] if words else [path]
+    if places is not None and exists is not None:
+        words = places.words(words, cwd, exists)
+    return words
+
+
+def seen(analysis: shell.Analysis, places: Places | None = None) -> list[tuple[str, ...]]:
+    """The views of each unit as the rules are tried on them (``bar policy explain``)."""
+    if places is None:
+        return [unit.views for unit in analysis.units]
+    return [tuple(places.text(v) for v in unit.views) for unit in analysis.units]
+
+
+def _strictest(events: Sequence[PolicyEvent]) -> str:
+    action = "allow"
+    for event in events:
+        if _SEVERITY[event.action] > _SEVERITY[action]:
+            action = event.action
+    return action
 
 
 @record(frozen=True)

@@ -31,6 +31,8 @@ class GitConfig:
 class PolicyConfig:
     enabled: bool = False
     path: str = ".bar/policy.yaml"
+    # every program a confined step starts is judged too (SPEC §18, bar.sandbox.exec_watch)
+    exec_check: bool = True
 
 
 @record(frozen=True)
@@ -197,7 +199,7 @@ class Config:
 # section -> key -> expected type ("str", "ref", "bool", "strlist", "pathlist", "number")
 _SCHEMA: dict[str, dict[str, str]] = {
     "git": {"default_base": "ref", "branch_prefix": "ref"},
-    "policy": {"enabled": "bool", "path": "str"},
+    "policy": {"enabled": "bool", "path": "str", "exec_check": "bool"},
     "hooks": {"pre_run": "strlist", "post_run": "strlist", "timeout": "number"},
     "output": {"color": "bool", "verbose": "bool"},
     "run": {"record_env": "strlist"},
@@ -696,6 +698,7 @@ git:
 policy:
   enabled: {"true" if policy_enabled else "false"}              # check every command against the policy file
   path: .bar/policy.yaml     # relative to the repository root; read from your checkout only
+  exec_check: true           # also judge every program a confined step starts, as it runs
 hooks:
   pre_run: []                # shell commands run in the worktree before each step
   post_run: []               # ... and after it (BAR_EXIT_CODE is set)

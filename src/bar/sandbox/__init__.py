@@ -41,6 +41,7 @@ from bar.sandbox.network import NetPlan
 if TYPE_CHECKING:
     from bar.base.proc import Prepare
     from bar.project.config import SandboxConfig
+    from bar.sandbox.exec_watch import Judge
 
 T = TypeVar("T")
 
@@ -90,6 +91,10 @@ class Confinement:
     network_confined: bool = False
     _ruleset: Any = None
     _gate: Any = None  # bar's proxy, with ``sandbox.network: allow-list`` (``network.Gate``)
+    # the policy's check of every program the next command starts (``exec_watch.Watch``)
+    _execs: Any = None
+    exec_check: bool = False  # whether the command's programs were judged at exec
+    exec_check_reason: str | None = None  # why not, where it was asked for
     _holders: list[Any] = field(default_factory=list)
     _notes: list[str] = field(default_factory=list)
 
@@ -113,9 +118,37 @@ class Confinement:
             rec["network_mode"] = self.plan.net.mode
             rec["objects"] = "quarantine" if self.plan.binds else "shared"
             rec["processes"] = "own" if self.plan.own_pids else "shared"
+            rec["exec_check"] = self.exec_check
+            if self.exec_check_reason:
+                rec["exec_check_reason"] = self.exec_check_reason
         else:
             rec["reason"] = self.reason
         return rec
+
+    def check_execs(self, judge: Judge, say: Callable[[str], None]) -> None:
+        """Have ``judge`` answer every program the next command started through ``start``
+        (and all it starts) asks to execute (``bar.sandbox.exec_watch``); ``say`` tells
+        once why that cannot be. Confined commands only."""
+        if not self.enabled:
+            return
+        from bar.sandbox import exec_watch
+
+        self._execs = exec_watch.Watch(judge, say)
+        self.exec_check = self._execs.active
+        self.exec_check_reason = self._execs.unavailable
+        if self._execs.unavailable is not None:
+            say(
+                f"programs the step starts are not checked by the policy: {self._execs.unavailable}"
+            )
+
+    def stop_checking(self) -> None:
+        """Once the command ended: no program is judged any more; ``exec_check`` says
+        whether the check held."""
+        watch, self._execs = self._execs, None
+        if watch is not None:
+            watch.close()
+            self.exec_check = watch.unavailable is None
+            self.exec_check_reason = watch.unavailable
 
     def start(self, launch: Callable[[Prepare], T]) -> T:
         """Call ``launch`` (which starts the command) so that the command and all it starts
@@ -134,6 +167,12 @@ class Confinement:
 
         net = self.enabled and self.plan.net.isolated and self.plan.net.mode != "open"
         gate = self._gate
+        execs = self._execs if ruleset is not None and self._execs is not None else None
+        if execs is not None:
+            if execs.active and not execs.begun:  # (the first command only: not its hooks)
+                execs.begin()
+            else:
+                execs = None
 
         def isolating() -> None:
             namespace.enter(binds, *ids, pids=pids, net=net)
@@ -156,6 +195,8 @@ class Confinement:
                 seccomp.install()
             if capabilities is not None:
                 capabilities.drop()
+            if execs is not None:  # (last: its listener answers the exec that follows)
+                execs.inside()
 
         holder = Holder(
             stop_leftovers=self.enabled,
@@ -168,6 +209,8 @@ class Confinement:
             started = launch(holder.prepare)
         finally:
             holder.started()
+            if execs is not None:
+                execs.started()
         if gate is not None:
             gate.opened()
         pid = getattr(started, "pid", None)
@@ -195,6 +238,7 @@ class Confinement:
         return self._gate.env() if self._gate is not None else {}
 
     def close(self) -> None:
+        self.stop_checking()
         self.stopped()  # (the reports not read yet are closed)
         if self._gate is not None:
             self._gate.close()

@@ -200,7 +200,15 @@ class _Analyser:
         ``xargs`` reads from a known input after it; and with relative paths taken from
         where a ``cd`` out of the worktree went (``cd .. && rm -rf *``)."""
         if shown[:2] == ["set", "--"]:  # set -- a b: the positional parameters
-            self.known.update({str(k): w for k, w in enumerate(words[2:], 1)})
+            self._positional(words[2:])
+            return
+        if shown[:1] == ["read"] and stdin is not None:  # read a b <<< 'x y': a=x, b=y
+            names = [w for w in shown[1:] if _NAME.fullmatch(w)]
+            values = stdin.split(None, max(len(names) - 1, 0)) if names else []
+            for name, value in zip(names, values, strict=False):
+                self.known[name] = value.strip()
+            if len(names) == 1 and not values:
+                self.known[names[0]] = ""
             return
         if shown[:1] == ["printf"] and len(words) > 3 and words[1] == "-v":  # printf -v NAME
             said = printed("printf", words[3:])
@@ -225,6 +233,10 @@ class _Analyser:
         if any("$" in w for w in words):
             put, separators = [], self.known.get("IFS", " ")
             for word in words:
+                every = self._every(word)
+                if every is not None:  # "$@", "${a[@]}": each a word of its own
+                    put += every
+                    continue
                 value = _VARIABLE.sub(self._value, word)
                 if value != word:  # (unquoted: split where IFS says)
                     put += [w for w in re.split(f"[{re.escape(separators)}\\s]+", value) if w]
@@ -232,6 +244,9 @@ class _Analyser:
                     put.append(word)
             if put != words and put:
                 self.command(put, [], stdin, depth + 1)
+                return
+            if _COMPUTED.search(shown[0]):
+                self._computed(shown)
                 return
         if wrapped and wrapped[0] == "xargs" and stdin is not None and stdin.split():
             self.add((render([*shown, *stdin.split()]),))
@@ -244,6 +259,41 @@ class _Analyser:
             moved = [shown[0], *(_from(self.outside, w) for w in shown[1:])]
             if moved != shown:
                 self.add((render(moved),))
+
+    def _positional(self, words: list[str]) -> None:
+        for key in [k for k in self.known if k.isdigit()]:
+            del self.known[key]
+        self.known.update({str(k): w for k, w in enumerate(words, 1)})
+
+    def _every(self, word: str) -> list[str] | None:
+        """The words of ``$@``/``$*`` (positional parameters the line set) or of
+        ``${a[@]}`` (an array it set); None for any other word or one not known."""
+        m = _EVERY.fullmatch(word)
+        if m is None:
+            return None
+        if m.group(1) is None:
+            found, k = [], 1
+            while str(k) in self.known:
+                found.append(self.known[str(k)])
+                k += 1
+            return found or None
+        items, k = [], 0
+        while f"{m.group(1)}[{k}]" in self.known:
+            items.append(self.known[f"{m.group(1)}[{k}]"])
+            k += 1
+        return items or None
+
+    def _computed(self, shown: list[str]) -> None:
+        """A command whose program is computed as it runs (``$c -rf ~``, ``"$@"``) and
+        not known from the line: what it would be were the program one the rules are
+        about, and its arguments taken as a command of their own (``$SUDO rm -rf /``)."""
+        rest = shown[1:]
+        if not rest:
+            return
+        views = [render([program, *rest]) for program in _RULED_PROGRAMS]
+        if _PROGRAM_NAME.fullmatch(rest[0]):
+            views.insert(0, render(rest))
+        self.add(tuple(views))
 
     def _code(self, language: str, code: str, depth: int) -> None:
         """What an interpreter's code runs and deletes (``bar.shell.interpreters``)."""
@@ -258,6 +308,9 @@ class _Analyser:
     def _value(self, m: re.Match[str]) -> str:
         if m.group(4) is not None:  # ${NAME%/*}: the directory NAME is in
             return f"${m.group(4)}/.."
+        if m.group(5) is not None:  # ${NAME:-WORD}: WORD unless the line set NAME
+            known = self.known.get(m.group(5))
+            return known if known else m.group(6)
         name = m.group(1) or m.group(3)
         value = self.known.get(name + (f"[{m.group(2)}]" if m.group(2) else ""))
         return m.group(0) if value is None else value
@@ -293,6 +346,31 @@ _ASSIGNED = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\+?=")
 _VARIABLE = re.compile(
     r"\$\{([A-Za-z_][A-Za-z0-9_]*|[0-9])(?:\[([0-9]+)\])?\}|\$([A-Za-z_][A-Za-z0-9_]*|[0-9])"
     r"|\$\{([A-Za-z_][A-Za-z0-9_]*)%%?/\*\}"
+    r"|\$\{([A-Za-z_][A-Za-z0-9_]*|[0-9]):?[-=]([^}$]*)\}"
+)
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_EVERY = re.compile(r"\$(?:[@*]|\{[@*]\})|\$\{([A-Za-z_][A-Za-z0-9_]*)\[[@*]\]\}")
+# a program name computed as the command runs: a variable, a substitution
+_COMPUTED = re.compile(r"\$|`")
+_PROGRAM_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]*|/[A-Za-z0-9_./+-]+")
+# the programs the default policy's rules are about, tried for a computed program
+_RULED_PROGRAMS = (
+    "rm",
+    "git",
+    "dd",
+    "find",
+    "mv",
+    "chmod",
+    "chown",
+    "shred",
+    "truncate",
+    "mkfs",
+    "curl",
+    "wget",
+    "crontab",
+    "kill",
+    "tar",
+    "rsync",
 )
 # a `cd` that leaves the worktree: up, home, an absolute path
 _OUTSIDE = re.compile(r"\.\.(?:/|$)|~|\$HOME\b|\$\{HOME\}|/")

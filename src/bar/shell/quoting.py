@@ -10,6 +10,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterable
 
 _MAX_BRACE_WORDS = 64
+_SPACE = re.compile(r"\s")
 
 
 def render(words: Iterable[str]) -> str:
@@ -27,7 +28,7 @@ def quote(word: str) -> str:
 def _has_blank(word: str) -> bool:
     """Whitespace outside ``$(…)``/``<(…)``/``>(…)``: a substitution is shown as its
     rendered commands, whose own words are already quoted."""
-    if not any(ch.isspace() for ch in word):
+    if _SPACE.search(word) is None:
         return False
     depth, k = 0, 0
     while k < len(word):

@@ -15,6 +15,7 @@ import re
 
 from bar.shell.options import LONG_OPTIONS, expand_long, git_config, git_setting
 from bar.shell.programs import RUNNERS, Runs, path_printed, printed, take_value, transform
+from bar.shell.quoting import render
 from bar.shell.wrappers import WRAPPERS, skip_options
 
 PLACEHOLDER = "…"
@@ -364,4 +365,6 @@ def positional(script: str, zero: str, args: list[str]) -> str:
         k = int(name)
         return zero if k == 0 else args[k - 1] if k <= len(args) else ""
 
+    # "$@" is each argument a word of its own, quoted as it was given
+    script = re.sub(r'"\$(?:@|\{@\})"', lambda _: render(args) if args else "", script)
     return re.sub(r"\$\{([0-9]+|[@*])\}|\$([0-9]|[@*])", value, script)

@@ -20,6 +20,7 @@ from bar.agents.protocol import (
 from bar.base.record import record
 from bar.errors import HookInputError
 from bar.policy import Policy, PolicyEvent
+from bar.policy.places import Places
 
 
 @record(frozen=True)
@@ -35,10 +36,18 @@ class Judgement:
     answer: str = "none"
 
 
-def judge(agent: str, payload: bytes, policy: Policy | None, *, ask: bool = False) -> Judgement:
+def judge(
+    agent: str,
+    payload: bytes,
+    policy: Policy | None,
+    *,
+    ask: bool = False,
+    places: Places | None = None,
+) -> Judgement:
     """Read the agent's event and, for a shell command it is about to run, decide with
-    ``policy`` (None: switched off). ``ask``: a person is at the agent's prompt, so a
-    ``warn`` may be put to them as a question. Post-tool and session events get no
+    ``policy`` (None: switched off) in ``places`` (the task's worktree and the homes).
+    ``ask``: a person is at the agent's prompt, so a ``warn`` may be put to them as a
+    question. Post-tool and session events get no
     opinion; the caller reads what they report from ``event``."""
     try:
         event = parse_event(agent, payload)
@@ -47,7 +56,7 @@ def judge(agent: str, payload: bytes, policy: Policy | None, *, ask: bool = Fals
     if event.kind != "pre" or event.command is None or policy is None:
         return Judgement(render_ack(agent), event, "allow")
     try:
-        decision = policy.evaluate_line(event.command)
+        decision = policy.evaluate_line(event.command, places)
     except Exception as exc:  # fail closed: never let a broken check allow a command
         message = f"bar could not check this command ({exc.__class__.__name__}: {exc})"
         return Judgement(render_input_error(agent, message), event, "block", answer="deny")

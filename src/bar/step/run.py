@@ -43,6 +43,7 @@ from bar.git.guard import Guard
 from bar.ledger import steps
 from bar.ledger.records import Artifacts, HookRecord, PolicyEventRecord, RunStep
 from bar.policy import Decision
+from bar.policy.places import Places
 from bar.redact import Scrubber, redact_env
 from bar.redact import known as known_secrets
 from bar.redact.stream import StreamScrubber
@@ -51,6 +52,7 @@ from bar.sandbox import plan as sandbox_plan
 from bar.session.prices import Budget
 from bar.step import outcome, step_hooks
 from bar.step.complete import Executed, complete, network_of
+from bar.step.exec_judge import ExecJudge
 from bar.step.hints import not_executable, refused_access
 from bar.step.supervisor import Supervisor
 from bar.step.user_hooks import HookFacts, HookResult
@@ -132,9 +134,14 @@ def run_step(task: Task, req: RunRequest, watch: TreeWatch | None = None) -> Run
     scrubber = Scrubber.from_environ(os.environ, req.env)
     env_record = _recorded_env(task, req, scrubber)
     policy = task.project.policy()
+    places = Places.of(
+        worktree=task.worktree,
+        homes=[req.env["HOME"]] if req.env.get("HOME") else [],
+        temps=[str(sandbox_plan.temp_dir(task))],
+    )
 
     # 1. policy
-    decision = policy.evaluate_argv(req.argv) if policy is not None else Decision("allow")
+    decision = policy.evaluate_argv(req.argv, places) if policy is not None else Decision("allow")
     for event in decision.events:
         if event.action == "block":  # said as what it is, not as a warning
             note(f"blocked by rule {event.rule}: {event.reason}")
@@ -248,7 +255,13 @@ def run_step(task: Task, req: RunRequest, watch: TreeWatch | None = None) -> Run
         budget=_budget(task, req),
         started_at=started,
         own_tmp=confinement.enabled and confinement.plan.own_pids,
+        places=places,
     )
+    supervisor.judged.update((e.rule, e.matched) for e in decision.events)
+    judge = None
+    if policy is not None and confinement.enabled and task.project.config.policy.exec_check:
+        judge = ExecJudge(policy, places, supervisor.append, supervisor.judged)
+        confinement.check_execs(judge, warn)
     intent = RunIntent(
         pid=os.getpid(),
         step_id=step_id,
@@ -281,6 +294,9 @@ def run_step(task: Task, req: RunRequest, watch: TreeWatch | None = None) -> Run
             supervisor.child_started,
         )
         ended_tick = journals.clock_tick()  # (everything the command wrote is the step's)
+        confinement.stop_checking()
+        if judge is not None:
+            judge.finish()
         if confinement.enabled:
             _stop_leftovers(confinement, adopted_since)
         if watch is not None and not task.project.config.hooks.post_run:
@@ -295,7 +311,11 @@ def run_step(task: Task, req: RunRequest, watch: TreeWatch | None = None) -> Run
     # of life in a later clock tick than anything the command wrote)
     journals.touch_run(task.paths, after_tick=ended_tick)
     intent = replace(
-        intent, exit_code=executed.exit_code, signal=executed.signal, ended_at=now_iso()
+        intent,
+        exit_code=executed.exit_code,
+        signal=executed.signal,
+        ended_at=now_iso(),
+        sandbox=confinement.record(),  # (whether its programs were judged: known now)
     )
     outcome.write(task.paths, step_id, executed.exit_code, executed.signal, intent.ended_at or "")
     guarded = [

@@ -45,6 +45,7 @@ from bar.history import checkpoints
 from bar.ledger import call_log
 from bar.ledger.records import PolicyEventRecord
 from bar.policy import Policy
+from bar.policy.places import Places
 from bar.redact import Scrubber
 from bar.sandbox.leftovers import stat_fields
 from bar.step import channel, peers
@@ -101,8 +102,12 @@ class Supervisor:
         budget: Budget | None = None,
         started_at: str | None = None,
         own_tmp: bool = False,
+        places: Places | None = None,
     ) -> None:
         self.task = task
+        self.places = places  # the worktree and homes, as the policy speaks of them
+        # (rule, matched) of every policy event on file for the step: not twice at exec
+        self.judged: set[tuple[str | None, str]] = set()
         self.step_id = step_id
         self.own_tmp = own_tmp  # the step has a /tmp of its own (bar.agents.managed)
         self.policy = policy
@@ -336,7 +341,7 @@ class Supervisor:
             self._hook_command = hook_command(self.agent or agent, self.socket_path)
         self._origin = hook_origin(peers.peer_pid(conn), self._hook_command)
         ask = self.launch.interactive if self.launch is not None else False
-        judgement = judge(agent, payload, self.policy, ask=ask)
+        judgement = judge(agent, payload, self.policy, ask=ask, places=self.places)
         if self._capture is not None and judgement.event is not None:
             self._check_budget(
                 judgement.event.tool_use_id if judgement.event.kind == "pre" else None
@@ -367,7 +372,7 @@ class Supervisor:
                 self._checkpoint(event, call)
         elif event is not None and event.kind == "start":
             self._sessions.setdefault(event.session_id or "", self._session_origin())
-            self._append({"session_start": event.session_id or ""})
+            self.append({"session_start": event.session_id or ""})
         else:
             self._record(agent, judgement)
         self._reply(conn, judgement.reply)
@@ -471,6 +476,7 @@ class Supervisor:
             (e.rule, e.action, e.matched) for e in judgement.events
         ]
         with self._record_lock:
+            self.judged.update((rule, matched) for rule, _, matched in matches)
             self._calls += 1
             call = self._calls
             self._pending.append(_Call(call, event, judgement.action, judgement.answer))
@@ -492,7 +498,7 @@ class Supervisor:
             )
             for rule, action, matched in matches or [(None, "allow", event.command)]
         ]
-        self._append(*({**r.to_record(), call_log.CALL: call} for r in records))
+        self.append(*({**r.to_record(), call_log.CALL: call} for r in records))
 
     def _record_outcome(self, event: HookEvent) -> _Call | None:
         """A shell command the agent reported back: find its decision (by call id, or
@@ -519,7 +525,7 @@ class Supervisor:
 
             said = rollout.said(self.task, [event], recent=True)
             event = replace(event, outcome=said.get(event.tool_use_id or "", event.outcome))
-        self._append({call_log.CALL: call.number, "outcome": event.outcome})
+        self.append({call_log.CALL: call.number, "outcome": event.outcome})
         return call
 
     def _settle_unreported(self) -> None:
@@ -532,7 +538,7 @@ class Supervisor:
             left = [c for c in self._pending if c.event.agent == "codex" and c.answer != "deny"]
             self._pending = [c for c in self._pending if c not in left]
         for number, outcome in rollout.settle(self.task, [(c.number, c.event) for c in left]):
-            self._append({call_log.CALL: number, "outcome": outcome})
+            self.append({call_log.CALL: number, "outcome": outcome})
         if self._verify and self._checkpoints is not None and not self._checkpoint_failed:
             self._verify.settle(self._checkpoints)
 
@@ -641,7 +647,7 @@ class Supervisor:
         root = str(self.task.worktree) + os.sep
         return tuple(p[len(root) :] if p.startswith(root) else p for p in paths)
 
-    def _append(self, *records: dict[str, object]) -> None:
+    def append(self, *records: dict[str, object]) -> None:
         """Add lines to the step's decision log now (one write, under the lock)."""
         data = b"".join(
             json.dumps(

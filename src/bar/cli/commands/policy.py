@@ -30,9 +30,7 @@ def _color() -> bool:
         return True
 
 
-def check(
-    *, command_line: str | None, file: str | None, exit_code: bool, as_json: bool, argv: list[str]
-) -> int:
+def _command(command_line: str | None, argv: list[str], at_exec: bool) -> str | list[str]:
     if argv[:1] == ["--"]:
         argv = argv[1:]
     if command_line is not None and argv:
@@ -42,18 +40,84 @@ def check(
             "nothing to check",
             hint="bar policy check -c 'rm -rf /'   or   bar policy check -- rm -rf /",
         )
-    command: str | list[str] = command_line if command_line is not None else argv
-    decision = api.check_command(command, policy=_policy(file))
+    if at_exec and command_line is not None:
+        raise UsageError(
+            "--exec judges an argument vector, not a shell line",
+            hint="bar policy check --exec -- rm -rf /home/me",
+        )
+    return command_line if command_line is not None else argv
+
+
+def check(
+    *,
+    command_line: str | None,
+    file: str | None,
+    exit_code: bool,
+    as_json: bool,
+    argv: list[str],
+    at_exec: bool = False,
+) -> int:
+    command = _command(command_line, argv, at_exec)
+    decision = api.check_command(command, policy=_policy(file), at_exec=at_exec)
     if as_json:
         print_json(decision.to_json())
     else:
         paint = Painter(_color())
-        shown = command_line if command_line is not None else shlex.join(argv)
+        shown = command if isinstance(command, str) else shlex.join(command)
         print(f"{paint(decision.action, 'bold', _COLOR[decision.action])}  {shown}")
         for e in decision.events:
             print(f"  {e.action:<5} {e.rule}: {e.reason}")
             print(f"        matched: {e.matched}")
     return _EXIT[decision.action]  # --exit-code: accepted for old scripts, now the default
+
+
+_FORMS = {
+    "line": "a shell line: each command it would run is judged",
+    "argv": "an argument vector run without a shell",
+    "exec": "a program about to start in a confined step (its real arguments)",
+}
+
+
+def explain(
+    *, command_line: str | None, file: str | None, as_json: bool, argv: list[str], at_exec: bool
+) -> int:
+    command = _command(command_line, argv, at_exec)
+    policy = _policy(file)
+    said = api.explain_command(command, policy=policy, at_exec=at_exec)
+    decision = said.decision
+    if as_json:
+        print_json(
+            {
+                **decision.to_json(),
+                "form": said.form,
+                "policy": str(policy.path),
+                "words": said.words,
+                "units": [list(views) for views in said.views],
+            }
+        )
+        return _EXIT[decision.action]
+    paint = Painter(_color())
+    shown = command if isinstance(command, str) else shlex.join(command)
+    print(f"{paint(decision.action, 'bold', _COLOR[decision.action])}  {shown}")
+    print(f"  judged as {_FORMS[said.form]}, with {policy.path}")
+    if said.words is not None and said.words != list(command):
+        print(f"  the program's words: {shlex.join(said.words)}")
+    print("  what the rules were tried on:")
+    for n, views in enumerate(said.views, 1):
+        print(f"    {n}. {views[0] if views else ''}")
+        for view in views[1:]:
+            print(f"       also as: {view}")
+    if not decision.events:
+        print("  no rule matched: the command is allowed")
+        return 0
+    for e in decision.events:
+        print(f"  rule {e.rule} ({e.action}) matched: {e.matched}")
+        print(f"    why: {e.reason}")
+    print(
+        f"  the strictest action wins: {decision.action}"
+        + (" (exit 126, the command does not run)" if decision.blocked else "")
+    )
+    return _EXIT[decision.action]
 
 
 def test(*, file: str | None, as_json: bool) -> int:

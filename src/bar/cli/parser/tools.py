@@ -9,6 +9,19 @@ from typing import Any
 from bar.cli.parser import _cmd, _Formatter, _json_opt, _task_opt
 
 
+def _check_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-c", dest="command_line", metavar="LINE", help="a shell command line")
+    p.add_argument(
+        "--exec",
+        dest="at_exec",
+        action="store_true",
+        help="judge -- ARGV as a confined step's exec check does (docs/policy.md)",
+    )
+    p.add_argument("--file", metavar="PATH", help="use this policy file instead")
+    _json_opt(p)
+    p.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- ARGV...")
+
+
 def commands(sub: Any) -> None:
     """Add ``policy``, ``doctor``, ``replay``, ``hook``, ``agent``, ``resident``,
     ``completion`` and ``ui`` to ``sub``, the commands of ``bar``."""
@@ -32,18 +45,34 @@ def commands(sub: Any) -> None:
         epilog="examples:\n"
         "  bar policy check -c 'cd build && rm -rf /'\n"
         "  bar policy check -- git push --force origin main\n"
+        "  bar policy check --exec -- /usr/bin/rm -rf /home/me   as a step's exec check\n"
         "  bar policy check --json -c 'curl -s https://x.sh | sh'",
     )
-    p.add_argument("-c", dest="command_line", metavar="LINE", help="a shell command line")
-    p.add_argument("--file", metavar="PATH", help="use this policy file instead")
+    _check_options(p)
     p.add_argument(
         "--exit-code",
         action="store_true",
         help="accepted for old scripts; the exit status is always the decision now",
     )
-    _json_opt(p)
-    p.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- ARGV...")
     _cmd(p, "policy:check")
+    p = psub.add_parser(
+        "explain",
+        help="say which rules a command meets and why, and what they were tried on",
+        formatter_class=_Formatter,
+        description="Like `check`, and also show what the rules saw: each command the shell\n"
+        "would run, after bar's normalising (wrappers removed, variables put in, ~ for\n"
+        "your home), then each rule that matched, the text it matched, its action and\n"
+        "its reason. With --exec, the argument vector is judged as a confined step's\n"
+        "exec check judges a program about to start: its real arguments, after every\n"
+        "expansion, relative names in a directory outside the worktree made absolute.\n"
+        "The exit status is the decision, as for `check`.",
+        epilog="examples:\n"
+        "  bar policy explain -c 'set -- rm -rf ~; \"$@\"'\n"
+        '  bar policy explain --exec -- rm -rf "$HOME"\n'
+        "  bar policy explain --json -- git push origin HEAD:main",
+    )
+    _check_options(p)
+    _cmd(p, "policy:explain")
     p = psub.add_parser(
         "test",
         help="validate the policy file and run its rules' examples",

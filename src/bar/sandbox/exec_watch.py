@@ -1,0 +1,429 @@
+"""Every program a confined step starts is judged before it runs (SPEC §18).
+
+The policy judges the command line a user or an agent typed; a shell then expands it,
+and a script, an interpreter or a build tool starts programs no line ever named. So the
+step's command installs, last thing before its ``exec``, a seccomp filter that hands each
+``execve`` and ``execveat`` of it and of everything it starts to bar (*user
+notification*): the calling thread waits while bar reads the call's real arguments from
+its memory (``/proc/PID/mem``: bar is an ancestor of every process of the step) and
+answers: go on, or fail with ``EPERM``.
+
+The listening descriptor the filter gives is made in the command's process and handed to
+bar over a socket pair made before the fork (``SCM_RIGHTS``), then closed there: nothing
+of the step can answer its own calls. bar serves it from a thread (``Watch``), started
+before the command is, since the command's own ``exec`` is the first call it answers.
+
+What this can and cannot see:
+
+- the program and its argument vector as the kernel receives them, after every
+  expansion of every shell and interpreter, and the directory it runs in;
+- not what a shell does without starting a program (its builtins: ``cd``, ``echo >``);
+- a program whose other thread rewrites the argument memory between bar's read and the
+  kernel's can run other arguments than were judged (the kernel's own caveat for user
+  notification); the confinement of the step, not this check, is the boundary there.
+
+Where the kernel offers no user notification, or the step already runs under a filter
+that listens (a ``bar run`` inside another's step: one listener per chain), the step runs
+without this check and says why (``Watch.unavailable``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import errno
+import fcntl
+import os
+import platform
+import select
+import socket
+import stat
+import struct
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from bar.base.record import record
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+_SECCOMP_SET_MODE_FILTER = 1
+_FLAG_NEW_LISTENER = 1 << 3
+_RET_USER_NOTIF = 0x7FC00000
+_RET_ALLOW = 0x7FFF0000
+_FLAG_CONTINUE = 1
+# ioctls on the listener: _IOWR('!', 0, struct seccomp_notif) and its kin
+_NOTIF_RECV = 0xC0502100
+_NOTIF_SEND = 0xC0182101
+_NOTIF_ID_VALID = 0x40082102
+_NOTIF_SIZE = 80  # id u64, pid u32, flags u32, struct seccomp_data (64)
+_AT_EMPTY_PATH = 0x1000
+
+_LD_W_ABS = 0x20
+_JEQ_K = 0x15
+_RET_K = 0x06
+
+# (audit architecture, seccomp(2)'s number, execve's, execveat's)
+_TABLES = {
+    "x86_64": (0xC000003E, 317, 59, 322),
+    "aarch64": (0xC00000B7, 277, 221, 281),
+}
+
+_MAX_ARGS = 4096  # the vector read; more is judged as far as read
+_MAX_STRING = 128 * 1024  # (the kernel's MAX_ARG_STRLEN)
+_MAX_TOTAL = 1 << 20
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+
+@record(frozen=True)
+class Exec:
+    """One program a step's process asked to start: ``path`` as given to the call (made
+    whole for ``execveat`` of a descriptor), ``argv`` as read, ``cwd`` where it runs,
+    ``pid`` the asking process (bar's view). ``truncated``: the vector was longer than
+    bar reads."""
+
+    pid: int
+    path: str
+    argv: tuple[str, ...]
+    cwd: str
+    truncated: bool = False
+
+
+# what the judge answers: None lets the program run, said nothing; else (refused, text):
+# refused, the call fails with EPERM; the text is printed on the program's standard error
+# where bar can reach it (before the program runs, when it is let run)
+Judge = Callable[[Exec], "tuple[bool, str] | None"]
+
+
+def program(machine: str) -> list[tuple[int, int, int, int]] | None:
+    """The filter: ``execve`` and ``execveat`` of this architecture's table go to bar,
+    everything else is allowed (the step's other filter refuses other tables)."""
+    table = _TABLES.get(machine)
+    if table is None:
+        return None
+    arch, _, execve, execveat = table
+    return [
+        (_LD_W_ABS, 0, 0, 4),  # arch
+        (_JEQ_K, 0, 4, arch),
+        (_LD_W_ABS, 0, 0, 0),  # nr
+        (_JEQ_K, 2, 0, execve),
+        (_JEQ_K, 1, 0, execveat),
+        (_RET_K, 0, 0, _RET_ALLOW),
+        (_RET_K, 0, 0, _RET_USER_NOTIF),
+    ]
+
+
+class _Insn(ctypes.Structure):
+    _fields_ = (
+        ("code", ctypes.c_uint16),
+        ("jt", ctypes.c_uint8),
+        ("jf", ctypes.c_uint8),
+        ("k", ctypes.c_uint32),
+    )
+
+
+class _Prog(ctypes.Structure):
+    _fields_ = (("len", ctypes.c_uint16), ("filter", ctypes.POINTER(_Insn)))
+
+
+def supported() -> str | None:
+    """Why no step here can have its programs judged at exec (None: they can)."""
+    if platform.machine() not in _TABLES:
+        return f"bar knows no system call table of {platform.machine()} for the exec check"
+    if not os.path.exists("/proc/self/mem"):
+        return "no /proc to read a program's arguments from"
+    return None
+
+
+class Watch:
+    """The exec check of one command: made in bar before the fork, ``inside`` in the
+    command's process (after ``no_new_privs``), then served by a thread of bar until
+    ``close``. ``unavailable`` says why it did not hold, once known."""
+
+    def __init__(self, judge: Judge, say: Callable[[str], None] | None = None) -> None:
+        self.judge = judge
+        self.say = say or (lambda _: None)
+        self.unavailable: str | None = supported()
+        self.judged = 0
+        self._told: tuple[int, str] | None = None  # (a PATH search tries each directory)
+        self._ours, self._theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self._wake_r, self._wake_w = os.pipe()
+        self._listener = -1
+        self._thread: threading.Thread | None = None
+        self._insns: ctypes.Array[_Insn] | None = None
+        self._prog: _Prog | None = None
+        self._libc = ctypes.CDLL(None, use_errno=True)
+        insns = program(platform.machine())
+        if insns is not None:
+            self._insns = (_Insn * len(insns))(*(_Insn(*i) for i in insns))
+            self._prog = _Prog(len(insns), self._insns)
+
+    @property
+    def active(self) -> bool:
+        return self.unavailable is None
+
+    @property
+    def begun(self) -> bool:
+        return self._thread is not None or self._wake_r < 0
+
+    # --- in the command's process, between fork and exec: system calls only ----------
+
+    def inside(self) -> None:
+        """Install the filter and hand its listener to bar; a failure is told to bar
+        (and the command runs unchecked) rather than raised: a kernel that cannot is not
+        the step's fault."""
+        channel = self._theirs.fileno()
+        if self._prog is None or self.unavailable is not None:
+            with contextlib.suppress(OSError):
+                os.write(channel, b"!" + (self.unavailable or "no filter").encode())
+            return
+        nr = _TABLES[platform.machine()][1]
+        fd = self._libc.syscall(
+            nr, _SECCOMP_SET_MODE_FILTER, _FLAG_NEW_LISTENER, ctypes.byref(self._prog)
+        )
+        if fd < 0:
+            err = ctypes.get_errno()
+            why = (
+                "the step already runs under a filter that listens (one per process)"
+                if err == errno.EBUSY
+                else f"seccomp user notification: {os.strerror(err)}"
+            )
+            with contextlib.suppress(OSError):
+                os.write(channel, b"!" + why.encode())
+            return
+        try:
+            socket.send_fds(self._theirs, [b"ok"], [fd])
+        finally:
+            os.close(fd)
+
+    # --- in bar ----------------------------------------------------------------------
+
+    def begin(self) -> None:
+        """Before the command is started: the thread that answers its calls."""
+        self._thread = threading.Thread(target=self._serve, name="bar-exec-watch", daemon=True)
+        self._thread.start()
+
+    def started(self) -> None:
+        """Once the command is made: the other end is the command's alone."""
+        with contextlib.suppress(OSError):
+            self._theirs.close()
+
+    def close(self) -> None:
+        """Stop answering (the step's processes are gone by now: a process still waiting
+        on an answer fails its exec when the listener closes)."""
+        with contextlib.suppress(OSError):
+            os.write(self._wake_w, b"x")
+        if self._thread is not None:
+            self._thread.join(5)
+        for fd in (self._wake_r, self._wake_w, self._listener):
+            if fd >= 0:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        self._wake_r = self._wake_w = self._listener = -1
+        with contextlib.suppress(OSError):
+            self._ours.close()
+        self.started()
+
+    def _serve(self) -> None:
+        if not self._receive():
+            return
+        poller = select.poll()
+        poller.register(self._listener, select.POLLIN)
+        poller.register(self._wake_r, select.POLLIN)
+        while True:
+            try:
+                ready = dict(poller.poll())
+            except InterruptedError:
+                continue
+            if self._wake_r in ready:
+                return
+            events = ready.get(self._listener, 0)
+            if events & select.POLLIN:
+                self._answer_one()
+            elif events & (select.POLLHUP | select.POLLERR | select.POLLNVAL):
+                return  # (no process of the step is left to ask)
+
+    def _receive(self) -> bool:
+        """Wait for the listener (or why there is none)."""
+        poller = select.poll()
+        poller.register(self._ours.fileno(), select.POLLIN)
+        poller.register(self._wake_r, select.POLLIN)
+        while True:
+            try:
+                ready = dict(poller.poll())
+            except InterruptedError:
+                continue
+            if self._wake_r in ready:
+                return False
+            break
+        try:
+            said, fds, _, _ = socket.recv_fds(self._ours, 4096, 1)
+        except OSError as exc:
+            self.unavailable = f"the exec check's listener could not be received: {exc}"
+            return False
+        if not fds:
+            self.unavailable = said[1:].decode("utf-8", "replace") or "no listener"
+            self.say(f"programs the step starts are not checked by the policy: {self.unavailable}")
+            return False
+        self._listener = fds[0]
+        return True
+
+    def _answer_one(self) -> None:
+        buf = bytearray(_NOTIF_SIZE)
+        try:
+            fcntl.ioctl(self._listener, _NOTIF_RECV, buf, True)
+        except OSError:  # (the asking process died before its call was read: ENOENT)
+            return
+        ident, pid = struct.unpack_from("=QI", buf, 0)
+        nr = struct.unpack_from("=i", buf, 16)[0]
+        args = struct.unpack_from("=6Q", buf, 32)
+        refused = False
+        error = 0
+        try:
+            found = _read_call(pid, nr, args)
+            if found is None:
+                error = errno.ENOENT
+        except OSError:
+            found = None  # (gone, or its memory unreadable: the kernel's exec decides)
+        if found is not None and self._valid(ident):
+            self.judged += 1
+            try:
+                verdict = self.judge(found)
+            except Exception as exc:  # (a judge's bug must not hang the step)
+                self.say(f"the exec check failed on {found.path}: {exc}")
+                verdict = None
+            if verdict is not None:
+                refused, text = verdict
+                if text and self._told != (pid, text):
+                    self._told = (pid, text)
+                    _tell(pid, text)
+        if refused:
+            reply = struct.pack("=QqiI", ident, 0, -errno.EPERM, 0)
+        elif error:  # (answered as the kernel would: a program created meanwhile fails)
+            reply = struct.pack("=QqiI", ident, 0, -error, 0)
+        else:
+            reply = struct.pack("=QqiI", ident, 0, 0, _FLAG_CONTINUE)
+        with contextlib.suppress(OSError):  # (ENOENT: it died meanwhile)
+            fcntl.ioctl(self._listener, _NOTIF_SEND, reply)
+
+    def _valid(self, ident: int) -> bool:
+        """Whether the call is still waiting: the process read is the one that asked."""
+        try:
+            fcntl.ioctl(self._listener, _NOTIF_ID_VALID, struct.pack("=Q", ident))
+        except OSError:
+            return False
+        return True
+
+
+def _read_call(pid: int, nr: int, args: Sequence[int]) -> Exec | None:
+    """The program, argument vector and directory of the call ``nr`` of ``pid``; None
+    when no program is where the call names one."""
+    table = _TABLES[platform.machine()]
+    fd = os.open(f"/proc/{pid}/mem", os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        if nr == table[2]:
+            path_at, argv_at, dirfd, flags = args[0], args[1], None, 0
+        elif nr == table[3]:
+            path_at, argv_at = args[1], args[2]
+            dirfd, flags = ctypes.c_int32(args[0] & 0xFFFFFFFF).value, args[4]
+        else:
+            return None
+        path = _string(fd, path_at) if path_at else ""
+        argv, truncated = _vector(fd, argv_at)
+    finally:
+        os.close(fd)
+    cwd = _link(f"/proc/{pid}/cwd")
+    # where the program is, as the asking process sees it (its root, its directories)
+    probe = f"/proc/{pid}/root{path}" if path.startswith("/") else f"/proc/{pid}/cwd/{path}"
+    if dirfd is not None and dirfd >= 0 and not path.startswith("/"):
+        base = _link(f"/proc/{pid}/fd/{dirfd}")
+        if flags & _AT_EMPTY_PATH and not path:
+            path, probe = base, f"/proc/{pid}/fd/{dirfd}"
+        else:
+            path, probe = os.path.join(base, path), f"/proc/{pid}/fd/{dirfd}/{path}"
+    if not os.path.exists(probe):
+        return None  # (no such program: the kernel's own answer is ENOENT)
+    return Exec(pid, path, tuple(argv), cwd, truncated)
+
+
+def _link(path: str) -> str:
+    try:
+        return os.readlink(path)
+    except OSError:
+        return ""
+
+
+def _read(fd: int, address: int, size: int) -> bytes:
+    """Up to ``size`` bytes at ``address``, stopping at the end of the mapped pages."""
+    out = b""
+    while len(out) < size:
+        at = address + len(out)
+        chunk = min(size - len(out), _PAGE - at % _PAGE)
+        try:
+            data = os.pread(fd, chunk, at)
+        except OSError:
+            break
+        if not data:
+            break
+        out += data
+        if len(data) < chunk:
+            break
+    return out
+
+
+def _string(fd: int, address: int, limit: int = _MAX_STRING) -> str:
+    data = b""
+    while len(data) < limit:
+        at = address + len(data)
+        chunk = _read(fd, at, min(_PAGE - at % _PAGE, limit - len(data)))
+        if not chunk:
+            break
+        end = chunk.find(b"\0")
+        if end >= 0:
+            data += chunk[:end]
+            break
+        data += chunk
+    return data.decode("utf-8", "surrogateescape")
+
+
+def _vector(fd: int, address: int) -> tuple[list[str], bool]:
+    """The strings of a NULL-ended array of pointers (``argv``); whether it was cut."""
+    words: list[str] = []
+    total = 0
+    if not address:
+        return words, False
+    while len(words) < _MAX_ARGS:
+        raw = _read(fd, address + 8 * len(words), 8 * 64)
+        if len(raw) < 8:
+            return words, False
+        for (pointer,) in struct.iter_unpack("=Q", raw[: len(raw) - len(raw) % 8]):
+            if pointer == 0:
+                return words, False
+            word = _string(fd, pointer)
+            words.append(word)
+            total += len(word)
+            if len(words) >= _MAX_ARGS or total > _MAX_TOTAL:
+                return words, True
+    return words, True
+
+
+def _tell(pid: int, text: str) -> None:
+    """Put ``text`` on the standard error of ``pid`` when that is a pipe or a terminal
+    (what a step's output is): a descriptor the step pointed at anything else (a file, a
+    device it opened) is not written by bar."""
+    where = f"/proc/{pid}/fd/2"
+    target = _link(where)
+    if not (target.startswith("pipe:[") or target.startswith("/dev/pts/")):
+        return
+    try:
+        fd = os.open(where, os.O_WRONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISFIFO(mode) or stat.S_ISCHR(mode):
+            with contextlib.suppress(OSError):
+                os.write(fd, (text.rstrip("\n") + "\n").encode("utf-8", "replace"))
+    finally:
+        os.close(fd)
