@@ -102,6 +102,7 @@ class _Analyser:
         self.known: dict[str, str] = {"IFS": " "}  # variables the line set to plain words
         self.outside: str | None = None  # where a `cd` out of the worktree went
         self.functions: dict[str, str] = {}  # the line's own functions, by name
+        self.files: dict[str, str] = {}  # what the line wrote to files, by name
 
     def result(self) -> Analysis:
         return Analysis(tuple(self.units), self.error)
@@ -176,6 +177,15 @@ class _Analyser:
         stdout = norm.stdout
         if norm.transform is not None and stdin is not None:
             stdout = decode(norm.transform, stdin)
+        if stdout is None and norm.words == ["cat"] and stdin is not None:
+            stdout = stdin  # (`cat > x.sh <<EOF`)
+        if stdout is not None:  # a file the line writes, which it may run later
+            for redirect in redirects:
+                m = _WRITTEN.fullmatch(redirect)
+                if m is not None:
+                    name = _file_key(m.group(2))
+                    earlier = self.files.get(name, "") if m.group(1) == ">>" else ""
+                    self.files[name] = earlier + stdout
         return tree.Emitted(
             index, text, stdout, norm.stdin_shell, views[-1], norm.transform, norm.stdin_code
         )
@@ -226,6 +236,9 @@ class _Analyser:
                 elif eq and "$(" not in value and "`" not in value:
                     self.known[name.rstrip("+")] = value
             return
+        written = self._written(shown)
+        if written is not None:  # a script the line wrote, run: what it holds runs
+            self.script(written, depth + 1)
         body = self.functions.pop(shown[0], None) if shown else None
         if body is not None:  # a call of the line's own function: its body, with its arguments
             self.script(positional(body, shown[0], shown[1:]), depth + 1)
@@ -259,6 +272,16 @@ class _Analyser:
             moved = [shown[0], *(_from(self.outside, w) for w in shown[1:])]
             if moved != shown:
                 self.add((render(moved),))
+
+    def _written(self, shown: list[str]) -> str | None:
+        """What the line wrote to the file ``shown`` runs (``./x.sh``, ``sh x.sh``,
+        ``source x.sh``), if it wrote it."""
+        if not shown or not self.files:
+            return None
+        if shown[0] in _RUNS_FILE:
+            operands = [w for w in shown[1:] if not w.startswith("-")]
+            return self.files.get(_file_key(operands[0])) if operands else None
+        return self.files.get(_file_key(shown[0]))
 
     def _positional(self, words: list[str]) -> None:
         for key in [k for k in self.known if k.isdigit()]:
@@ -333,6 +356,11 @@ class _Analyser:
                     flowing = decode(stage.transform, flowing)
                 else:
                     flowing = stage.stdout
+        flowing = stages[0].stdout
+        for stage in stages[1:]:  # `echo 'DROP DATABASE x' | psql`: the commands it reads
+            if flowing is not None and flowing.strip() and stage.text.split(" ", 1)[0] in _READS:
+                self.add((f"{stage.text} <<< {render([flowing.strip()])}",))
+            flowing = stage.stdout
         text = " | ".join(stage.text for stage in stages)
         wrapped = " | ".join(stage.wrapped for stage in stages)
         parts = tuple(stage.index for stage in stages if stage.index is not None)
@@ -349,6 +377,30 @@ _VARIABLE = re.compile(
     r"|\$\{([A-Za-z_][A-Za-z0-9_]*|[0-9]):?[-=]([^}$]*)\}"
 )
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# programs that read the commands they run from their standard input
+_READS = frozenset(
+    {
+        "psql",
+        "mysql",
+        "mariadb",
+        "sqlite3",
+        "mongosh",
+        "mongo",
+        "redis-cli",
+        "cqlsh",
+        "clickhouse-client",
+        "duckdb",
+        "sqlcmd",
+        "bq",
+        "crontab",
+        "at",
+        "batch",
+    }
+)
+_WRITTEN = re.compile(r"[0-9]?(>>?|>\|)\s*(\S+)")
+_RUNS_FILE = frozenset(
+    {"sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "fish", "source", ".", "busybox"}
+)
 _EVERY = re.compile(r"\$(?:[@*]|\{[@*]\})|\$\{([A-Za-z_][A-Za-z0-9_]*)\[[@*]\]\}")
 # a program name computed as the command runs: a variable, a substitution
 _COMPUTED = re.compile(r"\$|`")
@@ -382,3 +434,11 @@ def _from(where: str, word: str) -> str:
     if not word or word[0] in "-/~$" or word == PLACEHOLDER:
         return word
     return f"{where}/{word}"
+
+
+def _file_key(path: str) -> str:
+    """A file the line names, the same however written (``./x.sh``, ``x.sh``)."""
+    path = path.strip("'\"")
+    while path.startswith("./"):
+        path = path[2:]
+    return path

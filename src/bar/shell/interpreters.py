@@ -83,7 +83,8 @@ _RUNS_SHELL = re.compile(
     r"(?<!\w)(?:os\.|Kernel\.|subprocess\.|child_process\.|cp\.|IO\.|Open3\.)?"
     r"(?:system|popen|popen2|popen3|capture2e?|capture3|getoutput|getstatusoutput|"
     r"run|call|check_call|check_output|Popen|exec|execSync|spawn|spawnSync|execFile|"
-    r"execFileSync|shell_exec|passthru|proc_open|execute)(?!\w)\s*\(?\s*"
+    r"execFileSync|shell_exec|passthru|proc_open|execute|"
+    r"execvpe?|execve|execlp?e?|spawnv[pe]*|spawnl[pe]*|posix_spawnp?)(?!\w)\s*\(?\s*"
 )
 _BACKTICKS = re.compile(r"`([^`]{1,4096})`|\bqx\s*([{(\[<|/!])|%x\s*([{(\[<|/!])")
 _CLOSING = {"{": "}", "(": ")", "[": "]", "<": ">"}

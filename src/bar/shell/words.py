@@ -141,6 +141,8 @@ def _apply_program(prog: str, args: list[str], norm: Norm, env: dict[str, str]) 
             norm.scripts.append(args[k])
             if k + 1 < len(args):  # sh -c 'SCRIPT' $0 $1…: the script with them put in
                 norm.scripts.append(positional(args[k], args[k + 1], args[k + 2 :]))
+            elif _POSITIONAL.search(args[k]):  # none given: "$1" is empty (`rm -rf "$1"/*`)
+                norm.scripts.append(positional(args[k], prog, []))
             args = [*args[:k], PLACEHOLDER, *args[k + 1 :]]
         norm.stdin_shell = mode == "stdin"
         shown += args
@@ -353,6 +355,9 @@ def _git(args: list[str], norm: Norm, env: dict[str, str]) -> list[str]:
     else:
         shown = _mask_values(rest, frozenset({"--grep"}))
     return [*head[: k + 1], *shown]
+
+
+_POSITIONAL = re.compile(r"\$(?:\{[1-9@*][0-9]*\}|[1-9@*])")
 
 
 def positional(script: str, zero: str, args: list[str]) -> str:
