@@ -29,6 +29,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+import exec_check  # noqa: E402
 import genrepo  # noqa: E402
 import loose  # noqa: E402
 import marks  # noqa: E402
@@ -46,6 +47,7 @@ FIGURES[loose.NUMBER] = loose.FIGURE  # (likewise)
 FIGURES[marks.NUMBER] = marks.FIGURE  # (likewise)
 FIGURES[telemetry.NUMBER] = telemetry.FIGURE  # (likewise)
 FIGURES[network.NUMBER] = network.FIGURE  # (likewise)
+FIGURES[exec_check.NUMBER] = exec_check.FIGURE  # (likewise)
 
 ROOT = HERE.parent
 WORK = HERE / ".work"

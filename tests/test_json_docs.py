@@ -119,6 +119,19 @@ def session(s: Session, repo: Path, tmp_path: Path) -> None:
     board(s)
     s.json("bar policy check --json", "policy", "check", "--json", "-c", "ls -la")
     s.json("bar policy check --json", "policy", "check", "--json", "-c", "rm -rf ~", code=126)
+    s.json("bar policy explain --json", "policy", "explain", "--json", "-c", "ls -la")
+    s.json(
+        "bar policy explain --json",
+        "policy",
+        "explain",
+        "--json",
+        "--exec",
+        "--",
+        "rm",
+        "-rf",
+        "/",
+        code=126,
+    )
     s.json("bar policy test --json", "policy", "test", "--json")
     s.json("bar doctor --json", "doctor", "--json")
     for action in ("stop", "status", "start", "status", "stop"):  # none, then one, then none

@@ -264,10 +264,13 @@ def remove(file: str) -> Breaker:
     return lambda w: w.path(file).unlink()
 
 
-def truncate(file: str) -> Breaker:
+def truncate(file: str, *, at_line: bool = False) -> Breaker:
     def breaker(w: World) -> None:
         data = w.path(file).read_bytes()
-        w.path(file).write_bytes(data[: len(data) // 2])
+        end = len(data) // 2
+        if at_line:
+            end = data.rindex(b"\n", 0, end) + 1
+        w.path(file).write_bytes(data[:end])
 
     return breaker
 
@@ -335,8 +338,9 @@ def config_cases() -> list[Case]:
     cases = [
         Case(f, "missing", remove(f), broken),
         Case(f, "empty", write(f, ""), broken),
-        # the first half of the commented default config is itself a valid config
-        Case(f, "truncated", truncate(f), all_cmds(0, *_READERS)),
+        # the first half of the commented default config, cut after a line, is itself a
+        # valid config
+        Case(f, "truncated", truncate(f, at_line=True), all_cmds(0, *_READERS)),
         Case(f, "yaml-scalar", write(f, "42\n"), broken),
         Case(f, "yaml-list", write(f, "- version\n- 1\n"), broken),
         Case(f, "section-not-mapping", write(f, "version: 1\ngit: yes\n"), broken),

@@ -243,7 +243,7 @@ def test_a_command_added_to_the_parser_is_completed_without_more(
                 "sync",
             ],
         ),
-        ("bar policy ", ["check", "test"]),
+        ("bar policy ", ["check", "explain", "test"]),
         ("bar --", ["--color", "--debug", "--help", "--no-pager", "--version"]),
         ("bar task close --", ["--force", "--help", "--json", "--keep-worktree", "--task"]),
         ("bar apply --mode ", ["commit", "merge"]),

@@ -179,6 +179,10 @@ class _Analyser:
             stdout = decode(norm.transform, stdin)
         if stdout is None and norm.words == ["cat"] and stdin is not None:
             stdout = stdin  # (`cat > x.sh <<EOF`)
+        if norm.words[:1] and norm.words[0] in _READS:  # what it reads its commands from
+            fed = self._fed(words, redirects, stdin)
+            if fed:
+                self.add((f"{text} <<< {render([fed])}",))
         if stdout is not None:  # a file the line writes, which it may run later
             for redirect in redirects:
                 m = _WRITTEN.fullmatch(redirect)
@@ -272,6 +276,20 @@ class _Analyser:
             moved = [shown[0], *(_from(self.outside, w) for w in shown[1:])]
             if moved != shown:
                 self.add((render(moved),))
+
+    def _fed(self, words: list[str], redirects: list[str], stdin: str | None) -> str | None:
+        """The commands a program that reads them is given: a here-document or string,
+        or a file the line wrote (``< FILE``, ``-f FILE``)."""
+        for k, word in enumerate(words[:-1]):
+            if word in ("-f", "--file", "-i", "--init"):
+                found = self.files.get(_file_key(words[k + 1]))
+                if found is not None:
+                    return found.strip()
+        for redirect in redirects:
+            m = _READ_FROM.fullmatch(redirect)
+            if m is not None and _file_key(m.group(1)) in self.files:
+                return self.files[_file_key(m.group(1))].strip()
+        return stdin.strip() if stdin else None
 
     def _written(self, shown: list[str]) -> str | None:
         """What the line wrote to the file ``shown`` runs (``./x.sh``, ``sh x.sh``,
@@ -397,6 +415,7 @@ _READS = frozenset(
         "batch",
     }
 )
+_READ_FROM = re.compile(r"[0-9]?<\s*(\S+)")
 _WRITTEN = re.compile(r"[0-9]?(>>?|>\|)\s*(\S+)")
 _RUNS_FILE = frozenset(
     {"sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "fish", "source", ".", "busybox"}

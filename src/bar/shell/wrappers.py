@@ -194,7 +194,36 @@ def _wrap_spawn(words: list[str], i: int) -> int | None:
     return j
 
 
+def _wrap_sub(
+    *subs: str, short: str = "", long: str = ""
+) -> Callable[[list[str], int], int | None]:
+    """A tool whose subcommand runs the command after it (``bundle exec``, ``poetry run``,
+    ``pnpm dlx``); any other use of it runs nothing from its arguments."""
+    names = _names(long)
+
+    def wrap(words: list[str], i: int) -> int | None:
+        j = skip_options(words, i, short, names)
+        if j < len(words) and words[j] in subs:
+            return skip_options(words, j, short, names)
+        return None
+
+    return wrap
+
+
 WRAPPERS: dict[str, Callable[[list[str], int], int | None]] = {
+    # package runners: the package's program runs
+    "npx": _wrap_simple("p", ("--package",)),
+    "bunx": _wrap_simple("p", ("--package",)),
+    "pnpx": _wrap_simple(),
+    "pnpm": _wrap_sub("dlx", "exec", short="C", long="--dir --filter"),
+    "yarn": _wrap_sub("dlx", "exec", short="p", long="--package --cwd"),
+    "bundle": _wrap_sub("exec"),
+    "poetry": _wrap_sub("run", short="C", long="--directory"),
+    "uv": _wrap_sub("run", short="p", long="--with --python --directory --project --env-file"),
+    "pipx": _wrap_sub("run", long="--spec --python"),
+    "pdm": _wrap_sub("run"),
+    "hatch": _wrap_sub("run"),
+    "pipenv": _wrap_sub("run"),
     "sudo": _wrap_sudo,
     "doas": _wrap_simple("uC"),
     "pkexec": _wrap_simple("", ("--user",)),

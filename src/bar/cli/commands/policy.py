@@ -86,15 +86,15 @@ def explain(
     said = api.explain_command(command, policy=policy, at_exec=at_exec)
     decision = said.decision
     if as_json:
-        print_json(
-            {
-                **decision.to_json(),
-                "form": said.form,
-                "policy": str(policy.path),
-                "words": said.words,
-                "units": [list(views) for views in said.views],
-            }
-        )
+        data: dict[str, object] = {
+            **decision.to_json(),
+            "form": said.form,
+            "policy": str(policy.path),
+            "units": [list(views) for views in said.views],
+        }
+        if said.words is not None:
+            data["words"] = said.words
+        print_json(data)
         return _EXIT[decision.action]
     paint = Painter(_color())
     shown = command if isinstance(command, str) else shlex.join(command)

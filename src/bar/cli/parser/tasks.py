@@ -323,8 +323,9 @@ def shell(sub: Any) -> None:
         "it and the policy checked on the shell itself. The whole session is recorded as\n"
         "ONE step when you exit: the patch of everything changed in it, the terminal\n"
         "recording (bar replay) and the shell's exit code, which bar exits with.\n\n"
-        "The commands you type inside are NOT checked one by one by the policy, and\n"
-        "are not steps of their own: run `bar run -- CMD` for that.",
+        "The lines you type inside are not steps of their own (run `bar run -- CMD` for\n"
+        "that), but every program they start is judged by the policy as it starts, with\n"
+        "its real arguments (policy.exec_check; not with --no-sandbox).",
         epilog="examples:\n"
         "  bar shell                        look around, fix a test, exit\n"
         "  bar shell --task fix-login\n"

@@ -1,0 +1,121 @@
+#!/usr/bin/env python3
+"""Figure 22: the policy's check of every program a step starts (``policy.exec_check``).
+
+The same steps with the exec check on and off (the project's config switched between the
+rounds, which are interleaved), each a whole ``bar run``:
+
+* 22-build: ``make -j2`` of many small C files (each ``cc -c`` starts the compiler's own
+  programs too), built into the step's temporary directory; with ÷ without (target ≤ 1.05).
+* 22-loop: a shell loop that starts 1,000 programs (``/bin/true N``), nothing else: the
+  check's cost alone, with ÷ without, and the time it adds to each program.
+
+    python bench/exec_check.py                      # the figure alone
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from figures import Params, Row, ratio_row  # noqa: E402
+from harness import Fixture, interleave  # noqa: E402
+
+NUMBER = 22
+PROGRAMS = 1000
+
+_MAKEFILE = """\
+SRCS := $(wildcard src/*.c)
+OBJS := $(patsubst src/%.c,$(OUT)/%.o,$(SRCS))
+all: $(OUT)/prog
+$(OUT)/prog: $(OBJS)
+\t$(CC) -o $@ $^
+$(OUT)/%.o: src/%.c
+\t$(CC) -O0 -c $< -o $@
+"""
+
+
+def _sources(root: Path, count: int) -> None:
+    src = root / "src"
+    src.mkdir(parents=True, exist_ok=True)
+    for k in range(count):
+        (src / f"f{k}.c").write_text(f"int f{k}(int x) {{ return x * {k} + 1; }}\n")
+    calls = " + ".join(f"f{k}(1)" for k in range(count))
+    decls = "".join(f"int f{k}(int);\n" for k in range(count))
+    (src / "main.c").write_text(f"{decls}int main(void) {{ return ({calls}) == 0; }}\n")
+    (root / "Makefile").write_text(_MAKEFILE)
+
+
+def fig22(f: Fixture, p: Params) -> list[Row]:
+    if shutil.which("make") is None or shutil.which("cc") is None:
+        return [Row(key="22-build", label="make and cc are not installed here", note="skipped")]
+    repo = f.clone()
+    f.init(repo)
+    _, wt = f.new_task(repo, "exec-check")
+    files = 100 if p.quick else 300
+    _sources(wt, files)
+    f.bar(wt, "run", "--", "true")  # (the sources, recorded once as a hand edit)
+    config = f.project_dir() / "config.yaml"
+    on = config.read_text()
+    off = on.replace("exec_check: true", "exec_check: false", 1)
+    if on == off:
+        raise SystemExit("bench: config.yaml has no policy.exec_check to switch")
+    build = 'rm -rf "$TMPDIR/b"; mkdir -p "$TMPDIR/b" && make -s -j2 OUT="$TMPDIR/b"'
+    loop = f"i=0; while [ $i -lt {PROGRAMS} ]; do /bin/true $i; i=$((i+1)); done"
+
+    def step(script: str, checked: bool) -> float:
+        config.write_text(on if checked else off)
+        return f.t([f.tools.bar, "run", "--", "sh", "-c", script], wt)
+
+    s = interleave(
+        {
+            "build, checked": lambda: step(build, True),
+            "build, unchecked": lambda: step(build, False),
+            "loop, checked": lambda: step(loop, True),
+            "loop, unchecked": lambda: step(loop, False),
+        },
+        p.repeat,
+        p.warmup,
+    )
+    config.write_text(on)
+    loop_row = ratio_row(
+        "22-loop",
+        f"a shell loop starting {PROGRAMS} programs, every one judged ÷ none judged "
+        "(the check's cost alone)",
+        s,
+        "loop, checked",
+        "loop, unchecked",
+        None,
+        extra_ms=True,
+    )
+    if loop_row.extra_ms is not None:
+        per = loop_row.extra_ms * 1000 / PROGRAMS
+        loop_row.note = f"{per:.0f} µs a program"
+    return [
+        ratio_row(
+            "22-build",
+            f"make -j2 of {files} C files (about {3 * files} programs), every program judged "
+            "÷ none judged (target ≤ 1.05)",
+            s,
+            "build, checked",
+            "build, unchecked",
+            1.05,
+        ),
+        loop_row,
+    ]
+
+
+FIGURE = ("the policy's check of every program a step starts", fig22)
+
+
+def main(argv: list[str]) -> int:
+    import run
+
+    return run.one_figure(NUMBER, argv)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
