@@ -111,6 +111,39 @@ def test_a_real_agent_is_checked_and_recorded(
     assert "notes.txt" in patch and "settings" not in patch
 
 
+# a script whose text names no dangerous program: the agent's hook lets `sh tidy.sh`
+# through, and the exec check stops what the script starts
+TIDY = 'set -- rm -rf ~/precious; "$@"; p=reset; git $p --hard\n'
+
+
+@pytest.mark.parametrize("agent", ["claude", "codex", "gemini"])
+def test_what_a_real_agents_command_starts_is_judged_as_it_runs(
+    agent: str, inited: Path, precious: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    agent_binary(agent)
+    t = new_task(capfd)
+    wt = worktree(t)
+    (wt / "tidy.sh").write_text(TIDY)
+    (wt / "README.md").write_text("work not committed\n")
+    script = [Shell("sh tidy.sh"), Answer("Tidied.")]
+    with MockServer(script) as server:
+        setup = AgentSetup(agent, server.url)
+        res = setup.run_in_bar(inited, "tidy up", named=True)
+        results = server.model.tool_results(DIALECT[agent])
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert precious.read_text() == "keep me\n"
+    assert (wt / "README.md").read_text() == "work not committed\n"
+    # the model was told by whom, in the command's own output
+    assert "bar: blocked by policy rule" in results[0], results
+    step = ledger(t["id"])[-1]
+    hooked = [e for e in step["policy_events"] if e["source"] == f"hook:{agent}"]
+    assert [(e["command"], e["decision"]) for e in hooked] == [("sh tidy.sh", "allow")]
+    execs = {e["rule"]: e for e in step["policy_events"] if e["source"] == "exec"}
+    assert execs["rm-recursive-outside-worktree"]["argv"][:2] == ["rm", "-rf"]
+    assert execs["git-reset-hard"]["decision"] == "block"
+    assert step["sandbox"]["exec_check"] is True
+
+
 def test_a_real_agent_stopped_from_outside_is_recorded_as_killed(
     inited: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:

@@ -37,7 +37,6 @@ import os
 import platform
 import select
 import socket
-import stat
 import struct
 import threading
 from collections.abc import Callable
@@ -409,21 +408,39 @@ def _vector(fd: int, address: int) -> tuple[list[str], bool]:
 
 
 def _tell(pid: int, text: str) -> None:
-    """Put ``text`` on the standard error of ``pid`` when that is a pipe or a terminal
-    (what a step's output is): a descriptor the step pointed at anything else (a file, a
-    device it opened) is not written by bar."""
-    where = f"/proc/{pid}/fd/2"
-    target = _link(where)
-    if not (target.startswith("pipe:[") or target.startswith("/dev/pts/")):
+    """Write ``text`` on the standard error of ``pid``, through the process's own open
+    file (``pidfd_getfd``): what bar writes there is what the process could write itself
+    (a descriptor it holds read-only refuses it), wherever it points (a pipe, a terminal,
+    the file an agent keeps a command's output in). Never waits: a pipe with no room
+    for it is left alone."""
+    data = (text.rstrip("\n") + "\n").encode("utf-8", "replace")[:_PIPE_ROOM]
+    try:
+        pidfd = os.pidfd_open(pid)
+    except (OSError, AttributeError):
         return
     try:
-        fd = os.open(where, os.O_WRONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
-    except OSError:
-        return
-    try:
-        mode = os.fstat(fd).st_mode
-        if stat.S_ISFIFO(mode) or stat.S_ISCHR(mode):
-            with contextlib.suppress(OSError):
-                os.write(fd, (text.rstrip("\n") + "\n").encode("utf-8", "replace"))
+        fd = _libc_syscall(_SYS_PIDFD_GETFD, pidfd, 2, 0)
+        if fd < 0:
+            return
+        try:
+            poller = select.poll()
+            poller.register(fd, select.POLLOUT)
+            if poller.poll(0):
+                os.write(fd, data)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
     finally:
-        os.close(fd)
+        os.close(pidfd)
+
+
+_SYS_PIDFD_GETFD = 438  # (the same on every architecture: a system call of Linux 5.6)
+_PIPE_ROOM = 4096  # a pipe that polls writable has room for this much: the write cannot block
+_LIBC: list[ctypes.CDLL] = []
+
+
+def _libc_syscall(*args: int) -> int:
+    if not _LIBC:
+        _LIBC.append(ctypes.CDLL(None, use_errno=True))
+    return int(_LIBC[0].syscall(*args))

@@ -322,7 +322,7 @@ def _git(args: list[str], norm: Norm, env: dict[str, str]) -> list[str]:
     while k < len(args) and args[k].startswith("-"):
         if args[k] == "-c" and k + 1 < len(args):
             key, eq, value = args[k + 1].partition("=")
-            if eq and define(key, value):
+            if eq and value and define(key, value):  # (an empty value turns it off)
                 head[k + 1] = key + "=" + PLACEHOLDER
         k += 2 if args[k] in _GIT_GLOBAL_WITH_VALUE else 1
     if k >= len(args):

@@ -17,10 +17,13 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from bar.policy import Decision, Policy
 from bar.policy.places import Places
-from bar.sandbox.exec_watch import Exec
+
+if TYPE_CHECKING:
+    from bar.sandbox.exec_watch import Exec
 
 _MAX_EVENTS = 1000
 _CACHED = 4096
