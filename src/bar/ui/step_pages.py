@@ -99,12 +99,13 @@ def step_page(task: Task, step: Step, csrf: str) -> str:
             rows.append(("terminal", "interactive (pty)"))
         for event in step.policy_events:
             blocked = " blocked" if event.action == "block" else ""
+            where = " <small>(as it ran)</small>" if event.source == "exec" else ""
             rows.append(
                 (
                     "policy",
                     f'<span class="policy{blocked}"><b>{esc(event.action)}</b> '
                     f"{esc(event.rule or '(no rule)')}: <code>{esc(event.matched)}</code>"
-                    "</span>",
+                    f"{where}</span>",
                 )
             )
         for hook in step.hooks:
