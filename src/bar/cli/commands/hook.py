@@ -69,6 +69,7 @@ def _judge_here(agent: str, payload: bytes) -> int:
 
     from bar.agents.protocol import parse_event
     from bar.errors import BarError, HookInputError
+    from bar.policy.places import Places
     from bar.project.project import policy_and_channel  # not bar.api: all the verbs' modules
     from bar.step import gate
 
@@ -85,7 +86,8 @@ def _judge_here(agent: str, payload: bytes) -> int:
                 return _emit(reply.stdout, reply.stderr, reply.exit_code)
     except (BarError, OSError) as exc:
         return _fail_closed(agent, f"{exc.__class__.__name__}: {exc}")
-    judgement = gate.judge(agent, payload, policy)
+    # (no bar run to ask: the agent's directory stands for the worktree, the homes are ~)
+    judgement = gate.judge(agent, payload, policy, places=Places.of(worktree=where))
     r = judgement.reply
     return _emit(r.stdout.encode(), r.stderr.encode(), r.exit_code)
 
