@@ -42,6 +42,8 @@ def locate(argv: list[str]) -> tuple[str, int] | None:
             i += 1  # VAR=value before the program
         if i >= len(argv):
             return None
+        if _base(argv[i]) in _RUNNERS or _base(argv[i]) in _DLX:
+            break  # (a package runner: the package it runs is read below)
         skip = WRAPPERS.get(_base(argv[i]))
         after = skip(argv, i) if skip is not None else None
         if after is None or after >= len(argv):
