@@ -2,7 +2,8 @@
 
     .venv/bin/python bench/policy_accuracy.py [--misses] [--latency] [--corpus FILE]
 
-Reads tests/data/policy_corpus.yaml (or FILE): command lines labeled dangerous or
+Reads tests/data/policy_corpus.yaml (or FILE, or a directory with dangerous.txt and
+benign.txt such as tests/data/policy_round_three): command lines labeled dangerous or
 benign. Evaluates each with the default policy and prints:
 
 - dangerous caught: the share of dangerous lines the policy blocks or warns about;
@@ -27,9 +28,22 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
 from bar.policy import default_policy  # noqa: E402
+from bar.policy.places import Places  # noqa: E402
 from bar.shell.analysis import is_plain  # noqa: E402
 
 CORPUS = ROOT / "tests" / "data" / "policy_corpus.yaml"
+
+
+def _labeled(path: Path) -> tuple[list[str], list[str]]:
+    """(dangerous, benign) lines: a YAML file with both lists, or a directory holding
+    ``dangerous.txt`` and ``benign.txt`` (one line each; ``tests/data/policy_round_three``)."""
+    if path.is_dir():
+        read = lambda name: [  # noqa: E731
+            line for line in (path / name).read_text(encoding="utf-8").splitlines() if line
+        ]
+        return read("dangerous.txt"), read("benign.txt")
+    corpus = yaml.safe_load(path.read_text(encoding="utf-8"))
+    return list(corpus["dangerous"]), list(corpus["benign"])
 
 
 def main() -> int:
@@ -40,9 +54,7 @@ def main() -> int:
     args = parser.parse_args()
 
     source = args.corpus or CORPUS.relative_to(ROOT)
-    corpus = yaml.safe_load((args.corpus or CORPUS).read_text(encoding="utf-8"))
-    dangerous: list[str] = corpus["dangerous"]
-    benign: list[str] = corpus["benign"]
+    dangerous, benign = _labeled(args.corpus or CORPUS)
 
     start = time.perf_counter()
     policy = default_policy()
@@ -51,10 +63,13 @@ def main() -> int:
     policy.evaluate_line('echo "warm up the parser" | cat')
     first_ms = (time.perf_counter() - first) * 1000
 
+    places = Places.of()  # (the home directory, whatever a line spells it as, is ~)
     missed = [
-        line for line in dangerous if policy.evaluate_line(line).action not in ("block", "warn")
+        line
+        for line in dangerous
+        if policy.evaluate_line(line, places).action not in ("block", "warn")
     ]
-    blocked = [line for line in benign if policy.evaluate_line(line).blocked]
+    blocked = [line for line in benign if policy.evaluate_line(line, places).blocked]
     caught = len(dangerous) - len(missed)
     print(f"corpus: {len(dangerous)} dangerous, {len(benign)} benign ({source})")
     print(
@@ -66,7 +81,7 @@ def main() -> int:
         for line in missed:
             print(f"  missed:  {line!r}")
         for line in blocked:
-            events = ", ".join(e.rule for e in policy.evaluate_line(line).events)
+            events = ", ".join(e.rule for e in policy.evaluate_line(line, places).events)
             print(f"  blocked: {line!r} ({events})")
 
     if args.latency:
