@@ -34,14 +34,15 @@ from bar.shell.analysis import is_plain  # noqa: E402
 CORPUS = ROOT / "tests" / "data" / "policy_corpus.yaml"
 
 
+def _lines(path: Path) -> list[str]:
+    return [line for line in path.read_text(encoding="utf-8").splitlines() if line]
+
+
 def _labeled(path: Path) -> tuple[list[str], list[str]]:
     """(dangerous, benign) lines: a YAML file with both lists, or a directory holding
     ``dangerous.txt`` and ``benign.txt`` (one line each; ``tests/data/policy_round_three``)."""
     if path.is_dir():
-        read = lambda name: [  # noqa: E731
-            line for line in (path / name).read_text(encoding="utf-8").splitlines() if line
-        ]
-        return read("dangerous.txt"), read("benign.txt")
+        return _lines(path / "dangerous.txt"), _lines(path / "benign.txt")
     corpus = yaml.safe_load(path.read_text(encoding="utf-8"))
     return list(corpus["dangerous"]), list(corpus["benign"])
 

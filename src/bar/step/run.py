@@ -42,7 +42,7 @@ from bar.errors import AgentSettingsError, BarError, ExitCode, HookFailed, Usage
 from bar.git.guard import Guard
 from bar.ledger import steps
 from bar.ledger.records import Artifacts, HookRecord, PolicyEventRecord, RunStep
-from bar.policy import Decision
+from bar.policy import Decision, Policy
 from bar.policy.places import Places
 from bar.redact import Scrubber, redact_env
 from bar.redact import known as known_secrets
@@ -134,11 +134,7 @@ def run_step(task: Task, req: RunRequest, watch: TreeWatch | None = None) -> Run
     scrubber = Scrubber.from_environ(os.environ, req.env)
     env_record = _recorded_env(task, req, scrubber)
     policy = task.project.policy()
-    places = Places.of(
-        worktree=task.worktree,
-        homes=[req.env["HOME"]] if req.env.get("HOME") else [],
-        temps=[str(sandbox_plan.temp_dir(task))],
-    )
+    places = _places(task, req)
 
     # 1. policy
     decision = policy.evaluate_argv(req.argv, places) if policy is not None else Decision("allow")
@@ -257,11 +253,7 @@ def run_step(task: Task, req: RunRequest, watch: TreeWatch | None = None) -> Run
         own_tmp=confinement.enabled and confinement.plan.own_pids,
         places=places,
     )
-    supervisor.judged.update((e.rule, e.matched) for e in decision.events)
-    judge = None
-    if policy is not None and confinement.enabled and task.project.config.policy.exec_check:
-        judge = ExecJudge(policy, places, supervisor.append, supervisor.judged)
-        confinement.check_execs(judge, warn)
+    judge = _judge_execs(task, policy, places, decision, supervisor, confinement)
     intent = RunIntent(
         pid=os.getpid(),
         step_id=step_id,
@@ -372,6 +364,35 @@ def run_step(task: Task, req: RunRequest, watch: TreeWatch | None = None) -> Run
         )
     except BarError:
         raise  # (the intent knows how the command ended: the next command records it)
+
+
+def _places(task: Task, req: RunRequest) -> Places:
+    """The worktree, the homes (the developer's, a ``HOME`` given with ``-e``) and the
+    step's temporary directory, as the policy names them (``bar.policy.places``)."""
+    return Places.of(
+        worktree=task.worktree,
+        homes=[req.env["HOME"]] if req.env.get("HOME") else [],
+        temps=[str(sandbox_plan.temp_dir(task))],
+    )
+
+
+def _judge_execs(
+    task: Task,
+    policy: Policy | None,
+    places: Places,
+    decision: Decision,
+    supervisor: Supervisor,
+    confinement: Confinement,
+) -> ExecJudge | None:
+    """Have every program the command starts judged as it starts (docs/policy.md), the
+    events recorded in the step's decision log beside its agent's; None where the step
+    is not confined, has no policy or ``policy.exec_check`` is off."""
+    supervisor.judged.update((e.rule, e.matched) for e in decision.events)
+    if policy is None or not confinement.enabled or not task.project.config.policy.exec_check:
+        return None
+    judge = ExecJudge(policy, places, supervisor.append, supervisor.judged)
+    confinement.check_execs(judge, warn)
+    return judge
 
 
 # --- the command -------------------------------------------------------------------
