@@ -268,12 +268,14 @@ _NO_LANDLOCK = (
 )
 
 
-def status(settings: SandboxConfig) -> dict[str, Any]:
-    """Whether steps run confined under ``settings`` (config ``sandbox``), and how."""
+def status(settings: SandboxConfig, exec_check: bool = True) -> dict[str, Any]:
+    """Whether steps run confined under ``settings`` (config ``sandbox``), and how;
+    ``exec_check``: whether the policy is to judge each program a step starts."""
     mechanism, detail = support()
     if not settings.enabled:
         mechanism, detail = None, "sandbox.enabled is false"
     objects = processes = None
+    checked = False
     if mechanism is not None:  # (whether a step's new objects can wait in a quarantine)
         from bar.sandbox import namespace
         from bar.store.layout import bar_home
@@ -293,6 +295,16 @@ def status(settings: SandboxConfig) -> dict[str, Any]:
             else f"; steps share processes and /tmp with the machine ({lacking})"
         )
         detail += _network_detail(settings.network, namespace.net_available(str(bar_home())))
+        if exec_check:
+            from bar.sandbox import exec_watch
+
+            why_not = exec_watch.supported()
+            checked = why_not is None
+            detail += (
+                "; every program a step starts is judged by the policy"
+                if checked
+                else f"; programs a step starts are not judged as they start ({why_not})"
+            )
     return {
         "enabled": mechanism is not None,
         "mechanism": mechanism,
@@ -302,6 +314,7 @@ def status(settings: SandboxConfig) -> dict[str, Any]:
         "network_mode": settings.network,
         "objects": objects,
         "processes": processes,
+        "exec_check": checked,
     }
 
 

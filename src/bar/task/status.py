@@ -116,7 +116,10 @@ def status(loc: Location, ref: str | None = None) -> Status:
         interrupted=marker if marker and not busy else None,
         unrecorded_changes=unrecorded,
         nested_repos=stamps.nested_repositories(task.index),
-        sandbox=sandbox_status(loc.project.config.sandbox),
+        sandbox=sandbox_status(
+            loc.project.config.sandbox,
+            exec_check=loc.project.config.policy.enabled and loc.project.config.policy.exec_check,
+        ),
         state=state_of(task),
         unresolved_conflicts=conflict_markers.unresolved(task, task.recorded_snapshot()),
         watch=watch,
