@@ -98,6 +98,60 @@ def test_a_hard_reset_in_the_worktree_is_stopped_and_the_work_kept(
     assert reset["argv"][1:] == ["reset", "--hard"] and reset["decision"] == "block"
 
 
+# each runs `git reset --hard` under another guise: only what the kernel is about to
+# run, not the name the program was called by, says it
+RESET_GUISES = {
+    "long-vector": (
+        'set --; i=0; while [ $i -lt 2100 ]; do set -- "$@" -c x.y=z; i=$((i+1)); done\n'
+        'git "$@" reset --hard\n'
+    ),
+    "dashed": '"$(git --exec-path)/git-reset" --hard\n',
+    "symlink": 'ln -s "$(command -v git)" "$TMPDIR/gg"; "$TMPDIR/gg" reset --hard\n',
+    "copy": 'cp "$(command -v git)" "$TMPDIR/tool"; "$TMPDIR/tool" reset --hard\n',
+    "busybox-named": 'ln -s "$(command -v git)" "$TMPDIR/busybox"; "$TMPDIR/busybox" reset --hard\n',
+    "shebang": (  # the kernel runs `git reset --hard`: the script's name is its argument
+        "printf '#!%s reset\\n' \"$(command -v git)\" > ./--hard; chmod +x ./--hard\n"
+        'python3 -c \'import os; os.execv("--hard", ["x"])\'\n'
+    ),
+    "exec-a": "bash -c 'exec -a ls git reset --hard'\n",
+    "memfd": (
+        'python3 -c \'import os, shutil; f = os.memfd_create("x"); '
+        'os.write(f, open(shutil.which("git"), "rb").read()); '
+        'os.execve(f, ["x", "reset", "--hard"], dict(os.environ))\'\n'
+    ),
+}
+LOADERS = [
+    p for p in ("/lib64/ld-linux-x86-64.so.2", "/lib/ld-linux-aarch64.so.1") if Path(p).exists()
+]
+if LOADERS:
+    RESET_GUISES["loader"] = f'{LOADERS[0]} "$(command -v git)" reset --hard\n'
+
+
+@confined
+@pytest.mark.parametrize("name", sorted(RESET_GUISES))
+def test_a_program_in_another_guise_is_judged_as_what_runs(
+    name: str, inited: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    t = new_task(capfd)
+    wt = worktree(t)
+    (wt / "README.md").write_text("uncommitted work\n")
+    res = _run_script(capfd, t, RESET_GUISES[name])
+    assert (wt / "README.md").read_text() == "uncommitted work\n", res.err
+    events = _exec_events(_step(t))
+    assert any(e["decision"] == "block" for e in events), (res.err, events)
+
+
+def test_a_vector_bar_could_not_read_whole_is_refused_and_recorded() -> None:
+    from bar.sandbox.exec_watch import Exec
+    from bar.step.exec_judge import UNREAD_RULE, ExecJudge
+
+    recorded: list[dict[str, Any]] = []
+    judge = ExecJudge(default_policy(), Places.of(), lambda *r: recorded.extend(r))
+    verdict = judge(Exec(1, "/usr/bin/true", ("true", "x"), "/", truncated=True))
+    assert verdict is not None and verdict[0] is True
+    assert recorded[0]["rule"] == UNREAD_RULE and recorded[0]["decision"] == "block"
+
+
 @confined
 def test_a_warned_program_runs_and_is_recorded_once(
     inited: Path, capfd: pytest.CaptureFixture[str]
@@ -213,6 +267,24 @@ def test_the_real_arguments_are_read_and_a_refusal_is_eperm() -> None:
 
 
 @pytest.mark.skipif(exec_watch.supported() is not None, reason="no exec check here")
+def test_an_address_with_no_memory_fails_as_the_kernel_says_and_the_check_goes_on() -> None:
+    script = (
+        "import ctypes, os\n"
+        "libc = ctypes.CDLL(None, use_errno=True)\n"
+        "argv = (ctypes.c_void_p * 3)(ctypes.cast(ctypes.c_char_p(b'true'), ctypes.c_void_p),"
+        " 0xFFFFFFFFFFFFFF00, None)\n"
+        "env = (ctypes.c_void_p * 1)(None)\n"
+        "r = libc.execve(b'/bin/true', argv, env)\n"
+        "print('errno', ctypes.get_errno())\n"
+        "os.execv('/bin/echo', ['echo', 'after'])\n"
+    )
+    watch, out = _watched(script, lambda found: None)
+    assert "errno 14" in out  # EFAULT
+    assert "after" in out
+    assert watch.unavailable is None
+
+
+@pytest.mark.skipif(exec_watch.supported() is not None, reason="no exec check here")
 def test_a_second_listener_is_refused_and_said() -> None:
     said: list[str] = []
     outer = exec_watch.Watch(lambda found: None)
@@ -290,3 +362,21 @@ def test_policy_check_and_explain_speak_of_the_exec_form(
     assert res.code == 0 and "no rule matched" in res.out
     res = bar(capfd, "policy", "check", "--exec", "-c", "ls")
     assert res.code == 2 and "--exec" in res.err
+
+
+@pytest.mark.parametrize(
+    ("line", "blocked"),
+    [
+        ("cd proj; cd ..; rm -rf zz", False),
+        ("cd proj && cd ../.. && rm -rf zz", True),
+        ("cd a/b && cd ../.. && cd .. && rm -rf x", True),
+        ("cd .. && rm -rf zz", True),
+        ("git-reset --hard", True),
+        ("/lib64/ld-linux-x86-64.so.2 /usr/bin/git reset --hard", True),
+        ("npx -y cdk destroy ApiStack -f", True),
+    ],
+)
+def test_the_line_check_follows_where_cd_went_and_what_runs_a_program(
+    line: str, blocked: bool
+) -> None:
+    assert default_policy().evaluate_line(line).blocked is blocked

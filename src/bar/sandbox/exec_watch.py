@@ -36,7 +36,9 @@ import fcntl
 import os
 import platform
 import select
+import shutil
 import socket
+import stat
 import struct
 import threading
 from collections.abc import Callable
@@ -69,24 +71,74 @@ _TABLES = {
     "aarch64": (0xC00000B7, 277, 221, 281),
 }
 
-_MAX_ARGS = 4096  # the vector read; more is judged as far as read
-_MAX_STRING = 128 * 1024  # (the kernel's MAX_ARG_STRLEN)
-_MAX_TOTAL = 1 << 20
+# what bar reads of a vector: far beyond the kernel's own limit on arguments and
+# environment together (a quarter of the stack limit: 2 MiB by default); a vector longer
+# still is refused, never judged by a part of it
+_MAX_TOTAL = 64 << 20
+_MAX_STRING = 128 * 1024 + 1  # (the kernel's MAX_ARG_STRLEN, and one byte to see past it)
+_MAX_SHEBANGS = 4  # (the kernel follows as many interpreters of interpreters)
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+_HIGHEST = (1 << 63) - 1  # (an offset of /proc/PID/mem is a signed 64-bit number)
+# where a distribution's own programs live: a file there is what its name says
+_SYSTEM = ("/usr/", "/bin/", "/sbin/", "/lib/", "/lib64/", "/lib32/", "/libx32/", "/nix/store/")
+# programs whose copies elsewhere are recognised by their bytes (the rules are about them)
+_KNOWN = (
+    "git",
+    "rm",
+    "dd",
+    "find",
+    "mv",
+    "chmod",
+    "chown",
+    "shred",
+    "truncate",
+    "curl",
+    "wget",
+    "crontab",
+    "tar",
+    "rsync",
+    "kill",
+    "pkill",
+    "busybox",
+    "wipefs",
+    "gpg",
+    "scp",
+    "nc",
+    "mkfs",
+    "sqlite3",
+    "psql",
+    "mysql",
+    "redis-cli",
+    "ssh",
+)
 
 
 @record(frozen=True)
 class Exec:
     """One program a step's process asked to start: ``path`` as given to the call (made
     whole for ``execveat`` of a descriptor), ``argv`` as read, ``cwd`` where it runs,
-    ``pid`` the asking process (bar's view). ``truncated``: the vector was longer than
-    bar reads."""
+    ``pid`` the asking process (bar's view). ``truncated``: the vector was too long to
+    read whole. ``names``: what else the program is known as (the file a link leads to;
+    the program of the same bytes elsewhere: a copy). ``scripts``: for a script, the
+    vectors the kernel makes of its ``#!`` lines (interpreter, its argument, the script,
+    the arguments), the outermost first."""
 
     pid: int
     path: str
     argv: tuple[str, ...]
     cwd: str
     truncated: bool = False
+    names: tuple[str, ...] = ()
+    scripts: tuple[tuple[str, ...], ...] = ()
+
+
+class Unreadable(Exception):
+    """The process's memory cannot be read by bar (it made itself undumpable where bar
+    has no right over it)."""
+
+
+class _Fault(Exception):
+    """An address of the call points at no memory of the process (the kernel's EFAULT)."""
 
 
 # what the judge answers: None lets the program run, said nothing; else (refused, text):
@@ -277,34 +329,66 @@ class Watch:
         ident, pid = struct.unpack_from("=QI", buf, 0)
         nr = struct.unpack_from("=i", buf, 16)[0]
         args = struct.unpack_from("=6Q", buf, 32)
-        refused = False
-        error = 0
         try:
-            found = _read_call(pid, nr, args)
-            if found is None:
-                error = errno.ENOENT
-        except OSError:
-            found = None  # (gone, or its memory unreadable: the kernel's exec decides)
-        if found is not None and self._valid(ident):
-            self.judged += 1
-            try:
-                verdict = self.judge(found)
-            except Exception as exc:  # (a judge's bug must not hang the step)
-                self.say(f"the exec check failed on {found.path}: {exc}")
-                verdict = None
-            if verdict is not None:
-                refused, text = verdict
-                if text and self._told != (pid, text):
-                    self._told = (pid, text)
-                    _tell(pid, text)
-        if refused:
-            reply = struct.pack("=QqiI", ident, 0, -errno.EPERM, 0)
-        elif error:  # (answered as the kernel would: a program created meanwhile fails)
+            error = self._decide(ident, pid, nr, args)
+        except Exception as exc:  # (never a dead thread: every later exec would wait)
+            self.say(f"the exec check could not judge a program; it was refused ({exc})")
+            error = errno.EPERM
+        if error:
             reply = struct.pack("=QqiI", ident, 0, -error, 0)
         else:
             reply = struct.pack("=QqiI", ident, 0, 0, _FLAG_CONTINUE)
         with contextlib.suppress(OSError):  # (ENOENT: it died meanwhile)
             fcntl.ioctl(self._listener, _NOTIF_SEND, reply)
+
+    def _decide(self, ident: int, pid: int, nr: int, args: Sequence[int]) -> int:
+        """The error the call ends with (0: it goes on)."""
+        try:
+            pidfd = os.pidfd_open(pid)  # (pinned: what bar says reaches this process)
+        except OSError:
+            return errno.ESRCH  # (gone: no answer reaches it)
+        try:
+            try:
+                found = _read_call(pid, nr, args)
+            except _Fault:
+                return errno.EFAULT
+            except Unreadable:
+                if self.judged == 0:  # (the command's own exec: the kernel does not let bar)
+                    self.unavailable = "bar may not read the memory of the step's processes"
+                    self.say(
+                        f"programs the step starts are not checked by the policy: "
+                        f"{self.unavailable}"
+                    )
+                    self.judged = -1
+                    return 0
+                if self.judged < 0:
+                    return 0
+                _tell(
+                    pidfd,
+                    "bar: refused: this process made its memory unreadable to bar, "
+                    "so what it runs cannot be judged",
+                )
+                return errno.EPERM
+            if found is None:
+                return errno.ENOENT  # (as the kernel would: a program made meanwhile fails)
+            if not self._valid(ident):
+                return errno.ESRCH
+            if self.judged >= 0:
+                self.judged += 1
+            try:
+                verdict = self.judge(found)
+            except Exception as exc:  # (a judge's bug refuses: it never lets through)
+                self.say(f"the exec check failed on {found.path}: {exc}")
+                verdict = (True, f"bar: refused: the policy could not judge {found.path}")
+            if verdict is None:
+                return 0
+            refused, text = verdict
+            if text and self._told != (pid, text):
+                self._told = (pid, text)
+                _tell(pidfd, text)
+            return errno.EPERM if refused else 0
+        finally:
+            os.close(pidfd)
 
     def _valid(self, ident: int) -> bool:
         """Whether the call is still waiting: the process read is the one that asked."""
@@ -319,7 +403,10 @@ def _read_call(pid: int, nr: int, args: Sequence[int]) -> Exec | None:
     """The program, argument vector and directory of the call ``nr`` of ``pid``; None
     when no program is where the call names one."""
     table = _TABLES[platform.machine()]
-    fd = os.open(f"/proc/{pid}/mem", os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        fd = os.open(f"/proc/{pid}/mem", os.O_RDONLY | os.O_CLOEXEC)
+    except PermissionError as exc:
+        raise Unreadable(str(exc)) from None
     try:
         if nr == table[2]:
             path_at, argv_at, dirfd, flags = args[0], args[1], None, 0
@@ -328,8 +415,12 @@ def _read_call(pid: int, nr: int, args: Sequence[int]) -> Exec | None:
             dirfd, flags = ctypes.c_int32(args[0] & 0xFFFFFFFF).value, args[4]
         else:
             return None
-        path = _string(fd, path_at) if path_at else ""
+        if not path_at and not (dirfd is not None and flags & _AT_EMPTY_PATH):
+            raise _Fault("no program named")
+        path = _string(fd, path_at)[0] if path_at else ""
         argv, truncated = _vector(fd, argv_at)
+    except PermissionError as exc:
+        raise Unreadable(str(exc)) from None
     finally:
         os.close(fd)
     cwd = _link(f"/proc/{pid}/cwd")
@@ -342,8 +433,137 @@ def _read_call(pid: int, nr: int, args: Sequence[int]) -> Exec | None:
         else:
             path, probe = os.path.join(base, path), f"/proc/{pid}/fd/{dirfd}/{path}"
     if not os.path.exists(probe):
-        return None  # (no such program: the kernel's own answer is ENOENT)
-    return Exec(pid, path, tuple(argv), cwd, truncated)
+        return None
+    names = _names(probe, path)
+    scripts = _scripts(pid, probe, path, argv)
+    return Exec(pid, path, tuple(argv), cwd, truncated, names, scripts)
+
+
+def _names(probe: str, path: str) -> tuple[str, ...]:
+    """What else the program at ``probe`` is: the file its links lead to, and, for a
+    file outside the system's directories, the known program it is a copy of."""
+    found: list[str] = []
+    try:
+        fd = os.open(probe, os.O_PATH | os.O_CLOEXEC)
+    except OSError:
+        return ()
+    try:
+        real = _link(f"/proc/self/fd/{fd}")
+        if real and os.path.basename(real) != os.path.basename(path):
+            found.append(real)
+        info = os.fstat(fd)
+    finally:
+        os.close(fd)
+    if real.startswith(_SYSTEM) or not stat.S_ISREG(info.st_mode):
+        return tuple(found)
+    same = _KNOWN_BYTES.copy_of(probe, info.st_size)
+    if same is not None:
+        found.append(same)
+    return tuple(found)
+
+
+class _Known:
+    """The sizes and digests of the programs in ``_KNOWN`` (found on the system's
+    ``PATH``), read once, and only for a file whose size is one of theirs."""
+
+    def __init__(self) -> None:
+        self._sizes: dict[int, list[str]] | None = None
+        self._digests: dict[str, bytes] = {}
+        self._lock = threading.Lock()
+
+    def copy_of(self, probe: str, size: int) -> str | None:
+        with self._lock:
+            if self._sizes is None:
+                self._sizes = {}
+                for name in _KNOWN:
+                    where = shutil.which(name, path="/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin")
+                    if where is not None:
+                        with contextlib.suppress(OSError):
+                            self._sizes.setdefault(os.stat(where).st_size, []).append(where)
+            candidates = self._sizes.get(size, [])
+        if not candidates:
+            return None
+        digest = _digest(probe)
+        if digest is None:
+            return None
+        for where in candidates:
+            if where not in self._digests:
+                known = _digest(where)
+                if known is None:
+                    continue
+                self._digests[where] = known
+            if self._digests[where] == digest:
+                return where
+        return None
+
+
+_KNOWN_BYTES = _Known()
+
+
+def _digest(path: str) -> bytes | None:
+    """The SHA-256 of a regular file (nothing else is opened for reading: no FIFO waits,
+    no device is touched)."""
+    import hashlib
+
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        h = hashlib.sha256()
+        while chunk := os.read(fd, 1 << 20):
+            h.update(chunk)
+        return h.digest()
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def _scripts(pid: int, probe: str, path: str, argv: list[str]) -> tuple[tuple[str, ...], ...]:
+    """The vectors the kernel makes of a script's ``#!`` lines: ``interpreter [its
+    argument] path arguments…``, then the same for an interpreter that is a script."""
+    made: list[tuple[str, ...]] = []
+    vector = [path, *argv[1:]]
+    for _ in range(_MAX_SHEBANGS):
+        line = _shebang(probe)
+        if line is None:
+            break
+        interpreter, extra = line
+        vector = [interpreter, *([extra] if extra else []), *vector]
+        made.append(tuple(vector))
+        probe = (
+            f"/proc/{pid}/root{interpreter}"
+            if interpreter.startswith("/")
+            else f"/proc/{pid}/cwd/{interpreter}"
+        )
+    return tuple(made)
+
+
+def _shebang(probe: str) -> tuple[str, str | None] | None:
+    """The interpreter and its one argument on a regular file's ``#!`` line."""
+    try:
+        fd = os.open(probe, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        head = os.pread(fd, 256, 0)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    if not head.startswith(b"#!"):
+        return None
+    line = head[2:].split(b"\n", 1)[0].strip(b" \t")
+    parts = line.split(None, 1)
+    if not parts:
+        return None
+    text = [p.decode("utf-8", "surrogateescape") for p in parts]
+    return text[0], (text[1].strip() if len(text) > 1 else None)
 
 
 def _link(path: str) -> str:
@@ -358,9 +578,13 @@ def _read(fd: int, address: int, size: int) -> bytes:
     out = b""
     while len(out) < size:
         at = address + len(out)
-        chunk = min(size - len(out), _PAGE - at % _PAGE)
+        if at < 0 or at > _HIGHEST:
+            break
+        chunk = min(size - len(out), _PAGE - at % _PAGE, _HIGHEST - at + 1)
         try:
             data = os.pread(fd, chunk, at)
+        except PermissionError:
+            raise
         except OSError:
             break
         if not data:
@@ -371,19 +595,22 @@ def _read(fd: int, address: int, size: int) -> bytes:
     return out
 
 
-def _string(fd: int, address: int, limit: int = _MAX_STRING) -> str:
+def _string(fd: int, address: int, limit: int = _MAX_STRING) -> tuple[str, bool]:
+    """The NUL-ended string at ``address``, and whether it was read to its end; an
+    address with no memory behind it is the kernel's EFAULT."""
     data = b""
     while len(data) < limit:
         at = address + len(data)
         chunk = _read(fd, at, min(_PAGE - at % _PAGE, limit - len(data)))
         if not chunk:
+            if not data:
+                raise _Fault(hex(address))
             break
         end = chunk.find(b"\0")
         if end >= 0:
-            data += chunk[:end]
-            break
+            return (data + chunk[:end]).decode("utf-8", "surrogateescape"), True
         data += chunk
-    return data.decode("utf-8", "surrogateescape")
+    return data.decode("utf-8", "surrogateescape"), False
 
 
 def _vector(fd: int, address: int) -> tuple[list[str], bool]:
@@ -392,47 +619,39 @@ def _vector(fd: int, address: int) -> tuple[list[str], bool]:
     total = 0
     if not address:
         return words, False
-    while len(words) < _MAX_ARGS:
+    while True:
         raw = _read(fd, address + 8 * len(words), 8 * 64)
         if len(raw) < 8:
-            return words, False
+            raise _Fault(hex(address + 8 * len(words)))
         for (pointer,) in struct.iter_unpack("=Q", raw[: len(raw) - len(raw) % 8]):
             if pointer == 0:
                 return words, False
-            word = _string(fd, pointer)
+            word, whole = _string(fd, pointer)
             words.append(word)
-            total += len(word)
-            if len(words) >= _MAX_ARGS or total > _MAX_TOTAL:
+            total += len(word) + 1
+            if not whole or total > _MAX_TOTAL:
                 return words, True
-    return words, True
 
 
-def _tell(pid: int, text: str) -> None:
-    """Write ``text`` on the standard error of ``pid``, through the process's own open
-    file (``pidfd_getfd``): what bar writes there is what the process could write itself
-    (a descriptor it holds read-only refuses it), wherever it points (a pipe, a terminal,
-    the file an agent keeps a command's output in). Never waits: a pipe with no room
-    for it is left alone."""
+def _tell(pidfd: int, text: str) -> None:
+    """Write ``text`` on the standard error of the process of ``pidfd``, through the
+    process's own open file (``pidfd_getfd``): what bar writes there is what the process
+    could write itself (a descriptor it holds read-only refuses it), wherever it points
+    (a pipe, a terminal, the file an agent keeps a command's output in). Never waits: a
+    pipe with no room for it is left alone."""
     data = (text.rstrip("\n") + "\n").encode("utf-8", "replace")[:_PIPE_ROOM]
-    try:
-        pidfd = os.pidfd_open(pid)
-    except (OSError, AttributeError):
+    fd = _libc_syscall(_SYS_PIDFD_GETFD, pidfd, 2, 0)
+    if fd < 0:
         return
     try:
-        fd = _libc_syscall(_SYS_PIDFD_GETFD, pidfd, 2, 0)
-        if fd < 0:
-            return
-        try:
-            poller = select.poll()
-            poller.register(fd, select.POLLOUT)
-            if poller.poll(0):
-                os.write(fd, data)
-        except OSError:
-            pass
-        finally:
-            os.close(fd)
+        poller = select.poll()
+        poller.register(fd, select.POLLOUT)
+        if poller.poll(0):
+            os.write(fd, data)
+    except OSError:
+        pass
     finally:
-        os.close(pidfd)
+        os.close(fd)
 
 
 _SYS_PIDFD_GETFD = 438  # (the same on every architecture: a system call of Linux 5.6)

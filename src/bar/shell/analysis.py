@@ -101,6 +101,7 @@ class _Analyser:
         self.error: str | None = None
         self.known: dict[str, str] = {"IFS": " "}  # variables the line set to plain words
         self.outside: str | None = None  # where a `cd` out of the worktree went
+        self.here: list[str] = []  # the way `cd` went from where the line began
         self.functions: dict[str, str] = {}  # the line's own functions, by name
         self.files: dict[str, str] = {}  # what the line wrote to files, by name
 
@@ -269,13 +270,33 @@ class _Analyser:
             self.add((render([*shown, *stdin.split()]),))
         if shown[:1] in (["cd"], ["pushd"]):
             operands = [w for w in shown[1:] if not w.startswith("-") or w == "-"]
-            if len(operands) == 1 and _OUTSIDE.match(operands[0]):
-                self.outside = operands[0].rstrip("/")
+            if len(operands) == 1 and operands[0] != "-":
+                self._cd(operands[0])
             return
         if self.outside is not None and len(shown) > 1:
             moved = [shown[0], *(_from(self.outside, w) for w in shown[1:])]
             if moved != shown:
                 self.add((render(moved),))
+
+    def _cd(self, where: str) -> None:
+        """Follow a ``cd``: ``self.here`` is the way from where the line began (``..``
+        first once it climbed above it), ``self.outside`` where it went once it left."""
+        if self.outside is not None and not _OUTSIDE.match(where):
+            self.outside = f"{self.outside}/{where}".rstrip("/")
+            return
+        if where[:1] in ("/", "~", "$"):
+            self.outside = where.rstrip("/") or "/"
+            return
+        for part in where.split("/"):
+            if part == "..":
+                if self.here and self.here[-1] != "..":
+                    self.here.pop()
+                else:
+                    self.here.append("..")
+            elif part not in ("", "."):
+                self.here.append(part)
+        if self.here[:1] == [".."]:
+            self.outside = "/".join(self.here)
 
     def _fed(self, words: list[str], redirects: list[str], stdin: str | None) -> str | None:
         """The commands a program that reads them is given: a here-document or string,

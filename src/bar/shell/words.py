@@ -110,13 +110,20 @@ def normalise(words: list[str]) -> Norm:
         _command_variables(env, norm.scripts)
         return norm
     prog = _program(words[i])
+    rest = words[i + 1 :]
+    if prog.startswith("git-") and prog[4:] and prog[4:] not in _GIT_HELPERS:
+        prog, rest = "git", [prog[4:], *rest]  # `git-reset --hard` is `git reset --hard`
     norm = Norm([prog], None)
     _command_variables(env, norm.scripts)
-    _apply_program(prog, words[i + 1 :], norm, env)
+    _apply_program(prog, rest, norm, env)
     if i:
         prefix = [_program(w) if k in wrappers else w for k, w in enumerate(words[:i])]
         norm.wrapped = prefix + norm.words
     return norm
+
+
+# programs named git-… that are no git command of that name
+_GIT_HELPERS = frozenset({"lfs", "annex", "crypt", "secret"})
 
 
 def _command_variables(env: dict[str, str], scripts: list[str]) -> None:

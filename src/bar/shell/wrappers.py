@@ -210,7 +210,27 @@ def _wrap_sub(
     return wrap
 
 
+_LOADER = _wrap_simple(
+    "",
+    (
+        "--argv0",
+        "--library-path",
+        "--preload",
+        "--audit",
+        "--inhibit-rpath",
+        "--glibc-hwcaps-prepend",
+        "--glibc-hwcaps-mask",
+    ),
+)
+
 WRAPPERS: dict[str, Callable[[list[str], int], int | None]] = {
+    # the dynamic loader runs the program it is given, in its own process
+    "ld.so": _LOADER,
+    "ld-linux.so.2": _LOADER,
+    "ld-linux-x86-64.so.2": _LOADER,
+    "ld-linux-aarch64.so.1": _LOADER,
+    "ld-musl-x86_64.so.1": _LOADER,
+    "ld-musl-aarch64.so.1": _LOADER,
     # package runners: the package's program runs
     "npx": _wrap_simple("p", ("--package",)),
     "bunx": _wrap_simple("p", ("--package",)),

@@ -30,6 +30,17 @@ _CACHED = 4096
 _MAX_WORDS = 256
 _MAX_WORD = 4096
 SOURCE = "exec"
+UNREAD_RULE = "bar:exec-unread"
+
+
+def _strictest(decisions: list[Decision]) -> Decision:
+    """One decision of several: every event once, the strictest action."""
+    if len(decisions) == 1:
+        return decisions[0]
+    order = {"allow": 0, "log": 1, "warn": 2, "block": 3}
+    events = tuple({(e.rule, e.matched): e for d in decisions for e in d.events}.values())
+    action = max((d.action for d in decisions), key=order.__getitem__)
+    return Decision(action, events)
 
 
 class ExecJudge:
@@ -51,23 +62,15 @@ class ExecJudge:
         self._lock = threading.Lock()
         self._recorded = 0
         # the same program, arguments and directory: the same answer (a loop, a build)
-        self._cache: dict[tuple[str, tuple[str, ...], str], Decision] = {}
+        self._cache: dict[tuple[object, ...], Decision] = {}
 
     def __call__(self, found: Exec) -> tuple[bool, str] | None:
-        key = (found.path, found.argv, found.cwd)
+        if found.truncated:  # (never judged by a part of it)
+            return self._refuse_unread(found)
+        key = (found.path, found.argv, found.cwd, found.names, found.scripts)
         decision = self._cache.get(key)
         if decision is None:
-            root = f"/proc/{found.pid}/cwd/"
-            looked = False
-
-            def exists(word: str) -> bool:
-                nonlocal looked
-                looked = True
-                return os.path.lexists(root + word)
-
-            decision = self.policy.evaluate_exec(
-                found.path, found.argv, self.places, cwd=found.cwd, exists=exists
-            )
+            decision, looked = self._judge(found)
             if not looked:  # (what is in a directory may change: not kept)
                 if len(self._cache) >= _CACHED:
                     self._cache.clear()
@@ -111,6 +114,42 @@ class ExecJudge:
             if e.action == "warn":
                 said.append(f"bar: policy warn: rule {e.rule}: {e.reason} ({e.matched})")
         return False, "\n".join(said)
+
+    def _judge(self, found: Exec) -> tuple[Decision, bool]:
+        """The strictest decision on what runs: the program by the name it was called,
+        by what its links lead to and by what its bytes are; and, for a script, each
+        interpreter its ``#!`` lines start. Whether a directory was looked into."""
+        root = f"/proc/{found.pid}/cwd/"
+        looked = False
+
+        def exists(word: str) -> bool:
+            nonlocal looked
+            looked = True
+            return os.path.lexists(root + word)
+
+        def judged(path: str, argv: tuple[str, ...]) -> Decision:
+            return self.policy.evaluate_exec(path, argv, self.places, cwd=found.cwd, exists=exists)
+
+        decisions = [judged(found.path, found.argv)]
+        decisions += [judged(name, found.argv) for name in found.names]
+        decisions += [judged(vector[0], vector) for vector in found.scripts]
+        return _strictest(decisions), looked
+
+    def _refuse_unread(self, found: Exec) -> tuple[bool, str]:
+        reason = (
+            "the program's arguments are too long for bar to read whole, so they cannot be judged"
+        )
+        self.record(
+            {
+                "rule": UNREAD_RULE,
+                "action": "block",
+                "matched": f"{found.path} ({len(found.argv)} arguments read)",
+                "source": SOURCE,
+                "argv": [w[:_MAX_WORD] for w in found.argv[:_MAX_WORDS]],
+                "decision": "block",
+            }
+        )
+        return True, f"bar: refused: {reason}"
 
     def finish(self) -> None:
         """Once the step ended: say how many matches were left out of the record."""
