@@ -4,8 +4,9 @@
 The same steps with the exec check on and off (the project's config switched between the
 rounds, which are interleaved), each a whole ``bar run``:
 
-* 22-build: ``make -j2`` of many small C files (each ``cc -c`` starts the compiler's own
-  programs too), built into the step's temporary directory; with ÷ without (target ≤ 1.05).
+* 22-build: ``make -j2`` of many small C files (about 30 lines each; each ``cc -c``
+  starts the compiler's own programs too), built into the step's temporary directory;
+  with ÷ without (target ≤ 1.05).
 * 22-loop: a shell loop that starts 1,000 programs (``/bin/true N``), nothing else: the
   check's cost alone, with ÷ without, and the time it adds to each program.
 
@@ -38,11 +39,41 @@ $(OUT)/%.o: src/%.c
 """
 
 
+_BODY = """\
+#include <stdio.h>
+#include <string.h>
+struct item{k} {{ int id; double weight; char name[32]; }};
+static int compare{k}(const struct item{k} *a, const struct item{k} *b) {{
+    if (a->weight < b->weight) return -1;
+    return a->weight > b->weight;
+}}
+static void sort{k}(struct item{k} *items, int n) {{
+    for (int i = 1; i < n; i++) {{
+        struct item{k} key = items[i];
+        int j = i - 1;
+        while (j >= 0 && compare{k}(&items[j], &key) > 0) {{ items[j + 1] = items[j]; j--; }}
+        items[j + 1] = key;
+    }}
+}}
+int f{k}(int x) {{
+    struct item{k} items[16];
+    for (int i = 0; i < 16; i++) {{
+        items[i].id = i; items[i].weight = (x * 31 + i * {k}) % 97;
+        snprintf(items[i].name, sizeof items[i].name, "item-%d-%d", {k}, i);
+    }}
+    sort{k}(items, 16);
+    return items[0].id + (int)strlen(items[15].name);
+}}
+"""
+
+
 def _sources(root: Path, count: int) -> None:
+    """``count`` small C files (a sort and a loop each: about 30 lines, as a project's
+    files are, not empty ones), a main that calls them, and a Makefile."""
     src = root / "src"
     src.mkdir(parents=True, exist_ok=True)
     for k in range(count):
-        (src / f"f{k}.c").write_text(f"int f{k}(int x) {{ return x * {k} + 1; }}\n")
+        (src / f"f{k}.c").write_text(_BODY.format(k=k))
     calls = " + ".join(f"f{k}(1)" for k in range(count))
     decls = "".join(f"int f{k}(int);\n" for k in range(count))
     (src / "main.c").write_text(f"{decls}int main(void) {{ return ({calls}) == 0; }}\n")

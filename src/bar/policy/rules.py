@@ -140,15 +140,23 @@ class Rule:
 class Policy:
     """Validated rules from ``path`` (a file name, or a label for text)."""
 
-    __slots__ = ("on_parse_error", "path", "rules")
+    __slots__ = ("_named", "on_parse_error", "path", "rules")
 
     def __init__(self, rules: Sequence[Rule], path: str, on_parse_error: str = "warn") -> None:
         self.rules = tuple(rules)
         self.path = path
         self.on_parse_error = on_parse_error
+        self._named: frozenset[str] | None = None
 
     def __repr__(self) -> str:
         return f"Policy(path={self.path!r}, rules={len(self.rules)})"
+
+    def may_name(self, program: str) -> bool:
+        """Whether a rule's required strings are in ``program`` (a name a program is also
+        known by: judging the same arguments again under it can only matter then)."""
+        if self._named is None:
+            self._named = frozenset(lit for rule in self.rules for lit in rule.literals or ())
+        return any(lit in program for lit in self._named)
 
     def evaluate_line(self, line: str, places: Places | None = None) -> Decision:
         """Judge a shell command line, as an agent would hand it to ``sh -c``; with

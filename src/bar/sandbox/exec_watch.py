@@ -76,6 +76,7 @@ _TABLES = {
 # still is refused, never judged by a part of it
 _MAX_TOTAL = 64 << 20
 _MAX_STRING = 128 * 1024 + 1  # (the kernel's MAX_ARG_STRLEN, and one byte to see past it)
+_WINDOW = 8192  # the bytes read at once from where the first argument is
 _MAX_SHEBANGS = 4  # (the kernel follows as many interpreters of interpreters)
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 _HIGHEST = (1 << 63) - 1  # (an offset of /proc/PID/mem is a signed 64-bit number)
@@ -344,49 +345,55 @@ class Watch:
     def _decide(self, ident: int, pid: int, nr: int, args: Sequence[int]) -> int:
         """The error the call ends with (0: it goes on)."""
         try:
-            pidfd = os.pidfd_open(pid)  # (pinned: what bar says reaches this process)
-        except OSError:
-            return errno.ESRCH  # (gone: no answer reaches it)
-        try:
-            try:
-                found = _read_call(pid, nr, args)
-            except _Fault:
-                return errno.EFAULT
-            except Unreadable:
-                if self.judged == 0:  # (the command's own exec: the kernel does not let bar)
-                    self.unavailable = "bar may not read the memory of the step's processes"
-                    self.say(
-                        f"programs the step starts are not checked by the policy: "
-                        f"{self.unavailable}"
-                    )
-                    self.judged = -1
-                    return 0
-                if self.judged < 0:
-                    return 0
-                _tell(
-                    pidfd,
-                    "bar: refused: this process made its memory unreadable to bar, "
-                    "so what it runs cannot be judged",
+            found = _read_call(pid, nr, args)
+        except _Fault:
+            return errno.EFAULT
+        except Unreadable:
+            if self.judged == 0:  # (the command's own exec: the kernel does not let bar)
+                self.unavailable = "bar may not read the memory of the step's processes"
+                self.say(
+                    f"programs the step starts are not checked by the policy: {self.unavailable}"
                 )
-                return errno.EPERM
-            if found is None:
-                return errno.ENOENT  # (as the kernel would: a program made meanwhile fails)
-            if not self._valid(ident):
-                return errno.ESRCH
-            if self.judged >= 0:
-                self.judged += 1
-            try:
-                verdict = self.judge(found)
-            except Exception as exc:  # (a judge's bug refuses: it never lets through)
-                self.say(f"the exec check failed on {found.path}: {exc}")
-                verdict = (True, f"bar: refused: the policy could not judge {found.path}")
-            if verdict is None:
+                self.judged = -1
                 return 0
-            refused, text = verdict
-            if text and self._told != (pid, text):
-                self._told = (pid, text)
+            if self.judged < 0:
+                return 0
+            self._tell(
+                ident,
+                pid,
+                "bar: refused: this process made its memory unreadable to bar, so what it "
+                "runs cannot be judged",
+            )
+            return errno.EPERM
+        if found is None:
+            return errno.ENOENT  # (as the kernel would: a program made meanwhile fails)
+        if not self._valid(ident):
+            return errno.ESRCH  # (gone: what was read may be another process's)
+        if self.judged >= 0:
+            self.judged += 1
+        try:
+            verdict = self.judge(found)
+        except Exception as exc:  # (a judge's bug refuses: it never lets through)
+            self.say(f"the exec check failed on {found.path}: {exc}")
+            verdict = (True, f"bar: refused: the policy could not judge {found.path}")
+        if verdict is None:
+            return 0
+        refused, text = verdict
+        if text and self._told != (pid, text):
+            self._told = (pid, text)
+            self._tell(ident, pid, text)
+        return errno.EPERM if refused else 0
+
+    def _tell(self, ident: int, pid: int, text: str) -> None:
+        """``text`` on the standard error of the process still waiting on call ``ident``
+        (pinned first, then checked: never a process that took over its number)."""
+        try:
+            pidfd = os.pidfd_open(pid)
+        except OSError:
+            return
+        try:
+            if self._valid(ident):
                 _tell(pidfd, text)
-            return errno.EPERM if refused else 0
         finally:
             os.close(pidfd)
 
@@ -401,42 +408,73 @@ class Watch:
 
 def _read_call(pid: int, nr: int, args: Sequence[int]) -> Exec | None:
     """The program, argument vector and directory of the call ``nr`` of ``pid``; None
-    when no program is where the call names one."""
+    when no program is where the call names one (its vector is then not read)."""
     table = _TABLES[platform.machine()]
+    if nr == table[2]:
+        path_at, argv_at, dirfd, flags = args[0], args[1], None, 0
+    elif nr == table[3]:
+        path_at, argv_at = args[1], args[2]
+        dirfd, flags = ctypes.c_int32(args[0] & 0xFFFFFFFF).value, args[4]
+    else:
+        return None
+    if not path_at and not (dirfd is not None and flags & _AT_EMPTY_PATH):
+        raise _Fault("no program named")
     try:
         fd = os.open(f"/proc/{pid}/mem", os.O_RDONLY | os.O_CLOEXEC)
     except PermissionError as exc:
         raise Unreadable(str(exc)) from None
     try:
-        if nr == table[2]:
-            path_at, argv_at, dirfd, flags = args[0], args[1], None, 0
-        elif nr == table[3]:
-            path_at, argv_at = args[1], args[2]
-            dirfd, flags = ctypes.c_int32(args[0] & 0xFFFFFFFF).value, args[4]
-        else:
-            return None
-        if not path_at and not (dirfd is not None and flags & _AT_EMPTY_PATH):
-            raise _Fault("no program named")
         path = _string(fd, path_at)[0] if path_at else ""
+        # where the program is, as the asking process sees it (its root, its directories)
+        if path.startswith("/"):
+            probe = f"/proc/{pid}/root{path}"
+        elif dirfd is not None and dirfd >= 0:
+            base = _link(f"/proc/{pid}/fd/{dirfd}")
+            if flags & _AT_EMPTY_PATH and not path:
+                path, probe = base, f"/proc/{pid}/fd/{dirfd}"
+            else:
+                path, probe = os.path.join(base, path), f"/proc/{pid}/fd/{dirfd}/{path}"
+        else:
+            probe = f"/proc/{pid}/cwd/{path}"
+        try:
+            info = os.stat(probe)
+        except OSError:
+            return None  # (no such program: a PATH search's misses cost no more)
         argv, truncated = _vector(fd, argv_at)
     except PermissionError as exc:
         raise Unreadable(str(exc)) from None
     finally:
         os.close(fd)
-    cwd = _link(f"/proc/{pid}/cwd")
-    # where the program is, as the asking process sees it (its root, its directories)
-    probe = f"/proc/{pid}/root{path}" if path.startswith("/") else f"/proc/{pid}/cwd/{path}"
-    if dirfd is not None and dirfd >= 0 and not path.startswith("/"):
-        base = _link(f"/proc/{pid}/fd/{dirfd}")
-        if flags & _AT_EMPTY_PATH and not path:
-            path, probe = base, f"/proc/{pid}/fd/{dirfd}"
-        else:
-            path, probe = os.path.join(base, path), f"/proc/{pid}/fd/{dirfd}/{path}"
-    if not os.path.exists(probe):
-        return None
-    names = _names(probe, path)
-    scripts = _scripts(pid, probe, path, argv)
-    return Exec(pid, path, tuple(argv), cwd, truncated, names, scripts)
+    names, first = _FILES.of(probe, path, info)
+    scripts = _scripts(path, argv, _shebangs(pid, first)) if first is not None else ()
+    return Exec(pid, path, tuple(argv), _link(f"/proc/{pid}/cwd"), truncated, names, scripts)
+
+
+_Line = tuple[str, "str | None"]  # a #! line: the interpreter, its one argument
+
+
+class _Files:
+    """What bar found out about a program file, kept while the file is the same (its
+    device, inode, size and change time): what else it is (``_names``) and its ``#!``
+    line."""
+
+    def __init__(self) -> None:
+        self._seen: dict[tuple[object, ...], tuple[tuple[str, ...], _Line | None]] = {}
+
+    def of(
+        self, probe: str, path: str, info: os.stat_result
+    ) -> tuple[tuple[str, ...], _Line | None]:
+        key = (info.st_dev, info.st_ino, info.st_size, info.st_ctime_ns, os.path.basename(path))
+        found = self._seen.get(key)
+        if found is None:
+            found = (_names(probe, path), _shebang(probe))
+            if len(self._seen) > 4096:
+                self._seen.clear()
+            self._seen[key] = found
+        return found
+
+
+_FILES = _Files()
 
 
 def _names(probe: str, path: str) -> tuple[str, ...]:
@@ -522,23 +560,29 @@ def _digest(path: str) -> bytes | None:
         os.close(fd)
 
 
-def _scripts(pid: int, probe: str, path: str, argv: list[str]) -> tuple[tuple[str, ...], ...]:
+def _shebangs(pid: int, first: tuple[str, str | None] | None) -> tuple[tuple[str, str | None], ...]:
+    """The ``#!`` lines the kernel follows from a file whose own line is ``first``: then
+    the same for an interpreter that is a script, read where the process sees it."""
+    lines: list[tuple[str, str | None]] = []
+    line = first
+    while line is not None and len(lines) < _MAX_SHEBANGS:
+        lines.append(line)
+        interpreter = line[0]
+        where = interpreter if not interpreter.startswith("/") else f"/proc/{pid}/root{interpreter}"
+        line = _shebang(where) if interpreter.startswith("/") else None
+    return tuple(lines)
+
+
+def _scripts(
+    path: str, argv: list[str], shebangs: tuple[tuple[str, str | None], ...]
+) -> tuple[tuple[str, ...], ...]:
     """The vectors the kernel makes of a script's ``#!`` lines: ``interpreter [its
-    argument] path arguments…``, then the same for an interpreter that is a script."""
+    argument] path arguments…``, the outermost first."""
     made: list[tuple[str, ...]] = []
     vector = [path, *argv[1:]]
-    for _ in range(_MAX_SHEBANGS):
-        line = _shebang(probe)
-        if line is None:
-            break
-        interpreter, extra = line
+    for interpreter, extra in shebangs:
         vector = [interpreter, *([extra] if extra else []), *vector]
         made.append(tuple(vector))
-        probe = (
-            f"/proc/{pid}/root{interpreter}"
-            if interpreter.startswith("/")
-            else f"/proc/{pid}/cwd/{interpreter}"
-        )
     return tuple(made)
 
 
@@ -614,11 +658,13 @@ def _string(fd: int, address: int, limit: int = _MAX_STRING) -> tuple[str, bool]
 
 
 def _vector(fd: int, address: int) -> tuple[list[str], bool]:
-    """The strings of a NULL-ended array of pointers (``argv``); whether it was cut."""
+    """The strings of a NULL-ended array of pointers (``argv``); whether it was cut.
+    The strings usually lie one after the other: read together, in one window."""
     words: list[str] = []
     total = 0
     if not address:
         return words, False
+    start, window = 0, b""
     while True:
         raw = _read(fd, address + 8 * len(words), 8 * 64)
         if len(raw) < 8:
@@ -626,7 +672,15 @@ def _vector(fd: int, address: int) -> tuple[list[str], bool]:
         for (pointer,) in struct.iter_unpack("=Q", raw[: len(raw) - len(raw) % 8]):
             if pointer == 0:
                 return words, False
-            word, whole = _string(fd, pointer)
+            at = pointer - start
+            end = window.find(b"\0", at) if 0 <= at < len(window) else -1
+            if end >= 0:
+                word = window[at:end].decode("utf-8", "surrogateescape")
+                whole = True
+            else:
+                if not window:
+                    start, window = pointer, _read(fd, pointer, _WINDOW)
+                word, whole = _string(fd, pointer)
             words.append(word)
             total += len(word) + 1
             if not whole or total > _MAX_TOTAL:

@@ -131,7 +131,11 @@ class ExecJudge:
             return self.policy.evaluate_exec(path, argv, self.places, cwd=found.cwd, exists=exists)
 
         decisions = [judged(found.path, found.argv)]
-        decisions += [judged(name, found.argv) for name in found.names]
+        decisions += [
+            judged(name, found.argv)
+            for name in found.names
+            if self.policy.may_name(os.path.basename(name))
+        ]
         decisions += [judged(vector[0], vector) for vector in found.scripts]
         return _strictest(decisions), looked
 
