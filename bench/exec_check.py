@@ -9,6 +9,9 @@ rounds, which are interleaved), each a whole ``bar run``:
   with ÷ without (target ≤ 1.05).
 * 22-loop: a shell loop that starts 1,000 programs (``/bin/true N``), nothing else: the
   check's cost alone, with ÷ without, and the time it adds to each program.
+* 22-floor, 22-read: the same loop outside any step, under a listener that answers at
+  once (the round trip alone) and under bar's listener reading each call whole without
+  judging it, ÷ no listener: what is the mechanism's and what is the policy's.
 
     python bench/exec_check.py                      # the figure alone
 """
@@ -139,7 +142,95 @@ def fig22(f: Fixture, p: Params) -> list[Row]:
     ]
 
 
-FIGURE = ("the policy's check of every program a step starts", fig22)
+def _floor(p: Params) -> list[Row]:
+    """The mechanism's own cost, outside any step: the loop under a listener that answers
+    every call at once, reading nothing (the round trip to a thread of a Python process),
+    and under bar's listener reading every call whole but judging nothing, each ÷ no
+    listener at all."""
+    import contextlib
+    import fcntl
+    import struct
+    import subprocess
+    import time
+
+    from bar.sandbox import exec_watch, landlock
+
+    class _Bare(exec_watch.Watch):
+        def _answer_one(self) -> None:
+            buf = bytearray(80)
+            try:
+                fcntl.ioctl(self._listener, 0xC0502100, buf, True)
+            except OSError:
+                return
+            ident = struct.unpack_from("=Q", buf, 0)[0]
+            with contextlib.suppress(OSError):
+                fcntl.ioctl(self._listener, 0xC0182101, struct.pack("=QqiI", ident, 0, 0, 1))
+
+    loop = f"i=0; while [ $i -lt {PROGRAMS} ]; do /bin/true $i; i=$((i+1)); done"
+
+    def timed(kind: str) -> float:
+        watch = None
+        if kind != "none":
+            watch = (_Bare if kind == "bare" else exec_watch.Watch)(lambda found: None)
+            watch.begin()
+
+        def inside() -> None:
+            landlock.prctl(38, 1)  # (no_new_privs, as Landlock sets it in a step)
+            if watch is not None:
+                watch.inside()
+
+        began = time.perf_counter()
+        proc = subprocess.Popen(["sh", "-c", loop], preexec_fn=inside)
+        if watch is not None:
+            watch.started()
+        proc.wait()
+        took = time.perf_counter() - began
+        if watch is not None:
+            watch.close()
+        return took
+
+    s = interleave(
+        {
+            "no listener": lambda: timed("none"),
+            "answered at once": lambda: timed("bare"),
+            "read whole, not judged": lambda: timed("read"),
+        },
+        p.repeat,
+        p.warmup,
+    )
+    rows = []
+    for key, name, label in (
+        (
+            "22-floor",
+            "answered at once",
+            "a listener answering every call at once, reading nothing",
+        ),
+        (
+            "22-read",
+            "read whole, not judged",
+            "bar's listener reading every call whole, judging nothing",
+        ),
+    ):
+        row = ratio_row(
+            key,
+            f"the same loop outside a step: {label} ÷ no listener (the mechanism's floor)",
+            s,
+            name,
+            "no listener",
+            None,
+            extra_ms=True,
+        )
+        if row.extra_ms is not None:
+            row.note = f"{row.extra_ms * 1000 / PROGRAMS:.0f} µs a program"
+        rows.append(row)
+    return rows
+
+
+def fig22_all(f: Fixture, p: Params) -> list[Row]:
+    return [*fig22(f, p), *_floor(p)]
+
+
+FIGURE = ("the policy's check of every program a step starts", fig22_all)
 
 
 def main(argv: list[str]) -> int:
