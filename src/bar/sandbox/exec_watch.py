@@ -1,4 +1,4 @@
-"""Every program a confined step starts is judged before it runs (SPEC §18).
+"""Every program a confined step starts is judged before it runs (docs/policy.md).
 
 The policy judges the command line a user or an agent typed; a shell then expands it,
 and a script, an interpreter or a build tool starts programs no line ever named. So the

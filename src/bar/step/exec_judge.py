@@ -1,4 +1,5 @@
-"""The policy's answer to each program a confined step starts (SPEC §18).
+"""The policy's answer to each program a confined step starts (docs/policy.md, "Programs
+judged as they run").
 
 ``bar.sandbox.exec_watch`` hands bar every ``execve`` of the step with its real argument
 vector; this judges it with the step's policy, in the step's places (``~``, the
