@@ -246,13 +246,14 @@ def test_the_policy_judges_the_shell_itself(
     assert not (worktree(t) / "ran").exists()
 
 
-def test_shell_help_says_it_is_one_step_and_not_checked_inside(
+def test_shell_help_says_it_is_one_step_and_what_is_checked_inside(
     inited_clean: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
     res = bar(capfd, "shell", "--help")
     assert res.code == 0
     text = " ".join(res.out.split())
-    assert "recorded as ONE step" in text and "NOT checked one by one by the policy" in text
+    assert "recorded as ONE step" in text and "not steps of their own" in text
+    assert "every program they start is judged by the policy as it starts" in text
 
 
 def test_shell_in_a_closed_task_is_refused_without_a_banner(

@@ -36,7 +36,6 @@ import fcntl
 import os
 import platform
 import select
-import shutil
 import socket
 import stat
 import struct
@@ -512,6 +511,8 @@ class _Known:
     def copy_of(self, probe: str, size: int) -> str | None:
         with self._lock:
             if self._sizes is None:
+                import shutil  # (only for a program outside the system's directories)
+
                 self._sizes = {}
                 for name in _KNOWN:
                     where = shutil.which(name, path="/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin")
