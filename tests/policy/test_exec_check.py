@@ -380,3 +380,8 @@ def test_the_line_check_follows_where_cd_went_and_what_runs_a_program(
     line: str, blocked: bool
 ) -> None:
     assert default_policy().evaluate_line(line).blocked is blocked
+
+
+def test_a_home_that_is_a_temporary_directory_is_no_home() -> None:
+    places = Places.of(homes=["/tmp"])
+    assert default_policy().evaluate_line("rm -rf /tmp/build", places).action == "allow"

@@ -39,7 +39,12 @@ def home_dirs(*extra: str) -> tuple[str, ...]:
     except (ImportError, KeyError):
         pass
     found += extra
-    return tuple(dict.fromkeys(h.rstrip("/") for h in found if h and h.rstrip("/")))
+    homes = (h.rstrip("/") for h in found if h)
+    # (a HOME that is a temporary directory, as some containers set it, is not one)
+    return tuple(dict.fromkeys(h for h in homes if h and h not in _TEMPORARY))
+
+
+_TEMPORARY = frozenset({"/tmp", "/var/tmp", "/dev/shm", "/private/tmp"})
 
 
 @record(frozen=True)
