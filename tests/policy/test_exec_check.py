@@ -385,3 +385,27 @@ def test_the_line_check_follows_where_cd_went_and_what_runs_a_program(
 def test_a_home_that_is_a_temporary_directory_is_no_home() -> None:
     places = Places.of(homes=["/tmp"])
     assert default_policy().evaluate_line("rm -rf /tmp/build", places).action == "allow"
+
+
+@confined
+@pytest.mark.parametrize("namespaces", [True, False], ids=["namespaces", "landlock-only"])
+def test_bar_reads_nothing_of_a_program_the_step_may_not_read(
+    namespaces: bool,
+    inited: Path,
+    capfd: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A program under a hidden path (``~/.ssh``): the kernel refuses it; bar, which is
+    not confined, must not read its ``#!`` line for the step (its event would show it).
+    Without namespaces the step sees the same files as bar: only bar's care hides it."""
+    if not namespaces:
+        monkeypatch.setenv("BAR_NAMESPACES_UNAVAILABLE", "1")
+    hidden = Path(os.environ["HOME"]) / ".ssh"
+    hidden.mkdir(exist_ok=True)
+    tool = hidden / "tool"
+    tool.write_text("#!/bin/rm -rf\n")
+    tool.chmod(0o755)
+    t = new_task(capfd)
+    res = _run_script(capfd, t, f"{tool}; echo rc=$?\n")
+    assert tool.exists()
+    assert _exec_events(_step(t)) == [], res.err

@@ -133,7 +133,7 @@ class Confinement:
             return
         from bar.sandbox import exec_watch
 
-        self._execs = exec_watch.Watch(judge, say)
+        self._execs = exec_watch.Watch(judge, say, hidden=_real(self.plan.deny_read))
         self.exec_check = self._execs.active
         self.exec_check_reason = self._execs.unavailable
         if self._execs.unavailable is not None:

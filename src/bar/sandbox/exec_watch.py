@@ -44,6 +44,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from bar.base.record import record
+from bar.sandbox.lockdown import Insn, Prog
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -137,6 +138,11 @@ class Unreadable(Exception):
     has no right over it)."""
 
 
+class Hidden(Exception):
+    """The program is in a path the step may not read: the kernel refuses it (EACCES),
+    and bar, unconfined, reads nothing of it on the step's behalf."""
+
+
 class _Fault(Exception):
     """An address of the call points at no memory of the process (the kernel's EFAULT)."""
 
@@ -165,19 +171,6 @@ def program(machine: str) -> list[tuple[int, int, int, int]] | None:
     ]
 
 
-class _Insn(ctypes.Structure):
-    _fields_ = (
-        ("code", ctypes.c_uint16),
-        ("jt", ctypes.c_uint8),
-        ("jf", ctypes.c_uint8),
-        ("k", ctypes.c_uint32),
-    )
-
-
-class _Prog(ctypes.Structure):
-    _fields_ = (("len", ctypes.c_uint16), ("filter", ctypes.POINTER(_Insn)))
-
-
 def supported() -> str | None:
     """Why no step here can have its programs judged at exec (None: they can)."""
     if platform.machine() not in _TABLES:
@@ -192,8 +185,14 @@ class Watch:
     command's process (after ``no_new_privs``), then served by a thread of bar until
     ``close``. ``unavailable`` says why it did not hold, once known."""
 
-    def __init__(self, judge: Judge, say: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self,
+        judge: Judge,
+        say: Callable[[str], None] | None = None,
+        hidden: Sequence[str] = (),
+    ) -> None:
         self.judge = judge
+        self.hidden = tuple(h.rstrip("/") for h in hidden)  # what the step may not read
         self.say = say or (lambda _: None)
         self.unavailable: str | None = supported()
         self.judged = 0
@@ -202,13 +201,13 @@ class Watch:
         self._wake_r, self._wake_w = os.pipe()
         self._listener = -1
         self._thread: threading.Thread | None = None
-        self._insns: ctypes.Array[_Insn] | None = None
-        self._prog: _Prog | None = None
+        self._insns: ctypes.Array[Insn] | None = None
+        self._prog: Prog | None = None
         self._libc = ctypes.CDLL(None, use_errno=True)
         insns = program(platform.machine())
         if insns is not None:
-            self._insns = (_Insn * len(insns))(*(_Insn(*i) for i in insns))
-            self._prog = _Prog(len(insns), self._insns)
+            self._insns = (Insn * len(insns))(*(Insn(*i) for i in insns))
+            self._prog = Prog(len(insns), self._insns)
 
     @property
     def active(self) -> bool:
@@ -279,26 +278,19 @@ class Watch:
     def _serve(self) -> None:
         if not self._receive():
             return
-        poller = select.poll()
-        poller.register(self._listener, select.POLLIN)
-        poller.register(self._wake_r, select.POLLIN)
         while True:
-            try:
-                ready = dict(poller.poll())
-            except InterruptedError:
-                continue
-            if self._wake_r in ready:
+            events = self._wait(self._listener)
+            if events is None:
                 return
-            events = ready.get(self._listener, 0)
             if events & select.POLLIN:
                 self._answer_one()
             elif events & (select.POLLHUP | select.POLLERR | select.POLLNVAL):
                 return  # (no process of the step is left to ask)
 
-    def _receive(self) -> bool:
-        """Wait for the listener (or why there is none)."""
+    def _wait(self, fd: int) -> int | None:
+        """The events of ``fd`` once it has some; None once ``close`` wakes the thread."""
         poller = select.poll()
-        poller.register(self._ours.fileno(), select.POLLIN)
+        poller.register(fd, select.POLLIN)
         poller.register(self._wake_r, select.POLLIN)
         while True:
             try:
@@ -306,8 +298,13 @@ class Watch:
             except InterruptedError:
                 continue
             if self._wake_r in ready:
-                return False
-            break
+                return None
+            return ready.get(fd, 0)
+
+    def _receive(self) -> bool:
+        """Wait for the listener (or why there is none)."""
+        if self._wait(self._ours.fileno()) is None:
+            return False
         try:
             said, fds, _, _ = socket.recv_fds(self._ours, 4096, 1)
         except OSError as exc:
@@ -344,9 +341,11 @@ class Watch:
     def _decide(self, ident: int, pid: int, nr: int, args: Sequence[int]) -> int:
         """The error the call ends with (0: it goes on)."""
         try:
-            found = _read_call(pid, nr, args)
+            found = _read_call(pid, nr, args, self.hidden)
         except _Fault:
             return errno.EFAULT
+        except Hidden:
+            return errno.EACCES
         except Unreadable:
             if self.judged == 0:  # (the command's own exec: the kernel does not let bar)
                 self.unavailable = "bar may not read the memory of the step's processes"
@@ -405,7 +404,20 @@ class Watch:
         return True
 
 
-def _read_call(pid: int, nr: int, args: Sequence[int]) -> Exec | None:
+def _resolve(probe: str) -> tuple[str, os.stat_result] | None:
+    """The file the kernel would reach at ``probe`` (its links followed, in the asking
+    process's view), as a path of bar's, and its status; None if there is none."""
+    try:
+        fd = os.open(probe, os.O_PATH | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        return _link(f"/proc/self/fd/{fd}"), os.fstat(fd)
+    finally:
+        os.close(fd)
+
+
+def _read_call(pid: int, nr: int, args: Sequence[int], hidden: Sequence[str] = ()) -> Exec | None:
     """The program, argument vector and directory of the call ``nr`` of ``pid``; None
     when no program is where the call names one (its vector is then not read)."""
     table = _TABLES[platform.machine()]
@@ -435,16 +447,18 @@ def _read_call(pid: int, nr: int, args: Sequence[int]) -> Exec | None:
                 path, probe = os.path.join(base, path), f"/proc/{pid}/fd/{dirfd}/{path}"
         else:
             probe = f"/proc/{pid}/cwd/{path}"
-        try:
-            info = os.stat(probe)
-        except OSError:
+        found = _resolve(probe)
+        if found is None:
             return None  # (no such program: a PATH search's misses cost no more)
+        real, info = found
+        if any(real == h or real.startswith(h + "/") for h in hidden):
+            raise Hidden(real)  # (bar reads nothing of it for the step: not even its #!)
         argv, truncated = _vector(fd, argv_at)
     except PermissionError as exc:
         raise Unreadable(str(exc)) from None
     finally:
         os.close(fd)
-    names, first = _FILES.of(probe, path, info)
+    names, first = _FILES.of(probe, path, real, info)
     scripts = _scripts(path, argv, _shebangs(pid, first)) if first is not None else ()
     return Exec(pid, path, tuple(argv), _link(f"/proc/{pid}/cwd"), truncated, names, scripts)
 
@@ -461,12 +475,12 @@ class _Files:
         self._seen: dict[tuple[object, ...], tuple[tuple[str, ...], _Line | None]] = {}
 
     def of(
-        self, probe: str, path: str, info: os.stat_result
+        self, probe: str, path: str, real: str, info: os.stat_result
     ) -> tuple[tuple[str, ...], _Line | None]:
         key = (info.st_dev, info.st_ino, info.st_size, info.st_ctime_ns, os.path.basename(path))
         found = self._seen.get(key)
         if found is None:
-            found = (_names(probe, path), _shebang(probe))
+            found = (_names(probe, path, real, info), _shebang(probe))
             if len(self._seen) > 4096:
                 self._seen.clear()
             self._seen[key] = found
@@ -476,21 +490,13 @@ class _Files:
 _FILES = _Files()
 
 
-def _names(probe: str, path: str) -> tuple[str, ...]:
-    """What else the program at ``probe`` is: the file its links lead to, and, for a
-    file outside the system's directories, the known program it is a copy of."""
+def _names(probe: str, path: str, real: str, info: os.stat_result) -> tuple[str, ...]:
+    """What else the program at ``probe`` (the file ``real``) is: the file its links lead
+    to, and, for a file outside the system's directories, the known program it is a copy
+    of."""
     found: list[str] = []
-    try:
-        fd = os.open(probe, os.O_PATH | os.O_CLOEXEC)
-    except OSError:
-        return ()
-    try:
-        real = _link(f"/proc/self/fd/{fd}")
-        if real and os.path.basename(real) != os.path.basename(path):
-            found.append(real)
-        info = os.fstat(fd)
-    finally:
-        os.close(fd)
+    if real and os.path.basename(real) != os.path.basename(path):
+        found.append(real)
     if real.startswith(_SYSTEM) or not stat.S_ISREG(info.st_mode):
         return tuple(found)
     same = _KNOWN_BYTES.copy_of(probe, info.st_size)

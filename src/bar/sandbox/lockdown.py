@@ -77,7 +77,9 @@ _TABLES = {
 }
 
 
-class _Insn(ctypes.Structure):
+class Insn(ctypes.Structure):
+    """One instruction of classic BPF, as seccomp reads it (also ``exec_watch``'s)."""
+
     _fields_ = (
         ("code", ctypes.c_uint16),
         ("jt", ctypes.c_uint8),
@@ -86,8 +88,8 @@ class _Insn(ctypes.Structure):
     )
 
 
-class _Prog(ctypes.Structure):
-    _fields_ = (("len", ctypes.c_uint16), ("filter", ctypes.POINTER(_Insn)))
+class Prog(ctypes.Structure):
+    _fields_ = (("len", ctypes.c_uint16), ("filter", ctypes.POINTER(Insn)))
 
 
 def _arg(index: int) -> int:
@@ -139,8 +141,8 @@ class Filter:
     command's process (``install``)."""
 
     def __init__(self, insns: list[tuple[int, int, int, int]]) -> None:
-        self._insns = (_Insn * len(insns))(*(_Insn(*i) for i in insns))
-        self._prog = _Prog(len(insns), self._insns)
+        self._insns = (Insn * len(insns))(*(Insn(*i) for i in insns))
+        self._prog = Prog(len(insns), self._insns)
         self._libc = ctypes.CDLL(None, use_errno=True)
 
     @classmethod
