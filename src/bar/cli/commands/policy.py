@@ -30,7 +30,9 @@ def _color() -> bool:
         return True
 
 
-def _command(command_line: str | None, argv: list[str], at_exec: bool) -> str | list[str]:
+def _command(
+    command_line: str | None, argv: list[str], at_exec: bool, verb: str = "check"
+) -> str | list[str]:
     if argv[:1] == ["--"]:
         argv = argv[1:]
     if command_line is not None and argv:
@@ -38,12 +40,12 @@ def _command(command_line: str | None, argv: list[str], at_exec: bool) -> str | 
     if command_line is None and not argv:
         raise UsageError(
             "nothing to check",
-            hint="bar policy check -c 'rm -rf /'   or   bar policy check -- rm -rf /",
+            hint=f"bar policy {verb} -c 'rm -rf /'   or   bar policy {verb} -- rm -rf /",
         )
     if at_exec and command_line is not None:
         raise UsageError(
             "--exec judges an argument vector, not a shell line",
-            hint="bar policy check --exec -- rm -rf /home/me",
+            hint=f"bar policy {verb} --exec -- rm -rf /home/me",
         )
     return command_line if command_line is not None else argv
 
@@ -81,7 +83,7 @@ _FORMS = {
 def explain(
     *, command_line: str | None, file: str | None, as_json: bool, argv: list[str], at_exec: bool
 ) -> int:
-    command = _command(command_line, argv, at_exec)
+    command = _command(command_line, argv, at_exec, "explain")
     policy = _policy(file)
     said = api.explain_command(command, policy=policy, at_exec=at_exec)
     decision = said.decision
