@@ -336,12 +336,26 @@ def start_task(task: Task, *, activate: bool = True) -> Task:
     return start(task, activate=activate)
 
 
-def claim_task(task: Task, owner: str, *, start: bool = False, activate: bool = False) -> Task:
-    """Take the task for ``owner`` (``board.Claimed`` if another holds it); ``start``:
-    start it too."""
+def claim_task(
+    task: Task,
+    owner: str,
+    *,
+    start: bool = False,
+    activate: bool = False,
+    reassign: bool = False,
+) -> Task:
+    """Take the task for ``owner`` (``board.Claimed`` if another holds it, unless
+    ``reassign``); ``start``: start it too."""
     from bar.task.claim import claim
 
-    return claim(task, owner, start=start, activate=activate)
+    return claim(task, owner, start=start, activate=activate, reassign=reassign)
+
+
+def unclaim_task(task: Task, *, owner: str | None = None) -> Task:
+    """Clear the task's owner (``owner``: only if that one holds it)."""
+    from bar.task.claim import unclaim
+
+    return unclaim(task, owner=owner)
 
 
 def keep_worktree(task: Task) -> Task:
@@ -368,10 +382,15 @@ def board(project: Project, op: str, args: dict[str, object]) -> dict[str, Any]:
 
 
 def worktrees(project: Project) -> list[dict[str, Any]]:
-    """The worktree registry's entries (``workspaces/index.json``)."""
+    """The worktree registry's entries (``workspaces/index.json``); a registry that is
+    missing or unreadable is said (on stderr) and shown as the disk implies."""
+    from bar.base.notices import warn
     from bar.task import registry
 
-    return registry.load(project)
+    entries, wrong = registry.view(project)
+    if wrong:
+        warn(f"{wrong}: `bar doctor --repair` writes it again")
+    return entries
 
 
 def events(project: Project, n: int | None = 20) -> list[dict[str, Any]]:

@@ -59,8 +59,15 @@ class Board:
     def task_list(self, status: str = "open") -> dict[str, Any]:
         return self._read("list", {"status": status})
 
-    def task_claim(self, task: str, owner: str, start: bool = False) -> dict[str, Any]:
-        return self._write("claim", {"task": task, "owner": owner, "start": start})
+    def task_claim(
+        self, task: str, owner: str, start: bool = False, reassign: bool = False
+    ) -> dict[str, Any]:
+        return self._write(
+            "claim", {"task": task, "owner": owner, "start": start, "reassign": reassign}
+        )
+
+    def task_unclaim(self, task: str, owner: str = "") -> dict[str, Any]:
+        return self._write("unclaim", {"task": task, "owner": owner})
 
     def task_start(self, task: str) -> dict[str, Any]:
         return self._write("start", {"task": task})

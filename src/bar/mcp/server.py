@@ -272,8 +272,19 @@ def add_board(add: Add, board: Board) -> None:
         task: TaskRef,
         owner: Annotated[str, Field(min_length=1, max_length=64, description="your name")],
         start: Annotated[bool, Field(description="start it too (make its worktree)")] = False,
+        reassign: Annotated[
+            bool, Field(description="take it even from another owner (as an owner update)")
+        ] = False,
     ) -> dict[str, Any]:
-        return board.task_claim(task, owner, start)
+        return board.task_claim(task, owner, start, reassign)
+
+    def task_unclaim(
+        task: TaskRef,
+        owner: Annotated[
+            str, Field(max_length=64, description="only if this owner holds it (default: any)")
+        ] = "",
+    ) -> dict[str, Any]:
+        return board.task_unclaim(task, owner)
 
     def task_start(task: TaskRef) -> dict[str, Any]:
         return board.task_start(task)
@@ -308,6 +319,11 @@ def add_board(add: Add, board: Board) -> None:
     ) -> dict[str, Any]:
         return board.events(limit)
 
+    def worktree_events(
+        limit: Annotated[int, Field(ge=1, le=200, description="the last N events")] = 20,
+    ) -> dict[str, Any]:
+        return board.events(limit)
+
     add(
         task_create,
         "Plan a task for later: pending, with a branch but no worktree yet; someone "
@@ -317,9 +333,11 @@ def add_board(add: Add, board: Board) -> None:
     add(task_list, "The tasks with their board status, owner, steps and changes.", True)
     add(
         task_claim,
-        "Take a task under your name; fails naming the owner if someone else took it.",
+        "Take a task under your name; fails naming the owner if someone else took it "
+        "(reassign: take it anyway, as the board's owner update does).",
         False,
     )
+    add(task_unclaim, "Put a claimed task back on the board with no owner.", False)
     add(task_start, "Start a pending task: make its worktree (in_progress).", False)
     add(
         task_run,
@@ -336,6 +354,7 @@ def add_board(add: Add, board: Board) -> None:
         False,
     )
     add(events, "The project's last task and worktree events, oldest first.", True)
+    add(worktree_events, "The same as events (the task-board design's name for it).", True)
 
 
 def serve(own: OwnTask | None, board: Board) -> None:

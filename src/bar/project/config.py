@@ -105,6 +105,15 @@ class FlowConfig:
 
 
 @record(frozen=True)
+class BoardConfig:
+    """Where the task board is kept: ``bar`` (bar's project directory only) or ``seed``
+    (also ``.tasks/`` and ``.worktrees/`` in the repository, as reference 002 keeps them:
+    ``bar.task.seed_board``)."""
+
+    layout: str = "bar"
+
+
+@record(frozen=True)
 class SpeedConfig:
     """The speed layer (``bar.changes.fast.speed``): ``fast: false`` turns every shortcut off."""
 
@@ -189,6 +198,7 @@ class Config:
     run: RunConfig = field(default_factory=RunConfig)
     sandbox: SandboxConfig = field(default_factory=SandboxConfig)
     flow: FlowConfig = field(default_factory=FlowConfig)
+    board: BoardConfig = field(default_factory=BoardConfig)
     speed: SpeedConfig = field(default_factory=SpeedConfig)
     agents: AgentsConfig = field(default_factory=AgentsConfig)
     share: ShareConfig = field(default_factory=ShareConfig)
@@ -212,6 +222,7 @@ _SCHEMA: dict[str, dict[str, str]] = {
         "deny_read": "pathlist",
     },
     "flow": {"phases": "phases"},
+    "board": {"layout": "layout"},
     "speed": {"fast": "bool"},
     "agents": {"budget": "budget", "prices": "prices"},
     "share": {"remote": "remote", "max_blob": "size"},
@@ -283,6 +294,14 @@ def _check(value: Any, kind: str, key: str, path: Path) -> Any:
         return value
     if kind == "network":
         return network_mode(value, key, path)
+    if kind == "layout":
+        if value not in ("bar", "seed"):
+            raise ConfigError(
+                f"{key} in {path} must be bar or seed, not {value!r}",
+                hint="seed: also keep the board in .tasks/ and .worktrees/ of the repository, "
+                "where a task-board client of reference 002 reads it",
+            )
+        return value
     if kind == "on_stop":
         if value not in ("finish", "interrupt"):
             raise ConfigError(
@@ -526,6 +545,7 @@ def parse_config(data: Any, path: Path) -> Config:
         run=RunConfig(**sections.get("run", {})),
         sandbox=SandboxConfig(**sections.get("sandbox", {})),
         flow=FlowConfig(**sections.get("flow", {})),
+        board=BoardConfig(**sections.get("board", {})),
         speed=SpeedConfig(**sections.get("speed", {})),
         agents=AgentsConfig(
             **sections.get("agents", {}).get("budget", {}),
@@ -732,6 +752,8 @@ workers:                     # steps run on other machines through Temporal (doc
   # tls_ca: ~/ca.pem         #  or with TEMPORAL_API_KEY set, as Temporal Cloud asks)
   # tls_cert: ~/client.pem   # mTLS: this machine's certificate and key (PEM); the key is
   # tls_key: ~/client.key    #  hidden from every step, as sandbox.deny_read hides files
+board:                       # the task board (docs/board.md)
+  layout: bar                # seed: also .tasks/ and .worktrees/ in the repository (reference 002)
 speed:
   fast: true                 # false: every shortcut off (watches, stamps, resident): slower
 agents:                      # agent sessions (docs/sessions.md)

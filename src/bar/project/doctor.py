@@ -114,6 +114,7 @@ class Doctor:
                     self._guard(entry, functools.partial(self._check_creation, entry))
         self._guard(p.dir, self._check_workspaces)
         self._guard(p.dir, self._check_registry)
+        self._guard(p.dir, self._check_seed_board)
         self._guard(p.dir, self._check_refs)
         self._guard(p.dir, self._check_packing)
         self._guard(p.telemetry, self._check_telemetry)
@@ -488,6 +489,16 @@ class Doctor:
         """A planned task has no worktree; one there was left by a ``bar task start``
         that was stopped, and is made again by the next start."""
         if task.worktree.exists() or task.worktree.is_symlink():
+            from bar.task.start import holds_files
+
+            if holds_files(self.project, task):
+                self.add(
+                    "warning",
+                    task.worktree,
+                    f"{where}: the task is pending, yet its worktree's place holds files bar "
+                    "did not put there: kept; move them away before `bar task start`",
+                )
+                return
 
             def discard() -> str:
                 with self.project.lock("bar doctor: remove a half-made worktree"):
@@ -499,6 +510,25 @@ class Doctor:
                 task.worktree,
                 f"{where}: a worktree a stopped `bar task start` left (the task is pending)",
                 self._under_lock(task, discard),
+            )
+
+    def _check_seed_board(self) -> None:
+        from bar.task import seed_board
+
+        said = seed_board.differences(self.project)
+        if said:
+            shown = "; ".join(said[:3]) + (f" and {len(said) - 3} more" if len(said) > 3 else "")
+
+            def write() -> str:
+                with self.project.lock("bar doctor: the board's copy"):
+                    seed_board.repair(self.project)
+                return "wrote the board's copy again (board.layout: seed)"
+
+            self.add(
+                "warning",
+                self.project.root / seed_board.TASKS_DIR,
+                f"the board's copy in the repository is out of date: {shown}",
+                write,
             )
 
     def _check_registry(self) -> None:

@@ -140,7 +140,7 @@ class Project:
         (``bar.task.board.task_view``, ``worktree_view``), ``error`` on a failure,
         ``project`` on an event of the project itself."""
         with self.lock(f"log {event}"):
-            events.append(
+            rec = events.append(
                 self.paths.events,
                 event,
                 task=task,
@@ -148,6 +148,10 @@ class Project:
                 error=error,
                 project=project,
             )
+            if self.config.board.layout != "bar":
+                from bar.task import seed_board
+
+                seed_board.publish(self, rec)
 
     # --- state.json -------------------------------------------------------------
 

@@ -107,6 +107,25 @@ def worktree_view(task: Task, status: str | None = None) -> dict[str, Any]:
     return view
 
 
+def refused(task: Task, op: str, exc: BaseException) -> None:
+    """Log a refusal of ``op`` (``worktree.create``, ``worktree.remove``) as the seed logs
+    a failure: ``<op>.before``, then ``<op>.failed`` with the reason, so the event log
+    says what was asked and why nothing happened. The caller raises."""
+    import contextlib
+
+    from bar.errors import BarError
+
+    project = task.project
+    with contextlib.suppress(BarError, OSError):  # the refusal is what the caller says
+        project.log_event(f"{op}.before", task=task_view(task), worktree=worktree_view(task))
+        project.log_event(
+            f"{op}.failed",
+            task=task_view(task),
+            worktree=worktree_view(task),
+            error=str(exc) or type(exc).__name__,
+        )
+
+
 class Claimed(AlreadyExists):
     """The task is taken by another owner."""
 

@@ -24,7 +24,7 @@ from bar.task import registry
 from bar.task.state import is_running, summarize
 from bar.task.tasks import Task, list_tasks, load_task, resolve_task
 
-OPS = ("create", "list", "claim", "start", "worktrees", "keep", "remove", "events")
+OPS = ("create", "list", "claim", "unclaim", "start", "worktrees", "keep", "remove", "events")
 LIST_FILTERS = ("open", "pending", "in_progress", "completed", "all")
 EVENTS_MAX = 200
 
@@ -66,7 +66,7 @@ def perform(
         ]
         return {"tasks": [summarize(t, active).to_json() for t in chosen]}
     if op == "worktrees":
-        entries = registry.load(project)
+        entries, _wrong = registry.view(project)  # a lost registry: as the disk says
         if not args.get("all"):
             entries = [e for e in entries if e["status"] != registry.REMOVED]
         return {"worktrees": entries}
@@ -90,8 +90,18 @@ def perform(
     if op == "claim":
         from bar.task.claim import claim
 
-        taken = claim(task, _text(args, "owner"), start=bool(args.get("start")))
+        taken = claim(
+            task,
+            _text(args, "owner"),
+            start=bool(args.get("start")),
+            reassign=bool(args.get("reassign")),
+        )
         return {"task": summarize(taken, active).to_json()}
+    if op == "unclaim":
+        from bar.task.claim import unclaim
+
+        owner = _text(args, "owner", required=False) or None
+        return {"task": summarize(unclaim(task, owner=owner), active).to_json()}
     if op == "start":
         from bar.task.start import start
 

@@ -51,8 +51,9 @@ def close(
         removed = False
         if task.worktree.is_dir() and not task.pending:
             shown.update(detail="looking for changes no step recorded")
-            recorded = _record_first(task, force)
-            if keep_worktree or (registry.kept(task) and not remove):
+            keeping = keep_worktree or (registry.kept(task) and not remove)
+            recorded = _record_first(task, force, None if keeping else "worktree.remove")
+            if keeping:
                 _keep(task)
             else:
                 shown.update(detail=f"removing the worktree {task.worktree}")
@@ -99,7 +100,7 @@ def remove_worktree(task: Task, *, complete: bool = False, force: bool = False) 
     with task.lock("bar worktree remove"):
         task = load_task(project, task.id)
         _require_worktree(task)
-        recorded = _record_first(task, force) if task.active else []
+        recorded = _record_first(task, force, "worktree.remove") if task.active else []
         if task.active:
             task.board.status = board.PENDING
         _remove(task, status=task.board.status)
@@ -119,18 +120,22 @@ def _require_worktree(task: Task) -> None:
         )
 
 
-def _record_first(task: Task, force: bool) -> list[Step]:
-    """What a crash left finished, and hand edits recorded with ``force`` (else refused)."""
+def _record_first(task: Task, force: bool, op: str | None) -> list[Step]:
+    """What a crash left finished, and hand edits recorded with ``force`` (else refused,
+    and the refusal of ``op`` logged)."""
     from bar.changes import recovery
 
     recorded = recovery.finish_pending(task)
     if steps.has_unrecorded_changes(task):
         if not force:
-            raise DirtyWorktree(
+            refusal = DirtyWorktree(
                 f"task {task.name} has changes no step recorded",
                 hint="record them with `bar run`, roll them back, or add --force "
                 "(which records them as a manual step first)",
             )
+            if op is not None:
+                board.refused(task, op, refusal)
+            raise refusal
         manual = steps.record_hand_edits(task)
         recorded += [manual] if manual else []
     return recorded

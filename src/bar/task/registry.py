@@ -126,6 +126,22 @@ def kept(task: Task) -> bool:
     return entry is not None and entry["status"] == KEPT
 
 
+def view(project: Project) -> tuple[list[dict[str, Any]], str | None]:
+    """The entries to show, and what is wrong with the registry if it cannot be shown
+    as it is: a missing or unreadable registry is shown as the disk implies (written
+    again by ``bar doctor --repair``), never as no worktrees."""
+    try:
+        entries = load(project)
+    except CorruptFile as exc:
+        return _derived(project, []), f"{exc}; shown as the disk says"
+    if entries or path_of(project).exists():
+        return entries, None
+    derived = _derived(project, [])
+    if not derived:
+        return [], None
+    return derived, f"{path_of(project)} is missing; shown as the disk says"
+
+
 def rebuild(project: Project) -> list[dict[str, Any]]:
     """Make the registry again from the tasks and worktrees on disk (keeping what the old
     one knew where it still holds); the entries written."""
@@ -171,10 +187,12 @@ def _derived(project: Project, old: list[dict[str, Any]]) -> list[dict[str, Any]
     from bar.task.tasks import list_tasks
 
     before = {e["task_id"]: e for e in old}
+    remembered = _from_events(project) if not old else {}
     entries: list[dict[str, Any]] = []
     for task in list_tasks(project):
-        present = task.worktree.is_dir()
-        prior = before.get(task.id, {})
+        # a pending task has no worktree: a directory there is a stopped start's leftover
+        present = task.worktree.is_dir() and task.board.status != board.PENDING
+        prior = before.get(task.id) or remembered.get(task.id, {})
         if not present and (task.read_only or task.board.status == board.PENDING) and not prior:
             continue  # never had one (here: a fetched copy has none)
         if present:
@@ -204,3 +222,28 @@ def _derived(project: Project, old: list[dict[str, Any]]) -> list[dict[str, Any]
                 pass
         entries.append(entry)
     return entries
+
+
+def _from_events(project: Project) -> dict[str, dict[str, Any]]:
+    """What the event log says of each task's worktree, for a registry that was lost:
+    its last status (``kept`` is known nowhere else for an open task) and when."""
+    from bar.task import events
+
+    found: dict[str, dict[str, Any]] = {}
+    for rec in events.recent(project.paths.events, None):
+        task = rec.get("task")
+        ts = rec.get("ts")
+        if not isinstance(task, dict) or not isinstance(task.get("id"), str):
+            continue
+        if not isinstance(ts, (int, float)):
+            continue
+        entry = found.setdefault(task["id"], {})
+        kind = rec.get("event")
+        if kind == "worktree.create.after":
+            entry.clear()
+            entry.update(status=ACTIVE, created_at=ts)
+        elif kind == "worktree.keep":
+            entry.update(status=KEPT, kept_at=ts)
+        elif kind == "worktree.remove.after":
+            entry.update(status=REMOVED, removed_at=ts)
+    return found

@@ -52,13 +52,20 @@ def _bind(project: Project, task: Task) -> None:
     """The worktree made and bound (the caller holds the task lock)."""
     where = worktrees.holding(project.root, task.branch, task.worktree)
     if where is not None:
-        raise BarError(
+        refusal = BarError(
             f"the branch {task.branch} of task {task.name} is checked out in {where}, and git "
             "checks a branch out in one worktree at a time",
             hint=f"switch {where} to another branch, then run `bar task start {task.id}` again",
         )
+        board.refused(task, "worktree.create", refusal)
+        raise refusal
     if task.worktree.exists() or task.worktree.is_symlink():  # left by a stopped start
         with project.lock("bar task start: remove a half-made worktree"):
+            try:
+                _refuse_if_holding(project, task)
+            except BarError as refusal:
+                board.refused(task, "worktree.create", refusal)
+                raise
             worktrees.discard(project.root, task.worktree)
     _refresh_base(task)
     project.log_event(
@@ -94,6 +101,45 @@ def _bind(project: Project, task: Task) -> None:
         worktree=board.worktree_view(task, registry.ACTIVE),
     )
     project.log_event("task.started", task=board.task_view(task))
+
+
+def holds_files(project: Project, task: Task) -> bool:
+    """What stands where the task's worktree is to be made holds something someone put
+    there: anything but an empty directory, a link (removed, never followed), or a
+    checkout a stopped start left with no file changed, added or ignored in it."""
+    path = task.worktree
+    if path.is_symlink() or not path.exists():
+        return False
+    if path.is_dir() and not any(path.iterdir()):
+        return False
+    if path.is_dir() and worktrees.is_registered(project.root, path):
+        res = git.git(
+            path,
+            "status",
+            "--porcelain",
+            "-z",
+            "--untracked-files=all",
+            "--ignored=matching",
+            check=False,
+        )
+        entries = [e for e in res.out.split("\0") if e]
+        # a checkout cut short only lacks files: nothing is lost by removing it
+        cut_short = all(len(e) > 2 and e[1] == "D" and e[0] in " D" for e in entries)
+        if res.returncode == 0 and cut_short:
+            return False
+    return True
+
+
+def _refuse_if_holding(project: Project, task: Task) -> None:
+    """Refuse to throw away what someone put where the worktree is to be made."""
+    path = task.worktree
+    if holds_files(project, task):
+        raise BarError(
+            f"{path}, where the worktree of task {task.name} is to be made, holds files bar "
+            "did not put there; nothing was removed",
+            hint=f"move what you need out of {path} (or remove it), then `bar task start "
+            f"{task.id}` again",
+        )
 
 
 def _refresh_base(task: Task) -> None:

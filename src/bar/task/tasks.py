@@ -404,6 +404,9 @@ def resolve_task(
             raise UsageError("an empty task name was given", hint="give a task id or name")
         if TASK_ID_RE.match(ref) and project.paths.task(ref).dir.is_dir():
             return load_task(project, ref)
+        numbered = _by_number(project, ref)
+        if numbered is not None:
+            return numbered
         return _by_name_or_prefix(project, ref, closed=closed)
     if from_cwd:
         return load_task(project, from_cwd)
@@ -414,6 +417,25 @@ def resolve_task(
             hint="create one with `bar task new NAME` or pick one with `bar task switch`",
         )
     return load_task(project, active_id)
+
+
+def _by_number(project: Project, ref: str) -> Task | None:
+    """The task the board's copy in the seed's layout numbers ``ref`` (``#3`` or ``3``),
+    when the project keeps that layout (``bar.task.seed_board``)."""
+    digits = ref.removeprefix("#")
+    if not (digits.isascii() and digits.isdigit()) or project.config.board.layout != "seed":
+        return None
+    from bar.task import seed_board
+
+    found = seed_board.task_id_of(project, int(digits))
+    if found is None:
+        if ref.startswith("#"):
+            raise TaskNotFound(
+                f"no task is numbered {ref}",
+                hint=f"the numbers are the task files' in {project.root / '.tasks'}",
+            )
+        return None
+    return load_task(project, found)
 
 
 def _listed(found: list[Task]) -> str:

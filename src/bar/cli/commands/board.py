@@ -30,9 +30,19 @@ def start(*, task_ref: str | None, task: str | None, switch: bool, as_json: bool
     return 0
 
 
-def claim(*, task_ref: str | None, task: str | None, owner: str, start: bool, as_json: bool) -> int:
+def claim(
+    *,
+    task_ref: str | None,
+    task: str | None,
+    owner: str,
+    start: bool,
+    reassign: bool,
+    as_json: bool,
+) -> int:
     loc = api.open_project()
-    taken = api.claim_task(api.get_task(loc, ref(task_ref, task)), owner, start=start)
+    taken = api.claim_task(
+        api.get_task(loc, ref(task_ref, task)), owner, start=start, reassign=reassign
+    )
     if as_json:
         print_json(api.summarize(taken, loc.project.active_task_id()).to_json())
         return 0
@@ -41,6 +51,20 @@ def claim(*, task_ref: str | None, task: str | None, owner: str, start: bool, as
         print(f"  worktree  {taken.worktree}")
     else:
         print(f"Next: bar task start {taken.name}  (or bar run --task {taken.name} -- CMD)")
+    return 0
+
+
+def unclaim(*, task_ref: str | None, task: str | None, owner: str | None, as_json: bool) -> int:
+    loc = api.open_project()
+    before = api.get_task(loc, ref(task_ref, task))
+    freed = api.unclaim_task(before, owner=owner)
+    if as_json:
+        print_json(api.summarize(freed, loc.project.active_task_id()).to_json())
+        return 0
+    if before.board.owner:
+        print(f"Unclaimed task {freed.name} ({freed.id}): {before.board.owner} no longer holds it")
+    else:
+        print(f"Task {freed.name} ({freed.id}) has no owner")
     return 0
 
 

@@ -9,7 +9,7 @@ from bar.cli.parser import _cmd, _Formatter, _json_opt, task_ref_opts
 
 
 def task_actions(tsub: Any) -> None:
-    """``bar task start|claim`` (``tsub``: the actions of ``bar task``)."""
+    """``bar task start|claim|unclaim`` (``tsub``: the actions of ``bar task``)."""
     p = tsub.add_parser(
         "start",
         help="make a planned task's worktree and begin it",
@@ -51,8 +51,29 @@ def task_actions(tsub: Any) -> None:
     task_ref_opts(p)
     p.add_argument("--owner", required=True, metavar="NAME", help="who takes it")
     p.add_argument("--start", action="store_true", help="start it too (make its worktree)")
+    p.add_argument(
+        "--reassign",
+        action="store_true",
+        help="take it even from another owner (the event names who had it)",
+    )
     _json_opt(p)
     _cmd(p, "board:claim")
+
+    p = tsub.add_parser(
+        "unclaim",
+        help="put a claimed task back with no owner",
+        formatter_class=_Formatter,
+        description="Clear the task's owner: it is back on the board for anyone to claim\n"
+        "(task.unclaimed in the event log, with who had it). --owner NAME: only if NAME\n"
+        "holds it (exit 1 naming the owner otherwise). A task with no owner is no error.",
+        epilog="examples:\n"
+        "  bar task unclaim ui-login\n"
+        "  bar task unclaim ui-login --owner agent-b --json",
+    )
+    task_ref_opts(p)
+    p.add_argument("--owner", metavar="NAME", help="only if NAME holds it")
+    _json_opt(p)
+    _cmd(p, "board:unclaim")
 
 
 def commands(sub: Any) -> None:

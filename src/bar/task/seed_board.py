@@ -1,0 +1,308 @@
+"""The board where reference 002 keeps it: ``.tasks/`` and ``.worktrees/`` in the repository.
+
+With ``board.layout: seed`` in the project's config.yaml, bar keeps, beside its own
+files, the task board in the layout and with the keys and meanings of the worktree +
+task-board design it follows, so a client written for that design (and its crash
+recovery, which rebuilds everything from these files) reads bar's board unchanged::
+
+    <repo>/.tasks/task_1.json        {"id": 1, "subject": "auth-refactor", "description": "…",
+                                      "status": "in_progress", "owner": "agent-a",
+                                      "worktree": "auth-refactor", "blockedBy": [],
+                                      "created_at": 1764000000.0, "updated_at": 1764000100.0,
+                                      "bar": {"id": "Xw3k9Qa2", "branch": "bar/…", "state": "active"}}
+    <repo>/.worktrees/index.json     {"version": 1, "worktrees": [{"name", "path", "branch",
+                                      "task_id": 1, "status", "created_at", "kept_at", …}]}
+    <repo>/.worktrees/events.jsonl   {"version": 1, "event": "worktree.create.after", "ts": …,
+                                      "task": {"id": 1, "status": …}, "worktree": {…}}
+
+Task ids there are the design's numbers (1, 2, …), given in the order tasks are made and
+never given again; bar's own id is under ``bar`` (``bar_id`` in an event), and every bar
+command takes the number as a task reference. ``status`` is the board's (pending /
+in_progress / completed), not task.json's active / closed.
+
+bar writes these files, under the project lock, after each change of the board (every
+change logs an event), and only these: a file there that bar did not write is never
+touched. They are bookkeeping, not the project's files: they live in the developer's
+checkout, never in a task's worktree, so no step and no hand edit records them. A copy
+that fell behind (a crash between bar's own file and this one) is said by ``bar doctor``
+and written again by ``--repair``, and by the next change of the board.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from bar.base.notices import warn
+from bar.errors import BarError, CorruptFile
+from bar.store.files import append_line, read_json, write_bytes_atomic, write_json_atomic
+
+if TYPE_CHECKING:
+    from bar.project.project import Project
+    from bar.task.tasks import Task
+
+SEED = "seed"
+TASKS_DIR = ".tasks"
+WORKTREES_DIR = ".worktrees"
+NUMBERS_FILE = "board-numbers.json"
+VERSION = 1
+_MODE = 0o644  # like the checkout's own files: the developer's tools read them
+
+
+def enabled(project: Project) -> bool:
+    """The project keeps the seed's layout too (``board.layout: seed``)."""
+    return project.config.board.layout == SEED
+
+
+def task_id_of(project: Project, number: int) -> str | None:
+    """bar's id of the task the seed's layout numbers ``number`` (None: no such task)."""
+    for task_id, n in _load_numbers(project).items():
+        if n == number:
+            return task_id
+    return None
+
+
+def number_of(project: Project, task_id: str) -> int | None:
+    return _load_numbers(project).get(task_id)
+
+
+def publish(project: Project, event: dict[str, Any] | None = None) -> None:
+    """Write the seed's copy of the board as bar's files say it is now, and append
+    ``event`` (as written to bar's log) to its event log. The caller holds the project
+    lock. A directory in the way (a link, a file) is said, never written through."""
+    if not enabled(project):
+        return
+    try:
+        tasks_dir, wt_dir = _dirs(project)
+        numbers = _numbers(project)
+        _write_tasks(project, tasks_dir, numbers)
+        _write_if_changed(wt_dir / "index.json", _index(project, numbers))
+        if event is not None:
+            line = json.dumps(_event(event, numbers), ensure_ascii=False, separators=(",", ":"))
+            append_line(wt_dir / "events.jsonl", line.encode("utf-8", "backslashreplace"))
+            os.chmod(wt_dir / "events.jsonl", _MODE)
+    except BarError as exc:
+        warn(f"the board's copy in {project.root} (board.layout: seed) was not written: {exc}")
+
+
+def differences(project: Project) -> list[str]:
+    """How the seed's copy differs from bar's board, one sentence each (none: it is right,
+    or the layout is bar's own)."""
+    if not enabled(project):
+        return []
+    said: list[str] = []
+    try:
+        numbers = _load_numbers(project)
+        from bar.task.tasks import list_tasks
+
+        for task in list_tasks(project):
+            n = numbers.get(task.id)
+            if n is None:
+                said.append(f"task {task.name} ({task.id}) has no number in the board's copy")
+                continue
+            path = project.root / TASKS_DIR / f"task_{n}.json"
+            if _read(path) != _task_record(task, n):
+                said.append(f"{path} is missing or says other than task {task.name} ({task.id})")
+        index = project.root / WORKTREES_DIR / "index.json"
+        if _read(index) != _index(project, numbers):
+            said.append(f"{index} is missing or says other than the worktree registry")
+    except BarError as exc:
+        said.append(str(exc))
+    return said
+
+
+def repair(project: Project) -> None:
+    """Write the whole copy again, its event log made anew from bar's (the caller holds
+    the project lock)."""
+    if not enabled(project):
+        return
+    from bar.task import events
+
+    tasks_dir, wt_dir = _dirs(project)
+    numbers = _numbers(project)
+    _write_tasks(project, tasks_dir, numbers)
+    _write_if_changed(wt_dir / "index.json", _index(project, numbers))
+    lines = [
+        json.dumps(_event(rec, numbers), ensure_ascii=False, separators=(",", ":"))
+        for rec in events.recent(project.paths.events, None)
+        if rec.get("event") != events.PARSE_ERROR
+    ]
+    text = "".join(line + "\n" for line in lines)
+    write_bytes_atomic(
+        wt_dir / "events.jsonl", text.encode("utf-8", "backslashreplace"), mode=_MODE
+    )
+
+
+# --- the files -----------------------------------------------------------------------
+
+
+def _dirs(project: Project) -> tuple[Path, Path]:
+    return _real_dir(project.root / TASKS_DIR), _real_dir(project.root / WORKTREES_DIR)
+
+
+def _real_dir(path: Path) -> Path:
+    """``path`` as a directory of its own: made if missing; a link or a file there is an
+    error (bar writes nothing through it)."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        try:
+            path.mkdir(mode=0o755)
+        except OSError as exc:
+            raise BarError(f"cannot create {path}: {exc.strerror}") from None
+        return path
+    if not stat.S_ISDIR(st.st_mode):
+        raise BarError(
+            f"{path} is not a directory (a link or a file): bar writes nothing through it",
+            hint=f"move {path} away, then `bar doctor --repair`",
+        )
+    if st.st_uid != os.getuid():
+        raise BarError(f"{path} belongs to another user: bar writes nothing there")
+    return path
+
+
+def _write_tasks(project: Project, folder: Path, numbers: dict[str, int]) -> None:
+    from bar.task.tasks import list_tasks
+
+    known = set()
+    for task in list_tasks(project):
+        n = numbers[task.id]
+        known.add(n)
+        _write_if_changed(folder / f"task_{n}.json", _task_record(task, n))
+    # a deleted task's file goes, if bar wrote it; nothing else there is touched
+    for task_id, n in numbers.items():
+        path = folder / f"task_{n}.json"
+        if n in known or not os.path.lexists(path):
+            continue
+        rec = _read(path)
+        if isinstance(rec, dict) and (rec.get("bar") or {}).get("id") == task_id:
+            path.unlink()
+
+
+def _read(path: Path) -> Any:
+    try:
+        return read_json(path, path.name)
+    except (FileNotFoundError, CorruptFile):
+        return None
+
+
+def _write_if_changed(path: Path, record: dict[str, Any]) -> None:
+    if _read(path) == record:
+        return
+    text = json.dumps(record, indent=2, ensure_ascii=False) + "\n"
+    write_bytes_atomic(path, text.encode("utf-8", "backslashreplace"), mode=_MODE)
+
+
+def _task_record(task: Task, number: int) -> dict[str, Any]:
+    """The task as the seed's task board writes it, bar's own keys under ``bar``."""
+    from bar.base.clock import seconds_of
+
+    description = task.metadata.get("description")
+    try:
+        created = seconds_of(task.created_at)
+    except ValueError:
+        created = 0.0
+    try:
+        updated = seconds_of(task.updated_at)
+    except ValueError:
+        updated = created
+    return {
+        "id": number,
+        "subject": task.name,
+        "description": description if isinstance(description, str) else "",
+        "status": task.board.status,
+        "owner": task.board.owner,
+        "worktree": task.board.worktree,
+        "blockedBy": [],
+        "created_at": created,
+        "updated_at": updated,
+        "bar": {"id": task.id, "branch": task.branch, "state": task.status},
+    }
+
+
+def _index(project: Project, numbers: dict[str, int]) -> dict[str, Any]:
+    from bar.task import registry
+
+    try:
+        entries = registry.load(project)
+    except CorruptFile:
+        entries = []
+    worktrees = []
+    for entry in entries:
+        seed = dict(entry)
+        seed["task_id"] = numbers.get(entry["task_id"]) if entry["task_id"] else None
+        seed["bar_task_id"] = entry["task_id"]
+        worktrees.append(seed)
+    return {"version": VERSION, "worktrees": worktrees}
+
+
+def _event(rec: dict[str, Any], numbers: dict[str, int]) -> dict[str, Any]:
+    """An event of bar's log as the seed's event log writes it: the task by its number
+    (bar's id beside it as ``bar_id``)."""
+    seed: dict[str, Any] = {k: v for k, v in rec.items() if k not in ("task", "worktree")}
+    seed["version"] = VERSION
+    task = dict(rec.get("task") or {})
+    bar_id = task.get("id")
+    if isinstance(bar_id, str):
+        task["bar_id"] = bar_id
+        task["id"] = numbers.get(bar_id)
+        if task.get("name") and "subject" not in task:
+            task["subject"] = task["name"]
+    seed["task"] = task
+    seed["worktree"] = dict(rec.get("worktree") or {})
+    return seed
+
+
+# --- numbers -------------------------------------------------------------------------
+
+
+def _numbers_path(project: Project) -> Path:
+    return project.paths.dir / NUMBERS_FILE
+
+
+def _load_numbers(project: Project) -> dict[str, int]:
+    try:
+        data = read_json(_numbers_path(project), NUMBERS_FILE)
+    except FileNotFoundError:
+        return {}
+    found = data.get("numbers")
+    if not isinstance(found, dict):
+        raise CorruptFile(f"{_numbers_path(project)} has no numbers")
+    return {str(k): v for k, v in found.items() if isinstance(v, int) and not isinstance(v, bool)}
+
+
+def _numbers(project: Project) -> dict[str, int]:
+    """Every task's number, a new task given the next one (in the order tasks were made;
+    a number is never given twice, a deleted task's included). The caller holds the
+    project lock."""
+    from bar.task.tasks import list_tasks
+
+    try:
+        numbers = _load_numbers(project)
+    except CorruptFile:
+        numbers = {}
+    changed = False
+    # numbers the copy already shows (say the file above was lost) are not given again
+    highest = max(numbers.values(), default=0)
+    folder = project.root / TASKS_DIR
+    if folder.is_dir() and not folder.is_symlink():
+        for path in folder.glob("task_*.json"):
+            stem = path.stem.partition("_")[2]
+            if stem.isdigit():
+                rec = _read(path)
+                bar_id = (rec.get("bar") or {}).get("id") if isinstance(rec, dict) else None
+                if isinstance(bar_id, str) and bar_id not in numbers:
+                    numbers[bar_id] = int(stem)  # bar wrote it: the same task keeps it
+                    changed = True
+                highest = max(highest, int(stem))
+    for task in list_tasks(project):
+        if task.id not in numbers:
+            highest += 1
+            numbers[task.id] = highest
+            changed = True
+    if changed or not _numbers_path(project).exists():
+        write_json_atomic(_numbers_path(project), {"version": VERSION, "numbers": numbers})
+    return numbers
