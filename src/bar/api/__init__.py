@@ -269,7 +269,15 @@ def explain_command(
 
 def get_task(loc: Location, ref: str | None = None) -> Task:
     """The task named ``ref`` (id or name), else the one whose worktree we are in, else
-    the active task."""
+    the active task. In a worktree no task is bound to, a task must be named: the
+    active one works elsewhere."""
+    if ref is None and loc.lane is not None:
+        raise UsageError(
+            f"this is the worktree {loc.lane}, and no task is bound to it: bar records "
+            "nothing here",
+            hint=f"`bar task bind TASK {loc.lane}` makes it a task's worktree (or name a "
+            "task with --task to act on that one, in its own worktree)",
+        )
     return resolve_task(loc.project, ref, from_cwd=loc.task_id)
 
 
@@ -349,6 +357,42 @@ def claim_task(
     from bar.task.claim import claim
 
     return claim(task, owner, start=start, activate=activate, reassign=reassign)
+
+
+def create_worktree(project: Project, name: str, *, base: str | None = None) -> dict[str, Any]:
+    """Make the worktree ``name`` with no task (``bar.task.lanes``); its registry entry."""
+    from bar.task import lanes
+
+    return lanes.create(project, name, base)
+
+
+def create_task_worktree(task: Task, name: str) -> Task:
+    """Start the pending task with its worktree called ``name``."""
+    from bar.task import lanes
+
+    return lanes.create_for(task, name)
+
+
+def worktree_named(project: Project, name: str) -> dict[str, Any] | None:
+    """The registry entry of the worktree called ``name`` (not removed), if any."""
+    from bar.task import registry
+
+    return registry.named(project, name)
+
+
+def remove_lane(project: Project, name: str) -> dict[str, Any]:
+    """Remove the worktree ``name`` of no task (refused while it holds changes)."""
+    from bar.task import lanes
+
+    return lanes.remove(project, name)
+
+
+def bind_task(task: Task, name: str) -> tuple[Task, list[Step]]:
+    """Make the worktree ``name`` (of no task) the task's; the step recording what it
+    held beyond the task's record, if anything."""
+    from bar.task import lanes
+
+    return lanes.bind(task, name)
 
 
 def unclaim_task(task: Task, *, owner: str | None = None) -> Task:

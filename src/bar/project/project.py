@@ -204,6 +204,8 @@ class Project:
 class Location:
     project: Project
     task_id: str | None  # set when the directory is inside a task worktree
+    # set when it is inside a worktree made with no task (``bar.task.lanes``): its name
+    lane: str | None = None
 
 
 def locate(cwd: Path | None = None) -> Location:
@@ -231,7 +233,15 @@ def locate(cwd: Path | None = None) -> Location:
             raise NotARepository(f"{here} is inside a bare git repository; bar needs a worktree")
         found = Path(lines[0]), Path(lines[1])
     root, project_dir, task_id = layout.place(*found)
-    return Location(Project(root, ProjectPaths(project_dir)), task_id)
+    lane = None
+    # a worktree of no task: workspaces/lanes/<name> under the project directory
+    if (
+        task_id is None
+        and found[0].parent.name == "lanes"
+        and found[0].parent.parent.resolve() == (project_dir / "workspaces").resolve()
+    ):
+        lane = found[0].name
+    return Location(Project(root, ProjectPaths(project_dir)), task_id, lane)
 
 
 def discover(here: Path) -> tuple[Path, Path] | None:

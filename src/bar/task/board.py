@@ -70,7 +70,20 @@ def expected(task: Task) -> Board:
         status = IN_PROGRESS
     # an open task's missing worktree is made again (``bar doctor --repair``): still bound
     bound = status == IN_PROGRESS or (status == COMPLETED and task.worktree.is_dir())
-    return Board(status, task.board.owner, task.name if bound else "")
+    return Board(status, task.board.owner, worktree_name(task) if bound else "")
+
+
+def worktree_name(task: Task) -> str:
+    """The name of the task's worktree: the one it is bound under, else the one the
+    registry knows it by (a worktree removed keeps its name for the next start), else the
+    task's name. A worktree made by ``bar worktree create NAME`` keeps NAME when a task is
+    bound to it (``bar task bind``)."""
+    if task.board.worktree:
+        return task.board.worktree
+    from bar.task import registry
+
+    entry = registry.entry_of(task.project, task.id)
+    return str(entry["name"]) if entry is not None and entry.get("name") else task.name
 
 
 def validate_owner(owner: str) -> str:
@@ -98,7 +111,7 @@ def worktree_view(task: Task, status: str | None = None) -> dict[str, Any]:
     """The task's worktree as an event names it: ``{"name", "path", "branch", "status"}``
     (``status`` left out when the event is about to find it out)."""
     view: dict[str, Any] = {
-        "name": task.name,
+        "name": worktree_name(task),
         "path": str(task.worktree),
         "branch": task.branch,
     }

@@ -66,11 +66,13 @@ def close(
         task.status = "closed"
         task.closed_at = now_iso()
         task.board.status = board.COMPLETED
-        task.board.worktree = task.name if task.worktree.is_dir() else ""
+        task.board.worktree = board.worktree_name(task) if task.worktree.is_dir() else ""
         task.save()
         watcher.stop(task.index)  # no step will ask it again
         project.log_event(
-            "task.completed", task=board.task_view(task), worktree={"name": task.name}
+            "task.completed",
+            task=board.task_view(task),
+            worktree={"name": board.worktree_name(task)},
         )
         sandbox_plan.remove_temp_dir(task)
     if project.active_task_id() == task.id:

@@ -21,6 +21,7 @@ worktree is to be kept, when each changed).
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bar.errors import CorruptFile
@@ -28,8 +29,6 @@ from bar.ledger.migrate import upgrade
 from bar.store.files import ensure_dir, read_json, write_json_atomic
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     from bar.project.project import Project
     from bar.task.tasks import Task
 
@@ -97,7 +96,8 @@ def mark(task: Task, status: str, *, when: float | None = None) -> dict[str, Any
             entry = {"task_id": task.id, "created_at": now}
             entries.append(entry)
         was = entry.get("status")
-        entry.update(name=task.name, path=str(task.worktree), branch=task.branch, task_id=task.id)
+        name = task.board.worktree or entry.get("name") or task.name
+        entry.update(name=name, path=str(task.worktree), branch=task.branch, task_id=task.id)
         entry["status"] = status
         if status == ACTIVE and was in (REMOVED, None):
             entry["created_at"] = now
@@ -109,6 +109,43 @@ def mark(task: Task, status: str, *, when: float | None = None) -> dict[str, Any
             entry["removed_at"] = now
         _save(project, entries)
         return dict(entry)
+
+
+def lane(project: Project, name: str) -> dict[str, Any] | None:
+    """The entry of the worktree ``name`` that no task is bound to (``bar worktree
+    create`` without a task), if it is there and not removed."""
+    try:
+        entries = load(project)
+    except CorruptFile:
+        return None
+    return next(
+        (e for e in entries if not e["task_id"] and e["name"] == name and e["status"] != REMOVED),
+        None,
+    )
+
+
+def named(project: Project, name: str) -> dict[str, Any] | None:
+    """The entry of a worktree (a task's or none's) called ``name``, not removed."""
+    try:
+        entries = load(project)
+    except CorruptFile:
+        return None
+    return next((e for e in entries if e["name"] == name and e["status"] != REMOVED), None)
+
+
+def set_lane(project: Project, entry: dict[str, Any] | None, *, drop: str | None = None) -> None:
+    """Add (or replace, by name) the entry of a worktree no task is bound to; ``drop``:
+    remove the one of that name instead. Takes the project lock."""
+    with project.lock("worktree registry: a worktree of no task"):
+        try:
+            entries = load(project)
+        except CorruptFile:
+            entries = _derived(project, [])
+        gone = drop if drop is not None else (entry or {}).get("name")
+        entries = [e for e in entries if e["task_id"] or e["name"] != gone]
+        if entry is not None:
+            entries.append(entry)
+        _save(project, entries)
 
 
 def forget(project: Project, task_id: str) -> None:
@@ -164,8 +201,8 @@ def differences(project: Project) -> list[str]:
         return [str(exc)]
     want = _derived(project, have)
     said: list[str] = []
-    have_by = {e["task_id"]: e for e in have}
-    want_by = {e["task_id"]: e for e in want}
+    have_by = {_key(e): e for e in have}
+    want_by = {_key(e): e for e in want}
     for task_id, entry in want_by.items():
         got = have_by.get(task_id)
         if got is None:
@@ -178,6 +215,11 @@ def differences(project: Project) -> list[str]:
     for task_id in have_by.keys() - want_by.keys():
         said.append(f"the registry names a worktree of task {task_id}, which does not exist")
     return said
+
+
+def _key(entry: dict[str, Any]) -> str:
+    """An entry's key: its task, or for a worktree of no task its name."""
+    return str(entry["task_id"]) or f"worktree {entry['name']}"
 
 
 def _derived(project: Project, old: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -205,7 +247,7 @@ def _derived(project: Project, old: list[dict[str, Any]]) -> list[dict[str, Any]
         except (TypeError, ValueError):
             created = 0.0
         entry: dict[str, Any] = {
-            "name": task.name,
+            "name": task.board.worktree or prior.get("name") or task.name,
             "path": str(task.worktree),
             "branch": task.branch,
             "task_id": task.id,
@@ -221,6 +263,14 @@ def _derived(project: Project, old: list[dict[str, Any]]) -> list[dict[str, Any]
             except ValueError:
                 pass
         entries.append(entry)
+    for prior in old:  # worktrees no task is bound to (``bar worktree create``)
+        if prior["task_id"]:
+            continue
+        lane = dict(prior)
+        if not Path(lane["path"]).is_dir() and lane["status"] != REMOVED:
+            lane["status"] = REMOVED
+            lane["removed_at"] = round(time.time(), 3)
+        entries.append(lane)
     return entries
 
 

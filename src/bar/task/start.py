@@ -92,7 +92,7 @@ def _bind(project: Project, task: Task) -> None:
             worktrees.discard(project.root, task.worktree)
         raise
     task.board.status = board.IN_PROGRESS
-    task.board.worktree = task.name
+    task.board.worktree = board.worktree_name(task)
     task.save()
     registry.mark(task, registry.ACTIVE)
     project.log_event(

@@ -54,6 +54,50 @@ def claim(
     return 0
 
 
+def worktree_create(*, name: str, for_task: str | None, base: str | None, as_json: bool) -> int:
+    loc = api.open_project()
+    if for_task is not None:
+        if base is not None:
+            raise UsageError(
+                "--base is for a worktree of no task: a task starts from its own base",
+                hint="`bar task new NAME --plan --base REF` plans a task on another base",
+            )
+        started = api.create_task_worktree(api.get_task(loc, for_task), name)
+        entry = _entry(loc, started.id)
+        if as_json:
+            print_json(entry)
+            return 0
+        print(f"Created worktree {name} for task {started.name} ({started.id}): in_progress")
+        print(f"  {started.worktree}  ({started.branch})")
+        return 0
+    entry = api.create_worktree(loc.project, name, base=base)
+    if as_json:
+        print_json(entry)
+        return 0
+    print(f"Created worktree {name} with no task: {entry['path']}  ({entry['branch']})")
+    print(f"Next: bar task bind TASK {name}  (bar run works there once a task is bound)")
+    return 0
+
+
+def bind(*, task_ref: str, worktree: str, as_json: bool) -> int:
+    loc = api.open_project()
+    bound, recorded = api.bind_task(api.get_task(loc, task_ref), worktree)
+    if as_json:
+        print_json(
+            {
+                "task": api.summarize(bound, loc.project.active_task_id()).to_json(),
+                "worktree": _entry(loc, bound.id),
+                "recorded": [s.step_id for s in recorded],
+            }
+        )
+        return 0
+    print(f"Bound task {bound.name} ({bound.id}) to worktree {worktree}: {bound.board.status}")
+    print(f"  {bound.worktree}  ({bound.branch})")
+    for step in recorded:
+        print(f"  recorded step {step.step_id} ({step.kind}): what the worktree held")
+    return 0
+
+
 def unclaim(*, task_ref: str | None, task: str | None, owner: str | None, as_json: bool) -> int:
     loc = api.open_project()
     before = api.get_task(loc, ref(task_ref, task))
@@ -83,14 +127,26 @@ def worktree_list(*, all: bool, as_json: bool) -> int:
     for e in entries:
         status = paint(f"[{e['status']}]", colour[e["status"]])
         print(
-            f"{status:<9} {e['name']:<{width}}  {e['path']}  ({e['branch']})  task={e['task_id']}"
+            f"{status:<9} {e['name']:<{width}}  {e['path']}  ({e['branch']})  "
+            f"task={e['task_id'] or '-'}"
         )
     return 0
 
 
+def _worktree_task(loc: api.Location, task_ref: str | None, task: str | None) -> api.Task:
+    """The task a worktree command names: by the worktree's name first (a worktree made
+    or bound under a name of its own), else as any task reference."""
+    chosen = ref(task_ref, task)
+    if chosen is not None:
+        entry = api.worktree_named(loc.project, chosen)
+        if entry is not None and entry["task_id"]:
+            return api.get_task(loc, entry["task_id"])
+    return api.get_task(loc, chosen)
+
+
 def worktree_keep(*, task_ref: str | None, task: str | None, as_json: bool) -> int:
     loc = api.open_project()
-    kept = api.keep_worktree(api.get_task(loc, ref(task_ref, task)))
+    kept = api.keep_worktree(_worktree_task(loc, task_ref, task))
     if as_json:
         print_json(_entry(loc, kept.id))
         return 0
@@ -103,9 +159,18 @@ def worktree_remove(
     *, task_ref: str | None, task: str | None, complete: bool, force: bool, as_json: bool
 ) -> int:
     loc = api.open_project()
-    done = api.remove_worktree(
-        api.get_task(loc, ref(task_ref, task)), complete=complete, force=force
-    )
+    chosen = ref(task_ref, task)
+    lane = api.worktree_named(loc.project, chosen) if chosen is not None else None
+    if lane is not None and not lane["task_id"]:
+        if complete:
+            raise UsageError(f"the worktree {chosen} has no task to complete")
+        entry = api.remove_lane(loc.project, lane["name"])
+        if as_json:
+            print_json({"task": None, "worktree": entry, "recorded": []})
+            return 0
+        print(f"Removed worktree {entry['name']} ({entry['path']}); its branch stays")
+        return 0
+    done = api.remove_worktree(_worktree_task(loc, task_ref, task), complete=complete, force=force)
     removed = done.task
     if as_json:
         print_json(

@@ -9,7 +9,7 @@ from bar.cli.parser import _cmd, _Formatter, _json_opt, task_ref_opts
 
 
 def task_actions(tsub: Any) -> None:
-    """``bar task start|claim|unclaim`` (``tsub``: the actions of ``bar task``)."""
+    """``bar task start|claim|bind|unclaim`` (``tsub``: the actions of ``bar task``)."""
     p = tsub.add_parser(
         "start",
         help="make a planned task's worktree and begin it",
@@ -60,6 +60,27 @@ def task_actions(tsub: Any) -> None:
     _cmd(p, "board:claim")
 
     p = tsub.add_parser(
+        "bind",
+        help="make a worktree made with no task the task's worktree",
+        formatter_class=_Formatter,
+        description="Bind the task to WORKTREE, a worktree made by `bar worktree create` with\n"
+        "no task: it becomes the task's worktree (moved under the task, on its branch,\n"
+        "its files untouched) and keeps its name; a pending task is in_progress. What\n"
+        "its files hold beyond the task's recorded state is recorded at once as a manual\n"
+        "step. A task with recorded work takes a clean worktree only. To move a task\n"
+        "that has a worktree, remove that one first (bar worktree remove: its record\n"
+        "stays).",
+        epilog="examples:\n"
+        "  bar worktree create ui-login\n"
+        "  bar task bind ui-task ui-login\n"
+        "  bar task bind 2 ui-login --json      (a number: board.layout: seed)",
+    )
+    p.add_argument("task_ref", metavar="TASK", help="the task's id, name (or number)")
+    p.add_argument("worktree", metavar="WORKTREE", help="the worktree's name")
+    _json_opt(p)
+    _cmd(p, "board:bind")
+
+    p = tsub.add_parser(
         "unclaim",
         help="put a claimed task back with no owner",
         formatter_class=_Formatter,
@@ -84,10 +105,30 @@ def commands(sub: Any) -> None:
         formatter_class=_Formatter,
         description="The worktree registry ($BAR_HOME/projects/<p>/workspaces/index.json):\n"
         "each task's worktree, its branch, and whether it is active, kept or removed.\n"
-        "A worktree is named by its task's name (or the task's id).",
+        "A task's worktree is named by the task's name unless made or bound under another\n"
+        "(bar worktree create NAME --task T, bar task bind); commands take either.",
     )
     wsub = wt.add_subparsers(dest="worktree_command", metavar="ACTION")
     wt.set_defaults(_help=wt)
+
+    p = wsub.add_parser(
+        "create",
+        help="make a worktree, for a pending task or for none yet",
+        formatter_class=_Formatter,
+        description="Make the worktree NAME. With --task, the pending task is started in it\n"
+        "(as bar task start, its worktree called NAME). Without, it is made with no task\n"
+        "at --base (default: git.default_base) on its own branch <prefix>wt/NAME, to look\n"
+        "around in; bar run refuses there until a task is bound to it (bar task bind).",
+        epilog="examples:\n"
+        "  bar worktree create auth-refactor --task 1\n"
+        "  bar worktree create ui-login --base main\n"
+        "  bar task bind ui-task ui-login",
+    )
+    p.add_argument("name", metavar="NAME", help="1 to 40 letters, digits, '.', '_' or '-'")
+    p.add_argument("--task", dest="for_task", metavar="TASK", help="a pending task to start in it")
+    p.add_argument("--base", metavar="REF", help="where a worktree of no task starts")
+    _json_opt(p)
+    _cmd(p, "board:worktree_create")
 
     p = wsub.add_parser(
         "list",

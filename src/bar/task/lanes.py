@@ -1,0 +1,280 @@
+"""Worktrees made before their task: ``bar worktree create`` and ``bar task bind``.
+
+In the worktree + task-board design bar follows (reference 002), the two planes are
+coupled by the task's id only: a worktree can be made with no task (``worktree create
+NAME``), and a task bound to it later (``bind``), which moves the task to
+``in_progress``. bar records every change of a task's worktree in that task, so a
+worktree of no task is a place to look around in, not to work in: ``bar run`` refuses
+there (no task would record it). Binding a task to it makes it the task's worktree:
+
+    workspaces/lanes/<NAME>  (branch <prefix>wt/<NAME>, no task)
+        ── bar task bind T NAME ──▶  workspaces/<T's id>  (T's branch, T's record)
+
+The directory is moved (``git worktree move``), its HEAD set to the task's branch
+without touching a file, and whatever its files hold beyond the task's recorded state
+is recorded at once as a ``manual`` step of the task: nothing in it is lost, nothing
+unrecorded. A task with recorded work takes a clean worktree only (its recorded state
+is then checked out there, as ``bar task start`` does): the worktree's changes and the
+task's work are never set against each other. The worktree keeps its name (the board's ``worktree``, the registry's
+``name``). A task already working in a worktree is moved by removing that one first
+(``bar worktree remove``: its record stays), then binding.
+
+Events: ``worktree.create.before`` / ``.after`` / ``.failed`` (``task`` ``{}``), and
+``task.bound`` (``task.started`` too when the task was pending).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import time
+from typing import TYPE_CHECKING, Any
+
+from bar import git
+from bar.errors import AlreadyExists, BarError, NotFound, UsageError
+from bar.task import board, registry
+from bar.task.tasks import Task, load_task
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from bar.ledger.records import Step
+    from bar.project.project import Project
+
+NAME_RE = re.compile(r"[A-Za-z0-9._-]{1,40}")
+LANES_DIR = "lanes"
+
+
+def path_of(project: Project, name: str) -> Path:
+    return project.paths.workspaces / LANES_DIR / name
+
+
+def create(project: Project, name: str, base: str | None = None) -> dict[str, Any]:
+    """Make the worktree ``name`` with no task, at ``base`` (default: the project's
+    default base); its registry entry as written."""
+    if not NAME_RE.fullmatch(name) or name in (".", ".."):
+        raise UsageError(
+            f"invalid worktree name {name!r}",
+            hint="use 1 to 40 letters, digits, '.', '_' or '-'",
+        )
+    ref = base or project.config.git.default_base
+    commit = git.resolve_commit(project.root, ref)
+    if commit is None:
+        raise NotFound(f"{ref!r} names no commit here", hint="give --base a branch or commit")
+    from bar.task.tasks import list_tasks
+
+    taken = registry.named(project, name)
+    holder = next((t for t in list_tasks(project) if t.active and t.name == name), None)
+    if taken is not None or holder is not None:
+        raise AlreadyExists(
+            f"a worktree or an open task is already called {name!r}",
+            hint="`bar worktree list` shows the worktrees; pick another name",
+        )
+    path = path_of(project, name)
+    branch = f"{project.config.git.branch_prefix}wt/{name}"
+    view = {"name": name, "path": str(path), "branch": branch, "base_ref": ref}
+    project.log_event("worktree.create.before", worktree=view)
+    try:
+        if path.exists() or path.is_symlink():
+            raise AlreadyExists(f"{path} is already there; nothing was removed")
+        if git.rev_parse(project.root, f"refs/heads/{branch}") is not None:
+            raise AlreadyExists(f"the branch {branch} is already there")
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        # git does not guard `.git/worktrees` against two `worktree add` at once
+        with project.lock(f"bar worktree create {name}"):
+            git.git(project.root, "worktree", "add", "--quiet", "-b", branch, str(path), commit)
+    except BaseException as exc:
+        with contextlib.suppress(BarError, OSError):
+            project.log_event(
+                "worktree.create.failed", worktree=view, error=str(exc) or type(exc).__name__
+            )
+        raise
+    entry = {
+        "name": name,
+        "path": str(path),
+        "branch": branch,
+        "task_id": "",
+        "status": registry.ACTIVE,
+        "created_at": round(time.time(), 3),
+    }
+    registry.set_lane(project, entry)
+    project.log_event("worktree.create.after", worktree=dict(view, status=registry.ACTIVE))
+    return entry
+
+
+def create_for(task: Task, name: str) -> Task:
+    """Start the pending ``task`` with its worktree called ``name`` (``bar worktree create
+    NAME --task T``); the task as it is now."""
+    from bar.task import start as task_start
+
+    project = task.project
+    if not NAME_RE.fullmatch(name) or name in (".", ".."):
+        raise UsageError(
+            f"invalid worktree name {name!r}",
+            hint="use 1 to 40 letters, digits, '.', '_' or '-'",
+        )
+    with task.lock(f"bar worktree create {name}"):
+        task = load_task(project, task.id)
+        if not task.pending:
+            raise UsageError(
+                f"task {task.name} ({task.id}) is not pending: it "
+                + ("has its worktree already" if task.active else "is closed"),
+                hint="`bar worktree list` shows the worktrees",
+            )
+        taken = registry.named(project, name)
+        if taken is not None and taken["task_id"] != task.id:
+            raise AlreadyExists(
+                f"a worktree is already called {name!r}",
+                hint=f"`bar task bind {task.id} {name}` binds the task to it",
+            )
+        task.board.worktree = name
+        task.save()
+        return task_start.start(task, activate=False)
+
+
+def bind(task: Task, name: str) -> tuple[Task, list[Step]]:
+    """Make the worktree ``name`` (made with no task) the worktree of ``task``; the task
+    as it is now, and the step that recorded what the worktree held beyond the task's
+    recorded state (none if nothing)."""
+    from bar.ledger import steps
+    from bar.task.start import holds_files
+    from bar.task.state import is_running
+
+    project = task.project
+    if is_running(task):
+        raise BarError(f"task {task.name} ({task.id}) is running a step")
+    with task.lock(f"bar task bind {name}"):
+        task = load_task(project, task.id)
+        task.require_own()
+        if not task.active:
+            raise UsageError(
+                f"task {task.name} ({task.id}) is closed",
+                hint=f"`bar task reopen {task.id}` first",
+            )
+        lane = registry.lane(project, name)
+        if lane is None:
+            bound = registry.named(project, name)
+            if bound is not None and bound["task_id"] == task.id:
+                return task, []  # bound already: no error, as claiming again is none
+            raise NotFound(
+                f"no worktree {name!r} without a task"
+                + (f" (it is the worktree of task {bound['task_id']})" if bound else ""),
+                hint="`bar worktree create NAME` makes one; `bar worktree list` shows them",
+            )
+        if not task.pending and task.worktree.is_dir():
+            refusal = UsageError(
+                f"task {task.name} ({task.id}) works in the worktree "
+                f"{board.worktree_name(task)} already",
+                hint=f"`bar worktree remove {task.id}` first (its record stays), then bind",
+            )
+            raise refusal
+        if holds_files(project, task):
+            raise BarError(
+                f"{task.worktree} holds files bar did not put there; nothing was moved",
+                hint=f"move what you need out of {task.worktree}, then bind again",
+            )
+        source = lane["path"]
+        worked = task.ledger.last() is not None
+        if worked and _holds_changes(source):
+            raise UsageError(
+                f"the worktree {name} holds changes, and task {task.name} ({task.id}) has "
+                "recorded work: binding would set one against the other",
+                hint="bind a task with no steps yet, or commit or move the changes away first",
+            )
+        with project.lock(f"bar task bind {name}"):
+            if task.worktree.exists() or task.worktree.is_symlink():
+                from bar.task import worktree as worktrees
+
+                worktrees.discard(project.root, task.worktree)  # empty, or a bare checkout
+            git.git(project.root, "worktree", "move", source, str(task.worktree))
+        _take_branch(task, lane)
+        if worked:  # a clean checkout: the task's recorded state, as a start makes it
+            from bar.changes import rollback
+
+            rollback.restore(task, task.recorded_snapshot())
+        registry.set_lane(project, None, drop=name)
+        was_pending = task.pending
+        task.board.status = board.IN_PROGRESS
+        task.board.worktree = name
+        task.save()
+        registry.mark(task, registry.ACTIVE)
+        if was_pending:
+            project.log_event("task.started", task=board.task_view(task))
+        project.log_event(
+            "task.bound",
+            task=board.task_view(task),
+            worktree=board.worktree_view(task, registry.ACTIVE),
+        )
+        recorded: list[Step] = []
+        if steps.has_unrecorded_changes(task):
+            manual = steps.record_hand_edits(task)
+            if manual is not None:
+                recorded.append(manual)
+    return task, recorded
+
+
+def _holds_changes(path: str) -> bool:
+    res = git.git(
+        path,
+        "status",
+        "--porcelain",
+        "-z",
+        "--untracked-files=all",
+        "--ignored=matching",
+        check=False,
+    )
+    return res.returncode != 0 or bool(res.out.strip("\0"))
+
+
+def _take_branch(task: Task, lane: dict[str, Any]) -> None:
+    """The moved worktree is on the task's branch, its files as they were, its own
+    index the branch's tree and bar's side index the task's (so what the files hold
+    beyond the task's record reads as a change not yet recorded)."""
+    from bar.history import side_index
+
+    where = task.worktree
+    git.git(where, "symbolic-ref", "HEAD", f"refs/heads/{task.branch}")
+    git.git(where, "read-tree", f"refs/heads/{task.branch}")
+    task.index.unlink(missing_ok=True)
+    side_index.seed_index(
+        where, task.index, task.base_commit, task.paths.git_dir, task.project.common_dir
+    )
+    # the worktree's own branch goes when every commit on it is in the task's base
+    # (it was only made to check the worktree out); a commit made there keeps it
+    repo = task.project.root
+    ref = f"refs/heads/{lane['branch']}"
+    tip = git.rev_parse(repo, ref)
+    if (
+        tip is not None
+        and (
+            git.git(repo, "merge-base", "--is-ancestor", tip, task.base_commit, check=False)
+        ).returncode
+        == 0
+    ):
+        git.git(repo, "update-ref", "-d", ref, tip, check=False)
+
+
+def remove(project: Project, name: str) -> dict[str, Any]:
+    """Remove the worktree ``name`` that no task is bound to; refused while it holds
+    anything its checkout did not put there (no task records it: removing would lose
+    it). Its branch stays. The entry as written."""
+    lane = registry.lane(project, name)
+    if lane is None:
+        raise NotFound(f"no worktree {name!r} without a task")
+    view = {"name": name, "path": lane["path"], "branch": lane["branch"]}
+    project.log_event("worktree.remove.before", worktree=view)
+    if _holds_changes(lane["path"]):
+        refusal = BarError(
+            f"the worktree {name} holds files its checkout did not put there, and no task "
+            "records them; nothing was removed",
+            hint=f"bind a task to it (`bar task bind TASK {name}`) to record them, or move "
+            "them away",
+        )
+        project.log_event("worktree.remove.failed", worktree=view, error=str(refusal))
+        raise refusal
+    with project.lock(f"bar worktree remove {name}"):
+        git.git(project.root, "worktree", "remove", lane["path"])
+    entry = dict(lane, status=registry.REMOVED, removed_at=round(time.time(), 3))
+    registry.set_lane(project, entry)
+    project.log_event("worktree.remove.after", worktree=dict(view, status=registry.REMOVED))
+    return entry
