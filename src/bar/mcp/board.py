@@ -72,6 +72,12 @@ class Board:
     def task_start(self, task: str) -> dict[str, Any]:
         return self._write("start", {"task": task})
 
+    def worktree_create(self, name: str, task: str = "", base: str = "") -> dict[str, Any]:
+        return self._write("worktree_create", {"name": name, "task": task, "base": base})
+
+    def task_bind_worktree(self, task: str, worktree: str) -> dict[str, Any]:
+        return self._write("bind", {"task": task, "worktree": worktree})
+
     def worktree_list(self, all: bool = False) -> dict[str, Any]:
         return self._read("worktrees", {"all": all})
 

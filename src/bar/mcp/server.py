@@ -303,6 +303,21 @@ def add_board(add: Add, board: Board) -> None:
     ) -> dict[str, Any]:
         return board.worktree_list(all)
 
+    def worktree_create(
+        name: Annotated[str, Field(description="the worktree's name: letters, digits, . _ -")],
+        task: Annotated[
+            str, Field(description="a pending task to start in it (default: no task yet)")
+        ] = "",
+        base: Annotated[str, Field(description="where a worktree of no task starts")] = "",
+    ) -> dict[str, Any]:
+        return board.worktree_create(name, task, base)
+
+    def task_bind_worktree(
+        task: TaskRef,
+        worktree: Annotated[str, Field(description="a worktree made with no task")],
+    ) -> dict[str, Any]:
+        return board.task_bind_worktree(task, worktree)
+
     def worktree_keep(task: TaskRef) -> dict[str, Any]:
         return board.worktree_keep(task)
 
@@ -346,6 +361,18 @@ def add_board(add: Add, board: Board) -> None:
         False,
     )
     add(worktree_list, "The task worktrees: active, kept and (with all) removed.", True)
+    add(
+        worktree_create,
+        "Make a worktree: for a pending task (started in it), or with no task yet "
+        "(bind one later with task_bind_worktree).",
+        False,
+    )
+    add(
+        task_bind_worktree,
+        "Bind a task to a worktree made with no task: it becomes the task's worktree; "
+        "what it held beyond the task's record is recorded as a manual step.",
+        False,
+    )
     add(worktree_keep, "Keep a task's worktree when the task closes.", False)
     add(
         worktree_remove,

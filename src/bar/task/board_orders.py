@@ -24,7 +24,19 @@ from bar.task import registry
 from bar.task.state import is_running, summarize
 from bar.task.tasks import Task, list_tasks, load_task, resolve_task
 
-OPS = ("create", "list", "claim", "unclaim", "start", "worktrees", "keep", "remove", "events")
+OPS = (
+    "create",
+    "list",
+    "claim",
+    "unclaim",
+    "start",
+    "worktrees",
+    "worktree_create",
+    "bind",
+    "keep",
+    "remove",
+    "events",
+)
 LIST_FILTERS = ("open", "pending", "in_progress", "completed", "all")
 EVENTS_MAX = 200
 
@@ -77,9 +89,19 @@ def perform(
         if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= EVENTS_MAX:
             raise UsageError(f"limit must be a number from 1 to {EVENTS_MAX}")
         return {"events": events.recent(project.paths.events, limit)}
+    if op == "worktree_create" and not _text(args, "task", required=False):
+        from bar.task import lanes
+
+        base = _text(args, "base", required=False) or None
+        return {"worktree": lanes.create(project, _text(args, "name"), base)}
     if op not in OPS:
         raise UsageError(f"{op!r} is not a board operation", hint="known: " + ", ".join(OPS))
-    task = resolve_task(project, _text(args, "task"))
+    named = _text(args, "task")
+    # keep and remove name a worktree: by the worktree's own name first
+    entry = registry.named(project, named) if op in ("keep", "remove") else None
+    if entry is not None and entry["task_id"]:
+        named = entry["task_id"]
+    task = resolve_task(project, named)
     if caller is not None and task.id != caller.id and is_running(task):
         # never wait from inside a step on another task's step (its lock is held for
         # as long as that step runs)
@@ -102,6 +124,25 @@ def perform(
 
         owner = _text(args, "owner", required=False) or None
         return {"task": summarize(unclaim(task, owner=owner), active).to_json()}
+    if op in ("worktree_create", "bind") and caller is not None and caller.id == task.id:
+        raise orders.NotInsideStep(
+            f"a step of task {task.name} cannot move its own task to another worktree",
+            hint="the developer does, outside the step",
+        )
+    if op == "worktree_create":
+        from bar.task import lanes
+
+        started = lanes.create_for(task, _text(args, "name"))
+        return {"task": summarize(started, active).to_json(), "worktree": _entry(started)}
+    if op == "bind":
+        from bar.task import lanes
+
+        bound, recorded = lanes.bind(task, _text(args, "worktree"))
+        return {
+            "task": summarize(bound, active).to_json(),
+            "worktree": _entry(bound),
+            "recorded": [s.step_id for s in recorded],
+        }
     if op == "start":
         from bar.task.start import start
 
