@@ -344,7 +344,7 @@ def test_doctor_rebuilds_the_registry_and_the_board_from_disk(
     fixed = bar(capfd, "doctor", "--repair")
     assert fixed.code == 0, fixed.out + fixed.err
     got = {e["task_id"]: e["status"] for e in registry()}
-    assert got == {a["id"]: "removed", b["id"]: "active"}  # (b's "kept" was only in it)
+    assert got == {a["id"]: "removed", b["id"]: "kept"}  # (b's "kept": from the event log)
     assert {e["task_id"] for e in want} == set(got)
     assert task_json(b["id"])["board"]["status"] == "in_progress"
     assert not Path(c["worktree"]).exists()

@@ -61,13 +61,9 @@ def create(project: Project, name: str, base: str | None = None) -> dict[str, An
     commit = git.resolve_commit(project.root, ref)
     if commit is None:
         raise NotFound(f"{ref!r} names no commit here", hint="give --base a branch or commit")
-    from bar.task.tasks import list_tasks
-
-    taken = registry.named(project, name)
-    holder = next((t for t in list_tasks(project) if t.active and t.name == name), None)
-    if taken is not None or holder is not None:
+    if registry.named(project, name) is not None:
         raise AlreadyExists(
-            f"a worktree or an open task is already called {name!r}",
+            f"a worktree is already called {name!r}",
             hint="`bar worktree list` shows the worktrees; pick another name",
         )
     path = path_of(project, name)
@@ -187,6 +183,8 @@ def bind(task: Task, name: str) -> tuple[Task, list[Step]]:
 
                 worktrees.discard(project.root, task.worktree)  # empty, or a bare checkout
             git.git(project.root, "worktree", "move", source, str(task.worktree))
+            _rename_admin(task)
+        task = load_task(project, task.id)  # bar's git pinned to the moved worktree's
         _take_branch(task, lane)
         if worked:  # a clean checkout: the task's recorded state, as a start makes it
             from bar.changes import rollback
@@ -211,6 +209,24 @@ def bind(task: Task, name: str) -> tuple[Task, list[Step]]:
             if manual is not None:
                 recorded.append(manual)
     return task, recorded
+
+
+def _rename_admin(task: Task) -> None:
+    """The moved worktree's admin directory takes the name git gives a task's (its
+    directory's: the task id), which is how bar finds it without reading a file a step
+    could write (``bar.task.tasks.admin_dir``)."""
+    import os
+
+    from bar.store.files import write_bytes_atomic
+    from bar.task.tasks import admin_dir
+
+    common = task.project.common_dir
+    old = admin_dir(common, task.worktree)
+    new = common / "worktrees" / task.worktree.name
+    if old is None or old == new or os.path.lexists(new):
+        return
+    os.rename(old, new)
+    write_bytes_atomic(task.worktree / ".git", f"gitdir: {new}\n".encode(), mode=0o644)
 
 
 def _holds_changes(path: str) -> bool:

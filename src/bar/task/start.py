@@ -92,7 +92,11 @@ def _bind(project: Project, task: Task) -> None:
             worktrees.discard(project.root, task.worktree)
         raise
     task.board.status = board.IN_PROGRESS
-    task.board.worktree = board.worktree_name(task)
+    name = board.worktree_name(task)
+    taken = registry.named(project, name)
+    if taken is not None and taken["task_id"] != task.id:
+        name = task.id  # the name is another worktree's (one made before its task): the id
+    task.board.worktree = name
     task.save()
     registry.mark(task, registry.ACTIVE)
     project.log_event(
@@ -105,29 +109,75 @@ def _bind(project: Project, task: Task) -> None:
 
 def holds_files(project: Project, task: Task) -> bool:
     """What stands where the task's worktree is to be made holds something someone put
-    there: anything but an empty directory, a link (removed, never followed), or a
-    checkout a stopped start left with no file changed, added or ignored in it."""
+    there: anything but a link (removed, never followed), or a directory holding only
+    files of the task's branch as it checks out (what a stopped start left, however far
+    its checkout got), its ``.git`` file and empty directories."""
+    import os
+
     path = task.worktree
     if path.is_symlink() or not path.exists():
         return False
-    if path.is_dir() and not any(path.iterdir()):
+    if not path.is_dir():
+        return True
+    found: list[str] = []
+    links: dict[str, bytes] = {}
+    for top, dirs, files in os.walk(path):
+        rel_top = os.path.relpath(top, path)
+        for name in files + [d for d in dirs if os.path.islink(os.path.join(top, d))]:
+            rel = name if rel_top == "." else f"{rel_top}/{name}"
+            if rel == ".git":
+                continue
+            full = os.path.join(top, name)
+            if os.path.islink(full):
+                links[rel] = os.fsencode(os.readlink(full))
+            else:
+                found.append(rel)
+        dirs[:] = [d for d in dirs if not os.path.islink(os.path.join(top, d))]
+    if not found and not links:
         return False
-    if path.is_dir() and worktrees.is_registered(project.root, path):
-        res = git.git(
-            path,
-            "status",
-            "--porcelain",
-            "-z",
-            "--untracked-files=all",
-            "--ignored=matching",
-            check=False,
-        )
-        entries = [e for e in res.out.split("\0") if e]
-        # a checkout cut short only lacks files: nothing is lost by removing it
-        cut_short = all(len(e) > 2 and e[1] == "D" and e[0] in " D" for e in entries)
-        if res.returncode == 0 and cut_short:
-            return False
-    return True
+    # a start checks out the branch, then the recorded state (a task whose worktree was
+    # removed): a file of either, as either has it, is the start's own
+    trees: list[dict[str, tuple[str, str]]] = []
+    for ref in (f"refs/heads/{task.branch}", task.snapshot_ref):
+        listed = git.git(project.root, "ls-tree", "-r", "-z", ref, check=False)
+        if listed.returncode != 0:
+            continue
+        tree: dict[str, tuple[str, str]] = {}
+        for line in listed.out.split("\0"):
+            if line:
+                meta, _, name = line.partition("\t")
+                mode, _, oid = meta.split(" ")
+                tree[name] = (mode, oid)
+        trees.append(tree)
+    if not trees:
+        return True
+    for rel, target in links.items():
+        import hashlib
+
+        blob = hashlib.sha1(b"blob %d\0" % len(target) + target).hexdigest()
+        if all(t.get(rel) != ("120000", blob) for t in trees):
+            return True
+    if not found:
+        return False
+    if any(all(rel not in t or t[rel][0] == "120000" for t in trees) for rel in found):
+        return True
+    # hashed as `git add` would hash them there (the repository's filters and attributes)
+    hashed = git.git(
+        path,
+        f"--git-dir={project.common_dir}",
+        f"--work-tree={path}",
+        "hash-object",
+        "--stdin-paths",
+        input="".join(f"{rel}\n" for rel in found).encode(),
+        check=False,
+    )
+    oids = hashed.out.split()
+    if hashed.returncode != 0 or len(oids) != len(found):
+        return True
+    return any(
+        all(t.get(rel, ("", ""))[1] != oid for t in trees)
+        for rel, oid in zip(found, oids, strict=True)
+    )
 
 
 def _refuse_if_holding(project: Project, task: Task) -> None:

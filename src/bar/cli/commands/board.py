@@ -150,7 +150,8 @@ def worktree_keep(*, task_ref: str | None, task: str | None, as_json: bool) -> i
     if as_json:
         print_json(_entry(loc, kept.id))
         return 0
-    print(f"Kept worktree {kept.name}: it stays when task {kept.name} ({kept.id}) closes")
+    name = kept.board.worktree or kept.name
+    print(f"Kept worktree {name}: it stays when task {kept.name} ({kept.id}) closes")
     print(f"  {kept.worktree}")
     return 0
 
@@ -183,7 +184,9 @@ def worktree_remove(
         return 0
     for step in done.recorded:
         print(f"Recorded step {step.step_id} ({step.kind}) first: changes no step had recorded")
-    print(f"Removed worktree {removed.name} ({removed.worktree})")
+    gone = _entry(loc, removed.id)
+    name = gone["name"] if gone is not None else removed.name
+    print(f"Removed worktree {name} ({removed.worktree})")
     if not removed.active:
         print(f"  task {removed.name} ({removed.id}) is completed; its branch and record stay")
     else:

@@ -1,0 +1,139 @@
+"""Reference 002's own client on the board bar keeps in the seed's layout
+(``board.layout: seed``): the design's tour done with bar's commands, read back by a
+client that knows only the reference (``board_client_002``)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from board_client_002 import SeedBoard
+from helpers import bar, project_dir, set_config
+
+
+def test_the_seed_client_reads_the_board_bar_keeps_in_the_seed_layout(
+    inited: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    set_config(board={"layout": "seed"})
+    client = SeedBoard(inited)
+    # 1. Create tasks for backend auth and frontend login page, then list tasks.
+    assert bar(capfd, "task", "new", "auth-refactor", "--plan", "-d", "backend auth").code == 0
+    assert bar(capfd, "task", "new", "ui-login", "--plan").code == 0
+    assert client.listing() == ["[ ] #1: auth-refactor", "[ ] #2: ui-login"]
+    first = client.task(1)
+    assert first["status"] == "pending" and first["worktree"] == "" and first["owner"] == ""
+    assert first["description"] == "backend auth" and first["blockedBy"] == []
+    # 2. Create worktree "auth-refactor" for task 1, create worktree "ui-login", then bind
+    #    task 2 to "ui-login".
+    assert bar(capfd, "worktree", "create", "auth-refactor", "--task", "1").code == 0
+    assert bar(capfd, "worktree", "create", "ui-login").code == 0
+    lane = client.worktree("ui-login")
+    assert lane is not None and lane["task_id"] is None and lane["status"] == "active"
+    assert client.run("ui-login", "echo draft > draft.txt") == ""
+    bound = bar(capfd, "task", "bind", "2", "ui-login")
+    assert bound.code == 0, bound.err
+    assert "recorded step 0001 (manual)" in bound.out  # what the worktree held
+    assert client.task(2)["status"] == "in_progress"
+    assert client.task(2)["worktree"] == "ui-login"
+    assert client.worktree("ui-login")["task_id"] == 2  # type: ignore[index]
+    assert client.run("ui-login", "cat draft.txt") == "draft"
+    assert bar(capfd, "task", "claim", "1", "--owner", "agent-A").code == 0
+    assert client.listing() == [
+        "[>] #1: auth-refactor owner=agent-A wt=auth-refactor",
+        "[>] #2: ui-login wt=ui-login",
+    ]
+    # 3. Run "git status --short" in worktree "auth-refactor".
+    assert bar(capfd, "run", "--task", "1", "--", "sh", "-c", "echo x > a.txt").code == 0
+    assert "a.txt" in client.run("auth-refactor", "ls")
+    assert client.status("auth-refactor").startswith("## ")
+    # 4. Keep worktree "ui-login", then list worktrees and inspect worktree events.
+    assert bar(capfd, "worktree", "keep", "ui-login").code == 0
+    assert client.worktree("ui-login")["status"] == "kept"  # type: ignore[index]
+    kept = [e for e in client.events(50) if e["event"] == "worktree.keep"]
+    assert kept and kept[-1]["task"]["id"] == 2 and kept[-1]["worktree"]["name"] == "ui-login"
+    # a refusal is an event too: a worktree holding changes no step recorded
+    Path(client.worktree("auth-refactor")["path"], "hand.txt").write_text("by hand\n")  # type: ignore[index]
+    refused = bar(capfd, "worktree", "remove", "auth-refactor")
+    assert refused.code == 5
+    assert [e["event"] for e in client.events(2)] == [
+        "worktree.remove.before",
+        "worktree.remove.failed",
+    ]
+    assert "no step recorded" in client.events(1)[0]["error"]
+    # 5. Remove worktree "auth-refactor" with complete_task=true, then list
+    #    tasks/worktrees/events.
+    done = bar(capfd, "worktree", "remove", "auth-refactor", "--complete", "--force")
+    assert done.code == 0, done.err
+    assert client.task(1)["status"] == "completed"
+    assert client.worktree("auth-refactor")["status"] == "removed"  # type: ignore[index]
+    tail = [e["event"] for e in client.events(3)]
+    assert tail == ["worktree.remove.before", "worktree.remove.after", "task.completed"]
+    for event in client.events(100):
+        assert {"event", "ts", "task", "worktree"} <= set(event)
+        assert isinstance(event["ts"], float)
+        if event["task"]:
+            assert isinstance(event["task"]["id"], int)
+
+    # crash recovery: the two planes alone give the whole picture, consistent
+    seen = client.recover()
+    assert seen["problems"] == []
+    assert set(seen["worktrees"]) == {"ui-login"}
+    assert {t["id"]: t["status"] for t in seen["tasks"].values()} == {
+        1: "completed",
+        2: "in_progress",
+    }
+    # bar's own files keep bar's meanings
+    own = json.loads(
+        (project_dir() / "tasks" / client.task(1)["bar"]["id"] / "task.json").read_text()
+    )
+    assert own["status"] == "closed" and own["board"]["status"] == "completed"
+
+
+def test_a_copy_that_fell_behind_is_said_by_doctor_and_written_again(
+    inited: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    set_config(board={"layout": "seed"})
+    client = SeedBoard(inited)
+    assert bar(capfd, "task", "new", "one", "--plan").code == 0
+    assert bar(capfd, "task", "start", "#1").code == 0
+    (inited / ".worktrees" / "index.json").unlink()
+    (inited / ".tasks" / "task_1.json").write_text("{}")
+    said = bar(capfd, "doctor")
+    assert "the board's copy in the repository is out of date" in said.out
+    assert bar(capfd, "doctor", "--repair").code == 0
+    assert client.task(1)["status"] == "in_progress"
+    assert client.worktree("one")["task_id"] == 1  # type: ignore[index]
+    assert [e["event"] for e in client.events(3)] == [
+        "worktree.create.before",
+        "worktree.create.after",
+        "task.started",
+    ]
+    assert "board's copy" not in bar(capfd, "doctor").out
+
+
+def test_numbers_are_never_given_twice_and_a_file_bar_did_not_write_is_left_alone(
+    inited: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    set_config(board={"layout": "seed"})
+    (inited / ".tasks").mkdir()
+    (inited / ".tasks" / "task_7.json").write_text('{"id": 7, "subject": "theirs"}')
+    (inited / ".tasks" / "notes.md").write_text("mine\n")
+    assert bar(capfd, "task", "new", "a", "--plan").code == 0
+    assert bar(capfd, "task", "new", "b", "--plan").code == 0
+    client = SeedBoard(inited)
+    assert [t["subject"] for t in client.tasks()] == ["theirs", "a", "b"]
+    assert [t["id"] for t in client.tasks()] == [7, 8, 9]
+    assert bar(capfd, "task", "close", "a").code == 0
+    assert bar(capfd, "task", "delete", "a", "--force").code == 0
+    assert bar(capfd, "task", "new", "c", "--plan").code == 0
+    assert [t["id"] for t in client.tasks()] == [7, 9, 10]  # 8 went with its task
+    assert (inited / ".tasks" / "task_7.json").read_text() == '{"id": 7, "subject": "theirs"}'
+    assert (inited / ".tasks" / "notes.md").read_text() == "mine\n"
+    # a link where the directory should be is never written through
+    (inited / ".worktrees").rename(inited / "elsewhere")
+    (inited / ".worktrees").symlink_to(inited / "elsewhere")
+    before = (inited / "elsewhere" / "events.jsonl").read_bytes()
+    made = bar(capfd, "task", "new", "d", "--plan")
+    assert made.code == 0 and "is not a directory" in made.err
+    assert (inited / "elsewhere" / "events.jsonl").read_bytes() == before
