@@ -149,6 +149,14 @@ def board(s: Session) -> None:
     """The task board (docs/board.md)."""
     s.json("bar task new --json", "task", "new", "planned", "--plan", "--json")
     s.json("bar task claim --json", "task", "claim", "planned", "--owner", "w1", "--json")
+    s.json("bar task unclaim --json", "task", "unclaim", "planned", "--json")
+    s.json("bar worktree create --json", "worktree", "create", "lane", "--json")
+    s.json("bar task new --json", "task", "new", "later", "--plan", "--json")
+    s.json("bar task bind --json", "task", "bind", "later", "lane", "--json")
+    s.json("bar task new --json", "task", "new", "third", "--plan", "--json")
+    s.json(
+        "bar worktree create --json", "worktree", "create", "third-wt", "--task", "third", "--json"
+    )
     s.json("bar task start --json", "task", "start", "planned", "--no-switch", "--json")
     s.json("bar worktree keep --json", "worktree", "keep", "planned", "--json")
     s.json("bar worktree list --json", "worktree", "list", "--all", "--json")
