@@ -148,10 +148,8 @@ class Project:
                 error=error,
                 project=project,
             )
-            if self.config.board.layout != "bar":
-                from bar.task import seed_board
-
-                seed_board.publish(self, rec)
+            for told in events.after_logged:
+                told(self, rec)
 
     # --- state.json -------------------------------------------------------------
 

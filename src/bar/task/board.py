@@ -74,16 +74,10 @@ def expected(task: Task) -> Board:
 
 
 def worktree_name(task: Task) -> str:
-    """The name of the task's worktree: the one it is bound under, else the one the
-    registry knows it by (a worktree removed keeps its name for the next start), else the
-    task's name. A worktree made by ``bar worktree create NAME`` keeps NAME when a task is
-    bound to it (``bar task bind``)."""
-    if task.board.worktree:
-        return task.board.worktree
-    from bar.task import registry
-
-    entry = registry.entry_of(task.project, task.id)
-    return str(entry["name"]) if entry is not None and entry.get("name") else task.name
+    """The name of the task's worktree: the one it is bound under (a worktree made or
+    bound under a name of its own keeps it: ``bar.task.lanes``), else the task's name.
+    ``bar.task.registry.name_of`` also knows the name of one removed."""
+    return task.board.worktree or task.name
 
 
 def validate_owner(owner: str) -> str:

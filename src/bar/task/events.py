@@ -29,7 +29,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +42,9 @@ VERSION = 2
 # step's order is carried out (``bar.task.board_orders``), written as ``"by"``
 origin: dict[str, Any] | None = None
 PARSE_ERROR = "parse_error"
+# told of each event as it is logged, under the project lock (``Project.log_event``):
+# ``bar.task.seed_board`` keeps the seed layout's copy of the board with it
+after_logged: list[Callable[[Any, dict[str, Any]], None]] = []
 _TAIL_CHUNK = 64 * 1024
 
 

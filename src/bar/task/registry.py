@@ -111,6 +111,16 @@ def mark(task: Task, status: str, *, when: float | None = None) -> dict[str, Any
         return dict(entry)
 
 
+def name_of(task: Task) -> str:
+    """The name of the task's worktree: the one it is bound under, else the one the
+    registry knows it by (a worktree removed keeps its name for the next start), else the
+    task's name."""
+    if task.board.worktree:
+        return task.board.worktree
+    entry = entry_of(task.project, task.id)
+    return str(entry["name"]) if entry is not None and entry.get("name") else task.name
+
+
 def lane(project: Project, name: str) -> dict[str, Any] | None:
     """The entry of the worktree ``name`` that no task is bound to (``bar worktree
     create`` without a task), if it is there and not removed."""
@@ -225,7 +235,6 @@ def _key(entry: dict[str, Any]) -> str:
 def _derived(project: Project, old: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The entries the disk implies: one per task that has or had a worktree."""
     from bar.base.clock import seconds_of
-    from bar.task import board
     from bar.task.tasks import list_tasks
 
     before = {e["task_id"]: e for e in old}
@@ -233,9 +242,9 @@ def _derived(project: Project, old: list[dict[str, Any]]) -> list[dict[str, Any]
     entries: list[dict[str, Any]] = []
     for task in list_tasks(project):
         # a pending task has no worktree: a directory there is a stopped start's leftover
-        present = task.worktree.is_dir() and task.board.status != board.PENDING
+        present = task.worktree.is_dir() and task.board.status != "pending"
         prior = before.get(task.id) or remembered.get(task.id, {})
-        if not present and (task.read_only or task.board.status == board.PENDING) and not prior:
+        if not present and (task.read_only or task.board.status == "pending") and not prior:
             continue  # never had one (here: a fetched copy has none)
         if present:
             keep = not task.active or prior.get("status") == KEPT

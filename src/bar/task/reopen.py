@@ -71,7 +71,7 @@ def reopen(project: Project, ref: str) -> Reopened:
             task.status = "active"
             task.closed_at = None
             task.board.status = board.IN_PROGRESS
-            task.board.worktree = board.worktree_name(task)
+            task.board.worktree = registry.name_of(task)
             task.save()
             registry.mark(task, registry.ACTIVE)
         project.log_event("task.reopened", task=board.task_view(task))

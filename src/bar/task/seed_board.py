@@ -39,6 +39,9 @@ from typing import TYPE_CHECKING, Any
 from bar.base.notices import warn
 from bar.errors import BarError, CorruptFile
 from bar.store.files import append_line, read_json, write_bytes_atomic, write_json_atomic
+from bar.task import events as task_events
+from bar.task.seed_numbers import load as _load_numbers
+from bar.task.seed_numbers import path_of as _numbers_path
 
 if TYPE_CHECKING:
     from bar.project.project import Project
@@ -47,7 +50,6 @@ if TYPE_CHECKING:
 SEED = "seed"
 TASKS_DIR = ".tasks"
 WORKTREES_DIR = ".worktrees"
-NUMBERS_FILE = "board-numbers.json"
 VERSION = 1
 _MODE = 0o644  # like the checkout's own files: the developer's tools read them
 
@@ -55,18 +57,6 @@ _MODE = 0o644  # like the checkout's own files: the developer's tools read them
 def enabled(project: Project) -> bool:
     """The project keeps the seed's layout too (``board.layout: seed``)."""
     return project.config.board.layout == SEED
-
-
-def task_id_of(project: Project, number: int) -> str | None:
-    """bar's id of the task the seed's layout numbers ``number`` (None: no such task)."""
-    for task_id, n in _load_numbers(project).items():
-        if n == number:
-            return task_id
-    return None
-
-
-def number_of(project: Project, task_id: str) -> int | None:
-    return _load_numbers(project).get(task_id)
 
 
 def publish(project: Project, event: dict[str, Any] | None = None) -> None:
@@ -119,16 +109,14 @@ def repair(project: Project) -> None:
     the project lock)."""
     if not enabled(project):
         return
-    from bar.task import events
-
     tasks_dir, wt_dir = _dirs(project)
     numbers = _numbers(project)
     _write_tasks(project, tasks_dir, numbers)
     _write_if_changed(wt_dir / "index.json", _index(project, numbers))
     lines = [
         json.dumps(_event(rec, numbers), ensure_ascii=False, separators=(",", ":"))
-        for rec in events.recent(project.paths.events, None)
-        if rec.get("event") != events.PARSE_ERROR
+        for rec in task_events.recent(project.paths.events, None)
+        if rec.get("event") != task_events.PARSE_ERROR
     ]
     text = "".join(line + "\n" for line in lines)
     write_bytes_atomic(
@@ -259,21 +247,6 @@ def _event(rec: dict[str, Any], numbers: dict[str, int]) -> dict[str, Any]:
 # --- numbers -------------------------------------------------------------------------
 
 
-def _numbers_path(project: Project) -> Path:
-    return project.paths.dir / NUMBERS_FILE
-
-
-def _load_numbers(project: Project) -> dict[str, int]:
-    try:
-        data = read_json(_numbers_path(project), NUMBERS_FILE)
-    except FileNotFoundError:
-        return {}
-    found = data.get("numbers")
-    if not isinstance(found, dict):
-        raise CorruptFile(f"{_numbers_path(project)} has no numbers")
-    return {str(k): v for k, v in found.items() if isinstance(v, int) and not isinstance(v, bool)}
-
-
 def _numbers(project: Project) -> dict[str, int]:
     """Every task's number, a new task given the next one (in the order tasks were made;
     a number is never given twice, a deleted task's included). The caller holds the
@@ -306,3 +279,6 @@ def _numbers(project: Project) -> dict[str, int]:
     if changed or not _numbers_path(project).exists():
         write_json_atomic(_numbers_path(project), {"version": VERSION, "numbers": numbers})
     return numbers
+
+
+task_events.after_logged.append(publish)  # every change of the board logs an event

@@ -92,7 +92,7 @@ def _bind(project: Project, task: Task) -> None:
             worktrees.discard(project.root, task.worktree)
         raise
     task.board.status = board.IN_PROGRESS
-    name = board.worktree_name(task)
+    name = registry.name_of(task)
     taken = registry.named(project, name)
     if taken is not None and taken["task_id"] != task.id:
         name = task.id  # the name is another worktree's (one made before its task): the id

@@ -425,9 +425,9 @@ def _by_number(project: Project, ref: str) -> Task | None:
     digits = ref.removeprefix("#")
     if not (digits.isascii() and digits.isdigit()) or project.config.board.layout != "seed":
         return None
-    from bar.task import seed_board
+    from bar.task import seed_numbers
 
-    found = seed_board.task_id_of(project, int(digits))
+    found = seed_numbers.task_id_of(project, int(digits))
     if found is None:
         if ref.startswith("#"):
             raise TaskNotFound(
