@@ -137,3 +137,40 @@ def test_numbers_are_never_given_twice_and_a_file_bar_did_not_write_is_left_alon
     made = bar(capfd, "task", "new", "d", "--plan")
     assert made.code == 0 and "is not a directory" in made.err
     assert (inited / "elsewhere" / "events.jsonl").read_bytes() == before
+
+
+def test_what_another_client_of_the_design_writes_there_is_kept(
+    inited: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    set_config(board={"layout": "seed"})
+    assert bar(capfd, "task", "new", "ours", "--plan").code == 0
+    index = inited / ".worktrees" / "index.json"
+    data = json.loads(index.read_text())
+    theirs = {
+        "name": "theirs",
+        "path": str(inited / ".worktrees" / "theirs"),
+        "branch": "wt/theirs",
+        "task_id": None,
+        "status": "active",
+    }
+    data["worktrees"].append(theirs)
+    index.write_text(json.dumps(data))
+    with (inited / ".worktrees" / "events.jsonl").open("a") as log:
+        log.write(
+            json.dumps(
+                {
+                    "event": "worktree.create.after",
+                    "ts": 1.0,
+                    "task": {},
+                    "worktree": {"name": "theirs"},
+                }
+            )
+            + "\n"
+        )
+    assert bar(capfd, "task", "start", "ours").code == 0
+    client = SeedBoard(inited)
+    assert client.worktree("theirs") == theirs
+    assert client.worktree("ours")["task_id"] == 1  # type: ignore[index]
+    assert "worktree.create.after" in [e["event"] for e in client.events(10)]
+    assert len([e for e in client.events(10) if e["worktree"].get("name") == "theirs"]) == 1
+    assert "board's copy" not in bar(capfd, "doctor").out

@@ -224,6 +224,13 @@ def _index(project: Project, numbers: dict[str, int]) -> dict[str, Any]:
         seed["task_id"] = numbers.get(entry["task_id"]) if entry["task_id"] else None
         seed["bar_task_id"] = entry["task_id"]
         worktrees.append(seed)
+    # entries another program added (a client of the design making its own worktrees)
+    # stay as they were, after bar's
+    was = _read(project.root / WORKTREES_DIR / "index.json")
+    if isinstance(was, dict) and isinstance(was.get("worktrees"), list):
+        worktrees += [
+            e for e in was["worktrees"] if isinstance(e, dict) and "bar_task_id" not in e
+        ]
     return {"version": VERSION, "worktrees": worktrees}
 
 
