@@ -16,6 +16,7 @@ from claude_runs import rewinding, run_script, stop_hook_once, stopped
 from helpers import DATA, bar, ledger, new_task, task_dir
 from mock_models import Answer, MockServer, Stall
 from real_agents import AgentSetup, agent_binary
+from test_session_faces import shape
 
 from bar import api
 from bar.redact import Scrubber
@@ -28,7 +29,8 @@ START = "2026-11-25T10:00:00.000Z"
 
 
 def capture(tmp_path: Path, name: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """What bar keeps of the transcript ``name`` as a step's session."""
+    """What bar keeps of the transcript ``name`` (in tests/data, or written in
+    ``tmp_path``) as a step's session."""
     home = tmp_path / "home"
     (home / "projects" / "-work-shop").mkdir(parents=True)
     shutil.copy(TRANSCRIPTS / name, home / "projects" / "-work-shop" / "s1.jsonl")
@@ -86,6 +88,40 @@ def test_a_turn_that_ends_in_an_attachment_was_interrupted(tmp_path: Path) -> No
     assert [e["type"] for e in events] == ["message", "message", "usage", "interrupt"]
     assert events[-1]["at"] == "2026-11-25T10:00:02.000Z"  # (after the last event kept)
     assert summary["interrupts"] == 1
+
+
+def test_claude_codes_own_filler_is_not_the_models_answer(tmp_path: Path) -> None:
+    """Resuming a cut turn, Claude Code writes "Continue from where you left off." (meta)
+    and answers it itself in the model's place (the ``<synthetic>`` model); an API error
+    is written so too, and is shown."""
+    at = "2026-11-25T10:00:0{}.000Z".format
+    synthetic = {"id": "x1", "model": "<synthetic>", "usage": {"input_tokens": 0}}
+    records = [
+        line("user", "u1", None, "go on", timestamp=at(1)),
+        line("user", "m1", "u1", "Continue from where you left off.", isMeta=True, timestamp=at(2)),
+        line(
+            "assistant",
+            "x1",
+            "m1",
+            text("No response requested."),
+            message=synthetic,
+            timestamp=at(3),
+        ),
+        line(
+            "assistant",
+            "e1",
+            "x1",
+            text("API Error: 529 overloaded"),
+            message=synthetic,
+            isApiErrorMessage=True,
+            timestamp=at(4),
+        ),
+    ]
+    (tmp_path / "t.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    summary, events = capture(tmp_path, str(tmp_path / "t.jsonl"))
+    assert said(events) == [("user", "go on"), ("assistant", "API Error: 529 overloaded")]
+    # (no answer of the model's; by Claude Code's rule the filler ended the turn)
+    assert summary["turns"] == 0 and "interrupts" not in summary
 
 
 # --- the chain, rule by rule ------------------------------------------------------------
@@ -281,6 +317,9 @@ def test_a_rewound_branch_of_a_real_session_is_left_out_of_its_record(
     shown = bar(capfd, "show", "1", "--session").out
     assert "THREE: use 0.15" in shown and "TWO" not in shown and "0.2." not in shown
     assert shown.splitlines()[-1].endswith("· 1 abandoned answer (100 in, 5 out)")
+    data = bar(capfd, "show", "1", "--session", "--json").json()
+    shape("bar show --json", data)  # (as docs/json.md documents it, abandoned too)
+    assert data["session"]["abandoned"] == s["abandoned"]
     task = api.get_task(api.open_project(), t["id"])
     summary, listed = api.session(task, "1")
     page = conversation.section(task, api.show(task, "1"), summary, listed, [])

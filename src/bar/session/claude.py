@@ -9,7 +9,13 @@ prompt or the results of tool calls, an ``assistant`` line one block of the mode
 ``agentType``); the parent's tool result names it (``toolUseResult.agentId``). Lines of
 metadata (titles, snapshots, queue operations, compaction markers) tell nothing of the
 conversation and are passed over; a ``type`` not known here is counted as unknown.
-Observed with Claude Code 2.1 (the version pinned in the Makefile).
+
+The file's order is not the conversation: a rewind leaves the answers it gave up in the
+file. Only the lines on the chain from the latest leaf are read into events
+(``bar.session.claude_chain``); the answers off it are ``abandoned`` (paid for, counted
+apart). An answer of the ``<synthetic>`` model is Claude Code's own filler ("No response
+requested." when it resumes a cut turn), not the model's: left out, but for an API
+error. Observed with Claude Code 2.1 (the version pinned in the Makefile).
 """
 
 from __future__ import annotations
@@ -159,6 +165,8 @@ class Reader:
                 if not rec.get("isMeta") and not rec.get("isCompactSummary"):
                     out += _user(message.get("content"), at, agent)
             elif kind == "assistant" and isinstance(message, dict):
+                if message.get("model") == "<synthetic>" and not rec.get("isApiErrorMessage"):
+                    continue  # (what Claude Code says in the model's place to resume a turn)
                 out += _assistant(message.get("content"), at, agent)
                 key = _key(rec)
                 if key in self.usages and last.get(key) == i:
