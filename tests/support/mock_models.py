@@ -87,15 +87,20 @@ class MockModel:
     usage: tuple[int, int, int] = (10, 5, 0)
     # a conversation whose first prompt holds a key plays its script instead (a subagent's)
     subscripts: dict[str, Sequence[Turn]] = field(default_factory=dict)
+    # a request whose last prompt holding a key (the person's, or what a hook said back)
+    # plays that key's script, counting the tool results since that prompt: one session
+    # that goes on with several prompts (Anthropic dialect)
+    prompts: dict[str, Sequence[Turn]] = field(default_factory=dict)
     stalled: bool = False  # the last turn played was a Stall
     requests: list[Request] = field(default_factory=list)
     closing: threading.Event = field(default_factory=threading.Event)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def turn(self, done: int, first_prompt: str = "") -> Turn:
+    def turn(self, done: int, first_prompt: str = "", prompt_key: str = "") -> Turn:
         script = next(
             (sub for key, sub in self.subscripts.items() if key in first_prompt), self.script
         )
+        script = self.prompts.get(prompt_key, script) if prompt_key else script
         turn = script[done] if done < len(script) else Answer("Done.")
         self.stalled = isinstance(turn, Stall)
         return Answer("") if isinstance(turn, Stall) else turn
@@ -144,6 +149,26 @@ def _text_of(value: Any) -> str:
     return "" if value is None else str(value)
 
 
+def _keyed_prompt(messages: list[dict[str, Any]], keys: Sequence[str]) -> tuple[str, int]:
+    """The last user message whose text holds one of ``keys``: the key, and where it is
+    ("" where none does)."""
+    for at in range(len(messages) - 1, -1, -1):
+        message = messages[at]
+        if message.get("role") != "user":
+            continue
+        content = message.get("content")
+        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
+        text = "\n".join(
+            str(b.get("text") or "")
+            for b in blocks or []
+            if isinstance(b, dict) and b.get("type") == "text"
+        )
+        key = next((k for k in keys if k in text), None)
+        if key is not None:
+            return key, at
+    return "", 0
+
+
 def _sse(event: str | None, data: dict[str, Any]) -> bytes:
     head = f"event: {event}\n" if event else ""
     return f"{head}data: {json.dumps(data)}\n\n".encode()
@@ -154,7 +179,10 @@ def _anthropic(model: MockModel, body: dict[str, Any]) -> tuple[bool, list[bytes
     main = "Bash" in tools
     done = len(list(_results("anthropic", body)))
     messages = body.get("messages") or [{}]
-    turn = model.turn(done, _text_of(messages[0].get("content"))) if main else Answer("ok")
+    key, at = _keyed_prompt(messages, list(model.prompts))
+    if key:
+        done = len(list(_results("anthropic", {"messages": messages[at:]})))
+    turn = model.turn(done, _text_of(messages[0].get("content")), key) if main else Answer("ok")
     msg_id = f"msg_{len(model.requests)}"
     if isinstance(turn, Answer):
         block: dict[str, Any] = {"type": "text", "text": ""}
@@ -460,8 +488,11 @@ class MockServer:
         stall: bool = False,
         usage: tuple[int, int, int] = (10, 5, 0),
         subscripts: dict[str, Sequence[Turn]] | None = None,
+        prompts: dict[str, Sequence[Turn]] | None = None,
     ) -> None:
-        self.model = MockModel(list(script), max_requests, stall, usage, dict(subscripts or {}))
+        self.model = MockModel(
+            list(script), max_requests, stall, usage, dict(subscripts or {}), dict(prompts or {})
+        )
         self._server = _Server(("127.0.0.1", 0), _Handler)
         self._server.model = self.model
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)

@@ -59,6 +59,12 @@ class AgentSetup:
             settings = {"security": {"auth": {"selectedType": "gemini-api-key"}}}
             self._own(home / ".gemini" / "settings.json", settings)
 
+    def own_settings(self, settings: dict[str, Any]) -> None:
+        """The developer's own settings of the agent (Claude Code's ``settings.json``, Gemini
+        CLI's), in place of the ones set up: what bar merges its hooks into."""
+        folder = {"claude": ".claude", "gemini": ".gemini"}[self.agent]
+        self._own(Path(os.environ["HOME"]) / folder / "settings.json", settings)
+
     def _own(self, path: Path, settings: dict[str, Any]) -> None:
         self._write(path, (json.dumps(settings, indent=2) + "\n").encode())
 

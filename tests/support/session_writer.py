@@ -21,7 +21,9 @@ are read back in the order written.
 
 Each turn of the model is one ``assistant`` line (its own ``message.id``, ``model`` and
 ``usage``), appended to ``$CLAUDE_CONFIG_DIR/projects/x/<session>.jsonl`` as Claude Code
-writes it: every line has ``timestamp`` (ISO, milliseconds, ``Z``) and ``sessionId``.
+writes it: every line has ``timestamp`` (ISO, milliseconds, ``Z``), ``sessionId``, its
+``uuid`` and the ``parentUuid`` of the line before it (a subagent's lines chain in its own
+file, ``isSidechain``).
 bar's hooks (SessionStart, PostToolUse) are read from ``$CLAUDE_CONFIG_DIR/settings.json``, where ``bar run``
 put it. Standard library only.
 """
@@ -53,17 +55,24 @@ class Transcript:
         self.session = session
         self.cwd = cwd
         self.home = home
+        self.last: str | None = None  # the uuid of the line written last: the next's parent
+        self.agent = path.name[6:-6] if path is not None else None
 
     def line(self, rec: dict[str, Any], pause: float = 0.003) -> None:
         time.sleep(pause)
+        here = str(uuid.uuid4())
         rec = {
+            "parentUuid": self.last,
+            "isSidechain": self.agent is not None,
+            **({"agentId": self.agent} if self.agent else {}),
             **rec,
             "sessionId": self.session,
             "timestamp": now(),
-            "uuid": str(uuid.uuid4()),
+            "uuid": here,
             "cwd": str(self.cwd),
             "version": "2.1.0",
         }
+        self.last = here
         with self.path.open("a", encoding="utf-8") as f:
             f.write(json.dumps(rec) + "\n")
 

@@ -204,6 +204,21 @@ def session_text(summary: dict[str, Any], *, calls: bool = False) -> str:
     return " · ".join(parts)
 
 
+def abandoned_text(summary: dict[str, Any]) -> str | None:
+    """The answers a session gave up (a rewind, a branch), in one line: ``1 abandoned
+    answer (5.0k in, 50 out)``; None when there were none."""
+    from bar import api
+
+    gone = summary.get("abandoned")
+    if not isinstance(gone, dict) or not _count(gone, "turns"):
+        return None
+    said = [api.tokens_text(gone)]
+    cost = api.cost_text(gone)
+    if cost:
+        said.append(cost)
+    return f"{plural(_count(gone, 'turns'), 'abandoned answer')} ({', '.join(said)})"
+
+
 def totals_text(totals: dict[str, Any]) -> str:
     """What a task's agent steps add up to, in one line (``api.session_totals``)."""
     from bar import api

@@ -161,11 +161,15 @@ _TO_P = r"[^\r\n]{0,256}?[ \t]-p(?P<s0>)[^\s\"';|&<>]{1,256}"
 _SHAPES: Final[tuple[tuple[str, int, str], ...]] = (
     (
         # OpenAI (sk-..., sk-proj-..., sk-svcacct-...), Anthropic (sk-ant-...), Stripe
-        # (sk_live_...); and the lowercase label of an AWS secret access key.
+        # (sk_live_...); and the lowercase label of an AWS secret access key. A vendor's
+        # prefix is enough: a key cut short, or a short test key, is still a key; only the
+        # prefix alone (with its version, "sk-ant-api03-", as code and docs name it) is
+        # not. A bare "sk-" needs 20 characters after it ("sk-learn" is a word).
         "k",
         1,
         r"k(?:-(?<=sk-)(?<![A-Za-z0-9_-]sk-)"
-        r"(?:(?:proj|ant|svcacct|admin)-[A-Za-z0-9_-]{32,512}|[A-Za-z0-9]{20,512})"
+        r"(?:(?:proj|ant|svcacct|admin)-(?![a-z]{2,8}[0-9]{2}-?(?![A-Za-z0-9_-]))"
+        r"[A-Za-z0-9_-]{1,512}|[A-Za-z0-9]{20,512})"
         r"|_(?<=sk_)(?<![A-Za-z0-9_-]sk_)(?:live|test)_[A-Za-z0-9]{16,512}"
         rf"|ey(?<=[Ss]ecret_access_key){_AWS_SECRET_VALUE})",
     ),

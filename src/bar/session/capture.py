@@ -54,6 +54,8 @@ class _Reader(Protocol):
 
     def feed(self, rec: dict[str, Any]) -> None: ...
     def events(self) -> list[Event]: ...
+    def abandoned(self) -> list[Usage]: ...  # answers the conversation gave up
+    def cut_short(self) -> bool | None: ...  # None: told from the events
 
 
 @record
@@ -254,7 +256,7 @@ class Capture:
                 ordered.append((when, fi, i, event))
             if kept and not getattr(f.reader, "agent_id", None):
                 mains.append((min(w for w, _ in kept), f))
-                if _cut_short([e for _, e in sorted(kept, key=lambda k: k[0])]):
+                if _cut_short(f.reader, [e for _, e in sorted(kept, key=lambda k: k[0])]):
                     end, final = max(kept, key=lambda k: k[0])
                     ordered.append((end, fi, 1 << 40, interrupt(final.get("at"))))
         if not ordered:
@@ -323,12 +325,31 @@ class Capture:
             count = sum(1 for e in events if e["type"] == kind)
             if count:
                 summary[key] = count
+        gone = [u for f in self.files.values() for u in f.reader.abandoned()]
+        if gone:
+            summary["abandoned"] = self._abandoned(gone)
         unreadable = sum(f.unreadable for f in self.files.values())
         if unreadable:
             summary["unreadable_lines"] = unreadable
         if self.truncated or any(f.truncated for f in self.files.values()):
             summary["truncated"] = True
         return summary
+
+    def _abandoned(self, answers: list[Usage]) -> dict[str, Any]:
+        """The answers of the step that the conversation gave up (a rewind, a branch):
+        paid for, not shown, and not in the session's own counts."""
+        out: dict[str, Any] = {
+            "turns": len(answers),
+            "input_tokens": sum(u.input_tokens for u in answers),
+            "output_tokens": sum(u.output_tokens for u in answers),
+            "cache_read_tokens": sum(u.cache_read_tokens for u in answers),
+        }
+        if any(u.cache_write_tokens for u in answers):
+            out["cache_write_tokens"] = sum(u.cache_write_tokens for u in answers)
+        costs = [prices.cost(self.prices, u) for u in answers]
+        if all(c is not None for c in costs):
+            out["cost_usd"] = round(sum(c for c in costs if c is not None), 6)
+        return out
 
     @property
     def resumed(self) -> bool:
@@ -368,15 +389,21 @@ def installed_version(agent: str, argv: list[str]) -> str | None:
     return None
 
 
-def _cut_short(events: list[Event]) -> bool:
-    """Whether the session ended waiting for the model: its last prompt or tool result
-    got no answer (the agent was stopped mid-turn, and wrote no word of it: Claude Code
-    and Gemini CLI in their non-interactive modes). How Claude Code itself tells, on
-    resume, that a session was interrupted."""
+def _cut_short(reader: _Reader, events: list[Event]) -> bool:
+    """Whether the session ended in the middle of a turn and no event says so yet (the
+    agent was stopped and wrote no word of it: Claude Code and Gemini CLI in their
+    non-interactive modes). Claude Code's transcript is told by Claude Code's own rule
+    (``bar.session.claude_chain.turn_state``); the others by their events: the last prompt
+    or tool result got no answer."""
     last = next(
         (e for e in reversed(events) if e["type"] in ("message", "tool_result", "interrupt")),
         None,
     )
+    if last is not None and last["type"] == "interrupt":
+        return False  # (the agent said so itself)
+    said = reader.cut_short()
+    if said is not None:
+        return said
     if last is None:
         return False
     return bool(last["type"] == "tool_result" or last.get("role") == "user")

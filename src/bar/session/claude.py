@@ -9,7 +9,13 @@ prompt or the results of tool calls, an ``assistant`` line one block of the mode
 ``agentType``); the parent's tool result names it (``toolUseResult.agentId``). Lines of
 metadata (titles, snapshots, queue operations, compaction markers) tell nothing of the
 conversation and are passed over; a ``type`` not known here is counted as unknown.
-Observed with Claude Code 2.1 (the version pinned in the Makefile).
+
+The file's order is not the conversation: a rewind leaves the answers it gave up in the
+file. Only the lines on the chain from the latest leaf are read into events
+(``bar.session.claude_chain``); the answers off it are ``abandoned`` (paid for, counted
+apart). An answer of the ``<synthetic>`` model is Claude Code's own filler ("No response
+requested." when it resumes a cut turn), not the model's: left out, but for an API
+error. Observed with Claude Code 2.1 (the version pinned in the Makefile).
 """
 
 from __future__ import annotations
@@ -18,8 +24,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from bar.session import claude_chain, found
 from bar.session import events as ev
-from bar.session import found
 from bar.session.events import Event, Usage
 from bar.store.files import read_beneath
 
@@ -77,6 +83,7 @@ class Reader:
         self.version: str | None = None
         self.agent_calls: dict[str, str] = {}  # subagent id -> the call that started it
         self.calls: set[str] = set()  # the ids of the tool calls asked for so far
+        self._live: list[bool] | None = None
         name = path.name
         self.agent_id = (
             name[6:-6] if name.startswith("agent-") and name.endswith(".jsonl") else None
@@ -90,7 +97,7 @@ class Reader:
         if rec.get("type") == "assistant" and isinstance(message, dict):
             model = ev.string(message.get("model"))
             raw = message.get("usage")
-            key = ev.string(message.get("id")) or ev.string(rec.get("uuid"))
+            key = _key(rec)
             if model and model != "<synthetic>" and isinstance(raw, dict) and key:
                 self.model = model
                 self.usages[key] = (_usage(model, raw), ev.string(rec.get("timestamp")))
@@ -112,20 +119,45 @@ class Reader:
             if agent and isinstance(call, str):
                 self.agent_calls[agent] = call
 
+    def live(self) -> list[bool]:
+        """Which of the lines read are the conversation (``bar.session.claude_chain``)."""
+        if self._live is None or len(self._live) != len(self.records):
+            self._live = claude_chain.live(self.records)
+        return self._live
+
+    def abandoned(self) -> list[Usage]:
+        """The answers on no line of the conversation: given up by a rewind, a branch or
+        a retry. The model gave them, and they were paid for."""
+        on = self.live()
+        kept = {_key(rec) for rec, yes in zip(self.records, on, strict=True) if yes} - {None}
+        return [u for key, (u, _) in self.usages.items() if key not in kept]
+
+    def cut_short(self) -> bool:
+        """Whether the session ended in the middle of a turn (``turn_state``)."""
+        return self.turn_state() != "none"
+
+    def turn_state(self) -> claude_chain.TurnState:
+        """How the conversation ended, as Claude Code tells it when resuming it."""
+        on = self.live()
+        order = [
+            i for i, rec in enumerate(self.records) if on[i] and rec.get("isSidechain") is not True
+        ]
+        return claude_chain.turn_state(self.records, order)
+
     def events(self) -> list[Event]:
         out: list[Event] = []
         agent = self.agent_id
+        on = self.live()
         last = {}  # message id -> its last line: the answer's usage follows its blocks
         for i, rec in enumerate(self.records):
-            message = rec.get("message")
-            if rec.get("type") == "assistant" and isinstance(message, dict):
-                key = ev.string(message.get("id")) or ev.string(rec.get("uuid"))
-                if key is not None:
-                    last[key] = i
+            if on[i] and (key := _key(rec)) is not None:
+                last[key] = i
         first = self._first_time()
         if agent is not None and first is not None:  # (a subagent of an earlier step: none)
             out.append(ev.subagent(agent, self._agent_type(), None, first))
         for i, rec in enumerate(self.records):
+            if not on[i]:
+                continue  # (a dead branch: not what was said, in the end)
             kind = rec.get("type")
             at = ev.string(rec.get("timestamp"))
             message = rec.get("message")
@@ -133,8 +165,10 @@ class Reader:
                 if not rec.get("isMeta") and not rec.get("isCompactSummary"):
                     out += _user(message.get("content"), at, agent)
             elif kind == "assistant" and isinstance(message, dict):
+                if message.get("model") == "<synthetic>" and not rec.get("isApiErrorMessage"):
+                    continue  # (what Claude Code says in the model's place to resume a turn)
                 out += _assistant(message.get("content"), at, agent)
-                key = ev.string(message.get("id")) or ev.string(rec.get("uuid"))
+                key = _key(rec)
                 if key in self.usages and last.get(key) == i:
                     out.append(ev.usage(self.usages[key][0], at, agent))
             elif kind not in _METADATA:
@@ -152,6 +186,14 @@ class Reader:
 
     def _first_time(self) -> str | None:
         return next((t for r in self.records if (t := ev.string(r.get("timestamp")))), None)
+
+
+def _key(rec: dict[str, Any]) -> str | None:
+    """The answer an ``assistant`` line is a block of: its ``message.id`` (else the line)."""
+    message = rec.get("message")
+    if rec.get("type") != "assistant" or not isinstance(message, dict):
+        return None
+    return ev.string(message.get("id")) or ev.string(rec.get("uuid"))
 
 
 def _usage(model: str, raw: dict[str, Any]) -> Usage:

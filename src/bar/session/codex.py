@@ -94,6 +94,14 @@ class Reader:
                 self.usages[f"#{len(self.records)}"] = (_usage(self.model, last), at)
                 self.changed.add(f"#{len(self.records)}")
 
+    def abandoned(self) -> list[Usage]:
+        """Answers given up by the conversation: none in this format."""
+        return []
+
+    def cut_short(self) -> bool | None:
+        """None: the format does not say; told from the events (``capture``)."""
+        return None
+
     def events(self) -> list[Event]:
         out: list[Event] = []
         seen_items = any(

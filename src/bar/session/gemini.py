@@ -71,6 +71,14 @@ class Reader:
                 self.usages[mid] = (_usage(rec), ev.string(rec.get("timestamp")))
                 self.changed.add(mid)
 
+    def abandoned(self) -> list[Usage]:
+        """Answers given up by the conversation: none in this format."""
+        return []
+
+    def cut_short(self) -> bool | None:
+        """None: the format does not say; told from the events (``capture``)."""
+        return None
+
     def events(self) -> list[Event]:
         out: list[Event] = list(self.unknown)
         for rec in self.messages.values():

@@ -88,6 +88,17 @@ def _facts(task: Task, summary: dict[str, Any] | None, step: Step) -> str:
             "for its model</span>",
         )
     )
+    gone = summary.get("abandoned")
+    if isinstance(gone, dict) and count(gone.get("turns")):
+        paid = [tokens_text(gone), *(c for c in [cost_text(gone)] if c)]
+        rows.append(
+            (
+                "abandoned",
+                esc(f"{plural(count(gone.get('turns')), 'answer')}: {', '.join(paid)}")
+                + ' <span class="meta">on branches the conversation left (a rewind): paid '
+                "for, not listed below</span>",
+            )
+        )
     notes = []
     if count(summary.get("unknown")):
         notes.append(f"{plural(count(summary['unknown']), 'line')} of a kind bar does not know")

@@ -14,6 +14,7 @@ from bar.api import shapes
 from bar.cli.pager import paging
 from bar.cli.render import (
     Painter,
+    abandoned_text,
     byte_size,
     checkpoint_line,
     copy_file,
@@ -325,6 +326,9 @@ def _print_session(
         )
         if isinstance(n := summary.get(key), int) and n
     ]
+    gone = abandoned_text(summary)
+    if gone:
+        extra.append(gone)
     print(paint(visible(" · ".join([tail, *extra])), "dim"))
 
 
