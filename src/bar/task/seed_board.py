@@ -228,9 +228,7 @@ def _index(project: Project, numbers: dict[str, int]) -> dict[str, Any]:
     # stay as they were, after bar's
     was = _read(project.root / WORKTREES_DIR / "index.json")
     if isinstance(was, dict) and isinstance(was.get("worktrees"), list):
-        worktrees += [
-            e for e in was["worktrees"] if isinstance(e, dict) and "bar_task_id" not in e
-        ]
+        worktrees += [e for e in was["worktrees"] if isinstance(e, dict) and "bar_task_id" not in e]
     return {"version": VERSION, "worktrees": worktrees}
 
 
