@@ -174,3 +174,76 @@ def test_what_another_client_of_the_design_writes_there_is_kept(
     assert "worktree.create.after" in [e["event"] for e in client.events(10)]
     assert len([e for e in client.events(10) if e["worktree"].get("name") == "theirs"]) == 1
     assert "board's copy" not in bar(capfd, "doctor").out
+
+
+def test_nothing_planted_in_the_copy_stops_the_board_or_is_written_through(
+    inited: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    import os
+    import subprocess
+
+    from helpers import BAR_EXE
+
+    set_config(board={"layout": "seed"})
+    assert bar(capfd, "task", "new", "one", "--plan").code == 0
+    tasks = inited / ".tasks"
+    os.mkfifo(tasks / "task_7.json")
+    (tasks / "task_².json").write_text("{}")
+    (tasks / "task_9.json").mkdir()
+    private = inited.parent / "private"
+    private.write_text("secret\n")
+    private.chmod(0o600)
+    (inited / ".worktrees" / "events.jsonl").unlink()
+    os.link(private, inited / ".worktrees" / "events.jsonl")
+    made = subprocess.run(
+        [BAR_EXE, "task", "new", "two", "--plan"],
+        cwd=inited,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert made.returncode == 0, made.stderr
+    assert "not written" in made.stderr or "left as it is" in made.stderr
+    assert private.read_text() == "secret\n" and (private.stat().st_mode & 0o777) == 0o600
+    assert bar(capfd, "task", "start", "one").code == 0
+
+
+def test_repair_appends_what_the_copy_lacks_and_keeps_other_lines(
+    inited: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    set_config(board={"layout": "seed"})
+    assert bar(capfd, "task", "new", "a", "--plan").code == 0
+    log = inited / ".worktrees" / "events.jsonl"
+    with log.open("a") as out:
+        out.write('{"event":"client.own","ts":1}\n')
+    lines = log.read_text().splitlines()
+    assert bar(capfd, "task", "start", "a").code == 0
+    kept = log.read_text().splitlines()
+    log.write_text("\n".join(kept[:-2]) + "\n")  # two events lost in a crash
+    said = bar(capfd, "doctor")
+    assert "2 event(s) of bar's log are missing" in said.out
+    assert bar(capfd, "doctor", "--repair").code == 0
+    assert log.read_text().splitlines() == kept
+    assert lines[-1] == '{"event":"client.own","ts":1}'
+    # a worktree removed (the task pending again) and a task deleted: the copy says so
+    assert bar(capfd, "worktree", "remove", "a").code == 0
+    client = SeedBoard(inited)
+    assert client.task(1)["status"] == "pending" and client.task(1)["worktree"] == ""
+    assert bar(capfd, "task", "close", "a").code == 0
+    assert bar(capfd, "task", "delete", "a", "--force").code == 0
+    assert not (inited / ".tasks" / "task_1.json").exists()
+    assert bar(capfd, "task", "new", "b", "--plan").code == 0
+    assert [t["id"] for t in client.tasks()] == [2]
+
+
+def test_a_number_that_is_also_a_name_is_refused_as_ambiguous(
+    inited: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    set_config(board={"layout": "seed"})
+    assert bar(capfd, "task", "new", "first", "--plan").code == 0
+    assert bar(capfd, "task", "new", "1", "--plan").code == 0
+    both = bar(capfd, "task", "start", "1")
+    assert both.code != 0 and "#1" in both.err
+    assert bar(capfd, "task", "start", "#1").code == 0
+    assert SeedBoard(inited).task(1)["subject"] == "first"

@@ -138,3 +138,101 @@ def test_a_worktree_made_before_its_task_is_bound_and_its_files_recorded(
     assert (wt2 / "draft.txt").read_text() == "draft\n"  # its recorded state, checked out
     assert "recorded step" not in again.out
     assert os.path.isdir(wt2)
+
+
+# --- what a red-team pass found ----------------------------------------------------------
+
+
+def test_a_worktree_holding_what_no_step_records_is_not_bound(
+    inited: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    (inited / ".gitignore").write_text("*.log\n")
+    subprocess.run(["git", "add", ".gitignore"], cwd=inited, check=True)
+    subprocess.run(["git", "commit", "-qm", "ignore"], cwd=inited, check=True)
+    made = bar(capfd, "worktree", "create", "lane", "--json")
+    lane = Path(made.json()["path"])
+    (lane / "x.log").write_text("ignored\n")
+    plan(capfd, "work")
+    refused = bar(capfd, "task", "bind", "work", "lane")
+    assert refused.code != 0 and "x.log" in refused.err and (lane / "x.log").exists()
+    (lane / "x.log").unlink()
+    inner = lane / "nested"
+    inner.mkdir()
+    subprocess.run(["git", "init", "-q"], cwd=inner, check=True)
+    (inner / "inner.txt").write_text("inner\n")
+    refused = bar(capfd, "task", "bind", "work", "lane")
+    assert refused.code != 0 and "nested" in refused.err and (inner / "inner.txt").exists()
+    # a `.git` file deeper down, which git shows nowhere, keeps the worktree too
+    subprocess.run(["rm", "-rf", str(inner)], check=True)
+    (lane / "notes").mkdir()
+    (lane / "notes" / ".git").write_text("mine\n")
+    assert bar(capfd, "worktree", "remove", "lane").code != 0
+    assert (lane / "notes" / ".git").read_text() == "mine\n"
+
+
+def test_a_bind_stopped_after_the_move_is_finished_by_running_it_again(
+    inited: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    lane = Path(bar(capfd, "worktree", "create", "lane", "--json").json()["path"])
+    (lane / "draft.txt").write_text("draft\n")
+    t = plan(capfd, "work")
+    killed = subprocess.run(
+        [BAR_EXE, "task", "bind", "work", "lane"],
+        cwd=inited,
+        env={**os.environ, "BAR_FAULT_AT": "bind: after moving the worktree"},
+        capture_output=True,
+        check=False,
+    )
+    assert killed.returncode == -9
+    started = bar(capfd, "task", "start", "work")
+    assert started.code != 0 and "bar task bind" in started.err
+    again = bar(capfd, "task", "bind", "work", "lane", "--json")
+    assert again.code == 0, again.err
+    assert again.json()["recorded"] == ["0001"]
+    assert (Path(t["worktree"]) / "draft.txt").read_text() == "draft\n"
+    assert not (task_dir(t["id"]) / "binding.json").exists()
+    assert bar(capfd, "status", "--task", "work").code == 0
+
+
+def test_a_stopped_start_is_run_again_whatever_it_left(
+    inited: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    t = plan(capfd, "job")
+    assert bar(capfd, "task", "start", "job").code == 0
+    assert bar(capfd, "run", "--task", "job", "--", "sh", "-c", "echo work > w.txt").code == 0
+    assert bar(capfd, "worktree", "remove", "job").code == 0
+    # what a start killed while writing a file leaves: its mark and a file cut short
+    place = Path(t["worktree"])
+    place.mkdir(parents=True)
+    (place / "w.txt").write_text("wo")
+    (task_dir(t["id"]) / "starting").touch()
+    assert bar(capfd, "task", "start", "job").code == 0
+    assert (place / "w.txt").read_text() == "work\n"
+    assert not (task_dir(t["id"]) / "starting").exists()
+
+
+def test_a_lost_registry_forgets_no_worktree_of_no_task(
+    inited: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    assert bar(capfd, "worktree", "create", "lane").code == 0
+    (project_dir() / "workspaces" / "index.json").unlink()
+    listed = bar(capfd, "worktree", "list")
+    assert "lane" in listed.out and "missing" in listed.err
+    assert bar(capfd, "doctor", "--repair").code == 0
+    plan(capfd, "work")
+    assert bar(capfd, "task", "bind", "work", "lane").code == 0
+
+
+def test_worktree_names_that_would_name_another_task_are_refused(
+    inited: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    a = plan(capfd, "A")
+    plan(capfd, "B")
+    taken = bar(capfd, "worktree", "create", "A", "--task", "B")
+    assert taken.code != 0 and "name of task A" in taken.err
+    assert bar(capfd, "worktree", "create", a["id"]).code != 0
+    assert bar(capfd, "worktree", "create", "12").code != 0
+    for bad in (".hidden", "x.lock", "a..b", "a/b", "x."):
+        res = bar(capfd, "worktree", "create", bad)
+        assert res.code != 0 and "invalid worktree name" in res.err and "git -c" not in res.err
+    assert bar(capfd, "doctor").code == 0

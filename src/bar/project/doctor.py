@@ -591,6 +591,8 @@ class Doctor:
                     then(entry.unlink, "removed it"),
                 )
                 continue
+            if entry.name == "lanes" and entry.is_dir() and not entry.is_symlink():
+                continue  # worktrees made with no task (bar worktree create): registered
             half_made = TASK_ID_RE.match(entry.name) and task_new.leftover(
                 self.project, entry.name
             )  # reported with its task directory

@@ -109,6 +109,16 @@ def perform(
             f"task {task.name} ({task.id}) is running a step",
             hint="try again when its step has ended",
         )
+    if (
+        caller is not None
+        and task.board.owner
+        and (op == "unclaim" or (op == "claim" and args.get("reassign")))
+    ):
+        raise orders.NotInsideStep(
+            f"a step's agent does not take task {task.name} from {task.board.owner}",
+            hint="the developer changes owners, outside the step: `bar task claim --reassign` "
+            "or `bar task unclaim`",
+        )
     if op == "claim":
         from bar.task.claim import claim
 

@@ -106,9 +106,15 @@ def remove_worktree(task: Task, *, complete: bool = False, force: bool = False) 
         if task.active:
             task.board.status = board.PENDING
         _remove(task, status=task.board.status)
+        from bar.task.start import starting_mark
+
+        starting_mark(task).unlink(missing_ok=True)  # a start's own, if one was stopped
         task.board.worktree = ""
         task.save()
         watcher.stop(task.index)  # nothing left to watch until it starts again
+        from bar.task import seed_board
+
+        seed_board.refresh(project)  # the board changed after its last event
     if task.active and project.active_task_id() == task.id:
         project.set_active_task(None)
     return Closed(task, True, recorded)

@@ -273,6 +273,9 @@ def complete(project: Project, intent: DeleteIntent) -> list[str]:
         task={"id": task_id, "name": intent.name, "forced": intent.forced, "kept": kept},
     )
     _remove_task_dir(project.paths.task(task_id))
+    from bar.task import seed_board
+
+    seed_board.refresh(project)  # its file goes with it (the event came first)
     return kept
 
 

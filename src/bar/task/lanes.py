@@ -26,18 +26,20 @@ Events: ``worktree.create.before`` / ``.after`` / ``.failed`` (``task`` ``{}``),
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bar import git
+from bar.base import faults
 from bar.errors import AlreadyExists, BarError, NotFound, UsageError
-from bar.task import board, registry
+from bar.store.files import write_json_atomic
+from bar.task import binding, board, registry
 from bar.task.tasks import Task, load_task
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     from bar.ledger.records import Step
     from bar.project.project import Project
 
@@ -49,14 +51,45 @@ def path_of(project: Project, name: str) -> Path:
     return project.paths.workspaces / LANES_DIR / name
 
 
+def _check_name(project: Project, name: str, task: Task | None) -> None:
+    """A worktree's name is one git takes in a branch name, and names no other task:
+    not another task's id, not (for a task's worktree) another task's name, and not a
+    number (numbers name tasks in the seed layout). A worktree of no task may share the
+    name of a task planned for it (the task bound to it later)."""
+    bad = (
+        not NAME_RE.fullmatch(name)
+        or name.startswith((".", "-"))
+        or name.endswith((".", ".lock"))
+        or ".." in name
+    )
+    if bad:
+        raise UsageError(
+            f"invalid worktree name {name!r}",
+            hint="use 1 to 40 letters, digits, '.', '_' or '-', not starting with '.' or "
+            "'-', without '..', not ending in '.' or '.lock'",
+        )
+    if name.isdigit():
+        raise UsageError(
+            f"a worktree cannot be named {name!r}: a number names a task",
+            hint="give it a name with a letter in it",
+        )
+    from bar.task.tasks import list_tasks
+
+    for other in list_tasks(project):
+        if task is not None and other.id == task.id:
+            continue
+        if other.id == name or (task is not None and other.name == name):
+            raise AlreadyExists(
+                f"{name!r} is the {'id' if other.id == name else 'name'} of task "
+                f"{other.name} ({other.id}): a worktree of that name would be taken for it",
+                hint="give the worktree another name",
+            )
+
+
 def create(project: Project, name: str, base: str | None = None) -> dict[str, Any]:
     """Make the worktree ``name`` with no task, at ``base`` (default: the project's
     default base); its registry entry as written."""
-    if not NAME_RE.fullmatch(name) or name in (".", ".."):
-        raise UsageError(
-            f"invalid worktree name {name!r}",
-            hint="use 1 to 40 letters, digits, '.', '_' or '-'",
-        )
+    _check_name(project, name, None)
     ref = base or project.config.git.default_base
     commit = git.resolve_commit(project.root, ref)
     if commit is None:
@@ -104,11 +137,7 @@ def create_for(task: Task, name: str) -> Task:
     from bar.task import start as task_start
 
     project = task.project
-    if not NAME_RE.fullmatch(name) or name in (".", ".."):
-        raise UsageError(
-            f"invalid worktree name {name!r}",
-            hint="use 1 to 40 letters, digits, '.', '_' or '-'",
-        )
+    _check_name(project, name, task)
     with task.lock(f"bar worktree create {name}"):
         task = load_task(project, task.id)
         if not task.pending:
@@ -131,7 +160,8 @@ def create_for(task: Task, name: str) -> Task:
 def bind(task: Task, name: str) -> tuple[Task, list[Step]]:
     """Make the worktree ``name`` (made with no task) the worktree of ``task``; the task
     as it is now, and the step that recorded what the worktree held beyond the task's
-    recorded state (none if nothing)."""
+    recorded state (none if nothing). A bind that was stopped is finished by running it
+    again (its intent is kept in the task's ``binding.json`` until it is done)."""
     from bar.ledger import steps
     from bar.task.start import holds_files
     from bar.task.state import is_running
@@ -147,42 +177,54 @@ def bind(task: Task, name: str) -> tuple[Task, list[Step]]:
                 f"task {task.name} ({task.id}) is closed",
                 hint=f"`bar task reopen {task.id}` first",
             )
-        lane = registry.lane(project, name)
-        if lane is None:
-            bound = registry.named(project, name)
-            if bound is not None and bound["task_id"] == task.id:
-                return task, []  # bound already: no error, as claiming again is none
-            raise NotFound(
-                f"no worktree {name!r} without a task"
-                + (f" (it is the worktree of task {bound['task_id']})" if bound else ""),
-                hint="`bar worktree create NAME` makes one; `bar worktree list` shows them",
+        journal = binding.journal_of(task)
+        stopped = binding.read_journal(task)
+        if stopped is not None and stopped["lane"]["name"] != name:
+            raise UsageError(
+                f"a bind of task {task.name} to the worktree {stopped['lane']['name']} was "
+                "stopped before it was done",
+                hint=f"`bar task bind {task.id} {stopped['lane']['name']}` finishes it",
             )
-        if not task.pending and task.worktree.is_dir():
-            refusal = UsageError(
-                f"task {task.name} ({task.id}) works in the worktree "
-                f"{board.worktree_name(task)} already",
-                hint=f"`bar worktree remove {task.id}` first (its record stays), then bind",
-            )
-            raise refusal
-        if holds_files(project, task):
+        if stopped is not None:
+            lane, worked = stopped["lane"], bool(stopped.get("worked"))
+        else:
+            found = registry.lane(project, name)
+            if found is None:
+                bound = registry.named(project, name)
+                if bound is not None and bound["task_id"] == task.id:
+                    return task, []  # bound already: no error, as claiming again is none
+                raise NotFound(
+                    f"no worktree {name!r} without a task"
+                    + (f" (it is the worktree of task {bound['task_id']})" if bound else ""),
+                    hint="`bar worktree create NAME` makes one; `bar worktree list` shows them",
+                )
+            lane = found
+            if not task.pending and task.worktree.is_dir():
+                raise UsageError(
+                    f"task {task.name} ({task.id}) works in the worktree "
+                    f"{board.worktree_name(task)} already",
+                    hint=f"`bar worktree remove {task.id}` first (its record stays), then bind",
+                )
+            worked = task.ledger.last() is not None
+            _refuse_unrecordable(lane["path"], name, worked=worked)
+        source = Path(lane["path"])
+        moved = not source.exists() and task.worktree.is_dir()
+        if not moved and holds_files(project, task):
             raise BarError(
                 f"{task.worktree} holds files bar did not put there; nothing was moved",
                 hint=f"move what you need out of {task.worktree}, then bind again",
             )
-        source = lane["path"]
-        worked = task.ledger.last() is not None
-        if worked and _holds_changes(source):
-            raise UsageError(
-                f"the worktree {name} holds changes, and task {task.name} ({task.id}) has "
-                "recorded work: binding would set one against the other",
-                hint="bind a task with no steps yet, or commit or move the changes away first",
-            )
+        if stopped is None:
+            write_json_atomic(journal, {"version": 1, "lane": lane, "worked": worked})
         with project.lock(f"bar task bind {name}"):
-            if task.worktree.exists() or task.worktree.is_symlink():
-                from bar.task import worktree as worktrees
+            if not moved:
+                if task.worktree.exists() or task.worktree.is_symlink():
+                    from bar.task import worktree as worktrees
 
-                worktrees.discard(project.root, task.worktree)  # empty, or a bare checkout
-            git.git(project.root, "worktree", "move", source, str(task.worktree))
+                    worktrees.discard(project.root, task.worktree)  # empty, or a bare checkout
+                faults.point("bind: before moving the worktree")
+                git.git(project.root, "worktree", "move", str(source), str(task.worktree))
+                faults.point("bind: after moving the worktree")
             _rename_admin(task)
         task = load_task(project, task.id)  # bar's git pinned to the moved worktree's
         _take_branch(task, lane)
@@ -208,7 +250,57 @@ def bind(task: Task, name: str) -> tuple[Task, list[Step]]:
             manual = steps.record_hand_edits(task)
             if manual is not None:
                 recorded.append(manual)
+        journal.unlink(missing_ok=True)
     return task, recorded
+
+
+def _refuse_unrecordable(path: str, name: str, *, worked: bool) -> None:
+    """What bar cannot record (ignored files, a repository inside, a ``.git`` of its own
+    deeper down) is never taken into a task, whose close would then lose it; nor are
+    changes taken into a task with recorded work (one set against the other)."""
+    entries = _status(path)
+    odd = [e[3:] for e in entries if e.startswith("!! ") or e.endswith("/")] + _inner_git(path)
+    if odd:
+        shown = ", ".join(odd[:3]) + (f" and {len(odd) - 3} more" if len(odd) > 3 else "")
+        raise UsageError(
+            f"the worktree {name} holds what no step records (ignored files, a repository "
+            f"inside): {shown}; nothing was moved",
+            hint="move them out of the worktree (or commit a nested repository's work in "
+            "it and move it away), then bind again",
+        )
+    if worked and entries:
+        raise UsageError(
+            f"the worktree {name} holds changes, and the task has recorded work: binding "
+            "would set one against the other",
+            hint="bind a task with no steps yet, or commit or move the changes away first",
+        )
+
+
+def _status(path: str) -> list[str]:
+    res = git.git(
+        path,
+        "status",
+        "--porcelain",
+        "-z",
+        "--untracked-files=all",
+        "--ignored=matching",
+        check=False,
+    )
+    if res.returncode != 0:
+        raise BarError(f"git cannot read the worktree at {path}: {res.err.strip()[:200]}")
+    return [e for e in res.out.split("\0") if e]
+
+
+def _inner_git(path: str) -> list[str]:
+    """Entries named ``.git`` below the top of the worktree (git shows none of them)."""
+    found = []
+    for top, dirs, files in os.walk(path):
+        if top != path:
+            found += [
+                os.path.relpath(os.path.join(top, e), path) for e in dirs + files if e == ".git"
+            ]
+        dirs[:] = [d for d in dirs if d != ".git"]
+    return found
 
 
 def _rename_admin(task: Task) -> None:
@@ -230,16 +322,7 @@ def _rename_admin(task: Task) -> None:
 
 
 def _holds_changes(path: str) -> bool:
-    res = git.git(
-        path,
-        "status",
-        "--porcelain",
-        "-z",
-        "--untracked-files=all",
-        "--ignored=matching",
-        check=False,
-    )
-    return res.returncode != 0 or bool(res.out.strip("\0"))
+    return bool(_status(path)) or bool(_inner_git(path))
 
 
 def _take_branch(task: Task, lane: dict[str, Any]) -> None:

@@ -272,9 +272,8 @@ def _derived(project: Project, old: list[dict[str, Any]]) -> list[dict[str, Any]
             except ValueError:
                 pass
         entries.append(entry)
-    for prior in old:  # worktrees no task is bound to (``bar worktree create``)
-        if prior["task_id"]:
-            continue
+    lanes = [e for e in old if not e["task_id"]] if old else _lanes_from_events(project)
+    for prior in lanes:  # worktrees no task is bound to (``bar worktree create``)
         lane = dict(prior)
         if not Path(lane["path"]).is_dir() and lane["status"] != REMOVED:
             lane["status"] = REMOVED
@@ -306,3 +305,35 @@ def _from_events(project: Project) -> dict[str, dict[str, Any]]:
         elif kind == "worktree.remove.after":
             entry.update(status=REMOVED, removed_at=ts)
     return found
+
+
+def _lanes_from_events(project: Project) -> list[dict[str, Any]]:
+    """The worktrees made with no task, as the event log tells them, for a registry
+    that was lost: made (``worktree.create.after`` with no task), removed, or taken by a
+    task (``task.bound``)."""
+    from bar.task import events
+
+    found: dict[str, dict[str, Any]] = {}
+    for rec in events.recent(project.paths.events, None):
+        wt, ts = rec.get("worktree"), rec.get("ts")
+        if not isinstance(wt, dict) or not isinstance(wt.get("name"), str):
+            continue
+        name = wt["name"]
+        if rec.get("event") == "task.bound":
+            found.pop(name, None)
+        elif rec.get("task") or not isinstance(ts, (int, float)):
+            continue
+        elif rec.get("event") == "worktree.create.after" and all(
+            isinstance(wt.get(k), str) for k in ("path", "branch")
+        ):
+            found[name] = {
+                "name": name,
+                "path": wt["path"],
+                "branch": wt["branch"],
+                "task_id": "",
+                "status": ACTIVE,
+                "created_at": ts,
+            }
+        elif rec.get("event") == "worktree.remove.after" and name in found:
+            found[name].update(status=REMOVED, removed_at=ts)
+    return list(found.values())

@@ -32,14 +32,16 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bar.base.notices import warn
 from bar.errors import BarError, CorruptFile
-from bar.store.files import append_line, read_json, write_bytes_atomic, write_json_atomic
+from bar.store.files import read_regular, write_bytes_atomic, write_json_atomic
 from bar.task import events as task_events
+from bar.task.seed_numbers import highest as _load_highest
 from bar.task.seed_numbers import load as _load_numbers
 from bar.task.seed_numbers import path_of as _numbers_path
 
@@ -62,7 +64,8 @@ def enabled(project: Project) -> bool:
 def publish(project: Project, event: dict[str, Any] | None = None) -> None:
     """Write the seed's copy of the board as bar's files say it is now, and append
     ``event`` (as written to bar's log) to its event log. The caller holds the project
-    lock. A directory in the way (a link, a file) is said, never written through."""
+    lock. Whatever stands in the way (a link, a FIFO, a directory) is said, never
+    written through, and never fails the change of the board it follows."""
     if not enabled(project):
         return
     try:
@@ -71,11 +74,17 @@ def publish(project: Project, event: dict[str, Any] | None = None) -> None:
         _write_tasks(project, tasks_dir, numbers)
         _write_if_changed(wt_dir / "index.json", _index(project, numbers))
         if event is not None:
-            line = json.dumps(_event(event, numbers), ensure_ascii=False, separators=(",", ":"))
-            append_line(wt_dir / "events.jsonl", line.encode("utf-8", "backslashreplace"))
-            os.chmod(wt_dir / "events.jsonl", _MODE)
-    except BarError as exc:
+            _append(wt_dir / "events.jsonl", [_event(event, numbers)])
+    except (BarError, OSError, ValueError) as exc:
         warn(f"the board's copy in {project.root} (board.layout: seed) was not written: {exc}")
+
+
+def refresh(project: Project) -> None:
+    """``publish`` after a change that logs its last event before it is done (a task
+    deleted, a worktree removed): the copy as bar's files say it is now."""
+    if enabled(project):
+        with project.lock("the board's copy"):
+            publish(project)
 
 
 def differences(project: Project) -> list[str]:
@@ -99,29 +108,57 @@ def differences(project: Project) -> list[str]:
         index = project.root / WORKTREES_DIR / "index.json"
         if _read(index) != _index(project, numbers):
             said.append(f"{index} is missing or says other than the worktree registry")
-    except BarError as exc:
+        missing = _missing_events(project, numbers)
+        if missing:
+            said.append(
+                f"{len(missing)} event(s) of bar's log are missing from "
+                f"{project.root / WORKTREES_DIR / 'events.jsonl'}"
+            )
+    except (BarError, OSError, ValueError) as exc:
         said.append(str(exc))
     return said
 
 
 def repair(project: Project) -> None:
-    """Write the whole copy again, its event log made anew from bar's (the caller holds
-    the project lock)."""
+    """Write the copy again and append the events its log lacks, in order (the caller
+    holds the project lock). Lines another program wrote there stay."""
     if not enabled(project):
         return
     tasks_dir, wt_dir = _dirs(project)
     numbers = _numbers(project)
     _write_tasks(project, tasks_dir, numbers)
     _write_if_changed(wt_dir / "index.json", _index(project, numbers))
-    lines = [
-        json.dumps(_event(rec, numbers), ensure_ascii=False, separators=(",", ":"))
+    missing = _missing_events(project, numbers)
+    if missing:
+        _append(wt_dir / "events.jsonl", missing)
+
+
+def _missing_events(project: Project, numbers: dict[str, int]) -> list[dict[str, Any]]:
+    """bar's events, in the copy's shape, that the copy's log does not hold (an event is
+    known by its name, time and task), from the first it holds on (the copy began then:
+    the layout was switched on later than the project began); all of them when it holds
+    none."""
+    raw = read_regular(project.root / WORKTREES_DIR / "events.jsonl") or b""
+    have = set()
+    for line in raw.splitlines():
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(rec, dict):
+            have.add(_event_key(rec))
+    wanted = [
+        _event(rec, numbers)
         for rec in task_events.recent(project.paths.events, None)
         if rec.get("event") != task_events.PARSE_ERROR
     ]
-    text = "".join(line + "\n" for line in lines)
-    write_bytes_atomic(
-        wt_dir / "events.jsonl", text.encode("utf-8", "backslashreplace"), mode=_MODE
-    )
+    began = next((i for i, rec in enumerate(wanted) if _event_key(rec) in have), 0)
+    return [rec for rec in wanted[began:] if _event_key(rec) not in have]
+
+
+def _event_key(rec: dict[str, Any]) -> tuple[str, str, str]:
+    task = rec.get("task") if isinstance(rec.get("task"), dict) else {}
+    return (str(rec.get("event")), repr(rec.get("ts")), str((task or {}).get("bar_id")))
 
 
 # --- the files -----------------------------------------------------------------------
@@ -171,17 +208,53 @@ def _write_tasks(project: Project, folder: Path, numbers: dict[str, int]) -> Non
 
 
 def _read(path: Path) -> Any:
+    """The JSON in the regular file ``path`` (None: missing, not JSON, or not a regular
+    file: a link, a FIFO, a directory are never opened through)."""
+    data = read_regular(path)
+    if data is None:
+        return None
     try:
-        return read_json(path, path.name)
-    except (FileNotFoundError, CorruptFile):
+        return json.loads(data)
+    except ValueError:
         return None
 
 
 def _write_if_changed(path: Path, record: dict[str, Any]) -> None:
+    """Replace ``path`` with ``record`` unless it already says so; a link, a FIFO or a
+    directory there (not bar's) is said and left as it is."""
+    if os.path.lexists(path) and not stat.S_ISREG(os.lstat(path).st_mode):
+        warn(f"{path} is not a regular file: left as it is (the board's copy skips it)")
+        return
     if _read(path) == record:
         return
     text = json.dumps(record, indent=2, ensure_ascii=False) + "\n"
     write_bytes_atomic(path, text.encode("utf-8", "backslashreplace"), mode=_MODE)
+
+
+def _append(path: Path, records: list[dict[str, Any]]) -> None:
+    """Append ``records`` to the log at ``path``, one line each, in one write: never
+    through a link, into a file with another name (a hard link), a FIFO or another
+    user's file; a torn last line stays a line of its own."""
+    data = "".join(
+        json.dumps(rec, ensure_ascii=False, separators=(",", ":")) + "\n" for rec in records
+    ).encode("utf-8", "backslashreplace")
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    try:
+        fd = os.open(path, flags, _MODE)
+    except OSError as exc:
+        raise BarError(f"cannot append to {path}: {exc.strerror}") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1 or st.st_uid != os.getuid():
+            raise BarError(f"{path} is not a file of its own: bar writes nothing into it")
+        if st.st_size:
+            last = read_regular(path, tail=1)
+            if last not in (None, b"\n"):
+                data = b"\n" + data
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _task_record(task: Task, number: int) -> dict[str, Any]:
@@ -254,35 +327,43 @@ def _event(rec: dict[str, Any], numbers: dict[str, int]) -> dict[str, Any]:
 
 def _numbers(project: Project) -> dict[str, int]:
     """Every task's number, a new task given the next one (in the order tasks were made;
-    a number is never given twice, a deleted task's included). The caller holds the
-    project lock."""
+    a number is never given twice, a deleted task's included: the highest given is kept,
+    and, were that lost, the copy's files and event log say which were). The caller
+    holds the project lock."""
     from bar.task.tasks import list_tasks
 
     try:
         numbers = _load_numbers(project)
+        highest = _load_highest(project)
     except CorruptFile:
-        numbers = {}
+        numbers, highest = {}, 0
     changed = False
-    # numbers the copy already shows (say the file above was lost) are not given again
-    highest = max(numbers.values(), default=0)
+    highest = max(highest, *numbers.values(), 0)
     folder = project.root / TASKS_DIR
     if folder.is_dir() and not folder.is_symlink():
         for path in folder.glob("task_*.json"):
             stem = path.stem.partition("_")[2]
-            if stem.isdigit():
-                rec = _read(path)
-                bar_id = (rec.get("bar") or {}).get("id") if isinstance(rec, dict) else None
-                if isinstance(bar_id, str) and bar_id not in numbers:
-                    numbers[bar_id] = int(stem)  # bar wrote it: the same task keeps it
-                    changed = True
-                highest = max(highest, int(stem))
+            if not (stem.isascii() and stem.isdigit()):
+                continue
+            rec = _read(path)
+            bar_id = rec.get("bar", {}).get("id") if isinstance(rec, dict) else None
+            if isinstance(bar_id, str) and bar_id not in numbers:
+                numbers[bar_id] = int(stem)  # bar wrote it: the same task keeps it
+                changed = True
+            highest = max(highest, int(stem))
+    if not numbers:  # nothing known: what the copy's log names is not given again
+        log = read_regular(project.root / WORKTREES_DIR / "events.jsonl") or b""
+        for n in re.findall(rb'"task":\{"id":(\d{1,12})[,}]', log):
+            highest = max(highest, int(n))
     for task in list_tasks(project):
         if task.id not in numbers:
             highest += 1
             numbers[task.id] = highest
             changed = True
     if changed or not _numbers_path(project).exists():
-        write_json_atomic(_numbers_path(project), {"version": VERSION, "numbers": numbers})
+        write_json_atomic(
+            _numbers_path(project), {"version": VERSION, "numbers": numbers, "highest": highest}
+        )
     return numbers
 
 

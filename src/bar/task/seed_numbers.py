@@ -36,6 +36,16 @@ def load(project: Project) -> dict[str, int]:
     return {str(k): v for k, v in found.items() if isinstance(v, int) and not isinstance(v, bool)}
 
 
+def highest(project: Project) -> int:
+    """The highest number ever given (0: none, or not kept)."""
+    try:
+        data = read_json(path_of(project), NUMBERS_FILE)
+    except FileNotFoundError:
+        return 0
+    value = data.get("highest", 0)
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
 def task_id_of(project: Project, number: int) -> str | None:
     """bar's id of the task numbered ``number`` (None: no such task)."""
     return next((task_id for task_id, n in load(project).items() if n == number), None)

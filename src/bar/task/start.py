@@ -16,6 +16,8 @@ a task the board still calls pending).
 from __future__ import annotations
 
 import contextlib
+import os
+from pathlib import Path
 
 from bar import git
 from bar.base import faults
@@ -48,8 +50,24 @@ def start(task: Task, *, activate: bool = True) -> Task:
     return task
 
 
+def starting_mark(task: Task) -> Path:
+    """Made before a start makes the worktree, removed once the board names it: while
+    it is there, what stands at the worktree's place is the start's own (a checkout or
+    a restore cut short at any byte), cleared by the next start."""
+    return task.paths.dir / "starting"
+
+
 def _bind(project: Project, task: Task) -> None:
     """The worktree made and bound (the caller holds the task lock)."""
+    from bar.task import binding
+
+    stopped = binding.read_journal(task)
+    if stopped is not None:
+        name = stopped["lane"]["name"]
+        raise BarError(
+            f"a bind of task {task.name} to the worktree {name} was stopped before it was done",
+            hint=f"`bar task bind {task.id} {name}` finishes it",
+        )
     where = worktrees.holding(project.root, task.branch, task.worktree)
     if where is not None:
         refusal = BarError(
@@ -73,6 +91,7 @@ def _bind(project: Project, task: Task) -> None:
         task=board.task_view(task),
         worktree=board.worktree_view(task),
     )
+    starting_mark(task).touch(mode=0o600)
     try:
         task_new.add_worktree(task, new_branch=False)
         if task.ledger.last() is not None:  # a worktree removed earlier: as recorded
@@ -98,6 +117,7 @@ def _bind(project: Project, task: Task) -> None:
         name = task.id  # the name is another worktree's (one made before its task): the id
     task.board.worktree = name
     task.save()
+    starting_mark(task).unlink(missing_ok=True)
     registry.mark(task, registry.ACTIVE)
     project.log_event(
         "worktree.create.after",
@@ -112,13 +132,16 @@ def holds_files(project: Project, task: Task) -> bool:
     there: anything but a link (removed, never followed), or a directory holding only
     files of the task's branch as it checks out (what a stopped start left, however far
     its checkout got), its ``.git`` file and empty directories."""
-    import os
-
     path = task.worktree
     if path.is_symlink() or not path.exists():
         return False
     if not path.is_dir():
         return True
+    if starting_mark(task).exists():
+        return False  # a start was stopped: all there is its own
+    dot = path / ".git"
+    if os.path.lexists(dot) and not _links_here(project, dot):
+        return True  # a .git of someone's: a repository, or a link to another
     found: list[str] = []
     links: dict[str, bytes] = {}
     for top, dirs, files in os.walk(path):
@@ -178,6 +201,18 @@ def holds_files(project: Project, task: Task) -> bool:
         all(t.get(rel, ("", ""))[1] != oid for t in trees)
         for rel, oid in zip(found, oids, strict=True)
     )
+
+
+def _links_here(project: Project, dot: Path) -> bool:
+    """``dot`` is the ``.git`` file ``git worktree add`` writes: a line naming an admin
+    directory of this repository's worktrees."""
+    from bar.store.files import read_regular
+
+    said = read_regular(dot)
+    if said is None or not said.startswith(b"gitdir: ") or said.count(b"\n") > 1:
+        return False
+    target = Path(os.fsdecode(said[8:].strip()))
+    return target.parent == project.common_dir / "worktrees"
 
 
 def _refuse_if_holding(project: Project, task: Task) -> None:

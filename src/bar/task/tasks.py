@@ -428,6 +428,8 @@ def _by_number(project: Project, ref: str) -> Task | None:
     from bar.task import seed_numbers
 
     found = seed_numbers.task_id_of(project, int(digits))
+    if found is not None and not project.paths.task(found).task_json.exists():
+        found = None  # the task numbered so was deleted
     if found is None:
         if ref.startswith("#"):
             raise TaskNotFound(
@@ -435,7 +437,16 @@ def _by_number(project: Project, ref: str) -> Task | None:
                 hint=f"the numbers are the task files' in {project.root / '.tasks'}",
             )
         return None
-    return load_task(project, found)
+    numbered = load_task(project, found)
+    if not ref.startswith("#"):
+        named = [t for t in list_tasks(project) if t.name == ref and t.id != found]
+        if named:
+            raise UsageError(
+                f"{ref!r} is the number of task {numbered.name} ({numbered.id}) and the name "
+                f"of {_listed(named)}",
+                hint=f"give #{digits} for the numbered one, or the task's id",
+            )
+    return numbered
 
 
 def _listed(found: list[Task]) -> str:
