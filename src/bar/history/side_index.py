@@ -22,6 +22,7 @@ from bar.changes.fast.stamps import keep_private
 from bar.errors import SnapshotFailed
 from bar.git import ignored
 from bar.history import racy
+from bar.store.layout import AIDE_FILES
 
 _env = git.index_env
 
@@ -188,7 +189,8 @@ def _add(worktree: Path, index: Path, paths: Sequence[str], excludes: Sequence[s
     never recorded as "no changes" when its changes simply could not be stored.
     """
     specs = [":(top)" if p == "." else f":(top,literal){p}" for p in paths]
-    specs += [f":(top,exclude,literal){p}" for p in excludes]
+    # (aide's files bar keeps in the worktree: bookkeeping, whatever ignores them or not)
+    specs += [f":(top,exclude,literal){p}" for p in (*excludes, *AIDE_FILES)]
     res = git.git(
         worktree,
         "add",

@@ -97,11 +97,18 @@ class SandboxConfig:
     deny_read: tuple[str, ...] = ("~/.ssh", "~/.aws", "~/.gnupg", "~/.netrc")
 
 
+# where ``bar flow`` puts each entry's commit: ``snapshot``, a commit of bar's own beside
+# the task branch; ``branch``, a commit on the task branch, as aide's flow makes it
+FLOW_COMMITS = ("snapshot", "branch")
+
+
 @record(frozen=True)
 class FlowConfig:
-    """``bar flow``'s phases, in order; empty: the default ones (``bar.aide.flow.PHASES``)."""
+    """``bar flow``'s phases, in order (empty: the default ones, ``bar.aide.flow.PHASES``),
+    and where its commits go (``FLOW_COMMITS``)."""
 
     phases: tuple[str, ...] = ()
+    commits: str = "snapshot"
 
 
 @record(frozen=True)
@@ -211,7 +218,7 @@ _SCHEMA: dict[str, dict[str, str]] = {
         "allow_write": "pathlist",
         "deny_read": "pathlist",
     },
-    "flow": {"phases": "phases"},
+    "flow": {"phases": "phases", "commits": "flow_commits"},
     "speed": {"fast": "bool"},
     "agents": {"budget": "budget", "prices": "prices"},
     "share": {"remote": "remote", "max_blob": "size"},
@@ -283,6 +290,14 @@ def _check(value: Any, kind: str, key: str, path: Path) -> Any:
         return value
     if kind == "network":
         return network_mode(value, key, path)
+    if kind == "flow_commits":
+        if value not in FLOW_COMMITS:
+            raise ConfigError(
+                f"{key} in {path} must be snapshot or branch, not {value!r}",
+                hint="snapshot: each flow entry's commit is bar's own, beside the task branch; "
+                "branch: a commit on the task branch, as aide makes it (docs/decide-flow.md)",
+            )
+        return value
     if kind == "on_stop":
         if value not in ("finish", "interrupt"):
             raise ConfigError(
@@ -595,7 +610,7 @@ def combine(own: Config, data: Any, path: Path) -> Config:
             network=tighter_network(own.sandbox.network, box.get("network", "open")),
             deny_read=_union(own.sandbox.deny_read, box.get("deny_read", ())),
         ),
-        flow=FlowConfig(phases=phases),
+        flow=replace(own.flow, phases=phases),
     )
 
 
@@ -732,6 +747,9 @@ workers:                     # steps run on other machines through Temporal (doc
   # tls_ca: ~/ca.pem         #  or with TEMPORAL_API_KEY set, as Temporal Cloud asks)
   # tls_cert: ~/client.pem   # mTLS: this machine's certificate and key (PEM); the key is
   # tls_key: ~/client.key    #  hidden from every step, as sandbox.deny_read hides files
+flow:                        # bar flow: where the work stands (docs/decide-flow.md)
+  # phases: [flow-design, impl, verify, docs, finish]
+  commits: snapshot          # each entry's commit kept beside the task branch; branch: on it, as aide does
 speed:
   fast: true                 # false: every shortcut off (watches, stamps, resident): slower
 agents:                      # agent sessions (docs/sessions.md)
