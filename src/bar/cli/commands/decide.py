@@ -321,7 +321,7 @@ def clean(
     orders.take_answer(the_task)
     if dry_run:
         removed, kept = decide.plan_clean(the_task, keep, days)
-        done: dict[str, object] = {"removed": removed, "kept": kept, "step": None}
+        done: dict[str, object] = {"removed": removed, "kept": kept, "step": None, "queued": False}
     else:
         done = orders.decide_clean(the_task, keep=keep, days=days)
     if as_json:
