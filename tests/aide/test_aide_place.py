@@ -195,3 +195,33 @@ def test_decide_clean_is_refused_to_a_process_of_the_running_step(
     ran = bar_exe("run", "--no-pty", "--", BAR_EXE, "decide", "clean", cwd=wt)
     assert ran.code == ExitCode.USAGE and "for the developer" in ran.err
     assert [a for a in bar(capfd, "decide", "list", "--json").json()["answered"]]
+
+
+def test_an_answer_written_into_bars_own_directory_becomes_a_decision_step_when_read(
+    task: dict[str, Any], capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A client pointed at the task directory, as aide's web server writes (reference 003
+    §3.2): read by ``bar decide result``, and recorded then, once."""
+    sid = bar(capfd, "decide", "submit", json.dumps(QUESTION), "--json").json()["session_id"]
+    own = task_dir(task["id"]) / "decisions"
+    pending = json.loads((own / "pending.json").read_text())
+    record = {
+        "input": {k: v for k, v in pending.items() if k != "_meta"},
+        "output": {"decisions": [{"id": 1, "chosen": "a", "note": "from the page"}]},
+        "completed_at": "2025-01-15T10:35:00+08:00",
+    }
+    (own / f"{sid}.json").write_text(json.dumps(record, indent=2))
+    assert bar(capfd, "decide", "result", "--json").json()["decisions"][0]["chosen"] == "a"
+    assert bar(capfd, "decide", "list", "--json").json()["pending"] is None
+    (step,) = [s for s in ledger(task["id"]) if s["kind"] == "decision"]
+    assert step["via"] == "file" and step["session_id"] == sid
+    assert step["decisions"] == [{"id": 1, "chosen": "a", "note": "from the page"}]
+    assert bar(capfd, "decide", "show", "--json").json()["completed_at"] == record["completed_at"]
+    assert len([s for s in ledger(task["id"]) if s["kind"] == "decision"]) == 1
+    # one that answers nothing asked is said, not taken
+    sid = bar(capfd, "decide", "submit", json.dumps(QUESTION), "--json").json()["session_id"]
+    wrong = {**record, "output": {"decisions": [{"id": 1, "chosen": "zzz"}]}}
+    (worktree(task) / ".aide/decisions" / f"{sid}.json").write_text(json.dumps(wrong))
+    said = bar(capfd, "decide", "result")
+    assert said.code == ExitCode.NOT_DECIDED and "not one of its options" in said.err
+    assert len([s for s in ledger(task["id"]) if s["kind"] == "decision"]) == 1

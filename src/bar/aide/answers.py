@@ -146,18 +146,16 @@ def writers(task: Task, asked_at: str, where: str) -> list[str]:
     running = journals.read_run(task.paths)
     if running is not None and could_write(task, running.sandbox, where):
         found.append(f"step {running.step_id}, running, {_how(running.sandbox)}")
-    since = _moment(asked_at)
+    since = _moment(asked_at)  # (None: a question of unknown time; every step counts)
     for step in task.ledger.iter_reverse(warn=False):
         ended = _moment(step.ended_at)
-        if since is None or (ended is not None and ended < since - _MARGIN):
+        if since is not None and ended is not None and ended < since - _MARGIN:
             break
         if not isinstance(step, RunStep) or step.blocked:
             continue  # (nothing of a blocked step ran)
         sandbox = step.extra.get("sandbox")
         if could_write(task, sandbox, where):
             found.append(f"step {step.step_id}, {_how(sandbox)}")
-    if since is None and where == WORKTREE and not found:
-        found.append("a question whose time bar cannot read")  # (no bound: nothing is sure)
     return found
 
 
@@ -174,10 +172,11 @@ def check(task: Task, got: Found) -> tuple[dict[str, Any], dict[str, Any]]:
     ``BadAnswer``, saying why."""
     who = writers(task, got.asked_at, got.where)
     if who:
+        more = f"; and {len(who) - 3} more" if len(who) > 3 else ""
         raise UntrustedAnswer(
             f"an answer to decision {got.session_id} is in {got.path}, but a step could have "
-            f"written it since the question was asked ({'; '.join(who)}): bar does not take "
-            "it as the person's",
+            f"written it since the question was asked ({'; '.join(who[:3])}{more}): bar does "
+            "not take it as the person's",
             hint="the person answers with `bar decide answer` (or in bar ui); "
             "docs/decide-flow.md says who may write where",
         )

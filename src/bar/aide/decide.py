@@ -17,6 +17,12 @@ files. Times are aide's: ISO 8601 to the second with the local offset
 (``2025-01-15T10:30:00+08:00``), session ids ``2025-01-15T10-30-00``. An older bar removed
 ``pending.json`` on answering: then the latest answered record is the latest submission.
 
+Each file is copied to where aide's clients look, ``.aide/decisions/`` in the task's
+worktree (``bar.aide.place``); an answer aide's web server writes there is taken by
+``bar.aide.answers``. A new session id is never one that has a record in either place.
+``plan_clean`` and the order ``decide.clean`` are reference 003 §5.2's ``aide decide
+clean``: old records removed, recorded as a ``decision`` step that keeps them.
+
 Writing goes through orders (``bar.step.orders``): inside a running step the agent cannot
 write bar's files, so its ``bar run`` does. Reading is plain reading.
 """

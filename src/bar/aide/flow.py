@@ -22,6 +22,10 @@ message follows the seed: ``[bar] impl: finished the user model``, ``[bar] verif
 message, a commit of the same tree and parents with the flow's message is made and kept
 under ``refs/bar/flow/<task id>/``.
 
+With ``flow.commits: branch`` each entry's commit is instead a commit on the task branch
+(``commit_on_branch``), as aide's flow makes one. ``flow-status.json`` is copied to where
+aide's clients look, ``.aide/flow-status.json`` in the worktree (``bar.aide.place``).
+
 Every change goes through an order (``bar.step.orders``), so an agent inside a running step
 can move its own flow: its ``bar run`` takes the snapshot as a checkpoint of the step.
 """

@@ -9,7 +9,10 @@ store and those directories themselves), the worktree's own admin directory; the
 devices every program writes (``/dev/null``, terminals). Never writable, whatever holds
 them: the developer's checkout, the repository's git directory (so its config, hooks,
 ``info/`` and ``refs/bar/``), ``objects/info`` (commit graph, alternates), ``$BAR_HOME``, the policy file, ``$HOME`` (but for what is
-named above) and bar's own code, environment and interpreter (``own_code``).
+named above) and bar's own code, environment and interpreter (``own_code``). Read-only
+though in the worktree, where the step's mount namespace can show them so: the
+directories the caller names (``.aide/``, where aide's clients read and the person's
+answers are written: ``bar.aide.place``).
 """
 
 from __future__ import annotations
