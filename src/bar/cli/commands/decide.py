@@ -287,8 +287,8 @@ def path(*, task: str | None, as_json: bool) -> int:
         )
     if not place.prepare(the_task):
         raise UsageError(
-            f"{place.root(the_task)} is not a directory of its own (a link or a file stands "
-            "there): bar keeps no copy of aide's files in it",
+            f"{place.decisions(the_task)} (or {place.root(the_task).name}) is not a directory "
+            "of its own (a link or a file stands there): bar keeps no copy of aide's files in it",
             hint="move it away; the next `bar decide` or `bar run` makes the directory",
         )
     place.sync(the_task)

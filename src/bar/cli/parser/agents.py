@@ -60,7 +60,10 @@ def commands(sub: Any) -> None:
         "Short form: `bar decide JSON` (JSON text, - for stdin, or @FILE) is `bar decide\n"
         "submit JSON`, as aide's `aide decide '<json>'` is; its options are submit's.\n"
         "The files are aide's too (decisions/pending.json, decisions/<session_id>.json),\n"
-        "so a client that only knows aide reads them. Formats: docs/decide-flow.md.",
+        "copied where aide keeps them, .aide/decisions in the worktree (`bar decide\n"
+        "path`), so a client that only knows aide reads them, and an answer aide's web\n"
+        "page writes there is yours, unless a step could have written it.\n"
+        "Formats: docs/decide-flow.md.",
         epilog="examples:\n"
         '  bar decide \'{"task": "auth", "source": "task.md", "items": [...]}\' --wait\n'
         "  bar decide @questions.json          (the same as: bar decide submit @questions.json)\n"
@@ -201,12 +204,13 @@ def commands(sub: Any) -> None:
         "clean",
         help="remove old answered decisions (kept in the step that records it)",
         formatter_class=_Formatter,
-        description="Remove the records of answered decisions (<session_id>.json), as aide's\n"
-        "`decide clean` does: every one but the latest submission's, which `bar decide\n"
-        "result` still reads; --keep N keeps the N newest too, --days N those answered\n"
-        "in the last N days (a record either keeps stays). pending.json is never\n"
-        "removed (the next submission replaces it). The removal is a `decision` step,\n"
-        "whose artifact keeps every record it removed. --dry-run only says which.",
+        description="Remove the records of answered decisions (<session_id>.json), the clean\n"
+        "aide's storage design suggests: every one but the latest submission's, which\n"
+        "`bar decide result` still reads; --keep N keeps the N newest too, --days N\n"
+        "those answered in the last N days (a record either keeps stays). pending.json\n"
+        "is never removed (the next submission replaces it). The removal is a\n"
+        "`decision` step, whose artifact keeps every record it removed. --dry-run only\n"
+        "says which.",
         epilog="examples:\n"
         "  bar decide clean --dry-run\n"
         "  bar decide clean --keep 10\n"
