@@ -48,6 +48,8 @@ IGNORE = (
     b"/decisions/\n/flow-status.json\n/.gitignore\n"
 )
 _DIR = os.O_RDONLY | os.O_DIRECTORY
+# a file larger than this is no decision of a person's (and is not read whole)
+LARGEST = 16 << 20
 
 
 def root(task: Task) -> Path:
@@ -123,13 +125,14 @@ def _create(worktree: Path, rel: str, data: bytes) -> None:
 
 def read(task: Task, rel: str) -> bytes | None:
     """The bytes of the regular file ``rel`` of ``.aide`` (``decisions/X.json``), reached
-    without following a link; None if there is no such file."""
+    without following a link; None if there is no such file (or one over ``LARGEST``)."""
     try:
         fd = open_beneath(task.worktree, f"{AIDE_DIR}/{rel}", os.O_RDONLY | os.O_NONBLOCK)
     except OSError:
         return None
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > LARGEST:
             return None
         chunks = []
         while chunk := os.read(fd, 1 << 20):
