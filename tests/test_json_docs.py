@@ -202,6 +202,17 @@ def agents_drive(s: Session) -> None:
     s.json("bar decide show --json", "decide", "show", "--json")
     s.json("bar decide list --json", "decide", "list", "--json")
     s.json("bar show --json", "show", done["step"]["step_id"], "--json")
+    # an answer written where aide's clients look, as aide's web server writes it
+    where = s.json("bar decide path --json", "decide", "path", "--json")
+    sid = s.json("bar decide submit --json", "decide", "submit", question, "--json")["session_id"]
+    pending = json.loads((Path(where["decisions"]) / "pending.json").read_text())
+    answer = {"input": pending, "output": {"decisions": [{"id": 1, "chosen": "b"}]}}
+    (Path(where["decisions"]) / f"{sid}.json").write_text(json.dumps(answer))
+    s.json("bar decide result --json", "decide", "result", "--json")
+    s.json("bar log --json", "log", "--json")  # the decision step, via a file
+    s.json("bar decide clean --json", "decide", "clean", "--dry-run", "--json")
+    cleaned = s.json("bar decide clean --json", "decide", "clean", "--json")
+    s.json("bar show --json", "show", cleaned["step"]["step_id"], "--json")
 
 
 def sharing(s: Session, repo: Path, tmp_path: Path) -> None:

@@ -167,7 +167,10 @@ def test_back_step_and_back_part_roll_back_when_asked(
     assert res.code == 0, res.err
     done = res.json()
     assert done["rollback"]["kind"] == "rollback" and done["entry"]["phase"] == "impl"
-    assert sorted(p.name for p in wt.iterdir() if p.name != ".git") == ["README.md", "design.md"]
+    assert sorted(p.name for p in wt.iterdir() if p.name not in (".git", ".aide")) == [
+        "README.md",
+        "design.md",
+    ]
     assert message_of(task_repo(task), done["entry"]["git_commit"]) == (
         "[bar] impl back-step: the first code too"
     )
@@ -176,7 +179,7 @@ def test_back_step_and_back_part_roll_back_when_asked(
     res = bar(capfd, "flow", "back-part", "--rollback", "redesign", "--json")
     assert res.code == 0, res.err
     assert res.json()["flow"]["current_phase"] == "flow-design"
-    assert sorted(p.name for p in wt.iterdir() if p.name != ".git") == ["README.md"]
+    assert sorted(p.name for p in wt.iterdir() if p.name not in (".git", ".aide")) == ["README.md"]
     assert bar(capfd, "flow", "next-step", "--rollback", "x").code == ExitCode.USAGE
 
 

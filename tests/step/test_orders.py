@@ -107,7 +107,7 @@ def test_the_agent_rolls_its_own_task_back_inside_the_step(
     _, back, unknown = answers(res.out)
     assert back["target"] == "1.1" and back["checkpoint"]["kind"] == "rollback"
     assert unknown["code"] == ExitCode.NOT_FOUND and "77" in unknown["error"]
-    assert sorted(os.listdir(worktree(t))) == [".git", "README.md", "a.txt"]
+    assert sorted(os.listdir(worktree(t))) == [".aide", ".git", "README.md", "a.txt"]
     (step,) = ledger(t["id"])
     assert step["diff_stat"]["file_list"] == ["a.txt"]
     assert bar(capfd, "rollback", "--to", "1.2").code == 0  # undoable like any rollback

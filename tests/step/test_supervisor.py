@@ -88,7 +88,8 @@ def test_each_agent_reports_what_became_of_its_commands(
             "git reset --hard HEAD~3",
             "ls",
             "exit 3",
-            "chmod -R 777 .",
+            # (not `.`: the worktree's .aide/ is read-only to a step, docs/sandbox.md)
+            "chmod -R 777 README.md",
         ],
         cwd=inited,
         capture_output=True,
@@ -97,7 +98,7 @@ def test_each_agent_reports_what_became_of_its_commands(
     )
     assert res.returncode == 0, res.stderr
     assert "DENIED: git reset --hard" in res.stdout and "RAN: ls" in res.stdout
-    assert "RAN: chmod -R 777 ." in res.stdout  # nobody at the prompt: warned, not asked
+    assert "RAN: chmod -R 777 README.md" in res.stdout  # nobody at the prompt: warned, not asked
     assert "never called bar's hooks" not in res.stderr
     (step,) = ledger(t["id"])
     got = {e["command"]: (e["decision"], e["answer"], e["outcome"]) for e in step["policy_events"]}
@@ -107,7 +108,7 @@ def test_each_agent_reports_what_became_of_its_commands(
         # Codex's post-tool event does not say how a command ended (its rollout does, and
         # the fake agent writes none: tests/agents/test_outcomes.py has the real one)
         "exit 3": ("allow", "none", "ran" if agent == "codex" else "failed"),
-        "chmod -R 777 .": ("warn", "warning", "ran"),
+        "chmod -R 777 README.md": ("warn", "warning", "ran"),
     }
     assert step["agent"] == {"name": agent, "hooks": "home", "interactive": False, "sessions": 1}
 

@@ -95,12 +95,13 @@ def worktree(task: dict[str, Any]) -> Path:
 
 
 def files_on_disk(root: Path) -> dict[str, bytes]:
-    """Every file under ``root`` (but .git) as content, with 'x' for executables and
-    '-> target' for symlinks: what a snapshot should hold, minus ignored files."""
+    """Every file under ``root`` (but .git, and bar's copies for aide's clients) as
+    content, with 'x' for executables and '-> target' for symlinks: what a snapshot should
+    hold, minus ignored files."""
     files: dict[str, bytes] = {}
     for p in sorted(root.rglob("*")):
         rel = p.relative_to(root)
-        if rel.parts[0] == ".git":
+        if rel.parts[0] == ".git" or _aide_copy(rel.as_posix()):
             continue
         if p.is_symlink():
             files[rel.as_posix()] = b"-> " + os.readlink(p).encode()
@@ -108,6 +109,14 @@ def files_on_disk(root: Path) -> dict[str, bytes]:
             mode = b"x:" if os.access(p, os.X_OK) else b"-:"
             files[rel.as_posix()] = mode + p.read_bytes()
     return files
+
+
+def _aide_copy(rel: str) -> bool:
+    """The copies of a task's decisions and flow bar keeps in its worktree for aide's
+    clients (``.aide/``: docs/decide-flow.md), which no snapshot holds."""
+    return rel in (".aide/.gitignore", ".aide/flow-status.json") or rel.startswith(
+        ".aide/decisions/"
+    )
 
 
 def files_in_commit(repo: Path, commit: str) -> dict[str, bytes]:

@@ -17,20 +17,28 @@ files. Times are aide's: ISO 8601 to the second with the local offset
 (``2025-01-15T10:30:00+08:00``), session ids ``2025-01-15T10-30-00``. An older bar removed
 ``pending.json`` on answering: then the latest answered record is the latest submission.
 
+Each file is copied to where aide's clients look, ``.aide/decisions/`` in the task's
+worktree (``bar.aide.place``); an answer aide's web server writes there is taken by
+``bar.aide.answers``. A new session id is never one that has a record in either place.
+``plan_clean`` and the order ``decide.clean`` are reference 003 §5.2's ``aide decide
+clean``: old records removed, recorded as a ``decision`` step that keeps them.
+
 Writing goes through orders (``bar.step.orders``): inside a running step the agent cannot
 write bar's files, so its ``bar run`` does. Reading is plain reading.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import math
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from bar.aide import place
 from bar.base.clock import now_iso
 from bar.errors import BarError, CorruptFile, ExitCode, NotFound, UsageError
 from bar.ledger.records import DecisionStep
@@ -434,21 +442,20 @@ def result(task: Task) -> dict[str, Any]:
     return dict(record(task)["output"])
 
 
-def awaited(task: Task, timeout: float | None = None) -> tuple[str | None, dict[str, Any]]:
-    """``result``, after waiting (up to ``timeout`` seconds; None: for as long as it takes)
-    for the pending decision's answer if one is pending: (the session waited for, or
-    None, and the DecideOutput)."""
-    sid = session_of(pending(task))
-    if not sid:
-        return None, result(task)
-    return sid, wait(task, sid, timeout)
-
-
-def wait(task: Task, session_id: str, timeout: float | None = None) -> dict[str, Any]:
-    """Block until ``session_id`` is answered; its DecideOutput."""
+def wait(
+    task: Task,
+    session_id: str,
+    timeout: float | None = None,
+    look: Callable[[], object] | None = None,
+) -> dict[str, Any]:
+    """Block until ``session_id`` is answered; its DecideOutput. ``look``: called before
+    each look at bar's record (``bar.api.orders`` takes an answer another program wrote
+    there, as aide's web server does: ``bar.aide.answers``)."""
     deadline = None if timeout is None else time.monotonic() + timeout
     path = directory(task) / f"{session_id}.json"
     while True:
+        if look is not None:
+            look()
         found = _read(path)
         if found is not None:
             return dict(found["output"])
@@ -477,6 +484,9 @@ def _session_id(task: Task) -> str:
     taken = set(sessions(task))
     # the latest one too, answered or not: a replaced one's waiter must not take the new answer
     taken.add(session_of(submitted(task)))
+    # and every answer in aide's place in the worktree: one there before its question was
+    # asked was never the person's (``bar.aide.answers``)
+    taken.update(name[: -len(".json")] for name in place.names(task))
     while moment.strftime("%Y-%m-%dT%H-%M-%S") in taken:
         moment += dt.timedelta(seconds=1)
     return moment.strftime("%Y-%m-%dT%H-%M-%S")
@@ -486,6 +496,12 @@ def _write(path: Path, obj: object) -> None:
     ensure_dir(path.parent)
     text = json.dumps(obj, indent=2, ensure_ascii=False) + "\n"
     write_bytes_atomic(path, text.encode("utf-8", "backslashreplace"))
+
+
+def keep_record(task: Task, session_id: str, rec: Mapping[str, Any]) -> None:
+    """Write the DecisionRecord of ``session_id``, and its copy where aide's clients look."""
+    _write(directory(task) / f"{session_id}.json", rec)
+    place.copy(task, f"{session_id}.json")
 
 
 @orders.register("decide.submit", "any")
@@ -499,6 +515,7 @@ def _submit(ctx: orders.Context, args: Mapping[str, object]) -> dict[str, object
     }
     path = directory(ctx.task) / PENDING
     _write(path, {**data, "_meta": meta})
+    place.copy(ctx.task, PENDING)  # where aide's clients look
     return {"session_id": sid, "pending": str(path), "replaced": session_of(old) or None}
 
 
@@ -526,7 +543,7 @@ def _answer(ctx: orders.Context, args: Mapping[str, object]) -> dict[str, object
     started = now_iso()
     completed = dt.datetime.now().astimezone().isoformat(timespec="seconds")
     rec = {"input": data, "output": {"decisions": chosen}, "completed_at": completed}
-    _write(directory(ctx.task) / f"{sid}.json", rec)
+    keep_record(ctx.task, sid, rec)
     step = DecisionStep(
         step_id="0001",
         started_at=started,
@@ -539,6 +556,82 @@ def _answer(ctx: orders.Context, args: Mapping[str, object]) -> dict[str, object
     return {
         "session_id": sid,
         "record": rec,
+        "step": added.to_record() if added is not None else None,
+        "queued": added is None,
+    }
+
+
+# --- cleaning (reference 003 §5.2) ----------------------------------------------------
+
+
+def plan_clean(
+    task: Task, keep: int | None = None, days: float | None = None
+) -> tuple[list[str], list[str]]:
+    """(the answered sessions ``bar decide clean`` removes, those it keeps), oldest first.
+    Kept whatever is asked: the record of the latest submission (``result`` reads it
+    through ``pending.json``, which is never removed: the next submission replaces it).
+    ``keep``: the newest N records are kept too; ``days``: those answered in the last N
+    days. Neither: only the latest submission's is kept."""
+    done = sessions(task)
+    kept = {session_of(submitted(task))} & set(done)
+    if keep:
+        kept.update(done[-keep:])
+    if days is not None:
+        since = dt.datetime.now().astimezone() - dt.timedelta(days=days)
+        for sid in done:
+            when = _answered_at(task, sid)
+            if when is None or when >= since:  # (a time it cannot tell: kept)
+                kept.add(sid)
+    return [s for s in done if s not in kept], [s for s in done if s in kept]
+
+
+def _answered_at(task: Task, session_id: str) -> dt.datetime | None:
+    """When ``session_id`` was answered: its ``completed_at``, else its session id's time."""
+    with contextlib.suppress(BarError):
+        said = (_read(directory(task) / f"{session_id}.json") or {}).get("completed_at")
+        if isinstance(said, str):
+            with contextlib.suppress(ValueError):
+                moment = dt.datetime.fromisoformat(said)
+                return moment if moment.tzinfo else moment.astimezone()
+    with contextlib.suppress(ValueError):
+        return dt.datetime.strptime(session_id, "%Y-%m-%dT%H-%M-%S").astimezone()
+    return None
+
+
+@orders.register("decide.clean", "outside")
+def _clean(ctx: orders.Context, args: Mapping[str, object]) -> dict[str, object]:
+    keep, days = args.get("keep"), args.get("days")
+    removed, kept = plan_clean(
+        ctx.task,
+        keep if isinstance(keep, int) else None,
+        float(days) if isinstance(days, int | float) else None,
+    )
+    if not removed:
+        return {"removed": [], "kept": kept, "step": None, "queued": False}
+    records = {sid: _read(directory(ctx.task) / f"{sid}.json") for sid in removed}
+    # what it removes is kept in the step's artifact first: nothing is lost unrecorded
+    name = f"artifacts/cleaned-{time.time_ns():x}.json"
+    artifact = ctx.task.dir / name
+    ensure_dir(artifact.parent)
+    text = json.dumps({"version": 1, "records": records}, indent=2, ensure_ascii=False)
+    write_bytes_atomic(artifact, (text + "\n").encode("utf-8", "backslashreplace"))
+    started = now_iso()
+    for sid in removed:
+        (directory(ctx.task) / f"{sid}.json").unlink(missing_ok=True)
+        place.remove(ctx.task, f"{sid}.json")
+    step = DecisionStep(
+        step_id="0001",
+        started_at=started,
+        ended_at=now_iso(),
+        duration_ms=0,
+        session_id="",
+        cleaned=removed,
+    )
+    step.artifacts.cleaned = name
+    added = ctx.add_step(step)
+    return {
+        "removed": removed,
+        "kept": kept,
         "step": added.to_record() if added is not None else None,
         "queued": added is None,
     }

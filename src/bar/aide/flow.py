@@ -22,6 +22,10 @@ message follows the seed: ``[bar] impl: finished the user model``, ``[bar] verif
 message, a commit of the same tree and parents with the flow's message is made and kept
 under ``refs/bar/flow/<task id>/``.
 
+With ``flow.commits: branch`` each entry's commit is instead a commit on the task branch
+(``commit_on_branch``), as aide's flow makes one. ``flow-status.json`` is copied to where
+aide's clients look, ``.aide/flow-status.json`` in the worktree (``bar.aide.place``).
+
 Every change goes through an order (``bar.step.orders``), so an agent inside a running step
 can move its own flow: its ``bar run`` takes the snapshot as a checkpoint of the step.
 """
@@ -35,7 +39,9 @@ from pathlib import Path
 from typing import Any
 
 from bar import git
+from bar.aide import place
 from bar.base.clock import now_iso
+from bar.base.notices import warn
 from bar.errors import BarError, CorruptFile, UsageError
 from bar.git import BAR_IDENTITY
 from bar.history.checkpoints import Checkpoint
@@ -284,6 +290,45 @@ def _step_back(history: list[Mapping[str, Any]], phase: str) -> int:
     )
 
 
+def on_branch(task: Task) -> None:
+    """Refuse (a ``FlowError``) a flow whose commits go on the task branch
+    (``flow.commits: branch``) while the worktree is not on it: its commit would land
+    where its HEAD is not."""
+    said = git.git(task.worktree, "symbolic-ref", "-q", "HEAD", check=False).out.strip()
+    if said != f"refs/heads/{task.branch}":
+        raise FlowError(
+            f"the worktree is not on the task branch {task.branch} (HEAD: {said or 'detached'}), "
+            "and flow.commits is branch: the flow's commit would land elsewhere",
+            hint=f"`git switch {task.branch}` in the worktree, or set flow.commits: snapshot in "
+            f"{task.project.paths.config}",
+        )
+
+
+def commit_on_branch(ctx: orders.Context, state: str, text: str) -> str:
+    """``flow.commits: branch``: a commit of the recorded state ``state``'s files on the
+    task branch, with the flow's message, as aide's flow commits the project (reference
+    004 §5: ``git add -A`` and ``git commit``): the branch moves to it (compare-and-swap),
+    the worktree's index then holds its tree, and a ref under ``refs/bar/flow/<task id>/``
+    keeps it should the branch be reset. Inside a running step, the step's view of its
+    branch shows it (``Context.branch_moved``). Its author is the developer's, as of
+    ``bar apply``'s commits."""
+    task = ctx.task
+    cwd, ref = task.worktree, f"refs/heads/{task.branch}"
+    head = git.rev_parse(cwd, ref)
+    made = git.commit_tree(cwd, git.tree_of(cwd, state), [head] if head else [], text)
+    git.update_ref(cwd, ref, made, head, f"bar: {text.splitlines()[0]}")
+    git.git(cwd, "update-ref", "-m", "bar: flow", f"{REFS}{task.id}/{made}", made)
+    ctx.branch_moved()
+    staged = git.git(cwd, "reset", "-q", check=False)  # (the index, as after `git commit -a`)
+    if staged.returncode != 0:
+        warn(
+            f"the flow's commit {made[:10]} is on {task.branch}, but the worktree's index was "
+            f"not brought to it ({staged.err.strip() or 'git reset failed'}): `git reset` there "
+            "does it"
+        )
+    return made
+
+
 def keep_commit(task: Task, commit: str, text: str) -> str:
     """``commit`` if its message is ``text``; else a commit of its tree and parents with
     that message, kept under ``refs/bar/flow/<task id>/``."""
@@ -305,6 +350,9 @@ def _act(ctx: orders.Context, args: Mapping[str, object]) -> dict[str, object]:
     extras = _extras(data["history"], _kept(ctx.task)) if data is not None else []
     names = phases(ctx.task)
     phase, step, back_to = plan(current, action, names, str(to) if isinstance(to, str) else None)
+    branch = ctx.task.project.config.flow.commits == "branch"
+    if branch:
+        on_branch(ctx.task)  # (before anything is changed)
     rolled: dict[str, Any] | None = None
     if args.get("rollback"):
         if back_to is None or current is None:
@@ -324,7 +372,9 @@ def _act(ctx: orders.Context, args: Mapping[str, object]) -> dict[str, object]:
         "phase": phase,
         "step": step,
         "summary": summary,
-        "git_commit": keep_commit(ctx.task, commit, text),
+        "git_commit": commit_on_branch(ctx, commit, text)
+        if branch
+        else keep_commit(ctx.task, commit, text),
     }
     new = {
         "task_id": current["task_id"]
@@ -341,6 +391,7 @@ def _act(ctx: orders.Context, args: Mapping[str, object]) -> dict[str, object]:
     write_json_atomic(ctx.task.dir / STATES, {"version": 1, "entries": [*extras, mine]})
     text_out = json.dumps(new, indent=2, ensure_ascii=False) + "\n"
     write_bytes_atomic(path(ctx.task), text_out.encode("utf-8", "backslashreplace"))
+    place.copy_flow(ctx.task)  # where aide's clients look
     taken = ctx.last_checkpoint()
     return {
         "flow": new,

@@ -8,7 +8,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from bar.aide import decide
+from bar.aide import answers, decide
+from bar.base.notices import warn
 from bar.changes import journals, recovery
 from bar.errors import BarError
 from bar.step import order_handlers, orders
@@ -92,6 +93,81 @@ def decide_answered(
     if session_id is not None:
         args["session_id"] = session_id
     return order(task, "decide.answer", args, wait=wait)
+
+
+def decide_take(task: Task) -> dict[str, object] | None:
+    """Take the answer to the latest decision that lies on disk with no ``decision`` step
+    yet (written by aide's web server where aide's clients look, ``bar.aide.answers``):
+    the order's result (``session_id``, ``record``, ``step``, ``queued``, ``from``), or
+    None when there is none. ``UntrustedAnswer`` (a step could have written it) or
+    ``BadAnswer`` (it answers nothing asked) when it is not taken."""
+    got = answers.found(task)
+    if got is None:
+        return None
+    return order(task, "decide.take", {"session_id": got.session_id})
+
+
+def take_answer(task: Task, said: dict[str, object] | None = None) -> dict[str, object] | None:
+    """``decide_take``, for who reads an answer (``bar decide result``, a wait): an answer
+    that cannot be taken is said on stderr (once per version of its file, with ``said``
+    kept across calls), never an error of the reader's."""
+    import os
+
+    got = answers.found(task)
+    if got is None:
+        return None
+    try:
+        st = os.stat(got.path, follow_symlinks=False)
+        key: object = (st.st_ino, st.st_size, st.st_mtime_ns)
+    except OSError:
+        key = None
+    if said is not None and said.get(str(got.path)) == key:
+        return None  # (refused already, and unchanged since)
+    try:
+        return order(task, "decide.take", {"session_id": got.session_id})
+    except BarError as exc:
+        warn(str(exc) + (f"\nhint: {exc.hint}" if exc.hint else ""))
+        if said is not None:
+            said[str(got.path)] = key
+        return None
+
+
+def decide_result(task: Task) -> dict[str, Any]:
+    """The DecideOutput of the latest decision (``bar.aide.decide.result``), an answer
+    another program wrote taken first (``take_answer``)."""
+    take_answer(task)
+    return decide.result(task)
+
+
+def decide_wait(task: Task, session_id: str, timeout: float | None = None) -> dict[str, Any]:
+    """Wait for the answer to ``session_id`` (``bar.aide.decide.wait``): given with bar, or
+    written by another program (taken as it comes, ``take_answer``)."""
+    said: dict[str, object] = {}
+    return decide.wait(task, session_id, timeout, look=lambda: take_answer(task, said))
+
+
+def decide_awaited(task: Task, timeout: float | None = None) -> dict[str, Any]:
+    """``decide_result``, after waiting for the pending decision's answer if one is
+    pending (``decide_wait``)."""
+    take_answer(task)
+    waiting = decide.pending(task)
+    if waiting is None:
+        return decide.result(task)
+    return decide_wait(task, decide.session_of(waiting), timeout)
+
+
+def decide_clean(
+    task: Task, *, keep: int | None = None, days: float | None = None
+) -> dict[str, object]:
+    """``bar decide clean``: remove the answered decisions' records but the latest
+    submission's, the ``keep`` newest and those answered in the last ``days``
+    (``bar.aide.decide.plan_clean``); recorded as a ``decision`` step with ``cleaned``."""
+    args: dict[str, object] = {}
+    if keep is not None:
+        args["keep"] = keep
+    if days is not None:
+        args["days"] = days
+    return order(task, "decide.clean", args)
 
 
 def pending_decision(task: Task) -> dict[str, Any] | None:

@@ -152,7 +152,34 @@ def finish_pending(task: Task) -> list[Step]:
                 f"was interrupted before {step.target_branch} moved; nothing was applied"
             )
     done += queued_steps.flush(task)  # orders a step answered while it ran
+    done += _answer_taken(task)
     return done
+
+
+def _answer_taken(task: Task) -> list[Step]:
+    """The person's answer to the latest decision, written where aide's clients look (by
+    aide's web server) while no bar was there to take it, recorded as its ``decision``
+    step before anything else changes the task (``bar.aide.answers``); left as it is,
+    silently, when it cannot be the person's or is no answer (``bar decide result`` and
+    ``bar doctor`` say why)."""
+    from bar.aide import place
+
+    if place.waiting(task) is None:
+        return []
+    from bar.aide import answers
+    from bar.errors import BarError
+
+    try:
+        step = answers.take_waiting(task)
+    except BarError:
+        return []
+    if step is None:
+        return []
+    note(
+        f"recorded step {step.step_id} (decision {step.session_id}): the answer written in "
+        f"{place.decisions(task)}"
+    )
+    return [step]
 
 
 _Restoring = TypeVar("_Restoring", journals.RollbackIntent, journals.SyncIntent)

@@ -135,8 +135,11 @@ def describe(step: Step) -> str:
         )
         return f"sync onto {step.onto}{moved}{clash}"
     if isinstance(step, DecisionStep):
+        if step.cleaned:
+            return one_line(f"decide clean: {plural(len(step.cleaned), 'record')} removed")
         chosen = ", ".join(f"{d.get('id')}={d.get('chosen')}" for d in step.decisions)
-        return one_line(f"decision {step.session_id}: {chosen}")
+        via = " (read from a file)" if step.via == "file" else ""
+        return one_line(f"decision {step.session_id}: {chosen}{via}")
     assert isinstance(step, ApplyStep)
     return f"apply ({step.mode}) onto {step.target_branch} as {short(step.commit_sha)}"
 

@@ -22,6 +22,7 @@ from bar.changes.fast.stamps import keep_private
 from bar.errors import SnapshotFailed
 from bar.git import ignored
 from bar.history import racy
+from bar.store.layout import AIDE_DIR, AIDE_FILES
 
 _env = git.index_env
 
@@ -189,17 +190,25 @@ def _add(worktree: Path, index: Path, paths: Sequence[str], excludes: Sequence[s
     """
     specs = [":(top)" if p == "." else f":(top,literal){p}" for p in paths]
     specs += [f":(top,exclude,literal){p}" for p in excludes]
-    res = git.git(
-        worktree,
-        "add",
-        "-A",
-        "--ignore-errors",
-        "--pathspec-from-file=-",
-        "--pathspec-file-nul",
-        env=_env(index, reshare=crowded(index)),
-        input=b"\0".join(s.encode("utf-8", "surrogateescape") for s in specs) + b"\0",
-        check=False,
-    )
+    for attempt in (1, 2):
+        # aide's files bar keeps in the worktree (``bar.aide.place``): bookkeeping, left
+        # out whatever ignores them or not; where .aide is a link there are none (and git
+        # refuses a pathspec beyond a link: a link swapped in meanwhile, looked at again)
+        kept = () if os.path.islink(os.path.join(worktree, AIDE_DIR)) else AIDE_FILES
+        every = [*specs, *(f":(top,exclude,literal){p}" for p in kept)]
+        res = git.git(
+            worktree,
+            "add",
+            "-A",
+            "--ignore-errors",
+            "--pathspec-from-file=-",
+            "--pathspec-file-nul",
+            env=_env(index, reshare=crowded(index)),
+            input=b"\0".join(s.encode("utf-8", "surrogateescape") for s in every) + b"\0",
+            check=False,
+        )
+        if not (kept and attempt == 1 and b"exclude,literal).aide/" in res.stderr):
+            break
     if res.returncode == 0:
         return True
     # a path of the scope that is ignored is not added (the rest is): git says so in a

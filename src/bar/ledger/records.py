@@ -49,6 +49,7 @@ class Artifacts:
     cast: str | None = None
     checkpoints: str | None = None  # ext: the step's checkpoints (``bar.history.checkpoints``)
     session: str | None = None  # ext: the agent's conversation (``bar.session``)
+    cleaned: str | None = None  # ext: the decision records ``bar decide clean`` removed
 
     def to_record(self) -> dict[str, str]:
         pairs = (
@@ -57,6 +58,7 @@ class Artifacts:
             ("cast", self.cast),
             ("checkpoints", self.checkpoints),
             ("session", self.session),
+            ("cleaned", self.cleaned),
         )
         return {key: value for key, value in pairs if value}
 
@@ -72,6 +74,7 @@ class Artifacts:
             _str(arts.get("cast")),
             _str(arts.get("checkpoints")),
             _str(arts.get("session")),
+            _str(arts.get("cleaned")),
         )
 
 
@@ -373,9 +376,19 @@ class DecisionStep(_Changes):
     kind: ClassVar[str] = "decision"
     session_id: str
     decisions: list[dict[str, Any]] = field(default_factory=list)  # {id, chosen, note?}
+    # "file": the answer was read from a file another program wrote, as aide's web
+    # server writes it (``bar.aide.answers``); None: given through bar
+    via: str | None = None
+    # ``bar decide clean``: the sessions whose records it removed (kept in the step's
+    # artifact ``artifacts.cleaned``); its ``session_id`` is "" and it has no decisions
+    cleaned: list[str] = field(default_factory=list)
 
     def _body_fields(self, rec: dict[str, Any]) -> None:
         rec.update(session_id=self.session_id, decisions=[dict(d) for d in self.decisions])
+        if self.via is not None:
+            rec["via"] = self.via
+        if self.cleaned:
+            rec["cleaned"] = list(self.cleaned)
         self._changes(rec)
         self._snapshots(rec)
 
@@ -412,7 +425,7 @@ _OWN: dict[str, tuple[str, ...]] = {
     ),
     "sync": (*_CHANGES, "onto", "base_before", "base_after", "conflicts"),
     "apply": ("mode", "commit_sha", "commit_message", "target_branch", "snapshot"),
-    "decision": (*_CHANGES, "session_id", "decisions"),
+    "decision": (*_CHANGES, "session_id", "decisions", "via", "cleaned"),
 }
 _OBJECT_IDS = ("snapshot_before", "snapshot", "head", "commit_sha", "base_before", "base_after")
 
@@ -461,6 +474,10 @@ def step_from_record(rec: object, where: str) -> Step:
             **changes,
             session_id=str(rec.get("session_id", "")),
             decisions=_dicts(rec.get("decisions")),
+            via=_str(rec.get("via")),
+            cleaned=[str(c) for c in rec["cleaned"]]
+            if isinstance(rec.get("cleaned"), list)
+            else [],
         )
     bases: dict[str, Any] = {
         "base_before": _str(rec.get("base_before")),

@@ -141,11 +141,9 @@ class OwnTask:
         return rec
 
     def decide_result(self, wait_seconds: float = 0) -> dict[str, Any]:
-        from bar.aide import decide
-
         if wait_seconds <= 0:
-            return decide.result(self.task)
-        return decide.awaited(self.task, wait_seconds)[1]
+            return orders.decide_result(self.task)
+        return orders.decide_awaited(self.task, wait_seconds)
 
     def flow_status(self) -> dict[str, Any]:
         from bar.aide import flow

@@ -97,11 +97,18 @@ class SandboxConfig:
     deny_read: tuple[str, ...] = ("~/.ssh", "~/.aws", "~/.gnupg", "~/.netrc")
 
 
+# where ``bar flow`` puts each entry's commit: ``snapshot``, a commit of bar's own beside
+# the task branch; ``branch``, a commit on the task branch, as aide's flow makes it
+FLOW_COMMITS = ("snapshot", "branch")
+
+
 @record(frozen=True)
 class FlowConfig:
-    """``bar flow``'s phases, in order; empty: the default ones (``bar.aide.flow.PHASES``)."""
+    """``bar flow``'s phases, in order (empty: the default ones, ``bar.aide.flow.PHASES``),
+    and where its commits go (``FLOW_COMMITS``)."""
 
     phases: tuple[str, ...] = ()
+    commits: str = "snapshot"
 
 
 @record(frozen=True)
@@ -221,7 +228,7 @@ _SCHEMA: dict[str, dict[str, str]] = {
         "allow_write": "pathlist",
         "deny_read": "pathlist",
     },
-    "flow": {"phases": "phases"},
+    "flow": {"phases": "phases", "commits": "flow_commits"},
     "board": {"layout": "layout"},
     "speed": {"fast": "bool"},
     "agents": {"budget": "budget", "prices": "prices"},
@@ -300,6 +307,14 @@ def _check(value: Any, kind: str, key: str, path: Path) -> Any:
                 f"{key} in {path} must be bar or seed, not {value!r}",
                 hint="seed: also keep the board in .tasks/ and .worktrees/ of the repository, "
                 "where a task-board client of reference 002 reads it",
+            )
+        return value
+    if kind == "flow_commits":
+        if value not in FLOW_COMMITS:
+            raise ConfigError(
+                f"{key} in {path} must be snapshot or branch, not {value!r}",
+                hint="snapshot: each flow entry's commit is bar's own, beside the task branch; "
+                "branch: a commit on the task branch, as aide makes it (docs/decide-flow.md)",
             )
         return value
     if kind == "on_stop":
@@ -615,7 +630,7 @@ def combine(own: Config, data: Any, path: Path) -> Config:
             network=tighter_network(own.sandbox.network, box.get("network", "open")),
             deny_read=_union(own.sandbox.deny_read, box.get("deny_read", ())),
         ),
-        flow=FlowConfig(phases=phases),
+        flow=replace(own.flow, phases=phases),
     )
 
 
@@ -754,6 +769,9 @@ workers:                     # steps run on other machines through Temporal (doc
   # tls_key: ~/client.key    #  hidden from every step, as sandbox.deny_read hides files
 board:                       # the task board (docs/board.md)
   layout: bar                # seed: also .tasks/ and .worktrees/ in the repository (reference 002)
+flow:                        # bar flow: where the work stands (docs/decide-flow.md)
+  # phases: [flow-design, impl, verify, docs, finish]
+  commits: snapshot          # each entry's commit kept beside the task branch; branch: on it, as aide does
 speed:
   fast: true                 # false: every shortcut off (watches, stamps, resident): slower
 agents:                      # agent sessions (docs/sessions.md)

@@ -10,7 +10,8 @@ a missing worktree is recreated at the last recorded state, a missing patch is
 regenerated from its two snapshots, a task a killed ``bar task new`` left half-made is
 removed with what it made (``bar.task.new``), a deletion that was interrupted is finished
 (``bar.task.delete``), refs under ``refs/bar/`` of a task no project has are deleted
-(events.jsonl keeps where they pointed),
+(events.jsonl keeps where they pointed), the person's answer to a decision found on disk
+with no decision step (written by aide's web server) is recorded as one (``bar.aide.answers``),
 and permissions are tightened to 0700/0600. The developer's policy file is only reported, never rewritten. A task whose
 lock is held by a live bar process is only inspected, never repaired.
 
@@ -304,6 +305,8 @@ class Doctor:
             self._check_worktree(task, where)
         # after the side index: finishing a step snapshots the worktree through it
         self._check_journals(task, where)
+        if task.active and not task.pending:
+            self._check_answer(task, where)
 
     def _under_lock(self, task: Task, action: Callable[[], str]) -> Callable[[], str]:
         return lambda: self._locked(task, action)
@@ -341,6 +344,29 @@ class Doctor:
                 "task's worktree fails until it is removed",
                 self._under_lock(task, then(partial(lock.unlink, missing_ok=True), "removed it")),
             )
+
+    def _check_answer(self, task: Task, where: str) -> None:
+        """The person's answer to the latest decision, on disk (written by aide's web
+        server, ``bar.aide.answers``) with no ``decision`` step: recorded by the repair,
+        as the next command that changes the task would; one a step could have written,
+        or that answers nothing asked, is only said."""
+        from bar.aide import answers
+
+        got = answers.found(task)
+        if got is None:
+            return
+        try:
+            answers.check(task, got)
+        except BarError as exc:
+            self.add("warning", got.path, f"{where}: {exc}", hint=exc.hint)
+            return
+        self.add(
+            "warning",
+            got.path,
+            f"{where}: the answer to decision {got.session_id} is on disk but no decision "
+            "step records it yet (the next command that changes the task records it)",
+            self._under_lock(task, lambda: repairs.take_answer(task)),
+        )
 
     def _check_journals(self, task: Task, where: str) -> None:
         for path, what, read in repairs.journals_of(task):

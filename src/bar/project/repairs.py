@@ -203,3 +203,13 @@ def repair_registration(task: Task) -> str:
     if worktree.is_registered(task.project.root, task.worktree):
         return "re-registered it with git"
     raise BarError(f"git could not re-register the worktree: {res.err.strip()}")
+
+
+def take_answer(task: Task) -> str:
+    """Record the person's answer on disk as its decision step (``bar.aide.answers``)."""
+    from bar.aide import answers
+
+    step = answers.take_waiting(task)
+    if step is None:
+        return "nothing to record: it was recorded meanwhile"
+    return f"recorded it as step {step.step_id}"

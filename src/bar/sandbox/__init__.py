@@ -78,6 +78,9 @@ class Plan:
     own_pids: bool = False
     # the agent's managed settings, with bar's hooks, laid over /etc (``bar.agents.managed``)
     agent_layer: bool = False
+    # directories of the worktree the step sees read-only (a mount in its namespace):
+    # aide's files, which the person's answers are read from (``bar.aide.place``)
+    read_only: tuple[Path, ...] = ()
 
 
 @record
@@ -118,6 +121,8 @@ class Confinement:
             rec["network_mode"] = self.plan.net.mode
             rec["objects"] = "quarantine" if self.plan.binds else "shared"
             rec["processes"] = "own" if self.plan.own_pids else "shared"
+            if self.plan.read_only:
+                rec["read_only"] = [str(p) for p in self.plan.read_only]
             rec["exec_check"] = self.exec_check
             if self.exec_check_reason:
                 rec["exec_check_reason"] = self.exec_check_reason

@@ -103,6 +103,10 @@ def enter(
     ``net`` a network namespace of its own (its loopback up, nothing else: no route out),
     and mount ``binds`` in order. In the holder of the step's command; an error here
     reaches ``Popen``, and the command never runs."""
+    try:
+        here: str | None = os.getcwd()
+    except OSError:  # (a directory removed since: nothing to enter again)
+        here = None
     flags = _CLONE_NEWUSER | _CLONE_NEWNS | (_CLONE_NEWPID if pids else 0)
     _check(_libc.unshare(flags | (_CLONE_NEWNET if net else 0)), "unshare")
     if net:
@@ -126,6 +130,11 @@ def enter(
             _check(
                 _libc.mount(None, target, None, flags, None), f"mount -o remount,ro {bind.target}"
             )
+    if binds and here is not None:
+        # the working directory was entered before these mounts, beneath them: entered
+        # again, so that a relative path sees what an absolute one does (a directory of
+        # the worktree shown read-only is read-only by either)
+        os.chdir(here)
 
 
 def _lay(bind: Bind, source: bytes, target: bytes) -> None:

@@ -9,7 +9,10 @@ store and those directories themselves), the worktree's own admin directory; the
 devices every program writes (``/dev/null``, terminals). Never writable, whatever holds
 them: the developer's checkout, the repository's git directory (so its config, hooks,
 ``info/`` and ``refs/bar/``), ``objects/info`` (commit graph, alternates), ``$BAR_HOME``, the policy file, ``$HOME`` (but for what is
-named above) and bar's own code, environment and interpreter (``own_code``).
+named above) and bar's own code, environment and interpreter (``own_code``). Read-only
+though in the worktree, where the step's mount namespace can show them so: the
+directories the caller names (``.aide/``, where aide's clients read and the person's
+answers are written: ``bar.aide.place``).
 """
 
 from __future__ import annotations
@@ -92,16 +95,17 @@ def confinement(
     network: str | None = None,
     env: Mapping[str, str] | None = None,
     network_log: Path | None = None,
+    read_only: tuple[Path, ...] = (),
 ) -> Confinement:
     """How a step's command is confined (``asked``: not ``--no-sandbox``; ``paths``,
-    ``network`` and ``env`` as for ``for_step``; ``network_log``: where bar's proxy logs
-    the step's connections); says once why it is not, where the kernel cannot, or fails
-    if the project requires confinement."""
+    ``network``, ``env`` and ``read_only`` as for ``for_step``; ``network_log``: where
+    bar's proxy logs the step's connections); says once why it is not, where the kernel
+    cannot, or fails if the project requires confinement."""
     settings = task.project.config.sandbox
     if not asked or not settings.enabled:
         why = "--no-sandbox" if not asked else "sandbox.enabled is false"
         return unconfined(Plan(()), why)
-    made = confine(for_step(task, agent, paths, network, env), network_log, warn)
+    made = confine(for_step(task, agent, paths, network, env, read_only), network_log, warn)
     if made.enabled and not made.plan.own_pids and settings.required:
         made.close()
         lacking = namespace.pids_available(str(task.dir)) or "no object quarantine"
@@ -139,11 +143,14 @@ def for_step(
     paths: tuple[str, ...] = (),
     network: str | None = None,
     env: Mapping[str, str] | None = None,
+    read_only: tuple[Path, ...] = (),
 ) -> Plan:
     """The plan of a step of ``task`` (``agent``: an agent's session; ``paths``: where the
     step's programs are looked for, and the files its command names; ``network``: the
     mode of this run, else the configured one; ``env``: the step's environment, whose
-    agents' base URLs are allowed)."""
+    agents' base URLs are allowed; ``read_only``: directories of the worktree the step
+    sees read-only, where its mount namespace can show them so: aide's files,
+    ``bar.aide.place``)."""
     settings = task.project.config.sandbox
     common = common_dir(task)
     admin = admin_dir(task, common)
@@ -205,6 +212,8 @@ def for_step(
     if own_pids:
         world = [*writable, *protected, *(Path(p) for p in paths), Path.cwd()]
         binds = (*binds, *_own_temporary(task, world, writable, protected, deny_read))
+    shown = _read_only(read_only) if binds else ()
+    binds = (*binds, *(Bind(str(p), str(p), read_only=True) for p in shown))  # (last: on top)
     return Plan(
         writable=tuple(writable),
         protected=tuple(protected),
@@ -214,7 +223,19 @@ def for_step(
         shared_objects=shared,
         own_pids=own_pids,
         agent_layer=system is not None,
+        read_only=shown,
     )
+
+
+def _read_only(paths: tuple[Path, ...]) -> tuple[Path, ...]:
+    """Of ``paths``, the directories of their own (not links): a mount follows a link,
+    and would make read-only what it leads to, not what the step writes."""
+    found = []
+    for path in paths:
+        with contextlib.suppress(OSError):
+            if stat.S_ISDIR(os.lstat(path).st_mode):
+                found.append(path)
+    return tuple(found)
 
 
 # the variables that point an agent at its model's API elsewhere: their hosts are allowed

@@ -88,3 +88,10 @@ class StepContext(orders.Context):
     def add_step(self, step: Step) -> Step | None:
         queued_steps.queue(self.task, step.to_record())
         return None
+
+    def branch_moved(self) -> None:
+        # where the step sees its branch in a view of its own (``bar.sandbox.quarantine``),
+        # the view shows where the branch is now
+        from bar.sandbox import quarantine
+
+        quarantine.settle(self.task, final=False)  # (what it refuses is said at the step's end)

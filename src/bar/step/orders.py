@@ -64,6 +64,10 @@ class Context:
         queued to follow the running step (None then)."""
         raise NotImplementedError
 
+    def branch_moved(self) -> None:
+        """bar moved the task branch (a flow's commit, ``bar.aide.flow``): a running step
+        sees it where it looks for its branch. Nothing to do with no step running."""
+
 
 Handler = Callable[[Context, Mapping[str, object]], dict[str, object]]
 _REGISTRY: dict[str, tuple[Handler, str]] = {}

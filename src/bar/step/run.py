@@ -29,6 +29,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from bar import git
+from bar.aide import place
 from bar.base.clock import ms_since, now_iso
 from bar.base.inotify import TreeWatch
 from bar.base.notices import note, warn
@@ -184,6 +185,8 @@ def run_step(task: Task, req: RunRequest, watch: TreeWatch | None = None) -> Run
         network=req.network,
         env=env,
         network_log=task.paths.network_log(step_id),
+        # aide's files (``bar.aide.place``): an answer there is never the step's own
+        read_only=(place.root(task),) if place.prepare(task) else (),
     )
     boxed = sandbox_plan.step_env(task, env, confinement) if confinement.enabled else env
     adopted_since = leftovers.become_subreaper() if confinement.enabled else 0.0

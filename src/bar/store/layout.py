@@ -28,6 +28,12 @@ STATE_ID_RE = re.compile(r"^[0-9]{4,9}(\.[0-9]{1,9})?$")  # a step or a checkpoi
 # an artifact is a plain file in the task's artifacts/ directory, nothing else
 ARTIFACT_RE = re.compile(r"^artifacts/(?!\.)[A-Za-z0-9._-]+$")
 
+# In a task's worktree, where aide's clients look for its decisions and its flow
+# (reference 003 §1.1, 004 §3.1): copies bar keeps of its own files (``bar.aide.place``),
+# bookkeeping, never a change of a step or of a hand edit: no snapshot takes them.
+AIDE_DIR = ".aide"
+AIDE_FILES = (".aide/decisions", ".aide/flow-status.json")
+
 
 def home_dir() -> Path:
     """The user's home, always absolute: ``HOME`` where it names one, else the password

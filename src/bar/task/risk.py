@@ -28,7 +28,7 @@ from bar.errors import BarError
 from bar.history import bases, checkpoints
 from bar.ledger import steps
 from bar.ledger.records import ApplyStep
-from bar.store.layout import TASK_ID_RE
+from bar.store.layout import AIDE_DIR, AIDE_FILES, TASK_ID_RE
 from bar.task.state import still_landed
 from bar.task.tasks import Task
 
@@ -243,7 +243,7 @@ def _kept_worktree(task: Task) -> list[str]:
         "--directory",
         check=False,
     )
-    ignored = sorted(p for p in res.out.split("\0") if p)
+    ignored = sorted(p for p in res.out.split("\0") if p and not _aide_copy(p))
     if res.returncode != 0:
         lost.append(
             f"its kept worktree {task.worktree} may hold ignored files: git could not list them"
@@ -253,3 +253,13 @@ def _kept_worktree(task: Task) -> list[str]:
             f"its kept worktree holds {plural(len(ignored), 'ignored file')}, e.g. {ignored[0]}"
         )
     return lost
+
+
+def _aide_copy(path: str) -> bool:
+    """Whether ``path`` (as ``git ls-files`` lists it) is one of the copies of the task's
+    decisions and flow bar keeps for aide's clients (``bar.aide.place``), or their
+    directory: the task's own files, deleted with it, never a loss of the worktree's."""
+    bare = path.rstrip("/")
+    if bare in (AIDE_DIR, f"{AIDE_DIR}/.gitignore"):
+        return True
+    return any(bare == kept or bare.startswith(kept + "/") for kept in AIDE_FILES)

@@ -412,8 +412,11 @@ def describe(step: Step) -> str:
             f", {len(step.conflicts)} conflicts" if step.conflicts else ""
         )
     if isinstance(step, DecisionStep):
+        if step.cleaned:
+            return f"decide clean: {len(step.cleaned)} answered decision(s) removed"
         chosen = ", ".join(f"{d.get('id')}={d.get('chosen')}" for d in step.decisions)
-        return f"decision {step.session_id} answered: {chosen}"
+        via = " (read from a file)" if step.via == "file" else ""
+        return f"decision {step.session_id} answered: {chosen}{via}"
     return "changes made by hand between steps"
 
 

@@ -1,4 +1,5 @@
-"""``bar decide submit|answer|result|list|show``: the agent's questions and your answers."""
+"""``bar decide submit|answer|result|list|show|path|clean``: the agent's questions and your
+answers, and where aide's clients find them."""
 
 from __future__ import annotations
 
@@ -8,10 +9,11 @@ from pathlib import Path
 from typing import Any
 
 from bar import api
-from bar.aide import decide
+from bar.aide import decide, place
 from bar.api import orders
+from bar.base.notices import plural
 from bar.cli.render import Painter, print_json
-from bar.errors import UsageError
+from bar.errors import NotFound, UsageError
 
 
 def _read_input(text: str) -> object:
@@ -56,7 +58,7 @@ def submit(
         )
     if wait:
         print(f"bar: waiting for an answer to decision {sid} (bar decide answer)", file=sys.stderr)
-        print_json(decide.wait(the_task, sid, timeout))
+        print_json(orders.decide_wait(the_task, sid, timeout))
         return 0
     if as_json:
         print_json(done)
@@ -80,6 +82,7 @@ def _pairs(values: list[str], what: str) -> dict[int, str]:
 
 def answer(*, choose: list[str], note: list[str], task: str | None, as_json: bool) -> int:
     the_task = api.get_task(api.open_project(), task)
+    orders.take_answer(the_task)  # (an answer aide's web server wrote: taken first)
     waiting = orders.pending_decision(the_task)
     if waiting is None:
         earlier = decide.sessions(the_task)
@@ -194,6 +197,7 @@ def result(
     if timeout is not None and not wait:
         raise UsageError("--timeout goes with --wait")
     the_task = api.get_task(api.open_project(), task)
+    orders.take_answer(the_task)  # (an answer aide's web server wrote: recorded as it is read)
     waiting = decide.pending(the_task) if wait else None
     if waiting is not None:
         sid = waiting.get("_meta", {}).get("session_id")
@@ -202,7 +206,7 @@ def result(
             file=sys.stderr,
             flush=True,
         )
-    output = decide.awaited(the_task, timeout)[1] if wait else decide.result(the_task)
+    output = orders.decide_awaited(the_task, timeout) if wait else decide.result(the_task)
     if as_json:
         print_json(output)
         return 0
@@ -213,6 +217,7 @@ def result(
 
 def list_(*, task: str | None, as_json: bool) -> int:
     the_task = api.get_task(api.open_project(), task)
+    orders.take_answer(the_task)
     answered = []
     for sid in decide.sessions(the_task):
         rec = decide.record(the_task, sid)
@@ -252,6 +257,7 @@ def list_(*, task: str | None, as_json: bool) -> int:
 
 def show(*, session_id: str | None, task: str | None, as_json: bool) -> int:
     the_task = api.get_task(api.open_project(), task)
+    orders.take_answer(the_task)
     rec = decide.record(the_task, session_id)
     if as_json:
         print_json(rec)
@@ -268,4 +274,76 @@ def show(*, session_id: str | None, task: str | None, as_json: bool) -> int:
             print(f"  {mark} {option['value']}: {option['label']}{rec_mark}")
         if got.get("note"):
             print(f"  note: {got['note']}")
+    return 0
+
+
+def path(*, task: str | None, as_json: bool) -> int:
+    the_task = api.get_task(api.open_project(), task)
+    if not the_task.worktree.is_dir():
+        raise NotFound(
+            f"task {the_task.name} has no worktree: its decisions are in {decide.directory(the_task)}",
+            hint="`bar task reopen` (or `bar task start`) makes its worktree; aide's clients "
+            "find them there",
+        )
+    if not place.prepare(the_task):
+        raise UsageError(
+            f"{place.decisions(the_task)} (or {place.root(the_task).name}) is not a directory "
+            "of its own (a link or a file stands there): bar keeps no copy of aide's files in it",
+            hint="move it away; the next `bar decide` or `bar run` makes the directory",
+        )
+    place.sync(the_task)
+    if as_json:
+        print_json(
+            {
+                "decisions": str(place.decisions(the_task)),
+                "flow_status": str(place.flow_status(the_task)),
+                "store": str(decide.directory(the_task)),
+            }
+        )
+        return 0
+    print(place.decisions(the_task))
+    return 0
+
+
+def clean(
+    *,
+    keep: int | None,
+    days: float | None,
+    dry_run: bool,
+    task: str | None,
+    as_json: bool,
+) -> int:
+    if keep is not None and keep < 0:
+        raise UsageError(f"--keep {keep}: give a number of decisions, 0 or more")
+    if days is not None and not days >= 0:
+        raise UsageError(f"--days {days:g}: give a number of days, 0 or more")
+    the_task = api.get_task(api.open_project(), task)
+    orders.take_answer(the_task)
+    if dry_run:
+        removed, kept = decide.plan_clean(the_task, keep, days)
+        done: dict[str, object] = {"removed": removed, "kept": kept, "step": None, "queued": False}
+    else:
+        done = orders.decide_clean(the_task, keep=keep, days=days)
+    if as_json:
+        print_json({**done, "dry_run": dry_run})
+        return 0
+    removed_ids = [str(s) for s in done["removed"]] if isinstance(done["removed"], list) else []
+    kept_ids = [str(s) for s in done["kept"]] if isinstance(done["kept"], list) else []
+    if not removed_ids:
+        print(f"Nothing to remove: {plural(len(kept_ids), 'answered decision')} kept.")
+        return 0
+    verb = "Would remove" if dry_run else "Removed"
+    print(f"{verb} {plural(len(removed_ids), 'answered decision')}: {', '.join(removed_ids)}")
+    print(
+        f"Kept {plural(len(kept_ids), 'answered decision')}"
+        + (f": {', '.join(kept_ids)}" if kept_ids else "")
+    )
+    step = done.get("step")
+    if isinstance(step, dict):
+        print(
+            f"(step {step['step_id']}; its artifact {step['artifacts'].get('cleaned')} keeps "
+            "what was removed)"
+        )
+    elif not dry_run:
+        print("(a step recorded when the running step ends)")
     return 0

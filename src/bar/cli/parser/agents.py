@@ -31,7 +31,7 @@ _FLOW_ACTIONS = {
 }
 
 
-_DECIDE_ACTIONS = ("submit", "answer", "result", "list", "show")
+_DECIDE_ACTIONS = ("submit", "answer", "result", "list", "show", "path", "clean")
 
 
 def _is_decide_input(word: str) -> bool:
@@ -60,7 +60,10 @@ def commands(sub: Any) -> None:
         "Short form: `bar decide JSON` (JSON text, - for stdin, or @FILE) is `bar decide\n"
         "submit JSON`, as aide's `aide decide '<json>'` is; its options are submit's.\n"
         "The files are aide's too (decisions/pending.json, decisions/<session_id>.json),\n"
-        "so a client that only knows aide reads them. Formats: docs/decide-flow.md.",
+        "copied where aide keeps them, .aide/decisions in the worktree (`bar decide\n"
+        "path`), so a client that only knows aide reads them, and an answer aide's web\n"
+        "page writes there is yours, unless a step could have written it.\n"
+        "Formats: docs/decide-flow.md.",
         epilog="examples:\n"
         '  bar decide \'{"task": "auth", "source": "task.md", "items": [...]}\' --wait\n'
         "  bar decide @questions.json          (the same as: bar decide submit @questions.json)\n"
@@ -178,6 +181,54 @@ def commands(sub: Any) -> None:
     _task_opt(p)
     _json_opt(p)
     _cmd(p, "decide:show")
+    p = dsub.add_parser(
+        "path",
+        help="where aide's clients find the decisions: .aide/decisions in the worktree",
+        formatter_class=_Formatter,
+        description="Print the directory where aide's front ends and agents find the task's\n"
+        "decisions (aide keeps them in .aide/decisions of the project it works on): the\n"
+        ".aide/decisions directory of the task's worktree, where bar keeps a copy of\n"
+        "pending.json and of each answered <session_id>.json, beside\n"
+        ".aide/flow-status.json. An answer written there as aide's web server writes it\n"
+        "is taken as yours unless a step could have written it (docs/decide-flow.md).\n"
+        "--json adds the flow's file and bar's own directory.",
+        epilog="examples:\n"
+        "  bar decide path\n"
+        '  cat "$(bar decide path)/pending.json"\n'
+        "  bar decide path --json",
+    )
+    _task_opt(p)
+    _json_opt(p)
+    _cmd(p, "decide:path")
+    p = dsub.add_parser(
+        "clean",
+        help="remove old answered decisions (kept in the step that records it)",
+        formatter_class=_Formatter,
+        description="Remove the records of answered decisions (<session_id>.json), the clean\n"
+        "aide's storage design suggests: every one but the latest submission's, which\n"
+        "`bar decide result` still reads; --keep N keeps the N newest too, --days N\n"
+        "those answered in the last N days (a record either keeps stays). pending.json\n"
+        "is never removed (the next submission replaces it). The removal is a\n"
+        "`decision` step, whose artifact keeps every record it removed. --dry-run only\n"
+        "says which.",
+        epilog="examples:\n"
+        "  bar decide clean --dry-run\n"
+        "  bar decide clean --keep 10\n"
+        "  bar decide clean --days 30 --json",
+    )
+    p.add_argument("--keep", type=int, metavar="N", help="keep the N newest answered decisions too")
+    p.add_argument(
+        "--days",
+        type=float,
+        metavar="N",
+        help="keep the decisions answered in the last N days too",
+    )
+    p.add_argument(
+        "--dry-run", action="store_true", help="say what would be removed; remove nothing"
+    )
+    _task_opt(p)
+    _json_opt(p)
+    _cmd(p, "decide:clean")
 
     # --- flow -------------------------------------------------------------------------
     flw = sub.add_parser(
