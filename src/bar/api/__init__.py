@@ -735,8 +735,8 @@ def artifact_path(task: Task, rel: str) -> Path:
 
 def output_of(task: Task, step: Step) -> Iterator[bytes] | None:
     """A step's output in bar's format (``=== STDOUT ===`` ...), in pieces as it is read;
-    None if it printed nothing. A pty step's is derived from its recording, where its
-    output is stored (``bar.terminal.text.text_of_cast``)."""
+    None if it printed nothing. A pty step of an earlier bar kept no output file: its
+    text is derived from its recording (``bar.terminal.text.text_of_cast``)."""
     if step.artifacts.output:
         return _pieces(artifact_path(task, step.artifacts.output))
     if step.artifacts.cast:

@@ -44,7 +44,9 @@ class Edit:
 
     @property
     def empty(self) -> bool:
-        return self.description is None and not (self.tags or self.untags or self.meta or self.unset)
+        return self.description is None and not (
+            self.tags or self.untags or self.meta or self.unset
+        )
 
 
 @record(frozen=True)

@@ -6,11 +6,11 @@ progress bar costs constant memory. Cursor movement to another row cannot be fol
 without a screen model, so it ends the current line; full-screen redraws therefore show
 up as successive frames (a pty step's cast has the exact picture).
 
-``text_of_cast`` is how a pty step's output is read: its plain text is derived from its
-recording whenever asked, so the output is stored once (SPEC §1 keeps the raw stream as
-``NNNN.cast``). The recording was scrubbed as it was written; the text is scrubbed again
-as it is derived, since cleaning can join what escapes kept apart ("API_KEY" in one colour,
-"=" and the value in another).
+A pty step's text is cleaned as it is recorded, into its output file
+(``bar.terminal.textref``). ``text_of_cast`` derives it from a recording alone, for the
+pty steps of an earlier bar, which kept no output file. Either way the text is scrubbed
+again after cleaning, since cleaning can join what escapes kept apart ("API_KEY" in one
+colour, "=" and the value in another).
 """
 
 from __future__ import annotations
@@ -25,6 +25,9 @@ _NORMAL, _ESC, _ESC_INTER, _CSI, _STRING, _STRING_ESC = range(6)
 _SPECIAL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _STRING_END = re.compile(r"[\x07\x1b\x9c]")
 _MAX_LINE = 1 << 20  # cells; a line longer than this is written out as it stands
+# whole lines of plain text, each ended by LF (a CR or more before it): most of what a
+# program prints, cleaned at once rather than a run at a time
+_PLAIN_LINES = re.compile(r"(?:[^\x00-\x1f\x7f-\x9f]*\r*\n)+")
 _MAX_PARAMS = 64  # a CSI longer than this is garbage, not a command
 
 
@@ -64,13 +67,18 @@ class TextCleaner:
         self._cells, self._col = [], 0
         return self._take()
 
+    @property
+    def holding(self) -> bool:
+        """Whether text fed so far is still held (a line not ended yet)."""
+        return bool(self._cells)
+
     def _take(self) -> str:
         text = "".join(self._out)
         self._out.clear()
         return text
 
     def _feed_text(self, text: str) -> None:
-        i, n = 0, len(text)
+        i, n = self._plain_lines(text), len(text)
         while i < n:
             state = self._state
             if state == _NORMAL:
@@ -98,6 +106,22 @@ class TextCleaner:
             else:
                 self._escape_char(text[i])
                 i += 1
+
+    def _plain_lines(self, text: str) -> int:
+        """Clean the whole lines of plain text ``text`` starts with, when no line is
+        begun (what ``_put`` and ``_newline`` would make of them: each line as it is,
+        trailing spaces trimmed); how many characters that took."""
+        if self._cells or self._col or self._state != _NORMAL:
+            return 0
+        done = 0
+        # (a window of _MAX_LINE characters: no line cleaned here reaches the limit)
+        while match := _PLAIN_LINES.match(text, done, done + _MAX_LINE):
+            lines = match.group().replace("\r", "")
+            if " \n" in lines:
+                lines = "\n".join(line.rstrip(" ") for line in lines.split("\n"))
+            self._out.append(lines)
+            done = match.end()
+        return done
 
     def _escape_char(self, ch: str) -> None:
         code = ord(ch)
