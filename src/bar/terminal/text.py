@@ -28,7 +28,18 @@ _MAX_LINE = 1 << 20  # cells; a line longer than this is written out as it stand
 # whole lines of plain text, each ended by LF (a CR or more before it): most of what a
 # program prints, cleaned at once rather than a run at a time
 _PLAIN_LINES = re.compile(r"(?:[^\x00-\x1f\x7f-\x9f]*\r*\n)+")
+_ASCII_LINES = bytes(range(0x20, 0x7F)) + b"\r\n"
+_FIRST_SPAN = 256  # characters of plain lines looked for at first (``_plain_lines``)
 _MAX_PARAMS = 64  # a CSI longer than this is garbage, not a command
+
+
+def _plain_ascii(text: str) -> bool:
+    """Whether ``text`` is printable ASCII and line ends (a CR only before an LF): the
+    bytes' own operations tell at memory speed, where a regex reads a character at a time."""
+    if not text.isascii():
+        return False
+    data = text.encode("ascii")
+    return not data.translate(None, _ASCII_LINES) and data.count(b"\r") == data.count(b"\r\n")
 
 
 class TextCleaner:
@@ -78,7 +89,7 @@ class TextCleaner:
         return text
 
     def _feed_text(self, text: str) -> None:
-        i, n = self._plain_lines(text), len(text)
+        i, n = self._plain_lines(text, 0), len(text)
         while i < n:
             state = self._state
             if state == _NORMAL:
@@ -90,6 +101,8 @@ class TextCleaner:
                     return
                 self._control(text[end])
                 i = end + 1
+                if text[end] == "\n":  # a line ended: plain ones may follow
+                    i = self._plain_lines(text, i)
             elif state == _STRING:
                 # OSC, DCS and friends: skip to BEL, ST or an ESC (which may start ST).
                 match = _STRING_END.search(text, i)
@@ -107,20 +120,38 @@ class TextCleaner:
                 self._escape_char(text[i])
                 i += 1
 
-    def _plain_lines(self, text: str) -> int:
-        """Clean the whole lines of plain text ``text`` starts with, when no line is
+    def _plain_lines(self, text: str, start: int) -> int:
+        """Clean the whole lines of plain text at ``text[start:]``, when no line is
         begun (what ``_put`` and ``_newline`` would make of them: each line as it is,
-        trailing spaces trimmed); how many characters that took."""
+        trailing spaces trimmed); where that left off. The stretch looked at grows
+        while it is plain and starts small, so a stream of coloured lines, where this
+        fails at every line, costs little more than the run at a time."""
         if self._cells or self._col or self._state != _NORMAL:
-            return 0
-        done = 0
-        # (a window of _MAX_LINE characters: no line cleaned here reaches the limit)
-        while match := _PLAIN_LINES.match(text, done, done + _MAX_LINE):
-            lines = match.group().replace("\r", "")
+            return start
+        done, span = start, _FIRST_SPAN
+        # (a stretch of at most _MAX_LINE characters: no line cleaned here reaches it)
+        while done < len(text):
+            end = text.rfind("\n", done, done + span) + 1
+            if not end:  # no line ends within it: a longer one, or the stream's end
+                if span >= _MAX_LINE or done + span >= len(text):
+                    break
+                span = min(span * 4, _MAX_LINE)
+                continue
+            window = text[done:end]
+            plain = _plain_ascii(window)
+            if not plain:  # the plain lines it starts with, if any
+                match = _PLAIN_LINES.match(text, done, end)
+                if match is None:
+                    break
+                window, end = match.group(), match.end()
+            lines = window.replace("\r", "")
             if " \n" in lines:
                 lines = "\n".join(line.rstrip(" ") for line in lines.split("\n"))
             self._out.append(lines)
-            done = match.end()
+            done = end
+            if not plain:
+                break
+            span = min(span * 4, _MAX_LINE)
         return done
 
     def _escape_char(self, ch: str) -> None:
