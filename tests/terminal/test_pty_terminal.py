@@ -27,9 +27,8 @@ from pathlib import Path
 
 import pytest
 
-from bar.terminal.cast import full_cast, read_cast, replay_cast
+from bar.terminal.cast import full_cast, read_cast, replay_cast, text_of_cast
 from bar.terminal.pty import PtyResult, run_in_pty
-from bar.terminal.text import text_of_cast
 
 WAIT = 60.0  # generous: CI machines can be slow and loaded
 ALARM = "import signal; signal.alarm(60)"  # a child waiting for keys never waits forever

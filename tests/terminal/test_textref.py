@@ -18,8 +18,7 @@ from bar.errors import BarError, CorruptFile, NotFound
 from bar.redact import Scrubber
 from bar.redact.stream import StreamScrubber
 from bar.terminal import cast as cast_module
-from bar.terminal.cast import CastWriter, full_cast, read_cast
-from bar.terminal.text import text_of_cast
+from bar.terminal.cast import CastWriter, full_cast, read_cast, text_of_cast
 
 FRAGMENTS = [
     "plain line\r\n",
@@ -89,7 +88,9 @@ def test_a_plain_line_is_one_reference_and_escapes_stay_in_the_recording(
     tmp_path: Path,
 ) -> None:
     writer = CastWriter(tmp_path / "0001.cast", width=80, height=24, text=tmp_path / "0001.output")
-    writer.output(b"first line\r\nsecond line\r\n")
+    writer.output(b"first line\r\n")
+    writer.output(b"second line\r\n")  # (the same frame: the same event)
+    time.sleep(0.05)
     writer.output(b"\x1b[32mok\x1b[0m  tests passed\r\n")
     writer.close()
     lines = (tmp_path / "0001.cast").read_text().splitlines()
@@ -112,6 +113,16 @@ def test_a_prompt_waits_for_its_line_at_most_a_second(tmp_path: Path) -> None:
     writer.output(b"secret typed\r\nwelcome\r\n")
     writer.close()
     assert read_cast(tmp_path / "0001.cast").output == "Password: secret typed\r\nwelcome\r\n"
+
+
+def test_a_line_waits_no_longer_than_its_frame(tmp_path: Path) -> None:
+    cast = tmp_path / "0001.cast"
+    writer = CastWriter(cast, width=80, height=24, text=tmp_path / "0001.output")
+    writer.output(b"done\r\n")
+    time.sleep(0.05)
+    writer.tick()  # (the step's loop, which asks at every turn)
+    assert json.loads(cast.read_text().splitlines()[1])[2] == [6]
+    writer.close()
 
 
 def test_held_output_comes_before_a_resize(tmp_path: Path) -> None:

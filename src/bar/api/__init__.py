@@ -736,11 +736,11 @@ def artifact_path(task: Task, rel: str) -> Path:
 def output_of(task: Task, step: Step) -> Iterator[bytes] | None:
     """A step's output in bar's format (``=== STDOUT ===`` ...), in pieces as it is read;
     None if it printed nothing. A pty step of an earlier bar kept no output file: its
-    text is derived from its recording (``bar.terminal.text.text_of_cast``)."""
+    text is derived from its recording (``bar.terminal.cast.text_of_cast``)."""
     if step.artifacts.output:
         return _pieces(artifact_path(task, step.artifacts.output))
     if step.artifacts.cast:
-        from bar.terminal.text import text_of_cast
+        from bar.terminal.cast import text_of_cast
 
         return text_of_cast(artifact_path(task, step.artifacts.cast))
     return None

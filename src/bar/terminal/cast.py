@@ -25,6 +25,7 @@ broken file fails before anything is played.
 from __future__ import annotations
 
 import codecs
+import itertools
 import json
 import math
 import os
@@ -39,11 +40,13 @@ from bar.errors import BarError, CorruptFile, NotFound, UsageError
 from bar.ledger.migrate import CURRENT, upgrade
 from bar.store.files import create_appending, write_all
 from bar.terminal.filters import Stamped, StreamFilter, stamped
+from bar.terminal.text import TextCleaner
 from bar.terminal.textref import TextFile, TextSource, encode, resolve
 
 CAST_VERSION = CURRENT["cast"][0]
 TEXT_FILE = "text_file"  # the header's key naming the output file a cast refers to
 _HOLD = 1.0  # seconds an event waits at most for the text it prints (``tick``)
+_FRAME = 1 / 60  # seconds: what a program prints within one frame is one event
 _HELD_MAX = 1 << 18  # characters of output held at most
 _RESIZE = re.compile(r"[1-9][0-9]*x[1-9][0-9]*")
 _TEXT_NAME = re.compile(r"[0-9]{4,9}\.output")
@@ -133,9 +136,14 @@ class CastWriter:
         self._line([self._at(self._clock()), "r", f"{width}x{height}"])
 
     def tick(self) -> None:
-        """Write the events held back longer than ``_HOLD`` seconds (a prompt waiting
-        for its answer): a recording cut short keeps them."""
-        if self._held and time.monotonic() - self._held_since > _HOLD:
+        """Write the events whose text is written and whose frame has passed, and those
+        held back longer than ``_HOLD`` seconds (a prompt waiting for its answer): a
+        recording cut short keeps them."""
+        if not self._held or self._text_file is None:
+            return
+        if time.monotonic() - self._held_since > _HOLD or (
+            self._text_file.settled and self._clock() - self._held[-1][0] >= _FRAME
+        ):
             self._release()
 
     def close(self) -> None:
@@ -183,29 +191,42 @@ class CastWriter:
             write_all(self._fd, output_line(self._at(at), text))
             return
         self._text_file.feed(text)
+        at = self._at(at)
         if not self._held:
             self._held_since = time.monotonic()
-        self._held.append((self._at(at), text))
+        if self._held and at - self._held[-1][0] < _FRAME:  # one frame: one event
+            first, before = self._held[-1]
+            self._held[-1] = (first, before + text)
+        else:
+            self._held.append((at, text))
         self._held_chars += len(text)
-        if self._text_file.settled or self._held_chars > _HELD_MAX:
+        if self._held_chars > _HELD_MAX:
             self._release()
+        elif self._text_file.settled and len(self._held) > 1:
+            self._release(keep=1)  # (the last may take in what the rest of its frame brings)
 
-    def _release(self) -> None:
-        """Write the held events, each referring to the text written for it."""
-        if not self._held:
+    def _release(self, keep: int = 0) -> None:
+        """Write the held events (but the last ``keep``), each referring to the text
+        written for it."""
+        if len(self._held) <= keep:
             return
         assert self._fd is not None and self._text_file is not None, "cast writer is closed"
         index = self._text_file.index
         lines = []
-        for at, text in self._held:
+        done, self._held = (
+            self._held[: len(self._held) - keep],
+            self._held[len(self._held) - keep :],
+        )
+        for at, text in done:
             pieces = encode(index, text)
             if len(pieces) == 1 and isinstance(pieces[0], str):
                 lines.append(output_line(at, pieces[0]))  # a plain event, as asciinema's
             else:  # (bar's own: no spaces, as a line of the ledger)
                 line = json.dumps([at, "o", pieces], ensure_ascii=False, separators=(",", ":"))
                 lines.append(line.encode("utf-8") + b"\n")
-        self._held.clear()
-        self._held_chars = 0
+        self._held_chars = sum(len(text) for _, text in self._held)
+        if self._held:
+            self._held_since = time.monotonic()
         write_all(self._fd, b"".join(lines))
 
     def _clock(self) -> float:
@@ -448,3 +469,28 @@ def replay_cast(
             out.flush()
     out.flush()
     return header
+
+
+def text_of_cast(path: Path) -> Iterator[bytes]:
+    """The output of the pty step recorded in the cast ``path``, in bar's output format
+    (``=== STDOUT ===``, the plain text, ``=== STDERR ===``: a pty has one stream), in
+    pieces as the recording is read; raises ``CorruptFile`` for a broken recording. For
+    a pty step of an earlier bar, which kept no output file: the text is cleaned as a
+    step's is when recorded (``TextFile``), and scrubbed again."""
+    from bar.redact import Scrubber
+    from bar.redact.stream import StreamScrubber
+    from bar.terminal.pipes import STDERR_HEADER, STDOUT_HEADER
+
+    events = outputs(path)
+    first = next(events, None)  # (a missing or broken recording says so before any output)
+    cleaner, scrubber = TextCleaner(), StreamScrubber(Scrubber())
+    yield STDOUT_HEADER
+    last = b"\n"
+    for data in itertools.chain([] if first is None else [first], events):
+        if piece := scrubber.feed(cleaner.feed_str(data).encode("utf-8")):
+            last = piece
+            yield piece
+    if piece := scrubber.feed(cleaner.finish().encode("utf-8")) + scrubber.flush():
+        last = piece
+        yield piece
+    yield (b"" if last.endswith(b"\n") else b"\n") + STDERR_HEADER

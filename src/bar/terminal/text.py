@@ -7,19 +7,14 @@ without a screen model, so it ends the current line; full-screen redraws therefo
 up as successive frames (a pty step's cast has the exact picture).
 
 A pty step's text is cleaned as it is recorded, into its output file
-(``bar.terminal.textref``). ``text_of_cast`` derives it from a recording alone, for the
-pty steps of an earlier bar, which kept no output file. Either way the text is scrubbed
-again after cleaning, since cleaning can join what escapes kept apart ("API_KEY" in one
-colour, "=" and the value in another).
+(``bar.terminal.textref``); ``bar.terminal.cast.text_of_cast`` derives it from a
+recording alone, for the pty steps of an earlier bar, which kept no output file.
 """
 
 from __future__ import annotations
 
 import codecs
-import itertools
 import re
-from collections.abc import Iterator
-from pathlib import Path
 
 _NORMAL, _ESC, _ESC_INTER, _CSI, _STRING, _STRING_ESC = range(6)
 _SPECIAL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
@@ -277,27 +272,3 @@ def clean_text(data: bytes) -> str:
     """Clean a whole terminal stream at once (see ``TextCleaner``)."""
     cleaner = TextCleaner()
     return cleaner.feed(data) + cleaner.finish()
-
-
-def text_of_cast(path: Path) -> Iterator[bytes]:
-    """The output of the pty step recorded in the cast ``path``, in bar's output format
-    (``=== STDOUT ===``, the plain text, ``=== STDERR ===``: a pty has one stream), in
-    pieces as the recording is read; raises ``CorruptFile`` for a broken recording."""
-    from bar.redact import Scrubber
-    from bar.redact.stream import StreamScrubber
-    from bar.terminal.cast import outputs
-    from bar.terminal.pipes import STDERR_HEADER, STDOUT_HEADER
-
-    events = outputs(path)
-    first = next(events, None)  # (a missing or broken recording says so before any output)
-    cleaner, scrubber = TextCleaner(), StreamScrubber(Scrubber())
-    yield STDOUT_HEADER
-    last = b"\n"
-    for data in itertools.chain([] if first is None else [first], events):
-        if piece := scrubber.feed(cleaner.feed_str(data).encode("utf-8")):
-            last = piece
-            yield piece
-    if piece := scrubber.feed(cleaner.finish().encode("utf-8")) + scrubber.flush():
-        last = piece
-        yield piece
-    yield (b"" if last.endswith(b"\n") else b"\n") + STDERR_HEADER

@@ -16,10 +16,13 @@ characters of that text), a negative count (pass over N characters: text the str
 did not print as such, such as the spaces a tab made, or text already given as a
 string). An event with no reference stays a plain asciinema string.
 
-The writer refers only to text already on disk, so a recording cut short by a crash
-still reads back; it holds an event back until the line it prints is cleaned (at most
-``_HOLD`` seconds, or ``_PENDING_MAX`` characters), so that the line can be referred
-to. ``TextSource`` reads the text back as far as the events refer, a piece at a time.
+The writer (``bar.terminal.cast.CastWriter``) refers only to text already on disk, so
+a recording cut short by a crash still reads back; it holds an event back until the
+line it prints is cleaned, so that the line can be referred to (at most a second, or a
+quarter of a million characters), and makes what is printed within one frame (a
+sixtieth of a second) one event, as no player shows it otherwise: a program printing
+line by line costs a line of the recording per frame, not per line. ``TextSource``
+reads the text back as far as the events refer, a piece at a time.
 """
 
 from __future__ import annotations

@@ -225,7 +225,7 @@ def output_of(the_task: Task, step: Step) -> tuple[str, bool]:
 def derived_output(the_task: Task, step_id: str, limit: int | None = None) -> bytes | None:
     """The output of a pty step an earlier bar recorded (no output file of its own),
     derived from its recording (at most ``limit`` bytes); None if it has no recording."""
-    from bar.terminal.text import text_of_cast
+    from bar.terminal.cast import text_of_cast
 
     cast = artifact(the_task, f"{step_id}.cast")
     if not cast.is_file() or cast.is_symlink():
