@@ -68,23 +68,42 @@ class TextIndex:
 
     def __init__(self) -> None:
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        self.text = ""
-        self.pos = 0  # where the next reference starts in ``text``
+        self._text = ""
+        self._added: list[str] = []  # (joined when an event is encoded: one copy)
+        self._ahead = 0  # characters not referred to yet
+        self.pos = 0  # where the next reference starts in ``view()``
         self.owed = 0  # characters dropped unreferenced, for the next event to pass over
 
     def add(self, data: bytes) -> None:
-        self.text += render(self._decoder.decode(data))
-        ahead = len(self.text) - self.pos
-        if ahead > _AHEAD_MAX:  # text the stream never printed as such: forget the oldest
-            drop = ahead - _AHEAD_MAX // 2
+        piece = render(self._decoder.decode(data))
+        self._added.append(piece)
+        self._ahead += len(piece)
+        if self._ahead > _AHEAD_MAX:  # text the stream never printed as such: forget the oldest
+            self.view()
+            drop = self._ahead - _AHEAD_MAX // 2
             self.owed += drop
             self.pos += drop
+            self._ahead -= drop
             self.compact()
+
+    def view(self) -> str:
+        """The text, ``pos`` where the next reference starts."""
+        if self._added:
+            self._text = self._text[self.pos :] + "".join(self._added)
+            self.pos = 0
+            self._added.clear()
+        return self._text
+
+    def moved(self, pos: int) -> None:
+        """The next reference starts at ``pos`` of ``view()`` now."""
+        self._ahead -= pos - self.pos
+        self.pos = pos
+        self.compact()
 
     def compact(self) -> None:
         """Forget the text already referred to (past ``_COMPACT`` characters of it)."""
         if self.pos > _COMPACT:
-            self.text = self.text[self.pos :]
+            self._text = self._text[self.pos :]
             self.pos = 0
 
 
@@ -181,7 +200,7 @@ def encode(index: TextIndex, data: str) -> list[Piece]:
     if index.owed:
         out.skip(index.owed)
         index.owed = 0
-    text, j, i, n = index.text, index.pos, 0, len(data)
+    text, j, i, n = index.view(), index.pos, 0, len(data)
     while i < n:
         k = _common(data, i, text, j)
         if k and (i + k == n or k >= _LONG or _CONTROL.match(data, i + k)):
@@ -198,8 +217,7 @@ def encode(index: TextIndex, data: str) -> list[Piece]:
         assert token is not None  # (a character that is no control starts a run)
         out.literal(token.group())
         i = token.end()
-    index.pos = j
-    index.compact()
+    index.moved(j)
     return out.items
 
 
