@@ -232,6 +232,7 @@ def test_a_command_added_to_the_parser_is_completed_without_more(
                 "claim",
                 "close",
                 "delete",
+                "edit",
                 "list",
                 "new",
                 "path",

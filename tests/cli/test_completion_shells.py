@@ -87,6 +87,7 @@ TASK_ACTIONS = [
     "claim",
     "close",
     "delete",
+    "edit",
     "list",
     "new",
     "path",

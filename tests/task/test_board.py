@@ -52,7 +52,7 @@ def test_a_planned_task_has_a_branch_and_no_worktree_and_leaves_the_active_task(
     first = new_task(capfd, "first")
     t = plan(capfd, "later", "-d", "do it later")
     rec = task_json(t["id"])
-    assert rec["version"] == 2 and rec["status"] == "active"
+    assert rec["version"] == 1 and rec["status"] == "active"
     assert rec["board"] == {"status": "pending", "owner": "", "worktree": ""}
     assert t["state"] == "pending" and t["worktree_missing"] is False
     assert not Path(t["worktree"]).exists()
@@ -352,7 +352,7 @@ def test_doctor_rebuilds_the_registry_and_the_board_from_disk(
     assert bar(capfd, "task", "start", "c").code == 0
 
 
-def test_a_task_json_of_an_older_bar_gets_its_board_from_the_migration(
+def test_a_task_json_of_an_older_bar_gets_its_board_from_its_status(
     inited: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
     open_ = new_task(capfd, "open")
@@ -361,7 +361,6 @@ def test_a_task_json_of_an_older_bar_gets_its_board_from_the_migration(
     for t in (open_, closed):
         rec = task_json(t["id"])
         del rec["board"]
-        rec["version"] = 1
         (task_dir(t["id"]) / "task.json").write_text(json.dumps(rec))
     rows = {r["name"]: r for r in bar(capfd, "task", "list", "--all", "--json").json()}
     assert rows["open"]["board"] == {"status": "in_progress", "owner": "", "worktree": "open"}
@@ -369,6 +368,27 @@ def test_a_task_json_of_an_older_bar_gets_its_board_from_the_migration(
     assert bar(capfd, "doctor").code == 0
     assert bar(capfd, "task", "switch", "open").code == 0
     run_sh(capfd, "echo x > x")
-    assert task_json(open_["id"])["version"] == 1  # a step does not rewrite task.json
+    assert "board" not in task_json(open_["id"])  # a step does not rewrite task.json
     assert bar(capfd, "task", "claim", "open", "--owner", "me").code == 0
-    assert task_json(open_["id"])["version"] == 2
+    rec = task_json(open_["id"])
+    assert rec["version"] == 1 and rec["board"]["owner"] == "me"
+
+
+def test_a_task_json_version_2_of_an_earlier_bar_is_read_and_written_back_as_1(
+    inited: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    # version 2 was version 1 with `board` beside the seed's keys: retired, read as 1
+    t = new_task(capfd, "two")
+    rec = task_json(t["id"])
+    rec["version"] = 2
+    rec["board"]["owner"] = "agent-a"
+    (task_dir(t["id"]) / "task.json").write_text(json.dumps(rec))
+    shown = bar(capfd, "task", "show", "two", "--json").json()
+    assert shown["board"] == {"status": "in_progress", "owner": "agent-a", "worktree": "two"}
+    assert bar(capfd, "task", "edit", "two", "-d", "read back").code == 0
+    rec = task_json(t["id"])
+    assert rec["version"] == 1 and rec["board"]["owner"] == "agent-a"
+    rec["version"] = 3  # the next change a version-1 reader cannot read
+    (task_dir(t["id"]) / "task.json").write_text(json.dumps(rec))
+    res = bar(capfd, "task", "show", t["id"])
+    assert res.code != 0 and "unsupported task.json version 3" in res.err

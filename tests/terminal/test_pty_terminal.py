@@ -27,9 +27,8 @@ from pathlib import Path
 
 import pytest
 
-from bar.terminal.cast import read_cast, replay_cast
+from bar.terminal.cast import full_cast, read_cast, replay_cast, text_of_cast
 from bar.terminal.pty import PtyResult, run_in_pty
-from bar.terminal.text import text_of_cast
 
 WAIT = 60.0  # generous: CI machines can be slow and loaded
 ALARM = "import signal; signal.alarm(60)"  # a child waiting for keys never waits forever
@@ -74,6 +73,7 @@ def run(
             cwd=tmp_path,
             env=env,
             cast_path=tmp_path / "0001.cast",
+            output_path=tmp_path / "0001.output",
             scrub=scrub,
             stdin=null if stdin is None else stdin,
             stdout=shown_fd if stdout is None else stdout,
@@ -83,7 +83,7 @@ def run(
         os.close(null)
     return Run(
         result,
-        b"".join(text_of_cast(tmp_path / "0001.cast")).decode(),
+        (tmp_path / "0001.output").read_text(),
         tmp_path / "0001.cast",
         shown_path.read_bytes(),
     )
@@ -276,7 +276,7 @@ def test_escapes_reach_the_cast_and_the_screen_but_not_the_text(tmp_path: Path) 
     assert done.shown == cast.output.encode()  # shown live, byte for byte
 
 
-def test_cast_is_valid_asciinema_v2(tmp_path: Path) -> None:
+def test_the_whole_cast_is_valid_asciinema_v2(tmp_path: Path) -> None:
     env = {"PATH": os.environ["PATH"], "TERM": "xterm-256color", "SHELL": "/bin/sh"}
     before = int(time.time())
     done = run(
@@ -292,8 +292,11 @@ def test_cast_is_valid_asciinema_v2(tmp_path: Path) -> None:
         ),
         env=env,
     )
-    lines = done.cast_path.read_text(encoding="utf-8").splitlines()
+    stored = done.cast_path.read_text(encoding="utf-8").splitlines()
+    assert json.loads(stored[0])["text_file"] == "0001.output"
+    lines = b"".join(full_cast(done.cast_path)).decode().splitlines()
     header = json.loads(lines[0])
+    assert set(header) == {"version", "width", "height", "timestamp", "env"}
     assert header["version"] == 2
     assert (header["width"], header["height"]) == (80, 24)
     assert isinstance(header["timestamp"], int) and header["timestamp"] >= before
@@ -305,18 +308,39 @@ def test_cast_is_valid_asciinema_v2(tmp_path: Path) -> None:
         assert isinstance(event[0], float | int) and event[0] >= 0
         assert event[1] == "o" and isinstance(event[2], str)
         times.append(event[0])
-    assert times == sorted(times)
+    assert times == sorted(times) and len(times) == len(stored) - 1  # one line per event
     assert "".join(json.loads(line)[2] for line in lines[1:]) == (
         "one\r\ntwo\r\nthree\r\ncafé €\r\n"
     )
     assert read_cast(done.cast_path).output == "one\r\ntwo\r\nthree\r\ncafé €\r\n"
 
 
-def test_the_output_is_stored_once_in_a_private_file(tmp_path: Path) -> None:
-    done = run(tmp_path, ["echo", "hello"])
+def test_the_text_is_stored_once_and_the_cast_holds_what_it_adds(tmp_path: Path) -> None:
+    done = run(
+        tmp_path,
+        python(
+            r"""
+            import sys
+            for n in range(20000):
+                print(f"line {n:05d} of plain output")
+            print("\x1b[1mbold\x1b[0m end")
+            """
+        ),
+    )
     assert done.cast_path.stat().st_mode & 0o777 == 0o600
-    assert sorted(tmp_path.glob("0001.*")) == [done.cast_path]
-    assert done.body == "hello\n"  # the text, derived from the recording
+    text = tmp_path / "0001.output"
+    assert text.stat().st_mode & 0o777 == 0o600
+    assert sorted(tmp_path.glob("0001.*")) == [done.cast_path, text]
+    printed = 20000 * len("line 00000 of plain output\n") + len("\x1b[1mbold\x1b[0m end\n")
+    assert done.body.endswith("line 19999 of plain output\nbold end\n")
+    stored = done.cast_path.stat().st_size + text.stat().st_size
+    assert stored <= 1.01 * printed  # the text once; the cast: times, escapes, references
+    assert "\\u001b[1m" in done.cast_path.read_text()
+    # the recording alone gives the same text, as it was derived before
+    whole = tmp_path / "whole.cast"
+    whole.write_bytes(b"".join(full_cast(done.cast_path)))
+    assert b"".join(text_of_cast(whole)).decode() == done.output
+    assert whole.stat().st_size > printed
 
 
 def test_progress_bar_collapses_to_its_final_text(tmp_path: Path) -> None:
@@ -373,7 +397,7 @@ def test_secrets_never_reach_disk(tmp_path: Path) -> None:
         ),
         scrub=factory,
     )
-    assert len(made) == 1  # one file: the recording
+    assert len(made) == 2  # the recording's, and the text's (scrubbed again once cleaned)
     assert done.body == "password: *** ok\nlast ***\n"
     cast_bytes = done.cast_path.read_bytes()
     assert b"hunter2" not in cast_bytes and b"hunter2" not in done.output.encode()
@@ -595,7 +619,8 @@ def test_terminal_restored_and_child_stopped_on_an_error(
             child,
             cwd=tmp_path,
             env=None,
-            cast_path=tmp_path / "c.cast",
+            cast_path=tmp_path / "0001.cast",
+            output_path=tmp_path / "0001.output",
             scrub=Exploding,
             stdin=terminal.slave,
             stdout=terminal.slave,
@@ -617,7 +642,7 @@ from bar.terminal.pty import run_in_pty
 base = Path(sys.argv[1])
 result = run_in_pty(
     sys.argv[2:], cwd=base.parent, env=None,
-    cast_path=base.with_suffix(".cast"),
+    cast_path=base.with_suffix(".cast"), output_path=base.with_suffix(".output"),
 )
 base.with_suffix(".json").write_text(json.dumps(as_dict(result)))
 """
@@ -628,7 +653,7 @@ def test_bar_terminated_restores_terminal_and_hands_the_signal_on(
     tmp_path: Path, terminal: Terminal, sig: signal.Signals
 ) -> None:
     before = termios.tcgetattr(terminal.slave)
-    base = tmp_path / "step"
+    base = tmp_path / "0001"
     child = python("import time; print('ready', flush=True); time.sleep(60)")
     with open(tmp_path / "stderr", "wb") as stderr:
         bar = subprocess.Popen(
@@ -649,5 +674,5 @@ def test_bar_terminated_restores_terminal_and_hands_the_signal_on(
     result = json.loads(base.with_suffix(".json").read_text())
     assert (result["exit_code"], result["signal"]) == (128 + sig, int(sig))
     assert termios.tcgetattr(terminal.slave) == before
-    text = b"".join(text_of_cast(base.with_suffix(".cast")))
+    text = base.with_suffix(".output").read_bytes()
     assert text == b"=== STDOUT ===\nready\n=== STDERR ===\n"

@@ -120,3 +120,28 @@ def test_cleaner_result_does_not_depend_on_chunking(
     assert chunked + cleaner.finish() == whole
     assert not re.search(r"[\x00-\x09\x0b-\x1f\x7f-\x9f]", whole)
     assert whole == "" or whole.endswith("\n")
+
+
+@given(
+    st.lists(
+        st.sampled_from(["ok", "  ", "x" * 30, "\r", "\r\n", "\n", "\t", "é", "\x1b[1m", "\b"]),
+        max_size=60,
+    )
+)
+def test_whole_plain_lines_cleaned_at_once_read_as_a_character_at_a_time(
+    parts: list[str],
+) -> None:
+    # whole lines of plain text are cleaned in one go (``_plain_lines``); fed a character
+    # at a time, no whole line is ever seen at once
+    text = "".join(parts)
+    at_once = TextCleaner()
+    slowly = TextCleaner()
+    whole = at_once.feed_str(text) + at_once.finish()
+    assert "".join(slowly.feed_str(ch) for ch in text) + slowly.finish() == whole
+
+
+def test_plain_lines_longer_than_a_window_are_cleaned_whole() -> None:
+    line = "y" * 1000 + "   \r\n"
+    cleaner = TextCleaner()
+    assert cleaner.feed_str(line * 2000) == ("y" * 1000 + "\n") * 2000
+    assert not cleaner.holding

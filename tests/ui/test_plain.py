@@ -47,6 +47,29 @@ def test_pages_show_diffs_and_outputs_as_text(plain: tuple[Session, str]) -> Non
     assert status == 404  # served from the directory given, which has none
 
 
+def test_a_pty_steps_text_and_its_whole_recording_are_served(
+    plain: tuple[Session, str],
+) -> None:
+    # the step keeps its text in its output file, its recording only what the text
+    # lacks; the player gets the recording whole, as asciinema v2
+    s, url = plain
+    cookie = login(url)
+    base = base_of(url)
+    status, _, text = request(s.task_url(base, "/artifacts/0004.output"), cookie=cookie)
+    assert status == 200 and text == "=== STDOUT ===\none\ntwo\nthree\n=== STDERR ===\n"
+    stored = (s.task_dir / "artifacts" / "0004.cast").read_text()
+    assert "one" not in stored and json.loads(stored.splitlines()[0])["text_file"]
+    status, _, cast = request(s.task_url(base, "/artifacts/0004.cast"), cookie=cookie)
+    assert status == 200
+    lines = [json.loads(line) for line in cast.splitlines()]
+    assert lines[0]["version"] == 2 and "text_file" not in lines[0]
+    assert all(isinstance(e[2], str) for e in lines[1:])
+    assert "".join(e[2] for e in lines[1:] if e[1] == "o") == "one\r\ntwo\r\nthree\r\n"
+    status, _, page = request(s.task_url(base, "/s/0004"), cookie=cookie)
+    assert status == 200
+    assert "one\ntwo\nthree\n" in page.split('<pre class="output" data-ansi>', 1)[1]
+
+
 def test_stderr_says_once_how_to_get_the_rich_view(
     plain: tuple[Session, str],
 ) -> None:

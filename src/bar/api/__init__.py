@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import shlex
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -71,6 +71,7 @@ if TYPE_CHECKING:
     from bar.task import delete as task_delete
     from bar.task import reopen as task_reopen
     from bar.task.close import Closed
+    from bar.task.edit import Edit, Edited
 
 __all__ = [
     "Diff",
@@ -94,6 +95,7 @@ __all__ = [
     "delete_task",
     "diff",
     "doctor",
+    "edit_task",
     "explain_command",
     "get_task",
     "init_project",
@@ -103,6 +105,7 @@ __all__ = [
     "new_task",
     "open_project",
     "output_of",
+    "parse_meta",
     "parse_step_ref",
     "plan_rollback",
     "policy_for",
@@ -293,15 +296,42 @@ def new_task(
     base: str | None = None,
     description: str | None = None,
     tags: Sequence[str] = (),
+    meta: Mapping[str, str] | None = None,
     plan: bool = False,
 ) -> Task:
     """Create a task with its branch and worktree; it becomes the active task. With
-    ``plan``: a ``pending`` task, no worktree until it is started."""
+    ``plan``: a ``pending`` task, no worktree until it is started. ``meta``: keys of
+    its metadata beside the description and tags (``bar.task.edit.check_key``)."""
+    from bar.task.edit import check_key
     from bar.task.new import create_task
 
+    for key in meta or {}:
+        check_key(key, "--meta")
     return create_task(
-        project, name, base=base, description=description, tags=list(tags), plan=plan
+        project,
+        name,
+        base=base,
+        description=description,
+        tags=list(tags),
+        meta=dict(meta or {}),
+        plan=plan,
     )
+
+
+def parse_meta(pairs: Sequence[str]) -> dict[str, str]:
+    """``KEY=VALUE`` words (``--meta``) as a mapping; a bad or repeated key is a
+    ``UsageError`` naming it."""
+    from bar.task.edit import parse_meta as parse
+
+    return parse(pairs)
+
+
+def edit_task(task: Task, change: Edit) -> Edited:
+    """Change the task's metadata (description, tags, keys of its own) under its lock;
+    each key that changed is named, from what to what, in events.jsonl."""
+    from bar.task.edit import edit
+
+    return edit(task, change)
 
 
 def switch_task(task: Task) -> Task:
@@ -768,12 +798,12 @@ def artifact_path(task: Task, rel: str) -> Path:
 
 def output_of(task: Task, step: Step) -> Iterator[bytes] | None:
     """A step's output in bar's format (``=== STDOUT ===`` ...), in pieces as it is read;
-    None if it printed nothing. A pty step's is derived from its recording, where its
-    output is stored (``bar.terminal.text.text_of_cast``)."""
+    None if it printed nothing. A pty step of an earlier bar kept no output file: its
+    text is derived from its recording (``bar.terminal.cast.text_of_cast``)."""
     if step.artifacts.output:
         return _pieces(artifact_path(task, step.artifacts.output))
     if step.artifacts.cast:
-        from bar.terminal.text import text_of_cast
+        from bar.terminal.cast import text_of_cast
 
         return text_of_cast(artifact_path(task, step.artifacts.cast))
     return None

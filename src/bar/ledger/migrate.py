@@ -4,6 +4,13 @@ Each record kind has a current version. A reader hands the raw JSON object to
 ``upgrade(kind, data, path)``, which applies the registered one-step migrations in order
 and returns data at the current version. A version that is newer than this bar knows, or
 not an integer at all, is a clear ``UnsupportedVersion`` naming the file, never a guess.
+
+A version counts the changes that a reader of the one before could not read. Keys
+added beside the seed's are not such a change: a reader of the version ignores keys it
+does not know (docs/storage.md), so task.json stays at the seed's version 1 with bar's
+keys beside its own, and a reader written from the seed's design alone reads it. A
+number once written for a layout that turned out to be an addition is *retired*: it is
+read as the version it merely extended, and never used again.
 """
 
 from __future__ import annotations
@@ -20,7 +27,7 @@ Record = dict[str, Any]
 CURRENT: dict[str, tuple[int, str]] = {
     "config": (1, "config.yaml"),
     "state": (1, "state.json"),
-    "task": (2, "task.json"),
+    "task": (1, "task.json"),
     "step": (1, "ledger.jsonl line"),
     "event": (2, "events.jsonl line"),
     "marker": (1, "running marker"),
@@ -37,6 +44,12 @@ CURRENT: dict[str, tuple[int, str]] = {
 
 # (kind, from_version) -> function producing the record at from_version + 1
 _MIGRATIONS: dict[tuple[str, int], Callable[[Record], Record]] = {}
+
+# (kind, retired version) -> the version whose layout it has. task.json 2 was version 1
+# with ``board`` beside the seed's keys: an addition, which a version-1 reader ignores
+# (the seed's ``migrateTaskJSON`` refuses every version but 1). The next change of
+# task.json that a version-1 reader cannot read is version 3.
+RETIRED: dict[tuple[str, int], int] = {("task", 2): 1}
 
 
 def migration(kind: str, from_version: int) -> Callable[[Callable[[Record], Record]], Any]:
@@ -55,6 +68,9 @@ def upgrade(kind: str, data: Record, path: Path | str, *, default: int | None = 
         raise CorruptFile(f"{label} in {path} has no version field")
     if not isinstance(version, int) or isinstance(version, bool) or version < 1:
         raise UnsupportedVersion(f"unsupported {label} version {version!r} in {path}")
+    if (kind, version) in RETIRED:
+        version = RETIRED[(kind, version)]
+        data = {**data, "version": version}
     while version < current:
         step = _MIGRATIONS.get((kind, version))
         if step is None:
@@ -71,23 +87,6 @@ def upgrade(kind: str, data: Record, path: Path | str, *, default: int | None = 
 
 
 # --- the migrations ------------------------------------------------------------------
-
-
-@migration("task", 1)
-def _task_board(rec: Record) -> Record:
-    """task.json 2 adds ``board`` (SPEC §16). A task made before the board was started
-    with its worktree (``in_progress``) or is closed (``completed``); a closed task whose
-    worktree was kept is bound to it again when it is loaded (``bar.task.tasks``)."""
-    rec = dict(rec)
-    if not isinstance(rec.get("board"), dict):
-        closed = rec.get("status") == "closed"
-        name = rec.get("name")
-        rec["board"] = {
-            "status": "completed" if closed else "in_progress",
-            "owner": "",
-            "worktree": "" if closed or not isinstance(name, str) else name,
-        }
-    return rec
 
 
 # event names of events.jsonl 1 -> the board's (``bar.task.events``)

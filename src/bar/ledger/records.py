@@ -263,14 +263,33 @@ class RunStep(_Changes):
             rec["checkpoints"] = self.checkpoints
 
 
+# A step of a kind the seed does not know (ext: manual, sync, decision) carries every
+# key of a ``run`` step, so that a reader of the seed's format can take it for one: no
+# command ran (``cmd`` ``[]``, ``exit_code`` 0), and its ``artifacts.patch``, if any, is
+# the change it recorded, applied in order with the others (docs/storage.md).
+
+
+def _as_run_head(rec: dict[str, Any]) -> None:
+    rec.update(cmd=[], cwd=".", env={})
+
+
+def _as_run_body(step: _Changes, rec: dict[str, Any]) -> None:
+    rec["exit_code"] = 0
+    step._changes(rec)
+    rec["policy_events"] = []
+
+
 @record(kw_only=True)
 class ManualStep(_Changes):
     """Changes found in the worktree that no step made (hand edits between steps)."""
 
     kind: ClassVar[str] = "manual"
 
+    def _head_fields(self, rec: dict[str, Any]) -> None:
+        _as_run_head(rec)
+
     def _body_fields(self, rec: dict[str, Any]) -> None:
-        self._changes(rec)
+        _as_run_body(self, rec)
         self._snapshots(rec)
 
 
@@ -324,9 +343,12 @@ class SyncStep(_Rebased):
     onto: str
     conflicts: list[str] = field(default_factory=list)
 
+    def _head_fields(self, rec: dict[str, Any]) -> None:
+        _as_run_head(rec)
+
     def _body_fields(self, rec: dict[str, Any]) -> None:
         rec["onto"] = self.onto
-        self._changes(rec)
+        _as_run_body(self, rec)
         self._snapshots(rec)
         self._bases(rec)
         rec["conflicts"] = list(self.conflicts)
@@ -383,13 +405,16 @@ class DecisionStep(_Changes):
     # artifact ``artifacts.cleaned``); its ``session_id`` is "" and it has no decisions
     cleaned: list[str] = field(default_factory=list)
 
+    def _head_fields(self, rec: dict[str, Any]) -> None:
+        _as_run_head(rec)
+
     def _body_fields(self, rec: dict[str, Any]) -> None:
         rec.update(session_id=self.session_id, decisions=[dict(d) for d in self.decisions])
         if self.via is not None:
             rec["via"] = self.via
         if self.cleaned:
             rec["cleaned"] = list(self.cleaned)
-        self._changes(rec)
+        _as_run_body(self, rec)
         self._snapshots(rec)
 
 
@@ -397,6 +422,8 @@ Step = RunStep | ManualStep | RollbackStep | ApplyStep | SyncStep | DecisionStep
 
 _COMMON = ("step_id", "kind", "started_at", "ended_at", "duration_ms", "head", "version")
 _CHANGES = ("snapshot_before", "snapshot", "diff_stat", "artifacts")
+# the keys of a run step that bar's own kinds carry too (``_as_run_head``, ``_as_run_body``)
+_AS_RUN = (*_CHANGES, "cmd", "cwd", "env", "exit_code", "policy_events")
 _OWN: dict[str, tuple[str, ...]] = {
     "run": (
         *_CHANGES,
@@ -412,7 +439,7 @@ _OWN: dict[str, tuple[str, ...]] = {
         "pty",
         "checkpoints",
     ),
-    "manual": _CHANGES,
+    "manual": _AS_RUN,
     "rollback": (
         *_CHANGES,
         "target",
@@ -423,9 +450,9 @@ _OWN: dict[str, tuple[str, ...]] = {
         "undo_of",
         "redo_of",
     ),
-    "sync": (*_CHANGES, "onto", "base_before", "base_after", "conflicts"),
+    "sync": (*_AS_RUN, "onto", "base_before", "base_after", "conflicts"),
     "apply": ("mode", "commit_sha", "commit_message", "target_branch", "snapshot"),
-    "decision": (*_CHANGES, "session_id", "decisions", "via", "cleaned"),
+    "decision": (*_AS_RUN, "session_id", "decisions", "via", "cleaned"),
 }
 _OBJECT_IDS = ("snapshot_before", "snapshot", "head", "commit_sha", "base_before", "base_after")
 

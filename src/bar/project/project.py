@@ -134,11 +134,12 @@ class Project:
         worktree: dict[str, Any] | None = None,
         error: str | None = None,
         project: dict[str, Any] | None = None,
+        changed: dict[str, Any] | None = None,
     ) -> None:
         """Append to the project's lifecycle log (events.jsonl, ``bar.task.events``)
         under the project lock: ``task`` and ``worktree`` as the board names them
         (``bar.task.board.task_view``, ``worktree_view``), ``error`` on a failure,
-        ``project`` on an event of the project itself."""
+        ``project`` on an event of the project itself, ``changed`` on an edit."""
         with self.lock(f"log {event}"):
             rec = events.append(
                 self.paths.events,
@@ -147,6 +148,7 @@ class Project:
                 worktree=worktree,
                 error=error,
                 project=project,
+                changed=changed,
             )
             for told in events.after_logged:
                 told(self, rec)

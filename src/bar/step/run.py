@@ -426,17 +426,22 @@ def _execute(
     if req.pty:
         from bar.terminal.pty import run_in_pty  # termios and the cast writer: --pty only
 
-        # the output is stored once, in the recording: its text is derived when read
+        # the text in the output file every step has; the recording holds what it adds
         cast_path, cast_rel = steps.artifact(task, step_id, "cast")
         res = run_in_pty(
             argv,
             cwd=cwd,
             env=env,
             cast_path=cast_path,
+            output_path=out_path,
             scrub=lambda: StreamScrubber(scrubber),
             start=start,
         )
         artifacts.cast = cast_rel if cast_path.exists() else None
+        if res.printed and out_path.exists():
+            artifacts.output = out_rel
+        else:
+            out_path.unlink(missing_ok=True)
         return Executed(res.exit_code, res.signal, artifacts)
     piped = run_piped(
         argv,

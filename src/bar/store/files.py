@@ -35,7 +35,8 @@ def _failed(verb: str, path: str, exc: OSError) -> WriteFailed:
     return WriteFailed(f"could not {verb} {path}: {exc.strerror or exc}")
 
 
-def _write_all(fd: int, data: bytes) -> None:
+def write_all(fd: int, data: bytes) -> None:
+    """Write all of ``data`` to ``fd``, however many ``write()`` calls that takes."""
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view) :]
@@ -108,7 +109,7 @@ def write_bytes_atomic(
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
         try:
             os.fchmod(fd, mode)
-            _write_all(fd, data)
+            write_all(fd, data)
             if durable:
                 os.fsync(fd)
         finally:
@@ -210,11 +211,18 @@ def create_file(path: StrPath, data: bytes = b"") -> None:
     name = os.fspath(path)
     fd = _open_own(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, "create")
     try:
-        _write_all(fd, data)
+        write_all(fd, data)
     except OSError as exc:
         raise _failed("write", name, exc) from exc
     finally:
         os.close(fd)
+
+
+def create_appending(path: StrPath, data: bytes = b"") -> int:
+    """``create_file``, and a descriptor that appends to it (never through a link): for
+    a file written as a stream, a ``write()`` at a time."""
+    create_file(path, data)
+    return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW)
 
 
 def read_bytes(path: StrPath, what: str | None = None) -> bytes:

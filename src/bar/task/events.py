@@ -10,11 +10,12 @@ what happened inside a task. Each line is one event::
 
 ``ts`` is seconds since the epoch; ``task`` and ``worktree`` are ``{}`` when the event
 has none; ``error`` is there only on a ``.failed`` event, ``project`` ({"root", …})
-only on an event of the project itself, ``by`` ({"task", "step"}) on one a running
+only on an event of the project itself, ``changed`` ({key: {"from", "to"}}) on a
+``task.edited``, ``by`` ({"task", "step"}) on one a running
 step's agent asked for (through ``bar mcp``'s board tools). An operation that can fail
 writes ``<op>.before``, then ``<op>.after`` or ``<op>.failed``
 (``worktree.create``, ``worktree.remove``); the rest are single events (``task.created``,
-``task.started``, ``task.claimed``, ``task.completed``, ``task.reopened``,
+``task.started``, ``task.claimed``, ``task.edited``, ``task.completed``, ``task.reopened``,
 ``task.deleted``, ``worktree.keep``, ``project.initialized``, …). The full list is in
 docs/board.md.
 
@@ -55,6 +56,7 @@ def line_of(
     worktree: dict[str, Any] | None = None,
     error: str | None = None,
     project: dict[str, Any] | None = None,
+    changed: dict[str, Any] | None = None,
     ts: float | None = None,
 ) -> dict[str, Any]:
     """One event as it is written."""
@@ -69,6 +71,8 @@ def line_of(
         rec["error"] = error
     if project:
         rec["project"] = dict(project)
+    if changed:
+        rec["changed"] = dict(changed)
     if origin:
         rec["by"] = dict(origin)
     return rec

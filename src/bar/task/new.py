@@ -41,6 +41,7 @@ from bar.store.layout import TASK_ID_RE, TaskPaths
 from bar.store.lock import FileLock, is_locked
 from bar.task import board, registry
 from bar.task.board import IN_PROGRESS, PENDING, Board
+from bar.task.edit import stored_meta
 from bar.task.tasks import Task, load_task, new_id, open_task_named, validate_name
 
 # every git bar runs here, none of the developer's hooks (a `post-checkout` from
@@ -59,6 +60,7 @@ def create_task(
     base: str | None = None,
     description: str | None = None,
     tags: list[str] | None = None,
+    meta: dict[str, str] | None = None,
     plan: bool = False,
 ) -> Task:
     """Create the task, its branch and worktree, and make it the active task; with
@@ -81,6 +83,7 @@ def create_task(
         metadata["description"] = known_secrets.scrub(description)
     if tags:
         metadata["tags"] = [known_secrets.scrub(tag) for tag in tags]
+    metadata.update(stored_meta(meta or {}))
     ensure_dir(project.paths.tasks)
     ensure_dir(project.paths.workspaces)
     with contextlib.ExitStack() as held:

@@ -150,7 +150,7 @@ class Task:
 
     def to_record(self) -> dict[str, Any]:
         return {
-            "version": 2,
+            "version": 1,  # the seed's: bar's keys are additions (docs/storage.md)
             "id": self.id,
             "name": self.name,
             "repo_root": self.repo_root,
@@ -233,6 +233,18 @@ def _is_branch_name(name: str) -> bool:
     )
 
 
+def _board_of(rec: dict[str, Any], path: Path) -> Board:
+    """The task's ``board``; for a task.json written before the board, the one its
+    status implies: an open task was started with its worktree (``in_progress``), a
+    closed one is ``completed`` (bound again to a kept worktree by ``load_task``)."""
+    if isinstance(rec.get("board"), dict):
+        return parse_board(rec["board"], path)
+    if rec.get("status") == "closed":
+        return Board(COMPLETED)
+    name = rec.get("name")
+    return Board(IN_PROGRESS, worktree=name if isinstance(name, str) else "")
+
+
 def load_task(project: Project, task_id: str) -> Task:
     if not TASK_ID_RE.match(task_id):
         raise TaskNotFound(f"no task with id {task_id!r}")
@@ -259,8 +271,9 @@ def load_task(project: Project, task_id: str) -> Task:
         raise TaskNotFound(
             f"no task with id {task_id!r}", hint="`bar task list` shows the tasks"
         ) from None
-    migrated = rec.get("version") == 1
     rec = upgrade("task", rec, path)
+    # ``board`` is bar's (SPEC §16); a task.json written before it has none
+    unbound = not isinstance(rec.get("board"), dict)
     status = _require_str(rec, "status", path)
     if status not in ("active", "closed"):
         raise CorruptFile(f"task.json at {path} has unknown status {status!r}")
@@ -311,12 +324,12 @@ def load_task(project: Project, task_id: str) -> Task:
         metadata=metadata if isinstance(metadata, dict) else {},
         snapshot_ref=snapshot_ref,
         project=project,
-        board=parse_board(rec.get("board"), path),
+        board=_board_of(rec, path),
         first_base=first_base,
         origin=origin,
         adopted=adopted,
     )
-    if migrated and status == "closed" and task.worktree.is_dir():
+    if unbound and status == "closed" and task.worktree.is_dir():
         task.board.worktree = task.name  # closed with its worktree kept
     # status and board.status are written together; read them so, whatever edited the file
     if status == "closed":

@@ -10,6 +10,12 @@ carries the time they were read, not the time they were let go. UTF-8 is decoded
 incrementally: a character split across two reads is emitted whole with the second
 event; invalid bytes become U+FFFD.
 
+With the step's output file (``text``), a writer keeps the plain text there and the
+recording only what the text lacks: each output event refers to the text for the runs it
+holds (``bar.terminal.textref``; the header's ``text_file`` names it). The reader puts
+every event back whole, so replay, the UI's player and ``full_cast`` (a standalone file
+for another player) see the recording as it was printed.
+
 The reader validates every line and names the file and line in ``CorruptFile``; the
 header's ``version`` goes through ``bar.ledger.migrate`` like every versioned file of bar's. Replay
 streams events (a long agent session can be large) after a first validating pass, so a
@@ -19,23 +25,31 @@ broken file fails before anything is played.
 from __future__ import annotations
 
 import codecs
+import itertools
 import json
 import math
 import os
 import re
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import BinaryIO, TypeGuard
 
 from bar.base.record import field, record
 from bar.errors import BarError, CorruptFile, NotFound, UsageError
 from bar.ledger.migrate import CURRENT, upgrade
-from bar.store.files import create_file
+from bar.store.files import create_appending, write_all
 from bar.terminal.filters import Stamped, StreamFilter, stamped
+from bar.terminal.text import TextCleaner
+from bar.terminal.textref import TextFile, TextSource, encode, resolve
 
 CAST_VERSION = CURRENT["cast"][0]
+TEXT_FILE = "text_file"  # the header's key naming the output file a cast refers to
+_HOLD = 1.0  # seconds an event waits at most for the text it prints (``tick``)
+_FRAME = 1 / 60  # seconds: what a program prints within one frame is one event
+_HELD_MAX = 1 << 18  # characters of output held at most
 _RESIZE = re.compile(r"[1-9][0-9]*x[1-9][0-9]*")
+_TEXT_NAME = re.compile(r"[0-9]{4,9}\.output")
 
 
 @record(frozen=True)
@@ -44,6 +58,7 @@ class CastHeader:
     height: int
     timestamp: int | None = None
     env: Mapping[str, str] = field(default_factory=dict)
+    text_file: str | None = None  # the output file the events refer to (``textref``)
 
 
 @record(frozen=True)
@@ -64,22 +79,12 @@ class Cast:
         return "".join(e.data for e in self.events if e.code == "o")
 
 
-def create_private(path: Path, data: bytes = b"") -> int:
-    """Create or truncate ``path`` (0600, never through a link) holding ``data``, and
-    return a descriptor that appends to it."""
-    create_file(path, data)
-    return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW)
-
-
-def write_all(fd: int, data: bytes) -> None:
-    """Write all of ``data`` to ``fd``, however many ``write()`` calls that takes."""
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
-
-
 class CastWriter:
-    """Append events to a new cast file; times are seconds since the writer was made."""
+    """Append events to a new cast file; times are seconds since the writer was made.
+
+    With ``text`` (a pty step's output file), the plain text goes there as it comes and
+    the cast refers to it (``bar.terminal.textref``); ``text_scrubber`` scrubs it again,
+    as cleaning can join what escapes kept apart."""
 
     def __init__(
         self,
@@ -89,18 +94,33 @@ class CastWriter:
         height: int,
         env: Mapping[str, str] | None = None,
         scrubber: StreamFilter | None = None,
+        text: Path | None = None,
+        text_scrubber: StreamFilter | None = None,
     ) -> None:
         self._scrubber = stamped(scrubber) if scrubber is not None else None
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self._last = 0.0
-        header = {
+        header: dict[str, object] = {
             "version": CAST_VERSION,
             "width": width,
             "height": height,
             "timestamp": int(time.time()),
             "env": {k: env[k] for k in ("SHELL", "TERM") if env and k in env},
         }
-        self._fd: int | None = create_private(path, _encode(header))
+        self._text_file: TextFile | None = None
+        if text is not None:
+            header[TEXT_FILE] = text.name
+            self._text_file = TextFile(text, text_scrubber)
+        # output events held until the text they print is written (``textref``)
+        self._held: list[tuple[float, str]] = []
+        self._held_chars = 0
+        self._held_since = 0.0
+        try:
+            self._fd: int | None = create_appending(path, _encode(header))
+        except BaseException:
+            if self._text_file is not None:
+                self._text_file.abort()
+            raise
         self._start = time.monotonic()
 
     def output(self, data: bytes) -> None:
@@ -112,7 +132,19 @@ class CastWriter:
             self._pieces(self._scrubber.feed_stamped(data, now))
 
     def resize(self, width: int, height: int) -> None:
+        self._release()  # (what was printed before it comes before it)
         self._line([self._at(self._clock()), "r", f"{width}x{height}"])
+
+    def tick(self) -> None:
+        """Write the events whose text is written and whose frame has passed, and those
+        held back longer than ``_HOLD`` seconds (a prompt waiting for its answer): a
+        recording cut short keeps them."""
+        if not self._held or self._text_file is None:
+            return
+        if time.monotonic() - self._held_since > _HOLD or (
+            self._text_file.settled and self._clock() - self._held[-1][0] >= _FRAME
+        ):
+            self._release()
 
     def close(self) -> None:
         """Write what the scrubber and decoder still hold, then close the file."""
@@ -122,12 +154,17 @@ class CastWriter:
             if self._scrubber is not None:
                 self._pieces(self._scrubber.flush_stamped())
             self._text(self._decoder.decode(b"", final=True), self._last)
+            if self._text_file is not None:
+                self._text_file.finish()
+                self._release()
+                self._text_file.close()
         finally:
-            os.close(self._fd)
-            self._fd = None
+            self.abort()
 
     def abort(self) -> None:
         """Close without flushing (the recording ends where it was)."""
+        if self._text_file is not None:
+            self._text_file.abort()
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
@@ -136,16 +173,61 @@ class CastWriter:
         for at, data in pieces:
             if data.isascii() and not self._decoder.getstate()[0]:
                 # (ASCII with no character begun before it: its text is its bytes)
-                if data:
+                if not data:
+                    continue
+                if self._text_file is None:
                     assert self._fd is not None, "cast writer is closed"
                     write_all(self._fd, _output_line(self._at(at), data))
+                else:
+                    self._text(data.decode("ascii"), at)
             else:
                 self._text(self._decoder.decode(data), at)
 
     def _text(self, text: str, at: float) -> None:
-        if text:
+        if not text:
+            return
+        if self._text_file is None:
             assert self._fd is not None, "cast writer is closed"
             write_all(self._fd, output_line(self._at(at), text))
+            return
+        self._text_file.feed(text)
+        at = self._at(at)
+        if not self._held:
+            self._held_since = time.monotonic()
+        if self._held and at - self._held[-1][0] < _FRAME:  # one frame: one event
+            first, before = self._held[-1]
+            self._held[-1] = (first, before + text)
+        else:
+            self._held.append((at, text))
+        self._held_chars += len(text)
+        if self._held_chars > _HELD_MAX:
+            self._release()
+        elif self._text_file.settled and len(self._held) > 1:
+            self._release(keep=1)  # (the last may take in what the rest of its frame brings)
+
+    def _release(self, keep: int = 0) -> None:
+        """Write the held events (but the last ``keep``), each referring to the text
+        written for it."""
+        if len(self._held) <= keep:
+            return
+        assert self._fd is not None and self._text_file is not None, "cast writer is closed"
+        index = self._text_file.index
+        lines = []
+        done, self._held = (
+            self._held[: len(self._held) - keep],
+            self._held[len(self._held) - keep :],
+        )
+        for at, text in done:
+            pieces = encode(index, text)
+            if len(pieces) == 1 and isinstance(pieces[0], str):
+                lines.append(output_line(at, pieces[0]))  # a plain event, as asciinema's
+            else:  # (bar's own: no spaces, as a line of the ledger)
+                line = json.dumps([at, "o", pieces], ensure_ascii=False, separators=(",", ":"))
+                lines.append(line.encode("utf-8") + b"\n")
+        self._held_chars = sum(len(text) for _, text in self._held)
+        if self._held:
+            self._held_since = time.monotonic()
+        write_all(self._fd, b"".join(lines))
 
     def _clock(self) -> float:
         return round(time.monotonic() - self._start, 6)
@@ -217,15 +299,23 @@ def _parse_header(obj: object, path: Path) -> CastHeader:
     env = obj.get("env", {})
     if not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values()):
         raise CorruptFile(f"{where}: env must be an object of strings")
+    text_file = obj.get(TEXT_FILE)
+    if text_file is not None and not (
+        isinstance(text_file, str) and _TEXT_NAME.fullmatch(text_file)
+    ):
+        raise CorruptFile(f"{where}: {TEXT_FILE} must name a step's output file (0001.output)")
     return CastHeader(
         width=width,
         height=height,
         timestamp=None if timestamp is None else int(timestamp),
         env=dict(env),
+        text_file=text_file,
     )
 
 
-def _parse_event(obj: object, where: str, previous: float) -> CastEvent:
+def _parse_event(
+    obj: object, where: str, previous: float, text: Callable[[], TextSource] | None
+) -> CastEvent:
     if not isinstance(obj, list) or len(obj) != 3:
         raise CorruptFile(f"{where}: an event must be a [time, code, data] array")
     at, code, data = obj
@@ -235,6 +325,10 @@ def _parse_event(obj: object, where: str, previous: float) -> CastEvent:
         raise CorruptFile(f"{where}: event time goes backwards")
     if not isinstance(code, str) or not code:
         raise CorruptFile(f"{where}: event code must be a non-empty string")
+    if isinstance(data, list) and code == "o" and text is not None:
+        if not all(isinstance(p, str) or (_is_int(p) and p != 0) for p in data):
+            raise CorruptFile(f"{where}: an output's pieces must be strings or non-zero counts")
+        data = resolve(data, text())
     if not isinstance(data, str):
         raise CorruptFile(f"{where}: event data must be a string")
     if code == "r" and not _RESIZE.fullmatch(data):
@@ -243,30 +337,71 @@ def _parse_event(obj: object, where: str, previous: float) -> CastEvent:
 
 
 def _iter_cast(path: Path) -> Iterator[CastHeader | CastEvent]:
-    """Yield the header, then every event, validating each line as it is read."""
+    """Yield the header, then every event, validating each line as it is read; an
+    output that refers to the step's text (``textref``) is read from it."""
     try:
         handle = open(path, "rb")  # noqa: SIM115 - closed by the with below
     except FileNotFoundError:
         raise NotFound(f"recording {path} does not exist") from None
     except OSError as exc:
         raise BarError(f"cannot read recording {path}: {exc.strerror}") from exc
+    opened: list[TextSource] = []
+    text: Callable[[], TextSource] | None = None
     with handle:
-        previous = 0.0
-        number = 0
-        for number, raw in enumerate(handle, start=1):
-            where = f"recording {path}, line {number}"
-            try:
-                obj = json.loads(raw.decode("utf-8"))
-            except (UnicodeDecodeError, ValueError):
-                raise CorruptFile(f"{where}: not valid JSON") from None
-            if number == 1:
-                yield _parse_header(obj, path)
-            else:
-                event = _parse_event(obj, where, previous)
-                previous = event.time
-                yield event
-        if number == 0:
-            raise CorruptFile(f"recording {path} is empty")
+        try:
+            previous = 0.0
+            number = 0
+            for number, raw in enumerate(handle, start=1):
+                where = f"recording {path}, line {number}"
+                try:
+                    obj = json.loads(raw.decode("utf-8"))
+                except (UnicodeDecodeError, ValueError):
+                    raise CorruptFile(f"{where}: not valid JSON") from None
+                if number == 1:
+                    header = _parse_header(obj, path)
+                    if header.text_file is not None:
+                        text = _opener(path.with_name(header.text_file), path, opened)
+                    yield header
+                else:
+                    event = _parse_event(obj, where, previous, text)
+                    previous = event.time
+                    yield event
+            if number == 0:
+                raise CorruptFile(f"recording {path} is empty")
+        finally:
+            for source in opened:
+                source.close()
+
+
+def _opener(text: Path, cast: Path, opened: list[TextSource]) -> Callable[[], TextSource]:
+    """The text a recording refers to, opened when an event first refers to it."""
+
+    def source() -> TextSource:
+        if not opened:
+            opened.append(TextSource(text, f"recording {cast}"))
+        return opened[0]
+
+    return source
+
+
+def full_cast(path: Path) -> Iterator[bytes]:
+    """The recording as a whole asciinema v2 file, every output in its events (what
+    another player reads), line by line; ``CorruptFile`` at the first bad line."""
+    for item in _iter_cast(path):
+        if isinstance(item, CastHeader):
+            header: dict[str, object] = {
+                "version": CAST_VERSION,
+                "width": item.width,
+                "height": item.height,
+            }
+            if item.timestamp is not None:
+                header["timestamp"] = item.timestamp
+            header["env"] = dict(item.env)
+            yield _encode(header)
+        elif item.code == "o":
+            yield output_line(item.time, item.data)
+        else:
+            yield _encode([item.time, item.code, item.data])
 
 
 def outputs(path: Path) -> Iterator[str]:
@@ -334,3 +469,28 @@ def replay_cast(
             out.flush()
     out.flush()
     return header
+
+
+def text_of_cast(path: Path) -> Iterator[bytes]:
+    """The output of the pty step recorded in the cast ``path``, in bar's output format
+    (``=== STDOUT ===``, the plain text, ``=== STDERR ===``: a pty has one stream), in
+    pieces as the recording is read; raises ``CorruptFile`` for a broken recording. For
+    a pty step of an earlier bar, which kept no output file: the text is cleaned as a
+    step's is when recorded (``TextFile``), and scrubbed again."""
+    from bar.redact import Scrubber
+    from bar.redact.stream import StreamScrubber
+    from bar.terminal.pipes import STDERR_HEADER, STDOUT_HEADER
+
+    events = outputs(path)
+    first = next(events, None)  # (a missing or broken recording says so before any output)
+    cleaner, scrubber = TextCleaner(), StreamScrubber(Scrubber())
+    yield STDOUT_HEADER
+    last = b"\n"
+    for data in itertools.chain([] if first is None else [first], events):
+        if piece := scrubber.feed(cleaner.feed_str(data).encode("utf-8")):
+            last = piece
+            yield piece
+    if piece := scrubber.feed(cleaner.finish().encode("utf-8")) + scrubber.flush():
+        last = piece
+        yield piece
+    yield (b"" if last.endswith(b"\n") else b"\n") + STDERR_HEADER

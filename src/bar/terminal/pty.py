@@ -9,12 +9,14 @@ and signal handlers are restored in a ``finally`` whatever happens; SIGTERM and 
 are handed on to the child (then SIGKILL after a grace period or a second signal) so
 the step still ends with the child's own exit status.
 
-Everything the child prints goes to bar's stdout unchanged and, as it arrives, to one
-file: an asciinema v2 cast (``bar.terminal.cast``), written through the secret scrubber
-with plain ``write()`` calls as each read is let through: if bar is killed, the
+Everything the child prints goes to bar's stdout unchanged and, as it arrives, through
+the secret scrubber to the step's files with plain ``write()`` calls: its plain text to
+the output file every step has (``NNNN.output``, as a reader of the seed's format
+expects it), and to an asciinema v2 cast (``bar.terminal.cast``) what the text lacks,
+the timing and the escapes, referring to the text for the rest
+(``bar.terminal.textref``): the output is stored about once. If bar is killed, the
 recording ends where the child was, less what the scrubber held back (the few bytes
-that could begin a secret). The output is stored once: the step's plain text is derived
-from the cast when it is read (``bar.terminal.text.text_of_cast``), never kept beside it.
+that could begin a secret) and the line being drawn (at most a second of it).
 
 While the child prints faster than bar takes it, what is waiting in the pty is read in
 one go (up to ``_BATCH`` bytes): each read is shown at once, and recorded as one event,
@@ -329,6 +331,8 @@ class _Session:
         exited_at = last_data = 0.0
         while True:
             self.handle_signals()
+            assert self.cast is not None
+            self.cast.tick()
             now = time.monotonic()
             if self.status is None:
                 self.status = proc.poll()
@@ -397,6 +401,7 @@ def run_in_pty(
     cwd: Path | str,
     env: Mapping[str, str] | None,
     cast_path: Path,
+    output_path: Path,
     scrub: Callable[[], StreamFilter] | None = None,
     stdin: int = 0,
     stdout: int = 1,
@@ -404,9 +409,11 @@ def run_in_pty(
 ) -> PtyResult:
     """Run ``argv`` in a new pseudo-terminal, showing and recording what it prints.
 
-    ``env`` is the child's complete environment (None: bar's own). ``cast_path`` gets
-    an asciinema v2 recording, created 0600 and written through a ``scrub()`` scrubber
-    if given. ``stdin``
+    ``env`` is the child's complete environment (None: bar's own). ``output_path``
+    gets the plain text, in the format of every step's output, and ``cast_path`` an
+    asciinema v2 recording that refers to it for that text (``bar.terminal.textref``);
+    both are created 0600 and written through a ``scrub()`` scrubber each, if given.
+    ``stdin``
     and ``stdout`` are bar's terminal (file descriptors); if stdin is not a terminal its
     data is forwarded until EOF. A program that cannot be found or executed yields 127
     or 126 with a one-line message in the recording, not an exception. ``start``
@@ -429,6 +436,8 @@ def run_in_pty(
             height=start_size[1],
             env=child_env,
             scrubber=scrub() if scrub else None,
+            text=output_path,
+            text_scrubber=scrub() if scrub else None,
         )
         try:
             session.install_handlers()

@@ -6,26 +6,35 @@ progress bar costs constant memory. Cursor movement to another row cannot be fol
 without a screen model, so it ends the current line; full-screen redraws therefore show
 up as successive frames (a pty step's cast has the exact picture).
 
-``text_of_cast`` is how a pty step's output is read: its plain text is derived from its
-recording whenever asked, so the output is stored once (SPEC §1 keeps the raw stream as
-``NNNN.cast``). The recording was scrubbed as it was written; the text is scrubbed again
-as it is derived, since cleaning can join what escapes kept apart ("API_KEY" in one colour,
-"=" and the value in another).
+A pty step's text is cleaned as it is recorded, into its output file
+(``bar.terminal.textref``); ``bar.terminal.cast.text_of_cast`` derives it from a
+recording alone, for the pty steps of an earlier bar, which kept no output file.
 """
 
 from __future__ import annotations
 
 import codecs
-import itertools
 import re
-from collections.abc import Iterator
-from pathlib import Path
 
 _NORMAL, _ESC, _ESC_INTER, _CSI, _STRING, _STRING_ESC = range(6)
 _SPECIAL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _STRING_END = re.compile(r"[\x07\x1b\x9c]")
 _MAX_LINE = 1 << 20  # cells; a line longer than this is written out as it stands
+# whole lines of plain text, each ended by LF (a CR or more before it): most of what a
+# program prints, cleaned at once rather than a run at a time
+_PLAIN_LINES = re.compile(r"(?:[^\x00-\x1f\x7f-\x9f]*\r*\n)+")
+_ASCII_LINES = bytes(range(0x20, 0x7F)) + b"\r\n"
+_FIRST_SPAN = 256  # characters of plain lines looked for at first (``_plain_lines``)
 _MAX_PARAMS = 64  # a CSI longer than this is garbage, not a command
+
+
+def _plain_ascii(text: str) -> bool:
+    """Whether ``text`` is printable ASCII and line ends (a CR only before an LF): the
+    bytes' own operations tell at memory speed, where a regex reads a character at a time."""
+    if not text.isascii():
+        return False
+    data = text.encode("ascii")
+    return not data.translate(None, _ASCII_LINES) and data.count(b"\r") == data.count(b"\r\n")
 
 
 class TextCleaner:
@@ -64,13 +73,18 @@ class TextCleaner:
         self._cells, self._col = [], 0
         return self._take()
 
+    @property
+    def holding(self) -> bool:
+        """Whether text fed so far is still held (a line not ended yet)."""
+        return bool(self._cells)
+
     def _take(self) -> str:
         text = "".join(self._out)
         self._out.clear()
         return text
 
     def _feed_text(self, text: str) -> None:
-        i, n = 0, len(text)
+        i, n = self._plain_lines(text, 0), len(text)
         while i < n:
             state = self._state
             if state == _NORMAL:
@@ -82,6 +96,8 @@ class TextCleaner:
                     return
                 self._control(text[end])
                 i = end + 1
+                if text[end] == "\n":  # a line ended: plain ones may follow
+                    i = self._plain_lines(text, i)
             elif state == _STRING:
                 # OSC, DCS and friends: skip to BEL, ST or an ESC (which may start ST).
                 match = _STRING_END.search(text, i)
@@ -98,6 +114,40 @@ class TextCleaner:
             else:
                 self._escape_char(text[i])
                 i += 1
+
+    def _plain_lines(self, text: str, start: int) -> int:
+        """Clean the whole lines of plain text at ``text[start:]``, when no line is
+        begun (what ``_put`` and ``_newline`` would make of them: each line as it is,
+        trailing spaces trimmed); where that left off. The stretch looked at grows
+        while it is plain and starts small, so a stream of coloured lines, where this
+        fails at every line, costs little more than the run at a time."""
+        if self._cells or self._col or self._state != _NORMAL:
+            return start
+        done, span = start, _FIRST_SPAN
+        # (a stretch of at most _MAX_LINE characters: no line cleaned here reaches it)
+        while done < len(text):
+            end = text.rfind("\n", done, done + span) + 1
+            if not end:  # no line ends within it: a longer one, or the stream's end
+                if span >= _MAX_LINE or done + span >= len(text):
+                    break
+                span = min(span * 4, _MAX_LINE)
+                continue
+            window = text[done:end]
+            plain = _plain_ascii(window)
+            if not plain:  # the plain lines it starts with, if any
+                match = _PLAIN_LINES.match(text, done, end)
+                if match is None:
+                    break
+                window, end = match.group(), match.end()
+            lines = window.replace("\r", "")
+            if " \n" in lines:
+                lines = "\n".join(line.rstrip(" ") for line in lines.split("\n"))
+            self._out.append(lines)
+            done = end
+            if not plain:
+                break
+            span = min(span * 4, _MAX_LINE)
+        return done
 
     def _escape_char(self, ch: str) -> None:
         code = ord(ch)
@@ -222,27 +272,3 @@ def clean_text(data: bytes) -> str:
     """Clean a whole terminal stream at once (see ``TextCleaner``)."""
     cleaner = TextCleaner()
     return cleaner.feed(data) + cleaner.finish()
-
-
-def text_of_cast(path: Path) -> Iterator[bytes]:
-    """The output of the pty step recorded in the cast ``path``, in bar's output format
-    (``=== STDOUT ===``, the plain text, ``=== STDERR ===``: a pty has one stream), in
-    pieces as the recording is read; raises ``CorruptFile`` for a broken recording."""
-    from bar.redact import Scrubber
-    from bar.redact.stream import StreamScrubber
-    from bar.terminal.cast import outputs
-    from bar.terminal.pipes import STDERR_HEADER, STDOUT_HEADER
-
-    events = outputs(path)
-    first = next(events, None)  # (a missing or broken recording says so before any output)
-    cleaner, scrubber = TextCleaner(), StreamScrubber(Scrubber())
-    yield STDOUT_HEADER
-    last = b"\n"
-    for data in itertools.chain([] if first is None else [first], events):
-        if piece := scrubber.feed(cleaner.feed_str(data).encode("utf-8")):
-            last = piece
-            yield piece
-    if piece := scrubber.feed(cleaner.finish().encode("utf-8")) + scrubber.flush():
-        last = piece
-        yield piece
-    yield (b"" if last.endswith(b"\n") else b"\n") + STDERR_HEADER

@@ -98,7 +98,9 @@ def build(keys: Secrets) -> Starlette:
     def artifact(request: Request) -> Response:
         path = views.artifact(the_task(request), request.path_params["name"])
         try:
-            data = patches.read_regular(path)
+            # (the player gets the whole recording: the stored one refers to the text)
+            whole = path.suffix == ".cast"
+            data = views.whole_cast(path) if whole else patches.read_regular(path)
         except (FileNotFoundError, IsADirectoryError):
             name = request.path_params["name"]
             derived = None

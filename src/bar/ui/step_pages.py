@@ -156,7 +156,7 @@ def step_page(task: Task, step: Step, csrf: str) -> str:
         )
     if step.artifacts.output or step.artifacts.cast:
         out, cut = views.output_of(task, step)
-        name = f"{step.step_id}.output"  # (a pty step's: derived from its recording)
+        name = f"{step.step_id}.output"  # (an earlier bar's pty step: derived, app.artifact)
         more = (
             f'<p class="meta">Only the first part is shown: <a href="'
             f'{esc(task_url(task, "/artifacts/" + name))}">the whole output</a>.</p>'

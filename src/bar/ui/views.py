@@ -223,9 +223,9 @@ def output_of(the_task: Task, step: Step) -> tuple[str, bool]:
 
 
 def derived_output(the_task: Task, step_id: str, limit: int | None = None) -> bytes | None:
-    """A pty step's output, derived from its recording (at most ``limit`` bytes); None if
-    it has no recording."""
-    from bar.terminal.text import text_of_cast
+    """The output of a pty step an earlier bar recorded (no output file of its own),
+    derived from its recording (at most ``limit`` bytes); None if it has no recording."""
+    from bar.terminal.cast import text_of_cast
 
     cast = artifact(the_task, f"{step_id}.cast")
     if not cast.is_file() or cast.is_symlink():
@@ -239,6 +239,16 @@ def derived_output(the_task: Task, step_id: str, limit: int | None = None) -> by
     except BarError:  # a broken recording: what could be read
         pass
     return bytes(out if limit is None else out[:limit])
+
+
+def whole_cast(path: Path) -> bytes:
+    """A pty step's recording with every output in its events, as a player reads it
+    (the stored one refers to the step's text for most of it: ``bar.terminal.textref``)."""
+    from bar.terminal.cast import full_cast
+
+    if path.is_symlink():
+        raise OSError(f"{path} is a link")  # (answered as an artifact that is no plain file)
+    return b"".join(full_cast(path))
 
 
 def artifact(the_task: Task, name: str) -> Path:

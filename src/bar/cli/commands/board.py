@@ -253,6 +253,9 @@ def event_line(rec: dict[str, Any]) -> str:
     wt = rec.get("worktree") or {}
     if isinstance(wt, dict) and wt.get("status"):
         parts.append(f"worktree {wt['status']}")
+    changed = rec.get("changed")
+    if isinstance(changed, dict) and changed:
+        parts.append("changed " + ", ".join(map(str, changed)))
     if rec.get("error"):
         parts.append(f"error: {rec['error']}")
     return "  ".join(parts).rstrip()

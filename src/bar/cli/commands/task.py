@@ -1,4 +1,4 @@
-"""``bar task new|list|show|switch|close|path|reopen|delete|prune``."""
+"""``bar task new|list|show|edit|switch|close|path|reopen|delete|prune``."""
 
 from __future__ import annotations
 
@@ -56,15 +56,23 @@ def new(
     description: str | None,
     tag: list[str],
     as_json: bool,
+    meta: list[str] | None = None,
     plan: bool = False,
     on: str | None = None,
     server: str | None = None,
 ) -> int:
+    pairs = api.parse_meta(meta or [])
     loc = api.open_project()
     project = loc.project
     # a task for workers gets no worktree here: its steps make one where they run
     task = api.new_task(
-        project, name, base=base, description=description, tags=tag, plan=plan or on is not None
+        project,
+        name,
+        base=base,
+        description=description,
+        tags=tag,
+        meta=pairs,
+        plan=plan or on is not None,
     )
     if on is not None:
         from bar.cli.commands.workers import new_on
@@ -172,6 +180,8 @@ def show(*, task_ref: str | None, as_json: bool, task: str | None = None) -> int
     tags = the_task.metadata.get("tags")
     if tags:
         print(f"  tags        {', '.join(map(str, tags))}")
+    for key, value in _own_metadata(the_task):
+        print(f"  meta        {key}={value}")
     stat = summary.diff_stat
     print(f"  steps       {summary.steps}")
     if totals is not None:
@@ -181,6 +191,62 @@ def show(*, task_ref: str | None, as_json: bool, task: str | None = None) -> int
     )
     print(f"  created     {the_task.created_at}")
     return 0
+
+
+def _own_metadata(the_task: Task) -> list[tuple[str, str]]:
+    """The metadata keys besides the description and tags, values as text."""
+    import json
+
+    return [
+        (key, value if isinstance(value, str) else json.dumps(value, ensure_ascii=False))
+        for key, value in sorted(the_task.metadata.items())
+        if key not in ("description", "tags")
+    ]
+
+
+def edit(
+    *,
+    task_ref: str | None,
+    description: str | None,
+    tag: list[str],
+    untag: list[str],
+    meta: list[str],
+    unset_meta: list[str],
+    as_json: bool,
+    task: str | None = None,
+) -> int:
+    from bar.task.edit import Edit
+
+    change = Edit(
+        description=description,
+        tags=tag,
+        untags=untag,
+        meta=api.parse_meta(meta),
+        unset=unset_meta,
+    )
+    loc = api.open_project()
+    edited = api.edit_task(api.get_task(loc, ref(task_ref, task)), change)
+    the_task = edited.task
+    if as_json:
+        summary = api.summarize(the_task, loc.project.active_task_id())
+        print_json({**summary.to_json(), "changed": edited.changed})
+        return 0
+    if not edited.changed:
+        print(f"Task {the_task.name} ({the_task.id}): nothing changed")
+        return 0
+    print(f"Edited task {the_task.name} ({the_task.id}):")
+    for key, values in edited.changed.items():
+        print(f"  {key}: {_said(values['from'])} -> {_said(values['to'])}")
+    return 0
+
+
+def _said(value: object) -> str:
+    """A metadata value as the edit's summary shows it (``(none)`` when absent)."""
+    import json
+
+    if value is None:
+        return "(none)"
+    return json.dumps(value, ensure_ascii=False)
 
 
 def switch(*, task_ref: str | None, as_json: bool, task: str | None = None) -> int:

@@ -73,6 +73,7 @@ def commands(sub: Any) -> None:
         epilog="examples:\n"
         "  bar task new fix-login\n"
         "  bar task new fix-login --base release-2.1 -d 'Fix the login redirect' --tag bug\n"
+        "  bar task new fix-login --meta ticket=SHOP-142 --meta team=payments\n"
         "  bar task new ui-login --plan -d 'Login page on the new API'\n"
         "  bar task new fix-login --on builds    # its steps run on the builds workers\n"
         "  bar task new ui-login --plan --on team -d '...'   # a bar worker --claim takes it",
@@ -81,6 +82,7 @@ def commands(sub: Any) -> None:
     p.add_argument("--base", metavar="REF", help="start from this ref (default: git.default_base)")
     p.add_argument("-d", "--description", metavar="DESC", help="what the task is for")
     p.add_argument("--tag", action="append", default=[], metavar="T", help="a tag (repeatable)")
+    _meta_opt(p)
     p.add_argument(
         "--plan", action="store_true", help="plan it: pending, no worktree until it is started"
     )
@@ -170,6 +172,7 @@ def commands(sub: Any) -> None:
     p.add_argument("--force", action="store_true", help="record unrecorded changes and close")
     _json_opt(p)
     _cmd(p, "task:close")
+    edit(tsub)
     task_actions(tsub)
     board.task_actions(tsub)
     shell(sub)
@@ -209,6 +212,58 @@ def commands(sub: Any) -> None:
     p.add_argument("--no-wait", action="store_true", help="fail at once if the task is busy")
     _json_opt(p)
     _cmd(p, "sync:sync")
+
+
+def _meta_opt(p: Any) -> None:
+    p.add_argument(
+        "--meta",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a key of the task's metadata (repeatable)",
+    )
+
+
+def edit(tsub: Any) -> None:
+    """``bar task edit`` (``tsub``: the actions of ``bar task``)."""
+    p = tsub.add_parser(
+        "edit",
+        help="change a task's description, tags or metadata",
+        formatter_class=_Formatter,
+        description="Change what is said about a task: its description, its tags and the\n"
+        "keys of its metadata (task.json's `metadata`, where -d and --tag of `bar task\n"
+        "new` put theirs). Each key that changes is recorded in the project's events.jsonl\n"
+        "(`task.edited`, from what to what; `bar events`); an edit that changes nothing\n"
+        "writes nothing. Values are strings, stored with any secret they quote replaced\n"
+        "by ***; a key that names a secret (api_key, token) keeps *** alone.\n\n"
+        "A task's name, base and status belong to their own commands (bar task close,\n"
+        "reopen, sync). A closed task can be edited; a task running a step cannot (exit\n"
+        "7): edit it when the step has ended.",
+        epilog="examples:\n"
+        "  bar task edit -d 'Fix the login redirect on Safari'\n"
+        "  bar task edit fix-login --tag urgent --untag later\n"
+        "  bar task edit --meta ticket=SHOP-142 --meta reviewer=ana\n"
+        "  bar task edit fix-login --unset-meta reviewer\n"
+        "  bar task edit -d ''                       remove the description",
+    )
+    task_ref_opts(p)
+    p.add_argument(
+        "-d", "--description", metavar="DESC", help="the new description ('' removes it)"
+    )
+    p.add_argument("--tag", action="append", default=[], metavar="T", help="add a tag (repeatable)")
+    p.add_argument(
+        "--untag", action="append", default=[], metavar="T", help="remove a tag (repeatable)"
+    )
+    _meta_opt(p)
+    p.add_argument(
+        "--unset-meta",
+        action="append",
+        default=[],
+        metavar="KEY",
+        help="remove a key of the metadata (repeatable)",
+    )
+    _json_opt(p)
+    _cmd(p, "task:edit")
 
 
 def task_actions(tsub: Any) -> None:

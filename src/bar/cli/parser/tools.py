@@ -126,11 +126,15 @@ def commands(sub: Any) -> None:
         formatter_class=_Formatter,
         description="Play back the terminal recording (asciinema v2) of a step run in a pty\n"
         "(on a terminal, or with `bar run --pty`). A step run without one has no\n"
-        "recording: replay exits 1, and `bar show STEP` prints its output.",
+        "recording: replay exits 1, and `bar show STEP` prints its output.\n\n"
+        "The stored recording (artifacts/NNNN.cast) keeps the timing and the escapes and\n"
+        "refers to the step's output file (NNNN.output) for the text, so the output is\n"
+        "stored once; --cast prints it whole, for asciinema or another player.",
         epilog="examples:\n"
         "  bar replay 3                 as fast as it happened, pauses cut to 2 s\n"
         "  bar replay 3 --speed 4\n"
-        "  bar replay 3 --instant       the whole screen output at once",
+        "  bar replay 3 --instant       the whole screen output at once\n"
+        "  bar replay 3 --cast > 3.cast && asciinema play 3.cast",
     )
     _task_opt(p)
     p.add_argument("step", metavar="STEP")
@@ -139,6 +143,11 @@ def commands(sub: Any) -> None:
         "--max-idle", type=float, default=2.0, metavar="S", help="cap pauses at S seconds"
     )
     p.add_argument("--instant", action="store_true", help="print everything without pauses")
+    p.add_argument(
+        "--cast",
+        action="store_true",
+        help="print the whole recording as an asciinema v2 file instead of playing it",
+    )
     _cmd(p, "replay:replay")
 
     sub.add_parser(
