@@ -229,6 +229,7 @@ def test_a_command_added_to_the_parser_is_completed_without_more(
             "bar task ",
             [
                 "adopt",
+                "bind",
                 "claim",
                 "close",
                 "delete",
@@ -242,6 +243,7 @@ def test_a_command_added_to_the_parser_is_completed_without_more(
                 "start",
                 "switch",
                 "sync",
+                "unclaim",
             ],
         ),
         ("bar policy ", ["check", "explain", "test"]),

@@ -84,6 +84,7 @@ def complete_zsh(line: str, cwd: Path, load: str = SOURCED) -> list[str]:
 
 TASK_ACTIONS = [
     "adopt",
+    "bind",
     "claim",
     "close",
     "delete",
@@ -97,6 +98,7 @@ TASK_ACTIONS = [
     "start",
     "switch",
     "sync",
+    "unclaim",
 ]
 
 

@@ -75,7 +75,7 @@ def task_actions(tsub: Any) -> None:
         "  bar task bind ui-task ui-login\n"
         "  bar task bind 2 ui-login --json      (a number: board.layout: seed)",
     )
-    p.add_argument("task_ref", metavar="TASK", help="the task's id, name (or number)")
+    p.add_argument("task_ref", metavar="ID|NAME", help="the task's id, name (or number)")
     p.add_argument("worktree", metavar="WORKTREE", help="the worktree's name")
     _json_opt(p)
     _cmd(p, "board:bind")
@@ -125,7 +125,9 @@ def commands(sub: Any) -> None:
         "  bar task bind ui-task ui-login",
     )
     p.add_argument("name", metavar="NAME", help="1 to 40 letters, digits, '.', '_' or '-'")
-    p.add_argument("--task", dest="for_task", metavar="TASK", help="a pending task to start in it")
+    p.add_argument(
+        "--task", dest="for_task", metavar="ID|NAME", help="a pending task to start in it"
+    )
     p.add_argument("--base", metavar="REF", help="where a worktree of no task starts")
     _json_opt(p)
     _cmd(p, "board:worktree_create")
