@@ -251,7 +251,10 @@ def event_line(rec: dict[str, Any]) -> str:
     if isinstance(about, dict) and about.get("root"):
         parts.append(f"project {about['root']}")
     wt = rec.get("worktree") or {}
-    if isinstance(wt, dict) and wt.get("status"):
+    if isinstance(wt, dict) and not task and wt.get("name"):
+        # a worktree of no task (bar worktree create): named, as no task names it
+        parts.append(f"worktree {wt['name']}" + (f" {wt['status']}" if wt.get("status") else ""))
+    elif isinstance(wt, dict) and wt.get("status"):
         parts.append(f"worktree {wt['status']}")
     changed = rec.get("changed")
     if isinstance(changed, dict) and changed:
