@@ -247,3 +247,23 @@ def test_a_number_that_is_also_a_name_is_refused_as_ambiguous(
     assert both.code != 0 and "#1" in both.err
     assert bar(capfd, "task", "start", "#1").code == 0
     assert SeedBoard(inited).task(1)["subject"] == "first"
+
+
+def test_files_the_repository_tracks_there_are_never_written_over(
+    inited: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    import subprocess
+
+    set_config(board={"layout": "seed"})
+    (inited / ".tasks").mkdir()
+    planted = '{"id": 1, "bar": "not an object"}\n'
+    (inited / ".tasks" / "task_1.json").write_text(planted)
+    subprocess.run(["git", "add", "-f", ".tasks"], cwd=inited, check=True)
+    subprocess.run(["git", "commit", "-qm", "the project's own"], cwd=inited, check=True)
+    made = bar(capfd, "task", "new", "one", "--plan")
+    assert made.code == 0 and "the repository tracks files in .tasks/" in made.err
+    assert (inited / ".tasks" / "task_1.json").read_text() == planted
+    subprocess.run(["git", "rm", "-q", "--cached", "-r", ".tasks"], cwd=inited, check=True)
+    subprocess.run(["git", "commit", "-qm", "untracked"], cwd=inited, check=True)
+    assert bar(capfd, "task", "new", "two", "--plan").code == 0  # a malformed file: skipped
+    assert [t["subject"] for t in SeedBoard(inited).tasks()[1:]] == ["one", "two"]

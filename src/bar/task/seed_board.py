@@ -165,7 +165,21 @@ def _event_key(rec: dict[str, Any]) -> tuple[str, str, str]:
 
 
 def _dirs(project: Project) -> tuple[Path, Path]:
-    return _real_dir(project.root / TASKS_DIR), _real_dir(project.root / WORKTREES_DIR)
+    dirs = _real_dir(project.root / TASKS_DIR), _real_dir(project.root / WORKTREES_DIR)
+    # files the repository tracks there are the project's (a commit, an agent's applied
+    # work): never bar's to write over
+    from bar import git
+
+    tracked = git.git(
+        project.root, "ls-files", "-z", "--", TASKS_DIR, WORKTREES_DIR, check=False
+    ).out.strip("\0")
+    if tracked:
+        raise BarError(
+            f"the repository tracks files in {TASKS_DIR}/ or {WORKTREES_DIR}/ "
+            f"({tracked.split(chr(0))[0]}, …): they are the project's, bar writes no copy there",
+            hint="remove them from the repository, or set board.layout: bar",
+        )
+    return dirs
 
 
 def _real_dir(path: Path) -> Path:
@@ -203,8 +217,15 @@ def _write_tasks(project: Project, folder: Path, numbers: dict[str, int]) -> Non
         if n in known or not os.path.lexists(path):
             continue
         rec = _read(path)
-        if isinstance(rec, dict) and (rec.get("bar") or {}).get("id") == task_id:
+        if _bar_id(rec) == task_id:
             path.unlink()
+
+
+def _bar_id(rec: Any) -> str | None:
+    """bar's id in a task file of the copy (None: a file bar did not write)."""
+    own = rec.get("bar") if isinstance(rec, dict) else None
+    found = own.get("id") if isinstance(own, dict) else None
+    return found if isinstance(found, str) else None
 
 
 def _read(path: Path) -> Any:
@@ -339,6 +360,7 @@ def _numbers(project: Project) -> dict[str, int]:
         numbers, highest = {}, 0
     changed = False
     highest = max(highest, *numbers.values(), 0)
+    ids = {task.id for task in list_tasks(project)}
     folder = project.root / TASKS_DIR
     if folder.is_dir() and not folder.is_symlink():
         for path in folder.glob("task_*.json"):
@@ -346,8 +368,8 @@ def _numbers(project: Project) -> dict[str, int]:
             if not (stem.isascii() and stem.isdigit()):
                 continue
             rec = _read(path)
-            bar_id = rec.get("bar", {}).get("id") if isinstance(rec, dict) else None
-            if isinstance(bar_id, str) and bar_id not in numbers:
+            bar_id = _bar_id(rec)
+            if bar_id in ids and bar_id not in numbers:
                 numbers[bar_id] = int(stem)  # bar wrote it: the same task keeps it
                 changed = True
             highest = max(highest, int(stem))

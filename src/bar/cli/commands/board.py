@@ -9,7 +9,7 @@ from typing import Any
 from bar import api
 from bar.cli.commands.task import ref
 from bar.cli.render import Painter, print_json, short
-from bar.errors import UsageError
+from bar.errors import TaskNotFound, UsageError
 
 
 def start(*, task_ref: str | None, task: str | None, switch: bool, as_json: bool) -> int:
@@ -141,7 +141,15 @@ def _worktree_task(loc: api.Location, task_ref: str | None, task: str | None) ->
         entry = api.worktree_named(loc.project, chosen)
         if entry is not None and entry["task_id"]:
             return api.get_task(loc, entry["task_id"])
-    return api.get_task(loc, chosen)
+    try:
+        return api.get_task(loc, chosen)
+    except TaskNotFound:
+        if chosen is None:
+            raise
+        raise TaskNotFound(
+            f"no worktree or task is called {chosen!r}",
+            hint="`bar worktree list` shows the worktrees (--all: removed ones too)",
+        ) from None
 
 
 def worktree_keep(*, task_ref: str | None, task: str | None, as_json: bool) -> int:
