@@ -69,10 +69,7 @@ def publish(project: Project, event: dict[str, Any] | None = None) -> None:
     if not enabled(project):
         return
     try:
-        tasks_dir, wt_dir = _dirs(project)
-        numbers = _numbers(project)
-        _write_tasks(project, tasks_dir, numbers)
-        _write_if_changed(wt_dir / "index.json", _index(project, numbers))
+        wt_dir, numbers = _write_copy(project)
         if event is not None:
             _append(wt_dir / "events.jsonl", [_event(event, numbers)])
     except (BarError, OSError, ValueError) as exc:
@@ -124,10 +121,7 @@ def repair(project: Project) -> None:
     holds the project lock). Lines another program wrote there stay."""
     if not enabled(project):
         return
-    tasks_dir, wt_dir = _dirs(project)
-    numbers = _numbers(project)
-    _write_tasks(project, tasks_dir, numbers)
-    _write_if_changed(wt_dir / "index.json", _index(project, numbers))
+    wt_dir, numbers = _write_copy(project)
     missing = _missing_events(project, numbers)
     if missing:
         _append(wt_dir / "events.jsonl", missing)
@@ -203,11 +197,22 @@ def _real_dir(path: Path) -> Path:
     return path
 
 
-def _write_tasks(project: Project, folder: Path, numbers: dict[str, int]) -> None:
+def _write_copy(project: Project) -> tuple[Path, dict[str, int]]:
+    """The task files and the index written as bar's files say (the tasks read once);
+    the ``.worktrees`` directory and the numbers."""
     from bar.task.tasks import list_tasks
 
+    tasks_dir, wt_dir = _dirs(project)
+    tasks = list_tasks(project)
+    numbers = _numbers(project, tasks)
+    _write_tasks(tasks, tasks_dir, numbers)
+    _write_if_changed(wt_dir / "index.json", _index(project, numbers))
+    return wt_dir, numbers
+
+
+def _write_tasks(tasks: list[Task], folder: Path, numbers: dict[str, int]) -> None:
     known = set()
-    for task in list_tasks(project):
+    for task in tasks:
         n = numbers[task.id]
         known.add(n)
         _write_if_changed(folder / f"task_{n}.json", _task_record(task, n))
@@ -346,13 +351,11 @@ def _event(rec: dict[str, Any], numbers: dict[str, int]) -> dict[str, Any]:
 # --- numbers -------------------------------------------------------------------------
 
 
-def _numbers(project: Project) -> dict[str, int]:
+def _numbers(project: Project, tasks: list[Task]) -> dict[str, int]:
     """Every task's number, a new task given the next one (in the order tasks were made;
     a number is never given twice, a deleted task's included: the highest given is kept,
     and, were that lost, the copy's files and event log say which were). The caller
     holds the project lock."""
-    from bar.task.tasks import list_tasks
-
     try:
         numbers = _load_numbers(project)
         highest = _load_highest(project)
@@ -360,7 +363,7 @@ def _numbers(project: Project) -> dict[str, int]:
         numbers, highest = {}, 0
     changed = False
     highest = max(highest, *numbers.values(), 0)
-    ids = {task.id for task in list_tasks(project)}
+    ids = {task.id for task in tasks}
     folder = project.root / TASKS_DIR
     if folder.is_dir() and not folder.is_symlink():
         for path in folder.glob("task_*.json"):
@@ -377,7 +380,7 @@ def _numbers(project: Project) -> dict[str, int]:
         log = read_regular(project.root / WORKTREES_DIR / "events.jsonl") or b""
         for n in re.findall(rb'"task":\{"id":(\d{1,12})[,}]', log):
             highest = max(highest, int(n))
-    for task in list_tasks(project):
+    for task in tasks:
         if task.id not in numbers:
             highest += 1
             numbers[task.id] = highest
