@@ -3,8 +3,8 @@
 A filter is the page's query string (``?q=login&owner=alice``), so a filtered page is a
 link like any other and works without the page's script. Words (``q``) match when every
 one is in what the item says of itself, whatever the case: a task's name, id,
-description, owner and branch; a step's id, kind, what it did (its command), its result
-and the files it changed. A timeline with a filter reads the whole ledger, newest first,
+description, owner and branch; a step's id, kind, what it did (its command), its result,
+the files it changed and the commands its agent ran. A timeline with a filter reads the whole ledger, newest first,
 and lists a hundred matches a page; one without reads only its page (``views``).
 """
 
@@ -22,7 +22,6 @@ from bar.task.tasks import Task
 NOBODY = "-"  # the owner filter's value for tasks no one took
 # the results a step filter offers: (value, label)
 RESULTS = (("ok", "succeeded"), ("failed", "failed"), ("blocked", "blocked by the policy"))
-KINDS = ("run", "rollback", "apply", "sync", "manual", "decision")
 
 
 def words(text: str) -> list[str]:
@@ -105,7 +104,12 @@ class StepFilter:
         if self.file and not any(self.file.casefold() in f.casefold() for f in files):
             return False
         terms = words(self.text)
-        return has_all(terms, step.step_id, step.kind, what, result_text, *files)
+        calls = (
+            [e.command or e.matched for e in step.policy_events]
+            if isinstance(step, RunStep)
+            else []
+        )
+        return has_all(terms, step.step_id, step.kind, what, result_text, *files, *calls)
 
     def raw_may_keep(self, line: bytes) -> bool:
         """Whether a ledger line can hold a match, before it is parsed: each word that is

@@ -17,6 +17,7 @@ from urllib.parse import quote, urlencode
 from bar import api
 from bar.errors import BarError
 from bar.ledger.records import (
+    KINDS,
     ApplyStep,
     DecisionStep,
     PolicyEventRecord,
@@ -29,7 +30,6 @@ from bar.task.tasks import Task
 from bar.ui import assets, views
 from bar.ui.calls import Call, pair
 from bar.ui.filters import (
-    KINDS,
     NOBODY,
     RESULTS,
     StepFilter,
@@ -415,6 +415,15 @@ def timeline(task: Task, page: int, csrf: str, keep: StepFilter | None = None) -
                 views.PER_PAGE,
             )
             pages = max(1, -(-total // views.PER_PAGE))
+            if page > pages:  # (past the last page of matches: the last one)
+                page = pages
+                shown, total = matching_steps(
+                    task,
+                    keep,
+                    lambda s: (describe(s), result(s)[0]),
+                    (page - 1) * views.PER_PAGE,
+                    views.PER_PAGE,
+                )
             rows = "".join(step_row(task, s) for s in shown)
         elif flow is not None:
             shown = views.steps_page(task, page)

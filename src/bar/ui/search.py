@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from bar import api
 from bar.errors import BarError
 from bar.history.checkpoints import Checkpoint
-from bar.ledger.records import RunStep, Step
+from bar.ledger.records import PolicyEventRecord, RunStep, Step
 from bar.task.tasks import Task
 from bar.ui import views
 from bar.ui.calls import is_call
@@ -121,7 +121,7 @@ def _commands(task: Task, step: Step, terms: list[str], found: Found) -> None:
         return
     if has_all(terms, describe(step)):
         found.add("commands", _command_item(task, step, describe(step), None, ""))
-    calls = [e for e in step.policy_events if is_call(e) and has_all(terms, e.command or e.matched)]
+    calls = [e for e in step.policy_events if is_call(e) and has_all(terms, *_call_facts(e))]
     if not calls:
         return
     taken: dict[str, Checkpoint] = {}
@@ -139,6 +139,14 @@ def _commands(task: Task, step: Step, terms: list[str], found: Found) -> None:
         cp = taken.get(event.tool_use_id or "")
         decision = event.decision or event.action
         found.add("commands", _command_item(task, step, command, cp, decision))
+
+
+def _call_facts(event: PolicyEventRecord) -> list[str]:
+    """What an agent's call says of itself: its command, the policy's decision and rule,
+    and what became of it (``blocked`` for a call the policy blocked)."""
+    decision = event.decision or event.action
+    said = "blocked" if decision == "block" else decision
+    return [event.command or event.matched, said, event.rule or "", event.outcome or ""]
 
 
 def _where(task: Task) -> str:
@@ -227,8 +235,15 @@ def search_page(query: Mapping[str, str], csrf: str) -> str:
         return layout("search", body, csrf=csrf, crumbs=[("search", "")])
     found = search(text, only=only, project=project)
     total = sum(found.counts.values())
+    unknown = ""
+    if project and project not in dict(projects):
+        unknown = (
+            f'<p class="error" role="alert">bar: no project {esc(repr(project))} is registered under '
+            "this BAR_HOME; search every project.</p>"
+        )
     parts = [
-        f'<h1>Search <small>{esc(text)}</small></h1>{form}<p class="meta" role="status">'
+        f"<h1>Search <small>{esc(text)}</small></h1>{form}{unknown}"
+        '<p class="meta" role="status">'
         f"{total} {'match' if total == 1 else 'matches'}"
         + (
             " (" + ", ".join(f"{found.counts[k]} {label.lower()}" for k, label in GROUPS) + ")"
