@@ -170,7 +170,7 @@ def test_the_timeline_shows_durations_and_starts_in_their_own_columns(served: Se
     s = served.s
     root = served.page(s.task_id)
     heads = [th.text for th in root.find("thead")[0].find("th")]
-    assert heads[4:6] == ["started (UTC)", "duration"]
+    assert heads[4:6] == ["started", "duration"]
     ledger = {r["step_id"]: r for r in s.ledger()}
     rows = [r for r in root.find("tbody")[0].find("tr") if "phase-head" not in r.attrs["class"]]
     steps = [r for r in rows if "step" in r.attrs["class"].split()]
@@ -180,8 +180,13 @@ def test_the_timeline_shows_durations_and_starts_in_their_own_columns(served: Se
         cells = row.find("td")
         assert len(cells) == len(heads)
         started, took = cells[4], cells[5]
-        assert started.find("time")[0].attrs["datetime"] == rec["started_at"]
-        assert started.text == rec["started_at"][:19].replace("T", " ")
+        stamp = started.find("time")[0]
+        assert stamp.attrs["datetime"] == rec["started_at"]
+        # how long ago, as a person says it; the exact time (UTC, to the millisecond) in
+        # its title
+        assert re.fullmatch(r"just now|\d+ s ago|\d+ min ago", started.text), started.text
+        exact = rec["started_at"][:23].replace("T", " ") + " UTC"
+        assert stamp.attrs["title"] == exact
         assert ":" not in took.text  # no time of day in the duration column
         assert 0 <= rec["duration_ms"] - spoken_ms(took.text) < 100, (took.text, rec)
     slow = [r for r in steps if ledger[r.attrs["id"][5:]]["duration_ms"] >= 1000]

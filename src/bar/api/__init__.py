@@ -86,6 +86,7 @@ __all__ = [
     "apply_diff",
     "artifact_path",
     "blame",
+    "branches",
     "call_target",
     "check_command",
     "checkpoint",
@@ -99,6 +100,7 @@ __all__ = [
     "explain_command",
     "get_task",
     "init_project",
+    "list_tasks",
     "load_task",
     "locate",
     "log",
@@ -857,6 +859,14 @@ def projects() -> list[Project]:
     from bar.project.registry import registered
 
     return registered()
+
+
+def branches(project: Project) -> list[str]:
+    """The repository's own branches, the most recently committed first: where a task can
+    be applied (the branches bar makes for tasks and worktrees, under ``git.branch_prefix``,
+    are left out)."""
+    prefix = project.config.git.branch_prefix
+    return [b for b in git.local_branches(project.root) if not (prefix and b.startswith(prefix))]
 
 
 def running(task: Task) -> journals.RunIntent | None:

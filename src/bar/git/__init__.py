@@ -230,6 +230,15 @@ def current_branch(repo: Path | str) -> str | None:
     return res.out.strip() if res.returncode == 0 else None
 
 
+def local_branches(repo: Path | str) -> list[str]:
+    """The names of the repository's branches (``refs/heads/``), the most recently
+    committed first."""
+    listed = git(
+        repo, "for-each-ref", "--sort=-committerdate", "--format=%(refname)", "refs/heads/"
+    )
+    return [r.removeprefix("refs/heads/") for r in listed.out.splitlines() if r]
+
+
 def branch_exists(repo: Path | str, branch: str) -> bool:
     return rev_parse(repo, f"refs/heads/{branch}") is not None
 

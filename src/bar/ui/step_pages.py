@@ -13,7 +13,9 @@ from typing import TYPE_CHECKING, Any
 from bar.ledger.records import ApplyStep, RollbackStep, RunStep, Step, SyncStep
 from bar.task.tasks import Task
 from bar.ui import conversation, patches, views
+from bar.ui.calls import Call, pair
 from bar.ui.pages import (
+    call_item,
     describe,
     duration,
     esc,
@@ -24,6 +26,7 @@ from bar.ui.pages import (
     short,
     stat_text,
     task_url,
+    when,
 )
 
 if TYPE_CHECKING:
@@ -84,9 +87,11 @@ def _rows(rows: list[tuple[str, str]]) -> str:
 
 def step_page(task: Task, step: Step, csrf: str) -> str:
     text, cls = result(step)
+    taken = views.checkpoints_of(task, step)
+    calls = [Call(cp) for cp in taken]
     rows: list[tuple[str, str]] = [
         ("kind", esc(step.kind)),
-        ("started", esc(step.started_at)),
+        ("started", when(step.started_at)),
         ("duration", esc(duration(step.duration_ms))),
     ]
     if isinstance(step, RunStep):
@@ -97,7 +102,8 @@ def step_page(task: Task, step: Step, csrf: str) -> str:
         ]
         if step.pty:
             rows.append(("terminal", "interactive (pty)"))
-        for event in step.policy_events:
+        own, calls = pair(step.policy_events, taken)  # (its agent's calls: listed below)
+        for event in own:
             blocked = " blocked" if event.action == "block" else ""
             where = " <small>(as it ran)</small>" if event.source == "exec" else ""
             rows.append(
@@ -128,18 +134,15 @@ def step_page(task: Task, step: Step, csrf: str) -> str:
     if step.snapshot:
         back = task_url(task, f"/actions?to={step.step_id}")
         parts.append(f'<p><a class="button" href="{esc(back)}">Roll back to this step…</a></p>')
-    taken = views.checkpoints_of(task, step)
+    if calls:
+        items = "".join(call_item(task, c) for c in calls)
+        parts.append(
+            f'<h2 id="calls">Calls <small>{esc(plural(len(calls), "call"))}, each with the '
+            f'policy\'s decision and its checkpoint</small></h2><ol class="calls">{items}</ol>'
+        )
     summary, events = views.session(task, step) if isinstance(step, RunStep) else (None, [])
     if summary is not None or events:
         parts.append(conversation.section(task, step, summary, events, taken))
-    elif taken:
-        items = "".join(
-            f'<li><a href="{esc(task_url(task, "/s/" + cp.name))}">{esc(cp.name)}</a> '
-            f"{esc(cp.tool or cp.kind)} <code>{esc(cp.target_text)}</code> "
-            f"{esc(stat_text(cp.diff_stat))}{_unverified(cp)}</li>"
-            for cp in taken
-        )
-        parts.append(f"<h2>Checkpoints</h2><ol class=checkpoints>{items}</ol>")
     connections = step.extra.get("network") if isinstance(step, RunStep) else None
     if isinstance(connections, list) and connections:
         parts.append(_network_section(connections))
@@ -196,7 +199,7 @@ def _network_section(connections: list[Any]) -> str:
             f"<tr><td><code>{esc(str(c.get('host')))}:{esc(str(c.get('port')))}</code></td>"
             f"<td>{fate}</td><td>{int(c.get('bytes_out') or 0)}</td>"
             f"<td>{int(c.get('bytes_in') or 0)}</td><td>{esc(str(c.get('via', '')))}</td>"
-            f"<td>{esc(str(c.get('started_at', '')))}</td></tr>"
+            f"<td>{when(str(c.get('started_at', '')))}</td></tr>"
         )
     more = len(entries) - _CONNECTIONS_SHOWN
     note = f'<p class="meta">{more} more in the step\'s record.</p>' if more > 0 else ""
@@ -212,22 +215,37 @@ def _step_nav(task: Task, step: Step) -> str:
     """Links to the step before and the step after (the first step has none before it, the
     last none after), each with the key that follows it (``p``, ``n``: ``static/ui.js``)."""
     before, after = views.neighbours(task, step)
+    return _nav(task, "step", before, after, "steps")
+
+
+def _nav(task: Task, word: str, before: str | None, after: str | None, label: str) -> str:
     links = []
     if before is not None:
         links.append(
             f'<a href="{esc(task_url(task, "/s/" + before))}" rel="prev" aria-keyshortcuts="p"'
-            f' aria-label="previous: step {esc(before)}" title="previous step (key p)">'
-            f'<span aria-hidden="true">← </span>step {esc(before)}</a>'
+            f' aria-label="previous: {word} {esc(before)}" title="previous {word} (key p)">'
+            f'<span aria-hidden="true">← </span>{word} {esc(before)}</a>'
         )
     if after is not None:
         links.append(
             f'<a href="{esc(task_url(task, "/s/" + after))}" rel="next" aria-keyshortcuts="n"'
-            f' aria-label="next: step {esc(after)}" title="next step (key n)">'
-            f'step {esc(after)}<span aria-hidden="true"> →</span></a>'
+            f' aria-label="next: {word} {esc(after)}" title="next {word} (key n)">'
+            f'{word} {esc(after)}<span aria-hidden="true"> →</span></a>'
         )
     if not links:
         return ""
-    return f'<nav class="step-nav" aria-label="steps">{"".join(links)}</nav>'
+    return f'<nav class="step-nav" aria-label="{esc(label)}">{"".join(links)}</nav>'
+
+
+def _checkpoint_nav(task: Task, cp: Checkpoint) -> str:
+    """Links to the checkpoint before and the one after in the same step (the first has
+    none before it, the last none after: its step's page, linked in the title, has the
+    whole), with the keys ``p`` and ``n`` as on a step's page."""
+    names = [c.name for c in views.checkpoints_in(task, cp.step_id)]
+    at = names.index(cp.name) if cp.name in names else -1
+    before = names[at - 1] if at > 0 else None
+    after = names[at + 1] if 0 <= at < len(names) - 1 else None
+    return _nav(task, "checkpoint", before, after, f"checkpoints of step {cp.step_id}")
 
 
 def _plain(text: str) -> str:
@@ -239,11 +257,6 @@ def _plain(text: str) -> str:
     from bar.terminal.text import clean_text
 
     return clean_text(text.encode("utf-8", "replace"))
-
-
-def _unverified(cp: Checkpoint) -> str:
-    """A mark for a checkpoint whose call is not in the agent's own transcript."""
-    return ' <span class="unverified">unverified</span>' if cp.verified is False else ""
 
 
 def _said(verified: bool | None) -> str:
@@ -266,7 +279,7 @@ def checkpoint_page(task: Task, cp: Checkpoint, csrf: str) -> str:
         ("policy", esc(cp.decision or "-")),
         ("in the agent's transcript", _said(cp.verified)),
         ("call", _call_link(task, cp)),
-        ("ended", esc(cp.ended_at)),
+        ("ended", when(cp.ended_at)),
         ("changes", esc(stat_text(cp.diff_stat))),
         ("snapshot", f"{short(cp.snapshot_before)} → {short(cp.snapshot)}"),
     ]
@@ -275,7 +288,7 @@ def checkpoint_page(task: Task, cp: Checkpoint, csrf: str) -> str:
     index = views.patch_of(task, cp.patch)
     body = (
         f'<h1>Checkpoint {esc(cp.name)} <small>of <a href="{esc(step_link)}">step '
-        f"{esc(cp.step_id)}</a></small></h1>{_rows(rows)}"
+        f"{esc(cp.step_id)}</a></small></h1>{_checkpoint_nav(task, cp)}{_rows(rows)}"
         f'<p><a class="button" href="{esc(back)}">Roll back to this checkpoint…</a></p>'
         f"<h2>Patch</h2>{file_list(index, task_url(task, f'/s/{cp.name}/file/{{n}}'))}"
     )
