@@ -671,17 +671,32 @@ def apply(
     wait: bool = True,
     at: str | None = None,
     preview: bool = False,
+    create: bool = False,
+    start: str | None = None,
 ) -> ApplyResult:
     """Land the task's work on ``target`` (default: the branch it was created from,
     ``bases.branch``) as one commit or a merge; ``at``: a recorded state (``3``, ``3.2``);
-    ``dry_run``: only say what would happen (``preview``: with the text of the change)."""
+    ``dry_run``: only say what would happen (``preview``: with the text of the change).
+    ``create``: ``target`` does not exist yet: make it, at ``start`` (default: the task's
+    base). A task without its worktree is applied from its record."""
     from bar.changes import apply as verb
     from bar.changes import recovery
 
+    if start is not None and not create:
+        raise UsageError("a start point is for a branch --create makes")
+    if create and not target:
+        raise UsageError("--create makes the branch --target names", hint="add --target NEW-BRANCH")
+    making = verb.Create(start) if create else None
     if dry_run:
         state = states.resolve(task, at) if at else None
         return verb.dry_run(
-            task, mode=mode, target_branch=target, message=message, at=state, preview=preview
+            task,
+            mode=mode,
+            target_branch=target,
+            message=message,
+            at=state,
+            preview=preview,
+            create=making,
         )
     with _locked(task, "bar apply", wait=wait) as fresh:  # (prepared by verb.apply)
         state = states.resolve(fresh, at) if at else None
@@ -692,6 +707,7 @@ def apply(
             message=message,
             at=state,
             prepare=recovery.prepare_apply,
+            create=making,
         )
 
 
