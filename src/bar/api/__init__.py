@@ -361,7 +361,17 @@ def close_task(task: Task, *, keep_worktree: bool = False, force: bool = False) 
     from bar.formats import telemetry
 
     telemetry.enqueue(task, None)  # the task's own span (the sender reads the task anew)
-    return closed
+    return _with_unapplied(closed)
+
+
+def _with_unapplied(closed: Closed) -> Closed:
+    """A closed task's result, with what of its work no branch has yet."""
+    from bar.base.record import replace
+    from bar.changes.unapplied import unapplied
+
+    if closed.task.active:
+        return closed
+    return replace(closed, unapplied=unapplied(closed.task))
 
 
 # --- the task board (SPEC §16) -------------------------------------------------------
@@ -444,7 +454,8 @@ def remove_worktree(task: Task, *, complete: bool = False, force: bool = False) 
     to ``pending``."""
     from bar.task.close import remove_worktree as remove
 
-    return remove(task, complete=complete, force=force)
+    done = remove(task, complete=complete, force=force)
+    return _with_unapplied(done) if complete else done
 
 
 def board(project: Project, op: str, args: dict[str, object]) -> dict[str, Any]:
