@@ -123,6 +123,11 @@ def test_create_at_a_ref_and_the_wrong_inputs(
     assert made.code == 0, made.err
     assert f"Made branch on-v2 at {v2[:10]} (v2)" in made.out
     assert git(inited_clean, "rev-parse", "on-v2^").strip() == v2
+    # a start point that has the work already: nothing to apply, and no branch made
+    same = bar(capfd, "apply", "--target", "copy", "--create", "on-v2", "--json")
+    assert same.code == 0, same.err
+    assert same.json()["nothing_to_do"] is True and same.json()["created_branch"] is False
+    assert git(inited_clean, "branch", "--list", "copy") == ""
 
     for args, code, said in (
         (["--target", "x", "--create", "no-such-ref"], 3, "no such commit or branch"),

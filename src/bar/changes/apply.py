@@ -85,6 +85,7 @@ class ApplyResult:
     refusal: BarError | None = None  # a dry run: why the apply would refuse (blocking...)
     preview: str | None = None  # a dry run's `git diff --stat -p` of the change, if asked
     created: bool = False  # the target did not exist: it is made at ``target_before``
+    # (unless there is nothing to apply: then nothing is made)
 
     @property
     def stat(self) -> DiffStat:  # (read from the merge's diff when first asked)
@@ -110,7 +111,7 @@ class ApplyResult:
             "step_id": self.step.step_id if self.step else None,
             "refusal": str(self.refusal) if self.refusal else None,
             "changes_bar_settings": self.settings,
-            "created_branch": self.created,
+            "created_branch": self.created and not self.nothing_to_do,
         }
 
 
