@@ -363,7 +363,17 @@ def close_task(task: Task, *, keep_worktree: bool = False, force: bool = False) 
     from bar.formats import telemetry
 
     telemetry.enqueue(task, None)  # the task's own span (the sender reads the task anew)
-    return closed
+    return _with_unapplied(closed)
+
+
+def _with_unapplied(closed: Closed) -> Closed:
+    """A closed task's result, with what of its work no branch has yet."""
+    from bar.base.record import replace
+    from bar.changes.unapplied import unapplied
+
+    if closed.task.active:
+        return closed
+    return replace(closed, unapplied=unapplied(closed.task))
 
 
 # --- the task board (SPEC §16) -------------------------------------------------------
@@ -446,7 +456,8 @@ def remove_worktree(task: Task, *, complete: bool = False, force: bool = False) 
     to ``pending``."""
     from bar.task.close import remove_worktree as remove
 
-    return remove(task, complete=complete, force=force)
+    done = remove(task, complete=complete, force=force)
+    return _with_unapplied(done) if complete else done
 
 
 def board(project: Project, op: str, args: dict[str, object]) -> dict[str, Any]:
@@ -673,17 +684,32 @@ def apply(
     wait: bool = True,
     at: str | None = None,
     preview: bool = False,
+    create: bool = False,
+    start: str | None = None,
 ) -> ApplyResult:
     """Land the task's work on ``target`` (default: the branch it was created from,
     ``bases.branch``) as one commit or a merge; ``at``: a recorded state (``3``, ``3.2``);
-    ``dry_run``: only say what would happen (``preview``: with the text of the change)."""
+    ``dry_run``: only say what would happen (``preview``: with the text of the change).
+    ``create``: ``target`` does not exist yet: make it, at ``start`` (default: the task's
+    base). A task without its worktree is applied from its record."""
     from bar.changes import apply as verb
     from bar.changes import recovery
 
+    if start is not None and not create:
+        raise UsageError("a start point is for a branch --create makes")
+    if create and not target:
+        raise UsageError("--create makes the branch --target names", hint="add --target NEW-BRANCH")
+    making = verb.Create(start) if create else None
     if dry_run:
         state = states.resolve(task, at) if at else None
         return verb.dry_run(
-            task, mode=mode, target_branch=target, message=message, at=state, preview=preview
+            task,
+            mode=mode,
+            target_branch=target,
+            message=message,
+            at=state,
+            preview=preview,
+            create=making,
         )
     with _locked(task, "bar apply", wait=wait) as fresh:  # (prepared by verb.apply)
         state = states.resolve(fresh, at) if at else None
@@ -694,6 +720,7 @@ def apply(
             message=message,
             at=state,
             prepare=recovery.prepare_apply,
+            create=making,
         )
 
 

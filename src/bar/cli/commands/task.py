@@ -10,6 +10,7 @@ from bar.cli.render import Painter, plural, print_json, short, totals_text
 from bar.errors import BarError, UsageError
 
 if TYPE_CHECKING:
+    from bar.changes.unapplied import Unapplied
     from bar.project.project import Location
     from bar.task.delete import Deletion
     from bar.task.tasks import Task
@@ -275,14 +276,45 @@ def close(
     )
     done = closed.task
     if as_json:
-        print_json(api.summarize(done, loc.project.active_task_id()).to_json())
+        print_json(
+            {
+                **api.summarize(done, loc.project.active_task_id()).to_json(),
+                "unapplied": closed.unapplied.to_json() if closed.unapplied else None,
+            }
+        )
         return 0
     print(f"Closed task {done.name} ({done.id}): completed")
     if closed.worktree_removed:
         print(f"  worktree removed; branch {done.branch} and the ledger are kept")
     elif done.worktree.exists():
         print(f"  worktree kept at {done.worktree}")
+    if closed.unapplied is not None:
+        print_unapplied(closed.unapplied, Painter(loc.project.config.output.color))
     return 0
+
+
+def print_unapplied(work: Unapplied, paint: Painter) -> None:
+    """Say what of a closed task's work no branch has, and the command that lands it."""
+    stat = work.stat
+    files = ", ".join(stat.file_list[:5]) + (", ..." if len(stat.file_list) > 5 else "")
+    steps = (
+        f"step {work.steps[0]}"
+        if len(work.steps) == 1
+        else f"steps {', '.join(work.steps[:5])}{', ...' if len(work.steps) > 5 else ''}"
+    )
+    since = f" since the apply of step {work.applied_step}" if work.applied_step else ""
+    what = f"{plural(stat.files, 'file')} +{stat.additions} -{stat.deletions}"
+    print(
+        paint(f"  not applied: {work.target_branch} does not have its work", "yellow")
+        + f" ({what}: {files}{'; from ' + steps if work.steps else ''}{since})"
+    )
+    if work.conflicts:
+        print(
+            f"  applying it onto {work.target_branch} would conflict in "
+            f"{', '.join(work.conflicts[:5])}: `bar task reopen {work.task_ref}`, then "
+            f"`bar task sync --onto {work.target_branch}` brings it up to date first"
+        )
+    print(f"  land it: {work.command}")
 
 
 def path(*, task_ref: str | None, as_json: bool, task: str | None = None) -> int:

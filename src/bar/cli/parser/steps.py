@@ -339,8 +339,10 @@ def commands(sub: Any) -> None:
         "--allow-conflicts left and no step resolved yet. A checked-out target is\n"
         "updated only if the files the apply changes are clean there (else exit 5).\n"
         "--at lands an earlier recorded state instead (commit mode), e.g. a checkpoint\n"
-        "before the agent went astray. A closed task is applied from its record: it needs\n"
-        "no worktree (merge mode needs its branch).\n"
+        "before the agent went astray. A task without its worktree (closed, or its\n"
+        "worktree removed) is applied from its record: it needs none (merge mode needs\n"
+        "its branch). --create makes a target branch that does not exist yet, at the\n"
+        "task's base (or at REF), in the same step as the apply.\n"
         "An apply that changes bar's own files in the repository (.bar/config.yaml: the\n"
         "hooks of every step of every task; the policy file) says so on stderr (JSON:\n"
         "changes_bar_settings): review them before the next step.",
@@ -348,6 +350,8 @@ def commands(sub: Any) -> None:
         "  bar apply --dry-run                 where it would land, the diff, whether it can\n"
         "  bar apply -m 'Add discounts'        one commit on the branch the task came from\n"
         "  bar apply --target release          onto another branch\n"
+        "  bar apply --target feature --create a new branch, at the task's base\n"
+        "  bar apply --target fix --create v2  a new branch, at v2\n"
         "  bar apply --mode merge              keep the agent's own commits\n"
         "  bar apply --at 3.2                  an earlier state (a checkpoint)",
     )
@@ -368,6 +372,14 @@ def commands(sub: Any) -> None:
         metavar="BRANCH",
         help="default: the branch the task was created "
         "from, unless another task's, else git.default_base",
+    )
+    p.add_argument(
+        "--create",
+        nargs="?",
+        const="",
+        metavar="REF",
+        help="make the --target branch, which must not exist yet: at REF if given, "
+        "else at the task's base",
     )
     p.add_argument("-m", "--message", metavar="MSG", help="commit message (default: from the task)")
     p.add_argument("--dry-run", action="store_true", help="show the diff and whether it conflicts")

@@ -159,7 +159,9 @@ def commands(sub: Any) -> None:
         formatter_class=_Formatter,
         description="Close a task. Its worktree is removed unless --keep-worktree; its branch,\n"
         "ledger and snapshots are kept. Refuses when the worktree holds changes no step\n"
-        "recorded, unless --force, which records them as a manual step first.",
+        "recorded, unless --force, which records them as a manual step first.\n"
+        "Work no branch has yet is said (its files and steps; JSON: unapplied), with the\n"
+        "bar apply command that lands it: a closed task is applied from its record.",
         epilog="examples:\n"
         "  bar task close                    the active task\n"
         "  bar task close fix-login --keep-worktree\n"
