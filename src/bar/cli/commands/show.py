@@ -1,9 +1,9 @@
-"""``bar show STEP``: one step in full, with its patch and output."""
+"""``bar show [STEP]``: one step (the latest, as ``git show`` shows HEAD) in full, with its
+patch and output."""
 
 from __future__ import annotations
 
 import re
-import shlex
 import sys
 import textwrap
 from collections.abc import Iterator, Sequence
@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from bar import api
 from bar.api import shapes
+from bar.base.cmdline import line_of
 from bar.cli.pager import paging
 from bar.cli.render import (
     Painter,
@@ -41,11 +42,11 @@ if TYPE_CHECKING:
 _CHECKPOINT = re.compile(r"#?[0-9]+\.[0-9]+")
 
 
-def show(*, task: str | None, step: str, as_json: bool, session: bool = False) -> int:
+def show(*, task: str | None, step: str | None, as_json: bool, session: bool = False) -> int:
     the_task = api.get_task(api.open_project(), task)
     if session:
         return _show_session(the_task, step, as_json)
-    if _CHECKPOINT.fullmatch(step.strip()):
+    if step is not None and _CHECKPOINT.fullmatch(step.strip()):
         return _show_checkpoint(the_task, step, as_json)
     record = api.show(the_task, step)
     taken = api.checkpoints(the_task, record.step_id) if isinstance(record, RunStep) else []
@@ -59,13 +60,13 @@ def show(*, task: str | None, step: str, as_json: bool, session: bool = False) -
 
 def _show_step(the_task: Task, record: Step, taken: list[Checkpoint]) -> None:
     paint = Painter(the_task.project.config.output.color)
-    print(f"{paint('step ' + record.step_id, 'bold')}  {record.kind}  {describe(record)}")
+    print(f"{paint('step ' + record.step_id, 'bold')}  {record.kind}  {describe(record, the_task)}")
     rows: list[tuple[str, object]] = [
         ("started", record.started_at),
         ("duration", duration(record.duration_ms)),
     ]
     if isinstance(record, RunStep):
-        rows += [("command", shlex.join(record.cmd)), ("cwd", record.cwd)]
+        rows += [("command", line_of(record.cmd)), ("cwd", record.cwd)]
         signal = f" (signal {record.signal})" if record.signal else ""
         rows.append(("result", outcome(record, paint) + signal))
         if record.extra.get("stopped_by"):
@@ -224,10 +225,11 @@ _FRAMING = re.compile(
 )
 
 
-def _show_session(task: Task, ref: str, as_json: bool) -> int:
-    """``bar show STEP --session``: the agent's conversation (to a checkpoint's call)."""
+def _show_session(task: Task, ref: str | None, as_json: bool) -> int:
+    """``bar show STEP --session``: the agent's conversation (to a checkpoint's call);
+    ``ref`` None: the latest step's."""
     upto = None
-    if _CHECKPOINT.fullmatch(ref.strip()):
+    if ref is not None and _CHECKPOINT.fullmatch(ref.strip()):
         cp = api.checkpoint(task, ref)
         step_id, upto = cp.step_id, cp.name
     else:
