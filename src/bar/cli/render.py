@@ -14,6 +14,7 @@ import os
 import re
 import sys
 from pathlib import Path
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from bar.base.clock import duration_text
@@ -158,11 +159,32 @@ def one_line(text: str) -> str:
     return text.replace("\r", "\\r").replace("\n", "\\n").replace("\t", "\\t")
 
 
-def checkpoint_line(cp: Checkpoint, paint: Painter, width: int | None = None) -> str:
+def checkpoint_columns(cps: Sequence[Checkpoint]) -> tuple[int, int, int]:
+    """The widths of the columns of ``cps`` listed together (``checkpoint_line``): their
+    names, their tools and their diff stats, each its widest cell, so that a long tool
+    name (Gemini CLI's ``run_shell_command``) moves its column, never one line."""
+    return (
+        max((len(cp.name) for cp in cps), default=0),
+        max((len(cp.tool or cp.kind) for cp in cps), default=0),
+        max((len(stat_text(cp.diff_stat)) for cp in cps), default=0),
+    )
+
+
+def checkpoint_line(
+    cp: Checkpoint,
+    paint: Painter,
+    width: int | None = None,
+    columns: tuple[int, int, int] | None = None,
+) -> str:
     """One line for a checkpoint: its name, tool, diff stat and what it acted on, cut to
-    ``width`` columns (None: whole)."""
+    ``width`` columns (None: whole); ``columns``: the widths of the first three
+    (``checkpoint_columns`` of the checkpoints listed with it; None: its own)."""
     tool = cp.tool or cp.kind
-    head = f"{paint(cp.name, 'dim')}  {tool:<12} {stat_text(cp.diff_stat):<22} "
+    name_w, tool_w, stat_w = columns or checkpoint_columns([cp])
+    head = (
+        f"{paint(cp.name, 'dim')}{' ' * (name_w - len(cp.name))}  {tool:<{tool_w}}  "
+        f"{stat_text(cp.diff_stat):<{stat_w}}  "
+    )
     fate = " failed" if cp.outcome == "failed" else ""
     if cp.verified is False:  # not in the agent's transcript: some process made it up
         fate += " unverified"

@@ -21,6 +21,7 @@ from bar.api import shapes
 from bar.cli.pager import paging
 from bar.cli.render import (
     Painter,
+    checkpoint_columns,
     checkpoint_line,
     copy_file,
     describe,
@@ -215,8 +216,10 @@ def _print_rows(
         if row.checkpoints:
             if tools:
                 _flush(out)
-                for cp in api.checkpoints(task, row.step_id):
-                    text = checkpoint_line(cp, paint, None if width is None else width - 2)
+                taken = api.checkpoints(task, row.step_id)
+                columns = checkpoint_columns(taken)
+                for cp in taken:
+                    text = checkpoint_line(cp, paint, None if width is None else width - 2, columns)
                     print(f"  {text}".rstrip())
             else:
                 out.append(

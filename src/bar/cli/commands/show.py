@@ -17,6 +17,7 @@ from bar.cli.render import (
     Painter,
     abandoned_text,
     byte_size,
+    checkpoint_columns,
     checkpoint_line,
     copy_file,
     describe,
@@ -145,8 +146,9 @@ def _show_step(the_task: Task, record: Step, taken: list[Checkpoint]) -> None:
                 f"\n--- checkpoints ({len(taken)}; `bar show {record.step_id}.N` for one)", "cyan"
             )
         )
+        columns = checkpoint_columns(taken)
         for cp in taken:
-            print(f"  {checkpoint_line(cp, paint)}".rstrip())
+            print(f"  {checkpoint_line(cp, paint, None, columns)}".rstrip())
     if record.artifacts.patch:
         print(paint(f"\n--- patch {record.artifacts.patch}", "cyan"))
         sys.stdout.flush()
@@ -274,6 +276,11 @@ def _print_session(
     print()
     calls: dict[str, dict[str, object]] = {}
     previous: dict[str, object] | None = None
+    # the tools' names are a column: what each call acted on starts at one place
+    named = max(
+        (len(visible(str(e.get("name")))) for e in events if e.get("type") == "tool_call"),
+        default=0,
+    )
     for event in events:
         kind = event.get("type")
         prefix = visible(f"  [{event['agent_id']}] ") if event.get("agent_id") else ""
@@ -283,9 +290,9 @@ def _print_session(
             _block(paint, prefix, role, visible(str(event.get("text") or "")), width, style)
         elif kind == "tool_call":
             calls[str(event.get("id"))] = event
-            text = visible(
-                f"{event.get('name')}  {api.call_target(task, event.get('input'))}"
-            ).rstrip()
+            name = visible(str(event.get("name")))
+            target = visible(api.call_target(task, event.get("input")))
+            text = f"{name:<{named}}  {target}".rstrip()
             mark = f"  → {event['checkpoint']}" if event.get("checkpoint") else ""
             room = max(width - len(prefix) - _LABEL - 1 - len(mark), 20)
             print(

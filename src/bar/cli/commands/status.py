@@ -66,6 +66,18 @@ def status(*, task: str | None, as_json: bool) -> int:
                 "yellow",
             )
         )
+    if info.decision is not None:
+        asked = info.decision
+        what = f": {asked['task']}" if asked.get("task") else ""
+        print(
+            paint(
+                f"decide    the agent waits for your answer to decision {asked['session_id']}"
+                f"{what} ({plural(asked['items'], 'question')})",
+                "yellow",
+            )
+        )
+        named = f" --task {t.name}" if task is not None else ""
+        print(f"          answer with: bar decide answer{named}  (it shows each question)")
     if info.unrecorded_changes:
         print(
             paint("changes   the worktree has changes no step recorded", "yellow")
