@@ -74,6 +74,7 @@ if TYPE_CHECKING:
     from bar.task import reopen as task_reopen
     from bar.task.close import Closed
     from bar.task.edit import Edit, Edited
+    from bar.task.rename import Renamed
 
 __all__ = [
     "Diff",
@@ -334,6 +335,13 @@ def edit_task(task: Task, change: Edit) -> Edited:
     from bar.task.edit import edit
 
     return edit(task, change)
+
+
+def rename_task(task: Task, new: str) -> Renamed:
+    """Give ``task`` the name ``new`` (its branch and worktree keep theirs)."""
+    from bar.task.rename import rename
+
+    return rename(task, new)
 
 
 def switch_task(task: Task) -> Task:

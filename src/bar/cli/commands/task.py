@@ -1,4 +1,4 @@
-"""``bar task new|list|show|edit|switch|close|path|reopen|delete|prune``."""
+"""``bar task new|list|show|edit|rename|switch|close|path|reopen|delete|prune``."""
 
 from __future__ import annotations
 
@@ -97,6 +97,20 @@ def new(
     print(f"  branch    {task.branch}  (from {task.base_ref} at {short(task.base_commit)})")
     print(f"  worktree  {task.worktree}")
     print("Next: bar run -- <command>")
+    return 0
+
+
+def rename(*, task_ref: str | None, task: str | None, new_name: str, as_json: bool) -> int:
+    the_task = api.get_task(api.open_project(), ref(task_ref, task))
+    done = api.rename_task(the_task, new_name)
+    renamed = done.task
+    if as_json:
+        print_json(
+            {**api.summarize(renamed, renamed.project.active_task_id()).to_json(), "was": done.old}
+        )
+        return 0
+    print(f"Renamed task {done.old} ({renamed.id}) to {renamed.name}")
+    print(f"  branch    {renamed.branch}  (kept: the id in it finds the task)")
     return 0
 
 
