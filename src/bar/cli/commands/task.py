@@ -132,7 +132,10 @@ def list_(*, all: bool, as_json: bool, pending: bool = False) -> int:
     paint = Painter(project.config.output.color)
     width = max(len(r.task.name) for r in rows)
     state_width = max(len(r.state.label) for r in rows)
-    for r in rows:
+    # what the agents cost, a column of its own once any task's cost is known
+    costs = [api.cost_text({"cost_usd": r.cost_usd}) or "" for r in rows]
+    cost_width = max(map(len, costs))
+    for r, cost in zip(rows, costs, strict=True):
         mark = paint("*", "green") if r.active else " "
         stat = r.diff_stat
         changes = f"{plural(stat.files, 'file')} +{stat.additions} -{stat.deletions}"
@@ -144,9 +147,10 @@ def list_(*, all: bool, as_json: bool, pending: bool = False) -> int:
         where = r.to_json()["on_workers"] if r.state.state == "on-workers" else None
         if where:
             owner += f"  queue {where['queue']}"
+        spent = f"  {cost:>{cost_width}}" if cost_width else ""
         print(
             f"{mark} {r.task.id}  {r.task.name:<{width}}  {state}  "
-            f"{plural(r.steps, 'step'):>9}  {changes}{owner}"
+            f"{plural(r.steps, 'step'):>9}{spent}  {changes}{owner}"
         )
     if any(r.state.worktree_missing for r in rows):
         print("A missing worktree is recreated at its last recorded state by: bar doctor --repair")
