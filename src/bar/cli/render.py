@@ -13,8 +13,8 @@ import json
 import os
 import re
 import sys
-from pathlib import Path
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bar.base.clock import duration_text

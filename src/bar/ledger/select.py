@@ -105,10 +105,16 @@ def select(task_dir: Path, steps: Iterable[Step], chosen: Selection) -> list[Ste
     outputs are, for ``--grep``."""
     if chosen.everything:
         return list(steps)
-    return [step for step in steps if _holds(task_dir, step, chosen)]
+    kept: list[Step] = []
+    seen: dict[str, Step] = {}  # the steps so far, for what an undo or redo names
+    for step in steps:
+        if _holds(task_dir, step, chosen, seen):
+            kept.append(step)
+        seen[step.step_id] = step
+    return kept
 
 
-def _holds(task_dir: Path, step: Step, chosen: Selection) -> bool:
+def _holds(task_dir: Path, step: Step, chosen: Selection, seen: dict[str, Step]) -> bool:
     if chosen.kinds and step.kind not in chosen.kinds:
         return False
     if chosen.agent is not None and agent_of(step) != chosen.agent:
@@ -120,7 +126,10 @@ def _holds(task_dir: Path, step: Step, chosen: Selection) -> bool:
         except ValueError:
             return False  # a time bar did not write: no moment to compare
     if chosen.grep is not None:
-        said = rollback_text(step, None) if isinstance(step, RollbackStep) else summary(step)
+        if isinstance(step, RollbackStep):  # as the log says it: what it undid too
+            said = rollback_text(step, seen.get(step.undo_of or step.redo_of or ""))
+        else:
+            said = summary(step)
         if not chosen.grep.search(said) and not any(
             chosen.grep.search(line) for line in _output_lines(task_dir, step)
         ):

@@ -159,9 +159,9 @@ def _explain(parser: _Parser, message: str) -> tuple[str, str | None]:
     bad = getattr(parser, "_bad_choice", None)
     if bad is not None and isinstance(bad[0], argparse._SubParsersAction):
         what = "a command" if parser.prog == "bar" else f"an action of {parser.prog}"
-        close = meant(str(bad[1]), list(bad[0].choices), parser.prog)
-        if close:
-            return f"{bad[1]!r} is not {what}", f"did you mean `{close}`?"
+        command = meant(str(bad[1]), list(bad[0].choices), parser.prog)
+        if command:
+            return f"{bad[1]!r} is not {what}", f"did you mean `{command}`?"
         return f"{bad[1]!r} is not {what}", f"`{parser.prog} --help` lists them"
     if bad is not None and bad[0].choices is not None:
         close = difflib.get_close_matches(str(bad[1]), [str(c) for c in bad[0].choices], n=1)

@@ -164,9 +164,7 @@ def commands(sub: Any) -> None:
         metavar="PATTERN",
         help="only steps whose command or output matches PATTERN (a Python regular expression)",
     )
-    p.add_argument(
-        "-i", "--ignore-case", action="store_true", help="--grep without regard to case"
-    )
+    p.add_argument("-i", "--ignore-case", action="store_true", help="--grep without regard to case")
     p.add_argument(
         "--kind",
         action="append",
