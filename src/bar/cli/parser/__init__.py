@@ -138,17 +138,18 @@ _MEANT = {
 def meant(word: str, choices: Sequence[str], prog: str) -> str | None:
     """The command (or action of ``prog``) a word that is none most likely meant, as
     ``prog ...`` to type; None when none is close. A word borrowed from git (``commit``)
-    names bar's command for it; a misspelling names the choice spelled like it that starts
-    with the same letter (``hlep``: help; ``help`` is not ``shell`` misspelt), or has
-    the same letters in another order (``lgo``: log)."""
+    names bar's command for it; a misspelling names the choice with the same letters in
+    another order (``lgo``: log; ``deit``: edit, not delete), else the one spelled like it
+    that starts with one of its first two letters (``hlep``: help; ``help`` is not
+    ``shell`` misspelt)."""
     import difflib  # only when there is an error to explain
 
     if prog == "bar" and word in _MEANT:
         return f"bar {_MEANT[word]}"
-    alike = [c for c in choices if c[:1] == word[:1]]
-    close = difflib.get_close_matches(word, alike, n=1)
-    # two letters swapped in a short name (`iu`) are too far apart for difflib
-    close = close or [c for c in choices if sorted(c) == sorted(word)][:1]
+    # two letters swapped: first (`iu` is too far from `ui` for difflib)
+    close = [c for c in choices if sorted(c) == sorted(word)][:1]
+    alike = [c for c in choices if c[:1] and c[0] in word[:2]]
+    close = close or difflib.get_close_matches(word, alike, n=1)
     return f"{prog} {close[0]}" if close else None
 
 
