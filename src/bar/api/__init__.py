@@ -37,6 +37,7 @@ from bar.errors import (
     NotARepository,
     NotFound,
     NotInitialized,
+    StepNotFound,
     UsageError,
 )
 from bar.history import states
@@ -59,6 +60,7 @@ if TYPE_CHECKING:
     from bar.history.blame import Blame
     from bar.history.checkpoints import Checkpoint
     from bar.history.lineage import RevBlame
+    from bar.ledger.select import Selection
     from bar.policy import Decision, Policy
     from bar.project.adopt import Adopted, Moved
     from bar.project.doctor import Doctor
@@ -72,6 +74,7 @@ if TYPE_CHECKING:
     from bar.task import reopen as task_reopen
     from bar.task.close import Closed
     from bar.task.edit import Edit, Edited
+    from bar.task.rename import Renamed
 
 __all__ = [
     "Diff",
@@ -334,6 +337,13 @@ def edit_task(task: Task, change: Edit) -> Edited:
     from bar.task.edit import edit
 
     return edit(task, change)
+
+
+def rename_task(task: Task, new: str) -> Renamed:
+    """Give ``task`` the name ``new`` (its branch and worktree keep theirs)."""
+    from bar.task.rename import rename
+
+    return rename(task, new)
 
 
 def switch_task(task: Task) -> Task:
@@ -727,11 +737,31 @@ def apply(
 # --- reading the record --------------------------------------------------------------
 
 
-def log(task: Task, n: int | None = None) -> list[Step]:
-    """The task's steps, oldest first (the last ``n`` only, read from the end)."""
+def log(task: Task, n: int | None = None, chosen: Selection | None = None) -> list[Step]:
+    """The task's steps, oldest first (the last ``n`` only, read from the end); ``chosen``:
+    only those its filters let through (``log_selection``), the last ``n`` of them."""
     if n is not None and n < 0:
         raise UsageError("-n takes a number of steps, 0 or more")
+    if chosen is not None and not chosen.everything:
+        from bar.ledger.select import select
+
+        kept = select(task.dir, task.ledger.read_all(), chosen)
+        return kept if n is None else kept[len(kept) - n :] if n else []
     return task.ledger.tail(n) if n is not None else task.ledger.read_all()
+
+
+def log_selection(
+    *,
+    grep: str | None = None,
+    ignore_case: bool = False,
+    kinds: Sequence[str] = (),
+    agent: str | None = None,
+    since: str | None = None,
+) -> Selection:
+    """``bar log``'s filters (``--grep``, ``--kind``, ``--agent``, ``--since``), checked."""
+    from bar.ledger.select import selection
+
+    return selection(grep=grep, ignore_case=ignore_case, kinds=kinds, agent=agent, since=since)
 
 
 def log_rows(
@@ -749,8 +779,33 @@ def log_rows(
     return rows.rows(task.ledger, task.paths.kept_rows("log"), make, tag, check)
 
 
-def show(task: Task, step_ref: str) -> Step:
-    return task.ledger.get(parse_step_ref(step_ref))
+def show(task: Task, step_ref: str | None = None) -> Step:
+    """The step ``step_ref`` names; None: the latest, as ``git show`` shows HEAD."""
+    if step_ref is not None:
+        return task.ledger.get(parse_step_ref(step_ref))
+    last = task.ledger.last()
+    if last is None:
+        raise StepNotFound(
+            f"task {task.name} ({task.id}) has no steps yet",
+            hint="record one with: bar run -- CMD",
+        )
+    return last
+
+
+def rollback_text(task: Task | None, step: RollbackStep) -> str:
+    """A rollback, an undo or a redo in words, the same on every face: an undo or redo
+    says what the step it names was (``undo of step 0006 (rollback to step 0003)``),
+    read from ``task``'s ledger (None: its id alone)."""
+    from bar.ledger.describe import rollback_text as said
+
+    named = step.undo_of or step.redo_of
+    undone: Step | None = None
+    if named and task is not None:
+        try:
+            undone = task.ledger.get(named)
+        except BarError:
+            undone = None  # a line a crash tore: its id alone is said
+    return said(step, undone)
 
 
 def checkpoints(task: Task, step_id: str) -> list[Checkpoint]:

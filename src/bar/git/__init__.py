@@ -404,9 +404,33 @@ def touching(raw: bytes, paths: Sequence[str]) -> list[str]:
 
 
 def parse_numstat(raw: bytes) -> DiffStat:
-    """``git diff --numstat -z`` output as a ``DiffStat``."""
+    """``git diff --numstat -z`` output as a ``DiffStat``: a rename (``-M``) is one file
+    of the count, as git counts it, and both its names are in ``file_list`` (every path
+    the change touches, as a diff without rename detection lists them)."""
+    files, names = file_stats(raw)
+    return DiffStat(
+        files=len(files),
+        additions=sum(f.additions for f in files),
+        deletions=sum(f.deletions for f in files),
+        file_list=tuple(names),
+    )
+
+
+def may_rename(raw: bytes) -> bool:
+    """Whether ``git diff --numstat -z --no-renames`` output could hold a rename: a file
+    that lost no line (or is binary, or empty) beside another that gained none."""
+    files, _ = file_stats(raw)
+    gained = [f for f in files if f.binary or f.deletions == 0]
+    lost = [f for f in files if f.binary or f.additions == 0]
+    return any(g is not x for g in gained for x in lost[:2])
+
+
+def file_stats(raw: bytes) -> tuple[list[FileStat], list[str]]:
+    """The files of ``git diff --numstat -z`` output (a rename under its new name), and
+    every path it names (a rename's two)."""
     parts = raw.split(b"\0")
     files: list[FileStat] = []
+    names: list[str] = []
     i = 0
     while i < len(parts):
         head = parts[i]
@@ -421,6 +445,7 @@ def parse_numstat(raw: bytes) -> DiffStat:
             i += 1
         else:  # a rename: the old and new paths follow as separate fields
             path = parts[i + 2]
+            names.append(parts[i + 1].decode("utf-8", "surrogateescape"))
             i += 3
         binary = adds == b"-"
         files.append(
@@ -431,12 +456,8 @@ def parse_numstat(raw: bytes) -> DiffStat:
                 binary,
             )
         )
-    return DiffStat(
-        files=len(files),
-        additions=sum(f.additions for f in files),
-        deletions=sum(f.deletions for f in files),
-        file_list=tuple(f.path for f in files),
-    )
+        names.append(files[-1].path)
+    return files, names
 
 
 def diff_patch_args(a: str, b: str, *, with_numstat: bool = False) -> list[str]:

@@ -7,7 +7,6 @@ the live timeline, the lazy diffs, colours and the terminal player.
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from html import escape
@@ -15,6 +14,8 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlencode
 
 from bar import api
+from bar.base.clock import duration_text
+from bar.base.cmdline import line_of
 from bar.errors import BarError
 from bar.ledger.records import (
     KINDS,
@@ -69,19 +70,9 @@ def plural(n: int, word: str) -> str:
 
 
 def duration(ms: int) -> str:
-    """A length of time as a person says it: "120 ms", "3.4 s", "2 min 5 s", "1 h 3 min"
-    (cut, never rounded up: 59,999 ms is "59.9 s", not "60.0 s")."""
-    ms = max(0, ms)
-    if ms < 1000:
-        return f"{ms} ms"
-    if ms < 60_000:
-        return f"{ms // 100 / 10:.1f} s"
-    seconds = ms // 1000
-    if seconds < 3600:
-        minutes, rest = divmod(seconds, 60)
-        return f"{minutes} min {rest} s" if rest else f"{minutes} min"
-    hours, rest = divmod(seconds // 60, 60)
-    return f"{hours} h {rest} min" if rest else f"{hours} h"
+    """A length of time as every face says it: "0.6 s", "2 min 5 s", "1 h 3 min"
+    (``bar.base.clock.duration_text``; ``static/ui.js`` counts a running step's the same)."""
+    return duration_text(ms)
 
 
 def when(iso: str, now: datetime | None = None) -> str:
@@ -313,7 +304,7 @@ def _task_row(s: api.TaskSummary) -> str:
     t = s.task
     running = api.running(t)
     now = (
-        f'<code>{esc(shlex.join(running.cmd))}</code> <span class="elapsed" '
+        f'<code>{esc(line_of(running.cmd))}</code> <span class="elapsed" '
         f'data-since="{esc(running.started_at)}">{esc(elapsed_since(running.started_at))}'
         "</span>"
         if running
@@ -353,7 +344,7 @@ def _on_workers(t: Task) -> tuple[str, str]:
     worker = running.get("worker") or "a worker"
     since = str(running.get("since") or "")
     return (
-        f"<code>{esc(shlex.join(running.get('argv') or []))}</code> on {esc(worker)} "
+        f"<code>{esc(line_of(running.get('argv') or []))}</code> on {esc(worker)} "
         f'<span class="elapsed" data-since="{esc(since)}">{esc(elapsed_since(since))}</span>',
         label,
     )
@@ -555,24 +546,20 @@ def running_html(task: Task) -> str:
     cps = "".join(_checkpoint_item(task, cp) for cp in taken)
     return (
         f'<div class="running-step" data-step="{esc(running.step_id)}"><strong>step '
-        f"{esc(running.step_id)} running</strong> <code>{esc(shlex.join(running.cmd))}</code>"
+        f"{esc(running.step_id)} running</strong> <code>{esc(line_of(running.cmd))}</code>"
         f' for <span class="elapsed" data-since="{esc(running.started_at)}">'
         f"{esc(elapsed_since(running.started_at))}</span>"
         f"{f'<ol class=checkpoints>{cps}</ol>' if cps else ''}</div>"
     )
 
 
-def describe(step: Step) -> str:
-    """What the step did, in a few words (a run: its command)."""
+def describe(step: Step, task: Task | None = None) -> str:
+    """What the step did, in a few words (a run: its command; a rollback, an undo or a
+    redo as the command line says it, ``api.rollback_text``)."""
     if isinstance(step, RunStep):
-        return shlex.join(step.cmd)
+        return line_of(step.cmd)
     if isinstance(step, RollbackStep):
-        what = f"rollback to {step.target_text}" + (" (hard)" if step.hard else "")
-        if step.undo_of:
-            what = f"undo of step {step.undo_of} ({what})"
-        elif step.redo_of:
-            what = f"redo of step {step.redo_of} ({what})"
-        return what
+        return api.rollback_text(task, step)
     if isinstance(step, ApplyStep):
         return (
             f"applied to {step.target_branch} as {short(step.commit_sha)} ({step.mode}): "
@@ -631,7 +618,7 @@ def step_row(task: Task, step: Step) -> str:
     return (
         f'<tr class="step kind-{esc(step.kind)} {cls}" id="step-{esc(step.step_id)}" '
         f'data-step="{step.number}"><td><a href="{esc(link)}">{esc(step.step_id)}</a></td>'
-        f"<td>{esc(step.kind)}</td><td><code>{esc(describe(step))}</code>{details}</td>"
+        f"<td>{esc(step.kind)}</td><td><code>{esc(describe(step, task))}</code>{details}</td>"
         f'<td class="result {cls}">{esc(text)}</td><td class="started">{when(step.started_at)}'
         f'</td><td class="duration">{esc(duration(step.duration_ms))}</td>'
         f"<td>{esc(stat_text(step.diff_stat))}</td></tr>"

@@ -7,9 +7,9 @@ files shows at once. Binary files, renames and mode changes are said in words.
 
 from __future__ import annotations
 
-import shlex
 from typing import TYPE_CHECKING, Any
 
+from bar.base.cmdline import line_of
 from bar.ledger.records import ApplyStep, RollbackStep, RunStep, Step, SyncStep
 from bar.task.tasks import Task
 from bar.ui import conversation, patches, views
@@ -96,7 +96,7 @@ def step_page(task: Task, step: Step, csrf: str) -> str:
     ]
     if isinstance(step, RunStep):
         rows += [
-            ("command", f"<code>{esc(shlex.join(step.cmd))}</code>"),
+            ("command", f"<code>{esc(line_of(step.cmd))}</code>"),
             ("cwd", esc(step.cwd)),
             ("result", f'<span class="{cls}">{esc(text)}</span>'),
         ]
@@ -119,7 +119,7 @@ def step_page(task: Task, step: Step, csrf: str) -> str:
                 ("hook", f"{esc(hook.phase)} <code>{esc(hook.cmd)}</code> exit {hook.exit_code}")
             )
     else:
-        rows.append(("what", f"<code>{esc(describe(step))}</code>"))
+        rows.append(("what", f"<code>{esc(describe(step, task))}</code>"))
     if isinstance(step, ApplyStep):
         rows += [("target", esc(step.target_branch)), ("commit", esc(step.commit_sha))]
     if isinstance(step, SyncStep | RollbackStep) and step.base_after:

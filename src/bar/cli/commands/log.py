@@ -1,4 +1,5 @@
-"""``bar log [-n N] [-p] [--tools]``: the task's steps, newest last.
+"""``bar log [-n N] [-p] [--tools] [--grep P] [--kind K] [--agent A] [--since WHEN]``: the
+task's steps, newest last (those the filters let through: ``bar.ledger.select``).
 
 Each column is as wide as its widest cell in the steps shown, measured without colour
 codes, so the columns line up whatever the outcomes. The command takes the rest of the
@@ -20,6 +21,7 @@ from bar.api import shapes
 from bar.cli.pager import paging
 from bar.cli.render import (
     Painter,
+    checkpoint_columns,
     checkpoint_line,
     copy_file,
     describe,
@@ -33,23 +35,50 @@ from bar.cli.render import (
     stat_text,
     terminal_width,
 )
+from bar.errors import UsageError
 from bar.ledger.records import RunStep, Step
 from bar.task.tasks import Task
 
 
-def log(*, task: str | None, n: int | None, patch: bool, as_json: bool, tools: bool = False) -> int:
+def log(
+    *,
+    task: str | None,
+    n: int | None,
+    patch: bool,
+    as_json: bool,
+    tools: bool = False,
+    grep: str | None = None,
+    ignore_case: bool = False,
+    kind: list[str] | None = None,
+    agent: str | None = None,
+    since: str | None = None,
+) -> int:
+    if ignore_case and grep is None:
+        raise UsageError("-i/--ignore-case goes with --grep", hint="bar log --grep PATTERN -i")
+    chosen = api.log_selection(
+        grep=grep, ignore_case=ignore_case, kinds=kind or (), agent=agent, since=since
+    )
     the_task = api.get_task(api.open_project(), task)
     history = flow.history(the_task)
     if as_json:
-        steps = api.log(the_task, n)
+        steps = api.log(the_task, n, chosen)
         print_json([shapes.log_entry(the_task, s, patch, history) for s in steps])
         return 0
-    if n is None:  # every step: rows kept beside the ledger, made for new steps only
-        rows = [_Row._make(cells) for cells in api.log_rows(the_task, _cells, _TAG, _fits)]
+
+    def cells(step: Step) -> list[Any]:
+        return _cells(the_task, step)
+
+    if n is None and chosen.everything:  # rows kept beside the ledger, made for new steps
+        rows = [_Row._make(c) for c in api.log_rows(the_task, cells, _TAG, _fits)]
     else:
-        rows = [_Row._make(_cells(step)) for step in api.log(the_task, n)]
+        rows = [_Row._make(cells(step)) for step in api.log(the_task, n, chosen)]
     if not rows:
-        if n != 0:
+        if not chosen.everything and (n is None or n > 0):
+            print(
+                f"No step of task {the_task.name} ({the_task.id}) matches "
+                f"{_filters_text(grep, kind or [], agent, since)}."
+            )
+        elif n != 0:
             print(
                 f"Task {the_task.name} ({the_task.id}) has no steps yet. "
                 "Record one with: bar run -- CMD"
@@ -78,12 +107,21 @@ class _Row(NamedTuple):
     refused: str  # the hosts the step was refused (``network``), in words
 
 
+def _filters_text(grep: str | None, kinds: list[str], agent: str | None, since: str | None) -> str:
+    """The filters given, as the command line gave them."""
+    said = [f"--grep {grep!r}"] if grep is not None else []
+    said += [f"--kind {k}" for k in kinds]
+    said += [f"--agent {agent}"] if agent is not None else []
+    said += [f"--since {since!r}"] if since is not None else []
+    return " ".join(said)
+
+
 # names what ``_cells`` makes: a change to it (or to what it calls) needs a new tag, or
 # the rows kept beside long ledgers would show the old words
-_TAG = "log/2"
+_TAG = "log/3"
 
 
-def _cells(step: Step) -> list[Any]:
+def _cells(task: Task, step: Step) -> list[Any]:
     text, colour = outcome_parts(step)
     session = step.extra.get("session") if isinstance(step, RunStep) else None
     return [
@@ -93,7 +131,7 @@ def _cells(step: Step) -> list[Any]:
         colour,
         stat_text(step.diff_stat),
         duration(step.duration_ms),
-        describe(step),
+        describe(step, task),
         _where(step),
         session if isinstance(session, dict) else None,
         step.checkpoints if isinstance(step, RunStep) else 0,
@@ -178,8 +216,10 @@ def _print_rows(
         if row.checkpoints:
             if tools:
                 _flush(out)
-                for cp in api.checkpoints(task, row.step_id):
-                    text = checkpoint_line(cp, paint, None if width is None else width - 2)
+                taken = api.checkpoints(task, row.step_id)
+                columns = checkpoint_columns(taken)
+                for cp in taken:
+                    text = checkpoint_line(cp, paint, None if width is None else width - 2, columns)
                     print(f"  {text}".rstrip())
             else:
                 out.append(

@@ -100,7 +100,7 @@ def _print_task(entry: TaskReview, paint: Painter) -> None:
             f"{paint.pad(stat, widths[1])}  "
         )
         room = None if width is None else max(width - visible_len(head), 10)
-        print((head + fit(describe(step), room)).rstrip())
+        print((head + fit(describe(step, task), room)).rstrip())
         _print_details(step, paint)
 
 

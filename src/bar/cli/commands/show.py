@@ -1,9 +1,9 @@
-"""``bar show STEP``: one step in full, with its patch and output."""
+"""``bar show [STEP]``: one step (the latest, as ``git show`` shows HEAD) in full, with its
+patch and output."""
 
 from __future__ import annotations
 
 import re
-import shlex
 import sys
 import textwrap
 from collections.abc import Iterator, Sequence
@@ -11,11 +11,13 @@ from typing import TYPE_CHECKING, Any
 
 from bar import api
 from bar.api import shapes
+from bar.base.cmdline import line_of
 from bar.cli.pager import paging
 from bar.cli.render import (
     Painter,
     abandoned_text,
     byte_size,
+    checkpoint_columns,
     checkpoint_line,
     copy_file,
     describe,
@@ -41,11 +43,11 @@ if TYPE_CHECKING:
 _CHECKPOINT = re.compile(r"#?[0-9]+\.[0-9]+")
 
 
-def show(*, task: str | None, step: str, as_json: bool, session: bool = False) -> int:
+def show(*, task: str | None, step: str | None, as_json: bool, session: bool = False) -> int:
     the_task = api.get_task(api.open_project(), task)
     if session:
         return _show_session(the_task, step, as_json)
-    if _CHECKPOINT.fullmatch(step.strip()):
+    if step is not None and _CHECKPOINT.fullmatch(step.strip()):
         return _show_checkpoint(the_task, step, as_json)
     record = api.show(the_task, step)
     taken = api.checkpoints(the_task, record.step_id) if isinstance(record, RunStep) else []
@@ -59,13 +61,13 @@ def show(*, task: str | None, step: str, as_json: bool, session: bool = False) -
 
 def _show_step(the_task: Task, record: Step, taken: list[Checkpoint]) -> None:
     paint = Painter(the_task.project.config.output.color)
-    print(f"{paint('step ' + record.step_id, 'bold')}  {record.kind}  {describe(record)}")
+    print(f"{paint('step ' + record.step_id, 'bold')}  {record.kind}  {describe(record, the_task)}")
     rows: list[tuple[str, object]] = [
         ("started", record.started_at),
         ("duration", duration(record.duration_ms)),
     ]
     if isinstance(record, RunStep):
-        rows += [("command", shlex.join(record.cmd)), ("cwd", record.cwd)]
+        rows += [("command", line_of(record.cmd)), ("cwd", record.cwd)]
         signal = f" (signal {record.signal})" if record.signal else ""
         rows.append(("result", outcome(record, paint) + signal))
         if record.extra.get("stopped_by"):
@@ -144,8 +146,9 @@ def _show_step(the_task: Task, record: Step, taken: list[Checkpoint]) -> None:
                 f"\n--- checkpoints ({len(taken)}; `bar show {record.step_id}.N` for one)", "cyan"
             )
         )
+        columns = checkpoint_columns(taken)
         for cp in taken:
-            print(f"  {checkpoint_line(cp, paint)}".rstrip())
+            print(f"  {checkpoint_line(cp, paint, None, columns)}".rstrip())
     if record.artifacts.patch:
         print(paint(f"\n--- patch {record.artifacts.patch}", "cyan"))
         sys.stdout.flush()
@@ -224,10 +227,11 @@ _FRAMING = re.compile(
 )
 
 
-def _show_session(task: Task, ref: str, as_json: bool) -> int:
-    """``bar show STEP --session``: the agent's conversation (to a checkpoint's call)."""
+def _show_session(task: Task, ref: str | None, as_json: bool) -> int:
+    """``bar show STEP --session``: the agent's conversation (to a checkpoint's call);
+    ``ref`` None: the latest step's."""
     upto = None
-    if _CHECKPOINT.fullmatch(ref.strip()):
+    if ref is not None and _CHECKPOINT.fullmatch(ref.strip()):
         cp = api.checkpoint(task, ref)
         step_id, upto = cp.step_id, cp.name
     else:
@@ -272,6 +276,11 @@ def _print_session(
     print()
     calls: dict[str, dict[str, object]] = {}
     previous: dict[str, object] | None = None
+    # the tools' names are a column: what each call acted on starts at one place
+    named = max(
+        (len(visible(str(e.get("name")))) for e in events if e.get("type") == "tool_call"),
+        default=0,
+    )
     for event in events:
         kind = event.get("type")
         prefix = visible(f"  [{event['agent_id']}] ") if event.get("agent_id") else ""
@@ -281,9 +290,9 @@ def _print_session(
             _block(paint, prefix, role, visible(str(event.get("text") or "")), width, style)
         elif kind == "tool_call":
             calls[str(event.get("id"))] = event
-            text = visible(
-                f"{event.get('name')}  {api.call_target(task, event.get('input'))}"
-            ).rstrip()
+            name = visible(str(event.get("name")))
+            target = visible(api.call_target(task, event.get("input")))
+            text = f"{name:<{named}}  {target}".rstrip()
             mark = f"  → {event['checkpoint']}" if event.get("checkpoint") else ""
             room = max(width - len(prefix) - _LABEL - 1 - len(mark), 20)
             print(

@@ -1,4 +1,4 @@
-"""``bar task new|list|show|edit|switch|close|path|reopen|delete|prune``."""
+"""``bar task new|list|show|edit|rename|switch|close|path|reopen|delete|prune``."""
 
 from __future__ import annotations
 
@@ -101,6 +101,20 @@ def new(
     return 0
 
 
+def rename(*, task_ref: str | None, task: str | None, new_name: str, as_json: bool) -> int:
+    the_task = api.get_task(api.open_project(), ref(task_ref, task))
+    done = api.rename_task(the_task, new_name)
+    renamed = done.task
+    if as_json:
+        print_json(
+            {**api.summarize(renamed, renamed.project.active_task_id()).to_json(), "was": done.old}
+        )
+        return 0
+    print(f"Renamed task {done.old} ({renamed.id}) to {renamed.name}")
+    print(f"  branch    {renamed.branch}  (kept: the id in it finds the task)")
+    return 0
+
+
 def list_(*, all: bool, as_json: bool, pending: bool = False) -> int:
     project = api.open_project().project
     rows = api.tasks(project, include_closed=all)
@@ -119,7 +133,10 @@ def list_(*, all: bool, as_json: bool, pending: bool = False) -> int:
     paint = Painter(project.config.output.color)
     width = max(len(r.task.name) for r in rows)
     state_width = max(len(r.state.label) for r in rows)
-    for r in rows:
+    # what the agents cost, a column of its own once any task's cost is known
+    costs = [api.cost_text({"cost_usd": r.cost_usd}) or "" for r in rows]
+    cost_width = max(map(len, costs))
+    for r, cost in zip(rows, costs, strict=True):
         mark = paint("*", "green") if r.active else " "
         stat = r.diff_stat
         changes = f"{plural(stat.files, 'file')} +{stat.additions} -{stat.deletions}"
@@ -131,9 +148,10 @@ def list_(*, all: bool, as_json: bool, pending: bool = False) -> int:
         where = r.to_json()["on_workers"] if r.state.state == "on-workers" else None
         if where:
             owner += f"  queue {where['queue']}"
+        spent = f"  {cost:>{cost_width}}" if cost_width else ""
         print(
             f"{mark} {r.task.id}  {r.task.name:<{width}}  {state}  "
-            f"{plural(r.steps, 'step'):>9}  {changes}{owner}"
+            f"{plural(r.steps, 'step'):>9}{spent}  {changes}{owner}"
         )
     if any(r.state.worktree_missing for r in rows):
         print("A missing worktree is recreated at its last recorded state by: bar doctor --repair")

@@ -137,11 +137,17 @@ def commands(sub: Any) -> None:
         "hook, stopped: budget, interrupted), changes, duration, command. Printed straight\n"
         "to a terminal, the command is cut at its width; through the pager or into a file,\n"
         "it is whole. Under an agent step: its model, turns and tokens (and cost, when\n"
-        "agents.prices prices its model); `bar show STEP --session` has the conversation.",
+        "agents.prices prices its model); `bar show STEP --session` has the conversation.\n\n"
+        "--grep, --kind, --agent and --since list only the steps that match every one\n"
+        "given; -n then takes the last N of those. --grep searches the command (what the\n"
+        "log says of any other step: 'rollback to step 0003') and the step's output.",
         epilog="examples:\n"
         "  bar log                    every step\n"
         "  bar log -n 5 -p            the last five, each with its patch\n"
         "  bar log --tools            each tool call of an agent's steps\n"
+        "  bar log --grep 'FAILED|Error' -i    steps whose command or output says so\n"
+        "  bar log --kind run --agent claude --since 2h   Claude's steps of the last 2 hours\n"
+        "  bar log --kind rollback --since 2026-11-27     rollbacks, undos, redos since then\n"
         "  bar log -p --json          records with patch_text; task_dir is where the\n"
         "                             artifacts' relative paths point",
     )
@@ -151,6 +157,31 @@ def commands(sub: Any) -> None:
         "-p", "--patch", action="store_true", help="show each step's patch (--json: as patch_text)"
     )
     p.add_argument("--tools", action="store_true", help="list each step's checkpoints")
+    from bar.ledger.select import AGENTS, KINDS
+
+    p.add_argument(
+        "--grep",
+        metavar="PATTERN",
+        help="only steps whose command or output matches PATTERN (a Python regular expression)",
+    )
+    p.add_argument("-i", "--ignore-case", action="store_true", help="--grep without regard to case")
+    p.add_argument(
+        "--kind",
+        action="append",
+        default=[],
+        choices=KINDS,
+        help="only steps of this kind (repeatable: any of them); undo and redo are rollbacks",
+    )
+    p.add_argument(
+        "--agent", choices=AGENTS, help="only steps that ran this agent (bar run --agent)"
+    )
+    p.add_argument(
+        "--since",
+        metavar="WHEN",
+        help="only steps started since WHEN: a length of time back from now (90s, 30min,\n"
+        "2h, 1d, 2w) or a moment (2026-11-27, '2026-11-27 14:00'; local time unless it\n"
+        "ends in Z or +HH:MM)",
+    )
     _json_opt(p)
     _cmd(p, "log:log")
 
@@ -166,15 +197,22 @@ def commands(sub: Any) -> None:
         "prompts and replies, each tool call with what it acted on, the checkpoint it\n"
         "made (→ STEP.N) and how it ended, its subagents and interruptions, and the\n"
         "model, turns, tokens and cost. With STEP.N, the conversation up to that\n"
-        "checkpoint's tool call.",
+        "checkpoint's tool call. With no STEP, the latest step (as git show shows HEAD).",
         epilog="examples:\n"
+        "  bar show              the latest step\n"
+        "  bar show --session    the agent's conversation in the latest step\n"
         "  bar show 3            step 0003: command, result, policy, patch, output\n"
         "  bar show 3.2          its second checkpoint: the tool call and what it changed\n"
         "  bar show 3 --session  the agent's conversation in step 0003\n"
         "  bar show 3.2 --session --json   the session's events up to that tool call",
     )
     _task_opt(p)
-    p.add_argument("step", metavar="STEP|STEP.N", help="a step (3, 0003) or a checkpoint (3.2)")
+    p.add_argument(
+        "step",
+        nargs="?",
+        metavar="STEP|STEP.N",
+        help="a step (3, 0003) or a checkpoint (3.2); default: the latest step",
+    )
     p.add_argument(
         "--session",
         action="store_true",

@@ -7,14 +7,15 @@ let format = localStorage.getItem(FORMAT_KEY) || "line-by-line";
 const loaded = new Map(); // .diff element -> its patch text
 
 // --- elapsed times of running steps ---------------------------------------------------
-// as pages.duration() says it: "3.4 s", "2 min 5 s", "1 h 3 min"
+// as pages.duration() (bar.base.clock.duration_text) says it: "0.6 s", "2 min 5 s", "1 h 3 min"
 function since(iso) {
   const ms = Math.max(0, Date.now() - Date.parse(iso));
-  if (ms < 1000) return ms + " ms";
-  if (ms < 60000) return (Math.floor(ms / 100) / 10).toFixed(1) + " s";
-  const s = Math.floor(ms / 1000);
+  if (ms < 100) return ms + " ms";
+  const tenths = Math.floor((ms + 50) / 100);
+  if (tenths < 600) return Math.floor(tenths / 10) + "." + (tenths % 10) + " s";
+  const s = Math.floor((ms + 500) / 1000);
   if (s < 3600) return Math.floor(s / 60) + " min" + (s % 60 ? " " + (s % 60) + " s" : "");
-  const m = Math.floor(s / 60);
+  const m = Math.floor((ms + 30000) / 60000);
   return Math.floor(m / 60) + " h" + (m % 60 ? " " + (m % 60) + " min" : "");
 }
 setInterval(() => {
