@@ -361,7 +361,9 @@ static int quick(int listener, const struct seccomp_notif *n, const struct bar_q
         if (!plain_word(words[k]))
             goto done;
     const char *name = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
-    const char *real_name = strrchr(real, '/') + 1;
+    const char *real_name = strrchr(real, '/') ? strrchr(real, '/') + 1 : real;
+    if (!plain_word(real_name))
+        goto done; /* (quoted as the judge quotes it only then) */
     if (!is_plain(known, name, plain) || !is_plain(known, real_name, plain))
         goto done;
     if (concerned(name, words, count, q) || concerned(real_name, words, count, q))
