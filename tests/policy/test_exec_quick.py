@@ -295,3 +295,71 @@ def test_both_listeners_refuse_and_record_the_same(
         assert counts[exec_quick.RUN] >= 20
     else:
         assert counts == [0, 0, 0]
+
+
+# ways to a program that bar once followed as its own process, not the step's: each is
+# judged as what really runs, or refused (the home is a decoy, the worktree a repository)
+_ROUNDABOUT = """
+( exec </usr/bin/git; exec /dev/stdin reset --hard ); echo viastdin=$?
+( exec -a git-reset /usr/bin/git --hard ); echo argv0=$?
+cat f
+ln -s "$LOADER" ./x; ./x /bin/rm -rf "$HOME"; echo loader=$?
+cp "$LOADER" ./y; ./y /bin/rm -rf "$HOME"; echo loadercopy=$?
+ln -s /dev/stdin ./z; ( exec </bin/rm; exec ./z -rf "$HOME" ); echo linkstdin=$?
+ls -d "$HOME/keep"
+/proc/self/exe -c 'echo selfexe ok'
+exec 7</bin/true; /dev/fd/7 && echo fd7=$?
+"""
+
+
+@watches
+@pytest.mark.parametrize("listener", ["compiled", "python"])
+def test_a_program_reached_roundabout_is_judged_as_what_runs(
+    tmp_path: Path, listener: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if listener == "compiled" and LIB is None:
+        pytest.skip("the compiled listener is not built here")
+    if listener == "python":
+        monkeypatch.setenv("BAR_EXEC_LISTENER", "python")
+    loader = next(
+        (
+            p
+            for p in ("/lib64/ld-linux-x86-64.so.2", "/lib/ld-linux-aarch64.so.1")
+            if Path(p).exists()
+        ),
+        None,
+    )
+    if loader is None:
+        pytest.skip("no dynamic loader where bar looks for one")
+    home = tmp_path / "home"
+    (home / "keep").mkdir(parents=True)
+    work = tmp_path / "wt"
+    work.mkdir()
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], cwd=work, check=True)
+    (work / "f").write_text("a\n")
+    subprocess.run([*git, "add", "f"], cwd=work, check=True)
+    subprocess.run([*git, "commit", "-qm", "f"], cwd=work, check=True)
+    (work / "f").write_text("changed\n")
+    events: list[dict[str, Any]] = []
+    judge = ExecJudge(
+        default_policy(),
+        Places.of(worktree=work, homes=[str(home)]),
+        lambda *e: events.extend(e),
+    )
+    env = {**os.environ, "HOME": str(home), "LOADER": loader}
+    (work / "r.sh").write_text(_ROUNDABOUT)
+    done, _ = _watched("bash r.sh", work, judge, env)
+    out = done.stdout
+    for said in (
+        "viastdin=126",
+        "argv0=126",
+        "loader=126",
+        "loadercopy=126",
+        "selfexe ok",
+        "fd7=0",
+    ):
+        assert said in out, (said, out, done.stderr)
+    assert "linkstdin=0" not in out and "changed" in out
+    assert (home / "keep").is_dir()
+    assert {e["rule"] for e in events} == {"git-reset-hard", "rm-recursive-root-or-home"}

@@ -22,6 +22,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <linux/openat2.h>
 #include <linux/seccomp.h>
 #include <poll.h>
 #include <stdint.h>
@@ -30,8 +31,13 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/types.h>
 #include <unistd.h>
+
+#ifndef SYS_openat2
+#define SYS_openat2 437 /* (the same on every architecture: Linux 5.6) */
+#endif
 
 #if defined(__x86_64__)
 #define NR_EXECVE 59
@@ -280,13 +286,25 @@ static int quick(int listener, const struct seccomp_notif *n, const struct bar_q
     int fd = -1;
     if (read_string(mem, n->data.args[0], path, sizeof path) <= 0)
         goto done;
-    if (path[0] == '/')
-        snprintf(probe, sizeof probe, "/proc/%u/root%s", n->pid, path);
-    else
-        snprintf(probe, sizeof probe, "/proc/%u/cwd/%s", n->pid, path);
-    fd = open(probe, O_PATH | O_CLOEXEC);
+    /* a process's own files by name (/proc/self, /dev/stdin, /dev/fd/N): the judge
+       reads them as the process's */
+    if (starts(path, "/proc/") || starts(path, "/dev/"))
+        goto done;
+    /* the program as the process reaches it: from its root or its directory, links
+       followed as for it (never through a link that would be bar's own) */
+    snprintf(probe, sizeof probe, path[0] == '/' ? "/proc/%u/root" : "/proc/%u/cwd", n->pid);
+    int base = open(probe, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (base < 0)
+        goto done;
+    struct open_how how;
+    memset(&how, 0, sizeof how);
+    how.flags = O_PATH | O_CLOEXEC;
+    how.resolve = RESOLVE_NO_MAGICLINKS | (path[0] == '/' ? RESOLVE_IN_ROOT : 0);
+    fd = (int)syscall(SYS_openat2, base, path, &how, sizeof how);
+    int failed = errno;
+    close(base);
     if (fd < 0) {
-        if (errno == ENOENT || errno == ENOTDIR) {
+        if (failed == ENOENT || failed == ENOTDIR) {
             answer = ENOENT;
             counts[QUICK_MISSING]++;
         }
@@ -364,6 +382,12 @@ static int quick(int listener, const struct seccomp_notif *n, const struct bar_q
     const char *real_name = strrchr(real, '/') ? strrchr(real, '/') + 1 : real;
     if (!plain_word(real_name))
         goto done; /* (quoted as the judge quotes it only then) */
+    /* the name it is called by can choose what it does (git-reset): the judge reads it */
+    if (count > 0) {
+        const char *called = strrchr(words[0], '/') ? strrchr(words[0], '/') + 1 : words[0];
+        if (strcmp(called, name) != 0 && strcmp(called, real_name) != 0)
+            goto done;
+    }
     if (!is_plain(known, name, plain) || !is_plain(known, real_name, plain))
         goto done;
     if (concerned(name, words, count, q) || concerned(real_name, words, count, q))

@@ -116,6 +116,18 @@ _KNOWN = (
     "mysql",
     "redis-cli",
     "ssh",
+    # the dynamic loaders run any program they are given without an exec of it
+    "ld-linux-x86-64.so.2",
+    "ld-linux-aarch64.so.1",
+    "ld-linux.so.2",
+    "ld-musl-x86_64.so.1",
+    "ld-musl-aarch64.so.1",
+)
+# where the known programs are looked for (the loaders are in the libraries' directories)
+_KNOWN_PATH = (
+    "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin:/lib64:/lib:/usr/lib64:/usr/lib"
+    ":/lib/x86_64-linux-gnu:/usr/lib/x86_64-linux-gnu:/lib/aarch64-linux-gnu"
+    ":/usr/lib/aarch64-linux-gnu"
 )
 
 
@@ -380,6 +392,15 @@ class Watch:
             return errno.EFAULT
         except Hidden:
             return errno.EACCES
+        except Unfollowable as exc:
+            self._tell(
+                ident,
+                pid,
+                f"bar: refused: the way to {exc} leads through a loop of links or a link to "
+                "a process's own files (/proc/self, /dev/stdin…) that bar cannot follow as "
+                "the program would; run the program by its own path",
+            )
+            return errno.EPERM
         except Unreadable:
             if self.judged == 0 and not self.counts[0]:  # (the command's own exec: the
                 # kernel does not let bar read it)
@@ -439,17 +460,92 @@ class Watch:
         return True
 
 
-def _resolve(probe: str) -> tuple[str, os.stat_result] | None:
-    """The file the kernel would reach at ``probe`` (its links followed, in the asking
-    process's view), as a path of bar's, and its status; None if there is none."""
+def _reach(pid: int, path: str, dirfd: int | None = None, empty: bool = False) -> int | None:
+    """A descriptor of bar's (``O_PATH``) on the file the process ``pid`` reaches at
+    ``path`` (from its directory ``dirfd``, else its working directory), its links
+    followed as the kernel follows them for that process; None when nothing is there.
+
+    What names a process's own files is read as that process's (``/proc/self``,
+    ``/proc/thread-self``, ``/dev/stdin``, ``/dev/fd/N``: bar's own otherwise). Any
+    other way through such a link (a link to ``/dev/stdin``, ``/proc/self`` spelt
+    otherwise) cannot be followed as the process would: ``Unfollowable``."""
+    own = _own(pid, path)
+    if own is not None:
+        try:
+            return os.open(own, os.O_PATH | os.O_CLOEXEC)
+        except OSError:
+            return None
     try:
-        fd = os.open(probe, os.O_PATH | os.O_CLOEXEC)
+        if path.startswith("/"):
+            base = os.open(f"/proc/{pid}/root", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+            resolve = _RESOLVE_IN_ROOT | _RESOLVE_NO_MAGICLINKS
+        elif dirfd is not None and dirfd >= 0:
+            base = os.open(f"/proc/{pid}/fd/{dirfd}", os.O_PATH | os.O_CLOEXEC)
+            if empty and not path:
+                return base
+            resolve = _RESOLVE_NO_MAGICLINKS
+        else:
+            base = os.open(f"/proc/{pid}/cwd", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+            resolve = _RESOLVE_NO_MAGICLINKS
     except OSError:
         return None
     try:
-        return _link(f"/proc/self/fd/{fd}"), os.fstat(fd)
+        return _openat2(base, path, os.O_PATH | os.O_CLOEXEC, resolve)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:  # (a loop of links, or a way through a link of
+            # bar's own: the kernel would fail the one, and the other cannot be judged)
+            raise Unfollowable(path) from None
+        return None
     finally:
-        os.close(fd)
+        os.close(base)
+
+
+class Unfollowable(Exception):
+    """The way to the program leads through a link bar cannot follow as the process
+    would (a process's own files reached by another name): it is refused, never judged
+    as whatever bar's own link would lead to."""
+
+
+def _own(pid: int, path: str) -> str | None:
+    """``path`` where it names the process's own files, as bar reaches them."""
+    for prefix, mine in (
+        ("/proc/self", f"/proc/{pid}"),
+        ("/proc/thread-self", f"/proc/{pid}/task/{pid}"),
+        ("/dev/fd", f"/proc/{pid}/fd"),
+        ("/dev/stdin", f"/proc/{pid}/fd/0"),
+        ("/dev/stdout", f"/proc/{pid}/fd/1"),
+        ("/dev/stderr", f"/proc/{pid}/fd/2"),
+    ):
+        if path == prefix or path.startswith(prefix + "/"):
+            return mine + path[len(prefix) :]
+    return None
+
+
+_SYS_OPENAT2 = 437  # (the same on every architecture: a system call of Linux 5.6)
+_RESOLVE_NO_MAGICLINKS = 0x02
+_RESOLVE_IN_ROOT = 0x10
+
+
+class _How(ctypes.Structure):
+    _fields_ = [("flags", ctypes.c_uint64), ("mode", ctypes.c_uint64), ("resolve", ctypes.c_uint64)]
+
+
+def _openat2(base: int, path: str, flags: int, resolve: int) -> int:
+    how = _How(flags, 0, resolve)
+    fd = _libc_syscall(
+        _SYS_OPENAT2,
+        base,
+        ctypes.c_char_p(path.encode("utf-8", "surrogateescape") or b"."),  # type: ignore[arg-type]
+        ctypes.byref(how),  # type: ignore[arg-type]
+        ctypes.sizeof(how),
+    )
+    if fd < 0:
+        err = ctypes.get_errno()
+        if err == errno.ENOSYS:  # (an older kernel: its links followed as bar's own)
+            prefix = f"/proc/self/fd/{base}/"
+            return os.open(prefix + path, flags)
+        raise OSError(err, os.strerror(err), path)
+    return fd
 
 
 def _read_call(pid: int, nr: int, args: Sequence[int], hidden: Sequence[str] = ()) -> Exec | None:
@@ -469,32 +565,30 @@ def _read_call(pid: int, nr: int, args: Sequence[int], hidden: Sequence[str] = (
         fd = os.open(f"/proc/{pid}/mem", os.O_RDONLY | os.O_CLOEXEC)
     except PermissionError as exc:
         raise Unreadable(str(exc)) from None
+    program = -1
     try:
         path = _string(fd, path_at)[0] if path_at else ""
         # where the program is, as the asking process sees it (its root, its directories)
-        if path.startswith("/"):
-            probe = f"/proc/{pid}/root{path}"
-        elif dirfd is not None and dirfd >= 0:
-            base = _link(f"/proc/{pid}/fd/{dirfd}")
-            if flags & _AT_EMPTY_PATH and not path:
-                path, probe = base, f"/proc/{pid}/fd/{dirfd}"
-            else:
-                path, probe = os.path.join(base, path), f"/proc/{pid}/fd/{dirfd}/{path}"
-        else:
-            probe = f"/proc/{pid}/cwd/{path}"
-        found = _resolve(probe)
+        found = _reach(pid, path, dirfd, bool(flags & _AT_EMPTY_PATH))
         if found is None:
             return None  # (no such program: a PATH search's misses cost no more)
-        real, info = found
+        program = found
+        if not path.startswith("/") and dirfd is not None and dirfd >= 0:
+            base = _link(f"/proc/{pid}/fd/{dirfd}")
+            path = os.path.join(base, path) if path else base
+        real, info = _link(f"/proc/self/fd/{program}"), os.fstat(program)
         if any(real == h or real.startswith(h + "/") for h in hidden):
             raise Hidden(real)  # (bar reads nothing of it for the step: not even its #!)
         argv, truncated = _vector(fd, argv_at)
+        probe = f"/proc/self/fd/{program}"
+        names, first = _FILES.of(probe, path, real, info)
+        scripts = _scripts(path, argv, _shebangs(pid, first)) if first is not None else ()
     except PermissionError as exc:
         raise Unreadable(str(exc)) from None
     finally:
         os.close(fd)
-    names, first = _FILES.of(probe, path, real, info)
-    scripts = _scripts(path, argv, _shebangs(pid, first)) if first is not None else ()
+        if program >= 0:
+            os.close(program)
     return Exec(pid, path, tuple(argv), _link(f"/proc/{pid}/cwd"), truncated, names, scripts)
 
 
@@ -556,7 +650,7 @@ class _Known:
 
                 self._sizes = {}
                 for name in _KNOWN:
-                    where = shutil.which(name, path="/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin")
+                    where = shutil.which(name, path=_KNOWN_PATH)
                     if where is not None:
                         with contextlib.suppress(OSError):
                             self._sizes.setdefault(os.stat(where).st_size, []).append(where)
@@ -610,8 +704,15 @@ def _shebangs(pid: int, first: tuple[str, str | None] | None) -> tuple[tuple[str
     while line is not None and len(lines) < _MAX_SHEBANGS:
         lines.append(line)
         interpreter = line[0]
-        where = interpreter if not interpreter.startswith("/") else f"/proc/{pid}/root{interpreter}"
-        line = _shebang(where) if interpreter.startswith("/") else None
+        if not interpreter.startswith("/"):
+            break
+        found = _reach(pid, interpreter)
+        if found is None:
+            break
+        try:
+            line = _shebang(f"/proc/self/fd/{found}")
+        finally:
+            os.close(found)
     return tuple(lines)
 
 

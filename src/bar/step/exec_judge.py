@@ -35,6 +35,13 @@ SOURCE = "exec"
 UNREAD_RULE = "bar:exec-unread"
 
 
+def _plain(name: str) -> bool:
+    from bar import shell
+    from bar.policy.rules import MULTI_CALL
+
+    return name not in MULTI_CALL and shell.plain_program(name)
+
+
 def _strictest(decisions: list[Decision]) -> Decision:
     """One decision of several: every event once, the strictest action."""
     if len(decisions) == 1:
@@ -132,12 +139,20 @@ class ExecJudge:
         def judged(path: str, argv: tuple[str, ...]) -> Decision:
             return self.policy.evaluate_exec(path, argv, self.places, cwd=found.cwd, exists=exists)
 
+        def matters(name: str) -> bool:
+            """Whether judging the same words again under ``name`` can say more: a
+            rule's strings are in it, or the analysis reads into such a program (a
+            wrapper, a loader, a multi-call program: ``ld.so /bin/rm -rf ~``)."""
+            base = os.path.basename(name)
+            return self.policy.may_name(base) or not _plain(base)
+
         decisions = [judged(found.path, found.argv)]
-        decisions += [
-            judged(name, found.argv)
-            for name in found.names
-            if self.policy.may_name(os.path.basename(name))
-        ]
+        decisions += [judged(name, found.argv) for name in found.names if matters(name)]
+        # the name a program is called by can choose what it does (``git-reset`` is
+        # git's reset whatever file runs it; a multi-call program's applets)
+        called = found.argv[0] if found.argv else ""
+        if os.path.basename(called) not in ("", os.path.basename(found.path)) and matters(called):
+            decisions.append(judged(called, found.argv))
         decisions += [judged(vector[0], vector) for vector in found.scripts]
         return _strictest(decisions), looked
 
@@ -148,13 +163,8 @@ class ExecJudge:
         needed = self.policy.needed()
         if needed is None:
             return None
-        from bar import shell
-        from bar.policy.rules import MULTI_CALL
         from bar.sandbox.exec_quick import Shortcut
         from bar.sandbox.exec_watch import SYSTEM
-
-        def plain(name: str) -> bool:
-            return name not in MULTI_CALL and shell.plain_program(name)
 
         return Shortcut(
             exact=needed[0],
@@ -162,7 +172,7 @@ class ExecJudge:
             places=self.places.forms(),
             roots=self.places.rooms(),
             system=SYSTEM,
-            plain=plain,
+            plain=_plain,
         )
 
     def _refuse_unread(self, found: Exec) -> tuple[bool, str]:
