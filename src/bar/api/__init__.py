@@ -67,6 +67,7 @@ if TYPE_CHECKING:
     from bar.share.prepush import Installed as PushHook
     from bar.share.push import Pushed
     from bar.share.remotes import Remote
+    from bar.step.live import Event, Follower, Glance, LiveStep, Mark, Started
     from bar.step.run import RunRequest
     from bar.task import delete as task_delete
     from bar.task import reopen as task_reopen
@@ -97,8 +98,11 @@ __all__ = [
     "doctor",
     "edit_task",
     "explain_command",
+    "follower_of",
     "get_task",
+    "glance_step",
     "init_project",
+    "live_step",
     "load_task",
     "locate",
     "log",
@@ -130,6 +134,8 @@ __all__ = [
     "tokens_text",
     "undo",
     "unrecorded",
+    "wait_for_step",
+    "watch_steps",
 ]
 
 
@@ -862,6 +868,56 @@ def projects() -> list[Project]:
 def running(task: Task) -> journals.RunIntent | None:
     """The step a ``bar run`` is recording in the task right now, if one is."""
     return journals.read_run(task.paths) if task.active and is_running(task) else None
+
+
+def live_step(task: Task) -> LiveStep | None:
+    """The task's step that is not in the ledger yet: running, being recorded, or left by
+    a ``bar run`` that died (``state``), with what is known of it (``bar.step.live``)."""
+    from bar.step import live
+
+    return live.current(task) if task.active else None
+
+
+def follower_of(task: Task, step_ref: str, mark: Mark | None = None) -> Follower:
+    """A follower of step ``step_ref``'s output and checkpoints, from ``mark`` (default:
+    its start) to its recorded end: a step that is recorded (its record gives it all at
+    once), the one running or left by a bar that died, or the next one to start. Any
+    other is not there to follow."""
+    from bar.ledger.records import format_step_id
+    from bar.step import live
+
+    step_id = parse_step_ref(step_ref)
+    live_now = live.current(task)
+    newest = task.ledger.last()
+    upcoming = format_step_id(
+        max(newest.number if newest is not None else 0, live_now.number if live_now else 0) + 1
+    )
+    if (live_now is None or live_now.step_id != step_id) and step_id != upcoming:
+        task.ledger.get(step_id)  # (says so if there is no such step)
+    return live.Follower(task, step_id, mark)
+
+
+def glance_step(task: Task, step_id: str) -> Glance:
+    """One look at step ``step_id`` while it runs: its output and checkpoints so far (its
+    record, if it ended meanwhile)."""
+    from bar.step import live
+
+    return live.glance(task, step_id)
+
+
+def watch_steps(task: Task, after: int) -> Iterator[Event | Started]:
+    """The task's steps after step number ``after`` as they come: each that starts, its
+    checkpoints, each recorded, each whose bar died; until the caller stops."""
+    from bar.step import live
+
+    return live.watch(task, after)
+
+
+def wait_for_step(task: Task) -> LiveStep:
+    """The task's step running now, else the next one to start (this waits for it)."""
+    from bar.step import live
+
+    return live.next_step(task)
 
 
 # --- agent sessions (SPEC §13) -------------------------------------------------------

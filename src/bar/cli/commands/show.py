@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from bar import api
 from bar.api import shapes
+from bar.cli.commands import live
 from bar.cli.pager import paging
 from bar.cli.render import (
     Painter,
@@ -30,7 +31,7 @@ from bar.cli.render import (
     terminal_width,
     visible,
 )
-from bar.errors import NotFound
+from bar.errors import NotFound, StepNotFound, UsageError
 from bar.ledger.records import ApplyStep, RollbackStep, RunStep, Step, SyncStep
 from bar.task.tasks import Task
 
@@ -41,13 +42,39 @@ if TYPE_CHECKING:
 _CHECKPOINT = re.compile(r"#?[0-9]+\.[0-9]+")
 
 
-def show(*, task: str | None, step: str, as_json: bool, session: bool = False) -> int:
+def show(
+    *,
+    task: str | None,
+    step: str | None,
+    as_json: bool,
+    session: bool = False,
+    follow: bool = False,
+) -> int:
     the_task = api.get_task(api.open_project(), task)
+    if follow:
+        if session or (step is not None and _CHECKPOINT.fullmatch(step.strip())):
+            raise UsageError(
+                "--follow follows a step's output, not a session or a checkpoint",
+                hint="`bar show STEP --follow`; `bar log --follow` lists each tool call as it comes",
+            )
+        code = live.follow(the_task, step, as_json)
+        if code is not None:
+            return code
+    if step is None:
+        raise live.no_step_given()
     if session:
         return _show_session(the_task, step, as_json)
     if _CHECKPOINT.fullmatch(step.strip()):
         return _show_checkpoint(the_task, step, as_json)
-    record = api.show(the_task, step)
+    try:
+        record = api.show(the_task, step)
+    except StepNotFound:
+        running = live.show_live(the_task, step, as_json)  # (a step not recorded yet)
+        if running is None:
+            raise
+        if isinstance(running, int):
+            return running
+        record = running
     taken = api.checkpoints(the_task, record.step_id) if isinstance(record, RunStep) else []
     if as_json:
         print_json(shapes.step_entry(the_task, record, taken))

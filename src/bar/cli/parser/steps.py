@@ -137,9 +137,15 @@ def commands(sub: Any) -> None:
         "hook, stopped: budget, interrupted), changes, duration, command. Printed straight\n"
         "to a terminal, the command is cut at its width; through the pager or into a file,\n"
         "it is whole. Under an agent step: its model, turns and tokens (and cost, when\n"
-        "agents.prices prices its model); `bar show STEP --session` has the conversation.",
+        "agents.prices prices its model); `bar show STEP --session` has the conversation.\n\n"
+        "A step that is running comes last, marked running (with how long it has run and\n"
+        "how to follow its output: bar show --follow); one whose bar run died before it\n"
+        "was recorded is marked interrupted. --follow keeps the list going as the task\n"
+        "goes: a step's line when it starts, a line for each tool call its agent makes as\n"
+        "it is checkpointed, the step's line again when it is recorded; Ctrl-C stops.",
         epilog="examples:\n"
         "  bar log                    every step\n"
+        "  bar log -f                 ... and each step and tool call as it comes\n"
         "  bar log -n 5 -p            the last five, each with its patch\n"
         "  bar log --tools            each tool call of an agent's steps\n"
         "  bar log -p --json          records with patch_text; task_dir is where the\n"
@@ -151,6 +157,13 @@ def commands(sub: Any) -> None:
         "-p", "--patch", action="store_true", help="show each step's patch (--json: as patch_text)"
     )
     p.add_argument("--tools", action="store_true", help="list each step's checkpoints")
+    p.add_argument(
+        "-f",
+        "--follow",
+        action="store_true",
+        help="keep printing: each step as it starts and is recorded, each tool call as it "
+        "is checkpointed (--json: one JSON object a line)",
+    )
     _json_opt(p)
     _cmd(p, "log:log")
 
@@ -166,19 +179,41 @@ def commands(sub: Any) -> None:
         "prompts and replies, each tool call with what it acted on, the checkpoint it\n"
         "made (→ STEP.N) and how it ended, its subagents and interruptions, and the\n"
         "model, turns, tokens and cost. With STEP.N, the conversation up to that\n"
-        "checkpoint's tool call.",
+        "checkpoint's tool call.\n\n"
+        "A step that is running is shown too: its command, since when it runs, its output\n"
+        "and checkpoints so far. --follow then streams the rest as it is written (stdout\n"
+        "on stdout, stderr on stderr, each checkpoint on a line of its own) and ends when\n"
+        "the step is recorded, with how it ended; or says so if the step's bar run died\n"
+        "(exit 1). Ctrl-C stops following, never the step. Without STEP it follows the\n"
+        "step running now, or waits for the next one. A step already recorded is shown as\n"
+        "it is.",
         epilog="examples:\n"
         "  bar show 3            step 0003: command, result, policy, patch, output\n"
+        "  bar show --follow     the running step's output as it comes, to its end\n"
+        "  bar show 7 -f --json  the same as JSON lines: output, checkpoint, then step\n"
         "  bar show 3.2          its second checkpoint: the tool call and what it changed\n"
         "  bar show 3 --session  the agent's conversation in step 0003\n"
         "  bar show 3.2 --session --json   the session's events up to that tool call",
     )
     _task_opt(p)
-    p.add_argument("step", metavar="STEP|STEP.N", help="a step (3, 0003) or a checkpoint (3.2)")
+    p.add_argument(
+        "step",
+        nargs="?",
+        metavar="STEP|STEP.N",
+        help="a step (3, 0003) or a checkpoint (3.2); with --follow, default: the step "
+        "running, else the next to start",
+    )
     p.add_argument(
         "--session",
         action="store_true",
         help="the agent's conversation in the step (to the checkpoint's tool call, with STEP.N)",
+    )
+    p.add_argument(
+        "-f",
+        "--follow",
+        action="store_true",
+        help="follow a running step: its output as it is written and its checkpoints as "
+        "they are taken, until it is recorded (--json: one JSON object a line)",
     )
     _json_opt(p)
     _cmd(p, "show:show")
