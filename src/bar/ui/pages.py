@@ -381,10 +381,11 @@ def running_html(task: Task) -> str:
     if running is None:
         return ""
     taken = api.checkpoints(task, running.step_id)
-    cps = "".join(_checkpoint_item(task, cp) for cp in taken)
+    cps = "".join(checkpoint_item(task, cp) for cp in taken)
     return (
-        f'<div class="running-step" data-step="{esc(running.step_id)}"><strong>step '
-        f"{esc(running.step_id)} running</strong> <code>{esc(shlex.join(running.cmd))}</code>"
+        f'<div class="running-step" data-step="{esc(running.step_id)}"><strong><a href="'
+        f'{esc(task_url(task, "/s/" + running.step_id))}">step {esc(running.step_id)}</a> '
+        f"running</strong> <code>{esc(shlex.join(running.cmd))}</code>"
         f' for <span class="elapsed" data-since="{esc(running.started_at)}">'
         f"{esc(elapsed_since(running.started_at))}</span>"
         f"{f'<ol class=checkpoints>{cps}</ol>' if cps else ''}</div>"
@@ -456,7 +457,7 @@ def step_row(task: Task, step: Step) -> str:
             extra.append('<li class="pty">interactive (pty): terminal recording</li>')
         if said := session_line(task, step):
             extra.append(said)
-    cps = "".join(_checkpoint_item(task, cp) for cp in views.checkpoints_of(task, step))
+    cps = "".join(checkpoint_item(task, cp) for cp in views.checkpoints_of(task, step))
     details = (f'<ul class="facts">{"".join(extra)}</ul>' if extra else "") + (
         f"<ol class=checkpoints>{cps}</ol>" if cps else ""
     )
@@ -470,7 +471,7 @@ def step_row(task: Task, step: Step) -> str:
     )
 
 
-def _checkpoint_item(task: Task, cp: Checkpoint) -> str:
+def checkpoint_item(task: Task, cp: Checkpoint) -> str:
     decision = f' <span class="policy">{esc(cp.decision)}</span>' if cp.decision else ""
     return (
         f'<li><a href="{esc(task_url(task, "/s/" + cp.name))}">{esc(cp.name)}</a> '

@@ -14,6 +14,7 @@ from bar.ledger.records import ApplyStep, RollbackStep, RunStep, Step, SyncStep
 from bar.task.tasks import Task
 from bar.ui import conversation, patches, views
 from bar.ui.pages import (
+    checkpoint_item,
     describe,
     duration,
     esc,
@@ -28,6 +29,7 @@ from bar.ui.pages import (
 
 if TYPE_CHECKING:
     from bar.history.checkpoints import Checkpoint
+    from bar.step.live import LiveStep
 
 # files opened (their diffs fetched as they come into view) on a page of at most this many
 OPEN_UP_TO = 50
@@ -173,6 +175,72 @@ def step_page(task: Task, step: Step, csrf: str) -> str:
             (task.project.name, "/"),
             (task.name, task_url(task)),
             (f"step {step.step_id}", ""),
+        ],
+    )
+
+
+def live_page(task: Task, live: LiveStep, csrf: str) -> str:
+    """The page of a step not recorded yet: what it runs, its checkpoints and output so
+    far; while it runs, the page's script follows it (``…/s/STEP/live``, server-sent
+    events) and loads the step's recorded page once it ends."""
+    seen = views.glance(task, live.step_id)
+    if seen.recorded is not None:  # (it ended meanwhile)
+        return step_page(task, seen.recorded, csrf)
+    state = {
+        "running": "running (pid {pid}): not recorded yet",
+        "recording": "the command ended (exit {code}); bar is recording the step",
+        "interrupted": "interrupted: its bar run (pid {pid}) died; not recorded yet",
+    }[live.state].format(pid=live.pid, code=live.exit_code)
+    rows: list[tuple[str, str]] = [
+        ("kind", "run"),
+        ("started", esc(live.started_at)),
+        (
+            "running for",
+            f'<span class="elapsed" data-since="{esc(live.started_at)}">'
+            f"{esc(duration(live.running_ms()))}</span>",
+        ),
+        ("command", f"<code>{esc(shlex.join(live.cmd))}</code>"),
+        ("cwd", esc(live.cwd)),
+        ("state", f'<span class="live-state {esc(live.state)}">{esc(state)}</span>'),
+    ]
+    if live.pty:
+        rows.append(("terminal", "interactive (pty)"))
+    if isinstance(live.agent, dict) and live.agent.get("name"):
+        rows.append(("agent", esc(str(live.agent["name"]))))
+    items = "".join(checkpoint_item(task, cp) for cp in seen.checkpoints)
+    if live.state == "interrupted":
+        said = (
+            '<p class="live-note lost">Its <code>bar run</code> died while the step ran: the '
+            "next command that changes the task records it as interrupted, with what it "
+            "printed and changed until then (<code>bar doctor --repair</code> does it now).</p>"
+        )
+        follow = ""
+    else:
+        said = (
+            '<p class="live-note">The page follows the step as it runs, and shows its record '
+            "when it ends.</p>"
+        )
+        follow = f' data-live="{esc(task_url(task, f"/s/{live.step_id}/live"))}" data-mark="{seen.mark}"'
+    stdout = esc(_plain(seen.stdout.decode("utf-8", "replace")))
+    stderr = esc(_plain(seen.stderr.decode("utf-8", "replace")))
+    body = (
+        f"<h1>Step {esc(live.step_id)} <small>run</small></h1>{_rows(rows)}{said}"
+        f'<div id="live-step"{follow}>'
+        f'<h2>Checkpoints</h2><ol class="checkpoints" id="live-checkpoints">{items}</ol>'
+        '<h2>Output</h2><pre class="output live" id="live-output">'
+        f'<span data-stream="stdout">=== STDOUT ===\n{stdout}</span>'
+        f'<span data-stream="stderr">{"" if stdout.endswith(chr(10)) or not stdout else chr(10)}'
+        f"=== STDERR ===\n{stderr}</span></pre></div>"
+    )
+    return layout(
+        f"{task.name}: step {live.step_id} ({live.state})",
+        body,
+        csrf=csrf,
+        task=task,
+        crumbs=[
+            (task.project.name, "/"),
+            (task.name, task_url(task)),
+            (f"step {live.step_id}", ""),
         ],
     )
 
