@@ -223,7 +223,7 @@ def test_following_gives_every_byte_the_record_holds_once(
             (worktree(t) / "go").touch()
             run.wait(timeout=WAIT)
     events = [json.loads(line) for line in out.text.splitlines()]
-    found, defs = shapes()
+    _, defs = shapes()
     for event in events:
         jsonshape.check(event, defs["$follow-event"], defs)
     assert events[0]["event"] == "running" and events[-1]["event"] == "step"
@@ -306,7 +306,7 @@ def test_an_agent_steps_tool_calls_are_listed_as_they_are_checkpointed(
         watching.send_signal(signal.SIGINT)  # (the way it ends)
         assert watching.wait(timeout=WAIT) == 0
     lines = [json.loads(line) for line in events.wait_closed().splitlines()]
-    found, defs = shapes()
+    _, defs = shapes()
     for line in lines:
         jsonshape.check(line, defs["$follow-event"], defs)
     kinds = [line["event"] for line in lines]
@@ -334,7 +334,7 @@ def test_log_follow_json_gives_each_step_as_it_comes(
         watching.send_signal(signal.SIGINT)
         assert watching.wait(timeout=WAIT) == 0
     lines = [json.loads(line) for line in out.wait_closed().splitlines()]
-    found, defs = shapes()
+    _, defs = shapes()
     for line in lines:
         jsonshape.check(line, defs["$follow-event"], defs)
     assert [line["event"] for line in lines] == ["running", "step"]

@@ -220,13 +220,17 @@ def live_page(task: Task, live: LiveStep, csrf: str) -> str:
             '<p class="live-note">The page follows the step as it runs, and shows its record '
             "when it ends.</p>"
         )
-        follow = f' data-live="{esc(task_url(task, f"/s/{live.step_id}/live"))}" data-mark="{seen.mark}"'
+        follow = (
+            f' data-live="{esc(task_url(task, f"/s/{live.step_id}/live"))}" data-mark="{seen.mark}"'
+        )
     stdout = esc(_plain(seen.stdout.decode("utf-8", "replace")))
     stderr = esc(_plain(seen.stderr.decode("utf-8", "replace")))
     body = (
         f"<h1>Step {esc(live.step_id)} <small>run</small></h1>{_rows(rows)}{said}"
         f'<div id="live-step"{follow}>'
-        f'<h2>Checkpoints</h2><ol class="checkpoints" id="live-checkpoints">{items}</ol>'
+        # (a step without an agent takes none: the section shows when one comes)
+        f'<section id="live-tools"{"" if items or live.agent else " hidden"}><h2>Checkpoints</h2>'
+        f'<ol class="checkpoints" id="live-checkpoints">{items}</ol></section>'
         '<h2>Output</h2><pre class="output live" id="live-output">'
         f'<span data-stream="stdout">=== STDOUT ===\n{stdout}</span>'
         f'<span data-stream="stderr">{"" if stdout.endswith(chr(10)) or not stdout else chr(10)}'

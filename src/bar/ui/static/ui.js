@@ -69,6 +69,7 @@ if (liveStep) {
     });
     source.addEventListener("checkpoint", (event) => {
       document.getElementById("live-checkpoints").insertAdjacentHTML("beforeend", JSON.parse(event.data).html);
+      document.getElementById("live-tools").hidden = false;
     });
     source.addEventListener("ended", () => {
       source.close();
