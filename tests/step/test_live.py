@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -91,6 +92,14 @@ def child(*args: str, cwd: Path) -> Iterator[tuple[subprocess.Popen[bytes], Line
         if proc.poll() is None:
             proc.kill()
         proc.wait()
+
+
+def until(check: Any) -> None:
+    """Return once ``check()`` holds (a file grew, a line came): looked at every 20 ms."""
+    deadline = time.monotonic() + WAIT
+    while not check():
+        assert time.monotonic() < deadline, "it never came"
+        time.sleep(0.02)
 
 
 @pytest.fixture(autouse=True)
@@ -235,6 +244,39 @@ def test_following_gives_every_byte_the_record_holds_once(
     assert stderr == "e1\ne2"
 
 
+def test_a_long_output_is_followed_whole(
+    inited: Path, capfd: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Each look reads a bounded part (``LOOK``); a long output comes in several, live and
+    from the record once the step ended."""
+    t = new_task(capfd)
+    script = (
+        "head -c 20000000 /dev/zero | tr '\\0' x; echo; echo err >&2; "
+        f"{GATE}; head -c 12000000 /dev/zero | tr '\\0' y"
+    )
+    said = tmp_path / "followed"
+    with said.open("wb") as sink:
+        follower = subprocess.Popen(
+            [BAR_EXE, "show", "1", "--follow"], cwd=inited, stdout=sink, stderr=subprocess.PIPE
+        )
+        run = stepping(inited, "--no-pty", "--", "sh", "-c", script)
+        try:
+            seen = Lines(follower.stderr)  # type: ignore[arg-type]
+            seen.wait_for("err\n")
+            until(lambda: said.stat().st_size > 20_000_000)  # (followed while it runs)
+            assert follower.poll() is None and ledger(t["id"]) == []
+            (worktree(t) / "go").touch()
+            assert follower.wait(timeout=WAIT) == 0
+        finally:
+            (worktree(t) / "go").touch()
+            assert run.wait(timeout=WAIT) == 0
+    stdout, _ = recorded_output(t["id"], "0001")
+    text = said.read_bytes()
+    body = text.split(b"Ctrl-C stops following\n", 1)[1].rsplit(b"--- step 0001 recorded", 1)[0]
+    assert body == stdout  # (with the newline bar ends stdout with)
+    assert len(stdout) == 32_000_002
+
+
 def test_following_ends_and_says_so_when_bar_is_killed(
     inited: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
@@ -357,6 +399,27 @@ def test_wrong_uses_of_follow_say_what_to_do(
         assert wrong.code == 2 and "--follow follows a step's output" in wrong.err
     not_running = bar(capfd, "show", "2")
     assert not_running.code == 3 and "no step 0002" in not_running.err
+    assert bar(capfd, "task", "close", "t1").code == 0
+    for args in (["show", "--follow"], ["show", "2", "--follow"], ["log", "--follow"]):
+        closed = bar(capfd, *args, "--task", "t1")
+        assert closed.code == 2 and "task t1 is closed: no step runs in it" in closed.err
+        assert "bar task reopen t1" in closed.err
+
+
+def test_a_step_recorded_before_the_follow_began_gives_its_output_from_the_record(
+    inited: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    t = new_task(capfd)
+    script = "echo out; echo err >&2; printf '=== STDERR ===\\nstill out\\n'; echo more >&2"
+    assert bar(capfd, "run", "--no-pty", "--", "sh", "-c", script).code == 0
+    with child("show", "1", "--follow", "--json", cwd=inited) as (follower, out, _):
+        assert follower.wait(timeout=WAIT) == 0
+        events = [json.loads(line) for line in out.wait_closed().splitlines()]
+    assert [e["event"] for e in events][-1] == "step"
+    stdout, stderr = recorded_output(t["id"], "0001")
+    assert "".join(e["text"] for e in events if e.get("stream") == "stdout").encode() == stdout
+    assert "".join(e["text"] for e in events if e.get("stream") == "stderr").encode() == stderr
+    assert stderr == b"err\nmore\n"
 
 
 @pytest.mark.parametrize(

@@ -176,3 +176,26 @@ def test_a_running_steps_events_are_guarded_like_every_page(
     finally:
         (wt / "go4").touch()
         assert run.wait(timeout=120) == 0
+
+
+def test_a_long_running_output_is_shown_in_part_and_linked(
+    served: tuple[Session, str, Path],
+) -> None:
+    s, url, wt = served
+    script = f"head -c 3000000 /dev/zero | tr '\\0' x; echo; {GATE.format('go5')}"
+    run, step = start(s, script)
+    try:
+        cookie = login(url)
+        page = base_of(url) + s.task_url("", f"/s/{step}")
+
+        def long_enough() -> str | None:
+            status, _, text = request(page, cookie=cookie)
+            return text if status == 200 and "The output is long" in text else None
+
+        text = wait_until(long_enough, 60)
+        assert text, "the page never said the output was cut"
+        assert f"/artifacts/{step}.output" in text
+        assert text.count("x") < 2_200_000  # (the first part, as a recorded page shows)
+    finally:
+        (wt / "go5").touch()
+        assert run.wait(timeout=120) == 0

@@ -892,17 +892,43 @@ def follower_of(task: Task, step_ref: str, mark: Mark | None = None) -> Follower
     upcoming = format_step_id(
         max(newest.number if newest is not None else 0, live_now.number if live_now else 0) + 1
     )
-    if (live_now is None or live_now.step_id != step_id) and step_id != upcoming:
-        task.ledger.get(step_id)  # (says so if there is no such step)
+    if live_now is None or live_now.step_id != step_id:
+        if step_id != upcoming:
+            task.ledger.get(step_id)  # (says so if there is no such step)
+        elif live.recorded(task, step_id) is None:
+            steps_run_here(task)  # (one to wait for)
     return live.Follower(task, step_id, mark)
 
 
-def glance_step(task: Task, step_id: str) -> Glance:
-    """One look at step ``step_id`` while it runs: its output and checkpoints so far (its
-    record, if it ended meanwhile)."""
+def steps_run_here(task: Task) -> None:
+    """Refuse to wait for a step of a task whose steps do not run on this machine: a
+    closed task, a copy fetched from another one, a task sent to workers."""
+    if task.read_only:
+        raise UsageError(
+            f"task {task.name} is a copy fetched from another machine: no step runs in it here",
+            hint=f"`bar log --task {task.id}` lists its steps; `bar fetch` brings new ones",
+        )
+    if not task.active:
+        raise UsageError(
+            f"task {task.name} is closed: no step runs in it",
+            hint=f"`bar log --task {task.id}` lists its steps; `bar task reopen {task.name}` "
+            "opens it again",
+        )
+    where = placement_of(task)
+    if where is not None:
+        raise UsageError(
+            f"task {task.name} runs its steps on workers (queue {where.queue}), not here",
+            hint="their output streams to the terminal of `bar run --on`; `bar status` says "
+            "what runs there, and `bar fetch` brings their records",
+        )
+
+
+def glance_step(task: Task, step_id: str, limit: int | None = None) -> Glance:
+    """One look at step ``step_id`` while it runs: its output (the first ``limit`` bytes
+    at least, if given) and checkpoints so far; its record, if it ended meanwhile."""
     from bar.step import live
 
-    return live.glance(task, step_id)
+    return live.glance(task, step_id, limit)
 
 
 def watch_steps(task: Task, after: int) -> Iterator[Event | Started]:
@@ -914,9 +940,12 @@ def watch_steps(task: Task, after: int) -> Iterator[Event | Started]:
 
 
 def wait_for_step(task: Task) -> LiveStep:
-    """The task's step running now, else the next one to start (this waits for it)."""
+    """The task's step running now, else the next one to start (this waits for it; refused
+    where no step would come: ``steps_run_here``)."""
     from bar.step import live
 
+    if live.current(task) is None:
+        steps_run_here(task)
     return live.next_step(task)
 
 

@@ -47,6 +47,7 @@ INTERRUPTED = "interrupted"  # bar died while the step ran: the next command rec
 
 POLL = 0.1  # seconds between two looks of ``follow``
 _CHUNK = 1 << 20
+LOOK = 8 << 20  # bytes of each stream one look reads at most (``behind`` says it stopped)
 
 
 @record(frozen=True)
@@ -112,7 +113,7 @@ def current(task: Task) -> LiveStep | None:
     if intent is None:
         return None
     held = is_locked(task.paths.lock)
-    if _recorded(task, intent.step_id) is not None:
+    if recorded(task, intent.step_id) is not None:
         return None  # (the line is written before the intent goes)
     ended = intent.exit_code is not None
     state = RECORDING if held and ended else RUNNING if held else INTERRUPTED
@@ -197,13 +198,21 @@ class Follower:
     """Follows step ``step_id`` of ``task`` from ``mark`` (the start: everything it printed)."""
 
     def __init__(
-        self, task: Task, step_id: str, mark: Mark | None = None, *, output: bool = True
+        self,
+        task: Task,
+        step_id: str,
+        mark: Mark | None = None,
+        *,
+        output: bool = True,
+        look: int = LOOK,
     ) -> None:
         mark = mark or Mark()
         self.task = task
         self.output = output  # False: its checkpoints and its end only
+        self.look = look  # bytes of each stream one look reads at most
         self.step_id = step_id
         self.done = False
+        self.behind = False  # the last look stopped at ``look`` bytes: more is there now
         self._out: int | None = None  # NNNN.output, open
         self._err: int | None = None  # NNNN.output.stderr.tmp, open (it outlives its name)
         self._shown = max(mark.shown, len(STDOUT_HEADER))
@@ -215,6 +224,7 @@ class Follower:
         self._seen = False  # the intent of this step was seen: its files are its own
         self._ledger: tuple[int, int] | None = None
         self._step: Step | None = None
+        self._stderr_pos: int | None = None  # where the recorded output's stderr begins
 
     @property
     def mark(self) -> Mark:
@@ -242,6 +252,8 @@ class Follower:
                 return events
         if self.output:
             events += self._rest(step)
+            if self.behind:  # (the rest of a long output: the next looks)
+                return events
         events += self._checkpoints()
         events.append(Recorded(step))
         self.close()
@@ -267,7 +279,7 @@ class Follower:
         if now == self._ledger:
             return None
         self._ledger = now
-        self._step = _recorded(self.task, self.step_id)
+        self._step = recorded(self.task, self.step_id)
         return self._step
 
     def _lost(self) -> Lost | None:
@@ -313,8 +325,10 @@ class Follower:
 
     def _output(self) -> list[Event]:
         events: list[Event] = []
+        self.behind = False
         if self._out is not None:
-            new = _read_on(self._out, self._read)
+            new = _read_on(self._out, self._read, self.look)
+            self.behind = len(new) >= self.look
             self._read += len(new)
             data = self._held + new
             line_start = os.pread(self._out, 1, self._shown - 1) == b"\n"
@@ -324,35 +338,44 @@ class Follower:
             self._shown += safe
             self._held = data[safe:]
         if self._err is not None:
-            new = _read_on(self._err, self._err_shown)
+            new = _read_on(self._err, self._err_shown, self.look)
+            self.behind = self.behind or len(new) >= self.look
             if new:
                 events.append(Output("stderr", new))
                 self._err_shown += len(new)
         return events
 
     def _rest(self, step: Step) -> list[Event]:
-        """What the recorded output holds beyond what was given out."""
+        """What the recorded output holds beyond what was given out (``look`` bytes of each
+        stream at most: ``behind`` says there is more)."""
+        self.behind = False
         rel = step.artifacts.output
         if not rel:
             return []
-        path = self.task.dir / rel
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+            fd = os.open(self.task.dir / rel, os.O_RDONLY | os.O_NOFOLLOW)
         except OSError:
             return []
         try:
             size = os.fstat(fd).st_size
-            stderr_at = self._stderr_at(fd, size, step)
+            if self._stderr_pos is None:
+                self._stderr_pos = self._stderr_at(fd, size, step)
+            stderr_at = self._stderr_pos
             events: list[Event] = []
-            stdout = _read_range(fd, self._shown, stderr_at)
+            stdout = _read_range(fd, self._shown, min(stderr_at, self._shown + self.look))
             if stdout:
                 events.append(Output("stdout", stdout))
                 self._shown += len(stdout)
+            if self._shown < stderr_at and stdout:
+                self.behind = True
+                return events
             if stderr_at < size:
-                rest = _read_range(fd, stderr_at + len(STDERR_HEADER) + self._err_shown, size)
+                start = stderr_at + len(STDERR_HEADER) + self._err_shown
+                rest = _read_range(fd, start, min(size, start + self.look))
                 if rest:
                     events.append(Output("stderr", rest))
                     self._err_shown += len(rest)
+                self.behind = start + len(rest) < size and bool(rest)
             return events
         finally:
             os.close(fd)
@@ -371,8 +394,7 @@ class Follower:
                 STDERR_HEADER
             ):
                 return at
-        data = _read_range(fd, 0, size)
-        found = data.rfind(b"\n" + STDERR_HEADER)
+        found = _rfind(fd, size, b"\n" + STDERR_HEADER)
         return size if found < 0 else found + 1
 
     # --- the checkpoints
@@ -404,6 +426,7 @@ class Glance:
     mark: Mark
     recorded: Step | None = None
     lost: Lost | None = None
+    cut: bool = False  # more was printed than was read (``glance``'s limit)
 
     def output(self) -> bytes | None:
         """What it printed so far in the output file's format (``=== STDOUT ===`` ...);
@@ -414,11 +437,16 @@ class Glance:
         return STDOUT_HEADER + self.stdout + tail + STDERR_HEADER + self.stderr
 
 
-def glance(task: Task, step_id: str) -> Glance:
-    """One look at step ``step_id``: what it printed and took up to now."""
-    follower = Follower(task, step_id)
+def glance(task: Task, step_id: str, limit: int | None = None) -> Glance:
+    """One look at step ``step_id``: what it printed and took up to now (at least the first
+    ``limit`` bytes of each stream, when given; ``cut`` says if there is more)."""
+    follower = Follower(task, step_id, look=limit or LOOK)
+    events: list[Event] = []
     try:
-        events = follower.poll()
+        while True:
+            events += follower.poll()
+            if limit is not None or not follower.behind or follower.done:
+                break
     finally:
         follower.close()
     out = b"".join(e.data for e in events if isinstance(e, Output) and e.stream == "stdout")
@@ -430,6 +458,7 @@ def glance(task: Task, step_id: str) -> Glance:
         mark=follower.mark,
         recorded=next((e.step for e in events if isinstance(e, Recorded)), None),
         lost=next((e for e in events if isinstance(e, Lost)), None),
+        cut=follower.behind,
     )
 
 
@@ -442,7 +471,8 @@ def follow(task: Task, step_id: str, *, poll: float = POLL) -> Iterator[Event]:
             yield from follower.poll()
             if follower.done:
                 return
-            time.sleep(poll)
+            if not follower.behind:
+                time.sleep(poll)
     finally:
         follower.close()
 
@@ -524,7 +554,7 @@ def _is_current(task: Task, step_id: str) -> bool:
     return live is not None and live.step_id == step_id
 
 
-def _recorded(task: Task, step_id: str) -> Step | None:
+def recorded(task: Task, step_id: str) -> Step | None:
     """Step ``step_id`` if the ledger holds it, read from the end (a line being written is
     passed over: it is read once whole)."""
     number = int(step_id)
@@ -536,13 +566,15 @@ def _recorded(task: Task, step_id: str) -> Step | None:
     return None
 
 
-def _read_on(fd: int, offset: int) -> bytes:
+def _read_on(fd: int, offset: int, most: int) -> bytes:
+    """What the file holds from ``offset`` on, ``most`` bytes at most."""
     out = bytearray()
-    while True:
-        chunk = os.pread(fd, _CHUNK, offset + len(out))
+    while len(out) < most:
+        chunk = os.pread(fd, min(_CHUNK, most - len(out)), offset + len(out))
         if not chunk:
-            return bytes(out)
+            break
         out += chunk
+    return bytes(out)
 
 
 def _read_range(fd: int, start: int, end: int) -> bytes:
@@ -553,6 +585,19 @@ def _read_range(fd: int, start: int, end: int) -> bytes:
             break
         out += chunk
     return bytes(out)
+
+
+def _rfind(fd: int, size: int, needle: bytes) -> int:
+    """The offset of the last ``needle`` in the file (-1: none), read from its end."""
+    end = size
+    while end > 0:
+        start = max(0, end - _CHUNK)
+        block = _read_range(fd, start, min(size, end + len(needle) - 1))
+        found = block.rfind(needle)
+        if found >= 0:
+            return start + found
+        end = start
+    return -1
 
 
 def _before_stderr(data: bytes, line_start: bool) -> int:

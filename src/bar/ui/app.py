@@ -293,6 +293,11 @@ async def _step_live(request: Request, follower: Follower) -> AsyncIterator[str]
     quiet = 0.0
     try:
         while not await request.is_disconnected():
+            mark = follower.mark
+            if follower.output and mark.shown + mark.err > views.OUTPUT_LIMIT:
+                follower.output = False  # (a page shows that much; the file has the rest)
+                note = step_pages.cut_note(follower.task, follower.step_id)
+                yield f"event: cut\ndata: {json.dumps({'html': note})}\n\n"
             events = await run_in_threadpool(follower.poll)
             for event in events:
                 if isinstance(event, Output):

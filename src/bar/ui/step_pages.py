@@ -223,6 +223,8 @@ def live_page(task: Task, live: LiveStep, csrf: str) -> str:
         follow = (
             f' data-live="{esc(task_url(task, f"/s/{live.step_id}/live"))}" data-mark="{seen.mark}"'
         )
+    if seen.cut:
+        said += cut_note(task, live.step_id)
     stdout = esc(_plain(seen.stdout.decode("utf-8", "replace")))
     stderr = esc(_plain(seen.stderr.decode("utf-8", "replace")))
     body = (
@@ -246,6 +248,15 @@ def live_page(task: Task, live: LiveStep, csrf: str) -> str:
             (task.name, task_url(task)),
             (f"step {live.step_id}", ""),
         ],
+    )
+
+
+def cut_note(task: Task, step_id: str) -> str:
+    """What a running step's page says of an output longer than it shows."""
+    href = task_url(task, f"/artifacts/{step_id}.output")
+    return (
+        '<p class="meta cut">The output is long: only its first part is shown here, and '
+        f'it goes on in <a href="{esc(href)}">the output file</a>.</p>'
     )
 
 

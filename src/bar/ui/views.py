@@ -195,8 +195,9 @@ def live_step(the_task: Task, ref: str) -> LiveStep | None:
 
 
 def glance(the_task: Task, step_id: str) -> Glance:
-    """A running step's output and checkpoints so far."""
-    return api.glance_step(the_task, step_id)
+    """A running step's checkpoints and output so far (the first ``OUTPUT_LIMIT`` bytes
+    of it, as a recorded step's page shows)."""
+    return api.glance_step(the_task, step_id, OUTPUT_LIMIT)
 
 
 def neighbours(the_task: Task, step: Step) -> tuple[str | None, str | None]:

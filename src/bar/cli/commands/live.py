@@ -120,6 +120,7 @@ def follow(task: Task, ref: str | None, as_json: bool) -> int | None:
     if ref is None:
         live = api.live_step(task)
         if live is None:
+            api.steps_run_here(task)  # (else nothing would come)
             print(
                 f"bar: no step of task {task.name} runs now; waiting for the next one "
                 "(Ctrl-C stops waiting)",
@@ -156,7 +157,8 @@ def follow(task: Task, ref: str | None, as_json: bool) -> int | None:
                 elif isinstance(event, Lost):
                     printer.lost(event)
                     raise BarError(event.reason, hint=lost_hint(task) if event.live else None)
-            time.sleep(POLL)
+            if not follower.behind:
+                time.sleep(POLL)
     except KeyboardInterrupt:  # (following ends; the step goes on)
         return 0
     finally:

@@ -61,6 +61,7 @@ def log(
         steps = api.log(the_task, n)
         entries = [shapes.log_entry(the_task, s, patch, history) for s in steps]
         if follow:
+            api.steps_run_here(the_task)
             return _follow_json(the_task, entries, patch, history)
         if live is not None:
             taken = api.checkpoints(the_task, live.step_id)
@@ -72,6 +73,7 @@ def log(
     else:
         rows = [_Row._make(_cells(step)) for step in api.log(the_task, n)]
     if follow:
+        api.steps_run_here(the_task)
         return _follow_text(the_task, rows, patch=patch, tools=tools, history=history)
     note = None
     if live is not None:

@@ -184,7 +184,8 @@ def commands(sub: Any) -> None:
         "and checkpoints so far. --follow then streams the rest as it is written (stdout\n"
         "on stdout, stderr on stderr, each checkpoint on a line of its own) and ends when\n"
         "the step is recorded, with how it ended; or says so if the step's bar run died\n"
-        "(exit 1). Ctrl-C stops following, never the step. Without STEP it follows the\n"
+        "(exit 1). Following only reads: the step's input stays with the terminal that\n"
+        "ran it, and Ctrl-C stops following, never the step. Without STEP it follows the\n"
         "step running now, or waits for the next one. A step already recorded is shown as\n"
         "it is.",
         epilog="examples:\n"

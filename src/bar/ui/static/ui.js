@@ -71,6 +71,9 @@ if (liveStep) {
       document.getElementById("live-checkpoints").insertAdjacentHTML("beforeend", JSON.parse(event.data).html);
       document.getElementById("live-tools").hidden = false;
     });
+    source.addEventListener("cut", (event) => {
+      if (!document.querySelector(".cut")) pre.insertAdjacentHTML("beforebegin", JSON.parse(event.data).html);
+    });
     source.addEventListener("ended", () => {
       source.close();
       location.reload();
