@@ -873,9 +873,11 @@ def running(task: Task) -> journals.RunIntent | None:
 def live_step(task: Task) -> LiveStep | None:
     """The task's step that is not in the ledger yet: running, being recorded, or left by
     a ``bar run`` that died (``state``), with what is known of it (``bar.step.live``)."""
+    if not task.active or not task.paths.marker.exists():
+        return None  # (what nearly every ``bar log`` finds: no more to load)
     from bar.step import live
 
-    return live.current(task) if task.active else None
+    return live.current(task)
 
 
 def follower_of(task: Task, step_ref: str, mark: Mark | None = None) -> Follower:

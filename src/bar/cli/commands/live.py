@@ -22,7 +22,7 @@ from bar import api
 from bar.api import shapes
 from bar.cli.pager import paging
 from bar.cli.render import Painter, checkpoint_line, duration, outcome, stat_text
-from bar.errors import BarError, StepNotFound, UsageError
+from bar.errors import BarError, StepNotFound
 from bar.ledger.records import Step
 from bar.step.live import INTERRUPTED, RECORDING, LiveStep, Lost, Output, Recorded, Taken
 from bar.task.tasks import Task
@@ -260,10 +260,3 @@ class _Json:
         self._emit(
             {"event": "lost", "step_id": event.step_id, "reason": event.reason, "step": live}
         )
-
-
-def no_step_given() -> UsageError:
-    return UsageError(
-        "bar show needs a STEP (3, or 3.2 for a checkpoint)",
-        hint="`bar log` lists the steps; `bar show --follow` follows the running one",
-    )

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import shlex
 import sys
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from bar import api
 from bar.aide import flow
@@ -41,8 +41,10 @@ from bar.cli.render import (
     terminal_width,
 )
 from bar.ledger.records import RunStep, Step
-from bar.step.live import INTERRUPTED, RECORDING, LiveStep, Lost, Recorded, Started, Taken
 from bar.task.tasks import Task
+
+if TYPE_CHECKING:
+    from bar.step.live import LiveStep
 
 
 def log(
@@ -94,6 +96,8 @@ def log(
 def _live_row(task: Task, live: LiveStep) -> tuple[_Row, tuple[str, str]]:
     """The row of a step not recorded yet, and the line said under it (its step id, the
     words)."""
+    from bar.step.live import INTERRUPTED, RECORDING
+
     colour = "red" if live.state == INTERRUPTED else "yellow"
     number = int(live.step_id)
     if live.state == INTERRUPTED:
@@ -135,6 +139,8 @@ def _follow_text(
     """``bar log --follow``: the steps so far, then each step as it starts (marked running),
     each tool call of its agent as it is checkpointed, and its line once recorded; until
     Ctrl-C."""
+    from bar.step.live import Lost, Recorded, Started, Taken
+
     paint = Painter(task.project.config.output.color)
     width = terminal_width()
     widths = _widths(rows)
@@ -192,6 +198,7 @@ def _follow_json(
 ) -> int:
     """``bar log --follow --json``: one JSON object a line (``$follow-event``): each step
     so far, then as they come."""
+    from bar.step.live import Lost, Recorded, Started, Taken
 
     def emit(obj: dict[str, Any]) -> None:
         sys.stdout.write(json.dumps(obj, ensure_ascii=False) + "\n")

@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Any
 
 from bar import api
 from bar.api import shapes
-from bar.cli.commands import live
 from bar.cli.pager import paging
 from bar.cli.render import (
     Painter,
@@ -52,6 +51,8 @@ def show(
 ) -> int:
     the_task = api.get_task(api.open_project(), task)
     if follow:
+        from bar.cli.commands import live  # (a step not recorded yet)
+
         if session or (step is not None and _CHECKPOINT.fullmatch(step.strip())):
             raise UsageError(
                 "--follow follows a step's output, not a session or a checkpoint",
@@ -61,7 +62,10 @@ def show(
         if code is not None:
             return code
     if step is None:
-        raise live.no_step_given()
+        raise UsageError(
+            "bar show needs a STEP (3, or 3.2 for a checkpoint)",
+            hint="`bar log` lists the steps; `bar show --follow` follows the running one",
+        )
     if session:
         return _show_session(the_task, step, as_json)
     if _CHECKPOINT.fullmatch(step.strip()):
@@ -69,6 +73,8 @@ def show(
     try:
         record = api.show(the_task, step)
     except StepNotFound:
+        from bar.cli.commands import live
+
         running = live.show_live(the_task, step, as_json)  # (a step not recorded yet)
         if running is None:
             raise
