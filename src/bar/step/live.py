@@ -45,7 +45,7 @@ RUNNING = "running"  # the command runs
 RECORDING = "recording"  # the command ended; bar is recording the step
 INTERRUPTED = "interrupted"  # bar died while the step ran: the next command records it
 
-POLL = 0.1  # seconds between two looks of ``follow``
+POLL = 0.1  # seconds between two looks of ``watch`` and ``next_step``
 _CHUNK = 1 << 20
 LOOK = 8 << 20  # bytes of each stream one look reads at most (``behind`` says it stopped)
 
@@ -460,21 +460,6 @@ def glance(task: Task, step_id: str, limit: int | None = None) -> Glance:
         lost=next((e for e in events if isinstance(e, Lost)), None),
         cut=follower.behind,
     )
-
-
-def follow(task: Task, step_id: str, *, poll: float = POLL) -> Iterator[Event]:
-    """Every event of step ``step_id`` from its start to its end (``Recorded`` or ``Lost``),
-    as they come."""
-    follower = Follower(task, step_id)
-    try:
-        while True:
-            yield from follower.poll()
-            if follower.done:
-                return
-            if not follower.behind:
-                time.sleep(poll)
-    finally:
-        follower.close()
 
 
 @record(frozen=True)
