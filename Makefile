@@ -20,7 +20,7 @@ UI_STAMP  := $(UI_VENDOR)/.installed
 
 .PHONY: install agents shells browser ui-assets test test-fast test-long lint typecheck unit demo demo-workers bench bench-full clean
 
-$(STAMP): pyproject.toml bin/bar | $(UI_STAMP)
+$(STAMP): pyproject.toml setup.py src/bar/sandbox/exec_quick.c bin/bar | $(UI_STAMP)
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "bar needs Python 3.11+"'
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test,workers,otel]'

@@ -149,6 +149,7 @@ def _floor(p: Params) -> list[Row]:
     listener at all."""
     import contextlib
     import fcntl
+    import os
     import struct
     import subprocess
     import time
@@ -168,10 +169,20 @@ def _floor(p: Params) -> list[Row]:
 
     loop = f"i=0; while [ $i -lt {PROGRAMS} ]; do /bin/true $i; i=$((i+1)); done"
 
+    from bar.policy import default_policy
+    from bar.policy.places import Places
+    from bar.step.exec_judge import ExecJudge
+
+    judge = ExecJudge(default_policy(), Places.of(worktree=os.getcwd()), lambda *e: None)
+
     def timed(kind: str) -> float:
         watch = None
-        if kind != "none":
-            watch = (_Bare if kind == "bare" else exec_watch.Watch)(lambda found: None)
+        if kind == "quick":
+            watch = exec_watch.Watch(judge, shortcut=judge.shortcut())
+            watch.begin()
+        elif kind != "none":
+            kept = _Bare if kind == "bare" else exec_watch.Watch
+            watch = kept(lambda found: None, compiled=False)
             watch.begin()
 
         def inside() -> None:
@@ -194,6 +205,7 @@ def _floor(p: Params) -> list[Row]:
             "no listener": lambda: timed("none"),
             "answered at once": lambda: timed("bare"),
             "read whole, not judged": lambda: timed("read"),
+            "compiled, judged": lambda: timed("quick"),
         },
         p.repeat,
         p.warmup,
@@ -203,12 +215,17 @@ def _floor(p: Params) -> list[Row]:
         (
             "22-floor",
             "answered at once",
-            "a listener answering every call at once, reading nothing",
+            "a listener in Python answering every call at once, reading nothing",
         ),
         (
             "22-read",
             "read whole, not judged",
-            "bar's listener reading every call whole, judging nothing",
+            "bar's listener in Python reading every call whole, judging nothing",
+        ),
+        (
+            "22-quick",
+            "compiled, judged",
+            "the compiled listener with the default policy's shortcut (what a step has)",
         ),
     ):
         row = ratio_row(

@@ -112,6 +112,8 @@ def session(s: Session, repo: Path, tmp_path: Path) -> None:
     s.json("bar task edit --json", *edit)
     s.json("bar task edit --json", *edit)  # (again: nothing changed)
     second = s.json("bar task new --json", "task", "new", "second", "--json")
+    s.json("bar task rename --json", "task", "rename", "second", "second-b", "--json")
+    s.json("bar task rename --json", "task", "rename", second["id"], "second", "--json")
     s.json("bar task switch --json", "task", "switch", "first", "--json")
     s.json("bar task close --json", "task", "close", "second", "--json")
     s.json("bar task reopen --json", "task", "reopen", "second", "--json")
@@ -191,6 +193,9 @@ def agents_drive(s: Session) -> None:
     s.json("bar decide submit --json", "decide", "submit", question, "--json")
     s.json("bar decide submit --json", "decide", "submit", question, "--json")  # replaces
     s.json("bar decide list --json", "decide", "list", "--json")
+    s.json("bar status --json", "status", "--json")  # the decision that waits
+    s.json("bar log --json", "log", "--kind", "run", "--since", "1d", "--grep", ".", "--json")
+    s.json("bar show --json", "show", "--json")  # the latest step
     done = s.json(
         "bar decide answer --json",
         "decide",

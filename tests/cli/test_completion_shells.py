@@ -93,6 +93,7 @@ TASK_ACTIONS = [
     "new",
     "path",
     "prune",
+    "rename",
     "reopen",
     "show",
     "start",

@@ -66,6 +66,7 @@ SHAPE = {
             "task_id": "str",
             "here": "bool",
             "name": "str|null",
+            "record": "str|null",
             "origin?": {"*": "any"},
             "landings": [
                 {

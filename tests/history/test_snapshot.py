@@ -258,8 +258,22 @@ def test_one_diff_gives_the_patch_and_its_stat_exactly(
         capture_output=True,
         check=True,
     ).stdout
-    assert stat == parse_numstat(listed)
-    assert stat.files == 7 and "old name.txt" in stat.file_list
+    # the file list is every path the patch names; the counts are git's with renames
+    # detected: the rename (30 lines, one changed name) is one file, not two
+    assert stat.file_list == parse_numstat(listed).file_list
+    renamed = subprocess.run(
+        ["git", "diff", *DIFF_FLAGS, "--numstat", "-z", a, b, "--"],
+        cwd=repo,
+        capture_output=True,
+        check=True,
+    ).stdout
+    counted = parse_numstat(renamed)
+    assert (stat.files, stat.additions, stat.deletions) == (
+        counted.files,
+        counted.additions,
+        counted.deletions,
+    )
+    assert stat.files == 6 and {"old name.txt", "new name \u00e9.txt"} <= set(stat.file_list)
     empty = tmp_path / "none.patch"
     assert write_patch(repo, b, b, empty, split=split).files == 0
     assert empty.read_bytes() == b""

@@ -269,7 +269,7 @@ def test_show_session_marks_a_subagents_events(
     tail = lines[lines.index("subagent   a7f3 (Explore), started by call toolu_9") :]
     assert tail[1:5] == [
         "  [a7f3] user       look \\x1b[2J around",  # (never sent to the terminal as is)
-        "  [a7f3] tool       Bash  ls -la",
+        "  [a7f3] tool       Bash   ls -la",  # (the tools are a column: Task above)
         "  [a7f3]   ok       notes.txt",
         "interrupt  the agent was stopped mid-turn",
     ]

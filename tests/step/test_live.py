@@ -161,9 +161,17 @@ def test_a_second_terminal_follows_a_piped_step_as_it_prints(
             assert "not recorded yet" in shown.out
             assert "=== STDOUT ===\nfirst\n=== STDERR ===\noops\n" in shown.out
             assert "bar show 1 --follow" in shown.out
+            latest = bar(capfd, "show")  # (the latest step: the one running)
+            assert latest.code == 0 and "step 0001  run  running" in latest.out
             logged = bar(capfd, "log")
             assert "0001  run  running" in logged.out
             assert "bar show 1 --follow streams its output" in logged.out
+            # the filters hold the running step as they hold a recorded one
+            for kept in (["--grep", "oops"], ["--grep", "SH -C", "-i"], ["--kind", "run"]):
+                assert "0001  run  running" in bar(capfd, "log", *kept).out, kept
+            for left in (["--grep", "nowhere said"], ["--kind", "manual"], ["--agent", "claude"]):
+                assert "0001" not in bar(capfd, "log", *left).out, left
+                assert bar(capfd, "log", *left, "--json").json() == [], left
             found, defs = shapes()
             as_json = bar(capfd, "show", "1", "--json").json()
             jsonshape.check(as_json, found["bar show --json"], defs)
@@ -364,7 +372,10 @@ def test_log_follow_json_gives_each_step_as_it_comes(
     inited: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
     t = new_task(capfd)
-    with child("log", "--follow", "--json", cwd=inited) as (watching, out, _):
+    with (
+        child("log", "--follow", "--json", cwd=inited) as (watching, out, _),
+        child("log", "--follow", "--json", "--grep", "second", cwd=inited) as (chosen, some, _),
+    ):
         run = stepping(inited, "--no-pty", "--", "sh", "-c", f"echo hi; {GATE}")
         try:
             out.wait_for('"event": "running"')
@@ -373,22 +384,28 @@ def test_log_follow_json_gives_each_step_as_it_comes(
         finally:
             (worktree(t) / "go").touch()
             assert run.wait(timeout=WAIT) == 0
-        watching.send_signal(signal.SIGINT)
-        assert watching.wait(timeout=WAIT) == 0
+        assert bar(capfd, "run", "--no-pty", "--", "sh", "-c", "echo second").code == 0
+        some.wait_for('"exit_code": 0')  # (the filter's step; the first came before it)
+        for proc in (watching, chosen):
+            proc.send_signal(signal.SIGINT)
+            assert proc.wait(timeout=WAIT) == 0
     lines = [json.loads(line) for line in out.wait_closed().splitlines()]
     _, defs = shapes()
     for line in lines:
         jsonshape.check(line, defs["$follow-event"], defs)
-    assert [line["event"] for line in lines] == ["running", "step"]
+    assert [line["event"] for line in lines][:2] == ["running", "step"]
     assert lines[0]["step"]["state"] == "running" and lines[1]["step"]["exit_code"] == 0
+    filtered = [json.loads(line) for line in some.wait_closed().splitlines()]
+    assert filtered and {line["step"]["step_id"] for line in filtered} == {"0002"}
+    assert filtered[-1]["event"] == "step"
 
 
 def test_wrong_uses_of_follow_say_what_to_do(
     inited: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
     new_task(capfd)
-    no_step = bar(capfd, "show")
-    assert no_step.code == 2 and "--follow" in no_step.err
+    no_step = bar(capfd, "show")  # (the latest step: there is none)
+    assert no_step.code == 3 and "has no steps yet" in no_step.err
     assert bar(capfd, "run", "--no-pty", "--", "echo", "once").code == 0
     shown = bar(capfd, "show", "1", "--follow")  # recorded: shown as `bar show 1`
     assert shown.code == 0 and "--- output" in shown.out and "once" in shown.out

@@ -11,6 +11,10 @@ SCRIPT.json is a list of turns, played in order:
                                                 sends bar's post-tool hook (a checkpoint)
     {"tool": NAME, "input": {...},              a tool call that changes no file (no hook),
      "result": TEXT, "ok": BOOL}                with its result
+    {"bash": COMMAND}                           a Bash call: bar's pre-tool hook judges it
+                                                (the policy), it runs in the worktree unless
+                                                bar denied it, and the post-tool hook follows
+                                                (a checkpoint)
     {"interrupt": true}                         the person stopped the model mid-turn
     {"subagent": TYPE, "turns": [...]}          a Task tool call whose subagent plays
                                                 ``turns`` in a transcript of its own
@@ -99,14 +103,15 @@ class Transcript:
             pause,
         )
 
-    def hooks(self, event: str, payload: dict[str, Any]) -> None:
-        """bar's hooks of ``event``, run as Claude Code runs them."""
+    def hooks(self, event: str, payload: dict[str, Any]) -> str:
+        """bar's hooks of ``event``, run as Claude Code runs them: what they printed."""
         settings = json.loads((self.home / "settings.json").read_text())
         env = {**os.environ, "CLAUDE_PROJECT_DIR": str(self.cwd)}
         data = json.dumps({"session_id": self.session, "cwd": str(self.cwd), **payload})
+        said = ""
         for group in settings.get("hooks", {}).get(event, []):
             for hook in group.get("hooks", []):
-                subprocess.run(
+                done = subprocess.run(
                     ["sh", "-c", hook["command"]],
                     input=data.encode(),
                     cwd=self.cwd,
@@ -115,6 +120,23 @@ class Transcript:
                     timeout=60,
                     check=False,
                 )
+                said += done.stdout.decode("utf-8", "replace")
+        return said
+
+    def pre_tool(self, name: str, args: dict[str, Any], call: str) -> bool:
+        """bar's pre-tool hook: whether the call may run (not denied)."""
+        said = self.hooks(
+            "PreToolUse",
+            {
+                "transcript_path": str(self.path),
+                "permission_mode": "default",
+                "hook_event_name": "PreToolUse",
+                "tool_name": name,
+                "tool_input": args,
+                "tool_use_id": call,
+            },
+        )
+        return '"deny"' not in said
 
     def post_tool(self, name: str, args: dict[str, Any], call: str) -> None:
         self.hooks(
@@ -172,12 +194,24 @@ def turns(t: Transcript, script: list[dict[str, Any]]) -> None:
                     "Write",
                     {"file_path": str(cwd / turn["write"]), "content": turn["text"]},
                 )
+            elif "bash" in turn:
+                name, args = "Bash", {"command": turn["bash"]}
             else:
                 name, args = turn["tool"], turn.get("input", {})
             t.assistant({"type": "tool_use", "id": call, "name": name, "input": args}, n)
             if "write" in turn:
                 (cwd / turn["write"]).write_text(turn["text"])
                 t.post_tool(name, args, call)
+            elif "bash" in turn:
+                if t.pre_tool(name, args, call):
+                    ran = subprocess.run(
+                        ["sh", "-c", turn["bash"]], cwd=cwd, capture_output=True, check=False
+                    )
+                    turn = {"result": ran.stdout.decode("utf-8", "replace"), **turn}
+                    turn.setdefault("ok", ran.returncode == 0)
+                    t.post_tool(name, args, call)
+                else:
+                    turn = {"result": "denied by the policy", "ok": False, **turn}
             ok = turn.get("ok", True)
             result = turn.get("result", f"File created successfully at: {turn.get('write')}")
             block = {"type": "tool_result", "tool_use_id": call, "content": result}

@@ -60,7 +60,7 @@ def test_the_overview_lists_the_task(page: object, served: tuple[Session, str]) 
     assert page.url == base_of(url) + "/"
     row = page.locator("table.tasks tr", has_text="add-discounts")
     sync_api.expect(row).to_contain_text("active")
-    sync_api.expect(row.locator("td").nth(3)).to_have_text(str(len(s.ledger())))
+    sync_api.expect(row.locator("td").nth(4)).to_have_text(str(len(s.ledger())))
     shot(page, "overview")
 
 
@@ -193,8 +193,9 @@ def test_a_refused_action_shows_bars_message_and_hint(
     page: object, served: tuple[Session, str]
 ) -> None:
     s, url = served
-    page.goto(s.task_url(base_of(url), "/actions"))
-    page.fill("#rollback input[name=to]", "77")
+    page.goto(s.task_url(base_of(url), "/actions?to=77"))  # (a link to a state not there)
+    picked = page.locator("#rollback select[name=to] option:checked")
+    sync_api.expect(picked).to_have_text("77 (as asked)")
     page.click("text=Preview rollback")
     error = page.locator(".error")
     sync_api.expect(error).to_contain_text("bar: no step 0077 in this task")

@@ -173,6 +173,7 @@ def test_a_running_steps_events_are_guarded_like_every_page(
         assert status != 200 and "secret-ish" not in text
         status, _, text = request(base_of(url) + s.task_url("", f"/s/{step}"), cookie=cookie)
         assert status == 200 and "secret-ish" in text
+        assert "data-ago" in text  # (its start as a person says it: "just now", "3 min ago")
     finally:
         (wt / "go4").touch()
         assert run.wait(timeout=120) == 0

@@ -170,7 +170,7 @@ def test_the_timeline_shows_durations_and_starts_in_their_own_columns(served: Se
     s = served.s
     root = served.page(s.task_id)
     heads = [th.text for th in root.find("thead")[0].find("th")]
-    assert heads[4:6] == ["started (UTC)", "duration"]
+    assert heads[4:6] == ["started", "duration"]
     ledger = {r["step_id"]: r for r in s.ledger()}
     rows = [r for r in root.find("tbody")[0].find("tr") if "phase-head" not in r.attrs["class"]]
     steps = [r for r in rows if "step" in r.attrs["class"].split()]
@@ -180,10 +180,18 @@ def test_the_timeline_shows_durations_and_starts_in_their_own_columns(served: Se
         cells = row.find("td")
         assert len(cells) == len(heads)
         started, took = cells[4], cells[5]
-        assert started.find("time")[0].attrs["datetime"] == rec["started_at"]
-        assert started.text == rec["started_at"][:19].replace("T", " ")
+        stamp = started.find("time")[0]
+        assert stamp.attrs["datetime"] == rec["started_at"]
+        # how long ago, as a person says it; the exact time (UTC, to the millisecond) in
+        # its title
+        assert re.fullmatch(r"just now|\d+ s ago|\d+ min ago", started.text), started.text
+        exact = rec["started_at"][:23].replace("T", " ") + " UTC"
+        assert stamp.attrs["title"] == exact
         assert ":" not in took.text  # no time of day in the duration column
-        assert 0 <= rec["duration_ms"] - spoken_ms(took.text) < 100, (took.text, rec)
+        # to the nearest unit it shows: a tenth of a second below a minute
+        assert abs(rec["duration_ms"] - spoken_ms(took.text)) <= 500, (took.text, rec)
+        if rec["duration_ms"] < 59_950:
+            assert abs(rec["duration_ms"] - spoken_ms(took.text)) <= 50, (took.text, rec)
     slow = [r for r in steps if ledger[r.attrs["id"][5:]]["duration_ms"] >= 1000]
     assert slow and all(r.find("td")[5].text.endswith(" s") for r in slow)
 
@@ -202,18 +210,27 @@ def test_the_timeline_shows_durations_and_starts_in_their_own_columns(served: Se
     ("ms", "said"),
     [
         (0, "0 ms"),
-        (120, "120 ms"),
-        (999, "999 ms"),
+        (99, "99 ms"),
+        (100, "0.1 s"),
+        (553, "0.6 s"),
+        (999, "1.0 s"),
         (1000, "1.0 s"),
         (3_400, "3.4 s"),
-        (59_999, "59.9 s"),
+        (59_949, "59.9 s"),
+        (59_950, "1 min"),  # carried up, never "60.0 s"
         (60_000, "1 min"),
+        (72_000, "1 min 12 s"),
         (125_000, "2 min 5 s"),
-        (3_599_999, "59 min 59 s"),
+        (3_599_499, "59 min 59 s"),
+        (3_599_500, "1 h"),
         (3_600_000, "1 h"),
         (3_780_000, "1 h 3 min"),
+        (7_380_000, "2 h 3 min"),
         (-5, "0 ms"),
     ],
 )
 def test_durations_are_said_as_a_person_says_them(ms: int, said: str) -> None:
-    assert duration(ms) == said
+    """One formatter for every face: the page's, the command line's (bar log, bar show)."""
+    from bar.cli.render import duration as said_by_the_cli
+
+    assert duration(ms) == said == said_by_the_cli(ms)

@@ -37,6 +37,7 @@ from bar.errors import (
     NotARepository,
     NotFound,
     NotInitialized,
+    StepNotFound,
     UsageError,
 )
 from bar.history import states
@@ -59,6 +60,7 @@ if TYPE_CHECKING:
     from bar.history.blame import Blame
     from bar.history.checkpoints import Checkpoint
     from bar.history.lineage import RevBlame
+    from bar.ledger.select import Selection
     from bar.policy import Decision, Policy
     from bar.project.adopt import Adopted, Moved
     from bar.project.doctor import Doctor
@@ -73,6 +75,7 @@ if TYPE_CHECKING:
     from bar.task import reopen as task_reopen
     from bar.task.close import Closed
     from bar.task.edit import Edit, Edited
+    from bar.task.rename import Renamed
 
 __all__ = [
     "Diff",
@@ -87,6 +90,7 @@ __all__ = [
     "apply_diff",
     "artifact_path",
     "blame",
+    "branches",
     "call_target",
     "check_command",
     "checkpoint",
@@ -102,6 +106,8 @@ __all__ = [
     "get_task",
     "glance_step",
     "init_project",
+    "list_tasks",
+    "live_selected",
     "live_step",
     "load_task",
     "locate",
@@ -127,6 +133,7 @@ __all__ = [
     "session_totals",
     "show",
     "status",
+    "step_selected",
     "summarize",
     "switch_task",
     "sync",
@@ -340,6 +347,13 @@ def edit_task(task: Task, change: Edit) -> Edited:
     return edit(task, change)
 
 
+def rename_task(task: Task, new: str) -> Renamed:
+    """Give ``task`` the name ``new`` (its branch and worktree keep theirs)."""
+    from bar.task.rename import rename
+
+    return rename(task, new)
+
+
 def switch_task(task: Task) -> Task:
     if not task.active:
         raise BarError(
@@ -367,7 +381,17 @@ def close_task(task: Task, *, keep_worktree: bool = False, force: bool = False) 
     from bar.formats import telemetry
 
     telemetry.enqueue(task, None)  # the task's own span (the sender reads the task anew)
-    return closed
+    return _with_unapplied(closed)
+
+
+def _with_unapplied(closed: Closed) -> Closed:
+    """A closed task's result, with what of its work no branch has yet."""
+    from bar.base.record import replace
+    from bar.changes.unapplied import unapplied
+
+    if closed.task.active:
+        return closed
+    return replace(closed, unapplied=unapplied(closed.task))
 
 
 # --- the task board (SPEC §16) -------------------------------------------------------
@@ -450,7 +474,8 @@ def remove_worktree(task: Task, *, complete: bool = False, force: bool = False) 
     to ``pending``."""
     from bar.task.close import remove_worktree as remove
 
-    return remove(task, complete=complete, force=force)
+    done = remove(task, complete=complete, force=force)
+    return _with_unapplied(done) if complete else done
 
 
 def board(project: Project, op: str, args: dict[str, object]) -> dict[str, Any]:
@@ -677,17 +702,32 @@ def apply(
     wait: bool = True,
     at: str | None = None,
     preview: bool = False,
+    create: bool = False,
+    start: str | None = None,
 ) -> ApplyResult:
     """Land the task's work on ``target`` (default: the branch it was created from,
     ``bases.branch``) as one commit or a merge; ``at``: a recorded state (``3``, ``3.2``);
-    ``dry_run``: only say what would happen (``preview``: with the text of the change)."""
+    ``dry_run``: only say what would happen (``preview``: with the text of the change).
+    ``create``: ``target`` does not exist yet: make it, at ``start`` (default: the task's
+    base). A task without its worktree is applied from its record."""
     from bar.changes import apply as verb
     from bar.changes import recovery
 
+    if start is not None and not create:
+        raise UsageError("a start point is for a branch --create makes")
+    if create and not target:
+        raise UsageError("--create makes the branch --target names", hint="add --target NEW-BRANCH")
+    making = verb.Create(start) if create else None
     if dry_run:
         state = states.resolve(task, at) if at else None
         return verb.dry_run(
-            task, mode=mode, target_branch=target, message=message, at=state, preview=preview
+            task,
+            mode=mode,
+            target_branch=target,
+            message=message,
+            at=state,
+            preview=preview,
+            create=making,
         )
     with _locked(task, "bar apply", wait=wait) as fresh:  # (prepared by verb.apply)
         state = states.resolve(fresh, at) if at else None
@@ -698,17 +738,38 @@ def apply(
             message=message,
             at=state,
             prepare=recovery.prepare_apply,
+            create=making,
         )
 
 
 # --- reading the record --------------------------------------------------------------
 
 
-def log(task: Task, n: int | None = None) -> list[Step]:
-    """The task's steps, oldest first (the last ``n`` only, read from the end)."""
+def log(task: Task, n: int | None = None, chosen: Selection | None = None) -> list[Step]:
+    """The task's steps, oldest first (the last ``n`` only, read from the end); ``chosen``:
+    only those its filters let through (``log_selection``), the last ``n`` of them."""
     if n is not None and n < 0:
         raise UsageError("-n takes a number of steps, 0 or more")
+    if chosen is not None and not chosen.everything:
+        from bar.ledger.select import select
+
+        kept = select(task.dir, task.ledger.read_all(), chosen)
+        return kept if n is None else kept[len(kept) - n :] if n else []
     return task.ledger.tail(n) if n is not None else task.ledger.read_all()
+
+
+def log_selection(
+    *,
+    grep: str | None = None,
+    ignore_case: bool = False,
+    kinds: Sequence[str] = (),
+    agent: str | None = None,
+    since: str | None = None,
+) -> Selection:
+    """``bar log``'s filters (``--grep``, ``--kind``, ``--agent``, ``--since``), checked."""
+    from bar.ledger.select import selection
+
+    return selection(grep=grep, ignore_case=ignore_case, kinds=kinds, agent=agent, since=since)
 
 
 def log_rows(
@@ -726,8 +787,33 @@ def log_rows(
     return rows.rows(task.ledger, task.paths.kept_rows("log"), make, tag, check)
 
 
-def show(task: Task, step_ref: str) -> Step:
-    return task.ledger.get(parse_step_ref(step_ref))
+def show(task: Task, step_ref: str | None = None) -> Step:
+    """The step ``step_ref`` names; None: the latest, as ``git show`` shows HEAD."""
+    if step_ref is not None:
+        return task.ledger.get(parse_step_ref(step_ref))
+    last = task.ledger.last()
+    if last is None:
+        raise StepNotFound(
+            f"task {task.name} ({task.id}) has no steps yet",
+            hint="record one with: bar run -- CMD",
+        )
+    return last
+
+
+def rollback_text(task: Task | None, step: RollbackStep) -> str:
+    """A rollback, an undo or a redo in words, the same on every face: an undo or redo
+    says what the step it names was (``undo of step 0006 (rollback to step 0003)``),
+    read from ``task``'s ledger (None: its id alone)."""
+    from bar.ledger.describe import rollback_text as said
+
+    named = step.undo_of or step.redo_of
+    undone: Step | None = None
+    if named and task is not None:
+        try:
+            undone = task.ledger.get(named)
+        except BarError:
+            undone = None  # a line a crash tore: its id alone is said
+    return said(step, undone)
 
 
 def checkpoints(task: Task, step_id: str) -> list[Checkpoint]:
@@ -865,19 +951,66 @@ def projects() -> list[Project]:
     return registered()
 
 
+def branches(project: Project) -> list[str]:
+    """The repository's own branches, the most recently committed first: where a task can
+    be applied (the branches bar makes for tasks and worktrees, under ``git.branch_prefix``,
+    are left out)."""
+    prefix = project.config.git.branch_prefix
+    return [b for b in git.local_branches(project.root) if not (prefix and b.startswith(prefix))]
+
+
 def running(task: Task) -> journals.RunIntent | None:
     """The step a ``bar run`` is recording in the task right now, if one is."""
     return journals.read_run(task.paths) if task.active and is_running(task) else None
 
 
-def live_step(task: Task) -> LiveStep | None:
+def live_step(task: Task, chosen: Selection | None = None) -> LiveStep | None:
     """The task's step that is not in the ledger yet: running, being recorded, or left by
-    a ``bar run`` that died (``state``), with what is known of it (``bar.step.live``)."""
+    a ``bar run`` that died (``state``), with what is known of it (``bar.step.live``);
+    ``chosen``: only if ``bar log``'s filters (``log_selection``) let it through."""
     if not task.active or not task.paths.marker.exists():
         return None  # (what nearly every ``bar log`` finds: no more to load)
     from bar.step import live
 
-    return live.current(task)
+    found = live.current(task)
+    if found is None or chosen is None:
+        return found
+    return found if live_selected(task, found, chosen) else None
+
+
+def live_selected(task: Task, found: LiveStep, chosen: Selection) -> bool:
+    """Whether ``bar log``'s filters let through a step not recorded yet: a run step, by
+    its command, its agent, when it started, and what it printed so far."""
+    if chosen.everything:
+        return True
+    from bar.ledger.select import holds_running
+    from bar.step import live
+
+    agent = found.agent.get("name") if isinstance(found.agent, dict) else None
+    return holds_running(
+        chosen,
+        cmd=found.cmd,
+        agent=agent if isinstance(agent, str) else None,
+        started_at=found.started_at,
+        lines=lambda: live.output_lines(task, found.step_id),
+    )
+
+
+def step_selected(task: Task, step: Step, chosen: Selection) -> bool:
+    """Whether ``bar log``'s filters let ``step`` through (``bar log --follow`` asks of
+    each step recorded as it comes)."""
+    if chosen.everything:
+        return True
+    from bar.ledger.select import select
+
+    steps = [step]
+    named = step.undo_of or step.redo_of if isinstance(step, RollbackStep) else None
+    if named:  # (what an undo or redo undid is part of what the log says of it)
+        try:
+            steps.insert(0, task.ledger.get(named))
+        except StepNotFound:
+            pass
+    return any(kept is step for kept in select(task.dir, steps, chosen))
 
 
 def follower_of(task: Task, step_ref: str, mark: Mark | None = None) -> Follower:

@@ -73,3 +73,21 @@ def _days_since_epoch(year: int, month: int, day: int) -> int:
     day_of_year = (153 * (month + (-3 if month > 2 else 9)) + 2) // 5 + day - 1
     day_of_era = year_of_era * 365 + year_of_era // 4 - year_of_era // 100 + day_of_year
     return era * 146097 + day_of_era - 719468
+
+
+def duration_text(ms: int) -> str:
+    """A length of time as a person says it, the one way every face shows one: "45 ms"
+    below a tenth of a second, then "0.6 s", "12.3 s", "1 min 12 s", "2 h 3 min" (each
+    to the nearest unit it shows, carried up: 59,960 ms is "1 min", never "60.0 s")."""
+    ms = max(0, ms)
+    if ms < 100:
+        return f"{ms} ms"
+    tenths = (ms + 50) // 100
+    if tenths < 600:
+        return f"{tenths // 10}.{tenths % 10} s"
+    seconds = (ms + 500) // 1000
+    if seconds < 3600:
+        minutes, rest = divmod(seconds, 60)
+        return f"{minutes} min {rest} s" if rest else f"{minutes} min"
+    hours, rest = divmod((ms + 30_000) // 60_000, 60)
+    return f"{hours} h {rest} min" if rest else f"{hours} h"

@@ -11,8 +11,15 @@ the target moved:
 - not checked out: the ref is moved with a compare-and-swap ``update-ref``.
 Either way, never while a worktree is mid-rebase (or merge, cherry-pick, ...) of it.
 
-A closed task is applied from its record alone: its last snapshot (commit mode) or its
-branch (merge mode), so it needs no worktree.
+A task without its worktree is applied from its record alone: its last snapshot (commit
+mode) or its branch (merge mode). That is a closed task, and an open one whose worktree was
+removed (``bar worktree remove``: pending again) or is gone; every state it recorded is in
+git's object store. Only a task with its worktree has it looked at first, for hand edits.
+
+A target that does not exist is refused, unless it is to be made (``create``): then the
+branch is created by the same compare-and-swap that lands the apply (from nothing to the
+new commit, whose parent is the start point: the task's base unless another is given), so
+no branch is left behind when the apply fails.
 
 Nothing an agent could have planted in the repository's shared configuration or hooks
 runs meanwhile: every git command that merges, commits, reads or writes a worktree or
@@ -27,6 +34,7 @@ calls the same ``complete``.
 from __future__ import annotations
 
 import os
+import shlex
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -76,6 +84,8 @@ class ApplyResult:
     step: ApplyStep | None = None
     refusal: BarError | None = None  # a dry run: why the apply would refuse (blocking...)
     preview: str | None = None  # a dry run's `git diff --stat -p` of the change, if asked
+    created: bool = False  # the target did not exist: it is made at ``target_before``
+    # (unless there is nothing to apply: then nothing is made)
 
     @property
     def stat(self) -> DiffStat:  # (read from the merge's diff when first asked)
@@ -101,7 +111,22 @@ class ApplyResult:
             "step_id": self.step.step_id if self.step else None,
             "refusal": str(self.refusal) if self.refusal else None,
             "changes_bar_settings": self.settings,
+            "created_branch": self.created and not self.nothing_to_do,
         }
+
+
+def from_record(task: Task) -> bool:
+    """Whether the task is applied from its record alone: it has no worktree to look at
+    for hand edits (closed, or pending again after ``bar worktree remove``, or its
+    worktree is gone)."""
+    return not task.active or task.pending or not task.worktree.is_dir()
+
+
+@record(frozen=True)
+class Create:
+    """Make the target branch: at ``start`` (a commit-ish), else at the task's base."""
+
+    start: str | None = None
 
 
 def dry_run(
@@ -112,11 +137,13 @@ def dry_run(
     message: str | None,
     at: State | None = None,
     preview: bool = False,
+    create: Create | None = None,
 ) -> ApplyResult:
     """What ``apply`` would do, from the worktree as it is now (or from the recorded
-    state ``at``); writes only git objects. It makes the checks the apply makes: a
-    conflict raises as it would, and ``refusal`` says why a clean merge would be refused.
-    ``preview``: with the text of the change (``ApplyResult.preview``), from one diff."""
+    state ``at``; from the record alone for a task without its worktree: ``from_record``);
+    writes only git objects. It makes the checks the apply makes: a conflict raises as it
+    would, and ``refusal`` says why a clean merge would be refused. ``preview``: with the
+    text of the change (``ApplyResult.preview``), from one diff."""
     target = _target(task, mode, target_branch, at)
     repo = task.project.root
     base = at.base if at is not None and at.base else task.base_commit
@@ -126,11 +153,13 @@ def dry_run(
     else:
         recorded = task.recorded_snapshot()
         state = recorded
+        looks = not from_record(task)
         # the merge of the recorded state, while the worktree is looked at
-        ahead = _ahead(task, mode, target, state, base, preview) if task.active else None
-        # a closed task's work is what it recorded, whatever its kept worktree holds now
+        ahead = _ahead(task, mode, target, state, base, preview) if looks else None
+        # a task without its worktree, or closed, is what it recorded (whatever a kept
+        # worktree holds now)
         recorded_tree = steps.tree_of(task, recorded)
-        tree = steps.current_tree(task, recorded) if task.active else recorded_tree
+        tree = steps.current_tree(task, recorded) if looks else recorded_tree
         if tree != recorded_tree:  # unrecorded changes: apply records them first
             safe = _safe_git(task, target, git.worktree_list(repo))
             state = safe.commit_tree(
@@ -141,7 +170,20 @@ def dry_run(
             label = state_step(task)
     listed, safe, merged = _ahead_result(task, ahead, mode, target, state, base, preview)
     result = _compute(
-        safe, task, mode, target, message, state, label, base, _upto(at), listed, merged, preview
+        safe,
+        task,
+        mode,
+        target,
+        message,
+        state,
+        label,
+        base,
+        _upto(at),
+        listed,
+        merged,
+        preview,
+        create,
+        at,
     )
     if result.conflicts:
         raise ApplyConflict(result.target_branch, result.conflicts)
@@ -162,10 +204,12 @@ def apply(
     message: str | None,
     at: State | None = None,
     prepare: Callable[[Task, Callable[[], object]], None],
+    create: Create | None = None,
 ) -> ApplyResult:
     """Land the task's last recorded state, or the recorded state ``at`` (the caller
     holds the lock). ``prepare`` runs first (``bar.changes.recovery.prepare_apply``: a
-    crash's leftovers finished, hand edits recorded), given what to do meanwhile."""
+    crash's leftovers finished, hand edits recorded), given what to do meanwhile.
+    ``create``: the target does not exist yet and is made (``Create``)."""
     ahead: list[Ahead | None] = []
 
     def merge_ahead() -> None:  # the merge of the recorded state, while hand edits are sought
@@ -191,7 +235,19 @@ def apply(
     with Progress(f"apply: merging the task's work onto {target}") as shown:
         shown.update()
         result = _compute(
-            safe, task, mode, target, message, state, label, base, _upto(at), listed, merged
+            safe,
+            task,
+            mode,
+            target,
+            message,
+            state,
+            label,
+            base,
+            _upto(at),
+            listed,
+            merged,
+            create=create,
+            at=at,
         )
     if result.conflicts:
         raise ApplyConflict(result.target_branch, result.conflicts)
@@ -388,24 +444,33 @@ def _compute(
     listed: list[dict[str, str]],
     merged: Merged | None = None,
     preview: bool = False,
+    create: Create | None = None,
+    at: State | None = None,
 ) -> ApplyResult:
     """Everything up to (not including) the commit. Writes only git objects. ``upto``:
     the step whose state this is (None: the last one), for the syncs that led to it.
-    ``merged``: the merge, computed ahead for this state, base and target."""
+    ``merged``: the merge, computed ahead for this state, base and target. ``create``:
+    the target is to be made (its tip is then the start point); ``at``: the state named
+    on the command line, for the command a hint gives."""
     repo = task.project.root
     tip = merged.tip if merged is not None else git.rev_parse(repo, f"refs/heads/{target_branch}")
-    if tip is None:
-        # a name that cannot be a branch is a bad command line; a valid one is not there
-        valid = git.check_branch_name(repo, target_branch)
-        raise (NotFound if valid else UsageError)(
-            f"target branch {target_branch!r} does not exist",
-            hint="give an existing branch with --target",
+    if tip is None and create is None:
+        raise _no_target(task, mode, target_branch, base, at)
+    if tip is not None and create is not None:
+        raise UsageError(
+            f"--create makes a new branch, and {target_branch!r} exists already "
+            f"(at {git.short(tip)})",
+            hint=f"apply onto it: {apply_command(task, mode, at, target=target_branch)}",
         )
+    created = tip is None
+    if tip is None:
+        assert create is not None
+        tip, merged = _start_point(task, target_branch, create, base), None
     bases.refuse_task_worktree(task.project, target_branch, listed)
     held = conflict_markers.unresolved(task, state, upto)
     if held:
         raise UnresolvedConflicts(target_branch, held, task.name if task.active else task.id)
-    result = ApplyResult(mode, target_branch, tip)
+    result = ApplyResult(mode, target_branch, tip, created=created)
     if merged is None:
         if mode == "commit":
             theirs = on_base(safe, repo, state, base)
@@ -433,8 +498,69 @@ def _compute(
         text = f"Merge task {task.name} ({task.id}) into {target_branch}"
     result.message = with_trailers(text, task, step_id)
     checkout.refuse_mid_operation(task.project.common_dir, target_branch)
-    result.checkout = checked_out_in(repo, target_branch, listed)
+    result.checkout = None if created else checked_out_in(repo, target_branch, listed)
     return result
+
+
+def apply_command(
+    task: Task, mode: str = "commit", at: State | None = None, *, target: str | None = None
+) -> str:
+    """The ``bar apply`` command line that lands this task as asked (``--task`` unless
+    it is the project's active task)."""
+    words = ["bar apply"]
+    if task.project.active_task_id() != task.id:
+        words.append(f"--task {task.name if task.active else task.id}")
+    if mode != "commit":
+        words.append(f"--mode {mode}")
+    if at is not None:
+        words.append(f"--at {at.name}")
+    if target is not None:
+        words.append(f"--target {shlex.quote(target)}")
+    return " ".join(words)
+
+
+def _no_target(task: Task, mode: str, target: str, base: str, at: State | None) -> BarError:
+    """The error for a target branch that does not exist: a name that cannot be a branch
+    is a bad command line; a valid one can be made with ``--create``."""
+    repo = task.project.root
+    if not git.check_branch_name(repo, target):
+        return UsageError(
+            f"{target!r} cannot be a branch name (git check-ref-format --branch)",
+            hint="give an existing branch with --target, or a valid name with --create",
+        )
+    command = apply_command(task, mode, at, target=target)
+    return NotFound(
+        f"target branch {target!r} does not exist",
+        hint=f"`{command} --create` makes it at the task's base ({_base_text(task, base)}) "
+        f"and lands the task there; `--create REF` makes it at REF instead",
+    )
+
+
+def _base_text(task: Task, base: str) -> str:
+    """The task's base as people read it: ``main at 1a2b3c4d5e``."""
+    return f"{task.base_ref} at {git.short(base)}" if task.base_ref else git.short(base)
+
+
+def _start_point(task: Task, target: str, create: Create, base: str) -> str:
+    """The commit a new target branch starts from: ``create.start``, else the base."""
+    repo = task.project.root
+    if not git.check_branch_name(repo, target):
+        raise UsageError(
+            f"{target!r} cannot be a branch name (git check-ref-format --branch)",
+            hint="give --target a valid branch name",
+        )
+    if create.start is None:
+        return base
+    if create.start.startswith("-"):
+        raise UsageError(f"--create {create.start!r}: a start point cannot start with '-'")
+    found = git.rev_parse(repo, f"{create.start}^{{commit}}")
+    if found is None:
+        raise NotFound(
+            f"--create {create.start!r}: no such commit or branch here",
+            hint="give a branch, tag or commit to start the new branch at, or --create "
+            "alone for the task's base",
+        )
+    return found
 
 
 def _task_branch_commit(safe: SafeGit, task: Task, state: str, *, dry: bool) -> str:
@@ -482,7 +608,9 @@ def _move_target(safe: SafeGit, repo: Path, result: ApplyResult, intent: ApplyIn
     branch, before, token = result.target_branch, result.target_before, intent.token
     where = checked_out_in(repo, branch)
     if where is None:
-        safe.update_ref(repo, f"refs/heads/{branch}", result.commit, before, _reason(result.mode))
+        # a branch made by this apply must not exist yet: "" is git's "no such ref"
+        old = "" if result.created else before
+        safe.update_ref(repo, f"refs/heads/{branch}", result.commit, old, _reason(result.mode))
         return
     result.checkout = where
     safe = safe.including(where)

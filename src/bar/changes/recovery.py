@@ -255,17 +255,23 @@ def prepare(
 
 
 def prepare_apply(task: Task, meanwhile: Callable[[], object] | None = None) -> None:
-    """What apply does first, under the task lock. An open task is brought up to date as
-    by every command (``prepare``: hand edits recorded first; ``meanwhile`` is
-    called just before it looks for them). A closed one is applied from its record: only
-    an apply a stopped bar left is finished."""
-    if task.active:
+    """What apply does first, under the task lock. An open task with its worktree is
+    brought up to date as by every command (``prepare``: hand edits recorded first;
+    ``meanwhile`` is called just before it looks for them). A task without one (closed,
+    or its worktree removed: ``apply.from_record``) is applied from its record: only an
+    apply a stopped bar left is finished."""
+    from bar.changes import apply
+
+    if not apply.from_record(task):
         prepare(task, meanwhile)
         return
+    if task.active and not task.pending:
+        note(
+            f"the worktree of task {task.name} is missing ({task.worktree}): its record is "
+            "applied; `bar doctor --repair` makes the worktree again"
+        )
     intent = journals.read_apply(task.paths)
     if intent is not None:
-        from bar.changes import apply
-
         apply.complete(task, intent)
 
 

@@ -12,11 +12,13 @@ from __future__ import annotations
 import json
 import os
 import re
-import shlex
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from bar.base.clock import duration_text
+from bar.base.cmdline import line_of
 from bar.base.ids import short as short  # the commands read object ids through here
 from bar.base.notices import plural as plural  # the core words its notices with it too
 from bar.cli import pager
@@ -33,6 +35,7 @@ from bar.ledger.records import (
 
 if TYPE_CHECKING:
     from bar.history.checkpoints import Checkpoint
+    from bar.task.tasks import Task
 
 _ESCAPE = re.compile(r"\033\[[0-9;]*m")
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
@@ -118,16 +121,17 @@ def print_json(obj: Any) -> None:
     sys.stdout.write(json.dumps(obj, indent=2, ensure_ascii=False) + "\n")
 
 
-def describe(step: Step) -> str:
-    """One line saying what a step was."""
+def describe(step: Step, task: Task | None = None) -> str:
+    """One line saying what a step was; ``task``: its task, whose ledger says what the
+    step an undo or redo names was (``bar ui`` says the same)."""
     if isinstance(step, RunStep):
-        return one_line(shlex.join(step.cmd))
+        return one_line(line_of(step.cmd))
     if isinstance(step, ManualStep):
         return "changes made outside bar"
     if isinstance(step, RollbackStep):
-        if step.undo_of or step.redo_of:
-            return f"{'undo' if step.undo_of else 'redo'} of step {step.undo_of or step.redo_of}"
-        return f"rollback to {step.target_text}" + (" (--hard)" if step.hard else "")
+        from bar import api
+
+        return one_line(api.rollback_text(task, step))
     if isinstance(step, SyncStep):
         moved = f" ({short(step.base_before)} -> {short(step.base_after)})"
         clash = (
@@ -155,11 +159,32 @@ def one_line(text: str) -> str:
     return text.replace("\r", "\\r").replace("\n", "\\n").replace("\t", "\\t")
 
 
-def checkpoint_line(cp: Checkpoint, paint: Painter, width: int | None = None) -> str:
+def checkpoint_columns(cps: Sequence[Checkpoint]) -> tuple[int, int, int]:
+    """The widths of the columns of ``cps`` listed together (``checkpoint_line``): their
+    names, their tools and their diff stats, each its widest cell, so that a long tool
+    name (Gemini CLI's ``run_shell_command``) moves its column, never one line."""
+    return (
+        max((len(cp.name) for cp in cps), default=0),
+        max((len(cp.tool or cp.kind) for cp in cps), default=0),
+        max((len(stat_text(cp.diff_stat)) for cp in cps), default=0),
+    )
+
+
+def checkpoint_line(
+    cp: Checkpoint,
+    paint: Painter,
+    width: int | None = None,
+    columns: tuple[int, int, int] | None = None,
+) -> str:
     """One line for a checkpoint: its name, tool, diff stat and what it acted on, cut to
-    ``width`` columns (None: whole)."""
+    ``width`` columns (None: whole); ``columns``: the widths of the first three
+    (``checkpoint_columns`` of the checkpoints listed with it; None: its own)."""
     tool = cp.tool or cp.kind
-    head = f"{paint(cp.name, 'dim')}  {tool:<12} {stat_text(cp.diff_stat):<22} "
+    name_w, tool_w, stat_w = columns or checkpoint_columns([cp])
+    head = (
+        f"{paint(cp.name, 'dim')}{' ' * (name_w - len(cp.name))}  {tool:<{tool_w}}  "
+        f"{stat_text(cp.diff_stat):<{stat_w}}  "
+    )
     fate = " failed" if cp.outcome == "failed" else ""
     if cp.verified is False:  # not in the agent's transcript: some process made it up
         fate += " unverified"
@@ -263,11 +288,8 @@ def byte_size(n: int) -> str:
 
 
 def duration(ms: int) -> str:
-    if ms < 1000:
-        return f"{ms}ms"
-    if ms < 60_000:
-        return f"{ms / 1000:.1f}s"
-    return f"{ms // 60_000}m{(ms % 60_000) // 1000:02d}s"
+    """A step's length as every face says it: "0.6 s", "1 min 12 s" (``bar.base.clock``)."""
+    return duration_text(ms)
 
 
 def copy_file(path: Path) -> bool:

@@ -230,6 +230,15 @@ def current_branch(repo: Path | str) -> str | None:
     return res.out.strip() if res.returncode == 0 else None
 
 
+def local_branches(repo: Path | str) -> list[str]:
+    """The names of the repository's branches (``refs/heads/``), the most recently
+    committed first."""
+    listed = git(
+        repo, "for-each-ref", "--sort=-committerdate", "--format=%(refname)", "refs/heads/"
+    )
+    return [r.removeprefix("refs/heads/") for r in listed.out.splitlines() if r]
+
+
 def branch_exists(repo: Path | str, branch: str) -> bool:
     return rev_parse(repo, f"refs/heads/{branch}") is not None
 
@@ -395,9 +404,33 @@ def touching(raw: bytes, paths: Sequence[str]) -> list[str]:
 
 
 def parse_numstat(raw: bytes) -> DiffStat:
-    """``git diff --numstat -z`` output as a ``DiffStat``."""
+    """``git diff --numstat -z`` output as a ``DiffStat``: a rename (``-M``) is one file
+    of the count, as git counts it, and both its names are in ``file_list`` (every path
+    the change touches, as a diff without rename detection lists them)."""
+    files, names = file_stats(raw)
+    return DiffStat(
+        files=len(files),
+        additions=sum(f.additions for f in files),
+        deletions=sum(f.deletions for f in files),
+        file_list=tuple(names),
+    )
+
+
+def may_rename(raw: bytes) -> bool:
+    """Whether ``git diff --numstat -z --no-renames`` output could hold a rename: a file
+    that lost no line (or is binary, or empty) beside another that gained none."""
+    files, _ = file_stats(raw)
+    gained = [f for f in files if f.binary or f.deletions == 0]
+    lost = [f for f in files if f.binary or f.additions == 0]
+    return any(g is not x for g in gained for x in lost[:2])
+
+
+def file_stats(raw: bytes) -> tuple[list[FileStat], list[str]]:
+    """The files of ``git diff --numstat -z`` output (a rename under its new name), and
+    every path it names (a rename's two)."""
     parts = raw.split(b"\0")
     files: list[FileStat] = []
+    names: list[str] = []
     i = 0
     while i < len(parts):
         head = parts[i]
@@ -412,6 +445,7 @@ def parse_numstat(raw: bytes) -> DiffStat:
             i += 1
         else:  # a rename: the old and new paths follow as separate fields
             path = parts[i + 2]
+            names.append(parts[i + 1].decode("utf-8", "surrogateescape"))
             i += 3
         binary = adds == b"-"
         files.append(
@@ -422,12 +456,8 @@ def parse_numstat(raw: bytes) -> DiffStat:
                 binary,
             )
         )
-    return DiffStat(
-        files=len(files),
-        additions=sum(f.additions for f in files),
-        deletions=sum(f.deletions for f in files),
-        file_list=tuple(f.path for f in files),
-    )
+        names.append(files[-1].path)
+    return files, names
 
 
 def diff_patch_args(a: str, b: str, *, with_numstat: bool = False) -> list[str]:

@@ -14,12 +14,12 @@ the task are ``base``.
 
 from __future__ import annotations
 
-import shlex
 import string
 import tempfile
 from typing import Any
 
 from bar import git
+from bar.base.cmdline import line_of
 from bar.base.record import field, record
 from bar.changes import journals
 from bar.errors import NotFound, UsageError
@@ -195,7 +195,7 @@ def _step_origin(step: RunStep | ManualStep | RollbackStep | SyncStep, commit: s
     if isinstance(step, SyncStep):
         return Origin(step.step_id, "sync", commit, command=f"sync onto {step.onto}")
     if isinstance(step, RunStep):
-        return Origin(step.step_id, "run", commit, command=shlex.join(step.cmd))
+        return Origin(step.step_id, "run", commit, command=line_of(step.cmd))
     if isinstance(step, RollbackStep):
         return Origin(step.step_id, "rollback", commit, command=step.target_text)
     return Origin(step.step_id, "manual", commit, command="changes made outside bar")

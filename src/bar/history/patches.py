@@ -24,7 +24,8 @@ _SMALL_PACK_WINDOWS = ("-c", "core.packedGitWindowSize=4m", "-c", "core.packedGi
 def write_patch(
     repo: Path, a: str, b: str, path: Path, *, points: bool = True, split: bool = False
 ) -> DiffStat:
-    """Write the replayable patch from ``a`` to ``b`` into ``path``; return its stat. One
+    """Write the replayable patch from ``a`` to ``b`` into ``path``; return its stat
+    (``_counted``: renames count once). One
     ``git diff`` gives both: its numstat block comes first and ends with an empty entry
     (two NULs, which no path holds), the patch follows and is streamed to the file.
     ``split``: two diffs at once instead, one for the numstat, one for the patch. git
@@ -80,7 +81,21 @@ def write_patch(
         os.close(fd)
     if points:
         faults.point(f"after writing {path.name}")
-    return git.parse_numstat(head)
+    return _counted(repo, a, b, head)
+
+
+def _counted(repo: Path, a: str, b: str, head: bytes) -> DiffStat:
+    """The stat of the patch's numstat block ``head``, with files and lines counted as
+    every other count of bar counts them (``git.numstat``: ``bar diff --stat``, ``bar
+    apply``, ``bar task list``), renames detected: the patch replays a rename as a
+    deletion and an addition, but a rename is one file changed, not two. Its file list
+    names every path the patch touches. A second diff (of trees alone) runs only when
+    the block could hold a rename."""
+    stat = git.parse_numstat(head)
+    if not git.may_rename(head):
+        return stat
+    counted = git.numstat(repo, a, b)
+    return DiffStat(counted.files, counted.additions, counted.deletions, stat.file_list)
 
 
 def _scratch_file() -> BinaryIO:

@@ -6,7 +6,11 @@ A branch someone pushed carries in its commits' messages the ``Bar-Task:`` and
 --not BASE``: what a pull request would merge) are read for them, and each task they
 name that is here, this machine's own or a copy ``bar fetch`` brought, is read back: its
 steps up to the one whose state the commit lands, with their agent sessions and what
-the policy decided. A task that is not here is named, for ``bar fetch`` to bring.
+the policy decided. A task of this machine that went on elsewhere (``bar fetch`` says
+*behind*) lacks the states the other machine recorded: then the history fetched for it
+is read in place (``bar.share.view``), without adopting it. A task that is not here at
+all is named, for ``bar fetch`` to bring; a state no record here holds is said, with
+what brings it.
 
 Whether a commit still holds the state it names is asked of the task's files only, and
 against what landing that state on the commit's parent gives (the state's change from
@@ -32,7 +36,12 @@ from bar.history.trace import applied_state
 from bar.ledger.records import ApplyStep, RunStep, Step
 from bar.project.project import Project
 from bar.session import stored
+from bar.share import view
 from bar.task.tasks import Task, list_tasks
+
+OWN = "own"  # this machine's task
+COPY = "copy"  # a read-only copy ``bar fetch`` made of another machine's task
+FETCHED = "fetched"  # the newest history fetched for it, read in place (``bar.share.view``)
 
 
 @record(frozen=True)
@@ -74,6 +83,10 @@ class TaskReview:
     task: Task | None  # None: not here (``bar fetch`` brings it)
     landings: list[Landing] = field(default_factory=list)
     steps: list[Step] = field(default_factory=list)  # up to the last state landed
+    record: str | None = None  # whose record is read: OWN, COPY, FETCHED (None: not here)
+    own: Task | None = None  # this machine's task, when a fetched history is read instead
+    # a history was fetched for the task (newest: this commit), read or not
+    fetched: view.Fetched | None = None
 
     def to_json(self) -> dict[str, Any]:
         t = self.task
@@ -81,6 +94,7 @@ class TaskReview:
             "task_id": self.task_id,
             "here": t is not None,
             "name": t.name if t is not None else None,
+            "record": self.record,
         }
         if t is not None and t.origin is not None:
             out["origin"] = t.origin  # a copy fetched from another machine
@@ -133,21 +147,57 @@ def review(project: Project, branch: str, base: str | None = None) -> Review:
     result = Review(branch, tip, base_name, base_commit, count)
     here = {t.id: t for t in list_tasks(project)}
     subjects = _subjects(repo, [sha for sha, _ in found])
-    by_task: dict[str, TaskReview] = {}
+    named: dict[str, list[tuple[str, trailers.Link]]] = {}
     for sha, links in reversed(found):  # oldest first
         for link in links:
-            entry = by_task.get(link.task_id)
-            if entry is None:
-                entry = by_task[link.task_id] = TaskReview(link.task_id, here.get(link.task_id))
-                result.tasks.append(entry)
+            named.setdefault(link.task_id, []).append((sha, link))
+    for task_id, landed in named.items():
+        entry = _reader(project, task_id, here.get(task_id), landed)
+        result.tasks.append(entry)
+        for sha, link in landed:
             if entry.task is not None:
                 entry.landings.append(_landing(entry.task, sha, subjects[sha], link, tip))
             else:
                 entry.landings.append(Landing(sha, subjects[sha], link.step_id, False, False))
-    for entry in result.tasks:
         if entry.task is not None:
             entry.steps = _steps_up_to(entry.task, entry.landings)
     return result
+
+
+def _reader(
+    project: Project, task_id: str, local: Task | None, links: list[tuple[str, trailers.Link]]
+) -> TaskReview:
+    """Which record of the task the review reads: the one here if it holds every state
+    the branch names; else the newest history fetched for the task, read in place, if it
+    holds more of them (a task of this machine that went on elsewhere; a copy deleted)."""
+    own = COPY if local is not None and local.read_only else OWN
+    if local is not None and all(_holds(local, sha, link) for sha, link in links):
+        return TaskReview(task_id, local, record=own)
+    fetched = view.newest(project, task_id)
+    read = view.read(project, task_id) if fetched is not None else None
+    if read is not None:
+        theirs = sum(_holds(read, sha, link) for sha, link in links)
+        mine = sum(_holds(local, sha, link) for sha, link in links) if local is not None else 0
+        if theirs > mine or local is None:
+            return TaskReview(task_id, read, record=FETCHED, own=local, fetched=fetched)
+    if local is None:
+        return TaskReview(task_id, None, fetched=fetched)
+    return TaskReview(task_id, local, record=own, fetched=fetched)
+
+
+def _holds(task: Task, sha: str, link: trailers.Link) -> bool:
+    """The task's record has the state the commit ``sha`` lands."""
+    if link.step_id is not None:
+        return _state(task, link.step_id, None) is not None
+    made = next(
+        (
+            s
+            for s in task.ledger.read_all(warn=False)
+            if isinstance(s, ApplyStep) and s.commit_sha == sha
+        ),
+        None,
+    )
+    return made is not None
 
 
 def _commit(repo: Path, name: str, what: str) -> str:

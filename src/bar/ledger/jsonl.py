@@ -13,7 +13,7 @@ import contextlib
 import errno
 import json
 import os
-from collections.abc import Generator, Iterator
+from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
 
 from bar.base import notices
@@ -145,12 +145,20 @@ class Ledger:
             os.close(fd)
 
     def iter_reverse(
-        self, *, warn: bool = True, only: int | None = None, below: int | None = None
+        self,
+        *,
+        warn: bool = True,
+        only: int | None = None,
+        below: int | None = None,
+        may_match: Callable[[bytes], bool] | None = None,
     ) -> Iterator[Step]:
         """Every step from the newest. Lines that are surely later steps are passed over
         unparsed (and unreported): ``only``, those after step number ``only``; ``below``,
-        those from step number ``below`` on."""
+        those from step number ``below`` on. ``may_match``: a look at a line's bytes
+        before it is parsed (a search's words); a line it says no to is passed over."""
         for offset, line in self._reverse_lines():
+            if may_match is not None and not may_match(line):
+                continue
             if only is not None or below is not None:
                 number = _named(line)
                 if number is not None and (

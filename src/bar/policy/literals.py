@@ -40,21 +40,29 @@ class _Unsure(Exception):
     """The pattern holds something the scanner does not read with certainty."""
 
 
-def required_literals(pattern: str) -> list[str] | None:
+def required_literals(pattern: str, *, folded: bool = False) -> list[str] | None:
     """Strings of which any text that ``re.search(pattern, text)`` matches contains at
-    least one, or None when there are none or the pattern is not understood."""
+    least one, or None when there are none or the pattern is not understood.
+
+    ``folded``: a pattern matched without regard to case as a whole (``(?i)`` at its
+    start) is read too, and its strings are then to be looked for without regard to
+    case; only strings of ASCII are given (``re`` folds other letters in ways a plain
+    comparison does not)."""
     try:
-        found = _Scanner(pattern).pattern()
+        found = _Scanner(pattern, folded).pattern()
     except (_Unsure, RecursionError):
+        return None
+    if folded and found and not all(literal.isascii() for literal in found):
         return None
     return sorted(found) if found else None
 
 
 class _Scanner:
-    def __init__(self, pattern: str) -> None:
+    def __init__(self, pattern: str, folded: bool = False) -> None:
         self.text = pattern
         self.pos = 0
         self.verbose = False
+        self.folded = folded  # a global `i` is read (its strings compared without case)
 
     def peek(self, ahead: int = 0) -> str:
         at = self.pos + ahead
@@ -82,7 +90,7 @@ class _Scanner:
             if end >= len(self.text) or self.text[end] != ")":
                 return  # a scoped group such as `(?s:…)`, read as an atom
             flags = self.text[self.pos + 2 : end]
-            if "i" in flags:
+            if "i" in flags and not self.folded:
                 raise _Unsure
             self.verbose = self.verbose or "x" in flags
             self.pos = end + 1

@@ -70,6 +70,11 @@ class Places:
             temps=tuple(t.rstrip("/") for t in temps if t and t.rstrip("/")),
         )
 
+    def forms(self) -> tuple[tuple[str, str], ...]:
+        """Each path of a place and what it is written as, in the order they are tried
+        (longest first: the innermost place wins)."""
+        return tuple(self._table())
+
     def _table(self) -> list[tuple[str, str]]:
         """(prefix, what it is written as), longest first (the innermost place wins)."""
         pairs: list[tuple[str, str]] = []
@@ -114,19 +119,24 @@ class Places:
                 out.append(word)
         return out
 
+    def rooms(self) -> tuple[tuple[str, bool], ...]:
+        """The directories ``words`` tells apart, in the order it tries them, and
+        whether a program run there keeps its relative words (the worktree and the
+        temporary directories) or not (a home)."""
+        return (
+            *((root, True) for root in ((self.worktree,) if self.worktree else ())),
+            *((root, True) for root in (*self.temps, "/tmp", "/var/tmp", "/dev/shm")),
+            *((root, False) for root in self.homes),
+        )
+
     def _inside(self, path: str) -> bool:
         """Whether ``path`` is in the worktree or a temporary directory (and not in a
         home kept there: the innermost place counts)."""
         best, safe = -1, False
-        for roots, is_safe in (
-            ((self.worktree,) if self.worktree else (), True),
-            ((*self.temps, "/tmp", "/var/tmp", "/dev/shm"), True),
-            (self.homes, False),
-        ):
-            for root in roots:
-                inside = path == root or path.startswith(root.rstrip("/") + "/")
-                if inside and len(root) > best:
-                    best, safe = len(root), is_safe
+        for root, is_safe in self.rooms():
+            inside = path == root or path.startswith(root.rstrip("/") + "/")
+            if inside and len(root) > best:
+                best, safe = len(root), is_safe
         return safe
 
 

@@ -151,6 +151,27 @@ class Policy:
     def __repr__(self) -> str:
         return f"Policy(path={self.path!r}, rules={len(self.rules)})"
 
+    def needed(self) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+        """The strings one of which any text a rule matches holds: those compared as
+        they are, and those of rules matched without regard to case (to be compared
+        so); None when some rule needs none, or one that a quoted word could hold
+        across its quotes (a quote or a backslash): then every text must be tried.
+        What the exec check answers without judging rests on it
+        (``bar.sandbox.exec_quick``)."""
+        exact: set[str] = set()
+        folded: set[str] = set()
+        for rule in self.rules:
+            if rule.literals is not None:
+                exact.update(rule.literals)
+                continue
+            found = required_literals(rule.pattern, folded=True)
+            if found is None:
+                return None
+            folded.update(found)
+        if any(c in literal for literal in exact | folded for c in "'\\\0"):
+            return None
+        return tuple(sorted(exact)), tuple(sorted(folded))
+
     def may_name(self, program: str) -> bool:
         """Whether a rule's required strings are in ``program`` (a name a program is also
         known by: judging the same arguments again under it can only matter then)."""
@@ -215,7 +236,7 @@ class Policy:
         return Decision(_strictest(events), tuple(events))
 
 
-_MULTI_CALL = frozenset({"busybox", "toybox", "coreutils"})
+MULTI_CALL = frozenset({"busybox", "toybox", "coreutils"})
 
 
 def exec_words(
@@ -231,7 +252,7 @@ def exec_words(
     working directory outside the worktree made absolute."""
     name = path.rsplit("/", 1)[-1]
     words = list(argv)
-    if name and name not in _MULTI_CALL:
+    if name and name not in MULTI_CALL:
         words = [path, *words[1:]] if words else [path]
     if places is not None and exists is not None:
         words = places.words(words, cwd, exists)

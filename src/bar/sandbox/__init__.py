@@ -41,6 +41,7 @@ from bar.sandbox.network import NetPlan
 if TYPE_CHECKING:
     from bar.base.proc import Prepare
     from bar.project.config import SandboxConfig
+    from bar.sandbox.exec_quick import Shortcut
     from bar.sandbox.exec_watch import Judge
 
 T = TypeVar("T")
@@ -130,15 +131,20 @@ class Confinement:
             rec["reason"] = self.reason
         return rec
 
-    def check_execs(self, judge: Judge, say: Callable[[str], None]) -> None:
+    def check_execs(
+        self, judge: Judge, say: Callable[[str], None], shortcut: Shortcut | None = None
+    ) -> None:
         """Have ``judge`` answer every program the next command started through ``start``
         (and all it starts) asks to execute (``bar.sandbox.exec_watch``); ``say`` tells
-        once why that cannot be. Confined commands only."""
+        once why that cannot be; ``shortcut``: what may run without asking ``judge``
+        (``bar.sandbox.exec_quick``). Confined commands only."""
         if not self.enabled:
             return
         from bar.sandbox import exec_watch
 
-        self._execs = exec_watch.Watch(judge, say, hidden=_real(self.plan.deny_read))
+        self._execs = exec_watch.Watch(
+            judge, say, hidden=_real(self.plan.deny_read), shortcut=shortcut
+        )
         self.exec_check = self._execs.active
         self.exec_check_reason = self._execs.unavailable
         if self._execs.unavailable is not None:

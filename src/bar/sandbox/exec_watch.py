@@ -12,6 +12,9 @@ The listening descriptor the filter gives is made in the command's process and h
 bar over a socket pair made before the fork (``SCM_RIGHTS``), then closed there: nothing
 of the step can answer its own calls. bar serves it from a thread (``Watch``), started
 before the command is, since the command's own ``exec`` is the first call it answers.
+Where bar was built with its compiled listener (``bar.sandbox.exec_quick``), that
+thread runs it: the calls that name no program and the programs no rule can match are
+answered there, every other call comes back here to be read and judged.
 
 What this can and cannot see:
 
@@ -49,6 +52,8 @@ from bar.sandbox.lockdown import Insn, Prog
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    from bar.sandbox.exec_quick import Shortcut
+
 _SECCOMP_SET_MODE_FILTER = 1
 _FLAG_NEW_LISTENER = 1 << 3
 _RET_USER_NOTIF = 0x7FC00000
@@ -81,7 +86,7 @@ _MAX_SHEBANGS = 4  # (the kernel follows as many interpreters of interpreters)
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 _HIGHEST = (1 << 63) - 1  # (an offset of /proc/PID/mem is a signed 64-bit number)
 # where a distribution's own programs live: a file there is what its name says
-_SYSTEM = ("/usr/", "/bin/", "/sbin/", "/lib/", "/lib64/", "/lib32/", "/libx32/", "/nix/store/")
+SYSTEM = ("/usr/", "/bin/", "/sbin/", "/lib/", "/lib64/", "/lib32/", "/libx32/", "/nix/store/")
 # programs whose copies elsewhere are recognised by their bytes (the rules are about them)
 _KNOWN = (
     "git",
@@ -190,8 +195,15 @@ class Watch:
         judge: Judge,
         say: Callable[[str], None] | None = None,
         hidden: Sequence[str] = (),
+        shortcut: Shortcut | None = None,
+        *,
+        compiled: bool = True,
     ) -> None:
         self.judge = judge
+        self.shortcut = shortcut  # what the compiled listener lets run unjudged
+        self.compiled = compiled  # (False: the Python listener answers every call)
+        # the calls the compiled listener answered: let run, no program; sent to the judge
+        self.counts = (ctypes.c_uint64 * 3)()
         self.hidden = tuple(h.rstrip("/") for h in hidden)  # what the step may not read
         self.say = say or (lambda _: None)
         self.unavailable: str | None = supported()
@@ -278,6 +290,20 @@ class Watch:
     def _serve(self) -> None:
         if not self._receive():
             return
+        from bar.sandbox import exec_quick
+
+        lib = exec_quick.library() if self.compiled else None
+        if lib is not None:
+            exec_quick.serve(
+                lib,
+                self._listener,
+                self._wake_r,
+                self.shortcut,
+                self.hidden,
+                self._judged,
+                self.counts,
+            )
+            return
         while True:
             events = self._wait(self._listener)
             if events is None:
@@ -317,6 +343,14 @@ class Watch:
         self._listener = fds[0]
         return True
 
+    def _judged(self, ident: int, pid: int, nr: int, args: Sequence[int]) -> int:
+        """The error of a call the compiled listener sends to the judge (0: it runs)."""
+        try:
+            return self._decide(ident, pid, nr, args)
+        except Exception as exc:
+            self.say(f"the exec check could not judge a program; it was refused ({exc})")
+            return errno.EPERM
+
     def _answer_one(self) -> None:
         buf = bytearray(_NOTIF_SIZE)
         try:
@@ -347,7 +381,8 @@ class Watch:
         except Hidden:
             return errno.EACCES
         except Unreadable:
-            if self.judged == 0:  # (the command's own exec: the kernel does not let bar)
+            if self.judged == 0 and not self.counts[0]:  # (the command's own exec: the
+                # kernel does not let bar read it)
                 self.unavailable = "bar may not read the memory of the step's processes"
                 self.say(
                     f"programs the step starts are not checked by the policy: {self.unavailable}"
@@ -497,7 +532,7 @@ def _names(probe: str, path: str, real: str, info: os.stat_result) -> tuple[str,
     found: list[str] = []
     if real and os.path.basename(real) != os.path.basename(path):
         found.append(real)
-    if real.startswith(_SYSTEM) or not stat.S_ISREG(info.st_mode):
+    if real.startswith(SYSTEM) or not stat.S_ISREG(info.st_mode):
         return tuple(found)
     same = _KNOWN_BYTES.copy_of(probe, info.st_size)
     if same is not None:

@@ -228,16 +228,7 @@ def materialize(
         if left.exists():
             shutil.rmtree(left)
     temp.mkdir(mode=0o700)
-    history.write_files(repo, pushed, temp)
-    rec = dict(pushed.task)
-    rec["repo_root"] = str(project.root)
-    rec["workspace_path"] = f"workspaces/{pushed.task_id}"
-    rec.pop("origin", None)
-    if origin is not None:
-        rec["origin"] = origin
-    if adopted is not None:
-        rec["adopted"] = adopted
-    write_json_atomic(temp / "task.json", rec)
+    write_record(project, pushed, temp, origin=origin, adopted=adopted)
     if final.exists():
         os.replace(final, old)
     os.replace(temp, final)
@@ -260,6 +251,28 @@ def materialize(
         _keep_own_files(old, final)
         shutil.rmtree(old, ignore_errors=True)
     return task
+
+
+def write_record(
+    project: Project,
+    pushed: history.Pushed,
+    into: Path,
+    *,
+    origin: dict[str, Any] | None,
+    adopted: dict[str, Any] | None = None,
+) -> None:
+    """The task directory of ``pushed`` written in ``into`` (made by the caller): its
+    ledger, artifacts and ``task.json``, placed in this project."""
+    history.write_files(project.root, pushed, into)
+    rec = dict(pushed.task)
+    rec["repo_root"] = str(project.root)
+    rec["workspace_path"] = f"workspaces/{pushed.task_id}"
+    rec.pop("origin", None)
+    if origin is not None:
+        rec["origin"] = origin
+    if adopted is not None:
+        rec["adopted"] = adopted
+    write_json_atomic(into / "task.json", rec)
 
 
 def _keep_own_files(old: Path, new: Path) -> None:

@@ -47,7 +47,7 @@ dataclasses`` costs about as much as the whole rest of this package (it imports
 ``inspect``), so records are ``bar.base.record`` records, which load nothing.
 """
 
-from bar.shell.analysis import Analysis, Unit, analyse_argv, analyse_line
+from bar.shell.analysis import Analysis, Unit, analyse_argv, analyse_line, plain_program
 from bar.shell.quoting import render
 from bar.shell.words import PLACEHOLDER, SHELLS
 
@@ -58,5 +58,6 @@ __all__ = [
     "Unit",
     "analyse_argv",
     "analyse_line",
+    "plain_program",
     "render",
 ]

@@ -10,7 +10,7 @@ from bar.base.record import record
 from bar.shell import tree
 from bar.shell.programs import decode, printed
 from bar.shell.quoting import render
-from bar.shell.words import PLACEHOLDER, normalise, positional, word_set
+from bar.shell.words import PLACEHOLDER, normalise, positional, read_as_words, word_set
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -78,6 +78,22 @@ _PLAIN = re.compile(r"[A-Za-z0-9_\-./:=@%+,~^*? \t]*")
 _RESERVED = word_set(
     "if then else elif fi case esac for select while until do done in function time "
     "coproc declare typeset export local readonly unset"
+)
+
+
+def plain_program(name: str) -> bool:
+    """Whether an argument vector whose program is called ``name`` (a base name) is
+    analysed as one unit, its words as they are (``render``), whatever its arguments,
+    so long as none holds a substitution (``$``, a backquote, ``<(``, ``>(``): the
+    shortcut of the exec check rests on it (``bar.sandbox.exec_quick``)."""
+    return (
+        read_as_words(name) and name not in _NAMED and name not in _READS and name not in _RUNS_FILE
+    )
+
+
+# the programs the analyser itself reads into by name (``command``, ``_as_it_runs``)
+_NAMED = frozenset(
+    {"cat", "xargs", "cd", "pushd", "set", "read", "printf", "export", "declare", "local"}
 )
 
 

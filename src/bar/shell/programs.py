@@ -307,6 +307,15 @@ _GIT_DIRS = frozenset(
 )
 
 
+def reads_into(prog: str) -> bool:
+    """Whether this module reads more into ``prog``'s words than the words: what it
+    runs, prints or turns its input into."""
+    return prog in RUNNERS or prog in _FILTERS or prog in _PATH_PRINTERS or prog in _PRINTERS
+
+
+_PRINTERS = frozenset({"echo", "printf"})
+
+
 def path_printed(prog: str, args: list[str]) -> str | None:
     """What a program that prints a path prints, as a path a rule can read: ``pwd`` is
     ``$PWD``; ``dirname X`` is X's directory (``X/..`` where X is the working or home

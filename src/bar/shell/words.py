@@ -14,7 +14,15 @@ from __future__ import annotations
 import re
 
 from bar.shell.options import LONG_OPTIONS, expand_long, git_config, git_setting
-from bar.shell.programs import RUNNERS, Runs, path_printed, printed, take_value, transform
+from bar.shell.programs import (
+    RUNNERS,
+    Runs,
+    path_printed,
+    printed,
+    reads_into,
+    take_value,
+    transform,
+)
 from bar.shell.quoting import render
 from bar.shell.wrappers import WRAPPERS, skip_options
 
@@ -124,6 +132,31 @@ def normalise(words: list[str]) -> Norm:
 
 # programs named git-… that are no git command of that name
 _GIT_HELPERS = frozenset({"lfs", "annex", "crypt", "secret"})
+
+
+def read_as_words(prog: str) -> bool:
+    """Whether ``normalise`` shows a program called ``prog`` (a base name) as its words
+    alone, whatever its arguments: no wrapper, shell, interpreter or other program whose
+    words it masks, expands or reads a command from (``_apply_program``'s last case)."""
+    return not (
+        prog in WRAPPERS
+        or prog in LONG_OPTIONS
+        or prog in SHELLS
+        or prog in _ECHOES
+        or prog in _SPECIAL
+        or prog in _GREPS
+        or prog in _AGENTS
+        or prog in _DECLARATIONS
+        or prog in _MESSAGE_OPTIONS
+        or prog.startswith("git-")
+        or _INTERPRETER.fullmatch(prog) is not None
+        or _ASSIGNMENT.match(prog) is not None
+        or reads_into(prog)
+    )
+
+
+# the programs ``_apply_program`` names one by one
+_SPECIAL = word_set("eval alias trap su runuser ssh watch find git")
 
 
 def _command_variables(env: dict[str, str], scripts: list[str]) -> None:

@@ -24,6 +24,7 @@ from bar.policy import Decision, Policy
 from bar.policy.places import Places
 
 if TYPE_CHECKING:
+    from bar.sandbox.exec_quick import Shortcut
     from bar.sandbox.exec_watch import Exec
 
 _MAX_EVENTS = 1000
@@ -139,6 +140,30 @@ class ExecJudge:
         ]
         decisions += [judged(vector[0], vector) for vector in found.scripts]
         return _strictest(decisions), looked
+
+    def shortcut(self) -> Shortcut | None:
+        """What the compiled listener may let run without asking this judge: a program
+        no rule of the policy can match, in these places (``bar.sandbox.exec_quick``);
+        None when some rule could match any text."""
+        needed = self.policy.needed()
+        if needed is None:
+            return None
+        from bar import shell
+        from bar.policy.rules import MULTI_CALL
+        from bar.sandbox.exec_quick import Shortcut
+        from bar.sandbox.exec_watch import SYSTEM
+
+        def plain(name: str) -> bool:
+            return name not in MULTI_CALL and shell.plain_program(name)
+
+        return Shortcut(
+            exact=needed[0],
+            folded=needed[1],
+            places=self.places.forms(),
+            roots=self.places.rooms(),
+            system=SYSTEM,
+            plain=plain,
+        )
 
     def _refuse_unread(self, found: Exec) -> tuple[bool, str]:
         reason = (

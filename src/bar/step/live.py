@@ -531,6 +531,20 @@ def next_step(task: Task, *, poll: float = POLL) -> LiveStep:
         time.sleep(poll)
 
 
+def output_lines(task: Task, step_id: str) -> Iterator[str]:
+    """The lines step ``step_id`` printed so far, as its files hold them now (stdout, then
+    stderr), read a line at a time: what ``bar log --grep`` searches in a running step."""
+    path, _ = task.paths.artifact(step_id, "output")
+    for name in (path, stderr_file(path)):
+        try:
+            fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW)  # (a planted link is not read)
+        except OSError:
+            continue  # (none yet, or gone)
+        with os.fdopen(fd, "rb") as fh:
+            for raw in fh:
+                yield raw.decode("utf-8", "replace")
+
+
 # --- helpers ----------------------------------------------------------------------------
 
 

@@ -394,7 +394,7 @@ def _judge_execs(
     if policy is None or not confinement.enabled or not task.project.config.policy.exec_check:
         return None
     judge = ExecJudge(policy, places, supervisor.append, supervisor.judged)
-    confinement.check_execs(judge, warn)
+    confinement.check_execs(judge, warn, judge.shortcut())
     return judge
 
 

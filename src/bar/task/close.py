@@ -15,6 +15,8 @@ Events: ``worktree.remove.before`` / ``.after`` / ``.failed``, ``worktree.keep``
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from bar.base.clock import now_iso
 from bar.base.record import field, record
 from bar.errors import BarError, DirtyWorktree, NotFound, UsageError
@@ -24,12 +26,17 @@ from bar.task import board, registry
 from bar.task import worktree as worktrees
 from bar.task.tasks import Task, load_task
 
+if TYPE_CHECKING:
+    from bar.changes.unapplied import Unapplied
+
 
 @record(frozen=True)
 class Closed:
     task: Task
     worktree_removed: bool
     recorded: list[Step] = field(default_factory=list)  # what was recorded first
+    # of a task closed: its work no branch has yet (``bar.changes.unapplied``), if any
+    unapplied: Unapplied | None = None
 
 
 def close(

@@ -11,11 +11,11 @@ what happened inside a task. Each line is one event::
 ``ts`` is seconds since the epoch; ``task`` and ``worktree`` are ``{}`` when the event
 has none; ``error`` is there only on a ``.failed`` event, ``project`` ({"root", …})
 only on an event of the project itself, ``changed`` ({key: {"from", "to"}}) on a
-``task.edited``, ``by`` ({"task", "step"}) on one a running
+``task.edited`` and a ``task.renamed``, ``by`` ({"task", "step"}) on one a running
 step's agent asked for (through ``bar mcp``'s board tools). An operation that can fail
 writes ``<op>.before``, then ``<op>.after`` or ``<op>.failed``
 (``worktree.create``, ``worktree.remove``); the rest are single events (``task.created``,
-``task.started``, ``task.claimed``, ``task.edited``, ``task.completed``, ``task.reopened``,
+``task.started``, ``task.claimed``, ``task.edited``, ``task.renamed``, ``task.completed``, ``task.reopened``,
 ``task.deleted``, ``worktree.keep``, ``project.initialized``, …). The full list is in
 docs/board.md.
 

@@ -131,6 +131,9 @@ class TaskSummary:
     last_step: str | None
     diff_stat: DiffStat  # base -> last recorded state
     state: TaskState  # pending, running, applied, active, closed, missing-worktree
+    # what its agent sessions cost, in US dollars, when every one's cost is known
+    # (``agents.prices``; ``bar.session.stored.task_totals``); None: unknown, or none ran
+    cost_usd: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         rec = self.task.to_record()
@@ -144,6 +147,7 @@ class TaskSummary:
         )
         rec.update(self.state.to_json())
         rec["on_workers"] = _placed(self.task)
+        rec["cost_usd"] = self.cost_usd
         return rec
 
 
@@ -157,4 +161,14 @@ def summarize(task: Task, active_id: str | None = None) -> TaskSummary:
         last.step_id if last else None,
         stat,
         state_of(task),
+        _cost(task) if last else None,
     )
+
+
+def _cost(task: Task) -> float | None:
+    """What the task's agent sessions cost, when every one's cost is known."""
+    from bar.session import stored
+
+    totals = stored.task_totals(task)
+    cost = totals.get("cost_usd") if totals is not None else None
+    return float(cost) if isinstance(cost, int | float) else None

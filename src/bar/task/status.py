@@ -37,6 +37,9 @@ class Status:
     unresolved_conflicts: list[str] = field(default_factory=list)
     # how the worktree is looked at between commands (``bar.changes.fast.watcher.mode``)
     watch: dict[str, Any] | None = None
+    # the decision the task's agent asked and that waits for an answer (``bar decide``):
+    # its session_id, task, created_at and number of items; None: none waits
+    decision: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         info: dict[str, Any] = {
@@ -81,6 +84,7 @@ class Status:
         info["sandbox"] = self.sandbox
         info["watch"] = self.watch
         info["nested_repos"] = self.nested_repos
+        info["decision"] = self.decision
         return info
 
 
@@ -123,7 +127,31 @@ def status(loc: Location, ref: str | None = None) -> Status:
         state=state_of(task),
         unresolved_conflicts=conflict_markers.unresolved(task, task.recorded_snapshot()),
         watch=watch,
+        decision=_waiting_decision(task),
     )
+
+
+def _waiting_decision(task: Task) -> dict[str, Any] | None:
+    """The decision that waits for the person's answer, as ``bar decide list`` says it
+    (read only: an answer aide's page wrote is taken by the next ``bar decide``)."""
+    from bar.aide import decide
+    from bar.errors import BarError
+
+    try:
+        waiting = decide.pending(task)
+    except BarError:
+        return None  # a broken file: `bar decide list` and `bar doctor` say what is wrong
+    if waiting is None:
+        return None
+    meta = waiting.get("_meta")
+    meta = meta if isinstance(meta, dict) else {}
+    items = waiting.get("items")
+    return {
+        "session_id": meta.get("session_id"),
+        "task": waiting.get("task"),
+        "created_at": meta.get("created_at"),
+        "items": len(items) if isinstance(items, list) else 0,
+    }
 
 
 def _taken(task: Task, step_id: str) -> int:

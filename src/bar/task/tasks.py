@@ -96,9 +96,14 @@ class Task:
     origin: dict[str, Any] | None = None
     # ext: where an adopted task came from ({remote, history, adopted_at})
     adopted: dict[str, Any] | None = None
+    # where the record is read from when it is not the project's ``tasks/<id>``: a
+    # fetched history read in place (``bar.share.view``); never in task.json
+    record_dir: Path | None = field(default=None, repr=False, compare=False)
 
     @cached_property
     def paths(self) -> TaskPaths:
+        if self.record_dir is not None:
+            return TaskPaths(self.record_dir)
         return self.project.paths.task(self.id)
 
     @property
@@ -245,10 +250,12 @@ def _board_of(rec: dict[str, Any], path: Path) -> Board:
     return Board(IN_PROGRESS, worktree=name if isinstance(name, str) else "")
 
 
-def load_task(project: Project, task_id: str) -> Task:
+def load_task(project: Project, task_id: str, *, record_dir: Path | None = None) -> Task:
+    """The task ``task_id`` of the project; ``record_dir``: its record read from there
+    instead of ``tasks/<id>`` (a fetched history read in place, ``bar.share.view``)."""
     if not TASK_ID_RE.match(task_id):
         raise TaskNotFound(f"no task with id {task_id!r}")
-    paths = project.paths.task(task_id)
+    paths = TaskPaths(record_dir) if record_dir is not None else project.paths.task(task_id)
     path = paths.task_json
     for own in (paths.dir, path):  # bar's own files are never links; one may point anywhere
         if own.is_symlink():
@@ -328,6 +335,7 @@ def load_task(project: Project, task_id: str) -> Task:
         first_base=first_base,
         origin=origin,
         adopted=adopted,
+        record_dir=record_dir,
     )
     if unbound and status == "closed" and task.worktree.is_dir():
         task.board.worktree = task.name  # closed with its worktree kept

@@ -11,15 +11,27 @@ bar's own sentence and hint, as the command line prints them.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from bar import api
 from bar.errors import ApplyConflict, BarError
 from bar.history.checkpoints import Checkpoint
 from bar.task.tasks import Task
-from bar.ui.pages import error_html, esc, layout, plural, short, stat_text, task_url
+from bar.ui import views
+from bar.ui.filters import options
+from bar.ui.pages import (
+    ago,
+    describe,
+    error_html,
+    esc,
+    layout,
+    plural,
+    short,
+    stat_text,
+    task_url,
+)
 from bar.ui.security import CSRF_FIELD
-from bar.ui.step_pages import state_picker
 
 if TYPE_CHECKING:
     from bar.changes.apply import ApplyResult
@@ -70,13 +82,18 @@ def last_step(task: Task) -> str:
 
 
 def actions_page(task: Task, csrf: str, to: str = "", error: BarError | None = None) -> str:
+    states = views.recorded_states(task, describe)
+    last = task.ledger.last()
+    before_last = (
+        f"the state before the last step ({last.step_id})" if last is not None else "the base"
+    )
     rollback = _form(
         task,
         "/rollback/preview",
         csrf,
         {},
         (
-            f"<label>to state {state_picker(task, 'to', to)}</label> "
+            f"<label>to state {state_select(states, 'to', to, before_last)}</label> "
             '<label><input type="checkbox" name="hard" value="1"> also reset the task branch '
             "(--hard)</label> "
         ),
@@ -89,8 +106,8 @@ def actions_page(task: Task, csrf: str, to: str = "", error: BarError | None = N
         {},
         (
             '<label>mode <select name="mode"><option>commit</option><option>merge</option>'
-            '</select></label> <label>target branch <input name="target" placeholder="'
-            f'the base branch"></label> <label>state {state_picker(task, "at", "")}</label> '
+            f"</select></label> <label>target branch {branch_select(task)}</label> "
+            f"<label>state {state_select(states, 'at', '', 'the last recorded state')}</label> "
             '<label class="wide">message <input name="message" size="60" placeholder="'
             "the task's name and description\"></label> "
         ),
@@ -106,6 +123,52 @@ def actions_page(task: Task, csrf: str, to: str = "", error: BarError | None = N
         f'<section class="action" id="undo"><h2>Undo</h2>{undo}</section>'
     )
     return _page(task, "actions", body, csrf)
+
+
+SAID_SHOWN = 70  # characters of what made a state, in a picker's option
+
+
+def state_select(states: list[views.State], name: str, chosen: str, default: str) -> str:
+    """A list of the recorded states to pick one from (``views.recorded_states``): the
+    action's default first (its value empty), each step, the checkpoints inside it
+    indented under it, the base. A state asked for that is not listed (``?to=``, from a
+    step's page) is listed first, as asked: bar says if it names none."""
+    now = datetime.now(UTC)
+    choices = [("", default)]
+    names = {s.name for s in states}
+    if chosen and chosen not in names and not _same_step(chosen, names):
+        choices.append((chosen, f"{chosen} (as asked)"))
+    for s in states:
+        what = s.what if len(s.what) <= SAID_SHOWN else s.what[: SAID_SHOWN - 1] + "…"
+        at = views.moment(s.at) if s.at else None
+        when = f" · {ago(at, now)}" if at is not None else ""
+        indent = "\u2003↳ " if s.checkpoint else ""
+        choices.append((s.name, f"{indent}{s.name} · {what}{when}"))
+    picked = _same_step(chosen, names) or chosen
+    return f'<select name="{esc(name)}" class="state-picker">{options(choices, picked)}</select>'
+
+
+def _same_step(asked: str, names: set[str]) -> str:
+    """The listed name of the state ``asked`` names in another form (``3`` for ``0003``,
+    ``3.2`` for ``0003.2``); empty when none is listed."""
+    step, dot, n = asked.partition(".")
+    if not (step.isascii() and step.isdigit()) or (dot and not (n.isascii() and n.isdigit())):
+        return ""
+    padded = f"{int(step):04d}" + (f".{int(n)}" if dot else "")
+    return padded if padded in names else ""
+
+
+def branch_select(task: Task) -> str:
+    """The branches to apply to (``api.branches``), the task's base branch chosen."""
+    listed = views.branches(task)
+    base = task.base_ref
+    choices: list[tuple[str, str]] = []
+    if base not in listed:
+        choices.append(("", f"the base branch ({base})"))
+    else:
+        choices.append((base, f"{base} (the task's base)"))
+    choices += [(b, b) for b in listed if b != base]
+    return f'<select name="target" class="branch-picker">{options(choices, base)}</select>'
 
 
 def _done(task: Task, title: str, text: str, csrf: str) -> str:

@@ -29,7 +29,18 @@ from bar.errors import BarError, NotFound, StepNotFound
 from bar.history.checkpoints import Checkpoint
 from bar.step.live import Follower, Lost, Mark, Output, Recorded, Taken
 from bar.task.tasks import Task
-from bar.ui import actions, assets, decisions, pages, patches, step_pages, views
+from bar.ui import (
+    actions,
+    assets,
+    board,
+    decisions,
+    pages,
+    patches,
+    search,
+    step_pages,
+    views,
+)
+from bar.ui.filters import StepFilter
 from bar.ui.security import Guard, Secrets
 
 POLL = 0.5  # seconds between looks at a live task's ledger
@@ -60,7 +71,8 @@ def build(keys: Secrets) -> Starlette:
         except ValueError:
             number = 1
         try:
-            parts = pages.timeline(the_task(request), number, csrf)
+            keep = StepFilter.of(request.query_params)
+            parts = pages.timeline(the_task(request), number, csrf, keep)
             head = next(parts)  # (a task that is not, or cannot be read, is an error page)
         except NotFound as exc:
             return _error(exc, 404, csrf)
@@ -183,7 +195,12 @@ def build(keys: Secrets) -> Starlette:
         )
 
     routes = [
-        Route("/", page(lambda r: pages.overview(csrf))),
+        Route("/", page(lambda r: pages.overview(csrf, r.query_params))),
+        Route("/search", page(lambda r: search.search_page(r.query_params, csrf))),
+        Route(
+            "/p/{project}/board",
+            page(lambda r: board.board_page(r.path_params["project"], r.query_params, csrf)),
+        ),
         Route("/p/{project}/t/{task}", timeline),
         Route("/p/{project}/t/{task}/events", events),
         Route("/p/{project}/t/{task}/s/{step}", page(step)),
@@ -306,7 +323,7 @@ async def _step_live(request: Request, follower: Follower) -> AsyncIterator[str]
                         said = json.dumps({"stream": event.stream, "text": text})
                         yield f"event: output\ndata: {said}\n\n"
                 elif isinstance(event, Taken):
-                    item = pages.checkpoint_item(follower.task, event.checkpoint)
+                    item = step_pages.live_call(follower.task, event.checkpoint)
                     yield f"event: checkpoint\ndata: {json.dumps({'html': item})}\n\n"
                 elif isinstance(event, Recorded):
                     yield "event: ended\ndata: {}\n\n"

@@ -16,7 +16,16 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from bar import api
-from bar.ui.pages import cost_text, count, esc, plural, stat_text, task_url, tokens_text
+from bar.ui.pages import (
+    cost_text,
+    count,
+    esc,
+    plural,
+    stat_text,
+    task_url,
+    tokens_text,
+    when,
+)
 
 if TYPE_CHECKING:
     from bar.history.checkpoints import Checkpoint
@@ -213,9 +222,9 @@ def _item(e: dict[str, Any], i: int, kind: str, inner: str, kinds: dict[str, str
 
 
 def _clock(iso: str) -> str:
-    """The time of day of an event (UTC, as the timeline's); the exact time in its title."""
-    shown = iso[11:19] if len(iso) >= 19 and iso[10] == "T" else iso
-    return f'<time datetime="{esc(iso)}" title="{esc(iso)}">{esc(shown)}</time>'
+    """When the event was, as every time on the pages is ("3 min ago", the exact time in
+    its title: ``pages.when``)."""
+    return when(iso)
 
 
 def _call(

@@ -17,7 +17,7 @@ from bar.aide import decide
 from bar.api import orders
 from bar.errors import BarError
 from bar.task.tasks import Task
-from bar.ui.pages import esc, layout, plural, task_url
+from bar.ui.pages import esc, layout, plural, task_url, when
 from bar.ui.security import CSRF_FIELD
 
 PAST_SHOWN = 50  # answered decisions listed, newest first
@@ -92,7 +92,7 @@ def _pending_html(task: Task, waiting: dict[str, Any], csrf: str, form: dict[str
     )
     head = (
         f"<h2>Waiting for you: {plural(len(items), 'question')} <small>decision "
-        f"{esc(sid)}, asked {esc(meta.get('created_at', ''))}</small></h2>"
+        f"{esc(sid)}, asked {when(str(meta.get('created_at', '')))}</small></h2>"
         f'<p class="meta">{esc(waiting.get("task", ""))} · from '
         f"<code>{esc(waiting.get('source', ''))}</code></p>"
     )
@@ -133,7 +133,7 @@ def _past_html(task: Task) -> str:
         rows.append(
             f'<li class="answered" data-session="{esc(sid)}"><code>{esc(sid)}</code> '
             f"{esc(rec.get('input', {}).get('task', ''))} <small>answered "
-            f"{esc(rec.get('completed_at', ''))}</small><ul>{''.join(chosen)}</ul></li>"
+            f"{when(str(rec.get('completed_at', '')))}</small><ul>{''.join(chosen)}</ul></li>"
         )
     more = f" <small>(the {PAST_SHOWN} newest)</small>" if len(done) > PAST_SHOWN else ""
     return f'<h2>Answered{more}</h2><ul class="past">{"".join(rows)}</ul>'

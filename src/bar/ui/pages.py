@@ -7,18 +7,38 @@ the live timeline, the lazy diffs, colours and the terminal player.
 
 from __future__ import annotations
 
-import shlex
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from html import escape
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlencode
 
 from bar import api
+from bar.base.clock import duration_text
+from bar.base.cmdline import line_of
 from bar.errors import BarError
-from bar.ledger.records import ApplyStep, DecisionStep, RollbackStep, RunStep, Step, SyncStep
+from bar.ledger.records import (
+    KINDS,
+    ApplyStep,
+    DecisionStep,
+    PolicyEventRecord,
+    RollbackStep,
+    RunStep,
+    Step,
+    SyncStep,
+)
 from bar.task.tasks import Task
 from bar.ui import assets, views
+from bar.ui.calls import Call, pair
+from bar.ui.filters import (
+    NOBODY,
+    RESULTS,
+    StepFilter,
+    TaskFilter,
+    description,
+    matching_steps,
+    options,
+)
 
 if TYPE_CHECKING:
     from bar.history.checkpoints import Checkpoint
@@ -50,27 +70,50 @@ def plural(n: int, word: str) -> str:
 
 
 def duration(ms: int) -> str:
-    """A length of time as a person says it: "120 ms", "3.4 s", "2 min 5 s", "1 h 3 min"
-    (cut, never rounded up: 59,999 ms is "59.9 s", not "60.0 s")."""
-    ms = max(0, ms)
-    if ms < 1000:
-        return f"{ms} ms"
-    if ms < 60_000:
-        return f"{ms // 100 / 10:.1f} s"
-    seconds = ms // 1000
-    if seconds < 3600:
-        minutes, rest = divmod(seconds, 60)
-        return f"{minutes} min {rest} s" if rest else f"{minutes} min"
-    hours, rest = divmod(seconds // 60, 60)
-    return f"{hours} h {rest} min" if rest else f"{hours} h"
+    """A length of time as every face says it: "0.6 s", "2 min 5 s", "1 h 3 min"
+    (``bar.base.clock.duration_text``; ``static/ui.js`` counts a running step's the same)."""
+    return duration_text(ms)
 
 
-def when(iso: str) -> str:
-    """A recorded time (ISO 8601, UTC) as a ``<time>`` element: to the second, in UTC as
-    the timeline's header says; the exact value in its ``datetime`` and its title."""
+def when(iso: str, now: datetime | None = None) -> str:
+    """A recorded time (ISO 8601, UTC) as a ``<time>`` element a person reads at a glance,
+    "3 min ago" (``ago``; ``static/ui.js`` keeps it true while the page stays open), with
+    the exact time in its title and its ``datetime``."""
     at = views.moment(iso)
-    shown = at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S") if at is not None else iso
-    return f'<time datetime="{esc(iso)}" title="{esc(iso)}">{esc(shown)}</time>'
+    if at is None:
+        return f"<time>{esc(iso or '-')}</time>"
+    return (
+        f'<time datetime="{esc(iso)}" title="{esc(exact(at))}" data-ago>{esc(ago(at, now))}</time>'
+    )
+
+
+def exact(at: datetime) -> str:
+    """``2026-11-27 08:08:52.937 UTC``: to the millisecond, as bar records it."""
+    at = at.astimezone(UTC)
+    return at.strftime("%Y-%m-%d %H:%M:%S.") + f"{at.microsecond // 1000:03d} UTC"
+
+
+def ago(at: datetime, now: datetime | None = None) -> str:
+    """How long ago ``at`` was, as a person says it: "just now", "40 s ago", "3 min ago",
+    "5 h ago", "yesterday", "12 days ago", then the date ("27 Nov 2026"); a time ahead
+    of this clock (another machine's) by more than a minute is its date and time."""
+    seconds = ((now or datetime.now(UTC)) - at).total_seconds()
+    if seconds < -60:
+        return at.astimezone(UTC).strftime("%-d %b %Y %H:%M UTC")
+    if seconds < 10:
+        return "just now"
+    if seconds < 60:
+        return f"{int(seconds)} s ago"
+    if seconds < 3600:
+        return f"{int(seconds // 60)} min ago"
+    if seconds < 86400:
+        return f"{int(seconds // 3600)} h ago"
+    days = int(seconds // 86400)
+    if days == 1:
+        return "yesterday"
+    if days < 30:
+        return f"{days} days ago"
+    return at.astimezone(UTC).strftime("%-d %b %Y")
 
 
 def stat_text(stat: object) -> str:
@@ -139,7 +182,16 @@ def layout_top(
             f"{_waiting_badge(waiting) if rest == '/decisions' else ''}</a>"
             for label, rest in TASK_PAGES
         )
-        nav = f'<nav class="task-nav">{nav}</nav>'
+        board = f"/p/{quote(task.project.name)}/board"
+        nav = (
+            f'<nav class="task-nav">{nav}<a class="board-link" href="{esc(board)}">Board</a></nav>'
+        )
+    find = (
+        '<form class="find" method="get" action="/search" role="search">'
+        '<input type="search" name="q" aria-label="search tasks, steps, commands and files" '
+        'placeholder="Search tasks, steps, commands, files" aria-keyshortcuts="/" '
+        'title="search everything (key /)"></form>'
+    )
     return (
         "<!doctype html><html lang=en><head><meta charset=utf-8>"
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
@@ -149,7 +201,7 @@ def layout_top(
         f"<title>{esc(title)} · bar</title>{styles}"
         '<link rel="stylesheet" href="/static/ui.css">'
         f'{scripts}<script type="module" src="/static/ui.js"></script></head><body>'
-        f'<header class="top"><div class="crumbs">{trail}</div>{nav}</header><main>'
+        f'<header class="top"><div class="crumbs">{trail}</div>{nav}{find}</header><main>'
     )
 
 
@@ -165,7 +217,8 @@ def _waiting_badge(count: int) -> str:
 # --- the overview ------------------------------------------------------------------
 
 
-def overview(csrf: str) -> str:
+def overview(csrf: str, query: Mapping[str, str] | None = None) -> str:
+    keep = TaskFilter.of(query or {})
     parts = ["<h1>Projects</h1>"]
     shown = views.overview()
     if not shown:
@@ -173,33 +226,85 @@ def overview(csrf: str) -> str:
             "<p class=empty>No project is registered here yet: run <code>bar init"
             "</code> in a repository.</p>"
         )
+    else:
+        everyone = [s for _, summaries, _ in shown for s in summaries]
+        parts.append(task_filter_form("/", keep, everyone))
     for project, summaries, error in shown:
+        board = f"/p/{quote(project.name)}/board"
         parts.append(
             f'<section class="project"><h2>{esc(project.name)} '
-            f"<small>{esc(project.root)}</small></h2>"
+            f'<small>{esc(project.root)}</small> <a class="board-link" href="{esc(board)}">'
+            "board</a></h2>"
         )
         if error:
             parts.append(f'<p class="error">{esc(error)}</p></section>')
             continue
+        kept = [s for s in summaries if keep.keeps(s)]
         if not summaries:
             parts.append("<p class=empty>No tasks yet: <code>bar task new NAME</code>.</p>")
+        elif not kept:
+            parts.append(
+                f"<p class=empty>None of its {plural(len(summaries), 'task')} matches the "
+                "filter.</p>"
+            )
         else:
             parts.append(
-                "<table class=tasks><thead><tr><th>task</th><th>status</th><th>running now"
-                "</th><th>steps</th><th>changes</th><th>applied</th><th>last activity</th>"
-                "</tr></thead><tbody>"
+                "<table class=tasks><thead><tr><th>task</th><th>status</th><th>owner</th>"
+                "<th>running now</th><th>steps</th><th>changes</th><th>cost</th>"
+                "<th>applied</th><th>last activity</th></tr></thead><tbody>"
             )
-            parts += [_task_row(s) for s in summaries]
+            parts += [_task_row(s) for s in kept]
             parts.append("</tbody></table>")
         parts.append("</section>")
     return layout("Projects", "".join(parts), csrf=csrf)
+
+
+def task_filter_form(action: str, keep: TaskFilter, summaries: list[api.TaskSummary]) -> str:
+    """The filter of a list of tasks: words, state, owner (the choices: those listed)."""
+    states = sorted({s.state.state for s in summaries})
+    owners = sorted({s.task.board.owner for s in summaries if s.task.board.owner})
+    state_choices = [("", "any state"), ("open", "open (not closed)")]
+    state_choices += [(w, w.replace("-", " ")) for w in states]
+    owner_choices = [("", "anyone's"), (NOBODY, "nobody's"), *((o, o) for o in owners)]
+    clear = f' <a href="{esc(action)}">clear</a>' if keep.active else ""
+    return (
+        f'<form class="filter" method="get" action="{esc(action)}" role="search" '
+        'aria-label="filter the tasks"><label>tasks with <input type="search" name="q" '
+        f'value="{esc(keep.text)}" placeholder="name, description, owner…"></label> '
+        f'<label>state <select name="state">{options(state_choices, keep.state)}</select>'
+        f'</label> <label>owner <select name="owner">{options(owner_choices, keep.owner)}'
+        f'</select></label> <button type="submit">Filter</button>{clear}</form>'
+    )
+
+
+def description_html(t: Task, limit: int = 140) -> str:
+    """The task's description, cut to ``limit`` characters (the whole in its title)."""
+    said = description(t)
+    if not said:
+        return ""
+    shown = said if len(said) <= limit else said[: limit - 1].rstrip() + "…"
+    return f'<div class="description" title="{esc(said)}">{esc(shown)}</div>'
+
+
+def owner_html(t: Task) -> str:
+    owner = t.board.owner
+    return f'<span class="owner">@{esc(owner)}</span>' if owner else '<span class="dim">-</span>'
+
+
+def cost_of(t: Task) -> str:
+    """What the task's agent steps cost: ``$0.1234``, ``unknown`` (a model without a
+    price in ``agents.prices``), ``-`` (no agent step)."""
+    totals = views.session_totals(t)
+    if totals is None:
+        return "-"
+    return cost_text(totals) or "unknown"
 
 
 def _task_row(s: api.TaskSummary) -> str:
     t = s.task
     running = api.running(t)
     now = (
-        f'<code>{esc(shlex.join(running.cmd))}</code> <span class="elapsed" '
+        f'<code>{esc(line_of(running.cmd))}</code> <span class="elapsed" '
         f'data-since="{esc(running.started_at)}">{esc(elapsed_since(running.started_at))}'
         "</span>"
         if running
@@ -216,12 +321,14 @@ def _task_row(s: api.TaskSummary) -> str:
             f"{esc(plural(waiting, 'decision'))} waiting</a>"
         )
     return (
-        f'<tr class="state-{esc(s.state.state)}"><td><a href="{esc(task_url(t))}">'
-        f"{esc(t.name)}</a> <small>{esc(t.id)}</small>{active}</td>"
-        f'<td><span class="state">{esc(label)}</span></td><td>{now}</td>'
+        f'<tr class="state-{esc(s.state.state)}" data-task="{esc(t.id)}"><td>'
+        f'<a href="{esc(task_url(t))}">{esc(t.name)}</a> <small>{esc(t.id)}</small>{active}'
+        f"{description_html(t)}</td>"
+        f'<td><span class="state">{esc(label)}</span></td><td>{owner_html(t)}</td><td>{now}</td>'
         f"<td>{s.steps}</td><td>{esc(stat_text(s.diff_stat))}</td>"
+        f'<td class="cost">{esc(cost_of(t))}</td>'
         f"<td>{'yes' if s.state.applied else 'no'}</td>"
-        f"<td><time>{esc(views.last_activity(s))}</time></td></tr>"
+        f"<td>{when(views.last_activity(s))}</td></tr>"
     )
 
 
@@ -237,7 +344,7 @@ def _on_workers(t: Task) -> tuple[str, str]:
     worker = running.get("worker") or "a worker"
     since = str(running.get("since") or "")
     return (
-        f"<code>{esc(shlex.join(running.get('argv') or []))}</code> on {esc(worker)} "
+        f"<code>{esc(line_of(running.get('argv') or []))}</code> on {esc(worker)} "
         f'<span class="elapsed" data-since="{esc(since)}">{esc(elapsed_since(since))}</span>',
         label,
     )
@@ -246,24 +353,26 @@ def _on_workers(t: Task) -> tuple[str, str]:
 # --- the timeline ------------------------------------------------------------------
 
 
-def timeline(task: Task, page: int, csrf: str) -> Iterator[str]:
+def timeline(task: Task, page: int, csrf: str, keep: StepFilter | None = None) -> Iterator[str]:
     """The task's timeline, page ``page`` (from 1, newest first), in parts: the page's head
     (what the task is, the step running) before its rows are read, so that the browser
-    starts on a long task's page as soon as on a short one's."""
+    starts on a long task's page as soon as on a short one's. With a filter (``keep``),
+    the steps it keeps, a hundred a page, and no live update (a new step may not match)."""
+    keep = keep or StepFilter()
     pages = views.page_count(task)
-    page = min(max(1, page), pages)
+    page = max(1, page) if keep.active else min(max(1, page), pages)
     newest = task.ledger.last()
     live = (
         f' data-live="{esc(task_url(task, "/events"))}" '
         f'data-last="{newest.number if newest is not None else 0}"'
-        if page == 1
+        if page == 1 and not keep.active
         else ""
     )
     head = (
         f"<h1>{esc(task.name)} <small>{esc(task.id)}</small></h1>"
         f'<p class="meta">branch <code>{esc(task.branch)}</code> from '
         f"<code>{esc(task.base_ref)}</code> at <code>{short(task.base_commit)}</code>"
-        f" · {esc(task.status)}</p>"
+        f" · {esc(task.status)}{_owner_meta(task)}</p>{description_html(task, 2000)}"
     )
     head += session_totals(task)
     flow = views.flow_status(task)
@@ -282,24 +391,72 @@ def timeline(task: Task, page: int, csrf: str) -> Iterator[str]:
             current="",
             crumbs=[(task.project.name, "/"), (task.name, "")],
         )
-        + f'{head}<div id="running">{running}</div>'
+        + f'{head}<div id="running">{running}</div>{step_filter_form(task, keep)}'
         f'<table class="timeline"{live}><thead><tr><th>step</th>'
-        "<th>kind</th><th>what</th><th>result</th><th>started (UTC)</th><th>duration</th>"
+        "<th>kind</th><th>what</th><th>result</th><th>started</th><th>duration</th>"
         '<th>changes</th></tr></thead><tbody id="steps">'
     )
     try:
-        shown = views.steps_page(task, page)
-        if flow is not None:
+        if keep.active:
+            shown, total = matching_steps(
+                task,
+                keep,
+                lambda s: (describe(s), result(s)[0]),
+                (page - 1) * views.PER_PAGE,
+                views.PER_PAGE,
+            )
+            pages = max(1, -(-total // views.PER_PAGE))
+            if page > pages:  # (past the last page of matches: the last one)
+                page = pages
+                shown, total = matching_steps(
+                    task,
+                    keep,
+                    lambda s: (describe(s), result(s)[0]),
+                    (page - 1) * views.PER_PAGE,
+                    views.PER_PAGE,
+                )
+            rows = "".join(step_row(task, s) for s in shown)
+        elif flow is not None:
+            shown = views.steps_page(task, page)
             history = [e for e in flow.get("history", []) if isinstance(e, dict)]
             entries = views.flow_entries(task, history, page, pages, shown)
             rows = _phased_rows(task, shown, history, entries)
         else:
+            shown = views.steps_page(task, page)
             rows = "".join(step_row(task, s) for s in shown)
     except BarError as exc:  # (the head is sent: the page says so where its rows would be)
         yield f"</tbody></table>{error_html(exc)}{_BOTTOM}"
         return
-    empty = "" if shown else "<p class=empty>No steps yet: <code>bar run -- CMD</code>.</p>"
-    yield f"{rows}</tbody></table>{empty}{_pager(task, page, pages)}{_BOTTOM}"
+    if keep.active:
+        said = f"{plural(total, 'step')} match" + ("es" if total == 1 else "")
+        empty = f'<p class="meta filtered" role="status">{esc(said)} the filter.</p>'
+    else:
+        empty = "" if shown else "<p class=empty>No steps yet: <code>bar run -- CMD</code>.</p>"
+    pager = _pager(task, page, pages, keep.query() if keep.active else {})
+    yield f"{rows}</tbody></table>{empty}{pager}{_BOTTOM}"
+
+
+def _owner_meta(task: Task) -> str:
+    owner = task.board.owner
+    board = f" · board {esc(task.board.status.replace('_', ' '))}"
+    return board + (f' · owner <span class="owner">@{esc(owner)}</span>' if owner else "")
+
+
+def step_filter_form(task: Task, keep: StepFilter) -> str:
+    """The timeline's filter: words (command, what it did, result), kind, result, file."""
+    kinds = [("", "any kind"), *((k, k) for k in KINDS)]
+    results = [("", "any result"), *RESULTS]
+    clear = f' <a href="{esc(task_url(task))}">clear</a>' if keep.active else ""
+    return (
+        f'<form class="filter" method="get" action="{esc(task_url(task))}" role="search" '
+        'aria-label="filter the steps"><label>steps with <input type="search" name="q" '
+        f'value="{esc(keep.text)}" placeholder="command, result…"></label> '
+        f'<label>kind <select name="kind">{options(kinds, keep.kind)}</select></label> '
+        f'<label>result <select name="result">{options(results, keep.result)}</select>'
+        '</label> <label>file <input type="search" name="file" size="16" '
+        f'value="{esc(keep.file)}" placeholder="path"></label> '
+        f'<button type="submit">Filter</button>{clear}</form>'
+    )
 
 
 def error_html(exc: BarError) -> str:
@@ -363,15 +520,20 @@ def _flow_row(task: Task, entry: dict[str, Any]) -> str:
     )
 
 
-def _pager(task: Task, page: int, pages: int) -> str:
-    if pages == 1:
+def _pager(task: Task, page: int, pages: int, keep: Mapping[str, str] | None = None) -> str:
+    if pages == 1 and page == 1:
         return ""
+    kept = {k: v for k, v in (keep or {}).items() if v}
+
+    def href(n: int) -> str:
+        return f"{task_url(task)}?{urlencode({**kept, 'page': str(n)})}"
+
     links = []
     if page > 1:
-        links.append(f'<a href="{esc(task_url(task))}?page={page - 1}" rel=prev>newer</a>')
+        links.append(f'<a href="{esc(href(page - 1))}" rel=prev>newer</a>')
     links.append(f"page {page} of {pages}")
     if page < pages:
-        links.append(f'<a href="{esc(task_url(task))}?page={page + 1}" rel=next>older</a>')
+        links.append(f'<a href="{esc(href(page + 1))}" rel=next>older</a>')
     return f'<nav class="pager">{" · ".join(links)}</nav>'
 
 
@@ -381,28 +543,24 @@ def running_html(task: Task) -> str:
     if running is None:
         return ""
     taken = api.checkpoints(task, running.step_id)
-    cps = "".join(checkpoint_item(task, cp) for cp in taken)
+    cps = "".join(_checkpoint_item(task, cp) for cp in taken)
     return (
         f'<div class="running-step" data-step="{esc(running.step_id)}"><strong><a href="'
         f'{esc(task_url(task, "/s/" + running.step_id))}">step {esc(running.step_id)}</a> '
-        f"running</strong> <code>{esc(shlex.join(running.cmd))}</code>"
+        f"running</strong> <code>{esc(line_of(running.cmd))}</code>"
         f' for <span class="elapsed" data-since="{esc(running.started_at)}">'
         f"{esc(elapsed_since(running.started_at))}</span>"
         f"{f'<ol class=checkpoints>{cps}</ol>' if cps else ''}</div>"
     )
 
 
-def describe(step: Step) -> str:
-    """What the step did, in a few words (a run: its command)."""
+def describe(step: Step, task: Task | None = None) -> str:
+    """What the step did, in a few words (a run: its command; a rollback, an undo or a
+    redo as the command line says it, ``api.rollback_text``)."""
     if isinstance(step, RunStep):
-        return shlex.join(step.cmd)
+        return line_of(step.cmd)
     if isinstance(step, RollbackStep):
-        what = f"rollback to {step.target_text}" + (" (hard)" if step.hard else "")
-        if step.undo_of:
-            what = f"undo of step {step.undo_of} ({what})"
-        elif step.redo_of:
-            what = f"redo of step {step.redo_of} ({what})"
-        return what
+        return api.rollback_text(task, step)
     if isinstance(step, ApplyStep):
         return (
             f"applied to {step.target_branch} as {short(step.commit_sha)} ({step.mode}): "
@@ -440,14 +598,11 @@ def step_row(task: Task, step: Step) -> str:
     text, cls = result(step)
     link = task_url(task, f"/s/{step.step_id}")
     extra: list[str] = []
+    cps = views.checkpoints_of(task, step)
+    calls: list[Call] = [Call(cp) for cp in cps]
     if isinstance(step, RunStep):
-        for event in step.policy_events:
-            blocked = event.action == "block"
-            extra.append(
-                f'<li class="policy{" blocked" if blocked else ""}">policy <b>{esc(event.action)}'
-                f"</b> {esc(event.rule or '(no rule)')}: <code>{esc(event.matched)}</code>"
-                f"{' [' + esc(event.source) + ']' if event.source else ''}</li>"
-            )
+        own, calls = pair(step.policy_events, cps)
+        extra += [policy_item(event) for event in own]
         for hook in step.hooks:
             extra.append(
                 f'<li class="hook{" bad" if hook.exit_code else ""}">hook {esc(hook.phase)} '
@@ -457,21 +612,52 @@ def step_row(task: Task, step: Step) -> str:
             extra.append('<li class="pty">interactive (pty): terminal recording</li>')
         if said := session_line(task, step):
             extra.append(said)
-    cps = "".join(checkpoint_item(task, cp) for cp in views.checkpoints_of(task, step))
+    items = "".join(call_item(task, c) for c in calls)
     details = (f'<ul class="facts">{"".join(extra)}</ul>' if extra else "") + (
-        f"<ol class=checkpoints>{cps}</ol>" if cps else ""
+        f'<ol class="calls">{items}</ol>' if items else ""
     )
     return (
         f'<tr class="step kind-{esc(step.kind)} {cls}" id="step-{esc(step.step_id)}" '
         f'data-step="{step.number}"><td><a href="{esc(link)}">{esc(step.step_id)}</a></td>'
-        f"<td>{esc(step.kind)}</td><td><code>{esc(describe(step))}</code>{details}</td>"
+        f"<td>{esc(step.kind)}</td><td><code>{esc(describe(step, task))}</code>{details}</td>"
         f'<td class="result {cls}">{esc(text)}</td><td class="started">{when(step.started_at)}'
         f'</td><td class="duration">{esc(duration(step.duration_ms))}</td>'
         f"<td>{esc(stat_text(step.diff_stat))}</td></tr>"
     )
 
 
-def checkpoint_item(task: Task, cp: Checkpoint) -> str:
+def policy_item(event: PolicyEventRecord) -> str:
+    """One of the step's own policy events (its command line, a program it started)."""
+    blocked = event.action == "block"
+    return (
+        f'<li class="policy{" blocked" if blocked else ""}">policy <b>{esc(event.action)}'
+        f"</b> {esc(event.rule or '(no rule)')}: <code>{esc(event.matched)}</code>"
+        f"{' [' + esc(event.source) + ']' if event.source else ''}</li>"
+    )
+
+
+def call_item(task: Task, call: Call) -> str:
+    """One tool call of an agent: its checkpoint (a link to its diff), the tool and what it
+    was asked, the policy's decision, what became of it, and what it changed."""
+    cp = call.checkpoint
+    if cp is not None:
+        name = f'<a class="checkpoint" href="{esc(task_url(task, "/s/" + cp.name))}">{esc(cp.name)}</a>'
+    else:
+        name = '<span class="checkpoint none" title="no checkpoint: the call did not run">-</span>'
+    parts = [f"{name} <span class=tool>{esc(call.tool)}</span> <code>{esc(call.command)}</code>"]
+    if call.decision:
+        blocked = " blocked" if call.blocked else ""
+        parts.append(f'<span class="policy{blocked}">policy <b>{esc(call.decision)}</b></span>')
+    if call.outcome:
+        parts.append(f'<span class="outcome">{esc(call.outcome)}</span>')
+    if cp is not None:
+        parts.append(f"<span class=stat>{esc(stat_text(cp.diff_stat))}</span>")
+        if cp.verified is False:
+            parts.append('<span class="unverified">unverified</span>')
+    return f'<li class="call{" blocked" if call.blocked else ""}">{" · ".join(parts)}</li>'
+
+
+def _checkpoint_item(task: Task, cp: Checkpoint) -> str:
     decision = f' <span class="policy">{esc(cp.decision)}</span>' if cp.decision else ""
     return (
         f'<li><a href="{esc(task_url(task, "/s/" + cp.name))}">{esc(cp.name)}</a> '

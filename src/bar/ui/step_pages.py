@@ -7,14 +7,15 @@ files shows at once. Binary files, renames and mode changes are said in words.
 
 from __future__ import annotations
 
-import shlex
 from typing import TYPE_CHECKING, Any
 
+from bar.base.cmdline import line_of
 from bar.ledger.records import ApplyStep, RollbackStep, RunStep, Step, SyncStep
 from bar.task.tasks import Task
 from bar.ui import conversation, patches, views
+from bar.ui.calls import Call, pair
 from bar.ui.pages import (
-    checkpoint_item,
+    call_item,
     describe,
     duration,
     esc,
@@ -25,6 +26,7 @@ from bar.ui.pages import (
     short,
     stat_text,
     task_url,
+    when,
 )
 
 if TYPE_CHECKING:
@@ -86,20 +88,23 @@ def _rows(rows: list[tuple[str, str]]) -> str:
 
 def step_page(task: Task, step: Step, csrf: str) -> str:
     text, cls = result(step)
+    taken = views.checkpoints_of(task, step)
+    calls = [Call(cp) for cp in taken]
     rows: list[tuple[str, str]] = [
         ("kind", esc(step.kind)),
-        ("started", esc(step.started_at)),
+        ("started", when(step.started_at)),
         ("duration", esc(duration(step.duration_ms))),
     ]
     if isinstance(step, RunStep):
         rows += [
-            ("command", f"<code>{esc(shlex.join(step.cmd))}</code>"),
+            ("command", f"<code>{esc(line_of(step.cmd))}</code>"),
             ("cwd", esc(step.cwd)),
             ("result", f'<span class="{cls}">{esc(text)}</span>'),
         ]
         if step.pty:
             rows.append(("terminal", "interactive (pty)"))
-        for event in step.policy_events:
+        own, calls = pair(step.policy_events, taken)  # (its agent's calls: listed below)
+        for event in own:
             blocked = " blocked" if event.action == "block" else ""
             where = " <small>(as it ran)</small>" if event.source == "exec" else ""
             rows.append(
@@ -115,7 +120,7 @@ def step_page(task: Task, step: Step, csrf: str) -> str:
                 ("hook", f"{esc(hook.phase)} <code>{esc(hook.cmd)}</code> exit {hook.exit_code}")
             )
     else:
-        rows.append(("what", f"<code>{esc(describe(step))}</code>"))
+        rows.append(("what", f"<code>{esc(describe(step, task))}</code>"))
     if isinstance(step, ApplyStep):
         rows += [("target", esc(step.target_branch)), ("commit", esc(step.commit_sha))]
     if isinstance(step, SyncStep | RollbackStep) and step.base_after:
@@ -130,18 +135,15 @@ def step_page(task: Task, step: Step, csrf: str) -> str:
     if step.snapshot:
         back = task_url(task, f"/actions?to={step.step_id}")
         parts.append(f'<p><a class="button" href="{esc(back)}">Roll back to this step…</a></p>')
-    taken = views.checkpoints_of(task, step)
+    if calls:
+        items = "".join(call_item(task, c) for c in calls)
+        parts.append(
+            f'<h2 id="calls">Calls <small>{esc(plural(len(calls), "call"))}, each with the '
+            f'policy\'s decision and its checkpoint</small></h2><ol class="calls">{items}</ol>'
+        )
     summary, events = views.session(task, step) if isinstance(step, RunStep) else (None, [])
     if summary is not None or events:
         parts.append(conversation.section(task, step, summary, events, taken))
-    elif taken:
-        items = "".join(
-            f'<li><a href="{esc(task_url(task, "/s/" + cp.name))}">{esc(cp.name)}</a> '
-            f"{esc(cp.tool or cp.kind)} <code>{esc(cp.target_text)}</code> "
-            f"{esc(stat_text(cp.diff_stat))}{_unverified(cp)}</li>"
-            for cp in taken
-        )
-        parts.append(f"<h2>Checkpoints</h2><ol class=checkpoints>{items}</ol>")
     connections = step.extra.get("network") if isinstance(step, RunStep) else None
     if isinstance(connections, list) and connections:
         parts.append(_network_section(connections))
@@ -193,13 +195,13 @@ def live_page(task: Task, live: LiveStep, csrf: str) -> str:
     }[live.state].format(pid=live.pid, code=live.exit_code)
     rows: list[tuple[str, str]] = [
         ("kind", "run"),
-        ("started", esc(live.started_at)),
+        ("started", when(live.started_at)),
         (
             "running for",
             f'<span class="elapsed" data-since="{esc(live.started_at)}">'
             f"{esc(duration(live.running_ms()))}</span>",
         ),
-        ("command", f"<code>{esc(shlex.join(live.cmd))}</code>"),
+        ("command", f"<code>{esc(line_of(live.cmd))}</code>"),
         ("cwd", esc(live.cwd)),
         ("state", f'<span class="live-state {esc(live.state)}">{esc(state)}</span>'),
     ]
@@ -207,7 +209,7 @@ def live_page(task: Task, live: LiveStep, csrf: str) -> str:
         rows.append(("terminal", "interactive (pty)"))
     if isinstance(live.agent, dict) and live.agent.get("name"):
         rows.append(("agent", esc(str(live.agent["name"]))))
-    items = "".join(checkpoint_item(task, cp) for cp in seen.checkpoints)
+    items = "".join(live_call(task, cp) for cp in seen.checkpoints)
     if live.state == "interrupted":
         said = (
             '<p class="live-note lost">Its <code>bar run</code> died while the step ran: the '
@@ -230,9 +232,10 @@ def live_page(task: Task, live: LiveStep, csrf: str) -> str:
     body = (
         f"<h1>Step {esc(live.step_id)} <small>run</small></h1>{_rows(rows)}{said}"
         f'<div id="live-step"{follow}>'
-        # (a step without an agent takes none: the section shows when one comes)
-        f'<section id="live-tools"{"" if items or live.agent else " hidden"}><h2>Checkpoints</h2>'
-        f'<ol class="checkpoints" id="live-checkpoints">{items}</ol></section>'
+        # (a step without an agent makes none: the section shows when one comes)
+        f'<section id="live-tools"{"" if items or live.agent else " hidden"}><h2>Calls '
+        '<small>so far, each with its checkpoint</small></h2><ol class="calls" '
+        f'id="live-checkpoints">{items}</ol></section>'
         '<h2>Output</h2><pre class="output live" id="live-output">'
         f'<span data-stream="stdout">=== STDOUT ===\n{stdout}</span>'
         f'<span data-stream="stderr">{"" if stdout.endswith(chr(10)) or not stdout else chr(10)}'
@@ -249,6 +252,12 @@ def live_page(task: Task, live: LiveStep, csrf: str) -> str:
             (f"step {live.step_id}", ""),
         ],
     )
+
+
+def live_call(task: Task, cp: Checkpoint) -> str:
+    """A tool call of a running step's agent, as its checkpoint came (``call_item``, the
+    timeline's and the recorded page's row of a call)."""
+    return call_item(task, Call(cp))
 
 
 def cut_note(task: Task, step_id: str) -> str:
@@ -279,7 +288,7 @@ def _network_section(connections: list[Any]) -> str:
             f"<tr><td><code>{esc(str(c.get('host')))}:{esc(str(c.get('port')))}</code></td>"
             f"<td>{fate}</td><td>{int(c.get('bytes_out') or 0)}</td>"
             f"<td>{int(c.get('bytes_in') or 0)}</td><td>{esc(str(c.get('via', '')))}</td>"
-            f"<td>{esc(str(c.get('started_at', '')))}</td></tr>"
+            f"<td>{when(str(c.get('started_at', '')))}</td></tr>"
         )
     more = len(entries) - _CONNECTIONS_SHOWN
     note = f'<p class="meta">{more} more in the step\'s record.</p>' if more > 0 else ""
@@ -295,22 +304,37 @@ def _step_nav(task: Task, step: Step) -> str:
     """Links to the step before and the step after (the first step has none before it, the
     last none after), each with the key that follows it (``p``, ``n``: ``static/ui.js``)."""
     before, after = views.neighbours(task, step)
+    return _nav(task, "step", before, after, "steps")
+
+
+def _nav(task: Task, word: str, before: str | None, after: str | None, label: str) -> str:
     links = []
     if before is not None:
         links.append(
             f'<a href="{esc(task_url(task, "/s/" + before))}" rel="prev" aria-keyshortcuts="p"'
-            f' aria-label="previous: step {esc(before)}" title="previous step (key p)">'
-            f'<span aria-hidden="true">← </span>step {esc(before)}</a>'
+            f' aria-label="previous: {word} {esc(before)}" title="previous {word} (key p)">'
+            f'<span aria-hidden="true">← </span>{word} {esc(before)}</a>'
         )
     if after is not None:
         links.append(
             f'<a href="{esc(task_url(task, "/s/" + after))}" rel="next" aria-keyshortcuts="n"'
-            f' aria-label="next: step {esc(after)}" title="next step (key n)">'
-            f'step {esc(after)}<span aria-hidden="true"> →</span></a>'
+            f' aria-label="next: {word} {esc(after)}" title="next {word} (key n)">'
+            f'{word} {esc(after)}<span aria-hidden="true"> →</span></a>'
         )
     if not links:
         return ""
-    return f'<nav class="step-nav" aria-label="steps">{"".join(links)}</nav>'
+    return f'<nav class="step-nav" aria-label="{esc(label)}">{"".join(links)}</nav>'
+
+
+def _checkpoint_nav(task: Task, cp: Checkpoint) -> str:
+    """Links to the checkpoint before and the one after in the same step (the first has
+    none before it, the last none after: its step's page, linked in the title, has the
+    whole), with the keys ``p`` and ``n`` as on a step's page."""
+    names = [c.name for c in views.checkpoints_in(task, cp.step_id)]
+    at = names.index(cp.name) if cp.name in names else -1
+    before = names[at - 1] if at > 0 else None
+    after = names[at + 1] if 0 <= at < len(names) - 1 else None
+    return _nav(task, "checkpoint", before, after, f"checkpoints of step {cp.step_id}")
 
 
 def _plain(text: str) -> str:
@@ -322,11 +346,6 @@ def _plain(text: str) -> str:
     from bar.terminal.text import clean_text
 
     return clean_text(text.encode("utf-8", "replace"))
-
-
-def _unverified(cp: Checkpoint) -> str:
-    """A mark for a checkpoint whose call is not in the agent's own transcript."""
-    return ' <span class="unverified">unverified</span>' if cp.verified is False else ""
 
 
 def _said(verified: bool | None) -> str:
@@ -349,7 +368,7 @@ def checkpoint_page(task: Task, cp: Checkpoint, csrf: str) -> str:
         ("policy", esc(cp.decision or "-")),
         ("in the agent's transcript", _said(cp.verified)),
         ("call", _call_link(task, cp)),
-        ("ended", esc(cp.ended_at)),
+        ("ended", when(cp.ended_at)),
         ("changes", esc(stat_text(cp.diff_stat))),
         ("snapshot", f"{short(cp.snapshot_before)} → {short(cp.snapshot)}"),
     ]
@@ -358,7 +377,7 @@ def checkpoint_page(task: Task, cp: Checkpoint, csrf: str) -> str:
     index = views.patch_of(task, cp.patch)
     body = (
         f'<h1>Checkpoint {esc(cp.name)} <small>of <a href="{esc(step_link)}">step '
-        f"{esc(cp.step_id)}</a></small></h1>{_rows(rows)}"
+        f"{esc(cp.step_id)}</a></small></h1>{_checkpoint_nav(task, cp)}{_rows(rows)}"
         f'<p><a class="button" href="{esc(back)}">Roll back to this checkpoint…</a></p>'
         f"<h2>Patch</h2>{file_list(index, task_url(task, f'/s/{cp.name}/file/{{n}}'))}"
     )

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -176,6 +178,11 @@ def checkpoints_of(the_task: Task, step: Step) -> list[Checkpoint]:
     return api.checkpoints(the_task, step.step_id)
 
 
+def checkpoints_in(the_task: Task, step_id: str) -> list[Checkpoint]:
+    """Every checkpoint of step ``step_id``, in order (none: it took none)."""
+    return api.checkpoints(the_task, step_id)
+
+
 # --- a step ------------------------------------------------------------------------
 
 
@@ -204,8 +211,19 @@ def neighbours(the_task: Task, step: Step) -> tuple[str | None, str | None]:
     """The ids of the steps just before and just after ``step`` (None: there is none), read
     from the end of the ledger down to the one before it; an unreadable line is passed over
     like a step that is not there."""
+    # (the lines of the steps after the next are passed over unparsed; only when the next
+    # one cannot be read is the rest of the ledger read for the one after it)
+    before, after = _around(the_task, step, step.number + 2)
+    if after is None:
+        newest = the_task.ledger.last()
+        if newest is not None and newest.number > step.number + 1:
+            before, after = _around(the_task, step, None)
+    return before, after
+
+
+def _around(the_task: Task, step: Step, below: int | None) -> tuple[str | None, str | None]:
     after: str | None = None
-    for other in the_task.ledger.iter_reverse(warn=False):
+    for other in the_task.ledger.iter_reverse(warn=False, below=below):
         if other.number > step.number:
             after = other.step_id
         elif other.number < step.number:
@@ -336,6 +354,42 @@ def compare(the_task: Task, start: str, end: str) -> tuple[api.Diff, patches.Pat
         found = patches.of_commits(key, data)
         assert found is not None
     return diff, found
+
+
+@dataclass(frozen=True)
+class State:
+    """A recorded state a picker offers: its name (``base``, ``3``'s id, ``0003.2``), what
+    made it, and when."""
+
+    name: str
+    what: str
+    at: str = ""
+    checkpoint: bool = False
+
+
+def recorded_states(
+    the_task: Task, describe: Callable[[Step], str], limit: int = 200
+) -> list[State]:
+    """The states the task recorded, newest first, for the pickers of the Actions page:
+    its last ``limit`` steps that recorded one (an apply moves no state of the task), each
+    followed by the checkpoints taken inside it, newest first, then the base."""
+    found: list[State] = []
+    for step in reversed(the_task.ledger.tail(limit)):
+        if not step.snapshot or step.kind == "apply":
+            continue
+        found.append(State(step.step_id, f"{step.kind}: {describe(step)}", step.started_at))
+        for cp in reversed(checkpoints_of(the_task, step)):
+            found.append(
+                State(cp.name, f"{cp.tool or cp.kind}: {cp.target_text}", cp.ended_at, True)
+            )
+    found.append(State("base", f"the task's base, {the_task.base_commit[:10]}"))
+    return found
+
+
+def branches(the_task: Task, limit: int = 300) -> list[str]:
+    """The branches a task can be applied to, the most recently committed first (its base
+    branch among them when it is one); at most ``limit``."""
+    return api.branches(the_task.project)[:limit]
 
 
 def states(the_task: Task, limit: int = 200) -> list[str]:

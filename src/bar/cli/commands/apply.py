@@ -1,4 +1,4 @@
-"""``bar apply [--mode commit|merge] [--target BRANCH] [-m MSG] [--dry-run]``."""
+"""``bar apply [--mode commit|merge] [--target BRANCH [--create [REF]]] [-m MSG] [--dry-run]``."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from bar.project.project import AGENT_SETTINGS
 
 if TYPE_CHECKING:
     from bar.changes.apply import ApplyResult
+    from bar.task.tasks import Task
 
 
 def apply(
@@ -25,6 +26,7 @@ def apply(
     no_wait: bool,
     as_json: bool,
     at: str | None = None,
+    create: str | None = None,
 ) -> int:
     loc = api.open_project()
     the_task = api.get_task(loc, task)
@@ -39,6 +41,8 @@ def apply(
             wait=not no_wait,
             at=at,
             preview=dry_run and not as_json,
+            create=create is not None,
+            start=create or None,
         )
     except ApplyConflict as exc:
         if as_json:
@@ -60,8 +64,21 @@ def apply(
     stat = result.stat
     summary = f"{plural(stat.files, 'file')} +{stat.additions} -{stat.deletions}"
     if result.nothing_to_do:
-        print(f"Nothing to apply: {result.target_branch} already has the task's changes.")
+        if result.created:
+            print(
+                f"Nothing to apply: {short(result.target_before)} already has the task's "
+                f"changes; {result.target_branch} was not made."
+            )
+        else:
+            print(f"Nothing to apply: {result.target_branch} already has the task's changes.")
         return 0
+    if result.created:
+        at_text = f"{short(result.target_before)}{_start_text(the_task, create)}"
+        print(
+            f"{result.target_branch} does not exist yet: the apply would make it at {at_text}"
+            if dry_run
+            else f"Made branch {result.target_branch} at {at_text}"
+        )
     if dry_run:
         if result.refusal is not None:
             # why it would refuse goes to stderr once, as the apply itself would say it
@@ -94,6 +111,13 @@ def apply(
     if result.checkout:
         print(f"  updated the checkout at {result.checkout}")
     return 0
+
+
+def _start_text(task: Task, create: str | None) -> str:
+    """What the new branch's start point is, when it is the task's base."""
+    if create:
+        return f" ({create})"
+    return f" (the task's base, {task.base_ref})" if task.base_ref else " (the task's base)"
 
 
 def _what(what: dict[str, str], path: str) -> str:

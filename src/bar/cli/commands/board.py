@@ -7,7 +7,7 @@ import time
 from typing import Any
 
 from bar import api
-from bar.cli.commands.task import ref
+from bar.cli.commands.task import print_unapplied, ref
 from bar.cli.render import Painter, print_json, short
 from bar.errors import TaskNotFound, UsageError
 
@@ -175,7 +175,7 @@ def worktree_remove(
             raise UsageError(f"the worktree {chosen} has no task to complete")
         entry = api.remove_lane(loc.project, lane["name"])
         if as_json:
-            print_json({"task": None, "worktree": entry, "recorded": []})
+            print_json({"task": None, "worktree": entry, "recorded": [], "unapplied": None})
             return 0
         print(f"Removed worktree {entry['name']} ({entry['path']}); its branch stays")
         return 0
@@ -187,6 +187,7 @@ def worktree_remove(
                 "task": api.summarize(removed, loc.project.active_task_id()).to_json(),
                 "worktree": _entry(loc, removed.id),
                 "recorded": [s.step_id for s in done.recorded],
+                "unapplied": done.unapplied.to_json() if done.unapplied else None,
             }
         )
         return 0
@@ -197,6 +198,8 @@ def worktree_remove(
     print(f"Removed worktree {name} ({removed.worktree})")
     if not removed.active:
         print(f"  task {removed.name} ({removed.id}) is completed; its branch and record stay")
+        if done.unapplied is not None:
+            print_unapplied(done.unapplied, Painter(loc.project.config.output.color))
     else:
         print(f"  task {removed.name} ({removed.id}) is pending again: bar task start remakes it")
     return 0

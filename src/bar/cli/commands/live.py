@@ -13,15 +13,22 @@ from __future__ import annotations
 
 import codecs
 import json
-import shlex
 import sys
 import time
 from typing import Any
 
 from bar import api
 from bar.api import shapes
+from bar.base.cmdline import line_of
 from bar.cli.pager import paging
-from bar.cli.render import Painter, checkpoint_line, duration, outcome, stat_text
+from bar.cli.render import (
+    Painter,
+    checkpoint_columns,
+    checkpoint_line,
+    duration,
+    outcome,
+    stat_text,
+)
 from bar.errors import BarError, StepNotFound
 from bar.ledger.records import Step
 from bar.step.live import INTERRUPTED, RECORDING, LiveStep, Lost, Output, Recorded, Taken
@@ -67,11 +74,11 @@ def show_live(task: Task, ref: str, as_json: bool) -> int | Step | None:
     with paging():
         print(
             f"{paint('step ' + live.step_id, 'bold')}  run  {paint(live.state, colour)}  "
-            f"{shlex.join(live.cmd)}"
+            f"{line_of(live.cmd)}"
         )
         rows = [
             ("started", live.started_at),
-            ("command", shlex.join(live.cmd)),
+            ("command", line_of(live.cmd)),
             ("cwd", live.cwd),
             ("result", paint(state_text(live), colour)),
         ]
@@ -89,8 +96,9 @@ def show_live(task: Task, ref: str, as_json: bool) -> int | Step | None:
                     "cyan",
                 )
             )
+            columns = checkpoint_columns(seen.checkpoints)
             for cp in seen.checkpoints:
-                print(f"  {checkpoint_line(cp, paint)}".rstrip())
+                print(f"  {checkpoint_line(cp, paint, None, columns)}".rstrip())
         output = seen.output()
         if output is not None:
             print(paint(f"\n--- output so far (artifacts/{live.step_id}.output)", "cyan"))
@@ -180,7 +188,7 @@ class _Text:
         self.headed = True
         self.step_id = live.step_id
         paint = self.paint
-        print(f"{paint('step ' + live.step_id, 'bold')}  run  {shlex.join(live.cmd)}")
+        print(f"{paint('step ' + live.step_id, 'bold')}  run  {line_of(live.cmd)}")
         print(f"  started   {live.started_at}")
         print(
             paint("--- output as it is written (stderr on stderr); Ctrl-C stops following", "cyan")

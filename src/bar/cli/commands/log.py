@@ -1,9 +1,13 @@
-"""``bar log [-n N] [-p] [--tools] [--follow]``: the task's steps, newest last.
+"""``bar log [-n N] [-p] [--tools] [--grep P] [--kind K] [--agent A] [--since WHEN]
+[--follow]``: the task's steps, newest last (those the filters let through:
+``bar.ledger.select``).
 
 A step not recorded yet comes last, marked ``running`` (or ``recording``, or
-``interrupted`` when its bar died), with a line under it saying how to follow it.
-``--follow`` goes on printing as the task goes: a step's line when it starts, a line
-for each tool call its agent makes, its line again once recorded (``bar.step.live``).
+``interrupted`` when its bar died), with a line under it saying how to follow it; the
+filters hold it as they hold a recorded step (its command, its agent, when it started,
+its output so far). ``--follow`` goes on printing as the task goes: a step's line when
+it starts, a line for each tool call its agent makes, its line again once recorded
+(``bar.step.live``), each only if the filters let its step through.
 
 Each column is as wide as its widest cell in the steps shown, measured without colour
 codes, so the columns line up whatever the outcomes. The command takes the rest of the
@@ -17,16 +21,17 @@ when known, cost (``--json`` has the ledger line's ``session`` as it is).
 from __future__ import annotations
 
 import json
-import shlex
 import sys
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from bar import api
 from bar.aide import flow
 from bar.api import shapes
+from bar.base.cmdline import line_of
 from bar.cli.pager import paging
 from bar.cli.render import (
     Painter,
+    checkpoint_columns,
     checkpoint_line,
     copy_file,
     describe,
@@ -40,10 +45,12 @@ from bar.cli.render import (
     stat_text,
     terminal_width,
 )
+from bar.errors import UsageError
 from bar.ledger.records import RunStep, Step
 from bar.task.tasks import Task
 
 if TYPE_CHECKING:
+    from bar.ledger.select import Selection
     from bar.step.live import LiveStep
 
 
@@ -54,35 +61,58 @@ def log(
     patch: bool,
     as_json: bool,
     tools: bool = False,
+    grep: str | None = None,
+    ignore_case: bool = False,
+    kind: list[str] | None = None,
+    agent: str | None = None,
+    since: str | None = None,
     follow: bool = False,
 ) -> int:
+    if ignore_case and grep is None:
+        raise UsageError("-i/--ignore-case goes with --grep", hint="bar log --grep PATTERN -i")
+    chosen = api.log_selection(
+        grep=grep, ignore_case=ignore_case, kinds=kind or (), agent=agent, since=since
+    )
     the_task = api.get_task(api.open_project(), task)
     history = flow.history(the_task)
-    live = api.live_step(the_task) if n != 0 and not follow else None
+    # (a step not recorded yet comes last, if the filters let it through)
+    live = api.live_step(the_task, chosen) if n != 0 and not follow else None
     if as_json:
-        steps = api.log(the_task, n)
+        steps = api.log(the_task, n, chosen)
         entries = [shapes.log_entry(the_task, s, patch, history) for s in steps]
         if follow:
             api.steps_run_here(the_task)
-            return _follow_json(the_task, entries, patch, history)
+            return _follow_json(the_task, entries, patch, history, chosen)
         if live is not None:
             taken = api.checkpoints(the_task, live.step_id)
             entries.append(shapes.live_entry(the_task, live, taken))
         print_json(entries)
         return 0
-    if n is None:  # every step: rows kept beside the ledger, made for new steps only
-        rows = [_Row._make(cells) for cells in api.log_rows(the_task, _cells, _TAG, _fits)]
+
+    def cells(step: Step) -> list[Any]:
+        return _cells(the_task, step)
+
+    if n is None and chosen.everything:  # rows kept beside the ledger, made for new steps
+        rows = [_Row._make(c) for c in api.log_rows(the_task, cells, _TAG, _fits)]
     else:
-        rows = [_Row._make(_cells(step)) for step in api.log(the_task, n)]
+        rows = [_Row._make(cells(step)) for step in api.log(the_task, n, chosen)]
     if follow:
         api.steps_run_here(the_task)
-        return _follow_text(the_task, rows, patch=patch, tools=tools, history=history)
+        matching = None if chosen.everything else _filters_text(grep, kind or [], agent, since)
+        return _follow_text(
+            the_task, rows, chosen, patch=patch, tools=tools, history=history, matching=matching
+        )
     note = None
     if live is not None:
         row, note = _live_row(the_task, live)
         rows.append(row)
     if not rows:
-        if n != 0:
+        if not chosen.everything and (n is None or n > 0):
+            print(
+                f"No step of task {the_task.name} ({the_task.id}) matches "
+                f"{_filters_text(grep, kind or [], agent, since)}."
+            )
+        elif n != 0:
             print(
                 f"Task {the_task.name} ({the_task.id}) has no steps yet. "
                 "Record one with: bar run -- CMD"
@@ -117,7 +147,7 @@ def _live_row(task: Task, live: LiveStep) -> tuple[_Row, tuple[str, str]]:
         colour=colour,
         stat="-",
         duration=duration(live.running_ms()),
-        what=one_line(shlex.join(live.cmd)),
+        what=one_line(line_of(live.cmd)),
         where=where,
         session=None,
         checkpoints=len(api.checkpoints(task, live.step_id)),
@@ -131,14 +161,18 @@ def _live_row(task: Task, live: LiveStep) -> tuple[_Row, tuple[str, str]]:
 def _follow_text(
     task: Task,
     rows: list[_Row],
+    chosen: Selection,
     *,
     patch: bool,
     tools: bool,
     history: list[dict[str, Any]] | None,
+    matching: str | None,
 ) -> int:
     """``bar log --follow``: the steps so far, then each step as it starts (marked running),
     each tool call of its agent as it is checkpointed, and its line once recorded; until
-    Ctrl-C."""
+    Ctrl-C. With filters (``chosen``; ``matching`` says them), only the steps they let
+    through: a running step by its command, agent and start (its output is searched
+    once it is recorded, and its line shown then if it matches)."""
     from bar.step.live import Lost, Recorded, Started, Taken
 
     paint = Painter(task.project.config.output.color)
@@ -146,26 +180,38 @@ def _follow_text(
     widths = _widths(rows)
     _print_rows(task, rows, patch=patch, tools=tools, history=history)
     if not rows:
-        print(f"bar: task {task.name} has no steps yet; waiting for them", file=sys.stderr)
+        if matching is not None:
+            print(
+                f"bar: no step of task {task.name} matches {matching} yet; waiting for one",
+                file=sys.stderr,
+            )
+        else:
+            print(f"bar: task {task.name} has no steps yet; waiting for them", file=sys.stderr)
     print(paint("(following the task: Ctrl-C stops)", "dim"), file=sys.stderr, flush=True)
     sys.stdout.flush()
-    followed: set[str] = set()  # (its tool calls were listed as they came)
+    followed: set[str] = set()  # (shown as it started: its tool calls are listed as they come)
     newest = task.ledger.last()
     try:
         for event in api.watch_steps(task, newest.number if newest is not None else 0):
             out: list[str] = []
             if isinstance(event, Started):
+                if not api.live_selected(task, event.live, chosen):
+                    continue
                 row, (_, said) = _live_row(task, event.live)
                 followed.add(row.step_id)
                 widths = _widths([row], widths)
                 out += [_line(row, widths, paint, width), paint(f"      {said}", "dim")]
             elif isinstance(event, Taken):
+                if event.checkpoint.step_id not in followed:
+                    continue
                 text = checkpoint_line(
                     event.checkpoint, paint, None if width is None else width - 2
                 )
                 out.append(f"  {text}".rstrip())
             elif isinstance(event, Recorded):
-                row = _Row._make(_cells(event.step))
+                if not api.step_selected(task, event.step, chosen):
+                    continue
+                row = _Row._make(_cells(task, event.step))
                 widths = _widths([row], widths)
                 out.append(_line(row, widths, paint, width))
                 if row.session is not None:
@@ -182,6 +228,8 @@ def _follow_text(
                     _flush(out)
                     copy_file(api.artifact_path(task, row.patch))
             elif isinstance(event, Lost):
+                if event.step_id not in followed:
+                    continue
                 out.append(paint(f"      {event.reason}", "red"))
             _flush(out)
             sys.stdout.flush()
@@ -195,9 +243,10 @@ def _follow_json(
     entries: list[dict[str, Any]],
     patch: bool,
     history: list[dict[str, Any]] | None,
+    chosen: Selection,
 ) -> int:
     """``bar log --follow --json``: one JSON object a line (``$follow-event``): each step
-    so far, then as they come."""
+    so far, then as they come (those the filters let through, as ``_follow_text``)."""
     from bar.step.live import Lost, Recorded, Started, Taken
 
     def emit(obj: dict[str, Any]) -> None:
@@ -206,18 +255,24 @@ def _follow_json(
 
     for entry in entries:
         emit({"event": "step", "step": entry})
+    followed: set[str] = set()  # (its running event was given: its checkpoints follow)
     newest = task.ledger.last()
     try:
         for event in api.watch_steps(task, newest.number if newest is not None else 0):
             if isinstance(event, Started):
-                emit({"event": "running", "step": shapes.live_entry(task, event.live, None)})
+                if api.live_selected(task, event.live, chosen):
+                    followed.add(event.live.step_id)
+                    emit({"event": "running", "step": shapes.live_entry(task, event.live, None)})
             elif isinstance(event, Taken):
-                rec = event.checkpoint.to_record()
-                rec["task_dir"] = str(task.dir)
-                emit({"event": "checkpoint", "checkpoint": rec})
+                if event.checkpoint.step_id in followed:
+                    rec = event.checkpoint.to_record()
+                    rec["task_dir"] = str(task.dir)
+                    emit({"event": "checkpoint", "checkpoint": rec})
             elif isinstance(event, Recorded):
-                emit({"event": "step", "step": shapes.log_entry(task, event.step, patch, history)})
-            elif isinstance(event, Lost):
+                if api.step_selected(task, event.step, chosen):
+                    entry = shapes.log_entry(task, event.step, patch, history)
+                    emit({"event": "step", "step": entry})
+            elif isinstance(event, Lost) and event.step_id in followed:
                 live = shapes.live_entry(task, event.live, None) if event.live else None
                 emit(
                     {
@@ -250,12 +305,21 @@ class _Row(NamedTuple):
     refused: str  # the hosts the step was refused (``network``), in words
 
 
+def _filters_text(grep: str | None, kinds: list[str], agent: str | None, since: str | None) -> str:
+    """The filters given, as the command line gave them."""
+    said = [f"--grep {grep!r}"] if grep is not None else []
+    said += [f"--kind {k}" for k in kinds]
+    said += [f"--agent {agent}"] if agent is not None else []
+    said += [f"--since {since!r}"] if since is not None else []
+    return " ".join(said)
+
+
 # names what ``_cells`` makes: a change to it (or to what it calls) needs a new tag, or
 # the rows kept beside long ledgers would show the old words
-_TAG = "log/2"
+_TAG = "log/3"
 
 
-def _cells(step: Step) -> list[Any]:
+def _cells(task: Task, step: Step) -> list[Any]:
     text, colour = outcome_parts(step)
     session = step.extra.get("session") if isinstance(step, RunStep) else None
     return [
@@ -265,7 +329,7 @@ def _cells(step: Step) -> list[Any]:
         colour,
         stat_text(step.diff_stat),
         duration(step.duration_ms),
-        describe(step),
+        describe(step, task),
         _where(step),
         session if isinstance(session, dict) else None,
         step.checkpoints if isinstance(step, RunStep) else 0,
@@ -360,8 +424,10 @@ def _print_rows(
         if row.checkpoints:
             if tools:
                 _flush(out)
-                for cp in api.checkpoints(task, row.step_id):
-                    text = checkpoint_line(cp, paint, None if width is None else width - 2)
+                taken = api.checkpoints(task, row.step_id)
+                columns = checkpoint_columns(taken)
+                for cp in taken:
+                    text = checkpoint_line(cp, paint, None if width is None else width - 2, columns)
                     print(f"  {text}".rstrip())
             else:
                 out.append(

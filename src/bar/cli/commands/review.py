@@ -27,6 +27,7 @@ from bar.cli.render import (
     visible_len,
 )
 from bar.errors import ExitCode
+from bar.history.review import FETCHED
 from bar.ledger.records import RunStep, Step
 
 if TYPE_CHECKING:
@@ -73,10 +74,22 @@ def _print_task(entry: TaskReview, paint: Painter) -> None:
     task = entry.task
     assert task is not None
     origin = task.origin
-    where = f", fetched from {origin.get('remote', 'a remote')}" if origin else ""
-    print(paint(f"task {task.name} ({task.id}){where}", "bold"))
+    if entry.record == FETCHED:
+        remote = (origin or {}).get("remote", "a remote")
+        print(paint(f"task {task.name} ({task.id}), as last fetched from {remote}", "bold"))
+        if entry.own is not None:
+            print(
+                f"  read in place: this machine's record of it is behind (steps up to "
+                f"{entry.own.ledger_steps():04d} here); `bar task adopt {task.id}` "
+                "continues it here"
+            )
+        else:
+            print("  read in place: it is no task here (`bar fetch` makes it one again)")
+    else:
+        where = f", fetched from {origin.get('remote', 'a remote')}" if origin else ""
+        print(paint(f"task {task.name} ({task.id}){where}", "bold"))
     for landing in entry.landings:
-        _print_landing(landing, paint)
+        _print_landing(entry, landing, paint)
     print(f"  steps{' up to ' + _last(entry) if _last(entry) else ''}:")
     cells = [(outcome(s, paint), stat_text(s.diff_stat)) for s in entry.steps]
     widths = [max((visible_len(c[i]) for c in cells), default=0) for i in (0, 1)]
@@ -87,7 +100,7 @@ def _print_task(entry: TaskReview, paint: Painter) -> None:
             f"{paint.pad(stat, widths[1])}  "
         )
         room = None if width is None else max(width - visible_len(head), 10)
-        print((head + fit(describe(step), room)).rstrip())
+        print((head + fit(describe(step, task), room)).rstrip())
         _print_details(step, paint)
 
 
@@ -95,16 +108,15 @@ def _last(entry: TaskReview) -> str:
     return entry.steps[-1].step_id if entry.steps else ""
 
 
-def _print_landing(landing: Landing, paint: Painter) -> None:
+def _print_landing(entry: TaskReview, landing: Landing, paint: Painter) -> None:
     print(f"  commit {short(landing.commit)} {landing.subject}")
     what = f"step {landing.state}" if landing.state else "the task (no step named)"
     how = "made by bar apply" if landing.applied else "a copy of its apply (squash, rebase, pick)"
+    if not landing.recorded:
+        how = "by bar apply, or a copy of it"  # (the record that would say is not here)
     print(f"    lands {what}: {how}")
     if not landing.recorded:
-        print(
-            paint("    that state is not in the record here", "yellow")
-            + ": `bar fetch` brings the task's latest history"
-        )
+        print(paint("    that state is not in the record here", "yellow") + _bring(entry))
         return
     if landing.differs:
         print(
@@ -119,6 +131,17 @@ def _print_landing(landing: Landing, paint: Painter) -> None:
         print(
             paint(f"    changed since on the branch: {', '.join(landing.changed_since)}", "yellow")
         )
+
+
+def _bring(entry: TaskReview) -> str:
+    """What brings a state the record here lacks (the end of the sentence that says so)."""
+    if entry.fetched is None:
+        return ": `bar fetch` brings the task's latest history"
+    return (
+        f", nor in the history last fetched from {entry.fetched.remote} "
+        f"({short(entry.fetched.commit)}): the machine that recorded it sends it with "
+        "`bar push`, then `bar fetch` here brings it"
+    )
 
 
 def _print_details(step: Step, paint: Painter) -> None:

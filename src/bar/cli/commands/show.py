@@ -1,9 +1,11 @@
-"""``bar show STEP``: one step in full, with its patch and output."""
+"""``bar show [STEP] [--follow]``: one step (the latest, as ``git show`` shows HEAD: the
+one running, if a step runs, else the last recorded) in full, with its patch and output.
+A step not recorded yet is shown, and followed with ``--follow``, by
+``bar.cli.commands.live``."""
 
 from __future__ import annotations
 
 import re
-import shlex
 import sys
 import textwrap
 from collections.abc import Iterator, Sequence
@@ -11,11 +13,13 @@ from typing import TYPE_CHECKING, Any
 
 from bar import api
 from bar.api import shapes
+from bar.base.cmdline import line_of
 from bar.cli.pager import paging
 from bar.cli.render import (
     Painter,
     abandoned_text,
     byte_size,
+    checkpoint_columns,
     checkpoint_line,
     copy_file,
     describe,
@@ -61,18 +65,19 @@ def show(
         code = live.follow(the_task, step, as_json)
         if code is not None:
             return code
-    if step is None:
-        raise UsageError(
-            "bar show needs a STEP (3, or 3.2 for a checkpoint)",
-            hint="`bar log` lists the steps; `bar show --follow` follows the running one",
-        )
     if session:
         return _show_session(the_task, step, as_json)
-    if _CHECKPOINT.fullmatch(step.strip()):
+    if step is not None and _CHECKPOINT.fullmatch(step.strip()):
         return _show_checkpoint(the_task, step, as_json)
+    if step is None:  # the latest step: the one running, if one is (it comes last in the log)
+        live_now = api.live_step(the_task)
+        if live_now is not None:
+            step = live_now.step_id
     try:
         record = api.show(the_task, step)
     except StepNotFound:
+        if step is None:
+            raise
         from bar.cli.commands import live
 
         running = live.show_live(the_task, step, as_json)  # (a step not recorded yet)
@@ -92,13 +97,13 @@ def show(
 
 def _show_step(the_task: Task, record: Step, taken: list[Checkpoint]) -> None:
     paint = Painter(the_task.project.config.output.color)
-    print(f"{paint('step ' + record.step_id, 'bold')}  {record.kind}  {describe(record)}")
+    print(f"{paint('step ' + record.step_id, 'bold')}  {record.kind}  {describe(record, the_task)}")
     rows: list[tuple[str, object]] = [
         ("started", record.started_at),
         ("duration", duration(record.duration_ms)),
     ]
     if isinstance(record, RunStep):
-        rows += [("command", shlex.join(record.cmd)), ("cwd", record.cwd)]
+        rows += [("command", line_of(record.cmd)), ("cwd", record.cwd)]
         signal = f" (signal {record.signal})" if record.signal else ""
         rows.append(("result", outcome(record, paint) + signal))
         if record.extra.get("stopped_by"):
@@ -177,8 +182,9 @@ def _show_step(the_task: Task, record: Step, taken: list[Checkpoint]) -> None:
                 f"\n--- checkpoints ({len(taken)}; `bar show {record.step_id}.N` for one)", "cyan"
             )
         )
+        columns = checkpoint_columns(taken)
         for cp in taken:
-            print(f"  {checkpoint_line(cp, paint)}".rstrip())
+            print(f"  {checkpoint_line(cp, paint, None, columns)}".rstrip())
     if record.artifacts.patch:
         print(paint(f"\n--- patch {record.artifacts.patch}", "cyan"))
         sys.stdout.flush()
@@ -257,10 +263,11 @@ _FRAMING = re.compile(
 )
 
 
-def _show_session(task: Task, ref: str, as_json: bool) -> int:
-    """``bar show STEP --session``: the agent's conversation (to a checkpoint's call)."""
+def _show_session(task: Task, ref: str | None, as_json: bool) -> int:
+    """``bar show STEP --session``: the agent's conversation (to a checkpoint's call);
+    ``ref`` None: the latest step's."""
     upto = None
-    if _CHECKPOINT.fullmatch(ref.strip()):
+    if ref is not None and _CHECKPOINT.fullmatch(ref.strip()):
         cp = api.checkpoint(task, ref)
         step_id, upto = cp.step_id, cp.name
     else:
@@ -305,6 +312,11 @@ def _print_session(
     print()
     calls: dict[str, dict[str, object]] = {}
     previous: dict[str, object] | None = None
+    # the tools' names are a column: what each call acted on starts at one place
+    named = max(
+        (len(visible(str(e.get("name")))) for e in events if e.get("type") == "tool_call"),
+        default=0,
+    )
     for event in events:
         kind = event.get("type")
         prefix = visible(f"  [{event['agent_id']}] ") if event.get("agent_id") else ""
@@ -314,9 +326,9 @@ def _print_session(
             _block(paint, prefix, role, visible(str(event.get("text") or "")), width, style)
         elif kind == "tool_call":
             calls[str(event.get("id"))] = event
-            text = visible(
-                f"{event.get('name')}  {api.call_target(task, event.get('input'))}"
-            ).rstrip()
+            name = visible(str(event.get("name")))
+            target = visible(api.call_target(task, event.get("input")))
+            text = f"{name:<{named}}  {target}".rstrip()
             mark = f"  → {event['checkpoint']}" if event.get("checkpoint") else ""
             room = max(width - len(prefix) - _LABEL - 1 - len(mark), 20)
             print(

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import shlex
 from typing import Any
 
 from bar import api
+from bar.base.cmdline import line_of
 from bar.cli.render import Painter, plural, print_json, totals_text
 
 
@@ -52,7 +52,7 @@ def status(*, task: str | None, as_json: bool) -> int:
         print(f"worktree  {t.worktree}")
     if info.running:
         r = info.running
-        print(paint(f"running   step {r.step_id} (pid {r.pid}): {shlex.join(r.cmd)}", "yellow"))
+        print(paint(f"running   step {r.step_id} (pid {r.pid}): {line_of(r.cmd)}", "yellow"))
         if info.checkpoints:
             print(
                 f"          {plural(info.checkpoints, 'checkpoint')} so far "
@@ -66,6 +66,18 @@ def status(*, task: str | None, as_json: bool) -> int:
                 "yellow",
             )
         )
+    if info.decision is not None:
+        asked = info.decision
+        what = f": {asked['task']}" if asked.get("task") else ""
+        print(
+            paint(
+                f"decide    the agent waits for your answer to decision {asked['session_id']}"
+                f"{what} ({plural(asked['items'], 'question')})",
+                "yellow",
+            )
+        )
+        named = f" --task {t.name}" if task is not None else ""
+        print(f"          answer with: bar decide answer{named}  (it shows each question)")
     if info.unrecorded_changes:
         print(
             paint("changes   the worktree has changes no step recorded", "yellow")
@@ -133,7 +145,7 @@ def _workers_lines(workers: dict[str, Any], paint: Painter) -> None:
     running = now.get("running")
     if running:
         worker = running.get("worker") or "a worker"
-        line = f"running   on {worker} since {running.get('since')}: {shlex.join(running['argv'])}"
+        line = f"running   on {worker} since {running.get('since')}: {line_of(running['argv'])}"
         print(paint(line, "yellow"))
     if now.get("why"):
         print(paint(f"          {now['why']}", "yellow"))

@@ -1,4 +1,4 @@
-"""``bar task new|list|show|edit|switch|close|path|reopen|delete|prune``."""
+"""``bar task new|list|show|edit|rename|switch|close|path|reopen|delete|prune``."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from bar.cli.render import Painter, plural, print_json, short, totals_text
 from bar.errors import BarError, UsageError
 
 if TYPE_CHECKING:
+    from bar.changes.unapplied import Unapplied
     from bar.project.project import Location
     from bar.task.delete import Deletion
     from bar.task.tasks import Task
@@ -100,6 +101,20 @@ def new(
     return 0
 
 
+def rename(*, task_ref: str | None, task: str | None, new_name: str, as_json: bool) -> int:
+    the_task = api.get_task(api.open_project(), ref(task_ref, task))
+    done = api.rename_task(the_task, new_name)
+    renamed = done.task
+    if as_json:
+        print_json(
+            {**api.summarize(renamed, renamed.project.active_task_id()).to_json(), "was": done.old}
+        )
+        return 0
+    print(f"Renamed task {done.old} ({renamed.id}) to {renamed.name}")
+    print(f"  branch    {renamed.branch}  (kept: the id in it finds the task)")
+    return 0
+
+
 def list_(*, all: bool, as_json: bool, pending: bool = False) -> int:
     project = api.open_project().project
     rows = api.tasks(project, include_closed=all)
@@ -118,7 +133,10 @@ def list_(*, all: bool, as_json: bool, pending: bool = False) -> int:
     paint = Painter(project.config.output.color)
     width = max(len(r.task.name) for r in rows)
     state_width = max(len(r.state.label) for r in rows)
-    for r in rows:
+    # what the agents cost, a column of its own once any task's cost is known
+    costs = [api.cost_text({"cost_usd": r.cost_usd}) or "" for r in rows]
+    cost_width = max(map(len, costs))
+    for r, cost in zip(rows, costs, strict=True):
         mark = paint("*", "green") if r.active else " "
         stat = r.diff_stat
         changes = f"{plural(stat.files, 'file')} +{stat.additions} -{stat.deletions}"
@@ -130,9 +148,10 @@ def list_(*, all: bool, as_json: bool, pending: bool = False) -> int:
         where = r.to_json()["on_workers"] if r.state.state == "on-workers" else None
         if where:
             owner += f"  queue {where['queue']}"
+        spent = f"  {cost:>{cost_width}}" if cost_width else ""
         print(
             f"{mark} {r.task.id}  {r.task.name:<{width}}  {state}  "
-            f"{plural(r.steps, 'step'):>9}  {changes}{owner}"
+            f"{plural(r.steps, 'step'):>9}{spent}  {changes}{owner}"
         )
     if any(r.state.worktree_missing for r in rows):
         print("A missing worktree is recreated at its last recorded state by: bar doctor --repair")
@@ -275,14 +294,45 @@ def close(
     )
     done = closed.task
     if as_json:
-        print_json(api.summarize(done, loc.project.active_task_id()).to_json())
+        print_json(
+            {
+                **api.summarize(done, loc.project.active_task_id()).to_json(),
+                "unapplied": closed.unapplied.to_json() if closed.unapplied else None,
+            }
+        )
         return 0
     print(f"Closed task {done.name} ({done.id}): completed")
     if closed.worktree_removed:
         print(f"  worktree removed; branch {done.branch} and the ledger are kept")
     elif done.worktree.exists():
         print(f"  worktree kept at {done.worktree}")
+    if closed.unapplied is not None:
+        print_unapplied(closed.unapplied, Painter(loc.project.config.output.color))
     return 0
+
+
+def print_unapplied(work: Unapplied, paint: Painter) -> None:
+    """Say what of a closed task's work no branch has, and the command that lands it."""
+    stat = work.stat
+    files = ", ".join(stat.file_list[:5]) + (", ..." if len(stat.file_list) > 5 else "")
+    steps = (
+        f"step {work.steps[0]}"
+        if len(work.steps) == 1
+        else f"steps {', '.join(work.steps[:5])}{', ...' if len(work.steps) > 5 else ''}"
+    )
+    since = f" since the apply of step {work.applied_step}" if work.applied_step else ""
+    what = f"{plural(stat.files, 'file')} +{stat.additions} -{stat.deletions}"
+    print(
+        paint(f"  not applied: {work.target_branch} does not have its work", "yellow")
+        + f" ({what}: {files}{'; from ' + steps if work.steps else ''}{since})"
+    )
+    if work.conflicts:
+        print(
+            f"  applying it onto {work.target_branch} would conflict in "
+            f"{', '.join(work.conflicts[:5])}: `bar task reopen {work.task_ref}`, then "
+            f"`bar task sync --onto {work.target_branch}` brings it up to date first"
+        )
+    print(f"  land it: {work.command}")
 
 
 def path(*, task_ref: str | None, as_json: bool, task: str | None = None) -> int:

@@ -20,7 +20,7 @@ def _act(task: str | None, *, redo: bool, dry_run: bool, no_wait: bool, as_json:
     paint = Painter(loc.project.config.output.color)
     plan, step = api.undo(the_task, redo=redo, dry_run=dry_run, wait=not no_wait)
     verb = plan.verb
-    what = f"step {plan.step.step_id} ({describe(plan.step)})"
+    what = f"step {plan.step.step_id} ({describe(plan.step, the_task)})"
     if as_json:
         print_json(
             {**plan.to_json(), "dry_run": dry_run, "step": step.to_record() if step else None}

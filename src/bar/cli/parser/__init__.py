@@ -111,19 +111,58 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"bar: {message}\n" + (f"hint: {hint}\n" if hint else ""))
 
 
+# words people bring from git and other tools for what a command of bar does: the hint
+# names that command (a close spelling alone would send `bar help` to `bar shell`)
+_MEANT = {
+    "list": "task list",
+    "ls": "task list",
+    "tasks": "task list",
+    "new": "task new",
+    "create": "task new",
+    "switch": "task switch",
+    "checkout": "task switch",
+    "close": "task close",
+    "start": "task start",
+    "rename": "task rename",
+    "history": "log",
+    "steps": "log",
+    "revert": "undo",
+    "reset": "rollback",
+    "restore": "rollback",
+    "commit": "apply",
+    "merge": "apply",
+    "exec": "run",
+}
+
+
+def meant(word: str, choices: Sequence[str], prog: str) -> str | None:
+    """The command (or action of ``prog``) a word that is none most likely meant, as
+    ``prog ...`` to type; None when none is close. A word borrowed from git (``commit``)
+    names bar's command for it; a misspelling names the choice with the same letters in
+    another order (``lgo``: log; ``deit``: edit, not delete), else the one spelled like it
+    that starts with one of its first two letters (``hlep``: help; ``help`` is not
+    ``shell`` misspelt)."""
+    import difflib  # only when there is an error to explain
+
+    if prog == "bar" and word in _MEANT:
+        return f"bar {_MEANT[word]}"
+    # two letters swapped: first (`iu` is too far from `ui` for difflib)
+    close = [c for c in choices if sorted(c) == sorted(word)][:1]
+    alike = [c for c in choices if c[:1] and c[0] in word[:2]]
+    close = close or difflib.get_close_matches(word, alike, n=1)
+    return f"{prog} {close[0]}" if close else None
+
+
 def _explain(parser: _Parser, message: str) -> tuple[str, str | None]:
     """The message and hint for argparse's ``message`` from ``parser``."""
     import difflib  # only when there is an error to explain
 
     bad = getattr(parser, "_bad_choice", None)
     if bad is not None and isinstance(bad[0], argparse._SubParsersAction):
-        choices = list(bad[0].choices)
         what = "a command" if parser.prog == "bar" else f"an action of {parser.prog}"
-        close = difflib.get_close_matches(str(bad[1]), choices, n=1)
-        # two letters swapped in a short name (`iu`) are too far apart for difflib
-        close = close or [c for c in choices if sorted(c) == sorted(str(bad[1]))][:1]
-        if close:
-            return f"{bad[1]!r} is not {what}", f"did you mean `{parser.prog} {close[0]}`?"
+        command = meant(str(bad[1]), list(bad[0].choices), parser.prog)
+        if command:
+            return f"{bad[1]!r} is not {what}", f"did you mean `{command}`?"
         return f"{bad[1]!r} is not {what}", f"`{parser.prog} --help` lists them"
     if bad is not None and bad[0].choices is not None:
         close = difflib.get_close_matches(str(bad[1]), [str(c) for c in bad[0].choices], n=1)
@@ -306,5 +345,15 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         if only is not None and sub.built:
             break
     if only is not None and not sub.built:
-        return build_parser()
+        return build_parser()  # (`bar help` too: it shows any command's help)
+    if only is None:
+        p = sub.add_parser(
+            "help",
+            help="show the help of bar or of a command (bar help run, bar help task new)",
+            formatter_class=_Formatter,
+            description="Print the help of bar, or of COMMAND (and its ACTION), as --help does.",
+            epilog="examples:\n  bar help\n  bar help log\n  bar help task new",
+        )
+        p.add_argument("words", nargs="*", metavar="COMMAND [ACTION]")
+        _cmd(p, "help:help_")
     return parser

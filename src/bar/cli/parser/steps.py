@@ -138,16 +138,25 @@ def commands(sub: Any) -> None:
         "to a terminal, the command is cut at its width; through the pager or into a file,\n"
         "it is whole. Under an agent step: its model, turns and tokens (and cost, when\n"
         "agents.prices prices its model); `bar show STEP --session` has the conversation.\n\n"
+        "--grep, --kind, --agent and --since list only the steps that match every one\n"
+        "given; -n then takes the last N of those. --grep searches the command (what the\n"
+        "log says of any other step: 'rollback to step 0003') and the step's output.\n\n"
         "A step that is running comes last, marked running (with how long it has run and\n"
         "how to follow its output: bar show --follow); one whose bar run died before it\n"
-        "was recorded is marked interrupted. --follow keeps the list going as the task\n"
-        "goes: a step's line when it starts, a line for each tool call its agent makes as\n"
-        "it is checkpointed, the step's line again when it is recorded; Ctrl-C stops.",
+        "was recorded is marked interrupted. The filters hold it too (--grep: its command\n"
+        "and its output so far). --follow keeps the list going as the task goes: a step's\n"
+        "line when it starts, a line for each tool call its agent makes as it is\n"
+        "checkpointed, the step's line again when it is recorded (with filters: only the\n"
+        "steps they let through; a running step whose command --grep does not match is\n"
+        "shown once recorded, if its output does); Ctrl-C stops.",
         epilog="examples:\n"
         "  bar log                    every step\n"
         "  bar log -f                 ... and each step and tool call as it comes\n"
         "  bar log -n 5 -p            the last five, each with its patch\n"
         "  bar log --tools            each tool call of an agent's steps\n"
+        "  bar log --grep 'FAILED|Error' -i    steps whose command or output says so\n"
+        "  bar log --kind run --agent claude --since 2h   Claude's steps of the last 2 hours\n"
+        "  bar log --kind rollback --since 2026-11-27     rollbacks, undos, redos since then\n"
         "  bar log -p --json          records with patch_text; task_dir is where the\n"
         "                             artifacts' relative paths point",
     )
@@ -157,6 +166,31 @@ def commands(sub: Any) -> None:
         "-p", "--patch", action="store_true", help="show each step's patch (--json: as patch_text)"
     )
     p.add_argument("--tools", action="store_true", help="list each step's checkpoints")
+    from bar.ledger.select import AGENTS, KINDS
+
+    p.add_argument(
+        "--grep",
+        metavar="PATTERN",
+        help="only steps whose command or output matches PATTERN (a Python regular expression)",
+    )
+    p.add_argument("-i", "--ignore-case", action="store_true", help="--grep without regard to case")
+    p.add_argument(
+        "--kind",
+        action="append",
+        default=[],
+        choices=KINDS,
+        help="only steps of this kind (repeatable: any of them); undo and redo are rollbacks",
+    )
+    p.add_argument(
+        "--agent", choices=AGENTS, help="only steps that ran this agent (bar run --agent)"
+    )
+    p.add_argument(
+        "--since",
+        metavar="WHEN",
+        help="only steps started since WHEN: a length of time back from now (90s, 30min,\n"
+        "2h, 1d, 2w) or a moment (2026-11-27, '2026-11-27 14:00'; local time unless it\n"
+        "ends in Z or +HH:MM)",
+    )
     p.add_argument(
         "-f",
         "--follow",
@@ -179,7 +213,9 @@ def commands(sub: Any) -> None:
         "prompts and replies, each tool call with what it acted on, the checkpoint it\n"
         "made (→ STEP.N) and how it ended, its subagents and interruptions, and the\n"
         "model, turns, tokens and cost. With STEP.N, the conversation up to that\n"
-        "checkpoint's tool call.\n\n"
+        "checkpoint's tool call. With no STEP, the latest step (as git show shows HEAD):\n"
+        "the one running, if a step runs (the last in bar log), else the last recorded\n"
+        "(with --session: the last recorded one's conversation).\n\n"
         "A step that is running is shown too: its command, since when it runs, its output\n"
         "and checkpoints so far. --follow then streams the rest as it is written (stdout\n"
         "on stdout, stderr on stderr, each checkpoint on a line of its own) and ends when\n"
@@ -189,6 +225,8 @@ def commands(sub: Any) -> None:
         "step running now, or waits for the next one. A step already recorded is shown as\n"
         "it is.",
         epilog="examples:\n"
+        "  bar show              the latest step (the running one, if a step runs)\n"
+        "  bar show --session    the agent's conversation in the last recorded step\n"
         "  bar show 3            step 0003: command, result, policy, patch, output\n"
         "  bar show --follow     the running step's output as it comes, to its end\n"
         "  bar show 7 -f --json  the same as JSON lines: output, checkpoint, then step\n"
@@ -201,8 +239,8 @@ def commands(sub: Any) -> None:
         "step",
         nargs="?",
         metavar="STEP|STEP.N",
-        help="a step (3, 0003) or a checkpoint (3.2); with --follow, default: the step "
-        "running, else the next to start",
+        help="a step (3, 0003) or a checkpoint (3.2); default: the latest step (the one "
+        "running, if any); with --follow, the step running, else the next to start",
     )
     p.add_argument(
         "--session",
@@ -375,8 +413,10 @@ def commands(sub: Any) -> None:
         "--allow-conflicts left and no step resolved yet. A checked-out target is\n"
         "updated only if the files the apply changes are clean there (else exit 5).\n"
         "--at lands an earlier recorded state instead (commit mode), e.g. a checkpoint\n"
-        "before the agent went astray. A closed task is applied from its record: it needs\n"
-        "no worktree (merge mode needs its branch).\n"
+        "before the agent went astray. A task without its worktree (closed, or its\n"
+        "worktree removed) is applied from its record: it needs none (merge mode needs\n"
+        "its branch). --create makes a target branch that does not exist yet, at the\n"
+        "task's base (or at REF), in the same step as the apply.\n"
         "An apply that changes bar's own files in the repository (.bar/config.yaml: the\n"
         "hooks of every step of every task; the policy file) says so on stderr (JSON:\n"
         "changes_bar_settings): review them before the next step.",
@@ -384,6 +424,8 @@ def commands(sub: Any) -> None:
         "  bar apply --dry-run                 where it would land, the diff, whether it can\n"
         "  bar apply -m 'Add discounts'        one commit on the branch the task came from\n"
         "  bar apply --target release          onto another branch\n"
+        "  bar apply --target feature --create a new branch, at the task's base\n"
+        "  bar apply --target fix --create v2  a new branch, at v2\n"
         "  bar apply --mode merge              keep the agent's own commits\n"
         "  bar apply --at 3.2                  an earlier state (a checkpoint)",
     )
@@ -404,6 +446,14 @@ def commands(sub: Any) -> None:
         metavar="BRANCH",
         help="default: the branch the task was created "
         "from, unless another task's, else git.default_base",
+    )
+    p.add_argument(
+        "--create",
+        nargs="?",
+        const="",
+        metavar="REF",
+        help="make the --target branch, which must not exist yet: at REF if given, "
+        "else at the task's base",
     )
     p.add_argument("-m", "--message", metavar="MSG", help="commit message (default: from the task)")
     p.add_argument("--dry-run", action="store_true", help="show the diff and whether it conflicts")

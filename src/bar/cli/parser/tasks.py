@@ -159,7 +159,9 @@ def commands(sub: Any) -> None:
         formatter_class=_Formatter,
         description="Close a task. Its worktree is removed unless --keep-worktree; its branch,\n"
         "ledger and snapshots are kept. Refuses when the worktree holds changes no step\n"
-        "recorded, unless --force, which records them as a manual step first.",
+        "recorded, unless --force, which records them as a manual step first.\n"
+        "Work no branch has yet is said (its files and steps; JSON: unapplied), with the\n"
+        "bar apply command that lands it: a closed task is applied from its record.",
         epilog="examples:\n"
         "  bar task close                    the active task\n"
         "  bar task close fix-login --keep-worktree\n"
@@ -173,6 +175,7 @@ def commands(sub: Any) -> None:
     _json_opt(p)
     _cmd(p, "task:close")
     edit(tsub)
+    rename(tsub)
     task_actions(tsub)
     board.task_actions(tsub)
     shell(sub)
@@ -236,8 +239,8 @@ def edit(tsub: Any) -> None:
         "(`task.edited`, from what to what; `bar events`); an edit that changes nothing\n"
         "writes nothing. Values are strings, stored with any secret they quote replaced\n"
         "by ***; a key that names a secret (api_key, token) keeps *** alone.\n\n"
-        "A task's name, base and status belong to their own commands (bar task close,\n"
-        "reopen, sync). A closed task can be edited; a task running a step cannot (exit\n"
+        "A task's name, base and status belong to their own commands (bar task rename,\n"
+        "close, reopen, sync). A closed task can be edited; a task running a step cannot (exit\n"
         "7): edit it when the step has ended.",
         epilog="examples:\n"
         "  bar task edit -d 'Fix the login redirect on Safari'\n"
@@ -264,6 +267,32 @@ def edit(tsub: Any) -> None:
     )
     _json_opt(p)
     _cmd(p, "task:edit")
+
+
+def rename(tsub: Any) -> None:
+    """``bar task rename`` (``tsub``: the actions of ``bar task``)."""
+    p = tsub.add_parser(
+        "rename",
+        help="give a task another name",
+        formatter_class=_Formatter,
+        description="Give a task another name: the one --task NAME and bar task list use.\n"
+        "Its id, branch and worktree stay as they are (the branch keeps the old name: it\n"
+        "may be checked out or pushed; its id still finds the task). The new name follows\n"
+        "the rules of `bar task new`, and is refused when an open task has it or when it\n"
+        "starts another task's id. Recorded in events.jsonl as `task.renamed` (`bar events`).\n"
+        "With one name, the task you are in (else the active one) is renamed.",
+        epilog="examples:\n"
+        "  bar task rename fix-login fix-auth-redirect\n"
+        "  bar task rename fix-auth-redirect        the task you are in, else the active one\n"
+        "  bar task rename gVXs fix-auth --json",
+    )
+    p.add_argument(
+        "task_ref", nargs="?", metavar="ID|NAME", help="the task (default: the active task)"
+    )
+    p.add_argument("new_name", metavar="NEW", help="its new name")
+    _task_opt(p)
+    _json_opt(p)
+    _cmd(p, "task:rename")
 
 
 def task_actions(tsub: Any) -> None:

@@ -7,19 +7,50 @@ let format = localStorage.getItem(FORMAT_KEY) || "line-by-line";
 const loaded = new Map(); // .diff element -> its patch text
 
 // --- elapsed times of running steps ---------------------------------------------------
-// as pages.duration() says it: "3.4 s", "2 min 5 s", "1 h 3 min"
+// as pages.duration() (bar.base.clock.duration_text) says it: "0.6 s", "2 min 5 s", "1 h 3 min"
 function since(iso) {
   const ms = Math.max(0, Date.now() - Date.parse(iso));
-  if (ms < 1000) return ms + " ms";
-  if (ms < 60000) return (Math.floor(ms / 100) / 10).toFixed(1) + " s";
-  const s = Math.floor(ms / 1000);
+  if (ms < 100) return ms + " ms";
+  const tenths = Math.floor((ms + 50) / 100);
+  if (tenths < 600) return Math.floor(tenths / 10) + "." + (tenths % 10) + " s";
+  const s = Math.floor((ms + 500) / 1000);
   if (s < 3600) return Math.floor(s / 60) + " min" + (s % 60 ? " " + (s % 60) + " s" : "");
-  const m = Math.floor(s / 60);
+  const m = Math.floor((ms + 30000) / 60000);
   return Math.floor(m / 60) + " h" + (m % 60 ? " " + (m % 60) + " min" : "");
 }
 setInterval(() => {
   for (const el of document.querySelectorAll(".elapsed[data-since]")) el.textContent = since(el.dataset.since);
 }, 1000);
+
+// --- times as a person says them: "3 min ago" (as pages.ago() does), kept true --------
+function ago(iso) {
+  const at = Date.parse(iso);
+  const s = (Date.now() - at) / 1000;
+  const day = (d, time) => {
+    const months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
+    const t = new Date(at);
+    const pad = (n) => String(n).padStart(2, "0");
+    const date = t.getUTCDate() + " " + months[t.getUTCMonth()] + " " + t.getUTCFullYear();
+    return time ? date + " " + pad(t.getUTCHours()) + ":" + pad(t.getUTCMinutes()) + " UTC" : date;
+  };
+  if (Number.isNaN(s)) return null;
+  if (s < -60) return day(at, true);
+  if (s < 10) return "just now";
+  if (s < 60) return Math.floor(s) + " s ago";
+  if (s < 3600) return Math.floor(s / 60) + " min ago";
+  if (s < 86400) return Math.floor(s / 3600) + " h ago";
+  const days = Math.floor(s / 86400);
+  if (days === 1) return "yesterday";
+  if (days < 30) return days + " days ago";
+  return day(at, false);
+}
+function refreshTimes() {
+  for (const el of document.querySelectorAll("time[data-ago][datetime]")) {
+    const said = ago(el.getAttribute("datetime"));
+    if (said !== null && el.textContent !== said) el.textContent = said;
+  }
+}
+setInterval(refreshTimes, 15000);
 
 // --- the live timeline: server-sent events -------------------------------------------
 const live = document.querySelector("table[data-live]");
@@ -204,10 +235,17 @@ window.addEventListener("load", () => {
   }
 });
 
-// --- keys: t timeline, c compare, a actions, d decisions, u unified, s side by side,
-// p and n the step before and after (a step's page) ------------------------------------
+// --- keys: t timeline, c compare, a actions, d decisions, b board, / search, u unified,
+// s side by side, p and n the step (or checkpoint) before and after --------------------
 document.addEventListener("keydown", (event) => {
   if (event.ctrlKey || event.metaKey || event.altKey || /INPUT|SELECT|TEXTAREA/.test(event.target.tagName)) return;
+  if (event.key === "/") {
+    const box = document.querySelector("form.find input[name=q]");
+    if (box) { event.preventDefault(); box.focus(); }
+    return;
+  }
+  const board = event.key === "b" && document.querySelector("a.board-link");
+  if (board) location.href = board.href;
   const nav = [...document.querySelectorAll(".task-nav a")];
   const go = { t: 0, c: 1, a: 2, d: 3 }[event.key];
   if (go !== undefined && nav[go]) location.href = nav[go].href;

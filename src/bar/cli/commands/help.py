@@ -1,0 +1,35 @@
+"""``bar help [COMMAND [ACTION]]``: the help of bar, or of a command, as ``--help`` prints it
+(``git help`` and ``pip help`` are read the same way)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from bar.errors import UsageError
+
+
+def help_(*, words: list[str]) -> int:
+    from bar.cli.parser import build_parser, meant
+
+    parser: argparse.ArgumentParser = build_parser()
+    for n, word in enumerate(words):
+        said = " ".join(["bar", *words[:n]])
+        actions = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        if not actions:
+            raise UsageError(
+                f"`{said}` has no actions, and {word!r} is none",
+                hint=f"`{said} --help` says what it takes",
+            )
+        choices = actions[0].choices
+        if word not in choices:
+            what = "a command" if n == 0 else f"an action of {said}"
+            close = meant(word, list(choices), said)
+            asked = "bar help" + close.removeprefix("bar") if close else None
+            raise UsageError(
+                f"{word!r} is not {what}",
+                hint=f"did you mean `{asked}`?" if asked else f"`{said} --help` lists them",
+            )
+        parser = choices[word]
+    parser.print_help(sys.stdout)
+    return 0
