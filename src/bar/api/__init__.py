@@ -69,6 +69,7 @@ if TYPE_CHECKING:
     from bar.share.prepush import Installed as PushHook
     from bar.share.push import Pushed
     from bar.share.remotes import Remote
+    from bar.step.live import Event, Follower, Glance, LiveStep, Mark, Started
     from bar.step.run import RunRequest
     from bar.task import delete as task_delete
     from bar.task import reopen as task_reopen
@@ -101,9 +102,13 @@ __all__ = [
     "doctor",
     "edit_task",
     "explain_command",
+    "follower_of",
     "get_task",
+    "glance_step",
     "init_project",
     "list_tasks",
+    "live_selected",
+    "live_step",
     "load_task",
     "locate",
     "log",
@@ -128,6 +133,7 @@ __all__ = [
     "session_totals",
     "show",
     "status",
+    "step_selected",
     "summarize",
     "switch_task",
     "sync",
@@ -135,6 +141,8 @@ __all__ = [
     "tokens_text",
     "undo",
     "unrecorded",
+    "wait_for_step",
+    "watch_steps",
 ]
 
 
@@ -954,6 +962,126 @@ def branches(project: Project) -> list[str]:
 def running(task: Task) -> journals.RunIntent | None:
     """The step a ``bar run`` is recording in the task right now, if one is."""
     return journals.read_run(task.paths) if task.active and is_running(task) else None
+
+
+def live_step(task: Task, chosen: Selection | None = None) -> LiveStep | None:
+    """The task's step that is not in the ledger yet: running, being recorded, or left by
+    a ``bar run`` that died (``state``), with what is known of it (``bar.step.live``);
+    ``chosen``: only if ``bar log``'s filters (``log_selection``) let it through."""
+    if not task.active or not task.paths.marker.exists():
+        return None  # (what nearly every ``bar log`` finds: no more to load)
+    from bar.step import live
+
+    found = live.current(task)
+    if found is None or chosen is None:
+        return found
+    return found if live_selected(task, found, chosen) else None
+
+
+def live_selected(task: Task, found: LiveStep, chosen: Selection) -> bool:
+    """Whether ``bar log``'s filters let through a step not recorded yet: a run step, by
+    its command, its agent, when it started, and what it printed so far."""
+    if chosen.everything:
+        return True
+    from bar.ledger.select import holds_running
+    from bar.step import live
+
+    agent = found.agent.get("name") if isinstance(found.agent, dict) else None
+    return holds_running(
+        chosen,
+        cmd=found.cmd,
+        agent=agent if isinstance(agent, str) else None,
+        started_at=found.started_at,
+        lines=lambda: live.output_lines(task, found.step_id),
+    )
+
+
+def step_selected(task: Task, step: Step, chosen: Selection) -> bool:
+    """Whether ``bar log``'s filters let ``step`` through (``bar log --follow`` asks of
+    each step recorded as it comes)."""
+    if chosen.everything:
+        return True
+    from bar.ledger.select import select
+
+    steps = [step]
+    named = step.undo_of or step.redo_of if isinstance(step, RollbackStep) else None
+    if named:  # (what an undo or redo undid is part of what the log says of it)
+        try:
+            steps.insert(0, task.ledger.get(named))
+        except StepNotFound:
+            pass
+    return any(kept is step for kept in select(task.dir, steps, chosen))
+
+
+def follower_of(task: Task, step_ref: str, mark: Mark | None = None) -> Follower:
+    """A follower of step ``step_ref``'s output and checkpoints, from ``mark`` (default:
+    its start) to its recorded end: a step that is recorded (its record gives it all at
+    once), the one running or left by a bar that died, or the next one to start. Any
+    other is not there to follow."""
+    from bar.ledger.records import format_step_id
+    from bar.step import live
+
+    step_id = parse_step_ref(step_ref)
+    live_now = live.current(task)
+    newest = task.ledger.last()
+    upcoming = format_step_id(
+        max(newest.number if newest is not None else 0, live_now.number if live_now else 0) + 1
+    )
+    if live_now is None or live_now.step_id != step_id:
+        if step_id != upcoming:
+            task.ledger.get(step_id)  # (says so if there is no such step)
+        elif live.recorded(task, step_id) is None:
+            steps_run_here(task)  # (one to wait for)
+    return live.Follower(task, step_id, mark)
+
+
+def steps_run_here(task: Task) -> None:
+    """Refuse to wait for a step of a task whose steps do not run on this machine: a
+    closed task, a copy fetched from another one, a task sent to workers."""
+    if task.read_only:
+        raise UsageError(
+            f"task {task.name} is a copy fetched from another machine: no step runs in it here",
+            hint=f"`bar log --task {task.id}` lists its steps; `bar fetch` brings new ones",
+        )
+    if not task.active:
+        raise UsageError(
+            f"task {task.name} is closed: no step runs in it",
+            hint=f"`bar log --task {task.id}` lists its steps; `bar task reopen {task.name}` "
+            "opens it again",
+        )
+    where = placement_of(task)
+    if where is not None:
+        raise UsageError(
+            f"task {task.name} runs its steps on workers (queue {where.queue}), not here",
+            hint="their output streams to the terminal of `bar run --on`; `bar status` says "
+            "what runs there, and `bar fetch` brings their records",
+        )
+
+
+def glance_step(task: Task, step_id: str, limit: int | None = None) -> Glance:
+    """One look at step ``step_id`` while it runs: its output (the first ``limit`` bytes
+    at least, if given) and checkpoints so far; its record, if it ended meanwhile."""
+    from bar.step import live
+
+    return live.glance(task, step_id, limit)
+
+
+def watch_steps(task: Task, after: int) -> Iterator[Event | Started]:
+    """The task's steps after step number ``after`` as they come: each that starts, its
+    checkpoints, each recorded, each whose bar died; until the caller stops."""
+    from bar.step import live
+
+    return live.watch(task, after)
+
+
+def wait_for_step(task: Task) -> LiveStep:
+    """The task's step running now, else the next one to start (this waits for it; refused
+    where no step would come: ``steps_run_here``)."""
+    from bar.step import live
+
+    if live.current(task) is None:
+        steps_run_here(task)
+    return live.next_step(task)
 
 
 # --- agent sessions (SPEC §13) -------------------------------------------------------

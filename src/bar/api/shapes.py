@@ -15,6 +15,7 @@ from bar.ledger.records import RunStep, Step
 if TYPE_CHECKING:
     from bar.history.checkpoints import Checkpoint
     from bar.history.diffs import Diff
+    from bar.step.live import Glance, LiveStep
     from bar.task.tasks import Task
 
 
@@ -46,6 +47,28 @@ def step_entry(task: Task, step: Step, taken: list[Checkpoint]) -> dict[str, Any
     rec["output_text"] = text(api.read_output(task, step))
     if taken:
         rec["checkpoint_list"] = [c.to_record() for c in taken]
+    return rec
+
+
+def live_entry(task: Task, live: LiveStep, taken: list[Checkpoint] | None) -> dict[str, Any]:
+    """A step not recorded yet (``bar log --json``): what its intent says (its ``state``:
+    running, recording or interrupted) and its checkpoints so far (``taken``; None: not
+    said, as when they follow as events of their own)."""
+    rec = live.to_record()
+    rec["task_dir"] = str(task.dir)
+    if taken is not None:
+        rec["checkpoints"] = len(taken)
+        if taken:
+            rec["checkpoint_list"] = [c.to_record() for c in taken]
+    return rec
+
+
+def live_show_entry(task: Task, live: LiveStep, seen: Glance) -> dict[str, Any]:
+    """``bar show STEP --json`` of a step not recorded yet: ``live_entry`` with its output
+    so far as ``output_text`` (in the output file's format; null while it printed
+    nothing)."""
+    rec = live_entry(task, live, seen.checkpoints)
+    rec["output_text"] = text(seen.output())
     return rec
 
 

@@ -7,16 +7,20 @@ command line, "rollback to step 0003" ...) and in its output, stdout and stderr 
 the file ``bar show`` prints, read a line at a time, so a long output costs its reading
 and never its size in memory. ``--since`` is a moment (a date, a date and time, read in
 the local time zone unless it names its own) or a length of time back from now (``2h``).
+A step not recorded yet, which ``bar log`` lists last, is held to the same filters
+(``holds_running``): a run step, with its command, its agent, when it started, and what
+it printed so far.
 """
 
 from __future__ import annotations
 
 import re
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 
 from bar.base.clock import seconds_of
+from bar.base.cmdline import line_of
 from bar.base.record import record
 from bar.errors import UsageError
 from bar.ledger.describe import rollback_text, summary
@@ -115,24 +119,58 @@ def select(task_dir: Path, steps: Iterable[Step], chosen: Selection) -> list[Ste
 
 
 def _holds(task_dir: Path, step: Step, chosen: Selection, seen: dict[str, Step]) -> bool:
-    if chosen.kinds and step.kind not in chosen.kinds:
+    if isinstance(step, RollbackStep):  # as the log says it: what it undid too
+        said = rollback_text(step, seen.get(step.undo_of or step.redo_of or ""))
+    else:
+        said = summary(step)
+    return _passes(
+        chosen,
+        kind=step.kind,
+        agent=agent_of(step),
+        started_at=step.started_at,
+        said=said,
+        lines=lambda: _output_lines(task_dir, step),
+    )
+
+
+def holds_running(
+    chosen: Selection,
+    *,
+    cmd: Sequence[str],
+    agent: str | None,
+    started_at: str,
+    lines: Callable[[], Iterable[str]],
+) -> bool:
+    """Whether ``chosen`` lets through a run step not recorded yet (``bar log`` lists it
+    last): its command line, its agent, when it started, and ``lines``: its output so far
+    (read only if ``--grep`` asks, and its command does not match)."""
+    return _passes(
+        chosen, kind="run", agent=agent, started_at=started_at, said=line_of(cmd), lines=lines
+    )
+
+
+def _passes(
+    chosen: Selection,
+    *,
+    kind: str,
+    agent: str | None,
+    started_at: str,
+    said: str,
+    lines: Callable[[], Iterable[str]],
+) -> bool:
+    if chosen.kinds and kind not in chosen.kinds:
         return False
-    if chosen.agent is not None and agent_of(step) != chosen.agent:
+    if chosen.agent is not None and agent != chosen.agent:
         return False
     if chosen.since is not None:
         try:
-            if seconds_of(step.started_at) < chosen.since:
+            if seconds_of(started_at) < chosen.since:
                 return False
         except ValueError:
             return False  # a time bar did not write: no moment to compare
     if chosen.grep is not None:
-        if isinstance(step, RollbackStep):  # as the log says it: what it undid too
-            said = rollback_text(step, seen.get(step.undo_of or step.redo_of or ""))
-        else:
-            said = summary(step)
-        if not chosen.grep.search(said) and not any(
-            chosen.grep.search(line) for line in _output_lines(task_dir, step)
-        ):
+        grep = chosen.grep
+        if not grep.search(said) and not any(grep.search(line) for line in lines()):
             return False
     return True
 

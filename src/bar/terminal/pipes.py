@@ -197,7 +197,7 @@ def run_piped(
     no stdin: a confined command must not reach the developer's terminal, where it could
     push keystrokes into the input of the shell that started bar (``TIOCSTI``)."""
     new_filter = make_filter or _Identity
-    err_path = output_path.with_name(output_path.name + ".stderr.tmp")
+    err_path = stderr_file(output_path)
     create_file(output_path, STDOUT_HEADER)
     create_file(err_path)
     out_live: BinaryIO | None = sys.stdout.buffer if live else None
@@ -246,6 +246,12 @@ def run_piped(
     finally:
         err_path.unlink(missing_ok=True)
     return outcome
+
+
+def stderr_file(output_path: Path) -> Path:
+    """Where stderr waits while the command runs, until it is added to ``output_path``
+    (a reader following the step reads it there: ``bar.step.live``)."""
+    return output_path.with_name(output_path.name + ".stderr.tmp")
 
 
 def _widen(*pipes: IO[bytes]) -> None:

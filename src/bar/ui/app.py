@@ -9,6 +9,7 @@ own message and hint; a name in a URL that names nothing is a 404.
 from __future__ import annotations
 
 import asyncio
+import codecs
 import itertools
 import json
 import os
@@ -23,8 +24,10 @@ from starlette.responses import HTMLResponse, PlainTextResponse, Response, Strea
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from bar.errors import BarError, NotFound
+from bar import api
+from bar.errors import BarError, NotFound, StepNotFound
 from bar.history.checkpoints import Checkpoint
+from bar.step.live import Follower, Lost, Mark, Output, Recorded, Taken
 from bar.task.tasks import Task
 from bar.ui import (
     actions,
@@ -41,6 +44,7 @@ from bar.ui.filters import StepFilter
 from bar.ui.security import Guard, Secrets
 
 POLL = 0.5  # seconds between looks at a live task's ledger
+LIVE_POLL = 0.25  # seconds between looks at a running step's output
 FILE_SHOWN = 2 << 20  # bytes of one file's diff sent to the page
 
 
@@ -80,7 +84,14 @@ def build(keys: Secrets) -> Starlette:
 
     def step(request: Request) -> str:
         task = the_task(request)
-        found = views.step_or_checkpoint(task, request.path_params["step"])
+        ref = request.path_params["step"]
+        try:
+            found = views.step_or_checkpoint(task, ref)
+        except StepNotFound:
+            live = views.live_step(task, ref)  # (a step not recorded yet)
+            if live is None:
+                raise
+            return step_pages.live_page(task, live, csrf)
         if isinstance(found, Checkpoint):
             return step_pages.checkpoint_page(task, found, csrf)
         return step_pages.step_page(task, found, csrf)
@@ -167,6 +178,22 @@ def build(keys: Secrets) -> Starlette:
             headers={"x-accel-buffering": "no"},
         )
 
+    async def step_live(request: Request) -> Response:
+        def follower() -> Follower:
+            # where the page left off: its mark, or where the stream was when it broke
+            said = request.headers.get("last-event-id") or request.query_params.get("from")
+            return api.follower_of(the_task(request), request.path_params["step"], Mark.parse(said))
+
+        try:
+            following = await run_in_threadpool(follower)
+        except BarError as exc:
+            return PlainTextResponse(f"bar: {exc}\n", status_code=404)
+        return StreamingResponse(
+            _step_live(request, following),
+            media_type="text/event-stream",
+            headers={"x-accel-buffering": "no"},
+        )
+
     routes = [
         Route("/", page(lambda r: pages.overview(csrf, r.query_params))),
         Route("/search", page(lambda r: search.search_page(r.query_params, csrf))),
@@ -178,6 +205,7 @@ def build(keys: Secrets) -> Starlette:
         Route("/p/{project}/t/{task}/events", events),
         Route("/p/{project}/t/{task}/s/{step}", page(step)),
         Route("/p/{project}/t/{task}/s/{step}/file/{n}", _plain(step_file)),
+        Route("/p/{project}/t/{task}/s/{step}/live", step_live),
         Route("/p/{project}/t/{task}/s/{step}/session/{n}", _plain(session_text)),
         Route("/p/{project}/t/{task}/compare", page(compare)),
         Route("/p/{project}/t/{task}/compare/file", _plain(compare_file)),
@@ -268,6 +296,51 @@ async def _live(request: Request, task: Task, last: int) -> AsyncIterator[str]:
             yield ": still here\n\n"
             quiet = 0.0
         await asyncio.sleep(POLL)
+
+
+async def _step_live(request: Request, follower: Follower) -> AsyncIterator[str]:
+    """Server-sent events for a running step's page: ``output`` (a stream's new text),
+    ``checkpoint`` (an item of the list), and last ``ended`` (the page then loads the
+    step's record) or ``lost`` (its bar died, or stopped before the command ran). Each
+    batch ends with the ``id`` a broken stream resumes from (``Last-Event-ID``)."""
+    decoders = {
+        name: codecs.getincrementaldecoder("utf-8")(errors="replace")
+        for name in ("stdout", "stderr")
+    }
+    quiet = 0.0
+    try:
+        while not await request.is_disconnected():
+            mark = follower.mark
+            if follower.output and mark.shown + mark.err > views.OUTPUT_LIMIT:
+                follower.output = False  # (a page shows that much; the file has the rest)
+                note = step_pages.cut_note(follower.task, follower.step_id)
+                yield f"event: cut\ndata: {json.dumps({'html': note})}\n\n"
+            events = await run_in_threadpool(follower.poll)
+            for event in events:
+                if isinstance(event, Output):
+                    text = decoders[event.stream].decode(event.data)
+                    if text:
+                        said = json.dumps({"stream": event.stream, "text": text})
+                        yield f"event: output\ndata: {said}\n\n"
+                elif isinstance(event, Taken):
+                    item = step_pages.live_call(follower.task, event.checkpoint)
+                    yield f"event: checkpoint\ndata: {json.dumps({'html': item})}\n\n"
+                elif isinstance(event, Recorded):
+                    yield "event: ended\ndata: {}\n\n"
+                    return
+                elif isinstance(event, Lost):
+                    yield f"event: lost\ndata: {json.dumps({'reason': event.reason})}\n\n"
+                    return
+            if events:
+                yield f"id: {follower.mark}\n\n"
+                quiet = 0.0
+            quiet += LIVE_POLL
+            if quiet >= 15:
+                yield ": still here\n\n"
+                quiet = 0.0
+            await asyncio.sleep(LIVE_POLL)
+    finally:
+        follower.close()
 
 
 def _stamp(task: Task) -> tuple[object, ...]:

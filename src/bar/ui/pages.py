@@ -545,8 +545,9 @@ def running_html(task: Task) -> str:
     taken = api.checkpoints(task, running.step_id)
     cps = "".join(_checkpoint_item(task, cp) for cp in taken)
     return (
-        f'<div class="running-step" data-step="{esc(running.step_id)}"><strong>step '
-        f"{esc(running.step_id)} running</strong> <code>{esc(line_of(running.cmd))}</code>"
+        f'<div class="running-step" data-step="{esc(running.step_id)}"><strong><a href="'
+        f'{esc(task_url(task, "/s/" + running.step_id))}">step {esc(running.step_id)}</a> '
+        f"running</strong> <code>{esc(line_of(running.cmd))}</code>"
         f' for <span class="elapsed" data-since="{esc(running.started_at)}">'
         f"{esc(elapsed_since(running.started_at))}</span>"
         f"{f'<ol class=checkpoints>{cps}</ol>' if cps else ''}</div>"

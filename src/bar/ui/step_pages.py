@@ -31,6 +31,7 @@ from bar.ui.pages import (
 
 if TYPE_CHECKING:
     from bar.history.checkpoints import Checkpoint
+    from bar.step.live import LiveStep
 
 # files opened (their diffs fetched as they come into view) on a page of at most this many
 OPEN_UP_TO = 50
@@ -177,6 +178,94 @@ def step_page(task: Task, step: Step, csrf: str) -> str:
             (task.name, task_url(task)),
             (f"step {step.step_id}", ""),
         ],
+    )
+
+
+def live_page(task: Task, live: LiveStep, csrf: str) -> str:
+    """The page of a step not recorded yet: what it runs, its checkpoints and output so
+    far; while it runs, the page's script follows it (``…/s/STEP/live``, server-sent
+    events) and loads the step's recorded page once it ends."""
+    seen = views.glance(task, live.step_id)
+    if seen.recorded is not None:  # (it ended meanwhile)
+        return step_page(task, seen.recorded, csrf)
+    state = {
+        "running": "running (pid {pid}): not recorded yet",
+        "recording": "the command ended (exit {code}); bar is recording the step",
+        "interrupted": "interrupted: its bar run (pid {pid}) died; not recorded yet",
+    }[live.state].format(pid=live.pid, code=live.exit_code)
+    rows: list[tuple[str, str]] = [
+        ("kind", "run"),
+        ("started", when(live.started_at)),
+        (
+            "running for",
+            f'<span class="elapsed" data-since="{esc(live.started_at)}">'
+            f"{esc(duration(live.running_ms()))}</span>",
+        ),
+        ("command", f"<code>{esc(line_of(live.cmd))}</code>"),
+        ("cwd", esc(live.cwd)),
+        ("state", f'<span class="live-state {esc(live.state)}">{esc(state)}</span>'),
+    ]
+    if live.pty:
+        rows.append(("terminal", "interactive (pty)"))
+    if isinstance(live.agent, dict) and live.agent.get("name"):
+        rows.append(("agent", esc(str(live.agent["name"]))))
+    items = "".join(live_call(task, cp) for cp in seen.checkpoints)
+    if live.state == "interrupted":
+        said = (
+            '<p class="live-note lost">Its <code>bar run</code> died while the step ran: the '
+            "next command that changes the task records it as interrupted, with what it "
+            "printed and changed until then (<code>bar doctor --repair</code> does it now).</p>"
+        )
+        follow = ""
+    else:
+        said = (
+            '<p class="live-note">The page follows the step as it runs, and shows its record '
+            "when it ends.</p>"
+        )
+        follow = (
+            f' data-live="{esc(task_url(task, f"/s/{live.step_id}/live"))}" data-mark="{seen.mark}"'
+        )
+    if seen.cut:
+        said += cut_note(task, live.step_id)
+    stdout = esc(_plain(seen.stdout.decode("utf-8", "replace")))
+    stderr = esc(_plain(seen.stderr.decode("utf-8", "replace")))
+    body = (
+        f"<h1>Step {esc(live.step_id)} <small>run</small></h1>{_rows(rows)}{said}"
+        f'<div id="live-step"{follow}>'
+        # (a step without an agent makes none: the section shows when one comes)
+        f'<section id="live-tools"{"" if items or live.agent else " hidden"}><h2>Calls '
+        '<small>so far, each with its checkpoint</small></h2><ol class="calls" '
+        f'id="live-checkpoints">{items}</ol></section>'
+        '<h2>Output</h2><pre class="output live" id="live-output">'
+        f'<span data-stream="stdout">=== STDOUT ===\n{stdout}</span>'
+        f'<span data-stream="stderr">{"" if stdout.endswith(chr(10)) or not stdout else chr(10)}'
+        f"=== STDERR ===\n{stderr}</span></pre></div>"
+    )
+    return layout(
+        f"{task.name}: step {live.step_id} ({live.state})",
+        body,
+        csrf=csrf,
+        task=task,
+        crumbs=[
+            (task.project.name, "/"),
+            (task.name, task_url(task)),
+            (f"step {live.step_id}", ""),
+        ],
+    )
+
+
+def live_call(task: Task, cp: Checkpoint) -> str:
+    """A tool call of a running step's agent, as its checkpoint came (``call_item``, the
+    timeline's and the recorded page's row of a call)."""
+    return call_item(task, Call(cp))
+
+
+def cut_note(task: Task, step_id: str) -> str:
+    """What a running step's page says of an output longer than it shows."""
+    href = task_url(task, f"/artifacts/{step_id}.output")
+    return (
+        '<p class="meta cut">The output is long: only its first part is shown here, and '
+        f'it goes on in <a href="{esc(href)}">the output file</a>.</p>'
     )
 
 

@@ -24,6 +24,7 @@ from bar.ui import patches
 
 if TYPE_CHECKING:
     from bar.history.checkpoints import Checkpoint
+    from bar.step.live import Glance, LiveStep
 
 PER_PAGE = 100
 OUTPUT_LIMIT = 2 << 20  # bytes of a step's output shown in the page; the rest by link
@@ -189,6 +190,21 @@ def step_or_checkpoint(the_task: Task, ref: str) -> Step | Checkpoint:
     if "." in ref:
         return api.checkpoint(the_task, ref)
     return api.show(the_task, api.parse_step_ref(ref))
+
+
+def live_step(the_task: Task, ref: str) -> LiveStep | None:
+    """The step ``ref`` names if it is the task's step not recorded yet (running, being
+    recorded, or left by a bar that died)."""
+    live = api.live_step(the_task)
+    if live is None or "." in ref or live.step_id != api.parse_step_ref(ref):
+        return None
+    return live
+
+
+def glance(the_task: Task, step_id: str) -> Glance:
+    """A running step's checkpoints and output so far (the first ``OUTPUT_LIMIT`` bytes
+    of it, as a recorded step's page shows)."""
+    return api.glance_step(the_task, step_id, OUTPUT_LIMIT)
 
 
 def neighbours(the_task: Task, step: Step) -> tuple[str | None, str | None]:

@@ -1,5 +1,13 @@
-"""``bar log [-n N] [-p] [--tools] [--grep P] [--kind K] [--agent A] [--since WHEN]``: the
-task's steps, newest last (those the filters let through: ``bar.ledger.select``).
+"""``bar log [-n N] [-p] [--tools] [--grep P] [--kind K] [--agent A] [--since WHEN]
+[--follow]``: the task's steps, newest last (those the filters let through:
+``bar.ledger.select``).
+
+A step not recorded yet comes last, marked ``running`` (or ``recording``, or
+``interrupted`` when its bar died), with a line under it saying how to follow it; the
+filters hold it as they hold a recorded step (its command, its agent, when it started,
+its output so far). ``--follow`` goes on printing as the task goes: a step's line when
+it starts, a line for each tool call its agent makes, its line again once recorded
+(``bar.step.live``), each only if the filters let its step through.
 
 Each column is as wide as its widest cell in the steps shown, measured without colour
 codes, so the columns line up whatever the outcomes. The command takes the rest of the
@@ -12,12 +20,14 @@ when known, cost (``--json`` has the ledger line's ``session`` as it is).
 
 from __future__ import annotations
 
+import json
 import sys
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from bar import api
 from bar.aide import flow
 from bar.api import shapes
+from bar.base.cmdline import line_of
 from bar.cli.pager import paging
 from bar.cli.render import (
     Painter,
@@ -39,6 +49,10 @@ from bar.errors import UsageError
 from bar.ledger.records import RunStep, Step
 from bar.task.tasks import Task
 
+if TYPE_CHECKING:
+    from bar.ledger.select import Selection
+    from bar.step.live import LiveStep
+
 
 def log(
     *,
@@ -52,6 +66,7 @@ def log(
     kind: list[str] | None = None,
     agent: str | None = None,
     since: str | None = None,
+    follow: bool = False,
 ) -> int:
     if ignore_case and grep is None:
         raise UsageError("-i/--ignore-case goes with --grep", hint="bar log --grep PATTERN -i")
@@ -60,9 +75,18 @@ def log(
     )
     the_task = api.get_task(api.open_project(), task)
     history = flow.history(the_task)
+    # (a step not recorded yet comes last, if the filters let it through)
+    live = api.live_step(the_task, chosen) if n != 0 and not follow else None
     if as_json:
         steps = api.log(the_task, n, chosen)
-        print_json([shapes.log_entry(the_task, s, patch, history) for s in steps])
+        entries = [shapes.log_entry(the_task, s, patch, history) for s in steps]
+        if follow:
+            api.steps_run_here(the_task)
+            return _follow_json(the_task, entries, patch, history, chosen)
+        if live is not None:
+            taken = api.checkpoints(the_task, live.step_id)
+            entries.append(shapes.live_entry(the_task, live, taken))
+        print_json(entries)
         return 0
 
     def cells(step: Step) -> list[Any]:
@@ -72,6 +96,16 @@ def log(
         rows = [_Row._make(c) for c in api.log_rows(the_task, cells, _TAG, _fits)]
     else:
         rows = [_Row._make(cells(step)) for step in api.log(the_task, n, chosen)]
+    if follow:
+        api.steps_run_here(the_task)
+        matching = None if chosen.everything else _filters_text(grep, kind or [], agent, since)
+        return _follow_text(
+            the_task, rows, chosen, patch=patch, tools=tools, history=history, matching=matching
+        )
+    note = None
+    if live is not None:
+        row, note = _live_row(the_task, live)
+        rows.append(row)
     if not rows:
         if not chosen.everything and (n is None or n > 0):
             print(
@@ -85,7 +119,171 @@ def log(
             )
         return 0
     with paging():
-        _print_rows(the_task, rows, patch=patch, tools=tools, history=history)
+        _print_rows(the_task, rows, patch=patch, tools=tools, history=history, note=note)
+    return 0
+
+
+def _live_row(task: Task, live: LiveStep) -> tuple[_Row, tuple[str, str]]:
+    """The row of a step not recorded yet, and the line said under it (its step id, the
+    words)."""
+    from bar.step.live import INTERRUPTED, RECORDING
+
+    colour = "red" if live.state == INTERRUPTED else "yellow"
+    number = int(live.step_id)
+    if live.state == INTERRUPTED:
+        said = (
+            f"its bar run (pid {live.pid}) died: not recorded yet; the next command that "
+            "changes the task records it (bar doctor --repair does it now)"
+        )
+    elif live.state == RECORDING:
+        said = f"the command ended (exit {live.exit_code}); bar is recording the step"
+    else:
+        said = f"not recorded yet: bar show {number} --follow streams its output"
+    where = "" if live.cwd in ("", ".") else f"  (in {one_line(live.cwd)})"
+    row = _Row(
+        step_id=live.step_id,
+        kind="run",
+        outcome=live.state,
+        colour=colour,
+        stat="-",
+        duration=duration(live.running_ms()),
+        what=one_line(line_of(live.cmd)),
+        where=where,
+        session=None,
+        checkpoints=len(api.checkpoints(task, live.step_id)),
+        patch=None,
+        started_at=live.started_at,
+        refused="",
+    )
+    return row, (live.step_id, said)
+
+
+def _follow_text(
+    task: Task,
+    rows: list[_Row],
+    chosen: Selection,
+    *,
+    patch: bool,
+    tools: bool,
+    history: list[dict[str, Any]] | None,
+    matching: str | None,
+) -> int:
+    """``bar log --follow``: the steps so far, then each step as it starts (marked running),
+    each tool call of its agent as it is checkpointed, and its line once recorded; until
+    Ctrl-C. With filters (``chosen``; ``matching`` says them), only the steps they let
+    through: a running step by its command, agent and start (its output is searched
+    once it is recorded, and its line shown then if it matches)."""
+    from bar.step.live import Lost, Recorded, Started, Taken
+
+    paint = Painter(task.project.config.output.color)
+    width = terminal_width()
+    widths = _widths(rows)
+    _print_rows(task, rows, patch=patch, tools=tools, history=history)
+    if not rows:
+        if matching is not None:
+            print(
+                f"bar: no step of task {task.name} matches {matching} yet; waiting for one",
+                file=sys.stderr,
+            )
+        else:
+            print(f"bar: task {task.name} has no steps yet; waiting for them", file=sys.stderr)
+    print(paint("(following the task: Ctrl-C stops)", "dim"), file=sys.stderr, flush=True)
+    sys.stdout.flush()
+    followed: set[str] = set()  # (shown as it started: its tool calls are listed as they come)
+    newest = task.ledger.last()
+    try:
+        for event in api.watch_steps(task, newest.number if newest is not None else 0):
+            out: list[str] = []
+            if isinstance(event, Started):
+                if not api.live_selected(task, event.live, chosen):
+                    continue
+                row, (_, said) = _live_row(task, event.live)
+                followed.add(row.step_id)
+                widths = _widths([row], widths)
+                out += [_line(row, widths, paint, width), paint(f"      {said}", "dim")]
+            elif isinstance(event, Taken):
+                if event.checkpoint.step_id not in followed:
+                    continue
+                text = checkpoint_line(
+                    event.checkpoint, paint, None if width is None else width - 2
+                )
+                out.append(f"  {text}".rstrip())
+            elif isinstance(event, Recorded):
+                if not api.step_selected(task, event.step, chosen):
+                    continue
+                row = _Row._make(_cells(task, event.step))
+                widths = _widths([row], widths)
+                out.append(_line(row, widths, paint, width))
+                if row.session is not None:
+                    out.append(paint(f"      {session_text(row.session)}", "dim"))
+                if row.checkpoints and row.step_id not in followed:
+                    out.append(
+                        paint(
+                            f"      {plural(row.checkpoints, 'checkpoint')} "
+                            "(bar log --tools lists them)",
+                            "dim",
+                        )
+                    )
+                if patch and row.patch:
+                    _flush(out)
+                    copy_file(api.artifact_path(task, row.patch))
+            elif isinstance(event, Lost):
+                if event.step_id not in followed:
+                    continue
+                out.append(paint(f"      {event.reason}", "red"))
+            _flush(out)
+            sys.stdout.flush()
+    except KeyboardInterrupt:  # (the only way it ends)
+        return 0
+    return 0
+
+
+def _follow_json(
+    task: Task,
+    entries: list[dict[str, Any]],
+    patch: bool,
+    history: list[dict[str, Any]] | None,
+    chosen: Selection,
+) -> int:
+    """``bar log --follow --json``: one JSON object a line (``$follow-event``): each step
+    so far, then as they come (those the filters let through, as ``_follow_text``)."""
+    from bar.step.live import Lost, Recorded, Started, Taken
+
+    def emit(obj: dict[str, Any]) -> None:
+        sys.stdout.write(json.dumps(obj, ensure_ascii=False) + "\n")
+        sys.stdout.flush()
+
+    for entry in entries:
+        emit({"event": "step", "step": entry})
+    followed: set[str] = set()  # (its running event was given: its checkpoints follow)
+    newest = task.ledger.last()
+    try:
+        for event in api.watch_steps(task, newest.number if newest is not None else 0):
+            if isinstance(event, Started):
+                if api.live_selected(task, event.live, chosen):
+                    followed.add(event.live.step_id)
+                    emit({"event": "running", "step": shapes.live_entry(task, event.live, None)})
+            elif isinstance(event, Taken):
+                if event.checkpoint.step_id in followed:
+                    rec = event.checkpoint.to_record()
+                    rec["task_dir"] = str(task.dir)
+                    emit({"event": "checkpoint", "checkpoint": rec})
+            elif isinstance(event, Recorded):
+                if api.step_selected(task, event.step, chosen):
+                    entry = shapes.log_entry(task, event.step, patch, history)
+                    emit({"event": "step", "step": entry})
+            elif isinstance(event, Lost) and event.step_id in followed:
+                live = shapes.live_entry(task, event.live, None) if event.live else None
+                emit(
+                    {
+                        "event": "lost",
+                        "step_id": event.step_id,
+                        "reason": event.reason,
+                        "step": live,
+                    }
+                )
+    except KeyboardInterrupt:
+        return 0
     return 0
 
 
@@ -181,18 +379,11 @@ def _where(step: Step) -> str:
     return f"  (in {one_line(step.cwd)})"
 
 
-def _print_rows(
-    task: Task,
-    rows: list[_Row],
-    *,
-    patch: bool,
-    tools: bool,
-    history: list[dict[str, Any]] | None = None,
-) -> None:
-    paint = Painter(task.project.config.output.color)
-    # the cells are plain text: their lengths are their widths on the terminal
-    widths = [
-        max(map(len, column))
+def _widths(rows: list[_Row], least: list[int] | None = None) -> list[int]:
+    """The widths of the columns that line up (at least ``least``): the cells are plain
+    text, their lengths are their widths on the terminal."""
+    found = [
+        max(map(len, column), default=0)
         for column in (
             [row.step_id for row in rows],
             [row.kind for row in rows],
@@ -201,6 +392,21 @@ def _print_rows(
             [row.duration for row in rows],
         )
     ]
+    return found if least is None else [max(a, b) for a, b in zip(found, least, strict=True)]
+
+
+def _print_rows(
+    task: Task,
+    rows: list[_Row],
+    *,
+    patch: bool,
+    tools: bool,
+    history: list[dict[str, Any]] | None = None,
+    note: tuple[str, str] | None = None,
+) -> None:
+    """The rows; ``note``: a line said under the row of that step id (a step running)."""
+    paint = Painter(task.project.config.output.color)
+    widths = _widths(rows)
     width = terminal_width()
     out: list[str] = []  # lines printed together (flushed before a file is copied)
     shown_phase: object = ""  # a header line each time the phase changes
@@ -211,6 +417,8 @@ def _print_rows(
                 out.append(paint(f"phase {phase}" if phase else "before the flow started", "cyan"))
                 shown_phase = phase
         out.append(_line(row, widths, paint, width))
+        if note is not None and note[0] == row.step_id:
+            out.append(paint(f"      {note[1]}", "dim"))
         if row.session is not None:
             out.append(paint(f"      {session_text(row.session)}", "dim"))
         if row.checkpoints:

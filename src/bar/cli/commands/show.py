@@ -1,5 +1,7 @@
-"""``bar show [STEP]``: one step (the latest, as ``git show`` shows HEAD) in full, with its
-patch and output."""
+"""``bar show [STEP] [--follow]``: one step (the latest, as ``git show`` shows HEAD: the
+one running, if a step runs, else the last recorded) in full, with its patch and output.
+A step not recorded yet is shown, and followed with ``--follow``, by
+``bar.cli.commands.live``."""
 
 from __future__ import annotations
 
@@ -32,7 +34,7 @@ from bar.cli.render import (
     terminal_width,
     visible,
 )
-from bar.errors import NotFound
+from bar.errors import NotFound, StepNotFound, UsageError
 from bar.ledger.records import ApplyStep, RollbackStep, RunStep, Step, SyncStep
 from bar.task.tasks import Task
 
@@ -43,13 +45,47 @@ if TYPE_CHECKING:
 _CHECKPOINT = re.compile(r"#?[0-9]+\.[0-9]+")
 
 
-def show(*, task: str | None, step: str | None, as_json: bool, session: bool = False) -> int:
+def show(
+    *,
+    task: str | None,
+    step: str | None,
+    as_json: bool,
+    session: bool = False,
+    follow: bool = False,
+) -> int:
     the_task = api.get_task(api.open_project(), task)
+    if follow:
+        from bar.cli.commands import live  # (a step not recorded yet)
+
+        if session or (step is not None and _CHECKPOINT.fullmatch(step.strip())):
+            raise UsageError(
+                "--follow follows a step's output, not a session or a checkpoint",
+                hint="`bar show STEP --follow`; `bar log --follow` lists each tool call as it comes",
+            )
+        code = live.follow(the_task, step, as_json)
+        if code is not None:
+            return code
     if session:
         return _show_session(the_task, step, as_json)
     if step is not None and _CHECKPOINT.fullmatch(step.strip()):
         return _show_checkpoint(the_task, step, as_json)
-    record = api.show(the_task, step)
+    if step is None:  # the latest step: the one running, if one is (it comes last in the log)
+        live_now = api.live_step(the_task)
+        if live_now is not None:
+            step = live_now.step_id
+    try:
+        record = api.show(the_task, step)
+    except StepNotFound:
+        if step is None:
+            raise
+        from bar.cli.commands import live
+
+        running = live.show_live(the_task, step, as_json)  # (a step not recorded yet)
+        if running is None:
+            raise
+        if isinstance(running, int):
+            return running
+        record = running
     taken = api.checkpoints(the_task, record.step_id) if isinstance(record, RunStep) else []
     if as_json:
         print_json(shapes.step_entry(the_task, record, taken))

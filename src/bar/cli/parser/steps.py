@@ -140,9 +140,18 @@ def commands(sub: Any) -> None:
         "agents.prices prices its model); `bar show STEP --session` has the conversation.\n\n"
         "--grep, --kind, --agent and --since list only the steps that match every one\n"
         "given; -n then takes the last N of those. --grep searches the command (what the\n"
-        "log says of any other step: 'rollback to step 0003') and the step's output.",
+        "log says of any other step: 'rollback to step 0003') and the step's output.\n\n"
+        "A step that is running comes last, marked running (with how long it has run and\n"
+        "how to follow its output: bar show --follow); one whose bar run died before it\n"
+        "was recorded is marked interrupted. The filters hold it too (--grep: its command\n"
+        "and its output so far). --follow keeps the list going as the task goes: a step's\n"
+        "line when it starts, a line for each tool call its agent makes as it is\n"
+        "checkpointed, the step's line again when it is recorded (with filters: only the\n"
+        "steps they let through; a running step whose command --grep does not match is\n"
+        "shown once recorded, if its output does); Ctrl-C stops.",
         epilog="examples:\n"
         "  bar log                    every step\n"
+        "  bar log -f                 ... and each step and tool call as it comes\n"
         "  bar log -n 5 -p            the last five, each with its patch\n"
         "  bar log --tools            each tool call of an agent's steps\n"
         "  bar log --grep 'FAILED|Error' -i    steps whose command or output says so\n"
@@ -182,6 +191,13 @@ def commands(sub: Any) -> None:
         "2h, 1d, 2w) or a moment (2026-11-27, '2026-11-27 14:00'; local time unless it\n"
         "ends in Z or +HH:MM)",
     )
+    p.add_argument(
+        "-f",
+        "--follow",
+        action="store_true",
+        help="keep printing: each step as it starts and is recorded, each tool call as it "
+        "is checkpointed (--json: one JSON object a line)",
+    )
     _json_opt(p)
     _cmd(p, "log:log")
 
@@ -197,11 +213,23 @@ def commands(sub: Any) -> None:
         "prompts and replies, each tool call with what it acted on, the checkpoint it\n"
         "made (→ STEP.N) and how it ended, its subagents and interruptions, and the\n"
         "model, turns, tokens and cost. With STEP.N, the conversation up to that\n"
-        "checkpoint's tool call. With no STEP, the latest step (as git show shows HEAD).",
+        "checkpoint's tool call. With no STEP, the latest step (as git show shows HEAD):\n"
+        "the one running, if a step runs (the last in bar log), else the last recorded\n"
+        "(with --session: the last recorded one's conversation).\n\n"
+        "A step that is running is shown too: its command, since when it runs, its output\n"
+        "and checkpoints so far. --follow then streams the rest as it is written (stdout\n"
+        "on stdout, stderr on stderr, each checkpoint on a line of its own) and ends when\n"
+        "the step is recorded, with how it ended; or says so if the step's bar run died\n"
+        "(exit 1). Following only reads: the step's input stays with the terminal that\n"
+        "ran it, and Ctrl-C stops following, never the step. Without STEP it follows the\n"
+        "step running now, or waits for the next one. A step already recorded is shown as\n"
+        "it is.",
         epilog="examples:\n"
-        "  bar show              the latest step\n"
-        "  bar show --session    the agent's conversation in the latest step\n"
+        "  bar show              the latest step (the running one, if a step runs)\n"
+        "  bar show --session    the agent's conversation in the last recorded step\n"
         "  bar show 3            step 0003: command, result, policy, patch, output\n"
+        "  bar show --follow     the running step's output as it comes, to its end\n"
+        "  bar show 7 -f --json  the same as JSON lines: output, checkpoint, then step\n"
         "  bar show 3.2          its second checkpoint: the tool call and what it changed\n"
         "  bar show 3 --session  the agent's conversation in step 0003\n"
         "  bar show 3.2 --session --json   the session's events up to that tool call",
@@ -211,12 +239,20 @@ def commands(sub: Any) -> None:
         "step",
         nargs="?",
         metavar="STEP|STEP.N",
-        help="a step (3, 0003) or a checkpoint (3.2); default: the latest step",
+        help="a step (3, 0003) or a checkpoint (3.2); default: the latest step (the one "
+        "running, if any); with --follow, the step running, else the next to start",
     )
     p.add_argument(
         "--session",
         action="store_true",
         help="the agent's conversation in the step (to the checkpoint's tool call, with STEP.N)",
+    )
+    p.add_argument(
+        "-f",
+        "--follow",
+        action="store_true",
+        help="follow a running step: its output as it is written and its checkpoints as "
+        "they are taken, until it is recorded (--json: one JSON object a line)",
     )
     _json_opt(p)
     _cmd(p, "show:show")

@@ -73,6 +73,64 @@ if (live) {
   });
 }
 
+// --- a running step's page: its output and checkpoints as they come ------------------
+// (server-sent events from …/s/STEP/live, from where the page left off; when the step
+// ends, the page loads again and is its record)
+const liveStep = document.querySelector("#live-step[data-live]");
+if (liveStep) {
+  const pre = document.getElementById("live-output");
+  const spans = {};
+  for (const span of pre.querySelectorAll("span[data-stream]")) spans[span.dataset.stream] = span;
+  const plain = (text) => text.replace(/\x1b\[[0-9;?]*[ -/]*[@-~]/g, "").replace(/\x1b[^[]/g, "");
+  let colours = null; // an ansi_up per stream: escapes split across events are kept
+  const put = (stream, text) => {
+    const span = spans[stream];
+    if (!span) return;
+    const atEnd = pre.scrollTop + pre.clientHeight >= pre.scrollHeight - 4;
+    if (colours) span.insertAdjacentHTML("beforeend", colours[stream].ansi_to_html(text));
+    else span.append(document.createTextNode(plain(text)));
+    if (atEnd) pre.scrollTop = pre.scrollHeight;
+  };
+  const follow = () => {
+    const url = liveStep.dataset.live + "?from=" + encodeURIComponent(liveStep.dataset.mark);
+    const source = new EventSource(url);
+    source.addEventListener("output", (event) => {
+      const data = JSON.parse(event.data);
+      put(data.stream, data.text);
+    });
+    source.addEventListener("checkpoint", (event) => {
+      document.getElementById("live-checkpoints").insertAdjacentHTML("beforeend", JSON.parse(event.data).html);
+      document.getElementById("live-tools").hidden = false;
+    });
+    source.addEventListener("cut", (event) => {
+      if (!document.querySelector(".cut")) pre.insertAdjacentHTML("beforebegin", JSON.parse(event.data).html);
+    });
+    source.addEventListener("ended", () => {
+      source.close();
+      location.reload();
+    });
+    source.addEventListener("lost", (event) => {
+      source.close();
+      const note = document.querySelector(".live-note");
+      note.textContent = JSON.parse(event.data).reason;
+      note.classList.add("lost");
+    });
+  };
+  if (rich) {
+    import("/static/vendor/ansi_up.js").then(({ AnsiUp }) => {
+      colours = {};
+      for (const [name, span] of Object.entries(spans)) {
+        colours[name] = new AnsiUp();
+        span.innerHTML = colours[name].ansi_to_html(span.textContent);
+      }
+      follow();
+    }, follow);
+  } else {
+    follow();
+  }
+  pre.scrollTop = pre.scrollHeight;
+}
+
 // --- diffs, loaded when shown ---------------------------------------------------------
 function plainDiff(el, text) {
   const pre = document.createElement("pre");
