@@ -931,6 +931,22 @@ def call_target(task: Task, args: Any) -> str:
     return target(args, str(task.worktree))
 
 
+def result_status(result: dict[str, Any]) -> str:
+    """A session's tool result in one word (``ok``, ``exit 2``, ``interrupted``,
+    ``failed``): ``bar.session.events.status``."""
+    from bar.session.events import status
+
+    return status(result)
+
+
+def output_preview(text: str, lines: int = 3) -> list[str]:
+    """A tool's output in a few lines, its last one included:
+    ``bar.session.events.preview``."""
+    from bar.session.events import preview
+
+    return preview(text, lines)
+
+
 def cost_text(summary: dict[str, Any]) -> str | None:
     """``$0.0123`` for a session or a task's totals whose cost is known, else None."""
     from bar.session import stored

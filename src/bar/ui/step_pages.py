@@ -83,7 +83,7 @@ def _rows(rows: list[tuple[str, str]]) -> str:
 
 
 def step_page(task: Task, step: Step, csrf: str) -> str:
-    text, cls = result(step)
+    _, cls = result(step)
     rows: list[tuple[str, str]] = [
         ("kind", esc(step.kind)),
         ("started", esc(step.started_at)),
@@ -93,7 +93,7 @@ def step_page(task: Task, step: Step, csrf: str) -> str:
         rows += [
             ("command", f"<code>{esc(shlex.join(step.cmd))}</code>"),
             ("cwd", esc(step.cwd)),
-            ("result", f'<span class="{cls}">{esc(text)}</span>'),
+            ("result", f'<span class="{cls}">{esc(step.ending.text)}</span>'),
         ]
         if step.pty:
             rows.append(("terminal", "interactive (pty)"))

@@ -80,7 +80,7 @@ class _Row(NamedTuple):
 
 # names what ``_cells`` makes: a change to it (or to what it calls) needs a new tag, or
 # the rows kept beside long ledgers would show the old words
-_TAG = "log/2"
+_TAG = "log/3"
 
 
 def _cells(step: Step) -> list[Any]:
