@@ -61,7 +61,7 @@ if TYPE_CHECKING:
     from bar.history.lineage import RevBlame
     from bar.policy import Decision, Policy
     from bar.project.adopt import Adopted, Moved
-    from bar.project.doctor import Doctor
+    from bar.project.doctor import Doctor, Finding, Group
     from bar.share.adopt import Adopted as TaskAdopted
     from bar.share.fetch import Fetched
     from bar.share.prepush import Installed as PushHook
@@ -850,6 +850,14 @@ def doctor(project: Project, *, repair: bool = False) -> Doctor:
     if repair:
         doc.repair()
     return doc
+
+
+def doctor_groups(doc: Doctor) -> list[Finding | Group]:
+    """``doc``'s findings in order, those alike (the same problem in many files) put
+    together: ``bar.project.doctor.grouped``."""
+    from bar.project.doctor import grouped
+
+    return grouped(doc.findings)
 
 
 def projects() -> list[Project]:
