@@ -160,7 +160,7 @@ def checkpoint_line(cp: Checkpoint, paint: Painter, width: int | None = None) ->
     ``width`` columns (None: whole)."""
     tool = cp.tool or cp.kind
     head = f"{paint(cp.name, 'dim')}  {tool:<12} {stat_text(cp.diff_stat):<22} "
-    fate = " failed" if cp.outcome == "failed" else ""
+    fate = f" {cp.outcome}" if cp.outcome in ("failed", "interrupted") else ""
     if cp.verified is False:  # not in the agent's transcript: some process made it up
         fate += " unverified"
     room = None if width is None else max(width - visible_len(head) - len(fate), 10)
