@@ -409,7 +409,8 @@ class _Session:
         """Note the signal the child's terminal sent for ``keys`` (its interrupt or quit
         character, when the terminal makes signals of them), the interrupt character
         read as a key by a program that put its terminal in raw mode (a full-screen
-        agent: ``interrupt_key``), or that the person went on typing (text, Enter)."""
+        agent: ``interrupt_key``), or that the person went on typing (text, Enter,
+        Ctrl-D: any key but those and the escape sequences)."""
         try:
             attrs = termios.tcgetattr(self.master)  # (Linux: the child's side's settings)
         except termios.error:
@@ -424,7 +425,7 @@ class _Session:
                 self.keyed, self.interrupt_key = int(signal.SIGQUIT), False
             elif byte == 0x1B:
                 break  # an escape sequence: a key like an arrow, or the terminal's own report
-            elif byte >= 0x20 or byte in (0x0A, 0x0D):
+            else:  # any other key (text, Enter, Ctrl-D): the person went on
                 self.keyed, self.interrupt_key = None, False
 
     def result(self, printed: bool, start_size: tuple[int, int]) -> PtyResult:
