@@ -68,7 +68,11 @@ def test_a_step_stopped_by_sigint_reads_interrupted_as_on_the_command_line(
     try:
         result = tab.locator("#step-0003 td.result")
         sync_api.expect(result).to_have_text("interrupted")
-        sync_api.expect(result).to_have_class("result warn")
+        sync_api.expect(result).to_have_class("result stopped")
+        sync_api.expect(result).to_have_css("color", "rgb(154, 103, 0)")  # (--warn)
+        sync_api.expect(tab.locator("#step-0003 td.started")).not_to_have_css(
+            "color", "rgb(154, 103, 0)"
+        )
         sync_api.expect(tab.locator("#step-0001 td.result")).to_have_text("exit 0")
         shot(tab, "endings-timeline")
         tab.locator("#step-0003 a").first.click()

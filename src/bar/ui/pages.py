@@ -422,12 +422,13 @@ def describe(step: Step) -> str:
 
 def result(step: Step) -> tuple[str, str]:
     """The result column's text and its class: the words of ``RunStep.ending``, as the
-    command line says them."""
+    command line says them (``stopped``: on purpose, a Ctrl-C, a budget)."""
     if not isinstance(step, RunStep):
         return "done", "ok"
     if step.blocked:
         return "blocked", "blocked"
-    return step.ending.word, step.ending.tone
+    ending = step.ending
+    return ending.word, "stopped" if ending.tone == "warn" else ending.tone
 
 
 def step_row(task: Task, step: Step) -> str:
