@@ -424,3 +424,87 @@ def test_a_git_lock_a_live_git_holds_in_the_worktree_is_left_to_it(
     assert res.code == 0, res.err
     assert not lock.exists() and "HEAD.lock" in res.err
     assert bar(capfd, "doctor").code == 0
+
+
+# --- permissions: bar's files, and the agents' homes --------------------------------------
+
+# a step of an agent that keeps its own files in its home, with the modes it likes (Codex
+# writes its rollouts 0644): a hundred of them, and a token it was given
+AGENT_WRITES = (
+    'mkdir -p "$CODEX_HOME/sessions/2026/11/27" "$CODEX_HOME/skills/.system" && '
+    "for i in $(seq 1 100); do "
+    'echo "{}" > "$CODEX_HOME/sessions/2026/11/27/rollout-$i.jsonl"; '
+    'echo skill > "$CODEX_HOME/skills/.system/skill-$i.md"; done && '
+    'chmod -R go+rX "$CODEX_HOME/sessions" "$CODEX_HOME/skills" && '
+    'echo "{\\"token\\": 1}" > "$CODEX_HOME/auth.json" && chmod 600 "$CODEX_HOME/auth.json"'
+)
+
+
+def agent_home(task: dict[str, Any]) -> Path:
+    return task_dir(task["id"]) / "agents" / "codex"
+
+
+def test_files_an_agent_writes_in_its_closed_home_are_no_finding(
+    task: dict[str, Any], capfd: pytest.CaptureFixture[str]
+) -> None:
+    res = bar(capfd, "run", "--agent", "codex", "--", "sh", "-c", AGENT_WRITES)
+    assert res.code == 0, res.err
+    home = agent_home(task)
+    loose = home / "sessions" / "2026" / "11" / "27" / "rollout-1.jsonl"
+    assert oct(loose.stat().st_mode & 0o777) == oct(0o644)  # as the agent left it
+    assert oct(home.stat().st_mode & 0o777) == oct(0o700)
+    code, out, data = doctor(capfd)
+    assert code == 0 and data["findings"] == [], out
+    assert out.strip().endswith("everything checks out")
+
+
+def test_an_open_agent_home_and_a_readable_token_are_found_and_repaired(
+    task: dict[str, Any], capfd: pytest.CaptureFixture[str]
+) -> None:
+    assert bar(capfd, "run", "--agent", "codex", "--", "sh", "-c", AGENT_WRITES).code == 0
+    home = agent_home(task)
+    home.chmod(0o755)
+    (home / "auth.json").chmod(0o644)
+    code, out, data = doctor(capfd)
+    assert code == 0  # warnings: the project still works
+    found = {f["where"]: f["message"] for f in data["findings"]}
+    assert found == {
+        str(home): "mode 0755 lets other users reach the agent's files (its credentials, "
+        "its transcripts): should be 0700",
+        str(home / "auth.json"): "mode 0644 lets other users read the agent's credentials: "
+        "should be 0600",
+    }
+    assert f"warning: {home}: mode 0755" in out
+    res = bar(capfd, "doctor", "--repair")
+    assert res.code == 0 and "set mode 0700" in res.out and "set mode 0600" in res.out
+    assert home.stat().st_mode & 0o777 == 0o700
+    assert (home / "auth.json").stat().st_mode & 0o777 == 0o600
+    assert doctor(capfd)[2]["findings"] == []
+
+
+def test_the_same_problem_in_many_files_is_one_line_with_a_count_and_an_example(
+    task: dict[str, Any], capfd: pytest.CaptureFixture[str]
+) -> None:
+    assert bar(capfd, "run", "--", "sh", "-c", "echo said; echo 2 > f2.txt").code == 0
+    artifacts = task_dir(task["id"]) / "artifacts"
+    loose = sorted(p for p in artifacts.iterdir() if p.is_file())
+    assert len(loose) >= 3  # (patches and an output)
+    for path in loose:
+        path.chmod(0o644)
+    (task_dir(task["id"]) / "ledger.jsonl").chmod(0o640)  # a finding of its own
+    code, out, data = doctor(capfd)
+    assert code == 0
+    assert len(data["findings"]) == len(loose) + 1  # the JSON lists each
+    lines = out.splitlines()
+    message = "mode 0644 should be 0600 (outputs can hold secrets)"
+    assert f"warning: {len(loose)} paths under {artifacts}: {message}" in lines
+    (example,) = [line for line in lines if line.startswith("  e.g. ")]
+    assert example.endswith(" (`bar doctor --verbose` lists every one)")
+    assert Path(example.split()[1]) in loose
+    assert sum(1 for line in lines if line.startswith("warning:")) == 2
+    assert lines[-1] == f"{len(loose) + 1} problem(s) found"
+    every = bar(capfd, "doctor", "--verbose").out.splitlines()
+    for path in loose:
+        assert f"warning: {path}: {message}" in every
+    assert bar(capfd, "doctor", "--repair").code == 0
+    assert doctor(capfd)[2]["findings"] == []

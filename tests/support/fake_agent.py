@@ -21,7 +21,9 @@ released CLIs do, where ``bar run`` points it (``CLAUDE_CONFIG_DIR``, ``CODEX_HO
 answer with its tool call and then the call's result per command or edit (the call ids
 the hook events carry), and a last answer in words; each answer reports ``--usage
 IN,OUT,CACHED`` tokens (IN: prompt tokens not read from a cache); Ctrl-C (or bar stopping
-it past a budget) leaves the agent's mark of an interrupted turn. Its lines are those of
+it past a budget) leaves the agent's mark of an interrupted turn (``--interrupt-exit
+CODE``: then it exits with CODE, as the released agents catch SIGINT and exit, where it
+would otherwise die of it). Its lines are those of
 Claude Code 2.1.197, Codex 0.169.0 and Gemini CLI 0.61.0, appended as the session goes.
 A later run with the same ``--session-id`` resumes the session: it writes on in the same
 file. (Not by default: tests older than sessions read a step's checkpoints file and ``bar
@@ -31,6 +33,7 @@ each call bar finds.) One line per decision on stdout:
     RAN: <cmd>                 DENIED: <cmd>: <reason>
     ASKED: <cmd>: <reason>     (then RAN or DENIED, per --ask-answer)
     WARNING: <cmd>: <text>     HOOK ERROR: <cmd>: <text>     STOPPED: <reason>
+    INTERRUPTED                (Ctrl-C, with --interrupt-exit)
 
 The reply rules follow each agent's documentation and source (see docs/agents.md),
 including how it fails open: a hook that crashes, times out or answers something the
@@ -1166,6 +1169,13 @@ def main(argv: list[str] | None = None) -> int:
         "cache, output, prompt tokens read from a cache (default 10,5,0)",
     )
     parser.add_argument("--model", help="the model the transcript names")
+    parser.add_argument(
+        "--interrupt-exit",
+        type=int,
+        metavar="CODE",
+        help="on Ctrl-C (SIGINT) end the session and exit with CODE, as the released "
+        "agents do (Claude Code -p: 0), rather than be killed by it",
+    )
     parser.add_argument("commands", nargs="*")
     args = parser.parse_args(argv)
 
@@ -1258,6 +1268,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:  # (Ctrl-C; what bar sends an agent past its budget)
         if transcript is not None:
             transcript.interrupted()
+        if args.interrupt_exit is not None:
+            print("INTERRUPTED", file=out, flush=True)
+            return int(args.interrupt_exit)
         raise  # (ended by the signal, as before it kept a transcript)
     if transcript is not None:
         last = "Stopped: a hook ended the session." if stopped else f"Done: {done} tool call(s)."

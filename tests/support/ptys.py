@@ -10,6 +10,7 @@ import struct
 import subprocess
 import termios
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,9 +35,13 @@ def on_terminal(
     columns: int = 100,
     pipe: str | None = None,
     timeout: float = 120,
+    keys: Sequence[tuple[bytes | Path | Callable[[], bool], bytes]] = (),
 ) -> Shown:
     """Run ``bar ARGS`` with stdin, stdout and stderr on a pty of ``columns`` columns;
-    ``pipe``: "stdout" or "stderr" goes to a pipe instead."""
+    ``pipe``: "stdout" or "stderr" goes to a pipe instead. With ``keys``, (when, typed)
+    pairs, the pty is bar's controlling terminal, as a developer's is, and each ``typed``
+    is typed once ``when`` holds: text on the screen, a file that exists, or a check
+    (``b"\\x03"``: Ctrl-C, which the terminal makes a SIGINT to the programs in front)."""
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, columns, 0, 0))
     full_env = {**os.environ, "TERM": "xterm", **(env or {})}
@@ -45,12 +50,20 @@ def on_terminal(
     if pipe is not None:
         streams[pipe] = subprocess.PIPE  # type: ignore[assignment]
     proc = subprocess.Popen(
-        [BAR_EXE, *args], cwd=cwd, env=full_env, stdin=slave, start_new_session=True, **streams
-    )  # type: ignore[arg-type]
+        [BAR_EXE, *args],
+        cwd=cwd,
+        env=full_env,
+        stdin=slave,
+        start_new_session=True,
+        # (after setsid: the pty becomes the new session's terminal, bar in front)
+        preexec_fn=(lambda: fcntl.ioctl(0, termios.TIOCSCTTY, 0)) if keys else None,
+        **streams,
+    )  # type: ignore[call-overload]
     os.close(slave)
     screen = bytearray()
     deadline = time.monotonic() + timeout
     piped = b""
+    waiting = list(keys)
     try:
         while time.monotonic() < deadline:
             ready, _, _ = select.select([master], [], [], 0.2)
@@ -62,6 +75,8 @@ def on_terminal(
                 if not chunk:
                     break
                 screen += chunk
+            if waiting and _holds(waiting[0][0], bytes(screen)):
+                os.write(master, waiting.pop(0)[1])
             elif proc.poll() is not None and not select.select([master], [], [], 0.2)[0]:
                 break  # bar is gone and nothing is left to read (a child may hold the pty)
         if pipe is not None:
@@ -75,3 +90,11 @@ def on_terminal(
             proc.kill()
             proc.wait()
     return Shown(code, bytes(screen), piped)
+
+
+def _holds(when: bytes | Path | Callable[[], bool], screen: bytes) -> bool:
+    if isinstance(when, bytes):
+        return when in screen
+    if isinstance(when, Path):
+        return when.exists()
+    return when()

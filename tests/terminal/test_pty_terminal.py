@@ -500,9 +500,62 @@ def test_ctrl_c_reaches_the_child_as_sigint(tmp_path: Path, terminal: Terminal) 
 
     in_background(user)
     done = run(tmp_path, child, stdin=terminal.slave, stdout=terminal.slave)
-    assert done.result.exit_code == 0
     assert "got SIGINT" in done.body
     terminal.wait_for(b"got SIGINT")  # and it was shown live
+    # it caught the signal and exited 0, as an agent does: still stopped, not a success
+    assert (done.result.exit_code, done.result.signal) == (130, 2)
+
+
+def test_a_program_that_goes_on_after_ctrl_c_ends_with_its_own_code(
+    tmp_path: Path, terminal: Terminal
+) -> None:
+    """Ctrl-C at a prompt that catches it (a shell's), then more typed: the program was
+    not stopped by it, and ends as it chooses."""
+    child = python(
+        f"""
+        {ALARM}
+        import signal
+        signal.signal(signal.SIGINT, lambda *_: print("caught", flush=True))
+        print("answer? ", flush=True)
+        print("got", input())
+        """
+    )
+
+    def user() -> None:
+        terminal.wait_for(b"answer?")
+        terminal.type(b"\x03")
+        terminal.wait_for(b"caught")
+        terminal.type(b"yes\r")
+
+    in_background(user)
+    done = run(tmp_path, child, stdin=terminal.slave, stdout=terminal.slave)
+    assert "got yes" in done.body
+    assert (done.result.exit_code, done.result.signal) == (0, None)
+
+
+def test_ctrl_c_read_as_a_key_in_raw_mode_is_no_signal(tmp_path: Path, terminal: Terminal) -> None:
+    """A full-screen program reads Ctrl-C itself: no signal was sent; bar notes the key
+    (the step is judged with the agent's session, bar.step.complete)."""
+    child = python(
+        f"""
+        {ALARM}
+        import sys, tty
+        tty.setraw(0)
+        print("ready", end="\\r\\n", flush=True)
+        key = sys.stdin.read(1)
+        print("read", repr(key), end="\\r\\n", flush=True)
+        """
+    )
+
+    def user() -> None:
+        terminal.wait_for(b"ready")
+        terminal.type(b"\x03")
+
+    in_background(user)
+    done = run(tmp_path, child, stdin=terminal.slave, stdout=terminal.slave)
+    assert "read '\\x03'" in done.body
+    assert (done.result.exit_code, done.result.signal) == (0, None)
+    assert done.result.interrupt_key
 
 
 def test_ctrl_c_kills_a_child_without_a_handler_with_130(

@@ -75,6 +75,23 @@ KINDS = {
 }
 
 
+# the credentials among the files copied in: only the owner may read them, whatever
+# the home's mode (``bar doctor`` checks)
+SECRETS = frozenset(
+    {".credentials.json", "auth.json", "oauth_creds.json", "google_accounts.json", ".env"}
+)
+
+
+def secret_files(agents: Path) -> list[Path]:
+    """The credential files in the homes under a task's ``agents`` directory."""
+    return [
+        agents / agent / kind.inner / name
+        for agent, kind in KINDS.items()
+        for name in kind.copied
+        if name in SECRETS
+    ]
+
+
 def path(task: Task, agent: str) -> Path:
     """The agent's home in ``task`` (made, private, if missing)."""
     home = task.dir / "agents" / agent

@@ -276,15 +276,20 @@ def _is_codex_patch(command: str) -> bool:
 
 def _outcome(agent: str, event_name: str, tool_name: str | None, data: dict[str, Any]) -> str:
     """What a post-tool event says of the call: "ran" (completed), "failed" (ran and
-    failed: a non-zero exit, an error) or "refused" (the agent itself would not run it)."""
+    failed: a non-zero exit, an error), "interrupted" (the person stopped it: Esc,
+    Ctrl-C) or "refused" (the agent itself would not run it)."""
     if agent == "claude":
-        return "failed" if event_name == "PostToolUseFailure" else "ran"
+        if event_name != "PostToolUseFailure":
+            return "ran"
+        return "interrupted" if data.get("is_interrupt") is True else "failed"
     if agent == "gemini":
         response = data.get("tool_response")
         if isinstance(response, dict):
+            content = response.get("llmContent")
+            if isinstance(content, str) and _GEMINI_CANCELLED in content:
+                return "interrupted"
             if response.get("error"):
                 return "failed"
-            content = response.get("llmContent")
             if isinstance(content, str):
                 codes = _EXIT_CODE.findall(content)
                 if codes and codes[-1] != "0":
@@ -303,6 +308,7 @@ def _outcome(agent: str, event_name: str, tool_name: str | None, data: dict[str,
 
 
 _GEMINI_RAN = "Process Group PGID:"
+_GEMINI_CANCELLED = "Command was cancelled by user"  # (its shell tool's words, 0.61)
 
 
 def _required_str(data: dict[str, Any], key: str, who: str) -> str:

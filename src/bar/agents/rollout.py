@@ -6,7 +6,8 @@ process goes on) gets no post-tool event at all. Codex writes both to its *rollo
 session's JSONL in its home (``CODEX_HOME/sessions/…``, named in each event's
 ``transcript_path``), before the hook runs: an ``item_completed`` event with the command's
 ``exit_code``, and a ``function_call_output`` whose text starts ``Process exited with code
-N`` or ``Process running with session ID …``. Observed with Codex CLI 0.169.0.
+N`` or ``Process running with session ID …``, or ends ``aborted by user`` for a call the
+person stopped (Ctrl-C). Observed with Codex CLI 0.169.0.
 
 Only a rollout inside the agent's home for the task is read (``within``), reached
 without following any link; what it cannot tell is None, and the caller keeps what it knew.
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
 _TAIL = 1 << 20  # bytes read from the end first: a post-tool event's call is recent
 _EXITED = re.compile(r"^Process exited with code (-?\d+)$", re.M)
 _RUNNING = re.compile(r"^Process running with session ID ", re.M)
+_ABORTED = re.compile(r"^aborted by user$", re.M)
 
 
 def said(task: Task, events: list[HookEvent], *, recent: bool = False) -> dict[str, str]:
@@ -70,8 +72,9 @@ def outcomes(
     home: Path, rollout: Path, call_ids: Iterable[str], *, recent: bool = False
 ) -> dict[str, str]:
     """For each call the rollout tells about: "ran" (it ended with 0, was left running by
-    the model's choice, or was still running when Codex stopped it) or "failed" (a
-    non-zero exit code). ``recent``: look only at the rollout's last mebibyte."""
+    the model's choice, or was still running when Codex stopped it), "failed" (a
+    non-zero exit code) or "interrupted" (the person stopped the turn while it ran).
+    ``recent``: look only at the rollout's last mebibyte."""
     wanted = {i for i in call_ids if i}
     if not wanted:
         return {}
@@ -94,16 +97,21 @@ def _note(payload: dict[str, object], wanted: set[str], found: dict[str, str]) -
     item = payload.get("item")
     if payload.get("type") == "item_completed" and isinstance(item, dict):
         code = item.get("exit_code")
-        if item.get("id") in wanted and isinstance(code, int) and not isinstance(code, bool):
-            # -1: no exit status, Codex stopped it (a command left running when the
-            # session ended): it ran, and did not fail on its own
-            found[str(item["id"])] = "failed" if code > 0 else "ran"
+        call = str(item.get("id"))
+        known = isinstance(code, int) and not isinstance(code, bool)
+        # -1: no exit status, Codex stopped it (a command left running when the session
+        # ended, or one the person stopped: its output said so, and that stays)
+        if call in wanted and known and found.get(call) != "interrupted":
+            assert isinstance(code, int)
+            found[call] = "failed" if code > 0 else "ran"
     elif payload.get("type") == "function_call_output" and payload.get("call_id") in wanted:
         call = str(payload["call_id"])
         output = payload.get("output")
         text = output if isinstance(output, str) else json.dumps(output)
         exited = _EXITED.search(text)
-        if exited is not None:
+        if _ABORTED.search(text):
+            found[call] = "interrupted"  # (its item says -1: stopped, not why)
+        elif exited is not None:
             found.setdefault(call, "ran" if exited.group(1) == "0" else "failed")
         elif _RUNNING.search(text):
             found.setdefault(call, "ran")

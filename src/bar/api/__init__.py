@@ -63,7 +63,7 @@ if TYPE_CHECKING:
     from bar.ledger.select import Selection
     from bar.policy import Decision, Policy
     from bar.project.adopt import Adopted, Moved
-    from bar.project.doctor import Doctor
+    from bar.project.doctor import Doctor, Finding, Group
     from bar.share.adopt import Adopted as TaskAdopted
     from bar.share.fetch import Fetched
     from bar.share.prepush import Installed as PushHook
@@ -944,6 +944,14 @@ def doctor(project: Project, *, repair: bool = False) -> Doctor:
     return doc
 
 
+def doctor_groups(doc: Doctor) -> list[Finding | Group]:
+    """``doc``'s findings in order, those alike (the same problem in many files) put
+    together: ``bar.project.doctor.grouped``."""
+    from bar.project.doctor import grouped
+
+    return grouped(doc.findings)
+
+
 def projects() -> list[Project]:
     """Every project registered under ``$BAR_HOME``, by name (what ``bar ui`` lists)."""
     from bar.project.registry import registered
@@ -1149,6 +1157,22 @@ def call_target(task: Task, args: Any) -> str:
     from bar.session.events import call_target as target
 
     return target(args, str(task.worktree))
+
+
+def result_status(result: dict[str, Any]) -> str:
+    """A session's tool result in one word (``ok``, ``exit 2``, ``interrupted``,
+    ``failed``): ``bar.session.events.status``."""
+    from bar.session.events import status
+
+    return status(result)
+
+
+def output_preview(text: str, lines: int = 3) -> list[str]:
+    """A tool's output in a few lines, its last one included:
+    ``bar.session.events.preview``."""
+    from bar.session.events import preview
+
+    return preview(text, lines)
 
 
 def cost_text(summary: dict[str, Any]) -> str | None:

@@ -25,8 +25,7 @@ def log_entry(
     """One element of ``bar log --json``: the ledger line, its checkpoints, with
     ``patch`` the text of its patch, and with the flow's ``history`` (if the task has a
     flow) the phase current when the step started."""
-    rec = step.to_record()
-    rec["task_dir"] = str(task.dir)  # what the artifacts' paths are relative to
+    rec = run_entry(task, step)
     if history is not None:
         from bar.aide.flow import phase_of
 
@@ -41,8 +40,7 @@ def log_entry(
 
 def step_entry(task: Task, step: Step, taken: list[Checkpoint]) -> dict[str, Any]:
     """``bar show STEP --json``: the ledger line with its patch, output and checkpoints."""
-    rec = step.to_record()
-    rec["task_dir"] = str(task.dir)
+    rec = run_entry(task, step)
     rec["patch_text"] = text(api.read_artifact(task, step.artifacts.patch))
     rec["output_text"] = text(api.read_output(task, step))
     if taken:
@@ -69,6 +67,17 @@ def live_show_entry(task: Task, live: LiveStep, seen: Glance) -> dict[str, Any]:
     nothing)."""
     rec = live_entry(task, live, seen.checkpoints)
     rec["output_text"] = text(seen.output())
+    return rec
+
+
+def run_entry(task: Task, step: Step) -> dict[str, Any]:
+    """The ledger line as every face gives it (``bar run --json`` too): with ``task_dir``,
+    and for a ``run`` step its ``ending``, how it ended in the words ``bar log`` shows
+    (``exit 0``, ``interrupted``, ...: ``bar.ledger.endings``)."""
+    rec = step.to_record()
+    rec["task_dir"] = str(task.dir)  # what the artifacts' paths are relative to
+    if isinstance(step, RunStep):
+        rec["ending"] = step.ending.word
     return rec
 
 

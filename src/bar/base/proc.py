@@ -95,13 +95,14 @@ def clean_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
 def exit_status(returncode: int, stopped_by: int | None = None) -> tuple[int, int | None]:
     """A ``Popen`` return code as (exit code, signal): 128+N when killed by signal N.
 
-    ``stopped_by``: the signal bar passed on to end the child (SIGTERM, SIGHUP). A child
-    that catches it and exits 0 (agents shut down cleanly) was still stopped from
-    outside, not done: it is recorded as killed by that signal, never as a success."""
+    ``stopped_by``: the signal that reached the child to end it (SIGTERM, SIGHUP passed
+    on by bar; SIGINT from the person's Ctrl-C). A child that catches it and exits
+    (agents shut down cleanly, most with 0) was still stopped, not done: the signal is
+    recorded, and a 0 it chose becomes 128+N, never a success."""
     if returncode < 0:
         return 128 - returncode, -returncode
-    if returncode == 0 and stopped_by is not None:
-        return 128 + stopped_by, stopped_by
+    if stopped_by is not None:
+        return (returncode or 128 + stopped_by), stopped_by
     return returncode, None
 
 

@@ -185,7 +185,7 @@ def checkpoint_line(
         f"{paint(cp.name, 'dim')}{' ' * (name_w - len(cp.name))}  {tool:<{tool_w}}  "
         f"{stat_text(cp.diff_stat):<{stat_w}}  "
     )
-    fate = " failed" if cp.outcome == "failed" else ""
+    fate = f" {cp.outcome}" if cp.outcome in ("failed", "interrupted") else ""
     if cp.verified is False:  # not in the agent's transcript: some process made it up
         fate += " unverified"
     room = None if width is None else max(width - visible_len(head) - len(fate), 10)
@@ -197,21 +197,16 @@ def outcome(step: Step, paint: Painter) -> str:
     return paint(text, style) if style else text
 
 
+_TONE = {"ok": "green", "warn": "yellow", "bad": "red"}
+
+
 def outcome_parts(step: Step) -> tuple[str, str | None]:
-    """How a step ended, in words, and the colour to show them in."""
+    """How a step ended, in words (``RunStep.ending``: the same in every face), and the
+    colour to show them in."""
     if not isinstance(step, RunStep):
         return "", None
-    if step.blocked:
-        return "blocked", "red"
-    if step.extra.get("stopped_by"):
-        return "stopped", "red"
-    if step.extra.get("stopped"):  # bar stopped the agent itself: ``budget``
-        return f"stopped: {step.extra['stopped']}", "yellow"
-    if step.interrupted:
-        return "interrupted", "yellow"
-    if step.exit_code == 0:
-        return "exit 0", "green"
-    return f"exit {step.exit_code}", "red"
+    ending = step.ending
+    return ending.word, _TONE[ending.tone]
 
 
 def session_text(summary: dict[str, Any], *, calls: bool = False) -> str:

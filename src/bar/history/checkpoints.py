@@ -73,7 +73,7 @@ class Checkpoint:
     paths: tuple[str, ...] = ()  # the files an edit tool named
     decision: str | None = None  # the policy's action on the command (allow, warn, ...)
     answer: str | None = None  # what bar told the agent (none, warning, ask)
-    outcome: str | None = None  # what the agent reported: ran | failed | refused
+    outcome: str | None = None  # what the agent reported: ran | failed | interrupted | refused
     agent_id: str | None = None  # the subagent that made the call (Claude Code's), its kind
     agent_type: str | None = None
     verified: bool | None = None  # the call is in the agent's transcript (None: cannot say)

@@ -27,11 +27,15 @@ class Recorded:
     sessions: list[str]
 
 
-def read_recorded(task: Task, step_id: str, *, finished: bool = True) -> Recorded:
+def read_recorded(
+    task: Task, step_id: str, *, finished: bool = True, stopped: bool = False
+) -> Recorded:
     """The decisions a step's supervisor recorded (also after bar died mid-step), each
-    with its ``outcome``: "ran" or "failed" as the agent reported; "refused" when bar
-    denied it and nothing says it ran, or when the agent reports what it runs, ended on
-    its own (``finished``) and never ran this one; none when it cannot be known."""
+    with its ``outcome``: "ran", "failed" or "interrupted" as the agent reported;
+    "refused" when bar denied it and nothing says it ran, or when the agent reports what
+    it runs, ended on its own (``finished``) and never ran this one; "interrupted" when
+    a signal stopped the agent (``stopped``: Ctrl-C, a timeout) before it reported the
+    call; none when it cannot be known (bar died)."""
     lines = read_json_lines(task.paths.policy_events(step_id))
     outcomes = {
         rec[CALL]: str(rec["outcome"])
@@ -50,6 +54,8 @@ def read_recorded(task: Task, step_id: str, *, finished: bool = True) -> Recorde
             outcome = outcomes.get(call)
             if outcome is None and (event.answer == "deny" or (reported and finished)):
                 outcome = "refused"
+            elif outcome is None and stopped:
+                outcome = "interrupted"
             if outcome is not None:
                 event = replace(event, outcome=outcome)
         events.append(event)

@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 from bar.base.record import field, record
 from bar.errors import CorruptFile, UsageError
 from bar.git import DiffStat, is_object_id
+from bar.ledger import endings
 from bar.ledger.migrate import upgrade
 from bar.store.layout import ARTIFACT_RE, STEP_ID_RE
 
@@ -241,6 +242,11 @@ class RunStep(_Changes):
     blocked: bool = False
     pty: bool = False
     checkpoints: int = 0  # ext: tool-call checkpoints recorded inside the step
+
+    @property
+    def ending(self) -> endings.Ending:
+        """How the step ended, in the words every face shows (``bar.ledger.endings``)."""
+        return endings.of(self)
 
     def _head_fields(self, rec: dict[str, Any]) -> None:
         rec.update(cmd=list(self.cmd), cwd=self.cwd, env=dict(self.env))

@@ -79,6 +79,41 @@ class Finding:
         }
 
 
+@record(frozen=True)
+class Group:
+    """Findings alike (one severity, message and fate), said once: how many, where (the
+    directory they share) and one of them."""
+
+    findings: tuple[Finding, ...]
+
+    @property
+    def first(self) -> Finding:
+        return self.findings[0]
+
+    @property
+    def under(self) -> str:
+        return os.path.commonpath([os.path.dirname(f.where) for f in self.findings])
+
+
+def grouped(findings: list[Finding], least: int = 3) -> list[Finding | Group]:
+    """``findings`` in order, those alike put together where there are ``least`` or
+    more of them (a home full of files of one loose mode is one line, not a hundred)."""
+    alike: dict[tuple[object, ...], list[Finding]] = {}
+    for f in findings:
+        key = (f.severity, f.message, f.repair is None, f.repaired, f.repair_error, f.hint)
+        alike.setdefault(key, []).append(f)
+    out: list[Finding | Group] = []
+    said: set[tuple[object, ...]] = set()
+    for f in findings:
+        key = (f.severity, f.message, f.repair is None, f.repaired, f.repair_error, f.hint)
+        if len(alike[key]) < least:
+            out.append(f)
+        elif key not in said:
+            said.add(key)
+            out.append(Group(tuple(alike[key])))
+    return out
+
+
 class Doctor:
     def __init__(self, project: Project) -> None:
         self.project = project
@@ -198,6 +233,9 @@ class Doctor:
     def _check_permissions(self) -> None:
         workspaces = self.project.paths.workspaces
         for path in _walk(self.project.dir, skip=workspaces):
+            if path.name == AGENTS and path.parent.parent == self.project.paths.tasks:
+                self._check_agent_homes(path)
+                continue
             if path.name.startswith("index") and path.name.endswith(".lock"):
                 continue  # git's, while it writes a side index or a copy (a watcher's)
             if path.name in STEP_COVERS and path.parent.parent == self.project.paths.tasks:
@@ -222,6 +260,46 @@ class Doctor:
                     "a temporary file left by an interrupted write",
                     then(path.unlink, "removed it"),
                 )
+
+    def _check_agent_homes(self, agents: Path) -> None:
+        """A task's agent homes (``bar.agents.homes``) are judged by what matters, not
+        file by file: the agents write there, with modes of their own choosing, and no
+        other user reaches any of it while ``agents`` and each home are closed to them.
+        So these must be 0700, and the credentials bar copies in stay the owner's even
+        so (``homes.SECRETS``); bar's layer over ``/etc`` (``system``) has ``/etc``'s
+        mode on purpose (``bar.agents.managed``), and is inside ``agents``."""
+        from bar.agents import homes
+
+        for path in (agents, *sorted(p for p in agents.iterdir() if p.name in homes.KINDS)):
+            self._closed(path, "agent's files (its credentials, its transcripts)")
+        for path in homes.secret_files(agents):
+            try:
+                have = stat.S_IMODE(path.lstat().st_mode)
+            except FileNotFoundError:
+                continue
+            if have & 0o077:
+                self.add(
+                    "warning",
+                    path,
+                    f"mode {have:04o} lets other users read the agent's credentials: "
+                    f"should be {FILE_MODE:04o}",
+                    then(functools.partial(_chmod_if_there, path, FILE_MODE), "set mode 0600"),
+                )
+
+    def _closed(self, path: Path, what: str) -> None:
+        """A directory no other user may enter: it holds the ``what``."""
+        try:
+            st = path.lstat()
+        except FileNotFoundError:
+            return
+        have = stat.S_IMODE(st.st_mode)
+        if stat.S_ISDIR(st.st_mode) and have & 0o077:
+            self.add(
+                "warning",
+                path,
+                f"mode {have:04o} lets other users reach the {what}: should be {DIR_MODE:04o}",
+                then(functools.partial(_chmod_if_there, path, DIR_MODE), "set mode 0700"),
+            )
 
     def _check_jsonl(self, path: Path, what: str) -> None:
         if not path.exists():
@@ -697,6 +775,9 @@ def _write_board(task: Task, want: board.Board) -> str:
     return f"wrote board {want.status}"
 
 
+AGENTS = "agents"  # a task's directory of agent homes (``bar.agents.homes.path``)
+
+
 def _task_name(tdir: Path) -> str:
     """A task's name for the progress line (its id if task.json cannot be read)."""
     try:
@@ -714,11 +795,13 @@ def _chmod_if_there(path: Path, mode: int) -> None:
 
 def _walk(root: Path, skip: Path) -> Iterator[Path]:
     """bar's files under ``root``: not ``skip``, not a task's ``tmp`` (the confined steps'
-    own, which may hold links anywhere), never through a link."""
+    own, which may hold links anywhere) nor what is in its agents' homes (the agents':
+    ``_check_agent_homes``), never through a link."""
     yield root
     for dirpath, dirnames, filenames in os.walk(root):
         here = Path(dirpath)
-        if here == skip or (here.name == "tmp" and here.parent.parent.name == "tasks"):
+        theirs = here.name in ("tmp", AGENTS) and here.parent.parent.name == "tasks"
+        if here == skip or theirs:
             dirnames[:] = []
             continue
         for d in dirnames:

@@ -159,6 +159,7 @@ class Capture:
         self.prices = price_table
         self.files: dict[Path, _File] = {}
         self.truncated = False  # transcripts left unread: more than ``MAX_TOTAL``
+        self.ended_mid_turn = False  # (``finish``) the session's last word: an interrupt
         self._totals = Totals()
         self._unpriced: Counter[str] = Counter()
 
@@ -266,6 +267,13 @@ class Capture:
         for e in events:
             if e["type"] == "subagent" and e.get("parent_call") is None:
                 e["parent_call"] = calls.get(e["agent_id"])
+        said = [
+            e["type"]
+            for e in events
+            if e["type"] in ("message", "tool_call", "tool_result", "interrupt")
+            and not e.get("agent_id")
+        ]
+        self.ended_mid_turn = bool(said) and said[-1] == "interrupt"
         amends = _link(events, checkpoints, scrubber)
         self._price(events)
         data = b"".join(

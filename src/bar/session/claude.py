@@ -21,6 +21,7 @@ error. Observed with Claude Code 2.1 (the version pinned in the Makefile).
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -31,8 +32,12 @@ from bar.store.files import read_beneath
 
 NAME = "claude"
 
-# what Claude Code writes when the person stops it mid-turn (Esc, Ctrl-C)
+# what Claude Code writes when the person stops it mid-turn (Esc, Ctrl-C); the second
+# follows the result of the tool call it stopped
 _INTERRUPTED = ("[Request interrupted by user]", "[Request interrupted by user for tool use]")
+_REJECTED = "The user doesn't want to proceed with this tool use."
+# how its Bash tool tells the model a command failed: this line, then the output
+_EXIT = re.compile(r"Exit code (-?\d+)")
 
 _METADATA = frozenset(
     {
@@ -163,7 +168,10 @@ class Reader:
             message = rec.get("message")
             if kind == "user" and isinstance(message, dict):
                 if not rec.get("isMeta") and not rec.get("isCompactSummary"):
-                    out += _user(message.get("content"), at, agent)
+                    for event in _user(message.get("content"), at, agent, rec.get("toolUseResult")):
+                        if event.pop("tool_use", False):
+                            _stopped(out)
+                        out.append(event)
             elif kind == "assistant" and isinstance(message, dict):
                 if message.get("model") == "<synthetic>" and not rec.get("isApiErrorMessage"):
                     continue  # (what Claude Code says in the model's place to resume a turn)
@@ -206,7 +214,38 @@ def _usage(model: str, raw: dict[str, Any]) -> Usage:
     )
 
 
-def _user(content: Any, at: str | None, agent: str | None) -> list[Event]:
+def stopped_calls(events: list[Event]) -> None:
+    """In events an older bar kept: mark the results of the calls the person stopped
+    (Claude Code's refusal of them, then an ``interrupt``) as ``_stopped`` does now."""
+    for i, event in enumerate(events):
+        if event["type"] == "interrupt" and i and _REJECTED in str(events[i - 1].get("summary")):
+            _stopped(events[:i])
+
+
+def _stopped(before: list[Event]) -> None:
+    """The person stopped a tool call (``[Request interrupted by user for tool use]``):
+    the failed results just before it are of the calls it stopped."""
+    for event in reversed(before):
+        if event["type"] == "usage":
+            continue
+        if event["type"] != "tool_result" or event.get("ok"):
+            break
+        event["interrupted"] = True
+        if event["summary"].startswith(_REJECTED):
+            event["summary"] = ""  # (what it tells the model of any stopped call: no output)
+
+
+def answer(text: str, ok: bool = True) -> ev.Answer:
+    """What a tool answered: a failed (not ``ok``) Bash command's ``Exit code N`` line
+    read apart from its output."""
+    first, _, rest = text.partition("\n")
+    exited = _EXIT.fullmatch(first) if not ok else None
+    if exited is None:
+        return ev.Answer(text)
+    return ev.Answer(rest, int(exited.group(1)))
+
+
+def _user(content: Any, at: str | None, agent: str | None, result: Any = None) -> list[Event]:
     if isinstance(content, str):
         content = [{"type": "text", "text": content}]
     out: list[Event] = []
@@ -217,12 +256,17 @@ def _user(content: Any, at: str | None, agent: str | None) -> list[Event]:
             text = ev.text_of(block.get("text"))
             if text.strip() in _INTERRUPTED:
                 out.append(ev.interrupt(at, agent))
+                if text.strip() == _INTERRUPTED[1]:
+                    out[-1]["tool_use"] = True  # (``_stopped``: not kept)
             elif text:
                 out.append(ev.message("user", text, at, agent))
         elif block.get("type") == "tool_result":
             call = str(block.get("tool_use_id") or "")
-            text = ev.text_of(block.get("content"))
-            out.append(ev.tool_result(call, not block.get("is_error"), text, at, agent))
+            failed = bool(block.get("is_error"))
+            said = answer(ev.text_of(block.get("content")), not failed)
+            if isinstance(result, dict) and result.get("interrupted") is True:
+                said = ev.Answer(said.output, said.exit_code, True)  # (its Bash tool's)
+            out.append(ev.answered(call, not failed, said, at, agent))
     return out
 
 

@@ -11,6 +11,14 @@ model response, by ``response_id``). Prompts and replies are taken from the even
 person saw (the model's side also carries the instructions Codex sends); where a version
 writes only ``user_message``/``agent_message`` events, those. Codex counts cached prompt
 tokens inside ``input_tokens``; here they are apart. Observed with Codex CLI 0.169.
+
+A shell call's output (``function_call_output``) is framed for the model: 0.169 writes
+``Chunk ID: …``, ``Wall time: …``, ``Process exited with code N`` (or ``Process running
+with session ID …``), ``Original token count: …``, ``Output:`` and then the output, or
+``Wall time: …`` and ``aborted by user`` for a call the person stopped; earlier
+versions ``Exit code: N``, ``Wall time: …``, ``Output:``, or a JSON string with
+``output`` and ``metadata.exit_code``. ``answer`` reads the output and its exit code out
+of any of them, so no header stands for what the command printed.
 """
 
 from __future__ import annotations
@@ -37,7 +45,13 @@ _KNOWN = frozenset(
         "compacted",
     }
 )
-_EXIT = re.compile(r"^(?:Process exited with code|Exit code:) (-?\d+)$", re.M)
+_EXIT = re.compile(r"^(?:Process exited with code|Exit code:) (-?\d+)$")
+# the lines Codex puts before a command's output
+_HEADER = re.compile(
+    r"(?:Chunk ID|Wall time|Original token count|Total output lines|Exit code): .*"
+    r"|Process exited with code -?\d+|Process running with session ID \S+"
+)
+_ABORTED = "aborted by user"
 # what Codex tells the model of a call its PreToolUse hook refused (0.169's words)
 _BLOCKED = ("Command blocked by PreToolUse hook: ", "Tool call blocked by PreToolUse hook: ")
 
@@ -166,12 +180,50 @@ def _item(payload: dict[str, Any], at: str | None) -> list[Event]:
     if sub in ("function_call_output", "custom_tool_call_output"):
         output = payload.get("output")
         text = output if isinstance(output, str) else ev.text_of(output) or json.dumps(output)
-        code = _EXIT.search(text)
-        ok = (code is None or code.group(1) == "0") and not text.startswith(_BLOCKED)
+        ok = not text.startswith(_BLOCKED)
         if isinstance(output, dict) and output.get("success") is False:
             ok = False
-        return [ev.tool_result(call, ok, text, at)]
+        return [ev.answered(call, ok, answer(text), at)]
     return []
+
+
+def answer(text: str, ok: bool = True) -> ev.Answer:
+    """A tool call's output as Codex framed it for the model, read out of its framing
+    (see the module's notes); a text with no framing is the output itself."""
+    framed = _json_output(text)
+    if framed is not None:
+        return framed
+    lines = text.split("\n")
+    code: int | None = None
+    at = 0
+    while at < len(lines) and _HEADER.fullmatch(lines[at]):
+        if (exited := _EXIT.fullmatch(lines[at])) is not None:
+            code = int(exited.group(1))
+        at += 1
+    if at == 0:
+        return ev.Answer(text)
+    rest = lines[at:]
+    if rest and rest[0] == "Output:":
+        rest = rest[1:]
+    output = "\n".join(rest)
+    stopped = output.strip() == _ABORTED
+    return ev.Answer("" if stopped else output, code, stopped)
+
+
+def _json_output(text: str) -> ev.Answer | None:
+    """Earlier versions' ``{"output": …, "metadata": {"exit_code": …}}``."""
+    if not text.startswith("{"):
+        return None
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(data, dict) or not isinstance(data.get("output"), str):
+        return None
+    meta = data.get("metadata")
+    code = meta.get("exit_code") if isinstance(meta, dict) else None
+    known = isinstance(code, int) and not isinstance(code, bool)
+    return ev.Answer(data["output"], code if known else None)
 
 
 def _event(payload: dict[str, Any], at: str | None, seen_items: bool) -> list[Event]:

@@ -5,7 +5,12 @@ Each is one JSON object on one line of ``artifacts/NNNN.session.jsonl``:
 - ``message`` {role: user | assistant, text, at}: a prompt or a reply;
 - ``tool_call`` {id, name, input, checkpoint?, at}: the model asked for a tool;
   ``checkpoint`` is the state after it (``STEP.N``) when it changed files;
-- ``tool_result`` {id, ok, summary, at}: what the tool answered (cut to ``SUMMARY``);
+- ``tool_result`` {id, ok, summary, exit_code?, interrupted?, at}: what the tool
+  answered, its output without the agent's framing (Codex's ``Process exited with code
+  0`` header, Gemini CLI's ``Output:``/``Exit Code:`` lines, Claude Code's ``Exit code
+  N``), cut to ``SUMMARY`` characters, its first and its last lines kept (the verdict of
+  a test run is at its end); ``exit_code``: the shell command's, when the agent said it;
+  ``interrupted``: the person stopped the call (Esc, Ctrl-C);
 - ``usage`` {model, input_tokens, output_tokens, cache_read_tokens, cost_usd?, at}: one
   answer of the model. ``input_tokens`` counts the prompt tokens not read from a cache,
   whatever the agent's API counts, so the three numbers add up to what was processed;
@@ -31,6 +36,20 @@ Event = dict[str, Any]
 
 TYPES = ("message", "tool_call", "tool_result", "usage", "interrupt", "subagent", "unknown")
 SUMMARY = 2000  # characters of a tool result kept (the tool's output is the agent's)
+_TAIL = 500  # of them, from its end
+_LEFT_OUT = "… ({:,} characters left out) …"
+_LEFT_OUT_RE = re.compile(r"… \([\d,]+ characters left out\) …")
+
+
+@record(frozen=True)
+class Answer:
+    """What a tool call answered, read out of the agent's framing: the output itself,
+    the shell command's exit code if the agent said it, and whether the person stopped
+    the call."""
+
+    output: str
+    exit_code: int | None = None
+    interrupted: bool = False
 
 
 @record
@@ -57,12 +76,74 @@ def tool_call(
 
 
 def tool_result(
-    call_id: str, ok: bool, text: str, at: str | None, agent_id: str | None = None
+    call_id: str,
+    ok: bool,
+    text: str,
+    at: str | None,
+    agent_id: str | None = None,
+    *,
+    exit_code: int | None = None,
+    interrupted: bool = False,
 ) -> Event:
-    summary = text if len(text) <= SUMMARY else text[:SUMMARY] + f"… ({len(text)} characters)"
-    return _with(
-        {"type": "tool_result", "id": call_id, "ok": ok, "summary": summary, "at": at}, agent_id
+    rec: Event = {"type": "tool_result", "id": call_id, "ok": ok, "summary": cut(text)}
+    if exit_code is not None:
+        rec["exit_code"] = exit_code
+    if interrupted:
+        rec["interrupted"] = True
+    rec["at"] = at
+    return _with(rec, agent_id)
+
+
+def answered(
+    call_id: str, ok: bool, answer: Answer, at: str | None, agent_id: str | None = None
+) -> Event:
+    """The ``tool_result`` of ``answer``: not ok when its command failed or was stopped."""
+    failed = answer.interrupted or answer.exit_code not in (None, 0)
+    return tool_result(
+        call_id,
+        ok and not failed,
+        answer.output,
+        at,
+        agent_id,
+        exit_code=answer.exit_code,
+        interrupted=answer.interrupted,
     )
+
+
+def status(result: Event) -> str:
+    """A tool result in one word: ``interrupted`` (the person stopped the call), ``exit
+    N`` (its command failed), ``ok`` or ``failed``."""
+    code = result.get("exit_code")
+    if result.get("interrupted"):
+        return "interrupted"
+    if isinstance(code, int) and not isinstance(code, bool) and code != 0:
+        return f"exit {code}"
+    return "ok" if result.get("ok") is not False else "failed"
+
+
+def cut(text: str) -> str:
+    """``text`` within ``SUMMARY`` characters: its beginning and its last lines, with what
+    was left out between them said."""
+    if len(text) <= SUMMARY:
+        return text
+    tail = text[-_TAIL:]
+    tail = tail[tail.find("\n") + 1 :] if "\n" in tail[:-1] else tail  # (from a line's start)
+    head = text[: SUMMARY - len(tail) - len(_LEFT_OUT) - 10]  # (10: the number)
+    head = head[: head.rfind("\n")] if "\n" in head else head  # (to a line's end)
+    left = len(text) - len(head) - len(tail)
+    return f"{head}\n{_LEFT_OUT.format(left)}\n{tail}"
+
+
+def preview(text: str, lines: int = 3) -> list[str]:
+    """A tool's output in a few lines: its first ``lines`` lines of substance, and when
+    there are more, how many, and its last line (where a test run says how it went)."""
+    said = [line.rstrip() for line in text.splitlines() if line.strip()]
+    if len(said) <= lines + 2:
+        return said
+    hidden = said[lines:-1]
+    cut_out = [line for line in hidden if _LEFT_OUT_RE.fullmatch(line)]
+    more = f"{len(hidden) - len(cut_out)}{'+' if cut_out else ''}"
+    return [*said[:lines], f"… ({more} more lines)", said[-1]]
 
 
 def usage(u: Usage, at: str | None, agent_id: str | None = None) -> Event:

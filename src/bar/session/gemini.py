@@ -11,6 +11,12 @@ and ``model`` and its ``toolCalls`` with their results and ``status``; ``info`` 
 say what the CLI told the person (``Request cancelled.`` when they stopped the turn).
 Gemini counts cached prompt tokens inside ``input`` and thinking apart from ``output``;
 here cached tokens are apart and thinking is output. Observed with Gemini CLI 0.61.
+
+``run_shell_command`` answers the model in lines (inside ``<untrusted_context>``):
+``Output: …`` (``(empty)`` when it printed nothing), then, when they apply, ``Error:``,
+``Exit Code:``, ``Signal:``, ``Background PIDs:``, ``Process Group PGID:``; a command
+the person stopped reads ``Command was cancelled by user …``, one the CLI would not run
+only why. ``answer`` reads the output and the exit code out of them.
 """
 
 from __future__ import annotations
@@ -27,8 +33,13 @@ from bar.session.events import Event, Usage
 NAME = "gemini"
 
 _KINDS = frozenset({"user", "gemini", "info", "error", "warning"})
-# how ``run_shell_command`` tells the model a command failed: its call still succeeded
-_EXIT = re.compile(r"^Exit Code: (-?\d+)$", re.M)
+# the lines ``run_shell_command`` writes after a command's output (``Exit Code``: it
+# failed, though the call itself succeeded)
+_TRAILER = re.compile(r"(Error|Exit Code|Signal|Background PIDs|Process Group PGID): (.*)", re.S)
+_SHELL = "run_shell_command"
+_WRAP = ("<untrusted_context>", "</untrusted_context>")
+_CANCELLED = "Command was cancelled by user"
+_BEFORE = "Below is the output before it was cancelled: "
 
 
 def transcripts(home: Path) -> list[Path]:
@@ -126,10 +137,47 @@ def _call(call: dict[str, Any], at: str | None) -> list[Event]:
             if isinstance(response, dict):
                 texts.append(ev.text_of(response) or json.dumps(response))
         text = "\n".join(texts)
-        code = _EXIT.findall(text)  # a shell command that ran, and how it ended
-        ok = status == "success" and (not code or code[-1] == "0")
-        out.append(ev.tool_result(cid, ok, text, done))
+        if call.get("name") != _SHELL:
+            out.append(ev.tool_result(cid, status == "success", text, done))
+            return out
+        said = answer(text)
+        # (a command it would not run says only why: no output, no exit code)
+        ran = said.interrupted or said.exit_code is not None or _ran(text)
+        out.append(ev.answered(cid, status == "success" and ran, said, done))
     return out
+
+
+def _ran(text: str) -> bool:
+    body = _unwrapped(text)
+    return body.startswith("Output:")
+
+
+def _unwrapped(text: str) -> str:
+    body = text.strip()
+    if body.startswith(_WRAP[0]) and body.endswith(_WRAP[1]):
+        body = body[len(_WRAP[0]) : -len(_WRAP[1])].strip("\n")
+    return body
+
+
+def answer(text: str, ok: bool = True) -> ev.Answer:
+    """What ``run_shell_command`` answered, read out of its lines (see the module's
+    notes): the output, the exit code (0 when it names none: it says only a failure)."""
+    body = _unwrapped(text)
+    if body.startswith(_CANCELLED):
+        _, _, before = body.partition(_BEFORE)
+        return ev.Answer(before, None, True)
+    if not body.startswith("Output:"):
+        return ev.Answer(body)
+    lines = body[len("Output:") :].removeprefix(" ").split("\n")
+    code = 0
+    while len(lines) > 1 and (trailer := _TRAILER.fullmatch(lines[-1])) is not None:
+        if trailer.group(1) == "Exit Code" and trailer.group(2).lstrip("-").isdigit():
+            code = int(trailer.group(2))
+        elif trailer.group(1) == "Signal" and code == 0:
+            code = 128 + int(trailer.group(2)) if trailer.group(2).isdigit() else code
+        lines.pop()
+    output = "\n".join(lines)
+    return ev.Answer("" if output.strip() == "(empty)" else output, code)
 
 
 def _usage(rec: dict[str, Any]) -> Usage:

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bar.errors import BarError
-from bar.session.events import TYPES, Event
+from bar.session.events import TYPES, Event, answered
 from bar.store.files import ensure_dir, read_json, read_json_lines, write_json_atomic
 
 if TYPE_CHECKING:
@@ -22,16 +22,42 @@ _COUNTS = ("turns", "tool_calls", "input_tokens", "output_tokens", "cache_read_t
 
 def events(task: Task, step: Step) -> list[Event]:
     """The step's session events in order ([] for a step without one). A line a newer
-    bar wrote with a type this one does not know reads as ``unknown``."""
+    bar wrote with a type this one does not know reads as ``unknown``; a tool result an
+    older bar kept with the agent's framing around its output is read out of it."""
     name = getattr(getattr(step, "artifacts", None), "session", None)
     if not name:
         return []
+    agent = (summary(step) or {}).get("agent")
     out: list[Event] = []
     for rec in read_json_lines(task.dir / name):  # (a torn line is skipped)
         if rec.get("type") not in TYPES:
             rec = {"type": "unknown", "agent_type": str(rec.get("type")), "at": rec.get("at")}
+        elif rec["type"] == "tool_result" and "exit_code" not in rec and "interrupted" not in rec:
+            rec = _unframed(rec, agent)
         out.append(rec)
+    if agent == "claude":
+        from bar.session import claude
+
+        claude.stopped_calls(out)
     return out
+
+
+def _unframed(rec: Event, agent: object) -> Event:
+    """A tool result as this bar keeps it (``bar.session.events.answered``), from one an
+    older bar kept as the agent wrote it: its output, its exit code, whether stopped."""
+    from bar.session import claude, codex, gemini
+
+    readers = {"claude": claude.answer, "codex": codex.answer, "gemini": gemini.answer}
+    read = readers.get(str(agent))
+    text, ok = rec.get("summary"), rec.get("ok") is not False
+    if read is None or not isinstance(text, str):
+        return rec
+    said = read(text, ok)
+    if said.output == text and said.exit_code is None and not said.interrupted:
+        return rec
+    keep = {k: v for k, v in rec.items() if k not in ("type", "id", "ok", "summary", "at")}
+    new = answered(str(rec.get("id") or ""), ok, said, rec.get("at"))
+    return {**new, **keep}
 
 
 def summary(step: Step) -> dict[str, Any] | None:

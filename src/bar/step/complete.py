@@ -33,13 +33,18 @@ if TYPE_CHECKING:
     from bar.base.inotify import Seen
 
 
+_SIGINT = 2  # (``signal.SIGINT``; that module loads ``enum``)
+
+
 @record(frozen=True)
 class Executed:
-    """How the command ended, and what it printed."""
+    """How the command ended, and what it printed. ``interrupt_key``: the last key the
+    person typed was Ctrl-C, read by the program itself (``bar.terminal.pty``)."""
 
     exit_code: int
     signal: int | None
     artifacts: Artifacts
+    interrupt_key: bool = False
 
 
 def complete(
@@ -106,13 +111,20 @@ def complete(
     artifacts.patch = patch
     if taken.count:
         artifacts.checkpoints = checkpoints.artifact_name(step_id)
-    session = _session(task, intent, taken, scrub) if intent.agent is not None else None
+    session, mid_turn = (
+        _session(task, intent, taken, scrub) if intent.agent is not None else (None, False)
+    )
+    if executed is not None and executed.interrupt_key and mid_turn:
+        # a full-screen agent reads Ctrl-C as a key: it stopped the agent mid-turn, and
+        # whatever code it then chose, the step is one the person interrupted
+        executed = Executed(executed.exit_code or 128 + _SIGINT, _SIGINT, executed.artifacts)
     if intent.agent is not None:
         _mask_home(task, intent, scrub)
     if session is not None:
         artifacts.session = session_artifact(step_id)
     finished = executed is not None and executed.signal is None
-    recorded = read_recorded(task, step_id, finished=finished)
+    signalled = executed is not None and executed.signal is not None
+    recorded = read_recorded(task, step_id, finished=finished, stopped=signalled)
     step = RunStep(
         step_id=step_id,
         started_at=intent.started_at,
@@ -181,15 +193,16 @@ def session_artifact(step_id: str) -> str:
 
 def _session(
     task: Task, intent: RunIntent, taken: checkpoints.Recorder, scrub: Scrubber
-) -> dict[str, object] | None:
+) -> tuple[dict[str, object] | None, bool]:
     """The agent's conversation in the step, kept beside it (``bar.session``): the ledger
-    line's ``session``; None when the agent wrote no transcript bar knows."""
+    line's ``session`` (None when the agent wrote no transcript bar knows), and whether
+    it ended in the middle of a turn the person interrupted."""
     from bar.agents import homes
     from bar.session.capture import READERS, Capture
 
     name = str((intent.agent or {}).get("name") or "")
     if name not in READERS:
-        return None
+        return None, False
     prices = task.project.config.agents.prices
     capture = Capture(homes.path(task, name), name, intent.started_at, prices)
     try:
@@ -201,9 +214,9 @@ def _session(
         )
     except OSError as exc:
         warn(f"the agent's conversation was not kept: {exc}")
-        return None
+        return None, False
     if found is None:
-        return None
+        return None, False
     summary, learnt = found
     for n, call in learnt:  # (a call the agent's events did not name: found in its transcript)
         taken.amend(n, verified=True, call_id=call)
@@ -214,7 +227,7 @@ def _session(
             if isinstance(before, dict) and before.get("session_id") == sid:
                 summary["resumed_from"] = earlier.step_id
                 break
-    return summary
+    return summary, capture.ended_mid_turn
 
 
 def _say_unhooked(agent: dict[str, object], recorded: Recorded, executed: Executed | None) -> None:

@@ -442,7 +442,7 @@ def _execute(
             artifacts.output = out_rel
         else:
             out_path.unlink(missing_ok=True)
-        return Executed(res.exit_code, res.signal, artifacts)
+        return Executed(res.exit_code, res.signal, artifacts, res.interrupt_key)
     piped = run_piped(
         argv,
         cwd=cwd,

@@ -7,9 +7,10 @@ in the artifact up to what the scrubber still held back (stderr is in a side fil
 artifact is then ``=== STDOUT ===`` + stdout + ``=== STDERR ===`` + stderr.
 
 Signals: a Ctrl-C typed at the terminal reaches the child directly (it is in our process
-group), so bar only ignores it and waits for the child to decide. A SIGINT, SIGTERM or
+group), so bar only notes it and waits for the child to decide. A SIGINT, SIGTERM or
 SIGHUP sent to bar alone is forwarded to the child. Either way bar stays alive to record
-the step with the child's real exit status.
+the step with the child's real exit status, and the signal that stopped it: a child that
+catches it and exits 0 (an agent does) is not recorded as a success (``exit_status``).
 """
 
 from __future__ import annotations
@@ -55,8 +56,9 @@ class Outcome:
 
 
 class Forwarding:
-    """The signals ``forwarding_signals`` passed on (``passed``), and those that came
-    before the child's pid was known, passed on by ``started``."""
+    """The signals that reached the child to stop it (``passed``: passed on by
+    ``forwarding_signals``, or sent by the terminal to the child and bar alike), and
+    those that came before the child's pid was known, passed on by ``started``."""
 
     def __init__(self, send: Callable[[int], bool]) -> None:
         self.passed: list[int] = []
@@ -100,7 +102,9 @@ def forwarding_signals(
 
     def handler(signum: int, frame: FrameType | None) -> None:
         if signum == signal.SIGINT and from_terminal:
-            return  # the terminal sent it to the child too
+            if get_pid() is not None:
+                forwarding.passed.append(signum)  # the terminal sent it to the child too
+            return
         if not send(signum):
             forwarding.waiting.append(signum)
 

@@ -7,7 +7,11 @@ byte ``\\x03``) reaches the child's line discipline, which turns it into a signa
 a real terminal would; the window size follows bar's terminal on every SIGWINCH. Raw mode
 and signal handlers are restored in a ``finally`` whatever happens; SIGTERM and SIGHUP
 are handed on to the child (then SIGKILL after a grace period or a second signal) so
-the step still ends with the child's own exit status.
+the step still ends with the child's own exit status. A key that made the child's
+terminal send a signal (Ctrl-C: SIGINT, Ctrl-\\: SIGQUIT), if it was the last thing typed
+before the child ended, is how the child was stopped: an agent that catches SIGINT and
+exits 0 is not recorded as a success (``bar.base.proc.exit_status``); a person who goes
+on typing after it (a shell's prompt) did not end the program with it.
 
 Everything the child prints goes to bar's stdout unchanged and, as it arrives, through
 the secret scrubber to the step's files with plain ``write()`` calls: its plain text to
@@ -73,6 +77,9 @@ class PtyResult:
     printed: bool  # whether the child printed anything
     width: int
     height: int
+    # the last key typed before the child ended was its terminal's interrupt character
+    # (Ctrl-C), which it read itself (raw mode): the person may have stopped it with it
+    interrupt_key: bool = False
 
 
 def _get_size(fd: int) -> tuple[int, int] | None:
@@ -111,6 +118,12 @@ def _become_controlling_terminal(then: Prepare) -> None:
         then()
 
 
+def _char(value: int | bytes) -> int | None:
+    """A terminal's special character as a byte value (None: disabled)."""
+    byte = value[0] if isinstance(value, bytes) else value
+    return byte or None  # (0: _POSIX_VDISABLE)
+
+
 def _write_blocking(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
@@ -138,6 +151,8 @@ class _Session:
         self.previous_handlers: dict[int, _Handler] = {}
         self.terminated = False
         self.stopped_by: int | None = None  # the first SIGTERM/SIGHUP passed on
+        self.keyed: int | None = None  # the signal the last key typed made (``_typed``)
+        self.interrupt_key = False  # the last key typed was Ctrl-C, read as a key
         self.kill_at: float | None = None
         self.cast: CastWriter | None = None
         self.printed = False
@@ -381,18 +396,45 @@ class _Session:
                     self.forward_stdin = False
             if self.master in ready_w:
                 try:
-                    del self.pending[: os.write(self.master, self.pending[:4096])]
+                    written = os.write(self.master, self.pending[:4096])
                 except BlockingIOError:
                     pass
                 except OSError:
                     self.pending.clear()
+                else:
+                    self._typed(bytes(self.pending[:written]))
+                    del self.pending[:written]
+
+    def _typed(self, keys: bytes) -> None:
+        """Note the signal the child's terminal sent for ``keys`` (its interrupt or quit
+        character, when the terminal makes signals of them), the interrupt character
+        read as a key by a program that put its terminal in raw mode (a full-screen
+        agent: ``interrupt_key``), or that the person went on typing (text, Enter,
+        Ctrl-D: any key but those and the escape sequences)."""
+        try:
+            attrs = termios.tcgetattr(self.master)  # (Linux: the child's side's settings)
+        except termios.error:
+            return
+        signals = attrs[3] & termios.ISIG
+        intr, quit_ = (_char(attrs[6][i]) for i in (termios.VINTR, termios.VQUIT))
+        for byte in keys:
+            if byte == intr:
+                self.keyed = int(signal.SIGINT) if signals else None
+                self.interrupt_key = not signals
+            elif byte == quit_ and signals:
+                self.keyed, self.interrupt_key = int(signal.SIGQUIT), False
+            elif byte == 0x1B:
+                break  # an escape sequence: a key like an arrow, or the terminal's own report
+            else:  # any other key (text, Enter, Ctrl-D): the person went on
+                self.keyed, self.interrupt_key = None, False
 
     def result(self, printed: bool, start_size: tuple[int, int]) -> PtyResult:
         status = self.status
         assert status is not None
-        code, sig = exit_status(status, self.stopped_by)
+        code, sig = exit_status(status, self.stopped_by or self.keyed)
         width, height = start_size
-        return PtyResult(code, sig, printed, width, height)
+        interrupt_key = self.interrupt_key and sig is None
+        return PtyResult(code, sig, printed, width, height, interrupt_key)
 
 
 def run_in_pty(

@@ -5,9 +5,9 @@ The list is written server-side in one plain ``<ol>``, one item an event, so a s
 thousands of events costs the page no script: each text is cut (``TEXT_SHOWN``...) with a
 link to the whole of it (``/s/STEP/session/N``, plain text, which ``static/ui.js`` puts
 in place), and past ``EVENTS_SHOWN`` items the rest is left to the session's file. A tool
-call carries its result (ok or failed) and, when it changed files, a link to its
-checkpoint's page, where its diff is; each checkpoint beside the list links back to its
-call. The token counts (``pages.tokens_text``, shared with the timeline) are written
+call carries its result (``ok``, ``exit N``, ``interrupted``, ``failed``; a long output's
+first lines and its last) and, when it changed files, a link to its checkpoint's page,
+where its diff is; each checkpoint beside the list links back to its call. The token counts (``pages.tokens_text``, shared with the timeline) are written
 whole: the page has room for them. Token counts per answer are not listed.
 """
 
@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 TEXT_SHOWN = 1500  # characters of a prompt or a reply shown in the list
 INPUT_SHOWN = 200  # of a tool call's input
 RESULT_SHOWN = 300  # of a tool result
+RESULT_LINES = 5  # of its lines, and its last
 EVENTS_SHOWN = 5000  # items listed; the rest is in the session's file
 # the argument that says best what a call does, for the tools that name one
 
@@ -262,12 +263,23 @@ def _call(
 
 
 def _result(e: dict[str, Any], i: int, more: str, label: str) -> str:
-    ok = e.get("ok") is not False
-    word = "ok" if ok else "failed"
+    """A tool's result: its status (``ok``, ``exit 2``, ``interrupted``, ``failed``) and
+    its output, the first lines and the last when it is long (a test run's verdict)."""
+    word = api.result_status(e)
     who = f'<span class="who">{esc(label)}</span>' if label else ""
     text = str(e.get("summary") or "")
-    body = _cut(text, RESULT_SHOWN, more + str(i), "summary") if text.strip() else ""
-    return f'{who}<div class="result {"ok" if ok else "bad"}"><b>{word}</b>{body}</div>'
+    shown = "\n".join(api.output_preview(text, RESULT_LINES))
+    body = ""
+    if shown and shown != text.strip():
+        body = (
+            f'<div class="summary" data-cut>{esc(shown)}</div><a class="more" '
+            f'href="{esc(more + str(i))}" data-more>the whole ({len(text):,} characters)</a>'
+        )
+    elif text.strip():
+        body = _cut(text, RESULT_SHOWN, more + str(i), "summary")
+    return (
+        f'{who}<div class="result {"ok" if word == "ok" else "bad"}"><b>{esc(word)}</b>{body}</div>'
+    )
 
 
 def _cut(text: str, limit: int, href: str, cls: str, *, tag: str = "div") -> str:

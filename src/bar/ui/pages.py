@@ -580,18 +580,14 @@ def describe(step: Step, task: Task | None = None) -> str:
 
 
 def result(step: Step) -> tuple[str, str]:
-    """The result column's text and its class."""
+    """The result column's text and its class: the words of ``RunStep.ending``, as the
+    command line says them (``stopped``: on purpose, a Ctrl-C, a budget)."""
     if not isinstance(step, RunStep):
         return "done", "ok"
     if step.blocked:
         return "blocked", "blocked"
-    if step.interrupted:
-        return "interrupted", "bad"
-    if step.signal:
-        return f"signal {step.signal}", "bad"
-    if step.exit_code is None:
-        return "no exit", "bad"
-    return f"exit {step.exit_code}", "ok" if step.exit_code == 0 else "bad"
+    ending = step.ending
+    return ending.word, "stopped" if ending.tone == "warn" else ending.tone
 
 
 def step_row(task: Task, step: Step) -> str:

@@ -87,7 +87,7 @@ def _rows(rows: list[tuple[str, str]]) -> str:
 
 
 def step_page(task: Task, step: Step, csrf: str) -> str:
-    text, cls = result(step)
+    _, cls = result(step)
     taken = views.checkpoints_of(task, step)
     calls = [Call(cp) for cp in taken]
     rows: list[tuple[str, str]] = [
@@ -99,7 +99,7 @@ def step_page(task: Task, step: Step, csrf: str) -> str:
         rows += [
             ("command", f"<code>{esc(line_of(step.cmd))}</code>"),
             ("cwd", esc(step.cwd)),
-            ("result", f'<span class="{cls}">{esc(text)}</span>'),
+            ("result", f'<span class="{cls}">{esc(step.ending.text)}</span>'),
         ]
         if step.pty:
             rows.append(("terminal", "interactive (pty)"))

@@ -1,8 +1,10 @@
-"""``bar doctor [--repair] [--json]``.
+"""``bar doctor [--repair] [--verbose] [--json]``.
 
 Exits 0 when nothing remains, ``ExitCode.CORRUPT`` (8) while a problem remains: check-only,
 any error found; with ``--repair``, any error it could not repair or whose repair failed.
-The text and the JSON say the same: ``ok``, ``remaining`` and ``exit_code``.
+The text and the JSON say the same: ``ok``, ``remaining`` and ``exit_code``. Findings
+alike (the same problem in many files) are one line of the text with how many and one of
+them (``api.doctor_groups``); ``--verbose`` and the JSON list each.
 """
 
 from __future__ import annotations
@@ -10,9 +12,10 @@ from __future__ import annotations
 from bar import api
 from bar.cli.render import Painter, print_json
 from bar.errors import BarError, ExitCode
+from bar.project.doctor import Finding, Group
 
 
-def doctor(*, repair: bool, as_json: bool) -> int:
+def doctor(*, repair: bool, as_json: bool, verbose: bool = False) -> int:
     project = api.locate().project
     doc = api.doctor(project, repair=repair)
     remaining = doc.remaining
@@ -35,9 +38,15 @@ def doctor(*, repair: bool, as_json: bool) -> int:
     if not doc.findings:
         print(f"{project.name}: everything checks out")
         return code
-    for f in doc.findings:
+    shown: list[Finding | Group] = list(doc.findings) if verbose else api.doctor_groups(doc)
+    for item in shown:
+        f = item.first if isinstance(item, Group) else item
         label = paint(f.severity, "red" if f.severity == "error" else "yellow")
-        print(f"{label}: {f.where}: {f.message}")
+        if isinstance(item, Group):
+            print(f"{label}: {len(item.findings)} paths under {item.under}: {f.message}")
+            print(f"  e.g. {f.where} (`bar doctor --verbose` lists every one)")
+        else:
+            print(f"{label}: {f.where}: {f.message}")
         if f.repaired:
             print(paint(f"  repaired: {f.repaired}", "green"))
         elif f.repair_error:

@@ -316,7 +316,7 @@ def _filters_text(grep: str | None, kinds: list[str], agent: str | None, since: 
 
 # names what ``_cells`` makes: a change to it (or to what it calls) needs a new tag, or
 # the rows kept beside long ledgers would show the old words
-_TAG = "log/3"
+_TAG = "log/4"
 
 
 def _cells(task: Task, step: Step) -> list[Any]:

@@ -10,6 +10,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from bar import api
+from bar.api import shapes
 from bar.cli.render import Painter, print_json, stat_text
 from bar.errors import ExitCode, HookFailed, UsageError
 from bar.ledger.records import RunStep
@@ -125,7 +126,7 @@ def run(
         if as_json and isinstance(exc.step, RunStep):
             print_json(_json(the_task, exc.step))
         raise
-    code = shown = step.exit_code if step.exit_code is not None else 1
+    code = step.exit_code if step.exit_code is not None else 1
     stopped = step.extra.get("stopped")
     if stopped is not None and code == 0:
         code = ExitCode.ERROR  # (the agent ended "well" because bar stopped it)
@@ -136,9 +137,8 @@ def run(
             f"bar: blocked by policy; nothing ran (step {step.step_id} recorded)", file=sys.stderr
         )
     elif os.environ.get("BAR_QUIET") is None:
-        why = f", stopped: {stopped}" if stopped is not None else ""
         print(
-            f"bar: step {step.step_id} recorded: exit {shown}{why}, {stat_text(step.diff_stat)}",
+            f"bar: step {step.step_id} recorded: {step.ending.text}, {stat_text(step.diff_stat)}",
             file=sys.stderr,
         )
         if loc.project.config.output.verbose and step.diff_stat.file_list:
@@ -149,9 +149,7 @@ def run(
 
 
 def _json(task: Task, step: RunStep) -> dict[str, Any]:
-    rec = step.to_record()
-    rec["task_dir"] = str(task.dir)  # what the artifacts' paths are relative to
-    return rec
+    return shapes.run_entry(task, step)
 
 
 @contextmanager

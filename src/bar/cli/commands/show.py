@@ -104,15 +104,11 @@ def _show_step(the_task: Task, record: Step, taken: list[Checkpoint]) -> None:
     ]
     if isinstance(record, RunStep):
         rows += [("command", line_of(record.cmd)), ("cwd", record.cwd)]
-        signal = f" (signal {record.signal})" if record.signal else ""
-        rows.append(("result", outcome(record, paint) + signal))
+        ending = record.ending
+        detail = f" ({ending.detail})" if ending.detail else ""
+        rows.append(("result", outcome(record, paint) + detail))
         if record.extra.get("stopped_by"):
-            rows.append(
-                (
-                    "stopped",
-                    f"by a failing {record.extra['stopped_by']} hook; the command did not run",
-                )
-            )
+            rows.append(("stopped", "the command did not run"))
         if record.env:
             rows.append(("env", " ".join(f"{k}={v}" for k, v in record.env.items())))
         if record.pty:
@@ -258,9 +254,7 @@ _LABEL = 10  # the width of the column of labels (user, assistant, tool, ...)
 _WRAP = 100  # columns of a conversation not shown straight on a terminal
 # the lines of a tool result that only frame it (Codex's and Gemini CLI's), passed over
 # for its first line of substance
-_FRAMING = re.compile(
-    r"^(</?untrusted_context>|Chunk ID: .*|Wall time: .*|Original token count: .*|Output:)$"
-)
+_FRAMING = re.compile(r"^</?untrusted_context>$")  # (a wrapper an agent puts around an answer)
 
 
 def _show_session(task: Task, ref: str | None, as_json: bool) -> int:
@@ -335,8 +329,9 @@ def _print_session(
                 f"{prefix}{_label(paint, 'tool', 'yellow')} {fit(text, room)}{paint(mark, 'cyan')}"
             )
         elif kind == "tool_result":
-            ok = bool(event.get("ok"))
-            word = _label(paint, "  ok" if ok else "  failed", "dim" if ok else "red")
+            status = api.result_status(event)
+            style = "dim" if status == "ok" else "yellow" if status == "interrupted" else "red"
+            word = _label(paint, "  " + status, style)
             call = calls.get(str(event.get("id")))
             of = ""
             if call is not None and not (
@@ -345,9 +340,12 @@ def _print_session(
                 and previous.get("id") == event.get("id")
             ):
                 of = f"({call.get('name')}) "
-            said = visible(of + _first_line(str(event.get("summary") or "")))
+            lines = _output_lines(str(event.get("summary") or ""))
             room = max(width - len(prefix) - _LABEL - 1, 20)
-            print(f"{prefix}{word} {fit(said, room)}".rstrip())
+            indent = " " * (len(prefix) + _LABEL + 1)
+            print(f"{prefix}{word} {fit(visible(of + lines[0]), room)}".rstrip())
+            for line in lines[1:]:
+                print(f"{indent}{fit(visible(line), room)}".rstrip())
         elif kind == "subagent":
             started = (
                 f", started by call {event['parent_call']}" if event.get("parent_call") else ""
@@ -394,13 +392,11 @@ def _label(paint: Painter, word: str, style: str) -> str:
     return paint(word.ljust(_LABEL), style)
 
 
-def _first_line(summary: str) -> str:
-    """A tool result's first line of substance."""
-    for line in summary.splitlines():
-        line = line.strip()
-        if line and not _FRAMING.match(line):
-            return line
-    return "(no output)"
+def _output_lines(summary: str) -> list[str]:
+    """A tool result's output in a few lines: its first ones of substance and its last
+    (``api.output_preview``), without the framing an agent wraps around it."""
+    text = "\n".join(line for line in summary.splitlines() if not _FRAMING.match(line.strip()))
+    return api.output_preview(text) or ["(no output)"]
 
 
 _ANSWERED = {"deny": "denied", "ask": "asked", "warning": "warned"}

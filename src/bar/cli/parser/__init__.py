@@ -36,7 +36,7 @@ exit codes:
   70   internal error (traceback in $BAR_HOME/logs)
   126  blocked by policy (also: the command could not be executed)
   127  bar run: command not found
-  128+N bar run: the command was killed by signal N
+  128+N bar run: the command was stopped by signal N (Ctrl-C: 130)
   130  interrupted (Ctrl-C)
 """
 

@@ -104,7 +104,11 @@ def commands(sub: Any) -> None:
         "an older bar's `task delete`) are a warning; --repair deletes them. So is a\n"
         "failed packing of the loose objects steps leave (pack.log); --repair packs them.\n"
         "The policy file is yours: a broken one is reported, never rewritten. On a\n"
-        "terminal, it says on stderr which task it is checking.\n\n"
+        "terminal, it says on stderr which task it is checking. The same problem in\n"
+        "many files is one line, with how many and one of them (--verbose, --json: each).\n"
+        "Permissions: bar's files are 0600, its directories 0700; in a task's agent homes\n"
+        "the agents choose their files' modes, and what matters is that the homes are\n"
+        "0700 (no one else reaches them) and the credentials bar copies in 0600.\n\n"
         "exit status:\n"
         "  0    nothing remains (warnings alone do not count)\n"
         "  8    a problem remains: check-only, an error was found; with --repair, an error\n"
@@ -113,9 +117,16 @@ def commands(sub: Any) -> None:
         epilog="examples:\n"
         "  bar doctor                 check; change nothing\n"
         "  bar doctor --repair        fix what can be fixed without loss\n"
+        "  bar doctor --verbose       every finding on its own line\n"
         "  bar doctor --json          the problems as fields",
     )
     p.add_argument("--repair", action="store_true", help="fix what can be fixed without loss")
+    p.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="list every finding (the same problem in many files is one line otherwise)",
+    )
     _json_opt(p)
     _cmd(p, "doctor:doctor")
 
