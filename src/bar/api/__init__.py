@@ -1065,6 +1065,22 @@ def serve_workers(
     return serve(serving, say)
 
 
+def run_dev_server(port: int, db: str | None, *, say: Any) -> int:
+    """``bar worker dev-server``: a Temporal dev server on 127.0.0.1 in the foreground
+    until Ctrl-C or SIGTERM (``db``: its database file, else in memory). Inside a
+    project whose workers.namespace is not ``default``, that namespace is made too."""
+    from bar.store.layout import bar_home
+    from bar.workers import devserver
+
+    namespaces: list[str] = []
+    try:
+        namespaces.append(open_project().project.config.workers.namespace)
+    except BarError:
+        pass  # (anywhere: no project, or one whose config cannot be read)
+    log = bar_home() / "logs" / f"temporal-dev-server-{port}.log"
+    return devserver.serve(port, Path(db) if db else None, log, say, namespaces)
+
+
 def send_to_workers(
     task: Task, queue: str, server: str | None, *, plan: bool = False, say: Any = None
 ) -> Sent:
