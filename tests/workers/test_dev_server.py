@@ -126,6 +126,25 @@ def test_dev_server_keeps_workflows_in_memory_unless_given_a_file(tmp_path: Path
     assert "stopped (its workflows are gone with it)" in out
 
 
+def test_a_dev_server_killed_outright_takes_its_server_with_it(tmp_path: Path) -> None:
+    port = free_port()
+    proc = subprocess.Popen(
+        [BAR_EXE, "worker", "dev-server", "--port", str(port)],
+        env=_env(tmp_path / "home"),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    _said(proc, "Ctrl-C stops it")
+    proc.kill()  # (no chance to stop it: the kernel tells the server)
+    proc.wait(timeout=30)
+    deadline = time.monotonic() + 30
+    while _serving(f"127.0.0.1:{port}"):
+        assert time.monotonic() < deadline, "the server outlived the bar that started it"
+        time.sleep(0.5)
+
+
 @pytest.mark.parametrize(
     ("args", "said"),
     [

@@ -54,6 +54,8 @@ def _refuse_taken(port: int) -> None:
     """Refuse a port something already listens on, in words (the server's own failure is
     a Go stack of lines about its services)."""
     with socket.socket() as s:
+        # (as the server binds: connections of one stopped a moment ago do not count)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind(("127.0.0.1", port))
         except OSError as exc:
@@ -68,6 +70,15 @@ def _refuse_taken(port: int) -> None:
             raise BarError(f"cannot listen on 127.0.0.1:{port}: {exc.strerror}") from None
 
 
+def _die_with_parent() -> None:
+    """In the server's process, before it runs: SIGTERM when bar is gone (Linux), so a
+    ``bar worker dev-server`` killed outright does not leave its server behind."""
+    import ctypes
+
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
 class DevServer:
     """One ``temporal server start-dev`` process, bound to 127.0.0.1. ``db``: its
     database file (None: in memory); ``log``: where its own output goes (default: beside
@@ -79,6 +90,7 @@ class DevServer:
         port: int | None = None,
         log: Path | None = None,
         namespaces: Sequence[str] = (),
+        tied: bool = False,
     ) -> None:
         if log is None:
             if db is None:
@@ -86,6 +98,7 @@ class DevServer:
             log = db.with_suffix(".log")
         self.db, self.port, self.log = db, port or free_port(), log
         self.namespaces = [n for n in namespaces if n != "default"]  # (always there)
+        self.tied = tied  # it ends with the thread that started it, however that ends
         self.proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -122,7 +135,9 @@ class DevServer:
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=out,
+                # its own session: a Ctrl-C in the terminal reaches bar, which stops it
                 start_new_session=True,
+                preexec_fn=_die_with_parent if self.tied else None,
             )
         try:
             self.wait_ready(temporal, timeout)
@@ -201,32 +216,17 @@ def serve(
             )
     binary()  # (said before anything else: the extra is not installed)
     _refuse_taken(port)
-    server = DevServer(db, port, log=log, namespaces=namespaces)
-    say(f"starting a Temporal dev server on 127.0.0.1:{port} ...")
-    server.start()
-    kept = (
-        f"its workflows are kept in {db}: a restart with the same --db goes on with them"
-        if db is not None
-        else "in memory: its workflows are lost when it stops (--db FILE keeps them)"
-    )
-    say(f"Temporal dev server at {server.address}, {kept}")
-    if server.namespaces:
-        say(f"  namespaces: default, {', '.join(server.namespaces)}")
-    if port == DEFAULT_PORT:
-        say("  bar worker and bar run --on reach it with no setting (workers.server's default)")
-    else:
-        say(
-            f"  bar worker and bar run --on reach it with BAR_TEMPORAL={server.address} "
-            f"(or --server {server.address}, or workers.server in config.yaml)"
-        )
-    say(f"  its own output goes to {log}")
-    say(f"Ctrl-C stops it (or: kill {os.getpid()})")
+    server = DevServer(db, port, log=log, namespaces=namespaces, tied=True)
 
     def stopped(*_: object) -> None:
         raise KeyboardInterrupt  # SIGTERM stops it as Ctrl-C does: the server with it
 
+    # (from before it starts: a SIGTERM while it starts stops it too, never leaves it)
     previous = signal.signal(signal.SIGTERM, stopped)
     try:
+        say(f"starting a Temporal dev server on 127.0.0.1:{port} ...")
+        server.start()
+        _said_started(server, db, log, say)
         assert server.proc is not None
         code = server.proc.wait()
     except KeyboardInterrupt:
@@ -241,3 +241,26 @@ def serve(
         f"the Temporal dev server stopped by itself (exit {code}): {server.last_words()}",
         hint=f"its whole output is in {log}",
     )
+
+
+def _said_started(
+    server: DevServer, db: Path | None, log: Path, say: Callable[[str], None]
+) -> None:
+    """Where it listens, where its workflows are kept, how to reach and stop it."""
+    kept = (
+        f"its workflows are kept in {db}: a restart with the same --db goes on with them"
+        if db is not None
+        else "in memory: its workflows are lost when it stops (--db FILE keeps them)"
+    )
+    say(f"Temporal dev server at {server.address}, {kept}")
+    if server.namespaces:
+        say(f"  namespaces: default, {', '.join(server.namespaces)}")
+    if server.port == DEFAULT_PORT:
+        say("  bar worker and bar run --on reach it with no setting (workers.server's default)")
+    else:
+        say(
+            f"  bar worker and bar run --on reach it with BAR_TEMPORAL={server.address} "
+            f"(or --server {server.address}, or workers.server in config.yaml)"
+        )
+    say(f"  its own output goes to {log}")
+    say(f"Ctrl-C stops it (or: kill {os.getpid()})")
