@@ -18,11 +18,14 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
+from helpers import ROOT
 from two_machines import Machine
-from ui_session import base_of, serving
+from ui_session import CHROMIUM, base_of, chromium, serving
 
 from bar.workers.devserver import DevServer
 from workers import Cluster, cluster, temporal_server, wait_for  # noqa: F401 (a fixture)
+
+SHOTS = ROOT / "build" / "ui-screenshots"
 
 
 @pytest.fixture
@@ -118,14 +121,15 @@ def test_a_base_the_worker_moves_as_it_starts_a_task_is_told_and_recorded(
         (event,) = [e for e in events(machine) if e["event"] == "task.base_moved"]
         assert event["changed"] == {"base_commit": {"from": planned_on, "to": moved_to}}
     # and the task's page in bar ui
-    with ui(dev) as get:
-        page = get(f"/p/{dev.project_dir.name}/t/{shown['id']}")
+    with ui(dev) as served:
+        page = served.get(f"/p/{dev.project_dir.name}/t/{shown['id']}")
         assert "base moved as it started" in page and short_from in page
 
 
 @contextmanager
 def ui(machine: Machine) -> Iterator[Any]:
-    """``bar ui`` of ``machine``; a function that gets a page of it (a path) as text."""
+    """``bar ui`` of ``machine``: ``get`` gets a page of it (a path) as text; ``url``, its
+    address with the launch's key (for a browser)."""
 
     def fetch(url: str, cookie: str | None = None) -> tuple[int, dict[str, str], str]:
         parts = urlsplit(url)
@@ -145,7 +149,7 @@ def ui(machine: Machine) -> Iterator[Any]:
             assert status == 200, text
             return text
 
-        yield get
+        yield SimpleNamespace(get=get, url=url)
 
 
 def running_now(page: str, task: str) -> str:
@@ -162,7 +166,11 @@ def test_the_overview_shows_what_runs_on_workers_and_a_silent_server_once(
     server = DevServer(tmp_path / "own.db").start()  # (stopped in the middle of the test)
     try:
         (tmp_path / "c").mkdir()
-        with cluster(tmp_path / "c", server, monkeypatch, workers=("w1",)) as c, ui(c.dev) as get:
+        with (
+            cluster(tmp_path / "c", server, monkeypatch, workers=("w1",)) as c,
+            ui(c.dev) as served,
+        ):
+            get = served.get
             dev = c.dev
             c.start_worker("w1")
             for name in ("idle-a", "idle-b", "busy"):
@@ -198,6 +206,8 @@ def test_the_overview_shows_what_runs_on_workers_and_a_silent_server_once(
             for name in ("idle-a", "idle-b", "busy"):
                 cell = running_now(page, name)
                 assert "answers" not in cell and ">?<" in cell
+            if CHROMIUM.exists():  # as a person sees it
+                seen_in_browser(served.url, server.address)
             said = dev.ok("status", "--task", "busy").out
             assert (
                 f"hint: start one on this machine, in another terminal: bar worker dev-server --port {server.port}"
@@ -205,3 +215,23 @@ def test_the_overview_shows_what_runs_on_workers_and_a_silent_server_once(
             )
     finally:
         server.stop()
+
+
+def seen_in_browser(url: str, address: str) -> None:
+    """The overview in chromium: the silent server said once, above the table, and a
+    ``?`` in each row of a task on workers."""
+    from playwright.sync_api import expect
+
+    with chromium() as browser:
+        tab = browser.new_page(viewport={"width": 1280, "height": 800})
+        tab.goto(url)
+        problem = tab.locator(".workers-problem")
+        expect(problem).to_have_count(1)
+        expect(problem).to_be_visible()
+        expect(problem).to_contain_text(f"no Temporal server answers at {address}")
+        rows = tab.locator("table.tasks tr.state-on-workers")
+        expect(rows).to_have_count(3)
+        for i in range(3):
+            expect(rows.nth(i).locator("td").nth(2)).to_have_text("?")
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        tab.screenshot(path=str(SHOTS / "overview-workers-server-gone.png"))

@@ -188,9 +188,9 @@ def overview(csrf: str) -> str:
             # not answer is said once, above the table, not in every row
             on_workers, problems = api.running_on_workers(project, [s.task for s in summaries])
             parts += [
-                f'<div class="error workers-problem"><p>Tasks on workers: {esc(problem)}, so '
-                "what runs on them now is not known here.</p>"
-                + (f'<p class="hint">{esc(problem.hint)}</p>' if problem.hint else "")
+                f'<div class="error workers-problem" role="alert"><p>Tasks on workers: '
+                f"{esc(problem)}, so what runs on them now is not known here.</p>"
+                + (f'<p class="hint">hint: {esc(problem.hint)}</p>' if problem.hint else "")
                 + "</div>"
                 for problem in problems
             ]
