@@ -151,6 +151,7 @@ def test_a_dev_server_killed_outright_takes_its_server_with_it(tmp_path: Path) -
         (["--port", "0"], "--port 0 is no TCP port"),
         (["--port", "70000"], "--port 70000 is no TCP port"),
         (["--db", "."], "is a directory: it names the server's database file"),
+        (["--db", "/proc/no-such/temporal.db"], "its directory cannot be made"),
         (["--prot", "7300"], "did you mean --port?"),
     ],
 )

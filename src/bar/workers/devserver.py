@@ -214,6 +214,13 @@ def serve(
                 f"--db {db} is a directory: it names the server's database file",
                 hint=f"like: --db {db / 'temporal.db'}",
             )
+        try:
+            db.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise UsageError(
+                f"--db {db}: its directory cannot be made ({exc.strerror})",
+                hint="name a file in a directory you can write to",
+            ) from None
     binary()  # (said before anything else: the extra is not installed)
     _refuse_taken(port)
     server = DevServer(db, port, log=log, namespaces=namespaces, tied=True)
