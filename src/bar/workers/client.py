@@ -470,6 +470,7 @@ def answer(project: Project, task: Task, session_id: str, decisions: list[dict[s
 
 
 QUERY_WAIT = 3.0  # seconds a worker has to answer what the workflow holds (none may run)
+_STARTED = 2  # PENDING_ACTIVITY_STATE_STARTED: a worker took the activity
 
 
 def state(project: Project, task: Task) -> dict[str, Any]:
@@ -524,11 +525,17 @@ async def _seen(client: Any, handle: Any) -> dict[str, Any]:
     from temporalio.service import RPCError, RPCStatusCode
 
     try:
-        desc = await handle.describe()
+        desc = await asyncio.wait_for(handle.describe(), timeout=QUERY_WAIT)
     except RPCError as exc:
         if exc.status == RPCStatusCode.NOT_FOUND:
             return {"ended": True, "running": None, "why": "", "sent": False}
-        raise Unreachable(f"the Temporal server did not describe {handle.id}: {exc}") from None
+        raise Unreachable(
+            f"the Temporal server did not describe {handle.id}: {_first_line(exc)}"
+        ) from None
+    except TimeoutError:
+        raise Unreachable(
+            f"the Temporal server did not describe {handle.id} in {QUERY_WAIT:.0f} s"
+        ) from None
     if desc.status != WorkflowExecutionStatus.RUNNING:
         return {"ended": True, "running": None, "why": "", "sent": False}
     raw = desc.raw_description
@@ -554,9 +561,6 @@ async def _seen(client: Any, handle: Any) -> dict[str, Any]:
     waiting_task = raw.HasField("pending_workflow_task")
     sent = running is None and (bool(raw.pending_activities) or waiting_task)
     return {"ended": False, "running": running, "why": _why(desc), "sent": sent}
-
-
-_STARTED = 2  # PENDING_ACTIVITY_STATE_STARTED: a worker took the activity
 
 
 def question(project: Project, task: Task) -> dict[str, Any] | None:
