@@ -70,27 +70,15 @@ wait_for() {
 }
 
 heading "A Temporal dev server on a free port of 127.0.0.1"
-# (the Python API rather than `python -m bar.workers.devserver`, so that SIGTERM stops
-# the server it started too: see bar.workers.devserver.DevServer)
-python3 - "$work/temporal.db" "$work/server.address" >"$work/server.log" 2>&1 <<'EOF' &
-import signal
-import sys
-from pathlib import Path
-
-from bar.workers.devserver import DevServer
-
-signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
-server = DevServer(Path(sys.argv[1])).start()
-try:
-    Path(sys.argv[2]).write_text(server.address + "\n")
-    print(f"Temporal dev server at {server.address}", flush=True)
-    signal.sigwait({signal.SIGTERM, signal.SIGINT})
-finally:
-    server.stop()
-EOF
+port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+echo "\$ bar worker dev-server --port $port --db $work/temporal.db &"
+# (a BAR_HOME of its own, for its log: nothing is written outside $work)
+BAR_HOME="$work/home-server" bar worker dev-server --port "$port" --db "$work/temporal.db" \
+    >"$work/server.log" 2>&1 &
 pids+=($!)
-wait_for "$work/server.log" 60 "Temporal dev server at" "${pids[0]}"
-export BAR_TEMPORAL="$(cat "$work/server.address")"
+wait_for "$work/server.log" 60 "Ctrl-C stops it" "${pids[0]}"
+cat "$work/server.log"
+export BAR_TEMPORAL="127.0.0.1:$port"
 echo "BAR_TEMPORAL=$BAR_TEMPORAL: every bar command below finds the server there"
 
 heading "One remote, three machines: a developer's clone and two workers' clones"

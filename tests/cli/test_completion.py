@@ -93,6 +93,10 @@ def parser_tree() -> dict[str, tuple[list[str], list[str]]]:
                 subs.update(action.choices)
             if action.help != argparse.SUPPRESS:  # (hidden: not completed either)
                 options += action.option_strings
+        implied = getattr(p, "implied", None)  # a short form's options complete there too
+        if implied and implied[0] in subs:
+            short = subs[implied[0]]._actions
+            options += [o for a in short for o in a.option_strings if o not in options]
         tree[path] = (sorted(subs), sorted(options))
         for name, child in subs.items():
             walk(child, f"{path} {name}".strip())

@@ -106,6 +106,29 @@ def test_start_makes_the_worktree_from_where_the_base_is_now(
     again = bar(capfd, "task", "start", "later")
     assert again.code == 0 and "Already started" in again.out
     assert names(t["id"]).count("task.started") == 1
+    # the move is recorded where the task goes (task.json) and in the event log
+    assert rec["base_moved"]["from"] == t["base_commit"] and rec["base_moved"]["to"] == moved
+    (event,) = [e for e in events() if e["event"] == "task.base_moved"]
+    assert event["changed"] == {"base_commit": {"from": t["base_commit"], "to": moved}}
+    shown = bar(capfd, "task", "show", "later").out
+    assert f"planned on {t['base_commit'][:10]}; main had moved on to {moved[:10]}" in shown
+
+
+def test_start_never_takes_a_planned_task_back_to_an_older_base(
+    inited: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    (inited / "kept.txt").write_text("in the planned base\n")
+    git(inited, "add", "kept.txt")
+    git(inited, "commit", "-qm", "planned on this")
+    t = plan(capfd, "later")
+    git(inited, "reset", "-q", "--hard", "HEAD~1")  # main went back (or was rewritten)
+    res = bar(capfd, "task", "start", "later")
+    assert res.code == 0, res.err
+    assert "as it is now" not in res.err
+    rec = task_json(t["id"])
+    assert rec["base_commit"] == t["base_commit"] and "base_moved" not in rec
+    assert (Path(t["worktree"]) / "kept.txt").read_text() == "in the planned base\n"
+    assert "task.base_moved" not in names(t["id"])
 
 
 def test_the_first_run_starts_a_planned_task(

@@ -352,7 +352,11 @@ def test_no_server_is_exit_13_with_a_hint(tmp_path: Path, monkeypatch: pytest.Mo
         ran = dev.bar("task", "new", "lonely", "--on", "q", "--server", nobody)
         assert ran.code == 13, ran.err
         assert f"no Temporal server answers at {nobody}" in ran.err
-        assert "hint:" in ran.err
+        port = nobody.rsplit(":", 1)[1]
+        assert (
+            f"hint: start one on this machine, in another terminal: bar worker dev-server --port {port}"
+            in ran.err
+        )
         bad = dev.bar("worker", "--queue", "q", "--server", "not a server")
         assert bad.code != 0 and "HOST:PORT" in bad.err
     finally:

@@ -38,6 +38,7 @@ from bar.errors import (
     NotFound,
     NotInitialized,
     StepNotFound,
+    Unreachable,
     UsageError,
 )
 from bar.history import states
@@ -395,6 +396,14 @@ def _with_unapplied(closed: Closed) -> Closed:
 
 
 # --- the task board (SPEC §16) -------------------------------------------------------
+
+
+def base_moved_text(task: Task) -> str | None:
+    """Where a planned task's base moved to as it started, and who started it, in words
+    (after the base itself), or None: it starts from the base it was planned on."""
+    from bar.task.start import base_moved_text as said
+
+    return said(task)
 
 
 def start_task(task: Task, *, activate: bool = True) -> Task:
@@ -1215,16 +1224,20 @@ def fetch(project: Project, source: Remote, *, progress: Any = None) -> Fetched:
     """Bring the remote's task histories here: new ones and updates as read-only copies;
     this machine's own tasks are compared, never changed."""
     from bar.share import fetch as fetching
-    from bar.share.adopt import adopt
     from bar.workers import placement
 
     fetched = fetching.fetch(project, source, progress=progress)
     for one in fetched.tasks:
         if one.outcome == fetching.BEHIND and placement.of(project, one.task_id) is not None:
+            from bar.workers import client
+
             # a task that runs on workers: what they recorded is its record here too
-            taken = adopt(project, load_task(project, one.task_id), worktree=False)
-            one.outcome, one.steps = fetching.UPDATED, taken.steps
-            one.message = "steps recorded on workers, brought here"
+            moved = client.came_back(project, one.task_id)
+            one.outcome = fetching.UPDATED
+            one.steps = load_task(project, one.task_id).ledger_steps()
+            one.message = "steps recorded on workers, brought here" + (
+                f"; {moved}" if moved else ""
+            )
     return fetched
 
 
@@ -1264,7 +1277,24 @@ def on_workers(task: Task) -> dict[str, Any] | None:
         out["now"] = client.state(task.project, task)
     except BarError as exc:
         out["error"] = str(exc)
+        if exc.hint:
+            out["hint"] = exc.hint
     return out
+
+
+def running_on_workers(
+    project: Project, tasks: Sequence[Task]
+) -> tuple[dict[str, dict[str, Any]], list[Unreachable]]:
+    """For a page listing ``tasks``: what runs now on workers for each one sent there
+    (task id to ``{"queue", "running", "sent", "why"}``), as the Temporal server says it
+    with no worker to ask, and why each server that does not answer does not, said once
+    (its tasks are left out). Nothing is asked when none of them runs on workers."""
+    placed = [t for t in tasks if placement_of(t) is not None]
+    if not placed:
+        return {}, []
+    from bar.workers import client
+
+    return client.running_now(project, placed)
 
 
 # --- workers (SPEC §15): imported only by the commands that talk to a server ----------
@@ -1307,6 +1337,22 @@ def serve_workers(
         claim=tuple(claim),
     )
     return serve(serving, say)
+
+
+def run_dev_server(port: int, db: str | None, *, say: Any) -> int:
+    """``bar worker dev-server``: a Temporal dev server on 127.0.0.1 in the foreground
+    until Ctrl-C or SIGTERM (``db``: its database file, else in memory). Inside a
+    project whose workers.namespace is not ``default``, that namespace is made too."""
+    from bar.store.layout import bar_home
+    from bar.workers import devserver
+
+    namespaces: list[str] = []
+    try:
+        namespaces.append(open_project().project.config.workers.namespace)
+    except BarError:
+        pass  # (anywhere: no project, or one whose config cannot be read)
+    log = bar_home() / "logs" / f"temporal-dev-server-{port}.log"
+    return devserver.serve(port, Path(db) if db else None, log, say, namespaces)
 
 
 def send_to_workers(

@@ -187,7 +187,7 @@ def _on_workers(task: Task) -> dict[str, Any] | None:
     from bar.workers import client
 
     try:
-        question = client.state(task.project, task).get("question")
+        question = client.question(task.project, task)
     except BarError:
         return None
     if not isinstance(question, dict) or not isinstance(question.get("input"), dict):

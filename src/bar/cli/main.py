@@ -29,6 +29,7 @@ _INTERNAL = {
     "color",
     "no_pager",
     "decide_command",
+    "worker_command",
     "flow_command",
     "resident_command",
     "worktree_command",

@@ -377,13 +377,15 @@ class Doctor:
         if task.read_only:
             return  # a fetched copy: no worktree, board or journals of its own here
         self._check_board(task, where)
-        if task.pending:
+        if task.on_workers:
+            pass  # its worktree is on the machine that runs its next step, not here
+        elif task.pending:
             self._check_unstarted(task, where)
         elif task.active:
             self._check_worktree(task, where)
         # after the side index: finishing a step snapshots the worktree through it
         self._check_journals(task, where)
-        if task.active and not task.pending:
+        if task.active and not task.pending and not task.on_workers:
             self._check_answer(task, where)
 
     def _under_lock(self, task: Task, action: Callable[[], str]) -> Callable[[], str]:

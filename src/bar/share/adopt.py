@@ -35,6 +35,9 @@ class Adopted:
     history: str
     steps: int
     remote: str
+    # the task's base moved on the machine that started it, and this one learns it now
+    # (``bar.task.start``: task.json's ``base_moved``); logged here as ``task.base_moved``
+    base_moved: dict[str, str] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -48,11 +51,14 @@ class Adopted:
         }
 
 
-def adopt(project: Project, task: Task, *, worktree: bool = True) -> Adopted:
+def adopt(project: Project, task: Task, *, worktree: bool = True, by: str | None = None) -> Adopted:
     """``worktree=False``: the record alone (a task that runs on workers, brought back
-    for review: its next step makes a worktree where it runs)."""
+    for review: its next step makes a worktree where it runs; the board says
+    ``in_progress``, as it does where its steps ran). ``by``: who starts it (a worker's
+    name), for a base its start moves (``bar.task.start``)."""
     from bar.task.start import start
 
+    known = task.base_moved
     if task.read_only:
         origin = dict(task.origin or {})
         commit = str(origin.get("history") or "")
@@ -61,7 +67,7 @@ def adopt(project: Project, task: Task, *, worktree: bool = True) -> Adopted:
             task = load_task(project, task.id)
             pushed = history.read(project.root, commit, task.id)
             _branch_at(task, pushed.refs.get("head") or task.base_commit, None)
-            task = _own(project, pushed, remote, commit)
+            task = _own(project, pushed, remote, commit, here=worktree)
     else:
         commit, remote = _newest(task)
         if task.worktree.is_dir() and not task.pending:
@@ -85,19 +91,31 @@ def adopt(project: Project, task: Task, *, worktree: bool = True) -> Adopted:
                 )
             pushed = history.read(project.root, commit, task.id)
             _branch_at(task, pushed.refs.get("head") or task.base_commit, _branch_tip(task))
-            task = _own(project, pushed, remote, commit)
+            task = _own(project, pushed, remote, commit, here=worktree)
+    learned = task.base_moved if task.base_moved not in (None, known) else None
+    if learned is not None:
+        project.log_event(
+            "task.base_moved",
+            task=board.task_view(task),
+            changed={"base_commit": {"from": learned["from"], "to": learned["to"]}},
+        )
     if worktree:
-        task = start(task, activate=True)
+        task = start(task, activate=True, by=by)
     project.log_event("task.adopted", task=board.task_view(task))
-    return Adopted(task, commit, task.ledger_steps(), remote)
+    return Adopted(task, commit, task.ledger_steps(), remote, learned)
 
 
-def _own(project: Project, pushed: history.Pushed, remote: str, commit: str) -> Task:
-    """The record of ``pushed`` made this machine's task, pending (its worktree next)."""
+def _own(
+    project: Project, pushed: history.Pushed, remote: str, commit: str, *, here: bool = True
+) -> Task:
+    """The record of ``pushed`` made this machine's task, pending (its worktree next);
+    or, not ``here`` (its steps run on workers), as far on the board as the machine that
+    ran them left it (``in_progress`` once one started it), with no worktree here."""
     adopted = {"remote": remote, "history": commit, "adopted_at": now_iso()}
     task = fetching.materialize(project, pushed, origin=None, adopted=adopted)
     git.git(project.root, "update-ref", history.history_ref(task.id), commit)
-    task.board.status = board.PENDING
+    if here or task.board.status != board.IN_PROGRESS:
+        task.board.status = board.PENDING
     task.board.worktree = ""
     if not task.active:
         task.status = "active"

@@ -68,8 +68,11 @@ def expected(task: Task) -> Board:
         status = PENDING
     else:
         status = IN_PROGRESS
-    # an open task's missing worktree is made again (``bar doctor --repair``): still bound
-    bound = status == IN_PROGRESS or (status == COMPLETED and task.worktree.is_dir())
+    # an open task's missing worktree is made again (``bar doctor --repair``): still bound;
+    # a task on workers has none here (it is on the machine that runs its next step)
+    bound = not task.on_workers and (
+        status == IN_PROGRESS or (status == COMPLETED and task.worktree.is_dir())
+    )
     return Board(status, task.board.owner, worktree_name(task) if bound else "")
 
 

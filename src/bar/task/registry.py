@@ -241,10 +241,14 @@ def _derived(project: Project, old: list[dict[str, Any]]) -> list[dict[str, Any]
     remembered = _from_events(project) if not old else {}
     entries: list[dict[str, Any]] = []
     for task in list_tasks(project):
-        # a pending task has no worktree: a directory there is a stopped start's leftover
-        present = task.worktree.is_dir() and task.board.status != "pending"
+        # a pending task has no worktree: a directory there is a stopped start's leftover;
+        # nor has a task on workers, here
+        unbound = task.board.status == "pending" or task.on_workers
+        present = task.worktree.is_dir() and not unbound
         prior = before.get(task.id) or remembered.get(task.id, {})
-        if not present and (task.read_only or task.board.status == "pending") and not prior:
+        # (a closed task that neither has a worktree nor is remembered with one never
+        # had one here: planned and closed, or sent to workers and closed)
+        if not present and (task.read_only or unbound or not task.active) and not prior:
             continue  # never had one (here: a fetched copy has none)
         if present:
             keep = not task.active or prior.get("status") == KEPT

@@ -1,12 +1,18 @@
 """``bar task start``: a planned task gets its worktree and is ``in_progress``.
 
 A ``pending`` task (``bar task new --plan``) has its branch and snapshot ref at its base
-and no worktree. Starting it (by ``bar task start``, ``bar task claim --start``, or its
-first ``bar run``) first brings its base up to date: a task planned on ``main`` yesterday
-starts from ``main`` as it is now, as long as nothing was recorded in it and nobody moved
-its branch (compare-and-swap on both refs). Then the worktree is checked out on the
-branch, the board says ``in_progress`` and names it, and the registry and the event log
-(``worktree.create.before`` / ``.after`` / ``.failed``, ``task.started``) say so.
+and no worktree. Starting it (by ``bar task start``, ``bar task claim --start``, its
+first ``bar run``, or the worker that takes it) first brings its base up to date: a task
+planned on ``main`` yesterday starts from ``main`` as it is now, as long as nothing was
+recorded in it, nobody moved its branch (compare-and-swap on both refs), and ``main``
+went forward from where it was planned (a clone whose ``main`` is behind, or was
+rewritten, never takes a task's base away from under it). A move is never silent: it is
+said, logged (``task.base_moved``) and kept in task.json (``base_moved``: from, to, when,
+on which machine), which travels with the task's history, so the developer who planned
+it on another machine is told when the record comes back. Then the worktree is checked
+out on the branch, the board says ``in_progress`` and names it, and the registry and the
+event log (``worktree.create.before`` / ``.after`` / ``.failed``, ``task.started``) say
+so.
 
 A start that was stopped leaves a worktree the board does not name yet: the next start
 throws it away and makes it again (it holds nothing but a checkout: no step could run in
@@ -17,10 +23,12 @@ from __future__ import annotations
 
 import contextlib
 import os
+import socket
 from pathlib import Path
 
 from bar import git
 from bar.base import faults
+from bar.base.clock import now_iso
 from bar.base.ids import short
 from bar.base.notices import note
 from bar.errors import BarError, UsageError
@@ -31,10 +39,12 @@ from bar.task import worktree as worktrees
 from bar.task.tasks import Task, load_task
 
 
-def start(task: Task, *, activate: bool = True) -> Task:
+def start(task: Task, *, activate: bool = True, by: str | None = None) -> Task:
     """Make the worktree of the pending ``task`` and bind it; return the task as it is
     now. A task already in progress is returned as it is (a second start is no error);
-    a closed one is refused. ``activate``: make it the project's active task."""
+    a closed one is refused, and so is one that runs on workers. ``activate``: make it
+    the project's active task. ``by``: who starts it, as a moved base records it (a
+    worker's name; default: this machine's)."""
     project = task.project
     with task.lock("bar task start"):
         task = load_task(project, task.id)
@@ -43,8 +53,14 @@ def start(task: Task, *, activate: bool = True) -> Task:
                 f"task {task.name} ({task.id}) is closed",
                 hint=f"`bar task reopen {task.id}` makes it active again",
             )
+        if task.on_workers:
+            raise BarError(
+                f"task {task.name} ({task.id}) runs on workers: its worktree is made on the "
+                "machine that runs its next step",
+                hint=f"`bar task adopt {task.id}` brings it back here, with its worktree",
+            )
         if task.pending:
-            _bind(project, task)
+            _bind(project, task, by)
         if activate:
             project.set_active_task(task.id)
     return task
@@ -57,7 +73,7 @@ def starting_mark(task: Task) -> Path:
     return task.paths.dir / "starting"
 
 
-def _bind(project: Project, task: Task) -> None:
+def _bind(project: Project, task: Task, by: str | None = None) -> None:
     """The worktree made and bound (the caller holds the task lock)."""
     from bar.task import binding
 
@@ -85,7 +101,7 @@ def _bind(project: Project, task: Task) -> None:
                 board.refused(task, "worktree.create", refusal)
                 raise
             worktrees.discard(project.root, task.worktree)
-    _refresh_base(task)
+    _refresh_base(task, by)
     project.log_event(
         "worktree.create.before",
         task=board.task_view(task),
@@ -227,10 +243,12 @@ def _refuse_if_holding(project: Project, task: Task) -> None:
         )
 
 
-def _refresh_base(task: Task) -> None:
+def _refresh_base(task: Task, by: str | None = None) -> None:
     """Move an untouched planned task to where its base ref points now (the caller
-    holds the task lock). Untouched: no step recorded, and its branch and snapshot ref
-    still at the base commit; anything else keeps the base it was planned on."""
+    holds the task lock), when that ref went forward from the base it was planned on.
+    Untouched: no step recorded, and its branch and snapshot ref still at the base
+    commit; anything else keeps the base it was planned on. The move is said, logged and
+    recorded (task.json's ``base_moved``)."""
     repo = task.project.root
     branch_ref = f"refs/heads/{task.branch}"
     tip = git.rev_parse(repo, branch_ref)
@@ -248,6 +266,8 @@ def _refresh_base(task: Task) -> None:
     now = git.resolve_commit(repo, task.base_ref)
     if now is None or now == task.base_commit:
         return
+    if not git.is_ancestor(repo, task.base_commit, now):
+        return  # behind it, or rewritten: what it was planned on is not in it
     if git.rev_parse(repo, task.snapshot_ref) != task.base_commit:
         return
     moved = git.git(
@@ -264,8 +284,37 @@ def _refresh_base(task: Task) -> None:
     )
     if moved.returncode != 0:
         return  # one of them moved meanwhile: it keeps the base it was planned on
+    planned = task.base_commit
+    who = by or socket.gethostname()
     note(
         f"task {task.name} starts from {task.base_ref} as it is now "
-        f"({short(now)}; planned on {short(task.base_commit)})"
+        f"({short(now)}; planned on {short(planned)})" + (f" on {who}" if by else "")
     )
+    earlier = task.base_moved
     task.base_commit = now
+    # (moved again before any step: the base it was planned on stays the first one)
+    task.base_moved = {
+        "from": earlier["from"] if earlier else planned,
+        "to": now,
+        "at": now_iso(),
+        "by": who,
+    }
+    task.save()
+    task.project.log_event(
+        "task.base_moved",
+        task=board.task_view(task),
+        changed={"base_commit": {"from": planned, "to": now}},
+    )
+
+
+def base_moved_text(task: Task) -> str | None:
+    """How a moved base is said where the task is shown (``bar task show``, ``bar
+    status``, ``bar log``, the UI), after the base itself: None when the task started
+    from the base it was planned on."""
+    moved = task.base_moved
+    if moved is None:
+        return None
+    return (
+        f"planned on {short(moved['from'])}; {task.base_ref} had moved on to "
+        f"{short(moved['to'])} when {moved['by']} started it, at {moved['at']}"
+    )

@@ -104,7 +104,10 @@ def state_of(task: Task) -> TaskState:
     if task.read_only:
         return TaskState(FETCHED, False, is_applied(task), False)
     running = task.active and is_running(task)
-    missing = task.active and not task.pending and not task.worktree.is_dir()
+    # (a task on workers has its worktree on the machine that runs its next step)
+    missing = (
+        task.active and not task.pending and not task.on_workers and not task.worktree.is_dir()
+    )
     applied = is_applied(task)
     if not task.active:
         word = CLOSED

@@ -99,6 +99,9 @@ class Task:
     # where the record is read from when it is not the project's ``tasks/<id>``: a
     # fetched history read in place (``bar.share.view``); never in task.json
     record_dir: Path | None = field(default=None, repr=False, compare=False)
+    # ext: a planned task that started from where its base ref had moved since it was
+    # planned ({from, to, at, by}: ``bar.task.start``); the record travels with its history
+    base_moved: dict[str, str] | None = None
 
     @cached_property
     def paths(self) -> TaskPaths:
@@ -131,6 +134,13 @@ class Task:
     def pending(self) -> bool:
         """Planned and not started: the task has no worktree yet (``bar task start``)."""
         return self.active and self.board.status == PENDING
+
+    @property
+    def on_workers(self) -> bool:
+        """Its steps run on workers (SPEC §15: sent from this machine, ``bar.workers``):
+        it has no worktree here, whatever its board says; its worktree is on the machine
+        that runs its next step."""
+        return self.project.paths.placement(self.id).is_file()
 
     @property
     def read_only(self) -> bool:
@@ -173,6 +183,7 @@ class Task:
             **({"first_base": self.first_base} if self.first_base else {}),
             **({"origin": self.origin} if self.origin is not None else {}),
             **({"adopted": self.adopted} if self.adopted is not None else {}),
+            **({"base_moved": self.base_moved} if self.base_moved is not None else {}),
         }
 
     def save(self) -> None:
@@ -210,6 +221,13 @@ class Task:
                 hint=f"`bar task start {self.id}` makes its worktree (so does its first "
                 f"`bar run --task {self.id}`)",
             )
+        if self.on_workers:
+            raise BarError(
+                f"task {self.name} ({self.id}) runs on workers: its worktree is on whichever "
+                "machine runs its next step",
+                hint=f"`bar run --on QUEUE -- CMD` sends it a step; `bar task adopt {self.id}` "
+                "brings it back to run here",
+            )
         if not self.worktree.is_dir():
             raise NotFound(
                 f"the worktree of task {self.name} is missing: {self.worktree}",
@@ -236,6 +254,20 @@ def _is_branch_name(name: str) -> bool:
         or any(ch in name for ch in " ~^:?*[\\")
         or any(unicodedata.category(ch).startswith("C") for ch in name)
     )
+
+
+def _base_moved_of(value: object, path: Path) -> dict[str, str] | None:
+    """``base_moved``: its commits are commits (they are shown, and given to git)."""
+    if value is None:
+        return None
+    if (
+        not isinstance(value, dict)
+        or not all(isinstance(value.get(k), str) for k in ("from", "to", "at", "by"))
+        or not git.is_object_id(value["from"])
+        or not git.is_object_id(value["to"])
+    ):
+        raise CorruptFile(f"task.json at {path} has an invalid base_moved {value!r}")
+    return {k: str(value[k]) for k in ("from", "to", "at", "by")}
 
 
 def _board_of(rec: dict[str, Any], path: Path) -> Board:
@@ -316,6 +348,7 @@ def load_task(project: Project, task_id: str, *, record_dir: Path | None = None)
     for name, value in (("origin", origin), ("adopted", adopted)):
         if value is not None and not isinstance(value, dict):
             raise CorruptFile(f"task.json at {path} has an invalid {name} {value!r}")
+    base_moved = _base_moved_of(rec.get("base_moved"), path)
     task = Task(
         id=task_id,
         name=_require_str(rec, "name", path),
@@ -336,6 +369,7 @@ def load_task(project: Project, task_id: str, *, record_dir: Path | None = None)
         origin=origin,
         adopted=adopted,
         record_dir=record_dir,
+        base_moved=base_moved,
     )
     if unbound and status == "closed" and task.worktree.is_dir():
         task.board.worktree = task.name  # closed with its worktree kept

@@ -248,12 +248,22 @@ def overview(csrf: str, query: Mapping[str, str] | None = None) -> str:
                 "filter.</p>"
             )
         else:
+            # one look at the Temporal server for all the tasks on workers; one that does
+            # not answer is said once, above the table, not in every row
+            on_workers, problems = api.running_on_workers(project, [s.task for s in summaries])
+            parts += [
+                f'<div class="error workers-problem" role="alert"><p>Tasks on workers: '
+                f"{esc(problem)}, so what runs on them now is not known here.</p>"
+                + (f'<p class="hint">hint: {esc(problem.hint)}</p>' if problem.hint else "")
+                + "</div>"
+                for problem in problems
+            ]
             parts.append(
                 "<table class=tasks><thead><tr><th>task</th><th>status</th><th>owner</th>"
                 "<th>running now</th><th>steps</th><th>changes</th><th>cost</th>"
                 "<th>applied</th><th>last activity</th></tr></thead><tbody>"
             )
-            parts += [_task_row(s) for s in kept]
+            parts += [_task_row(s, on_workers) for s in kept]
             parts.append("</tbody></table>")
         parts.append("</section>")
     return layout("Projects", "".join(parts), csrf=csrf)
@@ -300,7 +310,7 @@ def cost_of(t: Task) -> str:
     return cost_text(totals) or "unknown"
 
 
-def _task_row(s: api.TaskSummary) -> str:
+def _task_row(s: api.TaskSummary, on_workers: dict[str, dict[str, Any]]) -> str:
     t = s.task
     running = api.running(t)
     now = (
@@ -311,10 +321,15 @@ def _task_row(s: api.TaskSummary) -> str:
         else "-"
     )
     label = s.state.label
+    waiting = 0
     if s.state.state == "on-workers":
-        now, label = _on_workers(t)
+        seen = on_workers.get(t.id)
+        now, label = _on_workers(t, seen)
+        if seen is not None and seen.get("running"):
+            waiting = views.pending_decisions(t)  # (only a running step's agent asks)
+    else:
+        waiting = views.pending_decisions(t)
     active = ' <span class="badge">active</span>' if s.active else ""
-    waiting = views.pending_decisions(t)
     if waiting:
         active += (
             f' <a class="badge waiting" href="{esc(task_url(t, "/decisions"))}">'
@@ -332,22 +347,28 @@ def _task_row(s: api.TaskSummary) -> str:
     )
 
 
-def _on_workers(t: Task) -> tuple[str, str]:
-    """A task on workers: what runs now and on which worker, and its queue."""
-    info = api.on_workers(t) or {}
-    label = f"on workers ({info.get('queue', '?')})"
-    if info.get("error"):
-        return f'<span class="warn">{esc(info["error"])}</span>', label
-    running = (info.get("now") or {}).get("running")
-    if not running:
-        return "-", label
-    worker = running.get("worker") or "a worker"
-    since = str(running.get("since") or "")
-    return (
-        f"<code>{esc(line_of(running.get('argv') or []))}</code> on {esc(worker)} "
-        f'<span class="elapsed" data-since="{esc(since)}">{esc(elapsed_since(since))}</span>',
-        label,
-    )
+def _on_workers(t: Task, seen: dict[str, Any] | None) -> tuple[str, str]:
+    """A task on workers: what runs now and on which worker, and its queue (``seen``:
+    what the server said, None when it did not answer: said above the table)."""
+    where = api.placement_of(t)
+    label = f"on workers ({where.queue if where is not None else '?'})"
+    if seen is None:
+        return '<span class="hint" title="the Temporal server did not answer">?</span>', label
+    running = seen.get("running")
+    if running:
+        worker = running.get("worker") or "a worker"
+        since = str(running.get("since") or "")
+        what = running.get("argv") or []
+        command = f"<code>{esc(line_of(what))}</code> " if what else "a step "
+        return (
+            f"{command}on {esc(worker)} "
+            f'<span class="elapsed" data-since="{esc(since)}">{esc(elapsed_since(since))}</span>',
+            label,
+        )
+    if seen.get("sent"):
+        why = seen.get("why") or f"no worker of queue {seen.get('queue')} has taken it yet"
+        return f'<span class="warn">a step waits: {esc(why)}</span>', label
+    return "-", label  # nothing runs: as a task here with no step running
 
 
 # --- the timeline ------------------------------------------------------------------
@@ -374,6 +395,9 @@ def timeline(task: Task, page: int, csrf: str, keep: StepFilter | None = None) -
         f"<code>{esc(task.base_ref)}</code> at <code>{short(task.base_commit)}</code>"
         f" · {esc(task.status)}{_owner_meta(task)}</p>{description_html(task, 2000)}"
     )
+    moved = api.base_moved_text(task)
+    if moved:
+        head += f'<p class="meta warn base-moved">base moved as it started: {esc(moved)}</p>'
     head += session_totals(task)
     flow = views.flow_status(task)
     if flow is not None:

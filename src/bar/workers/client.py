@@ -28,6 +28,7 @@ from bar.redact import is_secret_name
 from bar.share import fetch as fetching
 from bar.share import push as pushing
 from bar.share.remotes import Remote
+from bar.task import board
 from bar.task.tasks import Task, load_task
 from bar.workers import placement, temporal
 from bar.workers.placement import Placement
@@ -105,8 +106,25 @@ def send(
         start["claim"] = {**_order_base(task, remote, history), **claim}
     wid = placement.workflow_id(task.id)
     started = temporal.run(_start(server, namespace, access, wid, start))
-    where = where or placement.place(project, task.id, queue, server, namespace, remote.url)
+    if where is None:
+        where = placement.place(project, task.id, queue, server, namespace, remote.url)
+        # a planned task waits for a worker to claim it; any other is in progress, on
+        # whichever worker runs its next step
+        _on_board(project, task.id, board.PENDING if claim is not None else board.IN_PROGRESS)
+        task = load_task(project, task.id)
+        project.log_event("task.sent", task={**board.task_view(task), "queue": queue})
     return Sent(load_task(project, task.id), where, history, started)
+
+
+def _on_board(project: Project, task_id: str, status: str) -> None:
+    """The board here of a task whose steps run on workers: ``status``, and no worktree
+    here (its worktree is on the machine that runs its next step)."""
+    task = load_task(project, task_id)
+    with task.lock("bar: a task on workers, on the board"):
+        task = load_task(project, task_id)
+        if task.active and (task.board.status, task.board.worktree) != (status, ""):
+            task.board.status, task.board.worktree = status, ""
+            task.save()
 
 
 def _push(project: Project, task: Task, remote: Remote) -> None:
@@ -288,7 +306,7 @@ def follow(
     where = _placed(project, task)
     followed: Followed = temporal.run(_follow(where, _access(project), request, show, say))
     if followed.result is not None and followed.result.get("pushed"):
-        followed.fetched = take_back(project, task.id)
+        followed.fetched = take_back(project, task.id, say=say)
     return followed
 
 
@@ -387,14 +405,6 @@ async def _reconnect(where: Placement, access: temporal.Access) -> Any:
             await asyncio.sleep(2)
 
 
-async def _why_waiting(handle: Any) -> str:
-    try:
-        desc = await handle.describe()
-    except Exception:
-        return ""
-    return _why(desc)
-
-
 def _why(desc: Any) -> str:
     """What keeps a step from running, when something does: the worker that took it
     went silent, or could not take it and said why."""
@@ -413,10 +423,12 @@ def _why(desc: Any) -> str:
     return ""
 
 
-def take_back(project: Project, task_id: str) -> str:
+def take_back(
+    project: Project, task_id: str, *, say: Callable[[str], None] = lambda _: None
+) -> str:
     """Bring the task's history back from its remote; the steps the workers recorded
-    become this machine's (no worktree: the task runs on workers)."""
-    from bar.share.adopt import adopt
+    become this machine's (no worktree: the task runs on workers). A base the worker
+    moved as it started the task is said (and logged here: ``bar.share.adopt``)."""
     from bar.share.remotes import resolve
 
     where = placement.of(project, task_id)
@@ -425,8 +437,23 @@ def take_back(project: Project, task_id: str) -> str:
     seen = next((t for t in fetched.tasks if t.task_id == task_id), None)
     if seen is None or seen.outcome != fetching.BEHIND:
         return seen.outcome if seen is not None else "no history there"
-    adopt(project, load_task(project, task_id), worktree=False)
+    said = came_back(project, task_id)
+    if said:
+        say(said)
     return fetching.UPDATED
+
+
+def came_back(project: Project, task_id: str) -> str:
+    """The steps the workers recorded, fetched, made this machine's record of the task;
+    what a base they moved means, in words ("" when none moved)."""
+    from bar.share.adopt import adopt
+    from bar.task.start import base_moved_text
+
+    taken = adopt(project, load_task(project, task_id), worktree=False)
+    if taken.base_moved is None:
+        return ""
+    task = taken.task
+    return f"task {task.name} does not start from where it was planned: {base_moved_text(task)}"
 
 
 # --- stopping, answering, asking -------------------------------------------------------
@@ -442,28 +469,166 @@ def answer(project: Project, task: Task, session_id: str, decisions: list[dict[s
     temporal.run(_signal(_placed(project, task), _access(project), "answer", session_id, said))
 
 
+QUERY_WAIT = 3.0  # seconds a worker has to answer what the workflow holds (none may run)
+_STARTED = 2  # PENDING_ACTIVITY_STATE_STARTED: a worker took the activity
+
+
 def state(project: Project, task: Task) -> dict[str, Any]:
     """What the task's workflow says: the step running and where, those waiting, the
-    last results, a question waiting for an answer."""
+    last results, a question waiting for an answer. What the server knows alone (the
+    step a worker runs) is there even when no worker of the queue answers for the rest
+    (``answered`` is then false, ``why`` says so)."""
     where = _placed(project, task)
     return dict(temporal.run(_state(where, _access(project))))
 
 
 async def _state(where: Placement, access: temporal.Access) -> dict[str, Any]:
-    handle = await _handle(where, access)
+    client = await temporal.connect(where.server, where.namespace, access)
+    handle = client.get_workflow_handle(where.workflow_id)
+    seen = await _seen(client, handle)
+    if seen.get("ended"):
+        return {"running": None, "waiting": [], "results": [], "ended": True, "answered": True}
     try:
-        got = dict(await handle.query("state"))
+        got = dict(await asyncio.wait_for(handle.query("state"), timeout=QUERY_WAIT))
     except Exception as exc:
         from temporalio.client import WorkflowQueryRejectedError
 
         if isinstance(exc, WorkflowQueryRejectedError):
-            return {"running": None, "waiting": [], "results": [], "ended": True}
-        raise Unreachable(
-            f"the workflow {where.workflow_id} on {where.server} does not answer: "
-            f"{_first_line(exc)}"
-        ) from None
-    got["why"] = await _why_waiting(handle)
+            return {"running": None, "waiting": [], "results": [], "ended": True, "answered": True}
+        # only a worker of the queue answers a query: none runs, or none is free to
+        nobody = (
+            f"no worker of queue {where.queue} answers: `bar worker --queue {where.queue}` "
+            "in a clone of the repository serves it"
+        )
+        return {
+            "task_id": where.task_id,
+            "queue": where.queue,
+            "running": seen["running"],
+            "waiting": [],
+            "results": [],
+            "question": None,
+            "closing": False,
+            "claimed": None,
+            "answered": False,
+            "why": seen["why"] or nobody,
+        }
+    got["answered"] = True
+    got["why"] = seen["why"]
     return got
+
+
+async def _seen(client: Any, handle: Any) -> dict[str, Any]:
+    """What the server alone knows of a task's workflow, with no worker to ask: whether
+    it ended, the step a worker runs now (worker, since, command), and why a step waits
+    (``sent``: an order no worker has taken yet)."""
+    from temporalio.client import WorkflowExecutionStatus
+    from temporalio.service import RPCError, RPCStatusCode
+
+    try:
+        desc = await asyncio.wait_for(handle.describe(), timeout=QUERY_WAIT)
+    except RPCError as exc:
+        if exc.status == RPCStatusCode.NOT_FOUND:
+            return {"ended": True, "running": None, "why": "", "sent": False}
+        raise Unreachable(
+            f"the Temporal server did not describe {handle.id}: {_first_line(exc)}"
+        ) from None
+    except TimeoutError:
+        raise Unreachable(
+            f"the Temporal server did not describe {handle.id} in {QUERY_WAIT:.0f} s"
+        ) from None
+    if desc.status != WorkflowExecutionStatus.RUNNING:
+        return {"ended": True, "running": None, "why": "", "sent": False}
+    raw = desc.raw_description
+    running: dict[str, Any] | None = None
+    for act in raw.pending_activities:
+        if act.state != _STARTED:
+            continue
+        details: Any = {}
+        if act.heartbeat_details.payloads:
+            (details, *_) = await client.data_converter.decode(act.heartbeat_details.payloads)
+        details = details if isinstance(details, dict) else {}
+        order = details.get("order") if isinstance(details.get("order"), dict) else {}
+        since = details.get("since") or _iso(act.last_started_time)
+        running = {
+            "request": str(details.get("request") or ""),
+            "argv": list(order.get("argv") or []),
+            "since": since,
+            "worker": act.last_worker_identity or "",
+        }
+        if details.get("started"):
+            running["step_id"] = str(details["started"])
+        break
+    waiting_task = raw.HasField("pending_workflow_task")
+    sent = running is None and (bool(raw.pending_activities) or waiting_task)
+    return {"ended": False, "running": running, "why": _why(desc), "sent": sent}
+
+
+def question(project: Project, task: Task) -> dict[str, Any] | None:
+    """The ``decide`` question of the agent of the task's running step, waiting for an
+    answer, or None. Only a running step asks: with none (the server says so alone)
+    no worker is asked anything."""
+    where = _placed(project, task)
+    return temporal.run(_question(where, _access(project)))  # type: ignore[no-any-return]
+
+
+async def _question(where: Placement, access: temporal.Access) -> dict[str, Any] | None:
+    client = await temporal.connect(where.server, where.namespace, access)
+    handle = client.get_workflow_handle(where.workflow_id)
+    if (await _seen(client, handle))["running"] is None:
+        return None
+    try:
+        got = await asyncio.wait_for(handle.query("state"), timeout=QUERY_WAIT)
+    except Exception:
+        return None
+    asked = got.get("question") if isinstance(got, dict) else None
+    return asked if isinstance(asked, dict) else None
+
+
+def _iso(stamp: Any) -> str:
+    from bar.base.clock import iso_of
+
+    return iso_of(stamp.ToNanoseconds()) if stamp.ToNanoseconds() else ""
+
+
+def running_now(
+    project: Project, tasks: list[Task]
+) -> tuple[dict[str, dict[str, Any]], list[Unreachable]]:
+    """What runs now on workers for each of ``tasks`` that runs there, as the server
+    alone says it (no worker need answer: an idle task, or a queue no worker serves,
+    costs one look): task id to ``{"queue", "running", "sent", "why"}``. A server that
+    cannot be reached is said once in the second part (why, with its hint), and its
+    tasks are left out."""
+    placed = [(t, w) for t in tasks if (w := placement.of(project, t.id)) is not None]
+    if not placed:
+        return {}, []
+    return temporal.run(_running_now(placed, _access(project)))  # type: ignore[no-any-return]
+
+
+async def _running_now(
+    placed: list[tuple[Task, Placement]], access: temporal.Access
+) -> tuple[dict[str, dict[str, Any]], list[Unreachable]]:
+    by_server: dict[tuple[str, str], list[tuple[Task, Placement]]] = {}
+    for task, where in placed:
+        by_server.setdefault((where.server, where.namespace), []).append((task, where))
+    found: dict[str, dict[str, Any]] = {}
+    problems: list[Unreachable] = []
+    for (server, namespace), group in by_server.items():
+        try:
+            client = await temporal.connect(server, namespace, access)
+        except Unreachable as exc:
+            problems.append(exc)
+            continue
+
+        await asyncio.gather(*(_look(client, t, w, found) for t, w in group))
+    return found, problems
+
+
+async def _look(client: Any, task: Task, where: Placement, found: dict[str, Any]) -> None:
+    try:
+        seen = await _seen(client, client.get_workflow_handle(where.workflow_id))
+    except Exception:  # (this one only: the others are still shown)
+        return
+    found[task.id] = {"queue": where.queue, **seen}
 
 
 def recall(project: Project, task: Task) -> None:
@@ -474,6 +639,7 @@ def recall(project: Project, task: Task) -> None:
         return
     temporal.run(_recall(task, where, _access(project)))
     placement.forget(project, task.id)
+    _on_board(project, task.id, board.PENDING)  # here again, with no worktree yet
 
 
 async def _recall(task: Task, where: Placement, access: temporal.Access) -> None:

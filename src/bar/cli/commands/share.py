@@ -141,7 +141,8 @@ def _print_fetch(result: Fetched) -> None:
         if t.outcome == "new":
             print(f"new      {head}: {plural(t.steps, 'step')}, read-only here")
         elif t.outcome == "updated":
-            print(f"updated  {head}: {plural(t.steps, 'step')}")
+            said = f" ({t.message})" if t.message else ""  # (steps from workers: what came)
+            print(f"updated  {head}: {plural(t.steps, 'step')}{said}")
         elif t.outcome == "up to date":
             print(f"same     {head}")
         elif t.outcome == "broken":

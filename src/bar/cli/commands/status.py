@@ -39,6 +39,9 @@ def status(*, task: str | None, as_json: bool) -> int:
     state = info.state.label if info.state else t.status
     print(f"task      {paint(t.name, 'bold')} ({t.id}), {state}, {plural(info.steps, 'step')}")
     print(f"branch    {t.branch}")
+    moved = api.base_moved_text(t)
+    if moved:
+        print(paint(f"base      {t.base_ref} at {t.base_commit[:10]} ({moved})", "yellow"))
     if totals is not None:
         print(f"agents    {totals_text(totals)}")
     if workers is not None:
@@ -140,6 +143,8 @@ def _workers_lines(workers: dict[str, Any], paint: Painter) -> None:
     print(f"runs on   queue {workers['queue']} at {workers['server']} (bar task adopt: here again)")
     if workers.get("error"):
         print(paint(f"          {workers['error']}", "yellow"))
+        if workers.get("hint"):
+            print(f"          hint: {workers['hint']}")
         return
     now = workers.get("now") or {}
     running = now.get("running")

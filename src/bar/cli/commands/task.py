@@ -188,12 +188,20 @@ def show(*, task_ref: str | None, as_json: bool, task: str | None = None) -> int
     print(f"  status      {the_task.status}{closed}")
     print(f"  state       {summary.state.label}")
     owner = f", claimed by {the_task.board.owner}" if the_task.board.owner else ""
+    where = api.placement_of(the_task)
+    if where is not None:
+        owner += f", on the workers of queue {where.queue}"
     print(f"  board       {the_task.board.status}{owner}")
     print(f"  base        {the_task.base_ref} at {short(the_task.base_commit)}")
+    moved = api.base_moved_text(the_task)
+    if moved:
+        print(paint(f"              ({moved})", "yellow"))
     print(f"  branch      {the_task.branch}")
     gone = " (missing: `bar doctor --repair` recreates it)" if the_task.active else " (removed)"
     if the_task.pending:
         gone = f" (not made yet: `bar task start {the_task.name}`)"
+    if the_task.on_workers:
+        gone = " (none here: on the worker that runs its next step)"
     print(f"  worktree    {the_task.worktree}" + ("" if the_task.worktree.exists() else gone))
     print(f"  snapshots   {the_task.snapshot_ref}")
     tags = the_task.metadata.get("tags")

@@ -1,5 +1,5 @@
-"""``bar worker``, ``bar cancel``, and the ``--on QUEUE`` of ``bar run`` and ``bar task
-new`` (SPEC §15): thin over ``bar.workers``."""
+"""``bar worker`` (and ``bar worker dev-server``), ``bar cancel``, and the ``--on QUEUE`` of
+``bar run`` and ``bar task new`` (SPEC §15): thin over ``bar.workers``."""
 
 from __future__ import annotations
 
@@ -46,6 +46,15 @@ def worker(
         claim=argv,
         say=_say,
     )
+
+
+def dev_server(*, port: int, db: str | None) -> int:
+    """``bar worker dev-server``: a Temporal dev server in the foreground."""
+    return api.run_dev_server(port, db, say=_tell)
+
+
+def _tell(text: str) -> None:
+    print(text, flush=True)
 
 
 def cancel(*, task: str | None, as_json: bool) -> int:

@@ -30,7 +30,7 @@ exit codes:
   10   a pre_run hook stopped the step
   11   sandbox.required is set and the kernel cannot confine the step
   12   bar push: something that must not leave the machine was found (--allow ID)
-  13   workers: the Temporal server cannot be reached (or bar[workers] is not installed)
+  13   workers: no Temporal server answers, or the workers extra is not installed
   20   bar decide: no pending decision (nothing submitted, or nothing answered)
   21   bar decide: the pending decision is not decided yet (submit --wait: in time)
   70   internal error (traceback in $BAR_HOME/logs)
