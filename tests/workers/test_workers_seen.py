@@ -154,7 +154,7 @@ def ui(machine: Machine) -> Iterator[Any]:
 
 def running_now(page: str, task: str) -> str:
     """The "running now" cell of ``task``'s row on the overview."""
-    row = re.search(rf'<tr class="[^"]*"><td><a href="[^"]*">{task}</a>.*?</tr>', page)
+    row = re.search(rf'<tr class="[^"]*"[^>]*><td><a href="[^"]*">{task}</a>.*?</tr>', page)
     assert row is not None, page
     cells = re.findall(r"<td>(.*?)</td>", row.group(0))
     return cells[2]
