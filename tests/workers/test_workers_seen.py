@@ -156,8 +156,9 @@ def running_now(page: str, task: str) -> str:
     """The "running now" cell of ``task``'s row on the overview."""
     row = re.search(rf'<tr class="[^"]*"[^>]*><td><a href="[^"]*">{task}</a>.*?</tr>', page)
     assert row is not None, page
-    cells = re.findall(r"<td>(.*?)</td>", row.group(0))
-    return cells[2]
+    head = re.findall(r"<th>(.*?)</th>", page)
+    cells = re.findall(r"<td[^>]*>(.*?)</td>", row.group(0))
+    return cells[head.index("running now")]
 
 
 def test_the_overview_shows_what_runs_on_workers_and_a_silent_server_once(
@@ -232,6 +233,6 @@ def seen_in_browser(url: str, address: str) -> None:
         rows = tab.locator("table.tasks tr.state-on-workers")
         expect(rows).to_have_count(3)
         for i in range(3):
-            expect(rows.nth(i).locator("td").nth(2)).to_have_text("?")
+            expect(rows.nth(i).locator("td").nth(3)).to_have_text("?")  # (running now)
         SHOTS.mkdir(parents=True, exist_ok=True)
         tab.screenshot(path=str(SHOTS / "overview-workers-server-gone.png"))
