@@ -262,19 +262,28 @@ def test_the_compiled_listener_answers_a_loop_and_a_search_itself(tmp_path: Path
     assert run >= 200 and missing >= 2 and judged <= 5, counts
 
 
-@watches
-@pytest.mark.parametrize("listener", ["compiled", "python"])
-def test_both_listeners_refuse_and_record_the_same(
-    tmp_path: Path, listener: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    if listener == "compiled" and LIB is None:
+@pytest.fixture(params=["compiled", "python"])
+def listener(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Which listener answers: the compiled one, or Python's alone."""
+    if request.param == "compiled" and LIB is None:
         pytest.skip("the compiled listener is not built here")
-    if listener == "python":
+    if request.param == "python":
         monkeypatch.setenv("BAR_EXEC_LISTENER", "python")
+    return str(request.param)
+
+
+def _decoys(tmp_path: Path) -> tuple[Path, Path]:
+    """A decoy home holding ``keep`` and a worktree beside it."""
     home = tmp_path / "home"
     (home / "keep").mkdir(parents=True)
     work = tmp_path / "wt"
     work.mkdir()
+    return home, work
+
+
+@watches
+def test_both_listeners_refuse_and_record_the_same(tmp_path: Path, listener: str) -> None:
+    home, work = _decoys(tmp_path)
     (work / "s.sh").write_text(
         'rm -rf "$HOME"\necho rm=$?\ncp -r "$HOME" copy\nls -d copy\n'
         "i=0; while [ $i -lt 20 ]; do /bin/true $i; i=$((i+1)); done\necho done\n"
@@ -313,14 +322,7 @@ exec 7</bin/true; /dev/fd/7 && echo fd7=$?
 
 
 @watches
-@pytest.mark.parametrize("listener", ["compiled", "python"])
-def test_a_program_reached_roundabout_is_judged_as_what_runs(
-    tmp_path: Path, listener: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    if listener == "compiled" and LIB is None:
-        pytest.skip("the compiled listener is not built here")
-    if listener == "python":
-        monkeypatch.setenv("BAR_EXEC_LISTENER", "python")
+def test_a_program_reached_roundabout_is_judged_as_what_runs(tmp_path: Path, listener: str) -> None:
     loader = next(
         (
             p
@@ -331,10 +333,7 @@ def test_a_program_reached_roundabout_is_judged_as_what_runs(
     )
     if loader is None:
         pytest.skip("no dynamic loader where bar looks for one")
-    home = tmp_path / "home"
-    (home / "keep").mkdir(parents=True)
-    work = tmp_path / "wt"
-    work.mkdir()
+    home, work = _decoys(tmp_path)
     git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
     subprocess.run([*git, "init", "-q"], cwd=work, check=True)
     (work / "f").write_text("a\n")
