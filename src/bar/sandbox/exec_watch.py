@@ -679,6 +679,8 @@ def _digest(path: str) -> bytes | None:
     no device is touched)."""
     import hashlib
 
+    if not _regular(path):
+        return None
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
     except OSError:
@@ -729,8 +731,20 @@ def _scripts(
     return tuple(made)
 
 
+def _regular(probe: str) -> bool:
+    """Whether ``probe`` (a descriptor of bar's, ``/proc/self/fd/N``: the file cannot
+    change under it) is a regular file: only such a file is opened for reading, so no
+    device a step names is opened by bar, not even to be looked at."""
+    try:
+        return stat.S_ISREG(os.stat(probe).st_mode)
+    except OSError:
+        return False
+
+
 def _shebang(probe: str) -> tuple[str, str | None] | None:
     """The interpreter and its one argument on a regular file's ``#!`` line."""
+    if not _regular(probe):
+        return None
     try:
         fd = os.open(probe, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
     except OSError:
