@@ -123,9 +123,10 @@ unit: $(STAMP) agents shells browser
 	@# again where the kernel cannot confine a step (simulated): bar must say so and go on
 	BAR_SANDBOX_UNAVAILABLE=1 $(PY) -m pytest $(PYTEST_PARALLEL) -p no:randomly -m "not slow" $(UNCONFINED_TESTS)
 
-# the suite without the long sweeps (tests marked slow): for work in progress
+# for work in progress: the suite without the long sweeps (marked slow) and the tests that
+# take seconds each (marked long: tests/data/long_tests.txt); make test runs them all
 test-fast: $(STAMP)
-	$(PY) -m pytest $(PYTEST_PARALLEL) -m "not slow"
+	$(PY) -m pytest $(PYTEST_PARALLEL) -m "not slow and not long"
 
 test-long: $(STAMP) agents shells browser
 	TEST_SWEEP_SHARE=1 $(PY) -m pytest $(PYTEST_PARALLEL) -m slow
