@@ -2,7 +2,11 @@
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
-STAMP  := $(VENV)/.installed-stamp
+# what the install depends on in pyproject.toml: all of it but the test tools' settings
+# (pytest's markers, ruff's and mypy's rules), whose change needs no new install
+DEPS_ID := $(shell awk '/^\[/ { skip = /^\[+tool\.(ruff|mypy|pytest)/ } !skip' pyproject.toml \
+	| cksum | cut -d' ' -f1)
+STAMP  := $(VENV)/.installed-$(DEPS_ID)
 # The released agent CLIs the tests drive (tests/agents/test_real_agents.py); a bump is one line.
 CLAUDE_CODE_VERSION := 2.1.197
 CODEX_VERSION       := 0.169.0
@@ -20,7 +24,7 @@ UI_STAMP  := $(UI_VENDOR)/.installed
 
 .PHONY: install agents shells browser ui-assets test test-fast test-long lint typecheck unit demo demo-workers bench bench-full clean
 
-$(STAMP): pyproject.toml setup.py src/bar/sandbox/exec_quick.c bin/bar | $(UI_STAMP)
+$(STAMP): setup.py src/bar/sandbox/exec_quick.c bin/bar | $(UI_STAMP)
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "bar needs Python 3.11+"'
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test,workers,otel]'
@@ -34,6 +38,7 @@ $(STAMP): pyproject.toml setup.py src/bar/sandbox/exec_quick.c bin/bar | $(UI_ST
 	$(PY) -m pip uninstall --quiet --disable-pip-version-check -y setuptools
 	@# bar starts on every agent step: never make it compile its modules at run time
 	$(PY) -m compileall -q src/bar
+	@rm -f $(VENV)/.installed-*
 	@touch $(STAMP)
 
 install: $(STAMP)
