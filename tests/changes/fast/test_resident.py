@@ -442,7 +442,7 @@ def test_the_commands_that_change_a_task_act_alike_served_or_not(
             )
             if name == "there":  # (a spare served it: the one forked in its place, or
                 # with spares to spare, the fork itself until it is reaped)
-                _wait(lambda seen=before: _forks() != seen, 10)
+                _wait(lambda seen=before: _forks() != seen)
             else:
                 assert _forks() == before, args
             files = sorted(p.name for p in wt.iterdir() if p.name != ".git")
@@ -586,7 +586,7 @@ def _resident_pid() -> int:
     return 0
 
 
-def _wait(done: Callable[[], bool], seconds: float = 15.0) -> None:
+def _wait(done: Callable[[], bool], seconds: float = 60.0) -> None:
     deadline = time.monotonic() + seconds
     while not done():
         assert time.monotonic() < deadline, "timed out"

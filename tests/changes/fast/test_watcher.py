@@ -77,7 +77,7 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def _wait_gone(pid: int, seconds: float = 10.0) -> bool:
+def _wait_gone(pid: int, seconds: float = 60.0) -> bool:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         if not _alive(pid):
