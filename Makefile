@@ -126,7 +126,9 @@ PYTEST_PARALLEL := -n $(TEST_WORKERS) --dist worksteal
 unit: $(STAMP) agents shells browser
 	TEST_SWEEP_SHARE=$(SWEEP_SHARE) $(PY) -m pytest $(PYTEST_PARALLEL) --durations=15
 	@# again where the kernel cannot confine a step (simulated): bar must say so and go on
-	BAR_SANDBOX_UNAVAILABLE=1 $(PY) -m pytest $(PYTEST_PARALLEL) -p no:randomly -m "not slow" $(UNCONFINED_TESTS)
+	@# (the tests of seconds, marked long, run so in test-long)
+	BAR_SANDBOX_UNAVAILABLE=1 $(PY) -m pytest $(PYTEST_PARALLEL) -p no:randomly \
+		-m "not slow and not long" $(UNCONFINED_TESTS)
 
 # for work in progress: the suite without the long sweeps (marked slow) and the tests that
 # take seconds each (marked long: tests/data/long_tests.txt); make test runs them all
@@ -135,6 +137,8 @@ test-fast: $(STAMP)
 
 test-long: $(STAMP) agents shells browser
 	TEST_SWEEP_SHARE=1 $(PY) -m pytest $(PYTEST_PARALLEL) -m slow
+	BAR_SANDBOX_UNAVAILABLE=1 $(PY) -m pytest $(PYTEST_PARALLEL) -p no:randomly -m "long and not slow" \
+		$(UNCONFINED_TESTS)
 	$(PY) bench/crash_trials.py --trials 500 --seed $$(date +%Y%m%d)
 
 test: lint typecheck unit
