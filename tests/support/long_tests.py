@@ -8,7 +8,7 @@ is marked ``long`` by ``tests/conftest.py``: ``make test`` runs it, ``make test-
 not. Remake the list after a timed run of the whole suite::
 
     .venv/bin/python -m pytest -n 4 --dist worksteal --junitxml=/tmp/run.xml
-    .venv/bin/python tests/support/long_tests.py /tmp/run.xml --seconds 5
+    .venv/bin/python tests/support/long_tests.py /tmp/run.xml --seconds 4
 
 (the threshold is in the timed run's seconds: on a loaded machine, several times an idle
 one's). The sweeps are marked ``slow`` in their own files besides.
@@ -46,7 +46,7 @@ def node_id(case: ET.Element) -> str:
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description="remake tests/data/long_tests.txt")
     parser.add_argument("junit", type=Path, help="the JUnit XML of a timed run of the suite")
-    parser.add_argument("--seconds", type=float, default=5.0, help="longer than this: long")
+    parser.add_argument("--seconds", type=float, default=4.0, help="longer than this: long")
     args = parser.parse_args(argv)
     cases = ET.parse(args.junit).getroot().iter("testcase")
     long = sorted({node_id(case) for case in cases if float(case.get("time", "0")) > args.seconds})
