@@ -2,7 +2,11 @@
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
-STAMP  := $(VENV)/.installed-stamp
+# what the install depends on in pyproject.toml: all of it but the test tools' settings
+# (pytest's markers, ruff's and mypy's rules), whose change needs no new install
+DEPS_ID := $(shell awk '/^\[/ { skip = /^\[+tool\.(ruff|mypy|pytest)/ } !skip' pyproject.toml \
+	| cksum | cut -d' ' -f1)
+STAMP  := $(VENV)/.installed-$(DEPS_ID)
 # The released agent CLIs the tests drive (tests/agents/test_real_agents.py); a bump is one line.
 CLAUDE_CODE_VERSION := 2.1.197
 CODEX_VERSION       := 0.169.0
@@ -20,7 +24,7 @@ UI_STAMP  := $(UI_VENDOR)/.installed
 
 .PHONY: install agents shells browser ui-assets test test-fast test-long lint typecheck unit demo demo-workers bench bench-full clean
 
-$(STAMP): pyproject.toml setup.py src/bar/sandbox/exec_quick.c bin/bar | $(UI_STAMP)
+$(STAMP): setup.py src/bar/sandbox/exec_quick.c bin/bar | $(UI_STAMP)
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "bar needs Python 3.11+"'
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test,workers,otel]'
@@ -34,6 +38,7 @@ $(STAMP): pyproject.toml setup.py src/bar/sandbox/exec_quick.c bin/bar | $(UI_ST
 	$(PY) -m pip uninstall --quiet --disable-pip-version-check -y setuptools
 	@# bar starts on every agent step: never make it compile its modules at run time
 	$(PY) -m compileall -q src/bar
+	@rm -f $(VENV)/.installed-*
 	@touch $(STAMP)
 
 install: $(STAMP)
@@ -121,14 +126,19 @@ PYTEST_PARALLEL := -n $(TEST_WORKERS) --dist worksteal
 unit: $(STAMP) agents shells browser
 	TEST_SWEEP_SHARE=$(SWEEP_SHARE) $(PY) -m pytest $(PYTEST_PARALLEL) --durations=15
 	@# again where the kernel cannot confine a step (simulated): bar must say so and go on
-	BAR_SANDBOX_UNAVAILABLE=1 $(PY) -m pytest $(PYTEST_PARALLEL) -p no:randomly -m "not slow" $(UNCONFINED_TESTS)
+	@# (the tests of seconds, marked long, run so in test-long)
+	BAR_SANDBOX_UNAVAILABLE=1 $(PY) -m pytest $(PYTEST_PARALLEL) -p no:randomly \
+		-m "not slow and not long" $(UNCONFINED_TESTS)
 
-# the suite without the long sweeps (tests marked slow): for work in progress
+# for work in progress: the suite without the long sweeps (marked slow) and the tests that
+# take seconds each (marked long: tests/data/long_tests.txt); make test runs them all
 test-fast: $(STAMP)
-	$(PY) -m pytest $(PYTEST_PARALLEL) -m "not slow"
+	$(PY) -m pytest $(PYTEST_PARALLEL) -m "not slow and not long"
 
 test-long: $(STAMP) agents shells browser
 	TEST_SWEEP_SHARE=1 $(PY) -m pytest $(PYTEST_PARALLEL) -m slow
+	BAR_SANDBOX_UNAVAILABLE=1 $(PY) -m pytest $(PYTEST_PARALLEL) -p no:randomly -m "long and not slow" \
+		$(UNCONFINED_TESTS)
 	$(PY) bench/crash_trials.py --trials 500 --seed $$(date +%Y%m%d)
 
 test: lint typecheck unit

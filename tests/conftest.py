@@ -43,6 +43,17 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     )
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The tests ``tests/data/long_tests.txt`` names are marked ``long``: ``make test`` runs
+    them, ``make test-fast`` (work in progress) does not (``long_tests``)."""
+    from long_tests import listed
+
+    names = listed()
+    for item in items:
+        if item.nodeid in names:
+            item.add_marker(pytest.mark.long)
+
+
 @pytest.fixture(autouse=True)
 def hermetic_seal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     home = tmp_path / "home"

@@ -29,6 +29,8 @@ from helpers import (
     new_task,
     project_dir,
     replay_patches,
+    running_task,
+    seen_alive_after,
     set_config,
     task_dir,
 )
@@ -186,7 +188,7 @@ class Holder:
         wait_until("the holder's command to start", self.started.exists)
         # what a step writes before bar's next sign of life (a hundred a second) is its
         # own if bar is killed (``bar.step.interrupted``)
-        time.sleep(0.1)
+        seen_alive_after(running_task(self.argv), self.started)
 
     def finish(self) -> int:
         self.release.touch()

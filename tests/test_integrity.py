@@ -28,6 +28,7 @@ from helpers import (
     new_task,
     plain_git_tree,
     recorded_tree,
+    seen_alive_after,
     set_config,
     task_dir,
     watcher_started,
@@ -313,7 +314,7 @@ def test_an_interrupted_step_is_credited_only_with_what_it_made(
     deadline = time.monotonic() + 30
     while not (wt / "README.md").read_text().startswith("edited") and time.monotonic() < deadline:
         time.sleep(0.05)
-    time.sleep(0.3)  # (a sign of life after the command's writes)
+    seen_alive_after(task["id"], wt / "README.md", wt / "by-step.txt")
     os.killpg(proc.pid, 9)  # bar and its command, all at once
     proc.wait()
     time.sleep(0.05)

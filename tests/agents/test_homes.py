@@ -92,7 +92,7 @@ def test_an_agent_cannot_plant_in_the_developers_home_and_its_hooks_hold_through
 
 
 def test_a_home_is_made_from_the_developers_and_keeps_what_the_agent_refreshed(
-    inited: Path, capfd: pytest.CaptureFixture[str]
+    inited: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Credentials are copied in when the developer's change, not at every step: a token
     the agent refreshed in its home is kept. A link the agent left in its home makes bar
@@ -118,9 +118,14 @@ def test_a_home_is_made_from_the_developers_and_keeps_what_the_agent_refreshed(
     assert state["hasCompletedOnboarding"] is True
     assert state["mcpServers"]["bar"]["env"]["BAR_TASK_ID"] == t["id"]
     assert (home / ".credentials.json").read_text() == '{"token": "first"}'
+    # it waits for bar mcp as long as Codex does, unless the developer said how long
+    assert env["MCP_CONNECT_TIMEOUT_MS"] == "60000"
 
     (home / ".credentials.json").write_text('{"token": "refreshed"}')  # by the agent
-    homes.prepare(task, "claude", "bar hook claude", mcp, "0002")
+    monkeypatch.setenv("MCP_CONNECT_TIMEOUT_MS", "9000")
+    assert "MCP_CONNECT_TIMEOUT_MS" not in homes.prepare(
+        task, "claude", "bar hook claude", mcp, "0002"
+    )
     assert (home / ".credentials.json").read_text() == '{"token": "refreshed"}'
     (own / ".credentials.json").write_text('{"token": "the developer logged in again"}')
     homes.prepare(task, "claude", "bar hook claude", mcp, "0003")

@@ -18,6 +18,7 @@ from helpers import (
     ledger,
     project_dir,
     replay_patches,
+    seen_alive_after,
     sweep,
     task_dir,
 )
@@ -140,7 +141,7 @@ def start_a_long_step(repo: Path, task: dict[str, str]) -> subprocess.Popen[byte
     # bar shows it is alive 100 times a second: what the step wrote before that is its own
     # (a write in the last instant before bar was killed is credited to no step:
     # ``bar.step.interrupted``)
-    time.sleep(0.2)
+    seen_alive_after(task["id"], wt / "work.txt")
     return proc
 
 

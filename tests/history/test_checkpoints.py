@@ -25,6 +25,7 @@ from helpers import (
     ledger,
     new_task,
     replay_patches,
+    seen_alive_after,
     task_dir,
     worktree,
 )
@@ -367,7 +368,7 @@ def test_an_interrupted_session_keeps_its_checkpoints_and_adds_the_residual(
     while time.monotonic() < deadline and not (wt / "c.txt").exists():
         time.sleep(0.05)
     assert (wt / "c.txt").exists(), proc.stderr.read() if proc.stderr else ""
-    time.sleep(0.2)  # (a sign of life after it: a write in the kill's last instant is not
+    seen_alive_after(t["id"], wt / "c.txt")  # (a write in the kill's last instant is not
     # the step's, ``bar.step.interrupted``)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()

@@ -91,14 +91,14 @@ def test_bars_tools_reach_the_first_turn_when_its_server_starts_slowly(
 ) -> None:
     """On a loaded machine ``bar mcp`` may take seconds to start. The agent must wait for
     it, not begin the conversation without bar's tools (Codex leaves out an optional
-    server that is not up within a second)."""
+    server that is not up within a second, Claude Code one not up within five)."""
     agent_binary(agent)
     new_task(capfd)
-    slow = tmp_path / "bin" / "bar"  # bar, starting its MCP server three seconds late
+    slow = tmp_path / "bin" / "bar"  # bar, starting its MCP server six seconds late
     slow.parent.mkdir()
     slow.write_text(
         f"#!{sys.executable}\nimport sys, time\n"
-        "if sys.argv[1:2] == ['mcp']:\n    time.sleep(3)\n"
+        "if sys.argv[1:2] == ['mcp']:\n    time.sleep(6)\n"
         "from bar.cli.entry import main\nsys.exit(main(sys.argv[1:]))\n"
     )
     slow.chmod(0o755)

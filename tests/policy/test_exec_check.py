@@ -11,18 +11,27 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from functools import cache
 from pathlib import Path
 from typing import Any
 
 import pytest
 from helpers import bar, ledger, new_task, set_config, worktree
 
-from bar.policy import default_policy
+from bar.policy import Policy, default_policy
 from bar.policy.places import Places
 from bar.sandbox import UNAVAILABLE_ENV, exec_watch, landlock
 
 CONFINES = landlock.abi_version() >= 1 and not os.environ.get(UNAVAILABLE_ENV)
 WATCHES = CONFINES and exec_watch.supported() is None
+
+
+@cache
+def _policy() -> Policy:
+    """Parsed once for the module's lines (a tenth of a second each time)."""
+    return default_policy()
+
+
 confined = pytest.mark.skipif(not WATCHES, reason="no confinement or exec check here")
 
 # each hides `rm -rf ~` from a check of the text: the program and its arguments are
@@ -379,7 +388,7 @@ def test_policy_check_and_explain_speak_of_the_exec_form(
 def test_the_line_check_follows_where_cd_went_and_what_runs_a_program(
     line: str, blocked: bool
 ) -> None:
-    assert default_policy().evaluate_line(line).blocked is blocked
+    assert _policy().evaluate_line(line).blocked is blocked
 
 
 def test_a_home_that_is_a_temporary_directory_is_no_home() -> None:

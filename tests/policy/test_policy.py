@@ -369,7 +369,7 @@ def test_default_policy_accuracy_on_the_labeled_corpus() -> None:
     ],
 )
 def test_default_policy_spec_examples(line: str, action: str) -> None:
-    assert default_policy().evaluate_line(line).action == action
+    assert default_policy_cached().evaluate_line(line).action == action
 
 
 # ------------------------------------------------------------------ robustness

@@ -436,7 +436,7 @@ def test_connections_survive_a_bar_killed_mid_step(
     import signal
     import time
 
-    from helpers import BAR_EXE, task_dir
+    from helpers import BAR_EXE, all_gone, descendants, task_dir
 
     t = new_task(capfd)
     log = task_dir(t["id"]) / "artifacts" / "0001.network.jsonl"
@@ -455,9 +455,10 @@ def test_connections_survive_a_bar_killed_mid_step(
     deadline = time.monotonic() + 60
     while not (log.exists() and log.read_text().endswith("\n")) and time.monotonic() < deadline:
         time.sleep(0.05)
+    held = descendants(proc.pid)  # its holder and the step
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    time.sleep(0.5)  # (the holder noticed bar is gone)
+    all_gone(held)  # (the holder saw bar go, and stopped the step)
     assert bar(capfd, "run", "--no-pty", "--", "true").code == 0  # (it records step 1 first)
     step = ledger(t["id"])[0]
     assert step["interrupted"] is True

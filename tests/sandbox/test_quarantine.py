@@ -15,7 +15,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import DATA, bar, ledger, new_task, project_dir, set_config, task_dir, worktree
+from helpers import (
+    DATA,
+    all_gone,
+    bar,
+    descendants,
+    ledger,
+    new_task,
+    project_dir,
+    set_config,
+    task_dir,
+    worktree,
+)
 
 from bar.sandbox import UNAVAILABLE_ENV, landlock, namespace
 
@@ -211,6 +222,7 @@ def test_a_bar_killed_mid_step_leaves_the_repository_whole_and_the_next_brings_i
     deadline = time.monotonic() + 60
     while not started.exists() and time.monotonic() < deadline:
         time.sleep(0.05)
+    held = descendants(running.pid)  # its holder and the step
     running.send_signal(signal.SIGKILL)
     running.wait(timeout=30)
     # the branch waits in the quarantine for its objects: no ref names a missing object
@@ -221,7 +233,7 @@ def test_a_bar_killed_mid_step_leaves_the_repository_whole_and_the_next_brings_i
         text=True,
     )
     assert "missing" not in refs.stderr + refs.stdout
-    time.sleep(0.5)  # (the holder noticed bar is gone)
+    all_gone(held)  # (the holder saw bar go, and stopped the step)
     assert bar(capfd, "run", "--no-pty", "--", "true").code == 0
     steps = ledger(t["id"])
     assert steps[0]["interrupted"] is True

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import BAR_EXE, ledger, new_task, task_dir, worktree
+from helpers import BAR_EXE, ledger, new_task, seen_alive_after, task_dir, worktree
 
 AGENT = r"""
 import json, os, pathlib, sys, time, datetime
@@ -50,7 +50,7 @@ def test_a_killed_bar_leaves_the_session_to_the_command_that_records_the_step(
     while not (wt / "work.txt").exists():
         assert time.time() < deadline and proc.poll() is None
         time.sleep(0.05)
-    time.sleep(0.3)
+    seen_alive_after(t["id"], wt / "work.txt")  # (else it is no step's)
     os.killpg(proc.pid, signal.SIGKILL)  # bar and the agent
     proc.wait(timeout=30)
     res = subprocess.run(

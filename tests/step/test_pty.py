@@ -118,7 +118,7 @@ def cast_events(path: Path) -> list[list[Any]]:
     return [json.loads(line) for line in lines]
 
 
-def wait_for_text(path: Path, text: str, timeout: float = 30.0) -> bool:
+def wait_for_text(path: Path, text: str, timeout: float = 60.0) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if path.exists() and text in path.read_text(errors="replace"):
@@ -164,8 +164,14 @@ def test_output_is_on_disk_before_bar_is_killed(
     )
     try:
         in_text = wait_for_text(artifacts / "0001.output", "printed-before-the-kill")
-        prompted = wait_for_text(artifacts / "0001.cast", "answer? ")
-        time.sleep(0.2)  # (the line of the event that refers to the text, if it lags)
+        # the prompt's event, its line whole (the recording holds it within a second)
+        deadline = time.monotonic() + 60
+        while not (
+            prompted := any("answer? " in e[2] for e in cast_events(artifacts / "0001.cast"))
+        ):
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
     finally:
         bar_proc.send_signal(signal.SIGKILL)  # the step then loses its terminal: SIGHUP
         bar_proc.wait(timeout=60)

@@ -76,6 +76,47 @@ def task_dir(task_id: str) -> Path:
     return project_dir() / "tasks" / task_id
 
 
+def seen_alive_after(task_id: str, *paths: Path, timeout: float = 60) -> None:
+    """Wait until the running step of ``task_id`` shows bar alive in a later clock tick
+    than the last change of ``paths`` (and of their directories): from then on, what
+    they hold is the step's if bar is killed (``bar.step.interrupted.alive_until``, what
+    the next command judges by), however slow the machine. The deadline only keeps a
+    broken run from hanging."""
+    import time
+    from types import SimpleNamespace
+
+    from bar.changes import journals
+    from bar.step.interrupted import alive_until
+    from bar.store.layout import TaskPaths
+
+    task = SimpleNamespace(paths=TaskPaths(task_dir(task_id)))
+    changed = max(os.lstat(p).st_ctime_ns for path in paths for p in (path, path.parent))
+    deadline = time.monotonic() + timeout
+    while True:
+        intent = journals.read_run(task.paths)
+        if intent is not None and alive_until(task, intent.step_id) > changed:  # type: ignore[arg-type]
+            return
+        assert time.monotonic() < deadline, f"bar showed no sign of life after {paths}"
+        time.sleep(0.01)
+
+
+def running_task(argv: list[str], timeout: float = 60) -> str:
+    """The task whose running step runs ``argv`` (its intent journal says so)."""
+    import time
+
+    from bar.changes import journals
+    from bar.store.layout import TaskPaths
+
+    deadline = time.monotonic() + timeout
+    while True:
+        for folder in (project_dir() / "tasks").iterdir():
+            intent = journals.read_run(TaskPaths(folder))
+            if intent is not None and intent.cmd == argv:
+                return folder.name
+        assert time.monotonic() < deadline, f"no task runs {argv}"
+        time.sleep(0.01)
+
+
 def ledger(task_id: str) -> list[dict[str, Any]]:
     path = task_dir(task_id) / "ledger.jsonl"
     if not path.exists():
@@ -367,6 +408,40 @@ def host_pids(*words: bytes) -> list[int]:
         if name.isdigit() and all(w in line for w in words) and process_alive(int(name)):
             found.append(int(name))
     return found
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below ``pid`` now (its children, theirs, ...)."""
+    found: list[int] = []
+    todo = [pid]
+    while todo:
+        parent = todo.pop()
+        try:
+            kids = os.listdir(f"/proc/{parent}/task")
+        except OSError:
+            continue
+        for thread in kids:
+            try:
+                with open(f"/proc/{parent}/task/{thread}/children") as f:
+                    todo += [int(c) for c in f.read().split()]
+            except OSError:
+                continue
+        if parent != pid:
+            found.append(parent)
+    return found
+
+
+def all_gone(pids: list[int], timeout: float = 60) -> None:
+    """Wait until none of ``pids`` runs (a killed bar's holder and the step it held stop
+    by themselves: ``bar.sandbox.holder``). The deadline only keeps a broken run from
+    hanging."""
+    import time
+
+    assert pids, "no process to wait for"
+    deadline = time.monotonic() + timeout
+    while alive := [p for p in pids if process_alive(p)]:
+        assert time.monotonic() < deadline, f"still running: {alive}"
+        time.sleep(0.02)
 
 
 def process_alive(pid: int) -> bool:

@@ -238,7 +238,7 @@ def _free_port() -> int:
         return port
 
 
-def _listening(port: int, proc: subprocess.Popen[bytes], timeout: float = 10) -> bool:
+def _listening(port: int, proc: subprocess.Popen[bytes], timeout: float = 60) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:

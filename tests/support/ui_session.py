@@ -170,7 +170,7 @@ def base_of(url: str) -> str:
     return url.split("/?", 1)[0]
 
 
-def wait_until(check: Any, timeout: float = 20) -> Any:
+def wait_until(check: Any, timeout: float = 60) -> Any:
     end = time.monotonic() + timeout
     while True:
         found = check()

@@ -89,6 +89,23 @@ class Cluster:
             time.sleep(0.1)
         raise AssertionError("no worker started the step")
 
+    def published(self, task: str, path: str, timeout: float = 60) -> None:
+        """Wait until the running step of ``task`` (a name or id) has published progress
+        whose worktree holds ``path`` (``bar.workers.progress``): a worker lost from then on
+        loses nothing of it."""
+        task_id = self.dev.json("task", "show", task)["id"]
+        spec = f"refs/bar/progress/{task_id}:state/{path}"
+        wait_for(
+            lambda: (
+                subprocess.run(
+                    ["git", "-C", str(self.remote), "cat-file", "-e", spec], capture_output=True
+                ).returncode
+                == 0
+            ),
+            timeout,
+            f"a progress of {task} holding {path}",
+        )
+
     def stop(self) -> None:
         for name in list(self.workers):
             with contextlib.suppress(Exception):

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import time
 from pathlib import Path
 from typing import Any
 
@@ -324,16 +323,18 @@ def test_bar_events_reads_old_lines_bad_lines_and_follows(
     text = bar(capfd, "events", "-n", "2")
     assert "worktree.create.after" in text.out and "live" in text.out
     follower = subprocess.Popen(
-        [BAR_EXE, "events", "--follow", "--json", "-n", "0"],
+        [BAR_EXE, "events", "--follow", "--json", "-n", "1"],
         cwd=inited,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
     try:
-        time.sleep(1.0)  # (the follower starts at the end of the log)
-        assert bar_exe("task", "new", "later", "--plan", cwd=inited).code == 0
         assert follower.stdout is not None
+        # the last event, shown once it knows where the log ends: what follows comes after
+        last = json.loads(follower.stdout.readline())
+        assert last["event"] == "worktree.create.after" and last["task"]["id"] == t["id"]
+        assert bar_exe("task", "new", "later", "--plan", cwd=inited).code == 0
         line = follower.stdout.readline()
         assert json.loads(line)["event"] == "task.created"
     finally:

@@ -6,7 +6,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 from bar.terminal.pipes import forwarding_signals
 
@@ -19,8 +18,11 @@ def test_a_signal_before_the_pid_is_known_is_passed_on_once_it_is() -> None:
     script = (
         "import signal, sys, time\n"
         "got = []\n"
-        "signal.signal(signal.SIGHUP, lambda *_: got.append('HUP'))\n"
-        "signal.signal(signal.SIGTERM, lambda *_: got.append('TERM'))\n"
+        "def say(name):\n"
+        "    got.append(name)\n"
+        "    print(name, flush=True)\n"
+        "signal.signal(signal.SIGHUP, lambda *_: say('HUP'))\n"
+        "signal.signal(signal.SIGTERM, lambda *_: say('TERM'))\n"
         "print('up', flush=True)\n"
         "while len(got) < 2: time.sleep(0.01)\n"
         "print(' '.join(got), flush=True)\n"
@@ -32,9 +34,9 @@ def test_a_signal_before_the_pid_is_known_is_passed_on_once_it_is() -> None:
         assert child[0].stdout is not None
         assert child[0].stdout.readline() == b"up\n"
         forwarding.started()
-        time.sleep(0.1)  # (one at a time: the order is the test's)
         assert forwarding.passed == [signal.SIGHUP] and forwarding.waiting == []
+        assert child[0].stdout.readline() == b"HUP\n"  # (one at a time: the order is the test's)
         os.kill(os.getpid(), signal.SIGTERM)  # (known now: passed on at once)
-        out, _ = child[0].communicate(timeout=30)
+        out, _ = child[0].communicate(timeout=60)
         assert forwarding.passed == [signal.SIGHUP, signal.SIGTERM]
-    assert out == b"HUP TERM\n"
+    assert out == b"TERM\nHUP TERM\n"

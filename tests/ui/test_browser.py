@@ -217,10 +217,10 @@ def test_the_live_timeline_shows_a_step_started_after_it_loaded(
         stderr=subprocess.DEVNULL,
     )
     try:
-        sync_api.expect(page.locator(".running-step")).to_contain_text("running", timeout=15000)
+        sync_api.expect(page.locator(".running-step")).to_contain_text("running", timeout=60_000)
         sync_api.expect(page.locator(".running-step")).to_contain_text("live.txt")
-        assert wait_until(lambda: run.poll() is not None, 30)
-        sync_api.expect(page.locator("#steps tr.step")).to_have_count(count + 1, timeout=15000)
+        assert wait_until(lambda: run.poll() is not None)
+        sync_api.expect(page.locator("#steps tr.step")).to_have_count(count + 1, timeout=60_000)
     finally:
         run.wait(timeout=30)
     newest = page.locator("#steps tr.step").first

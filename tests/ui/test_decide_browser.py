@@ -278,7 +278,7 @@ def test_an_agent_waiting_inside_a_running_step_gets_the_pages_answer(
             page.goto(decisions)
             return page.locator("form.decide").count() == 1
 
-        assert wait_until(asking, 30), "the agent's questions never showed"
+        assert wait_until(asking), "the agent's questions never showed"
         sync_api.expect(page.locator(".running-step")).to_have_count(0)  # not on this page
         page.check("input[name=chosen-2][value=argon2]")
         page.fill("input[name=note-1]", "stateless is fine")

@@ -110,7 +110,7 @@ def test_cancel_stops_the_step_on_its_worker_and_records_it(two: Cluster) -> Non
         "echo begun; echo half > half.txt; sleep 120; echo never",
     )
     two.running_on()
-    time.sleep(1)
+    two.published("to-cancel", "half.txt")
     dev.ok("cancel", "--task", "to-cancel")
     out, err = run.communicate(timeout=60)
     assert run.returncode == 130, err
@@ -187,7 +187,7 @@ def test_retry_runs_a_lost_step_again_when_config_says_so(two: Cluster) -> None:
         "if [ -e once.txt ]; then echo second; else echo x > once.txt; sleep 120; fi",
     )
     victim = two.running_on()
-    time.sleep(5)  # a progress published
+    two.published("retried", "once.txt")
     two.stop_worker(victim, signal.SIGKILL)
     _out, err = run.communicate(timeout=120)
     assert run.returncode == 0, err
@@ -437,7 +437,7 @@ def test_a_worker_told_to_interrupt_on_stop_records_its_step_and_pushes_it(two: 
         "echo going; echo part > part.txt; sleep 120",
     )  # fmt: skip
     two.running_on()
-    time.sleep(1)
+    two.published("stopped", "part.txt")
     assert two.stop_worker("w1", signal.SIGTERM) == 0
     two.start_worker("w2")  # the workflow goes on where a worker of the queue is
     _out, err = run.communicate(timeout=60)
@@ -586,7 +586,7 @@ def test_a_sticky_step_whose_worker_dies_is_recorded_by_the_other(two: Cluster) 
         "echo second > second.txt; sleep 113",
     )  # fmt: skip
     victim = two.running_on()
-    time.sleep(5)  # its progress published
+    two.published("sticky-lost", "second.txt")
     two.stop_worker(victim, signal.SIGKILL)
     _out, err = run.communicate(timeout=120)
     assert b"the worker running it was lost" in err, err

@@ -153,7 +153,18 @@ def prepare(
     _copy_changed(mine, inside, kind.copied)
     if agent == "claude":
         _claude_state(mine, inside, server)
+        extra = _claude_waits()
     return {kind.variable: str(home), **protocol(agent).run_env, **extra}
+
+
+def _claude_waits() -> dict[str, str]:
+    """Claude Code waits ``MCP_CONNECT_TIMEOUT_MS`` (5 seconds by default) for the servers
+    whose entry says ``alwaysLoad`` before its first request, then asks the model without
+    their tools: on a loaded machine ``bar mcp`` can take longer to start, so it waits
+    ``MCP_STARTUP_S`` (as long as Codex does), unless the developer set a time."""
+    if os.environ.get("MCP_CONNECT_TIMEOUT_MS"):
+        return {}
+    return {"MCP_CONNECT_TIMEOUT_MS": str(MCP_STARTUP_S * 1000)}
 
 
 def _server_env(task: Task, step_id: str) -> dict[str, str]:

@@ -507,18 +507,30 @@ def worktrees(project: Project) -> list[dict[str, Any]]:
     return entries
 
 
-def events(project: Project, n: int | None = 20) -> list[dict[str, Any]]:
-    """The last ``n`` events of the project's lifecycle log (all with None)."""
+def events(
+    project: Project, n: int | None = 20, *, upto: int | None = None
+) -> list[dict[str, Any]]:
+    """The last ``n`` events of the project's lifecycle log (all with None), of those
+    before the offset ``upto`` (``events_end``; None: all)."""
     from bar.task import events as log
 
-    return log.recent(project.paths.events, n)
+    return log.recent(project.paths.events, n, upto=upto)
 
 
-def follow_events(project: Project) -> Iterator[dict[str, Any]]:
-    """The events appended from now on, as they come."""
+def events_end(project: Project) -> int:
+    """Where the project's lifecycle log ends now: show the events before it, then
+    follow from it, and none is lost or shown twice."""
     from bar.task import events as log
 
-    return log.follow(project.paths.events)
+    return log.end(project.paths.events)
+
+
+def follow_events(project: Project, *, start: int | None = None) -> Iterator[dict[str, Any]]:
+    """The events appended from now on (from the offset ``start``, if given), as they
+    come."""
+    from bar.task import events as log
+
+    return log.follow(project.paths.events, start=start)
 
 
 # a closed task reopened, deleted, or every closed task pruned: see those modules

@@ -98,9 +98,19 @@ def parse(raw: bytes, log: Path) -> dict[str, Any]:
         return {"event": PARSE_ERROR, "raw": text}
 
 
-def recent(log: Path, n: int | None = 20) -> list[dict[str, Any]]:
-    """The last ``n`` events of ``log`` (all with None), oldest first. Reads from the end:
-    a long log costs no more than its tail."""
+def end(log: Path) -> int:
+    """Where ``log`` ends now (its size; 0 while there is none): what ``recent`` reads up
+    to and ``follow`` reads from, so that an event appended in between is shown once."""
+    try:
+        return log.stat().st_size
+    except FileNotFoundError:
+        return 0
+
+
+def recent(log: Path, n: int | None = 20, *, upto: int | None = None) -> list[dict[str, Any]]:
+    """The last ``n`` events of ``log`` (all with None), oldest first, of those before
+    the offset ``upto`` (None: all). Reads from the end: a long log costs no more than its
+    tail."""
     if n is not None and n <= 0:
         return []
     try:
@@ -111,6 +121,8 @@ def recent(log: Path, n: int | None = 20) -> list[dict[str, Any]]:
         raise BarError(f"cannot read {log}: {exc.strerror}") from None
     try:
         size = os.fstat(fd).st_size
+        if upto is not None:
+            size = min(size, upto)
         data = b""
         pos = size
         while pos > 0 and (n is None or data.count(b"\n") <= n):
@@ -127,15 +139,13 @@ def recent(log: Path, n: int | None = 20) -> list[dict[str, Any]]:
     return [parse(line, log) for line in lines]
 
 
-def follow(log: Path, *, poll: float = 0.2, start_at_end: bool = True) -> Iterator[dict[str, Any]]:
+def follow(
+    log: Path, *, poll: float = 0.2, start_at_end: bool = True, start: int | None = None
+) -> Iterator[dict[str, Any]]:
     """The events appended to ``log`` from now on (from its start, with ``start_at_end``
-    false), as they come; runs until the caller stops iterating."""
-    offset = 0
-    if start_at_end:
-        try:
-            offset = log.stat().st_size
-        except FileNotFoundError:
-            offset = 0
+    false; from the offset ``start``, if given: ``end``), as they come; runs until the
+    caller stops iterating."""
+    offset = start if start is not None else end(log) if start_at_end else 0
     pending = b""
     while True:
         try:

@@ -24,7 +24,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import BAR_EXE, bar_home, host_pids, init_clean, ledger, new_task, worktree
+from helpers import (
+    BAR_EXE,
+    bar_home,
+    host_pids,
+    init_clean,
+    ledger,
+    new_task,
+    seen_alive_after,
+    worktree,
+)
 
 from bar.changes.fast import resident
 from bar.changes.fast.resident_daemon import Resident
@@ -224,7 +233,7 @@ def test_a_served_bar_killed_with_its_caller_leaves_an_interrupted_step(
     _wait(lambda: (wt / "work.txt").exists())
     fork = int((wt.parent / "bar.pid").read_text())
     assert fork != proc.pid  # (served)
-    time.sleep(0.2)  # (a write in bar's last instant is no step's: bar.step.interrupted)
+    seen_alive_after(task["id"], wt / "work.txt")  # (else it is no step's)
     proc.send_signal(signal.SIGKILL)  # (no signal to pass on: the fork sees its caller go)
     proc.wait(timeout=30)
     _wait(lambda: not _cmdline(fork) or _zombie(fork))
@@ -433,7 +442,7 @@ def test_the_commands_that_change_a_task_act_alike_served_or_not(
             )
             if name == "there":  # (a spare served it: the one forked in its place, or
                 # with spares to spare, the fork itself until it is reaped)
-                _wait(lambda seen=before: _forks() != seen, 10)
+                _wait(lambda seen=before: _forks() != seen)
             else:
                 assert _forks() == before, args
             files = sorted(p.name for p in wt.iterdir() if p.name != ".git")
@@ -577,7 +586,7 @@ def _resident_pid() -> int:
     return 0
 
 
-def _wait(done: Callable[[], bool], seconds: float = 15.0) -> None:
+def _wait(done: Callable[[], bool], seconds: float = 60.0) -> None:
     deadline = time.monotonic() + seconds
     while not done():
         assert time.monotonic() < deadline, "timed out"

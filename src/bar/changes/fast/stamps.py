@@ -181,6 +181,7 @@ def stamp(
     ignored: list[str] = []
     attributes: bool | None = None
     before: dict[str, int] = {}  # the ctimes stamped last time (not racy)
+    was_tree: list[str] = []  # the directories of the tree stamped last time
     try:
         old = noted(index) or {}
         extra = [str(d) for d in old.get("extra") or []]
@@ -192,6 +193,8 @@ def stamp(
                 for d, m in zip(old_dirs, old_mtimes, strict=False)
                 if isinstance(m, int) and m != -1
             }
+        if isinstance(old_dirs, list) and old.get("tree") != tree:
+            was_tree = [str(d) for d in old_dirs][: len(old_dirs) - len(extra)]
         if old.get("tree") == tree and isinstance(old.get("dirs"), list):
             dirs = [str(d) for d in old["dirs"]][: len(old["dirs"]) - len(extra)]
             nested = [str(n) for n in old.get("nested") or []]
@@ -204,7 +207,9 @@ def stamp(
         dirs, nested, attributes = shape.dirs, shape.nested, shape.has_attributes
     fresh = _looked_at(scope, shape)
     read = ahead.subdirs() if ahead is not None and scope is None else None
-    extra, ignored = _untracked_dirs(worktree, set(dirs), scope, extra, fresh, ignored, read)
+    extra, ignored = _untracked_dirs(
+        worktree, set(dirs), scope, extra, fresh, ignored, read, was_tree
+    )
     dirs = dirs + extra
     mtimes: list[int] = []
     prefix = str(worktree) + os.sep  # plain strings: pathlib costs more than the lstat
@@ -278,6 +283,7 @@ def _untracked_dirs(
     fresh: set[str] | None = None,
     old_ignored: Sequence[str] = (),
     read: dict[str, list[str]] | None = None,
+    was_tree: Sequence[str] = (),
 ) -> tuple[list[str], list[str]]:
     """Directories on disk that the tree does not hold (empty ones, ones holding only
     ignored files, new ones under them): their mtimes are stamped too, or a file created
@@ -292,7 +298,13 @@ def _untracked_dirs(
     would only cost a watch and a stat per step (build output, caches, dependencies:
     thousands of directories). Those found are the second list, kept like the first
     until a full scan (a ``.gitignore`` changed) asks git again. ``read``: the
-    subdirectories of directories already read (``tree_shape.Ahead``)."""
+    subdirectories of directories already read (``tree_shape.Ahead``).
+
+    ``was_tree``: the directories of the tree stamped before. One that left the tree
+    (its last recorded file went) but is still on disk is stamped as untracked: no
+    rescanned path need lie in it (only its removed files, or none: a subdirectory that
+    is named whole), and a file made in it later moves its ctime alone, not its
+    parent's; unstamped, it would never be looked at again."""
     prefix = str(worktree) + os.sep
 
     def still(d: str) -> bool:
@@ -304,7 +316,7 @@ def _untracked_dirs(
     found = [] if scope is None else [d for d in old if d not in tree_dirs and still(d)]
     ignored = [] if scope is None else [d for d in old_ignored if d not in tree_dirs and still(d)]
     seen = set(found) | set(ignored)
-    stack: list[str] = []
+    stack: list[str] = [d for d in was_tree if d not in tree_dirs] if scope is not None else []
     for rel in sorted(tree_dirs) if scope is None else scope:
         if rel not in tree_dirs:
             stack.append(rel)  # a new directory, or a file: checked below

@@ -213,7 +213,8 @@ def events(*, n: int, all: bool, follow: bool, as_json: bool) -> int:
     if n < 0:
         raise UsageError(f"-n takes a number of events, 0 or more, not {n}")
     loc = api.open_project()
-    shown = api.events(loc.project, None if all else n)
+    end = api.events_end(loc.project) if follow else None  # (what follows comes after it)
+    shown = api.events(loc.project, None if all else n, upto=end)
     if as_json and not follow:
         print_json(shown)
         return 0
@@ -224,7 +225,7 @@ def events(*, n: int, all: bool, follow: bool, as_json: bool) -> int:
             print("No events yet.")
         return 0
     try:
-        for rec in api.follow_events(loc.project):
+        for rec in api.follow_events(loc.project, start=end):
             _print_event(rec, as_json)
     except KeyboardInterrupt:
         return 0

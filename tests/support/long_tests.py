@@ -1,0 +1,61 @@
+"""Which tests ``make test-fast`` leaves out: ``tests/data/long_tests.txt``, made from a
+timed run of the whole suite.
+
+``make test-fast`` is for work in progress: it gives a verdict on every module's quick
+tests in a few minutes. A test that took longer than the threshold in a timed run (a real
+agent CLI, a Temporal worker, two machines, a browser, a crash sweep, a random property)
+is marked ``long`` by ``tests/conftest.py``: ``make test`` runs it, ``make test-fast`` does
+not. Remake the list after a timed run of the whole suite::
+
+    .venv/bin/python -m pytest -n 4 --dist worksteal --junitxml=/tmp/run.xml
+    .venv/bin/python tests/support/long_tests.py /tmp/run.xml --seconds 4
+
+(the threshold is in the timed run's seconds: on a loaded machine, several times an idle
+one's). The sweeps are marked ``slow`` in their own files besides.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+LIST = Path(__file__).resolve().parent.parent / "data" / "long_tests.txt"
+HEADER = (
+    "# Tests make test-fast leaves out (marked long by tests/conftest.py; make test runs them):\n"
+    "# those that took more than {seconds:g} s in a timed run of the whole suite.\n"
+    "# Remade by tests/support/long_tests.py (its docstring says how).\n"
+)
+
+
+def listed() -> set[str]:
+    """The node ids the list names."""
+    if not LIST.exists():
+        return set()
+    lines = LIST.read_text(encoding="utf-8").splitlines()
+    return {line for line in lines if line and not line.startswith("#")}
+
+
+def node_id(case: ET.Element) -> str:
+    """A JUnit test case's pytest node id (the suite has no test classes)."""
+    module = case.get("classname", "").replace(".", "/")
+    return f"{module}.py::{case.get('name', '')}"
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description="remake tests/data/long_tests.txt")
+    parser.add_argument("junit", type=Path, help="the JUnit XML of a timed run of the suite")
+    parser.add_argument("--seconds", type=float, default=4.0, help="longer than this: long")
+    args = parser.parse_args(argv)
+    cases = ET.parse(args.junit).getroot().iter("testcase")
+    long = sorted({node_id(case) for case in cases if float(case.get("time", "0")) > args.seconds})
+    LIST.write_text(
+        HEADER.format(seconds=args.seconds) + "".join(f"{n}\n" for n in long), encoding="utf-8"
+    )
+    print(f"{len(long)} tests listed in {LIST}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
