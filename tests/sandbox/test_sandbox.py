@@ -498,10 +498,11 @@ def test_nothing_a_confined_step_starts_outlives_it(
     inited: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
     new_task(capfd)
-    code, said, _ = _run(capfd, "(setsid sleep 300.5 >/dev/null 2>&1 &)")
+    nap = f"300.{os.getpid()}"  # (this run's own: another copy of the suite may run)
+    code, said, _ = _run(capfd, f"(setsid sleep {nap} >/dev/null 2>&1 &)")
     assert code == 0
     assert "stopped 1 process(es) the command left running" in said
-    assert host_pids(b"sleep\x00300.5\x00") == []
+    assert host_pids(b"sleep\x00" + nap.encode() + b"\x00") == []
     # one that ended before the step did is no process stopped (a zombie to reap)
     code, said, _ = _run(capfd, "(setsid true &); sleep 1")
     assert code == 0 and "stopped" not in said, said

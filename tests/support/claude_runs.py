@@ -23,7 +23,7 @@ import sys
 import time
 from pathlib import Path
 
-from helpers import BAR_EXE, host_pids
+from helpers import BAR_EXE, descendants, host_pids
 from mock_models import MockServer
 from real_agents import AgentSetup
 
@@ -105,7 +105,13 @@ def stopped(
         if agent_word is None:
             proc.send_signal(signal.SIGINT)
         else:
-            pids = [pid for pid in host_pids(agent_word) if _program(pid).startswith("claude")]
+            # (this run's agent only: another copy of the suite may run the same test)
+            ours = set(descendants(proc.pid))
+            pids = [
+                pid
+                for pid in host_pids(agent_word)
+                if pid in ours and _program(pid).startswith("claude")
+            ]
             assert pids, "the agent is not running"
             for pid in pids:
                 os.kill(pid, signal.SIGKILL)
