@@ -23,7 +23,7 @@ import sys
 import time
 from pathlib import Path
 
-from helpers import BAR_EXE, descendants, host_pids
+from helpers import BAR_EXE, host_pids
 from mock_models import MockServer
 from real_agents import AgentSetup
 
@@ -105,12 +105,12 @@ def stopped(
         if agent_word is None:
             proc.send_signal(signal.SIGINT)
         else:
-            # (this run's agent only: another copy of the suite may run the same test)
-            ours = set(descendants(proc.pid))
+            # (this run's agent only, which talks to this run's model: another copy of
+            # the suite may run the same test)
             pids = [
                 pid
                 for pid in host_pids(agent_word)
-                if pid in ours and _program(pid).startswith("claude")
+                if _program(pid).startswith("claude") and _talks_to(pid, server.url)
             ]
             assert pids, "the agent is not running"
             for pid in pids:
@@ -119,6 +119,15 @@ def stopped(
     finally:
         proc.kill()
     return err
+
+
+def _talks_to(pid: int, url: str) -> bool:
+    """Whether ``pid``'s environment names the model at ``url``."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            return url.encode() in f.read()
+    except OSError:
+        return False
 
 
 def _program(pid: int) -> str:
