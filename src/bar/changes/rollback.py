@@ -225,7 +225,9 @@ def restore(
         stamps.settled_ctimes(task.index, now_tree) if fast else {},
     )
     rules = ignored.rules_change(task.worktree, now_tree, target_tree)
-    way = trash.clear_the_way(task, now_tree, target_tree, command=command, step=step_id)
+    way = trash.clear_the_way(
+        task, now_commit, now_tree, target_tree, command=command, step=step_id
+    )
     if on_tree is not None:
         on_tree(target_tree)
     if verified is not None:
@@ -241,8 +243,12 @@ def restore(
             env=git.index_env(task.index),
         )
     racy.note(task.worktree, task.index, started_ns, len(target_tree))
-    # nested repositories (never written by git) where the target has their gitlink
-    put_back = trash.put_back_nested(task, way.gitlinks)
+    if rules:
+        ignored.keep_ignored(task.worktree, now_tree, rules)
+    # what a rollback moved aside from the state restored (an undo of it), then nested
+    # repositories (never written by git) where the target has their gitlink
+    put_back = trash.put_back_of_state(task, target_commit, now_tree)
+    put_back += trash.put_back_nested(task, way.gitlinks)
     moved = bool(way.aside) or bool(put_back)  # (then nothing is trusted below)
     # the task's watcher collects the restore's writes (and watches the directories it
     # made) before they are listed below: see ``restored.forget_written``
@@ -257,11 +263,9 @@ def restore(
     if raw_now or raw_target:
         exact.write_raw(task.worktree, task.index, raw_now, raw_target)
     stamps.keep_private(task.index)
-    if rules:
-        ignored.keep_ignored(task.worktree, now_tree, rules)
     if rules or moved:
         stamps.forget(task.index)  # what is ignored changed: the snapshot looks at all
-    if rules or moved or not fast:  # nothing trusted: the snapshot that follows looks at everything
+    if rules or moved or not fast:  # nothing trusted: the snapshot that follows looks at all
         faults.point("after restoring the worktree")
         return None
     # the side index and the worktree now hold exactly the target: note it, so the

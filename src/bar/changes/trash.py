@@ -85,6 +85,8 @@ class Entry:
     kind: str  # ROLLBACK, CLOSE or another command's word: who may put it back by itself
     step: str | None = None
     items: list[Item] = field(default_factory=list)
+    # the recorded state the worktree held when they were moved (a rollback's)
+    state: str | None = None
 
     @property
     def size(self) -> int:
@@ -98,6 +100,7 @@ class Entry:
             "step": self.step,
             "kind": self.kind,
             "reason": self.reason,
+            "state": self.state,
             "size": self.size,
             "paths": [i.to_json() for i in self.items],
         }
@@ -310,6 +313,7 @@ def move_aside(
     command: str,
     kind: str,
     step: str | None = None,
+    state: str | None = None,
     quiet: bool = False,
 ) -> list[Item]:
     """Move each of ``rel_paths`` (files, directories, nested repositories: whatever is
@@ -337,7 +341,7 @@ def move_aside(
     if not found:
         return []
     entry_id, where = _new_entry_dir(task)
-    entry = Entry(entry_id, now_iso(), command, reason, kind, step, found)
+    entry = Entry(entry_id, now_iso(), command, reason, kind, step, found, state)
     write_json_atomic(where / MANIFEST, _manifest(entry))
     files = where / FILES
     ensure_dir(files)
@@ -398,6 +402,7 @@ def _fields(entry: Entry) -> dict[str, Any]:
         "kind": entry.kind,
         "step": entry.step,
         "items": entry.items,
+        "state": entry.state,
     }
 
 
@@ -586,6 +591,7 @@ def _read_entry(where: Path) -> Entry | None:
         str(data.get("kind", "")),
         data.get("step"),
         items,
+        data.get("state"),
     )
 
 
@@ -784,6 +790,44 @@ def put_back_nested(task: Task, gitlinks: dict[str, str]) -> list[Item]:
         note(
             f"put back {_label(item)} from the trash (entry {entry_id}), where the state "
             "restored has it"
+        )
+    return [item for _e, item, _w in done.put_back]
+
+
+def put_back_of_state(task: Task, target_commit: str, now_tree: str) -> list[Item]:
+    """After a rollback restored the state ``target_commit``: what a rollback moved aside
+    while the worktree held that very state (an undo of that rollback) goes back, where
+    the worktree has nothing, or a file the state just left records (which git's ignore
+    rules had kept on disk: ``bar.git.ignored.keep_ignored``)."""
+    chosen = [
+        (e, i)
+        for e in reversed(entries(task))
+        if e.kind == ROLLBACK and e.state == target_commit
+        for i in e.items
+    ]
+    if not chosen:
+        return []
+    free: list[tuple[Entry, Item]] = []
+    taken: set[str] = set()
+    for entry, item in chosen:
+        if item.path in taken:
+            continue
+        there = lstat_beneath(task.worktree, item.path)
+        if there is not None and stat.S_ISDIR(there.st_mode):
+            if not is_empty_dir(task.worktree, item.path):
+                continue
+        elif there is not None:
+            held = _entries_under(task.worktree, now_tree, item.path).get(item.path)
+            if held not in _FILE_MODES:
+                continue
+            beneath.unlink_beneath(task.worktree, item.path)  # (its bytes: that state's)
+        free.append((entry, item))
+        taken.add(item.path)
+    done = restore(task, free, quiet=True)
+    for entry_id, item, _where in done.put_back:
+        note(
+            f"put back {_label(item)} from the trash (entry {entry_id}): the state restored "
+            "held it"
         )
     return [item for _e, item, _w in done.put_back]
 
@@ -991,7 +1035,13 @@ class Way:
 
 
 def clear_the_way(
-    task: Task, now_tree: str, target_tree: str, *, command: str, step: str | None
+    task: Task,
+    now_commit: str,
+    now_tree: str,
+    target_tree: str,
+    *,
+    command: str,
+    step: str | None,
 ) -> Way:
     """Move to the trash what writing ``target_tree`` over ``now_tree`` would destroy
     (``in_the_way``); what was moved, and the gitlinks the write brings."""
@@ -1006,6 +1056,7 @@ def clear_the_way(
         command=command,
         kind=ROLLBACK,
         step=step,
+        state=now_commit,
     )
     return Way([i.path for i in moved], gitlinks)
 
