@@ -595,6 +595,16 @@ def _read_entry(where: Path) -> Entry | None:
     )
 
 
+def byte_size(n: int) -> str:
+    """``n`` bytes for a person: 512 B, 4.0 KiB, 1.5 MiB."""
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if size < 1024 or unit == "GiB":
+            return f"{n} B" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{n} B"
+
+
 def size(task: Task) -> int:
     """Bytes held in the task's trash."""
     return sum(e.size for e in entries(task))
@@ -774,10 +784,7 @@ def put_back_nested(task: Task, gitlinks: dict[str, str]) -> list[Item]:
         if there is not None and not is_empty_dir(task.worktree, path):
             continue
         held = [
-            (e, i)
-            for e in all_entries
-            for i in e.items
-            if i.path == path and i.kind == NESTED_REPO
+            (e, i) for e in all_entries for i in e.items if i.path == path and i.kind == NESTED_REPO
         ]
         if not held:
             continue
@@ -826,8 +833,7 @@ def put_back_of_state(task: Task, target_commit: str, now_tree: str) -> list[Ite
     done = restore(task, free, quiet=True)
     for entry_id, item, _where in done.put_back:
         note(
-            f"put back {_label(item)} from the trash (entry {entry_id}): the state restored "
-            "held it"
+            f"put back {_label(item)} from the trash (entry {entry_id}): the state restored held it"
         )
     return [item for _e, item, _w in done.put_back]
 
@@ -883,7 +889,9 @@ def unrecorded(worktree: Path, recorded: dict[str, str], skip: Iterable[str] = (
     return found
 
 
-def _walk(fd: int, prefix: str, recorded: dict[str, str], skipped: set[str], out: list[str]) -> None:
+def _walk(
+    fd: int, prefix: str, recorded: dict[str, str], skipped: set[str], out: list[str]
+) -> None:
     for name in sorted(os.listdir(fd)):
         rel = prefix + name
         if not prefix and name in skipped:
@@ -1119,3 +1127,37 @@ def _collisions(worktree: Path, target_tree: str, path: str, new: str) -> list[s
         for leaf in leaves_under(worktree, path)
         if leaf in wanted or any(a in leaves for a in ancestors(leaf))
     ]
+
+
+def before_removal(task: Task, command: str) -> list[Item]:
+    """Move to the trash what removing the task's worktree would destroy that no
+    recorded state holds: nested repositories (their files, history, uncommitted work),
+    ignored files, anything else no snapshot has. The caller recorded the hand edits."""
+    paths = would_go_on_removal(task)
+    return move_aside(
+        task,
+        task.worktree,
+        paths,
+        "no recorded state holds it, and the worktree was removed",
+        command=command,
+        kind=CLOSE,
+        state=task.recorded_snapshot(),
+    )
+
+
+def would_go_on_removal(task: Task) -> list[str]:
+    """What ``before_removal`` would move to the trash now (read-only)."""
+    if not task.worktree.is_dir():
+        return []
+    from bar import git
+    from bar.store.layout import AIDE_DIR
+
+    recorded: dict[str, str] = {}
+    raw = git.git(
+        task.worktree, "ls-tree", "-r", "-t", "-z", "--full-tree", task.recorded_snapshot()
+    ).stdout
+    for item in raw.split(b"\0"):
+        if item:
+            meta, _, path = item.partition(b"\t")
+            recorded[path.decode("utf-8", "surrogateescape")] = meta.split(b" ")[0].decode()
+    return unrecorded(task.worktree, recorded, skip=(AIDE_DIR,))
