@@ -507,7 +507,8 @@ def _trash(sub: Any) -> None:
         "relative to the worktree, modes kept, and a manifest of when, which command and\n"
         "why. An undo of that rollback, or a reopen of the closed task, puts them back by\n"
         "itself. `bar trash` lists the entries (short for `bar trash list`), `bar trash\n"
-        "restore` puts paths back; `bar task delete` empties the trash with the task.",
+        "restore` puts paths back. `bar task delete` refuses while the trash holds\n"
+        "anything; with --force it empties it with the task.",
         epilog="examples:\n"
         "  bar trash                         what is in the active task's trash\n"
         "  bar trash --task fix-login --json\n"
