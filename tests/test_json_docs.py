@@ -99,6 +99,7 @@ def session(s: Session, repo: Path, tmp_path: Path) -> None:
     s.json("bar undo --json", "undo", "--dry-run", "--json")
     s.json("bar undo --json", "undo", "--json")
     s.json("bar redo --json", "redo", "--json")
+    trash_session(s, tmp_path)
     (repo / "upstream.txt").write_text("from upstream\n")
     git(repo, "add", "upstream.txt")
     git(repo, "commit", "-qm", "upstream")
@@ -308,6 +309,31 @@ def workers(s: Session, repo: Path, tmp_path: Path) -> None:
         worker.send_signal(signal.SIGKILL)
         worker.wait()
         server.stop()
+
+
+def trash_session(s: Session, tmp_path: Path) -> None:
+    """A file no state holds moved to the trash (by the core, as a rollback moves one),
+    listed, and put back elsewhere."""
+    from bar import api
+    from bar.changes import trash
+
+    task = api.get_task(api.open_project())
+    (task.worktree / "scratch").mkdir()
+    (task.worktree / "scratch" / "notes.tmp").write_text("never recorded\n")
+    trash.move_aside(
+        task, task.worktree, ["scratch"], "a test", command="bar rollback", kind=trash.ROLLBACK
+    )
+    s.json("bar trash list --json", "trash", "--json")
+    s.json("bar trash list --json", "trash", "list", "--json")
+    s.json(
+        "bar trash restore --json",
+        "trash",
+        "restore",
+        "scratch",
+        "--to",
+        str(tmp_path / "rescued"),
+        "--json",
+    )
 
 
 def test_every_json_output_is_as_documented(
