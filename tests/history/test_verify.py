@@ -162,7 +162,9 @@ def test_every_kind_of_difference_is_named(
     with open(odd, "wb") as f:
         f.write(b"CAF\n")
     who = ["-c", "user.name=a", "-c", "user.email=a@a"]
-    subprocess.run(["git", "-C", "vendor", *who, "commit", "-q", "--allow-empty", "-m", "two"])
+    subprocess.run(
+        ["git", "-C", "vendor", *who, "commit", "-q", "--allow-empty", "-m", "two"], check=True
+    )
     code, said = _verify(capfd)
     assert code == 1
     got = {(d["path"], d["kind"]) for d in said["differences"]}  # type: ignore[attr-defined]
