@@ -47,6 +47,9 @@ from hypothesis import strategies as st
 from bar.changes.fast import tree_shape
 from conftest import git
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+from lost_bytes import NESTED_GIT, every_byte, lost_bytes, recorded_blobs
+
 EXAMPLES = int(os.environ.get("BAR_ORACLE_EXAMPLES", "10"))
 NEW_OPS = os.environ.get("BAR_ORACLE_NEW_OPS") == "1"
 # comparisons of a snapshot with plain git made so far in this process, per speed mode
@@ -301,76 +304,6 @@ def _new_op(root: Path, o: tuple[Any, ...], path: str) -> None:
         _git_here(str(root), "commit", "-qm", "committed inside", "--", rel)
     elif kind == "reset":
         _git_here(str(root), "reset", "-q", arg.decode(), "HEAD~1")
-
-
-def every_byte(root: Path) -> dict[str, bytes]:
-    """Every file under ``root`` (but the worktree's own ``.git`` file), ignored ones and
-    nested repositories' included, each as ``-:``/``x:`` and its bytes, or ``-> `` and
-    its link's target."""
-    found: dict[str, bytes] = {}
-    for dirpath, dirnames, filenames in os.walk(root):
-        rel_dir = os.path.relpath(dirpath, root)
-        for name in filenames + [d for d in dirnames if os.path.islink(os.path.join(dirpath, d))]:
-            if rel_dir == "." and name == ".git":
-                continue
-            full = os.path.join(dirpath, name)
-            rel = os.path.normpath(os.path.join(rel_dir, name))
-            try:
-                if os.path.islink(full):
-                    found[rel] = b"-> " + os.fsencode(os.readlink(full))
-                else:
-                    with open(full, "rb") as f:
-                        found[rel] = (b"x:" if os.access(full, os.X_OK) else b"-:") + f.read()
-            except OSError:
-                continue
-    return found
-
-
-def _blob(data: bytes) -> str:
-    import hashlib
-
-    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
-
-
-def recorded_blobs(repo: Path, task_id: str) -> set[str]:
-    """The blobs of every state the task recorded (and of the raw trees beside them)."""
-    blobs: set[str] = set()
-    for s in ledger(task_id):
-        for commit in {s.get("snapshot"), s.get("snapshot_before")} - {None}:
-            for rev in (f"{commit}", f"{commit}^2"):
-                out = subprocess.run(
-                    ["git", "ls-tree", "-r", "-z", rev], cwd=repo, capture_output=True
-                ).stdout
-                for item in out.split(b"\0"):
-                    if item:
-                        blobs.add(item.split(b"\t", 1)[0].split()[2].decode())
-    return blobs
-
-
-def lost_bytes(
-    before: dict[str, bytes], after: dict[str, bytes], recorded: set[str], trash_dir: Path | None
-) -> list[str]:
-    """The paths whose bytes a bar command made disappear from the worktree (``before``
-    and ``after``: ``every_byte`` around it) that are neither in a recorded state (a
-    blob of ``recorded``: the bytes themselves, or with CRLF as LF, which a checkout of
-    a converting repository writes back) nor in the task's trash (``trash_dir``: any
-    file there with the same bytes). Each as ``path (why)``."""
-    kept: set[bytes] = set()
-    if trash_dir is not None and trash_dir.is_dir():
-        kept = {v[2:] if not v.startswith(b"-> ") else v for v in every_byte(trash_dir).values()}
-    lost = []
-    for path, was in sorted(before.items()):
-        if after.get(path) == was:
-            continue
-        data = was[3:] if was.startswith(b"-> ") else was[2:]
-        if data in kept or was in kept:
-            continue
-        if _blob(data) in recorded or _blob(data.replace(b"\r\n", b"\n")) in recorded:
-            continue
-        how = "gone" if path not in after else "overwritten"
-        where = " (inside a nested repository's .git)" if "/.git/" in f"/{path}" else ""
-        lost.append(f"{path} ({how}{where})")
-    return lost
 
 
 def _nested_repos(root: Path) -> list[str]:
@@ -652,6 +585,9 @@ def _play(
                         _no_loss(repo, task["id"], wt, before, "recording a hand session")
                     assert res.code == 0, res.err
                 elif kind == "undo":
+                    if not ledger(task["id"]):
+                        trees.append("")
+                        continue
                     before = every_byte(wt)
                     res = bar(capfd, "undo")
                     if res.code != 0:  # (nothing to undo is no failure)
@@ -704,10 +640,11 @@ def _no_loss(repo: Path, task_id: str, wt: Path, before: dict[str, bytes], what:
     """With the new operations: the bar command ``what`` lost no bytes (``lost_bytes``)."""
     if not NEW_OPS:
         return
+    states = [c for s in ledger(task_id) for c in (s.get("snapshot"), s.get("snapshot_before"))]
     lost = lost_bytes(
-        before, every_byte(wt), recorded_blobs(repo, task_id), task_dir(task_id) / "trash"
+        before, every_byte(wt), recorded_blobs(repo, states), task_dir(task_id) / "trash"
     )
-    inside = [p for p in lost if "nested repository's .git" in p]
+    inside = [p for p in lost if NESTED_GIT in p]
     _INSIDE_NESTED_GIT.extend(f"{what}: {p}" for p in inside)
     lost = [p for p in lost if p not in inside]
     assert not lost, f"{what} destroyed bytes no state or trash holds: {lost}"
