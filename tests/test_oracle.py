@@ -41,7 +41,7 @@ from typing import Any
 
 import pytest
 from helpers import bar, ledger, new_task, set_config, task_dir, worktree
-from hypothesis import HealthCheck, example, given, settings
+from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
 
 from bar.changes.fast import tree_shape
@@ -466,6 +466,8 @@ def _check(repo: Path, wt: Path, tmp: Path, task_id: str) -> None:
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
     derandomize=os.environ.get("BAR_ORACLE_RANDOM") is None,
+    # ``BAR_ORACLE_SHRINK=0``: report the first failing sequence as found (a long search)
+    phases=[p for p in Phase if p != Phase.shrink or os.environ.get("BAR_ORACLE_SHRINK") != "0"],
 )
 # ``watches``: bar's inotify budget and fanotify budget in the play with the speed layer on
 # (``BAR_WATCHES:BAR_MARKS``; no number: the default): with fewer watches than directories,
