@@ -67,6 +67,7 @@ sys.path.insert(0, str(HERE))
 from lost_bytes import NESTED_GIT, every_byte, lost_bytes, recorded_blobs  # noqa: E402
 
 OPS = ("run", "rollback", "undo", "apply")
+NESTED = "vendor"  # --new-ops: where a step makes a nested repository
 JOURNALS = ("running.json", "rollback.json", "apply.json")
 TIMEOUT = 120  # seconds a bar process may take before the trial counts it as hung
 
@@ -389,6 +390,8 @@ class Files:
         for rel, data in read_files(root).items():
             if rel.startswith((DEV_DIR + "/", ".bar/")) or rel == ".gitignore":
                 continue
+            if rel.startswith(NESTED + "/") or rel.endswith(".log"):
+                continue  # (--new-ops: a nested repository's, and ignored files: never recorded)
             if data.startswith(b"-> "):
                 links.add(rel)
             else:
@@ -822,12 +825,12 @@ class Runner:
             self.ok(
                 bar.inproc(
                     "run", "--no-pty", "--", "sh", "-c",
-                    "git init -q vendor && echo lib > vendor/lib.c && git -C vendor add -A "
-                    f"&& git -C vendor {who} commit -qm vendored",
+                    f"git init -q {NESTED} && echo lib > {NESTED}/lib.c && git -C {NESTED} add -A "
+                    f"&& git -C {NESTED} {who} commit -qm vendored",
                 ),
                 "bar run (a nested repository)",
             )  # fmt: skip
-            (wt / "vendor" / "wip.c").write_bytes(f"uncommitted {rng.random()}\n".encode())
+            (wt / NESTED / "wip.c").write_bytes(f"uncommitted {rng.random()}\n".encode())
         if rng.random() < 0.4:
             self.ok(bar.inproc("run", "--no-pty", "--", "sh", "-c", "echo a file > made"), "made")
             self.ok(
