@@ -54,6 +54,7 @@ EXAMPLES = int(os.environ.get("BAR_ORACLE_EXAMPLES", "10"))
 NEW_OPS = os.environ.get("BAR_ORACLE_NEW_OPS") == "1"
 # comparisons of a snapshot with plain git made so far in this process, per speed mode
 COMPARISONS = {"fast": 0, "slow": 0}
+COUNTS_FILE = os.environ.get("BAR_ORACLE_COUNTS")  # (read here: each test's environment is sealed)
 _WHO = ["-c", "user.name=oracle", "-c", "user.email=oracle@localhost", "-c", "commit.gpgsign=false"]
 
 # names chosen to hit git's corners: not UTF-8, control characters, case twins, spaces
@@ -654,7 +655,7 @@ def _no_loss(repo: Path, task_id: str, wt: Path, before: dict[str, bytes], what:
 
 def _count(before: dict[str, int]) -> None:
     """Add this play's comparisons to the file ``BAR_ORACLE_COUNTS`` names, if any."""
-    named = os.environ.get("BAR_ORACLE_COUNTS")
+    named = COUNTS_FILE
     if not named:
         return
     import fcntl
