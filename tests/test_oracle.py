@@ -759,6 +759,14 @@ FOUND: dict[str, tuple[dict[str, Any], list[tuple[str, Any]]]] = {
             ("undo", 0),
         ],
     ),
+    "rollback-to-before-a-nested-repository": (
+        {"top_files": True, "eol": "none", "files": [(b"a.txt", b"one\n")]},
+        [
+            ("step", [("write", b"a.txt", b"two\n")]),
+            ("step", [("nested_commit", b"vendor")]),
+            ("rollback", 0),
+        ],
+    ),
     "ignored-file-committed-then-head-moved-back": (
         {"top_files": True, "eol": "none", "files": [(b"a.txt", b"one\n")]},
         [
