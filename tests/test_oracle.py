@@ -257,10 +257,22 @@ def apply_op(root: Path, o: tuple[Any, ...]) -> None:
         pass  # a path the shape made impossible right now (or one a confined step may not)
 
 
+_SAME_DATES = {"GIT_AUTHOR_DATE": "1700000000 +0000", "GIT_COMMITTER_DATE": "1700000000 +0000"}
+
+
 def _git_here(cwd: str, *args: str) -> None:
     """git, whose failure is one of the impossible operations (a confined step may not
-    write the repository's config; there is nothing to commit)."""
-    subprocess.run(["git", *_WHO, *args], cwd=cwd, capture_output=True, check=False)
+    write the repository's config; there is nothing to commit). Its commits are the same
+    in both plays (fixed dates): the two speed modes must record the same trees."""
+    env = {**os.environ, **_SAME_DATES}
+    subprocess.run(["git", *_WHO, *args], cwd=cwd, env=env, capture_output=True, check=False)
+
+
+def _append(root: Path, rel: bytes, line: bytes) -> None:
+    """One more line in ``rel`` (made if missing): the same bytes in both plays."""
+    path = _p(root, rel)
+    have = Path(path).read_bytes() if os.path.isfile(path) and not os.path.islink(path) else b""
+    _write(root, rel, have + line)
 
 
 def _new_op(root: Path, o: tuple[Any, ...], path: str) -> None:
@@ -272,16 +284,16 @@ def _new_op(root: Path, o: tuple[Any, ...], path: str) -> None:
                 os.unlink(path)
             os.makedirs(path, exist_ok=True)
             _git_here(path, "init", "-q")
-        _write(root, arg + b"/lib.c", os.urandom(4).hex().encode())
+        _append(root, arg + b"/lib.c", b"committed\n")
         _git_here(path, "add", "-A")
         _git_here(path, "commit", "-qm", "nested")
     elif kind == "nested_edit" and os.path.isdir(os.path.join(path, ".git")):
-        _write(root, arg + b"/wip.c", os.urandom(4).hex().encode())  # uncommitted work
+        _append(root, arg + b"/wip.c", b"uncommitted\n")
     elif kind == "nested_to_file" and os.path.isdir(os.path.join(path, ".git")):
         shutil.rmtree(path)
         _write(root, arg, b"a file again\n")
     elif kind == "ignored_in" and os.path.isdir(path) and not os.path.islink(path):
-        _write(root, arg + b"/cache.log", os.urandom(4).hex().encode())
+        _append(root, arg + b"/cache.log", b"ignored\n")
         rules = _p(root, b".gitignore")
         have = Path(rules).read_bytes() if os.path.isfile(rules) else b""
         if b"*.log" not in have.splitlines():
