@@ -67,6 +67,11 @@ class Item:
     size: int  # bytes (of every file below it, for a directory)
     head: str | None = None  # a nested repository's HEAD commit, when it has one
 
+    @property
+    def shown(self) -> str:
+        """Its path as a listing shows it: a directory's with a ``/``."""
+        return self.path + ("/" if self.kind in (DIR, NESTED_REPO) else "")
+
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {"path": self.path, "kind": self.kind, "size": self.size}
         if self.head is not None:

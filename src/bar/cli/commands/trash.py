@@ -9,11 +9,9 @@ from bar.cli.render import byte_size, plural, print_json
 
 
 def list_(*, task: str | None, as_json: bool) -> int:
-    from bar.changes import trash
-
     loc = api.open_project()
     the_task = api.get_task(loc, task)
-    found = trash.entries(the_task)
+    found = api.trash_entries(the_task)
     if as_json:
         print_json(
             {
@@ -37,15 +35,13 @@ def list_(*, task: str | None, as_json: bool) -> int:
         step = f", step {e.step}" if e.step else ""
         print(f"{e.id}  {e.command}{step}: {e.reason}")
         for i in e.items:
-            name = i.path + ("/" if i.kind in (trash.DIR, trash.NESTED_REPO) else "")
             head = f"  HEAD {i.head[:12]}" if i.head else ""
-            print(f"  {i.kind:<11}  {byte_size(i.size):>8}  {name}{head}")
+            print(f"  {i.kind:<11}  {byte_size(i.size):>8}  {i.shown}{head}")
     print("Put back with: bar trash restore ENTRY|PATH... (bar task delete empties it)")
     return 0
 
 
 def restore(*, task: str | None, what: list[str], to: str | None, as_json: bool) -> int:
-    from bar.changes import trash
     from bar.errors import Conflict
 
     loc = api.open_project()
@@ -53,9 +49,7 @@ def restore(*, task: str | None, what: list[str], to: str | None, as_json: bool)
     dest = Path(to).absolute() if to else None
     if dest is not None:
         dest.mkdir(parents=True, exist_ok=True)
-    with the_task.lock("bar trash restore"):
-        chosen = trash.select(the_task, what)
-        done = trash.restore(the_task, chosen, dest, quiet=True)
+    done = api.trash_restore(the_task, what, dest)
     if as_json:
         print_json(
             {
