@@ -77,9 +77,15 @@ def pinned_env(
     repo: Path | str, env: Mapping[str, str] | None = None, *, network: bool = False
 ) -> Mapping[str, str]:
     """``env`` plus the git directories bar pinned for ``repo`` (if it is a worktree),
-    and, unless ``network``, ``NO_TRANSPORT`` (which ``env`` cannot undo)."""
+    and, unless ``network``, ``NO_TRANSPORT`` (which ``env`` cannot undo); always
+    ``NO_OPTIONAL_WRITES``."""
     fixed = _PINNED.get(str(repo))
-    return {**(fixed or {}), **(env or {}), **({} if network else NO_TRANSPORT)}
+    return {
+        **(fixed or {}),
+        **(env or {}),
+        **({} if network else NO_TRANSPORT),
+        **NO_OPTIONAL_WRITES,
+    }
 
 
 def pinned_common_dir(repo: Path | str) -> Path | None:
@@ -125,6 +131,13 @@ def git(
 NO_HOOKS = ("-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false")
 NO_PROGRAMS = (*NO_HOOKS, "-c", "protocol.allow=never", "-c", "commit.gpgSign=false")
 NO_TRANSPORT = {"GIT_ALLOW_PROTOCOL": "", "GIT_NO_LAZY_FETCH": "1"}
+# A nested repository is foreign (SPEC §3): bar never writes inside it. Yet ``git add``
+# and ``git diff-files`` ask each gitlink whether it is dirty with a ``git status`` of
+# their own inside it, which refreshes and rewrites its index (split, with a
+# ``sharedindex.*``, when the side index's ``core.splitIndex`` reaches it through the
+# environment, as every ``GIT_CONFIG_*`` does). ``GIT_OPTIONAL_LOCKS=0`` makes every git
+# below bar's skip such writes (bar's own index writes take their lock all the same).
+NO_OPTIONAL_WRITES = {"GIT_OPTIONAL_LOCKS": "0"}
 
 
 def start(
@@ -594,4 +607,5 @@ _VOLATILE = frozenset({"PWD", "OLDPWD", "SHLVL", "_"})
 def git_env() -> dict[str, str]:
     """The environment bar's git runs with here (``proc.clean_env``), but for what a
     shell changes from one command to the next."""
-    return {k: v for k, v in clean_env(NO_TRANSPORT).items() if k not in _VOLATILE}
+    env = clean_env({**NO_TRANSPORT, **NO_OPTIONAL_WRITES})
+    return {k: v for k, v in env.items() if k not in _VOLATILE}

@@ -1,0 +1,132 @@
+"""The speed layer and the plain look (``BAR_FAST=0``) record the same states, and
+neither writes inside a nested repository (SPEC §3: nested repositories are foreign).
+
+Every test runs both ways (the ``speed`` fixture), through the real ``bar`` commands.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import (
+    bar,
+    init_clean,
+    ledger,
+    new_task,
+    plain_git_tree,
+    recorded_tree,
+    watcher_started,
+    worktree,
+)
+
+
+@pytest.fixture(params=["fast", "slow"])
+def speed(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Both ways: the speed layer on (the default) and off (``BAR_FAST=0``)."""
+    if request.param == "slow":
+        monkeypatch.setenv("BAR_FAST", "0")
+    return str(request.param)
+
+
+def _task(repo: Path, capfd: pytest.CaptureFixture[str]) -> tuple[dict[str, Any], Path]:
+    """A task three steps in (with the speed layer on, its watcher is watching)."""
+    if os.environ.get("BAR_FAST") == "0":
+        init_clean(repo, capfd)
+        task = new_task(capfd)
+        for _ in range(3):
+            assert bar(capfd, "run", "--", "true").code == 0
+        return task, worktree(task)
+    return watcher_started(capfd, repo)
+
+
+def _git(cwd: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", *args], cwd=cwd, check=True, capture_output=True, text=True
+    ).stdout
+
+
+def _nested_commit(path: Path, name: str = "lib.c", text: str = "int x;\n") -> None:
+    """A commit by hand in the repository at ``path`` (made if it is not one)."""
+    if not (path / ".git").exists():
+        _git(path.parent, "init", "-q", path.name)
+    (path / name).write_text(text)
+    _git(path, "add", name)
+    _git(path, "-c", "user.name=d", "-c", "user.email=d@x", "commit", "-qm", name)
+
+
+def _git_dir_state(repo: Path) -> dict[str, tuple[int, int, int]]:
+    """Every file and directory under a repository's ``.git``, with its size, mode and
+    mtime: what any write there changes."""
+    found: dict[str, tuple[int, int, int]] = {}
+    top = repo / ".git"
+    for here, dirs, files in os.walk(top):
+        for name in [*dirs, *files]:
+            st = os.lstat(os.path.join(here, name))
+            rel = os.path.relpath(os.path.join(here, name), top)
+            found[rel] = (st.st_size, st.st_mode, st.st_mtime_ns)
+    return found
+
+
+def _same_record(repo: Path, task: dict[str, Any], wt: Path, tmp: Path) -> None:
+    got, want = recorded_tree(repo, task), plain_git_tree(wt, tmp)
+    assert _git(repo, "ls-tree", "-r", got) == _git(repo, "ls-tree", "-r", want)
+
+
+def test_bar_never_writes_inside_a_nested_repository(
+    repo: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str], speed: str
+) -> None:
+    """A nested repository with uncommitted work (which ``git add`` of its gitlink would
+    ask about with ``git status`` inside it: a process that refreshes and writes its
+    index, split if bar's own split-index setting reached it) keeps every file of its
+    ``.git`` as it was over runs, a rollback, an undo, a close, a reopen and an apply."""
+    task, wt = _task(repo, capfd)
+    assert bar(capfd, "run", "--", "sh", "-c", "echo 1 > a.txt").code == 0
+    first = ledger(task["id"])[-1]["step_id"]
+    vendor = wt / "deep" / "vendor"
+    vendor.mkdir(parents=True)
+    _nested_commit(vendor)
+    _nested_commit(wt / "other")
+    for nested in (vendor, wt / "other"):
+        (nested / "lib.c").write_text("int y;\n")  # uncommitted: dirty
+        (nested / "wip.c").write_text("wip\n")  # untracked
+    assert bar(capfd, "run", "--", "sh", "-c", "echo 2 > a.txt").code == 0
+    _same_record(repo, task, wt, tmp_path)
+    before = {n: _git_dir_state(n) for n in (vendor, wt / "other")}
+
+    def unchanged(what: str) -> None:
+        for nested, was in before.items():
+            assert _git_dir_state(nested) == was, f"{what} wrote inside {nested.name}/.git"
+
+    steps = [
+        ("run", ["run", "--", "sh", "-c", "echo 3 > a.txt"]),
+        ("run", ["run", "--", "true"]),
+        ("status", ["status"]),
+        ("rollback", ["rollback", "--to", first]),
+        ("undo", ["undo"]),
+        ("run", ["run", "--", "sh", "-c", "echo 4 > a.txt"]),
+    ]
+    for what, args in steps:
+        res = bar(capfd, *args)
+        assert res.code == 0, (what, res.err)
+        unchanged(what)
+    os.chdir(repo)
+    res = bar(capfd, "apply", "-m", "land")
+    assert res.code == 0, res.err
+    unchanged("apply")
+    res = bar(capfd, "task", "close", task["id"], "--force")
+    assert res.code == 0, res.err
+    if vendor.exists():
+        unchanged("close")
+    res = bar(capfd, "task", "reopen", task["id"])
+    assert res.code == 0, res.err
+    for nested, was in before.items():
+        if nested.exists():
+            now = _git_dir_state(nested)
+            assert {k: v for k, v in now.items() if k in was} == {
+                k: v for k, v in was.items() if k in now
+            }
+            assert not [k for k in now if "sharedindex" in k]
