@@ -242,7 +242,10 @@ def restore(
     if rules:
         ignored.keep_ignored(task.worktree, now_tree, rules)
         stamps.forget(task.index)  # what is ignored changed: the snapshot looks at all
-    if rules or not fast:  # nothing trusted: the snapshot that follows looks at everything
+    foreign = fast and restored.moves_gitlinks(writes)  # (nested repositories stay)
+    if foreign:
+        stamps.forget(task.index)
+    if rules or foreign or not fast:  # nothing trusted: the snapshot that follows looks at all
         faults.point("after restoring the worktree")
         return None
     # the side index and the worktree now hold exactly the target: note it, so the

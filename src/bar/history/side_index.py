@@ -198,6 +198,8 @@ def _add(worktree: Path, index: Path, paths: Sequence[str], excludes: Sequence[s
         every = [*specs, *(f":(top,exclude,literal){p}" for p in kept)]
         res = git.git(
             worktree,
+            "-c",
+            "advice.addEmbeddedRepo=false",  # (a nested repository is recorded as git does)
             "add",
             "-A",
             "--ignore-errors",
@@ -214,17 +216,36 @@ def _add(worktree: Path, index: Path, paths: Sequence[str], excludes: Sequence[s
     # a path of the scope that is ignored is not added (the rest is): git says so in a
     # closing block of path names and hints, which is no failure
     said = res.stderr.split(b"The following paths are ignored by one of your .gitignore")[0]
-    said_lines = [line for line in said.splitlines() if line.strip()]
+    said_lines = [
+        line for line in said.splitlines() if line.strip() and not line.startswith(b"hint: ")
+    ]
     if not said_lines and said != res.stderr and res.returncode == 1:
         return True
     if paths != ["."] and any(
-        b"pathspec" in line or b"beyond a symbolic link" in line for line in said_lines
+        b"pathspec" in line.lower() or b"beyond a symbolic link" in line for line in said_lines
     ):
-        return False
+        return False  # (a path now inside a nested repository too: "Pathspec ... is in submodule")
     if said_lines and all(_UNREADABLE.match(line) for line in said_lines):
         warn(f"some files were not recorded: {said.decode('utf-8', 'replace').strip()}")
         return None
     raise SnapshotFailed(
         "the worktree's state could not be stored in git: "
         + (res.err.strip() or f"git add exited with {res.returncode}"),
+        hint=_failed_hint(said_lines),
+    )
+
+
+_NO_SPACE = (b"no space left", b"disk quota", b"file too large")
+
+
+def _failed_hint(lines: Sequence[bytes]) -> str | None:
+    """What to do about a ``git add`` that failed: free space only where git said the
+    disk is full (``SnapshotFailed``'s own hint); else what git refused, named."""
+    if any(word in line.lower() for line in lines for word in _NO_SPACE):
+        return None
+    first = next((line for line in lines if line.startswith((b"fatal:", b"error:"))), None)
+    said = (first or (lines[0] if lines else b"")).decode("utf-8", "replace").strip()
+    return (
+        f"git refused to add the worktree's files ({said or 'no reason given'}); fix what it"
+        " names and run any bar command: the step is recorded then, nothing is lost"
     )

@@ -24,17 +24,20 @@ from helpers import (
 )
 
 
-@pytest.fixture(params=["fast", "slow"])
+@pytest.fixture(params=["fast", "stamps", "slow"])
 def speed(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Both ways: the speed layer on (the default) and off (``BAR_FAST=0``)."""
+    """Both ways: the speed layer on (the default; ``stamps``: with no watcher between
+    commands, so each looks by the stamped ctimes) and off (``BAR_FAST=0``)."""
     if request.param == "slow":
         monkeypatch.setenv("BAR_FAST", "0")
+    if request.param == "stamps":
+        monkeypatch.setenv("BAR_WATCHER_IDLE", "0")
     return str(request.param)
 
 
 def _task(repo: Path, capfd: pytest.CaptureFixture[str]) -> tuple[dict[str, Any], Path]:
     """A task three steps in (with the speed layer on, its watcher is watching)."""
-    if os.environ.get("BAR_FAST") == "0":
+    if os.environ.get("BAR_FAST") == "0" or os.environ.get("BAR_WATCHER_IDLE") == "0":
         init_clean(repo, capfd)
         task = new_task(capfd)
         for _ in range(3):
@@ -130,3 +133,67 @@ def test_bar_never_writes_inside_a_nested_repository(
                 k: v for k, v in was.items() if k in now
             }
             assert not [k for k in now if "sharedindex" in k]
+
+
+def test_a_nested_repository_made_empty_then_committed_is_recorded(
+    repo: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str], speed: str
+) -> None:
+    """``git init vendor`` by hand (a repository without a commit: git records nothing
+    of it), a step, then a commit in it by hand: the next step records it as a gitlink,
+    as ``git add -A`` does. Deeper, and several at once, the same. (While one has no
+    commit ``git add -A`` refuses to run: the record is compared once each has one.)"""
+    task, wt = _task(repo, capfd)
+    (wt / "a" / "b" / "c").mkdir(parents=True)
+    for rel in ("vendor", "a/b/c/deep", "a/b/other"):
+        _git((wt / rel).parent, "init", "-q", (wt / rel).name)
+    assert bar(capfd, "run", "--", "true").code == 0
+    assert bar(capfd, "run", "--", "sh", "-c", "echo 1 > top.txt").code == 0
+    _nested_commit(wt / "vendor")
+    _nested_commit(wt / "a/b/c/deep")
+    assert bar(capfd, "run", "--", "true").code == 0
+    _nested_commit(wt / "a/b/other")
+    assert bar(capfd, "run", "--", "true").code == 0
+    _same_record(repo, task, wt, tmp_path)
+    listed = _git(repo, "ls-tree", "-r", "--name-only", recorded_tree(repo, task)).split()
+    assert {"vendor", "a/b/c/deep", "a/b/other"} <= set(listed)
+    # a second commit moves the gitlink; a repository a step makes empty, then committed
+    _nested_commit(wt / "vendor", "two.c")
+    res = bar(capfd, "run", "--", "sh", "-c", "git init -q made && echo 2 > top.txt")
+    assert res.code == 0, res.err
+    assert bar(capfd, "run", "--", "true").code == 0
+    _nested_commit(wt / "made")
+    assert bar(capfd, "run", "--", "true").code == 0
+    _same_record(repo, task, wt, tmp_path)
+
+
+@pytest.mark.parametrize("how", ["undo", "rollback"])
+def test_a_nested_repository_a_restore_leaves_on_disk_is_recorded(
+    repo: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str], speed: str, how: str
+) -> None:
+    """A nested repository added by hand (recorded by the next command as a manual
+    step), then that step undone, or rolled back past: the repository is foreign, so it
+    stays on disk, and the next record holds it again, as ``git add -A`` would; the same
+    for one whose gitlink the restore puts back at another commit."""
+    task, wt = _task(repo, capfd)
+    assert bar(capfd, "run", "--", "sh", "-c", "echo 1 > a.txt").code == 0
+    first = ledger(task["id"])[-1]["step_id"]
+    _nested_commit(wt / "vendor")
+    (wt / "d").mkdir()
+    _nested_commit(wt / "d" / "lib")
+    if how == "undo":  # (the hand edits are recorded first, as a manual step: undone)
+        res = bar(capfd, "undo")
+    else:
+        assert bar(capfd, "run", "--", "true").code == 0
+        assert [s["kind"] for s in ledger(task["id"])][-2] == "manual"
+        _same_record(repo, task, wt, tmp_path)
+        res = bar(capfd, "rollback", "--to", first)
+    assert res.code == 0, res.err
+    assert (wt / "vendor" / ".git").is_dir() and (wt / "d" / "lib" / "lib.c").exists()
+    assert bar(capfd, "run", "--", "true").code == 0
+    _same_record(repo, task, wt, tmp_path)
+    # the gitlink put back by an undo of the rollback, while the repository moved on
+    _nested_commit(wt / "vendor", "more.c")
+    assert bar(capfd, "run", "--", "true").code == 0
+    assert bar(capfd, "undo").code == 0
+    assert bar(capfd, "run", "--", "true").code == 0
+    _same_record(repo, task, wt, tmp_path)
