@@ -284,6 +284,12 @@ def delete_ref(repo: Path | str, ref: str, *, check: bool = True) -> None:
     git(repo, "update-ref", "-d", ref, check=check)
 
 
+# The side index is bar's, not the repository's: whatever the repository says of stat
+# data (``core.trustctime=false``, ``core.checkStat=minimal``), a file whose ctime moved
+# is hashed again, or a same-size rewrite with its mtime put back would go unrecorded.
+_FULL_STAT = (("core.trustctime", "true"), ("core.checkStat", "default"))
+
+
 def index_env(index: Path, *, reshare: bool = False) -> dict[str, str]:
     """The environment that makes git use ``index`` instead of the worktree's own; for an
     index in a task's directory, with the task's own git directory once it is made
@@ -293,27 +299,25 @@ def index_env(index: Path, *, reshare: bool = False) -> dict[str, str]:
     for it. ``reshare``: a split index's next write starts a new shared part
     (``bar.history.side_index.crowded``)."""
     env = {"GIT_INDEX_FILE": str(index)}
+    pairs: list[tuple[str, str]] = []
     for folder, split in ((index.parent, "true"), (index.parent.parent, "false")):
         found = _OWN.get(str(folder))
         if found is not None:
+            pairs += _FULL_STAT  # (a task's side index, or a copy of it)
             if os.path.isdir(found[0]):
                 env["GIT_DIR"], env["GIT_COMMON_DIR"], env["GIT_WORK_TREE"] = found
-                env.update(
-                    GIT_CONFIG_COUNT="1",
-                    GIT_CONFIG_KEY_0="core.splitIndex",
-                    GIT_CONFIG_VALUE_0=split,
-                )
-                pairs = []
+                pairs.append(("core.splitIndex", split))
                 if split == "true" and index.name.startswith("index.staged."):
                     # a copy the watcher may throw away (``bar.changes.fast.staging``): git must not
                     # remove an old shared part the side index still uses
                     pairs.append(("splitIndex.sharedIndexExpire", "never"))
                 if split == "true" and reshare:
                     pairs.append(("splitIndex.maxPercentChange", "0"))
-                for n, (key, value) in enumerate(pairs, 1):
-                    env[f"GIT_CONFIG_KEY_{n}"], env[f"GIT_CONFIG_VALUE_{n}"] = key, value
-                env["GIT_CONFIG_COUNT"] = str(1 + len(pairs))
             break
+    for n, (key, value) in enumerate(pairs):
+        env[f"GIT_CONFIG_KEY_{n}"], env[f"GIT_CONFIG_VALUE_{n}"] = key, value
+    if pairs:
+        env["GIT_CONFIG_COUNT"] = str(len(pairs))
     return env
 
 

@@ -197,3 +197,34 @@ def test_a_nested_repository_a_restore_leaves_on_disk_is_recorded(
     assert bar(capfd, "undo").code == 0
     assert bar(capfd, "run", "--", "true").code == 0
     _same_record(repo, task, wt, tmp_path)
+
+
+@pytest.mark.parametrize("setting", ["core.trustctime=false", "core.checkStat=minimal"])
+def test_a_same_size_rewrite_with_its_mtime_put_back_is_seen_whatever_the_stat_settings(
+    repo: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str], speed: str, setting: str
+) -> None:
+    """The repository tells git to trust no ctime (``core.trustctime=false``) or to
+    compare only the mtime's seconds and the size (``core.checkStat=minimal``). A file is
+    rewritten in place with as many bytes and its mtime put back: only its ctime moved.
+    The side index is bar's, not the repository's: every look compares the ctime, and
+    records the rewrite; by hand and by a step, deeper and many files at once."""
+    key, value = setting.split("=")
+    _git(repo, "config", key, value)
+    task, wt = _task(repo, capfd)
+    names = ["f.txt", "d/e/g.txt", *(f"many/{n}.txt" for n in range(30))]
+    script = "; ".join(f"mkdir -p $(dirname {n}); printf aaaa > {n}" for n in names)
+    touch = " ".join(names)
+    res = bar(capfd, "run", "--", "sh", "-c", f"{script}; touch -d @1000000000 {touch}")
+    assert res.code == 0, res.err
+    for n in names:  # by hand
+        (wt / n).write_text("bbbb")
+        os.utime(wt / n, (1_000_000_000, 1_000_000_000))
+    assert bar(capfd, "run", "--", "true").code == 0
+    _same_record(repo, task, wt, tmp_path)
+    assert ledger(task["id"])[-2]["kind"] == "manual"
+    # by a step
+    rewrite = "; ".join(f"printf cccc > {n}" for n in names)
+    res = bar(capfd, "run", "--", "sh", "-c", f"{rewrite}; touch -d @1000000000 {touch}")
+    assert res.code == 0, res.err
+    _same_record(repo, task, wt, tmp_path)
+    assert ledger(task["id"])[-1]["diff_stat"]["files"] == len(names)
