@@ -228,3 +228,50 @@ def test_a_same_size_rewrite_with_its_mtime_put_back_is_seen_whatever_the_stat_s
     assert res.code == 0, res.err
     _same_record(repo, task, wt, tmp_path)
     assert ledger(task["id"])[-1]["diff_stat"]["files"] == len(names)
+
+
+def test_a_nested_repository_where_a_directory_of_tracked_files_was(
+    repo: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str], speed: str
+) -> None:
+    """A directory of recorded files becomes a nested repository by hand (its files
+    gone, ``git init``, a commit): recorded as a gitlink, as git does. A rollback to the
+    state that held the files, and an undo of it, never fail with git's "Pathspec ... is
+    in submodule", never write inside the repository, and each record is git's."""
+    task, wt = _task(repo, capfd)
+    res = bar(capfd, "run", "--", "sh", "-c", "mkdir -p d/e && echo 1 > d/x.txt && echo 2 > d/e/y")
+    assert res.code == 0, res.err
+    first = ledger(task["id"])[-1]["step_id"]
+    subprocess.run(["rm", "-rf", str(wt / "d")], check=True)
+    (wt / "d").mkdir()
+    _nested_commit(wt / "d", "x.txt", "mine\n")
+    assert bar(capfd, "run", "--", "true").code == 0
+    _same_record(repo, task, wt, tmp_path)
+    was = _git_dir_state(wt / "d")
+    res = bar(capfd, "rollback", "--to", first)
+    assert "is in submodule" not in res.err and "free space" not in res.err, res.err
+    assert (wt / "d" / ".git").is_dir() and _git_dir_state(wt / "d") == was
+    assert (wt / "d" / "x.txt").read_text() == "mine\n"
+    if res.code != 0:
+        # git refuses to write the files into the repository (what a rollback over a
+        # nested repository does then is not this test's)
+        assert "would be overwritten" in res.err, res.err
+        return
+    res = bar(capfd, "run", "--", "true")
+    assert res.code == 0, res.err
+    _same_record(repo, task, wt, tmp_path)
+    res = bar(capfd, "undo")
+    assert "is in submodule" not in res.err and "free space" not in res.err, res.err
+    res = bar(capfd, "run", "--", "true")
+    assert res.code == 0, res.err
+    _same_record(repo, task, wt, tmp_path)
+    assert _git_dir_state(wt / "d") == was
+
+
+def test_a_failed_add_says_what_git_refused_and_free_space_only_for_a_full_disk() -> None:
+    """The hint of a snapshot git could not write names what happened."""
+    from bar.history.side_index import _failed_hint
+
+    full = [b"error: unable to write new index file", b"fatal: No space left on device"]
+    assert _failed_hint(full) is None  # (``SnapshotFailed``'s own: free space)
+    said = _failed_hint([b"fatal: Pathspec 'd/x' is in submodule 'd'"])
+    assert said is not None and "is in submodule 'd'" in said and "free space" not in said
