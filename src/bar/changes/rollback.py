@@ -263,9 +263,12 @@ def restore(
     if raw_now or raw_target:
         exact.write_raw(task.worktree, task.index, raw_now, raw_target)
     stamps.keep_private(task.index)
-    if rules or moved:
-        stamps.forget(task.index)  # what is ignored changed: the snapshot looks at all
-    if rules or moved or not fast:  # nothing trusted: the snapshot that follows looks at all
+    # what is ignored changed, bytes went to or came from the trash, or a gitlink moved
+    # (nested repositories stay where they are): the snapshot that follows looks at all
+    foreign = fast and restored.moves_gitlinks(writes)
+    if rules or moved or foreign:
+        stamps.forget(task.index)
+    if rules or moved or foreign or not fast:
         faults.point("after restoring the worktree")
         return None
     # the side index and the worktree now hold exactly the target: note it, so the
