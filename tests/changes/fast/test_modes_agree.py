@@ -115,7 +115,11 @@ def test_bar_never_writes_inside_a_nested_repository(
     for what, args in steps:
         res = bar(capfd, *args)
         assert res.code == 0, (what, res.err)
-        unchanged(what)
+        if what == "rollback":  # (to a state before them: both moved to the trash, whole)
+            assert not vendor.exists() and not (wt / "other").exists()
+            assert "deep/vendor/" in bar(capfd, "trash").out
+            continue
+        unchanged(what)  # (the undo put them back as they were)
     os.chdir(repo)
     res = bar(capfd, "apply", "-m", "land")
     assert res.code == 0, res.err
@@ -172,8 +176,9 @@ def test_a_nested_repository_a_restore_leaves_on_disk_is_recorded(
 ) -> None:
     """A nested repository added by hand (recorded by the next command as a manual
     step), then that step undone, or rolled back past: the repository is foreign, so it
-    stays on disk, and the next record holds it again, as ``git add -A`` would; the same
-    for one whose gitlink the restore puts back at another commit."""
+    is moved whole to the task's trash, never deleted, and every mode records it gone, as
+    ``git add -A`` would; undoing that puts it back, ``.git`` and all, and the record holds
+    its gitlink again (a redo, after an undo); one that moved on meanwhile is recorded at its new commit."""
     task, wt = _task(repo, capfd)
     assert bar(capfd, "run", "--", "sh", "-c", "echo 1 > a.txt").code == 0
     first = ledger(task["id"])[-1]["step_id"]
@@ -188,13 +193,14 @@ def test_a_nested_repository_a_restore_leaves_on_disk_is_recorded(
         _same_record(repo, task, wt, tmp_path)
         res = bar(capfd, "rollback", "--to", first)
     assert res.code == 0, res.err
-    assert (wt / "vendor" / ".git").is_dir() and (wt / "d" / "lib" / "lib.c").exists()
-    assert bar(capfd, "run", "--", "true").code == 0
+    assert not (wt / "vendor").exists() and not (wt / "d" / "lib").exists()
+    assert "vendor/" in bar(capfd, "trash").out
     _same_record(repo, task, wt, tmp_path)
-    # the gitlink put back by an undo of the rollback, while the repository moved on
+    assert bar(capfd, "redo" if how == "undo" else "undo").code == 0
+    assert (wt / "vendor" / ".git").is_dir() and (wt / "d" / "lib" / "lib.c").exists()
+    _same_record(repo, task, wt, tmp_path)
+    # the repository moves on by hand: the next look records its new commit
     _nested_commit(wt / "vendor", "more.c")
-    assert bar(capfd, "run", "--", "true").code == 0
-    assert bar(capfd, "undo").code == 0
     assert bar(capfd, "run", "--", "true").code == 0
     _same_record(repo, task, wt, tmp_path)
 
@@ -235,8 +241,9 @@ def test_a_nested_repository_where_a_directory_of_tracked_files_was(
 ) -> None:
     """A directory of recorded files becomes a nested repository by hand (its files
     gone, ``git init``, a commit): recorded as a gitlink, as git does. A rollback to the
-    state that held the files, and an undo of it, never fail with git's "Pathspec ... is
-    in submodule", never write inside the repository, and each record is git's."""
+    state that held the files moves the repository whole to the trash and writes them; an
+    undo of it puts the repository back as it was. Never git's "Pathspec ... is in
+    submodule", never a write inside the repository, and each record is git's."""
     task, wt = _task(repo, capfd)
     res = bar(capfd, "run", "--", "sh", "-c", "mkdir -p d/e && echo 1 > d/x.txt && echo 2 > d/e/y")
     assert res.code == 0, res.err
@@ -248,23 +255,21 @@ def test_a_nested_repository_where_a_directory_of_tracked_files_was(
     _same_record(repo, task, wt, tmp_path)
     was = _git_dir_state(wt / "d")
     res = bar(capfd, "rollback", "--to", first)
+    assert res.code == 0, res.err
+    assert "is in submodule" not in res.err and "free space" not in res.err, res.err
+    assert not (wt / "d" / ".git").exists() and (wt / "d" / "x.txt").read_text() == "1\n"
+    assert "d/" in bar(capfd, "trash").out
+    res = bar(capfd, "run", "--", "true")
+    assert res.code == 0, res.err
+    _same_record(repo, task, wt, tmp_path)
+    res = bar(capfd, "rollback", "--to", ledger(task["id"])[-3]["step_id"])  # (the gitlink)
+    assert res.code == 0, res.err
     assert "is in submodule" not in res.err and "free space" not in res.err, res.err
     assert (wt / "d" / ".git").is_dir() and _git_dir_state(wt / "d") == was
     assert (wt / "d" / "x.txt").read_text() == "mine\n"
-    if res.code != 0:
-        # git refuses to write the files into the repository (what a rollback over a
-        # nested repository does then is not this test's)
-        assert "would be overwritten" in res.err, res.err
-        return
     res = bar(capfd, "run", "--", "true")
     assert res.code == 0, res.err
     _same_record(repo, task, wt, tmp_path)
-    res = bar(capfd, "undo")
-    assert "is in submodule" not in res.err and "free space" not in res.err, res.err
-    res = bar(capfd, "run", "--", "true")
-    assert res.code == 0, res.err
-    _same_record(repo, task, wt, tmp_path)
-    assert _git_dir_state(wt / "d") == was
 
 
 def test_a_failed_add_says_what_git_refused_and_free_space_only_for_a_full_disk() -> None:
