@@ -249,7 +249,8 @@ def restore(
     # repositories (never written by git) where the target has their gitlink
     put_back = trash.put_back_of_state(task, target_commit, now_tree)
     put_back += trash.put_back_nested(task, way.gitlinks)
-    moved = bool(way.aside) or bool(put_back)  # (then nothing is trusted below)
+    gone = _unfound_repositories(task, way.gitlinks)
+    moved = bool(way.aside) or bool(put_back) or bool(gone)  # (then nothing is trusted below)
     # the task's watcher collects the restore's writes (and watches the directories it
     # made) before they are listed below: see ``restored.forget_written``
     sight = (
@@ -288,6 +289,32 @@ def restore(
         restored.forget_written(task.worktree, task.index, writes, settled, sight)
     faults.point("after restoring the worktree")
     return target_tree if exact_as_git and verified is not None else None
+
+
+def _unfound_repositories(task: Task, gitlinks: dict[str, str]) -> list[str]:
+    """The gitlinks the restored state has (path -> commit) where no nested repository
+    came back (neither the disk nor the trash holds it: it was removed by a step or by
+    hand, never by bar). git checks out an empty directory there; the record holds what
+    is on disk, as ``git add -A`` would: the gitlink leaves the side index, and is said."""
+    gone = [path for path in sorted(gitlinks) if not trash.holds_repo(task.worktree, path)]
+    if not gone:
+        return []
+    git.git(
+        task.worktree,
+        "update-index",
+        "--force-remove",
+        "-z",
+        "--stdin",
+        input="".join(f"{path}\0" for path in gone).encode(),
+        env=git.index_env(task.index),
+    )
+    for path in gone:
+        warn(
+            f"the state restored has a nested repository at {path}/ (commit "
+            f"{gitlinks[path][:12]}) that neither the worktree nor the trash holds (a step or "
+            "a hand removed it): it is not recorded, and the directory is left empty"
+        )
+    return gone
 
 
 def _checkout(task: Task, now_commit: str, target_commit: str) -> None:
