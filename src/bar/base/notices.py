@@ -26,8 +26,12 @@ _sinks: list[Sink] = [_stderr]
 
 
 def plural(n: int, word: str) -> str:
-    """``1 file``, ``2 files``: a count and its noun, for a message."""
-    return f"{n} {word}" + ("" if n == 1 else "s")
+    """``1 file``, ``2 files``, ``2 entries``: a count and its noun, for a message."""
+    if n == 1:
+        return f"{n} {word}"
+    if len(word) > 1 and word[-1] == "y" and word[-2] not in "aeiou":
+        return f"{n} {word[:-1]}ies"
+    return f"{n} {word}s"
 
 
 def warn(message: str) -> None:
