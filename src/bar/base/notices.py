@@ -34,6 +34,16 @@ def plural(n: int, word: str) -> str:
     return f"{n} {word}s"
 
 
+def byte_size(n: int) -> str:
+    """``n`` bytes for a person: 512 B, 4.0 KiB, 1.5 MiB."""
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if size < 1024 or unit == "GiB":
+            return f"{n} B" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{n} B"
+
+
 def warn(message: str) -> None:
     _sinks[-1]("warning", message)
 

@@ -460,30 +460,17 @@ def _rename_or_copy(src: int, name: str, dst: int, dst_name: str) -> None:
             raise
         copy_then_remove(src, name, dst, dst_name)
         return
-    _fsync_fd(dst)
-    _fsync_fd(src)
-
-
-def _fsync_fd(dir_fd: int) -> None:
-    try:
-        fd = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=dir_fd)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+    fsync_dir(".", dir_fd=dst)
+    fsync_dir(".", dir_fd=src)
 
 
 def copy_then_remove(src: int, name: str, dst: int, dst_name: str) -> None:
     """The move of ``name`` where no rename can make it (another file system): a full
     copy, every file and directory fsynced, then the original removed."""
     _copy(src, name, dst, dst_name)
-    _fsync_fd(dst)
+    fsync_dir(".", dir_fd=dst)
     _remove(src, name)
-    _fsync_fd(src)
+    fsync_dir(".", dir_fd=src)
 
 
 def _copy(src: int, name: str, dst: int, dst_name: str) -> None:
@@ -598,16 +585,6 @@ def _read_entry(where: Path) -> Entry | None:
         items,
         data.get("state"),
     )
-
-
-def byte_size(n: int) -> str:
-    """``n`` bytes for a person: 512 B, 4.0 KiB, 1.5 MiB."""
-    size = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if size < 1024 or unit == "GiB":
-            return f"{n} B" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    return f"{n} B"
 
 
 def size(task: Task) -> int:

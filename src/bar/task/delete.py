@@ -204,7 +204,7 @@ def _delete(
 def _trash_held(task: Task) -> list[str]:
     """What the task's trash holds (``bar.changes.trash``): bytes no recorded state has,
     which the deletion empties with the task directory."""
-    from bar.base.notices import plural
+    from bar.base.notices import byte_size, plural
     from bar.changes import trash
 
     held = trash.entries(task)
@@ -212,7 +212,7 @@ def _trash_held(task: Task) -> list[str]:
         return []
     paths = sum(len(e.items) for e in held)
     return [
-        f"its trash holds {plural(paths, 'path')} ({trash.byte_size(sum(e.size for e in held))}) "
+        f"its trash holds {plural(paths, 'path')} ({byte_size(sum(e.size for e in held))}) "
         f"bar moved aside, which no recorded state has (`bar trash --task {task.id}` lists "
         "them, `bar trash restore` puts them back)"
     ]
