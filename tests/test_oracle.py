@@ -47,8 +47,28 @@ from hypothesis import strategies as st
 from bar.changes.fast import tree_shape
 from conftest import git
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
-from lost_bytes import NESTED_GIT, every_byte, lost_bytes, recorded_blobs
+
+def _bench_module(name: str) -> Any:
+    """A module of ``bench/`` loaded by its file: ``bench`` on ``sys.path`` would hide the
+    test support modules of the same names (``workers``) from every later test module."""
+    import importlib.util
+
+    where = Path(__file__).resolve().parents[1] / "bench" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", where)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+_lost = _bench_module("lost_bytes")
+NESTED_GIT, every_byte, lost_bytes, recorded_blobs = (
+    _lost.NESTED_GIT,
+    _lost.every_byte,
+    _lost.lost_bytes,
+    _lost.recorded_blobs,
+)
 
 EXAMPLES = int(os.environ.get("BAR_ORACLE_EXAMPLES", "10"))
 NEW_OPS = os.environ.get("BAR_ORACLE_NEW_OPS") == "1"
