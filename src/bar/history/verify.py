@@ -37,6 +37,7 @@ from typing import Any
 from bar import git
 from bar.base.record import field, record
 from bar.git import exact
+from bar.store.files import read_regular
 
 # what a path of the worktree is, against the state
 MODIFIED = "modified"  # a file whose bytes differ (or a nested repository at another commit)
@@ -234,7 +235,7 @@ def check(
         size = 0
         out: list[tuple[_Entry, str | None]] = []
         for e in batch:
-            data = _read(disk.root + b"/" + e.path)
+            data = read_regular(disk.root + b"/" + e.path)
             if data is None:
                 out.append((e, None))
                 continue
@@ -278,25 +279,6 @@ def check(
     )
 
 
-def _read(full: bytes) -> bytes | None:
-    """A regular file's bytes, never through a link at its own name."""
-    try:
-        fd = os.open(full, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
-        return None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        chunks = []
-        while chunk := os.read(fd, 1 << 20):
-            chunks.append(chunk)
-        return b"".join(chunks)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-
-
 def _converted(
     worktree: Path, index: Path, tmp: Path, entries: list[_Entry], not_compared: list[str]
 ) -> list[Difference]:
@@ -321,8 +303,8 @@ def _converted(
     )
     found = []
     for n in sorted(plain):
-        want = _read(os.fsencode(out) + b"/" + n.encode("utf-8", "surrogateescape"))
-        have = _read(os.fsencode(worktree) + b"/" + n.encode("utf-8", "surrogateescape"))
+        want = read_regular(os.fsencode(out) + b"/" + n.encode("utf-8", "surrogateescape"))
+        have = read_regular(os.fsencode(worktree) + b"/" + n.encode("utf-8", "surrogateescape"))
         if want is None or have != want:
             found.append(Difference(n, MODIFIED, "its bytes differ"))
     return found

@@ -249,7 +249,7 @@ def read_bytes(path: StrPath, what: str | None = None) -> bytes:
 
 
 def read_regular(
-    path: StrPath, tail: int | None = None, *, dir_fd: int | None = None
+    path: StrPath | bytes, tail: int | None = None, *, dir_fd: int | None = None
 ) -> bytes | None:
     """The bytes of ``path`` (relative to ``dir_fd`` if given) if it is a regular file (its
     last ``tail`` bytes, if given); None if it is missing, unreadable, a link (never
