@@ -109,20 +109,32 @@ def clock_tick() -> int:
     return time.clock_gettime_ns(_FILE_CLOCK)
 
 
-def touch_run(paths: TaskPaths, *, after_tick: int | None = None) -> None:
+def next_tick(after: int, spin: bool = False) -> int:
+    """The first tick of the file clock later than ``after`` (waited for, 50 ms at most:
+    else ``after``). A file changed before ``after`` was read has a ctime earlier than
+    it; one changed since it began, a ctime in it or later. ``spin``: without sleeping,
+    so that it is returned within microseconds of its start."""
+    deadline = time.monotonic() + 0.05
+    tick = clock_tick()
+    while tick <= after and time.monotonic() < deadline:
+        if not spin:
+            time.sleep(0.0005)
+        tick = clock_tick()
+    return tick if tick > after else after
+
+
+def touch_run(paths: TaskPaths, *, after_tick: int | None = None) -> int:
     """A sign of life of the running step's ``bar run``: its intent journal's mtime says
     until when the step ran, if bar is killed (``bar.step.interrupted``). With ``after_tick``
     (taken once what it vouches for was done), in a later tick than that: a file written
     in the tick of the last sign of life is not credited to the step, since bar may have
-    died within that tick."""
-    if after_tick is not None:
-        deadline = time.monotonic() + 0.05
-        while clock_tick() <= after_tick and time.monotonic() < deadline:
-            time.sleep(0.0005)
+    died within that tick. Returns that later tick (``next_tick``), or the current one."""
+    tick = next_tick(after_tick) if after_tick is not None else clock_tick()
     try:
         os.utime(paths.marker)
     except OSError:
         pass
+    return tick
 
 
 def read_run(paths: TaskPaths) -> RunIntent | None:

@@ -57,12 +57,15 @@ def complete(
     scrubber: Scrubber | None = None,
     changed: Seen | None = None,
     stopped: str | None = None,
+    within: interrupted.Bound | None = None,
 ) -> RunStep:
     """Record the step ``intent`` announced: its snapshot, patch and ledger line, then
     remove the intent. ``executed`` None: bar died while the command ran (the step is
     recorded as interrupted, with the output captured up to then). ``changed``: the
     paths changed since the step's last snapshot, as its watch saw them. ``stopped``: why
-    bar stopped the command itself (``budget``)."""
+    bar stopped the command itself (``budget``). ``within``: when the step's processes ran
+    (``bar.step.run``): a change made outside it is recorded as a ``manual`` step after
+    the step, not as the step's."""
     # Recovery passes no scrubber: the intent's cmd was scrubbed when it was written, by
     # the process that knew the run's pairs and environment.
     scrub = scrubber or known_secrets.scrubber()
@@ -102,9 +105,13 @@ def complete(
             changed=changed,
             on_tree=job.begin,
         )
+        if within is not None and not taken.count and snap.changed:
+            made = interrupted.split(task, last_checkpoint, within, snap.tree)
+            if made is not None:
+                snap = interrupted.take_tree(task, last_checkpoint, message, made)
     if taken.count and snap.commit != last_checkpoint:
         taken.add("residual", snap.commit, started_at=taken.last_ended or ended)
-    stat, patch = job.finish(snap.commit)
+    stat, patch = job.finish(snap.commit, snap.tree if made is not None else None)
     artifacts = (
         executed.artifacts if executed is not None else interrupted.found_artifacts(task, step_id)
     )
@@ -162,6 +169,8 @@ def complete(
     task.paths.policy_events(step_id).unlink(missing_ok=True)
     task.paths.network_log(step_id).unlink(missing_ok=True)  # (read above)
     journals.clear_run(task.paths)
+    if made is not None and not recovering:
+        steps.record_hand_edits(task)  # (what was made outside the step, at once)
     return written
 
 

@@ -13,11 +13,20 @@ there. What cannot be attributed to the step is left to a ``manual`` step.
 ``split`` returns the tree of what the step made (the state before it, with its own
 changes on top) when some change on disk is not the step's; the caller records the
 step with that tree, and the look for hand edits that follows records the rest.
+
+A step that ended is split the same way, by the ticks of the kernel's file clock its
+``bar run`` saw (``bar.step.run``): the tick in which its first process was released
+(a file edited by hand in the moments between the look for hand edits and then has an
+earlier ctime) and the first tick after everything it started had ended. Its own
+changes all lie between; what lies outside is recorded as a ``manual`` step after it.
+The one thing ctime cannot tell is a removal in a directory the step changed too (the
+directory's ctime is the step's): it is credited to the step.
 """
 
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 
 from bar import git
@@ -31,6 +40,8 @@ from bar.ledger.records import Artifacts
 from bar.step import outcome
 from bar.task.tasks import Task
 from bar.terminal.pipes import STDOUT_HEADER
+
+_GITLINK = "160000"
 
 
 def alive_until(task: Task, step_id: str) -> int:
@@ -54,15 +65,18 @@ def alive_until(task: Task, step_id: str) -> int:
 
 
 class Bound:
-    """Up to when a change on disk is the interrupted step's: made before ``until_ns``,
-    or at it too when ``inclusive``."""
+    """When a change on disk is the step's: made before ``until_ns``, or at it too when
+    ``inclusive``; and not before ``from_ns``, the tick in which its first process was
+    released (``bar.step.run``: what changed earlier was the developer's)."""
 
-    __slots__ = ("inclusive", "until_ns")
+    __slots__ = ("from_ns", "inclusive", "until_ns")
 
-    def __init__(self, until_ns: int, inclusive: bool) -> None:
-        self.until_ns, self.inclusive = until_ns, inclusive
+    def __init__(self, until_ns: int, inclusive: bool, from_ns: int = 0) -> None:
+        self.until_ns, self.inclusive, self.from_ns = until_ns, inclusive, from_ns
 
     def holds(self, ctime_ns: int) -> bool:
+        if ctime_ns < self.from_ns:
+            return False
         return ctime_ns <= self.until_ns if self.inclusive else ctime_ns < self.until_ns
 
 
@@ -134,31 +148,43 @@ def take_tree(task: Task, recorded: str, message: str, tree: str) -> Snapshot:
 
 def _made_by_then(worktree: Path, rel: str, until: Bound) -> bool:
     """Whether the change at ``rel`` was made within ``until``: the path's own ctime,
-    or for one that is gone, that of the nearest directory still there."""
-    path = os.path.join(os.fsencode(worktree), os.fsencode(rel))
-    while True:
+    or for one that is gone, that of the nearest directory still there; where a file or
+    a link stands in the way of its directories, that one's (never through a link)."""
+    path = os.fsencode(worktree)
+    try:
+        ctime = os.lstat(path).st_ctime_ns
+    except OSError:
+        return False
+    for part in os.fsencode(rel).split(b"/"):
+        path = os.path.join(path, part)
         try:
-            return until.holds(os.lstat(path).st_ctime_ns)
+            st = os.lstat(path)
         except FileNotFoundError:
-            parent = os.path.dirname(path)
-            if parent == path or len(parent) < len(os.fsencode(worktree)):
-                return False
-            path = parent
+            break  # (judged by the directory it was removed from)
         except OSError:
             return False
+        ctime = st.st_ctime_ns
+        if not stat.S_ISDIR(st.st_mode):
+            break
+    return until.holds(ctime)
 
 
-def split(task: Task, before: str, until: Bound) -> str | None:
+def split(task: Task, before: str, until: Bound, now_tree: str | None = None) -> str | None:
     """The tree of what the step made since the recorded state ``before``, if some of
-    what changed on disk since was made after ``until`` (None: all of it is the step's,
-    or nothing changed)."""
+    what changed on disk since was made outside ``until`` (None: all of it is the step's,
+    or nothing changed). ``now_tree``: what is on disk, if just snapshotted."""
     worktree = task.worktree
     before_tree = steps.tree_of(task, before)
-    now_tree = steps.current_tree(task)
+    now_tree = now_tree or steps.current_tree(task)
     if now_tree == before_tree or until.until_ns <= 0:
         return None
     changes = git.diff_tree_raw(worktree, before_tree, now_tree)
-    mine = [c for c in changes if _made_by_then(worktree, c.path, until)]
+    # (a nested repository's commit changes nothing its directory's ctime shows: the step's)
+    mine = [
+        c
+        for c in changes
+        if _GITLINK in (c.src_mode, c.dst_mode) or _made_by_then(worktree, c.path, until)
+    ]
     if len(mine) == len(changes):
         return None
     import tempfile

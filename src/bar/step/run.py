@@ -55,6 +55,7 @@ from bar.step import outcome, step_hooks
 from bar.step.complete import Executed, complete, network_of
 from bar.step.exec_judge import ExecJudge
 from bar.step.hints import not_executable, refused_access
+from bar.step.interrupted import Bound
 from bar.step.supervisor import Supervisor
 from bar.step.user_hooks import HookFacts, HookResult
 from bar.store.files import create_file
@@ -191,9 +192,12 @@ def run_step(task: Task, req: RunRequest, watch: TreeWatch | None = None) -> Run
     boxed = sandbox_plan.step_env(task, env, confinement) if confinement.enabled else env
     adopted_since = leftovers.become_subreaper() if confinement.enabled else 0.0
     hook_records: list[HookRecord] = []
+    fence = _Fence()
     try:
         if req.agent is not None:
             _hooks_in_force(task, req.agent, confinement)
+        if task.project.config.hooks.pre_run or step_hooks.shared_count(task, "pre_run"):
+            fence.release()  # (the hooks are the step's first processes)
         results = step_hooks.run(
             "pre_run", task, facts, env=env, boxed=boxed, confinement=confinement
         )
@@ -287,13 +291,14 @@ def run_step(task: Task, req: RunRequest, watch: TreeWatch | None = None) -> Run
             scrubber,
             confinement,
             supervisor.child_started,
+            fence,
         )
-        ended_tick = journals.clock_tick()  # (everything the command wrote is the step's)
         confinement.stop_checking()
         if judge is not None:
             judge.finish()
         if confinement.enabled:
             _stop_leftovers(confinement, adopted_since)
+        ended_tick = journals.clock_tick()  # (everything the command wrote is the step's)
         if watch is not None and not task.project.config.hooks.post_run:
             prescan.start(task.worktree, task.index)  # (the snapshot's stat, begun now)
     except BaseException:
@@ -304,7 +309,7 @@ def run_step(task: Task, req: RunRequest, watch: TreeWatch | None = None) -> Run
     # how it ended, kept beside the intent at once: a bar killed from here on leaves a
     # step that is recorded with its exit code, not as interrupted (and before it, a sign
     # of life in a later clock tick than anything the command wrote)
-    journals.touch_run(task.paths, after_tick=ended_tick)
+    until = journals.touch_run(task.paths, after_tick=ended_tick)
     intent = replace(
         intent,
         exit_code=executed.exit_code,
@@ -349,7 +354,7 @@ def run_step(task: Task, req: RunRequest, watch: TreeWatch | None = None) -> Run
         if not r.ok:
             warn(step_hooks.describe(task, r, index, confinement, scrubber.scrub_text))
     if results:  # (what the hooks changed is the step's: ``bar.step.interrupted``)
-        journals.touch_run(task.paths, after_tick=journals.clock_tick())
+        until = journals.touch_run(task.paths, after_tick=journals.clock_tick())
 
     # 5. snapshot, patch, ledger line; if they cannot be written (a full disk), the intent
     # keeps how the command ended, for the command that records the step later
@@ -364,9 +369,33 @@ def run_step(task: Task, req: RunRequest, watch: TreeWatch | None = None) -> Run
             scrubber=scrubber,
             changed=changed,
             stopped=supervisor.stopped,
+            within=fence.within(until),
         )
     except BarError:
         raise  # (the intent knows how the command ended: the next command records it)
+
+
+class _Fence:
+    """The moment the step's first process is released, as a tick of the kernel's file
+    clock: a file changed before has an earlier ctime, and is the developer's (edited
+    between the look for hand edits and then), not the step's (``bar.step.interrupted``).
+    The tick is waited for (a few ms at most), so that it begins just before the release."""
+
+    __slots__ = ("tick",)
+
+    def __init__(self) -> None:
+        self.tick = 0
+
+    def release(self) -> None:
+        if not self.tick:
+            self.tick = journals.next_tick(journals.clock_tick(), spin=True)
+
+    def within(self, until: int) -> Bound | None:
+        """What the step made: from its release to ``until`` (the first tick after all it
+        started had ended); None if either is unknown."""
+        if not self.tick or until <= self.tick:
+            return None
+        return Bound(until, inclusive=False, from_ns=self.tick)
 
 
 def _places(task: Task, req: RunRequest) -> Places:
@@ -410,11 +439,14 @@ def _execute(
     scrubber: Scrubber,
     confinement: Confinement,
     started: Callable[[subprocess.Popen[bytes]], None] | None = None,
+    fence: _Fence | None = None,
 ) -> Executed:
     """Run the command (pipes or pty) with its output scrubbed into the artifacts;
-    ``started`` is told the process once it runs."""
+    ``started`` is told the process once it runs; ``fence`` is released just before."""
 
     def start(launch: Launch) -> subprocess.Popen[bytes]:
+        if fence is not None:
+            fence.release()
         proc = confinement.start(launch)
         if started is not None:
             started(proc)

@@ -1,0 +1,176 @@
+"""Hand edits around a step are not the step's (SPEC §3, "The record never lies").
+
+Between the look for hand edits and the moment the step's command is released there are
+tens of milliseconds of bar's own work (the manual step's record, the policy, the
+confinement, the intent), and between the command's end and its snapshot a few more. A
+file the developer saves in either gap is theirs: it must never appear in the step's
+patch, only in a ``manual`` step. Each test runs with the speed layer on and with
+``BAR_FAST=0``, which must record the same steps.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import bar, bar_exe, ledger, new_task, plain_git_tree, recorded_tree, worktree
+
+
+@pytest.fixture(params=["fast", "slow"])
+def speed(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Both ways: the speed layer on (the default) and off (``BAR_FAST=0``)."""
+    if request.param == "slow":
+        monkeypatch.setenv("BAR_FAST", "0")
+    return str(request.param)
+
+
+def _changed(repo: Path, step: dict[str, Any]) -> set[str]:
+    out = subprocess.run(
+        ["git", "diff-tree", "-r", "--name-only", "-z", step["snapshot_before"], step["snapshot"]],
+        cwd=repo,
+        capture_output=True,
+        check=True,
+    ).stdout
+    return {os.fsdecode(p) for p in out.split(b"\0") if p}
+
+
+class _AtEveryPoint:
+    """The developer saving ``name`` at every crash point bar passes: bar's fault trace is
+    a FIFO, so bar waits at each point until it is read, and the file is written before
+    each read. Every save so lands while bar is stopped at one of its points: in the look
+    for hand edits, between it and the command, after the command."""
+
+    def __init__(self, fifo: Path, target: Path) -> None:
+        self.fifo, self.target = fifo, target
+        self.labels: list[str] = []
+        self.saves = 0
+        self.stop = False
+        os.mkfifo(fifo)
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        while True:
+            self.saves += 1
+            self.target.write_bytes(b"save %d\n" % self.saves)
+            fd = os.open(self.fifo, os.O_RDONLY)
+            try:
+                data = b""
+                while chunk := os.read(fd, 4096):
+                    data += chunk
+            finally:
+                os.close(fd)
+            if self.stop:
+                return
+            self.labels += data.decode().splitlines()
+
+    def close(self) -> None:
+        self.stop = True
+        fd = os.open(self.fifo, os.O_WRONLY)  # (lets the waiting read end)
+        os.close(fd)
+        self.thread.join(10)
+
+
+def test_saves_at_every_point_of_a_run_are_never_the_steps(
+    inited: Path, capfd: pytest.CaptureFixture[str], speed: str, tmp_path: Path
+) -> None:
+    task = new_task(capfd)
+    wt = worktree(task)
+    (wt / "editor.txt").write_text("first\n")
+    (wt / "sub").mkdir()
+    (wt / "sub" / "deep.txt").write_text("deep\n")
+    saver = _AtEveryPoint(tmp_path / "trace", wt / "editor.txt")
+    try:
+        ran = bar_exe(
+            "run",
+            "--",
+            "sh",
+            "-c",
+            "echo own > own.txt; echo more >> sub/deep.txt",
+            cwd=wt,
+            env={"BAR_FAULT_TRACE": str(tmp_path / "trace")},
+        )
+    finally:
+        saver.close()
+    assert ran.code == 0, ran.err
+    gap = [lbl for lbl in saver.labels if "running.json" in lbl]
+    assert gap, saver.labels  # (saves landed between the look and the command)
+    steps = ledger(task["id"])
+    runs = [s for s in steps if s["kind"] == "run"]
+    assert len(runs) == 1
+    assert _changed(inited, runs[0]) == {"own.txt", "sub/deep.txt"}
+    # the saves made after the look are a manual step after it, at once
+    after = [s for s in steps if int(s["step_id"]) > int(runs[0]["step_id"])]
+    assert [s["kind"] for s in after] == ["manual"]
+    assert "editor.txt" in _changed(inited, after[0])
+    # and nothing is lost: the next look records the last save
+    assert bar(capfd, "run", "--", "true").code == 0
+    assert recorded_tree(inited, task) == plain_git_tree(wt, tmp_path)
+
+
+_EDITOR = r"""
+import os, sys, time
+target, pause, resume, log = sys.argv[1:5]
+n = 0
+while not os.path.exists(resume + ".end"):
+    if os.path.exists(pause) and not os.path.exists(resume):
+        time.sleep(0.0003)
+        continue
+    n += 1
+    with open(target, "w") as f:
+        f.write("save %d\n" % n)
+    with open(log, "a") as f:
+        f.write("%d\n" % n)
+    time.sleep(0.003)
+"""
+
+
+@pytest.mark.parametrize("round_", range(3))
+def test_an_editor_saving_every_few_ms_is_not_the_steps(
+    inited: Path, capfd: pytest.CaptureFixture[str], speed: str, tmp_path: Path, round_: int
+) -> None:
+    """An editor saving a file every 3 ms from before ``bar run`` until after it; the step
+    writes another file, first thing, and the editor stops saving once it sees that file
+    (within a third of a millisecond), until the step's command has ended. So at most one
+    save can land while the step runs; the many saves made between the look for hand
+    edits and the command are a ``manual`` step's, as are those after it."""
+    task = new_task(capfd)
+    wt = worktree(task)
+    (wt / "editor.txt").write_text("save 0\n")
+    out = tmp_path / "out"
+    out.mkdir()
+    pause, resume, log = wt / "own.txt", out / "resume", out / "log"
+    editor = subprocess.Popen(
+        [sys.executable, "-c", _EDITOR, str(wt / "editor.txt"), str(pause), str(resume), str(log)]
+    )
+    try:
+        time.sleep(0.1)
+        script = f"echo own > own.txt; cat editor.txt > {out}/seen; sleep 0.05; : > {resume}"
+        ran = bar_exe("run", "--no-sandbox", "--", "sh", "-c", script, cwd=wt)
+        time.sleep(0.05)
+    finally:
+        (out / "resume.end").write_text("")
+        editor.wait(10)
+    assert ran.code == 0, ran.err
+    steps = ledger(task["id"])
+    run = next(s for s in steps if s["kind"] == "run")
+    changed = _changed(inited, run)
+    assert "own.txt" in changed
+    if "editor.txt" in changed:  # one save in flight when own.txt appeared, at most
+        show = ["git", "show"]
+        before = subprocess.run(
+            [*show, f"{run['snapshot_before']}:editor.txt"], cwd=inited, capture_output=True
+        ).stdout
+        made = subprocess.run(
+            [*show, f"{run['snapshot']}:editor.txt"], cwd=inited, capture_output=True
+        ).stdout
+        first, last = int(before.split()[1]), int(made.split()[1])
+        assert last - first <= 1, (first, last, (out / "seen").read_text())
+    assert bar(capfd, "run", "--", "true").code == 0
+    assert recorded_tree(inited, task) == plain_git_tree(wt, tmp_path)
