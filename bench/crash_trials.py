@@ -15,7 +15,9 @@ paths the task never touches. One operation is drawn:
 
 - run:      `bar run -- sh -c SCRIPT`, a script changing a hundred-odd files;
 - rollback: `bar rollback --hard --to STATE`, an earlier step or base;
-- apply:    `bar apply` onto main, checked out in the repository itself.
+- apply:    `bar apply` onto main, checked out in the repository itself;
+- close:    `bar task close --force`, which records what is pending and removes the
+            worktree (its nested repositories and ignored files go to the trash).
 
 The operation first runs to completion on a copy of the trial, to measure how long it
 takes; the copy sits at the trial's own path (bar's files name absolute paths) while the
@@ -66,9 +68,9 @@ ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 from lost_bytes import NESTED_GIT, every_byte, lost_bytes, recorded_blobs  # noqa: E402
 
-OPS = ("run", "rollback", "undo", "apply")
+OPS = ("run", "rollback", "undo", "apply", "close")
 NESTED = "vendor"  # --new-ops: where a step makes a nested repository
-JOURNALS = ("running.json", "rollback.json", "apply.json")
+JOURNALS = ("running.json", "rollback.json", "apply.json", "removing.json")
 TIMEOUT = 120  # seconds a bar process may take before the trial counts it as hung
 
 INVARIANTS = {
@@ -810,6 +812,8 @@ class Runner:
             setup.argv = ["undo"]
             if undone["snapshot_before"] != undone["snapshot"]:  # (else: not checked)
                 setup.target = (str(undone["snapshot_before"]), before)
+        elif op == "close":
+            setup.argv = ["task", "close", "crash", "--force"]
         else:
             setup.argv = ["apply", "-m", f"crash trial {rng.randint(0, 10**6)}"]
         return setup
@@ -951,6 +955,9 @@ class Runner:
         """Edit files by hand, as a developer would right after a crash: one the operation
         may write and a new one, each with bytes no step writes. Returns what was written."""
         wt = Path(setup.task["worktree"])
+        if not wt.exists() and not (setup.tdir / "removing.json").exists():
+            return {}  # closed: the place is nobody's
+        wt.mkdir(parents=True, exist_ok=True)  # (a close cut short: made again by hand)
         files = [p for p in Files.scan(wt).texts() if not p.startswith(DEV_DIR)]
         written: dict[str, bytes] = {}
         for rel in ([rng.choice(files)] if files else []) + [f"by hand {rng.randint(0, 99)}.txt"]:
@@ -967,8 +974,9 @@ class Runner:
         """Kill the first command after the crash (which finishes what bar left) at a
         random moment of the time the crashed operation took."""
         delay = fraction * max(result.duration_ms, 50.0) / 1000
+        again = ["task", "close", "crash", "--force"] if result.op == "close" else None
         proc = subprocess.Popen(
-            [str(self.args.bar), "run", "--no-pty", "--", "true"],
+            [str(self.args.bar), *(again or ["run", "--no-pty", "--", "true"])],
             cwd=self.repo,
             env=self.bar.env,
             stdin=subprocess.DEVNULL,
@@ -995,8 +1003,11 @@ class Runner:
             rep = self.bar.run("doctor", "--repair")
             if rep.code != 0:
                 result.fail("doctor-repair", f"bar doctor --repair exited {rep.code}: {rep.tail()}")
-        for args in (("status", "--json"), ("run", "--no-pty", "--", "true")):
+        last = ("task", "close", "crash", "--force") if result.op == "close" else None
+        for args in (("status", "--json"), last or ("run", "--no-pty", "--", "true")):
             ran = self.bar.run(*args)
+            if last and args == last and ran.code == 2 and "already closed" in ran.err:
+                continue  # (the close had finished before the kill)
             if ran.code != 0:
                 result.fail(
                     "next-command", f"bar {shlex.join(args)} exited {ran.code}: {ran.tail()}"
@@ -1035,8 +1046,11 @@ class Runner:
         )
         if replayed != last_tree:
             result.fail("replay", f"the patches give {replayed}, snapshot {last[:10]} {last_tree}")
-        on_disk = tree_on_disk(Path(task["worktree"]), self.work / "scratch.index")
-        if on_disk != last_tree:
+        if result.op == "close":
+            self.check_closed(setup, result)
+        elif (
+            on_disk := tree_on_disk(Path(task["worktree"]), self.work / "scratch.index")
+        ) != last_tree:
             diff = git(repo, "diff-tree", "-r", "--name-status", last_tree, on_disk)
             shown = diff.decode(errors="replace").strip().replace("\n", "; ")
             result.fail("worktree", f"differs from snapshot {last[:10]}: {shown[:400]}")
@@ -1050,7 +1064,7 @@ class Runner:
             result.notes.append(f"temporary file left: {stray.name}")
         new = steps[len(setup.steps) :]
         self.check_attribution(setup, new, result)
-        self.check_hand_edits(new, hand, result)
+        self.check_hand_edits(setup, new, hand, result)
         if result.op in ("rollback", "undo"):
             self.check_rollback(setup, new, result)
         if result.op == "apply" and before is not None:
@@ -1061,7 +1075,7 @@ class Runner:
         only where edits were left unrecorded: pending before the op, made by hand after a
         kill, or written by an interrupted run in the instant before it died."""
         op_cmd = setup.argv[3:] if result.op == "run" else None
-        op_kind = "rollback" if result.op == "undo" else result.op
+        op_kind = {"undo": "rollback", "close": "manual"}.get(result.op, result.op)
         kinds = [
             "op"
             if s.get("kind") == op_kind and (op_cmd is None or s.get("cmd") == op_cmd)
@@ -1077,6 +1091,8 @@ class Runner:
             and kinds[-1:] == ["true"]
             and 1 <= trues <= 1 + result.recoveries
         )
+        if result.op == "close":  # what was pending, and hand edits: manual steps alone
+            ok = set(kinds) <= {"op"} and len(kinds) <= 4
         ok = ok and all(k in ("op", "manual", "true") for k in kinds) and kinds.count("manual") <= 4
         if ok and kinds[:1] == ["manual"] and not setup.pending and op_kind != "rollback":
             ok = "op" not in kinds  # (a manual before the op: edits the op's look found)
@@ -1102,10 +1118,11 @@ class Runner:
             result.fail("lost-bytes", f"{len(files)} files: {'; '.join(files)[:400]}")
 
     def check_hand_edits(
-        self, new: list[dict[str, Any]], hand: dict[str, bytes], result: Trial
+        self, setup: Setup, new: list[dict[str, Any]], hand: dict[str, bytes], result: Trial
     ) -> None:
         """What was edited by hand after a kill is in a recorded state (the last one, or
-        one a rollback went on from), and in none of the op's own steps."""
+        one a rollback went on from), and in none of the op's own steps; after a close, it
+        may be in the trash (made where the worktree was while the close was cut short)."""
         repo = self.repo
         for rel, data in hand.items():
             holders = []
@@ -1119,7 +1136,7 @@ class Runner:
                 )
                 if held.returncode == 0 and held.stdout == data:
                     holders.append(step)
-            if not holders:
+            if not holders and not (result.op == "close" and self.in_trash(setup, rel, data)):
                 result.fail(
                     "hand-edits", f"{rel!r}, edited by hand after the kill, is in no recorded state"
                 )
@@ -1137,6 +1154,31 @@ class Runner:
                         f"{rel!r}, edited by hand after the kill, is "
                         f"credited to the interrupted step {step['step_id']}",
                     )
+
+    def in_trash(self, setup: Setup, rel: str, data: bytes) -> bool:
+        trash = setup.tdir / "trash"
+        entries = sorted(trash.iterdir()) if trash.is_dir() else []
+        return any(
+            (e / "files" / rel).is_file() and (e / "files" / rel).read_bytes() == data
+            for e in entries
+        )
+
+    def check_closed(self, setup: Setup, result: Trial) -> None:
+        """The close finished: the task closed, its worktree gone whole, nothing of the
+        removal left beside it."""
+        wt = Path(setup.task["worktree"])
+        status = json.loads((setup.tdir / "task.json").read_text()).get("status")
+        if status != "closed":
+            result.fail("closed", f"the task is {status!r} after the close ran again")
+        if os.path.lexists(wt):
+            shown = sorted(os.listdir(wt))[:8] if wt.is_dir() else "not a directory"
+            result.fail("closed", f"the worktree is still there: {shown}")
+        left = [p.name for p in setup.tdir.iterdir() if p.name.startswith("removing")]
+        if left:
+            result.fail("closed", f"left in the task's directory: {', '.join(left)}")
+        listed = git(self.repo, "worktree", "list", "--porcelain").decode(errors="replace")
+        if f"worktree {wt}\n" in listed:
+            result.fail("closed", "git still lists the worktree")
 
     def check_rollback(self, setup: Setup, new: list[dict[str, Any]], result: Trial) -> None:
         head = rev(Path(setup.task["worktree"]), "HEAD")

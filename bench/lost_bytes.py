@@ -18,6 +18,9 @@ from pathlib import Path
 NESTED_GIT = "inside a nested repository's .git"
 
 
+AIDE_COPIES = (".aide/.gitignore", ".aide/flow-status.json")
+
+
 def every_byte(root: Path) -> dict[str, bytes]:
     """Every file under ``root`` (but the worktree's own ``.git`` file), ignored ones and
     nested repositories' included, each as ``-:``/``x:`` and its bytes, or ``-> `` and
@@ -30,6 +33,8 @@ def every_byte(root: Path) -> dict[str, bytes]:
                 continue
             full = os.path.join(dirpath, name)
             rel = os.path.normpath(os.path.join(rel_dir, name))
+            if rel in AIDE_COPIES or rel.startswith(".aide/decisions/"):
+                continue  # bar's copies for aide's clients, made again from its record
             try:
                 if os.path.islink(full):
                     found[rel] = b"-> " + os.fsencode(os.readlink(full))

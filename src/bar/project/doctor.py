@@ -46,7 +46,7 @@ from bar.project.repairs import then
 from bar.store.files import DIR_MODE, FILE_MODE, read_json
 from bar.store.layout import STEP_COVERS, TASK_ID_RE
 from bar.store.lock import is_locked
-from bar.task import board, registry, worktree
+from bar.task import board, registry, removal, worktree
 from bar.task import delete as task_delete
 from bar.task import new as task_new
 from bar.task.tasks import Task, load_task
@@ -377,7 +377,9 @@ class Doctor:
         if task.read_only:
             return  # a fetched copy: no worktree, board or journals of its own here
         self._check_board(task, where)
-        if task.on_workers:
+        if self._check_removal(task, where):
+            pass  # the worktree is going: finishing that is the repair
+        elif task.on_workers:
             pass  # its worktree is on the machine that runs its next step, not here
         elif task.pending:
             self._check_unstarted(task, where)
@@ -447,6 +449,33 @@ class Doctor:
             "step records it yet (the next command that changes the task records it)",
             self._under_lock(task, lambda: repairs.take_answer(task)),
         )
+
+    def _check_removal(self, task: Task, where: str) -> bool:
+        """A removal of the worktree (a close) a stopped bar left: True if there is one."""
+        path = removal.journal(task)
+        if not path.exists():
+            return False
+        try:
+            removal.interrupted(task)
+        except BarError as exc:
+            self.add("error", path, f"{where}: {exc}", hint="move the file away, then run again")
+            return True
+
+        def finish() -> str:
+            return (
+                "finished the removal of the worktree"
+                if removal.resume(task)
+                else "the removal had not begun: the worktree is as it was"
+            )
+
+        self.add(
+            "warning",
+            path,
+            f"{where}: an interrupted removal of the worktree is pending (bar stopped "
+            "mid-way; `bar task close` finishes it too)",
+            self._under_lock(task, finish),
+        )
+        return True
 
     def _check_journals(self, task: Task, where: str) -> None:
         for path, what, read in repairs.journals_of(task):
@@ -797,22 +826,30 @@ def _chmod_if_there(path: Path, mode: int) -> None:
 
 def _walk(root: Path, skip: Path) -> Iterator[Path]:
     """bar's files under ``root``: not ``skip``, not a task's ``tmp`` (the confined steps'
-    own, which may hold links anywhere) nor what is in its agents' homes (the agents':
-    ``_check_agent_homes``), never through a link."""
+    own, which may hold links anywhere), what is in its agents' homes (the agents':
+    ``_check_agent_homes``), its trash or a worktree being removed (the worktree's files,
+    their modes as they were there), never through a link."""
     yield root
     for dirpath, dirnames, filenames in os.walk(root):
         here = Path(dirpath)
-        theirs = here.name in ("tmp", AGENTS) and here.parent.parent.name == "tasks"
-        if here == skip or theirs:
+        if here == skip or _not_bars(here):
             dirnames[:] = []
             continue
         for d in dirnames:
-            if here / d != skip and not (here / d).is_symlink():
+            gone = _not_bars(here / d) and d.startswith("removing")  # (the worktree's own)
+            if here / d != skip and not gone and not (here / d).is_symlink():
                 yield here / d
         for f in filenames:
             path = here / f
             if not path.is_symlink():
                 yield path
+
+
+def _not_bars(path: Path) -> bool:
+    """A task's directory of files that are not bar's own (see ``_walk``)."""
+    return path.parent.parent.name == "tasks" and (
+        path.name in ("tmp", AGENTS, "trash") or path.name.startswith("removing")
+    )
 
 
 def _bad_lines(path: Path) -> list[tuple[int, bytes]]:

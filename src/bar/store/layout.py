@@ -203,6 +203,17 @@ class TaskPaths:
         return self.dir / "sync.json"
 
     @property
+    def removal_journal(self) -> Path:
+        """A removal of the worktree (a close) under way (``bar.task.removal``)."""
+        return self.dir / "removing.json"
+
+    @property
+    def removing(self) -> Path:
+        """Where a removal moves the worktree whole before it deletes what the record
+        holds (``bar.task.removal``)."""
+        return self.dir / "removing"
+
+    @property
     def git_dir(self) -> Path:
         """The task's own git directory (``bar.git.pin_own``): git run on the side index
         uses it, with the repository's common directory. It holds a ``HEAD`` (a rollback

@@ -17,13 +17,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from bar.base.clock import now_iso
 from bar.base.record import field, record
-from bar.errors import BarError, DirtyWorktree, NotFound, UsageError
+from bar.errors import DirtyWorktree, NotFound, UsageError
 from bar.ledger import steps
 from bar.ledger.records import Step
-from bar.task import board, registry
-from bar.task import worktree as worktrees
+from bar.task import board, registry, removal
 from bar.task.tasks import Task, load_task
 
 if TYPE_CHECKING:
@@ -46,12 +44,14 @@ def close(
     marked earlier; ``remove``: even then). Refuses while the worktree holds changes no
     step recorded, unless ``force``, which records them as a manual step first."""
     from bar.base.progress import Progress
-    from bar.changes.fast import watcher
-    from bar.sandbox import plan as sandbox_plan
 
     project = task.project
     with task.lock("bar task close"), Progress("task close:") as shown:
         task = load_task(project, task.id)
+        if removal.resume(task):  # a close (or a removal) a stopped bar left: finished
+            task = load_task(project, task.id)
+            if not task.active:
+                return Closed(task, True, [])
         if not task.active:
             raise UsageError(f"task {task.name} ({task.id}) is already closed")
         recorded: list[Step] = []
@@ -64,26 +64,12 @@ def close(
                 _keep(task)
             else:
                 shown.update(detail=f"removing the worktree {task.worktree}")
-                _remove(task, status=board.COMPLETED, command="bar task close")
-                removed = True
+                removal.remove(task, then=removal.COMPLETED, command="bar task close")
+                return Closed(load_task(project, task.id), True, recorded)
         elif not task.pending and _registered_as_present(task):
-            # gone before this close removed it (a close that was stopped, a hand rm):
-            # the registry says so now
-            _remove_finished(task, board.COMPLETED)
-        task.status = "closed"
-        task.closed_at = now_iso()
-        task.board.status = board.COMPLETED
-        task.board.worktree = board.worktree_name(task) if task.worktree.is_dir() else ""
-        task.save()
-        watcher.stop(task.index)  # no step will ask it again
-        project.log_event(
-            "task.completed",
-            task=board.task_view(task),
-            worktree={"name": board.worktree_name(task)},
-        )
-        sandbox_plan.remove_temp_dir(task)
-    if project.active_task_id() == task.id:
-        project.set_active_task(None)
+            # gone before this close removed it (a hand rm): the registry says so now
+            removal.finished_events(task, board.COMPLETED)
+        removal.conclude(task, removal.COMPLETED)
     return Closed(task, removed, recorded)
 
 
@@ -102,29 +88,17 @@ def remove_worktree(task: Task, *, complete: bool = False, force: bool = False) 
     else an open task goes back to ``pending``, its record whole, and a closed one keeps
     its record alone."""
     project = task.project
-    from bar.changes.fast import watcher
-
     if complete and task.active:
         return close(task, force=force, remove=True)
     with task.lock("bar worktree remove"):
         task = load_task(project, task.id)
+        if removal.resume(task):  # one a stopped bar left: finished, and that was it
+            return Closed(load_task(project, task.id), True, [])
         _require_worktree(task)
         recorded = _record_first(task, force, "worktree.remove") if task.active else []
-        if task.active:
-            task.board.status = board.PENDING
-        _remove(task, status=task.board.status, command="bar worktree remove")
-        from bar.task.start import starting_mark
-
-        starting_mark(task).unlink(missing_ok=True)  # a start's own, if one was stopped
-        task.board.worktree = ""
-        task.save()
-        watcher.stop(task.index)  # nothing left to watch until it starts again
-        from bar.task import seed_board
-
-        seed_board.refresh(project)  # the board changed after its last event
-    if task.active and project.active_task_id() == task.id:
-        project.set_active_task(None)
-    return Closed(task, True, recorded)
+        then = removal.PENDING if task.active else removal.UNCHANGED
+        removal.remove(task, then=then, command="bar worktree remove")
+    return Closed(load_task(project, task.id), True, recorded)
 
 
 def _require_worktree(task: Task) -> None:
@@ -168,42 +142,6 @@ def _keep(task: Task) -> None:
     )
 
 
-def _remove(task: Task, *, status: str, command: str) -> None:
-    """``git worktree remove``, with its events and the registry (the caller holds the
-    task lock and recorded what was in it). What no recorded state holds (nested
-    repositories, ignored files) goes to the task's trash first (``bar.changes.trash``):
-    a reopen or a start puts it back."""
-    from bar.changes import trash
-
-    project = task.project
-    trash.before_removal(task, command)
-    view = dict(board.task_view(task), status=status)
-    project.log_event("worktree.remove.before", task=view, worktree=board.worktree_view(task))
-    try:
-        # `worktree prune` must not see a worktree another process is adding
-        with project.lock("bar: remove a worktree"):
-            worktrees.remove(project.root, task.worktree)
-    except Exception as exc:
-        project.log_event(
-            "worktree.remove.failed",
-            task=view,
-            worktree=board.worktree_view(task),
-            error=str(exc) or type(exc).__name__,
-        )
-        raise BarError(f"could not remove the worktree {task.worktree}: {exc}") from exc
-    _remove_finished(task, status)
-
-
 def _registered_as_present(task: Task) -> bool:
     entry = registry.entry_of(task.project, task.id)
     return entry is not None and entry["status"] != registry.REMOVED
-
-
-def _remove_finished(task: Task, status: str) -> None:
-    """The registry and the log say the worktree is removed."""
-    registry.mark(task, registry.REMOVED)
-    task.project.log_event(
-        "worktree.remove.after",
-        task=dict(board.task_view(task), status=status),
-        worktree=board.worktree_view(task, registry.REMOVED),
-    )

@@ -228,6 +228,13 @@ class Task:
                 hint=f"`bar run --on QUEUE -- CMD` sends it a step; `bar task adopt {self.id}` "
                 "brings it back to run here",
             )
+        if not self.worktree.is_dir() and self.paths.removal_journal.exists():
+            raise BarError(
+                f"the worktree of task {self.name} was being removed when bar stopped",
+                hint="`bar task close` finishes the close (`bar worktree remove` a removal; "
+                "`bar doctor --repair` either); what no recorded state holds goes to "
+                "`bar trash`",
+            )
         if not self.worktree.is_dir():
             raise NotFound(
                 f"the worktree of task {self.name} is missing: {self.worktree}",

@@ -16,13 +16,6 @@ def create(repo: Path, path: Path, branch: str, commit: str) -> None:
     git.git(repo, "worktree", "add", "--quiet", "-b", branch, str(path), commit)
 
 
-def remove(repo: Path, path: Path) -> None:
-    """Remove the worktree (its files are already recorded); the branch stays."""
-    if path.exists():
-        git.git(repo, "worktree", "remove", "--force", "--force", str(path))
-    git.git(repo, "worktree", "prune", check=False)
-
-
 def is_registered(repo: Path, path: Path) -> bool:
     target = path.resolve()
     for entry in git.worktree_list(repo):
