@@ -12,8 +12,8 @@ sequence that once left ``d/b.txt`` out of the record (a directory whose last re
 file went, then a file made in it), then the ways the same look could go wrong: deeper
 trees, many files, a link or a file where the directory was, names that are not UTF-8, a
 directory removed and made again between two looks, the watcher killed and replaced, the
-kernel's event queue overflowing, a change in the tick of the stamps. Both speed modes
-(``BAR_FAST=0``: every look stats), each with a partial watch and with none.
+kernel's event queue overflowing, a change in the tick of the stamps. The speed layer on
+with a partial watch and with none, and off (``BAR_FAST=0``: every look stats).
 """
 
 from __future__ import annotations
@@ -46,21 +46,26 @@ from bar.changes.fast import stamps, watcher
 STEP = "mkdir -p d/e f/g/h; echo 1 > top.md; echo 1 > d/b.txt"
 
 
-@pytest.fixture(params=["fast", "slow"])
-def speed(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Both ways: the speed layer on (the default) and off (``BAR_FAST=0``)."""
+@pytest.fixture(params=["fast-partial", "fast-none", "slow"])
+def mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The speed layer on with two of bar's inotify watches and no fanotify mark (the root
+    and one directory watched, the rest statted), or with no watch at all (every
+    directory statted); or off (``BAR_FAST=0``: no watch, every look stats)."""
+    monkeypatch.setenv("BAR_MARKS", "0")
+    monkeypatch.setenv("BAR_WATCHES", "2" if request.param == "fast-partial" else "0")
     if request.param == "slow":
         monkeypatch.setenv("BAR_FAST", "0")
     return str(request.param)
 
 
-@pytest.fixture(params=["partial", "none"])
-def watches(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Two of bar's inotify watches and no fanotify mark (the root and one directory
-    watched, the rest statted), or no watch at all (every directory statted)."""
-    monkeypatch.setenv("BAR_WATCHES", "2" if request.param == "partial" else "0")
-    monkeypatch.setenv("BAR_MARKS", "0")
-    return str(request.param)
+@pytest.fixture
+def speed(mode: str) -> str:
+    return "slow" if mode == "slow" else "fast"
+
+
+@pytest.fixture
+def watches(mode: str) -> str:
+    return "partial" if mode == "fast-partial" else "none"
 
 
 def _started(
