@@ -21,6 +21,43 @@ BAR_EXE = str(Path(sys.executable).parent / "bar")
 SETTLE = 0.2  # seconds: past the racy window of in-process snapshots (conftest)
 
 
+def seal(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Seal bar and git off from the machine: HOME, XDG_CONFIG_HOME and BAR_HOME in
+    ``root`` (``home``, ``barhome``), no system or global git config, fixed authors and
+    dates: every test's (``conftest.hermetic_seal``), and a run a module's tests share
+    (made once in a ``root`` of its own, then entered by each test with this again)."""
+    home = root / "home"
+    home.mkdir(exist_ok=True)
+    for name in list(os.environ):
+        # BAR_SANDBOX_UNAVAILABLE stays: make test runs the suite once more with it set
+        if name.startswith(("GIT_", "BAR_")) and name != "BAR_SANDBOX_UNAVAILABLE":
+            monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
+    monkeypatch.setenv("BAR_HOME", str(root / "barhome"))
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(home / ".gitconfig"))
+    monkeypatch.setenv("GIT_AUTHOR_NAME", "Test Author")
+    monkeypatch.setenv("GIT_AUTHOR_EMAIL", "author@example.com")
+    monkeypatch.setenv("GIT_AUTHOR_DATE", "2024-01-15T10:00:00Z")
+    monkeypatch.setenv("GIT_COMMITTER_NAME", "Test Committer")
+    monkeypatch.setenv("GIT_COMMITTER_EMAIL", "committer@example.com")
+    monkeypatch.setenv("GIT_COMMITTER_DATE", "2024-01-15T10:00:00Z")
+    monkeypatch.setenv("GIT_EDITOR", "false")
+    monkeypatch.setenv("NO_COLOR", "1")
+    # a shortcut of the speed layer that breaks (a git command it relies on fails) raises
+    # instead of falling back in silence (``bar.changes.fast.speed.fallback``)
+    monkeypatch.setenv("BAR_STRICT_FALLBACK", "1")
+    # git's automatic packing, and bar's after a step (``bar.git.packing``), in the
+    # foreground: nothing left running when a test looks at the object store or ends
+    (home / ".gitconfig").write_text("[init]\n\tdefaultBranch = main\n[gc]\n\tautoDetach = false\n")
+    # a task's watcher outlives the commands (``bar.changes.fast.watcher``): the test's are stopped
+    # when it ends, and would give up on their own after a minute
+    monkeypatch.setenv("BAR_WATCHER_IDLE", "60")
+    # so does the bar home's resident (``bar.changes.fast.resident``): the same for it
+    monkeypatch.setenv("BAR_RESIDENT_IDLE", "60")
+
+
 @dataclass
 class Ran:
     code: int
