@@ -11,8 +11,12 @@ import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from bar.workers.devserver import DevServer
 
 # the helpers every test shares (tests/support), importable as ``helpers``, ``ptys``...;
 # and each package's tests, whose file names are unique, for the few that share a fixture
@@ -81,6 +85,21 @@ def no_watcher_left(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
         watcher.stop(sock.parent / "index")
     for sock in tmp_path_factory.getbasetemp().rglob(resident.SOCKET):
         resident.stop(str(sock.parent))
+
+
+@pytest.fixture(scope="session")
+def temporal_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevServer]:
+    """A Temporal dev server for the worker tests of this test process, started at the
+    first that asks (``workers.cluster``): each cluster serves a queue of its own, so the
+    modules share it rather than each starting one. A test that stops or restarts its
+    server starts its own."""
+    from bar.workers.devserver import DevServer
+
+    server = DevServer(tmp_path_factory.mktemp("temporal") / "temporal.db").start()
+    try:
+        yield server
+    finally:
+        server.stop()
 
 
 @pytest.fixture(autouse=True)

@@ -16,13 +16,13 @@ import pytest
 from helpers import BAR_EXE
 
 from bar.workers.devserver import DevServer
-from workers import Cluster, Gate, cluster, temporal_server, wait_for  # noqa: F401 (a fixture)
+from workers import Cluster, Gate, cluster, wait_for
 
 
 @pytest.fixture
 def two(
     tmp_path: Path,
-    temporal_server: DevServer,  # noqa: F811
+    temporal_server: DevServer,
     monkeypatch: pytest.MonkeyPatch,
 ) -> Iterator[Cluster]:
     with cluster(tmp_path, temporal_server, monkeypatch) as made:
@@ -534,7 +534,7 @@ def test_a_forged_order_is_refused_for_good(two: Cluster) -> None:
 @pytest.fixture
 def idle(
     tmp_path: Path,
-    temporal_server: DevServer,  # noqa: F811
+    temporal_server: DevServer,
     monkeypatch: pytest.MonkeyPatch,
 ) -> Iterator[Cluster]:
     """Worker machines, none of whose workers is started yet."""

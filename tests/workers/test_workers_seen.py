@@ -23,7 +23,7 @@ from two_machines import Machine
 from ui_session import CHROMIUM, base_of, chromium, serving
 
 from bar.workers.devserver import DevServer
-from workers import Cluster, Gate, cluster, temporal_server, wait_for  # noqa: F401 (a fixture)
+from workers import Cluster, Gate, cluster, wait_for
 
 SHOTS = ROOT / "build" / "ui-screenshots"
 
@@ -31,7 +31,7 @@ SHOTS = ROOT / "build" / "ui-screenshots"
 @pytest.fixture
 def one(
     tmp_path: Path,
-    temporal_server: DevServer,  # noqa: F811
+    temporal_server: DevServer,
     monkeypatch: pytest.MonkeyPatch,
 ) -> Iterator[Cluster]:
     """A developer machine and one worker machine, whose worker is not started yet."""
