@@ -13,13 +13,23 @@ import json
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import jsonshape
 import pytest
-from helpers import BAR_EXE, FAKE_AGENT_PATH, bar, ledger, new_task, seal, set_config, task_dir
+from helpers import (
+    BAR_EXE,
+    FAKE_AGENT_PATH,
+    Shared,
+    bar,
+    bar_exe,
+    ledger,
+    new_task,
+    set_config,
+    shared_repo,
+    task_dir,
+)
 
 AGENTS = ("claude", "codex", "gemini")
 MODEL = {"claude": "claude-opus-4-8", "codex": "gpt-5-codex", "gemini": "gemini-2.5-pro"}
@@ -68,66 +78,46 @@ def run_script(cwd: Path, tmp_path: Path, agent: str) -> None:
     assert res.returncode == 0, res.stdout + res.stderr
 
 
-@dataclass
-class Scripted:
-    """One run of the script by one agent, in a sealed home of its own (``root``): the
-    tests that only read what it left share it rather than each running it again."""
-
-    root: Path
-    repo: Path
-    task: dict[str, Any]
-
-
 @pytest.fixture(scope="module")
-def scripted_runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[str], Scripted]]:
-    """The script run by AGENT (made at the first test that asks for it; kept for the
-    module): a fresh repository, ``bar init``, a task, then ``run_script``, as a test does."""
-    made: dict[str, Scripted] = {}
+def scripted_runs(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Callable[[str], tuple[Shared, dict[str, Any]]]]:
+    """The script run by AGENT, once for the module's tests that only read what it left
+    (made at the first that asks): ``bar init``, a task, then ``run_script``, as a test
+    does in its own repository."""
+    made: dict[str, tuple[Shared, dict[str, Any]]] = {}
 
-    def run(agent: str) -> Scripted:
+    def fill(agent: str, repo: Path) -> dict[str, Any]:
+        assert bar_exe("init", cwd=repo).code == 0
+        task = bar_exe("task", "new", "t1", "--json", cwd=repo)
+        assert task.code == 0, task.err
+        run_script(repo, repo.parent, agent)
+        return dict(task.json())
+
+    def run(agent: str) -> tuple[Shared, dict[str, Any]]:
         if agent not in made:
             root = tmp_path_factory.mktemp(f"faces-{agent}")
-            repo = root / "repo"
-            with pytest.MonkeyPatch.context() as mp:
-                seal(root, mp)
-                repo.mkdir()
-                (repo / "README.md").write_text("hello\n")
-                for argv in (
-                    ["init", "-q", "-b", "main"],
-                    ["add", "-A"],
-                    ["commit", "-qm", "initial"],
-                ):
-                    subprocess.run(["git", *argv], cwd=repo, check=True)
-                for argv in (["init"], ["task", "new", "t1", "--json"]):
-                    ran = subprocess.run([BAR_EXE, *argv], cwd=repo, capture_output=True, text=True)
-                    assert ran.returncode == 0, ran.stderr
-                task = json.loads(ran.stdout)
-                run_script(repo, root, agent)
-            made[agent] = Scripted(root, repo, task)
+            tasks: list[dict[str, Any]] = []
+            shared = shared_repo(root, lambda repo: tasks.append(fill(agent, repo)))
+            made[agent] = (shared, tasks[0])
         return made[agent]
 
     yield run
-    for one in made.values():
-        checked = subprocess.run(
-            ["git", "fsck", "--no-progress", "--no-dangling"],
-            cwd=one.repo,
-            capture_output=True,
-            text=True,
-        )
-        assert checked.returncode == 0 and not checked.stdout.strip(), checked.stdout
+    for shared, _ in made.values():
+        shared.fsck()
 
 
 @pytest.fixture
 def scripted(
-    scripted_runs: Callable[[str], Scripted], monkeypatch: pytest.MonkeyPatch
+    scripted_runs: Callable[[str], tuple[Shared, dict[str, Any]]],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> Callable[[str], dict[str, Any]]:
     """Enter AGENT's shared run (its home, its repository the current directory): its task."""
 
     def enter(agent: str) -> dict[str, Any]:
-        one = scripted_runs(agent)
-        seal(one.root, monkeypatch)
-        monkeypatch.chdir(one.repo)
-        return one.task
+        shared, task = scripted_runs(agent)
+        shared.enter(monkeypatch)
+        return task
 
     return enter
 

@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -56,6 +57,50 @@ def seal(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("BAR_WATCHER_IDLE", "60")
     # so does the bar home's resident (``bar.changes.fast.resident``): the same for it
     monkeypatch.setenv("BAR_RESIDENT_IDLE", "60")
+
+
+@dataclass
+class Shared:
+    """A repository a module's tests share (those that only read what was made in it once):
+    in a sealed home of its own, ``root``, as a test's own repository is in its tmp_path."""
+
+    root: Path
+    repo: Path
+
+    def enter(self, monkeypatch: pytest.MonkeyPatch) -> Path:
+        """For one test: its home (``seal``) and its repository, the current directory."""
+        seal(self.root, monkeypatch)
+        monkeypatch.chdir(self.repo)
+        return self.repo
+
+    def fsck(self) -> None:
+        """When the module ends: ``git fsck`` of the repository is clean (as ``make_repo``
+        checks of a test's own)."""
+        checked = subprocess.run(
+            ["git", "fsck", "--no-progress", "--no-dangling"],
+            cwd=self.repo,
+            capture_output=True,
+            text=True,
+        )
+        assert checked.returncode == 0 and not checked.stdout.strip(), (
+            f"git fsck of {self.repo} after the module: {checked.stdout}{checked.stderr}"
+        )
+
+
+def shared_repo(root: Path, fill: Callable[[Path], object]) -> Shared:
+    """A repository with one commit (README.md), as the ``repo`` fixture makes, in
+    ``root``, then ``fill(repo)`` with the seal on and the repository the current
+    directory (through the installed bar: a module's fixture has no test's capfd)."""
+    shared = Shared(root, root / "repo")
+    with pytest.MonkeyPatch.context() as mp:
+        seal(root, mp)
+        shared.repo.mkdir()
+        (shared.repo / "README.md").write_text("hello\n")
+        for argv in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-qm", "initial"]):
+            subprocess.run(["git", *argv], cwd=shared.repo, check=True)
+        mp.chdir(shared.repo)
+        fill(shared.repo)
+    return shared
 
 
 @dataclass
@@ -243,6 +288,22 @@ def set_config(**sections: dict[str, object]) -> None:
     for name, values in sections.items():
         data[name] = {**(data.get(name) or {}), **values}
     path.write_text(yaml.safe_dump(data))
+
+
+def two_tasks(repo: Path) -> None:
+    """``repo`` registered (the policy off) with tasks alpha (two steps, described) and
+    beta (active, none), through the installed bar: what the completion tests complete."""
+    for args in (
+        ["init"],
+        ["task", "new", "alpha", "-d", "the first one"],
+        ["run", "--", "sh", "-c", "echo one > one.txt"],
+        ["run", "--", "sh", "-c", "echo two > two.txt"],
+        ["task", "new", "beta"],
+    ):
+        ran = bar_exe(*args, cwd=repo)
+        assert ran.code == 0, ran.err
+        if args == ["init"]:
+            set_config(policy={"enabled": False})
 
 
 SUPPORT = Path(__file__).resolve().parent  # tests/support: these helpers, the fake agents
