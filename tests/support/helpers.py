@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 import yaml
@@ -101,6 +101,28 @@ def shared_repo(root: Path, fill: Callable[[Path], object]) -> Shared:
         mp.chdir(shared.repo)
         fill(shared.repo)
     return shared
+
+
+@dataclass
+class Gate:
+    """A step's command that runs until the test opens its gate (makes the file ``path``):
+    the step is running for exactly as long as the test needs it running, where a sleep
+    would have to outlast the slowest machine's checks and then be waited out. (A test
+    that fails before it opens the gate leaves no command behind for more than
+    ``LIMIT`` seconds.)"""
+
+    path: Path
+    LIMIT: ClassVar[int] = 300
+
+    @property
+    def script(self) -> str:
+        return (
+            f"i=0; until [ -e {self.path} ] || [ $i -ge {self.LIMIT * 10} ]; "
+            "do sleep 0.1; i=$((i+1)); done"
+        )
+
+    def open(self) -> None:
+        self.path.touch()
 
 
 @dataclass

@@ -114,22 +114,6 @@ class Cluster:
             machine.stop()
 
 
-@dataclass
-class Gate:
-    """A step's command that runs until the test opens its gate (makes the file ``path``):
-    the step is running for exactly as long as the test needs it running, where a sleep
-    would have to outlast the slowest machine's checks and then be waited out."""
-
-    path: Path
-
-    @property
-    def script(self) -> str:
-        return f"until [ -e {self.path} ]; do sleep 0.1; done"
-
-    def open(self) -> None:
-        self.path.touch()
-
-
 def wait_for(check: Any, timeout: float = 60, what: str = "it") -> Any:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

@@ -13,10 +13,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers import BAR_EXE
+from helpers import BAR_EXE, Gate
 
 from bar.workers.devserver import DevServer
-from workers import Cluster, Gate, cluster, wait_for
+from workers import Cluster, cluster, wait_for
 
 
 @pytest.fixture
@@ -330,13 +330,14 @@ def test_sigterm_lets_the_running_step_finish_and_push(two: Cluster) -> None:
         f"{gate.script}; echo ok > ok.txt",
     )
     victim = two.running_on()
-    worker = two.workers.pop(victim)
+    worker = two.workers[victim]
     worker.proc.send_signal(signal.SIGTERM)
     # the worker has taken the signal with the step still running; then the step ends
     wait_for(lambda: "running steps finish first" in worker.said(), 60, "the worker stopping")
     assert worker.proc.poll() is None, worker.said()
     gate.open()
     assert worker.proc.wait(timeout=60) == 0, worker.said()
+    del two.workers[victim]
     _out, err = run.communicate(timeout=120)
     assert run.returncode == 0, err
     (step,) = ledger(two, "graceful")

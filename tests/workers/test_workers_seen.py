@@ -18,12 +18,12 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
-from helpers import ROOT
+from helpers import ROOT, Gate
 from two_machines import Machine
 from ui_session import CHROMIUM, base_of, chromium, serving
 
 from bar.workers.devserver import DevServer
-from workers import Cluster, Gate, cluster, wait_for
+from workers import Cluster, cluster, wait_for
 
 SHOTS = ROOT / "build" / "ui-screenshots"
 
