@@ -92,8 +92,8 @@ def project(repo: Path, capfd: pytest.CaptureFixture[str]) -> Path:
 
 @pytest.fixture(scope="module")
 def shared_project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Shared]:
-    """``project`` made once for the module's tests that only complete in it."""
-    shared = shared_repo(tmp_path_factory.mktemp("completion"), two_tasks)
+    """``project`` made once for the tests that only complete in it (``shared_repo``)."""
+    shared, _ = shared_repo(tmp_path_factory, "completion", two_tasks)
     yield shared
     shared.fsck()
 

@@ -52,8 +52,8 @@ def project(repo: Path, capfd: pytest.CaptureFixture[str]) -> Path:
 
 @pytest.fixture(scope="module")
 def shared_project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Shared]:
-    """``project`` made once for the module's tests that only complete in it."""
-    shared = shared_repo(tmp_path_factory.mktemp("completion"), two_tasks)
+    """``project`` made once for the tests that only complete in it (``shared_repo``)."""
+    shared, _ = shared_repo(tmp_path_factory, "completion-shells", two_tasks)
     yield shared
     shared.fsck()
 
@@ -93,7 +93,7 @@ SOURCED = "autoload -U compinit; compinit -u -D; source <(bar completion zsh)"
 
 
 def complete_zsh(line: str, cwd: Path, load: str = SOURCED) -> list[str]:
-    capture = cwd.parent / "zsh-capture.txt"
+    capture = cwd.parent / f"zsh-capture-{os.getpid()}.txt"  # (a shared project: its own)
     capture.unlink(missing_ok=True)
     env = {**shell_env(), "LOAD": load, "LINE": line, "CAPTURE": str(capture)}
     proc = subprocess.run(

@@ -82,9 +82,9 @@ def run_script(cwd: Path, tmp_path: Path, agent: str) -> None:
 def scripted_runs(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Callable[[str], tuple[Shared, dict[str, Any]]]]:
-    """The script run by AGENT, once for the module's tests that only read what it left
-    (made at the first that asks): ``bar init``, a task, then ``run_script``, as a test
-    does in its own repository."""
+    """The script run by AGENT, once for the tests that only read what it left (made at
+    the first that asks, ``shared_repo``): ``bar init``, a task, then ``run_script``, as
+    a test does in its own repository."""
     made: dict[str, tuple[Shared, dict[str, Any]]] = {}
 
     def fill(agent: str, repo: Path) -> dict[str, Any]:
@@ -96,10 +96,9 @@ def scripted_runs(
 
     def run(agent: str) -> tuple[Shared, dict[str, Any]]:
         if agent not in made:
-            root = tmp_path_factory.mktemp(f"faces-{agent}")
-            tasks: list[dict[str, Any]] = []
-            shared = shared_repo(root, lambda repo: tasks.append(fill(agent, repo)))
-            made[agent] = (shared, tasks[0])
+            made[agent] = shared_repo(
+                tmp_path_factory, f"faces-{agent}", lambda repo: fill(agent, repo)
+            )
         return made[agent]
 
     yield run

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import fcntl
 import importlib.util
 import json
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Callable
@@ -87,20 +89,37 @@ class Shared:
         )
 
 
-def shared_repo(root: Path, fill: Callable[[Path], object]) -> Shared:
-    """A repository with one commit (README.md), as the ``repo`` fixture makes, in
-    ``root``, then ``fill(repo)`` with the seal on and the repository the current
-    directory (through the installed bar: a module's fixture has no test's capfd)."""
-    shared = Shared(root, root / "repo")
-    with pytest.MonkeyPatch.context() as mp:
-        seal(root, mp)
-        shared.repo.mkdir()
-        (shared.repo / "README.md").write_text("hello\n")
-        for argv in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-qm", "initial"]):
-            subprocess.run(["git", *argv], cwd=shared.repo, check=True)
-        mp.chdir(shared.repo)
-        fill(shared.repo)
-    return shared
+def shared_repo(
+    factory: pytest.TempPathFactory, name: str, fill: Callable[[Path], Any]
+) -> tuple[Shared, Any]:
+    """A repository with one commit (README.md), as the ``repo`` fixture makes, then
+    ``fill(repo)`` with the seal on and the repository the current directory (through
+    the installed bar: a module's fixture has no test's capfd); what ``fill`` returns
+    (JSON) comes back with it. Made once for the whole run: the first of its processes
+    (pytest-xdist's) to ask makes it under a lock, the others wait for it and share it.
+    Its watcher and resident give up on their own (``seal``: after a minute idle)."""
+    base = factory.getbasetemp()
+    run = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    shared = Shared(run / f"shared-{name}", run / f"shared-{name}" / "repo")
+    made = shared.root / "made.json"
+    with open(run / f"shared-{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not made.exists():
+            shutil.rmtree(shared.root, ignore_errors=True)
+            shared.repo.mkdir(parents=True)
+            with pytest.MonkeyPatch.context() as mp:
+                seal(shared.root, mp)
+                (shared.repo / "README.md").write_text("hello\n")
+                for argv in (
+                    ["init", "-q", "-b", "main"],
+                    ["add", "-A"],
+                    ["commit", "-qm", "initial"],
+                ):
+                    subprocess.run(["git", *argv], cwd=shared.repo, check=True)
+                mp.chdir(shared.repo)
+                value = fill(shared.repo)
+            made.write_text(json.dumps(value))
+    return shared, json.loads(made.read_text())
 
 
 @dataclass
