@@ -61,8 +61,10 @@ def complete_bash(line: str, cwd: Path | None = None, source: str | None = None)
     env = shell_env()
     if source is None:
         path = Path(os.environ["HOME"]) / "bar.bash"
-        if not path.exists():
-            path.write_text(bar_exe("completion", "bash").out)
+        if not path.exists():  # (whole or not at all: a shared home has other readers)
+            part = path.with_name(f"bar.bash.{os.getpid()}")
+            part.write_text(bar_exe("completion", "bash").out)
+            part.replace(path)
         source = str(path)
     env.update(SCRIPT=source, LINE=line)
     proc = subprocess.run(
