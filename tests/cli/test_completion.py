@@ -11,23 +11,10 @@ import re
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers import (
-    BAR_EXE,
-    SUPPORT,
-    Shared,
-    bar,
-    bar_exe,
-    new_task,
-    project_dir,
-    run_sh,
-    set_config,
-    shared_repo,
-    two_tasks,
-)
+from helpers import BAR_EXE, SUPPORT, bar, bar_exe, new_task, project_dir, run_sh, set_config
 
 from conftest import MakeRepo
 
@@ -61,10 +48,8 @@ def complete_bash(line: str, cwd: Path | None = None, source: str | None = None)
     env = shell_env()
     if source is None:
         path = Path(os.environ["HOME"]) / "bar.bash"
-        if not path.exists():  # (whole or not at all: a shared home has other readers)
-            part = path.with_name(f"bar.bash.{os.getpid()}")
-            part.write_text(bar_exe("completion", "bash").out)
-            part.replace(path)
+        if not path.exists():
+            path.write_text(bar_exe("completion", "bash").out)
         source = str(path)
     env.update(SCRIPT=source, LINE=line)
     proc = subprocess.run(
@@ -81,8 +66,7 @@ def complete_bash(line: str, cwd: Path | None = None, source: str | None = None)
 
 @pytest.fixture
 def project(repo: Path, capfd: pytest.CaptureFixture[str]) -> Path:
-    """A registered repository with tasks alpha (two steps) and beta (active, none), of
-    the test's own, for a test that changes it: what ``two_tasks`` makes, in-process."""
+    """A registered repository with tasks alpha (two steps) and beta (active, none)."""
     assert bar(capfd, "init").code == 0
     set_config(policy={"enabled": False})
     new_task(capfd, "alpha", "-d", "the first one")
@@ -90,21 +74,6 @@ def project(repo: Path, capfd: pytest.CaptureFixture[str]) -> Path:
     run_sh(capfd, "echo two > two.txt")
     new_task(capfd, "beta")
     return repo
-
-
-@pytest.fixture(scope="module")
-def shared_project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Shared]:
-    """``project`` made once for the tests that only complete in it (``shared_repo``)."""
-    shared, _ = shared_repo(tmp_path_factory, "completion", two_tasks)
-    yield shared
-    shared.fsck()
-
-
-@pytest.fixture
-def listed(shared_project: Shared, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """The shared ``project``, entered (its home, the current directory): read, never
-    changed."""
-    return shared_project.enter(monkeypatch)
 
 
 # --- what the parser has, every script has ---------------------------------------------
@@ -316,7 +285,7 @@ def test_bash_completes_commands_actions_options_and_choices(
     assert complete_bash(line, cwd=tmp_path) == expected
 
 
-def test_bash_completes_task_names_in_a_project(listed: Path) -> None:
+def test_bash_completes_task_names_in_a_project(project: Path) -> None:
     for line in (
         "bar task show ",
         "bar task switch ",
@@ -325,19 +294,19 @@ def test_bash_completes_task_names_in_a_project(listed: Path) -> None:
         "bar log -t ",
         "bar status --task=",
     ):
-        assert complete_bash(line, cwd=listed) == ["alpha", "beta"], line
-    assert complete_bash("bar task switch a", cwd=listed) == ["alpha"]
+        assert complete_bash(line, cwd=project) == ["alpha", "beta"], line
+    assert complete_bash("bar task switch a", cwd=project) == ["alpha"]
 
 
-def test_bash_completes_step_ids_of_the_task_the_line_names(listed: Path) -> None:
-    assert complete_bash("bar show ", cwd=listed) == []  # beta, the active task, has none
-    assert complete_bash("bar show --task alpha ", cwd=listed) == ["0001", "0002"]
-    assert complete_bash("bar show --task=alpha 2", cwd=listed) == ["2"]  # as it is typed
-    assert complete_bash("bar diff -talpha --to ", cwd=listed) == ["0001", "0002", "base"]
-    assert complete_bash("bar diff -t alpha --from=", cwd=listed) == ["0001", "0002", "base"]
-    assert complete_bash("bar rollback -t alpha --to b", cwd=listed) == ["base"]
-    assert complete_bash("bar apply -t alpha --at 0", cwd=listed) == ["0001", "0002"]
-    assert complete_bash("bar blame --task alpha x --at ", cwd=listed) == ["0001", "0002"]
+def test_bash_completes_step_ids_of_the_task_the_line_names(project: Path) -> None:
+    assert complete_bash("bar show ", cwd=project) == []  # beta, the active task, has none
+    assert complete_bash("bar show --task alpha ", cwd=project) == ["0001", "0002"]
+    assert complete_bash("bar show --task=alpha 2", cwd=project) == ["2"]  # as it is typed
+    assert complete_bash("bar diff -talpha --to ", cwd=project) == ["0001", "0002", "base"]
+    assert complete_bash("bar diff -t alpha --from=", cwd=project) == ["0001", "0002", "base"]
+    assert complete_bash("bar rollback -t alpha --to b", cwd=project) == ["base"]
+    assert complete_bash("bar apply -t alpha --at 0", cwd=project) == ["0001", "0002"]
+    assert complete_bash("bar blame --task alpha x --at ", cwd=project) == ["0001", "0002"]
 
 
 def test_bash_completes_checkpoints_once_a_step_and_a_dot_are_typed(
@@ -388,10 +357,10 @@ def test_bash_completes_files_and_directories(project: Path) -> None:
     assert complete_bash("bar policy test --file src/a", cwd=project) == ["src/app.py"]
 
 
-def test_bash_completes_the_command_after_run_as_a_command_line(listed: Path) -> None:
-    assert "git" in complete_bash("bar run -- gi", cwd=listed)
-    assert complete_bash("bar run --no-pty -- git READ", cwd=listed) == ["README.md"]
-    assert "git" in complete_bash("bar policy check -- gi", cwd=listed)
+def test_bash_completes_the_command_after_run_as_a_command_line(project: Path) -> None:
+    assert "git" in complete_bash("bar run -- gi", cwd=project)
+    assert complete_bash("bar run --no-pty -- git READ", cwd=project) == ["README.md"]
+    assert "git" in complete_bash("bar policy check -- gi", cwd=project)
 
 
 def test_bash_completes_refs_and_branches(project: Path) -> None:
@@ -411,13 +380,13 @@ def test_outside_a_project_dynamic_values_are_nothing(tmp_path: Path, make_repo:
 # --- bar __complete ----------------------------------------------------------------------
 
 
-def test_bar_complete_prints_one_candidate_a_line_with_what_it_is(listed: Path) -> None:
-    res = bar_exe("__complete", "task", cwd=listed)
+def test_bar_complete_prints_one_candidate_a_line_with_what_it_is(project: Path) -> None:
+    res = bar_exe("__complete", "task", cwd=project)
     assert res.code == 0 and res.err == ""
     lines = res.out.splitlines()
     assert [line.split("\t")[0] for line in lines] == ["alpha", "beta"]
     assert "the first one" in lines[0] and "active task" in lines[1]
-    steps = bar_exe("__complete", "state", "--task", "alpha", "--", "", cwd=listed).out
+    steps = bar_exe("__complete", "state", "--task", "alpha", "--", "", cwd=project).out
     assert [line.split("\t")[0] for line in steps.splitlines()] == ["base", "0001", "0002"]
     assert "echo two > two.txt" in steps.splitlines()[2]
 
@@ -454,8 +423,8 @@ def test_a_task_is_offered_as_the_name_or_id_prefix_that_finds_it(
         ["task", "--bogus"],
     ],
 )
-def test_bar_complete_never_fails_loudly(listed: Path, args: list[str]) -> None:
-    res = bar_exe("__complete", *args, cwd=listed)
+def test_bar_complete_never_fails_loudly(project: Path, args: list[str]) -> None:
+    res = bar_exe("__complete", *args, cwd=project)
     assert (res.code, res.out, res.err) == (0, "", "")
 
 

@@ -8,21 +8,10 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers import (
-    BAR_EXE,
-    Shared,
-    bar,
-    bar_exe,
-    new_task,
-    run_sh,
-    set_config,
-    shared_repo,
-    two_tasks,
-)
+from helpers import BAR_EXE, bar, bar_exe, new_task, run_sh, set_config
 
 
 def shell_env() -> dict[str, str]:
@@ -39,8 +28,7 @@ def need(shell: str) -> None:
 
 @pytest.fixture
 def project(repo: Path, capfd: pytest.CaptureFixture[str]) -> Path:
-    """A registered repository with tasks alpha (two steps) and beta (active, none), of
-    the test's own, for a test that changes it: what ``two_tasks`` makes, in-process."""
+    """A registered repository with tasks alpha (two steps) and beta (active, none)."""
     assert bar(capfd, "init").code == 0
     set_config(policy={"enabled": False})
     new_task(capfd, "alpha", "-d", "the first one")
@@ -48,21 +36,6 @@ def project(repo: Path, capfd: pytest.CaptureFixture[str]) -> Path:
     run_sh(capfd, "echo two > two.txt")
     new_task(capfd, "beta")
     return repo
-
-
-@pytest.fixture(scope="module")
-def shared_project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Shared]:
-    """``project`` made once for the tests that only complete in it (``shared_repo``)."""
-    shared, _ = shared_repo(tmp_path_factory, "completion-shells", two_tasks)
-    yield shared
-    shared.fsck()
-
-
-@pytest.fixture
-def listed(shared_project: Shared, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """The shared ``project``, entered (its home, the current directory): read, never
-    changed."""
-    return shared_project.enter(monkeypatch)
 
 
 # --- zsh ----------------------------------------------------------------------------------
@@ -93,7 +66,7 @@ SOURCED = "autoload -U compinit; compinit -u -D; source <(bar completion zsh)"
 
 
 def complete_zsh(line: str, cwd: Path, load: str = SOURCED) -> list[str]:
-    capture = cwd.parent / f"zsh-capture-{os.getpid()}.txt"  # (a shared project: its own)
+    capture = cwd.parent / "zsh-capture.txt"
     capture.unlink(missing_ok=True)
     env = {**shell_env(), "LOAD": load, "LINE": line, "CAPTURE": str(capture)}
     proc = subprocess.run(
@@ -146,19 +119,19 @@ TASK_ACTIONS = [
         ("bar diff -talpha --from=b", ["base"]),
     ],
 )
-def test_zsh_completes_as_it_is_typed(listed: Path, line: str, expected: list[str]) -> None:
+def test_zsh_completes_as_it_is_typed(project: Path, line: str, expected: list[str]) -> None:
     need("zsh")
-    assert complete_zsh(line, listed) == expected
+    assert complete_zsh(line, project) == expected
 
 
-def test_zsh_completes_from_the_script_installed_in_fpath(listed: Path, tmp_path: Path) -> None:
+def test_zsh_completes_from_the_script_installed_in_fpath(project: Path, tmp_path: Path) -> None:
     need("zsh")
     functions = tmp_path / "zfunc"
     functions.mkdir()
     (functions / "_bar").write_text(bar_exe("completion", "zsh").out)
     load = f"fpath=({functions} $fpath); autoload -U compinit; compinit -u -D"
-    assert complete_zsh("bar task sw", listed, load) == ["switch"]
-    assert complete_zsh("bar task switch ", listed, load) == ["alpha", "beta"]
+    assert complete_zsh("bar task sw", project, load) == ["switch"]
+    assert complete_zsh("bar task switch ", project, load) == ["alpha", "beta"]
 
 
 def test_zsh_completes_files_and_the_command_after_run(project: Path) -> None:
@@ -219,16 +192,16 @@ def complete_fish(line: str, cwd: Path, installed: bool = False) -> list[str]:
         ("bar diff -talpha --from=b", ["--from=base"]),
     ],
 )
-def test_fish_completes_as_it_is_typed(listed: Path, line: str, expected: list[str]) -> None:
+def test_fish_completes_as_it_is_typed(project: Path, line: str, expected: list[str]) -> None:
     need("fish")
-    assert complete_fish(line, listed) == expected
+    assert complete_fish(line, project) == expected
 
 
-def test_fish_shows_what_each_candidate_is(listed: Path) -> None:
+def test_fish_shows_what_each_candidate_is(project: Path) -> None:
     need("fish")
     proc = subprocess.run(
         ["fish", "-c", "bar completion fish | source; complete -C 'bar task show '"],
-        cwd=listed,
+        cwd=project,
         env=shell_env(),
         capture_output=True,
         text=True,

@@ -331,22 +331,6 @@ def set_config(**sections: dict[str, object]) -> None:
     path.write_text(yaml.safe_dump(data))
 
 
-def two_tasks(repo: Path) -> None:
-    """``repo`` registered (the policy off) with tasks alpha (two steps, described) and
-    beta (active, none), through the installed bar: what the completion tests complete."""
-    for args in (
-        ["init"],
-        ["task", "new", "alpha", "-d", "the first one"],
-        ["run", "--", "sh", "-c", "echo one > one.txt"],
-        ["run", "--", "sh", "-c", "echo two > two.txt"],
-        ["task", "new", "beta"],
-    ):
-        ran = bar_exe(*args, cwd=repo)
-        assert ran.code == 0, ran.err
-        if args == ["init"]:
-            set_config(policy={"enabled": False})
-
-
 SUPPORT = Path(__file__).resolve().parent  # tests/support: these helpers, the fake agents
 TESTS = SUPPORT.parent
 DATA = TESTS / "data"  # recorded events, corpora, attack scripts
