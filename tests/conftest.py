@@ -7,13 +7,16 @@ of this, so nothing is mocked.
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from bar.workers.devserver import DevServer
 
 # the helpers every test shares (tests/support), importable as ``helpers``, ``ptys``...;
 # and each package's tests, whose file names are unique, for the few that share a fixture
@@ -61,36 +64,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.fixture(autouse=True)
 def hermetic_seal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    home = tmp_path / "home"
-    home.mkdir()
-    for name in list(os.environ):
-        # BAR_SANDBOX_UNAVAILABLE stays: make test runs the suite once more with it set
-        if name.startswith(("GIT_", "BAR_")) and name != "BAR_SANDBOX_UNAVAILABLE":
-            monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("HOME", str(home))
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
-    monkeypatch.setenv("BAR_HOME", str(tmp_path / "barhome"))
-    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
-    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(home / ".gitconfig"))
-    monkeypatch.setenv("GIT_AUTHOR_NAME", "Test Author")
-    monkeypatch.setenv("GIT_AUTHOR_EMAIL", "author@example.com")
-    monkeypatch.setenv("GIT_AUTHOR_DATE", "2024-01-15T10:00:00Z")
-    monkeypatch.setenv("GIT_COMMITTER_NAME", "Test Committer")
-    monkeypatch.setenv("GIT_COMMITTER_EMAIL", "committer@example.com")
-    monkeypatch.setenv("GIT_COMMITTER_DATE", "2024-01-15T10:00:00Z")
-    monkeypatch.setenv("GIT_EDITOR", "false")
-    monkeypatch.setenv("NO_COLOR", "1")
-    # a shortcut of the speed layer that breaks (a git command it relies on fails) raises
-    # instead of falling back in silence (``bar.changes.fast.speed.fallback``)
-    monkeypatch.setenv("BAR_STRICT_FALLBACK", "1")
-    # git's automatic packing, and bar's after a step (``bar.git.packing``), in the
-    # foreground: nothing left running when a test looks at the object store or ends
-    (home / ".gitconfig").write_text("[init]\n\tdefaultBranch = main\n[gc]\n\tautoDetach = false\n")
-    # a task's watcher outlives the commands (``bar.changes.fast.watcher``): the test's are stopped
-    # when it ends, and would give up on their own after a minute
-    monkeypatch.setenv("BAR_WATCHER_IDLE", "60")
-    # so does the bar home's resident (``bar.changes.fast.resident``): the same for it
-    monkeypatch.setenv("BAR_RESIDENT_IDLE", "60")
+    from helpers import seal
+
+    seal(tmp_path, monkeypatch)
     yield
     from bar.changes.fast import resident, watcher
 
@@ -109,6 +85,21 @@ def no_watcher_left(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
         watcher.stop(sock.parent / "index")
     for sock in tmp_path_factory.getbasetemp().rglob(resident.SOCKET):
         resident.stop(str(sock.parent))
+
+
+@pytest.fixture(scope="session")
+def temporal_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevServer]:
+    """A Temporal dev server for the worker tests of this test process, started at the
+    first that asks (``workers.cluster``): each cluster serves a queue of its own, so the
+    modules share it rather than each starting one. A test that stops or restarts its
+    server starts its own."""
+    from bar.workers.devserver import DevServer
+
+    server = DevServer(tmp_path_factory.mktemp("temporal") / "temporal.db").start()
+    try:
+        yield server
+    finally:
+        server.stop()
 
 
 @pytest.fixture(autouse=True)

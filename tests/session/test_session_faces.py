@@ -12,12 +12,24 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import jsonshape
 import pytest
-from helpers import BAR_EXE, FAKE_AGENT_PATH, bar, ledger, new_task, set_config, task_dir
+from helpers import (
+    BAR_EXE,
+    FAKE_AGENT_PATH,
+    Shared,
+    bar,
+    bar_exe,
+    ledger,
+    new_task,
+    set_config,
+    shared_repo,
+    task_dir,
+)
 
 AGENTS = ("claude", "codex", "gemini")
 MODEL = {"claude": "claude-opus-4-8", "codex": "gpt-5-codex", "gemini": "gemini-2.5-pro"}
@@ -66,6 +78,49 @@ def run_script(cwd: Path, tmp_path: Path, agent: str) -> None:
     assert res.returncode == 0, res.stdout + res.stderr
 
 
+@pytest.fixture(scope="module")
+def scripted_runs(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Callable[[str], tuple[Shared, dict[str, Any]]]]:
+    """The script run by AGENT, once for the tests that only read what it left (made at
+    the first that asks, ``shared_repo``): ``bar init``, a task, then ``run_script``, as
+    a test does in its own repository."""
+    made: dict[str, tuple[Shared, dict[str, Any]]] = {}
+
+    def fill(agent: str, repo: Path) -> dict[str, Any]:
+        assert bar_exe("init", cwd=repo).code == 0
+        task = bar_exe("task", "new", "t1", "--json", cwd=repo)
+        assert task.code == 0, task.err
+        run_script(repo, repo.parent, agent)
+        return dict(task.json())
+
+    def run(agent: str) -> tuple[Shared, dict[str, Any]]:
+        if agent not in made:
+            made[agent] = shared_repo(
+                tmp_path_factory, f"faces-{agent}", lambda repo: fill(agent, repo)
+            )
+        return made[agent]
+
+    yield run
+    for shared, _ in made.values():
+        shared.fsck()
+
+
+@pytest.fixture
+def scripted(
+    scripted_runs: Callable[[str], tuple[Shared, dict[str, Any]]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> Callable[[str], dict[str, Any]]:
+    """Enter AGENT's shared run (its home, its repository the current directory): its task."""
+
+    def enter(agent: str) -> dict[str, Any]:
+        shared, task = scripted_runs(agent)
+        shared.enter(monkeypatch)
+        return task
+
+    return enter
+
+
 def stored(task_id: str, step: str = "0001") -> list[dict[str, Any]]:
     path = task_dir(task_id) / f"artifacts/{step}.session.jsonl"
     return [json.loads(line) for line in path.read_text().splitlines()]
@@ -83,10 +138,9 @@ def shape(name: str, value: Any) -> None:
 
 @pytest.mark.parametrize("agent", AGENTS)
 def test_an_agents_session_keeps_its_prompt_calls_checkpoints_and_tokens(
-    agent: str, inited: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+    agent: str, scripted: Callable[[str], dict[str, Any]], capfd: pytest.CaptureFixture[str]
 ) -> None:
-    t = new_task(capfd)
-    run_script(inited, tmp_path, agent)
+    t = scripted(agent)
     (step,) = ledger(t["id"])
     assert step["artifacts"]["session"] == "artifacts/0001.session.jsonl"
     events = stored(t["id"])
@@ -125,12 +179,11 @@ def test_an_agents_session_keeps_its_prompt_calls_checkpoints_and_tokens(
 
 @pytest.mark.parametrize(("agent", "call"), [(agent, call) for agent in AGENTS for call in (2, 3)])
 def test_a_refused_or_failing_call_reads_as_failed(
-    agent: str, call: int, inited: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+    agent: str, call: int, scripted: Callable[[str], dict[str, Any]]
 ) -> None:
     """The policy refused the third call (Codex tells its model in words only) and the fourth
     exited 3 (Gemini CLI's call succeeds, its output says how the command ended)."""
-    t = new_task(capfd)
-    run_script(inited, tmp_path, agent)
+    t = scripted(agent)
     events = stored(t["id"])
     calls = [e for e in events if e["type"] == "tool_call"]
     (result,) = [e for e in events if e["type"] == "tool_result" and e["id"] == calls[call]["id"]]
@@ -142,10 +195,9 @@ def test_a_refused_or_failing_call_reads_as_failed(
 
 @pytest.mark.parametrize("agent", AGENTS)
 def test_show_session_prints_the_conversation(
-    agent: str, inited: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+    agent: str, scripted: Callable[[str], dict[str, Any]], capfd: pytest.CaptureFixture[str]
 ) -> None:
-    t = new_task(capfd)
-    run_script(inited, tmp_path, agent)
+    t = scripted(agent)
     res = bar(capfd, "show", "1", "--session")
     assert res.code == 0, res.err
     lines = res.out.splitlines()
@@ -191,10 +243,9 @@ def test_show_session_prints_the_conversation(
 
 
 def test_show_session_of_a_checkpoint_stops_at_its_call(
-    inited: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+    scripted: Callable[[str], dict[str, Any]], capfd: pytest.CaptureFixture[str]
 ) -> None:
-    t = new_task(capfd)
-    run_script(inited, tmp_path, "claude")
+    t = scripted("claude")
     events = stored(t["id"])
     data = bar(capfd, "show", "1.2", "--session", "--json").json()
     shape("bar show --json", data)

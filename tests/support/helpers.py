@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import fcntl
 import importlib.util
 import json
 import os
+import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 import yaml
@@ -19,6 +22,126 @@ from bar.cli.main import main
 
 BAR_EXE = str(Path(sys.executable).parent / "bar")
 SETTLE = 0.2  # seconds: past the racy window of in-process snapshots (conftest)
+
+
+def seal(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Seal bar and git off from the machine: HOME, XDG_CONFIG_HOME and BAR_HOME in
+    ``root`` (``home``, ``barhome``), no system or global git config, fixed authors and
+    dates: every test's (``conftest.hermetic_seal``), and a run a module's tests share
+    (made once in a ``root`` of its own, then entered by each test with this again)."""
+    home = root / "home"
+    home.mkdir(exist_ok=True)
+    for name in list(os.environ):
+        # BAR_SANDBOX_UNAVAILABLE stays: make test runs the suite once more with it set
+        if name.startswith(("GIT_", "BAR_")) and name != "BAR_SANDBOX_UNAVAILABLE":
+            monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
+    monkeypatch.setenv("BAR_HOME", str(root / "barhome"))
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(home / ".gitconfig"))
+    monkeypatch.setenv("GIT_AUTHOR_NAME", "Test Author")
+    monkeypatch.setenv("GIT_AUTHOR_EMAIL", "author@example.com")
+    monkeypatch.setenv("GIT_AUTHOR_DATE", "2024-01-15T10:00:00Z")
+    monkeypatch.setenv("GIT_COMMITTER_NAME", "Test Committer")
+    monkeypatch.setenv("GIT_COMMITTER_EMAIL", "committer@example.com")
+    monkeypatch.setenv("GIT_COMMITTER_DATE", "2024-01-15T10:00:00Z")
+    monkeypatch.setenv("GIT_EDITOR", "false")
+    monkeypatch.setenv("NO_COLOR", "1")
+    # a shortcut of the speed layer that breaks (a git command it relies on fails) raises
+    # instead of falling back in silence (``bar.changes.fast.speed.fallback``)
+    monkeypatch.setenv("BAR_STRICT_FALLBACK", "1")
+    # git's automatic packing, and bar's after a step (``bar.git.packing``), in the
+    # foreground: nothing left running when a test looks at the object store or ends
+    (home / ".gitconfig").write_text("[init]\n\tdefaultBranch = main\n[gc]\n\tautoDetach = false\n")
+    # a task's watcher outlives the commands (``bar.changes.fast.watcher``): the test's are stopped
+    # when it ends, and would give up on their own after a minute
+    monkeypatch.setenv("BAR_WATCHER_IDLE", "60")
+    # so does the bar home's resident (``bar.changes.fast.resident``): the same for it
+    monkeypatch.setenv("BAR_RESIDENT_IDLE", "60")
+
+
+@dataclass
+class Shared:
+    """A repository a module's tests share (those that only read what was made in it once):
+    in a sealed home of its own, ``root``, as a test's own repository is in its tmp_path."""
+
+    root: Path
+    repo: Path
+
+    def enter(self, monkeypatch: pytest.MonkeyPatch) -> Path:
+        """For one test: its home (``seal``) and its repository, the current directory."""
+        seal(self.root, monkeypatch)
+        monkeypatch.chdir(self.repo)
+        return self.repo
+
+    def fsck(self) -> None:
+        """When the module ends: ``git fsck`` of the repository is clean (as ``make_repo``
+        checks of a test's own)."""
+        checked = subprocess.run(
+            ["git", "fsck", "--no-progress", "--no-dangling"],
+            cwd=self.repo,
+            capture_output=True,
+            text=True,
+        )
+        assert checked.returncode == 0 and not checked.stdout.strip(), (
+            f"git fsck of {self.repo} after the module: {checked.stdout}{checked.stderr}"
+        )
+
+
+def shared_repo(
+    factory: pytest.TempPathFactory, name: str, fill: Callable[[Path], Any]
+) -> tuple[Shared, Any]:
+    """A repository with one commit (README.md), as the ``repo`` fixture makes, then
+    ``fill(repo)`` with the seal on and the repository the current directory (through
+    the installed bar: a module's fixture has no test's capfd); what ``fill`` returns
+    (JSON) comes back with it. Made once for the whole run: the first of its processes
+    (pytest-xdist's) to ask makes it under a lock, the others wait for it and share it.
+    Its watcher and resident give up on their own (``seal``: after a minute idle)."""
+    base = factory.getbasetemp()
+    run = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    shared = Shared(run / f"shared-{name}", run / f"shared-{name}" / "repo")
+    made = shared.root / "made.json"
+    with open(run / f"shared-{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not made.exists():
+            shutil.rmtree(shared.root, ignore_errors=True)
+            shared.repo.mkdir(parents=True)
+            with pytest.MonkeyPatch.context() as mp:
+                seal(shared.root, mp)
+                (shared.repo / "README.md").write_text("hello\n")
+                for argv in (
+                    ["init", "-q", "-b", "main"],
+                    ["add", "-A"],
+                    ["commit", "-qm", "initial"],
+                ):
+                    subprocess.run(["git", *argv], cwd=shared.repo, check=True)
+                mp.chdir(shared.repo)
+                value = fill(shared.repo)
+            made.write_text(json.dumps(value))
+    return shared, json.loads(made.read_text())
+
+
+@dataclass
+class Gate:
+    """A step's command that runs until the test opens its gate (makes the file ``path``):
+    the step is running for exactly as long as the test needs it running, where a sleep
+    would have to outlast the slowest machine's checks and then be waited out. (A test
+    that fails before it opens the gate leaves no command behind for more than
+    ``LIMIT`` seconds.)"""
+
+    path: Path
+    LIMIT: ClassVar[int] = 300
+
+    @property
+    def script(self) -> str:
+        return (
+            f"i=0; until [ -e {self.path} ] || [ $i -ge {self.LIMIT * 10} ]; "
+            "do sleep 0.1; i=$((i+1)); done"
+        )
+
+    def open(self) -> None:
+        self.path.touch()
 
 
 @dataclass

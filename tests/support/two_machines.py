@@ -100,16 +100,18 @@ class Machine:
         """``bar ARGS --json``, which must succeed: its output read."""
         return self.ok(*args, "--json", **kwargs).json()
 
-    def popen(self, *args: str) -> subprocess.Popen[bytes]:
-        """``bar ARGS`` started, not waited for."""
-        return subprocess.Popen(
-            [BAR_EXE, *args],
-            cwd=self.repo,
-            env=self.env(),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-        )
+    def popen(self, *args: str, stderr: Path | None = None) -> subprocess.Popen[bytes]:
+        """``bar ARGS`` started, not waited for; ``stderr``: a file its stderr goes to (to
+        be read while it runs), rather than a pipe."""
+        with open(stderr, "wb") if stderr is not None else contextlib.nullcontext() as err:
+            return subprocess.Popen(
+                [BAR_EXE, *args],
+                cwd=self.repo,
+                env=self.env(),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE if err is None else err,
+            )
 
     def git(self, *args: str, input: bytes | None = None) -> str:
         return git(self.repo, *args, input=input)

@@ -124,16 +124,6 @@ def wait_for(check: Any, timeout: float = 60, what: str = "it") -> Any:
     raise AssertionError(f"{what} did not happen in {timeout:.0f}s")
 
 
-@pytest.fixture(scope="module")
-def temporal_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevServer]:
-    root = tmp_path_factory.mktemp("temporal")
-    server = DevServer(root / "temporal.db").start()
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
 @contextlib.contextmanager
 def cluster(
     root: Path,

@@ -8,7 +8,7 @@ import subprocess
 from collections.abc import Iterator
 
 import pytest
-from helpers import BAR_EXE, ROOT
+from helpers import BAR_EXE, ROOT, Gate
 from ui_session import (
     CHROMIUM,
     NO_CHROMIUM,
@@ -209,8 +209,12 @@ def test_the_live_timeline_shows_a_step_started_after_it_loaded(
     page.goto(s.task_url(base_of(url)))
     count = page.locator("#steps tr.step").count()
     page.wait_for_timeout(700)  # the event stream is open
+    # the step runs until the page has shown it running (its gate opened), not for a
+    # while sized to outlast the page's first look
+    gate = Gate(s.root / "go")
+    script = f"echo live > live.txt; {gate.script}"
     run = subprocess.Popen(
-        [BAR_EXE, "run", "--no-pty", "--", "sh", "-c", "sleep 2; echo live > live.txt"],
+        [BAR_EXE, "run", "--no-pty", "--", "sh", "-c", script],
         cwd=s.repo,
         env=s.env,
         stdout=subprocess.DEVNULL,
@@ -219,6 +223,7 @@ def test_the_live_timeline_shows_a_step_started_after_it_loaded(
     try:
         sync_api.expect(page.locator(".running-step")).to_contain_text("running", timeout=60_000)
         sync_api.expect(page.locator(".running-step")).to_contain_text("live.txt")
+        gate.open()
         assert wait_until(lambda: run.poll() is not None)
         sync_api.expect(page.locator("#steps tr.step")).to_have_count(count + 1, timeout=60_000)
     finally:

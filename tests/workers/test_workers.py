@@ -9,21 +9,20 @@ import json
 import os
 import signal
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers import BAR_EXE
+from helpers import BAR_EXE, Gate
 
 from bar.workers.devserver import DevServer
-from workers import Cluster, cluster, temporal_server, wait_for  # noqa: F401 (a fixture)
+from workers import Cluster, cluster, wait_for
 
 
 @pytest.fixture
 def two(
     tmp_path: Path,
-    temporal_server: DevServer,  # noqa: F811
+    temporal_server: DevServer,
     monkeypatch: pytest.MonkeyPatch,
 ) -> Iterator[Cluster]:
     with cluster(tmp_path, temporal_server, monkeypatch) as made:
@@ -200,6 +199,7 @@ def test_a_server_restart_loses_nothing(tmp_path: Path, monkeypatch: pytest.Monk
             # the server is away a few seconds: no worker counts as lost meanwhile
             dev.set_config(workers={"heartbeat": 60})
             dev.ok("task", "new", "survives", "--on", c.queue)
+            gate = Gate(tmp_path / "go")
             run = dev.popen(
                 "run",
                 "--on",
@@ -209,12 +209,12 @@ def test_a_server_restart_loses_nothing(tmp_path: Path, monkeypatch: pytest.Monk
                 "--",
                 "sh",
                 "-c",
-                "sleep 8; echo done > done.txt; echo finished",
+                f"{gate.script}; echo done > done.txt; echo finished",
             )
             c.running_on()
-            server.stop()
-            time.sleep(1)
+            server.stop()  # (once it returns, the server is gone: nothing to wait out)
             server.start()
+            gate.open()  # the step ends after the restart
             out, err = run.communicate(timeout=180)
             assert run.returncode == 0, err
             assert b"finished" in out
@@ -317,6 +317,7 @@ def test_adopt_brings_a_task_back_to_run_and_apply_here(two: Cluster) -> None:
 def test_sigterm_lets_the_running_step_finish_and_push(two: Cluster) -> None:
     dev = two.dev
     dev.ok("task", "new", "graceful", "--on", two.queue)
+    gate = Gate(two.root / "go")
     run = dev.popen(
         "run",
         "--on",
@@ -326,10 +327,17 @@ def test_sigterm_lets_the_running_step_finish_and_push(two: Cluster) -> None:
         "--",
         "sh",
         "-c",
-        "sleep 4; echo ok > ok.txt",
+        f"{gate.script}; echo ok > ok.txt",
     )
     victim = two.running_on()
-    assert two.stop_worker(victim, signal.SIGTERM) == 0
+    worker = two.workers[victim]
+    worker.proc.send_signal(signal.SIGTERM)
+    # the worker has taken the signal with the step still running; then the step ends
+    wait_for(lambda: "running steps finish first" in worker.said(), 60, "the worker stopping")
+    assert worker.proc.poll() is None, worker.said()
+    gate.open()
+    assert worker.proc.wait(timeout=60) == 0, worker.said()
+    del two.workers[victim]
     _out, err = run.communicate(timeout=120)
     assert run.returncode == 0, err
     (step,) = ledger(two, "graceful")
@@ -392,8 +400,9 @@ def test_bar_ui_shows_where_a_task_runs_and_its_running_step(two: Cluster) -> No
 
     dev = two.dev
     dev.ok("task", "new", "seen-in-ui", "--on", two.queue)
+    gate = Gate(two.root / "go")
     run = dev.popen(
-        "run", "--on", two.queue, "--task", "seen-in-ui", "--", "sh", "-c", "sleep 6"
+        "run", "--on", two.queue, "--task", "seen-in-ui", "--", "sh", "-c", gate.script
     )  # fmt: skip
     worker = two.running_on()
 
@@ -417,6 +426,7 @@ def test_bar_ui_shows_where_a_task_runs_and_its_running_step(two: Cluster) -> No
 
         page = wait_for(shown, 30, "the running step on the task list")
         assert f"on workers ({two.queue})" in page
+    gate.open()
     run.communicate(timeout=60)
 
 
@@ -516,7 +526,7 @@ def test_a_forged_order_is_refused_for_good(two: Cluster) -> None:
 @pytest.fixture
 def idle(
     tmp_path: Path,
-    temporal_server: DevServer,  # noqa: F811
+    temporal_server: DevServer,
     monkeypatch: pytest.MonkeyPatch,
 ) -> Iterator[Cluster]:
     """Worker machines, none of whose workers is started yet."""
@@ -531,15 +541,20 @@ def test_steps_sent_before_any_worker_runs_wait_for_one_in_order(idle: Cluster) 
         "run", "--on", idle.queue, "--detach", "--task", "early", "--", "sh", "-c",
         "echo one >> order.txt",
     )  # fmt: skip
+    said = idle.root / "run.err"
     run = dev.popen(
-        "run", "--on", idle.queue, "--task", "early", "--", "sh", "-c", "echo two >> order.txt"
+        "run", "--on", idle.queue, "--task", "early", "--", "sh", "-c", "echo two >> order.txt",
+        stderr=said,
     )  # fmt: skip
-    time.sleep(12)
-    assert run.poll() is None
+    # the run says it waits for a worker, and waits
+    nobody = f"no worker of queue {idle.queue} answers"
+    wait_for(lambda: nobody in said.read_text(), 60, "the run saying no worker answers")
+    assert run.poll() is None, said.read_text()
     idle.start_worker("w1")
-    _out, err = run.communicate(timeout=120)
+    run.communicate(timeout=120)
+    err = said.read_text()
     assert run.returncode == 0, err
-    assert f"no worker of queue {idle.queue} answers".encode() in err
+    assert nobody in err
     dev.ok("fetch")
     assert [s["step_id"] for s in ledger(idle, "early")] == ["0001", "0002"]
     assert "+one\n+two" in dev.ok("diff", "--task", "early").out
@@ -554,7 +569,10 @@ def test_adopt_with_no_worker_up_ends_the_workflow_and_drops_what_waited(idle: C
     )  # fmt: skip
     dev.ok("task", "adopt", "back-home")
     idle.start_worker("w1")
-    time.sleep(5)  # a worker that would take what waited
+    # a worker that would take what waited: it takes a step sent after it, and has
+    # looked at the queue by the time that step is back
+    dev.ok("task", "new", "witness", "--on", idle.queue)
+    dev.ok("run", "--task", "witness", "--", "sh", "-c", "echo w > w.txt")
     fetched = dev.json("fetch")
     (mine,) = [t for t in fetched["tasks"] if t["name"] == "back-home"]
     assert mine["outcome"] == "up to date"

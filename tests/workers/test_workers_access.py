@@ -13,7 +13,7 @@ from tls_front import Pki, TlsFront, make_pki, tls_front
 from two_machines import Machine
 
 from bar.workers.devserver import DevServer
-from workers import Cluster, cluster, temporal_server  # noqa: F401 (a fixture)
+from workers import Cluster, cluster
 
 KEY = "bar-test-api-key-5f1e"
 
@@ -36,7 +36,7 @@ def _tls(machine: Machine, pki: Pki, *, cert: bool = True, ca: bool = True) -> N
 @pytest.fixture
 def behind_tls(
     tmp_path: Path,
-    temporal_server: DevServer,  # noqa: F811
+    temporal_server: DevServer,
     monkeypatch: pytest.MonkeyPatch,
 ) -> Iterator[tuple[Cluster, Pki, TlsFront]]:
     pki = make_pki(tmp_path / "pki")
@@ -108,7 +108,7 @@ def test_a_plain_connection_to_a_tls_server_is_told_to_use_tls(
 
 def test_a_worker_runs_no_unconfined_step_unless_its_config_allows(
     tmp_path: Path,
-    temporal_server: DevServer,  # noqa: F811
+    temporal_server: DevServer,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     with cluster(tmp_path, temporal_server, monkeypatch, workers=("w1",)) as c:

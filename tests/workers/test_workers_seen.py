@@ -18,12 +18,12 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
-from helpers import ROOT
+from helpers import ROOT, Gate
 from two_machines import Machine
 from ui_session import CHROMIUM, base_of, chromium, serving
 
 from bar.workers.devserver import DevServer
-from workers import Cluster, cluster, temporal_server, wait_for  # noqa: F401 (a fixture)
+from workers import Cluster, cluster, wait_for
 
 SHOTS = ROOT / "build" / "ui-screenshots"
 
@@ -31,7 +31,7 @@ SHOTS = ROOT / "build" / "ui-screenshots"
 @pytest.fixture
 def one(
     tmp_path: Path,
-    temporal_server: DevServer,  # noqa: F811
+    temporal_server: DevServer,
     monkeypatch: pytest.MonkeyPatch,
 ) -> Iterator[Cluster]:
     """A developer machine and one worker machine, whose worker is not started yet."""
@@ -177,7 +177,8 @@ def test_the_overview_shows_what_runs_on_workers_and_a_silent_server_once(
             for name in ("idle-a", "idle-b", "busy"):
                 dev.ok("task", "new", name, "--on", c.queue)
             dev.ok("run", "--on", c.queue, "--task", "idle-a", "--", "true")
-            run = dev.popen("run", "--on", c.queue, "--task", "busy", "--", "sh", "-c", "sleep 8")
+            gate = Gate(tmp_path / "go")
+            run = dev.popen("run", "--on", c.queue, "--task", "busy", "--", "sh", "-c", gate.script)
             c.running_on()
 
             def busy_shown() -> str | None:
@@ -185,10 +186,11 @@ def test_the_overview_shows_what_runs_on_workers_and_a_silent_server_once(
                 return page if "on w1" in running_now(page, "busy") else None
 
             page = wait_for(busy_shown, 30, "the running step on the overview")
-            assert "sleep 8" in running_now(page, "busy")
+            assert gate.script in running_now(page, "busy")
             for idle in ("idle-a", "idle-b"):  # nothing runs: nothing shown, no error
                 assert running_now(page, idle) == "-"
             assert "workers-problem" not in page
+            gate.open()
             run.communicate(timeout=60)
             # no worker serves the queue now: the page asks none, and is not held up
             c.stop_worker("w1")
