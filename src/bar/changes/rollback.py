@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 from bar import git
 from bar.base import faults
 from bar.base.clock import ms_since, now_iso, seconds_of
-from bar.base.notices import note, warn
+from bar.base.notices import note, plural, warn
 from bar.base.record import record
 from bar.changes import journals
 from bar.changes.fast import restored, speed, stamps, watcher
@@ -106,7 +106,7 @@ def _complete(task: Task, intent: RollbackIntent, verified: bool) -> RollbackSte
     job = steps.PatchJob(task, intent.step_id, intent.snapshot_before)  # (beside the checkout)
     restored_tree = restore(
         task,
-        target.commit,
+        intent.restores_to,
         on_tree=job.begin,
         verified=intent.snapshot_before if verified else None,
     )
@@ -124,10 +124,19 @@ def _complete(task: Task, intent: RollbackIntent, verified: bool) -> RollbackSte
         task.snapshot_ref,
         intent.snapshot_before,
         f"step {intent.step_id}: rollback to {target.describe()}",
-        stamped_at=target.commit,
+        stamped_at=intent.restores_to,
         restored_tree=None if intent.hard else restored_tree,
     )
-    if snap.tree != git.tree_of(task.worktree, target.commit):
+    if intent.finish is not None:
+        kept = git.diff_tree_raw(
+            task.worktree, git.tree_of(task.worktree, target.commit), snap.tree
+        )
+        note(
+            f"kept {plural(len(kept), 'file')} edited by hand after the rollback was "
+            f"interrupted ({', '.join(c.path for c in kept[:5])}"
+            f"{', ...' if len(kept) > 5 else ''}): the rollback wrote only its own files"
+        )
+    elif snap.tree != git.tree_of(task.worktree, target.commit):
         warn(
             "the restored worktree differs from the target state (a file could not be "
             "written?); the difference is recorded"
