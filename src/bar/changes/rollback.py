@@ -20,6 +20,8 @@ recovery after a crash calls the same ``complete`` from wherever the files were 
 
 from __future__ import annotations
 
+import contextlib
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -30,7 +32,7 @@ from bar.base import faults
 from bar.base.clock import ms_since, now_iso, seconds_of
 from bar.base.notices import note, plural, warn
 from bar.base.record import record
-from bar.changes import journals
+from bar.changes import guarded, journals
 from bar.changes.fast import restored, speed, stamps, watcher
 from bar.changes.journals import RollbackIntent
 from bar.git import exact, ignored
@@ -222,8 +224,11 @@ def restore(
     rules = ignored.rules_change(task.worktree, now_tree, target_tree)
     if on_tree is not None:
         on_tree(target_tree)
+    # git writes the side index and the files into a staging directory, then each file
+    # is moved into the worktree in place of the one verified there (``_move_in``)
+    staging = _fresh(task.dir / "restore-staging")
     if verified is not None:
-        _checkout(task, verified, target_commit)
+        _checkout(task, verified, target_commit, staging)
     else:
         git.git(
             task.worktree,
@@ -232,8 +237,9 @@ def restore(
             "-u",
             now_tree,
             target_tree,
-            env=git.index_env(task.index),
+            env={**git.index_env(task.index), "GIT_WORK_TREE": str(staging)},
         )
+    raced = _move_in(task, now_tree, target_tree, staging)
     racy.note(task.worktree, task.index, started_ns, len(target_tree))
     # the task's watcher collects the restore's writes (and watches the directories it
     # made) before they are listed below: see ``restored.forget_written``
@@ -248,10 +254,11 @@ def restore(
     if raw_now or raw_target:
         exact.write_raw(task.worktree, task.index, raw_now, raw_target)
     stamps.keep_private(task.index)
-    if rules:
-        ignored.keep_ignored(task.worktree, now_tree, rules)
-        stamps.forget(task.index)  # what is ignored changed: the snapshot looks at all
-    if rules or not fast:  # nothing trusted: the snapshot that follows looks at everything
+    if rules or raced:
+        if rules:
+            ignored.keep_ignored(task.worktree, now_tree, rules)
+        stamps.forget(task.index)  # the snapshot that follows looks at everything
+    if rules or raced or not fast:  # nothing trusted: the snapshot that follows looks at everything
         faults.point("after restoring the worktree")
         return None
     # the side index and the worktree now hold exactly the target: note it, so the
@@ -273,7 +280,102 @@ def restore(
     return target_tree if exact_as_git and verified is not None else None
 
 
-def _checkout(task: Task, now_commit: str, target_commit: str) -> None:
+def _fresh(path: Path) -> Path:
+    """An empty directory at ``path`` (what a killed restore left there removed)."""
+    import shutil
+
+    shutil.rmtree(path, ignore_errors=True)
+    path.mkdir(mode=0o700)
+    return path
+
+
+def _move_in(task: Task, now_tree: str, target_tree: str, staging: Path) -> bool:
+    """Move what git wrote into ``staging`` into the worktree, path by path, each in
+    place of the version the worktree was verified to hold (``bar.changes.guarded``):
+    a path an editor saved meanwhile is kept as saved, and said. Removed paths go first
+    (with the directories they leave empty), then the written ones. Then the side index
+    notes the stat of the files moved in. True if a path raced the restore."""
+    wt = task.worktree
+    guard = guarded.Guard(
+        wt, task.dir / "restore-aside", "sha256" if len(target_tree) == 64 else "sha1", _hashed(wt)
+    )
+    guard.hand_back()  # (what a restore that was killed had captured)
+    changes = _changes(wt, now_tree, target_tree)
+    for old_mode, new_mode, old_blob, _new_blob, rel in changes:
+        if new_mode == guarded.ABSENT and old_mode != GITLINK:
+            guard.remove(rel, (old_blob, None))
+            _prune(wt, rel)
+    for old_mode, new_mode, old_blob, new_blob, rel in changes:
+        if new_mode == guarded.ABSENT:
+            continue
+        if new_mode == GITLINK:
+            (wt / rel).mkdir(parents=True, exist_ok=True)  # (as git leaves one)
+            continue
+        dest = wt / rel
+        if dest.is_dir() and not dest.is_symlink():
+            with contextlib.suppress(OSError):
+                dest.rmdir()  # emptied by the removals before
+        was = old_blob if old_mode not in (guarded.ABSENT, GITLINK) else None
+        guard.replace(rel, (was, new_blob), staging / rel)
+    guard.close()
+    import shutil
+
+    shutil.rmtree(staging, ignore_errors=True)
+    if changes:
+        env = git.index_env(task.index)
+        git.git(wt, "update-index", "-q", "--refresh", env=env, check=False)
+    if guard.raced:
+        shown = ", ".join(
+            r.path if r.kept == wt / r.path else f"{r.path} (kept as {r.kept.name})"
+            for r in guard.raced[:10]
+        )
+        warn(
+            f"{plural(len(guard.raced), 'file')} changed while the rollback wrote "
+            f"{'it' if len(guard.raced) == 1 else 'them'} and {'was' if len(guard.raced) == 1 else 'were'} "
+            f"kept as changed: {shown}{', ...' if len(guard.raced) > 10 else ''}; the step "
+            "records them"
+        )
+    return bool(guard.raced)
+
+
+GITLINK = "160000"
+
+
+def _changes(wt: Path, a: str, b: str) -> list[tuple[str, str, str, str, str]]:
+    """(old mode, new mode, old blob, new blob, path) of every path that differs."""
+    raw = git.git(wt, "diff-tree", "-r", "-z", "--no-renames", "--raw", a, b).stdout
+    parts = raw.split(b"\0")
+    found = []
+    for meta, path in zip(parts[::2], parts[1::2], strict=False):
+        old_mode, new_mode, old_blob, new_blob, _status = meta.decode().lstrip(":").split(" ")
+        found.append(
+            (old_mode, new_mode, old_blob, new_blob, path.decode("utf-8", "surrogateescape"))
+        )
+    return found
+
+
+def _prune(wt: Path, rel: str) -> None:
+    """Remove the directories a removed path leaves empty, as git does."""
+    parent = os.path.dirname(rel)
+    while parent:
+        try:
+            os.rmdir(wt / parent)
+        except OSError:
+            return
+        parent = os.path.dirname(parent)
+
+
+def _hashed(wt: Path) -> Callable[[str, Path], str | None]:
+    """The blob git stores for a file where it converts bytes (line endings, filters)."""
+
+    def converted(rel: str, file: Path) -> str | None:
+        res = git.git(wt, "hash-object", f"--path={rel}", "--", str(file), check=False)
+        return res.out.strip() if res.returncode == 0 else None
+
+    return converted
+
+
+def _checkout(task: Task, now_commit: str, target_commit: str, staging: Path) -> None:
     """git's own two-tree checkout of ``target_commit`` over ``now_commit``, which the
     side index and the worktree hold: exactly ``read-tree -m -u`` of their trees, but
     from a ``HEAD`` (that of the task's own git directory, ``TaskPaths.git_dir``), so that
@@ -291,7 +393,7 @@ def _checkout(task: Task, now_commit: str, target_commit: str) -> None:
         **git.index_env(task.index),
         "GIT_DIR": str(gitdir),
         "GIT_COMMON_DIR": str(task.project.common_dir),
-        "GIT_WORK_TREE": str(task.worktree),
+        "GIT_WORK_TREE": str(staging),
     }
     try:
         git.git(
