@@ -12,16 +12,25 @@ see nothing: bar would record "no changes" and a rollback would overwrite the ed
 After every write of a side index that refreshed entries (``git add``, a staging's add,
 a restore), ``note`` reads the entries the write left in the index file (the written
 part of a split index is small; a new shared part is read only when git wrote one) and
-keeps, beside the index (``<index>.racy``), the paths of those whose ctime falls at or
-after the moment the write began while their mtime is older. The next look at the
+keeps, beside the index (``<index>.racy``), the paths of those whose ctime or mtime
+falls at or after the second the write began.
+
+That second is the other hole: git notes the stat it took before it read a file, and
+judges an entry racily clean only when its mtime is at or after the index file's. A
+file git read early in a long ``git add`` (a large file hashed after it) and rewritten
+with as many bytes in that same second, the index written in a later second, keeps
+the stat git noted, seconds and all: git would call the edit clean forever. So every
+entry changed in or after the second the write began is a suspect too (SPEC §3: a file
+that changes while bar hashes it is hashed again). The next look at the
 worktree treats them as changed whatever their stat says (``suspects``): it clears the
 stat git noted for them just before it adds (``force``: ``git update-index
 --index-info`` with the same mode and object, as ``read-tree`` leaves an entry), so git
 hashes them again, and notes the suspects of that write in turn. The entries are never
 left without their stat between commands: git's own checkout, which a rollback uses,
 refuses to touch an entry whose stat does not match its file. Files written the
-ordinary way (mtime and ctime in the same second) are left to git's own rule, so this
-costs nothing but after a chmod, a rename or a ``touch -r`` in the second of a record.
+ordinary way before the record began are left to git's own rule, so this costs a
+second hashing of what changed in the second a record began, and after a chmod, a
+rename or a ``touch -r`` in that second.
 """
 
 from __future__ import annotations
@@ -41,8 +50,8 @@ _EXTENDED = 0x4000
 
 
 def _has_racy(data: bytes, since_s: int, oid_size: int) -> bool | None:
-    """Whether the index file ``data`` holds an entry whose ctime second is at or after
-    ``since_s`` and whose mtime second is older; None if it cannot be read as one."""
+    """Whether the index file ``data`` holds an entry whose ctime or mtime second is at
+    or after ``since_s``; None if it cannot be read as one."""
     if len(data) < _HEADER.size:
         return None
     signature, version, count = _HEADER.unpack_from(data)
@@ -56,7 +65,7 @@ def _has_racy(data: bytes, since_s: int, oid_size: int) -> bool | None:
         if pos + fixed > end:
             return None
         ctime_s, _cns, mtime_s, _mns = _TIMES.unpack_from(data, pos)
-        if ctime_s >= since_s and mtime_s < ctime_s:
+        if ctime_s >= since_s or mtime_s >= since_s:
             return True
         flags = int.from_bytes(data[pos + fixed - 2 : pos + fixed], "big")
         start = pos + fixed + (2 if version >= 3 and flags & _EXTENDED else 0)
@@ -155,8 +164,8 @@ def force(worktree: Path, index: Path, paths: Sequence[str]) -> None:
 
 def note(worktree: Path, index: Path, since_ns: int, digits: int = 40) -> list[str]:
     """After a write of ``index`` that began at ``since_ns``: keep as suspects (see
-    ``suspects``) the entries whose ctime second is at or after it while their mtime
-    second is older, or forget the suspects if there are none. ``digits``: how long the
+    ``suspects``) the entries whose ctime or mtime second is at or after it, or forget
+    the suspects if there are none. ``digits``: how long the
     repository's object ids are (40, or 64 for SHA-256). Returns the suspects."""
     found = _racy_entries(worktree, index, since_ns) if needed(index, since_ns, digits // 2) else []
     path = _racy_file(index)
@@ -170,8 +179,8 @@ def note(worktree: Path, index: Path, since_ns: int, digits: int = 40) -> list[s
 
 
 def _racy_entries(worktree: Path, index: Path, since_ns: int) -> list[str]:
-    """The paths of ``index``'s entries whose ctime second is at or after ``since_ns``'s
-    while their mtime second is older, as git reads them (``ls-files --debug``)."""
+    """The paths of ``index``'s entries whose ctime or mtime second is at or after
+    ``since_ns``'s, as git reads them (``ls-files --debug``)."""
     res = git.git(worktree, "ls-files", "-s", "--debug", "-z", env=_env(index), check=False)
     if res.returncode != 0:
         return []
@@ -184,7 +193,7 @@ def _racy_entries(worktree: Path, index: Path, since_ns: int) -> list[str]:
         block_end = chunk.find(b"\n", chunk.find(b"\tflags: "))
         block, following = chunk[: block_end + 1], chunk[block_end + 1 :]
         times = _debug_times(block)
-        if times is not None and times[0] >= since_s and times[1] < times[0]:
+        if times is not None and max(times) >= since_s:
             found.append(head.partition(b"\t")[2].decode("utf-8", "surrogateescape"))
         head = following
     return found
