@@ -12,25 +12,26 @@ see nothing: bar would record "no changes" and a rollback would overwrite the ed
 After every write of a side index that refreshed entries (``git add``, a staging's add,
 a restore), ``note`` reads the entries the write left in the index file (the written
 part of a split index is small; a new shared part is read only when git wrote one) and
-keeps, beside the index (``<index>.racy``), the paths of those whose ctime or mtime
-falls at or after the second the write began.
+keeps, beside the index (``<index>.racy``), the paths of those whose ctime falls at or
+after the second the write began while their mtime is older, and of those whose mtime
+falls in that second or later but before the second the index file was written.
 
 That second is the other hole: git notes the stat it took before it read a file, and
 judges an entry racily clean only when its mtime is at or after the index file's. A
 file git read early in a long ``git add`` (a large file hashed after it) and rewritten
 with as many bytes in that same second, the index written in a later second, keeps
-the stat git noted, seconds and all: git would call the edit clean forever. So every
-entry changed in or after the second the write began is a suspect too (SPEC §3: a file
-that changes while bar hashes it is hashed again). The next look at the
+the stat git noted, seconds and all: git would call the edit clean forever. So such an
+entry is a suspect too (SPEC §3: a file that changes while bar hashes it is hashed
+again); one whose mtime is in the second the index was written is git's own racy case. The next look at the
 worktree treats them as changed whatever their stat says (``suspects``): it clears the
 stat git noted for them just before it adds (``force``: ``git update-index
 --index-info`` with the same mode and object, as ``read-tree`` leaves an entry), so git
 hashes them again, and notes the suspects of that write in turn. The entries are never
 left without their stat between commands: git's own checkout, which a rollback uses,
 refuses to touch an entry whose stat does not match its file. Files written the
-ordinary way before the record began are left to git's own rule, so this costs a
-second hashing of what changed in the second a record began, and after a chmod, a
-rename or a ``touch -r`` in that second.
+ordinary way are left to git's own rule, so this costs a second hashing only where a
+write lasted past the end of a second in which files changed, and after a chmod, a
+rename or a ``touch -r`` in the second of a record.
 """
 
 from __future__ import annotations
@@ -49,9 +50,9 @@ _TIMES = struct.Struct(">IIII")  # ctime s, ns, mtime s, ns
 _EXTENDED = 0x4000
 
 
-def _has_racy(data: bytes, since_s: int, oid_size: int) -> bool | None:
-    """Whether the index file ``data`` holds an entry whose ctime or mtime second is at
-    or after ``since_s``; None if it cannot be read as one."""
+def _has_racy(data: bytes, since_s: int, oid_size: int, written_s: int) -> bool | None:
+    """Whether the index file ``data`` (written in the second ``written_s``) holds a
+    suspect entry (``_suspect``); None if it cannot be read as one."""
     if len(data) < _HEADER.size:
         return None
     signature, version, count = _HEADER.unpack_from(data)
@@ -65,7 +66,7 @@ def _has_racy(data: bytes, since_s: int, oid_size: int) -> bool | None:
         if pos + fixed > end:
             return None
         ctime_s, _cns, mtime_s, _mns = _TIMES.unpack_from(data, pos)
-        if ctime_s >= since_s or mtime_s >= since_s:
+        if _suspect(ctime_s, mtime_s, since_s, written_s):
             return True
         flags = int.from_bytes(data[pos + fixed - 2 : pos + fixed], "big")
         start = pos + fixed + (2 if version >= 3 and flags & _EXTENDED else 0)
@@ -83,6 +84,20 @@ def _has_racy(data: bytes, since_s: int, oid_size: int) -> bool | None:
             length = nul - pos
             pos += (length + 8) & ~7
     return False
+
+
+def _suspect(ctime_s: int, mtime_s: int, since_s: int, written_s: int) -> bool:
+    """An entry git may call clean wrongly: its ctime in or after the second the write
+    began with an older mtime (set back), or its mtime in or after that second but
+    before the second the index was written (git's own racy rule covers from there)."""
+    return (ctime_s >= since_s and mtime_s < ctime_s) or since_s <= mtime_s < written_s
+
+
+def _written_s(index: Path) -> int:
+    try:
+        return os.stat(index).st_mtime_ns // 1_000_000_000
+    except OSError:
+        return 1 << 62  # (not known: every entry changed since the write began)
 
 
 def _shared_part(data: bytes, own: Path | None, oid_size: int) -> Path | None:
@@ -103,7 +118,8 @@ def needed(index: Path, since_ns: int, oid_size: int = 20) -> bool:
     except OSError:
         return False
     since_s = since_ns // 1_000_000_000
-    found = _has_racy(data, since_s, oid_size)
+    written_s = _written_s(index)
+    found = _has_racy(data, since_s, oid_size, written_s)
     if found is None:
         return True  # not read: ask git
     if found:
@@ -112,7 +128,7 @@ def needed(index: Path, since_ns: int, oid_size: int = 20) -> bool:
     if shared is not None:
         try:
             if shared.stat().st_mtime_ns >= since_ns:  # written by this very write
-                return _has_racy(shared.read_bytes(), since_s, oid_size) is not False
+                return _has_racy(shared.read_bytes(), since_s, oid_size, written_s) is not False
         except OSError:
             return True
     return False
@@ -164,8 +180,8 @@ def force(worktree: Path, index: Path, paths: Sequence[str]) -> None:
 
 def note(worktree: Path, index: Path, since_ns: int, digits: int = 40) -> list[str]:
     """After a write of ``index`` that began at ``since_ns``: keep as suspects (see
-    ``suspects``) the entries whose ctime or mtime second is at or after it, or forget
-    the suspects if there are none. ``digits``: how long the
+    ``suspects``) the entries git may call clean wrongly (``_suspect``), or forget the
+    suspects if there are none. ``digits``: how long the
     repository's object ids are (40, or 64 for SHA-256). Returns the suspects."""
     found = _racy_entries(worktree, index, since_ns) if needed(index, since_ns, digits // 2) else []
     path = _racy_file(index)
@@ -179,12 +195,13 @@ def note(worktree: Path, index: Path, since_ns: int, digits: int = 40) -> list[s
 
 
 def _racy_entries(worktree: Path, index: Path, since_ns: int) -> list[str]:
-    """The paths of ``index``'s entries whose ctime or mtime second is at or after
-    ``since_ns``'s, as git reads them (``ls-files --debug``)."""
+    """The paths of ``index``'s suspect entries (``_suspect``) after a write that began
+    at ``since_ns``, as git reads them (``ls-files --debug``)."""
     res = git.git(worktree, "ls-files", "-s", "--debug", "-z", env=_env(index), check=False)
     if res.returncode != 0:
         return []
     since_s = since_ns // 1_000_000_000
+    written_s = _written_s(index)
     found: list[str] = []
     chunks = res.stdout.split(b"\0")
     # "<mode> <oid> <stage>\t<path>" NUL, then its stat lines, the next entry right after
@@ -193,7 +210,7 @@ def _racy_entries(worktree: Path, index: Path, since_ns: int) -> list[str]:
         block_end = chunk.find(b"\n", chunk.find(b"\tflags: "))
         block, following = chunk[: block_end + 1], chunk[block_end + 1 :]
         times = _debug_times(block)
-        if times is not None and max(times) >= since_s:
+        if times is not None and _suspect(times[0], times[1], since_s, written_s):
             found.append(head.partition(b"\t")[2].decode("utf-8", "surrogateescape"))
         head = following
     return found
