@@ -311,6 +311,8 @@ def _move_in(task: Task, now_tree: str, target_tree: str, staging: Path) -> bool
         if new_mode == GITLINK:
             (wt / rel).mkdir(parents=True, exist_ok=True)  # (as git leaves one)
             continue
+        if not os.path.lexists(staging / rel):
+            continue  # (git wrote nothing there: the snapshot that follows says so)
         dest = wt / rel
         if dest.is_dir() and not dest.is_symlink():
             with contextlib.suppress(OSError):
