@@ -205,7 +205,9 @@ def _hand_edits_first(
         and last.kind == "manual"
         and last.snapshot is not None
     ):
-        return _moved_after(task, intent, target, last.snapshot)
+        # (then edits made by hand since that step are looked for as any others)
+        intent = _moved_after(task, intent, target, last.snapshot)
+        target = intent.restores_to if isinstance(intent, journals.RollbackIntent) else target
     if last is not None and last.number >= int(intent.step_id):
         return intent  # the restore was recorded: nothing to finish
     before_tree = steps.tree_of(task, intent.snapshot_before)
