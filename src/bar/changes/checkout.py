@@ -352,9 +352,18 @@ def _tell_raced(checkout: Path, raced: list[guarded.Raced], new: str) -> None:
 def _move_in(source: Path, change: Change, guard: guarded.Guard) -> None:
     """Put a written file (or link) in the checkout in place of the old version, unless
     what is there changed since it was found clean (``bar.changes.guarded``)."""
-    if not os.path.lexists(source):
-        return  # a gitlink: nothing is written for it
     dest = guard.root / change.path
+    if change.new_mode == GITLINK:
+        # git writes no file for a gitlink: an empty directory where nothing is (the file
+        # it replaces removed first, unless it changed since it was found clean)
+        was = change.old_blob if change.in_old and change.old_mode != GITLINK else None
+        if was is not None and not guard.remove(change.path, (was,)):
+            return
+        with contextlib.suppress(OSError):
+            dest.mkdir(parents=True, exist_ok=True)
+        return
+    if not os.path.lexists(source):
+        return
     st = _lstat(dest)
     if st is not None and stat.S_ISDIR(st.st_mode):
         with contextlib.suppress(OSError):

@@ -32,7 +32,7 @@ from bar.base import faults
 from bar.base.clock import ms_since, now_iso, seconds_of
 from bar.base.notices import note, plural, warn
 from bar.base.record import record
-from bar.changes import guarded, journals
+from bar.changes import guarded, journals, trash
 from bar.changes.fast import restored, speed, stamps, watcher
 from bar.changes.journals import RollbackIntent
 from bar.git import exact, ignored
@@ -111,6 +111,9 @@ def _complete(task: Task, intent: RollbackIntent, verified: bool) -> RollbackSte
         intent.restores_to,
         on_tree=job.begin,
         verified=intent.snapshot_before if verified else None,
+        command=_command(intent),
+        step_id=intent.step_id,
+        state=target.commit,
     )
     if intent.hard:
         if not verified:
@@ -172,12 +175,21 @@ def _complete(task: Task, intent: RollbackIntent, verified: bool) -> RollbackSte
     return written
 
 
+def _command(intent: RollbackIntent) -> str:
+    if intent.undo_of is not None:
+        return "bar undo"
+    return "bar redo" if intent.redo_of is not None else "bar rollback"
+
+
 def restore(
     task: Task,
     target_commit: str,
     *,
     verified: str | None = None,
     on_tree: Callable[[str], None] | None = None,
+    command: str = "bar rollback",
+    step_id: str | None = None,
+    state: str | None = None,
 ) -> str | None:
     """Make the worktree equal ``target_commit``'s tree, touching only differing paths.
 
@@ -187,6 +199,12 @@ def restore(
     back), so that the snapshot that follows need not look at the worktree; else None.
     ``on_tree``: called with the target's tree just before git writes it, if it differs
     from the worktree's (the caller's patch is written meanwhile: ``steps.PatchJob``).
+    What git would remove that no recorded state holds (a nested repository, ignored
+    files) is moved to the task's trash first, and a nested repository the trash holds
+    is put back where the target has its gitlink (``bar.changes.trash``); ``command``
+    and ``step_id`` say in the trash who moved it. ``state``: the recorded state brought
+    back, where it is not ``target_commit`` itself (a rollback recovery finished around
+    hand edits: ``RollbackIntent.finish``); what the trash holds of it goes back.
     """
     lock = task.index.with_name(task.index.name + ".lock")
     lock.unlink(missing_ok=True)  # we hold the task lock: a leftover is from a crash
@@ -222,6 +240,9 @@ def restore(
         stamps.settled_ctimes(task.index, now_tree) if fast else {},
     )
     rules = ignored.rules_change(task.worktree, now_tree, target_tree)
+    way = trash.clear_the_way(
+        task, now_commit, now_tree, target_tree, command=command, step=step_id
+    )
     if on_tree is not None:
         on_tree(target_tree)
     # git writes the side index and the files into a staging directory, then each file
@@ -241,11 +262,19 @@ def restore(
         )
     raced = _move_in(task, now_tree, target_tree, staging)
     racy.note(task.worktree, task.index, started_ns, len(target_tree))
+    if rules:
+        ignored.keep_ignored(task.worktree, now_tree, rules)
+    # what a rollback moved aside from the state restored (an undo of it), then nested
+    # repositories (never written by git) where the target has their gitlink
+    put_back = trash.put_back_of_state(task, state or target_commit, now_tree)
+    put_back += trash.put_back_nested(task, way.gitlinks)
+    gone = _unfound_repositories(task, way.gitlinks)
+    moved = bool(way.aside) or bool(put_back) or bool(gone)  # (then nothing is trusted below)
     # the task's watcher collects the restore's writes (and watches the directories it
     # made) before they are listed below: see ``restored.forget_written``
     sight = (
         watcher.look(task.index, now_commit, stale_ok=True)
-        if watcher.running(task.index) and not rules
+        if watcher.running(task.index) and not rules and not moved
         else None
     )
     # where git converts line endings or filters, the exact bytes of both states
@@ -254,11 +283,13 @@ def restore(
     if raw_now or raw_target:
         exact.write_raw(task.worktree, task.index, raw_now, raw_target)
     stamps.keep_private(task.index)
-    if rules or raced:
-        if rules:
-            ignored.keep_ignored(task.worktree, now_tree, rules)
-        stamps.forget(task.index)  # the snapshot that follows looks at everything
-    if rules or raced or not fast:  # nothing trusted: the snapshot that follows looks at everything
+    # what is ignored changed, bytes went to or came from the trash, a gitlink moved
+    # (nested repositories stay where they are), or a save raced the restore: the
+    # snapshot that follows looks at all
+    foreign = fast and restored.moves_gitlinks(writes)
+    if rules or moved or foreign or raced:
+        stamps.forget(task.index)
+    if rules or moved or foreign or raced or not fast:
         faults.point("after restoring the worktree")
         return None
     # the side index and the worktree now hold exactly the target: note it, so the
@@ -278,6 +309,32 @@ def restore(
         restored.forget_written(task.worktree, task.index, writes, settled, sight)
     faults.point("after restoring the worktree")
     return target_tree if exact_as_git and verified is not None else None
+
+
+def _unfound_repositories(task: Task, gitlinks: dict[str, str]) -> list[str]:
+    """The gitlinks the restored state has (path -> commit) where no nested repository
+    came back (neither the disk nor the trash holds it: it was removed by a step or by
+    hand, never by bar). git checks out an empty directory there; the record holds what
+    is on disk, as ``git add -A`` would: the gitlink leaves the side index, and is said."""
+    gone = [path for path in sorted(gitlinks) if not trash.holds_repo(task.worktree, path)]
+    if not gone:
+        return []
+    git.git(
+        task.worktree,
+        "update-index",
+        "--force-remove",
+        "-z",
+        "--stdin",
+        input="".join(f"{path}\0" for path in gone).encode(),
+        env=git.index_env(task.index),
+    )
+    for path in gone:
+        warn(
+            f"the state restored has a nested repository at {path}/ (commit "
+            f"{gitlinks[path][:12]}) that neither the worktree nor the trash holds (a step or "
+            "a hand removed it): it is not recorded, and the directory is left empty"
+        )
+    return gone
 
 
 def _fresh(path: Path) -> Path:
@@ -302,22 +359,33 @@ def _move_in(task: Task, now_tree: str, target_tree: str, staging: Path) -> bool
     guard.hand_back()  # (what a restore that was killed had captured)
     changes = _changes(wt, now_tree, target_tree)
     for old_mode, new_mode, old_blob, _new_blob, rel in changes:
-        if new_mode == guarded.ABSENT and old_mode != GITLINK:
+        if new_mode != guarded.ABSENT:
+            continue
+        if old_mode == GITLINK:
+            with contextlib.suppress(OSError):
+                (wt / rel).rmdir()  # (its repository, if any, went to the trash before)
+        else:
             guard.remove(rel, (old_blob, None))
-            _prune(wt, rel)
+        _prune(wt, rel)
     for old_mode, new_mode, old_blob, new_blob, rel in changes:
         if new_mode == guarded.ABSENT:
             continue
+        was = old_blob if old_mode not in (guarded.ABSENT, GITLINK) else None
+        dest = wt / rel
         if new_mode == GITLINK:
-            (wt / rel).mkdir(parents=True, exist_ok=True)  # (as git leaves one)
+            # git writes no file for a gitlink: an empty directory, where the file it
+            # replaces was (the trash puts the repository back into it, if it holds it)
+            if was is not None and not guard.remove(rel, (was,)):
+                continue
+            with contextlib.suppress(OSError):
+                dest.mkdir(parents=True, exist_ok=True)
             continue
         if not os.path.lexists(staging / rel):
             continue  # (git wrote nothing there: the snapshot that follows says so)
-        dest = wt / rel
-        if dest.is_dir() and not dest.is_symlink():
-            with contextlib.suppress(OSError):
-                dest.rmdir()  # emptied by the removals before
-        was = old_blob if old_mode not in (guarded.ABSENT, GITLINK) else None
+        if dest.is_dir() and not dest.is_symlink() and not _remove_empty(dest):
+            # a file saved in the directory the target makes a file: kept, and said
+            guard.raced.append(guarded.Raced(rel, dest))
+            continue
         guard.replace(rel, (was, new_blob), staging / rel)
     guard.close()
     import shutil
@@ -354,6 +422,19 @@ def _changes(wt: Path, a: str, b: str) -> list[tuple[str, str, str, str, str]]:
             (old_mode, new_mode, old_blob, new_blob, path.decode("utf-8", "surrogateescape"))
         )
     return found
+
+
+def _remove_empty(path: Path) -> bool:
+    """Remove the directory ``path`` if it holds only directories (what the removals
+    and the trash left of a tree the target makes a file), as git would; True if done."""
+    for here, dirs, files in os.walk(path, topdown=False):
+        if files or any(os.path.islink(os.path.join(here, d)) for d in dirs):
+            return False
+        try:
+            os.rmdir(here)
+        except OSError:
+            return False
+    return not os.path.lexists(path)
 
 
 def _prune(wt: Path, rel: str) -> None:

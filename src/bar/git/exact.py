@@ -227,7 +227,7 @@ def _checked_out(worktree: Path, index: Path, paths: list[str]) -> dict[str, byt
     return found
 
 
-def _unfiltered(worktree: Path, paths: list[str]) -> list[str]:
+def unfiltered(worktree: Path, paths: list[str]) -> list[str]:
     """``paths`` without those a ``filter`` attribute names: their conversion is a
     program's (LFS, or one planted in the shared config), which bar never runs; only
     git's own line-ending conversion is undone."""
@@ -253,7 +253,7 @@ def _unfiltered(worktree: Path, paths: list[str]) -> list[str]:
 def raw_differences(worktree: Path, index: Path, paths: Iterable[str]) -> dict[str, str]:
     """Among ``paths``, the regular files of the side ``index`` whose bytes on disk differ
     from git's checkout of them: path -> the blob of the bytes on disk (written to the store)."""
-    candidates = _unfiltered(worktree, sorted({p for p in paths if p}))
+    candidates = unfiltered(worktree, sorted({p for p in paths if p}))
     if not candidates:
         return {}
     expected = _checked_out(worktree, index, candidates)
