@@ -11,8 +11,19 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import bar, bar_exe, files_in_commit, ledger, new_task, run_sh, worktree
+from helpers import (
+    bar,
+    bar_exe,
+    files_in_commit,
+    git_commands,
+    ledger,
+    new_task,
+    run_sh,
+    task_dir,
+    worktree,
+)
 
+from bar.history import racy
 from conftest import git
 
 TRIALS = 30
@@ -108,3 +119,33 @@ def test_an_autosave_during_rollback_is_never_lost(
         if not held:
             lost.append((n, (wt / "doc.txt").read_bytes(), res.err[-300:]))
     assert lost == [], f"{len(lost)} of {TRIALS} autosaves held by no state: {lost[:3]}"
+
+
+def test_a_rollback_that_outlasts_a_second_leaves_no_suspects(
+    speed: str, inited: Path, capfd: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """The files a rollback moves in from its staging directory look as if written in
+    place (their ctime no newer than their mtime): a rollback that lasts past the end of
+    a second leaves no entry for the next command to hash again (``bar.history.racy``),
+    and with the speed layer that command adds nothing."""
+    t = new_task(capfd, "t")
+    run_sh(capfd, "echo one > doc.txt; " + MANY.format(v="one"))
+    run_sh(capfd, "echo two > doc.txt; " + MANY.format(v="two"))
+    time.sleep(1.1)  # (the runs' own second is over)
+    index = task_dir(t["id"]) / "index"
+    ops = (["rollback", "--to", "1"], ["undo"], ["redo"])
+    for n, (args, start) in enumerate(zip(ops, (0.65, 0.75, 0.85), strict=True)):
+        # begun late in a second: git's writes into the staging directory and the moves
+        # into the worktree fall on both sides of its end
+        while not start <= time.time() % 1 < start + 0.05:
+            time.sleep(0.005)
+        res = bar(capfd, *args)
+        assert res.code == 0, res.err
+        assert racy.suspects(index) == [], args
+        time.sleep(1.1)  # (past git's own racily clean second)
+        trace = tmp_path / f"run-{n}.json"
+        res = bar_exe("run", "--", "true", cwd=inited, env={"GIT_TRACE2_EVENT": str(trace)})
+        assert res.code == 0, res.err
+        if speed == "fast":
+            assert "add" not in git_commands(trace), args
+    assert [s["kind"] for s in ledger(t["id"])][-6:] == ["rollback", "run"] * 3

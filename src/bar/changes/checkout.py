@@ -313,6 +313,7 @@ def advance(
                 if c.in_new:
                     _move_in(written / c.path, c, guard)
         shutil.rmtree(written, ignore_errors=True)
+        guard.settle()
         safe.git(checkout, "update-index", "-q", "--refresh", env=env, check=False)
     guard.close()
     _tell_raced(checkout, guard.raced, new)

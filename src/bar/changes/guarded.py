@@ -25,6 +25,7 @@ import contextlib
 import errno
 import hashlib
 import os
+import re
 import stat
 from collections.abc import Callable
 from pathlib import Path
@@ -77,11 +78,14 @@ class Guard:
         aside: Path,
         algo: str = "sha1",
         converted: Callable[[str, Path], str | None] | None = None,
+        trash: Callable[[str, Path], Path | None] | None = None,
     ) -> None:
         self.root, self.aside, self.algo = root, aside, algo
-        self.converted = converted
+        self.converted, self.trash = converted, trash
         self.raced: list[Raced] = []
-        aside.mkdir(parents=True, exist_ok=True)
+        self.placed: list[tuple[str, int]] = []  # (path, inode) linked in: ``settle``
+        self.flat = aside / "captured"
+        self.flat.mkdir(parents=True, exist_ok=True)
         try:
             self.renames = os.stat(aside).st_dev == os.stat(root).st_dev
         except OSError:
@@ -131,28 +135,55 @@ class Guard:
     def place(self, rel: str, new: Path) -> bool:
         """Link ``new`` in at ``rel`` without replacing anything there."""
         dest = self.root / rel
-        try:
-            dest.parent.mkdir(parents=True, exist_ok=True)
-        except (FileExistsError, NotADirectoryError):
-            self.raced.append(Raced(rel, dest))  # a file where a directory must be
-            return False
         st = os.lstat(new)
-        try:
-            if stat.S_ISLNK(st.st_mode):
+        if "/" in rel and not os.path.isdir(dest.parent):
+            try:
+                dest.parent.mkdir(parents=True, exist_ok=True)
+            except (FileExistsError, NotADirectoryError):
+                self.raced.append(Raced(rel, dest))  # a file where a directory must be
+                return False
+        if stat.S_ISLNK(st.st_mode):
+            try:
                 os.symlink(os.readlink(new), dest)
-            else:
-                try:
-                    os.link(new, dest)
-                except OSError as exc:
-                    if exc.errno not in (errno.EXDEV, errno.EPERM, errno.EMLINK):
-                        raise
-                    _copy_new(new, dest, st.st_mode)
+            except FileExistsError:
+                self.raced.append(Raced(rel, dest))  # saved since it was captured
+                return False
+            new.unlink()
+            return True
+        try:
+            try:
+                os.link(new, dest)
+                self.placed.append((rel, st.st_ino))
+            except OSError as exc:
+                if exc.errno not in (errno.EXDEV, errno.EPERM, errno.EMLINK):
+                    raise
+                _copy_new(new, dest, st.st_mode)
         except FileExistsError:
             self.raced.append(Raced(rel, dest))  # saved since it was captured: theirs stays
             return False
         with contextlib.suppress(FileNotFoundError):
             new.unlink()
         return True
+
+    def settle(self) -> None:
+        """Give the files linked in (``place``) the times of a file written now. The
+        link and the unlink of their staged name moved their ctime past the mtime git
+        gave them, and a ctime newer than the mtime is what a time set back looks like
+        (``bar.history.racy``). Done in one pass after all are placed, just before the
+        caller notes their stat (``git update-index --refresh``): the files' mtimes and
+        the index then fall in as short a time as git's own checkout gives them. A file
+        saved over one of them since is left as saved."""
+        for rel, ino in self.placed:
+            try:
+                fd = os.open(self.root / rel, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            except OSError:
+                continue
+            try:
+                if os.fstat(fd).st_ino == ino:
+                    os.utime(fd)
+            finally:
+                os.close(fd)
+        self.placed.clear()
 
     def _capture(self, rel: str) -> Path | None:
         """Rename what is at ``rel`` into the aside directory (None: nothing there, or a
@@ -166,8 +197,9 @@ class Guard:
             return None
         if stat.S_ISDIR(st.st_mode):
             return None
-        held = self.aside / "captured" / rel
-        held.parent.mkdir(parents=True, exist_ok=True)
+        held = self._held(rel)
+        if held.parent != self.flat:
+            held.parent.mkdir(parents=True, exist_ok=True)
         try:
             os.rename(path, held)
         except (FileNotFoundError, NotADirectoryError):
@@ -179,12 +211,21 @@ class Guard:
             return None
         return held
 
+    def _held(self, rel: str) -> Path:
+        """Where ``rel`` is captured: one name in one directory (``rel`` with ``%`` and
+        ``/`` escaped), so that capturing makes and removes no directories; a path too
+        long for one name keeps its directories under ``deep``."""
+        name = rel.replace("%", "%25").replace("/", "%2F")
+        if len(os.fsencode(name)) <= _NAME_MAX:
+            return self.flat / name
+        return self.aside / "deep" / rel
+
     def keep_raced(self, rel: str, captured: Path) -> None:
         """The bytes a save put at ``rel`` after bar verified it, captured at ``captured``:
         never dropped. Put back at ``rel`` if the path is still free (the save stands,
-        bar's version is not written), else kept beside it as ``<name>.bar-raced-<pid>``.
-        Either way the path is reported (``raced``). (The one place a move into the
-        task's trash would take them instead.)"""
+        bar's version is not written), else moved to the task's trash (``trash``, where
+        one is given), else kept beside it as ``<name>.bar-raced-<pid>``. Either way the
+        path is reported (``raced``)."""
         dest = self.root / rel
         try:
             os.link(captured, dest, follow_symlinks=False)  # (never replaces)
@@ -193,27 +234,40 @@ class Guard:
             return
         except OSError:
             pass
+        if self.trash is not None:
+            kept_in = self.trash(rel, captured)
+            if kept_in is not None:
+                self.raced.append(Raced(rel, kept_in))
+                return
         kept = dest.with_name(dest.name + f".bar-raced-{os.getpid()}")
         os.rename(captured, kept)
         self.raced.append(Raced(rel, kept))
 
     def hand_back(self) -> None:
         """What an earlier write that was killed left captured: put back (``keep_raced``)."""
-        held = self.aside / "captured"
-        for dirpath, dirs, files in os.walk(held):
+        for name in sorted(os.listdir(self.flat)):
+            rel = _ESCAPED.sub(lambda m: "%" if m[1] == "25" else "/", name)
+            self.keep_raced(rel, self.flat / name)
+        deep = self.aside / "deep"
+        for dirpath, dirs, files in os.walk(deep):
             links = [d for d in dirs if os.path.islink(os.path.join(dirpath, d))]
             for name in files + links:
                 path = Path(dirpath) / name
-                self.keep_raced(path.relative_to(held).as_posix(), path)
-        import shutil
+                self.keep_raced(path.relative_to(deep).as_posix(), path)
+        if deep.is_dir():
+            import shutil
 
-        shutil.rmtree(held, ignore_errors=True)
+            shutil.rmtree(deep, ignore_errors=True)
 
     def close(self) -> None:
         """Remove the aside directory (what is left in it was handed back already)."""
         import shutil
 
         shutil.rmtree(self.aside, ignore_errors=True)
+
+
+_NAME_MAX = 240  # bytes of one name a captured path may take (file systems allow 255)
+_ESCAPED = re.compile("%(25|2F)")
 
 
 def _copy_new(new: Path, dest: Path, mode: int) -> None:

@@ -1,9 +1,10 @@
 """Rollback: put the worktree back to any recorded state, as a step that can itself be undone.
 
-The restore is ``git read-tree -m -u <now> <target>`` on the task's side index: git's
-two-tree merge writes exactly the paths that differ between the two trees (changed files
+The restore writes exactly the paths that differ between the two trees (changed files
 rewritten, missing ones recreated, extra ones deleted, modes and symlinks included) and
-leaves every other file alone, ignored ones included. The agent's own index and HEAD are
+leaves every other file alone, ignored ones included: the side index takes the target's
+entries there, git writes their files into a staging directory, and each is moved into
+the worktree with compare before replace (``bar.changes.guarded``). The agent's own index and HEAD are
 not touched (unless ``--hard``, which resets the task branch to the HEAD recorded at the
 target).
 
@@ -40,7 +41,6 @@ from bar.history import bases, racy, side_index, snapshot, states
 from bar.history.states import State
 from bar.ledger import steps
 from bar.ledger.records import RollbackStep
-from bar.store.files import write_text_atomic
 from bar.task.tasks import Task
 
 if TYPE_CHECKING:
@@ -245,23 +245,20 @@ def restore(
     )
     if on_tree is not None:
         on_tree(target_tree)
-    # git writes the side index and the files into a staging directory, then each file
-    # is moved into the worktree in place of the one verified there (``_move_in``)
-    staging = _fresh(task.dir / "restore-staging")
-    if verified is not None:
-        _checkout(task, verified, target_commit, staging)
-    else:
-        git.git(
-            task.worktree,
-            "read-tree",
-            "-m",
-            "-u",
-            now_tree,
-            target_tree,
-            env={**git.index_env(task.index), "GIT_WORK_TREE": str(staging)},
-        )
-    raced = _move_in(task, now_tree, target_tree, staging)
-    racy.note(task.worktree, task.index, started_ns, len(target_tree))
+    # the side index takes the target's entries where the trees differ, git writes those
+    # files into a staging directory, then each is moved into the worktree in place of
+    # the one verified there (``_move_in``)
+    changes = _changes(task.worktree, now_tree, target_tree)
+    staging = _stage(task, changes, _fresh(task.dir / "restore-staging"))
+    raced, written = _move_in(task, changes, target_tree, staging, command, step_id)
+    algo = "sha256" if len(target_tree) == 64 else "sha1"
+
+    def holds(rel: str) -> bool:
+        """The file the restore moved in at ``rel`` holds the blob it wrote there."""
+        found = guarded.blob_of(task.worktree / rel, algo)
+        return found is not None and found[1] == written.get(rel)
+
+    racy.note(task.worktree, task.index, started_ns, len(target_tree), holds)
     if rules:
         ignored.keep_ignored(task.worktree, now_tree, rules)
     # what a rollback moved aside from the state restored (an undo of it), then nested
@@ -338,26 +335,62 @@ def _unfound_repositories(task: Task, gitlinks: dict[str, str]) -> list[str]:
 
 
 def _fresh(path: Path) -> Path:
-    """An empty directory at ``path`` (what a killed restore left there removed)."""
-    import shutil
-
-    shutil.rmtree(path, ignore_errors=True)
-    path.mkdir(mode=0o700)
+    """The staging directory at ``path``, holding no file: what a killed restore left
+    there is removed, its directories kept. (Every restore moves its files out and keeps
+    the directories git made for them, for the next: making and removing directories is
+    what a restore of many files spends most on, where the file system discards freed
+    blocks at once.)"""
+    try:
+        path.mkdir(mode=0o700)
+        return path
+    except FileExistsError:
+        pass
+    for here, dirs, files in os.walk(path):
+        for name in files + [d for d in dirs if os.path.islink(os.path.join(here, d))]:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(os.path.join(here, name))
     return path
 
 
-def _move_in(task: Task, now_tree: str, target_tree: str, staging: Path) -> bool:
+def _move_in(
+    task: Task,
+    changes: list[_Change],
+    target_tree: str,
+    staging: Path,
+    command: str,
+    step_id: str | None,
+) -> tuple[bool, dict[str, str]]:
     """Move what git wrote into ``staging`` into the worktree, path by path, each in
     place of the version the worktree was verified to hold (``bar.changes.guarded``):
     a path an editor saved meanwhile is kept as saved, and said. Removed paths go first
     (with the directories they leave empty), then the written ones. Then the side index
-    notes the stat of the files moved in. True if a path raced the restore."""
+    notes the stat of the files moved in. Whether a path raced the restore, and the
+    blob of each file (or link) written."""
     wt = task.worktree
-    guard = guarded.Guard(
-        wt, task.dir / "restore-aside", "sha256" if len(target_tree) == 64 else "sha1", _hashed(wt)
-    )
+    aside = task.dir / "restore-aside"
+
+    def to_trash(rel: str, captured: Path) -> Path | None:
+        """A save captured where another was made since: into the task's trash."""
+        held = aside / "to-trash"
+        (held / rel).parent.mkdir(parents=True, exist_ok=True)
+        os.rename(captured, held / rel)
+        moved = trash.move_aside(
+            task,
+            held,
+            [rel],
+            "saved while the rollback wrote it, then saved again",
+            command=command,
+            kind=trash.ROLLBACK,
+            step=step_id,
+        )
+        if moved:
+            return task.paths.trash
+        os.rename(held / rel, captured)  # (left where it was: kept beside the path)
+        return None
+
+    algo = "sha256" if len(target_tree) == 64 else "sha1"
+    guard = guarded.Guard(wt, aside, algo, _hashed(wt), to_trash)
     guard.hand_back()  # (what a restore that was killed had captured)
-    changes = _changes(wt, now_tree, target_tree)
     for old_mode, new_mode, old_blob, _new_blob, rel in changes:
         if new_mode != guarded.ABSENT:
             continue
@@ -388,34 +421,47 @@ def _move_in(task: Task, now_tree: str, target_tree: str, staging: Path) -> bool
             continue
         guard.replace(rel, (was, new_blob), staging / rel)
     guard.close()
-    import shutil
-
-    shutil.rmtree(staging, ignore_errors=True)
+    for raced in guard.raced:  # (written for a path a save raced: not moved in)
+        with contextlib.suppress(FileNotFoundError, NotADirectoryError, IsADirectoryError):
+            os.unlink(staging / raced.path)
     if changes:
+        guard.settle()
         env = git.index_env(task.index)
         git.git(wt, "update-index", "-q", "--refresh", env=env, check=False)
     if guard.raced:
-        shown = ", ".join(
-            r.path if r.kept == wt / r.path else f"{r.path} (kept as {r.kept.name})"
-            for r in guard.raced[:10]
-        )
+        shown = ", ".join(_raced_shown(task, r) for r in guard.raced[:10])
+        one = len(guard.raced) == 1
         warn(
             f"{plural(len(guard.raced), 'file')} changed while the rollback wrote "
-            f"{'it' if len(guard.raced) == 1 else 'them'} and {'was' if len(guard.raced) == 1 else 'were'} "
-            f"kept as changed: {shown}{', ...' if len(guard.raced) > 10 else ''}; the step "
-            "records them"
+            f"{'it' if one else 'them'} and {'was' if one else 'were'} kept as changed: "
+            f"{shown}{', ...' if len(guard.raced) > 10 else ''}; the step records them"
         )
-    return bool(guard.raced)
+    blobs = {rel: new_blob for _o, mode, _b, new_blob, rel in changes if mode in _FILE_MODES}
+    return bool(guard.raced), blobs
+
+
+_FILE_MODES = ("100644", "100755", "120000")
+
+
+def _raced_shown(task: Task, raced: guarded.Raced) -> str:
+    if raced.kept == task.worktree / raced.path:
+        return raced.path
+    if raced.kept == task.paths.trash:
+        return f"{raced.path} (an earlier save moved to the trash: `bar trash`)"
+    return f"{raced.path} (an earlier save kept as {raced.kept.name})"
 
 
 GITLINK = "160000"
 
 
-def _changes(wt: Path, a: str, b: str) -> list[tuple[str, str, str, str, str]]:
+_Change = tuple[str, str, str, str, str]  # old mode, new mode, old blob, new blob, path
+
+
+def _changes(wt: Path, a: str, b: str) -> list[_Change]:
     """(old mode, new mode, old blob, new blob, path) of every path that differs."""
     raw = git.git(wt, "diff-tree", "-r", "-z", "--no-renames", "--raw", a, b).stdout
     parts = raw.split(b"\0")
-    found = []
+    found: list[_Change] = []
     for meta, path in zip(parts[::2], parts[1::2], strict=False):
         old_mode, new_mode, old_blob, new_blob, _status = meta.decode().lstrip(":").split(" ")
         found.append(
@@ -458,44 +504,44 @@ def _hashed(wt: Path) -> Callable[[str, Path], str | None]:
     return converted
 
 
-def _checkout(task: Task, now_commit: str, target_commit: str, staging: Path) -> None:
-    """git's own two-tree checkout of ``target_commit`` over ``now_commit``, which the
-    side index and the worktree hold: exactly ``read-tree -m -u`` of their trees, but
-    from a ``HEAD`` (that of the task's own git directory, ``TaskPaths.git_dir``), so that
-    git walks only the directories that differ, knowing the others from the side index's
-    cache of its trees, and updates that cache rather than rebuilding it. (read-tree drops
-    it: on a 40,000-file repository it walked every directory and rebuilt the cache,
-    150-215 ms of a 10-step rollback, more the more the task's tree differs from its
-    base.) Nothing of the worktree's own git directory is used: its HEAD, index and
-    configuration stay the agent's."""
-    gitdir = task.paths.git_dir
-    side_index.make_git_dir(gitdir, now_commit)
-    head = gitdir / "HEAD"
-    write_text_atomic(head, now_commit + "\n")
-    env = {
-        **git.index_env(task.index),
-        "GIT_DIR": str(gitdir),
-        "GIT_COMMON_DIR": str(task.project.common_dir),
-        "GIT_WORK_TREE": str(staging),
-    }
-    try:
+def _stage(task: Task, changes: list[_Change], staging: Path) -> Path:
+    """The side index given the target's entries where the trees differ (removals first,
+    so that a file may become a directory and the other way round), and git's version of
+    each file and link there written into ``staging`` (``checkout-index``: line endings
+    and filters as git's checkout applies them). Only the differing paths are touched:
+    git looks at no other entry and no other file (a checkout into an empty directory
+    would look for every file of the index there, and find none), and the side index's
+    cache of trees stays valid but where they differ. The stat of the entries written is
+    noted once their files are in the worktree (``_move_in``)."""
+    if not changes:
+        return staging
+    zero = "0" * len(changes[0][2])
+    gone = [f"0 {zero}\t{rel}" for _o, new, _b, _n, rel in changes if new == guarded.ABSENT]
+    came = [f"{new} {blob}\t{rel}" for _o, new, _b, blob, rel in changes if new != guarded.ABSENT]
+    env = git.index_env(task.index)
+    lines = "".join(line + "\0" for line in gone + came)
+    git.git(
+        task.worktree,
+        "update-index",
+        "-z",
+        "--index-info",
+        input=lines.encode("utf-8", "surrogateescape"),
+        env=env,
+    )
+    files = [rel for _o, new, _b, _n, rel in changes if new in _FILE_MODES]
+    if files:
         git.git(
             task.worktree,
-            "-c",
-            "core.logAllRefUpdates=false",
-            "-c",
-            "submodule.recurse=false",
-            "-c",
-            "core.sparseCheckout=false",
-            "checkout",
-            "--quiet",
-            "--detach",
-            target_commit,
+            "checkout-index",
+            "-f",
+            "-z",
+            "--stdin",
+            f"--prefix={staging}/",
+            input=b"".join(rel.encode("utf-8", "surrogateescape") + b"\0" for rel in files),
             env=env,
         )
-    finally:
-        stamps.keep_private(head)  # (git rewrote it with the umask's mode)
-        stamps.keep_private(task.index)
+    stamps.keep_private(task.index)
+    return staging
 
 
 def _clear_own_index_lock(task: Task, started_at: str) -> None:

@@ -39,7 +39,9 @@ from __future__ import annotations
 import json
 import os
 import struct
-from collections.abc import Sequence
+import sys
+import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from bar import git
@@ -189,31 +191,65 @@ def force(worktree: Path, index: Path, paths: Sequence[str]) -> None:
         )
 
 
-def note(worktree: Path, index: Path, since_ns: int, digits: int = 40) -> list[str]:
+def note(
+    worktree: Path,
+    index: Path,
+    since_ns: int,
+    digits: int = 40,
+    holds: Callable[[str], bool] | None = None,
+) -> list[str]:
     """After a write of ``index`` that began at ``since_ns``: keep as suspects (see
     ``suspects``) the entries git may call clean wrongly (``_suspect``), or forget the
     suspects if there are none. ``digits``: how long the
-    repository's object ids are (40, or 64 for SHA-256). Returns the suspects."""
+    repository's object ids are (40, or 64 for SHA-256). ``holds``: whether the file at
+    a path holds what the write put in the index there, asked (the file read) only once
+    the second of the entry's times is over (``_cleared``). Returns the suspects."""
     found = _racy_entries(worktree, index, since_ns) if needed(index, since_ns, digits // 2) else []
+    if found and holds is not None:
+        found = _cleared(found, holds)
     path = _racy_file(index)
     if not found:
         path.unlink(missing_ok=True)
         return []
     from bar.store.files import write_bytes_atomic
 
-    write_bytes_atomic(path, json.dumps({"version": 1, "paths": found}).encode())
-    return found
+    paths = [p for p, _c, _m in found]
+    write_bytes_atomic(path, json.dumps({"version": 1, "paths": paths}).encode())
+    return paths
 
 
-def _racy_entries(worktree: Path, index: Path, since_ns: int) -> list[str]:
-    """The paths of ``index``'s suspect entries (``_suspect``) after a write that began
-    at ``since_ns``, as git reads them (``ls-files --debug``)."""
+def _cleared(found: list[_Entry], holds: Callable[[str], bool]) -> list[_Entry]:
+    """The suspects left once those read now are found to hold what the index says.
+    A file read after the second of its noted ctime and mtime is over, and found as
+    noted, is safe from then on: a write after the read moves its ctime into a later
+    second, which git compares. (A restore that wrote many files, and the index a
+    second after the first of them, makes them all suspects: reading them here costs
+    a fraction of the next look's hashing them again through git.) Kernel times come
+    from the coarse clock, which is the one read."""
+    now_s = _coarse_ns() // 1_000_000_000
+    return [e for e in found if max(e[1], e[2]) >= now_s or not holds(e[0])]
+
+
+def _coarse_ns() -> int:
+    """The clock the kernel stamps files with (Linux: the coarse real-time clock, a
+    tick behind the fine one at most); elsewhere a lower bound of it."""
+    if sys.platform == "linux":
+        return time.clock_gettime_ns(5)  # CLOCK_REALTIME_COARSE (not named by Python)
+    return time.time_ns() - 50_000_000
+
+
+_Entry = tuple[str, int, int]  # path, ctime second, mtime second
+
+
+def _racy_entries(worktree: Path, index: Path, since_ns: int) -> list[_Entry]:
+    """The suspect entries (``_suspect``) of ``index`` after a write that began at
+    ``since_ns``, as git reads them (``ls-files --debug``): path, ctime and mtime seconds."""
     res = git.git(worktree, "ls-files", "-s", "--debug", "-z", env=_env(index), check=False)
     if res.returncode != 0:
         return []
     since_s = since_ns // 1_000_000_000
     written_s = _written_s(index)
-    found: list[str] = []
+    found: list[_Entry] = []
     chunks = res.stdout.split(b"\0")
     # "<mode> <oid> <stage>\t<path>" NUL, then its stat lines, the next entry right after
     head = chunks[0]
@@ -222,7 +258,8 @@ def _racy_entries(worktree: Path, index: Path, since_ns: int) -> list[str]:
         block, following = chunk[: block_end + 1], chunk[block_end + 1 :]
         times = _debug_times(block)
         if times is not None and _suspect(times[0], times[1], since_s, written_s):
-            found.append(head.partition(b"\t")[2].decode("utf-8", "surrogateescape"))
+            path = head.partition(b"\t")[2].decode("utf-8", "surrogateescape")
+            found.append((path, times[0], times[1]))
         head = following
     return found
 

@@ -51,7 +51,8 @@ from bar.task import delete as task_delete
 from bar.task import new as task_new
 from bar.task.tasks import Task, load_task
 
-# what a rollback killed midway leaves in its task's directory (``bar.changes.rollback``)
+# a rollback's staging, and what one killed midway leaves in its task's directory
+# (``bar.changes.rollback``)
 _RESTORING = frozenset({"restore-staging", "restore-aside"})
 
 
@@ -244,7 +245,7 @@ class Doctor:
             if path.name in STEP_COVERS and path.parent.parent == self.project.paths.tasks:
                 continue  # (no one may open them: what hides a path from a step)
             if any(p.name in _RESTORING for p in path.parents):
-                continue  # (a killed rollback's worktree files, removed by the next one)
+                continue  # (a rollback's staging directories, kept; what a killed one left)
             try:
                 st = path.lstat()
             except FileNotFoundError:
