@@ -90,7 +90,10 @@ INVARIANTS = {
     "attribution": "the steps added are the op's and `true`, with manual steps only for edits "
     "nobody recorded (pending, made after a kill, or an interrupted run's last instant)",
     "hand-edits": "every edit made by hand after a kill is in a recorded state, never in the op's",
-    "rollback-state": "a recorded rollback reached its target's tree and HEAD; else nothing moved",
+    "hand-kept": "a file made by hand after a kill, and an edit of a file the op does not "
+    "write (equal in both its states), are on disk at the end as the hand left them",
+    "rollback-state": "a recorded rollback reached its target's tree (but files edited by hand "
+    "after a kill) and HEAD; else nothing moved",
     "apply-checkout": "the developer's checkout is exactly as before the apply or exactly after",
     "apply-ledger": "an apply step is recorded iff main moved, and names main's new commit",
     "lost-bytes": "with --new-ops: every byte the worktree held before the operation (ignored "
@@ -728,16 +731,19 @@ class Runner:
         held = every_byte(Path(setup.task["worktree"])) if self.args.new_ops else {}
         self.kill(setup, fraction, result)
         hand: dict[str, bytes] = {}
+        kept: dict[str, bytes] = {}  # what the op does not write: left as the hand left it
         if rng.random() < self.args.hand_edits:
-            hand.update(self.edit_by_hand(rng, setup, number, "after the kill"))
+            hand.update(self.edit_by_hand(rng, setup, number, "after the kill", kept))
         if rng.random() < self.args.kill_recovery:
             result.recoveries += 1
             self.kill_recovery(rng.random(), result)
-            hand.update(self.edit_by_hand(rng, setup, number, "after the recovery's kill"))
+            hand.update(self.edit_by_hand(rng, setup, number, "after the recovery's kill", kept))
         phase("kill")
         self.recover(repair_first, result)
         phase("recover")
         self.check(setup, result, before, calibrated, hand)
+        if result.op != "close":  # (closed: in a recorded state or the trash, check_hand_edits)
+            self.check_kept(setup, kept, result)
         if self.args.new_ops:
             self.check_lost(setup, held, hand, result)
         phase("check")
@@ -951,16 +957,27 @@ class Runner:
         setup: Setup,
         number: int,
         when: str,
+        kept: dict[str, bytes],
     ) -> dict[str, bytes]:
         """Edit files by hand, as a developer would right after a crash: one the operation
-        may write and a new one, each with bytes no step writes. Returns what was written."""
+        may write, a new one (in a new directory, sometimes) and one of the developer's
+        files, which no step and no operation writes (equal in every state), each with
+        bytes no step writes. Returns what was written; ``kept`` gains what the operation
+        does not write, which must stay as it is."""
         wt = Path(setup.task["worktree"])
         if not wt.exists() and not (setup.tdir / "removing.json").exists():
             return {}  # closed: the place is nobody's
         wt.mkdir(parents=True, exist_ok=True)  # (a close cut short: made again by hand)
-        files = [p for p in Files.scan(wt).texts() if not p.startswith(DEV_DIR)]
+        texts = Files.scan(wt).texts()
+        files = [p for p in texts if not p.startswith(DEV_DIR)]
+        dev = [p for p in texts if p.startswith(DEV_DIR + "/")]
+        new = f"by hand {rng.randint(0, 99)}.txt"
+        if rng.random() < 0.5:
+            new = f"hand made/{rng.choice(('deep/', ''))}{new}"
+        theirs = [rng.choice(files)] if files else []
+        ours = [new] + ([rng.choice(dev)] if dev else [])
         written: dict[str, bytes] = {}
-        for rel in ([rng.choice(files)] if files else []) + [f"by hand {rng.randint(0, 99)}.txt"]:
+        for rel in theirs + ours:
             path = wt / rel
             if path.is_symlink() or path.is_dir():
                 continue
@@ -968,6 +985,10 @@ class Runner:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(data)
             written[rel] = data
+            if rel in ours:
+                kept[rel] = data
+            else:
+                kept.pop(rel, None)
         return written
 
     def kill_recovery(self, fraction: float, result: Trial) -> None:
@@ -1066,7 +1087,7 @@ class Runner:
         self.check_attribution(setup, new, result)
         self.check_hand_edits(setup, new, hand, result)
         if result.op in ("rollback", "undo"):
-            self.check_rollback(setup, new, result)
+            self.check_rollback(setup, new, result, set(hand))
         if result.op == "apply" and before is not None:
             self.check_apply(new, before, main_tree, result)
 
@@ -1180,7 +1201,24 @@ class Runner:
         if f"worktree {wt}\n" in listed:
             result.fail("closed", "git still lists the worktree")
 
-    def check_rollback(self, setup: Setup, new: list[dict[str, Any]], result: Trial) -> None:
+    def check_kept(self, setup: Setup, kept: dict[str, bytes], result: Trial) -> None:
+        """What was made or edited by hand after a kill where the operation writes nothing
+        is on disk as the hand left it: recovery finished only the operation's own writes."""
+        wt = Path(setup.task["worktree"])
+        for rel, data in sorted(kept.items()):
+            try:
+                now = (wt / rel).read_bytes()
+            except OSError as exc:
+                result.fail("hand-kept", f"{rel!r}, made by hand after the kill, is gone: {exc}")
+                continue
+            if now != data:
+                result.fail("hand-kept", f"{rel!r}, edited by hand after the kill, was rewritten")
+
+    def check_rollback(
+        self, setup: Setup, new: list[dict[str, Any]], result: Trial, hand: set[str]
+    ) -> None:
+        """The rollback reached its target, but where a file was edited by hand after a
+        kill: recovery keeps such an edit and finishes the rest."""
         head = rev(Path(setup.task["worktree"]), "HEAD")
         done = [s for s in new if s.get("kind") == "rollback"]
         if not done:
@@ -1196,7 +1234,12 @@ class Runner:
             rev(self.repo, f"{target}^{{tree}}"),
             rev(self.repo, f"{step['snapshot']}^{{tree}}"),
         )
-        if got != want:
+        differ = (
+            git(self.repo, "diff-tree", "-r", "-z", "--name-only", want, got).decode().split("\0")
+            if got != want
+            else []
+        )
+        if {p for p in differ if p} - hand:
             result.fail(
                 "rollback-state", f"step {step['step_id']} recorded tree {got}, target {want}"
             )

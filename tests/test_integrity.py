@@ -239,8 +239,8 @@ def test_an_interrupted_rollback_is_finished_only_once_a_hand_edit_is_recorded(
 ) -> None:
     """``bar rollback`` killed at each of its crash points, then files edited by hand
     (one the rollback changes, one it does not know): the next command records the
-    edits as a manual step before it finishes the rollback, so undoing the rollback
-    brings them back."""
+    edits as a manual step before it finishes the rollback, and the rollback then
+    writes only its own paths the hand left alone: both edits stay as they are."""
     init_clean(repo, capfd)
     task = new_task(capfd)
     wt = worktree(task)
@@ -269,9 +269,12 @@ def test_an_interrupted_rollback_is_finished_only_once_a_hand_edit_is_recorded(
             assert (wt / "a.txt").read_text() == f"hand {label}\n"
             assert bar(capfd, "rollback", "--to", "2").code == 0
             continue
-        # the rollback was finished: the state of step 1
-        assert (wt / "a.txt").read_text() == "1\n", label
-        assert not (wt / "b.txt").exists() and not (wt / "c.txt").exists()
+        # the rollback was finished where the hand left its paths alone (b.txt removed,
+        # as in step 1); what the hand made is kept (SPEC §3), recorded both before and
+        # after the rollback
+        assert not (wt / "b.txt").exists(), label
+        assert (wt / "a.txt").read_text() == f"hand {label}\n", label
+        assert (wt / "c.txt").read_text() == f"hand {label}\n", label
         rollback = next(s for s in reversed(ledger(task["id"])) if s["kind"] == "rollback")
         assert bar(capfd, "rollback", "--to", str(int(rollback["step_id"]) - 1)).code == 0
         assert (wt / "a.txt").read_text() == f"hand {label}\n", label

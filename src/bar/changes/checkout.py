@@ -32,6 +32,7 @@ from bar.base import faults
 from bar.base.notices import note, plural, warn
 from bar.base.progress import Progress
 from bar.base.record import record
+from bar.changes import guarded
 from bar.errors import DirtyWorktree, GitStateError
 from bar.git.safe import SafeGit
 from bar.history import racy
@@ -286,9 +287,11 @@ def advance(
     safe.git(checkout, "read-tree", "-m", "-i", old, new, env=env)
     faults.point("after writing the checkout's new index")
     found = changes(safe, checkout, old, new)
+    guard = _guard(safe, checkout, admin)
+    guard.hand_back()  # (captured by an attempt that was killed)
     for c in found:
         if not c.in_new:
-            _remove(checkout, c)
+            _remove(checkout, c, guard)
     landing = [c.path for c in found if c.in_new]
     if landing:
         # each file is written aside and renamed into place: a kill leaves every touched
@@ -306,34 +309,78 @@ def advance(
                 env=env,
                 input=paths,
             )
-            for rel in landing:
-                _move_in(written / rel, checkout / rel)
+            for c in found:
+                if c.in_new:
+                    _move_in(written / c.path, c, guard)
         shutil.rmtree(written, ignore_errors=True)
+        guard.settle()
         safe.git(checkout, "update-index", "-q", "--refresh", env=env, check=False)
+    guard.close()
+    _tell_raced(checkout, guard.raced, new)
     faults.point("after writing the checkout's files")
     os.replace(staged, index)
     faults.point("after replacing the checkout's index")
     safe.update_ref(checkout, f"refs/heads/{branch}", new, old, reason)
 
 
-def _move_in(source: Path, dest: Path) -> None:
-    """Rename a written file (or link) over its place in the checkout."""
+def _guard(safe: SafeGit, checkout: Path, admin: Path) -> guarded.Guard:
+    """Writes into ``checkout`` that never overwrite a save that raced them."""
+
+    def converted(rel: str, file: Path) -> str | None:
+        res = safe.git(checkout, "hash-object", f"--path={rel}", "--", str(file), check=False)
+        return res.out.strip() if res.returncode == 0 else None
+
+    algo = git.out(checkout, "rev-parse", "--show-object-format")
+    return guarded.Guard(checkout, admin / "bar-apply-aside", algo, converted)
+
+
+def _tell_raced(checkout: Path, raced: list[guarded.Raced], new: str) -> None:
+    """Say which files changed while the apply wrote them, and where they are."""
+    if not raced:
+        return
+    shown = ", ".join(
+        r.path if r.kept == checkout / r.path else f"{r.path} (kept as {r.kept.name})"
+        for r in raced[:10]
+    )
+    warn(
+        f"{plural(len(raced), 'file')} in {checkout} changed while bar applied "
+        f"{git.short(new)}, and {'was' if len(raced) == 1 else 'were'} kept as changed: "
+        f"{shown}{', ...' if len(raced) > 10 else ''}; `git diff` there shows them against "
+        "the applied commit"
+    )
+
+
+def _move_in(source: Path, change: Change, guard: guarded.Guard) -> None:
+    """Put a written file (or link) in the checkout in place of the old version, unless
+    what is there changed since it was found clean (``bar.changes.guarded``)."""
+    dest = guard.root / change.path
+    if change.new_mode == GITLINK:
+        # git writes no file for a gitlink: an empty directory where nothing is (the file
+        # it replaces removed first, unless it changed since it was found clean)
+        was = change.old_blob if change.in_old and change.old_mode != GITLINK else None
+        if was is not None and not guard.remove(change.path, (was,)):
+            return
+        with contextlib.suppress(OSError):
+            dest.mkdir(parents=True, exist_ok=True)
+        return
     if not os.path.lexists(source):
-        return  # a gitlink: nothing is written for it
-    dest.parent.mkdir(parents=True, exist_ok=True)
+        return
     st = _lstat(dest)
     if st is not None and stat.S_ISDIR(st.st_mode):
         with contextlib.suppress(OSError):
             dest.rmdir()  # emptied by the removals before
-    os.replace(source, dest)
+    old = change.old_blob if change.in_old and change.old_mode != GITLINK else None
+    # (the new version there already: written by an attempt that was killed)
+    guard.replace(change.path, (old, change.new_blob), source)
 
 
-def _remove(checkout: Path, change: Change) -> None:
-    """Delete a path the update removes, then the directories it leaves empty."""
+def _remove(checkout: Path, change: Change, guard: guarded.Guard) -> None:
+    """Delete a path the update removes (unless it changed since it was found clean),
+    then the directories it leaves empty."""
     path = checkout / change.path
     st = _lstat(path)
     if st is not None and not stat.S_ISDIR(st.st_mode):
-        path.unlink()
+        guard.remove(change.path, (change.old_blob,))
     elif st is not None and change.old_mode == GITLINK:
         with contextlib.suppress(OSError):
             path.rmdir()  # a submodule with content in it stays, as git leaves it

@@ -196,6 +196,15 @@ class RollbackIntent:
     started_at: str
     undo_of: str | None = None  # ``bar undo`` of this step
     redo_of: str | None = None  # ``bar redo`` of this step
+    # the state the restore ends at when recovery kept edits made by hand after a crash
+    # (``bar.changes.recovery``): the target's files where the rollback writes, the hand
+    # edits elsewhere; None: the target itself
+    finish: str | None = None
+
+    @property
+    def restores_to(self) -> str:
+        """The commit whose tree the restore writes."""
+        return self.finish or self.target.commit
 
 
 _ROLLBACK_KEYS = ("step_id", "target", "target_commit", "target_head", "hard", "snapshot_before")
@@ -217,6 +226,7 @@ def write_rollback(paths: TaskPaths, intent: RollbackIntent) -> None:
             "target_base": intent.target.base,
             "undo_of": intent.undo_of,
             "redo_of": intent.redo_of,
+            **({"finish_commit": intent.finish} if intent.finish else {}),
         },
     )
 
@@ -247,7 +257,9 @@ def read_rollback(paths: TaskPaths) -> RollbackIntent | None:
             if not git.is_object_id(rec[k])
         ]
         bad += [
-            k for k in ("target_base",) if rec.get(k) is not None and not git.is_object_id(rec[k])
+            k
+            for k in ("target_base", "finish_commit")
+            if rec.get(k) is not None and not git.is_object_id(rec[k])
         ]
         bad += [
             k
@@ -273,6 +285,7 @@ def read_rollback(paths: TaskPaths) -> RollbackIntent | None:
         str(rec.get("started_at") or now_iso()),
         rec.get("undo_of"),
         rec.get("redo_of"),
+        rec.get("finish_commit"),
     )
 
 

@@ -1,9 +1,10 @@
 """Rollback: put the worktree back to any recorded state, as a step that can itself be undone.
 
-The restore is ``git read-tree -m -u <now> <target>`` on the task's side index: git's
-two-tree merge writes exactly the paths that differ between the two trees (changed files
+The restore writes exactly the paths that differ between the two trees (changed files
 rewritten, missing ones recreated, extra ones deleted, modes and symlinks included) and
-leaves every other file alone, ignored ones included. The agent's own index and HEAD are
+leaves every other file alone, ignored ones included: the side index takes the target's
+entries there, git writes their files into a staging directory, and each is moved into
+the worktree with compare before replace (``bar.changes.guarded``). The agent's own index and HEAD are
 not touched (unless ``--hard``, which resets the task branch to the HEAD recorded at the
 target).
 
@@ -20,6 +21,8 @@ recovery after a crash calls the same ``complete`` from wherever the files were 
 
 from __future__ import annotations
 
+import contextlib
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -28,9 +31,9 @@ from typing import TYPE_CHECKING
 from bar import git
 from bar.base import faults
 from bar.base.clock import ms_since, now_iso, seconds_of
-from bar.base.notices import note, warn
+from bar.base.notices import note, plural, warn
 from bar.base.record import record
-from bar.changes import journals, trash
+from bar.changes import guarded, journals, trash
 from bar.changes.fast import restored, speed, stamps, watcher
 from bar.changes.journals import RollbackIntent
 from bar.git import exact, ignored
@@ -38,7 +41,6 @@ from bar.history import bases, racy, side_index, snapshot, states
 from bar.history.states import State
 from bar.ledger import steps
 from bar.ledger.records import RollbackStep
-from bar.store.files import write_text_atomic
 from bar.task.tasks import Task
 
 if TYPE_CHECKING:
@@ -106,11 +108,12 @@ def _complete(task: Task, intent: RollbackIntent, verified: bool) -> RollbackSte
     job = steps.PatchJob(task, intent.step_id, intent.snapshot_before)  # (beside the checkout)
     restored_tree = restore(
         task,
-        target.commit,
+        intent.restores_to,
         on_tree=job.begin,
         verified=intent.snapshot_before if verified else None,
         command=_command(intent),
         step_id=intent.step_id,
+        state=target.commit,
     )
     if intent.hard:
         if not verified:
@@ -126,10 +129,19 @@ def _complete(task: Task, intent: RollbackIntent, verified: bool) -> RollbackSte
         task.snapshot_ref,
         intent.snapshot_before,
         f"step {intent.step_id}: rollback to {target.describe()}",
-        stamped_at=target.commit,
+        stamped_at=intent.restores_to,
         restored_tree=None if intent.hard else restored_tree,
     )
-    if snap.tree != git.tree_of(task.worktree, target.commit):
+    if intent.finish is not None:
+        kept = git.diff_tree_raw(
+            task.worktree, git.tree_of(task.worktree, target.commit), snap.tree
+        )
+        note(
+            f"kept {plural(len(kept), 'file')} edited by hand after the rollback was "
+            f"interrupted ({', '.join(c.path for c in kept[:5])}"
+            f"{', ...' if len(kept) > 5 else ''}): the rollback wrote only its own files"
+        )
+    elif snap.tree != git.tree_of(task.worktree, target.commit):
         warn(
             "the restored worktree differs from the target state (a file could not be "
             "written?); the difference is recorded"
@@ -177,6 +189,7 @@ def restore(
     on_tree: Callable[[str], None] | None = None,
     command: str = "bar rollback",
     step_id: str | None = None,
+    state: str | None = None,
 ) -> str | None:
     """Make the worktree equal ``target_commit``'s tree, touching only differing paths.
 
@@ -189,7 +202,9 @@ def restore(
     What git would remove that no recorded state holds (a nested repository, ignored
     files) is moved to the task's trash first, and a nested repository the trash holds
     is put back where the target has its gitlink (``bar.changes.trash``); ``command``
-    and ``step_id`` say in the trash who moved it.
+    and ``step_id`` say in the trash who moved it. ``state``: the recorded state brought
+    back, where it is not ``target_commit`` itself (a rollback recovery finished around
+    hand edits: ``RollbackIntent.finish``); what the trash holds of it goes back.
     """
     lock = task.index.with_name(task.index.name + ".lock")
     lock.unlink(missing_ok=True)  # we hold the task lock: a leftover is from a crash
@@ -230,24 +245,25 @@ def restore(
     )
     if on_tree is not None:
         on_tree(target_tree)
-    if verified is not None:
-        _checkout(task, verified, target_commit)
-    else:
-        git.git(
-            task.worktree,
-            "read-tree",
-            "-m",
-            "-u",
-            now_tree,
-            target_tree,
-            env=git.index_env(task.index),
-        )
-    racy.note(task.worktree, task.index, started_ns, len(target_tree))
+    # the side index takes the target's entries where the trees differ, git writes those
+    # files into a staging directory, then each is moved into the worktree in place of
+    # the one verified there (``_move_in``)
+    changes = _changes(task.worktree, now_tree, target_tree)
+    staging = _stage(task, changes, _fresh(task.dir / "restore-staging"))
+    raced, written = _move_in(task, changes, target_tree, staging, command, step_id)
+    algo = "sha256" if len(target_tree) == 64 else "sha1"
+
+    def holds(rel: str) -> bool:
+        """The file the restore moved in at ``rel`` holds the blob it wrote there."""
+        found = guarded.blob_of(task.worktree / rel, algo)
+        return found is not None and found[1] == written.get(rel)
+
+    racy.note(task.worktree, task.index, started_ns, len(target_tree), holds)
     if rules:
         ignored.keep_ignored(task.worktree, now_tree, rules)
     # what a rollback moved aside from the state restored (an undo of it), then nested
     # repositories (never written by git) where the target has their gitlink
-    put_back = trash.put_back_of_state(task, target_commit, now_tree)
+    put_back = trash.put_back_of_state(task, state or target_commit, now_tree)
     put_back += trash.put_back_nested(task, way.gitlinks)
     gone = _unfound_repositories(task, way.gitlinks)
     moved = bool(way.aside) or bool(put_back) or bool(gone)  # (then nothing is trusted below)
@@ -264,12 +280,13 @@ def restore(
     if raw_now or raw_target:
         exact.write_raw(task.worktree, task.index, raw_now, raw_target)
     stamps.keep_private(task.index)
-    # what is ignored changed, bytes went to or came from the trash, or a gitlink moved
-    # (nested repositories stay where they are): the snapshot that follows looks at all
+    # what is ignored changed, bytes went to or came from the trash, a gitlink moved
+    # (nested repositories stay where they are), or a save raced the restore: the
+    # snapshot that follows looks at all
     foreign = fast and restored.moves_gitlinks(writes)
-    if rules or moved or foreign:
+    if rules or moved or foreign or raced:
         stamps.forget(task.index)
-    if rules or moved or foreign or not fast:
+    if rules or moved or foreign or raced or not fast:
         faults.point("after restoring the worktree")
         return None
     # the side index and the worktree now hold exactly the target: note it, so the
@@ -317,44 +334,214 @@ def _unfound_repositories(task: Task, gitlinks: dict[str, str]) -> list[str]:
     return gone
 
 
-def _checkout(task: Task, now_commit: str, target_commit: str) -> None:
-    """git's own two-tree checkout of ``target_commit`` over ``now_commit``, which the
-    side index and the worktree hold: exactly ``read-tree -m -u`` of their trees, but
-    from a ``HEAD`` (that of the task's own git directory, ``TaskPaths.git_dir``), so that
-    git walks only the directories that differ, knowing the others from the side index's
-    cache of its trees, and updates that cache rather than rebuilding it. (read-tree drops
-    it: on a 40,000-file repository it walked every directory and rebuilt the cache,
-    150-215 ms of a 10-step rollback, more the more the task's tree differs from its
-    base.) Nothing of the worktree's own git directory is used: its HEAD, index and
-    configuration stay the agent's."""
-    gitdir = task.paths.git_dir
-    side_index.make_git_dir(gitdir, now_commit)
-    head = gitdir / "HEAD"
-    write_text_atomic(head, now_commit + "\n")
-    env = {
-        **git.index_env(task.index),
-        "GIT_DIR": str(gitdir),
-        "GIT_COMMON_DIR": str(task.project.common_dir),
-        "GIT_WORK_TREE": str(task.worktree),
-    }
+def _fresh(path: Path) -> Path:
+    """The staging directory at ``path``, holding no file: what a killed restore left
+    there is removed, its directories kept. (Every restore moves its files out and keeps
+    the directories git made for them, for the next: making and removing directories is
+    what a restore of many files spends most on, where the file system discards freed
+    blocks at once.)"""
     try:
+        path.mkdir(mode=0o700)
+        return path
+    except FileExistsError:
+        pass
+    for here, dirs, files in os.walk(path):
+        for name in files + [d for d in dirs if os.path.islink(os.path.join(here, d))]:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(os.path.join(here, name))
+    return path
+
+
+def _move_in(
+    task: Task,
+    changes: list[_Change],
+    target_tree: str,
+    staging: Path,
+    command: str,
+    step_id: str | None,
+) -> tuple[bool, dict[str, str]]:
+    """Move what git wrote into ``staging`` into the worktree, path by path, each in
+    place of the version the worktree was verified to hold (``bar.changes.guarded``):
+    a path an editor saved meanwhile is kept as saved, and said. Removed paths go first
+    (with the directories they leave empty), then the written ones. Then the side index
+    notes the stat of the files moved in. Whether a path raced the restore, and the
+    blob of each file (or link) written."""
+    wt = task.worktree
+    aside = task.dir / "restore-aside"
+
+    def to_trash(rel: str, captured: Path) -> Path | None:
+        """A save captured where another was made since: into the task's trash."""
+        held = aside / "to-trash"
+        (held / rel).parent.mkdir(parents=True, exist_ok=True)
+        os.rename(captured, held / rel)
+        moved = trash.move_aside(
+            task,
+            held,
+            [rel],
+            "saved while the rollback wrote it, then saved again",
+            command=command,
+            kind=trash.ROLLBACK,
+            step=step_id,
+        )
+        if moved:
+            return task.paths.trash
+        os.rename(held / rel, captured)  # (left where it was: kept beside the path)
+        return None
+
+    algo = "sha256" if len(target_tree) == 64 else "sha1"
+    guard = guarded.Guard(wt, aside, algo, _hashed(wt), to_trash)
+    guard.hand_back()  # (what a restore that was killed had captured)
+    for old_mode, new_mode, old_blob, _new_blob, rel in changes:
+        if new_mode != guarded.ABSENT:
+            continue
+        if old_mode == GITLINK:
+            with contextlib.suppress(OSError):
+                (wt / rel).rmdir()  # (its repository, if any, went to the trash before)
+        else:
+            guard.remove(rel, (old_blob, None))
+        _prune(wt, rel)
+    for old_mode, new_mode, old_blob, new_blob, rel in changes:
+        if new_mode == guarded.ABSENT:
+            continue
+        was = old_blob if old_mode not in (guarded.ABSENT, GITLINK) else None
+        dest = wt / rel
+        if new_mode == GITLINK:
+            # git writes no file for a gitlink: an empty directory, where the file it
+            # replaces was (the trash puts the repository back into it, if it holds it)
+            if was is not None and not guard.remove(rel, (was,)):
+                continue
+            with contextlib.suppress(OSError):
+                dest.mkdir(parents=True, exist_ok=True)
+            continue
+        if not os.path.lexists(staging / rel):
+            continue  # (git wrote nothing there: the snapshot that follows says so)
+        if dest.is_dir() and not dest.is_symlink() and not _remove_empty(dest):
+            # a file saved in the directory the target makes a file: kept, and said
+            guard.raced.append(guarded.Raced(rel, dest))
+            continue
+        guard.replace(rel, (was, new_blob), staging / rel)
+    guard.close()
+    for raced in guard.raced:  # (written for a path a save raced: not moved in)
+        with contextlib.suppress(FileNotFoundError, NotADirectoryError, IsADirectoryError):
+            os.unlink(staging / raced.path)
+    if changes:
+        guard.settle()
+        env = git.index_env(task.index)
+        git.git(wt, "update-index", "-q", "--refresh", env=env, check=False)
+    if guard.raced:
+        shown = ", ".join(_raced_shown(task, r) for r in guard.raced[:10])
+        one = len(guard.raced) == 1
+        warn(
+            f"{plural(len(guard.raced), 'file')} changed while the rollback wrote "
+            f"{'it' if one else 'them'} and {'was' if one else 'were'} kept as changed: "
+            f"{shown}{', ...' if len(guard.raced) > 10 else ''}; the step records them"
+        )
+    blobs = {rel: new_blob for _o, mode, _b, new_blob, rel in changes if mode in _FILE_MODES}
+    return bool(guard.raced), blobs
+
+
+_FILE_MODES = ("100644", "100755", "120000")
+
+
+def _raced_shown(task: Task, raced: guarded.Raced) -> str:
+    if raced.kept == task.worktree / raced.path:
+        return raced.path
+    if raced.kept == task.paths.trash:
+        return f"{raced.path} (an earlier save moved to the trash: `bar trash`)"
+    return f"{raced.path} (an earlier save kept as {raced.kept.name})"
+
+
+GITLINK = "160000"
+
+
+_Change = tuple[str, str, str, str, str]  # old mode, new mode, old blob, new blob, path
+
+
+def _changes(wt: Path, a: str, b: str) -> list[_Change]:
+    """(old mode, new mode, old blob, new blob, path) of every path that differs."""
+    raw = git.git(wt, "diff-tree", "-r", "-z", "--no-renames", "--raw", a, b).stdout
+    parts = raw.split(b"\0")
+    found: list[_Change] = []
+    for meta, path in zip(parts[::2], parts[1::2], strict=False):
+        old_mode, new_mode, old_blob, new_blob, _status = meta.decode().lstrip(":").split(" ")
+        found.append(
+            (old_mode, new_mode, old_blob, new_blob, path.decode("utf-8", "surrogateescape"))
+        )
+    return found
+
+
+def _remove_empty(path: Path) -> bool:
+    """Remove the directory ``path`` if it holds only directories (what the removals
+    and the trash left of a tree the target makes a file), as git would; True if done."""
+    for here, dirs, files in os.walk(path, topdown=False):
+        if files or any(os.path.islink(os.path.join(here, d)) for d in dirs):
+            return False
+        try:
+            os.rmdir(here)
+        except OSError:
+            return False
+    return not os.path.lexists(path)
+
+
+def _prune(wt: Path, rel: str) -> None:
+    """Remove the directories a removed path leaves empty, as git does."""
+    parent = os.path.dirname(rel)
+    while parent:
+        try:
+            os.rmdir(wt / parent)
+        except OSError:
+            return
+        parent = os.path.dirname(parent)
+
+
+def _hashed(wt: Path) -> Callable[[str, Path], str | None]:
+    """The blob git stores for a file where it converts bytes (line endings, filters)."""
+
+    def converted(rel: str, file: Path) -> str | None:
+        res = git.git(wt, "hash-object", f"--path={rel}", "--", str(file), check=False)
+        return res.out.strip() if res.returncode == 0 else None
+
+    return converted
+
+
+def _stage(task: Task, changes: list[_Change], staging: Path) -> Path:
+    """The side index given the target's entries where the trees differ (removals first,
+    so that a file may become a directory and the other way round), and git's version of
+    each file and link there written into ``staging`` (``checkout-index``: line endings
+    and filters as git's checkout applies them). Only the differing paths are touched:
+    git looks at no other entry and no other file (a checkout into an empty directory
+    would look for every file of the index there, and find none), and the side index's
+    cache of trees stays valid but where they differ. The stat of the entries written is
+    noted once their files are in the worktree (``_move_in``)."""
+    if not changes:
+        return staging
+    zero = "0" * len(changes[0][2])
+    gone = [f"0 {zero}\t{rel}" for _o, new, _b, _n, rel in changes if new == guarded.ABSENT]
+    came = [f"{new} {blob}\t{rel}" for _o, new, _b, blob, rel in changes if new != guarded.ABSENT]
+    env = git.index_env(task.index)
+    lines = "".join(line + "\0" for line in gone + came)
+    git.git(
+        task.worktree,
+        "update-index",
+        "-z",
+        "--index-info",
+        input=lines.encode("utf-8", "surrogateescape"),
+        env=env,
+    )
+    files = [rel for _o, new, _b, _n, rel in changes if new in _FILE_MODES]
+    if files:
         git.git(
             task.worktree,
-            "-c",
-            "core.logAllRefUpdates=false",
-            "-c",
-            "submodule.recurse=false",
-            "-c",
-            "core.sparseCheckout=false",
-            "checkout",
-            "--quiet",
-            "--detach",
-            target_commit,
+            "checkout-index",
+            "-f",
+            "-z",
+            "--stdin",
+            f"--prefix={staging}/",
+            input=b"".join(rel.encode("utf-8", "surrogateescape") + b"\0" for rel in files),
             env=env,
         )
-    finally:
-        stamps.keep_private(head)  # (git rewrote it with the umask's mode)
-        stamps.keep_private(task.index)
+    stamps.keep_private(task.index)
+    return staging
 
 
 def _clear_own_index_lock(task: Task, started_at: str) -> None:

@@ -13,15 +13,25 @@ After every write of a side index that refreshed entries (``git add``, a staging
 a restore), ``note`` reads the entries the write left in the index file (the written
 part of a split index is small; a new shared part is read only when git wrote one) and
 keeps, beside the index (``<index>.racy``), the paths of those whose ctime falls at or
-after the moment the write began while their mtime is older. The next look at the
+after the second the write began while their mtime is older, and of those whose mtime
+falls in that second or later but before the second the index file was written.
+
+That second is the other hole: git notes the stat it took before it read a file, and
+judges an entry racily clean only when its mtime is at or after the index file's. A
+file git read early in a long ``git add`` (a large file hashed after it) and rewritten
+with as many bytes in that same second, the index written in a later second, keeps
+the stat git noted, seconds and all: git would call the edit clean forever. So such an
+entry is a suspect too (SPEC §3: a file that changes while bar hashes it is hashed
+again); one whose mtime is in the second the index was written is git's own racy case. The next look at the
 worktree treats them as changed whatever their stat says (``suspects``): it clears the
 stat git noted for them just before it adds (``force``: ``git update-index
 --index-info`` with the same mode and object, as ``read-tree`` leaves an entry), so git
 hashes them again, and notes the suspects of that write in turn. The entries are never
 left without their stat between commands: git's own checkout, which a rollback uses,
 refuses to touch an entry whose stat does not match its file. Files written the
-ordinary way (mtime and ctime in the same second) are left to git's own rule, so this
-costs nothing but after a chmod, a rename or a ``touch -r`` in the second of a record.
+ordinary way are left to git's own rule, so this costs a second hashing only where a
+write lasted past the end of a second in which files changed, and after a chmod, a
+rename or a ``touch -r`` in the second of a record.
 """
 
 from __future__ import annotations
@@ -29,7 +39,9 @@ from __future__ import annotations
 import json
 import os
 import struct
-from collections.abc import Sequence
+import sys
+import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from bar import git
@@ -40,9 +52,9 @@ _TIMES = struct.Struct(">IIII")  # ctime s, ns, mtime s, ns
 _EXTENDED = 0x4000
 
 
-def _has_racy(data: bytes, since_s: int, oid_size: int) -> bool | None:
-    """Whether the index file ``data`` holds an entry whose ctime second is at or after
-    ``since_s`` and whose mtime second is older; None if it cannot be read as one."""
+def _has_racy(data: bytes, since_s: int, oid_size: int, written_s: int) -> bool | None:
+    """Whether the index file ``data`` (written in the second ``written_s``) holds a
+    suspect entry (``_suspect``); None if it cannot be read as one."""
     if len(data) < _HEADER.size:
         return None
     signature, version, count = _HEADER.unpack_from(data)
@@ -56,7 +68,7 @@ def _has_racy(data: bytes, since_s: int, oid_size: int) -> bool | None:
         if pos + fixed > end:
             return None
         ctime_s, _cns, mtime_s, _mns = _TIMES.unpack_from(data, pos)
-        if ctime_s >= since_s and mtime_s < ctime_s:
+        if _suspect(ctime_s, mtime_s, since_s, written_s):
             return True
         flags = int.from_bytes(data[pos + fixed - 2 : pos + fixed], "big")
         start = pos + fixed + (2 if version >= 3 and flags & _EXTENDED else 0)
@@ -74,6 +86,20 @@ def _has_racy(data: bytes, since_s: int, oid_size: int) -> bool | None:
             length = nul - pos
             pos += (length + 8) & ~7
     return False
+
+
+def _suspect(ctime_s: int, mtime_s: int, since_s: int, written_s: int) -> bool:
+    """An entry git may call clean wrongly: its ctime in or after the second the write
+    began with an older mtime (set back), or its mtime in or after that second but
+    before the second the index was written (git's own racy rule covers from there)."""
+    return (ctime_s >= since_s and mtime_s < ctime_s) or since_s <= mtime_s < written_s
+
+
+def _written_s(index: Path) -> int:
+    try:
+        return os.stat(index).st_mtime_ns // 1_000_000_000
+    except OSError:
+        return 1 << 62  # (not known: every entry changed since the write began)
 
 
 def _shared_part(data: bytes, own: Path | None, oid_size: int) -> Path | None:
@@ -94,7 +120,8 @@ def needed(index: Path, since_ns: int, oid_size: int = 20) -> bool:
     except OSError:
         return False
     since_s = since_ns // 1_000_000_000
-    found = _has_racy(data, since_s, oid_size)
+    written_s = _written_s(index)
+    found = _has_racy(data, since_s, oid_size, written_s)
     if found is None:
         return True  # not read: ask git
     if found:
@@ -103,7 +130,7 @@ def needed(index: Path, since_ns: int, oid_size: int = 20) -> bool:
     if shared is not None:
         try:
             if shared.stat().st_mtime_ns >= since_ns:  # written by this very write
-                return _has_racy(shared.read_bytes(), since_s, oid_size) is not False
+                return _has_racy(shared.read_bytes(), since_s, oid_size, written_s) is not False
         except OSError:
             return True
     return False
@@ -164,30 +191,65 @@ def force(worktree: Path, index: Path, paths: Sequence[str]) -> None:
         )
 
 
-def note(worktree: Path, index: Path, since_ns: int, digits: int = 40) -> list[str]:
+def note(
+    worktree: Path,
+    index: Path,
+    since_ns: int,
+    digits: int = 40,
+    holds: Callable[[str], bool] | None = None,
+) -> list[str]:
     """After a write of ``index`` that began at ``since_ns``: keep as suspects (see
-    ``suspects``) the entries whose ctime second is at or after it while their mtime
-    second is older, or forget the suspects if there are none. ``digits``: how long the
-    repository's object ids are (40, or 64 for SHA-256). Returns the suspects."""
+    ``suspects``) the entries git may call clean wrongly (``_suspect``), or forget the
+    suspects if there are none. ``digits``: how long the
+    repository's object ids are (40, or 64 for SHA-256). ``holds``: whether the file at
+    a path holds what the write put in the index there, asked (the file read) only once
+    the second of the entry's times is over (``_cleared``). Returns the suspects."""
     found = _racy_entries(worktree, index, since_ns) if needed(index, since_ns, digits // 2) else []
+    if found and holds is not None:
+        found = _cleared(found, holds)
     path = _racy_file(index)
     if not found:
         path.unlink(missing_ok=True)
         return []
     from bar.store.files import write_bytes_atomic
 
-    write_bytes_atomic(path, json.dumps({"version": 1, "paths": found}).encode())
-    return found
+    paths = [p for p, _c, _m in found]
+    write_bytes_atomic(path, json.dumps({"version": 1, "paths": paths}).encode())
+    return paths
 
 
-def _racy_entries(worktree: Path, index: Path, since_ns: int) -> list[str]:
-    """The paths of ``index``'s entries whose ctime second is at or after ``since_ns``'s
-    while their mtime second is older, as git reads them (``ls-files --debug``)."""
+def _cleared(found: list[_Entry], holds: Callable[[str], bool]) -> list[_Entry]:
+    """The suspects left once those read now are found to hold what the index says.
+    A file read after the second of its noted ctime and mtime is over, and found as
+    noted, is safe from then on: a write after the read moves its ctime into a later
+    second, which git compares. (A restore that wrote many files, and the index a
+    second after the first of them, makes them all suspects: reading them here costs
+    a fraction of the next look's hashing them again through git.) Kernel times come
+    from the coarse clock, which is the one read."""
+    now_s = _coarse_ns() // 1_000_000_000
+    return [e for e in found if max(e[1], e[2]) >= now_s or not holds(e[0])]
+
+
+def _coarse_ns() -> int:
+    """The clock the kernel stamps files with (Linux: the coarse real-time clock, a
+    tick behind the fine one at most); elsewhere a lower bound of it."""
+    if sys.platform == "linux":
+        return time.clock_gettime_ns(5)  # CLOCK_REALTIME_COARSE (not named by Python)
+    return time.time_ns() - 50_000_000
+
+
+_Entry = tuple[str, int, int]  # path, ctime second, mtime second
+
+
+def _racy_entries(worktree: Path, index: Path, since_ns: int) -> list[_Entry]:
+    """The suspect entries (``_suspect``) of ``index`` after a write that began at
+    ``since_ns``, as git reads them (``ls-files --debug``): path, ctime and mtime seconds."""
     res = git.git(worktree, "ls-files", "-s", "--debug", "-z", env=_env(index), check=False)
     if res.returncode != 0:
         return []
     since_s = since_ns // 1_000_000_000
-    found: list[str] = []
+    written_s = _written_s(index)
+    found: list[_Entry] = []
     chunks = res.stdout.split(b"\0")
     # "<mode> <oid> <stage>\t<path>" NUL, then its stat lines, the next entry right after
     head = chunks[0]
@@ -195,8 +257,9 @@ def _racy_entries(worktree: Path, index: Path, since_ns: int) -> list[str]:
         block_end = chunk.find(b"\n", chunk.find(b"\tflags: "))
         block, following = chunk[: block_end + 1], chunk[block_end + 1 :]
         times = _debug_times(block)
-        if times is not None and times[0] >= since_s and times[1] < times[0]:
-            found.append(head.partition(b"\t")[2].decode("utf-8", "surrogateescape"))
+        if times is not None and _suspect(times[0], times[1], since_s, written_s):
+            path = head.partition(b"\t")[2].decode("utf-8", "surrogateescape")
+            found.append((path, times[0], times[1]))
         head = following
     return found
 

@@ -51,6 +51,10 @@ from bar.task import delete as task_delete
 from bar.task import new as task_new
 from bar.task.tasks import Task, load_task
 
+# a rollback's staging, and what one killed midway leaves in its task's directory
+# (``bar.changes.rollback``)
+_RESTORING = frozenset({"restore-staging", "restore-aside"})
+
 
 @record
 class Finding:
@@ -240,6 +244,8 @@ class Doctor:
                 continue  # git's, while it writes a side index or a copy (a watcher's)
             if path.name in STEP_COVERS and path.parent.parent == self.project.paths.tasks:
                 continue  # (no one may open them: what hides a path from a step)
+            if any(p.name in _RESTORING for p in path.parents):
+                continue  # (a rollback's staging directories, kept; what a killed one left)
             try:
                 st = path.lstat()
             except FileNotFoundError:

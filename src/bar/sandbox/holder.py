@@ -9,7 +9,10 @@ so it costs one fork). The holder
 - is a child subreaper: whatever the command starts, however it detaches (``setsid``,
   a double fork), is re-parented to the holder when its parent ends;
 - watches bar: once bar is gone (its parent is no longer bar) it kills the command and
-  everything it holds, within ``_WATCH`` seconds;
+  everything it holds at once: the kernel wakes it when bar dies (``PR_SET_PDEATHSIG``
+  with ``_LOOK``, a signal that is only ever a cue to look), and it looks every
+  ``_WATCH`` seconds anyway. (A step's process left writing for those seconds would
+  have its writes credited to the developer by the recovery.);
 - when the command ends, kills what it left running (``stop_leftovers``: a confined step)
   and reports their pids to bar through a pipe;
 - then ends as the command ended (its exit code, or the same signal), so bar records the
@@ -38,6 +41,7 @@ import functools
 import os
 import resource
 import signal
+import time
 from collections.abc import Callable
 
 from bar.sandbox import landlock, namespace
@@ -46,9 +50,13 @@ _PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
 _WATCH = 0.2  # seconds between two looks at whether bar is still there
 _ROUNDS = 200  # a process that forks as fast as it is killed is stopped in time anyway
+# sent by the kernel to a holder when the thread of bar that made it ends: look whether bar
+# is gone (the thread may end with bar alive: then nothing is done)
+_LOOK = signal.SIGRTMAX - 1
 # what would end the holder before it can pass the command's outcome on (all waited for)
-_HELD = frozenset(
+_HELD: frozenset[int] = frozenset(
     {
+        _LOOK,
         signal.SIGINT,
         signal.SIGTERM,
         signal.SIGHUP,
@@ -60,7 +68,25 @@ _HELD = frozenset(
         signal.SIGCHLD,
     }
 )
+_FILE_CLOCK = 5  # CLOCK_REALTIME_COARSE: what Linux stamps files with
+# the file whose mtime is the running step's last sign of life (``bar.step.interrupted``)
+_SIGN: list[str] = []
 _SI_KERNEL_LOWEST = 1  # si_code above 0: sent by the kernel (a terminal), not by a process
+
+
+def sign_of_life(path: str | None) -> None:
+    """Name the file whose mtime says until when the running step may have written
+    (its intent journal), or None. A holder that kills its step because bar died
+    touches it once every process of the step is gone: what the step wrote until then
+    is the step's, not a hand edit (``bar.step.interrupted``)."""
+    _SIGN[:] = [path] if path else []
+
+
+def _open_sign() -> int:
+    try:
+        return os.open(_SIGN[0], os.O_RDONLY | os.O_CLOEXEC) if _SIGN else -1
+    except OSError:
+        return -1
 
 
 class Holder:
@@ -85,6 +111,7 @@ class Holder:
         self.init = init
         self._bar = os.getpid()  # (taken here: a holder whose bar died first ends at once)
         self._report, self._to_report = os.pipe()  # (neither is inherited by a program)
+        self._sign = _open_sign()
         # a step on a terminal of its own (``bar.terminal.pty``): its session is led by
         # the namespace's init (set in the child, by ``lead_terminal``)
         self.terminal = False
@@ -107,14 +134,19 @@ class Holder:
         if self.isolate is not None:
             self.isolate()
         if self.init is not None:
-            hold_in_namespace(self._bar, self._to_report, self.init, terminal=self.terminal)
+            hold_in_namespace(
+                self._bar, self._to_report, self.init, terminal=self.terminal, sign=self._sign
+            )
         else:
-            hold(self._bar, self._to_report, stop_leftovers=self.stop_leftovers)
+            hold(self._bar, self._to_report, stop_leftovers=self.stop_leftovers, sign=self._sign)
         if self.confine is not None:
             self.confine()
 
     def started(self) -> None:
         """In bar, once the child is made: only the holder writes the report."""
+        if self._sign >= 0:
+            os.close(self._sign)
+            self._sign = -1
         if self._to_report >= 0:
             os.close(self._to_report)
             self._to_report = -1
@@ -135,12 +167,13 @@ class Holder:
         return [int(word) for word in data.split() if word.isdigit()]
 
 
-def hold(bar: int, report: int, *, stop_leftovers: bool) -> None:
+def hold(bar: int, report: int, *, stop_leftovers: bool, sign: int = -1) -> None:
     """Fork the command's process off this one and stay behind as its holder: returns in
     the command only; the holder itself ends in ``os._exit`` or by the command's signal."""
     with contextlib.suppress(OSError):
         landlock.prctl(_PR_SET_CHILD_SUBREAPER, 1)
     before = signal.pthread_sigmask(signal.SIG_BLOCK, _HELD)
+    _wake_when_gone(bar)
     holder = os.getpid()
     command = os.fork()
     if command == 0:
@@ -152,8 +185,8 @@ def hold(bar: int, report: int, *, stop_leftovers: bool) -> None:
             os._exit(137)
         return
     try:
-        _close_all_but(report)
-        status = _serve(bar, command, lambda sig: os.kill(command, sig))
+        _close_all_but(report, sign)
+        status = _serve(bar, command, lambda sig: os.kill(command, sig), sign=sign)
         stopped = _stop_children(os.getpid()) if stop_leftovers else []
         with contextlib.suppress(OSError):
             os.write(report, " ".join(map(str, stopped)).encode())
@@ -164,7 +197,7 @@ def hold(bar: int, report: int, *, stop_leftovers: bool) -> None:
 
 
 def hold_in_namespace(
-    bar: int, report: int, init: Callable[[], None], *, terminal: bool = False
+    bar: int, report: int, init: Callable[[], None], *, terminal: bool = False, sign: int = -1
 ) -> None:
     """``hold``, for a holder that made a PID namespace (``namespace.enter``): its child is
     that namespace's init, which runs ``init`` (it mounts its ``/proc``), forks the
@@ -173,18 +206,21 @@ def hold_in_namespace(
     from another; the init passes back how the command ended (an init cannot end by a
     signal of its own). Returns in the command only."""
     before = signal.pthread_sigmask(signal.SIG_BLOCK, _HELD)
+    _wake_when_gone(bar)
     to_init, signals = os.pipe()
     said, to_holder = os.pipe()
     first = os.fork()
     if first == 0:
         os.close(signals)
         os.close(said)
+        if sign >= 0:
+            os.close(sign)
         _Init(to_init, to_holder, report, before).begin(init, terminal)
         return  # (in the command)
     os.close(to_init)
     os.close(to_holder)
     try:
-        _close_all_but(report, signals, said)
+        _close_all_but(report, signals, said, sign)
         os.close(report)  # (the init reports what it stopped)
 
         def forward(sig: int) -> None:
@@ -193,7 +229,7 @@ def hold_in_namespace(
 
         # (an init that leads a terminal's session is out of bar's process group: what
         # bar sends to that group reaches the holder alone, and is passed on)
-        status = _serve(bar, first, forward, alone=terminal)
+        status = _serve(bar, first, forward, alone=terminal, sign=sign)
         told = _read_all(said)
         _end_as(int(told) if told.isdigit() else status)
     finally:
@@ -298,7 +334,7 @@ def _close_all_but(*keep: int) -> None:
     """Keep only ``keep`` of the descriptors (the command has its own), and ``/dev/null``
     as standard input and outputs."""
     last = 3
-    for fd in sorted(keep):
+    for fd in sorted(k for k in keep if k >= 0):
         os.closerange(last, fd)
         last = fd + 1
     os.closerange(last, 1 << 20)
@@ -308,9 +344,25 @@ def _close_all_but(*keep: int) -> None:
     os.close(null)
 
 
-def _serve(bar: int, command: int, forward: Callable[[int], None], *, alone: bool = False) -> int:
+def _wake_when_gone(bar: int) -> None:
+    """Have the kernel send ``_LOOK`` (blocked, waited for) to this holder when bar dies."""
+    with contextlib.suppress(OSError):
+        landlock.prctl(_PR_SET_PDEATHSIG, _LOOK)
+    if os.getppid() != bar:  # bar died before the line above
+        os._exit(137)
+
+
+def _serve(
+    bar: int,
+    command: int,
+    forward: Callable[[int], None],
+    *,
+    alone: bool = False,
+    sign: int = -1,
+) -> int:
     """Wait for ``command`` to end (its wait status), passing on the signals bar sends to
-    this process alone (``forward``); kill it at once when bar is gone."""
+    this process alone (``forward``); kill it at once when bar is gone, and once it and
+    everything it held are dead, touch ``sign`` (``sign_of_life``)."""
     group = os.getpgrp() == os.getpid()  # bar signals the whole group, never the holder alone
     me = os.getpid()
     status: int | None = None
@@ -319,9 +371,19 @@ def _serve(bar: int, command: int, forward: Callable[[int], None], *, alone: boo
         if os.getppid() != bar:  # bar is gone: so is everything of its step
             with contextlib.suppress(ProcessLookupError):
                 os.kill(command, signal.SIGKILL)
+            # (a PID namespace's init is reaped only once every process in it is gone)
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(command, 0)
             _stop_children(me)
+            if sign >= 0:  # (in a later tick of the file clock than the last death)
+                dead = time.clock_gettime_ns(_FILE_CLOCK)
+                deadline = time.monotonic() + 0.05
+                while time.clock_gettime_ns(_FILE_CLOCK) <= dead and time.monotonic() < deadline:
+                    time.sleep(0.0005)
+                with contextlib.suppress(OSError):
+                    os.utime(sign)
             os._exit(137)
-        if info is not None and info.si_signo != signal.SIGCHLD:
+        if info is not None and info.si_signo not in (signal.SIGCHLD, _LOOK):
             # (a signal sent to a whole group that holds a PID namespace's processes may
             # come with no sender: the kernel clears it for them, in the one record
             # each member's copy is made from; it reached the command already)

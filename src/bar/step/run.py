@@ -48,7 +48,7 @@ from bar.policy.places import Places
 from bar.redact import Scrubber, redact_env
 from bar.redact import known as known_secrets
 from bar.redact.stream import StreamScrubber
-from bar.sandbox import Confinement, leftovers
+from bar.sandbox import Confinement, holder, leftovers
 from bar.sandbox import plan as sandbox_plan
 from bar.session.prices import Budget
 from bar.step import outcome, step_hooks
@@ -274,6 +274,7 @@ def run_step(task: Task, req: RunRequest, watch: TreeWatch | None = None) -> Run
         agent=supervisor.record(),
     )
     journals.write_run(task.paths, intent)
+    holder.sign_of_life(str(task.paths.marker))  # (touched by a holder that outlives bar)
     try:
         supervisor.start()
     except BaseException:
@@ -299,6 +300,7 @@ def run_step(task: Task, req: RunRequest, watch: TreeWatch | None = None) -> Run
         if confinement.enabled:
             _stop_leftovers(confinement, adopted_since)
         ended_tick = journals.clock_tick()  # (everything the command wrote is the step's)
+        holder.sign_of_life(None)
         if watch is not None and not task.project.config.hooks.post_run:
             prescan.start(task.worktree, task.index)  # (the snapshot's stat, begun now)
     except BaseException:

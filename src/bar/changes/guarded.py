@@ -1,0 +1,282 @@
+"""Compare before replace: writing files into a checkout someone may be editing.
+
+A rollback writes the task's worktree, an apply the developer's checkout, while an editor
+may be saving into them. What bar verified before it began (the worktree equal to the
+last record, the checkout clean in the paths it writes) can change before bar writes a
+path, and a plain overwrite would lose that save: bytes no state holds. So every path is
+replaced in three moves, each atomic:
+
+1. ``capture``: the path is renamed aside (into ``aside``, a directory of bar's on the
+   same file system). Whatever was there at that instant is now bar's to look at, and a
+   save that comes later makes a new file at the path.
+2. The captured bytes are hashed and compared with what bar verified there. Equal: they
+   are held by a recorded state (or a commit), and are dropped. Not equal: they raced
+   bar, and are handed to ``keep_raced``, never dropped.
+3. ``place``: the new version is linked in without replacing: if a save made a new file
+   at the path since step 1, that file stays and the path is reported as raced.
+
+Where the aside directory is on another file system than the checkout (a rename cannot
+cross), the bytes are compared in place just before they are replaced, as before.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import hashlib
+import os
+import re
+import stat
+from collections.abc import Callable
+from pathlib import Path
+
+from bar.base.record import record
+
+ABSENT = "000000"
+Blobs = frozenset[str | None] | set[str | None] | tuple[str | None, ...]
+
+
+@record(frozen=True)
+class Raced:
+    """A path that changed between bar's check and its write, and what was kept of it:
+    ``kept``: where the raced bytes are now (the path itself when they were put back)."""
+
+    path: str
+    kept: Path
+
+
+def blob_of(path: Path, algo: str = "sha1") -> tuple[str, str] | None:
+    """(git mode, blob id) of the file or symlink at ``path`` as git would hash its raw
+    bytes; None if nothing (or a directory) is there."""
+    try:
+        st = os.lstat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    if stat.S_ISLNK(st.st_mode):
+        data = os.readlink(os.fsencode(path))
+        mode = "120000"
+    elif stat.S_ISREG(st.st_mode):
+        with open(path, "rb") as f:
+            data = f.read()
+        mode = "100755" if st.st_mode & 0o100 else "100644"
+    else:
+        return None
+    return mode, hashlib.new(algo, b"blob %d\0" % len(data) + data).hexdigest()
+
+
+class Guard:
+    """Replacing paths of ``root`` (a worktree or checkout) with compare-before-replace.
+
+    ``aside``: a directory of bar's to capture paths into (made, emptied by ``close``);
+    ``algo``: the repository's hash; ``converted``: the blob git would store for a file
+    (path relative to ``root``, the file's current place) where git converts bytes
+    (line endings, filters), asked only when the raw hash differs."""
+
+    def __init__(
+        self,
+        root: Path,
+        aside: Path,
+        algo: str = "sha1",
+        converted: Callable[[str, Path], str | None] | None = None,
+        trash: Callable[[str, Path], Path | None] | None = None,
+    ) -> None:
+        self.root, self.aside, self.algo = root, aside, algo
+        self.converted, self.trash = converted, trash
+        self.raced: list[Raced] = []
+        self.placed: list[tuple[str, int]] = []  # (path, inode) linked in: ``settle``
+        self.flat = aside / "captured"
+        self.flat.mkdir(parents=True, exist_ok=True)
+        try:
+            self.renames = os.stat(aside).st_dev == os.stat(root).st_dev
+        except OSError:
+            self.renames = False
+
+    def holds(self, rel: str, file: Path, blobs: Blobs) -> bool:
+        """Whether ``file`` (``rel`` captured, or in place) holds one of ``blobs`` (None
+        among them: absent will do)."""
+        found = blob_of(file, self.algo)
+        if found is None:
+            return None in blobs or not os.path.lexists(file)
+        if found[1] in blobs:
+            return True
+        if found[0] == "120000" or self.converted is None:
+            return False
+        return self.converted(rel, file) in blobs
+
+    def remove(self, rel: str, blobs: Blobs) -> bool:
+        """Remove the file at ``rel`` if it holds one of ``blobs`` (what bar verified
+        there); keep it (``keep_raced``) if not. True if the path is free now."""
+        path = self.root / rel
+        captured = self._capture(rel)
+        if captured is None:
+            if self.renames or not os.path.lexists(path):
+                return not os.path.lexists(path)
+            # (another file system: compared in place)
+            if not self.holds(rel, path, blobs):
+                self.raced.append(Raced(rel, path))
+                return False
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+            return True
+        if self.holds(rel, captured, blobs):
+            captured.unlink()
+            return True
+        self.keep_raced(rel, captured)
+        return not os.path.lexists(path)
+
+    def replace(self, rel: str, blobs: Blobs, new: Path) -> bool:
+        """Put ``new`` (a file or symlink of bar's) at ``rel``, where bar verified one of
+        ``blobs`` (None: nothing). False, with the path in ``raced``, when what is there
+        changed since: it is kept and ``new`` is not written."""
+        if os.path.lexists(self.root / rel) and not self.remove(rel, blobs):
+            return False
+        return self.place(rel, new)
+
+    def place(self, rel: str, new: Path) -> bool:
+        """Link ``new`` in at ``rel`` without replacing anything there."""
+        dest = self.root / rel
+        st = os.lstat(new)
+        if "/" in rel and not os.path.isdir(dest.parent):
+            try:
+                dest.parent.mkdir(parents=True, exist_ok=True)
+            except (FileExistsError, NotADirectoryError):
+                self.raced.append(Raced(rel, dest))  # a file where a directory must be
+                return False
+        if stat.S_ISLNK(st.st_mode):
+            try:
+                os.symlink(os.readlink(new), dest)
+            except FileExistsError:
+                self.raced.append(Raced(rel, dest))  # saved since it was captured
+                return False
+            new.unlink()
+            return True
+        try:
+            try:
+                os.link(new, dest)
+                self.placed.append((rel, st.st_ino))
+            except OSError as exc:
+                if exc.errno not in (errno.EXDEV, errno.EPERM, errno.EMLINK):
+                    raise
+                _copy_new(new, dest, st.st_mode)
+        except FileExistsError:
+            self.raced.append(Raced(rel, dest))  # saved since it was captured: theirs stays
+            return False
+        with contextlib.suppress(FileNotFoundError):
+            new.unlink()
+        return True
+
+    def settle(self) -> None:
+        """Give the files linked in (``place``) the times of a file written now. The
+        link and the unlink of their staged name moved their ctime past the mtime git
+        gave them, and a ctime newer than the mtime is what a time set back looks like
+        (``bar.history.racy``). Done in one pass after all are placed, just before the
+        caller notes their stat (``git update-index --refresh``): the files' mtimes and
+        the index then fall in as short a time as git's own checkout gives them. A file
+        saved over one of them since is left as saved."""
+        for rel, ino in self.placed:
+            try:
+                fd = os.open(self.root / rel, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            except OSError:
+                continue
+            try:
+                if os.fstat(fd).st_ino == ino:
+                    os.utime(fd)
+            finally:
+                os.close(fd)
+        self.placed.clear()
+
+    def _capture(self, rel: str) -> Path | None:
+        """Rename what is at ``rel`` into the aside directory (None: nothing there, or a
+        directory, or it cannot be renamed there)."""
+        if not self.renames:
+            return None
+        path = self.root / rel
+        try:
+            st = os.lstat(path)
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        if stat.S_ISDIR(st.st_mode):
+            return None
+        held = self._held(rel)
+        if held.parent != self.flat:
+            held.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            os.rename(path, held)
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        except OSError as exc:
+            if exc.errno != errno.EXDEV:
+                raise
+            self.renames = False
+            return None
+        return held
+
+    def _held(self, rel: str) -> Path:
+        """Where ``rel`` is captured: one name in one directory (``rel`` with ``%`` and
+        ``/`` escaped), so that capturing makes and removes no directories; a path too
+        long for one name keeps its directories under ``deep``."""
+        name = rel.replace("%", "%25").replace("/", "%2F")
+        if len(os.fsencode(name)) <= _NAME_MAX:
+            return self.flat / name
+        return self.aside / "deep" / rel
+
+    def keep_raced(self, rel: str, captured: Path) -> None:
+        """The bytes a save put at ``rel`` after bar verified it, captured at ``captured``:
+        never dropped. Put back at ``rel`` if the path is still free (the save stands,
+        bar's version is not written), else moved to the task's trash (``trash``, where
+        one is given), else kept beside it as ``<name>.bar-raced-<pid>``. Either way the
+        path is reported (``raced``)."""
+        dest = self.root / rel
+        try:
+            os.link(captured, dest, follow_symlinks=False)  # (never replaces)
+            captured.unlink()
+            self.raced.append(Raced(rel, dest))
+            return
+        except OSError:
+            pass
+        if self.trash is not None:
+            kept_in = self.trash(rel, captured)
+            if kept_in is not None:
+                self.raced.append(Raced(rel, kept_in))
+                return
+        kept = dest.with_name(dest.name + f".bar-raced-{os.getpid()}")
+        os.rename(captured, kept)
+        self.raced.append(Raced(rel, kept))
+
+    def hand_back(self) -> None:
+        """What an earlier write that was killed left captured: put back (``keep_raced``)."""
+        for name in sorted(os.listdir(self.flat)):
+            rel = _ESCAPED.sub(lambda m: "%" if m[1] == "25" else "/", name)
+            self.keep_raced(rel, self.flat / name)
+        deep = self.aside / "deep"
+        for dirpath, dirs, files in os.walk(deep):
+            links = [d for d in dirs if os.path.islink(os.path.join(dirpath, d))]
+            for name in files + links:
+                path = Path(dirpath) / name
+                self.keep_raced(path.relative_to(deep).as_posix(), path)
+        if deep.is_dir():
+            import shutil
+
+            shutil.rmtree(deep, ignore_errors=True)
+
+    def close(self) -> None:
+        """Remove the aside directory (what is left in it was handed back already)."""
+        import shutil
+
+        shutil.rmtree(self.aside, ignore_errors=True)
+
+
+_NAME_MAX = 240  # bytes of one name a captured path may take (file systems allow 255)
+_ESCAPED = re.compile("%(25|2F)")
+
+
+def _copy_new(new: Path, dest: Path, mode: int) -> None:
+    """Create ``dest`` (never replacing) with ``new``'s bytes and mode."""
+    fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL, stat.S_IMODE(mode))
+    try:
+        with open(new, "rb") as src:
+            while chunk := src.read(1 << 20):
+                os.write(fd, chunk)
+        os.fchmod(fd, stat.S_IMODE(mode))
+    finally:
+        os.close(fd)

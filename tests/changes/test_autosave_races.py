@@ -1,0 +1,151 @@
+"""An editor saving while bar writes: a rollback or an apply never overwrites a save that
+landed after bar verified the path (compare before replace: bar.changes.guarded, SPEC §3
+"No race with bar's own reads")."""
+
+from __future__ import annotations
+
+import random
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from helpers import (
+    bar,
+    bar_exe,
+    files_in_commit,
+    git_commands,
+    ledger,
+    new_task,
+    run_sh,
+    task_dir,
+    worktree,
+)
+
+from bar.history import racy
+from conftest import git
+
+TRIALS = 30
+# an editor autosaving every 2 ms, in place (open, truncate, write), for a burst that
+# starts after a delay; it says which save was its last
+AUTOSAVE = """
+import sys, time
+path, delay, count = sys.argv[1], float(sys.argv[2]), int(sys.argv[3])
+time.sleep(delay)
+for i in range(count):
+    with open(path, "w") as f:
+        f.write(f"autosave {i} of {sys.argv[4]}\\n")
+    time.sleep(0.002)
+"""
+
+
+@pytest.fixture(params=["fast", "slow"])
+def speed(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Both ways: the speed layer on (the default) and off (``BAR_FAST=0``)."""
+    if request.param == "slow":
+        monkeypatch.setenv("BAR_FAST", "0")
+    return str(request.param)
+
+
+def autosaving(path: Path, delay: float, tag: str, count: int = 15) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, "-c", AUTOSAVE, str(path), str(delay), str(count), tag]
+    )
+
+
+def last_save(proc: subprocess.Popen[bytes], count: int = 15) -> bytes:
+    assert proc.wait(timeout=60) == 0
+    return f"autosave {count - 1} of {proc.args[-1]}\n".encode()  # type: ignore[index]
+
+
+MANY = "for i in $(seq 1 150); do mkdir -p d$((i % 7)); echo {v} $i > d$((i % 7))/f$i.txt; done"
+
+
+@pytest.mark.slow  # 30 races each way
+def test_an_autosave_during_apply_is_never_overwritten(
+    speed: str, inited_clean: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    repo = inited_clean
+    rng = random.Random(62)
+    duration, lost, raced = 0.3, [], 0
+    for n in range(TRIALS):
+        new_task(capfd, f"t{n}")
+        run_sh(capfd, f"echo task {n} > doc.txt; " + MANY.format(v=n))
+        saver = autosaving(repo / "doc.txt", rng.uniform(0, duration), f"apply {n}")
+        began = time.monotonic()
+        res = bar_exe("apply", "-m", f"trial {n}", cwd=repo)
+        duration = max(0.05, time.monotonic() - began)
+        want = last_save(saver)
+        got = (repo / "doc.txt").read_bytes()
+        if got != want:
+            lost.append((n, res.code, got, res.err[-300:]))
+        raced += "changed while bar applied" in res.err
+        # the developer takes the save into main, so that the next task starts from it
+        for stray in repo.glob("doc.txt.bar-raced-*"):
+            stray.unlink()
+        if res.code != 0:
+            bar(capfd, "task", "close", "--force", f"t{n}")
+        git(repo, "add", "-A")
+        git(repo, "commit", "-qm", f"saved {n}", "--allow-empty")
+    assert lost == [], f"{len(lost)} of {TRIALS} autosaves lost ({raced} raced): {lost[:3]}"
+
+
+@pytest.mark.slow  # 30 races each way
+def test_an_autosave_during_rollback_is_never_lost(
+    speed: str, inited: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    t = new_task(capfd, "t")
+    wt = worktree(t)
+    run_sh(capfd, "echo one > doc.txt; " + MANY.format(v="one"))
+    run_sh(capfd, "echo two > doc.txt; " + MANY.format(v="two"))
+    rng = random.Random(62)
+    duration, lost = 0.3, []
+    for n in range(TRIALS):
+        saver = autosaving(wt / "doc.txt", rng.uniform(0, duration), f"rollback {n}")
+        began = time.monotonic()
+        res = bar_exe(*(["rollback", "--to", "1"] if n % 2 else ["undo"]), cwd=inited)
+        duration = max(0.05, time.monotonic() - began)
+        want = last_save(saver)
+        assert res.code == 0, res.err
+        if (wt / "doc.txt").read_bytes() == want:
+            continue
+        held = [
+            s["step_id"]
+            for s in ledger(t["id"])
+            if s.get("snapshot")
+            and files_in_commit(inited, s["snapshot"]).get("doc.txt") == b"-:" + want
+        ]
+        if not held:
+            lost.append((n, (wt / "doc.txt").read_bytes(), res.err[-300:]))
+    assert lost == [], f"{len(lost)} of {TRIALS} autosaves held by no state: {lost[:3]}"
+
+
+def test_a_rollback_that_outlasts_a_second_leaves_no_suspects(
+    speed: str, inited: Path, capfd: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """The files a rollback moves in from its staging directory look as if written in
+    place (their ctime no newer than their mtime): a rollback that lasts past the end of
+    a second leaves no entry for the next command to hash again (``bar.history.racy``),
+    and with the speed layer that command adds nothing."""
+    t = new_task(capfd, "t")
+    run_sh(capfd, "echo one > doc.txt; " + MANY.format(v="one"))
+    run_sh(capfd, "echo two > doc.txt; " + MANY.format(v="two"))
+    time.sleep(1.1)  # (the runs' own second is over)
+    index = task_dir(t["id"]) / "index"
+    ops = (["rollback", "--to", "1"], ["undo"], ["redo"])
+    for n, (args, start) in enumerate(zip(ops, (0.65, 0.75, 0.85), strict=True)):
+        # begun late in a second: git's writes into the staging directory and the moves
+        # into the worktree fall on both sides of its end
+        while not start <= time.time() % 1 < start + 0.05:
+            time.sleep(0.005)
+        res = bar(capfd, *args)
+        assert res.code == 0, res.err
+        assert racy.suspects(index) == [], args
+        time.sleep(1.1)  # (past git's own racily clean second)
+        trace = tmp_path / f"run-{n}.json"
+        res = bar_exe("run", "--", "true", cwd=inited, env={"GIT_TRACE2_EVENT": str(trace)})
+        assert res.code == 0, res.err
+        if speed == "fast":
+            assert "add" not in git_commands(trace), args
+    assert [s["kind"] for s in ledger(t["id"])][-6:] == ["rollback", "run"] * 3

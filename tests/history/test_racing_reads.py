@@ -1,0 +1,67 @@
+"""A file rewritten while bar's ``git add`` hashes a large one: the record never keeps the
+bytes git read with the stat of the bytes written after (bar.history.racy, SPEC §3
+"No race with bar's own reads")."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from helpers import bar, bar_exe, new_task, plain_git_tree, recorded_tree, worktree
+
+TRIALS = 3
+
+
+@pytest.fixture(params=["fast", "slow"])
+def speed(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Both ways: the speed layer on (the default) and off (``BAR_FAST=0``)."""
+    if request.param == "slow":
+        monkeypatch.setenv("BAR_FAST", "0")
+    return str(request.param)
+
+
+def rewriting(path: Path, stop: threading.Event) -> threading.Thread:
+    """Rewrite ``path`` with as many bytes each time someone has read it since (its atime
+    moved past its mtime: git's add hashing it), until ``stop``."""
+
+    def loop() -> None:
+        n = 1
+        while not stop.is_set():
+            st = os.stat(path)
+            if st.st_atime_ns >= st.st_mtime_ns:  # read since the last write
+                n += 1
+                with open(path, "w") as f:
+                    f.write(f"{n % 10000:04d}\n")
+            time.sleep(0.0002)
+
+    thread = threading.Thread(target=loop, daemon=True)
+    thread.start()
+    return thread
+
+
+@pytest.mark.slow  # tens of MB hashed, a few times each way
+def test_an_edit_racing_the_hash_of_a_large_file_is_recorded(
+    speed: str, inited: Path, capfd: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    task = new_task(capfd)
+    wt = worktree(task)
+    for n in range(TRIALS):
+        (wt / "a.txt").write_text("0000\n")
+        assert bar(capfd, "run", "--", "true").code == 0
+        # a.txt rewritten all along while the step's snapshot hashes it, then a large
+        # file after it (a < c): the index is written seconds after git read a.txt
+        stop = threading.Event()
+        thread = rewriting(wt / "a.txt", stop)
+        res = bar_exe(
+            "run", "--", "sh", "-c", f"head -c 60000000 /dev/zero > c{n}.bin; echo 0001 > a.txt"
+        )
+        stop.set()
+        thread.join()
+        assert res.code == 0, res.err
+        assert bar(capfd, "run", "--", "true").code == 0  # the next look
+        assert recorded_tree(inited, task) == plain_git_tree(wt, tmp_path), f"trial {n}"
+        for big in wt.glob("*.bin"):
+            big.unlink()
