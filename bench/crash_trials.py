@@ -1052,7 +1052,8 @@ class Runner:
         if final.code != 0:
             result.fail("doctor-final", f"bar doctor exited {final.code}: {final.tail()}")
         for finding in json_of(final).get("findings", []):
-            result.notes.append(f"final doctor: {finding['message']}")
+            where = Path(str(finding.get("where", ""))).name  # (the summary counts by message)
+            result.notes.append(f"final doctor: {finding['message']} [{where}]")
         steps, problems = read_ledger(tdir)
         for problem in problems:
             result.fail("ledger-parses", problem)
