@@ -123,7 +123,25 @@ def git(
 # run one, and the one configuration file of a worktree's a step could write
 # (``config.worktree``) is read-only in the step's mount namespace (``bar.sandbox``).
 NO_HOOKS = ("-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false")
-NO_PROGRAMS = (*NO_HOOKS, "-c", "protocol.allow=never", "-c", "commit.gpgSign=false")
+# Nor does it inherit a weaker stat check: a repository's ``core.trustctime=false``,
+# ``core.checkStat=minimal`` or ``core.ignoreStat`` would have the side index take a
+# same-size rewrite whose mtime was put back for clean (SPEC §3, "Raw bytes").
+FULL_STAT = (
+    "-c",
+    "core.trustctime=true",
+    "-c",
+    "core.checkStat=default",
+    "-c",
+    "core.ignoreStat=false",
+)
+NO_PROGRAMS = (
+    *NO_HOOKS,
+    "-c",
+    "protocol.allow=never",
+    "-c",
+    "commit.gpgSign=false",
+    *FULL_STAT,
+)
 NO_TRANSPORT = {"GIT_ALLOW_PROTOCOL": "", "GIT_NO_LAZY_FETCH": "1"}
 
 
