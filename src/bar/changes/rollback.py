@@ -223,7 +223,7 @@ def restore(
             "-u",
             now_tree,
             target_tree,
-            env=git.index_env(task.index),
+            env=exact.without_smudge(task.worktree, git.index_env(task.index)),
         )
     racy.note(task.worktree, task.index, started_ns, len(target_tree))
     # the task's watcher collects the restore's writes (and watches the directories it
@@ -279,7 +279,7 @@ def _checkout(task: Task, now_commit: str, target_commit: str) -> None:
     head = gitdir / "HEAD"
     write_text_atomic(head, now_commit + "\n")
     env = {
-        **git.index_env(task.index),
+        **exact.without_smudge(task.worktree, git.index_env(task.index)),
         "GIT_DIR": str(gitdir),
         "GIT_COMMON_DIR": str(task.project.common_dir),
         "GIT_WORK_TREE": str(task.worktree),

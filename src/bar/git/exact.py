@@ -18,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 from bar import git
@@ -212,7 +212,7 @@ def _checked_out(worktree: Path, index: Path, paths: list[str]) -> dict[str, byt
             "-z",
             "--stdin",
             f"--prefix={tmp}/",
-            env=git.index_env(index),
+            env=without_smudge(worktree, git.index_env(index)),
             check=False,
             input=b"".join(p.encode("utf-8", "surrogateescape") + b"\0" for p in paths),
         )
@@ -227,33 +227,43 @@ def _checked_out(worktree: Path, index: Path, paths: list[str]) -> dict[str, byt
     return found
 
 
-def _unfiltered(worktree: Path, paths: list[str]) -> list[str]:
-    """``paths`` without those a ``filter`` attribute names: their conversion is a
-    program's (LFS, or one planted in the shared config), which bar never runs; only
-    git's own line-ending conversion is undone."""
-    if not paths:
-        return []
-    out = git.git(
-        worktree,
-        "check-attr",
-        "-z",
-        "--stdin",
-        "filter",
-        input=b"".join(p.encode("utf-8", "surrogateescape") + b"\0" for p in paths),
-    ).stdout
-    fields = out.split(b"\0")
-    filtered = {
-        fields[i].decode("utf-8", "surrogateescape")
-        for i in range(0, len(fields) - 2, 3)
-        if fields[i + 2] not in (b"unspecified", b"unset")
-    }
-    return [p for p in paths if p not in filtered]
+def without_smudge(worktree: Path, env: Mapping[str, str]) -> dict[str, str]:
+    """``env`` (an index's: ``git.index_env``) for a checkout that runs no filter: every
+    filter driver the configuration seen from ``worktree`` names gets no smudge and no
+    process command, as ``bar.git.safe`` does for apply. A checkout writes the blob
+    (line endings converted); where the bytes on disk were other, the raw tree holds
+    them (``raw_differences``), so a clean and a smudge that are not each other's
+    inverse change no byte, and no program planted in the shared configuration runs."""
+    said = git.git(
+        worktree, "config", "-z", "--name-only", "--get-regexp", r"^filter\.", check=False
+    )
+    named: dict[str, set[str]] = {}
+    for key in said.stdout.split(b"\0"):
+        name, _, var = key.decode("utf-8", "surrogateescape")[len("filter.") :].rpartition(".")
+        if name:
+            named.setdefault(name, set()).add(var)
+    out = dict(env)
+    count = int(out.get("GIT_CONFIG_COUNT") or 0)
+    for name, has in named.items():
+        # (a process switched off only where there is one: an empty one is a driver
+        # still, and the checkout's own check of the files it replaces would no longer
+        # clean them)
+        off = [("smudge", "")] + (
+            [("process", ""), ("required", "false")] if "process" in has else []
+        )
+        for var, value in off:
+            out[f"GIT_CONFIG_KEY_{count}"] = f"filter.{name}.{var}"
+            out[f"GIT_CONFIG_VALUE_{count}"] = value
+            count += 1
+    if count:
+        out["GIT_CONFIG_COUNT"] = str(count)
+    return out
 
 
 def raw_differences(worktree: Path, index: Path, paths: Iterable[str]) -> dict[str, str]:
     """Among ``paths``, the regular files of the side ``index`` whose bytes on disk differ
     from git's checkout of them: path -> the blob of the bytes on disk (written to the store)."""
-    candidates = _unfiltered(worktree, sorted({p for p in paths if p}))
+    candidates = sorted({p for p in paths if p})
     if not candidates:
         return {}
     expected = _checked_out(worktree, index, candidates)
@@ -333,7 +343,7 @@ def write_raw(
             "-f",
             "-z",
             "--stdin",
-            env=git.index_env(index),
+            env=without_smudge(worktree, git.index_env(index)),
             input=b"".join(p.encode("utf-8", "surrogateescape") + b"\0" for p in plain),
             check=False,
         )

@@ -124,11 +124,18 @@ def write_whole(
     scope: list[str] | None,
     excludes: Sequence[str] = (),
     suspects: Sequence[str] | None = None,
+    *,
+    renormalize: bool = False,
 ) -> tuple[TreeId, bool, list[str] | None]:
     """``_write``, whether every file of the scope could be read (``_add``), and the
     scope rescanned (None: everything, also when the given one could not be added as
     such). ``suspects``: files to hash whatever their stat (``bar.history.racy``; default: those
-    noted for ``index``), added to the scope."""
+    noted for ``index``), added to the scope. ``renormalize``: git's conversions changed
+    (``bar.git.conversions``): every recorded file is hashed anew, whatever its stat,
+    and everything is rescanned."""
+    if renormalize:
+        reseed(worktree, index)
+        scope = None
     suspects = racy.suspects(index) if suspects is None else suspects
     if suspects:
         racy.force(worktree, index, suspects)
@@ -139,6 +146,10 @@ def write_whole(
     if added is False and scope:
         speed.fallback("a scope git could not add as such")
         added, scope = _add(worktree, index, ["."], excludes), None
+    if renormalize:
+        # once the index holds the worktree's own .gitattributes: within one ``git add``
+        # git may still read those HEAD holds and the worktree no longer does
+        _renormalize(worktree, index, excludes)
     if scope is None:
         ignored.drop_newly_ignored(worktree, index)
     tree = TreeId(git.out(worktree, "write-tree", env=_env(index)))  # may store its cache-tree
@@ -146,6 +157,37 @@ def write_whole(
         racy.note(worktree, index, since, len(tree))
     keep_private(index)
     return tree, added is not None, scope
+
+
+def reseed(worktree: Path, index: Path) -> None:
+    """Start the side index over from the worktree's HEAD, as the record's definition
+    does (a fresh index holding HEAD, then ``git add -A``): every file is hashed anew
+    through git's conversions as they are now (its stat cache would call them clean),
+    and the files HEAD holds are kept whatever the ignore rules say. For a change of
+    git's conversions (``bar.git.conversions``) or of HEAD. git's attributes come from
+    the worktree, else from the index, which therefore holds HEAD's as git add begins."""
+    res = git.git(worktree, "read-tree", "HEAD", env=_env(index), check=False)
+    if res.returncode != 0:  # (no HEAD to read: an unborn branch)
+        git.git(worktree, "read-tree", "--empty", env=_env(index))
+
+
+def _renormalize(worktree: Path, index: Path, excludes: Sequence[str]) -> None:
+    """Hash every file the side index holds anew through git's conversions as they are
+    now (``git add --renormalize``: its stat cache would call them clean), with the
+    attributes of the worktree's own ``.gitattributes`` files."""
+    kept = () if os.path.islink(os.path.join(worktree, AIDE_DIR)) else AIDE_FILES
+    specs = [":(top)", *(f":(top,exclude,literal){p}" for p in (*excludes, *kept))]
+    git.git(
+        worktree,
+        "add",
+        "--renormalize",
+        "--ignore-errors",
+        "--pathspec-from-file=-",
+        "--pathspec-file-nul",
+        env=_env(index),
+        input=b"\0".join(s.encode("utf-8", "surrogateescape") for s in specs) + b"\0",
+        check=False,
+    )
 
 
 def excluded(paths: set[str] | None, excludes: Sequence[str]) -> set[str]:

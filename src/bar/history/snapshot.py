@@ -24,7 +24,7 @@ from bar.base.proc import Started
 from bar.changes.fast import object_writer, rescan, speed, staging, stamps, watcher
 from bar.changes.fast.tree_shape import Ahead, Listing, Shape, list_tree
 from bar.errors import GitError
-from bar.git import BAR_IDENTITY, exact
+from bar.git import BAR_IDENTITY, conversions, exact
 from bar.history import side_index
 
 if TYPE_CHECKING:
@@ -101,12 +101,15 @@ def take(
     asked: Started | None = None
     ready: dict[str, Any] | None = None  # the patch to the tree the watcher staged, if taken
     ahead: Ahead | None = None
+    renormalize = False
     if restored_tree is not None:
         scope: list[str] | None = []
         known = None
         tree = restored_tree
     else:
-        if changed is None and watcher.running(index):
+        # git's conversions changed (no file need have): every file is hashed anew
+        renormalize = conversions.moved(worktree, index)
+        if changed is None and watcher.running(index) and not renormalize:
             # (a staging is made only while no command holds the task: never during a
             # step, so only a command's look for hand edits may find one)
             sight = watcher.look(
@@ -115,7 +118,7 @@ def take(
             changed = sight.seen() if sight is not None else None
             if sight is not None and sight.staged is not None and "config" not in sight.staged:
                 asked = exact.ask(worktree)  # (below) there is a tree to record: begun now
-        found = rescan.scan(worktree, index, stamped, changed, before_look)
+        found = None if renormalize else rescan.scan(worktree, index, stamped, changed, before_look)
         scope, known = found if found is not None else (None, None)
         if before_look is not None:
             before_look()  # (a full rescan follows: before it)
@@ -151,7 +154,21 @@ def take(
             # a full look: what its stamps need of the recorded tree is read meanwhile
             if scope is None and speed.fast():
                 ahead = Ahead(worktree, recorded)
-            tree, whole, scope = side_index.write_whole(worktree, index, scope, excludes)
+            tree, whole, scope = side_index.write_whole(
+                worktree, index, scope, excludes, renormalize=renormalize
+            )
+        if not renormalize and conversions.may_touch_attributes(
+            worktree, scope, stamps.stamped_attributes(index)
+        ):
+            recorded_tree = (
+                recorded_tree or stamps.tree_of(index, recorded) or git.tree_of(worktree, recorded)
+            )
+            renormalize = conversions.touches_attributes(worktree, recorded_tree, tree)
+            if renormalize:  # a .gitattributes changed: what it covers is hashed anew
+                tree, whole, scope = side_index.write_whole(
+                    worktree, index, None, excludes, renormalize=True
+                )
+                ready = None
     snap = _record(
         worktree,
         index,
@@ -171,6 +188,8 @@ def take(
         ready,
         ahead,
     )
+    if renormalize:
+        conversions.note(worktree, index)
     if sight is not None:
         # what it named and this snapshot left out is named again next time
         left_out = (

@@ -21,7 +21,7 @@ from bar.base.notices import note, plural
 from bar.changes.fast import rescan, staging, stamps
 from bar.errors import CorruptFile
 from bar.formats import telemetry
-from bar.git import DiffStat
+from bar.git import DiffStat, conversions
 from bar.history import patches, racy, side_index, snapshot
 from bar.ledger.records import (
     ApplyStep,
@@ -249,7 +249,12 @@ def current_tree(task: Task, recorded: str | None = None) -> str:
     state. ``recorded``: the task's recorded snapshot, whose stamps say what to look at
     (nothing at all when nothing changed: its own tree). What changed is added to a copy
     of the side index, so it never races a running step."""
-    scope = rescan.changed_since(task.worktree, task.index, recorded) if recorded else None
+    renormalize = conversions.moved(task.worktree, task.index)
+    scope = (
+        rescan.changed_since(task.worktree, task.index, recorded)
+        if recorded and not renormalize
+        else None
+    )
     if scope == [] and recorded is not None:
         return tree_of(task, recorded)  # (``bar.history.racy``'s suspects count as changed there)
     import shutil
@@ -263,7 +268,11 @@ def current_tree(task: Task, recorded: str | None = None) -> str:
         except FileNotFoundError:
             scope = None
         return side_index.write_whole(
-            task.worktree, index, scope, suspects=racy.suspects(task.index)
+            task.worktree,
+            index,
+            scope,
+            suspects=racy.suspects(task.index),
+            renormalize=renormalize,
         )[0]
 
 
