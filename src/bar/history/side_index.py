@@ -8,6 +8,7 @@ first snapshot does not re-hash every file of the repository.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import time
@@ -19,9 +20,10 @@ from bar.base.ids import TreeId
 from bar.base.notices import warn
 from bar.changes.fast import rescan, speed
 from bar.changes.fast.stamps import keep_private
-from bar.errors import SnapshotFailed
+from bar.errors import BarError, SnapshotFailed
 from bar.git import ignored
 from bar.history import racy
+from bar.store.files import write_bytes_atomic
 from bar.store.layout import AIDE_DIR, AIDE_FILES
 
 _env = git.index_env
@@ -159,6 +161,32 @@ def write_whole(
     return tree, added is not None, scope
 
 
+def head_path(index: Path) -> Path:
+    return index.with_name(index.name + ".head")
+
+
+def head_moved(worktree: Path, index: Path) -> bool:
+    """Whether the worktree's HEAD moved since ``note_head`` (a step committed, reset,
+    or the developer did by hand): the files HEAD holds are recorded whatever the ignore
+    rules say (SPEC §3, "What the step committed is part of the step"), so the side
+    index starts over from it (``reseed``). Never for a first look."""
+    now = git.head(worktree)
+    try:
+        before = head_path(index).read_text().strip()
+    except OSError:
+        note_head(worktree, index, now)
+        return False
+    return now is not None and before != now
+
+
+def note_head(worktree: Path, index: Path, head: str | None = None) -> None:
+    """Note the worktree's HEAD as the one the side index was last seeded for."""
+    head = head or git.head(worktree)
+    if head is not None:
+        with contextlib.suppress(OSError, BarError):
+            write_bytes_atomic(head_path(index), head.encode() + b"\n", durable=False)
+
+
 def reseed(worktree: Path, index: Path) -> None:
     """Start the side index over from the worktree's HEAD, as the record's definition
     does (a fresh index holding HEAD, then ``git add -A``): every file is hashed anew
@@ -166,8 +194,15 @@ def reseed(worktree: Path, index: Path) -> None:
     and the files HEAD holds are kept whatever the ignore rules say. For a change of
     git's conversions (``bar.git.conversions``) or of HEAD. git's attributes come from
     the worktree, else from the index, which therefore holds HEAD's as git add begins."""
-    res = git.git(worktree, "read-tree", "HEAD", env=_env(index), check=False)
-    if res.returncode != 0:  # (no HEAD to read: an unborn branch)
+    # (the worktree's HEAD, named by its id: with the side index's environment, git's
+    # HEAD is the task's own git directory's)
+    head = git.head(worktree)
+    res = (
+        git.git(worktree, "read-tree", head, env=_env(index), check=False)
+        if head is not None
+        else None
+    )
+    if res is None or res.returncode != 0:  # (no HEAD to read: an unborn branch)
         git.git(worktree, "read-tree", "--empty", env=_env(index))
 
 

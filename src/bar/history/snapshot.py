@@ -108,7 +108,8 @@ def take(
         tree = restored_tree
     else:
         # git's conversions changed (no file need have): every file is hashed anew
-        renormalize = conversions.moved(worktree, index)
+        # or HEAD moved: the side index starts over from it (``side_index.reseed``)
+        renormalize = conversions.moved(worktree, index) or side_index.head_moved(worktree, index)
         if changed is None and watcher.running(index) and not renormalize:
             # (a staging is made only while no command holds the task: never during a
             # step, so only a command's look for hand edits may find one)
@@ -190,6 +191,7 @@ def take(
     )
     if renormalize:
         conversions.note(worktree, index)
+        side_index.note_head(worktree, index)
     if sight is not None:
         # what it named and this snapshot left out is named again next time
         left_out = (

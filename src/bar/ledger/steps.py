@@ -249,7 +249,9 @@ def current_tree(task: Task, recorded: str | None = None) -> str:
     state. ``recorded``: the task's recorded snapshot, whose stamps say what to look at
     (nothing at all when nothing changed: its own tree). What changed is added to a copy
     of the side index, so it never races a running step."""
-    renormalize = conversions.moved(task.worktree, task.index)
+    renormalize = conversions.moved(task.worktree, task.index) or side_index.head_moved(
+        task.worktree, task.index
+    )
     scope = (
         rescan.changed_since(task.worktree, task.index, recorded)
         if recorded and not renormalize
