@@ -22,7 +22,6 @@ a snapshot whose tree changes one of them renormalizes (``touches_attributes``).
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 from pathlib import Path
@@ -84,6 +83,8 @@ def _identity(path: str) -> list[int]:
 def _values(worktree: Path) -> tuple[str, list[str]]:
     """A hash of what the conversions read outside the worktree, and the attribute files
     outside the configuration files it read (to be statted next time)."""
+    import hashlib  # (only when a file moved: a plain step imports none)
+
     said = git.git(worktree, "config", "-z", "--get-regexp", _KEYS, check=False)
     digest = hashlib.sha256(said.stdout)
     named = None
