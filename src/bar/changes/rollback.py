@@ -223,7 +223,7 @@ def restore(
             "-u",
             now_tree,
             target_tree,
-            env=exact.without_smudge(task.worktree, git.index_env(task.index)),
+            env=_checkout_env(task),
         )
     racy.note(task.worktree, task.index, started_ns, len(target_tree))
     # the task's watcher collects the restore's writes (and watches the directories it
@@ -264,6 +264,15 @@ def restore(
     return target_tree if exact_as_git and verified is not None else None
 
 
+def _checkout_env(task: Task) -> dict[str, str]:
+    """The side index's environment for a checkout: with no smudge filter where the
+    stamped tree may name one (``exact.without_smudge``; a filter needs an attribute)."""
+    env = git.index_env(task.index)
+    if stamps.stamped_attributes(task.index) is False and not exact.converts(task.worktree, False):
+        return env
+    return exact.without_smudge(task.worktree, env)
+
+
 def _checkout(task: Task, now_commit: str, target_commit: str) -> None:
     """git's own two-tree checkout of ``target_commit`` over ``now_commit``, which the
     side index and the worktree hold: exactly ``read-tree -m -u`` of their trees, but
@@ -279,7 +288,7 @@ def _checkout(task: Task, now_commit: str, target_commit: str) -> None:
     head = gitdir / "HEAD"
     write_text_atomic(head, now_commit + "\n")
     env = {
-        **exact.without_smudge(task.worktree, git.index_env(task.index)),
+        **_checkout_env(task),
         "GIT_DIR": str(gitdir),
         "GIT_COMMON_DIR": str(task.project.common_dir),
         "GIT_WORK_TREE": str(task.worktree),
