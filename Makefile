@@ -112,10 +112,10 @@ typecheck: $(STAMP)
 	$(VENV)/bin/mypy
 
 # SIGKILL sweeps crash a command at each of its write points: make test visits a seeded
-# 40% of each sweep's points (and draws 40% of the longest property test's examples; a
+# 25% of each sweep's points (and draws 25% of the longest property test's examples; a
 # new seed each day: pytest's summary names it), test-long every point and every example,
 # and 500 random SIGKILL trials besides
-SWEEP_SHARE ?= 0.4
+SWEEP_SHARE ?= 0.25
 
 # two test processes a core: most tests wait on git, agents, servers and their children,
 # so twice the cores keeps the cores busy (a whole run: 1,000 s with one a core, 860 s with

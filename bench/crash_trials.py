@@ -63,7 +63,11 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
+sys.path.insert(0, str(HERE))
+from lost_bytes import NESTED_GIT, every_byte, lost_bytes, recorded_blobs  # noqa: E402
+
 OPS = ("run", "rollback", "undo", "apply")
+NESTED = "vendor"  # --new-ops: where a step makes a nested repository
 JOURNALS = ("running.json", "rollback.json", "apply.json")
 TIMEOUT = 120  # seconds a bar process may take before the trial counts it as hung
 
@@ -87,6 +91,10 @@ INVARIANTS = {
     "rollback-state": "a recorded rollback reached its target's tree and HEAD; else nothing moved",
     "apply-checkout": "the developer's checkout is exactly as before the apply or exactly after",
     "apply-ledger": "an apply step is recorded iff main moved, and names main's new commit",
+    "lost-bytes": "with --new-ops: every byte the worktree held before the operation (ignored "
+    "files and nested repositories included) is there after it, in a recorded state or in "
+    "the task's trash",
+    "nested-git": "with --new-ops: bar writes nothing inside a nested repository's .git",
 }
 
 
@@ -382,6 +390,8 @@ class Files:
         for rel, data in read_files(root).items():
             if rel.startswith((DEV_DIR + "/", ".bar/")) or rel == ".gitignore":
                 continue
+            if rel.startswith(NESTED + "/") or rel.endswith(".log"):
+                continue  # (--new-ops: a nested repository's, and ignored files: never recorded)
             if data.startswith(b"-> "):
                 links.add(rel)
             else:
@@ -713,6 +723,7 @@ class Runner:
         phase("setup")
         calibrated = self.calibrate(setup, result)
         phase("calibrate")
+        held = every_byte(Path(setup.task["worktree"])) if self.args.new_ops else {}
         self.kill(setup, fraction, result)
         hand: dict[str, bytes] = {}
         if rng.random() < self.args.hand_edits:
@@ -725,6 +736,8 @@ class Runner:
         self.recover(repair_first, result)
         phase("recover")
         self.check(setup, result, before, calibrated, hand)
+        if self.args.new_ops:
+            self.check_lost(setup, held, hand, result)
         phase("check")
         return result
 
@@ -759,6 +772,8 @@ class Runner:
                 for e in edits:
                     e.apply(wt)
                 pending = True
+        if self.args.new_ops:
+            pending = self.new_shapes(rng, wt) or pending
         if pending and rng.random() < 0.5:
             self.ok(bar.inproc("run", "--no-pty", "--", "true"), "bar run -- true")
             pending = False
@@ -798,6 +813,38 @@ class Runner:
         else:
             setup.argv = ["apply", "-m", f"crash trial {rng.randint(0, 10**6)}"]
         return setup
+
+    def new_shapes(self, rng: random.Random, wt: Path) -> bool:
+        """With --new-ops, what SPEC §3 "Nothing is destroyed that was not recorded" is
+        about: a nested repository a step made and committed in, with uncommitted work
+        inside; a directory that was a file in an earlier state, with an ignored file in
+        it; an ignored file in a directory of the base. True: hand edits are left."""
+        bar, pending = self.bar, False
+        if rng.random() < 0.5:
+            who = "-c user.name=t -c user.email=t@localhost"
+            self.ok(
+                bar.inproc(
+                    "run", "--no-pty", "--", "sh", "-c",
+                    f"git init -q {NESTED} && echo lib > {NESTED}/lib.c && git -C {NESTED} add -A "
+                    f"&& git -C {NESTED} {who} commit -qm vendored",
+                ),
+                "bar run (a nested repository)",
+            )  # fmt: skip
+            (wt / NESTED / "wip.c").write_bytes(f"uncommitted {rng.random()}\n".encode())
+        if rng.random() < 0.4:
+            self.ok(bar.inproc("run", "--no-pty", "--", "sh", "-c", "echo a file > made"), "made")
+            self.ok(
+                bar.inproc(
+                    "run", "--no-pty", "--", "sh", "-c",
+                    "rm made && mkdir made && echo inside > made/a.txt",
+                ),
+                "made/",
+            )  # fmt: skip
+            (wt / "made" / "cache.log").write_bytes(f"ignored {rng.random()}\n".encode())
+        dirs = [d for d in TEXT_DIRS if (wt / d).is_dir() and not (wt / d).is_symlink()]
+        if dirs and rng.random() < 0.5:
+            (wt / rng.choice(dirs) / "cache.log").write_bytes(f"ignored {rng.random()}\n".encode())
+        return pending
 
     def developer_moves(self, rng: random.Random) -> None:
         """The developer's checkout moves on, in paths no task edit touches."""
@@ -1037,6 +1084,23 @@ class Runner:
             shown = [f"{s.get('step_id')} {s.get('kind')} {s.get('cmd', '')}"[:60] for s in new]
             result.fail("attribution", f"steps added: {shown}, hand edits pending: {setup.pending}")
 
+    def check_lost(
+        self, setup: Setup, held: dict[str, bytes], hand: dict[str, bytes], result: Trial
+    ) -> None:
+        """What the worktree held before the operation, less what was edited by hand
+        after the kill, is there, in a recorded state or in the task's trash."""
+        now = every_byte(Path(setup.task["worktree"]))
+        held = {k: v for k, v in held.items() if k not in hand}
+        steps = read_ledger(setup.tdir)[0]
+        states = [c for s in steps for c in (s.get("snapshot"), s.get("snapshot_before"))]
+        lost = lost_bytes(held, now, recorded_blobs(self.repo, states), setup.tdir / "trash")
+        inside = [p for p in lost if NESTED_GIT in p]
+        if inside:
+            result.fail("nested-git", f"{len(inside)} files: {'; '.join(inside)[:300]}")
+        files = [p for p in lost if p not in inside]
+        if files:
+            result.fail("lost-bytes", f"{len(files)} files: {'; '.join(files)[:400]}")
+
     def check_hand_edits(
         self, new: list[dict[str, Any]], hand: dict[str, bytes], result: Trial
     ) -> None:
@@ -1147,6 +1211,7 @@ class Runner:
 def reproduce(args: argparse.Namespace, number: int) -> str:
     extra = f" --files {args.files}" if args.files != 300 else ""
     extra += f" --ops {','.join(args.ops)}" if args.ops != OPS else ""
+    extra += " --new-ops" if args.new_ops else ""
     return f"python bench/crash_trials.py --seed {args.seed} --trial {number}{extra} -v"
 
 
@@ -1253,6 +1318,12 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         type=Path,
         metavar="DIR",
         help="where trials are built (default: /dev/shm if writable, else $TMPDIR)",
+    )
+    p.add_argument(
+        "--new-ops",
+        action="store_true",
+        help="add nested repositories, ignored files in directories that were files, and "
+        "check that no byte is lost (lost-bytes, nested-git)",
     )
     p.add_argument("--bar", type=Path, help="the bar executable (default: beside this Python)")
     p.add_argument("-v", "--verbose", action="store_true", help="a line per trial on stderr")

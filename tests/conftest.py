@@ -45,13 +45,18 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The tests ``tests/data/long_tests.txt`` names are marked ``long``: ``make test`` runs
-    them, ``make test-fast`` (work in progress) does not (``long_tests``)."""
+    them (first), ``make test-fast`` (work in progress) does not (``long_tests``)."""
     from long_tests import listed
 
     names = listed()
     for item in items:
         if item.nodeid in names:
             item.add_marker(pytest.mark.long)
+    # the modules that hold tests of seconds first (whole, so that a module's fixtures are
+    # made once): spread over the workers while the quick ones fill the gaps, rather than
+    # one of them starting last and the others waiting for it
+    heavy = {name.split("::")[0] for name in names}
+    items.sort(key=lambda item: item.nodeid.split("::")[0] not in heavy)
 
 
 @pytest.fixture(autouse=True)

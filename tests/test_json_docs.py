@@ -92,6 +92,8 @@ def session(s: Session, repo: Path, tmp_path: Path) -> None:
     (worktree(t) / "README.md").write_text("edited by hand\n")
     s.json("bar diff --json", "diff", "--unrecorded", "--json")
     s.json("bar status --json", "status", "--json")
+    s.json("bar verify --json", "verify", "--json", code=1)  # (the hand edit)
+    s.json("bar verify --json", "verify", "--step", "base", "--json", code=1)
     s.json("bar blame --json", "blame", "new.txt", "--json")
     s.json("bar task path --json", "task", "path", "--json")
     s.json("bar rollback --json", "rollback", "--to", "1", "--dry-run", "--json")
@@ -99,6 +101,9 @@ def session(s: Session, repo: Path, tmp_path: Path) -> None:
     s.json("bar undo --json", "undo", "--dry-run", "--json")
     s.json("bar undo --json", "undo", "--json")
     s.json("bar redo --json", "redo", "--json")
+    trash_session(s, tmp_path)
+    (worktree(t) / "README.md").write_text("edited by hand again\n")
+    s.json("bar verify --json", "verify", "--record", "--json")
     (repo / "upstream.txt").write_text("from upstream\n")
     git(repo, "add", "upstream.txt")
     git(repo, "commit", "-qm", "upstream")
@@ -308,6 +313,31 @@ def workers(s: Session, repo: Path, tmp_path: Path) -> None:
         worker.send_signal(signal.SIGKILL)
         worker.wait()
         server.stop()
+
+
+def trash_session(s: Session, tmp_path: Path) -> None:
+    """A file no state holds moved to the trash (by the core, as a rollback moves one),
+    listed, and put back elsewhere."""
+    from bar import api
+    from bar.changes import trash
+
+    task = api.get_task(api.open_project())
+    (task.worktree / "scratch").mkdir()
+    (task.worktree / "scratch" / "notes.tmp").write_text("never recorded\n")
+    trash.move_aside(
+        task, task.worktree, ["scratch"], "a test", command="bar rollback", kind=trash.ROLLBACK
+    )
+    s.json("bar trash list --json", "trash", "--json")
+    s.json("bar trash list --json", "trash", "list", "--json")
+    s.json(
+        "bar trash restore --json",
+        "trash",
+        "restore",
+        "scratch",
+        "--to",
+        str(tmp_path / "rescued"),
+        "--json",
+    )
 
 
 def test_every_json_output_is_as_documented(

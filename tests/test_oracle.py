@@ -18,6 +18,14 @@ marks too (``BAR_MARKS``), its watches are partial, and the directories left unw
 statted.
 
 ``BAR_ORACLE_EXAMPLES`` raises the number of random sequences (the suite runs a few).
+``BAR_ORACLE_NEW_OPS=1`` adds the operations of SPEC §3 "Nothing is destroyed that was not
+recorded" (off in the suite until bar passes them): nested repositories created, committed
+to, replaced by files and files replaced by them; ignored files in directories that become
+files; ``* text=auto`` added and removed and ``core.autocrlf`` switched; commits and HEAD
+moves inside steps; undo. With them every bar command that runs no code of the user's (a
+hand session's recording, a rollback, an undo) is also checked to lose no bytes
+(``lost_bytes``). ``BAR_ORACLE_COUNTS=FILE`` adds each play's number of comparisons, per
+speed mode, to the JSON in FILE.
 """
 
 from __future__ import annotations
@@ -33,13 +41,41 @@ from typing import Any
 
 import pytest
 from helpers import bar, ledger, new_task, set_config, task_dir, worktree
-from hypothesis import HealthCheck, example, given, settings
+from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
 
 from bar.changes.fast import tree_shape
 from conftest import git
 
+
+def _bench_module(name: str) -> Any:
+    """A module of ``bench/`` loaded by its file: ``bench`` on ``sys.path`` would hide the
+    test support modules of the same names (``workers``) from every later test module."""
+    import importlib.util
+
+    where = Path(__file__).resolve().parents[1] / "bench" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", where)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+_lost = _bench_module("lost_bytes")
+NESTED_GIT, every_byte, lost_bytes, recorded_blobs = (
+    _lost.NESTED_GIT,
+    _lost.every_byte,
+    _lost.lost_bytes,
+    _lost.recorded_blobs,
+)
+
 EXAMPLES = int(os.environ.get("BAR_ORACLE_EXAMPLES", "10"))
+NEW_OPS = os.environ.get("BAR_ORACLE_NEW_OPS") == "1"
+# comparisons of a snapshot with plain git made so far in this process, per speed mode
+COMPARISONS = {"fast": 0, "slow": 0}
+COUNTS_FILE = os.environ.get("BAR_ORACLE_COUNTS")  # (read here: each test's environment is sealed)
+_WHO = ["-c", "user.name=oracle", "-c", "user.email=oracle@localhost", "-c", "commit.gpgsign=false"]
 
 # names chosen to hit git's corners: not UTF-8, control characters, case twins, spaces
 NAMES: list[bytes] = [
@@ -99,10 +135,25 @@ op = st.one_of(
     st.tuples(st.just("unignore"), st.just(b".gitignore")),
     st.tuples(st.just("exclude"), st.sampled_from([b"*.md", b"run.sh", b""])),
 )
+NESTED = [b"vendor", b"dir/inner", b"a.txt", b"deep/er"]  # (some where a file or a dir was)
+# the operations of "Nothing is destroyed that was not recorded" (``BAR_ORACLE_NEW_OPS``)
+new_op = st.one_of(
+    st.tuples(st.just("nested_commit"), st.sampled_from(NESTED)),
+    st.tuples(st.just("nested_edit"), st.sampled_from(NESTED)),
+    st.tuples(st.just("nested_to_file"), st.sampled_from(NESTED)),
+    st.tuples(st.just("ignored_in"), st.sampled_from(DIRS)),
+    st.tuples(st.just("dir_to_file"), st.sampled_from(DIRS)),
+    st.tuples(st.just("attributes"), st.sampled_from([b"* text=auto", b""])),
+    st.tuples(st.just("autocrlf"), st.sampled_from([b"true", b"false", b"input"])),
+    st.tuples(st.just("commit"), st.sampled_from(NAMES)),
+    st.tuples(st.just("reset"), st.sampled_from([b"--soft", b"--mixed"])),
+)
+ops = st.one_of(op, new_op) if NEW_OPS else op
 action = st.one_of(
-    st.tuples(st.just("step"), st.lists(op, min_size=1, max_size=4)),
-    st.tuples(st.just("hand"), st.lists(op, min_size=1, max_size=4)),
+    st.tuples(st.just("step"), st.lists(ops, min_size=1, max_size=4)),
+    st.tuples(st.just("hand"), st.lists(ops, min_size=1, max_size=4)),
     st.tuples(st.just("rollback"), st.integers(0, 30)),
+    *([st.tuples(st.just("undo"), st.just(0))] if NEW_OPS else []),
 )
 
 
@@ -157,7 +208,7 @@ def apply_op(root: Path, o: tuple[Any, ...]) -> None:
             os.makedirs(path, exist_ok=True)
             if not os.path.exists(os.path.join(path, ".git")):
                 subprocess.run(["git", "init", "-q", path], check=True)
-            _write(root, arg + b"/inside.txt", os.urandom(4).hex().encode())
+            _append(root, arg + b"/inside.txt", b"inside\n")  # (the same in both plays)
         elif kind == "move" and os.path.lexists(path):
             _clear(_p(root, o[2])) if os.path.lexists(_p(root, o[2])) else None
             os.makedirs(os.path.dirname(_p(root, o[2])), exist_ok=True)
@@ -220,8 +271,72 @@ def apply_op(root: Path, o: tuple[Any, ...]) -> None:
             os.makedirs(os.path.dirname(exclude), exist_ok=True)
             with open(exclude, "wb") as f:
                 f.write(arg + b"\n" if arg else b"")
+        else:
+            _new_op(root, o, path)
     except OSError:
         pass  # a path the shape made impossible right now (or one a confined step may not)
+
+
+_SAME_DATES = {"GIT_AUTHOR_DATE": "1700000000 +0000", "GIT_COMMITTER_DATE": "1700000000 +0000"}
+
+
+def _git_here(cwd: str, *args: str) -> None:
+    """git, whose failure is one of the impossible operations (a confined step may not
+    write the repository's config; there is nothing to commit). Its commits are the same
+    in both plays (fixed dates): the two speed modes must record the same trees."""
+    env = {**os.environ, **_SAME_DATES}
+    subprocess.run(["git", *_WHO, *args], cwd=cwd, env=env, capture_output=True, check=False)
+
+
+def _append(root: Path, rel: bytes, line: bytes) -> None:
+    """One more line in ``rel`` (made if missing): the same bytes in both plays."""
+    path = _p(root, rel)
+    have = Path(path).read_bytes() if os.path.isfile(path) and not os.path.islink(path) else b""
+    _write(root, rel, have + line)
+
+
+def _new_op(root: Path, o: tuple[Any, ...], path: str) -> None:
+    """The operations ``BAR_ORACLE_NEW_OPS`` adds (see the module's text)."""
+    kind, arg = o[0], o[1]
+    if kind == "nested_commit":  # made where anything was (a file goes), then committed to
+        if not os.path.isdir(os.path.join(path, ".git")):
+            if os.path.lexists(path) and not os.path.isdir(path):
+                os.unlink(path)
+            os.makedirs(path, exist_ok=True)
+            _git_here(path, "init", "-q")
+        _append(root, arg + b"/lib.c", b"committed\n")
+        _git_here(path, "add", "-A")
+        _git_here(path, "commit", "-qm", "nested")
+    elif kind == "nested_edit" and os.path.isdir(os.path.join(path, ".git")):
+        _append(root, arg + b"/wip.c", b"uncommitted\n")
+    elif kind == "nested_to_file" and os.path.isdir(os.path.join(path, ".git")):
+        shutil.rmtree(path)
+        _write(root, arg, b"a file again\n")
+    elif kind == "ignored_in" and os.path.isdir(path) and not os.path.islink(path):
+        _append(root, arg + b"/cache.log", b"ignored\n")
+        rules = _p(root, b".gitignore")
+        have = Path(rules).read_bytes() if os.path.isfile(rules) else b""
+        if b"*.log" not in have.splitlines():
+            with open(rules, "ab") as f:
+                f.write(b"*.log\n")
+    elif kind == "dir_to_file" and os.path.isdir(path) and not os.path.islink(path):
+        shutil.rmtree(path)
+        _write(root, arg, b"a directory before\n")
+    elif kind == "attributes":
+        rules = _p(root, b".gitattributes")
+        if arg:
+            with open(rules, "wb") as f:
+                f.write(arg + b"\n")
+        elif os.path.lexists(rules):
+            os.unlink(rules)
+    elif kind == "autocrlf":
+        _git_here(str(root), "config", "core.autocrlf", arg.decode())
+    elif kind == "commit" and os.path.lexists(path):  # the step commits, ignored or not
+        rel = arg.decode("utf-8", "surrogateescape")
+        _git_here(str(root), "add", "-f", "--", rel)
+        _git_here(str(root), "commit", "-qm", "committed inside", "--", rel)
+    elif kind == "reset":
+        _git_here(str(root), "reset", "-q", arg.decode(), "HEAD~1")
 
 
 def _nested_repos(root: Path) -> list[str]:
@@ -384,6 +499,8 @@ def _check(repo: Path, wt: Path, tmp: Path, task_id: str) -> None:
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
     derandomize=os.environ.get("BAR_ORACLE_RANDOM") is None,
+    # ``BAR_ORACLE_SHRINK=0``: report the first failing sequence as found (a long search)
+    phases=[p for p in Phase if p != Phase.shrink or os.environ.get("BAR_ORACLE_SHRINK") != "0"],
 )
 # ``watches``: bar's inotify budget and fanotify budget in the play with the speed layer on
 # (``BAR_WATCHES:BAR_MARKS``; no number: the default): with fewer watches than directories,
@@ -435,9 +552,13 @@ def test_snapshots_equal_plain_git_and_rollbacks_restore_bytes(
 ) -> None:
     """The same sequence played with the speed layer on and off (``BAR_FAST=0``): both
     are exact at every action, and they record the very same trees."""
-    with tempfile.TemporaryDirectory() as outside:  # (one for both: links name it)
-        fast = _play(sh, actions, capfd, monkeypatch, Path(outside), fast=True, watches=watches)
-        slow = _play(sh, actions, capfd, monkeypatch, Path(outside), fast=False)
+    counted = dict(COMPARISONS)
+    try:
+        with tempfile.TemporaryDirectory() as outside:  # (one for both: links name it)
+            fast = _play(sh, actions, capfd, monkeypatch, Path(outside), fast=True, watches=watches)
+            slow = _play(sh, actions, capfd, monkeypatch, Path(outside), fast=False)
+    finally:
+        _count(counted)
     assert fast == slow
 
 
@@ -457,6 +578,7 @@ def _play(
     trees: list[str] = []
     for leftover in list(outside.iterdir()):
         _clear(str(leftover))
+    _INSIDE_NESTED_GIT.clear()
     with monkeypatch.context() as m, tempfile.TemporaryDirectory() as d:
         if not fast:
             m.setenv("BAR_FAST", "0")
@@ -478,41 +600,233 @@ def _play(
         m.chdir(wt)
         seen: dict[str, dict[str, bytes]] = {}
         for n, (kind, arg) in enumerate(actions):
-            if kind in ("step", "hand"):
-                if kind == "step":  # the edits are made by the step's own process
-                    script = tmp / f"ops{n}.py"
-                    here = Path(__file__).parent
-                    paths = [str(here), str(here / "support")]
-                    script.write_text(
-                        f"import sys\nsys.path[:0] = {paths!r}\n"
-                        "from test_oracle import apply_op\nfrom pathlib import Path\n"
-                        f"for o in {arg!r}:\n    apply_op(Path('.'), o)\n"
-                    )
-                    res = bar(capfd, "run", "--", sys.executable, str(script))
+            try:
+                if kind in ("step", "hand"):
+                    if kind == "step":  # the edits are made by the step's own process
+                        script = tmp / f"ops{n}.py"
+                        here = Path(__file__).parent
+                        paths = [str(here), str(here / "support")]
+                        script.write_text(
+                            f"import sys\nsys.path[:0] = {paths!r}\n"
+                            "from test_oracle import apply_op\nfrom pathlib import Path\n"
+                            f"for o in {arg!r}:\n    apply_op(Path('.'), o)\n"
+                        )
+                        res = bar(capfd, "run", "--", sys.executable, str(script))
+                    else:
+                        for o in arg:
+                            apply_op(wt, o)
+                        before = every_byte(wt) if NEW_OPS else {}
+                        res = bar(capfd, "run", "--", "true")
+                        _no_loss(repo, task["id"], wt, before, "recording a hand session")
+                    assert res.code == 0, res.err
+                elif kind == "undo":
+                    if not ledger(task["id"]):
+                        trees.append("")
+                        continue
+                    before = every_byte(wt)
+                    res = bar(capfd, "undo")
+                    if res.code != 0:  # (nothing to undo is no failure)
+                        assert "nothing to undo" in res.err.lower() or res.code == 2, res.err
+                    _no_loss(repo, task["id"], wt, before, "undo")
                 else:
-                    for o in arg:
-                        apply_op(wt, o)
-                    res = bar(capfd, "run", "--", "true")
-                assert res.code == 0, res.err
-            else:
-                choices = [s["step_id"] for s in ledger(task["id"])]
-                if not choices:
-                    trees.append("")
-                    continue
-                target = choices[arg % len(choices)]
-                ignored_before = plain_git(wt, tmp)[1]
-                res = bar(capfd, "rollback", "--to", target)
-                assert res.code == 0, res.err
-                # the target's files, exactly; besides them, only files that were ignored
-                # before the rollback (it never touches those), which its rules may not ignore
+                    choices = [s["step_id"] for s in ledger(task["id"])]
+                    if not choices:
+                        trees.append("")
+                        continue
+                    target = choices[arg % len(choices)]
+                    ignored_before = plain_git(wt, tmp)[1]
+                    before = every_byte(wt) if NEW_OPS else {}
+                    res = bar(capfd, "rollback", "--to", target)
+                    assert res.code == 0, res.err
+                    _no_loss(repo, task["id"], wt, before, f"rollback --to {target}")
+                    # the target's files, exactly; besides them, only files that were ignored
+                    # before the rollback (it never touches those), which its rules may not ignore
+                    now = on_disk(wt, plain_git(wt, tmp)[1])
+                    assert {k: v for k, v in now.items() if k not in ignored_before} == {
+                        k: v for k, v in seen[target].items() if k not in ignored_before
+                    }
                 now = on_disk(wt, plain_git(wt, tmp)[1])
-                assert {k: v for k, v in now.items() if k not in ignored_before} == {
-                    k: v for k, v in seen[target].items() if k not in ignored_before
-                }
-            now = on_disk(wt, plain_git(wt, tmp)[1])
-            for s in ledger(task["id"]):
-                seen.setdefault(s["step_id"], now)
-            _check(repo, wt, tmp, task["id"])
-            last = ledger(task["id"])[-1]["snapshot"] if ledger(task["id"]) else task["base_commit"]
-            trees.append(git(repo, "rev-parse", f"{last}^{{tree}}").strip())
+                for s in ledger(task["id"]):
+                    seen.setdefault(s["step_id"], now)
+                _check(repo, wt, tmp, task["id"])
+                COMPARISONS["fast" if fast else "slow"] += 1
+                last = (
+                    ledger(task["id"])[-1]["snapshot"]
+                    if ledger(task["id"])
+                    else task["base_commit"]
+                )
+                trees.append(git(repo, "rev-parse", f"{last}^{{tree}}").strip())
+            except AssertionError as exc:
+                mode = "fast" if fast else "slow"
+                raise AssertionError(f"[{mode}] action {n} {kind} {arg!r}: {exc}") from exc
+        written, _INSIDE_NESTED_GIT[:] = list(_INSIDE_NESTED_GIT), []
+        assert not written, (
+            f"[{'fast' if fast else 'slow'}] bar wrote inside a nested .git: {written}"
+        )
     return trees
+
+
+# what bar commands of the play under way wrote inside nested repositories' ``.git``:
+# checked once the play ends, so that a loss of the files themselves is found first
+_INSIDE_NESTED_GIT: list[str] = []
+
+
+def _no_loss(repo: Path, task_id: str, wt: Path, before: dict[str, bytes], what: str) -> None:
+    """With the new operations: the bar command ``what`` lost no bytes (``lost_bytes``)."""
+    if not NEW_OPS:
+        return
+    states = [c for s in ledger(task_id) for c in (s.get("snapshot"), s.get("snapshot_before"))]
+    lost = lost_bytes(
+        before, every_byte(wt), recorded_blobs(repo, states), task_dir(task_id) / "trash"
+    )
+    inside = [p for p in lost if NESTED_GIT in p]
+    _INSIDE_NESTED_GIT.extend(f"{what}: {p}" for p in inside)
+    lost = [p for p in lost if p not in inside]
+    assert not lost, f"{what} destroyed bytes no state or trash holds: {lost}"
+
+
+def _count(before: dict[str, int]) -> None:
+    """Add this play's comparisons to the file ``BAR_ORACLE_COUNTS`` names, if any."""
+    named = COUNTS_FILE
+    if not named:
+        return
+    import fcntl
+
+    with open(named, "a+") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        f.seek(0)
+        text = f.read()
+        total = json.loads(text) if text.strip() else {"fast": 0, "slow": 0}
+        for mode in ("fast", "slow"):
+            total[mode] = total.get(mode, 0) + COMPARISONS[mode] - before[mode]
+        f.seek(0)
+        f.truncate()
+        f.write(json.dumps(total))
+
+
+# Sequences the new operations found bar failing on (run with ``BAR_ORACLE_NEW_OPS=1``):
+# each is the smallest known way to one divergence, kept as fixes land.
+FOUND: dict[str, tuple[dict[str, Any], list[tuple[str, Any]]]] = {
+    "rollback-over-nested-repository": (
+        {"top_files": True, "eol": "none", "files": [(b"a.txt", b"one\n")]},
+        [
+            ("step", [("write", b"vendor", b"a file first\n")]),
+            ("step", [("nested_commit", b"vendor")]),
+            ("hand", [("nested_edit", b"vendor")]),
+            ("rollback", 0),
+        ],
+    ),
+    "rollback-dir-to-file-ignored-inside": (
+        {"top_files": True, "eol": "none", "files": [(b"a.txt", b"one\n")]},
+        [
+            ("step", [("dir_to_file", b"dir")]),
+            ("step", [("write", b"dir/b.txt", b"one\n")]),
+            ("hand", [("ignored_in", b"dir")]),
+            ("rollback", 0),
+        ],
+    ),
+    "attributes-removed": (
+        {"top_files": True, "eol": "text_auto", "files": [(b"a.txt", b"crlf\r\nline\r\n")]},
+        [("hand", [("write", b"a.txt", b"crlf\r\nline\r\n"), ("attributes", b"")])],
+    ),
+    "attributes-added": (
+        {"top_files": True, "eol": "none", "files": [(b"a.txt", b"crlf\r\nline\r\n")]},
+        [("step", [("attributes", b"* text=auto")])],
+    ),
+    "autocrlf-switched-off": (
+        {"top_files": True, "eol": "autocrlf", "files": [(b"a.txt", b"one\n")]},
+        [
+            ("step", [("write", b"b.txt", b"two\n")]),
+            ("hand", [("autocrlf", b"false")]),
+            ("rollback", 0),
+            ("undo", 0),
+        ],
+    ),
+    "commit-inside-a-step": (
+        {"top_files": True, "eol": "none", "files": [(b"a.txt", b"one\n")]},
+        [("step", [("write", b"x.log", b"one\n"), ("commit", b"x.log")])],
+    ),
+    "head-moved-by-hand": (
+        {"top_files": True, "eol": "none", "files": [(b"a.txt", b"one\n")]},
+        [
+            ("step", [("write", b"a.txt", b"two\n"), ("commit", b"a.txt")]),
+            ("hand", [("reset", b"--mixed")]),
+        ],
+    ),
+    "nested-created-empty-then-committed": (
+        {"top_files": True, "eol": "none", "files": [(b"a.txt", b"one\n")]},
+        [
+            ("step", [("nested", b"vendor/lib")]),
+            ("hand", [("nested_commit", b"vendor/lib")]),
+        ],
+    ),
+    "undo-of-a-manual-nested-repository": (
+        {"top_files": True, "eol": "none", "files": [(b"a.txt", b"one\n")]},
+        [("hand", [("nested_commit", b"vendor")]), ("undo", 0)],
+    ),
+    "nested-replaced-by-a-file": (
+        {"top_files": True, "eol": "none", "files": [(b"a.txt", b"one\n")]},
+        [
+            ("step", [("nested_commit", b"vendor")]),
+            ("step", [("nested_to_file", b"vendor")]),
+            ("rollback", 0),
+            ("undo", 0),
+        ],
+    ),
+    "rollback-over-a-file-made-a-nested-repository": (
+        {"top_files": True, "eol": "none", "files": [(b"a.txt", b"one\n")]},
+        [
+            ("step", [("write", b"a.txt", b"two\n")]),
+            ("hand", [("nested_commit", b"a.txt")]),
+            ("rollback", 0),
+        ],
+    ),
+    "edited-and-ignored-in-one-hand-session": (
+        {"top_files": True, "eol": "none", "files": [(b"a.txt", b"one\n")]},
+        [
+            ("step", [("write", b"b.txt", b"one\n")]),
+            ("step", [("write", b"b.txt", b"two\n")]),
+            ("hand", [("write", b"b.txt", b"three\n"), ("ignore", b"*.txt")]),
+            ("rollback", 0),
+            ("undo", 0),
+        ],
+    ),
+    "rollback-to-before-a-nested-repository": (
+        {"top_files": True, "eol": "none", "files": [(b"a.txt", b"one\n")]},
+        [
+            ("step", [("write", b"a.txt", b"two\n")]),
+            ("step", [("nested_commit", b"vendor")]),
+            ("rollback", 0),
+        ],
+    ),
+    "ignored-file-committed-then-head-moved-back": (
+        {"top_files": True, "eol": "none", "files": [(b"a.txt", b"one\n")]},
+        [
+            ("step", [("write", b"x.log", b"one\n"), ("commit", b"x.log")]),
+            ("hand", [("reset", b"--mixed")]),
+        ],
+    ),
+}
+
+
+@pytest.mark.skipif(not NEW_OPS, reason="BAR_ORACLE_NEW_OPS=1: bar does not pass them yet")
+@pytest.mark.parametrize("name", sorted(FOUND))
+def test_found_sequences(
+    name: str, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each sequence of ``FOUND``, both ways, as the random test plays it."""
+    sh, actions = FOUND[name]
+    counted = dict(COMPARISONS)
+    failed: list[str] = []
+    trees: list[list[str]] = []
+    try:
+        with tempfile.TemporaryDirectory() as outside:
+            for fast in (True, False):
+                try:
+                    trees.append(_play(sh, actions, capfd, monkeypatch, Path(outside), fast=fast))
+                except AssertionError as exc:
+                    failed.append(" | ".join(str(exc).splitlines()[:4])[:700])
+    finally:
+        _count(counted)
+    assert not failed, "\n".join(failed)
+    assert trees[0] == trees[1]

@@ -164,7 +164,10 @@ def test_a_filter_pair_that_is_not_its_own_inverse_changes_no_byte(
     assert (wt / "f.up").read_bytes() == b"hello\n"
 
 
-@pytest.mark.parametrize("setting", [("core.trustctime", "false"), ("core.checkStat", "minimal")])
+@pytest.mark.parametrize(
+    "setting",
+    [("core.trustctime", "false"), ("core.checkStat", "minimal"), ("core.ignoreStat", "true")],
+)
 def test_a_weaker_stat_check_in_the_repository_is_not_bars(
     setting: tuple[str, str],
     speed: str,

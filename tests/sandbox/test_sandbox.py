@@ -498,10 +498,11 @@ def test_nothing_a_confined_step_starts_outlives_it(
     inited: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
     new_task(capfd)
-    code, said, _ = _run(capfd, "(setsid sleep 300.5 >/dev/null 2>&1 &)")
+    nap = f"300.{os.getpid()}"  # (this run's own: another copy of the suite may run)
+    code, said, _ = _run(capfd, f"(setsid sleep {nap} >/dev/null 2>&1 &)")
     assert code == 0
     assert "stopped 1 process(es) the command left running" in said
-    assert host_pids(b"sleep\x00300.5\x00") == []
+    assert host_pids(b"sleep\x00" + nap.encode() + b"\x00") == []
     # one that ended before the step did is no process stopped (a zombie to reap)
     code, said, _ = _run(capfd, "(setsid true &); sleep 1")
     assert code == 0 and "stopped" not in said, said
@@ -512,8 +513,8 @@ def test_another_tasks_step_cannot_add_records_to_a_running_step(
     inited: Path, capfd: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     victim = new_task(capfd, "victim")
-    signals = tmp_path / "signals"
-    signals.mkdir()
+    # (the step says it started on its output and waits for a line on its input: a
+    # confined step has a /tmp of its own, where a mark would never reach the test)
     running = subprocess.Popen(
         [
             str(Path(sys.executable).parent / "bar"),
@@ -524,16 +525,16 @@ def test_another_tasks_step_cannot_add_records_to_a_running_step(
             "--",
             "sh",
             "-c",
-            f"touch {signals}/started; while [ ! -e {signals}/done ]; do sleep 0.05; done",
+            "echo started; read line",
         ],
         cwd=inited,
-        stdout=subprocess.DEVNULL,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
+    assert running.stdin is not None and running.stdout is not None
     try:
-        deadline = time.monotonic() + 60
-        while not (signals / "started").exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
+        assert running.stdout.readline() == b"started\n"
         socket_path = task_dir(victim["id"]) / "bar.sock"
         assert socket_path.exists()
         new_task(capfd, "attacker")
@@ -551,8 +552,7 @@ def test_another_tasks_step_cannot_add_records_to_a_running_step(
         )
         assert "answered: none" in res.out, res.out + res.err
     finally:
-        (signals / "done").touch()
-        _, err = running.communicate(timeout=60)
+        _, err = running.communicate(b"done\n", timeout=60)
     assert running.returncode == 0, err
     (step,) = ledger(victim["id"])
     assert step["policy_events"] == []

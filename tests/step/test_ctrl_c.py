@@ -79,17 +79,22 @@ def test_ctrl_c_during_an_agent_step_is_never_a_success(
 def test_a_plain_command_killed_by_ctrl_c_reads_the_same_everywhere(
     mode: str, inited: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
+    """The key is typed as soon as ``started`` shows, while the shell may be starting
+    ``sleep`` (a signal that lands then is dropped in the child the shell made: bar gives
+    it again): the command is stopped, never left to sleep its 60 s."""
     t = new_task(capfd)
+    began = time.monotonic()
     shown = on_terminal(
         "run",
         *MODES[mode],
         "--",
         "sh",
         "-c",
-        "echo started; sleep 60",
+        "echo started; sleep 60; echo slept",
         cwd=inited,
         keys=[(b"started", CTRL_C)],
     )
+    assert time.monotonic() - began < 30 and "slept" not in shown.text, shown.text
     assert shown.code == 130, shown.text
     assert "recorded: interrupted (SIGINT, exit 130)" in shown.text
     (step,) = ledger(t["id"])

@@ -105,7 +105,13 @@ def stopped(
         if agent_word is None:
             proc.send_signal(signal.SIGINT)
         else:
-            pids = [pid for pid in host_pids(agent_word) if _program(pid).startswith("claude")]
+            # (this run's agent only, which talks to this run's model: another copy of
+            # the suite may run the same test)
+            pids = [
+                pid
+                for pid in host_pids(agent_word)
+                if _program(pid).startswith("claude") and _talks_to(pid, server.url)
+            ]
             assert pids, "the agent is not running"
             for pid in pids:
                 os.kill(pid, signal.SIGKILL)
@@ -113,6 +119,15 @@ def stopped(
     finally:
         proc.kill()
     return err
+
+
+def _talks_to(pid: int, url: str) -> bool:
+    """Whether ``pid``'s environment names the model at ``url``."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            return url.encode() in f.read()
+    except OSError:
+        return False
 
 
 def _program(pid: int) -> str:

@@ -6,7 +6,9 @@ import os
 import signal
 import subprocess
 import sys
+import time
 
+from bar.terminal.missed import ended
 from bar.terminal.pipes import forwarding_signals
 
 
@@ -40,3 +42,17 @@ def test_a_signal_before_the_pid_is_known_is_passed_on_once_it_is() -> None:
         out, _ = child[0].communicate(timeout=60)
         assert forwarding.passed == [signal.SIGHUP, signal.SIGTERM]
     assert out == b"TERM\nHUP TERM\n"
+
+
+def test_a_signal_after_the_child_ended_stops_nothing_and_is_not_passed() -> None:
+    """The child ended (not yet waited for) when the signal came: recorded, it would read
+    as stopping a command that had finished on its own."""
+    child: list[subprocess.Popen[bytes]] = []
+    with forwarding_signals(lambda: child[0].pid if child else None) as forwarding:
+        child.append(subprocess.Popen(["true"]))
+        forwarding.started()
+        while not ended(child[0].pid):
+            time.sleep(0.01)
+        os.kill(os.getpid(), signal.SIGTERM)
+        assert forwarding.passed == []
+        assert child[0].wait() == 0

@@ -56,11 +56,14 @@ if TYPE_CHECKING:
     from bar.changes.apply import ApplyResult
     from bar.changes.rollback import Plan
     from bar.changes.sync import SyncPlan
+    from bar.changes.trash import Entry as TrashEntry
+    from bar.changes.trash import Restored
     from bar.changes.undo import Plan as UndoPlan
     from bar.formats.gitai import Exported, Imported
     from bar.history.blame import Blame
     from bar.history.checkpoints import Checkpoint
     from bar.history.lineage import RevBlame
+    from bar.history.verify import Report as VerifyReport
     from bar.ledger.select import Selection
     from bar.policy import Decision, Policy
     from bar.project.adopt import Adopted, Moved
@@ -140,8 +143,12 @@ __all__ = [
     "sync",
     "tasks",
     "tokens_text",
+    "trash_entries",
+    "trash_restore",
     "undo",
     "unrecorded",
+    "verify",
+    "verify_and_record",
     "wait_for_step",
     "watch_steps",
 ]
@@ -657,6 +664,66 @@ def rollback(
         target = verb.target_of(fresh, to)  # decided before hand edits are recorded
         recovery.prepare(fresh)
         return verb.rollback(fresh, target, hard=hard)
+
+
+def trash_entries(task: Task) -> list[TrashEntry]:
+    """What bar moved to the task's trash, oldest first (``bar.changes.trash``)."""
+    from bar.changes import trash
+
+    return trash.entries(task)
+
+
+def trash_restore(
+    task: Task, wanted: list[str], to: Path | None = None, *, wait: bool = True
+) -> Restored:
+    """Put back what ``wanted`` names (entry ids or paths; none: the newest entry) at its
+    path in the worktree, or under ``to``; never over anything there. Under the task's
+    lock: no command of bar writes the worktree meanwhile."""
+    from bar.changes import trash
+
+    with _locked(task, "bar trash restore", wait=wait) as fresh:
+        return trash.restore(fresh, trash.select(fresh, wanted), to, quiet=True)
+
+
+def verify(
+    task: Task, state: str | None = None, on_progress: Callable[[int, int], None] | None = None
+) -> VerifyReport:
+    """Every file of a recorded state (None: the last) hashed and compared with the
+    worktree, byte for byte (``bar.history.verify``). Reads only; takes no lock."""
+    from bar.history import verify as proving
+    from bar.step.orders import last_state
+
+    task.require_worktree()
+    name, commit = last_state(task)
+    if state is not None:
+        found = states.resolve(task, state)
+        name, commit = found.name, found.commit
+    return proving.check(task.worktree, commit, name, scratch=task.dir, on_progress=on_progress)
+
+
+def verify_and_record(
+    task: Task, *, wait: bool = True, on_progress: Callable[[int, int], None] | None = None
+) -> tuple[VerifyReport, Step | None, VerifyReport]:
+    """``verify`` against the last state, under the task's lock; what differs is recorded
+    as a ``manual`` step (the files no stat shows changed are hashed whatever their stat
+    says). The report before, the step recorded (None: nothing differed), the report
+    after."""
+    from bar.changes import recovery
+    from bar.history import verify as proving
+
+    with _locked(task, "bar verify --record", wait=wait) as fresh:
+        recovery.finish_pending(fresh)
+        before = verify(fresh, on_progress=on_progress)
+        if before.matches:
+            return before, None, before
+        last = fresh.ledger.last()
+        proving.mark_for_recording(fresh.index, before)
+        recovery.prepare(fresh)
+        recorded = load_task(fresh.project, fresh.id)
+        step = recorded.ledger.last()
+        after = verify(recorded)
+        made = step if step is not None and (last is None or step.number > last.number) else None
+        return before, made, after
 
 
 def _rollback_in_running_step(task: Task, to: str | None, hard: bool) -> Checkpoint | None:

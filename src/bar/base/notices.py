@@ -26,8 +26,22 @@ _sinks: list[Sink] = [_stderr]
 
 
 def plural(n: int, word: str) -> str:
-    """``1 file``, ``2 files``: a count and its noun, for a message."""
-    return f"{n} {word}" + ("" if n == 1 else "s")
+    """``1 file``, ``2 files``, ``2 entries``: a count and its noun, for a message."""
+    if n == 1:
+        return f"{n} {word}"
+    if len(word) > 1 and word[-1] == "y" and word[-2] not in "aeiou":
+        return f"{n} {word[:-1]}ies"
+    return f"{n} {word}s"
+
+
+def byte_size(n: int) -> str:
+    """``n`` bytes for a person: 512 B, 4.0 KiB, 1.5 MiB."""
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if size < 1024 or unit == "GiB":
+            return f"{n} B" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{n} B"
 
 
 def warn(message: str) -> None:

@@ -30,7 +30,7 @@ from bar.base import faults
 from bar.base.clock import ms_since, now_iso, seconds_of
 from bar.base.notices import note, warn
 from bar.base.record import record
-from bar.changes import journals
+from bar.changes import journals, trash
 from bar.changes.fast import restored, speed, stamps, watcher
 from bar.changes.journals import RollbackIntent
 from bar.git import exact, ignored
@@ -109,6 +109,8 @@ def _complete(task: Task, intent: RollbackIntent, verified: bool) -> RollbackSte
         target.commit,
         on_tree=job.begin,
         verified=intent.snapshot_before if verified else None,
+        command=_command(intent),
+        step_id=intent.step_id,
     )
     if intent.hard:
         if not verified:
@@ -161,12 +163,20 @@ def _complete(task: Task, intent: RollbackIntent, verified: bool) -> RollbackSte
     return written
 
 
+def _command(intent: RollbackIntent) -> str:
+    if intent.undo_of is not None:
+        return "bar undo"
+    return "bar redo" if intent.redo_of is not None else "bar rollback"
+
+
 def restore(
     task: Task,
     target_commit: str,
     *,
     verified: str | None = None,
     on_tree: Callable[[str], None] | None = None,
+    command: str = "bar rollback",
+    step_id: str | None = None,
 ) -> str | None:
     """Make the worktree equal ``target_commit``'s tree, touching only differing paths.
 
@@ -176,6 +186,10 @@ def restore(
     back), so that the snapshot that follows need not look at the worktree; else None.
     ``on_tree``: called with the target's tree just before git writes it, if it differs
     from the worktree's (the caller's patch is written meanwhile: ``steps.PatchJob``).
+    What git would remove that no recorded state holds (a nested repository, ignored
+    files) is moved to the task's trash first, and a nested repository the trash holds
+    is put back where the target has its gitlink (``bar.changes.trash``); ``command``
+    and ``step_id`` say in the trash who moved it.
     """
     lock = task.index.with_name(task.index.name + ".lock")
     lock.unlink(missing_ok=True)  # we hold the task lock: a leftover is from a crash
@@ -211,6 +225,9 @@ def restore(
         stamps.settled_ctimes(task.index, now_tree) if fast else {},
     )
     rules = ignored.rules_change(task.worktree, now_tree, target_tree)
+    way = trash.clear_the_way(
+        task, now_commit, now_tree, target_tree, command=command, step=step_id
+    )
     if on_tree is not None:
         on_tree(target_tree)
     if verified is not None:
@@ -226,11 +243,19 @@ def restore(
             env=_checkout_env(task),
         )
     racy.note(task.worktree, task.index, started_ns, len(target_tree))
+    if rules:
+        ignored.keep_ignored(task.worktree, now_tree, rules)
+    # what a rollback moved aside from the state restored (an undo of it), then nested
+    # repositories (never written by git) where the target has their gitlink
+    put_back = trash.put_back_of_state(task, target_commit, now_tree)
+    put_back += trash.put_back_nested(task, way.gitlinks)
+    gone = _unfound_repositories(task, way.gitlinks)
+    moved = bool(way.aside) or bool(put_back) or bool(gone)  # (then nothing is trusted below)
     # the task's watcher collects the restore's writes (and watches the directories it
     # made) before they are listed below: see ``restored.forget_written``
     sight = (
         watcher.look(task.index, now_commit, stale_ok=True)
-        if watcher.running(task.index) and not rules
+        if watcher.running(task.index) and not rules and not moved
         else None
     )
     # where git converts line endings or filters, the exact bytes of both states
@@ -239,10 +264,12 @@ def restore(
     if raw_now or raw_target:
         exact.write_raw(task.worktree, task.index, raw_now, raw_target)
     stamps.keep_private(task.index)
-    if rules:
-        ignored.keep_ignored(task.worktree, now_tree, rules)
-        stamps.forget(task.index)  # what is ignored changed: the snapshot looks at all
-    if rules or not fast:  # nothing trusted: the snapshot that follows looks at everything
+    # what is ignored changed, bytes went to or came from the trash, or a gitlink moved
+    # (nested repositories stay where they are): the snapshot that follows looks at all
+    foreign = fast and restored.moves_gitlinks(writes)
+    if rules or moved or foreign:
+        stamps.forget(task.index)
+    if rules or moved or foreign or not fast:
         faults.point("after restoring the worktree")
         return None
     # the side index and the worktree now hold exactly the target: note it, so the
@@ -271,6 +298,32 @@ def _checkout_env(task: Task) -> dict[str, str]:
     if stamps.stamped_attributes(task.index) is False and not exact.converts(task.worktree, False):
         return env
     return exact.without_smudge(task.worktree, env)
+
+
+def _unfound_repositories(task: Task, gitlinks: dict[str, str]) -> list[str]:
+    """The gitlinks the restored state has (path -> commit) where no nested repository
+    came back (neither the disk nor the trash holds it: it was removed by a step or by
+    hand, never by bar). git checks out an empty directory there; the record holds what
+    is on disk, as ``git add -A`` would: the gitlink leaves the side index, and is said."""
+    gone = [path for path in sorted(gitlinks) if not trash.holds_repo(task.worktree, path)]
+    if not gone:
+        return []
+    git.git(
+        task.worktree,
+        "update-index",
+        "--force-remove",
+        "-z",
+        "--stdin",
+        input="".join(f"{path}\0" for path in gone).encode(),
+        env=git.index_env(task.index),
+    )
+    for path in gone:
+        warn(
+            f"the state restored has a nested repository at {path}/ (commit "
+            f"{gitlinks[path][:12]}) that neither the worktree nor the trash holds (a step or "
+            "a hand removed it): it is not recorded, and the directory is left empty"
+        )
+    return gone
 
 
 def _checkout(task: Task, now_commit: str, target_commit: str) -> None:

@@ -34,6 +34,7 @@ _INTERNAL = {
     "resident_command",
     "worktree_command",
     "notes_command",
+    "trash_command",
 }
 _GLOBAL_FLAGS = {"--debug", "--no-pager", "-P"}  # global options that take no value
 # commands that begin by looking for hand edits in a task's worktree (``bar.changes.fast.prescan``)

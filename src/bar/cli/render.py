@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from bar.base.clock import duration_text
 from bar.base.cmdline import line_of
 from bar.base.ids import short as short  # the commands read object ids through here
+from bar.base.notices import byte_size as byte_size  # (the core's notices say sizes so too)
 from bar.base.notices import plural as plural  # the core words its notices with it too
 from bar.cli import pager
 from bar.git import DiffStat
@@ -270,16 +271,6 @@ def stat_text(stat: DiffStat) -> str:
     if stat.files == 0:
         return "no changes"
     return f"{plural(stat.files, 'file')} +{stat.additions} -{stat.deletions}"
-
-
-def byte_size(n: int) -> str:
-    """``n`` bytes for a person: 512 B, 4.0 KiB, 1.5 MiB."""
-    size = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if size < 1024 or unit == "GiB":
-            return f"{n} B" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    return f"{n} B"
 
 
 def duration(ms: int) -> str:

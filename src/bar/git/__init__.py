@@ -77,9 +77,15 @@ def pinned_env(
     repo: Path | str, env: Mapping[str, str] | None = None, *, network: bool = False
 ) -> Mapping[str, str]:
     """``env`` plus the git directories bar pinned for ``repo`` (if it is a worktree),
-    and, unless ``network``, ``NO_TRANSPORT`` (which ``env`` cannot undo)."""
+    and, unless ``network``, ``NO_TRANSPORT`` (which ``env`` cannot undo); always
+    ``NO_OPTIONAL_WRITES``."""
     fixed = _PINNED.get(str(repo))
-    return {**(fixed or {}), **(env or {}), **({} if network else NO_TRANSPORT)}
+    return {
+        **(fixed or {}),
+        **(env or {}),
+        **({} if network else NO_TRANSPORT),
+        **NO_OPTIONAL_WRITES,
+    }
 
 
 def pinned_common_dir(repo: Path | str) -> Path | None:
@@ -123,26 +129,15 @@ def git(
 # run one, and the one configuration file of a worktree's a step could write
 # (``config.worktree``) is read-only in the step's mount namespace (``bar.sandbox``).
 NO_HOOKS = ("-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false")
-# Nor does it inherit a weaker stat check: a repository's ``core.trustctime=false``,
-# ``core.checkStat=minimal`` or ``core.ignoreStat`` would have the side index take a
-# same-size rewrite whose mtime was put back for clean (SPEC §3, "Raw bytes").
-FULL_STAT = (
-    "-c",
-    "core.trustctime=true",
-    "-c",
-    "core.checkStat=default",
-    "-c",
-    "core.ignoreStat=false",
-)
-NO_PROGRAMS = (
-    *NO_HOOKS,
-    "-c",
-    "protocol.allow=never",
-    "-c",
-    "commit.gpgSign=false",
-    *FULL_STAT,
-)
+NO_PROGRAMS = (*NO_HOOKS, "-c", "protocol.allow=never", "-c", "commit.gpgSign=false")
 NO_TRANSPORT = {"GIT_ALLOW_PROTOCOL": "", "GIT_NO_LAZY_FETCH": "1"}
+# A nested repository is foreign (SPEC §3): bar never writes inside it. Yet ``git add``
+# and ``git diff-files`` ask each gitlink whether it is dirty with a ``git status`` of
+# their own inside it, which refreshes and rewrites its index (split, with a
+# ``sharedindex.*``, when the side index's ``core.splitIndex`` reaches it through the
+# environment, as every ``GIT_CONFIG_*`` does). ``GIT_OPTIONAL_LOCKS=0`` makes every git
+# below bar's skip such writes (bar's own index writes take their lock all the same).
+NO_OPTIONAL_WRITES = {"GIT_OPTIONAL_LOCKS": "0"}
 
 
 def start(
@@ -289,6 +284,18 @@ def delete_ref(repo: Path | str, ref: str, *, check: bool = True) -> None:
     git(repo, "update-ref", "-d", ref, check=check)
 
 
+# The side index is bar's, not the repository's: whatever the repository says of stat
+# data (``core.trustctime=false``, ``core.checkStat=minimal``), a file whose ctime moved
+# is hashed again, or a same-size rewrite with its mtime put back would go unrecorded;
+# and no entry is marked assume-unchanged (``core.ignoreStat``), or none would be looked
+# at again.
+_FULL_STAT = (
+    ("core.trustctime", "true"),
+    ("core.checkStat", "default"),
+    ("core.ignoreStat", "false"),
+)
+
+
 def index_env(index: Path, *, reshare: bool = False) -> dict[str, str]:
     """The environment that makes git use ``index`` instead of the worktree's own; for an
     index in a task's directory, with the task's own git directory once it is made
@@ -298,27 +305,25 @@ def index_env(index: Path, *, reshare: bool = False) -> dict[str, str]:
     for it. ``reshare``: a split index's next write starts a new shared part
     (``bar.history.side_index.crowded``)."""
     env = {"GIT_INDEX_FILE": str(index)}
+    pairs: list[tuple[str, str]] = []
     for folder, split in ((index.parent, "true"), (index.parent.parent, "false")):
         found = _OWN.get(str(folder))
         if found is not None:
+            pairs += _FULL_STAT  # (a task's side index, or a copy of it)
             if os.path.isdir(found[0]):
                 env["GIT_DIR"], env["GIT_COMMON_DIR"], env["GIT_WORK_TREE"] = found
-                env.update(
-                    GIT_CONFIG_COUNT="1",
-                    GIT_CONFIG_KEY_0="core.splitIndex",
-                    GIT_CONFIG_VALUE_0=split,
-                )
-                pairs = []
+                pairs.append(("core.splitIndex", split))
                 if split == "true" and index.name.startswith("index.staged."):
                     # a copy the watcher may throw away (``bar.changes.fast.staging``): git must not
                     # remove an old shared part the side index still uses
                     pairs.append(("splitIndex.sharedIndexExpire", "never"))
                 if split == "true" and reshare:
                     pairs.append(("splitIndex.maxPercentChange", "0"))
-                for n, (key, value) in enumerate(pairs, 1):
-                    env[f"GIT_CONFIG_KEY_{n}"], env[f"GIT_CONFIG_VALUE_{n}"] = key, value
-                env["GIT_CONFIG_COUNT"] = str(1 + len(pairs))
             break
+    for n, (key, value) in enumerate(pairs):
+        env[f"GIT_CONFIG_KEY_{n}"], env[f"GIT_CONFIG_VALUE_{n}"] = key, value
+    if pairs:
+        env["GIT_CONFIG_COUNT"] = str(len(pairs))
     return env
 
 
@@ -612,4 +617,5 @@ _VOLATILE = frozenset({"PWD", "OLDPWD", "SHLVL", "_"})
 def git_env() -> dict[str, str]:
     """The environment bar's git runs with here (``proc.clean_env``), but for what a
     shell changes from one command to the next."""
-    return {k: v for k, v in clean_env(NO_TRANSPORT).items() if k not in _VOLATILE}
+    env = clean_env({**NO_TRANSPORT, **NO_OPTIONAL_WRITES})
+    return {k: v for k, v in env.items() if k not in _VOLATILE}

@@ -260,6 +260,29 @@ def without_smudge(worktree: Path, env: Mapping[str, str]) -> dict[str, str]:
     return out
 
 
+def unfiltered(worktree: Path, paths: list[str]) -> list[str]:
+    """``paths`` without those a ``filter`` attribute names: their conversion is a
+    program's (LFS, or one planted in the shared config), which bar never runs, so
+    ``bar verify`` cannot say what a checkout of them would write."""
+    if not paths:
+        return []
+    out = git.git(
+        worktree,
+        "check-attr",
+        "-z",
+        "--stdin",
+        "filter",
+        input=b"".join(p.encode("utf-8", "surrogateescape") + b"\0" for p in paths),
+    ).stdout
+    fields = out.split(b"\0")
+    filtered = {
+        fields[i].decode("utf-8", "surrogateescape")
+        for i in range(0, len(fields) - 2, 3)
+        if fields[i + 2] not in (b"unspecified", b"unset")
+    }
+    return [p for p in paths if p not in filtered]
+
+
 def raw_differences(worktree: Path, index: Path, paths: Iterable[str]) -> dict[str, str]:
     """Among ``paths``, the regular files of the side ``index`` whose bytes on disk differ
     from git's checkout of them: path -> the blob of the bytes on disk (written to the store)."""

@@ -125,6 +125,17 @@ def suspects(index: Path) -> list[str]:
     return [str(p) for p in paths] if isinstance(paths, list) else []
 
 
+def add(index: Path, paths: Sequence[str]) -> None:
+    """Add ``paths`` to the suspects of ``index``: files whose change no stat can show (a
+    write through a shared memory map), found by reading them (``bar.history.verify``)."""
+    if not paths:
+        return
+    from bar.store.files import write_bytes_atomic
+
+    found = sorted({*suspects(index), *paths})
+    write_bytes_atomic(_racy_file(index), json.dumps({"version": 1, "paths": found}).encode())
+
+
 def force(worktree: Path, index: Path, paths: Sequence[str]) -> None:
     """Clear the stat git noted for the entries of ``index`` at ``paths`` (those it
     holds): the add that follows hashes those files again."""

@@ -18,7 +18,7 @@ from pathlib import Path
 from bar import git
 from bar.base.ids import TreeId
 from bar.base.notices import warn
-from bar.changes.fast import rescan, speed
+from bar.changes.fast import rescan, speed, stamps
 from bar.changes.fast.stamps import keep_private
 from bar.errors import BarError, SnapshotFailed
 from bar.git import ignored
@@ -144,6 +144,11 @@ def write_whole(
         if scope is not None:
             scope = sorted({*scope, *suspects})
     since = time.time_ns()  # (before git looks at any file: see ``bar.history.racy``)
+    swallowed = _swallowed(worktree, index)
+    if swallowed:
+        _unrecord(worktree, index, swallowed)
+        if scope is not None:
+            scope = sorted({*scope, *swallowed})
     added = True if scope == [] else _add(worktree, index, scope or ["."], excludes)
     if added is False and scope:
         speed.fallback("a scope git could not add as such")
@@ -225,6 +230,47 @@ def _renormalize(worktree: Path, index: Path, excludes: Sequence[str]) -> None:
     )
 
 
+def _swallowed(worktree: Path, index: Path) -> list[str]:
+    """Directories of recorded files that are now nested repositories (a ``.git`` in
+    them): git would go on taking their files from inside the foreign repository, where
+    ``git add -A`` from a fresh index records one gitlink (and a path named inside one
+    fails: "Pathspec ... is in submodule"). From the stamped directories (one stat
+    each), else from the side index's entries."""
+    dirs = stamps.stamped_dirs(index) if speed.fast() else None
+    if dirs is None:
+        res = git.git(worktree, "ls-files", "-z", env=_env(index), check=False)
+        found: set[str] = set()
+        for raw in res.stdout.split(b"\0") if res.returncode == 0 else ():
+            parent = raw.decode("utf-8", "surrogateescape").rpartition("/")[0]
+            while parent and parent not in found:
+                found.add(parent)
+                parent = parent.rpartition("/")[0]
+        dirs = sorted(found)
+    prefix = str(worktree) + os.sep
+    repos = [d for d in dirs if d and os.path.lexists(prefix + d + "/.git")]
+    return [d for d in repos if not any(d.startswith(r + "/") for r in repos)]
+
+
+def _unrecord(worktree: Path, index: Path, dirs: Sequence[str]) -> None:
+    """Take out of the side index every entry under ``dirs`` (the caller adds each
+    again: as the gitlink git records for a nested repository)."""
+    git.git(
+        worktree,
+        "rm",
+        "--cached",
+        "-r",
+        "-f",  # (staged content is what the side index holds: nothing to keep)
+        "-q",
+        "--ignore-unmatch",
+        "--pathspec-from-file=-",
+        "--pathspec-file-nul",
+        env=_env(index),
+        input=b"".join(
+            f":(top,literal){d}/".encode("utf-8", "surrogateescape") + b"\0" for d in dirs
+        ),
+    )
+
+
 def excluded(paths: set[str] | None, excludes: Sequence[str]) -> set[str]:
     """Of ``paths``, those at or under one of ``excludes``."""
     return {p for p in paths or () for e in excludes if p == e or p.startswith(e + "/")}
@@ -275,6 +321,8 @@ def _add(worktree: Path, index: Path, paths: Sequence[str], excludes: Sequence[s
         every = [*specs, *(f":(top,exclude,literal){p}" for p in kept)]
         res = git.git(
             worktree,
+            "-c",
+            "advice.addEmbeddedRepo=false",  # (a nested repository is recorded as git does)
             "add",
             "-A",
             "--ignore-errors",
@@ -291,17 +339,36 @@ def _add(worktree: Path, index: Path, paths: Sequence[str], excludes: Sequence[s
     # a path of the scope that is ignored is not added (the rest is): git says so in a
     # closing block of path names and hints, which is no failure
     said = res.stderr.split(b"The following paths are ignored by one of your .gitignore")[0]
-    said_lines = [line for line in said.splitlines() if line.strip()]
+    said_lines = [
+        line for line in said.splitlines() if line.strip() and not line.startswith(b"hint: ")
+    ]
     if not said_lines and said != res.stderr and res.returncode == 1:
         return True
     if paths != ["."] and any(
-        b"pathspec" in line or b"beyond a symbolic link" in line for line in said_lines
+        b"pathspec" in line.lower() or b"beyond a symbolic link" in line for line in said_lines
     ):
-        return False
+        return False  # (a path now inside a nested repository too: "Pathspec ... is in submodule")
     if said_lines and all(_UNREADABLE.match(line) for line in said_lines):
         warn(f"some files were not recorded: {said.decode('utf-8', 'replace').strip()}")
         return None
     raise SnapshotFailed(
         "the worktree's state could not be stored in git: "
         + (res.err.strip() or f"git add exited with {res.returncode}"),
+        hint=_failed_hint(said_lines),
+    )
+
+
+_NO_SPACE = (b"no space left", b"disk quota", b"file too large")
+
+
+def _failed_hint(lines: Sequence[bytes]) -> str | None:
+    """What to do about a ``git add`` that failed: free space only where git said the
+    disk is full (``SnapshotFailed``'s own hint); else what git refused, named."""
+    if any(word in line.lower() for line in lines for word in _NO_SPACE):
+        return None
+    first = next((line for line in lines if line.startswith((b"fatal:", b"error:"))), None)
+    said = (first or (lines[0] if lines else b"")).decode("utf-8", "replace").strip()
+    return (
+        f"git refused to add the worktree's files ({said or 'no reason given'}); fix what it"
+        " names and run any bar command: the step is recorded then, nothing is lost"
     )

@@ -77,9 +77,11 @@ def ensure_dir(path: StrPath) -> None:
     os.chmod(name, DIR_MODE)  # mkdir's mode is filtered by the umask
 
 
-def fsync_dir(path: StrPath) -> None:
+def fsync_dir(path: StrPath, *, dir_fd: int | None = None) -> None:
+    """Make a directory's entries durable (``path`` relative to ``dir_fd`` if given);
+    where it cannot be opened or synced, nothing is done."""
     try:
-        fd = os.open(os.fspath(path), os.O_RDONLY | os.O_DIRECTORY)
+        fd = os.open(os.fspath(path), os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=dir_fd)
     except OSError:
         return
     try:
@@ -247,7 +249,7 @@ def read_bytes(path: StrPath, what: str | None = None) -> bytes:
 
 
 def read_regular(
-    path: StrPath, tail: int | None = None, *, dir_fd: int | None = None
+    path: StrPath | bytes, tail: int | None = None, *, dir_fd: int | None = None
 ) -> bytes | None:
     """The bytes of ``path`` (relative to ``dir_fd`` if given) if it is a regular file (its
     last ``tail`` bytes, if given); None if it is missing, unreadable, a link (never

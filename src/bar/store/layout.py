@@ -7,6 +7,7 @@ $BAR_HOME/projects/<name>-<hash4>/
                  running.json  rollback.json  apply.json  sync.json  (intent journals)
                  bar.sock  (the channel of the running step)
                  git/  (the task's own git directory: HEAD, the side index's shared part)
+                 trash/<UTC time>-<n>/  (what bar moved aside: manifest.json, files/)
     workspaces/<id>/  the task's git worktree
     workers/<id>.json  where a task sent to workers runs (this machine's view, not shared)
 ```
@@ -208,6 +209,13 @@ class TaskPaths:
         checks out one recorded state from another there) and the shared part of the
         side index, which is split: an edit rewrites a small file, not the whole index."""
         return self.dir / "git"
+
+    @property
+    def trash(self) -> Path:
+        """What bar moved out of the worktree that no recorded state holds, one folder a
+        move (``trash/<UTC time>-<n>/``: ``manifest.json``, ``files/<path>``), put back by
+        ``bar trash restore`` (``bar.changes.trash``)."""
+        return self.dir / "trash"
 
     @property
     def socket(self) -> Path:

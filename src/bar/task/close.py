@@ -64,7 +64,7 @@ def close(
                 _keep(task)
             else:
                 shown.update(detail=f"removing the worktree {task.worktree}")
-                _remove(task, status=board.COMPLETED)
+                _remove(task, status=board.COMPLETED, command="bar task close")
                 removed = True
         elif not task.pending and _registered_as_present(task):
             # gone before this close removed it (a close that was stopped, a hand rm):
@@ -112,7 +112,7 @@ def remove_worktree(task: Task, *, complete: bool = False, force: bool = False) 
         recorded = _record_first(task, force, "worktree.remove") if task.active else []
         if task.active:
             task.board.status = board.PENDING
-        _remove(task, status=task.board.status)
+        _remove(task, status=task.board.status, command="bar worktree remove")
         from bar.task.start import starting_mark
 
         starting_mark(task).unlink(missing_ok=True)  # a start's own, if one was stopped
@@ -168,10 +168,15 @@ def _keep(task: Task) -> None:
     )
 
 
-def _remove(task: Task, *, status: str) -> None:
+def _remove(task: Task, *, status: str, command: str) -> None:
     """``git worktree remove``, with its events and the registry (the caller holds the
-    task lock and recorded what was in it)."""
+    task lock and recorded what was in it). What no recorded state holds (nested
+    repositories, ignored files) goes to the task's trash first (``bar.changes.trash``):
+    a reopen or a start puts it back."""
+    from bar.changes import trash
+
     project = task.project
+    trash.before_removal(task, command)
     view = dict(board.task_view(task), status=status)
     project.log_event("worktree.remove.before", task=view, worktree=board.worktree_view(task))
     try:

@@ -182,6 +182,7 @@ def _delete(
                 hint="switch that checkout to another branch, then delete the task",
             )
         lost = [] if task.read_only else at_risk(task, gone or ())
+        lost += _trash_held(task)
         removed = inventory(project, task.id, task.branch)
         if dry_run or (lost and not force):
             return Deletion(task.id, task.name, removed, lost, dry_run=dry_run)
@@ -198,6 +199,23 @@ def _delete(
         project.log_event("task.delete.before", task={**board.task_view(task), "lost": lost})
         kept = complete(project, intent)
     return Deletion(task.id, task.name, removed, lost, kept, deleted=True)
+
+
+def _trash_held(task: Task) -> list[str]:
+    """What the task's trash holds (``bar.changes.trash``): bytes no recorded state has,
+    which the deletion empties with the task directory."""
+    from bar.base.notices import byte_size, plural
+    from bar.changes import trash
+
+    held = trash.entries(task)
+    if not held:
+        return []
+    paths = sum(len(e.items) for e in held)
+    return [
+        f"its trash holds {plural(paths, 'path')} ({byte_size(sum(e.size for e in held))}) "
+        f"bar moved aside, which no recorded state has (`bar trash --task {task.id}` lists "
+        "them, `bar trash restore` puts them back)"
+    ]
 
 
 def _resume(project: Project, task_id: str, *, dry_run: bool) -> Deletion:

@@ -122,6 +122,9 @@ def _make_worktree(task: Task) -> bool:
         )
         raise
     marker.unlink()
+    from bar.changes import trash
+
+    trash.put_back_after_close(task)  # what closing moved aside, where nothing is now
     project.log_event(
         "worktree.create.after",
         task=board.task_view(task),

@@ -126,6 +126,9 @@ def _bind(project: Project, task: Task, by: str | None = None) -> None:
         with contextlib.suppress(BarError, OSError), project.lock("bar task start: undo"):
             worktrees.discard(project.root, task.worktree)
         raise
+    from bar.changes import trash
+
+    trash.put_back_after_close(task)  # what removing the worktree moved aside, if it did
     task.board.status = board.IN_PROGRESS
     name = registry.name_of(task)
     taken = registry.named(project, name)

@@ -11,6 +11,10 @@ group), so bar only notes it and waits for the child to decide. A SIGINT, SIGTER
 SIGHUP sent to bar alone is forwarded to the child. Either way bar stays alive to record
 the step with the child's real exit status, and the signal that stopped it: a child that
 catches it and exits 0 (an agent does) is not recorded as a success (``exit_status``).
+A signal that comes while the child is being started is passed on once it runs; one
+that a process of the command missed, being started itself, is given to it again
+(``bar.terminal.missed``); one that comes after the child ended stops nothing and is not
+recorded.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from bar.base.proc import Starter, exit_status, start_directly
 from bar.base.record import record
 from bar.store.files import create_file
 from bar.terminal.filters import StreamFilter
+from bar.terminal.missed import Sent, ended, members
 
 STDOUT_HEADER = b"=== STDOUT ===\n"
 STDERR_HEADER = b"=== STDERR ===\n"
@@ -58,19 +63,36 @@ class Outcome:
 class Forwarding:
     """The signals that reached the child to stop it (``passed``: passed on by
     ``forwarding_signals``, or sent by the terminal to the child and bar alike), and
-    those that came before the child's pid was known, passed on by ``started``."""
+    those that came while it was being started (``waiting``), passed on by ``started``."""
 
-    def __init__(self, send: Callable[[int], bool]) -> None:
+    def __init__(self, send: Callable[[int], bool], note: Callable[[int], None]) -> None:
         self.passed: list[int] = []
         self.waiting: list[int] = []
+        self.starting = True
+        self.sent: list[Sent] = []
         self._send = send
+        self._note = note
 
     def started(self) -> None:
-        """The child's pid is known now: pass on what came before it was (the command can
-        run, and be signalled by a user who saw it start, before ``Popen`` returns)."""
+        """The child's pid is known now: pass on what came while it was being started
+        (it may have come before the child was made, or reached it before it ran its
+        program, which never saw it; and the command can run, and be signalled by a
+        user who saw it start, before ``Popen`` returns)."""
+        self.starting = False
         waiting, self.waiting = self.waiting, []
         for signum in waiting:
             self._send(signum)
+
+    def noted(self, signum: int) -> None:
+        """The terminal sent ``signum`` to the child's process group (bar's own)."""
+        self.passed.append(signum)
+        self._note(signum)
+
+    def resend(self) -> bool:
+        """Give the signals passed on again to the processes that missed them
+        (``bar.terminal.missed``); True while some are still looked at."""
+        self.sent = [sent for sent in self.sent if sent.resend()]
+        return bool(self.sent)
 
 
 @contextmanager
@@ -80,33 +102,50 @@ def forwarding_signals(
     """While the block runs, keep bar alive and pass signals on to the child (``group``:
     to the child's process group, for a child in a session of its own, which the
     terminal's Ctrl-C does not reach). Yields what was passed on; the block calls its
-    ``started`` once ``get_pid`` can answer."""
+    ``started`` once ``get_pid`` can answer, and its ``resend`` now and then."""
     from_terminal = False
     try:
         from_terminal = not group and os.isatty(0) and os.tcgetpgrp(0) == os.getpgrp()
     except OSError:
         from_terminal = False
 
+    def watch(signum: int, pid: int, in_group: int | None) -> None:
+        """Note who the signal was sent to, to give it again to those that miss it."""
+        pids = [pid] if in_group is None else members(in_group, pid)
+        # (not bar; nor the holder, which passes on nothing bar sends to its group)
+        skip = {os.getpid(), pid} if group else {os.getpid()}
+        forwarding.sent.append(Sent(signum, [p for p in pids if p not in skip]))
+
     def send(signum: int) -> bool:
         pid = get_pid()
         if pid is None:
             return False
+        if ended(pid):  # (ended before it came, not yet waited for: nothing is stopped)
+            return True
         forwarding.passed.append(signum)
+        watch(signum, pid, pid if group else None)
         try:
             (os.killpg if group else os.kill)(pid, signum)
         except ProcessLookupError:
             pass
         return True
 
-    forwarding = Forwarding(send)
+    def note(signum: int) -> None:
+        pid = get_pid()
+        if pid is not None:
+            watch(signum, pid, os.getpgrp())
+
+    forwarding = Forwarding(send, note)
 
     def handler(signum: int, frame: FrameType | None) -> None:
-        if signum == signal.SIGINT and from_terminal:
-            if get_pid() is not None:
-                forwarding.passed.append(signum)  # the terminal sent it to the child too
-            return
-        if not send(signum):
+        if forwarding.starting:  # (it may have reached the child, or not: passed on later)
             forwarding.waiting.append(signum)
+        elif signum == signal.SIGINT and from_terminal:
+            pid = get_pid()
+            if pid is not None and not ended(pid):
+                forwarding.noted(signum)  # the terminal sent it to the child too
+        else:
+            send(signum)
 
     previous = {}
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
@@ -235,9 +274,12 @@ def run_piped(
                 _widen(proc.stdout, proc.stderr)
                 printed = _pump(
                     proc,
+                    forwarding.resend,
                     _Stream(proc.stdout, out_file, new_filter(), out_live),
                     _Stream(proc.stderr, err_file, new_filter(), err_live),
                 )
+                while proc.poll() is None and forwarding.resend():  # (its pipes closed)
+                    time.sleep(0.05)
                 passed = forwarding.passed
                 code, sig = exit_status(proc.wait(), passed[0] if passed else None)
                 outcome = Outcome(code, sig, printed)
@@ -289,8 +331,9 @@ class _Stream:
     live: BinaryIO | None  # bar's own stdout or stderr; None once it stopped taking data
 
 
-def _pump(proc: subprocess.Popen[bytes], *streams: _Stream) -> bool:
+def _pump(proc: subprocess.Popen[bytes], tick: Callable[[], bool], *streams: _Stream) -> bool:
     """Show and record the child's output until its pipes close; True if it printed.
+    ``tick`` is called before each wait (True: call it again soon).
 
     When the child has exited but something it started still holds the pipes (a server
     sent to the background), stop ``_GRACE`` seconds later instead of waiting forever.
@@ -302,7 +345,7 @@ def _pump(proc: subprocess.Popen[bytes], *streams: _Stream) -> bool:
         for stream in streams:
             sel.register(stream.pipe, selectors.EVENT_READ)
         while sel.get_map():
-            events = sel.select(timeout=0.25)
+            events = sel.select(timeout=0.05 if tick() else 0.25)
             if not events and proc.poll() is not None:
                 now = time.monotonic()
                 exited_at = exited_at or now

@@ -53,6 +53,7 @@ from bar.base.record import record
 from bar.errors import BarError, UsageError
 from bar.terminal.cast import CastWriter
 from bar.terminal.filters import StreamFilter
+from bar.terminal.missed import Sent, members
 
 _DEFAULT_SIZE = (80, 24)
 _READ_SIZE = 65536
@@ -61,6 +62,7 @@ _PENDING_LIMIT = 65536  # bytes of input queued for the child before we stop rea
 _POLL = 0.5  # seconds between exit checks when no SIGCHLD handler could be installed
 _DRAIN_QUIET = 0.25  # after the child exits, stop reading once the pty is this quiet...
 _DRAIN_MAX = 5.0  # ...or this long after the exit (a background grandchild may hold it)
+_MISSED_POLL = 0.05  # seconds between two looks for who missed a signal a key made
 _KILL_GRACE = 5.0  # after passing SIGTERM/SIGHUP on, SIGKILL a child still alive
 _NOT_FOUND = 127
 _CANNOT_EXECUTE = 126
@@ -153,6 +155,7 @@ class _Session:
         self.stopped_by: int | None = None  # the first SIGTERM/SIGHUP passed on
         self.keyed: int | None = None  # the signal the last key typed made (``_typed``)
         self.interrupt_key = False  # the last key typed was Ctrl-C, read as a key
+        self.sent: list[Sent] = []  # the signals keys made, given again to who missed them
         self.kill_at: float | None = None
         self.cast: CastWriter | None = None
         self.printed = False
@@ -359,6 +362,7 @@ class _Session:
             if self.kill_at is not None and now >= self.kill_at:
                 self.kill(signal.SIGKILL)
                 self.kill_at = None
+            self.sent = [sent for sent in self.sent if sent.resend()]
 
             readers = [self.wake_r]
             if master_open:
@@ -367,6 +371,8 @@ class _Session:
                 readers.append(self.stdin)
             writers = [self.master] if self.pending and master_open else []
             timeout = _POLL if self.status is None else _DRAIN_QUIET
+            if self.sent:
+                timeout = min(timeout, _MISSED_POLL)
             if self.kill_at is not None:
                 timeout = min(timeout, max(self.kill_at - now, 0.0))
             ready_r, ready_w, _ = select.select(readers, writers, [], timeout)
@@ -421,12 +427,24 @@ class _Session:
             if byte == intr:
                 self.keyed = int(signal.SIGINT) if signals else None
                 self.interrupt_key = not signals
+                if signals:
+                    self._sent(signal.SIGINT)
             elif byte == quit_ and signals:
                 self.keyed, self.interrupt_key = int(signal.SIGQUIT), False
+                self._sent(signal.SIGQUIT)
             elif byte == 0x1B:
                 break  # an escape sequence: a key like an arrow, or the terminal's own report
             else:  # any other key (text, Enter, Ctrl-D): the person went on
                 self.keyed, self.interrupt_key = None, False
+
+    def _sent(self, signum: int) -> None:
+        """The terminal sent ``signum`` to the processes in front: note them, to give it
+        again to those that were being started and missed it (``bar.terminal.missed``)."""
+        if self.proc is None or self.status is not None:
+            return
+        with contextlib.suppress(OSError):
+            front = os.tcgetpgrp(self.master)
+            self.sent.append(Sent(signum, members(front, self.proc.pid)))
 
     def result(self, printed: bool, start_size: tuple[int, int]) -> PtyResult:
         status = self.status

@@ -16,6 +16,7 @@ from urllib.parse import quote, urlencode
 from bar import api
 from bar.base.clock import duration_text
 from bar.base.cmdline import line_of
+from bar.base.notices import plural as plural  # (the pages count as the CLI does)
 from bar.errors import BarError
 from bar.ledger.records import (
     KINDS,
@@ -63,10 +64,6 @@ def task_url(task: Task, rest: str = "") -> str:
 
 def short(commit: str | None) -> str:
     return commit[:10] if commit else "-"
-
-
-def plural(n: int, word: str) -> str:
-    return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
 def duration(ms: int) -> str:

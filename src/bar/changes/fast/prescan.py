@@ -45,6 +45,11 @@ _early: _Early | None = None
 _found: tuple[str, Location] | None = None  # (the directory, the project found there)
 
 
+# a gitlink is recorded by the commit its repository is at: whether its files are dirty
+# is nothing to bar, and asking would start a ``git status`` inside each one
+_DIFF_FILES = ("diff-files", "--ignore-submodules=dirty", "--name-only", "-z")
+
+
 def diff_files(worktree: Path, index: Path) -> subprocess.Popen[bytes]:
     """``git diff-files --name-only -z`` of ``worktree`` against the side index
     ``index``, started (its output on a pipe)."""
@@ -52,7 +57,7 @@ def diff_files(worktree: Path, index: Path) -> subprocess.Popen[bytes]:
     from bar.base.proc import clean_env
 
     return subprocess.Popen(
-        ["git", *git.NO_PROGRAMS, "-C", str(worktree), "diff-files", "--name-only", "-z"],
+        ["git", *git.NO_PROGRAMS, "-C", str(worktree), *_DIFF_FILES],
         env=clean_env(git.pinned_env(worktree, git.index_env(index))),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,

@@ -86,6 +86,7 @@ def scan(
     keep_private(index)
     names = [item.decode("utf-8", "surrogateescape") for item in out.split(b"\0") if item]
     names += racy.suspects(index)  # (their stat cannot tell: hashed whatever it says)
+    names += stamps.born(worktree, noted)  # (a first commit writes only inside them)
     if any(_is_ignore_file(p) for p in scope):
         return None  # what is ignored may have changed anywhere
     full = _with_files(scope, names)

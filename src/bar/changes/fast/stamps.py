@@ -180,12 +180,14 @@ def stamp(
     extra: list[str] = []
     ignored: list[str] = []
     attributes: bool | None = None
+    old_unborn: list[str] = []
     before: dict[str, int] = {}  # the ctimes stamped last time (not racy)
     was_tree: list[str] = []  # the directories of the tree stamped last time
     try:
         old = noted(index) or {}
         extra = [str(d) for d in old.get("extra") or []]
         ignored = [str(d) for d in old.get("ignored") or []]
+        old_unborn = [str(d) for d in old.get("unborn") or []]
         old_dirs, old_mtimes = old.get("dirs"), old.get("mtimes")
         if isinstance(old_dirs, list) and isinstance(old_mtimes, list):
             before = {
@@ -207,9 +209,11 @@ def stamp(
         dirs, nested, attributes = shape.dirs, shape.nested, shape.has_attributes
     fresh = _looked_at(scope, shape)
     read = ahead.subdirs() if ahead is not None and scope is None else None
+    repos: list[str] = []  # nested repositories found outside the tree
     extra, ignored = _untracked_dirs(
-        worktree, set(dirs), scope, extra, fresh, ignored, read, was_tree
+        worktree, set(dirs), scope, extra, fresh, ignored, read, was_tree, repos
     )
+    unborn = _unborn(worktree, scope, old_unborn, repos, nested)
     dirs = dirs + extra
     mtimes: list[int] = []
     prefix = str(worktree) + os.sep  # plain strings: pathlib costs more than the lstat
@@ -253,6 +257,7 @@ def stamp(
         "dirs": dirs,
         "mtimes": mtimes,
         "nested": nested,
+        "unborn": unborn,
         "extra": extra,
         "ignored": ignored,
         "attributes": attributes,
@@ -284,6 +289,7 @@ def _untracked_dirs(
     old_ignored: Sequence[str] = (),
     read: dict[str, list[str]] | None = None,
     was_tree: Sequence[str] = (),
+    repos: list[str] | None = None,
 ) -> tuple[list[str], list[str]]:
     """Directories on disk that the tree does not hold (empty ones, ones holding only
     ignored files, new ones under them): their mtimes are stamped too, or a file created
@@ -335,6 +341,8 @@ def _untracked_dirs(
             if rel in seen or rel in tree_dirs or not os.path.isdir(full) or os.path.islink(full):
                 continue
             if os.path.lexists(full + "/.git"):
+                if repos is not None:
+                    repos.append(rel)
                 continue  # a nested repository: git records it as one entry
             seen.add(rel)
             level.append(rel)
@@ -347,6 +355,62 @@ def _untracked_dirs(
                 found.append(rel)
                 stack += [f"{rel}/{name}" for name in subdirs(prefix + rel)]
     return found, ignored
+
+
+def _unborn(
+    worktree: Path,
+    scope: Sequence[str] | None,
+    old: Sequence[str],
+    found: Sequence[str],
+    nested: Sequence[str],
+) -> list[str]:
+    """The nested repositories on disk that the tree does not hold: git records nothing
+    of one while its HEAD names no commit (``git init`` by hand or by a step), and a
+    commit in it later writes only inside it, which no stamp or watch of the worktree
+    sees. Each is looked at by every scan until it has a commit (``born``). Those
+    stamped before that are still repositories, and those ``found`` now."""
+    prefix = str(worktree) + os.sep
+    kept = {
+        r
+        for r in ([] if scope is None else old)
+        if os.path.lexists(prefix + r + "/.git") and not os.path.islink(prefix + r)
+    }
+    return sorted((kept | set(found)) - set(nested))
+
+
+def born(worktree: Path, record: dict[str, Any]) -> list[str]:
+    """The nested repositories the stamps ``record`` found without a commit that have
+    one now: git records each as a gitlink from now on, so they are rescanned."""
+    unborn = record.get("unborn")
+    if not isinstance(unborn, list):
+        return []
+    prefix = str(worktree) + os.sep
+    return [str(r) for r in unborn if nested_head(prefix + str(r)) is not None]
+
+
+def nested_head(path: str) -> str | None:
+    """The commit a nested repository's HEAD names, read from its files (None: no
+    commit, or not read that way)."""
+    dot_git = os.path.join(path, ".git")
+    git_dir = dot_git
+    if os.path.isfile(dot_git):  # a submodule's: "gitdir: PATH"
+        try:
+            with open(dot_git, encoding="utf-8") as f:
+                said = f.read(4097).strip()
+        except (OSError, UnicodeDecodeError):
+            return None
+        if not said.startswith("gitdir: "):
+            return None
+        git_dir = os.path.join(path, said[len("gitdir: ") :])
+    common = git_dir
+    try:
+        with open(os.path.join(git_dir, "commondir"), encoding="utf-8") as f:
+            common = os.path.join(git_dir, f.read(4097).strip())
+    except FileNotFoundError:
+        pass
+    except (OSError, UnicodeDecodeError):
+        return None
+    return git._read_head(git_dir, common)
 
 
 def _ignored(worktree: Path, paths: list[str]) -> set[str]:

@@ -361,29 +361,7 @@ class Watcher:
         return True
 
 
-def _nested_head(path: str) -> str | None:
-    """The commit a nested repository's HEAD names, read from its files (None: not
-    read that way)."""
-    dot_git = os.path.join(path, ".git")
-    git_dir = dot_git
-    if os.path.isfile(dot_git):  # a submodule's: "gitdir: PATH"
-        try:
-            with open(dot_git, encoding="utf-8") as f:
-                said = f.read(4097).strip()
-        except (OSError, UnicodeDecodeError):
-            return None
-        if not said.startswith("gitdir: "):
-            return None
-        git_dir = os.path.join(path, said[len("gitdir: ") :])
-    common = git_dir
-    try:
-        with open(os.path.join(git_dir, "commondir"), encoding="utf-8") as f:
-            common = os.path.join(git_dir, f.read(4097).strip())
-    except FileNotFoundError:
-        pass
-    except (OSError, UnicodeDecodeError):
-        return None
-    return git._read_head(git_dir, common)
+_nested_head = stamps.nested_head
 
 
 def _read_line(conn: socket.socket) -> bytes:

@@ -88,7 +88,14 @@ def status(*, task: str | None, as_json: bool) -> int:
         )
         print("          see them with: bar diff --unrecorded")
     elif info.unrecorded_changes is not None:
-        print("changes   none unrecorded")
+        print(
+            "changes   none unrecorded (ignored files and nested repositories' own files never are)"
+        )
+    if info.unrecorded_changes is not None:
+        print(
+            "          closing the task moves those to its trash (bar trash), reopening puts "
+            "them back"
+        )
     if info.unresolved_conflicts:
         held = info.unresolved_conflicts
         holds = "holds" if len(held) == 1 else "hold"

@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from bar.cli.parser import _cmd, _Formatter, _json_opt, _task_opt
+from bar.cli.parser import _cmd, _Formatter, _json_opt, _task_opt, implied_action
 
 
 def commands(sub: Any) -> None:
@@ -316,6 +316,48 @@ def commands(sub: Any) -> None:
     _cmd(p, "status:status")
 
     p = sub.add_parser(
+        "verify",
+        help="prove the worktree holds a recorded state: every file's bytes hashed",
+        formatter_class=_Formatter,
+        description="Read every file of a recorded state (default: the last) in the task's\n"
+        "worktree, hash its bytes as git hashes a blob, and compare them, its type and its\n"
+        "mode with the record; list what the worktree holds beside them that the next\n"
+        "step would record (not ignored). It writes nothing and gives the same answer\n"
+        "whatever the speed settings.\n\n"
+        "Why: every other look (bar status, the look for hand edits before each command)\n"
+        "trusts what the kernel says changed (a file's size and times, inotify). A write\n"
+        "through a shared memory map (mmap MAP_SHARED) to an already-dirty page changes\n"
+        "neither and raises no event: only reading the bytes shows it. Where git converts\n"
+        "line endings, a file is compared with git's checkout of it (or the raw bytes\n"
+        "the snapshot kept); a path a filter attribute names is listed as not compared.\n\n"
+        "Each path that differs is listed: modified (other bytes, or a nested repository\n"
+        "at another commit), mode (the executable bit), type (a file now a link, a\n"
+        "directory or a nested repository, or back), missing, extra (not in the state,\n"
+        "not ignored). Exit 0: the worktree holds the state; 1: it differs.\n\n"
+        "--record records what differs as a manual step (it reads every file under the\n"
+        "task's lock, then has git hash those again whatever their stat says), so a\n"
+        "rollback and an undo keep those bytes; it exits 0 once the record holds them.",
+        epilog="examples:\n"
+        "  bar verify                  the worktree against the last recorded state\n"
+        "  bar verify --step 3         ... against the state after step 0003 (or base, 3.2)\n"
+        "  bar verify --record         record what differs as a manual step\n"
+        "  bar verify --json           for scripts: every difference as fields",
+    )
+    _task_opt(p)
+    p.add_argument(
+        "--step",
+        metavar="STATE",
+        help="the recorded state to compare with: base, STEP or STEP.N (default: the last)",
+    )
+    p.add_argument(
+        "--record",
+        action="store_true",
+        help="record what differs from the last state as a manual step",
+    )
+    _json_opt(p)
+    _cmd(p, "verify:verify")
+
+    p = sub.add_parser(
         "blame",
         help="each line of a file with the step or tool call that last changed it",
         formatter_class=_Formatter,
@@ -400,6 +442,8 @@ def commands(sub: Any) -> None:
         p.add_argument("--no-wait", action="store_true", help="fail at once if the task is busy")
         _json_opt(p)
         _cmd(p, f"undo:{verb}")
+
+    _trash(sub)
 
     p = sub.add_parser(
         "apply",
@@ -489,3 +533,64 @@ def _positive_float(value: str) -> float:
     if not number > 0 or number == float("inf"):
         raise argparse.ArgumentTypeError(f"expected a positive amount, not {value}")
     return number
+
+
+def _trash(sub: Any) -> None:
+    """``bar trash`` (list) and ``bar trash restore``."""
+    t = sub.add_parser(
+        "trash",
+        help="what bar moved aside instead of deleting it; put it back",
+        formatter_class=_Formatter,
+        description="bar never deletes bytes no recorded state holds. When a command must remove\n"
+        "some from a task's worktree (a nested git repository where a rollback puts a\n"
+        "file, ignored files under a directory that becomes a file, what a closed task's\n"
+        "worktree held), it moves them to the task's trash first and says so. Each move\n"
+        "is an entry ($BAR_HOME/projects/<p>/tasks/<id>/trash/<UTC time>-<n>/): paths kept\n"
+        "relative to the worktree, modes kept, and a manifest of when, which command and\n"
+        "why. An undo of that rollback, or a reopen of the closed task, puts them back by\n"
+        "itself. `bar trash` lists the entries (short for `bar trash list`), `bar trash\n"
+        "restore` puts paths back. `bar task delete` refuses while the trash holds\n"
+        "anything; with --force it empties it with the task.",
+        epilog="examples:\n"
+        "  bar trash                         what is in the active task's trash\n"
+        "  bar trash --task fix-login --json\n"
+        "  bar trash restore                 put back the newest entry\n"
+        "  bar trash restore vendor          the newest vendor/ moved aside\n"
+        "  bar trash restore 20261127T101500Z-1 --to /tmp/old   an entry, elsewhere",
+    )
+    tsub = t.add_subparsers(dest="trash_command", metavar="ACTION")
+    t.set_defaults(_help=t, _target="trash:list_", task=None, as_json=False)
+    implied_action(t, "list", lambda word: word.startswith("-") and word not in ("-h", "--help"))
+    p = tsub.add_parser(
+        "list",
+        help="list the entries of the task's trash (the default)",
+        formatter_class=_Formatter,
+        description="List the task's trash, oldest entry first: each entry's name, the command\n"
+        "(and step) that moved it and why, then each path with its kind (file, dir,\n"
+        "nested-repo, symlink), its size and, for a nested repository, its HEAD.",
+        epilog="examples:\n  bar trash list\n  bar trash list --task 2 --json",
+    )
+    _task_opt(p)
+    _json_opt(p)
+    _cmd(p, "trash:list_")
+    p = tsub.add_parser(
+        "restore",
+        help="put paths back from the trash",
+        formatter_class=_Formatter,
+        description="Put back what the trash holds, at its path in the task's worktree (or under\n"
+        "--to DIR). Name entries (all their paths) or paths (the newest entry holding\n"
+        "each; a directory names everything below it); nothing named: the newest entry.\n"
+        "Nothing is ever overwritten: a path that exists (but an empty directory where a\n"
+        "directory goes back) stays in the trash, the command says what blocks it and\n"
+        "exits 6. What comes back into the worktree is like any hand edit: the next\n"
+        "command records it (ignored files excepted).",
+        epilog="examples:\n"
+        "  bar trash restore\n"
+        "  bar trash restore vendor d/cache.log\n"
+        "  bar trash restore 20261127T101500Z-1 --to ~/rescued",
+    )
+    p.add_argument("what", nargs="*", metavar="ENTRY|PATH", help="default: the newest entry")
+    p.add_argument("--to", metavar="DIR", help="restore under DIR instead of the worktree")
+    _task_opt(p)
+    _json_opt(p)
+    _cmd(p, "trash:restore")

@@ -1,0 +1,169 @@
+"""Rollback, undo and redo move aside what no recorded state holds (SPEC §3 "Nothing is
+destroyed that was not recorded"): a nested repository a rollback turns into a file, ignored
+files under a directory that becomes a file, an ignored file where a tracked one lands. Each
+runs with the speed layer on and with ``BAR_FAST=0``."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from helpers import bar, ledger, new_task, run_sh, task_dir, worktree
+
+from conftest import git
+
+
+@pytest.fixture(params=["fast", "slow"])
+def speed(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Both ways: the speed layer on (the default) and off (``BAR_FAST=0``)."""
+    if request.param == "slow":
+        monkeypatch.setenv("BAR_FAST", "0")
+    return str(request.param)
+
+
+def nested_repo(path: Path, files: dict[str, str]) -> str:
+    """A git repository at ``path`` with one commit of ``files``; its HEAD."""
+    path.mkdir(parents=True, exist_ok=True)
+    git(path, "init", "-q", "-b", "main")
+    for rel, text in files.items():
+        (path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (path / rel).write_text(text)
+    git(path, "add", "-A")
+    git(path, "commit", "-q", "-m", "vendored")
+    return git(path, "rev-parse", "HEAD").strip()
+
+
+def trash_entries(task_id: str) -> list[dict[str, object]]:
+    root = task_dir(task_id) / "trash"
+    if not root.is_dir():
+        return []
+    return [json.loads((d / "manifest.json").read_text()) for d in sorted(root.iterdir())]
+
+
+def test_rollback_moves_a_nested_repository_aside_and_undo_puts_it_back(
+    inited_clean: Path, capfd: pytest.CaptureFixture[str], speed: str
+) -> None:
+    """The issue's reproduction: step 1 writes a file ``vendor``; step 2 makes it a git
+    repository of one commit; by hand ``vendor/lib.c`` is edited and ``vendor/wip.c``
+    added. ``rollback --to 1`` moves the repository to the trash (and says so); ``undo``
+    brings it back whole: its .git, its history, its uncommitted work."""
+    t = new_task(capfd)
+    wt = worktree(t)
+    run_sh(capfd, "printf 'a file vendor\\n' > vendor")
+    run_sh(
+        capfd,
+        "rm vendor && mkdir vendor && cd vendor && git init -q -b main && "
+        "echo 'int lib;' > lib.c && git add lib.c && git commit -qm vendored",
+    )
+    head = git(wt / "vendor", "rev-parse", "HEAD").strip()
+    (wt / "vendor" / "lib.c").write_text("int lib = 2; /* by hand */\n")
+    (wt / "vendor" / "wip.c").write_text("work in progress\n")
+    res = bar(capfd, "rollback", "--to", "1")
+    assert res.code == 0, res.err
+    assert (wt / "vendor").is_file() and (wt / "vendor").read_text() == "a file vendor\n"
+    assert "vendor" in res.err and "trash" in res.err and "nested git repository" in res.err
+    (entry,) = trash_entries(t["id"])
+    assert [p["path"] for p in entry["paths"]] == ["vendor"]  # type: ignore[index]
+    assert entry["paths"][0]["kind"] == "nested-repo"  # type: ignore[index]
+    res = bar(capfd, "undo")
+    assert res.code == 0, res.err
+    assert (wt / "vendor" / ".git").is_dir()
+    assert git(wt / "vendor", "rev-parse", "HEAD").strip() == head
+    assert (wt / "vendor" / "lib.c").read_text() == "int lib = 2; /* by hand */\n"
+    assert (wt / "vendor" / "wip.c").read_text() == "work in progress\n"
+    assert "put back" in res.err
+    assert trash_entries(t["id"]) == []  # restored: the entry is gone
+    steps = ledger(t["id"])
+    assert tree(wt, steps[-1]["snapshot"]) == tree(wt, steps[1]["snapshot"])  # the gitlink
+
+
+def tree(wt: Path, commit: str) -> str:
+    return git(wt, "rev-parse", f"{commit}^{{tree}}").strip()
+
+
+def test_rollback_moves_ignored_files_aside_where_a_directory_becomes_a_file(
+    inited_clean: Path, capfd: pytest.CaptureFixture[str], speed: str
+) -> None:
+    """Step 1 writes a file ``d``; step 2 makes ``d/`` a directory; ``d/cache.log`` (and a
+    deeper ``d/e/f.log``, a non-UTF-8 name), ignored, were never recorded. Rolling back
+    to step 1 moves them to the trash (modes kept); ``undo`` brings ``d/`` back, and the
+    ignored files into it (the state it restores held them)."""
+    t = new_task(capfd)
+    wt = worktree(t)
+    run_sh(capfd, "printf '*.log\\n' > .gitignore; echo file > d")
+    run_sh(capfd, "rm d && mkdir -p d/e && echo kept > d/a.txt")
+    (wt / "d" / "cache.log").write_text("cached\n")
+    (wt / "d" / "e" / "f.log").write_text("deeper\n")
+    odd = os.fsencode(wt / "d" / "e") + b"/caf\xe9.log"
+    Path(os.fsdecode(odd)).write_bytes(b"latin-1 name\n")
+    os.chmod(wt / "d" / "cache.log", 0o751)
+    res = bar(capfd, "rollback", "--to", "1")
+    assert res.code == 0, res.err
+    assert (wt / "d").read_text() == "file\n"
+    assert "d/cache.log" in res.err and "trash" in res.err
+    (entry,) = trash_entries(t["id"])
+    moved = sorted(p["path"] for p in entry["paths"])  # type: ignore[attr-defined]
+    assert moved == ["d/cache.log", "d/e/caf\udce9.log", "d/e/f.log"]
+    files = task_dir(t["id"]) / "trash" / os.listdir(task_dir(t["id"]) / "trash")[0] / "files"
+    assert os.stat(files / "d" / "cache.log").st_mode & 0o777 == 0o751
+    res = bar(capfd, "undo")
+    assert res.code == 0, res.err
+    assert "put back d/cache.log" in res.err
+    assert (wt / "d" / "a.txt").read_text() == "kept\n"
+    assert (wt / "d" / "cache.log").read_text() == "cached\n"
+    assert os.stat(wt / "d" / "cache.log").st_mode & 0o777 == 0o751
+    assert (wt / "d" / "e" / "f.log").read_text() == "deeper\n"
+    assert Path(os.fsdecode(odd)).read_bytes() == b"latin-1 name\n"
+    assert trash_entries(t["id"]) == []
+    # ignored: nothing to record
+    assert bar(capfd, "run", "--", "true").code == 0
+    assert [s["kind"] for s in ledger(t["id"])] == ["run", "run", "rollback", "rollback", "run"]
+
+
+def test_an_ignored_file_where_the_target_puts_a_tracked_one_is_moved_aside(
+    inited_clean: Path, capfd: pytest.CaptureFixture[str], speed: str
+) -> None:
+    """Step 1 writes ``out/x``; step 2 removes it and ignores ``out/``; by hand an
+    ignored ``out/x`` is written. Rolling back to step 1 would overwrite it: it goes to
+    the trash first."""
+    t = new_task(capfd)
+    wt = worktree(t)
+    run_sh(capfd, "mkdir out && echo recorded > out/x")
+    run_sh(capfd, "rm -r out && echo out/ > .gitignore")
+    (wt / "out").mkdir()
+    (wt / "out" / "x").write_text("never recorded\n")
+    (wt / "out" / "y").write_text("no collision\n")
+    res = bar(capfd, "rollback", "--to", "1")
+    assert res.code == 0, res.err
+    assert (wt / "out" / "x").read_text() == "recorded\n"
+    assert (wt / "out" / "y").read_text() == "no collision\n"  # not in the way: left
+    (entry,) = trash_entries(t["id"])
+    assert [p["path"] for p in entry["paths"]] == ["out/x"]  # type: ignore[attr-defined]
+    res = bar(capfd, "trash", "restore", "out/x")
+    assert res.code != 0 and "out/x exists" in res.err
+    res = bar(capfd, "trash", "restore", "out/x", "--to", str(wt.parent / "elsewhere"))
+    assert res.code == 0, res.err
+    assert (wt.parent / "elsewhere" / "out" / "x").read_text() == "never recorded\n"
+
+
+def test_a_file_edited_and_ignored_by_hand_is_never_lost_by_a_rollback(
+    inited_clean: Path, capfd: pytest.CaptureFixture[str], speed: str
+) -> None:
+    """In one hand session a recorded file is edited and added to ``.gitignore``; a
+    rollback to step 1 records the edit first (or moves it aside): undo brings back the
+    edited bytes."""
+    t = new_task(capfd)
+    wt = worktree(t)
+    run_sh(capfd, "echo one > a.txt")
+    run_sh(capfd, "echo two > a.txt")
+    (wt / "a.txt").write_text("edited by hand\n")
+    (wt / ".gitignore").write_text("a.txt\n")
+    res = bar(capfd, "rollback", "--to", "1")
+    assert res.code == 0, res.err
+    assert (wt / "a.txt").read_text() == "one\n"
+    res = bar(capfd, "undo")
+    assert res.code == 0, res.err
+    assert (wt / "a.txt").read_text() == "edited by hand\n"
+    assert (wt / ".gitignore").read_text() == "a.txt\n"
