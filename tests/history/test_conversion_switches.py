@@ -118,6 +118,53 @@ def test_a_conversion_switched_with_no_file_touched_is_recorded(
     assert recorded_tree(repo, task) == _fresh_tree(wt, tmp_path)
 
 
+@pytest.mark.parametrize(
+    ("before", "after"), [("true", "false"), ("false", "true"), ("true", "input")]
+)
+def test_a_state_comes_back_with_its_bytes_whatever_the_configuration_says_now(
+    before: str,
+    after: str,
+    speed: str,
+    make_repo: MakeRepo,
+    capfd: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    """A state recorded under one ``core.autocrlf`` is rolled back to under another: git's
+    checkout of its files would write other line endings, so the restore checks them out
+    by the configuration the state was recorded with (its raw parent names it), and
+    every file comes back byte for byte; the undo too. Files the base holds (checked out
+    by git), files a step wrote, deep ones, many, a name that is not UTF-8."""
+    base = {
+        "a.txt": "a\n",
+        "d/e/f/deep.txt": "deep\n",
+        **{f"m/{n}.txt": f"{n}\n" for n in range(20)},
+    }
+    repo, task, wt = _task(make_repo, capfd, monkeypatch, base, {"core.autocrlf": before})
+    script = "mkdir -p x/y; printf 'lf\\n' > x/y/lf.txt; printf 'crlf\\r\\n' > crlf.txt"
+    script += "; printf 'odd\\n' > $(printf 'caf\\351.txt')"
+    assert bar(capfd, "run", "--", "sh", "-c", script).code == 0
+    state = {p: p.read_bytes() for p in wt.rglob("*") if p.is_file() and ".git" not in p.parts}
+    assert bar(capfd, "run", "--", "sh", "-c", "printf more > more.txt").code == 0
+    git(repo, "config", "core.autocrlf", after)
+    _look(capfd)
+    assert recorded_tree(repo, task) == _fresh_tree(wt, tmp_path)
+    now = {p: p.read_bytes() for p in wt.rglob("*") if p.is_file() and ".git" not in p.parts}
+    first = ledger(str(task["id"]))[0]["step_id"]
+    res = bar(capfd, "rollback", "--to", first)
+    assert res.code == 0, res.err
+    for path, data in state.items():
+        assert path.read_bytes() == data, path
+    assert not (wt / "more.txt").exists()
+    assert recorded_tree(repo, task) == _fresh_tree(wt, tmp_path)
+    res = bar(capfd, "undo")
+    assert res.code == 0, res.err
+    for path, data in now.items():
+        assert path.read_bytes() == data, path
+    assert not _status_dirty(capfd)
+    assert recorded_tree(repo, task) == _fresh_tree(wt, tmp_path)
+
+
 def test_close_and_reopen_keep_the_bytes_and_credit_nothing_to_the_developer(
     speed: str,
     make_repo: MakeRepo,

@@ -211,7 +211,11 @@ def restore(
         )
         if raw_now == raw_target:
             return target_tree if verified is not None else None
-        exact.write_raw(task.worktree, task.index, raw_now, raw_target)
+        checkout = _recorded_checkout(task, target_commit)
+        exact.write_raw(task.worktree, task.index, raw_now, raw_target, checkout)
+        if _reconverted(task, checkout):
+            side_index.renormalize(task.worktree, task.index)
+            stamps.forget(task.index)
         stamps.keep_private(task.index)
         return None  # (the snapshot that follows looks at what was written)
     faults.point("before restoring the worktree")
@@ -230,8 +234,11 @@ def restore(
     )
     if on_tree is not None:
         on_tree(target_tree)
+    # (the bytes git's checkout writes are those of the configuration the target was
+    # recorded with, not the one of now: SPEC §3, "Raw bytes")
+    checkout = _recorded_checkout(task, target_commit)
     if verified is not None:
-        _checkout(task, verified, target_commit)
+        _checkout(task, verified, target_commit, checkout)
     else:
         git.git(
             task.worktree,
@@ -240,7 +247,7 @@ def restore(
             "-u",
             now_tree,
             target_tree,
-            env=_checkout_env(task),
+            env=_checkout_env(task, checkout),
         )
     racy.note(task.worktree, task.index, started_ns, len(target_tree))
     if rules:
@@ -250,7 +257,11 @@ def restore(
     put_back = trash.put_back_of_state(task, target_commit, now_tree)
     put_back += trash.put_back_nested(task, way.gitlinks)
     gone = _unfound_repositories(task, way.gitlinks)
-    moved = bool(way.aside) or bool(put_back) or bool(gone)  # (then nothing is trusted below)
+    # (bytes written by another configuration than the one of now: git stores them
+    # otherwise than the target's blobs, so every file is hashed anew)
+    reconverted = _reconverted(task, checkout)
+    moved = bool(way.aside) or bool(put_back) or bool(gone) or reconverted
+    # (then nothing is trusted below)
     # the task's watcher collects the restore's writes (and watches the directories it
     # made) before they are listed below: see ``restored.forget_written``
     sight = (
@@ -262,7 +273,9 @@ def restore(
     raw_now = exact.raw_entries(task.worktree, exact.raw_tree_of(task.worktree, now_commit))
     raw_target = exact.raw_entries(task.worktree, exact.raw_tree_of(task.worktree, target_commit))
     if raw_now or raw_target:
-        exact.write_raw(task.worktree, task.index, raw_now, raw_target)
+        exact.write_raw(task.worktree, task.index, raw_now, raw_target, checkout)
+    if reconverted:
+        side_index.renormalize(task.worktree, task.index)
     stamps.keep_private(task.index)
     # what is ignored changed, bytes went to or came from the trash, or a gitlink moved
     # (nested repositories stay where they are): the snapshot that follows looks at all
@@ -291,10 +304,30 @@ def restore(
     return target_tree if exact_as_git and verified is not None else None
 
 
-def _checkout_env(task: Task) -> dict[str, str]:
-    """The side index's environment for a checkout: with no smudge filter where the
-    stamped tree may name one (``exact.without_smudge``; a filter needs an attribute)."""
-    env = git.index_env(task.index)
+def _recorded_checkout(task: Task, target_commit: str) -> dict[str, str] | None:
+    """``exact.recorded_checkout`` of the target, unless git converts nothing now nor did
+    then (no raw tree): no git asked then."""
+    if (
+        exact.raw_tree_of(task.worktree, target_commit) is None
+        and stamps.stamped_attributes(task.index) is False
+        and not exact.converts(task.worktree, False)
+    ):
+        return None
+    return exact.recorded_checkout(task.worktree, target_commit)
+
+
+def _reconverted(task: Task, checkout: dict[str, str] | None) -> bool:
+    """Whether the target was recorded by another line-ending configuration than the
+    one of now (``checkout``: ``_recorded_checkout``)."""
+    return checkout is not None and checkout != exact.checkout_config(task.worktree)
+
+
+def _checkout_env(task: Task, checkout: dict[str, str] | None) -> dict[str, str]:
+    """The side index's environment for a checkout: with the line-ending configuration
+    the target was recorded with (``checkout``: ``exact.recorded_checkout``) and no
+    smudge filter where the stamped tree may name one (``exact.without_smudge``; a
+    filter needs an attribute)."""
+    env = exact.with_config(git.index_env(task.index), checkout or {})
     if stamps.stamped_attributes(task.index) is False and not exact.converts(task.worktree, False):
         return env
     return exact.without_smudge(task.worktree, env)
@@ -326,7 +359,9 @@ def _unfound_repositories(task: Task, gitlinks: dict[str, str]) -> list[str]:
     return gone
 
 
-def _checkout(task: Task, now_commit: str, target_commit: str) -> None:
+def _checkout(
+    task: Task, now_commit: str, target_commit: str, checkout: dict[str, str] | None
+) -> None:
     """git's own two-tree checkout of ``target_commit`` over ``now_commit``, which the
     side index and the worktree hold: exactly ``read-tree -m -u`` of their trees, but
     from a ``HEAD`` (that of the task's own git directory, ``TaskPaths.git_dir``), so that
@@ -341,7 +376,7 @@ def _checkout(task: Task, now_commit: str, target_commit: str) -> None:
     head = gitdir / "HEAD"
     write_text_atomic(head, now_commit + "\n")
     env = {
-        **_checkout_env(task),
+        **_checkout_env(task, checkout),
         "GIT_DIR": str(gitdir),
         "GIT_COMMON_DIR": str(task.project.common_dir),
         "GIT_WORK_TREE": str(task.worktree),

@@ -211,6 +211,12 @@ def reseed(worktree: Path, index: Path) -> None:
         git.git(worktree, "read-tree", "--empty", env=_env(index))
 
 
+def renormalize(worktree: Path, index: Path) -> None:
+    """Hash every file the side index holds anew through git's conversions as they are
+    now: after a restore wrote bytes by the configuration a state was recorded with."""
+    _renormalize(worktree, index, ())
+
+
 def _renormalize(worktree: Path, index: Path, excludes: Sequence[str]) -> None:
     """Hash every file the side index holds anew through git's conversions as they are
     now (``git add --renormalize``: its stat cache would call them clean), with the

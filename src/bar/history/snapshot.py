@@ -331,8 +331,8 @@ def _raw_parent(
 ) -> tuple[bool, bool, str | None, Listing | None]:
     """The raw-bytes parent of a new snapshot (``bar.git.exact``) where git converts: whether
     git converts here, whether the raw bytes differ from ``recorded``'s (a line-ending
-    change alone leaves the tree as it was, yet must be kept), the parent (None: no
-    file needs raw bytes), and the walk of ``tree`` it made, if it made one."""
+    change alone leaves the tree as it was, yet must be kept), the parent (None: git
+    converts nothing here), and the walk of ``tree`` it made, if it made one."""
     attributes = shape.has_attributes if shape else stamps.stamped_attributes(index)
     listed = None
     if attributes is None:
@@ -352,9 +352,12 @@ def _raw_parent(
     rescanned = listing.modes if scope is None else (p for p in scope if p in listing.modes)
     candidates = [*changed, *rescanned]
     entries = exact.next_entries(worktree, index, listing.modes, before, candidates)
-    if entries == before:
-        return True, False, git.rev_parse(worktree, f"{recorded}^2") if before else None, listed
-    return True, True, exact.raw_parent(worktree, entries), listed
+    # (every snapshot recorded where git converts has a raw parent: it names the
+    # configuration git's checkout of the other files writes their bytes by)
+    checkout = exact.checkout_config(worktree, asked)
+    if entries == before and exact.recorded_checkout(worktree, recorded) == checkout:
+        return True, False, git.rev_parse(worktree, f"{recorded}^2"), listed
+    return True, entries != before, exact.raw_parent(worktree, entries, checkout), listed
 
 
 # git reads blobs through maps of the pack file, by default as much of it as it touches:
