@@ -109,3 +109,38 @@ def test_a_reset_to_an_older_commit_inside_a_step(
     assert recorded_tree(repo, made) == plain_git_tree(wt, tmp_path)
     listed = git(repo, "ls-tree", "--name-only", recorded_tree(repo, made)).split()
     assert "x.log" not in listed  # (ignored again: HEAD no longer holds it)
+
+
+def test_a_step_that_moved_head_says_so(
+    task: tuple[dict[str, Any], Path],
+    repo: Path,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    """``bar log`` and ``bar show`` say a step moved the worktree's HEAD (a commit, a
+    reset, or one by hand, recorded as a manual step), and ``--json`` carries
+    ``head_moved``; a step that did not move it says nothing of it. (A HEAD moved with
+    no change of the record, as a soft reset, makes no step: nothing to say it on.)"""
+    made, wt = task
+    _sh(capfd, f"echo one > a.txt && echo two > b.txt && git add a.txt b.txt && {COMMIT}")
+    _sh(capfd, "echo plain > c.txt")
+    subprocess.run(
+        ["sh", "-c", f"echo log > h.log && git add -f h.log && {COMMIT}"], cwd=wt, check=True
+    )
+    assert bar(capfd, "run", "--", "true").code == 0
+    steps = ledger(str(made["id"]))
+    committed, plain, by_hand = steps[-4], steps[-3], steps[-2]
+    assert by_hand["kind"] == "manual"
+    assert committed.get("head_moved") is True and by_hand.get("head_moved") is True
+    assert "head_moved" not in plain and "head_moved" not in steps[-1]
+    log = bar(capfd, "log")
+    assert log.code == 0, log.err
+    lines = {line.split()[0]: line for line in log.out.splitlines() if line[:4].isdigit()}
+    assert "2 files +2 -0 (HEAD moved)" in lines[committed["step_id"]]
+    assert "(HEAD moved)" in lines[by_hand["step_id"]]
+    assert "HEAD moved" not in lines[plain["step_id"]]
+    shown = bar(capfd, "show", committed["step_id"])
+    assert shown.code == 0, shown.err
+    assert "2 files +2 -0 (HEAD moved)" in shown.out
+    said = bar(capfd, "show", committed["step_id"], "--json")
+    assert said.code == 0, said.err
+    assert said.json()["head_moved"] is True

@@ -178,12 +178,18 @@ def append(task: Task, step: _S, scrubber: Scrubber | None = None) -> _S:
     """Append ``step`` to the ledger with every string scrubbed of secrets; the caller
     holds the task lock. Returns the step as written."""
     scrub = scrubber or known_secrets.scrubber()
+    last = task.ledger.last()
+    if isinstance(step, RunStep | ManualStep) and step.head:
+        # the step (a commit, a reset) or a hand moved the worktree's HEAD: said with its
+        # changes (SPEC §3, "What the step committed is part of the step")
+        before = last.head if last is not None and last.head else task.base_commit
+        if before and before != step.head:
+            step.extra["head_moved"] = True
     stat, patch = getattr(step, "diff_stat", None), getattr(step, "artifacts", None)
     if stat is not None and patch is not None and patch.patch:
         patches.mask_names(task.dir / patch.patch, stat.file_list, scrub.scrub_values)
     written = step_from_record(scrub.scrub_obj(step.to_record()), "step")
     assert isinstance(written, type(step))
-    last = task.ledger.last()
     if last is not None and last.head and written.head and last.head != written.head:
         keep_head(task, last.head, written.head)
     task.ledger.append(written)
