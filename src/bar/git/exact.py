@@ -118,6 +118,21 @@ def recorded_checkout(repo: Path | str, commit: str) -> dict[str, str] | None:
     snapshot of bar's with none, git's defaults (it was recorded where git converts
     nothing); None where it is not known (a commit not of bar's, as the task's base, or
     a raw parent that names none): the configuration as it is."""
+    if commit in _RECORDED_CHECKOUT:
+        found = _RECORDED_CHECKOUT[commit]
+        return dict(found) if found is not None else None
+    found = _read_recorded_checkout(repo, commit)
+    if git.is_object_id(commit):  # (a commit never changes)
+        if len(_RECORDED_CHECKOUT) >= _RAW_KEPT:
+            _RECORDED_CHECKOUT.clear()
+        _RECORDED_CHECKOUT[commit] = found
+    return dict(found) if found is not None else None
+
+
+_RECORDED_CHECKOUT: dict[str, dict[str, str] | None] = {}
+
+
+def _read_recorded_checkout(repo: Path | str, commit: str) -> dict[str, str] | None:
     said = git.git(repo, "cat-file", "commit", commit, check=False)
     if said.returncode != 0:
         return None
