@@ -157,6 +157,9 @@ def test_a_state_comes_back_with_its_bytes_whatever_the_configuration_says_now(
         assert path.read_bytes() == data, path
     assert not (wt / "more.txt").exists()
     assert recorded_tree(repo, task) == _fresh_tree(wt, tmp_path)
+    res = bar(capfd, "verify", "--step", first)  # (compared by the state's configuration)
+    assert res.code == 0, res.out + res.err
+    assert bar(capfd, "verify").code == 0
     res = bar(capfd, "undo")
     assert res.code == 0, res.err
     for path, data in now.items():

@@ -257,11 +257,11 @@ def restore(
     put_back = trash.put_back_of_state(task, target_commit, now_tree)
     put_back += trash.put_back_nested(task, way.gitlinks)
     gone = _unfound_repositories(task, way.gitlinks)
-    # (bytes written by another configuration than the one of now: git stores them
-    # otherwise than the target's blobs, so every file is hashed anew)
+    # bytes written by another configuration than the one of now: git stores them
+    # otherwise than the target's blobs, so every file is hashed anew (below)
     reconverted = _reconverted(task, checkout)
-    moved = bool(way.aside) or bool(put_back) or bool(gone) or reconverted
     # (then nothing is trusted below)
+    moved = bool(way.aside) or bool(put_back) or bool(gone) or reconverted
     # the task's watcher collects the restore's writes (and watches the directories it
     # made) before they are listed below: see ``restored.forget_written``
     sight = (
