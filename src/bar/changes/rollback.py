@@ -234,11 +234,8 @@ def restore(
     )
     if on_tree is not None:
         on_tree(target_tree)
-    # (the bytes git's checkout writes are those of the configuration the target was
-    # recorded with, not the one of now: SPEC §3, "Raw bytes")
-    checkout = _recorded_checkout(task, target_commit)
     if verified is not None:
-        _checkout(task, verified, target_commit, checkout)
+        _checkout(task, verified, target_commit)
     else:
         git.git(
             task.worktree,
@@ -247,7 +244,7 @@ def restore(
             "-u",
             now_tree,
             target_tree,
-            env=_checkout_env(task, checkout),
+            env=_checkout_env(task),
         )
     racy.note(task.worktree, task.index, started_ns, len(target_tree))
     if rules:
@@ -257,9 +254,20 @@ def restore(
     put_back = trash.put_back_of_state(task, target_commit, now_tree)
     put_back += trash.put_back_nested(task, way.gitlinks)
     gone = _unfound_repositories(task, way.gitlinks)
-    # bytes written by another configuration than the one of now: git stores them
-    # otherwise than the target's blobs, so every file is hashed anew (below)
+    # the target was recorded by another line-ending configuration than the one of now
+    # (SPEC §3, "Raw bytes"): the files git wrote are written again by that one, and
+    # since git stores them otherwise than the target's blobs, every file is hashed
+    # anew (below). (Not within git's checkout: its check that a file it replaces holds
+    # no change of its own must convert by the configuration of now.)
+    checkout = _recorded_checkout(task, target_commit)
     reconverted = _reconverted(task, checkout)
+    if reconverted:
+        written = [
+            c.path
+            for c in git.diff_tree_raw(task.worktree, now_tree, target_tree)
+            if c.status != "D" and c.dst_mode in ("100644", "100755")
+        ]
+        exact.check_out(task.worktree, task.index, written, checkout or {})
     # (then nothing is trusted below)
     moved = bool(way.aside) or bool(put_back) or bool(gone) or reconverted
     # the task's watcher collects the restore's writes (and watches the directories it
@@ -322,12 +330,10 @@ def _reconverted(task: Task, checkout: dict[str, str] | None) -> bool:
     return checkout is not None and checkout != exact.checkout_config(task.worktree)
 
 
-def _checkout_env(task: Task, checkout: dict[str, str] | None) -> dict[str, str]:
-    """The side index's environment for a checkout: with the line-ending configuration
-    the target was recorded with (``checkout``: ``exact.recorded_checkout``) and no
-    smudge filter where the stamped tree may name one (``exact.without_smudge``; a
-    filter needs an attribute)."""
-    env = exact.with_config(git.index_env(task.index), checkout or {})
+def _checkout_env(task: Task) -> dict[str, str]:
+    """The side index's environment for a checkout: with no smudge filter where the
+    stamped tree may name one (``exact.without_smudge``; a filter needs an attribute)."""
+    env = git.index_env(task.index)
     if stamps.stamped_attributes(task.index) is False and not exact.converts(task.worktree, False):
         return env
     return exact.without_smudge(task.worktree, env)
@@ -359,9 +365,7 @@ def _unfound_repositories(task: Task, gitlinks: dict[str, str]) -> list[str]:
     return gone
 
 
-def _checkout(
-    task: Task, now_commit: str, target_commit: str, checkout: dict[str, str] | None
-) -> None:
+def _checkout(task: Task, now_commit: str, target_commit: str) -> None:
     """git's own two-tree checkout of ``target_commit`` over ``now_commit``, which the
     side index and the worktree hold: exactly ``read-tree -m -u`` of their trees, but
     from a ``HEAD`` (that of the task's own git directory, ``TaskPaths.git_dir``), so that
@@ -376,7 +380,7 @@ def _checkout(
     head = gitdir / "HEAD"
     write_text_atomic(head, now_commit + "\n")
     env = {
-        **_checkout_env(task, checkout),
+        **_checkout_env(task),
         "GIT_DIR": str(gitdir),
         "GIT_COMMON_DIR": str(task.project.common_dir),
         "GIT_WORK_TREE": str(task.worktree),

@@ -441,6 +441,28 @@ def write_raw(
     git.git(worktree, "update-index", "-q", "--refresh", env=git.index_env(index), check=False)
 
 
+def check_out(
+    worktree: Path, index: Path, paths: Sequence[str], checkout: Mapping[str, str]
+) -> None:
+    """Write ``paths`` of the side ``index`` again by git's checkout with the ``checkout``
+    configuration (``recorded_checkout``), no smudge filter run."""
+    if not paths:
+        return
+    env = without_smudge(worktree, with_config(git.index_env(index), checkout))
+    for p in paths:
+        _remove(worktree, p)  # (git skips a file whose stat its index holds)
+    git.git(
+        worktree,
+        "checkout-index",
+        "-f",
+        "-z",
+        "--stdin",
+        env=env,
+        input=b"".join(p.encode("utf-8", "surrogateescape") + b"\0" for p in paths),
+        check=False,
+    )
+
+
 # A step may swap any directory of its worktree for a link (to ``$HOME``) at any moment,
 # also while bar writes: every path is opened beneath the worktree, no link followed on
 # the way or at its end (``bar.base.beneath``); a path behind a link is left alone, and
