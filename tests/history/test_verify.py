@@ -199,13 +199,20 @@ def test_line_endings_git_converts_are_no_difference(
     monkeypatch.chdir(wt)
     run_sh(capfd, "printf 'a\\r\\nb\\r\\n' > crlf.txt; printf 'lf\\n' > lf.txt")
     assert _verify(capfd)[0] == 0
-    # the switch is turned off: the record keeps what git stored, the disk holds CRLF
+    # the switch is turned off: git would now store the CRLF files as they are, so the
+    # look says there is something to record; the state's bytes are those git's checkout
+    # wrote by the configuration it was recorded with (its raw parent names it), and the
+    # worktree holds them exactly
     subprocess.run(["git", "config", "core.autocrlf", "false"], cwd=repo, check=True)
+    assert _verify(capfd)[0] == 0
+    status = json.loads(bar(capfd, "status", "--json").out)
+    assert status["unrecorded_changes"] is True
+    assert bar(capfd, "run", "--", "true").code == 0  # (recorded: CRLF blobs now)
+    assert _verify(capfd)[0] == 0
+    (wt / "crlf.txt").write_bytes(b"a\nb\n")  # (a real change of bytes is one)
     code, said = _verify(capfd)
     assert code == 1
-    differ = {d["path"] for d in said["differences"]}  # type: ignore[attr-defined]
-    # (git's checkout wrote every file of the base CRLF too; the LF file is as stored)
-    assert "crlf.txt" in differ and "README.md" in differ and "lf.txt" not in differ
+    assert {d["path"] for d in said["differences"]} == {"crlf.txt"}  # type: ignore[attr-defined]
 
 
 def test_record_refuses_another_state(

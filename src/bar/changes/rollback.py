@@ -226,7 +226,11 @@ def restore(
         )
         if raw_now == raw_target:
             return target_tree if verified is not None else None
-        exact.write_raw(task.worktree, task.index, raw_now, raw_target)
+        checkout = _recorded_checkout(task, target_commit)
+        exact.write_raw(task.worktree, task.index, raw_now, raw_target, checkout)
+        if _reconverted(task, checkout):
+            side_index.renormalize(task.worktree, task.index)
+            stamps.forget(task.index)
         stamps.keep_private(task.index)
         return None  # (the snapshot that follows looks at what was written)
     faults.point("before restoring the worktree")
@@ -266,7 +270,22 @@ def restore(
     put_back = trash.put_back_of_state(task, state or target_commit, now_tree)
     put_back += trash.put_back_nested(task, way.gitlinks)
     gone = _unfound_repositories(task, way.gitlinks)
-    moved = bool(way.aside) or bool(put_back) or bool(gone)  # (then nothing is trusted below)
+    # the target was recorded by another line-ending configuration than the one of now
+    # (SPEC §3, "Raw bytes"): the files git wrote are written again by that one, and
+    # since git stores them otherwise than the target's blobs, every file is hashed
+    # anew (below). (Not within git's checkout: its check that a file it replaces holds
+    # no change of its own must convert by the configuration of now.)
+    checkout = _recorded_checkout(task, target_commit)
+    reconverted = _reconverted(task, checkout)
+    if reconverted:
+        rewritten = [
+            c.path
+            for c in git.diff_tree_raw(task.worktree, now_tree, target_tree)
+            if c.status != "D" and c.dst_mode in ("100644", "100755")
+        ]
+        exact.check_out(task.worktree, task.index, rewritten, checkout or {})
+    # (then nothing is trusted below)
+    moved = bool(way.aside) or bool(put_back) or bool(gone) or reconverted
     # the task's watcher collects the restore's writes (and watches the directories it
     # made) before they are listed below: see ``restored.forget_written``
     sight = (
@@ -278,7 +297,9 @@ def restore(
     raw_now = exact.raw_entries(task.worktree, exact.raw_tree_of(task.worktree, now_commit))
     raw_target = exact.raw_entries(task.worktree, exact.raw_tree_of(task.worktree, target_commit))
     if raw_now or raw_target:
-        exact.write_raw(task.worktree, task.index, raw_now, raw_target)
+        exact.write_raw(task.worktree, task.index, raw_now, raw_target, checkout)
+    if reconverted:
+        side_index.renormalize(task.worktree, task.index)
     stamps.keep_private(task.index)
     # what is ignored changed, bytes went to or came from the trash, a gitlink moved
     # (nested repositories stay where they are), or a save raced the restore: the
@@ -306,6 +327,33 @@ def restore(
         restored.forget_written(task.worktree, task.index, writes, settled, sight)
     faults.point("after restoring the worktree")
     return target_tree if exact_as_git and verified is not None else None
+
+
+def _recorded_checkout(task: Task, target_commit: str) -> dict[str, str] | None:
+    """``exact.recorded_checkout`` of the target, unless git converts nothing now nor did
+    then (no raw tree): no git asked then."""
+    if (
+        exact.raw_tree_of(task.worktree, target_commit) is None
+        and stamps.stamped_attributes(task.index) is False
+        and not exact.converts(task.worktree, False)
+    ):
+        return None
+    return exact.recorded_checkout(task.worktree, target_commit)
+
+
+def _reconverted(task: Task, checkout: dict[str, str] | None) -> bool:
+    """Whether the target was recorded by another line-ending configuration than the
+    one of now (``checkout``: ``_recorded_checkout``)."""
+    return checkout is not None and checkout != exact.checkout_config(task.worktree)
+
+
+def _checkout_env(task: Task) -> dict[str, str]:
+    """The side index's environment for a checkout: with no smudge filter where the
+    stamped tree may name one (``exact.without_smudge``; a filter needs an attribute)."""
+    env = git.index_env(task.index)
+    if stamps.stamped_attributes(task.index) is False and not exact.converts(task.worktree, False):
+        return env
+    return exact.without_smudge(task.worktree, env)
 
 
 def _unfound_repositories(task: Task, gitlinks: dict[str, str]) -> list[str]:
@@ -538,7 +586,7 @@ def _stage(task: Task, changes: list[_Change], staging: Path) -> Path:
             "--stdin",
             f"--prefix={staging}/",
             input=b"".join(rel.encode("utf-8", "surrogateescape") + b"\0" for rel in files),
-            env=env,
+            env=_checkout_env(task),  # (no smudge filter: a file keeps its raw bytes)
         )
     stamps.keep_private(task.index)
     return staging

@@ -13,7 +13,7 @@ import json
 import os
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -271,6 +271,13 @@ def stat_text(stat: DiffStat) -> str:
     if stat.files == 0:
         return "no changes"
     return f"{plural(stat.files, 'file')} +{stat.additions} -{stat.deletions}"
+
+
+def changes_text(stat: DiffStat, extra: Mapping[str, Any]) -> str:
+    """A step's changes (``stat_text``), and, where it moved the worktree's HEAD (a
+    commit, a reset: ``head_moved``), that it did."""
+    said = stat_text(stat)
+    return f"{said} (HEAD moved)" if extra.get("head_moved") is True else said
 
 
 def duration(ms: int) -> str:

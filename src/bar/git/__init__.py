@@ -286,8 +286,14 @@ def delete_ref(repo: Path | str, ref: str, *, check: bool = True) -> None:
 
 # The side index is bar's, not the repository's: whatever the repository says of stat
 # data (``core.trustctime=false``, ``core.checkStat=minimal``), a file whose ctime moved
-# is hashed again, or a same-size rewrite with its mtime put back would go unrecorded.
-_FULL_STAT = (("core.trustctime", "true"), ("core.checkStat", "default"))
+# is hashed again, or a same-size rewrite with its mtime put back would go unrecorded;
+# and no entry is marked assume-unchanged (``core.ignoreStat``), or none would be looked
+# at again.
+_FULL_STAT = (
+    ("core.trustctime", "true"),
+    ("core.checkStat", "default"),
+    ("core.ignoreStat", "false"),
+)
 
 
 def index_env(index: Path, *, reshare: bool = False) -> dict[str, str]:

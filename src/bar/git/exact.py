@@ -18,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 from bar import git
@@ -39,8 +39,12 @@ _CONFIGURED: dict[str, bool] | None = None
 _CONFIG_KEYS = (
     "config",
     "--get-regexp",
-    r"^core\.(autocrlf|attributesfile|excludesfile)$|" + CONFIG_PATTERN,
+    r"^core\.(autocrlf|eol|attributesfile|excludesfile)$|" + CONFIG_PATTERN,
 )
+# what a checkout's line endings depend on beside the attributes (which come with the
+# tree), and git's defaults for them
+_CHECKOUT_KEYS = {"core.autocrlf": "false", "core.eol": "native"}
+_RAW_MESSAGE = "bar: the bytes on disk where git converts"
 
 
 def ask(worktree: Path) -> Started | None:
@@ -93,6 +97,70 @@ def converts(worktree: Path, has_attributes: bool, asked: Started | None = None)
     if _CONFIGURED is not None:
         _CONFIGURED[str(worktree)] = found
     return found
+
+
+def checkout_config(worktree: Path, asked: Started | None = None) -> dict[str, str]:
+    """The configuration git's checkout converts line endings by here, each key with its
+    value (git's default where unset). ``asked``: ``ask(worktree)``, begun before."""
+    res = asked.result() if asked is not None else None
+    out = res.out if res is not None else git.git(worktree, *_CONFIG_KEYS, check=False).out
+    found = dict(_CHECKOUT_KEYS)
+    for key, _, value in (line.partition(" ") for line in out.splitlines()):
+        if key in found:
+            found[key] = value.lower()
+    return found
+
+
+def recorded_checkout(repo: Path | str, commit: str) -> dict[str, str] | None:
+    """The configuration git's checkout converted line endings by when the snapshot
+    ``commit`` was recorded, for a restore to write the bytes it recorded whatever the
+    configuration says now (SPEC §3, "Raw bytes"): the one its raw parent names; for a
+    snapshot of bar's with none, git's defaults (it was recorded where git converts
+    nothing); None where it is not known (a commit not of bar's, as the task's base, or
+    a raw parent that names none): the configuration as it is."""
+    if commit in _RECORDED_CHECKOUT:
+        found = _RECORDED_CHECKOUT[commit]
+        return dict(found) if found is not None else None
+    found = _read_recorded_checkout(repo, commit)
+    if git.is_object_id(commit):  # (a commit never changes)
+        if len(_RECORDED_CHECKOUT) >= _RAW_KEPT:
+            _RECORDED_CHECKOUT.clear()
+        _RECORDED_CHECKOUT[commit] = found
+    return dict(found) if found is not None else None
+
+
+_RECORDED_CHECKOUT: dict[str, dict[str, str] | None] = {}
+
+
+def _read_recorded_checkout(repo: Path | str, commit: str) -> dict[str, str] | None:
+    said = git.git(repo, "cat-file", "commit", commit, check=False)
+    if said.returncode != 0:
+        return None
+    head = said.stdout.split(b"\n\n", 1)[0].split(b"\n")
+    parents = [line[7:].decode() for line in head if line.startswith(b"parent ")]
+    if not any(line.startswith(b"author bar <bar@localhost>") for line in head):
+        return None
+    if len(parents) < 2:
+        return dict(_CHECKOUT_KEYS)
+    raw = git.git(repo, "cat-file", "commit", parents[1], check=False)
+    found = {}
+    for line in raw.stdout.split(b"\n\n", 1)[-1].decode("utf-8", "replace").splitlines():
+        key, eq, value = line.partition("=")
+        if eq and key in _CHECKOUT_KEYS:
+            found[key] = value
+    return found or None
+
+
+def with_config(env: Mapping[str, str], pairs: Mapping[str, str]) -> dict[str, str]:
+    """``env`` with ``pairs`` added to the configuration it gives git (``GIT_CONFIG_*``)."""
+    out = dict(env)
+    count = int(out.get("GIT_CONFIG_COUNT") or 0)
+    for key, value in pairs.items():
+        out[f"GIT_CONFIG_KEY_{count}"], out[f"GIT_CONFIG_VALUE_{count}"] = key, value
+        count += 1
+    if count:
+        out["GIT_CONFIG_COUNT"] = str(count)
+    return out
 
 
 def ignore_sources(worktree: Path, asked: Started | None) -> list[str]:
@@ -212,7 +280,7 @@ def _checked_out(worktree: Path, index: Path, paths: list[str]) -> dict[str, byt
             "-z",
             "--stdin",
             f"--prefix={tmp}/",
-            env=git.index_env(index),
+            env=without_smudge(worktree, git.index_env(index)),
             check=False,
             input=b"".join(p.encode("utf-8", "surrogateescape") + b"\0" for p in paths),
         )
@@ -227,10 +295,37 @@ def _checked_out(worktree: Path, index: Path, paths: list[str]) -> dict[str, byt
     return found
 
 
+def without_smudge(worktree: Path, env: Mapping[str, str]) -> dict[str, str]:
+    """``env`` (an index's: ``git.index_env``) for a checkout that runs no filter: every
+    filter driver the configuration seen from ``worktree`` names gets no smudge and no
+    process command, as ``bar.git.safe`` does for apply. A checkout writes the blob
+    (line endings converted); where the bytes on disk were other, the raw tree holds
+    them (``raw_differences``), so a clean and a smudge that are not each other's
+    inverse change no byte, and no program planted in the shared configuration runs."""
+    said = git.git(
+        worktree, "config", "-z", "--name-only", "--get-regexp", r"^filter\.", check=False
+    )
+    named: dict[str, set[str]] = {}
+    for key in said.stdout.split(b"\0"):
+        name, _, var = key.decode("utf-8", "surrogateescape")[len("filter.") :].rpartition(".")
+        if name:
+            named.setdefault(name, set()).add(var)
+    off: dict[str, str] = {}
+    for name, has in named.items():
+        # (a process switched off only where there is one: an empty one is a driver
+        # still, and the checkout's own check of the files it replaces would no longer
+        # clean them)
+        off[f"filter.{name}.smudge"] = ""
+        if "process" in has:
+            off[f"filter.{name}.process"] = ""
+            off[f"filter.{name}.required"] = "false"
+    return with_config(env, off)
+
+
 def unfiltered(worktree: Path, paths: list[str]) -> list[str]:
     """``paths`` without those a ``filter`` attribute names: their conversion is a
-    program's (LFS, or one planted in the shared config), which bar never runs; only
-    git's own line-ending conversion is undone."""
+    program's (LFS, or one planted in the shared config), which bar never runs, so
+    ``bar verify`` cannot say what a checkout of them would write."""
     if not paths:
         return []
     out = git.git(
@@ -253,7 +348,7 @@ def unfiltered(worktree: Path, paths: list[str]) -> list[str]:
 def raw_differences(worktree: Path, index: Path, paths: Iterable[str]) -> dict[str, str]:
     """Among ``paths``, the regular files of the side ``index`` whose bytes on disk differ
     from git's checkout of them: path -> the blob of the bytes on disk (written to the store)."""
-    candidates = unfiltered(worktree, sorted({p for p in paths if p}))
+    candidates = sorted({p for p in paths if p})
     if not candidates:
         return {}
     expected = _checked_out(worktree, index, candidates)
@@ -275,10 +370,12 @@ def raw_differences(worktree: Path, index: Path, paths: Iterable[str]) -> dict[s
     return dict(zip(differ, shas, strict=True))
 
 
-def raw_parent(worktree: Path, entries: dict[str, tuple[str, str]]) -> str | None:
-    """A parentless commit whose tree holds ``entries`` (None when there are none)."""
-    if not entries:
-        return None
+def raw_parent(
+    worktree: Path, entries: dict[str, tuple[str, str]], checkout: Mapping[str, str]
+) -> str:
+    """A parentless commit whose tree holds ``entries`` (maybe none), its message naming
+    the ``checkout`` configuration (``checkout_config``) the bytes of the files it does
+    not hold are git's checkout by (``recorded_checkout``)."""
     import tempfile
 
     with tempfile.TemporaryDirectory(prefix="bar-raw-") as tmp:
@@ -289,9 +386,8 @@ def raw_parent(worktree: Path, entries: dict[str, tuple[str, str]]) -> str | Non
         )
         git.git(worktree, "update-index", "-z", "--index-info", env=env, input=info)
         tree = git.out(worktree, "write-tree", env=env)
-    return git.commit_tree(
-        worktree, tree, [], "bar: the bytes on disk where git converts", identity=BAR_IDENTITY
-    )
+    named = "".join(f"{key}={value}\n" for key, value in sorted(checkout.items()))
+    return git.commit_tree(worktree, tree, [], f"{_RAW_MESSAGE}\n\n{named}", identity=BAR_IDENTITY)
 
 
 def next_entries(
@@ -313,11 +409,16 @@ def next_entries(
 
 
 def write_raw(
-    worktree: Path, index: Path, now: dict[str, tuple[str, str]], target: dict[str, tuple[str, str]]
+    worktree: Path,
+    index: Path,
+    now: dict[str, tuple[str, str]],
+    target: dict[str, tuple[str, str]],
+    checkout: Mapping[str, str] | None = None,
 ) -> None:
     """After git's checkout of ``target_tree`` into the worktree: give every file its
     exact bytes (the target's raw ones; git's checkout where only the current state had
-    raw bytes), then refresh the side index's stat data."""
+    raw bytes, by the ``checkout`` configuration the target was recorded with:
+    ``recorded_checkout``), then refresh the side index's stat data."""
     for p, (_mode, sha) in target.items():
         data = git.git(worktree, "cat-file", "blob", sha).stdout
         _overwrite(worktree, p, data)
@@ -333,11 +434,33 @@ def write_raw(
             "-f",
             "-z",
             "--stdin",
-            env=git.index_env(index),
+            env=without_smudge(worktree, with_config(git.index_env(index), checkout or {})),
             input=b"".join(p.encode("utf-8", "surrogateescape") + b"\0" for p in plain),
             check=False,
         )
     git.git(worktree, "update-index", "-q", "--refresh", env=git.index_env(index), check=False)
+
+
+def check_out(
+    worktree: Path, index: Path, paths: Sequence[str], checkout: Mapping[str, str]
+) -> None:
+    """Write ``paths`` of the side ``index`` again by git's checkout with the ``checkout``
+    configuration (``recorded_checkout``), no smudge filter run."""
+    if not paths:
+        return
+    env = without_smudge(worktree, with_config(git.index_env(index), checkout))
+    for p in paths:
+        _remove(worktree, p)  # (git skips a file whose stat its index holds)
+    git.git(
+        worktree,
+        "checkout-index",
+        "-f",
+        "-z",
+        "--stdin",
+        env=env,
+        input=b"".join(p.encode("utf-8", "surrogateescape") + b"\0" for p in paths),
+        check=False,
+    )
 
 
 # A step may swap any directory of its worktree for a link (to ``$HOME``) at any moment,

@@ -32,6 +32,9 @@ def drop_newly_ignored(worktree: Path, index: Path) -> None:
     against the ignore rules takes seconds there. None: nothing to ask; a few: only they
     are matched; else (or where HEAD cannot be read) every file is."""
     env = git.index_env(index)
+    # (the worktree's HEAD by its id: with the side index's environment, git's HEAD is
+    # the task's own git directory's)
+    head = git.head(worktree) or "HEAD"
     new = git.git(
         worktree,
         "diff-index",
@@ -40,7 +43,7 @@ def drop_newly_ignored(worktree: Path, index: Path) -> None:
         "-z",
         "--no-renames",
         "--diff-filter=A",
-        "HEAD",
+        head,
         env=env,
         check=False,
     )
@@ -65,7 +68,7 @@ def drop_newly_ignored(worktree: Path, index: Path) -> None:
     found = [p for p in res.stdout.split(b"\0") if p] if res.returncode == 0 else []
     if not found:
         return
-    held = git.git(worktree, "ls-tree", "-r", "-z", "--name-only", "HEAD", check=False)
+    held = git.git(worktree, "ls-tree", "-r", "-z", "--name-only", head, check=False)
     kept = set(held.stdout.split(b"\0")) if held.returncode == 0 else set(found)
     gone = [p for p in found if p not in kept]
     if gone:

@@ -8,6 +8,7 @@ first snapshot does not re-hash every file of the repository.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import time
@@ -19,9 +20,10 @@ from bar.base.ids import TreeId
 from bar.base.notices import warn
 from bar.changes.fast import rescan, speed, stamps
 from bar.changes.fast.stamps import keep_private
-from bar.errors import SnapshotFailed
+from bar.errors import BarError, SnapshotFailed
 from bar.git import ignored
 from bar.history import racy
+from bar.store.files import write_bytes_atomic
 from bar.store.layout import AIDE_DIR, AIDE_FILES
 
 _env = git.index_env
@@ -124,11 +126,18 @@ def write_whole(
     scope: list[str] | None,
     excludes: Sequence[str] = (),
     suspects: Sequence[str] | None = None,
+    *,
+    renormalize: bool = False,
 ) -> tuple[TreeId, bool, list[str] | None]:
     """``_write``, whether every file of the scope could be read (``_add``), and the
     scope rescanned (None: everything, also when the given one could not be added as
     such). ``suspects``: files to hash whatever their stat (``bar.history.racy``; default: those
-    noted for ``index``), added to the scope."""
+    noted for ``index``), added to the scope. ``renormalize``: git's conversions changed
+    (``bar.git.conversions``): every recorded file is hashed anew, whatever its stat,
+    and everything is rescanned."""
+    if renormalize:
+        reseed(worktree, index)
+        scope = None
     suspects = racy.suspects(index) if suspects is None else suspects
     if suspects:
         racy.force(worktree, index, suspects)
@@ -144,6 +153,10 @@ def write_whole(
     if added is False and scope:
         speed.fallback("a scope git could not add as such")
         added, scope = _add(worktree, index, ["."], excludes), None
+    if renormalize:
+        # once the index holds the worktree's own .gitattributes: within one ``git add``
+        # git may still read those HEAD holds and the worktree no longer does
+        _renormalize(worktree, index, excludes)
     if scope is None:
         ignored.drop_newly_ignored(worktree, index)
     tree = TreeId(git.out(worktree, "write-tree", env=_env(index)))  # may store its cache-tree
@@ -151,6 +164,76 @@ def write_whole(
         racy.note(worktree, index, since, len(tree))
     keep_private(index)
     return tree, added is not None, scope
+
+
+def head_path(index: Path) -> Path:
+    return index.with_name(index.name + ".head")
+
+
+def head_moved(worktree: Path, index: Path) -> bool:
+    """Whether the worktree's HEAD moved since ``note_head`` (a step committed, reset,
+    or the developer did by hand): the files HEAD holds are recorded whatever the ignore
+    rules say (SPEC §3, "What the step committed is part of the step"), so the side
+    index starts over from it (``reseed``). Never for a first look."""
+    now = git.head(worktree)
+    try:
+        before = head_path(index).read_text().strip()
+    except OSError:
+        note_head(worktree, index, now)
+        return False
+    return now is not None and before != now
+
+
+def note_head(worktree: Path, index: Path, head: str | None = None) -> None:
+    """Note the worktree's HEAD as the one the side index was last seeded for."""
+    head = head or git.head(worktree)
+    if head is not None:
+        with contextlib.suppress(OSError, BarError):
+            write_bytes_atomic(head_path(index), head.encode() + b"\n", durable=False)
+
+
+def reseed(worktree: Path, index: Path) -> None:
+    """Start the side index over from the worktree's HEAD, as the record's definition
+    does (a fresh index holding HEAD, then ``git add -A``): every file is hashed anew
+    through git's conversions as they are now (its stat cache would call them clean),
+    and the files HEAD holds are kept whatever the ignore rules say. For a change of
+    git's conversions (``bar.git.conversions``) or of HEAD. git's attributes come from
+    the worktree, else from the index, which therefore holds HEAD's as git add begins."""
+    # (the worktree's HEAD, named by its id: with the side index's environment, git's
+    # HEAD is the task's own git directory's)
+    head = git.head(worktree)
+    res = (
+        git.git(worktree, "read-tree", head, env=_env(index), check=False)
+        if head is not None
+        else None
+    )
+    if res is None or res.returncode != 0:  # (no HEAD to read: an unborn branch)
+        git.git(worktree, "read-tree", "--empty", env=_env(index))
+
+
+def renormalize(worktree: Path, index: Path) -> None:
+    """Hash every file the side index holds anew through git's conversions as they are
+    now: after a restore wrote bytes by the configuration a state was recorded with."""
+    _renormalize(worktree, index, ())
+
+
+def _renormalize(worktree: Path, index: Path, excludes: Sequence[str]) -> None:
+    """Hash every file the side index holds anew through git's conversions as they are
+    now (``git add --renormalize``: its stat cache would call them clean), with the
+    attributes of the worktree's own ``.gitattributes`` files."""
+    kept = () if os.path.islink(os.path.join(worktree, AIDE_DIR)) else AIDE_FILES
+    specs = [":(top)", *(f":(top,exclude,literal){p}" for p in (*excludes, *kept))]
+    git.git(
+        worktree,
+        "add",
+        "--renormalize",
+        "--ignore-errors",
+        "--pathspec-from-file=-",
+        "--pathspec-file-nul",
+        env=_env(index),
+        input=b"\0".join(s.encode("utf-8", "surrogateescape") for s in specs) + b"\0",
+        check=False,
+    )
 
 
 def _swallowed(worktree: Path, index: Path) -> list[str]:

@@ -24,7 +24,7 @@ from bar.base.proc import Started
 from bar.changes.fast import object_writer, rescan, speed, staging, stamps, watcher
 from bar.changes.fast.tree_shape import Ahead, Listing, Shape, list_tree
 from bar.errors import GitError
-from bar.git import BAR_IDENTITY, exact
+from bar.git import BAR_IDENTITY, conversions, exact
 from bar.history import side_index
 
 if TYPE_CHECKING:
@@ -101,12 +101,16 @@ def take(
     asked: Started | None = None
     ready: dict[str, Any] | None = None  # the patch to the tree the watcher staged, if taken
     ahead: Ahead | None = None
+    renormalize = False
     if restored_tree is not None:
         scope: list[str] | None = []
         known = None
         tree = restored_tree
     else:
-        if changed is None and watcher.running(index):
+        # git's conversions changed (no file need have): every file is hashed anew
+        # or HEAD moved: the side index starts over from it (``side_index.reseed``)
+        renormalize = conversions.moved(worktree, index) or side_index.head_moved(worktree, index)
+        if changed is None and watcher.running(index) and not renormalize:
             # (a staging is made only while no command holds the task: never during a
             # step, so only a command's look for hand edits may find one)
             sight = watcher.look(
@@ -115,7 +119,7 @@ def take(
             changed = sight.seen() if sight is not None else None
             if sight is not None and sight.staged is not None and "config" not in sight.staged:
                 asked = exact.ask(worktree)  # (below) there is a tree to record: begun now
-        found = rescan.scan(worktree, index, stamped, changed, before_look)
+        found = None if renormalize else rescan.scan(worktree, index, stamped, changed, before_look)
         scope, known = found if found is not None else (None, None)
         if before_look is not None:
             before_look()  # (a full rescan follows: before it)
@@ -151,7 +155,21 @@ def take(
             # a full look: what its stamps need of the recorded tree is read meanwhile
             if scope is None and speed.fast():
                 ahead = Ahead(worktree, recorded)
-            tree, whole, scope = side_index.write_whole(worktree, index, scope, excludes)
+            tree, whole, scope = side_index.write_whole(
+                worktree, index, scope, excludes, renormalize=renormalize
+            )
+        if not renormalize and conversions.may_touch_attributes(
+            worktree, scope, stamps.stamped_attributes(index)
+        ):
+            recorded_tree = (
+                recorded_tree or stamps.tree_of(index, recorded) or git.tree_of(worktree, recorded)
+            )
+            renormalize = conversions.touches_attributes(worktree, recorded_tree, tree)
+            if renormalize:  # a .gitattributes changed: what it covers is hashed anew
+                tree, whole, scope = side_index.write_whole(
+                    worktree, index, None, excludes, renormalize=True
+                )
+                ready = None
     snap = _record(
         worktree,
         index,
@@ -171,6 +189,9 @@ def take(
         ready,
         ahead,
     )
+    if renormalize:
+        conversions.note(worktree, index)
+        side_index.note_head(worktree, index)
     if sight is not None:
         # what it named and this snapshot left out is named again next time
         left_out = (
@@ -310,8 +331,8 @@ def _raw_parent(
 ) -> tuple[bool, bool, str | None, Listing | None]:
     """The raw-bytes parent of a new snapshot (``bar.git.exact``) where git converts: whether
     git converts here, whether the raw bytes differ from ``recorded``'s (a line-ending
-    change alone leaves the tree as it was, yet must be kept), the parent (None: no
-    file needs raw bytes), and the walk of ``tree`` it made, if it made one."""
+    change alone leaves the tree as it was, yet must be kept), the parent (None: git
+    converts nothing here), and the walk of ``tree`` it made, if it made one."""
     attributes = shape.has_attributes if shape else stamps.stamped_attributes(index)
     listed = None
     if attributes is None:
@@ -331,9 +352,12 @@ def _raw_parent(
     rescanned = listing.modes if scope is None else (p for p in scope if p in listing.modes)
     candidates = [*changed, *rescanned]
     entries = exact.next_entries(worktree, index, listing.modes, before, candidates)
-    if entries == before:
-        return True, False, git.rev_parse(worktree, f"{recorded}^2") if before else None, listed
-    return True, True, exact.raw_parent(worktree, entries), listed
+    # (every snapshot recorded where git converts has a raw parent: it names the
+    # configuration git's checkout of the other files writes their bytes by)
+    checkout = exact.checkout_config(worktree, asked)
+    if entries == before and exact.recorded_checkout(worktree, recorded) == checkout:
+        return True, False, git.rev_parse(worktree, f"{recorded}^2"), listed
+    return True, entries != before, exact.raw_parent(worktree, entries, checkout), listed
 
 
 # git reads blobs through maps of the pack file, by default as much of it as it touches:

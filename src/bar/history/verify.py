@@ -265,7 +265,8 @@ def check(
         index = Path(tmp) / "index"  # the state, for git to list what is beside it
         git.git(worktree, "read-tree", commit, env={"GIT_INDEX_FILE": str(index)})
         if mismatched:
-            found += _converted(worktree, index, Path(tmp), mismatched, not_compared)
+            checkout = exact.recorded_checkout(worktree, commit) or {}
+            found += _converted(worktree, index, Path(tmp), mismatched, not_compared, checkout)
         found += _extra(worktree, index, entries)
     found.sort(key=lambda d: (d.path, d.kind))
     return Report(
@@ -280,12 +281,18 @@ def check(
 
 
 def _converted(
-    worktree: Path, index: Path, tmp: Path, entries: list[_Entry], not_compared: list[str]
+    worktree: Path,
+    index: Path,
+    tmp: Path,
+    entries: list[_Entry],
+    not_compared: list[str],
+    checkout: dict[str, str],
 ) -> list[Difference]:
     """Of files whose bytes are not their blob's: those git's checkout of the blob would
     not write either (where git converts line endings, a file is what the checkout
     writes; elsewhere the checkout writes the blob, and they all differ). Those a
-    ``filter`` attribute names go to ``not_compared``."""
+    ``filter`` attribute names go to ``not_compared``. ``checkout``: the line-ending
+    configuration the state was recorded by (``exact.recorded_checkout``)."""
     names = [_name(e.path) for e in entries]
     plain = set(exact.unfiltered(worktree, names))
     not_compared += [n for n in names if n not in plain]
@@ -297,7 +304,7 @@ def _converted(
         "-z",
         "--stdin",
         f"--prefix={out}/",
-        env={"GIT_INDEX_FILE": str(index)},
+        env=exact.with_config({"GIT_INDEX_FILE": str(index)}, checkout),
         check=False,
         input=b"".join(n.encode("utf-8", "surrogateescape") + b"\0" for n in sorted(plain)),
     )

@@ -21,7 +21,7 @@ from bar.base.notices import note, plural
 from bar.changes.fast import rescan, staging, stamps
 from bar.errors import CorruptFile
 from bar.formats import telemetry
-from bar.git import DiffStat
+from bar.git import DiffStat, conversions
 from bar.history import patches, racy, side_index, snapshot
 from bar.ledger.records import (
     ApplyStep,
@@ -178,12 +178,18 @@ def append(task: Task, step: _S, scrubber: Scrubber | None = None) -> _S:
     """Append ``step`` to the ledger with every string scrubbed of secrets; the caller
     holds the task lock. Returns the step as written."""
     scrub = scrubber or known_secrets.scrubber()
+    last = task.ledger.last()
+    if isinstance(step, RunStep | ManualStep) and step.head:
+        # the step (a commit, a reset) or a hand moved the worktree's HEAD: said with its
+        # changes (SPEC §3, "What the step committed is part of the step")
+        before = last.head if last is not None and last.head else task.base_commit
+        if before and before != step.head:
+            step.extra["head_moved"] = True
     stat, patch = getattr(step, "diff_stat", None), getattr(step, "artifacts", None)
     if stat is not None and patch is not None and patch.patch:
         patches.mask_names(task.dir / patch.patch, stat.file_list, scrub.scrub_values)
     written = step_from_record(scrub.scrub_obj(step.to_record()), "step")
     assert isinstance(written, type(step))
-    last = task.ledger.last()
     if last is not None and last.head and written.head and last.head != written.head:
         keep_head(task, last.head, written.head)
     task.ledger.append(written)
@@ -249,7 +255,14 @@ def current_tree(task: Task, recorded: str | None = None) -> str:
     state. ``recorded``: the task's recorded snapshot, whose stamps say what to look at
     (nothing at all when nothing changed: its own tree). What changed is added to a copy
     of the side index, so it never races a running step."""
-    scope = rescan.changed_since(task.worktree, task.index, recorded) if recorded else None
+    renormalize = conversions.moved(task.worktree, task.index) or side_index.head_moved(
+        task.worktree, task.index
+    )
+    scope = (
+        rescan.changed_since(task.worktree, task.index, recorded)
+        if recorded and not renormalize
+        else None
+    )
     if scope == [] and recorded is not None:
         return tree_of(task, recorded)  # (``bar.history.racy``'s suspects count as changed there)
     import shutil
@@ -263,7 +276,11 @@ def current_tree(task: Task, recorded: str | None = None) -> str:
         except FileNotFoundError:
             scope = None
         return side_index.write_whole(
-            task.worktree, index, scope, suspects=racy.suspects(task.index)
+            task.worktree,
+            index,
+            scope,
+            suspects=racy.suspects(task.index),
+            renormalize=renormalize,
         )[0]
 
 

@@ -205,12 +205,15 @@ def test_a_nested_repository_a_restore_leaves_on_disk_is_recorded(
     _same_record(repo, task, wt, tmp_path)
 
 
-@pytest.mark.parametrize("setting", ["core.trustctime=false", "core.checkStat=minimal"])
+@pytest.mark.parametrize(
+    "setting", ["core.trustctime=false", "core.checkStat=minimal", "core.ignoreStat=true"]
+)
 def test_a_same_size_rewrite_with_its_mtime_put_back_is_seen_whatever_the_stat_settings(
     repo: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str], speed: str, setting: str
 ) -> None:
     """The repository tells git to trust no ctime (``core.trustctime=false``) or to
-    compare only the mtime's seconds and the size (``core.checkStat=minimal``). A file is
+    compare only the mtime's seconds and the size (``core.checkStat=minimal``), or to mark
+    what it adds assume-unchanged (``core.ignoreStat=true``). A file is
     rewritten in place with as many bytes and its mtime put back: only its ctime moved.
     The side index is bar's, not the repository's: every look compares the ctime, and
     records the rewrite; by hand and by a step, deeper and many files at once."""

@@ -296,9 +296,15 @@ def test_a_staging_carries_the_configuration_its_tree_was_written_with(
 ) -> None:
     """What the command reads of git's configuration to record a hand edit (conversions,
     how to write the commit) comes with the staging it takes, read as the staging's tree
-    was written: what the command would have read itself."""
-    task, wt = watcher_started(capfd, repo)
-    subprocess.run(["git", "config", "core.autocrlf", "input"], cwd=repo, check=True)
+    was written: what the command would have read itself. (The configuration is the
+    one the task's last look noted: a change of it since is no staging's, see below.)"""
+    task, wt = watcher_started(
+        capfd,
+        repo,
+        lambda _wt: subprocess.run(
+            ["git", "config", "core.autocrlf", "input"], cwd=repo, check=True
+        ),
+    )
     (wt / "a.txt").write_text("one\n")
     assert _staged(task) is not None
     carried: list[object] = []
@@ -315,3 +321,34 @@ def test_a_staging_carries_the_configuration_its_tree_was_written_with(
     assert answer is not None and "core.autocrlf input" in answer.result().out
     assert exact.converts(wt, False, answer)
     assert answered(["not", "an answer"]) is None and answered(None) is None
+
+
+def test_a_conversion_change_since_the_last_look_is_no_stagings(
+    repo: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """git's conversions changed since the task's last look (``core.autocrlf``), and a
+    file was edited: the watcher's staging holds only the edited file, while a fresh
+    ``git add -A`` stores every file through the new conversions (SPEC §3, "Raw bytes").
+    The command leaves the staging and hashes every file anew; the record is plain git's."""
+
+    def crlf(wt: Path) -> None:
+        (wt / "crlf.txt").write_bytes(b"one\r\ntwo\r\n")
+        (wt / "d" / "e").mkdir(parents=True)
+        (wt / "d" / "e" / "deep.txt").write_bytes(b"x\r\n")
+
+    task, wt = watcher_started(capfd, repo, crlf)
+    subprocess.run(["git", "config", "core.autocrlf", "input"], cwd=repo, check=True)
+    (wt / "a.txt").write_text("one\n")
+    assert _staged(task) is not None
+    carried: list[object] = []
+    answered = exact.answered
+
+    def taking(said: object) -> Any:
+        carried.append(said)
+        return answered(said)
+
+    monkeypatch.setattr(exact, "answered", taking)
+    assert bar(capfd, "run", "--", "true").code == 0
+    assert carried == []
+    assert recorded_tree(repo, task) == plain_git_tree(wt, tmp_path)
+    assert (wt / "crlf.txt").read_bytes() == b"one\r\ntwo\r\n"  # (no byte rewritten)

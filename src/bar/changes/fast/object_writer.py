@@ -58,7 +58,7 @@ _HARMLESS_EXTENSIONS = (
     "extensions.noop",
 )
 # read with these keys for the snapshot's other needs (``bar.git.exact``): no part of a commit
-_READ_BESIDE = ("core.autocrlf", "core.attributesfile", "core.excludesfile")
+_READ_BESIDE = ("core.autocrlf", "core.eol", "core.attributesfile", "core.excludesfile")
 _HASHES = {"sha1": 40, "sha256": 64}  # digits of an object id
 # what git takes from the environment when it writes a commit, other than the identity
 # bar sets (``git.BAR_IDENTITY``)

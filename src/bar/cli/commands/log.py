@@ -31,6 +31,7 @@ from bar.base.cmdline import line_of
 from bar.cli.pager import paging
 from bar.cli.render import (
     Painter,
+    changes_text,
     checkpoint_columns,
     checkpoint_line,
     copy_file,
@@ -42,7 +43,6 @@ from bar.cli.render import (
     plural,
     print_json,
     session_text,
-    stat_text,
     terminal_width,
 )
 from bar.errors import UsageError
@@ -316,7 +316,7 @@ def _filters_text(grep: str | None, kinds: list[str], agent: str | None, since: 
 
 # names what ``_cells`` makes: a change to it (or to what it calls) needs a new tag, or
 # the rows kept beside long ledgers would show the old words
-_TAG = "log/4"
+_TAG = "log/5"
 
 
 def _cells(task: Task, step: Step) -> list[Any]:
@@ -327,7 +327,7 @@ def _cells(task: Task, step: Step) -> list[Any]:
         step.kind,
         text,
         colour,
-        stat_text(step.diff_stat),
+        changes_text(step.diff_stat, step.extra),
         duration(step.duration_ms),
         describe(step, task),
         _where(step),

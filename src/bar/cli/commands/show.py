@@ -19,6 +19,7 @@ from bar.cli.render import (
     Painter,
     abandoned_text,
     byte_size,
+    changes_text,
     checkpoint_columns,
     checkpoint_line,
     copy_file,
@@ -151,7 +152,7 @@ def _show_step(the_task: Task, record: Step, taken: list[Checkpoint]) -> None:
             rows.append(("conflicts", ", ".join(record.conflicts) + " (conflict markers)"))
     if isinstance(record, SyncStep | RollbackStep) and record.base_after:
         rows.append(("base", f"{short(record.base_before)} -> {short(record.base_after)}"))
-    rows.append(("changes", stat_text(record.diff_stat)))
+    rows.append(("changes", changes_text(record.diff_stat, record.extra)))
     if record.diff_stat.file_list:
         rows.append(("files", _files_text(record.diff_stat.file_list, record.step_id)))
     rows.append(("snapshot", f"{short(record.snapshot_before)} -> {short(record.snapshot)}"))
