@@ -104,6 +104,9 @@ def remove(task: Task, *, then: str, command: str) -> None:
         started_at=now_iso(),
     )
     write_json_atomic(journal(task), intent.to_record())
+    # locked, git's `worktree prune` (any bar command's, in any task) leaves its git
+    # directory alone while its path is gone: the moved tree is still compared by it
+    _lock(task.project.root, wt)
     faults.point("remove worktree: journal written")
     view = dict(board.task_view(task), status=_board_status(task, then))
     project = task.project
@@ -136,6 +139,7 @@ def resume(task: Task) -> bool:
         return False
     moved, wt = Path(intent.moved), Path(intent.worktree)
     if not os.path.lexists(moved) and (wt / ".git").is_file():
+        git.git(task.project.root, "worktree", "unlock", str(wt), check=False)
         journal(task).unlink(missing_ok=True)
         return False
     from bar.base.notices import note
@@ -199,13 +203,18 @@ def _finish(task: Task, intent: Removal) -> None:
     moved, wt = Path(intent.moved), Path(intent.worktree)
     if os.path.lexists(moved):
         _point_home(moved, intent.gitdir)
-        keep = _not_recorded(task, moved, intent.snapshot)
+        try:
+            keep = _not_recorded(task, moved, intent.snapshot)
+            why = "no recorded state holds it, and the worktree was removed"
+        except BarError:  # (its git directory is gone: nothing can be compared, all is kept)
+            keep = sorted(n for n in os.listdir(moved) if n != ".git")
+            why = "the worktree was removed and could not be compared with the record"
         faults.point("remove worktree: compared")
         trash.move_aside(
             task,
             moved,
             keep,
-            "no recorded state holds it, and the worktree was removed",
+            why,
             command=intent.command,
             kind=trash.CLOSE,
             state=intent.snapshot,
@@ -234,6 +243,10 @@ def _finish(task: Task, intent: Removal) -> None:
     conclude(task, intent.then)
     journal(task).unlink(missing_ok=True)
     faults.point("remove worktree: done")
+
+
+def _lock(repo: Path, wt: Path) -> None:
+    git.git(repo, "worktree", "lock", "--reason", "bar: being removed", str(wt), check=False)
 
 
 def _board_status(task: Task, then: str) -> str:
