@@ -1,5 +1,6 @@
-"""bench/crash_trials.py: bar SIGKILLed at random moments of run, rollback and apply, a few
-trials on every test run (the script itself runs hundreds: see bench/README.md)."""
+"""bench/crash_trials.py: bar SIGKILLed at random moments of run, rollback, undo, apply and
+close, a few trials on every test run (the script itself runs hundreds: see
+bench/README.md)."""
 
 from __future__ import annotations
 
@@ -39,7 +40,7 @@ def test_bar_killed_at_random_moments_loses_nothing() -> None:
     assert code == 0, "\n".join(failures(record)) or err
     done = record["trials"]
     assert len(done) == 12 and all(t["ok"] for t in done)
-    assert {t["op"] for t in done} == {"run", "rollback", "undo", "apply"}
+    assert {t["op"] for t in done} == {"run", "rollback", "undo", "apply", "close"}
     # the delays are drawn inside each operation's measured duration, so kills land in it;
     # how many depends on how the machine's load moved between the measure and the kill
     # (5 of 12 on a loaded one, most on an idle one): one at least, whatever the load
