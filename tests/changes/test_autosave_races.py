@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from helpers import (
+    SWEEP_SHARE,
     bar,
     bar_exe,
     files_in_commit,
@@ -26,7 +27,8 @@ from helpers import (
 from bar.history import racy
 from conftest import git
 
-TRIALS = 30
+# 30 races each way in make test-long, the sweeps' share of them (8 at least) in make test
+TRIALS = max(8, round(30 * SWEEP_SHARE))
 # an editor autosaving every 2 ms, in place (open, truncate, write), for a burst that
 # starts after a delay; it says which save was its last
 AUTOSAVE = """
@@ -62,7 +64,7 @@ def last_save(proc: subprocess.Popen[bytes], count: int = 15) -> bytes:
 MANY = "for i in $(seq 1 150); do mkdir -p d$((i % 7)); echo {v} $i > d$((i % 7))/f$i.txt; done"
 
 
-@pytest.mark.slow  # 30 races each way
+@pytest.mark.slow  # TRIALS races each way
 def test_an_autosave_during_apply_is_never_overwritten(
     speed: str, inited_clean: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
@@ -91,7 +93,7 @@ def test_an_autosave_during_apply_is_never_overwritten(
     assert lost == [], f"{len(lost)} of {TRIALS} autosaves lost ({raced} raced): {lost[:3]}"
 
 
-@pytest.mark.slow  # 30 races each way
+@pytest.mark.slow  # TRIALS races each way
 def test_an_autosave_during_rollback_is_never_lost(
     speed: str, inited: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:

@@ -35,8 +35,9 @@ from bar.history import patches, side_index, snapshot
 from bar.store.lock import FileLock
 
 
-def _staged(task: dict[str, object], seconds: float = 5.0) -> Path | None:
-    """The copy the watcher staged, once it has (None: it did not within ``seconds``)."""
+def _staged(task: dict[str, object], seconds: float = 60.0) -> Path | None:
+    """The copy the watcher staged, once it has (None: it did not within ``seconds``; a
+    loaded machine's watcher may take many of them)."""
     folder = task_dir(str(task["id"]))
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
