@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 
 import pytest
-from helpers import bar, ledger, new_task, run_sh, task_dir, worktree
+from helpers import bar, bar_exe, ledger, new_task, run_sh, task_dir, worktree
 
 from conftest import git
 
@@ -167,3 +167,47 @@ def test_a_file_edited_and_ignored_by_hand_is_never_lost_by_a_rollback(
     assert res.code == 0, res.err
     assert (wt / "a.txt").read_text() == "edited by hand\n"
     assert (wt / ".gitignore").read_text() == "a.txt\n"
+
+
+@pytest.mark.parametrize("hand", [False, True])
+def test_an_undo_killed_after_git_wrote_puts_the_nested_repository_back_on_recovery(
+    inited_clean: Path, capfd: pytest.CaptureFixture[str], speed: str, hand: bool
+) -> None:
+    """The crash trials' find: ``undo`` of a rollback that moved a nested repository to
+    the trash is killed after git wrote the state's files (the gitlink: an empty
+    directory) and before the repository came back. The next command finishes the undo:
+    the repository is put back whole, and the record holds its gitlink, as the disk does.
+    ``hand``: a new file is made by hand after the kill; it is kept and recorded apart."""
+    t = new_task(capfd)
+    wt = worktree(t)
+    run_sh(capfd, "echo one > a.txt")
+    run_sh(
+        capfd,
+        "mkdir vendor && cd vendor && git init -q -b main && echo 'int lib;' > lib.c && "
+        "git add lib.c && git commit -qm vendored",
+    )
+    head = git(wt / "vendor", "rev-parse", "HEAD").strip()
+    (wt / "vendor" / "wip.c").write_text("work in progress\n")
+    assert bar(capfd, "rollback", "--to", "1").code == 0
+    assert not (wt / "vendor").exists()
+    res = bar_exe("undo", cwd=wt, env={"BAR_FAULT_AT": "after moving the target's files in"})
+    assert res.code == -9, res.err
+    if hand:
+        (wt / "hand.txt").write_text("made after the kill\n")
+    res = bar(capfd, "run", "--", "true")  # (the next command that changes the task)
+    assert res.code == 0, res.err
+    assert (wt / "vendor" / ".git").is_dir(), res.err
+    assert git(wt / "vendor", "rev-parse", "HEAD").strip() == head
+    assert (wt / "vendor" / "wip.c").read_text() == "work in progress\n"
+    assert trash_entries(t["id"]) == []
+    steps = ledger(t["id"])
+    undone = [s for s in steps if s["kind"] == "rollback"][-1]
+    assert git(wt, "ls-tree", undone["snapshot"], "vendor").split()[:3] == [
+        "160000",
+        "commit",
+        head,
+    ]
+    assert bar(capfd, "verify").code == 0
+    if hand:
+        assert (wt / "hand.txt").read_text() == "made after the kill\n"
+        assert [s["kind"] for s in steps[3:]] == ["manual", "rollback", "run"]

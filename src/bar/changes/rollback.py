@@ -219,6 +219,8 @@ def restore(
         now_tree = side_index.write_tree(task.worktree, task.index, recorded=now_commit)
     target_tree = git.tree_of(task.worktree, target_commit)
     if now_tree == target_tree:
+        if verified is None and _left_unpopulated(task, target_tree, state or target_commit):
+            return None  # (a repository came back, or left the record: the snapshot looks)
         # the same tree; where git converts, the bytes may still differ (line endings)
         raw_now = exact.raw_entries(task.worktree, exact.raw_tree_of(task.worktree, now_commit))
         raw_target = exact.raw_entries(
@@ -255,6 +257,7 @@ def restore(
     changes = _changes(task.worktree, now_tree, target_tree)
     staging = _stage(task, changes, _fresh(task.dir / "restore-staging"))
     raced, written = _move_in(task, changes, target_tree, staging, command, step_id)
+    faults.point("after moving the target's files in")
     algo = "sha256" if len(target_tree) == 64 else "sha1"
 
     def holds(rel: str) -> bool:
@@ -267,9 +270,12 @@ def restore(
         ignored.keep_ignored(task.worktree, now_tree, rules)
     # what a rollback moved aside from the state restored (an undo of it), then nested
     # repositories (never written by git) where the target has their gitlink
+    gitlinks = way.gitlinks
+    if verified is None:  # (a restore a crash stopped may have written gitlinks already)
+        gitlinks = {**_unpopulated(task, target_tree), **gitlinks}
     put_back = trash.put_back_of_state(task, state or target_commit, now_tree)
-    put_back += trash.put_back_nested(task, way.gitlinks)
-    gone = _unfound_repositories(task, way.gitlinks)
+    put_back += trash.put_back_nested(task, gitlinks)
+    gone = _unfound_repositories(task, gitlinks)
     # the target was recorded by another line-ending configuration than the one of now
     # (SPEC §3, "Raw bytes"): the files git wrote are written again by that one, and
     # since git stores them otherwise than the target's blobs, every file is hashed
@@ -354,6 +360,38 @@ def _checkout_env(task: Task) -> dict[str, str]:
     if stamps.stamped_attributes(task.index) is False and not exact.converts(task.worktree, False):
         return env
     return exact.without_smudge(task.worktree, env)
+
+
+def _unpopulated(task: Task, tree: str) -> dict[str, str]:
+    """The gitlinks of ``tree`` (path -> commit) where the worktree holds no repository
+    (nothing, or an empty directory, which git counts as a gitlink not checked out): a
+    restore that a crash stopped after git wrote them put nothing back there yet."""
+    listed = git.git(task.worktree, "ls-tree", "-r", "-z", "--full-tree", tree).stdout
+    found: dict[str, str] = {}
+    for item in listed.split(b"\0"):
+        meta, _, raw = item.partition(b"\t")
+        fields = meta.split(b" ")
+        if len(fields) != 3 or fields[0] != b"160000":
+            continue
+        path = raw.decode("utf-8", "surrogateescape")
+        there = trash.lstat_beneath(task.worktree, path)
+        if there is None or trash.is_empty_dir(task.worktree, path):
+            found[path] = fields[2].decode()
+    return found
+
+
+def _left_unpopulated(task: Task, tree: str, state: str) -> bool:
+    """Where a recovery finds the worktree already at ``tree``: what the interrupted
+    restore had still to do after git wrote its files (put back from the trash what the
+    state restored held, and the nested repositories of its gitlinks, or take the
+    gitlinks no repository backs out of the record). Whether it did anything."""
+    gitlinks = _unpopulated(task, tree)
+    done = bool(trash.put_back_of_state(task, state, tree))
+    done = bool(trash.put_back_nested(task, gitlinks)) or done
+    done = bool(_unfound_repositories(task, gitlinks)) or done
+    if done:
+        stamps.forget(task.index)
+    return done
 
 
 def _unfound_repositories(task: Task, gitlinks: dict[str, str]) -> list[str]:
