@@ -603,6 +603,31 @@ def group_alive(pgid: int) -> bool:
     return False
 
 
+def stop_watchers(root: Path) -> None:
+    """Every watcher the last trial left under ``root`` has exited before the directory
+    goes (as ``bar task delete`` stops a task's first): one still staging would write
+    its git directory again into a task directory removed under it."""
+    from bar.changes.fast import watcher
+
+    for sock in root.glob(f"home/projects/*/tasks/*/{watcher.SOCKET}"):
+        index = sock.parent / "index"
+        said = watcher.status(index) or {}
+        watcher.stop(index)
+        pid = int(said.get("pid") or 0)
+        deadline = time.monotonic() + 10
+        while pid and time.monotonic() < deadline and alive(pid):
+            time.sleep(0.02)
+
+
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` runs (a zombie does not)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except (OSError, IndexError):
+        return False
+
+
 def wait_for_group(pgid: int, limit: float = 10.0) -> bool:
     """Whether every process of the killed group is gone within ``limit`` seconds."""
     deadline = time.monotonic() + limit
@@ -717,6 +742,7 @@ class Runner:
 
         os.chdir(self.work)
         for d in ("t", "t.copy", "t.orig", "t.crashed"):
+            stop_watchers(self.work / d)
             shutil.rmtree(self.work / d, ignore_errors=True)
         try:
             setup = self.build(rng, op)
