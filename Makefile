@@ -139,7 +139,7 @@ test-long: $(STAMP) agents shells browser
 	TEST_SWEEP_SHARE=1 $(PY) -m pytest $(PYTEST_PARALLEL) -m slow
 	BAR_SANDBOX_UNAVAILABLE=1 $(PY) -m pytest $(PYTEST_PARALLEL) -p no:randomly -m "long and not slow" \
 		$(UNCONFINED_TESTS)
-	$(PY) bench/crash_trials.py --trials 500 --seed $$(date +%Y%m%d)
+	$(PY) bench/crash_trials.py --trials 500 --new-ops --seed $$(date +%Y%m%d)
 
 test: lint typecheck unit
 	@# the quick benchmark as a smoke test: fails only when a command fails, never on timing

@@ -560,6 +560,9 @@ def updated_files(repo: Path, files: dict[str, bytes], old: str, new: str) -> di
     for meta, name in zip(raw[0:-1:2], raw[1::2], strict=True):
         _, mode, _, sha, status = meta.decode().lstrip(":").split()
         changes.append((mode, sha, status, name.decode(errors="surrogateescape")))
+    # a gitlink (a nested repository the task recorded) is no file: git makes an empty
+    # directory there, and its commit is not in this repository
+    changes = [(m, sha, "D" if m == "160000" else st, p) for m, sha, st, p in changes]
     shas = [sha for _, sha, status, _ in changes if status != "D"]
     data = git(repo, "cat-file", "--batch", input="".join(s + "\n" for s in shas).encode())
     blobs: dict[str, bytes] = {}

@@ -18,9 +18,9 @@ marks too (``BAR_MARKS``), its watches are partial, and the directories left unw
 statted.
 
 ``BAR_ORACLE_EXAMPLES`` raises the number of random sequences (the suite runs a few).
-``BAR_ORACLE_NEW_OPS=1`` adds the operations of SPEC §3 "Nothing is destroyed that was not
-recorded" (off in the suite until bar passes them): nested repositories created, committed
-to, replaced by files and files replaced by them; ignored files in directories that become
+The operations of SPEC §3 "Nothing is destroyed that was not recorded" are played too
+(``BAR_ORACLE_NEW_OPS=0`` leaves them out): nested repositories created, committed to,
+replaced by files and files replaced by them; ignored files in directories that become
 files; ``* text=auto`` added and removed and ``core.autocrlf`` switched; commits and HEAD
 moves inside steps; undo. With them every bar command that runs no code of the user's (a
 hand session's recording, a rollback, an undo) is also checked to lose no bytes
@@ -71,7 +71,7 @@ NESTED_GIT, every_byte, lost_bytes, recorded_blobs = (
 )
 
 EXAMPLES = int(os.environ.get("BAR_ORACLE_EXAMPLES", "10"))
-NEW_OPS = os.environ.get("BAR_ORACLE_NEW_OPS") == "1"
+NEW_OPS = os.environ.get("BAR_ORACLE_NEW_OPS") != "0"
 # comparisons of a snapshot with plain git made so far in this process, per speed mode
 COMPARISONS = {"fast": 0, "slow": 0}
 COUNTS_FILE = os.environ.get("BAR_ORACLE_COUNTS")  # (read here: each test's environment is sealed)
@@ -533,8 +533,8 @@ def _count(before: dict[str, int]) -> None:
         f.write(json.dumps(total))
 
 
-# Sequences the new operations found bar failing on (run with ``BAR_ORACLE_NEW_OPS=1``):
-# each is the smallest known way to one divergence, kept as fixes land; the watch budget
+# Sequences the new operations found bar failing on, each the smallest known way to one
+# divergence, kept since they were fixed; the watch budget
 # of the play with the speed layer on (``WATCHED``) is the default but where named.
 FOUND: dict[str, tuple[dict[str, Any], list[tuple[str, Any]]]] = {
     "rollback-over-nested-repository": (
@@ -645,7 +645,7 @@ FOUND: dict[str, tuple[dict[str, Any], list[tuple[str, Any]]]] = {
 WATCHED: dict[str, str] = {"nested-repository-where-a-tracked-directory-was": "2:1"}
 
 
-@pytest.mark.skipif(not NEW_OPS, reason="BAR_ORACLE_NEW_OPS=1: bar does not pass them yet")
+@pytest.mark.skipif(not NEW_OPS, reason="BAR_ORACLE_NEW_OPS=0")
 @pytest.mark.parametrize("name", sorted(FOUND))
 def test_found_sequences(
     name: str, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
