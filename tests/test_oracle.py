@@ -306,9 +306,11 @@ def _make_repo(tmp: Path, sh: dict[str, Any]) -> Path:
     return repo
 
 
-def _check(repo: Path, wt: Path, tmp: Path, task_id: str) -> None:
+def _check(repo: Path, wt: Path, task_id: str, plain: tuple[bytes, set[str]]) -> None:
+    """The last snapshot against ``plain``, plain git's record of the worktree as it is
+    (``plain_git``)."""
     last = ledger(task_id)[-1]
-    entries, ignored = plain_git(wt, tmp)
+    entries, ignored = plain
     assert entries == snapshot_entries(repo, last["snapshot"])
     assert on_disk(wt, ignored) == in_commit(repo, wt, last["snapshot"])
     # the stamps' directories, kept up to date from tree differences, are the tree's own
@@ -428,6 +430,9 @@ def _play(
         wt = worktree(task)
         m.chdir(wt)
         seen: dict[str, dict[str, bytes]] = {}
+        # plain git's record of the worktree after the last action (nothing changes it
+        # before the next): None until the first
+        plain: tuple[bytes, set[str]] | None = None
         for n, (kind, arg) in enumerate(actions):
             try:
                 if kind in ("step", "hand"):
@@ -463,21 +468,25 @@ def _play(
                         trees.append("")
                         continue
                     target = choices[arg % len(choices)]
-                    ignored_before = plain_git(wt, tmp)[1]
+                    ignored_before = (plain or plain_git(wt, tmp))[1]
                     before = every_byte(wt) if NEW_OPS else {}
                     res = bar(capfd, "rollback", "--to", target)
                     assert res.code == 0, res.err
                     _no_loss(repo, task["id"], wt, before, f"rollback --to {target}")
                     # the target's files, exactly; besides them, only files that were ignored
                     # before the rollback (it never touches those), which its rules may not ignore
-                    now = on_disk(wt, plain_git(wt, tmp)[1])
+                    plain = plain_git(wt, tmp)
+                    now = on_disk(wt, plain[1])
                     assert {k: v for k, v in now.items() if k not in ignored_before} == {
                         k: v for k, v in seen[target].items() if k not in ignored_before
                     }
-                now = on_disk(wt, plain_git(wt, tmp)[1])
+                if kind != "rollback":
+                    plain = plain_git(wt, tmp)
+                assert plain is not None
+                now = on_disk(wt, plain[1])
                 for s in ledger(task["id"]):
                     seen.setdefault(s["step_id"], now)
-                _check(repo, wt, tmp, task["id"])
+                _check(repo, wt, task["id"], plain)
                 COMPARISONS["fast" if fast else "slow"] += 1
                 last = (
                     ledger(task["id"])[-1]["snapshot"]
