@@ -39,6 +39,12 @@ KILLS = {
     "rollback-after": (["rollback", "--to", "1"], "after restoring the worktree"),
     "undo": (["undo"], "before restoring the worktree"),
     "undo-after": (["undo"], "after restoring the worktree"),
+    # f.txt removed, its new version not yet in: the gap is the rollback's, not a hand's
+    # deletion (the recovery writes it)
+    "rollback-between": (
+        ["rollback", "--to", "1"],
+        "between a file's removal and its replacement@2",
+    ),
 }
 
 

@@ -30,6 +30,7 @@ import stat
 from collections.abc import Callable
 from pathlib import Path
 
+from bar.base import faults
 from bar.base.record import record
 
 ABSENT = "000000"
@@ -130,6 +131,7 @@ class Guard:
         changed since: it is kept and ``new`` is not written."""
         if os.path.lexists(self.root / rel) and not self.remove(rel, blobs):
             return False
+        faults.point("between a file's removal and its replacement")
         return self.place(rel, new)
 
     def place(self, rel: str, new: Path) -> bool:

@@ -233,7 +233,9 @@ def _hand_edits_first(
 def hand_edited(worktree: Path, before_tree: str, target_tree: str, now_tree: str) -> set[str]:
     """The paths of ``now_tree`` a restore from ``before_tree`` to ``target_tree`` cannot
     have written: those it does not write that differ from both states (one state, there),
-    and those it writes that hold neither state's entry."""
+    and those it writes that hold neither state's entry. A path it writes that is gone
+    is its own: it removes each old file before it places the new one (a deletion by
+    hand there is undone by the restore's file, whose bytes a state holds either way)."""
     own = _entries_of(worktree, before_tree, target_tree)
     changed = {c.path: c for c in git.diff_tree_raw(worktree, before_tree, now_tree)}
     edited: set[str] = set()
@@ -242,7 +244,9 @@ def hand_edited(worktree: Path, before_tree: str, target_tree: str, now_tree: st
             edited.add(path)  # the restore does not write it
             continue
         was, will = own[path]
-        now = None if change.status == "D" else (change.dst_mode, change.dst_blob)
+        if change.status == "D":
+            continue  # (a restore removes the old file before it places the new one)
+        now = (change.dst_mode, change.dst_blob)
         if now != was and now != will:
             edited.add(path)
     return edited
