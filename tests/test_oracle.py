@@ -649,6 +649,10 @@ FOUND: dict[str, tuple[dict[str, Any], list[tuple[str, Any]]]] = {
         {"top_files": True, "eol": "none", "files": [(b"deep/er/e", b"one\n")]},
         [("step", [("dir_to_file", b"deep/er"), ("nested_commit", b"deep/er")])],
     ),
+    "nested-repository-made-in-an-untracked-directory": (
+        {"top_files": False, "eol": "none", "files": [(b"dir/b.txt", b"one\n")]},
+        [("hand", [("temp", b"deep/er/e")]), ("step", [("nested_commit", b"deep/er")])],
+    ),
 }
 # the watch budgets (``BAR_WATCHES:BAR_MARKS``) of the sequences that need one
 WATCHED: dict[str, str] = {"nested-repository-where-a-tracked-directory-was": "2:1"}

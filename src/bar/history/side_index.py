@@ -149,6 +149,8 @@ def write_whole(
         _unrecord(worktree, index, swallowed)
         if scope is not None:
             scope = sorted({*scope, *swallowed})
+    if scope:
+        scope = outside_nested(worktree, scope)
     added = True if scope == [] else _add(worktree, index, scope or ["."], excludes)
     if added is False and scope:
         speed.fallback("a scope git could not add as such")
@@ -234,6 +236,29 @@ def _renormalize(worktree: Path, index: Path, excludes: Sequence[str]) -> None:
         input=b"\0".join(s.encode("utf-8", "surrogateescape") for s in specs) + b"\0",
         check=False,
     )
+
+
+def outside_nested(worktree: Path, scope: Sequence[str]) -> list[str]:
+    """``scope`` with every path inside a nested repository (its files, its ``.git``)
+    named by the repository itself, the outermost: nothing inside one is recorded, and
+    git adds nothing at all for a repository named beside a path inside it (not even
+    its gitlink, and says nothing)."""
+    prefix = str(worktree) + os.sep
+    holds_git: dict[str, bool] = {}  # directory -> whether it is a repository's root
+    out: set[str] = set()
+    for path in scope:
+        parts = path.split("/")
+        named = path
+        for i in range(1, len(parts)):
+            above = "/".join(parts[:i])
+            found = holds_git.get(above)
+            if found is None:
+                found = holds_git[above] = os.path.lexists(prefix + above + "/.git")
+            if found:
+                named = above
+                break
+        out.add(named)
+    return sorted(out)
 
 
 def _swallowed(worktree: Path, index: Path) -> list[str]:

@@ -320,6 +320,11 @@ def _untracked_dirs(
 
     # after a full scan every one is found again (what git ignores may have changed)
     found = [] if scope is None else [d for d in old if d not in tree_dirs and still(d)]
+    if found:  # (one that became a nested repository, or lies in one, is no longer one)
+        inside = set(_in_repositories(prefix, found))
+        if repos is not None:
+            repos += [d for d in found if d in inside and os.path.lexists(prefix + d + "/.git")]
+        found = [d for d in found if d not in inside]
     ignored = [] if scope is None else [d for d in old_ignored if d not in tree_dirs and still(d)]
     seen = set(found) | set(ignored)
     stack: list[str] = [d for d in was_tree if d not in tree_dirs] if scope is not None else []
@@ -340,6 +345,8 @@ def _untracked_dirs(
             full = prefix + rel
             if rel in seen or rel in tree_dirs or not os.path.isdir(full) or os.path.islink(full):
                 continue
+            if _in_repositories(prefix, [rel], own=False):
+                continue  # (a directory of a nested repository, its .git's too: not the tree's)
             if os.path.lexists(full + "/.git"):
                 if repos is not None:
                     repos.append(rel)
@@ -355,6 +362,27 @@ def _untracked_dirs(
                 found.append(rel)
                 stack += [f"{rel}/{name}" for name in subdirs(prefix + rel)]
     return found, ignored
+
+
+def _in_repositories(prefix: str, dirs: Sequence[str], *, own: bool = True) -> list[str]:
+    """Those of ``dirs`` (relative to the worktree at ``prefix``) that are nested
+    repositories (``own``) or lie in one, their ``.git`` included."""
+    holds_git: dict[str, bool] = {}
+    inside: list[str] = []
+    for rel in dirs:
+        parts = rel.split("/")
+        if ".git" in parts:
+            inside.append(rel)
+            continue
+        for i in range(1, len(parts) + (1 if own else 0)):
+            above = "/".join(parts[:i])
+            found = holds_git.get(above)
+            if found is None:
+                found = holds_git[above] = os.path.lexists(prefix + above + "/.git")
+            if found:
+                inside.append(rel)
+                break
+    return inside
 
 
 def _unborn(
