@@ -17,7 +17,9 @@ worktree has directories (``BAR_WATCHES``): the rest get fanotify marks, or, wit
 marks too (``BAR_MARKS``), its watches are partial, and the directories left unwatched are
 statted.
 
-``BAR_ORACLE_EXAMPLES`` raises the number of random sequences (the suite runs a few).
+``BAR_ORACLE_EXAMPLES`` raises the number of random sequences (the suite runs a few),
+``BAR_ORACLE_ACTIONS`` their longest (6: a long run plays more comparisons per repository
+made, and reaches deeper states).
 The operations of SPEC §3 "Nothing is destroyed that was not recorded" are played too
 (``BAR_ORACLE_NEW_OPS=0`` leaves them out): nested repositories created, committed to,
 replaced by files and files replaced by them; ignored files in directories that become
@@ -71,6 +73,7 @@ NESTED_GIT, every_byte, lost_bytes, recorded_blobs = (
 )
 
 EXAMPLES = int(os.environ.get("BAR_ORACLE_EXAMPLES", "10"))
+ACTIONS = int(os.environ.get("BAR_ORACLE_ACTIONS", "6"))  # at most, in one sequence
 NEW_OPS = os.environ.get("BAR_ORACLE_NEW_OPS") != "0"
 # comparisons of a snapshot with plain git made so far in this process, per speed mode
 COMPARISONS = {"fast": 0, "slow": 0}
@@ -338,7 +341,7 @@ def _check(repo: Path, wt: Path, task_id: str, plain: tuple[bytes, set[str]]) ->
 # the rest are marked; with fewer of both, a watch is partial and the rest are statted
 @given(
     sh=shape,
-    actions=st.lists(action, min_size=1, max_size=6),
+    actions=st.lists(action, min_size=1, max_size=ACTIONS),
     watches=st.sampled_from([None, None, "1:0", "2:0", "1:", "2:1"]),
 )
 # cases the oracle found once, kept: a line-ending change alone, a name with a newline,
