@@ -499,7 +499,10 @@ def _play(
                 trees.append(git(repo, "rev-parse", f"{last}^{{tree}}").strip())
             except AssertionError as exc:
                 mode = "fast" if fast else "slow"
-                raise AssertionError(f"[{mode}] action {n} {kind} {arg!r}: {exc}") from exc
+                steps = " ".join(f"{s['step_id']}:{s['kind']}" for s in ledger(task["id"]))
+                raise AssertionError(
+                    f"[{mode}] action {n} {kind} {arg!r} (steps {steps}): {exc}"
+                ) from exc
         written, _INSIDE_NESTED_GIT[:] = list(_INSIDE_NESTED_GIT), []
         assert not written, (
             f"[{'fast' if fast else 'slow'}] bar wrote inside a nested .git: {written}"
@@ -655,6 +658,10 @@ FOUND: dict[str, tuple[dict[str, Any], list[tuple[str, Any]]]] = {
     "nested-repository-made-in-an-untracked-directory": (
         {"top_files": False, "eol": "none", "files": [(b"dir/b.txt", b"one\n")]},
         [("hand", [("temp", b"deep/er/e")]), ("step", [("nested_commit", b"deep/er")])],
+    ),
+    "a-step-moves-a-directory": (
+        {"top_files": False, "eol": "none", "files": [(b"sp ace/d.md", b"one\n")]},
+        [("step", [("move_dir", b"sp ace", b"moved")]), ("rollback", 0), ("undo", 0)],
     ),
 }
 # the watch budgets (``BAR_WATCHES:BAR_MARKS``) of the sequences that need one

@@ -174,3 +174,34 @@ def test_an_editor_saving_every_few_ms_is_not_the_steps(
         assert last - first <= 1, (first, last, (out / "seen").read_text())
     assert bar(capfd, "run", "--", "true").code == 0
     assert recorded_tree(inited, task) == plain_git_tree(wt, tmp_path)
+
+
+@pytest.mark.parametrize(
+    "script",
+    [
+        'mv "sp ace" moved',  # its files keep their own ctimes: only the directory moves
+        'mv "sp ace" t && mv dir "sp ace" && mv t dir',  # two swapped: every path kept
+    ],
+)
+def test_files_a_step_moves_with_their_directory_are_the_steps(
+    speed: str,
+    inited_clean: Path,
+    capfd: pytest.CaptureFixture[str],
+    script: str,
+    tmp_path: Path,
+) -> None:
+    """The oracle's find: a step that renames a directory made its files arrive at new
+    paths with ctimes from before the step; they are the step's, not a hand's (no
+    ``manual`` step after it), and the record holds them where they are."""
+    t = new_task(capfd)
+    wt = worktree(t)
+    for rel, data in (("sp ace/d.md", b"\x00\xffbinary\r\n"), ("dir/b.txt", b"b\n")):
+        (wt / rel).parent.mkdir(parents=True, exist_ok=True)
+        (wt / rel).write_bytes(data)
+    assert bar(capfd, "run", "--", "true").code == 0
+    time.sleep(0.05)  # (the files' ctimes well before the step)
+    res = bar(capfd, "run", "--", "sh", "-c", script)
+    assert res.code == 0, res.err
+    kinds = [s["kind"] for s in ledger(t["id"])]
+    assert kinds == ["manual", "run", "run"], (kinds, res.err)  # (the files made by hand)
+    assert recorded_tree(inited_clean, t) == plain_git_tree(wt, tmp_path)

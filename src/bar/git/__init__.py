@@ -506,6 +506,7 @@ class RawChange:
     dst_mode: str
     dst_blob: str
     path: str
+    src_blob: str = ""  # (all zeros where the path was not there)
 
 
 def diff_tree_raw(repo: Path | str, a: str, b: str) -> list[RawChange]:
@@ -519,9 +520,9 @@ def diff_tree_raw(repo: Path | str, a: str, b: str) -> list[RawChange]:
         if not meta.startswith(":"):
             i += 1
             continue
-        src_mode, dst_mode, _src, dst, status = meta[1:].split(" ")
+        src_mode, dst_mode, src, dst, status = meta[1:].split(" ")
         path = parts[i + 1].decode("utf-8", "surrogateescape")
-        changes.append(RawChange(status[0], src_mode, dst_mode, dst, path))
+        changes.append(RawChange(status[0], src_mode, dst_mode, dst, path, src))
         i += 2
     return changes
 

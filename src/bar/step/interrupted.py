@@ -169,6 +169,24 @@ def _made_by_then(worktree: Path, rel: str, until: Bound) -> bool:
     return until.holds(ctime)
 
 
+def _moved_by_then(worktree: Path, rel: str, until: Bound) -> bool:
+    """Whether a directory above ``rel`` was made, or moved there, within ``until``: a
+    renamed directory's files keep their own ctimes, and only the directory's moves."""
+    path = os.fsencode(worktree)
+    parts = os.fsencode(rel).split(b"/")[:-1]
+    for part in parts:
+        path = os.path.join(path, part)
+        try:
+            st = os.lstat(path)
+        except OSError:
+            return False
+        if not stat.S_ISDIR(st.st_mode):
+            return False
+        if until.holds(st.st_ctime_ns):
+            return True
+    return False
+
+
 def split(task: Task, before: str, until: Bound, now_tree: str | None = None) -> str | None:
     """The tree of what the step made since the recorded state ``before``, if some of
     what changed on disk since was made outside ``until`` (None: all of it is the step's,
@@ -179,11 +197,19 @@ def split(task: Task, before: str, until: Bound, now_tree: str | None = None) ->
     if now_tree == before_tree or until.until_ns <= 0:
         return None
     changes = git.diff_tree_raw(worktree, before_tree, now_tree)
+    # what left a path in this change, by its mode and bytes: a file that arrives with
+    # them elsewhere was moved (with its directory, its own ctime kept)
+    left = {(c.src_mode, c.src_blob): c.path for c in changes if c.status in ("D", "M", "T")}
     # (a nested repository's commit changes nothing its directory's ctime shows: the step's)
     mine = [
         c
         for c in changes
-        if _GITLINK in (c.src_mode, c.dst_mode) or _made_by_then(worktree, c.path, until)
+        if _GITLINK in (c.src_mode, c.dst_mode)
+        or _made_by_then(worktree, c.path, until)
+        or (
+            left.get((c.dst_mode, c.dst_blob), c.path) != c.path
+            and _moved_by_then(worktree, c.path, until)
+        )
     ]
     if len(mine) == len(changes):
         return None
