@@ -663,9 +663,71 @@ FOUND: dict[str, tuple[dict[str, Any], list[tuple[str, Any]]]] = {
         {"top_files": False, "eol": "none", "files": [(b"sp ace/d.md", b"one\n")]},
         [("step", [("move_dir", b"sp ace", b"moved")]), ("rollback", 0), ("undo", 0)],
     ),
+    "rollback-writes-back-ignored-files-where-a-nested-repository-was": (
+        {
+            "eol": "autocrlf",
+            "top_files": True,
+            "files": [
+                (b"sp ace/d.md", b"crlf\r\nline\r\n"),
+                (b"A.txt", b"crlf\r\nline\r\n"),
+                (b"build/out.o", b"\x00\xffbinary\r\n"),
+                (b"run.sh", b"one\n"),
+            ],
+        },
+        [
+            (
+                "step",
+                [
+                    ("chmod", b"sp ace/d.md"),
+                    ("temp", b"deep/er/e"),
+                    ("symlink", b"build/out.o"),
+                    ("link_to_dir", b"sp ace"),
+                ],
+            ),
+            (
+                "step",
+                [
+                    ("reset", b"--mixed"),
+                    ("rewrite_keep", b"dir/sub/c.bin"),
+                    ("dir_to_link", b"dir"),
+                ],
+            ),
+            ("hand", [("ignore", b"*.txt"), ("rewrite_keep", b"run.sh")]),
+            (
+                "step",
+                [
+                    ("delete", b"caf\xe9.txt"),
+                    ("link_to_dir", b"deep/er"),
+                    ("autocrlf", b"false"),
+                    ("nested_commit", b"a.txt"),
+                ],
+            ),
+            ("undo", 0),
+            ("rollback", 26),
+        ],
+    ),
+    "rollback-to-the-base-after-autocrlf-switched-by-hand": (
+        {"files": [(b"sp ace/d.md", b"mixed\r\nand\n")], "eol": "autocrlf", "top_files": False},
+        [
+            ("step", [("delete", b"build/out.o")]),
+            (
+                "hand",
+                [
+                    ("dir_to_file", b"deep/er"),
+                    ("mkdir", b"deep/er"),
+                    ("link_to_dir", b"sp ace"),
+                    ("autocrlf", b"input"),
+                ],
+            ),
+            ("rollback", 12),
+        ],
+    ),
 }
 # the watch budgets (``BAR_WATCHES:BAR_MARKS``) of the sequences that need one
-WATCHED: dict[str, str] = {"nested-repository-where-a-tracked-directory-was": "2:1"}
+WATCHED: dict[str, str] = {
+    "nested-repository-where-a-tracked-directory-was": "2:1",
+    "rollback-writes-back-ignored-files-where-a-nested-repository-was": "2:0",
+}
 
 
 @pytest.mark.skipif(not NEW_OPS, reason="BAR_ORACLE_NEW_OPS=0")

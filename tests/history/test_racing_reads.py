@@ -65,3 +65,35 @@ def test_an_edit_racing_the_hash_of_a_large_file_is_recorded(
         assert recorded_tree(inited, task) == plain_git_tree(wt, tmp_path), f"trial {n}"
         for big in wt.glob("*.bin"):
             big.unlink()
+
+
+def test_a_file_that_changes_size_while_git_reads_it_is_read_again(
+    inited: Path, capfd: pytest.CaptureFixture[str], speed: str, tmp_path: Path
+) -> None:
+    """An editor truncating and rewriting a file, larger and smaller, while bar's
+    ``git add`` reads it: git stops with "short read while indexing"; bar reads again,
+    never fails the step for it, and the record ends as plain git's of the file."""
+    task = new_task(capfd)
+    wt = worktree(task)
+    target = wt / "saved.bin"
+    target.write_bytes(b"x" * (1 << 20))
+    stop = threading.Event()
+
+    def save() -> None:
+        n = 0
+        while not stop.is_set():
+            n += 1
+            with open(target, "wb") as f:  # (truncated first: a reader finds it short)
+                f.write(bytes([65 + n % 26]) * ((1 << 20) + (n % 7) * 65536))
+
+    saver = threading.Thread(target=save, daemon=True)
+    saver.start()
+    try:
+        for _ in range(6):
+            res = bar(capfd, "run", "--", "true")
+            assert res.code == 0, res.err
+    finally:
+        stop.set()
+        saver.join(10)
+    assert bar(capfd, "run", "--", "true").code == 0
+    assert recorded_tree(inited, task) == plain_git_tree(wt, tmp_path)

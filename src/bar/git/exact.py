@@ -251,7 +251,8 @@ def look_up_trees(repo: Path | str, commits: Sequence[str]) -> None:
 
 
 def raw_entries(repo: Path | str, raw_tree: str | None) -> dict[str, tuple[str, str]]:
-    """path -> (mode, blob) of a raw tree."""
+    """path -> (mode, blob) of a raw tree: its regular files (a raw tree recorded before
+    a fix may hold another kind of entry where a file became a nested repository)."""
     if raw_tree is None:
         return {}
     out = git.git(repo, "ls-tree", "-r", "-z", raw_tree).stdout
@@ -260,7 +261,8 @@ def raw_entries(repo: Path | str, raw_tree: str | None) -> dict[str, tuple[str, 
         if item:
             meta, _, path = item.partition(b"\t")
             mode, _type, sha = meta.decode().split()
-            entries[path.decode("utf-8", "surrogateescape")] = (mode, sha)
+            if mode in _REGULAR:
+                entries[path.decode("utf-8", "surrogateescape")] = (mode, sha)
     return entries
 
 
@@ -401,7 +403,9 @@ def next_entries(
     modes are ``tree_modes``): the previous ones still holding for paths that did not
     change, plus the differences among ``candidates``."""
     candidates = set(candidates)
-    entries = {p: e for p, e in before.items() if p not in candidates and p in tree_modes}
+    entries = {
+        p: e for p, e in before.items() if p not in candidates and tree_modes.get(p) in _REGULAR
+    }
     files = [p for p in candidates if tree_modes.get(p) in _REGULAR]
     for p, sha in raw_differences(worktree, index, files).items():
         entries[p] = (tree_modes.get(p, "100644"), sha)

@@ -119,6 +119,8 @@ def keep_ignored(worktree: Path, now_tree: str, deleted: list[str]) -> None:
         if rel not in wanted:
             continue
         mode, _kind, oid = meta.split(b" ")
+        if mode not in (b"100644", b"100755", b"120000"):
+            continue  # a nested repository: the trash keeps it (``bar.changes.trash``)
         path = os.path.join(os.fsencode(worktree), rel)
         if os.path.lexists(path):
             continue  # something is there already: never overwritten

@@ -9,6 +9,7 @@ first snapshot does not re-hash every file of the repository.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import time
@@ -21,7 +22,7 @@ from bar.base.notices import warn
 from bar.changes.fast import rescan, speed, stamps
 from bar.changes.fast.stamps import keep_private
 from bar.errors import BarError, SnapshotFailed
-from bar.git import ignored
+from bar.git import exact, ignored
 from bar.history import racy
 from bar.store.files import write_bytes_atomic
 from bar.store.layout import AIDE_DIR, AIDE_FILES
@@ -58,6 +59,32 @@ def seed_index(
     git.git(worktree, "update-index", "--split-index", env=_env(tmp))
     keep_private(tmp)
     os.replace(tmp, index)
+    note_base_checkout(worktree, index)
+
+
+def _base_checkout_path(index: Path) -> Path:
+    return index.with_name(index.name + ".base_checkout")
+
+
+def note_base_checkout(worktree: Path, index: Path) -> None:
+    """Note the configuration git's checkout converted line endings by when it made the
+    worktree (``exact.checkout_config``): the task's base is no snapshot of bar's, whose
+    raw parent would say it, yet a rollback to it must write the bytes that were on disk
+    then, whatever the configuration says now (SPEC §3, "Raw bytes")."""
+    said = json.dumps(exact.checkout_config(worktree), sort_keys=True).encode()
+    with contextlib.suppress(OSError, BarError):
+        write_bytes_atomic(_base_checkout_path(index), said + b"\n", durable=False)
+
+
+def base_checkout(index: Path) -> dict[str, str] | None:
+    """What ``note_base_checkout`` noted (None: nothing, as for a task made before it)."""
+    try:
+        found = json.loads(_base_checkout_path(index).read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(found, dict):
+        return None
+    return {str(k): str(v) for k, v in found.items()}
 
 
 # entries the written part of a split side index may hold before its next write starts
@@ -333,6 +360,12 @@ _UNREADABLE = re.compile(
 )
 
 
+# git's words for a file that changed size while it read it, and how many times a look
+# reads again before it says so
+_CHANGED_WHILE_READ = re.compile(rb"(?m)^error: short read while indexing ")
+_REREADS = 5
+
+
 def _add(worktree: Path, index: Path, paths: Sequence[str], excludes: Sequence[str]) -> bool | None:
     """``git add -A`` the given paths ("." everything).
 
@@ -344,7 +377,8 @@ def _add(worktree: Path, index: Path, paths: Sequence[str], excludes: Sequence[s
     """
     specs = [":(top)" if p == "." else f":(top,literal){p}" for p in paths]
     specs += [f":(top,exclude,literal){p}" for p in excludes]
-    for attempt in (1, 2):
+    rereads = 0
+    for attempt in range(1, 3 + _REREADS):
         # aide's files bar keeps in the worktree (``bar.aide.place``): bookkeeping, left
         # out whatever ignores them or not; where .aide is a link there are none (and git
         # refuses a pathspec beyond a link: a link swapped in meanwhile, looked at again)
@@ -363,6 +397,12 @@ def _add(worktree: Path, index: Path, paths: Sequence[str], excludes: Sequence[s
             input=b"\0".join(s.encode("utf-8", "surrogateescape") for s in every) + b"\0",
             check=False,
         )
+        if res.returncode != 0 and _CHANGED_WHILE_READ.search(res.stderr) and rereads < _REREADS:
+            # a file written while git read it (an editor saving): git stops at once;
+            # the add runs again, and hashes the file as it is then
+            rereads += 1
+            time.sleep(0.01 * rereads)
+            continue
         if not (kept and attempt == 1 and b"exclude,literal).aide/" in res.stderr):
             break
     if res.returncode == 0:
