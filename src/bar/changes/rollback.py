@@ -341,7 +341,7 @@ def _recorded_checkout(task: Task, target_commit: str) -> dict[str, str] | None:
     configuration the worktree was made with (``side_index.base_checkout``)."""
     if target_commit == task.base_commit:
         made_with = side_index.base_checkout(task.index)
-        if made_with is not None:
+        if made_with is not None and exact.converting(made_with):
             return made_with
     if (
         exact.raw_tree_of(task.worktree, target_commit) is None

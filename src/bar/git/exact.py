@@ -44,6 +44,14 @@ _CONFIG_KEYS = (
 # what a checkout's line endings depend on beside the attributes (which come with the
 # tree), and git's defaults for them
 _CHECKOUT_KEYS = {"core.autocrlf": "false", "core.eol": "native"}
+
+
+def converting(checkout: Mapping[str, str]) -> bool:
+    """Whether git's checkout converts line endings by ``checkout`` (a configuration
+    ``checkout_config`` read), where the files' attributes ask for none."""
+    return dict(checkout) != _CHECKOUT_KEYS
+
+
 _RAW_MESSAGE = "bar: the bytes on disk where git converts"
 
 

@@ -12,6 +12,7 @@ import contextlib
 import json
 import os
 import re
+import signal
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -254,6 +255,8 @@ def _renormalize(worktree: Path, index: Path, excludes: Sequence[str]) -> None:
     specs = [":(top)", *(f":(top,exclude,literal){p}" for p in (*excludes, *kept))]
     git.git(
         worktree,
+        "-c",
+        "core.safecrlf=false",
         "add",
         "--renormalize",
         "--ignore-errors",
@@ -388,6 +391,10 @@ def _add(worktree: Path, index: Path, paths: Sequence[str], excludes: Sequence[s
             worktree,
             "-c",
             "advice.addEmbeddedRepo=false",  # (a nested repository is recorded as git does)
+            "-c",
+            # no warning of a line ending git will convert: it is no failure, and it is no
+            # one line where a path holds a newline
+            "core.safecrlf=false",
             "add",
             "-A",
             "--ignore-errors",
@@ -397,9 +404,15 @@ def _add(worktree: Path, index: Path, paths: Sequence[str], excludes: Sequence[s
             input=b"\0".join(s.encode("utf-8", "surrogateescape") for s in every) + b"\0",
             check=False,
         )
-        if res.returncode != 0 and _CHANGED_WHILE_READ.search(res.stderr) and rereads < _REREADS:
-            # a file written while git read it (an editor saving): git stops at once;
-            # the add runs again, and hashes the file as it is then
+        changed_while_read = res.returncode == -signal.SIGBUS or (
+            res.returncode != 0 and _CHANGED_WHILE_READ.search(res.stderr) is not None
+        )
+        if changed_while_read and rereads < _REREADS:
+            if res.returncode < 0:  # (the git that died held the side index's lock)
+                index.with_name(index.name + ".lock").unlink(missing_ok=True)
+            # a file written while git read it (an editor saving): git stops at once, or
+            # dies of SIGBUS where the file it had mapped was cut short; the add runs
+            # again, and hashes the file as it is then
             rereads += 1
             time.sleep(0.01 * rereads)
             continue
