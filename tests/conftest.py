@@ -187,3 +187,12 @@ def inited_clean(repo: Path, capfd: pytest.CaptureFixture[str]) -> Path:
     from helpers import init_clean
 
     return init_clean(repo, capfd)
+
+
+@pytest.fixture(params=["fast", "slow"])
+def speed(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Both ways: the speed layer on (the default) and off (``BAR_FAST=0``); a test that
+    takes ``speed`` runs in each (SPEC §3: both modes give the same record)."""
+    if request.param == "slow":
+        monkeypatch.setenv("BAR_FAST", "0")
+    return str(request.param)

@@ -12,13 +12,6 @@ import pytest
 from helpers import bar, ledger, new_task, plain_git_tree, recorded_tree, run_sh, worktree
 
 
-@pytest.fixture(params=["fast", "slow"])
-def speed(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    if request.param == "slow":
-        monkeypatch.setenv("BAR_FAST", "0")
-    return str(request.param)
-
-
 def test_crlf_files_git_converts_are_recorded_without_a_word(
     inited_clean: Path, capfd: pytest.CaptureFixture[str], speed: str, tmp_path: Path
 ) -> None:

@@ -17,13 +17,6 @@ from conftest import git
 COMMIT = "git -c user.name=a -c user.email=a@localhost commit -qm vendored"
 
 
-@pytest.fixture(params=["fast", "slow"])
-def speed(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    if request.param == "slow":
-        monkeypatch.setenv("BAR_FAST", "0")
-    return str(request.param)
-
-
 @pytest.mark.parametrize("where", ["deep/er", "top"])
 def test_a_repository_made_in_an_untracked_directory_is_the_steps(
     inited_clean: Path, capfd: pytest.CaptureFixture[str], speed: str, where: str
