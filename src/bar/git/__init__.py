@@ -129,7 +129,18 @@ def git(
 # run one, and the one configuration file of a worktree's a step could write
 # (``config.worktree``) is read-only in the step's mount namespace (``bar.sandbox``).
 NO_HOOKS = ("-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false")
-NO_PROGRAMS = (*NO_HOOKS, "-c", "protocol.allow=never", "-c", "commit.gpgSign=false")
+# nor does it warn of, or refuse, a line ending it converts (``core.safecrlf``): bar
+# records what git stores, and a warning reaches the developer's terminal as noise (it
+# spans lines where a path holds a newline)
+NO_PROGRAMS = (
+    *NO_HOOKS,
+    "-c",
+    "protocol.allow=never",
+    "-c",
+    "commit.gpgSign=false",
+    "-c",
+    "core.safecrlf=false",
+)
 NO_TRANSPORT = {"GIT_ALLOW_PROTOCOL": "", "GIT_NO_LAZY_FETCH": "1"}
 # A nested repository is foreign (SPEC §3): bar never writes inside it. Yet ``git add``
 # and ``git diff-files`` ask each gitlink whether it is dirty with a ``git status`` of

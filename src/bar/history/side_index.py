@@ -255,8 +255,6 @@ def _renormalize(worktree: Path, index: Path, excludes: Sequence[str]) -> None:
     specs = [":(top)", *(f":(top,exclude,literal){p}" for p in (*excludes, *kept))]
     git.git(
         worktree,
-        "-c",
-        "core.safecrlf=false",
         "add",
         "--renormalize",
         "--ignore-errors",
@@ -391,10 +389,6 @@ def _add(worktree: Path, index: Path, paths: Sequence[str], excludes: Sequence[s
             worktree,
             "-c",
             "advice.addEmbeddedRepo=false",  # (a nested repository is recorded as git does)
-            "-c",
-            # no warning of a line ending git will convert: it is no failure, and it is no
-            # one line where a path holds a newline
-            "core.safecrlf=false",
             "add",
             "-A",
             "--ignore-errors",
