@@ -57,8 +57,12 @@ def test_sigkill_at_every_point_of_a_sync(
         monkeypatch.setenv("BAR_HOME", str(tmp_path / f"home{n}"))
         repo = make_repo(name=f"sync{n}")
         task, tip = setup(repo)
-        res = bar_exe("task", "sync", cwd=repo, env={"BAR_FAULT_AT": str(n)})
-        assert res.code == -signal.SIGKILL, f"point {n} ({points[n - 1]}) did not crash"
+        passed = tmp_path / f"trace{n}"
+        env = {"BAR_FAULT_AT": str(n), "BAR_FAULT_TRACE": str(passed)}
+        res = bar_exe("task", "sync", cwd=repo, env=env)
+        # (a path the clock made one point shorter, a rescan left out, never reaches n)
+        reached = len(passed.read_text().splitlines()) >= n
+        assert res.code == -signal.SIGKILL or not reached, f"point {n} ({points[n - 1]})"
         nxt = bar_exe("run", "--", "true", cwd=repo)
         assert nxt.code == 0, nxt.err
         assert bar_exe("doctor", cwd=repo).code == 0, f"point {n} ({points[n - 1]})"

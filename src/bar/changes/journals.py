@@ -20,12 +20,11 @@ from __future__ import annotations
 
 import os
 import re
-import sys
-import time
 from pathlib import Path
 from typing import Any
 
 from bar import git
+from bar.base import file_clock
 from bar.base.clock import now_iso
 from bar.base.record import field, record, replace
 from bar.errors import CorruptFile
@@ -100,36 +99,14 @@ def write_run(paths: TaskPaths, intent: RunIntent) -> None:
     write_json_atomic(paths.marker, intent.to_record())
 
 
-# the clock file times are taken from on Linux (CLOCK_REALTIME_COARSE: a tick of a few ms)
-_FILE_CLOCK = 5 if sys.platform.startswith("linux") else time.CLOCK_REALTIME
-
-
-def clock_tick() -> int:
-    """The current tick of the clock file times are taken from."""
-    return time.clock_gettime_ns(_FILE_CLOCK)
-
-
-def next_tick(after: int, spin: bool = False) -> int:
-    """The first tick of the file clock later than ``after`` (waited for, 50 ms at most:
-    else ``after``). A file changed before ``after`` was read has a ctime earlier than
-    it; one changed since it began, a ctime in it or later. ``spin``: without sleeping,
-    so that it is returned within microseconds of its start."""
-    deadline = time.monotonic() + 0.05
-    tick = clock_tick()
-    while tick <= after and time.monotonic() < deadline:
-        if not spin:
-            time.sleep(0.0005)
-        tick = clock_tick()
-    return tick if tick > after else after
-
-
 def touch_run(paths: TaskPaths, *, after_tick: int | None = None) -> int:
     """A sign of life of the running step's ``bar run``: its intent journal's mtime says
     until when the step ran, if bar is killed (``bar.step.interrupted``). With ``after_tick``
-    (taken once what it vouches for was done), in a later tick than that: a file written
+    (a ``file_clock.ceiling`` taken once what it vouches for was done), in a later tick: a file written
     in the tick of the last sign of life is not credited to the step, since bar may have
-    died within that tick. Returns that later tick (``next_tick``), or the current one."""
-    tick = next_tick(after_tick) if after_tick is not None else clock_tick()
+    died within that tick. Returns that later tick (``file_clock.tick_after``), or the
+    current one."""
+    tick = file_clock.tick_after(after_tick) if after_tick is not None else file_clock.floor()
     try:
         os.utime(paths.marker)
     except OSError:

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from bar import git
-from bar.base import faults
+from bar.base import faults, file_clock
 from bar.base.clock import ms_since, now_iso, seconds_of
 from bar.base.notices import note, plural, warn
 from bar.base.record import record
@@ -236,7 +236,7 @@ def restore(
         stamps.keep_private(task.index)
         return None  # (the snapshot that follows looks at what was written)
     faults.point("before restoring the worktree")
-    started_ns = time.time_ns()
+    started_ns = file_clock.floor()
     fast = speed.fast()
     # the directories the restore will write, and what each must hold after it
     writes = restored.before(

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from bar import git
+from bar.base import file_clock
 from bar.base.ids import TreeId
 from bar.base.notices import warn
 from bar.changes.fast import rescan, speed, stamps
@@ -171,7 +172,7 @@ def write_whole(
         racy.force(worktree, index, suspects)
         if scope is not None:
             scope = sorted({*scope, *suspects})
-    since = time.time_ns()  # (before git looks at any file: see ``bar.history.racy``)
+    since = file_clock.floor()  # (before git looks at any file: see ``bar.history.racy``)
     swallowed = _swallowed(worktree, index)
     if swallowed:
         _unrecord(worktree, index, swallowed)

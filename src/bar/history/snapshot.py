@@ -13,12 +13,12 @@ The side index itself (seeding it, writing the worktree into it) is ``bar.histor
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from bar import git
+from bar.base import file_clock
 from bar.base.notices import warn
 from bar.base.proc import Started
 from bar.changes.fast import object_writer, rescan, speed, staging, stamps, watcher
@@ -95,7 +95,7 @@ def take(
     ``steps.PatchJob``). ``hold_stamps``: the new stamps are kept in memory, not written
     (``stamps._HELD``): a checkpoint's, which the step's own snapshot writes.
     """
-    started_ns = time.time_ns()
+    started_ns = file_clock.floor()
     stamped = stamped_at or recorded  # the state the side index was last noted at
     sight = None  # what the task's watcher saw since ``stamped``, if it was asked
     asked: Started | None = None

@@ -169,6 +169,7 @@ class Confinement:
         neither signal nor trace it."""
         from bar.sandbox import landlock, lockdown, namespace
         from bar.sandbox.holder import Holder
+        from bar.store import lock
 
         ruleset, binds = self._ruleset, self.plan.binds if self.enabled else ()
         pids = self.enabled and self.plan.own_pids
@@ -214,6 +215,7 @@ class Confinement:
             confine=confining,
             isolate=isolating if binds or pids or net else None,
             init=namespace.mount_proc if pids else None,
+            keep=lock.held_descriptors(),
         )
         self._holders.append(holder)
         try:

@@ -13,6 +13,11 @@ so it costs one fork). The holder
   with ``_LOOK``, a signal that is only ever a cue to look), and it looks every
   ``_WATCH`` seconds anyway. (A step's process left writing for those seconds would
   have its writes credited to the developer by the recovery.);
+- keeps open the locks bar held when it started the command (``keep``: the descriptors
+  it was forked with). A lock is held as long as one descriptor of it is open, so a bar
+  killed during a step passes its task to no other bar before the holder has killed
+  everything of the step: what a step's process writes is never seen by a recovery
+  while it is still being written;
 - when the command ends, kills what it left running (``stop_leftovers``: a confined step)
   and reports their pids to bar through a pipe;
 - then ends as the command ended (its exit code, or the same signal), so bar records the
@@ -41,9 +46,9 @@ import functools
 import os
 import resource
 import signal
-import time
 from collections.abc import Callable
 
+from bar.base import file_clock
 from bar.sandbox import landlock, namespace
 
 _PR_SET_PDEATHSIG = 1
@@ -68,7 +73,6 @@ _HELD: frozenset[int] = frozenset(
         signal.SIGCHLD,
     }
 )
-_FILE_CLOCK = 5  # CLOCK_REALTIME_COARSE: what Linux stamps files with
 # the file whose mtime is the running step's last sign of life (``bar.step.interrupted``)
 _SIGN: list[str] = []
 _SI_KERNEL_LOWEST = 1  # si_code above 0: sent by the kernel (a terminal), not by a process
@@ -104,8 +108,10 @@ class Holder:
         confine: Callable[[], None] | None,
         isolate: Callable[[], None] | None = None,
         init: Callable[[], None] | None = None,
+        keep: tuple[int, ...] = (),
     ) -> None:
         self.stop_leftovers = stop_leftovers
+        self.keep = keep
         self.confine = confine
         self.isolate = isolate
         self.init = init
@@ -135,10 +141,21 @@ class Holder:
             self.isolate()
         if self.init is not None:
             hold_in_namespace(
-                self._bar, self._to_report, self.init, terminal=self.terminal, sign=self._sign
+                self._bar,
+                self._to_report,
+                self.init,
+                terminal=self.terminal,
+                sign=self._sign,
+                keep=self.keep,
             )
         else:
-            hold(self._bar, self._to_report, stop_leftovers=self.stop_leftovers, sign=self._sign)
+            hold(
+                self._bar,
+                self._to_report,
+                stop_leftovers=self.stop_leftovers,
+                sign=self._sign,
+                keep=self.keep,
+            )
         if self.confine is not None:
             self.confine()
 
@@ -167,9 +184,12 @@ class Holder:
         return [int(word) for word in data.split() if word.isdigit()]
 
 
-def hold(bar: int, report: int, *, stop_leftovers: bool, sign: int = -1) -> None:
+def hold(
+    bar: int, report: int, *, stop_leftovers: bool, sign: int = -1, keep: tuple[int, ...] = ()
+) -> None:
     """Fork the command's process off this one and stay behind as its holder: returns in
-    the command only; the holder itself ends in ``os._exit`` or by the command's signal."""
+    the command only; the holder itself ends in ``os._exit`` or by the command's signal.
+    ``keep``: descriptors the holder keeps open until then (the locks bar holds)."""
     with contextlib.suppress(OSError):
         landlock.prctl(_PR_SET_CHILD_SUBREAPER, 1)
     before = signal.pthread_sigmask(signal.SIG_BLOCK, _HELD)
@@ -185,7 +205,7 @@ def hold(bar: int, report: int, *, stop_leftovers: bool, sign: int = -1) -> None
             os._exit(137)
         return
     try:
-        _close_all_but(report, sign)
+        _close_all_but(report, sign, *keep)
         status = _serve(bar, command, lambda sig: os.kill(command, sig), sign=sign)
         stopped = _stop_children(os.getpid()) if stop_leftovers else []
         with contextlib.suppress(OSError):
@@ -197,7 +217,13 @@ def hold(bar: int, report: int, *, stop_leftovers: bool, sign: int = -1) -> None
 
 
 def hold_in_namespace(
-    bar: int, report: int, init: Callable[[], None], *, terminal: bool = False, sign: int = -1
+    bar: int,
+    report: int,
+    init: Callable[[], None],
+    *,
+    terminal: bool = False,
+    sign: int = -1,
+    keep: tuple[int, ...] = (),
 ) -> None:
     """``hold``, for a holder that made a PID namespace (``namespace.enter``): its child is
     that namespace's init, which runs ``init`` (it mounts its ``/proc``), forks the
@@ -220,7 +246,7 @@ def hold_in_namespace(
     os.close(to_init)
     os.close(to_holder)
     try:
-        _close_all_but(report, signals, said, sign)
+        _close_all_but(report, signals, said, sign, *keep)
         os.close(report)  # (the init reports what it stopped)
 
         def forward(sig: int) -> None:
@@ -376,10 +402,7 @@ def _serve(
                 os.waitpid(command, 0)
             _stop_children(me)
             if sign >= 0:  # (in a later tick of the file clock than the last death)
-                dead = time.clock_gettime_ns(_FILE_CLOCK)
-                deadline = time.monotonic() + 0.05
-                while time.clock_gettime_ns(_FILE_CLOCK) <= dead and time.monotonic() < deadline:
-                    time.sleep(0.0005)
+                file_clock.tick_after(file_clock.ceiling(), wait=0.5)
                 with contextlib.suppress(OSError):
                     os.utime(sign)
             os._exit(137)

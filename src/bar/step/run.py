@@ -30,6 +30,7 @@ from pathlib import Path
 
 from bar import git
 from bar.aide import place
+from bar.base import file_clock
 from bar.base.clock import ms_since, now_iso
 from bar.base.inotify import TreeWatch
 from bar.base.notices import note, warn
@@ -299,7 +300,7 @@ def run_step(task: Task, req: RunRequest, watch: TreeWatch | None = None) -> Run
             judge.finish()
         if confinement.enabled:
             _stop_leftovers(confinement, adopted_since)
-        ended_tick = journals.clock_tick()  # (everything the command wrote is the step's)
+        ended_tick = file_clock.ceiling()  # (everything the command wrote is the step's)
         holder.sign_of_life(None)
         if watch is not None and not task.project.config.hooks.post_run:
             prescan.start(task.worktree, task.index)  # (the snapshot's stat, begun now)
@@ -356,7 +357,7 @@ def run_step(task: Task, req: RunRequest, watch: TreeWatch | None = None) -> Run
         if not r.ok:
             warn(step_hooks.describe(task, r, index, confinement, scrubber.scrub_text))
     if results:  # (what the hooks changed is the step's: ``bar.step.interrupted``)
-        until = journals.touch_run(task.paths, after_tick=journals.clock_tick())
+        until = journals.touch_run(task.paths, after_tick=file_clock.ceiling())
 
     # 5. snapshot, patch, ledger line; if they cannot be written (a full disk), the intent
     # keeps how the command ended, for the command that records the step later
@@ -390,7 +391,7 @@ class _Fence:
 
     def release(self) -> None:
         if not self.tick:
-            self.tick = journals.next_tick(journals.clock_tick(), spin=True)
+            self.tick = file_clock.tick_after(file_clock.ceiling(), spin=True)
 
     def within(self, until: int) -> Bound | None:
         """What the step made: from its release to ``until`` (the first tick after all it

@@ -62,6 +62,13 @@ def is_locked(path: Path) -> bool:
     return False
 
 
+def held_descriptors() -> tuple[int, ...]:
+    """The descriptors of every lock this process holds: a step's holder keeps them
+    open until the step's processes are gone (``bar.sandbox.holder``), so a lock of a
+    bar that was killed passes to no one while what it started still runs."""
+    return tuple(FileLock._held.values())
+
+
 class FileLock:
     """``with FileLock(path, "task abc", what="bar run"):`` — exclusive, re-entrant per process."""
 

@@ -37,10 +37,10 @@ from __future__ import annotations
 
 import contextlib
 import os
-import time
 from pathlib import Path
 from typing import Any
 
+from bar.base import file_clock
 from bar.changes.fast import stamps
 from bar.git import DiffStat, exact
 from bar.history import patches, racy, side_index
@@ -68,7 +68,7 @@ def stage(
     from bar.changes.fast import rescan
     from bar.errors import BarError
 
-    started_ns = time.time_ns()
+    started_ns = file_clock.floor()
     if racy.suspects(index):
         return None  # (files to hash whatever their stat: the command adds them)
     found = rescan.scan(worktree, index, base, Seen(paths))  # (a watch of it all)
