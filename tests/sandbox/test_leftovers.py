@@ -62,7 +62,12 @@ def test_a_step_dies_with_a_bar_killed_by_sigkill(how: str, repo: Path, tmp_path
     _wait_for(spot / "late.pid")
     _wait_for(wt / "work.txt")
     seen_alive_after(task["id"], wt / "work.txt")  # (else it would be no step's)
-    (late,) = host_pids(b"-c\0echo $$ >", str(spot).encode())
+    # (``setsid`` forks before it runs the writer, and its first copy may linger a moment)
+    deadline = time.monotonic() + 30
+    while len(found := host_pids(b"-c\0echo $$ >", str(spot).encode())) > 1:
+        assert time.monotonic() < deadline, found
+        time.sleep(0.01)
+    (late,) = found
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=30)
     deadline = time.monotonic() + 60

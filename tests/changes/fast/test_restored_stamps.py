@@ -12,6 +12,7 @@ import pytest
 from helpers import SETTLE, bar, git_commands, ledger, new_task, run_sh, worktree
 
 from bar import api
+from bar.history import racy
 from bar.ledger import steps
 
 
@@ -65,14 +66,18 @@ def test_the_command_after_a_rollback_rescans_nothing(
         assert ran.count("rev-parse") <= 2 and ran.count("cat-file") == 1
         trace = tmp_path / f"run-{i}.json"
         monkeypatch.setenv("GIT_TRACE2_EVENT", str(trace))
+        task = api.get_task(api.open_project(), t["id"])
+        # (a restore whose writes outlasted a second, as on a loaded machine, leaves the
+        # files it wrote in that second to be hashed again: ``bar.history.racy``)
+        suspected = racy.suspects(task.index)
         res = bar(capfd, "run", "--", "true")  # right after: well inside the racy window
         monkeypatch.delenv("GIT_TRACE2_EVENT")
         assert res.code == 0, res.err
-        assert "add" not in git_commands(trace) and "write-tree" not in git_commands(trace)
+        if not suspected:
+            assert "add" not in git_commands(trace) and "write-tree" not in git_commands(trace)
         assert git_commands(trace).count("diff-files") == 2  # the look, and the step's
         last = ledger(t["id"])[-1]
         assert last["kind"] == "run" and last["diff_stat"]["files"] == 0
-        task = api.get_task(api.open_project(), t["id"])
         assert steps.current_tree(task) == _plain_git_tree(wt, tmp_path)
 
 

@@ -35,6 +35,7 @@ from bar.step import peers
 
 _MAX_PATHS = 200_000  # more changed paths than this: a full look is cheaper
 _WAKE_MS = 5_000  # how often it checks that its worktree and socket are still there
+_RETRY_S = 1.0  # a staging refused for the clock is tried again this much later
 
 
 def _mounts(said: object) -> list[tuple[int, str]] | None:
@@ -100,6 +101,7 @@ class Watcher:
         self.staged_paths: frozenset[str] = frozenset()
         self.staged_heads: dict[str, str | None] = {}  # of the nested repositories, then
         self.stagings = 0
+        self.retried = -1  # the count of changes (``moved``) a staging was tried again at
         staging.leftovers(self.folder, keep=f"{staging.PREFIX}{os.getpid()}.")
 
     def serve(self) -> None:
@@ -181,6 +183,11 @@ class Watcher:
             staging.discard(self.folder / name)
             return
         if staged is None:
+            # (a file changed in the second git began to add it is hashed again by the
+            # command, which no staging does: tried once more when that second is past)
+            if self.retried != moved:
+                self.retried = moved
+                self.stage_at = time.monotonic() + _RETRY_S
             return
         self._collect()
         if (
