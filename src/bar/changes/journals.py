@@ -101,11 +101,11 @@ def write_run(paths: TaskPaths, intent: RunIntent) -> None:
 
 def touch_run(paths: TaskPaths, *, after_tick: int | None = None) -> int:
     """A sign of life of the running step's ``bar run``: its intent journal's mtime says
-    until when the step ran, if bar is killed (``bar.step.interrupted``). With ``after_tick``
-    (a ``file_clock.ceiling`` taken once what it vouches for was done), in a later tick: a file written
-    in the tick of the last sign of life is not credited to the step, since bar may have
-    died within that tick. Returns that later tick (``file_clock.tick_after``), or the
-    current one."""
+    until when the step ran, if bar is killed (``bar.step.interrupted``). With
+    ``after_tick`` (a ``file_clock.ceiling`` taken once what it vouches for was done), in
+    a later tick: a file written in the tick of the last sign of life is not credited to
+    the step, since bar may have died within that tick. Returns that later tick
+    (``file_clock.tick_after``), or the current one."""
     tick = file_clock.tick_after(after_tick) if after_tick is not None else file_clock.floor()
     try:
         os.utime(paths.marker)
