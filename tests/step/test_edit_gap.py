@@ -103,7 +103,7 @@ def test_saves_at_every_point_of_a_run_are_never_the_steps(
     assert gap, saver.labels  # (saves landed between the look and the command)
     steps = ledger(task["id"])
     runs = [s for s in steps if s["kind"] == "run"]
-    assert len(runs) == 1
+    assert len(runs) == 1, (steps, ran.err, saver.labels)
     assert _changed(inited, runs[0]) == {"own.txt", "sub/deep.txt"}
     # the saves made after the look are a manual step after it, at once
     after = [s for s in steps if int(s["step_id"]) > int(runs[0]["step_id"])]

@@ -4,7 +4,7 @@
 (``BAR_FAULT_AT=LABEL``: at the first point of that label, ``LABEL@K``: at its Kth, for
 a test whose earlier points vary with timing, such as a rescan's stamps);
 ``BAR_FAULT_TRACE=FILE`` appends the label of every point passed to FILE, so a test can
-learn how many points a command has and then crash it at each one. A crash point sits
+learn how many points a command has and then crash it at each one (a FIFO: act at each). A crash point sits
 before and after every write that matters (state files, ledger lines, artifacts, refs,
 worktree restores). Unset, a point costs one comparison.
 """
@@ -30,12 +30,23 @@ def point(label: str) -> None:
         return
     _passed += 1
     if _TRACE:
-        fd = os.open(_TRACE, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-        try:
-            os.write(fd, f"{_passed} {label}\n".encode())
-        finally:
-            os.close(fd)
+        _trace(f"{_passed} {label}\n".encode())
     if _AT == -1 and label == _LABEL:
         _seen += 1
     if _passed == _AT or (_AT == -1 and label == _LABEL and _seen == int(_NTH)):
         os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _trace(line: bytes) -> None:
+    """Append ``line`` to the trace. A trace that is a FIFO (a test that acts at each
+    point: bar waits in the open until it reads) may lose its reader between the open and
+    the write: it is opened again, for the next reader."""
+    while True:
+        fd = os.open(_TRACE, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            os.write(fd, line)
+            return
+        except BrokenPipeError:
+            continue
+        finally:
+            os.close(fd)
