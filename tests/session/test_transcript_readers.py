@@ -324,6 +324,38 @@ def test_a_hook_events_transcript_is_read_only_inside_the_home(tmp_path: Path) -
     assert read_beneath(home, home / "sessions/r.jsonl", tail=3) == b"ne\n"
 
 
+def test_a_command_left_running_that_a_signal_ended_was_stopped_not_failed(
+    tmp_path: Path,
+) -> None:
+    """Codex, stopping a command the model left running, may reap it first on a busy
+    machine and report 128 + the signal: that one "ran", as with its usual -1; a command
+    that was not left running, ended so, "failed"."""
+    from bar.agents.rollout import outcomes
+
+    def output(call: str, text: str) -> dict[str, Any]:
+        payload = {"type": "function_call_output", "call_id": call, "output": text}
+        return {"type": "response_item", "payload": payload}
+
+    def completed(call: str, code: int) -> dict[str, Any]:
+        item = {"type": "CommandExecution", "id": call, "exit_code": code}
+        return {"type": "event_msg", "payload": {"type": "item_completed", "item": item}}
+
+    lines = [
+        output("left", "Chunk ID: 1\nProcess running with session ID 7\nOutput:\n"),
+        output("own", "Chunk ID: 2\nProcess exited with code 143\nOutput:\n"),
+        output("poll", "Chunk ID: 3\nProcess running with session ID 8\nOutput:\n"),
+        completed("own", 143),
+        completed("left", 137),
+        completed("poll", 3),
+    ]
+    home = tmp_path / "home"
+    (home / "sessions").mkdir(parents=True)
+    rollout = home / "sessions" / "rollout.jsonl"
+    rollout.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    found = outcomes(home, rollout, ["left", "own", "poll"])
+    assert found == {"left": "ran", "own": "failed", "poll": "failed"}
+
+
 def test_a_tasks_totals_are_read_on_from_where_the_last_look_ended(tmp_path: Path) -> None:
     from types import SimpleNamespace
 

@@ -32,6 +32,8 @@ _TAIL = 1 << 20  # bytes read from the end first: a post-tool event's call is re
 _EXITED = re.compile(r"^Process exited with code (-?\d+)$", re.M)
 _RUNNING = re.compile(r"^Process running with session ID ", re.M)
 _ABORTED = re.compile(r"^aborted by user$", re.M)
+# the exit codes of a command a stopping signal ended (SIGHUP, SIGINT, SIGKILL, SIGTERM)
+_STOPPED = frozenset({128 + 1, 128 + 2, 128 + 9, 128 + 15})
 
 
 def said(task: Task, events: list[HookEvent], *, recent: bool = False) -> dict[str, str]:
@@ -72,7 +74,7 @@ def outcomes(
     home: Path, rollout: Path, call_ids: Iterable[str], *, recent: bool = False
 ) -> dict[str, str]:
     """For each call the rollout tells about: "ran" (it ended with 0, was left running by
-    the model's choice, or was still running when Codex stopped it), "failed" (a
+    the model's choice, or was still running when Codex or a signal stopped it), "failed" (a
     non-zero exit code) or "interrupted" (the person stopped the turn while it ran).
     ``recent``: look only at the rollout's last mebibyte."""
     wanted = {i for i in call_ids if i}
@@ -80,6 +82,7 @@ def outcomes(
         return {}
     data = read_beneath(home, rollout, tail=_TAIL if recent else None) or b""
     found: dict[str, str] = {}
+    left: set[str] = set()  # the calls the model left running
     for line in data.splitlines():
         if not any(i.encode() in line for i in wanted):
             continue
@@ -89,21 +92,26 @@ def outcomes(
             continue  # (the first line of a tail, cut, or one being written)
         payload = rec.get("payload") if isinstance(rec, dict) else None
         if isinstance(payload, dict):
-            _note(payload, wanted, found)
+            _note(payload, wanted, found, left)
     return found
 
 
-def _note(payload: dict[str, object], wanted: set[str], found: dict[str, str]) -> None:
+def _note(
+    payload: dict[str, object], wanted: set[str], found: dict[str, str], left: set[str]
+) -> None:
     item = payload.get("item")
     if payload.get("type") == "item_completed" and isinstance(item, dict):
         code = item.get("exit_code")
         call = str(item.get("id"))
         known = isinstance(code, int) and not isinstance(code, bool)
         # -1: no exit status, Codex stopped it (a command left running when the session
-        # ended, or one the person stopped: its output said so, and that stays)
+        # ended, or one the person stopped: its output said so, and that stays); a
+        # command left running that a signal ended was stopped so too (Codex may reap
+        # it first, on a busy machine, and give its status: 128 + the signal)
         if call in wanted and known and found.get(call) != "interrupted":
             assert isinstance(code, int)
-            found[call] = "failed" if code > 0 else "ran"
+            stopped = call in left and code in _STOPPED
+            found[call] = "failed" if code > 0 and not stopped else "ran"
     elif payload.get("type") == "function_call_output" and payload.get("call_id") in wanted:
         call = str(payload["call_id"])
         output = payload.get("output")
@@ -114,4 +122,5 @@ def _note(payload: dict[str, object], wanted: set[str], found: dict[str, str]) -
         elif exited is not None:
             found.setdefault(call, "ran" if exited.group(1) == "0" else "failed")
         elif _RUNNING.search(text):
+            left.add(call)
             found.setdefault(call, "ran")
