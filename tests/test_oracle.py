@@ -722,16 +722,130 @@ FOUND: dict[str, tuple[dict[str, Any], list[tuple[str, Any]]]] = {
             ("rollback", 12),
         ],
     ),
+    "rollback-keeps-a-committed-symlink-that-an-ignore-rule-once-hid": (
+        {"files": [(b"dir/b.txt", b"one\n")], "top_files": True, "eol": "text_auto"},
+        [
+            ("step", [("dir_to_link", b"deep/er"), ("symlink", b"x.log")]),
+            ("step", [("commit", b"x.log")]),
+            (
+                "step",
+                [
+                    ("attributes", b""),
+                    ("delete", b"tab\there"),
+                    ("ignored_in", b"sp ace"),
+                    ("unignore", b".gitignore"),
+                ],
+            ),
+            ("step", [("commit", b"tab\there")]),
+            ("hand", [("temp", b"dir/b.txt")]),
+            ("hand", [("case", b"tab\there"), ("chmod", b"new\nline")]),
+            ("rollback", 8),
+        ],
+    ),
+    "rollback-after-autocrlf-true-by-hand-writes-the-states-line-endings": (
+        {
+            "eol": "none",
+            "top_files": True,
+            "files": [
+                (b"build/out.o", b"crlf\r\nline\r\n"),
+                (b"caf\xe9.txt", b"crlf\r\nline\r\n"),
+                (b"deep/er/e", b"no newline"),
+                (b"a.txt", b""),
+                (b"deep/er/e", b"one\n"),
+            ],
+        },
+        [
+            ("hand", [("chmod", b"run.sh")]),
+            ("rollback", 29),
+            ("rollback", 3),
+            ("undo", 0),
+            ("undo", 0),
+            ("rollback", 15),
+            ("undo", 0),
+            (
+                "hand",
+                [
+                    ("rewrite_keep", b"sp ace/d.md"),
+                    ("ignored_in", b"sp ace"),
+                    ("ignore", b"dir/"),
+                    ("autocrlf", b"true"),
+                ],
+            ),
+            ("rollback", 1),
+        ],
+    ),
+    "rollback-removes-a-file-the-state-never-held-after-directories-swapped": (
+        {
+            "top_files": False,
+            "eol": "none",
+            "files": [
+                (b"new\nline", b"mixed\r\nand\n"),
+                (b"dir/sub/c.bin", b"lone\r"),
+                (b"deep/er/e", b"\x00\xffbinary\r\n"),
+            ],
+        },
+        [
+            ("undo", 0),
+            (
+                "hand",
+                [
+                    ("link_to_dir", b"sp ace"),
+                    ("move", b"dir/sub/c.bin", b"caf\xe9.txt"),
+                    ("ignore", b"dir/"),
+                    ("commit", b"A.txt"),
+                ],
+            ),
+            (
+                "hand",
+                [
+                    ("touch_back", b"sp ace/d.md"),
+                    ("write", b"caf\xe9.txt", b"lone\r"),
+                    ("case", b"deep/er/e"),
+                    ("swap_dirs", b"dir", b"deep"),
+                ],
+            ),
+            ("undo", 0),
+            ("hand", [("delete", b"dir/b.txt")]),
+            ("undo", 0),
+            ("undo", 0),
+            ("step", [("commit", b"deep/er/e"), ("chmod", b"run.sh")]),
+            ("rollback", 1),
+        ],
+    ),
 }
 # the watch budgets (``BAR_WATCHES:BAR_MARKS``) of the sequences that need one
 WATCHED: dict[str, str] = {
+    "rollback-after-autocrlf-true-by-hand-writes-the-states-line-endings": "1:",
+    "rollback-removes-a-file-the-state-never-held-after-directories-swapped": "2:1",
+    "rollback-keeps-a-committed-symlink-that-an-ignore-rule-once-hid": "1:",
     "nested-repository-where-a-tracked-directory-was": "2:1",
     "rollback-writes-back-ignored-files-where-a-nested-repository-was": "2:0",
 }
 
 
+# the sequences found and not fixed yet: each fails in both modes (strict: one that
+# passes says its fix came, and its name leaves this list)
+OPEN: dict[str, str] = {
+    "rollback-keeps-a-committed-symlink-that-an-ignore-rule-once-hid": (
+        "the symlink the state holds is missing from the disk after the rollback"
+    ),
+    "rollback-after-autocrlf-true-by-hand-writes-the-states-line-endings": (
+        "four files have CRLF on disk where the state has LF"
+    ),
+    "rollback-removes-a-file-the-state-never-held-after-directories-swapped": (
+        "dir/sub/c.bin is left on disk; the state does not hold it"
+    ),
+}
+
+
 @pytest.mark.skipif(not NEW_OPS, reason="BAR_ORACLE_NEW_OPS=0")
-@pytest.mark.parametrize("name", sorted(FOUND))
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=OPEN[n])) if n in OPEN else n
+        for n in sorted(FOUND)
+    ],
+)
 def test_found_sequences(
     name: str, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
