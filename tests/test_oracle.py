@@ -722,7 +722,7 @@ FOUND: dict[str, tuple[dict[str, Any], list[tuple[str, Any]]]] = {
             ("rollback", 12),
         ],
     ),
-    "rollback-keeps-a-committed-symlink-that-an-ignore-rule-once-hid": (
+    "a-step-that-commits-an-ignored-file-it-did-not-write-holds-it": (
         {"files": [(b"dir/b.txt", b"one\n")], "top_files": True, "eol": "text_auto"},
         [
             ("step", [("dir_to_link", b"deep/er"), ("symlink", b"x.log")]),
@@ -817,7 +817,7 @@ FOUND: dict[str, tuple[dict[str, Any], list[tuple[str, Any]]]] = {
 WATCHED: dict[str, str] = {
     "rollback-after-autocrlf-true-by-hand-writes-the-states-line-endings": "1:",
     "rollback-removes-a-file-the-state-never-held-after-directories-swapped": "2:1",
-    "rollback-keeps-a-committed-symlink-that-an-ignore-rule-once-hid": "1:",
+    "a-step-that-commits-an-ignored-file-it-did-not-write-holds-it": "1:",
     "nested-repository-where-a-tracked-directory-was": "2:1",
     "rollback-writes-back-ignored-files-where-a-nested-repository-was": "2:0",
 }
@@ -826,9 +826,6 @@ WATCHED: dict[str, str] = {
 # the sequences found and not fixed yet: each fails in both modes (strict: one that
 # passes says its fix came, and its name leaves this list)
 OPEN: dict[str, str] = {
-    "rollback-keeps-a-committed-symlink-that-an-ignore-rule-once-hid": (
-        "the symlink the state holds is missing from the disk after the rollback"
-    ),
     "rollback-after-autocrlf-true-by-hand-writes-the-states-line-endings": (
         "four files have CRLF on disk where the state has LF"
     ),

@@ -205,3 +205,26 @@ def test_files_a_step_moves_with_their_directory_are_the_steps(
     kinds = [s["kind"] for s in ledger(t["id"])]
     assert kinds == ["manual", "run", "run"], (kinds, res.err)  # (the files made by hand)
     assert recorded_tree(inited_clean, t) == plain_git_tree(wt, tmp_path)
+
+
+def test_an_ignored_file_a_step_commits_is_the_steps(
+    inited: Path, capfd: pytest.CaptureFixture[str], speed: str, tmp_path: Path
+) -> None:
+    """A step that commits a file it did not write (ignored, there from before) changes no
+    ctime of it, and still the file enters the record by the step's doing: what the step
+    committed is part of the step (SPEC §3), not a hand edit after it."""
+    task = new_task(capfd)
+    wt = worktree(task)
+    (wt / ".gitignore").write_text("*.log\n")
+    (wt / "keep.log").write_text("kept\n")
+    assert bar(capfd, "run", "--", "true").code == 0  # (the rules recorded: a manual step)
+    time.sleep(0.05)  # (the file's ctime well before the step's first process)
+    script = "git add -f keep.log && git -c user.name=s -c user.email=s@x commit -qm c"
+    assert bar(capfd, "run", "--", "sh", "-c", script).code == 0
+    steps = ledger(task["id"])
+    run = steps[-1] if steps[-1]["kind"] == "run" else steps[-2]
+    assert run["cmd"][-1] == script
+    assert "keep.log" in _changed(inited, run)
+    assert [s["kind"] for s in steps if int(s["step_id"]) > int(run["step_id"])] == []
+    assert bar(capfd, "run", "--", "true").code == 0
+    assert recorded_tree(inited, task) == plain_git_tree(wt, tmp_path)

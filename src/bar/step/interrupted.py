@@ -187,6 +187,19 @@ def _moved_by_then(worktree: Path, rel: str, until: Bound) -> bool:
     return False
 
 
+def _committed(task: Task) -> set[str]:
+    """The paths the commits made since the task's last record changed (a step that
+    committed a file, an ignored one too, moves no ctime of it: what the step committed
+    is part of the step, SPEC §3)."""
+    last = task.ledger.last()
+    before = getattr(last, "head", None) or task.base_commit
+    now = git.head(task.worktree)
+    if now is None or now == before:
+        return set()
+    changed = git.diff_tree_raw(task.worktree, before, now)
+    return {c.path for c in changed}
+
+
 def split(task: Task, before: str, until: Bound, now_tree: str | None = None) -> str | None:
     """The tree of what the step made since the recorded state ``before``, if some of
     what changed on disk since was made outside ``until`` (None: all of it is the step's,
@@ -197,6 +210,7 @@ def split(task: Task, before: str, until: Bound, now_tree: str | None = None) ->
     if now_tree == before_tree or until.until_ns <= 0:
         return None
     changes = git.diff_tree_raw(worktree, before_tree, now_tree)
+    committed = _committed(task)
     # what left a path in this change, by its mode and bytes: a file that arrives with
     # them elsewhere was moved (with its directory, its own ctime kept)
     left = {(c.src_mode, c.src_blob): c.path for c in changes if c.status in ("D", "M", "T")}
@@ -205,6 +219,7 @@ def split(task: Task, before: str, until: Bound, now_tree: str | None = None) ->
         c
         for c in changes
         if _GITLINK in (c.src_mode, c.dst_mode)
+        or c.path in committed
         or _made_by_then(worktree, c.path, until)
         or (
             left.get((c.dst_mode, c.dst_blob), c.path) != c.path
