@@ -825,14 +825,7 @@ WATCHED: dict[str, str] = {
 
 # the sequences found and not fixed yet: each fails in both modes (strict: one that
 # passes says its fix came, and its name leaves this list)
-OPEN: dict[str, str] = {
-    "rollback-after-autocrlf-true-by-hand-writes-the-states-line-endings": (
-        "four files have CRLF on disk where the state has LF"
-    ),
-    "rollback-removes-a-file-the-state-never-held-after-directories-swapped": (
-        "dir/sub/c.bin is left on disk; the state does not hold it"
-    ),
-}
+OPEN: dict[str, str] = {}
 
 
 @pytest.mark.skipif(not NEW_OPS, reason="BAR_ORACLE_NEW_OPS=0")

@@ -6,7 +6,16 @@ import os
 from pathlib import Path
 
 import pytest
-from helpers import bar, ledger, new_task, run_sh, task_dir, worktree
+from helpers import (
+    bar,
+    ledger,
+    new_task,
+    plain_git_tree,
+    recorded_tree,
+    run_sh,
+    task_dir,
+    worktree,
+)
 
 from conftest import git
 
@@ -90,6 +99,28 @@ def test_rollback_leaves_ignored_files_alone(
     assert bar(capfd, "rollback", "--to", "base").code == 0
     assert (wt / "build/out.bin").read_text() == "more\n"
     assert not (wt / ".gitignore").exists()
+
+
+def test_rollback_removes_a_file_head_tracks_that_the_restored_rules_name(
+    inited_clean: Path, capfd: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """A file the state of now holds and the target does not goes, also where the
+    ``.gitignore`` the rollback restores names it, if the worktree's HEAD tracks it: git
+    keeps a tracked file whatever the rules say, so it is no ignored file to leave."""
+    t = new_task(capfd)
+    wt = worktree(t)
+    run(capfd, "mkdir dir; echo c > dir/c.bin; git add dir/c.bin; git commit -qm c")
+    run(capfd, "rm dir/c.bin; echo dir/ > .gitignore")
+    target = ledger(t["id"])[-1]["step_id"]
+    run(capfd, "rm .gitignore; echo again > dir/c.bin")
+    res = bar(capfd, "rollback", "--to", target)
+    assert res.code == 0, res.err
+    assert not (wt / "dir" / "c.bin").exists()
+    assert (wt / ".gitignore").read_text() == "dir/\n"
+    assert recorded_tree(wt, t) == plain_git_tree(wt, tmp_path)
+    assert not bar(capfd, "status", "--json").json()["unrecorded_changes"]
+    assert bar(capfd, "undo").code == 0
+    assert (wt / "dir" / "c.bin").read_text() == "again\n"
 
 
 def test_rollback_dry_run_changes_nothing(

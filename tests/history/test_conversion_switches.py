@@ -168,6 +168,43 @@ def test_a_state_comes_back_with_its_bytes_whatever_the_configuration_says_now(
     assert recorded_tree(repo, task) == _fresh_tree(wt, tmp_path)
 
 
+@pytest.mark.parametrize("after", ["true", "input"])
+def test_the_base_comes_back_with_its_bytes_after_a_conversion_is_switched_on(
+    after: str,
+    speed: str,
+    make_repo: MakeRepo,
+    capfd: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    """The task's base was checked out where git converted nothing; ``core.autocrlf`` is
+    switched on by hand since. A rollback to the base writes its files as they were
+    checked out (LF), not by the configuration of now (CRLF): neither the files the
+    rollback changes nor those whose raw bytes only the state of now carried."""
+    base = {".gitignore": "build/\n", "a.txt": "a\n", "d/e/f/deep.txt": "deep\n"}
+    repo, task, wt = _task(make_repo, capfd, monkeypatch, base)
+    state = {p: p.read_bytes() for p in wt.rglob("*") if p.is_file() and ".git" not in p.parts}
+    script = "printf 'new\\n' > new.txt; printf 'changed\\n' > a.txt"
+    assert bar(capfd, "run", "--", "sh", "-c", script).code == 0
+    git(repo, "config", "core.autocrlf", after)
+    with (wt / ".gitignore").open("ab") as f:
+        f.write(b"dir/\n")
+    _look(capfd)
+    now = {p: p.read_bytes() for p in wt.rglob("*") if p.is_file() and ".git" not in p.parts}
+    res = bar(capfd, "rollback", "--to", "base")
+    assert res.code == 0, res.err
+    for path, data in state.items():
+        assert path.read_bytes() == data, path
+    assert not (wt / "new.txt").exists()
+    assert recorded_tree(repo, task) == _fresh_tree(wt, tmp_path)
+    assert not _status_dirty(capfd)
+    res = bar(capfd, "undo")
+    assert res.code == 0, res.err
+    for path, data in now.items():
+        assert path.read_bytes() == data, path
+    assert not _status_dirty(capfd)
+
+
 def test_close_and_reopen_keep_the_bytes_and_credit_nothing_to_the_developer(
     speed: str,
     make_repo: MakeRepo,

@@ -338,17 +338,19 @@ def restore(
 def _recorded_checkout(task: Task, target_commit: str) -> dict[str, str] | None:
     """``exact.recorded_checkout`` of the target, unless git converts nothing now nor did
     then (no raw tree): no git asked then. For the task's base, no snapshot of bar's, the
-    configuration the worktree was made with (``side_index.base_checkout``)."""
-    if target_commit == task.base_commit:
-        made_with = side_index.base_checkout(task.index)
-        if made_with is not None and exact.converting(made_with):
-            return made_with
+    configuration the worktree was made with (``side_index.base_checkout``), also where
+    that converted nothing and the configuration of now does (an ``autocrlf`` set since)."""
+    made_with = side_index.base_checkout(task.index) if target_commit == task.base_commit else None
+    if made_with is not None and exact.converting(made_with):
+        return made_with
     if (
         exact.raw_tree_of(task.worktree, target_commit) is None
         and stamps.stamped_attributes(task.index) is False
         and not exact.converts(task.worktree, False)
     ):
         return None
+    if made_with is not None:
+        return made_with
     return exact.recorded_checkout(task.worktree, target_commit)
 
 

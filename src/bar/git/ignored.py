@@ -7,7 +7,8 @@ holds every file a step recorded, so when the rules come to cover one of those, 
 it out (``drop_newly_ignored``, after a full rescan: any change of a ``.gitignore``, of
 ``info/exclude`` or of ``core.excludesFile`` brings one about). A rollback never touches
 an ignored file: where it restores ``.gitignore`` files (``rules_change``), the files it
-would delete that the restored rules ignore are put back (``keep_ignored``), and files the
+would delete that the restored rules ignore and HEAD does not hold are put back
+(``keep_ignored``; one HEAD holds is no ignored file, and goes as any other), and files the
 old rules ignored and the restored ones do not become part of the state it records.
 """
 
@@ -94,11 +95,37 @@ def rules_change(worktree: Path, now_tree: str, target_tree: str) -> list[str]:
     return [c.path for c in changes if c.status == "D"] or [".gitignore"]
 
 
+def _not_in_head(worktree: Path, paths: list[bytes]) -> list[bytes]:
+    """Of ``paths``, those the worktree's HEAD does not hold (all of them where it has
+    no HEAD; where HEAD cannot be read, none: nothing is put back on a guess)."""
+    head = git.head(worktree)
+    if head is None:
+        return paths
+    few = len(paths) <= _FEW
+    held = git.git(
+        worktree,
+        "ls-tree",
+        "-r",
+        "-z",
+        "--name-only",
+        head,
+        *(["--", *(os.fsdecode(p) for p in paths)] if few else []),
+        env={"GIT_LITERAL_PATHSPECS": "1"} if few else None,
+        check=False,
+    )
+    if held.returncode != 0:
+        return []
+    kept = set(held.stdout.split(b"\0"))
+    return [p for p in paths if p not in kept]
+
+
 def keep_ignored(worktree: Path, now_tree: str, deleted: list[str]) -> None:
     """Of the files the restore just deleted, write back those the target's ignore rules
     ignore: a rollback never touches an ignored file, and under the rules it restored,
     these are (build output a step recorded before a ``.gitignore`` named it). They
-    are written from ``now_tree``, which holds them."""
+    are written from ``now_tree``, which holds them. Not those the worktree's HEAD holds:
+    git keeps a file it tracks whatever the rules say, so no such file is ignored (the
+    state the rollback records leaves it out: it must not stay on disk)."""
     res = git.git(
         worktree,
         "check-ignore",
@@ -109,6 +136,8 @@ def keep_ignored(worktree: Path, now_tree: str, deleted: list[str]) -> None:
         input=b"".join(p.encode("utf-8", "surrogateescape") + b"\0" for p in deleted),
     )
     ignored = [p for p in res.stdout.split(b"\0") if p] if res.returncode in (0, 1) else []
+    if ignored:
+        ignored = _not_in_head(worktree, ignored)
     if not ignored:
         return
     # the side index no longer holds them (the target does not): read them from the tree
