@@ -45,6 +45,9 @@ KILLS = {
         ["rollback", "--to", "1"],
         "between a file's removal and its replacement@2",
     ),
+    # n.txt taken out of the worktree (to be compared before it is deleted): still the
+    # worktree's, not a hand's deletion, when the recovery looks for hand edits
+    "rollback-captured": (["rollback", "--to", "1"], "with a file captured"),
 }
 
 
@@ -119,3 +122,30 @@ def test_hand_edits_of_the_restores_own_paths_are_kept(
     assert bar_exe("undo", cwd=repo).code == 0
     manual = next(s for s in ledger(task["id"]) if s["kind"] == "manual")
     assert files_on_disk(wt) == files_in_commit(repo, manual["snapshot"])
+
+
+def test_a_file_the_killed_restore_had_taken_out_and_the_hand_made_again(
+    speed: str, make_repo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The rollback was killed with ``n.txt`` taken out of the worktree (to be compared
+    before it is deleted); then a file is made by hand at that path. The hand's file
+    stays and is recorded; the one the rollback had taken out goes to the trash."""
+    repo = make_repo({"README.md": "hello\n"})
+    monkeypatch.setenv("BAR_HOME", str(tmp_path / "home"))
+    task = setup_task(repo)
+    wt = Path(task["worktree"])
+    res = bar_exe("rollback", "--to", "1", cwd=repo, env={"BAR_FAULT_AT": "with a file captured"})
+    assert res.code == -signal.SIGKILL, res.err
+    assert not (wt / "n.txt").exists()
+    (wt / "n.txt").write_text("made again by hand\n")
+    res = bar_exe("run", "--", "true", cwd=repo)
+    assert res.code == 0, res.err
+    assert "taken out n.txt" in res.err
+    disk = files_on_disk(wt)
+    assert disk["n.txt"] == b"-:made again by hand\n"
+    assert disk["f.txt"] == b"-:one\n"
+    last = [s for s in ledger(task["id"]) if s.get("snapshot")][-1]["snapshot"]
+    assert files_in_commit(repo, last) == disk
+    listed = bar_exe("trash", "--json", cwd=repo)
+    assert listed.code == 0, listed.err
+    assert "n.txt" in listed.out

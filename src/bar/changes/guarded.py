@@ -119,6 +119,7 @@ class Guard:
             with contextlib.suppress(FileNotFoundError):
                 path.unlink()
             return True
+        faults.point("with a file captured")
         if self.holds(rel, captured, blobs):
             captured.unlink()
             return True

@@ -107,6 +107,15 @@ def finish_pending(task: Task) -> list[Step]:
             else:
                 note(f"{what} as interrupted: bar stopped before it finished")
     rollback_intent = journals.read_rollback(task.paths)
+    sync_intent = journals.read_sync(task.paths)
+    if rollback_intent is not None or sync_intent is not None:
+        from bar.changes import rollback
+
+        # (before any look: a file the restore had taken out is the worktree's)
+        if rollback_intent is not None:
+            rollback.hand_back(task, rollback.command_of(rollback_intent), rollback_intent.step_id)
+        elif sync_intent is not None:
+            rollback.hand_back(task, "bar sync", sync_intent.step_id)
     if rollback_intent is not None:
         rollback_intent = _hand_edits_first(
             task, rollback_intent, rollback_intent.restores_to, done, "rollback"
@@ -116,11 +125,8 @@ def finish_pending(task: Task) -> list[Step]:
             bases.settle(task, bases.base_at(task, last.number))  # task.json may lag the ledger
             journals.clear_rollback(task.paths)
         else:
-            from bar.changes import rollback
-
             note(f"finishing rollback step {rollback_intent.step_id}, which was interrupted")
             done.append(rollback.complete(task, rollback_intent))
-    sync_intent = journals.read_sync(task.paths)
     if sync_intent is not None:
         from bar.changes import sync
 

@@ -111,7 +111,7 @@ def _complete(task: Task, intent: RollbackIntent, verified: bool) -> RollbackSte
         intent.restores_to,
         on_tree=job.begin,
         verified=intent.snapshot_before if verified else None,
-        command=_command(intent),
+        command=command_of(intent),
         step_id=intent.step_id,
         state=target.commit,
     )
@@ -175,7 +175,8 @@ def _complete(task: Task, intent: RollbackIntent, verified: bool) -> RollbackSte
     return written
 
 
-def _command(intent: RollbackIntent) -> str:
+def command_of(intent: RollbackIntent) -> str:
+    """The command ``intent`` is of, as the trash and the messages say it."""
     if intent.undo_of is not None:
         return "bar undo"
     return "bar redo" if intent.redo_of is not None else "bar rollback"
@@ -460,29 +461,8 @@ def _move_in(
     notes the stat of the files moved in. Whether a path raced the restore, and the
     blob of each file (or link) written."""
     wt = task.worktree
-    aside = task.dir / "restore-aside"
-
-    def to_trash(rel: str, captured: Path) -> Path | None:
-        """A save captured where another was made since: into the task's trash."""
-        held = aside / "to-trash"
-        (held / rel).parent.mkdir(parents=True, exist_ok=True)
-        os.rename(captured, held / rel)
-        moved = trash.move_aside(
-            task,
-            held,
-            [rel],
-            "saved while the rollback wrote it, then saved again",
-            command=command,
-            kind=trash.ROLLBACK,
-            step=step_id,
-        )
-        if moved:
-            return task.paths.trash
-        os.rename(held / rel, captured)  # (left where it was: kept beside the path)
-        return None
-
     algo = "sha256" if len(target_tree) == 64 else "sha1"
-    guard = guarded.Guard(wt, aside, algo, _hashed(wt), to_trash)
+    guard = _guard(task, algo, command, step_id)
     guard.hand_back()  # (what a restore that was killed had captured)
     for old_mode, new_mode, old_blob, _new_blob, rel in changes:
         if new_mode != guarded.ABSENT:
@@ -585,6 +565,54 @@ def _prune(wt: Path, rel: str) -> None:
         except OSError:
             return
         parent = os.path.dirname(parent)
+
+
+def hand_back(task: Task, command: str, step_id: str | None) -> None:
+    """Put back into the worktree what a restore that was killed had captured: a file
+    it was removing or replacing, moved aside until found to hold what bar verified
+    there (``bar.changes.guarded``). Before anything looks at the worktree: the recovery
+    that finishes the restore records hand edits first, and would record the file as
+    deleted by hand, then leave it out of every state once the restore put it back. A
+    path the hand took meanwhile keeps the hand's file, and the captured one goes to the
+    trash (``Guard.keep_raced``)."""
+    if not (task.dir / _ASIDE).is_dir():
+        return
+    guard = _guard(task, "sha1", command, step_id)  # (nothing is hashed)
+    guard.hand_back()
+    for raced in guard.raced:
+        if raced.kept != task.worktree / raced.path:
+            warn(f"the interrupted {command} had taken out {_raced_shown(task, raced)}")
+
+
+_ASIDE = "restore-aside"  # (in the task's directory)
+
+
+def _guard(task: Task, algo: str, command: str, step_id: str | None) -> guarded.Guard:
+    """The guard a restore writes the worktree through, its captures in the task's
+    ``restore-aside``; a save it must not drop goes to the trash, said as ``command``'s
+    (``step_id``)."""
+    aside = task.dir / _ASIDE
+
+    def to_trash(rel: str, captured: Path) -> Path | None:
+        """A save captured where another was made since: into the task's trash."""
+        held = aside / "to-trash"
+        (held / rel).parent.mkdir(parents=True, exist_ok=True)
+        os.rename(captured, held / rel)
+        moved = trash.move_aside(
+            task,
+            held,
+            [rel],
+            "saved while the rollback wrote it, then saved again",
+            command=command,
+            kind=trash.ROLLBACK,
+            step=step_id,
+        )
+        if moved:
+            return task.paths.trash
+        os.rename(held / rel, captured)  # (left where it was: kept beside the path)
+        return None
+
+    return guarded.Guard(task.worktree, aside, algo, _hashed(task.worktree), to_trash)
 
 
 def _hashed(wt: Path) -> Callable[[str, Path], str | None]:
