@@ -812,6 +812,49 @@ FOUND: dict[str, tuple[dict[str, Any], list[tuple[str, Any]]]] = {
             ("rollback", 1),
         ],
     ),
+    "a-nested-repository-under-files-head-tracks-and-a-conversion-switch-modes-agree": (
+        {
+            "eol": "autocrlf",
+            "files": [
+                (b"deep/er/e", b"mixed\r\nand\n"),
+                (b"new\nline", b"no newline"),
+                (b"x.log", b"lone\r"),
+                (b"dir/b.txt", b"\x00\xffbinary\r\n"),
+                (b"run.sh", b"one\n"),
+            ],
+            "top_files": False,
+        },
+        [
+            ("hand", [("move_dir", b"deep/er", b"moved"), ("delete", b"dir/b.txt")]),
+            ("rollback", 0),
+            ("hand", [("mkdir", b"deep/er")]),
+            (
+                "hand",
+                [
+                    ("attributes", b"* text=auto"),
+                    ("swap_dirs", b"sp ace", b"dir"),
+                    ("nested_commit", b"deep/er"),
+                    ("move_dir", b"dir", b"dir/m"),
+                ],
+            ),
+            ("undo", 0),
+            ("rollback", 9),
+            ("rollback", 17),
+            ("undo", 0),
+            (
+                "step",
+                [
+                    ("link_to_dir", b"dir"),
+                    ("touch_back", b"new\nline"),
+                    ("hardlink_out", b"sp ace/d.md"),
+                    ("nested_commit", b"vendor"),
+                ],
+            ),
+            ("undo", 0),
+            ("rollback", 10),
+            ("hand", [("dir_to_link", b"deep")]),
+        ],
+    ),
 }
 # the watch budgets (``BAR_WATCHES:BAR_MARKS``) of the sequences that need one
 WATCHED: dict[str, str] = {

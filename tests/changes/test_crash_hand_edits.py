@@ -149,3 +149,30 @@ def test_a_file_the_killed_restore_had_taken_out_and_the_hand_made_again(
     listed = bar_exe("trash", "--json", cwd=repo)
     assert listed.code == 0, listed.err
     assert "n.txt" in listed.out
+
+
+def test_where_git_converts_a_rollback_finished_around_hand_edits_writes_the_states_bytes(
+    speed: str, make_repo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``core.autocrlf=true``: git's checkout of an LF file writes CRLF, so the states
+    carry the LF bytes beside their trees. A rollback killed before it wrote, then a hand
+    edit: the recovery finishes it around the edit, and the files it writes come back
+    as the target held them (LF), the edit as the hand left it (CRLF)."""
+    repo = make_repo({"README.md": "hello\n", "keep.txt": "kept\n"})
+    git(repo, "config", "core.autocrlf", "true")
+    monkeypatch.setenv("BAR_HOME", str(tmp_path / "home"))
+    task = setup_task(repo)
+    wt = Path(task["worktree"])
+    res = bar_exe(
+        "rollback", "--to", "1", cwd=repo, env={"BAR_FAULT_AT": "before restoring the worktree"}
+    )
+    assert res.code == -signal.SIGKILL, res.err
+    (wt / "keep.txt").write_bytes(b"edited by hand\r\n")
+    res = bar_exe("run", "--", "true", cwd=repo)
+    assert res.code == 0, res.err
+    assert (wt / "f.txt").read_bytes() == b"one\n"
+    assert (wt / "d" / "e" / "g.txt").read_bytes() == b"deep\n"
+    assert (wt / "keep.txt").read_bytes() == b"edited by hand\r\n"
+    res = bar_exe("run", "--", "true", cwd=repo)
+    assert res.code == 0, res.err
+    assert [s["kind"] for s in ledger(task["id"])][-1] == "run"  # (nothing more by hand)

@@ -114,6 +114,46 @@ def test_saves_at_every_point_of_a_run_are_never_the_steps(
     assert recorded_tree(inited, task) == plain_git_tree(wt, tmp_path)
 
 
+def test_where_git_converts_a_split_step_keeps_its_raw_bytes(
+    inited: Path, capfd: pytest.CaptureFixture[str], speed: str, tmp_path: Path
+) -> None:
+    """Where git converts line endings (``core.autocrlf``), every snapshot carries the
+    bytes on disk beside its tree (``bar.git.exact``): the run step whose tree is made
+    from the look's (the saves that landed after its start taken out) too, so that a
+    rollback to it writes them, and the next look finds nothing new to record."""
+    subprocess.run(["git", "config", "core.autocrlf", "true"], cwd=inited, check=True)
+    task = new_task(capfd)
+    wt = worktree(task)
+    (wt / "editor.txt").write_text("first\n")
+    saver = _AtEveryPoint(tmp_path / "trace", wt / "editor.txt")
+    try:
+        ran = bar_exe(
+            "run",
+            "--",
+            "sh",
+            "-c",
+            "printf 'crlf\\r\\n' > own.txt",
+            cwd=wt,
+            env={"BAR_FAULT_TRACE": str(tmp_path / "trace")},
+        )
+    finally:
+        saver.close()
+    assert ran.code == 0, ran.err
+    steps = ledger(task["id"])
+    run = next(s for s in steps if s["kind"] == "run")
+    assert _changed(inited, run) == {"own.txt"}
+    for step in steps:
+        raw = subprocess.run(
+            ["git", "rev-parse", "-q", "--verify", step["snapshot"] + "^2"],
+            cwd=inited,
+            capture_output=True,
+        )
+        assert raw.returncode == 0, f"step {step['step_id']} ({step['kind']}) has no raw parent"
+    res = bar(capfd, "rollback", "--to", run["step_id"])
+    assert res.code == 0, res.err
+    assert (wt / "own.txt").read_bytes() == b"crlf\r\n"
+
+
 _EDITOR = r"""
 import os, sys, time
 target, pause, resume, log = sys.argv[1:5]

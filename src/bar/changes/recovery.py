@@ -28,7 +28,7 @@ from bar import git
 from bar.base.notices import note, plural
 from bar.base.record import replace
 from bar.changes import journals
-from bar.git import guard
+from bar.git import BAR_IDENTITY, exact, guard
 from bar.git import locks as git_locks
 from bar.history import bases
 from bar.ledger import steps
@@ -318,7 +318,15 @@ def _kept_hand_edits(task: Task, before: str, target: str, now: str) -> str | No
         tree = git.out(wt, "write-tree", env=env)
     if tree == target_tree:
         return None
-    return git.commit_tree(wt, tree, [now], "bar: a restore finished around hand edits")
+    # where git converts, the bytes on disk: the target's where it writes, the hand's else
+    raw = exact.raw_parent_made_of(wt, tree, [target, now])
+    return git.commit_tree(
+        wt,
+        tree,
+        [now] if raw is None else [now, raw],
+        "bar: a restore finished around hand edits",
+        identity=BAR_IDENTITY,
+    )
 
 
 def _listing(worktree: Path, tree: str) -> dict[str, _Entry]:

@@ -274,6 +274,30 @@ def raw_entries(repo: Path | str, raw_tree: str | None) -> dict[str, tuple[str, 
     return entries
 
 
+def raw_parent_made_of(worktree: Path, tree: str, sources: Sequence[str]) -> str | None:
+    """The raw parent of a snapshot whose ``tree`` bar made of entries of the snapshots
+    ``sources`` rather than read from the worktree (a step's tree with the saves made
+    after its start taken out: ``bar.step.interrupted``): each file's raw bytes are
+    those of the first source whose tree holds the same entry there. None where none of
+    them has a raw parent (git converts nothing: nor does the made one need one)."""
+    raws = [raw_tree_of(worktree, source) for source in sources]
+    if all(raw is None for raw in raws):
+        return None
+    pending = raw_entries(worktree, tree)  # (the made tree's regular files)
+    entries: dict[str, tuple[str, str]] = {}
+    for source, raw in zip(sources, raws, strict=True):
+        held = raw_entries(worktree, f"{source}^{{tree}}")
+        own = raw_entries(worktree, raw)
+        for path, entry in list(pending.items()):
+            if held.get(path) == entry:
+                if path in own:
+                    entries[path] = own[path]
+                del pending[path]
+    recorded = (recorded_checkout(worktree, source) for source in sources)
+    checkout = next((c for c in recorded if c is not None), None) or checkout_config(worktree)
+    return raw_parent(worktree, entries, checkout)
+
+
 def _checked_out(worktree: Path, index: Path, paths: list[str]) -> dict[str, bytes | None]:
     """What git's checkout of the side ``index`` would write for each path (None: not a
     regular file there). git writes them into a scratch directory (``cat-file --batch

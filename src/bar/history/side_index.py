@@ -173,7 +173,7 @@ def write_whole(
         if scope is not None:
             scope = sorted({*scope, *suspects})
     since = file_clock.floor()  # (before git looks at any file: see ``bar.history.racy``)
-    swallowed = _swallowed(worktree, index)
+    swallowed = _swallowed(worktree, index, stamped=not renormalize)
     if swallowed:
         _unrecord(worktree, index, swallowed)
         if scope is not None:
@@ -290,13 +290,15 @@ def outside_nested(worktree: Path, scope: Sequence[str]) -> list[str]:
     return sorted(out)
 
 
-def _swallowed(worktree: Path, index: Path) -> list[str]:
+def _swallowed(worktree: Path, index: Path, stamped: bool = True) -> list[str]:
     """Directories of recorded files that are now nested repositories (a ``.git`` in
     them): git would go on taking their files from inside the foreign repository, where
     ``git add -A`` from a fresh index records one gitlink (and a path named inside one
     fails: "Pathspec ... is in submodule"). From the stamped directories (one stat
-    each), else from the side index's entries."""
-    dirs = stamps.stamped_dirs(index) if speed.fast() else None
+    each), else from the side index's entries: always where the side index was just
+    started over from HEAD (``stamped`` False), whose files the stamps, made of the
+    recorded state, may not hold."""
+    dirs = stamps.stamped_dirs(index) if stamped and speed.fast() else None
     if dirs is None:
         res = git.git(worktree, "ls-files", "-z", env=_env(index), check=False)
         found: set[str] = set()

@@ -33,7 +33,7 @@ from bar import git
 from bar.base.clock import iso_of, now_iso
 from bar.changes.fast import stamps
 from bar.changes.journals import RunIntent
-from bar.git import BAR_IDENTITY
+from bar.git import BAR_IDENTITY, exact
 from bar.history.snapshot import Snapshot
 from bar.ledger import steps
 from bar.ledger.records import Artifacts
@@ -141,7 +141,10 @@ def take_tree(task: Task, recorded: str, message: str, tree: str) -> Snapshot:
     parent = recorded
     if now is not None and now != recorded and git.is_ancestor(worktree, recorded, now):
         parent = now  # a snapshot a crash left unrecorded: kept in the chain
-    commit = git.commit_tree(worktree, tree, [parent], message, identity=BAR_IDENTITY)
+    # (where git converts, the bytes on disk too: of the look's snapshot, else the last)
+    raw = exact.raw_parent_made_of(worktree, tree, [c for c in (now, recorded) if c is not None])
+    parents = [parent] if raw is None else [parent, raw]
+    commit = git.commit_tree(worktree, tree, parents, message, identity=BAR_IDENTITY)
     git.update_ref(worktree, ref, commit, now, f"bar: {message.splitlines()[0]}")
     return Snapshot(commit, tree, True, worktree)
 

@@ -275,6 +275,29 @@ def test_a_nested_repository_where_a_directory_of_tracked_files_was(
     _same_record(repo, task, wt, tmp_path)
 
 
+def test_a_nested_repository_under_files_head_tracks_when_a_conversion_switches(
+    repo: Path, capfd: pytest.CaptureFixture[str], speed: str
+) -> None:
+    """The worktree's HEAD tracks a file in ``d/`` (a step committed it), which a later
+    step removes. By hand, ``d`` becomes a nested repository and a ``.gitattributes``
+    comes in the same breath: the conversion switch starts the side index over from
+    HEAD, which holds ``d``'s file. The look records ``d`` as one gitlink all the same,
+    as git does from a fresh index, never the nested repository's files one by one."""
+    task, wt = _task(repo, capfd)
+    script = "mkdir d && echo 1 > d/x.txt && git add d && git commit -qm d"
+    assert bar(capfd, "run", "--", "sh", "-c", script).code == 0
+    assert bar(capfd, "run", "--", "rm", "-r", "d").code == 0
+    (wt / "d").mkdir()
+    _nested_commit(wt / "d")
+    (wt / ".gitattributes").write_text("* text=auto\n")
+    assert bar(capfd, "run", "--", "true").code == 0
+    manual = [s for s in ledger(task["id"]) if s["kind"] == "manual"][-1]
+    for step in (manual, ledger(task["id"])[-1]):
+        listed = _git(repo, "ls-tree", "-r", step["snapshot"])
+        assert "160000 commit" in listed and "\td\n" in listed, (step["step_id"], listed)
+        assert "\td/" not in listed, (step["step_id"], listed)
+
+
 def test_a_failed_add_says_what_git_refused_and_free_space_only_for_a_full_disk() -> None:
     """The hint of a snapshot git could not write names what happened."""
     from bar.history.side_index import _failed_hint
