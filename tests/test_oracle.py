@@ -855,9 +855,42 @@ FOUND: dict[str, tuple[dict[str, Any], list[tuple[str, Any]]]] = {
             ("hand", [("dir_to_link", b"deep")]),
         ],
     ),
+    "rollback-writes-a-files-line-endings-where-only-its-bytes-changed": (
+        {
+            "eol": "autocrlf",
+            "files": [
+                (b"A.txt", b"\x00\xffbinary\r\n"),
+                (b"A.txt", b"lone\r"),
+                (b"tab\there", b""),
+                (b"A.txt", b"mixed\r\nand\n"),
+            ],
+            "top_files": True,
+        },
+        [
+            (
+                "hand",
+                [("hardlink_out", b"run.sh"), ("ignore", b"sp ace/"), ("nested", b"vendor/lib")],
+            ),
+            ("rollback", 9),
+            ("undo", 0),
+            ("undo", 0),
+            ("hand", [("symlink", b"x.log"), ("case", b"caf\xe9.txt")]),
+            ("step", [("nested", b"dir/inner"), ("nested_to_file", b"vendor")]),
+            ("hand", [("autocrlf", b"input"), ("unignore", b".gitignore"), ("reset", b"--soft")]),
+            ("rollback", 20),
+            ("undo", 0),
+            (
+                "step",
+                [("symlink", b"deep/er/e"), ("touch_back", b"a.txt"), ("link_to_dir", b"deep/er")],
+            ),
+            ("rollback", 27),
+            ("undo", 0),
+        ],
+    ),
 }
 # the watch budgets (``BAR_WATCHES:BAR_MARKS``) of the sequences that need one
 WATCHED: dict[str, str] = {
+    "rollback-writes-a-files-line-endings-where-only-its-bytes-changed": "1:",
     "rollback-after-autocrlf-true-by-hand-writes-the-states-line-endings": "1:",
     "rollback-removes-a-file-the-state-never-held-after-directories-swapped": "2:1",
     "a-step-that-commits-an-ignored-file-it-did-not-write-holds-it": "1:",

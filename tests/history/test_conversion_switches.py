@@ -205,6 +205,44 @@ def test_the_base_comes_back_with_its_bytes_after_a_conversion_is_switched_on(
     assert not _status_dirty(capfd)
 
 
+@pytest.mark.parametrize("to", ["step", "same tree"])
+def test_a_file_whose_blob_did_not_change_comes_back_with_the_states_line_endings(
+    to: str,
+    speed: str,
+    make_repo: MakeRepo,
+    capfd: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Recorded under ``core.autocrlf=true`` (git's checkout wrote ``a.txt`` CRLF); then,
+    by hand, ``autocrlf=input`` and ``a.txt`` rewritten LF: git stores the same blob, so
+    the trees agree on it, and only its bytes differ. A rollback to the state recorded
+    under ``true`` writes them as that state held them (CRLF), whether other files
+    differ between the two states or none does."""
+    repo, task, wt = _task(
+        make_repo,
+        capfd,
+        monkeypatch,
+        {"a.txt": "a\nb\n", "k.txt": "k\n"},
+        {"core.autocrlf": "true"},
+    )
+    assert (wt / "a.txt").read_bytes() == b"a\r\nb\r\n"
+    assert bar(capfd, "run", "--", "true").code == 0
+    target = ledger(str(task["id"]))[-1]["step_id"]
+    git(repo, "config", "core.autocrlf", "input")
+    (wt / "a.txt").write_bytes(b"a\nb\n")
+    if to == "step":
+        (wt / "new.txt").write_bytes(b"new\n")
+    _look(capfd)
+    res = bar(capfd, "rollback", "--to", target)
+    assert res.code == 0, res.err
+    assert (wt / "a.txt").read_bytes() == b"a\r\nb\r\n"
+    assert (wt / "k.txt").read_bytes() == b"k\r\n"
+    assert not (wt / "new.txt").exists()
+    res = bar(capfd, "undo")
+    assert res.code == 0, res.err
+    assert (wt / "a.txt").read_bytes() == b"a\nb\n"
+
+
 def test_close_and_reopen_keep_the_bytes_and_credit_nothing_to_the_developer(
     speed: str,
     make_repo: MakeRepo,

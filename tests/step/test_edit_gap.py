@@ -154,6 +154,43 @@ def test_where_git_converts_a_split_step_keeps_its_raw_bytes(
     assert (wt / "own.txt").read_bytes() == b"crlf\r\n"
 
 
+def test_nothing_stamped_before_an_interrupted_step_began_is_its_own(
+    inited: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A step whose bar was killed is recorded by the next command from what changed
+    since its state before; a change stamped before the step began (the file clock's
+    floor as ``bar run`` began it, kept in its intent) is the developer's all the same,
+    as for a step that ran to its end: a look that missed it cannot credit it to the
+    step."""
+    from bar.base.record import replace
+    from bar.changes import journals
+    from bar.project.project import find_project
+    from bar.step import interrupted
+    from bar.task.tasks import load_task
+
+    t = new_task(capfd)
+    assert bar(capfd, "run", "--", "true").code == 0
+    task = load_task(find_project(inited).project, t["id"])
+    began = time.time_ns() - 1_000_000_000  # (a second ago: the clocks' ticks aside)
+    intent = journals.RunIntent(
+        pid=0,
+        step_id="0002",
+        started_at="2026-01-01T00:00:00Z",
+        cmd=["true"],
+        cwd=".",
+        snapshot_before=task.recorded_snapshot(),
+        from_ns=began,
+    )
+    journals.write_run(task.paths, intent)
+    read = journals.read_run(task.paths)
+    assert read is not None and read.from_ns == began
+    assert not interrupted.bound(task, read).holds(began - 1)
+    assert interrupted.bound(task, read).holds(began)
+    # (an intent of an older bar, which kept no such moment: as before, the step's)
+    assert interrupted.bound(task, replace(read, from_ns=0)).holds(began - 1)
+    journals.clear_run(task.paths)
+
+
 _EDITOR = r"""
 import os, sys, time
 target, pause, resume, log = sys.argv[1:5]

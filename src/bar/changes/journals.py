@@ -71,6 +71,10 @@ class RunIntent:
     exit_code: int | None = None
     signal: int | None = None
     ended_at: str | None = None
+    # the file clock's floor as ``bar run`` began the step, before any of its processes
+    # (its hooks among them) ran: a change stamped earlier is not the step's, killed or
+    # not (``bar.step.interrupted``); 0: not known (an intent of an older bar)
+    from_ns: int = 0
 
     def to_record(self) -> dict[str, Any]:
         ended = (
@@ -91,6 +95,7 @@ class RunIntent:
             "excludes": self.excludes,
             **({"sandbox": self.sandbox} if self.sandbox is not None else {}),
             **({"agent": self.agent} if self.agent is not None else {}),
+            **({"from_ns": self.from_ns} if self.from_ns else {}),
             **ended,
         }
 
@@ -143,6 +148,7 @@ def read_run(paths: TaskPaths) -> RunIntent | None:
         exit_code=_int_or_none(rec.get("exit_code")),
         signal=_int_or_none(rec.get("signal")),
         ended_at=str(rec["ended_at"]) if isinstance(rec.get("ended_at"), str) else None,
+        from_ns=_int_or_none(rec.get("from_ns")) or 0,
     )
     ended = outcome.read(paths, step_id) if intent.exit_code is None else None
     if ended is not None:

@@ -227,11 +227,14 @@ def restore(
         raw_target = exact.raw_entries(
             task.worktree, exact.raw_tree_of(task.worktree, target_commit)
         )
-        if raw_now == raw_target:
-            return target_tree if verified is not None else None
         checkout = _recorded_checkout(task, target_commit)
+        reconverted = _reconverted(task, checkout)
+        if raw_now == raw_target and not reconverted:
+            return target_tree if verified is not None else None
+        if reconverted:  # (every file: its blob is the same, its bytes need not be)
+            _check_out_again(task, target_tree, raw_target, checkout)
         exact.write_raw(task.worktree, task.index, raw_now, raw_target, checkout)
-        if _reconverted(task, checkout):
+        if reconverted:
             side_index.renormalize(task.worktree, task.index)
             stamps.forget(task.index)
         stamps.keep_private(task.index)
@@ -284,13 +287,11 @@ def restore(
     # no change of its own must convert by the configuration of now.)
     checkout = _recorded_checkout(task, target_commit)
     reconverted = _reconverted(task, checkout)
+    # where git converts line endings or filters, the exact bytes of both states
+    raw_now = exact.raw_entries(task.worktree, exact.raw_tree_of(task.worktree, now_commit))
+    raw_target = exact.raw_entries(task.worktree, exact.raw_tree_of(task.worktree, target_commit))
     if reconverted:
-        rewritten = [
-            c.path
-            for c in git.diff_tree_raw(task.worktree, now_tree, target_tree)
-            if c.status != "D" and c.dst_mode in ("100644", "100755")
-        ]
-        exact.check_out(task.worktree, task.index, rewritten, checkout or {})
+        _check_out_again(task, target_tree, raw_target, checkout)
     # (then nothing is trusted below)
     moved = bool(way.aside) or bool(put_back) or bool(gone) or reconverted
     # the task's watcher collects the restore's writes (and watches the directories it
@@ -300,9 +301,6 @@ def restore(
         if watcher.running(task.index) and not rules and not moved
         else None
     )
-    # where git converts line endings or filters, the exact bytes of both states
-    raw_now = exact.raw_entries(task.worktree, exact.raw_tree_of(task.worktree, now_commit))
-    raw_target = exact.raw_entries(task.worktree, exact.raw_tree_of(task.worktree, target_commit))
     if raw_now or raw_target:
         exact.write_raw(task.worktree, task.index, raw_now, raw_target, checkout)
     if reconverted:
@@ -353,6 +351,18 @@ def _recorded_checkout(task: Task, target_commit: str) -> dict[str, str] | None:
     if made_with is not None:
         return made_with
     return exact.recorded_checkout(task.worktree, target_commit)
+
+
+def _check_out_again(
+    task: Task, tree: str, raw: dict[str, tuple[str, str]], checkout: dict[str, str] | None
+) -> None:
+    """Write every file of ``tree`` again by git's checkout with the configuration the
+    target was recorded by (``checkout``), but those whose raw bytes it carries (``raw``:
+    written next). Not only the files the restore changed: a file whose blob is the same
+    in both states may have other bytes in each (the state of now recorded where git
+    converted otherwise, an LF file git stores as it stored the CRLF one)."""
+    files = [p for p in exact.raw_entries(task.worktree, tree) if p not in raw]
+    exact.check_out(task.worktree, task.index, files, checkout or {})
 
 
 def _reconverted(task: Task, checkout: dict[str, str] | None) -> bool:

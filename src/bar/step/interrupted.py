@@ -87,22 +87,23 @@ def bound(task: Task, intent: RunIntent) -> Bound:
     Once the command had ended, every process of the step was gone when bar kept how it
     ended (``bar.step.outcome``): what changed no later than that file's mtime is
     the step's, that tick included, if bar is seen alive in a later tick (a file it
-    wrote while it recorded the step), since an edit made after bar died is later still."""
-    step_id = intent.step_id
+    wrote while it recorded the step), since an edit made after bar died is later still.
+    Nothing stamped before the step began is its own (``RunIntent.from_ns``)."""
+    step_id, since = intent.step_id, intent.from_ns
     if intent.exit_code is None:  # (``journals.read_run`` found no outcome of this step)
-        return Bound(alive_until(task, step_id), inclusive=False)
+        return Bound(alive_until(task, step_id), inclusive=False, from_ns=since)
     try:
         ended = os.lstat(outcome.path(task.paths)).st_mtime_ns
     except OSError:  # (kept in the intent itself, by an older bar)
-        return Bound(alive_until(task, step_id), inclusive=False)
+        return Bound(alive_until(task, step_id), inclusive=False, from_ns=since)
     later = (task.paths.artifact(step_id, "patch")[0], task.index, stamps.stamps_path(task.index))
     for path in later:
         try:
             if os.lstat(path).st_mtime_ns > ended:
-                return Bound(ended, inclusive=True)
+                return Bound(ended, inclusive=True, from_ns=since)
         except OSError:
             continue
-    return Bound(max(ended, alive_until(task, step_id)), inclusive=False)
+    return Bound(max(ended, alive_until(task, step_id)), inclusive=False, from_ns=since)
 
 
 def last_sign_of_life(task: Task, step_id: str, intent: RunIntent) -> str:

@@ -130,6 +130,7 @@ def run_step(task: Task, req: RunRequest, watch: TreeWatch | None = None) -> Run
     ``recovery.prepare``). ``watch``: started before hand edits were looked for (else the
     step's snapshots stat everything)."""
     step_id = task.ledger.next_step_id()
+    began_ns = file_clock.floor()  # (before any process of the step: ``RunIntent.from_ns``)
     steps.clear_leftovers(task, step_id)
     before = task.recorded_snapshot()
     started = now_iso()
@@ -273,6 +274,7 @@ def run_step(task: Task, req: RunRequest, watch: TreeWatch | None = None) -> Run
         pty=req.pty,
         sandbox=confinement.record(),
         agent=supervisor.record(),
+        from_ns=began_ns,
     )
     journals.write_run(task.paths, intent)
     holder.sign_of_life(str(task.paths.marker))  # (touched by a holder that outlives bar)
