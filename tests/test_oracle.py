@@ -591,6 +591,17 @@ FOUND: dict[str, tuple[dict[str, Any], list[tuple[str, Any]]]] = {
         {"top_files": True, "eol": "none", "files": [(b"a.txt", b"one\n")]},
         [("step", [("write", b"x.log", b"one\n"), ("commit", b"x.log")])],
     ),
+    "a-file-head-tracks-made-again-where-a-rule-now-ignores-it": (
+        {"top_files": True, "eol": "none", "files": [(b"a.txt", b"one\n")]},
+        [
+            ("step", [("write", b"b.txt", b"two\n"), ("commit", b"b.txt")]),
+            ("step", [("delete", b"b.txt")]),
+            ("hand", [("ignore", b"*.txt"), ("write", b"b.txt", b"three\n")]),
+            ("step", [("write", b"a.txt", b"four\n")]),
+            ("rollback", 1),
+            ("undo", 0),
+        ],
+    ),
     "head-moved-by-hand": (
         {"top_files": True, "eol": "none", "files": [(b"a.txt", b"one\n")]},
         [

@@ -144,3 +144,28 @@ def test_a_step_that_moved_head_says_so(
     said = bar(capfd, "show", committed["step_id"], "--json")
     assert said.code == 0, said.err
     assert said.json()["head_moved"] is True
+
+
+def test_a_file_head_tracks_made_again_where_an_ignore_rule_now_reads_is_recorded(
+    task: tuple[dict[str, Any], Path],
+    repo: Path,
+    capfd: pytest.CaptureFixture[str],
+    tmp_path: Path,
+) -> None:
+    """A file the worktree's HEAD holds, recorded gone, then made again where a rule
+    now ignores it: git keeps a file its index holds whatever the rules say, and the
+    record's index starts from HEAD, so the file is recorded (it was left out: the side
+    index no longer held it, and ``git add -A`` passes over an ignored file it lacks)."""
+    made, wt = task
+    _sh(capfd, f"echo one > k.txt && git add k.txt && {COMMIT}")
+    _sh(capfd, "rm k.txt")
+    _sh(capfd, "echo k.txt >> .gitignore && echo again > k.txt")
+    assert recorded_tree(repo, made) == plain_git_tree(wt, tmp_path)
+    tree = recorded_tree(repo, made)
+    assert git(repo, "show", f"{tree}:k.txt") == "again\n"
+    # the same made by hand between steps, found by the next look
+    subprocess.run(["sh", "-c", "rm k.txt"], cwd=wt, check=True)
+    assert bar(capfd, "run", "--", "true").code == 0
+    subprocess.run(["sh", "-c", "echo by hand > k.txt"], cwd=wt, check=True)
+    assert bar(capfd, "run", "--", "true").code == 0
+    assert recorded_tree(repo, made) == plain_git_tree(wt, tmp_path)

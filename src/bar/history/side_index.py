@@ -13,6 +13,7 @@ import json
 import os
 import re
 import signal
+import stat
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -188,6 +189,8 @@ def write_whole(
         # once the index holds the worktree's own .gitattributes: within one ``git add``
         # git may still read those HEAD holds and the worktree no longer does
         _renormalize(worktree, index, excludes)
+    if scope != []:
+        _add_held_again(worktree, index, excludes)
     if scope is None:
         ignored.drop_newly_ignored(worktree, index)
     tree = TreeId(git.out(worktree, "write-tree", env=_env(index)))  # may store its cache-tree
@@ -265,6 +268,64 @@ def _renormalize(worktree: Path, index: Path, excludes: Sequence[str]) -> None:
         input=b"\0".join(s.encode("utf-8", "surrogateescape") for s in specs) + b"\0",
         check=False,
     )
+
+
+def _add_held_again(worktree: Path, index: Path, excludes: Sequence[str]) -> None:
+    """Add by force the files the worktree's HEAD holds that the side index does not
+    (recorded gone) and that are on disk again: ``git add -A`` passes over such a file
+    where an ignore rule now names it, yet the record's index starts from HEAD, and git
+    keeps a file its index holds whatever the rules say. Only files and links made again
+    (a directory where HEAD held a file is taken as ``git add -A`` takes it), none beyond
+    a link or inside a nested repository. One ``diff-index`` of the index against HEAD's
+    tree, which git's cache of the index's trees makes quick."""
+    head = git.head(worktree)
+    if head is None:
+        return
+    res = git.git(
+        worktree,
+        "diff-index",
+        "--cached",
+        "--name-only",
+        "-z",
+        "--no-renames",
+        "--diff-filter=D",
+        head,
+        env=_env(index),
+        check=False,
+    )
+    if res.returncode != 0 or not res.stdout:
+        return
+    kept = () if os.path.islink(os.path.join(worktree, AIDE_DIR)) else AIDE_FILES
+    prefix = str(worktree) + os.sep
+    real = os.path.realpath(worktree)
+    back: list[str] = []
+    for raw in res.stdout.split(b"\0"):
+        path = raw.decode("utf-8", "surrogateescape")
+        if not path or path in kept or excluded({path}, excludes):
+            continue
+        try:
+            mode = os.lstat(prefix + path).st_mode
+        except OSError:
+            continue  # (gone, as recorded)
+        parent = os.path.dirname(path)
+        beyond = parent and os.path.realpath(prefix + parent) != os.path.join(real, parent)
+        made = stat.S_ISREG(mode) or stat.S_ISLNK(mode)
+        if made and not beyond and outside_nested(worktree, [path]) == [path]:
+            back.append(path)
+    if back:
+        git.git(
+            worktree,
+            "add",
+            "-f",
+            "--ignore-errors",
+            "--pathspec-from-file=-",
+            "--pathspec-file-nul",
+            env=_env(index),
+            input=b"".join(
+                f":(top,literal){p}".encode("utf-8", "surrogateescape") + b"\0" for p in back
+            ),
+            check=False,
+        )
 
 
 def outside_nested(worktree: Path, scope: Sequence[str]) -> list[str]:
