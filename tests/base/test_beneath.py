@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from bar.base import beneath
+from bar.changes import guarded
 from bar.git import exact
 
 DECOY = b"the developer's own file\n"
@@ -151,3 +152,105 @@ def test_a_directory_swapped_for_a_link_while_bar_writes(mode: str, tree: dict[s
     assert swaps[0] > 100  # (the race was run)
     assert (tree["home"] / "f.txt").read_bytes() == DECOY
     assert sorted(p.name for p in tree["home"].iterdir()) == ["f.txt"]
+
+
+def _guard(tree: dict[str, Path], tmp_path: Path) -> guarded.Guard:
+    return guarded.Guard(tree["wt"], tmp_path / "aside")
+
+
+def _new(tmp_path: Path, data: bytes = b"bar's version\n") -> Path:
+    staged = tmp_path / "staged"
+    staged.mkdir(exist_ok=True)
+    new = staged / f"new-{len(list(staged.iterdir()))}"
+    new.write_bytes(data)
+    return new
+
+
+def _home_unchanged(tree: dict[str, Path]) -> None:
+    assert (tree["home"] / "f.txt").read_bytes() == DECOY
+    assert sorted(p.name for p in tree["home"].iterdir()) == ["f.txt"]
+
+
+def test_the_guard_never_acts_beyond_a_link(
+    mode: str, tree: dict[str, Path], tmp_path: Path
+) -> None:
+    """The writer of a rollback and an apply (``bar.changes.guarded``), where a step left
+    a link to the home in place of a directory: a path beyond it holds nothing of the
+    worktree's, nothing is taken from there, nothing written there (the path is said to
+    have raced), no directory made or removed there."""
+    wt = tree["wt"]
+    guard = _guard(tree, tmp_path)
+    assert not guard.lexists("to-home/f.txt")
+    assert guard.remove("to-home/f.txt", ("0" * 40,))  # (nothing of the worktree's there)
+    assert not guard.place("to-home/f.txt", _new(tmp_path))
+    assert not guard.replace("to-home/g.txt", (None,), _new(tmp_path))
+    assert [r.path for r in guard.raced] == ["to-home/f.txt", "to-home/g.txt"]
+    guard.make_dir("to-home/made/deeper")
+    assert not guard.remove_dir("to-home")
+    (tree["home"] / "empty").mkdir()
+    guard.prune("to-home/empty/x")
+    assert not guard.remove_empty("to-home")
+    (tree["home"] / "empty").rmdir()
+    # a directory whose only entry is a link to a directory: not emptied through it
+    (wt / "only-a-link").mkdir()
+    (wt / "only-a-link" / "in").symlink_to(tree["home"])
+    assert not guard.remove_empty("only-a-link")
+    assert (wt / "only-a-link" / "in").is_symlink()
+    _home_unchanged(tree)
+    assert (wt / "to-home").is_symlink()
+
+
+def test_a_raced_save_is_never_put_back_beyond_a_link(
+    mode: str, tree: dict[str, Path], tmp_path: Path
+) -> None:
+    """A save bar captured at ``d/f.txt`` (a killed restore's, handed back), where ``d``
+    is now a link to the home: kept in the worktree, at its root, never linked into the
+    home."""
+    wt = tree["wt"]
+    guard = _guard(tree, tmp_path)
+    captured = guard._capture("d/f.txt")
+    assert captured is not None and captured.read_bytes() == b"mine\n"
+    os.rmdir(wt / "d")
+    (wt / "d").symlink_to(tree["home"])
+    guard.hand_back()
+    (kept,) = guard.raced
+    assert kept.path == "d/f.txt"
+    assert kept.kept.parent == wt and kept.kept.read_bytes() == b"mine\n"
+    _home_unchanged(tree)
+
+
+def test_the_guard_writes_while_a_directory_is_swapped_for_a_link(
+    mode: str, tree: dict[str, Path], tmp_path: Path
+) -> None:
+    """The attack on the guard, for real: ``d`` and a link to the home exchanged in a
+    loop while the guard replaces ``d/f.txt`` and removes ``d/other.txt`` again and
+    again. The home never changes."""
+    wt = tree["wt"]
+    link = wt / "d-link"
+    link.symlink_to(tree["home"])
+    if _exchange(wt / "d", link) != 0:
+        pytest.skip("renameat2(RENAME_EXCHANGE) is not available here")
+    _exchange(wt / "d", link)
+    stop = threading.Event()
+    swaps = [0]
+
+    def swap() -> None:
+        while not stop.is_set():
+            _exchange(wt / "d", link)
+            swaps[0] += 1
+
+    thread = threading.Thread(target=swap, daemon=True)
+    thread.start()
+    guard = _guard(tree, tmp_path)
+    try:
+        for n in range(1000):
+            guard.replace("d/f.txt", (None,), _new(tmp_path, b"written %d\n" % n))
+            guard.remove("d/other.txt", (None,))
+            guard.make_dir("d/sub")
+            guard.prune("d/sub/x")
+            guard.settle()
+    finally:
+        stop.set()
+        thread.join()
+    assert swaps[0] > 100
+    _home_unchanged(tree)

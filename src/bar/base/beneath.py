@@ -21,8 +21,10 @@ alone. ``..``, an empty component or an absolute path are refused as links are.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
+import stat
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -153,3 +155,71 @@ def unlink_beneath(root: Path | str, rel: str) -> None:
         os.unlink(parts[-1], dir_fd=parent)
     finally:
         os.close(parent)
+
+
+_DIR = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def parent_beneath(root: Path | str, rel: str) -> tuple[int, str]:
+    """A descriptor (``O_PATH``) of the directory holding ``root/rel``, reached with no
+    link followed on the way, and the last component's name: what the ``*at`` calls
+    (``os.rename(name, ..., src_dir_fd=fd)``, ``os.link``, ``os.symlink``, ``os.rmdir``)
+    act on, never through a link. The caller closes it."""
+    parts = _parts(rel)
+    top = _root(root)
+    if len(parts) == 1:
+        return top, parts[0]
+    try:
+        return _at(top, parts[:-1], _DIR, 0), parts[-1]
+    finally:
+        os.close(top)
+
+
+def lstat_beneath(root: Path | str, rel: str) -> os.stat_result | None:
+    """``lstat`` of ``root/rel`` reached without a link on the way (None: nothing
+    there, or a link or a file on the way, where nothing of ``rel`` can be)."""
+    try:
+        fd, name = parent_beneath(root, rel)
+    except (FileNotFoundError, NotADirectoryError, LinkOnTheWay):
+        return None
+    try:
+        return os.stat(name, dir_fd=fd, follow_symlinks=False)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    finally:
+        os.close(fd)
+
+
+def makedirs_beneath(root: Path | str, rel: str, mode: int = 0o777) -> None:
+    """Make the directory ``root/rel`` and those above it that are missing, as
+    ``mkdir -p`` does, each made in the one before it, held: ``LinkOnTheWay`` where a
+    link is on the way, ``NotADirectoryError`` where a file is."""
+    parts = _parts(rel)
+    held = _root(root)
+    try:
+        for name in parts:
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(name, mode, dir_fd=held)
+            try:
+                step = os.open(name, _DIR, dir_fd=held)
+            except NotADirectoryError:
+                st = os.stat(name, dir_fd=held, follow_symlinks=False)
+                if stat.S_ISLNK(st.st_mode):
+                    raise LinkOnTheWay(errno.ELOOP, f"a link on the way to {rel}") from None
+                raise
+            except OSError as exc:
+                _raise(exc.errno or errno.EIO, rel)
+            os.close(held)
+            held = step
+    finally:
+        os.close(held)
+
+
+def rmdir_beneath(root: Path | str, rel: str) -> None:
+    """Remove the empty directory ``root/rel`` (never a link's target), no link
+    followed on the way; ``OSError`` as ``os.rmdir`` raises it where it is not empty."""
+    fd, name = parent_beneath(root, rel)
+    try:
+        os.rmdir(name, dir_fd=fd)
+    finally:
+        os.close(fd)

@@ -22,13 +22,12 @@ goes through ``bar.git.safe.SafeGit``, which runs nothing an agent could have pl
 
 from __future__ import annotations
 
-import contextlib
 import os
 import stat
 from pathlib import Path, PurePosixPath
 
 from bar import git
-from bar.base import faults
+from bar.base import beneath, faults
 from bar.base.notices import note, plural, warn
 from bar.base.progress import Progress
 from bar.base.record import record
@@ -353,22 +352,19 @@ def _tell_raced(checkout: Path, raced: list[guarded.Raced], new: str) -> None:
 def _move_in(source: Path, change: Change, guard: guarded.Guard) -> None:
     """Put a written file (or link) in the checkout in place of the old version, unless
     what is there changed since it was found clean (``bar.changes.guarded``)."""
-    dest = guard.root / change.path
     if change.new_mode == GITLINK:
         # git writes no file for a gitlink: an empty directory where nothing is (the file
         # it replaces removed first, unless it changed since it was found clean)
         was = change.old_blob if change.in_old and change.old_mode != GITLINK else None
         if was is not None and not guard.remove(change.path, (was,)):
             return
-        with contextlib.suppress(OSError):
-            dest.mkdir(parents=True, exist_ok=True)
+        guard.make_dir(change.path)
         return
     if not os.path.lexists(source):
         return
-    st = _lstat(dest)
+    st = beneath.lstat_beneath(guard.root, change.path)
     if st is not None and stat.S_ISDIR(st.st_mode):
-        with contextlib.suppress(OSError):
-            dest.rmdir()  # emptied by the removals before
+        guard.remove_dir(change.path)  # emptied by the removals before
     old = change.old_blob if change.in_old and change.old_mode != GITLINK else None
     # (the new version there already: written by an attempt that was killed)
     guard.replace(change.path, (old, change.new_blob), source)
@@ -377,22 +373,14 @@ def _move_in(source: Path, change: Change, guard: guarded.Guard) -> None:
 def _remove(checkout: Path, change: Change, guard: guarded.Guard) -> None:
     """Delete a path the update removes (unless it changed since it was found clean),
     then the directories it leaves empty."""
-    path = checkout / change.path
-    st = _lstat(path)
+    st = beneath.lstat_beneath(checkout, change.path)
     if st is not None and not stat.S_ISDIR(st.st_mode):
         guard.remove(change.path, (change.old_blob,))
     elif st is not None and change.old_mode == GITLINK:
-        with contextlib.suppress(OSError):
-            path.rmdir()  # a submodule with content in it stays, as git leaves it
+        guard.remove_dir(change.path)  # a submodule with content in it stays, as git leaves it
     # (a directory at a removed file's path was made by the update itself, for the paths
     # below it, before a crash: it stays)
-    for parent in PurePosixPath(change.path).parents:
-        if str(parent) == ".":
-            break
-        try:
-            (checkout / parent).rmdir()
-        except OSError:
-            break
+    guard.prune(change.path)
 
 
 def resume(

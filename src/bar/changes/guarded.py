@@ -17,6 +17,13 @@ replaced in three moves, each atomic:
 
 Where the aside directory is on another file system than the checkout (a rename cannot
 cross), the bytes are compared in place just before they are replaced, as before.
+
+The guard is the one writer of bytes into a worktree or checkout: every path it
+renames, links, makes or removes is reached from the root's descriptor with no link
+followed on the way (``bar.base.beneath``). A step may have left a link where a
+directory was: bar's own write never lands beyond it. A path with a link on the way
+holds nothing of the root's, as for git ("beyond a symbolic link"): nothing is taken
+from there, and nothing is written there (the path is said to have raced).
 """
 
 from __future__ import annotations
@@ -30,7 +37,7 @@ import stat
 from collections.abc import Callable
 from pathlib import Path
 
-from bar.base import faults
+from bar.base import beneath, faults
 from bar.base.record import record
 
 ABSENT = "000000"
@@ -110,27 +117,27 @@ class Guard:
         path = self.root / rel
         captured = self._capture(rel)
         if captured is None:
-            if self.renames or not os.path.lexists(path):
-                return not os.path.lexists(path)
-            # (another file system: compared in place)
+            if self.renames or not self.lexists(rel):
+                return not self.lexists(rel)
+            # (another file system: compared in place, no link on the way to it)
             if not self.holds(rel, path, blobs):
                 self.raced.append(Raced(rel, path))
                 return False
-            with contextlib.suppress(FileNotFoundError):
-                path.unlink()
+            with contextlib.suppress(FileNotFoundError, NotADirectoryError, beneath.LinkOnTheWay):
+                beneath.unlink_beneath(self.root, rel)
             return True
         faults.point("with a file captured")
         if self.holds(rel, captured, blobs):
             captured.unlink()
             return True
         self.keep_raced(rel, captured)
-        return not os.path.lexists(path)
+        return not self.lexists(rel)
 
     def replace(self, rel: str, blobs: Blobs, new: Path) -> bool:
         """Put ``new`` (a file or symlink of bar's) at ``rel``, where bar verified one of
         ``blobs`` (None: nothing). False, with the path in ``raced``, when what is there
         changed since: it is kept and ``new`` is not written."""
-        if os.path.lexists(self.root / rel) and not self.remove(rel, blobs):
+        if self.lexists(rel) and not self.remove(rel, blobs):
             return False
         faults.point("between a file's removal and its replacement")
         return self.place(rel, new)
@@ -139,34 +146,98 @@ class Guard:
         """Link ``new`` in at ``rel`` without replacing anything there."""
         dest = self.root / rel
         st = os.lstat(new)
-        if "/" in rel and not os.path.isdir(dest.parent):
-            try:
-                dest.parent.mkdir(parents=True, exist_ok=True)
-            except (FileExistsError, NotADirectoryError):
-                self.raced.append(Raced(rel, dest))  # a file where a directory must be
-                return False
-        if stat.S_ISLNK(st.st_mode):
-            try:
-                os.symlink(os.readlink(new), dest)
-            except FileExistsError:
-                self.raced.append(Raced(rel, dest))  # saved since it was captured
-                return False
-            new.unlink()
-            return True
-        try:
-            try:
-                os.link(new, dest)
-                self.placed.append((rel, st.st_ino))
-            except OSError as exc:
-                if exc.errno not in (errno.EXDEV, errno.EPERM, errno.EMLINK):
-                    raise
-                _copy_new(new, dest, st.st_mode)
-        except FileExistsError:
-            self.raced.append(Raced(rel, dest))  # saved since it was captured: theirs stays
+        at = self._parent(rel, make=True)
+        if at is None:
+            self.raced.append(Raced(rel, dest))  # a file or a link where a directory must be
             return False
+        fd, name = at
+        try:
+            if stat.S_ISLNK(st.st_mode):
+                try:
+                    os.symlink(os.readlink(new), name, dir_fd=fd)
+                except FileExistsError:
+                    self.raced.append(Raced(rel, dest))  # saved since it was captured
+                    return False
+                new.unlink()
+                return True
+            try:
+                try:
+                    os.link(new, name, dst_dir_fd=fd, follow_symlinks=False)
+                    self.placed.append((rel, st.st_ino))
+                except OSError as exc:
+                    if exc.errno not in (errno.EXDEV, errno.EPERM, errno.EMLINK):
+                        raise
+                    _copy_new(new, fd, name, st.st_mode)
+            except FileExistsError:
+                self.raced.append(Raced(rel, dest))  # saved since it was captured: theirs stays
+                return False
+        finally:
+            os.close(fd)
         with contextlib.suppress(FileNotFoundError):
             new.unlink()
         return True
+
+    def lexists(self, rel: str) -> bool:
+        """Whether something (a link included) is at ``rel``, reached with no link on
+        the way."""
+        return beneath.lstat_beneath(self.root, rel) is not None
+
+    def make_dir(self, rel: str) -> None:
+        """Make the directory ``rel`` (and those above it) where nothing is: what git
+        writes for a gitlink. Left alone where a file or a link is on the way."""
+        with contextlib.suppress(OSError):
+            beneath.makedirs_beneath(self.root, rel)
+
+    def remove_dir(self, rel: str) -> bool:
+        """Remove the directory ``rel`` if it is empty (never a link, nor beyond one);
+        True if done."""
+        try:
+            beneath.rmdir_beneath(self.root, rel)
+        except OSError:
+            return False
+        return True
+
+    def prune(self, rel: str) -> None:
+        """Remove the directories a removed path ``rel`` leaves empty, as git does."""
+        parent = os.path.dirname(rel)
+        while parent and self.remove_dir(parent):
+            parent = os.path.dirname(parent)
+
+    def remove_empty(self, rel: str) -> bool:
+        """Remove the directory ``rel`` if it holds only directories (what the removals
+        left of a tree that becomes a file), as git would; True if done. Walked from its
+        descriptor: no link is followed."""
+        try:
+            top = beneath.open_beneath(self.root, rel, os.O_RDONLY | os.O_DIRECTORY)
+        except OSError:
+            return False
+        try:
+            for _here, dirs, files, dir_fd in os.fwalk(".", topdown=False, dir_fd=top):
+                if files:
+                    return False
+                for name in dirs:
+                    try:
+                        os.rmdir(name, dir_fd=dir_fd)  # (a link: ENOTDIR, never followed)
+                    except OSError:
+                        return False
+        finally:
+            os.close(top)
+        return self.remove_dir(rel)
+
+    def _parent(self, rel: str, make: bool = False) -> tuple[int, str] | None:
+        """The directory holding ``rel`` (a descriptor, reached with no link on the way;
+        made first where ``make``) and the name in it; None where a file or a link is on
+        the way, or the directory is gone. The caller closes the descriptor."""
+        try:
+            try:
+                return beneath.parent_beneath(self.root, rel)
+            except FileNotFoundError:
+                if not (make and "/" in rel):
+                    raise
+            beneath.makedirs_beneath(self.root, os.path.dirname(rel))
+            return beneath.parent_beneath(self.root, rel)
+        except (FileNotFoundError, NotADirectoryError, FileExistsError, beneath.LinkOnTheWay):
+            return None
 
     def settle(self) -> None:
         """Give the files linked in (``place``) the times of a file written now. The
@@ -178,7 +249,7 @@ class Guard:
         saved over one of them since is left as saved."""
         for rel, ino in self.placed:
             try:
-                fd = os.open(self.root / rel, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+                fd = beneath.open_beneath(self.root, rel, os.O_RDONLY)
             except OSError:
                 continue
             try:
@@ -193,32 +264,38 @@ class Guard:
         directory, or it cannot be renamed there)."""
         if not self.renames:
             return None
-        path = self.root / rel
+        at = self._parent(rel)
+        if at is None:
+            return None
+        fd, name = at
         try:
-            st = os.lstat(path)
-        except (FileNotFoundError, NotADirectoryError):
-            return None
-        if stat.S_ISDIR(st.st_mode):
-            return None
-        held = self._held(rel)
-        if held.parent != self.flat:
-            held.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            os.rename(path, held)
-        except (FileNotFoundError, NotADirectoryError):
-            return None
-        except OSError as exc:
-            if exc.errno != errno.EXDEV:
-                raise
-            self.renames = False
-            return None
-        return held
+            try:
+                st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+            except (FileNotFoundError, NotADirectoryError):
+                return None
+            if stat.S_ISDIR(st.st_mode):
+                return None
+            held = self._held(rel)
+            if held.parent != self.flat:
+                held.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                os.rename(name, held, src_dir_fd=fd)
+            except (FileNotFoundError, NotADirectoryError):
+                return None
+            except OSError as exc:
+                if exc.errno != errno.EXDEV:
+                    raise
+                self.renames = False
+                return None
+            return held
+        finally:
+            os.close(fd)
 
     def _held(self, rel: str) -> Path:
         """Where ``rel`` is captured: one name in one directory (``rel`` with ``%`` and
         ``/`` escaped), so that capturing makes and removes no directories; a path too
         long for one name keeps its directories under ``deep``."""
-        name = rel.replace("%", "%25").replace("/", "%2F")
+        name = _escaped(rel)
         if len(os.fsencode(name)) <= _NAME_MAX:
             return self.flat / name
         return self.aside / "deep" / rel
@@ -230,21 +307,38 @@ class Guard:
         one is given), else kept beside it as ``<name>.bar-raced-<pid>``. Either way the
         path is reported (``raced``)."""
         dest = self.root / rel
-        try:
-            os.link(captured, dest, follow_symlinks=False)  # (never replaces)
-            captured.unlink()
-            self.raced.append(Raced(rel, dest))
-            return
-        except OSError:
-            pass
+        at = self._parent(rel)
+        if at is not None:
+            fd, name = at
+            try:
+                os.link(captured, name, dst_dir_fd=fd, follow_symlinks=False)  # (never replaces)
+                captured.unlink()
+                self.raced.append(Raced(rel, dest))
+                return
+            except OSError:
+                pass
+            finally:
+                os.close(fd)
         if self.trash is not None:
             kept_in = self.trash(rel, captured)
             if kept_in is not None:
                 self.raced.append(Raced(rel, kept_in))
                 return
-        kept = dest.with_name(dest.name + f".bar-raced-{os.getpid()}")
-        os.rename(captured, kept)
-        self.raced.append(Raced(rel, kept))
+        # beside the path; where a link is on the way to it, at the root, named for it
+        suffix = f".bar-raced-{os.getpid()}"
+        at = self._parent(rel)
+        where = dest.parent
+        if at is None:
+            flat = _escaped(rel)
+            if len(os.fsencode(flat)) > _NAME_MAX:
+                flat = hashlib.sha1(os.fsencode(rel)).hexdigest()
+            at, where = beneath.parent_beneath(self.root, flat), self.root
+        fd, name = at
+        try:
+            os.rename(captured, name + suffix, dst_dir_fd=fd)
+        finally:
+            os.close(fd)
+        self.raced.append(Raced(rel, where / (name + suffix)))
 
     def hand_back(self) -> None:
         """What an earlier write that was killed left captured: put back (``keep_raced``)."""
@@ -273,9 +367,15 @@ _NAME_MAX = 240  # bytes of one name a captured path may take (file systems allo
 _ESCAPED = re.compile("%(25|2F)")
 
 
-def _copy_new(new: Path, dest: Path, mode: int) -> None:
-    """Create ``dest`` (never replacing) with ``new``'s bytes and mode."""
-    fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL, stat.S_IMODE(mode))
+def _escaped(rel: str) -> str:
+    """``rel`` as one name: ``%`` and ``/`` escaped."""
+    return rel.replace("%", "%25").replace("/", "%2F")
+
+
+def _copy_new(new: Path, dir_fd: int, name: str, mode: int) -> None:
+    """Create ``name`` in ``dir_fd`` (never replacing) with ``new``'s bytes and mode."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(name, flags, stat.S_IMODE(mode), dir_fd=dir_fd)
     try:
         with open(new, "rb") as src:
             while chunk := src.read(1 << 20):

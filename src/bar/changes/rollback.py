@@ -23,13 +23,14 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from bar import git
-from bar.base import faults, file_clock
+from bar.base import beneath, faults, file_clock
 from bar.base.clock import ms_since, now_iso, seconds_of
 from bar.base.notices import note, plural, warn
 from bar.base.record import record
@@ -392,7 +393,7 @@ def _unpopulated(task: Task, tree: str) -> dict[str, str]:
         if len(fields) != 3 or fields[0] != b"160000":
             continue
         path = raw.decode("utf-8", "surrogateescape")
-        there = trash.lstat_beneath(task.worktree, path)
+        there = beneath.lstat_beneath(task.worktree, path)
         if there is None or trash.is_empty_dir(task.worktree, path):
             found[path] = fields[2].decode()
     return found
@@ -478,29 +479,27 @@ def _move_in(
         if new_mode != guarded.ABSENT:
             continue
         if old_mode == GITLINK:
-            with contextlib.suppress(OSError):
-                (wt / rel).rmdir()  # (its repository, if any, went to the trash before)
+            guard.remove_dir(rel)  # (its repository, if any, went to the trash before)
         else:
             guard.remove(rel, (old_blob, None))
-        _prune(wt, rel)
+        guard.prune(rel)
     for old_mode, new_mode, old_blob, new_blob, rel in changes:
         if new_mode == guarded.ABSENT:
             continue
         was = old_blob if old_mode not in (guarded.ABSENT, GITLINK) else None
-        dest = wt / rel
         if new_mode == GITLINK:
             # git writes no file for a gitlink: an empty directory, where the file it
             # replaces was (the trash puts the repository back into it, if it holds it)
             if was is not None and not guard.remove(rel, (was,)):
                 continue
-            with contextlib.suppress(OSError):
-                dest.mkdir(parents=True, exist_ok=True)
+            guard.make_dir(rel)
             continue
         if not os.path.lexists(staging / rel):
             continue  # (git wrote nothing there: the snapshot that follows says so)
-        if dest.is_dir() and not dest.is_symlink() and not _remove_empty(dest):
+        there = beneath.lstat_beneath(wt, rel)
+        if there is not None and stat.S_ISDIR(there.st_mode) and not guard.remove_empty(rel):
             # a file saved in the directory the target makes a file: kept, and said
-            guard.raced.append(guarded.Raced(rel, dest))
+            guard.raced.append(guarded.Raced(rel, wt / rel))
             continue
         guard.replace(rel, (was, new_blob), staging / rel)
     guard.close()
@@ -551,30 +550,6 @@ def _changes(wt: Path, a: str, b: str) -> list[_Change]:
             (old_mode, new_mode, old_blob, new_blob, path.decode("utf-8", "surrogateescape"))
         )
     return found
-
-
-def _remove_empty(path: Path) -> bool:
-    """Remove the directory ``path`` if it holds only directories (what the removals
-    and the trash left of a tree the target makes a file), as git would; True if done."""
-    for here, dirs, files in os.walk(path, topdown=False):
-        if files or any(os.path.islink(os.path.join(here, d)) for d in dirs):
-            return False
-        try:
-            os.rmdir(here)
-        except OSError:
-            return False
-    return not os.path.lexists(path)
-
-
-def _prune(wt: Path, rel: str) -> None:
-    """Remove the directories a removed path leaves empty, as git does."""
-    parent = os.path.dirname(rel)
-    while parent:
-        try:
-            os.rmdir(wt / parent)
-        except OSError:
-            return
-        parent = os.path.dirname(parent)
 
 
 def hand_back(task: Task, command: str, step_id: str | None) -> None:

@@ -114,35 +114,11 @@ class Entry:
 # --- what is on disk ---------------------------------------------------------------
 
 
-def _parent_fd(root: Path | str, rel: str) -> tuple[int, str]:
-    """A descriptor of the directory holding ``root/rel`` (no link followed on the way)
-    and the last component's name. The caller closes it."""
-    parts = rel.split("/")
-    if len(parts) == 1:
-        if parts[0] in ("", ".", ".."):
-            raise beneath.LinkOnTheWay(errno.EXDEV, f"not a plain path: {rel!r}")
-        return os.open(root, _DIR_FLAGS), parts[0]
-    return beneath.open_beneath(root, "/".join(parts[:-1]), _DIR_FLAGS), parts[-1]
-
-
 def _lstat_at(dir_fd: int, name: str) -> os.stat_result | None:
     try:
         return os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
     except FileNotFoundError:
         return None
-
-
-def lstat_beneath(root: Path | str, rel: str) -> os.stat_result | None:
-    """``lstat`` of ``root/rel`` reached without a link on the way (None: nothing there,
-    or a link or a file on the way, where nothing of ``rel`` can be)."""
-    try:
-        fd, name = _parent_fd(root, rel)
-    except (FileNotFoundError, beneath.LinkOnTheWay, NotADirectoryError):
-        return None
-    try:
-        return _lstat_at(fd, name)
-    finally:
-        os.close(fd)
 
 
 def _is_repo(dir_fd: int) -> bool:
@@ -329,7 +305,7 @@ def move_aside(
     found: list[Item] = []
     for rel in wanted:
         try:
-            fd, name = _parent_fd(worktree_root, rel)
+            fd, name = beneath.parent_beneath(worktree_root, rel)
         except (FileNotFoundError, NotADirectoryError):
             continue
         except beneath.LinkOnTheWay:
@@ -437,7 +413,7 @@ def _dest_parent(files: Path, rel: str) -> tuple[int, str]:
 
 
 def _move(root: Path, rel: str, files: Path) -> None:
-    src, name = _parent_fd(root, rel)
+    src, name = beneath.parent_beneath(root, rel)
     try:
         dst, dst_name = _dest_parent(files, rel)
         try:
@@ -692,7 +668,7 @@ def _put_back(task: Task, entry: Entry, item: Item, root: Path) -> str | None:
             if not empty_dir:
                 return f"{item.path} exists"
             os.rmdir(name, dir_fd=parent)
-        src, src_name = _parent_fd(where, item.path)
+        src, src_name = beneath.parent_beneath(where, item.path)
         try:
             _rename_or_copy(src, src_name, parent, name)
         finally:
@@ -762,7 +738,7 @@ def put_back_nested(task: Task, gitlinks: dict[str, str]) -> list[Item]:
         return []
     chosen: list[tuple[Entry, Item]] = []
     for path, commit in sorted(gitlinks.items()):
-        there = lstat_beneath(task.worktree, path)
+        there = beneath.lstat_beneath(task.worktree, path)
         if there is not None and not is_empty_dir(task.worktree, path):
             continue
         held = [
@@ -801,7 +777,7 @@ def put_back_of_state(task: Task, target_commit: str, now_tree: str) -> list[Ite
     for entry, item in chosen:
         if item.path in taken:
             continue
-        there = lstat_beneath(task.worktree, item.path)
+        there = beneath.lstat_beneath(task.worktree, item.path)
         if there is not None and stat.S_ISDIR(there.st_mode):
             if not is_empty_dir(task.worktree, item.path):
                 continue
@@ -829,7 +805,7 @@ def put_back_after_close(task: Task) -> list[Item]:
     for entry, item in chosen:
         if item.path in taken:
             continue
-        there = lstat_beneath(task.worktree, item.path)
+        there = beneath.lstat_beneath(task.worktree, item.path)
         empty = there is not None and is_empty_dir(task.worktree, item.path)
         if there is None or (empty and item.kind in (DIR, NESTED_REPO)):
             free.append((entry, item))
@@ -915,7 +891,7 @@ def _empty(fd: int, name: str) -> bool:
 def leaves_under(worktree: Path, rel: str) -> list[str]:
     """Every file, symbolic link and nested repository under ``worktree/rel`` (a
     directory), no link followed; ``rel`` itself if it is no directory."""
-    st = lstat_beneath(worktree, rel)
+    st = beneath.lstat_beneath(worktree, rel)
     if st is None:
         return []
     if not stat.S_ISDIR(st.st_mode):
@@ -1078,7 +1054,7 @@ def _in_the_way(
                 if recorded.get(leaf) not in _FILE_MODES
             ]
         elif old == GITLINK and new != GITLINK:
-            st = lstat_beneath(worktree, path)
+            st = beneath.lstat_beneath(worktree, path)
             if st is not None and not is_empty_dir(worktree, path):
                 out.append(path)
         elif old == "000000" and new != "000000":
@@ -1094,7 +1070,7 @@ _FILE_MODES = ("100644", "100755", "120000")
 def _collisions(worktree: Path, target_tree: str, path: str, new: str) -> list[str]:
     """What is on disk at ``path``, which the current tree does not hold and the target
     does (with ``new``), that git would overwrite or remove."""
-    st = lstat_beneath(worktree, path)
+    st = beneath.lstat_beneath(worktree, path)
     if st is None:
         return []
     if new == GITLINK and stat.S_ISDIR(st.st_mode) and is_empty_dir(worktree, path):
