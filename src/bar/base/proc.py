@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import subprocess
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from bar.base.record import record
@@ -209,33 +209,6 @@ def start(
                 pass  # it exited without reading: its result says why
         proc.stdin = None  # (written and closed: ``communicate`` has none to send)
     return Started(tuple(cmd), proc, check, error)
-
-
-def run_to_file(
-    cmd: Sequence[str],
-    path: Path,
-    *,
-    cwd: Path | str | None = None,
-    env: Mapping[str, str] | None = None,
-    error: type[CommandError] = CommandError,
-) -> None:
-    """Run ``cmd`` with its stdout written straight into ``path`` (created 0600, never
-    through a link)."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-    try:
-        proc = subprocess.run(
-            list(cmd),
-            cwd=cwd,
-            env=clean_env(env),
-            stdin=subprocess.DEVNULL,
-            stdout=fd,
-            stderr=subprocess.PIPE,
-            check=False,
-        )
-    finally:
-        os.close(fd)
-    if proc.returncode != 0:
-        raise error(cmd, proc.returncode, b"", proc.stderr)
 
 
 def work_nowhere(folder: str) -> None:

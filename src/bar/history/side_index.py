@@ -140,11 +140,6 @@ def write_tree(
     )
 
 
-def write_scope(worktree: Path, index: Path, scope: list[str] | None) -> TreeId:
-    """The tree of ``index`` once ``scope`` (None: everything) is rescanned into it."""
-    return _write(worktree, index, (), scope)
-
-
 def _write(worktree: Path, index: Path, excludes: Sequence[str], scope: list[str] | None) -> TreeId:
     """Rescan ``scope`` (None: everything) into the side index and write its tree."""
     return write_whole(worktree, index, scope, excludes)[0]

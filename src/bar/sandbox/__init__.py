@@ -74,7 +74,6 @@ class Plan:
     # the step's own view of directories (``bar.sandbox.namespace``): the object store
     # in quarantine; else why the step writes the shared store itself
     binds: tuple[Bind, ...] = ()
-    shared_objects: str = ""
     # a PID namespace and a /proc of the step's own (``bar.sandbox.namespace``)
     own_pids: bool = False
     # the agent's managed settings, with bar's hooks, laid over /etc (``bar.agents.managed``)

@@ -156,14 +156,10 @@ def for_step(
     admin = admin_dir(task, common)
     setup = quarantine.prepare(task)
     if isinstance(setup, quarantine.Setup):
-        git_dirs, binds, shared = list(setup.writable), setup.binds, ""
+        git_dirs, binds = list(setup.writable), setup.binds
     else:
         ref = Path("refs/heads", task.branch).parent
-        git_dirs, binds, shared = (
-            [common / "objects", common / ref, common / "logs" / ref],
-            (),
-            setup,
-        )
+        git_dirs, binds = [common / "objects", common / ref, common / "logs" / ref], ()
         for folder in git_dirs[1:]:
             folder.mkdir(parents=True, exist_ok=True)  # git makes them; in a step it cannot
         _object_dirs(common / "objects")
@@ -220,7 +216,6 @@ def for_step(
         deny_read=tuple(deny_read),
         net=_net(task, network or settings.network, bool(binds), env or {}, agent),
         binds=binds,
-        shared_objects=shared,
         own_pids=own_pids,
         agent_layer=system is not None,
         read_only=shown,

@@ -12,10 +12,6 @@ from pathlib import Path
 from bar import git
 
 
-def create(repo: Path, path: Path, branch: str, commit: str) -> None:
-    git.git(repo, "worktree", "add", "--quiet", "-b", branch, str(path), commit)
-
-
 def is_registered(repo: Path, path: Path) -> bool:
     target = path.resolve()
     for entry in git.worktree_list(repo):

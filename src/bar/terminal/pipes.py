@@ -33,6 +33,7 @@ from typing import IO, BinaryIO
 
 from bar.base.proc import Starter, exit_status, start_directly
 from bar.base.record import record
+from bar.errors import ExitCode
 from bar.store.files import create_file
 from bar.terminal.filters import StreamFilter
 from bar.terminal.missed import Sent, ended, members
@@ -264,10 +265,12 @@ def run_piped(
                     )
                 )
             except FileNotFoundError:
-                outcome = _not_run(127, f"command not found: {argv[0]}", err_file, err_live)
+                outcome = _not_run(
+                    ExitCode.NOT_FOUND_COMMAND, f"command not found: {argv[0]}", err_file, err_live
+                )
             except OSError as exc:
                 message = f"cannot execute {argv[0]}: {exc.strerror or exc}"
-                outcome = _not_run(126, message, err_file, err_live)
+                outcome = _not_run(ExitCode.CANNOT_EXECUTE, message, err_file, err_live)
             else:
                 forwarding.started()
                 assert proc.stdout is not None and proc.stderr is not None

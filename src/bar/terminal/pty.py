@@ -50,7 +50,7 @@ from typing import Any
 
 from bar.base.proc import Prepare, Starter, exit_status, start_directly
 from bar.base.record import record
-from bar.errors import BarError, UsageError
+from bar.errors import BarError, ExitCode, UsageError
 from bar.terminal.cast import CastWriter
 from bar.terminal.filters import StreamFilter
 from bar.terminal.missed import Sent, members
@@ -64,8 +64,8 @@ _DRAIN_QUIET = 0.25  # after the child exits, stop reading once the pty is this 
 _DRAIN_MAX = 5.0  # ...or this long after the exit (a background grandchild may hold it)
 _MISSED_POLL = 0.05  # seconds between two looks for who missed a signal a key made
 _KILL_GRACE = 5.0  # after passing SIGTERM/SIGHUP on, SIGKILL a child still alive
-_NOT_FOUND = 127
-_CANNOT_EXECUTE = 126
+_NOT_FOUND = ExitCode.NOT_FOUND_COMMAND
+_CANNOT_EXECUTE = ExitCode.CANNOT_EXECUTE
 
 _Handler = Callable[[int, FrameType | None], Any] | int | signal.Handlers | None
 

@@ -17,7 +17,6 @@ import asyncio
 import base64
 import codecs
 import secrets
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -667,20 +666,3 @@ async def _recall(task: Task, where: Placement, access: temporal.Access) -> None
     if now.get("running") or now.get("waiting"):
         raise busy
     await handle.signal("close")
-
-
-def wait_result(project: Project, task: Task, request: str, timeout: float) -> dict[str, Any]:
-    """The result of step ``request`` once it ended (for tests and scripts)."""
-    deadline = time.monotonic() + timeout
-    where, access = _placed(project, task), _access(project)
-    while time.monotonic() < deadline:
-        got = temporal.run(_said(where, access, request))
-        if got["result"] is not None:
-            return dict(got["result"])
-        time.sleep(POLL)
-    raise BarError(f"step {request} of task {task.name} did not end in {timeout:.0f}s")
-
-
-async def _said(where: Placement, access: temporal.Access, request: str) -> dict[str, Any]:
-    handle = await _handle(where, access)
-    return dict(await handle.query("outcome", args=[request]))

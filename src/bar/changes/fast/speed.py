@@ -22,7 +22,6 @@ from __future__ import annotations
 import os
 
 _configured: bool | None = None  # the project's speed.fast, once a task was loaded
-_counts: dict[str, int] = {}
 
 
 def fast() -> bool:
@@ -33,12 +32,6 @@ def fast() -> bool:
     if said in ("1", "true", "yes", "on"):
         return True
     return _configured is not False
-
-
-def env_off() -> bool:
-    """Whether ``BAR_FAST`` alone turns the shortcuts off (what processes that read no
-    configuration, the resident's client among them, can know)."""
-    return os.environ.get("BAR_FAST", "").strip().lower() in ("0", "false", "no", "off")
 
 
 def configure(enabled: bool) -> None:
@@ -52,13 +45,8 @@ class UnexpectedFallback(AssertionError):
 
 
 def fallback(reason: str, *, unexpected: bool = False) -> None:
-    """Note that a shortcut gave up and everything is looked at instead. ``unexpected``:
-    the reason is a failure of the shortcut itself, never a property of the worktree."""
-    _counts[reason] = _counts.get(reason, 0) + 1
+    """A shortcut gave up, and everything is looked at instead. ``unexpected``: the
+    reason is a failure of the shortcut itself, never a property of the worktree, which
+    the tests' strict mode (``BAR_STRICT_FALLBACK=1``) raises as ``UnexpectedFallback``."""
     if unexpected and os.environ.get("BAR_STRICT_FALLBACK") == "1":
         raise UnexpectedFallback(f"the speed layer fell back: {reason}")
-
-
-def fallbacks() -> dict[str, int]:
-    """How many times each reason made a shortcut fall back in this process."""
-    return dict(_counts)
