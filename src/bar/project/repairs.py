@@ -16,6 +16,7 @@ from pathlib import Path
 from bar import git
 from bar.changes import journals, recovery, rollback
 from bar.errors import BarError, UnsupportedVersion
+from bar.git import worktrees
 from bar.history import patches, side_index
 from bar.ledger.records import Step
 from bar.store.files import FILE_MODE, write_bytes_atomic
@@ -177,18 +178,8 @@ def recreate_worktree(task: Task) -> str:
     """Recreate a deleted worktree on its branch and restore the last recorded state."""
     repo = task.project.root
     with task.project.lock("bar doctor: recreate worktree"):  # worktree add is not concurrent-safe
-        git.git(repo, "worktree", "prune")
-        # none of the developer's hooks (`post-checkout`), as `bar task new` runs none
-        git.git(
-            repo,
-            "-c",
-            "core.hooksPath=/dev/null",
-            "worktree",
-            "add",
-            "--quiet",
-            str(task.worktree),
-            task.branch,
-        )
+        worktrees.prune(repo)
+        worktrees.add(repo, task.worktree, task.branch)
     task.index.unlink(missing_ok=True)
     side_index.seed_index(
         task.worktree, task.index, task.base_commit, task.paths.git_dir, task.project.common_dir

@@ -44,9 +44,6 @@ from bar.task import board, registry, worktree
 from bar.task.risk import at_risk, owner
 from bar.task.tasks import Task, list_tasks, load_task, resolve_task
 
-# none of the developer's hooks (`reference-transaction`) while bar deletes its refs
-_NO_HOOKS = ("-c", "core.hooksPath=/dev/null")
-
 
 @record(frozen=True)
 class Deletion:
@@ -271,16 +268,13 @@ def complete(project: Project, intent: DeleteIntent) -> list[str]:
         if (
             where is not None
             or tip != intent.branch_tip
-            or git.git(
-                repo, *_NO_HOOKS, "update-ref", "-d", branch_ref, tip, check=False
-            ).returncode
-            != 0
+            or git.git(repo, "update-ref", "-d", branch_ref, tip, check=False).returncode != 0
         ):
             why = f"it is checked out in {where}" if where else "it moved since"
             kept.append(f"branch {intent.branch}: {why}")
     faults.point("delete: after deleting the branch")
     for ref in refs_of(repo, task_id):  # the snapshot ref last: `inventory` finds it
-        git.git(repo, *_NO_HOOKS, "update-ref", "-d", ref)
+        git.git(repo, "update-ref", "-d", ref)
     faults.point("delete: after deleting the snapshot refs")
     if project.active_task_id() == task_id:
         project.set_active_task(None)

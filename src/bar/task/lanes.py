@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 from bar import git
 from bar.base import faults
 from bar.errors import AlreadyExists, BarError, NotFound, UsageError
+from bar.git import worktrees
 from bar.store.files import write_json_atomic
 from bar.task import binding, board, registry
 from bar.task.tasks import Task, load_task
@@ -111,7 +112,7 @@ def create(project: Project, name: str, base: str | None = None) -> dict[str, An
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         # git does not guard `.git/worktrees` against two `worktree add` at once
         with project.lock(f"bar worktree create {name}"):
-            git.git(project.root, "worktree", "add", "--quiet", "-b", branch, str(path), commit)
+            worktrees.add(project.root, path, branch, commit)
     except BaseException as exc:
         with contextlib.suppress(BarError, OSError):
             project.log_event(
@@ -219,8 +220,6 @@ def bind(task: Task, name: str) -> tuple[Task, list[Step]]:
         with project.lock(f"bar task bind {name}"):
             if not moved:
                 if task.worktree.exists() or task.worktree.is_symlink():
-                    from bar.task import worktree as worktrees
-
                     worktrees.discard(project.root, task.worktree)  # empty, or a bare checkout
                 faults.point("bind: before moving the worktree")
                 git.git(project.root, "worktree", "move", str(source), str(task.worktree))
@@ -372,7 +371,7 @@ def remove(project: Project, name: str) -> dict[str, Any]:
         project.log_event("worktree.remove.failed", worktree=view, error=str(refusal))
         raise refusal
     with project.lock(f"bar worktree remove {name}"):
-        git.git(project.root, "worktree", "remove", lane["path"])
+        worktrees.remove(project.root, lane["path"])
     entry = dict(lane, status=registry.REMOVED, removed_at=round(time.time(), 3))
     registry.set_lane(project, entry)
     project.log_event("worktree.remove.after", worktree=dict(view, status=registry.REMOVED))

@@ -22,17 +22,16 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-from pathlib import Path
 from typing import Any
 
 from bar import git
 from bar.base import faults
 from bar.base.clock import now_iso
 from bar.base.notices import note, warn
-from bar.base.proc import Result
 from bar.changes import journals
 from bar.changes.journals import CreateIntent
 from bar.errors import AlreadyExists, BarError, Locked, NotFound, UsageError
+from bar.git import worktrees
 from bar.history import side_index
 from bar.project.project import Project
 from bar.redact import known as known_secrets
@@ -43,10 +42,6 @@ from bar.task import board, registry
 from bar.task.board import IN_PROGRESS, PENDING, Board
 from bar.task.edit import stored_meta
 from bar.task.tasks import Task, load_task, new_id, open_task_named, validate_name
-
-# every git bar runs here, none of the developer's hooks (a `post-checkout` from
-# `worktree add`, a `reference-transaction` from each ref it moves)
-NO_HOOKS = ("-c", "core.hooksPath=/dev/null")
 
 HALF_MADE = "half-made"  # the intent, no task.json: undone
 UNFINISHED = "unfinished"  # task.json and the intent: the task is whole, the intent is dropped
@@ -212,7 +207,7 @@ def _make(task: Task, *, worktree: bool = True) -> None:
     ensure_dir(task.paths.artifacts)
     faults.point(f"before moving {task.snapshot_ref}")
     # ("": the ref must not exist yet, whatever the repository's object format)
-    _git(
+    git.git(
         repo,
         "update-ref",
         "-m",
@@ -225,7 +220,7 @@ def _make(task: Task, *, worktree: bool = True) -> None:
     if worktree:
         add_worktree(task, new_branch=True)
     else:
-        _git(
+        git.git(
             repo,
             "update-ref",
             "-m",
@@ -248,14 +243,7 @@ def add_worktree(task: Task, *, new_branch: bool) -> None:
     # concurrent one reads the other's half-written entry and fails.
     with project.lock(f"bar task new {task.name}: worktree"):
         faults.point("before adding the worktree")
-        where = ["-b", task.branch, str(task.worktree), task.base_commit]
-        _git(
-            repo,
-            "worktree",
-            "add",
-            "--quiet",
-            *(where if new_branch else [str(task.worktree), task.branch]),
-        )
+        worktrees.add(repo, task.worktree, task.branch, task.base_commit if new_branch else None)
         faults.point("after adding the worktree")
     task.index.unlink(missing_ok=True)
     side_index.seed_index(
@@ -290,7 +278,7 @@ def undo(project: Project, intent: CreateIntent) -> list[str]:
     kept: list[str] = []
     # `worktree prune` must not see a worktree another process is adding
     with project.lock(f"bar: undo task {intent.task_id}"):
-        _remove_worktree(repo, path)
+        worktrees.discard(repo, path, unless_work=True)
     faults.point("undo: after removing the worktree")
     branch_ref = f"refs/heads/{intent.branch}"
     if git.rev_parse(repo, branch_ref) is not None:
@@ -298,7 +286,7 @@ def undo(project: Project, intent: CreateIntent) -> list[str]:
         # compare-and-delete: a branch that moved since holds someone's commits
         if (
             checked_out
-            or _git(
+            or git.git(
                 repo, "update-ref", "-d", branch_ref, intent.base_commit, check=False
             ).returncode
             != 0
@@ -307,7 +295,7 @@ def undo(project: Project, intent: CreateIntent) -> list[str]:
     faults.point("undo: after deleting the branch")
     snapshot_ref = f"refs/bar/tasks/{intent.task_id}"
     if git.rev_parse(repo, snapshot_ref) is not None:
-        _git(repo, "update-ref", "-d", snapshot_ref, intent.base_commit, check=False)
+        git.git(repo, "update-ref", "-d", snapshot_ref, intent.base_commit, check=False)
     faults.point("undo: after deleting the snapshot ref")
     _remove_task_dir(project.paths.task(intent.task_id))
     with contextlib.suppress(BarError, OSError):  # the undo is done: a full disk can't undo it
@@ -330,48 +318,6 @@ def _remove_task_dir(paths: TaskPaths) -> None:
     journals.clear_create(paths)
     shutil.rmtree(paths.dir, ignore_errors=True)
     faults.point("undo: after removing the task directory")
-
-
-def _remove_worktree(repo: Path, path: Path) -> None:
-    """``git worktree remove --force`` and prune; what git does not remove of the task's
-    own path (a checkout cut short, never registered) is removed by hand."""
-    registered = _registered(repo, path)
-    if registered and path.is_dir() and not path.is_symlink():
-        if _holds_work(path):
-            raise BarError(
-                f"the worktree {path} of a half-made task holds files no checkout made; "
-                "it was kept",
-                hint="move what you need out of it, then run `bar doctor --repair` again",
-            )
-        _git(repo, "worktree", "remove", "--force", "--force", str(path), check=False)
-    if path.is_symlink():
-        path.unlink()
-    elif path.exists():
-        shutil.rmtree(path)
-    if registered:  # a `worktree add` that was killed leaves its entry locked
-        _git(repo, "worktree", "unlock", str(path), check=False)
-    _git(repo, "worktree", "prune", check=False)
-
-
-def _registered(repo: Path, path: Path) -> bool:
-    target = path.resolve()
-    return any(
-        Path(e["worktree"]).resolve() == target for e in git.worktree_list(repo) if "worktree" in e
-    )
-
-
-def _holds_work(path: Path) -> bool:
-    """True if the worktree holds changed or new files (a checkout cut short only lacks
-    files: nothing is lost by removing it)."""
-    res = _git(path, "status", "--porcelain", "-z", "--untracked-files=all", check=False)
-    if res.returncode != 0:
-        return False  # not a usable worktree: nothing of anyone's can be in it
-    entries = [e for e in res.out.split("\0") if e]
-    return any(not (len(e) > 2 and e[1] == "D" and e[0] in " D") for e in entries)
-
-
-def _git(repo: Path | str, *args: str, check: bool = True) -> Result:
-    return git.git(repo, *NO_HOOKS, *args, check=check)
 
 
 # --- what a killed bar left ------------------------------------------------------------

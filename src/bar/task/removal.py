@@ -39,6 +39,7 @@ from bar.base import faults
 from bar.base.clock import now_iso
 from bar.base.record import record
 from bar.errors import BarError, CorruptFile
+from bar.git import worktrees
 from bar.store.files import fsync_dir, read_json, write_json_atomic
 from bar.task import board, registry
 
@@ -237,8 +238,7 @@ def _finish(task: Task, intent: Removal) -> None:
             wt.rmdir()
     project = task.project
     with project.lock("bar: remove a worktree"):  # `prune` must not see a worktree being added
-        git.git(project.root, "worktree", "unlock", intent.worktree, check=False)
-        git.git(project.root, "worktree", "prune", check=False)
+        worktrees.forget(project.root, intent.worktree)
     finished_events(task, _board_status(task, intent.then))
     conclude(task, intent.then)
     journal(task).unlink(missing_ok=True)

@@ -32,10 +32,10 @@ from bar.base.clock import now_iso
 from bar.base.ids import short
 from bar.base.notices import note
 from bar.errors import BarError, UsageError
+from bar.git import worktrees
 from bar.project.project import Project
 from bar.task import board, registry
 from bar.task import new as task_new
-from bar.task import worktree as worktrees
 from bar.task.tasks import Task, load_task
 
 
