@@ -854,10 +854,11 @@ class Runner:
         return setup
 
     def new_shapes(self, rng: random.Random, wt: Path) -> bool:
-        """With --new-ops, what SPEC §3 "Nothing is destroyed that was not recorded" is
-        about: a nested repository a step made and committed in, with uncommitted work
-        inside; a directory that was a file in an earlier state, with an ignored file in
-        it; an ignored file in a directory of the base. True: hand edits are left."""
+        """With --new-ops, what docs/internals/record.md, "Nothing is destroyed that was not
+        recorded" is about: a nested repository a step made and committed in, with
+        uncommitted work inside; a directory that was a file in an earlier state, with an
+        ignored file in it; an ignored file in a directory of the base. True: hand edits are
+        left."""
         bar, pending = self.bar, False
         if rng.random() < 0.5:
             who = "-c user.name=t -c user.email=t@localhost"

@@ -1,5 +1,5 @@
-"""Nothing destroyed that was not recorded (SPEC §3): the check the oracle and the crash
-trials share.
+"""Nothing destroyed that was not recorded (docs/internals/record.md): the check the oracle
+and the crash trials share.
 
 Around a bar command that runs none of the developer's code (the recording of hand
 edits, a rollback, an undo, a recovery), ``every_byte`` reads the worktree whole: ignored

@@ -48,11 +48,11 @@ each is waited for outside any timing when it starts, and stopped after each fig
    worktree to the plumbing, the same work done with git's own commands.
 5. Each new task or worktree is removed (`bar task close --force`, `git worktree remove`)
    outside the timing, so their number stays constant.
-6. Two tasks of the same project. Each ledger is a real step, then valid synthetic
-   steps that changed nothing (SPEC section 1 format), each with the output artifact
-   of a command that printed a line, then a real step again. 6-log-all: `bar log` of
-   every step of the long task (after a first one, untimed, which makes the rows kept
-   beside the ledger; its ratio is in the note) against `git log --oneline` in a
+6. Two tasks of the same project. Each ledger is a real step, then valid synthetic steps
+   that changed nothing (the ledger format of [storage.md](storage.md)), each with the
+   output artifact of a command that printed a line, then a real step again. 6-log-all:
+   `bar log` of every step of the long task (after a first one, untimed, which makes the
+   rows kept beside the ledger; its ratio is in the note) against `git log --oneline` in a
    repository of as many commits in a line (fast-import); 6-rollback: `bar rollback`
    alternating between the long task's first and last steps against `git checkout
    --detach` alternating between their snapshot commits in a separate worktree.

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Figure 16: ``bar push`` of a long task against ``git push`` of the very same objects.
 
-``bar push`` (SPEC §14, ``bar.share.push``) builds a task's history commit (its ledger,
+``bar push`` (docs/sharing.md, ``bar.share.push``) builds a task's history commit (its ledger,
 every artifact, ``task.json`` and ``history.json`` hashed into a tree:
 ``bar.share.record.build``), asks the remote what it has, reads every object that would
 leave for secrets (``bar.share.scan``: the history's new files, then every blob of the

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Figure 17: steps on workers (SPEC §15) against the same steps run here.
+"""Figure 17: steps on workers (docs/workers.md) against the same steps run here.
 
 ``bar run --on QUEUE`` sends a step to whichever ``bar worker`` of the queue takes it,
 through Temporal: the developer's bar pushes nothing new (the task's history is on the

@@ -124,9 +124,10 @@ MakeRepo = Callable[..., Path]
 
 @pytest.fixture
 def make_repo(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[MakeRepo]:
-    """Build a real repository with one commit per ``files`` mapping given. When the
-    test ends, ``git fsck`` of each must be clean (SPEC §8: nothing a step does breaks
-    the developer's history), unless the test breaks it on purpose (``breaks_history``)."""
+    """Build a real repository with one commit per ``files`` mapping given. When the test
+    ends, ``git fsck`` of each must be clean (nothing a step does breaks the developer's
+    history: docs/sandbox.md, "The object store and the refs: a quarantine"), unless the
+    test breaks it on purpose (``breaks_history``)."""
     counter = iter(range(1000))
     made: list[Path] = []
 
@@ -192,7 +193,8 @@ def inited_clean(repo: Path, capfd: pytest.CaptureFixture[str]) -> Path:
 @pytest.fixture(params=["fast", "slow"])
 def speed(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """Both ways: the speed layer on (the default) and off (``BAR_FAST=0``); a test that
-    takes ``speed`` runs in each (SPEC §3: both modes give the same record)."""
+    takes ``speed`` runs in each (both modes give the same record: docs/internals/record.md,
+    "The record never lies")."""
     if request.param == "slow":
         monkeypatch.setenv("BAR_FAST", "0")
     return str(request.param)

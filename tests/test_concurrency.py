@@ -1,9 +1,9 @@
 """Many bar processes at once, and bar processes that die: nothing is lost or mixed up.
 
-Every test here runs the installed ``bar`` executable in real child processes against a
-real repository (SPEC §7): tasks are created and run in parallel, writers race for one
-task's lock, waiters are told whom they wait for, give up when asked to, and a lock whose
-holder was SIGKILLed never blocks the next command.
+Every test here runs the installed ``bar`` executable in real child processes against a real
+repository (docs/internals/record.md, "Many commands at once"): tasks are created and run in
+parallel, writers race for one task's lock, waiters are told whom they wait for, give up
+when asked to, and a lock whose holder was SIGKILLed never blocks the next command.
 """
 
 from __future__ import annotations

@@ -36,7 +36,8 @@ def failures(record: dict[str, Any]) -> list[str]:
 
 @pytest.mark.slow  # a SIGKILL sweep (make test-fast leaves it out)
 def test_bar_killed_at_random_moments_loses_nothing() -> None:
-    # (with the operations of SPEC §3 "Nothing is destroyed that was not recorded")
+    # (with the operations of docs/internals/record.md, "Nothing is destroyed that was not
+    # recorded")
     code, record, err = trials("--trials", "12", "--seed", "1", "--new-ops")
     assert code == 0, "\n".join(failures(record)) or err
     done = record["trials"]

@@ -1,4 +1,4 @@
-"""The record never lies (SPEC §3): attacks on the shortcuts, each run for real.
+"""The record never lies (docs/internals/record.md): attacks on the shortcuts, each run for real.
 
 Every test here makes the worktree change in a way one of bar's shortcuts (the side
 index's stat cache, the watches, the stamps, the resident process) could miss, then
@@ -269,9 +269,9 @@ def test_an_interrupted_rollback_is_finished_only_once_a_hand_edit_is_recorded(
             assert (wt / "a.txt").read_text() == f"hand {label}\n"
             assert bar(capfd, "rollback", "--to", "2").code == 0
             continue
-        # the rollback was finished where the hand left its paths alone (b.txt removed,
-        # as in step 1); what the hand made is kept (SPEC §3), recorded both before and
-        # after the rollback
+        # the rollback was finished where the hand left its paths alone (b.txt removed, as
+        # in step 1); what the hand made is kept (docs/internals/record.md, "The record
+        # never lies"), recorded both before and after the rollback
         assert not (wt / "b.txt").exists(), label
         assert (wt / "a.txt").read_text() == f"hand {label}\n", label
         assert (wt / "c.txt").read_text() == f"hand {label}\n", label

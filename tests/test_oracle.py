@@ -19,15 +19,14 @@ statted.
 
 ``BAR_ORACLE_EXAMPLES`` raises the number of random sequences (the suite runs a few),
 ``BAR_ORACLE_ACTIONS`` their longest (6: a long run plays more comparisons per repository
-made, and reaches deeper states).
-The operations of SPEC §3 "Nothing is destroyed that was not recorded" are played too
-(``BAR_ORACLE_NEW_OPS=0`` leaves them out): nested repositories created, committed to,
-replaced by files and files replaced by them; ignored files in directories that become
-files; ``* text=auto`` added and removed and ``core.autocrlf`` switched; commits and HEAD
-moves inside steps; undo. With them every bar command that runs no code of the user's (a
-hand session's recording, a rollback, an undo) is also checked to lose no bytes
-(``lost_bytes``). ``BAR_ORACLE_COUNTS=FILE`` adds each play's number of comparisons, per
-speed mode, to the JSON in FILE.
+made, and reaches deeper states). The operations of docs/internals/record.md, "Nothing is
+destroyed that was not recorded" are played too (``BAR_ORACLE_NEW_OPS=0`` leaves them out):
+nested repositories created, committed to, replaced by files and files replaced by them;
+ignored files in directories that become files; ``* text=auto`` added and removed and
+``core.autocrlf`` switched; commits and HEAD moves inside steps; undo. With them every bar
+command that runs no code of the user's (a hand session's recording, a rollback, an undo) is
+also checked to lose no bytes (``lost_bytes``). ``BAR_ORACLE_COUNTS=FILE`` adds each play's
+number of comparisons, per speed mode, to the JSON in FILE.
 """
 
 from __future__ import annotations
@@ -127,7 +126,7 @@ op = st.one_of(
     st.tuples(st.just("move"), st.sampled_from(NAMES), st.sampled_from(NAMES)),
     st.tuples(st.just("move_dir"), st.sampled_from(DIRS), st.sampled_from([b"moved", b"dir/m"])),
     st.tuples(st.just("temp"), st.sampled_from(NAMES)),
-    # the attacks on the shortcuts (SPEC §3, "The record never lies")
+    # the attacks on the shortcuts (docs/internals/record.md, "The record never lies")
     st.tuples(st.just("rewrite_keep"), st.sampled_from(NAMES)),
     st.tuples(st.just("touch_back"), st.sampled_from(NAMES)),
     st.tuples(st.just("hardlink_out"), st.sampled_from(NAMES)),

@@ -135,7 +135,7 @@ class PushRefused(BarError):
 
 
 class Unreachable(BarError):
-    """The Temporal server (SPEC §15) cannot be reached, or its client is not installed."""
+    """The Temporal server (docs/workers.md) cannot be reached, or its client is not installed."""
 
     exit_code = ExitCode.UNREACHABLE
 

@@ -1,5 +1,5 @@
 """``bar run -- claude`` (also through ``env``, ``npx`` or a path) is supervised as
-``--agent`` would supervise it; ``--no-agent`` runs it as a plain command (SPEC §8)."""
+``--agent`` would supervise it; ``--no-agent`` runs it as a plain command (docs/agents.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Each agent session gets a home of its own for the task (SPEC §8, ``bar.agents.homes``).
+"""Each agent session gets a home of its own for the task (docs/agents.md, ``bar.agents.homes``).
 
 The released CLIs (``make agents``) run against the mock models: a step cannot plant
 anything in the developer's own ``~/.claude``, ``~/.codex`` or ``~/.gemini`` (which the

@@ -1,8 +1,8 @@
 """The ledger says what became of each command an agent ran, never what bar asked for
-(SPEC §10), with the released CLIs against the mock models: a Codex command that failed
-is "failed" (its post-tool event carries no exit code: its rollout does), one the model
-left running is "ran" (no post-tool event follows it at all), and a command Gemini CLI
-blocked itself is "refused". A call made in a subagent names it."""
+(docs/agents.md, "What a step records"), with the released CLIs against the mock models: a
+Codex command that failed is "failed" (its post-tool event carries no exit code: its rollout
+does), one the model left running is "ran" (no post-tool event follows it at all), and a
+command Gemini CLI blocked itself is "refused". A call made in a subagent names it."""
 
 from __future__ import annotations
 

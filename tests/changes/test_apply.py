@@ -1,4 +1,5 @@
-"""Apply on real repositories (SPEC §4): one commit or a merge, never a half-changed checkout."""
+"""Apply on real repositories (docs/tasks.md, "Where the work lands"): one commit or a
+merge, never a half-changed checkout."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Apply runs nothing an agent could have planted (SPEC §8, defence in depth).
+"""Apply runs nothing an agent could have planted (docs/sandbox.md, "What bar does on the
+step's behalf").
 
 A task worktree shares the repository's ``.git/config`` and ``.git/hooks`` with the
 developer's checkout, so an agent (without the sandbox) can define a filter, a merge

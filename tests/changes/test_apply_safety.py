@@ -1,6 +1,7 @@
-"""Apply never costs the developer work (SPEC §4): files git does not track are never
-overwritten, a checkout killed mid-update is finished by the next command, and a branch
-in the middle of a rebase, merge, cherry-pick, revert or bisect is left alone."""
+"""Apply never costs the developer work (docs/tasks.md, "Where the work lands"): files git
+does not track are never overwritten, a checkout killed mid-update is finished by the next
+command, and a branch in the middle of a rebase, merge, cherry-pick, revert or bisect is
+left alone."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """An editor saving while bar writes: a rollback or an apply never overwrites a save that
-landed after bar verified the path (compare before replace: bar.changes.guarded, SPEC §3
-"No race with bar's own reads")."""
+landed after bar verified the path (compare before replace: bar.changes.guarded;
+docs/internals/record.md, "The record never lies")."""
 
 from __future__ import annotations
 

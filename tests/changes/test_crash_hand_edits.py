@@ -1,5 +1,6 @@
 """A restore killed midway, then edits by hand: recovery finishes only the restore's own
-writes and records the hand edits first (bar.changes.recovery, SPEC §3)."""
+writes and records the hand edits first (bar.changes.recovery; docs/internals/record.md,
+"The record never lies")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Rollback on real repositories (SPEC §4): restores exactly, and is itself undoable."""
+"""Rollback on real repositories (docs/internals/record.md, "Order of writes"): restores
+exactly, and is itself undoable."""
 
 from __future__ import annotations
 

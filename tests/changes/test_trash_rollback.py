@@ -1,7 +1,8 @@
-"""Rollback, undo and redo move aside what no recorded state holds (SPEC §3 "Nothing is
-destroyed that was not recorded"): a nested repository a rollback turns into a file, ignored
-files under a directory that becomes a file, an ignored file where a tracked one lands. Each
-runs with the speed layer on and with ``BAR_FAST=0``."""
+"""Rollback, undo and redo move aside what no recorded state holds
+(docs/internals/record.md, "Nothing is destroyed that was not recorded"): a nested
+repository a rollback turns into a file, ignored files under a directory that becomes a
+file, an ignored file where a tracked one lands. Each runs with the speed layer on and with
+``BAR_FAST=0``."""
 
 from __future__ import annotations
 

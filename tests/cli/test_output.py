@@ -198,7 +198,7 @@ def test_json_names_the_directory_of_the_artifacts_and_log_p_has_patches(
     assert "patch_text" not in json_of(bar(capfd, "log", "--json"))[0]
     for rec in (steps[0], shown):
         assert rec["task_dir"] == str(task_dir(t["id"]))
-        assert rec["artifacts"]["patch"] == "artifacts/0001.patch"  # still relative (SPEC)
+        assert rec["artifacts"]["patch"] == "artifacts/0001.patch"  # still relative (docs/json.md)
         patch = Path(rec["task_dir"]) / rec["artifacts"]["patch"]
         assert patch.read_text() == shown["patch_text"]
         assert (Path(rec["task_dir"]) / rec["artifacts"]["output"]).read_text() == (

@@ -1,8 +1,9 @@
-"""What a step may not change (SPEC §8, defence in depth): the worktree's .git file, the
-task's snapshot ref, bar's config, the policy file, and the repository's shared config,
-hooks and attributes. Each test is an attack a command run in a task can make without a
-sandbox (so the steps here run with --no-sandbox; tests/sandbox/test_sandbox.py has the same
-attacks failing under it); bar must notice, put things back and say so."""
+"""What a step may not change (docs/internals/git.md, "What a step may not change"): the
+worktree's .git file, the task's snapshot ref, bar's config, the policy file, and the
+repository's shared config, hooks and attributes. Each test is an attack a command run in a
+task can make without a sandbox (so the steps here run with --no-sandbox;
+tests/sandbox/test_sandbox.py has the same attacks failing under it); bar must notice, put
+things back and say so."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""Checkpoints after every tool call (SPEC §9): recorded by the step's supervisor as the
-agent reports its calls, addressed ``STEP.N`` by every command that takes a state, and
-adding up, with the residual, to the step's own patch."""
+"""Checkpoints after every tool call (docs/checkpoints.md): recorded by the step's
+supervisor as the agent reports its calls, addressed ``STEP.N`` by every command that takes
+a state, and adding up, with the residual, to the step's own patch."""
 
 from __future__ import annotations
 

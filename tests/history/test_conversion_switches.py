@@ -1,4 +1,5 @@
-"""Raw bytes (SPEC §3): a change of git's conversion inputs with no file touched.
+"""Raw bytes (docs/internals/git.md, "Exact bytes where git converts"): a change of git's
+conversion inputs with no file touched.
 
 Switching ``core.autocrlf``, adding or removing a ``.gitattributes``, or changing a
 filter's configuration changes what ``git add -A`` of a fresh index stores for files

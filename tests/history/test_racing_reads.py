@@ -1,6 +1,6 @@
 """A file rewritten while bar's ``git add`` hashes a large one: the record never keeps the
-bytes git read with the stat of the bytes written after (bar.history.racy, SPEC §3
-"No race with bar's own reads")."""
+bytes git read with the stat of the bytes written after (bar.history.racy;
+docs/internals/record.md, "The record never lies")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""What a step committed is part of the step (SPEC §3).
+"""What a step committed is part of the step (docs/internals/record.md, "Nothing is
+destroyed that was not recorded").
 
 A step that commits, even a file it force-added past the ignore rules, or that moves
 HEAD, has changes: the record is what ``git add -A`` gives in a fresh index holding the

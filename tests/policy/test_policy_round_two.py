@@ -1,8 +1,8 @@
-"""The policy's round-two classes (SPEC §8): deletes through interpreter one-liners,
-paths built by command substitution or the line's own variables, truncating the
-developer's dotfiles and credentials, moving branches other than the task's; each next
-to look-alikes that must still pass. Lines are only analysed here; the last test runs
-one for real."""
+"""The policy's round-two classes (docs/policy.md, "The default policy"): deletes through
+interpreter one-liners, paths built by command substitution or the line's own variables,
+truncating the developer's dotfiles and credentials, moving branches other than the task's;
+each next to look-alikes that must still pass. Lines are only analysed here; the last test
+runs one for real."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Secrets in the shapes a red-team pass found raw on disk (SPEC §8, "bar's own hands"):
+"""Secrets in the shapes a red-team pass found raw on disk (docs/internals/redact.md):
 credentials of command-line tools, password fields of configuration formats, webhook
 URLs, and a known secret's encoded forms; and names, which are no secrets."""
 

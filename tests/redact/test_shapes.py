@@ -1,4 +1,4 @@
-"""Secrets that are not tokens (SPEC §8 round two): an option's value, a password glued
+"""Secrets that are not tokens (docs/internals/redact.md): an option's value, a password glued
 to ``-p``, a secret-named assignment in a script, a password in a URL. Each is planted in
 every channel a step has (its command line, split and in one word, a script, its output,
 the task's description, the commit message of apply) and searched for on disk as raw

@@ -1,8 +1,8 @@
-"""A vendor's key prefix is enough to mask a key (SPEC §6: ``sk-…``): a short Anthropic
-key (``sk-ant-api03-`` and a few characters) or OpenAI project key (``sk-proj-…``) given to
-a real Claude Code in its prompt, printed by a command it runs and repeated in its answer
-is in no file bar writes (its output, its session, its ledger), while the prefix alone,
-as code and docs name it, is left as it is."""
+"""A vendor's key prefix is enough to mask a key (docs/internals/redact.md: ``sk-…``): a
+short Anthropic key (``sk-ant-api03-`` and a few characters) or OpenAI project key
+(``sk-proj-…``) given to a real Claude Code in its prompt, printed by a command it runs and
+repeated in its answer is in no file bar writes (its output, its session, its ledger), while
+the prefix alone, as code and docs name it, is left as it is."""
 
 from __future__ import annotations
 

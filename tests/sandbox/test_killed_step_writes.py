@@ -1,6 +1,7 @@
-"""A step's processes write nothing once its bar is killed: the whole tree dies with bar
-at once (its own PID namespace; SPEC §8 "bar's own hands"), so recovery credits no write
-of theirs to the developer (issue: nothing destroyed that was not recorded, item 11)."""
+"""A step's processes write nothing once its bar is killed: the whole tree dies with bar at
+once (its own PID namespace: docs/sandbox.md, "Processes, /tmp and privileges"), so recovery
+credits no write of theirs to the developer (issue: nothing destroyed that was not recorded,
+item 11)."""
 
 from __future__ import annotations
 

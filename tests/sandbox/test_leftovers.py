@@ -1,6 +1,7 @@
-"""Nothing a step starts outlives the ``bar`` that supervises it (SPEC §8), not even a
-``bar run`` killed by SIGKILL: every process of the step dies with it, and what the step
-left running never writes a hand edit afterwards (``bar.sandbox.holder``)."""
+"""Nothing a step starts outlives the ``bar`` that supervises it (docs/sandbox.md, "What a
+step may do"), not even a ``bar run`` killed by SIGKILL: every process of the step dies with
+it, and what the step left running never writes a hand edit afterwards
+(``bar.sandbox.holder``)."""
 
 from __future__ import annotations
 

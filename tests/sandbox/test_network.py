@@ -1,4 +1,4 @@
-"""The network a step may reach (SPEC §19), with real programs and real servers.
+"""The network a step may reach (docs/sandbox.md), with real programs and real servers.
 
 Servers run in the test's process on this machine's loopback: ``127.0.0.2`` and
 ``127.0.0.3`` are loopback addresses no client keeps direct (``NO_PROXY`` names

@@ -1,6 +1,7 @@
-"""bar's own hands (SPEC §8, round three): what a confined step writes never steers what
-bar does unconfined, and nothing of the step reaches past it. Each test performs the
-attack for real inside ``bar run`` and checks that it now fails to escape."""
+"""bar's own hands (docs/sandbox.md, "What bar does on the step's behalf"): what a confined
+step writes never steers what bar does unconfined, and nothing of the step reaches past it.
+Each test performs the attack for real inside ``bar run`` and checks that it now fails to
+escape."""
 
 from __future__ import annotations
 

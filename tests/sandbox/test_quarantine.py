@@ -1,6 +1,7 @@
-"""A step adds objects and moves its own branch; it changes nothing that exists (SPEC §8,
-round two). Each test runs the attack for real, inside ``bar run``, and ends with the
-repository whole: ``git fsck`` clean (the fixture ``repo`` checks that after every test).
+"""A step adds objects and moves its own branch; it changes nothing that exists
+(docs/sandbox.md, "The object store and the refs: a quarantine"). Each test runs the attack
+for real, inside ``bar run``, and ends with the repository whole: ``git fsck`` clean (the
+fixture ``repo`` checks that after every test).
 """
 
 from __future__ import annotations

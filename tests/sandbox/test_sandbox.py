@@ -1,4 +1,4 @@
-"""Confinement (SPEC §8) with the real kernel: what a step may and may not touch.
+"""Confinement (docs/sandbox.md) with the real kernel: what a step may and may not touch.
 
 Every step here runs under Landlock, as ``bar run`` does by default. The tests that need
 the kernel's confinement are skipped where it cannot confine (they also run with

@@ -1,4 +1,4 @@
-"""Confinement, round two (SPEC §8): bar's own code is never writable from a step (not
+"""Confinement, round two (docs/sandbox.md): bar's own code is never writable from a step (not
 where a writable root holds it: an install under /tmp, or named in sandbox.allow_write;
 a hard link no rule can make read-only refuses the step), and a step cannot plant what
 git believes about the objects (a commit graph, alternates)."""

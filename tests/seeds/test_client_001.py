@@ -146,7 +146,7 @@ def test_a_client_of_reference_001_reads_what_bar_produced(
     assert recorded(t, steps[2]) == [("user", "FIVE: go on"), ("assistant", "Going on.")]
     assert ("assistant", "No response requested.") in client.said(view.chain)
 
-    # bar's own record is tool-neutral (SPEC §13), not Claude Code's: the reference's
+    # bar's own record is tool-neutral, not Claude Code's: the reference's
     # client finds no transcript in it (docs/sessions.md says so)
     artifact = task_dir(t["id"]) / steps[0]["artifacts"]["session"]
     assert client.load(artifact).messages == {}

@@ -2,7 +2,7 @@
 (``client_004``) reads what a real bar session made, through the real ``bar`` commands
 in a real repository: ``.aide/flow-status.json`` and ``.aide/decisions/`` found from the
 worktree, each as the document types it, and the commits the flow's history names, with
-§5's messages (``[bar]`` for ``[aide]``, as SPEC §12 fixes it). With ``flow.commits:
+§5's messages (``[bar]`` for ``[aide]``, as docs/decide-flow.md says). With ``flow.commits:
 branch`` those commits are on the task branch, as the document's flow makes them, and bar's
 record, ``bar apply`` and a hard rollback go on as before."""
 
@@ -74,7 +74,7 @@ def read_as_the_document_says(wt: Path) -> dict[str, Any]:
     for entry in status["history"]:
         said = client_004.subject(wt, entry["git_commit"])
         assert said == {
-            "tool": "bar",  # SPEC §12: the seed's message with bar for aide
+            "tool": "bar",  # docs/decide-flow.md: the seed's message with bar for aide
             "phase": entry["phase"],
             "kind": client_004.expected_kind(entry),
             "summary": entry["summary"],

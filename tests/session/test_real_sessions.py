@@ -1,4 +1,4 @@
-"""The sessions of the released agent CLIs, kept by bar (SPEC §13).
+"""The sessions of the released agent CLIs, kept by bar (docs/sessions.md).
 
 Each test drives a real agent (``make agents``) against a scripted mock model that says
 known things and reports known token counts, and checks what bar kept of the session:

@@ -1,6 +1,6 @@
-"""What the command line shows of an agent's session (SPEC §13): ``bar show STEP --session``,
-the session line of ``bar log``, the totals of ``bar task show`` and ``bar status``, and a
-step bar stopped past its budget.
+"""What the command line shows of an agent's session (docs/sessions.md):
+``bar show STEP --session``, the session line of ``bar log``, the totals of ``bar task show``
+and ``bar status``, and a step bar stopped past its budget.
 
 The sessions come from the fake agent (tests/support/fake_agent.py ``--transcript``),
 which writes each agent's transcript in its own format, so these run without npm;

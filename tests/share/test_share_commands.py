@@ -1,4 +1,4 @@
-"""``bar push`` and ``bar fetch`` at their edges (SPEC §14): a dry run sends and moves
+"""``bar push`` and ``bar fetch`` at their edges (docs/sharing.md): a dry run sends and moves
 nothing; ``--all`` is every task of this machine and no fetched copy; a remote is a name git
 knows, a URL, or share.remote; a history on the remote that no bar wrote is refused whole,
 and never becomes a task."""

@@ -1,4 +1,4 @@
-"""config.yaml's ``share:`` section (SPEC §14): ``max_blob`` a size in bytes, given as a
+"""config.yaml's ``share:`` section (docs/sharing.md): ``max_blob`` a size in bytes, given as a
 whole number or with a unit; ``remote`` a remote's name or a URL that never reads as an
 option. Both are the developer's alone: the repository's .bar/config.yaml cannot set them."""
 

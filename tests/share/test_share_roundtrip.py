@@ -1,4 +1,4 @@
-"""Task histories between two machines (SPEC §14): a task pushed from one machine is a
+"""Task histories between two machines (docs/sharing.md): a task pushed from one machine is a
 read-only copy on the other, which reads it as its own machine does; adopted there, it goes
 on and comes back, and every recorded state is the same bytes on both. Over a file path and
 through a real ``git daemon``; two pushes at once both land; a push that would drop another

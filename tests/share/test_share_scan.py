@@ -1,7 +1,8 @@
-"""Nothing leaves the machine unscanned (SPEC §14): a secret in an output or in the task's
-files, a file the developer's ignore rules ignore, one sandbox.deny_read hides, one over
-share.max_blob refuses the push (exit 12), naming file, line and an id that ``--allow``
-lets through; an output over share.max_blob is cut in the pushed copy, never here."""
+"""Nothing leaves the machine unscanned (docs/sharing.md, "Nothing leaves unscanned
+(fail-closed)"): a secret in an output or in the task's files, a file the developer's ignore
+rules ignore, one sandbox.deny_read hides, one over share.max_blob refuses the push (exit
+12), naming file, line and an id that ``--allow`` lets through; an output over
+share.max_blob is cut in the pushed copy, never here."""
 
 from __future__ import annotations
 

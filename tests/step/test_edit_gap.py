@@ -1,4 +1,5 @@
-"""Hand edits around a step are not the step's (SPEC §3, "The record never lies").
+"""Hand edits around a step are not the step's (docs/internals/record.md, "The record never
+lies").
 
 Between the look for hand edits and the moment the step's command is released there are
 tens of milliseconds of bar's own work (the manual step's record, the policy, the
@@ -289,7 +290,8 @@ def test_an_ignored_file_a_step_commits_is_the_steps(
 ) -> None:
     """A step that commits a file it did not write (ignored, there from before) changes no
     ctime of it, and still the file enters the record by the step's doing: what the step
-    committed is part of the step (SPEC §3), not a hand edit after it."""
+    committed is part of the step (docs/internals/record.md, "The record never lies"), not a
+    hand edit after it."""
     task = new_task(capfd)
     wt = worktree(task)
     (wt / ".gitignore").write_text("*.log\n")

@@ -1,4 +1,4 @@
-"""Machines that share task histories through one git remote (SPEC §14), for tests.
+"""Machines that share task histories through one git remote (docs/sharing.md), for tests.
 
 A machine is a clone of one bare repository with a bar home of its own; bar runs there as
 the installed executable in a child process, as on a developer's machine. Nothing passes

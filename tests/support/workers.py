@@ -1,4 +1,4 @@
-"""Workers on one machine as on several (SPEC §15), for tests.
+"""Workers on one machine as on several (docs/workers.md), for tests.
 
 A real ``temporal server start-dev`` on 127.0.0.1 (a free port, a database file in the
 test's directory), a developer machine and worker machines, each a clone of one bare

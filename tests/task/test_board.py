@@ -1,4 +1,4 @@
-"""The task board (SPEC §16): planned tasks, claim, start, close, the worktree registry,
+"""The task board (docs/board.md): planned tasks, claim, start, close, the worktree registry,
 the event log and what ``bar doctor`` rebuilds of them. Real git, real bar processes."""
 
 from __future__ import annotations

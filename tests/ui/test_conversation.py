@@ -1,5 +1,5 @@
 """A step's page shows the agent's conversation beside its checkpoints, and the task's
-page its token totals (SPEC §13). Plain HTTP against a real ``bar ui`` child over real
+page its token totals (docs/sessions.md). Plain HTTP against a real ``bar ui`` child over real
 agent steps: ``bar run --agent claude`` of a stand-in that writes Claude Code's
 transcript and calls bar's hooks (``session_writer.py``), so what the page shows is
 checked against what bar kept (the ledger's ``session``, ``NNNN.session.jsonl``)."""

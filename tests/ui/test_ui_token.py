@@ -1,7 +1,7 @@
-"""The review UI's token never reaches a step (SPEC §8, "bar's own hands"): it is in no
-command line (the browser is opened on a private page that posts it), the page is hidden
-from steps, and a request made from inside a running step is refused even with every
-secret in hand."""
+"""The review UI's token never reaches a step (docs/sandbox.md, "What bar does on the step's
+behalf"): it is in no command line (the browser is opened on a private page that posts it),
+the page is hidden from steps, and a request made from inside a running step is refused even
+with every secret in hand."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Steps on workers through a real Temporal dev server, with two real ``bar worker``
-processes as two machines (SPEC §15): run and stream, detach and fetch, cancel, a worker
+processes as two machines (docs/workers.md): run and stream, detach and fetch, cancel, a worker
 killed mid-step, a server restart, a claim from the board, a decision answered from the
 developer's machine, a remote out of reach, and the way back to running here."""
 

@@ -1,5 +1,5 @@
 """How machines reach a Temporal server that asks for TLS, and what a worker lets an
-order do (SPEC §15, docs/workers.md): a real dev server behind a real mTLS front
+order do (docs/workers.md): a real dev server behind a real mTLS front
 (``tls_front``), real ``bar worker`` processes, as a team's cluster would have them."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The settings of workers (SPEC §15): config.yaml's ``workers`` section, which server a
+"""The settings of workers (docs/workers.md): config.yaml's ``workers`` section, which server a
 command talks to, and the words a ``--claim`` command gets."""
 
 from __future__ import annotations

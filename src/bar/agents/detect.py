@@ -1,5 +1,5 @@
 """Which released agent a command line starts, so ``bar run -- claude`` is supervised as
-``bar run --agent claude -- claude`` would be (SPEC §8): by the program's name, also as
+``bar run --agent claude -- claude`` would be (docs/agents.md): by the program's name, also as
 a path (``~/.local/bin/claude``), behind wrappers (``env``, ``nohup``, ``timeout``…) and
 behind the package runners that fetch it (``npx @anthropic-ai/claude-code``, ``bunx``,
 ``pnpm dlx``, ``yarn dlx``), and as the script node runs (``node …/codex.js``).

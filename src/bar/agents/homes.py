@@ -1,4 +1,4 @@
-"""Each agent session's own home, made for the task from the developer's (SPEC §8).
+"""Each agent session's own home, made for the task from the developer's (docs/agents.md).
 
 An agent keeps its settings, hooks, MCP servers, credentials and transcripts in a
 directory of its own in ``~`` (``~/.claude`` with ``~/.claude.json``, ``~/.codex``,

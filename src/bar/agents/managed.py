@@ -1,5 +1,5 @@
-"""bar's hooks where an agent gives them the highest precedence (SPEC §8, "bar's own
-hands").
+"""bar's hooks where an agent gives them the highest precedence (docs/sandbox.md, "What bar
+does on the step's behalf").
 
 An agent reads its settings from several places and lets the nearer ones switch hooks
 off: a repository's ``.claude/settings.local.json`` holding ``"disableAllHooks": true``

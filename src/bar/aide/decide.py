@@ -1,14 +1,14 @@
 """``bar decide``: the agent asks the person questions, and waits for the answers.
 
-The formats are aide decide's (SPEC §12; their field names are fixed), and bar keeps them
-as aide does, so that a client that only knows aide reads and writes the same files: the
-agent submits a DecideInput (``task``, ``source``, ``items[]``, each with ``id``,
+The formats are aide decide's (docs/decide-flow.md; their field names are fixed), and bar
+keeps them as aide does, so that a client that only knows aide reads and writes the same
+files: the agent submits a DecideInput (``task``, ``source``, ``items[]``, each with ``id``,
 ``title``, ``location?``, ``context?``, ``options[]`` of ``value``, ``label``, ``score?``,
-``pros?``, ``cons?``, and ``recommend?``); bar keeps it as ``decisions/pending.json`` in
-the task directory with ``_meta`` {``created_at``, ``session_id``}. The person's answer is
-the DecideOutput {``decisions[]``: ``id``, ``chosen``, ``note?``}, kept with the input as
-the DecisionRecord ``decisions/<session_id>.json`` {``input``, ``output``,
-``completed_at``}, and a ``decision`` step records the choices in the ledger.
+``pros?``, ``cons?``, and ``recommend?``); bar keeps it as ``decisions/pending.json`` in the
+task directory with ``_meta`` {``created_at``, ``session_id``}. The person's answer is the
+DecideOutput {``decisions[]``: ``id``, ``chosen``, ``note?``}, kept with the input as the
+DecisionRecord ``decisions/<session_id>.json`` {``input``, ``output``, ``completed_at``},
+and a ``decision`` step records the choices in the ledger.
 
 ``pending.json`` stays once answered (aide keeps it, and its ``result`` finds the answer
 through it); a new submission replaces it. So a submission is *pending* while its

@@ -1,6 +1,6 @@
 """``bar flow``: where the work of a task stands, in phases and steps, with a snapshot each.
 
-The format is aide flow's FlowStatus (SPEC §12; its field names are fixed), kept as
+The format is aide flow's FlowStatus (docs/decide-flow.md; its field names are fixed), kept as
 ``flow-status.json`` in the task directory exactly as aide writes it, so that a client that
 only knows aide reads it: ``task_id`` (the start, ``2025-01-15T10-30-00``),
 ``current_phase``, ``current_step``, ``started_at`` and ``history[]`` of {``timestamp``,

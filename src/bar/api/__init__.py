@@ -402,7 +402,7 @@ def _with_unapplied(closed: Closed) -> Closed:
     return replace(closed, unapplied=unapplied(closed.task))
 
 
-# --- the task board (SPEC §16) -------------------------------------------------------
+# --- the task board (docs/board.md) --------------------------------------------------
 
 
 def base_moved_text(task: Task) -> str | None:
@@ -1180,7 +1180,7 @@ def wait_for_step(task: Task) -> LiveStep:
     return live.next_step(task)
 
 
-# --- agent sessions (SPEC §13) -------------------------------------------------------
+# --- agent sessions (docs/sessions.md) -----------------------------------------------
 
 
 def session(task: Task, step_ref: str) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
@@ -1270,7 +1270,7 @@ def cost_text(summary: dict[str, Any]) -> str | None:
     return stored.cost_text(summary)
 
 
-# --- sharing through git remotes (SPEC §14) ------------------------------------------
+# --- sharing through git remotes (docs/sharing.md) -----------------------------------
 
 
 def remote(project: Project, name: str | None = None) -> Remote:
@@ -1376,7 +1376,7 @@ def running_on_workers(
     return client.running_now(project, placed)
 
 
-# --- workers (SPEC §15): imported only by the commands that talk to a server ----------
+# --- workers (docs/workers.md): imported only by the commands that talk to a server ---
 
 if TYPE_CHECKING:
     from bar.workers.client import Followed, Sent, StepOrder
@@ -1520,7 +1520,7 @@ def tasks_pushed(project: Project, lines: Sequence[str]) -> list[Task]:
     return found(project, list(lines))
 
 
-# --- attribution for other tools, and review of a pushed branch (SPEC §14) -----------
+# --- attribution for other tools, and review of a pushed branch (docs/sharing.md) ----
 
 if TYPE_CHECKING:
     from bar.history.review import Review

@@ -171,8 +171,9 @@ def decide_clean(
 
 
 def pending_decision(task: Task) -> dict[str, Any] | None:
-    """The submission waiting for an answer: here, or from an agent on a worker (SPEC
-    §15: it waits as a signal of the task's workflow); its ``_meta`` says which."""
+    """The submission waiting for an answer: here, or from an agent on a worker
+    (docs/workers.md, "Decisions from an agent on a worker": it waits as a signal of the
+    task's workflow); its ``_meta`` says which."""
     waiting = decide.pending(task)
     if waiting is not None:
         return waiting

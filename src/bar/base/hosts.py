@@ -1,4 +1,4 @@
-"""Host patterns: the entries of ``sandbox.allow_hosts`` (SPEC §19), and what they let in.
+"""Host patterns: the entries of ``sandbox.allow_hosts`` (docs/sandbox.md), and what they let in.
 
 An entry is a host name (``pypi.org``), every name under a domain (``*.example.com``,
 which is not ``example.com`` itself), or an address (``127.0.0.1``, ``[::1]``), each with

@@ -21,9 +21,10 @@ branch is created by the same compare-and-swap that lands the apply (from nothin
 new commit, whose parent is the start point: the task's base unless another is given), so
 no branch is left behind when the apply fails.
 
-Nothing an agent could have planted in the repository's shared configuration or hooks
-runs meanwhile: every git command that merges, commits, reads or writes a worktree or
-its index, or moves a ref goes through ``safe_git.SafeGit`` (SPEC §8).
+Nothing an agent could have planted in the repository's shared configuration or hooks runs
+meanwhile: every git command that merges, commits, reads or writes a worktree or its index,
+or moves a ref goes through ``safe_git.SafeGit`` (docs/sandbox.md, "What bar does on the
+step's behalf").
 
 Like every verb: write the intent (``apply.json``, holding the step to record), move the
 target, then ``complete``: an update of the checkout that had begun is finished, the step

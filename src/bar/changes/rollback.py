@@ -282,10 +282,10 @@ def restore(
     put_back += trash.put_back_nested(task, gitlinks)
     gone = _unfound_repositories(task, gitlinks)
     # the target was recorded by another line-ending configuration than the one of now
-    # (SPEC §3, "Raw bytes"): the files git wrote are written again by that one, and
-    # since git stores them otherwise than the target's blobs, every file is hashed
-    # anew (below). (Not within git's checkout: its check that a file it replaces holds
-    # no change of its own must convert by the configuration of now.)
+    # (docs/internals/git.md, "Exact bytes where git converts"): the files git wrote are
+    # written again by that one, and since git stores them otherwise than the target's
+    # blobs, every file is hashed anew (below). (Not within git's checkout: its check that a
+    # file it replaces holds no change of its own must convert by the configuration of now.)
     checkout = _recorded_checkout(task, target_commit)
     reconverted = _reconverted(task, checkout)
     # where git converts line endings or filters, the exact bytes of both states

@@ -1,9 +1,9 @@
 """The task's trash: what bar must remove from a worktree that no recorded state holds.
 
-SPEC §3 "Nothing is destroyed that was not recorded": a rollback that turns a nested
-repository into a file, a close that removes a worktree holding ignored files, any command
-that would unlink bytes no snapshot holds, moves them here first. Each move is one
-*entry*, a directory ``tasks/<id>/trash/<UTC time>-<n>/``:
+docs/internals/record.md, "Nothing is destroyed that was not recorded": a rollback that
+turns a nested repository into a file, a close that removes a worktree holding ignored
+files, any command that would unlink bytes no snapshot holds, moves them here first. Each
+move is one *entry*, a directory ``tasks/<id>/trash/<UTC time>-<n>/``:
 
 ```
 manifest.json   when, which command (and step), why, and each path moved: its kind
@@ -189,7 +189,7 @@ def holds_repo(root: Path | str, rel: str) -> bool:
 
 
 # A nested repository's HEAD, read from its files: git is not run there (its
-# configuration is not bar's to run: SPEC §3, nested repositories are foreign)
+# configuration is not bar's to run: nested repositories are foreign, docs/internals/record.md)
 def _read_small(dir_fd: int, rel: str) -> str | None:
     """A small file at ``rel`` below the directory ``dir_fd``, no link followed."""
     parts = rel.split("/")

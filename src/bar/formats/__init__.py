@@ -1,4 +1,4 @@
-"""What bar holds, written in the formats other tools of the field read (SPEC §20).
+"""What bar holds, written in the formats other tools of the field read (docs/sharing.md).
 
 - ``atif``: a task's agent sessions as an ATIF trajectory (``bar export --format atif``);
 - ``otel``: steps, agent sessions and tool calls as OpenTelemetry spans after the GenAI

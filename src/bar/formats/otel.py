@@ -1,4 +1,4 @@
-"""OpenTelemetry spans of a task, after the GenAI semantic conventions (SPEC §20).
+"""OpenTelemetry spans of a task, after the GenAI semantic conventions (docs/sharing.md).
 
 One trace per task. Its spans, each a child of the one before:
 

@@ -116,17 +116,17 @@ def git(
     )
 
 
-# bar's own git takes no orders from a configuration a step could have written (SPEC §8,
-# "bar's own hands"). It runs no hook and no fsmonitor (a developer's or a planted
-# program must not fire on bar's plumbing, nor fail it: reference-transaction runs on
-# every update-ref; bar knows what changed by itself), signs nothing, and reaches no
-# remote: ``GIT_ALLOW_PROTOCOL`` empty overrides every ``protocol.<name>.allow`` a
-# configuration sets, so an object missing from a repository with a promisor remote is
-# never "fetched" through a transport that runs a program (``ext::``, a local
-# ``uploadpack``, ssh); ``GIT_NO_LAZY_FETCH`` says the same to a git that knows it.
-# External diffs and text conversions are off by the flags of every diff bar parses
-# (``DIFF_FLAGS``, ``--no-textconv``), filters by ``bar.git.safe`` where a checkout could
-# run one, and the one configuration file of a worktree's a step could write
+# bar's own git takes no orders from a configuration a step could have written
+# (docs/sandbox.md, "What bar does on the step's behalf"). It runs no hook and no fsmonitor
+# (a developer's or a planted program must not fire on bar's plumbing, nor fail it:
+# reference-transaction runs on every update-ref; bar knows what changed by itself), signs
+# nothing, and reaches no remote: ``GIT_ALLOW_PROTOCOL`` empty overrides every
+# ``protocol.<name>.allow`` a configuration sets, so an object missing from a repository
+# with a promisor remote is never "fetched" through a transport that runs a program
+# (``ext::``, a local ``uploadpack``, ssh); ``GIT_NO_LAZY_FETCH`` says the same to a git
+# that knows it. External diffs and text conversions are off by the flags of every diff bar
+# parses (``DIFF_FLAGS``, ``--no-textconv``), filters by ``bar.git.safe`` where a checkout
+# could run one, and the one configuration file of a worktree's a step could write
 # (``config.worktree``) is read-only in the step's mount namespace (``bar.sandbox``).
 NO_HOOKS = ("-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false")
 # nor does it warn of, or refuse, a line ending it converts (``core.safecrlf``): bar
@@ -142,12 +142,13 @@ NO_PROGRAMS = (
     "core.safecrlf=false",
 )
 NO_TRANSPORT = {"GIT_ALLOW_PROTOCOL": "", "GIT_NO_LAZY_FETCH": "1"}
-# A nested repository is foreign (SPEC §3): bar never writes inside it. Yet ``git add``
-# and ``git diff-files`` ask each gitlink whether it is dirty with a ``git status`` of
-# their own inside it, which refreshes and rewrites its index (split, with a
-# ``sharedindex.*``, when the side index's ``core.splitIndex`` reaches it through the
-# environment, as every ``GIT_CONFIG_*`` does). ``GIT_OPTIONAL_LOCKS=0`` makes every git
-# below bar's skip such writes (bar's own index writes take their lock all the same).
+# A nested repository is foreign (docs/internals/record.md, "Nothing is destroyed that was
+# not recorded"): bar never writes inside it. Yet ``git add`` and ``git diff-files`` ask
+# each gitlink whether it is dirty with a ``git status`` of their own inside it, which
+# refreshes and rewrites its index (split, with a ``sharedindex.*``, when the side index's
+# ``core.splitIndex`` reaches it through the environment, as every ``GIT_CONFIG_*`` does).
+# ``GIT_OPTIONAL_LOCKS=0`` makes every git below bar's skip such writes (bar's own index
+# writes take their lock all the same).
 NO_OPTIONAL_WRITES = {"GIT_OPTIONAL_LOCKS": "0"}
 
 

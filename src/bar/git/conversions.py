@@ -1,13 +1,14 @@
 """What decides git's conversions, and whether it changed since a task's last look.
 
 ``git add`` stores a file through its conversions: line endings (``core.autocrlf``,
-``core.eol``, the ``text`` and ``eol`` attributes), ``working-tree-encoding`` and
-filters (``filter.<name>.clean``). Their inputs live outside the files themselves: the
+``core.eol``, the ``text`` and ``eol`` attributes), ``working-tree-encoding`` and filters
+(``filter.<name>.clean``). Their inputs live outside the files themselves: the
 configuration, ``info/attributes``, the global attributes file and the worktree's
-``.gitattributes`` files. When one of them changes and no file is touched, the side
-index's stat cache still says every file is clean, so git never reads them again, yet a
-fresh ``git add -A`` would store other blobs. A look therefore notices a change of those
-inputs and has every file hashed anew (``git add --renormalize``, SPEC §3 "Raw bytes").
+``.gitattributes`` files. When one of them changes and no file is touched, the side index's
+stat cache still says every file is clean, so git never reads them again, yet a fresh
+``git add -A`` would store other blobs. A look therefore notices a change of those inputs
+and has every file hashed anew (``git add --renormalize``; docs/internals/git.md, "Exact
+bytes where git converts").
 
 Outside the worktree, the inputs are fingerprinted in two steps, kept beside the side
 index (``<index>.conversions``): the identities (inode, size, times) of the files that

@@ -122,10 +122,10 @@ def checkout_config(worktree: Path, asked: Started | None = None) -> dict[str, s
 def recorded_checkout(repo: Path | str, commit: str) -> dict[str, str] | None:
     """The configuration git's checkout converted line endings by when the snapshot
     ``commit`` was recorded, for a restore to write the bytes it recorded whatever the
-    configuration says now (SPEC §3, "Raw bytes"): the one its raw parent names; for a
-    snapshot of bar's with none, git's defaults (it was recorded where git converts
-    nothing); None where it is not known (a commit not of bar's, as the task's base, or
-    a raw parent that names none): the configuration as it is."""
+    configuration says now (docs/internals/git.md, "Exact bytes where git converts"): the
+    one its raw parent names; for a snapshot of bar's with none, git's defaults (it was
+    recorded where git converts nothing); None where it is not known (a commit not of bar's,
+    as the task's base, or a raw parent that names none): the configuration as it is."""
     if commit in _RECORDED_CHECKOUT:
         found = _RECORDED_CHECKOUT[commit]
         return dict(found) if found is not None else None

@@ -1,6 +1,6 @@
 """What a step must not change: the files that decide what bar and git do next.
 
-Without confinement (SPEC §8) a command run in a task can reach files outside its
+Without confinement (docs/sandbox.md) a command run in a task can reach files outside its
 worktree. Some of them would turn bar against the developer: the worktree's ``.git``
 file pointed at the developer's own repository (a hard rollback would then reset *their*
 branch), bar's ``config.yaml`` with the policy switched off, the policy file itself, a

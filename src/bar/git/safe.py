@@ -1,11 +1,12 @@
 """git for the developer's repository that runs nothing an agent planted.
 
-The developer's checkout shares ``.git/config`` and ``.git/hooks`` with the task
-worktrees, so an agent could have planted a filter, a merge driver, an fsmonitor command,
-a hook or a ``core.worktree`` there. Every git command ``bar.changes.apply`` and ``bar.changes.checkout``
-run to compute and land a commit, and ``bar.changes.sync``'s, go through ``SafeGit``, which
-switches all of it off (SPEC §8). The configuration of every directory git will run in is
-read at once, by one git each, begun together (``SafeGit.ask``, ``SafeGit.read``).
+The developer's checkout shares ``.git/config`` and ``.git/hooks`` with the task worktrees,
+so an agent could have planted a filter, a merge driver, an fsmonitor command, a hook or a
+``core.worktree`` there. Every git command ``bar.changes.apply`` and
+``bar.changes.checkout`` run to compute and land a commit, and ``bar.changes.sync``'s, go
+through ``SafeGit``, which switches all of it off (docs/sandbox.md, "What bar does on the
+step's behalf"). The configuration of every directory git will run in is read at once, by
+one git each, begun together (``SafeGit.ask``, ``SafeGit.read``).
 """
 
 from __future__ import annotations

@@ -1,13 +1,13 @@
 """Checkpoints: the state of a task's worktree after every tool call of an agent session.
 
-An agent session run as one step can last an hour. With ``--agent``, the agent calls
-bar's hook after each tool call that can change files (its shell, its edit tools), and
-the step's supervisor records a checkpoint there (SPEC §9): a snapshot chained onto the
+An agent session run as one step can last an hour. With ``--agent``, the agent calls bar's
+hook after each tool call that can change files (its shell, its edit tools), and the step's
+supervisor records a checkpoint there (docs/checkpoints.md): a snapshot chained onto the
 previous one like any step's, the patch from the previous checkpoint, and one line of
 ``artifacts/<step>.checkpoints.jsonl`` saying which tool call it followed (tool, call id,
-session, command or paths, the policy's decision and what the agent did with it, times,
-diff stat). They are numbered from 1 in the order the calls finished and addressed
-``STEP.N`` (``0003.2``) wherever a state is named.
+session, command or paths, the policy's decision and what the agent did with it, times, diff
+stat). They are numbered from 1 in the order the calls finished and addressed ``STEP.N``
+(``0003.2``) wherever a state is named.
 
 At the end of the step, what no hook saw (a subagent that skips hooks, a background
 process, a hand edit during the session) becomes one more checkpoint, the residual, so

@@ -115,7 +115,7 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view) :]
 
 
-# the lines of a patch that name files (its "metadata", SPEC §6), not content
+# the lines of a patch that name files (its "metadata": docs/internals/redact.md), not content
 _NAMING = (
     b"diff --git ",
     b"--- ",

@@ -16,22 +16,22 @@ keeps, beside the index (``<index>.racy``), the paths of those whose ctime falls
 after the second the write began while their mtime is older, and of those whose mtime
 falls in that second or later but before the second the index file was written.
 
-That second is the other hole: git notes the stat it took before it read a file, and
-judges an entry racily clean only when its mtime is at or after the index file's. A
-file git read early in a long ``git add`` (a large file hashed after it) and rewritten
-with as many bytes in that same second, the index written in a later second, keeps
-the stat git noted, seconds and all: git would call the edit clean forever. So such an
-entry is a suspect too (SPEC §3: a file that changes while bar hashes it is hashed
-again); one whose mtime is in the second the index was written is git's own racy case. The next look at the
-worktree treats them as changed whatever their stat says (``suspects``): it clears the
-stat git noted for them just before it adds (``force``: ``git update-index
---index-info`` with the same mode and object, as ``read-tree`` leaves an entry), so git
-hashes them again, and notes the suspects of that write in turn. The entries are never
-left without their stat between commands: git's own checkout, which a rollback uses,
-refuses to touch an entry whose stat does not match its file. Files written the
-ordinary way are left to git's own rule, so this costs a second hashing only where a
-write lasted past the end of a second in which files changed, and after a chmod, a
-rename or a ``touch -r`` in the second of a record.
+That second is the other hole: git notes the stat it took before it read a file, and judges
+an entry racily clean only when its mtime is at or after the index file's. A file git read
+early in a long ``git add`` (a large file hashed after it) and rewritten with as many bytes
+in that same second, the index written in a later second, keeps the stat git noted, seconds
+and all: git would call the edit clean forever. So such an entry is a suspect too (a file
+that changes while bar hashes it is hashed again: docs/internals/record.md, "The record
+never lies"); one whose mtime is in the second the index was written is git's own racy case.
+The next look at the worktree treats them as changed whatever their stat says
+(``suspects``): it clears the stat git noted for them just before it adds (``force``: ``git
+update-index --index-info`` with the same mode and object, as ``read-tree`` leaves an
+entry), so git hashes them again, and notes the suspects of that write in turn. The entries
+are never left without their stat between commands: git's own checkout, which a rollback
+uses, refuses to touch an entry whose stat does not match its file. Files written the
+ordinary way are left to git's own rule, so this costs a second hashing only where a write
+lasted past the end of a second in which files changed, and after a chmod, a rename or a
+``touch -r`` in the second of a record.
 """
 
 from __future__ import annotations

@@ -73,7 +73,8 @@ def note_base_checkout(worktree: Path, index: Path) -> None:
     """Note the configuration git's checkout converted line endings by when it made the
     worktree (``exact.checkout_config``): the task's base is no snapshot of bar's, whose
     raw parent would say it, yet a rollback to it must write the bytes that were on disk
-    then, whatever the configuration says now (SPEC §3, "Raw bytes")."""
+    then, whatever the configuration says now (docs/internals/git.md, "Exact bytes where git
+    converts")."""
     said = json.dumps(exact.checkout_config(worktree), sort_keys=True).encode()
     with contextlib.suppress(OSError, BarError):
         write_bytes_atomic(_base_checkout_path(index), said + b"\n", durable=False)
@@ -200,10 +201,11 @@ def head_path(index: Path) -> Path:
 
 
 def head_moved(worktree: Path, index: Path) -> bool:
-    """Whether the worktree's HEAD moved since ``note_head`` (a step committed, reset,
-    or the developer did by hand): the files HEAD holds are recorded whatever the ignore
-    rules say (SPEC §3, "What the step committed is part of the step"), so the side
-    index starts over from it (``reseed``). Never for a first look."""
+    """Whether the worktree's HEAD moved since ``note_head`` (a step committed, reset, or
+    the developer did by hand): the files HEAD holds are recorded whatever the ignore rules
+    say (what the step committed is part of the step: docs/internals/record.md, "The record
+    never lies"), so the side index starts over from it (``reseed``). Never for a first
+    look."""
     now = git.head(worktree)
     try:
         before = head_path(index).read_text().strip()

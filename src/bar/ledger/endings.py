@@ -1,13 +1,13 @@
 """How a step ended, in the one set of words every face uses.
 
-The truth is the step's ledger line (SPEC §1): ``exit_code``; ``signal``, the signal that
-stopped the command (it was killed by it, or caught it and exited: a Ctrl-C'd agent
-that exits 0 is recorded 128+N, ``bar.base.proc.exit_status``); ``interrupted`` (bar
-died mid-step); ``blocked``; and bar's own ``stopped_by`` (a failing pre_run hook) and
-``stopped`` (a budget). ``bar run``'s last line, ``bar log``, ``bar show``, ``bar ui``
-and the ``result`` of the JSON shapes (``--json``, ``bar mcp``) all say it through
-``of``, so a step stopped by Ctrl-C reads ``interrupted`` wherever it is shown, whatever
-code the command chose.
+The truth is the step's ledger line (docs/storage.md, "What a version-1 reader must know"):
+``exit_code``; ``signal``, the signal that stopped the command (it was killed by it, or
+caught it and exited: a Ctrl-C'd agent that exits 0 is recorded 128+N,
+``bar.base.proc.exit_status``); ``interrupted`` (bar died mid-step); ``blocked``; and bar's
+own ``stopped_by`` (a failing pre_run hook) and ``stopped`` (a budget). ``bar run``'s last
+line, ``bar log``, ``bar show``, ``bar ui`` and the ``result`` of the JSON shapes
+(``--json``, ``bar mcp``) all say it through ``of``, so a step stopped by Ctrl-C reads
+``interrupted`` wherever it is shown, whatever code the command chose.
 """
 
 from __future__ import annotations

@@ -181,7 +181,8 @@ def append(task: Task, step: _S, scrubber: Scrubber | None = None) -> _S:
     last = task.ledger.last()
     if isinstance(step, RunStep | ManualStep) and step.head:
         # the step (a commit, a reset) or a hand moved the worktree's HEAD: said with its
-        # changes (SPEC §3, "What the step committed is part of the step")
+        # changes (what the step committed is part of the step: docs/internals/record.md,
+        # "The record never lies")
         before = last.head if last is not None and last.head else task.base_commit
         if before and before != step.head:
             step.extra["head_moved"] = True

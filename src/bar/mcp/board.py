@@ -1,4 +1,4 @@
-"""What ``bar mcp`` offers a lead agent: the task board (SPEC §16, docs/board.md).
+"""What ``bar mcp`` offers a lead agent: the task board (docs/board.md).
 
 Unlike the tools of ``bar.mcp.tools``, which serve one task, these act on the project:
 plan tasks (``task_create``), see them (``task_list``), take one (``task_claim``), start

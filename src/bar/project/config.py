@@ -1,4 +1,4 @@
-"""config.yaml: the per-project configuration (SPEC §1), validated strictly.
+"""config.yaml: the per-project configuration (docs/storage.md), validated strictly.
 
 Every key is known; an unknown key, a wrong type or an unknown version is a
 ``ConfigError`` that names the key and the file. Missing keys take their defaults, which
@@ -31,7 +31,8 @@ class GitConfig:
 class PolicyConfig:
     enabled: bool = False
     path: str = ".bar/policy.yaml"
-    # every program a confined step starts is judged too (SPEC §18, bar.sandbox.exec_watch)
+    # every program a confined step starts is judged too (bar.sandbox.exec_watch;
+    # docs/policy.md, "Programs judged as they run")
     exec_check: bool = True
 
 
@@ -58,7 +59,8 @@ class RunConfig:
     record_env: tuple[str, ...] = ()
 
 
-# what a step may reach (SPEC §19), from the most open to the least
+# what a step may reach (docs/sandbox.md, "The network a step may reach"), from the most
+# open to the least
 NETWORK_MODES = ("open", "allow-list", "none")
 # the hosts a step reaches through bar's proxy unless ``sandbox.allow_hosts`` says
 # otherwise: the model APIs of the released agents, and the public package registries
@@ -87,11 +89,12 @@ DEFAULT_HOSTS = (
 
 @record(frozen=True)
 class SandboxConfig:
-    """SPEC §8: paths are absolute or start with ``~`` (the developer's home)."""
+    """The ``sandbox`` section (docs/sandbox.md): paths are absolute or start with ``~``
+    (the developer's home)."""
 
     enabled: bool = True
     required: bool = False
-    network: str = "allow-list"  # one of NETWORK_MODES (SPEC §19)
+    network: str = "allow-list"  # one of NETWORK_MODES (docs/sandbox.md)
     allow_hosts: tuple[str, ...] = DEFAULT_HOSTS
     allow_write: tuple[str, ...] = ("~/.cache",)
     deny_read: tuple[str, ...] = ("~/.ssh", "~/.aws", "~/.gnupg", "~/.netrc")
@@ -139,8 +142,9 @@ class Price:
 
 @record(frozen=True)
 class AgentsConfig:
-    """SPEC §13: a budget for every agent step, and the prices its cost is computed from
-    (model name, or a pattern with ``*``, to its price; never guessed)."""
+    """The ``agents`` section (docs/sessions.md): a budget for every agent step, and the
+    prices its cost is computed from (model name, or a pattern with ``*``, to its price;
+    never guessed)."""
 
     max_tokens: int | None = None
     max_cost_usd: float | None = None
@@ -149,8 +153,9 @@ class AgentsConfig:
 
 @record(frozen=True)
 class ShareConfig:
-    """SPEC §14: where ``bar push`` and ``bar fetch`` go by default (a remote's name or
-    URL; None: ``origin``), and the size above which a blob is cut in the pushed copy."""
+    """The ``share`` section (docs/sharing.md): where ``bar push`` and ``bar fetch`` go by
+    default (a remote's name or URL; None: ``origin``), and the size above which a blob is
+    cut in the pushed copy."""
 
     remote: str | None = None
     max_blob: int = 10_000_000
@@ -158,12 +163,12 @@ class ShareConfig:
 
 @record(frozen=True)
 class WorkersConfig:
-    """SPEC §15: the Temporal server commands talk to (``host:port``), its namespace, the
-    remote task histories travel through (None: ``share.remote``, else ``origin``), how
-    many times a step a lost worker was running is run again (0: recorded interrupted,
-    not retried), what a worker told to stop does with its running steps (``finish`` them,
-    or ``interrupt`` them and record them so), and the seconds without a heartbeat after
-    which a worker counts as lost."""
+    """The ``workers`` section (docs/workers.md): the Temporal server commands talk to
+    (``host:port``), its namespace, the remote task histories travel through (None:
+    ``share.remote``, else ``origin``), how many times a step a lost worker was running is
+    run again (0: recorded interrupted, not retried), what a worker told to stop does with
+    its running steps (``finish`` them, or ``interrupt`` them and record them so), and the
+    seconds without a heartbeat after which a worker counts as lost."""
 
     server: str = "127.0.0.1:7233"
     namespace: str = "default"
@@ -187,10 +192,10 @@ class WorkersConfig:
 
 @record(frozen=True)
 class TelemetryConfig:
-    """SPEC §20: where every recorded step is sent as OpenTelemetry spans (an OTLP/HTTP
-    base URL, ``http://127.0.0.1:4318``; None: the standard ``OTEL_EXPORTER_OTLP_*``
-    variables, else nowhere). The developer's own setting only: a repository's file
-    must not send a team's records elsewhere."""
+    """The ``telemetry`` section (docs/sharing.md): where every recorded step is sent as
+    OpenTelemetry spans (an OTLP/HTTP base URL, ``http://127.0.0.1:4318``; None: the
+    standard ``OTEL_EXPORTER_OTLP_*`` variables, else nowhere). The developer's own setting
+    only: a repository's file must not send a team's records elsewhere."""
 
     otlp_endpoint: str | None = None
 

@@ -1,4 +1,4 @@
-"""Confinement of a step's command (SPEC §8): what it may write, read and reach.
+"""Confinement of a step's command (docs/sandbox.md): what it may write, read and reach.
 
 A ``Plan`` says it in paths: the roots the command may write (and read), the paths it
 must never write even where a writable root holds them (the developer's checkout,

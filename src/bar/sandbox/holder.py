@@ -1,4 +1,5 @@
-"""A step's processes die with the ``bar`` that supervises them (SPEC §8).
+"""A step's processes die with the ``bar`` that supervises them (docs/sandbox.md, "What a
+step may do").
 
 A ``bar run`` killed by SIGKILL cannot stop anything itself: the step's processes would go
 on, and what they write afterwards would read as the developer's hand edit. So a step's

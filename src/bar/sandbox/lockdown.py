@@ -1,4 +1,4 @@
-"""A confined step holds no privilege (SPEC §8, "bar's own hands").
+"""A confined step holds no privilege (docs/sandbox.md, "Processes, /tmp and privileges").
 
 In its own user namespace the step's first process holds every capability of that
 namespace; started by root, it would keep them across ``exec`` and could, as the owner of

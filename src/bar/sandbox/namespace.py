@@ -1,4 +1,5 @@
-"""A step's own view of a few directories: Linux mount namespaces (SPEC §8, round two).
+"""A step's own view of a few directories: Linux mount namespaces (docs/sandbox.md, "The
+object store and the refs: a quarantine").
 
 Landlock says which files a step may write; it cannot say "add files here, but change
 none that are there". git's object store needs exactly that: a commit adds objects, and
@@ -9,12 +10,12 @@ mounted read-only beside it as an alternate (git finds every existing object, an
 change none); the directory of the task branch's ref, and of its reflog, are copies
 (``bar.sandbox.quarantine`` brings back what the step did to its own branch, and nothing else).
 
-The same namespaces give the step a PID namespace of its own (SPEC §8, "bar's own
-hands"): its first process is the init of a world where the step's processes are the only
-ones (``mount_proc`` shows them alone in ``/proc``: no other process's command line or
-environment can be read), and when that init ends, the kernel kills every process left
-in it at once, however deep its chain of children (``bar.sandbox.holder``). Its ``/tmp`` and
-``/var/tmp`` are directories of the task's: ``Bind`` entries the plan makes
+The same namespaces give the step a PID namespace of its own (docs/sandbox.md, "Processes,
+/tmp and privileges"): its first process is the init of a world where the step's processes
+are the only ones (``mount_proc`` shows them alone in ``/proc``: no other process's command
+line or environment can be read), and when that init ends, the kernel kills every process
+left in it at once, however deep its chain of children (``bar.sandbox.holder``). Its
+``/tmp`` and ``/var/tmp`` are directories of the task's: ``Bind`` entries the plan makes
 (``bar.sandbox.plan``).
 
 The views are made in the holder of the command, before the init is forked, and before

@@ -1,4 +1,5 @@
-"""The network a step may reach (SPEC §19): its own namespace, bar's proxy the only way out.
+"""The network a step may reach (docs/sandbox.md): its own namespace, bar's proxy the only
+way out.
 
 With ``sandbox.network: allow-list`` a step has a network namespace of its own: its
 loopback, and no route anywhere else. Its way out is bar's proxy, which runs in ``bar

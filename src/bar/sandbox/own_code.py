@@ -1,4 +1,4 @@
-"""bar's own code is never writable from a step (SPEC §8, round two).
+"""bar's own code is never writable from a step (docs/sandbox.md, "What a step may do").
 
 A step that rewrote bar, its console script or the interpreter that runs it would run
 its code with the developer's full rights the next time the developer types ``bar``.

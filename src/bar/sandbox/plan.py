@@ -1,4 +1,5 @@
-"""What a task's step may write, read and reach (SPEC §8), as a ``bar.sandbox.Plan``.
+"""What a task's step may write, read and reach (docs/sandbox.md, "What a step may do"), as
+a ``bar.sandbox.Plan``.
 
 Writable: the worktree; what git needs to commit on the task branch (the quarantine
 the step sees as the object store and as the directory of the task branch's ref and of

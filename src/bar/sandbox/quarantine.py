@@ -1,4 +1,4 @@
-"""New objects of a step wait in quarantine; nothing existing can be changed (SPEC §8).
+"""New objects of a step wait in quarantine; nothing existing can be changed (docs/sandbox.md).
 
 A confined step sees the repository's git directory through its own mount namespace
 (``bar.sandbox.namespace``):

@@ -1,4 +1,5 @@
-"""Which processes belong to a running step (SPEC §8, "bar's own hands").
+"""Which processes belong to a running step (docs/sandbox.md, "What bar does on the step's
+behalf").
 
 A step's processes live in a PID namespace of its own (``bar.sandbox.namespace``), which
 nothing in the step can leave. While a step runs, bar keeps a note of that namespace

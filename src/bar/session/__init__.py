@@ -1,4 +1,4 @@
-"""What an agent said and did in a step, and what it cost (SPEC §13).
+"""What an agent said and did in a step, and what it cost (docs/sessions.md).
 
 bar reads the agent's own transcript as the agent writes it (in its home for the task,
 ``bar.agents.homes``) and keeps a redacted, tool-neutral copy beside the step:

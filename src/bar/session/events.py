@@ -1,4 +1,4 @@
-"""The events of a stored session (SPEC §13), whatever agent they came from.
+"""The events of a stored session (docs/sessions.md), whatever agent they came from.
 
 Each is one JSON object on one line of ``artifacts/NNNN.session.jsonl``:
 

@@ -1,4 +1,4 @@
-"""Sharing task histories through git remotes (SPEC §14).
+"""Sharing task histories through git remotes (docs/sharing.md).
 
 A task's record (``task.json``, ``ledger.jsonl``, ``artifacts/``) is written as a git tree
 and wrapped in a *history commit* on ``refs/bar/history/<id>``, one ref per task, each

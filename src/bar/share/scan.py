@@ -5,7 +5,8 @@ the commits of the task's states and branch. Before it does, every one of those 
 is read here:
 
 * **secret**  a token shape or the value of a secret-named variable this process knows
-  (the detector of SPEC §6 and §8), in any file: an output, a patch, a session, a state;
+  (the detector of docs/internals/redact.md), in any file: an output, a patch, a session,
+  a state;
 * **ignored** a file of the task's states that your checkout's ignore rules (``.gitignore``,
   ``info/exclude``, ``core.excludesFile``) ignore, and that the base did not have: an
   agent that edits ``.gitignore`` cannot get ``.env`` pushed;

@@ -1,5 +1,6 @@
 """Recording a step that has ended, or whose ``bar`` was killed while it ran: its snapshot,
-its patch and its ledger line (the commit point), then its intent removed (SPEC §3).
+its patch and its ledger line (the commit point), then its intent removed
+(docs/internals/record.md, "Order of writes").
 
 ``bar.step.run`` calls ``complete`` when the command has ended; ``bar.changes.recovery``
 calls the same ``complete`` with no outcome for a step whose ``bar`` died during it: the

@@ -194,7 +194,7 @@ def _moved_by_then(worktree: Path, rel: str, until: Bound) -> bool:
 def _committed(task: Task) -> set[str]:
     """The paths the commits made since the task's last record changed (a step that
     committed a file, an ignored one too, moves no ctime of it: what the step committed
-    is part of the step, SPEC §3)."""
+    is part of the step: docs/internals/record.md, "The record never lies")."""
     last = task.ledger.last()
     before = getattr(last, "head", None) or task.base_commit
     now = git.head(task.worktree)

@@ -559,7 +559,7 @@ def _budget(task: Task, req: RunRequest) -> Budget | None:
 
 
 def _step_env(task: Task, step_id: str) -> dict[str, str]:
-    """What the command learns about its step (SPEC §6)."""
+    """What the command learns about its step (docs/sandbox.md, "Hooks around a step")."""
     return {
         "BAR_PROJECT": task.project.name,
         "BAR_TASK_ID": task.id,

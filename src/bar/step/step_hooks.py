@@ -1,4 +1,5 @@
-"""The hooks around a step, as ``bar run`` runs them (SPEC §6), and where each comes from.
+"""The hooks around a step, as ``bar run`` runs them (docs/sandbox.md, "Hooks around a
+step"), and where each comes from.
 
 The repository's hooks (``.bar/config.yaml``, the first ``pre_run_shared`` /
 ``post_run_shared`` of each phase) are part of the repository: any commit can change

@@ -1,4 +1,4 @@
-"""The whole on-disk layout of bar's data (SPEC §1), in one place.
+"""The whole on-disk layout of bar's data (docs/storage.md), in one place.
 
 ```
 $BAR_HOME/projects/<name>-<hash4>/

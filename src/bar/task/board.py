@@ -1,6 +1,6 @@
 """The task board: where each task stands in the plan, apart from where its files are.
 
-The control plane of SPEC §16 (reference 002): a task can exist before it has a
+The control plane of docs/board.md (reference 002): a task can exist before it has a
 worktree. task.json keeps ``status`` (``active`` / ``closed``) and holds ``board``::
 
     "board": {"status": "pending" | "in_progress" | "completed",
@@ -97,7 +97,7 @@ def validate_owner(owner: str) -> str:
 
 
 def task_view(task: Task) -> dict[str, Any]:
-    """The task as an event names it (SPEC §16: ``{"id", "status"}`` and more)."""
+    """The task as an event names it (docs/board.md: ``{"id", "status"}`` and more)."""
     view: dict[str, Any] = {"id": task.id, "name": task.name, "status": task.board.status}
     if task.board.owner:
         view["owner"] = task.board.owner

@@ -1,4 +1,4 @@
-"""workspaces/index.json: the registry of task worktrees (SPEC §16, reference 002).
+"""workspaces/index.json: the registry of task worktrees (docs/board.md, reference 002).
 
 The execution plane's record: where each task's worktree is, on which branch, and whether
 it is ``active`` (made and in use), ``kept`` (to stay when its task closes, or left after

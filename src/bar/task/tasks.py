@@ -1,8 +1,8 @@
 """Tasks: a named piece of work with its own branch, worktree, ledger and snapshot chain.
 
-``task.json`` holds the fields of SPEC §1 exactly, and is the last thing ``bar task new``
-writes (``bar.task.new``): a task directory without it is a task bar did not finish
-creating, which no listing or lookup returns.
+``task.json`` holds the design's fields exactly (docs/storage.md), and is the last thing
+``bar task new`` writes (``bar.task.new``): a task directory without it is a task bar did
+not finish creating, which no listing or lookup returns.
 """
 
 from __future__ import annotations
@@ -137,7 +137,7 @@ class Task:
 
     @property
     def on_workers(self) -> bool:
-        """Its steps run on workers (SPEC §15: sent from this machine, ``bar.workers``):
+        """Its steps run on workers (docs/workers.md: sent from this machine, ``bar.workers``):
         it has no worktree here, whatever its board says; its worktree is on the machine
         that runs its next step."""
         return self.project.paths.placement(self.id).is_file()
@@ -318,7 +318,7 @@ def load_task(project: Project, task_id: str, *, record_dir: Path | None = None)
             f"no task with id {task_id!r}", hint="`bar task list` shows the tasks"
         ) from None
     rec = upgrade("task", rec, path)
-    # ``board`` is bar's (SPEC §16); a task.json written before it has none
+    # ``board`` is bar's (docs/board.md); a task.json written before it has none
     unbound = not isinstance(rec.get("board"), dict)
     status = _require_str(rec, "status", path)
     if status not in ("active", "closed"):

@@ -1,4 +1,4 @@
-"""A project's board: its tasks as cards in columns, as bar's board has them (SPEC §16).
+"""A project's board: its tasks as cards in columns, as bar's board has them (docs/board.md).
 
 The columns are the board's statuses (``bar.task.board``), with the pending tasks someone
 took apart from those nobody did: **pending** (planned, nobody's), **claimed** (planned,

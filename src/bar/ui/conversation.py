@@ -1,4 +1,4 @@
-"""The HTML of an agent's conversation in a step (SPEC §13), beside its checkpoints.
+"""The HTML of an agent's conversation in a step (docs/sessions.md), beside its checkpoints.
 
 Every event is the agent's (or the model's) text and is escaped like any other value.
 The list is written server-side in one plain ``<ol>``, one item an event, so a session of

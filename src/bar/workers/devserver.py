@@ -5,8 +5,8 @@ the benchmarks.
 package (``bar[workers]``), found beside the Python that runs bar (its virtual
 environment's, a ``pipx`` or ``uv tool`` install's), else on PATH. It listens on
 127.0.0.1 only, without its web UI. Its workflows are kept in memory unless it is given
-a database file, with which they survive a restart (SPEC §15: a server restart loses
-nothing). ``serve`` runs one in the foreground until Ctrl-C or SIGTERM.
+a database file, with which they survive a restart (docs/workers.md, "When things fail": a server
+restart loses nothing). ``serve`` runs one in the foreground until Ctrl-C or SIGTERM.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ While a step runs on a worker, the worker publishes every few seconds (when some
 changed) one commit on the remote's ``refs/bar/progress/<task id>``:
 
     state/        the worktree as it is now (a snapshot through a private index)
-    running.json  the step's intent (SPEC §7's marker), secrets already scrubbed
+    running.json  the step's intent (docs/internals/record.md), secrets already scrubbed
     artifacts/    the running step's files so far: output, checkpoints, session
 
 Its parent is the task's snapshot chain on the worker (``refs/bar/tasks/<id>``), so the

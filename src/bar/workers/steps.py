@@ -1,4 +1,4 @@
-"""The activity: one step of a task, run on this worker (SPEC §15).
+"""The activity: one step of a task, run on this worker (docs/workers.md).
 
 An attempt:
 

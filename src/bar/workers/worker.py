@@ -1,4 +1,4 @@
-"""``bar worker``: this machine takes steps from a task queue (SPEC §15).
+"""``bar worker``: this machine takes steps from a task queue (docs/workers.md).
 
 One Temporal worker polls the queue for the tasks' workflows (``bar.workers.flow``) and
 their steps (``bar.workers.steps``), at most ``concurrency`` steps at once, in this

@@ -1,5 +1,6 @@
-"""The speed layer and the plain look (``BAR_FAST=0``) record the same states, and
-neither writes inside a nested repository (SPEC §3: nested repositories are foreign).
+"""The speed layer and the plain look (``BAR_FAST=0``) record the same states, and neither
+writes inside a nested repository (nested repositories are foreign:
+docs/internals/record.md, "Nothing is destroyed that was not recorded").
 
 Every test runs both ways (the ``speed`` fixture), through the real ``bar`` commands.
 """

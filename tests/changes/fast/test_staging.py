@@ -327,10 +327,11 @@ def test_a_staging_carries_the_configuration_its_tree_was_written_with(
 def test_a_conversion_change_since_the_last_look_is_no_stagings(
     repo: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    """git's conversions changed since the task's last look (``core.autocrlf``), and a
-    file was edited: the watcher's staging holds only the edited file, while a fresh
-    ``git add -A`` stores every file through the new conversions (SPEC §3, "Raw bytes").
-    The command leaves the staging and hashes every file anew; the record is plain git's."""
+    """git's conversions changed since the task's last look (``core.autocrlf``), and a file
+    was edited: the watcher's staging holds only the edited file, while a fresh
+    ``git add -A`` stores every file through the new conversions (docs/internals/git.md,
+    "Exact bytes where git converts"). The command leaves the staging and hashes every file
+    anew; the record is plain git's."""
 
     def crlf(wt: Path) -> None:
         (wt / "crlf.txt").write_bytes(b"one\r\ntwo\r\n")

@@ -1,5 +1,5 @@
 """``bar task start|claim``, ``bar worktree list|keep|remove`` and ``bar events``: the task
-board (SPEC §16, docs/board.md)."""
+board (docs/board.md)."""
 
 from __future__ import annotations
 

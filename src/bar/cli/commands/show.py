@@ -249,7 +249,7 @@ def _show_checkpoint_text(task: Task, cp: Checkpoint) -> None:
         _print(task, cp.patch)
 
 
-# --- the agent's session (SPEC §13) ---------------------------------------------------
+# --- the agent's session (docs/sessions.md) --------------------------------------------
 
 _LABEL = 10  # the width of the column of labels (user, assistant, tool, ...)
 _WRAP = 100  # columns of a conversation not shown straight on a terminal

@@ -1,5 +1,5 @@
 """``bar worker`` (and ``bar worker dev-server``), ``bar cancel``, and the ``--on QUEUE`` of
-``bar run`` and ``bar task new`` (SPEC §15): thin over ``bar.workers``."""
+``bar run`` and ``bar task new`` (docs/workers.md): thin over ``bar.workers``."""
 
 from __future__ import annotations
 

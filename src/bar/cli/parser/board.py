@@ -1,4 +1,4 @@
-"""The command line of the task board (SPEC §16): ``bar task start|claim``, ``bar worktree
+"""The command line of the task board (docs/board.md): ``bar task start|claim``, ``bar worktree
 list|keep|remove`` and ``bar events``. Part of ``bar.cli.parser`` (its helpers and rules)."""
 
 from __future__ import annotations

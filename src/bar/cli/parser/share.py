@@ -1,5 +1,5 @@
 """The command line of sharing: ``bar push``, ``bar fetch``, ``bar review`` and ``bar export``
-(SPEC §14). Part of ``bar.cli.parser``, kept apart for length."""
+(docs/sharing.md). Part of ``bar.cli.parser``, kept apart for length."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The command line of workers: ``bar worker`` (``serve``, its short form, and
-``dev-server``) and ``bar cancel`` (SPEC §15); ``--on``,
+``dev-server``) and ``bar cancel`` (docs/workers.md); ``--on``,
 ``--detach`` and ``--server`` of ``bar run`` and ``bar task new`` are added where those
 are built (``server_opt``, ``on_opts``). Part of ``bar.cli.parser``, kept apart for length."""
 
