@@ -3,7 +3,7 @@
 
 With an OTLP endpoint set, each recorded step leaves a file in the project's telemetry
 queue and a sender in the background turns it into spans and sends them
-(``bar.formats.telemetry``, ``bar.formats.sender``). The target is that a task of
+(``bar.history.telemetry``, ``bar.formats.sender``). The target is that a task of
 ``STEPS`` steps takes at most 2% longer with it.
 
 * 20: ``STEPS`` steps (``bar run -- sh -c 'echo N >> log.txt'``, each a real change),

@@ -32,7 +32,7 @@ FACES = ("bar.cli", "bar.mcp", "bar.ui")
 # aide formats, whose writes are orders given through ``bar.api.orders``; the policy,
 # which ``bar policy`` checks; the terminal recordings ``bar replay`` plays)
 FACE_MAY_IMPORT = ("bar.api", "bar.errors", "bar.base", "bar.aide", "bar.policy", "bar.terminal")
-# the types a face names (``from bar.task.tasks import Task``) are the records ``bar.api``
+# the types a face names (``from bar.model.tasks import Task``) are the records ``bar.api``
 # returns: a face may import a class or a constant from anywhere, never a function or a
 # module. And the hot paths, where loading ``bar.api`` would cost more than the work:
 HOT_PATHS = {
@@ -52,7 +52,7 @@ HOT_PATHS = {
     "bar.cli.commands.hook": {
         "bar.step.channel",
         "bar.step.gate",
-        "bar.project.project",
+        "bar.model.project",
         "bar.agents",
         "bar.agents.protocol",
     },
@@ -512,7 +512,7 @@ def test_the_hook_with_no_step_to_ask_loads_no_verb(
     loaded = set(proc.stderr.split(b"MODULES ", 1)[1].decode().split())
     heavy = {
         "bar.api",
-        "bar.changes.journals",
+        "bar.model.journals",
         "bar.history.snapshot",
         "bar.history.checkpoints",
         "ctypes",

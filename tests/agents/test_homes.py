@@ -98,8 +98,8 @@ def test_a_home_is_made_from_the_developers_and_keeps_what_the_agent_refreshed(
     the agent refreshed in its home is kept. A link the agent left in its home makes bar
     neither read nor write what it points at."""
     from bar.agents import homes
-    from bar.project.project import find_project
-    from bar.task.tasks import load_task
+    from bar.model.project import find_project
+    from bar.model.tasks import load_task
 
     t = new_task(capfd)
     task = load_task(find_project(inited).project, t["id"])

@@ -13,8 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bar.changes import undo
-from bar.ledger.jsonl import Ledger
-from bar.ledger.records import RollbackStep, Step, step_from_record
+from bar.model.ledger_file import Ledger
+from bar.model.records import RollbackStep, Step, step_from_record
 
 SHA = [f"0123456789abcdef0123456789abcdef0123456{i}" for i in range(4)]
 

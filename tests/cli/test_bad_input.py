@@ -28,7 +28,7 @@ import pytest
 from helpers import Ran, bar
 
 from bar.changes.fast import resident, watcher
-from bar.ledger import steps
+from bar.history import steps
 from conftest import git
 
 CANARY_SECRET = "CANARY-SECRET-7f3a"

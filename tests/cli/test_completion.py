@@ -397,7 +397,7 @@ def test_a_task_is_offered_as_the_name_or_id_prefix_that_finds_it(
     """`--task NAME` finds the open task of that name: a closed one of the same name is
     offered by its id; and the steps of a task named by the start of its id complete."""
     from bar.cli import candidates
-    from bar.task import tasks
+    from bar.model import tasks
 
     assert candidates.ID_PREFIX_MIN == tasks.ID_PREFIX_MIN
     old = next(r for r in bar(capfd, "task", "list", "--json").json() if r["name"] == "alpha")
@@ -457,10 +457,10 @@ def test_bar_complete_imports_neither_the_parser_nor_the_core() -> None:
         "yaml",
         "bar.cli.parser",
         "bar.api",
-        "bar.task.tasks",
-        "bar.project.config",
-        "bar.project.project",
-        "bar.ledger.jsonl",
+        "bar.model.tasks",
+        "bar.model.config",
+        "bar.model.project",
+        "bar.model.ledger_file",
         "bar.policy",
         "dataclasses",
         "inspect",

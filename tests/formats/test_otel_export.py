@@ -1,5 +1,5 @@
 """OpenTelemetry spans of a task (``bar.formats.otel``) and their live export
-(``bar.formats.telemetry``, ``bar.formats.sender``).
+(``bar.history.telemetry``, ``bar.formats.sender``).
 
 ``bar export --format otel`` is read back with the OpenTelemetry project's own protobuf
 classes (``opentelemetry-proto``: an OTLP/JSON request parsed into

@@ -10,7 +10,7 @@ import pytest
 from helpers import bar, ledger, new_task, worktree
 
 from bar import api, git
-from bar.project.project import discover
+from bar.model.project import discover
 from conftest import git as run_git
 
 

@@ -209,7 +209,7 @@ def test_checkpoints_of_edits_in_place_ask_git_for_no_tree_shape(
     )
     monkeypatch.delenv("GIT_TRACE2_EVENT")
     ran = git_commands(trace)
-    # (and no commit-tree: bar writes the checkpoints' commits itself, ``bar.changes.fast.object_writer``)
+    # (and no commit-tree: bar writes the checkpoints' commits itself, ``bar.git.object_writer``)
     assert "diff-tree" not in ran and "commit-tree" not in ran, " ".join(ran)
 
 

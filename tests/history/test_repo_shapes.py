@@ -276,7 +276,7 @@ def test_a_large_steps_patch_written_by_two_gits_replays_and_counts_as_one(
     """A step whose snapshot takes long has its patch and its stat written by two gits at
     once (``steps.SPLIT_AFTER_S``; here every step's): the patches replay to each state,
     and the stat the ledger keeps is git's numstat of the same two trees."""
-    from bar.ledger import steps as ledger_steps
+    from bar.history import steps as ledger_steps
 
     monkeypatch.setattr(ledger_steps, "SPLIT_AFTER_S", 0.0)
     files = {"a": "a\n" * 40, "d/f": "f\n", "bin": "b"}

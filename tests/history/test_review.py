@@ -1,4 +1,4 @@
-"""``bar review BRANCH`` (``bar.history.review``): the tasks, steps, sessions and policy
+"""``bar review BRANCH`` (``bar.share.review``): the tasks, steps, sessions and policy
 decisions behind a branch, found through the Bar-Task/Bar-Step lines of its commits, a
 squash merge's included. Real repositories, real ``bar apply``, real ``git merge
 --squash``; the agent is the fake Claude Code (tests/support/fake_agent.py)."""

@@ -132,7 +132,7 @@ def test_a_hand_edit_that_keeps_the_directories_asks_git_for_no_tree_shape(
 ) -> None:
     # files of the tree changed in place: its directories stand, so the stamps need no
     # diff of the trees (``stamps.shape_of``); git adds, writes the tree and writes the
-    # patch, once each (bar writes the commit and moves the ref itself: ``bar.changes.fast.object_writer``)
+    # patch, once each (bar writes the commit and moves the ref itself: ``bar.git.object_writer``)
     EDITS[edit](worktree(settled))
     trace = tmp_path / "trace.json"
     monkeypatch.setenv("GIT_TRACE2_EVENT", str(trace))

@@ -1,4 +1,4 @@
-"""How a step ended, in the words every face shows (``bar.ledger.endings``): from the
+"""How a step ended, in the words every face shows (``bar.model.endings``): from the
 ledger line's own fields, a stopped step never reads as a success."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from bar.ledger.records import RunStep
+from bar.model.records import RunStep
 
 
 def step(**fields: Any) -> RunStep:

@@ -1,4 +1,4 @@
-"""bar.ledger.jsonl: reading a ledger that holds junk, torn lines and hostile values."""
+"""bar.model.ledger_file: reading a ledger that holds junk, torn lines and hostile values."""
 
 from __future__ import annotations
 
@@ -13,11 +13,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import bar.ledger.jsonl as ledger_module
+import bar.model.ledger_file as ledger_module
 from bar.errors import CorruptFile
 from bar.git import DiffStat
-from bar.ledger.jsonl import Ledger
-from bar.ledger.records import (
+from bar.model.ledger_file import Ledger
+from bar.model.records import (
     Artifacts,
     ManualStep,
     RollbackStep,

@@ -1,4 +1,4 @@
-"""bar.ledger.migrate: the registry brings any file to its current version or names the file."""
+"""bar.base.migrate: the registry brings any file to its current version or names the file."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from bar.base import migrate
 from bar.errors import CorruptFile
-from bar.ledger import migrate
 
 SETTINGS = settings(
     max_examples=150,

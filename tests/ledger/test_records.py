@@ -1,4 +1,4 @@
-"""bar.ledger.records: any JSON either reads as a step or is a CorruptFile; step ids."""
+"""bar.model.records: any JSON either reads as a step or is a CorruptFile; step ids."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from bar.errors import CorruptFile, UsageError
-from bar.ledger import records
-from bar.ledger.records import (
+from bar.model import records
+from bar.model.records import (
     format_step_id,
     parse_step_ref,
 )

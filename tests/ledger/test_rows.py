@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 from test_jsonl import SETTINGS, junk_line, make_step
 
 from bar.ledger import rows as rows_module
-from bar.ledger.jsonl import Ledger
-from bar.ledger.records import Step
+from bar.model.ledger_file import Ledger
+from bar.model.records import Step
 
 
 class Maker:

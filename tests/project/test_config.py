@@ -1,4 +1,4 @@
-"""bar.project.config: any YAML value either parses to a Config or is a ConfigError naming the key."""
+"""bar.model.config: any YAML value either parses to a Config or is a ConfigError naming the key."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bar.errors import ConfigError
-from bar.project import config
+from bar.model import config
 
 SETTINGS = settings(
     max_examples=150,

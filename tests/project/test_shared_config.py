@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bar.errors import ConfigError, ExitCode
-from bar.project import config
+from bar.model import config
 
 SHARED = Path("/repo/.bar/config.yaml")
 

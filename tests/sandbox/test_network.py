@@ -25,7 +25,7 @@ from helpers import bar, ledger, new_task, set_config
 
 from bar.base import hosts
 from bar.errors import ConfigError
-from bar.project import config
+from bar.model import config
 from bar.sandbox import UNAVAILABLE_ENV, landlock, namespace
 
 CONFINES = landlock.abi_version() >= 1 and not os.environ.get(UNAVAILABLE_ENV)

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from bar.history.checkpoints import Checkpoint
-from bar.project.config import Price
+from bar.model.config import Price
 from bar.redact import Scrubber
 from bar.session.capture import MAX_READ, Capture
 from bar.session.events import Usage

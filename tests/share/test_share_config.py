@@ -11,7 +11,7 @@ import pytest
 from helpers import project_dir
 
 from bar.errors import ConfigError
-from bar.project import config
+from bar.model import config
 
 PATH = Path("/p/config.yaml")
 

@@ -164,10 +164,10 @@ def test_nothing_stamped_before_an_interrupted_step_began_is_its_own(
     as for a step that ran to its end: a look that missed it cannot credit it to the
     step."""
     from bar.base.record import replace
-    from bar.changes import journals
-    from bar.project.project import find_project
+    from bar.model import journals
+    from bar.model.project import find_project
+    from bar.model.tasks import load_task
     from bar.step import interrupted
-    from bar.task.tasks import load_task
 
     t = new_task(capfd)
     assert bar(capfd, "run", "--", "true").code == 0

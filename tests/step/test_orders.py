@@ -196,7 +196,7 @@ def test_an_unknown_order_is_a_bad_command_line(
 def test_a_queued_step_left_by_a_crash_is_appended_by_the_next_command(
     inited: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
-    from bar.ledger.records import DecisionStep
+    from bar.model.records import DecisionStep
     from bar.step import queued as queued_steps
 
     t = new_task(capfd)

@@ -187,7 +187,7 @@ def test_only_judgements_cross_the_channel(inited: Path, capfd: pytest.CaptureFi
     wt = worktree(t)
     script = (
         "import socket, sys, json\n"
-        "from bar.step.channel import Address\n"
+        "from bar.base.socket_path import Address\n"
         "def send(data):\n"
         "    s = socket.socket(socket.AF_UNIX); s.connect(Address(sys.argv[1]).name)\n"
         "    s.sendall(data)\n"

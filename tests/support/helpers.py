@@ -49,7 +49,7 @@ def seal(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GIT_EDITOR", "false")
     monkeypatch.setenv("NO_COLOR", "1")
     # a shortcut of the speed layer that breaks (a git command it relies on fails) raises
-    # instead of falling back in silence (``bar.changes.fast.speed.fallback``)
+    # instead of falling back in silence (``bar.base.speed.fallback``)
     monkeypatch.setenv("BAR_STRICT_FALLBACK", "1")
     # git's automatic packing, and bar's after a step (``bar.git.packing``), in the
     # foreground: nothing left running when a test looks at the object store or ends
@@ -208,7 +208,7 @@ def seen_alive_after(task_id: str, *paths: Path, timeout: float = 60) -> None:
     import time
     from types import SimpleNamespace
 
-    from bar.changes import journals
+    from bar.model import journals
     from bar.step.interrupted import alive_until
     from bar.store.layout import TaskPaths
 
@@ -227,7 +227,7 @@ def running_task(argv: list[str], timeout: float = 60) -> str:
     """The task whose running step runs ``argv`` (its intent journal says so)."""
     import time
 
-    from bar.changes import journals
+    from bar.model import journals
     from bar.store.layout import TaskPaths
 
     deadline = time.monotonic() + timeout

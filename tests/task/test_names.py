@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bar.errors import UsageError
-from bar.task import tasks
+from bar.model import tasks
 
 SETTINGS = settings(
     max_examples=150,

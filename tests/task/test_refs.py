@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from helpers import bar, new_task, project_dir, task_dir
 
-from bar.changes import journals
-from bar.changes.journals import CreateIntent
+from bar.model import journals
+from bar.model.journals import CreateIntent
 from bar.store.layout import TaskPaths
 from conftest import git
 

@@ -18,7 +18,7 @@ from test_step_pages import Element, Tree
 from ui_board import Board, board_session
 from ui_session import base_of, serving
 
-from bar.ledger.jsonl import Ledger
+from bar.model.ledger_file import Ledger
 from bar.ui.filters import StepFilter
 from bar.ui.pages import ago, cost_text, describe, result, when
 

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from bar.errors import ConfigError, UsageError
-from bar.project.config import parse_config
+from bar.model.config import parse_config
 from bar.workers import temporal
 from bar.workers.worker import check_queue
 

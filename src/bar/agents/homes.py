@@ -41,9 +41,9 @@ from bar.agents.protocol import protocol
 from bar.base import notices
 from bar.base.record import record
 from bar.errors import AgentSettingsError
+from bar.model.tasks import Task
 from bar.store.files import read_beneath, read_regular, write_bytes_atomic
 from bar.store.layout import bar_home, home_dir
-from bar.task.tasks import Task
 
 _CODEX_LABELS = {
     "PreToolUse": "pre_tool_use",

@@ -27,7 +27,7 @@ from bar.base.record import record
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from bar.task.tasks import Task
+    from bar.model.tasks import Task
 
 
 # Codex keys a hook's trust by its source, its event's label and its place in the list

@@ -29,8 +29,8 @@ import stat
 from pathlib import Path
 from typing import Any
 
+from bar.model.tasks import Task
 from bar.store.files import ensure_dir, read_regular, write_bytes_atomic
-from bar.task.tasks import Task
 
 TARGET = "/etc"  # what the layer lies over
 

@@ -26,7 +26,7 @@ from bar.store.files import read_beneath
 
 if TYPE_CHECKING:
     from bar.agents.protocol import HookEvent
-    from bar.task.tasks import Task
+    from bar.model.tasks import Task
 
 _TAIL = 1 << 20  # bytes read from the end first: a post-tool event's call is recent
 _EXITED = re.compile(r"^Process exited with code (-?\d+)$", re.M)

@@ -22,7 +22,7 @@ from bar.store.files import read_beneath
 if TYPE_CHECKING:
     from bar.agents.protocol import HookEvent
     from bar.history.checkpoints import Recorder
-    from bar.task.tasks import Task
+    from bar.model.tasks import Task
 
 # bytes read from the end, widening: the call was just made (a long tool result after it
 # can push it back)

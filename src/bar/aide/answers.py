@@ -34,11 +34,11 @@ from bar.aide import decide, place
 from bar.base.clock import now_iso
 from bar.base.record import record
 from bar.errors import BarError, NotFound
-from bar.ledger.records import DecisionStep, RunStep, Step
+from bar.model.records import DecisionStep, RunStep, Step
+from bar.model.tasks import Task
 from bar.step import orders
 from bar.step import queued as queued_steps
 from bar.store.files import read_json_lines
-from bar.task.tasks import Task
 
 WORKTREE = "worktree"  # .aide/decisions in the task's worktree: where aide's clients write
 STORE = "store"  # the task directory's decisions/: bar's own
@@ -140,7 +140,7 @@ def writers(task: Task, asked_at: str, where: str) -> list[str]:
     """The steps that could have written an answer in ``where`` since the question was
     asked at ``asked_at`` (the running one first), each said as the reason; [] when
     none could."""
-    from bar.changes import journals
+    from bar.model import journals
 
     found: list[str] = []
     running = journals.read_run(task.paths)

@@ -41,10 +41,10 @@ from typing import Any
 from bar.aide import place
 from bar.base.clock import now_iso
 from bar.errors import BarError, CorruptFile, ExitCode, NotFound, UsageError
-from bar.ledger.records import DecisionStep
+from bar.model.records import DecisionStep
+from bar.model.tasks import Task
 from bar.step import orders
 from bar.store.files import ensure_dir, write_bytes_atomic
-from bar.task.tasks import Task
 
 PENDING = "pending.json"
 

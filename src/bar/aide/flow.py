@@ -41,14 +41,14 @@ from typing import Any
 from bar import git
 from bar.aide import place
 from bar.base.clock import now_iso
+from bar.base.migrate import upgrade
 from bar.base.notices import warn
 from bar.errors import BarError, CorruptFile, UsageError
 from bar.git import BAR_IDENTITY
 from bar.history.checkpoints import Checkpoint
-from bar.ledger.migrate import upgrade
+from bar.model.tasks import Task
 from bar.step import orders
 from bar.store.files import write_bytes_atomic, write_json_atomic
-from bar.task.tasks import Task
 
 PHASES = ("flow-design", "impl", "verify", "docs", "finish")
 ACTIONS = ("start", "next-step", "back-step", "next-part", "back-part", "issue", "error")

@@ -35,8 +35,8 @@ from typing import Any
 
 from bar.base.beneath import open_beneath, unlink_beneath
 from bar.base.notices import warn
+from bar.model.tasks import Task
 from bar.store.layout import AIDE_DIR
-from bar.task.tasks import Task
 
 DECISIONS = f"{AIDE_DIR}/decisions"
 FLOW_STATUS = f"{AIDE_DIR}/flow-status.json"

@@ -2,7 +2,7 @@
 
 The command line, ``bar hook``, and the web page and MCP server to come all drive bar
 through these functions and the records they return (``Task``, the step records of
-``bar.ledger.records``, ``ApplyResult``, ``Status``…), never through ``main(argv)`` and never
+``bar.model.records``, ``ApplyResult``, ``Status``…), never through ``main(argv)`` and never
 through each other. Every call that changes a task takes the task's lock, reloads it,
 finishes what a crashed bar left and records hand edits (``recovery.prepare``) before it
 acts, so no face can forget to.
@@ -30,7 +30,6 @@ from typing import TYPE_CHECKING, Any
 
 from bar import git
 from bar.base.record import field, record
-from bar.changes import journals
 from bar.errors import (
     BarError,
     CorruptFile,
@@ -43,14 +42,15 @@ from bar.errors import (
 )
 from bar.history import states
 from bar.history.diffs import Diff, apply_diff, diff, unrecorded
-from bar.ledger.records import RollbackStep, RunStep, Step, parse_step_ref
-from bar.project.project import Location, Project, find_project, locate, policy_for, running_socket
+from bar.model import journals
+from bar.model.project import Location, Project, find_project, locate, policy_for, running_socket
+from bar.model.records import RollbackStep, RunStep, Step, parse_step_ref
+from bar.model.tasks import Task, list_tasks, load_task, resolve_task
 from bar.step import queued as queued_steps
 from bar.store.files import write_text_atomic
 from bar.store.lock import is_locked
 from bar.task.state import TaskSummary, is_running, summarize
 from bar.task.status import Status, status
-from bar.task.tasks import Task, list_tasks, load_task, resolve_task
 
 if TYPE_CHECKING:
     from bar.changes.apply import ApplyResult
@@ -386,7 +386,7 @@ def close_task(task: Task, *, keep_worktree: bool = False, force: bool = False) 
         client.recall(task.project, task)  # its workflow ends with it
         task = load_task(task.project, task.id)
     closed = close(task, keep_worktree=keep_worktree, force=force)
-    from bar.formats import telemetry
+    from bar.history import telemetry
 
     telemetry.enqueue(task, None)  # the task's own span (the sender reads the task anew)
     return _with_unapplied(closed)
@@ -519,7 +519,7 @@ def events(
 ) -> list[dict[str, Any]]:
     """The last ``n`` events of the project's lifecycle log (all with None), of those
     before the offset ``upto`` (``events_end``; None: all)."""
-    from bar.task import events as log
+    from bar.model import event_log as log
 
     return log.recent(project.paths.events, n, upto=upto)
 
@@ -527,7 +527,7 @@ def events(
 def events_end(project: Project) -> int:
     """Where the project's lifecycle log ends now: show the events before it, then
     follow from it, and none is lost or shown twice."""
-    from bar.task import events as log
+    from bar.model import event_log as log
 
     return log.end(project.paths.events)
 
@@ -535,7 +535,7 @@ def events_end(project: Project) -> int:
 def follow_events(project: Project, *, start: int | None = None) -> Iterator[dict[str, Any]]:
     """The events appended from now on (from the offset ``start``, if given), as they
     come."""
-    from bar.task import events as log
+    from bar.model import event_log as log
 
     return log.follow(project.paths.events, start=start)
 
@@ -1114,7 +1114,7 @@ def follower_of(task: Task, step_ref: str, mark: Mark | None = None) -> Follower
     its start) to its recorded end: a step that is recorded (its record gives it all at
     once), the one running or left by a bar that died, or the next one to start. Any
     other is not there to follow."""
-    from bar.ledger.records import format_step_id
+    from bar.model.records import format_step_id
     from bar.step import live
 
     step_id = parse_step_ref(step_ref)
@@ -1523,8 +1523,8 @@ def tasks_pushed(project: Project, lines: Sequence[str]) -> list[Task]:
 # --- attribution for other tools, and review of a pushed branch (docs/sharing.md) ----
 
 if TYPE_CHECKING:
-    from bar.history.review import Review
     from bar.history.trace import TraceRecord
+    from bar.share.review import Review
 
 
 def export_trace(task: Task) -> list[TraceRecord]:
@@ -1572,8 +1572,8 @@ def import_notes(project: Project, ref: str | None = None) -> Imported:
 
 def review(project: Project, branch: str, base: str | None = None) -> Review:
     """The tasks, steps, sessions and policy decisions behind the commits of ``branch``
-    that ``base`` (default: git.default_base) lacks (``bar.history.review``);
+    that ``base`` (default: git.default_base) lacks (``bar.share.review``);
     ``NotFound`` when none of those commits names a task."""
-    from bar.history.review import review as verb
+    from bar.share.review import review as verb
 
     return verb(project, branch, base)

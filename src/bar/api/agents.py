@@ -7,7 +7,7 @@ from pathlib import Path
 
 from bar.agents import mcp_entry, settings
 from bar.base.record import record
-from bar.project.project import locate
+from bar.model.project import locate
 
 
 @record(frozen=True)

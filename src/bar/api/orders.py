@@ -10,11 +10,12 @@ from typing import Any
 
 from bar.aide import answers, decide
 from bar.base.notices import warn
-from bar.changes import journals, recovery
+from bar.changes import recovery
 from bar.errors import BarError
+from bar.model import journals
+from bar.model.tasks import Task
 from bar.step import order_handlers, orders
 from bar.store.lock import is_locked
-from bar.task.tasks import Task
 
 
 def order(

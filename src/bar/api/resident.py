@@ -6,10 +6,10 @@ from __future__ import annotations
 import os
 import time
 
+from bar.base import peers, speed
 from bar.base.clock import iso_of
 from bar.base.record import record
-from bar.changes.fast import resident, speed
-from bar.step import peers
+from bar.changes.fast import resident
 
 
 @record(frozen=True)

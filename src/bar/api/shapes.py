@@ -10,13 +10,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from bar import api
-from bar.ledger.records import RunStep, Step
+from bar.model.records import RunStep, Step
 
 if TYPE_CHECKING:
     from bar.history.checkpoints import Checkpoint
     from bar.history.diffs import Diff
+    from bar.model.tasks import Task
     from bar.step.live import Glance, LiveStep
-    from bar.task.tasks import Task
 
 
 def log_entry(
@@ -73,7 +73,7 @@ def live_show_entry(task: Task, live: LiveStep, seen: Glance) -> dict[str, Any]:
 def run_entry(task: Task, step: Step) -> dict[str, Any]:
     """The ledger line as every face gives it (``bar run --json`` too): with ``task_dir``,
     and for a ``run`` step its ``ending``, how it ended in the words ``bar log`` shows
-    (``exit 0``, ``interrupted``, ...: ``bar.ledger.endings``)."""
+    (``exit 0``, ``interrupted``, ...: ``bar.model.endings``)."""
     rec = step.to_record()
     rec["task_dir"] = str(task.dir)  # what the artifacts' paths are relative to
     if isinstance(step, RunStep):

@@ -45,8 +45,7 @@ from bar.base.clock import ms_since, now_iso
 from bar.base.notices import note
 from bar.base.progress import Progress
 from bar.base.record import field, record
-from bar.changes import checkout, conflict_markers, journals
-from bar.changes.journals import ApplyIntent
+from bar.changes import checkout, conflict_markers
 from bar.changes.merge import Ahead, Merged, Plan, checked_out_in, merge, on_base
 from bar.errors import (
     ApplyConflict,
@@ -59,12 +58,12 @@ from bar.errors import (
 )
 from bar.git import DiffStat
 from bar.git.safe import SafeGit
-from bar.history import bases
-from bar.history.states import State
-from bar.ledger import steps
-from bar.ledger.records import ApplyStep
+from bar.history import bases, steps
+from bar.model import journals
+from bar.model.journals import ApplyIntent
+from bar.model.records import ApplyStep, State
+from bar.model.tasks import Task
 from bar.redact import known as known_secrets
-from bar.task.tasks import Task
 
 MODES = ("commit", "merge")
 

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from bar import git
 from bar.errors import GitError
-from bar.ledger.records import SyncStep
-from bar.task.tasks import Task
+from bar.model.records import SyncStep
+from bar.model.tasks import Task
 
 _MARKER = r"^(<<<<<<<|>>>>>>>) "
 

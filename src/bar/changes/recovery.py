@@ -1,7 +1,7 @@
 """Finishing what a crashed bar left, and recording what nobody recorded.
 
 Every command that changes a task first takes the task lock and calls ``prepare``:
-intents left by a bar that died (``bar.changes.journals``) are completed by the same
+intents left by a bar that died (``bar.model.journals``) are completed by the same
 ``complete`` the verb itself would have called, then hand edits made since the last
 step are recorded as a ``manual`` step, so nothing is lost or mis-attributed.
 ``finish_pending`` is the first half alone, for ``bar doctor --repair`` and ``task close``.
@@ -12,7 +12,7 @@ and every later move of the ref would fail on it. bar is the only writer of
 that lock, knows such a lock file is stale: ``clear_stale_ref_lock`` removes it first
 (and ``clear_stale_index_lock`` the side index's, which only bar writes). The locks of
 the worktree's own git (``HEAD.lock``, ``index.lock``, the branch's) are removed once no
-live git holds them (``clear_stale_git_locks``, ``bar.git.locks``).
+live git holds them (``clear_stale_git_locks``, ``bar.worktree.git_locks``).
 """
 
 from __future__ import annotations
@@ -27,14 +27,14 @@ from typing import TypeVar
 from bar import git
 from bar.base.notices import note, plural
 from bar.base.record import replace
-from bar.changes import journals
-from bar.git import BAR_IDENTITY, exact, guard
-from bar.git import locks as git_locks
-from bar.history import bases
-from bar.ledger import steps
-from bar.ledger.records import Step
+from bar.git import BAR_IDENTITY, exact
+from bar.history import bases, steps
+from bar.model import journals
+from bar.model.records import Step
+from bar.model.tasks import Task, load_task
 from bar.step import queued as queued_steps
-from bar.task.tasks import Task, load_task
+from bar.worktree import git_locks as git_locks
+from bar.worktree import guard
 
 # git itself may lock the ref for a moment (``git gc`` packing refs from another task's
 # worktree): a lock file younger than this gets the time to go away before it is removed.
@@ -73,7 +73,7 @@ def clear_stale_index_lock(task: Task) -> bool:
 
 def clear_stale_git_locks(task: Task) -> list[Path]:
     """Remove the lock files a killed git left in the task's worktree's git directory
-    and on its branch (``bar.git.locks``); those removed."""
+    and on its branch (``bar.worktree.git_locks``); those removed."""
     removed = git_locks.clear(task)
     for lock in removed:
         note(

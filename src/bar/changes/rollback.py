@@ -30,19 +30,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from bar import git
-from bar.base import beneath, faults, file_clock
+from bar.base import beneath, faults, file_clock, speed
 from bar.base.clock import ms_since, now_iso, seconds_of
 from bar.base.notices import note, plural, warn
 from bar.base.record import record
-from bar.changes import guarded, journals, trash
-from bar.changes.fast import restored, speed, stamps, watcher
-from bar.changes.journals import RollbackIntent
+from bar.changes import guarded, trash
+from bar.changes.fast import restored, stamps, watcher
 from bar.git import exact, ignored
-from bar.history import bases, racy, side_index, snapshot, states
-from bar.history.states import State
-from bar.ledger import steps
-from bar.ledger.records import RollbackStep
-from bar.task.tasks import Task
+from bar.history import bases, racy, side_index, snapshot, states, steps
+from bar.model import journals
+from bar.model.journals import RollbackIntent
+from bar.model.records import RollbackStep, State
+from bar.model.tasks import Task
 
 if TYPE_CHECKING:
     from bar.history.checkpoints import Checkpoint, Recorder

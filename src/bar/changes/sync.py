@@ -29,16 +29,16 @@ from bar import git
 from bar.base import faults
 from bar.base.clock import ms_since, now_iso
 from bar.base.record import field, record
-from bar.changes import journals, rollback
-from bar.changes.journals import SyncIntent
+from bar.changes import rollback
 from bar.changes.merge import merge_with_markers, on_base
 from bar.errors import Conflict, NotFound, UsageError
 from bar.git import DiffStat
 from bar.git.safe import SafeGit
-from bar.history import bases, snapshot
-from bar.ledger import steps
-from bar.ledger.records import SyncStep
-from bar.task.tasks import Task
+from bar.history import bases, snapshot, steps
+from bar.model import journals
+from bar.model.journals import SyncIntent
+from bar.model.records import SyncStep
+from bar.model.tasks import Task
 
 
 @record

@@ -45,7 +45,7 @@ from bar.errors import BarError, NotFound
 from bar.store.files import ensure_dir, fsync_dir, read_json, write_json_atomic
 
 if TYPE_CHECKING:
-    from bar.task.tasks import Task
+    from bar.model.tasks import Task
 
 MANIFEST = "manifest.json"
 FILES = "files"

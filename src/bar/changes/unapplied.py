@@ -24,9 +24,9 @@ from bar.base.record import field, record
 from bar.errors import ApplyConflict, BarError
 from bar.git import DiffStat
 from bar.history import bases
-from bar.ledger.records import ApplyStep
+from bar.model.records import ApplyStep
+from bar.model.tasks import Task
 from bar.task.state import still_landed
-from bar.task.tasks import Task
 
 
 @record(frozen=True)

@@ -27,11 +27,9 @@ from bar.base.notices import plural
 from bar.base.record import field, record
 from bar.changes import rollback
 from bar.errors import NothingToUndo
-from bar.history import states
-from bar.history.states import State
-from bar.ledger import steps
-from bar.ledger.records import ManualStep, RollbackStep, RunStep, Step, SyncStep
-from bar.task.tasks import Task
+from bar.history import states, steps
+from bar.model.records import ManualStep, RollbackStep, RunStep, State, Step, SyncStep
+from bar.model.tasks import Task
 
 
 @record

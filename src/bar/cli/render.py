@@ -24,7 +24,7 @@ from bar.base.notices import byte_size as byte_size  # (the core's notices say s
 from bar.base.notices import plural as plural  # the core words its notices with it too
 from bar.cli import pager
 from bar.git import DiffStat
-from bar.ledger.records import (
+from bar.model.records import (
     ApplyStep,
     DecisionStep,
     ManualStep,
@@ -36,7 +36,7 @@ from bar.ledger.records import (
 
 if TYPE_CHECKING:
     from bar.history.checkpoints import Checkpoint
-    from bar.task.tasks import Task
+    from bar.model.tasks import Task
 
 _ESCAPE = re.compile(r"\033\[[0-9;]*m")
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")

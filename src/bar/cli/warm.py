@@ -44,7 +44,7 @@ PRELOAD = (
     "bar.agents.detect",
     "bar.agents.rollout",
     "bar.git.packing",
-    "bar.git.worktree_state",
+    "bar.worktree.git_state",
     "bar.terminal.stdio",
     "bar.workers.placement",
     "locale",

@@ -32,11 +32,11 @@ from typing import Any
 
 from bar import __version__
 from bar.errors import NotFound
-from bar.ledger.records import RunStep, Step, parse_step_ref
+from bar.model.records import RunStep, Step, parse_step_ref
+from bar.model.tasks import Task
 from bar.redact import known
 from bar.session import stored
 from bar.session.events import Event
-from bar.task.tasks import Task
 
 VERSION = "ATIF-v1.7"
 RUN_TOOL = "bar.run"  # the tool call of bar's own steps: one agent step it ran

@@ -43,12 +43,12 @@ from bar.base.record import field, record
 from bar.errors import BarError, NotFound, UsageError
 from bar.git.safe import SafeGit
 from bar.history import trace
-from bar.ledger.records import RunStep
-from bar.project.project import Project
+from bar.model.project import Project
+from bar.model.records import RunStep
+from bar.model.tasks import Task
 from bar.redact import known
 from bar.session import stored
 from bar.store.files import read_json, write_json_atomic
-from bar.task.tasks import Task
 
 NOTES_REF = "refs/notes/ai"
 SCHEMA = "authorship/3.0.0"

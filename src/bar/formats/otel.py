@@ -18,7 +18,7 @@ One trace per task. Its spans, each a child of the one before:
   the checkpoint it made (``bar.checkpoint``), from the call to its result.
 
 Ids are derived from the task's id, the step and the call, so a span sent live when its
-step ended (``bar.formats.telemetry``) and the same span exported later are one span to
+step ended (``bar.history.telemetry``) and the same span exported later are one span to
 a backend: the same trace, the same parent. Every string is scrubbed of the secrets the
 process knows before it leaves.
 
@@ -39,11 +39,11 @@ from bar.base.clock import seconds_of
 from bar.base.record import record
 from bar.errors import BarError
 from bar.history import checkpoints
-from bar.ledger.records import ApplyStep, RollbackStep, RunStep, Step, SyncStep
+from bar.model.records import ApplyStep, RollbackStep, RunStep, Step, SyncStep
+from bar.model.tasks import Task
 from bar.redact import Scrubber, known
 from bar.session import stored
 from bar.session.events import Event, call_target
-from bar.task.tasks import Task
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import ReadableSpan

@@ -1,4 +1,4 @@
-"""The telemetry sender: sends the steps ``bar.formats.telemetry`` queued, then leaves.
+"""The telemetry sender: sends the steps ``bar.history.telemetry`` queued, then leaves.
 
 ``python -m bar.formats.sender PROJECT_DIR/telemetry``, started by ``telemetry.enqueue``
 in a session of its own. One runs per project at a time (``sender.lock``), at the
@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bar.formats.telemetry import ATTEMPTS, BATCH, LINGER, TIMEOUT, drop, try_lock, waiting
+from bar.history.telemetry import ATTEMPTS, BATCH, LINGER, TIMEOUT, drop, try_lock, waiting
 
 FLUSH = 1.0  # seconds a step may wait for others to go with it
 _POLL = 0.1
@@ -104,9 +104,9 @@ def _spans(where: Path, entries: list[dict[str, Any]]) -> list[Any]:
     together."""
     from bar.errors import BarError
     from bar.formats import otel
-    from bar.project.project import Project
+    from bar.model.project import Project
+    from bar.model.tasks import load_task
     from bar.store.layout import ProjectPaths
-    from bar.task.tasks import load_task
 
     by_task: dict[tuple[str, str], list[str | None]] = {}
     for entry in entries:

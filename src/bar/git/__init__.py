@@ -39,7 +39,7 @@ def is_object_id(value: object) -> bool:
     return isinstance(value, str) and _OBJECT_ID_RE.match(value) is not None
 
 
-# Task worktrees whose git directories bar names itself (``bar.task.tasks``): git run there
+# Task worktrees whose git directories bar names itself (``bar.model.tasks``): git run there
 # by bar reads neither the worktree's ``.git`` file nor its admin directory's
 # ``commondir``, which a step can write (a commondir pointed at a repository the step
 # made would have bar's git read that repository's config, filters included).
@@ -55,7 +55,7 @@ def pin(worktree: Path, git_dir: Path, common_dir: Path) -> None:
 
 
 # Task directories whose indexes (the side index, and copies of it made there) git reads
-# and writes with the task's own git directory (``bar.task.tasks``): the side index is split,
+# and writes with the task's own git directory (``bar.model.tasks``): the side index is split,
 # its shared part kept there, where no step can write (``store.layout.TaskPaths.git_dir``).
 _OWN: dict[str, tuple[str, str, str]] = {}
 

@@ -24,8 +24,8 @@ from pathlib import Path
 from bar import git
 from bar.base import beneath
 from bar.base.proc import Result, Started
-from bar.changes.fast.object_writer import CONFIG_PATTERN
 from bar.git import BAR_IDENTITY
+from bar.git.object_writer import CONFIG_PATTERN
 from bar.store.files import read_beneath
 
 _REGULAR = ("100644", "100755")
@@ -35,7 +35,7 @@ _REGULAR = ("100644", "100755")
 _CONFIGURED: dict[str, bool] | None = None
 
 
-# (with what the snapshot's commit and ref need, read in the same process: ``bar.changes.fast.object_writer``)
+# (with what the snapshot's commit and ref need, read in the same process: ``bar.git.object_writer``)
 _CONFIG_KEYS = (
     "config",
     "--get-regexp",

@@ -17,8 +17,8 @@ from pathlib import Path
 
 from bar import git
 from bar.errors import BarError
-from bar.project.project import Project
-from bar.task.tasks import Task, list_tasks
+from bar.model.project import Project
+from bar.model.tasks import Task, list_tasks
 
 
 def branch(task: Task) -> str:

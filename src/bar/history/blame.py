@@ -21,12 +21,11 @@ from typing import Any
 from bar import git
 from bar.base.cmdline import line_of
 from bar.base.record import field, record
-from bar.changes import journals
 from bar.errors import NotFound, UsageError
 from bar.history import bases, checkpoints
-from bar.history.states import State
-from bar.ledger.records import ManualStep, RollbackStep, RunStep, SyncStep
-from bar.task.tasks import Task
+from bar.model import journals
+from bar.model.records import ManualStep, RollbackStep, RunStep, State, SyncStep
+from bar.model.tasks import Task
 
 
 @record(frozen=True)

@@ -33,13 +33,12 @@ from bar.base.inotify import TreeWatch
 from bar.base.record import field, record, replace
 from bar.errors import NotFound, UsageError
 from bar.git import DiffStat
-from bar.history import patches, snapshot
-from bar.ledger import steps
-from bar.ledger.records import diff_stat_of, parse_step_ref
+from bar.history import patches, snapshot, steps
+from bar.model.records import diff_stat_of, parse_step_ref
+from bar.model.tasks import Task
 from bar.redact import Scrubber
 from bar.sandbox import quarantine
 from bar.store.files import read_json_lines
-from bar.task.tasks import Task
 
 KINDS = ("tool", "residual", "rollback")
 

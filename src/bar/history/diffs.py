@@ -9,9 +9,8 @@ from typing import TYPE_CHECKING
 from bar import git
 from bar.base.record import record
 from bar.git import DiffStat
-from bar.history import states
-from bar.ledger import steps
-from bar.task.tasks import Task
+from bar.history import states, steps
+from bar.model.tasks import Task
 
 if TYPE_CHECKING:
     from bar.changes.apply import ApplyResult

@@ -25,8 +25,8 @@ from bar.errors import BarError, NotFound, UsageError
 from bar.history import blame as task_blame
 from bar.history import states, trailers
 from bar.history.blame import Origin
-from bar.project.project import Project
-from bar.task.tasks import Task, load_task
+from bar.model.project import Project
+from bar.model.tasks import Task, load_task
 
 if TYPE_CHECKING:
     from bar.formats.gitai import Authorship

@@ -19,10 +19,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from bar import git
-from bar.base import file_clock
+from bar.base import file_clock, speed
 from bar.base.ids import TreeId
 from bar.base.notices import warn
-from bar.changes.fast import rescan, speed, stamps
+from bar.changes.fast import rescan, stamps
 from bar.changes.fast.stamps import keep_private
 from bar.errors import BarError, SnapshotFailed
 from bar.git import exact, ignored

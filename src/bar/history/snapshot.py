@@ -18,13 +18,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from bar import git
-from bar.base import file_clock
+from bar.base import file_clock, speed
 from bar.base.notices import warn
 from bar.base.proc import Started
-from bar.changes.fast import object_writer, rescan, speed, staging, stamps, watcher
+from bar.changes.fast import rescan, staging, stamps, watcher
 from bar.changes.fast.tree_shape import Ahead, Listing, Shape, list_tree
 from bar.errors import GitError
-from bar.git import BAR_IDENTITY, conversions, exact
+from bar.git import BAR_IDENTITY, conversions, exact, object_writer
 from bar.history import side_index
 
 if TYPE_CHECKING:
@@ -144,7 +144,7 @@ def take(
         if adopted is not None and sight is not None and sight.staged is not None:
             # with the configuration read as its tree was written
             asked = asked or exact.answered(sight.staged.get("config"))
-        # whether git converts here, and how the commit may be written (``bar.changes.fast.object_writer``),
+        # whether git converts here, and how the commit may be written (``bar.git.object_writer``),
         # read while git adds (asked after the tree is known)
         asked = asked or exact.ask(worktree)
         if adopted is not None:

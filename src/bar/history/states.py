@@ -10,32 +10,10 @@ what its changes are measured from, and what a rollback to it makes the task's b
 
 from __future__ import annotations
 
-from bar.base.record import record
 from bar.errors import UsageError
 from bar.history import bases, checkpoints
-from bar.ledger.records import Step, format_step_id, parse_step_ref
-from bar.task.tasks import Task
-
-
-@record(frozen=True)
-class State:
-    kind: str  # "base" | "step" (a step's state, or a checkpoint's: ``step_id`` "0003.2")
-    step_id: str | None
-    commit: str  # the snapshot commit
-    head: str  # the task branch's HEAD recorded at that state (what --hard resets to)
-    base: str | None = None  # the task's base then (None: read before bar knew it)
-
-    def describe(self) -> str:
-        if self.kind == "base":
-            return "base"
-        return (
-            f"checkpoint {self.step_id}" if "." in (self.step_id or "") else f"step {self.step_id}"
-        )
-
-    @property
-    def name(self) -> str:
-        """How a person names it: ``base``, ``0003``, ``0003.2``."""
-        return self.step_id or "base"
+from bar.model.records import State, Step, format_step_id, parse_step_ref
+from bar.model.tasks import Task
 
 
 def base(task: Task) -> State:

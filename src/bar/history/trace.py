@@ -46,11 +46,10 @@ from bar.base.record import record
 from bar.errors import BarError
 from bar.history import bases, checkpoints, states
 from bar.history.blame import Origin, blame
-from bar.history.states import State
-from bar.ledger.records import ApplyStep, RunStep, Step
+from bar.model.records import ApplyStep, RunStep, State, Step
+from bar.model.tasks import Task
 from bar.redact import known
 from bar.session import stored
-from bar.task.tasks import Task
 
 VERSION = "0.1"  # the schema's MAJOR.MINOR form of spec 0.1.0 (see above)
 VENDOR = "dev.bar"  # the reverse-domain key of bar's metadata

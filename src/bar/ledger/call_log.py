@@ -11,9 +11,9 @@ the step's ``policy_events``.
 from __future__ import annotations
 
 from bar.base.record import record, replace
-from bar.ledger.records import PolicyEventRecord
+from bar.model.records import PolicyEventRecord
+from bar.model.tasks import Task
 from bar.store.files import read_json_lines
-from bar.task.tasks import Task
 
 CALL = "call"  # numbers a step's inner commands in its decision log; not in the ledger
 

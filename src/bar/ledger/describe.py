@@ -11,7 +11,7 @@ what step 0006 was, read from the ledger (``bar undo`` and ``bar redo`` say the 
 from __future__ import annotations
 
 from bar.base.cmdline import line_of
-from bar.ledger.records import (
+from bar.model.records import (
     ApplyStep,
     DecisionStep,
     ManualStep,

@@ -30,8 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from bar.errors import WriteFailed
-from bar.ledger.jsonl import Ledger
-from bar.ledger.records import Step
+from bar.model.ledger_file import Ledger
+from bar.model.records import Step
 from bar.store.files import write_bytes_atomic
 
 FORMAT = 1

@@ -24,7 +24,7 @@ from bar.base.cmdline import line_of
 from bar.base.record import record
 from bar.errors import UsageError
 from bar.ledger.describe import rollback_text, summary
-from bar.ledger.records import RollbackStep, RunStep, Step
+from bar.model.records import RollbackStep, RunStep, Step
 
 KINDS = ("run", "manual", "rollback", "sync", "apply", "decision")
 AGENTS = ("claude", "codex", "gemini")

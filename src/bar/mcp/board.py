@@ -19,7 +19,7 @@ from typing import Any
 from bar import api
 from bar.api import orders
 from bar.errors import BarError, UsageError
-from bar.task.tasks import Task
+from bar.model.tasks import Task
 
 RUN_TIMEOUT = 600.0  # seconds a task_run may take before it is stopped
 OUTPUT_MAX = 40_000  # bytes of a task_run's output returned

@@ -24,8 +24,8 @@ from typing import Any
 from bar import api
 from bar.api import orders, shapes
 from bar.errors import NotFound, UsageError
-from bar.ledger.records import RunStep
-from bar.task.tasks import Task
+from bar.model.records import RunStep
+from bar.model.tasks import Task
 
 DEFAULT_MAX_BYTES = 40_000  # about 10k tokens of patch: enough to read, not a flood
 LOG_DEFAULT = 20  # steps `log` returns unless asked for more

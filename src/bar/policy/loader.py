@@ -12,8 +12,8 @@ import re
 import zlib
 
 from bar import __version__
+from bar.base.migrate import upgrade
 from bar.errors import CorruptFile, PolicyError
-from bar.ledger.migrate import upgrade
 from bar.policy.rules import ACTIONS, Policy, Rule
 from bar.store import cache
 

@@ -30,11 +30,11 @@ from pathlib import Path
 from bar import git
 from bar.base.notices import plural, warn
 from bar.base.record import field, record
-from bar.changes.journals import delete_journal
 from bar.errors import AlreadyExists, BarError, Locked, NotFound, NotInitialized, UsageError
-from bar.ledger.jsonl import Ledger
-from bar.ledger.records import Step
-from bar.project.project import Project
+from bar.model.journals import delete_journal
+from bar.model.ledger_file import Ledger
+from bar.model.project import Project
+from bar.model.records import Step
 from bar.store.files import read_json, write_json_atomic, write_text_atomic
 from bar.store.layout import TASK_ID_RE, ProjectPaths, TaskPaths, projects_dir
 from bar.store.lock import FileLock, is_locked

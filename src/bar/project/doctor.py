@@ -36,20 +36,21 @@ from bar.base.notices import plural
 from bar.base.progress import Progress
 from bar.base.record import record
 from bar.errors import BarError, PolicyError, UnsupportedVersion
-from bar.formats import telemetry
-from bar.git import locks as git_locks
 from bar.git import packing
-from bar.ledger.records import Step, step_from_record
+from bar.history import telemetry
+from bar.model import board
+from bar.model.project import Project
+from bar.model.records import Step, step_from_record
+from bar.model.tasks import Task, load_task
 from bar.project import repairs
-from bar.project.project import Project
 from bar.project.repairs import then
 from bar.store.files import DIR_MODE, FILE_MODE, read_json
 from bar.store.layout import STEP_COVERS, TASK_ID_RE
 from bar.store.lock import is_locked
-from bar.task import board, registry, removal, worktree
 from bar.task import delete as task_delete
 from bar.task import new as task_new
-from bar.task.tasks import Task, load_task
+from bar.task import registry, removal, worktree
+from bar.worktree import git_locks as git_locks
 
 # a rollback's staging, and what one killed midway leaves in its task's directory
 # (``bar.changes.rollback``)
@@ -609,7 +610,7 @@ class Doctor:
 
     def _check_board(self, task: Task, where: str) -> None:
         """task.json's ``board`` agrees with its ``status`` and with the worktree on disk
-        (``bar.task.board``); a disagreement (a hand edit, a file of an older bar) is
+        (``bar.model.board``); a disagreement (a hand edit, a file of an older bar) is
         written back as the disk says."""
         try:
             raw = read_json(task.paths.task_json, "task.json").get("board")

@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 
 from bar.errors import BarError
-from bar.project.project import Project
+from bar.model.project import Project
 from bar.store.files import read_json
 from bar.store.layout import TASK_ID_RE, ProjectPaths, projects_dir
 

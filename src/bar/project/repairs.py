@@ -14,15 +14,16 @@ from collections.abc import Callable
 from pathlib import Path
 
 from bar import git
-from bar.changes import journals, recovery, rollback
+from bar.changes import recovery, rollback
 from bar.errors import BarError, UnsupportedVersion
 from bar.git import worktrees
 from bar.history import patches, side_index
-from bar.ledger.records import Step
+from bar.model import journals
+from bar.model.records import Step
+from bar.model.tasks import Task
 from bar.store.files import FILE_MODE, write_bytes_atomic
 from bar.store.layout import TaskPaths
 from bar.task import registry, worktree
-from bar.task.tasks import Task
 
 JournalReader = Callable[[TaskPaths], object]
 

@@ -20,7 +20,7 @@ step (``bench/`` figure 10). What Landlock cannot say, bar says in the plan's te
   of the root is writable, the root itself is not (a new entry cannot be made directly in
   it; the step's own ``TMPDIR`` is always writable);
 - the worktree's ``.git`` file sits in the writable worktree: bar checks it before every
-  git operation and puts it back (``bar.git.guard``); nothing a step does to it is ever used.
+  git operation and puts it back (``bar.worktree.guard``); nothing a step does to it is ever used.
 
 Where the kernel cannot confine (no Landlock, or not Linux) ``confine`` says why, and the
 step runs unconfined unless ``sandbox.required`` makes that an error.
@@ -40,7 +40,7 @@ from bar.sandbox.network import NetPlan
 
 if TYPE_CHECKING:
     from bar.base.proc import Prepare
-    from bar.project.config import SandboxConfig
+    from bar.model.config import SandboxConfig
     from bar.sandbox.exec_quick import Shortcut
     from bar.sandbox.exec_watch import Judge
 

@@ -27,7 +27,7 @@ from pathlib import Path
 from bar.base import hosts
 from bar.base.notices import warn
 from bar.errors import CannotConfine
-from bar.git.guard import admin_dir, common_dir
+from bar.model.tasks import Task
 from bar.sandbox import (
     DEVICES,
     Confinement,
@@ -44,7 +44,7 @@ from bar.sandbox.namespace import Bind
 from bar.sandbox.network import NetPlan
 from bar.store import below
 from bar.store.layout import STEP_COVERS, bar_home, home_dir, ui_launch_dir
-from bar.task.tasks import Task
+from bar.worktree.guard import admin_dir, common_dir
 
 TEMPORARY = ("/tmp", "/var/tmp")
 # Unix sockets of programs acting with the developer's rights (an ssh agent holds the

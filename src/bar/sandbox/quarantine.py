@@ -41,12 +41,12 @@ from bar import git
 from bar.base.notices import warn
 from bar.base.record import record
 from bar.errors import BarError
-from bar.git.guard import admin_dir, common_dir
-from bar.ledger.records import PolicyEventRecord
+from bar.model.records import PolicyEventRecord
+from bar.model.tasks import Task
 from bar.sandbox.namespace import Bind
 from bar.store import below
 from bar.store.files import read_json, read_regular, write_bytes_atomic
-from bar.task.tasks import Task
+from bar.worktree.guard import admin_dir, common_dir
 
 QUARANTINE = "bar-objects"  # in the worktree's admin directory
 VIEW = "objects-view"  # in the task's directory: where the step sees the real store
@@ -159,9 +159,9 @@ def _state(path: Path) -> dict[str, object]:
 
 def settle_step(task: Task) -> list[PolicyEventRecord]:
     """``settle`` once a step has ended (confined or not), and the worktree's own git
-    files checked (``bar.git.worktree_state``): each refusal said, and recorded in the step as
+    files checked (``bar.worktree.git_state``): each refusal said, and recorded in the step as
     a ``bar:guard`` policy event."""
-    from bar.git import worktree_state
+    from bar.worktree import git_state as worktree_state
 
     found = settle(task, final=True) + worktree_state.check(task)
     for what in found:

@@ -33,7 +33,7 @@ from bar.store.files import open_beneath, read_regular, write_bytes_atomic
 
 if TYPE_CHECKING:
     from bar.history.checkpoints import Checkpoint
-    from bar.project.config import Price
+    from bar.model.config import Price
     from bar.redact import Scrubber
 
 READERS: dict[str, ModuleType] = {"claude": claude, "codex": codex, "gemini": gemini}

@@ -11,7 +11,7 @@ from __future__ import annotations
 from fnmatch import fnmatchcase
 
 from bar.base.record import record
-from bar.project.config import Price
+from bar.model.config import Price
 from bar.session.events import Usage
 
 

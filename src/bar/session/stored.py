@@ -13,8 +13,8 @@ from bar.session.events import TYPES, Event, answered
 from bar.store.files import ensure_dir, read_json, read_json_lines, write_json_atomic
 
 if TYPE_CHECKING:
-    from bar.ledger.records import Step
-    from bar.task.tasks import Task
+    from bar.model.records import Step
+    from bar.model.tasks import Task
 
 # the ledger's ``session`` numbers a task's totals add up
 _COUNTS = ("turns", "tool_calls", "input_tokens", "output_tokens", "cache_read_tokens")

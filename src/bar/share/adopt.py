@@ -22,11 +22,11 @@ from bar import git
 from bar.base.clock import now_iso
 from bar.base.record import record
 from bar.errors import BarError, DirtyWorktree, NotFound
-from bar.project.project import Project
+from bar.model import board
+from bar.model.project import Project
+from bar.model.tasks import Task, load_task
 from bar.share import fetch as fetching
 from bar.share import record as history
-from bar.task import board
-from bar.task.tasks import Task, load_task
 
 
 @record(frozen=True)

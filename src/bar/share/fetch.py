@@ -30,13 +30,13 @@ from bar import git
 from bar.base.clock import now_iso
 from bar.base.record import field, record
 from bar.errors import BarError, CorruptFile, TaskNotFound
-from bar.project.project import Project
+from bar.model.project import Project
+from bar.model.tasks import Task, load_task
 from bar.share import record as history
 from bar.share import remotes
 from bar.share.remotes import Remote
 from bar.store.files import write_json_atomic
 from bar.store.layout import TASK_ID_RE
-from bar.task.tasks import Task, load_task
 
 NEW = "new"
 UPDATED = "updated"

@@ -26,8 +26,8 @@ from bar import git
 from bar.base.record import record
 from bar.errors import BarError
 from bar.history import trailers
-from bar.project.project import Project
-from bar.task.tasks import Task, list_tasks
+from bar.model.project import Project
+from bar.model.tasks import Task, list_tasks
 
 MARK = "# bar: pushes the task histories behind the pushed commits (bar init --share)"
 KEPT = "pre-push.before-bar"

@@ -17,13 +17,13 @@ from typing import Any
 from bar import git
 from bar.base.record import field, record
 from bar.errors import ExitCode, UsageError
-from bar.project.project import Project
+from bar.model.project import Project
+from bar.model.tasks import Task
 from bar.redact import known
 from bar.share import record as history
 from bar.share import remotes, scan
 from bar.share.record import Cut
 from bar.share.remotes import Remote
-from bar.task.tasks import Task
 
 PUSHED = "pushed"
 UP_TO_DATE = "up to date"

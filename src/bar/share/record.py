@@ -35,8 +35,8 @@ from typing import Any
 from bar import git
 from bar.base.record import field, record
 from bar.errors import BarError, CorruptFile
+from bar.model.tasks import Task
 from bar.store.layout import STEP_ID_RE, TASK_ID_RE
-from bar.task.tasks import Task
 
 HISTORY = "refs/bar/history/"
 FETCHED = "refs/bar/fetched/"  # refs/bar/fetched/<task id>/<remote>: the last fetched

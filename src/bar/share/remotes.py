@@ -19,7 +19,7 @@ from bar import git
 from bar.base.proc import Result
 from bar.base.record import record
 from bar.errors import BarError, UsageError
-from bar.project.project import Project
+from bar.model.project import Project
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 

@@ -28,9 +28,9 @@ from typing import Any
 
 from bar import git
 from bar.base.record import record
+from bar.model.tasks import Task
 from bar.redact import Scrubber
 from bar.store.layout import home_dir
-from bar.task.tasks import Task
 
 SECRET = "secret"
 IGNORED = "ignored"

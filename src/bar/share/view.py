@@ -21,11 +21,11 @@ from pathlib import Path
 from bar import git
 from bar.base.record import record
 from bar.errors import BarError
-from bar.project.project import Project
+from bar.model.project import Project
+from bar.model.tasks import Task, load_task
 from bar.share import fetch as fetching
 from bar.share import record as history
 from bar.store.layout import TASK_ID_RE
-from bar.task.tasks import Task, load_task
 
 
 @record(frozen=True)

@@ -20,15 +20,14 @@ be deep; a longer path is reached through ``/proc/self/fd/N/`` of an open direct
 
 from __future__ import annotations
 
-import os
 import socket
 
 from bar.base.record import record
+from bar.base.socket_path import Address
 
 MAGIC = b"bar1"
 MAX_REQUEST = 16 << 20  # an agent's event with a long command, with room to spare
 TIMEOUT = 60.0  # seconds a hook waits for ``bar run``; agents give a hook about as long
-_SHORT_ENOUGH = 100
 
 
 @record(frozen=True)
@@ -38,24 +37,6 @@ class Reply:
     exit_code: int
     stdout: bytes
     stderr: bytes
-
-
-class Address:
-    """A socket path usable with bind/connect however long it is (close it after)."""
-
-    def __init__(self, path: str) -> None:
-        self._fd: int | None = None
-        if len(path.encode()) < _SHORT_ENOUGH:
-            self.name = path
-            return
-        folder, base = os.path.split(path)
-        self._fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
-        self.name = f"/proc/self/fd/{self._fd}/{base}"
-
-    def close(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
 
 
 def encode_reply(reply: Reply) -> bytes:

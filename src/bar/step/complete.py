@@ -17,18 +17,17 @@ from bar import git
 from bar.base.clock import ms_between, now_iso
 from bar.base.notices import warn
 from bar.base.record import record
-from bar.changes import journals
 from bar.changes.fast import stamps
-from bar.changes.journals import RunIntent
-from bar.history import checkpoints, snapshot
-from bar.ledger import steps
+from bar.history import checkpoints, snapshot, steps
 from bar.ledger.call_log import Recorded, read_recorded
-from bar.ledger.records import Artifacts, HookRecord, PolicyEventRecord, RunStep
+from bar.model import journals
+from bar.model.journals import RunIntent
+from bar.model.records import Artifacts, HookRecord, PolicyEventRecord, RunStep
+from bar.model.tasks import Task
 from bar.redact import Scrubber
 from bar.redact import known as known_secrets
 from bar.sandbox import network, quarantine
 from bar.step import interrupted
-from bar.task.tasks import Task
 
 if TYPE_CHECKING:
     from bar.base.inotify import Seen

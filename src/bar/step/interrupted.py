@@ -32,13 +32,13 @@ from pathlib import Path
 from bar import git
 from bar.base.clock import iso_of, now_iso
 from bar.changes.fast import stamps
-from bar.changes.journals import RunIntent
 from bar.git import BAR_IDENTITY, exact
+from bar.history import steps
 from bar.history.snapshot import Snapshot
-from bar.ledger import steps
-from bar.ledger.records import Artifacts
-from bar.step import outcome
-from bar.task.tasks import Task
+from bar.model import outcome
+from bar.model.journals import RunIntent
+from bar.model.records import Artifacts
+from bar.model.tasks import Task
 from bar.terminal.pipes import STDOUT_HEADER
 
 _GITLINK = "160000"
@@ -85,7 +85,7 @@ def bound(task: Task, intent: RunIntent) -> Bound:
     last sign of life (``alive_until``) bounds it strictly: the kernel's clock ticks in
     milliseconds, and an edit in the tick of the last sign may have come after bar died.
     Once the command had ended, every process of the step was gone when bar kept how it
-    ended (``bar.step.outcome``): what changed no later than that file's mtime is
+    ended (``bar.model.outcome``): what changed no later than that file's mtime is
     the step's, that tick included, if bar is seen alive in a later tick (a file it
     wrote while it recorded the step), since an edit made after bar died is later still.
     Nothing stamped before the step began is its own (``RunIntent.from_ns``)."""

@@ -3,7 +3,7 @@ and checkpoints followed as they are written, to the step's recorded end.
 
 ``bar run`` keeps nothing only in its memory that a reader needs. Before the command
 starts it writes the step's intent (``running.json``: the command, when it started, its
-pid; ``bar.changes.journals``), and it holds the task lock until the ledger line is
+pid; ``bar.model.journals``), and it holds the task lock until the ledger line is
 written. The output goes to the step's files as it comes: stdout (for a pty step, the
 text of its terminal) into ``NNNN.output`` after its ``=== STDOUT ===`` line, stderr into
 ``NNNN.output.stderr.tmp``, which is added to the output file under ``=== STDERR ===``
@@ -32,13 +32,13 @@ from typing import Any
 
 from bar.base.clock import seconds_of
 from bar.base.record import record
-from bar.changes import journals
 from bar.errors import CorruptFile
 from bar.history import checkpoints as cps
 from bar.history.checkpoints import Checkpoint
-from bar.ledger.records import Step
+from bar.model import journals
+from bar.model.records import Step
+from bar.model.tasks import Task
 from bar.store.lock import is_locked
-from bar.task.tasks import Task
 from bar.terminal.pipes import STDERR_HEADER, STDOUT_HEADER, stderr_file
 
 RUNNING = "running"  # the command runs

@@ -13,13 +13,13 @@ import json
 from typing import TYPE_CHECKING
 
 from bar.errors import BarError, StepBusy, UsageError
-from bar.ledger.records import Step
+from bar.model.records import Step
 from bar.step import channel, orders
 from bar.step import queued as queued_steps
 
 if TYPE_CHECKING:
     from bar.history.checkpoints import Checkpoint, Recorder
-    from bar.ledger.records import RollbackStep
+    from bar.model.records import RollbackStep
     from bar.step.supervisor import Supervisor
 
 

@@ -22,12 +22,12 @@ from typing import TYPE_CHECKING
 
 from bar import git
 from bar.errors import BarError, UsageError
-from bar.ledger.records import Step
-from bar.task.tasks import Task
+from bar.model.records import Step
+from bar.model.tasks import Task
 
 if TYPE_CHECKING:
     from bar.history.checkpoints import Checkpoint
-    from bar.ledger.records import RollbackStep
+    from bar.model.records import RollbackStep
 
 WHO = ("inside", "outside", "any")
 
@@ -149,7 +149,7 @@ class LocalContext(Context):
         return verb.rollback(self.task, verb.target_of(self.task, to), hard=False)
 
     def add_step(self, step: Step) -> Step | None:
-        from bar.ledger import steps
+        from bar.history import steps
 
         state = self.task.recorded_snapshot()
         rec = {
@@ -159,7 +159,7 @@ class LocalContext(Context):
             "snapshot": state,
             "head": git.rev_parse(self.task.worktree, "HEAD"),
         }
-        from bar.ledger.records import step_from_record
+        from bar.model.records import step_from_record
 
         return steps.append(self.task, step_from_record(rec, "step"))  # type: ignore[type-var]
 

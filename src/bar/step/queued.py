@@ -20,10 +20,10 @@ from typing import Any
 
 from bar import git
 from bar.base.clock import now_iso
-from bar.ledger import steps
-from bar.ledger.records import Step, step_from_record
+from bar.history import steps
+from bar.model.records import Step, step_from_record
+from bar.model.tasks import Task
 from bar.store.files import read_json_lines, write_bytes_atomic
-from bar.task.tasks import Task
 
 FILE = "queued-steps.jsonl"
 

@@ -30,20 +30,20 @@ from pathlib import Path
 
 from bar import git
 from bar.aide import place
-from bar.base import file_clock
+from bar.base import file_clock, speed
 from bar.base.clock import ms_since, now_iso
 from bar.base.inotify import TreeWatch
 from bar.base.notices import note, warn
 from bar.base.proc import Launch, clean_env
 from bar.base.record import field, record, replace
-from bar.changes import journals
-from bar.changes.fast import prescan, speed, stamps
+from bar.changes.fast import prescan, stamps
 from bar.changes.fast.watches import Claim
-from bar.changes.journals import RunIntent
 from bar.errors import AgentSettingsError, BarError, ExitCode, HookFailed, UsageError
-from bar.git.guard import Guard
-from bar.ledger import steps
-from bar.ledger.records import Artifacts, HookRecord, PolicyEventRecord, RunStep
+from bar.history import steps
+from bar.model import journals, outcome
+from bar.model.journals import RunIntent
+from bar.model.records import Artifacts, HookRecord, PolicyEventRecord, RunStep
+from bar.model.tasks import Task
 from bar.policy import Decision, Policy
 from bar.policy.places import Places
 from bar.redact import Scrubber, redact_env
@@ -52,7 +52,7 @@ from bar.redact.stream import StreamScrubber
 from bar.sandbox import Confinement, holder, leftovers
 from bar.sandbox import plan as sandbox_plan
 from bar.session.prices import Budget
-from bar.step import outcome, step_hooks
+from bar.step import step_hooks
 from bar.step.complete import Executed, complete, network_of
 from bar.step.exec_judge import ExecJudge
 from bar.step.hints import not_executable, refused_access
@@ -60,8 +60,8 @@ from bar.step.interrupted import Bound
 from bar.step.supervisor import Supervisor
 from bar.step.user_hooks import HookFacts, HookResult
 from bar.store.files import create_file
-from bar.task.tasks import Task
 from bar.terminal.pipes import STDERR_HEADER, STDOUT_HEADER, run_piped
+from bar.worktree.guard import Guard
 
 
 @record(frozen=True)

@@ -15,10 +15,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from bar.model.tasks import Task
 from bar.sandbox import Confinement
 from bar.step import user_hooks as hooks
 from bar.step.user_hooks import HookFacts, HookResult, Phase
-from bar.task.tasks import Task
 
 CONFINED_NOTE = "the repository's hooks run confined like the step (docs/sandbox.md)"
 

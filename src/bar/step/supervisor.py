@@ -35,21 +35,22 @@ import time
 from types import TracebackType
 from typing import TYPE_CHECKING
 
-from bar.base import notices
+from bar.base import notices, peers
 from bar.base.clock import now_iso
 from bar.base.inotify import TreeWatch
 from bar.base.record import field, record, replace
-from bar.changes import journals
+from bar.base.socket_path import Address
 from bar.errors import BarError, StepBusy
 from bar.history import checkpoints
 from bar.ledger import call_log
-from bar.ledger.records import PolicyEventRecord
+from bar.model import journals
+from bar.model.records import PolicyEventRecord
+from bar.model.tasks import Task
 from bar.policy import Policy
 from bar.policy.places import Places
 from bar.redact import Scrubber
 from bar.sandbox.leftovers import stat_fields
-from bar.step import channel, peers
-from bar.task.tasks import Task
+from bar.step import channel
 
 if TYPE_CHECKING:  # the agents' code loads for a step with an agent or a hook event only
     from bar.agents import launch as agent_launch
@@ -221,7 +222,7 @@ class Supervisor:
 
     def _wake(self) -> None:
         """Connect once, so the thread's accept() returns now and sees the stop."""
-        address = channel.Address(str(self.socket_path))
+        address = Address(str(self.socket_path))
         try:
             with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as poke:
                 poke.settimeout(1.0)
@@ -244,7 +245,7 @@ class Supervisor:
 
     def _listen(self) -> None:
         self.socket_path.unlink(missing_ok=True)  # a crashed run's; we hold the task lock
-        address = channel.Address(str(self.socket_path))
+        address = Address(str(self.socket_path))
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         old_umask = os.umask(0o177)  # the socket file is created 0600
         try:

@@ -45,7 +45,7 @@ from typing import BinaryIO, Final, Literal
 
 from bar.base.proc import Prepare, Starter, clean_env, exit_status
 from bar.base.record import record
-from bar.ledger.records import HookRecord
+from bar.model.records import HookRecord
 
 Phase = Literal["pre_run", "post_run"]
 PHASES: Final = ("pre_run", "post_run")

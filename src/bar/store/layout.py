@@ -127,7 +127,7 @@ class ProjectPaths:
 
     @property
     def telemetry(self) -> Path:
-        """Steps waiting to be sent as spans (``bar.formats.telemetry``)."""
+        """Steps waiting to be sent as spans (``bar.history.telemetry``)."""
         return self.dir / "telemetry"
 
     @property

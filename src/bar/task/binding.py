@@ -12,7 +12,7 @@ from bar.store.files import read_regular
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from bar.task.tasks import Task
+    from bar.model.tasks import Task
 
 
 def journal_of(task: Task) -> Path:

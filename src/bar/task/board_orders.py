@@ -18,11 +18,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from bar.errors import Locked, UsageError
-from bar.project.project import Project
+from bar.model.project import Project
+from bar.model.tasks import Task, list_tasks, load_task, resolve_task
 from bar.step import orders
 from bar.task import registry
 from bar.task.state import is_running, summarize
-from bar.task.tasks import Task, list_tasks, load_task, resolve_task
 
 OPS = (
     "create",
@@ -83,7 +83,7 @@ def perform(
             entries = [e for e in entries if e["status"] != registry.REMOVED]
         return {"worktrees": entries}
     if op == "events":
-        from bar.task import events
+        from bar.model import event_log as events
 
         limit = args.get("limit", 20)
         if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= EVENTS_MAX:
@@ -197,7 +197,7 @@ def board_order(ctx: orders.Context, args: Mapping[str, object]) -> dict[str, ob
     op = args.get("op")
     if not isinstance(op, str):
         raise UsageError("the board order needs 'op'")
-    from bar.task import events
+    from bar.model import event_log as events
 
     events.origin = {"task": ctx.task.id, "step": ctx.step_id} if ctx.running else None
     try:

@@ -17,10 +17,10 @@ import time
 from collections.abc import Iterator
 
 from bar.errors import Locked, UsageError
-from bar.task import board
+from bar.model import board
+from bar.model.tasks import Task, load_task
 from bar.task import start as task_start
 from bar.task.state import is_running
-from bar.task.tasks import Task, load_task
 
 
 def claim(

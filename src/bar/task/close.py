@@ -19,10 +19,11 @@ from typing import TYPE_CHECKING
 
 from bar.base.record import field, record
 from bar.errors import DirtyWorktree, NotFound, UsageError
-from bar.ledger import steps
-from bar.ledger.records import Step
-from bar.task import board, registry, removal
-from bar.task.tasks import Task, load_task
+from bar.history import steps
+from bar.model import board
+from bar.model.records import Step
+from bar.model.tasks import Task, load_task
+from bar.task import registry, removal
 
 if TYPE_CHECKING:
     from bar.changes.unapplied import Unapplied

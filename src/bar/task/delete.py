@@ -33,16 +33,16 @@ from bar import git
 from bar.base import faults
 from bar.base.clock import now_iso
 from bar.base.record import field, record
-from bar.changes import journals
 from bar.changes.fast import watcher
-from bar.changes.journals import DeleteIntent
 from bar.errors import BarError, CorruptFile, DirtyWorktree, TaskNotFound
-from bar.project.project import Project
+from bar.model import board, journals
+from bar.model.journals import DeleteIntent
+from bar.model.project import Project
+from bar.model.tasks import Task, list_tasks, load_task, resolve_task
 from bar.store.layout import TASK_ID_RE, TaskPaths, projects_dir
 from bar.store.lock import FileLock
-from bar.task import board, registry, worktree
+from bar.task import registry, worktree
 from bar.task.risk import at_risk, owner
-from bar.task.tasks import Task, list_tasks, load_task, resolve_task
 
 
 @record(frozen=True)

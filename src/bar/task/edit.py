@@ -19,11 +19,11 @@ from typing import Any
 
 from bar.base.record import field, record
 from bar.errors import Locked, UsageError
+from bar.model import board
+from bar.model.tasks import Task, load_task
 from bar.redact import is_secret_name
 from bar.redact import known as known_secrets
-from bar.task import board
 from bar.task.state import is_running
-from bar.task.tasks import Task, load_task
 
 DESCRIPTION = "description"
 TAGS = "tags"

@@ -36,13 +36,14 @@ from bar import git
 from bar.base import faults
 from bar.errors import AlreadyExists, BarError, NotFound, UsageError
 from bar.git import worktrees
+from bar.model import board
+from bar.model.tasks import Task, load_task
 from bar.store.files import write_json_atomic
-from bar.task import binding, board, registry
-from bar.task.tasks import Task, load_task
+from bar.task import binding, registry
 
 if TYPE_CHECKING:
-    from bar.ledger.records import Step
-    from bar.project.project import Project
+    from bar.model.project import Project
+    from bar.model.records import Step
 
 NAME_RE = re.compile(r"[A-Za-z0-9._-]{1,40}")
 LANES_DIR = "lanes"
@@ -74,7 +75,7 @@ def _check_name(project: Project, name: str, task: Task | None) -> None:
             f"a worktree cannot be named {name!r}: a number names a task",
             hint="give it a name with a letter in it",
         )
-    from bar.task.tasks import list_tasks
+    from bar.model.tasks import list_tasks
 
     for other in list_tasks(project):
         if task is not None and other.id == task.id:
@@ -163,7 +164,7 @@ def bind(task: Task, name: str) -> tuple[Task, list[Step]]:
     as it is now, and the step that recorded what the worktree held beyond the task's
     recorded state (none if nothing). A bind that was stopped is finished by running it
     again (its intent is kept in the task's ``binding.json`` until it is done)."""
-    from bar.ledger import steps
+    from bar.history import steps
     from bar.task.start import holds_files
     from bar.task.state import is_running
 
@@ -305,11 +306,11 @@ def _inner_git(path: str) -> list[str]:
 def _rename_admin(task: Task) -> None:
     """The moved worktree's admin directory takes the name git gives a task's (its
     directory's: the task id), which is how bar finds it without reading a file a step
-    could write (``bar.task.tasks.admin_dir``)."""
+    could write (``bar.model.tasks.admin_dir``)."""
     import os
 
+    from bar.model.tasks import admin_dir
     from bar.store.files import write_bytes_atomic
-    from bar.task.tasks import admin_dir
 
     common = task.project.common_dir
     old = admin_dir(common, task.worktree)

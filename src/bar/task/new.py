@@ -28,20 +28,20 @@ from bar import git
 from bar.base import faults
 from bar.base.clock import now_iso
 from bar.base.notices import note, warn
-from bar.changes import journals
-from bar.changes.journals import CreateIntent
 from bar.errors import AlreadyExists, BarError, Locked, NotFound, UsageError
 from bar.git import worktrees
 from bar.history import side_index
-from bar.project.project import Project
+from bar.model import board, journals
+from bar.model.board import IN_PROGRESS, PENDING, Board
+from bar.model.journals import CreateIntent
+from bar.model.project import Project
+from bar.model.tasks import Task, load_task, new_id, open_task_named, validate_name
 from bar.redact import known as known_secrets
 from bar.store.files import ensure_dir, write_json_atomic
 from bar.store.layout import TASK_ID_RE, TaskPaths
 from bar.store.lock import FileLock, is_locked
-from bar.task import board, registry
-from bar.task.board import IN_PROGRESS, PENDING, Board
+from bar.task import registry
 from bar.task.edit import stored_meta
-from bar.task.tasks import Task, load_task, new_id, open_task_named, validate_name
 
 HALF_MADE = "half-made"  # the intent, no task.json: undone
 UNFINISHED = "unfinished"  # task.json and the intent: the task is whole, the intent is dropped

@@ -24,13 +24,13 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from bar.base.migrate import upgrade
 from bar.errors import CorruptFile
-from bar.ledger.migrate import upgrade
 from bar.store.files import ensure_dir, read_json, write_json_atomic
 
 if TYPE_CHECKING:
-    from bar.project.project import Project
-    from bar.task.tasks import Task
+    from bar.model.project import Project
+    from bar.model.tasks import Task
 
 ACTIVE = "active"
 KEPT = "kept"
@@ -235,7 +235,7 @@ def _key(entry: dict[str, Any]) -> str:
 def _derived(project: Project, old: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The entries the disk implies: one per task that has or had a worktree."""
     from bar.base.clock import seconds_of
-    from bar.task.tasks import list_tasks
+    from bar.model.tasks import list_tasks
 
     before = {e["task_id"]: e for e in old}
     remembered = _from_events(project) if not old else {}
@@ -289,7 +289,7 @@ def _derived(project: Project, old: list[dict[str, Any]]) -> list[dict[str, Any]
 def _from_events(project: Project) -> dict[str, dict[str, Any]]:
     """What the event log says of each task's worktree, for a registry that was lost:
     its last status (``kept`` is known nowhere else for an open task) and when."""
-    from bar.task import events
+    from bar.model import event_log as events
 
     found: dict[str, dict[str, Any]] = {}
     for rec in events.recent(project.paths.events, None):
@@ -315,7 +315,7 @@ def _lanes_from_events(project: Project) -> list[dict[str, Any]]:
     """The worktrees made with no task, as the event log tells them, for a registry
     that was lost: made (``worktree.create.after`` with no task), removed, or taken by a
     task (``task.bound``)."""
-    from bar.task import events
+    from bar.model import event_log as events
 
     found: dict[str, dict[str, Any]] = {}
     for rec in events.recent(project.paths.events, None):

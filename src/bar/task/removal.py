@@ -40,11 +40,12 @@ from bar.base.clock import now_iso
 from bar.base.record import record
 from bar.errors import BarError, CorruptFile
 from bar.git import worktrees
+from bar.model import board
 from bar.store.files import fsync_dir, read_json, write_json_atomic
-from bar.task import board, registry
+from bar.task import registry
 
 if TYPE_CHECKING:
-    from bar.task.tasks import Task
+    from bar.model.tasks import Task
 
 # what the task becomes once its worktree is gone
 COMPLETED = "completed"  # ``bar task close``

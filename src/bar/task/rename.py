@@ -18,10 +18,10 @@ from __future__ import annotations
 
 from bar.base.record import record
 from bar.errors import Locked, UsageError
-from bar.task import board
+from bar.model import board
+from bar.model.tasks import ID_PREFIX_MIN, Task, list_tasks, load_task, validate_name
 from bar.task.new import name_holder
 from bar.task.state import is_running
-from bar.task.tasks import ID_PREFIX_MIN, Task, list_tasks, load_task, validate_name
 
 
 @record(frozen=True)

@@ -23,14 +23,14 @@ from __future__ import annotations
 from bar import git
 from bar.base.clock import now_iso
 from bar.base.record import record
-from bar.changes import journals
 from bar.errors import AlreadyExists, BarError, NotFound
+from bar.model import board, journals
+from bar.model.project import Project
+from bar.model.tasks import Task, load_task, resolve_task
 from bar.project import repairs
-from bar.project.project import Project
 from bar.store.files import write_json_atomic
-from bar.task import board, registry, worktree
 from bar.task import new as task_new
-from bar.task.tasks import Task, load_task, resolve_task
+from bar.task import registry, worktree
 
 
 @record(frozen=True)

@@ -25,12 +25,11 @@ from pathlib import Path
 from bar import git
 from bar.base.notices import plural
 from bar.errors import BarError
-from bar.history import bases, checkpoints
-from bar.ledger import steps
-from bar.ledger.records import ApplyStep
+from bar.history import bases, checkpoints, steps
+from bar.model.records import ApplyStep
+from bar.model.tasks import Task
 from bar.store.layout import AIDE_DIR, AIDE_FILES, TASK_ID_RE
 from bar.task.state import still_landed
-from bar.task.tasks import Task
 
 
 def owner(ref: str) -> str | None:

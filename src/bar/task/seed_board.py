@@ -39,15 +39,15 @@ from typing import TYPE_CHECKING, Any
 
 from bar.base.notices import warn
 from bar.errors import BarError, CorruptFile
+from bar.model import event_log as task_events
+from bar.model.seed_numbers import highest as _load_highest
+from bar.model.seed_numbers import load as _load_numbers
+from bar.model.seed_numbers import path_of as _numbers_path
 from bar.store.files import read_regular, write_bytes_atomic, write_json_atomic
-from bar.task import events as task_events
-from bar.task.seed_numbers import highest as _load_highest
-from bar.task.seed_numbers import load as _load_numbers
-from bar.task.seed_numbers import path_of as _numbers_path
 
 if TYPE_CHECKING:
-    from bar.project.project import Project
-    from bar.task.tasks import Task
+    from bar.model.project import Project
+    from bar.model.tasks import Task
 
 SEED = "seed"
 TASKS_DIR = ".tasks"
@@ -92,7 +92,7 @@ def differences(project: Project) -> list[str]:
     said: list[str] = []
     try:
         numbers = _load_numbers(project)
-        from bar.task.tasks import list_tasks
+        from bar.model.tasks import list_tasks
 
         for task in list_tasks(project):
             n = numbers.get(task.id)
@@ -200,7 +200,7 @@ def _real_dir(path: Path) -> Path:
 def _write_copy(project: Project) -> tuple[Path, dict[str, int]]:
     """The task files and the index written as bar's files say (the tasks read once);
     the ``.worktrees`` directory and the numbers."""
-    from bar.task.tasks import list_tasks
+    from bar.model.tasks import list_tasks
 
     tasks_dir, wt_dir = _dirs(project)
     tasks = list_tasks(project)

@@ -33,10 +33,11 @@ from bar.base.ids import short
 from bar.base.notices import note
 from bar.errors import BarError, UsageError
 from bar.git import worktrees
-from bar.project.project import Project
-from bar.task import board, registry
+from bar.model import board
+from bar.model.project import Project
+from bar.model.tasks import Task, load_task
 from bar.task import new as task_new
-from bar.task.tasks import Task, load_task
+from bar.task import registry
 
 
 def start(task: Task, *, activate: bool = True, by: str | None = None) -> Task:

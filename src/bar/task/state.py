@@ -18,11 +18,11 @@ from typing import Any
 from bar import git
 from bar.base.record import record
 from bar.git import DiffStat
-from bar.ledger.records import ApplyStep, DecisionStep
+from bar.model.records import ApplyStep, DecisionStep
+from bar.model.tasks import Task
 from bar.store.lock import is_locked
-from bar.task.tasks import Task
 
-PENDING = "pending"  # planned, no worktree yet (``bar.task.board``)
+PENDING = "pending"  # planned, no worktree yet (``bar.model.board``)
 RUNNING = "running"
 APPLIED = "applied"
 ACTIVE = "active"

@@ -8,15 +8,16 @@ from __future__ import annotations
 from typing import Any
 
 from bar.base.record import field, record
-from bar.changes import conflict_markers, journals
+from bar.changes import conflict_markers
 from bar.changes.fast import stamps
-from bar.changes.journals import RunIntent
 from bar.errors import TaskNotFound
-from bar.ledger import steps
-from bar.project.project import Location, Project
+from bar.history import steps
+from bar.model import journals
+from bar.model.journals import RunIntent
+from bar.model.project import Location, Project
+from bar.model.tasks import Task, resolve_task
 from bar.store.lock import is_locked
 from bar.task.state import TaskState, state_of
-from bar.task.tasks import Task, resolve_task
 
 
 @record(frozen=True)

@@ -17,7 +17,7 @@ every event back whole, so replay, the UI's player and ``full_cast`` (a standalo
 for another player) see the recording as it was printed.
 
 The reader validates every line and names the file and line in ``CorruptFile``; the
-header's ``version`` goes through ``bar.ledger.migrate`` like every versioned file of bar's. Replay
+header's ``version`` goes through ``bar.base.migrate`` like every versioned file of bar's. Replay
 streams events (a long agent session can be large) after a first validating pass, so a
 broken file fails before anything is played.
 """
@@ -35,9 +35,9 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import BinaryIO, TypeGuard
 
+from bar.base.migrate import CURRENT, upgrade
 from bar.base.record import field, record
 from bar.errors import BarError, CorruptFile, NotFound, UsageError
-from bar.ledger.migrate import CURRENT, upgrade
 from bar.store.files import create_appending, write_all
 from bar.terminal.filters import Stamped, StreamFilter, stamped
 from bar.terminal.text import TextCleaner

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from bar import api
 from bar.errors import ApplyConflict, BarError
 from bar.history.checkpoints import Checkpoint
-from bar.task.tasks import Task
+from bar.model.tasks import Task
 from bar.ui import views
 from bar.ui.filters import options
 from bar.ui.pages import (

@@ -27,8 +27,8 @@ from starlette.staticfiles import StaticFiles
 from bar import api
 from bar.errors import BarError, NotFound, StepNotFound
 from bar.history.checkpoints import Checkpoint
+from bar.model.tasks import Task
 from bar.step.live import Follower, Lost, Mark, Output, Recorded, Taken
-from bar.task.tasks import Task
 from bar.ui import (
     actions,
     assets,

@@ -1,6 +1,6 @@
 """A project's board: its tasks as cards in columns, as bar's board has them (docs/board.md).
 
-The columns are the board's statuses (``bar.task.board``), with the pending tasks someone
+The columns are the board's statuses (``bar.model.board``), with the pending tasks someone
 took apart from those nobody did: **pending** (planned, nobody's), **claimed** (planned,
 an owner took it: ``bar task claim``), **in progress** (a worktree is bound), **done**
 (completed). ``?by=owner`` makes a column of each owner instead (nobody's first). A card
@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from urllib.parse import quote, urlencode
 
 from bar import api
-from bar.task.board import COMPLETED, IN_PROGRESS, PENDING
+from bar.model.board import COMPLETED, IN_PROGRESS, PENDING
 from bar.ui import views
 from bar.ui.filters import TaskFilter, options
 from bar.ui.pages import (

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from bar.agents.protocol import PROTOCOLS
 from bar.history.checkpoints import Checkpoint
-from bar.ledger.records import PolicyEventRecord
+from bar.model.records import PolicyEventRecord
 
 
 @dataclass(frozen=True)

@@ -29,8 +29,8 @@ from bar.ui.pages import (
 
 if TYPE_CHECKING:
     from bar.history.checkpoints import Checkpoint
-    from bar.ledger.records import Step
-    from bar.task.tasks import Task
+    from bar.model.records import Step
+    from bar.model.tasks import Task
 
 TEXT_SHOWN = 1500  # characters of a prompt or a reply shown in the list
 INPUT_SHOWN = 200  # of a tool call's input

@@ -16,7 +16,7 @@ from typing import Any
 from bar.aide import decide
 from bar.api import orders
 from bar.errors import BarError
-from bar.task.tasks import Task
+from bar.model.tasks import Task
 from bar.ui.pages import esc, layout, plural, task_url, when
 from bar.ui.security import CSRF_FIELD
 

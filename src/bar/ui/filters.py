@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from html import escape
 
 from bar import api
-from bar.ledger.records import RunStep, Step
-from bar.task.tasks import Task
+from bar.model.records import RunStep, Step
+from bar.model.tasks import Task
 
 NOBODY = "-"  # the owner filter's value for tasks no one took
 # the results a step filter offers: (value, label)

@@ -18,7 +18,7 @@ from bar.base.clock import duration_text
 from bar.base.cmdline import line_of
 from bar.base.notices import plural as plural  # (the pages count as the CLI does)
 from bar.errors import BarError
-from bar.ledger.records import (
+from bar.model.records import (
     KINDS,
     ApplyStep,
     DecisionStep,
@@ -28,7 +28,7 @@ from bar.ledger.records import (
     Step,
     SyncStep,
 )
-from bar.task.tasks import Task
+from bar.model.tasks import Task
 from bar.ui import assets, views
 from bar.ui.calls import Call, pair
 from bar.ui.filters import (

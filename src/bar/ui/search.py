@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from bar import api
 from bar.errors import BarError
 from bar.history.checkpoints import Checkpoint
-from bar.ledger.records import PolicyEventRecord, RunStep, Step
-from bar.task.tasks import Task
+from bar.model.records import PolicyEventRecord, RunStep, Step
+from bar.model.tasks import Task
 from bar.ui import views
 from bar.ui.calls import is_call
 from bar.ui.filters import StepFilter, description, has_all, options, words

@@ -10,8 +10,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from bar.base.cmdline import line_of
-from bar.ledger.records import ApplyStep, RollbackStep, RunStep, Step, SyncStep
-from bar.task.tasks import Task
+from bar.model.records import ApplyStep, RollbackStep, RunStep, Step, SyncStep
+from bar.model.tasks import Task
 from bar.ui import conversation, patches, views
 from bar.ui.calls import Call, pair
 from bar.ui.pages import (

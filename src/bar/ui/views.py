@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING, Any
 
 from bar import api
 from bar.errors import BarError, NotFound
-from bar.ledger.records import Step
+from bar.model.records import Step
+from bar.model.tasks import Task
 from bar.store.layout import TASK_ID_RE
-from bar.task.tasks import Task
 from bar.ui import patches
 
 if TYPE_CHECKING:

@@ -22,13 +22,13 @@ from typing import Any
 
 from bar.base.record import field, record
 from bar.errors import BarError, ExitCode, NotFound, PushRefused, Unreachable, UsageError
-from bar.project.project import Project
+from bar.model import board
+from bar.model.project import Project
+from bar.model.tasks import Task, load_task
 from bar.redact import is_secret_name
 from bar.share import fetch as fetching
 from bar.share import push as pushing
 from bar.share.remotes import Remote
-from bar.task import board
-from bar.task.tasks import Task, load_task
 from bar.workers import placement, temporal
 from bar.workers.placement import Placement
 

@@ -14,7 +14,7 @@ from typing import Any
 from bar.base.clock import now_iso
 from bar.base.record import record
 from bar.errors import BarError, CorruptFile
-from bar.project.project import Project
+from bar.model.project import Project
 from bar.store.files import read_json, write_json_atomic
 
 

@@ -27,12 +27,12 @@ from pathlib import Path
 
 from bar import git
 from bar.base.record import record
-from bar.changes import journals
 from bar.history import side_index
+from bar.model import journals
+from bar.model.tasks import Task
 from bar.redact import known
 from bar.share import remotes, scan
 from bar.share.remotes import Remote
-from bar.task.tasks import Task
 
 PROGRESS = "refs/bar/progress/"
 IDENTITY = {

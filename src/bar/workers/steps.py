@@ -43,11 +43,12 @@ from temporalio.exceptions import ApplicationError
 from bar import git
 from bar.aide import decide
 from bar.base.clock import now_iso
-from bar.changes import journals
 from bar.errors import BarError
-from bar.ledger.records import RunStep
-from bar.project.config import NETWORK_MODES, tighter_network
-from bar.project.project import Project, find_project
+from bar.model import journals
+from bar.model.config import NETWORK_MODES, tighter_network
+from bar.model.project import Project, find_project
+from bar.model.records import RunStep
+from bar.model.tasks import Task, load_task
 from bar.redact import known
 from bar.redact.stream import StreamScrubber
 from bar.share import fetch as fetching
@@ -58,7 +59,6 @@ from bar.store.layout import TASK_ID_RE
 from bar.task.close import close
 from bar.task.delete import delete
 from bar.task.start import start
-from bar.task.tasks import Task, load_task
 from bar.workers import flow, progress
 from bar.workers.flow import BUSY
 
@@ -424,7 +424,7 @@ def _discard(project: Project, task: Task) -> None:
 def _owned_by(task: Task, owner: str) -> Task:
     """The claimed task's board names the worker that took it (what the lead's board
     shows once the history comes back)."""
-    from bar.task import board
+    from bar.model import board
 
     with task.lock("bar worker: claiming"):
         task = load_task(task.project, task.id)

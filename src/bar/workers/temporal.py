@@ -13,12 +13,12 @@ from typing import TYPE_CHECKING, Any
 
 from bar.base.record import field, record
 from bar.errors import ConfigError, Unreachable
-from bar.project.config import address
+from bar.model.config import address
 
 if TYPE_CHECKING:
     from temporalio.client import Client
 
-    from bar.project.project import Project
+    from bar.model.project import Project
 
 ENV = "BAR_TEMPORAL"
 # where the API key of a server that asks for one is read (Temporal Cloud): bar's own

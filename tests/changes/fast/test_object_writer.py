@@ -1,4 +1,4 @@
-"""bar.changes.fast.object_writer against git: the commits it writes are the ones ``git commit-tree`` writes
+"""bar.git.object_writer against git: the commits it writes are the ones ``git commit-tree`` writes
 (same bytes, so the same id) on random messages, parents and time zones, in SHA-1 and
 SHA-256 repositories; it moves a loose ref as ``git update-ref`` does, and leaves to git
 every case it does not reproduce (a packed ref, a reflog, a lock held, a value that is
@@ -18,8 +18,7 @@ from helpers import bar, ledger, new_task, task_dir, worktree
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bar.changes.fast import object_writer
-from bar.git import BAR_IDENTITY
+from bar.git import BAR_IDENTITY, object_writer
 from conftest import git
 
 ZONES = ["UTC", "Asia/Kolkata", "America/St_Johns", "Pacific/Chatham", "Europe/Paris"]

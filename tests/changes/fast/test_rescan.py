@@ -12,7 +12,7 @@ import pytest
 from helpers import SETTLE, bar, new_task, worktree
 
 from bar import api
-from bar.ledger import steps
+from bar.history import steps
 
 
 def _plain_git_tree(wt: Path, tmp: Path) -> str:

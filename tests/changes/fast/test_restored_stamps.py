@@ -12,8 +12,7 @@ import pytest
 from helpers import SETTLE, bar, git_commands, ledger, new_task, run_sh, worktree
 
 from bar import api
-from bar.history import racy
-from bar.ledger import steps
+from bar.history import racy, steps
 
 
 def _plain_git_tree(wt: Path, tmp: Path) -> str:

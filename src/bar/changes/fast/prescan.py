@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from bar.project.project import Location
+    from bar.model.project import Location
 
 _MAX_AGE = 5.0  # seconds: an answer older than this (a wait for the lock) is asked again
 
@@ -81,9 +81,9 @@ def begin(task_ref: str | None) -> None:
     if os.environ.get("BAR_STEP_ID"):
         return  # inside a step, bar changes no task from here
     try:
-        from bar.project.project import find_project
+        from bar.model.project import find_project
+        from bar.model.tasks import load_task
         from bar.store.layout import TASK_ID_RE
-        from bar.task.tasks import load_task
 
         loc = find_project()
         global _found
@@ -97,7 +97,7 @@ def begin(task_ref: str | None) -> None:
         key = _key(index)
         if key is None or not task.active or not os.path.isdir(worktree):
             return
-        from bar.changes.fast import speed
+        from bar.base import speed
 
         if not speed.fast() or not os.path.exists(f"{index}.stamps"):
             return  # no stamps: the look for hand edits adds everything

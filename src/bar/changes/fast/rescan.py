@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bar import git
-from bar.changes.fast import prescan, speed, stamps, watcher
+from bar.base import speed
+from bar.changes.fast import prescan, stamps, watcher
 from bar.changes.fast.stamps import keep_private
 from bar.history import racy
 

@@ -53,7 +53,7 @@ _RUN_OPTIONS_HERE = {"--no-pty", "--json"}  # with a terminal: the command must 
 
 
 def _speed_off() -> bool:
-    """``BAR_FAST=0``: no shortcut at all, the resident among them (``bar.changes.fast.speed``, which
+    """``BAR_FAST=0``: no shortcut at all, the resident among them (``bar.base.speed``, which
     this module does not import: it is all the client loads)."""
     return os.environ.get("BAR_FAST", "").strip().lower() in ("0", "false", "no", "off")
 
@@ -331,7 +331,7 @@ def start(entry: str) -> None:
     hands it in). Never fails: a resident is only ever a way to start faster."""
     if idle_seconds() == 0 or os.environ.get("BAR_STEP_ID") or _speed_off():
         return
-    from bar.changes.fast import speed
+    from bar.base import speed
 
     if not speed.fast():
         return  # (the project's speed.fast: false, read by the command just run)
@@ -341,10 +341,10 @@ def start(entry: str) -> None:
     import socket
     import subprocess
 
-    from bar.step import peers
+    from bar.base import peers
 
     if peers.no_new_privs(os.getpid()):
-        return  # it could not tell a confined caller from this one (``bar.step.peers``)
+        return  # it could not tell a confined caller from this one (``bar.base.peers``)
     folder = os.path.dirname(path)
     spare = os.path.join(folder, f".{SOCKET}.{os.getpid()}")
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)

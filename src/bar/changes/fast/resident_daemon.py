@@ -28,13 +28,13 @@ import time
 from collections.abc import Callable
 from typing import NoReturn
 
+from bar.base import peers
 from bar.base.inotify import ANY_CHANGE, Watch
 from bar.base.proc import work_nowhere
 from bar.base.record import record
 from bar.changes.fast import own_pages
 from bar.changes.fast.resident import MAGIC, file_id
 from bar.policy.loader import compile_cached
-from bar.step import peers
 
 _WAKE_S = 5.0  # how often it checks that its socket and its code are still its own
 _MAX_REQUEST = 4 << 20  # bytes: an environment and command line larger than any exec takes
@@ -499,9 +499,9 @@ def _become(conn: socket.socket, data: bytes, fds: list[int], run: Runner) -> No
 
 def _slow_project() -> bool:
     """Whether the project the caller stands in wants no shortcut (``speed.fast: false``
-    in its config.yaml, ``bar.changes.fast.speed``): then no resident serves it."""
+    in its config.yaml, ``bar.base.speed``): then no resident serves it."""
     try:
-        from bar.project.project import find_project
+        from bar.model.project import find_project
 
         return find_project().project.config.speed.fast is False
     except Exception:  # (no project here, or one whose config the command will report)

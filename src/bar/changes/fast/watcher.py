@@ -22,7 +22,7 @@ link from outside the worktree, by another machine on a network file system) is 
 by that periodic full look, and recorded as a hand edit.
 
 The watcher listens on ``watcher.sock`` in the task directory (0600 in a 0700
-directory), answers no process confined by a step (``bar.step.peers``), and exits when it
+directory), answers no process confined by a step (``bar.base.peers``), and exits when it
 has had no question for ``BAR_WATCHER_IDLE`` seconds (default ``IDLE_S``; 0: no watcher
 is started), when the worktree or its socket goes away, or when asked (``stop``).
 """
@@ -39,13 +39,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bar.changes.fast import speed
-from bar.step.channel import Address
+from bar.base import speed
+from bar.base.socket_path import Address
 
 if TYPE_CHECKING:
     from bar.base.inotify import Handed, Seen, TreeWatch
     from bar.changes.fast.watches import Claim
-    from bar.task.tasks import Task
+    from bar.model.tasks import Task
 
 IDLE_S = 900  # seconds without a question before a watcher exits
 VERIFY_S = 300  # seconds after which a watcher asks for a full look again
@@ -115,7 +115,7 @@ def verify_seconds() -> int:
 
 def running(index: Path) -> bool:
     """Whether a watcher may be listening for this side index (its socket exists) and
-    may be asked (the speed layer is on: ``bar.changes.fast.speed``)."""
+    may be asked (the speed layer is on: ``bar.base.speed``)."""
     return os.path.exists(socket_path(index)) and speed.fast()
 
 
@@ -210,13 +210,13 @@ def keep_watching(task: Task, watch: TreeWatch, age: float, claim: Claim) -> boo
     seconds since the step's look for hand edits, its last full look). The watcher takes
     the step's ``claim`` on bar's watches with it. True if it took them (the caller no
     longer owns the watch)."""
+    from bar.base import peers
     from bar.changes.fast import stamps
-    from bar.step import peers
 
     if idle_seconds() == 0 or os.environ.get("BAR_STEP_ID") or not watch.sure or not speed.fast():
         return False
     if peers.no_new_privs(os.getpid()):
-        return False  # it could not tell a confined caller from this one (``bar.step.peers``)
+        return False  # it could not tell a confined caller from this one (``bar.base.peers``)
     others, most = _others(task.index), max_running()
     if others >= most:
         reason = f"{others} other tasks' watchers run already (at most {most})"

@@ -28,10 +28,10 @@ from pathlib import Path
 from typing import Any
 
 from bar import git
+from bar.base import peers
 from bar.base.inotify import Handed, TreeWatch
 from bar.changes.fast import staging, stamps
 from bar.changes.fast.resident import file_id
-from bar.step import peers
 
 _MAX_PATHS = 200_000  # more changed paths than this: a full look is cheaper
 _WAKE_MS = 5_000  # how often it checks that its worktree and socket are still there

@@ -9,11 +9,11 @@ from typing import TYPE_CHECKING
 from bar import api
 from bar.cli.render import Painter, plural, print_json, short
 from bar.errors import ApplyConflict
-from bar.project.project import AGENT_SETTINGS
+from bar.model.project import AGENT_SETTINGS
 
 if TYPE_CHECKING:
     from bar.changes.apply import ApplyResult
-    from bar.task.tasks import Task
+    from bar.model.tasks import Task
 
 
 def apply(

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from bar import api
 from bar.cli.pager import paging
 from bar.cli.render import Painter, one_line, print_json, visible
-from bar.task.tasks import Task
+from bar.model.tasks import Task
 
 if TYPE_CHECKING:
     from bar.history.blame import Blame

@@ -69,8 +69,8 @@ def _judge_here(agent: str, payload: bytes) -> int:
 
     from bar.agents.protocol import parse_event
     from bar.errors import BarError, HookInputError
+    from bar.model.project import policy_and_channel  # not bar.api: all the verbs' modules
     from bar.policy.places import Places
-    from bar.project.project import policy_and_channel  # not bar.api: all the verbs' modules
     from bar.step import gate
 
     try:

@@ -30,9 +30,9 @@ from bar.cli.render import (
     stat_text,
 )
 from bar.errors import BarError, StepNotFound
-from bar.ledger.records import Step
+from bar.model.records import Step
+from bar.model.tasks import Task
 from bar.step.live import INTERRUPTED, RECORDING, LiveStep, Lost, Output, Recorded, Taken
-from bar.task.tasks import Task
 
 POLL = 0.1  # seconds between two looks while following
 

@@ -46,8 +46,8 @@ from bar.cli.render import (
     terminal_width,
 )
 from bar.errors import UsageError
-from bar.ledger.records import RunStep, Step
-from bar.task.tasks import Task
+from bar.model.records import RunStep, Step
+from bar.model.tasks import Task
 
 if TYPE_CHECKING:
     from bar.ledger.select import Selection

@@ -27,11 +27,11 @@ from bar.cli.render import (
     visible_len,
 )
 from bar.errors import ExitCode
-from bar.history.review import FETCHED
-from bar.ledger.records import RunStep, Step
+from bar.model.records import RunStep, Step
+from bar.share.review import FETCHED
 
 if TYPE_CHECKING:
-    from bar.history.review import Landing, Review, TaskReview
+    from bar.share.review import Landing, Review, TaskReview
 
 
 def review(*, branch: str, base: str | None, as_json: bool) -> int:

@@ -13,9 +13,9 @@ from bar import api
 from bar.api import shapes
 from bar.cli.render import Painter, print_json, stat_text
 from bar.errors import ExitCode, HookFailed, UsageError
-from bar.ledger.records import RunStep
+from bar.model.records import RunStep
+from bar.model.tasks import Task
 from bar.step.run import RunRequest
-from bar.task.tasks import Task
 
 # POSIX's portable names: str.isalnum() would also let 'é' and '²' through
 _ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")

@@ -13,7 +13,7 @@ from bar.cli.render import Painter, print_json
 from bar.errors import UsageError
 
 if TYPE_CHECKING:
-    from bar.project.project import Project
+    from bar.model.project import Project
     from bar.share.fetch import Fetched
     from bar.share.push import Pushed
 

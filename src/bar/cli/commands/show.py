@@ -36,8 +36,8 @@ from bar.cli.render import (
     visible,
 )
 from bar.errors import NotFound, StepNotFound, UsageError
-from bar.ledger.records import ApplyStep, RollbackStep, RunStep, Step, SyncStep
-from bar.task.tasks import Task
+from bar.model.records import ApplyStep, RollbackStep, RunStep, Step, SyncStep
+from bar.model.tasks import Task
 
 if TYPE_CHECKING:
     from bar.history.checkpoints import Checkpoint

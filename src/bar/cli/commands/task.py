@@ -11,9 +11,9 @@ from bar.errors import BarError, UsageError
 
 if TYPE_CHECKING:
     from bar.changes.unapplied import Unapplied
-    from bar.project.project import Location
+    from bar.model.project import Location
+    from bar.model.tasks import Task
     from bar.task.delete import Deletion
-    from bar.task.tasks import Task
 
 
 def ref(task_ref: str | None, task: str | None, *, needed: str | None = None) -> str | None:

@@ -2,7 +2,7 @@
 has.
 
 A bar killed while it records the step (its snapshot, its patch, its ledger line) leaves
-the intent journal (``bar.changes.journals``) and this file: recovery then records the step with
+the intent journal (``bar.model.journals``) and this file: recovery then records the step with
 the command's exit code rather than as interrupted, and credits it with what changed up
 to this file's own time (``bar.step.interrupted``), since every process of the step was gone
 when it was written. It names its step: one left by a bar killed between removing it and

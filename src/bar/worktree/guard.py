@@ -30,9 +30,9 @@ from pathlib import Path
 from bar import git
 from bar.base.notices import warn
 from bar.git import object_guard
+from bar.model import tasks
+from bar.model.tasks import Task
 from bar.store.files import write_bytes_atomic
-from bar.task import tasks
-from bar.task.tasks import Task
 
 # file-system clocks are coarse: a file changed just after the step began may carry a
 # slightly earlier time

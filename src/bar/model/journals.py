@@ -26,12 +26,11 @@ from typing import Any
 from bar import git
 from bar.base import file_clock
 from bar.base.clock import now_iso
+from bar.base.migrate import upgrade
 from bar.base.record import field, record, replace
 from bar.errors import CorruptFile
-from bar.history.states import State
-from bar.ledger.migrate import upgrade
-from bar.ledger.records import ApplyStep, step_from_record
-from bar.step import outcome
+from bar.model import outcome
+from bar.model.records import ApplyStep, State, step_from_record
 from bar.store.files import read_json, write_json_atomic
 from bar.store.layout import STATE_ID_RE, STEP_ID_RE, TaskPaths
 
@@ -163,7 +162,7 @@ def _int_or_none(value: object) -> int | None:
 
 
 def clear_run(paths: TaskPaths) -> None:
-    outcome.remove(paths)  # (first: ``bar.step.outcome``)
+    outcome.remove(paths)  # (first: ``bar.model.outcome``)
     _remove(paths.marker)
 
 

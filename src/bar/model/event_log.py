@@ -34,8 +34,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from bar.base.migrate import upgrade
 from bar.errors import BarError
-from bar.ledger.migrate import upgrade
 from bar.store.files import append_line
 
 VERSION = 2

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from bar.base.record import record
 
 if TYPE_CHECKING:
-    from bar.ledger.records import RunStep
+    from bar.model.records import RunStep
 
 # what a signal that stopped a step is called (``signal`` loads ``enum``: not for this)
 _SIGNALS = {

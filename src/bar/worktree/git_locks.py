@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from bar.task.tasks import Task, admin_dir
+from bar.model.tasks import Task, admin_dir
 
 
 def lock_files(task: Task) -> list[Path]:

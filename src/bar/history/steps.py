@@ -20,10 +20,9 @@ from bar.base.clock import ms_since, now_iso
 from bar.base.notices import note, plural
 from bar.changes.fast import rescan, staging, stamps
 from bar.errors import CorruptFile
-from bar.formats import telemetry
 from bar.git import DiffStat, conversions
-from bar.history import patches, racy, side_index, snapshot
-from bar.ledger.records import (
+from bar.history import patches, racy, side_index, snapshot, telemetry
+from bar.model.records import (
     ApplyStep,
     DecisionStep,
     ManualStep,
@@ -32,9 +31,9 @@ from bar.ledger.records import (
     SyncStep,
     step_from_record,
 )
+from bar.model.tasks import Task
 from bar.redact import Scrubber
 from bar.redact import known as known_secrets
-from bar.task.tasks import Task
 
 # A snapshot taking this long or longer makes its patch be written by two gits at once
 # (``patches.write_patch``'s ``split``); a small step's takes a few milliseconds.

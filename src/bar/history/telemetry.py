@@ -33,8 +33,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from bar.ledger.records import Step
-    from bar.task.tasks import Task
+    from bar.model.records import Step
+    from bar.model.tasks import Task
 
 MAX_QUEUE = 10_000  # steps waiting to be sent; past it a step is dropped, and counted
 ATTEMPTS = 3  # sends of one batch the endpoint refused before its steps are dropped

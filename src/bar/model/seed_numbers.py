@@ -15,7 +15,7 @@ from bar.store.files import read_json
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from bar.project.project import Project
+    from bar.model.project import Project
 
 NUMBERS_FILE = "board-numbers.json"
 

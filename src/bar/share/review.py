@@ -31,13 +31,12 @@ from bar import git
 from bar.base.record import field, record
 from bar.errors import BarError, GitError, NotFound, UsageError
 from bar.history import bases, states, trailers
-from bar.history.states import State
 from bar.history.trace import applied_state
-from bar.ledger.records import ApplyStep, RunStep, Step
-from bar.project.project import Project
+from bar.model.project import Project
+from bar.model.records import ApplyStep, RunStep, State, Step
+from bar.model.tasks import Task, list_tasks
 from bar.session import stored
 from bar.share import view
-from bar.task.tasks import Task, list_tasks
 
 OWN = "own"  # this machine's task
 COPY = "copy"  # a read-only copy ``bar fetch`` made of another machine's task

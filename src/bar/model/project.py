@@ -15,16 +15,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bar.base.clock import now_iso
+from bar.base.migrate import upgrade
 from bar.base.proc import run
 from bar.base.record import record
 from bar.errors import ConfigError, CorruptFile, NotARepository, NotInitialized, PolicyError
-from bar.ledger.migrate import upgrade
-from bar.project.config import REPO_CONFIG, Config, load_config, render_default
+from bar.model import event_log as events
+from bar.model.config import REPO_CONFIG, Config, load_config, render_default
 from bar.store import layout
 from bar.store.files import ensure_dir, read_json, write_json_atomic, write_text_atomic
 from bar.store.layout import TASK_ID_RE, ProjectPaths
 from bar.store.lock import FileLock
-from bar.task import events
 
 if TYPE_CHECKING:
     from bar.policy import Policy
@@ -136,9 +136,9 @@ class Project:
         project: dict[str, Any] | None = None,
         changed: dict[str, Any] | None = None,
     ) -> None:
-        """Append to the project's lifecycle log (events.jsonl, ``bar.task.events``)
+        """Append to the project's lifecycle log (events.jsonl, ``bar.model.event_log``)
         under the project lock: ``task`` and ``worktree`` as the board names them
-        (``bar.task.board.task_view``, ``worktree_view``), ``error`` on a failure,
+        (``bar.model.board.task_view``, ``worktree_view``), ``error`` on a failure,
         ``project`` on an event of the project itself, ``changed`` on an edit."""
         with self.lock(f"log {event}"):
             rec = events.append(

@@ -15,9 +15,9 @@ import os
 from pathlib import Path
 from typing import Any
 
+from bar.base.migrate import upgrade
 from bar.base.record import field, record, replace
 from bar.errors import ConfigError, CorruptFile
-from bar.ledger.migrate import upgrade
 from bar.store import cache
 
 
@@ -125,7 +125,7 @@ class BoardConfig:
 
 @record(frozen=True)
 class SpeedConfig:
-    """The speed layer (``bar.changes.fast.speed``): ``fast: false`` turns every shortcut off."""
+    """The speed layer (``bar.base.speed``): ``fast: false`` turns every shortcut off."""
 
     fast: bool = True
 

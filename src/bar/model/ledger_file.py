@@ -19,7 +19,7 @@ from pathlib import Path
 from bar.base import notices
 from bar.base.record import record
 from bar.errors import CorruptFile, StepNotFound
-from bar.ledger.records import Step, format_step_id, step_from_record
+from bar.model.records import Step, format_step_id, step_from_record
 from bar.store.files import append_line
 from bar.store.layout import STEP_ID_RE
 

@@ -13,19 +13,19 @@ from pathlib import Path
 from typing import Any
 
 from bar import git
+from bar.base import speed
 from bar.base.clock import now_iso
+from bar.base.migrate import upgrade
 from bar.base.notices import warn
 from bar.base.record import field, record
-from bar.changes.fast import speed
 from bar.errors import BarError, CorruptFile, NotFound, TaskNotFound, UsageError
-from bar.ledger.jsonl import Ledger
-from bar.ledger.migrate import upgrade
-from bar.project.project import Project
+from bar.model.board import COMPLETED, IN_PROGRESS, PENDING, Board
+from bar.model.board import parse as parse_board
+from bar.model.ledger_file import Ledger
+from bar.model.project import Project
 from bar.store.files import read_json, write_json_atomic
 from bar.store.layout import TASK_ID_RE, TaskPaths
 from bar.store.lock import FileLock
-from bar.task.board import COMPLETED, IN_PROGRESS, PENDING, Board
-from bar.task.board import parse as parse_board
 
 NAME_MAX = 64
 _ID_ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-"
@@ -87,7 +87,7 @@ class Task:
     metadata: dict[str, Any]
     snapshot_ref: str
     project: Project = field(repr=False, compare=False)
-    # ext: where the task stands on the board (``bar.task.board``)
+    # ext: where the task stands on the board (``bar.model.board``)
     board: Board = field(default_factory=lambda: Board(IN_PROGRESS))
     # ext: the base the task started from, set once its base first moves (``bar.history.bases``)
     first_base: str | None = None
@@ -487,7 +487,7 @@ def _by_number(project: Project, ref: str) -> Task | None:
     digits = ref.removeprefix("#")
     if not (digits.isascii() and digits.isdigit()) or project.config.board.layout != "seed":
         return None
-    from bar.task import seed_numbers
+    from bar.model import seed_numbers
 
     found = seed_numbers.task_id_of(project, int(digits))
     if found is not None and not project.paths.task(found).task_json.exists():

@@ -6,7 +6,7 @@ same answer, and is switched off as one: the resident process (``bar.changes.fas
 watches (``bar.base.inotify``, the task's watcher and its stagings), the stamps of directory
 ctimes (``bar.changes.fast.stamps``, ``bar.changes.fast.rescan``), the early ``git diff-files`` (``bar.changes.fast.prescan``),
 the restored directories' stamps (``bar.changes.fast.restored``) and the object writer
-(``bar.changes.fast.object_writer``). ``BAR_FAST=0`` in the environment, or ``speed.fast: false`` in the
+(``bar.git.object_writer``). ``BAR_FAST=0`` in the environment, or ``speed.fast: false`` in the
 project's config.yaml, turns them all off; ``BAR_FAST=1`` turns them on whatever the
 config says. The test suite's oracle runs both ways and requires the same records.
 

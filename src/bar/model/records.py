@@ -13,11 +13,11 @@ from __future__ import annotations
 import json
 from typing import Any, ClassVar
 
+from bar.base.migrate import upgrade
 from bar.base.record import field, record
 from bar.errors import CorruptFile, UsageError
 from bar.git import DiffStat, is_object_id
-from bar.ledger import endings
-from bar.ledger.migrate import upgrade
+from bar.model import endings
 from bar.store.layout import ARTIFACT_RE, STEP_ID_RE
 
 KINDS = ("run", "apply", "rollback", "manual", "sync", "decision")
@@ -245,7 +245,7 @@ class RunStep(_Changes):
 
     @property
     def ending(self) -> endings.Ending:
-        """How the step ended, in the words every face shows (``bar.ledger.endings``)."""
+        """How the step ended, in the words every face shows (``bar.model.endings``)."""
         return endings.of(self)
 
     def _head_fields(self, rec: dict[str, Any]) -> None:
@@ -586,3 +586,30 @@ def _str(value: object) -> str | None:
 
 def _dicts(value: object) -> list[dict[str, Any]]:
     return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
+
+
+# --- recorded states -------------------------------------------------------------------
+
+
+@record(frozen=True)
+class State:
+    """A recorded state of a task: its base, or the state after a step or one of its
+    tool calls (``bar.history.states`` resolves the names people give them)."""
+
+    kind: str  # "base" | "step" (a step's state, or a checkpoint's: ``step_id`` "0003.2")
+    step_id: str | None
+    commit: str  # the snapshot commit
+    head: str  # the task branch's HEAD recorded at that state (what --hard resets to)
+    base: str | None = None  # the task's base then (None: read before bar knew it)
+
+    def describe(self) -> str:
+        if self.kind == "base":
+            return "base"
+        return (
+            f"checkpoint {self.step_id}" if "." in (self.step_id or "") else f"step {self.step_id}"
+        )
+
+    @property
+    def name(self) -> str:
+        """How a person names it: ``base``, ``0003``, ``0003.2``."""
+        return self.step_id or "base"

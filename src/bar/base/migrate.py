@@ -89,7 +89,7 @@ def upgrade(kind: str, data: Record, path: Path | str, *, default: int | None = 
 # --- the migrations ------------------------------------------------------------------
 
 
-# event names of events.jsonl 1 -> the board's (``bar.task.events``)
+# event names of events.jsonl 1 -> the board's (``bar.model.event_log``)
 _EVENT_NAMES = {
     "worktree.created": "worktree.create.after",
     "worktree.removed": "worktree.remove.after",

@@ -18,10 +18,10 @@ import os
 from pathlib import Path
 
 from bar import git
-from bar.git.guard import admin_dir, common_dir
+from bar.model.tasks import Task
 from bar.store import below
 from bar.store.files import read_regular, write_bytes_atomic
-from bar.task.tasks import Task
+from bar.worktree.guard import admin_dir, common_dir
 
 SEEN = "worktree-state.json"  # in the task's directory: (size, mtime) of each file looked at
 

@@ -14,7 +14,7 @@ worktree. task.json keeps ``status`` (``active`` / ``closed``) and holds ``board
 ``pending``: planned (``bar task new --plan``), no worktree yet; its branch and snapshot
 ref exist at the base. ``in_progress``: the worktree is made and bound. ``completed``:
 closed. The worktree registry (``bar.task.registry``) says where each worktree is and
-whether it was kept or removed; the event log (``bar.task.events``) says what happened.
+whether it was kept or removed; the event log (``bar.model.event_log``) says what happened.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from bar.errors import AlreadyExists, CorruptFile
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from bar.task.tasks import Task
+    from bar.model.tasks import Task
 
 PENDING = "pending"
 IN_PROGRESS = "in_progress"
