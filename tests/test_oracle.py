@@ -601,6 +601,19 @@ FOUND: dict[str, tuple[dict[str, Any], list[tuple[str, Any]]]] = {
             ("undo", 0),
         ],
     ),
+    "a-directory-moved-where-another-gitattributes-converts-is-the-steps": (
+        {
+            "eol": "text_auto",
+            "top_files": False,
+            "files": [(b"sp ace/d.md", b"mixed\r\nand\n"), (b"run.sh", b"no newline")],
+        },
+        [
+            ("step", [("move_dir", b"sp ace", b"dir/m")]),
+            ("step", [("write", b"new\nline", b"lone\r")]),
+            ("rollback", 0),
+            ("undo", 0),
+        ],
+    ),
     "head-moved-by-hand": (
         {"top_files": True, "eol": "none", "files": [(b"a.txt", b"one\n")]},
         [

@@ -259,6 +259,9 @@ def test_an_editor_saving_every_few_ms_is_not_the_steps(
     [
         'mv "sp ace" moved',  # its files keep their own ctimes: only the directory moves
         'mv "sp ace" t && mv dir "sp ace" && mv t dir',  # two swapped: every path kept
+        # where another .gitattributes converts: the same bytes are another blob there
+        'mv "sp ace" conv/m',
+        'mkdir -p conv/new/deeper && mv "sp ace" conv/new/deeper/m',
     ],
 )
 def test_files_a_step_moves_with_their_directory_are_the_steps(
@@ -273,7 +276,13 @@ def test_files_a_step_moves_with_their_directory_are_the_steps(
     ``manual`` step after it), and the record holds them where they are."""
     t = new_task(capfd)
     wt = worktree(t)
-    for rel, data in (("sp ace/d.md", b"\x00\xffbinary\r\n"), ("dir/b.txt", b"b\n")):
+    files = (
+        ("sp ace/d.md", b"\x00\xffbinary\r\n"),
+        ("sp ace/t.txt", b"mixed\r\nand\n"),
+        ("dir/b.txt", b"b\n"),
+        ("conv/.gitattributes", b"* text=auto eol=crlf\n*.md text\n"),
+    )
+    for rel, data in files:
         (wt / rel).parent.mkdir(parents=True, exist_ok=True)
         (wt / rel).write_bytes(data)
     assert bar(capfd, "run", "--", "true").code == 0

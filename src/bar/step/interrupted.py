@@ -20,13 +20,18 @@ A step that ended is split the same way, by the ticks of the kernel's file clock
 earlier ctime) and the first tick after everything it started had ended. Its own
 changes all lie between; what lies outside is recorded as a ``manual`` step after it.
 The one thing ctime cannot tell is a removal in a directory the step changed too (the
-directory's ctime is the step's): it is credited to the step.
+directory's ctime is the step's): it is credited to the step. A directory the step
+renames keeps its files' own ctimes; only the directory's moves. So a file under a
+directory made or moved in within the step's ticks, where the state before had no such
+directory (or that arrives with the bytes a path the change left had), is the step's:
+where git converts, the same bytes under another ``.gitattributes`` are another blob.
 """
 
 from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Callable
 from pathlib import Path
 
 from bar import git
@@ -173,12 +178,17 @@ def _made_by_then(worktree: Path, rel: str, until: Bound) -> bool:
     return until.holds(ctime)
 
 
-def _moved_by_then(worktree: Path, rel: str, until: Bound) -> bool:
+def _moved_by_then(
+    worktree: Path, rel: str, until: Bound, old_dirs: Callable[[], set[str]] | None = None
+) -> bool:
     """Whether a directory above ``rel`` was made, or moved there, within ``until``: a
-    renamed directory's files keep their own ctimes, and only the directory's moves."""
+    renamed directory's files keep their own ctimes, and only the directory's moves.
+    ``old_dirs``: the directories the state before held, where one does not count (an
+    entry added to a directory moves its ctime too): for a file not known to be moved,
+    only a directory new there tells."""
     path = os.fsencode(worktree)
     parts = os.fsencode(rel).split(b"/")[:-1]
-    for part in parts:
+    for n, part in enumerate(parts, 1):
         path = os.path.join(path, part)
         try:
             st = os.lstat(path)
@@ -187,8 +197,25 @@ def _moved_by_then(worktree: Path, rel: str, until: Bound) -> bool:
         if not stat.S_ISDIR(st.st_mode):
             return False
         if until.holds(st.st_ctime_ns):
-            return True
+            if old_dirs is None:
+                return True
+            above = b"/".join(parts[:n]).decode("utf-8", "surrogateescape")
+            if above not in old_dirs():
+                return True
     return False
+
+
+def _dirs_of(worktree: Path, tree: str) -> Callable[[], set[str]]:
+    """The directories of ``tree``, listed once when first asked."""
+    found: list[set[str]] = []
+
+    def dirs() -> set[str]:
+        if not found:
+            res = git.git(worktree, "ls-tree", "-r", "-d", "-z", "--name-only", tree)
+            found.append({os.fsdecode(p) for p in res.stdout.split(b"\0") if p})
+        return found[0]
+
+    return dirs
 
 
 def _committed(task: Task) -> set[str]:
@@ -216,8 +243,12 @@ def split(task: Task, before: str, until: Bound, now_tree: str | None = None) ->
     changes = git.diff_tree_raw(worktree, before_tree, now_tree)
     committed = _committed(task)
     # what left a path in this change, by its mode and bytes: a file that arrives with
-    # them elsewhere was moved (with its directory, its own ctime kept)
+    # them elsewhere was moved (with its directory, its own ctime kept); where git
+    # converts, the same bytes may be stored otherwise at the new place (another
+    # directory's .gitattributes): a file in a directory new there, made or moved in
+    # within ``until``, is the step's all the same
     left = {(c.src_mode, c.src_blob): c.path for c in changes if c.status in ("D", "M", "T")}
+    old_dirs = _dirs_of(worktree, before_tree)
     # (a nested repository's commit changes nothing its directory's ctime shows: the step's)
     mine = [
         c
@@ -225,9 +256,11 @@ def split(task: Task, before: str, until: Bound, now_tree: str | None = None) ->
         if _GITLINK in (c.src_mode, c.dst_mode)
         or c.path in committed
         or _made_by_then(worktree, c.path, until)
-        or (
-            left.get((c.dst_mode, c.dst_blob), c.path) != c.path
-            and _moved_by_then(worktree, c.path, until)
+        or _moved_by_then(
+            worktree,
+            c.path,
+            until,
+            None if left.get((c.dst_mode, c.dst_blob), c.path) != c.path else old_dirs,
         )
     ]
     if len(mine) == len(changes):
