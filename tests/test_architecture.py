@@ -174,29 +174,22 @@ def test_no_import_circle() -> None:
 
 # a sub-package counted as a package of its own: a layer apart from the one it sits in
 OWN_PACKAGES = ("bar.changes.fast",)
-# The packages that still import each other in one loop, counting the imports inside
-# functions: the house is taken apart from here (docs/internals.md), and this list only
-# shrinks. A package that joins the loop fails the test, which names the imports that
-# close it; one that leaves it fails it too, until it leaves this list.
+# The packages that still import each other in a loop, counting the imports inside
+# functions (two loops today: the speed layer with the record, and the verbs with
+# ``bar.api``): the house is taken apart from here (docs/internals.md), and this list
+# only shrinks. A package that joins a loop fails the test, which names the imports that
+# close it; one that leaves them fails it too, until it leaves this list.
 PACKAGE_LOOP = frozenset(
     {
-        "bar.agents",
         "bar.aide",
         "bar.api",
         "bar.changes",
         "bar.changes.fast",
-        "bar.formats",
-        "bar.git",
         "bar.history",
-        "bar.ledger",
-        "bar.policy",
         "bar.project",
-        "bar.sandbox",
-        "bar.session",
         "bar.share",
         "bar.step",
         "bar.task",
-        "bar.terminal",
         "bar.workers",
     }
 )
