@@ -24,6 +24,27 @@ from bar.base.notices import note, plural
 _FEW = 100
 
 
+def against_head(worktree: Path, index: Path, status: str, head: str) -> list[bytes] | None:
+    """The paths of the index ``index`` that differ from the worktree's HEAD ``head``
+    by ``status`` (``A``: the index holds them and HEAD does not; ``D``: the other way
+    round); None where git could not say. One ``diff-index`` against HEAD's tree, which
+    git's cache of the index's trees makes quick. (``head`` by its id: with a side
+    index's environment, git's HEAD is the task's own git directory's.)"""
+    res = git.git(
+        worktree,
+        "diff-index",
+        "--cached",
+        "--name-only",
+        "-z",
+        "--no-renames",
+        f"--diff-filter={status}",
+        head,
+        env=git.index_env(index),
+        check=False,
+    )
+    return [p for p in res.stdout.split(b"\0") if p] if res.returncode == 0 else None
+
+
 def drop_newly_ignored(worktree: Path, index: Path) -> None:
     """Take out of the side index ``index`` the files git now ignores that the
     worktree's HEAD does not hold (see the module's text).
@@ -33,22 +54,8 @@ def drop_newly_ignored(worktree: Path, index: Path) -> None:
     against the ignore rules takes seconds there. None: nothing to ask; a few: only they
     are matched; else (or where HEAD cannot be read) every file is."""
     env = git.index_env(index)
-    # (the worktree's HEAD by its id: with the side index's environment, git's HEAD is
-    # the task's own git directory's)
     head = git.head(worktree) or "HEAD"
-    new = git.git(
-        worktree,
-        "diff-index",
-        "--cached",
-        "--name-only",
-        "-z",
-        "--no-renames",
-        "--diff-filter=A",
-        head,
-        env=env,
-        check=False,
-    )
-    added = [p for p in new.stdout.split(b"\0") if p] if new.returncode == 0 else None
+    added = against_head(worktree, index, "A", head)
     if added == []:
         return
     paths: list[str] = []

@@ -273,32 +273,18 @@ def _add_held_again(worktree: Path, index: Path, excludes: Sequence[str]) -> Non
     where an ignore rule now names it, yet the record's index starts from HEAD, and git
     keeps a file its index holds whatever the rules say. Only files and links made again
     (a directory where HEAD held a file is taken as ``git add -A`` takes it), none beyond
-    a link or inside a nested repository. One ``diff-index`` of the index against HEAD's
-    tree, which git's cache of the index's trees makes quick."""
+    a link or inside a nested repository."""
     head = git.head(worktree)
-    if head is None:
-        return
-    res = git.git(
-        worktree,
-        "diff-index",
-        "--cached",
-        "--name-only",
-        "-z",
-        "--no-renames",
-        "--diff-filter=D",
-        head,
-        env=_env(index),
-        check=False,
-    )
-    if res.returncode != 0 or not res.stdout:
+    gone = ignored.against_head(worktree, index, "D", head) if head is not None else None
+    if not gone:
         return
     kept = () if os.path.islink(os.path.join(worktree, AIDE_DIR)) else AIDE_FILES
     prefix = str(worktree) + os.sep
     real = os.path.realpath(worktree)
     back: list[str] = []
-    for raw in res.stdout.split(b"\0"):
+    for raw in gone:
         path = raw.decode("utf-8", "surrogateescape")
-        if not path or path in kept or excluded({path}, excludes):
+        if path in kept or excluded({path}, excludes):
             continue
         try:
             mode = os.lstat(prefix + path).st_mode

@@ -36,7 +36,7 @@ from bar.base.notices import plural
 from bar.base.progress import Progress
 from bar.base.record import record
 from bar.errors import BarError, PolicyError, UnsupportedVersion
-from bar.git import packing
+from bar.git import packing, worktrees
 from bar.history import telemetry
 from bar.model import board
 from bar.model.project import Project
@@ -49,7 +49,7 @@ from bar.store.layout import STEP_COVERS, TASK_ID_RE
 from bar.store.lock import is_locked
 from bar.task import delete as task_delete
 from bar.task import new as task_new
-from bar.task import registry, removal, worktree
+from bar.task import registry, removal
 from bar.worktree import git_locks as git_locks
 
 # a rollback's staging, and what one killed midway leaves in its task's directory
@@ -644,7 +644,7 @@ class Doctor:
 
             def discard() -> str:
                 with self.project.lock("bar doctor: remove a half-made worktree"):
-                    worktree.discard(self.project.root, task.worktree)
+                    worktrees.discard(self.project.root, task.worktree)
                 return "removed it: `bar task start` makes it again"
 
             self.add(
@@ -687,7 +687,7 @@ class Doctor:
     def _check_worktree(self, task: Task, where: str) -> None:
         repo = task.project.root
         exists = task.worktree.is_dir()
-        registered = worktree.is_registered(repo, task.worktree)
+        registered = worktrees.is_registered(repo, task.worktree)
         if not exists:
             self.add(
                 "error",

@@ -23,7 +23,7 @@ from bar.model.records import Step
 from bar.model.tasks import Task
 from bar.store.files import FILE_MODE, write_bytes_atomic
 from bar.store.layout import TaskPaths
-from bar.task import registry, worktree
+from bar.task import registry
 
 JournalReader = Callable[[TaskPaths], object]
 
@@ -192,7 +192,7 @@ def recreate_worktree(task: Task) -> str:
 
 def repair_registration(task: Task) -> str:
     res = git.git(task.project.root, "worktree", "repair", str(task.worktree), check=False)
-    if worktree.is_registered(task.project.root, task.worktree):
+    if worktrees.is_registered(task.project.root, task.worktree):
         return "re-registered it with git"
     raise BarError(f"git could not re-register the worktree: {res.err.strip()}")
 

@@ -35,13 +35,14 @@ from bar.base.clock import now_iso
 from bar.base.record import field, record
 from bar.changes.fast import watcher
 from bar.errors import BarError, CorruptFile, DirtyWorktree, TaskNotFound
+from bar.git import worktrees
 from bar.model import board, journals
 from bar.model.journals import DeleteIntent
 from bar.model.project import Project
 from bar.model.tasks import Task, list_tasks, load_task, resolve_task
 from bar.store.layout import TASK_ID_RE, TaskPaths, projects_dir
 from bar.store.lock import FileLock
-from bar.task import registry, worktree
+from bar.task import registry
 from bar.task.risk import at_risk, owner
 
 
@@ -172,7 +173,7 @@ def _delete(
                 hint=f"close it first: `bar task close {task.id}`",
             )
         repo = project.root
-        where = worktree.holding(repo, task.branch, task.worktree)
+        where = worktrees.holding(repo, task.branch, task.worktree)
         if where is not None:
             raise BarError(
                 f"the branch {task.branch} of task {task.name} is checked out in {where}",
@@ -237,7 +238,7 @@ def inventory(project: Project, task_id: str, branch: str) -> list[str]:
     repo = project.root
     found: list[str] = []
     path = project.paths.workspace(task_id)
-    if os.path.lexists(path) or worktree.is_registered(repo, path):
+    if os.path.lexists(path) or worktrees.is_registered(repo, path):
         found.append(f"worktree {path}")
     tip = git.rev_parse(repo, f"refs/heads/{branch}")
     if tip is not None:
@@ -258,12 +259,12 @@ def complete(project: Project, intent: DeleteIntent) -> list[str]:
     watcher.stop(project.paths.task(task_id).index)
     # `worktree prune` must not see a worktree another process is adding
     with project.lock(f"bar task delete {task_id}"):
-        worktree.discard(repo, project.paths.workspace(task_id))
+        worktrees.discard(repo, project.paths.workspace(task_id))
     faults.point("delete: after removing the worktree")
     branch_ref = f"refs/heads/{intent.branch}"
     tip = git.rev_parse(repo, branch_ref)
     if tip is not None:
-        where = worktree.holding(repo, intent.branch, project.paths.workspace(task_id))
+        where = worktrees.holding(repo, intent.branch, project.paths.workspace(task_id))
         # compare-and-delete: a branch that moved since the decision holds new commits
         if (
             where is not None

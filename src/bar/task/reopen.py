@@ -24,13 +24,14 @@ from bar import git
 from bar.base.clock import now_iso
 from bar.base.record import record
 from bar.errors import AlreadyExists, BarError, NotFound
+from bar.git import worktrees
 from bar.model import board, journals
 from bar.model.project import Project
 from bar.model.tasks import Task, load_task, resolve_task
 from bar.project import repairs
 from bar.store.files import write_json_atomic
 from bar.task import new as task_new
-from bar.task import registry, worktree
+from bar.task import registry
 
 
 @record(frozen=True)
@@ -97,7 +98,7 @@ def _make_worktree(task: Task) -> bool:
     project = task.project
     if task.worktree.is_dir() and not marker.exists():
         return False  # kept on close (`--keep-worktree`)
-    where = worktree.holding(project.root, task.branch, task.worktree)
+    where = worktrees.holding(project.root, task.branch, task.worktree)
     if where is not None:
         raise BarError(
             f"the branch {task.branch} of task {task.name} is checked out in {where}, and git "
@@ -110,7 +111,7 @@ def _make_worktree(task: Task) -> bool:
     write_json_atomic(marker, {"version": 1, "task_id": task.id, "started_at": now_iso()})
     if task.worktree.exists():  # left half-made by a reopen that was stopped
         with project.lock("bar task reopen: remove a half-made worktree"):
-            worktree.discard(project.root, task.worktree)
+            worktrees.discard(project.root, task.worktree)
     try:
         repairs.recreate_worktree(task)
     except Exception as exc:
