@@ -614,6 +614,16 @@ FOUND: dict[str, tuple[dict[str, Any], list[tuple[str, Any]]]] = {
             ("undo", 0),
         ],
     ),
+    "a-nested-repositorys-directory-swapped-for-a-plain-one": (
+        {"eol": "text_auto", "files": [(b"deep/er/e", b"no newline")], "top_files": True},
+        [
+            ("step", [("nested_commit", b"deep/er")]),
+            ("hand", [("symlink", b"sp ace/d.md")]),
+            ("hand", [("swap_dirs", b"deep/er", b"sp ace")]),
+            ("rollback", 0),
+            ("undo", 0),
+        ],
+    ),
     "head-moved-by-hand": (
         {"top_files": True, "eol": "none", "files": [(b"a.txt", b"one\n")]},
         [

@@ -48,3 +48,39 @@ def test_paths_inside_a_nested_repository_are_named_by_it(tmp_path: Path) -> Non
     (wt / "z" / "plain.txt").write_text("y\n")
     scope = ["z/w/.git/HEAD", "z/w/lib.c", "z/w", "z/plain.txt", "top.txt"]
     assert side_index.outside_nested(wt, scope) == ["top.txt", "z/plain.txt", "z/w"]
+
+
+@pytest.mark.parametrize(
+    "how",
+    [
+        "mv vendor other && mkdir vendor && echo plain > vendor/plain.txt",  # moved away
+        "mv vendor t && mv docs vendor && mv t docs",  # swapped with a plain directory
+        "rm -rf vendor/.git",  # its .git taken out: the files stay
+    ],
+)
+def test_a_directory_that_is_no_repository_any_more_is_recorded_by_its_files(
+    inited_clean: Path,
+    capfd: pytest.CaptureFixture[str],
+    speed: str,
+    how: str,
+    tmp_path: Path,
+) -> None:
+    """A nested repository the record holds as a gitlink, whose directory then holds no
+    repository (moved away, swapped with a plain directory, its ``.git`` taken out):
+    ``git add -A`` kept the gitlink and took none of the files in the directory, where
+    the record (a fresh index holding HEAD, then ``git add -A``) holds those files."""
+    from helpers import plain_git_tree, recorded_tree
+
+    t = new_task(capfd)
+    wt = worktree(t)
+    (wt / "docs").mkdir()
+    (wt / "docs" / "guide.md").write_text("guide\n")
+    run_sh(
+        capfd,
+        f"mkdir vendor && cd vendor && git init -q && echo 'int a;' > lib.c && git add -A && {COMMIT}",
+    )
+    listed = git(wt, "ls-tree", ledger(t["id"])[-1]["snapshot"], "--", "vendor").split()
+    assert listed[:2] == ["160000", "commit"]
+    run_sh(capfd, how)
+    assert recorded_tree(inited_clean, t) == plain_git_tree(wt, tmp_path)
+    assert bar(capfd, "verify").code == 0

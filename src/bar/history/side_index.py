@@ -175,6 +175,11 @@ def write_whole(
         _unrecord(worktree, index, swallowed)
         if scope is not None:
             scope = sorted({*scope, *swallowed})
+    unrooted = _unrooted(worktree, index) if scope != [] else []
+    if unrooted:
+        _unrecord(worktree, index, unrooted, whole=True)
+        if scope is not None:
+            scope = sorted({*scope, *unrooted})
     if scope:
         scope = outside_nested(worktree, scope)
     added = True if scope == [] else _add(worktree, index, scope or ["."], excludes)
@@ -357,9 +362,47 @@ def _swallowed(worktree: Path, index: Path, stamped: bool = True) -> list[str]:
     return [d for d in repos if not any(d.startswith(r + "/") for r in repos)]
 
 
-def _unrecord(worktree: Path, index: Path, dirs: Sequence[str]) -> None:
+def _unrooted(worktree: Path, index: Path) -> list[str]:
+    """Gitlinks the side index holds, and the worktree's HEAD does not, where no nested
+    repository is now (no ``.git`` in the directory: moved away, its directory swapped
+    for a plain one): ``git add -A`` keeps such a gitlink, and takes none of the files
+    in its directory, where from a fresh index holding HEAD it records those files. (A
+    gitlink HEAD holds stays, as it does there.) One ``diff-index`` against HEAD's tree;
+    with no HEAD yet, the index's entries."""
+    head = git.head(worktree)
+    if head is not None:
+        res = git.git(
+            worktree,
+            "diff-index",
+            "--cached",
+            "-z",
+            "--no-renames",
+            "--diff-filter=AT",
+            head,
+            env=_env(index),
+            check=False,
+        )
+        parts = res.stdout.split(b"\0") if res.returncode == 0 else []
+        found = [
+            os.fsdecode(path)
+            for meta, path in zip(parts[::2], parts[1::2], strict=False)
+            if meta.split(b" ")[1:2] == [b"160000"]
+        ]
+    else:
+        res = git.git(worktree, "ls-files", "-s", "-z", env=_env(index), check=False)
+        found = [
+            os.fsdecode(entry.split(b"\t", 1)[1])
+            for entry in (res.stdout.split(b"\0") if res.returncode == 0 else ())
+            if entry.startswith(b"160000 ")
+        ]
+    prefix = str(worktree) + os.sep
+    return [p for p in found if not os.path.lexists(prefix + p + "/.git")]
+
+
+def _unrecord(worktree: Path, index: Path, dirs: Sequence[str], whole: bool = False) -> None:
     """Take out of the side index every entry under ``dirs`` (the caller adds each
-    again: as the gitlink git records for a nested repository)."""
+    again: as the gitlink git records for a nested repository); ``whole``: each of
+    ``dirs`` itself too (a gitlink no repository backs: its files are added instead)."""
     git.git(
         worktree,
         "rm",
@@ -372,7 +415,8 @@ def _unrecord(worktree: Path, index: Path, dirs: Sequence[str]) -> None:
         "--pathspec-file-nul",
         env=_env(index),
         input=b"".join(
-            f":(top,literal){d}/".encode("utf-8", "surrogateescape") + b"\0" for d in dirs
+            f":(top,literal){d}{'' if whole else '/'}".encode("utf-8", "surrogateescape") + b"\0"
+            for d in dirs
         ),
     )
 

@@ -88,6 +88,7 @@ def scan(
     names = [item.decode("utf-8", "surrogateescape") for item in out.split(b"\0") if item]
     names += racy.suspects(index)  # (their stat cannot tell: hashed whatever it says)
     names += stamps.born(worktree, noted)  # (a first commit writes only inside them)
+    names += stamps.uprooted(worktree, noted)  # (their .git gone: their files now)
     if any(_is_ignore_file(p) for p in scope):
         return None  # what is ignored may have changed anywhere
     full = _with_files(scope, names)

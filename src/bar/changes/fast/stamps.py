@@ -416,6 +416,37 @@ def born(worktree: Path, record: dict[str, Any]) -> list[str]:
     return [str(r) for r in unborn if nested_head(prefix + str(r)) is not None]
 
 
+def uprooted(worktree: Path, record: dict[str, Any]) -> list[str]:
+    """The gitlinks of the stamps ``record`` whose directory holds no repository now (its
+    ``.git`` gone: moved away, swapped for a plain directory, taken out), but for those
+    the worktree's HEAD holds (a submodule not checked out, which git keeps): git would
+    keep each as a gitlink, where the record takes the files in its directory, so they
+    are rescanned. No watch sees inside a nested repository: one stat each."""
+    nested = record.get("nested")
+    if not isinstance(nested, list) or not nested:
+        return []
+    prefix = str(worktree) + os.sep
+    found = [str(n) for n in nested if not os.path.lexists(prefix + str(n) + "/.git")]
+    head = git.head(worktree) if found else None
+    if head is None:
+        return found
+    held = git.git(
+        worktree,
+        "ls-tree",
+        "-z",
+        "--name-only",
+        "--full-tree",
+        head,
+        "--",
+        *(f":(literal){n}" for n in found),
+        check=False,
+    )
+    kept = (
+        {os.fsdecode(p) for p in held.stdout.split(b"\0") if p} if held.returncode == 0 else set()
+    )
+    return [n for n in found if n not in kept]
+
+
 def nested_head(path: str) -> str | None:
     """The commit a nested repository's HEAD names, read from its files (None: no
     commit, or not read that way)."""
