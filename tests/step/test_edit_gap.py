@@ -316,3 +316,37 @@ def test_an_ignored_file_a_step_commits_is_the_steps(
     assert [s["kind"] for s in steps if int(s["step_id"]) > int(run["step_id"])] == []
     assert bar(capfd, "run", "--", "true").code == 0
     assert recorded_tree(inited, task) == plain_git_tree(wt, tmp_path)
+
+
+def test_a_file_edited_after_the_step_in_a_directory_it_made_is_the_hands(
+    tmp_path: Path,
+) -> None:
+    """A directory new since the state before, made within the step's ticks, makes the
+    files under it the step's where their own ctimes are older (moved in with it); not
+    a file the step made there that a hand edited in place after the step (its ctime
+    newer than the step's end): that edit is the developer's."""
+    from bar.base import file_clock
+    from bar.step import interrupted
+
+    wt = tmp_path / "wt"
+    (wt / "old").mkdir(parents=True)
+    (wt / "moved-in").mkdir()
+    (wt / "moved-in" / "kept.py").write_text("from before\n")
+    time.sleep(0.05)
+    began = file_clock.tick_after(file_clock.ceiling(), spin=True)
+    (wt / "pkg" / "sub").mkdir(parents=True)  # the step: a new package, a moved directory
+    (wt / "pkg" / "sub" / "mod.py").write_text("the step's\n")
+    os.rename(wt / "moved-in", wt / "pkg" / "moved")
+    time.sleep(0.05)
+    ended = file_clock.tick_after(file_clock.ceiling(), spin=True)
+    time.sleep(0.05)
+    with open(wt / "pkg" / "sub" / "mod.py", "a") as f:  # a hand, after the step
+        f.write("the developer's\n")
+    bound = interrupted.Bound(ended, inclusive=False, from_ns=began)
+
+    def old_dirs() -> set[str]:
+        return {"old"}
+
+    assert interrupted._moved_by_then(wt, "pkg/moved/kept.py", bound, old_dirs)
+    assert not interrupted._made_by_then(wt, "pkg/sub/mod.py", bound)
+    assert not interrupted._moved_by_then(wt, "pkg/sub/mod.py", bound, old_dirs)

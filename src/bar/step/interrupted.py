@@ -185,8 +185,15 @@ def _moved_by_then(
     renamed directory's files keep their own ctimes, and only the directory's moves.
     ``old_dirs``: the directories the state before held, where one does not count (an
     entry added to a directory moves its ctime too): for a file not known to be moved,
-    only a directory new there tells."""
+    only a directory new there tells, and only of a file untouched since before the step
+    began (one changed after it, in place, was changed by a hand)."""
     path = os.fsencode(worktree)
+    if old_dirs is not None:
+        try:
+            if os.lstat(os.path.join(path, os.fsencode(rel))).st_ctime_ns >= until.from_ns:
+                return False
+        except OSError:
+            return False
     parts = os.fsencode(rel).split(b"/")[:-1]
     for n, part in enumerate(parts, 1):
         path = os.path.join(path, part)
