@@ -254,3 +254,51 @@ def test_the_guard_writes_while_a_directory_is_swapped_for_a_link(
         thread.join()
     assert swaps[0] > 100
     _home_unchanged(tree)
+
+
+def test_raced_bytes_kept_beside_are_never_overwritten_nor_named_too_long(
+    tree: dict[str, Path], tmp_path: Path
+) -> None:
+    """Where the path is taken and no trash is given, a raced save is kept beside it:
+    a second one beside the first (never over it), and a name too long for the file
+    system with a ``.bar-raced-<pid>`` on it is shortened, never refused."""
+    wt = tree["wt"]
+    guard = _guard(tree, tmp_path)
+    for n in range(2):
+        saved = tmp_path / f"saved-{n}"
+        saved.write_bytes(b"save %d\n" % n)
+        guard.keep_raced("d/f.txt", saved)  # (d/f.txt is there: taken)
+    kept = sorted(p.name for p in (wt / "d").iterdir() if ".bar-raced-" in p.name)
+    assert len(kept) == 2, kept
+    assert sorted((wt / "d" / k).read_bytes() for k in kept) == [b"save 0\n", b"save 1\n"]
+    long = "n" * 250
+    (wt / "d" / long).write_bytes(b"theirs\n")
+    saved = tmp_path / "saved-long"
+    saved.write_bytes(b"mine\n")
+    guard.keep_raced(f"d/{long}", saved)
+    assert guard.raced[-1].kept.read_bytes() == b"mine\n"
+    assert len(guard.raced[-1].kept.name.encode()) <= 255
+    # beyond a link, at the root: a long path's escaped name shortened the same way
+    saved = tmp_path / "saved-deep"
+    saved.write_bytes(b"deep\n")
+    guard.keep_raced("to-home/" + "/".join(["m" * 100] * 3), saved)
+    assert guard.raced[-1].kept.parent == wt
+    assert guard.raced[-1].kept.read_bytes() == b"deep\n"
+    _home_unchanged(tree)
+
+
+def test_bytes_on_their_way_to_the_trash_when_bar_was_killed_are_handed_back(
+    tree: dict[str, Path], tmp_path: Path
+) -> None:
+    """A save a killed restore had moved to its way to the trash (``to-trash``, between
+    its two moves) is handed back like a captured one: put back where the path is free,
+    never dropped with the aside directory."""
+    wt = tree["wt"]
+    guard = _guard(tree, tmp_path)
+    on_way = tmp_path / "aside" / "to-trash" / "d"
+    on_way.mkdir(parents=True)
+    (on_way / "lost.txt").write_bytes(b"on its way\n")
+    guard.hand_back()
+    guard.close()
+    assert (wt / "d" / "lost.txt").read_bytes() == b"on its way\n"
+    assert [r.path for r in guard.raced] == ["d/lost.txt"]

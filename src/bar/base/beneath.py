@@ -32,6 +32,8 @@ _RESOLVE_NO_MAGICLINKS = 0x02
 _RESOLVE_NO_SYMLINKS = 0x04
 _RESOLVE_BENEATH = 0x08
 _SYS_OPENAT2 = 437  # the same number on every architecture Linux gave it (5.6)
+# a descriptor that only names a place (Linux); elsewhere one opened for reading
+O_PATH: int = getattr(os, "O_PATH", os.O_RDONLY)
 # set to make bar act as if the kernel had no openat2 (to try the fallback)
 NO_OPENAT2_ENV = "BAR_NO_OPENAT2"
 
@@ -80,7 +82,7 @@ def _parts(rel: str) -> list[str]:
     return parts
 
 
-def open_beneath(root: Path | str, rel: str, flags: int, mode: int = 0o644) -> int:
+def open_beneath(root: Path | str | int, rel: str, flags: int, mode: int = 0o644) -> int:
     """A descriptor of ``root/rel`` opened with ``flags``, no link followed on the way or
     at its end (``LinkOnTheWay`` if there is one); other errors as ``os.open`` raises
     them. The caller closes it."""
@@ -92,10 +94,21 @@ def open_beneath(root: Path | str, rel: str, flags: int, mode: int = 0o644) -> i
         os.close(top)
 
 
-def _root(root: Path | str) -> int:
-    """The root itself, which must be a directory and no link."""
+def hold(root: Path | str) -> int:
+    """A descriptor of the directory ``root`` (the path followed, a link included: the
+    root is the caller's to name) to give the functions here in place of the path, for
+    many calls under one root: the root's path is not resolved again at each. The
+    caller closes it."""
+    return os.open(root, O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+
+
+def _root(root: Path | str | int) -> int:
+    """The root itself, which must be a directory and no link; or a descriptor of it
+    the caller holds (``hold``), duplicated: each call closes its own."""
+    if isinstance(root, int):
+        return os.dup(root)
     try:
-        return os.open(root, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        return os.open(root, O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError as exc:
         _raise(exc.errno or errno.EIO, str(root))
 
@@ -121,7 +134,7 @@ def _at(top: int, parts: list[str], flags: int, mode: int) -> int:
         for name in parts[:-1]:
             try:
                 step = os.open(
-                    name, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=held
+                    name, O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=held
                 )
             except OSError as exc:
                 _raise(exc.errno or errno.EIO, "/".join(parts))
@@ -143,24 +156,24 @@ def _raise(err: int, rel: str) -> NoReturn:
     raise OSError(err, f"{os.strerror(err)}: {rel}")
 
 
-def unlink_beneath(root: Path | str, rel: str) -> None:
+def unlink_beneath(root: Path | str | int, rel: str) -> None:
     """Remove the file ``root/rel`` (a link itself included), no link followed on the
     way to its directory."""
     parts = _parts(rel)
     if len(parts) == 1:
         parent = _root(root)
     else:
-        parent = open_beneath(root, "/".join(parts[:-1]), os.O_PATH | os.O_DIRECTORY)
+        parent = open_beneath(root, "/".join(parts[:-1]), O_PATH | os.O_DIRECTORY)
     try:
         os.unlink(parts[-1], dir_fd=parent)
     finally:
         os.close(parent)
 
 
-_DIR = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_DIR = O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
-def parent_beneath(root: Path | str, rel: str) -> tuple[int, str]:
+def parent_beneath(root: Path | str | int, rel: str) -> tuple[int, str]:
     """A descriptor (``O_PATH``) of the directory holding ``root/rel``, reached with no
     link followed on the way, and the last component's name: what the ``*at`` calls
     (``os.rename(name, ..., src_dir_fd=fd)``, ``os.link``, ``os.symlink``, ``os.rmdir``)
@@ -175,7 +188,7 @@ def parent_beneath(root: Path | str, rel: str) -> tuple[int, str]:
         os.close(top)
 
 
-def lstat_beneath(root: Path | str, rel: str) -> os.stat_result | None:
+def lstat_beneath(root: Path | str | int, rel: str) -> os.stat_result | None:
     """``lstat`` of ``root/rel`` reached without a link on the way (None: nothing
     there, or a link or a file on the way, where nothing of ``rel`` can be)."""
     try:
@@ -190,7 +203,7 @@ def lstat_beneath(root: Path | str, rel: str) -> os.stat_result | None:
         os.close(fd)
 
 
-def makedirs_beneath(root: Path | str, rel: str, mode: int = 0o777) -> None:
+def makedirs_beneath(root: Path | str | int, rel: str, mode: int = 0o777) -> None:
     """Make the directory ``root/rel`` and those above it that are missing, as
     ``mkdir -p`` does, each made in the one before it, held: ``LinkOnTheWay`` where a
     link is on the way, ``NotADirectoryError`` where a file is."""
@@ -215,7 +228,7 @@ def makedirs_beneath(root: Path | str, rel: str, mode: int = 0o777) -> None:
         os.close(held)
 
 
-def rmdir_beneath(root: Path | str, rel: str) -> None:
+def rmdir_beneath(root: Path | str | int, rel: str) -> None:
     """Remove the empty directory ``root/rel`` (never a link's target), no link
     followed on the way; ``OSError`` as ``os.rmdir`` raises it where it is not empty."""
     fd, name = parent_beneath(root, rel)

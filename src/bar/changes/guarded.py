@@ -98,6 +98,23 @@ class Guard:
             self.renames = os.stat(aside).st_dev == os.stat(root).st_dev
         except OSError:
             self.renames = False
+        self._root_fd: int | None = None  # the root, held (``_top``)
+
+    def _top(self) -> int | Path:
+        """The root, held open from the first write on (``beneath.hold``): a rollback of
+        thousands of files does not resolve the root's path again for each; the root
+        itself where it cannot be opened (the calls then say why)."""
+        if self._root_fd is None:
+            try:
+                self._root_fd = beneath.hold(self.root)
+            except OSError:
+                return self.root
+        return self._root_fd
+
+    def __del__(self) -> None:
+        fd = getattr(self, "_root_fd", None)
+        if fd is not None:
+            os.close(fd)
 
     def holds(self, rel: str, file: Path, blobs: Blobs) -> bool:
         """Whether ``file`` (``rel`` captured, or in place) holds one of ``blobs`` (None
@@ -124,7 +141,7 @@ class Guard:
                 self.raced.append(Raced(rel, path))
                 return False
             with contextlib.suppress(FileNotFoundError, NotADirectoryError, beneath.LinkOnTheWay):
-                beneath.unlink_beneath(self.root, rel)
+                beneath.unlink_beneath(self._top(), rel)
             return True
         faults.point("with a file captured")
         if self.holds(rel, captured, blobs):
@@ -180,19 +197,19 @@ class Guard:
     def lexists(self, rel: str) -> bool:
         """Whether something (a link included) is at ``rel``, reached with no link on
         the way."""
-        return beneath.lstat_beneath(self.root, rel) is not None
+        return beneath.lstat_beneath(self._top(), rel) is not None
 
     def make_dir(self, rel: str) -> None:
         """Make the directory ``rel`` (and those above it) where nothing is: what git
         writes for a gitlink. Left alone where a file or a link is on the way."""
         with contextlib.suppress(OSError):
-            beneath.makedirs_beneath(self.root, rel)
+            beneath.makedirs_beneath(self._top(), rel)
 
     def remove_dir(self, rel: str) -> bool:
         """Remove the directory ``rel`` if it is empty (never a link, nor beyond one);
         True if done."""
         try:
-            beneath.rmdir_beneath(self.root, rel)
+            beneath.rmdir_beneath(self._top(), rel)
         except OSError:
             return False
         return True
@@ -208,7 +225,7 @@ class Guard:
         left of a tree that becomes a file), as git would; True if done. Walked from its
         descriptor: no link is followed."""
         try:
-            top = beneath.open_beneath(self.root, rel, os.O_RDONLY | os.O_DIRECTORY)
+            top = beneath.open_beneath(self._top(), rel, os.O_RDONLY | os.O_DIRECTORY)
         except OSError:
             return False
         try:
@@ -230,12 +247,12 @@ class Guard:
         the way, or the directory is gone. The caller closes the descriptor."""
         try:
             try:
-                return beneath.parent_beneath(self.root, rel)
+                return beneath.parent_beneath(self._top(), rel)
             except FileNotFoundError:
                 if not (make and "/" in rel):
                     raise
-            beneath.makedirs_beneath(self.root, os.path.dirname(rel))
-            return beneath.parent_beneath(self.root, rel)
+            beneath.makedirs_beneath(self._top(), os.path.dirname(rel))
+            return beneath.parent_beneath(self._top(), rel)
         except (FileNotFoundError, NotADirectoryError, FileExistsError, beneath.LinkOnTheWay):
             return None
 
@@ -248,8 +265,8 @@ class Guard:
         the index then fall in as short a time as git's own checkout gives them. A file
         saved over one of them since is left as saved."""
         for rel, ino in self.placed:
-            try:
-                fd = beneath.open_beneath(self.root, rel, os.O_RDONLY)
+            try:  # (a FIFO put there meanwhile must not hold the open)
+                fd = beneath.open_beneath(self._top(), rel, os.O_RDONLY | os.O_NONBLOCK)
             except OSError:
                 continue
             try:
@@ -325,32 +342,33 @@ class Guard:
                 self.raced.append(Raced(rel, kept_in))
                 return
         # beside the path; where a link is on the way to it, at the root, named for it
-        suffix = f".bar-raced-{os.getpid()}"
         at = self._parent(rel)
         where = dest.parent
         if at is None:
-            flat = _escaped(rel)
-            if len(os.fsencode(flat)) > _NAME_MAX:
-                flat = hashlib.sha1(os.fsencode(rel)).hexdigest()
-            at, where = beneath.parent_beneath(self.root, flat), self.root
+            at, where = beneath.parent_beneath(self._top(), _escaped(rel)), self.root
         fd, name = at
         try:
-            os.rename(captured, name + suffix, dst_dir_fd=fd)
+            kept = _link_anew(captured, fd, name)
         finally:
             os.close(fd)
-        self.raced.append(Raced(rel, where / (name + suffix)))
+        self.raced.append(Raced(rel, where / kept))
 
     def hand_back(self) -> None:
-        """What an earlier write that was killed left captured: put back (``keep_raced``)."""
+        """What an earlier write that was killed left captured: put back (``keep_raced``).
+        Also what it was moving to the trash (``to-trash``, the caller's): killed between
+        the two moves, or the trash refused it."""
         for name in sorted(os.listdir(self.flat)):
             rel = _ESCAPED.sub(lambda m: "%" if m[1] == "25" else "/", name)
             self.keep_raced(rel, self.flat / name)
+        for tree in ("deep", "to-trash"):
+            top = self.aside / tree
+            for dirpath, dirs, files in os.walk(top):
+                links = [d for d in dirs if os.path.islink(os.path.join(dirpath, d))]
+                for name in files + links:
+                    path = Path(dirpath) / name
+                    if os.path.lexists(path):  # (a later one may have moved it on)
+                        self.keep_raced(path.relative_to(top).as_posix(), path)
         deep = self.aside / "deep"
-        for dirpath, dirs, files in os.walk(deep):
-            links = [d for d in dirs if os.path.islink(os.path.join(dirpath, d))]
-            for name in files + links:
-                path = Path(dirpath) / name
-                self.keep_raced(path.relative_to(deep).as_posix(), path)
         if deep.is_dir():
             import shutil
 
@@ -361,6 +379,9 @@ class Guard:
         import shutil
 
         shutil.rmtree(self.aside, ignore_errors=True)
+        if self._root_fd is not None:
+            os.close(self._root_fd)
+            self._root_fd = None
 
 
 _NAME_MAX = 240  # bytes of one name a captured path may take (file systems allow 255)
@@ -370,6 +391,26 @@ _ESCAPED = re.compile("%(25|2F)")
 def _escaped(rel: str) -> str:
     """``rel`` as one name: ``%`` and ``/`` escaped."""
     return rel.replace("%", "%25").replace("/", "%2F")
+
+
+def _link_anew(captured: Path, dir_fd: int, name: str) -> str:
+    """Move ``captured`` into ``dir_fd`` as ``<name>.bar-raced-<pid>`` (``-2``, ``-3``...
+    where one is there already: never over earlier kept bytes); a name too long for the
+    file system is shortened, its end a hash of it. The name given."""
+    base = f"{name}.bar-raced-{os.getpid()}"
+    if len(os.fsencode(base)) > _NAME_MAX:
+        digest = hashlib.sha1(os.fsencode(name)).hexdigest()[:16]
+        keep = os.fsencode(name)[: _NAME_MAX - 64].decode("utf-8", "ignore")
+        base = f"{keep}-{digest}.bar-raced-{os.getpid()}"
+    for n in range(1, 1000):
+        kept = base if n == 1 else f"{base}-{n}"
+        try:
+            os.link(captured, kept, dst_dir_fd=dir_fd, follow_symlinks=False)
+        except FileExistsError:
+            continue
+        captured.unlink()
+        return kept
+    raise FileExistsError(errno.EEXIST, f"no free name beside {name}")
 
 
 def _copy_new(new: Path, dir_fd: int, name: str, mode: int) -> None:

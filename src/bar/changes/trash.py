@@ -55,7 +55,7 @@ FILE, DIR, NESTED_REPO, SYMLINK = "file", "dir", "nested-repo", "symlink"
 # the reasons a command gives, so that later commands know which entries are theirs
 ROLLBACK, CLOSE = "rollback", "close"
 
-_DIR_FLAGS = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_DIR_FLAGS = beneath.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 @record(frozen=True)
@@ -179,7 +179,7 @@ def is_empty_dir(root: Path | str, rel: str) -> bool:
 def holds_repo(root: Path | str, rel: str) -> bool:
     """``root/rel`` is a directory with its own ``.git`` (a nested repository)."""
     try:
-        fd = beneath.open_beneath(root, rel, os.O_PATH | os.O_DIRECTORY)
+        fd = beneath.open_beneath(root, rel, beneath.O_PATH | os.O_DIRECTORY)
     except OSError:
         return False
     try:
@@ -255,7 +255,7 @@ def _read_outside(gitdir: str, ref: str) -> str | None:
 def repo_head(root: Path | str, rel: str) -> str | None:
     """The HEAD commit of the nested repository at ``root/rel`` (None: none, or unborn)."""
     try:
-        fd = beneath.open_beneath(root, rel, os.O_PATH | os.O_DIRECTORY)
+        fd = beneath.open_beneath(root, rel, beneath.O_PATH | os.O_DIRECTORY)
     except OSError:
         return None
     try:

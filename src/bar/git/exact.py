@@ -524,7 +524,7 @@ def _overwrite(worktree: Path, rel: str, data: bytes) -> None:
 def _remove(worktree: Path, rel: str) -> None:
     """Remove the regular file ``worktree/rel``."""
     try:
-        fd = beneath.open_beneath(worktree, rel, os.O_PATH)
+        fd = beneath.open_beneath(worktree, rel, beneath.O_PATH)
     except OSError:
         return
     try:

@@ -191,7 +191,7 @@ def write_whole(
         # git may still read those HEAD holds and the worktree no longer does
         _renormalize(worktree, index, excludes)
     if scope != []:
-        _add_held_again(worktree, index, excludes)
+        _add_held_again(worktree, index, excludes, scope)
     if scope is None:
         ignored.drop_newly_ignored(worktree, index)
     tree = TreeId(git.out(worktree, "write-tree", env=_env(index)))  # may store its cache-tree
@@ -272,13 +272,17 @@ def _renormalize(worktree: Path, index: Path, excludes: Sequence[str]) -> None:
     )
 
 
-def _add_held_again(worktree: Path, index: Path, excludes: Sequence[str]) -> None:
+def _add_held_again(
+    worktree: Path, index: Path, excludes: Sequence[str], scope: Sequence[str] | None = None
+) -> None:
     """Add by force the files the worktree's HEAD holds that the side index does not
     (recorded gone) and that are on disk again: ``git add -A`` passes over such a file
     where an ignore rule now names it, yet the record's index starts from HEAD, and git
     keeps a file its index holds whatever the rules say. Only files and links made again
     (a directory where HEAD held a file is taken as ``git add -A`` takes it), none beyond
-    a link or inside a nested repository."""
+    a link or inside a nested repository. Within ``scope`` (None: everywhere): a file
+    made again is a change the look saw there (a task that deleted thousands of the
+    files HEAD holds would otherwise have each looked at again at every look)."""
     head = git.head(worktree)
     gone = ignored.against_head(worktree, index, "D", head) if head is not None else None
     if not gone:
@@ -287,8 +291,11 @@ def _add_held_again(worktree: Path, index: Path, excludes: Sequence[str]) -> Non
     prefix = str(worktree) + os.sep
     real = os.path.realpath(worktree)
     back: list[str] = []
+    within = None if scope is None else set(scope)
     for raw in gone:
         path = raw.decode("utf-8", "surrogateescape")
+        if within is not None and not _within(path, within):
+            continue
         if path in kept or excluded({path}, excludes):
             continue
         try:
@@ -314,6 +321,15 @@ def _add_held_again(worktree: Path, index: Path, excludes: Sequence[str]) -> Non
             ),
             check=False,
         )
+
+
+def _within(path: str, scope: set[str]) -> bool:
+    """Whether ``path`` is one of ``scope``, or below one."""
+    while path:
+        if path in scope:
+            return True
+        path = path.rpartition("/")[0]
+    return "." in scope
 
 
 def outside_nested(worktree: Path, scope: Sequence[str]) -> list[str]:
