@@ -586,6 +586,11 @@ FOUND: dict[str, tuple[dict[str, Any], list[tuple[str, Any]]]] = {
             ("undo", 0),
         ],
     ),
+    # (seed 13023: found only when the checkout ended in a later second than its files)
+    "autocrlf-switched-off-before-the-first-look": (
+        {"top_files": False, "eol": "autocrlf", "files": [(b"build/out.o", b"lone\r")]},
+        [("hand", [("autocrlf", b"false")]), ("rollback", 0), ("undo", 0)],
+    ),
     "commit-inside-a-step": (
         {"top_files": True, "eol": "none", "files": [(b"a.txt", b"one\n")]},
         [("step", [("write", b"x.log", b"one\n"), ("commit", b"x.log")])],

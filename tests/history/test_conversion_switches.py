@@ -16,8 +16,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import bar, init_clean, ledger, new_task, plain_git_tree, recorded_tree, worktree
+from helpers import (
+    bar,
+    init_clean,
+    ledger,
+    new_task,
+    plain_git_tree,
+    recorded_tree,
+    task_dir,
+    worktree,
+)
 
+from bar.git import conversions
 from conftest import MakeRepo, git
 
 
@@ -81,6 +91,44 @@ def _round_trip(capfd: pytest.CaptureFixture[str], wt: Path, expected: dict[str,
     for rel, data in expected.items():
         assert (wt / rel).read_bytes() == data, rel
     assert not _status_dirty(capfd)
+
+
+@pytest.mark.parametrize("switch", ["remove_attributes", "autocrlf_off", "add_text_auto"])
+def test_a_conversion_switched_before_the_tasks_first_look_is_recorded(
+    switch: str,
+    speed: str,
+    make_repo: MakeRepo,
+    capfd: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    """The conversions are noted when the task's side index is made, not at its first
+    look: a switch between the two (no file touched, the stat cache as git's checkout
+    left it) is a change like any other. A file the checkout wrote with CRLF under
+    ``core.autocrlf``, or LF in a repository whose blob holds CRLF."""
+    files: dict[str, str | bytes] = {"a.txt": "a\n", "d/.gitignore": "build/\n*.log\n"}
+    config = {}
+    if switch == "remove_attributes":
+        files[".gitattributes"] = "* text=auto\n"
+    elif switch == "autocrlf_off":
+        config["core.autocrlf"] = "true"
+    else:
+        files["crlf.txt"] = b"one\r\ntwo\r\n"
+    repo, task, wt = _task(make_repo, capfd, monkeypatch, files, config)
+    if switch == "remove_attributes":
+        (wt / ".gitattributes").unlink()
+    elif switch == "autocrlf_off":
+        git(repo, "config", "core.autocrlf", "false")
+    else:
+        (wt / ".gitattributes").write_text("* text=auto\n")
+    expected = {rel: (wt / rel).read_bytes() for rel in files if (wt / rel).exists()}
+    # (whether git's stat cache trusts the checkout's entries depends on the second the
+    # checkout ended in: what bar noted says it moved, whatever the clock)
+    index = task_dir(str(task["id"])) / "index"
+    assert conversions.moved(wt, index) or switch != "autocrlf_off"
+    _look(capfd)
+    assert recorded_tree(repo, task) == _fresh_tree(wt, tmp_path)
+    _round_trip(capfd, wt, expected)
 
 
 @pytest.mark.parametrize("switch", ["remove_attributes", "autocrlf_off", "add_text_auto"])

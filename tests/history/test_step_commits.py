@@ -14,8 +14,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import bar, init_clean, ledger, new_task, plain_git_tree, recorded_tree, worktree
+from helpers import (
+    bar,
+    init_clean,
+    ledger,
+    new_task,
+    plain_git_tree,
+    recorded_tree,
+    task_dir,
+    worktree,
+)
 
+from bar.history import side_index
 from conftest import git
 
 
@@ -96,6 +106,34 @@ def test_head_moved_by_hand_is_found_by_the_next_look(
     subprocess.run(["sh", "-c", by_hand], cwd=wt, check=True, capture_output=True)
     assert bar(capfd, "run", "--", "true").code == 0
     assert recorded_tree(repo, made) == plain_git_tree(wt, tmp_path)
+
+
+def test_head_moved_by_hand_before_the_tasks_first_look_is_found(
+    repo: Path,
+    capfd: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    speed: str,
+    tmp_path: Path,
+) -> None:
+    """HEAD is noted when the side index is made: a commit of an ignored file by hand
+    before any look of bar's is found by the first."""
+    (repo / ".gitignore").write_text("*.log\n")
+    git(repo, "add", ".gitignore")
+    git(repo, "commit", "-qm", "ignore logs")
+    init_clean(repo, capfd)
+    made = new_task(capfd)
+    wt = worktree(made)
+    monkeypatch.chdir(wt)
+    subprocess.run(
+        ["sh", "-c", f"echo log > x.log && git add -f x.log && {COMMIT}"],
+        cwd=wt,
+        check=True,
+        capture_output=True,
+    )
+    assert side_index.head_moved(wt, task_dir(str(made["id"])) / "index")
+    assert bar(capfd, "run", "--", "true").code == 0
+    assert recorded_tree(repo, made) == plain_git_tree(wt, tmp_path)
+    assert "x.log" in git(repo, "ls-tree", "--name-only", recorded_tree(repo, made)).split()
 
 
 def test_a_reset_to_an_older_commit_inside_a_step(

@@ -109,18 +109,17 @@ def _stats(worktree: Path, extra: list[str]) -> list[list[object]]:
 
 def moved(worktree: Path, index: Path) -> bool:
     """Whether the conversions' inputs outside the worktree changed since the last
-    ``note`` for ``index`` (never for a first look: there is nothing to compare with,
-    and they are noted). Their files' identities are noted anew where only those moved;
-    a change of values is noted by the caller once it recorded what it renormalized, so
-    that a crash in between leaves it to the next look."""
+    ``note`` for ``index`` (noted when the side index is made: ``side_index.seed_index``).
+    With nothing noted (lost, unreadable, a task from before) nothing vouches for the
+    stat cache: yes. Their files' identities are noted anew where only those moved; a
+    change of values, or a first note, is noted by the caller once it recorded what it
+    renormalized, so that a crash in between leaves it to the next look."""
     try:
         before = json.loads(record_path(index).read_bytes())
     except (OSError, ValueError):
-        note(worktree, index)
-        return False
+        return True
     if not isinstance(before, dict):
-        note(worktree, index)
-        return False
+        return True
     extra = [str(p) for p in before.get("extra", []) if isinstance(p, str)]
     if _stats(worktree, extra) == before.get("stats"):
         return False

@@ -25,7 +25,7 @@ from bar.base.notices import warn
 from bar.changes.fast import rescan, stamps
 from bar.changes.fast.stamps import keep_private
 from bar.errors import BarError, SnapshotFailed
-from bar.git import exact, ignored
+from bar.git import conversions, exact, ignored
 from bar.history import racy
 from bar.store.files import write_bytes_atomic
 from bar.store.layout import AIDE_DIR, AIDE_FILES
@@ -63,6 +63,9 @@ def seed_index(
     keep_private(tmp)
     os.replace(tmp, index)
     note_base_checkout(worktree, index)
+    # what the checkout's stat cache was made under: a change before the first look is seen
+    conversions.note(worktree, index)
+    note_head(worktree, index)
 
 
 def _base_checkout_path(index: Path) -> Path:
@@ -209,14 +212,14 @@ def head_moved(worktree: Path, index: Path) -> bool:
     """Whether the worktree's HEAD moved since ``note_head`` (a step committed, reset, or
     the developer did by hand): the files HEAD holds are recorded whatever the ignore rules
     say (what the step committed is part of the step: docs/internals/record.md, "The record
-    never lies"), so the side index starts over from it (``reseed``). Never for a first
-    look."""
+    never lies"), so the side index starts over from it (``reseed``). HEAD is noted when
+    the side index is made (``seed_index``); with nothing noted, nothing says it did not
+    move: yes (the caller notes it once it reseeded)."""
     now = git.head(worktree)
     try:
         before = head_path(index).read_text().strip()
     except OSError:
-        note_head(worktree, index, now)
-        return False
+        return now is not None
     return now is not None and before != now
 
 
