@@ -248,7 +248,7 @@ def started(address: str, task_ids: list[str], timeout: float = READY_S) -> None
 
     from temporalio.client import Client
 
-    from bar.workers.placement import workflow_id
+    from bar.model.placement import workflow_id
 
     async def wait() -> None:
         client = await Client.connect(address)
@@ -273,7 +273,7 @@ def step_times(address: str, task_id: str) -> list[tuple[float, float]]:
     from temporalio.api.enums.v1 import EventType
     from temporalio.client import Client
 
-    from bar.workers.placement import workflow_id
+    from bar.model.placement import workflow_id
 
     async def read() -> list[tuple[float, float]]:
         client = await Client.connect(address)

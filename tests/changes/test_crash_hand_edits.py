@@ -1,5 +1,5 @@
 """A restore killed midway, then edits by hand: recovery finishes only the restore's own
-writes and records the hand edits first (bar.changes.recovery; docs/internals/record.md,
+writes and records the hand edits first (bar.step.recovery; docs/internals/record.md,
 "The record never lies")."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Crash recovery: bar killed at every crash point loses nothing (bar.changes.recovery)."""
+"""Crash recovery: bar killed at every crash point loses nothing (bar.step.recovery)."""
 
 from __future__ import annotations
 

@@ -132,8 +132,8 @@ def test_another_tasks_step_cannot_give_orders_or_roll_back_a_running_step(
 
 def _queue_two(capfd: pytest.CaptureFixture[str], name: str) -> dict[str, Any]:
     from bar import api
+    from bar.history import queued as queued_steps
     from bar.model.records import DecisionStep
-    from bar.step import queued as queued_steps
 
     t = new_task(capfd, name)
     task = api.get_task(api.open_project(), name)

@@ -1,4 +1,4 @@
-"""Orders (bar.step.orders): a change to a task's files from inside a running step is done by
+"""Orders (bar.changes.orders): a change to a task's files from inside a running step is done by
 that step's bar run, the one writer; with no step running, by the caller under the lock.
 Real steps, real confinement, real sockets."""
 
@@ -17,8 +17,8 @@ from helpers import BAR_EXE, bar, bar_exe, ledger, new_task, task_dir, worktree
 
 from bar import api
 from bar.api import orders
+from bar.changes.orders import NotInsideStep
 from bar.errors import ExitCode
-from bar.step.orders import NotInsideStep
 
 ORDER = """\
 import json, sys
@@ -196,8 +196,8 @@ def test_an_unknown_order_is_a_bad_command_line(
 def test_a_queued_step_left_by_a_crash_is_appended_by_the_next_command(
     inited: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
+    from bar.history import queued as queued_steps
     from bar.model.records import DecisionStep
-    from bar.step import queued as queued_steps
 
     t = new_task(capfd)
     task = api.get_task(api.open_project())

@@ -9,7 +9,7 @@ aide's web server answers a decision by writing the DecisionRecord
 record, copies it back and records the ``decision`` step (``via: "file"``), as if the
 person had answered with ``bar decide answer``. That happens whenever bar reads the
 answer (``bar decide result``, a waiting ``submit --wait``), before any command changes
-the task (``bar.changes.recovery``), and in ``bar doctor --repair``.
+the task (``bar.step.recovery``), and in ``bar doctor --repair``.
 
 In aide, the agent asks and the person answers: whoever writes the answer file is
 taken for the person. In bar the agent's processes run inside a step, and an answer
@@ -33,11 +33,11 @@ from typing import Any
 from bar.aide import decide, place
 from bar.base.clock import now_iso
 from bar.base.record import record
+from bar.changes import orders
 from bar.errors import BarError, NotFound
+from bar.history import queued as queued_steps
 from bar.model.records import DecisionStep, RunStep, Step
 from bar.model.tasks import Task
-from bar.step import orders
-from bar.step import queued as queued_steps
 from bar.store.files import read_json_lines
 
 WORKTREE = "worktree"  # .aide/decisions in the task's worktree: where aide's clients write

@@ -23,7 +23,7 @@ worktree (``bar.aide.place``); an answer aide's web server writes there is taken
 ``plan_clean`` and the order ``decide.clean`` are reference 003 §5.2's ``aide decide
 clean``: old records removed, recorded as a ``decision`` step that keeps them.
 
-Writing goes through orders (``bar.step.orders``): inside a running step the agent cannot
+Writing goes through orders (``bar.changes.orders``): inside a running step the agent cannot
 write bar's files, so its ``bar run`` does. Reading is plain reading.
 """
 
@@ -40,10 +40,10 @@ from typing import Any
 
 from bar.aide import place
 from bar.base.clock import now_iso
+from bar.changes import orders
 from bar.errors import BarError, CorruptFile, ExitCode, NotFound, UsageError
 from bar.model.records import DecisionStep
 from bar.model.tasks import Task
-from bar.step import orders
 from bar.store.files import ensure_dir, write_bytes_atomic
 
 PENDING = "pending.json"

@@ -26,7 +26,7 @@ With ``flow.commits: branch`` each entry's commit is instead a commit on the tas
 (``commit_on_branch``), as aide's flow makes one. ``flow-status.json`` is copied to where
 aide's clients look, ``.aide/flow-status.json`` in the worktree (``bar.aide.place``).
 
-Every change goes through an order (``bar.step.orders``), so an agent inside a running step
+Every change goes through an order (``bar.changes.orders``), so an agent inside a running step
 can move its own flow: its ``bar run`` takes the snapshot as a checkpoint of the step.
 """
 
@@ -43,11 +43,11 @@ from bar.aide import place
 from bar.base.clock import now_iso
 from bar.base.migrate import upgrade
 from bar.base.notices import warn
+from bar.changes import orders
 from bar.errors import BarError, CorruptFile, UsageError
 from bar.git import BAR_IDENTITY
 from bar.history.checkpoints import Checkpoint
 from bar.model.tasks import Task
-from bar.step import orders
 from bar.store.files import write_bytes_atomic, write_json_atomic
 
 PHASES = ("flow-design", "impl", "verify", "docs", "finish")

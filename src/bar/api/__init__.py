@@ -40,13 +40,13 @@ from bar.errors import (
     Unreachable,
     UsageError,
 )
+from bar.history import queued as queued_steps
 from bar.history import states
 from bar.history.diffs import Diff, apply_diff, diff, unrecorded
 from bar.model import journals
 from bar.model.project import Location, Project, find_project, locate, policy_for, running_socket
 from bar.model.records import RollbackStep, RunStep, Step, parse_step_ref
 from bar.model.tasks import Task, list_tasks, load_task, resolve_task
-from bar.step import queued as queued_steps
 from bar.store.files import write_text_atomic
 from bar.store.lock import is_locked
 from bar.task.state import TaskSummary, is_running, summarize
@@ -376,8 +376,8 @@ def close_task(task: Task, *, keep_worktree: bool = False, force: bool = False) 
     """Close the task (``completed`` on the board); its worktree is removed unless kept,
     its branch and record stay. Refuses while the worktree holds changes no step
     recorded, unless ``force``, which records them as a manual step first."""
+    from bar.model import placement
     from bar.task.close import close
-    from bar.workers import placement
 
     if placement.of(task.project, task.id) is not None:
         from bar.workers import client
@@ -495,9 +495,9 @@ def remove_worktree(task: Task, *, complete: bool = False, force: bool = False) 
 
 
 def board(project: Project, op: str, args: dict[str, object]) -> dict[str, Any]:
-    """One operation of the task board (``bar.task.board_orders``: create, list, claim,
+    """One operation of the task board (``bar.api.board_orders``: create, list, claim,
     start, worktrees, keep, remove, events), done here."""
-    from bar.task.board_orders import perform
+    from bar.api.board_orders import perform
 
     return perform(project, op, args)
 
@@ -576,18 +576,18 @@ def _locked(task: Task, what: str, *, wait: bool) -> Iterator[Task]:
 def _changing(task: Task, what: str, *, wait: bool) -> AbstractContextManager[Task]:
     """``recovery.changing``: locked, reloaded, a crash's leftovers finished and hand
     edits recorded; then the caller acts."""
-    from bar.changes import recovery
+    from bar.step import recovery
 
     return recovery.changing(task, what, wait=wait)
 
 
 def run(task: Task, request: RunRequest, *, wait: bool = True) -> RunStep:
     """Run a command as the task's next step. The step's ``exit_code`` is the command's."""
-    from bar.changes import recovery
     from bar.changes.fast import watcher
     from bar.git import packing
+    from bar.model import placement
+    from bar.step import recovery
     from bar.step.run import run_step, watch_worktree
-    from bar.workers import placement
 
     placement.refuse_local(task.project, task.id, task.name)
     with _locked(task, f"bar run {shlex.join(request.argv)}", wait=wait) as fresh:
@@ -654,8 +654,8 @@ def rollback(
     """Restore a recorded state (``base``, a step id, a checkpoint; None: the state before
     the last step), as a step of its own that can be undone the same way. While a step
     runs (an agent session between turns), its ``bar run`` does it, as a checkpoint."""
-    from bar.changes import recovery
     from bar.changes import rollback as verb
+    from bar.step import recovery
 
     during = _rollback_in_running_step(task, to, hard)
     if during is not None:
@@ -690,8 +690,8 @@ def verify(
 ) -> VerifyReport:
     """Every file of a recorded state (None: the last) hashed and compared with the
     worktree, byte for byte (``bar.history.verify``). Reads only; takes no lock."""
+    from bar.changes.orders import last_state
     from bar.history import verify as proving
-    from bar.step.orders import last_state
 
     task.require_worktree()
     name, commit = last_state(task)
@@ -708,8 +708,8 @@ def verify_and_record(
     as a ``manual`` step (the files no stat shows changed are hashed whatever their stat
     says). The report before, the step recorded (None: nothing differed), the report
     after."""
-    from bar.changes import recovery
     from bar.history import verify as proving
+    from bar.step import recovery
 
     with _locked(task, "bar verify --record", wait=wait) as fresh:
         recovery.finish_pending(fresh)
@@ -799,7 +799,7 @@ def apply(
     ``create``: ``target`` does not exist yet: make it, at ``start`` (default: the task's
     base). A task without its worktree is applied from its record."""
     from bar.changes import apply as verb
-    from bar.changes import recovery
+    from bar.step import recovery
 
     if start is not None and not create:
         raise UsageError("a start point is for a branch --create makes")
@@ -1302,8 +1302,8 @@ def push(
 def fetch(project: Project, source: Remote, *, progress: Any = None) -> Fetched:
     """Bring the remote's task histories here: new ones and updates as read-only copies;
     this machine's own tasks are compared, never changed."""
+    from bar.model import placement
     from bar.share import fetch as fetching
-    from bar.workers import placement
 
     fetched = fetching.fetch(project, source, progress=progress)
     for one in fetched.tasks:
@@ -1324,8 +1324,8 @@ def adopt_task(project: Project, task: Task) -> TaskAdopted:
     """Continue here a task another machine recorded (a fetched copy, or a task of this
     machine that went on elsewhere): its worktree at the last recorded state. A task
     that runs on workers comes back (none of its steps may be running there)."""
+    from bar.model import placement
     from bar.share.adopt import adopt
-    from bar.workers import placement
 
     if placement.of(project, task.id) is not None:
         from bar.share.adopt import Adopted
@@ -1339,7 +1339,7 @@ def adopt_task(project: Project, task: Task) -> TaskAdopted:
 
 
 if TYPE_CHECKING:
-    from bar.workers.placement import Placement
+    from bar.model.placement import Placement
 
 
 def on_workers(task: Task) -> dict[str, Any] | None:
@@ -1494,7 +1494,7 @@ def cancel_step(task: Task) -> dict[str, Any]:
 
 def placement_of(task: Task) -> Placement | None:
     """Where a task sent to workers runs (its queue, server, workflow), or None: here."""
-    from bar.workers import placement
+    from bar.model import placement
 
     return placement.of(task.project, task.id)
 

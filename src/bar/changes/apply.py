@@ -207,7 +207,7 @@ def apply(
     create: Create | None = None,
 ) -> ApplyResult:
     """Land the task's last recorded state, or the recorded state ``at`` (the caller
-    holds the lock). ``prepare`` runs first (``bar.changes.recovery.prepare_apply``: a
+    holds the lock). ``prepare`` runs first (``bar.step.recovery.prepare_apply``: a
     crash's leftovers finished, hand edits recorded), given what to do meanwhile.
     ``create``: the target does not exist yet and is made (``Create``)."""
     ahead: list[Ahead | None] = []

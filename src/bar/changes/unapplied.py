@@ -25,8 +25,7 @@ from bar.errors import ApplyConflict, BarError
 from bar.git import DiffStat
 from bar.history import bases
 from bar.model.records import ApplyStep
-from bar.model.tasks import Task
-from bar.task.state import still_landed
+from bar.model.tasks import Task, still_landed
 
 
 @record(frozen=True)

@@ -4,7 +4,7 @@ Each tool is a plain function over one task (the one ``bar mcp`` serves, fixed w
 starts) that returns a JSON object and raises ``BarError`` with bar's own sentence;
 ``bar.mcp.server`` turns them into MCP tools and the errors into tool errors. Reads go
 through the library (``bar.api``, the shapes of ``bar.api.shapes``: what ``bar status/log/
-show/diff --json`` print); every write is an order (``bar.step.orders``): inside a step the
+show/diff --json`` print); every write is an order (``bar.changes.orders``): inside a step the
 server runs confined and cannot write bar's files, so the step's ``bar run`` does it.
 
 What an agent may do is narrower than what the developer may: no tool takes a task (the

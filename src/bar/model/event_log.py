@@ -40,7 +40,7 @@ from bar.store.files import append_line
 
 VERSION = 2
 # who an event is done for when it is not the person at the terminal: set while a running
-# step's order is carried out (``bar.task.board_orders``), written as ``"by"``
+# step's order is carried out (``bar.api.board_orders``), written as ``"by"``
 origin: dict[str, Any] | None = None
 PARSE_ERROR = "parse_error"
 # told of each event as it is logged, under the project lock (``Project.log_event``):

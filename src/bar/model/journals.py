@@ -6,7 +6,7 @@ restored), ``apply.json`` (a target branch is being moved) and ``sync.json`` (th
 being brought up to date with a branch). Each verb then reads
 "write the intent, act, complete it", where completing appends the ledger line and
 removes the journal. If bar dies in between, the next command that takes the task lock
-finds the journal and calls the same completion (``bar.changes.recovery``): holding the lock
+finds the journal and calls the same completion (``bar.step.recovery``): holding the lock
 proves the journal's author is dead, because the kernel drops an ``flock`` with its
 holder. Every field read back is checked: step ids name files, commits go to git.
 
@@ -179,7 +179,7 @@ class RollbackIntent:
     undo_of: str | None = None  # ``bar undo`` of this step
     redo_of: str | None = None  # ``bar redo`` of this step
     # the state the restore ends at when recovery kept edits made by hand after a crash
-    # (``bar.changes.recovery``): the target's files where the rollback writes, the hand
+    # (``bar.step.recovery``): the target's files where the rollback writes, the hand
     # edits elsewhere; None: the target itself
     finish: str | None = None
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import unicodedata
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bar import git
 from bar.base import speed
@@ -26,6 +26,9 @@ from bar.model.project import Project
 from bar.store.files import read_json, write_json_atomic
 from bar.store.layout import TASK_ID_RE, TaskPaths
 from bar.store.lock import FileLock
+
+if TYPE_CHECKING:
+    from bar.model.records import ApplyStep
 
 NAME_MAX = 64
 _ID_ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-"
@@ -240,6 +243,13 @@ class Task:
                 f"the worktree of task {self.name} is missing: {self.worktree}",
                 hint="run `bar doctor` to check the task",
             )
+
+
+def still_landed(task: Task, step: ApplyStep) -> bool:
+    """The commit ``step`` made is still on its target branch (nobody reset it away)."""
+    if not git.is_object_id(step.commit_sha):
+        return False
+    return git.is_ancestor(task.project.root, step.commit_sha, f"refs/heads/{step.target_branch}")
 
 
 def _require_str(rec: dict[str, Any], key: str, path: Path) -> str:

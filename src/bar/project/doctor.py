@@ -49,7 +49,7 @@ from bar.store.layout import STEP_COVERS, TASK_ID_RE
 from bar.store.lock import is_locked
 from bar.task import delete as task_delete
 from bar.task import new as task_new
-from bar.task import registry, removal
+from bar.task import registry, removal, reopen
 from bar.worktree import git_locks as git_locks
 
 # a rollback's staging, and what one killed midway leaves in its task's directory
@@ -693,7 +693,7 @@ class Doctor:
                 "error",
                 task.worktree,
                 f"{where}: the worktree is missing",
-                self._under_lock(task, lambda: repairs.recreate_worktree(task)),
+                self._under_lock(task, lambda: reopen.recreate_worktree(task)),
             )
         elif not registered:
             self.add(

@@ -14,16 +14,15 @@ from collections.abc import Callable
 from pathlib import Path
 
 from bar import git
-from bar.changes import recovery, rollback
 from bar.errors import BarError, UnsupportedVersion
 from bar.git import worktrees
-from bar.history import patches, side_index
+from bar.history import patches
 from bar.model import journals
 from bar.model.records import Step
 from bar.model.tasks import Task
+from bar.step import recovery
 from bar.store.files import FILE_MODE, write_bytes_atomic
 from bar.store.layout import TaskPaths
-from bar.task import registry
 
 JournalReader = Callable[[TaskPaths], object]
 
@@ -173,21 +172,6 @@ def reseed_index(task: Task) -> str:
     os.chmod(seed, FILE_MODE)
     os.replace(seed, task.index)
     return "rebuilt it from the last snapshot"
-
-
-def recreate_worktree(task: Task) -> str:
-    """Recreate a deleted worktree on its branch and restore the last recorded state."""
-    repo = task.project.root
-    with task.project.lock("bar doctor: recreate worktree"):  # worktree add is not concurrent-safe
-        worktrees.prune(repo)
-        worktrees.add(repo, task.worktree, task.branch)
-    task.index.unlink(missing_ok=True)
-    side_index.seed_index(
-        task.worktree, task.index, task.base_commit, task.paths.git_dir, task.project.common_dir
-    )
-    rollback.restore(task, task.recorded_snapshot())
-    registry.mark(task, registry.KEPT if registry.kept(task) else registry.ACTIVE)
-    return f"recreated it on {task.branch} at the last recorded state"
 
 
 def repair_registration(task: Task) -> str:

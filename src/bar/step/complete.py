@@ -2,7 +2,7 @@
 its patch and its ledger line (the commit point), then its intent removed
 (docs/internals/record.md, "Order of writes").
 
-``bar.step.run`` calls ``complete`` when the command has ended; ``bar.changes.recovery``
+``bar.step.run`` calls ``complete`` when the command has ended; ``bar.step.recovery``
 calls the same ``complete`` with no outcome for a step whose ``bar`` died during it: the
 step is recorded as interrupted, with every change made up to then.
 """

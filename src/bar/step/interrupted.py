@@ -1,7 +1,7 @@
 """What an interrupted step made, told apart from what was made after it stopped.
 
 When ``bar run`` is killed, its step is recorded by the next command that takes the
-task (``bar.changes.recovery``). By then the developer may have edited files by hand: those are
+task (``bar.step.recovery``). By then the developer may have edited files by hand: those are
 not the step's, and must not be recorded as its work. Every process of a step dies with
 its ``bar run`` (``bar.sandbox.leftovers``), so nothing the step started writes after
 bar's last sign of life: the supervisor touches the step's intent journal while the

@@ -1,4 +1,4 @@
-"""The orders on a task's states: ``checkpoint`` and ``rollback`` (``bar.step.orders``).
+"""The orders on a task's states: ``checkpoint`` and ``rollback`` (``bar.changes.orders``).
 
 ``checkpoint`` {label}: record the worktree's state now: a checkpoint of the running step
 (tool ``checkpoint``, with the label), or, with no step running, hand edits recorded as
@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from bar.changes import orders
 from bar.history import states
 from bar.history.checkpoints import Checkpoint
-from bar.step import orders
 
 
 @orders.register("checkpoint", "any")

@@ -1,10 +1,10 @@
-"""The running step's side of orders (``bar.step.orders``): its ``bar run`` answers them.
+"""The running step's side of orders (``bar.changes.orders``): its ``bar run`` answers them.
 
 The supervisor (``bar.step.supervisor``) hands each ``order`` request here with whether it
 came from a process of the step. The op is looked up, who may give it is checked, and its
 handler runs with a ``StepContext``: a state is a checkpoint of the running step (taken
 by the step's checkpoint recorder, ``bar.history.checkpoints``), a rollback is a rollback
-checkpoint, and a step is queued to follow the running one (``bar.step.queued``).
+checkpoint, and a step is queued to follow the running one (``bar.history.queued``).
 """
 
 from __future__ import annotations
@@ -12,10 +12,11 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
+from bar.changes import orders
 from bar.errors import BarError, StepBusy, UsageError
+from bar.history import queued as queued_steps
 from bar.model.records import Step
-from bar.step import channel, orders
-from bar.step import queued as queued_steps
+from bar.step import channel
 
 if TYPE_CHECKING:
     from bar.history.checkpoints import Checkpoint, Recorder

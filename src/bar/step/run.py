@@ -16,7 +16,7 @@ hand edits recorded). Then, in an order where every prefix is recoverable
 5. ``complete`` (``bar.step.complete``): snapshot, patch, the ledger line (the commit
    point), intent removed.
 
-If bar dies during 3–5, ``bar.changes.recovery`` calls the same ``complete`` with no outcome: the
+If bar dies during 3–5, ``bar.step.recovery`` calls the same ``complete`` with no outcome: the
 step is recorded as interrupted, with every change made up to then.
 """
 

@@ -17,7 +17,7 @@ A process of the step (the agent) can only hand the socket an event of its own, 
 is recorded as coming from inside the step (``source: hook:<agent>``); nothing it sends
 can rewrite the ledger. The developer's own ``bar``, outside the step, can ask for a
 rollback between the agent's calls, done here as a checkpoint; and either side can give
-the orders of ``bar.step.orders`` (``bar decide``, ``bar flow``), done by ``bar.step.order_server``. The socket is
+the orders of ``bar.changes.orders`` (``bar decide``, ``bar flow``), done by ``bar.step.order_server``. The socket is
 0600 in the task's 0700 directory, and the peer credentials of each connection say
 which side it comes from.
 """
@@ -318,7 +318,7 @@ class Supervisor:
         # else another task's step (the socket's path is readable): no answer
 
     def _refuse_other_step(self, verb: str, arg: str) -> channel.Reply:
-        from bar.step.orders import NotInsideStep
+        from bar.changes.orders import NotInsideStep
 
         what = arg if verb == "order" else "rollback"
         error = NotInsideStep(

@@ -146,7 +146,7 @@ class ProjectPaths:
         return TaskPaths(self.tasks / task_id)
 
     def placement(self, task_id: str) -> Path:
-        """Where a task sent to workers runs (``bar.workers.placement``): beside the task
+        """Where a task sent to workers runs (``bar.model.placement``): beside the task
         directory, which a fetch swaps whole."""
         return self.dir / "workers" / f"{task_id}.json"
 

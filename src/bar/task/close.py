@@ -113,7 +113,7 @@ def _require_worktree(task: Task) -> None:
 def _record_first(task: Task, force: bool, op: str | None) -> list[Step]:
     """What a crash left finished, and hand edits recorded with ``force`` (else refused,
     and the refusal of ``op`` logged)."""
-    from bar.changes import recovery
+    from bar.step import recovery
 
     recorded = recovery.finish_pending(task)
     if steps.has_unrecorded_changes(task):

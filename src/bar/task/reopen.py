@@ -1,7 +1,7 @@
 """``bar task reopen``: a closed task becomes active again, its worktree back as recorded.
 
 A worktree that closing removed is recreated by the code ``bar doctor --repair`` uses
-for a missing one (``repairs.recreate_worktree``): ``git worktree add`` on the task
+for a missing one (``recreate_worktree``): ``git worktree add`` on the task
 branch, then the last recorded snapshot restored over it, so the agent finds exactly
 what the ledger says it left, uncommitted changes included. A worktree that was kept
 is used as it is: what was changed in it after closing is recorded as a ``manual``
@@ -23,12 +23,13 @@ from __future__ import annotations
 from bar import git
 from bar.base.clock import now_iso
 from bar.base.record import record
+from bar.changes import rollback
 from bar.errors import AlreadyExists, BarError, NotFound
 from bar.git import worktrees
+from bar.history import side_index
 from bar.model import board, journals
 from bar.model.project import Project
 from bar.model.tasks import Task, load_task, resolve_task
-from bar.project import repairs
 from bar.store.files import write_json_atomic
 from bar.task import new as task_new
 from bar.task import registry
@@ -113,7 +114,7 @@ def _make_worktree(task: Task) -> bool:
         with project.lock("bar task reopen: remove a half-made worktree"):
             worktrees.discard(project.root, task.worktree)
     try:
-        repairs.recreate_worktree(task)
+        recreate_worktree(task)
     except Exception as exc:
         project.log_event(
             "worktree.create.failed",
@@ -132,3 +133,18 @@ def _make_worktree(task: Task) -> bool:
         worktree=board.worktree_view(task, registry.ACTIVE),
     )
     return True
+
+
+def recreate_worktree(task: Task) -> str:
+    """Recreate a deleted worktree on its branch and restore the last recorded state."""
+    repo = task.project.root
+    with task.project.lock("bar doctor: recreate worktree"):  # worktree add is not concurrent-safe
+        worktrees.prune(repo)
+        worktrees.add(repo, task.worktree, task.branch)
+    task.index.unlink(missing_ok=True)
+    side_index.seed_index(
+        task.worktree, task.index, task.base_commit, task.paths.git_dir, task.project.common_dir
+    )
+    rollback.restore(task, task.recorded_snapshot())
+    registry.mark(task, registry.KEPT if registry.kept(task) else registry.ACTIVE)
+    return f"recreated it on {task.branch} at the last recorded state"

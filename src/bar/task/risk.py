@@ -27,9 +27,8 @@ from bar.base.notices import plural
 from bar.errors import BarError
 from bar.history import bases, checkpoints, steps
 from bar.model.records import ApplyStep
-from bar.model.tasks import Task
+from bar.model.tasks import Task, still_landed
 from bar.store.layout import AIDE_DIR, AIDE_FILES, TASK_ID_RE
-from bar.task.state import still_landed
 
 
 def owner(ref: str) -> str | None:

@@ -19,7 +19,7 @@ from bar import git
 from bar.base.record import record
 from bar.git import DiffStat
 from bar.model.records import ApplyStep, DecisionStep
-from bar.model.tasks import Task
+from bar.model.tasks import Task, still_landed
 from bar.store.lock import is_locked
 
 PENDING = "pending"  # planned, no worktree yet (``bar.model.board``)
@@ -85,16 +85,9 @@ def is_applied(task: Task) -> bool:
     )
 
 
-def still_landed(task: Task, step: ApplyStep) -> bool:
-    """The commit ``step`` made is still on its target branch (nobody reset it away)."""
-    if not git.is_object_id(step.commit_sha):
-        return False
-    return git.is_ancestor(task.project.root, step.commit_sha, f"refs/heads/{step.target_branch}")
-
-
 def _placed(task: Task) -> dict[str, Any] | None:
-    """Where a task sent to workers runs (``bar.workers.placement``), else None."""
-    from bar.workers import placement
+    """Where a task sent to workers runs (``bar.model.placement``), else None."""
+    from bar.model import placement
 
     where = placement.of(task.project, task.id)
     return where.to_json() if where is not None else None

@@ -2,7 +2,7 @@
 
 * ``send``: the task's record is pushed to the remote (scanned first, as ``bar push``
   is), its worktree here removed (hand edits recorded first: the workers continue from
-  the record), and its workflow started on the queue. ``bar.workers.placement`` notes
+  the record), and its workflow started on the queue. ``bar.model.placement`` notes
   where it runs;
 * ``order``: one step, sent as a signal; ``follow`` streams its output from the
   workflow's window and, when the step ends, fetches the history back (``take_back``),
@@ -22,15 +22,15 @@ from typing import Any
 
 from bar.base.record import field, record
 from bar.errors import BarError, ExitCode, NotFound, PushRefused, Unreachable, UsageError
-from bar.model import board
+from bar.model import board, placement
+from bar.model.placement import Placement
 from bar.model.project import Project
 from bar.model.tasks import Task, load_task
 from bar.redact import is_secret_name
 from bar.share import fetch as fetching
 from bar.share import push as pushing
 from bar.share.remotes import Remote
-from bar.workers import placement, temporal
-from bar.workers.placement import Placement
+from bar.workers import temporal
 
 POLL = 0.15  # seconds between two looks at a running step's output and outcome
 

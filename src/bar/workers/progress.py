@@ -14,7 +14,7 @@ step's checkpoints travel with it. What it adds is scanned as ``bar push`` scans
 When the worker goes silent, the step's next attempt (on any worker) ``restore``s it:
 the task at its pushed history, the worktree at the published state, the intent and
 artifacts in place; bar's own crash recovery then records the step ``interrupted`` with
-every change up to then (``bar.changes.recovery``).
+every change up to then (``bar.step.recovery``).
 """
 
 from __future__ import annotations

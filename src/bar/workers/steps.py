@@ -55,6 +55,7 @@ from bar.share import fetch as fetching
 from bar.share import push as pushing
 from bar.share.adopt import adopt
 from bar.share.remotes import Remote, resolve
+from bar.step import dispatch
 from bar.store.layout import TASK_ID_RE
 from bar.task.close import close
 from bar.task.delete import delete
@@ -239,7 +240,9 @@ class Steps:
         answer = self._query(order, "answer_of", sid)
         if isinstance(answer, dict):
             with contextlib.suppress(BarError):
-                _orders().decide_answered(task, answer.get("decisions", []), session_id=sid)
+                # (here the task's one writer is this machine: no worker to send it to)
+                args = {"decisions": answer.get("decisions", []), "session_id": sid}
+                dispatch.order(task, "decide.answer", args)
 
     # --- a step whose worker was lost ------------------------------------------------
 
@@ -254,7 +257,7 @@ class Steps:
             step_id = progress.restore(task, found) if found else None
             if step_id is None:
                 _mark_started(task, order, earlier)
-            from bar.changes import recovery
+            from bar.step import recovery
 
             with recovery.changing(task, "bar worker: recording a lost worker's step", wait=True):
                 pass
@@ -298,12 +301,6 @@ def _identity() -> str:
     from bar.workers.temporal import identity
 
     return identity()
-
-
-def _orders() -> Any:
-    from bar.api import orders  # (the orders layer: a running step's one writer)
-
-    return orders
 
 
 # --- the task, from the remote -------------------------------------------------------

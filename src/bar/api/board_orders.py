@@ -5,7 +5,7 @@
 ``task_start``, ``worktree_list``, ``worktree_keep``, ``worktree_remove``, ``events``).
 Outside a step the server calls it directly; inside one it is confined and cannot write
 bar's files, so it sends the order ``board`` {op, ...} to the step's ``bar run``
-(``bar.step.orders``), which calls it with the running task as ``caller``.
+(``bar.changes.orders``), which calls it with the running task as ``caller``.
 
 A step's agent may plan, claim, start, keep and remove other tasks' worktrees, but never
 close or remove the worktree of the task it runs in (it would pull the floor from under
@@ -17,10 +17,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from bar.changes import orders
 from bar.errors import Locked, UsageError
 from bar.model.project import Project
 from bar.model.tasks import Task, list_tasks, load_task, resolve_task
-from bar.step import orders
 from bar.task import registry
 from bar.task.state import is_running, summarize
 

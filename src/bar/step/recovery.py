@@ -29,10 +29,10 @@ from bar.base.notices import note, plural
 from bar.base.record import replace
 from bar.git import BAR_IDENTITY, exact
 from bar.history import bases, steps
+from bar.history import queued as queued_steps
 from bar.model import journals
 from bar.model.records import Step
 from bar.model.tasks import Task, load_task
-from bar.step import queued as queued_steps
 from bar.worktree import git_locks as git_locks
 from bar.worktree import guard
 
