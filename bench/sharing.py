@@ -3,7 +3,7 @@
 
 ``bar push`` (docs/sharing.md, ``bar.share.push``) builds a task's history commit (its ledger,
 every artifact, ``task.json`` and ``history.json`` hashed into a tree:
-``bar.share.record.build``), asks the remote what it has, reads every object that would
+``bar.share.history_commit.build``), asks the remote what it has, reads every object that would
 leave for secrets (``bar.share.scan``: the history's new files, then every blob of the
 task's states the remote lacks, with the ignore rules and ``sandbox.deny_read``), and
 only then runs one ``git push``. This figure prices all of that against the ``git push``

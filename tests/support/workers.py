@@ -91,7 +91,7 @@ class Cluster:
 
     def published(self, task: str, path: str, timeout: float = 60) -> None:
         """Wait until the running step of ``task`` (a name or id) has published progress
-        whose worktree holds ``path`` (``bar.workers.progress``): a worker lost from then on
+        whose worktree holds ``path`` (``bar.workers.published``): a worker lost from then on
         loses nothing of it."""
         task_id = self.dev.json("task", "show", task)["id"]
         spec = f"refs/bar/progress/{task_id}:state/{path}"

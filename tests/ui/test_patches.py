@@ -1,4 +1,4 @@
-"""``bar.ui.patches`` cuts a patch into files the way git counts them: plain git is the
+"""``bar.ui.patch_pages`` cuts a patch into files the way git counts them: plain git is the
 oracle (``git diff --numstat`` for names and line counts, ``git apply`` for the slices)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from bar.ui import patches
+from bar.ui import patch_pages
 from conftest import MakeRepo, git
 
 
@@ -40,7 +40,7 @@ def test_the_files_of_a_patch_are_gits_own(make_repo: MakeRepo, tmp_path: Path) 
         "HEAD",
     ]
     data = subprocess.run(["git", *args], cwd=repo, capture_output=True, check=True).stdout
-    index = patches.index(data)
+    index = patch_pages.index(data)
     numstat = git(repo, "-c", "core.quotePath=false", "diff", "-M", "--numstat", "HEAD~", "HEAD")
     expected = {}
     for line in numstat.splitlines():

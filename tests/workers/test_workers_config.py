@@ -87,7 +87,7 @@ def test_a_queue_name_is_one_printable_word(bad: str) -> None:
 
 
 def test_a_claim_command_gets_the_task_s_words() -> None:
-    from bar.workers.steps import claim_command
+    from bar.workers.step_activity import claim_command
 
     task = SimpleNamespace(name="ui-login", id="abcd1234", metadata={"description": "do it"})
     got = claim_command(["sh", "-c", "echo '{description}' > {name}-{id}.txt"], task)  # type: ignore[arg-type]

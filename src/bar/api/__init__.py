@@ -66,8 +66,8 @@ if TYPE_CHECKING:
     from bar.history.verify import Report as VerifyReport
     from bar.ledger.select import Selection
     from bar.policy import Decision, Policy
-    from bar.project.adopt import Adopted, Moved
     from bar.project.doctor import Doctor, Finding, Group
+    from bar.project.relocated import Adopted, Moved
     from bar.share.adopt import Adopted as TaskAdopted
     from bar.share.fetch import Fetched
     from bar.share.prepush import Installed as PushHook
@@ -168,7 +168,7 @@ def open_project(cwd: Path | None = None) -> Location:
     try:
         return find_project(cwd)
     except NotInitialized:
-        from bar.project.adopt import not_registered
+        from bar.project.relocated import not_registered
 
         raise not_registered(locate(cwd).project) from None
 
@@ -184,7 +184,7 @@ def init_project(cwd: Path | None = None) -> Initialized:
     """Register the repository of ``cwd`` (``bar init``); running it again changes nothing.
     A repository that moved is not registered anew (``adopt_project``)."""
     from bar.policy import DEFAULT_POLICY_TEXT
-    from bar.project.adopt import refuse_if_moved
+    from bar.project.relocated import refuse_if_moved
 
     project = locate(cwd).project
     if not git.has_commit(project.root):
@@ -208,7 +208,7 @@ def init_project(cwd: Path | None = None) -> Initialized:
 
 def adopt_project(cwd: Path | None = None, which: str | None = None) -> Adopted:
     """Re-attach the tasks a moved repository left at its old path (``bar init --adopt``)."""
-    from bar.project.adopt import adopt
+    from bar.project.relocated import adopt
 
     return adopt(locate(cwd).project, which or None)
 
@@ -1022,7 +1022,7 @@ def doctor(project: Project, *, repair: bool = False) -> Doctor:
     from bar.project.doctor import Doctor
 
     if not project.dir.is_dir():
-        from bar.project.adopt import not_registered
+        from bar.project.relocated import not_registered
 
         raise not_registered(project)
     doc = Doctor(project)
@@ -1042,7 +1042,7 @@ def doctor_groups(doc: Doctor) -> list[Finding | Group]:
 
 def projects() -> list[Project]:
     """Every project registered under ``$BAR_HOME``, by name (what ``bar ui`` lists)."""
-    from bar.project.registry import registered
+    from bar.project.known import registered
 
     return registered()
 

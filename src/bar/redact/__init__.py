@@ -26,7 +26,7 @@ import re
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Final, TypeVar, cast
 
-from bar.redact.shapes import (
+from bar.redact.patterns import (
     _ALL_NEEDLES,
     _CHECKS,
     _CONTEXT,

@@ -3,7 +3,7 @@
 A stream runs every pass of its scrubber over every byte: a dozen shapes, each a regex
 whose fixed first letter ("k", "-", ":", "=") is common in ordinary output, so each stops
 and checks often, and a long output is scrubbed at some 80 MB/s. But a shape cannot match
-without one of its strings (``bar.redact.shapes._NEEDLES``, each covering the byte where
+without one of its strings (``bar.redact.patterns._NEEDLES``, each covering the byte where
 a match starts), nor a literal secret without itself. So a long stream first has every
 pass's strings searched for at once, by Hyperscan's multi-string matcher (GB/s), and a
 pass none of whose strings is in the new data is run only over its last bytes, where a

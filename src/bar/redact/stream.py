@@ -39,7 +39,7 @@ from bar.redact import (
     needles,
 )
 from bar.redact.partial_match import lead_in, prefix_at, unfinished
-from bar.redact.shapes import _CONTEXT, _NEEDLES, _SHAPES, _Check
+from bar.redact.patterns import _CONTEXT, _NEEDLES, _SHAPES, _Check
 
 _Pieces = list[tuple[float, bytes]]
 

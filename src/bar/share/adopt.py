@@ -26,7 +26,7 @@ from bar.model import board
 from bar.model.project import Project
 from bar.model.tasks import Task, load_task
 from bar.share import fetch as fetching
-from bar.share import record as history
+from bar.share import history_commit
 
 
 @record(frozen=True)
@@ -65,7 +65,7 @@ def adopt(project: Project, task: Task, *, worktree: bool = True, by: str | None
         remote = str(origin.get("remote") or "")
         with project.lock(f"bar task adopt {task.id}"), task.lock("bar task adopt", copy_ok=True):
             task = load_task(project, task.id)
-            pushed = history.read(project.root, commit, task.id)
+            pushed = history_commit.read(project.root, commit, task.id)
             _branch_at(task, pushed.refs.get("head") or task.base_commit, None)
             task = _own(project, pushed, remote, commit, here=worktree)
     else:
@@ -83,13 +83,13 @@ def adopt(project: Project, task: Task, *, worktree: bool = True, by: str | None
                 ) from None
         with project.lock(f"bar task adopt {task.id}"), task.lock("bar task adopt"):
             task = load_task(project, task.id)
-            mine = git.rev_parse(project.root, history.history_ref(task.id))
+            mine = git.rev_parse(project.root, history_commit.history_ref(task.id))
             if mine is not None and fetching.unpushed(task, mine) != 0:
                 raise BarError(  # a crash's step, finished as the worktree went
                     f"task {task.name} recorded a step here just now; adopting would drop it",
                     hint="`bar log` shows it; push it, or apply it to a branch",
                 )
-            pushed = history.read(project.root, commit, task.id)
+            pushed = history_commit.read(project.root, commit, task.id)
             _branch_at(task, pushed.refs.get("head") or task.base_commit, _branch_tip(task))
             task = _own(project, pushed, remote, commit, here=worktree)
     learned = task.base_moved if task.base_moved not in (None, known) else None
@@ -106,14 +106,14 @@ def adopt(project: Project, task: Task, *, worktree: bool = True, by: str | None
 
 
 def _own(
-    project: Project, pushed: history.Pushed, remote: str, commit: str, *, here: bool = True
+    project: Project, pushed: history_commit.Pushed, remote: str, commit: str, *, here: bool = True
 ) -> Task:
     """The record of ``pushed`` made this machine's task, pending (its worktree next);
     or, not ``here`` (its steps run on workers), as far on the board as the machine that
     ran them left it (``in_progress`` once one started it), with no worktree here."""
     adopted = {"remote": remote, "history": commit, "adopted_at": now_iso()}
     task = fetching.materialize(project, pushed, origin=None, adopted=adopted)
-    git.git(project.root, "update-ref", history.history_ref(task.id), commit)
+    git.git(project.root, "update-ref", history_commit.history_ref(task.id), commit)
     if here or task.board.status != board.IN_PROGRESS:
         task.board.status = board.PENDING
     task.board.worktree = ""
@@ -148,9 +148,12 @@ def _newest(task: Task) -> tuple[str, str]:
     """The fetched history a task of this machine can take: the one that continues
     what this machine pushed, with nothing recorded here since."""
     repo = task.project.root
-    mine = git.rev_parse(repo, history.history_ref(task.id))
+    mine = git.rev_parse(repo, history_commit.history_ref(task.id))
     listed = git.git(
-        repo, "for-each-ref", "--format=%(objectname) %(refname)", f"{history.FETCHED}{task.id}/"
+        repo,
+        "for-each-ref",
+        "--format=%(objectname) %(refname)",
+        f"{history_commit.FETCHED}{task.id}/",
     ).out.splitlines()
     candidates = [
         (line.split(" ", 1)[0], line.split(" ", 1)[1].rsplit("/", 1)[-1]) for line in listed

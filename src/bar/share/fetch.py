@@ -3,7 +3,7 @@
 One ``git fetch`` brings every ``refs/bar/history/<id>`` of the remote to
 ``refs/bar/fetched/<id>/<remote>``. Then, for each task:
 
-* not here: it is made from its history commit (``bar.share.record.read`` checks it as
+* not here: it is made from its history commit (``bar.share.history_commit.read`` checks it as
   untrusted input) as a **copy**: ``task.json`` says ``origin`` {remote, url, history,
   fetched_at}, and the task's refs (``refs/bar/tasks/<id>``, the commits it keeps) point
   where the history says. ``log``, ``show``, ``diff``, ``blame``, ``ui`` read it as any
@@ -32,8 +32,7 @@ from bar.base.record import field, record
 from bar.errors import BarError, CorruptFile, TaskNotFound
 from bar.model.project import Project
 from bar.model.tasks import Task, load_task
-from bar.share import record as history
-from bar.share import remotes
+from bar.share import history_commit, remotes
 from bar.share.remotes import Remote
 from bar.store.files import write_json_atomic
 from bar.store.layout import TASK_ID_RE
@@ -97,15 +96,20 @@ def fetch(
     said = progress or (lambda _: None)
     said(f"fetching task histories from {remote}")
     if only is None:
-        remotes.fetch(repo, remote, [f"+{history.HISTORY}*:{history.FETCHED}*/{remote.key}"])
+        remotes.fetch(
+            repo, remote, [f"+{history_commit.HISTORY}*:{history_commit.FETCHED}*/{remote.key}"]
+        )
     else:
-        there = remotes.listed(repo, remote, [history.history_ref(t) for t in only])
-        wanted = [t for t in only if history.history_ref(t) in there]
+        there = remotes.listed(repo, remote, [history_commit.history_ref(t) for t in only])
+        wanted = [t for t in only if history_commit.history_ref(t) in there]
         if wanted:
             remotes.fetch(
                 repo,
                 remote,
-                [f"+{history.history_ref(t)}:{history.fetched_ref(t, remote.key)}" for t in wanted],
+                [
+                    f"+{history_commit.history_ref(t)}:{history_commit.fetched_ref(t, remote.key)}"
+                    for t in wanted
+                ],
             )
     found = tracked(repo, remote)
     if only is not None:
@@ -119,11 +123,13 @@ def fetch(
 
 def tracked(repo: Path, remote: Remote) -> dict[str, str]:
     """Task id -> the history commit last fetched from ``remote``."""
-    listed = git.git(repo, "for-each-ref", "--format=%(objectname) %(refname)", history.FETCHED)
+    listed = git.git(
+        repo, "for-each-ref", "--format=%(objectname) %(refname)", history_commit.FETCHED
+    )
     out = {}
     for line in listed.out.splitlines():
         sha, name = line.split(" ", 1)
-        parts = name.removeprefix(history.FETCHED).split("/")
+        parts = name.removeprefix(history_commit.FETCHED).split("/")
         if len(parts) == 2 and parts[1] == remote.key and TASK_ID_RE.match(parts[0]):
             out[parts[0]] = sha
     return out
@@ -142,7 +148,7 @@ def _one(project: Project, remote: Remote, task_id: str, commit: str) -> TaskFet
     if local is not None and local.origin and local.origin.get("history") == commit:
         return TaskFetch(task_id, local.name, UP_TO_DATE, local.ledger_steps(), commit)
     try:
-        pushed = history.read(repo, commit, task_id)
+        pushed = history_commit.read(repo, commit, task_id)
         task = materialize(project, pushed, origin=_origin(remote, commit))
     except BarError as exc:
         return TaskFetch(task_id, "?", BROKEN, history=commit, message=str(exc))
@@ -158,7 +164,7 @@ def _origin(remote: Remote, commit: str) -> dict[str, Any]:
 def _compare(task: Task, remote: Remote, commit: str) -> TaskFetch:
     """Where a task of this machine stands against the remote's history of it."""
     repo = task.project.root
-    mine = git.rev_parse(repo, history.history_ref(task.id))
+    mine = git.rev_parse(repo, history_commit.history_ref(task.id))
     steps = task.ledger_steps()
     result = TaskFetch(task.id, task.name, UP_TO_DATE, steps, commit)
     if mine == commit:
@@ -197,7 +203,7 @@ def unpushed(task: Task, commit: str) -> int:
     """How many ledger lines this machine has beyond those in history ``commit`` (0 when
     the ledger here is what it holds, -1 when it is no continuation of it)."""
     repo = task.project.root
-    there = history.read_blob(repo, git.rev_parse(repo, f"{commit}:ledger.jsonl") or "")
+    there = history_commit.read_blob(repo, git.rev_parse(repo, f"{commit}:ledger.jsonl") or "")
     here = _complete(task)
     if not here.startswith(there):
         return -1
@@ -206,12 +212,12 @@ def unpushed(task: Task, commit: str) -> int:
 
 def _steps_in(repo: Path, commit: str) -> int:
     blob = git.rev_parse(repo, f"{commit}:ledger.jsonl")
-    return history.read_blob(repo, blob).count(b"\n") if blob else 0
+    return history_commit.read_blob(repo, blob).count(b"\n") if blob else 0
 
 
 def materialize(
     project: Project,
-    pushed: history.Pushed,
+    pushed: history_commit.Pushed,
     *,
     origin: dict[str, Any] | None,
     adopted: dict[str, Any] | None = None,
@@ -255,7 +261,7 @@ def materialize(
 
 def write_record(
     project: Project,
-    pushed: history.Pushed,
+    pushed: history_commit.Pushed,
     into: Path,
     *,
     origin: dict[str, Any] | None,
@@ -263,7 +269,7 @@ def write_record(
 ) -> None:
     """The task directory of ``pushed`` written in ``into`` (made by the caller): its
     ledger, artifacts and ``task.json``, placed in this project."""
-    history.write_files(project.root, pushed, into)
+    history_commit.write_files(project.root, pushed, into)
     rec = dict(pushed.task)
     rec["repo_root"] = str(project.root)
     rec["workspace_path"] = f"workspaces/{pushed.task_id}"
@@ -285,13 +291,13 @@ def _keep_own_files(old: Path, new: Path) -> None:
                 os.replace(src, new / name)
 
 
-def _point_refs(repo: Path, task: Task, pushed: history.Pushed) -> None:
+def _point_refs(repo: Path, task: Task, pushed: history_commit.Pushed) -> None:
     refs = pushed.refs
     lines = [f"update refs/bar/tasks/{task.id} {refs['snapshot']}\n"]
     wanted = {f"refs/bar/{name}" for name in refs if "/" in name}
     for name in wanted:
         lines.append(f"update {name} {refs[name.removeprefix('refs/bar/')]}\n")
-    patterns = [f"refs/bar/{kind}/{task.id}/" for kind in history.KEPT_KINDS]
+    patterns = [f"refs/bar/{kind}/{task.id}/" for kind in history_commit.KEPT_KINDS]
     listed = git.git(repo, "for-each-ref", "--format=%(refname)", *patterns).out.split()
     lines += [f"delete {name}\n" for name in listed if name not in wanted]
     git.git(repo, "update-ref", "--stdin", input=("start\n" + "".join(lines) + "commit\n").encode())

@@ -1,6 +1,6 @@
 """``bar push``: publish tasks' histories to a git remote, fast-forward only.
 
-For each task: build its history commit (``bar.share.record``), ask the remote what it
+For each task: build its history commit (``bar.share.history_commit``), ask the remote what it
 has (one ``ls-remote``), refuse a history the remote has moved past (another machine
 went on with the task), scan every object that would leave (``bar.share.scan``) and
 refuse on any finding not allowed by id. What passes goes in one ``git push`` of
@@ -20,9 +20,8 @@ from bar.errors import ExitCode, UsageError
 from bar.model.project import Project
 from bar.model.tasks import Task
 from bar.redact import known
-from bar.share import record as history
-from bar.share import remotes, scan
-from bar.share.record import Cut
+from bar.share import history_commit, remotes, scan
+from bar.share.history_commit import Cut
 from bar.share.remotes import Remote
 
 PUSHED = "pushed"
@@ -105,9 +104,11 @@ def push(
     repo = project.root
     said = progress or (lambda _: None)
     patterns = (
-        [f"{history.HISTORY}*", "refs/bar/tasks/*"]
+        [f"{history_commit.HISTORY}*", "refs/bar/tasks/*"]
         if len(tasks) > 4
-        else [p for t in tasks for p in (history.history_ref(t.id), f"refs/bar/tasks/{t.id}")]
+        else [
+            p for t in tasks for p in (history_commit.history_ref(t.id), f"refs/bar/tasks/{t.id}")
+        ]
     )
     there = remotes.listed(repo, remote, patterns)
     have = set(remotes.present(repo, sorted(set(there.values()))))
@@ -128,7 +129,7 @@ def push(
         for result in results:
             if result.outcome != PUSHED:
                 continue
-            got = outcomes.get(history.history_ref(result.task_id))
+            got = outcomes.get(history_commit.history_ref(result.task_id))
             if got is None or not got.ok:
                 result.outcome = REJECTED
                 result.message = got.summary if got is not None else "the remote did not say"
@@ -154,9 +155,9 @@ def _one(
     said: Callable[[str], None],
 ) -> tuple[TaskPush, list[str]]:
     repo = task.project.root
-    built = history.build(task, max_blob, keep=not dry_run)
+    built = history_commit.build(task, max_blob, keep=not dry_run)
     result = TaskPush(task.id, task.name, PUSHED, built.steps, built.commit, cut=built.cut)
-    on_remote = there.get(history.history_ref(task.id))
+    on_remote = there.get(history_commit.history_ref(task.id))
     if on_remote == built.commit:
         result.outcome = UP_TO_DATE
         _remember(repo, task.id, remote, on_remote)
@@ -172,7 +173,7 @@ def _one(
     ):
         # no step here since; only task.json may differ (a board move): theirs goes on
         if built.changed and not dry_run:
-            git.git(repo, "update-ref", history.history_ref(task.id), before, built.commit)
+            git.git(repo, "update-ref", history_commit.history_ref(task.id), before, built.commit)
         result.outcome = BEHIND
         result.message = (
             f"task {task.name} went on elsewhere: {remote} has steps this machine has not; "
@@ -211,7 +212,7 @@ def _one(
         result.outcome = WOULD_PUSH
         return result, []
     return result, [
-        f"{built.commit}:{history.history_ref(task.id)}",
+        f"{built.commit}:{history_commit.history_ref(task.id)}",
         f"{built.refs['snapshot']}:refs/bar/tasks/{task.id}",
     ]
 
@@ -224,7 +225,7 @@ def _remember(repo: Any, task_id: str, remote: Remote, commit: str | None) -> No
     """What the remote has now, as a fetch would have left it (so the next push scans
     only what is new, and ``bar fetch`` knows it is not news)."""
     if commit:
-        git.git(repo, "update-ref", history.fetched_ref(task_id, remote.key), commit)
+        git.git(repo, "update-ref", history_commit.fetched_ref(task_id, remote.key), commit)
 
 
 def _diverged_text(name: str, task_id: str, remote: Remote) -> str:

@@ -12,7 +12,7 @@ is read here:
   agent that edits ``.gitignore`` cannot get ``.env`` pushed;
 * **hidden**  a file of the task's states under ``sandbox.deny_read``;
 * **too big** a file of the task's states over ``share.max_blob``: a state cannot be cut
-  without lying about it (the history's own files are cut instead, ``bar.share.record``).
+  without lying about it (the history's own files are cut instead, ``bar.share.history_commit``).
 
 Each finding has a short id; ``bar push --allow ID`` lets that one through, and nothing
 else. The code the task started from (its base commits) is yours and is not scanned.
@@ -184,7 +184,7 @@ def _blob_sizes(repo: Path, objects: list[str]) -> dict[str, int]:
 
 
 def _contents(repo: Path, blobs: list[str]) -> Iterable[bytes]:
-    from bar.share.record import cat_many
+    from bar.share.history_commit import cat_many
 
     return cat_many(repo, blobs)
 

@@ -8,7 +8,7 @@ adoption that replaces this machine's worktree: ``read`` gives the newest fetche
 of a task as a read-only task (``origin`` says where from) whose record is written once
 under the project's cache (``cache/fetched/<id>-<commit>``: a history commit never
 changes, so neither does what is written of it). It is checked as ``bar fetch`` checks
-it (``bar.share.record.read``: untrusted input); no ref moves, no task changes, and it
+it (``bar.share.history_commit.read``: untrusted input); no ref moves, no task changes, and it
 is in no listing of the tasks.
 """
 
@@ -24,7 +24,7 @@ from bar.errors import BarError
 from bar.model.project import Project
 from bar.model.tasks import Task, load_task
 from bar.share import fetch as fetching
-from bar.share import record as history
+from bar.share import history_commit
 from bar.store.layout import TASK_ID_RE
 
 
@@ -43,7 +43,10 @@ def newest(project: Project, task_id: str) -> Fetched | None:
         return None
     repo = project.root
     listed = git.git(
-        repo, "for-each-ref", "--format=%(objectname) %(refname)", f"{history.FETCHED}{task_id}/"
+        repo,
+        "for-each-ref",
+        "--format=%(objectname) %(refname)",
+        f"{history_commit.FETCHED}{task_id}/",
     ).out.splitlines()
     found = [Fetched(line.split(" ", 1)[0], line.rsplit("/", 1)[-1]) for line in listed]
     if not found:
@@ -75,7 +78,7 @@ def read(project: Project, task_id: str) -> Task | None:
 def _write(project: Project, task_id: str, found: Fetched, folder: Path) -> None:
     """The record of ``found`` written at ``folder`` whole or not at all (another reader
     may write the same at the same time), and the older ones of the task removed."""
-    pushed = history.read(project.root, found.commit, task_id)
+    pushed = history_commit.read(project.root, found.commit, task_id)
     folder.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     temp = folder.parent / f".{folder.name}.{os.getpid()}"
     shutil.rmtree(temp, ignore_errors=True)

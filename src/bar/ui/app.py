@@ -29,17 +29,7 @@ from bar.errors import BarError, NotFound, StepNotFound
 from bar.history.checkpoints import Checkpoint
 from bar.model.tasks import Task
 from bar.step.live import Follower, Lost, Mark, Output, Recorded, Taken
-from bar.ui import (
-    actions,
-    assets,
-    board,
-    decisions,
-    pages,
-    patches,
-    search,
-    step_pages,
-    views,
-)
+from bar.ui import actions, assets, board, decisions, pages, patch_pages, search, step_pages, views
 from bar.ui.filters import StepFilter
 from bar.ui.security import Guard, Secrets
 
@@ -123,7 +113,7 @@ def build(keys: Secrets) -> Starlette:
         try:
             # (the player gets the whole recording: the stored one refers to the text)
             whole = path.suffix == ".cast"
-            data = views.whole_cast(path) if whole else patches.read_regular(path)
+            data = views.whole_cast(path) if whole else patch_pages.read_regular(path)
         except (FileNotFoundError, IsADirectoryError):
             name = request.path_params["name"]
             derived = None
@@ -259,7 +249,7 @@ def _plain(endpoint: Callable[[Request], Response]) -> Callable[[Request], Respo
     return wrapped
 
 
-def _section(index: patches.PatchIndex, n: str) -> Response:
+def _section(index: patch_pages.PatchIndex, n: str) -> Response:
     if not (n.isascii() and n.isdigit()) or int(n) >= len(index.files):
         raise views.PageNotFound(f"the patch has no file {n}")
     data = index.section(int(n))

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from bar.base.cmdline import line_of
 from bar.model.records import ApplyStep, RollbackStep, RunStep, Step, SyncStep
 from bar.model.tasks import Task
-from bar.ui import conversation, patches, views
+from bar.ui import conversation, patch_pages, views
 from bar.ui.calls import Call, pair
 from bar.ui.pages import (
     call_item,
@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 OPEN_UP_TO = 50
 
 
-def file_list(index: patches.PatchIndex, src: str) -> str:
+def file_list(index: patch_pages.PatchIndex, src: str) -> str:
     """The files of a patch; ``src``: the URL a file's diff is fetched from, ``{n}`` standing
     for its number."""
     if not index.files:

@@ -20,7 +20,7 @@ from bar.errors import BarError, NotFound
 from bar.model.records import Step
 from bar.model.tasks import Task
 from bar.store.layout import TASK_ID_RE
-from bar.ui import patches
+from bar.ui import patch_pages
 
 if TYPE_CHECKING:
     from bar.history.checkpoints import Checkpoint
@@ -231,14 +231,14 @@ def _around(the_task: Task, step: Step, below: int | None) -> tuple[str | None, 
     return None, after
 
 
-def patch_of(the_task: Task, rel: str | None) -> patches.PatchIndex:
+def patch_of(the_task: Task, rel: str | None) -> patch_pages.PatchIndex:
     """The files of a recorded patch (none when the step changed nothing)."""
     if not rel:
-        return patches.PatchIndex(b"")
+        return patch_pages.PatchIndex(b"")
     try:
-        return patches.of_file(artifact(the_task, rel.removeprefix("artifacts/")))
+        return patch_pages.of_file(artifact(the_task, rel.removeprefix("artifacts/")))
     except FileNotFoundError:
-        return patches.PatchIndex(b"")
+        return patch_pages.PatchIndex(b"")
 
 
 def output_of(the_task: Task, step: Step) -> tuple[str, bool]:
@@ -246,7 +246,7 @@ def output_of(the_task: Task, step: Step) -> tuple[str, bool]:
     rel = step.artifacts.output
     if rel:
         try:
-            data = patches.read_regular(
+            data = patch_pages.read_regular(
                 artifact(the_task, rel.removeprefix("artifacts/")), OUTPUT_LIMIT + 1
             )
         except FileNotFoundError:
@@ -340,18 +340,18 @@ def session_totals(the_task: Task) -> dict[str, Any] | None:
 # --- comparing two states -----------------------------------------------------------
 
 
-def compare(the_task: Task, start: str, end: str) -> tuple[api.Diff, patches.PatchIndex]:
+def compare(the_task: Task, start: str, end: str) -> tuple[api.Diff, patch_pages.PatchIndex]:
     """The diff between two recorded states, as ``bar diff --from START --to END``."""
     diff = api.diff(the_task, start or "base", end or None)
     key = (str(diff.repo), diff.from_commit, diff.to_commit)
-    found = patches.of_commits(key)
+    found = patch_pages.of_commits(key)
     if found is None:
         text = diff.patch()
         try:
             data = text.encode("utf-8", "surrogateescape")
         except UnicodeEncodeError:
             data = text.encode("utf-8", "replace")
-        found = patches.of_commits(key, data)
+        found = patch_pages.of_commits(key, data)
         assert found is not None
     return diff, found
 

@@ -144,9 +144,9 @@ def _push(project: Project, task: Task, remote: Remote) -> None:
 
 def _history(project: Project, task: Task) -> str | None:
     from bar import git
-    from bar.share import record as history
+    from bar.share import history_commit
 
-    return git.rev_parse(project.root, history.history_ref(task.id))
+    return git.rev_parse(project.root, history_commit.history_ref(task.id))
 
 
 async def _start(
@@ -156,7 +156,7 @@ async def _start(
     from temporalio.common import WorkflowIDReusePolicy
     from temporalio.exceptions import WorkflowAlreadyStartedError
 
-    from bar.workers.flow import NAME
+    from bar.workers.task_workflow import NAME
 
     client = await temporal.connect(server, namespace, access)
     try:

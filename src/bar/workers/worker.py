@@ -1,7 +1,7 @@
 """``bar worker``: this machine takes steps from a task queue (docs/workers.md).
 
-One Temporal worker polls the queue for the tasks' workflows (``bar.workers.flow``) and
-their steps (``bar.workers.steps``), at most ``concurrency`` steps at once, in this
+One Temporal worker polls the queue for the tasks' workflows (``bar.workers.task_workflow``) and
+their steps (``bar.workers.step_activity``), at most ``concurrency`` steps at once, in this
 machine's clone of the repository. With ``claim`` it also takes planned tasks sent to
 the queue (``bar task new NAME --plan --on Q``) and runs the ``claim`` command in each,
 the task's words filled in.
@@ -26,7 +26,7 @@ from typing import Any
 from bar.base.record import record
 from bar.errors import UsageError
 from bar.workers import temporal
-from bar.workers.flow import BUSY, FINAL
+from bar.workers.task_workflow import BUSY, FINAL
 
 
 def own_queue(queue: str) -> str:
@@ -35,7 +35,7 @@ def own_queue(queue: str) -> str:
 
 
 def claim_queue(queue: str) -> str:
-    """The queue of planned tasks (``bar.workers.flow.CLAIMS``)."""
+    """The queue of planned tasks (``bar.workers.task_workflow.CLAIMS``)."""
     return f"{queue}.claim"
 
 
@@ -64,7 +64,7 @@ def serve(serving: Serving, say: Callable[[str], None]) -> int:
 
 class _Quiet(logging.Filter):
     """A step an attempt could not take (the remote out of reach, say) or an order it
-    refused was said in one line already (``bar.workers.steps``), and a busy worker is
+    refused was said in one line already (``bar.workers.step_activity``), and a busy worker is
     no failure: the SDK's traceback of these is dropped."""
 
     def filter(self, rec: logging.LogRecord) -> bool:
@@ -76,8 +76,8 @@ class _Quiet(logging.Filter):
 async def _serve(serving: Serving, say: Callable[[str], None]) -> int:
     from temporalio.worker import Worker
 
-    from bar.workers.flow import TaskFlow
-    from bar.workers.steps import Steps
+    from bar.workers.step_activity import Steps
+    from bar.workers.task_workflow import TaskFlow
 
     logging.basicConfig(format="bar worker: %(message)s", level=logging.WARNING)
     for handler in logging.getLogger().handlers:

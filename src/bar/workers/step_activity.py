@@ -11,7 +11,7 @@ An attempt:
 2. **runs it** as ``bar run`` in this worker's clone, with the same confinement, policy,
    hooks, checkpoints and session as on the developer's machine. While it runs the
    attempt heartbeats, streams the output (scrubbed) to the workflow, publishes the
-   step's progress (``bar.workers.progress``), relays a ``decide`` question and its
+   step's progress (``bar.workers.published``), relays a ``decide`` question and its
    answer, and stops the command when the step is cancelled or the worker is told to;
 3. **pushes the history** back (scanned first, as ``bar push`` does) and returns the
    step's result.
@@ -60,8 +60,8 @@ from bar.store.layout import TASK_ID_RE
 from bar.task.close import close
 from bar.task.delete import delete
 from bar.task.start import start
-from bar.workers import flow, progress
-from bar.workers.flow import BUSY
+from bar.workers import published, task_workflow
+from bar.workers.task_workflow import BUSY
 
 PROGRESS_EVERY = 3.0  # seconds between two looks at a running step's progress
 TAIL = 64_000  # bytes of the newest output a heartbeat carries (the live view)
@@ -92,7 +92,7 @@ class Steps:
     def project(self) -> Project:
         return find_project(self.root).project
 
-    @activity.defn(name=flow.STEP)
+    @activity.defn(name=task_workflow.STEP)
     def step(self, order: dict[str, Any]) -> dict[str, Any]:
         # a cancel is seen (``is_cancelled``) and acted on: the command stopped, the
         # step recorded and pushed; never raised into this thread at a random line
@@ -112,7 +112,7 @@ class Steps:
                 "workers.allow_unconfined is false in its config.yaml"
             )
             print(f"bar worker: refused an order: {said}", file=sys.stderr, flush=True)
-            raise ApplicationError(said, type=flow.FINAL, non_retryable=True)
+            raise ApplicationError(said, type=task_workflow.FINAL, non_retryable=True)
         try:
             remote = resolve(project, order["remote"])
             if isinstance(earlier, dict) and earlier.get("started"):
@@ -134,7 +134,7 @@ class Steps:
             order = {**order, "argv": argv}
         return self._run(project, remote, task, order)
 
-    @activity.defn(name=flow.CLAIM)
+    @activity.defn(name=task_workflow.CLAIM)
     def claim(self, order: dict[str, Any]) -> dict[str, Any]:
         """A planned task, taken by this worker: its board owner, and the worker's
         ``--claim`` command run in it as its first step."""
@@ -180,7 +180,7 @@ class Steps:
         started["request"] = request
         reader = threading.Thread(target=out.read, args=(child,), daemon=True)
         reader.start()
-        publisher = progress.Publisher(task, remote, [c for c in [pushed] if c])
+        publisher = published.Publisher(task, remote, [c for c in [pushed] if c])
         asked: set[str] = set()
         stop_reason: str | None = None
         stopped_at = 0.0
@@ -217,7 +217,7 @@ class Steps:
         return result
 
     def _look(
-        self, task: Task, publisher: progress.Publisher, order: dict[str, Any], asked: set[str]
+        self, task: Task, publisher: published.Publisher, order: dict[str, Any], asked: set[str]
     ) -> None:
         """Publish progress; relay a new ``decide`` question, or the answer to one."""
         try:
@@ -253,8 +253,8 @@ class Steps:
         up to the progress it published."""
         try:
             task = take(project, remote, order["task_id"], order.get("history"))
-            found = progress.fetch(task, remote)
-            step_id = progress.restore(task, found) if found else None
+            found = published.fetch(task, remote)
+            step_id = published.restore(task, found) if found else None
             if step_id is None:
                 _mark_started(task, order, earlier)
             from bar.step import recovery
@@ -312,7 +312,9 @@ def _checked(order: dict[str, Any]) -> None:
         check_order(order)
     except BarError as exc:
         print(f"bar worker: refused an order: {exc}", file=sys.stderr, flush=True)
-        raise ApplicationError(f"refused: {exc}", type=flow.FINAL, non_retryable=True) from None
+        raise ApplicationError(
+            f"refused: {exc}", type=task_workflow.FINAL, non_retryable=True
+        ) from None
 
 
 @contextlib.contextmanager
@@ -339,7 +341,7 @@ def _beating(details: dict[str, Any]) -> Iterator[None]:
 def _earlier(info: Any, order: dict[str, Any]) -> Any:
     """What an earlier attempt at this step said in its last heartbeat: this activity's
     own, or, for a step its first worker did not start in time after going silent, the
-    one the workflow passed on (``bar.workers.flow``)."""
+    one the workflow passed on (``bar.workers.task_workflow``)."""
     if info.heartbeat_details:
         return info.heartbeat_details[0]
     return order.get("earlier")
@@ -431,9 +433,9 @@ def _owned_by(task: Task, owner: str) -> Task:
 
 
 def pushing_history(project: Project, task: Task) -> str | None:
-    from bar.share import record as history
+    from bar.share import history_commit
 
-    return git.rev_parse(project.root, history.history_ref(task.id))
+    return git.rev_parse(project.root, history_commit.history_ref(task.id))
 
 
 def _publish(project: Project, task: Task, remote: Remote) -> dict[str, Any]:
@@ -445,7 +447,7 @@ def _publish(project: Project, task: Task, remote: Remote) -> dict[str, Any]:
     one = pushed.tasks[0]
     if one.outcome in (pushing.PUSHED, pushing.UP_TO_DATE):
         with contextlib.suppress(BarError):
-            progress.clear(task, remote)
+            published.clear(task, remote)
         return {"pushed": True, "history": one.history}
     findings = [f"{f.kind} in {f.where()} (--allow {f.id})" for f in one.findings]
     return {"pushed": False, "push": one.message or one.outcome, "findings": findings}

@@ -4,8 +4,8 @@ It runs inside Temporal's workflow sandbox and is replayed from its history, so 
 deterministic and imports nothing of bar: it holds the orders waiting, the step running,
 the results, and a ``decide`` question with its answer. A running step's output is not
 here (a chatty step would fill the workflow's history): it travels in the activity's
-heartbeat, which holds its newest part (``bar.workers.steps``); the whole of it is in
-the record. The activity (``bar.workers.steps``) does the
+heartbeat, which holds its newest part (``bar.workers.step_activity``); the whole of it is in
+the record. The activity (``bar.workers.step_activity``) does the
 work on whichever worker takes it; ``bar.workers.client`` talks to this from the
 developer's machine.
 
