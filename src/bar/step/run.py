@@ -38,7 +38,7 @@ from bar.base.proc import Launch, clean_env
 from bar.base.record import field, record, replace
 from bar.changes.fast import prescan, stamps
 from bar.changes.fast.watches import Claim
-from bar.errors import AgentSettingsError, BarError, ExitCode, HookFailed, UsageError
+from bar.errors import AgentSettingsError, ExitCode, HookFailed, UsageError
 from bar.history import steps
 from bar.model import journals, outcome
 from bar.model.journals import RunIntent
@@ -125,60 +125,157 @@ def watch_worktree(task: Task, claim: Claim) -> TreeWatch | None:
     return watch
 
 
+@record(frozen=True)
+class _Begun:
+    """What a step knows from its start, worked out once and handed to each phase."""
+
+    task: Task
+    req: RunRequest
+    step_id: str
+    began_ns: int  # (before any process of the step: ``RunIntent.from_ns``)
+    before: str  # the last recorded state: the step's snapshot_before
+    started: str
+    t0: float
+    scrubber: Scrubber
+    env_record: dict[str, str]
+    policy: Policy | None
+    places: Places
+    decision: Decision
+
+    def unrun(self, exit_code: int, *, hooks: list[HookRecord] | None = None) -> RunStep:
+        """The step of a command that did not run: blocked, or stopped by a hook."""
+        return RunStep(
+            step_id=self.step_id,
+            started_at=self.started,
+            ended_at=now_iso(),
+            duration_ms=ms_since(self.t0),
+            cmd=list(self.req.argv),
+            cwd=self.req.cwd,
+            env=self.env_record,
+            exit_code=exit_code,
+            blocked=exit_code == ExitCode.POLICY_BLOCKED,
+            pty=self.req.pty,
+            snapshot_before=self.before,
+            snapshot=self.before,
+            hooks=hooks or [],
+            policy_events=_events(self.decision),
+            head=git.head(self.task.worktree),
+        )
+
+
+@record(frozen=True)
+class _Box:
+    """The step's confinement, the environment its processes get in it, and since when
+    bar reaps what they leave (``bar.sandbox.leftovers``)."""
+
+    confinement: Confinement
+    env: dict[str, str]
+    adopted_since: float
+
+    def close(self, what: str | None = "a pre_run hook") -> None:
+        _close(self.confinement, self.adopted_since, what)
+
+
 def run_step(task: Task, req: RunRequest, watch: TreeWatch | None = None) -> RunStep:
     """Run ``req`` as the task's next step and record it (caller holds the lock and ran
     ``recovery.prepare``). ``watch``: started before hand edits were looked for (else the
     step's snapshots stat everything)."""
+    begun = _begin(task, req)
+    # 1. policy
+    if begun.decision.blocked:
+        return steps.append(task, begun.unrun(ExitCode.POLICY_BLOCKED), begun.scrubber)
+    env = clean_env(req.env)
+    env.update(_step_env(task, begun.step_id))
+    facts = HookFacts(
+        project=task.project.name,
+        task_id=task.id,
+        task_name=task.name,
+        step_id=begun.step_id,
+        workspace=task.worktree,
+        cmd=list(req.argv),
+    )
+    # 2. pre_run hooks; the repository's run confined like the step, so the confinement
+    # is made first (and closed on every way out before the step's own try)
+    box = _confine(begun, env)
+    fence = _Fence()
+    hook_records = _pre_run(begun, box, env, facts, fence)
+    # 3. intent, supervisor, the command (with what it must not change noted first)
+    guard = Guard(task)
+    if watch is not None:  # (begun here if no look for hand edits began it)
+        watch.cover(stamps.stamped_dirs(task.index) or () if watch.snapshot != begun.before else ())
+    supervisor = _supervisor(begun, box, watch)
+    judge = _judge_execs(
+        task, begun.policy, begun.places, begun.decision, supervisor, box.confinement
+    )
+    intent = _intend(begun, box, supervisor)
+    try:
+        supervisor.start()
+    except BaseException:
+        box.close()
+        journals.clear_run(task.paths)  # nothing ran: there is no step to record
+        raise
+    try:
+        executed, ended_tick = _command(begun, box, supervisor, judge, fence, watch)
+    finally:
+        supervisor.close()
+    # a sign of life in a later clock tick than anything the command wrote, then how it
+    # ended: a bar killed from here on leaves a step recorded with its exit code
+    until = journals.touch_run(task.paths, after_tick=ended_tick)
+    intent, guarded = _ended(begun, box, intent, executed, guard)
+    # 4. post_run hooks (the repository's still confined), then their leftovers stopped
+    ran, until = _post_run(begun, box, facts, executed, until)
+    # 5. snapshot, patch, ledger line; if they cannot be written (a full disk), the intent
+    # keeps how the command ended, for the command that records the step later
+    return complete(
+        task,
+        intent,
+        executed,
+        policy_events=[*_events(begun.decision), *guarded],
+        hooks=hook_records + ran,
+        scrubber=begun.scrubber,
+        changed=watch.look() if watch is not None else None,  # (its watcher's next)
+        stopped=supervisor.stopped,
+        within=fence.within(until),
+    )
+
+
+def _begin(task: Task, req: RunRequest) -> _Begun:
+    """The step's number, its state before, its scrubber and the policy's decision (said
+    as it is made)."""
     step_id = task.ledger.next_step_id()
-    began_ns = file_clock.floor()  # (before any process of the step: ``RunIntent.from_ns``)
+    began_ns = file_clock.floor()
     steps.clear_leftovers(task, step_id)
     before = task.recorded_snapshot()
     started = now_iso()
     t0 = time.monotonic()
     scrubber = Scrubber.from_environ(os.environ, req.env)
-    env_record = _recorded_env(task, req, scrubber)
     policy = task.project.policy()
     places = _places(task, req)
-
-    # 1. policy
     decision = policy.evaluate_argv(req.argv, places) if policy is not None else Decision("allow")
     for event in decision.events:
         if event.action == "block":  # said as what it is, not as a warning
             note(f"blocked by rule {event.rule}: {event.reason}")
         elif event.action == "warn":
             warn(f"policy warn: rule {event.rule}: {event.reason}")
-    if decision.blocked:
-        step = RunStep(
-            step_id=step_id,
-            started_at=started,
-            ended_at=now_iso(),
-            duration_ms=ms_since(t0),
-            cmd=list(req.argv),
-            cwd=req.cwd,
-            env=env_record,
-            exit_code=ExitCode.POLICY_BLOCKED,
-            blocked=True,
-            pty=req.pty,
-            snapshot_before=before,
-            snapshot=before,
-            policy_events=_events(decision),
-            head=git.head(task.worktree),
-        )
-        return steps.append(task, step, scrubber)
-
-    env = clean_env(req.env)
-    env.update(_step_env(task, step_id))
-    facts = HookFacts(
-        project=task.project.name,
-        task_id=task.id,
-        task_name=task.name,
+    return _Begun(
+        task=task,
+        req=req,
         step_id=step_id,
-        workspace=task.worktree,
-        cmd=list(req.argv),
+        began_ns=began_ns,
+        before=before,
+        started=started,
+        t0=t0,
+        scrubber=scrubber,
+        env_record=_recorded_env(task, req, scrubber),
+        policy=policy,
+        places=places,
+        decision=decision,
     )
 
-    # 2. pre_run hooks; the repository's run confined like the step, so the confinement
-    # is made first (and closed on every way out before the step's own try)
+
+def _confine(begun: _Begun, env: dict[str, str]) -> _Box:
+    """The step's confinement (its hooks' and its command's), made before anything runs."""
+    task, req = begun.task, begun.req
     named = (*env.get("PATH", "").split(os.pathsep), *(a for a in req.argv if a.startswith("/")))
     confinement = sandbox_plan.confinement(
         task,
@@ -187,112 +284,125 @@ def run_step(task: Task, req: RunRequest, watch: TreeWatch | None = None) -> Run
         paths=named,
         network=req.network,
         env=env,
-        network_log=task.paths.network_log(step_id),
+        network_log=task.paths.network_log(begun.step_id),
         # aide's files (``bar.aide.place``): an answer there is never the step's own
         read_only=(place.root(task),) if place.prepare(task) else (),
     )
     boxed = sandbox_plan.step_env(task, env, confinement) if confinement.enabled else env
     adopted_since = leftovers.become_subreaper() if confinement.enabled else 0.0
-    hook_records: list[HookRecord] = []
-    fence = _Fence()
+    return _Box(confinement, boxed, adopted_since)
+
+
+def _pre_run(
+    begun: _Begun, box: _Box, env: dict[str, str], facts: HookFacts, fence: _Fence
+) -> list[HookRecord]:
+    """The agent's hooks put in force and the ``pre_run`` hooks run; a failed one is
+    recorded as a step that did not run (``HookFailed``, with it). The confinement is
+    closed on every way out but success."""
+    task = begun.task
     try:
-        if req.agent is not None:
-            _hooks_in_force(task, req.agent, confinement)
+        if begun.req.agent is not None:
+            _hooks_in_force(task, begun.req.agent, box.confinement)
         if task.project.config.hooks.pre_run or step_hooks.shared_count(task, "pre_run"):
             fence.release()  # (the hooks are the step's first processes)
         results = step_hooks.run(
-            "pre_run", task, facts, env=env, boxed=boxed, confinement=confinement
+            "pre_run", task, facts, env=env, boxed=box.env, confinement=box.confinement
         )
-        hook_records += [r.record() for r in results]
         failed = next((r for r in results if not r.ok), None)
         if failed is not None:
-            # recorded like a blocked step (nothing ran), with the hooks that did run
-            step = RunStep(
-                step_id=step_id,
-                started_at=started,
-                ended_at=now_iso(),
-                duration_ms=ms_since(t0),
-                cmd=list(req.argv),
-                cwd=req.cwd,
-                env=env_record,
-                exit_code=ExitCode.HOOK_FAILED,
-                pty=req.pty,
-                snapshot_before=before,
-                snapshot=before,
-                hooks=hook_records,
-                policy_events=_events(decision),
-                head=git.head(task.worktree),
-            )
-            step.extra["stopped_by"] = "pre_run"
-            _close(confinement, adopted_since)  # (its hooks' connections are all logged)
-            if connections := network_of(task, step_id):
-                step.extra["network"] = connections
-            step.artifacts.output = _hooks_output(task, step_id, results, scrubber)
-            index = len(results) - 1
-            said = step_hooks.describe(task, failed, index, confinement, scrubber.scrub_text)
-            error = HookFailed(
-                f"{said}; the command did not run (step {step_id} recorded)",
-                hint="fix the hook or remove it from hooks.pre_run in "
-                f"{step_hooks.source(task, 'pre_run', index)}",
-            )
-            error.step = steps.append(task, step, scrubber)
-            task.paths.network_log(step_id).unlink(missing_ok=True)
-            raise error
+            _stopped_by_pre_run(begun, box, results, failed)
     except BaseException:
-        _close(confinement, adopted_since)
+        box.close()
         raise
-    env = boxed
+    return [r.record() for r in results]
 
-    # 3. intent, supervisor, the command (with what it must not change noted first)
-    guard = Guard(task)
-    if watch is not None:  # (begun here if no look for hand edits began it)
-        watch.cover(stamps.stamped_dirs(task.index) or () if watch.snapshot != before else ())
-    supervisor = Supervisor(
+
+def _stopped_by_pre_run(
+    begun: _Begun, box: _Box, results: list[HookResult], failed: HookResult
+) -> None:
+    """Record the step a failed ``pre_run`` hook stopped (like a blocked one: nothing
+    ran, with the hooks that did), and raise ``HookFailed`` with it."""
+    task, step_id, scrubber = begun.task, begun.step_id, begun.scrubber
+    step = begun.unrun(ExitCode.HOOK_FAILED, hooks=[r.record() for r in results])
+    step.extra["stopped_by"] = "pre_run"
+    box.close()  # (its hooks' connections are all logged)
+    if connections := network_of(task, step_id):
+        step.extra["network"] = connections
+    step.artifacts.output = _hooks_output(task, step_id, results, scrubber)
+    index = len(results) - 1
+    said = step_hooks.describe(task, failed, index, box.confinement, scrubber.scrub_text)
+    error = HookFailed(
+        f"{said}; the command did not run (step {step_id} recorded)",
+        hint="fix the hook or remove it from hooks.pre_run in "
+        f"{step_hooks.source(task, 'pre_run', index)}",
+    )
+    error.step = steps.append(task, step, scrubber)
+    task.paths.network_log(step_id).unlink(missing_ok=True)
+    raise error
+
+
+def _supervisor(begun: _Begun, box: _Box, watch: TreeWatch | None) -> Supervisor:
+    task, req = begun.task, begun.req
+    return Supervisor(
         task,
-        step_id,
-        policy,
-        scrubber,
+        begun.step_id,
+        begun.policy,
+        begun.scrubber,
         req.agent,
         list(req.argv),
         terminal=req.pty and os.isatty(0),
-        snapshot_before=before,
+        snapshot_before=begun.before,
         watch=watch,
         budget=_budget(task, req),
-        started_at=started,
-        own_tmp=confinement.enabled and confinement.plan.own_pids,
-        places=places,
+        started_at=begun.started,
+        own_tmp=box.confinement.enabled and box.confinement.plan.own_pids,
+        places=begun.places,
     )
-    judge = _judge_execs(task, policy, places, decision, supervisor, confinement)
+
+
+def _intend(begun: _Begun, box: _Box, supervisor: Supervisor) -> RunIntent:
+    """Write the step's intent (``running.json``): from here a crash leaves a step to
+    record as interrupted."""
+    req = begun.req
     intent = RunIntent(
         pid=os.getpid(),
-        step_id=step_id,
-        started_at=started,
-        cmd=scrubber.scrub_obj(list(req.argv)),
+        step_id=begun.step_id,
+        started_at=begun.started,
+        cmd=begun.scrubber.scrub_obj(list(req.argv)),
         cwd=req.cwd,
-        snapshot_before=before,
-        env=env_record,
+        snapshot_before=begun.before,
+        env=begun.env_record,
         pty=req.pty,
-        sandbox=confinement.record(),
+        sandbox=box.confinement.record(),
         agent=supervisor.record(),
-        from_ns=began_ns,
+        from_ns=begun.began_ns,
     )
-    journals.write_run(task.paths, intent)
-    holder.sign_of_life(str(task.paths.marker))  # (touched by a holder that outlives bar)
+    journals.write_run(begun.task.paths, intent)
+    holder.sign_of_life(str(begun.task.paths.marker))  # (touched by a holder that outlives bar)
+    return intent
+
+
+def _command(
+    begun: _Begun,
+    box: _Box,
+    supervisor: Supervisor,
+    judge: ExecJudge | None,
+    fence: _Fence,
+    watch: TreeWatch | None,
+) -> tuple[Executed, int]:
+    """Run the command, then stop what it left running; how it ran, and a clock tick
+    later than anything it wrote."""
+    task, confinement = begun.task, box.confinement
     try:
-        supervisor.start()
-    except BaseException:
-        _close(confinement, adopted_since)
-        journals.clear_run(task.paths)  # nothing ran: there is no step to record
-        raise
-    try:
+        env = box.env
         env.update(supervisor.env)
         executed = _execute(
             task,
-            step_id,
+            begun.step_id,
             supervisor.argv,
-            req,
+            begun.req,
             env,
-            scrubber,
+            begun.scrubber,
             confinement,
             supervisor.child_started,
             fence,
@@ -301,83 +411,79 @@ def run_step(task: Task, req: RunRequest, watch: TreeWatch | None = None) -> Run
         if judge is not None:
             judge.finish()
         if confinement.enabled:
-            _stop_leftovers(confinement, adopted_since)
+            _stop_leftovers(confinement, box.adopted_since)
         ended_tick = file_clock.ceiling()  # (everything the command wrote is the step's)
         holder.sign_of_life(None)
         if watch is not None and not task.project.config.hooks.post_run:
             prescan.start(task.worktree, task.index)  # (the snapshot's stat, begun now)
     except BaseException:
-        _close(confinement, adopted_since, "the command")
+        box.close("the command")
         raise
-    finally:
-        supervisor.close()
-    # how it ended, kept beside the intent at once: a bar killed from here on leaves a
-    # step that is recorded with its exit code, not as interrupted (and before it, a sign
-    # of life in a later clock tick than anything the command wrote)
-    until = journals.touch_run(task.paths, after_tick=ended_tick)
+    return executed, ended_tick
+
+
+def _ended(
+    begun: _Begun, box: _Box, intent: RunIntent, executed: Executed, guard: Guard
+) -> tuple[RunIntent, list[PolicyEventRecord]]:
+    """How the command ended, kept beside the intent at once (a bar killed from here on
+    leaves a step that is recorded with its exit code, not as interrupted); what the
+    guard found changed; why a command that did not run could not."""
+    task, req = begun.task, begun.req
     intent = replace(
         intent,
         exit_code=executed.exit_code,
         signal=executed.signal,
         ended_at=now_iso(),
-        sandbox=confinement.record(),  # (whether its programs were judged: known now)
+        sandbox=box.confinement.record(),  # (whether its programs were judged: known now)
     )
-    outcome.write(task.paths, step_id, executed.exit_code, executed.signal, intent.ended_at or "")
+    outcome.write(
+        task.paths, begun.step_id, executed.exit_code, executed.signal, intent.ended_at or ""
+    )
     guarded = [
         PolicyEventRecord(rule="bar:guard", action="warn", matched=what) for what in guard.check()
     ]
     output = task.dir / executed.artifacts.output if executed.artifacts.output else None
     unrunnable = (
-        not_executable(req.argv[0], task.worktree / req.cwd, env)
+        not_executable(req.argv[0], task.worktree / req.cwd, box.env)
         if executed.exit_code == ExitCode.CANNOT_EXECUTE
         else None
     )
     if unrunnable is not None:
         note(unrunnable)
-    elif confinement.enabled and executed.exit_code != 0 and refused_access(output):
+    elif box.confinement.enabled and executed.exit_code != 0 and refused_access(output):
         warn(
             "the command ran confined and was refused access (docs/sandbox.md): allow a "
             f"path in sandbox.allow_write in {task.project.paths.config}, or run once "
             "with --no-sandbox"
         )
+    return intent, guarded
 
-    # 4. post_run hooks (the repository's still confined), then their leftovers stopped
+
+def _post_run(
+    begun: _Begun, box: _Box, facts: HookFacts, executed: Executed, until: int
+) -> tuple[list[HookRecord], int]:
+    """Run the ``post_run`` hooks, still confined, then stop what they left running;
+    their records, and until when the step ran (what the hooks changed is the step's:
+    ``bar.step.interrupted``)."""
+    task = begun.task
     try:
         results = step_hooks.run(
             "post_run",
             task,
             replace(facts, exit_code=executed.exit_code),
-            env=env,
-            boxed=env,
-            confinement=confinement,
+            env=box.env,
+            boxed=box.env,
+            confinement=box.confinement,
         )
     finally:
         shared = step_hooks.shared_count(task, "post_run")
-        _close(confinement, adopted_since, "a post_run hook" if shared else None)
-    hook_records += [r.record() for r in results]
+        box.close("a post_run hook" if shared else None)
     for index, r in enumerate(results):
         if not r.ok:
-            warn(step_hooks.describe(task, r, index, confinement, scrubber.scrub_text))
-    if results:  # (what the hooks changed is the step's: ``bar.step.interrupted``)
+            warn(step_hooks.describe(task, r, index, box.confinement, begun.scrubber.scrub_text))
+    if results:
         until = journals.touch_run(task.paths, after_tick=file_clock.ceiling())
-
-    # 5. snapshot, patch, ledger line; if they cannot be written (a full disk), the intent
-    # keeps how the command ended, for the command that records the step later
-    try:
-        changed = watch.look() if watch is not None else None  # (its watcher's next)
-        return complete(
-            task,
-            intent,
-            executed,
-            policy_events=[*_events(decision), *guarded],
-            hooks=hook_records,
-            scrubber=scrubber,
-            changed=changed,
-            stopped=supervisor.stopped,
-            within=fence.within(until),
-        )
-    except BarError:
-        raise  # (the intent knows how the command ended: the next command records it)
+    return [r.record() for r in results], until
 
 
 class _Fence:
