@@ -198,7 +198,8 @@ LAYERS = (
     ("bar.cli",),
     ("bar.__main__",),
 )
-# the one loop left: the house is taken apart from here, and this list only shrinks
+# the one loop left (the watcher stages with the record's writer, ``side_index``): the
+# house is taken apart from here, and this list only shrinks
 PACKAGE_LOOP = frozenset({"bar.changes.fast", "bar.history"})
 
 

@@ -24,7 +24,7 @@ from helpers import (
     worktree,
 )
 
-from bar.history import racy
+from bar.git import racy
 from conftest import git
 
 # 30 races each way in make test-long, the sweeps' share of them (8 at least) in make test
@@ -128,7 +128,7 @@ def test_a_rollback_that_outlasts_a_second_leaves_no_suspects(
 ) -> None:
     """The files a rollback moves in from its staging directory look as if written in
     place (their ctime no newer than their mtime): a rollback that lasts past the end of
-    a second leaves no entry for the next command to hash again (``bar.history.racy``);
+    a second leaves no entry for the next command to hash again (``bar.git.racy``);
     with the speed layer a command after one that left none adds nothing, and whatever
     was left, that command records nothing new."""
     t = new_task(capfd, "t")

@@ -1,5 +1,5 @@
 """A file rewritten while bar's ``git add`` hashes a large one: the record never keeps the
-bytes git read with the stat of the bytes written after (bar.history.racy;
+bytes git read with the stat of the bytes written after (bar.git.racy;
 docs/internals/record.md, "The record never lies")."""
 
 from __future__ import annotations

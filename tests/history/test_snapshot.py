@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 
 from bar.changes.fast.rescan import unchanged_since
 from bar.git import DIFF_FLAGS, parse_numstat
-from bar.history.patches import write_patch
+from bar.git.patches import write_patch
 from conftest import git
 from test_properties import _check_replay, _run_ops, _start
 
@@ -66,7 +66,7 @@ def settled(repo: Path, capfd: pytest.CaptureFixture[str]) -> dict[str, str]:
     assert bar(capfd, "run", "--", "true").code == 0  # records the files, stamps are trusted
     # their ctimes fell in the second of that record (utime moves them): git could not
     # tell an edit in that second from them, so they are looked at again once it is over
-    # (``bar.history.racy``)
+    # (``bar.git.racy``)
     time.sleep(1.05 - time.time() % 1)
     assert bar(capfd, "run", "--", "true").code == 0
     steps = ledger(t["id"])
@@ -141,7 +141,7 @@ def test_a_hand_edit_that_keeps_the_directories_asks_git_for_no_tree_shape(
     ran = git_commands(trace)
     assert "diff-tree" not in ran and "ls-tree" not in ran, ran
     # a file whose ctime moved in the second of the record while its mtime stayed older
-    # (a chmod, a ``touch -r``) has its noted stat cleared (``bar.history.racy``), and the step's
+    # (a chmod, a ``touch -r``) has its noted stat cleared (``bar.git.racy``), and the step's
     # own snapshot adds it again
     smudged = "update-index" in ran
     assert not smudged or edit != "modify", ran

@@ -78,7 +78,7 @@ def apply_op(root: Path, o: tuple[Any, ...]) -> None:
             os.makedirs(os.path.dirname(path), exist_ok=True)
             os.symlink("a.txt", path)
         elif kind == "rewrite_keep" and os.path.isfile(path) and not os.path.islink(path):
-            # as many other bytes, the mtime set back: only the ctime tells (``bar.history.racy``)
+            # as many other bytes, the mtime set back: only the ctime tells (``bar.git.racy``)
             st_before = os.stat(path)
             with open(path, "rb") as f:
                 data = f.read()

@@ -1,7 +1,7 @@
 """The speed layer's one switch, and how it says it was not sure.
 
 The truth is slow and simple: a snapshot is ``git add -A`` of the worktree into the
-task's side index, whose stat cache bar keeps honest (``bar.history.racy``). Everything else that makes a step fast is a shortcut that must give the
+task's side index, whose stat cache bar keeps honest (``bar.git.racy``). Everything else that makes a step fast is a shortcut that must give the
 same answer, and is switched off as one: the resident process (``bar.changes.fast.resident``), the
 watches (``bar.base.inotify``, the task's watcher and its stagings), the stamps of directory
 ctimes (``bar.changes.fast.stamps``, ``bar.changes.fast.rescan``), the early ``git diff-files`` (``bar.changes.fast.prescan``),

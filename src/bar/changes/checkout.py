@@ -33,8 +33,8 @@ from bar.base.progress import Progress
 from bar.base.record import record
 from bar.changes import guarded
 from bar.errors import DirtyWorktree, GitStateError
+from bar.git import racy
 from bar.git.safe import SafeGit
-from bar.history import racy
 
 GITLINK = "160000"
 ABSENT = "000000"

@@ -260,7 +260,7 @@ class Guard:
         """Give the files linked in (``place``) the times of a file written now. The
         link and the unlink of their staged name moved their ctime past the mtime git
         gave them, and a ctime newer than the mtime is what a time set back looks like
-        (``bar.history.racy``). Done in one pass after all are placed, just before the
+        (``bar.git.racy``). Done in one pass after all are placed, just before the
         caller notes their stat (``git update-index --refresh``): the files' mtimes and
         the index then fall in as short a time as git's own checkout gives them. A file
         saved over one of them since is left as saved."""

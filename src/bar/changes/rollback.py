@@ -36,8 +36,8 @@ from bar.base.notices import note, plural, warn
 from bar.base.record import record
 from bar.changes import guarded, trash
 from bar.changes.fast import restored, stamps, watcher
-from bar.git import exact, ignored
-from bar.history import bases, racy, side_index, snapshot, states, steps
+from bar.git import exact, ignored, racy
+from bar.history import bases, side_index, snapshot, states, steps
 from bar.model import journals
 from bar.model.journals import RollbackIntent
 from bar.model.records import RollbackStep, State

@@ -32,8 +32,8 @@ from bar.base.clock import now_iso
 from bar.base.inotify import TreeWatch
 from bar.base.record import field, record, replace
 from bar.errors import NotFound, UsageError
-from bar.git import DiffStat
-from bar.history import patches, snapshot, steps
+from bar.git import DiffStat, patches
+from bar.history import snapshot, steps
 from bar.model.records import diff_stat_of, parse_step_ref
 from bar.model.tasks import Task
 from bar.redact import Scrubber

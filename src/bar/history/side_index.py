@@ -25,8 +25,7 @@ from bar.base.notices import warn
 from bar.changes.fast import rescan, stamps
 from bar.changes.fast.stamps import keep_private
 from bar.errors import BarError, SnapshotFailed
-from bar.git import conversions, exact, ignored
-from bar.history import racy
+from bar.git import conversions, exact, ignored, racy
 from bar.store.files import write_bytes_atomic
 from bar.store.layout import AIDE_DIR, AIDE_FILES
 
@@ -160,7 +159,7 @@ def write_whole(
 ) -> tuple[TreeId, bool, list[str] | None]:
     """``_write``, whether every file of the scope could be read (``_add``), and the
     scope rescanned (None: everything, also when the given one could not be added as
-    such). ``suspects``: files to hash whatever their stat (``bar.history.racy``; default: those
+    such). ``suspects``: files to hash whatever their stat (``bar.git.racy``; default: those
     noted for ``index``), added to the scope. ``renormalize``: git's conversions changed
     (``bar.git.conversions``): every recorded file is hashed anew, whatever its stat,
     and everything is rescanned."""
@@ -172,7 +171,7 @@ def write_whole(
         racy.force(worktree, index, suspects)
         if scope is not None:
             scope = sorted({*scope, *suspects})
-    since = file_clock.floor()  # (before git looks at any file: see ``bar.history.racy``)
+    since = file_clock.floor()  # (before git looks at any file: see ``bar.git.racy``)
     swallowed = _swallowed(worktree, index, stamped=not renormalize)
     if swallowed:
         _unrecord(worktree, index, swallowed)

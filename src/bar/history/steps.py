@@ -20,8 +20,8 @@ from bar.base.clock import ms_since, now_iso
 from bar.base.notices import note, plural
 from bar.changes.fast import rescan, staging, stamps
 from bar.errors import CorruptFile
-from bar.git import DiffStat, conversions
-from bar.history import patches, racy, side_index, snapshot, telemetry
+from bar.git import DiffStat, conversions, patches, racy
+from bar.history import side_index, snapshot, telemetry
 from bar.model.records import (
     ApplyStep,
     DecisionStep,
@@ -264,7 +264,7 @@ def current_tree(task: Task, recorded: str | None = None) -> str:
         else None
     )
     if scope == [] and recorded is not None:
-        return tree_of(task, recorded)  # (``bar.history.racy``'s suspects count as changed there)
+        return tree_of(task, recorded)  # (``bar.git.racy``'s suspects count as changed there)
     import shutil
     import tempfile
 

@@ -18,7 +18,7 @@ is converted by a program of the repository's, which bar never runs: when its by
 not the blob's, it is listed as not compared.
 
 ``mark_for_recording`` makes the next look hash the differing files whatever their stat
-says (``bar.history.racy``'s suspects), so ``bar verify --record`` records them as a
+says (``bar.git.racy``'s suspects), so ``bar verify --record`` records them as a
 ``manual`` step.
 """
 
@@ -361,9 +361,9 @@ def _extra(worktree: Path, index: Path, entries: Iterable[_Entry]) -> list[Diffe
 
 def mark_for_recording(index: Path, report: Report) -> list[str]:
     """Have the next look hash the files ``report`` found modified whatever their stat
-    says (``bar.history.racy``); the paths marked. Files missing, extra or of another
+    says (``bar.git.racy``); the paths marked. Files missing, extra or of another
     type change what a directory lists or a stat says: every look sees those."""
-    from bar.history import racy
+    from bar.git import racy
 
     paths = [d.path for d in report.differences if d.kind in (MODIFIED, MODE)]
     racy.add(index, paths)

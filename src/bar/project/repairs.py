@@ -15,8 +15,7 @@ from pathlib import Path
 
 from bar import git
 from bar.errors import BarError, UnsupportedVersion
-from bar.git import worktrees
-from bar.history import patches
+from bar.git import patches, worktrees
 from bar.model import journals
 from bar.model.records import Step
 from bar.model.tasks import Task

@@ -12,7 +12,8 @@ import pytest
 from helpers import SETTLE, bar, git_commands, ledger, new_task, run_sh, worktree
 
 from bar import api
-from bar.history import racy, steps
+from bar.git import racy
+from bar.history import steps
 
 
 def _plain_git_tree(wt: Path, tmp: Path) -> str:
@@ -67,7 +68,7 @@ def test_the_command_after_a_rollback_rescans_nothing(
         monkeypatch.setenv("GIT_TRACE2_EVENT", str(trace))
         task = api.get_task(api.open_project(), t["id"])
         # (a restore whose writes outlasted a second, as on a loaded machine, leaves the
-        # files it wrote in that second to be hashed again: ``bar.history.racy``)
+        # files it wrote in that second to be hashed again: ``bar.git.racy``)
         suspected = racy.suspects(task.index)
         res = bar(capfd, "run", "--", "true")  # right after: well inside the racy window
         monkeypatch.delenv("GIT_TRACE2_EVENT")

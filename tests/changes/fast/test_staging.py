@@ -30,8 +30,8 @@ from helpers import (
 )
 
 from bar.changes.fast import staging, watcher
-from bar.git import exact
-from bar.history import patches, side_index, snapshot
+from bar.git import exact, patches
+from bar.history import side_index, snapshot
 from bar.store.lock import FileLock
 
 

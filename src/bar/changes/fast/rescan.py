@@ -20,7 +20,7 @@ from bar import git
 from bar.base import speed
 from bar.changes.fast import prescan, stamps, watcher
 from bar.changes.fast.stamps import keep_private
-from bar.history import racy
+from bar.git import racy
 
 if TYPE_CHECKING:
     from bar.base.inotify import Seen

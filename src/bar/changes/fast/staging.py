@@ -42,8 +42,8 @@ from typing import Any
 
 from bar.base import file_clock
 from bar.changes.fast import stamps
-from bar.git import DiffStat, exact
-from bar.history import patches, racy, side_index
+from bar.git import DiffStat, exact, patches, racy
+from bar.history import side_index
 
 QUIET_MS = 2  # how long the worktree must be still before the watcher stages
 MAX_QUIET_MS = 2_000  # after stagings thrown away by new changes, it waits up to this
@@ -88,7 +88,7 @@ def stage(
         discard(copy)
         return None
     if not whole or added != scope or racy.suspects(copy):
-        discard(copy)  # (or it left files its next look must hash: ``bar.history.racy``)
+        discard(copy)  # (or it left files its next look must hash: ``bar.git.racy``)
         return None
     staged: dict[str, Any] = {
         "file": name,
@@ -200,7 +200,7 @@ def take_patch(
 
 
 def discard(copy: Path) -> None:
-    """Remove a staged copy, the patch beside it, its suspects (``bar.history.racy``) and git's
+    """Remove a staged copy, the patch beside it, its suspects (``bar.git.racy``) and git's
     lock (if git was killed)."""
     for leftover in (
         copy,
