@@ -493,6 +493,29 @@ def sweep(last: int, first: int = 1) -> list[int]:
     return sorted({numbers[0], numbers[-1], *middle})
 
 
+def fault_trace(repo: Path, tmp: Path, *args: str) -> list[str]:
+    """The crash points ``bar ARGS`` passes in ``repo``, in order (``BAR_FAULT_TRACE``)."""
+    file = tmp / "trace"
+    file.unlink(missing_ok=True)
+    res = bar_exe(*args, cwd=repo, env={"BAR_FAULT_TRACE": str(file)})
+    assert res.code == 0, res.err
+    return [line.split(" ", 1)[1] for line in file.read_text().splitlines()]
+
+
+def point_at(points: list[str], n: int, probe_id: str, task_id: str) -> str:
+    """The ``n``th point of a probe's trace, by its label and how many of that label
+    came before it (``BAR_FAULT_AT=LABEL@K``), the probe's task id in it made the task's:
+    the number of points before it varies with timing (a stamps or racy file is written
+    only when the clock says so), the label and its count do not."""
+    label = points[n - 1]
+    return f"{label.replace(probe_id, task_id)}@{points[:n].count(label)}"
+
+
+def timed(point: str) -> bool:
+    """A point some runs pass and others do not, as the clock has it."""
+    return "stamps" in point or ".racy" in point
+
+
 def examples(full: int) -> int:
     """How many examples a long property test draws: ``full`` in ``make test-long``, the
     sweeps' share of them in ``make test`` (each day's seed draws others where the test

@@ -10,7 +10,7 @@ import signal
 from pathlib import Path
 
 import pytest
-from helpers import bar_exe, project_dir, sweep, task_dir
+from helpers import bar_exe, fault_trace, point_at, project_dir, sweep, task_dir, timed
 
 from conftest import MakeRepo, git
 
@@ -47,26 +47,6 @@ def doctor_clean(repo: Path, n: int) -> None:
     assert again.code == 0 and again.json()["findings"] == [], f"point {n}: {again.out}"
 
 
-def trace(repo: Path, tmp: Path, *args: str) -> list[str]:
-    file = tmp / "trace"
-    res = bar_exe(*args, cwd=repo, env={"BAR_FAULT_TRACE": str(file)})
-    assert res.code == 0, res.err
-    return [line.split(" ", 1)[1] for line in file.read_text().splitlines()]
-
-
-def point_at(points: list[str], n: int, probe_id: str, task_id: str) -> str:
-    """The ``n``th point of the probe's trace, by its label and how many of that label
-    came before it (``BAR_FAULT_AT=LABEL@K``): the number of points before it varies
-    with timing (a stamps or racy file is written only when the clock says so)."""
-    label = points[n - 1]
-    return f"{label.replace(probe_id, task_id)}@{points[:n].count(label)}"
-
-
-def timed(point: str) -> bool:
-    """A point some runs pass and others do not, as the clock has it."""
-    return "stamps" in point or ".racy" in point
-
-
 @pytest.mark.slow  # a SIGKILL sweep (make test-fast leaves it out)
 def test_sigkill_at_every_point_of_task_start(
     make_repo: MakeRepo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -74,7 +54,7 @@ def test_sigkill_at_every_point_of_task_start(
     monkeypatch.setenv("BAR_HOME", str(tmp_path / "probe-home"))
     probe = setup(make_repo, "probe")
     probe_id = planned_with_work(probe)
-    points = trace(probe, tmp_path, "task", "start", "job")
+    points = fault_trace(probe, tmp_path, "task", "start", "job")
     assert len(points) >= 5, points
     for n in sweep(len(points)):
         monkeypatch.setenv("BAR_HOME", str(tmp_path / f"home{n}"))
@@ -109,7 +89,7 @@ def test_sigkill_at_every_point_of_closing_out(
     probe = setup(make_repo, "probe")
     probe_id = planned_with_work(probe)
     assert bar_exe("task", "start", "job", cwd=probe).code == 0
-    points = trace(probe, tmp_path, "worktree", "remove", "job", "--complete")
+    points = fault_trace(probe, tmp_path, "worktree", "remove", "job", "--complete")
     for n in sweep(len(points)):
         monkeypatch.setenv("BAR_HOME", str(tmp_path / f"close{n}"))
         repo = setup(make_repo, f"c{n}")

@@ -15,7 +15,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from helpers import bar_exe, project_dir, sweep, task_dir
+from helpers import bar_exe, fault_trace, point_at, project_dir, sweep, task_dir, timed
 
 from conftest import MakeRepo, git
 
@@ -105,30 +105,25 @@ def setup(make_repo: MakeRepo, name: str) -> tuple[Path, str, Path]:
     return repo, task_id, wt
 
 
-def trace(repo: Path, tmp: Path, *args: str) -> list[str]:
-    file = tmp / "trace"
-    res = bar_exe(*args, cwd=repo, env={"BAR_FAULT_TRACE": str(file)})
-    assert res.code == 0, res.err
-    return [line.split(" ", 1)[1] for line in file.read_text().splitlines()]
-
-
 @pytest.mark.slow  # a SIGKILL sweep (make test-fast leaves it out)
 def test_close_killed_at_every_point_then_edited_by_hand_loses_nothing(
     make_repo: MakeRepo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, speed: str
 ) -> None:
     monkeypatch.setenv("BAR_HOME", str(tmp_path / "probe-home"))
-    probe, _t, _wt = setup(make_repo, "probe")
-    points = trace(probe, tmp_path, "task", "close", "job", "--force")
+    probe, probe_id, _wt = setup(make_repo, "probe")
+    points = fault_trace(probe, tmp_path, "task", "close", "job", "--force")
     assert any("remove worktree: moved aside" in p for p in points), points
     missed: list[int] = []
     for n in sweep(len(points)):
         monkeypatch.setenv("BAR_HOME", str(tmp_path / f"home{n}"))
         repo, task_id, wt = setup(make_repo, f"r{n}")
         held = every_byte(wt)
-        killed = bar_exe("task", "close", "job", "--force", cwd=repo, env={"BAR_FAULT_AT": str(n)})
-        said = f"point {n} ({points[n - 1]})"
-        if killed.code == 0:  # (a look passes more or fewer points with the timing)
-            missed.append(n)
+        at = point_at(points, n, probe_id, task_id)
+        killed = bar_exe("task", "close", "job", "--force", cwd=repo, env={"BAR_FAULT_AT": at})
+        said = f"point {n} ({at})"
+        if killed.code == 0:
+            if not timed(at):  # (the clock did not call for that file this time)
+                missed.append(n)
             continue
         assert killed.code == -signal.SIGKILL, f"{said}: {killed.err}"
         # the worktree is whole or gone, never half deleted
