@@ -23,7 +23,8 @@ made, and reaches deeper states). The operations of docs/internals/record.md, "N
 destroyed that was not recorded" are played too (``BAR_ORACLE_NEW_OPS=0`` leaves them out):
 nested repositories created, committed to, replaced by files and files replaced by them;
 ignored files in directories that become files; ``* text=auto`` added and removed and
-``core.autocrlf`` switched; commits and HEAD moves inside steps; undo. With them every bar
+``core.autocrlf`` switched; commits and HEAD moves inside steps; undo; a rollback while an
+editor autosaves a file (its last save is never lost). With them every bar
 command that runs no code of the user's (a hand session's recording, a rollback, an undo) is
 also checked to lose no bytes (``lost_bytes``). ``BAR_ORACLE_COUNTS=FILE`` adds each play's
 number of comparisons, per speed mode, to the JSON in FILE.
@@ -155,7 +156,35 @@ action = st.one_of(
     st.tuples(st.just("hand"), st.lists(ops, min_size=1, max_size=4)),
     st.tuples(st.just("rollback"), st.integers(0, 30)),
     *([st.tuples(st.just("undo"), st.just(0))] if NEW_OPS else []),
+    *([st.tuples(st.just("rollback_saving"), st.integers(0, 30))] if NEW_OPS else []),
 )
+# an editor autosaving every 2 ms in place (open, truncate, write), ``count`` times after
+# ``delay``, through no link (a save that cannot be made is skipped, as an editor's would
+# fail); it prints the bytes of its last save that landed
+AUTOSAVE = """
+import os, sys, time
+root, rel, delay, count, tag = sys.argv[1], sys.argv[2], float(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+time.sleep(delay)
+last = None
+for i in range(count):
+    data = f"autosave {i} of {tag}\\n".encode()
+    dirs, name = rel.split("/")[:-1], rel.split("/")[-1]
+    fds = [os.open(root, os.O_DIRECTORY)]
+    try:
+        for d in dirs:
+            fds.append(os.open(d, os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fds[-1]))
+        fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644, dir_fd=fds[-1])
+        os.write(fd, data)
+        os.close(fd)
+        last = data
+    except OSError:
+        pass
+    finally:
+        for fd in fds:
+            os.close(fd)
+    time.sleep(0.002)
+sys.stdout.write(last.decode() if last is not None else "")
+"""
 
 
 def _nested_repos(root: Path) -> list[str]:
@@ -392,7 +421,9 @@ def test_snapshots_equal_plain_git_and_rollbacks_restore_bytes(
             slow = _play(sh, actions, capfd, monkeypatch, Path(outside), fast=False)
     finally:
         _count(counted)
-    assert fast == slow
+    # (after a rollback raced by an editor, what each play holds is the clock's)
+    raced = fast.index("raced") if "raced" in fast else len(fast)
+    assert fast[:raced] == slow[:raced]
 
 
 def _play(
@@ -464,6 +495,17 @@ def _play(
                     if res.code != 0:  # (nothing to undo is no failure)
                         assert "nothing to undo" in res.err.lower() or res.code == 2, res.err
                     _no_loss(repo, task["id"], wt, before, "undo")
+                elif kind == "rollback_saving":
+                    if not ledger(task["id"]):
+                        trees.append("")
+                        continue
+                    plain = _rollback_while_saving(
+                        capfd, repo, task["id"], wt, tmp, arg, seen, plain
+                    )
+                    trees.append("raced")  # (what the race left is the clock's: not compared)
+                    plain = None
+                    res = bar(capfd, "run", "--", "true")  # (the record meets the disk again)
+                    assert res.code == 0, res.err
                 else:
                     choices = [s["step_id"] for s in ledger(task["id"])]
                     if not choices:
@@ -495,7 +537,8 @@ def _play(
                     if ledger(task["id"])
                     else task["base_commit"]
                 )
-                trees.append(git(repo, "rev-parse", f"{last}^{{tree}}").strip())
+                if kind != "rollback_saving":
+                    trees.append(git(repo, "rev-parse", f"{last}^{{tree}}").strip())
             except AssertionError as exc:
                 mode = "fast" if fast else "slow"
                 steps = " ".join(f"{s['step_id']}:{s['kind']}" for s in ledger(task["id"]))
@@ -507,6 +550,67 @@ def _play(
             f"[{'fast' if fast else 'slow'}] bar wrote inside a nested .git: {written}"
         )
     return trees
+
+
+def _rollback_while_saving(
+    capfd: pytest.CaptureFixture[str],
+    repo: Path,
+    task_id: str,
+    wt: Path,
+    tmp: Path,
+    arg: int,
+    seen: dict[str, dict[str, bytes]],
+    plain: tuple[bytes, set[str]] | None,
+) -> tuple[bytes, set[str]]:
+    """A rollback while an editor autosaves a recorded file (``AUTOSAVE``): the editor's
+    last save is on disk, in a recorded state or in the trash; nothing else bar held is
+    lost; every other file is the target's. Plain git's record of the worktree after it."""
+    import random
+    import time
+
+    choices = [s["step_id"] for s in ledger(task_id)]
+    target = choices[arg % len(choices)]
+    ignored_before = (plain or plain_git(wt, tmp))[1]
+    files = sorted(
+        rel
+        for rel, data in on_disk(wt, ignored_before).items()
+        if not data.startswith(b"-> ") and not os.path.islink(wt / rel)
+    )
+    if not files:
+        files = ["autosaved.txt"]
+    rel = files[arg % len(files)]
+    rng = random.Random(arg)
+    saver = subprocess.Popen(
+        [sys.executable, "-c", AUTOSAVE, str(wt), rel, str(rng.uniform(0, 0.05)), "15",
+         f"{task_id} {arg}"],
+        stdout=subprocess.PIPE,
+    )  # fmt: skip
+    before = {k: v for k, v in every_byte(wt).items() if k != rel} if NEW_OPS else {}
+    began = time.monotonic()
+    res = bar(capfd, "rollback", "--to", target)
+    out, _ = saver.communicate(timeout=60)
+    assert res.code == 0, res.err
+    _no_loss(repo, task_id, wt, before, f"rollback --to {target} while {rel} was saved")
+    if out:
+        now = every_byte(wt)
+        mode = now.get(rel, b"-:")[:2] if not now.get(rel, b"").startswith(b"-> ") else b"-:"
+        states = [c for s in ledger(task_id) for c in (s.get("snapshot"), s.get("snapshot_before"))]
+        lost = lost_bytes(
+            {rel: mode + out}, now, recorded_blobs(repo, states), task_dir(task_id) / "trash"
+        )
+        # (or kept beside its path, where it raced the restore: ``bar.changes.guarded``)
+        lost = [] if any(v[2:] == out for k, v in now.items() if ".bar-raced-" in k) else lost
+        assert not lost, (
+            f"the editor's last save of {rel} is lost ({time.monotonic() - began:.3f} s)"
+        )
+    plain = plain_git(wt, tmp)
+    now_files = on_disk(wt, plain[1])
+    # (a save that raced the restore of its path is kept beside it: bar.changes.guarded)
+    skip = ignored_before | {rel} | {k for k in now_files if ".bar-raced-" in k}
+    assert {k: v for k, v in now_files.items() if k not in skip} == {
+        k: v for k, v in seen[target].items() if k not in skip
+    }
+    return plain
 
 
 # what bar commands of the play under way wrote inside nested repositories' ``.git``:
