@@ -511,6 +511,9 @@ def _play(
                     plain = None
                     res = bar(capfd, "run", "--", "true")  # (the record meets the disk again)
                     assert res.code == 0, res.err
+                    for s in ledger(task["id"]):  # (what the race left: as each recorded it)
+                        if s["step_id"] not in seen and s.get("snapshot"):
+                            seen[s["step_id"]] = in_commit(repo, wt, s["snapshot"])
                 else:
                     choices = [s["step_id"] for s in ledger(task["id"])]
                     if not choices:

@@ -4,6 +4,7 @@ docs/internals/record.md, "The record never lies")."""
 
 from __future__ import annotations
 
+import os
 import random
 import subprocess
 import sys
@@ -25,7 +26,7 @@ from helpers import (
 )
 
 from bar.git import racy
-from conftest import git
+from conftest import MakeRepo, git
 
 # 30 races each way in make test-long, the sweeps' share of them (8 at least) in make test
 TRIALS = max(8, round(30 * SWEEP_SHARE))
@@ -158,3 +159,61 @@ def test_a_rollback_that_outlasts_a_second_leaves_no_suspects(
         if speed == "fast" and not suspects:
             assert "add" not in git_commands(trace), args
     assert [s["kind"] for s in ledger(t["id"])][-6:] == ["rollback", "run"] * 3
+
+
+def _blob(data: bytes) -> str:
+    import hashlib
+
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+@pytest.mark.parametrize("how", ["remove", "replace"])
+def test_a_save_in_place_through_a_file_open_before_the_capture_is_kept(
+    how: str, tmp_path: Path
+) -> None:
+    """An editor that saves by truncating and writing the file it holds open: bar
+    captures the file (renames it aside) between the open and the write, finds it
+    holding the recorded bytes and drops it; the write then lands in the captured file.
+    The captured file is hashed again once the restore is written: the save is kept."""
+    from bar.changes import guarded
+
+    wt = tmp_path / "wt"
+    wt.mkdir()
+    recorded = b"recorded\n"
+    (wt / "doc.txt").write_bytes(recorded)
+    guard = guarded.Guard(wt, tmp_path / "aside")
+    editor = os.open(wt / "doc.txt", os.O_WRONLY)  # (opened: its save is on its way)
+    if how == "remove":
+        assert guard.remove("doc.txt", (_blob(recorded),))
+    else:
+        new = tmp_path / "new"
+        new.write_bytes(b"the target's\n")
+        assert guard.replace("doc.txt", (_blob(recorded),), new)
+    os.ftruncate(editor, 0)
+    os.write(editor, b"saved after the capture\n")
+    os.close(editor)
+    guard.close()
+    kept = [r.kept for r in guard.raced]
+    assert len(kept) == 1 and kept[0].read_bytes() == b"saved after the capture\n"
+    if how == "remove":
+        assert kept[0] == wt / "doc.txt"  # (the path was free: the save stands there)
+    else:
+        assert (wt / "doc.txt").read_bytes() == b"the target's\n"
+
+
+def test_exact_bytes_are_never_written_over_a_file_saved_since(
+    make_repo: MakeRepo, tmp_path: Path
+) -> None:
+    """Where git converts line endings, a rollback writes the state's exact bytes after
+    git's checkout (``exact.write_raw``): a file saved since holds neither the state's
+    blob, as git would store it, nor those bytes, and is left as saved."""
+    from bar.git import exact
+
+    repo = make_repo({"a.txt": "one\n", "b.txt": "two\n", "c.txt": "three\n"})
+    git(repo, "config", "core.autocrlf", "true")
+    (repo / "a.txt").write_bytes(b"one\r\n")  # git's checkout of its blob, converted
+    (repo / "b.txt").write_bytes(b"saved by an editor\n")
+    index = Path(git(repo, "rev-parse", "--absolute-git-dir").strip()) / "index"
+    tree = git(repo, "rev-parse", "HEAD^{tree}").strip()
+    paths = ["a.txt", "b.txt", "c.txt"]
+    assert exact.saved_since(repo, index, tree, paths) == {"b.txt"}

@@ -10,8 +10,10 @@ replaced in three moves, each atomic:
    same file system). Whatever was there at that instant is now bar's to look at, and a
    save that comes later makes a new file at the path.
 2. The captured bytes are hashed and compared with what bar verified there. Equal: they
-   are held by a recorded state (or a commit), and are dropped. Not equal: they raced
-   bar, and are handed to ``keep_raced``, never dropped.
+   are held by a recorded state (or a commit), and are dropped once every path is
+   written, hashed once more then: an editor that saves by truncating and writing the
+   file in place may have held it open as it was captured, and written a moment later.
+   Not equal: they raced bar, and are handed to ``keep_raced``, never dropped.
 3. ``place``: the new version is linked in without replacing: if a save made a new file
    at the path since step 1, that file stays and the path is reported as raced.
 
@@ -91,6 +93,8 @@ class Guard:
         self.root, self.aside, self.algo = root, aside, algo
         self.converted, self.trash = converted, trash
         self.raced: list[Raced] = []
+        # captured files held by a recorded state, dropped once the restore is written
+        self.dropping: list[tuple[str, Path, Blobs]] = []
         self.placed: list[tuple[str, int]] = []  # (path, inode) linked in: ``settle``
         self.flat = aside / "captured"
         self.flat.mkdir(parents=True, exist_ok=True)
@@ -145,10 +149,32 @@ class Guard:
             return True
         faults.point("with a file captured")
         if self.holds(rel, captured, blobs):
-            captured.unlink()
+            self._drop(rel, captured, blobs)
             return True
         self.keep_raced(rel, captured)
         return not self.lexists(rel)
+
+    def _drop(self, rel: str, captured: Path, blobs: Blobs) -> None:
+        """Drop the captured ``rel``, held by a recorded state, once the restore is
+        written (``verify_dropped``): an editor that saves by truncating and writing the
+        file in place may have had it open when it was captured, and its write lands
+        in the captured file a moment later."""
+        dropping = self.aside / "dropping"
+        dropping.mkdir(exist_ok=True)
+        later = dropping / str(len(self.dropping))
+        os.rename(captured, later)
+        self.dropping.append((rel, later, blobs))
+
+    def verify_dropped(self) -> None:
+        """Remove what ``_drop`` held, each file hashed again first (a write within
+        the clock's coarse tick moves no time): one that changed since is a save, kept
+        (``keep_raced``)."""
+        for rel, held, blobs in self.dropping:
+            if os.path.lexists(held) and not self.holds(rel, held, blobs):
+                self.keep_raced(rel, held)
+            else:
+                held.unlink(missing_ok=True)
+        self.dropping.clear()
 
     def replace(self, rel: str, blobs: Blobs, new: Path) -> bool:
         """Put ``new`` (a file or symlink of bar's) at ``rel``, where bar verified one of
@@ -375,8 +401,11 @@ class Guard:
             shutil.rmtree(deep, ignore_errors=True)
 
     def close(self) -> None:
-        """Remove the aside directory (what is left in it was handed back already)."""
+        """Remove the aside directory, what ``_drop`` held compared again first (what is
+        left in it was handed back already)."""
         import shutil
+
+        self.verify_dropped()
 
         shutil.rmtree(self.aside, ignore_errors=True)
         if self._root_fd is not None:

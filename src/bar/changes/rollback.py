@@ -233,7 +233,7 @@ def restore(
             return target_tree if verified is not None else None
         if reconverted:  # (every file: its blob is the same, its bytes need not be)
             _check_out_again(task, target_tree, raw_target, checkout)
-        exact.write_raw(task.worktree, task.index, raw_now, raw_target, checkout)
+        exact.write_raw(task.worktree, task.index, raw_now, raw_target, checkout, tree=target_tree)
         if reconverted:
             side_index.renormalize(task.worktree, task.index)
             stamps.forget(task.index)
@@ -302,7 +302,15 @@ def restore(
         else None
     )
     if raw_now or raw_target:
-        exact.write_raw(task.worktree, task.index, raw_now, raw_target, checkout)
+        # (a file saved since git's checkout, or kept as saved by the guard, stays: raced)
+        raced = (
+            bool(
+                exact.write_raw(
+                    task.worktree, task.index, raw_now, raw_target, checkout, tree=target_tree
+                )
+            )
+            or raced
+        )
     if reconverted:
         side_index.renormalize(task.worktree, task.index)
     stamps.keep_private(task.index)

@@ -444,21 +444,78 @@ def next_entries(
     return entries
 
 
+def saved_since(
+    worktree: Path,
+    index: Path,
+    tree: str,
+    paths: Iterable[str],
+    raw: Iterable[Mapping[str, tuple[str, str]]] = (),
+) -> set[str]:
+    """Of ``paths``, the files that hold neither ``tree``'s blob (as git would store the
+    file now) nor raw bytes ``raw`` has for them: saved since bar wrote or verified
+    them, never to be written over (the snapshot that follows records them)."""
+    import hashlib
+
+    wanted = set(paths)
+    if not wanted:
+        return set()
+    listed = git.git(worktree, "ls-tree", "-r", "-z", tree).stdout
+    blobs: dict[str, str] = {}
+    for item in listed.split(b"\0"):
+        meta, _, name = item.partition(b"\t")
+        rel = name.decode("utf-8", "surrogateescape")
+        if rel in wanted:
+            blobs[rel] = meta.split()[2].decode()
+    algo = "sha256" if len(tree) == 64 else "sha1"
+    saved: set[str] = set()
+    ask: dict[str, bytes] = {}
+    for rel in sorted(wanted):
+        data = read_beneath(worktree, worktree / rel)
+        if data is None:
+            continue  # (gone, or no file: nothing is written over)
+        held = hashlib.new(algo, b"blob %d\0" % len(data) + data).hexdigest()
+        if held == blobs.get(rel) or any(held == r.get(rel, ("", ""))[1] for r in raw):
+            continue
+        if rel not in blobs:
+            saved.add(rel)
+        else:
+            ask[rel] = data
+    for rel, data in ask.items():  # (as git stores it: its conversions, by its path)
+        said = git.git(
+            worktree, "hash-object", f"--path={rel}", "--stdin", env=git.index_env(index),
+            input=data, check=False,
+        )  # fmt: skip
+        if said.returncode != 0 or said.out.strip() != blobs[rel]:
+            saved.add(rel)
+    return saved
+
+
 def write_raw(
     worktree: Path,
     index: Path,
     now: dict[str, tuple[str, str]],
     target: dict[str, tuple[str, str]],
     checkout: Mapping[str, str] | None = None,
-) -> None:
+    *,
+    tree: str | None = None,
+) -> set[str]:
     """After git's checkout of ``target_tree`` into the worktree: give every file its
     exact bytes (the target's raw ones; git's checkout where only the current state had
     raw bytes, by the ``checkout`` configuration the target was recorded with:
-    ``recorded_checkout``), then refresh the side index's stat data."""
+    ``recorded_checkout``), then refresh the side index's stat data. ``tree``: the
+    target's tree, whose files a save may have taken since bar wrote them: those are
+    left as saved (``saved_since``) and returned."""
+    saved = (
+        saved_since(worktree, index, tree, {*now, *target}, (now, target))
+        if tree is not None
+        else set()
+    )
     for p, (_mode, sha) in target.items():
+        if p in saved:
+            continue
         data = git.git(worktree, "cat-file", "blob", sha).stdout
         _overwrite(worktree, p, data)
-    plain = sorted(p for p in now if p not in target)
+    plain = sorted(p for p in now if p not in target and p not in saved)
     for p in plain:
         # git's checkout skips a file whose stat its index holds (the raw one it was
         # refreshed against, when only the line endings differ): written anew
@@ -475,6 +532,7 @@ def write_raw(
             check=False,
         )
     git.git(worktree, "update-index", "-q", "--refresh", env=git.index_env(index), check=False)
+    return saved
 
 
 def check_out(
