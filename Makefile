@@ -140,6 +140,9 @@ test-long: $(STAMP) agents shells browser
 	BAR_SANDBOX_UNAVAILABLE=1 $(PY) -m pytest $(PYTEST_PARALLEL) -p no:randomly -m "long and not slow" \
 		$(UNCONFINED_TESTS)
 	$(PY) bench/crash_trials.py --trials 500 --new-ops --seed $$(date +%Y%m%d)
+	@# the oracle with an editor autosaving through rollbacks (a race: not in make test)
+	BAR_ORACLE_RACES=1 BAR_ORACLE_EXAMPLES=40 BAR_ORACLE_ACTIONS=12 $(PY) -m pytest -p no:randomly \
+		tests/test_oracle.py -k snapshots_equal
 
 test: lint typecheck unit
 	@# the quick benchmark as a smoke test: fails only when a command fails, never on timing
