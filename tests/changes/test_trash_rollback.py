@@ -212,3 +212,39 @@ def test_an_undo_killed_after_git_wrote_puts_the_nested_repository_back_on_recov
     if hand:
         assert (wt / "hand.txt").read_text() == "made after the kill\n"
         assert [s["kind"] for s in steps[3:]] == ["manual", "rollback", "run"]
+
+
+def test_a_save_where_the_trash_puts_back_a_file_is_never_written_over(
+    inited_clean: Path,
+    capfd: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    speed: str,
+) -> None:
+    """An undo puts back what the rollback moved to the trash, in place of the file the
+    state it leaves recorded there; an editor's save that landed at that path since is
+    no such file: it stays, and the trash keeps its own."""
+    from bar.base import faults
+
+    t = new_task(capfd)
+    wt = worktree(t)
+    run_sh(capfd, "mkdir out && echo recorded > out/x")
+    run_sh(capfd, "rm -r out && echo out/ > .gitignore")
+    (wt / "out").mkdir()
+    (wt / "out" / "x").write_text("never recorded\n")
+    res = bar(capfd, "rollback", "--to", "1")
+    assert res.code == 0, res.err
+    saved = b"saved by an editor during the undo\n"
+    passed = faults.point
+
+    def save_then_pass(label: str) -> None:
+        if label == "after moving the target's files in":
+            (wt / "out").mkdir(exist_ok=True)
+            (wt / "out" / "x").write_bytes(saved)
+        passed(label)
+
+    monkeypatch.setattr(faults, "point", save_then_pass)
+    res = bar(capfd, "undo")
+    assert res.code == 0, res.err
+    assert (wt / "out" / "x").read_bytes() == saved
+    (entry,) = trash_entries(t["id"])
+    assert [p["path"] for p in entry["paths"]] == ["out/x"]  # type: ignore[attr-defined]

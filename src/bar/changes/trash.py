@@ -772,6 +772,8 @@ def put_back_of_state(task: Task, target_commit: str, now_tree: str) -> list[Ite
     ]
     if not chosen:
         return []
+    from bar.git import exact
+
     free: list[tuple[Entry, Item]] = []
     taken: set[str] = set()
     for entry, item in chosen:
@@ -785,6 +787,8 @@ def put_back_of_state(task: Task, target_commit: str, now_tree: str) -> list[Ite
             held = _entries_under(task.worktree, now_tree, item.path).get(item.path)
             if held not in _FILE_MODES:
                 continue
+            if exact.saved_since(task.worktree, task.index, now_tree, [item.path]):
+                continue  # (saved since that state was recorded: it stays, the trash's too)
             beneath.unlink_beneath(task.worktree, item.path)  # (its bytes: that state's)
         free.append((entry, item))
         taken.add(item.path)
