@@ -76,9 +76,11 @@ NESTED_GIT, every_byte, lost_bytes, recorded_blobs = (
 EXAMPLES = int(os.environ.get("BAR_ORACLE_EXAMPLES", "10"))
 ACTIONS = int(os.environ.get("BAR_ORACLE_ACTIONS", "6"))  # at most, in one sequence
 NEW_OPS = os.environ.get("BAR_ORACLE_NEW_OPS") != "0"
-# a rollback raced by an editor autosaving in place (``_rollback_while_saving``): played in
-# the long runs, where a failure is not a flaky suite (a save landing in the microseconds
-# between bar's last hash of a file and its write is still lost)
+# a rollback, and an apply into the developer's checkout, raced by an editor autosaving in
+# place (``_rollback_while_saving``, ``_apply_while_saving``): played in the long runs, where
+# a failure is not a flaky suite (a write into a file bar captured, through a descriptor
+# opened before, landing in the microseconds between bar's last hash of it and its removal
+# is still lost)
 RACES = os.environ.get("BAR_ORACLE_RACES") == "1"
 # comparisons of a snapshot with plain git made so far in this process, per speed mode
 COMPARISONS = {"fast": 0, "slow": 0}
@@ -162,6 +164,7 @@ action = st.one_of(
     st.tuples(st.just("rollback"), st.integers(0, 30)),
     *([st.tuples(st.just("undo"), st.just(0))] if NEW_OPS else []),
     *([st.tuples(st.just("rollback_saving"), st.integers(0, 30))] if RACES else []),
+    *([st.tuples(st.just("apply_saving"), st.integers(0, 30))] if RACES else []),
 )
 # an editor autosaving every 2 ms in place (open, truncate, write), ``count`` times after
 # ``delay``, through no link (a save that cannot be made is skipped, as an editor's would
@@ -500,13 +503,16 @@ def _play(
                     if res.code != 0:  # (nothing to undo is no failure)
                         assert "nothing to undo" in res.err.lower() or res.code == 2, res.err
                     _no_loss(repo, task["id"], wt, before, "undo")
-                elif kind == "rollback_saving":
+                elif kind in ("rollback_saving", "apply_saving"):
                     if not ledger(task["id"]):
                         trees.append("")
                         continue
-                    plain = _rollback_while_saving(
-                        capfd, repo, task["id"], wt, tmp, arg, seen, plain
-                    )
+                    if kind == "rollback_saving":
+                        plain = _rollback_while_saving(
+                            capfd, repo, task["id"], wt, tmp, arg, seen, plain
+                        )
+                    else:
+                        _apply_while_saving(repo, task["id"], arg)
                     trees.append("raced")  # (what the race left is the clock's: not compared)
                     plain = None
                     res = bar(capfd, "run", "--", "true")  # (the record meets the disk again)
@@ -545,7 +551,7 @@ def _play(
                     if ledger(task["id"])
                     else task["base_commit"]
                 )
-                if kind != "rollback_saving":
+                if kind not in ("rollback_saving", "apply_saving"):
                     trees.append(git(repo, "rev-parse", f"{last}^{{tree}}").strip())
             except AssertionError as exc:
                 mode = "fast" if fast else "slow"
@@ -615,12 +621,83 @@ def _rollback_while_saving(
         )
     plain = plain_git(wt, tmp)
     now_files = on_disk(wt, plain[1])
-    # (a save that raced the restore of its path is kept beside it: bar.changes.guarded)
+    # (a save that raced the restore of its path is kept beside it: bar.changes.guarded;
+    # one kept at its path keeps the target from making a file of a directory above it,
+    # or a directory of it)
     skip = ignored_before | {rel} | {k for k in now_files if ".bar-raced-" in k}
+    skip |= {
+        k for k in {*now_files, *seen[target]} if rel.startswith(k + "/") or k.startswith(rel + "/")
+    }
     assert {k: v for k, v in now_files.items() if k not in skip} == {
         k: v for k, v in seen[target].items() if k not in skip
     }
     return plain
+
+
+def _checkout_bytes(repo: Path) -> dict[str, bytes]:
+    """``every_byte`` of the developer's checkout, its own ``.git`` left out."""
+    found: dict[str, bytes] = {}
+    for entry in os.scandir(repo):
+        if entry.name == ".git":
+            continue
+        if entry.is_dir(follow_symlinks=False):
+            found |= {f"{entry.name}/{k}": v for k, v in every_byte(Path(entry.path)).items()}
+        elif entry.is_symlink():
+            found[entry.name] = b"-> " + os.fsencode(os.readlink(entry.path))
+        else:
+            with open(entry.path, "rb") as f:
+                found[entry.name] = (b"x:" if os.access(entry.path, os.X_OK) else b"-:") + f.read()
+    return found
+
+
+def _apply_while_saving(repo: Path, task_id: str, arg: int) -> None:
+    """An apply of the task into the developer's checkout while an editor autosaves a
+    file there that the apply writes (``AUTOSAVE``): the editor's last save is at its
+    path or kept beside it (``.bar-raced-``), never written over; no other byte of the
+    checkout is lost. Then the checkout is put back as it was, for the rest of the play
+    (the apply's record in the task stays)."""
+    import random
+
+    from helpers import bar_exe
+
+    head = git(repo, "rev-parse", "HEAD").strip()
+    status = git(repo, "status", "--porcelain", "--untracked-files=all").splitlines()
+    if [line for line in status if not line[3:].startswith(".bar/")]:
+        return  # (the play left the checkout as it found it; a repository shape may not)
+    last = [s["snapshot"] for s in ledger(task_id) if s.get("snapshot")][-1]
+    changed = [
+        p
+        for p in git(repo, "diff", "--name-only", "--no-renames", "-z", head, last).split("\0")
+        if p and not os.path.islink(repo / p)
+    ]
+    if not changed:
+        return
+    rel = changed[arg % len(changed)]
+    rng = random.Random(arg)
+    saver = subprocess.Popen(
+        [sys.executable, "-c", AUTOSAVE, str(repo), rel, str(rng.uniform(0, 0.4)), "15",
+         f"{task_id} apply {arg}"],
+        stdout=subprocess.PIPE,
+    )  # fmt: skip
+    before = {k: v for k, v in _checkout_bytes(repo).items() if k != rel}
+    res = bar_exe("apply", "-m", f"oracle apply {arg}", cwd=repo)
+    out, _ = saver.communicate(timeout=60)
+    assert "Traceback" not in res.err, res.err
+    after = _checkout_bytes(repo)
+    new_head = git(repo, "rev-parse", "HEAD").strip()
+    lost = lost_bytes(before, after, recorded_blobs(repo, [head, new_head]), None)
+    assert not lost, f"apply while {rel} was saved lost {lost}: {res.err[-600:]}"
+    if out:
+        kept = [k for k, v in after.items() if k.startswith(rel) and v[2:] == out]
+        assert kept, (
+            f"the editor's last save of {rel} in the checkout is lost: {out!r}; at the path "
+            f"now {after.get(rel)!r}; bar said {res.err[-600:]}"
+        )
+    # the checkout as it was (the branch too), the editor's files out of it
+    git(repo, "reset", "-q", "--hard", head)
+    for k in after:
+        if (k == rel or k.startswith(rel + ".bar-raced-")) and not git(repo, "ls-files", "--", k):
+            os.unlink(repo / k)
 
 
 # what bar commands of the play under way wrote inside nested repositories' ``.git``:

@@ -26,7 +26,7 @@ from helpers import (
 )
 
 from bar.git import racy
-from conftest import MakeRepo, git
+from conftest import git
 
 # 30 races each way in make test-long, the sweeps' share of them (8 at least) in make test
 TRIALS = max(8, round(30 * SWEEP_SHARE))
@@ -95,9 +95,15 @@ def test_an_autosave_during_apply_is_never_overwritten(
 
 
 @pytest.mark.slow  # TRIALS races each way
+@pytest.mark.parametrize("eol", ["as-is", "autocrlf"])
 def test_an_autosave_during_rollback_is_never_lost(
-    speed: str, inited: Path, capfd: pytest.CaptureFixture[str]
+    speed: str, eol: str, inited: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
+    """``autocrlf``: the files the steps write LF are stored as they are and git's
+    checkout would write them CRLF, so the rollback writes their exact bytes (raw
+    trees): staged where git's checkout staged its own, moved in by the same guard."""
+    if eol == "autocrlf":
+        git(inited, "config", "core.autocrlf", "true")
     t = new_task(capfd, "t")
     wt = worktree(t)
     run_sh(capfd, "echo one > doc.txt; " + MANY.format(v="one"))
@@ -199,21 +205,3 @@ def test_a_save_in_place_through_a_file_open_before_the_capture_is_kept(
         assert kept[0] == wt / "doc.txt"  # (the path was free: the save stands there)
     else:
         assert (wt / "doc.txt").read_bytes() == b"the target's\n"
-
-
-def test_exact_bytes_are_never_written_over_a_file_saved_since(
-    make_repo: MakeRepo, tmp_path: Path
-) -> None:
-    """Where git converts line endings, a rollback writes the state's exact bytes after
-    git's checkout (``exact.write_raw``): a file saved since holds neither the state's
-    blob, as git would store it, nor those bytes, and is left as saved."""
-    from bar.git import exact
-
-    repo = make_repo({"a.txt": "one\n", "b.txt": "two\n", "c.txt": "three\n"})
-    git(repo, "config", "core.autocrlf", "true")
-    (repo / "a.txt").write_bytes(b"one\r\n")  # git's checkout of its blob, converted
-    (repo / "b.txt").write_bytes(b"saved by an editor\n")
-    index = Path(git(repo, "rev-parse", "--absolute-git-dir").strip()) / "index"
-    tree = git(repo, "rev-parse", "HEAD^{tree}").strip()
-    paths = ["a.txt", "b.txt", "c.txt"]
-    assert exact.saved_since(repo, index, tree, paths) == {"b.txt"}

@@ -248,3 +248,40 @@ def test_a_save_where_the_trash_puts_back_a_file_is_never_written_over(
     assert (wt / "out" / "x").read_bytes() == saved
     (entry,) = trash_entries(t["id"])
     assert [p["path"] for p in entry["paths"]] == ["out/x"]  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("kind", ["file", "link"])
+def test_a_move_of_the_trash_never_replaces_what_a_save_made_meanwhile(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str
+) -> None:
+    """The trash's moves (aside, and back) check that nothing is at the destination,
+    then move: a save that lands at the destination between the two stays, and the
+    move fails with the bytes still at their source (a file or a link is linked, never
+    renamed over)."""
+    from bar.changes import trash
+
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    src.mkdir()
+    dst.mkdir()
+    if kind == "file":
+        (src / "x").write_bytes(b"the trash's\n")
+    else:
+        (src / "x").symlink_to("the trash's target")
+    checked = trash._lstat_at
+
+    def save_after_the_check(dir_fd: int, name: str) -> os.stat_result | None:
+        found = checked(dir_fd, name)
+        if dir_fd == held[1]:  # (the destination looked at: an editor saves there now)
+            (dst / "x").write_bytes(b"saved meanwhile\n")
+        return found
+
+    held = [os.open(src, os.O_RDONLY | os.O_DIRECTORY), os.open(dst, os.O_RDONLY | os.O_DIRECTORY)]
+    monkeypatch.setattr(trash, "_lstat_at", save_after_the_check)
+    try:
+        with pytest.raises(FileExistsError):
+            trash._rename_or_copy(held[0], "x", held[1], "x")
+    finally:
+        for fd in held:
+            os.close(fd)
+    assert (dst / "x").read_bytes() == b"saved meanwhile\n"
+    assert os.path.lexists(src / "x")

@@ -219,22 +219,17 @@ def restore(
     else:
         now_tree = side_index.write_tree(task.worktree, task.index, recorded=now_commit)
     target_tree = git.tree_of(task.worktree, target_commit)
+    exact_bytes = _exact_bytes(task, now_commit, target_commit)
     if now_tree == target_tree:
         if verified is None and _left_unpopulated(task, target_tree, state or target_commit):
             return None  # (a repository came back, or left the record: the snapshot looks)
         # the same tree; where git converts, the bytes may still differ (line endings)
-        raw_now = exact.raw_entries(task.worktree, exact.raw_tree_of(task.worktree, now_commit))
-        raw_target = exact.raw_entries(
-            task.worktree, exact.raw_tree_of(task.worktree, target_commit)
-        )
-        checkout = _recorded_checkout(task, target_commit)
-        reconverted = _reconverted(task, checkout)
-        if raw_now == raw_target and not reconverted:
+        if not exact_bytes.differ():
             return target_tree if verified is not None else None
-        if reconverted:  # (every file: its blob is the same, its bytes need not be)
-            _check_out_again(task, target_tree, raw_target, checkout)
-        exact.write_raw(task.worktree, task.index, raw_now, raw_target, checkout, tree=target_tree)
-        if reconverted:
+        alike = exact_bytes.alike(task.worktree, target_tree, [])
+        staging = _stage(task, alike, _fresh(task.dir / "restore-staging"), exact_bytes)
+        _move_in(task, alike, target_tree, staging, command, step_id, exact_bytes)
+        if exact_bytes.checkout is not None:
             side_index.renormalize(task.worktree, task.index)
             stamps.forget(task.index)
         stamps.keep_private(task.index)
@@ -259,8 +254,9 @@ def restore(
     # files into a staging directory, then each is moved into the worktree in place of
     # the one verified there (``_move_in``)
     changes = _changes(task.worktree, now_tree, target_tree)
-    staging = _stage(task, changes, _fresh(task.dir / "restore-staging"))
-    raced, written = _move_in(task, changes, target_tree, staging, command, step_id)
+    changes += exact_bytes.alike(task.worktree, target_tree, changes)
+    staging = _stage(task, changes, _fresh(task.dir / "restore-staging"), exact_bytes)
+    raced, written = _move_in(task, changes, target_tree, staging, command, step_id, exact_bytes)
     faults.point("after moving the target's files in")
     algo = "sha256" if len(target_tree) == 64 else "sha1"
 
@@ -277,22 +273,11 @@ def restore(
     gitlinks = way.gitlinks
     if verified is None:  # (a restore a crash stopped may have written gitlinks already)
         gitlinks = {**_unpopulated(task, target_tree), **gitlinks}
-    put_back = trash.put_back_of_state(task, state or target_commit, now_tree)
+    put_back = _put_back_of_state(task, state or target_commit, now_tree, command, step_id)
     put_back += trash.put_back_nested(task, gitlinks)
     gone = _unfound_repositories(task, gitlinks)
-    # the target was recorded by another line-ending configuration than the one of now
-    # (docs/internals/git.md, "Exact bytes where git converts"): the files git wrote are
-    # written again by that one, and since git stores them otherwise than the target's
-    # blobs, every file is hashed anew (below). (Not within git's checkout: its check that a
-    # file it replaces holds no change of its own must convert by the configuration of now.)
-    checkout = _recorded_checkout(task, target_commit)
-    reconverted = _reconverted(task, checkout)
-    # where git converts line endings or filters, the exact bytes of both states
-    raw_now = exact.raw_entries(task.worktree, exact.raw_tree_of(task.worktree, now_commit))
-    raw_target = exact.raw_entries(task.worktree, exact.raw_tree_of(task.worktree, target_commit))
-    if reconverted:
-        _check_out_again(task, target_tree, raw_target, checkout)
-    # (then nothing is trusted below)
+    # (a target recorded by another line-ending configuration: nothing is trusted below)
+    reconverted = exact_bytes.checkout is not None
     moved = bool(way.aside) or bool(put_back) or bool(gone) or reconverted
     # the task's watcher collects the restore's writes (and watches the directories it
     # made) before they are listed below: see ``restored.forget_written``
@@ -301,16 +286,6 @@ def restore(
         if watcher.running(task.index) and not rules and not moved
         else None
     )
-    if raw_now or raw_target:
-        # (a file saved since git's checkout, or kept as saved by the guard, stays: raced)
-        raced = (
-            bool(
-                exact.write_raw(
-                    task.worktree, task.index, raw_now, raw_target, checkout, tree=target_tree
-                )
-            )
-            or raced
-        )
     if reconverted:
         side_index.renormalize(task.worktree, task.index)
     stamps.keep_private(task.index)
@@ -325,7 +300,8 @@ def restore(
         return None
     # the side index and the worktree now hold exactly the target: note it, so the
     # snapshot that follows rescans only the directories the restore touched
-    settled = restored.after(task.worktree, writes) if not raw_now and not raw_target else {}
+    exact_as_git = not exact_bytes.now and not exact_bytes.target
+    settled = restored.after(task.worktree, writes) if exact_as_git else {}
     stamps.restamp(
         task.worktree,
         task.index,
@@ -335,7 +311,6 @@ def restore(
         None if writes.diff is None else (now_tree, writes.diff),
         settled,
     )
-    exact_as_git = not raw_now and not raw_target
     if sight is not None and exact_as_git:
         restored.forget_written(task.worktree, task.index, writes, settled, sight)
     faults.point("after restoring the worktree")
@@ -361,16 +336,63 @@ def _recorded_checkout(task: Task, target_commit: str) -> dict[str, str] | None:
     return exact.recorded_checkout(task.worktree, target_commit)
 
 
-def _check_out_again(
-    task: Task, tree: str, raw: dict[str, tuple[str, str]], checkout: dict[str, str] | None
-) -> None:
-    """Write every file of ``tree`` again by git's checkout with the configuration the
-    target was recorded by (``checkout``), but those whose raw bytes it carries (``raw``:
-    written next). Not only the files the restore changed: a file whose blob is the same
-    in both states may have other bytes in each (the state of now recorded where git
-    converted otherwise, an LF file git stores as it stored the CRLF one)."""
-    files = [p for p in exact.raw_entries(task.worktree, tree) if p not in raw]
-    exact.check_out(task.worktree, task.index, files, checkout or {})
+@record(frozen=True)
+class _Exact:
+    """The exact bytes a restore writes where git converts (line endings, filters):
+    ``now``, ``target``: the raw entries (path -> (mode, blob)) of the state the worktree
+    holds and of the one restored; ``checkout``: the line-ending configuration the target
+    was recorded by, where it is not the one of now (docs/internals/git.md, "Exact bytes
+    where git converts"): then every file is written again by it. All staged where
+    git's checkout staged its own (``_stage``), each moved in by the guard."""
+
+    now: dict[str, tuple[str, str]]
+    target: dict[str, tuple[str, str]]
+    checkout: dict[str, str] | None
+
+    def differ(self) -> bool:
+        """Whether the two states' files may differ in bytes where their trees agree."""
+        return self.now != self.target or self.checkout is not None
+
+    def alike(self, wt: Path, tree: str, changes: list[_Change]) -> list[_Change]:
+        """The files ``tree`` holds as the state of now does (not in ``changes``) whose
+        bytes must be written again: raw in one state and not the other, or otherwise
+        raw; every file, where the target was recorded by another configuration."""
+        if not self.differ():
+            return []
+        changed = {c[4] for c in changes}
+        files = exact.raw_entries(wt, tree)  # (every regular file of the tree)
+        if self.checkout is None:
+            wanted = {p for p in self.target if self.now.get(p) != self.target[p]}
+            wanted |= {p for p in self.now if p not in self.target}
+        else:
+            wanted = set(files)
+        return [
+            (files[p][0], files[p][0], files[p][1], files[p][1], p)
+            for p in sorted(wanted - changed)
+            if p in files
+        ]
+
+    def verified(self, rel: str, blobs: tuple[str | None, ...]) -> tuple[str | None, ...]:
+        """``blobs``, what bar verified at ``rel``, with the raw bytes the state of now
+        has there: the file holds those where git would write others."""
+        raw = self.now.get(rel)
+        return blobs if raw is None else (*blobs, raw[1])
+
+    def written(self, rel: str, blob: str) -> str:
+        """The blob of the bytes a restore writes at ``rel`` where git stores ``blob``."""
+        raw = self.target.get(rel)
+        return blob if raw is None else raw[1]
+
+
+def _exact_bytes(task: Task, now_commit: str, target_commit: str) -> _Exact:
+    """What a restore from ``now_commit`` to ``target_commit`` writes beside git's
+    checkout (``_Exact``)."""
+    checkout = _recorded_checkout(task, target_commit)
+    return _Exact(
+        exact.raw_entries(task.worktree, exact.raw_tree_of(task.worktree, now_commit)),
+        exact.raw_entries(task.worktree, exact.raw_tree_of(task.worktree, target_commit)),
+        checkout if _reconverted(task, checkout) else None,
+    )
 
 
 def _reconverted(task: Task, checkout: dict[str, str] | None) -> bool:
@@ -412,12 +434,32 @@ def _left_unpopulated(task: Task, tree: str, state: str) -> bool:
     state restored held, and the nested repositories of its gitlinks, or take the
     gitlinks no repository backs out of the record). Whether it did anything."""
     gitlinks = _unpopulated(task, tree)
-    done = bool(trash.put_back_of_state(task, state, tree))
+    done = bool(_put_back_of_state(task, state, tree, "bar rollback", None))
     done = bool(trash.put_back_nested(task, gitlinks)) or done
     done = bool(_unfound_repositories(task, gitlinks)) or done
     if done:
         stamps.forget(task.index)
     return done
+
+
+def _put_back_of_state(
+    task: Task, state: str, now_tree: str, command: str, step_id: str | None
+) -> list[trash.Item]:
+    """``trash.put_back_of_state``, what it takes out of the worktree first taken out by
+    a guard (compared before removed: a save made since stays), made when first needed."""
+    guards: list[guarded.Guard] = []
+
+    def take_out(rel: str, blob: str) -> bool:
+        if not guards:
+            guards.append(_guard(task, "sha256" if len(blob) == 64 else "sha1", command, step_id))
+            guards[0].hand_back()  # (what a restore that was killed had captured)
+        return guards[0].remove(rel, (blob,))
+
+    try:
+        return trash.put_back_of_state(task, state, now_tree, take_out)
+    finally:
+        for guard in guards:
+            guard.close()
 
 
 def _unfound_repositories(task: Task, gitlinks: dict[str, str]) -> list[str]:
@@ -471,6 +513,7 @@ def _move_in(
     staging: Path,
     command: str,
     step_id: str | None,
+    exact_bytes: _Exact,
 ) -> tuple[bool, dict[str, str]]:
     """Move what git wrote into ``staging`` into the worktree, path by path, each in
     place of the version the worktree was verified to hold (``bar.changes.guarded``):
@@ -488,7 +531,7 @@ def _move_in(
         if old_mode == GITLINK:
             guard.remove_dir(rel)  # (its repository, if any, went to the trash before)
         else:
-            guard.remove(rel, (old_blob, None))
+            guard.remove(rel, exact_bytes.verified(rel, (old_blob, None)))
         guard.prune(rel)
     for old_mode, new_mode, old_blob, new_blob, rel in changes:
         if new_mode == guarded.ABSENT:
@@ -508,7 +551,7 @@ def _move_in(
             # a file saved in the directory the target makes a file: kept, and said
             guard.raced.append(guarded.Raced(rel, wt / rel))
             continue
-        guard.replace(rel, (was, new_blob), staging / rel)
+        guard.replace(rel, exact_bytes.verified(rel, (was, new_blob)), staging / rel)
     guard.close()
     for raced in guard.raced:  # (written for a path a save raced: not moved in)
         with contextlib.suppress(FileNotFoundError, NotADirectoryError, IsADirectoryError):
@@ -525,7 +568,11 @@ def _move_in(
             f"{'it' if one else 'them'} and {'was' if one else 'were'} kept as changed: "
             f"{shown}{', ...' if len(guard.raced) > 10 else ''}; the step records them"
         )
-    blobs = {rel: new_blob for _o, mode, _b, new_blob, rel in changes if mode in _FILE_MODES}
+    blobs = {
+        rel: exact_bytes.written(rel, new_blob)
+        for _o, mode, _b, new_blob, rel in changes
+        if mode in _FILE_MODES
+    }
     return bool(guard.raced), blobs
 
 
@@ -617,15 +664,16 @@ def _hashed(wt: Path) -> Callable[[str, Path], str | None]:
     return converted
 
 
-def _stage(task: Task, changes: list[_Change], staging: Path) -> Path:
+def _stage(task: Task, changes: list[_Change], staging: Path, exact_bytes: _Exact) -> Path:
     """The side index given the target's entries where the trees differ (removals first,
     so that a file may become a directory and the other way round), and git's version of
     each file and link there written into ``staging`` (``checkout-index``: line endings
     and filters as git's checkout applies them). Only the differing paths are touched:
     git looks at no other entry and no other file (a checkout into an empty directory
     would look for every file of the index there, and find none), and the side index's
-    cache of trees stays valid but where they differ. The stat of the entries written is
-    noted once their files are in the worktree (``_move_in``)."""
+    cache of trees stays valid but where they differ. Where git converts, each staged
+    file is then given the target's exact bytes (``exact.stage_exact``). The stat of the
+    entries written is noted once their files are in the worktree (``_move_in``)."""
     if not changes:
         return staging
     zero = "0" * len(changes[0][2])
@@ -653,6 +701,10 @@ def _stage(task: Task, changes: list[_Change], staging: Path) -> Path:
             input=b"".join(rel.encode("utf-8", "surrogateescape") + b"\0" for rel in files),
             env=_checkout_env(task),  # (no smudge filter: a file keeps its raw bytes)
         )
+        if exact_bytes.target or exact_bytes.checkout is not None:
+            exact.stage_exact(
+                task.worktree, task.index, staging, files, exact_bytes.target, exact_bytes.checkout
+            )
     stamps.keep_private(task.index)
     return staging
 

@@ -33,7 +33,7 @@ import errno
 import os
 import stat
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
@@ -425,14 +425,24 @@ def _move(root: Path, rel: str, files: Path) -> None:
 
 
 def _rename_or_copy(src: int, name: str, dst: int, dst_name: str) -> None:
-    """Rename ``name`` (in ``src``) to ``dst_name`` (in ``dst``), which must not exist;
-    across file systems, copy it whole and fsync it before removing the original."""
+    """Move ``name`` (in ``src``) to ``dst_name`` (in ``dst``), which must not exist, and
+    is never replaced: a file or a link is linked there first (a file a save made at
+    that path meanwhile stays, and the move fails), then its old name removed; a
+    directory is renamed (which replaces nothing but an empty directory). Across file
+    systems, it is copied whole and fsynced before the original is removed."""
+    st = _lstat_at(src, name)
+    if st is None:
+        raise FileNotFoundError(errno.ENOENT, "not there", name)
     if _lstat_at(dst, dst_name) is not None:
         raise FileExistsError(errno.EEXIST, "already there", dst_name)
     try:
-        os.rename(name, dst_name, src_dir_fd=src, dst_dir_fd=dst)
+        if stat.S_ISDIR(st.st_mode):
+            os.rename(name, dst_name, src_dir_fd=src, dst_dir_fd=dst)
+        else:
+            os.link(name, dst_name, src_dir_fd=src, dst_dir_fd=dst, follow_symlinks=False)
+            os.unlink(name, dir_fd=src)
     except OSError as exc:
-        if exc.errno != errno.EXDEV:
+        if exc.errno not in (errno.EXDEV, errno.EPERM, errno.EMLINK):
             raise
         copy_then_remove(src, name, dst, dst_name)
         return
@@ -759,11 +769,16 @@ def put_back_nested(task: Task, gitlinks: dict[str, str]) -> list[Item]:
     return [item for _e, item, _w in done.put_back]
 
 
-def put_back_of_state(task: Task, target_commit: str, now_tree: str) -> list[Item]:
+def put_back_of_state(
+    task: Task, target_commit: str, now_tree: str, take_out: Callable[[str, str], bool]
+) -> list[Item]:
     """After a rollback restored the state ``target_commit``: what a rollback moved aside
     while the worktree held that very state (an undo of that rollback) goes back, where
     the worktree has nothing, or a file the state just left records (which git's ignore
-    rules had kept on disk: ``bar.git.ignored.keep_ignored``)."""
+    rules had kept on disk: ``bar.git.ignored.keep_ignored``). ``take_out(path, blob)``
+    removes such a file if it holds that blob, compared before removed (the rollback's
+    guard: ``bar.changes.guarded``); True if the path is free then. A file saved since
+    stays, and the trash keeps its own."""
     chosen = [
         (e, i)
         for e in reversed(entries(task))
@@ -772,8 +787,6 @@ def put_back_of_state(task: Task, target_commit: str, now_tree: str) -> list[Ite
     ]
     if not chosen:
         return []
-    from bar.git import exact
-
     free: list[tuple[Entry, Item]] = []
     taken: set[str] = set()
     for entry, item in chosen:
@@ -784,12 +797,11 @@ def put_back_of_state(task: Task, target_commit: str, now_tree: str) -> list[Ite
             if not is_empty_dir(task.worktree, item.path):
                 continue
         elif there is not None:
-            held = _entries_under(task.worktree, now_tree, item.path).get(item.path)
-            if held not in _FILE_MODES:
+            held = _held_at(task.worktree, now_tree, item.path)
+            if held is None or held[0] not in _FILE_MODES:
                 continue
-            if exact.saved_since(task.worktree, task.index, now_tree, [item.path]):
+            if not take_out(item.path, held[1]):
                 continue  # (saved since that state was recorded: it stays, the trash's too)
-            beneath.unlink_beneath(task.worktree, item.path)  # (its bytes: that state's)
         free.append((entry, item))
         taken.add(item.path)
     done = restore(task, free, quiet=True)
@@ -798,6 +810,28 @@ def put_back_of_state(task: Task, target_commit: str, now_tree: str) -> list[Ite
             f"put back {_label(item)} from the trash (entry {entry_id}): the state restored held it"
         )
     return [item for _e, item, _w in done.put_back]
+
+
+def _held_at(worktree: Path, tree: str, rel: str) -> tuple[str, str] | None:
+    """(mode, object) of what ``tree`` holds at ``rel``; None: nothing."""
+    from bar import git
+
+    raw = git.git(
+        worktree,
+        "ls-tree",
+        "-z",
+        "--full-tree",
+        tree,
+        "--",
+        rel,
+        env={"GIT_LITERAL_PATHSPECS": "1"},
+    ).stdout
+    for item in raw.split(b"\0"):
+        meta, _, path = item.partition(b"\t")
+        if path.decode("utf-8", "surrogateescape") == rel:
+            mode, _type, sha = meta.decode().split(" ")
+            return mode, sha
+    return None
 
 
 def put_back_after_close(task: Task) -> list[Item]:

@@ -9,7 +9,8 @@ does with it (patches, apply); a rollback must also bring back the bytes.
 So a snapshot whose files differ from what git's checkout of its tree would write carries
 those files' raw bytes (stored with ``--no-filters``) in a second tree, the "raw tree",
 reached as the snapshot commit's second parent (a parentless commit, so gc keeps it and
-no history changes meaning). A rollback writes the raw bytes over git's checkout.
+no history changes meaning). A rollback stages the raw bytes
+where git's checkout staged its own (``stage_exact``), before each file is moved in.
 Nothing of this runs in a repository without conversions: ``converts`` is checked first.
 """
 
@@ -17,16 +18,14 @@ from __future__ import annotations
 
 import contextlib
 import os
-import stat
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 from bar import git
-from bar.base import beneath
 from bar.base.proc import Result, Started
-from bar.git import BAR_IDENTITY
+from bar.git import BAR_IDENTITY, racy
 from bar.git.object_writer import CONFIG_PATTERN
-from bar.store.files import read_beneath
+from bar.store.files import open_beneath
 
 _REGULAR = ("100644", "100755")
 
@@ -379,29 +378,114 @@ def unfiltered(worktree: Path, paths: list[str]) -> list[str]:
     return [p for p in paths if p not in filtered]
 
 
-def raw_differences(worktree: Path, index: Path, paths: Iterable[str]) -> dict[str, str]:
+def raw_differences(
+    worktree: Path, index: Path, paths: Iterable[str]
+) -> tuple[dict[str, str], set[str]]:
     """Among ``paths``, the regular files of the side ``index`` whose bytes on disk differ
-    from git's checkout of them: path -> the blob of the bytes on disk (written to the store)."""
+    from git's checkout of them: path -> the blob of the bytes on disk (written to the
+    store), each file read once, and those bytes stored. And the files that changed
+    since git added them (``_changed_since_added``): their bytes are not what git
+    hashed, so they are no raw bytes of the tree the index holds (a save in place racing
+    the look: the next look hashes them again, ``racy.add``)."""
     candidates = sorted({p for p in paths if p})
     if not candidates:
-        return {}
+        return {}, set()
     expected = _checked_out(worktree, index, candidates)
-    differ = []
+    differ: dict[str, bytes] = {}
+    moved: set[str] = set()
+    seen: dict[str, os.stat_result] = {}
     for p in candidates:
         want = expected.get(p)
         if want is None:
             continue
         # (never through a link: the step may swap a directory for one at any time)
-        have = read_beneath(worktree, os.path.join(worktree, p))
-        if have is not None and have != want:
-            differ.append(p)
-    if not differ:
+        read = _read_once(worktree, p)
+        if read is None:
+            continue
+        have, st = read
+        if st is None:
+            moved.add(p)  # (written while read)
+        elif have != want:
+            differ[p], seen[p] = have, st
+    moved |= _changed_since_added(worktree, index, seen)
+    for p in moved:
+        differ.pop(p, None)
+    if moved:
+        racy.add(index, sorted(moved))
+    return _store(worktree, index, differ), moved
+
+
+def _read_once(worktree: Path, rel: str) -> tuple[bytes, os.stat_result | None] | None:
+    """The bytes of the regular file ``rel`` (None: no such file, or behind a link) and
+    its stat as they were read: None where it changed while read."""
+    fd = open_beneath(worktree, worktree / rel)
+    if fd is None:
+        return None
+    try:
+        before = os.fstat(fd)
+        chunks = []
+        at = 0
+        while chunk := os.pread(fd, 1 << 20, at):
+            chunks.append(chunk)
+            at += len(chunk)
+        after = os.fstat(fd)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    same = _stat_key(before) == _stat_key(after)
+    return b"".join(chunks), before if same else None
+
+
+def _stat_key(st: os.stat_result) -> tuple[int, ...]:
+    """What git notes of a file's stat in an index entry (its 32-bit fields)."""
+    return (
+        st.st_ctime_ns // 1_000_000_000,
+        st.st_ctime_ns % 1_000_000_000,
+        st.st_mtime_ns // 1_000_000_000,
+        st.st_mtime_ns % 1_000_000_000,
+        st.st_ino & 0xFFFFFFFF,
+        st.st_size & 0xFFFFFFFF,
+    )
+
+
+def _changed_since_added(
+    worktree: Path, index: Path, seen: Mapping[str, os.stat_result]
+) -> set[str]:
+    """Of the files read (``seen``: path -> the stat they were read with), those whose
+    stat is not the one git noted in ``index`` when it added them: changed since (or
+    while) git read them."""
+    if not seen:
+        return set()
+    noted = racy.noted_stats(worktree, index, sorted(seen) if len(seen) <= 500 else None)
+    return {p for p, st in seen.items() if noted.get(p) != _stat_key(st)}
+
+
+def _store(worktree: Path, index: Path, files: Mapping[str, bytes]) -> dict[str, str]:
+    """Write ``files``' bytes (path -> bytes) to the store as they are: path -> blob."""
+    if not files:
         return {}
+    import tempfile
+
     shas: list[str] = []
-    for i in range(0, len(differ), 500):  # names as arguments: they may hold newlines
-        chunk = differ[i : i + 500]
-        shas += git.git(worktree, "hash-object", "-w", "--no-filters", "--", *chunk).out.split()
-    return dict(zip(differ, shas, strict=True))
+    order = sorted(files)
+    with tempfile.TemporaryDirectory(prefix="bar-raw-", dir=index.parent) as tmp:
+        names = []
+        for n, p in enumerate(order):
+            name = os.path.join(tmp, str(n))
+            with open(name, "wb") as f:
+                f.write(files[p])
+            names.append(name)
+        said = git.git(
+            worktree,
+            "hash-object",
+            "-w",
+            "--no-filters",
+            "--stdin-paths",
+            input="".join(n + "\n" for n in names).encode(),
+        )
+        shas = said.out.split()
+    return dict(zip(order, shas, strict=True))
 
 
 def raw_parent(
@@ -430,165 +514,71 @@ def next_entries(
     tree_modes: dict[str, str],
     before: dict[str, tuple[str, str]],
     candidates: Iterable[str],
+    changed: Iterable[str] = (),
 ) -> dict[str, tuple[str, str]]:
     """The raw entries of a new snapshot (the tree the side ``index`` holds, whose files'
     modes are ``tree_modes``): the previous ones still holding for paths that did not
-    change, plus the differences among ``candidates``."""
+    change, plus the differences among ``candidates``. ``changed``: the paths whose tree
+    entries differ from the state before's."""
+    changed = set(changed)
     candidates = set(candidates)
     entries = {
         p: e for p, e in before.items() if p not in candidates and tree_modes.get(p) in _REGULAR
     }
     files = [p for p in candidates if tree_modes.get(p) in _REGULAR]
-    for p, sha in raw_differences(worktree, index, files).items():
+    found, moved = raw_differences(worktree, index, files)
+    for p, sha in found.items():
         entries[p] = (tree_modes.get(p, "100644"), sha)
+    for p in moved:
+        # (changed since git added it: where the tree holds what the state before did
+        # there, that state's raw bytes still stand for it; the next look hashes it again)
+        if p not in changed and p in before and tree_modes.get(p) in _REGULAR:
+            entries[p] = before[p]
     return entries
 
 
-def saved_since(
+def stage_exact(
     worktree: Path,
     index: Path,
-    tree: str,
-    paths: Iterable[str],
-    raw: Iterable[Mapping[str, tuple[str, str]]] = (),
-) -> set[str]:
-    """Of ``paths``, the files that hold neither ``tree``'s blob (as git would store the
-    file now) nor raw bytes ``raw`` has for them: saved since bar wrote or verified
-    them, never to be written over (the snapshot that follows records them)."""
-    import hashlib
-
-    wanted = set(paths)
-    if not wanted:
-        return set()
-    listed = git.git(worktree, "ls-tree", "-r", "-z", tree).stdout
-    blobs: dict[str, str] = {}
-    for item in listed.split(b"\0"):
-        meta, _, name = item.partition(b"\t")
-        rel = name.decode("utf-8", "surrogateescape")
-        if rel in wanted:
-            blobs[rel] = meta.split()[2].decode()
-    algo = "sha256" if len(tree) == 64 else "sha1"
-    saved: set[str] = set()
-    ask: dict[str, bytes] = {}
-    for rel in sorted(wanted):
-        data = read_beneath(worktree, worktree / rel)
-        if data is None:
-            continue  # (gone, or no file: nothing is written over)
-        held = hashlib.new(algo, b"blob %d\0" % len(data) + data).hexdigest()
-        if held == blobs.get(rel) or any(held == r.get(rel, ("", ""))[1] for r in raw):
-            continue
-        if rel not in blobs:
-            saved.add(rel)
-        else:
-            ask[rel] = data
-    for rel, data in ask.items():  # (as git stores it: its conversions, by its path)
-        said = git.git(
-            worktree, "hash-object", f"--path={rel}", "--stdin", env=git.index_env(index),
-            input=data, check=False,
-        )  # fmt: skip
-        if said.returncode != 0 or said.out.strip() != blobs[rel]:
-            saved.add(rel)
-    return saved
-
-
-def write_raw(
-    worktree: Path,
-    index: Path,
-    now: dict[str, tuple[str, str]],
-    target: dict[str, tuple[str, str]],
-    checkout: Mapping[str, str] | None = None,
-    *,
-    tree: str | None = None,
-) -> set[str]:
-    """After git's checkout of ``target_tree`` into the worktree: give every file its
-    exact bytes (the target's raw ones; git's checkout where only the current state had
-    raw bytes, by the ``checkout`` configuration the target was recorded with:
-    ``recorded_checkout``), then refresh the side index's stat data. ``tree``: the
-    target's tree, whose files a save may have taken since bar wrote them: those are
-    left as saved (``saved_since``) and returned."""
-    saved = (
-        saved_since(worktree, index, tree, {*now, *target}, (now, target))
-        if tree is not None
-        else set()
-    )
-    for p, (_mode, sha) in target.items():
-        if p in saved:
-            continue
-        data = git.git(worktree, "cat-file", "blob", sha).stdout
-        _overwrite(worktree, p, data)
-    plain = sorted(p for p in now if p not in target and p not in saved)
-    for p in plain:
-        # git's checkout skips a file whose stat its index holds (the raw one it was
-        # refreshed against, when only the line endings differ): written anew
-        _remove(worktree, p)
-    if plain:  # (a path the target does not hold is not in the index: git skips it)
+    staging: Path,
+    files: Sequence[str],
+    raw: Mapping[str, tuple[str, str]],
+    checkout: Mapping[str, str] | None,
+) -> None:
+    """Give the files git's checkout of the side ``index`` wrote into ``staging`` (a
+    directory of bar's, laid out as the worktree) the exact bytes of the state they are
+    written for: its raw bytes (``raw``: path -> (mode, blob)) where it has them, else
+    git's checkout by the ``checkout`` configuration the state was recorded with
+    (``recorded_checkout``; None: the configuration of now, as staged). Nothing here
+    writes the worktree: the caller moves each staged file in, compared before replaced
+    (``bar.changes.guarded``)."""
+    again = [p for p in files if p not in raw] if checkout is not None else []
+    if again:
         git.git(
             worktree,
             "checkout-index",
             "-f",
             "-z",
             "--stdin",
+            f"--prefix={staging}/",
             env=without_smudge(worktree, with_config(git.index_env(index), checkout or {})),
-            input=b"".join(p.encode("utf-8", "surrogateescape") + b"\0" for p in plain),
+            input=b"".join(p.encode("utf-8", "surrogateescape") + b"\0" for p in again),
             check=False,
         )
-    git.git(worktree, "update-index", "-q", "--refresh", env=git.index_env(index), check=False)
-    return saved
+    for p in files:
+        if p in raw:
+            _write_staged(staging / p, git.git(worktree, "cat-file", "blob", raw[p][1]).stdout)
 
 
-def check_out(
-    worktree: Path, index: Path, paths: Sequence[str], checkout: Mapping[str, str]
-) -> None:
-    """Write ``paths`` of the side ``index`` again by git's checkout with the ``checkout``
-    configuration (``recorded_checkout``), no smudge filter run."""
-    if not paths:
-        return
-    env = without_smudge(worktree, with_config(git.index_env(index), checkout))
-    for p in paths:
-        _remove(worktree, p)  # (git skips a file whose stat its index holds)
-    git.git(
-        worktree,
-        "checkout-index",
-        "-f",
-        "-z",
-        "--stdin",
-        env=env,
-        input=b"".join(p.encode("utf-8", "surrogateescape") + b"\0" for p in paths),
-        check=False,
-    )
-
-
-# A step may swap any directory of its worktree for a link (to ``$HOME``) at any moment,
-# also while bar writes: every path is opened beneath the worktree, no link followed on
-# the way or at its end (``bar.base.beneath``); a path behind a link is left alone, and
-# the next look records what is there.
-
-
-def _overwrite(worktree: Path, rel: str, data: bytes) -> None:
-    """Give the regular file ``worktree/rel`` the bytes ``data``."""
+def _write_staged(path: Path, data: bytes) -> None:
+    """Give the staged regular file ``path`` the bytes ``data`` (its mode kept)."""
     try:
-        fd = beneath.open_beneath(worktree, rel, os.O_WRONLY | os.O_NONBLOCK)  # (a FIFO: no wait)
+        fd = os.open(path, os.O_WRONLY | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError:
-        return  # (gone, not a file, or behind a link)
+        return  # (git staged no file there: nothing is written for it)
     try:
-        if stat.S_ISREG(os.fstat(fd).st_mode):
-            os.ftruncate(fd, 0)
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
     finally:
         os.close(fd)
-
-
-def _remove(worktree: Path, rel: str) -> None:
-    """Remove the regular file ``worktree/rel``."""
-    try:
-        fd = beneath.open_beneath(worktree, rel, beneath.O_PATH)
-    except OSError:
-        return
-    try:
-        regular = stat.S_ISREG(os.fstat(fd).st_mode)
-    finally:
-        os.close(fd)
-    if regular:
-        with contextlib.suppress(OSError):
-            beneath.unlink_beneath(worktree, rel)

@@ -264,6 +264,50 @@ def _racy_entries(worktree: Path, index: Path, since_ns: int) -> list[_Entry]:
     return found
 
 
+def noted_stats(
+    worktree: Path, index: Path, paths: Sequence[str] | None = None
+) -> dict[str, tuple[int, ...]]:
+    """The stat git noted for each entry of ``index`` (of ``paths``; None: all), as
+    ``ls-files --debug`` shows it: path -> (ctime s, ns, mtime s, ns, inode, size)."""
+    spec = [] if paths is None else ["--", *(f":(top,literal){p}" for p in paths)]
+    res = git.git(worktree, "ls-files", "-s", "--debug", "-z", *spec, env=_env(index), check=False)
+    if res.returncode != 0:
+        return {}
+    found: dict[str, tuple[int, ...]] = {}
+    chunks = res.stdout.split(b"\0")
+    head = chunks[0]
+    for chunk in chunks[1:]:
+        block_end = chunk.find(b"\n", chunk.find(b"\tflags: "))
+        block, following = chunk[: block_end + 1], chunk[block_end + 1 :]
+        key = _debug_stat(block)
+        if key is not None:
+            found[head.partition(b"\t")[2].decode("utf-8", "surrogateescape")] = key
+        head = following
+    return found
+
+
+def _debug_stat(block: bytes) -> tuple[int, ...] | None:
+    """(ctime s, ns, mtime s, ns, inode, size) from ``ls-files --debug``'s lines."""
+    try:
+        fields = {}
+        for line in block.decode().split("\n"):
+            for part in line.strip().split("\t"):
+                name, _, value = part.partition(": ")
+                fields[name] = value
+        ctime_s, ctime_ns = fields["ctime"].split(":")
+        mtime_s, mtime_ns = fields["mtime"].split(":")
+        return (
+            int(ctime_s),
+            int(ctime_ns),
+            int(mtime_s),
+            int(mtime_ns),
+            int(fields["ino"]),
+            int(fields["size"]),
+        )
+    except (KeyError, ValueError, UnicodeDecodeError):
+        return None
+
+
 def _debug_times(block: bytes) -> tuple[int, int] | None:
     """(ctime second, mtime second) from ``git ls-files --debug``'s lines of an entry."""
     try:

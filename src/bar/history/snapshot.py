@@ -351,7 +351,7 @@ def _raw_parent(
     # found the file's converted contents unchanged, so every file is a candidate
     rescanned = listing.modes if scope is None else (p for p in scope if p in listing.modes)
     candidates = [*changed, *rescanned]
-    entries = exact.next_entries(worktree, index, listing.modes, before, candidates)
+    entries = exact.next_entries(worktree, index, listing.modes, before, candidates, changed)
     # (every snapshot recorded where git converts has a raw parent: it names the
     # configuration git's checkout of the other files writes their bytes by)
     checkout = exact.checkout_config(worktree, asked)
