@@ -300,8 +300,15 @@ static int quick(int listener, const struct seccomp_notif *n, const struct bar_q
     memset(&how, 0, sizeof how);
     how.flags = O_PATH | O_CLOEXEC;
     how.resolve = RESOLVE_NO_MAGICLINKS | (path[0] == '/' ? RESOLVE_IN_ROOT : 0);
-    fd = (int)syscall(SYS_openat2, base, path, &how, sizeof how);
-    int failed = errno;
+    /* EAGAIN: a rename or a mount anywhere on the machine while a ".." (a link's "../x"
+       too) was walked under RESOLVE_IN_ROOT; openat2(2) asks for a retry */
+    int failed = 0;
+    for (int tries = 0; tries < 100; tries++) {
+        fd = (int)syscall(SYS_openat2, base, path, &how, sizeof how);
+        failed = errno;
+        if (fd >= 0 || failed != EAGAIN)
+            break;
+    }
     close(base);
     if (fd < 0) {
         if (failed == ENOENT || failed == ENOTDIR) {

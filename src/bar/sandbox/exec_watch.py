@@ -495,6 +495,8 @@ def _reach(pid: int, path: str, dirfd: int | None = None, empty: bool = False) -
         if exc.errno == errno.ELOOP:  # (a loop of links, or a way through a link of
             # bar's own: the kernel would fail the one, and the other cannot be judged)
             raise Unfollowable(path) from None
+        if exc.errno == errno.EAGAIN:  # (still racing after every retry: refused, with
+            raise  # a word, by the caller; never passed off as a missing program)
         return None
     finally:
         os.close(base)
@@ -522,6 +524,7 @@ def _own(pid: int, path: str) -> str | None:
 
 
 _SYS_OPENAT2 = 437  # (the same on every architecture: a system call of Linux 5.6)
+_AGAIN = 100  # tries of a lookup the kernel answers EAGAIN (openat2(2): "may retry")
 _RESOLVE_NO_MAGICLINKS = 0x02
 _RESOLVE_IN_ROOT = 0x10
 
@@ -532,13 +535,20 @@ class _How(ctypes.Structure):
 
 def _openat2(base: int, path: str, flags: int, resolve: int) -> int:
     how = _How(flags, 0, resolve)
-    fd = _libc_syscall(
-        _SYS_OPENAT2,
-        base,
-        ctypes.c_char_p(path.encode("utf-8", "surrogateescape") or b"."),  # type: ignore[arg-type]
-        ctypes.byref(how),  # type: ignore[arg-type]
-        ctypes.sizeof(how),
-    )
+    name = ctypes.c_char_p(path.encode("utf-8", "surrogateescape") or b".")
+    for _ in range(_AGAIN):
+        fd = _libc_syscall(
+            _SYS_OPENAT2,
+            base,
+            name,  # type: ignore[arg-type]
+            ctypes.byref(how),  # type: ignore[arg-type]
+            ctypes.sizeof(how),
+        )
+        # EAGAIN: a rename or a mount anywhere on the machine while a ``..`` (a link's
+        # ``../x`` too) was walked under RESOLVE_IN_ROOT; the kernel asks for a retry.
+        # Never "no such program": that fails an exec of a file that is there
+        if fd >= 0 or ctypes.get_errno() != errno.EAGAIN:
+            break
     if fd < 0:
         err = ctypes.get_errno()
         if err == errno.ENOSYS:  # (an older kernel: its links followed as bar's own)
