@@ -650,6 +650,12 @@ def _checkout_bytes(repo: Path) -> dict[str, bytes]:
     return found
 
 
+def _names(repo: Path, *args: str) -> list[str]:
+    """The NUL-separated names ``git ARGS`` prints in ``repo``, as the file system's."""
+    out = subprocess.run(["git", *args], cwd=repo, capture_output=True, check=True).stdout
+    return [os.fsdecode(name) for name in out.split(b"\0") if name]
+
+
 def _apply_while_saving(repo: Path, task_id: str, arg: int) -> None:
     """An apply of the task into the developer's checkout while an editor autosaves a
     file there that the apply writes (``AUTOSAVE``): the editor's last save is at its
@@ -661,14 +667,14 @@ def _apply_while_saving(repo: Path, task_id: str, arg: int) -> None:
     from helpers import bar_exe
 
     head = git(repo, "rev-parse", "HEAD").strip()
-    status = git(repo, "status", "--porcelain", "--untracked-files=all").splitlines()
-    if [line for line in status if not line[3:].startswith(".bar/")]:
+    status = _names(repo, "status", "--porcelain", "--untracked-files=all", "-z")
+    if [name for name in status if not name[3:].startswith(".bar/")]:
         return  # (the play left the checkout as it found it; a repository shape may not)
     last = [s["snapshot"] for s in ledger(task_id) if s.get("snapshot")][-1]
     changed = [
         p
-        for p in git(repo, "diff", "--name-only", "--no-renames", "-z", head, last).split("\0")
-        if p and not os.path.islink(repo / p)
+        for p in _names(repo, "diff", "--name-only", "--no-renames", "-z", head, last)
+        if not os.path.islink(repo / p)
     ]
     if not changed:
         return
@@ -695,9 +701,12 @@ def _apply_while_saving(repo: Path, task_id: str, arg: int) -> None:
         )
     # the checkout as it was (the branch too), the editor's files out of it
     git(repo, "reset", "-q", "--hard", head)
+    tracked = set(_names(repo, "ls-files", "-z"))
     for k in after:
-        if (k == rel or k.startswith(rel + ".bar-raced-")) and not git(repo, "ls-files", "--", k):
-            os.unlink(repo / k)
+        there = repo / k
+        editors = (k == rel or k.startswith(rel + ".bar-raced-")) and k not in tracked
+        if editors and (there.is_symlink() or there.is_file()):  # (a directory: the reset's)
+            there.unlink()
 
 
 # what bar commands of the play under way wrote inside nested repositories' ``.git``:
