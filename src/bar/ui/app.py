@@ -39,108 +39,95 @@ FILE_SHOWN = 2 << 20  # bytes of one file's diff sent to the page
 
 
 def build(keys: Secrets) -> Starlette:
-    csrf = keys.csrf
+    """The UI's application: its routes (``_Site``), behind the guard of ``keys``."""
+    return Starlette(routes=_Site(keys.csrf).routes(), middleware=[Middleware(Guard, keys=keys)])
 
-    def page(render: Callable[[Request], str]) -> Callable[[Request], Response]:
+
+def _the_task(request: Request) -> Task:
+    """The task a URL names (its project and its task)."""
+    return views.task(request.path_params["project"], request.path_params["task"])
+
+
+class _Site:
+    """The endpoints of the UI, ``csrf`` the token its forms carry."""
+
+    def __init__(self, csrf: str) -> None:
+        self.csrf = csrf
+
+    def routes(self) -> list[Route | Mount]:
+        """URLs to endpoints."""
+        csrf, page, posted = self.csrf, self.page, self.posted
+        task = "/p/{project}/t/{task}"
+        return [
+            Route("/", page(lambda r: pages.overview(csrf, r.query_params))),
+            Route("/search", page(lambda r: search.search_page(r.query_params, csrf))),
+            Route(
+                "/p/{project}/board",
+                page(lambda r: board.board_page(r.path_params["project"], r.query_params, csrf)),
+            ),
+            Route(task, self.timeline),
+            Route(f"{task}/events", self.events),
+            Route(f"{task}/s/{{step}}", page(self.step)),
+            Route(f"{task}/s/{{step}}/file/{{n}}", _plain(self.step_file)),
+            Route(f"{task}/s/{{step}}/live", self.step_live),
+            Route(f"{task}/s/{{step}}/session/{{n}}", _plain(self.session_text)),
+            Route(f"{task}/compare", page(self.compare)),
+            Route(f"{task}/compare/file", _plain(self.compare_file)),
+            Route(f"{task}/artifacts/{{name:path}}", _plain(self.artifact)),
+            Route(f"{task}/actions", page(self.action_page)),
+            Route(f"{task}/rollback/preview", posted(actions.rollback_preview), methods=["POST"]),
+            Route(f"{task}/rollback", posted(actions.rollback), methods=["POST"]),
+            Route(f"{task}/apply/preview", posted(actions.apply_preview), methods=["POST"]),
+            Route(f"{task}/apply", posted(actions.apply), methods=["POST"]),
+            Route(
+                f"{task}/undo/preview",
+                posted(lambda t, f, c: actions.undo_preview(t, c)),
+                methods=["POST"],
+            ),
+            Route(f"{task}/undo", posted(actions.undo), methods=["POST"]),
+            Route(
+                f"{task}/decisions", page(lambda r: decisions.decisions_page(_the_task(r), csrf))
+            ),
+            Route(
+                f"{task}/decisions/answer",
+                posted(decisions.answer, decisions.failed),
+                methods=["POST"],
+            ),
+            Mount(
+                "/static/vendor",
+                StaticFiles(directory=assets.vendor(), check_dir=False, follow_symlink=False),
+            ),
+            Mount("/static", StaticFiles(directory=assets.STATIC, follow_symlink=False)),
+        ]
+
+    def page(self, render: Callable[[Request], str]) -> Callable[[Request], Response]:
+        """An HTML page; a ``BarError`` is a page with bar's message (404: nothing named)."""
+
         def endpoint(request: Request) -> Response:
             try:
                 return HTMLResponse(render(request))
             except NotFound as exc:
-                return _error(exc, 404, csrf)
+                return _error(exc, 404, self.csrf)
             except BarError as exc:
-                return _error(exc, 400 if exc.exit_code == 2 else 409, csrf)
+                return _error(exc, 400 if exc.exit_code == 2 else 409, self.csrf)
 
         return endpoint
 
-    def the_task(request: Request) -> Task:
-        return views.task(request.path_params["project"], request.path_params["task"])
-
-    def timeline(request: Request) -> Response:
-        try:
-            number = int(request.query_params.get("page", "1"))
-        except ValueError:
-            number = 1
-        try:
-            keep = StepFilter.of(request.query_params)
-            parts = pages.timeline(the_task(request), number, csrf, keep)
-            head = next(parts)  # (a task that is not, or cannot be read, is an error page)
-        except NotFound as exc:
-            return _error(exc, 404, csrf)
-        except BarError as exc:
-            return _error(exc, 400 if exc.exit_code == 2 else 409, csrf)
-        return StreamingResponse(
-            itertools.chain([head], parts), media_type="text/html; charset=utf-8"
-        )
-
-    def step(request: Request) -> str:
-        task = the_task(request)
-        ref = request.path_params["step"]
-        try:
-            found = views.step_or_checkpoint(task, ref)
-        except StepNotFound:
-            live = views.live_step(task, ref)  # (a step not recorded yet)
-            if live is None:
-                raise
-            return step_pages.live_page(task, live, csrf)
-        if isinstance(found, Checkpoint):
-            return step_pages.checkpoint_page(task, found, csrf)
-        return step_pages.step_page(task, found, csrf)
-
-    def step_file(request: Request) -> Response:
-        task = the_task(request)
-        found = views.step_or_checkpoint(task, request.path_params["step"])
-        rel = found.patch if isinstance(found, Checkpoint) else found.artifacts.patch
-        return _section(views.patch_of(task, rel), request.path_params["n"])
-
-    def session_text(request: Request) -> Response:
-        p = request.path_params
-        text = views.session_text(the_task(request), p["step"], p["n"])
-        return PlainTextResponse(text)
-
-    def compare(request: Request) -> str:
-        q = request.query_params
-        return step_pages.compare_page(
-            the_task(request), q.get("from", "base"), q.get("to", ""), csrf
-        )
-
-    def compare_file(request: Request) -> Response:
-        q = request.query_params
-        _, index = views.compare(the_task(request), q.get("from", "base"), q.get("to", ""))
-        return _section(index, q.get("n", ""))
-
-    def artifact(request: Request) -> Response:
-        path = views.artifact(the_task(request), request.path_params["name"])
-        try:
-            # (the player gets the whole recording: the stored one refers to the text)
-            whole = path.suffix == ".cast"
-            data = views.whole_cast(path) if whole else patch_pages.read_regular(path)
-        except (FileNotFoundError, IsADirectoryError):
-            name = request.path_params["name"]
-            derived = None
-            if name.endswith(".output") and name.count(".") == 1:  # a pty step's
-                derived = views.derived_output(the_task(request), name.split(".")[0])
-            if derived is not None:
-                return Response(derived, media_type="text/plain; charset=utf-8")
-            raise views.PageNotFound(f"no artifact {request.path_params['name']}") from None
-        except OSError:  # a link where the file should be (O_NOFOLLOW)
-            raise views.PageNotFound(
-                f"artifact {request.path_params['name']} is not a plain file"
-            ) from None
-        return Response(data, media_type="text/plain; charset=utf-8")
-
-    def action_page(request: Request) -> str:
-        return actions.actions_page(the_task(request), csrf, request.query_params.get("to", ""))
-
     def posted(
+        self,
         act: Callable[[Task, dict[str, str], str], str],
         failed: Callable[[Task, dict[str, str], str, BarError], str] | None = None,
     ) -> Callable[[Request], Awaitable[Response]]:
+        """A form's action: ``act`` on the task with the form, its page the answer; a
+        ``BarError`` is ``failed``'s page (else the actions page saying it)."""
+        csrf = self.csrf
+
         async def endpoint(request: Request) -> Response:
             form = dict(parse_qsl((await request.body()).decode("utf-8", "replace")))
 
             def run() -> Response:
                 try:
-                    task = the_task(request)
+                    task = _the_task(request)
                 except NotFound as exc:
                     return _error(exc, 404, csrf)
                 try:
@@ -156,8 +143,92 @@ def build(keys: Secrets) -> Starlette:
 
         return endpoint
 
-    async def events(request: Request) -> Response:
-        task = await run_in_threadpool(the_task, request)
+    def timeline(self, request: Request) -> Response:
+        """A task's steps, a page of them, streamed as they are read."""
+        try:
+            number = int(request.query_params.get("page", "1"))
+        except ValueError:
+            number = 1
+        try:
+            keep = StepFilter.of(request.query_params)
+            parts = pages.timeline(_the_task(request), number, self.csrf, keep)
+            head = next(parts)  # (a task that is not, or cannot be read, is an error page)
+        except NotFound as exc:
+            return _error(exc, 404, self.csrf)
+        except BarError as exc:
+            return _error(exc, 400 if exc.exit_code == 2 else 409, self.csrf)
+        return StreamingResponse(
+            itertools.chain([head], parts), media_type="text/html; charset=utf-8"
+        )
+
+    def step(self, request: Request) -> str:
+        """A step's page, a checkpoint's, or the running step's."""
+        task = _the_task(request)
+        ref = request.path_params["step"]
+        try:
+            found = views.step_or_checkpoint(task, ref)
+        except StepNotFound:
+            live = views.live_step(task, ref)  # (a step not recorded yet)
+            if live is None:
+                raise
+            return step_pages.live_page(task, live, self.csrf)
+        if isinstance(found, Checkpoint):
+            return step_pages.checkpoint_page(task, found, self.csrf)
+        return step_pages.step_page(task, found, self.csrf)
+
+    def step_file(self, request: Request) -> Response:
+        """One file's diff of a step's patch."""
+        task = _the_task(request)
+        found = views.step_or_checkpoint(task, request.path_params["step"])
+        rel = found.patch if isinstance(found, Checkpoint) else found.artifacts.patch
+        return _section(views.patch_of(task, rel), request.path_params["n"])
+
+    def session_text(self, request: Request) -> Response:
+        """One long text of a step's session, whole."""
+        p = request.path_params
+        return PlainTextResponse(views.session_text(_the_task(request), p["step"], p["n"]))
+
+    def compare(self, request: Request) -> str:
+        """The changes between two recorded states."""
+        q = request.query_params
+        return step_pages.compare_page(
+            _the_task(request), q.get("from", "base"), q.get("to", ""), self.csrf
+        )
+
+    def compare_file(self, request: Request) -> Response:
+        """One file's diff between two recorded states."""
+        q = request.query_params
+        _, index = views.compare(_the_task(request), q.get("from", "base"), q.get("to", ""))
+        return _section(index, q.get("n", ""))
+
+    def artifact(self, request: Request) -> Response:
+        """A step's artifact as text (a pty step's output made from its recording)."""
+        name = request.path_params["name"]
+        path = views.artifact(_the_task(request), name)
+        try:
+            # (the player gets the whole recording: the stored one refers to the text)
+            whole = path.suffix == ".cast"
+            data = views.whole_cast(path) if whole else patch_pages.read_regular(path)
+        except (FileNotFoundError, IsADirectoryError):
+            derived = None
+            if name.endswith(".output") and name.count(".") == 1:  # a pty step's
+                derived = views.derived_output(_the_task(request), name.split(".")[0])
+            if derived is not None:
+                return Response(derived, media_type="text/plain; charset=utf-8")
+            raise views.PageNotFound(f"no artifact {name}") from None
+        except OSError:  # a link where the file should be (O_NOFOLLOW)
+            raise views.PageNotFound(f"artifact {name} is not a plain file") from None
+        return Response(data, media_type="text/plain; charset=utf-8")
+
+    def action_page(self, request: Request) -> str:
+        """The task's actions: rollback, undo, apply."""
+        return actions.actions_page(
+            _the_task(request), self.csrf, request.query_params.get("to", "")
+        )
+
+    async def events(self, request: Request) -> Response:
+        """The task's new steps as they are recorded (server-sent events)."""
+        task = await run_in_threadpool(_the_task, request)
         try:
             last = int(request.query_params.get("last", "0"))
         except ValueError:
@@ -168,11 +239,15 @@ def build(keys: Secrets) -> Starlette:
             headers={"x-accel-buffering": "no"},
         )
 
-    async def step_live(request: Request) -> Response:
+    async def step_live(self, request: Request) -> Response:
+        """The running step's output and checkpoints as they come (server-sent events)."""
+
         def follower() -> Follower:
             # where the page left off: its mark, or where the stream was when it broke
             said = request.headers.get("last-event-id") or request.query_params.get("from")
-            return api.follower_of(the_task(request), request.path_params["step"], Mark.parse(said))
+            return api.follower_of(
+                _the_task(request), request.path_params["step"], Mark.parse(said)
+            )
 
         try:
             following = await run_in_threadpool(follower)
@@ -183,56 +258,6 @@ def build(keys: Secrets) -> Starlette:
             media_type="text/event-stream",
             headers={"x-accel-buffering": "no"},
         )
-
-    routes = [
-        Route("/", page(lambda r: pages.overview(csrf, r.query_params))),
-        Route("/search", page(lambda r: search.search_page(r.query_params, csrf))),
-        Route(
-            "/p/{project}/board",
-            page(lambda r: board.board_page(r.path_params["project"], r.query_params, csrf)),
-        ),
-        Route("/p/{project}/t/{task}", timeline),
-        Route("/p/{project}/t/{task}/events", events),
-        Route("/p/{project}/t/{task}/s/{step}", page(step)),
-        Route("/p/{project}/t/{task}/s/{step}/file/{n}", _plain(step_file)),
-        Route("/p/{project}/t/{task}/s/{step}/live", step_live),
-        Route("/p/{project}/t/{task}/s/{step}/session/{n}", _plain(session_text)),
-        Route("/p/{project}/t/{task}/compare", page(compare)),
-        Route("/p/{project}/t/{task}/compare/file", _plain(compare_file)),
-        Route("/p/{project}/t/{task}/artifacts/{name:path}", _plain(artifact)),
-        Route("/p/{project}/t/{task}/actions", page(action_page)),
-        Route(
-            "/p/{project}/t/{task}/rollback/preview",
-            posted(actions.rollback_preview),
-            methods=["POST"],
-        ),
-        Route("/p/{project}/t/{task}/rollback", posted(actions.rollback), methods=["POST"]),
-        Route(
-            "/p/{project}/t/{task}/apply/preview", posted(actions.apply_preview), methods=["POST"]
-        ),
-        Route("/p/{project}/t/{task}/apply", posted(actions.apply), methods=["POST"]),
-        Route(
-            "/p/{project}/t/{task}/undo/preview",
-            posted(lambda t, f, c: actions.undo_preview(t, c)),
-            methods=["POST"],
-        ),
-        Route("/p/{project}/t/{task}/undo", posted(actions.undo), methods=["POST"]),
-        Route(
-            "/p/{project}/t/{task}/decisions",
-            page(lambda r: decisions.decisions_page(the_task(r), csrf)),
-        ),
-        Route(
-            "/p/{project}/t/{task}/decisions/answer",
-            posted(decisions.answer, decisions.failed),
-            methods=["POST"],
-        ),
-        Mount(
-            "/static/vendor",
-            StaticFiles(directory=assets.vendor(), check_dir=False, follow_symlink=False),
-        ),
-        Mount("/static", StaticFiles(directory=assets.STATIC, follow_symlink=False)),
-    ]
-    return Starlette(routes=routes, middleware=[Middleware(Guard, keys=keys)])
 
 
 def _plain(endpoint: Callable[[Request], Response]) -> Callable[[Request], Response]:
