@@ -75,10 +75,10 @@ def build(own: OwnTask | None, board: Board) -> MCPServer[Any]:
         "bar", version=__version__, instructions=about + BOARD_INSTRUCTIONS
     )
 
-    def add(fn: Callable[..., dict[str, Any]], description: str, read: bool) -> None:
+    def add(fn: Callable[..., dict[str, Any]], read: bool) -> None:
         server.add_tool(
             _bar_errors(fn),
-            description=description,
+            description=" ".join((fn.__doc__ or "").split()),
             annotations=_READ if read else _WRITE,
             structured_output=True,
         )
@@ -89,24 +89,30 @@ def build(own: OwnTask | None, board: Board) -> MCPServer[Any]:
     return server
 
 
-Add = Callable[[Callable[..., dict[str, Any]], str, bool], None]
+Add = Callable[[Callable[..., dict[str, Any]], bool], None]
 
 
 def add_task(add: Add, own: OwnTask) -> None:
     """The tools over the one task ``own``."""
 
     def status() -> dict[str, Any]:
+        """Where the task stands: its state, the running step, unrecorded changes (bar
+        status --json)."""
         return own.status()
 
     def log(
         n: Annotated[int, Field(ge=0, description="the last N steps")] = LOG_DEFAULT,
     ) -> dict[str, Any]:
+        """The task's last steps, oldest first, each with its checkpoints (bar log
+        --json)."""
         return own.log(n)
 
     def show(
         step: Annotated[str, Field(description="a step (3) or a checkpoint (3.2)")],
         max_bytes: MaxBytes = DEFAULT_MAX_BYTES,
     ) -> dict[str, Any]:
+        """One step or checkpoint with its patch and output (bar show --json); long text
+        is cut at max_bytes, said under 'truncated'."""
         return own.show(step, max_bytes)
 
     def diff(
@@ -115,6 +121,8 @@ def add_task(add: Add, own: OwnTask) -> None:
         stat_only: Annotated[bool, Field(description="only the diff stat")] = False,
         max_bytes: MaxBytes = DEFAULT_MAX_BYTES,
     ) -> dict[str, Any]:
+        """The changes between two recorded states of the task (bar diff --json); the
+        patch is cut at max_bytes, said under 'truncated'."""
         return own.diff(from_state, to_state, stat_only, max_bytes)
 
     def session(
@@ -128,14 +136,23 @@ def add_task(add: Add, own: OwnTask) -> None:
         ] = SESSION_DEFAULT,
         max_bytes: MaxBytes = DEFAULT_MAX_BYTES,
     ) -> dict[str, Any]:
+        """What the agent said and did in a step: the session's model, turns, tokens and
+        cost, and its events (prompts, replies, tool calls with their checkpoint STEP.N
+        and results, subagents, interrupts) from index start (negative: from the end);
+        'next' is the start of the following page; events past max_bytes are left out,
+        said under 'truncated'."""
         return own.session(step, start, limit, max_bytes)
 
     def checkpoint(
         label: Annotated[str, Field(max_length=200, description="what this state is")] = "",
     ) -> dict[str, Any]:
+        """Record the worktree's state now, with a label, as a state you can return to
+        (a checkpoint of the running step)."""
         return own.checkpoint(label)
 
     def rollback(to: State) -> dict[str, Any]:
+        """Return the task's files to a recorded state of this task (base, 3, 3.2);
+        recorded, so it can be undone by rolling back again."""
         return own.rollback(to)
 
     def decide_submit(
@@ -149,6 +166,8 @@ def add_task(add: Add, own: OwnTask) -> None:
             ),
         ],
     ) -> dict[str, Any]:
+        """Ask the developer to decide: submit questions with options; the answer comes
+        later (decide_result)."""
         return own.decide_submit(input)
 
     def decide_result(
@@ -161,6 +180,8 @@ def add_task(add: Add, own: OwnTask) -> None:
             ),
         ] = 0,
     ) -> dict[str, Any]:
+        """The developer's answer to the latest submitted decision, or an error saying
+        it is not answered yet; wait_seconds waits for the answer."""
         return own.decide_result(wait_seconds)
 
     def flow(
@@ -176,74 +197,28 @@ def add_task(add: Add, own: OwnTask) -> None:
             ),
         ] = False,
     ) -> dict[str, Any]:
+        """Record a move in the task's flow of phases (start, next-step, back-step,
+        next-part, back-part, issue, error) with a summary."""
         return own.flow(action, summary, rollback)
 
     def flow_status() -> dict[str, Any]:
+        """The task's flow: current phase and step, and its history."""
         return own.flow_status()
 
-    add(
-        status,
-        "Where the task stands: its state, the running step, unrecorded changes "
-        "(bar status --json).",
-        True,
-    )
-    add(
-        log,
-        "The task's last steps, oldest first, each with its checkpoints (bar log --json).",
-        True,
-    )
-    add(
-        show,
-        "One step or checkpoint with its patch and output (bar show --json); long "
-        "text is cut at max_bytes, said under 'truncated'.",
-        True,
-    )
-    add(
-        diff,
-        "The changes between two recorded states of the task (bar diff --json); the "
-        "patch is cut at max_bytes, said under 'truncated'.",
-        True,
-    )
-    add(
-        session,
-        "What the agent said and did in a step: the session's model, turns, tokens and "
-        "cost, and its events (prompts, replies, tool calls with their checkpoint STEP.N "
-        "and results, subagents, interrupts) from index start (negative: from the end); "
-        "'next' is the start of the following page; events past max_bytes are left out, "
-        "said under 'truncated'.",
-        True,
-    )
-    add(
-        checkpoint,
-        "Record the worktree's state now, with a label, as a state you can "
-        "return to (a checkpoint of the running step).",
-        False,
-    )
-    add(
-        rollback,
-        "Return the task's files to a recorded state of this task (base, 3, "
-        "3.2); recorded, so it can be undone by rolling back again.",
-        False,
-    )
-    add(
-        decide_submit,
-        "Ask the developer to decide: submit questions with options; the "
-        "answer comes later (decide_result).",
-        False,
-    )
-    add(
-        decide_result,
-        "The developer's answer to the latest submitted decision, or an "
-        "error saying it is not answered yet; wait_seconds waits for the answer.",
-        True,
-    )
-    add(
-        flow,
-        "Record a move in the task's flow of phases (start, next-step, back-step, "
-        "next-part, back-part, issue, error) with a summary.",
-        False,
-    )
-    add(flow_status, "The task's flow: current phase and step, and its history.", True)
+    for fn, read in (
+        (status, True),
+        (log, True),
+        (show, True),
+        (diff, True),
+        (session, True),
+        (checkpoint, False),
+        (rollback, False),
+        (decide_submit, False),
+        (decide_result, True),
+        (flow, False),
+        (flow_status, True),
+    ):
+        add(fn, read)
 
 
 def add_board(add: Add, board: Board) -> None:
@@ -261,11 +236,14 @@ def add_board(add: Add, board: Board) -> None:
             ),
         ] = "",
     ) -> dict[str, Any]:
+        """Plan a task for later: pending, with a branch but no worktree yet; someone
+        (you, another agent, a worker) claims and starts it."""
         return board.task_create(name, description, base, queue)
 
     def task_list(
         status: Literal["open", "pending", "in_progress", "completed", "all"] = "open",
     ) -> dict[str, Any]:
+        """The tasks with their board status, owner, steps and changes."""
         return board.task_list(status)
 
     def task_claim(
@@ -276,6 +254,8 @@ def add_board(add: Add, board: Board) -> None:
             bool, Field(description="take it even from another owner (as an owner update)")
         ] = False,
     ) -> dict[str, Any]:
+        """Take a task under your name; fails naming the owner if someone else took it
+        (reassign: take it anyway, as the board's owner update does)."""
         return board.task_claim(task, owner, start, reassign)
 
     def task_unclaim(
@@ -284,9 +264,11 @@ def add_board(add: Add, board: Board) -> None:
             str, Field(max_length=64, description="only if this owner holds it (default: any)")
         ] = "",
     ) -> dict[str, Any]:
+        """Put a claimed task back on the board with no owner."""
         return board.task_unclaim(task, owner)
 
     def task_start(task: TaskRef) -> dict[str, Any]:
+        """Start a pending task: make its worktree (in_progress)."""
         return board.task_start(task)
 
     def task_run(
@@ -296,11 +278,14 @@ def add_board(add: Add, board: Board) -> None:
             float, Field(gt=0, le=3600, description="stop it after this many seconds")
         ] = RUN_TIMEOUT,
     ) -> dict[str, Any]:
+        """Run a shell command as a recorded step of a task, in its worktree (policy,
+        hooks and confinement apply); returns the step and its output."""
         return board.task_run(task, command, timeout)
 
     def worktree_list(
         all: Annotated[bool, Field(description="include removed worktrees")] = False,
     ) -> dict[str, Any]:
+        """The task worktrees: active, kept and (with all) removed."""
         return board.worktree_list(all)
 
     def worktree_create(
@@ -310,15 +295,20 @@ def add_board(add: Add, board: Board) -> None:
         ] = "",
         base: Annotated[str, Field(description="where a worktree of no task starts")] = "",
     ) -> dict[str, Any]:
+        """Make a worktree: for a pending task (started in it), or with no task yet
+        (bind one later with task_bind_worktree)."""
         return board.worktree_create(name, task, base)
 
     def task_bind_worktree(
         task: TaskRef,
         worktree: Annotated[str, Field(description="a worktree made with no task")],
     ) -> dict[str, Any]:
+        """Bind a task to a worktree made with no task: it becomes the task's worktree;
+        what it held beyond the task's record is recorded as a manual step."""
         return board.task_bind_worktree(task, worktree)
 
     def worktree_keep(task: TaskRef) -> dict[str, Any]:
+        """Keep a task's worktree when the task closes."""
         return board.worktree_keep(task)
 
     def worktree_remove(
@@ -327,61 +317,38 @@ def add_board(add: Add, board: Board) -> None:
             bool, Field(description="close the task too (completed); else it is pending again")
         ] = False,
     ) -> dict[str, Any]:
+        """Remove a task's worktree (changes no step recorded are refused); with
+        complete_task the task is closed too."""
         return board.worktree_remove(task, complete_task)
 
     def events(
         limit: Annotated[int, Field(ge=1, le=200, description="the last N events")] = 20,
     ) -> dict[str, Any]:
+        """The project's last task and worktree events, oldest first."""
         return board.events(limit)
 
     def worktree_events(
         limit: Annotated[int, Field(ge=1, le=200, description="the last N events")] = 20,
     ) -> dict[str, Any]:
+        """The same as events (the task-board design's name for it)."""
         return board.events(limit)
 
-    add(
-        task_create,
-        "Plan a task for later: pending, with a branch but no worktree yet; someone "
-        "(you, another agent, a worker) claims and starts it.",
-        False,
-    )
-    add(task_list, "The tasks with their board status, owner, steps and changes.", True)
-    add(
-        task_claim,
-        "Take a task under your name; fails naming the owner if someone else took it "
-        "(reassign: take it anyway, as the board's owner update does).",
-        False,
-    )
-    add(task_unclaim, "Put a claimed task back on the board with no owner.", False)
-    add(task_start, "Start a pending task: make its worktree (in_progress).", False)
-    add(
-        task_run,
-        "Run a shell command as a recorded step of a task, in its worktree (policy, "
-        "hooks and confinement apply); returns the step and its output.",
-        False,
-    )
-    add(worktree_list, "The task worktrees: active, kept and (with all) removed.", True)
-    add(
-        worktree_create,
-        "Make a worktree: for a pending task (started in it), or with no task yet "
-        "(bind one later with task_bind_worktree).",
-        False,
-    )
-    add(
-        task_bind_worktree,
-        "Bind a task to a worktree made with no task: it becomes the task's worktree; "
-        "what it held beyond the task's record is recorded as a manual step.",
-        False,
-    )
-    add(worktree_keep, "Keep a task's worktree when the task closes.", False)
-    add(
-        worktree_remove,
-        "Remove a task's worktree (changes no step recorded are refused); with "
-        "complete_task the task is closed too.",
-        False,
-    )
-    add(events, "The project's last task and worktree events, oldest first.", True)
-    add(worktree_events, "The same as events (the task-board design's name for it).", True)
+    for fn, read in (
+        (task_create, False),
+        (task_list, True),
+        (task_claim, False),
+        (task_unclaim, False),
+        (task_start, False),
+        (task_run, False),
+        (worktree_list, True),
+        (worktree_create, False),
+        (task_bind_worktree, False),
+        (worktree_keep, False),
+        (worktree_remove, False),
+        (events, True),
+        (worktree_events, True),
+    ):
+        add(fn, read)
 
 
 def serve(own: OwnTask | None, board: Board) -> None:
