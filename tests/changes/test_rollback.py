@@ -235,3 +235,31 @@ def test_an_agent_reset_keeps_the_heads_the_ledger_recorded(
     assert git(wt, "cat-file", "-t", recorded).strip() == "commit"
     assert bar(capfd, "rollback", "--hard", "--to", "1").code == 0
     assert git(wt, "rev-parse", "HEAD").strip() == recorded
+
+
+def test_a_save_after_the_rollback_wrote_is_said_by_its_path(
+    inited: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A file saved after the rollback wrote it, before its snapshot looked (one that
+    looks at the worktree: ``BAR_FAST=0``): the step records what is there, and the
+    warning names the path and what likely happened."""
+    from bar.base import faults
+
+    monkeypatch.setenv("BAR_FAST", "0")
+    t = new_task(capfd)
+    wt = worktree(t)
+    run_sh(capfd, "echo one > doc.txt")
+    run_sh(capfd, "echo two > doc.txt")
+    passed = faults.point
+
+    def save_then_pass(label: str) -> None:
+        if label == "after moving the target's files in":
+            (wt / "doc.txt").write_text("saved by an editor\n")
+        passed(label)
+
+    monkeypatch.setattr(faults, "point", save_then_pass)
+    res = bar(capfd, "rollback", "--to", "1")
+    assert res.code == 0, res.err
+    assert "1 path of the worktree differs from the state restored (doc.txt)" in res.err
+    assert "by an editor?" in res.err
+    assert (wt / "doc.txt").read_text() == "saved by an editor\n"

@@ -142,9 +142,16 @@ def _complete(task: Task, intent: RollbackIntent, verified: bool) -> RollbackSte
             f"{', ...' if len(kept) > 5 else ''}): the rollback wrote only its own files"
         )
     elif snap.tree != git.tree_of(task.worktree, target.commit):
+        differ = git.diff_tree_raw(
+            task.worktree, git.tree_of(task.worktree, target.commit), snap.tree
+        )
+        shown = ", ".join(c.path for c in differ[:5]) + (", ..." if len(differ) > 5 else "")
+        one = len(differ) == 1
         warn(
-            "the restored worktree differs from the target state (a file could not be "
-            "written?); the difference is recorded"
+            f"{plural(len(differ), 'path')} of the worktree {'differs' if one else 'differ'} "
+            f"from the state restored ({shown}): saved as the rollback wrote "
+            f"{'it' if one else 'them'} (by an editor?), or not writable; the step records "
+            "what is there"
         )
     stat, patch = job.finish(snap.commit, snap.tree)
     base_before, base_after = task.base_commit, target.base or task.base_commit
