@@ -9,8 +9,8 @@ does with it (patches, apply); a rollback must also bring back the bytes.
 So a snapshot whose files differ from what git's checkout of its tree would write carries
 those files' raw bytes (stored with ``--no-filters``) in a second tree, the "raw tree",
 reached as the snapshot commit's second parent (a parentless commit, so gc keeps it and
-no history changes meaning). A rollback stages the raw bytes
-where git's checkout staged its own (``stage_exact``), before each file is moved in.
+no history changes meaning). A rollback stages the raw bytes where git's checkout
+staged its own (``stage_exact``), before each file is moved in.
 Nothing of this runs in a repository without conversions: ``converts`` is checked first.
 """
 
