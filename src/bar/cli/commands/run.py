@@ -13,6 +13,7 @@ from bar import api
 from bar.api import shapes
 from bar.cli.render import Painter, print_json, stat_text
 from bar.errors import ExitCode, HookFailed, UsageError
+from bar.model.config import OutputConfig
 from bar.model.records import RunStep
 from bar.model.tasks import Task
 from bar.step.run import RunRequest
@@ -57,27 +58,19 @@ def run(
     loc = api.open_project()
     the_task = api.get_task(loc, task)
     variables = env_from_pairs(env)
-    placed = api.placement_of(the_task)
-    if on is None and placed is not None:
-        on = placed.queue  # the task runs on workers: its steps go there
-        if os.environ.get("BAR_QUIET") is None:
-            print(
-                f"bar: task {the_task.name} runs on queue {on}: sending the step there",
-                file=sys.stderr,
-            )
+    on = _queue(the_task, on)
     if detach and on is None:
         raise UsageError("--detach sends a step to workers: give --on QUEUE")
+    limits = max_tokens is not None or max_cost is not None
     if on is not None:
         from bar.cli.commands.workers import run_on
         from bar.workers.client import StepOrder
 
-        if agent is None and not no_agent:
-            agent = api.agent_of(argv)
         step_order = StepOrder(
             argv=argv,
             cwd=cwd or ".",
             env=variables,
-            agent=agent,
+            agent=agent if agent is not None or no_agent else api.agent_of(argv),
             sandbox=sandbox,
             network=network,
             max_tokens=max_tokens,
@@ -91,29 +84,13 @@ def run(
             step=step_order,
             as_json=as_json,
         )
-    if pty is None:
-        pty = sys.stdin.isatty() and sys.stdout.isatty() and not as_json
-    if agent is None and not no_agent:
-        agent = api.agent_of(argv)
-        if agent is not None and os.environ.get("BAR_QUIET") is None:
-            print(
-                f"bar: supervising {agent} as --agent {agent} would "
-                "(--no-agent: run it as a plain command)",
-                file=sys.stderr,
-            )
-    if agent is None and (max_tokens is not None or max_cost is not None):
-        raise UsageError(
-            "--max-tokens and --max-cost limit an agent's session, and this command is not "
-            "one bar supervises as an agent",
-            hint="add --agent claude|codex|gemini if it runs one",
-        )
     request = RunRequest(
         argv=argv,
         cwd=api.resolve_cwd(the_task, cwd),
         env=variables,
-        pty=pty,
+        pty=sys.stdin.isatty() and sys.stdout.isatty() and not as_json if pty is None else pty,
         live=True,
-        agent=agent,
+        agent=_agent(argv, agent, no_agent, limits),
         sandbox=sandbox,
         network=network,
         max_tokens=max_tokens,
@@ -126,12 +103,52 @@ def run(
         if as_json and isinstance(exc.step, RunStep):
             print_json(_json(the_task, exc.step))
         raise
+    _say(loc.project.config.output, the_task, step, as_json)
     code = step.exit_code if step.exit_code is not None else 1
-    stopped = step.extra.get("stopped")
-    if stopped is not None and code == 0:
+    if step.extra.get("stopped") is not None and code == 0:
         code = ExitCode.ERROR  # (the agent ended "well" because bar stopped it)
+    return code
+
+
+def _queue(task: Task, on: str | None) -> str | None:
+    """The workers' queue a step goes to: ``--on``, else the task's own if it was sent
+    to workers (said), else None (it runs here)."""
+    placed = api.placement_of(task)
+    if on is not None or placed is None:
+        return on
+    if os.environ.get("BAR_QUIET") is None:
+        print(
+            f"bar: task {task.name} runs on queue {placed.queue}: sending the step there",
+            file=sys.stderr,
+        )
+    return placed.queue
+
+
+def _agent(argv: list[str], agent: str | None, no_agent: bool, limits: bool) -> str | None:
+    """The agent bar supervises the step as: ``--agent``, else the one ``argv`` starts
+    (said), none with ``--no-agent``; session limits need one."""
+    if agent is None and not no_agent:
+        agent = api.agent_of(argv)
+        if agent is not None and os.environ.get("BAR_QUIET") is None:
+            print(
+                f"bar: supervising {agent} as --agent {agent} would "
+                "(--no-agent: run it as a plain command)",
+                file=sys.stderr,
+            )
+    if agent is None and limits:
+        raise UsageError(
+            "--max-tokens and --max-cost limit an agent's session, and this command is not "
+            "one bar supervises as an agent",
+            hint="add --agent claude|codex|gemini if it runs one",
+        )
+    return agent
+
+
+def _say(output: OutputConfig, task: Task, step: RunStep, as_json: bool) -> None:
+    """What ``bar run`` prints of the step it recorded (``output``: the project's
+    output settings)."""
     if as_json:
-        print_json(_json(the_task, step))
+        print_json(_json(task, step))
     elif step.blocked:
         print(
             f"bar: blocked by policy; nothing ran (step {step.step_id} recorded)", file=sys.stderr
@@ -141,11 +158,10 @@ def run(
             f"bar: step {step.step_id} recorded: {step.ending.text}, {stat_text(step.diff_stat)}",
             file=sys.stderr,
         )
-        if loc.project.config.output.verbose and step.diff_stat.file_list:
-            paint = Painter(loc.project.config.output.color)
+        if output.verbose and step.diff_stat.file_list:
+            paint = Painter(output.color)
             for name in step.diff_stat.file_list:
                 print(paint(f"  {name}", "dim"), file=sys.stderr)
-    return code
 
 
 def _json(task: Task, step: RunStep) -> dict[str, Any]:
