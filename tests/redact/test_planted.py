@@ -304,7 +304,7 @@ def test_g_a_step_killed_mid_run_and_recovered(
         assert message.startswith("step 0001 (interrupted): sh -c ")
 
 
-def test_h_a_blocked_step(repo: Path, task: dict[str, str], tmp_path: Path) -> None:
+def test_h_a_blocked_step(repo: Path, task: dict[str, str]) -> None:
     planted = [BLOCK_TOKEN, BLOCK_PAIR]
     line = ["sh", "-c", f"echo {BLOCK_TOKEN} {BLOCK_PAIR} && rm -rf /"]
     pair = f"AWS_SECRET={BLOCK_PAIR}"
@@ -314,14 +314,8 @@ def test_h_a_blocked_step(repo: Path, task: dict[str, str], tmp_path: Path) -> N
     assert step["blocked"] is True and step["cmd"][2] == "echo *** *** && rm -rf /"
     assert_nowhere(repo, planted, "after a blocked step")
     # bar killed just before the ledger line: what it held on disk stays there
-    trace = tmp_path / "trace"
-    assert (
-        bar_exe("run", "-e", pair, "--", *line, cwd=repo, env={"BAR_FAULT_TRACE": str(trace)}).code
-        == 126
-    )
-    points = [p.split(" ", 1)[1] for p in trace.read_text().splitlines()]
-    at = points.index("before appending to ledger.jsonl") + 1
-    res = bar_exe("run", "-e", pair, "--", *line, cwd=repo, env={"BAR_FAULT_AT": str(at)})
+    at = "before appending to ledger.jsonl"
+    res = bar_exe("run", "-e", pair, "--", *line, cwd=repo, env={"BAR_FAULT_AT": at})
     assert res.code == -signal.SIGKILL, res.err
     assert (task_dir(task["id"]) / "task.lock").stat().st_size > 0
     assert_nowhere(repo, planted, "after bar was killed in a blocked step")
