@@ -163,6 +163,8 @@ class PatchJob:
             self._thread.join()
         if tree is not None and tree != self.tree:  # (a restore that came out otherwise)
             return record_changes(self.task, self.step_id, self.before, after)
+        if isinstance(self._error, patches.PatchShort):  # (written beside the restore)
+            return record_changes(self.task, self.step_id, self.before, after)
         if self._error is not None:
             raise self._error
         assert self._stat is not None

@@ -1,0 +1,126 @@
+"""Every patch bar writes holds the lines git counted for it (``patches._whole``): no
+shape of change is taken for a short patch, a patch that lost a file's lines is, and a
+short patch is written again rather than recorded."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from bar.git import parse_numstat, patches
+from conftest import MakeRepo, git
+
+# lines whose text looks like a patch's own: a removed "-- a/x" is "--- a/x" in the patch
+TRICKY = "-- a/x\n++ b/x\n@@ -1 +1 @@\ndiff --git a/y b/y\n+plus\n-minus\n\\ backslash\n"
+
+
+def _commit(repo: Path) -> str:
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "--allow-empty", "-m", "change")
+    return git(repo, "rev-parse", "HEAD").strip()
+
+
+def _many_shapes(make_repo: MakeRepo) -> tuple[Path, str, str]:
+    repo = make_repo(
+        {
+            "text.txt": "one\ntwo\nthree\n",
+            "gone.py": "discount\n",
+            "empty-gone": "",
+            "tricky.md": TRICKY,
+            "crlf.txt": "a\r\nb\r\n",
+            "bin.dat": b"\0\1\2binary\0",
+            "mode.sh": "echo hi\n",
+            "to-link": "was a file\n",
+            "no-newline": "last",
+            "dir/inner.txt": "inside\n",
+        }
+    )
+    before = git(repo, "rev-parse", "HEAD").strip()
+    (repo / "text.txt").write_text("one\n2\nthree\nfour\n")
+    (repo / "gone.py").unlink()
+    (repo / "empty-gone").unlink()
+    (repo / "tricky.md").write_text(TRICKY.replace("-- a/x", "--- changed") + "-- more\n")
+    (repo / "crlf.txt").write_bytes(b"a\r\nB\r\n")
+    (repo / "bin.dat").write_bytes(b"\0\1\2other\0")
+    os.chmod(repo / "mode.sh", 0o755)
+    (repo / "to-link").unlink()
+    os.symlink("text.txt", repo / "to-link")
+    (repo / "no-newline").write_text("last, changed")
+    (repo / "dir" / "inner.txt").unlink()
+    (repo / "dir").rmdir()
+    (repo / "dir").write_text("a file where a directory was\n")
+    (repo / "new-empty").write_text("")
+    (repo / "new bin").write_bytes(b"\0new")
+    (repo / "näme\twith tab").write_text(TRICKY)
+    git(repo, "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(repo), "sub")
+    return repo, before, _commit(repo)
+
+
+def test_no_shape_of_change_is_taken_for_a_short_patch(make_repo: MakeRepo, tmp_path: Path) -> None:
+    repo, before, after = _many_shapes(make_repo)
+    for a, b in ((before, after), (after, before)):
+        out = tmp_path / "p.patch"
+        stat = patches.write_patch(repo, a, b, out, points=False)
+        assert stat.files >= 14
+        for split in (False, True):
+            head = patches._write(repo, a, b, out, split)
+            assert patches._whole(out, parse_numstat(head)) == ""
+        _replays(repo, a, b, out, tmp_path / "index")
+
+
+def _replays(repo: Path, a: str, b: str, patch: Path, index: Path) -> None:
+    """``patch`` applied to ``a`` in a scratch index gives ``b``'s tree."""
+    env = {**os.environ, "GIT_INDEX_FILE": str(index)}
+
+    def run(*args: str) -> str:
+        done = subprocess.run(["git", *args], cwd=repo, env=env, check=True, capture_output=True)
+        return done.stdout.decode().strip()
+
+    run("read-tree", a)
+    run("apply", "--cached", "--binary", str(patch))
+    assert run("write-tree") == run("rev-parse", f"{b}^{{tree}}")
+
+
+def test_a_patch_that_lost_a_files_lines_is_short(make_repo: MakeRepo, tmp_path: Path) -> None:
+    repo, before, after = _many_shapes(make_repo)
+    out = tmp_path / "p.patch"
+    head = patches._write(repo, before, after, out, False)
+    stat = parse_numstat(head)
+    whole = out.read_bytes()
+    # the deletion as once written beside a rollback: its header, no hunk
+    lost = b"--- a/gone.py\n+++ /dev/null\n@@ -1 +0,0 @@\n-discount\n"
+    assert lost in whole
+    out.write_bytes(whole.replace(lost, b""))
+    assert "git counted" in patches._whole(out, stat)
+    # an equal number of lines lost on both sides is short too
+    out.write_bytes(whole.replace(b"-two\n+2\n", b""))
+    assert patches._whole(out, stat) != ""
+
+
+def test_a_short_patch_is_written_again_and_never_kept(
+    make_repo: MakeRepo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo, before, after = _many_shapes(make_repo)
+    out = tmp_path / "p.patch"
+    wrote = patches._write
+    writes: list[int] = []
+    short_for = 1
+
+    def losing(repo: Path, a: str, b: str, path: Path, split: bool) -> bytes:
+        head = wrote(repo, a, b, path, split)
+        writes.append(1)
+        if len(writes) <= short_for:
+            data = path.read_bytes()
+            path.write_bytes(data.replace(b"-discount\n", b""))
+        return head
+
+    monkeypatch.setattr(patches, "_write", losing)
+    patches.write_patch(repo, before, after, out, points=False)
+    assert len(writes) == 2 and b"-discount\n" in out.read_bytes()
+    writes.clear()
+    short_for = 2
+    with pytest.raises(patches.PatchShort, match="git counted"):
+        patches.write_patch(repo, before, after, out, points=False)
