@@ -176,8 +176,7 @@ def test_no_import_circle() -> None:
 OWN_PACKAGES = ("bar.changes.fast",)
 # The packages, one layer per line, lowest first: a package imports only packages of its
 # own line or the lines beneath it, counting the imports inside functions
-# (docs/internals.md, "Layers"). Within a line, packages do not import each other, but for
-# the record and the speed layer (``PACKAGE_LOOP``), which still call each other.
+# (docs/internals.md, "Layers"). Within a line, packages do not import each other.
 LAYERS = (
     ("bar", "bar.errors", "bar.redact"),
     ("bar.base",),
@@ -186,7 +185,8 @@ LAYERS = (
     ("bar.model",),
     ("bar.agents", "bar.ledger", "bar.session", "bar.worktree"),
     ("bar.sandbox",),
-    ("bar.changes.fast", "bar.history"),
+    ("bar.changes.fast",),
+    ("bar.history",),
     ("bar.changes", "bar.formats"),
     ("bar.aide",),
     ("bar.step",),
@@ -198,9 +198,6 @@ LAYERS = (
     ("bar.cli",),
     ("bar.__main__",),
 )
-# the one loop left (the watcher stages with the record's writer, ``side_index``): the
-# house is taken apart from here, and this list only shrinks
-PACKAGE_LOOP = frozenset({"bar.changes.fast", "bar.history"})
 
 
 def package_of(module: str) -> str:
@@ -227,17 +224,18 @@ def package_graph() -> dict[str, dict[str, list[str]]]:
     return graph
 
 
-def test_the_package_loop_only_shrinks() -> None:
+def test_no_package_loop() -> None:
     graph = package_graph()
     loops = circles({p: frozenset(edges) for p, edges in graph.items()})
     inside = {p for loop in loops for p in loop}
-    joined = sorted(inside - PACKAGE_LOOP)
     closing = [
-        f"  {imp}" for p in joined for q in sorted(graph[p]) if q in inside for imp in graph[p][q]
+        f"  {imp}"
+        for p in sorted(inside)
+        for q in sorted(graph[p])
+        if q in inside
+        for imp in graph[p][q]
     ]
-    assert not joined, f"packages that joined the import loop: {joined}\n" + "\n".join(closing)
-    left = sorted(PACKAGE_LOOP - inside)
-    assert not left, f"out of the loop now, take them off PACKAGE_LOOP: {left}"
+    assert not loops, "packages in an import loop:\n" + "\n".join(closing)
 
 
 def test_each_package_imports_only_its_layer_and_those_beneath() -> None:
@@ -249,7 +247,7 @@ def test_each_package_imports_only_its_layer_and_those_beneath() -> None:
         f"  {imp}"
         for p, edges in sorted(graph.items())
         for q, imps in sorted(edges.items())
-        if level[q] > level[p] or (level[q] == level[p] and not {p, q} <= PACKAGE_LOOP)
+        if level[q] >= level[p]
         for imp in imps
     ]
     assert not upward, "imports of a layer above (or beside) the importer:\n" + "\n".join(upward)

@@ -82,7 +82,7 @@ def _is_bars(pid: int, me: int) -> bool:
         if parent == me:
             return True
         with open(f"/proc/{parent}/cmdline", "rb") as f:
-            return b"bar.changes.fast.watcher_daemon" in f.read()
+            return b"bar.changes.watching" in f.read()
     except (OSError, ValueError, IndexError):
         return False
 

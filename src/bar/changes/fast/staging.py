@@ -10,7 +10,8 @@ command holds the task's lock, the watcher copies the side index to a file of it
 the task's directory (``index.staged.<pid>.<n>``), adds those paths to the copy and
 writes its tree, as the command would (``side_index.write_whole``: bar's pinned git
 directories, no hooks, the environment of the ``bar run`` that handed the watch over),
-and writes the patch the step would (``patches.write_patch``). The next look for hand
+and writes the patch the step would (``patches.write_patch``); that part is the record's
+(``bar.history.ahead.stage``), handed to the watcher by its entry. The next look for hand
 edits is told of it; the command takes it in place of its own ``git add``, ``git
 write-tree`` and ``git diff`` (``adopt``, ``take_patch``) only if:
 
@@ -40,10 +41,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from bar.base import file_clock
 from bar.changes.fast import stamps
-from bar.git import DiffStat, exact, patches, racy
-from bar.history import side_index
+from bar.git import DiffStat
 
 QUIET_MS = 2  # how long the worktree must be still before the watcher stages
 MAX_QUIET_MS = 2_000  # after stagings thrown away by new changes, it waits up to this
@@ -51,90 +50,6 @@ MAX_PATHS = 64  # more changed paths than this: the command adds them itself
 MAX_BYTES = 16 << 20  # files larger than this in all: the command adds them itself
 PREFIX = "index.staged."
 PATCH = ".patch"  # (beside the copy: ``index.staged.<pid>.<n>.patch``)
-
-
-# variables a shell changes between commands, which git does not read
-def stage(
-    worktree: Path, index: Path, base: str, paths: set[str], name: str
-) -> dict[str, Any] | None:
-    """Add ``paths`` (changed since the side index ``index`` was stamped at ``base``) to
-    a copy of it named ``name`` and write its tree; what ``adopt`` needs to take it, or
-    None (nothing to add, or not as the command would: a scope it cannot add as such,
-    a file it cannot read, which the command reports itself). The copy is removed
-    unless returned."""
-    import shutil
-
-    from bar.base.inotify import Seen
-    from bar.changes.fast import rescan
-    from bar.errors import BarError
-
-    started_ns = file_clock.floor()
-    if racy.suspects(index):
-        return None  # (files to hash whatever their stat: the command adds them)
-    found = rescan.scan(worktree, index, base, Seen(paths))  # (a watch of it all)
-    if found is None or not found[0] or not _small(worktree, found[0]):
-        return None
-    scope = found[0]
-    copy = index.with_name(name)
-    was = stamps.identity(index)
-    try:
-        shutil.copyfile(index, copy)
-        racy.keep_time(index, copy)
-        stamps.keep_private(copy)
-        if stamps.identity(index) != was:
-            raise OSError("the side index changed while it was copied")
-        tree, whole, added = side_index.write_whole(worktree, copy, scope)
-    except (OSError, BarError):
-        discard(copy)
-        return None
-    if not whole or added != scope or racy.suspects(copy):
-        discard(copy)  # (or it left files its next look must hash: ``bar.git.racy``)
-        return None
-    staged: dict[str, Any] = {
-        "file": name,
-        "tree": tree,
-        "scope": scope,
-        "at": started_ns,
-        "index": was,
-        "copy": stamps.identity(copy),
-    }
-    # the configuration the command reads to record it (``exact.ask``), as of this tree
-    staged["config"] = exact.read(worktree)
-    # and the patch the command's step would write (``steps.PatchJob``), from the state
-    # the side index was stamped at
-    patch = copy.with_name(name + PATCH)
-    try:
-        stat = patches.write_patch(worktree, base, tree, patch, points=False)
-    except (OSError, BarError):
-        with contextlib.suppress(OSError):
-            os.unlink(patch)
-        return staged
-    staged["patch"] = {
-        "file": patch.name,
-        "base": base,
-        "tree": tree,
-        "stat": stat.to_record(),
-        "ident": stamps.identity(patch),
-    }
-    return staged
-
-
-def _small(worktree: Path, scope: list[str]) -> bool:
-    """Whether adding ``scope`` is quick: no directory (a new tree, of any size), at
-    most ``MAX_BYTES`` of files. While git adds, the watcher answers no one: a command
-    asking meanwhile waits for it (``watcher.TIMEOUT`` at most, then looks by itself)."""
-    import stat
-
-    total = 0
-    for rel in scope:
-        try:
-            st = os.lstat(os.path.join(worktree, rel))
-        except OSError:
-            continue  # (gone: its entries leave the index)
-        if stat.S_ISDIR(st.st_mode):
-            return False
-        total += st.st_size
-    return total <= MAX_BYTES
 
 
 def adopt(index: Path, staged: dict[str, Any], scope: list[str] | None) -> tuple[str, int] | None:

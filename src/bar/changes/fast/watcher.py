@@ -406,7 +406,7 @@ def hand_over(
         os.replace(spare, sock_file)  # listening already: a question waits for it
         flags = ["-E", "-P"] if sys.version_info >= (3, 11) else ["-E"]
         started = subprocess.Popen(
-            [sys.executable, *flags, "-m", "bar.changes.fast.watcher_daemon", str(state_fd)],
+            [sys.executable, *flags, "-m", "bar.changes.watching", str(state_fd)],
             cwd=folder,
             env={"PATH": os.environ.get("PATH", os.defpath), "LC_ALL": "C.UTF-8"},
             stdin=subprocess.DEVNULL,

@@ -1,13 +1,14 @@
 """The watcher process (``bar.changes.fast.watcher``): collects the paths that change in a task's
 worktree between bar commands, and answers the commands that ask.
 
-Started by ``bar.changes.fast.watcher.hand_over`` as ``python -m bar.changes.fast.watcher_daemon FD``, with the
+Started by ``bar.changes.fast.watcher.hand_over`` as ``python -m bar.changes.watching FD``, with the
 step's inotify descriptor, its listening socket and its state (a memory file, ``FD``)
 inherited. It runs outside any sandbox and writes nothing in the worktree: it reads the
 kernel's events, the side index's stamps and the HEADs of nested repositories, and
 answers on its socket. While no command asks, it stages the hand edits it saw into a
 copy of the side index (``bar.changes.fast.staging``), with the git directories bar pinned for the
-task and the environment of the ``bar run`` that handed the watch over.
+task and the environment of the ``bar run`` that handed the watch over: the staging itself
+is the record's (``Stage``, handed in by the entry, ``bar.changes.watching``).
 
 Each path it collects is tagged with a generation: a ``look`` answers every path
 collected since the side index was last settled at the state asked about, then starts a
@@ -22,8 +23,8 @@ import json
 import os
 import select
 import socket
-import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,10 @@ _MAX_PATHS = 200_000  # more changed paths than this: a full look is cheaper
 _WAKE_MS = 5_000  # how often it checks that its worktree and socket are still there
 _RETRY_S = 1.0  # a staging refused for the clock is tried again this much later
 
+# (worktree, side index, the state it was stamped at, changed paths, the copy's name) ->
+# what a command needs to take the staging, or None (``bar.history.ahead.stage``)
+Stage = Callable[[Path, Path, str, set[str], str], "dict[str, Any] | None"]
+
 
 def _mounts(said: object) -> list[tuple[int, str]] | None:
     """The mount points the step noted (``bar.base.mounts``), as the state carries them."""
@@ -46,7 +51,8 @@ def _mounts(said: object) -> list[tuple[int, str]] | None:
 
 
 class Watcher:
-    def __init__(self, state: dict[str, Any]) -> None:
+    def __init__(self, state: dict[str, Any], stage: Stage) -> None:
+        self.stage = stage
         self.root = str(state["root"])
         self.index = Path(str(state["index"]))
         self.socket_file = str(state["socket"])
@@ -178,7 +184,7 @@ class Watcher:
         name = f"{staging.PREFIX}{os.getpid()}.{self.stagings}"
         heads = self._nested_heads()
         try:
-            staged = staging.stage(Path(self.root), self.index, base, set(paths), name)
+            staged = self.stage(Path(self.root), self.index, base, set(paths), name)
         except Exception:  # (whatever it was, the command adds by itself)
             staging.discard(self.folder / name)
             return
@@ -383,11 +389,11 @@ def _read_line(conn: socket.socket) -> bytes:
     return b"".join(chunks)
 
 
-def main(argv: list[str]) -> int:
+def main(argv: list[str], stage: Stage) -> int:
     os.umask(0o077)  # what its git writes in the task's directory names the task's files
     with open(int(argv[1]), encoding="utf-8") as f:  # the state, in memory (memfd)
         state = json.load(f)
-    watcher = Watcher(state)
+    watcher = Watcher(state, stage)
     try:
         watcher.serve()
     finally:
@@ -396,7 +402,3 @@ def main(argv: list[str]) -> int:
             if watcher._socket_id() == watcher.socket_id:
                 os.unlink(watcher.socket_file)
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv))

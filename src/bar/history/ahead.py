@@ -1,0 +1,100 @@
+"""Hand edits staged ahead of the command that records them: the record's part of the
+watcher's staging (``bar.changes.fast.staging`` says when a command takes it, and why).
+
+The watcher process (``bar.changes.fast.watcher_daemon``) collects the paths a hand edit
+touched; once the worktree is quiet it calls ``stage``, handed to it by its entry
+(``bar.changes.watching``): this module writes with the record's own writer
+(``side_index.write_whole``) and the patch writer the step would use, and the speed layer
+never imports the record.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import stat
+from pathlib import Path
+from typing import Any
+
+from bar.base import file_clock
+from bar.base.inotify import Seen
+from bar.changes.fast import rescan, staging, stamps
+from bar.errors import BarError
+from bar.git import exact, patches, racy
+from bar.history import side_index
+
+
+def stage(
+    worktree: Path, index: Path, base: str, paths: set[str], name: str
+) -> dict[str, Any] | None:
+    """Add ``paths`` (changed since the side index ``index`` was stamped at ``base``) to
+    a copy of it named ``name`` and write its tree; what ``staging.adopt`` needs to take it, or
+    None (nothing to add, or not as the command would: a scope it cannot add as such,
+    a file it cannot read, which the command reports itself). The copy is removed
+    unless returned."""
+    started_ns = file_clock.floor()
+    if racy.suspects(index):
+        return None  # (files to hash whatever their stat: the command adds them)
+    found = rescan.scan(worktree, index, base, Seen(paths))  # (a watch of it all)
+    if found is None or not found[0] or not _small(worktree, found[0]):
+        return None
+    scope = found[0]
+    copy = index.with_name(name)
+    was = stamps.identity(index)
+    try:
+        shutil.copyfile(index, copy)
+        racy.keep_time(index, copy)
+        stamps.keep_private(copy)
+        if stamps.identity(index) != was:
+            raise OSError("the side index changed while it was copied")
+        tree, whole, added = side_index.write_whole(worktree, copy, scope)
+    except (OSError, BarError):
+        staging.discard(copy)
+        return None
+    if not whole or added != scope or racy.suspects(copy):
+        staging.discard(copy)  # (or it left files its next look must hash: ``bar.git.racy``)
+        return None
+    staged: dict[str, Any] = {
+        "file": name,
+        "tree": tree,
+        "scope": scope,
+        "at": started_ns,
+        "index": was,
+        "copy": stamps.identity(copy),
+    }
+    # the configuration the command reads to record it (``exact.ask``), as of this tree
+    staged["config"] = exact.read(worktree)
+    # and the patch the command's step would write (``steps.PatchJob``), from the state
+    # the side index was stamped at
+    patch = copy.with_name(name + staging.PATCH)
+    try:
+        stat = patches.write_patch(worktree, base, tree, patch, points=False)
+    except (OSError, BarError):
+        with contextlib.suppress(OSError):
+            os.unlink(patch)
+        return staged
+    staged["patch"] = {
+        "file": patch.name,
+        "base": base,
+        "tree": tree,
+        "stat": stat.to_record(),
+        "ident": stamps.identity(patch),
+    }
+    return staged
+
+
+def _small(worktree: Path, scope: list[str]) -> bool:
+    """Whether adding ``scope`` is quick: no directory (a new tree, of any size), at
+    most ``MAX_BYTES`` of files. While git adds, the watcher answers no one: a command
+    asking meanwhile waits for it (``watcher.TIMEOUT`` at most, then looks by itself)."""
+    total = 0
+    for rel in scope:
+        try:
+            st = os.lstat(os.path.join(worktree, rel))
+        except OSError:
+            continue  # (gone: its entries leave the index)
+        if stat.S_ISDIR(st.st_mode):
+            return False
+        total += st.st_size
+    return total <= staging.MAX_BYTES
