@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from bar.git import parse_numstat, patches
+from bar.history import diffs
 from conftest import MakeRepo, git
 
 # lines whose text looks like a patch's own: a removed "-- a/x" is "--- a/x" in the patch
@@ -124,3 +125,43 @@ def test_a_short_patch_is_written_again_and_never_kept(
     short_for = 2
     with pytest.raises(patches.PatchShort, match="git counted"):
         patches.write_patch(repo, before, after, out, points=False)
+
+
+def test_a_diff_of_two_states_reads_no_byte_of_the_worktree(
+    make_repo: MakeRepo, tmp_path: Path
+) -> None:
+    """Given an index, git takes a blob's bytes from the worktree file the index notes
+    with the same stat (and a diff naming a gitlink loads the index): a file a rollback
+    was removing was read as empty. Here the worktree file holds other bytes behind a
+    stat git trusts; bar's diffs of two states read the objects only."""
+    repo = make_repo({"f": "aaaa\n"})
+    git(repo, "config", "core.checkStat", "minimal")
+    git(repo, "config", "core.trustctime", "false")
+    sub = repo / "sub"
+    sub.mkdir()
+    git(sub, "init", "-q")
+    git(
+        sub, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "1"
+    )
+    git(repo, "add", "sub")
+    a = _commit(repo)
+    git(
+        sub, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "2"
+    )
+    git(repo, "rm", "-q", "--cached", "f")
+    git(repo, "add", "sub")
+    git(repo, "commit", "-q", "-m", "f removed, sub moved")
+    b = git(repo, "rev-parse", "HEAD").strip()
+    git(repo, "add", "f")  # (the index notes f as the blob a holds, with its stat)
+    was = os.stat(repo / "f")
+    (repo / "f").write_text("bbbb\n")  # the same size and mtime: git trusts the stat
+    os.utime(repo / "f", ns=(was.st_atime_ns, was.st_mtime_ns))
+    index = repo / ".git" / "index"
+    later = was.st_mtime_ns + 5_000_000_000  # (the index written well after: not racy)
+    os.utime(index, ns=(later, later))
+    assert "-bbbb" in git(repo, "diff", a, b, "--")  # (git alone: the worktree's bytes)
+    out = tmp_path / "p.patch"
+    patches.write_patch(repo, a, b, out, points=False)
+    assert b"-aaaa\n" in out.read_bytes() and b"bbbb" not in out.read_bytes()
+    assert "-aaaa" in diffs.Diff(repo, a, b).patch()
+    assert "-aaaa" in diffs.Diff(repo, a, b).text()

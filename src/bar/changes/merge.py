@@ -134,7 +134,9 @@ def merge(
     if tree is None:
         return Merged(tip, theirs, None, conflicts)
     if not preview:
-        asked = git.start(repo, "diff", *git.DIFF_FLAGS, "--numstat", "-z", tip, tree, "--")
+        asked = git.start(
+            repo, "diff", *git.DIFF_FLAGS, "--numstat", "-z", tip, tree, "--", env=git.TREES_ONLY
+        )
         return Merged(tip, theirs, tree, [], Counted(asked, settings))
     raw = git.git(
         repo,
@@ -149,6 +151,7 @@ def merge(
         tip,
         tree,
         "--",
+        env=git.TREES_ONLY,
     ).stdout
     end = _numstat_end(raw)
     numstat, text = raw[:end], raw[end:]

@@ -34,6 +34,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -61,13 +62,19 @@ _INDEX_VERSION = 1
 MAX_NOTE = 16 << 20  # bytes of one note read at most (a fetched one may be anyone's)
 
 
-def _git(repo: Path, *args: str, check: bool = True, input: bytes | None = None) -> Result:
+def _git(
+    repo: Path,
+    *args: str,
+    check: bool = True,
+    input: bytes | None = None,
+    env: Mapping[str, str] | None = None,
+) -> Result:
     """git in the developer's repository, with every program a step could have planted
     in its configuration switched off (``bar.git.safe``)."""
     safe = _SAFE.get(repo)
     if safe is None:
         safe = _SAFE[repo] = SafeGit.read(repo)
-    return safe.git(repo, *args, check=check, input=input)
+    return safe.git(repo, *args, env=env, check=check, input=input)
 
 
 _SAFE: dict[Path, SafeGit] = {}
@@ -383,6 +390,7 @@ def _added_lines(repo: Path, commit: str, path: str) -> set[int]:
         commit,
         "--",
         path,
+        env=git.TREES_ONLY,
     ).stdout
     out: set[int] = set()
     for line in raw.split(b"\n"):

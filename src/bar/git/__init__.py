@@ -410,10 +410,20 @@ class DiffStat:
 
 DIFF_FLAGS = ("--no-ext-diff", "--no-textconv", "--no-color", "-M")
 
+# The environment of every diff of two trees or commits bar runs: no index. Given one,
+# git takes a blob's bytes from the worktree file the index notes with the same stat
+# (and a diff naming a gitlink loads the worktree's index); a file removed between git's
+# look at its stat and its read is then taken as empty, without an error (git 2.39,
+# diff.c, ``reuse_worktree_file``): a rollback's patch, written as the rollback removed
+# a file, had the deletion with none of its lines. No file can be made at this path, so
+# git reads no index and every byte from the objects.
+TREES_ONLY: Mapping[str, str] = {"GIT_INDEX_FILE": "/proc/self/no-index"}
+
 
 def numstat(repo: Path | str, a: str, b: str) -> DiffStat:
     """Files, added and deleted lines between two trees or commits (renames detected)."""
-    return parse_numstat(git(repo, "diff", *DIFF_FLAGS, "--numstat", "-z", a, b, "--").stdout)
+    raw = git(repo, "diff", *DIFF_FLAGS, "--numstat", "-z", a, b, "--", env=TREES_ONLY).stdout
+    return parse_numstat(raw)
 
 
 def touching(raw: bytes, paths: Sequence[str]) -> list[str]:

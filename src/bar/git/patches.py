@@ -60,7 +60,7 @@ def _write(repo: Path, a: str, b: str, path: Path, split: bool) -> bytes:
     """Stream the patch into ``path``; its numstat block."""
     git_c = ["git", *git.NO_PROGRAMS, *_SMALL_PACK_WINDOWS, "-C", str(repo)]
     cmd = [*git_c, *git.diff_patch_args(a, b, with_numstat=not split)]
-    env = clean_env(git.pinned_env(repo))
+    env = clean_env(git.pinned_env(repo, git.TREES_ONLY))
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
     head = b""
     try:
@@ -105,11 +105,12 @@ def _write(repo: Path, a: str, b: str, path: Path, split: bool) -> bytes:
 
 def _whole(path: Path, stat: DiffStat) -> str:
     """What the patch at ``path`` lacks of the lines git counted for it (``stat``, from
-    the same diff or one of the same two states); "" if none. A patch of a deletion once
-    came without its file's lines (1 in some 2,000 crash trials, the diff run while a
-    rollback wrote the worktree; the same diff run again wrote them): its count, made
-    from the same blobs, had them. Content lines are those after a file's first hunk
-    header (``@@``): its ``---``/``+++`` lines come before it, and a binary file has none."""
+    the same diff or one of the same two states); "" if none. A rollback's patch once
+    held a deletion without its file's lines, git having read the blob from a worktree
+    file the rollback removed (``git.TREES_ONLY`` closes that way); whatever else could
+    cut a patch short, it is caught here, before the ledger names the patch. Content
+    lines are those after a file's first hunk header (``@@``): its ``---``/``+++`` lines
+    come before it, and a binary file has none."""
     plus = minus = 0
     with open(os.open(path, os.O_RDONLY | os.O_NOFOLLOW), "rb") as f:
         size = os.fstat(f.fileno()).st_size

@@ -29,7 +29,8 @@ class Diff:
 
     def patch(self) -> str:
         """The replayable patch between the two states."""
-        return git.git(self.repo, *git.diff_patch_args(self.from_commit, self.to_commit)).out
+        args = git.diff_patch_args(self.from_commit, self.to_commit)
+        return git.git(self.repo, *args, env=git.TREES_ONLY).out
 
     def text(self, *, stat_only: bool = False, with_stat: bool = False, color: bool = False) -> str:
         """As people read it: ``git diff -p`` (or ``--stat``, or both from one diff: the
@@ -45,6 +46,7 @@ class Diff:
             self.from_commit,
             self.to_commit,
             "--",
+            env=git.TREES_ONLY,
         ).out
 
 
