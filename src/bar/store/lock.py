@@ -36,15 +36,71 @@ def lock_timeout() -> float:
 
 
 def describe_holder(path: Path) -> str:
+    """Who holds the lock at ``path``, as a waiter says it: the pid and command its
+    holder wrote, and, where that bar has exited, the processes still holding it (a
+    step's, which keep the lock of a killed bar until they end: ``held_descriptors``)."""
     try:
         info = json.loads(path.read_text() or "{}")
     except (OSError, ValueError):
-        return "another bar process"
-    if not isinstance(info, dict):
-        return "another bar process"
-    pid = info.get("pid")
-    what = info.get("what")
-    return f"pid {pid}" + (f" ({what})" if what else "")
+        info = {}
+    pid, what = (info.get("pid"), info.get("what")) if isinstance(info, dict) else (None, None)
+    said = f"pid {pid}" + (f" ({what})" if what else "") if pid else "another bar process"
+    if isinstance(pid, int) and _alive(pid):
+        return said
+    left = [p for p in _openers(path) if p != os.getpid()]
+    if not left:
+        return said
+    shown = ", ".join(f"pid {p} ({_command(p)})" for p in left[:3])
+    more = f" and {len(left) - 3} more" if len(left) > 3 else ""
+    return f"{said}, which has exited; what it started still holds it: {shown}{more}"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # (another user's: alive)
+    return True
+
+
+def _openers(path: Path) -> list[int]:
+    """The processes that have the file at ``path`` open (read from ``/proc``, of the
+    processes this user may look into); only asked when a lock's holder is gone."""
+    try:
+        want = os.stat(path)
+        pids = sorted(int(name) for name in os.listdir("/proc") if name.isdigit())
+    except OSError:
+        return []
+    found = []
+    for pid in pids:
+        try:
+            fds = os.scandir(f"/proc/{pid}/fd")
+        except OSError:
+            continue
+        with fds:
+            for fd in fds:
+                try:
+                    st = os.stat(fd.path)
+                except OSError:
+                    continue
+                if (st.st_ino, st.st_dev) == (want.st_ino, want.st_dev):
+                    found.append(pid)
+                    break
+    return found
+
+
+def _command(pid: int) -> str:
+    """A process's command line, short and scrubbed of the secrets this process knows."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            words = f.read().rstrip(b"\0").split(b"\0")
+    except OSError:
+        return "gone"
+    text = " ".join(w.decode(errors="replace") for w in words)
+    text = known_secrets.scrub(text)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def is_locked(path: Path) -> bool:
