@@ -814,24 +814,7 @@ def put_back_of_state(
 
 def _held_at(worktree: Path, tree: str, rel: str) -> tuple[str, str] | None:
     """(mode, object) of what ``tree`` holds at ``rel``; None: nothing."""
-    from bar import git
-
-    raw = git.git(
-        worktree,
-        "ls-tree",
-        "-z",
-        "--full-tree",
-        tree,
-        "--",
-        rel,
-        env={"GIT_LITERAL_PATHSPECS": "1"},
-    ).stdout
-    for item in raw.split(b"\0"):
-        meta, _, path = item.partition(b"\t")
-        if path.decode("utf-8", "surrogateescape") == rel:
-            mode, _type, sha = meta.decode().split(" ")
-            return mode, sha
-    return None
+    return _listed(worktree, tree, rel, under=False).get(rel)
 
 
 def put_back_after_close(task: Task) -> list[Item]:
@@ -1006,26 +989,23 @@ def _modes(worktree: Path, now_tree: str, target_tree: str) -> dict[str, tuple[s
 
 def _entries_under(worktree: Path, tree: str, rel: str) -> dict[str, str]:
     """path -> mode of everything ``tree`` holds at and under ``rel``."""
+    return {path: mode for path, (mode, _) in _listed(worktree, tree, rel, under=True).items()}
+
+
+def _listed(worktree: Path, tree: str, rel: str, *, under: bool) -> dict[str, tuple[str, str]]:
+    """path -> (mode, object) of what ``tree`` holds at ``rel`` (``under``: and at every
+    path beneath it, directories included), the path taken literally."""
     from bar import git
 
-    raw = git.git(
-        worktree,
-        "ls-tree",
-        "-r",
-        "-t",
-        "-z",
-        "--full-tree",
-        tree,
-        "--",
-        rel,
-        env={"GIT_LITERAL_PATHSPECS": "1"},
-    ).stdout
-    found: dict[str, str] = {}
+    deep = ("-r", "-t") if under else ()
+    args = ("ls-tree", *deep, "-z", "--full-tree", tree, "--", rel)
+    raw = git.git(worktree, *args, env={"GIT_LITERAL_PATHSPECS": "1"}).stdout
+    found: dict[str, tuple[str, str]] = {}
     for item in raw.split(b"\0"):
-        if not item:
-            continue
         meta, _, path = item.partition(b"\t")
-        found[path.decode("utf-8", "surrogateescape")] = meta.split(b" ")[0].decode()
+        if item:
+            mode, _type, sha = meta.decode().split(" ")
+            found[path.decode("utf-8", "surrogateescape")] = (mode, sha)
     return found
 
 

@@ -41,7 +41,7 @@ import os
 import struct
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from bar import git
@@ -244,23 +244,13 @@ _Entry = tuple[str, int, int]  # path, ctime second, mtime second
 def _racy_entries(worktree: Path, index: Path, since_ns: int) -> list[_Entry]:
     """The suspect entries (``_suspect``) of ``index`` after a write that began at
     ``since_ns``, as git reads them (``ls-files --debug``): path, ctime and mtime seconds."""
-    res = git.git(worktree, "ls-files", "-s", "--debug", "-z", env=_env(index), check=False)
-    if res.returncode != 0:
-        return []
     since_s = since_ns // 1_000_000_000
     written_s = _written_s(index)
     found: list[_Entry] = []
-    chunks = res.stdout.split(b"\0")
-    # "<mode> <oid> <stage>\t<path>" NUL, then its stat lines, the next entry right after
-    head = chunks[0]
-    for chunk in chunks[1:]:
-        block_end = chunk.find(b"\n", chunk.find(b"\tflags: "))
-        block, following = chunk[: block_end + 1], chunk[block_end + 1 :]
+    for path, block in _debug_entries(worktree, index, []):
         times = _debug_times(block)
         if times is not None and _suspect(times[0], times[1], since_s, written_s):
-            path = head.partition(b"\t")[2].decode("utf-8", "surrogateescape")
-            found.append((path, times[0], times[1]))
-        head = following
+            found.append((path.decode("utf-8", "surrogateescape"), times[0], times[1]))
     return found
 
 
@@ -270,20 +260,30 @@ def noted_stats(
     """The stat git noted for each entry of ``index`` (of ``paths``; None: all), as
     ``ls-files --debug`` shows it: path -> (ctime s, ns, mtime s, ns, inode, size)."""
     spec = [] if paths is None else ["--", *(f":(top,literal){p}" for p in paths)]
+    found: dict[str, tuple[int, ...]] = {}
+    for path, block in _debug_entries(worktree, index, spec):
+        key = _debug_stat(block)
+        if key is not None:
+            found[path.decode("utf-8", "surrogateescape")] = key
+    return found
+
+
+def _debug_entries(
+    worktree: Path, index: Path, spec: Sequence[str]
+) -> Iterator[tuple[bytes, bytes]]:
+    """Each entry of ``index`` (of the pathspec ``spec``) as ``ls-files -s --debug -z``
+    gives it: (its path, the lines of its stat); none if git cannot read the index."""
     res = git.git(worktree, "ls-files", "-s", "--debug", "-z", *spec, env=_env(index), check=False)
     if res.returncode != 0:
-        return {}
-    found: dict[str, tuple[int, ...]] = {}
+        return
     chunks = res.stdout.split(b"\0")
+    # "<mode> <oid> <stage>\t<path>" NUL, then its stat lines, the next entry right after
     head = chunks[0]
     for chunk in chunks[1:]:
         block_end = chunk.find(b"\n", chunk.find(b"\tflags: "))
         block, following = chunk[: block_end + 1], chunk[block_end + 1 :]
-        key = _debug_stat(block)
-        if key is not None:
-            found[head.partition(b"\t")[2].decode("utf-8", "surrogateescape")] = key
+        yield head.partition(b"\t")[2], block
         head = following
-    return found
 
 
 def _debug_stat(block: bytes) -> tuple[int, ...] | None:
