@@ -13,7 +13,7 @@ from typing import BinaryIO
 from bar import git
 from bar.base import faults
 from bar.base.proc import clean_env
-from bar.errors import GitError
+from bar.errors import GitError, GitStateError
 from bar.git import DiffStat
 
 # a step changing 10,000 files of a 40,000-file repository had its diff map 85 MB of an
@@ -22,7 +22,7 @@ from bar.git import DiffStat
 _SMALL_PACK_WINDOWS = ("-c", "core.packedGitWindowSize=4m", "-c", "core.packedGitLimit=16m")
 
 
-class PatchShort(GitError):
+class PatchShort(GitStateError):
     """git wrote a patch with fewer (or more) lines than its own count of the change."""
 
 
@@ -50,7 +50,11 @@ def write_patch(
         head = _write(repo, a, b, path, split)
         short = _whole(path, git.parse_numstat(head))
         if short:
-            raise PatchShort(["git", "diff", a, b], 0, b"", short.encode())
+            raise PatchShort(
+                f"git's patch from {a[:10]} to {b[:10]} does not hold the change git counted, "
+                f"written twice ({short}); it is not kept",
+                hint="run the command again; `bar doctor` checks the repository",
+            )
     if points:
         faults.point(f"after writing {path.name}")
     return _counted(repo, a, b, head)

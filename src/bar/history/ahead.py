@@ -69,7 +69,7 @@ def stage(
     # the side index was stamped at
     patch = copy.with_name(name + staging.PATCH)
     try:
-        stat = patches.write_patch(worktree, base, tree, patch, points=False)
+        counted = patches.write_patch(worktree, base, tree, patch, points=False)
     except (OSError, BarError):
         with contextlib.suppress(OSError):
             os.unlink(patch)
@@ -78,7 +78,7 @@ def stage(
         "file": patch.name,
         "base": base,
         "tree": tree,
-        "stat": stat.to_record(),
+        "stat": counted.to_record(),
         "ident": stamps.identity(patch),
     }
     return staged
@@ -86,7 +86,7 @@ def stage(
 
 def _small(worktree: Path, scope: list[str]) -> bool:
     """Whether adding ``scope`` is quick: no directory (a new tree, of any size), at
-    most ``MAX_BYTES`` of files. While git adds, the watcher answers no one: a command
+    most ``staging.MAX_BYTES`` of files. While git adds, the watcher answers no one: a command
     asking meanwhile waits for it (``watcher.TIMEOUT`` at most, then looks by itself)."""
     total = 0
     for rel in scope:
