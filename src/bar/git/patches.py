@@ -3,6 +3,7 @@ with its stat."""
 
 from __future__ import annotations
 
+import codecs
 import mmap
 import os
 import subprocess
@@ -45,10 +46,10 @@ def write_patch(
     if points:
         faults.point(f"before writing {path.name}")
     head = _write(repo, a, b, path, split)
-    short = _whole(path, git.parse_numstat(head))
+    short = _whole(path, head)
     if short:
         head = _write(repo, a, b, path, split)
-        short = _whole(path, git.parse_numstat(head))
+        short = _whole(path, head)
         if short:
             raise PatchShort(
                 f"git's patch from {a[:10]} to {b[:10]} does not hold the change git counted, "
@@ -107,14 +108,20 @@ def _write(repo: Path, a: str, b: str, path: Path, split: bool) -> bytes:
     return head
 
 
-def _whole(path: Path, stat: DiffStat) -> str:
-    """What the patch at ``path`` lacks of the lines git counted for it (``stat``, from
-    the same diff or one of the same two states); "" if none. A rollback's patch once
-    held a deletion without its file's lines, git having read the blob from a worktree
-    file the rollback removed (``git.TREES_ONLY`` closes that way); whatever else could
-    cut a patch short, it is caught here, before the ledger names the patch. Content
-    lines are those after a file's first hunk header (``@@``): its ``---``/``+++`` lines
-    come before it, and a binary file has none."""
+def _whole(path: Path, numstat: bytes) -> str:
+    """What the patch at ``path`` lacks of the lines git counted for it (``numstat``, the
+    ``--numstat -z`` block of the same diff or of one of the same two states); "" if
+    none. A rollback's patch once held a deletion without its file's lines, git having
+    read the blob from a worktree file the rollback removed (``git.TREES_ONLY`` closes
+    that way); whatever else could cut a patch short, it is caught here, before the
+    ledger names the patch. Content lines are those after a file's first hunk header
+    (``@@``): its ``---``/``+++`` lines come before it, and a binary file has none. A
+    path git counts as binary is left out: its change of type (a link that became a
+    binary file) is two sections, one of them text, under one uncounted entry."""
+    files, _ = git.file_stats(numstat)
+    binary = {os.fsencode(f.path) for f in files if f.binary}
+    additions = sum(f.additions for f in files)
+    deletions = sum(f.deletions for f in files)
     plus = minus = 0
     with open(os.open(path, os.O_RDONLY | os.O_NOFOLLOW), "rb") as f:
         size = os.fstat(f.fileno()).st_size
@@ -125,16 +132,27 @@ def _whole(path: Path, stat: DiffStat) -> str:
                     end = data.find(b"\ndiff --git ", start + 1)
                     end = size if end < 0 else end
                     hunk = data.find(b"\n@@ ", start, end)
-                    if hunk >= 0:
+                    if hunk >= 0 and not (binary and _named(data, start) in binary):
                         body = data[hunk:end]
                         plus, minus = plus + body.count(b"\n+"), minus + body.count(b"\n-")
                     start = end
-    if (plus, minus) == (stat.additions, stat.deletions):
+    if (plus, minus) == (additions, deletions):
         return ""
     return (
         f"the patch has {plus} lines added and {minus} removed where git counted "
-        f"{stat.additions} and {stat.deletions}"
+        f"{additions} and {deletions}"
     )
+
+
+def _named(data: mmap.mmap, start: int) -> bytes:
+    """The path of the patch section at ``start`` (``diff --git a/P b/P``: the same path
+    twice, renames being off), unquoted as git quotes names (C escapes)."""
+    at = start + 1 if data[start : start + 1] == b"\n" else start
+    line = data[at : data.find(b"\n", at)][len(b"diff --git ") :]
+    if line.startswith(b'"'):
+        quoted = line[1 : line.index(b'" "')]
+        return codecs.escape_decode(quoted)[0][2:]
+    return line[2 : (len(line) - 1) // 2]
 
 
 def _counted(repo: Path, a: str, b: str, head: bytes) -> DiffStat:
