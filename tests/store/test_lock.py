@@ -22,7 +22,7 @@ HOLDER = """
 import os, subprocess, sys, time
 from pathlib import Path
 from bar.store.lock import FileLock, held_descriptors
-with FileLock(Path(sys.argv[1]), "task t", what="bar run -- sleep"):
+with FileLock(Path(sys.argv[1]), "task t", what="bar run -- sleep \x1b]0;title\x07"):
     fds = held_descriptors()
     child = subprocess.Popen(["sleep", "60"], pass_fds=fds, start_new_session=True)
     print(child.pid, flush=True)
@@ -38,7 +38,7 @@ def test_a_waiter_names_the_processes_that_outlived_the_holder(tmp_path: Path) -
     try:
         with pytest.raises(Locked) as alive:
             FileLock(lock, "task t", wait=False).__enter__()
-        assert f"pid {bar.pid} (bar run -- sleep)" in str(alive.value)
+        assert f"pid {bar.pid} (bar run -- sleep ?]0;title?)" in str(alive.value)
         assert "has exited" not in str(alive.value)
         bar.kill()
         bar.wait()
@@ -46,7 +46,7 @@ def test_a_waiter_names_the_processes_that_outlived_the_holder(tmp_path: Path) -
         with pytest.raises(Locked) as gone:
             FileLock(lock, "task t", wait=False).__enter__()
         said = str(gone.value)
-        assert f"pid {bar.pid} (bar run -- sleep), which has exited" in said
+        assert f"pid {bar.pid} (bar run -- sleep ?]0;title?), which has exited" in said
         assert f"pid {child} (sleep 60)" in said
     finally:
         os.kill(child, signal.SIGKILL)
@@ -58,4 +58,4 @@ def test_a_waiter_names_the_processes_that_outlived_the_holder(tmp_path: Path) -
                 break
         except Locked:
             time.sleep(0.05)
-    assert json.loads(lock.read_text() or "{}") == {}
+    assert json.loads(lock.read_text() or "{}") == {}  # (taken, then let go)

@@ -44,6 +44,7 @@ def describe_holder(path: Path) -> str:
     except (OSError, ValueError):
         info = {}
     pid, what = (info.get("pid"), info.get("what")) if isinstance(info, dict) else (None, None)
+    what = _printable(str(what)) if what else ""
     said = f"pid {pid}" + (f" ({what})" if what else "") if pid else "another bar process"
     if isinstance(pid, int) and _alive(pid):
         return said
@@ -98,9 +99,14 @@ def _command(pid: int) -> str:
             words = f.read().rstrip(b"\0").split(b"\0")
     except OSError:
         return "gone"
-    text = " ".join(w.decode(errors="replace") for w in words)
-    text = known_secrets.scrub(text)
+    text = _printable(known_secrets.scrub(" ".join(w.decode(errors="replace") for w in words)))
     return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _printable(text: str) -> str:
+    """``text`` with what a terminal would act on (escapes, newlines) shown as ``?``: a
+    step's process names itself as it likes, and a waiter prints it."""
+    return "".join(c if c.isprintable() else "?" for c in text)
 
 
 def is_locked(path: Path) -> bool:
