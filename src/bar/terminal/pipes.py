@@ -124,11 +124,14 @@ def forwarding_signals(
         if ended(pid):  # (ended before it came, not yet waited for: nothing is stopped)
             return True
         forwarding.passed.append(signum)
-        watch(signum, pid, pid if group else None)
         try:
             (os.killpg if group else os.kill)(pid, signum)
         except ProcessLookupError:
             pass
+        # who is in the group is looked at once the signal went, not before: a process a
+        # shell forks in between got it (and, dash's child, dropped it) but would be
+        # missing from a look taken before (``bar.terminal.missed``)
+        watch(signum, pid, pid if group else None)
         return True
 
     def note(signum: int) -> None:
