@@ -12,6 +12,12 @@ not. Remake the list after a timed run of the whole suite::
 
 (the threshold is in the timed run's seconds: on a loaded machine, several times an idle
 one's). The sweeps are marked ``slow`` in their own files besides.
+
+When ``make test-fast`` itself grows past its three minutes, a timed run of it adds its
+longest tests to the list, keeping what is listed (``--keep``)::
+
+    .venv/bin/python -m pytest -n 4 --dist worksteal -m "not slow and not long" --junitxml=/tmp/fast.xml
+    .venv/bin/python tests/support/long_tests.py /tmp/fast.xml --seconds 2 --keep
 """
 
 from __future__ import annotations
@@ -47,13 +53,22 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description="remake tests/data/long_tests.txt")
     parser.add_argument("junit", type=Path, help="the JUnit XML of a timed run of the suite")
     parser.add_argument("--seconds", type=float, default=4.0, help="longer than this: long")
+    parser.add_argument(
+        "--keep", action="store_true", help="add to the tests listed rather than replace them"
+    )
     args = parser.parse_args(argv)
     cases = ET.parse(args.junit).getroot().iter("testcase")
-    long = sorted({node_id(case) for case in cases if float(case.get("time", "0")) > args.seconds})
-    LIST.write_text(
-        HEADER.format(seconds=args.seconds) + "".join(f"{n}\n" for n in long), encoding="utf-8"
-    )
-    print(f"{len(long)} tests listed in {LIST}")
+    found = {node_id(case) for case in cases if float(case.get("time", "0")) > args.seconds}
+    kept = listed() if args.keep else set()
+    header = HEADER.format(seconds=args.seconds)
+    if args.keep:  # the list's own words, and what this run added
+        said = [line for line in LIST.read_text(encoding="utf-8").splitlines() if line[:1] == "#"]
+        added = f"# and those over {args.seconds:g} s in a timed run of make test-fast."
+        words = [line for line in said if not line.startswith("# Remade")]
+        header = "\n".join([*words, *([added] if added not in words else []), said[-1]]) + "\n"
+    long = sorted(found | kept)
+    LIST.write_text(header + "".join(f"{n}\n" for n in long), encoding="utf-8")
+    print(f"{len(long)} tests listed in {LIST} ({len(found - kept)} new)")
     return 0
 
 
