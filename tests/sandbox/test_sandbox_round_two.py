@@ -62,6 +62,24 @@ def test_a_step_is_refused_while_bars_files_are_hard_links(tmp_path: Path) -> No
     assert not confinement.open  # (released)
 
 
+@confined
+def test_a_link_perf_made_is_named_with_how_to_remove_it(tmp_path: Path) -> None:
+    """``perf record`` links every binary it sampled into its build-id cache: the refusal
+    names that link, not a reinstall that would change nothing."""
+    linked = tmp_path / "site" / "bar"
+    linked.mkdir(parents=True)
+    (linked / "_quick.so").write_bytes(b"\x7fELF")
+    cached = Path.home() / ".debug" / str(linked / "_quick.so").lstrip("/") / "4f2a" / "elf"
+    cached.parent.mkdir(parents=True)
+    os.link(linked / "_quick.so", cached)
+    (cached.parent.parent / "other-build").mkdir()  # (an older build: another file)
+    confinement = confine(Plan((tmp_path,)))
+    with pytest.raises(CannotConfine) as caught:
+        own_code.refuse_if_linked(confinement, [linked])
+    hint = caught.value.hint or ""
+    assert str(cached) in hint and "perf record -N" in hint and "--link-mode" not in hint
+
+
 @pytest.fixture(params=["quarantine", "shared"])
 def objects(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """Steps with their objects in quarantine, or (a kernel without namespaces) not."""

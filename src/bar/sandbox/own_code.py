@@ -83,10 +83,39 @@ def refuse_if_linked(confinement: Confinement, roots: list[Path] | None = None) 
         return
     confinement.close()
     more = f" and {len(found) - 1} more" if len(found) > 1 else ""
+    cached = [name for name in map(perf_cache_name, found) if name is not None]
+    hint = (
+        "reinstall bar with copies rather than links: `uv pip install "
+        "--link-mode=copy ...` (or UV_LINK_MODE=copy), or `pip install ...`; or run this "
+        "step with --no-sandbox"
+    )
+    if cached:  # (not an install's doing: nothing to reinstall)
+        hint = (
+            f"perf's build-id cache made the other name ({cached[0]}): remove it "
+            f"(rm -r {Path(cached[0]).parent}) and record with `perf record -N`, which "
+            "keeps no copy; or run this step with --no-sandbox"
+        )
     raise CannotConfine(
         f"bar's own files are hard links ({found[0]}{more}): a step could rewrite them "
         "through their other name, which no sandbox rule can stop",
-        hint="reinstall bar with copies rather than links: `uv pip install "
-        "--link-mode=copy ...` (or UV_LINK_MODE=copy), or `pip install ...`; or run this "
-        "step with --no-sandbox",
+        hint=hint,
     )
+
+
+def perf_cache_name(path: str) -> str | None:
+    """The other name of ``path`` when ``perf record`` made it: its build-id cache links
+    every binary it sampled as ``~/.debug/PATH/BUILD-ID/elf``."""
+    try:
+        here = os.stat(path)
+        builds = list(os.scandir(Path.home() / ".debug" / path.lstrip("/")))
+    except (OSError, RuntimeError):  # (no cache, no home)
+        return None
+    for build in builds:
+        other = os.path.join(build.path, "elf")
+        try:
+            seen = os.stat(other, follow_symlinks=False)
+        except OSError:
+            continue
+        if (seen.st_dev, seen.st_ino) == (here.st_dev, here.st_ino):
+            return other
+    return None
