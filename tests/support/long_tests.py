@@ -57,7 +57,10 @@ def main(argv: list[str]) -> int:
         "--keep", action="store_true", help="add to the tests listed rather than replace them"
     )
     args = parser.parse_args(argv)
-    cases = ET.parse(args.junit).getroot().iter("testcase")
+    try:
+        cases = ET.parse(args.junit).getroot().iter("testcase")
+    except (OSError, ET.ParseError) as exc:
+        parser.error(f"cannot read {args.junit} as JUnit XML: {exc}")
     found = {node_id(case) for case in cases if float(case.get("time", "0")) > args.seconds}
     kept = listed() if args.keep else set()
     header = HEADER.format(seconds=args.seconds)
