@@ -40,16 +40,17 @@ def places() -> list[Path]:
     return list(dict.fromkeys(p for p in found if str(p) not in ("/", "/usr", "")))
 
 
-def linked(roots: list[Path] | None = None) -> list[str]:
+def linked(roots: list[Path] | None = None, *, again: bool = False) -> list[str]:
     """bar's files (its package, its console script, the interpreter) that have another
-    name somewhere (a hard link); checked once per process."""
+    name somewhere (a hard link); checked once per process, unless asked ``again`` (the
+    resident, whose forks take its answer: ``bar.changes.fast.resident_daemon``)."""
     if roots is None:
         import bar
 
         script = Path(sys.executable).parent / "bar"
         roots = [Path(bar.__file__).parent, script, Path(os.path.realpath(sys.executable))]
     key = tuple(map(str, roots))
-    if key not in _checked:
+    if again or key not in _checked:
         _checked[key] = [path for root in roots for path in _linked_under(root)]
     return _checked[key]
 

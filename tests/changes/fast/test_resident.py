@@ -537,6 +537,36 @@ def test_a_resident_whose_code_is_quiet_stats_nothing(
         assert not warm._still_here() and statted == [1]
 
 
+def test_a_hard_link_made_to_bars_code_after_it_loaded_ends_its_service(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A confined step is refused while a file of bar's has another name
+    (``bar.sandbox.own_code``), and the resident's forks take the answer it found when it
+    loaded: a link made after that (perf's cache, an install by links) ends its service,
+    as a change of its code does. A link changes no mtime, and inotify tells a directory's
+    watch nothing of it: the resident walks bar's files again at each of its checks
+    (``_WAKE_S``), and whenever its directories' watch heard anything."""
+    from bar.base.inotify import ANY_CHANGE, Watch
+    from bar.sandbox import own_code
+
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "_quick.so").write_bytes(b"\x7fELF")
+    walk = own_code.linked
+    monkeypatch.setattr(
+        own_code, "linked", lambda roots=None, again=False: walk([code], again=again)
+    )
+    with _resident(tmp_path, code / "_quick.so") as warm:
+        assert own_code.linked() == []  # (what it found when it loaded)
+        warm.code = Watch([str(code)], ANY_CHANGE)
+        assert warm._still_here() and not warm._links_made()
+        os.link(code / "_quick.so", tmp_path / "elf")
+        assert warm._links_made()  # (the check every _WAKE_S: the resident exits)
+        (tmp_path / "elf").unlink()
+        (code / "new.py").write_text("")  # (heard by the watch)
+        assert not warm._still_here()  # (the link gone: a count changed again)
+
+
 def test_it_exits_when_idle_and_when_asked(
     repo: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
