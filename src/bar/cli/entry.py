@@ -22,7 +22,7 @@ def main(args: list[str]) -> int:
     absolute_home()
     if PARENT in os.environ:
         die_with_parent(os.environ.pop(PARENT))
-    if args[:1] and args[0] in resident.SERVED:
+    if args[:1] and (args[0] in resident.SERVED or args[0] in resident.QUIET):
         code = resident.serve(args)
         if code is not None:  # served: this process made nothing that needs finalizing
             for stream in (sys.stdout, sys.stderr):
@@ -33,7 +33,7 @@ def main(args: list[str]) -> int:
     try:
         code = run_here(args)
     finally:
-        if resident.may_serve(args):
+        if resident.starts_one(args):
             resident.start(WARM)  # for the next one
     if "temporalio" in sys.modules:
         # Temporal's native client can crash while the interpreter tears down (a

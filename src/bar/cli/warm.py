@@ -9,8 +9,9 @@ import sys
 
 from bar.changes.fast import resident_daemon
 
-# what ``bar run`` (and the other served commands) load, so that a fork has nothing left
-# to import (anything missing is imported by the fork itself: slower, never wrong)
+# what ``bar run`` (and the other served commands, and the most used of those served to
+# scripts) load, so that a fork has nothing left to import (anything missing is
+# imported by the fork itself: slower, never wrong)
 PRELOAD = (
     "bar.cli.main",
     "bar.cli.parser",
@@ -18,6 +19,10 @@ PRELOAD = (
     "bar.cli.commands.apply",
     "bar.cli.commands.rollback",
     "bar.cli.commands.undo",
+    "bar.cli.commands.status",
+    "bar.cli.commands.log",
+    "bar.cli.commands.show",
+    "bar.cli.commands.task",
     "bar.api",
     "bar.step.run",
     "bar.step.supervisor",
@@ -60,11 +65,11 @@ def warm_up() -> None:
     from bar.sandbox import namespace
 
     namespace.pids_available("/")  # (what this kernel offers a step: asked once, here)
-    from bar.changes.fast.resident import SERVED
+    from bar.changes.fast.resident import QUIET, SERVED
     from bar.cli import parser
 
     parser.build_parser("run").parse_args(["run", "--", "true"])
-    for command in SERVED:
+    for command in SERVED + QUIET:
         parser.prebuild(command)
 
 

@@ -39,6 +39,7 @@ from bar.changes.fast import resident
 from bar.changes.fast.resident_daemon import Resident
 
 _STEP = re.compile(r"step \d{4}")
+_TIMED = re.compile(rb"in \d+(?:\.\d+)? s\b")  # (how long a look took)
 
 
 def _home() -> str:
@@ -480,14 +481,97 @@ def test_only_the_commands_that_need_no_terminal_of_their_own(
 ) -> None:
     for command in resident.SERVED:
         assert resident.may_serve([command])
-    assert not resident.may_serve(["status"])
-    assert not resident.may_serve(["log"])  # (a pager)
+        assert resident.starts_one([command])
+    for command in resident.QUIET:  # (this test's standard input and output are no terminal)
+        assert resident.may_serve([command])
+        assert not resident.starts_one([command])
+    assert not resident.may_serve(["ui"])
+    assert not resident.may_serve(["push"])  # (git may ask for a password on the terminal)
     assert not resident.may_serve(["--debug", "run", "--", "true"])
     monkeypatch.setenv("BAR_STEP_ID", "0003")
     assert not resident.may_serve(["run", "--", "true"])
     monkeypatch.delenv("BAR_STEP_ID")
     monkeypatch.setenv("BAR_FAULT_AT", "somewhere")
     assert not resident.may_serve(["run", "--", "true"])
+
+
+def test_a_command_that_reads_the_record_is_served_only_where_it_would_not_page() -> None:
+    """With a terminal as its standard output (a pager, colours) or input, ``bar log``
+    and the like run in the caller's process, whose terminal it is."""
+    probe = "from bar.changes.fast import resident; print(resident.may_serve(['log']))"
+    for on_terminal in (0, 1):
+        leader, follower = os.openpty()
+        streams: dict[str, Any] = {"stdin": subprocess.DEVNULL, "stdout": subprocess.PIPE}
+        streams["stdout" if on_terminal else "stdin"] = follower
+        try:
+            done = subprocess.run([sys.executable, "-c", probe], **streams, timeout=60)
+            said = done.stdout or os.read(leader, 100)
+        finally:
+            os.close(leader)
+            os.close(follower)
+        assert said.strip() == b"False", (on_terminal, said)
+
+
+def test_the_commands_that_read_the_record_act_alike_served_or_not(
+    repo: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """``status``, ``log``, ``show``, ``diff``, ``task list``/``show``, ``doctor``,
+    ``verify``, run by bar itself and by a fork of the resident from a script (no
+    terminal): the same output and exit code, and the fork did serve them."""
+    task, wt = _started(capfd, repo)
+    assert _run(wt, "--", "sh", "-c", "echo one > a.txt; echo said").returncode == 0
+    (wt / "a.txt").write_text("by hand\n")  # (a hand edit for status and the next look)
+    commands = [
+        ("status",),
+        ("status", "--json"),
+        ("log",),
+        ("log", "--json", "-p"),
+        ("show", "2"),
+        ("show", "2", "--json"),
+        ("diff", "1", "2"),
+        ("task", "list"),
+        ("task", "show", task["id"], "--json"),
+        ("show", "99"),  # (an error: its message and exit code)
+        ("doctor",),
+        ("verify",),
+    ]
+    seen: dict[str, list[tuple[int, bytes, bytes]]] = {"here": [], "there": []}
+    for name, idle in (("here", "0"), ("there", "60")):
+        for args in commands:
+            before = _forks()
+            done = subprocess.run(
+                [BAR_EXE, *args],
+                cwd=wt,
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                env={**os.environ, "BAR_RESIDENT_IDLE": idle},
+                timeout=120,
+            )
+            if name == "there":
+                _wait(lambda seen=before: _forks() != seen)
+            else:
+                assert _forks() == before, args
+            code, out, err = _seen(done)
+            seen[name].append((code, _TIMED.sub(b"in N s", out), err))
+    for here, there, args in zip(seen["here"], seen["there"], commands, strict=True):
+        assert there == here, args
+
+
+def test_a_command_that_reads_the_record_starts_no_resident(
+    repo: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A ``bar status`` in a bar home with no resident runs here and leaves none behind:
+    loading all of bar for a command that may be the only one would cost more than it
+    saves."""
+    init_clean(repo, capfd)
+    new_task(capfd)
+    for args in (("status",), ("log",), ("task", "list")):
+        done = subprocess.run(
+            [BAR_EXE, *args], cwd=repo, stdin=subprocess.DEVNULL, capture_output=True, timeout=60
+        )
+        assert done.returncode == 0, done
+    assert not (Path(_home()) / resident.SOCKET).exists()
+    assert resident.status(_home()) is None
 
 
 @contextmanager

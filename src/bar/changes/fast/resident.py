@@ -1,5 +1,6 @@
-"""A warm bar: ``bar run`` (and ``apply``, ``rollback``, ``undo``, ``redo``) served by a
-process that has already loaded bar.
+"""A warm bar: ``bar run`` (and ``apply``, ``rollback``, ``undo``, ``redo``; and from
+scripts and agents, the commands that read the record) served by a process that has
+already loaded bar.
 
 Python's start-up and bar's imports are most of what ``bar run`` costs on a small
 repository (150 ms against 9 ms of ``git status``). So after a ``bar run`` a process of
@@ -14,9 +15,10 @@ on the signals it receives, and exits with the fork's exit code.
 The fork is the child of the resident, not of this process, so it is served only where
 that makes no difference:
 
-- the command is one of ``SERVED``, none of which needs a terminal of its own; not
-  inside a step, with no Python options or ``PYTHON*`` variables that change how bar's
-  code loads, and bar's fault injection off;
+- the command is one of ``SERVED``, none of which needs a terminal of its own, or one
+  of ``QUIET`` with neither standard input nor output a terminal (where they would page
+  or colour); not inside a step, with no Python options or ``PYTHON*`` variables that
+  change how bar's code loads, and bar's fault injection off;
 - for ``bar run``, whose command may want the controlling terminal: this process has none
   (agents, scripts, CI), or it is in the terminal's foreground, its stdin and stdout are
   terminals and the step gets a pty of its own (``--pty``, the default there), whose
@@ -27,7 +29,8 @@ that makes no difference:
   (``bar.changes.fast.resident_daemon`` compares them; a confined process is never served).
 
 Anything else, or no answer within ``TIMEOUT``: bar runs here, as it always did, and
-starts a resident for next time. ``BAR_RESIDENT_IDLE`` is how many seconds one waits for a
+one of ``SERVED`` starts a resident for next time (a ``QUIET`` command starts none: a
+``bar status`` alone in a new bar home would pay for loading all of bar, unused). ``BAR_RESIDENT_IDLE`` is how many seconds one waits for a
 command before it exits (default ``IDLE_S``; 0: none is started or used).
 """
 
@@ -43,8 +46,14 @@ if TYPE_CHECKING:
     from _socket import socket as _Socket
     from typing import Any
 # the commands it serves: those that change a task and need no terminal of their own (no
-# pager, editor or prompt), whose start-up is most of what they cost
+# pager, editor or prompt), whose start-up is most of what they cost; each starts a
+# resident for the next when none listens
 SERVED = ("run", "apply", "rollback", "undo", "redo")
+# the commands it also serves when neither standard input nor output is a terminal
+# (scripts, agents, CI: no pager then, and none of these asks anything): they read or
+# write bar's record on this machine and never reach another, so a git asking for a
+# password on the terminal is never theirs. They use a resident that is up, and start none
+QUIET = ("status", "log", "show", "diff", "blame", "task", "init", "doctor", "trash", "verify")
 # the signals this process passes on to the fork running the command
 FORWARDED = ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGWINCH", "SIGCONT", "SIGUSR1", "SIGUSR2")
 # variables that change nothing in how bar's code loads
@@ -79,7 +88,12 @@ def socket_path() -> str:
 
 def may_serve(args: list[str]) -> bool:
     """Whether this command line may be served by a resident (see the module's text)."""
-    if not args or args[0] not in SERVED or idle_seconds() == 0 or os.environ.get("BAR_STEP_ID"):
+    if not args or idle_seconds() == 0 or os.environ.get("BAR_STEP_ID"):
+        return False
+    if args[0] in QUIET:
+        if _a_terminal(0) or _a_terminal(1):
+            return False
+    elif args[0] not in SERVED:
         return False
     if _speed_off():
         return False
@@ -106,6 +120,18 @@ def may_serve(args: list[str]) -> bool:
         except OSError:
             return False
     return True
+
+
+def starts_one(args: list[str]) -> bool:
+    """Whether this command line, run here, leaves a resident for the next (``start``)."""
+    return bool(args) and args[0] in SERVED and may_serve(args)
+
+
+def _a_terminal(fd: int) -> bool:
+    try:
+        return os.isatty(fd)
+    except OSError:
+        return False
 
 
 def _run_here(option: str) -> bool:

@@ -193,7 +193,9 @@ def commands(sub: Any) -> None:
         formatter_class=_Formatter,
         description="After a `bar run`, a process of yours keeps bar's code loaded (the\n"
         "resident, one per bar home) so that the next `bar run`, `apply`, `rollback`,\n"
-        "`undo` and `redo` start in a fork of it instead of loading Python and bar again.\n"
+        "`undo` and `redo` start in a fork of it instead of loading Python and bar again;\n"
+        "so do `status`, `log`, `show`, `task` and the other commands that read the\n"
+        "record, run by a script (neither standard input nor output a terminal).\n"
         "It exits by itself after BAR_RESIDENT_IDLE seconds without a command (default\n"
         "900), when bar's files change (an upgrade) or its socket goes; it never runs a\n"
         "command for a process that is not as it is (user, groups, confinement, limits).\n"
