@@ -36,6 +36,19 @@ settings.register_profile("bar", deadline=None)
 settings.load_profile("bar")
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Ctrl-C and Ctrl-\\ reach the commands the tests start as they reach a user's, even
+    when the suite itself was started with them ignored (``make test &`` in a script: a
+    shell without job control starts a background command so, and every child inherits
+    it); the tests of what bar does with a Ctrl-C need the signal to do something."""
+    import signal
+
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    if signal.getsignal(signal.SIGQUIT) == signal.SIG_IGN:
+        signal.signal(signal.SIGQUIT, signal.SIG_DFL)
+
+
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     """Which points the SIGKILL sweeps crashed at (``helpers.sweep``): how to pick them again."""
     from helpers import SWEEP_SEED, SWEEP_SHARE
@@ -72,6 +85,31 @@ def hermetic_seal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[N
 
     watcher.stop_all(tmp_path / "barhome")
     resident.stop(str(tmp_path / "barhome"))
+
+
+def _signal_state() -> dict[str, str]:
+    """What the kernel says of this process's signals: which it ignores and which its
+    main thread blocks (what every child it starts inherits), however they were set
+    (Python, a native library)."""
+    with open("/proc/self/status") as status:
+        return {
+            k: v.strip()
+            for k, _, v in (line.partition(":") for line in status)
+            if k in ("SigIgn", "SigBlk")
+        }
+
+
+@pytest.fixture(autouse=True)
+def signals_as_they_were() -> Iterator[None]:
+    """A test leaves the test process's signals as it found them: a SIGINT left ignored
+    or blocked is inherited by every command the later tests start, which then outlive
+    the Ctrl-C they are sent (seen as a Ctrl-C test failing far from its cause)."""
+    before = _signal_state()
+    yield
+    after = _signal_state()
+    assert after == before, (
+        f"this test left the test process's signals changed: {before} -> {after}"
+    )
 
 
 @pytest.fixture(scope="session", autouse=True)
