@@ -144,9 +144,15 @@ test-long: $(STAMP) agents shells browser
 	BAR_ORACLE_RACES=1 BAR_ORACLE_EXAMPLES=40 BAR_ORACLE_ACTIONS=12 $(PY) -m pytest -p no:randomly \
 		tests/test_oracle.py -k snapshots_equal
 
-test: lint typecheck unit
-	@# the quick benchmark as a smoke test: fails only when a command fails, never on timing
-	$(PY) bench/run.py --quick --sizes small
+# the type check and the quick benchmark (a smoke test: it fails only when a command
+# fails, never on timing) run beside the suite, in the part of the cores its test
+# processes leave idle (~1/6 of 2 cores: they wait on git, agents and servers); what they
+# said comes after the suite's summary (tests/support/beside.py)
+test: lint $(STAMP) agents shells browser
+	$(PY) tests/support/beside.py --log-dir .test-beside \
+		--beside typecheck="$(VENV)/bin/mypy" \
+		--beside bench="$(PY) bench/run.py --quick --sizes small" \
+		-- $(MAKE) --no-print-directory unit
 
 demo: $(STAMP)
 	@PATH="$(CURDIR)/$(VENV)/bin:$$PATH" bash demo/demo.sh
@@ -162,4 +168,4 @@ bench-full: $(STAMP)
 	$(PY) bench/run.py --sizes small,medium
 
 clean:
-	rm -rf $(VENV) $(AGENTS_DIR) ui/node_modules $(UI_VENDOR) build *.egg-info src/*.egg-info .mypy_cache .ruff_cache .pytest_cache
+	rm -rf .test-beside $(VENV) $(AGENTS_DIR) ui/node_modules $(UI_VENDOR) build *.egg-info src/*.egg-info .mypy_cache .ruff_cache .pytest_cache

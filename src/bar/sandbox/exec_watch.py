@@ -37,7 +37,6 @@ import ctypes
 import errno
 import fcntl
 import os
-import platform
 import select
 import socket
 import stat
@@ -190,8 +189,8 @@ def program(machine: str) -> list[tuple[int, int, int, int]] | None:
 
 def supported() -> str | None:
     """Why no step here can have its programs judged at exec (None: they can)."""
-    if platform.machine() not in _TABLES:
-        return f"bar knows no system call table of {platform.machine()} for the exec check"
+    if os.uname().machine not in _TABLES:
+        return f"bar knows no system call table of {os.uname().machine} for the exec check"
     if not os.path.exists("/proc/self/mem"):
         return "no /proc to read a program's arguments from"
     return None
@@ -228,7 +227,7 @@ class Watch:
         self._insns: ctypes.Array[Insn] | None = None
         self._prog: Prog | None = None
         self._libc = ctypes.CDLL(None, use_errno=True)
-        insns = program(platform.machine())
+        insns = program(os.uname().machine)
         if insns is not None:
             self._insns = (Insn * len(insns))(*(Insn(*i) for i in insns))
             self._prog = Prog(len(insns), self._insns)
@@ -252,7 +251,7 @@ class Watch:
             with contextlib.suppress(OSError):
                 os.write(channel, b"!" + (self.unavailable or "no filter").encode())
             return
-        nr = _TABLES[platform.machine()][1]
+        nr = _TABLES[os.uname().machine][1]
         fd = self._libc.syscall(
             nr, _SECCOMP_SET_MODE_FILTER, _FLAG_NEW_LISTENER, ctypes.byref(self._prog)
         )
@@ -561,7 +560,7 @@ def _openat2(base: int, path: str, flags: int, resolve: int) -> int:
 def _read_call(pid: int, nr: int, args: Sequence[int], hidden: Sequence[str] = ()) -> Exec | None:
     """The program, argument vector and directory of the call ``nr`` of ``pid``; None
     when no program is where the call names one (its vector is then not read)."""
-    table = _TABLES[platform.machine()]
+    table = _TABLES[os.uname().machine]
     if nr == table[2]:
         path_at, argv_at, dirfd, flags = args[0], args[1], None, 0
     elif nr == table[3]:

@@ -23,7 +23,6 @@ from __future__ import annotations
 import ctypes
 import errno
 import os
-import platform
 import sys
 
 _PR_CAPBSET_DROP = 24
@@ -147,7 +146,7 @@ class Filter:
 
     @classmethod
     def build(cls) -> Filter | None:
-        insns = program(platform.machine())
+        insns = program(os.uname().machine)
         return cls(insns) if insns is not None else None
 
     def install(self) -> None:
