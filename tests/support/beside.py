@@ -20,6 +20,7 @@ import shlex
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -50,6 +51,11 @@ def main(argv: list[str]) -> int:
     args = parse(argv)
     args.log_dir.mkdir(parents=True, exist_ok=True)
     started: dict[str, tuple[subprocess.Popen[bytes], float]] = {}
+    ended: dict[str, tuple[int, float]] = {}  # how each ended, and after how long
+
+    def watch(name: str, proc: subprocess.Popen[bytes], began: float) -> None:
+        ended[name] = (proc.wait(), time.monotonic() - began)
+
     for spec in args.beside:
         name, _, line = spec.partition("=")
         with open(args.log_dir / f"{name}.log", "wb") as log:
@@ -57,20 +63,23 @@ def main(argv: list[str]) -> int:
                 line, shell=True, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT
             )
         started[name] = (proc, time.monotonic())
+        threading.Thread(target=watch, args=(name, proc, started[name][1]), daemon=True).start()
     # SIGTERM as a Ctrl-C: the ``finally`` below stops what runs beside
     signal.signal(signal.SIGTERM, lambda signum, frame: signal.default_int_handler(signum, frame))
     try:
         code = subprocess.call(args.command)
-        ended = {}
-        for name, (proc, began) in started.items():
-            ended[name] = (proc.wait(), time.monotonic() - began)
+        for proc, _ in started.values():
+            proc.wait()
+        while len(ended) < len(started):  # (each watch notes its end as its wait returns)
+            time.sleep(0.01)
     finally:
         for proc, _ in started.values():
             if proc.poll() is None:
                 proc.terminate()
                 proc.wait()
     failed = []
-    for name, (status, seconds) in ended.items():
+    for name in started:
+        status, seconds = ended[name]
         how = "passed" if status == 0 else f"FAILED (exit {status})"
         print(f"\n===== beside the suite: {name} {how} in {seconds:.0f} s =====", flush=True)
         sys.stdout.buffer.write((args.log_dir / f"{name}.log").read_bytes())
