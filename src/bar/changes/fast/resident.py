@@ -30,8 +30,9 @@ that makes no difference:
 
 Anything else, or no answer within ``TIMEOUT``: bar runs here, as it always did, and
 one of ``SERVED`` starts a resident for next time (a ``QUIET`` command starts none: a
-``bar status`` alone in a new bar home would pay for loading all of bar, unused). ``BAR_RESIDENT_IDLE`` is how many seconds one waits for a
-command before it exits (default ``IDLE_S``; 0: none is started or used).
+``bar status`` alone in a new bar home would pay for loading all of bar, unused).
+``BAR_RESIDENT_IDLE`` is how many seconds one waits for a command before it exits
+(default ``IDLE_S``; 0: none is started or used).
 """
 
 import os
