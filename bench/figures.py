@@ -535,6 +535,8 @@ def fig6(f: Fixture, p: Params) -> list[Row]:
     def cmd(task: str, *args: str) -> list[str | Path]:
         return [f.tools.bar, *args[:1], "--task", task, *args[1:]]
 
+    middle = str(p.ledger_steps // 2)
+
     s = interleave(
         {
             "log big": lambda: f.t(cmd(big, "log", "-n", "20"), wt_big),
@@ -543,6 +545,10 @@ def fig6(f: Fixture, p: Params) -> list[Row]:
             "status small": lambda: f.t(cmd(small, "status"), wt_small),
             "run big": lambda: f.t(cmd(big, "run", "--no-pty", "--", "true"), wt_big),
             "run small": lambda: f.t(cmd(small, "run", "--no-pty", "--", "true"), wt_small),
+            "show middle": lambda: f.t(cmd(big, "show", middle), wt_big),
+            "show second": lambda: f.t(cmd(big, "show", "2"), wt_big),
+            # (a commit's record alone, as the synthetic steps changed nothing)
+            "git show": lambda: f.t(["git", "show", "--no-patch", "HEAD"], wt_big),
         },
         p.repeat,
         p.warmup,
@@ -574,6 +580,23 @@ def fig6(f: Fixture, p: Params) -> list[Row]:
             "run big",
             "run small",
             1.5,
+        ),
+        ratio_row(
+            "6-show",
+            f"`bar show` of the middle step of a {k}-step ledger (served, as from a script) "
+            "÷ `git show --no-patch HEAD`",
+            s,
+            "show middle",
+            "git show",
+            3,
+        ),
+        ratio_row(
+            "6-show-second",
+            f"`bar show 2` of a {k}-step ledger ÷ `git show --no-patch HEAD`",
+            s,
+            "show second",
+            "git show",
+            3,
         ),
     ]
 

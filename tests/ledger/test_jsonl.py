@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -99,13 +100,14 @@ block_sizes = st.sampled_from([5, 97, 64 * 1024])
 
 @contextmanager
 def block_size(size: int) -> Iterator[None]:
-    """Read the ledger backwards in blocks of ``size`` bytes, to cross line boundaries."""
-    old = ledger_module._FIRST_BLOCK, ledger_module._BLOCK
-    ledger_module._FIRST_BLOCK = ledger_module._BLOCK = size
+    """Read the ledger in blocks of ``size`` bytes (backwards, and into its middle), to
+    cross line boundaries."""
+    old = ledger_module._FIRST_BLOCK, ledger_module._BLOCK, ledger_module._PROBE
+    ledger_module._FIRST_BLOCK = ledger_module._BLOCK = ledger_module._PROBE = size
     try:
         yield
     finally:
-        ledger_module._FIRST_BLOCK, ledger_module._BLOCK = old
+        ledger_module._FIRST_BLOCK, ledger_module._BLOCK, ledger_module._PROBE = old
 
 
 def claimed_id(line: bytes) -> int | None:
@@ -210,6 +212,9 @@ def test_bytes_spliced_anywhere_never_crash_and_spare_untouched_lines(
     untouched = [rec for i, rec in enumerate(records) if i not in touched]
     assert [r for r in everything if r in untouched] == untouched
     assert len(everything) <= n
+    with block_size(block):  # (and each is found by its id, the file halved or read)
+        for rec in untouched:
+            assert Ledger(path).get(str(rec["step_id"])).to_record() == rec
 
 
 @SETTINGS
@@ -288,6 +293,28 @@ def test_one_step_of_a_long_ledger_is_found_by_parsing_a_few_lines(
     fresh = Ledger(path)
     assert fresh.get(f"{wanted:04d}").to_record() == make_step(wanted).to_record()
     assert len(parsed) <= 4, len(parsed)
+
+
+@pytest.mark.parametrize("wanted", [1, 2, 1234, 2500, 4999, 5000])
+def test_any_step_of_a_long_ledger_is_found_in_a_few_reads(
+    tmp_path: Path, wanted: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # bar show 50000 of a 100,000-step task: the file halved until the line is found,
+    # not read from its nearer end (half of it, in the middle)
+    path = tmp_path / "ledger.jsonl"
+    path.write_bytes(b"".join(make_step(n).to_line() + b"\n" for n in range(1, 5001)))
+    read: list[int] = []
+    pread = os.pread
+
+    def counting(fd: int, size: int, offset: int) -> bytes:
+        data = pread(fd, size, offset)
+        read.append(len(data))
+        return data
+
+    monkeypatch.setattr(ledger_module.os, "pread", counting)
+    found = Ledger(path).get(format_step_id(wanted))
+    assert found.to_record() == make_step(wanted).to_record()
+    assert sum(read) < path.stat().st_size // 20, (len(read), sum(read))
 
 
 def test_a_line_that_only_looks_like_a_later_step_is_read_all_the_same(tmp_path: Path) -> None:

@@ -4,7 +4,8 @@ A line is written whole (one ``write()`` of the line and its newline, under the 
 then fsync). Readers never trust the file blindly: a line that does not parse is skipped
 and reported, never fatal, and ``bar doctor --repair`` moves it aside. The newest steps are
 read from the end of the file backwards, so ``bar log -n 20`` and the next step id cost the
-same on a ledger of ten steps or of a hundred thousand.
+same on a ledger of ten steps or of a hundred thousand; one step, wherever it is (``bar show
+N``, ``bar rollback --to N``), is found by halving the file, whose step numbers only grow.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from bar.store.layout import STEP_ID_RE
 # reads want: a line is ~1 KB), then large ones
 _FIRST_BLOCK = 8 * 1024
 _BLOCK = 64 * 1024
+_PROBE = 2 * 1024  # what a look into the middle of the file reads first
 
 
 @record(frozen=True)
@@ -66,6 +68,26 @@ def _named(line: bytes) -> int | None:
     end = line.find(b'"', len(_LINE_START))
     digits = line[len(_LINE_START) : end]
     return int(digits) if end > 0 and digits.isdigit() and digits.isascii() else None
+
+
+def _line_from(fd: int, pos: int, end: int) -> tuple[int, bytes] | None:
+    """The first line that starts at or after byte ``pos`` and before ``end``: its offset
+    and its bytes (without the newline, which it must have: a torn last line is none)."""
+    at = pos - 1 if pos > 0 else 0  # (byte pos - 1 says whether a line starts at pos)
+    held = b""  # the file's bytes from ``at``
+    first = 0 if pos == 0 else None  # where in them the line starts, once known
+    while True:
+        if first is None and (cut := held.find(b"\n")) >= 0:
+            first = cut + 1
+        if first is not None:
+            if at + first >= end:
+                return None
+            if (cut := held.find(b"\n", first)) >= 0:
+                return at + first, held[first:cut]
+        more = os.pread(fd, max(_PROBE, len(held)), at + len(held))
+        if not more:
+            return None
+        held += more
 
 
 def _parse(line: bytes, where: str) -> Step:
@@ -229,6 +251,9 @@ class Ledger:
 
     def get(self, step_id: str) -> Step:
         wanted = int(step_id)
+        found = self._halving(wanted)
+        if found is not None:
+            return found
         seen = len(self.bad_lines)
         if self.near_start(wanted):
             for step in self.iter_forward(only=wanted):
@@ -249,6 +274,43 @@ class Ledger:
         raise StepNotFound(
             f"no step {step_id} in this task", hint="`bar log` lists the recorded steps"
         )
+
+    def _halving(self, wanted: int) -> Step | None:
+        """Step number ``wanted``, found by halving the file: step numbers grow down the
+        ledger (each is the newest plus one, appended under the task lock), so a few
+        reads of a few kilobytes find any step of a ledger of any length (a line that
+        does not name its step beyond doubt, ``_named``, is parsed). None when halving
+        finds no readable line of that number (an unreadable line on the way, or none of
+        that number): the caller then reads the lines, and reports what it finds."""
+        try:
+            fd = _open_no_follow(self.path)
+        except FileNotFoundError:
+            return None
+        try:
+            lo, hi = 0, os.fstat(fd).st_size  # the step's line, if any, starts in [lo, hi)
+            while lo < hi:
+                mid = (lo + hi) // 2
+                found = _line_from(fd, mid, hi)
+                if found is None:  # (no line starts in [mid, hi))
+                    hi = mid
+                    continue
+                start, line = found
+                number, step = _named(line), None
+                if number is None or number == wanted:
+                    try:
+                        step = _parse(line, f"{self.path} at byte {start}")
+                    except CorruptFile:
+                        return None
+                    number = step.number
+                if number < wanted:
+                    lo = start + len(line) + 1
+                elif number > wanted:
+                    hi = mid
+                else:
+                    return step
+            return None
+        finally:
+            os.close(fd)
 
     # --- reading from the start ------------------------------------------------
 
