@@ -123,6 +123,11 @@ SWEEP_SHARE ?= 0.25
 TEST_WORKERS ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 1) * 2 )))
 PYTEST_PARALLEL := -n $(TEST_WORKERS) --dist worksteal
 
+# pytest keeps the test modules it rewrote (their asserts) as bytecode beside them; a
+# PYTHONDONTWRITEBYTECODE in the environment would have every test process rewrite all of
+# them again at its start (~7 s of CPU each)
+unit test-fast test-long: export PYTHONDONTWRITEBYTECODE :=
+
 unit: $(STAMP) agents shells browser
 	TEST_SWEEP_SHARE=$(SWEEP_SHARE) $(PY) -m pytest $(PYTEST_PARALLEL) --durations=15
 	@# again where the kernel cannot confine a step (simulated): bar must say so and go on
