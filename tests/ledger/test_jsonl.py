@@ -330,3 +330,40 @@ def test_a_line_that_only_looks_like_a_later_step_is_read_all_the_same(tmp_path:
     for n in range(3, 6):
         Ledger(path).append(make_step(n))
     assert Ledger(path).get("0002").to_record() == rec
+
+
+_KEYS = st.sampled_from(["snapshot", "snapshot_before", "kind", "step_id", "PATH", 'a"snapshot'])
+
+
+@SETTINGS
+@given(
+    n=st.integers(1, 9),
+    same=st.booleans(),
+    blocked=st.booleans(),
+    env=st.dictionaries(_KEYS, st.sampled_from([SHA_A, SHA_B, "run", "0001"]), max_size=3),
+    cut=st.integers(0, 2000),
+)
+def test_a_step_that_changed_nothing_is_never_mistaken_by_its_bytes(
+    n: int, same: bool, blocked: bool, env: dict[str, str], cut: int
+) -> None:
+    # whatever its fields and whatever a caller's environment is named, a line said to be
+    # an unchanging run's or hand edit's is one (or, cut short, no step at all)
+    rec = make_step(n).to_record()
+    if same:
+        rec["snapshot"] = rec["snapshot_before"]
+    if blocked:
+        rec.pop("snapshot", None)
+    if rec["kind"] == "run":
+        rec["env"] = env
+    line = ledger_module._parse(json.dumps(rec).encode(), "test").to_line()  # (as bar writes)
+    for candidate in (line, line[:cut]):
+        if not ledger_module.surely_unchanged(candidate):
+            continue
+        try:
+            step = ledger_module._parse(candidate, "test")
+        except CorruptFile:
+            continue
+        assert step.kind in ("run", "manual") and step.snapshot == step.snapshot_before
+    unchanged = rec["kind"] in ("run", "manual") and same and not blocked
+    if unchanged and not ({"snapshot", "snapshot_before"} & set(env)):
+        assert ledger_module.surely_unchanged(line)  # (what bar writes is known)

@@ -3,6 +3,7 @@ applied, active, closed, or missing its worktree."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -164,3 +165,38 @@ def test_a_decision_answered_after_an_apply_leaves_it_applied(
     assert bar(capfd, "decide", "answer", "--choose", "1=a").code == 0
     row = listed(capfd)["asked"]
     assert (row["state"], row["applied"], row["steps"]) == ("applied", True, 3)
+
+
+def test_steps_that_changed_nothing_since_an_apply_are_passed_over_unparsed(
+    inited_clean: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # an agent that ran the tests a thousand times since the apply: bar status and task
+    # list read those lines' bytes, never build their steps, and still say "applied"
+    import bar.model.ledger_file as ledger_file
+
+    task = new_task(capfd, "tested")
+    run_sh(capfd, "echo feature > feature.txt")
+    assert bar(capfd, "apply", "-m", "Add the feature").code == 0
+    for _ in range(3):
+        assert bar(capfd, "run", "--", "true").code == 0
+    path = Path(os.environ["BAR_HOME"]).glob(f"projects/*/tasks/{task['id']}/ledger.jsonl")
+    ledger = next(path)
+    lines = ledger.read_bytes().splitlines()
+    newest = json.loads(lines[-1])
+    with ledger.open("ab") as fh:  # as many more, numbered on
+        for n in range(int(newest["step_id"]) + 1, int(newest["step_id"]) + 301):
+            fh.write(json.dumps({**newest, "step_id": f"{n:04d}"}, separators=(",", ":")).encode())
+            fh.write(b"\n")
+    built: list[object] = []
+    real = ledger_file.step_from_record
+
+    def counting(rec: Any, where: str) -> Any:
+        built.append(rec)
+        return real(rec, where)
+
+    monkeypatch.setattr(ledger_file, "step_from_record", counting)
+    assert listed(capfd)["tested"]["state"] == "applied"
+    assert len(built) < 20, len(built)
+    built.clear()
+    assert ", applied, " in bar(capfd, "status").out
+    assert len(built) < 20, len(built)

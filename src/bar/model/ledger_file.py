@@ -70,6 +70,37 @@ def _named(line: bytes) -> int | None:
     return int(digits) if end > 0 and digits.isdigit() and digits.isascii() else None
 
 
+_UNCHANGING_KINDS = (b'","kind":"run",', b'","kind":"manual",')
+_BEFORE, _AFTER = b',"snapshot_before":"', b'","snapshot":"'
+
+
+def surely_unchanged(line: bytes) -> bool:
+    """Whether a line is, beyond doubt, a command's or a hand edit's step that left the
+    worktree's state as it found it, read without parsing it (``bar status`` of a task
+    with thousands of such steps since its last change parses none of them). Beyond
+    doubt: the line is as bar writes one (``_named``), its kind follows its id, and
+    ``snapshot_before`` and ``snapshot`` are each named once (no nested or repeated
+    key could be the one JSON keeps), one after the other, with the same object id. (A
+    torn such line is no step at all, which readers pass over too.) False whenever
+    unsure: the line is then parsed."""
+    if _named(line) is None:
+        return False
+    kind = line.find(b'"', len(_LINE_START))
+    if not line.startswith(_UNCHANGING_KINDS, kind):
+        return False
+    if line.count(_BEFORE[1:]) != 1 or line.count(_AFTER[2:]) != 1:
+        return False
+    start = line.find(_BEFORE) + len(_BEFORE)
+    end = line.find(b'"', start)
+    before = line[start:end]
+    return (
+        start >= len(_BEFORE)
+        and len(before) in (40, 64)
+        and not before.translate(None, b"0123456789abcdef")
+        and line.startswith(_AFTER + before + b'"', end)
+    )
+
+
 def _line_from(fd: int, pos: int, end: int) -> tuple[int, bytes] | None:
     """The first line that starts at or after byte ``pos`` and before ``end``: its offset
     and its bytes (without the newline, which it must have: a torn last line is none)."""

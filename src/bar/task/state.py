@@ -4,7 +4,8 @@
 ``bar task list`` asks this of every task, so it reads only what is cheap: whether the
 worktree directory is there (one stat, no scan of its files), whether a step's intent
 journal exists and a live process holds the task lock (the test ``bar status`` makes),
-and the newest lines of the ledger. "Applied" means an ``apply`` of the last recorded
+and the newest lines of the ledger (back to the newest step that changed files: the
+steps since that surely changed nothing are passed over on their bytes, unparsed). "Applied" means an ``apply`` of the last recorded
 state is newer than every step that changed files (steps that changed nothing since keep
 it so), and the branch it landed on still has its commit (one ``git merge-base
 --is-ancestor``, for such a task only: a reset of that branch undoes the apply). Changes
@@ -18,6 +19,7 @@ from typing import Any
 from bar import git
 from bar.base.record import record
 from bar.git import DiffStat
+from bar.model.ledger_file import surely_unchanged
 from bar.model.records import ApplyStep, DecisionStep
 from bar.model.tasks import Task, still_landed
 from bar.store.lock import is_locked
@@ -64,7 +66,12 @@ def is_applied(task: Task) -> bool:
     and its commit is still on the branch it landed on."""
     apply: ApplyStep | None = None
     state: str | None = None  # the last recorded state
-    for step in task.ledger.iter_reverse(warn=False):
+    # once the last recorded state is known, a step that surely changed nothing is passed
+    # over unparsed (the look reads ``state`` as the loop sets it)
+    for step in task.ledger.iter_reverse(
+        warn=False,
+        may_match=lambda line: state is None or not surely_unchanged(line),  # noqa: B023
+    ):
         if isinstance(step, DecisionStep):
             continue
         if isinstance(step, ApplyStep):
