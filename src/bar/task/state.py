@@ -4,12 +4,13 @@
 ``bar task list`` asks this of every task, so it reads only what is cheap: whether the
 worktree directory is there (one stat, no scan of its files), whether a step's intent
 journal exists and a live process holds the task lock (the test ``bar status`` makes),
-and the newest lines of the ledger (back to the newest step that changed files: the
-steps since that surely changed nothing are passed over on their bytes, unparsed). "Applied" means an ``apply`` of the last recorded
-state is newer than every step that changed files (steps that changed nothing since keep
-it so), and the branch it landed on still has its commit (one ``git merge-base
---is-ancestor``, for such a task only: a reset of that branch undoes the apply). Changes
-nobody recorded yet are not looked for here; ``bar status`` says whether there are any.
+and the newest lines of the ledger, back to the newest step that changed files (the
+steps since, which surely changed nothing, are passed over on their bytes, unparsed).
+"Applied" means an ``apply`` of the last recorded state is newer than every step that
+changed files (steps that changed nothing since keep it so), and the branch it landed on
+still has its commit (one ``git merge-base --is-ancestor``, for such a task only: a
+reset of that branch undoes the apply). Changes nobody recorded yet are not looked for
+here; ``bar status`` says whether there are any.
 """
 
 from __future__ import annotations
