@@ -531,6 +531,12 @@ def fig6(f: Fixture, p: Params) -> list[Row]:
         lines = sum(1 for _ in (f.task_dir(task) / "ledger.jsonl").open("rb"))
         if lines != n:
             raise BenchError(f"a ledger has {lines} lines, expected {n}")
+    # and one whose steps since its first changed nothing (an agent running the tests
+    # again and again): what bar status reads back to find whether it is applied
+    idle, wt_idle = f.new_task(repo, "idle-ledger")
+    _sh_step(f, wt_idle, idle, edits.step_script(pool, 3))
+    _synthesize(f.task_dir(idle) / "ledger.jsonl", p.ledger_steps - 2)
+    f.bar(wt_idle, "run", "--task", idle, "--no-pty", "--", "true")
 
     def cmd(task: str, *args: str) -> list[str | Path]:
         return [f.tools.bar, *args[:1], "--task", task, *args[1:]]
@@ -543,6 +549,7 @@ def fig6(f: Fixture, p: Params) -> list[Row]:
             "log small": lambda: f.t(cmd(small, "log", "-n", "20"), wt_small),
             "status big": lambda: f.t(cmd(big, "status"), wt_big),
             "status small": lambda: f.t(cmd(small, "status"), wt_small),
+            "status idle": lambda: f.t(cmd(idle, "status"), wt_idle),
             "run big": lambda: f.t(cmd(big, "run", "--no-pty", "--", "true"), wt_big),
             "run small": lambda: f.t(cmd(small, "run", "--no-pty", "--", "true"), wt_small),
             "show middle": lambda: f.t(cmd(big, "show", middle), wt_big),
@@ -570,6 +577,15 @@ def fig6(f: Fixture, p: Params) -> list[Row]:
             f"`bar status`: {k}-step ledger ÷ 10-step ledger",
             s,
             "status big",
+            "status small",
+            1.5,
+        ),
+        ratio_row(
+            "6-status-idle",
+            f"`bar status`: {k} steps that changed nothing since the task's last change "
+            "÷ a 10-step ledger",
+            s,
+            "status idle",
             "status small",
             1.5,
         ),
