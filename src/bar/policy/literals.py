@@ -23,6 +23,8 @@ through.
 
 from __future__ import annotations
 
+import os
+
 _DIGITS = frozenset("0123456789")
 _HEX = frozenset("0123456789abcdefABCDEF")
 _ASCII_ALNUM = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
@@ -305,3 +307,51 @@ class _Scanner:
         while at < len(self.text) and self.text[at] in _DIGITS:
             at += 1
         return at
+
+
+# ------------------------------------------------------- the default policy's, read once
+
+# The strings of the default policy's patterns, read when it was last changed and kept
+# beside it: a fresh project's first command then takes them from there, where reading
+# its 62 patterns (and compiling them, to check them) costs ~50 ms. The table names each
+# pattern whole: a pattern not in it (a rule the developer wrote or changed) is read as
+# always. ``tests/policy/test_literals.py`` checks that the table says what reading each
+# pattern says; ``python tests/support/default_literals.py`` writes it again.
+KNOWN_PATH = os.path.join(
+    os.path.dirname(os.path.dirname(__file__)), "data", "default_literals.json"
+)
+KNOWN_TAG = "literals 1"  # (bump with any change to how a pattern is read: the table is void)
+_known: dict[str, list[str] | None] | None = None
+
+
+def known_literals(pattern: str) -> tuple[bool, list[str] | None]:
+    """Whether the table of the default policy's patterns holds ``pattern``, and if so
+    its literals (None: it has none)."""
+    global _known
+    if _known is None:
+        _known = _read_known()
+    return pattern in _known, _known.get(pattern)
+
+
+def _read_known() -> dict[str, list[str] | None]:
+    import json
+
+    try:
+        with open(KNOWN_PATH, "rb") as f:
+            data = json.load(f)
+        if data["tag"] != KNOWN_TAG:
+            return {}
+        table = data["patterns"]
+        if isinstance(table, dict) and all(
+            v is None or (isinstance(v, list) and all(isinstance(s, str) and s for s in v))
+            for v in table.values()
+        ):
+            return table
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    return {}  # (no table: every pattern is read)
+
+
+def known_table(patterns: list[str]) -> dict[str, object]:
+    """What ``KNOWN_PATH`` holds for ``patterns``: each one's literals, read now."""
+    return {"tag": KNOWN_TAG, "patterns": {p: required_literals(p) for p in patterns}}

@@ -14,6 +14,7 @@ import zlib
 from bar import __version__
 from bar.base.migrate import upgrade
 from bar.errors import CorruptFile, PolicyError
+from bar.policy.literals import known_literals
 from bar.policy.rules import ACTIONS, Policy, Rule
 from bar.store import cache
 
@@ -79,11 +80,11 @@ def load_policy(
 
 def parse_policy_text(text: str, source: str) -> Policy:
     """Validate policy YAML; ``source`` names it in every error."""
-    import yaml
+    from bar.base import yaml_text
 
     try:
-        data = yaml.safe_load(text)
-    except yaml.MarkedYAMLError as exc:
+        data = yaml_text.load(text)
+    except yaml_text.MarkedYAMLError as exc:
         mark = exc.problem_mark
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         raise PolicyError(
@@ -170,6 +171,18 @@ def _build_rule(raw: object, number: int, source: str) -> Rule:
     if not raw["pattern"]:
         raise PolicyError(f"{label}: empty pattern would match every command")
     match, no_match = _build_examples(raw.get("examples"), label)
+    held, literals = known_literals(raw["pattern"])
+    if held:  # (one of the default policy's: its literals known, itself known to compile)
+        return Rule(
+            name,
+            raw["pattern"],
+            raw["action"],
+            raw["reason"],
+            match,
+            no_match,
+            literals=literals,
+            compiled=False,
+        )
     try:
         return Rule(name, raw["pattern"], raw["action"], raw["reason"], match, no_match)
     except re.error as exc:
