@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import parsed_steps
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -281,14 +282,7 @@ def test_one_step_of_a_long_ledger_is_found_by_parsing_a_few_lines(
     ledger = Ledger(path)
     for n in range(1, 301):
         ledger.append(make_step(n))
-    parsed: list[object] = []
-    real = ledger_module.step_from_record
-
-    def counting(rec: object, where: str) -> Step:
-        parsed.append(rec)
-        return real(rec, where)
-
-    monkeypatch.setattr(ledger_module, "step_from_record", counting)
+    parsed = parsed_steps(monkeypatch)
     fresh = Ledger(path)
     assert fresh.get(f"{wanted:04d}").to_record() == make_step(wanted).to_record()
     assert len(parsed) <= 4, len(parsed)

@@ -597,3 +597,19 @@ def process_alive(pid: int) -> bool:
             return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
     except OSError:
         return False
+
+
+def parsed_steps(monkeypatch: pytest.MonkeyPatch) -> list[object]:
+    """The ledger records bar parses into steps from now on in this process
+    (``bar.model.ledger_file.step_from_record``), each added to the list returned."""
+    from bar.model import ledger_file
+
+    parsed: list[object] = []
+    real = ledger_file.step_from_record
+
+    def counting(rec: Any, where: str) -> Any:
+        parsed.append(rec)
+        return real(rec, where)
+
+    monkeypatch.setattr(ledger_file, "step_from_record", counting)
+    return parsed

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import BAR_EXE, bar, new_task, run_sh, worktree
+from helpers import BAR_EXE, bar, new_task, parsed_steps, run_sh, worktree
 
 from conftest import git
 
@@ -172,8 +172,6 @@ def test_steps_that_changed_nothing_since_an_apply_are_passed_over_unparsed(
 ) -> None:
     # an agent that ran the tests a thousand times since the apply: bar status and task
     # list read those lines' bytes, never build their steps, and still say "applied"
-    import bar.model.ledger_file as ledger_file
-
     task = new_task(capfd, "tested")
     run_sh(capfd, "echo feature > feature.txt")
     assert bar(capfd, "apply", "-m", "Add the feature").code == 0
@@ -187,14 +185,7 @@ def test_steps_that_changed_nothing_since_an_apply_are_passed_over_unparsed(
         for n in range(int(newest["step_id"]) + 1, int(newest["step_id"]) + 301):
             fh.write(json.dumps({**newest, "step_id": f"{n:04d}"}, separators=(",", ":")).encode())
             fh.write(b"\n")
-    built: list[object] = []
-    real = ledger_file.step_from_record
-
-    def counting(rec: Any, where: str) -> Any:
-        built.append(rec)
-        return real(rec, where)
-
-    monkeypatch.setattr(ledger_file, "step_from_record", counting)
+    built = parsed_steps(monkeypatch)
     assert listed(capfd)["tested"]["state"] == "applied"
     assert len(built) < 20, len(built)
     built.clear()
