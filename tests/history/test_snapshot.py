@@ -28,6 +28,7 @@ from hypothesis import strategies as st
 from bar.changes.fast.rescan import unchanged_since
 from bar.git import DIFF_FLAGS, parse_numstat
 from bar.git.patches import write_patch
+from bar.history import steps as ledger_steps
 from conftest import git
 from test_properties import _check_replay, _run_ops, _start
 
@@ -132,7 +133,10 @@ def test_a_hand_edit_that_keeps_the_directories_asks_git_for_no_tree_shape(
 ) -> None:
     # files of the tree changed in place: its directories stand, so the stamps need no
     # diff of the trees (``stamps.shape_of``); git adds, writes the tree and writes the
-    # patch, once each (bar writes the commit and moves the ref itself: ``bar.git.object_writer``)
+    # patch, once each (bar writes the commit and moves the ref itself: ``bar.git.object_writer``);
+    # a snapshot slower than ``SPLIT_AFTER_S`` (a loaded machine) would have its patch
+    # written by two gits at once: this test is of the one git a small change takes
+    monkeypatch.setattr(ledger_steps, "SPLIT_AFTER_S", float("inf"))
     EDITS[edit](worktree(settled))
     trace = tmp_path / "trace.json"
     monkeypatch.setenv("GIT_TRACE2_EVENT", str(trace))
