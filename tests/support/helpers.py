@@ -18,6 +18,7 @@ from typing import Any, ClassVar
 import pytest
 import yaml
 
+from bar.base import yaml_text
 from bar.cli.main import main
 
 BAR_EXE = str(Path(sys.executable).parent / "bar")
@@ -325,10 +326,10 @@ def replay_patches(repo: Path, task_id: str, base_commit: str, dest: Path) -> di
 def set_config(**sections: dict[str, object]) -> None:
     """Change sections of the project's config.yaml (the one project under BAR_HOME)."""
     path = project_dir() / "config.yaml"
-    data = yaml.safe_load(path.read_text())
+    data = yaml_text.load(path.read_text())
     for name, values in sections.items():
         data[name] = {**(data.get(name) or {}), **values}
-    path.write_text(yaml.safe_dump(data))
+    path.write_text(yaml.dump(data, Dumper=yaml.CSafeDumper))  # (as safe_dump, in C)
 
 
 SUPPORT = Path(__file__).resolve().parent  # tests/support: these helpers, the fake agents
