@@ -513,8 +513,11 @@ def point_at(points: list[str], n: int, probe_id: str, task_id: str) -> str:
 
 
 def timed(point: str) -> bool:
-    """A point some runs pass and others do not, as the clock has it."""
-    return "stamps" in point or ".racy" in point
+    """A point some runs pass and others do not, as the clock has it: a stamps or racy
+    file, and the watcher's mode note (``watch.json``, written when a watcher took the
+    step's watch: one sure of what it saw, started in time, which a loaded machine may
+    not give)."""
+    return "stamps" in point or ".racy" in point or "watch.json" in point
 
 
 def examples(full: int) -> int:
