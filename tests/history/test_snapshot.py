@@ -26,7 +26,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bar.changes.fast.rescan import unchanged_since
-from bar.git import DIFF_FLAGS, parse_numstat
+from bar.git import DIFF_FLAGS, parse_numstat, racy
 from bar.git.patches import write_patch
 from bar.history import steps as ledger_steps
 from conftest import git
@@ -137,6 +137,9 @@ def test_a_hand_edit_that_keeps_the_directories_asks_git_for_no_tree_shape(
     # a snapshot slower than ``SPLIT_AFTER_S`` (a loaded machine) would have its patch
     # written by two gits at once: this test is of the one git a small change takes
     monkeypatch.setattr(ledger_steps, "SPLIT_AFTER_S", float("inf"))
+    # a record whose ``git add`` ran past the end of a second (a loaded machine) leaves
+    # suspects to be hashed again by the next look (``bar.git.racy``), a plain edit or not
+    suspects_left = bool(racy.suspects(project_dir() / "tasks" / settled["id"] / "index"))
     EDITS[edit](worktree(settled))
     trace = tmp_path / "trace.json"
     monkeypatch.setenv("GIT_TRACE2_EVENT", str(trace))
@@ -148,7 +151,7 @@ def test_a_hand_edit_that_keeps_the_directories_asks_git_for_no_tree_shape(
     # (a chmod, a ``touch -r``) has its noted stat cleared (``bar.git.racy``), and the step's
     # own snapshot adds it again
     smudged = "update-index" in ran
-    assert not smudged or edit != "modify", ran
+    assert not smudged or edit != "modify" or suspects_left, ran
     assert ran.count("add") == ran.count("write-tree") == (2 if smudged else 1), ran
     assert ran.count("diff") == 1, ran
     assert "commit-tree" not in ran and "update-ref" not in ran, ran
