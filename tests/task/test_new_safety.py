@@ -218,6 +218,11 @@ def check_clean_or_complete(repo: Path, n: int) -> None:
     assert left["refs"] == sorted(f"refs/bar/tasks/{i}" for i in ids), f"point {n}: {left}"
 
 
+# a kill once the worktree is made, named by its point's label (not its number in a
+# probe's trace, which would cost a probe and count on every point before it)
+AFTER_THE_WORKTREE = {"BAR_FAULT_AT": "after adding the worktree"}
+
+
 @pytest.mark.slow  # a SIGKILL sweep (make test-fast leaves it out)
 @pytest.mark.parametrize("cleared_by", ["doctor", "task-new"])
 def test_sigkill_at_every_point_of_task_new(
@@ -254,11 +259,9 @@ def test_sigkill_while_clearing_a_half_made_task(
 ) -> None:
     """The next ``bar task new`` is itself killed at each point of clearing what the first
     left: ``bar doctor --repair`` then clears the rest."""
-    points = points_of(make_repo, tmp_path, monkeypatch)
-    first = 1 + points.index("after adding the worktree")
     monkeypatch.setenv("BAR_HOME", str(tmp_path / "probe-undo"))
     repo = setup(make_repo, "probe-undo")
-    assert bar_exe("task", "new", "killed", cwd=repo, env={"BAR_FAULT_AT": str(first)}).code < 0
+    assert bar_exe("task", "new", "killed", cwd=repo, env=AFTER_THE_WORKTREE).code < 0
     trace = tmp_path / "trace-undo"
     assert bar_exe("task", "new", "other", cwd=repo, env={"BAR_FAULT_TRACE": str(trace)}).code == 0
     labels = [line.split(" ", 1)[1] for line in trace.read_text().splitlines()]
@@ -267,7 +270,7 @@ def test_sigkill_while_clearing_a_half_made_task(
     for m in range(1, last_undo + 2):
         monkeypatch.setenv("BAR_HOME", str(tmp_path / f"undo{m}"))
         repo = setup(make_repo, f"undo{m}")
-        env = {"BAR_FAULT_AT": str(first)}
+        env = AFTER_THE_WORKTREE
         assert bar_exe("task", "new", "killed", cwd=repo, env=env).code == -signal.SIGKILL
         env = {"BAR_FAULT_AT": str(m)}
         res = bar_exe("task", "new", "other", cwd=repo, env=env)
@@ -279,21 +282,14 @@ def test_sigkill_while_clearing_a_half_made_task(
         assert "everything checks out" in bar_exe("doctor", cwd=repo).out, f"point {m}"
 
 
-def points_of(make_repo: MakeRepo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    monkeypatch.setenv("BAR_HOME", str(tmp_path / "probe-home"))
-    return trace_points(setup(make_repo, "probe"), tmp_path / "trace")
-
-
 def test_a_branch_that_moved_since_is_kept(
     make_repo: MakeRepo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Killed after the worktree was made; someone then committed on the branch: the
     half-made task is cleared, but the branch holds work and is kept."""
-    points = points_of(make_repo, tmp_path, monkeypatch)
-    n = 1 + points.index("after adding the worktree")
     monkeypatch.setenv("BAR_HOME", str(tmp_path / "home"))
     repo = setup(make_repo, "moved")
-    res = bar_exe("task", "new", "killed", cwd=repo, env={"BAR_FAULT_AT": str(n)})
+    res = bar_exe("task", "new", "killed", cwd=repo, env=AFTER_THE_WORKTREE)
     assert res.code == -signal.SIGKILL
     (wt,) = leftovers(repo)["worktrees"]
     git(Path(wt), "commit", "-q", "--allow-empty", "-m", "work")
@@ -311,11 +307,9 @@ def test_a_half_made_worktree_holding_new_files_is_kept(
 ) -> None:
     """Someone wrote into the half-made task's worktree: clearing it would lose that, so
     doctor keeps it and says so (exit 8), and ``bar task new`` still works."""
-    points = points_of(make_repo, tmp_path, monkeypatch)
-    n = 1 + points.index("after adding the worktree")
     monkeypatch.setenv("BAR_HOME", str(tmp_path / "home"))
     repo = setup(make_repo, "work")
-    assert bar_exe("task", "new", "killed", cwd=repo, env={"BAR_FAULT_AT": str(n)}).code < 0
+    assert bar_exe("task", "new", "killed", cwd=repo, env=AFTER_THE_WORKTREE).code < 0
     (wt,) = leftovers(repo)["worktrees"]
     (Path(wt) / "notes.txt").write_text("mine\n")
     doc = bar_exe("doctor", "--repair", cwd=repo)
@@ -344,11 +338,9 @@ def test_a_task_being_created_by_a_live_bar_is_left_alone(
 ) -> None:
     """While its task lock is held (its maker is alive), a task being made is neither
     reported nor cleared; once the lock is free, doctor clears it."""
-    points = points_of(make_repo, tmp_path, monkeypatch)
-    n = 1 + points.index("after adding the worktree")
     monkeypatch.setenv("BAR_HOME", str(tmp_path / "home"))
     repo = setup(make_repo, "live")
-    assert bar_exe("task", "new", "killed", cwd=repo, env={"BAR_FAULT_AT": str(n)}).code < 0
+    assert bar_exe("task", "new", "killed", cwd=repo, env=AFTER_THE_WORKTREE).code < 0
     (task_id,) = leftovers(repo)["task_dirs"]
     lock = project_dir() / "tasks" / task_id / "task.lock"
     holder = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, str(lock)], stdout=subprocess.PIPE)
