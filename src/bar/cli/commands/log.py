@@ -75,14 +75,20 @@ def log(
     )
     the_task = api.get_task(api.open_project(), task)
     history = flow.history(the_task)
+    # --follow: the newest step read before the steps so far are, then those up to it
+    # shown, and the watch begins after it: a step recorded between the two readings is
+    # shown once, by the watch (read after, it would be shown by neither)
+    after = _newest(the_task) if follow else 0
     # (a step not recorded yet comes last, if the filters let it through)
     live = api.live_step(the_task, chosen) if n != 0 and not follow else None
     if as_json:
         steps = api.log(the_task, n, chosen)
+        if follow:
+            steps = [step for step in steps if step.number <= after]
         entries = [shapes.log_entry(the_task, s, patch, history) for s in steps]
         if follow:
             api.steps_run_here(the_task)
-            return _follow_json(the_task, entries, patch, history, chosen)
+            return _follow_json(the_task, entries, after, patch, history, chosen)
         if live is not None:
             taken = api.checkpoints(the_task, live.step_id)
             entries.append(shapes.live_entry(the_task, live, taken))
@@ -97,10 +103,18 @@ def log(
     else:
         rows = [_Row._make(cells(step)) for step in api.log(the_task, n, chosen)]
     if follow:
+        rows = [row for row in rows if int(row.step_id) <= after]
         api.steps_run_here(the_task)
         matching = None if chosen.everything else _filters_text(grep, kind or [], agent, since)
         return _follow_text(
-            the_task, rows, chosen, patch=patch, tools=tools, history=history, matching=matching
+            the_task,
+            rows,
+            after,
+            chosen,
+            patch=patch,
+            tools=tools,
+            history=history,
+            matching=matching,
         )
     note = None
     if live is not None:
@@ -158,9 +172,16 @@ def _live_row(task: Task, live: LiveStep) -> tuple[_Row, tuple[str, str]]:
     return row, (live.step_id, said)
 
 
+def _newest(task: Task) -> int:
+    """The number of the task's newest recorded step (0: none yet)."""
+    newest = task.ledger.last()
+    return newest.number if newest is not None else 0
+
+
 def _follow_text(
     task: Task,
     rows: list[_Row],
+    after: int,
     chosen: Selection,
     *,
     patch: bool,
@@ -170,7 +191,8 @@ def _follow_text(
 ) -> int:
     """``bar log --follow``: the steps so far, then each step as it starts (marked running),
     each tool call of its agent as it is checkpointed, and its line once recorded; until
-    Ctrl-C. With filters (``chosen``; ``matching`` says them), only the steps they let
+    Ctrl-C; the watch begins after step number ``after``. With filters (``chosen``;
+    ``matching`` says them), only the steps they let
     through: a running step by its command, agent and start (its output is searched
     once it is recorded, and its line shown then if it matches)."""
     from bar.step.live import Lost, Recorded, Started, Taken
@@ -190,9 +212,8 @@ def _follow_text(
     print(paint("(following the task: Ctrl-C stops)", "dim"), file=sys.stderr, flush=True)
     sys.stdout.flush()
     followed: set[str] = set()  # (shown as it started: its tool calls are listed as they come)
-    newest = task.ledger.last()
     try:
-        for event in api.watch_steps(task, newest.number if newest is not None else 0):
+        for event in api.watch_steps(task, after):
             out: list[str] = []
             if isinstance(event, Started):
                 if not api.live_selected(task, event.live, chosen):
@@ -241,12 +262,14 @@ def _follow_text(
 def _follow_json(
     task: Task,
     entries: list[dict[str, Any]],
+    after: int,
     patch: bool,
     history: list[dict[str, Any]] | None,
     chosen: Selection,
 ) -> int:
     """``bar log --follow --json``: one JSON object a line (``$follow-event``): each step
-    so far, then as they come (those the filters let through, as ``_follow_text``)."""
+    so far, then as they come, after step number ``after`` (those the filters let through,
+    as ``_follow_text``)."""
     from bar.step.live import Lost, Recorded, Started, Taken
 
     def emit(obj: dict[str, Any]) -> None:
@@ -256,9 +279,8 @@ def _follow_json(
     for entry in entries:
         emit({"event": "step", "step": entry})
     followed: set[str] = set()  # (its running event was given: its checkpoints follow)
-    newest = task.ledger.last()
     try:
-        for event in api.watch_steps(task, newest.number if newest is not None else 0):
+        for event in api.watch_steps(task, after):
             if isinstance(event, Started):
                 if api.live_selected(task, event.live, chosen):
                     followed.add(event.live.step_id)
