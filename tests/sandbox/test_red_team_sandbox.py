@@ -13,7 +13,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import BAR_EXE, bar_exe, ledger, new_task, point_at, task_dir, timed, worktree
+from helpers import (
+    BAR_EXE,
+    bar_exe,
+    ledger,
+    new_task,
+    point_at,
+    sweep,
+    task_dir,
+    timed,
+    worktree,
+)
 
 from bar.errors import ExitCode
 
@@ -164,7 +174,7 @@ def test_queued_steps_are_appended_once_whatever_point_bar_is_killed_at(
     flushed = max(i for i, line in enumerate(labels, 1) if "queued-steps.jsonl" in line)
     assert [s["kind"] for s in ledger(t["id"])] == ["decision", "decision", "run"]
     probe = t["id"]
-    for n in range(1, flushed + 1):
+    for n in sweep(flushed):
         name = f"crash{n}"
         t = _queue_two(capfd, name)
         # each point by its label and how many of that label came before it: the number

@@ -17,6 +17,7 @@ from helpers import (
     new_task,
     project_dir,
     run_sh,
+    sweep,
     task_dir,
     worktree,
 )
@@ -232,16 +233,18 @@ def _crash_points(repo: Path, capfd: pytest.CaptureFixture[str], tmp_path: Path)
     return len(trace.read_text().splitlines())
 
 
+@pytest.mark.slow  # a SIGKILL sweep (make test-fast leaves it out)
 @pytest.mark.parametrize("finisher", ["delete", "prune", "doctor"])
 def test_a_delete_stopped_anywhere_is_finished_later(
     inited_clean: Path, capfd: pytest.CaptureFixture[str], tmp_path: Path, finisher: str
 ) -> None:
     points = _crash_points(inited_clean, capfd, tmp_path)
     assert points >= 6
-    tasks = [closed(capfd, f"doomed{n}", f"echo {n} > f{n}") for n in range(1, points + 1)]
+    at = sweep(points)
+    tasks = [closed(capfd, f"doomed{n}", f"echo {n} > f{n}") for n in at]
     kept = new_task(capfd, "bystander")
     kept_traces = traces_of(inited_clean, kept)
-    for n, t in enumerate(tasks, 1):
+    for n, t in zip(at, tasks, strict=True):
         res = bar_exe(
             "task", "delete", t["id"], "--force", cwd=inited_clean, env={"BAR_FAULT_AT": str(n)}
         )
@@ -250,7 +253,7 @@ def test_a_delete_stopped_anywhere_is_finished_later(
         assert bar(capfd, "task", "prune", "--force").code == 0
     elif finisher == "doctor":
         assert bar(capfd, "doctor", "--repair").code == 0
-    for n, t in enumerate(tasks, 1):
+    for n, t in zip(at, tasks, strict=True):
         if finisher == "delete":
             res = bar(capfd, "task", "delete", t["id"], "--force")
             assert res.code in (0, 3), (n, res.err)  # 3: the stop came after the last removal

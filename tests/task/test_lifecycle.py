@@ -22,6 +22,7 @@ from helpers import (
     project_dir,
     run_sh,
     set_config,
+    sweep,
     task_dir,
     timed,
     worktree,
@@ -179,6 +180,7 @@ def test_reopen_picks_the_closed_task_of_a_shared_name(
     assert task_json(fresh["id"])["status"] == "active"
 
 
+@pytest.mark.slow  # a SIGKILL sweep (make test-fast leaves it out)
 def test_a_reopen_stopped_anywhere_is_finished_by_running_it_again(
     inited_clean: Path, capfd: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
@@ -189,7 +191,7 @@ def test_a_reopen_stopped_anywhere_is_finished_by_running_it_again(
     # points varies with timing (a stamps or racy file is written only when the clock says)
     points = fault_trace(inited_clean, tmp_path, "task", "reopen", t["id"])
     assert len(points) >= 4
-    for n in range(1, len(points) + 1):
+    for n in sweep(len(points)):
         assert bar(capfd, "task", "close", t["id"]).code == 0
         at = point_at(points, n, t["id"], t["id"])
         killed = bar_exe("task", "reopen", t["id"], cwd=inited_clean, env={"BAR_FAULT_AT": at})
