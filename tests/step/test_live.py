@@ -458,3 +458,43 @@ def test_stdout_is_given_out_up_to_where_stderr_could_begin(
     data: bytes, line_start: bool, safe: int
 ) -> None:
     assert _before_stderr(data, line_start) == safe
+
+
+@pytest.mark.parametrize("as_json", [True, False])
+def test_log_follow_shows_once_a_step_recorded_while_it_read_the_steps_so_far(
+    inited: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, as_json: bool
+) -> None:
+    """A step recorded after ``bar log --follow`` read the newest step and before it read
+    the steps so far is shown once: by the watch, which begins after the newest read
+    first (read after, the step was in neither)."""
+    from bar import api
+
+    t = new_task(capfd)
+    assert bar(capfd, "run", "--", "true").code == 0
+    read, between = (api.log, "log") if as_json else (api.log_rows, "log_rows")
+
+    def recorded_meanwhile(*args: Any, **kwargs: Any) -> Any:
+        monkeypatch.setattr(api, between, read)  # (once)
+        ran = subprocess.run([BAR_EXE, "run", "--", "true"], capture_output=True, text=True)
+        assert ran.returncode == 0, ran.stderr
+        return read(*args, **kwargs)
+
+    watch = api.watch_steps
+
+    def until_step_2(task: Any, after: int) -> Iterator[Any]:
+        assert after == 1
+        for event in watch(task, after):
+            yield event
+            if getattr(getattr(event, "step", None), "number", 0) == 2:
+                raise KeyboardInterrupt  # (what ends a follow)
+
+    monkeypatch.setattr(api, between, recorded_meanwhile)
+    monkeypatch.setattr(api, "watch_steps", until_step_2)
+    res = bar(capfd, "log", "--follow", *(["--json"] if as_json else []))
+    assert res.code == 0, res.err
+    assert [s["step_id"] for s in ledger(t["id"])] == ["0001", "0002"]
+    if as_json:
+        shown = [json.loads(line)["step"]["step_id"] for line in res.out.splitlines()]
+    else:
+        shown = [line.split()[0] for line in res.out.splitlines() if line[:1].isdigit()]
+    assert shown == ["0001", "0002"], res.out
