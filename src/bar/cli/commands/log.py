@@ -192,9 +192,9 @@ def _follow_text(
     """``bar log --follow``: the steps so far, then each step as it starts (marked running),
     each tool call of its agent as it is checkpointed, and its line once recorded; until
     Ctrl-C; the watch begins after step number ``after``. With filters (``chosen``;
-    ``matching`` says them), only the steps they let
-    through: a running step by its command, agent and start (its output is searched
-    once it is recorded, and its line shown then if it matches)."""
+    ``matching`` says them), only the steps they let through: a running step by its
+    command, agent and start (its output is searched once it is recorded, and its line
+    shown then if it matches)."""
     from bar.step.live import Lost, Recorded, Started, Taken
 
     paint = Painter(task.project.config.output.color)
