@@ -8,6 +8,7 @@ import os
 import random
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -130,6 +131,64 @@ def test_an_autosave_during_rollback_is_never_lost(
     assert lost == [], f"{len(lost)} of {TRIALS} autosaves held by no state: {lost[:3]}"
 
 
+def test_a_save_through_a_file_the_rollback_captured_stands_in_place_of_its_version(
+    speed: str, inited: Path, capfd: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """An editor holding ``doc.txt`` open saves into it (truncate, write) after the
+    rollback captured it as recorded and moved the target's version in: that save is the
+    newest of the path, and the worktree holds it after the rollback, not the target's
+    version (which the state restored holds), nor is it moved to the trash. The save is
+    made while bar waits at a point of its own (its fault trace is a FIFO): the capture of
+    the next file, ``z.txt``, once ``doc.txt`` was written."""
+    t = new_task(capfd, "t")
+    wt = worktree(t)
+    run_sh(capfd, "echo one > doc.txt; echo one > z.txt")
+    run_sh(capfd, "echo two > doc.txt; echo two > z.txt")
+    editor = os.open(wt / "doc.txt", os.O_WRONLY)
+    fifo = tmp_path / "trace"
+    os.mkfifo(fifo)
+    captures: list[str] = []
+
+    def at_each_point() -> None:
+        while True:
+            fd = os.open(fifo, os.O_RDONLY)
+            try:
+                data = b""
+                while chunk := os.read(fd, 4096):
+                    data += chunk
+            finally:
+                os.close(fd)
+            if not data:
+                return
+            for label in data.decode().splitlines():
+                if label.endswith(" with a file captured"):
+                    captures.append(label)
+                    if len(captures) == 2:  # (z.txt's: doc.txt is written)
+                        os.ftruncate(editor, 0)
+                        os.pwrite(editor, b"saved through the open file\n", 0)
+
+    reader = threading.Thread(target=at_each_point, daemon=True)
+    reader.start()
+    try:
+        res = bar_exe("rollback", "--to", "1", cwd=inited, env={"BAR_FAULT_TRACE": str(fifo)})
+    finally:
+        os.close(os.open(fifo, os.O_WRONLY))  # (an empty read ends the reader)
+        reader.join(10)
+        os.close(editor)
+    assert res.code == 0, res.err
+    assert len(captures) == 2, captures
+    assert (wt / "doc.txt").read_bytes() == b"saved through the open file\n"
+    assert (wt / "z.txt").read_bytes() == b"one\n"
+    assert "kept as changed: doc.txt;" in res.err, res.err
+    assert "trash" not in res.err, res.err
+    last = ledger(t["id"])[-1]
+    assert last["kind"] == "rollback"
+    assert (
+        files_in_commit(inited, last["snapshot"])["doc.txt"] == b"-:saved through the open file\n"
+    )
+    assert not [p for p in wt.iterdir() if "bar-raced" in p.name]
+
+
 def test_a_rollback_that_outlasts_a_second_leaves_no_suspects(
     speed: str, inited: Path, capfd: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
@@ -180,7 +239,9 @@ def test_a_save_in_place_through_a_file_open_before_the_capture_is_kept(
     """An editor that saves by truncating and writing the file it holds open: bar
     captures the file (renames it aside) between the open and the write, finds it
     holding the recorded bytes and drops it; the write then lands in the captured file.
-    The captured file is hashed again once the restore is written: the save is kept."""
+    The captured file is hashed again once the restore is written: the save is the
+    newest of the path, and stands there (in place of bar's version, where bar wrote
+    one: that version is held by the state restored)."""
     from bar.changes import guarded
 
     wt = tmp_path / "wt"
@@ -194,14 +255,45 @@ def test_a_save_in_place_through_a_file_open_before_the_capture_is_kept(
     else:
         new = tmp_path / "new"
         new.write_bytes(b"the target's\n")
-        assert guard.replace("doc.txt", (_blob(recorded),), new)
+        assert guard.replace("doc.txt", (_blob(recorded),), new, _blob(b"the target's\n"))
     os.ftruncate(editor, 0)
     os.write(editor, b"saved after the capture\n")
     os.close(editor)
     guard.close()
-    kept = [r.kept for r in guard.raced]
-    assert len(kept) == 1 and kept[0].read_bytes() == b"saved after the capture\n"
-    if how == "remove":
-        assert kept[0] == wt / "doc.txt"  # (the path was free: the save stands there)
+    assert guard.raced == [guarded.Raced("doc.txt", wt / "doc.txt")]
+    assert (wt / "doc.txt").read_bytes() == b"saved after the capture\n"
+    assert sorted(p.name for p in wt.iterdir()) == ["doc.txt"]
+
+
+@pytest.mark.parametrize("how", ["in place", "a new file"])
+def test_a_save_after_bars_version_was_put_in_stays_over_one_into_the_captured_file(
+    how: str, tmp_path: Path
+) -> None:
+    """The editor's write lands in the file bar captured, then the editor saves again,
+    into the version bar put at the path (``in place``) or as a new file there: that
+    last save is the newest, and stays; the one before is kept beside it, never
+    dropped, and both are said."""
+    from bar.changes import guarded
+
+    wt = tmp_path / "wt"
+    wt.mkdir()
+    recorded = b"recorded\n"
+    (wt / "doc.txt").write_bytes(recorded)
+    guard = guarded.Guard(wt, tmp_path / "aside")
+    editor = os.open(wt / "doc.txt", os.O_WRONLY)
+    new = tmp_path / "new"
+    new.write_bytes(b"the target's\n")
+    assert guard.replace("doc.txt", (_blob(recorded),), new, _blob(b"the target's\n"))
+    os.ftruncate(editor, 0)
+    os.write(editor, b"save 1\n")
+    os.close(editor)
+    if how == "in place":
+        (wt / "doc.txt").write_bytes(b"save 2\n")
     else:
-        assert (wt / "doc.txt").read_bytes() == b"the target's\n"
+        (wt / "doc.txt").unlink()
+        (wt / "doc.txt").write_bytes(b"save 2\n")
+    guard.close()
+    assert (wt / "doc.txt").read_bytes() == b"save 2\n"
+    assert [r.path for r in guard.raced] == ["doc.txt", "doc.txt"]
+    (aside,) = [r.kept for r in guard.raced if r.kept != wt / "doc.txt"]
+    assert aside.read_bytes() == b"save 1\n" and aside.parent == wt

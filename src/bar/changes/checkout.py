@@ -335,16 +335,17 @@ def _guard(safe: SafeGit, checkout: Path, admin: Path) -> guarded.Guard:
 
 def _tell_raced(checkout: Path, raced: list[guarded.Raced], new: str) -> None:
     """Say which files changed while the apply wrote them, and where they are."""
-    if not raced:
+    paths = guarded.by_path(raced)
+    if not paths:
         return
     shown = ", ".join(
-        r.path if r.kept == checkout / r.path else f"{r.path} (kept as {r.kept.name})"
-        for r in raced[:10]
+        rel + "".join(f" (kept as {k.name})" for k in kept if k != checkout / rel)
+        for rel, kept in list(paths.items())[:10]
     )
     warn(
-        f"{plural(len(raced), 'file')} in {checkout} changed while bar applied "
-        f"{git.short(new)}, and {'was' if len(raced) == 1 else 'were'} kept as changed: "
-        f"{shown}{', ...' if len(raced) > 10 else ''}; `git diff` there shows them against "
+        f"{plural(len(paths), 'file')} in {checkout} changed while bar applied "
+        f"{git.short(new)}, and {'was' if len(paths) == 1 else 'were'} kept as changed: "
+        f"{shown}{', ...' if len(paths) > 10 else ''}; `git diff` there shows them against "
         "the applied commit"
     )
 
@@ -367,7 +368,7 @@ def _move_in(source: Path, change: Change, guard: guarded.Guard) -> None:
         guard.remove_dir(change.path)  # emptied by the removals before
     old = change.old_blob if change.in_old and change.old_mode != GITLINK else None
     # (the new version there already: written by an attempt that was killed)
-    guard.replace(change.path, (old, change.new_blob), source)
+    guard.replace(change.path, (old, change.new_blob), source, change.new_blob)
 
 
 def _remove(checkout: Path, change: Change, guard: guarded.Guard) -> None:

@@ -13,7 +13,9 @@ replaced in three moves, each atomic:
    are held by a recorded state (or a commit), and are dropped once every path is
    written, hashed once more then: an editor that saves by truncating and writing the
    file in place may have held it open as it was captured, and written a moment later.
-   Not equal: they raced bar, and are handed to ``keep_raced``, never dropped.
+   Such a save is the newest of its path: it takes the place of bar's version where
+   that is still there as bar wrote it (``_save_stands``). Not equal: they raced bar,
+   and are handed to ``keep_raced``, never dropped.
 3. ``place``: the new version is linked in without replacing: if a save made a new file
    at the path since step 1, that file stays and the path is reported as raced.
 
@@ -53,6 +55,15 @@ class Raced:
 
     path: str
     kept: Path
+
+
+def by_path(raced: list[Raced]) -> dict[str, list[Path]]:
+    """Where the raced saves of each path are kept, paths in the order they raced (a
+    path two saves raced is kept in two places: the newest at the path)."""
+    kept: dict[str, list[Path]] = {}
+    for r in raced:
+        kept.setdefault(r.path, []).append(r.kept)
+    return kept
 
 
 def blob_of(path: Path, algo: str = "sha1") -> tuple[str, str] | None:
@@ -95,7 +106,9 @@ class Guard:
         self.raced: list[Raced] = []
         # captured files held by a recorded state, dropped once the restore is written
         self.dropping: list[tuple[str, Path, Blobs]] = []
+        self._drops = 0  # (each held under a name of its own)
         self.placed: list[tuple[str, int]] = []  # (path, inode) linked in: ``settle``
+        self.ours: dict[str, tuple[int, str]] = {}  # path: (inode, blob) bar put there
         self.flat = aside / "captured"
         self.flat.mkdir(parents=True, exist_ok=True)
         try:
@@ -161,32 +174,51 @@ class Guard:
         in the captured file a moment later."""
         dropping = self.aside / "dropping"
         dropping.mkdir(exist_ok=True)
-        later = dropping / str(len(self.dropping))
+        self._drops += 1
+        later = dropping / str(self._drops)
         os.rename(captured, later)
         self.dropping.append((rel, later, blobs))
 
     def verify_dropped(self) -> None:
         """Remove what ``_drop`` held, each file hashed again first (a write within
         the clock's coarse tick moves no time): one that changed since is a save, kept
-        (``keep_raced``)."""
-        for rel, held, blobs in self.dropping:
+        (``_save_stands``)."""
+        while self.dropping:
+            rel, held, blobs = self.dropping.pop(0)
             if os.path.lexists(held) and not self.holds(rel, held, blobs):
-                self.keep_raced(rel, held)
+                self._save_stands(rel, held)
             else:
                 held.unlink(missing_ok=True)
-        self.dropping.clear()
 
-    def replace(self, rel: str, blobs: Blobs, new: Path) -> bool:
-        """Put ``new`` (a file or symlink of bar's) at ``rel``, where bar verified one of
-        ``blobs`` (None: nothing). False, with the path in ``raced``, when what is there
-        changed since: it is kept and ``new`` is not written."""
+    def _save_stands(self, rel: str, held: Path) -> None:
+        """A save written into the file at ``rel`` after bar captured it (``held``: an
+        editor had it open): the newest save of the path unless another came since.
+        Where bar put its own version at ``rel``, that version is captured in turn: if
+        it holds what bar wrote, the save takes its place (and bar's is dropped, hashed
+        again first like any other); if a save went into it or made a new file there,
+        that one is the newest and stays, and ``held`` is kept aside (``keep_raced``)."""
+        ours = self.ours.pop(rel, None)
+        if ours is not None and (captured := self._capture(rel)) is not None:
+            inode, blob = ours
+            if os.lstat(captured).st_ino == inode and self.holds(rel, captured, (blob,)):
+                self._drop(rel, captured, (blob,))
+            else:
+                self.keep_raced(rel, captured)  # (back at the path: it is free)
+        self.keep_raced(rel, held)
+
+    def replace(self, rel: str, blobs: Blobs, new: Path, blob: str | None = None) -> bool:
+        """Put ``new`` (a file or symlink of bar's; ``blob``: the blob it holds, where
+        known) at ``rel``, where bar verified one of ``blobs`` (None: nothing). False,
+        with the path in ``raced``, when what is there changed since: it is kept and
+        ``new`` is not written."""
         if self.lexists(rel) and not self.remove(rel, blobs):
             return False
         faults.point("between a file's removal and its replacement")
-        return self.place(rel, new)
+        return self.place(rel, new, blob)
 
-    def place(self, rel: str, new: Path) -> bool:
-        """Link ``new`` in at ``rel`` without replacing anything there."""
+    def place(self, rel: str, new: Path, blob: str | None = None) -> bool:
+        """Link ``new`` in at ``rel`` without replacing anything there (``blob``: what
+        it holds, where known: a save into a file bar captured may take its place)."""
         dest = self.root / rel
         st = os.lstat(new)
         at = self._parent(rel, make=True)
@@ -207,13 +239,16 @@ class Guard:
                 try:
                     os.link(new, name, dst_dir_fd=fd, follow_symlinks=False)
                     self.placed.append((rel, st.st_ino))
+                    inode = st.st_ino
                 except OSError as exc:
                     if exc.errno not in (errno.EXDEV, errno.EPERM, errno.EMLINK):
                         raise
-                    _copy_new(new, fd, name, st.st_mode)
+                    inode = _copy_new(new, fd, name, st.st_mode)
             except FileExistsError:
                 self.raced.append(Raced(rel, dest))  # saved since it was captured: theirs stays
                 return False
+            if blob is not None:
+                self.ours[rel] = (inode, blob)
         finally:
             os.close(fd)
         with contextlib.suppress(FileNotFoundError):
@@ -442,8 +477,9 @@ def _link_anew(captured: Path, dir_fd: int, name: str) -> str:
     raise FileExistsError(errno.EEXIST, f"no free name beside {name}")
 
 
-def _copy_new(new: Path, dir_fd: int, name: str, mode: int) -> None:
-    """Create ``name`` in ``dir_fd`` (never replacing) with ``new``'s bytes and mode."""
+def _copy_new(new: Path, dir_fd: int, name: str, mode: int) -> int:
+    """Create ``name`` in ``dir_fd`` (never replacing) with ``new``'s bytes and mode;
+    its inode."""
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     fd = os.open(name, flags, stat.S_IMODE(mode), dir_fd=dir_fd)
     try:
@@ -451,5 +487,6 @@ def _copy_new(new: Path, dir_fd: int, name: str, mode: int) -> None:
             while chunk := src.read(1 << 20):
                 os.write(fd, chunk)
         os.fchmod(fd, stat.S_IMODE(mode))
+        return os.fstat(fd).st_ino
     finally:
         os.close(fd)

@@ -558,7 +558,12 @@ def _move_in(
             # a file saved in the directory the target makes a file: kept, and said
             guard.raced.append(guarded.Raced(rel, wt / rel))
             continue
-        guard.replace(rel, exact_bytes.verified(rel, (was, new_blob)), staging / rel)
+        guard.replace(
+            rel,
+            exact_bytes.verified(rel, (was, new_blob)),
+            staging / rel,
+            exact_bytes.written(rel, new_blob),
+        )
     guard.close()
     for raced in guard.raced:  # (written for a path a save raced: not moved in)
         with contextlib.suppress(FileNotFoundError, NotADirectoryError, IsADirectoryError):
@@ -567,13 +572,13 @@ def _move_in(
         guard.settle()
         env = git.index_env(task.index)
         git.git(wt, "update-index", "-q", "--refresh", env=env, check=False)
-    if guard.raced:
-        shown = ", ".join(_raced_shown(task, r) for r in guard.raced[:10])
-        one = len(guard.raced) == 1
+    if saves := guarded.by_path(guard.raced):
+        shown = ", ".join(_raced_shown(task, rel, saves[rel]) for rel in list(saves)[:10])
+        one = len(saves) == 1
         warn(
-            f"{plural(len(guard.raced), 'file')} changed while the rollback wrote "
+            f"{plural(len(saves), 'file')} changed while the rollback wrote "
             f"{'it' if one else 'them'} and {'was' if one else 'were'} kept as changed: "
-            f"{shown}{', ...' if len(guard.raced) > 10 else ''}; the step records them"
+            f"{shown}{', ...' if len(saves) > 10 else ''}; the step records them"
         )
     blobs = {
         rel: exact_bytes.written(rel, new_blob)
@@ -586,12 +591,16 @@ def _move_in(
 _FILE_MODES = ("100644", "100755", "120000")
 
 
-def _raced_shown(task: Task, raced: guarded.Raced) -> str:
-    if raced.kept == task.worktree / raced.path:
-        return raced.path
-    if raced.kept == task.paths.trash:
-        return f"{raced.path} (an earlier save moved to the trash: `bar trash`)"
-    return f"{raced.path} (an earlier save kept as {raced.kept.name})"
+def _raced_shown(task: Task, rel: str, kept: list[Path]) -> str:
+    """``rel``, a path saves raced, and where they are: the newest at the path, unless
+    said otherwise."""
+    elsewhere = [k for k in kept if k != task.worktree / rel]
+    if not elsewhere:
+        return rel
+    which = "an earlier save" if len(elsewhere) < len(kept) else "a save"
+    if elsewhere[-1] == task.paths.trash:
+        return f"{rel} ({which} moved to the trash: `bar trash`)"
+    return f"{rel} ({which} kept as {elsewhere[-1].name})"
 
 
 GITLINK = "160000"
@@ -625,9 +634,9 @@ def hand_back(task: Task, command: str, step_id: str | None) -> None:
         return
     guard = _guard(task, "sha1", command, step_id)  # (nothing is hashed)
     guard.hand_back()
-    for raced in guard.raced:
-        if raced.kept != task.worktree / raced.path:
-            warn(f"the interrupted {command} had taken out {_raced_shown(task, raced)}")
+    for rel, kept in guarded.by_path(guard.raced).items():
+        if kept != [task.worktree / rel]:
+            warn(f"the interrupted {command} had taken out {_raced_shown(task, rel, kept)}")
 
 
 _ASIDE = "restore-aside"  # (in the task's directory)
