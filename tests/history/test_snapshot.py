@@ -8,6 +8,7 @@ import os
 import subprocess
 import tempfile
 import time
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -142,6 +143,7 @@ def test_a_hand_edit_that_keeps_the_directories_asks_git_for_no_tree_shape(
     # suspects to be hashed again by the next look (``bar.git.racy``), a plain edit or not
     suspects_left = bool(racy.suspects(project_dir() / "tasks" / settled["id"] / "index"))
     EDITS[edit](worktree(settled))
+    edited_s = (worktree(settled) / "g.txt").stat().st_mtime_ns // 1_000_000_000
     trace = tmp_path / "trace.json"
     monkeypatch.setenv("GIT_TRACE2_EVENT", str(trace))
     assert bar(capfd, "run", "--", "true").code == 0
@@ -152,8 +154,9 @@ def test_a_hand_edit_that_keeps_the_directories_asks_git_for_no_tree_shape(
     # (a chmod, a ``touch -r``) has its noted stat cleared (``bar.git.racy``), and the step's
     # own snapshot adds it again
     smudged = "update-index" in ran
-    # so does an add of this run that itself ran past the end of a second
-    suspects_made = adds_past_a_second(trace)
+    # and so does an edit made in the second the look began, when the look wrote the
+    # index in a later one: git would call a second edit of that second clean
+    suspects_made = index_written_after(trace, edited_s)
     assert not smudged or edit != "modify" or suspects_left or suspects_made, ran
     assert ran.count("add") == ran.count("write-tree") == (2 if smudged else 1), ran
     assert ran.count("diff") == 1, ran
@@ -162,19 +165,23 @@ def test_a_hand_edit_that_keeps_the_directories_asks_git_for_no_tree_shape(
     assert ledger(settled["id"])[-2]["kind"] == "manual"
 
 
-def adds_past_a_second(trace: Path) -> bool:
-    """Whether a ``git add`` of a ``GIT_TRACE2_EVENT`` file began in one second and ended
-    in a later one: the write whose entries ``bar.git.racy`` notes as suspects, which the
-    next look hashes again (``update-index`` first), however the file was edited."""
-    seconds: dict[str, list[str]] = {}
+def index_written_after(trace: Path, second: int) -> bool:
+    """Whether the hand-edit look of a ``GIT_TRACE2_EVENT`` file (its gits before the
+    first ``update-index``, the step's snapshot's rehash) wrote the index (an ``add``,
+    a ``write-tree``) in a second later than ``second``: then a file whose mtime falls in
+    ``second``, at or after the look began, is what ``bar.git.racy`` notes as a suspect."""
     named: dict[str, str] = {}
     for line in trace.read_text().splitlines():
         event = json.loads(line)
-        if event["event"] in ("start", "exit"):
-            seconds.setdefault(event["sid"], []).append(event["time"][:19])  # (to the second)
-        elif event["event"] == "cmd_name":
+        if event["event"] == "cmd_name":
+            if event["name"] == "update-index":
+                return False
             named[event["sid"]] = event["name"]
-    return any(named.get(sid) == "add" and len(set(said)) > 1 for sid, said in seconds.items())
+        elif event["event"] == "exit" and named.get(event["sid"]) in ("add", "write-tree"):
+            ended = datetime.fromisoformat(event["time"].replace("Z", "+00:00"))
+            if int(ended.timestamp()) > second:
+                return True
+    return False
 
 
 @settings(
