@@ -592,12 +592,11 @@ _FILE_MODES = ("100644", "100755", "120000")
 
 
 def _raced_shown(task: Task, rel: str, kept: list[Path]) -> str:
-    """``rel``, a path saves raced, and where they are: the newest at the path, unless
-    said otherwise."""
+    """``rel``, a path saves raced, and where those not at the path are kept."""
     elsewhere = [k for k in kept if k != task.worktree / rel]
     if not elsewhere:
         return rel
-    which = "an earlier save" if len(elsewhere) < len(kept) else "a save"
+    which = "another save" if len(elsewhere) < len(kept) else "a save"
     if elsewhere[-1] == task.paths.trash:
         return f"{rel} ({which} moved to the trash: `bar trash`)"
     return f"{rel} ({which} kept as {elsewhere[-1].name})"
