@@ -17,6 +17,7 @@ from helpers import (
     SWEEP_SHARE,
     bar,
     bar_exe,
+    drain,
     files_in_commit,
     git_commands,
     ledger,
@@ -26,6 +27,7 @@ from helpers import (
     worktree,
 )
 
+from bar.changes import guarded
 from bar.git import racy
 from conftest import git
 
@@ -150,16 +152,7 @@ def test_a_save_through_a_file_the_rollback_captured_stands_in_place_of_its_vers
     captures: list[str] = []
 
     def at_each_point() -> None:
-        while True:
-            fd = os.open(fifo, os.O_RDONLY)
-            try:
-                data = b""
-                while chunk := os.read(fd, 4096):
-                    data += chunk
-            finally:
-                os.close(fd)
-            if not data:
-                return
+        while data := drain(fifo):
             for label in data.decode().splitlines():
                 if label.endswith(" with a file captured"):
                     captures.append(label)
@@ -232,6 +225,24 @@ def _blob(data: bytes) -> str:
     return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
 
 
+RECORDED = b"recorded\n"
+
+
+def _an_editor_holding_doc_txt(tmp_path: Path) -> tuple[Path, guarded.Guard, int]:
+    """A worktree whose ``doc.txt`` holds ``RECORDED``, a guard writing it, and an
+    editor's descriptor of the file, open for writing: its save is on its way."""
+    wt = tmp_path / "wt"
+    wt.mkdir()
+    (wt / "doc.txt").write_bytes(RECORDED)
+    return wt, guarded.Guard(wt, tmp_path / "aside"), os.open(wt / "doc.txt", os.O_WRONLY)
+
+
+def _replace_doc_txt(guard: guarded.Guard, tmp_path: Path) -> None:
+    new = tmp_path / "new"
+    new.write_bytes(b"the target's\n")
+    assert guard.replace("doc.txt", (_blob(RECORDED),), new, _blob(b"the target's\n"))
+
+
 @pytest.mark.parametrize("how", ["remove", "replace"])
 def test_a_save_in_place_through_a_file_open_before_the_capture_is_kept(
     how: str, tmp_path: Path
@@ -242,20 +253,11 @@ def test_a_save_in_place_through_a_file_open_before_the_capture_is_kept(
     The captured file is hashed again once the restore is written: the save is the
     newest of the path, and stands there (in place of bar's version, where bar wrote
     one: that version is held by the state restored)."""
-    from bar.changes import guarded
-
-    wt = tmp_path / "wt"
-    wt.mkdir()
-    recorded = b"recorded\n"
-    (wt / "doc.txt").write_bytes(recorded)
-    guard = guarded.Guard(wt, tmp_path / "aside")
-    editor = os.open(wt / "doc.txt", os.O_WRONLY)  # (opened: its save is on its way)
+    wt, guard, editor = _an_editor_holding_doc_txt(tmp_path)
     if how == "remove":
-        assert guard.remove("doc.txt", (_blob(recorded),))
+        assert guard.remove("doc.txt", (_blob(RECORDED),))
     else:
-        new = tmp_path / "new"
-        new.write_bytes(b"the target's\n")
-        assert guard.replace("doc.txt", (_blob(recorded),), new, _blob(b"the target's\n"))
+        _replace_doc_txt(guard, tmp_path)
     os.ftruncate(editor, 0)
     os.write(editor, b"saved after the capture\n")
     os.close(editor)
@@ -273,17 +275,8 @@ def test_a_save_after_bars_version_was_put_in_stays_over_one_into_the_captured_f
     into the version bar put at the path (``in place``) or as a new file there: that
     last save is the newest, and stays; the one before is kept beside it, never
     dropped, and both are said."""
-    from bar.changes import guarded
-
-    wt = tmp_path / "wt"
-    wt.mkdir()
-    recorded = b"recorded\n"
-    (wt / "doc.txt").write_bytes(recorded)
-    guard = guarded.Guard(wt, tmp_path / "aside")
-    editor = os.open(wt / "doc.txt", os.O_WRONLY)
-    new = tmp_path / "new"
-    new.write_bytes(b"the target's\n")
-    assert guard.replace("doc.txt", (_blob(recorded),), new, _blob(b"the target's\n"))
+    wt, guard, editor = _an_editor_holding_doc_txt(tmp_path)
+    _replace_doc_txt(guard, tmp_path)
     os.ftruncate(editor, 0)
     os.write(editor, b"save 1\n")
     os.close(editor)

@@ -20,7 +20,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import bar, bar_exe, ledger, new_task, plain_git_tree, recorded_tree, worktree
+from helpers import (
+    bar,
+    bar_exe,
+    drain,
+    ledger,
+    new_task,
+    plain_git_tree,
+    recorded_tree,
+    worktree,
+)
 
 
 @pytest.fixture(params=["fast", "slow"])
@@ -60,13 +69,7 @@ class _AtEveryPoint:
         while True:
             self.saves += 1
             self.target.write_bytes(b"save %d\n" % self.saves)
-            fd = os.open(self.fifo, os.O_RDONLY)
-            try:
-                data = b""
-                while chunk := os.read(fd, 4096):
-                    data += chunk
-            finally:
-                os.close(fd)
+            data = drain(self.fifo)
             if self.stop:
                 return
             self.labels += data.decode().splitlines()

@@ -503,6 +503,20 @@ def fault_trace(repo: Path, tmp: Path, *args: str) -> list[str]:
     return [line.split(" ", 1)[1] for line in file.read_text().splitlines()]
 
 
+def drain(fifo: Path) -> bytes:
+    """What the next writer of ``fifo`` writes, until it closes it: the lines of a
+    ``BAR_FAULT_TRACE`` that is a FIFO, where bar waits at each point until they are
+    read (b"": a writer that wrote nothing, as a test ends its reader)."""
+    fd = os.open(fifo, os.O_RDONLY)
+    try:
+        data = b""
+        while chunk := os.read(fd, 4096):
+            data += chunk
+        return data
+    finally:
+        os.close(fd)
+
+
 def point_at(points: list[str], n: int, probe_id: str, task_id: str) -> str:
     """The ``n``th point of a probe's trace, by its label and how many of that label
     came before it (``BAR_FAULT_AT=LABEL@K``), the probe's task id in it made the task's:
