@@ -28,10 +28,12 @@ from helpers import (
     bar_exe,
     bar_home,
     files_in_commit,
+    held_bytes,
     ledger,
     replay_patches,
     set_config,
     task_dir,
+    walk,
 )
 
 from bar.terminal.cast import read_cast
@@ -68,13 +70,10 @@ def leaks(repo: Path, secrets: Iterable[str]) -> list[str]:
         found.extend(f"{s} in {where}" for s, b in needles.items() if b in data)
 
     for root in (bar_home(), repo / ".git"):
-        for path in root.rglob("*"):
+        for path in walk(root):
             check(f"the name {path}", os.fsencode(path))
-            if path.is_file() and not path.is_symlink():
-                try:
-                    check(str(path), path.read_bytes())
-                except FileNotFoundError:  # a temporary file bar just replaced
-                    pass
+            if (data := held_bytes(path)) is not None:
+                check(str(path), data)
     for args in (
         ["cat-file", "--batch-all-objects", "--batch"],
         ["for-each-ref", "--format=%(refname) %(objectname)"],

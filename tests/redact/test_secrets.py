@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 
 import pytest
-from helpers import bar, ledger, new_task, set_config, task_dir
+from helpers import bar, held_bytes, ledger, new_task, set_config, task_dir, walk
 
 # --- policy in bar run --------------------------------------------------------------
 
@@ -28,9 +28,9 @@ def test_secrets_never_reach_disk(
     res = bar(capfd, "run", "-e", f"DB_PASSWORD={given}", "--", "sh", "-c", script)
     assert res.code == 0
     assert token in res.out  # shown live to the developer ...
-    for path in Path(os.environ["BAR_HOME"]).rglob("*"):
-        if path.is_file() and path.suffix not in (".pack", ".idx"):
-            data = path.read_bytes()
+    for path in walk(Path(os.environ["BAR_HOME"])):
+        data = held_bytes(path)
+        if data is not None and path.suffix not in (".pack", ".idx"):
             for secret in (token, secret_env, given):
                 assert secret.encode() not in data, f"{secret} leaked into {path}"
     (step,) = ledger(t["id"])

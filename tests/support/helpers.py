@@ -7,9 +7,10 @@ import importlib.util
 import json
 import os
 import shutil
+import stat
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -501,6 +502,27 @@ def fault_trace(repo: Path, tmp: Path, *args: str) -> list[str]:
     res = bar_exe(*args, cwd=repo, env={"BAR_FAULT_TRACE": str(file)})
     assert res.code == 0, res.err
     return [line.split(" ", 1)[1] for line in file.read_text().splitlines()]
+
+
+def walk(root: Path) -> Iterator[Path]:
+    """Every entry under ``root``, links not followed, as ``rglob("*")`` lists them, but
+    passing over one that goes while the walk reads it: a bar home holds files and
+    directories that live for an instant (the working directory a daemon makes and
+    removes as it starts: ``bar.base.proc.work_nowhere``; a file replaced by rename)."""
+    for here, dirs, files in os.walk(root):
+        for name in dirs + files:
+            yield Path(here) / name
+
+
+def held_bytes(path: Path) -> bytes | None:
+    """The bytes of the regular file at ``path`` (never through a link); None where
+    none is there, or it went before it was read."""
+    try:
+        if not stat.S_ISREG(path.lstat().st_mode):
+            return None
+        return path.read_bytes()
+    except (FileNotFoundError, NotADirectoryError):
+        return None
 
 
 def drain(fifo: Path) -> bytes:
