@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from helpers import (
     SWEEP_SHARE,
+    Ran,
     bar,
     bar_exe,
     drain,
@@ -140,37 +141,19 @@ def test_a_save_through_a_file_the_rollback_captured_stands_in_place_of_its_vers
     rollback captured it as recorded and moved the target's version in: that save is the
     newest of the path, and the worktree holds it after the rollback, not the target's
     version (which the state restored holds), nor is it moved to the trash. The save is
-    made while bar waits at a point of its own (its fault trace is a FIFO): the capture of
-    the next file, ``z.txt``, once ``doc.txt`` was written."""
-    t = new_task(capfd, "t")
-    wt = worktree(t)
-    run_sh(capfd, "echo one > doc.txt; echo one > z.txt")
-    run_sh(capfd, "echo two > doc.txt; echo two > z.txt")
-    editor = os.open(wt / "doc.txt", os.O_WRONLY)
-    fifo = tmp_path / "trace"
-    os.mkfifo(fifo)
-    captures: list[str] = []
-
-    def at_each_point() -> None:
-        while data := drain(fifo):
-            for label in data.decode().splitlines():
-                if label.endswith(" with a file captured"):
-                    captures.append(label)
-                    if len(captures) == 2:  # (z.txt's: doc.txt is written)
-                        os.ftruncate(editor, 0)
-                        os.pwrite(editor, b"saved through the open file\n", 0)
-
-    reader = threading.Thread(target=at_each_point, daemon=True)
-    reader.start()
-    try:
-        res = bar_exe("rollback", "--to", "1", cwd=inited, env={"BAR_FAULT_TRACE": str(fifo)})
-    finally:
-        os.close(os.open(fifo, os.O_WRONLY))  # (an empty read ends the reader)
-        reader.join(10)
-        os.close(editor)
-    assert res.code == 0, res.err
-    assert len(captures) == 2, captures
-    assert (wt / "doc.txt").read_bytes() == b"saved through the open file\n"
+    made while bar waits at a point of its own (``_saving_at_the_second_capture``)."""
+    for attempt in range(10):
+        t = new_task(capfd, f"t{attempt}")
+        wt = worktree(t)
+        run_sh(capfd, "echo one > doc.txt; echo one > z.txt")
+        run_sh(capfd, "echo two > doc.txt; echo two > z.txt")
+        res, held = _saving_at_the_second_capture(inited, wt / "doc.txt", tmp_path / f"{attempt}")
+        assert res.code == 0, res.err
+        if held:
+            break
+    else:
+        pytest.fail("bar passed the point after z.txt's capture unheld in 10 attempts")
+    assert (wt / "doc.txt").read_bytes() == b"saved through the open file\n", res.err
     assert (wt / "z.txt").read_bytes() == b"one\n"
     assert "kept as changed: doc.txt;" in res.err, res.err
     assert "trash" not in res.err, res.err
@@ -180,6 +163,48 @@ def test_a_save_through_a_file_the_rollback_captured_stands_in_place_of_its_vers
         files_in_commit(inited, last["snapshot"])["doc.txt"] == b"-:saved through the open file\n"
     )
     assert not [p for p in wt.iterdir() if "bar-raced" in p.name]
+
+
+def _saving_at_the_second_capture(repo: Path, doc: Path, fifo: Path) -> tuple[Ran, bool]:
+    """``bar rollback --to 1`` with an editor holding ``doc`` open, which saves into it
+    once bar has captured its second file (``z.txt``, ``doc`` written by then), and
+    whether bar was held meanwhile. bar's fault trace is a FIFO: bar writes the line of
+    each point as it opens it, and waits in that open while no reader has it open. The
+    save is made when a read ended with that capture's line, before the FIFO is opened
+    again: bar waits at its next point, unless it opened the FIFO in the instant between
+    the reader's end of file and its close (nothing in a FIFO shuts that instant). Then
+    that point's line is lost, and the attempt proves nothing: held is whether the next
+    point's line came after the save."""
+    editor = os.open(doc, os.O_WRONLY)
+    os.mkfifo(fifo)
+    seen: list[int] = []  # the numbers of the points whose lines were read
+    saved_at: list[int] = []  # the point after which the editor saved
+    missed: list[bool] = []  # bar went past it before its line was read: no save
+
+    def at_each_point() -> None:
+        captures = 0
+        while data := drain(fifo):
+            lines = data.decode().splitlines()
+            seen.extend(int(line.split(" ", 1)[0]) for line in lines)
+            captures += sum(line.endswith(" with a file captured") for line in lines)
+            if captures < 2 or saved_at or missed:
+                continue
+            if captures == 2 and lines[-1].endswith(" with a file captured"):
+                os.ftruncate(editor, 0)
+                os.pwrite(editor, b"saved through the open file\n", 0)
+                saved_at.append(seen[-1])
+            else:
+                missed.append(True)
+
+    reader = threading.Thread(target=at_each_point, daemon=True)
+    reader.start()
+    try:
+        res = bar_exe("rollback", "--to", "1", cwd=repo, env={"BAR_FAULT_TRACE": str(fifo)})
+    finally:
+        os.close(os.open(fifo, os.O_WRONLY))  # (an empty read ends the reader)
+        reader.join(10)
+        os.close(editor)
+    return res, bool(saved_at) and saved_at[0] + 1 in seen
 
 
 def test_a_rollback_that_outlasts_a_second_leaves_no_suspects(
