@@ -150,13 +150,14 @@ test-long: $(STAMP) agents shells browser
 		tests/test_oracle.py -k snapshots_equal
 
 # the type check and the quick benchmark (a smoke test: it fails only when a command
-# fails, never on timing) run beside the suite, in the part of the cores its test
-# processes leave idle (~1/6 of 2 cores: they wait on git, agents and servers); what they
-# said comes after the suite's summary (tests/support/beside.py)
+# fails, never on timing, so one round of each figure is enough) run beside the suite,
+# in the part of the cores its test processes leave idle (~1/6 of 2 cores: they wait on
+# git, agents and servers); what they said comes after the suite's summary
+# (tests/support/beside.py)
 test: lint $(STAMP) agents shells browser
 	$(PY) tests/support/beside.py --log-dir .test-beside \
 		--beside typecheck="$(VENV)/bin/mypy" \
-		--beside bench="$(PY) bench/run.py --quick --sizes small" \
+		--beside bench="$(PY) bench/run.py --quick --sizes small --repeat 1" \
 		-- $(MAKE) --no-print-directory unit
 
 demo: $(STAMP)

@@ -75,6 +75,15 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=lambda item: item.nodeid.split("::")[0] not in heavy)
 
 
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """What collecting made (the test modules, their items, what they import) lives as long
+    as the test process: the cycle collector leaves it out for good (``gc.freeze``) rather
+    than walk it again each time the tests' own garbage sets off a full collection."""
+    import gc
+
+    gc.freeze()
+
+
 @pytest.fixture(autouse=True)
 def hermetic_seal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     from helpers import seal

@@ -3,6 +3,7 @@
 module and ``bar.changes.fast.resident``, small and with no ``__future__`` import, are
 loaded before the command is sent."""
 
+import gc
 import os
 import sys
 
@@ -18,6 +19,11 @@ PARENT = "BAR_DIE_WITH"
 
 def main(args: list[str]) -> int:
     """Run ``bar ARGS`` (the first code bar runs)."""
+    # Loading bar makes tens of thousands of objects that live as long as the process
+    # (modules, classes, functions) and frees almost none, so the cycle collector would
+    # only walk them again and again: a fifth of a ``bar status``. It is off until the
+    # command's code is loaded (``bar.cli.main.collect_from_here``).
+    gc.disable()
     standard_descriptors()
     absolute_home()
     if PARENT in os.environ:

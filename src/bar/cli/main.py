@@ -8,6 +8,7 @@ one line for the user, the traceback in ``$BAR_HOME/logs/`` (``--debug`` prints 
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 
@@ -107,6 +108,16 @@ def run_here(args_list: list[str]) -> int:
     return _main(args_list)
 
 
+def collect_from_here() -> None:
+    """The cycle collector on again, once the command's code is loaded, for what the
+    command makes (``bar.cli.entry`` turns it off for the start); what the start made is
+    set aside for good (``gc.freeze``): it lives as long as the process. A caller that
+    runs bar in its own process, with the collector on, is left as it is."""
+    if not gc.isenabled():
+        gc.freeze()
+        gc.enable()
+
+
 def _main(args_list: list[str]) -> int:
     import importlib
     import io
@@ -121,11 +132,13 @@ def _main(args_list: list[str]) -> int:
         # the hot path: before every shell command an agent runs; skip argparse setup
         from bar.cli.commands.hook import hook_main
 
+        collect_from_here()
         return hook_main(args_list[1:])
     if args_list[:1] == ["__complete"]:
         # run by the shell completion scripts on each Tab press: as light as the hook
         from bar.cli.commands.completion import complete_main
 
+        collect_from_here()
         return complete_main(args_list[1:])
     from bar.cli.parser import build_parser
 
@@ -154,6 +167,7 @@ def _main(args_list: list[str]) -> int:
     try:
         module = importlib.import_module(f"bar.cli.commands.{module_name}")
         func: Callable[..., int] = getattr(module, func_name)
+        collect_from_here()
         if getattr(args, "command", None) not in _RECORDS:
             return int(func(**{k: v for k, v in vars(args).items() if k not in _INTERNAL}))
         from bar.terminal.stdio import keep_recording

@@ -24,10 +24,9 @@ from bar.base.cmdline import line_of
 from bar.base.record import record
 from bar.errors import UsageError
 from bar.ledger.describe import rollback_text, summary
-from bar.model.records import RollbackStep, RunStep, Step
+from bar.model.records import KINDS, RollbackStep, RunStep, Step
 
-KINDS = ("run", "manual", "rollback", "sync", "apply", "decision")
-AGENTS = ("claude", "codex", "gemini")
+AGENTS = ("claude", "codex", "gemini")  # (bar.agents.AGENTS: a layer above the record)
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}  # by the unit's first letter
 _LENGTH = re.compile(

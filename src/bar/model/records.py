@@ -20,7 +20,14 @@ from bar.git import DiffStat, is_object_id
 from bar.model import endings
 from bar.store.layout import ARTIFACT_RE, STEP_ID_RE
 
-KINDS = ("run", "apply", "rollback", "manual", "sync", "decision")
+KINDS = (
+    "run",
+    "manual",
+    "rollback",
+    "sync",
+    "apply",
+    "decision",
+)  # (as `bar log --kind` lists them)
 
 
 def format_step_id(number: int) -> str:

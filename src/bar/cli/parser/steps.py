@@ -170,7 +170,8 @@ def commands(sub: Any) -> None:
         "-p", "--patch", action="store_true", help="show each step's patch (--json: as patch_text)"
     )
     p.add_argument("--tools", action="store_true", help="list each step's checkpoints")
-    from bar.ledger.select import AGENTS, KINDS
+    from bar.agents import AGENTS
+    from bar.model.records import KINDS
 
     p.add_argument(
         "--grep",
