@@ -37,6 +37,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from bar.agents.base import of
 from bar.agents.protocol import protocol
 from bar.base import notices
 from bar.base.record import record
@@ -103,11 +104,7 @@ def path(task: Task, agent: str) -> Path:
 
 def developers(agent: str) -> Path:
     """The developer's own directory of ``agent`` (as the agent itself would find it)."""
-    if agent == "claude":
-        return Path(os.environ.get("CLAUDE_CONFIG_DIR") or home_dir() / ".claude")
-    if agent == "codex":
-        return Path(os.environ.get("CODEX_HOME") or home_dir() / ".codex")
-    return Path(os.environ.get("GEMINI_CLI_HOME") or home_dir()) / ".gemini"
+    return of(agent).developers_dir(os.environ)
 
 
 def prepare(

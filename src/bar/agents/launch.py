@@ -78,18 +78,9 @@ def is_interactive(agent: str, argv: Sequence[str]) -> bool:
     one prompt run to the end): ``claude -p``, ``codex exec`` and ``gemini -p`` / a
     prompt given as an argument are not. When unsure, not interactive: a warning that
     is shown costs nothing, a question nobody answers stops the agent."""
-    args = list(argv[1:])
-    if agent == "claude":
-        return not any(a in ("-p", "--print") or a.startswith("--print=") for a in args)
-    if agent == "codex":
-        return not any(a in ("exec", "e", "review") for a in args if not a.startswith("-"))
-    if any(
-        a in ("-i", "--prompt-interactive") or a.startswith("--prompt-interactive=") for a in args
-    ):
-        return True
-    if any(a in ("-p", "--prompt") or a.startswith("--prompt=") for a in args):
-        return False
-    return not any(not a.startswith("-") for a in args)  # a positional prompt
+    from bar.agents.base import of
+
+    return of(agent).is_interactive(list(argv[1:]))
 
 
 def _position(argv: Sequence[str], agent: str) -> int | None:

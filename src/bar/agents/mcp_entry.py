@@ -45,11 +45,9 @@ def claude_config(argv: list[str]) -> dict[str, Any]:
 
 def settings_entries(agent: str, argv: list[str]) -> dict[str, Any]:
     """What the agent's settings file (the one with bar's hooks) gets for the server."""
-    if agent == "claude":
-        return {"permissions": {"allow": [CLAUDE_PERMISSION]}}
-    if agent == "gemini":
-        return {"mcpServers": {NAME: {"command": argv[0], "args": argv[1:], "trust": True}}}
-    return {}
+    from bar.agents.base import of
+
+    return of(agent).mcp_settings(argv)
 
 
 def merge(settings: dict[str, Any], agent: str, argv: list[str]) -> None:

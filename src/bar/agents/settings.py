@@ -19,7 +19,8 @@ from types import TracebackType
 from typing import Any
 
 from bar.agents import mcp_entry
-from bar.agents.protocol import Protocol, json_type, protocol
+from bar.agents.base import Protocol
+from bar.agents.protocol import json_type, protocol
 from bar.errors import AgentSettingsError
 from bar.store.files import write_bytes_atomic
 

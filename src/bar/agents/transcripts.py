@@ -13,13 +13,13 @@ nothing either way. Observed with the versions pinned in the Makefile.
 from __future__ import annotations
 
 import json
-import os
 from typing import TYPE_CHECKING, Any
 
 from bar.agents import rollout
 from bar.store.files import read_beneath
 
 if TYPE_CHECKING:
+    from bar.agents.base import Agent
     from bar.agents.protocol import HookEvent
     from bar.history.checkpoints import Recorder
     from bar.model.tasks import Task
@@ -64,9 +64,10 @@ def verified(task: Task, event: HookEvent) -> bool | None:
     ``event``, False when it has not (or the event names no transcript there), None
     where the agent's events cannot be checked so (no call id)."""
     from bar.agents import homes
+    from bar.agents.base import of
 
-    call = event.tool_use_id
-    if event.agent not in ("claude", "codex") or not call:
+    agent, call = of(event.agent), event.tool_use_id
+    if not agent.call_ids or not call:
         return None
     home = homes.path(task, event.agent)
     path = rollout.within(home, event.transcript)
@@ -75,7 +76,9 @@ def verified(task: Task, event: HookEvent) -> bool | None:
     for tail in _TAILS:
         data = read_beneath(home, path, tail=tail) or b""
         if any(
-            _names_call(event, line, call) for line in data.splitlines() if call.encode() in line
+            _names_call(agent, event, line, call)
+            for line in data.splitlines()
+            if call.encode() in line
         ):
             return True
         if tail is not None and len(data) < tail:
@@ -83,64 +86,10 @@ def verified(task: Task, event: HookEvent) -> bool | None:
     return False
 
 
-def _names_call(event: HookEvent, line: bytes, call: str) -> bool:
-    """Whether ``line`` of the transcript is the call ``call`` as ``event`` tells it: the
-    same session, the same command or the same files (a made-up event that borrows a
-    real call's id, and tells another command, is not that call)."""
+def _names_call(agent: Agent, event: HookEvent, line: bytes, call: str) -> bool:
+    """Whether ``line`` of the transcript is the call ``call`` as ``event`` tells it."""
     try:
         rec: Any = json.loads(line)
     except ValueError:
         return False
-    if not isinstance(rec, dict):
-        return False
-    if event.agent == "codex":
-        payload = rec.get("payload")
-        return (
-            isinstance(payload, dict)
-            and payload.get("type") == "function_call"
-            and payload.get("call_id") == call
-            and (event.command is None or event.command in _strings(payload.get("arguments")))
-        )
-    message = rec.get("message")
-    content = message.get("content") if isinstance(message, dict) else None
-    if rec.get("type") != "assistant" or not isinstance(content, list):
-        return False
-    if event.session_id and rec.get("sessionId") not in (None, event.session_id):
-        return False
-    return any(
-        isinstance(c, dict)
-        and c.get("type") == "tool_use"
-        and c.get("id") == call
-        and _same_input(event, c.get("input"))
-        for c in content
-    )
-
-
-def _same_input(event: HookEvent, given: object) -> bool:
-    """Whether a tool call's input in the transcript is what ``event`` says it was."""
-    if not isinstance(given, dict):
-        return event.command is None and not event.paths
-    if event.command is not None and given.get("command") != event.command:
-        return False
-    named = given.get("file_path") or given.get("notebook_path")
-    if not event.paths or named in event.paths:
-        return True
-    return isinstance(named, str) and any(  # (a path given relative to the call's cwd)
-        os.path.normpath(os.path.join(event.cwd or "/", p)) == os.path.normpath(named)
-        for p in event.paths
-    )
-
-
-def _strings(value: object) -> str:
-    """Every string in ``value`` (a JSON text, or what it holds), joined by NULs."""
-    if isinstance(value, str):
-        try:
-            decoded = json.loads(value)
-        except ValueError:
-            return value
-        return value if isinstance(decoded, str) else _strings(decoded)
-    if isinstance(value, dict):
-        return "\0".join(_strings(v) for v in value.values())
-    if isinstance(value, list):
-        return "\0".join(_strings(v) for v in value)
-    return ""
+    return isinstance(rec, dict) and agent.names_call(event, rec, call)

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bar.agents import mcp_entry, settings
+from bar.agents import AGENTS, mcp_entry, settings
+from bar.agents.base import of
 from bar.base.record import record
 from bar.model.project import locate
 
@@ -36,10 +37,21 @@ def write(wiring: Setup) -> tuple[Path, Path | None]:
     Code the project's ``.mcp.json``, else None)."""
     root = locate().project.root
     path = settings.write_setup(wiring.agent, root, wiring.hook, wiring.mcp)
-    mcp = settings.write_claude_mcp(root, wiring.mcp) if wiring.agent == "claude" else None
+    mcp = settings.write_claude_mcp(root, wiring.mcp) if of(wiring.agent).project_mcp else None
     return path, mcp
 
 
-def claude_mcp_config(wiring: Setup) -> dict[str, object]:
-    """The ``.mcp.json`` entry of bar's MCP server."""
-    return mcp_entry.claude_config(wiring.mcp)
+def shell_tool(agent: str) -> str:
+    """What ``agent`` calls its shell tool ("shell" for a name bar does not know)."""
+    return of(agent).protocol.shell_tool if agent in AGENTS else "shell"
+
+
+def mcp_beside(wiring: Setup) -> tuple[str, str] | None:
+    """What to print for ``bar mcp`` where the settings file does not hold it: (a heading
+    naming the file, the entry)."""
+    return of(wiring.agent).mcp_beside(wiring.mcp)
+
+
+def setup_note(agent: str) -> str | None:
+    """What a person wiring ``agent`` by hand must know besides."""
+    return of(agent).setup_note()

@@ -24,6 +24,7 @@ import stat
 from collections.abc import Mapping
 from pathlib import Path
 
+from bar.agents import AGENTS
 from bar.base import hosts
 from bar.base.notices import warn
 from bar.errors import CannotConfine
@@ -261,11 +262,13 @@ def _net(
 
 def base_url_hosts(env: Mapping[str, str], agent: str | None = None) -> list[str]:
     """``host:port`` of each base URL the developer set for an agent: in ``env``
-    (``BASE_URLS``), and in a Codex session the ``base_url`` of each of its model
-    providers."""
+    (``BASE_URLS``), and those the agent's own settings name (``Agent.model_urls``: a
+    Codex session's model providers)."""
     urls = [env[name] for name in BASE_URLS if env.get(name)]
-    if agent == "codex":
-        urls += _codex_base_urls(Path(env.get("CODEX_HOME") or home_dir() / ".codex"))
+    if agent in AGENTS:
+        from bar.agents.base import of
+
+        urls += of(agent).model_urls(env)
     if not urls:
         return []
     from urllib.parse import urlsplit
@@ -279,24 +282,6 @@ def base_url_hosts(env: Mapping[str, str], agent: str | None = None) -> list[str
                 host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
                 found.append(f"{host}:{port}")
     return found
-
-
-def _codex_base_urls(home: Path) -> list[str]:
-    import tomllib
-
-    try:
-        with open(home / "config.toml", "rb") as f:
-            settings = tomllib.load(f)
-    except (OSError, ValueError):
-        return []
-    providers = settings.get("model_providers")
-    if not isinstance(providers, dict):
-        return []
-    return [
-        str(p["base_url"])
-        for p in providers.values()
-        if isinstance(p, dict) and isinstance(p.get("base_url"), str)
-    ]
 
 
 def _system_layer(task: Task, agent: str) -> Bind | None:

@@ -331,10 +331,11 @@ class Supervisor:
         return channel.Reply(error.exit_code, b"", text.encode("utf-8", "replace"))
 
     def _answer_hook(self, conn: socket.socket, agent: str, payload: bytes) -> None:
-        from bar.agents.protocol import PROTOCOLS
+        from bar.agents import AGENTS
+        from bar.agents.protocol import protocol
         from bar.step.gate import judge
 
-        if agent not in PROTOCOLS:
+        if agent not in AGENTS:
             return  # no answer, as to anything that is not a request
         if self._hook_command is None:
             from bar.agents.settings import hook_command
@@ -365,11 +366,11 @@ class Supervisor:
             with contextlib.suppress(BarError, OSError):
                 self._checkpoints.catch_up()
         if event is not None and event.kind == "pre" and event.command is None:
-            if PROTOCOLS[agent].changes_files(event.tool_name) and judgement.answer != "deny":
+            if protocol(agent).changes_files(event.tool_name) and judgement.answer != "deny":
                 self._unreported.append(event)  # Codex's apply_patch: no post event follows
         elif event is not None and event.kind == "post":
             call = self._record_outcome(event)
-            if PROTOCOLS[agent].changes_files(event.tool_name):
+            if protocol(agent).changes_files(event.tool_name):
                 self._checkpoint(event, call)
         elif event is not None and event.kind == "start":
             self._sessions.setdefault(event.session_id or "", self._session_origin())
@@ -521,7 +522,9 @@ class Supervisor:
                 return None
             call = self._pending.pop(found)
             self._in_flight.discard(call.number)
-        if event.agent == "codex":  # (its event does not say how the command ended)
+        from bar.agents.base import of
+
+        if not of(event.agent).tells_outcome:
             from bar.agents import rollout
 
             said = rollout.said(self.task, [event], recent=True)
@@ -534,9 +537,14 @@ class Supervisor:
         it sent no post-tool event for ended (``bar.agents.rollout``), and whether the
         calls not found in its transcript when checkpointed are there now."""
         from bar.agents import rollout
+        from bar.agents.base import of
 
         with self._record_lock:
-            left = [c for c in self._pending if c.event.agent == "codex" and c.answer != "deny"]
+            left = [
+                c
+                for c in self._pending
+                if not of(c.event.agent).tells_outcome and c.answer != "deny"
+            ]
             self._pending = [c for c in self._pending if c not in left]
         for number, outcome in rollout.settle(self.task, [(c.number, c.event) for c in left]):
             self.append({call_log.CALL: number, "outcome": outcome})

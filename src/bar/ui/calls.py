@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from bar.agents.protocol import PROTOCOLS
+from bar.api.agents import shell_tool
 from bar.history.checkpoints import Checkpoint
 from bar.model.records import PolicyEventRecord
 
@@ -41,8 +41,7 @@ class Call:
         if self.checkpoint is not None:
             return self.checkpoint.tool or self.checkpoint.kind
         agent = (self.policy[0].source or "").removeprefix("hook:") if self.policy else ""
-        protocol = PROTOCOLS.get(agent)
-        return protocol.shell_tool if protocol is not None else "shell"
+        return shell_tool(agent)
 
     @property
     def decision(self) -> str:
