@@ -107,10 +107,14 @@ class Agent(ABC):
 
     def block(self, reason: str) -> dict[str, Any]:
         """The JSON of a refused call (sent with exit 2 and the reason on stderr)."""
+        return self.permission("deny", reason)
+
+    def permission(self, decision: str, reason: str) -> dict[str, Any]:
+        """A pre-tool reply's ``permissionDecision`` (Claude Code's and Codex CLI's)."""
         return {
             "hookSpecificOutput": {
                 "hookEventName": self.protocol.event_name,
-                "permissionDecision": "deny",
+                "permissionDecision": decision,
                 "permissionDecisionReason": reason,
             }
         }

@@ -52,13 +52,7 @@ class Claude(Agent):
         )
 
     def ask(self, reason: str) -> dict[str, Any]:
-        return {
-            "hookSpecificOutput": {
-                "hookEventName": self.protocol.event_name,
-                "permissionDecision": "ask",
-                "permissionDecisionReason": reason,
-            }
-        }
+        return self.permission("ask", reason)
 
     project_mcp = True
 
