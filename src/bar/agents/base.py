@@ -152,6 +152,17 @@ class Agent(ABC):
         the agent reads its MCP servers from that file."""
         return {}
 
+    # where a machine's administrator gives it settings that rank above every project's
+    # (relative to ``/etc``): bar's hooks go there, in a layer of the step's own
+    # (``bar.agents.managed.system_layer``)
+    managed_settings: str | None = None
+    # it takes system settings from a file an environment variable names, which bar
+    # writes for the step (``bar.agents.managed.gemini_system``)
+    own_system_settings = False
+    # (its project settings files, the key in them that switches every hook off, and the
+    # value that leaves them on), where a project file can switch its hooks off
+    hooks_switch: tuple[tuple[str, ...], str, object] | None = None
+
     # ``bar agent setup --write`` writes ``bar mcp`` into the project's own MCP file
     # (``.mcp.json``), which the agent reads beside its settings
     project_mcp = False

@@ -55,6 +55,12 @@ class Claude(Agent):
         return self.permission("ask", reason)
 
     project_mcp = True
+    managed_settings = "claude-code/managed-settings.json"
+    hooks_switch = (
+        (".claude/settings.json", ".claude/settings.local.json"),
+        "disableAllHooks",
+        False,
+    )
 
     def mcp_beside(self, argv: list[str]) -> tuple[str, str] | None:
         import json

@@ -40,6 +40,8 @@ class Gemini(Agent):
     )
     # its events carry no call id, and its chat file gets a call only after its hooks ran
     call_ids = False
+    own_system_settings = True
+    hooks_switch = ((".gemini/settings.json",), "hooksConfig.enabled", True)
 
     def outcome(self, event_name: str, tool_name: str | None, data: dict[str, Any]) -> str:
         response = data.get("tool_response")

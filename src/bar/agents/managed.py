@@ -34,18 +34,17 @@ from bar.store.files import ensure_dir, read_regular, write_bytes_atomic
 
 TARGET = "/etc"  # what the layer lies over
 
-# agent: its managed settings file, relative to TARGET
-MANAGED = {"claude": "claude-code/managed-settings.json"}
-
 
 def system_layer(task: Task, agent: str, hook_command: str) -> Path | None:
     """Write the task's layer for ``TARGET`` with bar's hook ``hook_command`` in
     ``agent``'s managed settings; the layer's directory (None: the agent has no such
     settings)."""
-    rel = MANAGED.get(agent)
+    from bar.agents import settings
+    from bar.agents.base import of
+
+    rel = of(agent).managed_settings
     if rel is None:
         return None
-    from bar.agents import settings
 
     layer = task.dir / "agents" / "system"
     target = layer / rel
@@ -137,25 +136,21 @@ def _read_object(path: Path) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
-# agent: (project settings files, the key that switches every hook off, and the value
-# that leaves them on)
-_SWITCHES = {
-    "claude": ((".claude/settings.json", ".claude/settings.local.json"), "disableAllHooks", False),
-    "gemini": ((".gemini/settings.json",), "hooksConfig.enabled", True),
-}
-
-
 def ranks_above(task: Task, agent: str, *, own_tmp: bool) -> bool:
     """Whether bar's hooks for ``agent`` sit where no file of the task's worktree can
     switch them off without a mount namespace's layer (Gemini CLI's system settings)."""
+    from bar.agents.base import of
+
     path = task.dir / "agents" / "system" / "gemini-settings.json"
-    return agent == "gemini" and _honoured(path, own_tmp)
+    return of(agent).own_system_settings and _honoured(path, own_tmp)
 
 
 def switched_off(agent: str, worktree: Path) -> str | None:
     """The repository's settings file that switches ``agent``'s hooks off (bar's
     included, where they are not above it), or None."""
-    found = _SWITCHES.get(agent)
+    from bar.agents.base import of
+
+    found = of(agent).hooks_switch
     if found is None:
         return None
     files, key, on = found
