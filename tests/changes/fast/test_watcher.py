@@ -733,6 +733,37 @@ def test_tasks_stepping_at_once_never_hold_more_than_the_budget(
     assert claimed[0] <= budget and claimed[1] <= marks
 
 
+def test_a_claim_handed_to_a_watcher_moves_only_under_the_claims_lock() -> None:
+    """A claim is handed to the watcher that takes the watches by renaming its file; a
+    rename while another claim counts the holders (between its listing of the folder and
+    its read of the file) would hide it from that count, which would then grant its
+    watches a second time (seen as six tasks' watchers holding 12 of a budget of 10). So
+    the rename waits for the lock the counting holds."""
+    import fcntl
+    import threading
+
+    claim = watches.claim(3)
+    folder = watches._folder()
+    (before,) = [p.name for p in folder.iterdir() if not p.name.startswith(".")]
+    watcher = subprocess.Popen(["sleep", "60"])
+    try:
+        lock = os.open(folder / ".lock", os.O_RDWR)
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        handing = threading.Thread(target=claim.hand_to, args=(watcher.pid,))
+        handing.start()
+        handing.join(0.3)
+        assert handing.is_alive()
+        assert [p.name for p in folder.iterdir() if not p.name.startswith(".")] == [before]
+        os.close(lock)
+        handing.join(30)
+        (after,) = [p.name for p in folder.iterdir() if not p.name.startswith(".")]
+        assert after.startswith(f"{watcher.pid}.")
+        assert watches.held()[0] == claim.granted
+    finally:
+        watcher.kill()
+        watcher.wait()
+
+
 def test_a_claim_of_watches_is_the_users_alone() -> None:
     """The files of ``$BAR_HOME/watches/`` are 0600, as everything else bar keeps there."""
     from bar.changes.fast import watches

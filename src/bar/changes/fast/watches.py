@@ -30,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 _DIR = "watches"
@@ -124,11 +125,13 @@ class Claim:
             self._path = None
 
     def hand_to(self, pid: int) -> None:
-        """The process ``pid`` holds the watches from now on (a watcher that took them)."""
+        """The process ``pid`` holds the watches from now on (a watcher that took them).
+        Renamed under the lock: a claim counting the others between its listing of the
+        folder and its read of this file would miss it, and grant its watches again."""
         name = _name(pid)
         if self._path is None or name is None:
             return
-        with contextlib.suppress(OSError):
+        with contextlib.suppress(OSError), _locked(self._path.parent):
             os.replace(self._path, self._path.with_name(name))
         self._path = None
 
@@ -144,26 +147,31 @@ def claim(wanted: int) -> Claim:
         return Claim(0, None)
     try:
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-        fd = os.open(folder / ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        with _locked(folder):
+            watches, marks = _held(folder, mine)
+            granted = max(0, min(wanted + HEADROOM, total - watches))
+            short = wanted + HEADROOM - granted
+            marked = max(0, min(short, mark_budget() - marks)) if short > 0 else 0
+            if granted + marked == 0:
+                return Claim(0, None)
+            path = folder / mine
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+            try:
+                os.write(fd, f"{granted} {marked}\n".encode())
+            finally:
+                os.close(fd)
+            return Claim(granted, path, marked)
     except OSError:
         return Claim(0, None)
+
+
+@contextlib.contextmanager
+def _locked(folder: Path) -> Iterator[None]:
+    """The folder's lock, held by one claim or one hand-over at a time."""
+    fd = os.open(folder / ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
-        watches, marks = _held(folder, mine)
-        granted = max(0, min(wanted + HEADROOM, total - watches))
-        short = wanted + HEADROOM - granted
-        marked = max(0, min(short, mark_budget() - marks)) if short > 0 else 0
-        path = folder / mine
-        if granted + marked == 0:
-            return Claim(0, None)
-        claim = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
-        try:
-            os.write(claim, f"{granted} {marked}\n".encode())
-        finally:
-            os.close(claim)
-        return Claim(granted, path, marked)
-    except OSError:
-        return Claim(0, None)
+        yield
     finally:
         os.close(fd)  # (and the lock with it)
 
