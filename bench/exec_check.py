@@ -4,11 +4,12 @@
 The same steps with the exec check on and off (the project's config switched between the
 rounds, which are interleaved), each a whole ``bar run``:
 
-* 22-build: ``make -j2`` of many small C files (about 30 lines each; each ``cc -c``
-  starts the compiler's own programs too), built into the step's temporary directory;
-  with ÷ without (target ≤ 1.05).
-* 22-loop: a shell loop that starts 1,000 programs (``/bin/true N``), nothing else: the
-  check's cost alone, with ÷ without, and the time it adds to each program.
+* 22-build: ``make -j2`` of 300 small C files (20 with ``--quick``; about 30 lines each;
+  each ``cc -c`` starts the compiler's own programs too), built into the step's temporary
+  directory; with ÷ without (target ≤ 1.05).
+* 22-loop: a shell loop that starts 1,000 programs (200 with ``--quick``; ``/bin/true N``),
+  nothing else: the check's cost alone, with ÷ without, and the time it adds to each
+  program.
 * 22-floor, 22-read: the same loop outside any step, under a listener that answers at
   once (the round trip alone) and under bar's listener reading each call whole without
   judging it, ÷ no listener: what is the mechanism's and what is the policy's.
@@ -30,6 +31,8 @@ from harness import Fixture, interleave  # noqa: E402
 
 NUMBER = 22
 PROGRAMS = 1000
+QUICK_PROGRAMS = 200  # (--quick: a smoke test, the same figure smaller)
+QUICK_FILES = 20
 
 _MAKEFILE = """\
 SRCS := $(wildcard src/*.c)
@@ -89,7 +92,8 @@ def fig22(f: Fixture, p: Params) -> list[Row]:
     repo = f.clone()
     f.init(repo)
     _, wt = f.new_task(repo, "exec-check")
-    files = 100 if p.quick else 300
+    files = QUICK_FILES if p.quick else 300
+    programs = QUICK_PROGRAMS if p.quick else PROGRAMS
     _sources(wt, files)
     f.bar(wt, "run", "--", "true")  # (the sources, recorded once as a hand edit)
     config = f.project_dir() / "config.yaml"
@@ -98,7 +102,7 @@ def fig22(f: Fixture, p: Params) -> list[Row]:
     if on == off:
         raise SystemExit("bench: config.yaml has no policy.exec_check to switch")
     build = 'rm -rf "$TMPDIR/b"; mkdir -p "$TMPDIR/b" && make -s -j2 OUT="$TMPDIR/b"'
-    loop = f"i=0; while [ $i -lt {PROGRAMS} ]; do /bin/true $i; i=$((i+1)); done"
+    loop = f"i=0; while [ $i -lt {programs} ]; do /bin/true $i; i=$((i+1)); done"
 
     def step(script: str, checked: bool) -> float:
         config.write_text(on if checked else off)
@@ -117,7 +121,7 @@ def fig22(f: Fixture, p: Params) -> list[Row]:
     config.write_text(on)
     loop_row = ratio_row(
         "22-loop",
-        f"a shell loop starting {PROGRAMS} programs, every one judged ÷ none judged "
+        f"a shell loop starting {programs} programs, every one judged ÷ none judged "
         "(the check's cost alone)",
         s,
         "loop, checked",
@@ -126,7 +130,7 @@ def fig22(f: Fixture, p: Params) -> list[Row]:
         extra_ms=True,
     )
     if loop_row.extra_ms is not None:
-        per = loop_row.extra_ms * 1000 / PROGRAMS
+        per = loop_row.extra_ms * 1000 / programs
         loop_row.note = f"{per:.0f} µs a program"
     return [
         ratio_row(
@@ -167,7 +171,8 @@ def _floor(p: Params) -> list[Row]:
             with contextlib.suppress(OSError):
                 fcntl.ioctl(self._listener, 0xC0182101, struct.pack("=QqiI", ident, 0, 0, 1))
 
-    loop = f"i=0; while [ $i -lt {PROGRAMS} ]; do /bin/true $i; i=$((i+1)); done"
+    programs = QUICK_PROGRAMS if p.quick else PROGRAMS
+    loop = f"i=0; while [ $i -lt {programs} ]; do /bin/true $i; i=$((i+1)); done"
 
     from bar.policy import default_policy
     from bar.policy.places import Places
@@ -238,7 +243,7 @@ def _floor(p: Params) -> list[Row]:
             extra_ms=True,
         )
         if row.extra_ms is not None:
-            row.note = f"{row.extra_ms * 1000 / PROGRAMS:.0f} µs a program"
+            row.note = f"{row.extra_ms * 1000 / programs:.0f} µs a program"
         rows.append(row)
     return rows
 

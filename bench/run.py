@@ -110,7 +110,7 @@ def params(args: argparse.Namespace) -> Params:
         repeat=args.repeat or (2 if q else 7),
         warmup=0 if q else 1,
         rollback_steps=args.rollback_steps or ((10, 20) if q else (10, 100, 1000)),
-        ledger_steps=args.ledger_steps or (10_000 if q else 100_000),
+        ledger_steps=args.ledger_steps or (2_000 if q else 100_000),
         output_bytes=args.output_bytes or (50_000_000 if q else 1_000_000_000),
         many_files=args.many_files or (1_000 if q else 10_000),
         quick=q,

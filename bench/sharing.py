@@ -63,7 +63,7 @@ from harness import BenchError, Fixture, interleave, log, median  # noqa: E402
 
 NUMBER = 16
 STEPS = 1_000  # steps of the pushed task
-QUICK_STEPS = 20
+QUICK_STEPS = 8
 
 
 def _step_script(pool: list[str], k: int) -> str:

@@ -38,7 +38,7 @@ from harness import BenchError, Fixture, interleave, log  # noqa: E402
 
 NUMBER = 20
 STEPS = 100
-QUICK_STEPS = 20
+QUICK_STEPS = 5
 TARGET = 1.02
 
 
