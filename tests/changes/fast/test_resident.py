@@ -36,7 +36,7 @@ from helpers import (
 )
 
 from bar.changes.fast import resident
-from bar.changes.fast.resident_daemon import Resident
+from bar.changes.fast.resident_daemon import SPARES, Resident
 
 _STEP = re.compile(r"step \d{4}")
 _TIMED = re.compile(rb"in \d+(?:\.\d+)? s\b")  # (how long a look took)
@@ -66,12 +66,14 @@ def _run(
 
 
 def _started(capfd: pytest.CaptureFixture[str], repo: Path) -> tuple[dict[str, Any], Path]:
-    """A task whose first step (run by bar itself) started a resident, now loaded."""
+    """A task whose first step (run by bar itself) started a resident, now loaded, its
+    spares forked (a test that counts the resident's children starts from them)."""
     init_clean(repo, capfd)
     task = new_task(capfd)
     wt = worktree(task)
     assert _run(wt, "--", "true").returncode == 0
     assert resident.ready(_home())
+    _wait(lambda: len(_forks()) == SPARES)
     return task, wt
 
 
@@ -536,6 +538,9 @@ def test_the_commands_that_read_the_record_act_alike_served_or_not(
         ("verify",),
     ]
     seen: dict[str, list[tuple[int, bytes, bytes]]] = {"here": [], "there": []}
+    # the served run above took a spare: the one forked in its place comes when it ended,
+    # not during the commands run here, which must start none
+    _wait(lambda: len(_forks()) == SPARES)
     for name, idle in (("here", "0"), ("there", "60")):
         for args in commands:
             before = _forks()

@@ -38,7 +38,7 @@ from bar.policy.loader import compile_cached
 
 _WAKE_S = 5.0  # how often it checks that its socket and its code are still its own
 _MAX_REQUEST = 4 << 20  # bytes: an environment and command line larger than any exec takes
-_SPARES = 2  # forks waiting for a command while none runs
+SPARES = 2  # forks waiting for a command while none runs
 Runner = Callable[[list[str]], int]  # runs one command line (without the program's name)
 # what a caller must share with the resident to be served by a fork of it
 # (one thread, as both are: a thread of its own confined, as Landlock can, is not)
@@ -230,7 +230,7 @@ class Resident:
             if self.heard:
                 last, self.heard = time.monotonic(), False
             self._reap()
-            while len(self.spares) < (1 if self.running else _SPARES):
+            while len(self.spares) < (1 if self.running else SPARES):
                 self.spares.add(self._fork_spare())
             now = time.monotonic()
             if now - checked >= _WAKE_S:  # (every file it loaded, not only bar's)
