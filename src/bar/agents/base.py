@@ -5,12 +5,13 @@ An agent is one module (``bar.agents.claude``, ``codex``, ``gemini``) holding on
 its settings live) and what bar must do differently for it: the shape of each reply to
 its hook, what its post-tool event says of how a call ended, the directory it keeps its
 own things in, whether its command line starts a session a person drives, its entries
-for ``bar mcp`` and the model servers it reaches. Sources for every value:
+for ``bar mcp``, the model servers it reaches, and its home in a task (``Home``: what
+``bar.agents.homes`` makes of the developer's settings for it). Sources for every value:
 docs/agents.md, as observed with the released CLIs.
 
 ``of(name)`` imports the named agent's module alone: ``bar hook`` runs before every shell
 command an agent issues and needs no other. Adding an agent is adding its module and its
-name to ``bar.agents.AGENTS`` (CONTRIBUTING.md, "Adding an agent").
+name to ``bar.model.agent_names.AGENTS`` (CONTRIBUTING.md, "Add an agent").
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from bar.agents.protocol import HookEvent
+    from bar.model.tasks import Task
 
 
 @record(frozen=True, kw_only=True)
@@ -68,12 +70,45 @@ class Protocol:
         )
 
 
+@record(frozen=True, kw_only=True)
+class Home:
+    """The agent's home in a task (``bar.agents.homes``): how it is named to the agent,
+    and what bar puts in it."""
+
+    variable: str  # what names the home to the agent
+    inner: str  # where in the home the agent keeps what it keeps in its own directory
+    settings: str  # the settings file (in ``inner``) with bar's hooks
+    copied: tuple[str, ...]  # the developer's files copied in, when they changed
+    secrets: frozenset[str]  # the credentials among them: only the owner may read them
+
+
+@record(frozen=True, kw_only=True)
+class Server:
+    """``bar mcp`` as the agent's home names it: its command line, and the environment
+    it needs to find the task, whatever environment the agent gives it."""
+
+    argv: list[str]
+    env: dict[str, str]
+
+
 class Agent(ABC):
     """One coding agent. The replies here are the shape Claude Code and Codex CLI share
     (their ``hookSpecificOutput``); an agent that reads another says so in its module."""
 
     name: str
     protocol: Protocol
+    home: Home
+    package: str  # its npm package (``npx PACKAGE``; the package.json that says its version)
+    # who serves its models, in OpenTelemetry's names (``gen_ai.provider.name``) and in
+    # the agent-trace's (a model id's provider, where the model's name does not say)
+    otel_provider: str
+    provider: str
+
+    @property
+    def program(self) -> str:
+        """The name of the program that starts it."""
+        return self.name
+
     # its post-tool event says how the call ended (else its own record does:
     # ``bar.agents.rollout``, read once the call is reported or the session ended)
     tells_outcome = True
@@ -180,6 +215,34 @@ class Agent(ABC):
         """The base URLs of model servers the agent's own settings name (besides the
         variables every agent reads: ``bar.sandbox.plan.BASE_URLS``)."""
         return []
+
+    # --- its home in a task (``bar.agents.homes``) ---------------------------------------
+
+    def home_settings(
+        self,
+        mine: Path,
+        target: Path,
+        hook_command: str,
+        server: Server,
+        task: Task,
+        *,
+        own_tmp: bool,
+    ) -> tuple[bytes, dict[str, str]]:
+        """What goes in the home's settings file ``target``: the developer's (``mine``,
+        JSON here) with bar's hooks (``hook_command``) and ``bar mcp`` (``server``); and
+        what the agent's environment gets besides. ``own_tmp``: the step has a ``/tmp``
+        of its own (``bar.agents.managed``)."""
+        from bar.agents import homes, settings
+
+        own = homes.read_json(mine, what=f"your {mine}")
+        merged = settings.merge_hook_settings(self.name, own, hook_command, server.argv)
+        return settings.dump(merged), {}
+
+    def home_state(self, mine: Path, inside: Path, server: Server) -> dict[str, str]:
+        """What else the home needs once its settings and the developer's files are in
+        (``mine``: the developer's directory, ``inside``: the home's), after each step's
+        changes; what the agent's environment gets besides."""
+        return {}
 
 
 def of(name: str) -> Agent:

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bar.agents.base import Agent, Protocol
+from bar.agents.base import Agent, Home, Protocol, Server
 from bar.store.layout import home_dir
 
 if TYPE_CHECKING:
@@ -62,6 +62,17 @@ class Claude(Agent):
         False,
     )
 
+    package = "@anthropic-ai/claude-code"
+    otel_provider = "anthropic"
+    provider = "anthropic"
+    home = Home(
+        variable="CLAUDE_CONFIG_DIR",
+        inner="",
+        settings="settings.json",
+        copied=(".credentials.json", "CLAUDE.md"),
+        secrets=frozenset({".credentials.json"}),
+    )
+
     def mcp_beside(self, argv: list[str]) -> tuple[str, str] | None:
         import json
 
@@ -82,6 +93,40 @@ class Claude(Agent):
         from bar.agents.mcp_entry import CLAUDE_PERMISSION
 
         return {"permissions": {"allow": [CLAUDE_PERMISSION]}}
+
+    def home_state(self, mine: Path, inside: Path, server: Server) -> dict[str, str]:
+        """Its ``.claude.json`` (its account, what it was told, MCP servers): the
+        developer's at first, then the agent's own, with bar's server put in each step.
+        And it waits ``MCP_CONNECT_TIMEOUT_MS`` (5 seconds by default) for the servers
+        whose entry says ``alwaysLoad`` before its first request, then asks the model
+        without their tools: on a loaded machine ``bar mcp`` can take longer to start, so
+        it waits ``homes.MCP_STARTUP_S`` (as long as Codex does), unless the developer set
+        a time."""
+        import json
+
+        from bar.agents import homes
+        from bar.store.files import write_bytes_atomic
+
+        # (beside the settings where CLAUDE_CONFIG_DIR names them, else in ~ itself)
+        source = (mine if os.environ.get(self.home.variable) else home_dir()) / ".claude.json"
+        target = inside / ".claude.json"
+        state = homes.read_json(target, what=None) if homes.lexists(target) else None
+        if state is None:
+            state = homes.read_json(source, what=f"your {source}") or {}
+        servers = state.get("mcpServers")
+        if not isinstance(servers, dict):
+            servers = state["mcpServers"] = {}
+        servers["bar"] = {
+            "type": "stdio",
+            "command": server.argv[0],
+            "args": server.argv[1:],
+            "env": server.env,
+            "alwaysLoad": True,
+        }
+        write_bytes_atomic(target, (json.dumps(state, indent=2) + "\n").encode(), mode=0o600)
+        if os.environ.get("MCP_CONNECT_TIMEOUT_MS"):
+            return {}
+        return {"MCP_CONNECT_TIMEOUT_MS": str(homes.MCP_STARTUP_S * 1000)}
 
 
 def _same_input(event: HookEvent, given: object) -> bool:

@@ -8,16 +8,18 @@ its rollout (``bar.agents.rollout``). Its file edits come to the hook as a shell
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bar.agents.base import Agent, Protocol
+from bar.agents.base import Agent, Home, Protocol, Server
 from bar.store.layout import home_dir
 
 if TYPE_CHECKING:
     from bar.agents.protocol import HookEvent
+    from bar.model.tasks import Task
 
 PATCH_TOOL = "apply_patch"  # the tool_name bar gives Codex's patches
 
@@ -43,6 +45,16 @@ class Codex(Agent):
         entry_name=None,
     )
     tells_outcome = False  # (its post-tool event carries the output only)
+    package = "@openai/codex"
+    otel_provider = "openai"
+    provider = "openai"
+    home = Home(
+        variable="CODEX_HOME",
+        inner="",
+        settings="config.toml",
+        copied=("auth.json", "AGENTS.md"),
+        secrets=frozenset({"auth.json"}),
+    )
 
     def names_call(self, event: HookEvent, rec: dict[str, Any], call: str) -> bool:
         """A ``function_call`` of its rollout with that ``call_id`` and the command."""
@@ -102,6 +114,109 @@ class Codex(Agent):
             for p in providers.values()
             if isinstance(p, dict) and isinstance(p.get("base_url"), str)
         ]
+
+    def home_settings(
+        self,
+        mine: Path,
+        target: Path,
+        hook_command: str,
+        server: Server,
+        task: Task,
+        *,
+        own_tmp: bool,
+    ) -> tuple[bytes, dict[str, str]]:
+        """The developer's ``config.toml`` with bar's hooks (trusted, as a person trusts
+        them in Codex's /hooks panel: by the hash of each entry, keyed by the file that
+        holds it) and ``bar mcp``. The developer's own trusted hooks stay trusted in the
+        home.
+
+        Codex runs no hook at all where its ``hooks`` feature is off, in any layer it
+        reads, a project's ``.codex/config.toml`` included; and it reads a project's files
+        only in a trusted project. So the home switches the feature on and names the
+        task's worktree untrusted, whatever the developer's file says of the folders
+        above it."""
+        import tomllib
+
+        import tomli_w
+
+        from bar.agents.homes import MCP_STARTUP_S
+        from bar.errors import AgentSettingsError
+        from bar.store.files import read_regular
+
+        raw = read_regular(mine)
+        try:
+            config: dict[str, Any] = tomllib.loads(raw.decode()) if raw is not None else {}
+        except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+            raise AgentSettingsError(
+                f"your {mine} is not valid TOML: {exc}", hint="fix it, then run again"
+            ) from None
+        hooks = config.setdefault("hooks", {})
+        if not isinstance(hooks, dict):
+            raise AgentSettingsError(f"'hooks' in your {mine} is not a table")
+        source, theirs = os.path.realpath(target), os.path.realpath(mine)
+        trust = {}
+        for key, value in (hooks.pop("state", None) or {}).items():
+            if isinstance(key, str) and key.startswith(theirs + ":"):
+                trust[source + key[len(theirs) :]] = value
+        features = config.setdefault("features", {})
+        if isinstance(features, dict):
+            features.pop("codex_hooks", None)  # (the feature's former name)
+            features["hooks"] = True
+        projects = config.setdefault("projects", {})
+        if isinstance(projects, dict):
+            projects[str(task.worktree)] = {"trust_level": "untrusted"}
+        proto = self.protocol
+        for event, matcher in proto.events():
+            groups = hooks.setdefault(event, [])
+            if not isinstance(groups, list):
+                raise AgentSettingsError(f"'hooks.{event}' in your {mine} is not an array")
+            group: dict[str, Any] = {} if matcher is None else {"matcher": matcher}
+            entry = {"type": "command", "command": hook_command, "timeout": proto.timeout}
+            group["hooks"] = [entry]
+            trust[f"{source}:{trust_label(event)}:{len(groups)}:0"] = {
+                "trusted_hash": trust_hash(event, matcher, hook_command, proto.timeout)
+            }
+            groups.append(group)
+        hooks["state"] = trust
+        servers = config.setdefault("mcp_servers", {})
+        if isinstance(servers, dict):
+            servers["bar"] = {
+                "command": server.argv[0],
+                "args": server.argv[1:],
+                "env": server.env,
+                # Codex lists no tool of a server that starts slower than this (10 s by
+                # default), and begins its first turn without an optional server that is
+                # not up within a second: a loaded machine must not take bar's tools from
+                # the agent, so bar's server is required (Codex waits for it)
+                "startup_timeout_sec": MCP_STARTUP_S,
+                "required": True,
+            }
+        return tomli_w.dumps(config).encode("utf-8"), {}
+
+
+_TRUST_LABELS = {
+    "PreToolUse": "pre_tool_use",
+    "PostToolUse": "post_tool_use",
+    "SessionStart": "session_start",
+}
+
+
+def trust_label(event: str) -> str:
+    """The name Codex gives a hook event in its trust keys."""
+    return _TRUST_LABELS[event]
+
+
+def trust_hash(event: str, matcher: str | None, command: str, timeout: int) -> str:
+    """The hash Codex records when a person trusts this hook in its /hooks panel: SHA-256
+    of the entry's normalised identity as JSON with sorted keys, unset fields left out."""
+    import hashlib
+
+    handler = {"type": "command", "command": command, "timeout": timeout, "async": False}
+    identity: dict[str, object] = {"event_name": _TRUST_LABELS[event], "hooks": [handler]}
+    if matcher is not None:
+        identity["matcher"] = matcher
+    text = json.dumps(identity, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def _strings(value: object) -> str:

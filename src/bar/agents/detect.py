@@ -8,14 +8,11 @@ behind the package runners that fetch it (``npx @anthropic-ai/claude-code``, ``b
 from __future__ import annotations
 
 import re
+from functools import cache
 
-# program names and npm packages of the agents bar supervises
-_PROGRAMS = {"claude": "claude", "codex": "codex", "gemini": "gemini"}
-_PACKAGES = {
-    "@anthropic-ai/claude-code": "claude",
-    "@openai/codex": "codex",
-    "@google/gemini-cli": "gemini",
-}
+from bar.agents import AGENTS
+from bar.agents.base import of
+
 _RUNNERS = frozenset({"npx", "bunx", "pnpx"})
 _DLX = frozenset({"pnpm", "yarn", "bun"})  # pnpm dlx PKG, yarn dlx PKG, bun x PKG
 _ASKS_ONLY = frozenset({"--version", "-v", "-V", "--help", "-h"})
@@ -57,8 +54,20 @@ def locate(argv: list[str]) -> tuple[str, int] | None:
         return _package(argv, start)
     if name in ("node", "nodejs"):
         return _script(argv, i + 1)
-    agent = _PROGRAMS.get(re.sub(r"\.(?:js|mjs|cjs|exe)$", "", name))
+    agent = _programs().get(re.sub(r"\.(?:js|mjs|cjs|exe)$", "", name))
     return (agent, i) if agent is not None else None
+
+
+@cache
+def _programs() -> dict[str, str]:
+    """The program that starts each agent bar supervises -> the agent."""
+    return {of(name).program: name for name in AGENTS}
+
+
+@cache
+def _packages() -> dict[str, str]:
+    """The npm package of each agent bar supervises -> the agent."""
+    return {of(name).package: name for name in AGENTS}
 
 
 def _base(word: str) -> str:
@@ -100,7 +109,7 @@ def _named(spec: str) -> str | None:
     """The agent a package or program name (``@openai/codex@0.5``, ``claude``) is."""
     match = _VERSIONED.fullmatch(spec)
     base = match.group(1) if match else spec
-    return _PACKAGES.get(base) or _PROGRAMS.get(base)
+    return _packages().get(base) or _programs().get(base)
 
 
 def _script(argv: list[str], k: int) -> tuple[str, int] | None:
@@ -109,8 +118,8 @@ def _script(argv: list[str], k: int) -> tuple[str, int] | None:
     if at is None:
         return None
     script = argv[at]
-    for package, name in _PACKAGES.items():
+    for package, name in _packages().items():
         if f"/{package}/" in script:
             return name, at
-    agent = _PROGRAMS.get(re.sub(r"\.(?:js|mjs|cjs)$", "", _base(script)))
+    agent = _programs().get(re.sub(r"\.(?:js|mjs|cjs)$", "", _base(script)))
     return (agent, at) if agent is not None else None

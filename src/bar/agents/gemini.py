@@ -11,10 +11,13 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from bar.agents.base import Agent, Protocol
+from bar.agents.base import Agent, Home, Protocol, Server
 from bar.store.layout import home_dir
+
+if TYPE_CHECKING:
+    from bar.model.tasks import Task
 
 _RAN = "Process Group PGID:"  # (a command its shell tool ran reports its process group)
 _CANCELLED = "Command was cancelled by user"  # (its shell tool's words, 0.61)
@@ -42,6 +45,16 @@ class Gemini(Agent):
     call_ids = False
     own_system_settings = True
     hooks_switch = ((".gemini/settings.json",), "hooksConfig.enabled", True)
+    package = "@google/gemini-cli"
+    otel_provider = "gcp.gemini"
+    provider = "google"
+    home = Home(
+        variable="GEMINI_CLI_HOME",
+        inner=".gemini",
+        settings="settings.json",
+        copied=("oauth_creds.json", "google_accounts.json", "GEMINI.md", ".env"),
+        secrets=frozenset({"oauth_creds.json", "google_accounts.json", ".env"}),
+    )
 
     def outcome(self, event_name: str, tool_name: str | None, data: dict[str, Any]) -> str:
         response = data.get("tool_response")
@@ -87,6 +100,34 @@ class Gemini(Agent):
         from bar.agents.mcp_entry import NAME
 
         return {"mcpServers": {NAME: {"command": argv[0], "args": argv[1:], "trust": True}}}
+
+    def home_settings(
+        self,
+        mine: Path,
+        target: Path,
+        hook_command: str,
+        server: Server,
+        task: Task,
+        *,
+        own_tmp: bool,
+    ) -> tuple[bytes, dict[str, str]]:
+        """The developer's settings with ``bar mcp`` (and its environment); bar's hooks go
+        in the system settings of the step (``bar.agents.managed.gemini_system``), which
+        rank above this file, else here, under a name of the step's own."""
+        import os
+
+        from bar.agents import homes, managed, settings
+
+        own = homes.read_json(mine, what=f"your {mine}")
+        merged = settings.merge_hook_settings(self.name, own, hook_command, server.argv)
+        merged["mcpServers"]["bar"]["env"] = server.env
+        theirs = os.environ.get(managed.GEMINI_SYSTEM)
+        extra = managed.gemini_system(task, hook_command, theirs, own_tmp=own_tmp)
+        if extra:  # (bar's hooks are in its system settings, above this file: not twice)
+            merged = settings.remove_hook_settings(self.name, merged, hook_command) or {}
+        else:
+            managed.name_entries(merged, hook_command)
+        return settings.dump(merged), extra
 
 
 AGENT = Gemini()

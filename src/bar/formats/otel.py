@@ -35,6 +35,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from bar import __version__
+from bar.agents import AGENTS
+from bar.agents.base import of
 from bar.base.clock import seconds_of
 from bar.base.record import record
 from bar.errors import BarError
@@ -49,8 +51,6 @@ if TYPE_CHECKING:
     from opentelemetry.sdk.trace import ReadableSpan
 
 SCOPE = "bar"
-# the provider of an agent's models, in the conventions' names (gen_ai.provider.name)
-_PROVIDERS = {"claude": "anthropic", "codex": "openai", "gemini": "gcp.gemini"}
 
 
 class MissingExtra(BarError):
@@ -231,8 +231,8 @@ class _Maker:
             "gen_ai.operation.name": "invoke_agent",
             "gen_ai.agent.name": agent,
         }
-        if agent in _PROVIDERS:
-            attributes["gen_ai.provider.name"] = _PROVIDERS[agent]
+        if agent in AGENTS:  # (its models' provider: bar.agents.base.Agent.otel_provider)
+            attributes["gen_ai.provider.name"] = of(agent).otel_provider
         if summary is not None:
             model = summary.get("model")
             if isinstance(model, str) and model:

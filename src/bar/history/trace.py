@@ -41,6 +41,8 @@ from pathlib import Path
 from typing import Any
 
 from bar import __version__, git
+from bar.agents import AGENTS
+from bar.agents.base import of
 from bar.base.clock import iso_of, now_iso, seconds_of
 from bar.base.record import record
 from bar.errors import BarError
@@ -62,7 +64,6 @@ _PROVIDERS = (
     (("gpt-", "gpt4", "o1", "o3", "o4", "codex", "chatgpt"), "openai"),
     (("gemini", "gemma"), "google"),
 )
-_AGENT_PROVIDERS = {"claude": "anthropic", "codex": "openai", "gemini": "google"}
 
 
 @record(frozen=True)
@@ -345,7 +346,8 @@ def model_id(summary: dict[str, Any]) -> str | None:
         lower = model.lower()
         provider = next((p for starts, p in _PROVIDERS if lower.startswith(starts)), None)
         agent = summary.get("agent")
-        provider = provider or (_AGENT_PROVIDERS.get(agent) if isinstance(agent, str) else None)
+        if provider is None and agent in AGENTS:
+            provider = of(str(agent)).provider
         if provider is not None:
             model = f"{provider}/{model}"
     return model[:_MODEL_MAX]

@@ -24,9 +24,8 @@ from bar.base.cmdline import line_of
 from bar.base.record import record
 from bar.errors import UsageError
 from bar.ledger.describe import rollback_text, summary
+from bar.model.agent_names import AGENTS
 from bar.model.records import KINDS, RollbackStep, RunStep, Step
-
-AGENTS = ("claude", "codex", "gemini")  # (bar.agents.AGENTS: a layer above the record)
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}  # by the unit's first letter
 _LENGTH = re.compile(

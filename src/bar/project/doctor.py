@@ -273,11 +273,11 @@ class Doctor:
         file by file: the agents write there, with modes of their own choosing, and no
         other user reaches any of it while ``agents`` and each home are closed to them.
         So these must be 0700, and the credentials bar copies in stay the owner's even
-        so (``homes.SECRETS``); bar's layer over ``/etc`` (``system``) has ``/etc``'s
+        so (``bar.agents.base.Home.secrets``); bar's layer over ``/etc`` (``system``) has ``/etc``'s
         mode on purpose (``bar.agents.managed``), and is inside ``agents``."""
-        from bar.agents import homes
+        from bar.agents import AGENTS, homes
 
-        for path in (agents, *sorted(p for p in agents.iterdir() if p.name in homes.KINDS)):
+        for path in (agents, *sorted(p for p in agents.iterdir() if p.name in AGENTS)):
             self._closed(path, "agent's files (its credentials, its transcripts)")
         for path in homes.secret_files(agents):
             try:

@@ -22,13 +22,13 @@ import os
 import stat
 from collections import Counter
 from pathlib import Path
-from types import ModuleType
 from typing import TYPE_CHECKING, Any, Protocol
 
 from bar.base.clock import seconds_of
 from bar.base.record import record, replace
-from bar.session import claude, codex, gemini, prices
+from bar.session import prices
 from bar.session.events import Event, Usage, interrupt
+from bar.session.found import reader
 from bar.store.files import open_beneath, read_regular, write_bytes_atomic
 
 if TYPE_CHECKING:
@@ -36,7 +36,6 @@ if TYPE_CHECKING:
     from bar.model.config import Price
     from bar.redact import Scrubber
 
-READERS: dict[str, ModuleType] = {"claude": claude, "codex": codex, "gemini": gemini}
 MAX_READ = 256 << 20  # bytes of one transcript read in one step (the agent writes it)
 MAX_TOTAL = 512 << 20  # bytes of all its transcripts read in one step
 _SLACK_NS = 2_000_000_000  # a file's mtime may lag the step's start by a coarse clock
@@ -142,7 +141,8 @@ class _File:
 
 class Capture:
     """The transcripts of ``agent`` in its ``home`` (``bar.agents.homes.path``) since
-    ``started_at`` (a bar time)."""
+    ``started_at`` (a bar time). ``package``: the agent's npm package, whose
+    ``package.json`` says its version where its transcripts do not."""
 
     def __init__(
         self,
@@ -150,9 +150,12 @@ class Capture:
         agent: str,
         started_at: str,
         price_table: tuple[tuple[str, Price], ...] = (),
+        *,
+        package: str = "",
     ) -> None:
         self.agent = agent
-        self.module = READERS[agent]
+        self.package = package
+        self.module = reader(agent)
         self.home = home
         self.started_at = started_at
         self.since = seconds_of(started_at)
@@ -286,7 +289,7 @@ class Capture:
         write_bytes_atomic(path, data)
         summary = self._summary(events, [f for _, f in sorted(mains, key=lambda m: m[0])])
         if summary["agent_version"] is None:
-            summary["agent_version"] = installed_version(self.agent, argv or [])
+            summary["agent_version"] = installed_version(self.agent, self.package, argv or [])
         return summary, amends
 
     def _price(self, events: list[Event]) -> None:
@@ -365,32 +368,25 @@ class Capture:
         return any(f.earlier for f in self.files.values())
 
 
-_PACKAGES = {
-    "claude": "@anthropic-ai/claude-code",
-    "codex": "@openai/codex",
-    "gemini": "@google/gemini-cli",
-}
-
-
-def installed_version(agent: str, argv: list[str]) -> str | None:
-    """The version of the agent's package that ``argv`` ran, where its transcript does not
-    say (Gemini CLI's): the ``package.json`` above the program it named."""
+def installed_version(program: str, package: str, argv: list[str]) -> str | None:
+    """The version of the agent's ``package`` that ``argv`` ran, where its transcript does
+    not say (Gemini CLI's): the ``package.json`` above the ``program`` it named."""
     import shutil
 
     for arg in argv[:4]:
-        if os.path.basename(arg) != agent:
+        if os.path.basename(arg) != program or not package:
             continue
-        program = arg if os.sep in arg else shutil.which(arg)
-        if not program:
+        ran = arg if os.sep in arg else shutil.which(arg)
+        if not ran:
             continue
-        here = Path(os.path.realpath(program)).parent
+        here = Path(os.path.realpath(ran)).parent
         for _ in range(6):
             data = read_regular(here / "package.json")
             try:
                 meta = json.loads(data) if data else None
             except ValueError:
                 meta = None
-            if isinstance(meta, dict) and meta.get("name") == _PACKAGES[agent]:
+            if isinstance(meta, dict) and meta.get("name") == package:
                 version = meta.get("version")
                 return version if isinstance(version, str) else None
             here = here.parent

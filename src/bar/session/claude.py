@@ -214,9 +214,10 @@ def _usage(model: str, raw: dict[str, Any]) -> Usage:
     )
 
 
-def stopped_calls(events: list[Event]) -> None:
-    """In events an older bar kept: mark the results of the calls the person stopped
-    (Claude Code's refusal of them, then an ``interrupt``) as ``_stopped`` does now."""
+def settle(events: list[Event]) -> None:
+    """Events an older bar kept, read as this one keeps them: the results of the calls
+    the person stopped (Claude Code's refusal of them, then an ``interrupt``) marked as
+    ``_stopped`` does now."""
     for i, event in enumerate(events):
         if event["type"] == "interrupt" and i and _REJECTED in str(events[i - 1].get("summary")):
             _stopped(events[:i])

@@ -187,6 +187,11 @@ def _item(payload: dict[str, Any], at: str | None) -> list[Event]:
     return []
 
 
+def settle(events: list[Event]) -> None:
+    """Events an older bar kept, read as this one keeps them: as they are (each tool
+    result is read again by ``answer``, ``bar.session.stored``)."""
+
+
 def answer(text: str, ok: bool = True) -> ev.Answer:
     """A tool call's output as Codex framed it for the model, read out of its framing
     (see the module's notes); a text with no framing is the output itself."""

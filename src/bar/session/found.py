@@ -1,4 +1,5 @@
-"""Finding an agent's transcripts in its home, which the agent writes: bounded.
+"""Finding an agent's transcripts in its home, which the agent writes: bounded; and the
+module that reads them.
 
 A step can fill the home with directories and files; looking for transcripts at every
 hook event must not cost what they cost. The walk goes ``depth`` levels down, follows no
@@ -7,11 +8,21 @@ link, and stops after ``MAX_ENTRIES`` entries (what it found by then is read).
 
 from __future__ import annotations
 
+import importlib
 import os
 from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 
 MAX_ENTRIES = 20_000
+
+
+def reader(agent: str) -> ModuleType:
+    """The module that reads the transcripts of ``agent`` (one of
+    ``bar.model.agent_names.AGENTS``): ``bar.session.<agent>``, each with ``transcripts``
+    (where they are in its home), ``Reader`` (one file, read as it grows), ``answer`` (a
+    tool result's words) and ``settle`` (events an older bar kept)."""
+    return importlib.import_module(f"bar.session.{agent}")
 
 
 def transcripts(root: Path, depth: int, keep: Callable[[str, str], bool]) -> list[Path]:

@@ -159,6 +159,11 @@ def _unwrapped(text: str) -> str:
     return body
 
 
+def settle(events: list[Event]) -> None:
+    """Events an older bar kept, read as this one keeps them: as they are (each tool
+    result is read again by ``answer``, ``bar.session.stored``)."""
+
+
 def answer(text: str, ok: bool = True) -> ev.Answer:
     """What ``run_shell_command`` answered, read out of its lines (see the module's
     notes): the output, the exit code (0 when it names none: it says only a failure)."""

@@ -9,7 +9,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bar.errors import BarError
+from bar.model.agent_names import AGENTS
 from bar.session.events import TYPES, Event, answered
+from bar.session.found import reader
 from bar.store.files import ensure_dir, read_json, read_json_lines, write_json_atomic
 
 if TYPE_CHECKING:
@@ -35,24 +37,18 @@ def events(task: Task, step: Step) -> list[Event]:
         elif rec["type"] == "tool_result" and "exit_code" not in rec and "interrupted" not in rec:
             rec = _unframed(rec, agent)
         out.append(rec)
-    if agent == "claude":
-        from bar.session import claude
-
-        claude.stopped_calls(out)
+    if agent in AGENTS:
+        reader(str(agent)).settle(out)
     return out
 
 
 def _unframed(rec: Event, agent: object) -> Event:
     """A tool result as this bar keeps it (``bar.session.events.answered``), from one an
     older bar kept as the agent wrote it: its output, its exit code, whether stopped."""
-    from bar.session import claude, codex, gemini
-
-    readers = {"claude": claude.answer, "codex": codex.answer, "gemini": gemini.answer}
-    read = readers.get(str(agent))
     text, ok = rec.get("summary"), rec.get("ok") is not False
-    if read is None or not isinstance(text, str):
+    if agent not in AGENTS or not isinstance(text, str):
         return rec
-    said = read(text, ok)
+    said = reader(str(agent)).answer(text, ok)
     if said.output == text and said.exit_code is None and not said.interrupted:
         return rec
     keep = {k: v for k, v in rec.items() if k not in ("type", "id", "ok", "summary", "at")}

@@ -184,10 +184,10 @@ def _mask_home(task: Task, intent: RunIntent, scrub: Scrubber) -> None:
     (``bar.agents.homes.mask_secrets``)."""
     from datetime import datetime
 
-    from bar.agents import homes
+    from bar.agents import AGENTS, homes
 
     name = str((intent.agent or {}).get("name") or "")
-    if name not in homes.KINDS or not scrub.secrets:
+    if name not in AGENTS or not scrub.secrets:
         return
     since = datetime.fromisoformat(intent.started_at.replace("Z", "+00:00")).timestamp() - 2
     try:
@@ -206,14 +206,16 @@ def _session(
     """The agent's conversation in the step, kept beside it (``bar.session``): the ledger
     line's ``session`` (None when the agent wrote no transcript bar knows), and whether
     it ended in the middle of a turn the person interrupted."""
-    from bar.agents import homes
-    from bar.session.capture import READERS, Capture
+    from bar.agents import AGENTS, homes
+    from bar.agents.base import of
+    from bar.session.capture import Capture
 
     name = str((intent.agent or {}).get("name") or "")
-    if name not in READERS:
+    if name not in AGENTS:
         return None, False
     prices = task.project.config.agents.prices
-    capture = Capture(homes.path(task, name), name, intent.started_at, prices)
+    home = homes.path(task, name)
+    capture = Capture(home, name, intent.started_at, prices, package=of(name).package)
     try:
         found = capture.finish(
             scrub,

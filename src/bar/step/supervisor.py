@@ -150,12 +150,15 @@ class Supervisor:
         self._budget_look = 0.0
         self._said_unpriced = False
         if agent is not None and budget is not None and started_at is not None:
-            from bar.agents import homes
-            from bar.session.capture import READERS, Capture
+            from bar.agents import AGENTS, homes
+            from bar.agents.base import of
+            from bar.session.capture import Capture
 
-            if agent in READERS:
+            if agent in AGENTS:
                 prices = task.project.config.agents.prices
-                self._capture = Capture(homes.path(task, agent), agent, started_at, prices)
+                home = homes.path(task, agent)
+                package = of(agent).package
+                self._capture = Capture(home, agent, started_at, prices, package=package)
                 if budget.max_cost_usd is not None and not prices:
                     notices.warn(
                         "no prices in agents.prices of config.yaml: the cost of the session "

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from bar.agents import AGENTS
 from bar.cli.parser import _cmd, _Formatter, _json_opt, _task_opt, implied_action
 
 
@@ -78,7 +79,7 @@ def commands(sub: Any) -> None:
     agents = p.add_mutually_exclusive_group()
     agents.add_argument(
         "--agent",
-        choices=("claude", "codex", "gemini"),
+        choices=AGENTS,
         help="supervise CMD as this agent: its hooks check and checkpoint every tool call, "
         "from a home of its own for the task (never your ~/.claude, ~/.codex, ~/.gemini); "
         "the default when CMD is claude, codex or gemini, also through env, npx or a path",
@@ -170,7 +171,6 @@ def commands(sub: Any) -> None:
         "-p", "--patch", action="store_true", help="show each step's patch (--json: as patch_text)"
     )
     p.add_argument("--tools", action="store_true", help="list each step's checkpoints")
-    from bar.agents import AGENTS
     from bar.model.records import KINDS
 
     p.add_argument(

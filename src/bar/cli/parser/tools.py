@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from bar.agents import AGENTS
 from bar.cli.parser import _cmd, _Formatter, _json_opt, _task_opt
 
 
@@ -183,7 +184,7 @@ def commands(sub: Any) -> None:
         "  bar agent setup claude            print the settings to merge by hand\n"
         "  bar agent setup codex --write     merge them into this repository's file",
     )
-    p.add_argument("agent", choices=("claude", "codex", "gemini"))
+    p.add_argument("agent", choices=AGENTS)
     p.add_argument("--write", action="store_true", help="merge it into the file in this repo")
     _cmd(p, "agent:setup")
 
