@@ -104,11 +104,6 @@ class Agent(ABC):
     otel_provider: str
     provider: str
 
-    @property
-    def program(self) -> str:
-        """The name of the program that starts it."""
-        return self.name
-
     # its post-tool event says how the call ended (else its own record does:
     # ``bar.agents.rollout``, read once the call is reported or the session ended)
     tells_outcome = True

@@ -58,15 +58,15 @@ def locate(argv: list[str]) -> tuple[str, int] | None:
     return (agent, i) if agent is not None else None
 
 
-@cache
 def _programs() -> dict[str, str]:
-    """The program that starts each agent bar supervises -> the agent."""
-    return {of(name).program: name for name in AGENTS}
+    """The program that starts each agent bar supervises -> the agent: its name (no
+    agent's module is loaded for a command that starts none)."""
+    return {name: name for name in AGENTS}
 
 
 @cache
 def _packages() -> dict[str, str]:
-    """The npm package of each agent bar supervises -> the agent."""
+    """The npm package of each agent bar supervises -> the agent (``Agent.package``)."""
     return {of(name).package: name for name in AGENTS}
 
 
