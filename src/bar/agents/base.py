@@ -213,6 +213,7 @@ class Agent(ABC):
 
     # --- its home in a task (``bar.agents.homes``) ---------------------------------------
 
+    @abstractmethod
     def home_settings(
         self,
         mine: Path,
@@ -223,15 +224,11 @@ class Agent(ABC):
         *,
         own_tmp: bool,
     ) -> tuple[bytes, dict[str, str]]:
-        """What goes in the home's settings file ``target``: the developer's (``mine``,
-        JSON here) with bar's hooks (``hook_command``) and ``bar mcp`` (``server``); and
-        what the agent's environment gets besides. ``own_tmp``: the step has a ``/tmp``
-        of its own (``bar.agents.managed``)."""
-        from bar.agents import homes, settings
-
-        own = homes.read_json(mine, what=f"your {mine}")
-        merged = settings.merge_hook_settings(self.name, own, hook_command, server.argv)
-        return settings.dump(merged), {}
+        """What goes in the home's settings file ``target``: the developer's (``mine``)
+        with bar's hooks (``hook_command``) and ``bar mcp`` (``server``), in the agent's
+        format (JSON: ``bar.agents.homes.json_settings``); and what the agent's
+        environment gets besides. ``own_tmp``: the step has a ``/tmp`` of its own
+        (``bar.agents.managed``)."""
 
     def home_state(self, mine: Path, inside: Path, server: Server) -> dict[str, str]:
         """What else the home needs once its settings and the developer's files are in

@@ -12,6 +12,7 @@ from bar.store.layout import home_dir
 
 if TYPE_CHECKING:
     from bar.agents.protocol import HookEvent
+    from bar.model.tasks import Task
 
 
 class Claude(Agent):
@@ -93,6 +94,21 @@ class Claude(Agent):
         from bar.agents.mcp_entry import CLAUDE_PERMISSION
 
         return {"permissions": {"allow": [CLAUDE_PERMISSION]}}
+
+    def home_settings(
+        self,
+        mine: Path,
+        target: Path,
+        hook_command: str,
+        server: Server,
+        task: Task,
+        *,
+        own_tmp: bool,
+    ) -> tuple[bytes, dict[str, str]]:
+        """Its ``settings.json``, JSON; ``bar mcp`` goes in ``.claude.json`` (``home_state``)."""
+        from bar.agents import homes, settings
+
+        return settings.dump(homes.json_settings(self, mine, hook_command, server)), {}
 
     def home_state(self, mine: Path, inside: Path, server: Server) -> dict[str, str]:
         """Its ``.claude.json`` (its account, what it was told, MCP servers): the

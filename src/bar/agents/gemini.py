@@ -118,8 +118,7 @@ class Gemini(Agent):
 
         from bar.agents import homes, managed, settings
 
-        own = homes.read_json(mine, what=f"your {mine}")
-        merged = settings.merge_hook_settings(self.name, own, hook_command, server.argv)
+        merged = homes.json_settings(self, mine, hook_command, server)
         merged["mcpServers"]["bar"]["env"] = server.env
         theirs = os.environ.get(managed.GEMINI_SYSTEM)
         extra = managed.gemini_system(task, hook_command, theirs, own_tmp=own_tmp)

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from bar.agents import AGENTS
-from bar.agents.base import Server, of
+from bar.agents.base import Agent, Server, of
 from bar.base import notices
 from bar.errors import AgentSettingsError
 from bar.model.tasks import Task
@@ -99,6 +99,15 @@ def prepare(
     _copy_changed(mine, inside, kind.copied)
     extra = {**extra, **found.home_state(mine, inside, server)}
     return {kind.variable: str(home), **found.protocol.run_env, **extra}
+
+
+def json_settings(agent: Agent, mine: Path, hook_command: str, server: Server) -> dict[str, Any]:
+    """The developer's JSON settings file ``mine`` (none: ``{}``) with bar's hooks
+    (``hook_command``) and ``bar mcp`` (``server``) merged in."""
+    from bar.agents import settings
+
+    own = read_json(mine, what=f"your {mine}")
+    return settings.merge_hook_settings(agent.name, own, hook_command, server.argv)
 
 
 def _server_env(task: Task, step_id: str) -> dict[str, str]:
