@@ -83,12 +83,16 @@ class Home:
 
 
 @record(frozen=True, kw_only=True)
-class Server:
-    """``bar mcp`` as the agent's home names it: its command line, and the environment
-    it needs to find the task, whatever environment the agent gives it."""
+class HomeStep:
+    """The agent's home in ``task``, made ready for one step (``bar.agents.homes.prepare``)."""
 
-    argv: list[str]
-    env: dict[str, str]
+    task: Task
+    mine: Path  # the developer's own directory of the agent
+    inside: Path  # the home's directory of the same (``Home.inner``)
+    hook_command: str  # bar's hook
+    mcp_argv: list[str]  # ``bar mcp``, and the environment it needs to find the task,
+    mcp_env: dict[str, str]  # whatever environment the agent gives it
+    own_tmp: bool  # the step has a ``/tmp`` of its own (``bar.agents.managed``)
 
 
 class Agent(ABC):
@@ -214,26 +218,15 @@ class Agent(ABC):
     # --- its home in a task (``bar.agents.homes``) ---------------------------------------
 
     @abstractmethod
-    def home_settings(
-        self,
-        mine: Path,
-        target: Path,
-        hook_command: str,
-        server: Server,
-        task: Task,
-        *,
-        own_tmp: bool,
-    ) -> tuple[bytes, dict[str, str]]:
-        """What goes in the home's settings file ``target``: the developer's (``mine``)
-        with bar's hooks (``hook_command``) and ``bar mcp`` (``server``), in the agent's
-        format (JSON: ``bar.agents.homes.json_settings``); and what the agent's
-        environment gets besides. ``own_tmp``: the step has a ``/tmp`` of its own
-        (``bar.agents.managed``)."""
+    def home_settings(self, step: HomeStep) -> tuple[bytes, dict[str, str]]:
+        """What goes in the home's settings file (``Home.settings`` in ``step.inside``):
+        the developer's (in ``step.mine``) with bar's hooks and ``bar mcp``, in the
+        agent's format (JSON: ``bar.agents.homes.json_settings``); and what the agent's
+        environment gets besides."""
 
-    def home_state(self, mine: Path, inside: Path, server: Server) -> dict[str, str]:
-        """What else the home needs once its settings and the developer's files are in
-        (``mine``: the developer's directory, ``inside``: the home's), after each step's
-        changes; what the agent's environment gets besides."""
+    def home_state(self, step: HomeStep) -> dict[str, str]:
+        """What else the home needs once its settings and the developer's files are in,
+        after each step's changes; what the agent's environment gets besides."""
         return {}
 
 

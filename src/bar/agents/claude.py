@@ -7,12 +7,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bar.agents.base import Agent, Home, Protocol, Server
+from bar.agents.base import Agent, Home, HomeStep, Protocol
 from bar.store.layout import home_dir
 
 if TYPE_CHECKING:
     from bar.agents.protocol import HookEvent
-    from bar.model.tasks import Task
 
 
 class Claude(Agent):
@@ -95,22 +94,13 @@ class Claude(Agent):
 
         return {"permissions": {"allow": [CLAUDE_PERMISSION]}}
 
-    def home_settings(
-        self,
-        mine: Path,
-        target: Path,
-        hook_command: str,
-        server: Server,
-        task: Task,
-        *,
-        own_tmp: bool,
-    ) -> tuple[bytes, dict[str, str]]:
+    def home_settings(self, step: HomeStep) -> tuple[bytes, dict[str, str]]:
         """Its ``settings.json``, JSON; ``bar mcp`` goes in ``.claude.json`` (``home_state``)."""
         from bar.agents import homes, settings
 
-        return settings.dump(homes.json_settings(self, mine, hook_command, server)), {}
+        return settings.dump(homes.json_settings(self, step)), {}
 
-    def home_state(self, mine: Path, inside: Path, server: Server) -> dict[str, str]:
+    def home_state(self, step: HomeStep) -> dict[str, str]:
         """Its ``.claude.json`` (its account, what it was told, MCP servers): the
         developer's at first, then the agent's own, with bar's server put in each step.
         And it waits ``MCP_CONNECT_TIMEOUT_MS`` (5 seconds by default) for the servers
@@ -124,8 +114,8 @@ class Claude(Agent):
         from bar.store.files import write_bytes_atomic
 
         # (beside the settings where CLAUDE_CONFIG_DIR names them, else in ~ itself)
-        source = (mine if os.environ.get(self.home.variable) else home_dir()) / ".claude.json"
-        target = inside / ".claude.json"
+        mine = step.mine if os.environ.get(self.home.variable) else home_dir()
+        source, target = mine / ".claude.json", step.inside / ".claude.json"
         state = homes.read_json(target, what=None) if homes.lexists(target) else None
         if state is None:
             state = homes.read_json(source, what=f"your {source}") or {}
@@ -134,9 +124,9 @@ class Claude(Agent):
             servers = state["mcpServers"] = {}
         servers["bar"] = {
             "type": "stdio",
-            "command": server.argv[0],
-            "args": server.argv[1:],
-            "env": server.env,
+            "command": step.mcp_argv[0],
+            "args": step.mcp_argv[1:],
+            "env": step.mcp_env,
             "alwaysLoad": True,
         }
         write_bytes_atomic(target, (json.dumps(state, indent=2) + "\n").encode(), mode=0o600)

@@ -14,12 +14,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bar.agents.base import Agent, Home, Protocol, Server
+from bar.agents.base import Agent, Home, HomeStep, Protocol
 from bar.store.layout import home_dir
 
 if TYPE_CHECKING:
     from bar.agents.protocol import HookEvent
-    from bar.model.tasks import Task
 
 PATCH_TOOL = "apply_patch"  # the tool_name bar gives Codex's patches
 
@@ -115,16 +114,7 @@ class Codex(Agent):
             if isinstance(p, dict) and isinstance(p.get("base_url"), str)
         ]
 
-    def home_settings(
-        self,
-        mine: Path,
-        target: Path,
-        hook_command: str,
-        server: Server,
-        task: Task,
-        *,
-        own_tmp: bool,
-    ) -> tuple[bytes, dict[str, str]]:
+    def home_settings(self, step: HomeStep) -> tuple[bytes, dict[str, str]]:
         """The developer's ``config.toml`` with bar's hooks (trusted, as a person trusts
         them in Codex's /hooks panel: by the hash of each entry, keyed by the file that
         holds it) and ``bar mcp``. The developer's own trusted hooks stay trusted in the
@@ -143,6 +133,8 @@ class Codex(Agent):
         from bar.errors import AgentSettingsError
         from bar.store.files import read_regular
 
+        mine = step.mine / self.home.settings
+        target = step.inside / self.home.settings
         raw = read_regular(mine)
         try:
             config: dict[str, Any] = tomllib.loads(raw.decode()) if raw is not None else {}
@@ -164,26 +156,26 @@ class Codex(Agent):
             features["hooks"] = True
         projects = config.setdefault("projects", {})
         if isinstance(projects, dict):
-            projects[str(task.worktree)] = {"trust_level": "untrusted"}
+            projects[str(step.task.worktree)] = {"trust_level": "untrusted"}
         proto = self.protocol
         for event, matcher in proto.events():
             groups = hooks.setdefault(event, [])
             if not isinstance(groups, list):
                 raise AgentSettingsError(f"'hooks.{event}' in your {mine} is not an array")
             group: dict[str, Any] = {} if matcher is None else {"matcher": matcher}
-            entry = {"type": "command", "command": hook_command, "timeout": proto.timeout}
+            entry = {"type": "command", "command": step.hook_command, "timeout": proto.timeout}
             group["hooks"] = [entry]
             trust[f"{source}:{trust_label(event)}:{len(groups)}:0"] = {
-                "trusted_hash": trust_hash(event, matcher, hook_command, proto.timeout)
+                "trusted_hash": trust_hash(event, matcher, step.hook_command, proto.timeout)
             }
             groups.append(group)
         hooks["state"] = trust
         servers = config.setdefault("mcp_servers", {})
         if isinstance(servers, dict):
             servers["bar"] = {
-                "command": server.argv[0],
-                "args": server.argv[1:],
-                "env": server.env,
+                "command": step.mcp_argv[0],
+                "args": step.mcp_argv[1:],
+                "env": step.mcp_env,
                 # Codex lists no tool of a server that starts slower than this (10 s by
                 # default), and begins its first turn without an optional server that is
                 # not up within a second: a loaded machine must not take bar's tools from

@@ -13,11 +13,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bar.agents.base import Agent, Home, Protocol, Server
+from bar.agents.base import Agent, Home, HomeStep, Protocol
 from bar.store.layout import home_dir
 
 if TYPE_CHECKING:
-    from bar.model.tasks import Task
+    pass
 
 _RAN = "Process Group PGID:"  # (a command its shell tool ran reports its process group)
 _CANCELLED = "Command was cancelled by user"  # (its shell tool's words, 0.61)
@@ -101,16 +101,7 @@ class Gemini(Agent):
 
         return {"mcpServers": {NAME: {"command": argv[0], "args": argv[1:], "trust": True}}}
 
-    def home_settings(
-        self,
-        mine: Path,
-        target: Path,
-        hook_command: str,
-        server: Server,
-        task: Task,
-        *,
-        own_tmp: bool,
-    ) -> tuple[bytes, dict[str, str]]:
+    def home_settings(self, step: HomeStep) -> tuple[bytes, dict[str, str]]:
         """The developer's settings with ``bar mcp`` (and its environment); bar's hooks go
         in the system settings of the step (``bar.agents.managed.gemini_system``), which
         rank above this file, else here, under a name of the step's own."""
@@ -118,14 +109,15 @@ class Gemini(Agent):
 
         from bar.agents import homes, managed, settings
 
-        merged = homes.json_settings(self, mine, hook_command, server)
-        merged["mcpServers"]["bar"]["env"] = server.env
+        merged = homes.json_settings(self, step)
+        merged["mcpServers"]["bar"]["env"] = step.mcp_env
         theirs = os.environ.get(managed.GEMINI_SYSTEM)
-        extra = managed.gemini_system(task, hook_command, theirs, own_tmp=own_tmp)
+        hook = step.hook_command
+        extra = managed.gemini_system(step.task, hook, theirs, own_tmp=step.own_tmp)
         if extra:  # (bar's hooks are in its system settings, above this file: not twice)
-            merged = settings.remove_hook_settings(self.name, merged, hook_command) or {}
+            merged = settings.remove_hook_settings(self.name, merged, hook) or {}
         else:
-            managed.name_entries(merged, hook_command)
+            managed.name_entries(merged, hook)
         return settings.dump(merged), extra
 
 

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from bar.agents import AGENTS
-from bar.agents.base import Agent, Server, of
+from bar.agents.base import Agent, HomeStep, of
 from bar.base import notices
 from bar.errors import AgentSettingsError
 from bar.model.tasks import Task
@@ -91,23 +91,30 @@ def prepare(
     home = path(task, agent)
     inside = _directory(home, kind.inner)
     mine = developers(agent)
-    server = Server(argv=mcp, env=_server_env(task, step_id))
-    data, extra = found.home_settings(
-        mine / kind.settings, inside / kind.settings, hook_command, server, task, own_tmp=own_tmp
+    step = HomeStep(
+        task=task,
+        mine=mine,
+        inside=inside,
+        hook_command=hook_command,
+        mcp_argv=mcp,
+        mcp_env=_server_env(task, step_id),
+        own_tmp=own_tmp,
     )
+    data, extra = found.home_settings(step)
     write_bytes_atomic(inside / kind.settings, data, mode=0o600)
     _copy_changed(mine, inside, kind.copied)
-    extra = {**extra, **found.home_state(mine, inside, server)}
+    extra = {**extra, **found.home_state(step)}
     return {kind.variable: str(home), **found.protocol.run_env, **extra}
 
 
-def json_settings(agent: Agent, mine: Path, hook_command: str, server: Server) -> dict[str, Any]:
-    """The developer's JSON settings file ``mine`` (none: ``{}``) with bar's hooks
-    (``hook_command``) and ``bar mcp`` (``server``) merged in."""
+def json_settings(agent: Agent, step: HomeStep) -> dict[str, Any]:
+    """The developer's JSON settings file (none: ``{}``) with bar's hooks and ``bar mcp``
+    merged in."""
     from bar.agents import settings
 
+    mine = step.mine / agent.home.settings
     own = read_json(mine, what=f"your {mine}")
-    return settings.merge_hook_settings(agent.name, own, hook_command, server.argv)
+    return settings.merge_hook_settings(agent.name, own, step.hook_command, step.mcp_argv)
 
 
 def _server_env(task: Task, step_id: str) -> dict[str, str]:
