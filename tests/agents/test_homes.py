@@ -158,3 +158,35 @@ def test_a_developers_unreadable_settings_stop_the_step_with_a_hint(
     assert res.code != 0
     assert "settings.json is not valid JSON" in res.err and "fix it" in res.err, res.err
     assert not ledger(t["id"])
+
+
+def test_a_link_the_agent_left_for_codexs_settings_does_not_move_the_trust_of_bars_hooks(
+    inited: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Codex CLI runs a hook only if its trust, kept in the settings file by the path of
+    the file that holds the hook, names that file. An agent that left a link where the
+    home's ``config.toml`` is must not have bar key that trust by where the link points:
+    bar puts a file of its own in the link's place, so the trust names that file, and
+    bar's hooks run in the next session."""
+    import tomllib
+
+    from bar.agents import homes
+    from bar.model.project import find_project
+    from bar.model.tasks import load_task
+
+    t = new_task(capfd)
+    task = load_task(find_project(inited).project, t["id"])
+    mcp = ["/bin/bar", "mcp", "--task", t["id"]]
+    env = homes.prepare(task, "codex", "bar hook codex", mcp, "0001")
+    home = Path(env["CODEX_HOME"])
+    elsewhere = Path(os.environ["HOME"]) / "elsewhere.toml"
+    elsewhere.write_text("")
+    (home / "config.toml").unlink()
+    (home / "config.toml").symlink_to(elsewhere)  # by the agent, during its step
+    homes.prepare(task, "codex", "bar hook codex", mcp, "0002")
+    config = home / "config.toml"
+    assert not config.is_symlink() and elsewhere.read_text() == ""
+    trusted = tomllib.loads(config.read_text())["hooks"]["state"]
+    assert trusted and all(
+        key.startswith(os.path.realpath(home) + "/config.toml:") for key in trusted
+    ), trusted

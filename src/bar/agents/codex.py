@@ -145,7 +145,10 @@ class Codex(Agent):
         hooks = config.setdefault("hooks", {})
         if not isinstance(hooks, dict):
             raise AgentSettingsError(f"'hooks' in your {mine} is not a table")
-        source, theirs = os.path.realpath(target), os.path.realpath(mine)
+        # keyed by the file bar writes: a link the agent left in its place is replaced,
+        # never followed (trust keyed by where it pointed would leave bar's hooks unrun)
+        source = os.path.join(os.path.realpath(target.parent), target.name)
+        theirs = os.path.realpath(mine)
         trust = {}
         for key, value in (hooks.pop("state", None) or {}).items():
             if isinstance(key, str) and key.startswith(theirs + ":"):
