@@ -7,6 +7,8 @@ of this, so nothing is mocked.
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -169,8 +171,37 @@ def git(repo: Path, *args: str, input: bytes | None = None) -> str:
 MakeRepo = Callable[..., Path]
 
 
+def fsck_args(repo: Path) -> list[str]:
+    """``git fsck`` of ``repo``; told there is no commit-graph or multi-pack index to verify
+    where there is none (git's maintenance writes them, off in the tests: ``helpers.seal``),
+    which spares it starting a git for each."""
+    objects = repo / ".git" / "objects"
+    graphs = ("info/commit-graph", "info/commit-graphs", "pack/multi-pack-index")
+    if any(os.path.lexists(objects / name) for name in graphs):
+        return ["fsck", "--no-progress", "--no-dangling"]
+    off = ["-c", "core.commitGraph=false", "-c", "core.multiPackIndex=false"]
+    return [*off, "fsck", "--no-progress", "--no-dangling"]
+
+
+@pytest.fixture(scope="session")
+def empty_git_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """What ``git init -b main`` makes, once: each repository of a test starts as a copy
+    of it (the same files, without a git process per test)."""
+    made = tmp_path_factory.mktemp("git-init") / "repo"
+    env = {"PATH": os.environ.get("PATH", ""), "HOME": str(made.parent), "GIT_CONFIG_NOSYSTEM": "1"}
+    subprocess.run(
+        ["git", "init", "-q", "-b", "main", str(made)],
+        env={**env, "GIT_CONFIG_GLOBAL": os.devnull},
+        capture_output=True,
+        check=True,
+    )
+    return made / ".git"
+
+
 @pytest.fixture
-def make_repo(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[MakeRepo]:
+def make_repo(
+    tmp_path: Path, request: pytest.FixtureRequest, empty_git_dir: Path
+) -> Iterator[MakeRepo]:
     """Build a real repository with one commit per ``files`` mapping given. When the test
     ends, ``git fsck`` of each must be clean (nothing a step does breaks the developer's
     history: docs/sandbox.md, "The object store and the refs: a quarantine"), unless the
@@ -182,7 +213,7 @@ def make_repo(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[MakeRe
         repo = tmp_path / (name or f"repo{next(counter)}")
         made.append(repo)
         repo.mkdir(parents=True)
-        git(repo, "init", "-q", "-b", "main")
+        shutil.copytree(empty_git_dir, repo / ".git", symlinks=True)
         content = files if files is not None else {"README.md": "hello\n"}
         for rel, data in content.items():
             path = repo / rel
@@ -201,7 +232,7 @@ def make_repo(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[MakeRe
     for repo in made:
         if (repo / ".git").is_dir():
             checked = subprocess.run(
-                ["git", "fsck", "--no-progress", "--no-dangling"],
+                ["git", *fsck_args(repo)],
                 cwd=repo,
                 capture_output=True,
                 text=True,

@@ -55,7 +55,11 @@ def seal(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("BAR_STRICT_FALLBACK", "1")
     # git's automatic packing, and bar's after a step (``bar.git.packing``), in the
     # foreground: nothing left running when a test looks at the object store or ends
-    (home / ".gitconfig").write_text("[init]\n\tdefaultBranch = main\n[gc]\n\tautoDetach = false\n")
+    # (git's maintenance after each commit, a git started each time, is off: it packs no
+    # test's few objects, and bar's packing is its own)
+    (home / ".gitconfig").write_text(
+        "[init]\n\tdefaultBranch = main\n[gc]\n\tautoDetach = false\n[maintenance]\n\tauto = false\n"
+    )
     # a task's watcher outlives the commands (``bar.changes.fast.watcher``): the test's are stopped
     # when it ends, and would give up on their own after a minute
     monkeypatch.setenv("BAR_WATCHER_IDLE", "60")
