@@ -47,10 +47,10 @@ def _xdg() -> str:
     return os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
 
 
-def _config_files(worktree: Path) -> list[str]:
-    """The configuration files git reads in ``worktree`` (bar's git: pinned directories)."""
+def _config_files(worktree: Path, common: str) -> list[str]:
+    """The configuration files git reads in ``worktree`` (bar's git: pinned directories),
+    whose repository's git directory is ``common``."""
     env = git.pinned_env(worktree)
-    common = _common(worktree)
     own = env.get("GIT_DIR")
     found = [os.path.join(common, "config")]
     if own:
@@ -81,7 +81,7 @@ def _identity(path: str) -> list[int]:
     return [st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
 
 
-def _values(worktree: Path) -> tuple[str, list[str]]:
+def _values(worktree: Path, common: str) -> tuple[str, list[str]]:
     """A hash of what the conversions read outside the worktree, and the attribute files
     outside the configuration files it read (to be statted next time)."""
     import hashlib  # (only when a file moved: a plain step imports none)
@@ -94,7 +94,6 @@ def _values(worktree: Path) -> tuple[str, list[str]]:
         if key == b"core.attributesfile":
             named = os.path.expanduser(os.fsdecode(value))
     files = [named or os.path.join(_xdg(), "git", "attributes")]
-    common = _common(worktree)
     for path in (os.path.join(common, "info", "attributes"), *files):
         digest.update(b"\0" + os.fsencode(path) + b"\0")
         with contextlib.suppress(OSError), open(path, "rb") as f:
@@ -102,9 +101,9 @@ def _values(worktree: Path) -> tuple[str, list[str]]:
     return digest.hexdigest(), files
 
 
-def _stats(worktree: Path, extra: list[str]) -> list[list[object]]:
+def _stats(worktree: Path, common: str, extra: list[str]) -> list[list[object]]:
     env: list[list[object]] = [[name, os.environ.get(name, "")] for name in _ENV_CONFIG]
-    return [*env, *([p, *_identity(p)] for p in [*_config_files(worktree), *extra])]
+    return [*env, *([p, *_identity(p)] for p in [*_config_files(worktree, common), *extra])]
 
 
 def moved(worktree: Path, index: Path) -> bool:
@@ -121,20 +120,23 @@ def moved(worktree: Path, index: Path) -> bool:
     if not isinstance(before, dict):
         return True
     extra = [str(p) for p in before.get("extra", []) if isinstance(p, str)]
-    if _stats(worktree, extra) == before.get("stats"):
+    common = _common(worktree)
+    if _stats(worktree, common, extra) == before.get("stats"):
         return False
-    values, extra = _values(worktree)
+    values, extra = _values(worktree, common)
     if values != before.get("values"):
         return True  # (noted once the look that renormalizes is recorded: ``note``)
-    _write(index, _stats(worktree, extra), values, extra)
+    _write(index, _stats(worktree, common, extra), values, extra)
     return False
 
 
-def note(worktree: Path, index: Path) -> str:
-    """Note the conversions' inputs as they are now for ``index``; their values' hash."""
+def note(worktree: Path, index: Path, git_dir: Path | None = None) -> str:
+    """Note the conversions' inputs as they are now for ``index``; their values' hash.
+    ``git_dir``: the repository's git directory, where the caller knows it."""
     # (statted first: a change while the values are read moves them next time)
-    values, extra = _values(worktree)
-    _write(index, _stats(worktree, extra), values, extra)
+    common = _common(worktree) if git_dir is None else str(git_dir)
+    values, extra = _values(worktree, common)
+    _write(index, _stats(worktree, common, extra), values, extra)
     return values
 
 
