@@ -47,7 +47,7 @@ from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
 from oracle_ops import apply_op, clear, write
 
-from bar.changes.fast import tree_shape
+from bar.git import tree_shape
 from conftest import git
 
 

@@ -32,7 +32,7 @@ from helpers import (
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bar.changes.fast import stamps
+from bar.git.index_files import identity
 
 FAKE_AGENT = str(SUPPORT / "fake_agent.py")
 
@@ -228,7 +228,7 @@ def test_the_stamps_checkpoints_hold_are_written_by_the_step(
     assert step["checkpoints"] == 2
     written = json.loads(stamps_file.read_text())
     assert written["commit"] == step["snapshot"]
-    assert written["index"] == stamps.identity(task_dir(t["id"]) / "index")
+    assert written["index"] == identity(task_dir(t["id"]) / "index")
 
 
 def test_changes_no_hook_saw_are_the_residual_checkpoint(

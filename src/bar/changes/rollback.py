@@ -37,6 +37,7 @@ from bar.base.record import record
 from bar.changes import guarded, trash
 from bar.changes.fast import restored, stamps, watcher
 from bar.git import exact, ignored, racy
+from bar.git.index_files import keep_private
 from bar.history import bases, side_index, snapshot, states, steps
 from bar.model import journals
 from bar.model.journals import RollbackIntent
@@ -239,7 +240,7 @@ def restore(
         if exact_bytes.checkout is not None:
             side_index.renormalize(task.worktree, task.index)
             stamps.forget(task.index)
-        stamps.keep_private(task.index)
+        keep_private(task.index)
         return None  # (the snapshot that follows looks at what was written)
     faults.point("before restoring the worktree")
     started_ns = file_clock.floor()
@@ -295,7 +296,7 @@ def restore(
     )
     if reconverted:
         side_index.renormalize(task.worktree, task.index)
-    stamps.keep_private(task.index)
+    keep_private(task.index)
     # what is ignored changed, bytes went to or came from the trash, a gitlink moved
     # (nested repositories stay where they are), or a save raced the restore: the
     # snapshot that follows looks at all
@@ -720,7 +721,7 @@ def _stage(task: Task, changes: list[_Change], staging: Path, exact_bytes: _Exac
             exact.stage_exact(
                 task.worktree, task.index, staging, files, exact_bytes.target, exact_bytes.checkout
             )
-    stamps.keep_private(task.index)
+    keep_private(task.index)
     return staging
 
 

@@ -24,38 +24,47 @@ from bar.base.notices import note, plural
 _FEW = 100
 
 
-def against_head(worktree: Path, index: Path, status: str, head: str) -> list[bytes] | None:
-    """The paths of the index ``index`` that differ from the worktree's HEAD ``head``
-    by ``status`` (``A``: the index holds them and HEAD does not; ``D``: the other way
-    round); None where git could not say. One ``diff-index`` against HEAD's tree, which
-    git's cache of the index's trees makes quick. (``head`` by its id: with a side
-    index's environment, git's HEAD is the task's own git directory's.)"""
+def against_head(worktree: Path, index: Path, head: str) -> dict[str, list[bytes]] | None:
+    """The paths of the index ``index`` that differ from the worktree's HEAD ``head``,
+    by status: ``A``, the index holds them and HEAD does not; ``D``, the other way round
+    (no key: none). None where git could not say. One ``diff-index`` against HEAD's
+    tree, which git's cache of the index's trees makes quick. (``head`` by its id: with
+    a side index's environment, git's HEAD is the task's own git directory's.)"""
     res = git.git(
         worktree,
         "diff-index",
         "--cached",
-        "--name-only",
+        "--name-status",
         "-z",
         "--no-renames",
-        f"--diff-filter={status}",
+        "--diff-filter=AD",
         head,
         env=git.index_env(index),
         check=False,
     )
-    return [p for p in res.stdout.split(b"\0") if p] if res.returncode == 0 else None
+    if res.returncode != 0:
+        return None
+    found: dict[str, list[bytes]] = {}
+    said = res.stdout.split(b"\0")
+    for status, path in zip(said[::2], said[1::2], strict=False):
+        if path:
+            found.setdefault(status.decode("ascii", "replace"), []).append(path)
+    return found
 
 
-def drop_newly_ignored(worktree: Path, index: Path) -> None:
+def drop_newly_ignored(
+    worktree: Path, index: Path, head: str | None, added: list[bytes] | None
+) -> None:
     """Take out of the side index ``index`` the files git now ignores that the
-    worktree's HEAD does not hold (see the module's text).
+    worktree's HEAD ``head`` does not hold (see the module's text): ``added``, as
+    ``against_head`` gave them (None: git could not say).
 
     Only a file HEAD does not hold can go, so git is first asked for those (the index
     against HEAD's tree: a tenth of a second on a million files); matching every file
     against the ignore rules takes seconds there. None: nothing to ask; a few: only they
     are matched; else (or where HEAD cannot be read) every file is."""
     env = git.index_env(index)
-    head = git.head(worktree) or "HEAD"
-    added = against_head(worktree, index, "A", head)
+    head = head or "HEAD"
     if added == []:
         return
     paths: list[str] = []

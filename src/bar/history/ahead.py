@@ -19,9 +19,10 @@ from typing import Any
 
 from bar.base import file_clock
 from bar.base.inotify import Seen
-from bar.changes.fast import rescan, staging, stamps
+from bar.changes.fast import rescan, staging
 from bar.errors import BarError
 from bar.git import exact, patches, racy
+from bar.git.index_files import identity, keep_private
 from bar.history import side_index
 
 
@@ -41,12 +42,12 @@ def stage(
         return None
     scope = found[0]
     copy = index.with_name(name)
-    was = stamps.identity(index)
+    was = identity(index)
     try:
         shutil.copyfile(index, copy)
         racy.keep_time(index, copy)
-        stamps.keep_private(copy)
-        if stamps.identity(index) != was:
+        keep_private(copy)
+        if identity(index) != was:
             raise OSError("the side index changed while it was copied")
         tree, whole, added = side_index.write_whole(worktree, copy, scope)
     except (OSError, BarError):
@@ -61,7 +62,7 @@ def stage(
         "scope": scope,
         "at": started_ns,
         "index": was,
-        "copy": stamps.identity(copy),
+        "copy": identity(copy),
     }
     # the configuration the command reads to record it (``exact.ask``), as of this tree
     staged["config"] = exact.read(worktree)
@@ -79,7 +80,7 @@ def stage(
         "base": base,
         "tree": tree,
         "stat": counted.to_record(),
-        "ident": stamps.identity(patch),
+        "ident": identity(patch),
     }
     return staged
 

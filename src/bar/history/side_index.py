@@ -23,9 +23,9 @@ from bar.base import file_clock, speed
 from bar.base.ids import TreeId
 from bar.base.notices import warn
 from bar.changes.fast import rescan, stamps
-from bar.changes.fast.stamps import keep_private
 from bar.errors import BarError, SnapshotFailed
 from bar.git import conversions, exact, ignored, racy
+from bar.git.index_files import keep_private
 from bar.store.files import write_bytes_atomic
 from bar.store.layout import AIDE_DIR, AIDE_FILES
 
@@ -63,7 +63,7 @@ def seed_index(
     os.replace(tmp, index)
     note_base_checkout(worktree, index)
     # what the checkout's stat cache was made under: a change before the first look is seen
-    conversions.note(worktree, index)
+    conversions.note(worktree, index, common)
     note_head(worktree, index)
 
 
@@ -193,9 +193,16 @@ def write_whole(
         # git may still read those HEAD holds and the worktree no longer does
         _renormalize(worktree, index, excludes)
     if scope != []:
-        _add_held_again(worktree, index, excludes, scope)
-    if scope is None:
-        ignored.drop_newly_ignored(worktree, index)
+        # (what HEAD holds and the index does not, and the other way round: one look for
+        # both; adding again files HEAD holds makes none of the others)
+        head = git.head(worktree)
+        versus = ignored.against_head(worktree, index, head) if head is not None else None
+        _add_held_again(
+            worktree, index, excludes, scope, None if versus is None else versus.get("D")
+        )
+        if scope is None:
+            new = None if versus is None else versus.get("A", [])
+            ignored.drop_newly_ignored(worktree, index, head, new)
     tree = TreeId(git.out(worktree, "write-tree", env=_env(index)))  # may store its cache-tree
     if scope != []:
         racy.note(worktree, index, since, len(tree))
@@ -275,7 +282,11 @@ def _renormalize(worktree: Path, index: Path, excludes: Sequence[str]) -> None:
 
 
 def _add_held_again(
-    worktree: Path, index: Path, excludes: Sequence[str], scope: Sequence[str] | None = None
+    worktree: Path,
+    index: Path,
+    excludes: Sequence[str],
+    scope: Sequence[str] | None,
+    gone: list[bytes] | None,
 ) -> None:
     """Add by force the files the worktree's HEAD holds that the side index does not
     (recorded gone) and that are on disk again: ``git add -A`` passes over such a file
@@ -284,9 +295,8 @@ def _add_held_again(
     (a directory where HEAD held a file is taken as ``git add -A`` takes it), none beyond
     a link or inside a nested repository. Within ``scope`` (None: everywhere): a file
     made again is a change the look saw there (a task that deleted thousands of the
-    files HEAD holds would otherwise have each looked at again at every look)."""
-    head = git.head(worktree)
-    gone = ignored.against_head(worktree, index, "D", head) if head is not None else None
+    files HEAD holds would otherwise have each looked at again at every look). ``gone``:
+    the files HEAD holds that the side index does not (``ignored.against_head``)."""
     if not gone:
         return
     kept = () if os.path.islink(os.path.join(worktree, AIDE_DIR)) else AIDE_FILES

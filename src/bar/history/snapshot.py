@@ -22,9 +22,9 @@ from bar.base import file_clock, speed
 from bar.base.notices import warn
 from bar.base.proc import Started
 from bar.changes.fast import rescan, staging, stamps, watcher
-from bar.changes.fast.tree_shape import Ahead, Listing, Shape, list_tree
 from bar.errors import GitError
 from bar.git import BAR_IDENTITY, conversions, exact, object_writer
+from bar.git.tree_shape import Ahead, Listing, Shape, list_tree
 from bar.history import side_index
 
 if TYPE_CHECKING:

@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any
 from bar import git
 from bar.base import speed
 from bar.changes.fast import prescan, stamps, watcher
-from bar.changes.fast.stamps import keep_private
 from bar.git import racy
+from bar.git.index_files import identity, keep_private
 
 if TYPE_CHECKING:
     from bar.base.inotify import Seen
@@ -112,7 +112,7 @@ def _stamps_at(index: Path, recorded: str) -> dict[str, Any] | None:
     noted = stamps.noted(index)
     if noted is None or noted.get("commit") != recorded:
         return None
-    if noted.get("index") != stamps.identity(index):
+    if noted.get("index") != identity(index):
         return None  # someone else wrote the side index (a restore): it is not `recorded`
     dirs, mtimes = noted.get("dirs"), noted.get("mtimes")
     if not isinstance(dirs, list) or not isinstance(mtimes, list) or len(dirs) != len(mtimes):

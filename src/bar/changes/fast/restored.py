@@ -29,7 +29,8 @@ import time
 from pathlib import Path
 
 from bar import git
-from bar.changes.fast import stamps, watcher
+from bar.changes.fast import watcher
+from bar.git.index_files import keep_private
 
 # how much older than the clock a ctime must be (file systems that keep times coarser
 # than the nanosecond round them down)
@@ -191,6 +192,6 @@ def forget_written(
         else:
             differ = {p.decode("utf-8", "surrogateescape") for p in res.stdout.split(b"\0") if p}
             files = [f for f in files if f not in differ]
-        stamps.keep_private(index)
+        keep_private(index)
     if files or others:
         watcher.forget(index, sight, files + others)

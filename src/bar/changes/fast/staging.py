@@ -41,8 +41,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from bar.changes.fast import stamps
 from bar.git import DiffStat
+from bar.git.index_files import identity
 
 QUIET_MS = 2  # how long the worktree must be still before the watcher stages
 MAX_QUIET_MS = 2_000  # after stagings thrown away by new changes, it waits up to this
@@ -69,7 +69,7 @@ def adopt(index: Path, staged: dict[str, Any], scope: list[str] | None) -> tuple
     if scope is None or staged.get("scope") != scope:
         return None
     copy = index.with_name(name)
-    if stamps.identity(index) != staged.get("index") or stamps.identity(copy) != staged.get("copy"):
+    if identity(index) != staged.get("index") or identity(copy) != staged.get("copy"):
         return None
     try:
         os.replace(copy, index)
@@ -106,7 +106,7 @@ def take_patch(
             int(stat["deletions"]),
             tuple(str(p) for p in stat["file_list"]),
         )
-        if stamps.identity(source) != ready.get("ident"):
+        if identity(source) != ready.get("ident"):
             return None
         os.replace(source, path)
     except (OSError, KeyError, TypeError, ValueError):

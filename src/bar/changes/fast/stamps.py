@@ -16,7 +16,6 @@ the two trees (cheap for a small change) rather than a walk of the whole tree.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 from collections.abc import Sequence
@@ -24,31 +23,13 @@ from pathlib import Path
 from typing import Any
 
 from bar import git
-from bar.changes.fast.tree_shape import Ahead, Shape, files_in_place, list_tree, subdirs
 from bar.errors import BarError
 from bar.git import exact
+from bar.git.index_files import identity
+from bar.git.tree_shape import Ahead, Shape, files_in_place, list_tree, subdirs
 from bar.store.files import write_bytes_atomic
 
 _env = git.index_env
-
-
-def keep_private(index: Path) -> None:
-    """git rewrites an index (adding, refreshing stat data, merging) with the umask's
-    mode; the side index names every file of the task, so it stays 0600, and so does
-    its shared part, which git writes anew from time to time (``side_index.seed_index``)."""
-    try:
-        os.chmod(index, 0o600)
-    except FileNotFoundError:
-        pass
-    own = git.own_git_dir(index)
-    try:
-        entries = list(os.scandir(own)) if own is not None else []
-    except OSError:
-        entries = []
-    for entry in entries:
-        if entry.name.startswith("sharedindex.") and entry.stat().st_mode & 0o077:
-            with contextlib.suppress(OSError):
-                os.chmod(entry.path, 0o600)
 
 
 # A directory changed this close to a snapshot may have changed after the snapshot
@@ -639,11 +620,3 @@ def rules_moved(record: dict[str, Any]) -> bool:
         if item[1:] == [-1] or _rules_id(item[0], None) != item[1:]:
             return True
     return False
-
-
-def identity(index: Path) -> list[int]:
-    try:
-        st = os.stat(index)
-    except OSError:
-        return []
-    return [st.st_mtime_ns, st.st_size, st.st_ino]

@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 from bar.base import speed
 from bar.base.socket_path import Address
+from bar.git.index_files import identity
 
 if TYPE_CHECKING:
     from bar.base.inotify import Handed, Seen, TreeWatch
@@ -223,7 +224,7 @@ def keep_watching(task: Task, watch: TreeWatch, age: float, claim: Claim) -> boo
         _note_mode(task.index, {"mode": "scanning", "reason": reason})
         return False
     record = stamps.noted(task.index)
-    if record is None or record.get("index") != stamps.identity(task.index):
+    if record is None or record.get("index") != identity(task.index):
         return False
     base = record.get("commit")
     if not isinstance(base, str) or base != task.recorded_snapshot():
