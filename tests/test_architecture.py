@@ -38,15 +38,15 @@ FACE_MAY_IMPORT = ("bar.api", "bar.errors", "bar.base", "bar.aide", "bar.policy"
 HOT_PATHS = {
     # the ``bar`` command's first code: the resident's client, nothing more
     "bar.cli.entry": {"bar.changes.fast.resident"},
-    # the resident process: hands the daemon the command line to run in its forks
+    # the resident process: hands the daemon (through the speed layer's door) the command
+    # line to run in its forks
     "bar.cli.warm": {
-        "bar.changes.fast.resident",
-        "bar.changes.fast.resident_daemon",
+        "bar.changes.fast",
         "bar.sandbox.namespace",  # (the kernel's answer, asked once for every fork)
     },
-    # every command: the look for hand edits starts while the command's code loads, and a
-    # crash's traceback is written under the bar home
-    "bar.cli.main": {"bar.changes.fast.prescan", "bar.store.files", "bar.store.layout"},
+    # every command: the look for hand edits starts while the command's code loads (the
+    # speed layer's door), and a crash's traceback is written under the bar home
+    "bar.cli.main": {"bar.changes.fast", "bar.store.files", "bar.store.layout"},
     # ``bar hook``, before every shell command an agent runs: the channel to the running
     # step, else the gate, the policy and the agent's protocol, and the project found
     "bar.cli.commands.hook": {
@@ -251,6 +251,42 @@ def test_each_package_imports_only_its_layer_and_those_beneath() -> None:
         for imp in imps
     ]
     assert not upward, "imports of a layer above (or beside) the importer:\n" + "\n".join(upward)
+
+
+# The speed layer is a guest of the record: the rest of bar meets it through its door
+# (``bar.changes.fast``, the package's own module) and never imports its modules, except
+# the ``bar`` command's first code, which asks the resident's client before anything loads.
+SPEED_LAYER = "bar.changes.fast"
+SPEED_LAYER_OPEN_TO = {"bar.cli.entry": {"bar.changes.fast.resident"}}
+
+
+def test_the_speed_layer_is_met_through_its_door_only() -> None:
+    inside = [
+        f"  {name} -> {other}"
+        for name, imports in sorted(import_graph().items())
+        if name != SPEED_LAYER and not name.startswith(SPEED_LAYER + ".")
+        for other in sorted(imports)
+        if other.startswith(SPEED_LAYER + ".") and other not in SPEED_LAYER_OPEN_TO.get(name, set())
+    ]
+    assert not inside, "imports of the speed layer's modules (ask its door):\n" + "\n".join(inside)
+
+
+def test_the_speed_layers_door_names_what_it_opens() -> None:
+    """The door's typed names (its imports for the type checker), its table and its
+    ``__all__`` are the same list."""
+    from bar.changes import fast
+
+    door = modules()[SPEED_LAYER]
+    typed = {
+        alias.asname or alias.name: (node.module.rpartition(".")[2], alias.name)
+        for node in ast.walk(ast.parse(door.read_text()))
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(SPEED_LAYER + ".")
+        for alias in node.names
+    }
+    assert typed == fast.DOOR
+    assert sorted(fast.__all__) == sorted(fast.DOOR)
+    for name in fast.DOOR:
+        assert getattr(fast, name) is not None, name
 
 
 def test_the_core_never_imports_a_face() -> None:

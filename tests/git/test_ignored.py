@@ -9,8 +9,17 @@ from pathlib import Path
 
 import pytest
 
-from bar.git.ignored import drop_newly_ignored
+from bar import git as bar_git
+from bar.git.ignored import against_head, drop_newly_ignored
 from conftest import MakeRepo, git
+
+
+def drop(repo: Path, index: Path) -> None:
+    """``drop_newly_ignored`` as a full look calls it: told what the index holds that HEAD
+    does not (``against_head``)."""
+    head = bar_git.head(repo)
+    found = against_head(repo, index, head) if head is not None else None
+    drop_newly_ignored(repo, index, head, None if found is None else found.get("A", []))
 
 
 def held(repo: Path, index: Path) -> set[str]:
@@ -60,7 +69,7 @@ def test_only_files_head_lacks_and_rules_ignore_are_dropped(
     subprocess.run(["git", "add", "-f", "--", *names], cwd=repo, env=env, check=True)
     (repo / ".gitignore").write_text("*.log\nbuild/\n")
     expected = by_plain_git(repo, index)
-    drop_newly_ignored(repo, index)
+    drop(repo, index)
     assert held(repo, index) == expected
     assert {"kept.log", "build/tracked.txt", "plain.txt", "a b.txt"} <= expected
     assert not {"new.log", "build/made.txt", "caf\udce9.log"} & expected
@@ -78,5 +87,5 @@ def test_an_index_holding_only_heads_files_is_left_alone(
     env = {**os.environ, "GIT_INDEX_FILE": str(index)}
     subprocess.run(["git", "read-tree", "HEAD"], cwd=repo, env=env, check=True)
     before = index.read_bytes()
-    drop_newly_ignored(repo, index)
+    drop(repo, index)
     assert index.read_bytes() == before and "x.log" in held(repo, index)

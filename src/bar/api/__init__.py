@@ -160,9 +160,9 @@ __all__ = [
 def open_project(cwd: Path | None = None) -> Location:
     """The registered project (and the task, inside a task worktree) of ``cwd``."""
     if cwd is None:
-        from bar.changes.fast import prescan
+        from bar.changes import fast
 
-        found = prescan.location()  # (found while the command's code loaded)
+        found = fast.prescan_location()  # (found while the command's code loaded)
         if found is not None:
             return found
     try:
@@ -583,7 +583,7 @@ def _changing(task: Task, what: str, *, wait: bool) -> AbstractContextManager[Ta
 
 def run(task: Task, request: RunRequest, *, wait: bool = True) -> RunStep:
     """Run a command as the task's next step. The step's ``exit_code`` is the command's."""
-    from bar.changes.fast import watcher
+    from bar.changes import fast
     from bar.git import packing
     from bar.model import placement
     from bar.step import recovery
@@ -601,7 +601,7 @@ def run(task: Task, request: RunRequest, *, wait: bool = True) -> RunStep:
         # the task's watcher has watched since the last command (``bar.changes.fast.watcher``); else
         # the step watches from before hand edits are looked for: nothing escapes both
         # (with its share of bar's inotify watches: ``bar.changes.fast.watches``)
-        claim = None if watcher.running(fresh.index) else watcher.claim_for(fresh)
+        claim = None if fast.watching(fresh.index) else fast.claim_for(fresh)
         watch = watch_worktree(fresh, claim) if claim is not None else None
         began = time.monotonic()
         try:
@@ -611,7 +611,7 @@ def run(task: Task, request: RunRequest, *, wait: bool = True) -> RunStep:
             if (
                 watch is not None
                 and claim is not None
-                and watcher.keep_watching(fresh, watch, time.monotonic() - began, claim)
+                and fast.keep_watching(fresh, watch, time.monotonic() - began, claim)
             ):
                 watch = None  # the watcher watches from here, with the claim
         finally:

@@ -9,7 +9,7 @@ import time
 from bar.base import peers, speed
 from bar.base.clock import iso_of
 from bar.base.record import record
-from bar.changes.fast import resident
+from bar.changes import fast
 
 
 @record(frozen=True)
@@ -35,7 +35,7 @@ class Resident:
 
 
 def _off() -> str | None:
-    if resident.idle_seconds() == 0:
+    if fast.resident_idle_seconds() == 0:
         return "BAR_RESIDENT_IDLE=0"
     if not speed.fast():
         return "BAR_FAST=0"
@@ -46,8 +46,8 @@ def _off() -> str | None:
 
 def status() -> Resident:
     """The resident of this bar home, as it says itself."""
-    said = resident.status()
-    path = resident.socket_path()
+    said = fast.resident_status()
+    path = fast.resident_socket()
     if said is None:
         return Resident(False, path, off=_off())
     pid, loaded, idle = said
@@ -57,15 +57,15 @@ def status() -> Resident:
 def start(entry: str, timeout: float = 30.0) -> Resident:
     """Start one (the module ``entry`` run as the resident process: ``bar.cli.warm``) if
     none runs and one may, and wait until it has loaded bar (``timeout`` seconds at most)."""
-    if resident.status() is None and _off() is None:
-        os.makedirs(os.path.dirname(resident.socket_path()), mode=0o700, exist_ok=True)
-        resident.start(entry)
+    if fast.resident_status() is None and _off() is None:
+        os.makedirs(os.path.dirname(fast.resident_socket()), mode=0o700, exist_ok=True)
+        fast.start_resident(entry)
         deadline = time.monotonic() + timeout
-        while not resident.ready() and time.monotonic() < deadline:
+        while not fast.resident_ready() and time.monotonic() < deadline:
             time.sleep(0.05)
     return status()
 
 
 def stop() -> bool:
     """Ask the resident to exit; whether one was running."""
-    return resident.stop()
+    return fast.stop_resident()

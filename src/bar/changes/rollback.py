@@ -34,8 +34,7 @@ from bar.base import beneath, faults, file_clock, speed
 from bar.base.clock import ms_since, now_iso, seconds_of
 from bar.base.notices import note, plural, warn
 from bar.base.record import record
-from bar.changes import guarded, trash
-from bar.changes.fast import restored, stamps, watcher
+from bar.changes import fast, guarded, trash
 from bar.git import exact, ignored, racy
 from bar.git.index_files import keep_private
 from bar.history import bases, side_index, snapshot, states, steps
@@ -218,7 +217,7 @@ def restore(
     lock = task.index.with_name(task.index.name + ".lock")
     lock.unlink(missing_ok=True)  # we hold the task lock: a leftover is from a crash
     now_commit = verified if verified is not None else task.recorded_snapshot()
-    known = stamps.tree_of(task.index, verified) if verified is not None else None
+    known = fast.tree_of(task.index, verified) if verified is not None else None
     if known is not None:
         git.note_tree(now_commit, known)  # (the stamps were just found to be of it)
     exact.look_up_trees(task.worktree, [now_commit, target_commit])  # one git for all four
@@ -239,18 +238,18 @@ def restore(
         _move_in(task, alike, target_tree, staging, command, step_id, exact_bytes)
         if exact_bytes.checkout is not None:
             side_index.renormalize(task.worktree, task.index)
-            stamps.forget(task.index)
+            fast.forget(task.index)
         keep_private(task.index)
         return None  # (the snapshot that follows looks at what was written)
     faults.point("before restoring the worktree")
     started_ns = file_clock.floor()
-    fast = speed.fast()
+    shortcuts = speed.fast()
     # the directories the restore will write, and what each must hold after it
-    writes = restored.before(
+    writes = fast.restore_before(
         task.worktree,
         now_tree,
         target_tree,
-        stamps.settled_ctimes(task.index, now_tree) if fast else {},
+        fast.settled_ctimes(task.index, now_tree) if shortcuts else {},
     )
     rules = ignored.rules_change(task.worktree, now_tree, target_tree)
     way = trash.clear_the_way(
@@ -290,8 +289,8 @@ def restore(
     # the task's watcher collects the restore's writes (and watches the directories it
     # made) before they are listed below: see ``restored.forget_written``
     sight = (
-        watcher.look(task.index, now_commit, stale_ok=True)
-        if watcher.running(task.index) and not rules and not moved
+        fast.look(task.index, now_commit, stale_ok=True)
+        if fast.watching(task.index) and not rules and not moved
         else None
     )
     if reconverted:
@@ -300,17 +299,17 @@ def restore(
     # what is ignored changed, bytes went to or came from the trash, a gitlink moved
     # (nested repositories stay where they are), or a save raced the restore: the
     # snapshot that follows looks at all
-    foreign = fast and restored.moves_gitlinks(writes)
+    foreign = shortcuts and fast.moves_gitlinks(writes)
     if rules or moved or foreign or raced:
-        stamps.forget(task.index)
-    if rules or moved or foreign or raced or not fast:
+        fast.forget(task.index)
+    if rules or moved or foreign or raced or not shortcuts:
         faults.point("after restoring the worktree")
         return None
     # the side index and the worktree now hold exactly the target: note it, so the
     # snapshot that follows rescans only the directories the restore touched
     exact_as_git = not exact_bytes.now and not exact_bytes.target
-    settled = restored.after(task.worktree, writes) if exact_as_git else {}
-    stamps.restamp(
+    settled = fast.restore_after(task.worktree, writes) if exact_as_git else {}
+    fast.restamp(
         task.worktree,
         task.index,
         target_tree,
@@ -320,7 +319,7 @@ def restore(
         settled,
     )
     if sight is not None and exact_as_git:
-        restored.forget_written(task.worktree, task.index, writes, settled, sight)
+        fast.forget_written(task.worktree, task.index, writes, settled, sight)
     faults.point("after restoring the worktree")
     return target_tree if exact_as_git and verified is not None else None
 
@@ -335,7 +334,7 @@ def _recorded_checkout(task: Task, target_commit: str) -> dict[str, str] | None:
         return made_with
     if (
         exact.raw_tree_of(task.worktree, target_commit) is None
-        and stamps.stamped_attributes(task.index) is False
+        and fast.stamped_attributes(task.index) is False
         and not exact.converts(task.worktree, False)
     ):
         return None
@@ -413,7 +412,7 @@ def _checkout_env(task: Task) -> dict[str, str]:
     """The side index's environment for a checkout: with no smudge filter where the
     stamped tree may name one (``exact.without_smudge``; a filter needs an attribute)."""
     env = git.index_env(task.index)
-    if stamps.stamped_attributes(task.index) is False and not exact.converts(task.worktree, False):
+    if fast.stamped_attributes(task.index) is False and not exact.converts(task.worktree, False):
         return env
     return exact.without_smudge(task.worktree, env)
 
@@ -446,7 +445,7 @@ def _left_unpopulated(task: Task, tree: str, state: str) -> bool:
     done = bool(trash.put_back_nested(task, gitlinks)) or done
     done = bool(_unfound_repositories(task, gitlinks)) or done
     if done:
-        stamps.forget(task.index)
+        fast.forget(task.index)
     return done
 
 

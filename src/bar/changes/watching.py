@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import sys
 
-from bar.changes.fast import watcher_daemon
+from bar.changes import fast
 from bar.history import ahead
 
 if __name__ == "__main__":
-    sys.exit(watcher_daemon.main(sys.argv, ahead.stage))
+    sys.exit(fast.watcher_main(sys.argv, ahead.stage))

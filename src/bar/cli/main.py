@@ -153,9 +153,9 @@ def _main(args_list: list[str]) -> int:
         return int(exc.code) if isinstance(exc.code, int) else ExitCode.USAGE
     early = getattr(args, "command", None) in _LOOKS_FOR_HAND_EDITS
     if early:
-        from bar.changes.fast import prescan
+        from bar.changes import fast
 
-        prescan.begin(getattr(args, "task", None))  # while the command's code loads
+        fast.prescan_begin(getattr(args, "task", None))  # while the command's code loads
     _configure_output(args)
     debug = bool(getattr(args, "debug", False)) or bool(os.environ.get("BAR_DEBUG"))
     target = getattr(args, "_target", None)
@@ -213,7 +213,7 @@ def _main(args_list: list[str]) -> int:
         return ExitCode.INTERNAL
     finally:
         if early:
-            prescan.discard()
+            fast.prescan_discard()
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ import gc
 import importlib
 import sys
 
-from bar.changes.fast import resident_daemon
+from bar.changes import fast
 
 # what ``bar run`` (and the other served commands, and the most used of those served to
 # scripts) load, so that a fork has nothing left to import (anything missing is
@@ -70,11 +70,10 @@ def warm_up() -> None:
     from bar.sandbox import namespace
 
     namespace.pids_available("/")  # (what this kernel offers a step: asked once, here)
-    from bar.changes.fast.resident import QUIET, SERVED
     from bar.cli import parser
 
     parser.build_parser("run").parse_args(["run", "--", "true"])
-    for command in SERVED + QUIET:
+    for command in fast.SERVED + fast.QUIET:
         parser.prebuild(command)
     gc.freeze()
     gc.enable()
@@ -88,4 +87,4 @@ def run(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(resident_daemon.main(sys.argv, run, warm_up))
+    sys.exit(fast.resident_main(sys.argv, run, warm_up))

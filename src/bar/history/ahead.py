@@ -19,7 +19,7 @@ from typing import Any
 
 from bar.base import file_clock
 from bar.base.inotify import Seen
-from bar.changes.fast import rescan, staging
+from bar.changes import fast
 from bar.errors import BarError
 from bar.git import exact, patches, racy
 from bar.git.index_files import identity, keep_private
@@ -37,7 +37,7 @@ def stage(
     started_ns = file_clock.floor()
     if racy.suspects(index):
         return None  # (files to hash whatever their stat: the command adds them)
-    found = rescan.scan(worktree, index, base, Seen(paths))  # (a watch of it all)
+    found = fast.scan(worktree, index, base, Seen(paths))  # (a watch of it all)
     if found is None or not found[0] or not _small(worktree, found[0]):
         return None
     scope = found[0]
@@ -51,10 +51,10 @@ def stage(
             raise OSError("the side index changed while it was copied")
         tree, whole, added = side_index.write_whole(worktree, copy, scope)
     except (OSError, BarError):
-        staging.discard(copy)
+        fast.discard_staged(copy)
         return None
     if not whole or added != scope or racy.suspects(copy):
-        staging.discard(copy)  # (or it left files its next look must hash: ``bar.git.racy``)
+        fast.discard_staged(copy)  # (or it left files its next look must hash: ``bar.git.racy``)
         return None
     staged: dict[str, Any] = {
         "file": name,
@@ -68,7 +68,7 @@ def stage(
     staged["config"] = exact.read(worktree)
     # and the patch the command's step would write (``steps.PatchJob``), from the state
     # the side index was stamped at
-    patch = copy.with_name(name + staging.PATCH)
+    patch = copy.with_name(name + fast.STAGED_PATCH)
     try:
         counted = patches.write_patch(worktree, base, tree, patch, points=False)
     except (OSError, BarError):
@@ -98,4 +98,4 @@ def _small(worktree: Path, scope: list[str]) -> bool:
         if stat.S_ISDIR(st.st_mode):
             return False
         total += st.st_size
-    return total <= staging.MAX_BYTES
+    return total <= fast.STAGED_MAX_BYTES

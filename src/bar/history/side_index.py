@@ -22,7 +22,7 @@ from bar import git
 from bar.base import file_clock, speed
 from bar.base.ids import TreeId
 from bar.base.notices import warn
-from bar.changes.fast import rescan, stamps
+from bar.changes import fast
 from bar.errors import BarError, SnapshotFailed
 from bar.git import conversions, exact, ignored, racy
 from bar.git.index_files import keep_private
@@ -139,7 +139,7 @@ def write_tree(
         worktree,
         index,
         excludes,
-        rescan.changed_since(worktree, index, recorded) if recorded else None,
+        fast.changed_since(worktree, index, recorded) if recorded else None,
     )
 
 
@@ -375,7 +375,7 @@ def _swallowed(worktree: Path, index: Path, stamped: bool = True) -> list[str]:
     each), else from the side index's entries: always where the side index was just
     started over from HEAD (``stamped`` False), whose files the stamps, made of the
     recorded state, may not hold."""
-    dirs = stamps.stamped_dirs(index) if stamped and speed.fast() else None
+    dirs = fast.stamped_dirs(index) if stamped and speed.fast() else None
     if dirs is None:
         res = git.git(worktree, "ls-files", "-z", env=_env(index), check=False)
         found: set[str] = set()

@@ -21,7 +21,7 @@ from bar import git
 from bar.base import file_clock, speed
 from bar.base.notices import warn
 from bar.base.proc import Started
-from bar.changes.fast import rescan, staging, stamps, watcher
+from bar.changes import fast
 from bar.errors import GitError
 from bar.git import BAR_IDENTITY, conversions, exact, object_writer
 from bar.git.tree_shape import Ahead, Listing, Shape, list_tree
@@ -110,25 +110,25 @@ def take(
         # git's conversions changed (no file need have): every file is hashed anew
         # or HEAD moved: the side index starts over from it (``side_index.reseed``)
         renormalize = conversions.moved(worktree, index) or side_index.head_moved(worktree, index)
-        if changed is None and watcher.running(index) and not renormalize:
+        if changed is None and fast.watching(index) and not renormalize:
             # (a staging is made only while no command holds the task: never during a
             # step, so only a command's look for hand edits may find one)
-            sight = watcher.look(
+            sight = fast.look(
                 index, stamped, stale_ok=not hand_edits, staged=hand_edits and not excludes
             )
             changed = sight.seen() if sight is not None else None
             if sight is not None and sight.staged is not None and "config" not in sight.staged:
                 asked = exact.ask(worktree)  # (below) there is a tree to record: begun now
-        found = None if renormalize else rescan.scan(worktree, index, stamped, changed, before_look)
+        found = None if renormalize else fast.scan(worktree, index, stamped, changed, before_look)
         scope, known = found if found is not None else (None, None)
         if before_look is not None:
             before_look()  # (a full rescan follows: before it)
         if scope == [] and stamped == recorded:
             # nothing changed since the last stamps, which therefore still hold
             if sight is not None and sight.paths != set():
-                watcher.settle(sight, recorded, full=sight.paths is None)
+                fast.settle(sight, recorded, full=sight.paths is None)
             if not hold_stamps:
-                stamps.flush(index)  # (a checkpoint's, held until now)
+                fast.flush(index)  # (a checkpoint's, held until now)
             if asked is not None:
                 asked.result()  # (reaped)
             return Snapshot(recorded, recorded_tree, False, worktree)
@@ -137,7 +137,7 @@ def take(
             side_index.make_git_dir(own, recorded)  # (a task from before there was one)
         # the watcher may have added these very paths already (``bar.changes.fast.staging``)
         adopted = (
-            staging.adopt(index, sight.staged, scope)
+            fast.adopt_staged(index, sight.staged, scope)
             if sight is not None and sight.staged is not None and not excludes
             else None
         )
@@ -159,10 +159,10 @@ def take(
                 worktree, index, scope, excludes, renormalize=renormalize
             )
         if not renormalize and conversions.may_touch_attributes(
-            worktree, scope, stamps.stamped_attributes(index)
+            worktree, scope, fast.stamped_attributes(index)
         ):
             recorded_tree = (
-                recorded_tree or stamps.tree_of(index, recorded) or git.tree_of(worktree, recorded)
+                recorded_tree or fast.tree_of(index, recorded) or git.tree_of(worktree, recorded)
             )
             renormalize = conversions.touches_attributes(worktree, recorded_tree, tree)
             if renormalize:  # a .gitattributes changed: what it covers is hashed anew
@@ -197,9 +197,9 @@ def take(
         left_out = (
             (sight.paths or set()) if not whole else side_index.excluded(sight.paths, excludes)
         )
-        watcher.settle(sight, snap.commit, full=sight.paths is None, keep=sorted(left_out))
+        fast.settle(sight, snap.commit, full=sight.paths is None, keep=sorted(left_out))
     elif restored_tree is not None:
-        watcher.rebase(index, recorded, snap.commit)
+        fast.rebase(index, recorded, snap.commit)
     return snap
 
 
@@ -226,7 +226,7 @@ def _record(
     ``asked``: ``exact.ask``, begun before; ``on_tree``: as for ``take``; ``ahead``:
     what a full look read of the recorded tree while git added."""
     recorded_tree = (
-        recorded_tree or stamps.tree_of(index, recorded) or git.tree_of(worktree, recorded)
+        recorded_tree or fast.tree_of(index, recorded) or git.tree_of(worktree, recorded)
     )
     same = tree == recorded_tree
     if not same and on_tree is not None:
@@ -236,7 +236,7 @@ def _record(
         if scope is None
         else [p for p in scope if not side_index.only_excluded(worktree, p, excludes)]
     )
-    shape = None if same else stamps.shape_of(worktree, index, tree, scope=kept)
+    shape = None if same else fast.shape_of(worktree, index, tree, scope=kept)
     if shape is None and ahead is not None:
         shape = ahead.listing(tree, recorded_tree)  # (no stamps to keep the shape from)
     converts, raw_changed, raw, listed = _raw_parent(
@@ -245,8 +245,8 @@ def _record(
     shape = shape or listed  # (a tree walked once is not walked again for the stamps)
     rules = exact.ignore_sources(worktree, asked) if asked is not None else None
     if same and not raw_changed:
-        if restored_tree is None or not stamps.recommit(index, tree, recorded):
-            stamps.stamp(
+        if restored_tree is None or not fast.recommit(index, tree, recorded):
+            fast.stamp(
                 worktree,
                 index,
                 tree,
@@ -290,8 +290,8 @@ def _record(
                 identity=BAR_IDENTITY,
             )
         git.update_ref(worktree, ref, commit, now, reason)
-    if restored_tree is None or not stamps.recommit(index, tree, commit):
-        stamps.stamp(
+    if restored_tree is None or not fast.recommit(index, tree, commit):
+        fast.stamp(
             worktree,
             index,
             tree,
@@ -333,7 +333,7 @@ def _raw_parent(
     git converts here, whether the raw bytes differ from ``recorded``'s (a line-ending
     change alone leaves the tree as it was, yet must be kept), the parent (None: git
     converts nothing here), and the walk of ``tree`` it made, if it made one."""
-    attributes = shape.has_attributes if shape else stamps.stamped_attributes(index)
+    attributes = shape.has_attributes if shape else fast.stamped_attributes(index)
     listed = None
     if attributes is None:
         shape = listed = list_tree(worktree, tree)

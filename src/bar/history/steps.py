@@ -18,7 +18,7 @@ from bar import git
 from bar.base import faults
 from bar.base.clock import ms_since, now_iso
 from bar.base.notices import note, plural
-from bar.changes.fast import rescan, staging, stamps
+from bar.changes import fast
 from bar.errors import CorruptFile
 from bar.git import DiffStat, conversions, patches, racy
 from bar.history import side_index, snapshot, telemetry
@@ -133,7 +133,7 @@ class PatchJob:
         self.path.unlink(missing_ok=True)  # a leftover (or a planted link) is replaced
         faults.point(f"before writing {self.path.name}")
         if ready is not None:
-            self._stat = staging.take_patch(self.task.index, ready, self.before, tree, self.path)
+            self._stat = fast.take_patch(self.task.index, ready, self.before, tree, self.path)
             if self._stat is not None:
                 return
         # a snapshot that took long hashed many files, or stat'ed a large tree: the patch
@@ -261,7 +261,7 @@ def current_tree(task: Task, recorded: str | None = None) -> str:
         task.worktree, task.index
     )
     scope = (
-        rescan.changed_since(task.worktree, task.index, recorded)
+        fast.changed_since(task.worktree, task.index, recorded)
         if recorded and not renormalize
         else None
     )
@@ -289,14 +289,14 @@ def current_tree(task: Task, recorded: str | None = None) -> str:
 def note_tree(task: Task, state: str) -> None:
     """Have ``git.tree_of`` answer for the recorded state ``state`` without git, if the
     stamps are of it."""
-    known = stamps.tree_of(task.index, state)
+    known = fast.tree_of(task.index, state)
     if known is not None:
         git.note_tree(state, known)
 
 
 def tree_of(task: Task, state: str) -> str:
     """The tree of the recorded state ``state`` (from the stamps when they are of it)."""
-    return stamps.tree_of(task.index, state) or git.tree_of(task.project.root, state)
+    return fast.tree_of(task.index, state) or git.tree_of(task.project.root, state)
 
 
 def has_unrecorded_changes(task: Task) -> bool:

@@ -17,7 +17,7 @@ from bar import git
 from bar.base.clock import ms_between, now_iso
 from bar.base.notices import warn
 from bar.base.record import record
-from bar.changes.fast import stamps
+from bar.changes import fast
 from bar.history import checkpoints, snapshot, steps
 from bar.ledger.call_log import Recorded, read_recorded
 from bar.model import journals
@@ -258,7 +258,7 @@ def _say_nested(task: Task, step: RunStep) -> None:
     """Nested repositories (a ``git init`` or clone inside the worktree, submodules) are
     recorded as the commit they are at, never their files: the step lists them
     (``nested_repos``) and bar says so whenever a new one appears."""
-    nested = stamps.nested_repositories(task.index)
+    nested = fast.nested_repositories(task.index)
     if not nested:
         return
     step.extra["nested_repos"] = nested

@@ -36,7 +36,7 @@ from pathlib import Path
 
 from bar import git
 from bar.base.clock import iso_of, now_iso
-from bar.changes.fast import stamps
+from bar.changes import fast
 from bar.git import BAR_IDENTITY, exact
 from bar.history import steps
 from bar.history.snapshot import Snapshot
@@ -101,7 +101,7 @@ def bound(task: Task, intent: RunIntent) -> Bound:
         ended = os.lstat(outcome.path(task.paths)).st_mtime_ns
     except OSError:  # (kept in the intent itself, by an older bar)
         return Bound(alive_until(task, step_id), inclusive=False, from_ns=since)
-    later = (task.paths.artifact(step_id, "patch")[0], task.index, stamps.stamps_path(task.index))
+    later = (task.paths.artifact(step_id, "patch")[0], task.index, fast.stamps_file(task.index))
     for path in later:
         try:
             if os.lstat(path).st_mtime_ns > ended:
@@ -140,7 +140,7 @@ def take_tree(task: Task, recorded: str, message: str, tree: str) -> Snapshot:
     snapshot after ``recorded``. The side index's stamps are dropped: the next look
     adds everything, and finds what the worktree holds besides."""
     worktree, ref = task.worktree, task.snapshot_ref
-    stamps.forget(task.index)
+    fast.forget(task.index)
     if tree == steps.tree_of(task, recorded):
         return Snapshot(recorded, tree, False, worktree)
     now = git.rev_parse(worktree, ref)

@@ -36,8 +36,7 @@ from bar.base.inotify import TreeWatch
 from bar.base.notices import note, warn
 from bar.base.proc import Launch, clean_env
 from bar.base.record import field, record, replace
-from bar.changes.fast import prescan, stamps
-from bar.changes.fast.watches import Claim
+from bar.changes import fast
 from bar.errors import AgentSettingsError, ExitCode, HookFailed, UsageError
 from bar.history import steps
 from bar.model import journals, outcome
@@ -107,7 +106,7 @@ def resolve_cwd(task: Task, value: str | None, here: Path | None = None) -> str:
     return rel.as_posix() or "."
 
 
-def watch_worktree(task: Task, claim: Claim) -> TreeWatch | None:
+def watch_worktree(task: Task, claim: fast.Claim) -> TreeWatch | None:
     """A watch on the directories of the task's last snapshot, which lets the step's
     snapshots look only at the paths that changed (``bar.base.inotify``); None without
     stamps or without a share of bar's inotify watches and fanotify marks (``claim``).
@@ -115,7 +114,7 @@ def watch_worktree(task: Task, claim: Claim) -> TreeWatch | None:
     statted (a partial watch). It is not yet begun: the look for hand edits begins it
     (``snapshot.take``'s ``before_look``), or at the latest the step, before its command
     runs."""
-    dirs = stamps.stamped_dirs(task.index)
+    dirs = fast.stamped_dirs(task.index)
     if dirs is None or not speed.fast() or claim.granted + claim.marks == 0:
         return None
     if len(dirs) > claim.granted + claim.marks:
@@ -202,7 +201,7 @@ def run_step(task: Task, req: RunRequest, watch: TreeWatch | None = None) -> Run
     # 3. intent, supervisor, the command (with what it must not change noted first)
     guard = Guard(task)
     if watch is not None:  # (begun here if no look for hand edits began it)
-        watch.cover(stamps.stamped_dirs(task.index) or () if watch.snapshot != begun.before else ())
+        watch.cover(fast.stamped_dirs(task.index) or () if watch.snapshot != begun.before else ())
     supervisor = _supervisor(begun, box, watch)
     judge = _judge_execs(
         task, begun.policy, begun.places, begun.decision, supervisor, box.confinement
@@ -415,7 +414,7 @@ def _command(
         ended_tick = file_clock.ceiling()  # (everything the command wrote is the step's)
         holder.sign_of_life(None)
         if watch is not None and not task.project.config.hooks.post_run:
-            prescan.start(task.worktree, task.index)  # (the snapshot's stat, begun now)
+            fast.prescan_start(task.worktree, task.index)  # (the snapshot's stat, begun now)
     except BaseException:
         box.close("the command")
         raise

@@ -33,7 +33,7 @@ from bar import git
 from bar.base import faults
 from bar.base.clock import now_iso
 from bar.base.record import field, record
-from bar.changes.fast import watcher
+from bar.changes import fast
 from bar.errors import BarError, CorruptFile, DirtyWorktree, TaskNotFound
 from bar.git import worktrees
 from bar.model import board, journals
@@ -256,7 +256,7 @@ def complete(project: Project, intent: DeleteIntent) -> list[str]:
     lock). Every part can run again. Returns what was kept, and why."""
     repo, task_id = project.root, intent.task_id
     kept: list[str] = []
-    watcher.stop(project.paths.task(task_id).index)
+    fast.stop_watching(project.paths.task(task_id).index)
     # `worktree prune` must not see a worktree another process is adding
     with project.lock(f"bar task delete {task_id}"):
         worktrees.discard(repo, project.paths.workspace(task_id))

@@ -92,10 +92,10 @@ def interrupted(task: Task) -> Removal | None:
 def remove(task: Task, *, then: str, command: str) -> None:
     """Remove the task's worktree (the caller holds the task lock and recorded every
     change in it) and make the task what ``then`` says."""
-    from bar.changes.fast import watcher
+    from bar.changes import fast
 
     wt = task.worktree
-    watcher.stop(task.index)  # no watch on a tree that is going away
+    fast.stop_watching(task.index)  # no watch on a tree that is going away
     intent = Removal(
         worktree=str(wt),
         moved=str(_moved_path(task, wt)),
@@ -154,7 +154,7 @@ def resume(task: Task) -> bool:
 def conclude(task: Task, then: str) -> None:
     """Make the task, its board entry and its events say what ``then`` says (the caller
     holds the task lock). ``COMPLETED`` is also a close that keeps the worktree."""
-    from bar.changes.fast import watcher
+    from bar.changes import fast
 
     project = task.project
     if then == COMPLETED:
@@ -181,7 +181,7 @@ def conclude(task: Task, then: str) -> None:
         task.board.worktree = ""
         task.save()
         seed_board.refresh(project)  # the board changed after its last event
-    watcher.stop(task.index)  # no step will ask it again, until a start
+    fast.stop_watching(task.index)  # no step will ask it again, until a start
     if then != UNCHANGED and project.active_task_id() == task.id:
         project.set_active_task(None)
 

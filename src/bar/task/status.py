@@ -8,8 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from bar.base.record import field, record
-from bar.changes import conflict_markers
-from bar.changes.fast import stamps
+from bar.changes import conflict_markers, fast
 from bar.errors import TaskNotFound
 from bar.history import steps
 from bar.model import journals
@@ -106,10 +105,8 @@ def status(loc: Location, ref: str | None = None) -> Status:
 
     watch = None
     if task.active and task.worktree.is_dir() and not busy:
-        from bar.changes.fast import watcher
-
         unrecorded = steps.has_unrecorded_changes(task)
-        watch = watcher.mode(task.index)
+        watch = fast.watch_mode(task.index)
     return Status(
         loc.project,
         task,
@@ -120,7 +117,7 @@ def status(loc: Location, ref: str | None = None) -> Status:
         checkpoints=_taken(task, marker.step_id) if marker and busy else 0,
         interrupted=marker if marker and not busy else None,
         unrecorded_changes=unrecorded,
-        nested_repos=stamps.nested_repositories(task.index),
+        nested_repos=fast.nested_repositories(task.index),
         sandbox=sandbox_status(
             loc.project.config.sandbox,
             exec_check=loc.project.config.policy.enabled and loc.project.config.policy.exec_check,

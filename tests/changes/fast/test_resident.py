@@ -729,9 +729,26 @@ def test_the_bar_command_loads_no_more_than_it_needs_to_be_served() -> None:
     source = Path(entry_file()).parent
     for name in packages - {"bar"}:
         init = source.joinpath(*name.split(".")[1:], "__init__.py")
-        assert "import" not in init.read_text(), f"{name} loads more when bar starts"
+        assert not _imports_when_loaded(init.read_text()), f"{name} loads more when bar starts"
     script = Path(BAR_EXE).read_text()
     assert "from bar.cli.entry import main" in script and "bar.cli.main" not in script
+
+
+def _imports_when_loaded(source: str) -> list[str]:
+    """The imports a module runs as it is loaded: none inside a function (run when it is
+    called) or under ``if TYPE_CHECKING:`` (the speed layer's door: for the type checker)."""
+    import ast
+
+    found = []
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.If) and getattr(node.test, "id", None) == "TYPE_CHECKING":
+            continue
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        found += [
+            ast.unparse(n) for n in ast.walk(node) if isinstance(n, (ast.Import, ast.ImportFrom))
+        ]
+    return found
 
 
 def entry_file() -> str:
