@@ -185,14 +185,14 @@ def test_nothing_stamped_before_an_interrupted_step_began_is_its_own(
         snapshot_before=task.recorded_snapshot(),
         from_ns=began,
     )
-    journals.write_run(task.paths, intent)
-    read = journals.read_run(task.paths)
+    journals.RUN.write(task.paths, intent)
+    read = journals.RUN.read(task.paths)
     assert read is not None and read.from_ns == began
     assert not interrupted.bound(task, read).holds(began - 1)
     assert interrupted.bound(task, read).holds(began)
     # (an intent of an older bar, which kept no such moment: as before, the step's)
     assert interrupted.bound(task, replace(read, from_ns=0)).holds(began - 1)
-    journals.clear_run(task.paths)
+    journals.RUN.clear(task.paths)
 
 
 _EDITOR = r"""

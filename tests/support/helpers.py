@@ -222,7 +222,7 @@ def seen_alive_after(task_id: str, *paths: Path, timeout: float = 60) -> None:
     changed = max(os.lstat(p).st_ctime_ns for path in paths for p in (path, path.parent))
     deadline = time.monotonic() + timeout
     while True:
-        intent = journals.read_run(task.paths)
+        intent = journals.RUN.read(task.paths)
         if intent is not None and alive_until(task, intent.step_id) > changed:  # type: ignore[arg-type]
             return
         assert time.monotonic() < deadline, f"bar showed no sign of life after {paths}"
@@ -239,7 +239,7 @@ def running_task(argv: list[str], timeout: float = 60) -> str:
     deadline = time.monotonic() + timeout
     while True:
         for folder in (project_dir() / "tasks").iterdir():
-            intent = journals.read_run(TaskPaths(folder))
+            intent = journals.RUN.read(TaskPaths(folder))
             if intent is not None and intent.cmd == argv:
                 return folder.name
         assert time.monotonic() < deadline, f"no task runs {argv}"

@@ -185,7 +185,7 @@ def test_a_name_a_live_task_new_is_making_is_taken(
     paths = TaskPaths(project_dir() / "tasks" / "Mk1ngAbC")
     paths.dir.mkdir(parents=True)
     base = git(inited_clean, "rev-parse", "HEAD").strip()
-    journals.write_create(
+    journals.CREATE.write(
         paths,
         CreateIntent("Mk1ngAbC", "racing", "bar/racing-Mk1ngAbC", base, "2024-01-15T10:00:00Z"),
     )

@@ -143,7 +143,7 @@ def writers(task: Task, asked_at: str, where: str) -> list[str]:
     from bar.model import journals
 
     found: list[str] = []
-    running = journals.read_run(task.paths)
+    running = journals.RUN.read(task.paths)
     if running is not None and could_write(task, running.sandbox, where):
         found.append(f"step {running.step_id}, running, {_how(running.sandbox)}")
     since = _moment(asked_at)  # (None: a question of unknown time; every step counts)

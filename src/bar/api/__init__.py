@@ -729,7 +729,7 @@ def verify_and_record(
 def _rollback_in_running_step(task: Task, to: str | None, hard: bool) -> Checkpoint | None:
     """Ask the running step's ``bar run`` to roll back to ``to`` (None: no step is
     running; or no target named, or ``--hard``, which wait for the step to end)."""
-    running = journals.read_run(task.paths)
+    running = journals.RUN.read(task.paths)
     if to is None or hard or running is None or not task.paths.socket.exists():
         return None  # as usual: wait for the step to end (or fail at once with --no-wait)
     if not is_locked(task.paths.lock):
@@ -1057,7 +1057,7 @@ def branches(project: Project) -> list[str]:
 
 def running(task: Task) -> journals.RunIntent | None:
     """The step a ``bar run`` is recording in the task right now, if one is."""
-    return journals.read_run(task.paths) if task.active and is_running(task) else None
+    return journals.RUN.read(task.paths) if task.active and is_running(task) else None
 
 
 def live_step(task: Task, chosen: Selection | None = None) -> LiveStep | None:

@@ -274,7 +274,7 @@ def apply(
         target_before=result.target_before,
         token=os.urandom(16).hex(),
     )
-    journals.write_apply(task.paths, intent)
+    journals.APPLY.write(task.paths, intent)
     try:
         _move_target(safe, repo, result, intent)
     except BaseException:
@@ -307,7 +307,7 @@ def complete(
         if duration_ms is not None:
             step.duration_ms = duration_ms
         step = steps.append(task, step)
-    journals.clear_apply(task.paths)
+    journals.APPLY.clear(task.paths)
     return step if landed else None
 
 

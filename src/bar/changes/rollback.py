@@ -91,7 +91,7 @@ def rollback(
         undo_of=undo_of,
         redo_of=redo_of,
     )
-    journals.write_rollback(task.paths, intent)
+    journals.ROLLBACK.write(task.paths, intent)
     return complete(task, intent, verified=True)
 
 
@@ -178,7 +178,7 @@ def _complete(task: Task, intent: RollbackIntent, verified: bool) -> RollbackSte
     step.artifacts.patch = patch
     written = steps.append(task, step)
     bases.settle(task, base_after)
-    journals.clear_rollback(task.paths)
+    journals.ROLLBACK.clear(task.paths)
     return written
 
 

@@ -184,7 +184,7 @@ def sync(task: Task, onto: str | None, *, allow_conflicts: bool = False) -> Sync
         conflicts=result.conflicts,
         started_at=now_iso(),
     )
-    journals.write_sync(task.paths, intent)
+    journals.SYNC.write(task.paths, intent)
     result.step = complete(task, intent, verified=True)
     return result
 
@@ -252,5 +252,5 @@ def complete(task: Task, intent: SyncIntent, *, verified: bool = False) -> SyncS
     written = steps.append(task, step)
     faults.point("after recording the sync")
     bases.settle(task, intent.base_after)
-    journals.clear_sync(task.paths)
+    journals.SYNC.clear(task.paths)
     return written

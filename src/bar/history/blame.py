@@ -140,7 +140,7 @@ def _records(task: Task) -> tuple[dict[str, Origin], dict[str, str]]:
     restored: dict[str, str] = {}
     states: dict[str, str] = {"base": bases.first(task)}
     step_ids: list[str] = []
-    running = journals.read_run(task.paths)
+    running = journals.RUN.read(task.paths)
     now_base = states["base"]  # the base in effect (a sync moves it)
     for step in task.ledger.read_all(warn=False):
         step_ids.append(step.step_id)

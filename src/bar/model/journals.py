@@ -14,14 +14,20 @@ holder. Every field read back is checked: step ids name files, commits go to git
 directory (the snapshot ref, the branch, the worktree): ``bar.task.new`` completes it, or
 undoes what it names if bar died first. ``bar task delete`` writes ``deleting.json``
 before it removes anything: ``bar.task.delete`` finishes the removal it names.
+
+Each kind is one ``Journal`` (``RUN``, ``ROLLBACK``, ``APPLY``, ``SYNC``, ``CREATE``,
+``DELETE``) of its intent's record: ``write``, ``read`` (checked, or ``CorruptFile``
+saying which field and where) and ``clear``; an intent says how it is written
+(``to_record``) and read back (``from_record``).
 """
 
 from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, Protocol, Self, TypeVar
 
 from bar import git
 from bar.base import file_clock
@@ -39,8 +45,55 @@ def _valid_step_id(value: object) -> bool:
     return isinstance(value, str) and bool(STEP_ID_RE.match(value)) and int(value) >= 1
 
 
-def _remove(path: Path) -> None:
-    path.unlink(missing_ok=True)
+class Intent(Protocol):
+    """What a verb is about to do: written as a record, read back checked."""
+
+    def to_record(self) -> dict[str, Any]: ...
+
+    @classmethod
+    def from_record(cls, rec: dict[str, Any], where: str, paths: TaskPaths) -> Self:
+        """The intent ``rec`` holds (upgraded to this bar's version); ``CorruptFile``,
+        saying ``where``, for anything a field must not be."""
+        ...
+
+
+T = TypeVar("T", bound=Intent)
+
+
+class Journal(Generic[T]):
+    """One kind of intent journal: its file in the task's directory, what its errors
+    call it, the name its versions go by (``bar.base.migrate``) and its intent."""
+
+    def __init__(
+        self,
+        intent: type[T],
+        file: Callable[[TaskPaths], Path],
+        what: str,
+        versions: str,
+        cleared: Callable[[TaskPaths], None] | None = None,
+    ) -> None:
+        self.intent = intent
+        self.path = file
+        self.what = what
+        self.versions = versions
+        self._cleared = cleared  # what goes first when the journal does
+
+    def write(self, paths: TaskPaths, intent: T) -> None:
+        write_json_atomic(self.path(paths), {"version": 1, **intent.to_record()})
+
+    def read(self, paths: TaskPaths) -> T | None:
+        """The intent written, checked; None: none was (or it was completed)."""
+        path = self.path(paths)
+        try:
+            rec = upgrade(self.versions, read_json(path, self.what), path)
+        except FileNotFoundError:
+            return None
+        return self.intent.from_record(rec, f"{self.what} at {path}", paths)
+
+    def clear(self, paths: TaskPaths) -> None:
+        if self._cleared is not None:
+            self._cleared(paths)
+        self.path(paths).unlink(missing_ok=True)
 
 
 # --- running.json --------------------------------------------------------------------
@@ -82,7 +135,6 @@ class RunIntent:
             else {"exit_code": self.exit_code, "signal": self.signal, "ended_at": self.ended_at}
         )
         return {
-            "version": 1,
             "pid": self.pid,
             "step_id": self.step_id,
             "started_at": self.started_at,
@@ -98,9 +150,44 @@ class RunIntent:
             **ended,
         }
 
+    @classmethod
+    def from_record(cls, rec: dict[str, Any], where: str, paths: TaskPaths) -> RunIntent:
+        step_id, before = rec.get("step_id"), rec.get("snapshot_before")
+        if not isinstance(step_id, str) or not isinstance(before, str):
+            raise CorruptFile(f"{where} lacks step_id or snapshot_before")
+        if not _valid_step_id(step_id):
+            raise CorruptFile(f"{where} has an invalid step_id {step_id!r}")
+        if not git.is_object_id(before):
+            raise CorruptFile(f"{where} has an invalid snapshot_before {before!r}")
+        cmd, env, excludes, pid = (rec.get(k) for k in ("cmd", "env", "excludes", "pid"))
+        intent = RunIntent(
+            pid=pid if isinstance(pid, int) and not isinstance(pid, bool) else 0,
+            step_id=step_id,
+            started_at=str(rec.get("started_at") or now_iso()),
+            cmd=[str(c) for c in cmd] if isinstance(cmd, list) else [],
+            cwd=str(rec.get("cwd", ".")),
+            snapshot_before=before,
+            env={str(k): str(v) for k, v in env.items()} if isinstance(env, dict) else {},
+            pty=rec.get("pty") is True,
+            excludes=[str(e) for e in excludes] if isinstance(excludes, list) else [],
+            sandbox=rec["sandbox"] if isinstance(rec.get("sandbox"), dict) else None,
+            agent=rec["agent"] if isinstance(rec.get("agent"), dict) else None,
+            exit_code=_int_or_none(rec.get("exit_code")),
+            signal=_int_or_none(rec.get("signal")),
+            ended_at=str(rec["ended_at"]) if isinstance(rec.get("ended_at"), str) else None,
+            from_ns=_int_or_none(rec.get("from_ns")) or 0,
+        )
+        # how the command ended, if it did and ``bar run`` died before it could record it
+        ended = outcome.read(paths, step_id) if intent.exit_code is None else None
+        if ended is not None:
+            intent = replace(
+                intent, exit_code=ended.exit_code, signal=ended.signal, ended_at=ended.ended_at
+            )
+        return intent
 
-def write_run(paths: TaskPaths, intent: RunIntent) -> None:
-    write_json_atomic(paths.marker, intent.to_record())
+
+# (its outcome first: ``bar.model.outcome``)
+RUN = Journal(RunIntent, lambda paths: paths.marker, "running marker", "marker", outcome.remove)
 
 
 def touch_run(paths: TaskPaths, *, after_tick: int | None = None) -> int:
@@ -118,52 +205,8 @@ def touch_run(paths: TaskPaths, *, after_tick: int | None = None) -> int:
     return tick
 
 
-def read_run(paths: TaskPaths) -> RunIntent | None:
-    path = paths.marker
-    try:
-        rec = upgrade("marker", read_json(path, "running marker"), path)
-    except FileNotFoundError:
-        return None
-    step_id, before = rec.get("step_id"), rec.get("snapshot_before")
-    if not isinstance(step_id, str) or not isinstance(before, str):
-        raise CorruptFile(f"running marker at {path} lacks step_id or snapshot_before")
-    if not _valid_step_id(step_id):
-        raise CorruptFile(f"running marker at {path} has an invalid step_id {step_id!r}")
-    if not git.is_object_id(before):
-        raise CorruptFile(f"running marker at {path} has an invalid snapshot_before {before!r}")
-    cmd, env, excludes, pid = rec.get("cmd"), rec.get("env"), rec.get("excludes"), rec.get("pid")
-    intent = RunIntent(
-        pid=pid if isinstance(pid, int) and not isinstance(pid, bool) else 0,
-        step_id=step_id,
-        started_at=str(rec.get("started_at") or now_iso()),
-        cmd=[str(c) for c in cmd] if isinstance(cmd, list) else [],
-        cwd=str(rec.get("cwd", ".")),
-        snapshot_before=before,
-        env={str(k): str(v) for k, v in env.items()} if isinstance(env, dict) else {},
-        pty=rec.get("pty") is True,
-        excludes=[str(e) for e in excludes] if isinstance(excludes, list) else [],
-        sandbox=rec["sandbox"] if isinstance(rec.get("sandbox"), dict) else None,
-        agent=rec["agent"] if isinstance(rec.get("agent"), dict) else None,
-        exit_code=_int_or_none(rec.get("exit_code")),
-        signal=_int_or_none(rec.get("signal")),
-        ended_at=str(rec["ended_at"]) if isinstance(rec.get("ended_at"), str) else None,
-        from_ns=_int_or_none(rec.get("from_ns")) or 0,
-    )
-    ended = outcome.read(paths, step_id) if intent.exit_code is None else None
-    if ended is not None:
-        intent = replace(
-            intent, exit_code=ended.exit_code, signal=ended.signal, ended_at=ended.ended_at
-        )
-    return intent
-
-
 def _int_or_none(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def clear_run(paths: TaskPaths) -> None:
-    outcome.remove(paths)  # (first: ``bar.model.outcome``)
-    _remove(paths.marker)
 
 
 # --- rollback.json -------------------------------------------------------------------
@@ -188,91 +231,83 @@ class RollbackIntent:
         """The commit whose tree the restore writes."""
         return self.finish or self.target.commit
 
+    def to_record(self) -> dict[str, Any]:
+        return {
+            "step_id": self.step_id,
+            "target": self.target.kind,
+            "target_step": self.target.step_id,
+            "target_commit": self.target.commit,
+            "target_head": self.target.head,
+            "hard": self.hard,
+            "snapshot_before": self.snapshot_before,
+            "started_at": self.started_at,
+            "target_base": self.target.base,
+            "undo_of": self.undo_of,
+            "redo_of": self.redo_of,
+            **({"finish_commit": self.finish} if self.finish else {}),
+        }
+
+    @classmethod
+    def from_record(cls, rec: dict[str, Any], where: str, paths: TaskPaths) -> RollbackIntent:
+        missing = [k for k in _ROLLBACK_KEYS if k not in rec]
+        if missing:
+            raise CorruptFile(f"{where} lacks {', '.join(missing)}")
+        step_id, kind, target_step = rec["step_id"], rec["target"], rec.get("target_step")
+        problem = None
+        if not _valid_step_id(step_id):
+            problem = f"an invalid step_id {step_id!r}"
+        elif kind not in ("base", "step"):
+            problem = f"an unknown target {kind!r}"
+        elif kind == "step" and not (
+            isinstance(target_step, str) and STATE_ID_RE.match(target_step)
+        ):
+            problem = f"an invalid target_step {target_step!r}"
+        elif not isinstance(rec["hard"], bool):
+            problem = f"a 'hard' that is not true or false: {rec['hard']!r}"
+        else:
+            bad = [
+                k
+                for k in ("target_commit", "target_head", "snapshot_before")
+                if not git.is_object_id(rec[k])
+            ]
+            bad += [
+                k
+                for k in ("target_base", "finish_commit")
+                if rec.get(k) is not None and not git.is_object_id(rec[k])
+            ]
+            bad += [
+                k
+                for k in ("undo_of", "redo_of")
+                if rec.get(k) is not None and not _valid_step_id(rec[k])
+            ]
+            if bad:
+                problem = f"an invalid {bad[0]} {rec[bad[0]]!r}"
+        if problem:
+            raise CorruptFile(f"{where} has {problem}")
+        target = State(
+            kind,
+            target_step if kind == "step" else None,
+            rec["target_commit"],
+            rec["target_head"],
+            rec.get("target_base"),
+        )
+        return RollbackIntent(
+            step_id,
+            target,
+            rec["hard"],
+            rec["snapshot_before"],
+            str(rec.get("started_at") or now_iso()),
+            rec.get("undo_of"),
+            rec.get("redo_of"),
+            rec.get("finish_commit"),
+        )
+
 
 _ROLLBACK_KEYS = ("step_id", "target", "target_commit", "target_head", "hard", "snapshot_before")
 
-
-def write_rollback(paths: TaskPaths, intent: RollbackIntent) -> None:
-    write_json_atomic(
-        paths.rollback_journal,
-        {
-            "version": 1,
-            "step_id": intent.step_id,
-            "target": intent.target.kind,
-            "target_step": intent.target.step_id,
-            "target_commit": intent.target.commit,
-            "target_head": intent.target.head,
-            "hard": intent.hard,
-            "snapshot_before": intent.snapshot_before,
-            "started_at": intent.started_at,
-            "target_base": intent.target.base,
-            "undo_of": intent.undo_of,
-            "redo_of": intent.redo_of,
-            **({"finish_commit": intent.finish} if intent.finish else {}),
-        },
-    )
-
-
-def read_rollback(paths: TaskPaths) -> RollbackIntent | None:
-    path = paths.rollback_journal
-    try:
-        rec = upgrade("rollback-journal", read_json(path, "rollback journal"), path)
-    except FileNotFoundError:
-        return None
-    missing = [k for k in _ROLLBACK_KEYS if k not in rec]
-    if missing:
-        raise CorruptFile(f"rollback journal at {path} lacks {', '.join(missing)}")
-    step_id, kind, target_step = rec["step_id"], rec["target"], rec.get("target_step")
-    problem = None
-    if not _valid_step_id(step_id):
-        problem = f"an invalid step_id {step_id!r}"
-    elif kind not in ("base", "step"):
-        problem = f"an unknown target {kind!r}"
-    elif kind == "step" and not (isinstance(target_step, str) and STATE_ID_RE.match(target_step)):
-        problem = f"an invalid target_step {target_step!r}"
-    elif not isinstance(rec["hard"], bool):
-        problem = f"a 'hard' that is not true or false: {rec['hard']!r}"
-    else:
-        bad = [
-            k
-            for k in ("target_commit", "target_head", "snapshot_before")
-            if not git.is_object_id(rec[k])
-        ]
-        bad += [
-            k
-            for k in ("target_base", "finish_commit")
-            if rec.get(k) is not None and not git.is_object_id(rec[k])
-        ]
-        bad += [
-            k
-            for k in ("undo_of", "redo_of")
-            if rec.get(k) is not None and not _valid_step_id(rec[k])
-        ]
-        if bad:
-            problem = f"an invalid {bad[0]} {rec[bad[0]]!r}"
-    if problem:
-        raise CorruptFile(f"rollback journal at {path} has {problem}")
-    target = State(
-        kind,
-        target_step if kind == "step" else None,
-        rec["target_commit"],
-        rec["target_head"],
-        rec.get("target_base"),
-    )
-    return RollbackIntent(
-        step_id,
-        target,
-        rec["hard"],
-        rec["snapshot_before"],
-        str(rec.get("started_at") or now_iso()),
-        rec.get("undo_of"),
-        rec.get("redo_of"),
-        rec.get("finish_commit"),
-    )
-
-
-def clear_rollback(paths: TaskPaths) -> None:
-    _remove(paths.rollback_journal)
+ROLLBACK = Journal(
+    RollbackIntent, lambda paths: paths.rollback_journal, "rollback journal", "rollback-journal"
+)
 
 
 # --- apply.json ----------------------------------------------------------------------
@@ -292,41 +327,29 @@ class ApplyIntent:
     target_before: str | None = None
     token: str | None = None
 
+    def to_record(self) -> dict[str, Any]:
+        return {
+            "step": self.step.to_record(),
+            "target_before": self.target_before,
+            "token": self.token,
+        }
+
+    @classmethod
+    def from_record(cls, rec: dict[str, Any], where: str, paths: TaskPaths) -> ApplyIntent:
+        step = step_from_record(rec.get("step"), where)
+        if not isinstance(step, ApplyStep) or not git.is_object_id(step.commit_sha):
+            raise CorruptFile(f"{where} does not hold an apply step")
+        before, token = rec.get("target_before"), rec.get("token")
+        if before is not None and not git.is_object_id(before):
+            raise CorruptFile(f"{where} has an invalid target_before {before!r}")
+        if token is not None and not (isinstance(token, str) and _TOKEN_RE.match(token)):
+            raise CorruptFile(f"{where} has an invalid token {token!r}")
+        return ApplyIntent(step, before, token)
+
 
 _TOKEN_RE = re.compile(r"^[0-9a-f]{16,64}$")
 
-
-def write_apply(paths: TaskPaths, intent: ApplyIntent) -> None:
-    write_json_atomic(
-        paths.apply_journal,
-        {
-            "version": 1,
-            "step": intent.step.to_record(),
-            "target_before": intent.target_before,
-            "token": intent.token,
-        },
-    )
-
-
-def read_apply(paths: TaskPaths) -> ApplyIntent | None:
-    path = paths.apply_journal
-    try:
-        rec = upgrade("apply-journal", read_json(path, "apply journal"), path)
-    except FileNotFoundError:
-        return None
-    step = step_from_record(rec.get("step"), f"apply journal at {path}")
-    if not isinstance(step, ApplyStep) or not git.is_object_id(step.commit_sha):
-        raise CorruptFile(f"apply journal at {path} does not hold an apply step")
-    before, token = rec.get("target_before"), rec.get("token")
-    if before is not None and not git.is_object_id(before):
-        raise CorruptFile(f"apply journal at {path} has an invalid target_before {before!r}")
-    if token is not None and not (isinstance(token, str) and _TOKEN_RE.match(token)):
-        raise CorruptFile(f"apply journal at {path} has an invalid token {token!r}")
-    return ApplyIntent(step, before, token)
-
-
-def clear_apply(paths: TaskPaths) -> None:
-    _remove(paths.apply_journal)
+APPLY = Journal(ApplyIntent, lambda paths: paths.apply_journal, "apply journal", "apply-journal")
 
 
 # --- sync.json ----------------------------------------------------------------------
@@ -349,54 +372,42 @@ class SyncIntent:
     conflicts: list[str]
     started_at: str
 
+    def to_record(self) -> dict[str, Any]:
+        return {
+            "step_id": self.step_id,
+            "onto": self.onto,
+            **{key: getattr(self, key) for key in _SYNC_IDS},
+            "head_before": self.head_before,
+            "head_after": self.head_after,
+            "conflicts": self.conflicts,
+            "started_at": self.started_at,
+        }
+
+    @classmethod
+    def from_record(cls, rec: dict[str, Any], where: str, paths: TaskPaths) -> SyncIntent:
+        if not _valid_step_id(rec.get("step_id")):
+            raise CorruptFile(f"{where} has an invalid step_id {rec.get('step_id')!r}")
+        for key in _SYNC_IDS:
+            if not git.is_object_id(rec.get(key)):
+                raise CorruptFile(f"{where} has an invalid {key} {rec.get(key)!r}")
+        for key in ("head_before", "head_after"):
+            if rec.get(key) is not None and not git.is_object_id(rec[key]):
+                raise CorruptFile(f"{where} has an invalid {key} {rec[key]!r}")
+        conflicts = rec.get("conflicts")
+        return SyncIntent(
+            step_id=str(rec["step_id"]),
+            onto=str(rec.get("onto", "")),
+            **{key: str(rec[key]) for key in _SYNC_IDS},
+            head_before=rec.get("head_before"),
+            head_after=rec.get("head_after"),
+            conflicts=[str(c) for c in conflicts] if isinstance(conflicts, list) else [],
+            started_at=str(rec.get("started_at") or now_iso()),
+        )
+
 
 _SYNC_IDS = ("snapshot_before", "merged", "base_before", "base_after")
 
-
-def write_sync(paths: TaskPaths, intent: SyncIntent) -> None:
-    write_json_atomic(
-        paths.sync_journal,
-        {
-            "version": 1,
-            "step_id": intent.step_id,
-            "onto": intent.onto,
-            **{key: getattr(intent, key) for key in _SYNC_IDS},
-            "head_before": intent.head_before,
-            "head_after": intent.head_after,
-            "conflicts": intent.conflicts,
-            "started_at": intent.started_at,
-        },
-    )
-
-
-def read_sync(paths: TaskPaths) -> SyncIntent | None:
-    path = paths.sync_journal
-    try:
-        rec = upgrade("sync-journal", read_json(path, "sync journal"), path)
-    except FileNotFoundError:
-        return None
-    if not _valid_step_id(rec.get("step_id")):
-        raise CorruptFile(f"sync journal at {path} has an invalid step_id {rec.get('step_id')!r}")
-    for key in _SYNC_IDS:
-        if not git.is_object_id(rec.get(key)):
-            raise CorruptFile(f"sync journal at {path} has an invalid {key} {rec.get(key)!r}")
-    for key in ("head_before", "head_after"):
-        if rec.get(key) is not None and not git.is_object_id(rec[key]):
-            raise CorruptFile(f"sync journal at {path} has an invalid {key} {rec[key]!r}")
-    conflicts = rec.get("conflicts")
-    return SyncIntent(
-        step_id=str(rec["step_id"]),
-        onto=str(rec.get("onto", "")),
-        **{key: str(rec[key]) for key in _SYNC_IDS},
-        head_before=rec.get("head_before"),
-        head_after=rec.get("head_after"),
-        conflicts=[str(c) for c in conflicts] if isinstance(conflicts, list) else [],
-        started_at=str(rec.get("started_at") or now_iso()),
-    )
-
-
-def clear_sync(paths: TaskPaths) -> None:
-    _remove(paths.sync_journal)
+SYNC = Journal(SyncIntent, lambda paths: paths.sync_journal, "sync journal", "sync-journal")
 
 
 # --- creating.json -------------------------------------------------------------------
@@ -414,12 +425,32 @@ class CreateIntent:
     base_commit: str
     started_at: str
 
+    def to_record(self) -> dict[str, Any]:
+        return {
+            "task_id": self.task_id,
+            "name": self.name,
+            "branch": self.branch,
+            "base_commit": self.base_commit,
+            "started_at": self.started_at,
+        }
+
+    @classmethod
+    def from_record(cls, rec: dict[str, Any], where: str, paths: TaskPaths) -> CreateIntent:
+        task_id, name, branch, base = (
+            rec.get(k) for k in ("task_id", "name", "branch", "base_commit")
+        )
+        # the branch is deleted on undo: it must be the one this task would have made
+        problem = _task_problem(paths, task_id, name, branch)
+        if problem is None and not git.is_object_id(base):
+            problem = f"has an invalid base_commit {base!r}"
+        if problem:
+            raise CorruptFile(f"{where} {problem}")
+        assert isinstance(task_id, str) and isinstance(name, str)
+        assert isinstance(branch, str) and isinstance(base, str)
+        return CreateIntent(task_id, name, branch, base, str(rec.get("started_at") or now_iso()))
+
 
 _BRANCH_RE = re.compile(r"^(?![-/.])(?!.*(?:\.\.|@\{|//))[^\x00-\x20\x7f~^:?*\[\\]+$")
-
-
-def create_journal(paths: TaskPaths) -> Path:
-    return paths.dir / "creating.json"
 
 
 def _task_problem(paths: TaskPaths, task_id: object, name: object, branch: object) -> str | None:
@@ -436,40 +467,12 @@ def _task_problem(paths: TaskPaths, task_id: object, name: object, branch: objec
     return None
 
 
-def write_create(paths: TaskPaths, intent: CreateIntent) -> None:
-    write_json_atomic(
-        create_journal(paths),
-        {
-            "version": 1,
-            "task_id": intent.task_id,
-            "name": intent.name,
-            "branch": intent.branch,
-            "base_commit": intent.base_commit,
-            "started_at": intent.started_at,
-        },
-    )
-
-
-def read_create(paths: TaskPaths) -> CreateIntent | None:
-    path = create_journal(paths)
-    try:
-        rec = upgrade("create-journal", read_json(path, "task creation journal"), path)
-    except FileNotFoundError:
-        return None
-    task_id, name, branch, base = (rec.get(k) for k in ("task_id", "name", "branch", "base_commit"))
-    # the branch is deleted on undo: it must be the one this task would have made
-    problem = _task_problem(paths, task_id, name, branch)
-    if problem is None and not git.is_object_id(base):
-        problem = f"has an invalid base_commit {base!r}"
-    if problem:
-        raise CorruptFile(f"task creation journal at {path} {problem}")
-    assert isinstance(task_id, str) and isinstance(name, str)
-    assert isinstance(branch, str) and isinstance(base, str)
-    return CreateIntent(task_id, name, branch, base, str(rec.get("started_at") or now_iso()))
-
-
-def clear_create(paths: TaskPaths) -> None:
-    _remove(create_journal(paths))
+CREATE = Journal(
+    CreateIntent,
+    lambda paths: paths.dir / "creating.json",
+    "task creation journal",
+    "create-journal",
+)
 
 
 # --- deleting.json -------------------------------------------------------------------
@@ -488,49 +491,41 @@ class DeleteIntent:
     forced: bool
     started_at: str
 
+    def to_record(self) -> dict[str, Any]:
+        return {
+            "task_id": self.task_id,
+            "name": self.name,
+            "branch": self.branch,
+            "branch_tip": self.branch_tip,
+            "forced": self.forced,
+            "started_at": self.started_at,
+        }
 
-def delete_journal(paths: TaskPaths) -> Path:
-    return paths.dir / "deleting.json"
-
-
-def write_delete(paths: TaskPaths, intent: DeleteIntent) -> None:
-    write_json_atomic(
-        delete_journal(paths),
-        {
-            "version": 1,
-            "task_id": intent.task_id,
-            "name": intent.name,
-            "branch": intent.branch,
-            "branch_tip": intent.branch_tip,
-            "forced": intent.forced,
-            "started_at": intent.started_at,
-        },
-    )
-
-
-def read_delete(paths: TaskPaths) -> DeleteIntent | None:
-    path = delete_journal(paths)
-    try:
-        rec = upgrade("delete-journal", read_json(path, "task deletion journal"), path)
-    except FileNotFoundError:
-        return None
-    task_id, name, branch, tip = (rec.get(k) for k in ("task_id", "name", "branch", "branch_tip"))
-    # the branch is deleted: it must be one bar made for this task
-    problem = _task_problem(paths, task_id, name, branch)
-    if problem is None and tip is not None and not git.is_object_id(tip):
-        problem = f"has an invalid branch_tip {tip!r}"
-    if problem:
-        raise CorruptFile(f"task deletion journal at {path} {problem}")
-    assert isinstance(task_id, str) and isinstance(name, str) and isinstance(branch, str)
-    return DeleteIntent(
-        task_id,
-        name,
-        branch,
-        tip,
-        rec.get("forced") is True,
-        str(rec.get("started_at") or now_iso()),
-    )
+    @classmethod
+    def from_record(cls, rec: dict[str, Any], where: str, paths: TaskPaths) -> DeleteIntent:
+        task_id, name, branch, tip = (
+            rec.get(k) for k in ("task_id", "name", "branch", "branch_tip")
+        )
+        # the branch is deleted: it must be one bar made for this task
+        problem = _task_problem(paths, task_id, name, branch)
+        if problem is None and tip is not None and not git.is_object_id(tip):
+            problem = f"has an invalid branch_tip {tip!r}"
+        if problem:
+            raise CorruptFile(f"{where} {problem}")
+        assert isinstance(task_id, str) and isinstance(name, str) and isinstance(branch, str)
+        return DeleteIntent(
+            task_id,
+            name,
+            branch,
+            tip,
+            rec.get("forced") is True,
+            str(rec.get("started_at") or now_iso()),
+        )
 
 
-def clear_delete(paths: TaskPaths) -> None:
-    _remove(delete_journal(paths))
+DELETE = Journal(
+    DeleteIntent,
+    lambda paths: paths.dir / "deleting.json",
+    "task deletion journal",
+    "delete-journal",
+)

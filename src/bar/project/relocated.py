@@ -31,7 +31,7 @@ from bar import git
 from bar.base.notices import plural, warn
 from bar.base.record import field, record
 from bar.errors import AlreadyExists, BarError, Locked, NotFound, NotInitialized, UsageError
-from bar.model.journals import delete_journal
+from bar.model.journals import DELETE
 from bar.model.ledger_file import Ledger
 from bar.model.project import Project
 from bar.model.records import Step
@@ -192,7 +192,7 @@ class _Recorded:
 
 
 def _recorded(task: TaskPaths) -> _Recorded | None:
-    if delete_journal(task).exists():  # being deleted: its refs may be gone already
+    if DELETE.path(task).exists():  # being deleted: its refs may be gone already
         return None
     try:
         rec = read_json(task.task_json, "task.json")

@@ -30,10 +30,10 @@ def journals_of(task: Task) -> list[tuple[Path, str, JournalReader]]:
     """Each intent journal of the task: (path, what it is the intent of, its reader)."""
     paths = task.paths
     return [
-        (paths.marker, "step", journals.read_run),
-        (paths.rollback_journal, "rollback", journals.read_rollback),
-        (paths.apply_journal, "apply", journals.read_apply),
-        (paths.sync_journal, "sync", journals.read_sync),
+        (paths.marker, "step", journals.RUN.read),
+        (paths.rollback_journal, "rollback", journals.ROLLBACK.read),
+        (paths.apply_journal, "apply", journals.APPLY.read),
+        (paths.sync_journal, "sync", journals.SYNC.read),
     ]
 
 

@@ -168,7 +168,7 @@ def complete(
     written = steps.append(task, step, scrub)
     task.paths.policy_events(step_id).unlink(missing_ok=True)
     task.paths.network_log(step_id).unlink(missing_ok=True)  # (read above)
-    journals.clear_run(task.paths)
+    journals.RUN.clear(task.paths)
     if made is not None and not recovering:
         steps.record_hand_edits(task)  # (what was made outside the step, at once)
     return written

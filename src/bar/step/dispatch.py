@@ -42,7 +42,7 @@ def _send(task: Task, op: str, body: bytes) -> dict[str, object] | None:
     """The running step's answer to the order; None when no step is running."""
     from bar.step import channel
 
-    if journals.read_run(task.paths) is None or not task.paths.socket.exists():
+    if journals.RUN.read(task.paths) is None or not task.paths.socket.exists():
         return None
     if not is_locked(task.paths.lock):
         return None  # a crashed step's: done here, after it is recorded

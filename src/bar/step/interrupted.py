@@ -95,7 +95,7 @@ def bound(task: Task, intent: RunIntent) -> Bound:
     wrote while it recorded the step), since an edit made after bar died is later still.
     Nothing stamped before the step began is its own (``RunIntent.from_ns``)."""
     step_id, since = intent.step_id, intent.from_ns
-    if intent.exit_code is None:  # (``journals.read_run`` found no outcome of this step)
+    if intent.exit_code is None:  # (``journals.RUN.read`` found no outcome of this step)
         return Bound(alive_until(task, step_id), inclusive=False, from_ns=since)
     try:
         ended = os.lstat(outcome.path(task.paths)).st_mtime_ns

@@ -107,7 +107,7 @@ def current(task: Task) -> LiveStep | None:
     """The task's step that is not recorded yet (running, being recorded, or left by a bar
     that died), if there is one."""
     try:
-        intent = journals.read_run(task.paths)
+        intent = journals.RUN.read(task.paths)
     except CorruptFile:
         return None  # (``bar doctor`` names it; a reader has nothing to follow)
     if intent is None:

@@ -90,10 +90,10 @@ def finish_pending(task: Task) -> list[Step]:
     clear_stale_git_locks(task)
     done: list[Step] = []
     last = task.ledger.last()
-    run_intent = journals.read_run(task.paths)
+    run_intent = journals.RUN.read(task.paths)
     if run_intent is not None:
         if last is not None and last.number >= int(run_intent.step_id):
-            journals.clear_run(task.paths)  # the step was recorded before the crash
+            journals.RUN.clear(task.paths)  # the step was recorded before the crash
         else:
             from bar.step.complete import complete
 
@@ -106,8 +106,8 @@ def finish_pending(task: Task) -> list[Step]:
                 )
             else:
                 note(f"{what} as interrupted: bar stopped before it finished")
-    rollback_intent = journals.read_rollback(task.paths)
-    sync_intent = journals.read_sync(task.paths)
+    rollback_intent = journals.ROLLBACK.read(task.paths)
+    sync_intent = journals.SYNC.read(task.paths)
     if rollback_intent is not None or sync_intent is not None:
         from bar.changes import rollback
 
@@ -123,7 +123,7 @@ def finish_pending(task: Task) -> list[Step]:
         last = task.ledger.last()
         if last is not None and last.number >= int(rollback_intent.step_id):
             bases.settle(task, bases.base_at(task, last.number))  # task.json may lag the ledger
-            journals.clear_rollback(task.paths)
+            journals.ROLLBACK.clear(task.paths)
         else:
             note(f"finishing rollback step {rollback_intent.step_id}, which was interrupted")
             done.append(rollback.complete(task, rollback_intent))
@@ -134,11 +134,11 @@ def finish_pending(task: Task) -> list[Step]:
         last = task.ledger.last()
         if last is not None and last.number >= int(sync_intent.step_id):
             bases.settle(task, bases.base_at(task, last.number))
-            journals.clear_sync(task.paths)
+            journals.SYNC.clear(task.paths)
         else:
             note(f"finishing sync step {sync_intent.step_id}, which was interrupted")
             done.append(sync.complete(task, sync_intent))
-    apply_intent = journals.read_apply(task.paths)
+    apply_intent = journals.APPLY.read(task.paths)
     if apply_intent is not None:
         from bar.changes import apply
 
@@ -355,10 +355,10 @@ def _moved_after(task: Task, intent: _Restoring, target: str, snapshot: str) -> 
             snapshot_before=snapshot,
             finish=finish,
         )
-        journals.write_rollback(task.paths, moved)
+        journals.ROLLBACK.write(task.paths, moved)
         return moved
     moved_sync = replace(intent, step_id=task.ledger.next_step_id(), snapshot_before=snapshot)
-    journals.write_sync(task.paths, moved_sync)
+    journals.SYNC.write(task.paths, moved_sync)
     return moved_sync
 
 
@@ -395,7 +395,7 @@ def prepare_apply(task: Task, meanwhile: Callable[[], object] | None = None) -> 
             f"the worktree of task {task.name} is missing ({task.worktree}): its record is "
             "applied; `bar doctor --repair` makes the worktree again"
         )
-    intent = journals.read_apply(task.paths)
+    intent = journals.APPLY.read(task.paths)
     if intent is not None:
         apply.complete(task, intent)
 

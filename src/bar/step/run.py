@@ -211,7 +211,7 @@ def run_step(task: Task, req: RunRequest, watch: TreeWatch | None = None) -> Run
         supervisor.start()
     except BaseException:
         box.close()
-        journals.clear_run(task.paths)  # nothing ran: there is no step to record
+        journals.RUN.clear(task.paths)  # nothing ran: there is no step to record
         raise
     try:
         executed, ended_tick = _command(begun, box, supervisor, judge, fence, watch)
@@ -376,7 +376,7 @@ def _intend(begun: _Begun, box: _Box, supervisor: Supervisor) -> RunIntent:
         agent=supervisor.record(),
         from_ns=begun.began_ns,
     )
-    journals.write_run(begun.task.paths, intent)
+    journals.RUN.write(begun.task.paths, intent)
     holder.sign_of_life(str(begun.task.paths.marker))  # (touched by a holder that outlives bar)
     return intent
 

@@ -108,7 +108,7 @@ def prune(project: Project, *, force: bool = False, dry_run: bool = False) -> Pr
     for task_id in being_deleted(project):
         deleted.append(_resume(project, task_id, dry_run=dry_run))
         if dry_run:
-            intent = journals.read_delete(project.paths.task(task_id))
+            intent = journals.DELETE.read(project.paths.task(task_id))
             gone.update(_refs_going(project, task_id, intent.branch if intent else None))
     for task in list_tasks(project):
         if task.active or any(d.task_id == task.id for d in deleted):
@@ -145,7 +145,7 @@ def being_deleted(project: Project) -> list[str]:
 def is_being_deleted(project: Project, task_id: str) -> bool:
     return (
         bool(TASK_ID_RE.match(task_id))
-        and journals.delete_journal(project.paths.task(task_id)).exists()
+        and journals.DELETE.path(project.paths.task(task_id)).exists()
     )
 
 
@@ -165,7 +165,7 @@ def _delete(
     project = task.project
     with task.lock("bar task delete", wait=wait, copy_ok=True):
         task = load_task(project, task.id)
-        if journals.delete_journal(task.paths).exists():  # begun by another bar meanwhile
+        if journals.DELETE.path(task.paths).exists():  # begun by another bar meanwhile
             return _resume(project, task.id, dry_run=dry_run)
         if task.active and not task.read_only:  # (a fetched copy: the remote keeps it)
             raise BarError(
@@ -193,7 +193,7 @@ def _delete(
             bool(lost),
             now_iso(),
         )
-        journals.write_delete(task.paths, intent)
+        journals.DELETE.write(task.paths, intent)
         project.log_event("task.delete.before", task={**board.task_view(task), "lost": lost})
         kept = complete(project, intent)
     return Deletion(task.id, task.name, removed, lost, kept, deleted=True)
@@ -223,7 +223,7 @@ def _resume(project: Project, task_id: str, *, dry_run: bool) -> Deletion:
     if not paths.dir.is_dir():
         raise gone
     with FileLock(paths.lock, f"task {task_id}", what="bar task delete"):
-        intent = journals.read_delete(paths)
+        intent = journals.DELETE.read(paths)
         if intent is None:
             raise gone
         removed = inventory(project, task_id, intent.branch)
@@ -295,7 +295,7 @@ def complete(project: Project, intent: DeleteIntent) -> list[str]:
 def _remove_task_dir(paths: TaskPaths) -> None:
     """task.json goes after everything but the intent and the lock, and the intent after
     it: a stop at any point leaves a directory that still reads as being deleted."""
-    journal = journals.delete_journal(paths)
+    journal = journals.DELETE.path(paths)
     for entry in paths.dir.iterdir():
         if entry in (journal, paths.lock, paths.task_json):
             continue
@@ -305,7 +305,7 @@ def _remove_task_dir(paths: TaskPaths) -> None:
             entry.unlink()
     faults.point("delete: after emptying the task directory")
     paths.task_json.unlink(missing_ok=True)
-    journals.clear_delete(paths)
+    journals.DELETE.clear(paths)
     shutil.rmtree(paths.dir, ignore_errors=True)
 
 

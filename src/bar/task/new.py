@@ -92,7 +92,7 @@ def create_task(
             intent = CreateIntent(task.id, name, task.branch, base_commit, task.created_at)
             try:
                 held.enter_context(task.lock(f"bar task new {name}", wait=False))
-                journals.write_create(task.paths, intent)
+                journals.CREATE.write(task.paths, intent)
             except BaseException:
                 shutil.rmtree(task.dir, ignore_errors=True)  # nothing else was made yet
                 raise
@@ -157,7 +157,7 @@ def _being_made_as(project: Project, name: str) -> str | None:
         if not TASK_ID_RE.match(entry.name) or entry.joinpath("task.json").exists():
             continue
         with contextlib.suppress(BarError):
-            intent = journals.read_create(project.paths.task(entry.name))
+            intent = journals.CREATE.read(project.paths.task(entry.name))
             if intent is not None and intent.name == name:
                 return intent.task_id
     return None
@@ -231,7 +231,7 @@ def _make(task: Task, *, worktree: bool = True) -> None:
         )
         faults.point("after making the branch")
     write_json_atomic(task.paths.task_json, task.to_record())
-    journals.clear_create(task.paths)
+    journals.CREATE.clear(task.paths)
     faults.point("after removing creating.json")
 
 
@@ -306,7 +306,7 @@ def undo(project: Project, intent: CreateIntent) -> list[str]:
 def _remove_task_dir(paths: TaskPaths) -> None:
     """The intent goes last but for the lock: until then the directory reads as
     half-made, and after it as empty, so a kill in between leaves it to be cleared."""
-    journal = journals.create_journal(paths)
+    journal = journals.CREATE.path(paths)
     for entry in paths.dir.iterdir():
         if entry in (journal, paths.lock):
             continue
@@ -315,7 +315,7 @@ def _remove_task_dir(paths: TaskPaths) -> None:
         else:
             entry.unlink()
     faults.point("undo: after emptying the task directory")
-    journals.clear_create(paths)
+    journals.CREATE.clear(paths)
     shutil.rmtree(paths.dir, ignore_errors=True)
     faults.point("undo: after removing the task directory")
 
@@ -328,7 +328,7 @@ def leftover(project: Project, task_id: str) -> str | None:
     ``HALF_MADE``, ``UNFINISHED`` or ``EMPTY``."""
     paths = project.paths.task(task_id)
     has_json = paths.task_json.exists()
-    if journals.create_journal(paths).exists():
+    if journals.CREATE.path(paths).exists():
         return UNFINISHED if has_json else HALF_MADE
     if has_json or not paths.dir.is_dir():
         return None
@@ -351,7 +351,7 @@ def describe(project: Project, task_id: str, state: str) -> str:
     if state == UNFINISHED:
         return "a whole task whose creation journal a stopped `bar task new` left"
     try:
-        intent = journals.read_create(project.paths.task(task_id))
+        intent = journals.CREATE.read(project.paths.task(task_id))
     except BarError as exc:
         return f"a half-made task whose creation journal is unreadable ({exc})"
     name = f"task {intent.name} ({task_id})" if intent else f"task {task_id}"
@@ -379,12 +379,12 @@ def finish(project: Project, task_id: str) -> str:
         ):
             if state == UNFINISHED:
                 task = load_task(project, task_id)  # task.json is written last: it is whole
-                journals.clear_create(paths)
+                journals.CREATE.clear(paths)
                 return (
                     f"task {task.name} ({task.id}) was whole: removed the journal a stopped "
                     f"`bar task new` left (`bar task switch {task.id}` makes it active)"
                 )
-            intent = journals.read_create(paths) if state == HALF_MADE else None
+            intent = journals.CREATE.read(paths) if state == HALF_MADE else None
             if intent is None:
                 shutil.rmtree(paths.dir)
                 return f"removed the empty directory {task_id} a stopped `bar task new` left"

@@ -52,7 +52,7 @@ def reopen(project: Project, ref: str) -> Reopened:
                 f"task {task.name} ({task.id}) is open",
                 hint=f"`bar task switch {task.id}` makes it the active task",
             )
-        if journals.delete_journal(task.paths).exists():
+        if journals.DELETE.path(task.paths).exists():
             raise BarError(
                 f"task {task.name} ({task.id}) was being deleted",
                 hint=f"`bar task delete {task.id}` finishes deleting it",

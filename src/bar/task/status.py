@@ -99,7 +99,7 @@ def status(loc: Location, ref: str | None = None) -> Status:
         return Status(loc.project, None, str(exc))
     last = task.ledger.last()
     busy = is_locked(task.paths.lock)
-    marker = journals.read_run(task.paths)
+    marker = journals.RUN.read(task.paths)
     unrecorded = None
     from bar.sandbox import status as sandbox_status
 

@@ -61,7 +61,7 @@ class Publisher:
     def publish(self) -> bool:
         """Publish now if the step's state or files changed since the last time."""
         task = self.task
-        intent = journals.read_run(task.paths)
+        intent = journals.RUN.read(task.paths)
         if intent is None:
             return False
         files = sorted(task.paths.artifacts.glob(f"{intent.step_id}.*"))

@@ -379,7 +379,7 @@ def take(project: Project, remote: Remote, task_id: str, expected: str | None) -
             )
         stale = not task.read_only and (
             seen.outcome in (fetching.AHEAD, fetching.DIVERGED)
-            or journals.read_run(task.paths) is not None
+            or journals.RUN.read(task.paths) is not None
         )
         if stale and attempt == 0:
             # this worker's record went on where the remote did not (a step killed with
@@ -461,7 +461,7 @@ def _mark_started(task: Task, order: dict[str, Any], earlier: dict[str, Any]) ->
     last = task.ledger.last()
     if last is not None and last.number >= int(step_id):
         return
-    journals.write_run(
+    journals.RUN.write(
         task.paths,
         journals.RunIntent(
             pid=0,
