@@ -9,7 +9,7 @@ aide's web server answers a decision by writing the DecisionRecord
 record, copies it back and records the ``decision`` step (``via: "file"``), as if the
 person had answered with ``bar decide answer``. That happens whenever bar reads the
 answer (``bar decide result``, a waiting ``submit --wait``), before any command changes
-the task (``bar.step.recovery``), and in ``bar doctor --repair``.
+the task (``bar.step.transaction``), and in ``bar doctor --repair``.
 
 In aide, the agent asks and the person answers: whoever writes the answer file is
 taken for the person. In bar the agent's processes run inside a step, and an answer

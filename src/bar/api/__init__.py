@@ -4,7 +4,7 @@ The command line, ``bar hook``, and the web page and MCP server to come all driv
 through these functions and the records they return (``Task``, the step records of
 ``bar.model.records``, ``ApplyResult``, ``Status``…), never through ``main(argv)`` and never
 through each other. Every call that changes a task takes the task's lock, reloads it,
-finishes what a crashed bar left and records hand edits (``recovery.prepare``) before it
+finishes what a crashed bar left and records hand edits (``transaction.prepare``) before it
 acts, so no face can forget to.
 
     loc = api.open_project()                     # the project of the current directory
@@ -574,11 +574,11 @@ def _locked(task: Task, what: str, *, wait: bool) -> Iterator[Task]:
 
 
 def _changing(task: Task, what: str, *, wait: bool) -> AbstractContextManager[Task]:
-    """``recovery.changing``: locked, reloaded, a crash's leftovers finished and hand
+    """``transaction.changing``: locked, reloaded, a crash's leftovers finished and hand
     edits recorded; then the caller acts."""
-    from bar.step import recovery
+    from bar.step import transaction
 
-    return recovery.changing(task, what, wait=wait)
+    return transaction.changing(task, what, wait=wait)
 
 
 def run(task: Task, request: RunRequest, *, wait: bool = True) -> RunStep:
@@ -586,7 +586,7 @@ def run(task: Task, request: RunRequest, *, wait: bool = True) -> RunStep:
     from bar.changes import fast
     from bar.git import packing
     from bar.model import placement
-    from bar.step import recovery
+    from bar.step import transaction
     from bar.step.run import run_step, watch_worktree
 
     placement.refuse_local(task.project, task.id, task.name)
@@ -605,7 +605,7 @@ def run(task: Task, request: RunRequest, *, wait: bool = True) -> RunStep:
         watch = watch_worktree(fresh, claim) if claim is not None else None
         began = time.monotonic()
         try:
-            recovery.prepare(fresh, before_look=watch.begin if watch is not None else None)
+            transaction.prepare(fresh, before_look=watch.begin if watch is not None else None)
             step = run_step(fresh, request, watch)
             queued_steps.flush(fresh)  # what orders asked for while it ran
             if (
@@ -655,14 +655,14 @@ def rollback(
     the last step), as a step of its own that can be undone the same way. While a step
     runs (an agent session between turns), its ``bar run`` does it, as a checkpoint."""
     from bar.changes import rollback as verb
-    from bar.step import recovery
+    from bar.step import transaction
 
     during = _rollback_in_running_step(task, to, hard)
     if during is not None:
         return during
     with _locked(task, "bar rollback", wait=wait) as fresh:
         target = verb.target_of(fresh, to)  # decided before hand edits are recorded
-        recovery.prepare(fresh)
+        transaction.prepare(fresh)
         return verb.rollback(fresh, target, hard=hard)
 
 
@@ -709,16 +709,16 @@ def verify_and_record(
     says). The report before, the step recorded (None: nothing differed), the report
     after."""
     from bar.history import verify as proving
-    from bar.step import recovery
+    from bar.step import transaction
 
     with _locked(task, "bar verify --record", wait=wait) as fresh:
-        recovery.finish_pending(fresh)
+        transaction.finish_pending(fresh)
         before = verify(fresh, on_progress=on_progress)
         if before.matches:
             return before, None, before
         last = fresh.ledger.last()
         proving.mark_for_recording(fresh.index, before)
-        recovery.prepare(fresh)
+        transaction.prepare(fresh)
         recorded = load_task(fresh.project, fresh.id)
         step = recorded.ledger.last()
         after = verify(recorded)
@@ -799,7 +799,7 @@ def apply(
     ``create``: ``target`` does not exist yet: make it, at ``start`` (default: the task's
     base). A task without its worktree is applied from its record."""
     from bar.changes import apply as verb
-    from bar.step import recovery
+    from bar.step import transaction
 
     if start is not None and not create:
         raise UsageError("a start point is for a branch --create makes")
@@ -825,7 +825,7 @@ def apply(
             target_branch=target,
             message=message,
             at=state,
-            prepare=recovery.prepare_apply,
+            prepare=transaction.prepare_apply,
             create=making,
         )
 

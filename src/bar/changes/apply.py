@@ -61,7 +61,7 @@ from bar.git.safe import SafeGit
 from bar.history import bases, steps
 from bar.model import journals
 from bar.model.journals import ApplyIntent
-from bar.model.records import ApplyStep, State
+from bar.model.records import ApplyStep, State, Step
 from bar.model.tasks import Task
 from bar.redact import known as known_secrets
 
@@ -207,7 +207,7 @@ def apply(
     create: Create | None = None,
 ) -> ApplyResult:
     """Land the task's last recorded state, or the recorded state ``at`` (the caller
-    holds the lock). ``prepare`` runs first (``bar.step.recovery.prepare_apply``: a
+    holds the lock). ``prepare`` runs first (``bar.step.transaction.prepare_apply``: a
     crash's leftovers finished, hand edits recorded), given what to do meanwhile.
     ``create``: the target does not exist yet and is made (``Create``)."""
     ahead: list[Ahead | None] = []
@@ -648,3 +648,28 @@ def refusal(safe: SafeGit, result: ApplyResult, where: Path, new: str) -> BarErr
         f"files (changed, untracked or ignored there): {shown}; nothing was changed",
         hint="commit, move or remove them there, or apply to another branch with --target",
     )
+
+
+def finish_interrupted(task: Task, intent: ApplyIntent) -> list[Step]:
+    """The apply a stopped bar left (``journals.APPLY``): finished if its commit landed
+    on the target (recorded, if it was not yet), else dropped; the step recorded."""
+    last = task.ledger.last()
+    recorded = last is not None and last.number >= intent.step.number
+    landed = complete(task, intent)
+    if landed is None:
+        step = intent.step
+        note(
+            f"apply step {step.step_id} ({step.commit_sha[:10]} onto {step.target_branch}) "
+            f"was interrupted before {step.target_branch} moved; nothing was applied"
+        )
+        return []
+    if recorded:
+        return []
+    note(
+        f"recorded apply step {landed.step_id} ({landed.commit_sha[:10]} on "
+        f"{landed.target_branch}), which bar stopped before recording"
+    )
+    return [landed]
+
+
+journals.APPLY.finished_by(finish_interrupted)

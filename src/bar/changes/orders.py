@@ -134,7 +134,7 @@ def last_state(task: Task) -> tuple[str, str]:
 
 
 class LocalContext(Context):
-    """No step is running: the caller holds the task's lock and ran ``recovery.prepare``
+    """No step is running: the caller holds the task's lock and ran ``transaction.prepare``
     (hand edits are recorded), so the last recorded state is the worktree's."""
 
     def __init__(self, task: Task) -> None:

@@ -34,13 +34,13 @@ from bar.base import beneath, faults, file_clock, speed
 from bar.base.clock import ms_since, now_iso, seconds_of
 from bar.base.notices import note, plural, warn
 from bar.base.record import record
-from bar.changes import fast, guarded, trash
+from bar.changes import fast, guarded, resumed, trash
 from bar.git import exact, ignored, racy
 from bar.git.index_files import keep_private
 from bar.history import bases, side_index, snapshot, states, steps
 from bar.model import journals
 from bar.model.journals import RollbackIntent
-from bar.model.records import RollbackStep, State
+from bar.model.records import RollbackStep, State, Step
 from bar.model.tasks import Task
 
 if TYPE_CHECKING:
@@ -79,7 +79,7 @@ def rollback(
     undo_of: str | None = None,
     redo_of: str | None = None,
 ) -> RollbackStep:
-    """Roll back to ``target`` (caller holds the lock and ran ``recovery.prepare``, which
+    """Roll back to ``target`` (caller holds the lock and ran ``transaction.prepare``, which
     left the worktree equal to the last recorded snapshot). ``undo_of``/``redo_of``: the
     step this rollback undoes or redoes (``bar.changes.undo``)."""
     intent = RollbackIntent(
@@ -774,3 +774,24 @@ def in_step(recorder: Recorder, name: str) -> Checkpoint:
     return recorder.add(
         "rollback", after.commit, started_at=started, tool="bar rollback", target=target.name
     )
+
+
+def finish_interrupted(task: Task, intent: RollbackIntent) -> list[Step]:
+    """The rollback a stopped bar left (``journals.ROLLBACK``): finished around the hand
+    edits made since (``bar.changes.resumed``), or only settled if it was recorded; the
+    steps recorded."""
+    # (before any look: a file the restore had taken out is the worktree's)
+    hand_back(task, command_of(intent), intent.step_id)
+    done: list[Step] = []
+    intent = resumed.hand_edits_first(task, intent, intent.restores_to, done, "rollback")
+    last = task.ledger.last()
+    if last is not None and last.number >= int(intent.step_id):
+        bases.settle(task, bases.base_at(task, last.number))  # task.json may lag the ledger
+        journals.ROLLBACK.clear(task.paths)
+    else:
+        note(f"finishing rollback step {intent.step_id}, which was interrupted")
+        done.append(complete(task, intent))
+    return done
+
+
+journals.ROLLBACK.finished_by(finish_interrupted)

@@ -28,8 +28,9 @@ from pathlib import Path
 from bar import git
 from bar.base import faults
 from bar.base.clock import ms_since, now_iso
+from bar.base.notices import note
 from bar.base.record import field, record
-from bar.changes import rollback
+from bar.changes import resumed, rollback
 from bar.changes.merge import merge_with_markers, on_base
 from bar.errors import Conflict, NotFound, UsageError
 from bar.git import DiffStat
@@ -37,7 +38,7 @@ from bar.git.safe import SafeGit
 from bar.history import bases, snapshot, steps
 from bar.model import journals
 from bar.model.journals import SyncIntent
-from bar.model.records import SyncStep
+from bar.model.records import Step, SyncStep
 from bar.model.tasks import Task
 
 
@@ -149,7 +150,7 @@ def _named_markers(
 
 
 def sync(task: Task, onto: str | None, *, allow_conflicts: bool = False) -> SyncPlan:
-    """Sync the task (caller holds the lock and ran ``recovery.prepare``)."""
+    """Sync the task (caller holds the lock and ran ``transaction.prepare``)."""
     result = plan(task, onto)
     if result.up_to_date:
         return result
@@ -254,3 +255,24 @@ def complete(task: Task, intent: SyncIntent, *, verified: bool = False) -> SyncS
     bases.settle(task, intent.base_after)
     journals.SYNC.clear(task.paths)
     return written
+
+
+def finish_interrupted(task: Task, intent: SyncIntent) -> list[Step]:
+    """The sync a stopped bar left (``journals.SYNC``): finished around the hand edits
+    made since (``bar.changes.resumed``), or only settled if it was recorded; the steps
+    recorded."""
+    # (before any look: a file the restore had taken out is the worktree's)
+    rollback.hand_back(task, "bar sync", intent.step_id)
+    done: list[Step] = []
+    intent = resumed.hand_edits_first(task, intent, intent.merged, done, "sync")
+    last = task.ledger.last()
+    if last is not None and last.number >= int(intent.step_id):
+        bases.settle(task, bases.base_at(task, last.number))
+        journals.SYNC.clear(task.paths)
+    else:
+        note(f"finishing sync step {intent.step_id}, which was interrupted")
+        done.append(complete(task, intent))
+    return done
+
+
+journals.SYNC.finished_by(finish_interrupted)

@@ -214,7 +214,7 @@ def _ended_by_edits(
 
 
 def undo(task: Task, *, redo: bool) -> tuple[Plan, RollbackStep]:
-    """Undo (redo) a step (caller holds the lock and ran ``recovery.prepare``)."""
+    """Undo (redo) a step (caller holds the lock and ran ``transaction.prepare``)."""
     chosen = plan(task, redo=redo)
     mark = chosen.step.step_id
     done = rollback.rollback(

@@ -5,7 +5,7 @@ an order handled by the running step's ``bar run`` (``bar.step.order_server``: a
 answering the agent's questions, say) that wants a step of its own writes it here, one
 JSON line each, in the task directory. The line is appended to the ledger right after
 the running step's own line (``flush``, called by ``api.run``), or, if bar died first, by
-the next command that changes the task (``recovery.finish_pending``). Each line carries
+the next command that changes the task (``transaction.finish_pending``). Each line carries
 an ``order_id``, written into the step, so a line of a flush cut short is never
 appended twice.
 """

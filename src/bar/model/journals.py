@@ -6,7 +6,7 @@ restored), ``apply.json`` (a target branch is being moved) and ``sync.json`` (th
 being brought up to date with a branch). Each verb then reads
 "write the intent, act, complete it", where completing appends the ledger line and
 removes the journal. If bar dies in between, the next command that takes the task lock
-finds the journal and calls the same completion (``bar.step.recovery``): holding the lock
+finds the journal and calls the same completion (``bar.step.transaction``): holding the lock
 proves the journal's author is dead, because the kernel drops an ``flock`` with its
 holder. Every field read back is checked: step ids name files, commits go to git.
 
@@ -27,7 +27,7 @@ import os
 import re
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Generic, Protocol, Self, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, Self, TypeVar
 
 from bar import git
 from bar.base import file_clock
@@ -36,9 +36,12 @@ from bar.base.migrate import upgrade
 from bar.base.record import field, record, replace
 from bar.errors import CorruptFile
 from bar.model import outcome
-from bar.model.records import ApplyStep, State, step_from_record
+from bar.model.records import ApplyStep, State, Step, step_from_record
 from bar.store.files import read_json, write_json_atomic
 from bar.store.layout import STATE_ID_RE, STEP_ID_RE, TaskPaths
+
+if TYPE_CHECKING:
+    from bar.model.tasks import Task
 
 
 def _valid_step_id(value: object) -> bool:
@@ -77,6 +80,7 @@ class Journal(Generic[T]):
         self.what = what
         self.versions = versions
         self._cleared = cleared  # what goes first when the journal does
+        self._finish: Callable[[Task, T], list[Step]] | None = None
 
     def write(self, paths: TaskPaths, intent: T) -> None:
         write_json_atomic(self.path(paths), {"version": 1, **intent.to_record()})
@@ -94,6 +98,36 @@ class Journal(Generic[T]):
         if self._cleared is not None:
             self._cleared(paths)
         self.path(paths).unlink(missing_ok=True)
+
+    def finished_by(self, finish: Callable[[Task, T], list[Step]]) -> None:
+        """Say what finishes an intent of this kind that a stopped bar left (under the
+        task lock; the steps it recorded): the verb's own completion, registered as its
+        module loads."""
+        self._finish = finish
+
+    def finish_left(self, task: Task) -> list[Step]:
+        """Finish the intent a stopped bar left in ``task``'s journal, if any (the caller
+        holds the task lock: its author is dead); the steps that recorded."""
+        intent = self.read(task.paths)
+        if intent is None:
+            return []
+        if self._finish is None:
+            for load in _VERBS:
+                load()
+        if self._finish is None:
+            raise RuntimeError(f"nothing finishes an interrupted {self.what}")
+        return self._finish(task, intent)
+
+
+# what loads the verbs that register their journals' completions (``finished_by``): each
+# verb says how its intent is finished, and is loaded only when one is found
+_VERBS: list[Callable[[], None]] = []
+
+
+def verbs_from(load: Callable[[], None]) -> None:
+    """``load`` imports verbs whose modules register completions (``finished_by``)."""
+    if load not in _VERBS:
+        _VERBS.append(load)
 
 
 # --- running.json --------------------------------------------------------------------
@@ -222,7 +256,7 @@ class RollbackIntent:
     undo_of: str | None = None  # ``bar undo`` of this step
     redo_of: str | None = None  # ``bar redo`` of this step
     # the state the restore ends at when recovery kept edits made by hand after a crash
-    # (``bar.step.recovery``): the target's files where the rollback writes, the hand
+    # (``bar.changes.resumed``): the target's files where the rollback writes, the hand
     # edits elsewhere; None: the target itself
     finish: str | None = None
 
@@ -529,3 +563,7 @@ DELETE = Journal(
     "task deletion journal",
     "delete-journal",
 )
+
+
+# the intents a command that changes a task finishes first, in this order
+INTERRUPTED = (RUN, ROLLBACK, SYNC, APPLY)

@@ -19,7 +19,7 @@ from bar.git import patches, worktrees
 from bar.model import journals
 from bar.model.records import Step
 from bar.model.tasks import Task
-from bar.step import recovery
+from bar.step import recovery, transaction
 from bar.store.files import FILE_MODE, write_bytes_atomic
 from bar.store.layout import TaskPaths
 
@@ -98,7 +98,7 @@ def quarantine_journal(task: Task, path: Path, read: JournalReader) -> str:
     )  # the repair of the last of them records the worktree
     if task.active and task.worktree.is_dir() and not others_garbled:
         before = task.ledger.last()
-        recovery.prepare(task)
+        transaction.prepare(task)
         last = task.ledger.last()
         if last is not None and (before is None or last.number > before.number):
             said += f"; recorded the worktree's unrecorded changes as step {last.step_id}"
@@ -124,7 +124,7 @@ def _free_name(path: Path) -> Path:
 def finish_pending(task: Task) -> str:
     if not any(path.exists() for path, _, _ in journals_of(task)):
         return "already finished"
-    done = recovery.finish_pending(task)
+    done = transaction.finish_pending(task)
     if not done:
         return "nothing had changed; the journal was removed"
     return "recorded " + ", ".join(f"step {step.step_id} ({step.kind})" for step in done)

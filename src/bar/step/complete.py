@@ -15,14 +15,14 @@ from typing import TYPE_CHECKING, Any
 
 from bar import git
 from bar.base.clock import ms_between, now_iso
-from bar.base.notices import warn
+from bar.base.notices import note, warn
 from bar.base.record import record
 from bar.changes import fast
 from bar.history import checkpoints, snapshot, steps
 from bar.ledger.call_log import Recorded, read_recorded
 from bar.model import journals
 from bar.model.journals import RunIntent
-from bar.model.records import Artifacts, HookRecord, PolicyEventRecord, RunStep
+from bar.model.records import Artifacts, HookRecord, PolicyEventRecord, RunStep, Step
 from bar.model.tasks import Task
 from bar.redact import Scrubber
 from bar.redact import known as known_secrets
@@ -271,3 +271,24 @@ def _say_nested(task: Task, step: RunStep) -> None:
                 "at, not its files; edits inside it are not recorded and a rollback does "
                 "not restore them"
             )
+
+
+def finish_interrupted(task: Task, intent: RunIntent) -> list[Step]:
+    """The step a stopped ``bar run`` left (its journal, ``journals.RUN``): recorded as it
+    ended, or as interrupted if it had not; nothing if it was recorded before bar stopped."""
+    last = task.ledger.last()
+    if last is not None and last.number >= int(intent.step_id):
+        journals.RUN.clear(task.paths)  # the step was recorded before the crash
+        return []
+    step = complete(task, intent, None)
+    what = f"recorded step {intent.step_id} ({shlex.join(intent.cmd)})"
+    if intent.exit_code is not None:
+        note(
+            f"{what}: it exited {intent.exit_code}; bar stopped (or failed) before it was recorded"
+        )
+    else:
+        note(f"{what} as interrupted: bar stopped before it finished")
+    return [step]
+
+
+journals.RUN.finished_by(finish_interrupted)

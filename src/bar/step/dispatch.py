@@ -11,7 +11,7 @@ from bar.changes import orders
 from bar.errors import BarError
 from bar.model import journals
 from bar.model.tasks import Task
-from bar.step import order_handlers, recovery
+from bar.step import order_handlers, transaction
 from bar.store.lock import is_locked
 
 
@@ -23,7 +23,7 @@ def order(
     reply stdout = JSON result, or exit code + "message\\nhint: ..." on stderr, re-raised
     here as a BarError with that exit code); with no step running, done here under the
     task's lock, after a crash's leftovers are finished and hand edits recorded
-    (``recovery.changing``)."""
+    (``transaction.changing``)."""
     order_handlers.load()
     handler, who = orders.lookup(op)
     body = json.dumps(dict(args), ensure_ascii=False).encode()
@@ -34,7 +34,7 @@ def order(
         error = orders.refused(op, who, running=False)
         assert error is not None
         raise error
-    with recovery.changing(task, f"bar {op}", wait=wait) as fresh:
+    with transaction.changing(task, f"bar {op}", wait=wait) as fresh:
         return handler(orders.LocalContext(fresh), args)
 
 

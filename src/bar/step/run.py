@@ -1,6 +1,6 @@
 """Running one command as a step: the heart of bar.
 
-The caller holds the task lock and has run ``recovery.prepare`` (crashed work finished,
+The caller holds the task lock and has run ``transaction.prepare`` (crashed work finished,
 hand edits recorded). Then, in an order where every prefix is recoverable
 (docs/internals/record.md):
 
@@ -177,7 +177,7 @@ class _Box:
 
 def run_step(task: Task, req: RunRequest, watch: TreeWatch | None = None) -> RunStep:
     """Run ``req`` as the task's next step and record it (caller holds the lock and ran
-    ``recovery.prepare``). ``watch``: started before hand edits were looked for (else the
+    ``transaction.prepare``). ``watch``: started before hand edits were looked for (else the
     step's snapshots stat everything)."""
     begun = _begin(task, req)
     # 1. policy

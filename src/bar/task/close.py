@@ -113,9 +113,9 @@ def _require_worktree(task: Task) -> None:
 def _record_first(task: Task, force: bool, op: str | None) -> list[Step]:
     """What a crash left finished, and hand edits recorded with ``force`` (else refused,
     and the refusal of ``op`` logged)."""
-    from bar.step import recovery
+    from bar.step import transaction
 
-    recorded = recovery.finish_pending(task)
+    recorded = transaction.finish_pending(task)
     if steps.has_unrecorded_changes(task):
         if not force:
             refusal = DirtyWorktree(

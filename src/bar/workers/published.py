@@ -139,7 +139,7 @@ def fetch(task: Task, remote: Remote) -> str | None:
 def restore(task: Task, commit: str) -> str | None:
     """Put the step that ``commit`` published back as a running step a crashed bar left:
     the worktree at its state, its intent and files in place (the caller holds nothing;
-    the next ``recovery.prepare`` records it). Returns its step id, or None when the
+    the next ``transaction.prepare`` records it). Returns its step id, or None when the
     progress is of a step the task's record already has."""
     repo = task.project.root
     raw = git.git(repo, "cat-file", "blob", f"{commit}:running.json").stdout

@@ -257,9 +257,11 @@ class Steps:
             step_id = published.restore(task, found) if found else None
             if step_id is None:
                 _mark_started(task, order, earlier)
-            from bar.step import recovery
+            from bar.step import transaction
 
-            with recovery.changing(task, "bar worker: recording a lost worker's step", wait=True):
+            with transaction.changing(
+                task, "bar worker: recording a lost worker's step", wait=True
+            ):
                 pass
         except BarError as exc:
             raise ApplicationError(

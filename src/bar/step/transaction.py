@@ -1,0 +1,127 @@
+"""The one way a command changes a task: hold its lock, reload it (it may have changed
+while the command waited), finish what a stopped bar left, record the edits made by hand
+since the last step, then act (``changing``; ``prepare`` is all but the lock, for a
+caller that holds it).
+
+A stopped bar leaves an intent journal (``bar.model.journals``); each is completed by the
+same code its verb would have run, which the verb registers as its module loads
+(``Journal.finished_by``): this module names the verbs, and they are loaded only when a
+journal is found. Hand edits are then recorded as a ``manual`` step, so nothing is lost
+or mis-attributed. ``finish_pending`` is the first half alone, for ``bar doctor
+--repair``, ``bar task close`` and ``bar verify --record``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+from bar.base.notices import note
+from bar.history import queued as queued_steps
+from bar.history import steps
+from bar.model import journals
+from bar.model.records import Step
+from bar.model.tasks import Task, load_task
+from bar.step import recovery
+from bar.worktree import guard
+
+
+def _verbs() -> None:
+    """The verbs whose intents a stopped bar may leave: each registers how its intent
+    is finished as its module loads."""
+    from bar.changes import apply, rollback, sync  # noqa: F401
+    from bar.step import complete  # noqa: F401
+
+
+journals.verbs_from(_verbs)
+
+
+def finish_pending(task: Task) -> list[Step]:
+    """Complete every intent a stopped bar left, each by its own verb's completion
+    (``journals.Journal.finished_by``), then the orders a step answered while it ran and
+    a decision answered while no bar was there (the caller holds the task lock); the
+    steps recorded."""
+    recovery.clear_stale_ref_lock(task)
+    recovery.clear_stale_index_lock(task)
+    recovery.clear_stale_git_locks(task)
+    done: list[Step] = []
+    for journal in journals.INTERRUPTED:
+        done += journal.finish_left(task)
+    done += queued_steps.flush(task)  # orders a step answered while it ran
+    done += _answer_taken(task)
+    return done
+
+
+def _answer_taken(task: Task) -> list[Step]:
+    """The person's answer to the latest decision, written where aide's clients look (by
+    aide's web server) while no bar was there to take it, recorded as its ``decision``
+    step before anything else changes the task (``bar.aide.answers``); left as it is,
+    silently, when it cannot be the person's or is no answer (``bar decide result`` and
+    ``bar doctor`` say why)."""
+    from bar.aide import place
+
+    if place.waiting(task) is None:
+        return []
+    from bar.aide import answers
+    from bar.errors import BarError
+
+    try:
+        step = answers.take_waiting(task)
+    except BarError:
+        return []
+    if step is None:
+        return []
+    note(
+        f"recorded step {step.step_id} (decision {step.session_id}): the answer written in "
+        f"{place.decisions(task)}"
+    )
+    return [step]
+
+
+def prepare(
+    task: Task,
+    meanwhile: Callable[[], object] | None = None,
+    before_look: Callable[[], None] | None = None,
+) -> None:
+    """What every command that changes a task does first, under the task lock.
+    ``meanwhile``: called once the intents are finished, before the worktree is looked
+    at for hand edits (work that may overlap that look, such as apply's merge);
+    ``before_look``: called when the look for hand edits begins (``snapshot.take``)."""
+    task.require_worktree()
+    guard.check_link(task)  # before any git operation in the worktree
+    finish_pending(task)
+    if meanwhile is not None:
+        meanwhile()
+    steps.record_hand_edits(task, before_look)
+
+
+def prepare_apply(task: Task, meanwhile: Callable[[], object] | None = None) -> None:
+    """What apply does first, under the task lock. An open task with its worktree is
+    brought up to date as by every command (``prepare``: hand edits recorded first;
+    ``meanwhile`` is called just before it looks for them). A task without one (closed,
+    or its worktree removed: ``apply.from_record``) is applied from its record: only an
+    apply a stopped bar left is finished."""
+    from bar.changes import apply
+
+    if not apply.from_record(task):
+        prepare(task, meanwhile)
+        return
+    if task.active and not task.pending:
+        note(
+            f"the worktree of task {task.name} is missing ({task.worktree}): its record is "
+            "applied; `bar doctor --repair` makes the worktree again"
+        )
+    intent = journals.APPLY.read(task.paths)
+    if intent is not None:
+        apply.complete(task, intent)
+
+
+@contextmanager
+def changing(task: Task, what: str, *, wait: bool) -> Iterator[Task]:
+    """Hold the task's lock (``what``: who holds it, as a waiting command is told), reload
+    the task (it may have changed while we waited), finish what a crashed bar left and
+    record hand edits: then the caller acts on the task given."""
+    with task.lock(what, wait=wait):
+        fresh = load_task(task.project, task.id)
+        prepare(fresh)
+        yield fresh
