@@ -825,7 +825,9 @@ def apply(
             target_branch=target,
             message=message,
             at=state,
-            prepare=transaction.prepare_apply,
+            prepare=(
+                transaction.prepare_from_record if verb.from_record(fresh) else transaction.prepare
+            ),
             create=making,
         )
 

@@ -207,8 +207,9 @@ def apply(
     create: Create | None = None,
 ) -> ApplyResult:
     """Land the task's last recorded state, or the recorded state ``at`` (the caller
-    holds the lock). ``prepare`` runs first (``bar.step.transaction.prepare_apply``: a
-    crash's leftovers finished, hand edits recorded), given what to do meanwhile.
+    holds the lock). ``prepare`` runs first (``bar.step.transaction.prepare``: a crash's
+    leftovers finished, hand edits recorded; ``prepare_from_record`` where
+    ``from_record``), given what to do meanwhile.
     ``create``: the target does not exist yet and is made (``Create``)."""
     ahead: list[Ahead | None] = []
 
@@ -220,6 +221,11 @@ def apply(
         except BarError:
             pass  # said again below, in its turn
 
+    if from_record(task) and task.active and not task.pending:
+        note(
+            f"the worktree of task {task.name} is missing ({task.worktree}): its record is "
+            "applied; `bar doctor --repair` makes the worktree again"
+        )
     prepare(task, merge_ahead)
     target = _target(task, mode, target_branch, at)
     repo = task.project.root

@@ -95,25 +95,11 @@ def prepare(
     steps.record_hand_edits(task, before_look)
 
 
-def prepare_apply(task: Task, meanwhile: Callable[[], object] | None = None) -> None:
-    """What apply does first, under the task lock. An open task with its worktree is
-    brought up to date as by every command (``prepare``: hand edits recorded first;
-    ``meanwhile`` is called just before it looks for them). A task without one (closed,
-    or its worktree removed: ``apply.from_record``) is applied from its record: only an
-    apply a stopped bar left is finished."""
-    from bar.changes import apply
-
-    if not apply.from_record(task):
-        prepare(task, meanwhile)
-        return
-    if task.active and not task.pending:
-        note(
-            f"the worktree of task {task.name} is missing ({task.worktree}): its record is "
-            "applied; `bar doctor --repair` makes the worktree again"
-        )
-    intent = journals.APPLY.read(task.paths)
-    if intent is not None:
-        apply.complete(task, intent)
+def prepare_from_record(task: Task, meanwhile: Callable[[], object] | None = None) -> None:
+    """``prepare`` for a task applied from its record alone, without a worktree to look
+    at (closed, or its worktree removed: ``bar.changes.apply.from_record``): only an apply
+    a stopped bar left is finished. ``meanwhile`` is not called: there is no look."""
+    journals.APPLY.finish_left(task)
 
 
 @contextmanager
