@@ -11,6 +11,7 @@ rollback and sync verbs finish their interrupted intents with it
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
@@ -18,12 +19,36 @@ from bar import git
 from bar.base.notices import note, plural
 from bar.base.record import replace
 from bar.git import BAR_IDENTITY, exact
-from bar.history import steps
+from bar.history import bases, steps
 from bar.model import journals
 from bar.model.records import Step
 from bar.model.tasks import Task
 
 _Restoring = TypeVar("_Restoring", journals.RollbackIntent, journals.SyncIntent)
+
+
+def finish(
+    task: Task,
+    intent: _Restoring,
+    target: str,
+    verb: str,
+    journal: journals.Journal[_Restoring],
+    complete: Callable[[Task, _Restoring], Step],
+) -> list[Step]:
+    """Finish the restore ``intent`` (to the commit ``target``) a stopped ``verb`` left in
+    ``journal``, the caller holding the task lock and the files the restore had taken out
+    handed back: the hand edits made since recorded first (``hand_edits_first``), then
+    ``complete``, the verb's own; only settled if it was recorded. The steps recorded."""
+    done: list[Step] = []
+    intent = hand_edits_first(task, intent, target, done, verb)
+    last = task.ledger.last()
+    if last is not None and last.number >= int(intent.step_id):
+        bases.settle(task, bases.base_at(task, last.number))  # task.json may lag the ledger
+        journal.clear(task.paths)
+    else:
+        note(f"finishing {verb} step {intent.step_id}, which was interrupted")
+        done.append(complete(task, intent))
+    return done
 
 
 def hand_edits_first(

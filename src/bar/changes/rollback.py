@@ -782,16 +782,7 @@ def finish_interrupted(task: Task, intent: RollbackIntent) -> list[Step]:
     steps recorded."""
     # (before any look: a file the restore had taken out is the worktree's)
     hand_back(task, command_of(intent), intent.step_id)
-    done: list[Step] = []
-    intent = resumed.hand_edits_first(task, intent, intent.restores_to, done, "rollback")
-    last = task.ledger.last()
-    if last is not None and last.number >= int(intent.step_id):
-        bases.settle(task, bases.base_at(task, last.number))  # task.json may lag the ledger
-        journals.ROLLBACK.clear(task.paths)
-    else:
-        note(f"finishing rollback step {intent.step_id}, which was interrupted")
-        done.append(complete(task, intent))
-    return done
+    return resumed.finish(task, intent, intent.restores_to, "rollback", journals.ROLLBACK, complete)
 
 
 journals.ROLLBACK.finished_by(finish_interrupted)

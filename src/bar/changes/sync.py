@@ -28,7 +28,6 @@ from pathlib import Path
 from bar import git
 from bar.base import faults
 from bar.base.clock import ms_since, now_iso
-from bar.base.notices import note
 from bar.base.record import field, record
 from bar.changes import resumed, rollback
 from bar.changes.merge import merge_with_markers, on_base
@@ -263,16 +262,7 @@ def finish_interrupted(task: Task, intent: SyncIntent) -> list[Step]:
     recorded."""
     # (before any look: a file the restore had taken out is the worktree's)
     rollback.hand_back(task, "bar sync", intent.step_id)
-    done: list[Step] = []
-    intent = resumed.hand_edits_first(task, intent, intent.merged, done, "sync")
-    last = task.ledger.last()
-    if last is not None and last.number >= int(intent.step_id):
-        bases.settle(task, bases.base_at(task, last.number))
-        journals.SYNC.clear(task.paths)
-    else:
-        note(f"finishing sync step {intent.step_id}, which was interrupted")
-        done.append(complete(task, intent))
-    return done
+    return resumed.finish(task, intent, intent.merged, "sync", journals.SYNC, complete)
 
 
 journals.SYNC.finished_by(finish_interrupted)
