@@ -289,6 +289,28 @@ def test_the_speed_layers_door_names_what_it_opens() -> None:
         assert getattr(fast, name) is not None, name
 
 
+# A task's lock is taken in one place, the transaction (``bar.step.transaction``): every
+# verb that changes a task holds it through there. A project's lock is the project's.
+LOCK_TAKERS = {
+    "bar.step.transaction": "a task's lock",
+    "bar.model.project": "a project's lock",
+    "bar.project.relocated": "the lock of a project's old place, as it is adopted",
+}
+
+
+def test_a_tasks_lock_is_taken_by_the_transaction_only() -> None:
+    takers = sorted(
+        f"  {name} ({path.relative_to(SRC.parent)}:{node.lineno})"
+        for name, path in modules().items()
+        if name not in LOCK_TAKERS and name != "bar.store.lock"
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Call) and ast.unparse(node.func).rpartition(".")[2] == "FileLock"
+    )
+    assert not takers, "locks taken outside the transaction (ask bar.step.transaction):\n" + (
+        "\n".join(takers)
+    )
+
+
 def test_the_core_never_imports_a_face() -> None:
     for name, imports in import_graph().items():
         if name.startswith(FACES) or name == "bar.__main__":

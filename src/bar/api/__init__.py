@@ -24,7 +24,7 @@ import json
 import shlex
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -566,11 +566,12 @@ def prune_tasks(
 # --- changing a task -----------------------------------------------------------------
 
 
-@contextmanager
-def _locked(task: Task, what: str, *, wait: bool) -> Iterator[Task]:
-    """Hold the task's lock and reload it (it may have changed while we waited)."""
-    with task.lock(what, wait=wait):
-        yield load_task(task.project, task.id)
+def _locked(task: Task, what: str, *, wait: bool) -> AbstractContextManager[Task]:
+    """``transaction.holding``: the task's lock held, the task reloaded (it may have
+    changed while we waited); the caller runs ``transaction.prepare`` its own way."""
+    from bar.step import transaction
+
+    return transaction.holding(task, what, wait=wait)
 
 
 def _changing(task: Task, what: str, *, wait: bool) -> AbstractContextManager[Task]:

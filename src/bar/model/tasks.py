@@ -25,7 +25,6 @@ from bar.model.ledger_file import Ledger
 from bar.model.project import Project
 from bar.store.files import read_json, write_json_atomic
 from bar.store.layout import TASK_ID_RE, TaskPaths
-from bar.store.lock import FileLock
 
 if TYPE_CHECKING:
     from bar.model.records import ApplyStep
@@ -158,13 +157,6 @@ class Task:
                 hint=f"`bar task adopt {self.id}` continues it here (its history then "
                 "goes on from this machine)",
             )
-
-    def lock(self, what: str = "", *, wait: bool = True, copy_ok: bool = False) -> FileLock:
-        """The task's lock, for a change to it; a fetched copy (``read_only``) is refused
-        unless ``copy_ok`` (fetching it again, deleting it, adopting it)."""
-        if not copy_ok:
-            self.require_own()
-        return FileLock(self.paths.lock, f"task {self.name} ({self.id})", what=what, wait=wait)
 
     def to_record(self) -> dict[str, Any]:
         return {

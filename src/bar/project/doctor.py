@@ -401,7 +401,9 @@ class Doctor:
         return lambda: self._locked(task, action)
 
     def _locked(self, task: Task, action: Callable[[], str]) -> str:
-        with task.lock("bar doctor --repair", wait=False, copy_ok=True):
+        from bar.step import transaction
+
+        with transaction.task_lock(task, "bar doctor --repair", wait=False, copy_ok=True):
             return action()
 
     def _check_ref_lock(self, task: Task, where: str) -> None:

@@ -24,9 +24,10 @@ from bar.base.record import record
 from bar.errors import BarError, DirtyWorktree, NotFound
 from bar.model import board
 from bar.model.project import Project
-from bar.model.tasks import Task, load_task
+from bar.model.tasks import Task
 from bar.share import fetch as fetching
 from bar.share import history_commit
+from bar.step import transaction
 
 
 @record(frozen=True)
@@ -63,8 +64,10 @@ def adopt(project: Project, task: Task, *, worktree: bool = True, by: str | None
         origin = dict(task.origin or {})
         commit = str(origin.get("history") or "")
         remote = str(origin.get("remote") or "")
-        with project.lock(f"bar task adopt {task.id}"), task.lock("bar task adopt", copy_ok=True):
-            task = load_task(project, task.id)
+        with (
+            project.lock(f"bar task adopt {task.id}"),
+            transaction.holding(task, "bar task adopt", copy_ok=True) as task,
+        ):
             pushed = history_commit.read(project.root, commit, task.id)
             _branch_at(task, pushed.refs.get("head") or task.base_commit, None)
             task = _own(project, pushed, remote, commit, here=worktree)
@@ -81,8 +84,10 @@ def adopt(project: Project, task: Task, *, worktree: bool = True, by: str | None
                     hint="record them first (`bar run -- true` records hand edits) and push, "
                     "or remove them; then adopt again",
                 ) from None
-        with project.lock(f"bar task adopt {task.id}"), task.lock("bar task adopt"):
-            task = load_task(project, task.id)
+        with (
+            project.lock(f"bar task adopt {task.id}"),
+            transaction.holding(task, "bar task adopt") as task,
+        ):
             mine = git.rev_parse(project.root, history_commit.history_ref(task.id))
             if mine is not None and fetching.unpushed(task, mine) != 0:
                 raise BarError(  # a crash's step, finished as the worktree went

@@ -12,13 +12,10 @@ says it is busy. ``start``: the claimer starts it at once (``bar.task.start``).
 
 from __future__ import annotations
 
-import contextlib
-import time
-from collections.abc import Iterator
-
 from bar.errors import Locked, UsageError
 from bar.model import board
-from bar.model.tasks import Task, load_task
+from bar.model.tasks import Task
+from bar.step import transaction
 from bar.task import start as task_start
 from bar.task.state import is_running
 
@@ -40,8 +37,7 @@ def claim(
             f"task {task.name} ({task.id}) is running a step",
             hint="claim it when the step has ended",
         )
-    with _short_lock(task, f"bar task claim --owner {owner}"):
-        task = load_task(project, task.id)
+    with transaction.briefly(task, f"bar task claim --owner {owner}", busy=is_running) as task:
         if not task.active:
             raise UsageError(
                 f"task {task.name} ({task.id}) is completed; there is nothing left to claim",
@@ -66,8 +62,7 @@ def unclaim(task: Task, *, owner: str | None = None) -> Task:
     """Put ``task`` back on the board with no owner (``owner``: only if that one holds
     it); the task as it is now. No owner is no error."""
     project = task.project
-    with _short_lock(task, "bar task unclaim"):
-        task = load_task(project, task.id)
+    with transaction.briefly(task, "bar task unclaim", busy=is_running) as task:
         holder = task.board.owner
         if owner is not None and holder and holder != board.validate_owner(owner):
             raise board.Claimed(task, holder)
@@ -76,20 +71,3 @@ def unclaim(task: Task, *, owner: str | None = None) -> Task:
             task.save()
             project.log_event("task.unclaimed", task=dict(board.task_view(task), was=holder))
     return task
-
-
-@contextlib.contextmanager
-def _short_lock(task: Task, what: str) -> Iterator[None]:
-    """The task's lock for a change of its owner: another claim holds it a moment, so it
-    is waited for (a few seconds at most); a step holds it for as long as it runs, so a
-    running step is said at once (``Locked``: busy)."""
-    deadline = time.monotonic() + 5.0
-    while True:
-        try:
-            with task.lock(what, wait=False):
-                yield
-                return
-        except Locked:
-            if is_running(task) or time.monotonic() > deadline:
-                raise
-        time.sleep(0.05)

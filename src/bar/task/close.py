@@ -23,6 +23,7 @@ from bar.history import steps
 from bar.model import board
 from bar.model.records import Step
 from bar.model.tasks import Task, load_task
+from bar.step import transaction
 from bar.task import registry, removal
 
 if TYPE_CHECKING:
@@ -47,8 +48,7 @@ def close(
     from bar.base.progress import Progress
 
     project = task.project
-    with task.lock("bar task close"), Progress("task close:") as shown:
-        task = load_task(project, task.id)
+    with transaction.holding(task, "bar task close") as task, Progress("task close:") as shown:
         if removal.resume(task):  # a close (or a removal) a stopped bar left: finished
             task = load_task(project, task.id)
             if not task.active:
@@ -77,8 +77,7 @@ def close(
 def keep(task: Task) -> Task:
     """Mark the task's worktree to be kept when the task closes (a closed task's kept
     worktree stays kept); the task as it is now."""
-    with task.lock("bar worktree keep"):
-        task = load_task(task.project, task.id)
+    with transaction.holding(task, "bar worktree keep") as task:
         _require_worktree(task)
         _keep(task)
     return task
@@ -91,8 +90,7 @@ def remove_worktree(task: Task, *, complete: bool = False, force: bool = False) 
     project = task.project
     if complete and task.active:
         return close(task, force=force, remove=True)
-    with task.lock("bar worktree remove"):
-        task = load_task(project, task.id)
+    with transaction.holding(task, "bar worktree remove") as task:
         if removal.resume(task):  # one a stopped bar left: finished, and that was it
             return Closed(load_task(project, task.id), True, [])
         _require_worktree(task)

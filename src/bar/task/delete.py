@@ -39,9 +39,9 @@ from bar.git import worktrees
 from bar.model import board, journals
 from bar.model.journals import DeleteIntent
 from bar.model.project import Project
-from bar.model.tasks import Task, list_tasks, load_task, resolve_task
+from bar.model.tasks import Task, list_tasks, resolve_task
+from bar.step import transaction
 from bar.store.layout import TASK_ID_RE, TaskPaths, projects_dir
-from bar.store.lock import FileLock
 from bar.task import registry
 from bar.task.risk import at_risk, owner
 
@@ -163,8 +163,7 @@ def _delete(
     task: Task, *, force: bool, dry_run: bool, wait: bool, gone: set[str] | None = None
 ) -> Deletion:
     project = task.project
-    with task.lock("bar task delete", wait=wait, copy_ok=True):
-        task = load_task(project, task.id)
+    with transaction.holding(task, "bar task delete", wait=wait, copy_ok=True) as task:
         if journals.DELETE.path(task.paths).exists():  # begun by another bar meanwhile
             return _resume(project, task.id, dry_run=dry_run)
         if task.active and not task.read_only:  # (a fetched copy: the remote keeps it)
@@ -222,7 +221,7 @@ def _resume(project: Project, task_id: str, *, dry_run: bool) -> Deletion:
     gone = TaskNotFound(f"task {task_id} was deleted by another bar meanwhile")
     if not paths.dir.is_dir():
         raise gone
-    with FileLock(paths.lock, f"task {task_id}", what="bar task delete"):
+    with transaction.id_lock(project, task_id, "bar task delete"):
         intent = journals.DELETE.read(paths)
         if intent is None:
             raise gone

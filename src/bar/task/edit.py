@@ -20,9 +20,10 @@ from typing import Any
 from bar.base.record import field, record
 from bar.errors import Locked, UsageError
 from bar.model import board
-from bar.model.tasks import Task, load_task
+from bar.model.tasks import Task
 from bar.redact import is_secret_name
 from bar.redact import known as known_secrets
+from bar.step import transaction
 from bar.task.state import is_running
 
 DESCRIPTION = "description"
@@ -112,8 +113,7 @@ def edit(task: Task, change: Edit) -> Edited:
             f"task {task.name} ({task.id}) is running a step",
             hint="edit it when the step has ended",
         )
-    with task.lock("bar task edit", wait=False):
-        task = load_task(project, task.id)
+    with transaction.holding(task, "bar task edit", wait=False) as task:
         before = dict(task.metadata)
         after = _changed(before, change)
         changed = {

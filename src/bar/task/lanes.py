@@ -38,6 +38,7 @@ from bar.errors import AlreadyExists, BarError, NotFound, UsageError
 from bar.git import worktrees
 from bar.model import board
 from bar.model.tasks import Task, load_task
+from bar.step import transaction
 from bar.store.files import write_json_atomic
 from bar.task import binding, registry
 
@@ -140,8 +141,7 @@ def create_for(task: Task, name: str) -> Task:
 
     project = task.project
     _check_name(project, name, task)
-    with task.lock(f"bar worktree create {name}"):
-        task = load_task(project, task.id)
+    with transaction.holding(task, f"bar worktree create {name}") as task:
         if not task.pending:
             raise UsageError(
                 f"task {task.name} ({task.id}) is not pending: it "
@@ -171,8 +171,7 @@ def bind(task: Task, name: str) -> tuple[Task, list[Step]]:
     project = task.project
     if is_running(task):
         raise BarError(f"task {task.name} ({task.id}) is running a step")
-    with task.lock(f"bar task bind {name}"):
-        task = load_task(project, task.id)
+    with transaction.holding(task, f"bar task bind {name}") as task:
         task.require_own()
         if not task.active:
             raise UsageError(

@@ -37,9 +37,10 @@ from bar.model.journals import CreateIntent
 from bar.model.project import Project
 from bar.model.tasks import Task, load_task, new_id, open_task_named, validate_name
 from bar.redact import known as known_secrets
+from bar.step import transaction
 from bar.store.files import ensure_dir, write_json_atomic
 from bar.store.layout import TASK_ID_RE, TaskPaths
-from bar.store.lock import FileLock, is_locked
+from bar.store.lock import is_locked
 from bar.task import registry
 from bar.task.edit import stored_meta
 
@@ -91,7 +92,7 @@ def create_task(
             ensure_dir(task.dir)
             intent = CreateIntent(task.id, name, task.branch, base_commit, task.created_at)
             try:
-                held.enter_context(task.lock(f"bar task new {name}", wait=False))
+                held.enter_context(transaction.task_lock(task, f"bar task new {name}", wait=False))
                 journals.CREATE.write(task.paths, intent)
             except BaseException:
                 shutil.rmtree(task.dir, ignore_errors=True)  # nothing else was made yet
@@ -374,9 +375,7 @@ def finish(project: Project, task_id: str) -> str:
         state = leftover(project, task_id)
         if state is None:
             return f"task {task_id}: another command has finished it"
-        with FileLock(
-            paths.lock, f"task {task_id}", what="bar: clear a half-made task", wait=False
-        ):
+        with transaction.id_lock(project, task_id, "bar: clear a half-made task", wait=False):
             if state == UNFINISHED:
                 task = load_task(project, task_id)  # task.json is written last: it is whole
                 journals.CREATE.clear(paths)

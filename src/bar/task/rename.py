@@ -19,7 +19,8 @@ from __future__ import annotations
 from bar.base.record import record
 from bar.errors import Locked, UsageError
 from bar.model import board
-from bar.model.tasks import ID_PREFIX_MIN, Task, list_tasks, load_task, validate_name
+from bar.model.tasks import ID_PREFIX_MIN, Task, list_tasks, validate_name
+from bar.step import transaction
 from bar.task.new import name_holder
 from bar.task.state import is_running
 
@@ -59,8 +60,7 @@ def rename(task: Task, new: str) -> Renamed:
                     f"{new!r} starts the id of task {others[0]}: --task {new} would name both",
                     hint="pick another name",
                 )
-        with task.lock(f"bar task rename {new}", wait=False):
-            task = load_task(project, task.id)
+        with transaction.holding(task, f"bar task rename {new}", wait=False) as task:
             old = task.name
             task.name = new
             task.save()

@@ -29,7 +29,8 @@ from bar.git import worktrees
 from bar.history import side_index
 from bar.model import board, journals
 from bar.model.project import Project
-from bar.model.tasks import Task, load_task, resolve_task
+from bar.model.tasks import Task, resolve_task
+from bar.step import transaction
 from bar.store.files import write_json_atomic
 from bar.task import new as task_new
 from bar.task import registry
@@ -45,8 +46,7 @@ def reopen(project: Project, ref: str) -> Reopened:
     """Make the closed task ``ref`` (id or name; of several of one name, the closed one)
     active again, its worktree recreated at its last recorded state if it was removed."""
     task = resolve_task(project, ref, closed=True)
-    with task.lock("bar task reopen"):
-        task = load_task(project, task.id)
+    with transaction.holding(task, "bar task reopen") as task:
         if task.active:
             raise BarError(
                 f"task {task.name} ({task.id}) is open",

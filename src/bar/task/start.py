@@ -35,7 +35,8 @@ from bar.errors import BarError, UsageError
 from bar.git import worktrees
 from bar.model import board
 from bar.model.project import Project
-from bar.model.tasks import Task, load_task
+from bar.model.tasks import Task
+from bar.step import transaction
 from bar.task import new as task_new
 from bar.task import registry
 
@@ -47,8 +48,7 @@ def start(task: Task, *, activate: bool = True, by: str | None = None) -> Task:
     the project's active task. ``by``: who starts it, as a moved base records it (a
     worker's name; default: this machine's)."""
     project = task.project
-    with task.lock("bar task start"):
-        task = load_task(project, task.id)
+    with transaction.holding(task, "bar task start") as task:
         if not task.active:
             raise UsageError(
                 f"task {task.name} ({task.id}) is closed",

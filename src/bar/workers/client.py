@@ -30,6 +30,7 @@ from bar.redact import is_secret_name
 from bar.share import fetch as fetching
 from bar.share import push as pushing
 from bar.share.remotes import Remote
+from bar.step import transaction
 from bar.workers import temporal
 
 POLL = 0.15  # seconds between two looks at a running step's output and outcome
@@ -119,8 +120,7 @@ def _on_board(project: Project, task_id: str, status: str) -> None:
     """The board here of a task whose steps run on workers: ``status``, and no worktree
     here (its worktree is on the machine that runs its next step)."""
     task = load_task(project, task_id)
-    with task.lock("bar: a task on workers, on the board"):
-        task = load_task(project, task_id)
+    with transaction.holding(task, "bar: a task on workers, on the board") as task:
         if task.active and (task.board.status, task.board.worktree) != (status, ""):
             task.board.status, task.board.worktree = status, ""
             task.save()

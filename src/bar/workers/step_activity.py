@@ -426,9 +426,9 @@ def _owned_by(task: Task, owner: str) -> Task:
     """The claimed task's board names the worker that took it (what the lead's board
     shows once the history comes back)."""
     from bar.model import board
+    from bar.step import transaction
 
-    with task.lock("bar worker: claiming"):
-        task = load_task(task.project, task.id)
+    with transaction.holding(task, "bar worker: claiming") as task:
         task.board.owner = board.validate_owner(owner)
         task.save()
     return task
