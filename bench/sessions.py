@@ -332,6 +332,7 @@ def measure(
     from bar.history import checkpoints
     from bar.redact import Scrubber
     from bar.session.capture import Capture
+    from bar.step import transaction
     from bar.step.run import watch_worktree
 
     pool = edits.read_pool(pool_file)
@@ -345,7 +346,7 @@ def measure(
     first_id = int(task.ledger.next_step_id())
     per = max(1, calls // 10)  # the first and last tenth of a session's polls
     k = 0
-    with task.lock("bench: sessions"):
+    with transaction.task_lock(task, "bench: sessions"):
         claim = watcher.claim_for(task)  # (its share of bar's inotify watches)
         watch = watch_worktree(task, claim)  # the step's own watch, as bar.step.run makes it
         if watch is not None:

@@ -8,10 +8,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from bar.errors import ConfigError, UsageError
+from bar.errors import BarError, ConfigError, UsageError
 from bar.model.config import parse_config
+from bar.worker.process import check_queue
 from bar.workers import temporal
-from bar.workers.worker import check_queue
 
 HERE = Path("config.yaml")
 
@@ -87,7 +87,7 @@ def test_a_queue_name_is_one_printable_word(bad: str) -> None:
 
 
 def test_a_claim_command_gets_the_task_s_words() -> None:
-    from bar.workers.step_activity import claim_command
+    from bar.workers.attempt import claim_command
 
     task = SimpleNamespace(name="ui-login", id="abcd1234", metadata={"description": "do it"})
     got = claim_command(["sh", "-c", "echo '{description}' > {name}-{id}.txt"], task)  # type: ignore[arg-type]
@@ -144,3 +144,89 @@ def test_an_unreadable_tls_file_is_named_by_its_setting(tmp_path: Path) -> None:
     access = temporal.Access(tls=True, ca=gone)
     with pytest.raises(ConfigError, match=r"workers.tls_ca names .*missing.pem"):
         asyncio.run(temporal.connect("127.0.0.1:1", "default", access))
+
+
+# --- what the developer's bar, the workflow and a worker pass each other -------------
+
+
+def _wire(**changed: object) -> dict[str, object]:
+    good: dict[str, object] = {
+        "request": "r1",
+        "task_id": "Ab3_x-9z",
+        "name": "fix",
+        "remote": "/srv/repo.git",
+        "argv": ["make", "test"],
+        "history": None,
+        "env": {"CI": "1"},
+    }
+    return {**good, **changed}
+
+
+def test_an_order_goes_over_the_wire_and_comes_back_the_same() -> None:
+    from bar.workers.contract import Order
+
+    wire = _wire(history="a" * 40, network="none", max_tokens=5, round=1)
+    order = Order.from_wire(wire)
+    assert (order.argv, order.env, order.max_tokens, order.round) == (
+        ["make", "test"],
+        {"CI": "1"},
+        5,
+        1,
+    )
+    assert Order.from_wire(order.to_wire()) == order
+    assert "claim" not in Order.from_wire(_wire()).to_wire()  # a first order's wire: unchanged
+
+
+@pytest.mark.parametrize(
+    ("changed", "said"),
+    [
+        ({"task_id": "../../x"}, "no valid task id"),
+        ({"argv": "rm -rf /"}, "not a list of strings"),
+        ({"argv": ["a\0b"]}, "not a list of strings"),
+        ({"history": "HEAD"}, "no valid history commit"),
+        ({"env": {"A": 1}}, "not a mapping of strings"),
+        ({"cwd": ["x"]}, "cwd is not a string"),
+        ({"max_tokens": "many"}, "max_tokens is not a number"),
+        ({"max_tokens": 2.5}, "not a whole number"),
+    ],
+)
+def test_a_wrong_word_in_an_order_is_named(changed: dict[str, object], said: str) -> None:
+    from bar.workers.contract import Order
+
+    with pytest.raises(BarError, match=said):
+        Order.from_wire(_wire(**changed))
+
+
+def test_an_outcome_on_the_wire_holds_what_docs_json_lists() -> None:
+    from bar.workers.contract import Outcome
+
+    bare = Outcome(task_id="Ab3_x-9z", worker="w1").to_wire()
+    assert bare == {
+        "task_id": "Ab3_x-9z",
+        "worker": "w1",
+        "status": "recorded",
+        "step_id": None,
+        "exit_code": None,
+    }
+    pushed = Outcome(task_id="t", worker="w", pushed=True, history=None, sticky="").to_wire()
+    assert pushed["pushed"] is True and pushed["history"] is None and pushed["sticky"] == ""
+    lost = Outcome(task_id="t", worker="w", status="interrupted", lost=True).to_wire()
+    assert lost["lost"] is True and "history" not in lost
+
+
+def test_the_workers_core_loads_no_temporal_and_no_face() -> None:
+    """The developer's side and what an attempt does to a task load without Temporal's
+    SDK; the worker's face is what loads it."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, pkgutil, importlib, bar.workers\n"
+        "for m in pkgutil.iter_modules(bar.workers.__path__):\n"
+        "    importlib.import_module('bar.workers.' + m.name)\n"
+        "import bar.api.attempts\n"
+        "assert 'temporalio' not in sys.modules, 'temporalio was imported'\n"
+        "assert not [m for m in sys.modules if m.startswith('bar.worker.')], 'a face loaded'\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr

@@ -1393,34 +1393,6 @@ def temporal_server(project: Project, given: str | None) -> str:
     return temporal.server_of(project, given)
 
 
-def serve_workers(
-    project: Project,
-    queue: str,
-    *,
-    server: str | None,
-    concurrency: int,
-    on_stop: str | None,
-    claim: Sequence[str] = (),
-    say: Any,
-) -> int:
-    """``bar worker``: take the queue's steps (and, with ``claim``, its planned tasks)
-    and run them here until SIGTERM; the exit code."""
-    from bar.workers import temporal
-    from bar.workers.worker import Serving, check_queue, serve
-
-    serving = Serving(
-        access=temporal.access_of(project),
-        root=project.root,
-        queue=check_queue(queue),
-        server=temporal_server(project, server),
-        namespace=project.config.workers.namespace,
-        concurrency=concurrency,
-        on_stop=on_stop or project.config.workers.on_stop,
-        claim=tuple(claim),
-    )
-    return serve(serving, say)
-
-
 def run_dev_server(port: int, db: str | None, *, say: Any) -> int:
     """``bar worker dev-server``: a Temporal dev server on 127.0.0.1 in the foreground
     until Ctrl-C or SIGTERM (``db``: its database file, else in memory). Inside a

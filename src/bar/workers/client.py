@@ -32,6 +32,7 @@ from bar.share import push as pushing
 from bar.share.remotes import Remote
 from bar.step import transaction
 from bar.workers import temporal
+from bar.workers.contract import Order
 
 POLL = 0.15  # seconds between two looks at a running step's output and outcome
 
@@ -103,7 +104,9 @@ def send(
         "heartbeat": project.config.workers.heartbeat,
     }
     if claim is not None:
-        start["claim"] = {**_order_base(task, remote, history), **claim}
+        start["claim"] = _order(
+            task, remote.url, history, argv=list(claim.get("argv") or [])
+        ).to_wire()
     wid = placement.workflow_id(task.id)
     started = temporal.run(_start(server, namespace, access, wid, start))
     if where is None:
@@ -156,7 +159,7 @@ async def _start(
     from temporalio.common import WorkflowIDReusePolicy
     from temporalio.exceptions import WorkflowAlreadyStartedError
 
-    from bar.workers.task_workflow import NAME
+    from bar.workers.contract import NAME
 
     client = await temporal.connect(server, namespace, access)
     try:
@@ -178,15 +181,16 @@ async def _start(
     return True
 
 
-def _order_base(task: Task, remote: Remote, history: str | None) -> dict[str, Any]:
-    return {
-        "request": secrets.token_hex(6),
-        "task_id": task.id,
-        "name": task.name,
-        "remote": remote.url,
-        "history": history,
-        "argv": [],
-    }
+def _order(task: Task, remote: str, history: str | None, **step: Any) -> Order:
+    """A new order (its own request id) of a step of ``task``, taken from ``remote``."""
+    return Order(
+        request=secrets.token_hex(6),
+        task_id=task.id,
+        name=task.name,
+        remote=remote,
+        history=history,
+        **{"argv": [], **step},
+    )
 
 
 # --- steps ---------------------------------------------------------------------------
@@ -214,20 +218,21 @@ def order(project: Project, task: Task, step: StepOrder) -> str:
             hint="set it in the worker's own environment (bar scrubs it from the record "
             "there) instead of on the command line",
         )
-    body = {
-        **_order_base(task, remote_of(project), _history(project, task)),
-        "remote": where.remote,
-        "argv": list(step.argv),
-        "cwd": step.cwd,
-        "env": dict(step.env),
-        "agent": step.agent,
-        "sandbox": step.sandbox,
-        "network": step.network,
-        "max_tokens": step.max_tokens,
-        "max_cost_usd": step.max_cost_usd,
-    }
-    temporal.run(_signal(where, _access(project), "order", body))
-    return str(body["request"])
+    sent = _order(
+        task,
+        where.remote,
+        _history(project, task),
+        argv=list(step.argv),
+        cwd=step.cwd,
+        env=dict(step.env),
+        agent=step.agent,
+        sandbox=step.sandbox,
+        network=step.network,
+        max_tokens=step.max_tokens,
+        max_cost_usd=step.max_cost_usd,
+    )
+    temporal.run(_signal(where, _access(project), "order", sent.to_wire()))
+    return sent.request
 
 
 def _placed(project: Project, task: Task) -> Placement:

@@ -36,8 +36,10 @@ def worker(
         raise UsageError("a command after -- is what --claim runs; add --claim")
     if concurrency < 1:
         raise UsageError("--concurrency must be 1 or more")
+    from bar.worker import process
+
     project = api.open_project().project
-    return api.serve_workers(
+    return process.serve(
         project,
         queue,
         server=server,

@@ -1,7 +1,7 @@
 """``bar worker``: this machine takes steps from a task queue (docs/workers.md).
 
-One Temporal worker polls the queue for the tasks' workflows (``bar.workers.task_workflow``) and
-their steps (``bar.workers.step_activity``), at most ``concurrency`` steps at once, in this
+One Temporal worker polls the queue for the tasks' workflows (``bar.worker.workflow``) and
+their steps (``bar.worker.activities``), at most ``concurrency`` steps at once, in this
 machine's clone of the repository. With ``claim`` it also takes planned tasks sent to
 the queue (``bar task new NAME --plan --on Q``) and runs the ``claim`` command in each,
 the task's words filled in.
@@ -17,16 +17,18 @@ import asyncio
 import logging
 import signal
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from bar import api
 from bar.base.record import record
 from bar.errors import UsageError
+from bar.model.project import Project
 from bar.workers import temporal
-from bar.workers.task_workflow import BUSY, FINAL
+from bar.workers.contract import BUSY, CLAIMS, FINAL, NOT_TAKEN
 
 
 def own_queue(queue: str) -> str:
@@ -35,8 +37,8 @@ def own_queue(queue: str) -> str:
 
 
 def claim_queue(queue: str) -> str:
-    """The queue of planned tasks (``bar.workers.task_workflow.CLAIMS``)."""
-    return f"{queue}.claim"
+    """The queue of planned tasks."""
+    return f"{queue}{CLAIMS}"
 
 
 @record(frozen=True)
@@ -57,27 +59,48 @@ def check_queue(queue: str) -> str:
     return queue
 
 
-def serve(serving: Serving, say: Callable[[str], None]) -> int:
+def serve(
+    project: Project,
+    queue: str,
+    *,
+    server: str | None,
+    concurrency: int,
+    on_stop: str | None,
+    claim: Sequence[str] = (),
+    say: Callable[[str], None],
+) -> int:
+    """``bar worker``: take the queue's steps (and, with ``claim``, its planned tasks)
+    and run them here until SIGTERM; the exit code."""
+    serving = Serving(
+        access=temporal.access_of(project),
+        root=project.root,
+        queue=check_queue(queue),
+        server=api.temporal_server(project, server),
+        namespace=project.config.workers.namespace,
+        concurrency=concurrency,
+        on_stop=on_stop or project.config.workers.on_stop,
+        claim=tuple(claim),
+    )
     temporal.require_sdk()
     return int(temporal.run(_serve(serving, say)))
 
 
 class _Quiet(logging.Filter):
     """A step an attempt could not take (the remote out of reach, say) or an order it
-    refused was said in one line already (``bar.workers.step_activity``), and a busy worker is
-    no failure: the SDK's traceback of these is dropped."""
+    refused was said in one line already (``bar.worker.activities``), and a busy worker
+    is no failure: the SDK's traceback of these is dropped."""
 
     def filter(self, rec: logging.LogRecord) -> bool:
         exc = rec.exc_info[1] if rec.exc_info else None
-        quiet = ("NotTaken", BUSY, FINAL)  # (a refused order: said in a line too)
+        quiet = (NOT_TAKEN, BUSY, FINAL)  # (a refused order: said in a line too)
         return not (exc is not None and getattr(exc, "type", None) in quiet)
 
 
 async def _serve(serving: Serving, say: Callable[[str], None]) -> int:
     from temporalio.worker import Worker
 
-    from bar.workers.step_activity import Steps
-    from bar.workers.task_workflow import TaskFlow
+    from bar.worker.activities import Steps
+    from bar.worker.workflow import TaskFlow
 
     logging.basicConfig(format="bar worker: %(message)s", level=logging.WARNING)
     for handler in logging.getLogger().handlers:

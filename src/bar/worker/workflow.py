@@ -1,17 +1,19 @@
 """The workflow of one task sent to workers: its steps in order, one activity each.
 
 It runs inside Temporal's workflow sandbox and is replayed from its history, so it is
-deterministic and imports nothing of bar: it holds the orders waiting, the step running,
-the results, and a ``decide`` question with its answer. A running step's output is not
-here (a chatty step would fill the workflow's history): it travels in the activity's
-heartbeat, which holds its newest part (``bar.workers.step_activity``); the whole of it is in
-the record. The activity (``bar.workers.step_activity``) does the
-work on whichever worker takes it; ``bar.workers.client`` talks to this from the
-developer's machine.
+deterministic, and of bar it imports only the names the two sides meet by
+(``bar.workers.contract``). It holds the orders waiting, the step running, the results,
+and a ``decide`` question with its answer, as the JSON objects they travel as
+(``contract.Order``, ``contract.Outcome``). A running step's output is not here (a
+chatty step would fill the workflow's history): it travels in the activity's heartbeat,
+which holds its newest part; the whole of it is in the record. The activity
+(``bar.worker.activities``) does the work on whichever worker takes it;
+``bar.workers.client`` talks to this from the developer's machine.
 
-Signals: ``order`` (a step to run), ``question`` / ``answer`` (a ``decide`` from the agent, the human's reply), ``cancel``, ``finished``
-(the activity's result after a cancel), ``took`` / ``claimed`` (which worker runs it),
-``close``. Queries: ``state``, ``outcome`` (of one step), ``answer_of``.
+Signals: ``order`` (a step to run), ``question`` / ``answer`` (a ``decide`` from the
+agent, the human's reply), ``cancel``, ``finished`` (the activity's result after a
+cancel), ``took`` / ``claimed`` (which worker runs it), ``close``. Queries: ``state``,
+``outcome`` (of one step), ``answer_of``.
 """
 
 from __future__ import annotations
@@ -24,13 +26,9 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError, TimeoutType
 from temporalio.exceptions import TimeoutError as TimeoutError_
 
-NAME = "bar.task"
-STEP = "bar.step"
-CLAIM = "bar.claim"  # a planned task, taken by a worker started with --claim
-CLAIMS = ".claim"  # ... from the queue <queue>.claim
-# an error of the activity that no retry can help (the step ran, or can never run)
-FINAL = "BarStepFinal"
-BUSY = "BarWorkerBusy"  # every place of the worker is taken: the step goes elsewhere
+with workflow.unsafe.imports_passed_through():
+    from bar.workers.contract import BUSY, CLAIM, CLAIMS, FINAL, NAME, STEP
+
 _KEPT = 50  # results kept across continue-as-new
 STICKY_WAIT = timedelta(seconds=5)  # for the worker that ran a task's last step to take its next
 
