@@ -97,3 +97,41 @@ def test_a_file_that_changes_size_while_git_reads_it_is_read_again(
         saver.join(10)
     assert bar(capfd, "run", "--", "true").code == 0
     assert recorded_tree(inited, task) == plain_git_tree(wt, tmp_path)
+
+
+def test_a_file_rewritten_in_place_while_git_hashes_it_is_read_again(
+    inited: Path, capfd: pytest.CaptureFixture[str], speed: str, tmp_path: Path
+) -> None:
+    """A program rewriting a file's bytes in place, in bursts (a database, a memory-mapped
+    file), while bar's ``git add`` hashes it: git hashes the bytes, then compresses other ones,
+    and stops ("unstable object source data"); bar reads again, never fails the step for
+    it, and the record ends as plain git's of the file."""
+    task = new_task(capfd)
+    wt = worktree(task)
+    target = wt / "mapped.db"
+    target.write_bytes(b"\0" * (4 << 20))
+    stop = threading.Event()
+
+    def rewrite() -> None:
+        fd = os.open(target, os.O_WRONLY)
+        try:
+            n = 0
+            while not stop.is_set():  # bursts of writes, a moment apart
+                for _ in range(16):
+                    n += 1
+                    os.pwrite(fd, bytes([n % 251]) * 65536, (n * 65536) % (4 << 20))
+                time.sleep(0.02)
+        finally:
+            os.close(fd)
+
+    writer = threading.Thread(target=rewrite, daemon=True)
+    writer.start()
+    try:
+        for _ in range(6):
+            res = bar(capfd, "run", "--", "true")
+            assert res.code == 0, res.err
+    finally:
+        stop.set()
+        writer.join(10)
+    assert bar(capfd, "run", "--", "true").code == 0
+    assert recorded_tree(inited, task) == plain_git_tree(wt, tmp_path)

@@ -480,10 +480,13 @@ _UNREADABLE = re.compile(
 )
 
 
-# git's words for a file that changed size while it read it, and how many times a look
-# reads again before it says so
-_CHANGED_WHILE_READ = re.compile(rb"(?m)^error: short read while indexing ")
-_REREADS = 5
+# git's words for a file that changed while it read it (cut short under its read: "short
+# read"; a large one, streamed into a pack, found with other bytes when read again:
+# "unstable object source data"), and how many times a look reads again before it says so
+_CHANGED_WHILE_READ = re.compile(
+    rb"(?m)^(error: short read while indexing |fatal: confused by unstable object source data )"
+)
+_REREADS = 20  # (in a tmpfs, where a rewrite is quick, a saving loop races most reads)
 
 
 def _add(worktree: Path, index: Path, paths: Sequence[str], excludes: Sequence[str]) -> bool | None:
@@ -527,7 +530,7 @@ def _add(worktree: Path, index: Path, paths: Sequence[str], excludes: Sequence[s
             # dies of SIGBUS where the file it had mapped was cut short; the add runs
             # again, and hashes the file as it is then
             rereads += 1
-            time.sleep(0.01 * rereads)
+            time.sleep(min(0.05, 0.01 * rereads))
             continue
         if not (kept and attempt == 1 and b"exclude,literal).aide/" in res.stderr):
             break
