@@ -275,6 +275,35 @@ def test_a_step_has_a_tmp_of_its_own(
         other.rmdir()
 
 
+@own_pids
+def test_a_step_has_its_own_shared_memory_and_var_tmp(
+    inited: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """``/dev/shm`` holds the shared memory of the developer's running programs (a
+    browser's, a database's), open to whoever may write the directory: the step's is its
+    own, as its ``/tmp`` and ``/var/tmp`` are (which stay writable with the bar home in
+    ``/tmp``, as this test's is)."""
+    new_task(capfd)
+    theirs = Path("/dev/shm") / f"bar-other-program-{os.getpid()}"
+    theirs.write_text("theirs\n")
+    mine = f"bar-step-{os.getpid()}"
+    try:
+        script = (
+            f"ls /dev/shm; echo mine > {theirs}; "
+            f"echo s > /dev/shm/{mine} && echo v > /var/tmp/{mine} && cat /dev/shm/{mine}; "
+            f"{sys.executable} -c 'import multiprocessing as m; m.Lock().acquire(); "
+            'print("semaphore: held")\''
+        )
+        code, said = _run(capfd, script)
+        assert code == 0, said
+        assert theirs.name not in said, said  # (its own: what it writes there is its own)
+        assert "s\n" in said and "semaphore: held" in said, said
+        assert theirs.read_text() == "theirs\n"
+        assert not (Path("/dev/shm") / mine).exists() and not (Path("/var/tmp") / mine).exists()
+    finally:
+        theirs.unlink()
+
+
 @confined
 def test_required_confinement_refuses_a_kernel_without_pid_namespaces(
     inited: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch

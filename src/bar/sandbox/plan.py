@@ -4,8 +4,9 @@ a ``bar.sandbox.Plan``.
 Writable: the worktree; what git needs to commit on the task branch (the quarantine
 the step sees as the object store and as the directory of the task branch's ref and of
 its reflog, ``bar.sandbox.quarantine``; where the kernel cannot give the step that view, the
-store and those directories themselves), the worktree's own admin directory; the task's own temporary directory (the step's ``TMPDIR``), ``/tmp`` and
-``/var/tmp``; config ``sandbox.allow_write``; with an agent, its home for the task
+store and those directories themselves), the worktree's own admin directory; the task's own temporary directory (the step's
+``TMPDIR``), ``/tmp``, ``/var/tmp`` and ``/dev/shm`` (each the task's own where the step
+has its own processes); config ``sandbox.allow_write``; with an agent, its home for the task
 (``bar.agents.homes``, never the developer's own ``~/.claude`` and the like); the
 devices every program writes (``/dev/null``, terminals). Never writable, whatever holds
 them: the developer's checkout, the repository's git directory (so its config, hooks,
@@ -47,7 +48,11 @@ from bar.store import below
 from bar.store.layout import STEP_COVERS, bar_home, home_dir, ui_launch_dir
 from bar.worktree.guard import admin_dir, common_dir
 
-TEMPORARY = ("/tmp", "/var/tmp")
+# the machine's shared directories every program may write: where the step has its own
+# processes, each is a directory of the task's in the step's view (``_own_temporary``).
+# ``/dev/shm`` too: the shared memory of the developer's running programs (a browser's,
+# a database's) is files there, open to whoever may write the directory
+TEMPORARY = ("/tmp", "/var/tmp", "/dev/shm")
 # Unix sockets of programs acting with the developer's rights (an ssh agent holds the
 # keys ~/.ssh hides): Landlock does not govern connect(), so a confined step is not
 # told where they are
@@ -80,11 +85,20 @@ def _var_tmp(task: Task) -> Path:
     return path
 
 
+def _shm(task: Task) -> Path:
+    """The step's ``/dev/shm`` (made if missing), where it has one of its own: its POSIX
+    shared memory and semaphores (``shm_open``, ``sem_open``) are files in it, shared by
+    the step's processes alone."""
+    path = task.dir / "shm"
+    below.real_dir(path)
+    return path
+
+
 def remove_temp_dir(task: Task) -> None:
     """A closed task runs no more steps: its temporary files go (links are not followed)."""
     import shutil
 
-    for name in ("tmp", "var-tmp", *STEP_COVERS):
+    for name in ("tmp", "var-tmp", "shm", *STEP_COVERS):
         shutil.rmtree(task.dir / name, ignore_errors=True)
 
 
@@ -183,7 +197,7 @@ def for_step(
         *git_dirs,
         *([admin] if admin is not None else []),
         temp_dir(task),
-        *((_var_tmp(task),) if own_pids else (Path(t) for t in TEMPORARY)),
+        *((_var_tmp(task), _shm(task)) if own_pids else (Path(t) for t in TEMPORARY)),
         *allowed,
         *agent_state,
         *(Path(d) for d in DEVICES),
@@ -326,10 +340,11 @@ def _own_temporary(
     protected: list[Path],
     hidden: list[Path],
 ) -> tuple[Bind, ...]:
-    """``/tmp`` and ``/var/tmp`` of the task's own: each a directory of the task's, in
-    which the entries of the real one that lead to the step's ``world`` (its worktree,
-    the repository, bar, the programs it runs...) are shown again where they were; no
-    other. A step sees and writes no other clone's, no other ``$BAR_HOME``'s files there.
+    """``/tmp``, ``/var/tmp`` and ``/dev/shm`` of the task's own: each a directory of the
+    task's, in which the entries of the real one that lead to the step's ``world`` (its
+    worktree, the repository, bar, the programs it runs...) are shown again where they
+    were; no other. A step sees and writes no other clone's, no other ``$BAR_HOME``'s
+    files there, and no other program's shared memory.
 
     Landlock judges a path by the rules of the directories it passes through on the way
     up, mounts included: everything shown again inside the step's writable ``/tmp`` would
@@ -345,7 +360,7 @@ def _own_temporary(
     with contextlib.suppress(FileExistsError):
         os.close(os.open(nothing, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0))
     os.chmod(nothing, 0)
-    ours = (temp_dir(task), _var_tmp(task))
+    ours = (temp_dir(task), _var_tmp(task), _shm(task))
     binds: list[Bind] = []
     for shared, own in zip(TEMPORARY, ours, strict=True):
         view = _Temporary(shared, own)
@@ -362,8 +377,12 @@ def _own_temporary(
             if target and os.path.lexists(path) and not os.path.islink(path):
                 cover = str(empty) if os.path.isdir(path) else str(nothing)
                 binds.append(Bind(cover, target, read_only=True))
-        binds.append(Bind(str(own), shared))
-    return tuple(binds)
+    # each shared one replaced by the task's own last, once every view was laid into
+    # them: a path is found through what is mounted when it is bound, and the task's
+    # directories may be inside one of them (a bar home in /tmp), which is replaced last
+    swaps = [Bind(str(own), shared) for shared, own in zip(TEMPORARY, ours, strict=True)]
+    inside = [b for b in swaps if (task.dir.as_posix() + "/").startswith(b.target + "/")]
+    return (*binds, *(b for b in swaps if b not in inside), *inside)
 
 
 class _Temporary:
