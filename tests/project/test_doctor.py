@@ -511,3 +511,14 @@ def test_the_same_problem_in_many_files_is_one_line_with_a_count_and_an_example(
         assert f"warning: {path}: {message}" in every
     assert bar(capfd, "doctor", "--repair").code == 0
     assert doctor(capfd)[2]["findings"] == []
+
+
+def test_what_a_step_leaves_in_its_own_temporary_directories_is_not_bars_to_judge(
+    task: dict[str, Any], capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A step's /tmp, /var/tmp and /dev/shm are directories of the task's: the files it
+    leaves there are its own, with the modes it gave them, and no finding of bar's."""
+    script = "umask 022; for d in /tmp /var/tmp /dev/shm; do echo x > $d/left; mkdir $d/dir; done"
+    assert bar(capfd, "run", "--", "sh", "-c", script).code == 0
+    code, _out, data = doctor(capfd)
+    assert code == 0 and data["findings"] == [], data["findings"]

@@ -304,6 +304,74 @@ def test_a_step_has_its_own_shared_memory_and_var_tmp(
         theirs.unlink()
 
 
+@own_pids
+def test_a_path_that_leaves_a_shared_directory_by_dot_dot_is_no_entry_of_it(
+    inited: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """``/tmp/../etc/hostname`` on the command line names no entry ``..`` of /tmp to show
+    again (bound over the task's own, it failed the step's set-up)."""
+    new_task(capfd)
+    res = bar(capfd, "run", "--no-pty", "--", "ls", "/tmp/../etc/hostname", "/dev/shm/../null")
+    assert res.code == 0 and "/tmp/../etc/hostname" in res.out, res.err
+
+
+@own_pids
+def test_a_step_sees_no_system_v_shared_memory_of_the_machine(
+    inited: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A program's System V shared memory (a database's, an X server's) is out of the
+    step's reach, as its POSIX shared memory in /dev/shm is."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    key = 0x0BA50000 + os.getpid() % 0xFFFF
+    shmid = libc.shmget(key, 4096, 0o1600)  # IPC_CREAT | 0600
+    assert shmid >= 0, os.strerror(ctypes.get_errno())
+    try:
+        new_task(capfd)
+        code, said = _run(capfd, "ipcs -m")
+        assert code == 0, said
+        assert f"{key:#010x}" not in said and str(shmid) not in said.split(), said
+    finally:
+        libc.shmctl(shmid, 0, None)  # IPC_RMID
+
+
+def _own_mounts() -> bool:
+    """This machine lets an ordinary user make a mount namespace of their own, in which
+    a test mounts what a developer's machine would have (a volume, a tmpfs)."""
+    probe = ["unshare", "--user", "--map-current-user", "--mount", "true"]
+    try:
+        return subprocess.run(probe, capture_output=True).returncode == 0
+    except OSError:
+        return False
+
+
+@own_pids
+@pytest.mark.skipif(not _own_mounts(), reason="no mount namespace of one's own here")
+def test_a_mount_inside_what_a_step_is_shown_again_is_read_only_too(
+    inited: Path, capfd: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """What the step's own /tmp shows again of the real one (the way to its worktree,
+    the repository, the bar home) is read-only all the way down: a volume mounted inside
+    it (a container's, a tmpfs) too, not only the directory shown."""
+    new_task(capfd)
+    volume = tmp_path / "volume"
+    volume.mkdir()
+    script = (
+        f"mount -t tmpfs none {volume} && echo theirs > {volume}/f && "
+        f"{BAR_EXE} run --no-pty -- sh -c 'echo mine > {volume}/f; echo wrote=$?'; "
+        f"echo now=$(cat {volume}/f)"
+    )
+    proc = subprocess.run(
+        ["unshare", "--user", "--map-current-user", "--mount", "sh", "-c", script],
+        capture_output=True,
+        text=True,
+    )
+    said = proc.stdout + proc.stderr
+    assert "wrote=0" not in said and "now=theirs" in said, said
+    assert "Read-only file system" in said, said
+
+
 @confined
 def test_required_confinement_refuses_a_kernel_without_pid_namespaces(
     inited: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch

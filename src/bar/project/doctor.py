@@ -45,7 +45,7 @@ from bar.model.tasks import Task, load_task
 from bar.project import repairs
 from bar.project.repairs import then
 from bar.store.files import DIR_MODE, FILE_MODE, read_json
-from bar.store.layout import STEP_COVERS, TASK_ID_RE
+from bar.store.layout import STEP_COVERS, STEP_TEMPORARY, TASK_ID_RE
 from bar.store.lock import is_locked
 from bar.task import delete as task_delete
 from bar.task import new as task_new
@@ -857,7 +857,7 @@ def _walk(root: Path, skip: Path) -> Iterator[Path]:
 def _not_bars(path: Path) -> bool:
     """A task's directory of files that are not bar's own (see ``_walk``)."""
     return path.parent.parent.name == "tasks" and (
-        path.name in ("tmp", AGENTS, "trash") or path.name.startswith("removing")
+        path.name in (*STEP_TEMPORARY, AGENTS, "trash") or path.name.startswith("removing")
     )
 
 

@@ -41,6 +41,7 @@ from bar.base.record import record
 # set to make bar act as if the kernel offered no namespaces (to try the fallback)
 UNAVAILABLE_ENV = "BAR_NAMESPACES_UNAVAILABLE"
 _CLONE_NEWNS = 0x00020000
+_CLONE_NEWIPC = 0x08000000
 _CLONE_NEWUSER = 0x10000000
 _CLONE_NEWPID = 0x20000000
 _CLONE_NEWNET = 0x40000000
@@ -58,6 +59,12 @@ _MS_NODIRATIME = 2048
 _MS_BIND = 4096
 _MS_REC = 16384
 _MS_SLAVE = 1 << 19
+# mount_setattr(2): the same number in every architecture's table (a call of Linux 5.12)
+_SYS_MOUNT_SETATTR = 442
+_AT_FDCWD = -100
+_AT_RECURSIVE = 0x8000
+_MOUNT_ATTR_RDONLY = 0x1
+_MOUNT_ATTR = struct.Struct("QQQQ")  # attr_set, attr_clr, propagation, userns_fd
 _MS_RELATIME = 1 << 21
 _MS_STRICTATIME = 1 << 24
 # ``statvfs`` flags of a mount that a remount in a user namespace must keep as they are
@@ -100,7 +107,8 @@ def enter(
     binds: tuple[Bind, ...], uid: int, gid: int, *, pids: bool = False, net: bool = False
 ) -> None:
     """Make this process's own user and mount namespaces (the same user and group
-    inside as out), with ``pids`` a PID namespace its next child is the init of, with
+    inside as out), with ``pids`` a PID namespace its next child is the init of (and
+    an IPC namespace), with
     ``net`` a network namespace of its own (its loopback up, nothing else: no route out),
     and mount ``binds`` in order. In the holder of the step's command; an error here
     reaches ``Popen``, and the command never runs."""
@@ -108,7 +116,10 @@ def enter(
         here: str | None = os.getcwd()
     except OSError:  # (a directory removed since: nothing to enter again)
         here = None
-    flags = _CLONE_NEWUSER | _CLONE_NEWNS | (_CLONE_NEWPID if pids else 0)
+    # with its own processes, its own System V shared memory, semaphores and message
+    # queues too: those of the developer's programs (a database's, an X server's) are
+    # no step's to read or write, as their POSIX ones in /dev/shm are not
+    flags = _CLONE_NEWUSER | _CLONE_NEWNS | (_CLONE_NEWPID | _CLONE_NEWIPC if pids else 0)
     _check(_libc.unshare(flags | (_CLONE_NEWNET if net else 0)), "unshare")
     if net:
         loopback_up()
@@ -117,25 +128,62 @@ def enter(
     _write("/proc/self/gid_map", f"{gid} {gid} 1")
     # nothing mounted here reaches the namespace bar runs in
     _check(_libc.mount(None, b"/", None, _MS_REC | _MS_SLAVE, None), "mount --make-rslave /")
+    made: list[str] = []  # the writable mounts made so far (the quarantine's, ...)
     for bind in binds:
         source, target = os.fsencode(bind.source), os.fsencode(bind.target)
         if bind.layer:
             _lay(bind, source, target)
+            made += bind.nested
             continue
         _check(
             _libc.mount(source, target, None, _MS_BIND | _MS_REC, None),
             f"mount --bind {bind.source} {bind.target}",
         )
-        if bind.read_only:
-            flags = _MS_REMOUNT | _MS_BIND | _MS_RDONLY | _kept_flags(bind.target)
+        if not bind.read_only:
+            made.append(bind.target)
+            continue
+        flags = _MS_REMOUNT | _MS_BIND | _MS_RDONLY | _kept_flags(bind.target)
+        _check(_libc.mount(None, target, None, flags, None), f"mount -o remount,ro {bind.target}")
+        _read_only_below(bind.target)
+        # what this namespace made writable inside what is shown read-only (the object
+        # store's quarantine in a repository shown again in the step's /tmp) is shown
+        # writable again, as it is where it was made
+        inside = bind.source.rstrip("/") + "/"
+        for path in (m for m in made if m.startswith(inside)):
+            again = bind.target.rstrip("/") + path[len(inside) - 1 :]
             _check(
-                _libc.mount(None, target, None, flags, None), f"mount -o remount,ro {bind.target}"
+                _libc.mount(os.fsencode(path), os.fsencode(again), None, _MS_BIND | _MS_REC, None),
+                f"mount --bind {path} {again} (writable again)",
             )
     if binds and here is not None:
         # the working directory was entered before these mounts, beneath them: entered
         # again, so that a relative path sees what an absolute one does (a directory of
         # the worktree shown read-only is read-only by either)
         os.chdir(here)
+
+
+def _read_only_below(target: str) -> None:
+    """The mounts a recursive bind copied with ``target`` (a repository, a home, a
+    container's volume on a mount of its own inside what is shown) read-only too: a
+    remount changes one mount, and Landlock lets a step write wherever a writable
+    directory's rule reaches, mounts included. One ``mount_setattr`` where the kernel
+    has it (Linux 5.12), else a remount of each."""
+    attr = ctypes.create_string_buffer(_MOUNT_ATTR.pack(_MOUNT_ATTR_RDONLY, 0, 0, 0))
+    done = _libc.syscall(
+        ctypes.c_long(_SYS_MOUNT_SETATTR),
+        ctypes.c_long(_AT_FDCWD),
+        ctypes.c_char_p(os.fsencode(target)),
+        ctypes.c_ulong(_AT_RECURSIVE),
+        attr,
+        ctypes.c_size_t(_MOUNT_ATTR.size),
+    )
+    if done == 0:
+        return
+    for point in mounts_inside(target):
+        flags = _MS_REMOUNT | _MS_BIND | _MS_RDONLY | _kept_flags(point)
+        _check(
+            _libc.mount(None, os.fsencode(point), None, flags, None), f"mount -o remount,ro {point}"
+        )
 
 
 def _lay(bind: Bind, source: bytes, target: bytes) -> None:

@@ -45,7 +45,7 @@ from bar.sandbox import (
 from bar.sandbox.namespace import Bind
 from bar.sandbox.network import NetPlan
 from bar.store import below
-from bar.store.layout import STEP_COVERS, bar_home, home_dir, ui_launch_dir
+from bar.store.layout import STEP_COVERS, STEP_TEMPORARY, bar_home, home_dir, ui_launch_dir
 from bar.worktree.guard import admin_dir, common_dir
 
 # the machine's shared directories every program may write: where the step has its own
@@ -61,7 +61,7 @@ AGENT_SOCKETS = ("SSH_AUTH_SOCK", "GPG_AGENT_INFO", "DBUS_SESSION_BUS_ADDRESS", 
 
 def temp_dir(task: Task) -> Path:
     """The task's own temporary directory (made if missing)."""
-    path = task.dir / "tmp"
+    path = task.dir / STEP_TEMPORARY[0]
     path.mkdir(mode=0o700, exist_ok=True)
     return path
 
@@ -80,7 +80,7 @@ def step_env(task: Task, env: Mapping[str, str], made: Confinement) -> dict[str,
 
 def _var_tmp(task: Task) -> Path:
     """The step's ``/var/tmp`` (made if missing), where it has one of its own."""
-    path = task.dir / "var-tmp"
+    path = task.dir / STEP_TEMPORARY[1]
     below.real_dir(path)
     return path
 
@@ -89,7 +89,7 @@ def _shm(task: Task) -> Path:
     """The step's ``/dev/shm`` (made if missing), where it has one of its own: its POSIX
     shared memory and semaphores (``shm_open``, ``sem_open``) are files in it, shared by
     the step's processes alone."""
-    path = task.dir / "shm"
+    path = task.dir / STEP_TEMPORARY[2]
     below.real_dir(path)
     return path
 
@@ -98,7 +98,7 @@ def remove_temp_dir(task: Task) -> None:
     """A closed task runs no more steps: its temporary files go (links are not followed)."""
     import shutil
 
-    for name in ("tmp", "var-tmp", "shm", *STEP_COVERS):
+    for name in (*STEP_TEMPORARY, *STEP_COVERS):
         shutil.rmtree(task.dir / name, ignore_errors=True)
 
 
@@ -394,7 +394,10 @@ class _Temporary:
         self.shown: set[str] = set()
 
     def inside(self, paths: list[Path]) -> list[str]:
-        return sorted({str(p) for p in paths if str(p).startswith(self.prefix)})
+        """The paths of ``paths`` inside the shared one, as the kernel reads them
+        (``/tmp/../etc`` is not in /tmp)."""
+        clean = (os.path.normpath(p) for p in paths)
+        return sorted({p for p in clean if p.startswith(self.prefix)})
 
     def shown_again(self, world: list[Path]) -> list[Bind]:
         """Read-only, each entry of the real one that leads to a path of ``world``."""

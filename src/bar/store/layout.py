@@ -51,6 +51,8 @@ def home_dir() -> Path:
 # what covers a hidden path in a step's own /tmp (``bar.sandbox.plan``): a directory and
 # a file of the task's, mode 0 on purpose
 STEP_COVERS = ("empty", "hidden")
+# a step's own /tmp, /var/tmp and /dev/shm: directories of the task's, its files in them
+STEP_TEMPORARY = ("tmp", "var-tmp", "shm")
 
 
 def ui_launch_dir() -> Path:
