@@ -336,6 +336,21 @@ def test_a_step_sees_no_system_v_shared_memory_of_the_machine(
         libc.shmctl(shmid, 0, None)  # IPC_RMID
 
 
+@own_pids
+def test_a_step_reads_nothing_another_tasks_steps_left_in_their_own_temporary_directories(
+    inited: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Another task's /tmp, /var/tmp and /dev/shm are directories in the bar home, which a
+    step may read: they are hidden from it, as the machine's are."""
+    first = new_task(capfd, "first")
+    assert _run(capfd, "for d in /tmp /var/tmp /dev/shm; do echo s3cret > $d/left; done")[0] == 0
+    new_task(capfd, "second")
+    where = task_dir(first["id"])
+    code, said = _run(capfd, f"cat {where}/tmp/left {where}/var-tmp/left {where}/shm/left")
+    assert code != 0 and "s3cret" not in said, said
+    assert (where / "shm" / "left").read_text() == "s3cret\n"  # (left where it was)
+
+
 def _own_mounts() -> bool:
     """This machine lets an ordinary user make a mount namespace of their own, in which
     a test mounts what a developer's machine would have (a volume, a tmpfs)."""

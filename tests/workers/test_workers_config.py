@@ -175,6 +175,7 @@ def test_an_order_goes_over_the_wire_and_comes_back_the_same() -> None:
     )
     assert Order.from_wire(order.to_wire()) == order
     assert "claim" not in Order.from_wire(_wire()).to_wire()  # a first order's wire: unchanged
+    assert Order.from_wire(_wire(argv=[], claim=True)).claim  # (its command: the claimer's)
 
 
 @pytest.mark.parametrize(
@@ -184,7 +185,21 @@ def test_an_order_goes_over_the_wire_and_comes_back_the_same() -> None:
         ({"argv": "rm -rf /"}, "not a list of strings"),
         ({"argv": ["a\0b"]}, "not a list of strings"),
         ({"history": "HEAD"}, "no valid history commit"),
-        ({"env": {"A": 1}}, "not a mapping of strings"),
+        ({"env": {"A": 1}}, "not a mapping of names to strings"),
+        ({"env": {"A=B": "C"}}, "not a mapping of names to strings"),
+        ({"env": {"-e": "x"}}, "not a mapping of names to strings"),
+        ({"env": {"A": "a\0b"}}, "not a mapping of names to strings"),
+        ({"env": []}, "not a mapping of names to strings"),
+        ({"argv": []}, "command is empty"),
+        ({"history": "a" * 40 + "\n"}, "no valid history commit"),
+        ({"cwd": "sub\0dir"}, "cwd is not a string"),
+        ({"agent": "claude\0"}, "agent is not a string"),
+        ({"max_tokens": float("inf")}, "max_tokens is out of range"),
+        ({"max_cost_usd": float("nan")}, "max_cost_usd is out of range"),
+        ({"max_cost_usd": 10**400}, "max_cost_usd is out of range"),
+        ({"max_tokens": -1}, "max_tokens is out of range"),
+        ({"round": -1000000}, "round is out of range"),
+        ({"round": True}, "round is not a number"),
         ({"cwd": ["x"]}, "cwd is not a string"),
         ({"max_tokens": "many"}, "max_tokens is not a number"),
         ({"max_tokens": 2.5}, "not a whole number"),

@@ -36,7 +36,7 @@ _OBJECT_ID_RE = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")
 def is_object_id(value: object) -> bool:
     """True for a full SHA-1 or SHA-256 object id: what bar's records may hand to git
     (anything else, such as ``--output=FILE``, could be read by git as an option)."""
-    return isinstance(value, str) and _OBJECT_ID_RE.match(value) is not None
+    return isinstance(value, str) and _OBJECT_ID_RE.fullmatch(value) is not None
 
 
 # Task worktrees whose git directories bar names itself (``bar.model.tasks``): git run there

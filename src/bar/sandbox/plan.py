@@ -45,7 +45,14 @@ from bar.sandbox import (
 from bar.sandbox.namespace import Bind
 from bar.sandbox.network import NetPlan
 from bar.store import below
-from bar.store.layout import STEP_COVERS, STEP_TEMPORARY, bar_home, home_dir, ui_launch_dir
+from bar.store.layout import (
+    STEP_COVERS,
+    STEP_TEMPORARY,
+    bar_home,
+    home_dir,
+    projects_dir,
+    ui_launch_dir,
+)
 from bar.worktree.guard import admin_dir, common_dir
 
 # the machine's shared directories every program may write: where the step has its own
@@ -220,7 +227,11 @@ def for_step(
     system = _system_layer(task, agent) if binds and agent is not None else None
     if system is not None:  # (bar's hooks above every settings file the step can write)
         binds = (*binds, system)
-    deny_read = [*(_home_path(p) for p in (*settings.deny_read, *_keys(task))), _launch_pages()]
+    deny_read = [
+        *(_home_path(p) for p in (*settings.deny_read, *_keys(task))),
+        _launch_pages(),
+        *_others_temporary(task),
+    ]
     if own_pids:
         world = [*writable, *protected, *(Path(p) for p in paths), Path.cwd()]
         binds = (*binds, *_own_temporary(task, world, writable, protected, deny_read))
@@ -441,6 +452,27 @@ def _launch_pages() -> Path:
     with contextlib.suppress(OSError):
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
     return folder
+
+
+def _others_temporary(task: Task) -> list[Path]:
+    """The /tmp, /var/tmp and /dev/shm of every other task in the bar home (which a step
+    may read): what their steps left there is theirs, as the machine's is."""
+    found: list[Path] = []
+    own = os.path.realpath(task.dir)
+    try:
+        projects = list(os.scandir(projects_dir()))
+    except OSError:
+        return found
+    for project in projects:
+        try:
+            tasks = list(os.scandir(os.path.join(project.path, "tasks")))
+        except OSError:
+            continue
+        for other in tasks:
+            if os.path.realpath(other.path) == own:
+                continue
+            found += (Path(other.path, name) for name in STEP_TEMPORARY)
+    return [p for p in found if os.path.lexists(p)]
 
 
 def _keys(task: Task) -> tuple[str, ...]:

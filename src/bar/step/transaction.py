@@ -154,9 +154,9 @@ def briefly(task: Task, what: str, *, busy: Callable[[Task], bool]) -> Iterator[
             try:
                 held.enter_context(task_lock(task, what, wait=False))
                 break
-            except Locked:
+            except Locked as held_long:
                 if busy(task) or time.monotonic() > deadline:
-                    raise
+                    raise Locked(str(held_long), hint="try again once it is done") from None
             time.sleep(0.05)
         yield load_task(task.project, task.id)
 

@@ -163,14 +163,13 @@ def _delete(
     task: Task, *, force: bool, dry_run: bool, wait: bool, gone: set[str] | None = None
 ) -> Deletion:
     project = task.project
+    if task.active and not task.read_only:  # (said at once: no wait for a running step)
+        raise _open(task)
     with transaction.holding(task, "bar task delete", wait=wait, copy_ok=True) as task:
         if journals.DELETE.path(task.paths).exists():  # begun by another bar meanwhile
             return _resume(project, task.id, dry_run=dry_run)
         if task.active and not task.read_only:  # (a fetched copy: the remote keeps it)
-            raise BarError(
-                f"task {task.name} ({task.id}) is open; only a closed task can be deleted",
-                hint=f"close it first: `bar task close {task.id}`",
-            )
+            raise _open(task)
         repo = project.root
         where = worktrees.holding(repo, task.branch, task.worktree)
         if where is not None:
@@ -213,6 +212,13 @@ def _trash_held(task: Task) -> list[str]:
         f"bar moved aside, which no recorded state has (`bar trash --task {task.id}` lists "
         "them, `bar trash restore` puts them back)"
     ]
+
+
+def _open(task: Task) -> BarError:
+    return BarError(
+        f"task {task.name} ({task.id}) is open; only a closed task can be deleted",
+        hint=f"close it first: `bar task close {task.id}`",
+    )
 
 
 def _resume(project: Project, task_id: str, *, dry_run: bool) -> Deletion:

@@ -176,7 +176,15 @@ class TaskFlow:
 
     @workflow.signal
     def order(self, order: dict[str, Any]) -> None:
-        self._orders.append(order)
+        # whoever may signal the workflow can send one: its words are checked where it
+        # runs (``contract.Order.from_wire``, which refuses it for good); here only what
+        # this workflow reads of it, lest a malformed one fail the workflow's every turn
+        if (
+            isinstance(order, dict)
+            and isinstance(order.get("request"), str)
+            and isinstance(order.get("round", 0), int)
+        ):
+            self._orders.append(order)
 
     @workflow.signal
     def cancel(self, request: str) -> None:

@@ -11,6 +11,7 @@ attempt that it would retry, is not asked to make it). Nothing here imports Temp
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from bar.base.record import field, record, replace
@@ -66,14 +67,18 @@ class Order:
             isinstance(a, str) and "\0" not in a for a in argv
         ):
             raise BarError("the order's command is not a list of strings")
+        claim = wire.get("claim") is True
+        if not argv and not claim:  # (a claim's is the claiming worker's command)
+            raise BarError("the order's command is empty")
         history = wire.get("history")
         if history is not None and not is_object_id(history):
-            raise BarError(f"the order names no valid history commit: {history!r}")
-        env = wire.get("env") or {}
+            raise BarError(f"the order names no valid history commit: {history!r:.80}")
+        env = {} if wire.get("env") is None else wire.get("env")
         if not isinstance(env, dict) or not all(
-            isinstance(k, str) and isinstance(v, str) for k, v in env.items()
+            isinstance(k, str) and _NAME.fullmatch(k) and isinstance(v, str) and "\0" not in v
+            for k, v in env.items()
         ):
-            raise BarError("the order's variables are not a mapping of strings")
+            raise BarError("the order's variables are not a mapping of names to strings")
         earlier = wire.get("earlier")
         return cls(
             request=_text(wire, "request"),
@@ -89,7 +94,7 @@ class Order:
             network=_text(wire, "network") or None,
             max_tokens=_number(wire, "max_tokens", int),
             max_cost_usd=_number(wire, "max_cost_usd", float),
-            claim=wire.get("claim") is True,
+            claim=claim,
             round=_number(wire, "round", int) or 0,
             earlier=earlier if isinstance(earlier, dict) else None,
         )
@@ -134,17 +139,27 @@ def _text(wire: dict[str, Any], key: str) -> str:
     value = wire.get(key)
     if value is None:
         return ""
-    if not isinstance(value, str):
-        raise BarError(f"the order's {key} is not a string: {value!r}")
+    if not isinstance(value, str) or "\0" in value:
+        raise BarError(f"the order's {key} is not a string: {value!r:.80}")
     return value
 
 
+# a variable's name, as ``bar run -e NAME=VALUE`` reads it back
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# the largest a number of an order may be: a budget, a round of a lost step run again
+_MOST = 10**12
+
+
 def _number(wire: dict[str, Any], key: str, kind: type[int] | type[float]) -> Any:
+    """A number of the order: finite, not negative, at most ``_MOST``, whole for an
+    ``int`` (JSON on the wire may say ``Infinity``, ``NaN``, ``1e400``)."""
     value = wire.get(key)
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise BarError(f"the order's {key} is not a number: {value!r}")
+        raise BarError(f"the order's {key} is not a number: {value!r:.80}")
+    if not 0 <= value <= _MOST:  # (NaN is between nothing: refused too)
+        raise BarError(f"the order's {key} is out of range: {value!r:.80}")
     if kind is int and value != int(value):
         raise BarError(f"the order's {key} is not a whole number: {value!r}")
     return kind(value)
