@@ -102,25 +102,29 @@ def test_a_file_that_changes_size_while_git_reads_it_is_read_again(
 def test_a_file_rewritten_in_place_while_git_hashes_it_is_read_again(
     inited: Path, capfd: pytest.CaptureFixture[str], speed: str, tmp_path: Path
 ) -> None:
-    """A program rewriting a file's bytes in place, in bursts (a database, a memory-mapped
-    file), while bar's ``git add`` hashes it: git hashes the bytes, then compresses other ones,
-    and stops ("unstable object source data"); bar reads again, never fails the step for
-    it, and the record ends as plain git's of the file."""
+    """A program rewriting a file's bytes in place (a database, a memory-mapped file)
+    just as bar's ``git add`` reads it, a few times a step: git hashes the bytes, then
+    compresses other ones, and stops ("unstable object source data"); bar reads again,
+    never fails the step for it, and the record ends as plain git's of the file."""
     task = new_task(capfd)
     wt = worktree(task)
     target = wt / "mapped.db"
-    target.write_bytes(b"\0" * (4 << 20))
+    size = 4 << 20
+    target.write_bytes(b"\0" * size)
     stop = threading.Event()
+    left = [0]  # rewrites left for this step
 
     def rewrite() -> None:
         fd = os.open(target, os.O_WRONLY)
         try:
             n = 0
-            while not stop.is_set():  # bursts of writes, a moment apart
-                for _ in range(16):
+            while not stop.is_set():
+                st = os.stat(target)
+                if left[0] > 0 and st.st_atime_ns >= st.st_mtime_ns:  # read since written
+                    left[0] -= 1
                     n += 1
-                    os.pwrite(fd, bytes([n % 251]) * 65536, (n * 65536) % (4 << 20))
-                time.sleep(0.02)
+                    os.pwrite(fd, bytes([n % 251]) * 65536, (n * 65536) % size)
+                time.sleep(0.0002)
         finally:
             os.close(fd)
 
@@ -128,6 +132,7 @@ def test_a_file_rewritten_in_place_while_git_hashes_it_is_read_again(
     writer.start()
     try:
         for _ in range(6):
+            left[0] = 3
             res = bar(capfd, "run", "--", "true")
             assert res.code == 0, res.err
     finally:
