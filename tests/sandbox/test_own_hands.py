@@ -351,6 +351,59 @@ def test_a_step_reads_nothing_another_tasks_steps_left_in_their_own_temporary_di
     assert (where / "shm" / "left").read_text() == "s3cret\n"  # (left where it was)
 
 
+@own_pids
+def test_a_step_reaches_no_socket_of_the_developers_session(
+    inited: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The developer's runtime directory holds the sockets of their session: the bus
+    (through which systemd starts any program as the developer), the gpg and ssh agents.
+    Landlock keeps a directory from being read, not a socket in it from being connected
+    to: the step's mount namespace covers it (and every read-denied path)."""
+    import pwd
+    import socket
+    import tempfile
+    import threading
+
+    home = pwd.getpwuid(os.getuid()).pw_dir  # (outside /tmp, as a real one is)
+    if not os.access(home, os.W_OK):
+        pytest.skip(f"{home} is not writable here")
+    runtime = Path(tempfile.mkdtemp(dir=home, prefix=".bar-test-runtime-"))
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(str(runtime / "bus"))
+    server.listen(4)
+    server.settimeout(0.2)
+    stop = threading.Event()
+
+    def answer() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                continue
+            conn.sendall(b"reached the session bus\n")
+            conn.close()
+
+    thread = threading.Thread(target=answer, daemon=True)
+    thread.start()
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
+    try:
+        new_task(capfd)
+        script = (
+            f"{sys.executable} -c 'import os, socket; s = socket.socket(socket.AF_UNIX); "
+            f'print("env:", os.environ.get("XDG_RUNTIME_DIR")); s.connect("{runtime}/bus"); '
+            "print(s.recv(100))'"
+        )
+        _code, said = _run(capfd, script)
+        assert "reached" not in said and "Permission denied" in said, said
+        assert "env: None" in said, said
+    finally:
+        stop.set()
+        thread.join(5)
+        server.close()
+        (runtime / "bus").unlink()
+        runtime.rmdir()
+
+
 def _own_mounts() -> bool:
     """This machine lets an ordinary user make a mount namespace of their own, in which
     a test mounts what a developer's machine would have (a volume, a tmpfs)."""

@@ -63,7 +63,14 @@ TEMPORARY = ("/tmp", "/var/tmp", "/dev/shm")
 # Unix sockets of programs acting with the developer's rights (an ssh agent holds the
 # keys ~/.ssh hides): Landlock does not govern connect(), so a confined step is not
 # told where they are
-AGENT_SOCKETS = ("SSH_AUTH_SOCK", "GPG_AGENT_INFO", "DBUS_SESSION_BUS_ADDRESS", "TMUX", "STY")
+AGENT_SOCKETS = (
+    "SSH_AUTH_SOCK",
+    "GPG_AGENT_INFO",
+    "DBUS_SESSION_BUS_ADDRESS",
+    "TMUX",
+    "STY",
+    "XDG_RUNTIME_DIR",  # (the directory of the session's sockets: ``_runtime_dir``)
+)
 
 
 def temp_dir(task: Task) -> Path:
@@ -231,7 +238,10 @@ def for_step(
         *(_home_path(p) for p in (*settings.deny_read, *_keys(task))),
         _launch_pages(),
         *_others_temporary(task),
+        *_runtime_dir(),
     ]
+    if binds:  # (out of reach, not only unreadable: Landlock does not judge connect())
+        binds = (*binds, *_covered(task, deny_read))
     if own_pids:
         world = [*writable, *protected, *(Path(p) for p in paths), Path.cwd()]
         binds = (*binds, *_own_temporary(task, world, writable, protected, deny_read))
@@ -363,14 +373,7 @@ def _own_temporary(
     read-only by its mount, the ``writable`` paths in it are shown again writable on
     top, the ``protected`` ones inside those read-only again, and the ``hidden`` ones
     covered by a directory or a file the step may not open."""
-    # what covers a hidden path: a directory and a file no one without a capability
-    # (as the step is) may open
-    empty, nothing = (task.dir / name for name in STEP_COVERS)
-    below.real_dir(empty)
-    os.chmod(empty, 0)
-    with contextlib.suppress(FileExistsError):
-        os.close(os.open(nothing, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0))
-    os.chmod(nothing, 0)
+    empty, nothing = _covers(task)
     ours = (temp_dir(task), _var_tmp(task), _shm(task))
     binds: list[Bind] = []
     for shared, own in zip(TEMPORARY, ours, strict=True):
@@ -452,6 +455,45 @@ def _launch_pages() -> Path:
     with contextlib.suppress(OSError):
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
     return folder
+
+
+def _runtime_dir() -> list[Path]:
+    """The developer's runtime directory (``$XDG_RUNTIME_DIR``, ``/run/user/<uid>``):
+    the sockets of their session, each a way out of any confinement for a process that
+    connects to it: the session bus (which starts programs as the developer: systemd's
+    transient units), the gpg and ssh agents (which sign with their keys), the display."""
+    found = [os.environ.get("XDG_RUNTIME_DIR", ""), f"/run/user/{os.getuid()}"]
+    return [Path(p) for p in dict.fromkeys(found) if p and os.path.isdir(p)]
+
+
+def _covered(task: Task, hidden: list[Path]) -> tuple[Bind, ...]:
+    """Each of ``hidden`` (but those in the machine's /tmp, /var/tmp and /dev/shm, which
+    the step's own hide as they show them: ``_own_temporary``) covered, in the step's
+    mount namespace, by a directory or a file no one without a capability may open:
+    Landlock keeps it from being read, but not a socket in it from being connected to
+    (a gpg agent's in ``~/.gnupg``)."""
+    empty, nothing = _covers(task)
+    binds = []
+    for path in hidden:
+        real = os.path.realpath(path)
+        if any(real == t or real.startswith(t + "/") for t in TEMPORARY):
+            continue
+        if os.path.isdir(real):
+            binds.append(Bind(str(empty), real, read_only=True))
+        elif os.path.lexists(real):
+            binds.append(Bind(str(nothing), real, read_only=True))
+    return tuple(binds)
+
+
+def _covers(task: Task) -> tuple[Path, Path]:
+    """What covers a hidden path: a directory and a file of the task's, mode 0."""
+    empty, nothing = (task.dir / name for name in STEP_COVERS)
+    below.real_dir(empty)
+    os.chmod(empty, 0)
+    with contextlib.suppress(FileExistsError):
+        os.close(os.open(nothing, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0))
+    os.chmod(nothing, 0)
+    return empty, nothing
 
 
 def _others_temporary(task: Task) -> list[Path]:
