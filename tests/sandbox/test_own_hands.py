@@ -404,6 +404,36 @@ def test_a_step_reaches_no_socket_of_the_developers_session(
         runtime.rmdir()
 
 
+@own_pids
+def test_a_step_reaches_no_container_engine(
+    inited: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A container engine's socket (docker's) starts, for whoever may connect, a container
+    that mounts the machine's / writable: the developer may, in its group, and a step
+    must not. A stand-in listens where docker's would."""
+    import socket
+
+    from bar.sandbox.plan import DAEMON_SOCKETS
+
+    where = Path(DAEMON_SOCKETS[0])
+    if where.exists() or not os.access(where.parent, os.W_OK):
+        pytest.skip(f"{where} is there already, or {where.parent} is not ours to write")
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(str(where))
+    server.listen(4)
+    try:
+        new_task(capfd)
+        script = (
+            f"{sys.executable} -c 'import socket; s = socket.socket(socket.AF_UNIX); "
+            f'print(s.connect("{where}") or "connected")\''
+        )
+        _code, said = _run(capfd, script)
+        assert "connected" not in said and "Permission denied" in said, said
+    finally:
+        server.close()
+        where.unlink()
+
+
 def _own_mounts() -> bool:
     """This machine lets an ordinary user make a mount namespace of their own, in which
     a test mounts what a developer's machine would have (a volume, a tmpfs)."""

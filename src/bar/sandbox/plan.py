@@ -239,6 +239,7 @@ def for_step(
         _launch_pages(),
         *_others_temporary(task),
         *_runtime_dir(),
+        *(Path(p) for p in DAEMON_SOCKETS if os.path.lexists(p)),
     ]
     if binds:  # (out of reach, not only unreadable: Landlock does not judge connect())
         binds = (*binds, *_covered(task, deny_read))
@@ -457,6 +458,21 @@ def _launch_pages() -> Path:
     return folder
 
 
+# the sockets of daemons that act for whoever may connect with more than their rights (a
+# container engine starts a container that mounts / writable; a virtual machine manager
+# likewise): the developer may, being in their group, and so could a step that reached them
+DAEMON_SOCKETS = (
+    "/run/docker.sock",
+    "/var/run/docker.sock",
+    "/run/containerd/containerd.sock",
+    "/run/podman/podman.sock",
+    "/run/libvirt/libvirt-sock",
+    "/var/run/libvirt/libvirt-sock",
+    "/var/snap/lxd/common/lxd/unix.socket",
+    "/var/lib/incus/unix.socket",
+)
+
+
 def _runtime_dir() -> list[Path]:
     """The developer's runtime directory (``$XDG_RUNTIME_DIR``, ``/run/user/<uid>``):
     the sockets of their session, each a way out of any confinement for a process that
@@ -474,8 +490,7 @@ def _covered(task: Task, hidden: list[Path]) -> tuple[Bind, ...]:
     (a gpg agent's in ``~/.gnupg``)."""
     empty, nothing = _covers(task)
     binds = []
-    for path in hidden:
-        real = os.path.realpath(path)
+    for real in dict.fromkeys(os.path.realpath(path) for path in hidden):
         if any(real == t or real.startswith(t + "/") for t in TEMPORARY):
             continue
         if os.path.isdir(real):
