@@ -460,7 +460,8 @@ def _launch_pages() -> Path:
 
 # the sockets of daemons that act for whoever may connect with more than their rights (a
 # container engine starts a container that mounts / writable; a virtual machine manager
-# likewise): the developer may, being in their group, and so could a step that reached them
+# likewise; the system bus's services, polkit's rules granting an active session what they
+# grant, mount disks and install packages): the developer may, and so could a step
 DAEMON_SOCKETS = (
     "/run/docker.sock",
     "/var/run/docker.sock",
@@ -470,6 +471,8 @@ DAEMON_SOCKETS = (
     "/var/run/libvirt/libvirt-sock",
     "/var/snap/lxd/common/lxd/unix.socket",
     "/var/lib/incus/unix.socket",
+    "/run/dbus/system_bus_socket",
+    "/var/run/dbus/system_bus_socket",
 )
 
 
