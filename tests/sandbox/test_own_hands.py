@@ -434,6 +434,19 @@ def test_a_step_reaches_no_container_engine(
         where.unlink()
 
 
+@own_pids
+def test_a_read_denied_folder_that_holds_the_worktree_is_not_covered(
+    inited: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """``sandbox.deny_read`` may name a folder the step's worktree is in: no cover hides
+    the worktree with it (the step could not even start: an internal error)."""
+    task = new_task(capfd)
+    parent = worktree(task).parent
+    set_config(sandbox={"deny_read": [str(parent)]})
+    code, said = _run(capfd, "pwd; echo made > here.txt && cat here.txt")
+    assert code == 0 and str(worktree(task)) in said and "made" in said, said
+
+
 def _own_mounts() -> bool:
     """This machine lets an ordinary user make a mount namespace of their own, in which
     a test mounts what a developer's machine would have (a volume, a tmpfs)."""

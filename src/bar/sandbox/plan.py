@@ -242,7 +242,7 @@ def for_step(
         *(Path(p) for p in DAEMON_SOCKETS if os.path.lexists(p)),
     ]
     if binds:  # (out of reach, not only unreadable: Landlock does not judge connect())
-        binds = (*binds, *_covered(task, deny_read))
+        binds = (*binds, *_covered(task, deny_read, writable))
     if own_pids:
         world = [*writable, *protected, *(Path(p) for p in paths), Path.cwd()]
         binds = (*binds, *_own_temporary(task, world, writable, protected, deny_read))
@@ -389,7 +389,8 @@ def _own_temporary(
                 binds.append(Bind(path, target, read_only=True))
         for path in view.inside(hidden):
             target = view.at(path)
-            if target and os.path.lexists(path) and not os.path.islink(path):
+            holds = any(w.startswith(path + "/") for w in view.inside(writable))
+            if target and os.path.lexists(path) and not os.path.islink(path) and not holds:
                 cover = str(empty) if os.path.isdir(path) else str(nothing)
                 binds.append(Bind(cover, target, read_only=True))
     # each shared one replaced by the task's own last, once every view was laid into
@@ -485,16 +486,20 @@ def _runtime_dir() -> list[Path]:
     return [Path(p) for p in dict.fromkeys(found) if p and os.path.isdir(p)]
 
 
-def _covered(task: Task, hidden: list[Path]) -> tuple[Bind, ...]:
+def _covered(task: Task, hidden: list[Path], writable: list[Path]) -> tuple[Bind, ...]:
     """Each of ``hidden`` (but those in the machine's /tmp, /var/tmp and /dev/shm, which
-    the step's own hide as they show them: ``_own_temporary``) covered, in the step's
-    mount namespace, by a directory or a file no one without a capability may open:
-    Landlock keeps it from being read, but not a socket in it from being connected to
-    (a gpg agent's in ``~/.gnupg``)."""
+    the step's own hide as they show them: ``_own_temporary``; and one that holds a path
+    the step writes, which a setting may name: Landlock alone keeps that one) covered, in
+    the step's mount namespace, by a directory or a file no one without a capability may
+    open: Landlock keeps it from being read, but not a socket in it from being connected
+    to (a gpg agent's in ``~/.gnupg``)."""
     empty, nothing = _covers(task)
+    written = [os.path.realpath(w) for w in writable]
     binds = []
     for real in dict.fromkeys(os.path.realpath(path) for path in hidden):
         if any(real == t or real.startswith(t + "/") for t in TEMPORARY):
+            continue
+        if any(w == real or w.startswith(real + "/") for w in written):
             continue
         if os.path.isdir(real):
             binds.append(Bind(str(empty), real, read_only=True))
