@@ -4,9 +4,10 @@ a ``bar.sandbox.Plan``.
 Writable: the worktree; what git needs to commit on the task branch (the quarantine
 the step sees as the object store and as the directory of the task branch's ref and of
 its reflog, ``bar.sandbox.quarantine``; where the kernel cannot give the step that view, the
-store and those directories themselves), the worktree's own admin directory; the task's own temporary directory (the step's
-``TMPDIR``), ``/tmp``, ``/var/tmp`` and ``/dev/shm`` (each the task's own where the step
-has its own processes); config ``sandbox.allow_write``; with an agent, its home for the task
+store and those directories themselves), the worktree's own admin directory; the task's
+own temporary directory (the step's ``TMPDIR``), ``/tmp``, ``/var/tmp`` and ``/dev/shm``
+(each the task's own where the step has its own processes); config
+``sandbox.allow_write``; with an agent, its home for the task
 (``bar.agents.homes``, never the developer's own ``~/.claude`` and the like); the
 devices every program writes (``/dev/null``, terminals). Never writable, whatever holds
 them: the developer's checkout, the repository's git directory (so its config, hooks,
@@ -62,7 +63,8 @@ from bar.worktree.guard import admin_dir, common_dir
 TEMPORARY = ("/tmp", "/var/tmp", "/dev/shm")
 # Unix sockets of programs acting with the developer's rights (an ssh agent holds the
 # keys ~/.ssh hides): Landlock does not govern connect(), so a confined step is not
-# told where they are
+# told where they are, and, where it has a mount namespace, their folders are covered
+# (``_covered``)
 AGENT_SOCKETS = (
     "SSH_AUTH_SOCK",
     "GPG_AGENT_INFO",
