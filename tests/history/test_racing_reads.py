@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -86,16 +87,7 @@ def test_a_file_that_changes_size_while_git_reads_it_is_read_again(
             with open(target, "wb") as f:  # (truncated first: a reader finds it short)
                 f.write(bytes([65 + n % 26]) * ((1 << 20) + (n % 7) * 65536))
 
-    saver = threading.Thread(target=save, daemon=True)
-    saver.start()
-    try:
-        for _ in range(6):
-            res = bar(capfd, "run", "--", "true")
-            assert res.code == 0, res.err
-    finally:
-        stop.set()
-        saver.join(10)
-    assert bar(capfd, "run", "--", "true").code == 0
+    _steps_beside(capfd, save, stop)
     assert recorded_tree(inited, task) == plain_git_tree(wt, tmp_path)
 
 
@@ -128,15 +120,27 @@ def test_a_file_rewritten_in_place_while_git_hashes_it_is_read_again(
         finally:
             os.close(fd)
 
-    writer = threading.Thread(target=rewrite, daemon=True)
-    writer.start()
+    _steps_beside(capfd, rewrite, stop, each=lambda: left.__setitem__(0, 3))
+    assert recorded_tree(inited, task) == plain_git_tree(wt, tmp_path)
+
+
+def _steps_beside(
+    capfd: pytest.CaptureFixture[str],
+    work: Callable[[], None],
+    stop: threading.Event,
+    *,
+    each: Callable[[], None] = lambda: None,
+) -> None:
+    """Six steps while ``work`` runs in a thread (``each`` before every one), each
+    recorded with exit 0; then ``work`` stopped and one more step, with nothing racing."""
+    worker = threading.Thread(target=work, daemon=True)
+    worker.start()
     try:
         for _ in range(6):
-            left[0] = 3
+            each()
             res = bar(capfd, "run", "--", "true")
             assert res.code == 0, res.err
     finally:
         stop.set()
-        writer.join(10)
+        worker.join(10)
     assert bar(capfd, "run", "--", "true").code == 0
-    assert recorded_tree(inited, task) == plain_git_tree(wt, tmp_path)
