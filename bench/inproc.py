@@ -110,7 +110,7 @@ def bwrap_argv(bwrap: str, plan: Any) -> list[str]:
 def _count_rules(task: Any, home: str) -> int:
     """How many Landlock rules bar's plan of a step gives (counted outside the timing)."""
     from bar.sandbox import confine, landlock
-    from bar.sandbox.plan import for_step
+    from bar.sandbox.plan import for_step, ground
 
     count = 0
     allow = landlock.Ruleset.allow
@@ -123,7 +123,7 @@ def _count_rules(task: Any, home: str) -> int:
     os.environ["HOME"] = home
     landlock.Ruleset.allow = counting  # type: ignore[method-assign]
     try:
-        confine(for_step(task, None)).close()
+        confine(for_step(task, ground(task))).close()
     finally:
         landlock.Ruleset.allow = allow  # type: ignore[method-assign]
     return count
@@ -140,11 +140,11 @@ def sandbox_setup(
 ) -> dict[str, object]:
     from bar import api
     from bar.sandbox import confine
-    from bar.sandbox.plan import for_step
+    from bar.sandbox.plan import for_step, ground
 
     task = api.get_task(api.open_project(worktree))
     os.environ["HOME"] = home
-    probe = confine(for_step(task, None))
+    probe = confine(for_step(task, ground(task)))
     probe.close()
     if not probe.enabled:
         return {"unavailable": probe.reason}
@@ -164,7 +164,7 @@ def sandbox_setup(
         def go() -> float:
             os.environ["HOME"] = home_dir
             t0 = time.perf_counter()
-            confinement = confine(for_step(task, None))
+            confinement = confine(for_step(task, ground(task)))
             try:
                 started = confinement.start(
                     lambda prepare: subprocess.Popen(["true"], preexec_fn=prepare)
@@ -179,7 +179,7 @@ def sandbox_setup(
     def bubblewrap() -> float:
         os.environ["HOME"] = home
         t0 = time.perf_counter()
-        argv = bwrap_argv(str(bwrap), for_step(task, None))
+        argv = bwrap_argv(str(bwrap), for_step(task, ground(task)))
         checked(subprocess.Popen([*argv, "true"]), "bwrap true")
         return time.perf_counter() - t0
 
@@ -191,7 +191,7 @@ def sandbox_setup(
     result: dict[str, Any] = {"rules": rules}
     if bwrap:
         os.environ["HOME"] = home
-        argv = bwrap_argv(bwrap, for_step(task, None))
+        argv = bwrap_argv(bwrap, for_step(task, ground(task)))
         tried = subprocess.run([*argv, "true"], capture_output=True)
         if tried.returncode == 0:
             contenders["bwrap carve"] = bubblewrap

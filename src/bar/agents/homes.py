@@ -101,8 +101,8 @@ def prepare(
         own_tmp=own_tmp,
     )
     data, extra = found.home_settings(step)
-    write_bytes_atomic(inside / kind.settings, data, mode=0o600)
     _copy_changed(mine, inside, kind.copied)
+    write_bytes_atomic(inside / kind.settings, data, mode=0o600)  # (bar's, last)
     extra = {**extra, **found.home_state(step)}
     return {kind.variable: str(home), **found.protocol.run_env, **extra}
 

@@ -17,8 +17,8 @@ an environment variable names (``gemini_system``), but only one that is root's a
 way up. Codex CLI reads no project file of a worktree its configuration does not trust,
 and the home bar makes for it names the worktree untrusted and switches its hooks
 feature on (``bar.agents.homes``). Where bar's hooks cannot rank above the repository's settings (no layer,
-no root), they stay in the agent's home, and ``switched_off`` is how a session is
-refused rather than run without them.
+no root), they stay in the agent's home, and ``hooks_in_force`` refuses a session that
+a settings file of the worktree's would run without them (``switched_off``).
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ import stat
 from pathlib import Path
 from typing import Any
 
+from bar.errors import AgentSettingsError
 from bar.model.tasks import Task
 from bar.store.files import ensure_dir, read_regular, write_bytes_atomic
 
@@ -46,13 +47,12 @@ def system_layer(task: Task, agent: str, hook_command: str) -> Path | None:
     if rel is None:
         return None
 
+    merged = settings.merge_hook_settings(agent, _read_object(Path(TARGET) / rel), hook_command)
     layer = task.dir / "agents" / "system"
     target = layer / rel
     ensure_dir(target.parent)  # (0700: the agent reading it is the same user)
     # what the step sees as TARGET itself has the layer's mode: the real one's
     os.chmod(layer, stat.S_IMODE(os.stat(TARGET).st_mode))
-    theirs = _read_object(Path(TARGET) / rel)
-    merged = settings.merge_hook_settings(agent, theirs, hook_command)
     write_bytes_atomic(target, settings.dump(merged), mode=0o600)
     return layer
 
@@ -134,6 +134,23 @@ def _read_object(path: Path) -> dict[str, Any] | None:
     except (UnicodeDecodeError, ValueError):
         return None
     return value if isinstance(value, dict) else None
+
+
+def hooks_in_force(task: Task, agent: str, *, layered: bool, own_tmp: bool) -> None:
+    """Refuse (``AgentSettingsError``) an ``agent``'s session that would run without bar's
+    hooks: where they sit neither in the step's layer over ``/etc`` (``layered``) nor
+    above the repository's settings by other means (``ranks_above``), a settings file of
+    the worktree's that switches hooks off stops the step before it starts."""
+    if layered or ranks_above(task, agent, own_tmp=own_tmp):
+        return
+    switch = switched_off(agent, task.worktree)
+    if switch is not None:
+        raise AgentSettingsError(
+            f"{switch}, which would switch bar's hooks off: the session would run "
+            "with no policy and no checkpoints",
+            hint=f"remove the setting from {task.worktree / switch.split()[0]} "
+            "(docs/sandbox.md says where bar's hooks rank above it)",
+        )
 
 
 def ranks_above(task: Task, agent: str, *, own_tmp: bool) -> bool:

@@ -48,6 +48,7 @@ IGNORE = (
     b"/decisions/\n/flow-status.json\n/.gitignore\n"
 )
 _DIR = os.O_RDONLY | os.O_DIRECTORY
+_NEW = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
 # a file larger than this is no decision of a person's (and is not read whole)
 LARGEST = 16 << 20
 
@@ -78,49 +79,46 @@ def prepare(task: Task) -> bool:
     a link or a file stands there."""
     if not task.worktree.is_dir():
         return False
-    made = False
     try:
-        made = _mkdir(task.worktree, AIDE_DIR)
-        _mkdir(task.worktree, DECISIONS)
-        _create(task.worktree, f"{AIDE_DIR}/.gitignore", IGNORE)
+        made = _make(task.worktree)
     except OSError:
         return False
     if made:
-        sync(task)
+        _write_all(task)
     return True
 
 
-def _mkdir(worktree: Path, rel: str) -> bool:
-    """Make the directory ``rel`` beneath ``worktree`` if it is not there; True if made.
-    A link or a file in its place is an ``OSError``."""
-    parent, _, name = rel.rpartition("/")
-    fd = open_beneath(worktree, parent, _DIR) if parent else _open_root(worktree)
+def _make(worktree: Path) -> bool:
+    """``.aide``, ``.aide/decisions`` and ``.aide/.gitignore`` in ``worktree``, each made
+    where missing, one directory at a time and no link followed (a link or a file in
+    place of a directory is an ``OSError``); True if ``.aide`` had to be made."""
+    top = os.open(worktree, _DIR | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:
+        made = _mkdir_at(top, AIDE_DIR)
+        aide = os.open(AIDE_DIR, _DIR | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=top)
+    finally:
+        os.close(top)
+    try:
+        _mkdir_at(aide, DECISIONS.rpartition("/")[2])
         try:
-            os.mkdir(name, 0o755, dir_fd=fd)
+            out = os.open(".gitignore", _NEW | os.O_EXCL, 0o644, dir_fd=aide)
         except FileExistsError:
-            held = os.open(name, _DIR | os.O_NOFOLLOW, dir_fd=fd)  # (a link: ELOOP)
-            os.close(held)
-            return False
-        return True
+            return made
+        with open(out, "wb") as ignore:
+            ignore.write(IGNORE)
     finally:
-        os.close(fd)
+        os.close(aide)
+    return made
 
 
-def _open_root(worktree: Path) -> int:
-    return os.open(worktree, _DIR | os.O_NOFOLLOW | os.O_CLOEXEC)
-
-
-def _create(worktree: Path, rel: str, data: bytes) -> None:
-    """Write ``rel`` if nothing is there."""
+def _mkdir_at(fd: int, name: str) -> bool:
+    """Make the directory ``name`` in ``fd`` if it is not there; True if made."""
     try:
-        fd = open_beneath(worktree, rel, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        os.mkdir(name, 0o755, dir_fd=fd)
     except FileExistsError:
-        return
-    try:
-        os.write(fd, data)
-    finally:
-        os.close(fd)
+        os.close(os.open(name, _DIR | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd))  # (a link: ELOOP)
+        return False
+    return True
 
 
 def read(task: Task, rel: str) -> bytes | None:
@@ -131,6 +129,14 @@ def read(task: Task, rel: str) -> bytes | None:
     except OSError:
         return None
     try:
+        return _read_fd(fd)
+    finally:
+        os.close(fd)
+
+
+def _read_fd(fd: int) -> bytes | None:
+    """What the open file ``fd`` holds, if it is a regular file of at most ``LARGEST``."""
+    try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode) or st.st_size > LARGEST:
             return None
@@ -140,8 +146,6 @@ def read(task: Task, rel: str) -> bytes | None:
         return b"".join(chunks)
     except OSError:
         return None
-    finally:
-        os.close(fd)
 
 
 def read_json(task: Task, rel: str) -> dict[str, Any] | None:
@@ -185,33 +189,29 @@ def names(task: Task) -> list[str]:
         os.close(fd)
 
 
-def _put(task: Task, rel: str, data: bytes) -> None:
-    """Make ``rel`` (beneath the worktree) hold ``data``: written to a new file beside it,
-    renamed over it, unless it holds that already."""
-    if read(task, rel[len(AIDE_DIR) + 1 :]) == data:
-        return
+def _put(worktree: Path, rel: str, data: bytes | None) -> None:
+    """Make ``rel`` (beneath ``worktree``) hold ``data``, unless it holds that already:
+    written to a new file beside it, renamed over it; None: removed (if there)."""
     folder, _, name = rel.rpartition("/")
-    fd = open_beneath(task.worktree, folder, _DIR)
+    fd = open_beneath(worktree, folder, _DIR)
     try:
+        if data is None:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(name, dir_fd=fd)
+            return
+        with contextlib.suppress(OSError):
+            held = os.open(name, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW, dir_fd=fd)
+            try:
+                if _read_fd(held) == data:
+                    return
+            finally:
+                os.close(held)
         temporary = f".{name}.{os.getpid()}.tmp"
-        out = os.open(
-            temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644, dir_fd=fd
-        )
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(out, view) :]
-        finally:
-            os.close(out)
+        with open(os.open(temporary, _NEW | os.O_TRUNC, 0o644, dir_fd=fd), "wb") as out:
+            out.write(data)
         os.rename(temporary, name, src_dir_fd=fd, dst_dir_fd=fd)
     finally:
         os.close(fd)
-
-
-def _writable(task: Task) -> bool:
-    """Whether the copies can be written here: a worktree whose ``.aide`` and
-    ``.aide/decisions`` are directories of their own (made if missing)."""
-    return prepare(task)
 
 
 def copy(task: Task, name: str) -> None:
@@ -220,42 +220,48 @@ def copy(task: Task, name: str) -> None:
     the copy (no worktree, a link in the way, a step's read-only view), nothing is
     written: the next ``sync`` writes it."""
     with _quietly():
-        if not _writable(task):
-            return
-        try:
-            data = (_store(task) / name).read_bytes()
-        except FileNotFoundError:
-            with contextlib.suppress(FileNotFoundError):
-                unlink_beneath(task.worktree, f"{DECISIONS}/{name}")
-            return
-        _put(task, f"{DECISIONS}/{name}", data)
+        if prepare(task):
+            _put(task.worktree, f"{DECISIONS}/{name}", _own(_store(task) / name))
 
 
 def copy_flow(task: Task) -> None:
     """Copy the task's ``flow-status.json`` to ``.aide/flow-status.json``."""
     with _quietly():
-        if not _writable(task):
-            return
-        try:
-            data = (task.dir / "flow-status.json").read_bytes()
-        except FileNotFoundError:
-            return
-        _put(task, FLOW_STATUS, data)
+        if prepare(task) and (data := _own(task.dir / "flow-status.json")) is not None:
+            _put(task.worktree, FLOW_STATUS, data)
 
 
 def sync(task: Task) -> None:
     """Every copy written where it differs from bar's own: ``pending.json``, each
     answered decision and ``flow-status.json``. (A file bar does not have, an answer aide's
     web server wrote say, is left as it is.)"""
+    if prepare(task):
+        _write_all(task)
+
+
+def _write_all(task: Task) -> None:
+    copies: list[tuple[str, bytes | None]] = []
+    with _quietly():
+        try:
+            own = sorted(
+                n for n in os.listdir(_store(task)) if n.endswith(".json") and not n.startswith(".")
+            )
+        except FileNotFoundError:
+            own = []
+        copies += ((f"{DECISIONS}/{name}", _own(_store(task) / name)) for name in own)
+        if (flow := _own(task.dir / "flow-status.json")) is not None:
+            copies.append((FLOW_STATUS, flow))
+    for rel, data in copies:
+        with _quietly():
+            _put(task.worktree, rel, data)
+
+
+def _own(path: Path) -> bytes | None:
+    """What bar's own file ``path`` holds (None: there is none)."""
     try:
-        own = sorted(
-            n for n in os.listdir(_store(task)) if n.endswith(".json") and not n.startswith(".")
-        )
-    except OSError:
-        own = []
-    for name in own:
-        copy(task, name)
-    copy_flow(task)
+        return path.read_bytes()
+    except FileNotFoundError:
+        return None
 
 
 def remove(task: Task, name: str) -> None:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from bar.base import faults
 from bar.base.ids import CommitId, TreeId
+from bar.base.ids import is_object_id as is_object_id  # (what a record may hand to git)
 from bar.base.ids import short as short  # (how bar shows an object id)
 from bar.base.proc import Result, Started, clean_env, run
 from bar.base.proc import start as start_child
@@ -29,14 +30,6 @@ BAR_IDENTITY = {
 }
 
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
-
-_OBJECT_ID_RE = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")
-
-
-def is_object_id(value: object) -> bool:
-    """True for a full SHA-1 or SHA-256 object id: what bar's records may hand to git
-    (anything else, such as ``--output=FILE``, could be read by git as an option)."""
-    return isinstance(value, str) and _OBJECT_ID_RE.fullmatch(value) is not None
 
 
 # Task worktrees whose git directories bar names itself (``bar.model.tasks``): git run there
@@ -103,13 +96,14 @@ def git(
 ) -> Result:
     """Run bar's own git in ``repo`` (``NO_PROGRAMS``; no remote is reached unless
     ``network``: only ``bar.share.remotes`` asks)."""
+    pinned = pinned_env(repo, env, network=network)
     return run(
         "git",
         *(NO_PROGRAMS if not network else NO_HOOKS),
         "-C",
         str(repo),
         *args,
-        env=pinned_env(repo, env, network=network),
+        env=pinned,
         check=check,
         input=input,
         error=GitError,

@@ -13,10 +13,11 @@ from __future__ import annotations
 import json
 from typing import Any, ClassVar
 
+from bar.base.ids import is_object_id
 from bar.base.migrate import upgrade
 from bar.base.record import field, record
 from bar.errors import CorruptFile, UsageError
-from bar.git import DiffStat, is_object_id
+from bar.git import DiffStat
 from bar.model import endings
 from bar.store.layout import ARTIFACT_RE, STEP_ID_RE
 

@@ -29,6 +29,7 @@ from pathlib import Path
 from bar.agents import AGENTS
 from bar.base import hosts
 from bar.base.notices import warn
+from bar.base.record import record
 from bar.errors import CannotConfine
 from bar.model.tasks import Task
 from bar.sandbox import (
@@ -75,39 +76,64 @@ AGENT_SOCKETS = (
 )
 
 
-def temp_dir(task: Task) -> Path:
-    """The task's own temporary directory (made if missing)."""
-    path = task.dir / STEP_TEMPORARY[0]
-    path.mkdir(mode=0o700, exist_ok=True)
-    return path
+@record(frozen=True)
+class Ground:
+    """The task's directories a step's plan names, worked out and made once, before the
+    step is planned: its own ``/tmp`` (the ``TMPDIR`` of a step without its own
+    processes), ``/var/tmp`` and ``/dev/shm`` (its POSIX shared memory and semaphores,
+    ``shm_open``, ``sem_open``, shared by the step's processes alone), each private; the
+    directory and the file, mode 0, that cover what it may not see; the repository's
+    common directory and the worktree's own admin directory (None: it has none); with
+    an agent, its home for the task (``bar.agents.homes``)."""
+
+    tmp: Path
+    var_tmp: Path
+    shm: Path
+    empty: Path
+    nothing: Path
+    common: Path
+    admin: Path | None
+    agent: str | None = None
+    agent_home: Path | None = None
+
+    @property
+    def temporary(self) -> tuple[Path, Path, Path]:
+        """The step's own ``/tmp``, ``/var/tmp`` and ``/dev/shm``, in ``TEMPORARY``'s order."""
+        return (self.tmp, self.var_tmp, self.shm)
 
 
-def step_env(task: Task, env: Mapping[str, str], made: Confinement) -> dict[str, str]:
+def ground(task: Task, agent: str | None = None) -> Ground:
+    """Make the task's directories a step (with ``agent``'s session, if not None) stands
+    on (what stands in their place but is no directory is moved aside), and say where
+    they are."""
+    home = None
+    if agent is not None:
+        from bar.agents import homes  # a plain step does not load the agents'
+
+        home = homes.path(task, agent)
+    common = common_dir(task)
+    admin = admin_dir(task, common)
+    tmp, var_tmp, shm = (task.dir / name for name in STEP_TEMPORARY)
+    empty, nothing = (task.dir / name for name in STEP_COVERS)
+    for folder in (tmp, var_tmp, shm, empty):
+        below.real_dir(folder)
+    os.chmod(empty, 0)
+    with contextlib.suppress(FileExistsError):
+        os.close(os.open(nothing, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0))
+    os.chmod(nothing, 0)
+    return Ground(tmp, var_tmp, shm, empty, nothing, common, admin, agent, home)
+
+
+def step_env(ground: Ground, env: Mapping[str, str], made: Confinement) -> dict[str, str]:
     """``env`` as a confined step gets it (and the repository's hooks, which run confined
     like it): its own ``TMPDIR`` (``/tmp`` where that is its own: ``plan.own_pids``), no
     agent socket, and with an allow-list the variables that name bar's proxy."""
     own = made.plan.own_pids
-    boxed = {**env, "TMPDIR": "/tmp" if own else str(temp_dir(task))}
+    boxed = {**env, "TMPDIR": "/tmp" if own else str(ground.tmp)}
     for name in AGENT_SOCKETS:
         boxed.pop(name, None)
     boxed.update(made.network_env())
     return boxed
-
-
-def _var_tmp(task: Task) -> Path:
-    """The step's ``/var/tmp`` (made if missing), where it has one of its own."""
-    path = task.dir / STEP_TEMPORARY[1]
-    below.real_dir(path)
-    return path
-
-
-def _shm(task: Task) -> Path:
-    """The step's ``/dev/shm`` (made if missing), where it has one of its own: its POSIX
-    shared memory and semaphores (``shm_open``, ``sem_open``) are files in it, shared by
-    the step's processes alone."""
-    path = task.dir / STEP_TEMPORARY[2]
-    below.real_dir(path)
-    return path
 
 
 def remove_temp_dir(task: Task) -> None:
@@ -120,7 +146,7 @@ def remove_temp_dir(task: Task) -> None:
 
 def confinement(
     task: Task,
-    agent: str | None,
+    ground: Ground,
     *,
     asked: bool,
     paths: tuple[str, ...] = (),
@@ -137,7 +163,8 @@ def confinement(
     if not asked or not settings.enabled:
         why = "--no-sandbox" if not asked else "sandbox.enabled is false"
         return unconfined(Plan(()), why)
-    made = confine(for_step(task, agent, paths, network, env, read_only), network_log, warn)
+    plan = for_step(task, ground, paths, network, env, read_only)
+    made = confine(plan, network_log, warn)
     if made.enabled and not made.plan.own_pids and settings.required:
         made.close()
         lacking = namespace.pids_available(str(task.dir)) or "no object quarantine"
@@ -171,21 +198,20 @@ def confinement(
 
 def for_step(
     task: Task,
-    agent: str | None,
+    ground: Ground,
     paths: tuple[str, ...] = (),
     network: str | None = None,
     env: Mapping[str, str] | None = None,
     read_only: tuple[Path, ...] = (),
 ) -> Plan:
-    """The plan of a step of ``task`` (``agent``: an agent's session; ``paths``: where the
-    step's programs are looked for, and the files its command names; ``network``: the
-    mode of this run, else the configured one; ``env``: the step's environment, whose
-    agents' base URLs are allowed; ``read_only``: directories of the worktree the step
-    sees read-only, where its mount namespace can show them so: aide's files,
-    ``bar.aide.place``)."""
-    settings = task.project.config.sandbox
-    common = common_dir(task)
-    admin = admin_dir(task, common)
+    """The plan of a step of ``task`` on its ``ground`` (``ground.agent``: an agent's
+    session; ``paths``: where the step's programs are looked for, and the files its
+    command names; ``network``: the mode of this run, else the configured one; ``env``:
+    the step's environment, whose agents' base URLs are allowed; ``read_only``:
+    directories of the worktree the step sees read-only, where its mount namespace can
+    show them so: aide's files, ``bar.aide.place``)."""
+    settings, agent = task.project.config.sandbox, ground.agent
+    common, admin = ground.common, ground.admin
     setup = quarantine.prepare(task)
     if isinstance(setup, quarantine.Setup):
         git_dirs, binds = list(setup.writable), setup.binds
@@ -198,11 +224,6 @@ def for_step(
         if support()[0] is not None:
             warn(f"the step can change the repository's existing objects: {setup}")
     own_pids = bool(binds) and namespace.pids_available(str(task.dir)) is None
-    agent_state: list[Path] = []
-    if agent is not None:
-        from bar.agents import homes  # a plain step does not load the agents'
-
-        agent_state.append(homes.path(task, agent))
     allowed = [_home_path(p) for p in settings.allow_write]
     for path in allowed:
         if not os.path.lexists(path):
@@ -212,10 +233,10 @@ def for_step(
         task.worktree,
         *git_dirs,
         *([admin] if admin is not None else []),
-        temp_dir(task),
-        *((_var_tmp(task), _shm(task)) if own_pids else (Path(t) for t in TEMPORARY)),
+        ground.tmp,
+        *((ground.var_tmp, ground.shm) if own_pids else (Path(t) for t in TEMPORARY)),
         *allowed,
-        *agent_state,
+        *([ground.agent_home] if ground.agent_home is not None else []),
         *(Path(d) for d in DEVICES),
     ]
     # what git reads as the truth about the objects, which a commit never writes: the
@@ -244,10 +265,10 @@ def for_step(
         *(Path(p) for p in DAEMON_SOCKETS if os.path.lexists(p)),
     ]
     if binds:  # (out of reach, not only unreadable: Landlock does not judge connect())
-        binds = (*binds, *_covered(task, deny_read, writable))
+        binds = (*binds, *_covered(ground, deny_read, writable))
     if own_pids:
         world = [*writable, *protected, *(Path(p) for p in paths), Path.cwd()]
-        binds = (*binds, *_own_temporary(task, world, writable, protected, deny_read))
+        binds = (*binds, *_own_temporary(task, ground, world, writable, protected, deny_read))
     shown = _read_only(read_only) if binds else ()
     binds = (*binds, *(Bind(str(p), str(p), read_only=True) for p in shown))  # (last: on top)
     return Plan(
@@ -327,7 +348,8 @@ def _system_layer(task: Task, agent: str) -> Bind | None:
     (``bar.agents.managed``), where the agent has such settings and the kernel lays it."""
     from bar.agents import managed, settings
 
-    layer = managed.system_layer(task, agent, settings.hook_command(agent, task.paths.socket))
+    command = settings.hook_command(agent, task.paths.socket)
+    layer = managed.system_layer(task, agent, command)
     if layer is None:
         return None
     bind = Bind(
@@ -359,6 +381,7 @@ def _git_config(admin: Path | None) -> tuple[Bind, ...]:
 
 def _own_temporary(
     task: Task,
+    ground: Ground,
     world: list[Path],
     writable: list[Path],
     protected: list[Path],
@@ -376,8 +399,7 @@ def _own_temporary(
     read-only by its mount, the ``writable`` paths in it are shown again writable on
     top, the ``protected`` ones inside those read-only again, and the ``hidden`` ones
     covered by a directory or a file the step may not open."""
-    empty, nothing = _covers(task)
-    ours = (temp_dir(task), _var_tmp(task), _shm(task))
+    empty, nothing, ours = ground.empty, ground.nothing, ground.temporary
     binds: list[Bind] = []
     for shared, own in zip(TEMPORARY, ours, strict=True):
         view = _Temporary(shared, own)
@@ -488,14 +510,14 @@ def _runtime_dir() -> list[Path]:
     return [Path(p) for p in dict.fromkeys(found) if p and os.path.isdir(p)]
 
 
-def _covered(task: Task, hidden: list[Path], writable: list[Path]) -> tuple[Bind, ...]:
+def _covered(ground: Ground, hidden: list[Path], writable: list[Path]) -> tuple[Bind, ...]:
     """Each of ``hidden`` (but those in the machine's /tmp, /var/tmp and /dev/shm, which
     the step's own hide as they show them: ``_own_temporary``; and one that holds a path
     the step writes, which a setting may name: Landlock alone keeps that one) covered, in
     the step's mount namespace, by a directory or a file no one without a capability may
     open: Landlock keeps it from being read, but not a socket in it from being connected
     to (a gpg agent's in ``~/.gnupg``)."""
-    empty, nothing = _covers(task)
+    empty, nothing = ground.empty, ground.nothing
     written = [os.path.realpath(w) for w in writable]
     binds = []
     for real in dict.fromkeys(os.path.realpath(path) for path in hidden):
@@ -508,17 +530,6 @@ def _covered(task: Task, hidden: list[Path], writable: list[Path]) -> tuple[Bind
         elif os.path.lexists(real):
             binds.append(Bind(str(nothing), real, read_only=True))
     return tuple(binds)
-
-
-def _covers(task: Task) -> tuple[Path, Path]:
-    """What covers a hidden path: a directory and a file of the task's, mode 0."""
-    empty, nothing = (task.dir / name for name in STEP_COVERS)
-    below.real_dir(empty)
-    os.chmod(empty, 0)
-    with contextlib.suppress(FileExistsError):
-        os.close(os.open(nothing, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0))
-    os.chmod(nothing, 0)
-    return empty, nothing
 
 
 def _others_temporary(task: Task) -> list[Path]:

@@ -25,7 +25,7 @@ from __future__ import annotations
 import os
 import subprocess
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from bar import git
@@ -37,7 +37,7 @@ from bar.base.notices import note, warn
 from bar.base.proc import Launch, clean_env
 from bar.base.record import field, record, replace
 from bar.changes import fast
-from bar.errors import AgentSettingsError, ExitCode, HookFailed, UsageError
+from bar.errors import ExitCode, HookFailed, UsageError
 from bar.history import steps
 from bar.model import journals, outcome
 from bar.model.journals import RunIntent
@@ -48,11 +48,11 @@ from bar.policy.places import Places
 from bar.redact import Scrubber, redact_env
 from bar.redact import known as known_secrets
 from bar.redact.stream import StreamScrubber
-from bar.sandbox import Confinement, holder, leftovers
+from bar.sandbox import Confinement, holder, leftovers, network
 from bar.sandbox import plan as sandbox_plan
 from bar.session.prices import Budget
 from bar.step import step_hooks
-from bar.step.complete import Executed, complete, network_of
+from bar.step.complete import Executed, complete
 from bar.step.exec_judge import ExecJudge
 from bar.step.hints import not_executable, refused_access
 from bar.step.interrupted import Bound
@@ -138,6 +138,8 @@ class _Begun:
     scrubber: Scrubber
     env_record: dict[str, str]
     policy: Policy | None
+    ground: sandbox_plan.Ground
+    read_only: tuple[Path, ...]  # what of the worktree the step sees read-only
     places: Places
     decision: Decision
 
@@ -239,8 +241,8 @@ def run_step(task: Task, req: RunRequest, watch: TreeWatch | None = None) -> Run
 
 
 def _begin(task: Task, req: RunRequest) -> _Begun:
-    """The step's number, its state before, its scrubber and the policy's decision (said
-    as it is made)."""
+    """The step's number, its state before, its ground (``bar.sandbox.plan.Ground``), its
+    scrubber and the policy's decision (said as it is made)."""
     step_id = task.ledger.next_step_id()
     began_ns = file_clock.floor()
     steps.clear_leftovers(task, step_id)
@@ -249,13 +251,25 @@ def _begin(task: Task, req: RunRequest) -> _Begun:
     t0 = time.monotonic()
     scrubber = Scrubber.from_environ(os.environ, req.env)
     policy = task.project.policy()
-    places = _places(task, req)
+    ground = sandbox_plan.ground(task, req.agent)
+    # aide's files (``bar.aide.place``), which the step sees read-only: an answer there
+    # is never the step's own
+    aide = (place.root(task),) if place.prepare(task) else ()
+    places = Places.of(
+        worktree=task.worktree,
+        homes=[req.env["HOME"]] if req.env.get("HOME") else [],
+        temps=[str(ground.tmp)],
+    )
     decision = policy.evaluate_argv(req.argv, places) if policy is not None else Decision("allow")
     for event in decision.events:
         if event.action == "block":  # said as what it is, not as a warning
             note(f"blocked by rule {event.rule}: {event.reason}")
         elif event.action == "warn":
             warn(f"policy warn: rule {event.rule}: {event.reason}")
+    # the step's recorded ``env``: the ``-e`` variables and those run.record_env names, the
+    # values of secret-looking names recorded as ``***``
+    chosen = {n: os.environ[n] for n in task.project.config.run.record_env if n in os.environ}
+    chosen.update(req.env)
     return _Begun(
         task=task,
         req=req,
@@ -265,43 +279,56 @@ def _begin(task: Task, req: RunRequest) -> _Begun:
         started=started,
         t0=t0,
         scrubber=scrubber,
-        env_record=_recorded_env(task, req, scrubber),
+        env_record=dict(redact_env(chosen, scrubber)),
         policy=policy,
+        ground=ground,
+        read_only=aide,
         places=places,
         decision=decision,
     )
 
 
 def _confine(begun: _Begun, env: dict[str, str]) -> _Box:
-    """The step's confinement (its hooks' and its command's), made before anything runs."""
+    """The step's confinement (its hooks' and its command's), made before anything runs;
+    with an agent, bar's hooks in force for its session (``bar.agents.managed``)."""
     task, req = begun.task, begun.req
     named = (*env.get("PATH", "").split(os.pathsep), *(a for a in req.argv if a.startswith("/")))
     confinement = sandbox_plan.confinement(
         task,
-        req.agent,
+        begun.ground,
         asked=req.sandbox,
         paths=named,
         network=req.network,
         env=env,
         network_log=task.paths.network_log(begun.step_id),
-        # aide's files (``bar.aide.place``): an answer there is never the step's own
-        read_only=(place.root(task),) if place.prepare(task) else (),
+        read_only=begun.read_only,
     )
-    boxed = sandbox_plan.step_env(task, env, confinement) if confinement.enabled else env
+    boxed = sandbox_plan.step_env(begun.ground, env, confinement) if confinement.enabled else env
     adopted_since = leftovers.become_subreaper() if confinement.enabled else 0.0
-    return _Box(confinement, boxed, adopted_since)
+    box = _Box(confinement, boxed, adopted_since)
+    if req.agent is not None:  # (an agent's session never runs without bar's hooks)
+        from bar.agents import managed
+
+        try:
+            managed.hooks_in_force(
+                task,
+                req.agent,
+                layered=confinement.enabled and confinement.plan.agent_layer,
+                own_tmp=confinement.enabled and confinement.plan.own_pids,
+            )
+        except BaseException:
+            box.close(None)
+            raise
+    return box
 
 
 def _pre_run(
     begun: _Begun, box: _Box, env: dict[str, str], facts: HookFacts, fence: _Fence
 ) -> list[HookRecord]:
-    """The agent's hooks put in force and the ``pre_run`` hooks run; a failed one is
-    recorded as a step that did not run (``HookFailed``, with it). The confinement is
-    closed on every way out but success."""
+    """The ``pre_run`` hooks run; a failed one is recorded as a step that did not run
+    (``HookFailed``, with it). The confinement is closed on every way out but success."""
     task = begun.task
     try:
-        if begun.req.agent is not None:
-            _hooks_in_force(task, begun.req.agent, box.confinement)
         if task.project.config.hooks.pre_run or step_hooks.shared_count(task, "pre_run"):
             fence.release()  # (the hooks are the step's first processes)
         results = step_hooks.run(
@@ -322,12 +349,6 @@ def _stopped_by_pre_run(
     """Record the step a failed ``pre_run`` hook stopped (like a blocked one: nothing
     ran, with the hooks that did), and raise ``HookFailed`` with it."""
     task, step_id, scrubber = begun.task, begun.step_id, begun.scrubber
-    step = begun.unrun(ExitCode.HOOK_FAILED, hooks=[r.record() for r in results])
-    step.extra["stopped_by"] = "pre_run"
-    box.close()  # (its hooks' connections are all logged)
-    if connections := network_of(task, step_id):
-        step.extra["network"] = connections
-    step.artifacts.output = _hooks_output(task, step_id, results, scrubber)
     index = len(results) - 1
     said = step_hooks.describe(task, failed, index, box.confinement, scrubber.scrub_text)
     error = HookFailed(
@@ -335,6 +356,15 @@ def _stopped_by_pre_run(
         hint="fix the hook or remove it from hooks.pre_run in "
         f"{step_hooks.source(task, 'pre_run', index)}",
     )
+    step = begun.unrun(ExitCode.HOOK_FAILED, hooks=[r.record() for r in results])
+    step.extra["stopped_by"] = "pre_run"
+    box.close()  # (its hooks' connections are all logged)
+    if connections := network.read_log(task.paths.network_log(step_id)):
+        step.extra["network"] = connections
+    # what the hooks printed (on bar's stderr, as shown), scrubbed like any step's output
+    if printed := b"".join(r.output for r in results):
+        path, step.artifacts.output = steps.artifact(task, step_id, "output")
+        create_file(path, STDOUT_HEADER + STDERR_HEADER + scrubber.scrub_bytes(printed))
     error.step = steps.append(task, step, scrubber)
     task.paths.network_log(step_id).unlink(missing_ok=True)
     raise error
@@ -508,16 +538,6 @@ class _Fence:
         return Bound(until, inclusive=False, from_ns=self.tick)
 
 
-def _places(task: Task, req: RunRequest) -> Places:
-    """The worktree, the homes (the developer's, a ``HOME`` given with ``-e``) and the
-    step's temporary directory, as the policy names them (``bar.policy.places``)."""
-    return Places.of(
-        worktree=task.worktree,
-        homes=[req.env["HOME"]] if req.env.get("HOME") else [],
-        temps=[str(sandbox_plan.temp_dir(task))],
-    )
-
-
 def _judge_execs(
     task: Task,
     policy: Policy | None,
@@ -599,40 +619,6 @@ def _execute(
     return Executed(piped.exit_code, piped.signal, artifacts)
 
 
-def _hooks_output(
-    task: Task, step_id: str, results: Sequence[HookResult], scrubber: Scrubber
-) -> str | None:
-    """The output artifact of a step the pre_run hooks stopped: what they printed (on
-    bar's stderr, as shown), scrubbed like any step's output; None if they printed nothing."""
-    said = b"".join(r.output for r in results)
-    if not said:
-        return None
-    path, rel = steps.artifact(task, step_id, "output")
-    create_file(path, STDOUT_HEADER + STDERR_HEADER + scrubber.scrub_bytes(said))
-    return rel
-
-
-def _hooks_in_force(task: Task, agent: str, confinement: Confinement) -> None:
-    """Refuse an agent's session that would run without bar's hooks: where bar's hooks
-    cannot sit above the repository's own settings (``bar.agents.managed``), a settings
-    file of the worktree's that switches hooks off stops the step before it starts."""
-    if confinement.enabled and confinement.plan.agent_layer:
-        return
-    from bar.agents import managed
-
-    own_tmp = confinement.enabled and confinement.plan.own_pids
-    if managed.ranks_above(task, agent, own_tmp=own_tmp):
-        return
-    switch = managed.switched_off(agent, task.worktree)
-    if switch is not None:
-        raise AgentSettingsError(
-            f"{switch}, which would switch bar's hooks off: the session would run "
-            "with no policy and no checkpoints",
-            hint=f"remove the setting from {task.worktree / switch.split()[0]} "
-            "(docs/sandbox.md says where bar's hooks rank above it)",
-        )
-
-
 def _close(confinement: Confinement, since: float, what: str | None = "a pre_run hook") -> None:
     """End the step's confinement: stop what ``what``, the last to run in it, left running
     (None: nothing ran in it since the last stop), then release it. Twice is harmless."""
@@ -672,14 +658,6 @@ def _step_env(task: Task, step_id: str) -> dict[str, str]:
         "BAR_STEP_ID": step_id,
         "BAR_WORKSPACE": str(task.worktree),
     }
-
-
-def _recorded_env(task: Task, req: RunRequest, scrubber: Scrubber) -> dict[str, str]:
-    """The ``env`` of the step: ``-e`` variables and those named in run.record_env, with
-    secret-looking names recorded as ``***``."""
-    chosen = {n: os.environ[n] for n in task.project.config.run.record_env if n in os.environ}
-    chosen.update(req.env)
-    return dict(redact_env(chosen, scrubber))
 
 
 def _events(decision: Decision) -> list[PolicyEventRecord]:

@@ -237,12 +237,12 @@ class Guard:
         self._own = common / "refs" / "heads" / task.branch
         self._branches = _loose_refs(self._refs, self._own)
         self._since = time.time_ns() - _CLOCK_SLACK_NS
-        self._objects = object_guard.watch(common / "objects")
         self._hooks_dir = hooks = common / "hooks"
         self._hooks = {name: _read(hooks / name) for name in _names(hooks)}
         self._modes = {
             p: _mode(p) for p in [*self._files, *(hooks / n for n in self._hooks), *self._branches]
         }
+        self._objects = object_guard.watch(common / "objects")
 
     def check(self) -> list[str]:
         """Put back what the step changed; return one line per change."""
