@@ -89,7 +89,7 @@ each is waited for outside any timing when it starts, and stopped after each fig
     rounds as the other figures. Next to each ratio, the difference of the two medians in
     ms; 10 also passes within 10 ms. The other rows are timed inside bar's interpreter,
     each contender until `true` exits, 30 calls of each per round, interleaved call by
-    call: `bar.sandbox.confine(plan.for_step(task))` and `Confinement.start` of
+    call: `bar.sandbox.confine(plan.for_step(task, plan.ground(task)))` and `Confinement.start` of
     `subprocess.Popen(["true"])` against a plain `Popen`, with nothing to carve
     (10-inproc) and with the three directories present (10-carve); and, where `bwrap`
     runs, bubblewrap given the same plan as binds (`--ro-bind / /`, `--dev`, `--proc`,
