@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import time
 from pathlib import Path
 from typing import Any
@@ -88,6 +89,40 @@ def test_decide_path_prints_where_aide_looks_and_the_copies_follow_bars_files(
     assert res.code == ExitCode.USAGE and "not a directory of its own" in res.err
     assert bar(capfd, "decide", "submit", json.dumps(QUESTION)).code == 0
     assert list(outside.iterdir()) == []
+
+
+def test_what_a_step_leaves_at_the_name_of_a_copys_new_file_neither_holds_nor_receives_it(
+    task: dict[str, Any], capfd: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Where the step may write ``.aide`` (no mount namespace to show it read-only), it
+    can leave a FIFO, whose open would wait for a reader, or a hard link to a file of
+    the developer's, at the name bar writes a copy's new file under: bar removes what
+    stands there and makes its own."""
+    wt = worktree(task)
+    assert bar(capfd, "decide", "path").code == 0
+    outside = tmp_path / "developers-file"
+    outside.write_text("theirs\n")
+    here = os.getpid()  # (bar runs in this process: the name is ``.<name>.<pid>.tmp``)
+    os.mkfifo(wt / ".aide" / "decisions" / f".pending.json.{here}.tmp")
+    os.link(outside, wt / ".aide" / f".flow-status.json.{here}.tmp")
+
+    def waited(signum: int, frame: object) -> None:
+        raise AssertionError("bar's copy waited on what the step left")
+
+    before = signal.signal(signal.SIGALRM, waited)
+    signal.alarm(60)
+    try:
+        assert bar(capfd, "flow", "start", "begin").code == 0
+        assert bar(capfd, "decide", "submit", json.dumps(QUESTION)).code == 0
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, before)
+    own = task_dir(task["id"])
+    assert (wt / ".aide/decisions/pending.json").read_bytes() == (
+        own / "decisions" / "pending.json"
+    ).read_bytes()
+    assert (wt / ".aide/flow-status.json").read_bytes() == (own / "flow-status.json").read_bytes()
+    assert outside.read_text() == "theirs\n"
 
 
 @pytest.mark.parametrize("fast", ["1", "0"])

@@ -48,7 +48,8 @@ IGNORE = (
     b"/decisions/\n/flow-status.json\n/.gitignore\n"
 )
 _DIR = os.O_RDONLY | os.O_DIRECTORY
-_NEW = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+# a file bar makes in the worktree: never through a link, never an open that waits
+_NEW = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 # a file larger than this is no decision of a person's (and is not read whole)
 LARGEST = 16 << 20
 
@@ -206,8 +207,12 @@ def _put(worktree: Path, rel: str, data: bytes | None) -> None:
                     return
             finally:
                 os.close(held)
+        # a new file of bar's own: whatever stands at its name (a FIFO that would hold the
+        # open, a hard link that would carry the bytes elsewhere) is removed first
         temporary = f".{name}.{os.getpid()}.tmp"
-        with open(os.open(temporary, _NEW | os.O_TRUNC, 0o644, dir_fd=fd), "wb") as out:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temporary, dir_fd=fd)
+        with open(os.open(temporary, _NEW | os.O_EXCL, 0o644, dir_fd=fd), "wb") as out:
             out.write(data)
         os.rename(temporary, name, src_dir_fd=fd, dst_dir_fd=fd)
     finally:
