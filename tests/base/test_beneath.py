@@ -259,3 +259,28 @@ def test_bytes_on_their_way_to_the_trash_when_bar_was_killed_are_handed_back(
     guard.close()
     assert (wt / "d" / "lost.txt").read_bytes() == b"on its way\n"
     assert [r.path for r in guard.raced] == ["d/lost.txt"]
+
+
+def test_a_file_put_in_a_folder_a_step_writes_is_a_new_one_of_bars_own(tmp_path: Path) -> None:
+    """What a step leaves at the name of the new file (a FIFO, whose open would wait for
+    a reader; a hard link, which would carry the bytes into another file; a link) is
+    removed, never written through; the file then holds the bytes, with its mode."""
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    theirs = tmp_path / "theirs"
+    theirs.write_bytes(b"theirs\n")
+    temporary = f".settings.json.{os.getpid()}.tmp"
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for plant in (
+            lambda p: os.mkfifo(p),
+            lambda p: os.link(theirs, p),
+            lambda p: os.symlink(theirs, p),
+        ):
+            plant(folder / temporary)
+            beneath.replace_at(fd, "settings.json", b"bar's\n", 0o600, sync=True)
+            assert (folder / "settings.json").read_bytes() == b"bar's\n"
+            assert stat.S_IMODE((folder / "settings.json").stat().st_mode) == 0o600
+            assert theirs.read_bytes() == b"theirs\n" and not (folder / temporary).exists()
+    finally:
+        os.close(fd)

@@ -240,7 +240,7 @@ def _mask_file(home: Path, file: Path, scrub: Callable[[bytes], bytes]) -> int:
 def _replace_beneath(home: Path, rel: Path, data: bytes) -> None:
     """Put ``data`` in place of the file ``rel`` of ``home``, reached with no link followed
     on the way (the home is the step's to write), through a new file renamed over it."""
-    from bar.base.beneath import open_beneath
+    from bar.base.beneath import open_beneath, replace_at
 
     if rel.parent == Path("."):
         folder = os.open(home, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
@@ -248,18 +248,7 @@ def _replace_beneath(home: Path, rel: Path, data: bytes) -> None:
         folder = open_beneath(home, str(rel.parent), os.O_RDONLY | os.O_DIRECTORY)
     try:
         mode = stat.S_IMODE(os.stat(rel.name, dir_fd=folder, follow_symlinks=False).st_mode)
-        temporary = f".{rel.name}.bar-masked"
-        fd = os.open(
-            temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, mode, dir_fd=folder
-        )
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.rename(temporary, rel.name, src_dir_fd=folder, dst_dir_fd=folder)
+        replace_at(folder, rel.name, data, mode, sync=True)
     finally:
         os.close(folder)
 

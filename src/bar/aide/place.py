@@ -33,7 +33,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from bar.base.beneath import open_beneath, unlink_beneath
+from bar.base.beneath import open_beneath, replace_at, unlink_beneath
 from bar.base.notices import warn
 from bar.model.tasks import Task
 from bar.store.layout import AIDE_DIR
@@ -49,7 +49,7 @@ IGNORE = (
 )
 _DIR = os.O_RDONLY | os.O_DIRECTORY
 # a file bar makes in the worktree: never through a link, never an open that waits
-_NEW = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+_NEW = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 # a file larger than this is no decision of a person's (and is not read whole)
 LARGEST = 16 << 20
 
@@ -102,7 +102,7 @@ def _make(worktree: Path) -> bool:
     try:
         _mkdir_at(aide, DECISIONS.rpartition("/")[2])
         try:
-            out = os.open(".gitignore", _NEW | os.O_EXCL, 0o644, dir_fd=aide)
+            out = os.open(".gitignore", _NEW, 0o644, dir_fd=aide)
         except FileExistsError:
             return made
         with open(out, "wb") as ignore:
@@ -191,8 +191,8 @@ def names(task: Task) -> list[str]:
 
 
 def _put(worktree: Path, rel: str, data: bytes | None) -> None:
-    """Make ``rel`` (beneath ``worktree``) hold ``data``, unless it holds that already:
-    written to a new file beside it, renamed over it; None: removed (if there)."""
+    """Make ``rel`` (beneath ``worktree``) hold ``data``, unless it holds that already
+    (``replace_at``); None: removed (if there)."""
     folder, _, name = rel.rpartition("/")
     fd = open_beneath(worktree, folder, _DIR)
     try:
@@ -207,14 +207,7 @@ def _put(worktree: Path, rel: str, data: bytes | None) -> None:
                     return
             finally:
                 os.close(held)
-        # a new file of bar's own: whatever stands at its name (a FIFO that would hold the
-        # open, a hard link that would carry the bytes elsewhere) is removed first
-        temporary = f".{name}.{os.getpid()}.tmp"
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(temporary, dir_fd=fd)
-        with open(os.open(temporary, _NEW | os.O_EXCL, 0o644, dir_fd=fd), "wb") as out:
-            out.write(data)
-        os.rename(temporary, name, src_dir_fd=fd, dst_dir_fd=fd)
+        replace_at(fd, name, data)
     finally:
         os.close(fd)
 

@@ -16,7 +16,8 @@ end, and never leaves the root:
 
 A link on the way raises ``LinkOnTheWay`` (an ``OSError``): the caller leaves that path
 alone. ``..``, an empty component or an absolute path are refused as links are.
-(``bar.store.files.read_beneath`` reads a file this way.)
+(``bar.store.files.read_beneath`` reads a file this way.) A file bar puts in such a
+folder is a new one of its own, renamed into place (``replace_at``).
 """
 
 from __future__ import annotations
@@ -236,3 +237,29 @@ def rmdir_beneath(root: Path | str | int, rel: str) -> None:
         os.rmdir(name, dir_fd=fd)
     finally:
         os.close(fd)
+
+
+# a new file of bar's own: never through a link, never an open that waits (a FIFO's)
+_NEW = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+
+
+def replace_at(
+    folder: int, name: str, data: bytes, mode: int = 0o644, *, sync: bool = False
+) -> None:
+    """Put ``data`` in place of ``name`` in the directory ``folder`` (held open) through a
+    new file renamed over it (made durable first with ``sync``). What a step left at the
+    new file's name is removed first: a FIFO there would hold the open, a hard link
+    would carry the bytes into another file."""
+    temporary = f".{name}.{os.getpid()}.tmp"
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(temporary, dir_fd=folder)
+    fd = os.open(temporary, _NEW, mode, dir_fd=folder)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        if sync:
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.rename(temporary, name, src_dir_fd=folder, dst_dir_fd=folder)

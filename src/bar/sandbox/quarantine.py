@@ -38,6 +38,7 @@ import zlib
 from pathlib import Path
 
 from bar import git
+from bar.base.beneath import replace_at
 from bar.base.notices import warn
 from bar.base.record import record
 from bar.errors import BarError
@@ -421,15 +422,7 @@ def _put_at(root: int, rel: str, data: bytes) -> None:
     with contextlib.suppress(OSError):
         fd = os.open(folder, below.DIR, dir_fd=root)
         try:
-            tmp = f".{name}.{os.getpid()}.tmp"
-            out = os.open(
-                tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600, dir_fd=fd
-            )
-            try:
-                os.write(out, data)
-            finally:
-                os.close(out)
-            os.replace(tmp, name, src_dir_fd=fd, dst_dir_fd=fd)
+            replace_at(fd, name, data, 0o600)
         finally:
             os.close(fd)
 
