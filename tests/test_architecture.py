@@ -516,11 +516,13 @@ RUN_PATH_DENIED = {
     "bar.agents.launch",
     "bar.agents.mcp_entry",
     "bar.step.gate",
-    # the command line's other parts: only bar run's is built
-    "bar.cli.parser.tasks",
-    "bar.cli.parser.tools",
-    "bar.cli.parser.agents",
-    "bar.cli.parser.mcp",
+    # the other commands' modules: only bar run's options are built (``bar.cli.parser``)
+    "bar.cli.commands.task",
+    "bar.cli.commands.log",
+    "bar.cli.commands.policy",
+    "bar.cli.commands.decide",
+    "bar.cli.commands.mcp",
+    "bar.cli.commands.help",
 }
 
 

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 # namespace entries that are the parser's bookkeeping, not arguments of a command
 _INTERNAL = {
-    "_target",
+    "_run",
     "_help",
     "command",
     "task_command",
@@ -56,6 +56,23 @@ def _command_word(args: list[str]) -> str:
         else:
             return arg
     return ""
+
+
+def _task_named(args: list[str]) -> str | None:
+    """What ``--task``/``-t`` names on a command line, read before it is parsed (the last
+    given, as argparse takes it; None: none before ``--``). A wrong reading costs nothing:
+    the early look it starts answers only the task the command then asks about."""
+    named = None
+    for i, arg in enumerate(args):
+        if arg == "--":
+            break
+        if arg in ("--task", "-t") and i + 1 < len(args):
+            named = args[i + 1]
+        elif arg.startswith("--task="):
+            named = arg[len("--task=") :]
+        elif arg.startswith("-t") and not arg.startswith("--") and len(arg) > 2:
+            named = arg[2:]
+    return named
 
 
 def _inside_a_step() -> str | None:
@@ -119,7 +136,6 @@ def collect_from_here() -> None:
 
 
 def _main(args_list: list[str]) -> int:
-    import importlib
     import io
 
     from bar import VERSION_LINE
@@ -146,27 +162,27 @@ def _main(args_list: list[str]) -> int:
         if isinstance(stream, io.TextIOWrapper):
             stream.reconfigure(errors="backslashreplace")
     first = _command_word(args_list)
+    early = first in _LOOKS_FOR_HAND_EDITS
+    if early:
+        from bar.changes import fast
+
+        # while the command's code loads and its options are built
+        fast.prescan_begin(_task_named(args_list))
     parser = build_parser(None if first.startswith("-") or not first else first)
     try:
         args = parser.parse_args(args_list)
     except SystemExit as exc:  # --help, --version, or a usage error already printed
+        if early:
+            fast.prescan_discard()
         return int(exc.code) if isinstance(exc.code, int) else ExitCode.USAGE
-    early = getattr(args, "command", None) in _LOOKS_FOR_HAND_EDITS
-    if early:
-        from bar.changes import fast
-
-        fast.prescan_begin(getattr(args, "task", None))  # while the command's code loads
     _configure_output(args)
     debug = bool(getattr(args, "debug", False)) or bool(os.environ.get("BAR_DEBUG"))
-    target = getattr(args, "_target", None)
-    if target is None:
+    func: Callable[..., int] | None = getattr(args, "_run", None)
+    if func is None:
         help_parser = getattr(args, "_help", parser)
         help_parser.print_help(sys.stderr)
         return ExitCode.USAGE
-    module_name, func_name = target.split(":")
     try:
-        module = importlib.import_module(f"bar.cli.commands.{module_name}")
-        func: Callable[..., int] = getattr(module, func_name)
         collect_from_here()
         if getattr(args, "command", None) not in _RECORDS:
             return int(func(**{k: v for k, v in vars(args).items() if k not in _INTERNAL}))

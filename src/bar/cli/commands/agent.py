@@ -11,6 +11,39 @@ import sys
 
 from bar.api import agents
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from bar.cli.parser import Commands
+
+
+# --- the command line ------------------------------------------------------------------
+
+
+def options(sub: Commands) -> None:
+    """The command line of ``bar agent``: its options and help."""
+    from bar.agents import AGENTS
+    from bar.cli.parser import Formatter
+
+    agent = sub.add_parser("agent", help="wire an agent's hooks to bar")
+    asub = agent.add_subparsers(dest="agent_command", metavar="ACTION")
+    agent.set_defaults(_help=agent)
+    p = asub.add_parser(
+        "setup",
+        help="print (or --write) the agent settings that route its shell commands via bar",
+        formatter_class=Formatter,
+        description="Print the project settings that make AGENT call `bar hook AGENT` before\n"
+        "each shell command. `bar run --agent AGENT` does this by itself for one run.",
+        epilog="examples:\n"
+        "  bar agent setup claude            print the settings to merge by hand\n"
+        "  bar agent setup codex --write     merge them into this repository's file",
+    )
+    p.add_argument("agent", choices=AGENTS)
+    p.add_argument("--write", action="store_true", help="merge it into the file in this repo")
+    p.set_defaults(_run=setup)
+
+
+# --- the command -----------------------------------------------------------------------
+
 
 def setup(*, agent: str, write: bool) -> int:
     wiring = agents.setup(agent)

@@ -13,7 +13,84 @@ from bar.model.project import AGENT_SETTINGS
 
 if TYPE_CHECKING:
     from bar.changes.apply import ApplyResult
+    from bar.cli.parser import Commands
     from bar.model.tasks import Task
+
+
+# --- the command line ------------------------------------------------------------------
+
+
+def options(sub: Commands) -> None:
+    """The command line of ``bar apply``: its options and help."""
+    from bar.cli.parser import Formatter, json_opt, task_opt
+
+    p = sub.add_parser(
+        "apply",
+        help="land the task's work on a branch, as one commit or a merge",
+        formatter_class=Formatter,
+        description="Land the task's changes (base -> last recorded state) on a branch: by default\n"
+        "the branch the task was created from (task new --base) if it is a local branch\n"
+        "and not another task's, else git.default_base (the branch task sync merges in,\n"
+        "too). A target checked out in a task's worktree is refused (exit 1): bar never\n"
+        "writes into another task's worktree.\n"
+        "commit: one new commit on the target, merged three-way onto its tip, with\n"
+        "  Bar-Task and Bar-Step trailers (Bar-Step: the step whose state it lands).\n"
+        "merge: commit what the agent left uncommitted on the task branch, then a\n"
+        "  --no-ff merge of that branch (agent commits kept).\n"
+        "A conflict changes nothing (exit 6), nor do conflict markers that a task sync\n"
+        "--allow-conflicts left and no step resolved yet. A checked-out target is\n"
+        "updated only if the files the apply changes are clean there (else exit 5).\n"
+        "--at lands an earlier recorded state instead (commit mode), e.g. a checkpoint\n"
+        "before the agent went astray. A task without its worktree (closed, or its\n"
+        "worktree removed) is applied from its record: it needs none (merge mode needs\n"
+        "its branch). --create makes a target branch that does not exist yet, at the\n"
+        "task's base (or at REF), in the same step as the apply.\n"
+        "An apply that changes bar's own files in the repository (.bar/config.yaml: the\n"
+        "hooks of every step of every task; the policy file) says so on stderr (JSON:\n"
+        "changes_bar_settings): review them before the next step.",
+        epilog="examples:\n"
+        "  bar apply --dry-run                 where it would land, the diff, whether it can\n"
+        "  bar apply -m 'Add discounts'        one commit on the branch the task came from\n"
+        "  bar apply --target release          onto another branch\n"
+        "  bar apply --target feature --create a new branch, at the task's base\n"
+        "  bar apply --target fix --create v2  a new branch, at v2\n"
+        "  bar apply --mode merge              keep the agent's own commits\n"
+        "  bar apply --at 3.2                  an earlier state (a checkpoint)",
+    )
+    task_opt(p)
+    p.add_argument(
+        "--mode",
+        choices=("commit", "merge"),
+        default="commit",
+        help="commit (default): the task's changes as one new commit on the "
+        "target; merge: a --no-ff merge of the task branch, its commits "
+        "kept",
+    )
+    p.add_argument(
+        "--at", metavar="STEP|STEP.N", help="apply this recorded state (default: the last one)"
+    )
+    p.add_argument(
+        "--target",
+        metavar="BRANCH",
+        help="default: the branch the task was created "
+        "from, unless another task's, else git.default_base",
+    )
+    p.add_argument(
+        "--create",
+        nargs="?",
+        const="",
+        metavar="REF",
+        help="make the --target branch, which must not exist yet: at REF if given, "
+        "else at the task's base",
+    )
+    p.add_argument("-m", "--message", metavar="MSG", help="commit message (default: from the task)")
+    p.add_argument("--dry-run", action="store_true", help="show the diff and whether it conflicts")
+    p.add_argument("--no-wait", action="store_true", help="fail at once if the task is busy")
+    json_opt(p)
+    p.set_defaults(_run=apply)
+
+
+# --- the command -----------------------------------------------------------------------
 
 
 def apply(

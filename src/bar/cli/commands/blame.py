@@ -13,7 +13,48 @@ from bar.cli.render import Painter, one_line, print_json, visible
 from bar.model.tasks import Task
 
 if TYPE_CHECKING:
+    from bar.cli.parser import Commands
     from bar.history.blame import Blame
+
+
+# --- the command line ------------------------------------------------------------------
+
+
+def options(sub: Commands) -> None:
+    """The command line of ``bar blame``: its options and help."""
+    from bar.cli.parser import Formatter, json_opt, task_opt
+
+    p = sub.add_parser(
+        "blame",
+        help="each line of a file with the step or tool call that last changed it",
+        formatter_class=Formatter,
+        description="Show each line of FILE with the step or checkpoint that last changed it:\n"
+        "the tool and command (or the files an edit tool named) and the agent session.\n"
+        "Lines the task never changed are marked 'base'.\n\n"
+        "With --rev, FILE is blamed as a branch or commit of the repository has it (main,\n"
+        "after the work landed): each line's commit, and where that commit's message links\n"
+        "a task (the Bar-Task/Bar-Step lines bar apply writes, which a squash merge keeps),\n"
+        "the step, tool call and prompt behind the line, from this machine's tasks or\n"
+        "those bar fetch brought.",
+        epilog="examples:\n"
+        "  bar blame src/app.py             as the task's last recorded state has it\n"
+        "  bar blame src/app.py --at 3.2    as it was after step 3's second tool call\n"
+        "  bar blame src/app.py --rev main  a line of main -> step -> tool call -> prompt",
+    )
+    task_opt(p)
+    p.add_argument(
+        "file", metavar="FILE", help="a path in the task's worktree (with --rev: in the repository)"
+    )
+    at = p.add_mutually_exclusive_group()
+    at.add_argument("--at", metavar="STEP|STEP.N", help="default: the last recorded state")
+    at.add_argument(
+        "--rev", metavar="REV", help="a branch or commit of the repository instead of a task state"
+    )
+    json_opt(p)
+    p.set_defaults(_run=blame)
+
+
+# --- the command -----------------------------------------------------------------------
 
 
 def blame(

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     import argparse
 
     from bar.cli.completion import Command, Values
+    from bar.cli.parser import Commands
 
 # What a value is, by the metavar parser.py shows it as: a task, a step or checkpoint, a
 # state (those and base), a ref or branch (asked of `bar __complete` on each Tab), a file,
@@ -35,6 +36,31 @@ BY_METAVAR = {
     "-- CMD...": "command",
     "-- ARGV...": "command",
 }
+
+
+# --- the command line ------------------------------------------------------------------
+
+
+def options(sub: Commands) -> None:
+    """The command line of ``bar completion``: its options and help."""
+    from bar.cli.parser import Formatter
+
+    p = sub.add_parser(
+        "completion",
+        help="print the shell completion script for bash, zsh or fish",
+        formatter_class=Formatter,
+        description="Print a script that completes bar's commands, options, task names, step\n"
+        "ids (3, or 3.2 after '3.'), refs and files. Run it again after upgrading bar.",
+        epilog="install:\n"
+        '  bash  eval "$(bar completion bash)"           (add this line to ~/.bashrc)\n'
+        '  zsh   bar completion zsh > "${fpath[1]}/_bar"  (or: source <(bar completion zsh))\n'
+        "  fish  bar completion fish > ~/.config/fish/completions/bar.fish",
+    )
+    p.add_argument("shell", choices=("bash", "zsh", "fish"), help="the shell to complete in")
+    p.set_defaults(_run=completion)
+
+
+# --- the command -----------------------------------------------------------------------
 
 
 def completion(*, shell: str) -> int:

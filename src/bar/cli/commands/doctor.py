@@ -14,6 +14,61 @@ from bar.cli.render import Painter, print_json
 from bar.errors import BarError, ExitCode
 from bar.project.doctor import Finding, Group
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from bar.cli.parser import Commands
+
+
+# --- the command line ------------------------------------------------------------------
+
+
+def options(sub: Commands) -> None:
+    """The command line of ``bar doctor``: its options and help."""
+    from bar.cli.parser import Formatter, json_opt
+
+    p = sub.add_parser(
+        "doctor",
+        help="check every project file, ledger line, ref and worktree; --repair fixes them",
+        formatter_class=Formatter,
+        description="Check the project's files, the policy file, every task's ledger, journals,\n"
+        "artifacts, snapshot ref, side index, worktree and permissions. --repair fixes what\n"
+        "can be fixed without losing anything: unreadable ledger lines are moved to\n"
+        "ledger.jsonl.corrupt, interrupted steps are recorded, a journal too garbled to\n"
+        "finish is moved aside (<name>.corrupt), a stale git lock on the snapshot ref is\n"
+        "removed, a garbled side index is rebuilt, a missing worktree is recreated at its\n"
+        "last recorded state. Refs under refs/bar/ of a task that no project has (left by\n"
+        "an older bar's `task delete`) are a warning; --repair deletes them. So is a\n"
+        "failed packing of the loose objects steps leave (pack.log); --repair packs them.\n"
+        "The policy file is yours: a broken one is reported, never rewritten. On a\n"
+        "terminal, it says on stderr which task it is checking. The same problem in\n"
+        "many files is one line, with how many and one of them (--verbose, --json: each).\n"
+        "Permissions: bar's files are 0600, its directories 0700; in a task's agent homes\n"
+        "the agents choose their files' modes, and what matters is that the homes are\n"
+        "0700 (no one else reaches them) and the credentials bar copies in 0600.\n\n"
+        "exit status:\n"
+        "  0    nothing remains (warnings alone do not count)\n"
+        "  8    a problem remains: check-only, an error was found; with --repair, an error\n"
+        '       it could not repair, or a repair that failed (--json: "ok": false and\n'
+        '       the problems under "remaining")',
+        epilog="examples:\n"
+        "  bar doctor                 check; change nothing\n"
+        "  bar doctor --repair        fix what can be fixed without loss\n"
+        "  bar doctor --verbose       every finding on its own line\n"
+        "  bar doctor --json          the problems as fields",
+    )
+    p.add_argument("--repair", action="store_true", help="fix what can be fixed without loss")
+    p.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="list every finding (the same problem in many files is one line otherwise)",
+    )
+    json_opt(p)
+    p.set_defaults(_run=doctor)
+
+
+# --- the command -----------------------------------------------------------------------
+
 
 def doctor(*, repair: bool, as_json: bool, verbose: bool = False) -> int:
     project = api.locate().project

@@ -7,6 +7,97 @@ from bar.aide import flow
 from bar.api import orders
 from bar.cli.render import Painter, print_json, short
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from bar.cli.parser import Commands
+
+
+# --- the command line ------------------------------------------------------------------
+
+
+def options(sub: Commands) -> None:
+    """The command line of ``bar flow``: its options and help."""
+    from bar.cli.parser import Formatter, json_opt, task_opt
+
+    flw = sub.add_parser(
+        "flow",
+        help="where the task's work stands: phases, steps, a snapshot each",
+        formatter_class=Formatter,
+        description="Record the task's progress through its phases (flow.phases; default\n"
+        "flow-design, impl, verify, docs, finish): each action is an entry of\n"
+        "flow-status.json with a snapshot commit of the worktree ([bar] impl: SUMMARY).\n"
+        "Inside a running step, the step's bar run records it, as a checkpoint.\n"
+        "`bar log` groups the steps by phase. See docs/decide-flow.md.",
+        epilog="examples:\n"
+        + "\n".join(f"  {ex}" for _, ex in _FLOW_ACTIONS.values())
+        + "\n  bar flow status",
+    )
+    fsub = flw.add_subparsers(dest="flow_command", metavar="ACTION")
+    flw.set_defaults(_help=flw)
+    for action, (helped, example) in _FLOW_ACTIONS.items():
+        p = fsub.add_parser(
+            action,
+            help=helped,
+            formatter_class=Formatter,
+            description=helped[0].upper() + helped[1:] + ".",
+            epilog=f"examples:\n  {example}",
+        )
+        p.add_argument("summary", metavar="SUMMARY", help="what was done, or why")
+        if action in ("back-step", "back-part"):
+            p.add_argument(
+                "--rollback",
+                action="store_true",
+                help="also restore the files to the state of the entry it returns "
+                "to (an undoable rollback)",
+            )
+        if action == "back-part":
+            p.add_argument(
+                "--to",
+                dest="phase",
+                metavar="PHASE",
+                help="the phase to return to (default: the one before)",
+            )
+        task_opt(p)
+        json_opt(p)
+        p.set_defaults(action=action)
+        p.set_defaults(_run=act)
+    p = fsub.add_parser(
+        "status",
+        help="the current phase and step, and the history",
+        formatter_class=Formatter,
+        description="Print the task's flow: its phase and step now, and every entry.",
+        epilog="examples:\n  bar flow status\n  bar flow status --json",
+    )
+    task_opt(p)
+    json_opt(p)
+    p.set_defaults(_run=status)
+
+
+_FLOW_ACTIONS = {
+    "start": (
+        "start the task's flow in its first phase",
+        'bar flow start "implement the user authentication module"',
+    ),
+    "next-step": (
+        "record a step forward in the current phase",
+        'bar flow next-step "finished the user model"',
+    ),
+    "back-step": (
+        "go back a step in the current phase (--rollback: and its files)",
+        'bar flow back-step --rollback "the field names break the convention"',
+    ),
+    "next-part": ("move on to the next phase", 'bar flow next-part "design done, implementing"'),
+    "back-part": (
+        "return to an earlier phase (default: the one before)",
+        'bar flow back-part --to impl "verify found a missing case"',
+    ),
+    "issue": ("record a problem to come back to", 'bar flow issue "test coverage is low"'),
+    "error": ("record an error", 'bar flow error "the migration fails on an empty table"'),
+}
+
+
+# --- the command -----------------------------------------------------------------------
+
 
 def act(
     *,

@@ -8,6 +8,25 @@ import sys
 
 from bar.errors import UsageError
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from bar.cli.parser import Commands
+
+
+def options(sub: Commands) -> None:
+    """The command line of ``bar help``: its options and help."""
+    from bar.cli.parser import Formatter
+
+    p = sub.add_parser(
+        "help",
+        help="show the help of bar or of a command (bar help run, bar help task new)",
+        formatter_class=Formatter,
+        description="Print the help of bar, or of COMMAND (and its ACTION), as --help does.",
+        epilog="examples:\n  bar help\n  bar help log\n  bar help task new",
+    )
+    p.add_argument("words", nargs="*", metavar="COMMAND [ACTION]")
+    p.set_defaults(_run=help_)
+
 
 def help_(*, words: list[str]) -> int:
     from bar.cli.parser import build_parser, meant

@@ -22,6 +22,10 @@ import sys
 from bar.agents import AGENTS
 from bar.step import channel
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from bar.cli.parser import Commands
+
 USAGE = "usage: bar hook claude|codex|gemini [--socket PATH]  (reads the agent's event on stdin)"
 HELP = f"""{USAGE}
 
@@ -34,6 +38,27 @@ repository the agent works in decides and nothing is recorded. `bar run --agent 
 gives the agent this hook for a run; `bar agent setup AGENT` prints the settings to
 install it yourself. See docs/agents.md.
 """
+
+
+# --- the command line ------------------------------------------------------------------
+
+
+def options(sub: Commands) -> None:
+    """The command line of ``bar hook``: its help only (``bar.cli.main`` runs the hook
+    before any parsing)."""
+    from bar.cli.parser import Formatter
+
+    sub.add_parser(
+        "hook",
+        help="policy check for an agent's shell commands (called by the agent)",
+        description="Called by Claude Code, Codex or Gemini CLI before each shell command\n"
+        "with the event JSON on stdin; answers in the agent's format. See docs/agents.md.\n"
+        "usage: bar hook claude|codex|gemini",
+        formatter_class=Formatter,
+    )
+
+
+# --- the command -----------------------------------------------------------------------
 
 
 def hook_main(argv: list[str]) -> int:

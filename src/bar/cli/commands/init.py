@@ -6,6 +6,62 @@ from __future__ import annotations
 from bar import api
 from bar.cli.render import plural, print_json
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from bar.cli.parser import Commands
+
+
+# --- the command line ------------------------------------------------------------------
+
+
+def options(sub: Commands) -> None:
+    """The command line of ``bar init``: its options and help."""
+    from bar.cli.parser import Formatter, json_opt
+
+    p = sub.add_parser(
+        "init",
+        help="register this repository with bar",
+        formatter_class=Formatter,
+        description="Register the current git repository (it needs at least one commit).\n"
+        "Creates the project's config.yaml and state.json under $BAR_HOME and, if absent,\n"
+        "a commented default policy at .bar/policy.yaml. Safe to run again.\n\n"
+        "A project is found by the repository's path, so a repository moved (mv repo\n"
+        "repo2) seems new to bar. Its tasks' snapshot refs (refs/bar/tasks/<id>) move\n"
+        "with it, though, and bar init finds the project that holds those tasks under\n"
+        "the old path: it then registers nothing and names that project. --adopt\n"
+        "re-attaches it here: the project directory takes the new path's name, each\n"
+        "task.json the new repository root, and `git worktree repair` relinks the task\n"
+        "worktrees; an empty project registered here since the move is replaced. Run\n"
+        "it again to finish an adoption that was stopped. A repository that lacks what\n"
+        "the tasks' ledgers last recorded (an older copy, cp -a before the last steps)\n"
+        "adopts nothing (exit 1); the one that has it adopts, even tasks such a copy\n"
+        "took before. See docs/tasks.md.",
+        epilog="examples:\n"
+        "  bar init                       register this repository\n"
+        "  bar init --adopt               after a move: take its tasks along\n"
+        "  bar init --adopt shop-1e49     the same, when several projects hold its tasks\n"
+        "  bar init --share               git push sends the task histories behind it too",
+    )
+    p.add_argument(
+        "--adopt",
+        nargs="?",
+        const="",
+        metavar="PROJECT",
+        help="re-attach the tasks this repository left at its old path (the project's\n"
+        "directory name is needed only when more than one holds them)",
+    )
+    p.add_argument(
+        "--share",
+        action="store_true",
+        help="install a git pre-push hook that pushes the histories of the tasks behind\n"
+        "the pushed commits (bar push); a refused history stops the push",
+    )
+    json_opt(p)
+    p.set_defaults(_run=init)
+
+
+# --- the command -----------------------------------------------------------------------
+
 
 def init(*, adopt: str | None, as_json: bool, share: bool = False) -> int:
     if adopt is not None:

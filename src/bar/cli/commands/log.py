@@ -50,8 +50,97 @@ from bar.model.records import RunStep, Step
 from bar.model.tasks import Task
 
 if TYPE_CHECKING:
+    from bar.cli.parser import Commands
     from bar.ledger.select import Selection
     from bar.step.live import LiveStep
+
+
+# --- the command line ------------------------------------------------------------------
+
+
+def options(sub: Commands) -> None:
+    """The command line of ``bar log``: its options and help."""
+    from bar.agents import AGENTS
+    from bar.cli.parser import Formatter, json_opt, task_opt
+
+    p = sub.add_parser(
+        "log",
+        help="list the task's steps, newest last",
+        formatter_class=Formatter,
+        description="List the task's steps, newest last. A step run with --agent holds a\n"
+        "checkpoint after each tool call that could change files (STEP.N); they are\n"
+        "counted under their step, and listed one per line with --tools.\n\n"
+        "Columns: step, kind, outcome (exit N, blocked by policy, stopped by a pre_run\n"
+        "hook, stopped: budget, interrupted by Ctrl-C or as bar died, terminated, killed),\n"
+        "changes, duration, command. Printed straight to a terminal, the command is cut\n"
+        "at its width; through the pager or into a file, it is whole. Under an agent\n"
+        "step: its model, turns and tokens (and cost, when agents.prices prices its\n"
+        "model); `bar show STEP --session` has the conversation.\n\n"
+        "--grep, --kind, --agent and --since list only the steps that match every one\n"
+        "given; -n then takes the last N of those. --grep searches the command (what the\n"
+        "log says of any other step: 'rollback to step 0003') and the step's output.\n\n"
+        "A step that is running comes last, marked running (with how long it has run and\n"
+        "how to follow its output: bar show --follow); one whose bar run died before it\n"
+        "was recorded is marked interrupted. The filters hold it too (--grep: its command\n"
+        "and its output so far). --follow keeps the list going as the task goes: a step's\n"
+        "line when it starts, a line for each tool call its agent makes as it is\n"
+        "checkpointed, the step's line again when it is recorded (with filters: only the\n"
+        "steps they let through; a running step whose command --grep does not match is\n"
+        "shown once recorded, if its output does); Ctrl-C stops.",
+        epilog="examples:\n"
+        "  bar log                    every step\n"
+        "  bar log -f                 ... and each step and tool call as it comes\n"
+        "  bar log -n 5 -p            the last five, each with its patch\n"
+        "  bar log --tools            each tool call of an agent's steps\n"
+        "  bar log --grep 'FAILED|Error' -i    steps whose command or output says so\n"
+        "  bar log --kind run --agent claude --since 2h   Claude's steps of the last 2 hours\n"
+        "  bar log --kind rollback --since 2026-11-27     rollbacks, undos, redos since then\n"
+        "  bar log -p --json          records with patch_text; task_dir is where the\n"
+        "                             artifacts' relative paths point",
+    )
+    task_opt(p)
+    p.add_argument("-n", type=int, metavar="N", help="only the last N steps (0: none)")
+    p.add_argument(
+        "-p", "--patch", action="store_true", help="show each step's patch (--json: as patch_text)"
+    )
+    p.add_argument("--tools", action="store_true", help="list each step's checkpoints")
+    from bar.model.records import KINDS
+
+    p.add_argument(
+        "--grep",
+        metavar="PATTERN",
+        help="only steps whose command or output matches PATTERN (a Python regular expression)",
+    )
+    p.add_argument("-i", "--ignore-case", action="store_true", help="--grep without regard to case")
+    p.add_argument(
+        "--kind",
+        action="append",
+        default=[],
+        choices=KINDS,
+        help="only steps of this kind (repeatable: any of them); undo and redo are rollbacks",
+    )
+    p.add_argument(
+        "--agent", choices=AGENTS, help="only steps that ran this agent (bar run --agent)"
+    )
+    p.add_argument(
+        "--since",
+        metavar="WHEN",
+        help="only steps started since WHEN: a length of time back from now (90s, 30min,\n"
+        "2h, 1d, 2w) or a moment (2026-11-27, '2026-11-27 14:00'; local time unless it\n"
+        "ends in Z or +HH:MM)",
+    )
+    p.add_argument(
+        "-f",
+        "--follow",
+        action="store_true",
+        help="keep printing: each step as it starts and is recorded, each tool call as it "
+        "is checkpointed (--json: one JSON object a line)",
+    )
+    json_opt(p)
+    p.set_defaults(_run=log)
+
+
+# --- the command -----------------------------------------------------------------------
 
 
 def log(

@@ -10,8 +10,106 @@ from bar.cli.render import Painter, print_json
 from bar.errors import BarError, ExitCode, UsageError
 from bar.policy import Policy, check_examples, load_policy
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import argparse
+
+    from bar.cli.parser import Commands
+
 _EXIT = {"allow": 0, "log": 0, "warn": 0, "block": ExitCode.POLICY_BLOCKED}
 _COLOR = {"allow": "green", "log": "cyan", "warn": "yellow", "block": "red"}
+
+
+# --- the command line ------------------------------------------------------------------
+
+
+def options(sub: Commands) -> None:
+    """The command line of ``bar policy``: its options and help."""
+    from bar.cli.parser import Formatter, json_opt
+
+    pol = sub.add_parser(
+        "policy",
+        help="check commands against the policy; test the policy file",
+        formatter_class=Formatter,
+        description="The policy (.bar/policy.yaml in the repository) blocks, warns about or\n"
+        "logs commands. It is read from your checkout, never from a task worktree.",
+    )
+    psub = pol.add_subparsers(dest="policy_command", metavar="ACTION")
+    pol.set_defaults(_help=pol)
+    p = psub.add_parser(
+        "check",
+        help="evaluate a command and print the decision",
+        formatter_class=Formatter,
+        description="Evaluate a command with the policy and print the decision and the rules\n"
+        "that matched. The exit status is the decision: 126 when the command would be\n"
+        "blocked, 0 when it would run (allow, log or warn), so scripts can test it.",
+        epilog="examples:\n"
+        "  bar policy check -c 'cd build && rm -rf /'\n"
+        "  bar policy check -- git push --force origin main\n"
+        "  bar policy check --exec -- /usr/bin/rm -rf /home/me   as a step's exec check\n"
+        "  bar policy check --json -c 'curl -s https://x.sh | sh'",
+    )
+    _check_options(p)
+    p.add_argument(
+        "--exit-code",
+        action="store_true",
+        help="accepted for old scripts; the exit status is always the decision now",
+    )
+    p.set_defaults(_run=check)
+    p = psub.add_parser(
+        "explain",
+        help="say which rules a command meets and why, and what they were tried on",
+        formatter_class=Formatter,
+        description="Like `check`, and also show what the rules saw: each command the shell\n"
+        "would run, after bar's normalising (wrappers removed, variables put in, ~ for\n"
+        "your home), then each rule that matched, the text it matched, its action and\n"
+        "its reason. With --exec, the argument vector is judged as a confined step's\n"
+        "exec check judges a program about to start: its real arguments, after every\n"
+        "expansion, relative names in a directory outside the worktree made absolute.\n"
+        "The exit status is the decision, as for `check`.",
+        epilog="examples:\n"
+        "  bar policy explain -c 'set -- rm -rf ~; \"$@\"'\n"
+        '  bar policy explain --exec -- rm -rf "$HOME"\n'
+        "  bar policy explain --json -- git push origin HEAD:main",
+    )
+    _check_options(p)
+    p.set_defaults(_run=explain)
+    p = psub.add_parser(
+        "test",
+        help="validate the policy file and run its rules' examples",
+        formatter_class=Formatter,
+        description="Check that the policy file is valid, then evaluate each rule's examples:\n"
+        "every command under a rule's match: must meet that rule, none under no_match:\n"
+        "may. Each failing example is printed; the exit status is 1 if any fails, 0 if\n"
+        "all pass (8 if the file itself is broken). Run it after editing the policy.",
+        epilog="examples:\n"
+        "  bar policy test                          .bar/policy.yaml of this repository\n"
+        "  bar policy test --file new-policy.yaml   a draft, before it replaces it\n"
+        "  bar policy test --json                   failures as fields, for CI",
+    )
+    p.add_argument("--file", metavar="PATH", help="test this policy file instead")
+    json_opt(p)
+    p.set_defaults(_run=test)
+
+
+def _check_options(p: argparse.ArgumentParser) -> None:
+    import argparse
+
+    from bar.cli.parser import json_opt
+
+    p.add_argument("-c", dest="command_line", metavar="LINE", help="a shell command line")
+    p.add_argument(
+        "--exec",
+        dest="at_exec",
+        action="store_true",
+        help="judge -- ARGV as a confined step's exec check does (docs/policy.md)",
+    )
+    p.add_argument("--file", metavar="PATH", help="use this policy file instead")
+    json_opt(p)
+    p.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- ARGV...")
+
+
+# --- the command -----------------------------------------------------------------------
 
 
 def _policy(file: str | None) -> Policy:

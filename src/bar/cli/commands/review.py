@@ -31,7 +31,53 @@ from bar.model.records import RunStep, Step
 from bar.share.review import FETCHED
 
 if TYPE_CHECKING:
+    from bar.cli.parser import Commands
     from bar.share.review import Landing, Review, TaskReview
+
+
+# --- the command line ------------------------------------------------------------------
+
+
+def options(sub: Commands) -> None:
+    """The command line of ``bar review``: its options and help."""
+    from bar.cli.parser import Formatter, json_opt
+
+    p = sub.add_parser(
+        "review",
+        help="the steps, sessions and policy decisions behind a pushed branch",
+        formatter_class=Formatter,
+        description="Review a branch someone pushed by the record behind it. bar apply ends\n"
+        "each commit it makes with Bar-Task and Bar-Step lines, and a squash merge keeps\n"
+        "them; for the commits of BRANCH that the base lacks (what a pull request would\n"
+        "merge), bar names each task they come from and shows its steps up to the one\n"
+        "landed: command, exit code, changes, the agent's session (model, turns, tool\n"
+        "calls, tokens, cost) and what the policy decided (blocks and asks above all).\n"
+        "It says too whether the commit holds the task's files as landing that state\n"
+        "on the commit's parent gives them (a squash or a rebase of the applied commit\n"
+        "does; a fix made on the way does not), and whether the branch changed them since.\n\n"
+        "A task of another machine is read from its copy: bar fetch brings it first.\n"
+        "BRANCH is a local branch, a remote-tracking one (origin/feature) or any ref\n"
+        "(refs/pull/12/head, once fetched). Exit 3: no commit names a task, or none of\n"
+        "the tasks named is here.",
+        epilog="examples:\n"
+        "  bar review feature                 a local branch, against git.default_base\n"
+        "  git fetch origin && bar fetch && bar review origin/feature\n"
+        "  git fetch origin pull/12/head:refs/pull/12/head && bar review refs/pull/12/head\n"
+        "  bar review feature --base release  against another branch\n"
+        "  bar review feature --json",
+    )
+    p.add_argument("branch", metavar="BRANCH", help="the branch (or any ref) to review")
+    p.add_argument(
+        "--base",
+        metavar="BRANCH",
+        help="the branch it goes onto: its commits are not reviewed "
+        "(default: git.default_base in config.yaml)",
+    )
+    json_opt(p)
+    p.set_defaults(_run=review)
+
+
+# --- the command -----------------------------------------------------------------------
 
 
 def review(*, branch: str, base: str | None, as_json: bool) -> int:

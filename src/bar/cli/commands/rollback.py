@@ -6,7 +6,48 @@ from bar import api
 from bar.cli.render import Painter, plural, print_json, short
 from bar.history.checkpoints import Checkpoint
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from bar.cli.parser import Commands
+
 _VERB = {"A": "recreate", "M": "restore", "D": "delete", "T": "restore"}
+
+
+# --- the command line ------------------------------------------------------------------
+
+
+def options(sub: Commands) -> None:
+    """The command line of ``bar rollback``: its options and help."""
+    from bar.cli.parser import Formatter, json_opt, task_opt
+
+    p = sub.add_parser(
+        "rollback",
+        help="restore the worktree to an earlier step (undoable)",
+        formatter_class=Formatter,
+        description="Restore the task's worktree to a recorded state, touching only the files\n"
+        "that differ. Unrecorded changes are recorded first, and the rollback is itself a\n"
+        "step, so nothing is lost: undo it by rolling back to the step before it.",
+        epilog="examples:\n"
+        "  bar rollback                 back to the state before the last step\n"
+        "  bar rollback --to 3          back to the state after step 3\n"
+        "  bar rollback --to 3.2        back to the state after step 3's second tool call\n"
+        "  bar rollback --to base       back to where the task started\n"
+        "  bar rollback --to 3 --hard   ... and reset the task branch to its HEAD then",
+    )
+    task_opt(p)
+    p.add_argument(
+        "--to", metavar="base|STEP|STEP.N", help="default: the state before the last step"
+    )
+    p.add_argument(
+        "--hard", action="store_true", help="also reset the task branch to the HEAD at the target"
+    )
+    p.add_argument("--dry-run", action="store_true", help="show what would change; change nothing")
+    p.add_argument("--no-wait", action="store_true", help="fail at once if the task is busy")
+    json_opt(p)
+    p.set_defaults(_run=rollback)
+
+
+# --- the command -----------------------------------------------------------------------
 
 
 def rollback(

@@ -18,8 +18,168 @@ from bar.model.records import RunStep
 from bar.model.tasks import Task
 from bar.step.run import RunRequest
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from bar.cli.parser import Commands
+
 # POSIX's portable names: str.isalnum() would also let 'é' and '²' through
 _ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+# --- the command line ------------------------------------------------------------------
+
+
+def options(sub: Commands) -> None:
+    """The command line of ``bar run``: its options and help."""
+    import argparse
+
+    from bar.agents import AGENTS
+    from bar.cli.parser import Formatter, on_opts, task_opt
+
+    p = sub.add_parser(
+        "run",
+        help="run a command in the task's worktree as a recorded step",
+        formatter_class=Formatter,
+        description="Run CMD in the task's worktree and record it as a step: the patch it\n"
+        "made, what it printed (stdout and stderr apart), how long it took and how it\n"
+        "ended. The policy is checked first and hooks run around it. bar exits with\n"
+        "CMD's exit code (127: not found, 126: blocked or not executable, 128+N: signal N).\n"
+        "A command stopped by a signal (Ctrl-C: SIGINT) is recorded with it and never as a\n"
+        "success, even when it catches it and exits 0 as agents do: 'interrupted (SIGINT,\n"
+        "exit 130)'.\n\n"
+        "CMD and everything it starts are confined by the kernel (Linux Landlock): they\n"
+        "can write the worktree, the task branch, TMPDIR, /tmp and sandbox.allow_write,\n"
+        "and nothing else; ~/.ssh, ~/.aws, ~/.gnupg and ~/.netrc cannot be read. Its new\n"
+        "git objects wait in a quarantine until git has checked them: no existing one can\n"
+        "change, and no other branch can move. See docs/sandbox.md.\n\n"
+        "It runs in the directory you stand in if that is inside the task's worktree,\n"
+        "else at the worktree's root (from your checkout too); --cwd DIR names a directory\n"
+        "of the worktree from its root. bar log shows it: (in src/pkg).\n\n"
+        "A policy block and a failing pre_run hook are recorded as steps too (nothing ran:\n"
+        "'blocked' or 'stopped' in bar log). With --json, stdout carries only the step's\n"
+        "record, printed when it ends; the command's own output is shown live on stderr.\n\n"
+        "--on QUEUE runs the step on a bar worker serving that Temporal task queue, with\n"
+        "the same supervision; its output streams here, and its record is fetched back\n"
+        "when it ends (--detach: return at once). The task then runs on workers until\n"
+        "`bar task adopt` brings it back. See docs/workers.md.",
+        epilog="examples:\n"
+        "  bar run -- claude                   # supervised as --agent claude\n"
+        "  bar run -- make test\n"
+        "  bar run --cwd src -e DEBUG=1 -- python -m app\n"
+        "  bar run --agent codex -- ./my-codex-wrapper.sh   # an agent bar cannot see\n"
+        "  bar run --no-agent -- claude --version           # a plain command\n"
+        "  bar run --no-sandbox -- ./deploy.sh  # with your full rights, this once\n"
+        "  bar run --network open -- ./fetch-data.sh   # every host, this once\n"
+        "  bar run --max-cost 2 -- claude       # stopped (and recorded so) past $2\n"
+        "  bar run --json -- make test > step.json   # make's output still shows\n"
+        "  bar run --on builds -- make test     # on a bar worker of queue builds",
+    )
+    task_opt(p)
+    p.add_argument(
+        "--cwd",
+        metavar="DIR",
+        help="directory of the worktree to run in, relative to its root (default: where you "
+        "stand, if inside the worktree, else its root)",
+    )
+    p.add_argument(
+        "-e", dest="env", action="append", default=[], metavar="K=V", help="set a variable"
+    )
+    pty = p.add_mutually_exclusive_group()
+    pty.add_argument(
+        "--pty",
+        dest="pty",
+        action="store_true",
+        default=None,
+        help="run in a pseudo-terminal (default when on a terminal)",
+    )
+    pty.add_argument(
+        "--no-pty",
+        dest="pty",
+        action="store_false",
+        help="run with pipes; stdout and stderr recorded apart",
+    )
+    agents = p.add_mutually_exclusive_group()
+    agents.add_argument(
+        "--agent",
+        choices=AGENTS,
+        help="supervise CMD as this agent: its hooks check and checkpoint every tool call, "
+        "from a home of its own for the task (never your ~/.claude, ~/.codex, ~/.gemini); "
+        "the default when CMD is claude, codex or gemini, also through env, npx or a path",
+    )
+    agents.add_argument(
+        "--no-agent",
+        action="store_true",
+        help="run CMD as a plain command even if it starts a known agent",
+    )
+    p.add_argument(
+        "--no-sandbox",
+        dest="sandbox",
+        action="store_false",
+        help="do not confine this run (it can write anything you can; recorded in the step)",
+    )
+    p.add_argument(
+        "--network",
+        choices=("open", "allow-list", "none"),
+        help="what this run may reach: every host, only sandbox.allow_hosts through bar's "
+        "proxy, or nothing (default: sandbox.network; docs/sandbox.md)",
+    )
+    p.add_argument(
+        "--max-tokens",
+        type=_positive_int,
+        metavar="N",
+        help="stop the agent once its session in this step has used N tokens (input, "
+        "output and cache, as its transcript counts them); default: agents.budget",
+    )
+    p.add_argument(
+        "--max-cost",
+        type=_positive_float,
+        metavar="USD",
+        help="stop the agent once its session in this step has cost USD dollars, priced "
+        "from agents.prices in config.yaml; default: agents.budget",
+    )
+    p.add_argument("--no-wait", action="store_true", help="fail at once if the task is busy")
+
+    on_opts(p, detach=True)
+    p.add_argument(
+        "--json",
+        dest="as_json",
+        action="store_true",
+        help="print the step's record as JSON on stdout when it ends "
+        "(the command's output goes to stderr)",
+    )
+    p.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- CMD...")
+    p.set_defaults(_run=run)
+
+
+def _positive_int(value: str) -> int:
+    import argparse
+
+    try:
+        number = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected a whole number of tokens, not {value!r}"
+        ) from None
+    if number <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number, not {value}")
+    return number
+
+
+def _positive_float(value: str) -> float:
+    import argparse
+
+    try:
+        number = float(value.lstrip("$"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected an amount in US dollars, not {value!r}"
+        ) from None
+    if not number > 0 or number == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a positive amount, not {value}")
+    return number
+
+
+# --- the command -----------------------------------------------------------------------
 
 
 def env_from_pairs(pairs: Sequence[str]) -> dict[str, str]:

@@ -13,9 +13,107 @@ from bar.cli.render import Painter, print_json
 from bar.errors import UsageError
 
 if TYPE_CHECKING:
+    from bar.cli.parser import Commands
     from bar.model.project import Project
     from bar.share.fetch import Fetched
     from bar.share.push import Pushed
+
+
+# --- the command line ------------------------------------------------------------------
+
+
+def task_options(tsub: Commands) -> None:
+    """The command line of ``bar task adopt``: its options and help (``tsub``: the
+    actions of ``bar task``)."""
+    from bar.cli.parser import Formatter, json_opt, task_ref_opts
+
+    p = tsub.add_parser(
+        "adopt",
+        help="continue here a task another machine recorded (after bar fetch)",
+        formatter_class=Formatter,
+        description="Continue a task that another machine recorded and pushed: a read-only\n"
+        "copy that bar fetch brought, or a task of this machine that went on elsewhere\n"
+        "(bar fetch says 'behind'). The task becomes this machine's: its branch at the\n"
+        "head the history names, a worktree at its last recorded state, and the steps\n"
+        "recorded next go on from that history (bar push sends them as a fast-forward).\n"
+        "A task of this machine is adopted only when nothing was recorded here since its\n"
+        "last push and its worktree holds no unrecorded change.",
+        epilog="examples:\n"
+        "  bar fetch && bar task adopt gVXsTb7x\n"
+        "  bar task adopt fix-login --json",
+    )
+    task_ref_opts(p)
+    json_opt(p)
+    p.set_defaults(_run=adopt)
+
+
+def options(sub: Commands) -> None:
+    """The command line of ``bar push`` and ``bar fetch``: their options and help."""
+    import argparse
+
+    from bar.cli.parser import Formatter, json_opt, task_opt
+
+    p = sub.add_parser(
+        "push",
+        help="publish task histories to a git remote (scanned for secrets first)",
+        formatter_class=Formatter,
+        description="Publish a task's history to a git remote, so a reviewer or a teammate on\n"
+        "another machine can read it (bar fetch) and go on with it (bar task adopt). Its\n"
+        "record (task.json, ledger, outputs, patches, sessions, checkpoints) goes as one\n"
+        "commit on refs/bar/history/<id>, its states on refs/bar/tasks/<id>: one ref per\n"
+        "task, fast-forward only, so machines never race.\n\n"
+        "Nothing leaves before it is scanned: a secret (a token, or the value of a secret\n"
+        "variable you have set), a file your .gitignore ignores or sandbox.deny_read hides,\n"
+        "a file of the task's states over share.max_blob: any of them refuses the push\n"
+        "(exit 12), naming the file and line and an id; --allow ID lets that one through.\n"
+        "Outputs and other record files over share.max_blob (default 10MB) are cut, with a\n"
+        "marker, in the pushed copy; yours stay whole.\n\n"
+        "REMOTE is a remote's name or a URL; default: share.remote in config.yaml, else\n"
+        "origin. It may be a repository of its own for agents' records.",
+        epilog="examples:\n"
+        "  bar push                         the current task, to origin\n"
+        "  bar push --all                   every task of this machine\n"
+        "  bar push logs --task fix-login   to the remote named logs\n"
+        "  bar push --dry-run               scan and say what would go\n"
+        "  bar push --allow 3fa9c2d1e0      after checking that finding is no secret",
+    )
+    p.add_argument("remote", nargs="?", metavar="REMOTE", help="a remote's name or a URL")
+    task_opt(p)
+    p.add_argument("--all", action="store_true", help="every task of this machine")
+    p.add_argument(
+        "--allow",
+        action="append",
+        default=[],
+        metavar="ID",
+        help="let the finding with this id through (again for more)",
+    )
+    p.add_argument("--dry-run", action="store_true", help="scan, and push nothing")
+    # the pre-push hook's (bar init --share): the remote git pushes to, refs on stdin
+    p.add_argument("--hook", metavar="REMOTE", help=argparse.SUPPRESS)
+    json_opt(p)
+    p.set_defaults(_run=push)
+
+    p = sub.add_parser(
+        "fetch",
+        help="bring other machines' task histories here, as read-only tasks",
+        formatter_class=Formatter,
+        description="Fetch the task histories on a git remote. A task of another machine\n"
+        "arrives as a read-only copy: bar task list marks it with its origin, and log,\n"
+        "show, diff, blame, show --session and ui read it as any task; nothing changes it\n"
+        "but the next fetch. bar task adopt ID continues it here. A task of this machine\n"
+        "is never changed: the fetch says if the remote is behind it (bar push), went on\n"
+        "with it elsewhere (bar task adopt), or holds another line of work (diverged).",
+        epilog="examples:\n"
+        "  bar fetch                  from share.remote, else origin\n"
+        "  bar fetch logs\n"
+        "  bar fetch --json",
+    )
+    p.add_argument("remote", nargs="?", metavar="REMOTE", help="a remote's name or a URL")
+    json_opt(p)
+    p.set_defaults(_run=fetch)
+
+
+# --- the command -----------------------------------------------------------------------
 
 
 def push(

@@ -40,10 +40,79 @@ from bar.model.records import ApplyStep, RollbackStep, RunStep, Step, SyncStep
 from bar.model.tasks import Task
 
 if TYPE_CHECKING:
+    from bar.cli.parser import Commands
     from bar.history.checkpoints import Checkpoint
 
 
 _CHECKPOINT = re.compile(r"#?[0-9]+\.[0-9]+")
+
+
+# --- the command line ------------------------------------------------------------------
+
+
+def options(sub: Commands) -> None:
+    """The command line of ``bar show``: its options and help."""
+    from bar.cli.parser import Formatter, json_opt, task_opt
+
+    p = sub.add_parser(
+        "show",
+        help="show one step or checkpoint in full with its patch and output",
+        formatter_class=Formatter,
+        description="Show one step in full: its command, how it ended, the policy rules and\n"
+        "hooks that ran, its patch and what it printed (for a step a pre_run hook\n"
+        "stopped, what the hook printed). STEP.N shows a checkpoint: the tool call and\n"
+        "what it changed.\n\n"
+        "--session shows what the agent of an agent step said and did instead: the\n"
+        "prompts and replies, each tool call with what it acted on, the checkpoint it\n"
+        "made (→ STEP.N) and how it ended (ok, exit N, interrupted, failed) with the\n"
+        "first lines of what it printed and its last, its subagents and interruptions,\n"
+        "and the model, turns, tokens and cost. With STEP.N, the conversation up to\n"
+        "that checkpoint's tool call. With no STEP, the latest step (as git show shows HEAD):\n"
+        "the one running, if a step runs (the last in bar log), else the last recorded\n"
+        "(with --session: the last recorded one's conversation).\n\n"
+        "A step that is running is shown too: its command, since when it runs, its output\n"
+        "and checkpoints so far. --follow then streams the rest as it is written (stdout\n"
+        "on stdout, stderr on stderr, each checkpoint on a line of its own) and ends when\n"
+        "the step is recorded, with how it ended; or says so if the step's bar run died\n"
+        "(exit 1). Following only reads: the step's input stays with the terminal that\n"
+        "ran it, and Ctrl-C stops following, never the step. Without STEP it follows the\n"
+        "step running now, or waits for the next one. A step already recorded is shown as\n"
+        "it is.",
+        epilog="examples:\n"
+        "  bar show              the latest step (the running one, if a step runs)\n"
+        "  bar show --session    the agent's conversation in the last recorded step\n"
+        "  bar show 3            step 0003: command, result, policy, patch, output\n"
+        "  bar show --follow     the running step's output as it comes, to its end\n"
+        "  bar show 7 -f --json  the same as JSON lines: output, checkpoint, then step\n"
+        "  bar show 3.2          its second checkpoint: the tool call and what it changed\n"
+        "  bar show 3 --session  the agent's conversation in step 0003\n"
+        "  bar show 3.2 --session --json   the session's events up to that tool call",
+    )
+    task_opt(p)
+    p.add_argument(
+        "step",
+        nargs="?",
+        metavar="STEP|STEP.N",
+        help="a step (3, 0003) or a checkpoint (3.2); default: the latest step (the one "
+        "running, if any); with --follow, the step running, else the next to start",
+    )
+    p.add_argument(
+        "--session",
+        action="store_true",
+        help="the agent's conversation in the step (to the checkpoint's tool call, with STEP.N)",
+    )
+    p.add_argument(
+        "-f",
+        "--follow",
+        action="store_true",
+        help="follow a running step: its output as it is written and its checkpoints as "
+        "they are taken, until it is recorded (--json: one JSON object a line)",
+    )
+    json_opt(p)
+    p.set_defaults(_run=show)
+
+
+# --- the command -----------------------------------------------------------------------
 
 
 def show(

@@ -8,6 +8,38 @@ from bar import api
 from bar.base.cmdline import line_of
 from bar.cli.render import Painter, plural, print_json, totals_text
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from bar.cli.parser import Commands
+
+
+# --- the command line ------------------------------------------------------------------
+
+
+def options(sub: Commands) -> None:
+    """The command line of ``bar status``: its options and help."""
+    from bar.cli.parser import Formatter, json_opt, task_opt
+
+    p = sub.add_parser(
+        "status",
+        help="project, active task, worktree and unrecorded changes",
+        formatter_class=Formatter,
+        description="Where the task stands: its steps, a running or interrupted step, and\n"
+        "whether the worktree holds changes no step recorded (see them with\n"
+        "`bar diff --unrecorded`; the next step records them); what its agent steps add\n"
+        "up to (turns, tool calls, tokens, cost when known).",
+        epilog="examples:\n"
+        "  bar status                  the task you are in, else the active one\n"
+        "  bar status --task fix-login\n"
+        "  bar status --json           for scripts: the same as fields",
+    )
+    task_opt(p)
+    json_opt(p)
+    p.set_defaults(_run=status)
+
+
+# --- the command -----------------------------------------------------------------------
+
 
 def status(*, task: str | None, as_json: bool) -> int:
     loc = api.open_project()

@@ -6,7 +6,59 @@ from bar import api
 from bar.cli.render import Painter, plural, print_json, short, stat_text
 from bar.errors import Conflict
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from bar.cli.parser import Commands
+
 _VERB = {"A": "add", "M": "update", "D": "delete", "T": "update"}
+
+
+# --- the command line ------------------------------------------------------------------
+
+
+def task_options(tsub: Commands) -> None:
+    """The command line of ``bar task sync``: its options and help (``tsub``: the
+    actions of ``bar task``)."""
+    from bar.cli.parser import Formatter, json_opt, task_opt
+
+    p = tsub.add_parser(
+        "sync",
+        help="bring the task up to date with its base branch (or another)",
+        formatter_class=Formatter,
+        description="Merge the branch's new commits into the task: the task's last state is\n"
+        "merged three-way onto the branch tip (merge base: the task's base), the worktree\n"
+        "gets the result (only differing files are touched), and the tip becomes the task's\n"
+        "base, so `bar apply` lands just the task's changes again. Unrecorded changes are\n"
+        "recorded first; the sync is a step (undo it with `bar undo`). The task branch\n"
+        "follows if it can (moved to the tip, or a clean merge commit of it). A conflict\n"
+        "changes nothing unless --allow-conflicts, which records the merge with conflict\n"
+        "markers in the files, to resolve in the worktree. Earlier states keep the base\n"
+        "they were recorded against: diff, apply --at and rollback use it.",
+        epilog="examples:\n"
+        "  bar task sync                        onto the task's base branch\n"
+        "  bar task sync --onto release-2.1     onto another branch (or commit)\n"
+        "  bar task sync --dry-run              what would change, and any conflict\n"
+        "  bar task sync --allow-conflicts      record conflict markers to fix by hand",
+    )
+    task_opt(p)
+    p.add_argument(
+        "--onto",
+        metavar="BRANCH",
+        help="default: the task's base branch (unless another task's), "
+        "else git.default_base: where bar apply lands",
+    )
+    p.add_argument(
+        "--allow-conflicts",
+        action="store_true",
+        help="on conflict, record the merge with conflict markers in the files",
+    )
+    p.add_argument("--dry-run", action="store_true", help="show what would change; change nothing")
+    p.add_argument("--no-wait", action="store_true", help="fail at once if the task is busy")
+    json_opt(p)
+    p.set_defaults(_run=sync)
+
+
+# --- the command -----------------------------------------------------------------------
 
 
 def sync(

@@ -7,6 +7,79 @@ from pathlib import Path
 from bar import api
 from bar.cli.render import byte_size, plural, print_json
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from bar.cli.parser import Commands
+
+
+# --- the command line ------------------------------------------------------------------
+
+
+def options(sub: Commands) -> None:
+    """The command line of ``bar trash``: its options and help."""
+    from bar.cli.parser import Formatter, implied_action, json_opt, task_opt
+
+    t = sub.add_parser(
+        "trash",
+        help="what bar moved aside instead of deleting it; put it back",
+        formatter_class=Formatter,
+        description="bar never deletes bytes no recorded state holds. When a command must remove\n"
+        "some from a task's worktree (a nested git repository where a rollback puts a\n"
+        "file, ignored files under a directory that becomes a file, what a closed task's\n"
+        "worktree held), it moves them to the task's trash first and says so. Each move\n"
+        "is an entry ($BAR_HOME/projects/<p>/tasks/<id>/trash/<UTC time>-<n>/): paths kept\n"
+        "relative to the worktree, modes kept, and a manifest of when, which command and\n"
+        "why. An undo of that rollback, or a reopen of the closed task, puts them back by\n"
+        "itself. `bar trash` lists the entries (short for `bar trash list`), `bar trash\n"
+        "restore` puts paths back. `bar task delete` refuses while the trash holds\n"
+        "anything; with --force it empties it with the task.",
+        epilog="examples:\n"
+        "  bar trash                         what is in the active task's trash\n"
+        "  bar trash --task fix-login --json\n"
+        "  bar trash restore                 put back the newest entry\n"
+        "  bar trash restore vendor          the newest vendor/ moved aside\n"
+        "  bar trash restore 20261127T101500Z-1 --to /tmp/old   an entry, elsewhere",
+    )
+    tsub = t.add_subparsers(dest="trash_command", metavar="ACTION")
+    t.set_defaults(_help=t, _run=list_, task=None, as_json=False)
+    implied_action(t, "list", lambda word: word.startswith("-") and word not in ("-h", "--help"))
+    p = tsub.add_parser(
+        "list",
+        help="list the entries of the task's trash (the default)",
+        formatter_class=Formatter,
+        description="List the task's trash, oldest entry first: each entry's name, the command\n"
+        "(and step) that moved it and why, then each path with its kind (file, dir,\n"
+        "nested-repo, symlink), its size and, for a nested repository, its HEAD.",
+        epilog="examples:\n  bar trash list\n  bar trash list --task 2 --json",
+    )
+    task_opt(p)
+    json_opt(p)
+    p.set_defaults(_run=list_)
+    p = tsub.add_parser(
+        "restore",
+        help="put paths back from the trash",
+        formatter_class=Formatter,
+        description="Put back what the trash holds, at its path in the task's worktree (or under\n"
+        "--to DIR). Name entries (all their paths) or paths (the newest entry holding\n"
+        "each; a directory names everything below it); nothing named: the newest entry.\n"
+        "Nothing is ever overwritten: a path that exists (but an empty directory where a\n"
+        "directory goes back) stays in the trash, the command says what blocks it and\n"
+        "exits 6. What comes back into the worktree is like any hand edit: the next\n"
+        "command records it (ignored files excepted).",
+        epilog="examples:\n"
+        "  bar trash restore\n"
+        "  bar trash restore vendor d/cache.log\n"
+        "  bar trash restore 20261127T101500Z-1 --to ~/rescued",
+    )
+    p.add_argument("what", nargs="*", metavar="ENTRY|PATH", help="default: the newest entry")
+    p.add_argument("--to", metavar="DIR", help="restore under DIR instead of the worktree")
+    task_opt(p)
+    json_opt(p)
+    p.set_defaults(_run=restore)
+
+
+# --- the command -----------------------------------------------------------------------
+
 
 def list_(*, task: str | None, as_json: bool) -> int:
     loc = api.open_project()

@@ -5,6 +5,51 @@ from __future__ import annotations
 from bar import api
 from bar.cli.render import Painter, describe, plural, print_json, short
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from bar.cli.parser import Commands
+
+
+# --- the command line ------------------------------------------------------------------
+
+
+def options(sub: Commands) -> None:
+    """The command line of ``bar undo`` and ``bar redo``: their options and help."""
+    from bar.cli.parser import Formatter, json_opt, task_opt
+
+    for verb, handler, text in (
+        ("undo", undo, "undo the last step not undone yet"),
+        ("redo", redo, "redo the step undone last"),
+    ):
+        p = sub.add_parser(
+            verb,
+            help=text + " (itself a step)",
+            formatter_class=Formatter,
+            description="An editor's undo over the task's steps. `bar undo` returns the worktree\n"
+            "to the state before the latest step not undone yet (a run, hand edits, a\n"
+            "rollback, a sync); again, and it walks further back. `bar redo` brings back the\n"
+            "step undone last; any new step that changes the worktree ends what can be\n"
+            "redone. Each is a rollback step marked as an undo or redo, so nothing is lost.\n"
+            "Unrecorded changes are recorded first, and are then what undo undoes (and\n"
+            "they end what redo could redo); --dry-run says so. Steps that changed\n"
+            "nothing (a test run, an apply) are passed over.",
+            epilog="examples:\n"
+            "  bar undo               back to before the last step\n"
+            "  bar undo; bar undo     two steps back\n"
+            "  bar redo               forward again\n"
+            f"  bar {verb} --dry-run     what would change",
+        )
+        task_opt(p)
+        p.add_argument(
+            "--dry-run", action="store_true", help="show what would change; change nothing"
+        )
+        p.add_argument("--no-wait", action="store_true", help="fail at once if the task is busy")
+        json_opt(p)
+        p.set_defaults(_run=handler)
+
+
+# --- the command -----------------------------------------------------------------------
+
 
 def undo(*, task: str | None, dry_run: bool, no_wait: bool, as_json: bool) -> int:
     return _act(task, redo=False, dry_run=dry_run, no_wait=no_wait, as_json=as_json)

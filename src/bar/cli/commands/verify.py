@@ -10,6 +10,63 @@ from bar.base import progress
 from bar.cli.render import Painter, byte_size, plural, print_json
 from bar.errors import UsageError
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from bar.cli.parser import Commands
+
+
+# --- the command line ------------------------------------------------------------------
+
+
+def options(sub: Commands) -> None:
+    """The command line of ``bar verify``: its options and help."""
+    from bar.cli.parser import Formatter, json_opt, task_opt
+
+    p = sub.add_parser(
+        "verify",
+        help="prove the worktree holds a recorded state: every file's bytes hashed",
+        formatter_class=Formatter,
+        description="Read every file of a recorded state (default: the last) in the task's\n"
+        "worktree, hash its bytes as git hashes a blob, and compare them, its type and its\n"
+        "mode with the record; list what the worktree holds beside them that the next\n"
+        "step would record (not ignored). It writes nothing and gives the same answer\n"
+        "whatever the speed settings.\n\n"
+        "Why: every other look (bar status, the look for hand edits before each command)\n"
+        "trusts what the kernel says changed (a file's size and times, inotify). A write\n"
+        "through a shared memory map (mmap MAP_SHARED) to an already-dirty page changes\n"
+        "neither and raises no event: only reading the bytes shows it. Where git converts\n"
+        "line endings, a file is compared with git's checkout of it (or the raw bytes\n"
+        "the snapshot kept); a path a filter attribute names is listed as not compared.\n\n"
+        "Each path that differs is listed: modified (other bytes, or a nested repository\n"
+        "at another commit), mode (the executable bit), type (a file now a link, a\n"
+        "directory or a nested repository, or back), missing, extra (not in the state,\n"
+        "not ignored). Exit 0: the worktree holds the state; 1: it differs.\n\n"
+        "--record records what differs as a manual step (it reads every file under the\n"
+        "task's lock, then has git hash those again whatever their stat says), so a\n"
+        "rollback and an undo keep those bytes; it exits 0 once the record holds them.",
+        epilog="examples:\n"
+        "  bar verify                  the worktree against the last recorded state\n"
+        "  bar verify --step 3         ... against the state after step 0003 (or base, 3.2)\n"
+        "  bar verify --record         record what differs as a manual step\n"
+        "  bar verify --json           for scripts: every difference as fields",
+    )
+    task_opt(p)
+    p.add_argument(
+        "--step",
+        metavar="STATE",
+        help="the recorded state to compare with: base, STEP or STEP.N (default: the last)",
+    )
+    p.add_argument(
+        "--record",
+        action="store_true",
+        help="record what differs from the last state as a manual step",
+    )
+    json_opt(p)
+    p.set_defaults(_run=verify)
+
+
+# --- the command -----------------------------------------------------------------------
+
 
 def verify(*, task: str | None, step: str | None, record: bool, as_json: bool) -> int:
     the_task = api.get_task(api.open_project(), task)

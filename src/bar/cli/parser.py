@@ -1,5 +1,7 @@
-"""The command line: every command, option and help text, here and in its three parts
-(``parser_tasks``, ``parser_steps``, ``parser_tools``), which use this module's helpers.
+"""The command line: bar's parser, its rules (errors with hints, global options, help
+formatting) and the helpers every command's options use. Each command's options and help
+sit beside its handler, in ``bar.cli.commands.<module>.options`` (``COMMANDS`` says which
+module holds which command); the parser of one command line builds just that command's.
 
 Kept apart from ``bar.cli.main`` so that the hot paths (``bar hook``, ``bar --version``) never
 import argparse or build the parser.
@@ -11,7 +13,7 @@ import argparse
 import os
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any, ClassVar, NoReturn, cast
+from typing import Any, ClassVar, NoReturn, Protocol, cast
 
 from bar import VERSION_LINE
 
@@ -52,7 +54,7 @@ output:
 """
 
 
-class _Formatter(argparse.RawDescriptionHelpFormatter):
+class Formatter(argparse.RawDescriptionHelpFormatter):
     def __init__(self, prog: str) -> None:
         # argparse would import shutil for the width each time an option is added
         super().__init__(prog, max_help_position=32, width=_width())
@@ -213,10 +215,6 @@ def _moved_globals(argv: list[str]) -> str | None:
     return shlex.join(["bar", *head, *moved, *kept])
 
 
-def _cmd(parser: argparse.ArgumentParser, target: str) -> None:
-    parser.set_defaults(_target=target)
-
-
 def implied_action(
     parser: argparse.ArgumentParser, action: str, test: Callable[[str], bool]
 ) -> None:
@@ -226,7 +224,7 @@ def implied_action(
         parser.implied = (action, test)
 
 
-def _task_opt(p: argparse.ArgumentParser) -> None:
+def task_opt(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--task",
         "-t",
@@ -241,13 +239,41 @@ def task_ref_opts(p: argparse.ArgumentParser) -> None:
     or ``--task``, as every other command takes it (``task_ref``, ``task``: see
     ``bar.cli.commands.task.ref``)."""
     p.add_argument("task_ref", nargs="?", metavar="ID|NAME", help="default: the active task")
-    _task_opt(p)
+    task_opt(p)
 
 
-def _json_opt(p: argparse.ArgumentParser) -> None:
+def json_opt(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--json", dest="as_json", action="store_true", help="print machine-readable JSON"
     )
+
+
+def server_opt(p: argparse.ArgumentParser) -> None:
+    """``--server``: the Temporal server of the workers (``bar worker``, ``--on``)."""
+    p.add_argument(
+        "--server",
+        metavar="HOST:PORT",
+        help="the Temporal server (default: BAR_TEMPORAL, else workers.server in config.yaml, "
+        "127.0.0.1:7233)",
+    )
+
+
+def on_opts(p: argparse.ArgumentParser, *, detach: bool) -> None:
+    """``--on QUEUE`` (with ``--detach`` if ``detach``) and ``--server``: a command that a
+    worker may run instead (``bar run``, ``bar task new``)."""
+    p.add_argument(
+        "--on",
+        metavar="QUEUE",
+        help="run on the workers of this task queue (bar worker --queue QUEUE), not here",
+    )
+    if detach:
+        p.add_argument(
+            "--detach",
+            action="store_true",
+            help="with --on: send the step and return at once (bar status follows it; bar "
+            "fetch brings the result)",
+        )
+    server_opt(p)
 
 
 class _Skipped:
@@ -258,7 +284,13 @@ class _Skipped:
         return lambda *args, **kwargs: self
 
 
-class _Commands:
+class Commands(Protocol):
+    """What a command module's ``options`` adds its command (or a command's action) to."""
+
+    def add_parser(self, name: str, **kwargs: Any) -> argparse.ArgumentParser: ...
+
+
+class _Only:
     """``add_subparsers()``, building only the parser of ``only`` (None: all of them)."""
 
     def __init__(self, real: Any, only: str | None) -> None:
@@ -273,7 +305,59 @@ class _Commands:
         return parser
 
 
-_PARTS = ("steps", "tasks", "board", "tools", "share", "workers", "agents", "mcp")
+# bar's commands in the order of `bar --help`, each with the module of ``bar.cli.commands``
+# whose ``options`` adds it (a module may add more than one: ``undo`` adds ``redo`` too)
+COMMANDS = {
+    "init": "init",
+    "task": "task",
+    "shell": "shell",
+    "worktree": "board",
+    "events": "board",
+    "run": "run",
+    "log": "log",
+    "show": "show",
+    "diff": "diff",
+    "status": "status",
+    "verify": "verify",
+    "blame": "blame",
+    "rollback": "rollback",
+    "undo": "undo",
+    "redo": "undo",
+    "trash": "trash",
+    "apply": "apply",
+    "push": "share",
+    "fetch": "share",
+    "review": "review",
+    "export": "export",
+    "notes": "notes",
+    "worker": "workers",
+    "cancel": "workers",
+    "policy": "policy",
+    "doctor": "doctor",
+    "replay": "replay",
+    "hook": "hook",
+    "agent": "agent",
+    "resident": "resident",
+    "completion": "completion",
+    "ui": "ui",
+    "decide": "decide",
+    "flow": "flow",
+    "mcp": "mcp",
+    "help": "help",
+}
+
+
+# the modules of ``bar.cli.commands`` besides ``task`` whose ``task_options`` add actions
+# of ``bar task`` (those actions' handlers are theirs: ``bar task claim`` is the board's)
+TASK_ACTIONS = ("board", "share", "sync")
+
+
+def task_actions(tsub: Commands) -> None:
+    """Add to ``tsub`` the actions of ``bar task`` that other modules handle."""
+    import importlib
+
+    for module in TASK_ACTIONS:
+        importlib.import_module(f"bar.cli.commands.{module}").task_options(tsub)
 
 
 _prebuilt: dict[str | None, argparse.ArgumentParser] = {}
@@ -294,7 +378,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         return ready
     parser = _Parser(
         prog="bar",
-        formatter_class=_Formatter,
+        formatter_class=Formatter,
         description=(
             "Hand work to AI coding agents without fear.\n\n"
             "Each task gets its own git worktree and branch; every command run in it is a\n"
@@ -329,31 +413,15 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         action="store_true",
         help="print straight to the terminal, not through a pager",
     )
-    sub = _Commands(parser.add_subparsers(dest="command", metavar="COMMAND"), only)
+    sub = _Only(parser.add_subparsers(dest="command", metavar="COMMAND"), only)
 
     import importlib
 
-    # in the order of `bar --help`; for one command, its part first (bar run's, most
-    # often) and the rest not even imported once it is built
-    parts = (
-        ("tasks", "board", "steps", "share", "workers", "tools", "agents", "mcp")
-        if only is None
-        else _PARTS
-    )
-    for part in parts:
-        importlib.import_module(f"bar.cli.parser.{part}").commands(sub)
-        if only is not None and sub.built:
-            break
-    if only is not None and not sub.built:
-        return build_parser()  # (`bar help` too: it shows any command's help)
-    if only is None:
-        p = sub.add_parser(
-            "help",
-            help="show the help of bar or of a command (bar help run, bar help task new)",
-            formatter_class=_Formatter,
-            description="Print the help of bar, or of COMMAND (and its ACTION), as --help does.",
-            epilog="examples:\n  bar help\n  bar help log\n  bar help task new",
-        )
-        p.add_argument("words", nargs="*", metavar="COMMAND [ACTION]")
-        _cmd(p, "help:help_")
+    if only is not None and only in COMMANDS:
+        importlib.import_module(f"bar.cli.commands.{COMMANDS[only]}").options(sub)
+        return parser
+    if only is not None:
+        return build_parser()  # a word that is no command: the whole, for the error's hint
+    for module in dict.fromkeys(COMMANDS.values()):
+        importlib.import_module(f"bar.cli.commands.{module}").options(sub)
     return parser
