@@ -617,7 +617,7 @@ def test_only_bar_mcp_loads_the_mcp_sdk() -> None:
         "from bar.cli.main import main\n"
         "main(['--version'])\n"
         "from bar.cli.parser import build_parser\n"
-        "build_parser()\n"
+        "build_parser(whole=True)\n"
         "sys.stderr.write('MODULES ' + ' '.join(sorted(sys.modules)) + '\\n')\n"
     )
     proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, timeout=30)

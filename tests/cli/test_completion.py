@@ -101,7 +101,7 @@ def parser_tree() -> dict[str, tuple[list[str], list[str]]]:
         for name, child in subs.items():
             walk(child, f"{path} {name}".strip())
 
-    walk(build_parser(), "")
+    walk(build_parser(whole=True), "")
     return tree
 
 
@@ -147,7 +147,7 @@ def test_every_task_step_and_state_argument_completes_as_one() -> None:
     from bar.cli.parser import build_parser
 
     kinds: dict[str, str] = {}
-    for command in describe(build_parser()):
+    for command in describe(build_parser(whole=True)):
         path = " ".join(command.path)
         for option in command.options:
             for name in option.names:
@@ -207,7 +207,7 @@ def test_a_command_added_to_the_parser_is_completed_without_more(
     from bar.cli.completion import render
     from bar.cli.parser import build_parser
 
-    parser = build_parser()
+    parser = build_parser(whole=True)
     (sub,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
     frob = sub.add_parser("frobnicate", help="a new command")
     frob.add_argument("--colour", choices=("red", "green"))

@@ -63,7 +63,7 @@ def commands() -> dict[tuple[str, ...], set[str]]:
             for name, child in sub.choices.items():
                 walk(child, (*path, name))
 
-    walk(build_parser(), ())
+    walk(build_parser(whole=True), ())
     return found
 
 

@@ -67,7 +67,7 @@ def test_the_hint_for_no_pager_reads_as_documented(in_task: Path) -> None:
 
 
 def command_names(parser_path: tuple[str, ...] = ()) -> list[str]:
-    parser = build_parser()
+    parser = build_parser(whole=True)
     for word in parser_path:
         parser = parser._subparsers._group_actions[0].choices[word]  # type: ignore[union-attr]
     return list(parser._subparsers._group_actions[0].choices)  # type: ignore[union-attr]
@@ -138,7 +138,7 @@ def all_parsers() -> dict[str, object]:
         for name, child in subs._group_actions[0].choices.items():
             walk(child, f"{prog} {name}")
 
-    walk(build_parser(), "bar")
+    walk(build_parser(whole=True), "bar")
     return found
 
 

@@ -301,49 +301,61 @@ class _Only:
         if self._only is not None and name != self._only:
             return cast(argparse.ArgumentParser, _Skipped())
         self.built.append(name)
-        parser: argparse.ArgumentParser = self._real.add_parser(name, **kwargs)
+        parser: argparse.ArgumentParser = self._real.add_parser(
+            name, help=COMMANDS[name][1], **kwargs
+        )
         return parser
 
 
-# bar's commands in the order of `bar --help`, each with the module of ``bar.cli.commands``
-# whose ``options`` adds it (a module may add more than one: ``undo`` adds ``redo`` too)
-COMMANDS = {
-    "init": "init",
-    "task": "task",
-    "shell": "shell",
-    "worktree": "board",
-    "events": "board",
-    "run": "run",
-    "log": "log",
-    "show": "show",
-    "diff": "diff",
-    "status": "status",
-    "verify": "verify",
-    "blame": "blame",
-    "rollback": "rollback",
-    "undo": "undo",
-    "redo": "undo",
-    "trash": "trash",
-    "apply": "apply",
-    "push": "share",
-    "fetch": "share",
-    "review": "review",
-    "export": "export",
-    "notes": "notes",
-    "worker": "workers",
-    "cancel": "workers",
-    "policy": "policy",
-    "doctor": "doctor",
-    "replay": "replay",
-    "hook": "hook",
-    "agent": "agent",
-    "resident": "resident",
-    "completion": "completion",
-    "ui": "ui",
-    "decide": "decide",
-    "flow": "flow",
-    "mcp": "mcp",
-    "help": "help",
+# bar's commands in the order of `bar --help`: the module of ``bar.cli.commands`` whose
+# ``options`` adds each (a module may add more than one: ``undo`` adds ``redo`` too), and
+# the line `bar --help` says of it (which needs no command's module loaded)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "init": ("init", "register this repository with bar"),
+    "task": ("task", "create, list, inspect, switch and close tasks"),
+    "shell": ("shell", "an interactive shell in the task's worktree, recorded as one step"),
+    "worktree": ("board", "list the task worktrees; keep or remove one"),
+    "events": ("board", "the project's task and worktree events"),
+    "run": ("run", "run a command in the task's worktree as a recorded step"),
+    "log": ("log", "list the task's steps, newest last"),
+    "show": ("show", "show one step or checkpoint in full with its patch and output"),
+    "diff": ("diff", "diff any two recorded states (default: base to now)"),
+    "status": ("status", "project, active task, worktree and unrecorded changes"),
+    "verify": ("verify", "prove the worktree holds a recorded state: every file's bytes hashed"),
+    "blame": ("blame", "each line of a file with the step or tool call that last changed it"),
+    "rollback": ("rollback", "restore the worktree to an earlier step (undoable)"),
+    "undo": ("undo", "undo the last step not undone yet (itself a step)"),
+    "redo": ("undo", "redo the step undone last (itself a step)"),
+    "trash": ("trash", "what bar moved aside instead of deleting it; put it back"),
+    "apply": ("apply", "land the task's work on a branch, as one commit or a merge"),
+    "push": ("share", "publish task histories to a git remote (scanned for secrets first)"),
+    "fetch": ("share", "bring other machines' task histories here, as read-only tasks"),
+    "review": ("review", "the steps, sessions and policy decisions behind a pushed branch"),
+    "export": (
+        "export",
+        "write a task's record for other tools (ATIF, OpenTelemetry, Agent Trace)",
+    ),
+    "notes": ("notes", "line attribution as git-ai notes (refs/notes/ai): export, import"),
+    "worker": (
+        "workers",
+        "take steps from a task queue and run them on this machine (Temporal); dev-server: a Temporal server for one machine",
+    ),
+    "cancel": ("workers", "stop a task's running step, here or on a worker"),
+    "policy": ("policy", "check commands against the policy; test the policy file"),
+    "doctor": (
+        "doctor",
+        "check every project file, ledger line, ref and worktree; --repair fixes them",
+    ),
+    "replay": ("replay", "play back an interactive step's terminal session"),
+    "hook": ("hook", "policy check for an agent's shell commands (called by the agent)"),
+    "agent": ("agent", "wire an agent's hooks to bar"),
+    "resident": ("resident", "the warm bar that serves bar run: its state; start or stop it"),
+    "completion": ("completion", "print the shell completion script for bash, zsh or fish"),
+    "ui": ("ui", "review every project's tasks in the browser: steps, diffs, rollback, apply"),
+    "decide": ("decide", "the agent asks you to decide; you answer (docs/decide-flow.md)"),
+    "flow": ("flow", "where the task's work stands: phases, steps, a snapshot each"),
+    "mcp": ("mcp", "serve the task to an agent as a Model Context Protocol server (stdio)"),
+    "help": ("help", "show the help of bar or of a command (bar help run, bar help task new)"),
 }
 
 
@@ -369,9 +381,11 @@ def prebuild(only: str | None) -> None:
     _prebuilt[only] = build_parser(only)
 
 
-def build_parser(only: str | None = None) -> argparse.ArgumentParser:
-    """The whole command line; with ``only``, just that command's part of it (when
-    ``only`` names no command, the whole, so that the error lists them)."""
+def build_parser(only: str | None = None, *, whole: bool = False) -> argparse.ArgumentParser:
+    """bar's parser: with ``only`` (a command), that command's options alone; with
+    ``whole``, every command's (the completion scripts read it); else the commands as
+    `bar --help` lists them, none with its options, which is what ``bar``, ``bar --help``
+    and a word that is no command need (no command's module is loaded)."""
     _Parser.innermost = None
     ready = _prebuilt.pop(only, None)
     if ready is not None:
@@ -413,15 +427,18 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         action="store_true",
         help="print straight to the terminal, not through a pager",
     )
+    if only not in COMMANDS:
+        only = None  # (a word that is no command: the list of them, for the error's hint)
     sub = _Only(parser.add_subparsers(dest="command", metavar="COMMAND"), only)
 
     import importlib
 
-    if only is not None and only in COMMANDS:
-        importlib.import_module(f"bar.cli.commands.{COMMANDS[only]}").options(sub)
-        return parser
     if only is not None:
-        return build_parser()  # a word that is no command: the whole, for the error's hint
-    for module in dict.fromkeys(COMMANDS.values()):
-        importlib.import_module(f"bar.cli.commands.{module}").options(sub)
+        importlib.import_module(f"bar.cli.commands.{COMMANDS[only][0]}").options(sub)
+    elif whole:
+        for module in dict.fromkeys(module for module, _ in COMMANDS.values()):
+            importlib.import_module(f"bar.cli.commands.{module}").options(sub)
+    else:
+        for name in COMMANDS:
+            sub.add_parser(name, formatter_class=Formatter)
     return parser

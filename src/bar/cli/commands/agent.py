@@ -24,7 +24,7 @@ def options(sub: Commands) -> None:
     from bar.agents import AGENTS
     from bar.cli.parser import Formatter
 
-    agent = sub.add_parser("agent", help="wire an agent's hooks to bar")
+    agent = sub.add_parser("agent")
     asub = agent.add_subparsers(dest="agent_command", metavar="ACTION")
     agent.set_defaults(_help=agent)
     p = asub.add_parser(

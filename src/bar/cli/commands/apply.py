@@ -26,7 +26,6 @@ def options(sub: Commands) -> None:
 
     p = sub.add_parser(
         "apply",
-        help="land the task's work on a branch, as one commit or a merge",
         formatter_class=Formatter,
         description="Land the task's changes (base -> last recorded state) on a branch: by default\n"
         "the branch the task was created from (task new --base) if it is a local branch\n"

@@ -26,7 +26,6 @@ def options(sub: Commands) -> None:
 
     p = sub.add_parser(
         "blame",
-        help="each line of a file with the step or tool call that last changed it",
         formatter_class=Formatter,
         description="Show each line of FILE with the step or checkpoint that last changed it:\n"
         "the tool and command (or the files an edit tool named) and the agent session.\n"

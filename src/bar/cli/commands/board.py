@@ -117,7 +117,6 @@ def options(sub: Commands) -> None:
 
     wt = sub.add_parser(
         "worktree",
-        help="list the task worktrees; keep or remove one",
         formatter_class=Formatter,
         description="The worktree registry ($BAR_HOME/projects/<p>/workspaces/index.json):\n"
         "each task's worktree, its branch, and whether it is active, kept or removed.\n"
@@ -194,7 +193,6 @@ def options(sub: Commands) -> None:
 
     p = sub.add_parser(
         "events",
-        help="the project's task and worktree events",
         formatter_class=Formatter,
         description="Print the project's lifecycle log (events.jsonl): tasks created,\n"
         "claimed, started, completed; worktrees created, kept, removed, each operation's\n"

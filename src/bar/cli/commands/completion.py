@@ -47,7 +47,6 @@ def options(sub: Commands) -> None:
 
     p = sub.add_parser(
         "completion",
-        help="print the shell completion script for bash, zsh or fish",
         formatter_class=Formatter,
         description="Print a script that completes bar's commands, options, task names, step\n"
         "ids (3, or 3.2 after '3.'), refs and files. Run it again after upgrading bar.",
@@ -67,7 +66,7 @@ def completion(*, shell: str) -> int:
     from bar.cli.completion import render
     from bar.cli.parser import build_parser
 
-    sys.stdout.write(render(shell, describe(build_parser())))
+    sys.stdout.write(render(shell, describe(build_parser(whole=True))))
     return 0
 
 

@@ -29,7 +29,6 @@ def options(sub: Commands) -> None:
 
     dec = sub.add_parser(
         "decide",
-        help="the agent asks you to decide; you answer (docs/decide-flow.md)",
         formatter_class=Formatter,
         usage="%(prog)s JSON|-|@FILE [--wait [--timeout SECONDS]] [--task ID|NAME] [--json]\n"
         "       %(prog)s ACTION ...",

@@ -25,7 +25,6 @@ def options(sub: Commands) -> None:
 
     p = sub.add_parser(
         "diff",
-        help="diff any two recorded states (default: base to now)",
         formatter_class=Formatter,
         description="Diff two recorded states of the task. STEP means the state after that\n"
         "step, STEP.N after its Nth checkpoint, 'base' the task's base commit.\n"

@@ -28,7 +28,6 @@ def options(sub: Commands) -> None:
 
     p = sub.add_parser(
         "doctor",
-        help="check every project file, ledger line, ref and worktree; --repair fixes them",
         formatter_class=Formatter,
         description="Check the project's files, the policy file, every task's ledger, journals,\n"
         "artifacts, snapshot ref, side index, worktree and permissions. --repair fixes what\n"

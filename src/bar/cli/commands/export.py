@@ -30,7 +30,6 @@ def options(sub: Commands) -> None:
 
     p = sub.add_parser(
         "export",
-        help="write a task's record for other tools (ATIF, OpenTelemetry, Agent Trace)",
         formatter_class=Formatter,
         description="Write what a task's record holds in a format other tools read.\n\n"
         "atif: the task's agent sessions as one ATIF trajectory (the Agent Trajectory\n"

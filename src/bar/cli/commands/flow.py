@@ -21,7 +21,6 @@ def options(sub: Commands) -> None:
 
     flw = sub.add_parser(
         "flow",
-        help="where the task's work stands: phases, steps, a snapshot each",
         formatter_class=Formatter,
         description="Record the task's progress through its phases (flow.phases; default\n"
         "flow-design, impl, verify, docs, finish): each action is an entry of\n"

@@ -19,7 +19,6 @@ def options(sub: Commands) -> None:
 
     p = sub.add_parser(
         "help",
-        help="show the help of bar or of a command (bar help run, bar help task new)",
         formatter_class=Formatter,
         description="Print the help of bar, or of COMMAND (and its ACTION), as --help does.",
         epilog="examples:\n  bar help\n  bar help log\n  bar help task new",
@@ -29,9 +28,12 @@ def options(sub: Commands) -> None:
 
 
 def help_(*, words: list[str]) -> int:
-    from bar.cli.parser import build_parser, meant
+    from bar.cli.parser import COMMANDS, build_parser, meant
 
-    parser: argparse.ArgumentParser = build_parser()
+    # (the command named, with its options and actions; else the list of commands)
+    parser: argparse.ArgumentParser = build_parser(
+        words[0] if words[:1] and words[0] in COMMANDS else None
+    )
     for n, word in enumerate(words):
         said = " ".join(["bar", *words[:n]])
         actions = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]

@@ -50,7 +50,6 @@ def options(sub: Commands) -> None:
 
     sub.add_parser(
         "hook",
-        help="policy check for an agent's shell commands (called by the agent)",
         description="Called by Claude Code, Codex or Gemini CLI before each shell command\n"
         "with the event JSON on stdin; answers in the agent's format. See docs/agents.md.\n"
         "usage: bar hook claude|codex|gemini",

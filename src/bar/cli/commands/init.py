@@ -20,7 +20,6 @@ def options(sub: Commands) -> None:
 
     p = sub.add_parser(
         "init",
-        help="register this repository with bar",
         formatter_class=Formatter,
         description="Register the current git repository (it needs at least one commit).\n"
         "Creates the project's config.yaml and state.json under $BAR_HOME and, if absent,\n"

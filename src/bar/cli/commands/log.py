@@ -65,7 +65,6 @@ def options(sub: Commands) -> None:
 
     p = sub.add_parser(
         "log",
-        help="list the task's steps, newest last",
         formatter_class=Formatter,
         description="List the task's steps, newest last. A step run with --agent holds a\n"
         "checkpoint after each tool call that could change files (STEP.N); they are\n"

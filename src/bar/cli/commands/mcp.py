@@ -28,7 +28,6 @@ def options(sub: Commands) -> None:
 
     p = sub.add_parser(
         "mcp",
-        help="serve the task to an agent as a Model Context Protocol server (stdio)",
         formatter_class=Formatter,
         description="A Model Context Protocol server on stdin/stdout through which an agent\n"
         "inside a task sees and steers its own work. Tools: status, log, show, diff\n"

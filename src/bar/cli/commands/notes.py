@@ -20,7 +20,6 @@ def options(sub: Commands) -> None:
 
     notes = sub.add_parser(
         "notes",
-        help="line attribution as git-ai notes (refs/notes/ai): export, import",
         formatter_class=Formatter,
         description="Write and read which lines of a commit an agent wrote, as git notes in\n"
         "the git-ai authorship format (authorship/3.0.0, under refs/notes/ai), so tools\n"

@@ -29,7 +29,6 @@ def options(sub: Commands) -> None:
 
     pol = sub.add_parser(
         "policy",
-        help="check commands against the policy; test the policy file",
         formatter_class=Formatter,
         description="The policy (.bar/policy.yaml in the repository) blocks, warns about or\n"
         "logs commands. It is read from your checkout, never from a task worktree.",

@@ -22,7 +22,6 @@ def options(sub: Commands) -> None:
 
     p = sub.add_parser(
         "replay",
-        help="play back an interactive step's terminal session",
         formatter_class=Formatter,
         description="Play back the terminal recording (asciinema v2) of a step run in a pty\n"
         "(on a terminal, or with `bar run --pty`). A step run without one has no\n"

@@ -20,7 +20,6 @@ def options(sub: Commands) -> None:
 
     res = sub.add_parser(
         "resident",
-        help="the warm bar that serves bar run: its state; start or stop it",
         formatter_class=Formatter,
         description="After a `bar run`, a process of yours keeps bar's code loaded (the\n"
         "resident, one per bar home) so that the next `bar run`, `apply`, `rollback`,\n"

@@ -44,7 +44,6 @@ def options(sub: Commands) -> None:
 
     p = sub.add_parser(
         "review",
-        help="the steps, sessions and policy decisions behind a pushed branch",
         formatter_class=Formatter,
         description="Review a branch someone pushed by the record behind it. bar apply ends\n"
         "each commit it makes with Bar-Task and Bar-Step lines, and a squash merge keeps\n"

@@ -22,7 +22,6 @@ def options(sub: Commands) -> None:
 
     p = sub.add_parser(
         "rollback",
-        help="restore the worktree to an earlier step (undoable)",
         formatter_class=Formatter,
         description="Restore the task's worktree to a recorded state, touching only the files\n"
         "that differ. Unrecorded changes are recorded first, and the rollback is itself a\n"

@@ -38,7 +38,6 @@ def options(sub: Commands) -> None:
 
     p = sub.add_parser(
         "run",
-        help="run a command in the task's worktree as a recorded step",
         formatter_class=Formatter,
         description="Run CMD in the task's worktree and record it as a step: the patch it\n"
         "made, what it printed (stdout and stderr apart), how long it took and how it\n"

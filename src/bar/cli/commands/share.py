@@ -55,7 +55,6 @@ def options(sub: Commands) -> None:
 
     p = sub.add_parser(
         "push",
-        help="publish task histories to a git remote (scanned for secrets first)",
         formatter_class=Formatter,
         description="Publish a task's history to a git remote, so a reviewer or a teammate on\n"
         "another machine can read it (bar fetch) and go on with it (bar task adopt). Its\n"
@@ -95,7 +94,6 @@ def options(sub: Commands) -> None:
 
     p = sub.add_parser(
         "fetch",
-        help="bring other machines' task histories here, as read-only tasks",
         formatter_class=Formatter,
         description="Fetch the task histories on a git remote. A task of another machine\n"
         "arrives as a read-only copy: bar task list marks it with its origin, and log,\n"

@@ -22,7 +22,6 @@ def options(sub: Commands) -> None:
 
     p = sub.add_parser(
         "shell",
-        help="an interactive shell in the task's worktree, recorded as one step",
         formatter_class=Formatter,
         description="Start your shell ($SHELL, else /bin/sh) in the task's worktree, as\n"
         "`bar run --pty -- $SHELL` would: confined like any step, with the hooks around\n"

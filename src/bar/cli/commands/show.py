@@ -56,7 +56,6 @@ def options(sub: Commands) -> None:
 
     p = sub.add_parser(
         "show",
-        help="show one step or checkpoint in full with its patch and output",
         formatter_class=Formatter,
         description="Show one step in full: its command, how it ended, the policy rules and\n"
         "hooks that ran, its patch and what it printed (for a step a pre_run hook\n"

@@ -22,7 +22,6 @@ def options(sub: Commands) -> None:
 
     p = sub.add_parser(
         "status",
-        help="project, active task, worktree and unrecorded changes",
         formatter_class=Formatter,
         description="Where the task stands: its steps, a running or interrupted step, and\n"
         "whether the worktree holds changes no step recorded (see them with\n"

@@ -28,9 +28,7 @@ def options(sub: Commands) -> None:
     from bar.cli.parser import Formatter, json_opt, on_opts, task_actions, task_ref_opts
 
     # --- task ---------------------------------------------------------------------
-    task = sub.add_parser(
-        "task", help="create, list, inspect, switch and close tasks", formatter_class=Formatter
-    )
+    task = sub.add_parser("task", formatter_class=Formatter)
     tsub = task.add_subparsers(dest="task_command", metavar="ACTION")
     task.set_defaults(_help=task)
 

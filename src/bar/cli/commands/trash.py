@@ -21,7 +21,6 @@ def options(sub: Commands) -> None:
 
     t = sub.add_parser(
         "trash",
-        help="what bar moved aside instead of deleting it; put it back",
         formatter_class=Formatter,
         description="bar never deletes bytes no recorded state holds. When a command must remove\n"
         "some from a task's worktree (a nested git repository where a rollback puts a\n"

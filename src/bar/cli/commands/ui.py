@@ -16,7 +16,6 @@ def options(sub: Commands) -> None:
 
     p = sub.add_parser(
         "ui",
-        help="review every project's tasks in the browser: steps, diffs, rollback, apply",
         formatter_class=Formatter,
         description="Serve a review page on this machine and open it in the browser: every\n"
         "registered project and its tasks; a task's timeline of steps, checkpoints, policy\n"

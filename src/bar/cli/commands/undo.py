@@ -17,13 +17,9 @@ def options(sub: Commands) -> None:
     """The command line of ``bar undo`` and ``bar redo``: their options and help."""
     from bar.cli.parser import Formatter, json_opt, task_opt
 
-    for verb, handler, text in (
-        ("undo", undo, "undo the last step not undone yet"),
-        ("redo", redo, "redo the step undone last"),
-    ):
+    for verb, handler in (("undo", undo), ("redo", redo)):
         p = sub.add_parser(
             verb,
-            help=text + " (itself a step)",
             formatter_class=Formatter,
             description="An editor's undo over the task's steps. `bar undo` returns the worktree\n"
             "to the state before the latest step not undone yet (a run, hand edits, a\n"

@@ -24,7 +24,6 @@ def options(sub: Commands) -> None:
 
     p = sub.add_parser(
         "verify",
-        help="prove the worktree holds a recorded state: every file's bytes hashed",
         formatter_class=Formatter,
         description="Read every file of a recorded state (default: the last) in the task's\n"
         "worktree, hash its bytes as git hashes a blob, and compare them, its type and its\n"

@@ -27,8 +27,6 @@ def options(sub: Commands) -> None:
 
     w = sub.add_parser(
         "worker",
-        help="take steps from a task queue and run them on this machine (Temporal); "
-        "dev-server: a Temporal server for one machine",
         formatter_class=Formatter,
         usage="%(prog)s --queue QUEUE [--concurrency N] [--server HOST:PORT]\n"
         "                  [--on-stop {finish,interrupt}] [--claim -- CMD]\n"
@@ -115,7 +113,6 @@ def options(sub: Commands) -> None:
 
     p = sub.add_parser(
         "cancel",
-        help="stop a task's running step, here or on a worker",
         formatter_class=Formatter,
         description="Stop the task's running step wherever it runs. Here: its command gets\n"
         "SIGINT, as Ctrl-C would, and the step is recorded with how it ended. On workers:\n"
