@@ -85,6 +85,7 @@ __all__ = [
     "Diff",
     "Location",
     "Project",
+    "RunPlace",
     "Status",
     "Task",
     "TaskSummary",
@@ -121,6 +122,7 @@ __all__ = [
     "output_of",
     "parse_meta",
     "parse_step_ref",
+    "place_run",
     "plan_rollback",
     "policy_for",
     "projects",
@@ -631,6 +633,45 @@ def agent_of(argv: list[str]) -> str | None:
     from bar.agents.detect import agent_of as detect
 
     return detect(argv)
+
+
+@record(frozen=True)
+class RunPlace:
+    """Where a ``bar run`` step runs, and as what, chosen from its options."""
+
+    queue: str | None  # the workers' queue it is sent to; None: it runs here
+    task_queue: bool  # that queue is the task's own (it was sent to workers), not --on
+    agent: str | None  # the agent bar supervises it as; None: a plain command
+    agent_seen: bool  # that agent was seen in the command, not named by --agent
+
+
+def place_run(
+    task: Task,
+    argv: list[str],
+    *,
+    on: str | None,
+    agent: str | None,
+    no_agent: bool,
+    limited: bool,
+    detach: bool,
+) -> RunPlace:
+    """Where ``bar run ARGV`` runs: on ``on``'s workers, else on the task's own queue if
+    it was sent to workers, else here; and the agent it is supervised as: ``agent``, else
+    the one ``argv`` starts (none with ``no_agent``). A step that runs here with session
+    limits (``limited``: --max-tokens, --max-cost) needs an agent; ``detach`` needs a queue."""
+    placed = placement_of(task) if on is None else None
+    queue = on if placed is None else placed.queue
+    if detach and queue is None:
+        raise UsageError("--detach sends a step to workers: give --on QUEUE")
+    seen = agent is None and not no_agent
+    chosen = agent_of(argv) if seen else agent
+    if queue is None and chosen is None and limited:
+        raise UsageError(
+            "--max-tokens and --max-cost limit an agent's session, and this command is not "
+            "one bar supervises as an agent",
+            hint="add --agent claude|codex|gemini if it runs one",
+        )
+    return RunPlace(queue, placed is not None, chosen, seen and chosen is not None)
 
 
 def resolve_cwd(task: Task, value: str | None) -> str:

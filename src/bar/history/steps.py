@@ -187,13 +187,13 @@ def append(task: Task, step: _S, scrubber: Scrubber | None = None) -> _S:
         before = last.head if last is not None and last.head else task.base_commit
         if before and before != step.head:
             step.extra["head_moved"] = True
+    if last is not None and last.head and step.head and last.head != step.head:
+        keep_head(task, last.head, step.head)  # (before the line names it: a kept ref is harmless)
     stat, patch = getattr(step, "diff_stat", None), getattr(step, "artifacts", None)
     if stat is not None and patch is not None and patch.patch:
         patches.mask_names(task.dir / patch.patch, stat.file_list, scrub.scrub_values)
     written = step_from_record(scrub.scrub_obj(step.to_record()), "step")
     assert isinstance(written, type(step))
-    if last is not None and last.head and written.head and last.head != written.head:
-        keep_head(task, last.head, written.head)
     task.ledger.append(written)
     telemetry.enqueue(task, written)
     return written

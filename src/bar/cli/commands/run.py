@@ -217,11 +217,13 @@ def run(
     loc = api.open_project()
     the_task = api.get_task(loc, task)
     variables = env_from_pairs(env)
-    on = _queue(the_task, on)
-    if detach and on is None:
-        raise UsageError("--detach sends a step to workers: give --on QUEUE")
-    limits = max_tokens is not None or max_cost is not None
-    if on is not None:
+    limited = max_tokens is not None or max_cost is not None
+    place = api.place_run(
+        the_task, argv, on=on, agent=agent, no_agent=no_agent, limited=limited, detach=detach
+    )
+    if os.environ.get("BAR_QUIET") is None:
+        _say_place(the_task, place)
+    if place.queue is not None:
         from bar.cli.commands.workers import run_on
         from bar.workers.client import StepOrder
 
@@ -229,14 +231,14 @@ def run(
             argv=argv,
             cwd=cwd or ".",
             env=variables,
-            agent=agent if agent is not None or no_agent else api.agent_of(argv),
+            agent=place.agent,
             sandbox=sandbox,
             network=network,
             max_tokens=max_tokens,
             max_cost_usd=max_cost,
         )
         return run_on(
-            queue=on,
+            queue=place.queue,
             server=server,
             detach=detach,
             task_ref=the_task.id,
@@ -249,7 +251,7 @@ def run(
         env=variables,
         pty=sys.stdin.isatty() and sys.stdout.isatty() and not as_json if pty is None else pty,
         live=True,
-        agent=_agent(argv, agent, no_agent, limits),
+        agent=place.agent,
         sandbox=sandbox,
         network=network,
         max_tokens=max_tokens,
@@ -269,38 +271,20 @@ def run(
     return code
 
 
-def _queue(task: Task, on: str | None) -> str | None:
-    """The workers' queue a step goes to: ``--on``, else the task's own if it was sent
-    to workers (said), else None (it runs here)."""
-    placed = api.placement_of(task)
-    if on is not None or placed is None:
-        return on
-    if os.environ.get("BAR_QUIET") is None:
+def _say_place(task: Task, place: api.RunPlace) -> None:
+    """Say what ``bar run`` chose that its options did not name: the task's own queue, or
+    the agent it saw in the command (which it says only for a step that runs here)."""
+    if place.task_queue:
         print(
-            f"bar: task {task.name} runs on queue {placed.queue}: sending the step there",
+            f"bar: task {task.name} runs on queue {place.queue}: sending the step there",
             file=sys.stderr,
         )
-    return placed.queue
-
-
-def _agent(argv: list[str], agent: str | None, no_agent: bool, limits: bool) -> str | None:
-    """The agent bar supervises the step as: ``--agent``, else the one ``argv`` starts
-    (said), none with ``--no-agent``; session limits need one."""
-    if agent is None and not no_agent:
-        agent = api.agent_of(argv)
-        if agent is not None and os.environ.get("BAR_QUIET") is None:
-            print(
-                f"bar: supervising {agent} as --agent {agent} would "
-                "(--no-agent: run it as a plain command)",
-                file=sys.stderr,
-            )
-    if agent is None and limits:
-        raise UsageError(
-            "--max-tokens and --max-cost limit an agent's session, and this command is not "
-            "one bar supervises as an agent",
-            hint="add --agent claude|codex|gemini if it runs one",
+    elif place.queue is None and place.agent_seen:
+        print(
+            f"bar: supervising {place.agent} as --agent {place.agent} would "
+            "(--no-agent: run it as a plain command)",
+            file=sys.stderr,
         )
-    return agent
 
 
 def _say(output: OutputConfig, task: Task, step: RunStep, as_json: bool) -> None:
