@@ -166,6 +166,9 @@ class Confinement:
         confines itself, in its process before exec (Landlock, then ``bar.sandbox.lockdown``:
         no setuid bit, no capability): its holder is not confined, so the command can
         neither signal nor trace it."""
+        import subprocess
+
+        from bar.errors import CannotConfine
         from bar.sandbox import landlock, lockdown, namespace
         from bar.sandbox.holder import Holder
         from bar.store import lock
@@ -219,6 +222,15 @@ class Confinement:
         self._holders.append(holder)
         try:
             started = launch(holder.prepare)
+        except subprocess.SubprocessError as exc:
+            why = holder.failure()
+            if why is None:
+                raise
+            raise CannotConfine(
+                f"the step's namespaces could not be made, so nothing ran: {why}",
+                hint="a path bar shows the step changed as the step started: run it again; "
+                "if it fails the same way, `bar run --no-sandbox` runs it unconfined",
+            ) from exc
         finally:
             holder.started()
             if execs is not None:

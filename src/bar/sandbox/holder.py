@@ -118,6 +118,7 @@ class Holder:
         self.init = init
         self._bar = os.getpid()  # (taken here: a holder whose bar died first ends at once)
         self._report, self._to_report = os.pipe()  # (neither is inherited by a program)
+        self._said = b""  # what it reported: the pids it stopped, or why it failed
         self._sign = _open_sign()
         # a step on a terminal of its own (``bar.terminal.pty``): its session is led by
         # the namespace's init (set in the child, by ``lead_terminal``)
@@ -139,7 +140,12 @@ class Holder:
         if os.getppid() != self._bar:  # bar died before its holder began
             os._exit(137)
         if self.isolate is not None:
-            self.isolate()
+            try:
+                self.isolate()
+            except OSError as exc:  # (Popen says only that preexec_fn failed: bar is told why)
+                with contextlib.suppress(OSError):
+                    os.write(self._to_report, b"!" + str(exc).encode(errors="replace") + b"\n")
+                raise
         if self.init is not None:
             hold_in_namespace(
                 self._bar,
@@ -169,20 +175,37 @@ class Holder:
             os.close(self._to_report)
             self._to_report = -1
 
+    def failure(self) -> str | None:
+        """Why the step's namespaces could not be made, if that is why the command did not
+        start (after ``Popen`` failed: the holder said so on its report, then ended)."""
+        for line in self._read().splitlines():
+            if line.startswith(b"!"):
+                return line[1:].decode(errors="replace")
+        return None
+
     def stopped(self) -> list[int]:
         """The pids the holder reported it stopped (none while it still runs); closes the
         report. Twice is harmless."""
+        lines = self._read().splitlines()
+        return [
+            int(w)
+            for line in lines
+            if not line.startswith(b"!")
+            for w in line.split()
+            if w.isdigit()
+        ]
+
+    def _read(self) -> bytes:
+        """What the holder reported, read once it ended (the report is then closed)."""
         self.started()
-        if self._report < 0:
-            return []
-        os.set_blocking(self._report, False)
-        data = b""
-        with contextlib.suppress(BlockingIOError, OSError):
-            while chunk := os.read(self._report, 65536):
-                data += chunk
-        os.close(self._report)
-        self._report = -1
-        return [int(word) for word in data.split() if word.isdigit()]
+        if self._report >= 0:
+            os.set_blocking(self._report, False)
+            with contextlib.suppress(BlockingIOError, OSError):
+                while chunk := os.read(self._report, 65536):
+                    self._said += chunk
+            os.close(self._report)
+            self._report = -1
+        return self._said
 
 
 def hold(

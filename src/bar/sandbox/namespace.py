@@ -77,13 +77,17 @@ class Bind:
     """Show the directory ``source`` at ``target`` (read-only if asked). A ``layer`` is
     laid over ``target`` instead, read-only: what ``source`` holds is seen there in front
     of what ``target`` holds (an overlay), and the mounts that were inside ``target``
-    (``nested``) are shown again where they were."""
+    (``nested``) are shown again where they were. ``if_present``: what the plan saw may
+    be gone when the step starts (another task's temporary directory, an entry of the
+    machine's /tmp shown again): then there is nothing to show or to cover, and nothing
+    is mounted."""
 
     source: str
     target: str
     read_only: bool = False
     layer: bool = False
     nested: tuple[str, ...] = ()
+    if_present: bool = False
 
 
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -92,7 +96,7 @@ _libc = ctypes.CDLL(None, use_errno=True)
 def _check(result: int, what: str) -> None:
     if result < 0:
         err = ctypes.get_errno()
-        raise OSError(err, f"{what}: {os.strerror(err)}")
+        raise OSError(err, f"{what}: {os.strerror(err)}")  # (ENOENT: FileNotFoundError)
 
 
 def _write(path: str, text: str) -> None:
@@ -135,10 +139,17 @@ def enter(
             _lay(bind, source, target)
             made += bind.nested
             continue
-        _check(
-            _libc.mount(source, target, None, _MS_BIND | _MS_REC, None),
-            f"mount --bind {bind.source} {bind.target}",
-        )
+        if bind.if_present and not (os.path.lexists(source) and os.path.lexists(target)):
+            continue
+        try:
+            _check(
+                _libc.mount(source, target, None, _MS_BIND | _MS_REC, None),
+                f"mount --bind {bind.source} {bind.target}",
+            )
+        except FileNotFoundError:
+            if bind.if_present:  # (gone between the look above and the mount)
+                continue
+            raise
         if not bind.read_only:
             made.append(bind.target)
             continue

@@ -416,7 +416,7 @@ def _own_temporary(
             holds = any(w.startswith(path + "/") for w in view.inside(writable))
             if target and os.path.lexists(path) and not os.path.islink(path) and not holds:
                 cover = str(empty) if os.path.isdir(path) else str(nothing)
-                binds.append(Bind(cover, target, read_only=True))
+                binds.append(Bind(cover, target, read_only=True, if_present=True))
     # each shared one replaced by the task's own last, once every view was laid into
     # them: a path is found through what is mounted when it is bound, and the task's
     # directories may be inside one of them (a bar home in /tmp), which is replaced last
@@ -446,7 +446,7 @@ class _Temporary:
             source = self.prefix + name
             if name and os.path.isdir(source) and not os.path.islink(source):
                 below.real_dir(self.own / name)
-                binds.append(Bind(source, str(self.own / name), read_only=True))
+                binds.append(Bind(source, str(self.own / name), read_only=True, if_present=True))
                 self.shown.add(source)
         return binds
 
@@ -526,9 +526,9 @@ def _covered(ground: Ground, hidden: list[Path], writable: list[Path]) -> tuple[
         if any(w == real or w.startswith(real + "/") for w in written):
             continue
         if os.path.isdir(real):
-            binds.append(Bind(str(empty), real, read_only=True))
+            binds.append(Bind(str(empty), real, read_only=True, if_present=True))
         elif os.path.lexists(real):
-            binds.append(Bind(str(nothing), real, read_only=True))
+            binds.append(Bind(str(nothing), real, read_only=True, if_present=True))
     return tuple(binds)
 
 
