@@ -61,3 +61,52 @@ def test_a_new_file_is_made(tmp_path: Path) -> None:
     files.write_bytes_atomic(path, b"first", durable=False)
     assert path.read_bytes() == b"first"
     assert os.stat(path).st_mode & 0o777 == files.FILE_MODE
+
+
+_AS_OWNER = """
+import os, shutil, sys
+from bar.store.files import remove_tree  # (before the rights are dropped: Python's files)
+uid = int(sys.argv[2])
+if os.getuid() != uid:
+    os.setgid(uid)
+    os.setuid(uid)
+top = sys.argv[1]
+if sys.argv[3] == "make":
+    os.makedirs(os.path.join(top, "locked", "deeper"))
+    open(os.path.join(top, "locked", "deeper", "f"), "w").close()
+    os.makedirs(os.path.join(top, "kept-entries"))
+    open(os.path.join(top, "kept-entries", "g"), "w").close()
+    os.symlink("/etc", os.path.join(top, "locked", "link"))
+    os.chmod(os.path.join(top, "locked", "deeper"), 0)
+    os.chmod(os.path.join(top, "locked"), 0)
+    os.chmod(os.path.join(top, "kept-entries"), 0o500)
+else:
+    remove_tree(top)
+"""
+
+
+def test_a_tree_a_step_made_unreadable_is_removed_by_an_owner_without_roots_rights() -> None:
+    """``chmod 000`` on a directory of a step's /tmp, ``chmod 500`` on another: bar, as
+    the user it runs as, still removes them (and follows no link there)."""
+    import shutil
+    import subprocess
+    import sys
+    import tempfile
+
+    uid = 65534 if os.getuid() == 0 else os.getuid()  # (root reads anything: test as nobody)
+    top = Path(tempfile.mkdtemp(prefix="bar-remove-tree-"))  # (a place nobody can reach)
+    try:
+        if os.getuid() == 0:
+            os.chown(top, uid, uid)
+        for action in ("make", "remove"):
+            done = subprocess.run(
+                [sys.executable, "-c", _AS_OWNER, str(top), str(uid), action],
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+            assert done.returncode == 0, done.stderr
+        assert not top.exists()
+        assert os.path.isdir("/etc")
+    finally:
+        shutil.rmtree(top, ignore_errors=True)

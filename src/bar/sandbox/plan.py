@@ -46,7 +46,7 @@ from bar.sandbox import (
 )
 from bar.sandbox.namespace import Bind
 from bar.sandbox.network import NetPlan
-from bar.store import below
+from bar.store import below, files
 from bar.store.layout import (
     STEP_COVERS,
     STEP_TEMPORARY,
@@ -137,11 +137,11 @@ def step_env(ground: Ground, env: Mapping[str, str], made: Confinement) -> dict[
 
 
 def remove_temp_dir(task: Task) -> None:
-    """A closed task runs no more steps: its temporary files go (links are not followed)."""
-    import shutil
-
+    """A closed task runs no more steps: its temporary files go (links are not followed;
+    what a step made unreadable goes too: ``store.files.remove_tree``)."""
     for name in (*STEP_TEMPORARY, *STEP_COVERS):
-        shutil.rmtree(task.dir / name, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            files.remove_tree(task.dir / name)
 
 
 def confinement(

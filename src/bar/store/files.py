@@ -372,3 +372,44 @@ def read_json_lines(path: StrPath) -> list[dict[str, Any]]:
         if isinstance(rec, dict):
             found.append(rec)
     return found
+
+
+def remove_tree(path: StrPath) -> None:
+    """Remove the directory ``path`` and all it holds, links not followed; nothing if it
+    is gone. What a step left there may be a directory it made unreadable or unwritable
+    (``chmod 000``), which an owner without root's rights can neither list nor empty: each
+    directory's owner is given read, write and search on it first (``_owned_again``)."""
+    import shutil
+
+    _owned_again(os.fspath(path))
+    try:
+        shutil.rmtree(path)
+    except FileNotFoundError:
+        pass
+
+
+def _owned_again(top: str) -> None:
+    """Give back read, write and search to the owner of each directory at and below
+    ``top`` that lacks one (a directory is opened without following a link in its last
+    component and changed through that descriptor; one bar cannot change is left to
+    ``rmtree``'s error)."""
+    wanted = stat.S_IRWXU
+    folders = [top]
+    while folders:
+        folder = folders.pop()
+        try:
+            fd = os.open(folder, os.O_PATH | os.O_NOFOLLOW | os.O_DIRECTORY | os.O_CLOEXEC)
+        except OSError:
+            continue  # (gone, or no directory: nothing to give back)
+        try:
+            mode = os.fstat(fd).st_mode
+            if mode & wanted != wanted:
+                os.chmod(f"/proc/self/fd/{fd}", stat.S_IMODE(mode) | wanted)
+            with os.scandir(f"/proc/self/fd/{fd}") as entries:
+                folders += (
+                    os.path.join(folder, e.name) for e in entries if e.is_dir(follow_symlinks=False)
+                )
+        except OSError:
+            continue
+        finally:
+            os.close(fd)

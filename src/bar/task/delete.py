@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 from pathlib import Path
 
 from bar import git
@@ -41,6 +40,7 @@ from bar.model.journals import DeleteIntent
 from bar.model.project import Project
 from bar.model.tasks import Task, list_tasks, resolve_task
 from bar.step import transaction
+from bar.store.files import remove_tree
 from bar.store.layout import TASK_ID_RE, TaskPaths, projects_dir
 from bar.task import registry
 from bar.task.risk import at_risk, owner
@@ -305,13 +305,14 @@ def _remove_task_dir(paths: TaskPaths) -> None:
         if entry in (journal, paths.lock, paths.task_json):
             continue
         if entry.is_dir() and not entry.is_symlink():
-            shutil.rmtree(entry)
+            remove_tree(entry)
         else:
             entry.unlink()
     faults.point("delete: after emptying the task directory")
     paths.task_json.unlink(missing_ok=True)
     journals.DELETE.clear(paths)
-    shutil.rmtree(paths.dir, ignore_errors=True)
+    with contextlib.suppress(OSError):
+        remove_tree(paths.dir)
 
 
 def refs_of(repo: Path, task_id: str) -> list[str]:

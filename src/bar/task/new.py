@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 from typing import Any
 
 from bar import git
@@ -38,7 +37,7 @@ from bar.model.project import Project
 from bar.model.tasks import Task, load_task, new_id, open_task_named, validate_name
 from bar.redact import known as known_secrets
 from bar.step import transaction
-from bar.store.files import ensure_dir, write_json_atomic
+from bar.store.files import ensure_dir, remove_tree, write_json_atomic
 from bar.store.layout import TASK_ID_RE, TaskPaths
 from bar.store.lock import is_locked
 from bar.task import registry
@@ -95,7 +94,8 @@ def create_task(
                 held.enter_context(transaction.task_lock(task, f"bar task new {name}", wait=False))
                 journals.CREATE.write(task.paths, intent)
             except BaseException:
-                shutil.rmtree(task.dir, ignore_errors=True)  # nothing else was made yet
+                with contextlib.suppress(OSError):  # nothing else was made yet
+                    remove_tree(task.dir)
                 raise
         if not plan:
             project.log_event(
@@ -312,12 +312,13 @@ def _remove_task_dir(paths: TaskPaths) -> None:
         if entry in (journal, paths.lock):
             continue
         if entry.is_dir() and not entry.is_symlink():
-            shutil.rmtree(entry)
+            remove_tree(entry)
         else:
             entry.unlink()
     faults.point("undo: after emptying the task directory")
     journals.CREATE.clear(paths)
-    shutil.rmtree(paths.dir, ignore_errors=True)
+    with contextlib.suppress(OSError):
+        remove_tree(paths.dir)
     faults.point("undo: after removing the task directory")
 
 
@@ -385,7 +386,7 @@ def finish(project: Project, task_id: str) -> str:
                 )
             intent = journals.CREATE.read(paths) if state == HALF_MADE else None
             if intent is None:
-                shutil.rmtree(paths.dir)
+                remove_tree(paths.dir)
                 return f"removed the empty directory {task_id} a stopped `bar task new` left"
             kept = undo(project, intent)
             made = "worktree and snapshot ref" if kept else "worktree, branch and snapshot ref"
