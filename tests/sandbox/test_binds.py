@@ -86,3 +86,67 @@ def test_a_holders_report_of_stopped_pids_reads_no_failure_line_as_a_pid(tmp_pat
     holder.started()
     assert holder.failure() == "mount --bind /tmp/1 /x: 2"
     assert holder.stopped() == [1234, 5678]
+
+
+@mounts
+def test_a_step_whose_namespaces_cannot_be_made_is_recorded_as_not_run(
+    repo: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``bar run`` when a mount of the step fails as it starts (here made to fail in the
+    holder): the step is recorded at once, exit 126, with bar's reason in its output;
+    its command never ran, and the next command finds no interrupted step to record."""
+    import errno
+
+    from helpers import bar, ledger, new_task, set_config
+
+    assert bar(capfd, "init").code == 0
+    set_config(policy={"enabled": False})
+    task_id = new_task(capfd)["id"]
+    real = namespace.enter
+
+    def failing(binds: tuple[Bind, ...], *args: object, **kwargs: object) -> None:
+        raise OSError(errno.ENOENT, "mount --bind /gone /x: No such file or directory")
+
+    monkeypatch.setattr(namespace, "enter", failing)
+    marker = repo / "ran"
+    ran = bar(capfd, "run", "--no-pty", "--", "touch", str(marker))
+    monkeypatch.setattr(namespace, "enter", real)
+    assert ran.code == 126, ran.err
+    assert "namespaces could not be made" in ran.err and "/gone" in ran.err
+    assert "[Errno" not in ran.err
+    assert not marker.exists()
+    (step,) = [s for s in ledger(task_id) if s["kind"] == "run"]
+    assert step["exit_code"] == 126
+    status = bar(capfd, "status")
+    assert status.code == 0 and "interrupted" not in status.out + status.err
+
+
+@mounts
+def test_a_repositorys_pre_run_hook_whose_namespaces_cannot_be_made_stops_the_step(
+    repo: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The repository's hooks run confined like the step: the same failure there stops
+    the step as a failed ``pre_run`` hook does, saying why; the hook never ran."""
+    import errno
+    import subprocess
+
+    from helpers import bar, ledger, new_task, set_config
+
+    (repo / ".bar").mkdir()
+    (repo / ".bar" / "config.yaml").write_text("version: 1\nhooks:\n  pre_run: [touch hooked]\n")
+    subprocess.run(["git", "-C", str(repo), "add", ".bar"], check=True)
+    subprocess.run(["git", "-C", str(repo), "commit", "-qm", "hooks"], check=True)
+    assert bar(capfd, "init").code == 0
+    set_config(policy={"enabled": False})
+    made = new_task(capfd)
+
+    def failing(binds: tuple[Bind, ...], *args: object, **kwargs: object) -> None:
+        raise OSError(errno.ENOENT, "mount --bind /gone /x: No such file or directory")
+
+    monkeypatch.setattr(namespace, "enter", failing)
+    ran = bar(capfd, "run", "--no-pty", "--", "true")
+    assert ran.code == 10, ran.err  # (a pre_run hook stopped the step)
+    assert "namespaces could not be made" in ran.err and "/gone" in ran.err
+    assert not (Path(made["worktree"]) / "hooked").exists()
+    (step,) = [s for s in ledger(made["id"]) if s["kind"] == "run"]
+    assert step["stopped_by"] == "pre_run"

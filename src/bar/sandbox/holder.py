@@ -144,7 +144,8 @@ class Holder:
                 self.isolate()
             except OSError as exc:  # (Popen says only that preexec_fn failed: bar is told why)
                 with contextlib.suppress(OSError):
-                    os.write(self._to_report, b"!" + str(exc).encode(errors="replace") + b"\n")
+                    said = (exc.strerror or str(exc)).encode(errors="replace")
+                    os.write(self._to_report, b"!" + said.replace(b"\n", b" ") + b"\n")
                 raise
         if self.init is not None:
             hold_in_namespace(

@@ -45,6 +45,7 @@ from typing import BinaryIO, Final, Literal
 
 from bar.base.proc import Prepare, Starter, clean_env, exit_status
 from bar.base.record import record
+from bar.errors import CannotConfine
 from bar.model.records import HookRecord
 
 Phase = Literal["pre_run", "post_run"]
@@ -223,10 +224,13 @@ def _run_one(
 
     try:
         proc: subprocess.Popen[bytes] = start(launch) if start is not None else launch(None)
-    except OSError as exc:
-        reason = exc.strerror or str(exc)
-        if exc.filename is not None:
-            reason += f": {exc.filename}"
+    except (OSError, CannotConfine) as exc:  # (CannotConfine: its namespaces, not made)
+        if isinstance(exc, OSError):
+            reason = exc.strerror or str(exc)
+            if exc.filename is not None:
+                reason += f": {exc.filename}"
+        else:
+            reason = str(exc)
         return HookResult(
             phase=phase,
             cmd=command,

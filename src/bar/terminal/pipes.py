@@ -33,7 +33,7 @@ from typing import IO, BinaryIO
 
 from bar.base.proc import Starter, exit_status, start_directly
 from bar.base.record import record
-from bar.errors import ExitCode
+from bar.errors import CannotConfine, ExitCode
 from bar.store.files import create_file
 from bar.terminal.filters import StreamFilter
 from bar.terminal.missed import Sent, ended, members
@@ -271,6 +271,9 @@ def run_piped(
                 outcome = _not_run(
                     ExitCode.NOT_FOUND_COMMAND, f"command not found: {argv[0]}", err_file, err_live
                 )
+            except CannotConfine as exc:  # (its namespaces could not be made: nothing ran)
+                message = f"{exc}" + (f"\nhint: {exc.hint}" if exc.hint else "")
+                outcome = _not_run(ExitCode.CANNOT_EXECUTE, message, err_file, err_live)
             except OSError as exc:
                 message = f"cannot execute {argv[0]}: {exc.strerror or exc}"
                 outcome = _not_run(ExitCode.CANNOT_EXECUTE, message, err_file, err_live)

@@ -50,7 +50,7 @@ from typing import Any
 
 from bar.base.proc import Prepare, Starter, exit_status, start_directly
 from bar.base.record import record
-from bar.errors import BarError, ExitCode, UsageError
+from bar.errors import BarError, CannotConfine, ExitCode, UsageError
 from bar.terminal.cast import CastWriter
 from bar.terminal.filters import StreamFilter
 from bar.terminal.missed import Sent, members
@@ -224,6 +224,8 @@ class _Session:
                 )
             except FileNotFoundError:
                 self._not_run(_NOT_FOUND, f"{argv[0]}: command not found")
+            except CannotConfine as exc:  # (its namespaces could not be made: nothing ran)
+                self._not_run(_CANNOT_EXECUTE, str(exc))
             except OSError as exc:
                 self._not_run(_CANNOT_EXECUTE, f"{argv[0]}: {exc.strerror or exc}")
             except subprocess.SubprocessError as exc:
