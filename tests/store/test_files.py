@@ -110,3 +110,21 @@ def test_a_tree_a_step_made_unreadable_is_removed_by_an_owner_without_roots_righ
         assert os.path.isdir("/etc")
     finally:
         shutil.rmtree(top, ignore_errors=True)
+
+
+def test_giving_back_a_trees_rights_follows_no_link_out_of_it(tmp_path: Path) -> None:
+    from bar.store.files import _owned_again
+
+    outside = tmp_path / "outside"
+    (outside / "inner").mkdir(parents=True)
+    (outside / "inner").chmod(0o500)
+    outside.chmod(0o500)
+    top = tmp_path / "top"
+    (top / "a").mkdir(parents=True)
+    (top / "a").chmod(0)
+    (top / "link").symlink_to(outside)
+    _owned_again(str(top))
+    assert (top / "a").stat().st_mode & 0o700 == 0o700
+    assert outside.stat().st_mode & 0o777 == 0o500
+    assert (outside / "inner").stat().st_mode & 0o777 == 0o500
+    outside.chmod(0o700)

@@ -58,20 +58,44 @@ def _command_word(args: list[str]) -> str:
     return ""
 
 
-def _task_named(args: list[str]) -> str | None:
+# the options of ``bar run`` that take a value: its command starts at the first word that
+# is neither one of its options nor such a value (``tests/cli/test_main.py`` checks the list)
+RUN_VALUED = (
+    "--task",
+    "-t",
+    "--cwd",
+    "-e",
+    "--agent",
+    "--network",
+    "--max-tokens",
+    "--max-cost",
+    "--on",
+    "--server",
+)
+
+
+def _task_named(command: str, args: list[str]) -> str | None:
     """What ``--task``/``-t`` names on a command line, read before it is parsed (the last
-    given, as argparse takes it; None: none before ``--``). A wrong reading costs nothing:
-    the early look it starts answers only the task the command then asks about."""
+    given, as argparse takes it; a prefix of ``--task`` too; None: none). Not past ``--``,
+    nor, for ``bar run``, into its command (``bar run sort -t, f``). A wrong reading
+    costs nothing: the early look it starts answers only the task the command asks about."""
     named = None
-    for i, arg in enumerate(args):
-        if arg == "--":
+    words = iter(args[args.index(command) + 1 :] if command in args else args)
+    for word in words:
+        if word == "--":
             break
-        if arg in ("--task", "-t") and i + 1 < len(args):
-            named = args[i + 1]
-        elif arg.startswith("--task="):
-            named = arg[len("--task=") :]
-        elif arg.startswith("-t") and not arg.startswith("--") and len(arg) > 2:
-            named = arg[2:]
+        if word.startswith("--") and "=" in word:
+            name, _, value = word.partition("=")
+            if len(name) >= 3 and "--task".startswith(name):
+                named = value
+        elif word == "-t" or (len(word) >= 3 and "--task".startswith(word)):
+            named = next(words, None)
+        elif word.startswith("-t") and not word.startswith("--"):
+            named = word[2:]
+        elif command == "run" and word in RUN_VALUED:
+            next(words, None)
+        elif command == "run" and not word.startswith("-"):
+            break  # (the command)
     return named
 
 
@@ -167,8 +191,11 @@ def _main(args_list: list[str]) -> int:
         from bar.changes import fast
 
         # while the command's code loads and its options are built
-        fast.prescan_begin(_task_named(args_list))
-    parser = build_parser(None if first.startswith("-") or not first else first)
+        fast.prescan_begin(_task_named(first, args_list))
+    if first.startswith("-") and first not in ("-h", "--help"):
+        parser = build_parser(whole=True)  # (an option argparse may read as a global one)
+    else:
+        parser = build_parser(first or None)
     try:
         args = parser.parse_args(args_list)
     except SystemExit as exc:  # --help, --version, or a usage error already printed

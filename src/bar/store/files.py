@@ -388,28 +388,50 @@ def remove_tree(path: StrPath) -> None:
         pass
 
 
+# how deep ``_owned_again`` goes (one descriptor open per level): deeper than this is no
+# tree a program makes but to be in the way, and is left to ``rmtree``'s error
+_DEEPEST = 512
+
+
 def _owned_again(top: str) -> None:
     """Give back read, write and search to the owner of each directory at and below
-    ``top`` that lacks one (a directory is opened without following a link in its last
-    component and changed through that descriptor; one bar cannot change is left to
-    ``rmtree``'s error)."""
-    wanted = stat.S_IRWXU
-    folders = [top]
-    while folders:
-        folder = folders.pop()
+    ``top`` that lacks one. Each is opened by its name in its parent's descriptor, its
+    last component never followed (``O_PATH | O_NOFOLLOW``), and changed and read through
+    that descriptor: a directory swapped for a link while this runs leads nowhere else.
+    One bar cannot change is left to ``rmtree``'s error."""
+    flags = os.O_PATH | os.O_NOFOLLOW | os.O_DIRECTORY | os.O_CLOEXEC
+    try:
+        first = os.open(top, flags)
+    except OSError:
+        return  # (gone, or no directory: nothing to give back)
+    stack: list[tuple[int, list[str]]] = []  # (a directory open for reading, its folders left)
+
+    def enter(held: int) -> None:
         try:
-            fd = os.open(folder, os.O_PATH | os.O_NOFOLLOW | os.O_DIRECTORY | os.O_CLOEXEC)
+            mode = os.fstat(held).st_mode
+            if mode & stat.S_IRWXU != stat.S_IRWXU:
+                os.chmod(f"/proc/self/fd/{held}", stat.S_IMODE(mode) | stat.S_IRWXU)
+            folder = os.open(f"/proc/self/fd/{held}", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         except OSError:
-            continue  # (gone, or no directory: nothing to give back)
-        try:
-            mode = os.fstat(fd).st_mode
-            if mode & wanted != wanted:
-                os.chmod(f"/proc/self/fd/{fd}", stat.S_IMODE(mode) | wanted)
-            with os.scandir(f"/proc/self/fd/{fd}") as entries:
-                folders += (
-                    os.path.join(folder, e.name) for e in entries if e.is_dir(follow_symlinks=False)
-                )
-        except OSError:
-            continue
+            return
         finally:
-            os.close(fd)
+            os.close(held)
+        try:
+            with os.scandir(folder) as entries:
+                names = [e.name for e in entries if e.is_dir(follow_symlinks=False)]
+        except OSError:
+            names = []
+        stack.append((folder, names))
+
+    enter(first)
+    while stack:
+        folder, names = stack[-1]
+        if not names or len(stack) >= _DEEPEST:
+            os.close(folder)
+            stack.pop()
+            continue
+        try:
+            child = os.open(names.pop(), flags, dir_fd=folder)
+        except OSError:
+            continue  # (gone, or no longer a directory)
+        enter(child)
