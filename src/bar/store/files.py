@@ -376,62 +376,69 @@ def read_json_lines(path: StrPath) -> list[dict[str, Any]]:
 
 def remove_tree(path: StrPath) -> None:
     """Remove the directory ``path`` and all it holds, links not followed; nothing if it
-    is gone. What a step left there may be a directory it made unreadable or unwritable
-    (``chmod 000``), which an owner without root's rights can neither list nor empty: each
-    directory's owner is given read, write and search on it first (``_owned_again``)."""
-    import shutil
-
-    _owned_again(os.fspath(path))
+    is gone. What a step left there may be built to stop a removal: directories it made
+    unreadable or unwritable (``chmod 000``), which an owner without root's rights can
+    neither list nor empty, or nested thousands deep, past any recursion (Python's
+    ``rmtree`` recurses). So the tree is flattened instead: each directory, opened by
+    name in its parent's descriptor (``O_NOFOLLOW``), is given back read, write and
+    search for its owner, its files are removed and its directories moved up into
+    ``path``, and it is removed empty: one directory open at a time, at any depth."""
     try:
-        shutil.rmtree(path)
+        top = _own_folder(os.fspath(path), None)
     except FileNotFoundError:
-        pass
-
-
-# how deep ``_owned_again`` goes (one descriptor open per level): deeper than this is no
-# tree a program makes but to be in the way, and is left to ``rmtree``'s error
-_DEEPEST = 512
-
-
-def _owned_again(top: str) -> None:
-    """Give back read, write and search to the owner of each directory at and below
-    ``top`` that lacks one. Each is opened by its name in its parent's descriptor, its
-    last component never followed (``O_PATH | O_NOFOLLOW``), and changed and read through
-    that descriptor: a directory swapped for a link while this runs leads nowhere else.
-    One bar cannot change is left to ``rmtree``'s error."""
-    flags = os.O_PATH | os.O_NOFOLLOW | os.O_DIRECTORY | os.O_CLOEXEC
+        return
     try:
-        first = os.open(top, flags)
-    except OSError:
-        return  # (gone, or no directory: nothing to give back)
-    stack: list[tuple[int, list[str]]] = []  # (a directory open for reading, its folders left)
+        moved = 0
+        while names := os.listdir(top):
+            for name in names:
+                moved = _flatten(top, name, moved)
+    finally:
+        os.close(top)
+    os.rmdir(path)
 
-    def enter(held: int) -> None:
-        try:
-            mode = os.fstat(held).st_mode
-            if mode & stat.S_IRWXU != stat.S_IRWXU:
-                os.chmod(f"/proc/self/fd/{held}", stat.S_IMODE(mode) | stat.S_IRWXU)
-            folder = os.open(f"/proc/self/fd/{held}", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        except OSError:
-            return
-        finally:
-            os.close(held)
-        try:
-            with os.scandir(folder) as entries:
-                names = [e.name for e in entries if e.is_dir(follow_symlinks=False)]
-        except OSError:
-            names = []
-        stack.append((folder, names))
 
-    enter(first)
-    while stack:
-        folder, names = stack[-1]
-        if not names or len(stack) >= _DEEPEST:
-            os.close(folder)
-            stack.pop()
-            continue
-        try:
-            child = os.open(names.pop(), flags, dir_fd=folder)
-        except OSError:
-            continue  # (gone, or no longer a directory)
-        enter(child)
+_FLAGS = os.O_NOFOLLOW | os.O_DIRECTORY | os.O_CLOEXEC
+
+
+def _own_folder(name: str, parent: int | None) -> int:
+    """The directory ``name`` (in ``parent``'s descriptor; None: a path) open for
+    reading, its owner given read, write and search on it first; never through a link."""
+    held = os.open(name, os.O_PATH | _FLAGS, dir_fd=parent)
+    try:
+        mode = os.fstat(held).st_mode
+        if mode & stat.S_IRWXU != stat.S_IRWXU:
+            os.chmod(f"/proc/self/fd/{held}", stat.S_IMODE(mode) | stat.S_IRWXU)
+        return os.open(f"/proc/self/fd/{held}", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    finally:
+        os.close(held)
+
+
+def _flatten(top: int, name: str, moved: int) -> int:
+    """Remove ``name`` of ``top``: a file at once; a directory once its files are removed
+    and its directories moved up into ``top`` (to be taken in turn). Returns the count of
+    names made for the moved ones."""
+    try:
+        if not stat.S_ISDIR(os.lstat(name, dir_fd=top).st_mode):
+            os.unlink(name, dir_fd=top)
+            return moved
+        folder = _own_folder(name, top)
+    except FileNotFoundError:
+        return moved
+    try:
+        for entry in os.listdir(folder):
+            if not stat.S_ISDIR(os.lstat(entry, dir_fd=folder).st_mode):
+                os.unlink(entry, dir_fd=folder)
+                continue
+            os.close(_own_folder(entry, folder))  # (moving a directory writes its "..")
+            while True:
+                moved += 1
+                up = f".bar-removed-{moved}"
+                try:
+                    os.lstat(up, dir_fd=top)
+                except FileNotFoundError:
+                    break
+            os.rename(entry, up, src_dir_fd=folder, dst_dir_fd=top)
+    finally:
+        os.close(folder)
+    os.rmdir(name, dir_fd=top)
+    return moved
