@@ -280,3 +280,32 @@ def test_a_store_that_borrows_objects_by_a_relative_path_is_quarantined_too(
     assert code == 0 and "does not exist" not in said, said
     assert step["sandbox"]["objects"] == "quarantine"
     assert _git(inited, "log", "-1", "--format=%s", t["branch"]) == "borrowed"
+
+
+def test_what_the_hook_of_a_step_that_did_not_run_committed_comes_in_before_the_next_command(
+    inited: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """The repository's ``pre_run`` hook runs confined as its step would: a commit it
+    makes waits in the quarantine, and when it fails the step is recorded as not run.
+    The next command that changes the task brings that commit in before it acts
+    (``bar.step.transaction``): ``bar task close`` here, which removes the quarantine
+    with the worktree."""
+    hook = "git commit -q --allow-empty -m 'by the hook' && exit 3"
+    (inited / ".bar").mkdir(exist_ok=True)
+    (inited / ".bar" / "config.yaml").write_text(
+        json.dumps({"version": 1, "hooks": {"pre_run": [hook]}})
+    )
+    _git(inited, "add", ".bar/config.yaml")
+    _git(inited, "commit", "-q", "-m", "the repository's hook")
+    t = new_task(capfd)
+    base = _git(inited, "rev-parse", t["branch"])
+    code, said, step = _run(capfd, "true")
+    assert code != 0 and step["stopped_by"] == "pre_run", said
+    assert "run confined like the step" in said
+    assert _git(inited, "rev-parse", t["branch"]) == base  # (in the quarantine, not here)
+    closed = bar(capfd, "task", "close", t["name"])
+    assert closed.code == 0, closed.err
+    head = _git(inited, "rev-parse", t["branch"])
+    assert _git(inited, "log", "-1", "--format=%s", head) == "by the hook"
+    assert _git(inited, "rev-parse", f"{head}^") == base
+    assert not (task_dir(t["id"]) / "quarantine.json").exists()

@@ -188,7 +188,7 @@ class Agent(ABC):
 
     # where a machine's administrator gives it settings that rank above every project's
     # (relative to ``/etc``): bar's hooks go there, in a layer of the step's own
-    # (``bar.agents.managed.system_layer``)
+    # (``bar.agents.managed.system_files``)
     managed_settings: str | None = None
     # it takes system settings from a file an environment variable names, which bar
     # writes for the step (``bar.agents.managed.gemini_system``)

@@ -9,7 +9,7 @@ managed settings, ``/etc/claude-code/managed-settings.json`` on Linux) rank abov
 repository's: Claude Code runs their hooks whatever a project says.
 
 So a confined agent step sees ``/etc`` with a layer of the task's in front of it
-(``system_layer``: an overlay in the step's own mount namespace, ``bar.sandbox.plan``):
+(``system_files``, laid as an overlay in the step's own mount namespace: ``bar.sandbox.plan``):
 the managed settings the developer's machine has, if any, with bar's hooks merged in.
 Nothing outside the step changes, and the step cannot write the layer (it sits in the
 task's directory under ``$BAR_HOME``). Gemini CLI takes its system settings from a file
@@ -29,32 +29,39 @@ import stat
 from pathlib import Path
 from typing import Any
 
+from bar.base.record import record
 from bar.errors import AgentSettingsError
 from bar.model.tasks import Task
 from bar.store.files import ensure_dir, read_regular, write_bytes_atomic
 
 TARGET = "/etc"  # what the layer lies over
+LAYER = "agents/system"  # the layer, in the task's directory (also Gemini CLI's settings)
 
 
-def system_layer(task: Task, agent: str, hook_command: str) -> Path | None:
-    """Write the task's layer for ``TARGET`` with bar's hook ``hook_command`` in
-    ``agent``'s managed settings; the layer's directory (None: the agent has no such
-    settings)."""
+@record(frozen=True)
+class SystemLayer:
+    """What the layer over ``TARGET`` holds for an agent: its managed settings ``data``
+    at ``rel`` below ``TARGET``; ``mode``: ``TARGET``'s own (the step sees the layer's
+    folder, ``LAYER`` in the task's directory, as ``TARGET`` itself)."""
+
+    rel: str
+    data: bytes
+    mode: int
+    folder: str = LAYER
+
+
+def system_files(agent: str, hook_command: str) -> SystemLayer | None:
+    """The layer for ``agent``: the machine's managed settings with bar's hook
+    ``hook_command`` merged in; None where the agent has no such settings.
+    ``bar.sandbox.plan.ground`` writes it."""
     from bar.agents import settings
     from bar.agents.base import of
 
     rel = of(agent).managed_settings
     if rel is None:
         return None
-
     merged = settings.merge_hook_settings(agent, _read_object(Path(TARGET) / rel), hook_command)
-    layer = task.dir / "agents" / "system"
-    target = layer / rel
-    ensure_dir(target.parent)  # (0700: the agent reading it is the same user)
-    # what the step sees as TARGET itself has the layer's mode: the real one's
-    os.chmod(layer, stat.S_IMODE(os.stat(TARGET).st_mode))
-    write_bytes_atomic(target, settings.dump(merged), mode=0o600)
-    return layer
+    return SystemLayer(rel, settings.dump(merged), stat.S_IMODE(os.stat(TARGET).st_mode))
 
 
 # Gemini CLI reads its system settings (above the workspace's and the user's) from the
@@ -75,7 +82,7 @@ def gemini_system(
     of its own (``_honoured``). What the agent's environment gets."""
     from bar.agents import settings
 
-    layer = task.dir / "agents" / "system"
+    layer = task.dir / LAYER
     path = layer / "gemini-settings.json"
     if not _honoured(path, own_tmp):
         return {}
@@ -158,7 +165,7 @@ def ranks_above(task: Task, agent: str, *, own_tmp: bool) -> bool:
     switch them off without a mount namespace's layer (Gemini CLI's system settings)."""
     from bar.agents.base import of
 
-    path = task.dir / "agents" / "system" / "gemini-settings.json"
+    path = task.dir / LAYER / "gemini-settings.json"
     return of(agent).own_system_settings and _honoured(path, own_tmp)
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -232,6 +233,35 @@ def read_ref(common_dir: str | Path, ref: bytes) -> CommitId | None:
     except OSError:
         pass
     return None
+
+
+def ref_commit(common_dir: Path, repo: Path | str, ref: str) -> str | None:
+    """The commit the branch ``ref`` names: read from its files (``read_ref``) where they
+    hold it, else asked of git in ``repo``; None if it names none."""
+    return read_ref(common_dir, ref.encode()) or rev_parse(repo, ref)
+
+
+def absolute_alternates(store: Path) -> bytes | None:
+    """The object store ``store``'s ``info/alternates`` (where else git finds objects)
+    with each path made absolute as git reads it, from ``store``; None when it names no
+    store by a relative path (what ``git clone --shared`` with a relative path writes).
+    Only a regular file is read."""
+    try:
+        fd = os.open(store / "info" / "alternates", os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        lines = [ln.strip() for ln in f.read().splitlines()]
+    if not any(ln and not ln.startswith((b"/", b"#")) for ln in lines):
+        return None
+    here = os.fsencode(store)
+    return b"".join(
+        (ln if not ln or ln.startswith((b"/", b"#")) else os.path.normpath(os.path.join(here, ln)))
+        + b"\n"
+        for ln in lines
+    )
 
 
 def resolve_commit(repo: Path | str, rev: str) -> CommitId | None:

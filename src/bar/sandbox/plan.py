@@ -84,7 +84,9 @@ class Ground:
     ``shm_open``, ``sem_open``, shared by the step's processes alone), each private; the
     directory and the file, mode 0, that cover what it may not see; the repository's
     common directory and the worktree's own admin directory (None: it has none); with
-    an agent, its home for the task (``bar.agents.homes``)."""
+    an agent, its home for the task (``bar.agents.homes``) and, where the agent has
+    managed settings, the layer that shows them over ``/etc`` with bar's hooks
+    (``bar.agents.managed``)."""
 
     tmp: Path
     var_tmp: Path
@@ -95,6 +97,7 @@ class Ground:
     admin: Path | None
     agent: str | None = None
     agent_home: Path | None = None
+    layer: Path | None = None
 
     @property
     def temporary(self) -> tuple[Path, Path, Path]:
@@ -106,11 +109,12 @@ def ground(task: Task, agent: str | None = None) -> Ground:
     """Make the task's directories a step (with ``agent``'s session, if not None) stands
     on (what stands in their place but is no directory is moved aside), and say where
     they are."""
-    home = None
+    home = system = None
     if agent is not None:
-        from bar.agents import homes  # a plain step does not load the agents'
+        from bar.agents import homes, managed, settings  # a plain step loads no agent's
 
         home = homes.path(task, agent)
+        system = managed.system_files(agent, settings.hook_command(agent, task.paths.socket))
     common = common_dir(task)
     admin = admin_dir(task, common)
     tmp, var_tmp, shm = (task.dir / name for name in STEP_TEMPORARY)
@@ -121,7 +125,13 @@ def ground(task: Task, agent: str | None = None) -> Ground:
     with contextlib.suppress(FileExistsError):
         os.close(os.open(nothing, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0))
     os.chmod(nothing, 0)
-    return Ground(tmp, var_tmp, shm, empty, nothing, common, admin, agent, home)
+    layer = None
+    if system is not None:
+        layer = task.dir / system.folder
+        files.ensure_dir((layer / system.rel).parent)  # (0700: the agent is the same user)
+        os.chmod(layer, system.mode)
+        files.write_bytes_atomic(layer / system.rel, system.data, mode=0o600)
+    return Ground(tmp, var_tmp, shm, empty, nothing, common, admin, agent, home, layer)
 
 
 def step_env(ground: Ground, env: Mapping[str, str], made: Confinement) -> dict[str, str]:
@@ -212,7 +222,7 @@ def for_step(
     show them so: aide's files, ``bar.aide.place``)."""
     settings, agent = task.project.config.sandbox, ground.agent
     common, admin = ground.common, ground.admin
-    setup = quarantine.prepare(task)
+    setup = quarantine.setup(task)
     if isinstance(setup, quarantine.Setup):
         git_dirs, binds = list(setup.writable), setup.binds
     else:
@@ -254,7 +264,7 @@ def for_step(
     ]
     if binds:  # (the step's mount namespace: bar's git reads no file the step can write)
         binds = (*binds, *_git_config(admin))
-    system = _system_layer(task, agent) if binds and agent is not None else None
+    system = _system_layer(ground) if binds else None
     if system is not None:  # (bar's hooks above every settings file the step can write)
         binds = (*binds, system)
     deny_read = [
@@ -343,18 +353,14 @@ def base_url_hosts(env: Mapping[str, str], agent: str | None = None) -> list[str
     return found
 
 
-def _system_layer(task: Task, agent: str) -> Bind | None:
-    """The layer over ``/etc`` that gives ``agent`` bar's hooks in its managed settings
-    (``bar.agents.managed``), where the agent has such settings and the kernel lays it."""
-    from bar.agents import managed, settings
-
-    command = settings.hook_command(agent, task.paths.socket)
-    layer = managed.system_layer(task, agent, command)
-    if layer is None:
+def _system_layer(ground: Ground) -> Bind | None:
+    """The layer over ``/etc`` that gives the step's agent bar's hooks in its managed
+    settings (``Ground.layer``), where the kernel lays it."""
+    if ground.layer is None:
         return None
-    bind = Bind(
-        str(layer), managed.TARGET, layer=True, nested=namespace.mounts_inside(managed.TARGET)
-    )
+    from bar.agents.managed import TARGET
+
+    bind = Bind(str(ground.layer), TARGET, layer=True, nested=namespace.mounts_inside(TARGET))
     return bind if namespace.layer_available(bind) is None else None
 
 

@@ -13,7 +13,8 @@ A confined step sees the repository's git directory through its own mount namesp
 
 ``settle`` brings in what the step was allowed to do, in bar's process, outside any
 namespace, at each checkpoint and when the step is recorded (also by the ``bar`` that
-records a step whose ``bar`` died):
+records a step whose ``bar`` died; and, for a step that never ran, whose ``pre_run`` hook
+failed, by the next command that changes the task: ``settle_left``):
 
 - loose objects go through ``git unpack-objects --strict`` and packs through
   ``git index-pack --strict``: git names each object by its content and checks its
@@ -44,6 +45,7 @@ from bar.base.record import record
 from bar.errors import BarError
 from bar.model.records import PolicyEventRecord
 from bar.model.tasks import Task
+from bar.sandbox import namespace
 from bar.sandbox.namespace import Bind
 from bar.store import below
 from bar.store.files import read_json, read_regular, write_bytes_atomic
@@ -51,7 +53,7 @@ from bar.worktree.guard import admin_dir, common_dir
 
 QUARANTINE = "bar-objects"  # in the worktree's admin directory
 VIEW = "objects-view"  # in the task's directory: where the step sees the real store
-STATE = "quarantine.json"  # in the task's directory: the branch as last brought in
+ALTERNATES = "objects-alternates"  # in the task's directory: the view's, made absolute
 _HEX = frozenset("0123456789abcdef")
 _TYPES = {b"commit": 1, b"tree": 2, b"blob": 3, b"tag": 4}
 _BATCH = 64 << 20  # bytes of objects given to one ``unpack-objects``
@@ -77,45 +79,51 @@ def place(task: Task) -> Path | None:
     return admin / QUARANTINE if admin is not None else None
 
 
-def prepare(task: Task) -> Setup | str:
-    """Make the task's quarantine ready for a step (what an earlier one left is settled
-    first); the reason when a step cannot have one here."""
-    from bar.sandbox import namespace
-
+def setup(task: Task) -> Setup | str:
+    """Make the task's quarantine ready for a step; the reason when a step cannot have
+    one here. It is made anew: what an earlier step left in it was brought in before the
+    command began (``settle_left``, from ``bar.step.transaction``). What it copies (the
+    refs and the reflog of the task branch's folder, where the branch is) is read first,
+    then written."""
+    why = namespace.available(str(task.dir))
     common = common_dir(task)
-    root = place(task)
-    if root is None:
+    admin = admin_dir(task, common)
+    if admin is None:
         return "the worktree has no admin directory of its own"
-    store = common / "objects"
-    for what in settle(task, final=True):  # (left by a step bar did not record: a hook's)
-        warn(f"guard: {what}")
-    view = task.dir / VIEW
-    for folder in (root, view, root / "info", root / "refs", root / "logs"):
-        below.real_dir(folder)
-    why = namespace.available(str(view))
     if why is not None:
         return f"this kernel lets no ordinary user mount a view of the object store ({why})"
-    _put(root / "info" / "alternates", f"{view}\n".encode())
+    root, view, store = admin / QUARANTINE, task.dir / VIEW, common / "objects"
     ref_dir = Path("refs", "heads", task.branch).parent
     refs, logs = common / ref_dir, common / "logs" / ref_dir
+    own = Path(task.branch).name
+    real = git.ref_commit(common, task.worktree, _ref(task))
+    alternates = git.absolute_alternates(store)
+    for folder in (root, view, root / "info", root / "refs", root / "logs"):
+        below.real_dir(folder)
     for folder in (refs, logs):
         folder.mkdir(parents=True, exist_ok=True)
-    own = Path(task.branch).name
-    others = {
-        rel: data.decode(errors="replace")
-        for rel, data in _copy_refs(refs, root / "refs")
-        if rel != own
-    }
+    copied = [(rel, data) for rel, data in below.tree(refs) if not rel.endswith(".lock")]
+    below.empty(root / "refs")
     below.empty(root / "logs")
     reflog = read_regular(logs / own)
-    if reflog is not None:
-        _put(root / "logs" / own, reflog)
-    state = {"ref": _real_ref(task), "log": len(reflog or b""), "others": others}
-    _put(task.dir / STATE, json.dumps(state).encode())
-    # (what git believes about the objects, the quarantine's ``info``, read-only too)
+    others = {rel: data.decode(errors="replace") for rel, data in copied if rel != own}
+    state = {"ref": real, "log": len(reflog or b""), "others": others}
+    made = [
+        (root / "info" / "alternates", f"{view}\n".encode()),
+        *((root / "refs" / rel, data) for rel, data in copied),
+        *([(root / "logs" / own, reflog)] if reflog is not None else []),
+        (task.paths.quarantine_state, json.dumps(state).encode()),
+        *([(task.dir / ALTERNATES, alternates)] if alternates is not None else []),
+    ]
+    for path, data in made:  # (none durable: bar makes them again for the next step)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_bytes_atomic(path, data, durable=False)
+    # what git believes about the objects, the quarantine's ``info``, read-only too; where
+    # the store names others by relative paths, the view names them by absolute ones
+    shown = view / "info" / "alternates"
     binds = (
         Bind(str(store), str(view), read_only=True),
-        *_absolute_alternates(task, store, view),
+        *([Bind(str(task.dir / ALTERNATES), str(shown), read_only=True)] if alternates else []),
         Bind(str(root), str(store)),
         Bind(str(root / "info"), str(store / "info"), read_only=True),
         Bind(str(root / "refs"), str(refs)),
@@ -124,12 +132,20 @@ def prepare(task: Task) -> Setup | str:
     return Setup(root, binds, (root, root / "refs", root / "logs"))
 
 
+def settle_left(task: Task) -> None:
+    """Bring in what a step that bar did not record left in its quarantine (the hooks of
+    a step that did not run; a ``bar`` stopped before the step's intent was written),
+    each thing refused said."""
+    for what in settle(task, final=True):
+        warn(f"guard: {what}")
+
+
 def settle(task: Task, *, final: bool) -> list[str]:
     """Bring into the repository what a step left in its quarantine: its objects, and
     where it moved its branch. ``final``: the step has ended (nothing of it runs); what
     cannot come in is then put aside and said, and the quarantine emptied. One line per
     thing refused."""
-    state_path = task.dir / STATE
+    state_path = task.paths.quarantine_state
     if not state_path.exists():
         return []
     root = place(task)
@@ -366,7 +382,7 @@ def _bring_branch(task: Task, root: int, state: dict[str, object], final: bool) 
     where bar last saw it, ``base``); a branch bar moved meanwhile is shown in the view."""
     own = Path(task.branch).name
     base = state.get("ref") if isinstance(state.get("ref"), str) else None
-    real = _real_ref(task)
+    real = git.ref_commit(common_dir(task), task.worktree, _ref(task))
     seen = below.read_at(root, f"refs/{own}")
     log = below.read_at(root, f"logs/{own}") or b""
     new = seen.strip().decode(errors="replace") if seen is not None else real
@@ -405,14 +421,8 @@ def _bring_branch(task: Task, root: int, state: dict[str, object], final: bool) 
         return []
     if real is not None and new == base != real:  # bar moved it: the step sees it
         _put_at(root, f"refs/{own}", f"{real}\n".encode())
-    _put(task.dir / STATE, json.dumps({**state, "ref": real, "log": len(log)}).encode())
+    _put(task.paths.quarantine_state, json.dumps({**state, "ref": real, "log": len(log)}).encode())
     return []
-
-
-def _real_ref(task: Task) -> str | None:
-    return git.read_ref(common_dir(task), _ref(task).encode()) or git.rev_parse(
-        task.worktree, _ref(task)
-    )
 
 
 def _put_at(root: int, rel: str, data: bytes) -> None:
@@ -475,16 +485,6 @@ def _other_refs(task: Task, root: int, own: str, before: object) -> list[str]:
     ]
 
 
-def _copy_refs(source: Path, target: Path) -> list[tuple[str, bytes]]:
-    """``target`` made a copy of the loose refs beneath ``source``; those copied."""
-    below.empty(target)
-    copied = [(rel, data) for rel, data in below.tree(source) if not rel.endswith(".lock")]
-    for rel, data in copied:
-        (target / rel).parent.mkdir(parents=True, exist_ok=True)
-        _put(target / rel, data)
-    return copied
-
-
 def _refuse(task: Task, root: int, folder: str, name: str, data: bytes, why: str) -> list[str]:
     """Put a file of the quarantine aside in the task's ``tampered/``; say it."""
     with contextlib.suppress(OSError):
@@ -498,22 +498,3 @@ def _refuse(task: Task, root: int, folder: str, name: str, data: bytes, why: str
         f"the object file {folder}/{name} the step wrote {why}; bar kept it in {aside} "
         "and not in the repository"
     ]
-
-
-def _absolute_alternates(task: Task, store: Path, view: Path) -> tuple[Bind, ...]:
-    """Where the store names other stores by relative paths (``git clone --shared`` with a
-    relative path), the view must name them from where it is mounted: a copy of its
-    ``alternates`` with every path made absolute is mounted over it."""
-    data = read_regular(store / "info" / "alternates") or b""
-    lines = [ln.strip() for ln in data.splitlines()]
-    if not any(ln and not ln.startswith((b"/", b"#")) for ln in lines):
-        return ()
-    fixed = [
-        ln
-        if not ln or ln.startswith((b"/", b"#"))
-        else os.fsencode(os.path.normpath(os.path.join(os.fsencode(store), ln)))
-        for ln in lines
-    ]
-    copy = task.dir / "objects-alternates"
-    _put(copy, b"".join(ln + b"\n" for ln in fixed))
-    return (Bind(str(copy), str(view / "info" / "alternates"), read_only=True),)

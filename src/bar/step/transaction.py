@@ -61,6 +61,10 @@ def finish_pending(task: Task) -> list[Step]:
     done: list[Step] = []
     for journal in journals.INTERRUPTED:
         done += journal.finish_left(task)
+    if task.paths.quarantine_state.exists():  # (what a step bar did not record left)
+        from bar.sandbox import quarantine
+
+        quarantine.settle_left(task)
     done += queued_steps.flush(task)  # orders a step answered while it ran
     done += _answer_taken(task)
     return done

@@ -193,6 +193,12 @@ class TaskPaths:
         return self.dir / "running.json"
 
     @property
+    def quarantine_state(self) -> Path:
+        """Where the task branch was when a step's quarantine was made or last settled
+        (``bar.sandbox.quarantine``): there while a quarantine waits to be settled."""
+        return self.dir / "quarantine.json"
+
+    @property
     def rollback_journal(self) -> Path:
         return self.dir / "rollback.json"
 
