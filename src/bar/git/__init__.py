@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import re
-import stat
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -245,15 +244,10 @@ def absolute_alternates(store: Path) -> bytes | None:
     """The object store ``store``'s ``info/alternates`` (where else git finds objects)
     with each path made absolute as git reads it, from ``store``; None when it names no
     store by a relative path (what ``git clone --shared`` with a relative path writes).
-    Only a regular file is read."""
-    try:
-        fd = os.open(store / "info" / "alternates", os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
-        return None
-    with os.fdopen(fd, "rb") as f:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        lines = [ln.strip() for ln in f.read().splitlines()]
+    Only a regular file is read (``read_regular``)."""
+    from bar.store.files import read_regular  # (not loaded for every git call)
+
+    lines = [ln.strip() for ln in (read_regular(store / "info" / "alternates") or b"").splitlines()]
     if not any(ln and not ln.startswith((b"/", b"#")) for ln in lines):
         return None
     here = os.fsencode(store)
