@@ -603,6 +603,28 @@ def test_an_agent_step_sees_bar_s_hooks_in_its_managed_settings(
         assert "hook claude" not in Path("/etc/claude-code/managed-settings.json").read_text()
 
 
+def test_managed_settings_bar_cannot_merge_stop_only_a_step_that_lays_them(
+    inited: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A machine's managed settings that bar cannot merge its hooks into (``"hooks"`` not
+    an object) refuse the agent's step that would see them with bar's hooks (its layer
+    over /etc), and no other: a step run without the sandbox runs as before."""
+    from bar.agents import managed
+
+    etc = tmp_path / "etc"
+    (etc / "claude-code").mkdir(parents=True)
+    (etc / "claude-code" / "managed-settings.json").write_text('{"hooks": []}\n')
+    monkeypatch.setattr(managed, "TARGET", str(etc))
+    task = new_task(capfd)
+    res = bar(capfd, "run", "--no-pty", "--no-sandbox", "--agent", "claude", "--", "touch", "ran")
+    assert res.code == 0, res.err
+    assert (worktree(task) / "ran").exists()
+    if CONFINES and namespace.available("/") is None:  # (laid in a mount namespace)
+        res = bar(capfd, "run", "--no-pty", "--agent", "claude", "--", "touch", "again")
+        assert res.code != 0 and "'hooks' in" in res.err and "expected an object" in res.err
+        assert not (worktree(task) / "again").exists()
+
+
 def test_a_session_whose_repository_switches_hooks_off_is_refused_where_bar_cannot_rank_above(
     inited: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -309,3 +309,25 @@ def test_what_the_hook_of_a_step_that_did_not_run_committed_comes_in_before_the_
     assert _git(inited, "log", "-1", "--format=%s", head) == "by the hook"
     assert _git(inited, "rev-parse", f"{head}^") == base
     assert not (task_dir(t["id"]) / "quarantine.json").exists()
+
+
+def test_a_reflog_message_a_step_wrote_with_a_nul_neither_jams_the_task_nor_reaches_git(
+    inited: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """The step's branch moves with its own reflog message, which it wrote in its
+    quarantine: one holding a NUL (no command line can carry it) or a newline is made one
+    line of text, and the step, the task's next command and its close go through."""
+    t = new_task(capfd)
+    log = '"$(git rev-parse --git-path logs/refs/heads/$(git symbolic-ref --short HEAD))"'
+    planted = f"printf '0 0 x <x> 0 +0000\\tbad\\000msg\\033[31m\\n' >> {log}"
+    code, said, step = _run(
+        capfd, "sh", "-c", f"git commit -q --allow-empty -m 'by the step' && {planted}"
+    )
+    assert code == 0, said
+    head = _git(inited, "rev-parse", t["branch"])
+    assert _git(inited, "log", "-1", "--format=%s", head) == "by the step"
+    assert step["head"] == head
+    moved = _git(inited, "reflog", "-1", "--format=%gs", t["branch"])
+    assert moved == "bad msg [31m"
+    assert bar(capfd, "run", "--no-pty", "--", "true").code == 0
+    assert bar(capfd, "task", "close", t["name"]).code == 0

@@ -290,6 +290,14 @@ def check_branch_name(repo: Path | str, branch: str) -> bool:
     return git(repo, "check-ref-format", "--branch", branch, check=False).returncode == 0
 
 
+def reflog_message(text: str) -> str:
+    """``text`` as one line of a reflog: each control character (a NUL, which no command
+    line can carry, a newline, an escape) a space, runs of spaces one, at most 500
+    characters. A message may come from what a step wrote (its branch's reflog in its
+    quarantine): bar's git must take it whatever it holds."""
+    return " ".join("".join(" " if ord(c) < 32 or ord(c) == 127 else c for c in text).split())[:500]
+
+
 def update_ref(repo: Path | str, ref: str, new: str, old: str | None, message: str) -> None:
     """Move ``ref`` to ``new`` only if it still points at ``old`` (compare-and-swap).
 
@@ -297,7 +305,7 @@ def update_ref(repo: Path | str, ref: str, new: str, old: str | None, message: s
     """
     expected = old if old is not None else ""  # (empty: must not exist, in any object format)
     faults.point(f"before moving {ref}")
-    git(repo, "update-ref", "-m", message, ref, new, expected)
+    git(repo, "update-ref", "-m", reflog_message(message), ref, new, expected)
     faults.point(f"after moving {ref}")
 
 

@@ -30,7 +30,7 @@ from bar.agents import AGENTS
 from bar.base import hosts
 from bar.base.notices import warn
 from bar.base.record import record
-from bar.errors import CannotConfine
+from bar.errors import AgentSettingsError, CannotConfine
 from bar.model.tasks import Task
 from bar.sandbox import (
     DEVICES,
@@ -98,6 +98,7 @@ class Ground:
     agent: str | None = None
     agent_home: Path | None = None
     layer: Path | None = None
+    layer_refused: str | None = None  # why the machine's managed settings could not be merged
 
     @property
     def temporary(self) -> tuple[Path, Path, Path]:
@@ -109,12 +110,15 @@ def ground(task: Task, agent: str | None = None) -> Ground:
     """Make the task's directories a step (with ``agent``'s session, if not None) stands
     on (what stands in their place but is no directory is moved aside), and say where
     they are."""
-    home = system = None
+    home = system = unmerged = None
     if agent is not None:
         from bar.agents import homes, managed, settings  # a plain step loads no agent's
 
         home = homes.path(task, agent)
-        system = managed.system_files(agent, settings.hook_command(agent, task.paths.socket))
+        try:
+            system = managed.system_files(agent, settings.hook_command(agent, task.paths.socket))
+        except AgentSettingsError as exc:  # (said only where the layer is laid: _system_layer)
+            unmerged = str(exc)
     common = common_dir(task)
     admin = admin_dir(task, common)
     tmp, var_tmp, shm = (task.dir / name for name in STEP_TEMPORARY)
@@ -131,7 +135,7 @@ def ground(task: Task, agent: str | None = None) -> Ground:
         files.ensure_dir((layer / system.rel).parent)  # (0700: the agent is the same user)
         os.chmod(layer, system.mode)
         files.write_bytes_atomic(layer / system.rel, system.data, mode=0o600)
-    return Ground(tmp, var_tmp, shm, empty, nothing, common, admin, agent, home, layer)
+    return Ground(tmp, var_tmp, shm, empty, nothing, common, admin, agent, home, layer, unmerged)
 
 
 def step_env(ground: Ground, env: Mapping[str, str], made: Confinement) -> dict[str, str]:
@@ -356,6 +360,8 @@ def base_url_hosts(env: Mapping[str, str], agent: str | None = None) -> list[str
 def _system_layer(ground: Ground) -> Bind | None:
     """The layer over ``/etc`` that gives the step's agent bar's hooks in its managed
     settings (``Ground.layer``), where the kernel lays it."""
+    if ground.layer_refused is not None:
+        raise AgentSettingsError(ground.layer_refused)
     if ground.layer is None:
         return None
     from bar.agents.managed import TARGET
