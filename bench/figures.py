@@ -1364,8 +1364,8 @@ def _fig11_log(f: Fixture, p: Params) -> list[Row]:
     """`bar log` on a 1,000-step task, one of whose steps holds a 500-call session."""
     repo = f.clone("log-repo")
     f.init(repo)
-    steps = 50 if p.quick else 1000
-    calls = 25 if p.quick else 500
+    steps = 20 if p.quick else 1000
+    calls = 10 if p.quick else 500
     plain, wt_plain = f.new_task(repo, "plain")
     with_cps, wt_cps = f.new_task(repo, "checkpointed")
     pool = edits.make_pool(wt_plain, f.dir / "pool2.txt")

@@ -41,9 +41,9 @@ from harness import BenchError, Fixture, interleave, log  # noqa: E402
 
 NUMBER = 18
 LOOSE = 150_000  # loose objects of the unpacked side
-QUICK_LOOSE = 3_000
+QUICK_LOOSE = 600
 BATCH = 9_000  # objects per packing round: past git's gc.auto (6,700)
-QUICK_BATCH = 2_000
+QUICK_BATCH = 2_000  # (past the gc.auto of 1,000 git gc --auto is run with)
 
 
 def plant(repo: Path, count: int, tag: str) -> None:

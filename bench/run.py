@@ -2,7 +2,7 @@
 """Benchmark bar against plain git (and stepback) on generated repositories.
 
     python bench/run.py --sizes small,medium          # full run; writes docs/performance.md
-    python bench/run.py --quick --sizes small         # CI smoke test, about a minute
+    python bench/run.py --quick --sizes small         # the smoke test make test runs (~2 min)
     python bench/run.py --only 1,3,7 --repeat 9
     python bench/run.py --repo ~/src/project          # also measure a real repository
 
@@ -109,10 +109,10 @@ def params(args: argparse.Namespace) -> Params:
     return Params(
         repeat=args.repeat or (2 if q else 7),
         warmup=0 if q else 1,
-        rollback_steps=args.rollback_steps or ((10, 20) if q else (10, 100, 1000)),
-        ledger_steps=args.ledger_steps or (2_000 if q else 100_000),
-        output_bytes=args.output_bytes or (50_000_000 if q else 1_000_000_000),
-        many_files=args.many_files or (1_000 if q else 10_000),
+        rollback_steps=args.rollback_steps or ((10, 12) if q else (10, 100, 1000)),
+        ledger_steps=args.ledger_steps or (500 if q else 100_000),
+        output_bytes=args.output_bytes or (10_000_000 if q else 1_000_000_000),
+        many_files=args.many_files or (300 if q else 10_000),
         quick=q,
     )
 
