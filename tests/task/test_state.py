@@ -3,6 +3,7 @@ applied, active, closed, or missing its worktree."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -12,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import BAR_EXE, bar, new_task, parsed_steps, run_sh, worktree
+from helpers import BAR_EXE, SWEEP_SEED, bar, new_task, parsed_steps, run_sh, worktree
 
 from conftest import git
 
@@ -191,3 +192,182 @@ def test_steps_that_changed_nothing_since_an_apply_are_passed_over_unparsed(
     built.clear()
     assert ", applied, " in bar(capfd, "status").out
     assert len(built) < 20, len(built)
+
+
+def _ledger_of(task: dict[str, Any]) -> Path:
+    return next(Path(os.environ["BAR_HOME"]).glob(f"projects/*/tasks/{task['id']}/ledger.jsonl"))
+
+
+def _append_like(ledger: Path, rec: dict[str, Any], count: int) -> None:
+    """``count`` more lines like ``rec``, numbered on from the ledger's newest."""
+    for line in reversed(ledger.read_bytes().splitlines()):
+        with contextlib.suppress(ValueError):
+            newest = int(json.loads(line)["step_id"])
+            break
+    with ledger.open("ab") as fh:
+        for n in range(newest + 1, newest + 1 + count):
+            fh.write(json.dumps({**rec, "step_id": f"{n:04d}"}, separators=(",", ":")).encode())
+            fh.write(b"\n")
+
+
+def _looked_at(monkeypatch: pytest.MonkeyPatch) -> list[bytes]:
+    """The ledger lines ``bar.task.applied`` looks at from now on in this process."""
+    from bar.task import applied
+
+    seen: list[bytes] = []
+    real = applied.surely_unchanged
+
+    def counting(line: bytes) -> bool:
+        seen.append(line)
+        return real(line)
+
+    monkeypatch.setattr(applied, "surely_unchanged", counting)
+    return seen
+
+
+def test_a_ledger_read_back_far_is_read_again_only_from_where_it_was_read_to(
+    inited_clean: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # an agent that ran the tests 3,000 times since the apply: the first bar status reads
+    # those lines once and keeps what they said; the next reads only the lines since
+    task = new_task(capfd, "tested")
+    run_sh(capfd, "echo feature > feature.txt")
+    assert bar(capfd, "apply", "-m", "Add the feature").code == 0
+    assert bar(capfd, "run", "--", "true").code == 0
+    ledger = _ledger_of(task)
+    unchanged = json.loads(ledger.read_bytes().splitlines()[-1])
+    _append_like(ledger, unchanged, 3000)
+    kept = ledger.with_name("ledger.applied.json")
+    looked = _looked_at(monkeypatch)
+    assert ", applied, " in bar(capfd, "status").out
+    assert len(looked) > 3000 and kept.exists()
+    since = 0  # lines appended since what is kept was kept (256 or more: kept again)
+    for more in (10, 300, 5):
+        looked.clear()
+        _append_like(ledger, unchanged, more)
+        since += more
+        assert listed(capfd)["tested"]["state"] == "applied"
+        assert since - 1 <= len(looked) <= since + 1, (more, since, len(looked))
+        since = 0 if since >= 256 else since
+    # a step that changes a file: the new lines alone say so, and an apply again
+    run_sh(capfd, "echo more > more.txt")
+    assert listed(capfd)["tested"]["state"] == "active"
+    assert bar(capfd, "apply", "-m", "More").code == 0
+    assert listed(capfd)["tested"]["state"] == "applied"
+
+
+def test_what_was_kept_of_a_ledger_is_not_trusted_once_the_ledger_is_another(
+    inited_clean: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    task = new_task(capfd, "t")
+    run_sh(capfd, "echo one > a.txt")
+    assert bar(capfd, "apply", "-m", "One").code == 0
+    assert bar(capfd, "run", "--", "true").code == 0
+    ledger = _ledger_of(task)
+    lines = ledger.read_bytes().splitlines(keepends=True)
+    change, applied, unchanged = (json.loads(x) for x in lines[-3:])
+    _append_like(ledger, unchanged, 400)
+    assert listed(capfd)["t"]["applied"] is True
+    kept = ledger.with_name("ledger.applied.json")
+    assert json.loads(kept.read_bytes())["seen"]["apply"] == applied["step_id"]
+    looked = _looked_at(monkeypatch)
+
+    # the same bytes in a new file (as bar doctor --repair writes one): read whole again
+    copy = ledger.with_name("copy")
+    copy.write_bytes(ledger.read_bytes())
+    copy.replace(ledger)
+    assert listed(capfd)["t"]["applied"] is True
+    assert len(looked) > 400
+    # the last line it read rewritten in place, one that changed files in its stead: not
+    # taken for what was kept
+    looked.clear()
+    data = ledger.read_bytes()
+    cut = data.rstrip(b"\n").rfind(b"\n") + 1
+    back = {**unchanged, "step_id": json.loads(data[cut:])["step_id"]}  # (the change undone)
+    back.update(snapshot_before=change["snapshot"], snapshot=change["snapshot_before"])
+    line = json.dumps(back, separators=(",", ":")).encode()
+    with ledger.open("r+b") as fh:
+        fh.seek(cut)
+        fh.write(line + b"\n")
+        fh.truncate()
+    assert listed(capfd)["t"]["applied"] is False
+    # a kept file that is no summary, or names a longer ledger: read whole, never trusted
+    for junk in (b"{", b'{"format": 1}', b"[]"):
+        kept.write_bytes(junk)
+        assert listed(capfd)["t"]["applied"] is False
+
+
+def _reference(task: Any) -> bool:
+    """Whether the task's state is applied, as bar read it before it kept anything: the
+    whole way back from the newest line to the newest step that changed files."""
+    from bar.model.records import ApplyStep, DecisionStep
+    from bar.model.tasks import still_landed
+
+    apply = None
+    state = None
+    for step in task.ledger.iter_reverse(warn=False):
+        if isinstance(step, DecisionStep):
+            continue
+        if isinstance(step, ApplyStep):
+            if apply is None:
+                if not step.snapshot:
+                    return False
+                apply = step
+            continue
+        if not step.snapshot:
+            continue
+        state = state or step.snapshot
+        if step.snapshot_before != step.snapshot:
+            return apply is not None and apply.snapshot == state and still_landed(task, apply)
+    return (
+        apply is not None
+        and apply.snapshot == (state or task.base_commit)
+        and (still_landed(task, apply))
+    )
+
+
+def test_what_is_kept_never_changes_the_answer(
+    inited_clean: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # lines like the ones a task writes (a change, a step that changed nothing, an apply,
+    # one with no state, a decision, an unreadable one) appended at random, a summary
+    # kept after every read: the answer is always the one read the whole way back
+    import random
+
+    from bar import api
+    from bar.task import applied
+
+    monkeypatch.setattr(applied, "KEEP_AFTER", 1)
+    task = new_task(capfd, "t")
+    run_sh(capfd, "echo one > a.txt")
+    assert bar(capfd, "apply", "-m", "One").code == 0
+    assert bar(capfd, "run", "--", "true").code == 0
+    ledger = _ledger_of(task)
+    recs = [json.loads(x) for x in ledger.read_bytes().splitlines()]
+    change, apply, same = recs[0], recs[1], recs[2]
+    undone = {
+        **change,
+        "snapshot_before": change["snapshot"],
+        "snapshot": change["snapshot_before"],
+    }
+    kinds: list[bytes | dict[str, Any]] = [
+        change,
+        undone,
+        same,
+        apply,
+        {**apply, "snapshot": None},
+        {**same, "snapshot": None, "snapshot_before": None},
+        b"not a step",
+    ]
+    rng = random.Random(f"{SWEEP_SEED}:applied")  # (each day's seed draws other lines)
+    for _ in range(60):
+        picked = rng.choice(kinds)
+        if isinstance(picked, bytes):
+            with ledger.open("ab") as fh:
+                fh.write(picked + b"\n")
+        else:
+            _append_like(ledger, picked, rng.randint(1, 3))
+        if rng.random() < 0.1:
+            ledger.with_name("ledger.applied.json").unlink(missing_ok=True)
+        opened = api.get_task(api.open_project(inited_clean), task["id"])
+        assert applied.is_applied(opened) == _reference(opened)

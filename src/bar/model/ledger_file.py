@@ -167,16 +167,28 @@ class Ledger:
 
     def _reverse_lines(self) -> Generator[tuple[int, bytes], None, None]:
         """Yield (byte offset, line) from the last line to the first."""
+        return self.lines_back()
+
+    def lines_back(
+        self, first: int = 0, opened: list[os.stat_result] | None = None
+    ) -> Generator[tuple[int, bytes], None, None]:
+        """Yield (byte offset, line) from the last line back to the one at byte ``first``
+        (a line that begins before it is not read: ``first`` is where one begins), each
+        without its newline (the last one may have none: torn, or still being written).
+        ``opened``: the file read is ``os.fstat``-ed into it as it is opened."""
         try:
             fd = _open_no_follow(self.path)
         except FileNotFoundError:
             return
         try:
-            pos = os.fstat(fd).st_size
+            status = os.fstat(fd)
+            if opened is not None:
+                opened.append(status)
+            pos = status.st_size
             tail = b""
             block = _FIRST_BLOCK
-            while pos > 0:
-                start = max(0, pos - block)
+            while pos > first:
+                start = max(first, pos - block)
                 block = _BLOCK
                 chunk = os.pread(fd, pos - start, start)
                 data = chunk + tail
@@ -193,7 +205,7 @@ class Ledger:
                         yield off, ln
                 pos = start
             if tail.strip():
-                yield 0, tail
+                yield first, tail
         finally:
             os.close(fd)
 
@@ -204,12 +216,15 @@ class Ledger:
         only: int | None = None,
         below: int | None = None,
         may_match: Callable[[bytes], bool] | None = None,
+        first: int = 0,
+        opened: list[os.stat_result] | None = None,
     ) -> Iterator[Step]:
         """Every step from the newest. Lines that are surely later steps are passed over
         unparsed (and unreported): ``only``, those after step number ``only``; ``below``,
         those from step number ``below`` on. ``may_match``: a look at a line's bytes
-        before it is parsed (a search's words); a line it says no to is passed over."""
-        for offset, line in self._reverse_lines():
+        before it is parsed (a search's words); a line it says no to is passed over.
+        ``first``, ``opened``: as ``lines_back``."""
+        for offset, line in self.lines_back(first, opened):
             if may_match is not None and not may_match(line):
                 continue
             if only is not None or below is not None:

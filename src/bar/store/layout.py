@@ -175,6 +175,12 @@ class TaskPaths:
         return self.dir / f"ledger.{name}.rows"
 
     @property
+    def applied_summary(self) -> Path:
+        """What the ledger's lines up to some point say of whether the task's state is
+        applied (``bar.task.applied``): a cache."""
+        return self.dir / "ledger.applied.json"
+
+    @property
     def artifacts(self) -> Path:
         return self.dir / "artifacts"
 

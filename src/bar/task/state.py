@@ -4,8 +4,9 @@
 ``bar task list`` asks this of every task, so it reads only what is cheap: whether the
 worktree directory is there (one stat, no scan of its files), whether a step's intent
 journal exists and a live process holds the task lock (the test ``bar status`` makes),
-and the newest lines of the ledger, back to the newest step that changed files (the
-steps since, which surely changed nothing, are passed over on their bytes, unparsed).
+and the newest lines of the ledger, back to the newest step that changed files
+(``bar.task.applied``: the steps since, which surely changed nothing, are passed over on
+their bytes, and what the lines up to some point said is kept beside the ledger).
 "Applied" means an ``apply`` of the last recorded state is newer than every step that
 changed files (steps that changed nothing since keep it so), and the branch it landed on
 still has its commit (one ``git merge-base --is-ancestor``, for such a task only: a
@@ -20,10 +21,9 @@ from typing import Any
 from bar import git
 from bar.base.record import record
 from bar.git import DiffStat
-from bar.model.ledger_file import surely_unchanged
-from bar.model.records import ApplyStep, DecisionStep
-from bar.model.tasks import Task, still_landed
+from bar.model.tasks import Task
 from bar.store.lock import is_locked
+from bar.task.applied import is_applied
 
 PENDING = "pending"  # planned, no worktree yet (``bar.model.board``)
 RUNNING = "running"
@@ -59,38 +59,6 @@ class TaskState:
 def is_running(task: Task) -> bool:
     """A ``bar run`` is recording a step of the task right now."""
     return task.paths.marker.exists() and is_locked(task.paths.lock)
-
-
-def is_applied(task: Task) -> bool:
-    """The last recorded state is applied: an apply of it is newer than every step that
-    changed the worktree (a step that changed nothing, or a decision, keeps it applied),
-    and its commit is still on the branch it landed on."""
-    apply: ApplyStep | None = None
-    state: str | None = None  # the last recorded state
-    # once the last recorded state is known, a step that surely changed nothing is passed
-    # over unparsed (the look reads ``state`` as the loop sets it)
-    for step in task.ledger.iter_reverse(
-        warn=False,
-        may_match=lambda line: state is None or not surely_unchanged(line),  # noqa: B023
-    ):
-        if isinstance(step, DecisionStep):
-            continue
-        if isinstance(step, ApplyStep):
-            if apply is None:
-                if not step.snapshot:
-                    return False
-                apply = step
-            continue
-        if not step.snapshot:
-            continue
-        state = state or step.snapshot
-        if step.snapshot_before != step.snapshot:  # the newest step that changed files
-            return apply is not None and apply.snapshot == state and still_landed(task, apply)
-    return (
-        apply is not None
-        and apply.snapshot == (state or task.base_commit)
-        and still_landed(task, apply)
-    )
 
 
 def _placed(task: Task) -> dict[str, Any] | None:
