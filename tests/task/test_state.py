@@ -295,6 +295,9 @@ def test_what_was_kept_of_a_ledger_is_not_trusted_once_the_ledger_is_another(
     for junk in (b"{", b'{"format": 1}', b"[]"):
         kept.write_bytes(junk)
         assert listed(capfd)["t"]["applied"] is False
+    kept.unlink()
+    os.mkfifo(kept)  # (never opened to wait for a writer)
+    assert listed(capfd)["t"]["applied"] is False
 
 
 def _reference(task: Any) -> bool:

@@ -29,7 +29,7 @@ from bar.errors import BarError
 from bar.model.ledger_file import surely_unchanged
 from bar.model.records import ApplyStep, DecisionStep
 from bar.model.tasks import Task, still_landed
-from bar.store.files import write_bytes_atomic
+from bar.store.files import read_regular, write_bytes_atomic
 
 FORMAT = 1
 # lines read past the kept summary (or from the start) before a new one is kept: a task
@@ -157,16 +157,23 @@ def _ends_a_line(task: Task, opened: os.stat_result) -> bool:
     whole, as it was read)."""
     if opened.st_size == 0:
         return False
+    return _read(task, (opened.st_dev, opened.st_ino), opened.st_size - 1, 1) == b"\n"
+
+
+def _read(task: Task, file: tuple[int, int], start: int, size: int) -> bytes | None:
+    """``size`` bytes of the ledger from ``start``, if it is still the file ``file``
+    (device, inode); else None."""
     try:
         fd = os.open(task.ledger.path, os.O_RDONLY | os.O_NOFOLLOW)
     except OSError:
-        return False
+        return None
     try:
-        if (os.fstat(fd).st_dev, os.fstat(fd).st_ino) != (opened.st_dev, opened.st_ino):
-            return False
-        return os.pread(fd, 1, opened.st_size - 1) == b"\n"
+        status = os.fstat(fd)
+        if (status.st_dev, status.st_ino) != file:
+            return None
+        return os.pread(fd, size, start)
     except OSError:
-        return False
+        return None
     finally:
         os.close(fd)
 
@@ -183,16 +190,11 @@ class _Kept:
 def _kept(task: Task) -> _Kept | None:
     """The kept summary, if it reads as one (whether it is this ledger's is checked by
     its caller)."""
+    held = read_regular(task.paths.applied_summary)
     try:
-        fd = os.open(task.paths.applied_summary, os.O_RDONLY | os.O_NOFOLLOW)
-    except OSError:
+        data = json.loads(held) if held is not None else None
+    except (ValueError, UnicodeDecodeError):
         return None
-    try:
-        data = json.loads(os.read(fd, 1 << 16))
-    except (OSError, ValueError, UnicodeDecodeError):
-        return None
-    finally:
-        os.close(fd)
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         return None
     numbers = [data.get(k) for k in ("device", "inode", "covers")]
@@ -216,20 +218,9 @@ def _still_the_ledger(task: Task, kept: _Kept, opened: os.stat_result) -> bool:
         return False
     if kept.covers == 0:
         return False
-    try:
-        fd = os.open(task.ledger.path, os.O_RDONLY | os.O_NOFOLLOW)
-    except OSError:
-        return False
-    try:
-        if (os.fstat(fd).st_dev, os.fstat(fd).st_ino) != (kept.device, kept.inode):
-            return False
-        start = max(0, kept.covers - _LOOK_BACK)
-        chunk = os.pread(fd, kept.covers - start, start)
-    except OSError:
-        return False
-    finally:
-        os.close(fd)
-    if not chunk.endswith(b"\n"):
+    start = max(0, kept.covers - _LOOK_BACK)
+    chunk = _read(task, (kept.device, kept.inode), start, kept.covers - start)
+    if chunk is None or not chunk.endswith(b"\n"):
         return False
     body = chunk[:-1]
     cut = body.rfind(b"\n")
