@@ -105,8 +105,10 @@ class _Scan:
             if isinstance(step, DecisionStep):
                 continue
             if isinstance(step, ApplyStep):
-                if apply is None:  # (one with no state: nothing applied, but read on, for
-                    apply = step.step_id if step.snapshot else ""  # a newer apply's sake)
+                # one that recorded no state leaves nothing applied, but the reading goes
+                # on: what is older counts when this is read after a newer apply
+                if apply is None:
+                    apply = step.step_id if step.snapshot else ""
                     self.applies[step.step_id] = step
                 continue
             if not step.snapshot:
