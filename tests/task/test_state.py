@@ -210,6 +210,16 @@ def _append_like(ledger: Path, rec: dict[str, Any], count: int) -> None:
             fh.write(b"\n")
 
 
+def _applied_then_idle(capfd: pytest.CaptureFixture[str], name: str) -> tuple[dict[str, Any], Path]:
+    """A task whose step changed a file, applied, then a step that changed nothing: the
+    task and its ledger (three lines: the change, the apply, the idle step)."""
+    task = new_task(capfd, name)
+    run_sh(capfd, f"echo {name} > {name}.txt")
+    assert bar(capfd, "apply", "-m", f"Add {name}").code == 0
+    assert bar(capfd, "run", "--", "true").code == 0
+    return task, _ledger_of(task)
+
+
 def _looked_at(monkeypatch: pytest.MonkeyPatch) -> list[bytes]:
     """The ledger lines ``bar.task.applied`` looks at from now on in this process."""
     from bar.task import applied
@@ -230,11 +240,7 @@ def test_a_ledger_read_back_far_is_read_again_only_from_where_it_was_read_to(
 ) -> None:
     # an agent that ran the tests 3,000 times since the apply: the first bar status reads
     # those lines once and keeps what they said; the next reads only the lines since
-    task = new_task(capfd, "tested")
-    run_sh(capfd, "echo feature > feature.txt")
-    assert bar(capfd, "apply", "-m", "Add the feature").code == 0
-    assert bar(capfd, "run", "--", "true").code == 0
-    ledger = _ledger_of(task)
+    _, ledger = _applied_then_idle(capfd, "tested")
     unchanged = json.loads(ledger.read_bytes().splitlines()[-1])
     _append_like(ledger, unchanged, 3000)
     kept = ledger.with_name("ledger.applied.json")
@@ -259,11 +265,7 @@ def test_a_ledger_read_back_far_is_read_again_only_from_where_it_was_read_to(
 def test_what_was_kept_of_a_ledger_is_not_trusted_once_the_ledger_is_another(
     inited_clean: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    task = new_task(capfd, "t")
-    run_sh(capfd, "echo one > a.txt")
-    assert bar(capfd, "apply", "-m", "One").code == 0
-    assert bar(capfd, "run", "--", "true").code == 0
-    ledger = _ledger_of(task)
+    _, ledger = _applied_then_idle(capfd, "t")
     lines = ledger.read_bytes().splitlines(keepends=True)
     change, applied, unchanged = (json.loads(x) for x in lines[-3:])
     _append_like(ledger, unchanged, 400)
@@ -341,11 +343,7 @@ def test_what_is_kept_never_changes_the_answer(
     from bar.task import applied
 
     monkeypatch.setattr(applied, "KEEP_AFTER", 1)
-    task = new_task(capfd, "t")
-    run_sh(capfd, "echo one > a.txt")
-    assert bar(capfd, "apply", "-m", "One").code == 0
-    assert bar(capfd, "run", "--", "true").code == 0
-    ledger = _ledger_of(task)
+    task, ledger = _applied_then_idle(capfd, "t")
     recs = [json.loads(x) for x in ledger.read_bytes().splitlines()]
     change, apply, same = recs[0], recs[1], recs[2]
     undone = {
