@@ -643,17 +643,23 @@ def process_alive(pid: int) -> bool:
         return False
 
 
+def calls_to(monkeypatch: pytest.MonkeyPatch, owner: object, name: str) -> list[Any]:
+    """The first argument of every call of ``owner.name`` from now on in this process,
+    each added to the list returned (the call itself goes on as before)."""
+    taken: list[Any] = []
+    real = getattr(owner, name)
+
+    def taking(first: Any, *rest: Any, **named: Any) -> Any:
+        taken.append(first)
+        return real(first, *rest, **named)
+
+    monkeypatch.setattr(owner, name, taking)
+    return taken
+
+
 def parsed_steps(monkeypatch: pytest.MonkeyPatch) -> list[object]:
     """The ledger records bar parses into steps from now on in this process
     (``bar.model.ledger_file.step_from_record``), each added to the list returned."""
     from bar.model import ledger_file
 
-    parsed: list[object] = []
-    real = ledger_file.step_from_record
-
-    def counting(rec: Any, where: str) -> Any:
-        parsed.append(rec)
-        return real(rec, where)
-
-    monkeypatch.setattr(ledger_file, "step_from_record", counting)
-    return parsed
+    return calls_to(monkeypatch, ledger_file, "step_from_record")

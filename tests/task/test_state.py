@@ -13,7 +13,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import BAR_EXE, SWEEP_SEED, bar, new_task, parsed_steps, run_sh, worktree
+from helpers import (
+    BAR_EXE,
+    SWEEP_SEED,
+    bar,
+    calls_to,
+    new_task,
+    parsed_steps,
+    run_sh,
+    worktree,
+)
 
 from conftest import git
 
@@ -224,15 +233,7 @@ def _looked_at(monkeypatch: pytest.MonkeyPatch) -> list[bytes]:
     """The ledger lines ``bar.task.applied`` looks at from now on in this process."""
     from bar.task import applied
 
-    seen: list[bytes] = []
-    real = applied.surely_unchanged
-
-    def counting(line: bytes) -> bool:
-        seen.append(line)
-        return real(line)
-
-    monkeypatch.setattr(applied, "surely_unchanged", counting)
-    return seen
+    return calls_to(monkeypatch, applied, "surely_unchanged")
 
 
 def test_a_ledger_read_back_far_is_read_again_only_from_where_it_was_read_to(

@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 from helpers import (
     bar,
+    calls_to,
     ledger,
     plain_git_tree,
     recorded_tree,
@@ -308,14 +309,8 @@ def test_a_staging_carries_the_configuration_its_tree_was_written_with(
     )
     (wt / "a.txt").write_text("one\n")
     assert _staged(task) is not None
-    carried: list[object] = []
     answered = exact.answered
-
-    def taking(said: object) -> Any:
-        carried.append(said)
-        return answered(said)
-
-    monkeypatch.setattr(exact, "answered", taking)
+    carried = calls_to(monkeypatch, exact, "answered")
     assert bar(capfd, "run", "--", "true").code == 0
     assert carried == [exact.read(wt)]
     answer = answered(carried[0])
@@ -342,14 +337,7 @@ def test_a_conversion_change_since_the_last_look_is_no_stagings(
     subprocess.run(["git", "config", "core.autocrlf", "input"], cwd=repo, check=True)
     (wt / "a.txt").write_text("one\n")
     assert _staged(task) is not None
-    carried: list[object] = []
-    answered = exact.answered
-
-    def taking(said: object) -> Any:
-        carried.append(said)
-        return answered(said)
-
-    monkeypatch.setattr(exact, "answered", taking)
+    carried = calls_to(monkeypatch, exact, "answered")
     assert bar(capfd, "run", "--", "true").code == 0
     assert carried == []
     assert recorded_tree(repo, task) == plain_git_tree(wt, tmp_path)
