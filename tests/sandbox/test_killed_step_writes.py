@@ -42,32 +42,51 @@ def speed(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> st
     return str(request.param)
 
 
+@pytest.mark.parametrize("served", [False, True], ids=["here", "served"])
 @pytest.mark.parametrize("confined", [True, False], ids=["own-pids", "unconfined"])
 def test_a_killed_step_s_grandchild_writes_nothing_after_the_kill(
     confined: bool,
+    served: bool,
     speed: str,
     repo: Path,
     capfd: pytest.CaptureFixture[str],
     tmp_path: Path,
 ) -> None:
+    """Run by bar itself, or served by the resident (``bar.changes.fast.resident``), whose
+    fork dies with its killed caller: alone, so that the step's holder, its child, kills
+    what left the command's session (it once went down with the fork, and an unconfined
+    step's detached grandchild wrote on, read as the developer's)."""
     if confined and not OWN_PIDS:
         pytest.skip("no PID namespace for a step here")
+    if served and speed == "slow":
+        pytest.skip("no resident with the speed layer off")
     assert bar(capfd, "init").code == 0
     set_config(policy={"enabled": False})
     task = new_task(capfd)
     wt = worktree(task)
     script = tmp_path / "tick.py"
     script.write_text(TICKING)
+    env = dict(os.environ)
+    if served:
+        subprocess.run([BAR_EXE, "resident", "start"], capture_output=True, check=True)
+    else:
+        env["BAR_RESIDENT_IDLE"] = "0"
     argv = [BAR_EXE, "run", "--no-pty", *([] if confined else ["--no-sandbox"])]
     argv += ["--", "sh", "-c", f"{sys.executable} {script}; sleep 600"]
     proc = subprocess.Popen(
-        argv, cwd=repo, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+        argv,
+        cwd=repo,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
     )
     deadline = time.monotonic() + 60
     while not (wt / "tick.txt").exists() and time.monotonic() < deadline:
         time.sleep(0.01)
     time.sleep(0.3)  # ticking
     holders = _holders(proc.pid)
+    assert bool(holders) != served, holders  # (a served step's holder is the fork's child)
     killed_ns = time.time_ns()
     os.kill(proc.pid, signal.SIGKILL)  # bar alone: not its group
     proc.wait(timeout=30)
@@ -140,7 +159,12 @@ def test_no_bar_records_a_killed_step_while_its_processes_still_run(
     argv = [BAR_EXE, "run", "--no-pty", *([] if confined else ["--no-sandbox"])]
     argv += ["--", "sh", "-c", f"{sys.executable} {script}; sleep 600"]
     proc = subprocess.Popen(
-        argv, cwd=repo, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+        argv,
+        cwd=repo,
+        env={**os.environ, "BAR_RESIDENT_IDLE": "0"},  # (its holder is bar's child: stopped)
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
     )
     deadline = time.monotonic() + 60
     while not (wt / "tick.txt").exists() and time.monotonic() < deadline:

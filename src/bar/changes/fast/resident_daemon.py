@@ -534,13 +534,16 @@ def make_first_uses() -> None:
 
 def _die_with_caller(conn: socket.socket, done: threading.Event) -> None:
     """A caller killed where it cannot pass the signal on (SIGKILL) leaves: die as its
-    ``bar`` would have, with what runs in this process group (a command that is not in a
-    session of its own), and leave the step to recovery, as a killed ``bar`` does."""
+    ``bar`` would have, alone, and leave the step to recovery, as a killed ``bar`` does.
+    Alone: the step's holder (``bar.sandbox.holder``), in this process group too, kills
+    everything of the step once its bar is gone, what left the command's session among
+    it; killed with this process, it could not (an unconfined step's detached processes
+    went on writing, to be read as the developer's)."""
     with contextlib.suppress(OSError):
         while conn.recv(1024):
             pass
     if not done.is_set():
-        os.killpg(0, signal.SIGKILL)
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def _stream(fd: int, spec: bytes) -> io.TextIOWrapper:
