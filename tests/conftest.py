@@ -86,11 +86,43 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     gc.freeze()
 
 
+@pytest.fixture(scope="session")
+def shared_resident(tmp_path_factory: pytest.TempPathFactory) -> str | None:
+    """Where the resident the tests of this test process share listens
+    (``BAR_RESIDENT_SOCKET``): loaded once, it serves the bar programs of every test, each
+    in its own bar home (a fork takes its caller's environment), where each test's first
+    served command would start one of its own, to be stopped when the test ends."""
+    if os.environ.get("TEST_SHARED_RESIDENT") == "0":
+        return None
+    from helpers import BAR_EXE
+
+    path = str(tmp_path_factory.mktemp("resident", numbered=False) / "resident.sock")
+    # started now, so that every test meets it, not only those after the first command
+    # that starts one (a test that needs bar to run a command itself says so:
+    # ``BAR_RESIDENT_IDLE=0``); stopped when the run ends (``no_watcher_left``)
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "HOME": str(Path(path).parent),
+        "BAR_HOME": str(Path(path).parent),
+        "BAR_RESIDENT_SOCKET": path,
+        "BAR_RESIDENT_IDLE": "3600",
+    }
+    # (one that did not start in time is started by the first command that may)
+    subprocess.run([BAR_EXE, "resident", "start"], env=env, capture_output=True, timeout=120)
+    return path
+
+
 @pytest.fixture(autouse=True)
-def hermetic_seal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+def hermetic_seal(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, shared_resident: str | None
+) -> Iterator[None]:
     from helpers import seal
 
     seal(tmp_path, monkeypatch)
+    if shared_resident is not None:
+        monkeypatch.setenv("BAR_RESIDENT_SOCKET", shared_resident)
+    else:
+        monkeypatch.delenv("BAR_RESIDENT_SOCKET", raising=False)
     yield
     from bar.changes.fast import resident, watcher
 

@@ -182,6 +182,9 @@ class Holder:
             self.proc = subprocess.Popen(
                 [BAR_EXE, "run", *extra, "--no-pty", "--", *self.argv],
                 cwd=repo,
+                # (run by bar itself: the pid that holds the lock is this process's, not a
+                # fork's of the resident)
+                env={**os.environ, "BAR_RESIDENT_IDLE": "0"},
                 stdout=subprocess.DEVNULL,
                 stderr=err,
             )

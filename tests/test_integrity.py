@@ -313,6 +313,9 @@ def test_an_interrupted_step_is_credited_only_with_what_it_made(
             "echo step > by-step.txt; echo edited > README.md; sleep 60",
         ],
         cwd=wt,
+        # (run by bar itself: a served step is in the resident's session, and dies with
+        # its killed caller a moment later, not at once)
+        env={**os.environ, "BAR_RESIDENT_IDLE": "0"},
         start_new_session=True,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

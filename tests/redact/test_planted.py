@@ -258,7 +258,8 @@ def test_g_a_step_killed_mid_run_and_recovered(
     monkeypatch.setenv("KILL_API_TOKEN", KILL_ENV)
     found: list[str] = []  # every phase is searched, so a failure shows every leak
     # unconfined: a confined command has a session of its own, and this test kills bar's
-    # group, command included
+    # group, command included; run by bar itself (a served command is in the resident's)
+    monkeypatch.setenv("BAR_RESIDENT_IDLE", "0")
     with running(
         repo,
         gate,

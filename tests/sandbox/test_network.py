@@ -452,6 +452,7 @@ def test_connections_survive_a_bar_killed_mid_step(
     proc = subprocess.Popen(
         [BAR_EXE, "run", "--no-pty", "--", "sh", "-c", script],
         cwd=inited,
+        env={**os.environ, "BAR_RESIDENT_IDLE": "0"},  # (its holder is its child)
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )

@@ -37,9 +37,17 @@ from helpers import (
 
 from bar.changes.fast import resident
 from bar.changes.fast.resident_daemon import SPARES, Resident
+from conftest import MakeRepo
 
 _STEP = re.compile(r"step \d{4}")
 _TIMED = re.compile(rb"in \d+(?:\.\d+)? s\b")  # (how long a look took)
+
+
+@pytest.fixture(autouse=True)
+def own_resident(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test's bar home has a resident of its own, the one it starts and looks at (not
+    the one the other tests share: ``conftest.shared_resident``)."""
+    monkeypatch.delenv("BAR_RESIDENT_SOCKET", raising=False)
 
 
 def _home() -> str:
@@ -817,6 +825,51 @@ def test_bar_resident_starts_says_and_stops_the_warm_bar(repo: Path) -> None:
     off = said("start", BAR_RESIDENT_IDLE="0")
     assert off["running"] is False and off["off"] == "BAR_RESIDENT_IDLE=0"
     assert said("status")["running"] is False
+
+
+def test_bar_homes_that_name_one_socket_share_one_resident(
+    repo: Path,
+    capfd: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    make_repo: MakeRepo,
+) -> None:
+    """``BAR_RESIDENT_SOCKET``: one resident serves the commands of two bar homes, each
+    in its own (a fork takes its caller's environment); a socket in a folder others may
+    write is never used (another user could listen there)."""
+    shared = tmp_path / "shared"
+    shared.mkdir(mode=0o700)
+    sock = str(shared / "r.sock")
+    monkeypatch.setenv("BAR_RESIDENT_SOCKET", sock)
+    assert resident.socket_path() == sock
+    init_clean(repo, capfd)
+    wt = worktree(new_task(capfd))
+    started = subprocess.run(
+        [BAR_EXE, "resident", "start", "--json"], capture_output=True, timeout=120, check=True
+    )
+    pid = json.loads(started.stdout)["pid"]
+    assert json.loads(started.stdout)["socket"] == sock
+    assert not (bar_home() / resident.SOCKET).exists()
+    assert _served(wt)
+    other = tmp_path / "other-home"
+    monkeypatch.setenv("BAR_HOME", str(other))
+    monkeypatch.chdir(make_repo(name="second"))
+    init_clean(Path.cwd(), capfd)
+    task = new_task(capfd)
+    assert _served(worktree(task))
+    assert ledger(task["id"])[-1]["kind"] == "run"  # (recorded in the second home)
+    assert not (other / resident.SOCKET).exists()
+    status = subprocess.run([BAR_EXE, "resident", "status", "--json"], capture_output=True)
+    assert json.loads(status.stdout)["pid"] == pid
+    for mode in (0o770, 0o702):  # (its group or others may write the folder)
+        shared.chmod(mode)
+        assert resident.socket_path() == str(other / resident.SOCKET)
+    shared.chmod(0o700)
+    monkeypatch.setenv("BAR_RESIDENT_SOCKET", "r.sock")  # (not absolute)
+    assert resident.socket_path() == str(other / resident.SOCKET)
+    assert resident.stop(str(shared)) is False  # (its socket is r.sock, not resident.sock)
+    monkeypatch.setenv("BAR_RESIDENT_SOCKET", sock)
+    assert subprocess.run([BAR_EXE, "resident", "stop"], capture_output=True).returncode == 0
 
 
 def _alive(pid: int) -> bool:

@@ -75,7 +75,14 @@ def idle_seconds() -> int:
 
 
 def socket_path() -> str:
-    """Where the resident of this bar home listens (``bar.store.layout.bar_home``)."""
+    """Where the resident of this bar home listens (``bar.store.layout.bar_home``), or
+    the one several bar homes share (``BAR_RESIDENT_SOCKET``: a fork takes its caller's
+    environment, its bar home with the rest), if that is an absolute path in a folder of
+    this user's that no one else may write (a command hands the resident its environment
+    and descriptors: only a resident of its own user may listen there)."""
+    shared = os.environ.get("BAR_RESIDENT_SOCKET", "")
+    if shared and _private_folder(shared):
+        return shared
     home = os.environ.get("BAR_HOME")
     if home:
         return os.path.join(home, SOCKET)  # (absolute: ``bar.cli.entry``)
@@ -85,6 +92,18 @@ def socket_path() -> str:
 
         user = pwd.getpwuid(os.getuid()).pw_dir
     return os.path.join(user, ".bar", SOCKET)
+
+
+def _private_folder(path: str) -> bool:
+    """Whether ``path`` is absolute, in a folder owned by this user, which neither its
+    group nor others may write."""
+    if not os.path.isabs(path):
+        return False
+    try:
+        folder = os.stat(os.path.dirname(path))
+    except OSError:
+        return False
+    return folder.st_uid == os.getuid() and not folder.st_mode & 0o022
 
 
 def may_serve(args: list[str]) -> bool:
