@@ -869,7 +869,8 @@ def test_bar_homes_that_name_one_socket_share_one_resident(
     assert resident.socket_path() == str(other / resident.SOCKET)
     assert resident.stop(str(shared)) is False  # (its socket is r.sock, not resident.sock)
     monkeypatch.setenv("BAR_RESIDENT_SOCKET", sock)
-    assert subprocess.run([BAR_EXE, "resident", "stop"], capture_output=True).returncode == 0
+    stopped = subprocess.run([BAR_EXE, "resident", "stop", "--json"], capture_output=True)
+    assert json.loads(stopped.stdout) == {"stopped": True}
 
 
 def _alive(pid: int) -> bool:
