@@ -44,6 +44,13 @@ def _off() -> str | None:
     return None
 
 
+def shared_unused() -> str | None:
+    """Why the socket ``BAR_RESIDENT_SOCKET`` names is not used, if one is named and is not
+    (``bar.changes.fast.resident.socket_path``: the bar home's is used instead)."""
+    shared = os.environ.get("BAR_RESIDENT_SOCKET", "")
+    return fast.resident_shared_refusal(shared) if shared else None
+
+
 def status() -> Resident:
     """The resident of this bar home, as it says itself."""
     said = fast.resident_status()

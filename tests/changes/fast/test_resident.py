@@ -864,6 +864,10 @@ def test_bar_homes_that_name_one_socket_share_one_resident(
     for mode in (0o770, 0o702):  # (its group or others may write the folder)
         shared.chmod(mode)
         assert resident.socket_path() == str(other / resident.SOCKET)
+        said = subprocess.run([BAR_EXE, "resident", "status"], capture_output=True, text=True)
+        assert f"BAR_RESIDENT_SOCKET is not used: others may write its folder {shared}" in (
+            said.stderr
+        )
     shared.chmod(0o700)
     monkeypatch.setenv("BAR_RESIDENT_SOCKET", "r.sock")  # (not absolute)
     assert resident.socket_path() == str(other / resident.SOCKET)

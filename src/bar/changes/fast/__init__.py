@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from bar.changes.fast.resident import SERVED as SERVED
     from bar.changes.fast.resident import idle_seconds as resident_idle_seconds
     from bar.changes.fast.resident import ready as resident_ready
+    from bar.changes.fast.resident import shared_refusal as resident_shared_refusal
     from bar.changes.fast.resident import socket_path as resident_socket
     from bar.changes.fast.resident import start as start_resident
     from bar.changes.fast.resident import status as resident_status
@@ -113,6 +114,7 @@ DOOR = {
     "resident_status": ("resident", "status"),
     "resident_socket": ("resident", "socket_path"),
     "resident_ready": ("resident", "ready"),
+    "resident_shared_refusal": ("resident", "shared_refusal"),
     "resident_idle_seconds": ("resident", "idle_seconds"),
     "start_resident": ("resident", "start"),
     "stop_resident": ("resident", "stop"),
@@ -148,6 +150,7 @@ __all__ = [
     "resident_idle_seconds",
     "resident_main",
     "resident_ready",
+    "resident_shared_refusal",
     "resident_socket",
     "resident_status",
     "restamp",

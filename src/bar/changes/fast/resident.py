@@ -81,7 +81,7 @@ def socket_path() -> str:
     this user's that no one else may write (a command hands the resident its environment
     and descriptors: only a resident of its own user may listen there)."""
     shared = os.environ.get("BAR_RESIDENT_SOCKET", "")
-    if shared and _private_folder(shared):
+    if shared and shared_refusal(shared) is None:
         return shared
     home = os.environ.get("BAR_HOME")
     if home:
@@ -94,16 +94,22 @@ def socket_path() -> str:
     return os.path.join(user, ".bar", SOCKET)
 
 
-def _private_folder(path: str) -> bool:
-    """Whether ``path`` is absolute, in a folder owned by this user, which neither its
-    group nor others may write."""
+def shared_refusal(path: str) -> str | None:
+    """Why the shared socket ``path`` (``BAR_RESIDENT_SOCKET``) is not used; None if it
+    is: an absolute path in a folder owned by this user that neither its group nor
+    others may write."""
     if not os.path.isabs(path):
-        return False
+        return "it is not an absolute path"
+    folder = os.path.dirname(path)
     try:
-        folder = os.stat(os.path.dirname(path))
+        found = os.stat(folder)
     except OSError:
-        return False
-    return folder.st_uid == os.getuid() and not folder.st_mode & 0o022
+        return f"its folder {folder} is not there"
+    if found.st_uid != os.getuid():
+        return f"its folder {folder} is not yours"
+    if found.st_mode & 0o022:
+        return f"others may write its folder {folder}"
+    return None
 
 
 def may_serve(args: list[str]) -> bool:

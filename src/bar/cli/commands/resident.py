@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from bar.api import resident
+from bar.base.notices import warn
 from bar.cli import entry
 from bar.cli.render import print_json
 
@@ -29,8 +30,10 @@ def options(sub: Commands) -> None:
         "It exits by itself after BAR_RESIDENT_IDLE seconds without a command (default\n"
         "900), when bar's files change (an upgrade) or its socket goes; it never runs a\n"
         "command for a process that is not as it is (user, groups, confinement, limits).\n"
-        "BAR_FAST=0 or BAR_RESIDENT_IDLE=0 turns it off. Nothing depends on it: stopping\n"
-        "it only makes the next command start slower.",
+        "BAR_FAST=0 or BAR_RESIDENT_IDLE=0 turns it off. Bar homes whose\n"
+        "BAR_RESIDENT_SOCKET names the same socket (in a folder only you may write)\n"
+        "share one resident. Nothing depends on it: stopping it only makes the next\n"
+        "command start slower.",
         epilog="examples:\n"
         "  bar resident status           is one running, since when, for how long idle\n"
         "  bar resident stop             before measuring a cold start, or to free memory\n"
@@ -93,6 +96,9 @@ def stop(*, as_json: bool) -> int:
 
 
 def _show(found: resident.Resident, as_json: bool) -> None:
+    unused = resident.shared_unused()
+    if unused is not None:
+        warn(f"BAR_RESIDENT_SOCKET is not used: {unused}; the bar home's socket is")
     if as_json:
         print_json(found.to_record())
         return
