@@ -31,9 +31,9 @@ def options(sub: Commands) -> None:
         "900), when bar's files change (an upgrade) or its socket goes; it never runs a\n"
         "command for a process that is not as it is (user, groups, confinement, limits).\n"
         "BAR_FAST=0 or BAR_RESIDENT_IDLE=0 turns it off. Bar homes whose\n"
-        "BAR_RESIDENT_SOCKET names the same socket (in a folder only you may write)\n"
-        "share one resident. Nothing depends on it: stopping it only makes the next\n"
-        "command start slower.",
+        "BAR_RESIDENT_SOCKET names the same socket (in a folder only you, and no step,\n"
+        "may write) share one resident. Nothing depends on it: stopping it only makes\n"
+        "the next command start slower.",
         epilog="examples:\n"
         "  bar resident status           is one running, since when, for how long idle\n"
         "  bar resident stop             before measuring a cold start, or to free memory\n"
