@@ -877,6 +877,76 @@ def test_bar_homes_that_name_one_socket_share_one_resident(
     assert json.loads(stopped.stdout) == {"stopped": True}
 
 
+_IMPOSTOR = """
+import os, socket, sys
+path = sys.argv[1]
+listener = socket.socket(socket.AF_UNIX)
+os.chdir(os.path.dirname(path))  # (a long path: bound by its name)
+listener.bind(os.path.basename(path))
+listener.listen(1)
+listener.settimeout(60)
+conn, _ = listener.accept()
+conn.sendall(b"hello\\n")  # (what a resident's fork says first)
+conn.settimeout(5)
+got = b""
+while True:
+    try:
+        chunk = conn.recv(65536)
+    except OSError:
+        break
+    if not chunk:
+        break
+    got += chunk
+with open(sys.argv[2], "wb") as f:
+    f.write(got)
+"""
+
+
+@pytest.mark.skipif("BAR_SANDBOX_UNAVAILABLE" in os.environ, reason="the step is confined")
+def test_a_step_listening_at_the_shared_socket_is_handed_nothing(
+    repo: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A ``BAR_RESIDENT_SOCKET`` where a step may write (here its worktree): a confined
+    step that listens there while no resident does is sent no command line, environment
+    or descriptor; the developer's ``bar`` says so and runs the command itself."""
+    init_clean(repo, capfd)
+    task = new_task(capfd)
+    wt = worktree(task)
+    sock, stolen = wt / "r.sock", wt / "stolen.bin"
+    step = subprocess.Popen(
+        [BAR_EXE, "run", "--task", task["id"], "--", sys.executable, "-c", _IMPOSTOR, sock, stolen],
+        cwd=wt,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not sock.exists():
+            assert time.monotonic() < deadline and step.poll() is None, step.communicate()
+            time.sleep(0.05)
+        monkeypatch.setenv("BAR_RESIDENT_SOCKET", str(sock))
+        assert resident.socket_path() == str(sock)  # (a folder of the user's: taken)
+        said = subprocess.run(
+            [BAR_EXE, "status"],
+            cwd=wt,
+            env={**os.environ, "SECRET_OF_THE_DEVELOPER": "s3cr3t-v4lue"},
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert said.returncode == 0, said.stderr
+        assert f"the process listening on {sock} is not a resident of yours" in said.stderr
+        assert task["id"] in said.stdout  # (run here instead)
+        out, _ = step.communicate(timeout=60)
+    finally:
+        if step.poll() is None:
+            step.kill()
+    assert step.returncode == 0, out
+    assert stolen.read_bytes() == b""  # (before the fix: the request, the secret in it)
+
+
 def _alive(pid: int) -> bool:
     with suppress(OSError):
         state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]

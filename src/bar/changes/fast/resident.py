@@ -6,11 +6,14 @@ Python's start-up and bar's imports are most of what ``bar run`` costs on a smal
 repository (150 ms against 9 ms of ``git status``). So after a ``bar run`` a process of
 the developer's own stays behind, the resident (``bar.changes.fast.resident_daemon``): it has imported
 everything ``bar run`` uses and waits on ``resident.sock`` in the bar home. The next
-``bar run`` (this module, loaded before anything else) sends it its command line,
-environment, umask, working directory and standard streams (the descriptors themselves);
-the resident forks, and the fork becomes that ``bar run``: same arguments, environment,
-directory, streams, umask and limits, bar's code already loaded. This process waits, passes
-on the signals it receives, and exits with the fork's exit code.
+``bar run`` (this module, loaded before anything else) connects; the resident's fork that
+takes the connection says ``hello``, and unless the kernel shows that line to come from a
+process like this one (``_trusted``: a confined step's listener is never handed a
+command), this ``bar`` runs the command itself. Else it sends the fork its command line,
+environment, umask, working directory and standard streams (the descriptors themselves),
+and the fork becomes that ``bar run``: same arguments, environment, directory, streams,
+umask and limits, bar's code already loaded. This process waits, passes on the signals it
+receives, and exits with the fork's exit code.
 
 The fork is the child of the resident, not of this process, so it is served only where
 that makes no difference:
@@ -41,7 +44,8 @@ import sys
 SOCKET = "resident.sock"
 IDLE_S = 900  # seconds without a command before the resident exits
 TIMEOUT = 2.0  # seconds to wait for the resident to take the command
-MAGIC = b"bar-resident/1"
+MAGIC = b"bar-resident/2"
+HELLO = b"hello"  # the first line of the fork that took the connection (``_trusted``)
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from _socket import socket as _Socket
@@ -243,17 +247,21 @@ def serve(args: list[str]) -> int | None:
     known = file_id(path)
     try:
         sock.settimeout(TIMEOUT)
+        sock.setsockopt(_socket.SOL_SOCKET, _socket.SO_PASSCRED, 1)
         try:
             sock.connect(_address(path))
         except ConnectionRefusedError:  # its resident died (or never started): a new one
             _forget(path, known)
             raise
+        lines = _Lines(sock)
+        if not _trusted(lines, path):
+            sock.close()
+            return None
         data = request(args)
         sent = sock.sendmsg(
             [data[:65536]], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, _fds(here, 0, 1, 2))]
         )
         sock.sendall(data[sent:])
-        lines = _Lines(sock)
         first = lines.next()
         if first.startswith(b"pid "):
             sock.sendall(b"go\n")  # (a fork told nothing runs nothing: never twice)
@@ -307,19 +315,68 @@ def _fds(*fds: int) -> bytes:
 
 
 class _Lines:
-    """The lines the resident and its fork send (without their newlines; b"" at the end)."""
+    """The lines the resident and its fork send (without their newlines; b"" at the end),
+    and who sent the first: ``sender``, its pid and uid as the kernel gives them to a
+    socket with ``SO_PASSCRED`` (None: not said)."""
 
     def __init__(self, sock: "_Socket") -> None:
         self.sock, self.held = sock, b""
+        self.sender: tuple[int, int] | None = None
 
     def next(self) -> bytes:
+        import _socket
+
         while b"\n" not in self.held:
-            chunk = self.sock.recv(256)
+            chunk, ancillary, _flags, _address = self.sock.recvmsg(256, _socket.CMSG_SPACE(12))
             if not chunk:
                 return b""
+            for level, kind, creds in ancillary:
+                said = (level, kind) == (_socket.SOL_SOCKET, _socket.SCM_CREDENTIALS)
+                if said and self.sender is None and len(creds) >= 8:
+                    pid = int.from_bytes(creds[:4], sys.byteorder, signed=True)
+                    self.sender = (pid, int.from_bytes(creds[4:8], sys.byteorder))
             self.held += chunk
         line, _, self.held = self.held.partition(b"\n")
         return line
+
+
+# what a process that answers on the socket must share with the caller: a step's
+# process (its own PID namespace, ``no_new_privs``, its seccomp filter) shares none of it
+_SHARED = (b"Uid:", b"NoNewPrivs:", b"Seccomp:", b"Seccomp_filters:")
+
+
+def _trusted(lines: _Lines, path: str) -> bool:
+    """Whether the process that answers on the socket at ``path`` could be a resident of
+    this caller's: its first line says ``HELLO``, and the kernel says it was sent by a
+    process this one can see, of the same user, pid namespace, ``no_new_privs`` and
+    seccomp. A step could bind a socket where it may write (a ``BAR_RESIDENT_SOCKET``
+    in a folder it can write) and be handed a command's environment and descriptors:
+    it is refused, with a warning. A refusal (``no ...``) or silence: False, quietly."""
+    first = lines.next()
+    if first != HELLO:
+        return False
+    sender = lines.sender
+    if sender is not None and sender[0] > 0 and sender[1] == os.getuid():
+        try:
+            pid = sender[0]
+            if os.readlink(f"/proc/{pid}/ns/pid") == os.readlink("/proc/self/ns/pid") and (
+                _status(pid) == _status("self")
+            ):
+                return True
+        except OSError:
+            pass
+    print(
+        f"bar: warning: the process listening on {path} is not a resident of yours "
+        f"(pid {sender[0] if sender else '?'}: a confined step's, or another user's); "
+        "not used",
+        file=sys.stderr,
+    )
+    return False
+
+
+def _status(pid: "int | str") -> list[bytes]:
+    with open(f"/proc/{pid}/status", "rb") as f:
+        return [line for line in f.read().splitlines() if line.startswith(_SHARED)]
 
 
 def _wait(sock: "_Socket", lines: "_Lines", pid: int) -> int:
@@ -471,9 +528,13 @@ def _ask(home: str | None, word: bytes) -> bytes | None:
     sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     try:
         sock.settimeout(10 * TIMEOUT)  # (a resident that has only just started loads first)
+        sock.setsockopt(_socket.SOL_SOCKET, _socket.SO_PASSCRED, 1)
         sock.connect(_address(path))
+        lines = _Lines(sock)
+        if not _trusted(lines, path):
+            return None
         sock.sendall(b"%d\n%s" % (len(word), word))
-        return _Lines(sock).next()
+        return lines.next()
     except OSError:
         return None
     finally:

@@ -5,8 +5,10 @@ Started by ``bar.changes.fast.resident.start`` as ``python -m bar.cli.warm FD SO
 (the face's entry, which hands ``main`` the command line to run and what to load first),
 with its listening socket (``FD``, bound at ``SOCKET``) inherited, in a session of its
 own, its directory ``/`` and its environment empty but for ``PATH`` and the locale. It
-runs nothing itself: for each request from a caller it may serve (``_refusal``), it
-forks; the fork takes the caller's descriptors, directory, umask, environment, locale
+runs nothing itself: its forks wait for the callers (the spares); the spare that takes
+a connection from a caller that is not confined says ``hello`` first (the caller sends
+nothing to a process the kernel does not show to be like itself: ``resident._trusted``),
+reads the request, and if it may serve it (``_refusal``) the fork takes the caller's descriptors, directory, umask, environment, locale
 and standard streams, says its pid, runs the command line and says its exit code. The
 resident exits after ``IDLE`` seconds without a request, when its socket is removed or
 replaced, when one of bar's files it loaded has changed (an upgrade: the next command
@@ -33,7 +35,7 @@ from bar.base.inotify import ANY_CHANGE, Watch
 from bar.base.proc import work_nowhere
 from bar.base.record import record
 from bar.changes.fast import own_pages
-from bar.changes.fast.resident import MAGIC, file_id
+from bar.changes.fast.resident import HELLO, MAGIC, file_id
 from bar.policy.loader import compile_cached
 
 _WAKE_S = 5.0  # how often it checks that its socket and its code are still its own
@@ -370,6 +372,10 @@ class Resident:
         with conn:
             conn.settimeout(2.0)
             try:
+                # first the caller hears from this process, whose credentials the kernel
+                # gives it: it sends nothing to a process it cannot trust
+                # (``resident._trusted``)
+                _say(conn, HELLO)
                 data, fds = _receive(conn)
             except (OSError, ValueError):
                 self._tell(b"t %d" % os.getpid())

@@ -31,8 +31,9 @@ def options(sub: Commands) -> None:
         "900), when bar's files change (an upgrade) or its socket goes; it never runs a\n"
         "command for a process that is not as it is (user, groups, confinement, limits).\n"
         "BAR_FAST=0 or BAR_RESIDENT_IDLE=0 turns it off. Bar homes whose\n"
-        "BAR_RESIDENT_SOCKET names the same socket (in a folder only you, and no step,\n"
-        "may write) share one resident. Nothing depends on it: stopping it only makes\n"
+        "BAR_RESIDENT_SOCKET names the same socket (in a folder only you, and best no\n"
+        "step, may write) share one resident; a command is handed only to a process of\n"
+        "yours that is not confined. Nothing depends on it: stopping it only makes\n"
         "the next command start slower.",
         epilog="examples:\n"
         "  bar resident status           is one running, since when, for how long idle\n"
