@@ -105,6 +105,90 @@ def test_a_planted_promisor_remote_never_runs_in_bar_s_git(
         (admin / "config.worktree").unlink()
 
 
+# a step makes a nested repository whose own configuration and attributes name a filter
+_NESTED_FILTER = (
+    "mkdir nest && cd nest && git init -q && echo a > f && git add f && git commit -qm c && "
+    "git config filter.pw.clean \"sh -c 'echo PWNED >> $1; cat'\" && "
+    "echo '* filter=pw' > .git/info/attributes && echo planted=$?"
+)
+
+
+@confined
+@pytest.mark.parametrize("speed", ["fast", "slow"])
+def test_a_filter_planted_in_a_nested_repository_never_runs_in_bar_s_git(
+    speed: str,
+    inited: Path,
+    capfd: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``git add`` asks a gitlink whether it is dirty with a ``git status`` inside the
+    nested repository, which reads that repository's configuration and attributes (the
+    step's): bar's looks, steps, rollbacks and undos never run its filter, and the
+    nested repository is still recorded by the commit it is at."""
+    if speed == "slow":
+        monkeypatch.setenv("BAR_FAST", "0")
+    task = new_task(capfd)
+    mark = tmp_path / "pwned"
+    code, said = _run(capfd, _NESTED_FILTER.replace("$1", str(mark)))
+    assert code == 0 and "planted=0" in said, said
+    code, said = _run(capfd, "sleep 1; echo b > nest/f; echo x > top")
+    assert code == 0, said
+    bar(capfd, "status")
+    (worktree(task) / "nest" / "f").write_text("by hand\n")
+    for args in (("run", "--", "true"), ("rollback", "--to", "1"), ("undo",), ("status",)):
+        bar(capfd, *args)
+    assert not mark.exists(), "bar's git ran a filter the step planted in a nested repository"
+    wt = worktree(task)
+    nested_head = git(wt / "nest", "rev-parse", "HEAD").strip()
+    recorded = git(wt, "ls-tree", ledger(task["id"])[-1]["snapshot"], "nest").split()
+    assert recorded[:3] == ["160000", "commit", nested_head]
+
+
+# a step swaps a file of its worktree's admin directory for a link to a file of the
+# developer's, then commits (with a message that is a shell command)
+_LINK_IN_ADMIN = (
+    "admin=$(git rev-parse --absolute-git-dir) && echo x > f && git add f && "
+    'git commit -qm "c; echo PWNED > $1 #" && rm -rf "$admin/$2" && '
+    'ln -s "$3" "$admin/$2" && echo linked=$?'
+)
+
+
+@confined
+@pytest.mark.parametrize("name", ["logs/HEAD", "index", "ORIG_HEAD", "logs"])
+def test_a_link_in_the_worktree_s_admin_directory_is_never_written_through(
+    name: str, inited: Path, capfd: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """git writes the files of a worktree's admin directory through a link (its lock on
+    ``index``; the ``HEAD`` reflog it appends to when the branch moves): bar's own git,
+    bringing the step's commit in, rolling back and applying, never writes where a link
+    the step left points (``~/.bashrc``; a file it may not even read); the link is moved
+    aside and said."""
+    task = new_task(capfd)
+    outside = tmp_path / "developer"
+    outside.mkdir()
+    bashrc, absent = outside / "bashrc", outside / "authorized_keys"
+    bashrc.write_text("# the developer's\n")
+    target = {"index": absent, "logs": outside}.get(name, bashrc)
+    code, said = _run(
+        capfd,
+        _LINK_IN_ADMIN.replace("$1", str(tmp_path / "pwned"))
+        .replace("$2", name)
+        .replace("$3", str(target)),
+    )
+    assert code == 0 and "linked=0" in said, said
+    assert f"the worktree's {name} was a link" in said
+    for args in (("rollback", "--hard", "--to", "base"), ("undo",), ("apply", "--mode", "merge")):
+        bar(capfd, *args)
+    assert bashrc.read_text() == "# the developer's\n"
+    assert sorted(p.name for p in outside.iterdir()) == ["bashrc"]
+    admin = Path(git(worktree(task), "rev-parse", "--absolute-git-dir").strip())
+    assert not (admin / name).is_symlink()
+    assert any(
+        name.replace("/", "_") in p.name for p in (task_dir(task["id"]) / "tampered").iterdir()
+    )
+
+
 def test_bar_s_git_reaches_no_remote_and_signs_nothing(tmp_path: Path) -> None:
     """The fixed configuration of bar's own git, whatever the repository's says."""
     repo = tmp_path / "r"

@@ -129,6 +129,8 @@ NO_HOOKS = ("-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false")
 NO_PROGRAMS = (
     *NO_HOOKS,
     "-c",
+    "submodule.recurse=false",  # (a nested repository's git, and its configuration, never run)
+    "-c",
     "protocol.allow=never",
     "-c",
     "commit.gpgSign=false",
@@ -305,8 +307,22 @@ def update_ref(repo: Path | str, ref: str, new: str, old: str | None, message: s
     """
     expected = old if old is not None else ""  # (empty: must not exist, in any object format)
     faults.point(f"before moving {ref}")
-    git(repo, "update-ref", "-m", reflog_message(message), ref, new, expected)
+    git(repo, "update-ref", "-m", reflog_message(message), ref, new, expected, env=as_common(repo))
     faults.point(f"after moving {ref}")
+
+
+def as_common(repo: Path | str) -> dict[str, str] | None:
+    """For a ref moved from a task's worktree: its repository's git directory taken as
+    the one git works in, so that git writes nothing in the worktree's admin directory
+    (which a step writes). Moving the branch the worktree's ``HEAD`` names, git would
+    append to that ``HEAD``'s reflog there (``logs/HEAD``), through a link a step left
+    in its place (to ``~/.bashrc``, with a message the step chose). None: ``repo`` is
+    no worktree bar pinned (a checkout of the developer's, whose git directory no step
+    writes)."""
+    fixed = _PINNED.get(str(repo))
+    if fixed is None or fixed["GIT_DIR"] == fixed["GIT_COMMON_DIR"]:
+        return None
+    return {"GIT_DIR": fixed["GIT_COMMON_DIR"]}
 
 
 def ref_lock_path(repo: Path | str, ref: str) -> Path:

@@ -104,7 +104,7 @@ class SafeGit:
         """``git.update_ref`` (compare-and-swap, same crash points), with no
         ``reference-transaction`` hook."""
         faults.point(f"before moving {ref}")
-        self.git(where, "update-ref", "-m", message, ref, new, old)
+        self.git(where, "update-ref", "-m", message, ref, new, old, env=git.as_common(where))
         faults.point(f"after moving {ref}")
 
     def commit_tree(

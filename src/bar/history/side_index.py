@@ -498,6 +498,11 @@ def _add(worktree: Path, index: Path, paths: Sequence[str], excludes: Sequence[s
     other failure (a full disk, an object that cannot be written) raises, so a step is
     never recorded as "no changes" when its changes simply could not be stored.
     """
+    answering = _answering_gitlinks(worktree, index, paths)
+    if answering:
+        _unrecord(worktree, index, answering, whole=True)
+        if paths != ["."]:
+            paths = sorted({*paths, *answering})
     specs = [":(top)" if p == "." else f":(top,literal){p}" for p in paths]
     specs += [f":(top,exclude,literal){p}" for p in excludes]
     rereads = 0
@@ -559,6 +564,46 @@ def _add(worktree: Path, index: Path, paths: Sequence[str], excludes: Sequence[s
 
 
 _NO_SPACE = (b"no space left", b"disk quota", b"file too large")
+
+
+_LISTED_APART = 1000  # directories whose gitlinks are listed by name; more: all of them
+
+
+def _answering_gitlinks(worktree: Path, index: Path, paths: Sequence[str]) -> list[str]:
+    """The nested repositories at or below ``paths`` ("." everywhere) that the side
+    index may hold as gitlinks. ``git add`` asks each gitlink it holds whether it is
+    dirty with a ``git status`` inside the nested repository, which reads that
+    repository's own configuration and attributes, all of them a step may write: a
+    filter planted there would run with the developer's rights. Taken out of the side
+    index first, each is added again as git adds a repository it has not seen (the
+    commit its ``HEAD`` names, read from its refs; nothing is run inside it). A path of
+    ``paths`` that is a repository is one (one stat each); below a directory, or
+    everywhere, the side index's gitlinks whose directory holds a repository now."""
+    prefix = str(worktree) + os.sep
+    if paths == ["."]:
+        found, below = [], [":(top)"]
+    else:
+        found = [p for p in paths if os.path.lexists(prefix + p + "/.git")]
+        below = [
+            f":(top,literal){p}/"
+            for p in paths
+            if p not in found and os.path.isdir(prefix + p) and not os.path.islink(prefix + p)
+        ]
+    if below:
+        if len(below) > _LISTED_APART:
+            below = [":(top)"]  # (ls-files takes its pathspecs as arguments only)
+        res = git.git(worktree, "ls-files", "-s", "-z", "--", *below, env=_env(index), check=False)
+        if res.returncode != 0:
+            raise SnapshotFailed(
+                "the worktree's state could not be stored in git: "
+                + (res.err.strip() or f"git ls-files exited with {res.returncode}")
+            )
+        found += [
+            os.fsdecode(entry.split(b"\t", 1)[1])
+            for entry in (res.stdout.split(b"\0") if res.returncode == 0 else ())
+            if entry.startswith(b"160000 ") and b"\t" in entry
+        ]
+    return sorted({g for g in found if os.path.lexists(prefix + g + "/.git")})
 
 
 def _failed_hint(lines: Sequence[bytes]) -> str | None:

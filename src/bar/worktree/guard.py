@@ -103,8 +103,46 @@ def check_link(task: Task, common: Path | None = None) -> str | None:
             ),
         ),
         _check_branch(task, common),
+        _check_entries(task, admin),
     )
     return "; ".join(w for w in checks if w) or None
+
+
+# what a worktree's admin directory holds that bar leaves alone in this walk: the
+# step's own objects, which bar brings in without following a link (``bar.sandbox.quarantine``)
+_WALKED_PAST = frozenset({"bar-objects"})
+
+
+def _check_entries(task: Task, admin: Path) -> str | None:
+    """No link, and nothing but files and directories, anywhere in the worktree's admin
+    directory, which a step may write: git follows a link where it writes a file there
+    (its lock on ``index``, the reflog ``logs/HEAD`` it appends to), so a link a step
+    left would have bar's own git write where the link points (the developer's
+    ``~/.bashrc``, another repository's index). Each one found is moved aside, under the
+    task's ``tampered/`` directory, and said."""
+    found: list[str] = []
+    stack = [admin]
+    while stack:
+        folder = stack.pop()
+        try:
+            entries = list(os.scandir(folder))
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        for entry in entries:
+            if folder == admin and entry.name in _WALKED_PAST:
+                continue
+            if entry.is_dir(follow_symlinks=False):
+                stack.append(Path(entry.path))
+            elif not entry.is_file(follow_symlinks=False):
+                rel = os.path.relpath(entry.path, admin)
+                kind = "a link" if entry.is_symlink() else "a special file"
+                os.replace(entry.path, _aside(task, rel))
+                found.append(f"the worktree's {rel} was {kind}")
+    if not found:
+        return None
+    what = "; ".join(found)
+    warn(f"{what}; bar moved it aside (git would write through it) to {task.dir / 'tampered'}")
+    return what
 
 
 def _check_file(task: Task, path: Path, want: bytes, good: Callable[[bytes], bool]) -> str | None:
