@@ -23,6 +23,7 @@ from helpers import (
     project_dir,
     run_sh,
     sweep,
+    worktree,
 )
 
 from conftest import git
@@ -353,3 +354,26 @@ def test_apply_refuses_while_the_target_is_rebased_in_another_worktree(
     git(other, "rebase", "--abort")
     assert git(inited_clean, "rev-parse", "main").strip() == main_before
     assert ledger(t["id"])[-1]["kind"] == "run"
+
+
+def test_a_rebase_of_main_a_step_writes_in_its_own_admin_directory_blocks_no_apply(
+    inited_clean: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A task's worktree holds its own branch alone, and its admin directory is the
+    step's to write: what it says of a rebase of ``main`` is passed over, so one task's
+    step cannot stop every apply to ``main``. A task whose worktree really rebases its
+    own branch still blocks an apply onto that branch."""
+    first = new_task(capfd, "first")
+    run(
+        capfd,
+        'admin=$(git rev-parse --absolute-git-dir) && mkdir -p "$admin/rebase-merge" && '
+        'echo refs/heads/main > "$admin/rebase-merge/head-name"',
+    )
+    assert (
+        Path(git(worktree(first), "rev-parse", "--absolute-git-dir").strip()) / "rebase-merge"
+    ).is_dir()
+    second = new_task(capfd, "second")
+    run(capfd, "echo task > task.txt")
+    res = bar(capfd, "apply", "--task", second["id"])
+    assert res.code == 0, res.out + res.err
+    assert (inited_clean / "task.txt").read_text() == "task\n"

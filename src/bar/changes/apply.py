@@ -59,7 +59,7 @@ from bar.errors import (
 from bar.git import DiffStat
 from bar.git.safe import SafeGit
 from bar.history import bases, steps
-from bar.model import journals
+from bar.model import journals, tasks
 from bar.model.journals import ApplyIntent
 from bar.model.records import ApplyStep, State, Step
 from bar.model.tasks import Task
@@ -503,9 +503,22 @@ def _compute(
     else:
         text = f"Merge task {task.name} ({task.id}) into {target_branch}"
     result.message = with_trailers(text, task, step_id)
-    checkout.refuse_mid_operation(task.project.common_dir, target_branch)
+    checkout.refuse_mid_operation(task.project.common_dir, target_branch, _task_branch(task))
     result.checkout = None if created else checked_out_in(repo, target_branch, listed)
     return result
+
+
+def _task_branch(task: Task) -> Callable[[Path], str | None]:
+    """The branch of the project's task whose worktree is at a path (None: none's), the
+    project's tasks read when first asked."""
+    known: dict[Path, str] = {}
+
+    def branch_at(where: Path) -> str | None:
+        if not known:
+            known.update({t.worktree.resolve(): t.branch for t in tasks.list_tasks(task.project)})
+        return known.get(where.resolve())
+
+    return branch_at
 
 
 def apply_command(

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 
 from bar import git
@@ -92,11 +93,16 @@ def _read(path: Path) -> str:
         return ""
 
 
-def refuse_mid_operation(common: Path, branch: str) -> None:
+def refuse_mid_operation(
+    common: Path, branch: str, task_branch: Callable[[Path], str | None] = lambda _: None
+) -> None:
     """Raise if ``branch`` is checked out, rebased or bisected in a worktree where a git
     operation is under way. Read from each worktree's admin directory (under the
     repository's ``common`` git directory) as git does: during a rebase or bisect HEAD
-    is detached, and only these files name the branch."""
+    is detached, and only these files name the branch. ``task_branch``: the branch of
+    the task whose worktree is at a path (None: no task's); a task's worktree holds its
+    own branch alone, and its admin directory is the step's to write, so what it says
+    of another branch (a rebase of ``main`` in progress) is passed over."""
     ref = f"refs/heads/{branch}"
     linked = common / "worktrees"
     admins = [common, *sorted(linked.iterdir() if linked.is_dir() else [])]
@@ -109,11 +115,14 @@ def refuse_mid_operation(common: Path, branch: str) -> None:
         busy = [op for op in _OPERATIONS if (admin / op[0]).exists()] if uses else []
         if not busy:
             continue
+        gitdir_file = _read(admin / "gitdir")  # a linked worktree names its .git file
+        where = gitdir_file and str(Path(gitdir_file).parent)
+        owner = task_branch(Path(where)) if where else None
+        if owner is not None and owner != branch:
+            continue
         _name, what, end = busy[0]
         if (admin / "rebase-apply" / "applying").exists():
             what, end = "a git am", "git am --continue or git am --abort"
-        gitdir_file = _read(admin / "gitdir")  # a linked worktree names its .git file
-        where = gitdir_file and str(Path(gitdir_file).parent)
         where = where or git.worktree_list(common)[0]["worktree"]
         raise GitStateError(
             f"{branch} is in the middle of {what} in {where}; applying now would move the "
