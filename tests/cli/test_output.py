@@ -222,3 +222,22 @@ def test_run_json_keeps_the_commands_output_on_stderr(
     shown = on_terminal("run", "--json", "--", "sh", "-c", "echo live", cwd=inited, pipe="stdout")
     assert shown.code == 0 and "live" in shown.text
     assert json.loads(shown.piped)["step_id"] == "0002"
+
+
+def test_a_file_name_a_step_chose_reaches_no_terminal_as_an_escape_sequence(
+    inited: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A step names its files as it likes, escape sequences included (a window title set,
+    the screen cleared): ``bar show``'s files line and bar's warnings write their control
+    characters as ``\\x1b``, never as they are."""
+    new_task(capfd)
+    name = "e2\x1b]0;TITLE\x07\x1b[2Jred"
+    run_sh(capfd, f"printf y > '{name}'")
+    shown = bar(capfd, "show", "1")
+    assert "\x1b" not in shown.out and "\x07" not in shown.out
+    assert "e2\\x1b]0;TITLE\\x07\\x1b[2Jred" in shown.out
+    from bar.base.notices import warn
+
+    warn(f"cannot read {name}")
+    said = capfd.readouterr().err
+    assert "\x1b" not in said and "cannot read e2\\x1b]0;TITLE\\x07" in said

@@ -7,6 +7,7 @@ the MCP server) installs its own sink with ``capture``.
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -16,10 +17,17 @@ from bar.base import progress
 Sink = Callable[[str, str], None]  # (level, message); level is "warning" or "note"
 
 
+# control characters but the line break and the tab: a message names files, branches and
+# commands a step chose, whose escape sequences must not reach the terminal as such (a
+# window title set, the screen cleared, the clipboard written)
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
 def _stderr(level: str, message: str) -> None:
     prefix = "bar: warning: " if level == "warning" else "bar: "
     progress.clear()  # a progress line is rewritten in place: not under this one
-    print(prefix + message, file=sys.stderr, flush=True)
+    shown = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", message)
+    print(prefix + shown, file=sys.stderr, flush=True)
 
 
 _sinks: list[Sink] = [_stderr]

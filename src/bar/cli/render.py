@@ -156,8 +156,9 @@ def visible(text: str) -> str:
 
 
 def one_line(text: str) -> str:
-    """``text`` on one line: its line breaks and tabs shown as ``\\n`` and ``\\t``."""
-    return text.replace("\r", "\\r").replace("\n", "\\n").replace("\t", "\\t")
+    """``text`` on one line: its line breaks and tabs shown as ``\\n`` and ``\\t``, its
+    other control characters as ``visible`` shows them."""
+    return visible(text.replace("\r", "\\r").replace("\n", "\\n").replace("\t", "\\t"))
 
 
 def checkpoint_columns(cps: Sequence[Checkpoint]) -> tuple[int, int, int]:

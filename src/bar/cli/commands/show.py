@@ -239,8 +239,8 @@ def _show_step(the_task: Task, record: Step, taken: list[Checkpoint]) -> None:
             )
         for hook in record.hooks:
             rows.append(("hook", f"{hook.phase} {hook.cmd!r} -> exit {hook.exit_code}"))
-    for key, value in rows:
-        print(f"  {key:<9} {value}")
+    for key, value in rows:  # (what a step chose, shown: never its escape sequences)
+        print(f"  {key:<9} {value if key in _PAINTED else visible(str(value))}")
     if taken:
         print(
             paint(
@@ -278,7 +278,7 @@ def _show_checkpoint_text(task: Task, cp: Checkpoint) -> None:
     kind = {"tool": "tool call", "residual": "residual", "rollback": "rollback"}.get(
         cp.kind, cp.kind
     )
-    print(f"{paint('checkpoint ' + cp.name, 'bold')}  {kind}  {cp.tool or ''}".rstrip())
+    print(f"{paint('checkpoint ' + cp.name, 'bold')}  {kind}  {visible(cp.tool or '')}".rstrip())
     rows: list[tuple[str, object]] = []
     if cp.kind == "residual":
         rows.append(
@@ -309,8 +309,8 @@ def _show_checkpoint_text(task: Task, cp: Checkpoint) -> None:
     rows.append(("snapshot", f"{short(cp.snapshot_before)} -> {short(cp.snapshot)}"))
     if cp.head:
         rows.append(("head", short(cp.head)))
-    for key, value in rows:
-        print(f"  {key:<9} {value}")
+    for key, value in rows:  # (what a step chose, shown: never its escape sequences)
+        print(f"  {key:<9} {value if key in _PAINTED else visible(str(value))}")
     if cp.patch:
         print(paint(f"\n--- patch {cp.patch}", "cyan"))
         sys.stdout.flush()
@@ -471,6 +471,7 @@ def _output_lines(summary: str) -> list[str]:
 _ANSWERED = {"deny": "denied", "ask": "asked", "warning": "warned"}
 
 
+_PAINTED = {"result"}  # the rows bar colours itself (the others are shown ``visible``)
 _FILES_SHOWN = 20  # paths named on the files line; --json lists every one
 
 
