@@ -642,6 +642,41 @@ def test_a_compression_bomb_is_refused_unread(
         assert not (inited / ".git" / "objects" / name[:2] / name[2:]).exists()
 
 
+@pytest.mark.parametrize("speed", ["fast", "slow"])
+def test_a_file_too_large_to_record_leaves_the_task_working(
+    speed: str,
+    inited: Path,
+    capfd: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A step makes files of 1.1 GiB at no cost (sparse): bar records the rest of the
+    step, says which it left out, and the next steps record as before (a patch of more
+    than 2 GiB fails in git itself: the task recorded no step again); a rollback puts
+    them aside, never deletes them."""
+    if speed == "slow":
+        monkeypatch.setenv("BAR_FAST", "0")
+    task = new_task(capfd)
+    size = "1100M"
+    res = bar(
+        capfd,
+        "run",
+        "--no-pty",
+        "--",
+        "sh",
+        "-c",
+        f"truncate -s {size} big.bin && mkdir d && truncate -s {size} d/also.bin && echo s > small",
+    )
+    assert res.code == 0, res.err
+    assert "not recorded, larger than 1.0 GiB" in res.err and "big.bin, d/also.bin" in res.err
+    assert ledger(task["id"])[-1]["diff_stat"]["file_list"] == ["small"]
+    res = bar(capfd, "run", "--no-pty", "--", "sh", "-c", "echo t > tiny")
+    assert res.code == 0 and ledger(task["id"])[-1]["diff_stat"]["file_list"] == ["tiny"]
+    assert bar(capfd, "rollback", "--to", "base").code == 0
+    wt = worktree(task)
+    kept = [p.name for p in (task_dir(task["id"]) / "trash").rglob("*.bin")]
+    assert sorted(kept + [p.name for p in wt.rglob("*.bin")]) == ["also.bin", "big.bin"]
+
+
 def test_everything_bar_keeps_is_the_developer_s_alone(
     inited: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:

@@ -14,6 +14,7 @@ import os
 import re
 import signal
 import stat
+import subprocess
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -21,7 +22,7 @@ from pathlib import Path
 from bar import git
 from bar.base import file_clock, speed
 from bar.base.ids import TreeId
-from bar.base.notices import warn
+from bar.base.notices import byte_size, warn
 from bar.changes import fast
 from bar.errors import BarError, SnapshotFailed
 from bar.git import conversions, exact, ignored, racy
@@ -503,8 +504,17 @@ def _add(worktree: Path, index: Path, paths: Sequence[str], excludes: Sequence[s
         _unrecord(worktree, index, answering, whole=True)
         if paths != ["."]:
             paths = sorted({*paths, *answering})
+    large = _too_large(worktree, index, paths)
+    if large:
+        _unrecord(worktree, index, large, whole=True)
+        warn(
+            f"not recorded, larger than {byte_size(LARGEST_FILE)} (bar records no larger "
+            f"file: its hashing, its patch and every rollback would take as long): "
+            + ", ".join(large[:10])
+            + (f" and {len(large) - 10} more" if len(large) > 10 else "")
+        )
     specs = [":(top)" if p == "." else f":(top,literal){p}" for p in paths]
-    specs += [f":(top,exclude,literal){p}" for p in excludes]
+    specs += [f":(top,exclude,literal){p}" for p in (*excludes, *large)]
     rereads = 0
     for attempt in range(1, 3 + _REREADS):
         # aide's files bar keeps in the worktree (``bar.aide.place``): bookkeeping, left
@@ -564,6 +574,64 @@ def _add(worktree: Path, index: Path, paths: Sequence[str], excludes: Sequence[s
 
 
 _NO_SPACE = (b"no space left", b"disk quota", b"file too large")
+
+
+LARGEST_FILE = 1 << 30  # bytes: a larger file is not recorded (``_too_large``)
+
+
+def _too_large(worktree: Path, index: Path, paths: Sequence[str]) -> list[str]:
+    """The files at or below ``paths`` ("." everywhere) larger than ``LARGEST_FILE`` that
+    ``git add`` would take (not ignored, not inside a nested repository). A step can make
+    a file of any size at no cost (``truncate -s 100G``, a sparse file): git would read
+    and hash all of it, and a patch of more than 2 GiB fails in git itself, so a task
+    whose step made one could record no step again. Paths named are ``lstat``ed; below a
+    directory, ``find`` looks for files that large; everywhere, the files git would
+    hash (those it does not track, and those whose stat changed) are."""
+    prefix = str(worktree) + os.sep
+    named: list[str] = []
+    folders: list[str] = []
+    if paths == ["."]:
+        for args in (
+            ("ls-files", "-o", "--exclude-standard", "-z"),
+            ("diff-files", "--name-only", "--ignore-submodules=all", "-z"),
+        ):
+            res = git.git(worktree, *args, env=_env(index), check=False)
+            named += [os.fsdecode(p) for p in res.stdout.split(b"\0") if p]
+    else:
+        named = list(paths)
+    found: list[str] = []
+    for path in named:
+        try:
+            st = os.lstat(prefix + path)
+        except OSError:
+            continue
+        if stat.S_ISREG(st.st_mode) and st.st_size > LARGEST_FILE:
+            found.append(path)
+        elif stat.S_ISDIR(st.st_mode) and paths != ["."]:
+            folders.append(prefix + path)
+    if folders:
+        larger = ("-type", "f", "-size", f"+{LARGEST_FILE // 1024}k", "-print0")
+        listed = subprocess.run(
+            ["find", *folders, "-name", ".git", "-prune", "-o", *larger],
+            capture_output=True,
+            check=False,
+        ).stdout
+        mine = os.fsencode(prefix)
+        found += [os.fsdecode(p[len(mine) :]) for p in listed.split(b"\0") if p.startswith(mine)]
+    found = [f for f in found if outside_nested(worktree, [f]) == [f]]
+    if not found:
+        return []
+    res = git.git(
+        worktree,
+        "check-ignore",
+        "-z",
+        "--stdin",
+        env=_env(index),
+        input=b"".join(os.fsencode(f) + b"\0" for f in found),
+        check=False,
+    )
+    ignored_ones = {os.fsdecode(p) for p in res.stdout.split(b"\0") if p}
+    return sorted(f for f in set(found) if f not in ignored_ones)
 
 
 _LISTED_APART = 1000  # directories whose gitlinks are listed by name; more: all of them
