@@ -54,6 +54,19 @@ HOME_EVASIONS = {
     "sed-e": "echo x > f.txt; sed '1e rm -rf ~' f.txt\n",
     "bash-env": "echo 'rm -rf ~' > env.sh; BASH_ENV=./env.sh bash -c true\n",
     "empty-arg": "sh -c 'rm -rf \"$1\"/*'\n",
+    # a script whose #! interpreter is rm by another name: a link, found from the
+    # working directory, or named with a vertical tab (the kernel splits the line on
+    # spaces and tabs alone)
+    "shebang-link": (
+        'ln -s "$(command -v rm)" zz; printf \'#!%s -rf\\n\' "$PWD/zz" > s; chmod +x s; ./s ~\n'
+    ),
+    "shebang-relative": (
+        "ln -s \"$(command -v rm)\" zz; printf '#!zz -rf\\n' > s; chmod +x s; ./s ~\n"
+    ),
+    "shebang-vtab": (
+        'ln -s "$(command -v rm)" "$(printf \'ok\\vx\')"; ln -s "$(command -v echo)" ok; '
+        "printf '#!%s/ok\\vx -rf\\n' \"$PWD\" > s; chmod +x s; ./s ~\n"
+    ),
 }
 
 

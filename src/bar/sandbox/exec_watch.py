@@ -37,6 +37,7 @@ import ctypes
 import errno
 import fcntl
 import os
+import re
 import select
 import socket
 import stat
@@ -707,36 +708,43 @@ def _digest(path: str) -> bytes | None:
         os.close(fd)
 
 
-def _shebangs(pid: int, first: tuple[str, str | None] | None) -> tuple[tuple[str, str | None], ...]:
-    """The ``#!`` lines the kernel follows from a file whose own line is ``first``: then
-    the same for an interpreter that is a script, read where the process sees it."""
-    lines: list[tuple[str, str | None]] = []
+def _shebangs(pid: int, first: _Line | None) -> tuple[tuple[_Line, tuple[str, ...]], ...]:
+    """The ``#!`` lines the kernel follows from a file whose own line is ``first``, each
+    with what else its interpreter is (the file its links lead to, the known program it
+    is a copy of: ``_names``): then the same for an interpreter that is a script. An
+    interpreter is found where the process finds it (a relative one from its working
+    directory, as the kernel opens it)."""
+    lines: list[tuple[_Line, tuple[str, ...]]] = []
     line = first
     while line is not None and len(lines) < _MAX_SHEBANGS:
-        lines.append(line)
         interpreter = line[0]
-        if not interpreter.startswith("/"):
-            break
         found = _reach(pid, interpreter)
         if found is None:
+            lines.append((line, ()))
             break
         try:
-            line = _shebang(f"/proc/self/fd/{found}")
+            probe = f"/proc/self/fd/{found}"
+            real, info = _link(probe), os.fstat(found)
+            names, after = _FILES.of(probe, interpreter, real, info)
         finally:
             os.close(found)
+        lines.append((line, names))
+        line = after
     return tuple(lines)
 
 
 def _scripts(
-    path: str, argv: list[str], shebangs: tuple[tuple[str, str | None], ...]
+    path: str, argv: list[str], shebangs: tuple[tuple[_Line, tuple[str, ...]], ...]
 ) -> tuple[tuple[str, ...], ...]:
     """The vectors the kernel makes of a script's ``#!`` lines: ``interpreter [its
-    argument] path arguments…``, the outermost first."""
+    argument] path arguments…``, the outermost first; each again under what else its
+    interpreter is (``zz -rf``, ``zz`` a link to ``rm``: ``rm -rf …`` too)."""
     made: list[tuple[str, ...]] = []
     vector = [path, *argv[1:]]
-    for interpreter, extra in shebangs:
+    for (interpreter, extra), names in shebangs:
         vector = [interpreter, *([extra] if extra else []), *vector]
         made.append(tuple(vector))
+        made += [(name, *vector[1:]) for name in names]
     return tuple(made)
 
 
@@ -750,8 +758,16 @@ def _regular(probe: str) -> bool:
         return False
 
 
-def _shebang(probe: str) -> tuple[str, str | None] | None:
-    """The interpreter and its one argument on a regular file's ``#!`` line."""
+_BINPRM_BUF = 256  # bytes of a file the kernel reads for its ``#!`` line
+
+
+def _shebang(probe: str) -> _Line | None:
+    """The interpreter and its one argument on a regular file's ``#!`` line, read as the
+    kernel reads it (``fs/binfmt_script.c``): the line ends at its newline, within the
+    first 256 bytes (without one, the interpreter's name must end there); the name ends
+    at a space, a tab or a NUL, and only those (a vertical tab is part of it); the
+    argument is what follows the spaces and tabs after it, up to a NUL, its trailing
+    spaces and tabs left out."""
     if not _regular(probe):
         return None
     try:
@@ -761,19 +777,33 @@ def _shebang(probe: str) -> tuple[str, str | None] | None:
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             return None
-        head = os.pread(fd, 256, 0)
+        head = os.pread(fd, _BINPRM_BUF, 0)
     except OSError:
         return None
     finally:
         os.close(fd)
     if not head.startswith(b"#!"):
         return None
-    line = head[2:].split(b"\n", 1)[0].strip(b" \t")
-    parts = line.split(None, 1)
-    if not parts:
+    head = head.ljust(_BINPRM_BUF, b"\0")  # (a shorter file: the kernel's buffer is zeroed)
+    end = head.find(b"\n")
+    if end < 0:
+        start = len(head[2:]) - len(head[2:].lstrip(b" \t")) + 2
+        if start >= _BINPRM_BUF - 1:
+            return None  # (only spaces and tabs: no interpreter)
+        if not re.search(rb"[ \t\0]", head[start : _BINPRM_BUF - 1]):
+            return None  # (its name may be cut: the kernel runs nothing)
+        end = _BINPRM_BUF - 1
+    line = head[2:end].rstrip(b" \t").lstrip(b" \t")
+    name = re.match(rb"[^ \t\0]*", line)
+    assert name is not None
+    if not name.group():
         return None
-    text = [p.decode("utf-8", "surrogateescape") for p in parts]
-    return text[0], (text[1].strip() if len(text) > 1 else None)
+    rest = line[name.end() :]
+    argument = None
+    if rest[:1] != b"\0":
+        argument = rest.lstrip(b" \t").split(b"\0", 1)[0] or None
+    text = name.group().decode("utf-8", "surrogateescape")
+    return text, argument.decode("utf-8", "surrogateescape") if argument else None
 
 
 def _link(path: str) -> str:
