@@ -247,7 +247,7 @@ GIT_CONFIG_BENIGN = [
     "git -c color.ui=never log",
     "git -c core.pager=cat log -n 5",
     "git -c alias.st=status st",
-    "git -c remote.origin.push=main push",
+    "git -c remote.origin.push=feature push",
     "git config user.email a@example.com",
     "git config --global alias.co checkout",
     "git config --get alias.y",
