@@ -215,6 +215,27 @@ def test_output_is_streamed_and_large(inited: Path, capfd: pytest.CaptureFixture
     assert text.endswith("line 199999\n=== STDERR ===\n")
 
 
+def test_output_past_its_limit_is_shown_not_kept(
+    inited: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A command printing without end would fill the bar home's disk: past
+    ``run.output_limit`` (each stream) its output is still shown, not kept; the kept
+    output says where it stopped, and the step ends as the command does."""
+    from helpers import set_config
+
+    set_config(run={"output_limit": "10KB"})
+    t = new_task(capfd)
+    code = "import sys\nfor i in range(20000): sys.stdout.write(f'line {i}\\n')"
+    res = bar(capfd, "run", "--no-pty", "--", os.sys.executable, "-c", code)
+    assert res.code == 0 and "line 19999" in res.out
+    assert "the rest was shown, not kept (run.output_limit" in res.err
+    text = (task_dir(t["id"]) / "artifacts/0001.output").read_text()
+    assert text.startswith("=== STDOUT ===\nline 0\n") and "line 19999" not in text
+    assert "[bar: the rest of this output was shown, not kept: past run.output_limit]" in text
+    assert len(text) < 10_000 + 200
+    assert ledger(t["id"])[-1]["exit_code"] == 0
+
+
 # --- reading ------------------------------------------------------------------------
 
 

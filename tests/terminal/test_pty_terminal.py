@@ -747,3 +747,30 @@ def test_bar_terminated_restores_terminal_and_hands_the_signal_on(
     assert termios.tcgetattr(terminal.slave) == before
     text = base.with_suffix(".output").read_bytes()
     assert text == b"=== STDOUT ===\nready\n=== STDERR ===\n"
+
+
+def test_output_past_its_limit_is_shown_not_kept(tmp_path: Path) -> None:
+    """Past ``limit`` bytes a pty step's output is still shown, not kept: the text and
+    the recording end with the mark of where it stopped."""
+    child = python("import sys\nfor i in range(3000): print(f'line {i}')")
+    shown_fd = os.open(tmp_path / "shown", os.O_WRONLY | os.O_CREAT, 0o600)
+    null = os.open(os.devnull, os.O_RDONLY)
+    try:
+        result = run_in_pty(
+            child,
+            cwd=tmp_path,
+            env=None,
+            cast_path=tmp_path / "0001.cast",
+            output_path=tmp_path / "0001.output",
+            stdin=null,
+            stdout=shown_fd,
+            limit=1000,
+        )
+    finally:
+        os.close(shown_fd)
+        os.close(null)
+    assert result.cut and result.exit_code == 0
+    assert b"line 2999" in (tmp_path / "shown").read_bytes()
+    kept = (tmp_path / "0001.output").read_text()
+    assert "line 2999" not in kept and kept.count("line ") < 200
+    assert "the rest of this output was shown, not kept" in kept

@@ -57,6 +57,10 @@ class OutputConfig:
 @record(frozen=True)
 class RunConfig:
     record_env: tuple[str, ...] = ()
+    # bytes of a step's output kept, each stream (``bar.terminal``): past it the output
+    # is still shown, not stored, and the step says so; a command printing without end
+    # would fill the disk of the bar home otherwise
+    output_limit: int = 1 << 30
 
 
 # what a step may reach (docs/sandbox.md, "The network a step may reach"), from the most
@@ -224,7 +228,7 @@ _SCHEMA: dict[str, dict[str, str]] = {
     "policy": {"enabled": "bool", "path": "str", "exec_check": "bool"},
     "hooks": {"pre_run": "strlist", "post_run": "strlist", "timeout": "number"},
     "output": {"color": "bool", "verbose": "bool"},
-    "run": {"record_env": "strlist"},
+    "run": {"record_env": "strlist", "output_limit": "size"},
     "sandbox": {
         "enabled": "bool",
         "required": "bool",
@@ -748,6 +752,7 @@ output:
   verbose: false
 run:
   record_env: []             # names of variables to record in each step (secrets as ***)
+  output_limit: 1GiB         # of a step's output (each stream) kept; the rest is shown, not kept
 sandbox:                     # what a step's command may touch (docs/sandbox.md)
   enabled: true              # confine every step (bar run --no-sandbox: one run without)
   required: false            # true: refuse to run where the kernel cannot confine

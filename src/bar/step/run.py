@@ -33,7 +33,7 @@ from bar.aide import place
 from bar.base import file_clock, speed
 from bar.base.clock import ms_since, now_iso
 from bar.base.inotify import TreeWatch
-from bar.base.notices import note, warn
+from bar.base.notices import byte_size, note, warn
 from bar.base.proc import Launch, clean_env
 from bar.base.record import field, record, replace
 from bar.changes import fast
@@ -598,7 +598,9 @@ def _execute(
             output_path=out_path,
             scrub=lambda: StreamScrubber(scrubber),
             start=start,
+            limit=task.project.config.run.output_limit,
         )
+        _say_cut(task, res.cut)
         artifacts.cast = cast_rel if cast_path.exists() else None
         if res.printed and out_path.exists():
             artifacts.output = out_rel
@@ -614,9 +616,22 @@ def _execute(
         live=req.live,
         start=start,
         detach=confinement.enabled,
+        limit=task.project.config.run.output_limit,
     )
+    _say_cut(task, piped.cut)
     artifacts.output = out_rel if piped.printed else None
     return Executed(piped.exit_code, piped.signal, artifacts)
+
+
+def _say_cut(task: Task, cut: bool) -> None:
+    """Say that the step's output went past ``run.output_limit`` (its kept output ends
+    with a mark where it stopped)."""
+    if cut:
+        limit = task.project.config.run.output_limit
+        warn(
+            f"the command printed more than {byte_size(limit)} on one stream: the rest was "
+            f"shown, not kept (run.output_limit in {task.project.paths.config})"
+        )
 
 
 def _close(confinement: Confinement, since: float, what: str | None = "a pre_run hook") -> None:

@@ -59,6 +59,7 @@ class Outcome:
     exit_code: int
     signal: int | None
     printed: bool
+    cut: bool = False  # its output went past the limit: the rest was shown, not kept
 
 
 class Forwarding:
@@ -186,22 +187,33 @@ def _write_live(stream: BinaryIO | None, data: bytes) -> BinaryIO | None:
 class _Sink:
     """An artifact being written. A failed write (disk full, quota, file-size limit) stops
     the capture, not the command: the command's output keeps reaching the terminal, and
-    bar says what could not be written."""
+    bar says what could not be written. Past ``limit`` bytes it keeps no more either,
+    and marks where it stopped (``cut_mark``)."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, limit: int | None = None) -> None:
         self.path = path
         self.error: OSError | None = None
         self._fh: BinaryIO | None = open(path, "ab", buffering=0)  # noqa: SIM115
+        self._room = limit  # bytes it may still keep (None: no limit)
+        self.cut = False
 
     def write(self, data: bytes) -> None:
         if self._fh is None or not data:
             return
+        if self._room is not None:
+            if len(data) > self._room:
+                data, self.cut = data[: self._room] + cut_mark(), True
+                self._room = 0
+            else:
+                self._room -= len(data)
         view = memoryview(data)
         try:
             while view:  # unbuffered: one write() may take only part
                 view = view[self._fh.write(view) :]
         except OSError as exc:
             self._fail(exc)
+        if self.cut:
+            self.close()  # (the rest is shown, not kept)
 
     def close(self) -> None:
         if self._fh is not None:
@@ -236,9 +248,11 @@ def run_piped(
     live: bool = True,
     start: Starter = start_directly,
     detach: bool = False,
+    limit: int | None = None,
 ) -> Outcome:
     """Run ``argv`` and capture its output into ``output_path`` (removed if it printed
-    nothing); ``start`` starts the process (``bar.sandbox`` confines it there).
+    nothing); ``start`` starts the process (``bar.sandbox`` confines it there);
+    ``limit``: the bytes of each stream kept (the rest is shown, not kept: ``cut``).
 
     ``detach``: the child gets a session of its own and, if bar's stdin is a terminal,
     no stdin: a confined command must not reach the developer's terminal, where it could
@@ -251,7 +265,7 @@ def run_piped(
     err_live: BinaryIO | None = sys.stderr.buffer if live else None
     proc: subprocess.Popen[bytes] | None = None
     try:
-        out_file, err_file = _Sink(output_path), _Sink(err_path)
+        out_file, err_file = _Sink(output_path, limit), _Sink(err_path, limit)
         stdin = subprocess.DEVNULL if detach and _is_terminal(0) else None
         with forwarding_signals(lambda: proc.pid if proc else None, group=detach) as forwarding:
             try:
@@ -291,7 +305,7 @@ def run_piped(
                     time.sleep(0.05)
                 passed = forwarding.passed
                 code, sig = exit_status(proc.wait(), passed[0] if passed else None)
-                outcome = Outcome(code, sig, printed)
+                outcome = Outcome(code, sig, printed, out_file.cut or err_file.cut)
         out_file.close()
         err_file.close()
         if outcome.printed and out_file.error is None:
@@ -301,6 +315,11 @@ def run_piped(
     finally:
         err_path.unlink(missing_ok=True)
     return outcome
+
+
+def cut_mark() -> bytes:
+    """What ends a kept output that went past its limit (``run.output_limit``)."""
+    return b"\n[bar: the rest of this output was shown, not kept: past run.output_limit]\n"
 
 
 def stderr_file(output_path: Path) -> Path:

@@ -54,6 +54,7 @@ from bar.errors import BarError, CannotConfine, ExitCode, UsageError
 from bar.terminal.cast import CastWriter
 from bar.terminal.filters import StreamFilter
 from bar.terminal.missed import Sent, members
+from bar.terminal.pipes import cut_mark
 
 _DEFAULT_SIZE = (80, 24)
 _READ_SIZE = 65536
@@ -82,6 +83,7 @@ class PtyResult:
     # the last key typed before the child ended was its terminal's interrupt character
     # (Ctrl-C), which it read itself (raw mode): the person may have stopped it with it
     interrupt_key: bool = False
+    cut: bool = False  # its output went past the limit: the rest was shown, not kept
 
 
 def _get_size(fd: int) -> tuple[int, int] | None:
@@ -159,6 +161,8 @@ class _Session:
         self.kill_at: float | None = None
         self.cast: CastWriter | None = None
         self.printed = False
+        self.room: int | None = None  # bytes of output it may still keep (None: all)
+        self.cut = False
         self.wake_r, self.wake_w = os.pipe()
         for fd in (self.wake_r, self.wake_w):
             os.set_blocking(fd, False)
@@ -275,6 +279,12 @@ class _Session:
     def record(self, data: bytes) -> None:
         assert self.cast is not None
         self.printed = True
+        if self.room is not None:
+            if self.room <= 0:
+                return  # (past the limit: shown, not kept)
+            if len(data) > self.room:
+                data, self.cut = data[: self.room] + cut_mark(), True
+            self.room -= len(data)
         self.cast.output(data)
 
     def read_busy(self, first: bytes) -> bool:
@@ -454,7 +464,7 @@ class _Session:
         code, sig = exit_status(status, self.stopped_by or self.keyed)
         width, height = start_size
         interrupt_key = self.interrupt_key and sig is None
-        return PtyResult(code, sig, printed, width, height, interrupt_key)
+        return PtyResult(code, sig, printed, width, height, interrupt_key, self.cut)
 
 
 def run_in_pty(
@@ -468,8 +478,10 @@ def run_in_pty(
     stdin: int = 0,
     stdout: int = 1,
     start: Starter = start_directly,
+    limit: int | None = None,
 ) -> PtyResult:
-    """Run ``argv`` in a new pseudo-terminal, showing and recording what it prints.
+    """Run ``argv`` in a new pseudo-terminal, showing and recording what it prints
+    (``limit``: the bytes of it kept; the rest is shown, not kept: ``cut``).
 
     ``env`` is the child's complete environment (None: bar's own). ``output_path``
     gets the plain text, in the format of every step's output, and ``cast_path`` an
@@ -490,6 +502,7 @@ def run_in_pty(
         with contextlib.suppress(Exception):
             sys.stdout.flush()
     session = _Session(stdin, stdout)
+    session.room = limit
     try:
         start_size = session.size = session.find_size()
         session.cast = CastWriter(
