@@ -63,6 +63,12 @@ HOME_EVASIONS = {
     "shebang-relative": (
         "ln -s \"$(command -v rm)\" zz; printf '#!zz -rf\\n' > s; chmod +x s; ./s ~\n"
     ),
+    # a copy of rm, and of the dynamic loader, with a byte added (no longer the same bytes)
+    "copy-padded": 'cp "$(command -v rm)" r; printf x >> r; ./r -rf ~\n',
+    "loader-padded": (
+        "cp /lib64/ld-linux-x86-64.so.2 l 2>/dev/null || cp /lib/ld-linux-aarch64.so.1 l; "
+        'printf x >> l; chmod +x l; ./l "$(command -v rm)" -rf ~\n'
+    ),
     "shebang-vtab": (
         'ln -s "$(command -v rm)" "$(printf \'ok\\vx\')"; ln -s "$(command -v echo)" ok; '
         "printf '#!%s/ok\\vx -rf\\n' \"$PWD\" > s; chmod +x s; ./s ~\n"

@@ -639,19 +639,118 @@ def _names(probe: str, path: str, real: str, info: os.stat_result) -> tuple[str,
     if real.startswith(SYSTEM) or not stat.S_ISREG(info.st_mode):
         return tuple(found)
     same = _KNOWN_BYTES.copy_of(probe, info.st_size)
+    if same is None:
+        same = _KNOWN_BYTES.built_as(probe)
     if same is not None:
         found.append(same)
     return tuple(found)
 
 
+_ELF_NOTE_MAX = 4096  # bytes of an ELF's notes read for its build id
+_PT_DYNAMIC, _PT_INTERP, _PT_NOTE = 2, 3, 4
+_ET_DYN = 3
+_NT_GNU_BUILD_ID = 3
+
+
+def _elf(probe: str) -> tuple[bytes | None, bool] | None:
+    """An ELF program's GNU build id (None: it has none) and whether it is built as a
+    dynamic loader is (a shared object with no interpreter of its own, which runs
+    as a program: ``ld.so PROGRAM ARGS``, a static PIE too); None: not an ELF file. Read
+    from its headers alone: the bytes a copy adds at its end, or changes in its text,
+    leave them as they were."""
+    if not _regular(probe):
+        return None
+    try:
+        fd = os.open(probe, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        head = os.pread(fd, 64, 0)
+        if len(head) < 52 or head[:4] != b"\x7fELF" or head[4] not in (1, 2):
+            return None
+        order = "<" if head[5] == 1 else ">"
+        wide = head[4] == 2
+        if wide:
+            kind, _, _, _, at, _, _, _, size, count = struct.unpack_from(
+                order + "HHIQQQIHHH", head, 16
+            )
+            fields = order + "IIQQQQQQ"
+        else:
+            kind, _, _, _, at, _, _, _, size, count = struct.unpack_from(
+                order + "HHIIIIIHHH", head, 16
+            )
+            fields = order + "IIIIIIII"
+        if not 0 < count <= 128 or size < struct.calcsize(fields):
+            return None
+        table = os.pread(fd, size * count, at)
+        types: set[int] = set()
+        build_id = None
+        for n in range(min(count, len(table) // size)):
+            entry = struct.unpack_from(fields, table, n * size)
+            kind_of = entry[0]
+            offset, length = (entry[2], entry[5]) if wide else (entry[1], entry[4])
+            types.add(kind_of)
+            if kind_of == _PT_NOTE and build_id is None:
+                build_id = _build_id(os.pread(fd, min(length, _ELF_NOTE_MAX), offset), order)
+    except (OSError, struct.error):
+        return None
+    finally:
+        os.close(fd)
+    loader = kind == _ET_DYN and _PT_INTERP not in types and _PT_DYNAMIC in types
+    return build_id, loader
+
+
+def _build_id(notes: bytes, order: str) -> bytes | None:
+    """The ``NT_GNU_BUILD_ID`` among ELF ``notes``."""
+    at = 0
+    while at + 12 <= len(notes):
+        name_size, desc_size, kind = struct.unpack_from(order + "III", notes, at)
+        name_at = at + 12
+        desc_at = name_at + (name_size + 3) // 4 * 4
+        end = desc_at + (desc_size + 3) // 4 * 4
+        if end > len(notes):
+            return None
+        if kind == _NT_GNU_BUILD_ID and notes[name_at : name_at + name_size] == b"GNU\0":
+            return notes[desc_at : desc_at + desc_size] or None
+        at = end
+    return None
+
+
 class _Known:
     """The sizes and digests of the programs in ``_KNOWN`` (found on the system's
-    ``PATH``), read once, and only for a file whose size is one of theirs."""
+    ``PATH``), read once, and only for a file whose size is one of theirs; and their
+    build ids, for a copy with bytes added or changed (``built_as``)."""
 
     def __init__(self) -> None:
         self._sizes: dict[int, list[str]] | None = None
         self._digests: dict[str, bytes] = {}
+        self._built: dict[bytes, str] | None = None
+        self._loader: str | None = None
         self._lock = threading.Lock()
+
+    def built_as(self, probe: str) -> str | None:
+        """The known program an ELF file was built as (its build id is theirs), or the
+        system's dynamic loader for a file built as a loader is: a copy of ``rm`` or of
+        ``ld.so`` with a byte added is still one (``printf x >> copy``)."""
+        seen = _elf(probe)
+        if seen is None:
+            return None
+        build_id, loader = seen
+        with self._lock:
+            if self._built is None:
+                import shutil
+
+                self._built = {}
+                for name in _KNOWN:
+                    where = shutil.which(name, path=_KNOWN_PATH)
+                    known = _elf(where) if where is not None else None
+                    if where is not None and known is not None:
+                        if known[0] is not None:
+                            self._built.setdefault(known[0], where)
+                        if known[1] and self._loader is None and name.startswith("ld-"):
+                            self._loader = where
+            found = self._built.get(build_id) if build_id is not None else None
+            return found or (self._loader if loader else None)
 
     def copy_of(self, probe: str, size: int) -> str | None:
         with self._lock:
