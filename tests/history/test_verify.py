@@ -225,3 +225,24 @@ def test_record_refuses_another_state(
     res = bar(capfd, "verify", "--record", "--step", "base")
     assert res.code == 2
     assert "--record" in res.err and "hint:" in res.err
+
+
+@pytest.mark.parametrize("speed", ["fast", "slow"])
+def test_a_file_a_step_made_a_special_file_is_recorded_gone(
+    speed: str, repo: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """git records no FIFO (nor socket, nor device): a recorded file a step swapped for one
+    is recorded gone, not as it was, so the record and the disk agree (``bar verify``),
+    and a rollback puts the FIFO in the trash."""
+    if speed == "slow":
+        monkeypatch.setenv("BAR_FAST", "0")
+    init_clean(repo, capfd)
+    task = new_task(capfd)
+    monkeypatch.chdir(worktree(task))
+    run_sh(capfd, "echo a > a && echo b > b")
+    res = bar(capfd, "run", "--no-pty", "--", "sh", "-c", "rm a && mkfifo a")
+    assert res.code == 0 and "a: can only add regular files" in res.err
+    assert ledger(task["id"])[-1]["diff_stat"]["file_list"] == ["a"]
+    assert bar(capfd, "verify").code == 0
+    assert bar(capfd, "rollback", "--to", "1").code == 0
+    assert (worktree(task) / "a").read_text() == "a\n"

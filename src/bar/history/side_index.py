@@ -481,6 +481,11 @@ _UNREADABLE = re.compile(
 )
 
 
+# git's words for a path that is no file, link or repository (a FIFO, a socket, a
+# device), after its name: none is recorded, and a file recorded there before is gone
+_SPECIAL = b": can only add regular files, symbolic links or git-directories"
+
+
 # git's words for a file that changed while it read it (cut short under its read: "short
 # read"; a large one, streamed into a pack, found with other bytes when read again:
 # "unstable object source data"), and how many times a look reads again before it says so
@@ -564,6 +569,13 @@ def _add(worktree: Path, index: Path, paths: Sequence[str], excludes: Sequence[s
     ):
         return False  # (a path now inside a nested repository too: "Pathspec ... is in submodule")
     if said_lines and all(_UNREADABLE.match(line) for line in said_lines):
+        special = [
+            os.fsdecode(line[len(b"error: ") : -len(_SPECIAL)])
+            for line in said_lines
+            if line.startswith(b"error: ") and line.endswith(_SPECIAL)
+        ]
+        if special:  # (git keeps what its index held there: the record would say it is)
+            _unrecord(worktree, index, special, whole=True)
         warn(f"some files were not recorded: {said.decode('utf-8', 'replace').strip()}")
         return None
     raise SnapshotFailed(
