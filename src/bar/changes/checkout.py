@@ -220,6 +220,25 @@ def _marker(token: str, phase: str) -> bytes:
     return f"bar apply {token} {phase}\n".encode()
 
 
+def _refuse_links(checkout: Path, admin: Path, paths: tuple[Path, ...]) -> None:
+    """Refuse to apply where a file bar writes in the checkout's admin directory is a
+    link, or no file nor directory: the checkout of a task (``--target`` another task's
+    branch), whose admin directory its steps write, would have bar read or write through
+    it. Any bar command on that task moves such a link aside."""
+    for path in paths:
+        try:
+            mode = os.lstat(path).st_mode
+        except FileNotFoundError:
+            continue
+        if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+            raise GitStateError(
+                f"{path} is a link or a special file: bar does not write through it; "
+                "nothing was changed",
+                hint=f"if {checkout} is a task's worktree, any bar command on that task "
+                "moves it aside (bar status --task ID); then apply again",
+            )
+
+
 def lock(checkout: Path, token: str) -> None:
     """Take the checkout's ``index.lock`` for the apply named ``token`` (phase
     "checking": nothing written yet)."""
@@ -285,11 +304,12 @@ def advance(
     admin = _admin(checkout)
     index, staged = admin / "index", admin / "index.bar-apply"
     written = admin / "bar-apply-files"  # where files are written before they move in
+    _refuse_links(checkout, admin, (index, staged, written))
     for leftover in (staged, staged.with_name(staged.name + ".lock")):
         leftover.unlink(missing_ok=True)  # from an attempt that was killed
     shutil.rmtree(written, ignore_errors=True)
     if index.exists():
-        shutil.copyfile(index, staged)
+        shutil.copyfile(index, staged, follow_symlinks=False)
         racy.keep_time(index, staged)
     env = git.index_env(staged)
     safe.git(checkout, "read-tree", "-m", "-i", old, new, env=env)
@@ -307,6 +327,7 @@ def advance(
         paths = b"".join(p.encode("utf-8", "surrogateescape") + b"\0" for p in landing)
         with Progress(f"apply: writing {plural(len(landing), 'file')} into {checkout}") as shown:
             shown.update()
+            os.mkdir(written, 0o700)  # (made here, a directory: git writes through no link)
             safe.git(
                 checkout,
                 "checkout-index",
