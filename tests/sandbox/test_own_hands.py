@@ -664,17 +664,21 @@ def test_a_file_too_large_to_record_leaves_the_task_working(
         "--",
         "sh",
         "-c",
-        f"truncate -s {size} big.bin && mkdir d && truncate -s {size} d/also.bin && echo s > small",
+        f"truncate -s {size} big.bin && mkdir d && truncate -s {size} d/also.bin && echo s > small"
+        f" && truncate -s {size} README.md",
     )
     assert res.code == 0, res.err
-    assert "not recorded, larger than 1.0 GiB" in res.err and "big.bin, d/also.bin" in res.err
-    assert ledger(task["id"])[-1]["diff_stat"]["file_list"] == ["small"]
+    assert "not recorded, larger than 1.0 GiB" in res.err
+    assert "README.md, big.bin, d/also.bin" in res.err
+    # (a file the base holds, grown so large: recorded gone, never hashed)
+    assert ledger(task["id"])[-1]["diff_stat"]["file_list"] == ["README.md", "small"]
     res = bar(capfd, "run", "--no-pty", "--", "sh", "-c", "echo t > tiny")
     assert res.code == 0 and ledger(task["id"])[-1]["diff_stat"]["file_list"] == ["tiny"]
     assert bar(capfd, "rollback", "--to", "base").code == 0
     wt = worktree(task)
     kept = [p.name for p in (task_dir(task["id"]) / "trash").rglob("*.bin")]
     assert sorted(kept + [p.name for p in wt.rglob("*.bin")]) == ["also.bin", "big.bin"]
+    assert (wt / "README.md").read_text() == "hello\n"
 
 
 def test_everything_bar_keeps_is_the_developer_s_alone(

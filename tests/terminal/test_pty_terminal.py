@@ -752,7 +752,8 @@ def test_bar_terminated_restores_terminal_and_hands_the_signal_on(
 def test_output_past_its_limit_is_shown_not_kept(tmp_path: Path) -> None:
     """Past ``limit`` bytes a pty step's output is still shown, not kept: the text and
     the recording end with the mark of where it stopped."""
-    child = python("import sys\nfor i in range(3000): print(f'line {i}')")
+    # (control bytes: each kept as six in the recording's JSON, counted as kept)
+    child = python("import sys\nfor i in range(3000): print(f'line {i}\\x01\\x01')")
     shown_fd = os.open(tmp_path / "shown", os.O_WRONLY | os.O_CREAT, 0o600)
     null = os.open(os.devnull, os.O_RDONLY)
     try:
@@ -774,3 +775,5 @@ def test_output_past_its_limit_is_shown_not_kept(tmp_path: Path) -> None:
     kept = (tmp_path / "0001.output").read_text()
     assert "line 2999" not in kept and kept.count("line ") < 200
     assert "the rest of this output was shown, not kept" in kept
+    recorded = (tmp_path / "0001.cast").stat().st_size + len(kept)
+    assert recorded < 1000 + 2 * 65536  # (the limit, and what one read and its events hold)

@@ -312,9 +312,12 @@ def _add_held_again(
         if path in kept or excluded({path}, excludes):
             continue
         try:
-            mode = os.lstat(prefix + path).st_mode
+            st = os.lstat(prefix + path)
         except OSError:
             continue  # (gone, as recorded)
+        mode = st.st_mode
+        if stat.S_ISREG(mode) and st.st_size > LARGEST_FILE:
+            continue  # (not recorded: ``_too_large``)
         parent = os.path.dirname(path)
         beyond = parent and os.path.realpath(prefix + parent) != os.path.join(real, parent)
         made = stat.S_ISREG(mode) or stat.S_ISLNK(mode)

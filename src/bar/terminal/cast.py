@@ -131,6 +131,12 @@ class CastWriter:
         else:
             self._pieces(self._scrubber.feed_stamped(data, now))
 
+    def kept(self) -> int:
+        """The bytes of the recording and its text written so far (an escaped byte takes
+        up to six in the recording's JSON)."""
+        cast = os.fstat(self._fd).st_size if self._fd is not None else 0
+        return cast + (self._text_file.size() if self._text_file is not None else 0)
+
     def resize(self, width: int, height: int) -> None:
         self._release()  # (what was printed before it comes before it)
         self._line([self._at(self._clock()), "r", f"{width}x{height}"])

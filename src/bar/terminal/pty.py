@@ -161,7 +161,7 @@ class _Session:
         self.kill_at: float | None = None
         self.cast: CastWriter | None = None
         self.printed = False
-        self.room: int | None = None  # bytes of output it may still keep (None: all)
+        self.limit: int | None = None  # bytes of the recording kept at most (None: all)
         self.cut = False
         self.wake_r, self.wake_w = os.pipe()
         for fd in (self.wake_r, self.wake_w):
@@ -279,12 +279,11 @@ class _Session:
     def record(self, data: bytes) -> None:
         assert self.cast is not None
         self.printed = True
-        if self.room is not None:
-            if self.room <= 0:
+        if self.limit is not None:  # (the bytes kept, the recording's and its text's)
+            if self.cut:
                 return  # (past the limit: shown, not kept)
-            if len(data) > self.room:
-                data, self.cut = data[: self.room] + cut_mark(), True
-            self.room -= len(data)
+            if self.cast.kept() + len(data) > self.limit:
+                data, self.cut = cut_mark(), True
         self.cast.output(data)
 
     def read_busy(self, first: bytes) -> bool:
@@ -502,7 +501,7 @@ def run_in_pty(
         with contextlib.suppress(Exception):
             sys.stdout.flush()
     session = _Session(stdin, stdout)
-    session.room = limit
+    session.limit = limit
     try:
         start_size = session.size = session.find_size()
         session.cast = CastWriter(

@@ -146,6 +146,10 @@ class TextFile:
             os.close(self._fd)
             self._fd = None
 
+    def size(self) -> int:
+        """The bytes written to the file so far."""
+        return os.fstat(self._fd).st_size if self._fd is not None else 0
+
     def _write(self, data: bytes) -> None:
         if self._scrubber is not None:
             data = self._scrubber.feed(data)
