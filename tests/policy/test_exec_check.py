@@ -439,3 +439,31 @@ def test_bar_reads_nothing_of_a_program_the_step_may_not_read(
     res = _run_script(capfd, t, f"{tool}; echo rc=$?\n")
     assert tool.exists()
     assert _exec_events(_step(t)) == [], res.err
+
+
+@confined
+def test_git_given_settings_by_its_environment_is_judged_with_them(
+    inited: Path, capfd: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """``GIT_CONFIG_COUNT``/``KEY_N``/``VALUE_N`` give git a setting as ``-c`` does: a push
+    whose refspec comes from them (``remote.origin.push=HEAD:main``) is a push to main,
+    stopped at exec though the words read ``git push origin``."""
+    t = new_task(capfd)
+    remote = tmp_path / "remote.git"
+    subprocess.run(["git", "clone", "-q", "--bare", str(inited), str(remote)], check=True)
+    before = subprocess.run(
+        ["git", "-C", str(remote), "rev-parse", "main"], capture_output=True, text=True
+    ).stdout
+    script = (
+        "git commit -q --allow-empty -m agent\n"
+        f"export GIT_CONFIG_COUNT=2 GIT_CONFIG_KEY_0=remote.x.url GIT_CONFIG_VALUE_0={remote}\n"
+        "export GIT_CONFIG_KEY_1=remote.x.push GIT_CONFIG_VALUE_1=HEAD:main\n"
+        "git push -q x; echo pushed=$?\n"
+    )
+    res = _run_script(capfd, t, script)
+    after = subprocess.run(
+        ["git", "-C", str(remote), "rev-parse", "main"], capture_output=True, text=True
+    ).stdout
+    assert after == before, res.out + res.err
+    blocked = [e for e in _exec_events(_step(t)) if e["decision"] == "block"]
+    assert any(e["rule"] == "git-push-protected-branch" for e in blocked), blocked

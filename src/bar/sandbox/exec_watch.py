@@ -148,6 +148,10 @@ class Exec:
     truncated: bool = False
     names: tuple[str, ...] = ()
     scripts: tuple[tuple[str, ...], ...] = ()
+    # for git: the variables of its new environment that give it settings
+    # (``GIT_CONFIG_COUNT``/``KEY_N``/``VALUE_N``, ``GIT_CONFIG_PARAMETERS``), judged
+    # with its words as the shell's ``VAR=value git …`` would be
+    settings: tuple[str, ...] = ()
 
 
 class Unreadable(Exception):
@@ -563,9 +567,9 @@ def _read_call(pid: int, nr: int, args: Sequence[int], hidden: Sequence[str] = (
     when no program is where the call names one (its vector is then not read)."""
     table = _TABLES[os.uname().machine]
     if nr == table[2]:
-        path_at, argv_at, dirfd, flags = args[0], args[1], None, 0
+        path_at, argv_at, env_at, dirfd, flags = args[0], args[1], args[2], None, 0
     elif nr == table[3]:
-        path_at, argv_at = args[1], args[2]
+        path_at, argv_at, env_at = args[1], args[2], args[3]
         dirfd, flags = ctypes.c_int32(args[0] & 0xFFFFFFFF).value, args[4]
     else:
         return None
@@ -593,13 +597,34 @@ def _read_call(pid: int, nr: int, args: Sequence[int], hidden: Sequence[str] = (
         probe = f"/proc/self/fd/{program}"
         names, first = _FILES.of(probe, path, real, info)
         scripts = _scripts(path, argv, _shebangs(pid, first)) if first is not None else ()
+        settings: tuple[str, ...] = ()
+        if any(_gitlike(n) for n in (path, real, *names, argv[0] if argv else "")):
+            settings = tuple(e for e in _vector(fd, env_at)[0] if e.startswith(_GIT_SETTINGS))
     except PermissionError as exc:
         raise Unreadable(str(exc)) from None
     finally:
         os.close(fd)
         if program >= 0:
             os.close(program)
-    return Exec(pid, path, tuple(argv), _link(f"/proc/{pid}/cwd"), truncated, names, scripts)
+    return Exec(
+        pid, path, tuple(argv), _link(f"/proc/{pid}/cwd"), truncated, names, scripts, settings
+    )
+
+
+# the variables that give git settings as ``git -c`` does (the policy's push rules read
+# them): read from the new environment of a program that is git
+_GIT_SETTINGS = (
+    "GIT_CONFIG_COUNT=",
+    "GIT_CONFIG_KEY_",
+    "GIT_CONFIG_VALUE_",
+    "GIT_CONFIG_PARAMETERS=",
+)
+
+
+def _gitlike(name: str) -> bool:
+    """Whether a program of this name is git (``git``, ``git-push``, ``git-send-pack``)."""
+    base = os.path.basename(name)
+    return base == "git" or base.startswith("git-")
 
 
 _Line = tuple[str, "str | None"]  # a #! line: the interpreter, its one argument

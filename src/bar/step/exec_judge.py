@@ -16,6 +16,7 @@ records one more event that says how many were left out.
 from __future__ import annotations
 
 import os
+import shlex
 import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -154,6 +155,12 @@ class ExecJudge:
         if os.path.basename(called) not in ("", os.path.basename(found.path)) and matters(called):
             decisions.append(judged(called, found.argv))
         decisions += [judged(vector[0], vector) for vector in found.scripts]
+        if found.settings:  # (git given settings by its environment: as ``VAR=value git …``)
+            decisions.append(
+                self.policy.evaluate_line(
+                    " ".join(shlex.quote(e) for e in (*found.settings, *found.argv)), self.places
+                )
+            )
         return _strictest(decisions), looked
 
     def shortcut(self) -> Shortcut | None:
