@@ -132,10 +132,12 @@ class CastWriter:
             self._pieces(self._scrubber.feed_stamped(data, now))
 
     def kept(self) -> int:
-        """The bytes of the recording and its text written so far (an escaped byte takes
-        up to six in the recording's JSON)."""
+        """The bytes of the recording and its text written so far, and at most what the
+        output held back for its events will take (a character escaped in the
+        recording's JSON takes up to six bytes)."""
         cast = os.fstat(self._fd).st_size if self._fd is not None else 0
-        return cast + (self._text_file.size() if self._text_file is not None else 0)
+        text = self._text_file.size() if self._text_file is not None else 0
+        return cast + text + 6 * self._held_chars
 
     def resize(self, width: int, height: int) -> None:
         self._release()  # (what was printed before it comes before it)

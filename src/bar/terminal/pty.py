@@ -58,6 +58,7 @@ from bar.terminal.pipes import cut_mark
 
 _DEFAULT_SIZE = (80, 24)
 _READ_SIZE = 65536
+_CONTROLS = bytes([*range(32), 127])  # kept escaped in a recording (``\\u0001``)
 _BATCH = 1 << 20  # bytes read from the pty before they are recorded, when it is busy
 _PENDING_LIMIT = 65536  # bytes of input queued for the child before we stop reading more
 _POLL = 0.5  # seconds between exit checks when no SIGCHLD handler could be installed
@@ -282,7 +283,9 @@ class _Session:
         if self.limit is not None:  # (the bytes kept, the recording's and its text's)
             if self.cut:
                 return  # (past the limit: shown, not kept)
-            if self.cast.kept() + len(data) > self.limit:
+            # (a control character is kept as six bytes in the recording's JSON)
+            cost = len(data) + 5 * (len(data) - len(data.translate(None, _CONTROLS)))
+            if self.cast.kept() + cost > self.limit:
                 data, self.cut = cut_mark(), True
         self.cast.output(data)
 
