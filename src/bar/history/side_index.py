@@ -507,12 +507,13 @@ def _add(worktree: Path, index: Path, paths: Sequence[str], excludes: Sequence[s
     other failure (a full disk, an object that cannot be written) raises, so a step is
     never recorded as "no changes" when its changes simply could not be stored.
     """
-    answering = _answering_gitlinks(worktree, index, paths)
+    listed = _listed(worktree, index) if paths == ["."] else None
+    answering = _answering_gitlinks(worktree, index, paths, listed)
     if answering:
         _unrecord(worktree, index, answering, whole=True)
         if paths != ["."]:
             paths = sorted({*paths, *answering})
-    large = _too_large(worktree, index, paths)
+    large = _too_large(worktree, index, paths, listed)
     if large:
         _unrecord(worktree, index, large, whole=True)
         warn(
@@ -594,7 +595,47 @@ _NO_SPACE = (b"no space left", b"disk quota", b"file too large")
 LARGEST_FILE = 1 << 30  # bytes: a larger file is not recorded (``_too_large``)
 
 
-def _too_large(worktree: Path, index: Path, paths: Sequence[str]) -> list[str]:
+def _listed(worktree: Path, index: Path) -> tuple[list[str], list[str]]:
+    """For a whole look, in one ``ls-files``: the side index's gitlinks, and the files
+    git would hash (those it does not track, and those whose stat changed)."""
+    res = git.git(
+        worktree,
+        "ls-files",
+        "-z",
+        "-t",  # (each entry's kind first: ``?`` untracked, ``H`` held, ``C`` changed)
+        "-s",
+        "-o",
+        "-m",
+        "--exclude-standard",
+        env=_env(index),
+        check=False,
+    )
+    if res.returncode != 0:
+        raise SnapshotFailed(
+            "the worktree's state could not be stored in git: "
+            + (res.err.strip() or f"git ls-files exited with {res.returncode}")
+        )
+    gitlinks: list[str] = []
+    hashed: list[str] = []
+    for entry in res.stdout.split(b"\0"):
+        kind, _, rest = entry.partition(b" ")
+        if kind == b"?":
+            hashed.append(os.fsdecode(rest))
+        elif kind in (b"H", b"C") and b"\t" in rest:
+            meta, _, path = rest.partition(b"\t")
+            if kind == b"C":
+                hashed.append(os.fsdecode(path))
+            elif meta.startswith(b"160000 "):
+                gitlinks.append(os.fsdecode(path))
+    return gitlinks, hashed
+
+
+def _too_large(
+    worktree: Path,
+    index: Path,
+    paths: Sequence[str],
+    listed: tuple[list[str], list[str]] | None = None,
+) -> list[str]:
     """The files at or below ``paths`` ("." everywhere) larger than ``LARGEST_FILE`` that
     ``git add`` would take (not ignored, not inside a nested repository). A step can make
     a file of any size at no cost (``truncate -s 100G``, a sparse file): git would read
@@ -603,17 +644,8 @@ def _too_large(worktree: Path, index: Path, paths: Sequence[str]) -> list[str]:
     directory, ``find`` looks for files that large; everywhere, the files git would
     hash (those it does not track, and those whose stat changed) are."""
     prefix = str(worktree) + os.sep
-    named: list[str] = []
     folders: list[str] = []
-    if paths == ["."]:
-        for args in (
-            ("ls-files", "-o", "--exclude-standard", "-z"),
-            ("diff-files", "--name-only", "--ignore-submodules=all", "-z"),
-        ):
-            res = git.git(worktree, *args, env=_env(index), check=False)
-            named += [os.fsdecode(p) for p in res.stdout.split(b"\0") if p]
-    else:
-        named = list(paths)
+    named = (listed or _listed(worktree, index))[1] if paths == ["."] else list(paths)
     found: list[str] = []
     for path in named:
         try:
@@ -626,13 +658,13 @@ def _too_large(worktree: Path, index: Path, paths: Sequence[str]) -> list[str]:
             folders.append(prefix + path)
     if folders:
         larger = ("-type", "f", "-size", f"+{LARGEST_FILE // 1024}k", "-print0")
-        listed = subprocess.run(
+        deep = subprocess.run(
             ["find", *folders, "-name", ".git", "-prune", "-o", *larger],
             capture_output=True,
             check=False,
         ).stdout
         mine = os.fsencode(prefix)
-        found += [os.fsdecode(p[len(mine) :]) for p in listed.split(b"\0") if p.startswith(mine)]
+        found += [os.fsdecode(p[len(mine) :]) for p in deep.split(b"\0") if p.startswith(mine)]
     found = [f for f in found if outside_nested(worktree, [f]) == [f]]
     if not found:
         return []
@@ -652,7 +684,12 @@ def _too_large(worktree: Path, index: Path, paths: Sequence[str]) -> list[str]:
 _LISTED_APART = 1000  # directories whose gitlinks are listed by name; more: all of them
 
 
-def _answering_gitlinks(worktree: Path, index: Path, paths: Sequence[str]) -> list[str]:
+def _answering_gitlinks(
+    worktree: Path,
+    index: Path,
+    paths: Sequence[str],
+    listed: tuple[list[str], list[str]] | None = None,
+) -> list[str]:
     """The nested repositories at or below ``paths`` ("." everywhere) that the side
     index may hold as gitlinks. ``git add`` asks each gitlink it holds whether it is
     dirty with a ``git status`` inside the nested repository, which reads that
@@ -664,7 +701,7 @@ def _answering_gitlinks(worktree: Path, index: Path, paths: Sequence[str]) -> li
     everywhere, the side index's gitlinks whose directory holds a repository now."""
     prefix = str(worktree) + os.sep
     if paths == ["."]:
-        found, below = [], [":(top)"]
+        found, below = list((listed or _listed(worktree, index))[0]), []
     else:
         found = [p for p in paths if os.path.lexists(prefix + p + "/.git")]
         below = [
