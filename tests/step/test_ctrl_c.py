@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from helpers import FAKE_AGENT_PATH, bar, ledger, new_task, worktree
 from mock_models import MockServer, Shell, Stall
-from ptys import on_terminal
+from ptys import CATCHING_PROMPT, on_terminal
 from real_agents import AgentSetup, agent_binary
 
 CTRL_C = b"\x03"
@@ -106,19 +106,13 @@ def test_a_program_that_goes_on_after_ctrl_c_ends_as_it_chooses(
     inited: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
     t = new_task(capfd)
-    program = (
-        "import signal\n"
-        "signal.signal(signal.SIGINT, lambda *_: print('caught', flush=True))\n"
-        "print('answer?', flush=True)\n"
-        "print('got', input())\n"
-    )
     shown = on_terminal(
         "run",
         "--pty",
         "--",
         sys.executable,
         "-c",
-        program,
+        CATCHING_PROMPT,
         cwd=inited,
         keys=[(b"answer?", CTRL_C), (b"caught", b"yes\r")],
     )

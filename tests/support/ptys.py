@@ -16,6 +16,28 @@ from pathlib import Path
 
 from helpers import BAR_EXE
 
+# A prompt that catches Ctrl-C as a shell's does, and goes on: it prints ``answer?``, then
+# ``caught`` for each Ctrl-C, then ``got LINE`` for the line typed. Python runs a
+# handler only between its own steps: a Ctrl-C typed after the prompt shows but before a
+# plain ``input()`` reaches its read would be handled only once a line came. So it waits
+# in ``select`` on its terminal and on a wake-up pipe the signal writes to, as a shell
+# waits, and no Ctrl-C is held back, however soon it comes.
+CATCHING_PROMPT = """\
+import os, select, signal, sys
+wake_r, wake_w = os.pipe()
+os.set_blocking(wake_w, False)
+signal.set_wakeup_fd(wake_w)
+signal.signal(signal.SIGINT, lambda *_: print("caught", flush=True))
+print("answer?", flush=True)
+while True:
+    ready = select.select([0, wake_r], [], [])[0]
+    if wake_r in ready:
+        os.read(wake_r, 64)
+    if 0 in ready:
+        print("got", sys.stdin.readline().strip(), flush=True)
+        break
+"""
+
 
 @dataclass
 class Shown:

@@ -8,7 +8,6 @@ keys). The text cleaner and the cast format on their own are tested in
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import fcntl
 import io
@@ -27,6 +26,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from ptys import CATCHING_PROMPT
 
 from bar.terminal.cast import full_cast, read_cast, replay_cast, text_of_cast
 from bar.terminal.pty import PtyResult, run_in_pty
@@ -144,21 +144,6 @@ def terminal() -> Iterator[Terminal]:
     term = Terminal()
     yield term
     term.close()
-
-
-def reading_its_terminal(pid: int) -> None:
-    """Wait until process ``pid`` waits in a read of its standard input: a program's
-    Python handler runs only when the interpreter is between its own steps, so a Ctrl-C
-    that comes after a prompt is printed but before the read begins is handled only
-    when the read returns (the user would have to type on); a shell's prompt is ready
-    once it reads, as here."""
-    deadline = time.monotonic() + WAIT
-    while True:
-        with contextlib.suppress(OSError):
-            if Path(f"/proc/{pid}/syscall").read_text().split()[:2] == ["0", "0x0"]:
-                return  # (read(0, ...), blocked)
-        assert time.monotonic() < deadline, f"process {pid} never read its terminal"
-        time.sleep(0.01)
 
 
 def in_background(action: Callable[[], None]) -> threading.Thread:
@@ -527,20 +512,10 @@ def test_a_program_that_goes_on_after_ctrl_c_ends_with_its_own_code(
 ) -> None:
     """Ctrl-C at a prompt that catches it (a shell's), then more typed: the program was
     not stopped by it, and ends as it chooses."""
-    child = python(
-        f"""
-        {ALARM}
-        import signal
-        import os, signal
-        signal.signal(signal.SIGINT, lambda *_: print("caught", flush=True))
-        print(os.getpid(), "answer?", flush=True)
-        print("got", input())
-        """
-    )
+    child = [sys.executable, "-c", f"{ALARM}\n{CATCHING_PROMPT}"]
 
     def user() -> None:
         terminal.wait_for(b"answer?")
-        reading_its_terminal(int(terminal.seen.split(b"answer?")[0].split()[-1]))
         terminal.type(b"\x03")
         terminal.wait_for(b"caught")
         terminal.type(b"yes\r")
