@@ -64,6 +64,7 @@ def run(
     stdout: int | None = None,
     env: dict[str, str] | None = None,
     scrub: Callable[[], FakeScrubber] | None = None,
+    limit: int | None = None,
 ) -> Run:
     shown_path = tmp_path / "shown"
     shown_fd = os.open(shown_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -78,6 +79,7 @@ def run(
             scrub=scrub,
             stdin=null if stdin is None else stdin,
             stdout=shown_fd if stdout is None else stdout,
+            limit=limit,
         )
     finally:
         os.close(shown_fd)
@@ -729,25 +731,11 @@ def test_output_past_its_limit_is_shown_not_kept(tmp_path: Path) -> None:
     the recording end with the mark of where it stopped."""
     # (control bytes: each kept as six in the recording's JSON, counted as kept)
     child = python("import sys\nfor i in range(3000): print(f'line {i}\\x01\\x01')")
-    shown_fd = os.open(tmp_path / "shown", os.O_WRONLY | os.O_CREAT, 0o600)
-    null = os.open(os.devnull, os.O_RDONLY)
-    try:
-        result = run_in_pty(
-            child,
-            cwd=tmp_path,
-            env=None,
-            cast_path=tmp_path / "0001.cast",
-            output_path=tmp_path / "0001.output",
-            stdin=null,
-            stdout=shown_fd,
-            limit=1000,
-        )
-    finally:
-        os.close(shown_fd)
-        os.close(null)
+    done = run(tmp_path, child, limit=1000)
+    result = done.result
     assert result.cut and result.exit_code == 0
-    assert b"line 2999" in (tmp_path / "shown").read_bytes()
-    kept = (tmp_path / "0001.output").read_text()
+    assert b"line 2999" in done.shown
+    kept = done.output
     assert "line 2999" not in kept and kept.count("line ") < 200
     assert "the rest of this output was shown, not kept" in kept
     recorded = (tmp_path / "0001.cast").stat().st_size + len(kept)

@@ -683,11 +683,8 @@ def _elf(probe: str) -> tuple[bytes | None, bool] | None:
     as a program: ``ld.so PROGRAM ARGS``, a static PIE too); None: not an ELF file. Read
     from its headers alone: the bytes a copy adds at its end, or changes in its text,
     leave them as they were."""
-    if not _regular(probe):
-        return None
-    try:
-        fd = os.open(probe, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
-    except OSError:
+    fd = _open_regular(probe)
+    if fd is None:
         return None
     try:
         head = os.pread(fd, 64, 0)
@@ -808,11 +805,9 @@ class _Known:
 _KNOWN_BYTES = _Known()
 
 
-def _digest(path: str) -> bytes | None:
-    """The SHA-256 of a regular file (nothing else is opened for reading: no FIFO waits,
-    no device is touched)."""
-    import hashlib
-
+def _open_regular(path: str) -> int | None:
+    """A descriptor for reading ``path`` if it is a regular file, and only then: no FIFO
+    is waited on, no device a step names is opened by bar, not even to be looked at."""
     if not _regular(path):
         return None
     try:
@@ -820,8 +815,23 @@ def _digest(path: str) -> bytes | None:
     except OSError:
         return None
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
+        if stat.S_ISREG(os.fstat(fd).st_mode):
+            return fd
+    except OSError:
+        pass
+    os.close(fd)
+    return None
+
+
+def _digest(path: str) -> bytes | None:
+    """The SHA-256 of a regular file (nothing else is opened for reading: no FIFO waits,
+    no device is touched)."""
+    import hashlib
+
+    fd = _open_regular(path)
+    if fd is None:
+        return None
+    try:
         h = hashlib.sha256()
         while chunk := os.read(fd, 1 << 20):
             h.update(chunk)
@@ -892,15 +902,10 @@ def _shebang(probe: str) -> _Line | None:
     at a space, a tab or a NUL, and only those (a vertical tab is part of it); the
     argument is what follows the spaces and tabs after it, up to a NUL, its trailing
     spaces and tabs left out."""
-    if not _regular(probe):
+    fd = _open_regular(probe)
+    if fd is None:
         return None
     try:
-        fd = os.open(probe, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
-    except OSError:
-        return None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
         head = os.pread(fd, _BINPRM_BUF, 0)
     except OSError:
         return None
