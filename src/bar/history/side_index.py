@@ -496,6 +496,11 @@ _CHANGED_WHILE_READ = re.compile(
     rb"(?m)^(error: short read while indexing |fatal: confused by unstable object source data )"
 )
 _REREADS = 20  # (in a tmpfs, where a rewrite is quick, a saving loop races most reads)
+_UNSTABLE_HINT = (
+    f"a file changed under each of git's {_REREADS + 1} reads of it (a program rewriting it"
+    " without pause); once it stops, run any bar command: the step is recorded then,"
+    " nothing is lost"
+)
 
 
 def _add(worktree: Path, index: Path, paths: Sequence[str], excludes: Sequence[str]) -> bool | None:
@@ -585,7 +590,7 @@ def _add(worktree: Path, index: Path, paths: Sequence[str], excludes: Sequence[s
     raise SnapshotFailed(
         "the worktree's state could not be stored in git: "
         + (res.err.strip() or f"git add exited with {res.returncode}"),
-        hint=_failed_hint(said_lines),
+        hint=_UNSTABLE_HINT if changed_while_read else _failed_hint(said_lines),
     )
 
 
@@ -597,23 +602,32 @@ LARGEST_FILE = 1 << 30  # bytes: a larger file is not recorded (``_too_large``)
 
 def _listed(worktree: Path, index: Path) -> tuple[list[str], list[str]]:
     """For a whole look, in one ``ls-files``: the side index's gitlinks, and the files
-    git would hash (those it does not track, and those whose stat changed)."""
-    res = git.git(
-        worktree,
-        "ls-files",
-        "-z",
-        "-t",  # (each entry's kind first: ``?`` untracked, ``H`` held, ``C`` changed)
-        "-s",
-        "-o",
-        "-m",
-        "--exclude-standard",
-        env=_env(index),
-        check=False,
-    )
+    git would hash (those it does not track, and those whose stat changed).
+
+    ``-m`` compares the bytes of a file whose stat cannot tell (changed in the second
+    the index was written) through a mapping of it, as ``git add`` does: a file cut
+    short meanwhile kills it with SIGBUS, and it is asked again, as the add is."""
+    for reread in range(_REREADS + 1):
+        res = git.git(
+            worktree,
+            "ls-files",
+            "-z",
+            "-t",  # (each entry's kind first: ``?`` untracked, ``H`` held, ``C`` changed)
+            "-s",
+            "-o",
+            "-m",
+            "--exclude-standard",
+            env=_env(index),
+            check=False,
+        )
+        if res.returncode != -signal.SIGBUS:
+            break
+        time.sleep(min(0.05, 0.01 * (reread + 1)))
     if res.returncode != 0:
         raise SnapshotFailed(
             "the worktree's state could not be stored in git: "
-            + (res.err.strip() or f"git ls-files exited with {res.returncode}")
+            + (res.err.strip() or f"git ls-files exited with {res.returncode}"),
+            hint=_UNSTABLE_HINT if res.returncode == -signal.SIGBUS else None,
         )
     gitlinks: list[str] = []
     hashed: list[str] = []

@@ -12,6 +12,7 @@ full rescan.
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -81,6 +82,11 @@ def scan(
         if diff_files.returncode is None:
             diff_files.kill()
             diff_files.wait()
+    if diff_files.returncode == -signal.SIGBUS:
+        # (it compares the bytes of a file its stat cannot judge through a mapping of
+        # it, and a file cut short meanwhile kills it: the worktree's doing, not a fault)
+        speed.fallback("a file changed while git diff-files read it")
+        return None
     if diff_files.returncode != 0:
         speed.fallback("git diff-files failed on the side index", unexpected=True)
         return None
