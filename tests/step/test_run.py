@@ -228,12 +228,17 @@ def test_output_past_its_limit_is_shown_not_kept(
     code = "import sys\nfor i in range(20000): sys.stdout.write(f'line {i}\\n')"
     res = bar(capfd, "run", "--no-pty", "--", os.sys.executable, "-c", code)
     assert res.code == 0 and "line 19999" in res.out
-    assert "the rest was shown, not kept (run.output_limit" in res.err
+    assert "printed more than 10 KB on one stream: the rest was shown, not kept" in res.err
     text = (task_dir(t["id"]) / "artifacts/0001.output").read_text()
     assert text.startswith("=== STDOUT ===\nline 0\n") and "line 19999" not in text
     assert "[bar: the rest of this output was shown, not kept: past run.output_limit]" in text
     assert len(text) < 10_000 + 200
-    assert ledger(t["id"])[-1]["exit_code"] == 0
+    assert ledger(t["id"])[-1]["exit_code"] == 0 and ledger(t["id"])[-1]["output_cut"] is True
+    shown = bar(capfd, "show", "1").out
+    assert "output    cut at run.output_limit: the rest was shown, not kept" in shown
+    bar(capfd, "run", "--no-pty", "--", "true")
+    assert "output_cut" not in ledger(t["id"])[-1]
+    assert "cut at" not in bar(capfd, "show", "2").out
 
 
 # --- reading ------------------------------------------------------------------------

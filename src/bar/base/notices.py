@@ -52,6 +52,18 @@ def byte_size(n: int) -> str:
     return f"{n} B"
 
 
+def exact_size(n: int) -> str:
+    """``n`` bytes as a person would set them, exactly: 1 GiB, 2 KB, 1,500 bytes (a limit
+    said back to whoever set it, where ``byte_size`` would round 2 KB to 2.0 KiB)."""
+    for unit, name in ((1 << 30, "GiB"), (10**9, "GB"), (1 << 20, "MiB"), (10**6, "MB")):
+        if n >= unit and n % unit == 0:
+            return f"{n // unit} {name}"
+    for unit, name in ((1 << 10, "KiB"), (10**3, "KB")):
+        if n >= unit and n % unit == 0:
+            return f"{n // unit:,} {name}"
+    return f"{n:,} byte" + ("s" if n != 1 else "")
+
+
 def warn(message: str) -> None:
     _sinks[-1]("warning", message)
 

@@ -39,12 +39,14 @@ _SIGINT = 2  # (``signal.SIGINT``; that module loads ``enum``)
 @record(frozen=True)
 class Executed:
     """How the command ended, and what it printed. ``interrupt_key``: the last key the
-    person typed was Ctrl-C, read by the program itself (``bar.terminal.pty``)."""
+    person typed was Ctrl-C, read by the program itself (``bar.terminal.pty``). ``cut``:
+    its output went past ``run.output_limit``, and what came after was shown, not kept."""
 
     exit_code: int
     signal: int | None
     artifacts: Artifacts
     interrupt_key: bool = False
+    cut: bool = False
 
 
 def complete(
@@ -124,7 +126,9 @@ def complete(
     if executed is not None and executed.interrupt_key and mid_turn:
         # a full-screen agent reads Ctrl-C as a key: it stopped the agent mid-turn, and
         # whatever code it then chose, the step is one the person interrupted
-        executed = Executed(executed.exit_code or 128 + _SIGINT, _SIGINT, executed.artifacts)
+        executed = Executed(
+            executed.exit_code or 128 + _SIGINT, _SIGINT, executed.artifacts, cut=executed.cut
+        )
     if intent.agent is not None:
         _mask_home(task, intent, scrub)
     if session is not None:
@@ -164,6 +168,8 @@ def complete(
         step.extra["session"] = session
     if stopped is not None:
         step.extra["stopped"] = stopped
+    if executed is not None and executed.cut:
+        step.extra["output_cut"] = True
     _say_nested(task, step)
     written = steps.append(task, step, scrub)
     task.paths.policy_events(step_id).unlink(missing_ok=True)

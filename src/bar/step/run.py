@@ -33,7 +33,7 @@ from bar.aide import place
 from bar.base import file_clock, speed
 from bar.base.clock import ms_since, now_iso
 from bar.base.inotify import TreeWatch
-from bar.base.notices import byte_size, note, warn
+from bar.base.notices import exact_size, note, warn
 from bar.base.proc import Launch, clean_env
 from bar.base.record import field, record, replace
 from bar.changes import fast
@@ -606,7 +606,7 @@ def _execute(
             artifacts.output = out_rel
         else:
             out_path.unlink(missing_ok=True)
-        return Executed(res.exit_code, res.signal, artifacts, res.interrupt_key)
+        return Executed(res.exit_code, res.signal, artifacts, res.interrupt_key, res.cut)
     piped = run_piped(
         argv,
         cwd=cwd,
@@ -620,7 +620,7 @@ def _execute(
     )
     _say_cut(task, piped.cut)
     artifacts.output = out_rel if piped.printed else None
-    return Executed(piped.exit_code, piped.signal, artifacts)
+    return Executed(piped.exit_code, piped.signal, artifacts, cut=piped.cut)
 
 
 def _say_cut(task: Task, cut: bool) -> None:
@@ -629,7 +629,7 @@ def _say_cut(task: Task, cut: bool) -> None:
     if cut:
         limit = task.project.config.run.output_limit
         warn(
-            f"the command printed more than {byte_size(limit)} on one stream: the rest was "
+            f"the command printed more than {exact_size(limit)} on one stream: the rest was "
             f"shown, not kept (run.output_limit in {task.project.paths.config})"
         )
 

@@ -182,6 +182,8 @@ def _show_step(the_task: Task, record: Step, taken: list[Checkpoint]) -> None:
             rows.append(("env", " ".join(f"{k}={v}" for k, v in record.env.items())))
         if record.pty:
             rows.append(("terminal", "interactive (pty)"))
+        if record.extra.get("output_cut"):
+            rows.append(("output", "cut at run.output_limit: the rest was shown, not kept"))
         sandbox = record.extra.get("sandbox")
         if isinstance(sandbox, dict):
             rows.append(("sandbox", _sandbox_text(sandbox)))
