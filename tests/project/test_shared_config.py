@@ -130,11 +130,14 @@ def test_a_broken_shared_file_is_an_error_not_ignored(
 paths = st.sampled_from(["~/.ssh", "~/.netrc", "/etc/secret", "~/.cache", "/opt"])
 names = st.sampled_from(["make lint", "echo hi", "true", "CI", "HOME"])
 own_configs = st.builds(
-    lambda pre, env, req, net, deny, timeout: config.Config(
+    lambda pre, env, req, net, deny, timeout, most: config.Config(
         hooks=config.HooksConfig(pre_run=tuple(pre), timeout=timeout),
         run=config.RunConfig(record_env=tuple(env)),
         sandbox=config.SandboxConfig(
-            required=req, network=net, deny_read=tuple(dict.fromkeys(deny))
+            required=req,
+            network=net,
+            deny_read=tuple(dict.fromkeys(deny)),
+            max_processes=most,
         ),
     ),
     st.lists(names, max_size=2),
@@ -143,6 +146,7 @@ own_configs = st.builds(
     st.sampled_from(config.NETWORK_MODES),
     st.lists(paths, max_size=3),
     st.sampled_from([1.0, 60.0, 300.0]),
+    st.sampled_from([0, 64, 4096]),
 )
 shared_data = st.fixed_dictionaries(
     {"version": st.just(1)},
@@ -162,6 +166,7 @@ shared_data = st.fixed_dictionaries(
                 "required": st.booleans(),
                 "network": st.sampled_from([*config.NETWORK_MODES, True, False]),
                 "deny_read": st.lists(paths, max_size=3),
+                "max_processes": st.sampled_from([0, 32, 100_000]),
             },
         ),
     },
@@ -182,6 +187,8 @@ def test_the_shared_file_only_adds_and_tightens(own: config.Config, data: dict[s
     rank = config.NETWORK_MODES.index  # (the later, the less a step reaches)
     assert rank(got.sandbox.network) >= rank(own.sandbox.network)
     assert got.hooks.timeout >= own.hooks.timeout
+    unbounded = 1 << 62  # (0: no bound)
+    assert (got.sandbox.max_processes or unbounded) <= (own.sandbox.max_processes or unbounded)
     # and what the file cannot hold is the developer's alone
     assert got.policy == own.policy and got.git == own.git and got.output == own.output
     assert got.sandbox.enabled == own.sandbox.enabled
@@ -195,6 +202,8 @@ def test_the_shared_file_only_adds_and_tightens(own: config.Config, data: dict[s
     if shared.get("network") in ("allow-list", True):
         assert got.sandbox.network in ("allow-list", "none")
     assert set(shared.get("deny_read", [])) <= set(got.sandbox.deny_read)
+    if shared.get("max_processes"):
+        assert 0 < got.sandbox.max_processes <= shared["max_processes"]
     team = tuple(data.get("hooks", {}).get("pre_run", []))
     assert got.hooks.pre_run[: len(team)] == team
 

@@ -627,6 +627,48 @@ print("bombs", len(data))
 """
 
 
+# forks sleeping children until one fork fails or N are made; says how many it made
+_FORKS = """
+import os, sys, time
+made = 0
+for _ in range(int(sys.argv[1])):
+    try:
+        pid = os.fork()
+    except OSError:
+        break
+    if pid == 0:
+        time.sleep(60)
+        os._exit(0)
+    made += 1
+print("made", made, flush=True)
+"""
+
+
+@own_pids
+def test_a_fork_bomb_stops_at_the_step_s_process_limit(
+    inited: Path, capfd: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """``sandbox.max_processes`` bounds a step's processes and threads, counted in the
+    step's own user namespace (its own alone, not the developer's others), and whatever
+    it made dies with the step. The kernel exempts uid 0 from the count: run as root,
+    the limit is seen set in the step."""
+    task = new_task(capfd)
+    set_config(sandbox={"max_processes": 40})
+    script = tmp_path / "forks.py"
+    script.write_text(_FORKS)
+    res = bar(capfd, "run", "--no-pty", "--", sys.executable, str(script), "200")
+    made = int(res.out.split("made ")[1].split()[0])
+    assert ledger(task["id"])[-1]["sandbox"]["max_processes"] == 40
+    assert f"stopped {made} process(es)" in res.err, res.err
+    if os.getuid() != 0:
+        assert made < 40, made
+    res = bar(capfd, "run", "--no-pty", "--", "grep", "Max processes", "/proc/self/limits")
+    assert res.out.split()[2:4] == ["40", "40"], res.out
+    set_config(sandbox={"max_processes": 0})  # (none of bar's: the developer's own stands)
+    res = bar(capfd, "run", "--no-pty", "--", "grep", "Max processes", "/proc/self/limits")
+    assert res.out.split()[2] != "40" and "max_processes" not in ledger(task["id"])[-1]["sandbox"]
+
+
 @own_pids
 def test_a_compression_bomb_is_refused_unread(
     inited: Path, capfd: pytest.CaptureFixture[str], tmp_path: Path

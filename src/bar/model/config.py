@@ -102,6 +102,9 @@ class SandboxConfig:
     allow_hosts: tuple[str, ...] = DEFAULT_HOSTS
     allow_write: tuple[str, ...] = ("~/.cache",)
     deny_read: tuple[str, ...] = ("~/.ssh", "~/.aws", "~/.gnupg", "~/.netrc")
+    # processes and threads a step may have at once (0: bar sets no limit of its own):
+    # a fork bomb stops there, never taking the machine (``bar.sandbox``)
+    max_processes: int = 4096
 
 
 # where ``bar flow`` puts each entry's commit: ``snapshot``, a commit of bar's own beside
@@ -236,6 +239,7 @@ _SCHEMA: dict[str, dict[str, str]] = {
         "allow_hosts": "hostlist",
         "allow_write": "pathlist",
         "deny_read": "pathlist",
+        "max_processes": "count",
     },
     "flow": {"phases": "phases", "commits": "flow_commits"},
     "board": {"layout": "layout"},
@@ -602,7 +606,7 @@ REPO_CONFIG = ".bar/config.yaml"
 _REPO_KEYS: dict[str, set[str]] = {
     "hooks": {"pre_run", "post_run", "timeout"},
     "run": {"record_env"},
-    "sandbox": {"required", "network", "deny_read"},
+    "sandbox": {"required", "network", "deny_read", "max_processes"},
     "flow": {"phases"},  # names only: a team's shared way of working, loosening nothing
 }
 _REPO_KEY_NAMES = sorted(f"{s}.{k}" for s, keys in _REPO_KEYS.items() for k in keys)
@@ -612,11 +616,16 @@ def _union(first: tuple[str, ...], then: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(dict.fromkeys((*first, *then)))
 
 
+def _fewer(own: int, shared: int) -> int:
+    """The tighter of two limits, 0 being none."""
+    return min(own, shared) if own and shared else own or shared
+
+
 def combine(own: Config, data: Any, path: Path) -> Config:
     """``own`` with the repository's settings ``data`` (from ``path``) added: its hooks
     run before the developer's, its lists join theirs, and its sandbox settings can only
-    tighten (``required: true``, a ``network`` that reaches less); a hook timeout is the
-    longer one."""
+    tighten (``required: true``, a ``network`` that reaches less, fewer processes); a hook
+    timeout is the longer one."""
     shared = _sections(data, path, _REPO_KEYS)
     hooks = shared.get("hooks", {})
     run_ = shared.get("run", {})
@@ -638,6 +647,7 @@ def combine(own: Config, data: Any, path: Path) -> Config:
             required=own.sandbox.required or box.get("required", False),
             network=tighter_network(own.sandbox.network, box.get("network", "open")),
             deny_read=_union(own.sandbox.deny_read, box.get("deny_read", ())),
+            max_processes=_fewer(own.sandbox.max_processes, box.get("max_processes", 0)),
         ),
         flow=replace(own.flow, phases=phases),
     )
@@ -760,6 +770,7 @@ sandbox:                     # what a step's command may touch (docs/sandbox.md)
   # allow_hosts: [api.anthropic.com, pypi.org, ...]   # default: the agents' model APIs and package registries
   allow_write: [~/.cache]    # writable besides the worktree, the task branch and TMPDIR
   deny_read: [~/.ssh, ~/.aws, ~/.gnupg, ~/.netrc]   # hidden from the command
+  max_processes: 4096        # a step's processes and threads at once (a fork bomb stops there); 0: no limit
 share:                       # task histories through git remotes (docs/sharing.md)
   # remote: origin           # where bar push / bar fetch go; may be a separate repository
   max_blob: 10MB             # larger files are cut, with a marker, in the pushed copy

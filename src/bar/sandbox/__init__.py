@@ -29,6 +29,7 @@ step runs unconfined unless ``sandbox.required`` makes that an error.
 from __future__ import annotations
 
 import os
+import resource
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -81,6 +82,9 @@ class Plan:
     # directories of the worktree the step sees read-only (a mount in its namespace):
     # aide's files, which the person's answers are read from (``bar.aide.place``)
     read_only: tuple[Path, ...] = ()
+    # the processes and threads the step may have at once (0: no limit of bar's), counted
+    # in its own user namespace (``bar.sandbox.namespace``): its own alone
+    max_processes: int = 0
 
 
 @record
@@ -121,6 +125,8 @@ class Confinement:
             rec["network_mode"] = self.plan.net.mode
             rec["objects"] = "quarantine" if self.plan.binds else "shared"
             rec["processes"] = "own" if self.plan.own_pids else "shared"
+            if self.plan.max_processes:
+                rec["max_processes"] = self.plan.max_processes
             if self.plan.read_only:
                 rec["read_only"] = [str(p) for p in self.plan.read_only]
             rec["exec_check"] = self.exec_check
@@ -180,6 +186,9 @@ class Confinement:
         capabilities = lockdown.Capabilities() if ruleset is not None else None
 
         net = self.enabled and self.plan.net.isolated and self.plan.net.mode != "open"
+        # (counted where the command has a user namespace of its own, else the limit
+        # would count every process of the developer's)
+        most = self.plan.max_processes if binds or pids or net else 0
         gate = self._gate
         execs = self._execs if ruleset is not None and self._execs is not None else None
         if execs is not None:
@@ -205,6 +214,8 @@ class Confinement:
                 for target in layers:
                     _allow_except(ruleset, target, hidden, landlock.READ, landlock.READ_DIR)
                 ruleset.restrict_this_thread()
+            if most:
+                resource.setrlimit(resource.RLIMIT_NPROC, (most, most))
             if seccomp is not None:
                 seccomp.install()
             if capabilities is not None:

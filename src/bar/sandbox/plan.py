@@ -294,6 +294,7 @@ def for_step(
         own_pids=own_pids,
         agent_layer=system is not None,
         read_only=shown,
+        max_processes=settings.max_processes,
     )
 
 
