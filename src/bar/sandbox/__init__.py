@@ -29,7 +29,6 @@ step runs unconfined unless ``sandbox.required`` makes that an error.
 from __future__ import annotations
 
 import os
-import resource
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -172,6 +171,7 @@ class Confinement:
         confines itself, in its process before exec (Landlock, then ``bar.sandbox.lockdown``:
         no setuid bit, no capability): its holder is not confined, so the command can
         neither signal nor trace it."""
+        import resource
         import subprocess
 
         from bar.errors import CannotConfine
