@@ -81,6 +81,48 @@ def test_no_shape_of_change_is_taken_for_a_short_patch(make_repo: MakeRepo, tmp_
         _replays(repo, a, b, out, tmp_path / "index")
 
 
+def test_split_and_unsplit_diffs_write_the_same_bytes_and_a_large_file_as_binary(
+    make_repo: MakeRepo, tmp_path: Path
+) -> None:
+    """A file of millions of short lines (a step writes one in a second) is diffed as
+    binary past ``git.LINE_DIFF_LARGEST``, whichever way the patch is written: git's
+    line diff holds ~40 bytes a line of each side. The split diff (two gits at once)
+    writes the very bytes the unsplit one does, binary patches in their places, for
+    every shape of change; each replays."""
+    from bar.git import LINE_DIFF_LARGEST
+
+    repo, before, after = _many_shapes(make_repo)
+    lines = b"y\n" * ((LINE_DIFF_LARGEST >> 1) + 1)
+    (repo / "lines.txt").write_bytes(lines)
+    (repo / "zz lines.txt").write_bytes(lines)
+    big = _commit(repo)
+    (repo / "lines.txt").write_bytes(lines + b"y\n")
+    (repo / "zz lines.txt").unlink()
+    (repo / "text.txt").write_text("one\n")
+    grown = _commit(repo)
+    for a, b in ((before, after), (after, before), (after, big), (big, grown), (grown, before)):
+        written = []
+        for split in (False, True):
+            out = tmp_path / f"p{int(split)}.patch"
+            head = patches._write(repo, a, b, out, split)
+            assert patches._whole(out, head) == ""
+            _replays(repo, a, b, out, tmp_path / "index")
+            written.append(out.read_bytes())
+        assert written[0] == written[1], (a, b)
+        if b"lines.txt" in written[0]:
+            assert b"\n+y\n" not in written[0] and b"\n-y\n" not in written[0]
+            assert written[0].count(b"GIT binary patch") >= 1
+    text = diffs.Diff(repo, big, grown).patch()
+    assert "GIT binary patch" in text and "\n+y\n" not in text
+    assert text.encode("utf-8", "surrogateescape") == patches_written(repo, big, grown, tmp_path)
+
+
+def patches_written(repo: Path, a: str, b: str, tmp_path: Path) -> bytes:
+    out = tmp_path / "written.patch"
+    patches._write(repo, a, b, out, False)
+    return out.read_bytes()
+
+
 def _replays(repo: Path, a: str, b: str, patch: Path, index: Path) -> None:
     """``patch`` applied to ``a`` in a scratch index gives ``b``'s tree."""
     env = {**os.environ, "GIT_INDEX_FILE": str(index)}

@@ -723,6 +723,35 @@ def test_a_file_too_large_to_record_leaves_the_task_working(
     assert (wt / "README.md").read_text() == "hello\n"
 
 
+@pytest.mark.parametrize("speed", ["fast", "slow"])
+def test_a_file_of_many_short_lines_is_diffed_as_binary(
+    speed: str,
+    inited: Path,
+    capfd: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A step writes in an instant a text file of millions of two-byte lines, for which
+    git's line diff holds ~40 bytes a line of each side (a GiB of newlines: tens of GB
+    to record). Past ``git.LINE_DIFF_LARGEST`` a file is diffed as binary: its patch is
+    a binary one, which replays; a small file beside it keeps its line diff."""
+    if speed == "slow":
+        monkeypatch.setenv("BAR_FAST", "0")
+    task = new_task(capfd)
+    big = bar_git.LINE_DIFF_LARGEST + (2 << 20)
+    script = f"yes | head -c {big} > lines.txt && echo x > small.txt"
+    assert bar(capfd, "run", "--no-pty", "--", "sh", "-c", script).code == 0
+    patch = (task_dir(task["id"]) / "artifacts/0001.patch").read_bytes()
+    assert b"GIT binary patch" in patch and b"+x\n" in patch
+    assert len(patch) < big // 100
+    assert bar(capfd, "run", "--no-pty", "--", "sh", "-c", "echo y >> lines.txt").code == 0
+    assert b"GIT binary patch" in (task_dir(task["id"]) / "artifacts/0002.patch").read_bytes()
+    wt = worktree(task)
+    assert bar(capfd, "rollback", "--to", "1").code == 0
+    assert (wt / "lines.txt").stat().st_size == big
+    assert bar(capfd, "undo").code == 0
+    assert (wt / "lines.txt").read_bytes() == b"y\n" * (big // 2) + b"y\n"
+
+
 def test_everything_bar_keeps_is_the_developer_s_alone(
     inited: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:

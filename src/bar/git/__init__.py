@@ -459,7 +459,22 @@ DIFF_FLAGS = ("--no-ext-diff", "--no-textconv", "--no-color", "-M")
 # diff.c, ``reuse_worktree_file``): a rollback's patch, written as the rollback removed
 # a file, had the deletion with none of its lines. No file can be made at this path, so
 # git reads no index and every byte from the objects.
-TREES_ONLY: Mapping[str, str] = {"GIT_INDEX_FILE": "/proc/self/no-index"}
+#
+# And a blob larger than ``LINE_DIFF_LARGEST`` is diffed as binary (``core.bigFileThreshold``
+# in a diff): git's line diff holds some 40 bytes a line of each side, twice where a
+# patch is written and counted at once, so a file of a billion newlines, which a step
+# writes in a second, took tens of GB and minutes to record (a 40 MB file of two-byte
+# lines: 0.9 GB and 7.9 s; diffed as binary, 46 MB and 0.16 s). Its binary patch replays
+# as a line patch does; it is counted as binary (``-``), not in lines. git weighs a
+# blob's size before its bytes only where it counts lines or is asked for no binary
+# patch: a ``--binary`` patch alone reads every blob first (``diff_patch_args``).
+LINE_DIFF_LARGEST = 8 << 20
+TREES_ONLY: Mapping[str, str] = {
+    "GIT_INDEX_FILE": "/proc/self/no-index",
+    "GIT_CONFIG_COUNT": "1",
+    "GIT_CONFIG_KEY_0": "core.bigFileThreshold",
+    "GIT_CONFIG_VALUE_0": str(LINE_DIFF_LARGEST),
+}
 
 
 def numstat(repo: Path | str, a: str, b: str) -> DiffStat:
@@ -547,14 +562,33 @@ def file_stats(raw: bytes) -> tuple[list[FileStat], list[str]]:
     return files, names
 
 
-def diff_patch_args(a: str, b: str, *, with_numstat: bool = False) -> list[str]:
-    """The ``git diff`` that makes a replayable patch from ``a`` to ``b``; ``with_numstat``:
-    preceded by its ``--numstat -z`` block and a NUL (one diff for both). Without rename
-    detection: a rename git pairs across a change of shape (a symbolic link ``x`` that
-    became ``x/y``) is a patch ``git apply`` refuses ("beyond a symbolic link"), while a
-    deletion and an addition replay whatever the shapes."""
+def diff_patch_args(
+    a: str, b: str, *paths: str, with_numstat: bool = False, binary: bool = True
+) -> list[str]:
+    """The ``git diff`` that makes a replayable patch from ``a`` to ``b`` (of ``paths``
+    alone, if given: literal); ``with_numstat``: preceded by its ``--numstat -z`` block
+    and a NUL (one diff for both). Without rename detection: a rename git pairs across a
+    change of shape (a symbolic link ``x`` that became ``x/y``) is a patch ``git apply``
+    refuses ("beyond a symbolic link"), while a deletion and an addition replay whatever
+    the shapes. ``binary`` False: a binary file's section says only that it differs
+    (``Binary files ... differ``), which does not replay; asked for binary patches with
+    no numstat, git reads every changed blob whole before it weighs its size, and diffs
+    one larger than ``LINE_DIFF_LARGEST`` line by line (``TREES_ONLY``)."""
     stat = ["--numstat", "-z", "--patch"] if with_numstat else []
-    return ["diff", *DIFF_FLAGS[:3], "--no-renames", *stat, "--binary", "--full-index", a, b, "--"]
+    shape = ["--binary"] if binary else []
+    named = [f":(literal){p}" for p in paths]
+    return [
+        "diff",
+        *DIFF_FLAGS[:3],
+        "--no-renames",
+        *stat,
+        *shape,
+        "--full-index",
+        a,
+        b,
+        "--",
+        *named,
+    ]
 
 
 def diff_numstat_args(a: str, b: str) -> list[str]:

@@ -7,7 +7,7 @@ import codecs
 import mmap
 import os
 import subprocess
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import BinaryIO
 
@@ -64,7 +64,7 @@ def write_patch(
 def _write(repo: Path, a: str, b: str, path: Path, split: bool) -> bytes:
     """Stream the patch into ``path``; its numstat block."""
     git_c = ["git", *git.NO_PROGRAMS, *_SMALL_PACK_WINDOWS, "-C", str(repo)]
-    cmd = [*git_c, *git.diff_patch_args(a, b, with_numstat=not split)]
+    cmd = [*git_c, *git.diff_patch_args(a, b, with_numstat=not split, binary=not split)]
     env = clean_env(git.pinned_env(repo, git.TREES_ONLY))
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
     head = b""
@@ -105,7 +105,73 @@ def _write(repo: Path, a: str, b: str, path: Path, split: bool) -> bytes:
                 head = numstat.read()
     finally:
         os.close(fd)
+    binary = [f.path for f in git.file_stats(head)[0] if f.binary] if split else []
+    if len(binary) > _BINARY_APART:
+        return _write(repo, a, b, path, False)
+    if binary:
+        _splice_binary(path, git_c, env, a, b, binary)
     return head
+
+
+# binary files whose patches a split diff writes by a third git, at most: more, and the
+# patch is written again by one git, as an unsplit diff writes it
+_BINARY_APART = 1000
+
+
+def _splice_binary(
+    path: Path, git_c: list[str], env: Mapping[str, str], a: str, b: str, binary: list[str]
+) -> None:
+    """Put the binary patches of ``binary`` (paths) in the split diff's patch at ``path``,
+    where its sections say only that they differ: written by one more git that counts
+    them too, so that git weighs each blob's size before its bytes (``git.TREES_ONLY``),
+    as the unsplit diff does. The bytes are then those the unsplit diff writes."""
+    cmd = [*git_c, *git.diff_patch_args(a, b, *binary, with_numstat=True)]
+    with _scratch_file() as out, _scratch_file() as err:
+        res = subprocess.run(cmd, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err)
+        if res.returncode != 0:
+            err.seek(0)
+            raise GitError(cmd, res.returncode, b"", err.read())
+        if not os.fstat(out.fileno()).st_size:
+            return
+        with mmap.mmap(out.fileno(), 0, access=mmap.ACCESS_READ) as extra:
+            first = extra.find(b"\0\0")  # (the numstat block's end)
+            whole: dict[bytes, list[tuple[int, int]]] = {}
+            for start, end in _sections(extra, first + 2 if first >= 0 else len(extra)):
+                whole.setdefault(_named(extra, start), []).append((start, end))
+            aside = path.with_name(path.name + ".binary")
+            flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW
+            fd = os.open(aside, flags, 0o600)
+            try:
+                with open(os.open(path, os.O_RDONLY | os.O_NOFOLLOW), "rb") as f:
+                    if os.fstat(f.fileno()).st_size:
+                        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+                            spliced: set[bytes] = set()
+                            for start, end in _sections(data, 0):
+                                name = _named(data, start)
+                                if name not in whole:
+                                    _copy(fd, data, start, end)
+                                elif name not in spliced:  # (all its sections, at its first)
+                                    spliced.add(name)
+                                    for s, e in whole[name]:
+                                        _copy(fd, extra, s, e)
+            finally:
+                os.close(fd)
+            os.replace(aside, path)
+
+
+def _copy(fd: int, data: mmap.mmap, start: int, end: int) -> None:
+    for at in range(start, end, 1 << 20):
+        _write_all(fd, data[at : min(end, at + (1 << 20))])
+
+
+def _sections(data: mmap.mmap, start: int) -> Iterator[tuple[int, int]]:
+    """Where each file's section of the patch in ``data`` begins and ends, from ``start``."""
+    size = len(data)
+    while start < size:
+        end = data.find(b"\ndiff --git ", start + 1)
+        end = size if end < 0 else end + 1
+        yield start, end
+        start = end
 
 
 def _whole(path: Path, numstat: bytes) -> str:

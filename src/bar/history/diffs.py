@@ -28,9 +28,13 @@ class Diff:
         return git.numstat(self.repo, self.from_commit, self.to_commit)
 
     def patch(self) -> str:
-        """The replayable patch between the two states."""
-        args = git.diff_patch_args(self.from_commit, self.to_commit)
-        return git.git(self.repo, *args, env=git.TREES_ONLY).out
+        """The replayable patch between the two states (asked with its numstat block,
+        which is cut off: so git weighs a blob's size before it diffs its lines,
+        ``git.TREES_ONLY``)."""
+        args = git.diff_patch_args(self.from_commit, self.to_commit, with_numstat=True)
+        raw = git.git(self.repo, *args, env=git.TREES_ONLY).stdout
+        end = raw.find(b"\0\0")
+        return raw[end + 2 if end >= 0 else len(raw) :].decode("utf-8", "surrogateescape")
 
     def text(self, *, stat_only: bool = False, with_stat: bool = False, color: bool = False) -> str:
         """As people read it: ``git diff -p`` (or ``--stat``, or both from one diff: the
