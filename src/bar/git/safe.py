@@ -89,16 +89,32 @@ class SafeGit:
         check: bool = True,
         input: bytes | None = None,
     ) -> Result:
-        # (its overrides are GIT_CONFIG_COUNT's: none may come with ``env``)
-        assert "GIT_CONFIG_COUNT" not in (env or {}), "SafeGit's configuration overridden"
         return git.git(
             where,
             f"--work-tree={os.path.abspath(where)}",
             *args,
-            env={**self.env, **(env or {})},
+            env=self._with(env),
             check=check,
             input=input,
         )
+
+    def _with(self, env: Mapping[str, str] | None) -> dict[str, str]:
+        """Its environment with ``env``'s; settings ``env`` gives git (``GIT_CONFIG_*``,
+        as ``git.TREES_ONLY`` does) follow its own, and may set none of its own keys."""
+        extra = dict(env or {})
+        count = int(extra.pop("GIT_CONFIG_COUNT", "0"))
+        pairs = [
+            (extra.pop(f"GIT_CONFIG_KEY_{i}"), extra.pop(f"GIT_CONFIG_VALUE_{i}"))
+            for i in range(count)
+        ]
+        out = {**self.env, **extra}
+        mine = int(out["GIT_CONFIG_COUNT"])
+        own = {out[f"GIT_CONFIG_KEY_{i}"].lower() for i in range(mine)}
+        for n, (key, value) in enumerate(pairs, start=mine):
+            assert key.lower() not in own, f"SafeGit's {key} overridden"
+            out[f"GIT_CONFIG_KEY_{n}"], out[f"GIT_CONFIG_VALUE_{n}"] = key, value
+        out["GIT_CONFIG_COUNT"] = str(mine + len(pairs))
+        return out
 
     def update_ref(self, where: Path, ref: str, new: str, old: str, message: str) -> None:
         """``git.update_ref`` (compare-and-swap, same crash points), with no
@@ -134,12 +150,11 @@ class SafeGit:
         if len(data) > 4096:
             done = self.git(where, *args, env=identity, input=data).out.strip()
             return lambda: done
-        assert "GIT_CONFIG_COUNT" not in (identity or {})
         started = git.start(
             where,
             f"--work-tree={os.path.abspath(where)}",
             *args,
-            env={**self.env, **(identity or {})},
+            env=self._with(identity),
             input=data,
         )
         return lambda: started.result().out.strip()
