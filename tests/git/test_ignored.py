@@ -89,3 +89,55 @@ def test_an_index_holding_only_heads_files_is_left_alone(
     before = index.read_bytes()
     drop(repo, index)
     assert index.read_bytes() == before and "x.log" in held(repo, index)
+
+
+def test_one_git_asked_many_times_answers_as_git_check_ignore_does(make_repo: MakeRepo) -> None:
+    """``Asking``: one ``git check-ignore`` for many questions says of each path what a
+    ``git check-ignore`` of its own says: rules of every level, a negated rule, a path
+    below an ignored directory, odd names, a question longer than a pipe holds, a
+    directory deeper than git's verbose answer can say. A question git fails on (a path
+    outside the worktree) is answered None, and the next ones still are."""
+    from bar.git.ignored import Asking
+
+    repo = make_repo()
+    (repo / ".gitignore").write_text("*.log\n!keep.log\n/build/\ncache*\n\\!bang\n")
+    (repo / "sub" / "local").mkdir(parents=True)
+    (repo / "build").mkdir()  # (a rule that ends in / names directories that are there)
+    deep = "/".join(["d"] * 40 + ["cache-deep"])
+    (repo / deep).mkdir(parents=True)
+    (repo / "sub" / ".gitignore").write_text("local/\n")
+    paths = [
+        "a.log",
+        "keep.log",
+        "build",
+        "build/deep/x",
+        "src",
+        "cache-1",
+        "!bang",
+        "sub/local",
+        "sub/local/y",
+        "sub/other",
+        "new\nline.log",
+        "caf\udce9.log",  # (a name that is no UTF-8)
+        *(f"many/{i:05}-{'x' * 40}{'.log' if i % 3 else ''}" for i in range(400)),
+    ]
+
+    def plain(path: str) -> bool:
+        res = subprocess.run(
+            ["git", "check-ignore", "--no-index", "-q", "--", path], cwd=repo, check=False
+        )
+        return res.returncode == 0
+
+    expected = {p for p in paths[:12] if plain(p)} | {p for p in paths[12:] if p.endswith(".log")}
+    assert {"a.log", "build", "build/deep/x", "cache-1", "!bang", "sub/local"} <= expected
+    assert not {"keep.log", "src", "sub/other"} & expected
+    with Asking(repo) as asking:
+        assert asking.ignored(paths[:12]) == {p for p in paths[:12] if p in expected}
+        assert asking.ignored([]) == set()
+        assert asking.ignored(paths) == expected  # (over 4 KB: written while git answers)
+        assert asking.ignored(["src", "a.log"]) == {"a.log"}
+        assert asking.ignored(["../outside"]) is None
+        assert asking.ignored(["src", "a.log"]) == {"a.log"}  # (each of a git of its own)
+    with Asking(repo) as asking:  # (git 2.39's verbose answer for one dies: asked again)
+        assert asking.ignored(["src", deep, "a.log"]) == {deep, "a.log"}
+        assert asking.ignored(["src", "keep.log", "a.log"]) == {"a.log"}

@@ -64,6 +64,20 @@ def exact_size(n: int) -> str:
     return f"{n:,} byte" + ("s" if n != 1 else "")
 
 
+def brief(text: str, *, lines: int = 10, width: int = 200) -> str:
+    """What another program said, cut to what a terminal can show: at most ``lines``
+    lines (then how many more there were), each at most ``width`` characters, its middle
+    left out (a path thousands of directories deep said once per level)."""
+    said = text.strip().splitlines()
+    kept = [
+        line if len(line) <= width else f"{line[: width // 2]}…{line[-(width // 2) :]}"
+        for line in said[:lines]
+    ]
+    if len(said) > lines:
+        kept.append(f"… and {plural(len(said) - lines, 'more line')}")
+    return "\n".join(kept)
+
+
 def warn(message: str) -> None:
     _sinks[-1]("warning", message)
 

@@ -173,7 +173,7 @@ class Started:
         return self._result
 
 
-_PIPE_HOLDS = 4096  # bytes a pipe always takes without blocking the writer (PIPE_BUF)
+PIPE_HOLDS = 4096  # bytes a pipe always takes without blocking the writer (PIPE_BUF)
 
 
 def start(
@@ -188,8 +188,8 @@ def start(
     other children) meanwhile. A program that cannot be started is found by ``result``.
     ``input``: a few bytes for its stdin (at most a pipe's guaranteed buffer, so that
     writing them never waits for the child)."""
-    if input is not None and len(input) > _PIPE_HOLDS:
-        raise ValueError(f"start() takes at most {_PIPE_HOLDS} bytes of input")
+    if input is not None and len(input) > PIPE_HOLDS:
+        raise ValueError(f"start() takes at most {PIPE_HOLDS} bytes of input")
     try:
         proc = subprocess.Popen(
             list(cmd),

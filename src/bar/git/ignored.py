@@ -15,10 +15,15 @@ old rules ignored and the restored ones do not become part of the state it recor
 from __future__ import annotations
 
 import os
+import subprocess
+import threading
+from collections.abc import Sequence
 from pathlib import Path
+from types import TracebackType
 
 from bar import git
 from bar.base.notices import note, plural
+from bar.base.proc import PIPE_HOLDS, clean_env
 
 # files the index holds that HEAD does not, up to which only those are asked about
 _FEW = 100
@@ -185,3 +190,158 @@ def keep_ignored(worktree: Path, now_tree: str, deleted: list[str]) -> None:
         f"kept {plural(len(ignored), 'file')} the restored .gitignore ignores "
         "(a rollback never touches ignored files)"
     )
+
+
+class Asking:
+    """What git ignores in ``worktree`` (``git check-ignore --no-index``), asked of one
+    git many times (``ignored``), each question answered before the next is put: a walk
+    that must know what git ignores at one level before it reads the next starts one
+    git for the whole walk, not one a level (a chain of thousands of nested directories
+    took thousands, each reading every level's rules again). Git names the rule that
+    decided each path only in its verbose answers, which git 2.39 cannot give for a path
+    some 25 directories deep that a rule ignores (it dies of a bad read): a question left
+    unanswered is put again, and every one after it, to a git of its own that says only
+    which paths it ignores. Used as a context manager, which ends the process."""
+
+    def __init__(self, worktree: Path) -> None:
+        self._worktree = worktree
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._alone = False  # each question to a git of its own
+        self._left = b""  # read past the last answer (none is, but a read may end anywhere)
+
+    def __enter__(self) -> Asking:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        value: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def ignored(self, paths: Sequence[str]) -> set[str] | None:
+        """Which of ``paths`` (relative to the worktree) git ignores, by the ignore files
+        alone; None where git could not say."""
+        if not paths:
+            return set()
+        if not self._alone:
+            found = self._asked(paths)
+            if found is not None:
+                return found
+            self._alone = True
+            self.close()
+        res = git.git(
+            self._worktree,
+            "check-ignore",
+            "--no-index",
+            "-z",
+            "--stdin",
+            check=False,
+            input=_question(paths),
+        )
+        if res.returncode not in (0, 1):
+            return None
+        return {p.decode("utf-8", "surrogateescape") for p in res.stdout.split(b"\0") if p}
+
+    def close(self) -> None:
+        proc, self._proc = self._proc, None
+        self._left = b""
+        if proc is None:
+            return
+        if proc.stdin is not None:
+            try:
+                proc.stdin.close()
+            except OSError:
+                pass
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
+
+    def _asked(self, paths: Sequence[str]) -> set[str] | None:
+        """``ignored`` of the one git, from its verbose answers (None: it gave none)."""
+        proc = self._started()
+        if proc is None or proc.stdin is None or proc.stdout is None:
+            return None
+        data = _question(paths)
+        if len(data) <= PIPE_HOLDS:  # (git has read all before: the pipe is empty)
+            self._write(proc, data)
+            fields = self._read(proc, 4 * len(paths))
+        else:
+            # git answers each path as it reads it: what it writes while the question is
+            # still being written must be read meanwhile, or both wait on a full pipe
+            writer = threading.Thread(target=self._write, args=(proc, data), daemon=True)
+            writer.start()
+            try:
+                fields = self._read(proc, 4 * len(paths))
+            finally:
+                writer.join()
+        if fields is None:
+            return None
+        found: set[str] = set()
+        for i, path in enumerate(paths):
+            pattern = fields[4 * i + 2]
+            # (the last rule that matched, a negated one too: that one, ``!`` first,
+            # says the path is not ignored)
+            if pattern and not pattern.startswith(b"!"):
+                found.add(path)
+        return found
+
+    def _started(self) -> subprocess.Popen[bytes] | None:
+        if self._proc is None:
+            cmd = ["git", *git.NO_PROGRAMS, "-C", str(self._worktree), *_ASK]
+            env = {"GIT_FLUSH": "1"}  # (each answer as soon as it is found)
+            try:
+                self._proc = subprocess.Popen(
+                    cmd,
+                    env=clean_env(git.pinned_env(self._worktree, env)),
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.DEVNULL,
+                )
+            except OSError:
+                return None
+        return self._proc
+
+    @staticmethod
+    def _write(proc: subprocess.Popen[bytes], data: bytes) -> None:
+        assert proc.stdin is not None
+        try:
+            proc.stdin.write(data)
+            proc.stdin.flush()
+        except (BrokenPipeError, ValueError, OSError):
+            pass  # it ended: the read finds that out
+
+    def _read(self, proc: subprocess.Popen[bytes], count: int) -> list[bytes] | None:
+        """The next ``count`` NUL-ended fields git writes (None: it ended first)."""
+        assert proc.stdout is not None
+        fd = proc.stdout.fileno()
+        fields: list[bytes] = []
+        left = self._left
+        while True:
+            *done, left = left.split(b"\0")
+            fields += done
+            if len(fields) >= count:
+                break
+            try:
+                chunk = os.read(fd, 1 << 16)
+            except OSError:
+                return None
+            if not chunk:
+                return None
+            left += chunk
+        if len(fields) > count:
+            return None  # more than was asked: not an answer to this question
+        self._left = left
+        return fields
+
+
+def _question(paths: Sequence[str]) -> bytes:
+    return b"".join(p.encode("utf-8", "surrogateescape") + b"\0" for p in paths)
+
+
+_ASK = ("check-ignore", "--no-index", "--stdin", "-z", "--verbose", "--non-matching")

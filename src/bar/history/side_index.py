@@ -22,7 +22,7 @@ from pathlib import Path
 from bar import git
 from bar.base import file_clock, speed
 from bar.base.ids import TreeId
-from bar.base.notices import byte_size, warn
+from bar.base.notices import brief, byte_size, warn
 from bar.changes import fast
 from bar.errors import BarError, SnapshotFailed
 from bar.git import conversions, exact, ignored, racy
@@ -585,7 +585,7 @@ def _add(worktree: Path, index: Path, paths: Sequence[str], excludes: Sequence[s
         ]
         if special:  # (git keeps what its index held there: the record would say it is)
             _unrecord(worktree, index, special, whole=True)
-        warn(f"some files were not recorded: {said.decode('utf-8', 'replace').strip()}")
+        warn(f"some files were not recorded: {brief(said.decode('utf-8', 'replace'))}")
         return None
     raise SnapshotFailed(
         "the worktree's state could not be stored in git: "

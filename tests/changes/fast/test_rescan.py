@@ -168,3 +168,71 @@ def test_many_files_edited_in_place_are_added_by_their_directories(
     assert bar(capfd, "run", "--", "true").code == 0
     assert task.recorded_snapshot() != recorded
     assert steps.tree_of(task, task.recorded_snapshot()) == _plain_git_tree(wt, tmp_path)
+
+
+def test_more_untracked_directories_than_are_stamped_hide_nothing(
+    repo: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Untracked directories are stamped up to a bound; past it, a file made in one of
+    the others would move no stamped directory (and no watch sees it): the stamps say
+    they are partial and every look is whole, so the file is recorded."""
+    from bar.changes.fast import rescan, stamps
+
+    monkeypatch.setenv("BAR_WATCHER_STAGE", "0")
+    assert bar(capfd, "init").code == 0
+    wt = worktree(new_task(capfd))
+    many = stamps._MAX_EXTRA + 40
+    for i in range(many):
+        (wt / "empty" / f"{i:05}").mkdir(parents=True)
+    assert bar(capfd, "run", "--", "true").code == 0
+    task = api.get_task(api.open_project(), "t1")
+    recorded = task.recorded_snapshot()
+    noted = stamps.noted(task.index) or {}
+    assert noted.get("partial") is True and len(noted["extra"]) == stamps._MAX_EXTRA
+    left_out = sorted({f"empty/{i:05}" for i in range(many)} - set(noted["extra"]))
+    assert left_out
+    (wt / left_out[0] / "made.txt").write_text("by hand\n")
+    assert rescan.changed_since(wt, task.index, recorded) is None  # (a whole look)
+    expected = _plain_git_tree(wt, tmp_path)
+    assert steps.current_tree(task, recorded) == expected
+    res = bar(capfd, "run", "--", "true")
+    assert res.code == 0 and "1 file changed outside bar" in res.err
+    task = api.get_task(api.open_project(), "t1")
+    assert steps.tree_of(task, task.recorded_snapshot()) == expected
+
+
+def test_a_chain_of_nested_directories_costs_one_git_a_look(
+    repo: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What git ignores among new untracked directories is asked level by level, of one
+    git for the whole walk: a chain of hundreds of nested directories started hundreds of
+    gits (and asked each level's ancestors for a .git again: minutes to record for two
+    thousand). Each is stamped, so a file made at the bottom later is recorded. (Deeper
+    than some 950 levels, git 2.39's check-ignore dies of its stack: those are stamped
+    whatever the rules say, which costs time, never a change.)"""
+    from bar.changes.fast import stamps
+
+    monkeypatch.setenv("BAR_WATCHER_STAGE", "0")
+    assert bar(capfd, "init").code == 0
+    wt = worktree(new_task(capfd))
+    (wt / ".gitignore").write_text("ignored/\n")
+    deep = wt.joinpath(*["d"] * 600)
+    subprocess.run(["mkdir", "-p", f"{deep}/ignored/below"], check=True)  # (os.makedirs recurses)
+    trace = tmp_path / "git-trace"
+    monkeypatch.setenv("GIT_TRACE", str(trace))
+    assert bar(capfd, "run", "--", "true").code == 0
+    monkeypatch.delenv("GIT_TRACE")
+    asked = [line for line in trace.read_text().splitlines() if "check-ignore" in line]
+    assert 1 <= len(asked) <= 4, asked  # (the look for hand edits, the step's snapshot)
+    task = api.get_task(api.open_project(), "t1")
+    noted = stamps.noted(task.index) or {}
+    bottom = "/".join(["d"] * 600)
+    assert noted.get("partial") is False and bottom in noted["extra"]
+    assert not {f"{bottom}/ignored", f"{bottom}/ignored/below"} & set(noted["extra"])
+    time.sleep(SETTLE)
+    (deep / "made.txt").write_text("by hand\n")
+    expected = _plain_git_tree(wt, tmp_path)
+    res = bar(capfd, "run", "--", "true")
+    assert res.code == 0 and "1 file changed outside bar" in res.err
+    task = api.get_task(api.open_project(), "t1")
+    assert steps.tree_of(task, task.recorded_snapshot()) == expected

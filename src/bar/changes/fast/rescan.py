@@ -126,6 +126,11 @@ def _stamps_at(index: Path, recorded: str) -> dict[str, Any] | None:
     if stamps.rules_moved(noted):
         speed.fallback("the repository's own ignore rules changed")
         return None
+    if noted.get("partial") is not False:
+        # (more untracked directories than are stamped: a file made in one of the
+        # others moves no stamped directory; stamps from before this was noted, too)
+        speed.fallback("more untracked directories than the stamps hold")
+        return None
     return noted
 
 

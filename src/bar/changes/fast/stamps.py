@@ -25,6 +25,7 @@ from typing import Any
 from bar import git
 from bar.errors import BarError
 from bar.git import exact
+from bar.git.ignored import Asking
 from bar.git.index_files import identity
 from bar.git.tree_shape import Ahead, Shape, files_in_place, list_tree, subdirs
 from bar.store.files import write_bytes_atomic
@@ -191,7 +192,7 @@ def stamp(
     fresh = _looked_at(scope, shape)
     read = ahead.subdirs() if ahead is not None and scope is None else None
     repos: list[str] = []  # nested repositories found outside the tree
-    extra, ignored = _untracked_dirs(
+    extra, ignored, partial = _untracked_dirs(
         worktree, set(dirs), scope, extra, fresh, ignored, read, was_tree, repos
     )
     unborn = _unborn(worktree, scope, old_unborn, repos, nested)
@@ -241,6 +242,7 @@ def stamp(
         "unborn": unborn,
         "extra": extra,
         "ignored": ignored,
+        "partial": partial,
         "attributes": attributes,
         "ignore_rules": [[p, *_rules_id(p, since)] for p in ignore_sources],
     }
@@ -271,7 +273,7 @@ def _untracked_dirs(
     read: dict[str, list[str]] | None = None,
     was_tree: Sequence[str] = (),
     repos: list[str] | None = None,
-) -> tuple[list[str], list[str]]:
+) -> tuple[list[str], list[str], bool]:
     """Directories on disk that the tree does not hold (empty ones, ones holding only
     ignored files, new ones under them): their mtimes are stamped too, or a file created
     in one later, under a parent whose mtime did not move, would go unseen. Kept (unless
@@ -291,7 +293,11 @@ def _untracked_dirs(
     (its last recorded file went) but is still on disk is stamped as untracked: no
     rescanned path need lie in it (only its removed files, or none: a subdirectory that
     is named whole), and a file made in it later moves its ctime alone, not its
-    parent's; unstamped, it would never be looked at again."""
+    parent's; unstamped, it would never be looked at again.
+
+    The third item: more than ``_MAX_EXTRA`` were found, and those past it are not
+    stamped; a file made in one would move no stamped directory, so the stamps then
+    cannot say what changed (``partial``: every look is whole)."""
     prefix = str(worktree) + os.sep
 
     def still(d: str) -> bool:
@@ -301,8 +307,9 @@ def _untracked_dirs(
 
     # after a full scan every one is found again (what git ignores may have changed)
     found = [] if scope is None else [d for d in old if d not in tree_dirs and still(d)]
+    repositories = _Repositories(prefix)
     if found:  # (one that became a nested repository, or lies in one, is no longer one)
-        inside = set(_in_repositories(prefix, found))
+        inside = set(repositories.inside(found))
         if repos is not None:
             repos += [d for d in found if d in inside and os.path.lexists(prefix + d + "/.git")]
         found = [d for d in found if d not in inside]
@@ -320,50 +327,75 @@ def _untracked_dirs(
             child = f"{rel}/{name}" if rel else name
             if child not in tree_dirs:
                 stack.append(child)
-    while stack and len(found) < _MAX_EXTRA:
-        level: list[str] = []  # one level at a time: one question to git per level
-        for rel in stack:
-            full = prefix + rel
-            if rel in seen or rel in tree_dirs or not os.path.isdir(full) or os.path.islink(full):
-                continue
-            if _in_repositories(prefix, [rel], own=False):
-                continue  # (a directory of a nested repository, its .git's too: not the tree's)
-            if os.path.lexists(full + "/.git"):
-                if repos is not None:
-                    repos.append(rel)
-                continue  # a nested repository: git records it as one entry
-            seen.add(rel)
-            level.append(rel)
-        stack = []
-        said = _ignored(worktree, level) if level else set()
-        for rel in level:
-            if rel in said:
-                ignored.append(rel)
-            elif len(found) < _MAX_EXTRA:
-                found.append(rel)
-                stack += [f"{rel}/{name}" for name in subdirs(prefix + rel)]
-    return found, ignored
+    with Asking(worktree) as asking:
+        while stack and len(found) < _MAX_EXTRA:
+            level: list[str] = []  # one level at a time, each a question to one git
+            for rel in stack:
+                full = prefix + rel
+                if rel in seen or rel in tree_dirs or not os.path.isdir(full):
+                    continue
+                if os.path.islink(full):
+                    continue
+                if repositories.inside([rel], own=False):
+                    continue  # (a directory of a nested repository, its .git's too)
+                if os.path.lexists(full + "/.git"):
+                    if repos is not None:
+                        repos.append(rel)
+                    continue  # a nested repository: git records it as one entry
+                seen.add(rel)
+                level.append(rel)
+            stack = []
+            said = asking.ignored(level) or set()  # (git cannot say: stamped, never lost)
+            for rel in level:
+                if rel in said:
+                    ignored.append(rel)
+                elif len(found) < _MAX_EXTRA:
+                    found.append(rel)
+                    stack += [f"{rel}/{name}" for name in subdirs(prefix + rel)]
+                else:
+                    stack.append(rel)  # (not stamped: the stamps say they are partial)
+    return found, ignored, bool(stack)
 
 
-def _in_repositories(prefix: str, dirs: Sequence[str], *, own: bool = True) -> list[str]:
-    """Those of ``dirs`` (relative to the worktree at ``prefix``) that are nested
-    repositories (``own``) or lie in one, their ``.git`` included."""
-    holds_git: dict[str, bool] = {}
-    inside: list[str] = []
-    for rel in dirs:
-        parts = rel.split("/")
-        if ".git" in parts:
-            inside.append(rel)
-            continue
-        for i in range(1, len(parts) + (1 if own else 0)):
-            above = "/".join(parts[:i])
-            found = holds_git.get(above)
-            if found is None:
-                found = holds_git[above] = os.path.lexists(prefix + above + "/.git")
-            if found:
-                inside.append(rel)
-                break
-    return inside
+class _Repositories:
+    """Which directories of the worktree at ``prefix`` are nested repositories or lie in
+    one, each directory's ``.git`` looked for once (a chain of thousands of nested
+    directories asked of each of its ancestors for each of them took minutes)."""
+
+    def __init__(self, prefix: str) -> None:
+        self._prefix = prefix
+        self._holds: dict[str, bool] = {}
+        self._below: dict[str, bool] = {}  # lies below a directory that holds a .git
+
+    def inside(self, dirs: Sequence[str], *, own: bool = True) -> list[str]:
+        """Those of ``dirs`` that are nested repositories (``own``) or lie in one, their
+        ``.git`` included."""
+        return [
+            rel
+            for rel in dirs
+            if ".git" in rel.split("/") or self.below(rel) or (own and self.holds(rel))
+        ]
+
+    def holds(self, rel: str) -> bool:
+        found = self._holds.get(rel)
+        if found is None:
+            found = self._holds[rel] = os.path.lexists(self._prefix + rel + "/.git")
+        return found
+
+    def below(self, rel: str) -> bool:
+        """Whether a directory above ``rel`` (the worktree's own root aside) holds a
+        ``.git``."""
+        chain: list[str] = []  # rel and those above it not yet known, deepest first
+        above = rel
+        while above and above not in self._below:
+            chain.append(above)
+            above = above.rpartition("/")[0]
+        known = self._below.get(above, False)
+        for d in reversed(chain):
+            parent = d.rpartition("/")[0]
+            known = known or (bool(parent) and self.holds(parent))
+            self._below[d] = known
+        return known
 
 
 def _unborn(
@@ -451,23 +483,6 @@ def nested_head(path: str) -> str | None:
     except (OSError, UnicodeDecodeError):
         return None
     return git._read_head(git_dir, common)
-
-
-def _ignored(worktree: Path, paths: list[str]) -> set[str]:
-    """Which of ``paths`` git ignores (by the ignore files alone: none is tracked). Where
-    git cannot say, none: they are stamped, which costs time, never a change."""
-    res = git.git(
-        worktree,
-        "check-ignore",
-        "--no-index",
-        "-z",
-        "--stdin",
-        check=False,
-        input=b"".join(p.encode("utf-8", "surrogateescape") + b"\0" for p in paths),
-    )
-    if res.returncode not in (0, 1):
-        return set()
-    return {p.decode("utf-8", "surrogateescape") for p in res.stdout.split(b"\0") if p}
 
 
 def shape_of(
