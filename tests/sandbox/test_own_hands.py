@@ -872,3 +872,43 @@ def test_a_secret_split_by_terminal_noise_is_masked_in_the_output(
     (step,) = ledger(task["id"])
     output = (task_dir(task["id"]) / step["artifacts"]["output"]).read_bytes()
     assert b"0123456789" not in output and b"56789" not in output and output.count(b"***") == 2
+
+
+@pytest.mark.parametrize("speed", ["fast", "slow"])
+def test_a_named_pipe_where_git_reads_rules_never_hangs_bar(
+    speed: str, inited: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """git opens each directory's ``.gitignore`` and ``.gitattributes`` with a plain
+    ``open``, which waits for ever on a named pipe: a step's ``mkfifo .gitignore`` hung
+    every later bar command. bar finds them first, records nothing while one is there and
+    says which; the step stays pending, and once they are gone the next command records
+    it whole. One made by hand later, in a look of a few paths, is found the same way."""
+    task = new_task(capfd)
+    env = {**os.environ, **({"BAR_FAST": "0"} if speed == "slow" else {})}
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [BAR_EXE, *args], cwd=inited, env=env, capture_output=True, text=True, timeout=120
+        )
+
+    script = "mkdir -p e/f && echo x > e/f/a && mkfifo e/.gitignore e/f/.gitattributes"
+    res = run("run", "--no-pty", "--", "sh", "-c", script)
+    assert res.returncode != 0 and "2 named pipes where git reads" in res.stderr, res.stderr
+    assert "e/.gitignore, e/f/.gitattributes" in res.stderr and "rm -- " in res.stderr
+    res = run("status")
+    assert "named pipes where git reads" in res.stderr
+    wt = worktree(task)
+    (wt / "e" / ".gitignore").unlink()
+    (wt / "e" / "f" / ".gitattributes").unlink()
+    res = run("run", "--no-pty", "--", "true")
+    assert res.returncode == 0, res.stderr
+    steps = ledger(task["id"])
+    assert steps[0]["exit_code"] == 0 and steps[0]["diff_stat"]["file_list"] == ["e/f/a"]
+    os.mkfifo(wt / "e" / "f" / ".gitattributes")
+    (wt / "e" / "f" / "a").write_text("edited\n")  # (git diff-files reads its attributes)
+    res = run("run", "--no-pty", "--", "true")
+    assert res.returncode != 0 and "1 named pipe where git reads" in res.stderr
+    assert "(e/f/.gitattributes)" in res.stderr
+    (wt / "e" / "f" / ".gitattributes").unlink()
+    assert run("run", "--no-pty", "--", "true").returncode == 0
+    assert ledger(task["id"])[-2]["diff_stat"]["file_list"] == ["e/f/a"]

@@ -37,7 +37,10 @@ def stage(
     started_ns = file_clock.floor()
     if racy.suspects(index):
         return None  # (files to hash whatever their stat: the command adds them)
-    found = fast.scan(worktree, index, base, Seen(paths))  # (a watch of it all)
+    try:
+        found = fast.scan(worktree, index, base, Seen(paths))  # (a watch of it all)
+    except BarError:
+        return None  # (a named pipe git would wait on: the command says so)
     if found is None or not found[0] or not _small(worktree, found[0]):
         return None
     scope = found[0]

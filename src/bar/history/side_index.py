@@ -25,7 +25,7 @@ from bar.base.ids import TreeId
 from bar.base.notices import brief, byte_size, warn
 from bar.changes import fast
 from bar.errors import BarError, SnapshotFailed
-from bar.git import conversions, exact, ignored, racy
+from bar.git import conversions, exact, fifos, ignored, racy
 from bar.git.index_files import keep_private
 from bar.store.files import write_bytes_atomic
 from bar.store.layout import AIDE_DIR, AIDE_FILES
@@ -167,6 +167,7 @@ def write_whole(
     if renormalize:
         reseed(worktree, index)
         scope = None
+    fifos.refuse(worktree, scope)  # (before any git reads the worktree's rules)
     suspects = racy.suspects(index) if suspects is None else suspects
     if suspects:
         racy.force(worktree, index, suspects)

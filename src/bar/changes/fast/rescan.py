@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from bar import git
 from bar.base import speed
 from bar.changes.fast import prescan, stamps, watcher
-from bar.git import racy
+from bar.git import fifos, racy
 from bar.git.index_files import identity, keep_private
 
 if TYPE_CHECKING:
@@ -75,6 +75,8 @@ def scan(
                 before_dirs()
             since_ns = since - stamps.RACY_NS if isinstance(since, int) else 0
             scope, unchanged = _changed_dirs(worktree, dirs, mtimes, since_ns)
+        # (git diff-files reads the attributes of a file its stat cannot judge)
+        fifos.refuse(worktree, scope)
         out, _ = diff_files.communicate()
     except _Rescan:
         return None
@@ -129,7 +131,7 @@ def _stamps_at(index: Path, recorded: str) -> dict[str, Any] | None:
     if noted.get("partial") is not False:
         # (more untracked directories than are stamped: a file made in one of the
         # others moves no stamped directory; stamps from before this was noted, too)
-        speed.fallback("more untracked directories than the stamps hold")
+        speed.fallback(stamps.PARTIAL)
         return None
     return noted
 

@@ -261,6 +261,10 @@ def _looked_at(scope: Sequence[str] | None, shape: Shape | None) -> set[str] | N
 
 
 _MAX_EXTRA = 2000  # directories outside the tree that are stamped at most
+PARTIAL = (
+    f"more than {_MAX_EXTRA:,} directories on disk hold no recorded file (empty ones, ones "
+    "of ignored files only): each command looks at the whole worktree"
+)
 
 
 def _untracked_dirs(

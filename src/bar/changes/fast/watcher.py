@@ -226,6 +226,9 @@ def keep_watching(task: Task, watch: TreeWatch, age: float, claim: Claim) -> boo
     record = stamps.noted(task.index)
     if record is None or record.get("index") != identity(task.index):
         return False
+    if record.get("partial") is True:
+        _note_mode(task.index, {"mode": "scanning", "reason": stamps.PARTIAL})
+        return False  # (every look is whole: a watch would tell them nothing)
     base = record.get("commit")
     if not isinstance(base, str) or base != task.recorded_snapshot():
         return False
@@ -311,6 +314,10 @@ def mode(index: Path) -> dict[str, Any]:
     watches covers only ``dirs`` of the worktree's directories: the other ``scanned``
     ones are statted by each command) or ``scanning`` (every file is statted, with the
     ``reason`` when one is known)."""
+    from bar.changes.fast import stamps
+
+    if (stamps.noted(index) or {}).get("partial") is True and speed.fast():
+        return {"mode": "scanning", "reason": stamps.PARTIAL}
     if running(index):
         said = _ask(index, {"op": "status"})
         if said is not None:
