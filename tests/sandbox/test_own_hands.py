@@ -723,6 +723,55 @@ def test_a_file_too_large_to_record_leaves_the_task_working(
     assert (wt / "README.md").read_text() == "hello\n"
 
 
+def _holes_seen(folder: Path) -> bool:
+    """Whether the file system of ``folder`` says where a sparse file's holes are."""
+    probe = folder / ".holes-probe"
+    with open(probe, "wb") as f:
+        f.truncate(1 << 20)
+    try:
+        with open(probe, "rb") as f:
+            return os.lseek(f.fileno(), 0, os.SEEK_HOLE) == 0 and os.stat(probe).st_blocks == 0
+    finally:
+        probe.unlink()
+
+
+@pytest.mark.parametrize("speed", ["fast", "slow"])
+def test_a_file_mostly_of_holes_is_not_recorded(
+    speed: str,
+    inited: Path,
+    capfd: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A sparse file costs a step nothing (``truncate -s 1000M``) and cost bar seconds
+    to hash, diff and roll back, each one: past 64 KiB, a file less than half written
+    is not recorded, and the look says so; a small one, or one half written, is. Once
+    written for the most part, it is recorded like any file."""
+    if not _holes_seen(inited):
+        pytest.skip("this file system does not say where a file's holes are")
+    if speed == "slow":
+        monkeypatch.setenv("BAR_FAST", "0")
+    task = new_task(capfd)
+    script = (
+        "truncate -s 10M holes.bin && mkdir d && truncate -s 200K d/holes.bin"
+        " && truncate -s 60K tiny.bin && head -c 100000 /dev/urandom > dense.bin"
+        " && truncate -s 120K half.bin"
+        " && head -c 100000 /dev/urandom | dd of=half.bin conv=notrunc 2>/dev/null"
+    )
+    res = bar(capfd, "run", "--no-pty", "--", "sh", "-c", script)
+    assert res.code == 0, res.err
+    assert "not recorded, mostly holes" in res.err and "d/holes.bin, holes.bin" in res.err
+    listed = ledger(task["id"])[-1]["diff_stat"]["file_list"]
+    assert listed == ["dense.bin", "half.bin", "tiny.bin"]
+    fill = "head -c 6000000 /dev/urandom | dd of=holes.bin conv=notrunc 2>/dev/null"
+    res = bar(capfd, "run", "--no-pty", "--", "sh", "-c", fill)
+    assert res.code == 0 and ledger(task["id"])[-1]["diff_stat"]["file_list"] == ["holes.bin"]
+    assert bar(capfd, "rollback", "--to", "base").code == 0
+    wt = worktree(task)
+    assert not (wt / "holes.bin").exists() and not (wt / "dense.bin").exists()
+    kept = [p.name for p in (task_dir(task["id"]) / "trash").rglob("holes.bin")]
+    assert kept + [p.name for p in wt.rglob("holes.bin")] == ["holes.bin"]  # (d/holes.bin)
+
+
 @pytest.mark.parametrize("speed", ["fast", "slow"])
 def test_a_file_of_many_short_lines_is_diffed_as_binary(
     speed: str,

@@ -9,6 +9,7 @@ first snapshot does not re-hash every file of the repository.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import re
@@ -317,7 +318,7 @@ def _add_held_again(
         except OSError:
             continue  # (gone, as recorded)
         mode = st.st_mode
-        if stat.S_ISREG(mode) and st.st_size > LARGEST_FILE:
+        if stat.S_ISREG(mode) and unrecordable(prefix + path, st) is not None:
             continue  # (not recorded: ``_too_large``)
         parent = os.path.dirname(path)
         beyond = parent and os.path.realpath(prefix + parent) != os.path.join(real, parent)
@@ -519,15 +520,18 @@ def _add(worktree: Path, index: Path, paths: Sequence[str], excludes: Sequence[s
         _unrecord(worktree, index, answering, whole=True)
         if paths != ["."]:
             paths = sorted({*paths, *answering})
-    large = _too_large(worktree, index, paths, listed)
+    left_out = _too_large(worktree, index, paths, listed)
+    large = list(left_out)
     if large:
         _unrecord(worktree, index, large, whole=True)
-        warn(
-            f"not recorded, larger than {byte_size(LARGEST_FILE)} (bar records no larger "
-            f"file: its hashing, its patch and every rollback would take as long): "
-            + ", ".join(large[:10])
-            + (f" and {len(large) - 10} more" if len(large) > 10 else "")
-        )
+    for why, reason in _LEFT_OUT.items():
+        these = [f for f, w in left_out.items() if w == why]
+        if these:
+            warn(
+                f"not recorded, {reason}: "
+                + ", ".join(these[:10])
+                + (f" and {len(these) - 10} more" if len(these) > 10 else "")
+            )
     specs = [":(top)" if p == "." else f":(top,literal){p}" for p in paths]
     specs += [f":(top,exclude,literal){p}" for p in (*excludes, *large)]
     rereads = 0
@@ -599,6 +603,12 @@ _NO_SPACE = (b"no space left", b"disk quota", b"file too large")
 
 
 LARGEST_FILE = 1 << 30  # bytes: a larger file is not recorded (``_too_large``)
+_LEFT_OUT = {
+    "large": f"larger than {byte_size(LARGEST_FILE)} (bar records no larger file: its "
+    "hashing, its patch and every rollback would take as long)",
+    "holes": "mostly holes (sparse files, less than half ever written: bar records none, "
+    "as hashing and diffing the holes would cost bar what making them did not)",
+}
 
 
 def _listed(worktree: Path, index: Path) -> tuple[list[str], list[str]]:
@@ -650,39 +660,59 @@ def _too_large(
     index: Path,
     paths: Sequence[str],
     listed: tuple[list[str], list[str]] | None = None,
-) -> list[str]:
-    """The files at or below ``paths`` ("." everywhere) larger than ``LARGEST_FILE`` that
-    ``git add`` would take (not ignored, not inside a nested repository). A step can make
-    a file of any size at no cost (``truncate -s 100G``, a sparse file): git would read
-    and hash all of it, and a patch of more than 2 GiB fails in git itself, so a task
-    whose step made one could record no step again. Paths named are ``lstat``ed; below a
-    directory, ``find`` looks for files that large; everywhere, the files git would
-    hash (those it does not track, and those whose stat changed) are."""
+) -> dict[str, str]:
+    """The files at or below ``paths`` ("." everywhere) that ``git add`` would take (not
+    ignored, not inside a nested repository) and bar does not record, each with why
+    (``unrecordable``: ``large``, ``holes``). A step can make a file of any size at no
+    cost (``truncate -s 100G``, a sparse file): git would read and hash all of it, and a
+    patch of more than 2 GiB fails in git itself, so a task whose step made one could
+    record no step again. Paths named are ``lstat``ed; below a directory, ``find``
+    looks for files large enough to be either; everywhere, the files git would hash
+    (those it does not track, and those whose stat changed) are. A file of holes found
+    below a directory is one only if git would hash it (a look of a directory reads
+    files it does not change)."""
     prefix = str(worktree) + os.sep
     folders: list[str] = []
     named = (listed or _listed(worktree, index))[1] if paths == ["."] else list(paths)
-    found: list[str] = []
+    found: dict[str, str] = {}
     for path in named:
         try:
             st = os.lstat(prefix + path)
         except OSError:
             continue
-        if stat.S_ISREG(st.st_mode) and st.st_size > LARGEST_FILE:
-            found.append(path)
+        if stat.S_ISREG(st.st_mode):
+            why = unrecordable(prefix + path, st)
+            if why is not None:
+                found[path] = why
         elif stat.S_ISDIR(st.st_mode) and paths != ["."]:
             folders.append(prefix + path)
+    below: set[str] = set()
     if folders:
-        larger = ("-type", "f", "-size", f"+{LARGEST_FILE // 1024}k", "-print0")
+        larger = ("-type", "f", "-size", f"+{HOLES_FROM // 1024}k", "-printf", "%s %b %p\\0")
         deep = subprocess.run(
             ["find", *folders, "-name", ".git", "-prune", "-o", *larger],
             capture_output=True,
             check=False,
         ).stdout
         mine = os.fsencode(prefix)
-        found += [os.fsdecode(p[len(mine) :]) for p in deep.split(b"\0") if p.startswith(mine)]
-    found = [f for f in found if outside_nested(worktree, [f]) == [f]]
+        for item in deep.split(b"\0"):
+            size, _, rest = item.partition(b" ")
+            blocks, _, full = rest.partition(b" ")
+            if not full.startswith(mine) or not size.isdigit() or not blocks.isdigit():
+                continue
+            if int(size) <= LARGEST_FILE and int(blocks) * 512 >= int(size) // 2:
+                continue  # (neither: most files, and no need to open them)
+            try:
+                st = os.lstat(full)
+            except OSError:
+                continue
+            why = unrecordable(os.fsdecode(full), st)
+            if why is not None:
+                found[os.fsdecode(full[len(mine) :])] = why
+                below.add(os.fsdecode(full[len(mine) :]))
+    found = {f: why for f, why in found.items() if outside_nested(worktree, [f]) == [f]}
     if not found:
-        return []
+        return {}
     res = git.git(
         worktree,
         "check-ignore",
@@ -693,7 +723,69 @@ def _too_large(
         check=False,
     )
     ignored_ones = {os.fsdecode(p) for p in res.stdout.split(b"\0") if p}
-    return sorted(f for f in set(found) if f not in ignored_ones)
+    found = {f: why for f, why in found.items() if f not in ignored_ones}
+    unsure = sorted(f for f in below if f in found and found[f] == "holes")
+    if unsure:
+        hashed = git.git(
+            worktree,
+            "ls-files",
+            "-z",
+            "-o",
+            "-m",
+            "--",
+            *(f":(top,literal){f}" for f in unsure),
+            env=_env(index),
+            check=False,
+        )
+        if hashed.returncode == 0:
+            would = {os.fsdecode(p) for p in hashed.stdout.split(b"\0") if p}
+            found = {f: why for f, why in found.items() if f in would or f not in unsure}
+    return dict(sorted(found.items()))
+
+
+HOLES_FROM = 64 << 10  # bytes: a larger file mostly of holes is not recorded
+
+
+def unrecordable(path: str, st: os.stat_result) -> str | None:
+    """Why the regular file at ``path`` (its ``lstat``, ``st``) is no file bar records:
+    ``large``, over ``LARGEST_FILE``; ``holes``, over ``HOLES_FROM`` with less than half
+    of it ever written (a sparse file: ``truncate -s 1000M`` costs a step nothing and
+    bar seconds to hash, diff and roll back, each one); None: it is recorded. The file
+    is opened only when its blocks say it may be sparse, and its holes are then asked
+    of the file system (``SEEK_HOLE``): a compressed file system counts fewer blocks
+    than bytes for a file with no hole at all."""
+    size = st.st_size
+    if size > LARGEST_FILE:
+        return "large"
+    if size <= HOLES_FROM or st.st_blocks * 512 >= size // 2:
+        return None
+    return "holes" if _written(path, size) < size // 2 else None
+
+
+def _written(path: str, size: int) -> int:
+    """The bytes of the file at ``path`` that are data, not holes, counted until half of
+    ``size`` is reached (then that much: no more is needed)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return size  # (git cannot read it either: it says so)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return size
+        data, at = 0, 0
+        while at < size and data < size // 2:
+            try:
+                start = os.lseek(fd, at, os.SEEK_DATA)
+            except OSError as e:
+                if e.errno == errno.ENXIO:
+                    break  # (no data past ``at``)
+                return size  # (the file system cannot say: taken as written)
+            end = os.lseek(fd, start, os.SEEK_HOLE)
+            data += end - start
+            at = end
+        return data
+    finally:
+        os.close(fd)
 
 
 _LISTED_APART = 1000  # directories whose gitlinks are listed by name; more: all of them
