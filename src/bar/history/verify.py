@@ -37,6 +37,7 @@ from typing import Any
 from bar import git
 from bar.base.record import field, record
 from bar.git import exact
+from bar.history.side_index import unrecordable
 from bar.store.files import read_regular
 
 # what a path of the worktree is, against the state
@@ -332,7 +333,7 @@ def _extra(worktree: Path, index: Path, entries: Iterable[_Entry]) -> list[Diffe
             else "not in the state",
         )
         for p in others.stdout.split(b"\0")
-        if p
+        if p and (p.endswith(b"/") or _recordable(os.path.join(os.fsencode(worktree), p)))
     ]
     ignored = git.git(
         worktree, "ls-files", "-z", "--others", "--ignored", "--exclude-standard", env=env
@@ -357,6 +358,15 @@ def _extra(worktree: Path, index: Path, entries: Iterable[_Entry]) -> list[Diffe
             if p and p not in in_state
         ]
     return found
+
+
+def _recordable(full: bytes) -> bool:
+    """A file a snapshot would take (not one it leaves out: ``side_index.unrecordable``)."""
+    try:
+        st = os.lstat(full)
+    except OSError:
+        return True
+    return not stat.S_ISREG(st.st_mode) or unrecordable(os.fsdecode(full), st) is None
 
 
 def mark_for_recording(index: Path, report: Report) -> list[str]:
