@@ -532,15 +532,22 @@ def _add(worktree: Path, index: Path, paths: Sequence[str], excludes: Sequence[s
                 + ", ".join(these[:10])
                 + (f" and {len(these) - 10} more" if len(these) > 10 else "")
             )
-    specs = [":(top)" if p == "." else f":(top,literal){p}" for p in paths]
-    specs += [f":(top,exclude,literal){p}" for p in (*excludes, *large)]
+    # the paths left out first: git 2.39 walks only below the named paths' common
+    # prefix, which it takes from the first pathspec, and then finds nothing in a new
+    # directory of several levels named beside a path left out (``git add -A --
+    # d/d/d/d/d/d/d/d/d/d ':(exclude).aide/decisions'`` adds none of its files, nor
+    # ``t/a ':(exclude)zz'``): a file made in an empty directory bar had stamped went
+    # unrecorded. One left out first makes the prefix empty: git walks from the top,
+    # into the named paths only.
+    specs = [f":(top,exclude,literal){p}" for p in (*excludes, *large)]
+    specs += [":(top)" if p == "." else f":(top,literal){p}" for p in paths]
     rereads = 0
     for attempt in range(1, 3 + _REREADS):
         # aide's files bar keeps in the worktree (``bar.aide.place``): bookkeeping, left
         # out whatever ignores them or not; where .aide is a link there are none (and git
         # refuses a pathspec beyond a link: a link swapped in meanwhile, looked at again)
         kept = () if os.path.islink(os.path.join(worktree, AIDE_DIR)) else AIDE_FILES
-        every = [*specs, *(f":(top,exclude,literal){p}" for p in kept)]
+        every = [*(f":(top,exclude,literal){p}" for p in kept), *specs]
         res = git.git(
             worktree,
             "-c",
