@@ -695,20 +695,16 @@ def _too_large(
             folders.append(prefix + path)
     below: set[str] = set()
     if folders:
-        larger = ("-type", "f", "-size", f"+{HOLES_FROM // 1024}k", "-printf", "%s %b %p\\0")
+        larger = ("-type", "f", "-size", f"+{HOLES_FROM // 1024}k", "-print0")
         deep = subprocess.run(
             ["find", *folders, "-name", ".git", "-prune", "-o", *larger],
             capture_output=True,
             check=False,
         ).stdout
         mine = os.fsencode(prefix)
-        for item in deep.split(b"\0"):
-            size, _, rest = item.partition(b" ")
-            blocks, _, full = rest.partition(b" ")
-            if not full.startswith(mine) or not size.isdigit() or not blocks.isdigit():
+        for full in deep.split(b"\0"):
+            if not full.startswith(mine):
                 continue
-            if int(size) <= LARGEST_FILE and int(blocks) * 512 >= int(size) // 2:
-                continue  # (neither: most files, and no need to open them)
             try:
                 st = os.lstat(full)
             except OSError:
@@ -757,14 +753,15 @@ def unrecordable(path: str, st: os.stat_result) -> str | None:
     """Why the regular file at ``path`` (its ``lstat``, ``st``) is no file bar records:
     ``large``, over ``LARGEST_FILE``; ``holes``, over ``HOLES_FROM`` with less than half
     of it ever written (a sparse file: ``truncate -s 1000M`` costs a step nothing and
-    bar seconds to hash, diff and roll back, each one); None: it is recorded. The file
-    is opened only when its blocks say it may be sparse, and its holes are then asked
-    of the file system (``SEEK_HOLE``): a compressed file system counts fewer blocks
-    than bytes for a file with no hole at all."""
+    bar seconds to hash, diff and roll back, each one); None: it is recorded. What was
+    written is asked of the file system (``SEEK_DATA``), not read from the file's
+    blocks: a compressed file system counts fewer blocks than bytes for a file with no
+    hole, and space given by ``fallocate``, which costs a step no more than a hole, is
+    counted in blocks but holds no data."""
     size = st.st_size
     if size > LARGEST_FILE:
         return "large"
-    if size <= HOLES_FROM or st.st_blocks * 512 >= size // 2:
+    if size <= HOLES_FROM:
         return None
     return "holes" if _written(path, size) < size // 2 else None
 
