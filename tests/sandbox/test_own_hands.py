@@ -950,10 +950,10 @@ def test_a_named_pipe_where_git_reads_rules_never_hangs_bar(
 
     script = "mkdir -p e/f && echo x > e/f/a && mkfifo e/.gitignore e/f/.gitattributes"
     res = run("run", "--no-pty", "--", "sh", "-c", script)
-    assert res.returncode != 0 and "2 named pipes where git reads" in res.stderr, res.stderr
+    assert res.returncode != 0 and "2 named pipes where git reads a file" in res.stderr, res.stderr
     assert "e/.gitignore, e/f/.gitattributes" in res.stderr and "rm -- " in res.stderr
     res = run("status")
-    assert "named pipes where git reads" in res.stderr
+    assert "named pipes where git reads a file" in res.stderr
     wt = worktree(task)
     (wt / "e" / ".gitignore").unlink()
     (wt / "e" / "f" / ".gitattributes").unlink()
@@ -964,8 +964,32 @@ def test_a_named_pipe_where_git_reads_rules_never_hangs_bar(
     os.mkfifo(wt / "e" / "f" / ".gitattributes")
     (wt / "e" / "f" / "a").write_text("edited\n")  # (git diff-files reads its attributes)
     res = run("run", "--no-pty", "--", "true")
-    assert res.returncode != 0 and "1 named pipe where git reads" in res.stderr
+    assert res.returncode != 0 and "1 named pipe where git reads a file" in res.stderr
     assert "(e/f/.gitattributes)" in res.stderr
     (wt / "e" / "f" / ".gitattributes").unlink()
     assert run("run", "--no-pty", "--", "true").returncode == 0
     assert ledger(task["id"])[-2]["diff_stat"]["file_list"] == ["e/f/a"]
+    # git reads the worktree's .gitmodules through a link, and a nested repository's HEAD
+    script = "git init -q sub && rm sub/.git/HEAD && mkfifo sub/.git/HEAD p && ln -s p .gitmodules"
+    res = run("run", "--no-pty", "--", "sh", "-c", script)
+    assert res.returncode != 0 and "2 named pipes where git reads a file" in res.stderr
+    assert "(.gitmodules, sub/.git/HEAD)" in res.stderr
+    (wt / ".gitmodules").unlink()
+    (wt / "sub" / ".git" / "HEAD").unlink()
+    assert run("run", "--no-pty", "--", "true").returncode == 0
+
+
+@pytest.mark.parametrize("speed", ["fast", "slow"])
+def test_a_repository_without_a_commit_that_loses_its_git_directory_is_recorded(
+    speed: str, inited: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A nested repository with no commit is no entry of the record; once its ``.git``
+    is gone its files are the worktree's, and a look of a few paths names it whole (no
+    stamp covered it: the fast mode never recorded them)."""
+    if speed == "slow":
+        monkeypatch.setenv("BAR_FAST", "0")
+    task = new_task(capfd)
+    assert bar(capfd, "run", "--no-pty", "--", "git", "init", "-q", "sub").code == 0
+    script = "rm -rf sub/.git && echo x > sub/f"
+    assert bar(capfd, "run", "--no-pty", "--", "sh", "-c", script).code == 0
+    assert ledger(task["id"])[-1]["diff_stat"]["file_list"] == ["sub/f"]

@@ -6,8 +6,10 @@ Per-call variables such as ``GIT_INDEX_FILE`` go into a copy of the environment.
 
 from __future__ import annotations
 
+import errno
 import os
 import re
+import stat
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -198,10 +200,27 @@ def head(repo: Path | str) -> CommitId | None:
 _BRANCH_RE = re.compile(rb"^ref: (refs/heads/[^\x00-\x20\x7f~^:?*\[\\]+)\n?$")
 
 
+def _opened(path: str | bytes) -> int:
+    """A descriptor of the regular file at ``path``, for reading: a file of a nested
+    repository a step made may be a named pipe, which a plain ``open`` waits on for
+    ever (``OSError``: none such)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(errno.EINVAL, "not a regular file")
+    return fd
+
+
+def read_small(path: str | bytes, most: int = 4097) -> bytes:
+    """The first ``most`` bytes of the regular file at ``path`` (``OSError``: there is
+    none: missing, a directory, a named pipe)."""
+    with os.fdopen(_opened(path), "rb") as f:
+        return f.read(most)
+
+
 def _read_head(git_dir: str, common_dir: str) -> CommitId | None:
     try:
-        with open(os.path.join(git_dir, "HEAD"), "rb") as f:
-            said = f.read(4097)
+        said = read_small(os.path.join(git_dir, "HEAD"))
     except OSError:
         return None
     if is_object_id(said.rstrip(b"\n").decode("ascii", "replace")):
@@ -217,20 +236,22 @@ def read_ref(common_dir: str | Path, ref: bytes) -> CommitId | None:
     """The commit a branch's loose ref, else its line in ``packed-refs``, names; None when
     neither holds one (git may still know better: another ref storage, a symbolic ref)."""
     try:
-        with open(os.path.join(os.fsencode(common_dir), ref), "rb") as f:
-            value = f.read(4097).rstrip(b"\n").decode("ascii", "replace")
-        return CommitId(value) if is_object_id(value) else None
+        value = read_small(os.path.join(os.fsencode(common_dir), ref))
+        said = value.rstrip(b"\n").decode("ascii", "replace")
+        return CommitId(said) if is_object_id(said) else None
     except (FileNotFoundError, NotADirectoryError):
         pass
     except OSError:
         return None
     try:
-        with open(os.path.join(common_dir, "packed-refs"), "rb") as f:
-            for line in f:
+        with os.fdopen(_opened(os.path.join(common_dir, "packed-refs")), "rb") as f:
+            # (a line at a time, each at most a ref's length: a file of a nested
+            # repository a step made may be gigabytes with no line end)
+            while line := f.readline(8192):
                 sha, _, name = line.rstrip(b"\n").partition(b" ")
                 if name == ref:
-                    value = sha.decode("ascii", "replace")
-                    return CommitId(value) if is_object_id(value) else None
+                    found = sha.decode("ascii", "replace")
+                    return CommitId(found) if is_object_id(found) else None
     except OSError:
         pass
     return None

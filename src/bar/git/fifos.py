@@ -1,17 +1,19 @@
-"""Named pipes where git reads a file by its name.
+"""Named pipes where git reads a file.
 
 git opens the ignore and attribute files of each directory it reads (``.gitignore``,
-``.gitattributes``) with a plain ``open``, which for a named pipe (a FIFO) waits for a
-writer for ever: one ``mkfifo .gitignore`` in a step hung every later bar command, and the
-developer's own ``git status``. Before bar's git looks at a worktree (``planted``, from
-``bar.history.side_index`` and the speed layer's ``rescan``), bar looks for them; while
-one is there it records nothing and says which (``refuse``, a ``SnapshotFailed``: the
-step stays pending, nothing is lost). git stores no named pipe, so the record never held
-one, and removing it is the developer's to do.
+``.gitattributes``), the worktree's ``.gitmodules`` (through a link too), and the
+``HEAD``, refs and configuration of each nested repository with a plain ``open``, which
+for a named pipe (a FIFO) waits for a writer for ever: one ``mkfifo .gitignore`` in a
+step hung every later bar command, and the developer's own ``git status``. Before bar's
+git looks at a worktree (``planted``, from ``bar.history.side_index`` and the speed
+layer's ``rescan``), bar looks for them; while one is there it records nothing and says
+which (``refuse``, a ``SnapshotFailed``: the step stays pending, nothing is lost). git
+stores no named pipe, so the record never held one, and removing it is the developer's
+to do. (bar's own reads of such files, ``bar.git.read_small``, never wait on one.)
 
-A whole look finds them with one ``find`` of the worktree (not below a ``.git``), which
-reads every directory as git's own look does; a scoped one looks at the paths of its scope
-and below the directories in it.
+A whole look finds them with one ``find`` of the worktree, which reads every directory
+as git's own look does, and one of the nested repositories' git directories; a scoped
+one looks at the paths of its scope and below the directories in it.
 """
 
 from __future__ import annotations
@@ -24,28 +26,49 @@ from pathlib import Path
 
 from bar.base.notices import plural
 from bar.errors import SnapshotFailed
+from bar.git import read_small
 
 READ_BY_NAME = (".gitignore", ".gitattributes")
+FOLLOWED = (".gitmodules",)  # (read through a symbolic link too)
+# what git reads of a nested repository's git directory to tell it is one and find its
+# commit (a named pipe there hung bar's git and its own reads: ``git.read_small``)
+IN_GIT_DIR = ("HEAD", "commondir", "config", "packed-refs", "refs")
 
 
 def planted(worktree: Path, scope: Sequence[str] | None) -> list[str]:
-    """The named pipes, relative to ``worktree``, called as one of ``READ_BY_NAME`` at or
-    below the paths of ``scope`` (None, or ``["."]``: the whole worktree)."""
+    """The named pipes, relative to ``worktree`` (else absolute), that git would open at
+    or below the paths of ``scope`` (None, or ``["."]``: the whole worktree): called as
+    one of ``READ_BY_NAME`` or ``FOLLOWED`` (a link to one, for the latter), or in a
+    nested repository's git directory."""
     prefix = str(worktree) + os.sep
     if scope is None or "." in scope:
         return _found([str(worktree)], prefix)
     named: list[str] = []
     below: list[str] = []
     for rel in scope:
+        parts = rel.split("/")
+        if ".git" in parts[1:]:  # (in a nested repository's .git: all of it is looked at)
+            below.append(prefix + "/".join(parts[: parts.index(".git", 1)]))
+            continue
         try:
             st = os.lstat(prefix + rel)
         except OSError:
             continue
+        name = parts[-1]
         if stat.S_ISDIR(st.st_mode):
             below.append(prefix + rel)
-        elif stat.S_ISFIFO(st.st_mode) and rel.rpartition("/")[2] in READ_BY_NAME:
+        elif (stat.S_ISFIFO(st.st_mode) and name in (*READ_BY_NAME, *FOLLOWED)) or (
+            stat.S_ISLNK(st.st_mode) and name in FOLLOWED and _is_fifo(prefix + rel)
+        ):
             named.append(rel)
     return sorted({*named, *(_found(below, prefix) if below else [])})
+
+
+def _is_fifo(path: str) -> bool:
+    try:
+        return stat.S_ISFIFO(os.stat(path).st_mode)
+    except OSError:
+        return False
 
 
 def refuse(worktree: Path, scope: Sequence[str] | None) -> None:
@@ -55,9 +78,9 @@ def refuse(worktree: Path, scope: Sequence[str] | None) -> None:
         return
     shown = ", ".join(found[:5]) + (f" and {len(found) - 5} more" if len(found) > 5 else "")
     raise SnapshotFailed(
-        f"{plural(len(found), 'named pipe')} where git reads ignore or attribute rules "
-        f"({shown}): any git that looks at the worktree waits on one for ever, so nothing "
-        "is recorded while it is there",
+        f"{plural(len(found), 'named pipe')} where git reads a file ({shown}): any git "
+        "that looks at the worktree waits on one for ever, so nothing is recorded while "
+        "it is there",
         hint="remove "
         + ("it" if len(found) == 1 else "them")
         + f" (rm -- {' '.join(_quoted(worktree, found[:5]))}), then run any bar command: "
@@ -66,16 +89,49 @@ def refuse(worktree: Path, scope: Sequence[str] | None) -> None:
 
 
 def _found(tops: list[str], prefix: str) -> list[str]:
-    """``find`` below each of ``tops`` (absolute): named pipes of the names git reads,
-    not below a ``.git``; links are not followed."""
+    """``find`` below each of ``tops`` (absolute): named pipes git would open (links
+    are not followed, but for ``FOLLOWED``), and in the git directory of each nested
+    repository (a ``.git`` directory, or the one a ``.git`` file names)."""
     names = [arg for name in READ_BY_NAME for arg in ("-o", "-name", name)][1:]
+    followed = [arg for name in FOLLOWED for arg in ("-o", "-name", name)][1:]
+    fifo = ("(", "-type", "p", "-o", "-xtype", "p", ")")
+    out = _find(
+        tops,
+        ("(", "-name", ".git", "(", "-type", "d", "-o", "-type", "f", ")", "-printf", "g%p\\0"),
+        ("-prune", ")", "-o", "(", *names, ")", "-type", "p", "-printf", "p%p\\0"),
+        ("-o", "(", *followed, ")", *fifo, "-printf", "p%p\\0"),
+    )
+    found = [p[1:] for p in out if p.startswith("p")]
+    root = prefix + ".git"
+    dirs = [d for d in (_git_dir(p[1:]) for p in out if p.startswith("g") and p[1:] != root) if d]
+    inside = [os.path.join(d, name) for d in dirs for name in IN_GIT_DIR]
+    inside = [p for p in inside if os.path.lexists(p)]
+    if inside:
+        found += _find(inside, (*fifo, "-print0"))
+    return sorted({p[len(prefix) :] if p.startswith(prefix) else p for p in found})
+
+
+def _find(tops: list[str], *expression: tuple[str, ...]) -> list[str]:
     res = subprocess.run(
-        ["find", *tops, "-name", ".git", "-prune", "-o", "(", *names, ")", "-type", "p", "-print0"],
+        ["find", *tops, *(arg for part in expression for arg in part)],
         capture_output=True,
         check=False,
     )  # (a directory it cannot read is one git cannot either: git says so)
-    mine = os.fsencode(prefix)
-    return [os.fsdecode(p[len(mine) :]) for p in res.stdout.split(b"\0") if p.startswith(mine)]
+    return [os.fsdecode(p) for p in res.stdout.split(b"\0") if p]
+
+
+def _git_dir(dot_git: str) -> str | None:
+    """The git directory a nested repository's ``.git`` is or names (None: none)."""
+    if os.path.isdir(dot_git) and not os.path.islink(dot_git):
+        return dot_git
+    try:
+        said = read_small(dot_git).decode("utf-8").strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    if not said.startswith("gitdir: "):
+        return None
+    named = os.path.join(os.path.dirname(dot_git), said[len("gitdir: ") :])
+    return named if os.path.isdir(named) else None
 
 
 def _quoted(worktree: Path, paths: list[str]) -> list[str]:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import subprocess
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from types import TracebackType
 
@@ -154,9 +154,10 @@ def keep_ignored(worktree: Path, now_tree: str, deleted: list[str]) -> None:
         "-z",
         "--stdin",
         check=False,
-        input=b"".join(p.encode("utf-8", "surrogateescape") + b"\0" for p in deleted),
+        input=question(deleted),
     )
-    ignored = [p for p in res.stdout.split(b"\0") if p] if res.returncode in (0, 1) else []
+    said = answered(res.stdout) if res.returncode in (0, 1) else set()
+    ignored = [p.encode("utf-8", "surrogateescape") for p in deleted if p in said]
     if ignored:
         ignored = _not_in_head(worktree, ignored)
     if not ignored:
@@ -238,11 +239,11 @@ class Asking:
             "-z",
             "--stdin",
             check=False,
-            input=_question(paths),
+            input=question(paths),
         )
         if res.returncode not in (0, 1):
             return None
-        return {p.decode("utf-8", "surrogateescape") for p in res.stdout.split(b"\0") if p}
+        return answered(res.stdout)
 
     def close(self) -> None:
         proc, self._proc = self._proc, None
@@ -267,7 +268,7 @@ class Asking:
         proc = self._started()
         if proc is None or proc.stdin is None or proc.stdout is None:
             return None
-        data = _question(paths)
+        data = question(paths)
         if len(data) <= PIPE_HOLDS:  # (git has read all before: the pipe is empty)
             self._write(proc, data)
             fields = self._read(proc, 4 * len(paths))
@@ -340,8 +341,23 @@ class Asking:
         return fields
 
 
-def _question(paths: Sequence[str]) -> bytes:
-    return b"".join(p.encode("utf-8", "surrogateescape") + b"\0" for p in paths)
+def question(paths: Iterable[str]) -> bytes:
+    """``paths`` as ``git check-ignore -z --stdin`` is to read them: each a pathspec to
+    it, which takes no ``literal`` magic, so one that begins with ``:`` (a directory a
+    step named ``:(top)a`` was answered for as ``a``) is named behind ``./``."""
+    return b"".join(
+        (b"./" if p.startswith(":") else b"") + p.encode("utf-8", "surrogateescape") + b"\0"
+        for p in paths
+    )
+
+
+def answered(out: bytes) -> set[str]:
+    """The paths ``git check-ignore -z`` printed for a ``question``, as they were given."""
+    return {
+        (p[2:] if p.startswith(b"./:") else p).decode("utf-8", "surrogateescape")
+        for p in out.split(b"\0")
+        if p
+    }
 
 
 _ASK = ("check-ignore", "--no-index", "--stdin", "-z", "--verbose", "--non-matching")

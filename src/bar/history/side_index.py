@@ -675,9 +675,8 @@ def _too_large(
     patch of more than 2 GiB fails in git itself, so a task whose step made one could
     record no step again. Paths named are ``lstat``ed; below a directory, ``find``
     looks for files large enough to be either; everywhere, the files git would hash
-    (those it does not track, and those whose stat changed) are. A file of holes found
-    below a directory is one only if git would hash it (a look of a directory reads
-    files it does not change)."""
+    (those it does not track, and those whose stat changed) are. A file of holes a
+    scoped look finds is one only if git would hash it, as in a whole look."""
     prefix = str(worktree) + os.sep
     folders: list[str] = []
     named = (listed or _listed(worktree, index))[1] if paths == ["."] else list(paths)
@@ -693,7 +692,6 @@ def _too_large(
                 found[path] = why
         elif stat.S_ISDIR(st.st_mode) and paths != ["."]:
             folders.append(prefix + path)
-    below: set[str] = set()
     if folders:
         larger = ("-type", "f", "-size", f"+{HOLES_FROM // 1024}k", "-print0")
         deep = subprocess.run(
@@ -712,7 +710,6 @@ def _too_large(
             why = unrecordable(os.fsdecode(full), st)
             if why is not None:
                 found[os.fsdecode(full[len(mine) :])] = why
-                below.add(os.fsdecode(full[len(mine) :]))
     found = {f: why for f, why in found.items() if outside_nested(worktree, [f]) == [f]}
     if not found:
         return {}
@@ -722,12 +719,14 @@ def _too_large(
         "-z",
         "--stdin",
         env=_env(index),
-        input=b"".join(os.fsencode(f) + b"\0" for f in found),
+        input=ignored.question(found),
         check=False,
     )
-    ignored_ones = {os.fsdecode(p) for p in res.stdout.split(b"\0") if p}
+    ignored_ones = ignored.answered(res.stdout)
     found = {f: why for f, why in found.items() if f not in ignored_ones}
-    unsure = sorted(f for f in below if f in found and found[f] == "holes")
+    # (a scoped look names what moved, a whole one what git would hash: a file whose
+    # bytes are as recorded, holes dug in it since, is no file of holes to either)
+    unsure = sorted(f for f, why in found.items() if why == "holes") if paths != ["."] else []
     if unsure:
         hashed = git.git(
             worktree,

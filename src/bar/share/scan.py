@@ -28,6 +28,7 @@ from typing import Any
 
 from bar import git
 from bar.base.record import record
+from bar.git.ignored import answered, question
 from bar.model.tasks import Task
 from bar.redact import Scrubber
 from bar.store.layout import home_dir
@@ -199,10 +200,11 @@ def _ignored(task: Task, paths: list[str]) -> list[Finding]:
         "--no-index",
         "-z",
         "--stdin",
-        input=b"".join(p.encode("utf-8", "surrogateescape") + b"\0" for p in paths),
+        input=question(paths),
         check=False,
     )
-    ignored = [p.decode("utf-8", "surrogateescape") for p in said.stdout.split(b"\0") if p]
+    said_ignored = answered(said.stdout)
+    ignored = [p for p in paths if p in said_ignored]
     if not ignored:
         return []
     at_base = _in_tree(repo, task.base_commit, ignored)

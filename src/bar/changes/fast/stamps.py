@@ -425,12 +425,18 @@ def _unborn(
 
 def born(worktree: Path, record: dict[str, Any]) -> list[str]:
     """The nested repositories the stamps ``record`` found without a commit that have
-    one now: git records each as a gitlink from now on, so they are rescanned."""
+    one now (git records each as a gitlink from now on), or are none any more (their
+    ``.git`` gone: their files are the worktree's now, and no stamp covers them): they
+    are rescanned."""
     unborn = record.get("unborn")
     if not isinstance(unborn, list):
         return []
     prefix = str(worktree) + os.sep
-    return [str(r) for r in unborn if nested_head(prefix + str(r)) is not None]
+    return [
+        str(r)
+        for r in unborn
+        if not os.path.lexists(prefix + str(r) + "/.git") or nested_head(prefix + str(r))
+    ]
 
 
 def uprooted(worktree: Path, record: dict[str, Any]) -> list[str]:
@@ -471,8 +477,7 @@ def nested_head(path: str) -> str | None:
     git_dir = dot_git
     if os.path.isfile(dot_git):  # a submodule's: "gitdir: PATH"
         try:
-            with open(dot_git, encoding="utf-8") as f:
-                said = f.read(4097).strip()
+            said = git.read_small(dot_git).decode("utf-8").strip()
         except (OSError, UnicodeDecodeError):
             return None
         if not said.startswith("gitdir: "):
@@ -480,8 +485,9 @@ def nested_head(path: str) -> str | None:
         git_dir = os.path.join(path, said[len("gitdir: ") :])
     common = git_dir
     try:
-        with open(os.path.join(git_dir, "commondir"), encoding="utf-8") as f:
-            common = os.path.join(git_dir, f.read(4097).strip())
+        common = os.path.join(
+            git_dir, git.read_small(os.path.join(git_dir, "commondir")).decode("utf-8").strip()
+        )
     except FileNotFoundError:
         pass
     except (OSError, UnicodeDecodeError):
