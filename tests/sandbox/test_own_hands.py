@@ -985,7 +985,8 @@ def test_a_repository_without_a_commit_that_loses_its_git_directory_is_recorded(
 ) -> None:
     """A nested repository with no commit is no entry of the record; once its ``.git``
     is gone its files are the worktree's, and a look of a few paths names it whole (no
-    stamp covered it: the fast mode never recorded them)."""
+    stamp covered it: the fast mode never recorded them). So are those beside a ``.git``
+    git takes for no repository (an empty directory, an empty file)."""
     if speed == "slow":
         monkeypatch.setenv("BAR_FAST", "0")
     task = new_task(capfd)
@@ -993,3 +994,9 @@ def test_a_repository_without_a_commit_that_loses_its_git_directory_is_recorded(
     script = "rm -rf sub/.git && echo x > sub/f"
     assert bar(capfd, "run", "--no-pty", "--", "sh", "-c", script).code == 0
     assert ledger(task["id"])[-1]["diff_stat"]["file_list"] == ["sub/f"]
+    # nor is a directory beside an empty .git one to git (it adds the files there)
+    script = "mkdir -p fake/.git fake/d other && : > other/.git"
+    assert bar(capfd, "run", "--no-pty", "--", "sh", "-c", script).code == 0
+    script = "echo x > fake/d/f && echo y > other/f"
+    assert bar(capfd, "run", "--no-pty", "--", "sh", "-c", script).code == 0
+    assert ledger(task["id"])[-1]["diff_stat"]["file_list"] == ["fake/d/f", "other/f"]

@@ -435,8 +435,49 @@ def born(worktree: Path, record: dict[str, Any]) -> list[str]:
     return [
         str(r)
         for r in unborn
-        if not os.path.lexists(prefix + str(r) + "/.git") or nested_head(prefix + str(r))
+        if not git_takes_for_repository(prefix + str(r)) or nested_head(prefix + str(r))
     ]
+
+
+def git_takes_for_repository(path: str) -> bool:
+    """Whether git takes the directory ``path`` for a repository of its own, by what its
+    ``is_git_directory`` asks of the ``.git`` there (or of the directory a ``.git`` file
+    names): a ``HEAD`` that names a branch or a commit, ``objects`` and ``refs``. A
+    ``.git`` that is none of that (an empty directory a step made) is no repository to
+    git, which adds the files beside it."""
+    dot_git = os.path.join(path, ".git")
+    git_dir: str | None = dot_git
+    if not os.path.isdir(dot_git) or os.path.islink(dot_git):
+        try:
+            said = git.read_small(dot_git).decode("utf-8").strip()
+        except (OSError, UnicodeDecodeError):
+            return False
+        git_dir = (
+            os.path.join(path, said[len("gitdir: ") :]) if said.startswith("gitdir: ") else None
+        )
+    if git_dir is None or not _head_is_valid(os.path.join(git_dir, "HEAD")):
+        return False
+    common = git_dir
+    try:
+        named = git.read_small(os.path.join(git_dir, "commondir")).decode("utf-8").strip()
+        common = os.path.join(git_dir, named)
+    except (OSError, UnicodeDecodeError):
+        pass
+    return all(os.access(os.path.join(common, d), os.X_OK) for d in ("objects", "refs"))
+
+
+def _head_is_valid(head: str) -> bool:
+    """git's ``validate_headref``: a link into ``refs/``, or a file that says ``ref:
+    refs/...`` or names a commit."""
+    if os.path.islink(head):
+        return os.readlink(head).startswith("refs/")
+    try:
+        said = git.read_small(head).decode("ascii").strip()
+    except (OSError, UnicodeDecodeError):
+        return False
+    if said.startswith("ref:"):
+        return said[4:].strip().startswith("refs/")
+    return git.is_object_id(said)
 
 
 def uprooted(worktree: Path, record: dict[str, Any]) -> list[str]:
