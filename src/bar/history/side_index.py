@@ -762,33 +762,46 @@ def unrecordable(path: str, st: os.stat_result) -> str | None:
         return "large"
     if size <= HOLES_FROM:
         return None
-    return "holes" if _written(path, size) < size // 2 else None
+    return "holes" if _written(path, st) < size // 2 else None
 
 
-def _written(path: str, size: int) -> int:
-    """The bytes of the file at ``path`` that are data, not holes, counted until half of
-    ``size`` is reached (then that much: no more is needed)."""
+def _written(path: str, st: os.stat_result) -> int:
+    """The bytes of the file at ``path`` (its ``lstat``, ``st``) that are data, not
+    holes, counted until half its size is reached (then that much: no more is needed).
+    A file that is not as ``st`` says, before or after, counts as written whole: it is
+    changing while looked at (an editor truncates, then writes), and git's own look
+    judges it (it reads again a file that changes under it)."""
+    size = st.st_size
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
         return size  # (git cannot read it either: it says so)
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        if not _as_it_was(os.fstat(fd), st):
             return size
         data, at = 0, 0
         while at < size and data < size // 2:
             try:
                 start = os.lseek(fd, at, os.SEEK_DATA)
+                end = os.lseek(fd, start, os.SEEK_HOLE)
             except OSError as e:
                 if e.errno == errno.ENXIO:
-                    break  # (no data past ``at``)
+                    break  # (no data past ``at``, or the file was cut short: below)
                 return size  # (the file system cannot say: taken as written)
-            end = os.lseek(fd, start, os.SEEK_HOLE)
             data += end - start
             at = end
-        return data
+        return data if _as_it_was(os.fstat(fd), st) else size
     finally:
         os.close(fd)
+
+
+def _as_it_was(now: os.stat_result, st: os.stat_result) -> bool:
+    return stat.S_ISREG(now.st_mode) and (
+        now.st_ino,
+        now.st_size,
+        now.st_mtime_ns,
+        now.st_ctime_ns,
+    ) == (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
 _LISTED_APART = 1000  # directories whose gitlinks are listed by name; more: all of them
