@@ -45,6 +45,8 @@ def stage(
         return None
     scope = found[0]
     copy = index.with_name(name)
+    left_out = side_index.left_out_file(copy)
+    left_out.unlink(missing_ok=True)
     was = identity(index)
     try:
         shutil.copyfile(index, copy)
@@ -52,12 +54,16 @@ def stage(
         keep_private(copy)
         if identity(index) != was:
             raise OSError("the side index changed while it was copied")
-        tree, whole, added = side_index.write_whole(worktree, copy, scope)
+        tree, whole, added = side_index.write_whole(worktree, copy, scope, left_out=left_out)
     except (OSError, BarError):
         fast.discard_staged(copy)
+        left_out.unlink(missing_ok=True)
         return None
-    if not whole or added != scope or racy.suspects(copy):
-        fast.discard_staged(copy)  # (or it left files its next look must hash: ``bar.git.racy``)
+    if not whole or added != scope or racy.suspects(copy) or os.path.lexists(left_out):
+        # (or it left files its next look must hash, ``bar.git.racy``, or left files out,
+        # which the command notes and warns of: ``side_index.with_left_out``)
+        fast.discard_staged(copy)
+        left_out.unlink(missing_ok=True)
         return None
     staged: dict[str, Any] = {
         "file": name,

@@ -158,13 +158,16 @@ def write_whole(
     suspects: Sequence[str] | None = None,
     *,
     renormalize: bool = False,
+    left_out: Path | None = None,
 ) -> tuple[TreeId, bool, list[str] | None]:
     """``_write``, whether every file of the scope could be read (``_add``), and the
     scope rescanned (None: everything, also when the given one could not be added as
     such). ``suspects``: files to hash whatever their stat (``bar.git.racy``; default: those
     noted for ``index``), added to the scope. ``renormalize``: git's conversions changed
     (``bar.git.conversions``): every recorded file is hashed anew, whatever its stat,
-    and everything is rescanned."""
+    and everything is rescanned. ``left_out``: where the files this look leaves out
+    are noted, with those noted there before (``with_left_out``: the task's side index
+    has them at ``left_out_file``)."""
     if renormalize:
         reseed(worktree, index)
         scope = None
@@ -187,10 +190,10 @@ def write_whole(
             scope = sorted({*scope, *unrooted})
     if scope:
         scope = outside_nested(worktree, scope)
-    added = True if scope == [] else _add(worktree, index, scope or ["."], excludes)
+    added = True if scope == [] else _add(worktree, index, scope or ["."], excludes, left_out)
     if added is False and scope:
         speed.fallback("a scope git could not add as such")
-        added, scope = _add(worktree, index, ["."], excludes), None
+        added, scope = _add(worktree, index, ["."], excludes, left_out), None
     if renormalize:
         # once the index holds the worktree's own .gitattributes: within one ``git add``
         # git may still read those HEAD holds and the worktree no longer does
@@ -505,8 +508,15 @@ _UNSTABLE_HINT = (
 )
 
 
-def _add(worktree: Path, index: Path, paths: Sequence[str], excludes: Sequence[str]) -> bool | None:
-    """``git add -A`` the given paths ("." everything).
+def _add(
+    worktree: Path,
+    index: Path,
+    paths: Sequence[str],
+    excludes: Sequence[str],
+    keep: Path | None = None,
+) -> bool | None:
+    """``git add -A`` the given paths ("." everything); the files it leaves out
+    (``_too_large``) are noted in ``keep``, if given (``_note_left_out``).
 
     Returns False when a partial scope cannot be added as such (a pathspec matching
     nothing, a path now beyond a symbolic link): the caller then scans everything. Files
@@ -521,6 +531,8 @@ def _add(worktree: Path, index: Path, paths: Sequence[str], excludes: Sequence[s
         if paths != ["."]:
             paths = sorted({*paths, *answering})
     left_out = _too_large(worktree, index, paths, listed)
+    if keep is not None:
+        _note_left_out(worktree, keep, paths, left_out)
     large = list(left_out)
     if large:
         _unrecord(worktree, index, large, whole=True)
@@ -615,6 +627,9 @@ _LEFT_OUT = {
     "hashing, its patch and every rollback would take as long)",
     "holes": "mostly holes (sparse files, less than half ever written: bar records none, "
     "as hashing and diffing the holes would cost bar what making them did not)",
+    "links": "hard links (files over 64 KiB with more than two names, or whose names "
+    f"together pass {byte_size(LARGEST_FILE)}: bar records none of the names, as git "
+    "would read, hash and patch the file once for each, and a link costs a step nothing)",
 }
 
 
@@ -670,13 +685,13 @@ def _too_large(
 ) -> dict[str, str]:
     """The files at or below ``paths`` ("." everywhere) that ``git add`` would take (not
     ignored, not inside a nested repository) and bar does not record, each with why
-    (``unrecordable``: ``large``, ``holes``). A step can make a file of any size at no
+    (``unrecordable``: ``large``, ``links``, ``holes``). A step can make a file of any size at no
     cost (``truncate -s 100G``, a sparse file): git would read and hash all of it, and a
     patch of more than 2 GiB fails in git itself, so a task whose step made one could
     record no step again. Paths named are ``lstat``ed; below a directory, ``find``
-    looks for files large enough to be either; everywhere, the files git would hash
-    (those it does not track, and those whose stat changed) are. A file of holes a
-    scoped look finds is one only if git would hash it, as in a whole look."""
+    looks for files large enough to be any; everywhere, the files git would hash
+    (those it does not track, and those whose stat changed) are. A file of holes or
+    links a scoped look finds is one only if git would hash it, as in a whole look."""
     prefix = str(worktree) + os.sep
     folders: list[str] = []
     named = (listed or _listed(worktree, index))[1] if paths == ["."] else list(paths)
@@ -725,8 +740,11 @@ def _too_large(
     ignored_ones = ignored.answered(res.stdout)
     found = {f: why for f, why in found.items() if f not in ignored_ones}
     # (a scoped look names what moved, a whole one what git would hash: a file whose
-    # bytes are as recorded, holes dug in it since, is no file of holes to either)
-    unsure = sorted(f for f, why in found.items() if why == "holes") if paths != ["."] else []
+    # bytes are as recorded, holes dug in it or names given to it since where git does
+    # not trust a ctime, is neither to either)
+    unsure = (
+        sorted(f for f, why in found.items() if why in ("holes", "links")) if paths != ["."] else []
+    )
     if unsure:
         hashed = git.git(
             worktree,
@@ -745,23 +763,103 @@ def _too_large(
     return dict(sorted(found.items()))
 
 
-HOLES_FROM = 64 << 10  # bytes: a larger file mostly of holes is not recorded
+def left_out_file(index: Path) -> Path:
+    return index.with_name(index.name + ".left-out")
+
+
+def _left_out(where: Path) -> dict[str, list[int]]:
+    """The files the looks at the worktree left out (``unrecordable``), each with its
+    inode and ctime when it was judged (``<index>.left-out``)."""
+    try:
+        with open(where, "rb") as f:
+            said = json.loads(f.read())
+    except (OSError, ValueError):
+        return {}
+    files = said.get("files") if isinstance(said, dict) else None
+    if not isinstance(files, dict):
+        return {}
+    return {
+        str(p): v
+        for p, v in files.items()
+        if isinstance(v, list) and len(v) == 2 and all(isinstance(n, int) for n in v)
+    }
+
+
+def _note_left_out(
+    worktree: Path, where: Path, paths: Sequence[str], left_out: dict[str, str]
+) -> None:
+    """Keep in ``where`` the files a look at ``paths`` ("." everywhere) left out, with
+    those an earlier look left out elsewhere (``with_left_out``)."""
+    within = set(paths)
+    kept = {p: v for p, v in _left_out(where).items() if not _within(p, within)}
+    prefix = str(worktree) + os.sep
+    for path in left_out:
+        try:
+            st = os.lstat(prefix + path)
+        except OSError:
+            continue
+        kept[path] = [st.st_ino, st.st_ctime_ns]
+    if not kept:
+        where.unlink(missing_ok=True)
+        return
+    write_bytes_atomic(where, json.dumps({"version": 1, "files": kept}).encode())
+
+
+def with_left_out(worktree: Path, index: Path, scope: list[str] | None) -> list[str] | None:
+    """``scope`` (what a scoped look covers; None: everything) with the files an
+    earlier look left out (``unrecordable``) whose inode or ctime moved since: a file's
+    verdict can change with no event on its name (a name of it removed elsewhere, for
+    ``links``; a write through such a name, for ``large``), never without its ctime
+    moving, and a whole look judges again every file git would hash. None (a whole
+    look) when more moved than a scope should name (``_LISTED_APART``)."""
+    if scope is None:
+        return None
+    prefix = str(worktree) + os.sep
+    moved: list[str] = []
+    for path, (ino, ctime_ns) in _left_out(left_out_file(index)).items():
+        try:
+            st = os.lstat(prefix + path)
+        except OSError:
+            continue  # (gone: never recorded, nothing to record)
+        if (st.st_ino, st.st_ctime_ns) != (ino, ctime_ns):
+            moved.append(path)
+    if len(moved) > _LISTED_APART:
+        speed.fallback("many files left out changed since the last look")
+        return None
+    return sorted({*scope, *moved}) if moved else scope
+
+
+HOLES_FROM = 64 << 10  # bytes: a larger file mostly of holes, or of many names, is not recorded
+MOST_NAMES = 2  # hard links a file over ``HOLES_FROM`` may have and be recorded
 
 
 def unrecordable(path: str, st: os.stat_result) -> str | None:
-    """Why the regular file at ``path`` (its ``lstat``, ``st``) is no file bar records:
-    ``large``, over ``LARGEST_FILE``; ``holes``, over ``HOLES_FROM`` with less than half
-    of it ever written (a sparse file: ``truncate -s 1000M`` costs a step nothing and
-    bar seconds to hash, diff and roll back, each one); None: it is recorded. What was
-    written is asked of the file system (``SEEK_DATA``), not read from the file's
-    blocks: a compressed file system counts fewer blocks than bytes for a file with no
-    hole, and space given by ``fallocate``, which costs a step no more than a hole, is
-    counted in blocks but holds no data."""
+    """Why the regular file at ``path`` (its ``lstat``, ``st``) is no file bar records,
+    or None: it is recorded. Each is a file a step makes at no cost that would cost bar
+    many times that to hash, diff and roll back, at every step:
+
+    - ``large``: over ``LARGEST_FILE``;
+    - ``links``: over ``HOLES_FROM`` and more than ``MOST_NAMES`` names (hard links:
+      git reads a file once for each of its names, so ``ln`` a hundred times to a file
+      of 100 MB made it hash 10 GB), or names whose sizes together pass
+      ``LARGEST_FILE``. What a step makes bar read through links is then at most what
+      it wrote, twice; a file of 64 KiB or less is read for each name, as any file;
+    - ``holes``: over ``HOLES_FROM`` with less than half of it ever written (a sparse
+      file: ``truncate -s 1000M`` costs a step a microsecond). What was written is
+      asked of the file system (``SEEK_DATA``), not read from the file's blocks: a
+      compressed file system counts fewer blocks than bytes for a file with no hole,
+      and space given by ``fallocate``, which costs a step no more than a hole, is
+      counted in blocks but holds no data.
+
+    Each is judged by the file's own ``lstat`` alone (the names of a file share it), so
+    every look, scoped or whole, judges a file alike."""
     size = st.st_size
     if size > LARGEST_FILE:
         return "large"
     if size <= HOLES_FROM:
         return None
+    if st.st_nlink > MOST_NAMES or st.st_nlink * size > LARGEST_FILE:
+        return "links"
     return "holes" if _written(path, st) < size // 2 else None
 
 

@@ -121,6 +121,9 @@ def take(
                 asked = exact.ask(worktree)  # (below) there is a tree to record: begun now
         found = None if renormalize else fast.scan(worktree, index, stamped, changed, before_look)
         scope, known = found if found is not None else (None, None)
+        scope = side_index.with_left_out(worktree, index, scope)
+        if scope is None:
+            known = None
         if before_look is not None:
             before_look()  # (a full rescan follows: before it)
         if scope == [] and stamped == recorded:
@@ -156,7 +159,12 @@ def take(
             if scope is None and speed.fast():
                 ahead = Ahead(worktree, recorded)
             tree, whole, scope = side_index.write_whole(
-                worktree, index, scope, excludes, renormalize=renormalize
+                worktree,
+                index,
+                scope,
+                excludes,
+                renormalize=renormalize,
+                left_out=side_index.left_out_file(index),
             )
         if not renormalize and conversions.may_touch_attributes(
             worktree, scope, fast.stamped_attributes(index)
@@ -167,7 +175,12 @@ def take(
             renormalize = conversions.touches_attributes(worktree, recorded_tree, tree)
             if renormalize:  # a .gitattributes changed: what it covers is hashed anew
                 tree, whole, scope = side_index.write_whole(
-                    worktree, index, None, excludes, renormalize=True
+                    worktree,
+                    index,
+                    None,
+                    excludes,
+                    renormalize=True,
+                    left_out=side_index.left_out_file(index),
                 )
                 ready = None
     snap = _record(

@@ -260,10 +260,12 @@ def current_tree(task: Task, recorded: str | None = None) -> str:
     renormalize = conversions.moved(task.worktree, task.index) or side_index.head_moved(
         task.worktree, task.index
     )
-    scope = (
+    scope = side_index.with_left_out(
+        task.worktree,
+        task.index,
         fast.changed_since(task.worktree, task.index, recorded)
         if recorded and not renormalize
-        else None
+        else None,
     )
     if scope == [] and recorded is not None:
         return tree_of(task, recorded)  # (``bar.git.racy``'s suspects count as changed there)
