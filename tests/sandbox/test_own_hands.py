@@ -17,6 +17,7 @@ from helpers import (
     BAR_EXE,
     bar,
     bar_home,
+    files_on_disk,
     host_pids,
     ledger,
     new_task,
@@ -778,6 +779,52 @@ def test_a_file_mostly_of_holes_is_not_recorded(
     assert not (wt / "holes.bin").exists() and not (wt / "dense.bin").exists()
     kept = [p.name for p in (task_dir(task["id"]) / "trash").rglob("holes.bin")]
     assert kept + [p.name for p in wt.rglob("holes.bin")] == ["holes.bin"]  # (d/holes.bin)
+
+
+@pytest.mark.parametrize("speed", ["fast", "stamps", "slow"])
+def test_a_file_of_many_names_is_not_recorded(
+    speed: str,
+    inited: Path,
+    capfd: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A hard link costs a step nothing, and git reads a file once for each of its
+    names (100 links to a file of 100 MB: 10 GB hashed). Past 64 KiB, a file of more
+    than two names is not recorded, and the look says so; a small one is, each name.
+    A name becomes recordable when another name of its file goes, with no event on
+    itself: every way of looking (the watcher, the directories' stamps alone, the
+    whole look) records it then, in that step."""
+    if speed == "slow":
+        monkeypatch.setenv("BAR_FAST", "0")
+    elif speed == "stamps":
+        monkeypatch.setenv("BAR_WATCHER_IDLE", "0")
+    task = new_task(capfd)
+
+    def step(script: str) -> tuple[list[str], str]:
+        res = bar(capfd, "run", "--no-pty", "--", "sh", "-c", script)
+        assert res.code == 0, res.err
+        return ledger(task["id"])[-1]["diff_stat"]["file_list"], res.err
+
+    made = (
+        "head -c 200000 /dev/urandom > big.bin && mkdir d"
+        " && for n in d/one two three; do ln big.bin $n; done"
+        " && echo small > tiny.txt && ln tiny.txt tiny2.txt && ln tiny.txt tiny3.txt"
+    )
+    listed, said = step(made)
+    assert listed == ["tiny.txt", "tiny2.txt", "tiny3.txt"]
+    assert "not recorded, hard links" in said and "big.bin, d/one, three, two" in said
+    listed, _ = step("rm d/one two")  # (two names left: recorded, both)
+    assert listed == ["big.bin", "three"]
+    listed, said = step("ln three four && ln three five")
+    assert listed == [] and "hard links" in said and "nothing): five, four" in said
+    listed, said = step("rm five big.bin")  # (three and four left)
+    assert listed == ["big.bin", "four"], said  # (nothing was said of four itself)
+    wt = worktree(task)
+    assert bar(capfd, "rollback", "--to", "base").code == 0
+    assert sorted(files_on_disk(wt)) == ["README.md"]
+    assert bar(capfd, "undo").code == 0
+    assert (wt / "four").read_bytes() == (wt / "three").read_bytes()
+    assert (wt / "four").stat().st_size == 200000
 
 
 @pytest.mark.parametrize("speed", ["fast", "slow"])

@@ -851,8 +851,10 @@ def unrecordable(path: str, st: os.stat_result) -> str | None:
       and space given by ``fallocate``, which costs a step no more than a hole, is
       counted in blocks but holds no data.
 
-    Each is judged by the file's own ``lstat`` alone (the names of a file share it), so
-    every look, scoped or whole, judges a file alike."""
+    Each is judged by the file's own ``lstat`` alone (the names of a file share it), and
+    only where git would hash the file (a name recorded before its file gained names
+    stays recorded while its bytes are as recorded), so every look, scoped or whole,
+    judges a file alike."""
     size = st.st_size
     if size > LARGEST_FILE:
         return "large"

@@ -284,7 +284,7 @@ def write_record(
 def _keep_own_files(old: Path, new: Path) -> None:
     """What a task directory holds of this machine alone (its side index, its own git
     directory) stays with the new record."""
-    for name in ("index", "index.stamps", "git", "task.lock"):
+    for name in ("index", "index.stamps", "index.left-out", "git", "task.lock"):
         src = old / name
         if src.exists() and not (new / name).exists():
             with contextlib.suppress(OSError):

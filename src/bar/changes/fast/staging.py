@@ -115,13 +115,15 @@ def take_patch(
 
 
 def discard(copy: Path) -> None:
-    """Remove a staged copy, the patch beside it, its suspects (``bar.git.racy``) and git's
-    lock (if git was killed)."""
+    """Remove a staged copy, the patch beside it, its suspects (``bar.git.racy``), the
+    files its look left out (``side_index.with_left_out``) and git's lock (if git was
+    killed)."""
     for leftover in (
         copy,
         copy.with_name(copy.name + ".lock"),
         copy.with_name(copy.name + PATCH),
         copy.with_name(copy.name + ".racy"),
+        copy.with_name(copy.name + ".left-out"),
     ):
         with contextlib.suppress(OSError):
             os.unlink(leftover)
