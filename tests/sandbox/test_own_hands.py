@@ -5,6 +5,7 @@ escape."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -999,8 +1000,17 @@ def test_a_named_pipe_where_git_reads_rules_never_hangs_bar(
     res = run("run", "--no-pty", "--", "sh", "-c", script)
     assert res.returncode != 0 and "2 named pipes where git reads a file" in res.stderr, res.stderr
     assert "e/.gitignore, e/f/.gitattributes" in res.stderr and "rm -- " in res.stderr
+    # what is not recorded says why, and the rest of the task is shown
     res = run("status")
-    assert "named pipes where git reads a file" in res.stderr
+    assert res.returncode == 0 and "step 0001 ended (exit 0) and is not recorded yet" in res.stdout
+    assert "changes   not looked at: 2 named pipes where git reads a file" in res.stdout
+    said = json.loads(run("status", "--json").stdout)
+    assert said["unrecorded_changes"] is None and "rm -- " in said["blocked"]
+    res = run("log")
+    assert "the command ended (exit 0); bar could not record it: 2 named pipes" in res.stdout
+    assert "hint: remove them (rm -- " in res.stdout and "died" not in res.stdout
+    said = json.loads(run("show", "1", "--json").stdout)
+    assert said["state"] == "interrupted" and "2 named pipes" in said["unrecorded"]
     wt = worktree(task)
     (wt / "e" / ".gitignore").unlink()
     (wt / "e" / "f" / ".gitattributes").unlink()

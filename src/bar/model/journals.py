@@ -157,6 +157,9 @@ class RunIntent:
     exit_code: int | None = None
     signal: int | None = None
     ended_at: str | None = None
+    # why ``bar run`` could not record the step, once the command ended (read from its
+    # outcome, never written here: ``bar.model.outcome.unrecorded``)
+    unrecorded: str | None = None
     # the file clock's floor as ``bar run`` began the step, before any of its processes
     # (its hooks among them) ran: a change stamped earlier is not the step's, killed or
     # not (``bar.step.interrupted``); 0: not known (an intent of an older bar)
@@ -212,11 +215,13 @@ class RunIntent:
             from_ns=_int_or_none(rec.get("from_ns")) or 0,
         )
         # how the command ended, if it did and ``bar run`` died before it could record it
-        ended = outcome.read(paths, step_id) if intent.exit_code is None else None
-        if ended is not None:
+        ended = outcome.read(paths, step_id)
+        if ended is not None and intent.exit_code is None:
             intent = replace(
                 intent, exit_code=ended.exit_code, signal=ended.signal, ended_at=ended.ended_at
             )
+        if ended is not None and ended.unrecorded is not None:
+            intent = replace(intent, unrecorded=ended.unrecorded)
         return intent
 
 

@@ -26,6 +26,9 @@ class Outcome:
     exit_code: int
     signal: int | None
     ended_at: str | None
+    # why ``bar run`` could not record the step (a named pipe git would wait on, a full
+    # disk), said where the step is shown until the next command records it
+    unrecorded: str | None = None
 
 
 def path(paths: TaskPaths) -> Path:
@@ -37,6 +40,19 @@ def write(
 ) -> None:
     data = {"step_id": step_id, "exit_code": exit_code, "signal": signal, "ended_at": ended_at}
     write_bytes_atomic(path(paths), json.dumps(data).encode(), durable=False)
+
+
+def unrecorded(paths: TaskPaths, step_id: str, why: str) -> None:
+    """Note beside step ``step_id``'s outcome why ``bar run`` could not record it (best
+    effort: the disk may be full)."""
+    try:
+        said = json.loads(path(paths).read_bytes())
+        if not isinstance(said, dict) or said.get("step_id") != step_id:
+            return
+        said["unrecorded"] = why
+        write_bytes_atomic(path(paths), json.dumps(said).encode(), durable=False)
+    except (OSError, ValueError):
+        return
 
 
 def read(paths: TaskPaths, step_id: str) -> Outcome | None:
@@ -54,7 +70,13 @@ def read(paths: TaskPaths, step_id: str) -> Outcome | None:
     )
     if code is None:
         return None
-    return Outcome(code, signal, ended if isinstance(ended, str) else None)
+    why = said.get("unrecorded")
+    return Outcome(
+        code,
+        signal,
+        ended if isinstance(ended, str) else None,
+        why if isinstance(why, str) else None,
+    )
 
 
 def _int(value: object) -> int | None:

@@ -68,10 +68,22 @@ class LiveStep:
     agent: dict[str, Any] | None = None
     exit_code: int | None = None
     signal: int | None = None
+    unrecorded: str | None = None  # why its ``bar run`` could not record it, if it said
 
     @property
     def number(self) -> int:
         return int(self.step_id)
+
+    def left(self) -> str:
+        """How a step of state ``INTERRUPTED`` was left, in words (the first line, then
+        any hint): the command may have ended, and its ``bar run`` may have said why it
+        could not record it (a named pipe, a full disk) rather than died."""
+        if self.exit_code is None:
+            return f"its bar run (pid {self.pid}) died while the step ran"
+        ended = f"exit {self.exit_code}" + (f", signal {self.signal}" if self.signal else "")
+        if self.unrecorded:
+            return f"the command ended ({ended}); bar could not record it: {self.unrecorded}"
+        return f"the command ended ({ended}); its bar run (pid {self.pid}) died recording it"
 
     def running_ms(self) -> int:
         """How long it has run (ms)."""
@@ -96,6 +108,8 @@ class LiveStep:
         }
         if self.signal is not None:
             rec["signal"] = self.signal
+        if self.unrecorded is not None:
+            rec["unrecorded"] = self.unrecorded
         if self.sandbox is not None:
             rec["sandbox"] = self.sandbox
         if self.agent is not None:
@@ -130,6 +144,7 @@ def current(task: Task) -> LiveStep | None:
         agent=intent.agent,
         exit_code=intent.exit_code,
         signal=intent.signal,
+        unrecorded=intent.unrecorded,
     )
 
 
@@ -291,12 +306,7 @@ class Follower:
             self._ledger = None  # (look again: it may have been recorded just now)
             if self._recorded() is not None:
                 return None
-            return Lost(
-                self.step_id,
-                f"bar run (pid {live.pid}) died while step {self.step_id} ran: the step is "
-                "not recorded yet",
-                live,
-            )
+            return Lost(self.step_id, f"step {self.step_id}: {live.left()}; not recorded yet", live)
         if not self._seen:
             return None  # (not begun yet)
         self._ledger = None

@@ -37,7 +37,7 @@ from bar.base.notices import exact_size, note, warn
 from bar.base.proc import Launch, clean_env
 from bar.base.record import field, record, replace
 from bar.changes import fast
-from bar.errors import ExitCode, HookFailed, UsageError
+from bar.errors import ExitCode, HookFailed, UsageError, WriteFailed
 from bar.history import steps
 from bar.model import journals, outcome
 from bar.model.journals import RunIntent
@@ -225,19 +225,25 @@ def run_step(task: Task, req: RunRequest, watch: TreeWatch | None = None) -> Run
     intent, guarded = _ended(begun, box, intent, executed, guard)
     # 4. post_run hooks (the repository's still confined), then their leftovers stopped
     ran, until = _post_run(begun, box, facts, executed, until)
-    # 5. snapshot, patch, ledger line; if they cannot be written (a full disk), the intent
-    # keeps how the command ended, for the command that records the step later
-    return complete(
-        task,
-        intent,
-        executed,
-        policy_events=[*_events(begun.decision), *guarded],
-        hooks=hook_records + ran,
-        scrubber=begun.scrubber,
-        changed=watch.look() if watch is not None else None,  # (its watcher's next)
-        stopped=supervisor.stopped,
-        within=fence.within(until),
-    )
+    # 5. snapshot, patch, ledger line; if they cannot be written (a full disk, a named
+    # pipe git would wait on), the intent keeps how the command ended, for the command
+    # that records the step later, and its outcome why (said where the step is shown)
+    try:
+        return complete(
+            task,
+            intent,
+            executed,
+            policy_events=[*_events(begun.decision), *guarded],
+            hooks=hook_records + ran,
+            scrubber=begun.scrubber,
+            changed=watch.look() if watch is not None else None,  # (its watcher's next)
+            stopped=supervisor.stopped,
+            within=fence.within(until),
+        )
+    except WriteFailed as exc:
+        why = str(exc) + (f"\nhint: {exc.hint}" if exc.hint else "")
+        outcome.unrecorded(task.paths, begun.step_id, why)
+        raise
 
 
 def _begin(task: Task, req: RunRequest) -> _Begun:

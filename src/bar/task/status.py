@@ -9,7 +9,7 @@ from typing import Any
 
 from bar.base.record import field, record
 from bar.changes import conflict_markers, fast
-from bar.errors import TaskNotFound
+from bar.errors import TaskNotFound, WriteFailed
 from bar.history import steps
 from bar.model import journals
 from bar.model.journals import RunIntent
@@ -40,6 +40,9 @@ class Status:
     # the decision the task's agent asked and that waits for an answer (``bar decide``):
     # its session_id, task, created_at and number of items; None: none waits
     decision: dict[str, Any] | None = None
+    # why the worktree could not be looked at (a named pipe git would wait on), with
+    # its hint; nothing is recorded until it is cleared
+    blocked: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         info: dict[str, Any] = {
@@ -80,6 +83,7 @@ class Status:
         )
         info["interrupted_step"] = self.interrupted.step_id if self.interrupted else None
         info["unrecorded_changes"] = self.unrecorded_changes
+        info["blocked"] = self.blocked
         info["unresolved_conflicts"] = self.unresolved_conflicts
         info["sandbox"] = self.sandbox
         info["watch"] = self.watch
@@ -104,8 +108,12 @@ def status(loc: Location, ref: str | None = None) -> Status:
     from bar.sandbox import status as sandbox_status
 
     watch = None
+    blocked = None
     if task.active and task.worktree.is_dir() and not busy:
-        unrecorded = steps.has_unrecorded_changes(task)
+        try:
+            unrecorded = steps.has_unrecorded_changes(task)
+        except WriteFailed as exc:  # (a named pipe git would wait on: the rest is said)
+            blocked = str(exc) + (f"\nhint: {exc.hint}" if exc.hint else "")
         watch = fast.watch_mode(task.index)
     return Status(
         loc.project,
@@ -126,6 +134,7 @@ def status(loc: Location, ref: str | None = None) -> Status:
         unresolved_conflicts=conflict_markers.unresolved(task, task.recorded_snapshot()),
         watch=watch,
         decision=_waiting_decision(task),
+        blocked=blocked,
     )
 
 

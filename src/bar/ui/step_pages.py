@@ -191,8 +191,8 @@ def live_page(task: Task, live: LiveStep, csrf: str) -> str:
     state = {
         "running": "running (pid {pid}): not recorded yet",
         "recording": "the command ended (exit {code}); bar is recording the step",
-        "interrupted": "interrupted: its bar run (pid {pid}) died; not recorded yet",
-    }[live.state].format(pid=live.pid, code=live.exit_code)
+        "interrupted": "interrupted: {left}; not recorded yet",
+    }[live.state].format(pid=live.pid, code=live.exit_code, left=live.left())
     rows: list[tuple[str, str]] = [
         ("kind", "run"),
         ("started", when(live.started_at)),
@@ -212,9 +212,9 @@ def live_page(task: Task, live: LiveStep, csrf: str) -> str:
     items = "".join(live_call(task, cp) for cp in seen.checkpoints)
     if live.state == "interrupted":
         said = (
-            '<p class="live-note lost">Its <code>bar run</code> died while the step ran: the '
-            "next command that changes the task records it as interrupted, with what it "
-            "printed and changed until then (<code>bar doctor --repair</code> does it now).</p>"
+            '<p class="live-note lost">The step is not recorded yet: the next command that '
+            "changes the task records it, with what it printed and changed until then "
+            "(<code>bar doctor --repair</code> does it now).</p>"
         )
         follow = ""
     else:

@@ -40,7 +40,7 @@ POLL = 0.1  # seconds between two looks while following
 def state_text(live: LiveStep) -> str:
     """How a step not recorded yet stands, in words."""
     if live.state == INTERRUPTED:
-        return f"interrupted: its bar run (pid {live.pid}) died; not recorded yet"
+        return f"interrupted: {live.left()}\nnot recorded yet"
     if live.state == RECORDING:
         ended = f"exit {live.exit_code}" + (f" (signal {live.signal})" if live.signal else "")
         return f"{ended}; bar is recording the step"
@@ -80,8 +80,10 @@ def show_live(task: Task, ref: str, as_json: bool) -> int | Step | None:
             ("started", live.started_at),
             ("command", line_of(live.cmd)),
             ("cwd", live.cwd),
-            ("result", paint(state_text(live), colour)),
         ]
+        result = state_text(live).splitlines()
+        rows += [("result", paint(result[0], colour))]
+        rows += [("", paint(line, colour)) for line in result[1:]]
         if live.pty:
             rows.append(("terminal", "interactive (pty)"))
         if isinstance(live.agent, dict) and live.agent.get("name"):

@@ -234,8 +234,8 @@ def _live_row(task: Task, live: LiveStep) -> tuple[_Row, tuple[str, str]]:
     number = int(live.step_id)
     if live.state == INTERRUPTED:
         said = (
-            f"its bar run (pid {live.pid}) died: not recorded yet; the next command that "
-            "changes the task records it (bar doctor --repair does it now)"
+            f"{live.left()}\nnot recorded yet: the next command that changes the task "
+            "records it (bar doctor --repair does it now)"
         )
     elif live.state == RECORDING:
         said = f"the command ended (exit {live.exit_code}); bar is recording the step"
@@ -309,7 +309,8 @@ def _follow_text(
                 row, (_, said) = _live_row(task, event.live)
                 followed.add(row.step_id)
                 widths = _widths([row], widths)
-                out += [_line(row, widths, paint, width), paint(f"      {said}", "dim")]
+                out += [_line(row, widths, paint, width)]
+                out += [paint(f"      {line}", "dim") for line in said.splitlines()]
             elif isinstance(event, Taken):
                 if event.checkpoint.step_id not in followed:
                     continue
@@ -531,7 +532,7 @@ def _print_rows(
                 shown_phase = phase
         out.append(_line(row, widths, paint, width))
         if note is not None and note[0] == row.step_id:
-            out.append(paint(f"      {note[1]}", "dim"))
+            out += [paint(f"      {line}", "dim") for line in note[1].splitlines()]
         if row.session is not None:
             out.append(paint(f"      {session_text(row.session)}", "dim"))
         if row.checkpoints:

@@ -93,13 +93,13 @@ def status(*, task: str | None, as_json: bool) -> int:
                 f"(bar show {r.step_id}.{info.checkpoints}; rollback --to one between turns)"
             )
     if info.interrupted:
-        print(
-            paint(
-                f"note      step {info.interrupted.step_id} was interrupted; "
-                "the next command records it",
-                "yellow",
-            )
+        left = info.interrupted
+        how = (
+            "was interrupted"
+            if left.exit_code is None
+            else f"ended (exit {left.exit_code}) and is not recorded yet"
         )
+        print(paint(f"note      step {left.step_id} {how}; the next command records it", "yellow"))
     if info.decision is not None:
         asked = info.decision
         what = f": {asked['task']}" if asked.get("task") else ""
@@ -112,6 +112,11 @@ def status(*, task: str | None, as_json: bool) -> int:
         )
         named = f" --task {t.name}" if task is not None else ""
         print(f"          answer with: bar decide answer{named}  (it shows each question)")
+    if info.blocked is not None:
+        said = info.blocked.splitlines()
+        print(paint(f"changes   not looked at: {said[0]}", "red"))
+        for line in said[1:]:
+            print(f"          {line}")
     if info.unrecorded_changes:
         print(
             paint("changes   the worktree has changes no step recorded", "yellow")
