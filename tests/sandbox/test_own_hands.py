@@ -857,6 +857,28 @@ def test_a_file_of_many_short_lines_is_diffed_as_binary(
     assert (wt / "lines.txt").read_bytes() == b"y\n" * (big // 2) + b"y\n"
 
 
+def test_blame_of_a_file_too_large_to_diff_by_lines_is_refused_at_once(
+    inited: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """git's blame of a file of millions of short lines (a second of a step's time)
+    took a minute and its porcelain hundreds of MB for bar to read: past
+    ``git.LINE_DIFF_LARGEST``, bar blames nothing and says why, in a task and through
+    the history of a branch."""
+    new_task(capfd)
+    big = bar_git.LINE_DIFF_LARGEST + 1
+    script = f"yes | head -c {big} > lines.txt && echo x > small.txt"
+    assert bar(capfd, "run", "--no-pty", "--", "sh", "-c", script).code == 0
+    res = bar(capfd, "blame", "lines.txt")
+    assert res.code == 2 and "bar blames no file over 8.0 MiB" in res.err, res.err
+    assert "bar show STEP" in res.err
+    assert bar(capfd, "blame", "small.txt").code == 0
+    (inited / "big.txt").write_bytes(b"y\n" * (big // 2 + 1))
+    subprocess.run(["git", "add", "big.txt"], cwd=inited, check=True)
+    subprocess.run(["git", "commit", "-qm", "big"], cwd=inited, check=True)
+    res = bar(capfd, "blame", "--rev", "main", "big.txt")
+    assert res.code == 2 and f"big.txt in main is {big + 1:,} bytes" in res.err, res.err
+
+
 def test_everything_bar_keeps_is_the_developer_s_alone(
     inited: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:

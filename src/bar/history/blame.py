@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import string
 import tempfile
+from pathlib import Path
 from typing import Any
 
 from bar import git
 from bar.base.cmdline import line_of
+from bar.base.notices import byte_size
 from bar.base.record import field, record
 from bar.errors import NotFound, UsageError
 from bar.history import bases, checkpoints
@@ -87,6 +89,7 @@ def blame(task: Task, path: str, at: State | None = None) -> Blame:
     if kind.out.strip() != "blob":
         what = "directory" if kind.out.strip() == "tree" else kind.out.strip()
         raise UsageError(f"{rel} is a {what} in state {name}, not a file")
+    refuse_large(repo, f"{commit}:{rel}", f"{rel} in state {name}")
     first = bases.first(task)  # the chain's root, whatever base a sync moved to since
     chain = git.git(repo, "rev-list", "--first-parent", f"{first}..{commit}").out.split()
     named, restored = _records(task)
@@ -112,6 +115,19 @@ def blame(task: Task, path: str, at: State | None = None) -> Blame:
         for sha, number, text, boundary in _porcelain(raw)
     ]
     return Blame(rel, name, lines)
+
+
+def refuse_large(repo: Path, blob: str, what: str) -> None:
+    """Raise ``UsageError`` if the blob ``blob`` is larger than bar diffs line by line
+    (``git.LINE_DIFF_LARGEST``): git's blame holds every line of each version it
+    compares, and a step writes a file of a hundred million short lines in a second."""
+    size = int(git.out(repo, "cat-file", "-s", blob))
+    if size > git.LINE_DIFF_LARGEST:
+        raise UsageError(
+            f"{what} is {size:,} bytes: bar blames no file over "
+            f"{byte_size(git.LINE_DIFF_LARGEST)} (it diffs such a file as binary)",
+            hint="`bar show STEP` lists the files each step changed, with its patch",
+        )
 
 
 def _history(base: str, chain: list[str], restored: dict[str, str]) -> str:
