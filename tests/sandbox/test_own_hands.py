@@ -28,6 +28,7 @@ from helpers import (
 )
 
 from bar import git as bar_git
+from bar.git import fifos
 from bar.sandbox import UNAVAILABLE_ENV, landlock, namespace
 from conftest import git
 
@@ -1056,6 +1057,49 @@ def test_a_named_pipe_where_git_reads_rules_never_hangs_bar(
     (wt / ".gitmodules").unlink()
     (wt / "sub" / ".git" / "HEAD").unlink()
     assert run("run", "--no-pty", "--", "true").returncode == 0
+
+
+@pytest.mark.parametrize("speed", ["fast", "slow"])
+def test_rule_files_too_heavy_to_match_stop_the_record_and_say_so(
+    speed: str, inited: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """git matches every rule of the ``.gitattributes`` above a file against it at each
+    hash, diff and checkout: 400,000 rules, written in a second, made a step of a
+    thousand files take minutes to record. While the worktree's rule files hold more
+    than ``fifos.RULES_LARGEST``, nothing is recorded and bar says so (the step stays
+    pending, ``bar status`` says why); a scoped look that meets one weighs them all;
+    those of a nested repository, which git does not read, do not count."""
+    if speed == "slow":
+        monkeypatch.setenv("BAR_FAST", "0")
+    task = new_task(capfd)
+    wt = worktree(task)
+    lines = fifos.RULES_LARGEST // 12 + 1  # ("*.xNNNNN foo" and its newline: 12 bytes or more)
+    make = f"seq -f '*.x%05g foo' {lines} > .gitattributes && echo x > a.txt"
+    res = bar(capfd, "run", "--no-pty", "--", "sh", "-c", make)
+    assert res.code != 0 and "the worktree's .gitignore and .gitattributes files hold" in res.err
+    assert "(.gitattributes (1." in res.err and "rm -- " in res.err, res.err
+    assert ledger(task["id"]) == []
+    res = bar(capfd, "status")
+    assert res.code == 0 and "changes   not looked at: the worktree's .gitignore" in res.out
+    (wt / ".gitattributes").write_text("*.bin binary\n")
+    assert bar(capfd, "run", "--no-pty", "--", "true").code == 0
+    step, by_hand, _ = ledger(task["id"])  # (the rule file written after the step: by hand)
+    assert step["diff_stat"]["file_list"] == ["a.txt"]
+    assert by_hand["kind"] == "manual" and by_hand["diff_stat"]["file_list"] == [".gitattributes"]
+    # one made by hand in a new directory beside an edit: a scoped look weighs them all
+    (wt / "d").mkdir()
+    (wt / "d" / ".gitignore").write_text("".join(f"/n{i:09d}\n" for i in range(lines)))
+    (wt / "a.txt").write_text("edited\n")
+    res = bar(capfd, "run", "--no-pty", "--", "true")
+    assert res.code != 0 and "(d/.gitignore (1." in res.err, res.err
+    (wt / "d" / ".gitignore").unlink()
+    assert bar(capfd, "run", "--no-pty", "--", "true").code == 0
+    assert ledger(task["id"])[-2]["diff_stat"]["file_list"] == ["a.txt"]
+    # a nested repository's rule files are its own
+    make = f"git init -q sub && seq -f '/x%09g' {lines} > sub/.gitignore && echo y > b.txt"
+    res = bar(capfd, "run", "--no-pty", "--", "sh", "-c", make)
+    assert res.code == 0, res.err
+    assert ledger(task["id"])[-1]["diff_stat"]["file_list"] == ["b.txt"]
 
 
 @pytest.mark.parametrize("speed", ["fast", "slow"])
