@@ -296,14 +296,14 @@ def test_following_ends_and_says_so_when_bar_is_killed(
             os.kill(run.pid, signal.SIGKILL)  # bar run alone: its step dies with it
             assert follower.wait(timeout=WAIT) == 1
             said = err.wait_closed()
-            assert "died while step 0001 ran: the step is not recorded yet" in said
+            assert "died while the step ran; not recorded yet" in said
             assert "bar doctor --repair" in said
     finally:
         run.wait(timeout=WAIT)
         (worktree(t) / "go").touch()  # (a step left unconfined is let go)
     logged = bar(capfd, "log")
     assert "0001  run  interrupted" in logged.out
-    assert "died: not recorded yet" in logged.out
+    assert "died while the step ran\n      not recorded yet: the next command" in logged.out
     shown = bar(capfd, "show", "1")
     assert "interrupted: its bar run" in shown.out and "first" in shown.out
     as_json = bar(capfd, "show", "1", "--json").json()

@@ -148,7 +148,7 @@ def test_a_running_steps_page_says_when_its_bar_died(
         expect(page.locator("#live-output")).to_contain_text("before the end", timeout=WAIT)
         os.kill(run.pid, signal.SIGKILL)
         note = page.locator(".live-note.lost")
-        expect(note).to_contain_text(f"died while step {step} ran", timeout=WAIT)
+        expect(note).to_contain_text(f"step {step}: its bar run (pid ", timeout=WAIT)
         page.reload()  # (and as the page of a step left so)
         expect(page.locator(".live-state")).to_contain_text("interrupted")
         expect(page.locator(".live-note")).to_contain_text("bar doctor --repair")
