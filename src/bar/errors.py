@@ -176,7 +176,10 @@ class SnapshotFailed(WriteFailed):
     """The worktree's state could not be stored in git (a full disk, a quota); the step
     stays pending and is recorded by the next bar command once it can be."""
 
-    hint = "free space and run any bar command: the step is recorded then, nothing is lost"
+    hint = (
+        "free space, then run your next step or `bar doctor --repair`: the step is recorded "
+        "then, nothing is lost"
+    )
 
 
 class CommandError(BarError):

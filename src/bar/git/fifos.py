@@ -108,8 +108,8 @@ def refuse(worktree: Path, scope: Sequence[str] | None) -> None:
         "it is there",
         hint="remove "
         + ("it" if len(found) == 1 else "them")
-        + f" (rm -- {' '.join(_quoted(worktree, found[:5]))}), then run any bar command: "
-        "what is pending is recorded then, nothing is lost",
+        + f" (rm -- {' '.join(_quoted(worktree, found[:5]))}), then run your next step or "
+        "`bar doctor --repair`: what is pending is recorded then, nothing is lost",
     )
 
 
@@ -127,8 +127,8 @@ def _refuse_heavy_rules(worktree: Path, rules: dict[str, int]) -> None:
         f"{byte_size(RULES_LARGEST)}",
         hint="make them smaller (or remove "
         + ("it" if len(heaviest) == 1 else "the largest")
-        + f": rm -- {' '.join(_quoted(worktree, heaviest[:1]))}), then run any bar "
-        "command: what is pending is recorded then, nothing is lost",
+        + f": rm -- {' '.join(_quoted(worktree, heaviest[:1]))}), then run your next "
+        "step or `bar doctor --repair`: what is pending is recorded then, nothing is lost",
     )
 
 

@@ -746,21 +746,38 @@ def _too_large(
         sorted(f for f, why in found.items() if why in ("holes", "links")) if paths != ["."] else []
     )
     if unsure:
-        hashed = git.git(
-            worktree,
-            "ls-files",
-            "-z",
-            "-o",
-            "-m",
-            "--",
-            *(f":(top,literal){f}" for f in unsure),
-            env=_env(index),
-            check=False,
+        hashed = _ls_files(
+            worktree, index, ("-z", "-o", "-m"), [f":(top,literal){f}" for f in unsure]
         )
-        if hashed.returncode == 0:
-            would = {os.fsdecode(p) for p in hashed.stdout.split(b"\0") if p}
+        if hashed is not None:
+            would = {os.fsdecode(p) for p in hashed.split(b"\0") if p}
             found = {f: why for f, why in found.items() if f in would or f not in unsure}
     return dict(sorted(found.items()))
+
+
+_ARGS_AT_ONCE = 128 << 10  # bytes of pathspecs one ``git ls-files`` is given (ARG_MAX: 2 MiB)
+
+
+def _ls_files(
+    worktree: Path, index: Path, flags: Sequence[str], specs: Sequence[str]
+) -> bytes | None:
+    """What ``git ls-files FLAGS -- SPECS`` says, asked in as many calls as the pathspecs
+    need (git 2.39's ls-files takes them as arguments only, and a step's ten thousand
+    names of 200 bytes passed the kernel's bound on them); None if git failed."""
+    said: list[bytes] = []
+    start, size = 0, 0
+    for end, spec in enumerate([*specs, None]):
+        if spec is not None and (size + len(spec) + 1 <= _ARGS_AT_ONCE or end == start):
+            size += len(spec) + 1
+            continue
+        res = git.git(
+            worktree, "ls-files", *flags, "--", *specs[start:end], env=_env(index), check=False
+        )
+        if res.returncode != 0:
+            return None
+        said.append(res.stdout)
+        start, size = end, (len(spec) + 1 if spec is not None else 0)
+    return b"".join(said)
 
 
 def left_out_file(index: Path) -> Path:
@@ -935,15 +952,14 @@ def _answering_gitlinks(
     if below:
         if len(below) > _LISTED_APART:
             below = [":(top)"]  # (ls-files takes its pathspecs as arguments only)
-        res = git.git(worktree, "ls-files", "-s", "-z", "--", *below, env=_env(index), check=False)
-        if res.returncode != 0:
+        listed_below = _ls_files(worktree, index, ("-s", "-z"), below)
+        if listed_below is None:
             raise SnapshotFailed(
-                "the worktree's state could not be stored in git: "
-                + (res.err.strip() or f"git ls-files exited with {res.returncode}")
+                "the worktree's state could not be stored in git: git ls-files failed"
             )
         found += [
             os.fsdecode(entry.split(b"\t", 1)[1])
-            for entry in (res.stdout.split(b"\0") if res.returncode == 0 else ())
+            for entry in listed_below.split(b"\0")
             if entry.startswith(b"160000 ") and b"\t" in entry
         ]
     return sorted({g for g in found if os.path.lexists(prefix + g + "/.git")})
