@@ -29,6 +29,7 @@ from helpers import (
 
 from bar import git as bar_git
 from bar.git import fifos
+from bar.history import blame as task_blame
 from bar.sandbox import UNAVAILABLE_ENV, landlock, namespace
 from conftest import git
 
@@ -873,6 +874,15 @@ def test_blame_of_a_file_too_large_to_diff_by_lines_is_refused_at_once(
     assert res.code == 2 and "bar blames no file over 8.0 MiB" in res.err, res.err
     assert "bar show STEP" in res.err
     assert bar(capfd, "blame", "small.txt").code == 0
+    # git's blame reads each version it compares: an earlier one too large is refused too
+    assert bar(capfd, "run", "--no-pty", "--", "sh", "-c", "echo one > lines.txt").code == 0
+    res = bar(capfd, "blame", "lines.txt")
+    assert res.code == 2 and f"was, in an earlier state, {big:,} bytes" in res.err, res.err
+    # and so is a file of too many lines, however short
+    many = f"yes | head -n {task_blame.MOST_LINES + 1} > many.txt"
+    assert bar(capfd, "run", "--no-pty", "--", "sh", "-c", many).code == 0
+    res = bar(capfd, "blame", "many.txt")
+    assert res.code == 2 and f"has {task_blame.MOST_LINES + 1:,} lines" in res.err, res.err
     (inited / "big.txt").write_bytes(b"y\n" * (big // 2 + 1))
     subprocess.run(["git", "add", "big.txt"], cwd=inited, check=True)
     subprocess.run(["git", "commit", "-qm", "big"], cwd=inited, check=True)

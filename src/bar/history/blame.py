@@ -89,9 +89,9 @@ def blame(task: Task, path: str, at: State | None = None) -> Blame:
     if kind.out.strip() != "blob":
         what = "directory" if kind.out.strip() == "tree" else kind.out.strip()
         raise UsageError(f"{rel} is a {what} in state {name}, not a file")
-    refuse_large(repo, f"{commit}:{rel}", f"{rel} in state {name}")
     first = bases.first(task)  # the chain's root, whatever base a sync moved to since
     chain = git.git(repo, "rev-list", "--first-parent", f"{first}..{commit}").out.split()
+    refuse_large(repo, rel, [*chain, first], f"{rel} in state {name}")
     named, restored = _records(task)
     origins = _origins(chain, named)
     base = Origin("base", "base", first)
@@ -117,17 +117,40 @@ def blame(task: Task, path: str, at: State | None = None) -> Blame:
     return Blame(rel, name, lines)
 
 
-def refuse_large(repo: Path, blob: str, what: str) -> None:
-    """Raise ``UsageError`` if the blob ``blob`` is larger than bar diffs line by line
-    (``git.LINE_DIFF_LARGEST``): git's blame holds every line of each version it
-    compares, and a step writes a file of a hundred million short lines in a second."""
-    size = int(git.out(repo, "cat-file", "-s", blob))
-    if size > git.LINE_DIFF_LARGEST:
+MOST_LINES = 500_000  # lines of a file bar blames (git's blame and bar's reading of it)
+
+
+def refuse_large(repo: Path, rel: str, commits: list[str], what: str) -> None:
+    """Raise ``UsageError`` if ``rel`` is, in any of ``commits`` (the first: the state
+    blamed), larger than bar diffs line by line (``git.LINE_DIFF_LARGEST``), or has more
+    than ``MOST_LINES`` lines in the first: git's blame holds every line of each version
+    it compares (20 MB of short lines: 54 s, 628 MB of output for bar to read; a small
+    file whose earlier version held 200 MB: 4.5 GB), and a step writes such a file in a
+    second."""
+    asked = "".join(f"{c}:{rel}\n" for c in commits).encode()
+    said = git.git(repo, "cat-file", "--batch-check=%(objecttype) %(objectsize)", input=asked)
+    sizes = [
+        int(size)
+        for kind, _, size in (line.partition(" ") for line in said.out.splitlines())
+        if kind == "blob" and size.isdigit()
+    ]
+    largest = max(sizes, default=0)
+    hint = "`bar show STEP` lists the files each step changed, with its patch"
+    if largest > git.LINE_DIFF_LARGEST:
+        which = "is" if sizes and sizes[0] == largest else "was, in an earlier state,"
         raise UsageError(
-            f"{what} is {size:,} bytes: bar blames no file over "
-            f"{byte_size(git.LINE_DIFF_LARGEST)} (it diffs such a file as binary)",
-            hint="`bar show STEP` lists the files each step changed, with its patch",
+            f"{what} {which} {largest:,} bytes: bar blames no file over "
+            f"{byte_size(git.LINE_DIFF_LARGEST)} in any of its states (it diffs such a file "
+            "as binary)",
+            hint=hint,
         )
+    if sizes and sizes[0] > MOST_LINES:  # (fewer bytes than lines: fewer lines)
+        lines = git.git(repo, "cat-file", "blob", f"{commits[0]}:{rel}").stdout.count(b"\n")
+        if lines > MOST_LINES:
+            raise UsageError(
+                f"{what} has {lines:,} lines: bar blames no file of more than {MOST_LINES:,} lines",
+                hint=hint,
+            )
 
 
 def _history(base: str, chain: list[str], restored: dict[str, str]) -> str:

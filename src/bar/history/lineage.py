@@ -95,7 +95,8 @@ def blame_rev(project: Project, path: str, rev: str) -> RevBlame:
     rel = path.strip("/")
     if git.git(repo, "cat-file", "-e", f"{commit}:{rel}", check=False).returncode != 0:
         raise NotFound(f"{rel} is not a file of {rev}")
-    task_blame.refuse_large(repo, f"{commit}:{rel}", f"{rel} in {rev}")
+    versions = git.git(repo, "rev-list", "--max-count=10000", commit, "--", rel).out.split()
+    task_blame.refuse_large(repo, rel, [commit, *versions], f"{rel} in {rev}")
     raw = git.git(
         repo, "blame", "--porcelain", "--no-textconv", "--ignore-revs-file=", commit, "--", rel
     ).stdout
