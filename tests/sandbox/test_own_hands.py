@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -30,6 +31,7 @@ from helpers import (
 from bar import git as bar_git
 from bar.git import fifos
 from bar.history import blame as task_blame
+from bar.history import side_index
 from bar.sandbox import UNAVAILABLE_ENV, landlock, namespace
 from conftest import git
 
@@ -828,6 +830,18 @@ def test_a_file_of_many_names_is_not_recorded(
     assert bar(capfd, "undo").code == 0
     assert (wt / "four").read_bytes() == (wt / "three").read_bytes()
     assert (wt / "four").stat().st_size == 200000
+    # each file left out is a pathspec git matches against every file at every look:
+    # past side_index.MOST_LEFT_OUT, nothing is recorded until they are gone
+    most = side_index.MOST_LEFT_OUT
+    make = f"mkdir many && for i in $(seq {most + 1}); do ln four many/$i; done && echo z > z"
+    res = bar(capfd, "run", "--no-pty", "--", "sh", "-c", make)
+    # (three and four, recorded while they had fewer names, stay recorded: git reads
+    # no recorded file whose bytes are as recorded)
+    assert res.code != 0 and f"{most + 1:,} files of the worktree are not recorded" in res.err
+    assert "changes   not looked at:" in bar(capfd, "status").out
+    shutil.rmtree(wt / "many")
+    assert bar(capfd, "run", "--no-pty", "--", "true").code == 0
+    assert ledger(task["id"])[-2]["diff_stat"]["file_list"] == ["z"]
 
 
 @pytest.mark.parametrize("speed", ["fast", "slow"])
