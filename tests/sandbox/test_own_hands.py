@@ -1098,13 +1098,14 @@ def test_rule_files_too_heavy_to_match_stop_the_record_and_say_so(
     task = new_task(capfd)
     wt = worktree(task)
     lines = fifos.RULES_LARGEST // 12 + 1  # ("*.xNNNNN foo" and its newline: 12 bytes or more)
-    make = f"seq -f '*.x%05g foo' {lines} > .gitattributes && echo x > a.txt"
+    attributes = fifos.ATTRIBUTES_LARGEST // 12 + 1
+    make = f"seq -f '*.x%05g foo' {attributes} > .gitattributes && echo x > a.txt"
     res = bar(capfd, "run", "--no-pty", "--", "sh", "-c", make)
-    assert res.code != 0 and "the worktree's .gitignore and .gitattributes files hold" in res.err
-    assert "(.gitattributes (1." in res.err and "rm -- " in res.err, res.err
+    assert res.code != 0 and "the worktree's .gitattributes files hold 1" in res.err
+    assert "(.gitattributes (1" in res.err and "more than 128.0 KiB" in res.err, res.err
     assert ledger(task["id"]) == []
     res = bar(capfd, "status")
-    assert res.code == 0 and "changes   not looked at: the worktree's .gitignore" in res.out
+    assert res.code == 0 and "changes   not looked at: the worktree's .gitattributes" in res.out
     (wt / ".gitattributes").write_text("*.bin binary\n")
     assert bar(capfd, "run", "--no-pty", "--", "true").code == 0
     step, by_hand, _ = ledger(task["id"])  # (the rule file written after the step: by hand)
@@ -1116,6 +1117,7 @@ def test_rule_files_too_heavy_to_match_stop_the_record_and_say_so(
     (wt / "a.txt").write_text("edited\n")
     res = bar(capfd, "run", "--no-pty", "--", "true")
     assert res.code != 0 and "(d/.gitignore (1." in res.err, res.err
+    assert "the worktree's .gitignore and .gitattributes files hold 1." in res.err
     (wt / "d" / ".gitignore").unlink()
     assert bar(capfd, "run", "--no-pty", "--", "true").code == 0
     assert ledger(task["id"])[-2]["diff_stat"]["file_list"] == ["a.txt"]

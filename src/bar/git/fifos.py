@@ -21,8 +21,10 @@ checks it out, and every ``.gitignore`` rule against each path it does not track
 step writes 400,000 rules (3 MB) in a second; with 1,000 files bar then took 136 s to
 record it and 16 s each later step (git's own cap is 100 MB a file: hours). So while the
 worktree's rule files (outside nested repositories) hold more than ``RULES_LARGEST``
-together, bar records nothing and says so, as for a pipe. A scoped look that meets a
-rule file weighs them all.
+together, or its ``.gitattributes`` files more than ``ATTRIBUTES_LARGEST`` (1 MB of
+patterns of several ``*`` took 170 s to record with 20,000 files, and each later look
+100 s), bar records nothing and says so, as for a pipe. A scoped look that meets a rule
+file weighs them all.
 """
 
 from __future__ import annotations
@@ -39,6 +41,9 @@ from bar.git import read_small
 
 READ_BY_NAME = (".gitignore", ".gitattributes")
 RULES_LARGEST = 1 << 20  # bytes the worktree's rule files (``READ_BY_NAME``) hold together
+# and its .gitattributes files, which git matches against each file it hashes, diffs or
+# checks out (a change of them has every recorded file hashed again: ``bar.git.conversions``)
+ATTRIBUTES_LARGEST = 128 << 10
 FOLLOWED = (".gitmodules",)  # (read through a symbolic link too)
 # what git reads of a nested repository's git directory to tell it is one and find its
 # commit (a named pipe there hung bar's git and its own reads: ``git.read_small``)
@@ -114,17 +119,21 @@ def refuse(worktree: Path, scope: Sequence[str] | None) -> None:
 
 
 def _refuse_heavy_rules(worktree: Path, rules: dict[str, int]) -> None:
-    total = sum(rules.values())
-    if total <= RULES_LARGEST:
+    attributes = {p: n for p, n in rules.items() if p.rpartition("/")[2] == ".gitattributes"}
+    if sum(attributes.values()) > ATTRIBUTES_LARGEST:
+        rules, names, most = attributes, ".gitattributes files", ATTRIBUTES_LARGEST
+    elif sum(rules.values()) > RULES_LARGEST:
+        names, most = ".gitignore and .gitattributes files", RULES_LARGEST
+    else:
         return
+    total = sum(rules.values())
     heaviest = sorted(rules, key=lambda p: (-rules[p], p))[:3]
     shown = ", ".join(f"{p} ({byte_size(rules[p])})" for p in heaviest)
     more = f" and {len(rules) - 3} more" if len(rules) > 3 else ""
     raise SnapshotFailed(
-        f"the worktree's .gitignore and .gitattributes files hold {byte_size(total)} of "
-        f"rules ({shown}{more}): git matches each rule against every file it looks at, "
-        f"minutes a look, so nothing is recorded while they hold more than "
-        f"{byte_size(RULES_LARGEST)}",
+        f"the worktree's {names} hold {byte_size(total)} of rules ({shown}{more}): git "
+        "matches each rule against every file it looks at, minutes a look, so nothing is "
+        f"recorded while they hold more than {byte_size(most)}",
         hint="make them smaller (or remove "
         + ("it" if len(heaviest) == 1 else "the largest")
         + f": rm -- {' '.join(_quoted(worktree, heaviest[:1]))}), then run your next "
