@@ -1126,6 +1126,14 @@ def test_rule_files_too_heavy_to_match_stop_the_record_and_say_so(
     res = bar(capfd, "run", "--no-pty", "--", "sh", "-c", make)
     assert res.code == 0, res.err
     assert ledger(task["id"])[-1]["diff_stat"]["file_list"] == ["b.txt"]
+    # nor do those of an ignored directory, which git never walks
+    make = (
+        f"echo /deps/ > .gitignore && mkdir -p deps/p && seq -f '/x%09g' {lines}"
+        " > deps/p/.gitignore && echo w > w.txt"
+    )
+    res = bar(capfd, "run", "--no-pty", "--", "sh", "-c", make)
+    assert res.code == 0, res.err
+    assert ledger(task["id"])[-1]["diff_stat"]["file_list"] == [".gitignore", "w.txt"]
 
 
 @pytest.mark.parametrize("speed", ["fast", "slow"])

@@ -119,6 +119,8 @@ def refuse(worktree: Path, scope: Sequence[str] | None) -> None:
 
 
 def _refuse_heavy_rules(worktree: Path, rules: dict[str, int]) -> None:
+    if sum(rules.values()) > min(RULES_LARGEST, ATTRIBUTES_LARGEST):
+        rules = _read_by_git(worktree, rules)
     attributes = {p: n for p, n in rules.items() if p.rpartition("/")[2] == ".gitattributes"}
     if sum(attributes.values()) > ATTRIBUTES_LARGEST:
         rules, names, most = attributes, ".gitattributes files", ATTRIBUTES_LARGEST
@@ -139,6 +141,29 @@ def _refuse_heavy_rules(worktree: Path, rules: dict[str, int]) -> None:
         + f": rm -- {' '.join(_quoted(worktree, heaviest[:1]))}), then run your next "
         "step or `bar doctor --repair`: what is pending is recorded then, nothing is lost",
     )
+
+
+def _read_by_git(worktree: Path, rules: dict[str, int]) -> dict[str, int]:
+    """Of ``rules``, those git reads: not in an ignored directory (git walks none; the
+    rule files of ``node_modules/`` are no cost). A rule file that ignores itself is
+    read all the same: its directory is asked, not the file."""
+    from bar import git
+    from bar.git import ignored
+
+    folders = sorted({d for d in (p.rpartition("/")[0] for p in rules) if d})
+    if not folders:
+        return rules
+    res = git.git(
+        worktree,
+        "check-ignore",
+        "--no-index",
+        "-z",
+        "--stdin",
+        input=ignored.question(folders),
+        check=False,
+    )
+    out = ignored.answered(res.stdout) if res.returncode in (0, 1) else set()
+    return {p: n for p, n in rules.items() if p.rpartition("/")[0] not in out}
 
 
 def _found(tops: list[str], prefix: str) -> tuple[list[str], dict[str, int]]:
