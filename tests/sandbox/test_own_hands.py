@@ -1134,6 +1134,14 @@ def test_rule_files_too_heavy_to_match_stop_the_record_and_say_so(
     res = bar(capfd, "run", "--no-pty", "--", "sh", "-c", make)
     assert res.code == 0, res.err
     assert ledger(task["id"])[-1]["diff_stat"]["file_list"] == [".gitignore", "w.txt"]
+    # one written through another name of it (a hard link in an ignored directory), which
+    # no watch sees and no stat of a recorded file shows (it ignores itself)
+    make = "mkdir r && echo .gitignore > r/.gitignore && ln r/.gitignore deps/x && echo v > v"
+    assert bar(capfd, "run", "--no-pty", "--", "sh", "-c", make).code == 0
+    assert ledger(task["id"])[-1]["diff_stat"]["file_list"] == ["v"]
+    grow = f"seq -f '/x%09g' {lines} >> deps/x"
+    res = bar(capfd, "run", "--no-pty", "--", "sh", "-c", grow)
+    assert res.code != 0 and "(r/.gitignore (1." in res.err, res.err
 
 
 @pytest.mark.parametrize("speed", ["fast", "slow"])

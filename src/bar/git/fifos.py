@@ -29,6 +29,7 @@ file weighs them all.
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 import subprocess
@@ -38,6 +39,7 @@ from pathlib import Path
 from bar.base.notices import byte_size, plural
 from bar.errors import SnapshotFailed
 from bar.git import read_small
+from bar.store.files import write_bytes_atomic
 
 READ_BY_NAME = (".gitignore", ".gitattributes")
 RULES_LARGEST = 1 << 20  # bytes the worktree's rule files (``READ_BY_NAME``) hold together
@@ -96,14 +98,20 @@ def _is_fifo(path: str) -> bool:
         return False
 
 
-def refuse(worktree: Path, scope: Sequence[str] | None) -> None:
+def refuse(worktree: Path, scope: Sequence[str] | None, noted: Path | None = None) -> None:
     """Raise ``SnapshotFailed`` naming the named pipes ``planted`` finds, if any, or
-    if the worktree's rule files hold more than ``RULES_LARGEST`` together (weighed
-    whole when the look meets one of them)."""
+    if the worktree's rule files hold more than ``RULES_LARGEST`` together. A scoped
+    look weighs them all when it meets one of them, or when one of those ``noted`` (the
+    rule files of the last whole weighing, kept there with their inode, size and ctime)
+    moved: a write through another name of one (a hard link) is seen by no watch."""
     found, rules = _looked(worktree, scope)
-    if not found and rules and scope is not None and "." not in scope:
-        rules = _looked(worktree, None)[1]
+    whole = scope is None or "." in scope
+    if not found and not whole and (rules or _moved(worktree, noted)):
+        found, rules = _looked(worktree, None)
+        whole = True
     if not found:
+        if whole and noted is not None:
+            _note(worktree, noted, rules)
         _refuse_heavy_rules(worktree, rules)
         return
     shown = ", ".join(found[:5]) + (f" and {len(found) - 5} more" if len(found) > 5 else "")
@@ -141,6 +149,51 @@ def _refuse_heavy_rules(worktree: Path, rules: dict[str, int]) -> None:
         + f": rm -- {' '.join(_quoted(worktree, heaviest[:1]))}), then run your next "
         "step or `bar doctor --repair`: what is pending is recorded then, nothing is lost",
     )
+
+
+def noted_rules(index: Path) -> Path:
+    """Where the rule files of the side index ``index``'s worktree are noted."""
+    return index.with_name(index.name + ".rules")
+
+
+def _note(worktree: Path, noted: Path, rules: dict[str, int]) -> None:
+    prefix = str(worktree) + os.sep
+    said: dict[str, list[int]] = {}
+    for path in rules:
+        try:
+            st = os.lstat(prefix + path)
+        except OSError:
+            continue
+        said[path] = [st.st_ino, st.st_size, st.st_ctime_ns]
+    try:
+        if said:
+            write_bytes_atomic(noted, json.dumps({"version": 1, "files": said}).encode())
+        else:
+            noted.unlink(missing_ok=True)
+    except OSError:
+        pass  # (then a scoped look meets no note: it weighs what it meets, as before)
+
+
+def _moved(worktree: Path, noted: Path | None) -> bool:
+    """Whether a rule file ``noted`` names is gone or changed since it was noted."""
+    if noted is None:
+        return False
+    try:
+        with open(noted, "rb") as f:
+            said = json.loads(f.read()).get("files")
+    except (OSError, ValueError, AttributeError):
+        return False
+    if not isinstance(said, dict):
+        return False
+    prefix = str(worktree) + os.sep
+    for path, was in said.items():
+        try:
+            st = os.lstat(prefix + str(path))
+        except OSError:
+            return True
+        if [st.st_ino, st.st_size, st.st_ctime_ns] != was:
+            return True
+    return False
 
 
 def _read_by_git(worktree: Path, rules: dict[str, int]) -> dict[str, int]:

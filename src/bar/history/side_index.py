@@ -171,7 +171,9 @@ def write_whole(
     if renormalize:
         reseed(worktree, index)
         scope = None
-    fifos.refuse(worktree, scope)  # (before any git reads the worktree's rules)
+    # (before any git reads the worktree's rules; the rule files noted beside the
+    # task's own side index, not beside a copy of it)
+    fifos.refuse(worktree, scope, fifos.noted_rules(index) if left_out is not None else None)
     suspects = racy.suspects(index) if suspects is None else suspects
     if suspects:
         racy.force(worktree, index, suspects)

@@ -76,7 +76,7 @@ def scan(
             since_ns = since - stamps.RACY_NS if isinstance(since, int) else 0
             scope, unchanged = _changed_dirs(worktree, dirs, mtimes, since_ns)
         # (git diff-files reads the attributes of a file its stat cannot judge)
-        fifos.refuse(worktree, scope)
+        fifos.refuse(worktree, scope, fifos.noted_rules(index))
         out, _ = diff_files.communicate()
     except _Rescan:
         return None

@@ -124,6 +124,7 @@ def discard(copy: Path) -> None:
         copy.with_name(copy.name + PATCH),
         copy.with_name(copy.name + ".racy"),
         copy.with_name(copy.name + ".left-out"),
+        copy.with_name(copy.name + ".rules"),
     ):
         with contextlib.suppress(OSError):
             os.unlink(leftover)
