@@ -200,22 +200,12 @@ def _read_by_git(worktree: Path, rules: dict[str, int]) -> dict[str, int]:
     """Of ``rules``, those git reads: not in an ignored directory (git walks none; the
     rule files of ``node_modules/`` are no cost). A rule file that ignores itself is
     read all the same: its directory is asked, not the file."""
-    from bar import git
     from bar.git import ignored
 
     folders = sorted({d for d in (p.rpartition("/")[0] for p in rules) if d})
     if not folders:
         return rules
-    res = git.git(
-        worktree,
-        "check-ignore",
-        "--no-index",
-        "-z",
-        "--stdin",
-        input=ignored.question(folders),
-        check=False,
-    )
-    out = ignored.answered(res.stdout) if res.returncode in (0, 1) else set()
+    out = ignored.by_rules(worktree, folders)
     return {p: n for p, n in rules.items() if p.rpartition("/")[0] not in out}
 
 

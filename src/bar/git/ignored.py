@@ -140,13 +140,9 @@ def _not_in_head(worktree: Path, paths: list[bytes]) -> list[bytes]:
     return [p for p in paths if p not in kept]
 
 
-def keep_ignored(worktree: Path, now_tree: str, deleted: list[str]) -> None:
-    """Of the files the restore just deleted, write back those the target's ignore rules
-    ignore: a rollback never touches an ignored file, and under the rules it restored,
-    these are (build output a step recorded before a ``.gitignore`` named it). They
-    are written from ``now_tree``, which holds them. Not those the worktree's HEAD holds:
-    git keeps a file it tracks whatever the rules say, so no such file is ignored (the
-    state the rollback records leaves it out: it must not stay on disk)."""
+def by_rules(worktree: Path, paths: Sequence[str]) -> set[str]:
+    """Those of ``paths`` the worktree's ignore rules alone ignore (whatever an index
+    holds); none if git cannot say."""
     res = git.git(
         worktree,
         "check-ignore",
@@ -154,9 +150,19 @@ def keep_ignored(worktree: Path, now_tree: str, deleted: list[str]) -> None:
         "-z",
         "--stdin",
         check=False,
-        input=question(deleted),
+        input=question(paths),
     )
-    said = answered(res.stdout) if res.returncode in (0, 1) else set()
+    return answered(res.stdout) if res.returncode in (0, 1) else set()
+
+
+def keep_ignored(worktree: Path, now_tree: str, deleted: list[str]) -> None:
+    """Of the files the restore just deleted, write back those the target's ignore rules
+    ignore: a rollback never touches an ignored file, and under the rules it restored,
+    these are (build output a step recorded before a ``.gitignore`` named it). They
+    are written from ``now_tree``, which holds them. Not those the worktree's HEAD holds:
+    git keeps a file it tracks whatever the rules say, so no such file is ignored (the
+    state the rollback records leaves it out: it must not stay on disk)."""
+    said = by_rules(worktree, deleted)
     ignored = [p.encode("utf-8", "surrogateescape") for p in deleted if p in said]
     if ignored:
         ignored = _not_in_head(worktree, ignored)
