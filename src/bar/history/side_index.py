@@ -773,6 +773,8 @@ def _ls_files(
     """What ``git ls-files FLAGS -- SPECS`` says, asked in as many calls as the pathspecs
     need (git 2.39's ls-files takes them as arguments only, and a step's ten thousand
     names of 200 bytes passed the kernel's bound on them); None if git failed."""
+    if not specs:
+        return b""  # (no pathspec at all would be every file)
     said: list[bytes] = []
     start, size = 0, 0
     for end, spec in enumerate([*specs, None]):
