@@ -1142,6 +1142,10 @@ def test_rule_files_too_heavy_to_match_stop_the_record_and_say_so(
     grow = f"seq -f '/x%09g' {lines} >> deps/x"
     res = bar(capfd, "run", "--no-pty", "--", "sh", "-c", grow)
     assert res.code != 0 and "(r/.gitignore (1." in res.err, res.err
+    res = bar(capfd, "run", "--no-pty", "--", "true")  # (and at every look after)
+    assert res.code != 0 and "(r/.gitignore (1." in res.err, res.err
+    (wt / "r" / ".gitignore").unlink()
+    assert bar(capfd, "run", "--no-pty", "--", "true").code == 0
 
 
 @pytest.mark.parametrize("speed", ["fast", "slow"])

@@ -110,9 +110,9 @@ def refuse(worktree: Path, scope: Sequence[str] | None, noted: Path | None = Non
         found, rules = _looked(worktree, None)
         whole = True
     if not found:
-        if whole and noted is not None:
-            _note(worktree, noted, rules)
         _refuse_heavy_rules(worktree, rules)
+        if whole and noted is not None:  # (only once they pass: until then, weighed again)
+            _note(worktree, noted, rules)
         return
     shown = ", ".join(found[:5]) + (f" and {len(found) - 5} more" if len(found) > 5 else "")
     raise SnapshotFailed(
