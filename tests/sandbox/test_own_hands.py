@@ -818,12 +818,23 @@ def test_a_file_of_many_names_is_not_recorded(
     listed, said = step(made)
     assert listed == ["tiny.txt", "tiny2.txt", "tiny3.txt"]
     assert "not recorded, hard links" in said and "big.bin, d/one, three, two" in said
+    # bar status says which files no step records, and why, on its own line and in JSON
+    out = bar(capfd, "status").out
+    assert "changes   none unrecorded" in out
+    assert "left out  4 files not recorded (hard links): big.bin, d/one, three, two" in out
+    left_out = json.loads(bar(capfd, "status", "--json").out)["left_out"]
+    assert left_out == {n: "links" for n in ("big.bin", "d/one", "three", "two")}
+    with (worktree(task) / "tiny.txt").open("a") as f:  # (a hand edit: a whole look)
+        f.write("more\n")
+    assert "left out  4 files" in bar(capfd, "status").out
     listed, _ = step("rm d/one two")  # (two names left: recorded, both)
     assert listed == ["big.bin", "three"]
     listed, said = step("ln three four && ln three five")
     assert listed == [] and "hard links" in said and "nothing): five, four" in said
     listed, said = step("rm five big.bin")  # (three and four left)
     assert listed == ["big.bin", "four"], said  # (nothing was said of four itself)
+    assert json.loads(bar(capfd, "status", "--json").out)["left_out"] == {}
+    assert "left out" not in bar(capfd, "status").out
     wt = worktree(task)
     assert bar(capfd, "rollback", "--to", "base").code == 0
     assert sorted(files_on_disk(wt)) == ["README.md"]

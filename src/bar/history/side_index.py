@@ -534,7 +534,7 @@ def _add(
             paths = sorted({*paths, *answering})
     left_out = _too_large(worktree, index, paths, listed)
     noted = _note_left_out(worktree, keep, paths, left_out) if keep is not None else len(left_out)
-    for why, reason in _LEFT_OUT.items():
+    for why, reason in LEFT_OUT.items():
         these = [f for f, w in left_out.items() if w == why]
         if these:
             warn(
@@ -631,7 +631,7 @@ _NO_SPACE = (b"no space left", b"disk quota", b"file too large")
 
 
 LARGEST_FILE = 1 << 30  # bytes: a larger file is not recorded (``_too_large``)
-_LEFT_OUT = {
+LEFT_OUT = {
     "large": f"larger than {byte_size(LARGEST_FILE)} (bar records no larger file: its "
     "hashing, its patch and every rollback would take as long)",
     "holes": "mostly holes (sparse files, less than half ever written: bar records none, "
@@ -811,6 +811,22 @@ def _left_out(where: Path) -> dict[str, list[int]]:
         for p, v in files.items()
         if isinstance(v, list) and len(v) == 2 and all(isinstance(n, int) for n in v)
     }
+
+
+def still_left_out(worktree: Path, where: Path) -> dict[str, str]:
+    """The files noted in ``where`` (``_note_left_out``) that the record still leaves
+    out, each with why (``unrecordable``: a key of ``LEFT_OUT``), judged now."""
+    prefix = str(worktree) + os.sep
+    found: dict[str, str] = {}
+    for path in sorted(_left_out(where)):
+        try:
+            st = os.lstat(prefix + path)
+        except OSError:
+            continue
+        why = unrecordable(prefix + path, st) if stat.S_ISREG(st.st_mode) else None
+        if why is not None:
+            found[path] = why
+    return found
 
 
 MOST_LEFT_OUT = 1000  # files the record leaves out that a look may meet and go on

@@ -257,6 +257,12 @@ def current_tree(task: Task, recorded: str | None = None) -> str:
     state. ``recorded``: the task's recorded snapshot, whose stamps say what to look at
     (nothing at all when nothing changed: its own tree). What changed is added to a copy
     of the side index, so it never races a running step."""
+    return _look(task, recorded)[0]
+
+
+def _look(task: Task, recorded: str | None) -> tuple[str, dict[str, str]]:
+    """``current_tree``, and the files of the worktree the record leaves out, each with
+    why (``side_index.LEFT_OUT``'s keys)."""
     renormalize = conversions.moved(task.worktree, task.index) or side_index.head_moved(
         task.worktree, task.index
     )
@@ -267,8 +273,10 @@ def current_tree(task: Task, recorded: str | None = None) -> str:
         if recorded and not renormalize
         else None,
     )
+    noted = side_index.left_out_file(task.index)
     if scope == [] and recorded is not None:
-        return tree_of(task, recorded)  # (``bar.git.racy``'s suspects count as changed there)
+        # (``bar.git.racy``'s suspects count as changed there)
+        return tree_of(task, recorded), side_index.still_left_out(task.worktree, noted)
     import shutil
     import tempfile
 
@@ -279,13 +287,20 @@ def current_tree(task: Task, recorded: str | None = None) -> str:
             racy.keep_time(task.index, index)
         except FileNotFoundError:
             scope = None
-        return side_index.write_whole(
+        seen = side_index.left_out_file(index)
+        try:
+            shutil.copyfile(noted, seen)
+        except FileNotFoundError:
+            pass
+        tree = side_index.write_whole(
             task.worktree,
             index,
             scope,
             suspects=racy.suspects(task.index),
             renormalize=renormalize,
+            left_out=seen,
         )[0]
+        return tree, side_index.still_left_out(task.worktree, seen)
 
 
 def note_tree(task: Task, state: str) -> None:
@@ -303,5 +318,12 @@ def tree_of(task: Task, state: str) -> str:
 
 def has_unrecorded_changes(task: Task) -> bool:
     """True when the worktree differs from the last recorded snapshot (read-only)."""
+    return unrecorded(task)[0]
+
+
+def unrecorded(task: Task) -> tuple[bool, dict[str, str]]:
+    """Whether the worktree differs from the last recorded snapshot, and the files of it
+    the record leaves out, each with why (``side_index.LEFT_OUT``'s keys; read-only)."""
     recorded = task.recorded_snapshot()
-    return current_tree(task, recorded) != tree_of(task, recorded)
+    tree, left_out = _look(task, recorded)
+    return tree != tree_of(task, recorded), left_out

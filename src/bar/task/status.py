@@ -43,6 +43,9 @@ class Status:
     # why the worktree could not be looked at (a named pipe git would wait on), with
     # its hint; nothing is recorded until it is cleared
     blocked: str | None = None
+    # the worktree's files the record leaves out (``bar.history.side_index.LEFT_OUT``),
+    # each with why: ``large``, ``holes`` or ``links``
+    left_out: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         info: dict[str, Any] = {
@@ -84,6 +87,7 @@ class Status:
         info["interrupted_step"] = self.interrupted.step_id if self.interrupted else None
         info["unrecorded_changes"] = self.unrecorded_changes
         info["blocked"] = self.blocked
+        info["left_out"] = self.left_out
         info["unresolved_conflicts"] = self.unresolved_conflicts
         info["sandbox"] = self.sandbox
         info["watch"] = self.watch
@@ -109,9 +113,10 @@ def status(loc: Location, ref: str | None = None) -> Status:
 
     watch = None
     blocked = None
+    left_out: dict[str, str] = {}
     if task.active and task.worktree.is_dir() and not busy:
         try:
-            unrecorded = steps.has_unrecorded_changes(task)
+            unrecorded, left_out = steps.unrecorded(task)
         except WriteFailed as exc:  # (a named pipe git would wait on: the rest is said)
             blocked = str(exc) + (f"\nhint: {exc.hint}" if exc.hint else "")
         watch = fast.watch_mode(task.index)
@@ -135,6 +140,7 @@ def status(loc: Location, ref: str | None = None) -> Status:
         watch=watch,
         decision=_waiting_decision(task),
         blocked=blocked,
+        left_out=left_out,
     )
 
 

@@ -127,6 +127,8 @@ def status(*, task: str | None, as_json: bool) -> int:
         print(
             "changes   none unrecorded (ignored files and nested repositories' own files never are)"
         )
+    if info.left_out:
+        _left_out_lines(info.left_out, paint)
     if info.unrecorded_changes is not None:
         print(
             "          closing the task moves those to its trash (bar trash), reopening puts "
@@ -179,6 +181,24 @@ def status(*, task: str | None, as_json: bool) -> int:
             )
         )
     return 0
+
+
+# why the record leaves a file out (``bar.history.side_index.LEFT_OUT``), in a few words
+_LEFT_OUT_WHY = {"large": "over 1 GiB", "holes": "mostly holes", "links": "hard links"}
+
+
+def _left_out_lines(left_out: dict[str, str], paint: Painter) -> None:
+    """The worktree's files no step records, by why, with what brings them in."""
+    for why in sorted(set(left_out.values())):
+        files = [p for p, w in left_out.items() if w == why]
+        shown = ", ".join(files[:5]) + (f" and {len(files) - 5} more" if len(files) > 5 else "")
+        words = _LEFT_OUT_WHY.get(why, why)
+        print(
+            paint(
+                f"left out  {plural(len(files), 'file')} not recorded ({words}): {shown}", "yellow"
+            )
+        )
+    print("          no step records them while they stay so; see docs/sandbox.md")
 
 
 def _workers_lines(workers: dict[str, Any], paint: Painter) -> None:
