@@ -33,6 +33,7 @@ from bar.base.record import record
 from bar.errors import AgentSettingsError
 from bar.model.tasks import Task
 from bar.store.files import ensure_dir, read_regular, write_bytes_atomic
+from bar.store.layout import TEMPORARY
 
 TARGET = "/etc"  # what the layer lies over
 LAYER = "agents/system"  # the layer, in the task's directory (also Gemini CLI's settings)
@@ -113,12 +114,13 @@ def name_entries(merged: dict[str, Any], hook_command: str) -> None:
 def _honoured(path: Path, own_tmp: bool) -> bool:
     """Whether Gemini CLI would read ``path`` as system settings: it skips one that is not
     root's, or that sits in a folder (all the way up) that is not root's or that others
-    may write. So only where bar runs as root; ``/tmp`` counts as the step's own (made
-    root's and private) where the step gets one (``own_tmp``)."""
+    may write. So only where bar runs as root; ``/tmp``, ``/var/tmp`` and ``/dev/shm``
+    count as the step's own (made root's and private) where the step gets them
+    (``own_tmp``: ``bar.sandbox.plan``'s view of ``TEMPORARY``)."""
     if os.geteuid() != 0:
         return False
     for folder in (path.parent, *path.parents):
-        if own_tmp and str(folder) in ("/tmp", "/var/tmp"):
+        if own_tmp and str(folder) in TEMPORARY:
             continue
         try:
             st = os.stat(folder)

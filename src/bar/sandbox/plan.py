@@ -50,6 +50,7 @@ from bar.store import below, files
 from bar.store.layout import (
     STEP_COVERS,
     STEP_TEMPORARY,
+    TEMPORARY,
     bar_home,
     home_dir,
     projects_dir,
@@ -57,11 +58,6 @@ from bar.store.layout import (
 )
 from bar.worktree.guard import admin_dir, common_dir
 
-# the machine's shared directories every program may write: where the step has its own
-# processes, each is a directory of the task's in the step's view (``_own_temporary``).
-# ``/dev/shm`` too: the shared memory of the developer's running programs (a browser's,
-# a database's) is files there, open to whoever may write the directory
-TEMPORARY = ("/tmp", "/var/tmp", "/dev/shm")
 # Unix sockets of programs acting with the developer's rights (an ssh agent holds the
 # keys ~/.ssh hides): Landlock does not govern connect(), so a confined step is not
 # told where they are, and, where it has a mount namespace, their folders are covered

@@ -51,7 +51,13 @@ def home_dir() -> Path:
 # what covers a hidden path in a step's own /tmp (``bar.sandbox.plan``): a directory and
 # a file of the task's, mode 0 on purpose
 STEP_COVERS = ("empty", "hidden")
-# a step's own /tmp, /var/tmp and /dev/shm: directories of the task's, its files in them
+# the machine's shared directories every program may write: where the step has its own
+# processes, each is a directory of the task's in the step's view (``bar.sandbox.plan``).
+# ``/dev/shm`` too: the shared memory of the developer's running programs (a browser's,
+# a database's) is files there, open to whoever may write the directory
+TEMPORARY = ("/tmp", "/var/tmp", "/dev/shm")
+# a step's own /tmp, /var/tmp and /dev/shm (``TEMPORARY``'s order): directories of the
+# task's, its files in them
 STEP_TEMPORARY = ("tmp", "var-tmp", "shm")
 
 
