@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -10,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bar.agents import AGENTS
+from bar.agents import AGENTS, managed
 from bar.agents.settings import (
     install_hook,
     merge_hook_settings,
@@ -336,3 +337,19 @@ def test_a_symlinked_settings_directory_is_refused(tmp_path: Path) -> None:
     with pytest.raises(AgentSettingsError, match="symbolic link"):
         install_hook("claude", worktree, "bar hook claude")
     assert list(home_claude.iterdir()) == []
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="Gemini CLI honours system settings only of root's")
+@pytest.mark.parametrize("shared", ["/tmp", "/var/tmp", "/dev/shm"])
+def test_gemini_system_settings_in_any_of_the_machines_temporary_folders_rank_above(
+    shared: str,
+) -> None:
+    """Gemini CLI skips system settings in a folder others may write; where the step
+    has its own /tmp, /var/tmp and /dev/shm (each root's and private in its view), a
+    bar home under any of them still holds bar's hooks above the repository's
+    settings (a bar home under /dev/shm lost them, and a repository's switch was refused)."""
+    if not os.path.isdir(shared) or not os.stat(shared).st_mode & 0o002:
+        pytest.skip(f"{shared} is not a folder others may write here")
+    path = Path(shared) / "home" / "tasks" / "T" / "system" / "gemini-settings.json"
+    assert managed._honoured(path, own_tmp=True)
+    assert not managed._honoured(path, own_tmp=False)
