@@ -126,7 +126,8 @@ PYTEST_PARALLEL := -n $(TEST_WORKERS) --dist worksteal
 # where the tests' temporary folders go (pytest's: each test's repositories, worktrees and
 # bar home): a tmpfs at /dev/shm with 4 GiB free where the machine has one (the many
 # small files git makes and bar's tests delete cost a disk file system's allocator: the
-# whole suite took ~12% less time and CPU there), else the system's temporary folder.
+# modules that make many repositories and steps took ~12% less time and CPU there, the
+# whole suite ~5%), else the system's temporary folder.
 # TEST_TMP=disk keeps them on disk; test-long always does, so that the long trials
 # meet a disk file system. A passed test's folder is removed when it ends (a failed
 # one's is kept: pytest's summary names it), so a run holds little memory.

@@ -855,6 +855,26 @@ def test_a_file_of_many_names_is_not_recorded(
     assert ledger(task["id"])[-2]["diff_stat"]["file_list"] == ["z"]
 
 
+def test_names_a_step_chose_reach_bar_status_as_inert_text(
+    inited: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """``bar status`` prints names a step chose (files left out, nested repositories):
+    an escape sequence in one is shown as text, never sent to the developer's terminal
+    (a window title set, the screen cleared)."""
+    new_task(capfd)
+    script = (
+        'n=$(printf "x\\033]0;owned\\007"); head -c 100000 /dev/urandom > "$n"'
+        ' && ln "$n" "$n.2" && ln "$n" "$n.3"'
+        ' && d=$(printf "q\\033[2J") && mkdir "$d" && cd "$d" && git init -q'
+        " && echo x > f && git add f && git -c user.name=a -c user.email=a@b commit -qm x"
+    )
+    assert bar(capfd, "run", "--no-pty", "--", "sh", "-c", script).code == 0
+    out = bar(capfd, "status").out
+    assert "\x1b" not in out and "\x07" not in out
+    assert "(hard links): x\\x1b]0;owned\\x07" in out
+    assert "nested    q\\x1b[2J is a git repository" in out
+
+
 @pytest.mark.parametrize("speed", ["fast", "slow"])
 def test_a_file_of_many_short_lines_is_diffed_as_binary(
     speed: str,

@@ -6,7 +6,7 @@ from typing import Any
 
 from bar import api
 from bar.base.cmdline import line_of
-from bar.cli.render import Painter, plural, print_json, totals_text
+from bar.cli.render import Painter, plural, print_json, totals_text, visible
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -25,8 +25,9 @@ def options(sub: Commands) -> None:
         formatter_class=Formatter,
         description="Where the task stands: its steps, a running or interrupted step, and\n"
         "whether the worktree holds changes no step recorded (see them with\n"
-        "`bar diff --unrecorded`; the next step records them); what its agent steps add\n"
-        "up to (turns, tool calls, tokens, cost when known).",
+        "`bar diff --unrecorded`; the next step records them), and which files no step\n"
+        "records (over 1 GiB, mostly holes, hard links); what its agent steps add up to\n"
+        "(turns, tool calls, tokens, cost when known).",
         epilog="examples:\n"
         "  bar status                  the task you are in, else the active one\n"
         "  bar status --task fix-login\n"
@@ -127,15 +128,15 @@ def status(*, task: str | None, as_json: bool) -> int:
         print(
             "changes   none unrecorded (ignored files and nested repositories' own files never are)"
         )
-    if info.left_out:
-        _left_out_lines(info.left_out, paint)
     if info.unrecorded_changes is not None:
         print(
             "          closing the task moves those to its trash (bar trash), reopening puts "
             "them back"
         )
+    if info.left_out:
+        _left_out_lines(info.left_out, paint)
     if info.unresolved_conflicts:
-        held = info.unresolved_conflicts
+        held = [visible(p) for p in info.unresolved_conflicts]
         holds = "holds" if len(held) == 1 else "hold"
         print(
             paint(
@@ -174,7 +175,7 @@ def status(*, task: str | None, as_json: bool) -> int:
     for path in info.nested_repos:
         print(
             paint(
-                f"nested    {path} is a git repository of its own: bar records only the "
+                f"nested    {visible(path)} is a git repository of its own: bar records only the "
                 "commit it is at, not its files (edits inside are not recorded or "
                 "rolled back)",
                 "yellow",
@@ -191,7 +192,9 @@ def _left_out_lines(left_out: dict[str, str], paint: Painter) -> None:
     """The worktree's files no step records, by why, with what brings them in."""
     for why in sorted(set(left_out.values())):
         files = [p for p, w in left_out.items() if w == why]
-        shown = ", ".join(files[:5]) + (f" and {len(files) - 5} more" if len(files) > 5 else "")
+        shown = ", ".join(visible(f) for f in files[:5]) + (
+            f" and {len(files) - 5} more" if len(files) > 5 else ""
+        )
         words = _LEFT_OUT_WHY.get(why, why)
         print(
             paint(
