@@ -1200,3 +1200,36 @@ def test_a_repository_without_a_commit_that_loses_its_git_directory_is_recorded(
     script = "echo x > fake/d/f && echo y > other/f"
     assert bar(capfd, "run", "--no-pty", "--", "sh", "-c", script).code == 0
     assert ledger(task["id"])[-1]["diff_stat"]["file_list"] == ["fake/d/f", "other/f"]
+
+
+def test_judging_a_file_never_opens_what_a_swapped_directory_leads_to(tmp_path: Path) -> None:
+    """bar judges a large file's holes by opening it after its ``lstat``; a step may swap
+    a directory on the way for a link to ``/dev`` in between, where opening a device
+    acts on it (a watchdog armed, a tape rewound). What the link leads to is never
+    opened: the name is held unopened (``O_PATH``) and read only as the file it was."""
+    import ctypes
+
+    work = tmp_path / "w"
+    (work / "d").mkdir(parents=True)
+    sparse = work / "d" / "f"
+    with open(sparse, "wb") as f:
+        f.truncate(1 << 20)
+    st = os.lstat(sparse)
+    decoy = tmp_path / "decoy"
+    decoy.mkdir()
+    (decoy / "f").write_bytes(b"x" * (1 << 20))
+    libc = ctypes.CDLL(None, use_errno=True)
+    watch = libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
+    assert watch >= 0
+    try:
+        assert libc.inotify_add_watch(watch, os.fsencode(decoy), 0x20) >= 0  # IN_OPEN
+        (work / "d").rename(work / "d.old")
+        (work / "d").symlink_to(decoy)
+        assert side_index._written(str(sparse), st) == st.st_size  # (not the file it was)
+        with pytest.raises(BlockingIOError):
+            os.read(watch, 4096)  # (nothing behind the link was opened)
+        (work / "d").unlink()
+        (work / "d.old").rename(work / "d")
+        assert side_index._written(str(sparse), st) == 0  # (the file itself: all holes)
+    finally:
+        os.close(watch)

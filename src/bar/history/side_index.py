@@ -927,13 +927,10 @@ def _written(path: str, st: os.stat_result) -> int:
     changing while looked at (an editor truncates, then writes), and git's own look
     judges it (it reads again a file that changes under it)."""
     size = st.st_size
+    fd = _open_as_it_was(path, st)
+    if fd is None:
+        return size  # (changed, or git cannot read it either: it says so)
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
-        return size  # (git cannot read it either: it says so)
-    try:
-        if not _as_it_was(os.fstat(fd), st):
-            return size
         data, at = 0, 0
         while at < size and data < size // 2:
             try:
@@ -948,6 +945,26 @@ def _written(path: str, st: os.stat_result) -> int:
         return data if _as_it_was(os.fstat(fd), st) else size
     finally:
         os.close(fd)
+
+
+def _open_as_it_was(path: str, st: os.stat_result) -> int | None:
+    """A descriptor to read the regular file ``path`` whose ``lstat`` was ``st``, or None
+    if it is no longer that file or cannot be read. A step may swap a directory on the
+    way for a link to ``/dev`` after the ``lstat``: the name is first held without being
+    opened (``O_PATH``, which no device driver sees), and opened for reading only as the
+    very file ``st`` says it was, through the descriptor's own name in ``/proc``."""
+    try:
+        held = os.open(path, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        if not _as_it_was(os.fstat(held), st):
+            return None
+        return os.open(f"/proc/self/fd/{held}", os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    finally:
+        os.close(held)
 
 
 def _as_it_was(now: os.stat_result, st: os.stat_result) -> bool:
