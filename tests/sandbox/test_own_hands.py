@@ -9,6 +9,7 @@ import json
 import os
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -1202,13 +1203,55 @@ def test_a_repository_without_a_commit_that_loses_its_git_directory_is_recorded(
     assert ledger(task["id"])[-1]["diff_stat"]["file_list"] == ["fake/d/f", "other/f"]
 
 
+def _opens_seen(folder: Path) -> int:
+    """An inotify descriptor told of every open in ``folder`` (IN_OPEN), non-blocking."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    watch = libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
+    assert watch >= 0
+    assert libc.inotify_add_watch(watch, os.fsencode(folder), 0x20) >= 0
+    return int(watch)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="making a device node needs root")
+def test_bars_reads_of_a_steps_files_never_open_a_device(tmp_path: Path) -> None:
+    """A nested repository's ``HEAD`` a step made a link to a device, or a settings file
+    behind a directory swapped for a link: bar's reads open nothing but a regular file
+    (opening a device acts on it: a watchdog armed, a tape rewound)."""
+    from bar.store.files import read_regular
+
+    devices = tmp_path / "dev"
+    devices.mkdir()
+    try:
+        os.mknod(devices / "null", 0o600 | stat.S_IFCHR, os.makedev(1, 3))
+    except OSError as exc:  # (a file system mounted nodev)
+        pytest.skip(f"no device node can be made here: {exc}")
+    (devices / "settings.json").symlink_to(devices / "null")
+    nested = tmp_path / "nested" / ".git"
+    nested.mkdir(parents=True)
+    (nested / "HEAD").symlink_to(devices / "null")
+    (tmp_path / "w").symlink_to(devices)
+    seen = _opens_seen(devices)
+    try:
+        with pytest.raises(OSError):
+            bar_git.read_small(str(nested / "HEAD"))
+        assert read_regular(tmp_path / "w" / "null") is None
+        with pytest.raises(BlockingIOError):
+            os.read(seen, 4096)  # (no device was opened)
+        (devices / "file").write_text("ref: refs/heads/main\n")
+        (nested / "HEAD").unlink()
+        (nested / "HEAD").symlink_to(devices / "file")  # (a link git itself follows)
+        assert bar_git.read_small(str(nested / "HEAD")) == b"ref: refs/heads/main\n"
+    finally:
+        os.close(seen)
+
+
 def test_judging_a_file_never_opens_what_a_swapped_directory_leads_to(tmp_path: Path) -> None:
     """bar judges a large file's holes by opening it after its ``lstat``; a step may swap
     a directory on the way for a link to ``/dev`` in between, where opening a device
     acts on it (a watchdog armed, a tape rewound). What the link leads to is never
     opened: the name is held unopened (``O_PATH``) and read only as the file it was."""
-    import ctypes
-
     work = tmp_path / "w"
     (work / "d").mkdir(parents=True)
     sparse = work / "d" / "f"
@@ -1218,11 +1261,8 @@ def test_judging_a_file_never_opens_what_a_swapped_directory_leads_to(tmp_path: 
     decoy = tmp_path / "decoy"
     decoy.mkdir()
     (decoy / "f").write_bytes(b"x" * (1 << 20))
-    libc = ctypes.CDLL(None, use_errno=True)
-    watch = libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
-    assert watch >= 0
+    watch = _opens_seen(decoy)
     try:
-        assert libc.inotify_add_watch(watch, os.fsencode(decoy), 0x20) >= 0  # IN_OPEN
         (work / "d").rename(work / "d.old")
         (work / "d").symlink_to(decoy)
         assert side_index._written(str(sparse), st) == st.st_size  # (not the file it was)

@@ -6,10 +6,8 @@ Per-call variables such as ``GIT_INDEX_FILE`` go into a copy of the environment.
 
 from __future__ import annotations
 
-import errno
 import os
 import re
-import stat
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -21,6 +19,7 @@ from bar.base.proc import Result, Started, clean_env, run
 from bar.base.proc import start as start_child
 from bar.base.record import record
 from bar.errors import GitError
+from bar.store.files import open_regular
 
 # Snapshot commits are bar's own records, not the developer's: a fixed identity means a
 # missing user.name never stops a step.
@@ -203,12 +202,8 @@ _BRANCH_RE = re.compile(rb"^ref: (refs/heads/[^\x00-\x20\x7f~^:?*\[\\]+)\n?$")
 def _opened(path: str | bytes) -> int:
     """A descriptor of the regular file at ``path``, for reading: a file of a nested
     repository a step made may be a named pipe, which a plain ``open`` waits on for
-    ever (``OSError``: none such)."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        os.close(fd)
-        raise OSError(errno.EINVAL, "not a regular file")
-    return fd
+    ever, or a link to a device, which opening acts on (``OSError``: none such)."""
+    return open_regular(path, follow=True)
 
 
 def read_small(path: str | bytes, most: int = 4097) -> bytes:

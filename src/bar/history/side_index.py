@@ -28,7 +28,7 @@ from bar.changes import fast
 from bar.errors import BarError, SnapshotFailed
 from bar.git import conversions, exact, fifos, ignored, racy
 from bar.git.index_files import keep_private
-from bar.store.files import write_bytes_atomic
+from bar.store.files import open_regular, write_bytes_atomic
 from bar.store.layout import AIDE_DIR, AIDE_FILES
 
 _env = git.index_env
@@ -949,22 +949,16 @@ def _written(path: str, st: os.stat_result) -> int:
 
 def _open_as_it_was(path: str, st: os.stat_result) -> int | None:
     """A descriptor to read the regular file ``path`` whose ``lstat`` was ``st``, or None
-    if it is no longer that file or cannot be read. A step may swap a directory on the
-    way for a link to ``/dev`` after the ``lstat``: the name is first held without being
-    opened (``O_PATH``, which no device driver sees), and opened for reading only as the
-    very file ``st`` says it was, through the descriptor's own name in ``/proc``."""
+    if it is no longer that file or cannot be read (``open_regular``: nothing a
+    directory swapped for a link leads to is opened)."""
     try:
-        held = os.open(path, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC)
+        fd = open_regular(path, same_as=st)
     except OSError:
         return None
-    try:
-        if not _as_it_was(os.fstat(held), st):
-            return None
-        return os.open(f"/proc/self/fd/{held}", os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
+    if not _as_it_was(os.fstat(fd), st):
+        os.close(fd)
         return None
-    finally:
-        os.close(held)
+    return fd
 
 
 def _as_it_was(now: os.stat_result, st: os.stat_result) -> bool:

@@ -248,6 +248,46 @@ def read_bytes(path: StrPath, what: str | None = None) -> bytes:
         os.close(fd)
 
 
+def open_regular(
+    path: StrPath | bytes,
+    *,
+    follow: bool = False,
+    dir_fd: int | None = None,
+    same_as: os.stat_result | None = None,
+) -> int:
+    """A read-only descriptor of the regular file at ``path`` (relative to ``dir_fd`` if
+    given; its last component a link only if ``follow``; the very file ``same_as`` is
+    the stat of, if given), never blocking; ``OSError`` for anything else. Nothing but
+    that file is ever opened: a step may put a link to ``/dev`` on the way (a directory
+    swapped for one, a link named ``HEAD``), and opening a device acts on it (a
+    watchdog armed, a tape rewound). So the name is first held unopened (``O_PATH``,
+    which no driver sees), and the file opened for reading through the held
+    descriptor's own name in ``/proc``, once it is known to be that regular file."""
+    nofollow = 0 if follow else os.O_NOFOLLOW
+    reading = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC
+    if not hasattr(os, "O_PATH"):  # (not Linux: no device is opened by a name checked after)
+        fd = os.open(path, reading | nofollow, dir_fd=dir_fd)
+        try:
+            _is_regular(os.fstat(fd), same_as)
+        except OSError:
+            os.close(fd)
+            raise
+        return fd
+    held = os.open(path, os.O_PATH | os.O_CLOEXEC | nofollow, dir_fd=dir_fd)
+    try:
+        _is_regular(os.fstat(held), same_as)
+        return os.open(f"/proc/self/fd/{held}", reading)
+    finally:
+        os.close(held)
+
+
+def _is_regular(st: os.stat_result, same_as: os.stat_result | None) -> None:
+    if not stat.S_ISREG(st.st_mode):
+        raise OSError(errno.EINVAL, "not a regular file")
+    if same_as is not None and (st.st_dev, st.st_ino) != (same_as.st_dev, same_as.st_ino):
+        raise OSError(errno.ESTALE, "not the file it was")
+
+
 def read_regular(
     path: StrPath | bytes, tail: int | None = None, *, dir_fd: int | None = None
 ) -> bytes | None:
@@ -256,15 +296,11 @@ def read_regular(
     followed), a FIFO or anything else: for files a step may have planted something in
     place of."""
     try:
-        fd = os.open(
-            path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, dir_fd=dir_fd
-        )
+        fd = open_regular(path, dir_fd=dir_fd)
     except OSError:
         return None
     try:
         st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            return None
         at = max(0, st.st_size - tail) if tail is not None else 0
         chunks = []
         while chunk := os.pread(fd, 1 << 20, at):
