@@ -32,7 +32,7 @@ from typing import Any
 from bar.base.record import record
 from bar.errors import AgentSettingsError
 from bar.model.tasks import Task
-from bar.store.files import ensure_dir, read_regular, write_bytes_atomic
+from bar.store.files import ensure_dir, open_regular, read_regular, write_bytes_atomic
 from bar.store.layout import TEMPORARY
 
 TARGET = "/etc"  # what the layer lies over
@@ -183,7 +183,7 @@ def switched_off(agent: str, worktree: Path) -> str | None:
     for rel in files:
         fd = None
         try:
-            fd = os.open(worktree / rel, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+            fd = open_regular(worktree / rel)
             raw = os.read(fd, 1 << 20)
         except OSError:
             continue
