@@ -136,14 +136,23 @@ def start_a_long_step(repo: Path, task: dict[str, str]) -> subprocess.Popen[byte
         start_new_session=True,
         env={**os.environ, "BAR_RESIDENT_IDLE": "0"},
     )
+    # its content, not the file alone: the shell makes the file, then writes to it, and a
+    # write after bar was killed is rightly no step's
     deadline = time.time() + 60
-    while not (wt / "work.txt").exists() and time.time() < deadline:
+    while not _holds(wt / "work.txt", b"partial\n") and time.time() < deadline:
         time.sleep(0.05)
     # bar shows it is alive 100 times a second: what the step wrote before that is its own
     # (a write in the last instant before bar was killed is credited to no step:
     # ``bar.step.interrupted``)
     seen_alive_after(task["id"], wt / "work.txt")
     return proc
+
+
+def _holds(path: Path, content: bytes) -> bool:
+    try:
+        return path.read_bytes() == content
+    except FileNotFoundError:
+        return False
 
 
 def test_killed_during_the_command_records_an_interrupted_step(repo: Path, tmp_path: Path) -> None:

@@ -47,7 +47,8 @@ def test_a_killed_bar_leaves_the_session_to_the_command_that_records_the_step(
         stderr=subprocess.DEVNULL,
     )
     deadline = time.time() + 60
-    while not (wt / "work.txt").exists():
+    # its content, not the file alone: a write after bar was killed is rightly no step's
+    while not ((wt / "work.txt").exists() and (wt / "work.txt").read_text() == "partial\n"):
         assert time.time() < deadline and proc.poll() is None
         time.sleep(0.05)
     seen_alive_after(t["id"], wt / "work.txt")  # (else it is no step's)
