@@ -820,9 +820,11 @@ def test_a_file_of_many_names_is_not_recorded(
     assert listed == ["tiny.txt", "tiny2.txt", "tiny3.txt"]
     assert "not recorded, hard links" in said and "big.bin, d/one, three, two" in said
     # bar status says which files no step records, and why, on its own line and in JSON
-    out = bar(capfd, "status").out
+    shown = bar(capfd, "status")
+    out = shown.out
     assert "changes   none unrecorded" in out
     assert "left out  4 files not recorded (hard links): big.bin, d/one, three, two" in out
+    assert "not recorded" not in shown.err  # (said once: not warned of too)
     left_out = json.loads(bar(capfd, "status", "--json").out)["left_out"]
     assert left_out == {n: "links" for n in ("big.bin", "d/one", "three", "two")}
     with (worktree(task) / "tiny.txt").open("a") as f:  # (a hand edit: a whole look)
@@ -850,7 +852,9 @@ def test_a_file_of_many_names_is_not_recorded(
     # (three and four, recorded while they had fewer names, stay recorded: git reads
     # no recorded file whose bytes are as recorded)
     assert res.code != 0 and f"{most + 1:,} files of the worktree are not recorded" in res.err
-    assert "changes   not looked at:" in bar(capfd, "status").out
+    blocked = bar(capfd, "status")
+    assert "changes   not looked at:" in blocked.out
+    assert "not recorded, hard links" in blocked.err  # (the files its message names)
     shutil.rmtree(wt / "many")
     assert bar(capfd, "run", "--no-pty", "--", "true").code == 0
     assert ledger(task["id"])[-2]["diff_stat"]["file_list"] == ["z"]

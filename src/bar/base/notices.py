@@ -94,3 +94,28 @@ def capture(sink: Sink) -> Iterator[None]:
         yield
     finally:
         _sinks.remove(sink)
+
+
+@contextmanager
+def held(*prefixes: str) -> Iterator[list[tuple[str, str]]]:
+    """Hold back the notices that begin with one of ``prefixes`` while the block runs
+    (what the caller says itself, in its own words), in the list it is given (level,
+    message: for ``say`` once the block is left, if the caller must say them after
+    all); the others go where they went."""
+    below = _sinks[-1]
+    kept: list[tuple[str, str]] = []
+
+    def sink(level: str, message: str) -> None:
+        if message.startswith(prefixes):
+            kept.append((level, message))
+        else:
+            below(level, message)
+
+    with capture(sink):
+        yield kept
+
+
+def say(notices: list[tuple[str, str]]) -> None:
+    """Say the notices ``held`` kept back."""
+    for level, message in notices:
+        _sinks[-1](level, message)

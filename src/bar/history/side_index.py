@@ -538,7 +538,7 @@ def _add(
         these = [f for f, w in left_out.items() if w == why]
         if these:
             warn(
-                f"not recorded, {reason}: "
+                f"{LEFT_OUT_SAID}{reason}: "
                 + ", ".join(these[:10])
                 + (f" and {len(these) - 10} more" if len(these) > 10 else "")
             )
@@ -631,6 +631,9 @@ _NO_SPACE = (b"no space left", b"disk quota", b"file too large")
 
 
 LARGEST_FILE = 1 << 30  # bytes: a larger file is not recorded (``_too_large``)
+# how a look's warning of the files it leaves out begins (``bar status``, which names
+# them on a line of its own, leaves the warning out)
+LEFT_OUT_SAID = "not recorded, "
 LEFT_OUT = {
     "large": f"larger than {byte_size(LARGEST_FILE)} (bar records no larger file: its "
     "hashing, its patch and every rollback would take as long)",

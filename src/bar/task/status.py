@@ -7,10 +7,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from bar.base import notices
 from bar.base.record import field, record
 from bar.changes import conflict_markers, fast
 from bar.errors import TaskNotFound, WriteFailed
-from bar.history import steps
+from bar.history import side_index, steps
 from bar.model import journals
 from bar.model.journals import RunIntent
 from bar.model.project import Location, Project
@@ -115,10 +116,15 @@ def status(loc: Location, ref: str | None = None) -> Status:
     blocked = None
     left_out: dict[str, str] = {}
     if task.active and task.worktree.is_dir() and not busy:
-        try:
-            unrecorded, left_out = steps.unrecorded(task)
-        except WriteFailed as exc:  # (a named pipe git would wait on: the rest is said)
-            blocked = str(exc) + (f"\nhint: {exc.hint}" if exc.hint else "")
+        # (the files it leaves out are said on a line of their own: not warned of too,
+        # unless the look fails, whose message names them as said above)
+        with notices.held(side_index.LEFT_OUT_SAID) as warned:
+            try:
+                unrecorded, left_out = steps.unrecorded(task)
+            except WriteFailed as exc:  # (a named pipe git would wait on: the rest is said)
+                blocked = str(exc) + (f"\nhint: {exc.hint}" if exc.hint else "")
+        if blocked is not None:
+            notices.say(warned)
         watch = fast.watch_mode(task.index)
     return Status(
         loc.project,
