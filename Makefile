@@ -112,10 +112,10 @@ typecheck: $(STAMP)
 	$(VENV)/bin/mypy
 
 # SIGKILL sweeps crash a command at each of its write points: make test visits a seeded
-# 25% of each sweep's points (and draws 25% of the longest property test's examples; a
+# 20% of each sweep's points (and draws 20% of the longest property test's examples; a
 # new seed each day: pytest's summary names it), test-long every point and every example,
 # and 500 random SIGKILL trials besides
-SWEEP_SHARE ?= 0.25
+SWEEP_SHARE ?= 0.2
 
 # two test processes a core: most tests wait on git, agents, servers and their children,
 # so twice the cores keeps the cores busy (a whole run: 1,000 s with one a core, 860 s with
@@ -163,16 +163,18 @@ test-long: $(STAMP) agents shells browser
 	@# the oracle with an editor autosaving through rollbacks (a race: not in make test)
 	BAR_ORACLE_RACES=1 BAR_ORACLE_EXAMPLES=40 BAR_ORACLE_ACTIONS=12 $(PY) -m pytest -p no:randomly \
 		tests/test_oracle.py -k snapshots_equal
+	$(PY) bench/run.py --quick --sizes small --repeat 1
 
 # the type check and the quick benchmark (a smoke test: it fails only when a command
-# fails, never on timing, so one round of each figure is enough) run beside the suite,
+# fails, never on timing, so one round of each figure is enough; a quarter of the
+# figures, drawn anew each day, as the sweeps are: test-long runs them all) run beside the suite,
 # in the part of the cores its test processes leave idle (~1/6 of 2 cores: they wait on
 # git, agents and servers); what they said comes after the suite's summary
 # (tests/support/beside.py)
 test: lint $(STAMP) agents shells browser
 	$(PY) tests/support/beside.py --log-dir .test-beside \
 		--beside typecheck="$(VENV)/bin/mypy" \
-		--beside bench="$(PY) bench/run.py --quick --sizes small --repeat 1" \
+		--beside bench="$(PY) bench/run.py --quick --sizes small --repeat 1 --pick 0.25" \
 		-- $(MAKE) --no-print-directory unit
 
 demo: $(STAMP)

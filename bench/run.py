@@ -65,6 +65,25 @@ def _parse_ints(text: str) -> tuple[int, ...]:
         ) from None
 
 
+def _share(text: str) -> float:
+    try:
+        share = float(text)
+    except ValueError:
+        share = -1.0
+    if not 0 < share <= 1:
+        raise argparse.ArgumentTypeError(f"expected a share above 0 and at most 1: {text!r}")
+    return share
+
+
+def picked(figures: list[int], share: float, seed: str) -> list[int]:
+    """``share`` of ``figures`` (at least one), drawn by ``seed``: a smoke test that visits
+    every figure over a few days, each day's draw named so that it can be made again."""
+    import random
+
+    count = max(1, round(len(figures) * share))
+    return sorted(random.Random(f"bench-pick:{seed}").sample(figures, count))
+
+
 def parse_args(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0],
@@ -84,6 +103,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--ledger-steps", type=int, help="long ledger length for figure 6")
     p.add_argument("--output-bytes", type=int, help="what the command of figure 8 prints")
     p.add_argument("--many-files", type=int, help="files the big step of figure 8 changes")
+    p.add_argument(
+        "--pick",
+        type=_share,
+        metavar="SHARE",
+        help="run this share of the figures (at least one), drawn anew each day "
+        "(BENCH_PICK_SEED=N draws the same again): make test's smoke",
+    )
     p.add_argument("--seed", type=int, default=genrepo.DEFAULT_SEED)
     p.add_argument("--bar", type=Path, help="the bar executable (default: .venv/bin/bar)")
     p.add_argument(
@@ -142,13 +168,31 @@ def ensure_stepback(tools: Tools) -> str | None:
     exe = venv / "bin" / "stepback"
     if not exe.exists():
         log(f"installing stepback {STEPBACK_VERSION} into {venv}")
+        # with bar's own pip where it has one (``--python``: into the new venv), which
+        # spares installing a pip into the venv first (about half the CPU of the two)
+        has_pip = (
+            subprocess.run([str(tools.python), "-m", "pip", "--version"], capture_output=True)
+        ).returncode == 0
+        pip = (
+            [str(tools.python), "-m", "pip", "--python", str(venv / "bin" / "python")]
+            if has_pip
+            else [str(venv / "bin" / "pip")]
+        )
         try:
             subprocess.run(
-                [str(tools.python), "-m", "venv", str(venv)], check=True, capture_output=True
+                [
+                    str(tools.python),
+                    "-m",
+                    "venv",
+                    *(["--without-pip"] if has_pip else []),
+                    str(venv),
+                ],
+                check=True,
+                capture_output=True,
             )
             subprocess.run(
                 [
-                    str(venv / "bin" / "pip"),
+                    *pip,
                     "install",
                     "--quiet",
                     "--disable-pip-version-check",
@@ -270,6 +314,13 @@ def main(argv: list[str] | None = None) -> int:
     bad = [n for n in figures if n not in FIGURES]
     if bad:
         raise SystemExit(f"bench: no figure {bad[0]} (figures are 1-{max(FIGURES)})")
+    if args.pick is not None and args.pick < 1:
+        seed = os.environ.get("BENCH_PICK_SEED") or time.strftime("%Y%m%d")
+        figures = picked(figures, args.pick, seed)
+        log(
+            f"figures {', '.join(map(str, figures))}: {args.pick:g} of them, seed {seed} "
+            f"(BENCH_PICK_SEED={seed} draws them again; test-long runs them all)"
+        )
     stepback_problem = ensure_stepback(tools) if 9 in figures else None
     facts = report.machine_facts(tools.python, tools.bar)
     if tools.stepback:
