@@ -114,7 +114,8 @@ typecheck: $(STAMP)
 # SIGKILL sweeps crash a command at each of its write points: make test visits a seeded
 # 20% of each sweep's points (and draws 20% of the longest property test's examples; a
 # new seed each day: pytest's summary names it), test-long every point and every example,
-# and 500 random SIGKILL trials besides
+# and 500 random SIGKILL trials besides (the sweeps, -m slow, on two cores: 128 CPU-s at
+# 20%, 159 at 25%)
 SWEEP_SHARE ?= 0.2
 
 # two test processes a core: most tests wait on git, agents, servers and their children,
@@ -166,11 +167,13 @@ test-long: $(STAMP) agents shells browser
 	$(PY) bench/run.py --quick --sizes small --repeat 1
 
 # the type check and the quick benchmark (a smoke test: it fails only when a command
-# fails, never on timing, so one round of each figure is enough; a quarter of the
-# figures, drawn anew each day, as the sweeps are: test-long runs them all) run beside the suite,
-# in the part of the cores its test processes leave idle (~1/6 of 2 cores: they wait on
-# git, agents and servers); what they said comes after the suite's summary
-# (tests/support/beside.py)
+# fails, never on timing, so one round of each figure is enough) run beside the suite,
+# in the part of the cores its test processes leave idle while they wait on git, agents
+# and servers; what they said comes after the suite's summary (tests/support/beside.py).
+# With them, two cores are busy to the run's last seconds (vmstat: 99% on average), so
+# each CPU-second beside costs about half a second of the run: the smoke takes a quarter
+# of the figures, drawn anew each day as the sweeps are (25 CPU-s, not 101); test-long
+# runs them all
 test: lint $(STAMP) agents shells browser
 	$(PY) tests/support/beside.py --log-dir .test-beside \
 		--beside typecheck="$(VENV)/bin/mypy" \
