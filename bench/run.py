@@ -2,7 +2,8 @@
 """Benchmark bar against plain git (and stepback) on generated repositories.
 
     python bench/run.py --sizes small,medium          # full run; writes docs/performance.md
-    python bench/run.py --quick --sizes small         # the smoke test make test runs (~2 min)
+    python bench/run.py --quick --sizes small         # every figure's smoke test (~4 min)
+    python bench/run.py --quick --sizes small --repeat 1 --pick 0.25  # make test's: a quarter
     python bench/run.py --only 1,3,7 --repeat 9
     python bench/run.py --repo ~/src/project          # also measure a real repository
 
@@ -316,10 +317,11 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"bench: no figure {bad[0]} (figures are 1-{max(FIGURES)})")
     if args.pick is not None and args.pick < 1:
         seed = os.environ.get("BENCH_PICK_SEED") or time.strftime("%Y%m%d")
+        every = len(figures)
         figures = picked(figures, args.pick, seed)
         log(
-            f"figures {', '.join(map(str, figures))}: {args.pick:g} of them, seed {seed} "
-            f"(BENCH_PICK_SEED={seed} draws them again; test-long runs them all)"
+            f"figures {', '.join(map(str, figures))} ({len(figures)} of {every}, drawn by "
+            f"seed {seed}: BENCH_PICK_SEED={seed} draws them again; make test-long runs all)"
         )
     stepback_problem = ensure_stepback(tools) if 9 in figures else None
     facts = report.machine_facts(tools.python, tools.bar)
